@@ -1,0 +1,279 @@
+"""Tracing builder: the body of a spec is ordinary Python over `Tensor` proxies; every operation
+appends a typed node to the graph under construction (type rules of `opgen.ir.ops`)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+from opgen.errors import IRError, SpecError
+from opgen.ir.core import Node, TensorType, Value, canonical_attrs
+from opgen.ir.dims import Lit, as_dim
+from opgen.ir.dtypes import DType, DTypeVar
+from opgen.ir.ops import OPS
+
+F32 = DType.f32
+
+
+def _caller_loc() -> str:
+    """file:line of the first stack frame outside opgen/dsl (the spec line that built a node)."""
+    here = os.path.dirname(__file__)
+    for fr in inspect.stack()[2:]:
+        if not fr.filename.startswith(here):
+            return f"{os.path.basename(fr.filename)}:{fr.lineno}"
+    return ""
+
+
+class Builder:
+    """Collects nodes of one graph. Spec bodies call its methods (`b.exp(x)`, `b.matmul(a, c)`, ...)."""
+
+    def __init__(self):
+        self.nodes: list[Node] = []
+        self._n = 0
+        self._cse: dict = {}
+
+    # -- core -------------------------------------------------------------------------------
+    def emit(self, op: str, inputs, **attrs) -> "Tensor":
+        """Append `op(inputs) {attrs}` after checking it with the op's type rule; returns its result.
+
+        Identical nodes are shared (hash-consing), so specs may repeat sub-expressions freely.
+        Raises SpecError (with the spec line) when the type rule fails.
+        """
+        ins = tuple(self._as_tensor(x) for x in inputs)
+        cattrs = canonical_attrs(attrs)
+        key = (op, tuple(t.value.name for t in ins), cattrs)
+        if key in self._cse:
+            return self._cse[key]
+        try:
+            ty = OPS[op].infer([t.value.type for t in ins], dict(cattrs))
+        except IRError as e:
+            raise SpecError(f"{_caller_loc()}: {op}: {e}") from None
+        self._n += 1
+        v = Value(f"v{self._n}", ty)
+        self.nodes.append(Node(op, key[1], v, cattrs, _caller_loc()))
+        t = Tensor(self, v)
+        self._cse[key] = t
+        return t
+
+    def _as_tensor(self, x):
+        if isinstance(x, Tensor):
+            return x
+        raise SpecError(f"{_caller_loc()}: expected a tensor, got {x!r}")
+
+    def const(self, value, dtype=F32) -> "Tensor":
+        """Scalar constant (shape [])."""
+        if isinstance(dtype, DType) and dtype.is_float:
+            value = float(value)
+        return self.emit("const", (), value=value, dtype=dtype)
+
+    def _lift(self, x, like: "Tensor") -> "Tensor":
+        if isinstance(x, Tensor):
+            return x
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            dt = like.dtype
+            if isinstance(dt, DType) and dt.is_int:
+                if not isinstance(x, int):
+                    raise SpecError(f"{_caller_loc()}: float constant {x} used with an integer tensor")
+                return self.const(int(x), dt)
+            return self.const(float(x), dt if isinstance(dt, DType) else F32)
+        raise SpecError(f"{_caller_loc()}: cannot use {x!r} as a tensor")
+
+    # -- elementwise ------------------------------------------------------------------------
+    def exp(self, x):
+        return self.emit("exp", (x,))
+
+    def log(self, x):
+        return self.emit("log", (x,))
+
+    def sqrt(self, x):
+        return self.emit("sqrt", (x,))
+
+    def rsqrt(self, x):
+        return self.emit("rsqrt", (x,))
+
+    def recip(self, x):
+        return self.emit("recip", (x,))
+
+    def maximum(self, a, c):
+        a, c = self._pair(a, c)
+        return self.emit("maximum", (a, c))
+
+    def minimum(self, a, c):
+        a, c = self._pair(a, c)
+        return self.emit("minimum", (a, c))
+
+    def where(self, cond, a, c):
+        """select(cond, a, c) with NumPy broadcasting."""
+        if not isinstance(a, Tensor):
+            a = self._lift(a, c)
+        if not isinstance(c, Tensor):
+            c = self._lift(c, a)
+        return self.emit("select", (cond, a, c))
+
+    def cast(self, x, to, round="none"):
+        """Convert to dtype `to`; `round` is the rounding of a narrowing float cast (none|rint|round)."""
+        return self.emit("cast", (x,), to=to, round=round)
+
+    def quantize(self, x, to, round):
+        """Round an fp32 intermediate to `to` and widen it back (device mode); identity in exact mode."""
+        return self.cast(self.cast(x, to, round), x.dtype)
+
+    def _pair(self, a, c):
+        if not isinstance(a, Tensor):
+            a = self._lift(a, c)
+        if not isinstance(c, Tensor):
+            c = self._lift(c, a)
+        return a, c
+
+    # -- structure --------------------------------------------------------------------------
+    def iota(self, n, dtype=DType.i64):
+        return self.emit("iota", (), n=as_dim(n), dtype=dtype)
+
+    def concat(self, xs, axis):
+        return self.emit("concat", tuple(xs), axis=axis)
+
+    def gather(self, x, idx, axis, batch_dims=None):
+        """out[*b, i..., rest] = x[*b, idx[*b, i...], rest]; batch_dims defaults to axis."""
+        return self.emit("gather", (x, idx), axis=axis, batch_dims=axis if batch_dims is None else batch_dims)
+
+    def scatter_add(self, idx, src, axis, size, batch_dims=None):
+        """Inverse of gather: out[*b, idx[*b, i...], rest] += src[*b, i..., rest]; out axis length `size`."""
+        return self.emit(
+            "scatter_add", (idx, src), axis=axis, batch_dims=axis if batch_dims is None else batch_dims,
+            size=as_dim(size))
+
+    def matmul(self, a, c, transpose_a=False, transpose_b=False):
+        return self.emit("matmul", (a, c), transpose_a=transpose_a, transpose_b=transpose_b)
+
+
+class Tensor:
+    """Proxy of an IR value inside a spec body. Arithmetic operators build nodes.
+
+    Comparisons (`<`, `<=`, `>`, `>=`) build bool tensors; use `.eq()` / `.ne()` for equality.
+    """
+
+    __array_priority__ = 1000
+
+    def __init__(self, b: Builder, value: Value):
+        self.b = b
+        self.value = value
+
+    @property
+    def type(self) -> TensorType:
+        return self.value.type
+
+    @property
+    def dtype(self):
+        return self.value.type.dtype
+
+    @property
+    def shape(self):
+        return self.value.type.shape
+
+    def __repr__(self):
+        return f"Tensor(%{self.value.name}: {self.value.type})"
+
+    def __bool__(self):
+        raise SpecError(f"{_caller_loc()}: a tensor has no truth value at trace time; use b.where()")
+
+    def _bin(self, op, other, reverse=False):
+        o = self.b._lift(other, self)
+        a, c = (o, self) if reverse else (self, o)
+        return self.b.emit(op, (a, c))
+
+    def __add__(self, o):
+        return self._bin("add", o)
+
+    def __radd__(self, o):
+        return self._bin("add", o, True)
+
+    def __sub__(self, o):
+        return self._bin("sub", o)
+
+    def __rsub__(self, o):
+        return self._bin("sub", o, True)
+
+    def __mul__(self, o):
+        return self._bin("mul", o)
+
+    def __rmul__(self, o):
+        return self._bin("mul", o, True)
+
+    def __truediv__(self, o):
+        return self._bin("div", o)
+
+    def __rtruediv__(self, o):
+        return self._bin("div", o, True)
+
+    def __neg__(self):
+        return self.b.emit("neg", (self,))
+
+    def __lt__(self, o):
+        return self._bin("lt", o)
+
+    def __le__(self, o):
+        return self._bin("le", o)
+
+    def __gt__(self, o):
+        return self._bin("gt", o)
+
+    def __ge__(self, o):
+        return self._bin("ge", o)
+
+    def eq(self, o):
+        return self._bin("eq", o)
+
+    def ne(self, o):
+        return self._bin("ne", o)
+
+    def __and__(self, o):
+        return self._bin("and", o)
+
+    def __or__(self, o):
+        return self._bin("or", o)
+
+    def __invert__(self):
+        return self.b.emit("not", (self,))
+
+    __hash__ = object.__hash__
+
+    # reductions over axes (negative axes count from the end)
+    def sum(self, axes, keepdims=True):
+        return self.b.emit("reduce", (self,), kind="sum", axes=tuple(_axes(axes)), keepdims=keepdims)
+
+    def max(self, axes, keepdims=True):
+        return self.b.emit("reduce", (self,), kind="max", axes=tuple(_axes(axes)), keepdims=keepdims)
+
+    def mean(self, axes, keepdims=True):
+        return self.b.emit("reduce", (self,), kind="mean", axes=tuple(_axes(axes)), keepdims=keepdims)
+
+    def reshape(self, shape):
+        return self.b.emit("reshape", (self,), shape=tuple(_shape(shape)))
+
+    def permute(self, *perm):
+        return self.b.emit("permute", (self,), perm=tuple(perm))
+
+    def broadcast_to(self, shape):
+        return self.b.emit("broadcast", (self,), shape=tuple(_shape(shape)))
+
+    def slice(self, axis, start, stop, step=1):
+        return self.b.emit("slice", (self,), axis=axis, start=as_dim(start), stop=as_dim(stop), step=step)
+
+    def cast(self, to, round="none"):
+        return self.b.cast(self, to, round)
+
+    def f32(self):
+        return self.b.cast(self, F32)
+
+
+def _axes(axes):
+    return [axes] if isinstance(axes, int) else list(axes)
+
+
+def _shape(shape):
+    from opgen.ir.dims import Variadic
+
+    return [d if isinstance(d, Variadic) else as_dim(d) for d in shape]
+
+
+__all__ = ["Builder", "Tensor", "Lit", "DTypeVar"]

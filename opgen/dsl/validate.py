@@ -1,0 +1,258 @@
+"""Validation of concrete inputs against a spec: attributes, presence, dtype combination, conversion
+to the declared dtypes, shape unification with the symbolic dims, dim domains and relations, and
+value checks. The first violation raises a ValidationError naming the parameter and the rule."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opgen.errors import SpecError, ValidationError
+from opgen.ir.dims import Lit, Sym, Variadic, as_dim, eval_shape, shape_str
+from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
+
+_BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
+
+
+def coerce_attr(a, v):
+    """Convert an attribute value (possibly CLI text) to the declared type. Raises ValidationError."""
+    try:
+        if a.type is bool:
+            if isinstance(v, str):
+                return _BOOL_TEXT[v.strip().lower()]
+            if isinstance(v, (bool, np.bool_)) or v in (0, 1):
+                return bool(v)
+            raise ValueError
+        if a.type is int:
+            if isinstance(v, str):
+                return int(v.strip(), 0)
+            if isinstance(v, (bool, np.bool_)) or float(v) != int(v):
+                raise ValueError
+            return int(v)
+        if a.type is float:
+            if isinstance(v, (bool, np.bool_)):
+                raise ValueError
+            return float(v)
+        if a.type is str:
+            if not isinstance(v, str):
+                raise ValueError
+            return v
+    except (ValueError, KeyError, TypeError, OverflowError):
+        pass
+    raise ValidationError(a.name, f"must be of type {a.type.__name__}, got {v!r}")
+
+
+def _convert(name, arr, dt: DType) -> np.ndarray:
+    """Convert an array to dtype `dt`; values must be representable (no overflow, no fractional ints)."""
+    a = np.asarray(arr)
+    if a.dtype.kind == "V" and a.dtype.itemsize == 2 and dt == DType.bf16:
+        return a.view(dt.np)
+    if a.dtype.kind not in "biuf" and dtype_of_array(a) is None:
+        raise ValidationError(name, f"array dtype {a.dtype} cannot be converted to {dt.long_name}")
+    if dt.is_float:
+        if a.dtype.kind == "b":
+            raise ValidationError(name, f"expected {dt.long_name} values, got bool")
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = a.astype(dt.np)
+            bad = np.isfinite(a.astype(np.float64)) & ~np.isfinite(out.astype(np.float64))
+        if bad.any():
+            raise ValidationError(name, f"value {a[bad].flat[0]!r} overflows {dt.long_name}")
+        return out
+    if dt == DType.bool:
+        if a.dtype.kind == "b":
+            return a
+        if a.dtype.kind in "iu" and np.isin(a, (0, 1)).all():
+            return a.astype(np.bool_)
+        raise ValidationError(name, "expected bool values (0/1)")
+    # integer target
+    if a.dtype.kind == "f":
+        if not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
+            raise ValidationError(name, f"expected integer values for {dt.long_name}, got fractional or non-finite")
+    elif a.dtype.kind == "b":
+        raise ValidationError(name, f"expected {dt.long_name} values, got bool")
+    info = np.iinfo(dt.np)
+    if a.size and (a.min() < info.min or a.max() > info.max):
+        raise ValidationError(name, f"values outside the {dt.long_name} range [{info.min}, {info.max}]")
+    return a.astype(dt.np)
+
+
+def _resolve_attrs(spec, attrs):
+    known = {a.name: a for a in spec.attrs}
+    for k in attrs:
+        if k not in known:
+            raise ValidationError(k, f"unknown attribute of {spec.name} (known: {', '.join(known) or 'none'})")
+    out = {}
+    for a in spec.attrs:
+        if a.name in attrs and attrs[a.name] is not None:
+            v = coerce_attr(a, attrs[a.name])
+        elif a.required or (a.default is None and a.dim is None):
+            raise ValidationError(a.name, "required attribute is missing")
+        else:
+            v = a.default
+        if v is not None and a.choices is not None and v not in a.choices:
+            raise ValidationError(a.name, f"must be one of {', '.join(map(repr, a.choices))}, got {v!r}")
+        out[a.name] = v
+    return out
+
+
+def _resolve_dtypes(spec, arrays, dtypes):
+    assign = {}
+    for k, v in dtypes.items():
+        if k not in spec.dtype_vars_:
+            raise ValidationError(k, f"unknown dtype variable of {spec.name} (known: {', '.join(spec.dtype_vars_)})")
+        try:
+            assign[k] = parse_dtype(v) if isinstance(v, str) else v
+        except KeyError:
+            raise ValidationError(k, f"unknown dtype {v!r}") from None
+    # infer the rest from the arrays of inputs typed by a variable
+    for i in spec.inputs:
+        if isinstance(i.dtype, DTypeVar) and i.dtype.name not in assign and arrays.get(i.name) is not None:
+            d = dtype_of_array(np.asarray(arrays[i.name]))
+            if d is not None and d.is_float:
+                assign[i.dtype.name] = d
+    rows = [r for r in spec.dtype_rows if all(r[k] == v for k, v in assign.items())]
+    if not rows:
+        combo = ", ".join(f"{k}={v.long_name}" for k, v in sorted(assign.items()))
+        allowed = "; ".join(", ".join(f"{k}={v.long_name}" for k, v in r.items()) for r in spec.dtype_rows)
+        first = next((i.name for i in spec.inputs if isinstance(i.dtype, DTypeVar) and arrays.get(i.name) is not None),
+                     "dtype")
+        raise ValidationError(first, f"dtype combination ({combo}) is not supported by {spec.name}; allowed: {allowed}")
+    return dict(rows[0])
+
+
+def _unify(spec, name, shape, got, env, binder):
+    """Bind the dims of symbolic `shape` to concrete `got`; returns a rule string on mismatch."""
+    var = [k for k, d in enumerate(shape) if isinstance(d, Variadic)]
+    fixed = len(shape) - len(var)
+    if var:
+        vd = spec.variadics[shape[var[0]].name]
+        nv = len(got) - fixed
+        if nv < vd.min_rank or nv > vd.max_rank:
+            return f"rank {len(got)} outside {fixed + vd.min_rank}..{fixed + vd.max_rank} for shape {shape_str(shape)}"
+    elif len(got) != fixed:
+        return f"rank {len(got)}, expected {fixed} for shape {shape_str(shape)}"
+    pos = 0
+    deferred = []
+    for d in shape:
+        if isinstance(d, Variadic):
+            val = tuple(int(x) for x in got[pos:pos + nv])
+            pos += nv
+            if d.name in env and env[d.name] != val:
+                return f"leading dims {list(val)} differ from {d.name}={list(env[d.name])} (from {binder[d.name]})"
+            env.setdefault(d.name, val)
+            binder.setdefault(d.name, name)
+            continue
+        val = int(got[pos])
+        pos += 1
+        d = as_dim(d)
+        if isinstance(d, Sym):
+            if d.name in env:
+                if env[d.name] != val:
+                    return f"dim {pos - 1} is {val}, expected {d.name}={env[d.name]} (from {binder[d.name]})"
+            else:
+                env[d.name] = val
+                binder[d.name] = name
+        elif isinstance(d, Lit):
+            if d.value != val:
+                return f"dim {pos - 1} is {val}, expected {d.value} for shape {shape_str(shape)}"
+        else:
+            deferred.append((pos - 1, d, val))
+    for k, d, val in deferred:
+        if all(s in env for s in d.symbols()):
+            want = d.evaluate(env)
+            if want != val:
+                return f"dim {k} is {val}, expected {d} = {want}"
+    return None
+
+
+def bind(spec, inputs, attrs, dtypes):
+    """See OpSpec.bind."""
+    known = {i.name for i in spec.inputs}
+    for k in inputs:
+        if k not in known:
+            raise ValidationError(k, f"unknown input of {spec.name} (inputs: {', '.join(i.name for i in spec.inputs)})")
+    attr_vals = _resolve_attrs(spec, attrs)
+    present = {i.name: inputs.get(i.name) is not None for i in spec.inputs}
+    for i in spec.inputs:
+        if not i.optional and not present[i.name]:
+            raise ValidationError(i.name, "required input is missing (null)")
+    static_vals = {a.name: attr_vals[a.name] for a in spec.static_attrs}
+    for r in spec.requirements:
+        if r.kind == "static":
+            rule = r.fn(static_vals, present)
+            if rule:
+                raise ValidationError(r.param, rule)
+    dt = _resolve_dtypes(spec, inputs, dtypes)
+    arrays = {}
+    for i in spec.inputs:
+        a = inputs.get(i.name)
+        if a is None:
+            arrays[i.name] = None
+            continue
+        target = dt[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
+        arrays[i.name] = _convert(i.name, a, target)
+    env, binder = {}, {}
+    forms = {}
+    for i in spec.inputs:
+        a = arrays[i.name]
+        if a is None:
+            continue
+        errors = []
+        for k, shape in enumerate(i.shapes):
+            trial, tb = dict(env), dict(binder)
+            err = _unify(spec, i.name, shape, a.shape, trial, tb)
+            if err is None:
+                env, binder = trial, tb
+                forms[i.name] = k
+                break
+            errors.append(err)
+        else:
+            if len(i.shapes) == 1:
+                raise ValidationError(i.name, f"shape {list(a.shape)}: {errors[0]}")
+            alts = " or ".join(shape_str(s) for s in i.shapes)
+            raise ValidationError(i.name, f"shape {list(a.shape)} matches none of {alts} ({errors[0]})")
+    for a in spec.attrs:
+        if a.dim is None:
+            continue
+        v = attr_vals[a.name]
+        if a.dim.name in env:
+            if v is not None and v != env[a.dim.name]:
+                raise ValidationError(a.name, f"is {v}, must equal {a.dim.name}={env[a.dim.name]} "
+                                              f"(from {binder[a.dim.name]})")
+            attr_vals[a.name] = env[a.dim.name]
+        elif v is None:
+            raise ValidationError(a.name, "required attribute is missing")
+        else:
+            env[a.dim.name] = v
+            binder[a.dim.name] = a.name
+    for d in spec.dims_.values():
+        if d.name not in env:
+            if d.absent is None:
+                continue
+            env[d.name] = d.absent
+            binder[d.name] = "absent inputs"
+            continue
+        v = env[d.name]
+        who = binder[d.name]
+        if d.name in env and binder[d.name] != "absent inputs":
+            if v < d.min:
+                raise ValidationError(who, f"{d.name}={v} must be >= {d.min}")
+            if d.max is not None and v > d.max:
+                raise ValidationError(who, f"{d.name}={v} must be <= {d.max}")
+            if d.multiple_of and v % d.multiple_of:
+                raise ValidationError(who, f"{d.name}={v} must be a multiple of {d.multiple_of}")
+    for c, param, rule, loc in spec.constraints:
+        if not all(s in env for s in c.symbols()):
+            continue
+        if not c.holds(env):
+            raise ValidationError(param, f"{rule} ({c.explain(env)})")
+    for r in spec.requirements:
+        if r.kind == "values":
+            rule = r.fn(arrays, env, attr_vals)
+            if rule:
+                raise ValidationError(r.param, rule)
+    opts = [i for i in spec.inputs if i.optional]
+    from opgen.dsl.spec import Bound, SpecKey
+
+    key = SpecKey(tuple(static_vals[a.name] for a in spec.static_attrs), tuple(present[i.name] for i in opts),
+                  tuple(forms.get(i.name, 0) for i in spec.inputs if len(i.shapes) > 1))
+    return Bound(key, arrays, attr_vals, dt, env)

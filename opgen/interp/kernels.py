@@ -1,0 +1,156 @@
+"""NumPy evaluation of each IR op (semantics in opgen.ir.ops).
+
+`Ctx` carries the mode: device (floats as float32, casts round with their mode) or exact (floats as
+float64, casts between float types are the identity), the bound dims and the dtype variables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opgen.errors import OpgenError
+from opgen.interp.rounding import round_to
+from opgen.ir.dims import eval_shape
+from opgen.ir.dtypes import DType, DTypeVar
+
+
+class Ctx:
+    """Evaluation context: mode ("device" | "exact"), dim env, dtype-variable binding."""
+
+    def __init__(self, mode: str, env: dict, dtypes: dict):
+        if mode not in ("device", "exact"):
+            raise OpgenError(f"mode must be device or exact, got {mode!r}")
+        self.mode = mode
+        self.env = env
+        self.dtypes = dtypes
+        self.float = np.float32 if mode == "device" else np.float64
+
+    def dtype(self, dt) -> DType:
+        return self.dtypes[dt.name] if isinstance(dt, DTypeVar) else dt
+
+    def shape(self, shape):
+        return eval_shape(shape, self.env)
+
+
+def _cast(ctx, x, a, ty):
+    to = ctx.dtype(a["to"])
+    if to.is_float:
+        if ctx.mode == "exact":
+            return np.asarray(x, dtype=np.float64)
+        if to == DType.f32:
+            return np.asarray(x, dtype=np.float32)
+        return round_to(x, to, a["round"])
+    if to == DType.bool:
+        return np.asarray(x) != 0
+    if x.dtype.kind == "f":
+        return np.trunc(x).astype(np.int64)
+    return np.asarray(x, dtype=np.int64)
+
+
+def _const(ctx, a, ty):
+    dt = ctx.dtype(a["dtype"])
+    if dt.is_float:
+        return np.asarray(a["value"], dtype=ctx.float)
+    if dt == DType.bool:
+        return np.asarray(bool(a["value"]))
+    return np.asarray(a["value"], dtype=np.int64)
+
+
+def _reduce(ctx, x, a, ty):
+    axes = tuple(a["axes"])
+    kd = a["keepdims"]
+    k = a["kind"]
+    if k == "sum":
+        return np.sum(x, axis=axes, keepdims=kd)
+    if k == "max":
+        return np.max(x, axis=axes, keepdims=kd)
+    return np.mean(x, axis=axes, keepdims=kd)
+
+
+def _slice(ctx, x, a, ty):
+    ax = a["axis"]
+    start = a["start"].evaluate(ctx.env)
+    stop = a["stop"].evaluate(ctx.env)
+    sl = [slice(None)] * x.ndim
+    sl[ax] = slice(start, stop, a["step"])
+    return x[tuple(sl)]
+
+
+def _gather(ctx, x, idx, a, ty):
+    nb = a["batch_dims"]
+    bshape = x.shape[:nb]
+    p = int(np.prod(bshape, dtype=np.int64))
+    n_ax = x.shape[nb]
+    if idx.size and (idx.min() < 0 or idx.max() >= n_ax):
+        raise OpgenError(f"gather: index {int(idx.min() if idx.min() < 0 else idx.max())} outside [0, {n_ax})")
+    rest = x.shape[nb + 1:]
+    xb = x.reshape((p, n_ax) + rest)
+    ib = idx.reshape(p, -1)
+    out = xb[np.arange(p)[:, None], ib]
+    return out.reshape(idx.shape + rest)
+
+
+def _scatter_add(ctx, idx, src, a, ty):
+    nb = a["batch_dims"]
+    size = a["size"].evaluate(ctx.env)
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        raise OpgenError(f"scatter_add: index {int(idx.min() if idx.min() < 0 else idx.max())} outside [0, {size})")
+    bshape = idx.shape[:nb]
+    p = int(np.prod(bshape, dtype=np.int64))
+    rest = src.shape[idx.ndim:]
+    ib = idx.reshape(p, -1)
+    sb = src.reshape((p, ib.shape[1]) + rest)
+    out = np.zeros((p, size) + rest, dtype=src.dtype)
+    np.add.at(out, (np.arange(p)[:, None], ib), sb)
+    return out.reshape(bshape + (size,) + rest)
+
+
+def _matmul(ctx, x, y, a, ty):
+    if a["transpose_a"]:
+        x = np.swapaxes(x, -1, -2)
+    if a["transpose_b"]:
+        y = np.swapaxes(y, -1, -2)
+    return np.matmul(x, y)
+
+
+def _rsqrt(ctx, x, a, ty):
+    return 1.0 / np.sqrt(x)
+
+
+KERNELS = {
+    "neg": lambda c, x, a, t: np.negative(x),
+    "exp": lambda c, x, a, t: np.exp(x),
+    "log": lambda c, x, a, t: np.log(x),
+    "sqrt": lambda c, x, a, t: np.sqrt(x),
+    "rsqrt": _rsqrt,
+    "recip": lambda c, x, a, t: 1.0 / x,
+    "abs": lambda c, x, a, t: np.abs(x),
+    "not": lambda c, x, a, t: np.logical_not(x),
+    "add": lambda c, x, y, a, t: x + y,
+    "sub": lambda c, x, y, a, t: x - y,
+    "mul": lambda c, x, y, a, t: x * y,
+    "div": lambda c, x, y, a, t: x / y,
+    "maximum": lambda c, x, y, a, t: np.maximum(x, y),
+    "minimum": lambda c, x, y, a, t: np.minimum(x, y),
+    "and": lambda c, x, y, a, t: np.logical_and(x, y),
+    "or": lambda c, x, y, a, t: np.logical_or(x, y),
+    "lt": lambda c, x, y, a, t: x < y,
+    "le": lambda c, x, y, a, t: x <= y,
+    "gt": lambda c, x, y, a, t: x > y,
+    "ge": lambda c, x, y, a, t: x >= y,
+    "eq": lambda c, x, y, a, t: x == y,
+    "ne": lambda c, x, y, a, t: x != y,
+    "select": lambda c, k, x, y, a, t: np.where(k, x, y),
+    "cast": _cast,
+    "const": _const,
+    "iota": lambda c, a, t: np.arange(a["n"].evaluate(c.env), dtype=np.int64),
+    "broadcast": lambda c, x, a, t: np.broadcast_to(x, c.shape(a["shape"])),
+    "reduce": _reduce,
+    "reshape": lambda c, x, a, t: np.reshape(x, c.shape(a["shape"])),
+    "permute": lambda c, x, a, t: np.transpose(x, a["perm"]),
+    "concat": None,  # variadic, handled in run.py
+    "slice": _slice,
+    "gather": _gather,
+    "scatter_add": _scatter_add,
+    "matmul": _matmul,
+}

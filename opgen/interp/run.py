@@ -1,0 +1,76 @@
+"""Graph evaluation and the public `interpret` entry point."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opgen.errors import OpgenError
+from opgen.interp.kernels import KERNELS, Ctx
+from opgen.ir.core import Graph
+from opgen.ir.dtypes import DType
+
+
+def run_graph(g: Graph, bound, mode: str = "device") -> dict:
+    """Evaluate graph `g` on the validated inputs of `bound` (opgen.dsl.spec.Bound).
+
+    Returns {output name: array}: device mode in the declared dtype (f16/bf16 rounded with the
+    spec's round mode), exact mode as float64 for float outputs. Intermediates are freed after
+    their last use.
+    """
+    ctx = Ctx(mode, bound.env, bound.dtypes)
+    vals: dict[str, np.ndarray] = {}
+    for p in g.params:
+        name = p.value.name
+        if p.kind == "attr":
+            vals[name] = np.asarray(bound.attrs[name], dtype=ctx.float if isinstance(bound.attrs[name], float)
+                                    else np.int64)
+        else:
+            a = bound.arrays[name]
+            dt = ctx.dtype(p.value.type.dtype)
+            if dt.is_float and mode == "exact":
+                a = a.astype(np.float64)
+            elif dt.is_int and a.dtype != np.int64:
+                a = a.astype(np.int64)
+            vals[name] = a
+    last = {}
+    for k, n in enumerate(g.nodes):
+        for i in n.inputs:
+            last[i] = k
+    keep = {v for _, v in g.outputs}
+    for k, n in enumerate(g.nodes):
+        args = [vals[i] for i in n.inputs]
+        a = dict(n.attrs)
+        if n.op == "concat":
+            r = np.concatenate(args, axis=a["axis"])
+        else:
+            with np.errstate(all="ignore"):
+                r = KERNELS[n.op](ctx, *args, a, n.result.type)
+        vals[n.result.name] = r
+        for i in set(n.inputs):
+            if last[i] == k and i not in keep:
+                vals.pop(i, None)
+    out = {}
+    for name, v in g.outputs:
+        r = np.asarray(vals[v])
+        out[name] = np.ascontiguousarray(r)
+    return out
+
+
+def interpret(op, inputs: dict, attrs: dict | None = None, dtypes: dict | None = None, mode: str = "device") -> dict:
+    """Run operator `op` (OpDef name, spec path or OpSpec) on `inputs` in `mode`.
+
+    inputs: {spec input name: array or None}; attrs: {attribute name: value}; dtypes: {"T": "bfloat16", ...}
+    (inferred from the arrays when omitted). Inputs are validated first (opgen.dsl.validate).
+    Returns {output name: array} (see run_graph).
+
+    Raises:
+        ValidationError: an input, attribute or dtype breaks a rule of the spec (names it).
+        OpgenError: unknown op or mode.
+    """
+    from opgen.registry import load_spec
+
+    spec = load_spec(op) if not hasattr(op, "bind") else op
+    if mode not in ("device", "exact"):
+        raise OpgenError(f"--mode must be device or exact, got {mode!r}")
+    bound = spec.bind(inputs, attrs, dtypes)
+    return run_graph(spec.graph(bound.key), bound, mode)

@@ -1,0 +1,114 @@
+"""Tensor IR: typed SSA graph of frozen, hashable nodes.
+
+A `Graph` is one specialisation of an operator (behaviour-selecting attributes, presence of
+optional inputs and shape forms fixed). Its `params` are the operator's inputs and runtime
+scalar attributes; each `Node` defines exactly one `Value`; `outputs` map the operator's output
+names (CANN OpDef spelling) to values. Types are symbolic (`TensorType`: a dtype or dtype
+variable and a shape of dim expressions). Op semantics live in `opgen.ir.ops` (type rules) and
+`opgen.interp` (NumPy evaluation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from opgen.ir.dims import ShapeEntry, Variadic, shape_str
+from opgen.ir.dtypes import DType, DTypeLike
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """dtype (concrete or a dtype variable) and symbolic shape (elements per axis)."""
+
+    dtype: DTypeLike
+    shape: tuple[ShapeEntry, ...]
+
+    @property
+    def rank(self) -> int | None:
+        """Number of axes, or None when the shape holds a variadic group."""
+        if any(isinstance(d, Variadic) for d in self.shape):
+            return None
+        return len(self.shape)
+
+    def __str__(self) -> str:
+        return f"{self.dtype!r}{shape_str(self.shape)}"
+
+
+@dataclass(frozen=True)
+class Value:
+    """An SSA value: unique name within its graph and its type."""
+
+    name: str
+    type: TensorType
+
+
+@dataclass(frozen=True)
+class Param:
+    """A graph parameter: an operator input (`kind="input"`) or a runtime scalar attribute (`kind="attr"`)."""
+
+    value: Value
+    kind: str = "input"
+
+
+@dataclass(frozen=True)
+class Node:
+    """`result = op(inputs...) {attrs}`; attrs are a sorted tuple of (name, value) pairs."""
+
+    op: str
+    inputs: tuple[str, ...]
+    result: Value
+    attrs: tuple[tuple[str, Any], ...] = ()
+    loc: str = field(default="", compare=False, hash=False)  # spec file:line that built it; not printed
+
+    def attr(self, name: str, default=None):
+        for k, v in self.attrs:
+            if k == name:
+                return v
+        return default
+
+    @property
+    def attr_dict(self) -> dict:
+        return dict(self.attrs)
+
+
+@dataclass(frozen=True)
+class Graph:
+    """One operator specialisation as an SSA graph (see module docstring)."""
+
+    name: str
+    params: tuple[Param, ...]
+    nodes: tuple[Node, ...]
+    outputs: tuple[tuple[str, str], ...]
+    meta: tuple[tuple[str, Any], ...] = field(default=())
+
+    def values(self) -> dict[str, Value]:
+        """All values by name (params first, then node results in order)."""
+        out = {p.value.name: p.value for p in self.params}
+        for n in self.nodes:
+            out[n.result.name] = n.result
+        return out
+
+    def producers(self) -> dict[str, Node]:
+        return {n.result.name: n for n in self.nodes}
+
+    def uses(self) -> dict[str, list[Node]]:
+        out: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for i in n.inputs:
+                out.setdefault(i, []).append(n)
+        return out
+
+
+def canonical_attrs(attrs: dict) -> tuple[tuple[str, Any], ...]:
+    """Attrs as a sorted tuple with lists turned into tuples (hashable, deterministic)."""
+
+    def freeze(v):
+        if isinstance(v, list):
+            return tuple(freeze(x) for x in v)
+        return v
+
+    return tuple(sorted((k, freeze(v)) for k, v in attrs.items()))
+
+
+FLOAT_COMPUTE = DType.f32

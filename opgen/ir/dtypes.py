@@ -1,0 +1,123 @@
+"""Data types of the tensor IR.
+
+Concrete dtypes are the six CANN types the specs use; `DTypeVar` names a dtype variable
+(`T` for the data dtype, `U` for a separate weight dtype) that a dtype-combination row binds.
+bfloat16 comes from ml_dtypes (bit-exact with Ascend's bf16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import ml_dtypes
+import numpy as np
+
+
+class DType(Enum):
+    """A concrete element type. `.value` is the IR spelling (f32, f16, bf16, i32, i64, u8, bool)."""
+
+    f32 = "f32"
+    f16 = "f16"
+    bf16 = "bf16"
+    i32 = "i32"
+    i64 = "i64"
+    u8 = "u8"
+    bool = "bool"
+
+    @property
+    def np(self) -> np.dtype:
+        """The NumPy dtype holding values of this type (ml_dtypes.bfloat16 for bf16)."""
+        return _NP[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.f32, DType.f16, DType.bf16)
+
+    @property
+    def is_int(self) -> bool:
+        return self in (DType.i32, DType.i64, DType.u8)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return _NP[self].itemsize
+
+    @property
+    def cann(self) -> str:
+        """CANN's ge::DataType enumerator name (DT_FLOAT, DT_FLOAT16, ...)."""
+        return _CANN[self]
+
+    @property
+    def long_name(self) -> str:
+        """The name used on the command line (float32, float16, bfloat16, int32, int64, bool)."""
+        return _LONG[self]
+
+    def __repr__(self) -> str:
+        return self.value
+
+
+_NP = {
+    DType.f32: np.dtype(np.float32),
+    DType.f16: np.dtype(np.float16),
+    DType.bf16: np.dtype(ml_dtypes.bfloat16),
+    DType.i32: np.dtype(np.int32),
+    DType.i64: np.dtype(np.int64),
+    DType.u8: np.dtype(np.uint8),
+    DType.bool: np.dtype(np.bool_),
+}
+_CANN = {
+    DType.f32: "DT_FLOAT",
+    DType.f16: "DT_FLOAT16",
+    DType.bf16: "DT_BF16",
+    DType.i32: "DT_INT32",
+    DType.i64: "DT_INT64",
+    DType.u8: "DT_UINT8",
+    DType.bool: "DT_BOOL",
+}
+_LONG = {
+    DType.f32: "float32",
+    DType.f16: "float16",
+    DType.bf16: "bfloat16",
+    DType.i32: "int32",
+    DType.i64: "int64",
+    DType.u8: "uint8",
+    DType.bool: "bool",
+}
+_BY_NAME = {}
+for _d in DType:
+    _BY_NAME[_d.value] = _d
+    _BY_NAME[_LONG[_d]] = _d
+_BY_NAME.update({"fp32": DType.f32, "fp16": DType.f16, "half": DType.f16, "float": DType.f32})
+
+
+def parse_dtype(name: str) -> DType:
+    """Return the DType for `name` (f32/float32/fp32, f16/float16, bf16/bfloat16, i32/int32, i64/int64, bool).
+
+    Raises:
+        KeyError: unknown name.
+    """
+    return _BY_NAME[name.strip().lower()]
+
+
+def dtype_of_array(a: np.ndarray) -> DType | None:
+    """The DType matching a NumPy array's dtype, or None (bf16 saved by np.savez arrives as 2-byte void)."""
+    if a.dtype == ml_dtypes.bfloat16 or (a.dtype.kind == "V" and a.dtype.itemsize == 2):
+        return DType.bf16
+    for d, npd in _NP.items():
+        if a.dtype == npd:
+            return d
+    return None
+
+
+@dataclass(frozen=True)
+class DTypeVar:
+    """A dtype variable of a spec (`T`, `U`), bound by a row of the dtype-combination table."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+DTypeLike = DType | DTypeVar

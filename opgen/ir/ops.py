@@ -1,0 +1,333 @@
+"""The op set of the tensor IR (DESIGN.md "Specs and the Tensor IR") and its type rules.
+
+Each `OpDef` declares its arity, its attributes with their kinds (used by the printer/parser
+and the verifier) and a type rule `infer(input_types, attrs) -> TensorType` that raises
+`IRError` with the rule that is broken. Evaluation is in `opgen.interp.kernels`.
+
+Op set:
+  unary       neg exp log sqrt rsqrt recip abs not
+  binary      add sub mul div maximum minimum and or     (NumPy broadcasting, right-aligned)
+  compare     lt le gt ge eq ne                          -> bool
+  select      select(cond, a, b)
+  cast        cast(x) {to, round}   round: none | rint (ties-to-even) | round (ties-away)
+  const       const() {value, dtype}                       -> scalar
+  iota        iota() {n, dtype}                            -> [n]: 0..n-1
+  broadcast   broadcast(x) {shape}
+  reduce      reduce(x) {kind: sum|max|mean, axes, keepdims}
+  reshape     reshape(x) {shape}      permute(x) {perm}
+  concat      concat(x...) {axis}     slice(x) {axis, start, stop, step}
+  gather      gather(x, idx) {axis, batch_dims}          out = x[*b, idx[*b, ...], ...]
+  scatter_add scatter_add(idx, src) {axis, batch_dims, size}   inverse of gather, duplicates add
+  matmul      matmul(a, b) {transpose_a, transpose_b}    batched over equal leading dims
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from opgen.errors import IRError
+from opgen.ir.core import TensorType
+from opgen.ir.dims import DimExpr, Lit, Variadic, as_dim, shape_str
+from opgen.ir.dtypes import DType, DTypeVar
+
+ROUND_MODES = ("none", "rint", "round")
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Definition of one IR op: arity (-1 = one or more), attribute kinds and the type rule."""
+
+    name: str
+    arity: int
+    attrs: dict
+    infer: Callable
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def _register(name, arity, attrs, infer):
+    OPS[name] = OpDef(name, arity, attrs, infer)
+
+
+def _is_float(dt) -> bool:
+    return isinstance(dt, DTypeVar) or dt.is_float
+
+
+def broadcast_shapes(a, b, opname="op"):
+    """Right-aligned NumPy broadcasting of two symbolic shapes.
+
+    Dims must be structurally equal or one of them the literal 1. A variadic group is only
+    allowed when both shapes are identical. Raises IRError otherwise.
+    """
+    a, b = tuple(a), tuple(b)
+    if a == b:
+        return a
+    if any(isinstance(d, Variadic) for d in a + b):
+        raise IRError(f"{opname}: cannot broadcast {shape_str(a)} with {shape_str(b)} (variadic dims)")
+    n = max(len(a), len(b))
+    a = (Lit(1),) * (n - len(a)) + a
+    b = (Lit(1),) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b):
+        if x == y or y == Lit(1):
+            out.append(x)
+        elif x == Lit(1):
+            out.append(y)
+        else:
+            raise IRError(f"{opname}: cannot broadcast {shape_str(a)} with {shape_str(b)} (dim {x} vs {y})")
+    return tuple(out)
+
+
+def _unify_dtype(ts, opname):
+    dts = {t.dtype for t in ts}
+    if len(dts) != 1:
+        raise IRError(f"{opname}: operand dtypes differ: {sorted(map(repr, dts))}")
+    return dts.pop()
+
+
+def _unary(name, float_only=True):
+    def infer(ts, attrs):
+        (t,) = ts
+        if float_only and not _is_float(t.dtype):
+            raise IRError(f"{name}: operand must be floating point, got {t.dtype!r}")
+        return t
+
+    _register(name, 1, {}, infer)
+
+
+def _binary(name, result=None, kinds="num"):
+    def infer(ts, attrs):
+        dt = _unify_dtype(ts, name)
+        if kinds == "bool" and dt != DType.bool:
+            raise IRError(f"{name}: operands must be bool, got {dt!r}")
+        if kinds == "num" and dt == DType.bool:
+            raise IRError(f"{name}: operands must be numeric, got bool")
+        return TensorType(result or dt, broadcast_shapes(ts[0].shape, ts[1].shape, name))
+
+    _register(name, 2, {}, infer)
+
+
+for _n in ("neg", "exp", "log", "sqrt", "rsqrt", "recip"):
+    _unary(_n)
+_unary("abs", float_only=False)
+
+
+def _not(ts, attrs):
+    if ts[0].dtype != DType.bool:
+        raise IRError(f"not: operand must be bool, got {ts[0].dtype!r}")
+    return ts[0]
+
+
+_register("not", 1, {}, _not)
+for _n in ("add", "sub", "mul", "div", "maximum", "minimum"):
+    _binary(_n)
+for _n in ("and", "or"):
+    _binary(_n, kinds="bool")
+for _n in ("lt", "le", "gt", "ge", "eq", "ne"):
+    _binary(_n, result=DType.bool, kinds="any")
+
+
+def _select(ts, attrs):
+    c, a, b = ts
+    if c.dtype != DType.bool:
+        raise IRError(f"select: condition must be bool, got {c.dtype!r}")
+    dt = _unify_dtype((a, b), "select")
+    return TensorType(dt, broadcast_shapes(broadcast_shapes(c.shape, a.shape, "select"), b.shape, "select"))
+
+
+_register("select", 3, {}, _select)
+
+
+def _cast(ts, attrs):
+    (t,) = ts
+    r = attrs["round"]
+    if r not in ROUND_MODES:
+        raise IRError(f"cast: round must be one of {ROUND_MODES}, got {r!r}")
+    return TensorType(attrs["to"], t.shape)
+
+
+_register("cast", 1, {"to": "dtype", "round": "str"}, _cast)
+
+
+def _const(ts, attrs):
+    dt = attrs["dtype"]
+    v = attrs["value"]
+    if isinstance(dt, DType) and dt.is_int and not isinstance(v, int):
+        raise IRError(f"const: integer dtype {dt!r} needs an integer value, got {v!r}")
+    return TensorType(dt, ())
+
+
+_register("const", 0, {"value": "scalar", "dtype": "dtype"}, _const)
+
+
+def _iota(ts, attrs):
+    dt = attrs["dtype"]
+    if not (isinstance(dt, DType) and dt.is_int):
+        raise IRError(f"iota: dtype must be i32 or i64, got {dt!r}")
+    return TensorType(dt, (as_dim(attrs["n"]),))
+
+
+_register("iota", 0, {"n": "dim", "dtype": "dtype"}, _iota)
+
+
+def _broadcast(ts, attrs):
+    (t,) = ts
+    shape = tuple(attrs["shape"])
+    got = broadcast_shapes(t.shape, shape, "broadcast")
+    if got != shape:
+        raise IRError(f"broadcast: {shape_str(t.shape)} does not broadcast to {shape_str(shape)}")
+    return TensorType(t.dtype, shape)
+
+
+_register("broadcast", 1, {"shape": "shape"}, _broadcast)
+
+
+def _norm_axes(axes, shape, opname):
+    """Normalise axes against a shape; with a variadic group only negative axes into the fixed tail."""
+    var = [i for i, d in enumerate(shape) if isinstance(d, Variadic)]
+    out = []
+    for a in axes:
+        if var:
+            tail = len(shape) - 1 - var[0]
+            if not (-tail <= a < 0):
+                raise IRError(f"{opname}: axis {a} must be negative and within the {tail} dims after *{shape[var[0]].name}")
+            out.append(len(shape) + a)
+        else:
+            if not (-len(shape) <= a < len(shape)):
+                raise IRError(f"{opname}: axis {a} out of range for rank {len(shape)}")
+            out.append(a % len(shape))
+    if len(set(out)) != len(out):
+        raise IRError(f"{opname}: repeated axis in {list(axes)}")
+    return out
+
+
+def _reduce(ts, attrs):
+    (t,) = ts
+    if attrs["kind"] not in ("sum", "max", "mean"):
+        raise IRError(f"reduce: kind must be sum, max or mean, got {attrs['kind']!r}")
+    if t.dtype == DType.bool:
+        raise IRError("reduce: operand must be numeric, got bool")
+    axes = _norm_axes(attrs["axes"], t.shape, "reduce")
+    shape = []
+    for i, d in enumerate(t.shape):
+        if i in axes:
+            if attrs["keepdims"]:
+                shape.append(Lit(1))
+        else:
+            shape.append(d)
+    return TensorType(t.dtype, tuple(shape))
+
+
+_register("reduce", 1, {"kind": "str", "axes": "ints", "keepdims": "bool"}, _reduce)
+
+
+def _reshape(ts, attrs):
+    (t,) = ts
+    return TensorType(t.dtype, tuple(attrs["shape"]))
+
+
+_register("reshape", 1, {"shape": "shape"}, _reshape)
+
+
+def _permute(ts, attrs):
+    (t,) = ts
+    perm = list(attrs["perm"])
+    if t.rank is None:
+        raise IRError("permute: operand has variadic dims; reshape to a fixed rank first")
+    if sorted(perm) != list(range(t.rank)):
+        raise IRError(f"permute: perm {perm} is not a permutation of 0..{t.rank - 1}")
+    return TensorType(t.dtype, tuple(t.shape[p] for p in perm))
+
+
+_register("permute", 1, {"perm": "ints"}, _permute)
+
+
+def _concat(ts, attrs):
+    dt = _unify_dtype(ts, "concat")
+    ranks = {t.rank for t in ts}
+    if None in ranks or len(ranks) != 1:
+        raise IRError("concat: operands need the same fixed rank")
+    (rank,) = ranks
+    ax = _norm_axes([attrs["axis"]], ts[0].shape, "concat")[0]
+    total: DimExpr = Lit(0)
+    for t in ts:
+        for i in range(rank):
+            if i != ax and t.shape[i] != ts[0].shape[i]:
+                raise IRError(f"concat: dim {i} differs: {shape_str(ts[0].shape)} vs {shape_str(t.shape)}")
+        total = total + t.shape[ax]
+    shape = list(ts[0].shape)
+    shape[ax] = total
+    return TensorType(dt, tuple(shape))
+
+
+_register("concat", -1, {"axis": "int"}, _concat)
+
+
+def _slice(ts, attrs):
+    (t,) = ts
+    ax = _norm_axes([attrs["axis"]], t.shape, "slice")[0]
+    start, stop, step = as_dim(attrs["start"]), as_dim(attrs["stop"]), attrs["step"]
+    if step < 1:
+        raise IRError(f"slice: step must be >= 1, got {step}")
+    shape = list(t.shape)
+    n = stop - start
+    shape[ax] = n if step == 1 else (n + (step - 1)) // step
+    return TensorType(t.dtype, tuple(shape))
+
+
+_register("slice", 1, {"axis": "int", "start": "dim", "stop": "dim", "step": "int"}, _slice)
+
+
+def _gather(ts, attrs):
+    x, idx = ts
+    if not (isinstance(idx.dtype, DType) and idx.dtype.is_int):
+        raise IRError(f"gather: indices must be i32 or i64, got {idx.dtype!r}")
+    nb, ax = attrs["batch_dims"], attrs["axis"]
+    if x.rank is None or idx.rank is None:
+        raise IRError("gather: operands need a fixed rank")
+    if not (0 <= nb <= ax < x.rank) or idx.rank < nb:
+        raise IRError(f"gather: need 0 <= batch_dims ({nb}) <= axis ({ax}) < rank ({x.rank}) and idx rank >= batch_dims")
+    if nb != ax:
+        raise IRError("gather: axis must equal batch_dims (gather the first non-batch axis)")
+    if x.shape[:nb] != idx.shape[:nb]:
+        raise IRError(f"gather: batch dims differ: {shape_str(x.shape[:nb])} vs {shape_str(idx.shape[:nb])}")
+    return TensorType(x.dtype, tuple(idx.shape) + tuple(x.shape[ax + 1:]))
+
+
+_register("gather", 2, {"axis": "int", "batch_dims": "int"}, _gather)
+
+
+def _scatter_add(ts, attrs):
+    idx, src = ts
+    if not (isinstance(idx.dtype, DType) and idx.dtype.is_int):
+        raise IRError(f"scatter_add: indices must be i32 or i64, got {idx.dtype!r}")
+    nb, ax = attrs["batch_dims"], attrs["axis"]
+    if idx.rank is None or src.rank is None:
+        raise IRError("scatter_add: operands need a fixed rank")
+    if nb != ax or idx.rank < nb or tuple(src.shape[: idx.rank]) != tuple(idx.shape):
+        raise IRError(
+            f"scatter_add: src {shape_str(src.shape)} must start with idx {shape_str(idx.shape)} and axis == batch_dims"
+        )
+    return TensorType(src.dtype, tuple(idx.shape[:nb]) + (as_dim(attrs["size"]),) + tuple(src.shape[idx.rank:]))
+
+
+_register("scatter_add", 2, {"axis": "int", "batch_dims": "int", "size": "dim"}, _scatter_add)
+
+
+def _matmul(ts, attrs):
+    a, b = ts
+    dt = _unify_dtype(ts, "matmul")
+    if a.rank is None or b.rank is None or a.rank < 2 or a.rank != b.rank:
+        raise IRError("matmul: operands need the same fixed rank >= 2")
+    if a.shape[:-2] != b.shape[:-2]:
+        raise IRError(f"matmul: batch dims differ: {shape_str(a.shape[:-2])} vs {shape_str(b.shape[:-2])}")
+    m, k = (a.shape[-1], a.shape[-2]) if attrs["transpose_a"] else (a.shape[-2], a.shape[-1])
+    k2, n = (b.shape[-1], b.shape[-2]) if attrs["transpose_b"] else (b.shape[-2], b.shape[-1])
+    if k != k2:
+        raise IRError(f"matmul: contraction dims differ: {k} vs {k2}")
+    return TensorType(dt, tuple(a.shape[:-2]) + (m, n))
+
+
+_register("matmul", 2, {"transpose_a": "bool", "transpose_b": "bool"}, _matmul)

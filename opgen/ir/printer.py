@@ -1,0 +1,64 @@
+"""Canonical text form of the tensor IR (parsed back by `opgen.ir.parser`).
+
+    graph AdaLayerNormGrad(%dy: T[*Bd, S, H], %epsilon: f32[] attr) {
+      %x32 = cast(%dy) {round = "none", to = f32} : f32[*Bd, S, H]
+      ...
+      return {pd_x = %v9, pd_gamma = %v12}
+    }
+
+Attributes are printed sorted by name; floats with `repr` (round-trips exactly).
+"""
+
+from __future__ import annotations
+
+import json
+
+from opgen.ir.core import Graph, Node, TensorType
+from opgen.ir.dims import DimExpr, Variadic, shape_str
+from opgen.ir.dtypes import DType, DTypeVar
+
+
+def format_value(v) -> str:
+    """Text of an attribute value (bool, int, float, str, dtype, dim, tuple of dims/ints)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        r = repr(v)
+        return r
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (DType, DTypeVar)):
+        return repr(v)
+    if isinstance(v, (DimExpr, Variadic)):
+        return str(v)
+    if isinstance(v, tuple):
+        return shape_str(v) if any(isinstance(x, (DimExpr, Variadic)) for x in v) else "[" + ", ".join(
+            format_value(x) for x in v) + "]"
+    raise TypeError(f"cannot print attribute value {v!r}")
+
+
+def format_type(t: TensorType) -> str:
+    return f"{t.dtype!r}{shape_str(t.shape)}"
+
+
+def format_node(n: Node) -> str:
+    args = ", ".join("%" + i for i in n.inputs)
+    attrs = ""
+    if n.attrs:
+        attrs = " {" + ", ".join(f"{k} = {format_value(v)}" for k, v in n.attrs) + "}"
+    return f"%{n.result.name} = {n.op}({args}){attrs} : {format_type(n.result.type)}"
+
+
+def print_graph(g: Graph) -> str:
+    """The canonical text of `g` (ends with a newline)."""
+    params = ", ".join(
+        f"%{p.value.name}: {format_type(p.value.type)}" + (" attr" if p.kind == "attr" else "") for p in g.params
+    )
+    lines = [f"graph {g.name}({params}) {{"]
+    lines += ["  " + format_node(n) for n in g.nodes]
+    outs = ", ".join(f"{k} = %{v}" for k, v in g.outputs)
+    lines.append(f"  return {{{outs}}}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

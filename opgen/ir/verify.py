@@ -1,0 +1,78 @@
+"""Verifier of the tensor IR: structural and type rules, each failure an IRError naming the node."""
+
+from __future__ import annotations
+
+import re
+
+from opgen.errors import IRError
+from opgen.ir.core import Graph
+from opgen.ir.dims import Variadic
+from opgen.ir.ops import OPS
+
+_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
+
+
+def verify(g: Graph) -> None:
+    """Check `g`: unique SSA names, defs before uses, known ops with the right arity and attribute
+    names, result types equal to the op's type rule, at most one variadic group per shape, outputs
+    defined and uniquely named.
+
+    Raises:
+        IRError: the first violation, naming the value and the rule.
+    """
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", g.name):
+        raise IRError(f"graph name {g.name!r} is not an identifier")
+    types = {}
+    for p in g.params:
+        _check_name(p.value.name, types)
+        if p.kind not in ("input", "attr"):
+            raise IRError(f"%{p.value.name}: parameter kind must be input or attr, got {p.kind!r}")
+        _check_shape(p.value.name, p.value.type.shape)
+        types[p.value.name] = p.value.type
+    for n in g.nodes:
+        where = f"%{n.result.name} = {n.op}"
+        od = OPS.get(n.op)
+        if od is None:
+            raise IRError(f"{where}: unknown op {n.op!r}")
+        if od.arity >= 0 and len(n.inputs) != od.arity:
+            raise IRError(f"{where}: expects {od.arity} operands, got {len(n.inputs)}")
+        if od.arity < 0 and not n.inputs:
+            raise IRError(f"{where}: expects at least one operand")
+        for i in n.inputs:
+            if i not in types:
+                raise IRError(f"{where}: operand %{i} is not defined before use")
+        names = [k for k, _ in n.attrs]
+        if names != sorted(names) or set(names) != set(od.attrs):
+            raise IRError(f"{where}: attributes must be exactly {sorted(od.attrs)}, got {names}")
+        try:
+            want = od.infer([types[i] for i in n.inputs], dict(n.attrs))
+        except IRError as e:
+            raise IRError(f"{where}: {e}") from None
+        except (KeyError, TypeError, ValueError) as e:
+            raise IRError(f"{where}: malformed attributes ({e})") from None
+        if want != n.result.type:
+            raise IRError(f"{where}: result type {n.result.type} does not match the op's rule {want}")
+        _check_name(n.result.name, types)
+        _check_shape(n.result.name, n.result.type.shape)
+        types[n.result.name] = n.result.type
+    seen = set()
+    if not g.outputs:
+        raise IRError(f"graph {g.name}: no outputs")
+    for k, v in g.outputs:
+        if k in seen:
+            raise IRError(f"output {k}: defined twice")
+        seen.add(k)
+        if v not in types:
+            raise IRError(f"output {k}: value %{v} is not defined")
+
+
+def _check_name(name, types):
+    if not _NAME.match(name):
+        raise IRError(f"%{name}: invalid value name")
+    if name in types:
+        raise IRError(f"%{name}: defined twice (SSA)")
+
+
+def _check_shape(name, shape):
+    if sum(isinstance(d, Variadic) for d in shape) > 1:
+        raise IRError(f"%{name}: more than one variadic group in a shape")

@@ -1,0 +1,50 @@
+"""AdaLayerNormV2 (aclnnAdaLayerNormV2): out = LayerNorm(x) * (1 + scale) + shift, with mean/rstd.
+
+Facts: reference/ada_layer_norm.md §1.1 (math: centred two-pass biased variance,
+rstd = 1/sqrt(var + eps)), §1.3 (fp32 inside; out, mean and rstd narrowed to T with CAST_RINT),
+§1.5 (shapes; scale and shift each [Bd..., H] or [Bd..., 1, H]), §1.6 (V2's five dtype combinations),
+§2.2 (epsilon default 1e-5).
+"""
+
+from opgen.dsl import A2, A3, OpSpec, Prod, bf16, f16, f32
+
+spec = OpSpec("AdaLayerNormV2", aclnn="aclnnAdaLayerNormV2", socs=(A2, A3), round="rint",
+              doc="Adaptive LayerNorm forward that also outputs the per-row mean and rstd.",
+              source="reference/ada_layer_norm.md §1.1")
+Bd = spec.variadic("Bd", max_rank=6)
+S, H = spec.dims("S H")
+T, U = spec.dtype_vars("T U")
+
+spec.input("x", T, [Bd, S, H])
+spec.input("scale", T, [[Bd, H], [Bd, 1, H]])
+spec.input("shift", T, [[Bd, H], [Bd, 1, H]])
+spec.input("weight", U, [H], optional=True)
+spec.input("bias", U, [H], optional=True)
+spec.attr("epsilon", float, 1e-5, doc="added to the variance")
+
+spec.output("out", T, [Bd, S, H])
+spec.output("mean", T, [Bd, S, 1])
+spec.output("rstd", T, [Bd, S, 1])
+
+spec.dtypes((T, U), [(f32, f32), (f16, f16), (f16, f32), (bf16, bf16), (bf16, f32)])
+
+
+@spec.body
+def _(b, x, scale, shift, weight, bias, epsilon):
+    B = Prod("Bd")
+    x = x.reshape([B, S, H])
+    mean = x.mean(-1)
+    xc = x - mean
+    var = (xc * xc).mean(-1)
+    rstd = b.rsqrt(var + epsilon)
+    y = xc * rstd
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    out = y * (scale.reshape([B, 1, H]) + 1.0) + shift.reshape([B, 1, H])
+    return {
+        "out": out.reshape([Bd, S, H]),
+        "mean": mean.reshape([Bd, S, 1]),
+        "rstd": rstd.reshape([Bd, S, 1]),
+    }
