@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 from opgen.errors import OpgenError, SpecError
@@ -29,12 +30,15 @@ def _load_file(path: Path):
     if spec_ is None or spec_.loader is None:
         raise OpgenError(f"{path}: not a loadable Python file")
     mod = importlib.util.module_from_spec(spec_)
+    sys.path.insert(0, str(path.resolve().parent))  # spec files may share helpers (specs/_*.py)
     try:
         spec_.loader.exec_module(mod)
     except SpecError:
         raise
     except SyntaxError as e:
         raise SpecError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+    finally:
+        sys.path.pop(0)
     s = getattr(mod, "spec", None)
     if s is None or not hasattr(s, "bind"):
         raise SpecError(f"{path}: defines no `spec = OpSpec(...)`")

@@ -77,6 +77,7 @@ def _leaf(t):
 
 
 def _grad_or_zeros(g, like):
+    """autograd result or zeros shaped like ``like`` when the input did not reach the loss."""
     return torch.zeros_like(like) if g is None else g
 
 
@@ -122,12 +123,14 @@ def _ada_batch_rows(t, bd, h, name):
 
 
 def _ada_check_x(xt):
+    """x rank 2..8 (ada_layer_norm.md 1.5); returns (leading batch dims Bd, H)."""
     if not 2 <= xt.dim() <= 8:
         raise ValueError(f"x must have rank 2..8, got shape {tuple(xt.shape)}")
     return tuple(xt.shape[:-2]), xt.shape[-1]
 
 
 def _ada_vec(t, h, name, fill):
+    """Optional [H] vector (gamma/beta/weight/bias); None -> constant ``fill``."""
     if t is None:
         return torch.full((h,), float(fill), dtype=_F64)
     if t.numel() != h:
@@ -136,6 +139,7 @@ def _ada_vec(t, h, name, fill):
 
 
 def _ada_row_stat(t, x_shape, name):
+    """Per-row statistic (mean/rstd) reshaped to [*Bd, S, 1]; needs R = prod(x.shape[:-1]) elements."""
     rows_shape = tuple(x_shape[:-1]) + (1,)
     if t.numel() != int(np.prod(rows_shape)):
         raise ValueError(f"{name} must have shape {rows_shape} (or that many elements), got {tuple(t.shape)}")
@@ -235,6 +239,7 @@ def ada_layer_norm_grad_autograd(dy, x, scale, gamma=None, beta=None, epsilon=1e
     box = {}
 
     def normalize(xl):
+        """True LayerNorm of the leaf (stats depend on x); records the stats used."""
         mean, rstd = _true_stats(xl, eps)
         box["mean"], box["rstd"] = _np(mean), _np(rstd)
         return (xl - mean) * rstd, {}
@@ -309,6 +314,7 @@ def _nrc_norm(x, ntype, w, b, eps, given):
 
 
 def _check_types(norm_type, norm_added_type, rope_type, concat_order):
+    """Attribute ranges of norm_rope_concat.md 1.2/1.3/4.4 (types 0..2, order 0..1)."""
     for name, val, allowed in (("norm_type", norm_type, (0, 1, 2)),
                                ("norm_added_type", norm_added_type, (0, 1, 2)),
                                ("rope_type", rope_type, (0, 1, 2)),
@@ -318,6 +324,7 @@ def _check_types(norm_type, norm_added_type, rope_type, concat_order):
 
 
 def _check_bsnd(t, name, bnd=None):
+    """4-D BSND tensor whose (B, N, D) equals ``bnd`` when given."""
     if t.dim() != 4:
         raise ValueError(f"{name} must be 4-D BSND, got {tuple(t.shape)}")
     if bnd is not None and (t.shape[0], t.shape[2], t.shape[3]) != bnd:
@@ -325,6 +332,7 @@ def _check_bsnd(t, name, bnd=None):
 
 
 def _rope_tables(rope_type, sin, cos, d):
+    """Validated [R, D] sin/cos tables (None, None for rope_type 0); RoPE needs even D."""
     if rope_type == 0:
         return None, None
     if sin is None or cos is None:

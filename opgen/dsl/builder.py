@@ -3,8 +3,8 @@ appends a typed node to the graph under construction (type rules of `opgen.ir.op
 
 from __future__ import annotations
 
-import inspect
 import os
+import sys
 
 from opgen.errors import IRError, SpecError
 from opgen.ir.core import Node, TensorType, Value, canonical_attrs
@@ -18,9 +18,11 @@ F32 = DType.f32
 def _caller_loc() -> str:
     """file:line of the first stack frame outside opgen/dsl (the spec line that built a node)."""
     here = os.path.dirname(__file__)
-    for fr in inspect.stack()[2:]:
-        if not fr.filename.startswith(here):
-            return f"{os.path.basename(fr.filename)}:{fr.lineno}"
+    fr = sys._getframe(2)
+    while fr is not None:
+        if not fr.f_code.co_filename.startswith(here):
+            return f"{os.path.basename(fr.f_code.co_filename)}:{fr.f_lineno}"
+        fr = fr.f_back
     return ""
 
 

@@ -19,10 +19,9 @@ shape form each multi-form input uses. Every declaration remembers its spec file
 
 from __future__ import annotations
 
-import inspect
 import itertools
-import os
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,7 +29,7 @@ import numpy as np
 
 from opgen.errors import SpecError, ValidationError
 from opgen.ir.core import Graph, Param, TensorType, Value
-from opgen.ir.dims import Constraint, DimExpr, Lit, Sym, Variadic, as_dim, shape_str
+from opgen.ir.dims import Constraint, DimExpr, Lit, Sym, Variadic, as_dim, shape_str, subst
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
 from opgen.ir.verify import verify
 
@@ -39,8 +38,9 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _loc(depth=2) -> str:
-    fr = inspect.stack()[depth]
-    return f"{fr.filename}:{fr.lineno}"
+    """file:line of the spec statement `depth` frames up (declarations remember where they were made)."""
+    fr = sys._getframe(depth)
+    return f"{fr.f_code.co_filename}:{fr.f_lineno}"
 
 
 @dataclass
@@ -76,6 +76,7 @@ class InputDecl:
     host: bool = False
     doc: str = ""
     loc: str = ""
+    when: Callable | None = None
 
 
 @dataclass
@@ -156,7 +157,7 @@ class OpSpec:
         self.round = round
         self.doc = doc
         self.source = source
-        self.file = inspect.stack()[1].filename
+        self.file = sys._getframe(1).f_code.co_filename
         self.dims_: dict[str, DimDecl] = {}
         self.variadics: dict[str, VariadicDecl] = {}
         self.dtype_vars_: dict[str, DTypeVar] = {}
@@ -208,15 +209,20 @@ class OpSpec:
             out.append(DTypeVar(n))
         return tuple(out)
 
-    def input(self, name, dtype, shape, *, optional=False, host=False, doc="") -> None:
-        """Declare an input (OpDef spelling). `shape` is one shape or a list of alternative forms."""
+    def input(self, name, dtype, shape, *, optional=False, host=False, when=None, doc="") -> None:
+        """Declare an input (OpDef spelling). `shape` is one shape or a list of alternative forms.
+
+        `when(static_attrs, present) -> bool` marks an optional input used only in some modes (LayerNorm
+        weights only for normType 2); elsewhere a given tensor is validated, then ignored."""
         loc = _loc()
         self._check_param_name(name, loc)
         self._check_dtype(dtype, loc)
         shapes = [tuple(s) for s in shape] if shape and isinstance(shape[0], (list, tuple)) else [tuple(shape)]
         for s in shapes:
             self._check_shape(s, loc)
-        self.inputs.append(InputDecl(name, dtype, shapes, optional, host, doc, loc))
+        if when is not None and not optional:
+            raise SpecError(f"{loc}: input {name}: when= needs optional=True")
+        self.inputs.append(InputDecl(name, dtype, shapes, optional, host, doc, loc, when))
 
     def output(self, name, dtype, shape=None, *, like=None, optional=False, doc="") -> None:
         """Declare an output with a shape, or `like=` an input whose (chosen form of the) shape it takes."""
@@ -356,17 +362,23 @@ class OpSpec:
 
         Keys whose static checks fail (e.g. weights absent for normType 2) are skipped."""
         opts = [i for i in self.inputs if i.optional]
+        free = [i for i in opts if i.when is None]
+        gated = [i for i in opts if i.when is not None]
         multi = [i for i in self.inputs if len(i.shapes) > 1]
         out = []
         for st in itertools.product(*[a.choices for a in self.static_attrs]):
             attrs = {a.name: v for a, v in zip(self.static_attrs, st)}
-            for pres in itertools.product((True, False), repeat=len(opts)):
-                present = {i.name: True for i in self.inputs if not i.optional}
-                present.update({i.name: p for i, p in zip(opts, pres)})
-                if any(r.fn(attrs, present) for r in self.requirements if r.kind == "static"):
-                    continue
-                for forms in itertools.product(*[range(len(i.shapes)) for i in multi]):
-                    out.append(SpecKey(tuple(st), tuple(pres), tuple(forms)))
+            for pres in itertools.product((True, False), repeat=len(free)):
+                base = {i.name: True for i in self.inputs if not i.optional}
+                base.update({i.name: p for i, p in zip(free, pres)})
+                used = [i.when(attrs, base) for i in gated]
+                for gp in itertools.product(*[(True, False) if u else (False,) for u in used]):
+                    present = dict(base)
+                    present.update({i.name: p for i, p in zip(gated, gp)})
+                    if any(r.fn(attrs, present) for r in self.requirements if r.kind == "static"):
+                        continue
+                    for forms in itertools.product(*[range(len(i.shapes)) for i in multi]):
+                        out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms)))
         return out
 
     def graph(self, key: SpecKey) -> Graph:
@@ -389,11 +401,18 @@ class OpSpec:
         multi = [i.name for i in self.inputs if len(i.shapes) > 1]
         forms = dict(zip(multi, key.forms))
         params, kwargs, shapes = [], {}, {}
+        bound_syms = set()
+        for i in self.inputs:
+            if not i.optional or present[i.name]:
+                for d in i.shapes[forms.get(i.name, 0)]:
+                    if isinstance(d, Sym):
+                        bound_syms.add(d.name)
+        absent = {n: Lit(d.absent) for n, d in self.dims_.items() if d.absent is not None and n not in bound_syms}
         for i in self.inputs:
             if i.optional and not present[i.name]:
                 kwargs[i.name] = None
                 continue
-            shape = i.shapes[forms.get(i.name, 0)]
+            shape = tuple(subst(d, absent) for d in i.shapes[forms.get(i.name, 0)])
             shapes[i.name] = shape
             v = Value(i.name, TensorType(i.dtype, tuple(d if isinstance(d, Variadic) else as_dim(d) for d in shape)))
             params.append(Param(v, "input"))
@@ -424,7 +443,7 @@ class OpSpec:
             if o is None:
                 raise SpecError(f"{self.file}: body of {self.name} returns undeclared output {name!r}")
             want = shapes[o.like] if o.like else o.shape
-            want = tuple(d if isinstance(d, Variadic) else as_dim(d) for d in want)
+            want = tuple(d if isinstance(d, Variadic) else subst(as_dim(d), absent) for d in want)
             if not isinstance(t, Tensor) or t.shape != want:
                 got = shape_str(t.shape) if isinstance(t, Tensor) else repr(t)
                 raise SpecError(f"{o.loc}: output {name}: body gives shape {got}, declared {shape_str(want)}")

@@ -253,6 +253,11 @@ def bind(spec, inputs, attrs, dtypes):
     opts = [i for i in spec.inputs if i.optional]
     from opgen.dsl.spec import Bound, SpecKey
 
+    used = {i.name: i.when is None or i.when(static_vals, present) for i in opts}
+    for i in opts:  # inputs unused in this mode: validated above, then ignored
+        if present[i.name] and not used[i.name]:
+            present[i.name] = False
+            arrays[i.name] = None
     key = SpecKey(tuple(static_vals[a.name] for a in spec.static_attrs), tuple(present[i.name] for i in opts),
                   tuple(forms.get(i.name, 0) for i in spec.inputs if len(i.shapes) > 1))
     return Bound(key, arrays, attr_vals, dt, env)

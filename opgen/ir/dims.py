@@ -186,22 +186,89 @@ def as_dim(x) -> DimExpr:
 
 
 def _bin(op, a, b) -> DimExpr:
+    """Build `a op b` in canonical form: + - * are normalised as polynomials (so R + (S - R) is S),
+    // and % fold constants and otherwise stay opaque atoms."""
     a, b = as_dim(a), as_dim(b)
-    if isinstance(a, Lit) and isinstance(b, Lit) and not (op in ("//", "%") and b.value == 0):
-        return Lit(_OPS[op](a.value, b.value))
-    # light canonicalisation so that equal shapes compare equal
-    if op == "+" and isinstance(b, Lit) and b.value == 0:
-        return a
-    if op == "+" and isinstance(a, Lit) and a.value == 0:
-        return b
-    if op == "*" and isinstance(b, Lit) and b.value == 1:
-        return a
-    if op == "*" and isinstance(a, Lit) and a.value == 1:
-        return b
-    return Bin(op, a, b)
+    if op in ("//", "%"):
+        if isinstance(a, Lit) and isinstance(b, Lit) and b.value != 0:
+            return Lit(_OPS[op](a.value, b.value))
+        if op == "//" and b == Lit(1):
+            return a
+        return Bin(op, a, b)
+    return _from_poly(_poly_bin(Bin(op, a, b)))
+
+
+def _atom_key(a) -> str:
+    return str(a)
+
+
+def _poly(e: DimExpr) -> dict:
+    """Polynomial of e: {tuple of atoms (sorted): integer coefficient}."""
+    if isinstance(e, Lit):
+        return {(): e.value} if e.value else {}
+    if isinstance(e, Bin) and e.op in ("+", "-", "*"):
+        return _poly_bin(e)
+    return {(e,): 1}
+
+
+def _poly_bin(e: "Bin") -> dict:
+    pa, pb = _poly(e.lhs), _poly(e.rhs)
+    if e.op == "*":
+        out: dict = {}
+        for ma, ca in pa.items():
+            for mb, cb in pb.items():
+                m = tuple(sorted(ma + mb, key=_atom_key))
+                out[m] = out.get(m, 0) + ca * cb
+        return {m: c for m, c in out.items() if c}
+    sign = 1 if e.op == "+" else -1
+    out = dict(pa)
+    for m, c in pb.items():
+        out[m] = out.get(m, 0) + sign * c
+    return {m: c for m, c in out.items() if c}
+
+
+def _from_poly(p: dict) -> DimExpr:
+    if not p:
+        return Lit(0)
+    terms = sorted((m for m in p if m), key=lambda m: (p[m] < 0, len(m), [_atom_key(a) for a in m]))
+    if () in p:
+        terms.append(())
+
+    def product(m):
+        e = m[0]
+        for a in m[1:]:
+            e = Bin("*", e, a)
+        return e
+
+    acc = None
+    for m in terms:
+        c = p[m]
+        if not m:
+            if acc is None:
+                acc = Lit(c)
+            else:
+                acc = Bin("+" if c > 0 else "-", acc, Lit(abs(c)))
+            continue
+        mag = product(m) if abs(c) == 1 else Bin("*", Lit(abs(c)), product(m))
+        if acc is None:
+            acc = mag if c > 0 else (Bin("*", Lit(c), product(m)))
+        else:
+            acc = Bin("+" if c > 0 else "-", acc, mag)
+    return acc
 
 
 ShapeEntry = Union[DimExpr, Variadic]
+
+
+def subst(e, mapping: dict):
+    """Replace symbols by dims (`{"Seq": Lit(0)}`) and re-canonicalise; Variadic entries pass through."""
+    if isinstance(e, Variadic) or not mapping:
+        return e
+    if isinstance(e, Sym):
+        return mapping.get(e.name, e)
+    if isinstance(e, Bin):
+        return _bin(e.op, subst(e.lhs, mapping), subst(e.rhs, mapping))
+    return e
 
 
 def shape_str(shape) -> str:

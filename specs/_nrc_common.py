@@ -1,0 +1,41 @@
+"""Pieces shared by the NormRopeConcat forward and backward specs (reference/norm_rope_concat.md).
+
+Not a spec itself (files starting with `_` are skipped by the registry).
+"""
+
+ROPE_NONE, ROPE_INTERLEAVE, ROPE_HALF = 0, 1, 2
+
+
+def rotate(b, x, D, rope_type):
+    """Forward rotation R(x) along the last axis (§1.3): interleave rotates pairs (2i, 2i+1),
+    half swaps the halves: R(x)[i] = -x[i+h], R(x)[i+h] = x[i]."""
+    shape = list(x.shape)
+    if rope_type == ROPE_INTERLEAVE:
+        pairs = x.reshape(shape[:-1] + [D // 2, 2])
+        even, odd = pairs.slice(-1, 0, 1), pairs.slice(-1, 1, 2)
+        return b.concat([-odd, even], -1).reshape(shape)
+    lo, hi = x.slice(-1, 0, D // 2), x.slice(-1, D // 2, D)
+    return b.concat([-hi, lo], -1)
+
+
+def rotate_t(b, g, D, rope_type):
+    """Adjoint R^T(g) (§2): interleave (g[2i+1], -g[2i]); half (g[i+h], -g[i])."""
+    shape = list(g.shape)
+    if rope_type == ROPE_INTERLEAVE:
+        pairs = g.reshape(shape[:-1] + [D // 2, 2])
+        even, odd = pairs.slice(-1, 0, 1), pairs.slice(-1, 1, 2)
+        return b.concat([odd, -even], -1).reshape(shape)
+    lo, hi = g.slice(-1, 0, D // 2), g.slice(-1, D // 2, D)
+    return b.concat([hi, -lo], -1)
+
+
+def split_rope(c, R, total):
+    """Split [B, N, total, D] at position R: (first R rows, the rest)."""
+    return c.slice(2, 0, R), c.slice(2, R, total)
+
+
+def stream_parts(main, enc, concat_order):
+    """The concatenation order of a stream's parts (§1.1 step 3)."""
+    if enc is None:
+        return [main]
+    return [main, enc] if concat_order == 0 else [enc, main]
