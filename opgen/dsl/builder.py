@@ -8,7 +8,7 @@ import sys
 
 from opgen.errors import IRError, SpecError
 from opgen.ir.core import Node, TensorType, Value, canonical_attrs
-from opgen.ir.dims import Lit, as_dim
+from opgen.ir.dims import DimExpr, Lit, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.ir.ops import OPS
 
@@ -78,6 +78,9 @@ class Builder:
                     raise SpecError(f"{_caller_loc()}: float constant {x} used with an integer tensor")
                 return self.const(int(x), dt)
             return self.const(float(x), dt if isinstance(dt, DType) else F32)
+        if isinstance(x, DimExpr):
+            dt = like.dtype if isinstance(like.dtype, DType) else F32
+            return self.emit("dimval", (), n=x, dtype=dt)
         raise SpecError(f"{_caller_loc()}: cannot use {x!r} as a tensor")
 
     # -- elementwise ------------------------------------------------------------------------

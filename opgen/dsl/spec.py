@@ -271,8 +271,8 @@ class OpSpec:
             if len(r) != len(cols):
                 raise SpecError(f"{loc}: dtype table row {r} has {len(r)} entries, expected {len(cols)}")
             for d in r:
-                if not isinstance(d, DType) or not d.is_float:
-                    raise SpecError(f"{loc}: dtype table row {r}: {d!r} is not a float dtype")
+                if not isinstance(d, DType):
+                    raise SpecError(f"{loc}: dtype table row {r}: {d!r} is not a dtype")
             row = dict(zip((c.name for c in cols), r))
             if row in out:
                 raise SpecError(f"{loc}: dtype table row {r} is listed twice")
@@ -284,7 +284,7 @@ class OpSpec:
         """A dim relation that every valid call satisfies; a violation blames `param`."""
         loc = _loc()
         if not isinstance(constraint, Constraint):
-            raise SpecError(f"{loc}: require() needs a dim relation such as `N1 % N2 == 0`, got {constraint!r}")
+            raise SpecError(f"{loc}: require() needs a dim relation such as `(N1 % N2).eq(0)` or `R <= Sq + Seq`, got {constraint!r}")
         for s in constraint.symbols():
             if s not in self.dims_ and s not in self.variadics:
                 raise SpecError(f"{loc}: constraint {constraint} uses undeclared dim {s}")

@@ -107,7 +107,7 @@ def _resolve_dtypes(spec, arrays, dtypes):
     for i in spec.inputs:
         if isinstance(i.dtype, DTypeVar) and i.dtype.name not in assign and arrays.get(i.name) is not None:
             d = dtype_of_array(np.asarray(arrays[i.name]))
-            if d is not None and d.is_float:
+            if d is not None and any(r[i.dtype.name] == d for r in spec.dtype_rows):
                 assign[i.dtype.name] = d
     rows = [r for r in spec.dtype_rows if all(r[k] == v for k, v in assign.items())]
     if not rows:

@@ -143,6 +143,8 @@ KERNELS = {
     "select": lambda c, k, x, y, a, t: np.where(k, x, y),
     "cast": _cast,
     "const": _const,
+    "dimval": lambda c, a, t: np.asarray(a["n"].evaluate(c.env), dtype=c.float if c.dtype(a["dtype"]).is_float
+                                         else np.int64),
     "iota": lambda c, a, t: np.arange(a["n"].evaluate(c.env), dtype=np.int64),
     "broadcast": lambda c, x, a, t: np.broadcast_to(x, c.shape(a["shape"])),
     "reduce": _reduce,

@@ -12,6 +12,7 @@ Op set:
   cast        cast(x) {to, round}   round: none | rint (ties-to-even) | round (ties-away)
   const       const() {value, dtype}                       -> scalar
   iota        iota() {n, dtype}                            -> [n]: 0..n-1
+  dimval      dimval() {n, dtype}                          -> scalar value of a dim expression
   broadcast   broadcast(x) {shape}
   reduce      reduce(x) {kind: sum|max|mean, axes, keepdims}
   reshape     reshape(x) {shape}      permute(x) {perm}
@@ -160,6 +161,14 @@ def _const(ts, attrs):
 
 
 _register("const", 0, {"value": "scalar", "dtype": "dtype"}, _const)
+
+
+def _dimval(ts, attrs):
+    as_dim(attrs["n"])
+    return TensorType(attrs["dtype"], ())
+
+
+_register("dimval", 0, {"n": "dim", "dtype": "dtype"}, _dimval)
 
 
 def _iota(ts, attrs):

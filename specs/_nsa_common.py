@@ -1,0 +1,106 @@
+"""Pieces shared by the NsaSelectedAttention forward and backward specs
+(reference/nsa_selected_attention.md §1.3 cumulative lengths, §2.1 GQA, §2.2 gather, §2.3 masking).
+
+Not a spec itself (files starting with `_` are skipped by the registry).
+"""
+
+import numpy as np
+
+from opgen.dsl import i64
+
+FLT_MAX = 3.4028234663852886e38
+
+
+def batch_starts(b, cu, nb):
+    """Start offsets [nb] of the batches from cumulative ends `cu` [nb] (cu[-1] = 0)."""
+    zero = b.const(0, cu.dtype).broadcast_to([1])
+    return b.concat([zero, cu.slice(0, 0, nb - 1)], 0)
+
+
+def token_layout(b, cu_q, cu_kv, T1, nb):
+    """(s, kv0): in-batch position of each query token and the kv start of its batch, both [T1]."""
+    tok = b.iota(T1)
+    bidx = (cu_q.reshape([1, nb]) <= tok.reshape([T1, 1])).cast(cu_q.dtype).sum(-1, keepdims=False)
+    q0 = b.gather(batch_starts(b, cu_q, nb), bidx, 0)
+    kv0 = b.gather(batch_starts(b, cu_kv, nb), bidx, 0)
+    return tok - q0, kv0
+
+
+def selected_positions(b, topk, T1, N2, CNT, BS):
+    """In-batch key positions idx*bs + j of the selected blocks, in topk order: [T1, N2, L]."""
+    t64 = topk.cast(i64)
+    pos = t64.reshape([T1, N2, CNT, 1]) * BS + b.iota(BS).reshape([1, 1, 1, BS])
+    return pos.reshape([T1, N2, CNT * BS])
+
+
+def gather_rows(b, x, rows):
+    """x [T2, N2, E] gathered at per-kv-head rows [T1, N2, L] -> [T1, N2, L, E]."""
+    return b.gather(x.permute(1, 0, 2), rows.permute(1, 0, 2), 1).permute(1, 0, 2, 3)
+
+
+def scatter_rows(b, src, rows, T2):
+    """Inverse of gather_rows: src [T1, N2, L, E] added into [T2, N2, E] at rows (duplicates add)."""
+    return b.scatter_add(rows.permute(1, 0, 2), src.permute(1, 0, 2, 3), 1, T2).permute(1, 0, 2)
+
+
+# -- value checks (run by the interpreter before evaluation) ------------------------------------------
+
+def _spans(cu):
+    starts = np.concatenate([[0], cu[:-1]])
+    return starts, cu
+
+
+def check_cumulative(name, total_dim):
+    """actual_seq arrays: strictly increasing cumulative ends (every batch non-empty) ending at T."""
+    def fn(arrays, env, attrs):
+        cu = arrays[name]
+        if cu is None:
+            return None
+        if cu.ndim != 1 or cu.size == 0:
+            return "must be a non-empty 1-D array of cumulative sequence ends"
+        if cu[0] <= 0 or np.any(np.diff(cu) <= 0):
+            return f"cumulative ends must be strictly increasing and positive, got {cu.tolist()[:8]}"
+        if cu[-1] != env[total_dim]:
+            return f"last cumulative end {int(cu[-1])} must equal {total_dim}={env[total_dim]}"
+        return None
+    return fn
+
+
+def check_topk(topk_name, cu_q_name, cu_kv_name, bs_attr):
+    """Every selected block lies inside its batch: 0 <= idx and (idx + 1) * bs <= S2_b."""
+    def fn(arrays, env, attrs):
+        topk, cu_q, cu_kv = arrays[topk_name], arrays[cu_q_name], arrays[cu_kv_name]
+        if cu_q is None or cu_kv is None:
+            return None
+        bs = attrs[bs_attr]
+        s2 = np.diff(np.concatenate([[0], cu_kv]))
+        batch = np.searchsorted(cu_q, np.arange(topk.shape[0]), side="right")
+        limit = (s2[batch] // bs)[:, None, None]
+        bad = (topk < 0) | (topk >= limit)
+        if bad.any():
+            t, n, i = (int(v[0]) for v in np.nonzero(bad))
+            return (f"index {int(topk[t, n, i])} at [{t}, {n}, {i}] selects keys outside its batch "
+                    f"(needs 0 <= idx and (idx + 1) * {bs} <= S2_b = {int(s2[batch[t]])})")
+        return None
+    return fn
+
+
+def check_visible(topk_name, cu_q_name, bs_attr, mode_attr, masked_when):
+    """With causal masking every (token, kv head) must see at least one selected key (p <= s)."""
+    def fn(arrays, env, attrs):
+        if not masked_when(attrs, arrays):
+            return None
+        topk, cu_q = arrays[topk_name], arrays[cu_q_name]
+        if cu_q is None:
+            return None
+        starts = np.concatenate([[0], cu_q[:-1]])
+        batch = np.searchsorted(cu_q, np.arange(topk.shape[0]), side="right")
+        s = np.arange(topk.shape[0]) - starts[batch]
+        first = topk.astype(np.int64).min(-1) * attrs[bs_attr]
+        bad = first > s[:, None]
+        if bad.any():
+            t, n = (int(v[0]) for v in np.nonzero(bad))
+            return (f"token {t} (position {int(s[t])} in its batch), kv head {n}: every selected key is in the "
+                    f"future under {mode_attr}=2 (a fully masked row has no defined gradient)")
+        return None
+    return fn

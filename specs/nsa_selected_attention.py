@@ -1,0 +1,91 @@
+"""NsaSelectedAttention (aclnnNsaSelectedAttention): attention of each query token over the key
+blocks its kv head selected (topk_indices), TND layout, GQA.
+
+Facts: reference/nsa_selected_attention.md §1.1 (parameters, OpDef names, dtypes, defaults),
+§1.3 (cumulative actual_seq arrays), §2.1 (per (token, kv head) unit; the G query heads share the
+kv head's selection), §2.2 (gather in topk order, duplicates count twice), §2.3 (masking only when a
+mask tensor is given and sparse_mode == 2; mask values are never read; -FLT_MAX before scaling),
+§2.4 (forward, P rounded to T with CAST_ROUND, stats [T1, N1, 8] as 8 equal copies), §3.1-3.2 checks.
+Stricter than CANN (§3.2 "not enforced"): N1 % N2 == 0, head_num == N1, D and Dv multiples of 16,
+T1 == cu_q[-1], T2 == cu_kv[-1], increasing cumulative ends, every block inside its batch.
+"""
+
+from _nsa_common import (FLT_MAX, check_cumulative, check_topk, check_visible, gather_rows,
+                         selected_positions, token_layout)
+
+from opgen.dsl import A2, OpSpec, bf16, boolean, f16, f32, i32, i64, u8
+
+spec = OpSpec("NsaSelectedAttention", aclnn="aclnnNsaSelectedAttention", socs=(A2,), round="round",
+              doc="Selected-block sparse attention of Native Sparse Attention (forward).",
+              source="reference/nsa_selected_attention.md §2.4")
+T1, T2, N2 = spec.dims("T1 T2 N2")
+Bn = spec.dim("Bn", max=1024)
+N1 = spec.dim("N1")
+D = spec.dim("D", max=768, multiple_of=16)
+Dv = spec.dim("Dv", multiple_of=16)
+CNT = spec.dim("CNT", max=32)
+BS = spec.dim("BS", min=16, max=128, multiple_of=16)
+MS1, MS2 = spec.dims("MS1 MS2")
+T, M = spec.dtype_vars("T M")
+
+spec.input("query", T, [T1, N1, D])
+spec.input("key", T, [T2, N2, D])
+spec.input("value", T, [T2, N2, Dv])
+spec.input("topk_indices", i32, [T1, N2, CNT], doc="selected block per (token, kv head), relative to the batch")
+spec.input("atten_mask", M, [MS1, MS2], optional=True, doc="values never read; presence + sparse_mode 2 = causal")
+spec.input("actual_seq_qlen", i64, [Bn], optional=True, host=True, doc="cumulative query ends (required)")
+spec.input("actual_seq_kvlen", i64, [Bn], optional=True, host=True, doc="cumulative kv ends (required)")
+
+spec.attr("scale_value", float, 1.0)
+spec.attr("head_num", int, 1, dim=N1, doc="must equal query.shape[1]")
+spec.attr("sparse_mode", int, 0, choices=(0, 2), static=True, doc="2: causal within each batch")
+spec.attr("input_layout", str, None, choices=("TND",), static=True, required=True)
+spec.attr("selected_block_size", int, 64, dim=BS)
+spec.attr("selected_block_count", int, 16, dim=CNT)
+
+spec.output("softmax_max", f32, [T1, N1, 8])
+spec.output("softmax_sum", f32, [T1, N1, 8])
+spec.output("attention_out", T, [T1, N1, Dv])
+
+spec.dtypes((T, M), [(f16, boolean), (f16, u8), (bf16, boolean), (bf16, u8)])
+
+spec.require((N1 % N2).eq(0), "query", "query heads N1 must be a multiple of the kv heads N2")
+spec.require(Dv <= D, "value", "value head dim Dv must not exceed D")
+spec.require(CNT * BS <= 8192, "topk_indices", "selected keys CNT * BS must not exceed 8192")
+for _p in ("actual_seq_qlen", "actual_seq_kvlen"):
+    spec.check(_p, lambda a, pr, _p=_p: None if pr[_p] else "required for the TND layout")
+spec.check("actual_seq_qlen", check_cumulative("actual_seq_qlen", "T1"), on="values")
+spec.check("actual_seq_kvlen", check_cumulative("actual_seq_kvlen", "T2"), on="values")
+spec.check("topk_indices", check_topk("topk_indices", "actual_seq_qlen", "actual_seq_kvlen", "selected_block_size"),
+           on="values")
+spec.check("topk_indices", check_visible("topk_indices", "actual_seq_qlen", "selected_block_size", "sparse_mode",
+                                         lambda a, arr: a["sparse_mode"] == 2 and arr["atten_mask"] is not None),
+           on="values")
+
+
+@spec.body
+def _(b, query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, scale_value, head_num,
+      sparse_mode, input_layout, selected_block_size, selected_block_count):
+    G = N1 // N2
+    L = CNT * BS
+    s, kv0 = token_layout(b, actual_seq_qlen, actual_seq_kvlen, T1, Bn)
+    pos = selected_positions(b, topk_indices, T1, N2, CNT, BS)                 # [T1, N2, L]
+    rows = pos + kv0.reshape([T1, 1, 1])
+    ksel = gather_rows(b, key, rows)                                           # [T1, N2, L, D]
+    vsel = gather_rows(b, value, rows)                                         # [T1, N2, L, Dv]
+    qg = query.reshape([T1, N2, G, D])
+    scores = b.matmul(qg, ksel, transpose_b=True)                              # [T1, N2, G, L]
+    if sparse_mode == 2 and atten_mask is not None:
+        future = (pos > s.reshape([T1, 1, 1])).reshape([T1, N2, 1, L])
+        scores = b.where(future, -FLT_MAX, scores)                            # masked before scaling
+    scores = scores * scale_value
+    m = scores.max(-1)
+    e = b.exp(scores - m)
+    lsum = e.sum(-1)
+    p = b.quantize(e / lsum, T, "round")                                       # P cast to T for the cube
+    out = b.matmul(p, vsel).reshape([T1, N1, Dv])
+    return {
+        "softmax_max": m.reshape([T1, N1, 1]).broadcast_to([T1, N1, 8]),
+        "softmax_sum": lsum.reshape([T1, N1, 1]).broadcast_to([T1, N1, 8]),
+        "attention_out": out,
+    }

@@ -1,0 +1,95 @@
+"""NsaSelectedAttentionGrad (aclnnNsaSelectedAttentionGrad): dq, dk, dv of selected attention.
+
+Facts: reference/nsa_selected_attention.md §1.2 (parameters, OpDef names as spelled by CANN incl.
+`actualSeqKVLlen` and `attenMsk`), §2.5 (backward: P from the saved max/sum, Dr = rowsum(dO * O),
+dS = P * (dP - Dr), P and dS rounded to T with CAST_ROUND, dq/dk scaled at the end, dk/dv scattered
+to the selected rows with duplicates accumulating), §2.6-2.7 (value-based causal masking after
+scaling; the device kernels agree only inside the consistency domain), §3.3-3.4 checks.
+Stricter than CANN: headNum == N1, N1 % N2 == 0, increasing cumulative ends equal to T1/T2,
+topk indices inside their batch, no fully masked rows under sparseMode 2.
+"""
+
+from _nsa_common import (FLT_MAX, check_cumulative, check_topk, check_visible, gather_rows, scatter_rows,
+                         selected_positions, token_layout)
+
+from opgen.dsl import A2, OpSpec, bf16, boolean, f16, f32, i32, i64
+
+spec = OpSpec("NsaSelectedAttentionGrad", aclnn="aclnnNsaSelectedAttentionGrad", socs=(A2,), round="round",
+              doc="Backward of NsaSelectedAttention (TND, GQA).",
+              source="reference/nsa_selected_attention.md §2.5")
+T1, T2, N2, Bn = spec.dims("T1 T2 N2 Bn")
+N1 = spec.dim("N1")
+D = spec.dim("D", max=768, multiple_of=16)
+Dv = spec.dim("Dv", multiple_of=16)
+CNT = spec.dim("CNT", max=128)
+BS = spec.dim("BS", min=16, max=128, multiple_of=16)
+MS1, MS2 = spec.dims("MS1 MS2")
+T, = spec.dtype_vars("T")
+
+spec.input("query", T, [T1, N1, D])
+spec.input("key", T, [T2, N2, D])
+spec.input("value", T, [T2, N2, Dv])
+spec.input("attentionOut", T, [T1, N1, Dv], doc="forward O")
+spec.input("attentionOutGrad", T, [T1, N1, Dv], doc="dO")
+spec.input("softmaxMax", f32, [T1, N1, 8], doc="forward row max (8 equal copies)")
+spec.input("softmaxSum", f32, [T1, N1, 8], doc="forward row sum (8 equal copies)")
+spec.input("topkIndices", i32, [T1, N2, CNT])
+spec.input("actualSeqQLen", i64, [Bn], optional=True, host=True, doc="cumulative query ends (required)")
+spec.input("actualSeqKVLlen", i64, [Bn], optional=True, host=True, doc="cumulative kv ends (required)")
+spec.input("attenMsk", boolean, [MS1, MS2], optional=True, when=lambda a, pr: False, doc="never read")
+
+spec.attr("scaleValue", float, 1.0)
+spec.attr("selectedBlockCount", int, 1, dim=CNT)
+spec.attr("selectedBlockSize", int, 1, dim=BS)
+spec.attr("headNum", int, 1, dim=N1, doc="must equal query.shape[1]")
+spec.attr("inputLayout", str, "TND", choices=("TND",), static=True)
+spec.attr("sparseMode", int, 0, choices=(0, 2), static=True, doc="2: causal within each batch")
+
+spec.output("dq", T, [T1, N1, D])
+spec.output("dk", T, [T2, N2, D])
+spec.output("dv", T, [T2, N2, Dv])
+
+spec.dtypes((T,), [(f16,), (bf16,)])
+
+spec.require((N1 % N2).eq(0), "query", "query heads N1 must be a multiple of the kv heads N2")
+spec.require(Dv <= D, "value", "value head dim Dv must not exceed D")
+spec.require(CNT * BS <= 8192, "topkIndices", "selected keys CNT * BS must not exceed 8192")
+for _p in ("actualSeqQLen", "actualSeqKVLlen"):
+    spec.check(_p, lambda a, pr, _p=_p: None if pr[_p] else "required for the TND layout")
+spec.check("actualSeqQLen", check_cumulative("actualSeqQLen", "T1"), on="values")
+spec.check("actualSeqKVLlen", check_cumulative("actualSeqKVLlen", "T2"), on="values")
+spec.check("topkIndices", check_topk("topkIndices", "actualSeqQLen", "actualSeqKVLlen", "selectedBlockSize"),
+           on="values")
+spec.check("topkIndices", check_visible("topkIndices", "actualSeqQLen", "selectedBlockSize", "sparseMode",
+                                        lambda a, arr: a["sparseMode"] == 2), on="values")
+
+
+@spec.body
+def _(b, query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, topkIndices, actualSeqQLen,
+      actualSeqKVLlen, attenMsk, scaleValue, selectedBlockCount, selectedBlockSize, headNum, inputLayout,
+      sparseMode):
+    G = N1 // N2
+    L = CNT * BS
+    s, kv0 = token_layout(b, actualSeqQLen, actualSeqKVLlen, T1, Bn)
+    pos = selected_positions(b, topkIndices, T1, N2, CNT, BS)
+    rows = pos + kv0.reshape([T1, 1, 1])
+    ksel = gather_rows(b, key, rows)                                           # [T1, N2, L, D]
+    vsel = gather_rows(b, value, rows)                                         # [T1, N2, L, Dv]
+    qg = query.reshape([T1, N2, G, D])
+    og = attentionOut.reshape([T1, N2, G, Dv])
+    dog = attentionOutGrad.reshape([T1, N2, G, Dv])
+    scores = b.matmul(qg, ksel, transpose_b=True) * scaleValue
+    if sparseMode == 2:
+        future = (pos > s.reshape([T1, 1, 1])).reshape([T1, N2, 1, L])
+        scores = b.where(future, -FLT_MAX, scores)                            # masked after scaling
+    m = softmaxMax.slice(-1, 0, 1).reshape([T1, N2, G, 1])
+    lsum = softmaxSum.slice(-1, 0, 1).reshape([T1, N2, G, 1])
+    p = b.exp(scores - m) / lsum
+    dp = b.matmul(dog, vsel, transpose_b=True)                                 # [T1, N2, G, L]
+    dr = (dog * og).sum(-1)
+    ds = b.quantize(p * (dp - dr), T, "round")
+    p = b.quantize(p, T, "round")
+    dq = b.matmul(ds, ksel).reshape([T1, N1, D]) * scaleValue
+    dk = scatter_rows(b, b.matmul(ds, qg, transpose_a=True), rows, T2) * scaleValue
+    dv = scatter_rows(b, b.matmul(p, dog, transpose_a=True), rows, T2)
+    return {"dq": dq, "dk": dk, "dv": dv}
