@@ -104,3 +104,26 @@ def check_visible(topk_name, cu_q_name, bs_attr, mode_attr, masked_when):
                     f"future under {mode_attr}=2 (a fully masked row has no defined gradient)")
         return None
     return fn
+
+
+def make_layout(rng, inputs, env, bs, causal, names):
+    """Fill cumulative ends (T1, T2 split into Bn nearly equal batches) and legal topk indices;
+    with causal masking the first selected block of every row is block 0 (always visible).
+
+    names = (topk, cu_q, cu_kv). Raises ValueError when a kv batch is shorter than one block."""
+    topk_name, cu_q_name, cu_kv_name = names
+    T1, T2 = env["T1"], env["T2"]
+    nb = env.get("Bn", 1)
+    cu_q = np.array([(T1 * (i + 1)) // nb for i in range(nb)], dtype=np.int64)
+    cu_kv = np.array([(T2 * (i + 1)) // nb for i in range(nb)], dtype=np.int64)
+    s2 = np.diff(np.concatenate([[0], cu_kv]))
+    if (s2 < bs).any():
+        raise ValueError(f"every kv batch needs at least one block of {bs} keys (T2={T2}, Bn={nb})")
+    inputs[cu_q_name], inputs[cu_kv_name] = cu_q, cu_kv
+    batch = np.searchsorted(cu_q, np.arange(T1), side="right")
+    nblocks = (s2 // bs)[batch]
+    shape = inputs[topk_name].shape
+    topk = (rng.random(shape) * nblocks[:, None, None]).astype(np.int32)
+    if causal:
+        topk[..., 0] = 0
+    inputs[topk_name] = topk

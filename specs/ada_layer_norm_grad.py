@@ -55,3 +55,14 @@ def _(b, dy, x, rstd, mean, scale, gamma, beta):
         "pd_gamma": (dy_s * z).sum((0, 1), keepdims=False),
         "pd_beta": dy_s.sum((0, 1), keepdims=False),
     }
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    """Statistics of the generated x, as the forward would have saved them (fp32)."""
+    import numpy as np
+
+    x = inputs["x"].astype(np.float64)
+    mean = x.mean(-1, keepdims=True)
+    inputs["mean"] = mean.astype(np.float32)
+    inputs["rstd"] = (1.0 / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + 1e-5)).astype(np.float32)

@@ -135,3 +135,18 @@ def _(b, grad_query_output, grad_key_output, grad_value_output, query, key, enco
             out.setdefault(f"grad_{name}_weight", zeros)
             out.setdefault(f"grad_{name}_bias", zeros)
     return out
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    """Saved statistics of the generated query/key/encoder tensors (fp32, eps 1e-5)."""
+    import numpy as np
+
+    for prefix, part in (("norm_query", "query"), ("norm_key", "key"), ("norm_added_query", "encoder_query"),
+                         ("norm_added_key", "encoder_key")):
+        if inputs.get(part) is None or f"{prefix}_mean" not in inputs:
+            continue
+        x = inputs[part].astype(np.float64)
+        mean = x.mean(-1, keepdims=True)
+        inputs[f"{prefix}_mean"] = mean.astype(np.float32)
+        inputs[f"{prefix}_rstd"] = (1 / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + 1e-5)).astype(np.float32)

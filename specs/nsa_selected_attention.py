@@ -89,3 +89,11 @@ def _(b, query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_se
         "softmax_sum": lsum.reshape([T1, N1, 1]).broadcast_to([T1, N1, 8]),
         "attention_out": out,
     }
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    from _nsa_common import make_layout
+
+    make_layout(rng, inputs, env, attrs["selected_block_size"], attrs["sparse_mode"] == 2,
+                ("topk_indices", "actual_seq_qlen", "actual_seq_kvlen"))

@@ -93,3 +93,27 @@ def _(b, query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxS
     dk = scatter_rows(b, b.matmul(ds, qg, transpose_a=True), rows, T2) * scaleValue
     dv = scatter_rows(b, b.matmul(p, dog, transpose_a=True), rows, T2)
     return {"dq": dq, "dk": dk, "dv": dv}
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    """Legal layout, then attentionOut and the softmax statistics from the forward spec."""
+    from _nsa_common import make_layout
+
+    from opgen.interp import interpret
+
+    make_layout(rng, inputs, env, attrs["selectedBlockSize"], attrs["sparseMode"] == 2,
+                ("topkIndices", "actualSeqQLen", "actualSeqKVLlen"))
+    import numpy as np
+
+    fwd = interpret("NsaSelectedAttention", {
+        "query": inputs["query"], "key": inputs["key"], "value": inputs["value"],
+        "topk_indices": inputs["topkIndices"], "actual_seq_qlen": inputs["actualSeqQLen"],
+        "actual_seq_kvlen": inputs["actualSeqKVLlen"],
+        "atten_mask": np.ones((1, 1), np.bool_) if attrs["sparseMode"] == 2 else None,
+    }, {"scale_value": attrs["scaleValue"], "head_num": inputs["query"].shape[1], "sparse_mode": attrs["sparseMode"],
+        "input_layout": "TND", "selected_block_size": attrs["selectedBlockSize"],
+        "selected_block_count": inputs["topkIndices"].shape[2]}, {"T": inputs["query"].dtype.name})
+    inputs["attentionOut"] = fwd["attention_out"]
+    inputs["softmaxMax"] = fwd["softmax_max"]
+    inputs["softmaxSum"] = fwd["softmax_sum"]

@@ -143,6 +143,10 @@ class Bound:
     output_dtypes: dict = field(default_factory=dict)
 
 
+def _norm_shape(shape) -> tuple:
+    return tuple(d if isinstance(d, Variadic) else as_dim(d) for d in shape)
+
+
 class OpSpec:
     """An operator declared as CANN declares it (see module docstring)."""
 
@@ -169,6 +173,7 @@ class OpSpec:
         self.constraints: list[tuple[Constraint, str, str]] = []
         self.requirements: list[Requirement] = []
         self.body_fn: Callable | None = None
+        self.example_fn: Callable | None = None
         self._graphs: dict[SpecKey, Graph] = {}
 
     # -- declarations -----------------------------------------------------------------------
@@ -220,6 +225,7 @@ class OpSpec:
         shapes = [tuple(s) for s in shape] if shape and isinstance(shape[0], (list, tuple)) else [tuple(shape)]
         for s in shapes:
             self._check_shape(s, loc)
+        shapes = [_norm_shape(s) for s in shapes]
         if when is not None and not optional:
             raise SpecError(f"{loc}: input {name}: when= needs optional=True")
         self.inputs.append(InputDecl(name, dtype, shapes, optional, host, doc, loc, when))
@@ -236,6 +242,7 @@ class OpSpec:
         if shape is not None:
             shape = tuple(shape)
             self._check_shape(shape, loc)
+            shape = _norm_shape(shape)
         self.outputs.append(OutputDecl(name, dtype, shape, like, optional, doc, loc))
 
     def attr(self, name, type_, default=None, *, choices=None, static=False, dim=None, required=False, doc=""):
@@ -300,6 +307,12 @@ class OpSpec:
     def body(self, fn: Callable) -> Callable:
         """Decorator registering the computation: fn(b, **inputs, **attrs) -> {output name: tensor}."""
         self.body_fn = fn
+        return fn
+
+    def example(self, fn: Callable) -> Callable:
+        """Decorator for a valid-input maker: fn(rng, inputs, env, attrs) fills/overrides `inputs`
+        (e.g. statistics computed from x, legal topk indices); used by `opgen interpret --dims`."""
+        self.example_fn = fn
         return fn
 
     # -- helpers ----------------------------------------------------------------------------

@@ -1,0 +1,142 @@
+"""Command line of opgen (contract: ../shared/DESIGN.md "Command line").
+
+    opgen list
+    opgen interpret OP (--inputs in.npz | --dims B=2,S=128 [--seed N]) --out out.npz
+                    [--attr k=v]... [--dtype T=bfloat16]... [--mode device|exact] [--save-inputs in.npz]
+
+Errors print one line naming the parameter and the rule and exit with status 2; nothing is written.
+`--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from opgen.errors import OpgenError, ValidationError
+
+
+def _kv(items, flag):
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise ValidationError(flag, f"expected NAME=VALUE, got {it!r}")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _load_npz(path: str) -> dict:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise OpgenError(f"--inputs: file {path} does not exist") from None
+    except (OSError, ValueError) as e:
+        raise OpgenError(f"--inputs: {path} is not a readable .npz file ({e})") from None
+
+
+def _save_npz(path: str, arrays: dict) -> None:
+    """Write atomically: a failure leaves no partial file. Floats are written as float32."""
+    out = {}
+    for k, a in arrays.items():
+        a = np.asarray(a)
+        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+            a = a.astype(np.float32)
+        out[k] = a
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=d)
+    os.close(fd)
+    try:
+        np.savez(tmp, **out)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def cmd_list(args) -> int:
+    from opgen.registry import all_specs
+
+    for s in all_specs():
+        combos = "; ".join(",".join(f"{k}={v.long_name}" for k, v in r.items()) for r in s.dtype_rows)
+        print(f"{s.name:28s} {s.aclnn:32s} inputs={len(s.inputs)} outputs={len(s.outputs)} "
+              f"specialisations={len(s.keys())} socs={','.join(s.socs)}")
+        print(f"{'':28s} dtypes: {combos}")
+    return 0
+
+
+def cmd_interpret(args) -> int:
+    from opgen.dsl.examples import parse_dims, random_inputs
+    from opgen.interp import interpret
+    from opgen.registry import load_spec
+
+    spec = load_spec(args.op)
+    attrs = _kv(args.attr, "--attr")
+    dtypes = _kv(args.dtype, "--dtype")
+    if (args.inputs is None) == (args.dims is None):
+        raise OpgenError("give exactly one of --inputs FILE.npz or --dims NAME=VALUE,...")
+    if args.inputs is not None:
+        inputs = _load_npz(args.inputs)
+    else:
+        try:
+            inputs = random_inputs(spec, parse_dims(args.dims), attrs, dtypes, args.seed)
+        except ValueError as e:
+            raise ValidationError("--dims", str(e)) from None
+        if args.save_inputs:
+            _save_npz(args.save_inputs, inputs) if not any(
+                np.asarray(a).dtype.name == "bfloat16" for a in inputs.values()) else np.savez(
+                args.save_inputs, **{k: np.asarray(v, np.float32) if np.asarray(v).dtype.name == "bfloat16" else v
+                                     for k, v in inputs.items()})
+    outputs = interpret(spec, inputs, attrs, dtypes, args.mode)
+    _save_npz(args.out, outputs)
+    if not args.quiet:
+        for k, v in outputs.items():
+            print(f"{k}: {list(v.shape)} {v.dtype}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="opgen", description="Operator compiler for Ascend NPUs.")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="list the bundled operators").set_defaults(fn=cmd_list)
+    ip = sub.add_parser("interpret", help="run an operator's spec with the NumPy interpreter")
+    ip.add_argument("op", help="OpDef name (AdaLayerNormGrad) or a spec file path")
+    ip.add_argument("--inputs", help=".npz with arrays named by the spec's inputs (absent = null)")
+    ip.add_argument("--dims", help="make valid random inputs instead: NAME=VALUE,... (Bd=2x3 for batch dims)")
+    ip.add_argument("--seed", type=int, default=0, help="seed for --dims")
+    ip.add_argument("--save-inputs", help="with --dims: also write the generated inputs (.npz)")
+    ip.add_argument("--out", required=True, help="output .npz (floats written as float32)")
+    ip.add_argument("--attr", action="append", metavar="K=V", help="attribute value (repeatable)")
+    ip.add_argument("--dtype", action="append", metavar="T=DTYPE", help="dtype variable binding (repeatable)")
+    ip.add_argument("--mode", default="device", help="device (declared dtypes, fp32 compute) or exact (float64)")
+    ip.add_argument("-q", "--quiet", action="store_true")
+    ip.set_defaults(fn=cmd_interpret)
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point of the `opgen` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except OpgenError as e:
+        if args.debug:
+            raise
+        print(f"opgen: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # a bug: still one line unless --debug
+        if args.debug:
+            raise
+        print(f"opgen: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

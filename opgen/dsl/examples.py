@@ -1,0 +1,80 @@
+"""Valid random inputs for any spec from dim values (`opgen interpret OP --dims B=2,S=128 --seed 0`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opgen.errors import ValidationError
+from opgen.ir.dims import Variadic, as_dim, eval_shape
+from opgen.ir.dtypes import DType, DTypeVar, parse_dtype
+
+
+def parse_dims(text: str) -> dict:
+    """`B=2,S=128,Bd=2x3` -> {"B": 2, "S": 128, "Bd": (2, 3)}; a variadic group uses `x` between dims
+    (`Bd=` for none). Raises ValidationError("--dims", ...) on bad syntax."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise ValidationError("--dims", f"expected NAME=VALUE, got {part!r}")
+        k, v = (x.strip() for x in part.split("=", 1))
+        try:
+            out[k] = tuple(int(x) for x in v.split("x") if x) if ("x" in v or v == "") else int(v)
+        except ValueError:
+            raise ValidationError("--dims", f"{k}: {v!r} is not an integer (use 2x3 for a group of dims)") from None
+    return out
+
+
+def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | None = None, seed: int = 0) -> dict:
+    """Random inputs of `spec` for the given dims: floats ~ N(0, 1) in their dtype, then the spec's
+    `@spec.example` hook makes data-dependent inputs valid (statistics, indices, sequence arrays).
+
+    Optional inputs are made when all their dims are known and the mode uses them.
+    Raises ValidationError naming `--dims` when a required dim is missing or unknown.
+    """
+    from opgen.dsl.validate import _resolve_attrs
+
+    known = set(spec.dims_) | set(spec.variadics)
+    for k in dims:
+        if k not in known:
+            raise ValidationError("--dims", f"{k} is not a dim of {spec.name} (dims: {', '.join(sorted(known))})")
+    attr_vals = _resolve_attrs(spec, attrs or {})
+    env = {k: ((v,) if k in spec.variadics and isinstance(v, int) else v) for k, v in dims.items()}
+    for a in spec.attrs:
+        if a.dim is not None and a.dim.name not in env and attr_vals.get(a.name) is not None:
+            env[a.dim.name] = attr_vals[a.name]
+    dt = {k: (parse_dtype(v) if isinstance(v, str) else v) for k, v in (dtypes or {}).items()}
+    row = next((r for r in spec.dtype_rows if all(r[k] == v for k, v in dt.items())), None)
+    if row is None:
+        raise ValidationError("--dtype", f"combination {dtypes} is not supported by {spec.name}")
+    static = {a.name: attr_vals[a.name] for a in spec.static_attrs}
+    rng = np.random.default_rng(seed)
+    present = {}
+    for i in spec.inputs:
+        syms = set()
+        for d in i.shapes[0]:
+            syms |= {d.name} if isinstance(d, Variadic) else as_dim(d).symbols()
+        missing = [s for s in sorted(syms) if s not in env]
+        if missing and not i.optional:
+            raise ValidationError("--dims", f"missing {', '.join(missing)} (needed by {i.name})")
+        present[i.name] = not missing
+    for i in spec.inputs:
+        if i.optional and present[i.name] and i.when is not None and not i.when(static, present):
+            present[i.name] = False
+    for d in spec.dims_.values():
+        if d.name not in env and d.absent is not None:
+            env[d.name] = d.absent
+    inputs = {}
+    for i in spec.inputs:
+        if not present[i.name]:
+            continue
+        shape = eval_shape(i.shapes[0], env)
+        dtype = row[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
+        if dtype.is_float:
+            inputs[i.name] = rng.standard_normal(shape).astype(np.float32).astype(dtype.np)
+        elif dtype == DType.bool:
+            inputs[i.name] = np.ones(shape, dtype=np.bool_)
+        else:
+            inputs[i.name] = np.zeros(shape, dtype=dtype.np)
+    if spec.example_fn is not None:
+        spec.example_fn(rng, inputs, env, attr_vals)
+    return inputs
