@@ -3,6 +3,7 @@
     opgen list
     opgen interpret OP (--inputs in.npz | --dims B=2,S=128 [--seed N]) --out out.npz
                     [--attr k=v]... [--dtype T=bfloat16]... [--mode device|exact] [--save-inputs in.npz]
+                    [--print-ir]
 
 Errors print one line naming the parameter and the rule and exit with status 2; nothing is written.
 `--debug` shows the traceback instead.
@@ -92,6 +93,10 @@ def cmd_interpret(args) -> int:
                 np.asarray(a).dtype.name == "bfloat16" for a in inputs.values()) else np.savez(
                 args.save_inputs, **{k: np.asarray(v, np.float32) if np.asarray(v).dtype.name == "bfloat16" else v
                                      for k, v in inputs.items()})
+    if args.print_ir:
+        from opgen.ir import print_graph
+
+        print(print_graph(spec.graph(spec.bind(inputs, attrs, dtypes).key)), end="")
     outputs = interpret(spec, inputs, attrs, dtypes, args.mode)
     _save_npz(args.out, outputs)
     if not args.quiet:
@@ -115,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     ip.add_argument("--attr", action="append", metavar="K=V", help="attribute value (repeatable)")
     ip.add_argument("--dtype", action="append", metavar="T=DTYPE", help="dtype variable binding (repeatable)")
     ip.add_argument("--mode", default="device", help="device (declared dtypes, fp32 compute) or exact (float64)")
+    ip.add_argument("--print-ir", action="store_true", help="print the specialised tensor IR before running")
     ip.add_argument("-q", "--quiet", action="store_true")
     ip.set_defaults(fn=cmd_interpret)
     return p
