@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -139,8 +139,6 @@ class Bound:
     attrs: dict
     dtypes: dict
     env: dict
-    output_shapes: dict = field(default_factory=dict)
-    output_dtypes: dict = field(default_factory=dict)
 
 
 def _norm_shape(shape) -> tuple:
