@@ -61,6 +61,7 @@ def _save_npz(path: str, arrays: dict) -> None:
 
 
 def cmd_list(args) -> int:
+    """`opgen list`: one line per bundled operator (OpDef, aclnn API, counts, SoCs) plus its dtype rows."""
     from opgen.registry import all_specs
 
     for s in all_specs():
@@ -72,6 +73,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_interpret(args) -> int:
+    """`opgen interpret`: validate, run the interpreter, write outputs (float32) to --out. Raises OpgenError."""
     from opgen.dsl.examples import parse_dims, random_inputs
     from opgen.interp import interpret
     from opgen.registry import load_spec
@@ -106,6 +108,7 @@ def cmd_interpret(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of the `opgen` command."""
     p = argparse.ArgumentParser(prog="opgen", description="Operator compiler for Ascend NPUs.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="cmd", required=True)

@@ -85,25 +85,32 @@ class Builder:
 
     # -- elementwise ------------------------------------------------------------------------
     def exp(self, x):
+        """Elementwise e**x (float)."""
         return self.emit("exp", (x,))
 
     def log(self, x):
+        """Elementwise natural logarithm (float)."""
         return self.emit("log", (x,))
 
     def sqrt(self, x):
+        """Elementwise square root (float)."""
         return self.emit("sqrt", (x,))
 
     def rsqrt(self, x):
+        """Elementwise 1/sqrt(x) (float)."""
         return self.emit("rsqrt", (x,))
 
     def recip(self, x):
+        """Elementwise 1/x (float)."""
         return self.emit("recip", (x,))
 
     def maximum(self, a, c):
+        """Elementwise maximum with NumPy broadcasting."""
         a, c = self._pair(a, c)
         return self.emit("maximum", (a, c))
 
     def minimum(self, a, c):
+        """Elementwise minimum with NumPy broadcasting."""
         a, c = self._pair(a, c)
         return self.emit("minimum", (a, c))
 
@@ -132,9 +139,11 @@ class Builder:
 
     # -- structure --------------------------------------------------------------------------
     def iota(self, n, dtype=DType.i64):
+        """[n] integers 0..n-1 (n a dim expression)."""
         return self.emit("iota", (), n=as_dim(n), dtype=dtype)
 
     def concat(self, xs, axis):
+        """Concatenate tensors of equal rank along `axis` (other dims must match)."""
         return self.emit("concat", tuple(xs), axis=axis)
 
     def gather(self, x, idx, axis, batch_dims=None):
@@ -148,6 +157,7 @@ class Builder:
             size=as_dim(size))
 
     def matmul(self, a, c, transpose_a=False, transpose_b=False):
+        """Batched matrix product over equal leading dims; optional transposes of the last two axes."""
         return self.emit("matmul", (a, c), transpose_a=transpose_a, transpose_b=transpose_b)
 
 
@@ -165,14 +175,17 @@ class Tensor:
 
     @property
     def type(self) -> TensorType:
+        """The value's TensorType (dtype and symbolic shape)."""
         return self.value.type
 
     @property
     def dtype(self):
+        """The value's dtype (a DType or dtype variable)."""
         return self.value.type.dtype
 
     @property
     def shape(self):
+        """The value's symbolic shape (tuple of dim expressions / one variadic group)."""
         return self.value.type.shape
 
     def __repr__(self):
@@ -226,9 +239,11 @@ class Tensor:
         return self._bin("ge", o)
 
     def eq(self, o):
+        """Elementwise == as a bool tensor."""
         return self._bin("eq", o)
 
     def ne(self, o):
+        """Elementwise != as a bool tensor."""
         return self._bin("ne", o)
 
     def __and__(self, o):
@@ -244,30 +259,39 @@ class Tensor:
 
     # reductions over axes (negative axes count from the end)
     def sum(self, axes, keepdims=True):
+        """Sum over `axes` (negative axes count from the end); keeps reduced axes as 1 by default."""
         return self.b.emit("reduce", (self,), kind="sum", axes=tuple(_axes(axes)), keepdims=keepdims)
 
     def max(self, axes, keepdims=True):
+        """Maximum over `axes`; keeps reduced axes as 1 by default."""
         return self.b.emit("reduce", (self,), kind="max", axes=tuple(_axes(axes)), keepdims=keepdims)
 
     def mean(self, axes, keepdims=True):
+        """Mean over `axes` (sum / count); keeps reduced axes as 1 by default."""
         return self.b.emit("reduce", (self,), kind="mean", axes=tuple(_axes(axes)), keepdims=keepdims)
 
     def reshape(self, shape):
+        """Same elements in a new symbolic shape (row-major)."""
         return self.b.emit("reshape", (self,), shape=tuple(_shape(shape)))
 
     def permute(self, *perm):
+        """Transpose axes: result axis i is input axis perm[i]."""
         return self.b.emit("permute", (self,), perm=tuple(perm))
 
     def broadcast_to(self, shape):
+        """NumPy broadcast to `shape`."""
         return self.b.emit("broadcast", (self,), shape=tuple(_shape(shape)))
 
     def slice(self, axis, start, stop, step=1):
+        """Elements start..stop (step) of `axis`; start/stop may be dim expressions."""
         return self.b.emit("slice", (self,), axis=axis, start=as_dim(start), stop=as_dim(stop), step=step)
 
     def cast(self, to, round="none"):
+        """Convert to dtype `to` with round mode `round` (none|rint|round)."""
         return self.b.cast(self, to, round)
 
     def f32(self):
+        """Widen to float32 (exact)."""
         return self.b.cast(self, F32)
 
 

@@ -354,6 +354,7 @@ class OpSpec:
             raise SpecError(f"{loc}: a shape may hold at most one variadic group")
 
     def input_decl(self, name) -> InputDecl:
+        """The InputDecl called `name`. Raises KeyError."""
         for i in self.inputs:
             if i.name == name:
                 return i
@@ -361,10 +362,12 @@ class OpSpec:
 
     @property
     def static_attrs(self):
+        """Attributes whose values select behaviour (one specialisation per value)."""
         return [a for a in self.attrs if a.static]
 
     @property
     def runtime_attrs(self):
+        """Attributes passed to the graph as values (eps, scale) or bound to dims."""
         return [a for a in self.attrs if not a.static]
 
     # -- specialisations ----------------------------------------------------------------------

@@ -26,9 +26,11 @@ class Ctx:
         self.float = np.float32 if mode == "device" else np.float64
 
     def dtype(self, dt) -> DType:
+        """Concrete DType of `dt` (dtype variables resolved by the binding)."""
         return self.dtypes[dt.name] if isinstance(dt, DTypeVar) else dt
 
     def shape(self, shape):
+        """Concrete shape (ints) of a symbolic shape under the bound dims."""
         return eval_shape(shape, self.env)
 
 

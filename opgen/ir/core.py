@@ -62,6 +62,7 @@ class Node:
     loc: str = field(default="", compare=False, hash=False)  # spec file:line that built it; not printed
 
     def attr(self, name: str, default=None):
+        """Value of attribute `name`, or `default`."""
         for k, v in self.attrs:
             if k == name:
                 return v
@@ -69,6 +70,7 @@ class Node:
 
     @property
     def attr_dict(self) -> dict:
+        """Attributes as a dict."""
         return dict(self.attrs)
 
 
@@ -90,9 +92,11 @@ class Graph:
         return out
 
     def producers(self) -> dict[str, Node]:
+        """{value name: node defining it}."""
         return {n.result.name: n for n in self.nodes}
 
     def uses(self) -> dict[str, list[Node]]:
+        """{value name: nodes using it, in order}."""
         out: dict[str, list[Node]] = {}
         for n in self.nodes:
             for i in n.inputs:

@@ -64,9 +64,11 @@ class DimExpr:
         return Constraint("==", self, as_dim(o))
 
     def symbols(self) -> set[str]:
+        """Names of the dims (and variadic groups) this expression mentions."""
         raise NotImplementedError
 
     def evaluate(self, env: Env) -> int:
+        """Integer value under `env` ({name: int or tuple}). Raises SpecError if unbound."""
         raise NotImplementedError
 
 
@@ -80,9 +82,11 @@ class Sym(DimExpr):
         return self.name
 
     def symbols(self):
+        """Names of the dims (and variadic groups) this expression mentions."""
         return {self.name}
 
     def evaluate(self, env):
+        """Integer value under `env` ({name: int or tuple}). Raises SpecError if unbound."""
         try:
             v = env[self.name]
         except KeyError:
@@ -102,9 +106,11 @@ class Lit(DimExpr):
         return str(self.value)
 
     def symbols(self):
+        """Names of the dims (and variadic groups) this expression mentions."""
         return set()
 
     def evaluate(self, env):
+        """Integer value under `env` ({name: int or tuple}). Raises SpecError if unbound."""
         return self.value
 
 
@@ -118,9 +124,11 @@ class Prod(DimExpr):
         return f"prod({self.name})"
 
     def symbols(self):
+        """Names of the dims (and variadic groups) this expression mentions."""
         return {self.name}
 
     def evaluate(self, env):
+        """Integer value under `env` ({name: int or tuple}). Raises SpecError if unbound."""
         v = env.get(self.name)
         if not isinstance(v, tuple):
             raise SpecError(f"variadic dims {self.name} are not bound")
@@ -152,9 +160,11 @@ class Bin(DimExpr):
         return f"{wrap(self.lhs, False)} {self.op} {wrap(self.rhs, True)}"
 
     def symbols(self):
+        """Names of the dims (and variadic groups) this expression mentions."""
         return self.lhs.symbols() | self.rhs.symbols()
 
     def evaluate(self, env):
+        """Integer value under `env` ({name: int or tuple}). Raises SpecError if unbound."""
         a, b = self.lhs.evaluate(env), self.rhs.evaluate(env)
         if self.op in ("//", "%") and b == 0:
             raise SpecError(f"division by zero in dim expression {self}")
@@ -171,6 +181,7 @@ class Variadic:
         return f"*{self.name}"
 
     def symbols(self):
+        """Names of the dims (and variadic groups) this expression mentions."""
         return {self.name}
 
 
@@ -312,9 +323,11 @@ class Constraint:
         return f"{self.lhs} {self.op} {self.rhs}"
 
     def holds(self, env: Env) -> bool:
+        """Whether the relation holds under `env`."""
         return _CMP[self.op](self.lhs.evaluate(env), self.rhs.evaluate(env))
 
     def symbols(self):
+        """Names of the dims (and variadic groups) this expression mentions."""
         return self.lhs.symbols() | self.rhs.symbols()
 
     def explain(self, env: Env) -> str:

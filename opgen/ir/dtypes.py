@@ -32,10 +32,12 @@ class DType(Enum):
 
     @property
     def is_float(self) -> bool:
+        """True for f32, f16, bf16."""
         return self in (DType.f32, DType.f16, DType.bf16)
 
     @property
     def is_int(self) -> bool:
+        """True for i32, i64, u8."""
         return self in (DType.i32, DType.i64, DType.u8)
 
     @property

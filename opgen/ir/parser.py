@@ -40,21 +40,25 @@ class _Tokens:
         self.i = 0
 
     def peek(self, k=0):
+        """The k-th next token (kind, text, line) without consuming it."""
         j = self.i + k
         return self.toks[j] if j < len(self.toks) else ("eof", "", self.toks[-1][2] if self.toks else 1)
 
     def next(self):
+        """Consume and return the next token."""
         t = self.peek()
         self.i += 1
         return t
 
     def expect(self, text=None, kind=None):
+        """Consume the next token, which must have this text/kind. Raises IRError."""
         k, v, line = self.next()
         if (text is not None and v != text) or (kind is not None and k != kind):
             raise IRError(f"line {line}: expected {text or kind!r}, got {v!r}")
         return v
 
     def accept(self, text):
+        """Consume the next token if its text is `text`; returns whether it did."""
         if self.peek()[1] == text and self.peek()[0] != "str":
             self.i += 1
             return True

@@ -40,10 +40,12 @@ def format_value(v) -> str:
 
 
 def format_type(t: TensorType) -> str:
+    """Text of a tensor type: `f32[*Bd, S, H]`."""
     return f"{t.dtype!r}{shape_str(t.shape)}"
 
 
 def format_node(n: Node) -> str:
+    """Text of one node: `%v = op(%a, %b) {attrs} : type`."""
     args = ", ".join("%" + i for i in n.inputs)
     attrs = ""
     if n.attrs:
