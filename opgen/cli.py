@@ -135,6 +135,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.fn(args)
+    except BrokenPipeError:  # `opgen list | head`
+        sys.stderr.close()
+        return 0
     except OpgenError as e:
         if args.debug:
             raise

@@ -95,7 +95,12 @@ def _resolve_attrs(spec, attrs):
 
 
 def _resolve_dtypes(spec, arrays, dtypes):
-    assign = {}
+    """Bind the dtype variables: explicit `dtypes` first, then the arrays of inputs typed by a variable.
+
+    float32 arrays are containers (converted to the bound type); a 16-bit float, bool or uint8 array
+    must match its variable's binding. The first variable (table column order) whose binding leaves no
+    row of the dtype table blames the parameter it came from. Raises ValidationError."""
+    assign, source = {}, {}
     for k, v in dtypes.items():
         if k not in spec.dtype_vars_:
             raise ValidationError(k, f"unknown dtype variable of {spec.name} (known: {', '.join(spec.dtype_vars_)})")
@@ -103,20 +108,48 @@ def _resolve_dtypes(spec, arrays, dtypes):
             assign[k] = parse_dtype(v) if isinstance(v, str) else v
         except KeyError:
             raise ValidationError(k, f"unknown dtype {v!r}") from None
-    # infer the rest from the arrays of inputs typed by a variable
+        source[k] = k
+        allowed = sorted({r[k] for r in spec.dtype_rows}, key=lambda x: x.value)
+        if assign[k] not in allowed:
+            raise ValidationError(k, f"dtype {assign[k].long_name} is not supported for {k} "
+                                     f"(allowed: {', '.join(a.long_name for a in allowed)})")
+    _check_rows(spec, assign, source)
     for i in spec.inputs:
-        if isinstance(i.dtype, DTypeVar) and i.dtype.name not in assign and arrays.get(i.name) is not None:
-            d = dtype_of_array(np.asarray(arrays[i.name]))
-            if d is not None and any(r[i.dtype.name] == d for r in spec.dtype_rows):
-                assign[i.dtype.name] = d
-    rows = [r for r in spec.dtype_rows if all(r[k] == v for k, v in assign.items())]
-    if not rows:
-        combo = ", ".join(f"{k}={v.long_name}" for k, v in sorted(assign.items()))
-        allowed = "; ".join(", ".join(f"{k}={v.long_name}" for k, v in r.items()) for r in spec.dtype_rows)
-        first = next((i.name for i in spec.inputs if isinstance(i.dtype, DTypeVar) and arrays.get(i.name) is not None),
-                     "dtype")
-        raise ValidationError(first, f"dtype combination ({combo}) is not supported by {spec.name}; allowed: {allowed}")
-    return dict(rows[0])
+        if not isinstance(i.dtype, DTypeVar) or arrays.get(i.name) is None:
+            continue
+        var = i.dtype.name
+        d = dtype_of_array(np.asarray(arrays[i.name]))
+        if d is None:
+            continue
+        allowed = sorted({r[var] for r in spec.dtype_rows}, key=lambda x: x.value)
+        if var in assign:
+            if d != assign[var] and d != DType.f32:
+                raise ValidationError(i.name, f"dtype {d.long_name} conflicts with {var}={assign[var].long_name} "
+                                              f"(from {source[var]})")
+        elif d in allowed:
+            assign[var], source[var] = d, i.name
+            _check_rows(spec, assign, source)
+        elif d != DType.f32:
+            raise ValidationError(i.name, f"dtype {d.long_name} is not supported for {var} "
+                                          f"(allowed: {', '.join(a.long_name for a in allowed)})")
+    return dict(_check_rows(spec, assign, source)[0])
+
+
+def _check_rows(spec, assign, source):
+    """Rows of the dtype table matching `assign`; the first column (table order) that leaves none blames
+    the parameter its binding came from."""
+    rows = list(spec.dtype_rows)
+    for col in spec.dtype_table:
+        if col.name not in assign:
+            continue
+        narrowed = [r for r in rows if r[col.name] == assign[col.name]]
+        if not narrowed:
+            combo = ", ".join(f"{k}={assign[k].long_name}" for k in (c.name for c in spec.dtype_table) if k in assign)
+            allowed = "; ".join(", ".join(f"{k}={v.long_name}" for k, v in r.items()) for r in spec.dtype_rows)
+            raise ValidationError(source[col.name], f"dtype combination ({combo}) is not supported by {spec.name}; "
+                                                    f"allowed: {allowed}")
+        rows = narrowed
+    return rows
 
 
 def _unify(spec, name, shape, got, env, binder):
@@ -240,6 +273,18 @@ def bind(spec, inputs, attrs, dtypes):
                 raise ValidationError(who, f"{d.name}={v} must be <= {d.max}")
             if d.multiple_of and v % d.multiple_of:
                 raise ValidationError(who, f"{d.name}={v} must be a multiple of {d.multiple_of}")
+    for name, val in env.items():
+        if name in spec.variadics and any(v < 1 for v in val):
+            raise ValidationError(binder[name], f"leading dims {name}={list(val)}: every dim must be >= 1 "
+                                                f"(empty tensors are not supported)")
+    for i in spec.inputs:  # dims written as expressions (Sq + Seq) once every symbol is bound
+        a = arrays[i.name]
+        if a is None:
+            continue
+        want = eval_shape(i.shapes[forms.get(i.name, 0)], env)
+        if tuple(a.shape) != want:
+            raise ValidationError(i.name, f"shape {list(a.shape)} must be {list(want)} "
+                                          f"({shape_str(i.shapes[forms.get(i.name, 0)])})")
     for c, param, rule, loc in spec.constraints:
         if not all(s in env for s in c.symbols()):
             continue

@@ -1,0 +1,407 @@
+"""Command line (DESIGN.md "Command line"): `opgen list`, `opgen interpret` with --inputs npz round
+trips (bf16 as float32 arrays + --dtype, native bf16 npz, absent optional inputs left out of the npz),
+--mode exact, --attr parsing, and the error contract: exit status 2, exactly one stderr line
+"opgen: error: <param>: <rule>", no traceback, no --out file (a traceback only with --debug).
+
+The round trips compare the CLI's output file with `interpret(...)` called in-process on the same
+arrays: a consistency check of the CLI plumbing (npz loading, attribute/dtype parsing, float32
+writing), not of the numerics, which other test files check against independent oracles.
+
+The CLI runs as a subprocess: the `opgen` console script when it is on PATH, else
+`python -m opgen.cli` with this interpreter (both entry points are checked to agree).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from opgen.interp import interpret
+
+SIX_OPS = {
+    "AdaLayerNormGrad": "aclnnAdaLayerNormBackward",
+    "AdaLayerNormV2": "aclnnAdaLayerNormV2",
+    "NormRopeConcat": "aclnnNormRopeConcat",
+    "NormRopeConcatGrad": "aclnnNormRopeConcatBackward",
+    "NsaSelectedAttention": "aclnnNsaSelectedAttention",
+    "NsaSelectedAttentionGrad": "aclnnNsaSelectedAttentionGrad",
+}
+
+_MODULE_CMD = [sys.executable, "-m", "opgen.cli"]
+_SCRIPT = shutil.which("opgen")
+OPGEN = [_SCRIPT] if _SCRIPT else _MODULE_CMD
+
+
+def run(*args, cmd=None, cwd=None):
+    """Run the CLI; returns the CompletedProcess (text mode)."""
+    return subprocess.run([*(cmd or OPGEN), *map(str, args)], capture_output=True, text=True, timeout=120,
+                          cwd=cwd)
+
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+def _save(path, arrays):
+    np.savez(path, **arrays)
+    return path
+
+
+# ---- small valid input sets (plain numpy, written from the reference shapes) -----------------------
+
+def ada_grad_inputs(seed=0, with_affine=True):
+    """AdaLayerNormGrad: dy, x [2, 3, 8], stats fp32 [2, 3, 1], scale [2, 1, 8], gamma/beta [8]."""
+    r = _rng(seed)
+    x = r.standard_normal((2, 3, 8)).astype(np.float32)
+    mean = x.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    out = {"dy": r.standard_normal((2, 3, 8)).astype(np.float32), "x": x, "rstd": rstd.astype(np.float32),
+           "mean": mean.astype(np.float32), "scale": (0.1 * r.standard_normal((2, 1, 8))).astype(np.float32)}
+    if with_affine:
+        out["gamma"] = r.standard_normal(8).astype(np.float32)
+        out["beta"] = r.standard_normal(8).astype(np.float32)
+    return out
+
+
+def nrc_inputs(seed=1):
+    """NormRopeConcat without encoder streams or LN weights: B=2, Sq=3, Sk=4, N=2, D=8, R=3."""
+    r = _rng(seed)
+    f = lambda *s: r.standard_normal(s).astype(np.float32)  # noqa: E731
+    return {"query": f(2, 3, 2, 8), "key": f(2, 4, 2, 8), "value": f(2, 4, 2, 8), "rope_sin": f(3, 8),
+            "rope_cos": f(3, 8)}
+
+
+def nsa_inputs(seed=2):
+    """NsaSelectedAttention TND: T1=4, T2=64 in 2 batches, N1=4, N2=2, D=32, Dv=16, 2 blocks of 16."""
+    r = _rng(seed)
+    topk = np.zeros((4, 2, 2), np.int32)
+    topk[:, :, 1] = 1
+    topk[1, 1] = [1, 0]
+    return {"query": r.standard_normal((4, 4, 32)).astype(np.float32),
+            "key": r.standard_normal((64, 2, 32)).astype(np.float32),
+            "value": r.standard_normal((64, 2, 16)).astype(np.float32),
+            "topk_indices": topk, "atten_mask": np.ones((4, 4), np.bool_),
+            "actual_seq_qlen": np.array([2, 4], np.int64), "actual_seq_kvlen": np.array([32, 64], np.int64)}
+
+
+NSA_ATTRS = {"scale_value": 0.125, "head_num": 4, "sparse_mode": 2, "input_layout": "TND",
+             "selected_block_size": 16, "selected_block_count": 2}
+
+
+def _attr_args(attrs):
+    out = []
+    for k, v in attrs.items():
+        out += ["--attr", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
+    return out
+
+
+def _load(path):
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _assert_same_as_python(cli_out, py_out):
+    """Same output names; every float output stored as float32 and equal to the Python result
+    converted to float32 (bf16/fp16 -> float32 is exact)."""
+    assert set(cli_out) == set(py_out)
+    for k, v in py_out.items():
+        got = cli_out[k]
+        assert got.dtype == np.float32, f"{k} written as {got.dtype}, contract: float32"
+        want = np.asarray(v).astype(np.float32)
+        assert got.shape == want.shape, (k, got.shape, want.shape)
+        np.testing.assert_array_equal(got, want, err_msg=k)
+
+
+# =====================================================================================
+# list / entry points
+# =====================================================================================
+
+def test_list_shows_all_six_ops():
+    """`opgen list` exits 0 and names all six OpDefs with their aclnn APIs (DESIGN.md "Command line")."""
+    p = run("list")
+    assert p.returncode == 0, p.stderr
+    first_words = {line.split()[0] for line in p.stdout.splitlines() if line and not line[0].isspace()}
+    assert set(SIX_OPS) <= first_words, first_words
+    for op, api in SIX_OPS.items():
+        assert any(line.split()[:2] == [op, api] for line in p.stdout.splitlines()), (op, api)
+    assert p.stderr == ""
+
+
+def test_module_entry_point_matches_console_script():
+    """`python -m opgen.cli` works and prints what the venv's `opgen` console script prints."""
+    p = run("list", cmd=_MODULE_CMD)
+    assert p.returncode == 0, p.stderr
+    assert "NsaSelectedAttentionGrad" in p.stdout
+    script = _SCRIPT or str(Path(sys.executable).parent / "opgen")
+    if not os.path.exists(script):
+        pytest.skip("no opgen console script next to the interpreter")
+    q = run("list", cmd=[script])
+    assert q.returncode == 0 and q.stdout == p.stdout
+
+
+# =====================================================================================
+# interpret round trips
+# =====================================================================================
+
+def test_roundtrip_bf16_as_float32_absent_optionals(tmp_path):
+    """NormRopeConcat bf16 fed as float32 arrays + --dtype T=bfloat16, encoders/weights absent from the npz,
+    int/float/bool --attr values: CLI file == interpret() in Python, all float32 (DESIGN.md CLI)."""
+    inputs = nrc_inputs()
+    attrs = {"norm_type": 1, "norm_added_type": 0, "rope_type": 2, "concat_order": 1, "eps": 0.001,
+             "is_training": True}
+    _save(tmp_path / "in.npz", inputs)
+    p = run("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
+            "--dtype", "T=bfloat16", *_attr_args(attrs))
+    assert p.returncode == 0, p.stderr
+    cli = _load(tmp_path / "out.npz")
+    py = interpret("NormRopeConcat", dict(inputs), attrs, {"T": "bfloat16"})
+    assert py["query_output"].dtype == ml_dtypes.bfloat16
+    assert {"norm_query_mean", "norm_key_rstd"} <= set(py)       # is_training=true reached the op
+    assert cli["query_output"].shape == (2, 2, 3, 8)
+    _assert_same_as_python(cli, py)
+
+
+def test_roundtrip_native_bf16_npz(tmp_path):
+    """bf16 arrays saved natively by np.savez (2-byte void in the file) load as bf16 without --dtype."""
+    inputs = {k: v.astype(ml_dtypes.bfloat16) for k, v in nrc_inputs(seed=5).items()}
+    attrs = {"rope_type": 1}
+    _save(tmp_path / "in.npz", inputs)
+    p = run("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
+            *_attr_args(attrs))
+    assert p.returncode == 0, p.stderr
+    _assert_same_as_python(_load(tmp_path / "out.npz"), interpret("NormRopeConcat", inputs, attrs))
+
+
+def test_roundtrip_fp16_with_fp32_weight_dtype_and_absent_gamma_beta(tmp_path):
+    """AdaLayerNormGrad T=float16, U=float32 via two --dtype flags, gamma/beta not in the npz: same as Python."""
+    inputs = ada_grad_inputs(with_affine=False)
+    _save(tmp_path / "in.npz", inputs)
+    p = run("interpret", "AdaLayerNormGrad", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
+            "--dtype", "T=float16", "--dtype", "U=float32")
+    assert p.returncode == 0, p.stderr
+    py = interpret("AdaLayerNormGrad", dict(inputs), {}, {"T": "float16", "U": "float32"})
+    assert py["pd_x"].dtype == np.float16 and py["pd_gamma"].dtype == np.float32
+    _assert_same_as_python(_load(tmp_path / "out.npz"), py)
+
+
+def test_roundtrip_exact_mode_with_int_inputs(tmp_path):
+    """NSA forward with int32 topk / int64 seq arrays / bool mask in the npz, --mode exact: same as
+    interpret(mode="exact") (float64 written as float32), and different from device mode."""
+    inputs = nsa_inputs()
+    _save(tmp_path / "in.npz", inputs)
+    args = ["interpret", "NsaSelectedAttention", "--inputs", tmp_path / "in.npz", "--dtype", "T=float16",
+            *_attr_args(NSA_ATTRS)]
+    p = run(*args, "--out", tmp_path / "exact.npz", "--mode", "exact")
+    assert p.returncode == 0, p.stderr
+    py = interpret("NsaSelectedAttention", dict(inputs), NSA_ATTRS, {"T": "float16"}, mode="exact")
+    assert py["attention_out"].dtype == np.float64
+    cli_exact = _load(tmp_path / "exact.npz")
+    _assert_same_as_python(cli_exact, py)
+    q = run(*args, "--out", tmp_path / "device.npz")
+    assert q.returncode == 0, q.stderr
+    cli_dev = _load(tmp_path / "device.npz")
+    _assert_same_as_python(cli_dev, interpret("NsaSelectedAttention", dict(inputs), NSA_ATTRS, {"T": "float16"}))
+    assert not np.array_equal(cli_dev["attention_out"], cli_exact["attention_out"])   # --mode was honoured
+
+
+@pytest.mark.parametrize("text,expected", [("true", True), ("True", True), ("1", True), ("false", False),
+                                           ("0", False)])
+def test_attr_bool_parsing(tmp_path, text, expected):
+    """--attr is_training=<text>: true/True/1 add the mean/rstd outputs, false/0 do not (norm_rope_concat.md §1.5)."""
+    _save(tmp_path / "in.npz", nrc_inputs())
+    p = run("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
+            "--attr", "norm_type=1", "--attr", f"is_training={text}")
+    assert p.returncode == 0, p.stderr
+    names = set(_load(tmp_path / "out.npz"))
+    assert ({"norm_query_mean", "norm_query_rstd", "norm_key_mean", "norm_key_rstd"} <= names) == expected
+    assert ("norm_query_mean" in names) == expected
+
+
+def test_attr_float_and_int_parsing(tmp_path):
+    """--attr eps=0.5 and norm_type=1 reach the op: the output equals Python's with eps=0.5 and differs from
+    the default eps, and norm_type=1 differs from norm_type=0 (a parse that dropped them would not)."""
+    inputs = nrc_inputs(seed=3)
+    _save(tmp_path / "in.npz", inputs)
+    p = run("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
+            "--attr", "eps=0.5", "--attr", "norm_type=1", "--attr", "rope_type=1")
+    assert p.returncode == 0, p.stderr
+    cli = _load(tmp_path / "out.npz")
+    want = interpret("NormRopeConcat", dict(inputs), {"eps": 0.5, "norm_type": 1, "rope_type": 1})
+    _assert_same_as_python(cli, want)
+    default_eps = interpret("NormRopeConcat", dict(inputs), {"norm_type": 1, "rope_type": 1})
+    no_norm = interpret("NormRopeConcat", dict(inputs), {"eps": 0.5, "rope_type": 1})
+    assert not np.allclose(cli["query_output"], default_eps["query_output"])
+    assert not np.allclose(cli["query_output"], no_norm["query_output"])
+
+
+# =====================================================================================
+# errors
+# =====================================================================================
+
+def _err_ada_bad_x_shape(d):
+    a = ada_grad_inputs()
+    a["x"] = np.zeros((2, 4, 8), np.float32)
+    return ["AdaLayerNormGrad", "--inputs", _save(d / "in.npz", a)]
+
+
+def _err_ada_missing_dy(d):
+    a = ada_grad_inputs()
+    del a["dy"]
+    return ["AdaLayerNormGrad", "--inputs", _save(d / "in.npz", a)]
+
+
+def _err_ada_unknown_input(d):
+    a = ada_grad_inputs()
+    a["shift"] = a["scale"]
+    return ["AdaLayerNormGrad", "--inputs", _save(d / "in.npz", a)]
+
+
+def _err_ada_overflow_fp16(d):
+    a = ada_grad_inputs()
+    a["dy"][0, 0, 0] = 1.0e5
+    return ["AdaLayerNormGrad", "--inputs", _save(d / "in.npz", a), "--dtype", "T=float16", "--dtype", "U=float16"]
+
+
+def _err_ada_bad_dtype(d):
+    return ["AdaLayerNormGrad", "--inputs", _save(d / "in.npz", ada_grad_inputs()), "--dtype", "T=float64"]
+
+
+def _err_ada_unknown_dtype_var(d):
+    return ["AdaLayerNormGrad", "--inputs", _save(d / "in.npz", ada_grad_inputs()), "--dtype", "Q=float16"]
+
+
+def _err_ada_unsupported_combo(d):
+    return ["AdaLayerNormGrad", "--inputs", _save(d / "in.npz", ada_grad_inputs()), "--dtype", "T=bfloat16",
+            "--dtype", "U=float16"]
+
+
+def _err_nsa_topk_out_of_range(d):
+    a = nsa_inputs()
+    a["topk_indices"][3, 1, 0] = 2          # batch 1 has 32 keys = blocks 0, 1
+    return ["NsaSelectedAttention", "--inputs", _save(d / "in.npz", a), *_attr_args(NSA_ATTRS)]
+
+
+def _err_nsa_fractional_topk(d):
+    a = nsa_inputs()
+    a["topk_indices"] = a["topk_indices"].astype(np.float32) + 0.5
+    return ["NsaSelectedAttention", "--inputs", _save(d / "in.npz", a), *_attr_args(NSA_ATTRS)]
+
+
+def _err_nrc_rope_type_choice(d):
+    return ["NormRopeConcat", "--inputs", _save(d / "in.npz", nrc_inputs()), "--attr", "rope_type=5"]
+
+
+def _err_nrc_bad_bool(d):
+    return ["NormRopeConcat", "--inputs", _save(d / "in.npz", nrc_inputs()), "--attr", "is_training=maybe"]
+
+
+def _err_nrc_bad_int(d):
+    return ["NormRopeConcat", "--inputs", _save(d / "in.npz", nrc_inputs()), "--attr", "norm_type=one"]
+
+
+def _err_nrc_unknown_attr(d):
+    return ["NormRopeConcat", "--inputs", _save(d / "in.npz", nrc_inputs()), "--attr", "ropeType=1"]
+
+
+def _err_nrc_attr_syntax(d):
+    return ["NormRopeConcat", "--inputs", _save(d / "in.npz", nrc_inputs()), "--attr", "rope_type"]
+
+
+def _err_bad_npz_path(d):
+    return ["AdaLayerNormGrad", "--inputs", d / "does_not_exist.npz"]
+
+
+def _err_not_an_npz(d):
+    (d / "in.npz").write_text("this is not a zip archive\n")
+    return ["AdaLayerNormGrad", "--inputs", d / "in.npz"]
+
+
+def _err_unknown_op(d):
+    return ["AdaLayerNormGradV9", "--inputs", _save(d / "in.npz", ada_grad_inputs())]
+
+
+def _err_dims_missing(d):
+    return ["AdaLayerNormGrad", "--dims", "Bd=2,S=3"]
+
+
+def _err_dims_unknown(d):
+    return ["AdaLayerNormGrad", "--dims", "Bd=2,S=3,H=8,Q=4"]
+
+
+def _err_bad_mode(d):
+    return ["AdaLayerNormGrad", "--inputs", _save(d / "in.npz", ada_grad_inputs()), "--mode", "fast"]
+
+
+#: id -> (argument maker, phrases that must appear in the one stderr line after "opgen: error: ")
+ERRORS = {
+    "x-shape": (_err_ada_bad_x_shape, ["x:", "S=3"]),
+    "missing-required-dy": (_err_ada_missing_dy, ["dy:", "required"]),
+    "unknown-input-shift": (_err_ada_unknown_input, ["shift:", "unknown input"]),
+    "overflow-fp16": (_err_ada_overflow_fp16, ["dy:", "overflow"]),
+    "dtype-float64": (_err_ada_bad_dtype, ["T:", "float64"]),
+    "unknown-dtype-var": (_err_ada_unknown_dtype_var, ["Q:", "unknown dtype variable"]),
+    "unsupported-dtype-combo": (_err_ada_unsupported_combo, ["not supported", "bfloat16", "float16"]),
+    "topk-out-of-range": (_err_nsa_topk_out_of_range, ["topk_indices:", "outside its batch"]),
+    "topk-fractional": (_err_nsa_fractional_topk, ["topk_indices:", "integer"]),
+    "attr-choice": (_err_nrc_rope_type_choice, ["rope_type:", "must be one of"]),
+    "attr-bad-bool": (_err_nrc_bad_bool, ["is_training:", "bool"]),
+    "attr-bad-int": (_err_nrc_bad_int, ["norm_type:", "int"]),
+    "attr-unknown": (_err_nrc_unknown_attr, ["ropeType:", "unknown attribute"]),
+    "attr-syntax": (_err_nrc_attr_syntax, ["--attr:", "NAME=VALUE"]),
+    "npz-path": (_err_bad_npz_path, ["--inputs", "does_not_exist.npz"]),
+    "npz-not-a-zip": (_err_not_an_npz, ["--inputs", "npz"]),
+    "unknown-op": (_err_unknown_op, ["unknown op", "AdaLayerNormGradV9", "AdaLayerNormGrad"]),
+    "dims-missing-H": (_err_dims_missing, ["--dims", "H"]),
+    "dims-unknown-Q": (_err_dims_unknown, ["--dims", "Q"]),
+    "bad-mode": (_err_bad_mode, ["--mode", "fast"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_error_contract(tmp_path, name):
+    """Bad input via the CLI: exit 2, exactly one stderr line "opgen: error: ..." naming the parameter,
+    no traceback, nothing on stdout, and no --out file (nor a leftover temp file) (DESIGN.md CLI)."""
+    make, phrases = ERRORS[name]
+    args = make(tmp_path)
+    before = set(os.listdir(tmp_path))
+    out = tmp_path / "out.npz"
+    p = run("interpret", *args, "--out", out)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("opgen: error: "), lines[0]
+    for ph in phrases:
+        assert ph in lines[0], (ph, lines[0])
+    assert "Traceback" not in p.stderr + p.stdout
+    assert p.stdout == ""
+    assert not out.exists()
+    assert set(os.listdir(tmp_path)) == before          # no partial / temporary output left behind
+
+
+def test_error_in_one_case_does_not_touch_existing_out(tmp_path):
+    """A failing run leaves an existing --out file byte-for-byte unchanged (atomic write)."""
+    out = tmp_path / "out.npz"
+    out.write_bytes(b"previous result")
+    args = _err_ada_bad_x_shape(tmp_path)
+    p = run("interpret", *args, "--out", out)
+    assert p.returncode == 2
+    assert out.read_bytes() == b"previous result"
+
+
+def test_debug_shows_traceback(tmp_path):
+    """`opgen --debug interpret ...` on a bad input shows the Python traceback ending in the ValidationError,
+    and still writes no output file."""
+    args = _err_ada_bad_x_shape(tmp_path)
+    out = tmp_path / "out.npz"
+    p = run("--debug", "interpret", *args, "--out", out)
+    assert p.returncode != 0
+    assert "Traceback (most recent call last)" in p.stderr
+    assert "ValidationError" in p.stderr and "x: " in p.stderr
+    assert not out.exists()
