@@ -91,10 +91,7 @@ def cmd_interpret(args) -> int:
         except ValueError as e:
             raise ValidationError("--dims", str(e)) from None
         if args.save_inputs:
-            _save_npz(args.save_inputs, inputs) if not any(
-                np.asarray(a).dtype.name == "bfloat16" for a in inputs.values()) else np.savez(
-                args.save_inputs, **{k: np.asarray(v, np.float32) if np.asarray(v).dtype.name == "bfloat16" else v
-                                     for k, v in inputs.items()})
+            _save_npz(args.save_inputs, inputs)
     if args.print_ir:
         from opgen.ir import print_graph
 

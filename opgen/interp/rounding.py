@@ -14,10 +14,11 @@ from opgen.ir.dtypes import DType
 
 
 def round_to(x: np.ndarray, dtype: DType, mode: str) -> np.ndarray:
-    """Round `x` to `dtype` (f32/f16/bf16) with `mode` in {"rint", "round", "none"}.
+    """Round float32 values `x` to `dtype` (f32/f16/bf16) with `mode` in {"rint", "round", "none"}.
 
     "none" is only exact for widening; for a narrowing cast it behaves as "rint".
-    Raises ValueError for a non-float target or an unknown mode.
+    Raises ValueError for a non-float target, an unknown mode, or non-float32 input (rounding
+    float64 would round twice, via float32; device mode computes in float32).
     """
     if not dtype.is_float:
         raise ValueError(f"round_to: {dtype!r} is not a float type")
@@ -27,7 +28,7 @@ def round_to(x: np.ndarray, dtype: DType, mode: str) -> np.ndarray:
     if dtype == DType.f32:
         return x.astype(np.float32)
     if x.dtype != np.float32:
-        x = x.astype(np.float32)
+        raise ValueError(f"round_to: expects float32 values, got {x.dtype}")
     if mode != "round":
         return x.astype(dtype.np)
     if dtype == DType.bf16:

@@ -145,12 +145,14 @@ def _attr_value(t, kind):
         if not isinstance(v, int):
             raise IRError(f"line {t.peek()[2]}: expected an integer")
         return v
+    if kind == "scalar" and t.peek()[1] in ("true", "false") and t.peek()[0] == "id":
+        return t.next()[1] == "true"
     if kind in ("float", "scalar"):
         return _number(t)
     if kind == "bool":
-        v = t.expect(kind="id")
+        _, v, line = t.next()
         if v not in ("true", "false"):
-            raise IRError(f"expected true or false, got {v!r}")
+            raise IRError(f"line {line}: expected true or false, got {v!r}")
         return v == "true"
     if kind == "str":
         return json.loads(t.expect(kind="str"))
@@ -169,7 +171,7 @@ def _attr_value(t, kind):
                 t.expect("]")
                 break
         return tuple(out)
-    raise IRError(f"unknown attribute kind {kind}")
+    raise IRError(f"line {t.peek()[2]}: unknown attribute kind {kind}")
 
 
 def parse_graph(text: str) -> Graph:

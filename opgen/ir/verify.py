@@ -4,10 +4,50 @@ from __future__ import annotations
 
 import re
 
-from opgen.errors import IRError
+from opgen.errors import IRError, SpecError
 from opgen.ir.core import Graph
-from opgen.ir.dims import Variadic
+from opgen.ir.dims import DimExpr, Variadic
+from opgen.ir.dtypes import DType, DTypeVar
 from opgen.ir.ops import OPS
+
+
+def _kind_ok(kind: str, v) -> bool:
+    """Whether attribute value `v` has the printer/parser kind `kind` (so it round-trips)."""
+    if kind == "int":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if kind == "float":
+        return isinstance(v, float)
+    if kind == "scalar":
+        return isinstance(v, (int, float))
+    if kind == "bool":
+        return isinstance(v, bool)
+    if kind == "str":
+        return isinstance(v, str)
+    if kind == "dtype":
+        return isinstance(v, DType) or (isinstance(v, DTypeVar) and _dtype_var_ok(v))
+    if kind == "dim":
+        return isinstance(v, DimExpr)
+    if kind == "shape":
+        return isinstance(v, tuple) and all(isinstance(d, (DimExpr, Variadic)) for d in v)
+    if kind == "ints":
+        return isinstance(v, tuple) and all(isinstance(d, int) and not isinstance(d, bool) for d in v)
+    return False
+
+
+def _dtype_var_ok(v: DTypeVar) -> bool:
+    try:
+        DType(v.name)
+        return False
+    except ValueError:
+        return bool(re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v.name))
+
+
+def _check_type(where, ty):
+    if not (isinstance(ty.dtype, DType) or (isinstance(ty.dtype, DTypeVar) and _dtype_var_ok(ty.dtype))):
+        raise IRError(f"{where}: invalid dtype {ty.dtype!r}")
+    for d in ty.shape:
+        if not isinstance(d, (DimExpr, Variadic)):
+            raise IRError(f"{where}: shape entry {d!r} is not a dim expression")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.]+$")
 
@@ -27,6 +67,7 @@ def verify(g: Graph) -> None:
         _check_name(p.value.name, types)
         if p.kind not in ("input", "attr"):
             raise IRError(f"%{p.value.name}: parameter kind must be input or attr, got {p.kind!r}")
+        _check_type(f"%{p.value.name}", p.value.type)
         _check_shape(p.value.name, p.value.type.shape)
         types[p.value.name] = p.value.type
     for n in g.nodes:
@@ -44,9 +85,15 @@ def verify(g: Graph) -> None:
         names = [k for k, _ in n.attrs]
         if names != sorted(names) or set(names) != set(od.attrs):
             raise IRError(f"{where}: attributes must be exactly {sorted(od.attrs)}, got {names}")
+        if len(set(names)) != len(names):
+            raise IRError(f"{where}: duplicate attribute in {names}")
+        for k, v in n.attrs:
+            if not _kind_ok(od.attrs[k], v):
+                raise IRError(f"{where}: malformed attributes ({k} = {v!r} is not a valid {od.attrs[k]})")
+        _check_type(where, n.result.type)
         try:
             want = od.infer([types[i] for i in n.inputs], dict(n.attrs))
-        except IRError as e:
+        except (IRError, SpecError) as e:
             raise IRError(f"{where}: {e}") from None
         except (KeyError, TypeError, ValueError) as e:
             raise IRError(f"{where}: malformed attributes ({e})") from None
@@ -59,6 +106,8 @@ def verify(g: Graph) -> None:
     if not g.outputs:
         raise IRError(f"graph {g.name}: no outputs")
     for k, v in g.outputs:
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", k):
+            raise IRError(f"output {k!r}: not an identifier")
         if k in seen:
             raise IRError(f"output {k}: defined twice")
         seen.add(k)
