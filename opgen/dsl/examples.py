@@ -48,21 +48,25 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
         raise ValidationError("--dtype", f"combination {dtypes} is not supported by {spec.name}")
     static = {a.name: attr_vals[a.name] for a in spec.static_attrs}
     rng = np.random.default_rng(seed)
+    given = set(env)
+    for d in spec.dims_.values():  # dims of absent inputs (Seq without an encoder) take their absent value
+        if d.name not in env and d.absent is not None:
+            env[d.name] = d.absent
     present = {}
     for i in spec.inputs:
         syms = set()
         for d in i.shapes[0]:
             syms |= {d.name} if isinstance(d, Variadic) else as_dim(d).symbols()
+        if i.optional:
+            present[i.name] = syms <= given
+            continue
         missing = [s for s in sorted(syms) if s not in env]
-        if missing and not i.optional:
+        if missing:
             raise ValidationError("--dims", f"missing {', '.join(missing)} (needed by {i.name})")
-        present[i.name] = not missing
+        present[i.name] = True
     for i in spec.inputs:
         if i.optional and present[i.name] and i.when is not None and not i.when(static, present):
             present[i.name] = False
-    for d in spec.dims_.values():
-        if d.name not in env and d.absent is not None:
-            env[d.name] = d.absent
     inputs = {}
     for i in spec.inputs:
         if not present[i.name]:
