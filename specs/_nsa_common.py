@@ -127,3 +127,21 @@ def make_layout(rng, inputs, env, bs, causal, names):
     if causal:
         topk[..., 0] = 0
     inputs[topk_name] = topk
+
+
+def declare_checks(spec, dims, names, masked_when):
+    """The relations and value checks both NSA specs share (§3.2/§3.4 plus opgen's stricter ones).
+
+    dims = (N1, N2, D, Dv, CNT, BS); names = (value, topk, cu_q, cu_kv, block size attr, sparse mode attr);
+    masked_when(attrs, arrays) tells whether causal masking is on."""
+    N1, N2, D, Dv, CNT, BS = dims
+    value, topk, cu_q, cu_kv, bs_attr, mode_attr = names
+    spec.require((N1 % N2).eq(0), "query", "query heads N1 must be a multiple of the kv heads N2")
+    spec.require(Dv <= D, value, "value head dim Dv must not exceed D")
+    spec.require(CNT * BS <= 8192, topk, "selected keys CNT * BS must not exceed 8192")
+    for p in (cu_q, cu_kv):
+        spec.check(p, lambda a, pr, p=p: None if pr[p] else "required for the TND layout")
+    spec.check(cu_q, check_cumulative(cu_q, "T1"), on="values")
+    spec.check(cu_kv, check_cumulative(cu_kv, "T2"), on="values")
+    spec.check(topk, check_topk(topk, cu_q, cu_kv, bs_attr), on="values")
+    spec.check(topk, check_visible(topk, cu_q, bs_attr, mode_attr, masked_when), on="values")

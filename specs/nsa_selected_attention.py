@@ -10,8 +10,7 @@ Stricter than CANN (§3.2 "not enforced"): N1 % N2 == 0, head_num == N1, D and D
 T1 == cu_q[-1], T2 == cu_kv[-1], increasing cumulative ends, every block inside its batch.
 """
 
-from _nsa_common import (FLT_MAX, check_cumulative, check_topk, check_visible, gather_rows,
-                         selected_positions, token_layout)
+from _nsa_common import FLT_MAX, declare_checks, gather_rows, selected_positions, token_layout
 
 from opgen.dsl import A2, OpSpec, bf16, boolean, f16, f32, i32, i64, u8
 
@@ -49,18 +48,9 @@ spec.output("attention_out", T, [T1, N1, Dv])
 
 spec.dtypes((T, M), [(f16, boolean), (f16, u8), (bf16, boolean), (bf16, u8)])
 
-spec.require((N1 % N2).eq(0), "query", "query heads N1 must be a multiple of the kv heads N2")
-spec.require(Dv <= D, "value", "value head dim Dv must not exceed D")
-spec.require(CNT * BS <= 8192, "topk_indices", "selected keys CNT * BS must not exceed 8192")
-for _p in ("actual_seq_qlen", "actual_seq_kvlen"):
-    spec.check(_p, lambda a, pr, _p=_p: None if pr[_p] else "required for the TND layout")
-spec.check("actual_seq_qlen", check_cumulative("actual_seq_qlen", "T1"), on="values")
-spec.check("actual_seq_kvlen", check_cumulative("actual_seq_kvlen", "T2"), on="values")
-spec.check("topk_indices", check_topk("topk_indices", "actual_seq_qlen", "actual_seq_kvlen", "selected_block_size"),
-           on="values")
-spec.check("topk_indices", check_visible("topk_indices", "actual_seq_qlen", "selected_block_size", "sparse_mode",
-                                         lambda a, arr: a["sparse_mode"] == 2 and arr["atten_mask"] is not None),
-           on="values")
+declare_checks(spec, (N1, N2, D, Dv, CNT, BS),
+               ("value", "topk_indices", "actual_seq_qlen", "actual_seq_kvlen", "selected_block_size", "sparse_mode"),
+               lambda a, arr: a["sparse_mode"] == 2 and arr["atten_mask"] is not None)
 
 
 @spec.body

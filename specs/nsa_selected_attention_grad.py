@@ -9,8 +9,7 @@ Stricter than CANN: headNum == N1, N1 % N2 == 0, increasing cumulative ends equa
 topk indices inside their batch, no fully masked rows under sparseMode 2.
 """
 
-from _nsa_common import (FLT_MAX, check_cumulative, check_topk, check_visible, gather_rows, scatter_rows,
-                         selected_positions, token_layout)
+from _nsa_common import FLT_MAX, declare_checks, gather_rows, scatter_rows, selected_positions, token_layout
 
 from opgen.dsl import A2, OpSpec, bf16, boolean, f16, f32, i32, i64
 
@@ -51,17 +50,9 @@ spec.output("dv", T, [T2, N2, Dv])
 
 spec.dtypes((T,), [(f16,), (bf16,)])
 
-spec.require((N1 % N2).eq(0), "query", "query heads N1 must be a multiple of the kv heads N2")
-spec.require(Dv <= D, "value", "value head dim Dv must not exceed D")
-spec.require(CNT * BS <= 8192, "topkIndices", "selected keys CNT * BS must not exceed 8192")
-for _p in ("actualSeqQLen", "actualSeqKVLlen"):
-    spec.check(_p, lambda a, pr, _p=_p: None if pr[_p] else "required for the TND layout")
-spec.check("actualSeqQLen", check_cumulative("actualSeqQLen", "T1"), on="values")
-spec.check("actualSeqKVLlen", check_cumulative("actualSeqKVLlen", "T2"), on="values")
-spec.check("topkIndices", check_topk("topkIndices", "actualSeqQLen", "actualSeqKVLlen", "selectedBlockSize"),
-           on="values")
-spec.check("topkIndices", check_visible("topkIndices", "actualSeqQLen", "selectedBlockSize", "sparseMode",
-                                        lambda a, arr: a["sparseMode"] == 2), on="values")
+declare_checks(spec, (N1, N2, D, Dv, CNT, BS),
+               ("value", "topkIndices", "actualSeqQLen", "actualSeqKVLlen", "selectedBlockSize", "sparseMode"),
+               lambda a, arr: a["sparseMode"] == 2)
 
 
 @spec.body
