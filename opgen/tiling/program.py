@@ -1,0 +1,220 @@
+"""Tiling programs: the host tiling logic written once, evaluated in Python and printed as C++.
+
+A `TilingProgram` is a straight-line list of integer assignments over inputs (shape dims, dtype
+sizes in bytes, platform numbers) with +, -, *, floor division, modulo, min, max, ceil_div,
+align_up, comparisons and select. `evaluate(inputs)` runs it in Python; `to_cpp()` prints the same
+statements as C++ (int64_t arithmetic) for the emitted TilingFunc, so the Python twin and the
+emitted code cannot drift apart (DESIGN.md "Tiling"). Units are stated per variable (elements,
+rows, bytes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from opgen.errors import OpgenError
+
+
+class E:
+    """An integer expression node; Python operators build bigger expressions."""
+
+    def __add__(self, o):
+        return Op("+", (self, lit(o)))
+
+    def __radd__(self, o):
+        return Op("+", (lit(o), self))
+
+    def __sub__(self, o):
+        return Op("-", (self, lit(o)))
+
+    def __rsub__(self, o):
+        return Op("-", (lit(o), self))
+
+    def __mul__(self, o):
+        return Op("*", (self, lit(o)))
+
+    def __rmul__(self, o):
+        return Op("*", (lit(o), self))
+
+    def __floordiv__(self, o):
+        return Op("//", (self, lit(o)))
+
+    def __mod__(self, o):
+        return Op("%", (self, lit(o)))
+
+    def __lt__(self, o):
+        return Op("<", (self, lit(o)))
+
+    def __le__(self, o):
+        return Op("<=", (self, lit(o)))
+
+    def __gt__(self, o):
+        return Op(">", (self, lit(o)))
+
+    def __ge__(self, o):
+        return Op(">=", (self, lit(o)))
+
+    def eq(self, o):
+        return Op("==", (self, lit(o)))
+
+    def __and__(self, o):
+        return Op("&&", (self, lit(o)))
+
+    def __or__(self, o):
+        return Op("||", (self, lit(o)))
+
+
+@dataclass(frozen=True)
+class Lit(E):
+    value: int
+
+    def ev(self, env):
+        return self.value
+
+    def cpp(self):
+        return f"{self.value}LL" if abs(self.value) > 2**31 - 1 else str(self.value)
+
+
+@dataclass(frozen=True)
+class Var(E):
+    name: str
+
+    def ev(self, env):
+        return env[self.name]
+
+    def cpp(self):
+        return self.name
+
+
+_BIN = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b), ">": lambda a, b: int(a > b),
+    ">=": lambda a, b: int(a >= b), "==": lambda a, b: int(a == b),
+    "&&": lambda a, b: int(bool(a) and bool(b)), "||": lambda a, b: int(bool(a) or bool(b)),
+}
+
+
+def _div(a, b):
+    if b == 0:
+        raise OpgenError("tiling: division by zero")
+    if a < 0 or b < 0:
+        raise OpgenError("tiling: division of negative values (C++ and Python round differently)")
+    return a // b
+
+
+@dataclass(frozen=True)
+class Op(E):
+    op: str
+    args: tuple
+
+    def ev(self, env):
+        if self.op == "select":  # lazy like C++'s ?:
+            return self.args[1].ev(env) if self.args[0].ev(env) else self.args[2].ev(env)
+        v = [a.ev(env) for a in self.args]
+        if self.op in _BIN:
+            return _BIN[self.op](*v)
+        if self.op == "//":
+            return _div(*v)
+        if self.op == "%":
+            return v[0] - _div(*v) * v[1]
+        if self.op == "min":
+            return min(v)
+        if self.op == "max":
+            return max(v)
+        if self.op == "ceil_div":
+            return _div(v[0] + v[1] - 1, v[1])
+        if self.op == "align_up":
+            return _div(v[0] + v[1] - 1, v[1]) * v[1]
+        raise OpgenError(f"tiling: unknown op {self.op}")
+
+    def cpp(self):
+        a = [x.cpp() for x in self.args]
+        if self.op in _BIN or self.op in ("//", "%"):
+            op = "/" if self.op == "//" else self.op
+            return f"({a[0]} {op} {a[1]})"
+        if self.op in ("min", "max"):
+            return f"std::{self.op}<int64_t>({a[0]}, {a[1]})"
+        if self.op == "ceil_div":
+            return f"CeilDiv({a[0]}, {a[1]})"
+        if self.op == "align_up":
+            return f"AlignUp({a[0]}, {a[1]})"
+        if self.op == "select":
+            return f"({a[0]} ? {a[1]} : {a[2]})"
+        raise OpgenError(f"tiling: unknown op {self.op}")
+
+
+def lit(x) -> E:
+    """Coerce an int (or bool) to an expression."""
+    if isinstance(x, E):
+        return x
+    if isinstance(x, bool):
+        return Lit(int(x))
+    if isinstance(x, int):
+        return Lit(x)
+    raise OpgenError(f"tiling: not an integer expression: {x!r}")
+
+
+def emin(a, b) -> E:
+    return Op("min", (lit(a), lit(b)))
+
+
+def emax(a, b) -> E:
+    return Op("max", (lit(a), lit(b)))
+
+
+def ceil_div(a, b) -> E:
+    """ceil(a / b) for a >= 0, b > 0."""
+    return Op("ceil_div", (lit(a), lit(b)))
+
+
+def align_up(a, b) -> E:
+    """Smallest multiple of b that is >= a (a >= 0, b > 0)."""
+    return Op("align_up", (lit(a), lit(b)))
+
+
+def select(c, a, b) -> E:
+    """a if c else b."""
+    return Op("select", (lit(c), lit(a), lit(b)))
+
+
+@dataclass
+class TilingProgram:
+    """Inputs (names with a unit each), then assignments in order; `fields` are the tiling data.
+
+    Raises OpgenError for an unknown name or a division by zero during evaluation."""
+
+    name: str
+    inputs: dict = field(default_factory=dict)      # name -> unit/doc
+    stmts: list = field(default_factory=list)       # (name, expr, doc)
+    fields: list = field(default_factory=list)      # names written to the tiling data, in order
+
+    def input(self, name: str, doc: str) -> Var:
+        self.inputs[name] = doc
+        return Var(name)
+
+    def let(self, name: str, expr, doc: str = "", field_: bool = False) -> Var:
+        """Assign `name = expr`; with field_=True it is also a tiling-data field."""
+        if name in self.inputs or any(n == name for n, _, _ in self.stmts):
+            raise OpgenError(f"tiling: {name} assigned twice")
+        self.stmts.append((name, lit(expr), doc))
+        if field_:
+            self.fields.append(name)
+        return Var(name)
+
+    def evaluate(self, inputs: dict) -> dict:
+        """All variables (inputs and assignments) as Python ints."""
+        missing = [k for k in self.inputs if k not in inputs]
+        if missing:
+            raise OpgenError(f"tiling {self.name}: missing inputs {missing}")
+        env = {k: int(inputs[k]) for k in self.inputs}
+        for name, expr, _ in self.stmts:
+            env[name] = int(expr.ev(env))
+        return env
+
+    def to_cpp(self, indent: str = "    ") -> str:
+        """The assignments as C++ statements (`const int64_t name = ...;`)."""
+        lines = []
+        for name, expr, doc in self.stmts:
+            c = f"  // {doc}" if doc else ""
+            lines.append(f"{indent}const int64_t {name} = {expr.cpp()};{c}")
+        return "\n".join(lines)

@@ -1,0 +1,56 @@
+// Test driver: runs an emitted TilingFunc (linked in) on cases read from stdin and prints the result.
+// Input per case: op name, aivNum, ubBytes, nInputs, then per input: present dtype rank dims...,
+// then nOutputs and their dtypes. Output per case: "ok blockDim tilingKey workspace n v0 v1 ..." where v* are
+// the int64 fields of the tiling data (all opgen tiling fields are int64_t), or "fail".
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "register/op_impl_registry.h"
+
+int main()
+{
+    std::string op;
+    while (std::cin >> op) {
+        fe::PlatFormInfos plat;
+        std::cin >> plat.aivNum >> plat.ubBytes;
+        gert::TilingContext ctx;
+        ctx.platform = &plat;
+        size_t nIn = 0;
+        std::cin >> nIn;
+        std::vector<std::unique_ptr<gert::StorageShape>> shapes;
+        std::vector<std::unique_ptr<gert::CompileTimeTensorDesc>> descs;
+        for (size_t i = 0; i < nIn; ++i) {
+            int present = 0, dt = 0;
+            size_t rank = 0;
+            std::cin >> present >> dt >> rank;
+            std::vector<int64_t> dims(rank);
+            for (auto& d : dims) std::cin >> d;
+            shapes.emplace_back(present ? new gert::StorageShape(gert::Shape(dims)) : nullptr);
+            descs.emplace_back(present ? new gert::CompileTimeTensorDesc(static_cast<ge::DataType>(dt)) : nullptr);
+            ctx.inputShapes.push_back(shapes.back().get());
+            ctx.inputDescs.push_back(descs.back().get());
+        }
+        size_t nOut = 0;
+        std::cin >> nOut;
+        for (size_t i = 0; i < nOut; ++i) {
+            int dt = 0;
+            std::cin >> dt;
+            descs.emplace_back(new gert::CompileTimeTensorDesc(static_cast<ge::DataType>(dt)));
+            ctx.outputDescs.push_back(descs.back().get());
+        }
+        auto it = gert::TilingRegistry().find(op);
+        if (it == gert::TilingRegistry().end() || it->second(&ctx) != ge::GRAPH_SUCCESS) {
+            std::cout << "fail\n";
+            continue;
+        }
+        const size_t n = ctx.raw.GetDataSize() / sizeof(int64_t);
+        const int64_t* v = static_cast<const int64_t*>(ctx.raw.GetData());
+        std::cout << "ok " << ctx.blockDim << " " << ctx.tilingKey << " " << ctx.workspace[0] << " " << n;
+        for (size_t i = 0; i < n; ++i) std::cout << " " << v[i];
+        std::cout << "\n";
+    }
+    return 0;
+}
