@@ -26,23 +26,40 @@ def snake(name: str) -> str:
     return s.lower()
 
 
+def _dim_in(i, sym: str, ref: str):
+    """C++ reading dim `sym` from input decl `i` whose gert::Shape is `ref`, or None."""
+    if len(i.shapes) != 1:
+        return None
+    shape = i.shapes[0]
+    var = [k for k, d in enumerate(shape) if isinstance(d, Variadic)]
+    v = var[0] if var else None
+    for pos, d in enumerate(shape):
+        if isinstance(d, Variadic) and d.name == sym:
+            return f"ProdDims({ref}, {pos}, {len(shape) - pos - 1})"
+        if isinstance(d, Sym) and d.name == sym:
+            if v is not None and pos > v:
+                return f"{ref}.GetDim({ref}.GetDimNum() - {len(shape) - pos})"
+            return f"{ref}.GetDim({pos})"
+    return None
+
+
 def _dim_access(spec, sym: str) -> str:
-    """C++ expression reading dim `sym` (or the product of variadic group `sym`) from the first required
-    input whose shape mentions it. Raises SpecError when no required input carries it."""
-    for idx, i in enumerate(spec.inputs):
-        if i.optional or len(i.shapes) != 1:
-            continue
-        shape = i.shapes[0]
-        var = [k for k, d in enumerate(shape) if isinstance(d, Variadic)]
-        v = var[0] if var else None
-        for pos, d in enumerate(shape):
-            if isinstance(d, Variadic) and d.name == sym:
-                return f"ProdDims({i.name}Shape, {pos}, {len(shape) - pos - 1})"
-            if isinstance(d, Sym) and d.name == sym:
-                if v is not None and pos > v:
-                    return f"{i.name}Shape.GetDim({i.name}Shape.GetDimNum() - {len(shape) - pos})"
-                return f"{i.name}Shape.GetDim({pos})"
-    raise SpecError(f"{spec.file}: dim {sym} is not carried by a required single-form input; the tiling cannot read it")
+    """C++ expression reading dim `sym` (or the product of variadic group `sym`): from the first required
+    input whose shape carries it, else from an optional input (the dim's `absent` value, or 0, when null).
+    Raises SpecError when no input carries it."""
+    for i in spec.inputs:
+        if not i.optional:
+            got = _dim_in(i, sym, f"{i.name}Shape")
+            if got:
+                return got
+    absent = spec.dims_[sym].absent if sym in spec.dims_ else None
+    absent = 0 if absent is None else absent
+    for i in spec.inputs:
+        if i.optional:
+            got = _dim_in(i, sym, f"{i.name}ShapeOpt->GetStorageShape()")
+            if got:
+                return f"({i.name}ShapeOpt != nullptr ? {got} : {absent})"
+    raise SpecError(f"{spec.file}: dim {sym} is not carried by any input; the tiling cannot read it")
 
 
 def dim_cpp(spec, e: DimExpr) -> str:
@@ -60,15 +77,34 @@ def dim_cpp(spec, e: DimExpr) -> str:
     raise SpecError(f"cannot emit dim {e}")
 
 
-def emit_tiling(spec, tiling_module) -> dict[str, str]:
-    """{path: text} of op_host/<op>_tiling.h and _tiling.cpp for `spec` with `tiling_module`
-    (a module with PROGRAM and INPUTS: {program input name: dim expression | ("bytes", var) |
-    ("dtype_key",) | ("platform", "coreNum"|"ubBytes")})."""
-    prog = tiling_module.PROGRAM
+def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform) -> dict:
+    """The Python twin: run `prog` for concrete dims `env` ({"Bd": (2,), "S": 7, ...}), dtype binding
+    `dtypes` ({"T": DType, ...}; a variable whose tensors are all absent may be missing) and a Platform.
+
+    Raises KeyError for a program input without a mapping."""
+    vals = {}
+    for name in prog.inputs:
+        how = inputs_map[name]
+        if isinstance(how, tuple) and how[0] == "bytes":
+            vals[name] = dtypes[how[1]].itemsize if how[1] in dtypes else 4
+        elif isinstance(how, tuple) and how[0] == "dtype_key":
+            vals[name] = next((k + 1 for k, r in enumerate(spec.dtype_rows)
+                               if all(r[v] == d for v, d in dtypes.items())), 0)
+        elif isinstance(how, tuple) and how[0] == "platform":
+            vals[name] = {"coreNum": platform.aiv, "ubBytes": platform.ub_bytes}[how[1]]
+        else:
+            vals[name] = as_dim(how).evaluate(env)
+    return prog.evaluate(vals)
+
+
+def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
+    """{path: text} of op_host/<op>_tiling.h and _tiling.cpp for `spec` with tiling program `prog`;
+    `inputs_map`: {program input name: dim expression | ("bytes", var) | ("dtype_key",) |
+    ("platform", "coreNum"|"ubBytes")}; `doc`: one line naming the strategy and its reference."""
     op = snake(spec.name)
     reads = []
     for name in prog.inputs:
-        how = tiling_module.INPUTS[name]
+        how = inputs_map[name]
         if isinstance(how, tuple) and how[0] == "bytes":
             reads.append((name, f"DTypeBytes({_first_desc(spec, how[1])})"))
         elif isinstance(how, tuple) and how[0] == "dtype_key":
@@ -88,7 +124,7 @@ def emit_tiling(spec, tiling_module) -> dict[str, str]:
         "shapes": _shape_refs(spec, reads),
         "statements": prog.to_cpp(indent="    "),
         "dtype_rows": rows, "n_vars": len(spec.dtype_table),
-        "sys_workspace": SYS_WORKSPACE_BYTES, "source": tiling_module.__doc__.strip().splitlines()[0],
+        "sys_workspace": SYS_WORKSPACE_BYTES, "source": doc,
     }
     return {
         f"op_host/{op}_tiling.h": env.get_template("op_host/tiling.h.j2").render(**ctx),
@@ -98,7 +134,7 @@ def emit_tiling(spec, tiling_module) -> dict[str, str]:
 
 def _first_desc(spec, var):
     """C++ ge::DataType of dtype variable `var`: the first required input typed by it, else the optional
-    inputs in order, falling back to the first required output (always present)."""
+    inputs in order, falling back to the first required output, else DT_UNDEFINED (matches any row)."""
     for idx, i in enumerate(spec.inputs):
         if not i.optional and isinstance(i.dtype, DTypeVar) and i.dtype.name == var:
             return f"context->GetInputDesc({idx})->GetDataType()"
@@ -106,15 +142,16 @@ def _first_desc(spec, var):
              if i.optional and isinstance(i.dtype, DTypeVar) and i.dtype.name == var]
     outs = [f"context->GetOutputDesc({idx})" for idx, o in enumerate(spec.outputs)
             if not o.optional and isinstance(o.dtype, DTypeVar) and o.dtype.name == var]
-    if not outs:
-        raise SpecError(f"{spec.file}: dtype variable {var} has no required tensor to read it from")
-    expr = f"{outs[0]}->GetDataType()"
+    if not chain and not outs:
+        raise SpecError(f"{spec.file}: dtype variable {var} has no tensor to read it from")
+    # no required tensor: all optional ones absent leaves the variable free (any row matches)
+    expr = f"{outs[0]}->GetDataType()" if outs else "ge::DT_UNDEFINED"
     for d in reversed(chain):
         expr = f"({d} != nullptr ? {d}->GetDataType() : {expr})"
     return expr
 
 
-def _shape_refs(spec, reads) -> list[tuple[str, int]]:
-    """(input name, index) of the inputs whose shapes the reads use, in spec order."""
-    used = {name for _, expr in reads for name in re.findall(r"\b(\w+)Shape\b", expr)}
-    return [(i.name, idx) for idx, i in enumerate(spec.inputs) if i.name in used]
+def _shape_refs(spec, reads) -> list[tuple[str, int, bool]]:
+    """(input name, index, optional) of the inputs whose shapes the reads use, in spec order."""
+    used = {name for _, expr in reads for name in re.findall(r"\b(\w+?)Shape(?:Opt)?\b", expr)}
+    return [(i.name, idx, i.optional) for idx, i in enumerate(spec.inputs) if i.name in used]

@@ -1,0 +1,16 @@
+"""Host tiling: tiling programs (one source for the Python twin and the emitted C++ TilingFunc),
+per-op strategies and GM-traffic models. `TILINGS` maps an OpDef name to (program, inputs map, doc)."""
+
+from opgen.tiling import ada_layer_norm_grad, ada_layer_norm_v2, norm_rope_concat
+
+
+def _doc(mod):
+    return mod.__doc__.strip().splitlines()[0]
+
+
+TILINGS = {
+    "AdaLayerNormGrad": (ada_layer_norm_grad.PROGRAM, ada_layer_norm_grad.INPUTS, _doc(ada_layer_norm_grad)),
+    "AdaLayerNormV2": (ada_layer_norm_v2.PROGRAM, ada_layer_norm_v2.INPUTS, _doc(ada_layer_norm_v2)),
+    "NormRopeConcat": (norm_rope_concat.PROGRAM_FWD, norm_rope_concat.INPUTS, _doc(norm_rope_concat)),
+    "NormRopeConcatGrad": (norm_rope_concat.PROGRAM_GRAD, norm_rope_concat.INPUTS, _doc(norm_rope_concat)),
+}
