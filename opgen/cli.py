@@ -4,6 +4,8 @@
     opgen interpret OP (--inputs in.npz | --dims B=2,S=128 [--seed N]) --out out.npz
                     [--attr k=v]... [--dtype T=bfloat16]... [--mode device|exact] [--save-inputs in.npz]
                     [--print-ir]
+    opgen graph OP [--stage spec|optimized] [--format text|dot|svg] [--attr k=v]... [--present NAME,...]
+                   [--dump-after PASS]
 
 Errors print one line naming the parameter and the rule and exit with status 2; nothing is written.
 `--debug` shows the traceback instead.
@@ -50,6 +52,8 @@ def _save_npz(path: str, arrays: dict) -> None:
             a = a.astype(np.float32)
         out[k] = a
     d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise OpgenError(f"--out: directory {d} does not exist")
     fd, tmp = tempfile.mkstemp(suffix=".npz", dir=d)
     os.close(fd)
     try:
@@ -74,10 +78,12 @@ def cmd_list(args) -> int:
 
 def cmd_interpret(args) -> int:
     """`opgen interpret`: validate, run the interpreter, write outputs (float32) to --out. Raises OpgenError."""
-    from opgen.dsl.examples import parse_dims, random_inputs
+    from opgen.dsl.examples import implied_attrs, parse_dims, random_inputs
     from opgen.interp import interpret
     from opgen.registry import load_spec
 
+    if args.mode not in ("device", "exact"):
+        raise ValidationError("--mode", f"must be device or exact, got {args.mode!r}")
     spec = load_spec(args.op)
     attrs = _kv(args.attr, "--attr")
     dtypes = _kv(args.dtype, "--dtype")
@@ -86,10 +92,12 @@ def cmd_interpret(args) -> int:
     if args.inputs is not None:
         inputs = _load_npz(args.inputs)
     else:
+        dims = parse_dims(args.dims)
         try:
-            inputs = random_inputs(spec, parse_dims(args.dims), attrs, dtypes, args.seed)
+            inputs = random_inputs(spec, dims, attrs, dtypes, args.seed)
         except ValueError as e:
             raise ValidationError("--dims", str(e)) from None
+        attrs = implied_attrs(spec, dims, attrs)
         if args.save_inputs:
             _save_npz(args.save_inputs, inputs)
     if args.print_ir:
@@ -100,7 +108,41 @@ def cmd_interpret(args) -> int:
     _save_npz(args.out, outputs)
     if not args.quiet:
         for k, v in outputs.items():
-            print(f"{k}: {list(v.shape)} {v.dtype}")
+            stored = "float32" if v.dtype.kind == "f" or v.dtype.name == "bfloat16" else v.dtype.name
+            print(f"{k}: {list(v.shape)} {v.dtype.name} (stored as {stored})")
+    return 0
+
+
+GRAPH_STAGES = ("spec", "optimized")
+"""Stages `opgen graph --stage` can show: the traced spec IR, the IR after the tensor-level passes."""
+
+
+def cmd_graph(args) -> int:
+    """`opgen graph`: print one specialisation's IR at a stage (or right after a pass) as canonical text,
+    Graphviz DOT or SVG. The specialisation: --attr values (defaults otherwise), required inputs plus the
+    optionals named by --present; the first matching key of spec.keys(). Raises OpgenError (unknown pass,
+    attribute or input, no such specialisation, svg without Graphviz)."""
+    from opgen.ir.printer import print_graph
+    from opgen.passes.dot import to_dot, to_svg
+    from opgen.passes.pipeline import check_pass_name, optimize, run
+    from opgen.passes.select import select_key
+    from opgen.registry import load_spec
+
+    if args.dump_after is not None:
+        check_pass_name(args.dump_after)
+    spec = load_spec(args.op)
+    present = [n.strip() for item in args.present or [] for n in item.split(",") if n.strip()]
+    g = spec.graph(select_key(spec, _kv(args.attr, "--attr"), present))
+    if args.dump_after is not None:
+        g = run(g, until=args.dump_after)
+    elif args.stage == "optimized":
+        g = optimize(g)
+    if args.format == "text":
+        sys.stdout.write(print_graph(g))
+    elif args.format == "dot":
+        sys.stdout.write(to_dot(g))
+    else:
+        sys.stdout.write(to_svg(g))
     return 0
 
 
@@ -123,6 +165,18 @@ def build_parser() -> argparse.ArgumentParser:
     ip.add_argument("--print-ir", action="store_true", help="print the specialised tensor IR before running")
     ip.add_argument("-q", "--quiet", action="store_true")
     ip.set_defaults(fn=cmd_interpret)
+    gp = sub.add_parser("graph", help="print the IR of one specialisation (text, Graphviz dot or svg)")
+    gp.add_argument("op", help="OpDef name (AdaLayerNormGrad) or a spec file path")
+    gp.add_argument("--stage", default="spec", choices=GRAPH_STAGES,
+                    help="spec: the traced IR; optimized: after the tensor-level passes")
+    gp.add_argument("--format", default="text", choices=("text", "dot", "svg"),
+                    help="canonical IR text, Graphviz DOT, or SVG (needs Graphviz's dot program)")
+    gp.add_argument("--attr", action="append", metavar="K=V", help="attribute value (repeatable; default: the "
+                    "declared default)")
+    gp.add_argument("--present", action="append", metavar="NAME,...", help="optional inputs that are present "
+                    "(repeatable; the others are absent)")
+    gp.add_argument("--dump-after", metavar="PASS", help="show the IR right after this pass (overrides --stage)")
+    gp.set_defaults(fn=cmd_graph)
     return p
 
 

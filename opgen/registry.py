@@ -47,8 +47,12 @@ def _load_file(path: Path):
 
 
 def all_specs() -> list:
-    """Every bundled spec, sorted by file name."""
-    return [_load_file(p) for p in sorted(specs_dir().glob("*.py")) if not p.name.startswith("_")]
+    """Every bundled spec, sorted by file name. Raises OpgenError when the specs directory is missing."""
+    d = specs_dir()
+    if not d.is_dir():
+        raise OpgenError(f"no specs directory at {d}: install opgen editable from a checkout (pip install -e .) "
+                         f"or set OPGEN_SPECS to the directory holding the spec files")
+    return [_load_file(p) for p in sorted(d.glob("*.py")) if not p.name.startswith("_")]
 
 
 def load_spec(op: str):

@@ -85,5 +85,5 @@ def _(b, query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_se
 def _(rng, inputs, env, attrs):
     from _nsa_common import make_layout
 
-    make_layout(rng, inputs, env, attrs["selected_block_size"], attrs["sparse_mode"] == 2,
+    make_layout(rng, inputs, env, env["BS"], attrs["sparse_mode"] == 2,
                 ("topk_indices", "actual_seq_qlen", "actual_seq_kvlen"))

@@ -93,7 +93,7 @@ def _(rng, inputs, env, attrs):
 
     from opgen.interp import interpret
 
-    make_layout(rng, inputs, env, attrs["selectedBlockSize"], attrs["sparseMode"] == 2,
+    make_layout(rng, inputs, env, env["BS"], attrs["sparseMode"] == 2,
                 ("topkIndices", "actualSeqQLen", "actualSeqKVLlen"))
     import numpy as np
 
@@ -103,7 +103,7 @@ def _(rng, inputs, env, attrs):
         "actual_seq_kvlen": inputs["actualSeqKVLlen"],
         "atten_mask": np.ones((1, 1), np.bool_) if attrs["sparseMode"] == 2 else None,
     }, {"scale_value": attrs["scaleValue"], "head_num": inputs["query"].shape[1], "sparse_mode": attrs["sparseMode"],
-        "input_layout": "TND", "selected_block_size": attrs["selectedBlockSize"],
+        "input_layout": "TND", "selected_block_size": env["BS"],
         "selected_block_count": inputs["topkIndices"].shape[2]}, {"T": inputs["query"].dtype.name})
     inputs["attentionOut"] = fwd["attention_out"]
     inputs["softmaxMax"] = fwd["softmax_max"]

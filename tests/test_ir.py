@@ -181,7 +181,11 @@ def _mk_select(b, op):
 
 
 def _mk_cast(b, op):
-    b.add("cast", [b.pick()], to=b.draw(st.sampled_from(ALL_DTYPES)), round=b.draw(st.sampled_from(ROUND_MODES)))
+    x = b.pick()
+    to = b.draw(st.sampled_from(ALL_DTYPES))
+    # a float cast that may narrow must name its rounding; "none" only where nothing can narrow
+    rounds = ("rint", "round") if to in (F16, BF16, T_, U_) else ROUND_MODES
+    b.add("cast", [x], to=to, round=b.draw(st.sampled_from(rounds)))
 
 
 def _mk_const(b, op):
@@ -414,6 +418,14 @@ def test_string_attributes_round_trip(s):
     """String attributes are JSON-quoted and parse back exactly (parse does not verify, so any string)."""
     g = _graph1([_node("cast", ["x"], "c", TensorType(F16, (S, H)), to=F16, round=s)])
     _round_trip(g)
+
+
+def test_narrowing_cast_must_name_rounding():
+    """A float cast that may narrow (to f16/bf16 or a dtype variable) with round="none" is rejected:
+    the device would have to pick a rounding the spec never stated (reference/ascendc.md §1.9 Cast)."""
+    g = _graph1([_node("cast", ["x"], "a", _f(S, H, dt=F16), to=F16, round="none")])
+    with pytest.raises(IRError, match="name its rounding"):
+        verify(g)
 
 
 def test_bool_const_round_trips():

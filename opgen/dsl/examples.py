@@ -31,7 +31,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
     Optional inputs are made when all their dims are known and the mode uses them.
     Raises ValidationError naming `--dims` when a required dim is missing or unknown.
     """
-    from opgen.dsl.validate import _resolve_attrs
+    from opgen.dsl.validate import _resolve_attrs, _resolve_dtypes
 
     known = set(spec.dims_) | set(spec.variadics)
     for k in dims:
@@ -39,13 +39,15 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
             raise ValidationError("--dims", f"{k} is not a dim of {spec.name} (dims: {', '.join(sorted(known))})")
     attr_vals = _resolve_attrs(spec, attrs or {})
     env = {k: ((v,) if k in spec.variadics and isinstance(v, int) else v) for k, v in dims.items()}
-    for a in spec.attrs:
-        if a.dim is not None and a.dim.name not in env and attr_vals.get(a.name) is not None:
+    for a in spec.attrs:  # an attribute bound to a dim and a dim given in --dims must agree
+        if a.dim is None:
+            continue
+        given = attrs is not None and a.name in attrs
+        if a.dim.name in env and not given:
+            attr_vals[a.name] = env[a.dim.name]
+        elif a.dim.name not in env and attr_vals.get(a.name) is not None:
             env[a.dim.name] = attr_vals[a.name]
-    dt = {k: (parse_dtype(v) if isinstance(v, str) else v) for k, v in (dtypes or {}).items()}
-    row = next((r for r in spec.dtype_rows if all(r[k] == v for k, v in dt.items())), None)
-    if row is None:
-        raise ValidationError("--dtype", f"combination {dtypes} is not supported by {spec.name}")
+    row = _resolve_dtypes(spec, {}, dtypes or {})
     static = {a.name: attr_vals[a.name] for a in spec.static_attrs}
     rng = np.random.default_rng(seed)
     given = set(env)
@@ -82,3 +84,13 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
     if spec.example_fn is not None:
         spec.example_fn(rng, inputs, env, attr_vals)
     return inputs
+
+
+def implied_attrs(spec, dims: dict, attrs: dict | None) -> dict:
+    """`attrs` plus the values of dim-bound attributes (head_num, selected_block_size...) that --dims
+    fixes and the caller did not give, so `interpret` sees the same values the inputs were made with."""
+    out = dict(attrs or {})
+    for a in spec.attrs:
+        if a.dim is not None and a.name not in out and a.dim.name in dims:
+            out[a.name] = dims[a.dim.name]
+    return out

@@ -19,6 +19,7 @@ shape form each multi-form input uses. Every declaration remembers its spec file
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import re
 import sys
@@ -181,14 +182,12 @@ class OpSpec:
         self.dims_[name] = DimDecl(name, min, max, multiple_of, absent, _loc())
         return Sym(name)
 
-    def dims(self, names: str, **kw) -> tuple:
+    def dims(self, names: str, *, min=1, max=None, multiple_of=None, absent=None) -> tuple:
         """Declare several dims with the same domain: `S, H = spec.dims("S H")`."""
         out = []
         for n in names.split():
-            self._new_name(n)
-            self.dims_[n] = DimDecl(n, kw.get("min", 1), kw.get("max"), kw.get("multiple_of"), kw.get("absent"),
-                                    _loc())
-            out.append(Sym(n))
+            out.append(self.dim(n, min=min, max=max, multiple_of=multiple_of, absent=absent))
+            self.dims_[n].loc = _loc()
         return tuple(out)
 
     def variadic(self, name, *, min_rank=0, max_rank=6) -> Variadic:
@@ -445,9 +444,10 @@ class OpSpec:
             elif a.dim is not None:
                 kwargs[a.name] = a.dim
         try:
-            result = self.body_fn(b, **kwargs)
+            inspect.signature(self.body_fn).bind(b, **kwargs)
         except TypeError as e:
-            raise SpecError(f"{self.file}: body of {self.name}: {e}") from None
+            raise SpecError(f"{self.file}: body of {self.name} must take b and every input and attribute: {e}") from None
+        result = self.body_fn(b, **kwargs)
         if not isinstance(result, dict):
             raise SpecError(f"{self.file}: body of {self.name} must return a dict of outputs")
         declared = {o.name: o for o in self.outputs}

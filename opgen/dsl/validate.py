@@ -44,8 +44,10 @@ def coerce_attr(a, v):
 def _convert(name, arr, dt: DType) -> np.ndarray:
     """Convert an array to dtype `dt`; values must be representable (no overflow, no fractional ints)."""
     a = np.asarray(arr)
-    if a.dtype.kind == "V" and a.dtype.itemsize == 2 and dt == DType.bf16:
-        return a.view(dt.np)
+    if a.dtype.kind == "V" and a.dtype.itemsize == 2:  # bf16 saved by np.savez arrives as 2-byte void
+        a = a.view(DType.bf16.np)
+        if dt == DType.bf16:
+            return a
     if a.dtype.kind not in "biuf" and dtype_of_array(a) is None:
         raise ValidationError(name, f"array dtype {a.dtype} cannot be converted to {dt.long_name}")
     if dt.is_float:
@@ -108,6 +110,8 @@ def _resolve_dtypes(spec, arrays, dtypes):
             assign[k] = parse_dtype(v) if isinstance(v, str) else v
         except KeyError:
             raise ValidationError(k, f"unknown dtype {v!r}") from None
+        if not isinstance(assign[k], DType):
+            raise ValidationError(k, f"expected a dtype name such as float16, got {v!r}")
         source[k] = k
         allowed = sorted({r[k] for r in spec.dtype_rows}, key=lambda x: x.value)
         if assign[k] not in allowed:

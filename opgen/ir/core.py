@@ -82,7 +82,6 @@ class Graph:
     params: tuple[Param, ...]
     nodes: tuple[Node, ...]
     outputs: tuple[tuple[str, str], ...]
-    meta: tuple[tuple[str, Any], ...] = field(default=())
 
     def values(self) -> dict[str, Value]:
         """All values by name (params first, then node results in order)."""
@@ -114,5 +113,3 @@ def canonical_attrs(attrs: dict) -> tuple[tuple[str, Any], ...]:
 
     return tuple(sorted((k, freeze(v)) for k, v in attrs.items()))
 
-
-FLOAT_COMPUTE = DType.f32

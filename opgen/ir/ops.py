@@ -146,7 +146,11 @@ def _cast(ts, attrs):
     r = attrs["round"]
     if r not in ROUND_MODES:
         raise IRError(f"cast: round must be one of {ROUND_MODES}, got {r!r}")
-    return TensorType(attrs["to"], t.shape)
+    to = attrs["to"]
+    narrowing = _is_float(t.dtype) and (isinstance(to, DTypeVar) or to in (DType.f16, DType.bf16)) and t.dtype != to
+    if narrowing and r == "none":
+        raise IRError(f"cast: a float cast from {t.dtype!r} to {to!r} may narrow; name its rounding (rint or round)")
+    return TensorType(to, t.shape)
 
 
 _register("cast", 1, {"to": "dtype", "round": "str"}, _cast)
