@@ -6,8 +6,12 @@
                     [--print-ir]
     opgen graph OP [--stage spec|optimized] [--format text|dot|svg] [--attr k=v]... [--present NAME,...]
                    [--dump-after PASS]
+    opgen generate [OP...] [--out DIR]
+    opgen diff [OP...] [--out DIR]
 
 Errors print one line naming the parameter and the rule and exit with status 2; nothing is written.
+An error in a spec file (a SpecError with a location) is the spec author's: it prints as a diagnostic,
+`file:line: error: what is wrong; what to change`, then the source line and a caret under the token.
 `--debug` shows the traceback instead.
 """
 
@@ -20,7 +24,7 @@ import tempfile
 
 import numpy as np
 
-from opgen.errors import OpgenError, ValidationError
+from opgen.errors import OpgenError, SpecError, ValidationError
 
 
 def _kv(items, flag):
@@ -146,6 +150,36 @@ def cmd_graph(args) -> int:
     return 0
 
 
+def _specs_for(ops):
+    """The specs named on the command line (OpDef names or spec paths), or every bundled spec."""
+    from opgen.registry import all_specs, load_spec
+
+    return [load_spec(op) for op in ops] if ops else all_specs()
+
+
+def cmd_generate(args) -> int:
+    """`opgen generate [OP...] [--out DIR]`: write each op's package to DIR/<op_snake>/ (default generated/),
+    removing stale files inside those op directories only. Deterministic (opgen.codegen)."""
+    from opgen.codegen import default_out_dir, write_ops
+
+    out = args.out or str(default_out_dir())
+    for name, written, removed in write_ops(_specs_for(args.op), out):
+        print(f"{name}: {len(written)} written, {len(removed)} stale removed ({out})")
+    return 0
+
+
+def cmd_diff(args) -> int:
+    """`opgen diff [OP...] [--out DIR]`: print a unified diff and exit 1 when DIR (default generated/) differs
+    from what `opgen generate` would write; exit 0 when it is up to date."""
+    from opgen.codegen import diff_ops
+
+    text = diff_ops(_specs_for(args.op), args.out)
+    if text:
+        sys.stdout.write(text)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the `opgen` command."""
     p = argparse.ArgumentParser(prog="opgen", description="Operator compiler for Ascend NPUs.")
@@ -177,6 +211,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "(repeatable; the others are absent)")
     gp.add_argument("--dump-after", metavar="PASS", help="show the IR right after this pass (overrides --stage)")
     gp.set_defaults(fn=cmd_graph)
+    gen = sub.add_parser("generate", help="emit the CANN operator packages (default: all ops, into generated/)")
+    gen.add_argument("op", nargs="*", help="OpDef names or spec file paths (default: every bundled op)")
+    gen.add_argument("--out", help="output directory (default: generated/ at the project root)")
+    gen.set_defaults(fn=cmd_generate)
+    dp = sub.add_parser("diff", help="exit 1 with a unified diff when generated/ differs from a fresh generate")
+    dp.add_argument("op", nargs="*", help="OpDef names or spec file paths (default: every bundled op)")
+    dp.add_argument("--out", help="directory to compare (default: generated/ at the project root)")
+    dp.set_defaults(fn=cmd_diff)
     return p
 
 
@@ -192,7 +234,10 @@ def main(argv=None) -> int:
     except OpgenError as e:
         if args.debug:
             raise
-        print(f"opgen: error: {e}", file=sys.stderr)
+        if isinstance(e, SpecError) and e.located:
+            print(e.diagnostic(), file=sys.stderr)
+        else:
+            print(f"opgen: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # a bug: still one line unless --debug
         if args.debug:
