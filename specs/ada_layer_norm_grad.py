@@ -12,7 +12,8 @@ spec = OpSpec("AdaLayerNormGrad", aclnn="aclnnAdaLayerNormBackward", socs=(A2, A
               doc="Backward of out = LayerNorm(x) * (1 + scale) + shift with saved per-row mean/rstd.",
               source="reference/ada_layer_norm.md §1.2")
 Bd = spec.variadic("Bd", max_rank=6)
-S, H = spec.dims("S H")
+S = spec.dim("S")
+H = spec.dim("H", max=65536)  # the UB plans are proven up to this bound (opgen.tiling.ub_proof)
 T, U = spec.dtype_vars("T U")
 
 spec.input("dy", T, [Bd, S, H], doc="gradient of out (gradOut)")

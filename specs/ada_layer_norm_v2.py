@@ -12,7 +12,8 @@ spec = OpSpec("AdaLayerNormV2", aclnn="aclnnAdaLayerNormV2", socs=(A2, A3), roun
               doc="Adaptive LayerNorm forward that also outputs the per-row mean and rstd.",
               source="reference/ada_layer_norm.md §1.1")
 Bd = spec.variadic("Bd", max_rank=6)
-S, H = spec.dims("S H")
+S = spec.dim("S")
+H = spec.dim("H", max=131073)  # the UB plans are proven up to this bound (opgen.tiling.ub_proof)
 T, U = spec.dtype_vars("T U")
 
 spec.input("x", T, [Bd, S, H])

@@ -66,7 +66,7 @@ def _expected(spec, env, dtypes, plat):
             + " ".join(map(str, fields)))
 
 
-ADA_SHAPES = [((), 1, 1), ((1,), 1, 1), ((2,), 3, 7), ((2,), 1024, 1152), ((4,), 16, 4096), ((1,), 1024, 3440),
+ADA_SHAPES = [((8,), 16, 31385), ((21,), 1, 131073), ((), 1, 1), ((1,), 1, 1), ((2,), 3, 7), ((2,), 1024, 1152), ((4,), 16, 4096), ((1,), 1024, 3440),
               ((1,), 1024, 3441), ((3, 5), 7, 33), ((40,), 77, 768), ((1,), 4096, 16384), ((2, 2, 2, 2, 2, 2), 2, 2),
               ((7,), 1, 5000), ((1,), 31, 31), ((1,), 33, 33), ((2,), 4096, 8192), ((64,), 1024, 4096)]
 
@@ -77,8 +77,6 @@ def _ada_cases(op, optionals):
         dtypes = dict(row)
         if not any(opt.values()):
             dtypes = {"T": row["T"]}  # U unbound when every U tensor is absent and U is only on optionals
-        if op == "AdaLayerNormV2" and s * h > 0 and h > 12000:
-            continue  # V2 keeps whole rows in UB; such H is outside its plan (the fits field says so)
         yield spec, {"Bd": bd, "S": s, "H": h}, (dtypes if op == "AdaLayerNormV2" else dict(row)), opt, plat
 
 
@@ -146,6 +144,22 @@ def test_gm_bytes_model_within_goal(h, tu):
     assert m["min_bytes"] == 3 * 4096 * h * t + 8 * 4096 + 3 * 2 * h * t + 4 * h * u
 
 
+def test_v2_ub_plan_fits():
+    """AdaLayerNormV2: the chosen plan fits UB for every shape, up to CANN's ST case H = 131073."""
+    import opgen.tiling.ada_layer_norm_v2 as v2
+    for (bd, s, h), tb, plat in itertools.product(ADA_SHAPES, (2, 4), PLATFORMS.values()):
+        r = 1
+        for x in bd:
+            r *= x
+        tl = v2.PROGRAM.evaluate(dict(rows=r * s, seq=s, hidden=h, tBytes=tb, dtypeKey=1, coreNum=plat.aiv,
+                                      ubBytes=plat.ub_bytes))
+        assert tl["fits"] == 1
+        if tl["strategy"] == 1:
+            assert tl["fixedBytes"] + tl["rowsPerPass"] * tl["rowBytes"] <= plat.ub_bytes
+        else:
+            assert tl["groupFixedBytes"] + tl["groupRows"] * tl["groupRowBytes"] <= plat.ub_bytes
+
+
 def test_ub_plan_fits():
     """Every chosen plan fits the platform's UB (bytes), for both strategies."""
     for (bd, s, h), (t, u) in itertools.product(ADA_SHAPES, [("f32", "f32"), ("bf16", "bf16")]):
@@ -157,3 +171,33 @@ def test_ub_plan_fits():
             assert tl["fixedBytes"] + tl["rowsPerPass"] * tl["rowBytes"] <= 196608
         else:
             assert tl["groupFixedBytes"] + tl["groupRows"] * tl["groupRowBytes"] <= 196608
+
+
+def test_ub_proof_holds_for_bundled_specs():
+    """Buffer planning: every bundled vector op's UB plan fits on every platform of its SoCs, for every
+    dtype row, at its dims' declared maxima (and probes below them)."""
+    from opgen.tiling.ub_proof import prove_ub
+
+    for op, (prog, inputs, _) in TILINGS.items():
+        assert prove_ub(load_spec(op), prog, inputs)
+
+
+def test_ub_overflow_is_a_spec_error_at_the_dim_line(tmp_path):
+    """Raising H's bound past what the plans can hold gives a SpecError at the `H = spec.dim(...)` line that
+    names the platform, the bound and the largest H that fits."""
+    from opgen.errors import SpecError
+    from opgen.registry import _load_file
+    from opgen.tiling.ub_proof import prove_ub
+
+    text = (ROOT / "specs/ada_layer_norm_grad.py").read_text().replace("max=65536", "max=400000")
+    path = tmp_path / "ada_layer_norm_grad_big.py"
+    path.write_text(text)
+    spec = _load_file(path)
+    line = next(k for k, t in enumerate(text.splitlines(), 1) if 'spec.dim("H"' in t)
+    prog, inputs, _ = TILINGS["AdaLayerNormGrad"]
+    with pytest.raises(SpecError) as e:
+        prove_ub(spec, prog, inputs)
+    msg = str(e.value)
+    assert f"{path}:{line}" in msg and "UB overflow" in msg and "lower max= of H to" in msg
+    largest = int(msg.split("lower max= of H to ")[1].split()[0])
+    assert 65536 <= largest < 400000

@@ -72,6 +72,7 @@ def program() -> TilingProgram:
     grp_fit = p.let("groupFit", select(ub > grp_fixed, (ub - grp_fixed) // grp_row_bytes, 0), "rows per group that fit")
     group_rows = p.let("groupRows", emax(1, emin(emin(grp_fit, 1024), R)), "rows per group (COL_SPLIT)", True)
     p.let("rowsPerOwner", ceil_div(group_rows, col_cores), "rows each core totals per group (COL_SPLIT)", True)
+    p.let("fits", (rows_fit >= 1) | (grp_fit >= 1), "1 when the chosen plan fits UB", True)
     # --- launch
     block_dim = p.let("blockDim", select(strategy.eq(1), row_cores, col_cores), "AIV cores launched", True)
     p.let("tilingKey", strategy * 10 + dk, "strategy * 10 + dtypeKey", True)

@@ -1,17 +1,21 @@
 """Tiling of AdaLayerNormV2 (forward with mean/rstd): one AIV launch, rows split over the cores.
 
-Rows (prod(Bd) * S of H elements) are independent, so there is no cross-core step. ROW_SPLIT keeps
-whole rows in UB: x and out double-buffered in T, two fp32 work rows, the weight, bias, 1+scale and
-shift rows of the current batch in fp32 (scale/shift reloaded when a pass enters a new batch), mean and
-rstd staged per row. Rows too long for UB are not supported by this plan: the spec bounds H so that
-one row always fits (reference/ada_layer_norm.md §3.1 for CANN's three H regimes, which re-read x).
+ROW_SPLIT (key 1x): rows (prod(Bd) * S of H elements) are independent and split over the cores; whole
+rows live in UB: x and out double-buffered in T, two fp32 work rows, the weight, bias, 1+scale and shift
+rows of the current batch in fp32 (scale/shift reloaded when a pass enters a new batch), mean and rstd
+staged per row. No cross-core step.
+COL_SPLIT (key 2x), when a row does not fit: H is split over the cores in `colsPerCore`-wide slices;
+each core keeps its x slices of a group of `groupRows` rows resident (in T) and exchanges partial sums
+through workspace twice per group (sum x for the mean, then the centred sum of squares for the
+variance, each followed by SyncAll and an in-order total), then writes its out slices. x is read once
+(CANN's slice path re-reads x two or three times above H = 6144, reference/ada_layer_norm.md §3.1, §4.5).
 dtypeKey: 1 fp32/fp32, 2 fp16/fp16, 3 fp16/fp32, 4 bf16/bf16, 5 bf16/fp32 (T/U, the spec's dtype rows).
 """
 
 from __future__ import annotations
 
 from opgen.ir.dims import Prod, Sym
-from opgen.tiling.program import TilingProgram, align_up
+from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, select
 from opgen.tiling.rows import row_split
 
 REDUCE_TMP_BYTES = 1024
@@ -33,10 +37,22 @@ def program() -> TilingProgram:
     fixed = p.let("fixedBytes", 16 * col_align + 2 * col_align * tB + REDUCE_TMP_BYTES,
                   "weight, bias, 1+scale, shift in fp32 + scale/shift staging in T + reduce tmp (bytes)")
     fit, used = row_split(p, R, cores, ub, row_bytes, fixed)
-    p.let("blockDim", used, "AIV cores launched", True)
-    p.let("tilingKey", 10 + dk, "10 + dtypeKey (one strategy)", True)
-    p.let("workspaceBytes", 0 * R, "no user workspace (bytes)", True)
-    p.let("fits", fit >= 1, "1 when one row fits UB (the spec's H bound guarantees it)", True)
+    strategy = p.let("strategy", select(fit >= 1, 1, 2), "1 ROW_SPLIT, 2 COL_SPLIT", True)
+    cols = p.let("colsPerCore", align_up(ceil_div(H, cores), 16), "columns per core (COL_SPLIT)", True)
+    col_cores = p.let("colCores", ceil_div(H, cols), "cores used by COL_SPLIT")
+    p.let("colsTail", H - (col_cores - 1) * cols, "columns of the last core (COL_SPLIT)", True)
+    grp_row = p.let("groupRowBytes", 3 * cols * tB + 16 + 64,
+                    "resident x slice + out staging (double) in T + 2 partial sums + mean/rstd (bytes)")
+    grp_fixed = p.let("groupFixedBytes", 24 * cols + 2 * cols * tB + REDUCE_TMP_BYTES,
+                      "weight, bias, 1+scale, shift, 2 fp32 work rows + scale/shift staging + reduce tmp (bytes)")
+    grp_fit = p.let("groupFit", select(ub > grp_fixed, (ub - grp_fixed) // grp_row, 0), "rows per group that fit")
+    group_rows = p.let("groupRows", emax(1, emin(emin(grp_fit, 1024), R)), "rows per group (COL_SPLIT)", True)
+    p.let("rowsPerOwner", ceil_div(group_rows, col_cores), "rows each core totals per group (COL_SPLIT)", True)
+    p.let("blockDim", select(strategy.eq(1), used, col_cores), "AIV cores launched", True)
+    p.let("tilingKey", strategy * 10 + dk, "strategy * 10 + dtypeKey", True)
+    p.let("workspaceBytes", select(strategy.eq(1), 0, 2 * 2 * col_cores * group_rows * 4 + 2 * group_rows * 4),
+          "COL_SPLIT: double-buffered partial and total row sums (bytes)", True)
+    p.let("fits", (fit >= 1) | (grp_fit >= 1), "1 when the chosen plan fits UB", True)
     p.let("seqLen", S + 0, "S", True)
     p.let("hiddenDim", H + 0, "H", True)
     p.let("rowNum", R + 0, "prod(Bd) * S", True)

@@ -1,0 +1,61 @@
+"""Compile-time proof that an op's UB plan fits for every shape its spec allows (issue 3 item 5).
+
+For each platform of the spec's SoCs and each dtype row, the tiling program is evaluated with every
+bounded dim at its declared maximum and at probe values below it (powers of two and their
+neighbours), the other dims at 1. The plans' UB footprints grow monotonically with the bounded dims
+(column slices and row strides are non-decreasing in H or D), so the maximum is the worst case; the
+probes guard that argument. A failure is a SpecError at the dim's declaration line naming the platform,
+the dtype row, the bound and the largest value that fits (binary search).
+"""
+
+from __future__ import annotations
+
+from opgen.errors import SpecError
+from opgen.platforms import PLATFORMS
+from opgen.tiling.emit import evaluate
+
+
+def _probe_values(mx: int) -> list[int]:
+    out = {1, mx, max(1, mx - 1)}
+    p = 1
+    while p <= mx:
+        out |= {p, max(1, p - 1), min(mx, p + 1)}
+        p *= 2
+    return sorted(out)
+
+
+def _env(spec, bounded: dict) -> dict:
+    env = {v: () for v in spec.variadics}
+    for n, d in spec.dims_.items():
+        env[n] = bounded.get(n, max(1, d.min) if d.multiple_of is None else max(d.multiple_of, d.min))
+    return env
+
+
+def prove_ub(spec, prog, inputs_map) -> list[str]:
+    """Check the plan for every platform/dtype row/probe; returns the checked cases (for reports).
+
+    Raises SpecError (spec file:line of the dim, the bound and the largest value that fits)."""
+    socs = set(spec.socs)
+    plats = [p for p in PLATFORMS.values() if p.soc_key in socs]
+    bounded = {n: d for n, d in spec.dims_.items() if d.max is not None}
+    checked = []
+    for plat in plats:
+        for row in spec.dtype_rows:
+            for name, d in bounded.items():
+                for v in _probe_values(d.max):
+                    if d.multiple_of and v % d.multiple_of:
+                        continue
+                    tl = evaluate(spec, prog, inputs_map, _env(spec, {name: v}), dict(row), plat)
+                    if not tl.get("fits", 1):
+                        lo, hi = 1, v  # largest value that fits, assuming monotonic footprints
+                        while lo < hi:
+                            mid = (lo + hi + 1) // 2
+                            ok = evaluate(spec, prog, inputs_map, _env(spec, {name: mid}), dict(row), plat)["fits"]
+                            lo, hi = (mid, hi) if ok else (lo, mid - 1)
+                        combo = ", ".join(f"{k}={t.long_name}" for k, t in row.items())
+                        raise SpecError(
+                            f"{d.loc}: UB overflow: on {plat.name} ({plat.ub_bytes} B UB) with {combo} the tiling "
+                            f"plan does not fit for {name}={v} (declared max={d.max}); lower max= of {name} to {lo} "
+                            f"or give the tiling a plan for longer rows")
+                    checked.append(f"{plat.name} {row} {name}={v}")
+    return checked
