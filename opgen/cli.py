@@ -117,8 +117,9 @@ def cmd_interpret(args) -> int:
     return 0
 
 
-GRAPH_STAGES = ("spec", "optimized")
-"""Stages `opgen graph --stage` can show: the traced spec IR, the IR after the tensor-level passes."""
+GRAPH_STAGES = ("spec", "optimized", "fused", "tiled")
+"""Stages `opgen graph --stage` can show: the traced spec IR, the IR after the tensor-level passes, the
+Kernel IR (launch plan) after fusion, and the plan with its tiling program (vector ops)."""
 
 
 def cmd_graph(args) -> int:
@@ -137,12 +138,32 @@ def cmd_graph(args) -> int:
     spec = load_spec(args.op)
     present = [n.strip() for item in args.present or [] for n in item.split(",") if n.strip()]
     g = spec.graph(select_key(spec, _kv(args.attr, "--attr"), present))
+    if args.dump_after is None and args.stage in ("fused", "tiled"):
+        from opgen.kernel import print_plan
+        from opgen.passes.pipeline import plan
+        from opgen.tiling import TILINGS
+
+        if args.format != "text":
+            raise OpgenError(f"--stage {args.stage}: only --format text shows the Kernel IR")
+        prog = TILINGS.get(spec.name, (None,))[0] if args.stage == "tiled" else None
+        if args.stage == "tiled" and prog is None:
+            raise OpgenError(f"--stage tiled: {spec.name} has no tiling program yet (vector ops only)")
+        sys.stdout.write(print_plan(plan(g, prog)))
+        if prog is not None:
+            sys.stdout.write(f"tiling program {prog.name} {{\n{prog.to_cpp(indent='  ')}\n}}\n")
+        return 0
+    launch_plan = None
     if args.dump_after is not None:
+        if args.dump_after == "fuse":
+            from opgen.kernel import print_plan
+            from opgen.passes.pipeline import plan
+
+            launch_plan = print_plan(plan(g))
         g = run(g, until=args.dump_after)
     elif args.stage == "optimized":
         g = optimize(g)
     if args.format == "text":
-        sys.stdout.write(print_graph(g))
+        sys.stdout.write(print_graph(g) + (launch_plan or ""))
     elif args.format == "dot":
         sys.stdout.write(to_dot(g))
     else:

@@ -1,12 +1,15 @@
 """Finding and loading specs: by OpDef name from the specs directory, or from a spec file path.
 
 The specs directory is $OPGEN_SPECS, else `specs/` beside the `opgen` package (the project root).
+Every problem in a spec file (Python syntax, an exception at module level, a malformed declaration, no
+`spec = OpSpec(...)`, the whole-spec checks of `OpSpec.finish`) is a SpecError pointing at the spec line.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -25,25 +28,58 @@ def _load_file(path: Path):
     key = str(path.resolve())
     if key in _CACHE:
         return _CACHE[key]
+    from opgen.dsl.diagnostics import from_exception, spec_error, syntax_error
+    from opgen.dsl.spec import OpSpec
+
     modname = "opgen_spec_" + path.stem
-    spec_ = importlib.util.spec_from_file_location(modname, path)
+    spec_ = importlib.util.spec_from_file_location(modname, key)  # absolute: diagnostics re-read the file
     if spec_ is None or spec_.loader is None:
         raise OpgenError(f"{path}: not a loadable Python file")
     mod = importlib.util.module_from_spec(spec_)
     sys.path.insert(0, str(path.resolve().parent))  # spec files may share helpers (specs/_*.py)
     try:
         spec_.loader.exec_module(mod)
-    except SpecError:
-        raise
     except SyntaxError as e:
-        raise SpecError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+        raise syntax_error(e) from None
+    except SpecError as e:
+        if e.located:
+            raise
+        raise from_exception(e, os.path.dirname(key)) from None
+    except OpgenError:
+        raise
+    except Exception as e:  # NameError, TypeError... at module level: blame the spec line
+        raise from_exception(e, os.path.dirname(key)) from e
     finally:
         sys.path.pop(0)
     s = getattr(mod, "spec", None)
-    if s is None or not hasattr(s, "bind"):
-        raise SpecError(f"{path}: defines no `spec = OpSpec(...)`")
+    if not isinstance(s, OpSpec):
+        others = [(k, v) for k, v in vars(mod).items() if isinstance(v, OpSpec)]
+        example = 'spec = OpSpec("MyOp", aclnn="aclnnMyOp", socs=(A2,))'
+        if others:
+            raise spec_error(others[0][1].loc, f"the OpSpec is bound to {others[0][0]!r}, not to `spec`",
+                             f"name it spec: {example}", token="OpSpec")
+        if s is not None:
+            line = _assignment_line(key, "spec")
+            raise spec_error(f"{key}:{line}", f"`spec` is a {type(s).__name__}, not an OpSpec",
+                             f"bind the operator to spec: {example}", token="spec" if line > 1 else None)
+        raise spec_error(f"{key}:1", "the file defines no `spec = OpSpec(...)`",
+                         f"declare the operator at module level: {example}")
+    s.finish()
     _CACHE[key] = s
     return s
+
+
+def _assignment_line(path: str, name: str) -> int:
+    """Line of the last module-level `name = ...` in a file (1 when there is none)."""
+    line = 1
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for k, text in enumerate(f, 1):
+                if re.match(rf"{re.escape(name)}\s*(:[^=]*)?=[^=]", text):
+                    line = k
+    except OSError:
+        pass
+    return line
 
 
 def all_specs() -> list:

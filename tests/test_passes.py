@@ -722,10 +722,14 @@ def test_cli_graph_dump_after():
     for name in pass_names():
         p = _cli(*args, "--dump-after", name)
         assert p.returncode == 0, p.stderr
-        assert p.stdout == print_graph(run(g, until=name)), name
+        text = print_graph(run(g, until=name))
+        if name == "fuse":  # fusion leaves the tensor IR as it was and adds the launch plan (Kernel IR)
+            assert p.stdout.startswith(text) and "plan NsaSelectedAttention {" in p.stdout[len(text):], name
+        else:
+            assert p.stdout == text, name
     p = _cli(*args, "--dump-after", "fuse_all")
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr == "opgen: error: unknown pass 'fuse_all'; valid passes: canonicalize, cse, dce\n"
+    assert p.stderr == "opgen: error: unknown pass 'fuse_all'; valid passes: canonicalize, cse, dce, fuse\n"
 
 
 def test_cli_graph_errors_are_one_line():
@@ -759,3 +763,27 @@ def test_random_graphs_round_trip_and_stay_valid_after_every_pass():
         assert optimize(o) == o
 
     check()
+
+
+def test_fuse_one_launch_per_op_and_inputs_read_once():
+    """Fusion puts every op of a specialisation in one launch: AIV-only for the vector ops, one mixed
+    AIC/AIV kernel for NSA with the matmuls on the cube and workspace between the units; every operator
+    input is read by that one kernel (verify_plan) and every output is written by it (issue 3 item 2)."""
+    from opgen.passes.pipeline import plan
+
+    for name in ("AdaLayerNormV2", "AdaLayerNormGrad", "NormRopeConcat", "NormRopeConcatGrad",
+                 "NsaSelectedAttention", "NsaSelectedAttentionGrad"):
+        spec = load_spec(name)
+        for key in spec.keys()[:6]:
+            g = spec.graph(key)
+            p = plan(g)
+            assert len(p.kernels) == 1
+            k = p.kernels[0]
+            nsa = name.startswith("Nsa")
+            assert k.kernel_type == ("KERNEL_TYPE_MIX_AIC_1_2" if nsa else "KERNEL_TYPE_AIV_ONLY")
+            cube = [s for s in k.stages if s.unit == "cube"]
+            matmuls = {n.result.name for n in optimize(g).nodes if n.op == "matmul"}
+            assert set(cube[0].values if cube else ()) == matmuls
+            assert bool(k.workspace) == nsa
+            used = {i for n in optimize(g).nodes for i in n.inputs}
+            assert set(k.reads) == {p_.value.name for p_ in g.params if p_.kind == "input"} & used

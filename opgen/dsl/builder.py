@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
-from opgen.errors import IRError, SpecError
+from opgen.dsl.diagnostics import caller_loc, spec_error
+from opgen.errors import IRError
 from opgen.ir.core import Node, TensorType, Value, canonical_attrs
 from opgen.ir.dims import DimExpr, Lit, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
@@ -24,6 +25,30 @@ def _caller_loc() -> str:
             return f"{os.path.basename(fr.f_code.co_filename)}:{fr.f_lineno}"
         fr = fr.f_back
     return ""
+
+
+# what to change, by the start of the type rule's complaint (opgen.ir.ops messages)
+_HINTS = (
+    ("operand dtypes differ", "cast one operand (x.f32(), x.cast(i32)) so both have the same dtype"),
+    ("cannot broadcast", "reshape or broadcast_to one operand so the shapes broadcast (NumPy rules)"),
+    ("must be floating point", "cast the operand to a float dtype first (x.f32())"),
+    ("must be bool", "use a comparison (x > 0, x.eq(y)) to get a bool tensor"),
+    ("must be numeric", "cast the bool tensor to a number first (m.cast(f32))"),
+    ("contraction dims differ", "transpose an operand (transpose_a= / transpose_b=) or fix the shapes so the "
+                                "inner dims match"),
+    ("batch dims differ", "reshape the operands so their leading dims match"),
+    ("axis", "use an axis inside the operand's rank (negative axes count from the end)"),
+    ("variadic", "reshape to a fixed rank first (x.reshape([Prod(\"Bd\"), S, H]))"),
+    ("does not broadcast", "broadcast only dims of size 1 (or add them with reshape)"),
+    ("round", "name the rounding of a narrowing cast: round=\"rint\" or round=\"round\""),
+)
+
+
+def _hint(message: str) -> str:
+    for key, hint in _HINTS:
+        if key in message:
+            return hint
+    return "fix the operands of this operation (the type rules are in opgen/ir/ops.py)"
 
 
 class Builder:
@@ -49,7 +74,8 @@ class Builder:
         try:
             ty = OPS[op].infer([t.value.type for t in ins], dict(cattrs))
         except IRError as e:
-            raise SpecError(f"{_caller_loc()}: {op}: {e}") from None
+            msg = str(e) if str(e).startswith(f"{op}:") else f"{op}: {e}"
+            raise spec_error(caller_loc(), msg, _hint(msg)) from None
         self._n += 1
         v = Value(f"v{self._n}", ty)
         self.nodes.append(Node(op, key[1], v, cattrs, _caller_loc()))
@@ -60,7 +86,8 @@ class Builder:
     def _as_tensor(self, x):
         if isinstance(x, Tensor):
             return x
-        raise SpecError(f"{_caller_loc()}: expected a tensor, got {x!r}")
+        raise spec_error(caller_loc(), f"expected a tensor, got {x!r}",
+                         "pass a tensor (an input, or b.const(v) for a constant)")
 
     def const(self, value, dtype=F32) -> "Tensor":
         """Scalar constant (shape [])."""
@@ -75,13 +102,15 @@ class Builder:
             dt = like.dtype
             if isinstance(dt, DType) and dt.is_int:
                 if not isinstance(x, int):
-                    raise SpecError(f"{_caller_loc()}: float constant {x} used with an integer tensor")
+                    raise spec_error(caller_loc(), f"float constant {x} used with an integer tensor",
+                                     "use an integer constant, or cast the tensor to a float dtype (x.f32())")
                 return self.const(int(x), dt)
             return self.const(float(x), dt if isinstance(dt, DType) else F32)
         if isinstance(x, DimExpr):
             dt = like.dtype if isinstance(like.dtype, DType) else F32
             return self.emit("dimval", (), n=x, dtype=dt)
-        raise SpecError(f"{_caller_loc()}: cannot use {x!r} as a tensor")
+        raise spec_error(caller_loc(), f"cannot use {x!r} as a tensor",
+                         "use a tensor, a number, or a dim expression")
 
     # -- elementwise ------------------------------------------------------------------------
     def exp(self, x):
@@ -192,7 +221,9 @@ class Tensor:
         return f"Tensor(%{self.value.name}: {self.value.type})"
 
     def __bool__(self):
-        raise SpecError(f"{_caller_loc()}: a tensor has no truth value at trace time; use b.where()")
+        where = caller_loc()  # code positions of implicit truth tests are unreliable: blame the statement
+        raise spec_error(f"{where.file}:{where.line}", "a tensor has no truth value at trace time",
+                         "use b.where(cond, a, c) instead of if/and/or on tensors")
 
     def _bin(self, op, other, reverse=False):
         o = self.b._lift(other, self)

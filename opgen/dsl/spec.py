@@ -14,20 +14,29 @@ A spec file in `specs/` builds one `OpSpec` at module level:
 `spec.bind(...)` validates concrete inputs (the interpreter's first step, DESIGN.md "The
 interpreter") and `spec.graph(key)` traces the body into the IR for one specialisation: the
 values of the static (behaviour-selecting) attributes, which optional inputs are present and which
-shape form each multi-form input uses. Every declaration remembers its spec file line.
+shape form each multi-form input uses. Every declaration remembers its spec file line (a `Loc`).
+
+Mistakes are SpecErrors at the spec line with a caret under the culprit and what to change
+(`opgen.dsl.diagnostics`): checked when a declaration is made, by `finish()` once the file has run (the
+registry calls it: body signature, dtype table coverage, names blamed by require()/check()), and while
+the body is traced (type rules of each op, returned outputs and their shapes).
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import itertools
+import keyword
+import os
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+from opgen.dsl.diagnostics import (Loc, caller_loc, from_exception, function_loc, locate_token, param_loc,
+                                   return_loc, spec_error, traceback_loc)
 from opgen.errors import SpecError, ValidationError
 from opgen.ir.core import Graph, Param, TensorType, Value
 from opgen.ir.dims import Constraint, DimExpr, Lit, Sym, Variadic, as_dim, shape_str, subst
@@ -38,10 +47,59 @@ F32 = DType.f32
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _loc(depth=2) -> str:
-    """file:line of the spec statement `depth` frames up (declarations remember where they were made)."""
-    fr = sys._getframe(depth)
-    return f"{fr.f_code.co_filename}:{fr.f_lineno}"
+# C and C++ keywords (OpDef, kernel and aclnn parameter names become C++ identifiers)
+_CPP_KEYWORDS = frozenset("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
+compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
+default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline
+int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
+reinterpret_cast requires restrict return short signed sizeof static static_assert static_cast struct switch
+template this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor xor_eq
+""".split())
+_DTYPE_NAMES = "f32, f16, bf16, i32, i64, u8, boolean (from opgen.dsl)"
+
+
+def _loc(depth=2) -> Loc:
+    """Loc ("file:line" plus code position) of the spec statement being executed: the innermost caller
+    outside the opgen package (declarations remember where they were made). `depth` is ignored (kept
+    for compatibility)."""
+    return caller_loc()
+
+
+def _ident_problem(name) -> str | None:
+    """Why `name` cannot be an OpDef/C++ parameter name, or None when it can."""
+    if not isinstance(name, str) or not _IDENT.match(name):
+        return "is not a valid C identifier"
+    if name in _CPP_KEYWORDS:
+        return "is a C++ keyword"
+    if keyword.iskeyword(name):
+        return "is a Python keyword (the body takes parameters by name)"
+    return None
+
+
+def _suggest(name, choices) -> str:
+    """` (did you mean 'x'?)` for a close match among `choices`, else ""."""
+    close = difflib.get_close_matches(str(name), list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _samples(lo, hi, mult, absent) -> list:
+    """Corner values of a dim's declared domain, used by the bounded relation check of `require()`:
+    the three smallest valid values, the two largest (when `max` is finite; else 1024, 65536 and 2**31
+    rounded up to `multiple_of`) and the `absent` value."""
+    m = mult or 1
+    first = -(-lo // m) * m
+    vals = {first, first + m, first + 2 * m}
+    if hi is not None:
+        last = (hi // m) * m
+        vals |= {last, last - m}
+        vals = {v for v in vals if first <= v <= last}
+    else:
+        vals |= {-(-big // m) * m for big in (1 << 10, 1 << 16, 1 << 31) if big > first}
+    if absent is not None:
+        vals.add(absent)
+    return sorted(vals)
 
 
 @dataclass
@@ -150,17 +208,27 @@ class OpSpec:
     """An operator declared as CANN declares it (see module docstring)."""
 
     def __init__(self, name: str, *, aclnn: str, socs, round: str = "rint", doc: str = "", source: str = ""):
+        loc = _loc()
         if round not in ("rint", "round"):
-            raise SpecError(f"{_loc()}: round must be 'rint' or 'round', got {round!r}")
-        if not _IDENT.match(name):
-            raise SpecError(f"{_loc()}: op name {name!r} is not a valid C identifier")
+            raise spec_error(loc, f"round must be 'rint' or 'round', got {round!r}",
+                             'use round="rint" (ties to even, CAST_RINT) or round="round" (ties away, CAST_ROUND)',
+                             arg="round")
+        if _ident_problem(name):
+            raise spec_error(loc, f"op name {name!r} {_ident_problem(name)}",
+                             "use CANN's OpDef name: letters, digits and '_', not starting with a digit "
+                             "(e.g. AdaLayerNormGrad)", arg=(0, "name"))
+        if not isinstance(aclnn, str) or not _IDENT.match(aclnn):
+            raise spec_error(loc, f"aclnn name {aclnn!r} is not a valid C identifier",
+                             'use the aclnn API name as CANN spells it (e.g. aclnn="aclnnAdaLayerNormBackward")',
+                             arg="aclnn")
+        self.loc = loc
         self.name = name
         self.aclnn = aclnn
         self.socs = tuple(socs)
         self.round = round
         self.doc = doc
         self.source = source
-        self.file = sys._getframe(1).f_code.co_filename
+        self.file = loc.file
         self.dims_: dict[str, DimDecl] = {}
         self.variadics: dict[str, VariadicDecl] = {}
         self.dtype_vars_: dict[str, DTypeVar] = {}
@@ -174,40 +242,83 @@ class OpSpec:
         self.body_fn: Callable | None = None
         self.example_fn: Callable | None = None
         self._graphs: dict[SpecKey, Graph] = {}
+        self._dtype_var_locs: dict[str, str] = {}
+        self._dtypes_loc: str | None = None
+        self._body_loc: str | None = None
 
     # -- declarations -----------------------------------------------------------------------
     def dim(self, name, *, min=1, max=None, multiple_of=None, absent=None) -> Sym:
-        """Declare a symbolic dim (elements). Raises SpecError on a bad name or duplicate."""
-        self._new_name(name)
-        self.dims_[name] = DimDecl(name, min, max, multiple_of, absent, _loc())
-        return Sym(name)
+        """Declare a symbolic dim (elements) with domain min..max, multiple_of and the value it takes when
+        no present input binds it (`absent`). Raises SpecError on a bad name, a duplicate or an empty domain."""
+        return self._declare_dim(name, min, max, multiple_of, absent, _loc())
 
     def dims(self, names: str, *, min=1, max=None, multiple_of=None, absent=None) -> tuple:
         """Declare several dims with the same domain: `S, H = spec.dims("S H")`."""
-        out = []
-        for n in names.split():
-            out.append(self.dim(n, min=min, max=max, multiple_of=multiple_of, absent=absent))
-            self.dims_[n].loc = _loc()
-        return tuple(out)
+        loc = _loc()
+        if not isinstance(names, str):
+            raise spec_error(loc, f"spec.dims() takes the names in one string, got {names!r}",
+                             'write them separated by spaces: S, H = spec.dims("S H")', arg=0)
+        return tuple(self._declare_dim(n, min, max, multiple_of, absent, loc) for n in names.split())
+
+    def _declare_dim(self, name, lo, hi, mult, absent, loc) -> Sym:
+        self._new_name(name, loc, "dim")
+        for kw, v in (("min", lo), ("max", hi), ("multiple_of", mult), ("absent", absent)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise spec_error(loc, f"dim {name}: {kw}={v!r} is not an integer", f"give {kw}= as an int",
+                                 arg=kw)
+        if lo is None or lo < 0:
+            raise spec_error(loc, f"dim {name}: min={lo!r} is negative", "use min >= 0 (dims count elements)",
+                             arg="min")
+        if mult is not None and mult < 1:
+            raise spec_error(loc, f"dim {name}: multiple_of={mult} must be at least 1",
+                             "use a positive step (e.g. multiple_of=16) or drop it", arg="multiple_of")
+        if hi is not None and hi < lo:
+            raise spec_error(loc, f"dim {name}: max={hi} is below min={lo}, no value is allowed",
+                             f"raise max= to at least {lo} or lower min=", arg="max")
+        if hi is not None and mult and -(-lo // mult) * mult > hi:
+            raise spec_error(loc, f"dim {name}: no multiple of {mult} lies in [{lo}, {hi}]",
+                             f"widen the range to include a multiple of {mult}, or change multiple_of=",
+                             arg="multiple_of")
+        if absent is not None and absent < 0:
+            raise spec_error(loc, f"dim {name}: absent={absent} is negative",
+                             "use absent=0 (the dim of an absent optional input is usually 0)", arg="absent")
+        self.dims_[name] = DimDecl(name, lo, hi, mult, absent, loc)
+        return Sym(name)
 
     def variadic(self, name, *, min_rank=0, max_rank=6) -> Variadic:
-        """Declare a variadic group of leading dims (`*Bd`)."""
-        self._new_name(name)
-        self.variadics[name] = VariadicDecl(name, min_rank, max_rank, _loc())
+        """Declare a variadic group of leading dims (`*Bd`) of min_rank..max_rank dims."""
+        loc = _loc()
+        self._new_name(name, loc, "variadic")
+        for kw, v in (("min_rank", min_rank), ("max_rank", max_rank)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise spec_error(loc, f"variadic {name}: {kw}={v!r} is not a non-negative integer",
+                                 f"give {kw}= as an int >= 0", arg=kw)
+        if min_rank > max_rank:
+            raise spec_error(loc, f"variadic {name}: min_rank={min_rank} exceeds max_rank={max_rank}",
+                             f"raise max_rank= to at least {min_rank} or lower min_rank=", arg="max_rank")
+        self.variadics[name] = VariadicDecl(name, min_rank, max_rank, loc)
         return Variadic(name)
 
     def dtype_vars(self, names: str) -> tuple:
         """Declare dtype variables (`T`, `U`)."""
+        loc = _loc()
+        if not isinstance(names, str):
+            raise spec_error(loc, f"spec.dtype_vars() takes the names in one string, got {names!r}",
+                             'write them separated by spaces: T, U = spec.dtype_vars("T U")', arg=0)
         out = []
         for n in names.split():
+            if not _IDENT.match(n):
+                raise spec_error(loc, f"dtype variable name {n!r} is not an identifier",
+                                 "use a short name such as T or U", arg=0, token=n)
             if n in self.dtype_vars_:
-                raise SpecError(f"{_loc()}: dtype variable {n} declared twice")
-            try:
-                parse_dtype(n)
-                raise SpecError(f"{_loc()}: dtype variable {n!r} clashes with a dtype name")
-            except KeyError:
-                pass
+                first = self._where(self._dtype_var_locs[n])
+                raise spec_error(loc, f"dtype variable {n} is declared twice (first at {first})",
+                                 "remove the second declaration", arg=0, token=n)
+            if self._is_dtype_name(n):
+                raise spec_error(loc, f"dtype variable {n!r} clashes with a dtype name",
+                                 "rename it (T for the data dtype, U for a weight dtype)", arg=0, token=n)
             self.dtype_vars_[n] = DTypeVar(n)
+            self._dtype_var_locs[n] = loc
             out.append(DTypeVar(n))
         return tuple(out)
 
@@ -217,26 +328,42 @@ class OpSpec:
         `when(static_attrs, present) -> bool` marks an optional input used only in some modes (LayerNorm
         weights only for normType 2); elsewhere a given tensor is validated, then ignored."""
         loc = _loc()
-        self._check_param_name(name, loc)
+        self._check_param_name(name, loc, "input")
         self._check_dtype(dtype, loc)
+        if not isinstance(shape, (list, tuple)):
+            raise spec_error(loc, f"input {name}: shape {shape!r} is not a list of dims",
+                             "give the shape as a list such as [Bd, S, H] (or a list of such lists for "
+                             "alternative forms)", arg=(2, "shape"))
         shapes = [tuple(s) for s in shape] if shape and isinstance(shape[0], (list, tuple)) else [tuple(shape)]
         for s in shapes:
             self._check_shape(s, loc)
         shapes = [_norm_shape(s) for s in shapes]
         if when is not None and not optional:
-            raise SpecError(f"{loc}: input {name}: when= needs optional=True")
+            raise spec_error(loc, f"input {name}: when= is only for optional inputs",
+                             "add optional=True, or drop when= (a required input is always used)", arg="when")
+        if when is not None and not callable(when):
+            raise spec_error(loc, f"input {name}: when= must be a function (static_attrs, present) -> bool",
+                             'write e.g. when=lambda a, pr: a["norm_type"] == 2', arg="when")
         self.inputs.append(InputDecl(name, dtype, shapes, optional, host, doc, loc, when))
 
     def output(self, name, dtype, shape=None, *, like=None, optional=False, doc="") -> None:
         """Declare an output with a shape, or `like=` an input whose (chosen form of the) shape it takes."""
         loc = _loc()
-        self._check_param_name(name, loc)
+        self._check_param_name(name, loc, "output")
         self._check_dtype(dtype, loc)
         if (shape is None) == (like is None):
-            raise SpecError(f"{loc}: output {name}: give exactly one of shape= or like=")
+            raise spec_error(loc, f"output {name}: give exactly one of shape= or like=",
+                             'declare its shape ([Bd, S, H]) or like="<input>" to take an input\'s shape, not both',
+                             arg=(2, "shape") if shape is not None else None)
         if like is not None and like not in {i.name for i in self.inputs}:
-            raise SpecError(f"{loc}: output {name}: like={like!r} is not a declared input")
+            names = [i.name for i in self.inputs]
+            raise spec_error(loc, f"output {name}: like={like!r} is not a declared input{_suggest(like, names)}",
+                             ("use one of the inputs declared above it: " + ", ".join(names)) if names else
+                             "declare the input before the output", arg="like")
         if shape is not None:
+            if not isinstance(shape, (list, tuple)):
+                raise spec_error(loc, f"output {name}: shape {shape!r} is not a list of dims",
+                                 "give the shape as a list such as [Bd, S, H]", arg=(2, "shape"))
             shape = tuple(shape)
             self._check_shape(shape, loc)
             shape = _norm_shape(shape)
@@ -245,65 +372,203 @@ class OpSpec:
     def attr(self, name, type_, default=None, *, choices=None, static=False, dim=None, required=False, doc=""):
         """Declare an attribute. Static attributes (behaviour selectors) need `choices`."""
         loc = _loc()
-        self._check_param_name(name, loc)
+        self._check_param_name(name, loc, "attribute")
         if type_ not in (int, float, bool, str):
-            raise SpecError(f"{loc}: attribute {name}: type must be int, float, bool or str")
+            raise spec_error(loc, f"attribute {name}: type {type_!r} is not supported",
+                             "use int, float, bool or str (CANN's Int, Float, Bool, String)", arg=(1, "type_"))
         if static and not choices and type_ is not bool:
-            raise SpecError(f"{loc}: static attribute {name} needs its allowed values (choices=)")
+            raise spec_error(loc, f"static attribute {name} has no choices",
+                             "list its allowed values, e.g. choices=(0, 1, 2): each value becomes a specialisation",
+                             arg="static")
         if type_ is bool and static and not choices:
             choices = (False, True)
+        if choices is not None:
+            for c in choices:
+                if not self._is_a(c, type_):
+                    raise spec_error(loc, f"attribute {name}: choice {c!r} is not a {type_.__name__}",
+                                     f"make every choice a {type_.__name__}", arg="choices", token=repr(c))
+        if default is not None and not self._is_a(default, type_):
+            raise spec_error(loc, f"attribute {name}: default {default!r} is not a {type_.__name__}",
+                             f"give a {type_.__name__} default (or None for no default)", arg=(2, "default"))
         if choices is not None and default is not None and default not in choices:
-            raise SpecError(f"{loc}: attribute {name}: default {default!r} is not one of {choices}")
+            raise spec_error(loc, f"attribute {name}: default {default!r} is not one of its choices {tuple(choices)}",
+                             f"use one of {tuple(choices)} as the default, or add {default!r} to choices=",
+                             arg=(2, "default"))
         if dim is not None and not isinstance(dim, Sym):
-            raise SpecError(f"{loc}: attribute {name}: dim= must be a declared dim")
+            raise spec_error(loc, f"attribute {name}: dim={dim!r} is not a dim",
+                             'pass a declared dim: dim=N1 where N1 = spec.dim("N1")', arg="dim")
+        if dim is not None and dim.name not in self.dims_:
+            raise spec_error(loc, f"attribute {name}: dim {dim.name} is not declared",
+                             f'declare it first: {dim.name} = spec.dim("{dim.name}")', arg="dim")
         self.attrs.append(AttrDecl(name, type_, default, tuple(choices) if choices else None, static, dim, required,
                                    doc, loc))
 
     def dtypes(self, columns, rows) -> None:
         """The dtype-combination table: one column per dtype variable, one row per supported binary."""
         loc = _loc()
+        if self._dtypes_loc is not None:
+            raise spec_error(loc, f"the dtype table is declared twice (first at {self._where(self._dtypes_loc)})",
+                             "merge the rows into one spec.dtypes(...)")
+        if not isinstance(columns, (list, tuple)):
+            raise spec_error(loc, f"dtype table columns {columns!r} are not a tuple of dtype variables",
+                             "write the columns as a tuple: spec.dtypes((T, U), [...])", arg=(0, "columns"))
         cols = tuple(columns)
-        for c in cols:
-            if not isinstance(c, DTypeVar) or c.name not in self.dtype_vars_:
-                raise SpecError(f"{loc}: dtype table column {c!r} is not a declared dtype variable")
-        used = {i.dtype for i in self.inputs + self.outputs if isinstance(i.dtype, DTypeVar)}
-        if set(cols) != used:
-            raise SpecError(f"{loc}: dtype table columns {sorted(map(repr, cols))} must be exactly the variables "
-                            f"used by inputs/outputs {sorted(map(repr, used))}")
+        for k, c in enumerate(cols):
+            if not isinstance(c, DTypeVar):
+                raise spec_error(loc, f"dtype table column {c!r} is not a dtype variable",
+                                 'columns are dtype variables: T, U = spec.dtype_vars("T U")', arg=(0, "columns"),
+                                 item=k)
+            if c.name not in self.dtype_vars_:
+                raise spec_error(loc, f"dtype table column {c.name} is not a declared dtype variable",
+                                 f'declare it first: {c.name}, = spec.dtype_vars("{c.name}")', arg=(0, "columns"),
+                                 item=k, token=c.name)
+        if len(set(cols)) != len(cols):
+            dup = next(c for k, c in enumerate(cols) if c in cols[:k])
+            raise spec_error(loc, f"dtype table column {dup.name} is listed twice", "list each dtype variable once",
+                             arg=(0, "columns"), token=dup.name)
+        used = {}
+        for i in self.inputs + self.outputs:
+            if isinstance(i.dtype, DTypeVar):
+                used.setdefault(i.dtype, i)
+        missing = [v for v in used if v not in cols]
+        extra = [c for c in cols if c not in used]
+        if missing:
+            v = missing[0]
+            raise spec_error(loc, f"dtype table has no column for {v.name}, used by {used[v].name} "
+                             f"(at {self._where(used[v].loc)})",
+                             f"add {v.name} to the columns and a {v.name} entry to every row", arg=(0, "columns"))
+        if extra:
+            raise spec_error(loc, f"dtype table column {extra[0].name} is not used by any input or output",
+                             f"remove column {extra[0].name}, or give an input/output dtype {extra[0].name}",
+                             arg=(0, "columns"), token=extra[0].name)
+        if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
+            raise spec_error(loc, f"dtype table rows {rows!r} are not a list of tuples",
+                             "write the rows as a list: [(f16, f32), (bf16, f32)]", arg=(1, "rows"))
         out = []
-        for r in rows:
+        rows = list(rows)
+        if not rows:
+            raise spec_error(loc, "the dtype table has no rows", "list at least one supported dtype combination",
+                             arg=(1, "rows"))
+        names = ", ".join(c.name for c in cols)
+        for k, r in enumerate(rows):
+            if not isinstance(r, (list, tuple)):
+                raise spec_error(loc, f"dtype table row {k + 1} ({r!r}) is not a tuple",
+                                 f"write each row as a tuple with one dtype per column ({names},)", arg=(1, "rows"),
+                                 item=k)
             if len(r) != len(cols):
-                raise SpecError(f"{loc}: dtype table row {r} has {len(r)} entries, expected {len(cols)}")
+                entries = f"{len(r)} entry" if len(r) == 1 else f"{len(r)} entries"
+                raise spec_error(loc, f"dtype table row {k + 1} {tuple(r)} has {entries}, expected {len(cols)} "
+                                 f"({names})",
+                                 f"give exactly one dtype per column ({names}) in every row", arg=(1, "rows"),
+                                 item=k)
             for d in r:
                 if not isinstance(d, DType):
-                    raise SpecError(f"{loc}: dtype table row {r}: {d!r} is not a dtype")
+                    raise spec_error(loc, f"dtype table row {k + 1}: {d!r} is not a dtype",
+                                     f"use one of {_DTYPE_NAMES}", arg=(1, "rows"), item=k,
+                                     token=d if isinstance(d, str) else None)
             row = dict(zip((c.name for c in cols), r))
             if row in out:
-                raise SpecError(f"{loc}: dtype table row {r} is listed twice")
+                raise spec_error(loc, f"dtype table row {k + 1} {tuple(r)} repeats row {out.index(row) + 1}",
+                                 "remove the repeated row (each supported binary is listed once)", arg=(1, "rows"),
+                                 item=k)
             out.append(row)
         self.dtype_table = cols
         self.dtype_rows = out
+        self._dtypes_loc = loc
 
     def require(self, constraint: Constraint, param: str, rule: str | None = None) -> None:
         """A dim relation that every valid call satisfies; a violation blames `param`."""
         loc = _loc()
+        if isinstance(constraint, bool):
+            raise spec_error(loc, "require() got a bool: `==`/`!=` between dims compare the expressions, they do "
+                             "not build a relation",
+                             "write the relation with .eq(), e.g. spec.require((N1 % N2).eq(0), ...)",
+                             arg=(0, "constraint"))
         if not isinstance(constraint, Constraint):
-            raise SpecError(f"{loc}: require() needs a dim relation such as `(N1 % N2).eq(0)` or `R <= Sq + Seq`, got {constraint!r}")
-        for s in constraint.symbols():
+            raise spec_error(loc, f"require() needs a dim relation, got {constraint!r}",
+                             "write a relation of declared dims, e.g. R <= Sq + Seq or (N1 % N2).eq(0)",
+                             arg=(0, "constraint"))
+        for s in sorted(constraint.symbols()):
             if s not in self.dims_ and s not in self.variadics:
-                raise SpecError(f"{loc}: constraint {constraint} uses undeclared dim {s}")
+                raise spec_error(loc, f"relation {constraint} uses undeclared dim {s}",
+                                 f'declare it first: {s} = spec.dim("{s}")', arg=(0, "constraint"), token=s)
+        if not isinstance(param, str):
+            raise spec_error(loc, f"require(): param {param!r} is not a name",
+                             "name the input or attribute a violation blames, as a string", arg=(1, "param"))
+        tried = self._never_holds(constraint)
+        if tried is not None:
+            vals = "; ".join(f"{n} in {{{', '.join(map(str, v))}}}" for n, v in tried.items())
+            raise spec_error(loc, f"relation {constraint} cannot hold for any value of the declared dims "
+                             f"(false for every corner value tried: {vals})",
+                             "fix the relation, or the dims' declared ranges (min=, max=, multiple_of=)",
+                             arg=(0, "constraint"))
         self.constraints.append((constraint, param, rule or f"must satisfy {constraint}", loc))
+
+    def _never_holds(self, c: Constraint):
+        """Bounded satisfiability check of a relation (a heuristic, not a proof).
+
+        Every dim of the relation takes the corner values of its declared domain (`_samples`: smallest
+        valid values, largest when `max` is finite else a few large ones, the `absent` value); a variadic
+        group's product takes 1, 2 and 65536. If the relation is false for every combination tried, it
+        cannot hold for the declared ranges and this returns {dim: values tried}; otherwise (or when more
+        than 20000 combinations would be needed, or nothing could be evaluated) it returns None.
+        """
+        names = sorted(c.symbols())
+        domains = {}
+        for n in names:
+            if n in self.dims_:
+                d = self.dims_[n]
+                domains[n] = _samples(d.min, d.max, d.multiple_of, d.absent)
+            else:
+                v = self.variadics[n]
+                r = max(v.min_rank, 1)
+                domains[n] = ([()] if v.min_rank == 0 else []) + (
+                    [(1,) * r, (2,) + (1,) * (r - 1), (1 << 16,) + (1,) * (r - 1)] if v.max_rank >= 1 else [])
+        total = 1
+        for v in domains.values():
+            total *= len(v)
+        if total > 20000:
+            return None
+        evaluated = 0
+        for combo in itertools.product(*(domains[n] for n in names)):
+            try:
+                ok = c.holds(dict(zip(names, combo)))
+            except (SpecError, ZeroDivisionError, TypeError):
+                continue
+            evaluated += 1
+            if ok:
+                return None
+        if not evaluated:
+            return None
+        return {n: [int(x) if not isinstance(x, tuple) else x for x in domains[n]] for n in names}
 
     def check(self, param: str, fn: Callable, *, on: str = "static") -> None:
         """A custom check. on="static": fn(attrs, present) -> rule|None, run before shapes;
         on="values": fn(arrays, env, attrs) -> rule|None, run on converted inputs (index ranges...)."""
+        loc = _loc()
         if on not in ("static", "values"):
-            raise SpecError(f"{_loc()}: check(on=) must be 'static' or 'values'")
-        self.requirements.append(Requirement(param, fn, on, _loc()))
+            raise spec_error(loc, f"check(on={on!r}): unknown kind",
+                             'use on="static" (attributes and presence) or on="values" (converted inputs)',
+                             arg="on")
+        if not callable(fn):
+            raise spec_error(loc, f"check({param!r}, ...): {fn!r} is not a function",
+                             "pass a function returning None when the check holds, else the rule", arg=(1, "fn"))
+        if not isinstance(param, str):
+            raise spec_error(loc, f"check(): param {param!r} is not a name",
+                             "name the input or attribute a violation blames, as a string", arg=(0, "param"))
+        self.requirements.append(Requirement(param, fn, on, loc))
 
     def body(self, fn: Callable) -> Callable:
         """Decorator registering the computation: fn(b, **inputs, **attrs) -> {output name: tensor}."""
+        loc = _loc()
+        if not callable(fn):
+            raise spec_error(loc, f"@spec.body decorates {fn!r}, not a function",
+                             "put @spec.body directly above `def _(b, <inputs>, <attributes>):`")
+        if self.body_fn is not None:
+            raise spec_error(function_loc(fn) or loc, f"spec {self.name} has a second body "
+                             f"(the first at {self._where(self._body_loc)})", "keep one @spec.body function")
         self.body_fn = fn
+        self._body_loc = function_loc(fn) or loc
         return fn
 
     def example(self, fn: Callable) -> Callable:
@@ -313,44 +578,94 @@ class OpSpec:
         return fn
 
     # -- helpers ----------------------------------------------------------------------------
-    def _new_name(self, name):
-        if not _IDENT.match(name):
-            raise SpecError(f"{_loc(3)}: dim name {name!r} is not an identifier")
-        if name in self.dims_ or name in self.variadics:
-            raise SpecError(f"{_loc(3)}: dim {name} declared twice")
+    def _where(self, loc) -> str:
+        """`line N` for a location in this spec's file, else `file:line`."""
+        from opgen.errors import display_path
+
+        file, _, line = str(loc).rpartition(":")
+        return f"line {line}" if file == self.file else f"{display_path(file)}:{line}"
+
+    @staticmethod
+    def _is_dtype_name(name) -> bool:
         try:
             parse_dtype(name)
-            raise SpecError(f"{_loc(3)}: dim name {name!r} clashes with a dtype name")
-        except KeyError:
-            pass
+        except (KeyError, ValueError, TypeError):
+            return False
+        return True
 
-    def _check_param_name(self, name, loc):
-        if not _IDENT.match(name):
-            raise SpecError(f"{loc}: {name!r} is not a valid C identifier")
-        if name in {p.name for p in self.inputs + self.outputs + self.attrs}:
-            raise SpecError(f"{loc}: parameter {name!r} declared twice")
+    @staticmethod
+    def _is_a(v, type_) -> bool:
+        if type_ is float:
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+        if type_ is int:
+            return isinstance(v, int) and not isinstance(v, bool)
+        return isinstance(v, type_)
+
+    def _new_name(self, name, loc, kind="dim"):
+        if not isinstance(name, str) or not _IDENT.match(name):
+            raise spec_error(loc, f"{kind} name {name!r} is not an identifier",
+                             "use letters, digits and '_', not starting with a digit", arg=0,
+                             token=name if isinstance(name, str) else None)
+        if name in self.dims_ or name in self.variadics:
+            first = (self.dims_.get(name) or self.variadics.get(name)).loc
+            raise spec_error(loc, f"dim {name} is declared twice (first at {self._where(first)})",
+                             "remove the second declaration, or rename one of them", arg=0, token=name)
+        if self._is_dtype_name(name):
+            raise spec_error(loc, f"{kind} name {name!r} clashes with a dtype name",
+                             "rename it (dtype names such as f16 or i32 are reserved)", arg=0, token=name)
+
+    def _check_param_name(self, name, loc, kind="parameter"):
+        problem = _ident_problem(name)
+        if problem:
+            fixed = re.sub(r"\W", "_", name) if isinstance(name, str) else "name"
+            if fixed and fixed[0].isdigit():
+                fixed = "_" + fixed
+            if problem != "is not a valid C identifier":
+                fixed = f"{name}_"
+            raise spec_error(loc, f"{kind} name {name!r} {problem}",
+                             f"rename it to a valid C identifier such as {fixed!r} (letters, digits and '_', not "
+                             "starting with a digit, not a keyword)", arg=(0, "name"))
+        for p in self.inputs + self.outputs + self.attrs:
+            if p.name == name:
+                raise spec_error(loc, f"{kind} name {name!r} is already used (at {self._where(p.loc)})",
+                                 "rename one of them: inputs, outputs and attributes share one namespace",
+                                 arg=(0, "name"))
 
     def _check_dtype(self, dt, loc):
         if isinstance(dt, DTypeVar):
             if dt.name not in self.dtype_vars_:
-                raise SpecError(f"{loc}: dtype variable {dt.name} is not declared (spec.dtype_vars)")
+                raise spec_error(loc, f"dtype variable {dt.name} is not declared",
+                                 f'declare it first: {dt.name}, = spec.dtype_vars("{dt.name}")',
+                                 arg=(1, "dtype"), token=dt.name)
         elif not isinstance(dt, DType):
-            raise SpecError(f"{loc}: {dt!r} is not a dtype")
+            raise spec_error(loc, f"{dt!r} is not a dtype",
+                             f"use a declared dtype variable (T) or one of {_DTYPE_NAMES}", arg=(1, "dtype"),
+                             token=dt if isinstance(dt, str) else None)
 
     def _check_shape(self, shape, loc):
         nvar = 0
+        arg = (2, "shape")
         for d in shape:
             if isinstance(d, Variadic):
                 nvar += 1
                 if d.name not in self.variadics:
-                    raise SpecError(f"{loc}: variadic *{d.name} is not declared")
-            else:
+                    raise spec_error(loc, f"variadic *{d.name} is not declared",
+                                     f'declare it first: {d.name} = spec.variadic("{d.name}")', arg=arg,
+                                     token=d.name)
+                continue
+            try:
                 d = as_dim(d)
-                for s in d.symbols():
-                    if s not in self.dims_ and s not in self.variadics:
-                        raise SpecError(f"{loc}: dim {s} is not declared")
+            except SpecError:
+                raise spec_error(loc, f"shape entry {d!r} is not a dim",
+                                 "use declared dims (spec.dim), integers or expressions of them", arg=arg,
+                                 token=d if isinstance(d, str) else None) from None
+            for s in sorted(d.symbols()):
+                if s not in self.dims_ and s not in self.variadics:
+                    raise spec_error(loc, f"dim {s} is not declared",
+                                     f'declare it first: {s} = spec.dim("{s}")', arg=arg, token=s)
         if nvar > 1:
-            raise SpecError(f"{loc}: a shape may hold at most one variadic group")
+            raise spec_error(loc, "a shape may hold at most one variadic group",
+                             "keep one variadic group (the leading batch dims); reshape the rest", arg=arg)
 
     def input_decl(self, name) -> InputDecl:
         """The InputDecl called `name`. Raises KeyError."""
@@ -384,15 +699,121 @@ class OpSpec:
             for pres in itertools.product((True, False), repeat=len(free)):
                 base = {i.name: True for i in self.inputs if not i.optional}
                 base.update({i.name: p for i, p in zip(free, pres)})
-                used = [i.when(attrs, base) for i in gated]
+                used = [self._call_user(i.when, i.loc, f"when= of input {i.name}", attrs, base) for i in gated]
                 for gp in itertools.product(*[(True, False) if u else (False,) for u in used]):
                     present = dict(base)
                     present.update({i.name: p for i, p in zip(gated, gp)})
-                    if any(r.fn(attrs, present) for r in self.requirements if r.kind == "static"):
+                    if any(self._call_user(r.fn, r.loc, f"check of {r.param}", attrs, present)
+                           for r in self.requirements if r.kind == "static"):
                         continue
                     for forms in itertools.product(*[range(len(i.shapes)) for i in multi]):
                         out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms)))
         return out
+
+    def _dir(self) -> str:
+        return os.path.dirname(os.path.abspath(self.file))
+
+    def _call_user(self, fn, loc, what, *args):
+        """Run a spec's when=/check function; an exception becomes a SpecError at the spec line."""
+        try:
+            return fn(*args)
+        except SpecError as e:
+            if e.located:
+                raise
+            raise from_exception(e, self._dir(), what) from None
+        except KeyError as e:
+            key = e.args[0] if e.args else None
+            statics = [a.name for a in self.static_attrs]
+            inputs = [i.name for i in self.inputs]
+            site = traceback_loc(e.__traceback__, self._dir()) or loc
+            raise spec_error(site, f"{what} looks up {key!r}, which is not a static attribute or an input"
+                             f"{_suggest(key, statics + inputs)}",
+                             f"use a declared name: static attributes {', '.join(statics) or '(none)'} (first "
+                             f"argument) or inputs (second argument: present or not)", token=str(key)) from None
+        except Exception as e:
+            raise from_exception(e, self._dir(), what) from e
+
+    def _body_args(self) -> list:
+        """Names the body is called with: every input, static attribute, numeric runtime attribute
+        (as a scalar tensor) and dim-bound attribute (as its dim)."""
+        out = [i.name for i in self.inputs] + [a.name for a in self.static_attrs]
+        return out + [a.name for a in self.runtime_attrs if a.dim is not None or a.type in (int, float)]
+
+    def _check_body_signature(self) -> None:
+        """The body takes the builder first, then every input and attribute by name."""
+        fn = self.body_fn
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            return
+        P = inspect.Parameter
+        params = list(sig.parameters.values())
+        passed = self._body_args()
+        if not params or params[0].kind not in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD, P.VAR_POSITIONAL):
+            raise spec_error(function_loc(fn),
+                             f"the body of {self.name} does not take the builder as its first parameter",
+                             "write def _(b, <inputs>, <attributes>):")
+        rest = params if params[0].kind == P.VAR_POSITIONAL else params[1:]
+        named = set()
+        for p in rest:
+            if p.kind == P.POSITIONAL_ONLY:
+                raise spec_error(param_loc(fn, p.name) or function_loc(fn),
+                                 f"body parameter {p.name!r} is positional-only",
+                                 "inputs and attributes are passed by name: remove the `/`")
+            if p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY):
+                named.add(p.name)
+                if p.name not in passed and p.default is P.empty:
+                    raise spec_error(param_loc(fn, p.name) or function_loc(fn),
+                                     f"body parameter {p.name!r} is not an input or attribute of {self.name}"
+                                     f"{_suggest(p.name, passed)}",
+                                     "rename it to a declared input or attribute (the body takes b and each of "
+                                     "them by name), or give it a default")
+        if not any(p.kind == P.VAR_KEYWORD for p in params):
+            inputs = {i.name for i in self.inputs}
+            for n in passed:
+                if n not in named:
+                    kind = "input" if n in inputs else "attribute"
+                    raise spec_error(function_loc(fn), f"the body of {self.name} does not take {kind} {n!r}",
+                                     f"add {n} to the body's parameters (every input and attribute is passed by "
+                                     "name; an absent optional input is None)")
+
+    def finish(self) -> "OpSpec":
+        """Whole-spec checks, run once the spec file has executed (the registry calls it).
+
+        A body exists and takes every input and attribute by name; a dtype table exists when dtype
+        variables are used and has a column for each; every require()/check() blames a declared input or
+        attribute; the when=/check functions run on every specialisation. Returns self; raises a located
+        SpecError."""
+        if self.body_fn is None:
+            raise spec_error(self.loc, f"spec {self.name} has no body",
+                             "add `@spec.body` above `def _(b, <inputs>, <attributes>):` returning "
+                             '{"<output>": tensor, ...}', token="OpSpec")
+        self._check_body_signature()
+        used = {}
+        for i in self.inputs + self.outputs:
+            if isinstance(i.dtype, DTypeVar):
+                used.setdefault(i.dtype, i)
+        if used and self._dtypes_loc is None:
+            v, decl = next(iter(used.items()))
+            cols = ", ".join(x.name for x in used) + ("," if len(used) == 1 else "")
+            raise spec_error(self._dtype_var_locs.get(v.name, decl.loc),
+                             f"dtype variable {v.name} is used (by {decl.name}) but the spec has no dtype table",
+                             f"add spec.dtypes(({cols}), [...]) listing every supported combination", token=v.name)
+        for v, decl in used.items():
+            if v not in self.dtype_table:
+                raise spec_error(decl.loc, f"{decl.name} uses dtype variable {v.name}, which is not a column of "
+                                 f"the dtype table (at {self._where(self._dtypes_loc)})",
+                                 f"add a {v.name} column to spec.dtypes(...), or use one of its columns",
+                                 arg=(1, "dtype"), token=v.name)
+        names = [i.name for i in self.inputs] + [a.name for a in self.attrs]
+        blamed = [(loc, param, (1, "param")) for _, param, _, loc in self.constraints]
+        blamed += [(r.loc, r.param, (0, "param")) for r in self.requirements]
+        for loc, param, arg in blamed:
+            if param not in names:
+                raise spec_error(loc, f"{param!r} is not a declared input or attribute{_suggest(param, names)}",
+                                 "blame one of: " + ", ".join(names), arg=arg, token=param)
+        self.keys()
+        return self
 
     def graph(self, key: SpecKey) -> Graph:
         """The verified IR graph of one specialisation (traced once, then cached)."""
@@ -407,7 +828,9 @@ class OpSpec:
         from opgen.dsl.builder import Builder, Tensor
 
         if self.body_fn is None:
-            raise SpecError(f"{self.file}: spec {self.name} has no @spec.body")
+            raise spec_error(self.loc, f"spec {self.name} has no body",
+                             "add `@spec.body` above `def _(b, <inputs>, <attributes>):` returning "
+                             '{"<output>": tensor, ...}', token="OpSpec")
         b = Builder()
         opts = [i for i in self.inputs if i.optional]
         present = dict(zip((i.name for i in opts), key.present))
@@ -443,24 +866,47 @@ class OpSpec:
                 kwargs[a.name] = Tensor(b, v)
             elif a.dim is not None:
                 kwargs[a.name] = a.dim
+        fn = self.body_fn
+        self._check_body_signature()
         try:
-            inspect.signature(self.body_fn).bind(b, **kwargs)
+            inspect.signature(fn).bind(b, **kwargs)
         except TypeError as e:
-            raise SpecError(f"{self.file}: body of {self.name} must take b and every input and attribute: {e}") from None
-        result = self.body_fn(b, **kwargs)
+            raise spec_error(function_loc(fn), f"the body of {self.name} cannot take its arguments: {e}",
+                             "the body takes b, then every input and attribute by name") from None
+        try:
+            result = fn(b, **kwargs)
+        except SpecError as e:
+            if e.located:
+                raise
+            raise from_exception(e, self._dir()) from None
+        except Exception as e:
+            raise from_exception(e, self._dir()) from e
         if not isinstance(result, dict):
-            raise SpecError(f"{self.file}: body of {self.name} must return a dict of outputs")
+            raise spec_error(return_loc(fn), f"the body of {self.name} returns {type(result).__name__}, not a dict "
+                             "of outputs", 'return {"<output name>": tensor, ...}')
         declared = {o.name: o for o in self.outputs}
         outputs = []
         for name, t in result.items():
             o = declared.get(name)
+            def site(name=name):
+                return (locate_token(function_loc(fn), name, loose=False) if isinstance(name, str) else None) \
+                    or return_loc(fn)
+
             if o is None:
-                raise SpecError(f"{self.file}: body of {self.name} returns undeclared output {name!r}")
+                raise spec_error(site(), f"the body returns {name!r}, which is not a declared output"
+                                 f"{_suggest(name, declared)}",
+                                 f"return only declared outputs ({', '.join(declared)}), or declare it: "
+                                 f"spec.output({name!r}, ...)")
             want = shapes[o.like] if o.like else o.shape
             want = tuple(d if isinstance(d, Variadic) else subst(as_dim(d), absent) for d in want)
-            if not isinstance(t, Tensor) or t.shape != want:
-                got = shape_str(t.shape) if isinstance(t, Tensor) else repr(t)
-                raise SpecError(f"{o.loc}: output {name}: body gives shape {got}, declared {shape_str(want)}")
+            if not isinstance(t, Tensor):
+                raise spec_error(site(), f"output {name}: the body gives {t!r}, not a tensor",
+                                 f"return a tensor of shape {shape_str(want)} (b.const(v).broadcast_to([...]) "
+                                 "for a constant)")
+            if t.shape != want:
+                raise spec_error(site(), f"output {name}: the body gives shape {shape_str(t.shape)}, declared "
+                                 f"{shape_str(want)} (at {self._where(o.loc)})",
+                                 f"reshape or broadcast the result to {shape_str(want)}, or fix the declaration")
             if o.dtype != t.dtype:
                 if not (isinstance(o.dtype, DTypeVar) or o.dtype.is_float):
                     t = b.cast(t, o.dtype)
@@ -469,7 +915,9 @@ class OpSpec:
             outputs.append((name, t.value.name))
         for o in self.outputs:
             if not o.optional and o.name not in result:
-                raise SpecError(f"{o.loc}: required output {o.name} is not produced by the body")
+                raise spec_error(return_loc(fn), f"the body does not return required output {o.name!r} "
+                                 f"(declared at {self._where(o.loc)})",
+                                 f'return it ({{"{o.name}": ...}}), or declare it optional=True')
         order = {o.name: k for k, o in enumerate(self.outputs)}
         outputs.sort(key=lambda kv: order[kv[0]])
         return Graph(self.name, tuple(params), tuple(b.nodes), tuple(outputs))

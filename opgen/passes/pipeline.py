@@ -11,6 +11,7 @@ and returns the resulting Graph. `optimize(g)` is the whole tensor-level pipelin
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Callable, Iterable, TextIO
 
@@ -23,7 +24,9 @@ from opgen.ir.verify import verify
 from opgen.passes.canonicalize import canonicalize
 from opgen.passes.cse import cse
 from opgen.passes.dce import dce
+from opgen.passes.fuse import fuse
 from opgen.passes.graph import from_nx, to_nx
+from opgen.kernel import KernelPlan, print_plan
 
 Pass = Callable[[nx.DiGraph], nx.DiGraph]
 
@@ -31,7 +34,8 @@ PIPELINE: list[Pass] = [
     canonicalize,
     cse,
     dce,
-    # fuse, tile, plan_buffers: appended here by the fusion / tiling / buffer-planning work
+    fuse,
+    # tile, plan_buffers: the tiling programs and UB proofs live in opgen.tiling (see `tile` below)
 ]
 
 
@@ -79,6 +83,10 @@ def run(g: Graph, until: str | None = None, dump_after: str | Iterable[str] | No
         dumps = {dump_after} if isinstance(dump_after, str) else set(dump_after)
         for d in sorted(dumps):
             check_pass_name(d)
+    return from_nx(_run_nx(g, until, dumps, verify_each, out))
+
+
+def _run_nx(g: Graph, until, dumps, verify_each, out) -> nx.DiGraph:
     G = to_nx(g)
     for p in PIPELINE:
         G = p(G)
@@ -91,9 +99,21 @@ def run(g: Graph, until: str | None = None, dump_after: str | Iterable[str] | No
                 raise IRError(f"after pass {p.__name__}: {e}") from None
         if p.__name__ in dumps:
             (out or sys.stdout).write(print_graph(result))
+            if "plan" in G.graph:
+                (out or sys.stdout).write(print_plan(G.graph["plan"]))
         if p.__name__ == until:
             break
-    return from_nx(G)
+    return G
+
+
+def plan(g: Graph, tiling=None) -> KernelPlan:
+    """The Kernel IR of `g`: run the whole pipeline and return the launch plan `fuse` built; with
+    `tiling` (a TilingProgram, opgen.tiling.TILINGS) the plan also names the tiling-data fields."""
+    p = _run_nx(g, None, set(), False, None).graph["plan"]
+    if tiling is not None:
+        docs = {n: d for n, _, d in tiling.stmts}
+        p = dataclasses.replace(p, tiling=tuple((f, docs.get(f, "")) for f in tiling.fields))
+    return p
 
 
 TENSOR_LEVEL_LAST = "dce"
