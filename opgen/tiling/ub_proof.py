@@ -10,7 +10,7 @@ the dtype row, the bound and the largest value that fits (binary search).
 
 from __future__ import annotations
 
-from opgen.errors import SpecError
+from opgen.dsl.diagnostics import spec_error
 from opgen.platforms import PLATFORMS
 from opgen.tiling.emit import evaluate
 
@@ -53,9 +53,9 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                             ok = evaluate(spec, prog, inputs_map, _env(spec, {name: mid}), dict(row), plat)["fits"]
                             lo, hi = (mid, hi) if ok else (lo, mid - 1)
                         combo = ", ".join(f"{k}={t.long_name}" for k, t in row.items())
-                        raise SpecError(
-                            f"{d.loc}: UB overflow: on {plat.name} ({plat.ub_bytes} B UB) with {combo} the tiling "
-                            f"plan does not fit for {name}={v} (declared max={d.max}); lower max= of {name} to {lo} "
-                            f"or give the tiling a plan for longer rows")
+                        raise spec_error(
+                            d.loc, f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB) with {combo} the tiling "
+                                   f"plan does not fit for {name}={v} (declared max={d.max})",
+                            f"lower max= of {name} to {lo} or give the tiling a plan for longer rows", arg="max")
                     checked.append(f"{plat.name} {row} {name}={v}")
     return checked
