@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import re
 
-import jinja2
-
 from opgen.errors import SpecError
 from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
-from opgen.registry import specs_dir
 
 SYS_WORKSPACE_BYTES = 16 * 1024 * 1024  # AscendC system workspace reserve (reference/ada_layer_norm.md §3.1)
 
@@ -115,8 +112,9 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
         else:
             reads.append((name, dim_cpp(spec, how)))
     rows = [[c.cann for c in (r[v.name] for v in spec.dtype_table)] for r in spec.dtype_rows]
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(specs_dir().parent / "templates")),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    from opgen.codegen.env import template_env
+
+    env = template_env()
     ctx = {
         "op": spec.name, "op_snake": op, "struct": f"{spec.name}TilingData",
         "fields": [(n, doc) for n, _, doc in prog.stmts if n in prog.fields],
@@ -155,3 +153,18 @@ def _shape_refs(spec, reads) -> list[tuple[str, int, bool]]:
     """(input name, index, optional) of the inputs whose shapes the reads use, in spec order."""
     used = {name for _, expr in reads for name in re.findall(r"\b(\w+?)Shape(?:Opt)?\b", expr)}
     return [(i.name, idx, i.optional) for idx, i in enumerate(spec.inputs) if i.name in used]
+
+
+def emit_tiling_files(spec) -> dict[str, str]:
+    """The codegen emitter (opgen.codegen.EMITTERS): the tiling files of `spec`, proven to fit UB over the
+    spec's declared dim bounds first (opgen.tiling.ub_proof); {} for ops without a tiling program yet.
+
+    Raises SpecError (UB overflow at the dim's declaration line)."""
+    from opgen.tiling import TILINGS
+    from opgen.tiling.ub_proof import prove_ub
+
+    if spec.name not in TILINGS:
+        return {}
+    prog, inputs, doc = TILINGS[spec.name]
+    prove_ub(spec, prog, inputs)
+    return emit_tiling(spec, prog, inputs, doc)

@@ -1,0 +1,87 @@
+"""Code generation: specs -> the files of a CANN operator package (DESIGN.md "Emission").
+
+An emitter is a function `emit_xxx(spec) -> {relative path: text}`; EMITTERS lists them in order and
+`generate(spec)` runs them all, then formats every C/C++ file with clang-format (opgen.codegen.fmt), so
+the result is byte-identical across runs. Templates (top-level `templates/`, opgen.codegen.env) hold
+layout only; every decision is computed in Python by the emitter.
+
+Spec-level files emitted per op, under `generated/<op_snake>/` (reference/ascendc.md §2.2, §2.10):
+
+    op_host/<op>_def.cpp                 OpDef (emit_def)
+    op_host/<op>_tiling.h/.cpp           tiling data and TilingFunc, UB plan proven (opgen.tiling, vector ops)
+    op_host/<op>_infershape.cpp          InferShape / InferDataType (emit_infershape)
+    op_host/op_api/aclnn_<api>.h/.cpp    two-phase aclnn API with every check (emit_aclnn)
+    op_host/op_api/<op>.h/.cpp           L0 kernel wrapper (emit_aclnn)
+    examples/test_aclnn_<api>.cpp        call example (emit_example)
+    tests/golden.py                      NumPy golden, `__golden__` form (emit_golden)
+
+`write_ops` / `diff_ops` implement `opgen generate` / `opgen diff`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from opgen.codegen.aclnn import emit_aclnn
+from opgen.codegen.example import emit_example
+from opgen.codegen.fmt import format_cpp, is_cpp
+from opgen.codegen.golden import emit_golden
+from opgen.codegen.infershape import emit_infershape
+from opgen.codegen.names import api_snake, op_snake
+from opgen.codegen.opdef import emit_def
+from opgen.codegen.writer import diff_package, write_package
+from opgen.errors import OpgenError
+from opgen.tiling.emit import emit_tiling_files
+
+Emitter = Callable[[object], dict]
+
+EMITTERS: list[Emitter] = [emit_def, emit_infershape, emit_aclnn, emit_example, emit_golden, emit_tiling_files]
+
+
+def default_out_dir() -> Path:
+    """`generated/` at the project root (beside `opgen/`, `specs/`, `templates/`)."""
+    return Path(__file__).resolve().parent.parent.parent / "generated"
+
+
+def generate(spec) -> dict[str, str]:
+    """Every file of `spec`'s package: {posix path relative to generated/<op_snake>/: text}, sorted by path,
+    C/C++ formatted with clang-format.
+
+    Raises OpgenError (SpecError) when an emitter cannot express the spec or two emitters claim one path."""
+    files: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for emit in EMITTERS:
+        for path, text in emit(spec).items():
+            if path in files:
+                raise OpgenError(f"{spec.name}: {emit.__name__} and {owner[path]} both emit {path}")
+            files[path] = text
+            owner[path] = emit.__name__
+    return {p: (format_cpp(t, p) if is_cpp(p) else t) for p, t in sorted(files.items())}
+
+
+def write_ops(specs, out: Path | None = None) -> list[tuple[str, list[str], list[str]]]:
+    """Generate and write each spec's package to `out/<op_snake>/` (default generated/), removing stale
+    files there. Returns [(op name, written paths, removed paths)]."""
+    out = Path(out) if out is not None else default_out_dir()
+    result = []
+    for spec in specs:
+        files = generate(spec)
+        written, removed = write_package(out / op_snake(spec.name), files)
+        result.append((spec.name, written, removed))
+    return result
+
+
+def diff_ops(specs, out: Path | None = None) -> str:
+    """Unified diff from what is under `out/<op_snake>/` (default generated/) to what would be generated;
+    "" when up to date."""
+    out = Path(out) if out is not None else default_out_dir()
+    parts = []
+    for spec in specs:
+        name = op_snake(spec.name)
+        parts.append(diff_package(out / name, generate(spec), name))
+    return "".join(parts)
+
+
+__all__ = ["EMITTERS", "generate", "write_ops", "diff_ops", "default_out_dir", "op_snake", "api_snake",
+           "emit_def", "emit_infershape", "emit_aclnn", "emit_example", "emit_golden"]

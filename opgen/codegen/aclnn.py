@@ -1,0 +1,589 @@
+"""Emitter of the aclnn two-phase API (reference/ascendc.md §2.8) and its L0 kernel wrapper:
+
+    op_host/op_api/aclnn_<api>.h / .cpp   public API: <api>GetWorkspaceSize(inputs, attrs, outputs,
+                                          workspaceSize, executor) validates and builds the executor;
+                                          <api>(workspace, workspaceSize, executor, stream) runs it
+    op_host/op_api/<op>.h / .cpp          l0op::<Op>: allocates the outputs and adds the kernel launch
+
+Every rule the spec states is emitted as a check, generically from the spec data, in the order of the
+interpreter's validation (opgen/dsl/validate.py) and with its messages ("<param>: <rule>"):
+
+  161001 ACLNN_ERR_PARAM_NULLPTR  a required input or output is null; a required string attribute is null
+  161002 ACLNN_ERR_PARAM_INVALID  attribute values outside `choices`; mode rules (`spec.check(on="static")`,
+                                  evaluated over their truth table, opgen.codegen.logic); dtypes (each
+                                  tensor's dtype variable: allowed values, consistency, the combination
+                                  table; fixed dtypes); shapes (each input unified with its symbolic
+                                  shape(s) — rank, variadic groups, literals, shared dims, alternative
+                                  forms — then dims bound by attributes, dim domains min/max/multiple_of,
+                                  non-empty variadic groups, dims written as expressions, `spec.require`
+                                  relations); host-array value checks; output shapes
+  361001 ACLNN_ERR_RUNTIME_ERROR  the current SoC is not one of the spec's SoCs
+
+Value checks that need device tensor data cannot run in the aclnn layer; they are listed in a comment.
+Host-array value checks are recognised by the check factory that built them (HOST_CHECKS below).
+Differences from the interpreter: dtypes must match exactly (the interpreter accepts float32 arrays as
+containers of any float type).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import textwrap
+from dataclasses import dataclass, field
+
+from opgen.codegen.dims import dim_cpp
+from opgen.codegen.env import render
+from opgen.codegen.logic import cpp_condition, failing_cubes
+from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
+from opgen.codegen.names import c_ident, c_printf, c_string, upper_camel
+from opgen.errors import SpecError
+from opgen.ir.dims import Lit, Sym, Variadic, as_dim, shape_str
+from opgen.ir.dtypes import DTypeVar
+
+NULLPTR = "ACLNN_ERR_PARAM_NULLPTR"
+INVALID = "ACLNN_ERR_PARAM_INVALID"
+RUNTIME = "ACLNN_ERR_RUNTIME_ERROR"
+ABSENT = "kAbsentInputs"
+
+# Where CANN's published aclnn signature differs from the kernel op's parameters the spec declares
+# (the generated API keeps to the spec). Facts from the reference notes.
+CANN_SIGNATURE_NOTES = {
+    "AdaLayerNormGrad": [
+        "CANN's aclnnAdaLayerNormBackward takes (gradOut, input, normalizedShape, rstd, mean, scale, shift,",
+        "weightOptional, biasOptional, gradInputOut, gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut)",
+        "with rstd/mean in gradOut's dtype, cast to fp32 before the kernel (reference/ada_layer_norm.md",
+        "§1.4, §2.3). This API keeps the kernel op's parameters: dy, x, rstd, mean (fp32), scale, gamma, beta",
+        "and the five gradients; shift is not an input (pd_shift takes scale's shape).",
+    ],
+    "NsaSelectedAttention": [
+        "CANN's aclnnNsaSelectedAttention passes inputLayout before sparseMode",
+        "(reference/nsa_selected_attention.md §1.1); this API keeps the kernel op's attribute order.",
+    ],
+}
+
+
+@dataclass
+class Check:
+    """One emitted rule: when `cond` holds, log `fmt` % `args` and fail with `code`."""
+
+    param: str
+    kind: str
+    cond: str
+    fmt: str
+    args: list = field(default_factory=list)
+    code: str = INVALID
+    comment: str = ""
+
+
+# ------------------------------------------------------------------------------------------------
+# host-array value checks, recognised by the factory that built the spec's check function
+
+
+def _cumulative(plan, fn, name: str, total_dim: str) -> list[dict]:
+    p = plan.m.param(name)
+    arr = f"p.{p.cpp}"
+    tot = plan.dim_field(total_dim)
+    checks = [
+        Check(name, "host_value", f"{arr}->Size() == 0",
+              c_printf(f"{name}: must be a non-empty 1-D array of cumulative sequence ends")),
+        Check(name, "host_value", f"!IsIncreasingPositive({arr})",
+              c_printf(f"{name}: cumulative ends must be strictly increasing and positive, got ", "%s"),
+              [f"ListText(ValuesOf({arr}, 8)).c_str()"]),
+        Check(name, "host_value", f"d.{tot}.from != nullptr && LastValue({arr}) != d.{tot}.value",
+              c_printf(f"{name}: last cumulative end ", "%ld", f" must equal {total_dim}=", "%ld"),
+              [f"LastValue({arr})", f"d.{tot}.value"]),
+    ]
+    return [{"guard": f"{arr} != nullptr", "comment": f"{name}: cumulative sequence ends (host array)",
+             "checks": checks}]
+
+
+HOST_CHECKS = {
+    # factory qualname -> emitter(plan, fn, **closure variables) -> [{"guard", "comment", "checks"}]
+    "check_cumulative.<locals>.fn": _cumulative,
+}
+
+
+def _wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """Lines of `text` wrapped at `width`, never inside a [...] shape."""
+    protected = re.sub(r"\[[^\]]*\]", lambda mt: mt.group(0).replace(" ", "\0"), text)
+    lines = textwrap.wrap(protected, width=width, subsequent_indent=indent, break_on_hyphens=False)
+    return [line.replace("\0", " ") for line in lines]
+
+
+def _file_of(loc: str) -> str:
+    """The file name of a `file:line` location (no line: edits elsewhere in a spec must not churn output)."""
+    return loc.rsplit(":", 1)[0].split("/")[-1]
+
+
+def _closure(fn) -> dict:
+    names = fn.__code__.co_freevars
+    return {n: c.cell_contents for n, c in zip(names, fn.__closure__ or ())}
+
+
+def _describe(fn) -> str:
+    """First docstring line of the factory that built a check function (or of the function)."""
+    q = fn.__qualname__.split(".<locals>")[0]
+    factory = fn.__globals__.get(q)
+    doc = inspect.getdoc(factory) if factory is not None and factory is not fn else inspect.getdoc(fn)
+    return (doc or q).strip().splitlines()[0]
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+class AclnnPlan:
+    """Every check and every piece of the aclnn/L0 files for one spec, computed in Python."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.m = m = OpModel(spec)
+        self.dims = [{"field": self.dim_field(n), "name": n} for n in spec.dims_]
+        self.groups = [{"field": self.dim_field(n), "name": n} for n in spec.variadics]
+        self.vars = [v.name for v in spec.dtype_table]
+        self.params = self._params()
+        self.null_checks = self._null_checks()
+        self.attr_checks = self._attr_checks()
+        self.mode_checks = self._mode_checks()
+        self.dtype_steps = self._dtype_steps()
+        self.matchers, self.unify = self._unification()
+        self.attr_dims = self._attr_dims()
+        self.dim_domains = self._dim_domains()
+        self.group_checks = self._group_checks()
+        self.composite_checks = self._composite_checks()
+        self.constraint_checks = self._constraints()
+        self.host_blocks, self.device_value_notes = self._value_checks()
+        self.output_checks = self._output_checks()
+
+    # -- naming ------------------------------------------------------------------------------------
+    @staticmethod
+    def dim_field(name: str) -> str:
+        """Field of the generated Dims struct holding dim (or group) `name`."""
+        return c_ident(name)
+
+    def _sym(self, n: str) -> str:
+        return f"d.{self.dim_field(n)}.value"
+
+    def _prod(self, n: str) -> str:
+        return f"Prod(d.{self.dim_field(n)})"
+
+    def _expr(self, e) -> str:
+        return dim_cpp(e, self._sym, self._prod)
+
+    def _bound(self, e) -> list[str]:
+        return [f"d.{self.dim_field(s)}.from != nullptr" for s in sorted(as_dim(e).symbols())]
+
+    # -- parameters --------------------------------------------------------------------------------
+    def _params(self) -> list[dict]:
+        out = []
+        for p in self.m.inputs:
+            t = "const aclIntArray*" if p.decl.host else "const aclTensor*"
+            out.append({"name": p.name, "cpp": p.cpp, "type": t, "role": p.role, "host": p.decl.host,
+                        "init": p.cpp, "optional": p.optional})
+        for p in self.m.attrs:
+            a = p.decl
+            init = p.cpp
+            if a.type is str and a.default is not None:
+                init = f"{p.cpp} != nullptr ? {p.cpp} : {c_string(a.default)}"
+            out.append({"name": p.name, "cpp": p.cpp, "type": attr_cpp_type(a.type), "role": "attr", "host": False,
+                        "init": init, "optional": False, "kernel_type": attr_kernel_type(a.type),
+                        "kernel_value": f"static_cast<float>(p.{p.cpp})" if a.type is float else f"p.{p.cpp}"})
+        for p in self.m.outputs:
+            out.append({"name": p.name, "cpp": p.cpp, "type": "aclTensor*", "role": "output", "host": False,
+                        "init": p.cpp, "optional": p.optional})
+        return out
+
+    # -- 161001 ------------------------------------------------------------------------------------
+    def _null_checks(self) -> list[Check]:
+        out = []
+        for p in self.m.inputs:
+            if not p.optional:
+                out.append(Check(p.name, "null", f"p.{p.cpp} == nullptr",
+                                 c_printf(f"{p.name}: required input is missing (null)"), code=NULLPTR))
+        for p in self.m.outputs:
+            if not p.optional:
+                out.append(Check(p.name, "null", f"p.{p.cpp} == nullptr",
+                                 c_printf(f"{p.name}: required output is missing (null)"), code=NULLPTR))
+        for p in self.m.attrs:
+            if p.decl.type is str and p.decl.default is None:
+                out.append(Check(p.name, "null", f"p.{p.cpp} == nullptr",
+                                 c_printf(f"{p.name}: required attribute is missing"), code=NULLPTR))
+        return out
+
+    # -- attributes ----------------------------------------------------------------------------------
+    def _attr_checks(self) -> list[Check]:
+        out = []
+        for p in self.m.attrs:
+            a = p.decl
+            if a.choices is None or (a.type is bool and set(a.choices) == {False, True}):
+                continue
+            allowed = ", ".join(map(repr, a.choices))
+            v = f"p.{p.cpp}"
+            if a.type is str:
+                cond = " && ".join(f"std::strcmp({v}, {c_string(c)}) != 0" for c in a.choices)
+                fmt = c_printf(f"{a.name}: must be one of {allowed}, got '", "%s", "'")
+                args = [v]
+            elif a.type is bool:
+                cond = " && ".join(f"{v} != {cpp_literal(c, bool)}" for c in a.choices)
+                fmt = c_printf(f"{a.name}: must be one of {allowed}, got ", "%d")
+                args = [f"static_cast<int>({v})"]
+            elif a.type is int:
+                cond = " && ".join(f"{v} != {c}" for c in a.choices)
+                fmt = c_printf(f"{a.name}: must be one of {allowed}, got ", "%ld")
+                args = [v]
+            else:
+                cond = " && ".join(f"{v} != {cpp_literal(c, float)}" for c in a.choices)
+                fmt = c_printf(f"{a.name}: must be one of {allowed}, got ", "%g")
+                args = [v]
+            out.append(Check(a.name, "attr_choice", cond, fmt, args))
+        return out
+
+    # -- static mode rules -------------------------------------------------------------------------------
+    def _mode_checks(self) -> list[Check]:
+        types = {a.name: a.type for a in self.spec.attrs}
+        out = []
+        for r in self.spec.requirements:
+            if r.kind != "static":
+                continue
+            variables, groups = failing_cubes(self.spec, r.fn, f"check on {r.param} ({r.loc})")
+            for rule, cubes in groups:
+                cond = cpp_condition(variables, cubes, lambda n: f"p.{self.m.param(n).cpp}",
+                                     lambda n: f"p.{self.m.param(n).cpp}", types.get)
+                out.append(Check(r.param, "mode", cond, c_printf(f"{r.param}: {rule}"),
+                                 comment=f"mode rule of {_file_of(r.loc)}"))
+        return out
+
+    # -- dtypes ---------------------------------------------------------------------------------------
+    def _dtype_steps(self) -> list[dict]:
+        state = {v: "unbound" for v in self.vars}
+        steps = []
+        for p in self.m.inputs + self.m.outputs:
+            if p.role != "output" and p.decl.host:
+                continue
+            dt = p.decl.dtype
+            t = f"p.{p.cpp}"
+            kind = "output" if p.role == "output" else "input"
+            if isinstance(dt, DTypeVar):
+                v = dt.name
+                allowed = self.m.allowed(v)
+                steps.append({
+                    "param": p.name, "tensor": t, "optional": p.optional, "var": v, "fixed": None, "state": state[v],
+                    "conflict": c_printf(f"{p.name}: dtype ", "%s", f" conflicts with {v}=", "%s", " (from ", "%s",
+                                         ")"),
+                    "allowed_cond": " || ".join(f"dt == op::DataType::{d.cann}" for d in allowed),
+                    "unsupported": c_printf(f"{p.name}: dtype ", "%s", f" is not supported for {v} (allowed: "
+                                            f"{', '.join(d.long_name for d in allowed)})"),
+                    "kind": kind,
+                })
+                if not p.optional:
+                    state[v] = "bound"
+                elif state[v] == "unbound":
+                    state[v] = "maybe"
+            else:
+                steps.append({"param": p.name, "tensor": t, "optional": p.optional, "var": None,
+                              "fixed": f"op::DataType::{dt.cann}", "kind": kind,
+                              "mismatch": c_printf(f"{p.name}: dtype ", "%s", f" must be {dt.long_name}")})
+        return steps
+
+    def dtype_table(self) -> dict:
+        """The combination table as C++ data and the interpreter's 'allowed' text."""
+        rows = [[f"op::DataType::{r[v].cann}" for v in self.vars] for r in self.spec.dtype_rows]
+        allowed = "; ".join(", ".join(f"{k}={d.long_name}" for k, d in r.items()) for r in self.spec.dtype_rows)
+        return {"rows": rows, "allowed": allowed, "vars": self.vars,
+                "message": c_printf("", "%s", ": dtype combination (", "%s",
+                                    f") is not supported by {self.spec.name}; allowed: {allowed}")}
+
+    # -- shapes ---------------------------------------------------------------------------------------------
+    def _matcher(self, p, k: int, shape) -> dict:
+        steps = []
+        pat = shape_str(shape)
+        var = [j for j, d in enumerate(shape) if isinstance(d, Variadic)]
+        vpos = var[0] if var else None
+        fixed = len(shape) - (1 if var else 0)
+        if vpos is not None:
+            g = shape[vpos].name
+            vd = self.spec.variadics[g]
+            lo, hi = fixed + vd.min_rank, fixed + vd.max_rank
+            steps.append({"kind": "check", "check": Check(
+                p.name, "rank", f"rank < {lo} || rank > {hi}",
+                c_printf("rank ", "%zu", f" outside {lo}..{hi} for shape {pat}"), ["rank"])})
+            count = f"n{self.dim_field(g)}"
+            steps.append({"kind": "stmt", "text": f"const size_t {count} = rank - {fixed};"})
+        else:
+            steps.append({"kind": "check", "check": Check(
+                p.name, "rank", f"rank != {fixed}", c_printf("rank ", "%zu", f", expected {fixed} for shape {pat}"),
+                ["rank"])})
+
+        def axis(j):
+            if vpos is None or j < vpos:
+                return str(j)
+            off = j - vpos - 1
+            base = f"{vpos} + n{self.dim_field(shape[vpos].name)}" if vpos else f"n{self.dim_field(shape[vpos].name)}"
+            return base if off == 0 else f"{base} + {off}"
+
+        deferred = []
+        for j, d in enumerate(shape):
+            if isinstance(d, Variadic):
+                f = self.dim_field(d.name)
+                steps.append({"kind": "call", "expr": f"BindGroup(d.{f}, {c_string(d.name)}, shape, {vpos}, n{f}, "
+                                                      f"{c_string(p.name)}, err)"})
+                continue
+            d = as_dim(d)
+            if isinstance(d, Sym):
+                steps.append({"kind": "call", "expr": f"BindDim(d.{self.dim_field(d.name)}, {c_string(d.name)}, "
+                                                      f"shape, {axis(j)}, {c_string(p.name)}, err)"})
+            elif isinstance(d, Lit):
+                steps.append({"kind": "call", "expr": f"ExpectDim(shape, {axis(j)}, {d.value}, {c_string(pat)}, err)"})
+            else:
+                deferred.append((j, d))
+        for j, d in deferred:
+            ax = axis(j)
+            cond = " && ".join(self._bound(d) + [f"shape[{ax}] != {self._expr(d)}"])
+            steps.append({"kind": "check", "check": Check(
+                p.name, "shape_expr", cond, c_printf("dim ", "%zu", " is ", "%ld", f", expected {d} = ", "%ld"),
+                [f"static_cast<size_t>({ax})", f"shape[{ax}]", self._expr(d)])})
+        return {"name": f"Match{upper_camel(p.name)}Form{k}", "comment": f"{p.name}, form {k}: {pat}",
+                "steps": steps}
+
+    def _unification(self):
+        matchers, unify = [], []
+        for p in self.m.inputs:
+            names = []
+            for k, shape in enumerate(p.decl.shapes):
+                mt = self._matcher(p, k, shape)
+                matchers.append(mt)
+                names.append(mt["name"])
+            pats = " or ".join(shape_str(s) for s in p.decl.shapes)
+            if len(names) == 1:
+                fail = Check(p.name, "shape", "form < 0",
+                             c_printf(f"{p.name}: shape ", "%s", ": ", "%s"),
+                             ["ListText(shape).c_str()", "err.c_str()"])
+            else:
+                fail = Check(p.name, "shape", "form < 0",
+                             c_printf(f"{p.name}: shape ", "%s", f" matches none of {pats} (", "%s", ")"),
+                             ["ListText(shape).c_str()", "err.c_str()"])
+            unify.append({"param": p.name, "tensor": f"p.{p.cpp}", "optional": p.optional, "forms": names,
+                          "pattern": pats, "fail": fail})
+        return matchers, unify
+
+    def _attr_dims(self) -> list[dict]:
+        out = []
+        for p in self.m.attrs:
+            a = p.decl
+            if a.dim is None:
+                continue
+            f = self.dim_field(a.dim.name)
+            out.append({"attr": a.name, "value": f"p.{p.cpp}", "field": f, "check": Check(
+                a.name, "attr_dim", f"p.{p.cpp} != d.{f}.value",
+                c_printf(f"{a.name}: is ", "%ld", f", must equal {a.dim.name}=", "%ld", " (from ", "%s", ")"),
+                [f"p.{p.cpp}", f"d.{f}.value", f"d.{f}.from"])})
+        return out
+
+    def _dim_domains(self) -> list[dict]:
+        out = []
+        for d in self.spec.dims_.values():
+            f = self.dim_field(d.name)
+            checks = []
+            v = f"d.{f}.value"
+            if d.min is not None:
+                checks.append(Check(d.name, "dim_min", f"{v} < {d.min}",
+                                    c_printf("", "%s", f": {d.name}=", "%ld", f" must be >= {d.min}"),
+                                    [f"d.{f}.from", v]))
+            if d.max is not None:
+                checks.append(Check(d.name, "dim_max", f"{v} > {d.max}",
+                                    c_printf("", "%s", f": {d.name}=", "%ld", f" must be <= {d.max}"),
+                                    [f"d.{f}.from", v]))
+            if d.multiple_of:
+                checks.append(Check(d.name, "dim_multiple", f"{v} % {d.multiple_of} != 0",
+                                    c_printf("", "%s", f": {d.name}=", "%ld", f" must be a multiple of {d.multiple_of}"),
+                                    [f"d.{f}.from", v]))
+            out.append({"field": f, "name": d.name, "absent": d.absent, "checks": checks})
+        return out
+
+    def _group_checks(self) -> list[Check]:
+        out = []
+        for g in self.spec.variadics:
+            f = self.dim_field(g)
+            out.append(Check(g, "group_empty", f"d.{f}.from != nullptr && !AllPositive(d.{f})",
+                             c_printf("", "%s", f": leading dims {g}=", "%s",
+                                      ": every dim must be >= 1 (empty tensors are not supported)"),
+                             [f"d.{f}.from", f"ListText(d.{f}.dims).c_str()"]))
+        return out
+
+    def _splice(self, shape) -> tuple[str, list[str]]:
+        """C++ expression of the concrete shape of symbolic `shape` and the binding guards it needs."""
+        head, tail, group = [], [], None
+        guards = []
+        for d in shape:
+            if isinstance(d, Variadic):
+                group = f"&d.{self.dim_field(d.name)}"
+                guards.append(f"d.{self.dim_field(d.name)}.from != nullptr")
+                continue
+            e = self._expr(as_dim(d))
+            guards += self._bound(d)
+            (tail if group else head).append(e)
+        expr = f"Splice({{{', '.join(head)}}}, {group or 'nullptr'}, {{{', '.join(tail)}}})"
+        return expr, list(dict.fromkeys(guards))
+
+    def _composite_checks(self) -> list[dict]:
+        out = []
+        for p in self.m.inputs:
+            for k, shape in enumerate(p.decl.shapes):
+                if all(isinstance(d, (Variadic, Sym, Lit)) or isinstance(as_dim(d), (Sym, Lit)) for d in shape):
+                    continue
+                if len(p.decl.shapes) != 1:
+                    raise SpecError(f"{p.decl.loc}: {p.name}: a dim expression in an alternative shape form is not "
+                                    f"supported by the aclnn emitter")
+                expr, guards = self._splice(shape)
+                cond = " && ".join(guards + [f"ShapeOf(p.{p.cpp}) != {expr}"])
+                out.append({"tensor": f"p.{p.cpp}", "optional": p.optional, "check": Check(
+                    p.name, "shape_expr", cond,
+                    c_printf(f"{p.name}: shape ", "%s", " must be ", "%s", f" ({shape_str(shape)})"),
+                    [f"ListText(ShapeOf(p.{p.cpp})).c_str()", f"ListText({expr}).c_str()"])})
+        return out
+
+    def _constraints(self) -> list[Check]:
+        out = []
+        ops = {"==": "==", "<=": "<=", "<": "<", ">=": ">=", ">": ">", "!=": "!="}
+        for c, param, rule, loc in self.spec.constraints:
+            guards = [f"d.{self.dim_field(s)}.from != nullptr" for s in sorted(c.symbols())]
+            lhs, rhs = self._expr(c.lhs), self._expr(c.rhs)
+            cond = " && ".join(guards + [f"!({lhs} {ops[c.op]} {rhs})"])
+            out.append(Check(param, "constraint", cond,
+                             c_printf(f"{param}: {rule} ({c} (", "%ld", f" {c.op} ", "%ld", "))"),
+                             [f"static_cast<long>({lhs})", f"static_cast<long>({rhs})"],
+                             comment=f"relation of {_file_of(loc)}"))
+        return out
+
+    def _value_checks(self):
+        blocks, notes = [], []
+        for r in self.spec.requirements:
+            if r.kind != "values":
+                continue
+            emitter = HOST_CHECKS.get(r.fn.__qualname__)
+            if emitter is not None:
+                blocks += emitter(self, r.fn, **_closure(r.fn))
+            else:
+                notes.append(f"{r.param}: {_describe(r.fn)}")
+        return blocks, notes
+
+    def _output_checks(self) -> list[dict]:
+        out = []
+        absent_dims = {d.name for d in self.spec.dims_.values() if d.absent is not None}
+        for p in self.m.outputs:
+            o = p.decl
+            t = f"p.{p.cpp}"
+            if o.like is not None:
+                src = self.m.param(o.like)
+                cond = f"ShapeOf({t}) != ShapeOf(p.{src.cpp})"
+                if src.optional:
+                    cond = f"p.{src.cpp} != nullptr && {cond}"
+                out.append({"tensor": t, "check": Check(
+                    p.name, "out_shape", cond,
+                    c_printf(f"{p.name}: shape ", "%s", " must be ", "%s", f" (the shape of {src.name})"),
+                    [f"ListText(ShapeOf({t})).c_str()", f"ListText(ShapeOf(p.{src.cpp})).c_str()"])})
+                continue
+            expr, guards = self._splice(o.shape)
+            produced = [f"d.{self.dim_field(d.name)}.from != {ABSENT}" for d in o.shape
+                        if isinstance(d, Sym) and d.name in absent_dims]
+            cond = " && ".join(guards + produced + [f"ShapeOf({t}) != {expr}"])
+            out.append({"tensor": t, "check": Check(
+                p.name, "out_shape", cond,
+                c_printf(f"{p.name}: shape ", "%s", " must be ", "%s", f" ({shape_str(o.shape)})"),
+                [f"ListText(ShapeOf({t})).c_str()", f"ListText({expr}).c_str()"])})
+        return out
+
+    # -- everything the templates need -------------------------------------------------------------------
+    def all_checks(self) -> list[Check]:
+        """Every emitted check (for tests and reports)."""
+        out = list(self.null_checks) + self.attr_checks + self.mode_checks
+        for m in self.matchers:
+            out += [s["check"] for s in m["steps"] if s["kind"] == "check"]
+        out += [u["fail"] for u in self.unify]
+        out += [a["check"] for a in self.attr_dims]
+        for d in self.dim_domains:
+            out += d["checks"]
+        out += self.group_checks + [c["check"] for c in self.composite_checks] + self.constraint_checks
+        for b in self.host_blocks:
+            out += b["checks"]
+        out += [c["check"] for c in self.output_checks]
+        return out
+
+    def helpers(self) -> set[str]:
+        """Names of the optional C++ helpers the emitted checks call (the others are not emitted)."""
+        blob = [c.cond + " ".join(c.args) for c in self.all_checks()]
+        blob += [s.get("expr", "") + s.get("text", "") for mt in self.matchers for s in mt["steps"]]
+        text = "\n".join(blob)
+        return {h for h in ("Prod", "AllPositive", "Splice", "BindDim", "BindGroup", "ExpectDim") if f"{h}(" in text}
+
+    def context(self) -> dict:
+        """Template data of the four files."""
+        m = self.m
+        notes = CANN_SIGNATURE_NOTES.get(m.op, [])
+        docs = []
+        for p in m.inputs:
+            dt = p.decl.dtype
+            docs.append({"cpp": p.cpp, "dir": "in", "text": f"{'optional ' if p.optional else ''}"
+                         f"{'host array' if p.decl.host else 'input'} \"{p.name}\", {self._dtype_doc(dt)}, "
+                         f"shape {' or '.join(shape_str(s) for s in p.decl.shapes)}"})
+        for p in m.attrs:
+            a = p.decl
+            extra = f", one of {', '.join(map(repr, a.choices))}" if a.choices else ""
+            dflt = f", default {a.default!r}" if a.default is not None else ", required"
+            bind = f", equals dim {a.dim.name}" if a.dim is not None else ""
+            docs.append({"cpp": p.cpp, "dir": "in", "text": f"attribute \"{a.name}\" ({a.type.__name__}{dflt}"
+                         f"{extra}{bind})"})
+        for p in m.outputs:
+            o = p.decl
+            shape = f"the shape of {o.like}" if o.like else f"shape {shape_str(o.shape)}"
+            docs.append({"cpp": p.cpp, "dir": "out", "text": f"{'optional ' if p.optional else ''}output "
+                         f"\"{p.name}\", {self._dtype_doc(o.dtype)}, {shape}"})
+        for d in docs:
+            d["lines"] = _wrap(f"@param [{d['dir']}] {d['cpp']}: {d['text']}.", 112, "    ")
+        kernel_ins = []
+        for p in m.inputs:
+            kernel_ins.append({"cpp": p.cpp, "local": f"{p.cpp}Kernel", "optional": p.optional, "host": p.decl.host,
+                               "name": p.name})
+        kernel_attrs = [{"cpp": p["cpp"], "type": p["kernel_type"], "value": p["kernel_value"]}
+                        for p in self.params if p["role"] == "attr"]
+        kernel_outs = [{"cpp": p.cpp, "name": p.name, "field": c_ident(p.name), "optional": p.optional,
+                        "local": f"{p.cpp}Kernel"} for p in m.outputs]
+        return {
+            "banner": m.banner(), "op": m.op, "op_snake": m.snake, "api": m.api, "api_snake": m.api_snake,
+            "guard": f"OP_API_INC_{m.api_snake.upper()}_H_", "l0_guard": f"OP_API_INC_LEVEL0_{m.snake.upper()}_H_",
+            "params": self.params, "docs": docs, "notes": notes,
+            "doc": textwrap.wrap(self.spec.doc, width=112) if self.spec.doc else [],
+            "dims": self.dims, "groups": self.groups, "vars": self.vars, "dtype_table": self.dtype_table(),
+            "null_checks": self.null_checks, "attr_checks": self.attr_checks, "mode_checks": self.mode_checks,
+            "dtype_steps": self.dtype_steps, "matchers": self.matchers, "unify": self.unify,
+            "attr_dims": self.attr_dims, "dim_domains": self.dim_domains, "group_checks": self.group_checks,
+            "composite_checks": self.composite_checks, "constraint_checks": self.constraint_checks,
+            "host_blocks": self.host_blocks, "device_value_notes": self.device_value_notes,
+            "output_checks": self.output_checks, "socs": [{"key": s, "enum": SOC_ENUM[s]} for s in m.socs],
+            "soc_fail": c_printf(f"{m.op} is not supported on this SoC (supported: {', '.join(m.socs)})"),
+            "kernel_ins": kernel_ins, "kernel_attrs": kernel_attrs, "kernel_outs": kernel_outs,
+            "absent": ABSENT, "uses_host": any(p.decl.host for p in m.inputs),
+            "output_uses_dims": any("d." in c["check"].cond for c in self.output_checks),
+            "helpers": sorted(self.helpers()),
+            "uses_strcmp": any(a.type is str for a in self.spec.attrs),
+        }
+
+    def _dtype_doc(self, dt) -> str:
+        if isinstance(dt, DTypeVar):
+            return f"dtype {dt.name} ({', '.join(d.long_name for d in self.m.allowed(dt.name))})"
+        return f"dtype {dt.long_name}"
+
+
+def emit_aclnn(spec) -> dict[str, str]:
+    """The aclnn API and its L0 wrapper: {path: text} of op_host/op_api/aclnn_<api>.h/.cpp and
+    op_host/op_api/<op>.h/.cpp (unformatted). Raises SpecError/OpgenError for specs it cannot express."""
+    plan = AclnnPlan(spec)
+    ctx = plan.context()
+    m = plan.m
+    return {
+        f"op_host/op_api/{m.api_snake}.h": render("op_api/aclnn.h.j2", **ctx),
+        f"op_host/op_api/{m.api_snake}.cpp": render("op_api/aclnn.cpp.j2", **ctx),
+        f"op_host/op_api/{m.snake}.h": render("op_api/l0.h.j2", **ctx),
+        f"op_host/op_api/{m.snake}.cpp": render("op_api/l0.cpp.j2", **ctx),
+    }
+

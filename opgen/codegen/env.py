@@ -1,0 +1,42 @@
+"""The Jinja2 environment over the project's top-level `templates/` directory (DESIGN.md "Emission").
+
+Templates hold layout only: every value they print (names, dtype lists, conditions, messages, shapes)
+is computed in Python and passed in. StrictUndefined makes a missing value an error instead of an
+empty string; no autoescaping (the output is C++ and Python, not HTML); trailing newlines are kept so
+the files end exactly as the templates do.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import jinja2
+
+from opgen.codegen.names import c_format, c_string
+
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
+
+
+@functools.lru_cache(maxsize=None)
+def template_env() -> jinja2.Environment:
+    """The shared environment (StrictUndefined, keep_trailing_newline, no autoescape, trim/lstrip blocks).
+
+    Filters: `cstr` (C string literal), `cfmt` (printf format literal of verbatim text), `py` (Python literal)."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["cstr"] = c_string
+    env.filters["cfmt"] = c_format
+    env.filters["py"] = repr
+    return env
+
+
+def render(template: str, **ctx) -> str:
+    """Render `templates/<template>` with `ctx`. Raises jinja2 errors for unknown templates/undefined values."""
+    return template_env().get_template(template).render(**ctx)

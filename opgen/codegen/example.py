@@ -1,0 +1,166 @@
+"""Emitter of examples/test_aclnn_<api>.cpp: a call example of the aclnn API in CANN's style
+(reference/ascendc.md §2.2 "ACL runtime sample", §2.9): init the device and a stream, create the input
+and output tensors, call the two phases, synchronise, print the first values of each output, release.
+
+The example uses the first dtype combination of the spec, small dims (EXAMPLE_DIMS, or dims derived
+from the dim domains for specs not listed there) and the default attributes (EXAMPLE_ATTRS overrides); the inputs are made by the spec's own valid-input maker
+(`opgen.dsl.examples.random_inputs`, which fills data-dependent inputs such as statistics, topk indices
+and cumulative sequence arrays legally) and validated by the spec before anything is emitted. Small
+tensors and every integer tensor are embedded exactly; larger float tensors are filled from a formula.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opgen.codegen.env import render
+from opgen.codegen.model import ACL_DTYPE, OpModel
+from opgen.errors import OpgenError, SpecError
+from opgen.ir.dims import eval_shape
+from opgen.ir.dtypes import DType, DTypeVar
+
+# Illustrative sizes of the call examples (small, valid for the spec; checked by spec.bind).
+EXAMPLE_DIMS = {
+    "AdaLayerNormGrad": {"Bd": (2,), "S": 4, "H": 8},
+    "AdaLayerNormV2": {"Bd": (2,), "S": 4, "H": 8},
+    "NormRopeConcat": {"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
+    "NormRopeConcatGrad": {"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
+    "NsaSelectedAttention": {"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16, "Bn": 2},
+    "NsaSelectedAttentionGrad": {"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16,
+                                 "Bn": 2},
+}
+# Attribute values of the call examples (others: their defaults) — a mode that exercises the op.
+EXAMPLE_ATTRS = {
+    "NormRopeConcat": {"norm_type": 1, "rope_type": 1},
+    "NormRopeConcatGrad": {"norm_type": 1, "rope_type": 1},
+}
+EMBED_LIMIT = 256  # float tensors up to this many elements are embedded value by value
+
+_HOST = {DType.f32: "float", DType.f16: "uint16_t", DType.bf16: "uint16_t", DType.i32: "int32_t",
+         DType.i64: "int64_t", DType.u8: "uint8_t", DType.bool: "uint8_t"}
+_TO_FLOAT = {DType.f32: "FloatFromFloat", DType.f16: "FloatFromHalf", DType.bf16: "FloatFromBf16",
+             DType.i32: "FloatFromInt32", DType.i64: "FloatFromInt64", DType.u8: "FloatFromUint8",
+             DType.bool: "FloatFromUint8"}
+_FROM_FLOAT = {DType.f32: "", DType.f16: "HalfFromFloat", DType.bf16: "Bf16FromFloat"}
+
+
+def _default_dims(spec) -> dict:
+    dims = {}
+    for d in spec.dims_.values():
+        v = max(d.min, 2)
+        if d.multiple_of:
+            v = -(-v // d.multiple_of) * d.multiple_of
+        if d.max is not None:
+            v = min(v, d.max)
+        dims[d.name] = v
+    for g in spec.variadics:
+        dims[g] = (2,)
+    return dims
+
+
+def _float_literal(v: float) -> str:
+    s = f"{float(v):.6g}"
+    if "e" not in s and "." not in s and "n" not in s:
+        s += ".0"
+    return s + "f"
+
+
+def example_case(spec) -> dict:
+    """The validated example: dims, attrs, dtype row, inputs, bound env and produced outputs.
+
+    Raises SpecError when the example dims are not valid for the spec."""
+    from opgen.dsl.examples import random_inputs
+
+    dims = dict(EXAMPLE_DIMS.get(spec.name) or _default_dims(spec))
+    row = spec.dtype_rows[0] if spec.dtype_rows else {}
+    dtypes = {k: v.long_name for k, v in row.items()}
+    attrs = dict(EXAMPLE_ATTRS.get(spec.name, {}))
+    for a in spec.attrs:
+        if a.name in attrs:
+            continue
+        if a.dim is not None and a.dim.name in dims:
+            attrs[a.name] = dims[a.dim.name]
+        elif a.default is None and a.choices:
+            attrs[a.name] = a.choices[0]
+    try:
+        inputs = random_inputs(spec, dims, attrs, dtypes, seed=0)
+        bound = spec.bind(inputs, attrs, dtypes)
+    except (OpgenError, ValueError) as e:
+        raise SpecError(f"{spec.file}: the call example's dims {dims} are not valid for {spec.name}: {e}") from None
+    graph = spec.graph(bound.key)
+    produced = {name for name, _ in graph.outputs}
+    return {"dims": dims, "attrs": bound.attrs, "row": row, "inputs": inputs, "bound": bound, "produced": produced}
+
+
+def example_context(spec) -> dict:
+    """Template data of the example file."""
+    m = OpModel(spec)
+    case = example_case(spec)
+    bound, row = case["bound"], case["row"]
+    helpers = set()
+    tensors, host_arrays, args = [], [], []
+    for p in m.inputs:
+        i = p.decl
+        arr = case["inputs"].get(i.name)
+        dt = row[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
+        if arr is None:
+            args.append("nullptr")
+            continue
+        values = np.asarray(arr)
+        if i.host:
+            host_arrays.append({"name": p.cpp, "data": ", ".join(str(int(v)) for v in values.ravel())})
+            args.append(p.cpp)
+            continue
+        shape = [int(s) for s in values.shape]
+        t = {"name": p.cpp, "shape": ", ".join(map(str, shape)), "host": _HOST[dt], "acl": ACL_DTYPE[dt],
+             "size": int(values.size), "from_float": _FROM_FLOAT.get(dt, ""), "output": False}
+        if dt.is_float:
+            if values.size <= EMBED_LIMIT:
+                t["data"] = ", ".join(_float_literal(v) for v in values.astype(np.float32).ravel())
+            else:
+                t["data"] = None
+                helpers.add("Pattern")
+            if t["from_float"]:
+                helpers.add(t["from_float"])
+        else:
+            t["data"] = ", ".join(str(int(v)) for v in values.astype(np.int64).ravel())
+        tensors.append(t)
+        args.append(p.cpp)
+    attrs = []
+    for p in m.attrs:
+        a = p.decl
+        v = case["attrs"][a.name]
+        if a.type is float:
+            lit, ctype = repr(float(v)), "double"
+        elif a.type is bool:
+            lit, ctype = ("true" if v else "false"), "bool"
+        elif a.type is int:
+            lit, ctype = str(int(v)), "int64_t"
+        else:
+            lit, ctype = f'"{v}"', "const char*"
+        attrs.append({"name": p.cpp, "type": ctype, "value": lit})
+        args.append(p.cpp)
+    outputs = []
+    for p in m.outputs:
+        o = p.decl
+        if o.name not in case["produced"]:
+            args.append("nullptr")
+            continue
+        dt = row[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
+        shape = list(np.shape(case["inputs"][o.like])) if o.like else list(eval_shape(o.shape, bound.env))
+        helpers.add(_TO_FLOAT[dt])
+        size = int(np.prod(shape, dtype=np.int64))
+        outputs.append({"name": p.cpp, "spec_name": o.name, "shape": ", ".join(map(str, shape)), "host": _HOST[dt],
+                        "acl": ACL_DTYPE[dt], "size": size, "to_float": _TO_FLOAT[dt]})
+        args.append(p.cpp)
+    dims_text = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in case["dims"].items())
+    combo = ", ".join(f"{k}={v.long_name}" for k, v in row.items())
+    return {"banner": m.banner(), "op": m.op, "api": m.api, "api_snake": m.api_snake, "tensors": tensors,
+            "host_arrays": host_arrays, "attrs": attrs, "outputs": outputs, "args": args, "dims": dims_text,
+            "combo": combo, "helpers": sorted(helpers), "socs": ", ".join(m.socs)}
+
+
+def emit_example(spec) -> dict[str, str]:
+    """{"examples/test_aclnn_<api>.cpp": text} (unformatted)."""
+    m = OpModel(spec)
+    return {f"examples/test_{m.api_snake}.cpp": render("examples/test_aclnn.cpp.j2", **example_context(spec))}

@@ -1,0 +1,59 @@
+"""clang-format of emitted C/C++ (DESIGN.md: "Output is deterministic and formatted").
+
+The binary is the one pinned in pyproject.toml (`clang-format==19.1.7`, installed next to the Python
+interpreter of the venv); it is looked up beside `sys.executable` first, then on PATH. Every file is
+formatted with the same style file, `templates/.clang-format` (Google style, 4-space indent, 120 columns:
+CANN's conventions), passed explicitly so no `.clang-format` of the surrounding directories applies.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from opgen.codegen.env import TEMPLATES_DIR
+from opgen.errors import OpgenError
+
+STYLE_FILE = TEMPLATES_DIR / ".clang-format"
+CPP_SUFFIXES = (".cpp", ".h", ".hpp", ".cc", ".c")
+PINNED_VERSION = "19.1.7"
+
+
+@functools.lru_cache(maxsize=None)
+def clang_format_path() -> str:
+    """Path of the clang-format binary: next to sys.executable first, then PATH.
+
+    Raises OpgenError when none is found."""
+    here = Path(sys.executable).parent
+    found = shutil.which("clang-format", path=str(here)) or shutil.which("clang-format")
+    if not found:
+        raise OpgenError("clang-format not found (install the pinned dependency: pip install clang-format==19.1.7)")
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def clang_format_version() -> str:
+    """Version string printed by the clang-format in use (e.g. "clang-format version 19.1.7")."""
+    out = subprocess.run([clang_format_path(), "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.strip()
+
+
+def is_cpp(path: str) -> bool:
+    """Whether `path` is a C/C++ source or header opgen formats."""
+    return path.endswith(CPP_SUFFIXES)
+
+
+def format_cpp(text: str, filename: str) -> str:
+    """`text` formatted by clang-format with STYLE_FILE; `filename` selects the language (only its suffix
+    matters). Raises OpgenError when clang-format fails."""
+    cmd = [clang_format_path(), f"--style=file:{STYLE_FILE}", f"--assume-filename={Path(filename).name}"]
+    env = dict(os.environ)
+    env.pop("CLANG_FORMAT_STYLE", None)
+    proc = subprocess.run(cmd, input=text, capture_output=True, text=True, check=False, env=env)
+    if proc.returncode != 0:
+        raise OpgenError(f"clang-format failed on {filename}: {proc.stderr.strip()}")
+    return proc.stdout

@@ -1,0 +1,227 @@
+"""Emitter of op_host/<op>_infershape.cpp: InferShape and InferDataType (reference/ascendc.md §2.6).
+
+Shapes are derived generically from the spec's symbolic output shapes:
+- an output declared `like=<input>` copies that input's shape (`*out = *in`);
+- otherwise each entry of the output shape is printed as C++ (opgen.codegen.dims.dim_cpp) over dim
+  variables read from the input shapes. A dim symbol is read from the first input that carries it as a
+  plain entry (required inputs first; among them single-form ones first); from an optional input it falls
+  back to the next source, then to the dim's `absent` value (Seq = 0 without encoder_query), then to an
+  attribute bound to the dim (`dim=`). A variadic group is copied from an input holding it.
+Dtypes: an output typed by a dtype variable takes the dtype of the first input typed by the same variable
+(required before optional; an absent optional falls through to the next), else a fixed fallback
+(DT_FLOAT when the table allows float32 for the variable); a fixed output dtype is set as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opgen.codegen.dims import dim_cpp
+from opgen.codegen.env import render
+from opgen.codegen.model import OpModel
+from opgen.codegen.names import c_printf, upper_camel
+from opgen.errors import SpecError
+from opgen.ir.dims import Sym, Variadic, as_dim, shape_str
+from opgen.ir.dtypes import DType, DTypeVar
+
+
+@dataclass
+class _Src:
+    input: object  # ParamInfo
+    expr: str      # C++ reading the dim / group bounds from the input's shape variable
+
+
+def _shape_var(p) -> str:
+    return f"{p.cpp[0].lower()}{p.cpp[1:]}Shape" if not p.cpp.endswith("Optional") else \
+        f"{p.cpp[:-len('Optional')]}Shape"
+
+
+def _getter(m: OpModel, p, kind: str) -> str:
+    """Context accessor of input p: kind "Shape" or "DataType" (§2.6: index = IR index)."""
+    if p.optional:
+        return f"GetOptionalInput{kind}({p.index})"
+    compute_index_ok = all(not q.optional for q in m.inputs[:p.index])
+    return f"GetInput{kind}({p.index})" if compute_index_ok else f"GetRequiredInput{kind}({p.index})"
+
+
+def _positions(shape):
+    """(variadic position or None, number of entries after it)."""
+    var = [k for k, d in enumerate(shape) if isinstance(d, Variadic)]
+    if not var:
+        return None, 0
+    return var[0], len(shape) - var[0] - 1
+
+
+def _axis_expr(shape, pos, shp: str) -> str | None:
+    """C++ index of entry `pos` of `shape` in a concrete shape `shp` (None if not expressible)."""
+    vpos, _ = _positions(shape)
+    if vpos is None or pos < vpos:
+        return str(pos)
+    back = len(shape) - pos
+    return f"{shp}->GetDimNum() - {back}"
+
+
+def _sym_sources(m: OpModel, name: str) -> list[_Src]:
+    out = []
+    ordered = sorted(m.inputs, key=lambda p: (p.optional, len(p.decl.shapes) > 1, p.index))
+    for p in ordered:
+        exprs = set()
+        for shape in p.decl.shapes:
+            found = None
+            for pos, d in enumerate(shape):
+                if isinstance(d, Sym) and d.name == name:
+                    vpos, _ = _positions(shape)
+                    found = ("front", pos) if (vpos is None or pos < vpos) else ("back", len(shape) - pos)
+                    break
+            exprs.add(found)
+        if None in exprs or len(exprs) != 1:
+            continue  # missing from a form, or at different positions in different forms
+        (where, k), = exprs
+        shp = _shape_var(p)
+        out.append(_Src(p, f"{shp}->GetDim({k})" if where == "front" else f"{shp}->GetDim({shp}->GetDimNum() - {k})"))
+    return out
+
+
+def _group_source(m: OpModel, name: str):
+    ordered = sorted(m.inputs, key=lambda p: (p.optional, len(p.decl.shapes) > 1, p.index))
+    for p in ordered:
+        if len(p.decl.shapes) != 1:
+            continue
+        shape = p.decl.shapes[0]
+        vpos, after = _positions(shape)
+        if vpos is not None and shape[vpos].name == name:
+            return p, vpos, after
+    raise SpecError(f"{m.spec.file}: variadic dims {name} are not carried by a single-form input; "
+                    f"InferShape cannot copy them")
+
+
+def infershape_context(m: OpModel) -> dict:
+    """Template data of the infershape file (see module docstring). Raises SpecError when an output
+    dim cannot be derived from the inputs."""
+    spec = m.spec
+    used_inputs: dict[str, object] = {}
+    dims: list[dict] = []
+    dim_var: dict[str, str] = {}
+    groups: dict[str, dict] = {}
+
+    def need_sym(name: str) -> str:
+        if name in dim_var:
+            return dim_var[name]
+        srcs = _sym_sources(m, name)
+        decl = spec.dims_.get(name)
+        fallback = None
+        if decl is not None and decl.absent is not None:
+            fallback = str(decl.absent)
+        attr = next((a for a in m.attrs if a.decl.dim is not None and a.decl.dim.name == name), None)
+        req = [s for s in srcs if not s.input.optional]
+        if req:
+            expr = req[0].expr
+            used_inputs[req[0].input.name] = req[0].input
+        else:
+            if fallback is None and attr is not None:
+                fallback = f"*attrs->GetAttrPointer<int64_t>({attr.index})"
+                attrs_needed.append(attr)
+            if fallback is None:
+                raise SpecError(f"{spec.file}: output dim {name} is carried by no required input and has no "
+                                f"absent value or attribute; InferShape cannot derive it")
+            expr = fallback
+            for s in reversed(srcs):
+                used_inputs[s.input.name] = s.input
+                expr = f"{_shape_var(s.input)} != nullptr ? {s.expr} : ({expr})" if expr != fallback else \
+                    f"{_shape_var(s.input)} != nullptr ? {s.expr} : {expr}"
+        var = f"dim{name}"
+        dim_var[name] = var
+        dims.append({"var": var, "name": name, "expr": expr})
+        return var
+
+    def need_group(name: str) -> dict:
+        if name in groups:
+            return groups[name]
+        p, vpos, after = _group_source(m, name)
+        used_inputs[p.name] = p
+        shp = _shape_var(p)
+        g = {"name": name, "src": shp, "begin": vpos, "end": f"{shp}->GetDimNum() - {after}"}
+        groups[name] = g
+        return g
+
+    attrs_needed: list = []
+    outputs = []
+    for p in m.outputs:
+        o = p.decl
+        var = f"{p.cpp[0].lower()}{p.cpp[1:]}Shape"
+        if o.like is not None:
+            src = m.param(o.like)
+            used_inputs[src.name] = src
+            outputs.append({"index": p.index, "name": p.name, "var": var, "optional": p.optional, "like": True,
+                            "src": _shape_var(src), "src_optional": src.optional, "src_name": src.name,
+                            "shape": f"like {src.name}"})
+            continue
+        entries = []
+        for d in o.shape:
+            if isinstance(d, Variadic):
+                g = need_group(d.name)
+                entries.append({"group": True, "src": g["src"], "begin": g["begin"], "end": g["end"]})
+            else:
+                e = as_dim(d)
+                for s in sorted(e.symbols()):
+                    if s in spec.variadics:
+                        need_group(s)
+                    else:
+                        need_sym(s)
+                expr = dim_cpp(e, lambda n: dim_var[n], lambda n: f"ProdDims({groups[n]['src']}, "
+                               f"{groups[n]['begin']}, {groups[n]['end']})")
+                entries.append({"group": False, "expr": expr})
+        fixed = sum(1 for e in entries if not e["group"])
+        group_sizes = [f"({e['end']})" if e["begin"] == 0 else f"({e['end']} - {e['begin']})"
+                       for e in entries if e["group"]]
+        rank = " + ".join(group_sizes + [str(fixed)]) if group_sizes else str(fixed)
+        outputs.append({"index": p.index, "name": p.name, "var": var, "optional": p.optional, "like": False,
+                        "entries": entries, "rank": rank, "shape": shape_str(o.shape)})
+    inputs = []
+    for p in m.inputs:
+        if p.name not in used_inputs:
+            continue
+        shapes = p.decl.shapes
+        ranks = []
+        for s in shapes:
+            vpos, _ = _positions(s)
+            fixed = len(s) - (1 if vpos is not None else 0)
+            ranks.append((fixed, vpos is not None))
+        min_rank = min(r for r, _ in ranks)
+        exact = all(not v for _, v in ranks) and len({r for r, _ in ranks}) == 1
+        shape_text = " or ".join(shape_str(s) for s in shapes)
+        msg = c_printf(f"{p.name}: rank ", "%zu", f", expected {'' if exact else 'at least '}{min_rank} for {shape_text}")
+        inputs.append({"name": p.name, "var": _shape_var(p), "getter": _getter(m, p, "Shape"), "optional": p.optional,
+                       "min_rank": min_rank, "exact": exact, "shape": shape_text, "msg": msg})
+    dtypes = []
+    for p in m.outputs:
+        dt = p.decl.dtype
+        if isinstance(dt, DTypeVar):
+            srcs = [q for q in m.var_binders(dt.name) if q.role != "output"]
+            allowed = m.allowed(dt.name)
+            fallback = DType.f32 if DType.f32 in allowed else spec.dtype_rows[0][dt.name]
+            chain = [{"expr": f"context->{_getter(m, q, 'DataType')}", "optional": q.optional, "name": q.name}
+                     for q in srcs]
+            dtypes.append({"index": p.index, "name": p.name, "var": dt.name, "chain": chain,
+                           "fallback": f"ge::{fallback.cann}",
+                           "needs_fallback": not chain or all(c["optional"] for c in chain)})
+        else:
+            dtypes.append({"index": p.index, "name": p.name, "var": None, "chain": [],
+                           "fallback": f"ge::{dt.cann}", "needs_fallback": True})
+    for d in dtypes:  # stop the chain at the first required source
+        cut = []
+        for c in d["chain"]:
+            cut.append(c)
+            if not c["optional"]:
+                break
+        d["chain"] = cut
+    needs_prod = any("ProdDims(" in d["expr"] for d in dims) or any(
+        "ProdDims(" in e["expr"] for o in outputs if not o["like"] for e in o["entries"] if not e["group"])
+    return {"banner": m.banner(), "op": m.op, "inputs": inputs, "dims": dims, "outputs": outputs, "dtypes": dtypes,
+            "attrs_needed": bool(attrs_needed), "fn_suffix": upper_camel(m.op), "needs_prod": needs_prod}
+
+
+def emit_infershape(spec) -> dict[str, str]:
+    """{"op_host/<op>_infershape.cpp": text} for `spec` (unformatted)."""
+    m = OpModel(spec)
+    return {f"op_host/{m.snake}_infershape.cpp": render("op_host/infershape.cpp.j2", **infershape_context(m))}

@@ -1,0 +1,161 @@
+"""What every emitter needs to know about a spec, computed once: names, parameters in CANN's order,
+dtype columns of the OpDef (one per dtype-table row), attribute literals, supported SoCs.
+
+Facts: reference/ascendc.md §2.3 (OpDef: DataType lists, one column per binary; attrs with
+AttrType/default; AddConfig per SoC), §2.8 (aclnn parameter order: inputs, attrs, outputs), README of
+the references (SoC keys opgen generates for: ascend910b, ascend910_93, ascend950).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opgen.codegen.names import aclnn_param, api_snake, c_string, op_snake
+from opgen.errors import OpgenError, SpecError
+from opgen.ir.dtypes import DType, DTypeVar
+
+# SoC keys opgen can emit a per-SoC config for (reference/README.md "Supported products").
+KNOWN_SOCS = {
+    "ascend910b": "Atlas A2",
+    "ascend910_93": "Atlas A3",
+    "ascend950": "Ascend 950PR/950DT",
+}
+# op::SocVersion enumerators the aclnn layer compares with (reference/ascendc.md §2.5, §3).
+SOC_ENUM = {
+    "ascend910b": "ASCEND910B",
+    "ascend910_93": "ASCEND910_93",
+    "ascend950": "ASCEND910_95",
+}
+# aclDataType of the ACL runtime (examples) per IR dtype.
+ACL_DTYPE = {
+    DType.f32: "ACL_FLOAT", DType.f16: "ACL_FLOAT16", DType.bf16: "ACL_BF16", DType.i32: "ACL_INT32",
+    DType.i64: "ACL_INT64", DType.u8: "ACL_UINT8", DType.bool: "ACL_BOOL",
+}
+_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@dataclass
+class ParamInfo:
+    """One OpDef/aclnn parameter.
+
+    name: spec (OpDef) spelling; role: input | optional | output | attr; cpp: aclnn C++ parameter name;
+    index: position among the op's inputs (or outputs, or attrs); decl: the spec declaration;
+    dtypes: OpDef DataType column values (ge::DT_*), one per dtype-table row (tensors only)."""
+
+    name: str
+    role: str
+    cpp: str
+    index: int
+    decl: object
+    dtypes: list = field(default_factory=list)
+
+    @property
+    def optional(self) -> bool:
+        """Whether the parameter may be absent (optional input or output)."""
+        return getattr(self.decl, "optional", False)
+
+
+def attr_cpp_type(t: type) -> str:
+    """C++ type of an attribute in the aclnn signature (§2.8: float -> double, int -> int64_t)."""
+    return {float: "double", int: "int64_t", bool: "bool", str: "const char*"}[t]
+
+
+def attr_kernel_type(t: type) -> str:
+    """C++ type of an attribute as the kernel op (L0) receives it."""
+    return {float: "float", int: "int64_t", bool: "bool", str: "const char*"}[t]
+
+
+def cpp_literal(v, t: type) -> str:
+    """C++ literal of an attribute value of type `t`. Raises SpecError for non-finite floats."""
+    if t is bool:
+        return "true" if v else "false"
+    if t is int:
+        return str(int(v))
+    if t is float:
+        f = float(v)
+        if not math.isfinite(f):
+            raise SpecError(f"attribute default {v!r} is not finite")
+        r = repr(f)
+        return r if ("." in r or "e" in r) else r + ".0"
+    return c_string(str(v))
+
+
+class OpModel:
+    """Facts about `spec` shared by the emitters (see the attributes set in __init__).
+
+    Raises OpgenError when the spec names a SoC opgen does not generate for, or when two parameters map
+    to the same aclnn C++ name."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.op = spec.name
+        self.snake = op_snake(spec.name)
+        self.api = spec.aclnn
+        self.api_snake = api_snake(spec.aclnn)
+        bad = [s for s in spec.socs if s not in KNOWN_SOCS]
+        if bad:
+            raise OpgenError(f"{spec.name}: cannot generate for SoC {', '.join(map(repr, bad))}; opgen emits per-SoC "
+                             f"configs only for the supported products: "
+                             f"{', '.join(f'{k} ({v})' for k, v in KNOWN_SOCS.items())}")
+        if not spec.socs:
+            raise OpgenError(f"{spec.name}: the spec declares no supported SoC")
+        self.socs = list(spec.socs)
+        try:
+            self.spec_file = Path(spec.file).resolve().relative_to(_ROOT).as_posix()
+        except ValueError:
+            self.spec_file = Path(spec.file).name
+        self.inputs: list[ParamInfo] = []
+        for k, i in enumerate(spec.inputs):
+            role = "optional" if i.optional else "input"
+            self.inputs.append(ParamInfo(i.name, role, aclnn_param(i.name, role), k, i, self.dtype_column(i.dtype)))
+        self.outputs = [ParamInfo(o.name, "output", aclnn_param(o.name, "output"), k, o, self.dtype_column(o.dtype))
+                        for k, o in enumerate(spec.outputs)]
+        self.attrs = [ParamInfo(a.name, "attr", aclnn_param(a.name, "attr"), k, a) for k, a in enumerate(spec.attrs)]
+        names = [p.cpp for p in self.params]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise OpgenError(f"{spec.name}: parameters map to the same aclnn name {', '.join(dup)}")
+
+    @property
+    def params(self) -> list[ParamInfo]:
+        """Inputs, attributes, outputs: the aclnn order (§2.8)."""
+        return self.inputs + self.attrs + self.outputs
+
+    def param(self, name: str) -> ParamInfo:
+        """The parameter called `name` (spec spelling). Raises KeyError."""
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def dtype_column(self, dt) -> list[str]:
+        """ge::DT_* of a tensor per dtype-table row (a dtype variable expanded through the rows; a fixed
+        dtype repeated), i.e. the OpDef DataType list (§2.3)."""
+        rows = self.spec.dtype_rows or [{}]
+        if isinstance(dt, DTypeVar):
+            return [f"ge::{r[dt.name].cann}" for r in rows]
+        return [f"ge::{dt.cann}"] * len(rows)
+
+    @property
+    def n_rows(self) -> int:
+        """Number of dtype combinations (binaries)."""
+        return max(1, len(self.spec.dtype_rows))
+
+    def banner(self, comment: str = "//") -> str:
+        """The first lines of every generated file: provenance and 'do not edit'."""
+        return (f"{comment} Generated by opgen from {self.spec_file} ({self.op}); do not edit.\n"
+                f"{comment} Regenerate with `opgen generate {self.op}`.")
+
+    def var_binders(self, var: str) -> list[ParamInfo]:
+        """Tensors typed by dtype variable `var`: inputs first (required before optional), then outputs."""
+        ins = [p for p in self.inputs if isinstance(p.decl.dtype, DTypeVar) and p.decl.dtype.name == var]
+        ins.sort(key=lambda p: p.optional)
+        outs = [p for p in self.outputs if isinstance(p.decl.dtype, DTypeVar) and p.decl.dtype.name == var]
+        outs.sort(key=lambda p: p.optional)
+        return ins + outs
+
+    def allowed(self, var: str) -> list[DType]:
+        """Dtypes a variable may take (over all rows), in the interpreter's message order."""
+        return sorted({r[var] for r in self.spec.dtype_rows}, key=lambda d: d.value)

@@ -1,0 +1,49 @@
+"""Emitter of op_host/<op>_def.cpp: the OpDef registration (reference/ascendc.md §2.3).
+
+Per input/output: ParamType (REQUIRED / OPTIONAL), the DataType list with one column per row of the
+spec's dtype table (a dtype variable expanded through the rows, a fixed dtype repeated), FORMAT_ND
+lists, UnknownShapeFormat; inputs read on the host (`host=True`: aclIntArray at the aclnn layer) are
+ValueDepend(OPTIONAL); device inputs are AutoContiguous. Attributes: AttrType REQUIRED when the spec
+gives no default, else OPTIONAL with the default (Int/Float/Bool/String). One AICore config per SoC the
+spec supports. Names exactly as the spec spells them.
+"""
+
+from __future__ import annotations
+
+from opgen.codegen.env import render
+from opgen.codegen.model import OpModel, cpp_literal
+
+_SETTER = {int: "Int", float: "Float", bool: "Bool", str: "String"}
+
+
+def def_context(m: OpModel) -> dict:
+    """Template data of the OpDef (also used by tests to know what the file must say)."""
+    fmt = ["ge::FORMAT_ND"] * m.n_rows
+    inputs = []
+    for p in m.inputs:
+        extras = []
+        if p.decl.host:
+            extras.append("ValueDepend(OPTIONAL)")
+        else:
+            extras.append("AutoContiguous()")
+        inputs.append({"name": p.name, "param_type": "OPTIONAL" if p.optional else "REQUIRED", "dtypes": p.dtypes,
+                       "formats": fmt, "extras": extras})
+    outputs = [{"name": p.name, "param_type": "OPTIONAL" if p.optional else "REQUIRED", "dtypes": p.dtypes,
+                "formats": fmt} for p in m.outputs]
+    attrs = []
+    for p in m.attrs:
+        a = p.decl
+        setter = _SETTER[a.type]
+        if a.default is None or a.required:
+            attrs.append({"name": a.name, "attr_type": "REQUIRED", "setter": f"{setter}()"})
+        else:
+            attrs.append({"name": a.name, "attr_type": "OPTIONAL", "setter": f"{setter}({cpp_literal(a.default, a.type)})"})
+    rows = [", ".join(f"{k}={v.long_name}" for k, v in r.items()) for r in m.spec.dtype_rows]
+    return {"banner": m.banner(), "op": m.op, "inputs": inputs, "outputs": outputs, "attrs": attrs, "socs": m.socs,
+            "rows": rows}
+
+
+def emit_def(spec) -> dict[str, str]:
+    """{"op_host/<op>_def.cpp": text} for `spec` (unformatted; generate() runs clang-format)."""
+    m = OpModel(spec)
+    return {f"op_host/{m.snake}_def.cpp": render("op_host/def.cpp.j2", **def_context(m))}

@@ -1,0 +1,3 @@
+// Stub: opdev common types.
+#pragma once
+#include "aclnn/aclnn_base.h"

@@ -1,0 +1,3 @@
+// Stub: opdev op definitions.
+#pragma once
+#include "opdev/common_types.h"
