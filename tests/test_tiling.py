@@ -43,14 +43,20 @@ def driver(tmp_path_factory):
     return exe
 
 
-def _case_line(spec, env, dtypes, present, plat):
-    """Driver input for one call: every input's presence, dtype and shape, the outputs' dtypes."""
+def _case_line(spec, env, dtypes, present, plat, attrs=None):
+    """Driver input for one call: every input's presence, dtype and shape, the attributes (OpDef order;
+    defaults where not given, strings as 0), the outputs' dtypes."""
     parts = [spec.name, str(plat.aiv), str(plat.ub_bytes), str(len(spec.inputs))]
     for i in spec.inputs:
         dt = dtypes.get(i.dtype.name, DType.f32) if isinstance(i.dtype, DTypeVar) else i.dtype
         ok = present.get(i.name, not i.optional)
         shape = eval_shape(i.shapes[0], env) if ok else ()
         parts += [str(int(ok)), str(CANN[dt]), str(len(shape))] + [str(x) for x in shape]
+    attrs = attrs or {}
+    parts.append(str(len(spec.attrs)))
+    for a in spec.attrs:
+        v = attrs.get(a.name, a.default)
+        parts.append(repr(float(v)) if isinstance(v, (int, float)) else "0")
     parts.append(str(len(spec.outputs)))
     for o in spec.outputs:
         dt = dtypes.get(o.dtype.name, DType.f32) if isinstance(o.dtype, DTypeVar) else o.dtype
@@ -58,9 +64,9 @@ def _case_line(spec, env, dtypes, present, plat):
     return " ".join(parts)
 
 
-def _expected(spec, env, dtypes, plat):
+def _expected(spec, env, dtypes, plat, attrs=None):
     prog, inputs, _ = TILINGS[spec.name]
-    py = evaluate(spec, prog, inputs, env, dtypes, plat)
+    py = evaluate(spec, prog, inputs, env, dtypes, plat, attrs)
     fields = [py[f] for f in prog.fields]
     return (f"ok {py['blockDim']} {py['tilingKey']} {py['workspaceBytes'] + SYS_WORKSPACE_BYTES} {len(fields)} "
             + " ".join(map(str, fields)))
@@ -77,7 +83,7 @@ def _ada_cases(op, optionals):
         dtypes = dict(row)
         if not any(opt.values()):
             dtypes = {"T": row["T"]}  # U unbound when every U tensor is absent and U is only on optionals
-        yield spec, {"Bd": bd, "S": s, "H": h}, (dtypes if op == "AdaLayerNormV2" else dict(row)), opt, plat
+        yield spec, {"Bd": bd, "S": s, "H": h}, (dtypes if op == "AdaLayerNormV2" else dict(row)), opt, plat, {}
 
 
 NRC_SHAPES = [dict(B=1, N=1, D=2, Sq=1, Seq=0, Sk=1, Sek=0, R=1), dict(B=2, N=3, D=6, Sq=5, Seq=3, Sk=4, Sek=2, R=6),
@@ -87,7 +93,10 @@ NRC_SHAPES = [dict(B=1, N=1, D=2, Sq=1, Seq=0, Sk=1, Sek=0, R=1), dict(B=2, N=3,
 
 def _nrc_cases(op):
     spec = load_spec(op)
-    for env, row, plat in itertools.product(NRC_SHAPES, spec.dtype_rows, PLATFORMS.values()):
+    combos = [dict(zip([a.name for a in spec.static_attrs], vals))
+              for vals in itertools.product(*[a.choices for a in spec.static_attrs])]
+    assert len(combos) == (108 if op == "NormRopeConcat" else 54)
+    for k, (env, row, plat) in enumerate(itertools.product(NRC_SHAPES, spec.dtype_rows, PLATFORMS.values())):
         present = {"rope_sin": True, "rope_cos": True}
         if env["Seq"]:
             present["encoder_query"] = True
@@ -95,7 +104,8 @@ def _nrc_cases(op):
             present["encoder_key"] = True
             if op == "NormRopeConcat":
                 present["encoder_value"] = True
-        yield spec, env, dict(row), present, plat
+        for attrs in (combos if k < 2 else combos[k % len(combos):][:2]):  # every combination on two cases
+            yield spec, env, dict(row), present, plat, attrs
 
 
 def _all_cases():
@@ -109,11 +119,16 @@ def _all_cases():
 def test_python_twin_equals_emitted_tiling(driver):
     """For the four vector ops, every tiling field, blockDim, tilingKey and workspace of the emitted C++
     TilingFunc equal the Python twin's: shapes with tails, H=1, odd H, H=3440/3441, 16384, S=1, null
-    encoders, every dtype row and platform, optional weights present or absent."""
+    encoders, every dtype row and platform, optional weights present or absent, and all 108 / 54
+    NormRopeConcat(Grad) attribute combinations (the tiling key encodes them)."""
     lines, expected = [], []
-    for spec, env, dtypes, present, plat in _all_cases():
-        lines.append(_case_line(spec, env, dtypes, present, plat))
-        expected.append(_expected(spec, env, dtypes, plat))
+    keys = set()
+    for spec, env, dtypes, present, plat, attrs in _all_cases():
+        lines.append(_case_line(spec, env, dtypes, present, plat, attrs))
+        expected.append(_expected(spec, env, dtypes, plat, attrs))
+        keys.add((spec.name, expected[-1].split()[2]))
+    # a distinct tiling key for every (dtype row, attribute combination) of NormRopeConcatGrad
+    assert len({k for op, k in keys if op == "NormRopeConcatGrad"}) >= 54
     out = subprocess.run([str(driver)], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
     got = out.stdout.splitlines()
     assert len(got) == len(expected) and len(got) > 1000
@@ -151,7 +166,7 @@ def test_v2_ub_plan_fits():
         r = 1
         for x in bd:
             r *= x
-        tl = v2.PROGRAM.evaluate(dict(rows=r * s, seq=s, hidden=h, tBytes=tb, dtypeKey=1, coreNum=plat.aiv,
+        tl = v2.PROGRAM.evaluate(dict(rows=r * s, seq=s, hidden=h, tBytes=tb, dtypeKey=1, attrKey=0, coreNum=plat.aiv,
                                       ubBytes=plat.ub_bytes))
         assert tl["fits"] == 1
         if tl["strategy"] == 1:

@@ -43,6 +43,7 @@ def program() -> TilingProgram:
     tB = p.input("tBytes", "bytes per element of T (dy, x, scale, pd_x)")
     uB = p.input("uBytes", "bytes per element of U (gamma, beta, pd_gamma, pd_beta)")
     dk = p.input("dtypeKey", "1..5, see module docstring")
+    ak = p.input("attrKey", "mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)")
     cores = p.input("coreNum", "AIV cores of the platform")
     ub = p.input("ubBytes", "UB bytes per AIV core")
 
@@ -75,7 +76,7 @@ def program() -> TilingProgram:
     p.let("fits", (rows_fit >= 1) | (grp_fit >= 1), "1 when the chosen plan fits UB", True)
     # --- launch
     block_dim = p.let("blockDim", select(strategy.eq(1), row_cores, col_cores), "AIV cores launched", True)
-    p.let("tilingKey", strategy * 10 + dk, "strategy * 10 + dtypeKey", True)
+    p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     ws_rows = p.let("wsRowBytes", block_dim * 4 * (4 * col_align), "per-core fp32 partial rows (ROW_SPLIT, bytes)")
     ws_cols = p.let("wsColBytes", 2 * 2 * block_dim * group_rows * 4 + 2 * group_rows * 4,
                     "double-buffered partial and total row sums (COL_SPLIT, bytes)")
@@ -97,7 +98,7 @@ def tiling(shape_rows: int, seq: int, batch: int, hidden: int, t: str, u: str, c
     size = {"f32": 4, "f16": 2, "bf16": 2}
     return PROGRAM.evaluate({
         "rows": shape_rows, "seq": seq, "batch": batch, "hidden": hidden, "tBytes": size[t], "uBytes": size[u],
-        "dtypeKey": DTYPE_KEYS[(t, u)], "coreNum": core_num, "ubBytes": ub_bytes,
+        "dtypeKey": DTYPE_KEYS[(t, u)], "attrKey": 0, "coreNum": core_num, "ubBytes": ub_bytes,
     })
 
 
@@ -139,6 +140,6 @@ from opgen.ir.dims import Prod as _Prod, Sym as _Sym  # noqa: E402
 
 INPUTS = {
     "rows": _Prod("Bd") * _Sym("S"), "seq": _Sym("S"), "batch": _Prod("Bd"), "hidden": _Sym("H"),
-    "tBytes": ("bytes", "T"), "uBytes": ("bytes", "U"), "dtypeKey": ("dtype_key",),
+    "tBytes": ("bytes", "T"), "uBytes": ("bytes", "U"), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
     "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes"),
 }

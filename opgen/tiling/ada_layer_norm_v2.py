@@ -29,6 +29,7 @@ def program() -> TilingProgram:
     H = p.input("hidden", "H (elements)")
     tB = p.input("tBytes", "bytes per element of T")
     dk = p.input("dtypeKey", "1..5, row of the dtype table")
+    ak = p.input("attrKey", "mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)")
     cores = p.input("coreNum", "AIV cores")
     ub = p.input("ubBytes", "UB bytes per AIV core")
     col_align = p.let("colAlign", align_up(H, 16), "row stride in UB (elements)", True)
@@ -49,7 +50,7 @@ def program() -> TilingProgram:
     group_rows = p.let("groupRows", emax(1, emin(emin(grp_fit, 1024), R)), "rows per group (COL_SPLIT)", True)
     p.let("rowsPerOwner", ceil_div(group_rows, col_cores), "rows each core totals per group (COL_SPLIT)", True)
     p.let("blockDim", select(strategy.eq(1), used, col_cores), "AIV cores launched", True)
-    p.let("tilingKey", strategy * 10 + dk, "strategy * 10 + dtypeKey", True)
+    p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     p.let("workspaceBytes", select(strategy.eq(1), 0, 2 * 2 * col_cores * group_rows * 4 + 2 * group_rows * 4),
           "COL_SPLIT: double-buffered partial and total row sums (bytes)", True)
     p.let("fits", (fit >= 1) | (grp_fit >= 1), "1 when the chosen plan fits UB", True)
@@ -62,5 +63,5 @@ def program() -> TilingProgram:
 PROGRAM = program()
 INPUTS = {
     "rows": Prod("Bd") * Sym("S"), "seq": Sym("S"), "hidden": Sym("H"), "tBytes": ("bytes", "T"),
-    "dtypeKey": ("dtype_key",), "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes"),
+    "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes"),
 }

@@ -74,9 +74,35 @@ def dim_cpp(spec, e: DimExpr) -> str:
     raise SpecError(f"cannot emit dim {e}")
 
 
-def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform) -> dict:
+def attr_key(spec, attrs: dict) -> int:
+    """Mixed-radix index of the static (behaviour-selecting) attribute values, first attribute fastest:
+    sum_i index(value_i in choices_i) * prod_{j<i} len(choices_j); defaults for absent ones."""
+    key, radix = 0, 1
+    for a in spec.static_attrs:
+        v = attrs.get(a.name, a.default)
+        key += a.choices.index(v) * radix
+        radix *= len(a.choices)
+    return key
+
+
+def _attr_key_cpp(spec) -> str:
+    """C++ of attr_key over the TilingContext's attributes (OpDef order), -1 when a value is not a choice."""
+    terms, radix = [], 1
+    index = {a.name: k for k, a in enumerate(spec.attrs)}
+    for a in spec.static_attrs:
+        if a.type is str:
+            raise SpecError(f"{a.loc}: string attribute {a.name} in a tiling key is not supported yet")
+        ctype = "bool" if a.type is bool else "int64_t"
+        vals = ", ".join(("true" if c else "false") if a.type is bool else str(c) for c in a.choices)
+        terms.append(f"AttrIndex<{ctype}>(context, {index[a.name]}, {{{vals}}}) * {radix}")
+        radix *= len(a.choices)
+    return " + ".join(terms) if terms else "0"
+
+
+def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs: dict | None = None) -> dict:
     """The Python twin: run `prog` for concrete dims `env` ({"Bd": (2,), "S": 7, ...}), dtype binding
-    `dtypes` ({"T": DType, ...}; a variable whose tensors are all absent may be missing) and a Platform.
+    `dtypes` ({"T": DType, ...}; a variable whose tensors are all absent may be missing), a Platform and
+    the static attribute values `attrs` (defaults when absent).
 
     Raises KeyError for a program input without a mapping."""
     vals = {}
@@ -89,6 +115,8 @@ def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform) ->
                                if all(r[v] == d for v, d in dtypes.items())), 0)
         elif isinstance(how, tuple) and how[0] == "platform":
             vals[name] = {"coreNum": platform.aiv, "ubBytes": platform.ub_bytes}[how[1]]
+        elif isinstance(how, tuple) and how[0] == "attr_key":
+            vals[name] = attr_key(spec, attrs or {})
         else:
             vals[name] = as_dim(how).evaluate(env)
     return prog.evaluate(vals)
@@ -109,6 +137,8 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
         elif isinstance(how, tuple) and how[0] == "platform":
             reads.append((name, {"coreNum": "static_cast<int64_t>(platform.GetCoreNumAiv())",
                                  "ubBytes": "static_cast<int64_t>(ubSize)"}[how[1]]))
+        elif isinstance(how, tuple) and how[0] == "attr_key":
+            reads.append((name, _attr_key_cpp(spec)))
         else:
             reads.append((name, dim_cpp(spec, how)))
     rows = [[c.cann for c in (r[v.name] for v in spec.dtype_table)] for r in spec.dtype_rows]

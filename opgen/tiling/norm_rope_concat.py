@@ -35,6 +35,7 @@ def program(grad: bool) -> TilingProgram:
     r = p.input("ropeRows", "R, rows of the RoPE tables")
     tB = p.input("tBytes", "bytes per element of T")
     dk = p.input("dtypeKey", "1..3: fp16, bf16, fp32 (the spec's dtype rows)")
+    ak = p.input("attrKey", "mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)")
     cores = p.input("coreNum", "AIV cores")
     ub = p.input("ubBytes", "UB bytes per AIV core")
     d_align = p.let("dAlign", align_up(D, 16), "head row stride in UB (elements)", True)
@@ -48,7 +49,7 @@ def program(grad: bool) -> TilingProgram:
     fit, used = row_split(p, rows, cores, ub, row_bytes, fixed)
     p.let("blockDim", used, "AIV cores launched", True)
     p.let("fits", fit >= 1, "1 when one head row fits UB (always for D <= 1024)", True)
-    p.let("tilingKey", dk + 0, "dtype row; attribute combinations are kernel template arguments", True)
+    p.let("tilingKey", ak * 100 + dk * 10 + 1, "attrKey * 100 + dtypeKey * 10 + 1 (one strategy)", True)
     if grad:
         p.let("reduceCores", emin(used, ceil_div(d_align, 16)), "cores summing the weight-grad partials", True)
         p.let("workspaceBytes", used * 8 * d_align * 4, "per-core fp32 partial weight/bias grads (bytes)", True)
@@ -66,7 +67,7 @@ PROGRAM_GRAD = program(True)
 INPUTS = {
     "batch": Sym("B"), "heads": Sym("N"), "headDim": Sym("D"), "querySeq": Sym("Sq"), "encoderQuerySeq": Sym("Seq"),
     "keySeq": Sym("Sk"), "encoderKeySeq": Sym("Sek"), "ropeRows": Sym("R"), "tBytes": ("bytes", "T"),
-    "dtypeKey": ("dtype_key",), "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes"),
+    "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes"),
 }
 
 

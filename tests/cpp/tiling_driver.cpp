@@ -1,6 +1,6 @@
 // Test driver: runs an emitted TilingFunc (linked in) on cases read from stdin and prints the result.
 // Input per case: op name, aivNum, ubBytes, nInputs, then per input: present dtype rank dims...,
-// then nOutputs and their dtypes. Output per case: "ok blockDim tilingKey workspace n v0 v1 ..." where v* are
+// then nAttrs and their numeric values (OpDef order; strings as 0), then nOutputs and their dtypes. Output per case: "ok blockDim tilingKey workspace n v0 v1 ..." where v* are
 // the int64 fields of the tiling data (all opgen tiling fields are int64_t), or "fail".
 #include <cstdint>
 #include <iostream>
@@ -32,6 +32,13 @@ int main()
             descs.emplace_back(present ? new gert::CompileTimeTensorDesc(static_cast<ge::DataType>(dt)) : nullptr);
             ctx.inputShapes.push_back(shapes.back().get());
             ctx.inputDescs.push_back(descs.back().get());
+        }
+        size_t nAttr = 0;
+        std::cin >> nAttr;
+        for (size_t i = 0; i < nAttr; ++i) {
+            double v = 0;
+            std::cin >> v;
+            ctx.attrs.Set(i, v);
         }
         size_t nOut = 0;
         std::cin >> nOut;

@@ -29,6 +29,23 @@ inline int64_t ProdDims(const gert::Shape& shape, int64_t lead, int64_t tail)
     return p;
 }
 
+// Position of a static attribute's value among its allowed values, -1 when absent or not allowed.
+template <typename T, size_t N>
+inline int64_t AttrIndex(gert::TilingContext* context, size_t index, const T (&choices)[N])
+{
+    const gert::RuntimeAttrs* attrs = context->GetAttrs();
+    const T* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<T>(index);
+    if (value == nullptr) {
+        return -(static_cast<int64_t>(1) << 40);
+    }
+    for (size_t i = 0; i < N; ++i) {
+        if (choices[i] == *value) {
+            return static_cast<int64_t>(i);
+        }
+    }
+    return -(static_cast<int64_t>(1) << 40);
+}
+
 inline int64_t DTypeBytes(ge::DataType dt)
 {
     return dt == ge::DT_FLOAT ? 4 : 2;
@@ -79,10 +96,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                       : (context->GetOptionalInputDesc(6) != nullptr
                              ? context->GetOptionalInputDesc(6)->GetDataType()
                              : context->GetOutputDesc(3)->GetDataType())));  // 1..5, see module docstring
+    [[maybe_unused]] const int64_t attrKey =
+        0;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
     [[maybe_unused]] const int64_t coreNum =
         static_cast<int64_t>(platform.GetCoreNumAiv());                     // AIV cores of the platform
     [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(ubSize);  // UB bytes per AIV core
-    if (dtypeKey == 0) {
+    if (dtypeKey == 0 || attrKey < 0) {
         return ge::GRAPH_FAILED;
     }
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned for 16/32-bit)
@@ -117,8 +136,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowsPerOwner = CeilDiv(groupRows, colCores);         // rows each core totals per group (COL_SPLIT)
     const int64_t fits = ((rowsFit >= 1) || (groupFit >= 1));          // 1 when the chosen plan fits UB
     const int64_t blockDim = ((strategy == 1) ? rowCores : colCores);  // AIV cores launched
-    const int64_t tilingKey = ((strategy * 10) + dtypeKey);            // strategy * 10 + dtypeKey
-    const int64_t wsRowBytes = ((blockDim * 4) * (4 * colAlign));      // per-core fp32 partial rows (ROW_SPLIT, bytes)
+    const int64_t tilingKey =
+        (((attrKey * 100) + (dtypeKey * 10)) + strategy);          // attrKey * 100 + dtypeKey * 10 + strategy
+    const int64_t wsRowBytes = ((blockDim * 4) * (4 * colAlign));  // per-core fp32 partial rows (ROW_SPLIT, bytes)
     const int64_t wsColBytes =
         ((((4 * blockDim) * groupRows) * 4) +
          ((2 * groupRows) * 4));  // double-buffered partial and total row sums (COL_SPLIT, bytes)

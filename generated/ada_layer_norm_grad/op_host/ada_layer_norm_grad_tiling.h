@@ -17,7 +17,7 @@ struct AdaLayerNormGradTilingData {
     int64_t rowsPerOwner = 0;       // rows each core totals per group (COL_SPLIT)
     int64_t fits = 0;               // 1 when the chosen plan fits UB
     int64_t blockDim = 0;           // AIV cores launched
-    int64_t tilingKey = 0;          // strategy * 10 + dtypeKey
+    int64_t tilingKey = 0;          // attrKey * 100 + dtypeKey * 10 + strategy
     int64_t workspaceBytes = 0;     // user workspace (bytes)
     int64_t seqLen = 0;             // S
     int64_t batchNum = 0;           // prod(Bd)

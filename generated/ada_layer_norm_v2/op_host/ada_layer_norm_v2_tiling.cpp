@@ -29,6 +29,23 @@ inline int64_t ProdDims(const gert::Shape& shape, int64_t lead, int64_t tail)
     return p;
 }
 
+// Position of a static attribute's value among its allowed values, -1 when absent or not allowed.
+template <typename T, size_t N>
+inline int64_t AttrIndex(gert::TilingContext* context, size_t index, const T (&choices)[N])
+{
+    const gert::RuntimeAttrs* attrs = context->GetAttrs();
+    const T* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<T>(index);
+    if (value == nullptr) {
+        return -(static_cast<int64_t>(1) << 40);
+    }
+    for (size_t i = 0; i < N; ++i) {
+        if (choices[i] == *value) {
+            return static_cast<int64_t>(i);
+        }
+    }
+    return -(static_cast<int64_t>(1) << 40);
+}
+
 inline int64_t DTypeBytes(ge::DataType dt)
 {
     return dt == ge::DT_FLOAT ? 4 : 2;
@@ -69,9 +86,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
              ? context->GetOptionalInputDesc(3)->GetDataType()
              : (context->GetOptionalInputDesc(4) != nullptr ? context->GetOptionalInputDesc(4)->GetDataType()
                                                             : ge::DT_UNDEFINED)));  // 1..5, row of the dtype table
+    [[maybe_unused]] const int64_t attrKey =
+        0;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
     [[maybe_unused]] const int64_t coreNum = static_cast<int64_t>(platform.GetCoreNumAiv());  // AIV cores
     [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(ubSize);                    // UB bytes per AIV core
-    if (dtypeKey == 0) {
+    if (dtypeKey == 0 || attrKey < 0) {
         return ge::GRAPH_FAILED;
     }
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements)
@@ -103,7 +122,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(groupFit, 1024), rows));  // rows per group (COL_SPLIT)
     const int64_t rowsPerOwner = CeilDiv(groupRows, colCores);         // rows each core totals per group (COL_SPLIT)
     const int64_t blockDim = ((strategy == 1) ? rowCores : colCores);  // AIV cores launched
-    const int64_t tilingKey = ((strategy * 10) + dtypeKey);            // strategy * 10 + dtypeKey
+    const int64_t tilingKey =
+        (((attrKey * 100) + (dtypeKey * 10)) + strategy);  // attrKey * 100 + dtypeKey * 10 + strategy
     const int64_t workspaceBytes =
         ((strategy == 1) ? 0
                          : ((((4 * colCores) * groupRows) * 4) +

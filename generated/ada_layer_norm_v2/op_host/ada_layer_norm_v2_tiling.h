@@ -15,7 +15,7 @@ struct AdaLayerNormV2TilingData {
     int64_t groupRows = 0;       // rows per group (COL_SPLIT)
     int64_t rowsPerOwner = 0;    // rows each core totals per group (COL_SPLIT)
     int64_t blockDim = 0;        // AIV cores launched
-    int64_t tilingKey = 0;       // strategy * 10 + dtypeKey
+    int64_t tilingKey = 0;       // attrKey * 100 + dtypeKey * 10 + strategy
     int64_t workspaceBytes = 0;  // COL_SPLIT: double-buffered partial and total row sums (bytes)
     int64_t fits = 0;            // 1 when the chosen plan fits UB
     int64_t seqLen = 0;          // S

@@ -29,6 +29,23 @@ inline int64_t ProdDims(const gert::Shape& shape, int64_t lead, int64_t tail)
     return p;
 }
 
+// Position of a static attribute's value among its allowed values, -1 when absent or not allowed.
+template <typename T, size_t N>
+inline int64_t AttrIndex(gert::TilingContext* context, size_t index, const T (&choices)[N])
+{
+    const gert::RuntimeAttrs* attrs = context->GetAttrs();
+    const T* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<T>(index);
+    if (value == nullptr) {
+        return -(static_cast<int64_t>(1) << 40);
+    }
+    for (size_t i = 0; i < N; ++i) {
+        if (choices[i] == *value) {
+            return static_cast<int64_t>(i);
+        }
+    }
+    return -(static_cast<int64_t>(1) << 40);
+}
+
 inline int64_t DTypeBytes(ge::DataType dt)
 {
     return dt == ge::DT_FLOAT ? 4 : 2;
@@ -81,9 +98,14 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         DTypeBytes(context->GetInputDesc(0)->GetDataType());  // bytes per element of T
     [[maybe_unused]] const int64_t dtypeKey =
         DTypeKey(context->GetInputDesc(0)->GetDataType());  // 1..3: fp16, bf16, fp32 (the spec's dtype rows)
+    [[maybe_unused]] const int64_t attrKey =
+        AttrIndex<int64_t>(context, 0, {0, 1, 2}) * 1 + AttrIndex<int64_t>(context, 1, {0, 1, 2}) * 3 +
+        AttrIndex<int64_t>(context, 2, {0, 1, 2}) * 9 +
+        AttrIndex<int64_t>(context, 3, {0, 1}) *
+            27;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
     [[maybe_unused]] const int64_t coreNum = static_cast<int64_t>(platform.GetCoreNumAiv());  // AIV cores
     [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(ubSize);                    // UB bytes per AIV core
-    if (dtypeKey == 0) {
+    if (dtypeKey == 0 || attrKey < 0) {
         return ge::GRAPH_FAILED;
     }
     const int64_t dAlign = AlignUp(headDim, 16);  // head row stride in UB (elements)
@@ -102,8 +124,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowsPerPass =
         std::max<int64_t>(1, std::min<int64_t>(rowsFit, CeilDiv(rowNum, rowCores)));  // rows per UB pass
     const int64_t blockDim = rowCores;                                                // AIV cores launched
-    const int64_t fits = (rowsFit >= 1);       // 1 when one head row fits UB (always for D <= 1024)
-    const int64_t tilingKey = (dtypeKey + 0);  // dtype row; attribute combinations are kernel template arguments
+    const int64_t fits = (rowsFit >= 1);  // 1 when one head row fits UB (always for D <= 1024)
+    const int64_t tilingKey =
+        (((attrKey * 100) + (dtypeKey * 10)) + 1);  // attrKey * 100 + dtypeKey * 10 + 1 (one strategy)
     const int64_t reduceCores =
         std::min<int64_t>(rowCores, CeilDiv(dAlign, 16));            // cores summing the weight-grad partials
     const int64_t workspaceBytes = (((rowCores * 8) * dAlign) * 4);  // per-core fp32 partial weight/bias grads (bytes)

@@ -12,7 +12,7 @@ struct NormRopeConcatGradTilingData {
     int64_t rowsPerPass = 0;         // rows per UB pass
     int64_t blockDim = 0;            // AIV cores launched
     int64_t fits = 0;                // 1 when one head row fits UB (always for D <= 1024)
-    int64_t tilingKey = 0;           // dtype row; attribute combinations are kernel template arguments
+    int64_t tilingKey = 0;           // attrKey * 100 + dtypeKey * 10 + 1 (one strategy)
     int64_t reduceCores = 0;         // cores summing the weight-grad partials
     int64_t workspaceBytes = 0;      // per-core fp32 partial weight/bias grads (bytes)
     int64_t batchNum = 0;            //

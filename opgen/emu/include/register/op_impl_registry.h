@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -61,9 +62,36 @@ private:
     std::vector<uint8_t> buf_ = std::vector<uint8_t>(64 * 1024);
     size_t size_ = 0;
 };
+// Attribute values by index (the OpDef order); each slot readable as int64_t, float or bool.
+class RuntimeAttrs {
+public:
+    void Set(size_t i, double v)
+    {
+        if (ints_.size() <= i) {
+            ints_.resize(i + 1);
+            floats_.resize(i + 1);
+            bools_.resize(i + 1);
+        }
+        ints_[i] = static_cast<int64_t>(v);
+        floats_[i] = static_cast<float>(v);
+        bools_[i] = v != 0.0;
+    }
+    template <typename T> const T* GetAttrPointer(size_t i) const;
+    size_t GetAttrNum() const { return ints_.size(); }
+private:
+    std::vector<int64_t> ints_;
+    std::vector<float> floats_;
+    std::deque<bool> bools_;
+};
+template <> inline const int64_t* RuntimeAttrs::GetAttrPointer<int64_t>(size_t i) const { return i < ints_.size() ? &ints_[i] : nullptr; }
+template <> inline const float* RuntimeAttrs::GetAttrPointer<float>(size_t i) const { return i < floats_.size() ? &floats_[i] : nullptr; }
+template <> inline const bool* RuntimeAttrs::GetAttrPointer<bool>(size_t i) const { return i < bools_.size() ? &bools_[i] : nullptr; }
+
 // A tiling context filled by the caller (test driver or the emulated aclnn layer).
 class TilingContext {
 public:
+    RuntimeAttrs attrs;
+    const RuntimeAttrs* GetAttrs() const { return &attrs; }
     std::vector<StorageShape*> inputShapes;  // nullptr = absent optional input
     std::vector<CompileTimeTensorDesc*> inputDescs;
     std::vector<CompileTimeTensorDesc*> outputDescs;
