@@ -150,6 +150,12 @@ def cmd_graph(args) -> int:
             raise OpgenError(f"--stage tiled: {spec.name} has no tiling program yet (vector ops only)")
         sys.stdout.write(print_plan(plan(g, prog)))
         if prog is not None:
+            from opgen.tiling import BUFFER_PLANS
+            from opgen.tiling.buffers import describe
+
+            for strategy, bufs in sorted(BUFFER_PLANS[spec.name].items()):
+                rows = "rowsPerPass" if strategy == 1 else "groupRows"
+                sys.stdout.write(f"buffers strategy {strategy} {{\n  " + "\n  ".join(describe(bufs, rows)) + "\n}\n")
             sys.stdout.write(f"tiling program {prog.name} {{\n{prog.to_cpp(indent='  ')}\n}}\n")
         return 0
     launch_plan = None

@@ -1,12 +1,19 @@
 """Host tiling: tiling programs (one source for the Python twin and the emitted C++ TilingFunc),
 per-op strategies and GM-traffic models. `TILINGS` maps an OpDef name to (program, inputs map, doc)."""
 
-from opgen.tiling import ada_layer_norm_grad, ada_layer_norm_v2, norm_rope_concat
+from opgen.tiling import ada_layer_norm_grad, ada_layer_norm_v2, norm_rope_concat  # noqa: I001
 
 
 def _doc(mod):
     return mod.__doc__.strip().splitlines()[0]
 
+
+BUFFER_PLANS = {  # OpDef name -> {strategy: [Buffer]} (opgen.tiling.buffers)
+    "AdaLayerNormGrad": ada_layer_norm_grad.BUFFERS,
+    "AdaLayerNormV2": ada_layer_norm_v2.BUFFERS,
+    "NormRopeConcat": {1: norm_rope_concat.BUFFERS[False]},
+    "NormRopeConcatGrad": {1: norm_rope_concat.BUFFERS[True]},
+}
 
 TILINGS = {
     "AdaLayerNormGrad": (ada_layer_norm_grad.PROGRAM, ada_layer_norm_grad.INPUTS, _doc(ada_layer_norm_grad)),

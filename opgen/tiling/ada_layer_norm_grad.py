@@ -25,12 +25,15 @@ dtypeKey (last digit): 1 fp32/fp32, 2 fp16/fp16, 3 fp16/fp32, 4 bf16/bf16, 5 bf1
 
 from __future__ import annotations
 
+from opgen.tiling.buffers import Buffer
+from opgen.tiling.buffers import fixed_bytes as buffer_fixed_bytes
+from opgen.tiling.buffers import row_bytes as buffer_row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, select
 
 ROW_SPLIT, COL_SPLIT = 1, 2
 DTYPE_KEYS = {("f32", "f32"): 1, ("f16", "f16"): 2, ("f16", "f32"): 3, ("bf16", "bf16"): 4, ("bf16", "f32"): 5}
 REDUCE_TMP_BYTES = 1024  # scratch of the vector reductions (bytes)
-STAT_BYTES_PER_ROW = 64  # mean and rstd of a row, each broadcast to one 32-byte block (bytes)
+BUFFERS: dict = {}  # strategy -> [Buffer], filled by program() (opgen.tiling.buffers)
 
 
 def program() -> TilingProgram:
@@ -49,10 +52,20 @@ def program() -> TilingProgram:
 
     col_align = p.let("colAlign", align_up(H, 16), "row stride in UB (elements; 32-byte aligned for 16/32-bit)", True)
     # --- ROW_SPLIT UB plan: bytes per resident row and fixed bytes
-    row_bytes = p.let("rowBytes", 6 * col_align * tB + 12 * col_align + STAT_BYTES_PER_ROW,
-                      "dy, x, pd_x double-buffered in T + 3 fp32 work rows + stats (bytes)")
-    fixed_bytes = p.let("fixedBytes", 28 * col_align + col_align * tB + REDUCE_TMP_BYTES,
-                        "gamma, beta, 1+scale, 4 accumulators in fp32 + scale row in T + reduce tmp (bytes)")
+    rows_plan = [
+        Buffer("inQueDy", "TQue<VECIN>", 2, True, col_align, tB, "dy rows"),
+        Buffer("inQueX", "TQue<VECIN>", 2, True, col_align, tB, "x rows"),
+        Buffer("outQuePdX", "TQue<VECOUT>", 2, True, col_align, tB, "pd_x rows"),
+        Buffer("workBuf", "TBuf<VECCALC>", 3, True, col_align, 4, "fp32 dy*(1+scale), z, dy_g"),
+        Buffer("statBuf", "TBuf<VECCALC>", 2, True, 8, 4, "mean and rstd, one 32-byte block each"),
+        Buffer("paramBuf", "TBuf<VECCALC>", 3, False, col_align, 4, "gamma, beta, 1+scale in fp32"),
+        Buffer("accBuf", "TBuf<VECCALC>", 4, False, col_align, 4, "pd_gamma, pd_beta, pd_scale, pd_shift sums"),
+        Buffer("inQueScale", "TQue<VECIN>", 1, False, col_align, tB, "scale row"),
+        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
+    ]
+    BUFFERS[ROW_SPLIT] = rows_plan
+    row_bytes = p.let("rowBytes", buffer_row_bytes(rows_plan), "UB bytes per resident row (ROW_SPLIT)")
+    fixed_bytes = p.let("fixedBytes", buffer_fixed_bytes(rows_plan), "UB bytes held once (ROW_SPLIT)")
     rows_fit = p.let("rowsFit", select(ub > fixed_bytes, (ub - fixed_bytes) // row_bytes, 0), "rows per UB pass that fit")
     strategy = p.let("strategy", select(rows_fit >= 1, 1, 2), "1 ROW_SPLIT, 2 COL_SPLIT", True)
     # --- ROW_SPLIT core split
@@ -66,10 +79,21 @@ def program() -> TilingProgram:
     cols = p.let("colsPerCore", align_up(ceil_div(H, cores), 16), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols), "cores used by COL_SPLIT")
     p.let("colsTail", H - (col_cores - 1) * cols, "columns of the last core (COL_SPLIT)", True)
-    grp_row_bytes = p.let("groupRowBytes", 2 * cols * tB + 2 * cols * tB + 16 + STAT_BYTES_PER_ROW,
-                          "resident dy, x slices + pd_x staging (double) in T + 2 partial sums + stats (bytes)")
-    grp_fixed = p.let("groupFixedBytes", 40 * cols + cols * tB + REDUCE_TMP_BYTES,
-                      "gamma, beta, 1+scale, 4 accumulators, 3 fp32 work rows + scale slice + reduce tmp (bytes)")
+    cols_plan = [
+        Buffer("dyRes", "TBuf<VECCALC>", 1, True, cols, tB, "resident dy slices of the group"),
+        Buffer("xRes", "TBuf<VECCALC>", 1, True, cols, tB, "resident x slices of the group"),
+        Buffer("outQuePdX", "TQue<VECOUT>", 2, True, cols, tB, "pd_x slice staging"),
+        Buffer("sumBuf", "TBuf<VECCALC>", 2, True, 2, 4, "partial sum(g) and sum(g*z) per row"),
+        Buffer("statBuf", "TBuf<VECCALC>", 2, True, 8, 4, "mean and rstd, one 32-byte block each"),
+        Buffer("paramBuf", "TBuf<VECCALC>", 3, False, cols, 4, "gamma, beta, 1+scale slices in fp32"),
+        Buffer("accBuf", "TBuf<VECCALC>", 4, False, cols, 4, "pd_gamma, pd_beta, pd_scale, pd_shift sums"),
+        Buffer("workBuf", "TBuf<VECCALC>", 3, False, cols, 4, "fp32 work rows"),
+        Buffer("inQueScale", "TQue<VECIN>", 1, False, cols, tB, "scale slice"),
+        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
+    ]
+    BUFFERS[COL_SPLIT] = cols_plan
+    grp_row_bytes = p.let("groupRowBytes", buffer_row_bytes(cols_plan), "UB bytes per resident row (COL_SPLIT)")
+    grp_fixed = p.let("groupFixedBytes", buffer_fixed_bytes(cols_plan), "UB bytes held once (COL_SPLIT)")
     grp_fit = p.let("groupFit", select(ub > grp_fixed, (ub - grp_fixed) // grp_row_bytes, 0), "rows per group that fit")
     group_rows = p.let("groupRows", emax(1, emin(emin(grp_fit, 1024), R)), "rows per group (COL_SPLIT)", True)
     p.let("rowsPerOwner", ceil_div(group_rows, col_cores), "rows each core totals per group (COL_SPLIT)", True)

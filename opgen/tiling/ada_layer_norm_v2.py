@@ -15,10 +15,14 @@ dtypeKey: 1 fp32/fp32, 2 fp16/fp16, 3 fp16/fp32, 4 bf16/bf16, 5 bf16/fp32 (T/U, 
 from __future__ import annotations
 
 from opgen.ir.dims import Prod, Sym
+from opgen.tiling.buffers import Buffer
+from opgen.tiling.buffers import fixed_bytes as buffer_fixed_bytes
+from opgen.tiling.buffers import row_bytes as buffer_row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, select
 from opgen.tiling.rows import row_split
 
 REDUCE_TMP_BYTES = 1024
+BUFFERS: dict = {}  # strategy -> [Buffer], filled by program() (opgen.tiling.buffers)
 
 
 def program() -> TilingProgram:
@@ -33,19 +37,36 @@ def program() -> TilingProgram:
     cores = p.input("coreNum", "AIV cores")
     ub = p.input("ubBytes", "UB bytes per AIV core")
     col_align = p.let("colAlign", align_up(H, 16), "row stride in UB (elements)", True)
-    row_bytes = p.let("rowBytes", 4 * col_align * tB + 8 * col_align + 64,
-                      "x and out double-buffered in T + 2 fp32 work rows + mean/rstd (bytes)")
-    fixed = p.let("fixedBytes", 16 * col_align + 2 * col_align * tB + REDUCE_TMP_BYTES,
-                  "weight, bias, 1+scale, shift in fp32 + scale/shift staging in T + reduce tmp (bytes)")
+    rows_plan = [
+        Buffer("inQueX", "TQue<VECIN>", 2, True, col_align, tB, "x rows"),
+        Buffer("outQueOut", "TQue<VECOUT>", 2, True, col_align, tB, "out rows"),
+        Buffer("workBuf", "TBuf<VECCALC>", 2, True, col_align, 4, "fp32 x - mean, y"),
+        Buffer("statBuf", "TBuf<VECCALC>", 2, True, 8, 4, "mean and rstd, one 32-byte block each"),
+        Buffer("paramBuf", "TBuf<VECCALC>", 4, False, col_align, 4, "weight, bias, 1+scale, shift in fp32"),
+        Buffer("inQueScaleShift", "TQue<VECIN>", 2, False, col_align, tB, "scale and shift rows"),
+        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
+    ]
+    BUFFERS[1] = rows_plan
+    row_bytes = p.let("rowBytes", buffer_row_bytes(rows_plan), "UB bytes per resident row (ROW_SPLIT)")
+    fixed = p.let("fixedBytes", buffer_fixed_bytes(rows_plan), "UB bytes held once (ROW_SPLIT)")
     fit, used = row_split(p, R, cores, ub, row_bytes, fixed)
     strategy = p.let("strategy", select(fit >= 1, 1, 2), "1 ROW_SPLIT, 2 COL_SPLIT", True)
     cols = p.let("colsPerCore", align_up(ceil_div(H, cores), 16), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols), "cores used by COL_SPLIT")
     p.let("colsTail", H - (col_cores - 1) * cols, "columns of the last core (COL_SPLIT)", True)
-    grp_row = p.let("groupRowBytes", 3 * cols * tB + 16 + 64,
-                    "resident x slice + out staging (double) in T + 2 partial sums + mean/rstd (bytes)")
-    grp_fixed = p.let("groupFixedBytes", 24 * cols + 2 * cols * tB + REDUCE_TMP_BYTES,
-                      "weight, bias, 1+scale, shift, 2 fp32 work rows + scale/shift staging + reduce tmp (bytes)")
+    cols_plan = [
+        Buffer("xRes", "TBuf<VECCALC>", 1, True, cols, tB, "resident x slices of the group"),
+        Buffer("outQueOut", "TQue<VECOUT>", 2, True, cols, tB, "out slice staging"),
+        Buffer("sumBuf", "TBuf<VECCALC>", 2, True, 2, 4, "partial sums per row"),
+        Buffer("statBuf", "TBuf<VECCALC>", 2, True, 8, 4, "mean and rstd, one 32-byte block each"),
+        Buffer("paramBuf", "TBuf<VECCALC>", 4, False, cols, 4, "weight, bias, 1+scale, shift slices in fp32"),
+        Buffer("workBuf", "TBuf<VECCALC>", 2, False, cols, 4, "fp32 work rows"),
+        Buffer("inQueScaleShift", "TQue<VECIN>", 2, False, cols, tB, "scale and shift slices"),
+        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
+    ]
+    BUFFERS[2] = cols_plan
+    grp_row = p.let("groupRowBytes", buffer_row_bytes(cols_plan), "UB bytes per resident row (COL_SPLIT)")
+    grp_fixed = p.let("groupFixedBytes", buffer_fixed_bytes(cols_plan), "UB bytes held once (COL_SPLIT)")
     grp_fit = p.let("groupFit", select(ub > grp_fixed, (ub - grp_fixed) // grp_row, 0), "rows per group that fit")
     group_rows = p.let("groupRows", emax(1, emin(emin(grp_fit, 1024), R)), "rows per group (COL_SPLIT)", True)
     p.let("rowsPerOwner", ceil_div(group_rows, col_cores), "rows each core totals per group (COL_SPLIT)", True)

@@ -16,10 +16,14 @@ Reference: reference/norm_rope_concat.md §4 (CANN's split over positions, one p
 from __future__ import annotations
 
 from opgen.ir.dims import Sym
+from opgen.tiling.buffers import Buffer
+from opgen.tiling.buffers import fixed_bytes as buffer_fixed_bytes
+from opgen.tiling.buffers import row_bytes as buffer_row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emin
 from opgen.tiling.rows import row_split
 
 REDUCE_TMP_BYTES = 1024
+BUFFERS: dict = {}  # grad (bool) -> [Buffer], filled by program() (opgen.tiling.buffers)
 
 
 def program(grad: bool) -> TilingProgram:
@@ -40,12 +44,21 @@ def program(grad: bool) -> TilingProgram:
     ub = p.input("ubBytes", "UB bytes per AIV core")
     d_align = p.let("dAlign", align_up(D, 16), "head row stride in UB (elements)", True)
     rows = p.let("rowNum", B * N * (sq + seq + 2 * (sk + sek)), "head rows of all six parts", True)
-    stats = 8 if grad else 8
-    row_bytes = p.let("rowBytes", 4 * d_align * tB + 12 * d_align + stats,
-                      "in and out double-buffered in T + 3 fp32 work rows + mean/rstd (bytes)")
-    fixed = p.let("fixedBytes", (16 if grad else 12) * 4 * d_align + 2 * d_align * tB + REDUCE_TMP_BYTES,
-                  "weights (+ biases) of 4 streams, sin/cos rows, gather offsets, sign mask in fp32"
-                  + (", 8 fp32 weight/bias-grad accumulators" if grad else "") + " + table staging in T (bytes)")
+    plan = [
+        Buffer("inQue", "TQue<VECIN>", 2, True, d_align, tB, "input head rows"),
+        Buffer("outQue", "TQue<VECOUT>", 2, True, d_align, tB, "output head rows"),
+        Buffer("workBuf", "TBuf<VECCALC>", 3, True, d_align, 4, "fp32 x, rotated x, product"),
+        Buffer("statBuf", "TBuf<VECCALC>", 2, True, 8, 4, "mean and rstd of the row, one 32-byte block each"),
+        Buffer("paramBuf", "TBuf<VECCALC>", 4 if grad else 8, False, d_align, 4,
+               "LayerNorm weights" + ("" if grad else " and biases") + " of the 4 streams in fp32"),
+        Buffer("ropeBuf", "TBuf<VECCALC>", 4, False, d_align, 4, "sin, cos, gather offsets, sign mask"),
+        Buffer("inQueTable", "TQue<VECIN>", 2, False, d_align, tB, "sin/cos table rows"),
+        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
+    ] + ([Buffer("accBuf", "TBuf<VECCALC>", 8, False, d_align, 4, "weight/bias-grad sums of the 4 streams")]
+         if grad else [])
+    BUFFERS[grad] = plan
+    row_bytes = p.let("rowBytes", buffer_row_bytes(plan), "UB bytes per resident head row")
+    fixed = p.let("fixedBytes", buffer_fixed_bytes(plan), "UB bytes held once")
     fit, used = row_split(p, rows, cores, ub, row_bytes, fixed)
     p.let("blockDim", used, "AIV cores launched", True)
     p.let("fits", fit >= 1, "1 when one head row fits UB (always for D <= 1024)", True)

@@ -105,11 +105,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         return ge::GRAPH_FAILED;
     }
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned for 16/32-bit)
-    const int64_t rowBytes = ((((6 * colAlign) * tBytes) + (12 * colAlign)) +
-                              64);  // dy, x, pd_x double-buffered in T + 3 fp32 work rows + stats (bytes)
-    const int64_t fixedBytes =
-        (((28 * colAlign) + (colAlign * tBytes)) +
-         1024);  // gamma, beta, 1+scale, 4 accumulators in fp32 + scale row in T + reduce tmp (bytes)
+    const int64_t rowBytes =
+        (((((0 + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) +
+          ((3 * colAlign) * 4)) +
+         ((2 * 8) * 4));  // UB bytes per resident row (ROW_SPLIT)
+    const int64_t fixedBytes = ((((0 + ((3 * colAlign) * 4)) + ((4 * colAlign) * 4)) + ((1 * colAlign) * tBytes)) +
+                                ((1 * 256) * 4));  // UB bytes held once (ROW_SPLIT)
     const int64_t rowsFit =
         ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);  // rows per UB pass that fit
     const int64_t strategy = ((rowsFit >= 1) ? 1 : 2);                       // 1 ROW_SPLIT, 2 COL_SPLIT
@@ -124,11 +125,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t colCores = CeilDiv(hidden, colsPerCore);               // cores used by COL_SPLIT
     const int64_t colsTail = (hidden - ((colCores - 1) * colsPerCore));  // columns of the last core (COL_SPLIT)
     const int64_t groupRowBytes =
-        (((((2 * colsPerCore) * tBytes) + ((2 * colsPerCore) * tBytes)) + 16) +
-         64);  // resident dy, x slices + pd_x staging (double) in T + 2 partial sums + stats (bytes)
+        (((((0 + ((1 * colsPerCore) * tBytes)) + ((1 * colsPerCore) * tBytes)) + ((2 * colsPerCore) * tBytes)) +
+          ((2 * 2) * 4)) +
+         ((2 * 8) * 4));  // UB bytes per resident row (COL_SPLIT)
     const int64_t groupFixedBytes =
-        (((40 * colsPerCore) + (colsPerCore * tBytes)) +
-         1024);  // gamma, beta, 1+scale, 4 accumulators, 3 fp32 work rows + scale slice + reduce tmp (bytes)
+        (((((0 + ((3 * colsPerCore) * 4)) + ((4 * colsPerCore) * 4)) + ((3 * colsPerCore) * 4)) +
+          ((1 * colsPerCore) * tBytes)) +
+         ((1 * 256) * 4));  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =
         ((ubBytes > groupFixedBytes) ? ((ubBytes - groupFixedBytes) / groupRowBytes) : 0);  // rows per group that fit
     const int64_t groupRows =

@@ -94,11 +94,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         return ge::GRAPH_FAILED;
     }
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements)
-    const int64_t rowBytes = ((((4 * colAlign) * tBytes) + (8 * colAlign)) +
-                              64);  // x and out double-buffered in T + 2 fp32 work rows + mean/rstd (bytes)
+    const int64_t rowBytes = ((((0 + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * 4)) +
+                              ((2 * 8) * 4));  // UB bytes per resident row (ROW_SPLIT)
     const int64_t fixedBytes =
-        (((16 * colAlign) + ((2 * colAlign) * tBytes)) +
-         1024);  // weight, bias, 1+scale, shift in fp32 + scale/shift staging in T + reduce tmp (bytes)
+        (((0 + ((4 * colAlign) * 4)) + ((2 * colAlign) * tBytes)) + ((1 * 256) * 4));  // UB bytes held once (ROW_SPLIT)
     const int64_t rowsFit =
         ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);           // rows per UB pass that fit
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));  // cores used by the row split
@@ -111,11 +110,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t colCores = CeilDiv(hidden, colsPerCore);                          // cores used by COL_SPLIT
     const int64_t colsTail = (hidden - ((colCores - 1) * colsPerCore));  // columns of the last core (COL_SPLIT)
     const int64_t groupRowBytes =
-        ((((3 * colsPerCore) * tBytes) + 16) +
-         64);  // resident x slice + out staging (double) in T + 2 partial sums + mean/rstd (bytes)
+        ((((0 + ((1 * colsPerCore) * tBytes)) + ((2 * colsPerCore) * tBytes)) + ((2 * 2) * 4)) +
+         ((2 * 8) * 4));  // UB bytes per resident row (COL_SPLIT)
     const int64_t groupFixedBytes =
-        (((24 * colsPerCore) + ((2 * colsPerCore) * tBytes)) +
-         1024);  // weight, bias, 1+scale, shift, 2 fp32 work rows + scale/shift staging + reduce tmp (bytes)
+        ((((0 + ((4 * colsPerCore) * 4)) + ((2 * colsPerCore) * 4)) + ((2 * colsPerCore) * tBytes)) +
+         ((1 * 256) * 4));  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =
         ((ubBytes > groupFixedBytes) ? ((ubBytes - groupFixedBytes) / groupRowBytes) : 0);  // rows per group that fit
     const int64_t groupRows =

@@ -111,11 +111,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t dAlign = AlignUp(headDim, 16);  // head row stride in UB (elements)
     const int64_t rowNum = ((batch * heads) * ((querySeq + encoderQuerySeq) +
                                                (2 * (keySeq + encoderKeySeq))));  // head rows of all six parts
-    const int64_t rowBytes = ((((4 * dAlign) * tBytes) + (12 * dAlign)) +
-                              8);  // in and out double-buffered in T + 3 fp32 work rows + mean/rstd (bytes)
+    const int64_t rowBytes = ((((0 + ((2 * dAlign) * tBytes)) + ((2 * dAlign) * tBytes)) + ((3 * dAlign) * 4)) +
+                              ((2 * 8) * 4));  // UB bytes per resident head row
     const int64_t fixedBytes =
-        (((64 * dAlign) + ((2 * dAlign) * tBytes)) +
-         1024);  // weights (+ biases) of 4 streams, sin/cos rows, gather offsets, sign mask in fp32, 8 fp32 weight/bias-grad accumulators + table staging in T (bytes)
+        (((((0 + ((4 * dAlign) * 4)) + ((4 * dAlign) * 4)) + ((2 * dAlign) * tBytes)) + ((1 * 256) * 4)) +
+         ((8 * dAlign) * 4));  // UB bytes held once
     const int64_t rowsFit =
         ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);             // rows per UB pass that fit
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rowNum));  // cores used by the row split
