@@ -47,7 +47,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
             attr_vals[a.name] = env[a.dim.name]
         elif a.dim.name not in env and attr_vals.get(a.name) is not None:
             env[a.dim.name] = attr_vals[a.name]
-    row = _resolve_dtypes(spec, {}, dtypes or {})
+    row = _resolve_dtypes(spec, {}, dtypes or {}, prefer_f32=False)  # generated weights follow T's first row
     static = {a.name: attr_vals[a.name] for a in spec.static_attrs}
     rng = np.random.default_rng(seed)
     given = set(env)

@@ -96,12 +96,14 @@ def _resolve_attrs(spec, attrs):
     return out
 
 
-def _resolve_dtypes(spec, arrays, dtypes):
+def _resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
     """Bind the dtype variables: explicit `dtypes` first, then the arrays of inputs typed by a variable.
 
     float32 arrays are containers (converted to the bound type); a 16-bit float, bool or uint8 array
     must match its variable's binding. The first variable (table column order) whose binding leaves no
-    row of the dtype table blames the parameter it came from. Raises ValidationError."""
+    row of the dtype table blames the parameter it came from. A variable that nothing binds takes float32
+    where a row allows it (prefer_f32; CANN fills absent weights in fp32), else the first matching row.
+    Raises ValidationError."""
     assign, source = {}, {}
     for k, v in dtypes.items():
         if k not in spec.dtype_vars_:
@@ -136,7 +138,12 @@ def _resolve_dtypes(spec, arrays, dtypes):
         elif d != DType.f32:
             raise ValidationError(i.name, f"dtype {d.long_name} is not supported for {var} "
                                           f"(allowed: {', '.join(a.long_name for a in allowed)})")
-    return dict(_check_rows(spec, assign, source)[0])
+    rows = _check_rows(spec, assign, source)
+    # a variable no present tensor binds (AdaLayerNorm's U without weight/bias) defaults to float32 where a
+    # row allows it, as CANN's aclnn layer fills absent weights in fp32 (reference/ada_layer_norm.md §2.3)
+    free = [c.name for c in spec.dtype_table if c.name not in assign]
+    preferred = [r for r in rows if all(r[v] == DType.f32 for v in free)] if prefer_f32 else []
+    return dict((preferred or rows)[0])
 
 
 def _check_rows(spec, assign, source):

@@ -111,8 +111,10 @@ def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, at
         if isinstance(how, tuple) and how[0] == "bytes":
             vals[name] = dtypes[how[1]].itemsize if how[1] in dtypes else 4
         elif isinstance(how, tuple) and how[0] == "dtype_key":
-            vals[name] = next((k + 1 for k, r in enumerate(spec.dtype_rows)
-                               if all(r[v] == d for v, d in dtypes.items())), 0)
+            match = [k + 1 for k, r in enumerate(spec.dtype_rows) if all(r[v] == d for v, d in dtypes.items())]
+            free = [c.name for c in spec.dtype_table if c.name not in dtypes]
+            f32 = [k for k in match if all(spec.dtype_rows[k - 1][v] == DType.f32 for v in free)]
+            vals[name] = (f32 or match or [0])[0]  # a free variable prefers float32, like the interpreter
         elif isinstance(how, tuple) and how[0] == "platform":
             vals[name] = {"coreNum": platform.aiv, "ubBytes": platform.ub_bytes}[how[1]]
         elif isinstance(how, tuple) and how[0] == "attr_key":

@@ -59,9 +59,13 @@ inline int64_t DTypeKey(ge::DataType v0, ge::DataType v1)
         {ge::DT_FLOAT, ge::DT_FLOAT}, {ge::DT_FLOAT16, ge::DT_FLOAT16}, {ge::DT_FLOAT16, ge::DT_FLOAT},
         {ge::DT_BF16, ge::DT_BF16},   {ge::DT_BF16, ge::DT_FLOAT},
     };
-    for (int64_t r = 0; r < 5; ++r) {
-        if ((rows[r][0] == v0 || v0 == ge::DT_UNDEFINED) && (rows[r][1] == v1 || v1 == ge::DT_UNDEFINED)) {
-            return r + 1;
+    // a free variable prefers a float32 row (absent weights are fp32, as CANN's aclnn layer fills them)
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int64_t r = 0; r < 5; ++r) {
+            if ((rows[r][0] == v0 || (v0 == ge::DT_UNDEFINED && (pass == 1 || rows[r][0] == ge::DT_FLOAT))) &&
+                (rows[r][1] == v1 || (v1 == ge::DT_UNDEFINED && (pass == 1 || rows[r][1] == ge::DT_FLOAT)))) {
+                return r + 1;
+            }
         }
     }
     return 0;

@@ -60,9 +60,12 @@ inline int64_t DTypeKey(ge::DataType v0)
         {ge::DT_BF16},
         {ge::DT_FLOAT},
     };
-    for (int64_t r = 0; r < 3; ++r) {
-        if ((rows[r][0] == v0 || v0 == ge::DT_UNDEFINED)) {
-            return r + 1;
+    // a free variable prefers a float32 row (absent weights are fp32, as CANN's aclnn layer fills them)
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int64_t r = 0; r < 3; ++r) {
+            if ((rows[r][0] == v0 || (v0 == ge::DT_UNDEFINED && (pass == 1 || rows[r][0] == ge::DT_FLOAT)))) {
+                return r + 1;
+            }
         }
     }
     return 0;

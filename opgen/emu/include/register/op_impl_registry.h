@@ -1,98 +1,158 @@
-// opgen host-side emulation: the subset of CANN's gert / ge host API that opgen's emitted
-// TilingFunc and InferShape use, so they compile and run on x86 with g++ (issue 4; reference/ascendc.md §2.5, §2.6).
-// Our own minimal declarations, not CANN's headers.
+// opgen host-side emulation: the subset of CANN's gert host API that opgen's emitted TilingFunc and
+// InferShape / InferDataType use (reference/ascendc.md §2.5, §2.6), so they compile with g++ and run on
+// x86 (issue 4). Our own minimal declarations, not CANN's headers.
+//
+// The contexts are plain structs the caller fills (a test driver or the emulated framework). Index
+// conventions follow CANN: GetInputShape / GetInputDesc / GetInputDataType take the compute-node index
+// (absent optional inputs are skipped), the GetRequired* / GetOptional* accessors take the IR index
+// (the OpDef order). The caller stores inputs by IR index, nullptr (DT_UNDEFINED for dtypes) when absent.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
-namespace ge {
-enum DataType : int32_t {
-    DT_FLOAT = 0, DT_FLOAT16 = 1, DT_INT8 = 2, DT_INT32 = 3, DT_UINT8 = 4, DT_INT64 = 9, DT_BOOL = 12,
-    DT_BF16 = 27, DT_UNDEFINED = 28
-};
-using graphStatus = uint32_t;
-constexpr graphStatus GRAPH_SUCCESS = 0;
-constexpr graphStatus GRAPH_FAILED = 0xFFFFFFFF;
-}  // namespace ge
+#include "graph/types.h"
 
-namespace fe { class PlatFormInfos { public: int64_t aivNum = 48; int64_t aicNum = 24; uint64_t ubBytes = 196608; }; }
+namespace fe {
+// Platform numbers the caller fills from opgen/platforms (read through platform_ascendc::PlatformAscendC).
+class PlatFormInfos {
+public:
+    int64_t aivNum = 48;
+    int64_t aicNum = 24;
+    uint64_t ubBytes = 196608;
+};
+}  // namespace fe
 
 namespace gert {
+namespace detail {
+// The index-th non-null entry of `v` (compute-node index over IR-ordered inputs), nullptr past the end.
+template <typename T>
+T* Present(const std::vector<T*>& v, size_t index)
+{
+    for (T* p : v) {
+        if (p != nullptr && index-- == 0) {
+            return p;
+        }
+    }
+    return nullptr;
+}
+template <typename T>
+T* At(const std::vector<T*>& v, size_t index)
+{
+    return index < v.size() ? v[index] : nullptr;
+}
+}  // namespace detail
+
 class Shape {
 public:
     Shape() = default;
-    explicit Shape(std::vector<int64_t> d) : dims_(std::move(d)) {}
+    explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
     size_t GetDimNum() const { return dims_.size(); }
-    int64_t GetDim(size_t i) const { return i < dims_.size() ? dims_[i] : 0; }
-    int64_t GetShapeSize() const { int64_t n = 1; for (auto d : dims_) n *= d; return n; }
-    void SetDimNum(size_t n) { dims_.resize(n); }
-    void SetDim(size_t i, int64_t v) { if (i < dims_.size()) dims_[i] = v; }
-    bool operator==(const Shape& o) const { return dims_ == o.dims_; }
+    int64_t GetDim(size_t index) const { return index < dims_.size() ? dims_[index] : 0; }
+    int64_t GetShapeSize() const
+    {
+        int64_t n = 1;
+        for (int64_t d : dims_) {
+            n *= d;
+        }
+        return n;
+    }
+    void SetDimNum(size_t count) { dims_.resize(count); }
+    void SetDim(size_t index, int64_t value)
+    {
+        if (index < dims_.size()) {
+            dims_[index] = value;
+        }
+    }
+    bool operator==(const Shape& other) const { return dims_ == other.dims_; }
+
 private:
     std::vector<int64_t> dims_;
 };
+
+// Origin and storage shapes are the same here: opgen's tensors are ND.
 class StorageShape {
 public:
     StorageShape() = default;
-    explicit StorageShape(Shape s) : s_(std::move(s)) {}
-    const Shape& GetStorageShape() const { return s_; }
-    const Shape& GetOriginShape() const { return s_; }
+    explicit StorageShape(Shape shape) : shape_(std::move(shape)) {}
+    const Shape& GetStorageShape() const { return shape_; }
+    const Shape& GetOriginShape() const { return shape_; }
+
 private:
-    Shape s_;
+    Shape shape_;
 };
+
 class CompileTimeTensorDesc {
 public:
-    explicit CompileTimeTensorDesc(ge::DataType d = ge::DT_FLOAT) : dt_(d) {}
-    ge::DataType GetDataType() const { return dt_; }
+    explicit CompileTimeTensorDesc(ge::DataType dtype = ge::DT_FLOAT) : dtype_(dtype) {}
+    ge::DataType GetDataType() const { return dtype_; }
+
 private:
-    ge::DataType dt_;
+    ge::DataType dtype_;
 };
+
+// Attribute values by index (the OpDef order); each slot is readable as int64_t, float or bool.
+class RuntimeAttrs {
+public:
+    void Set(size_t index, double value)
+    {
+        if (ints_.size() <= index) {
+            ints_.resize(index + 1);
+            floats_.resize(index + 1);
+            bools_.resize(index + 1);
+        }
+        ints_[index] = static_cast<int64_t>(value);
+        floats_[index] = static_cast<float>(value);
+        bools_[index] = value != 0.0;
+    }
+    template <typename T>
+    const T* GetAttrPointer(size_t index) const;
+    size_t GetAttrNum() const { return ints_.size(); }
+
+private:
+    std::vector<int64_t> ints_;
+    std::vector<float> floats_;
+    std::deque<bool> bools_;  // addressable, unlike std::vector<bool>
+};
+template <>
+inline const int64_t* RuntimeAttrs::GetAttrPointer<int64_t>(size_t index) const
+{
+    return index < ints_.size() ? &ints_[index] : nullptr;
+}
+template <>
+inline const float* RuntimeAttrs::GetAttrPointer<float>(size_t index) const
+{
+    return index < floats_.size() ? &floats_[index] : nullptr;
+}
+template <>
+inline const bool* RuntimeAttrs::GetAttrPointer<bool>(size_t index) const
+{
+    return index < bools_.size() ? &bools_[index] : nullptr;
+}
+
+// The raw tiling-data buffer (64 KiB, like CANN's default capacity).
 class TilingData {
 public:
     void* GetData() { return buf_.data(); }
     size_t GetCapacity() const { return buf_.size(); }
-    void SetDataSize(size_t n) { size_ = n; }
+    void SetDataSize(size_t size) { size_ = size; }
     size_t GetDataSize() const { return size_; }
+
 private:
     std::vector<uint8_t> buf_ = std::vector<uint8_t>(64 * 1024);
     size_t size_ = 0;
 };
-// Attribute values by index (the OpDef order); each slot readable as int64_t, float or bool.
-class RuntimeAttrs {
-public:
-    void Set(size_t i, double v)
-    {
-        if (ints_.size() <= i) {
-            ints_.resize(i + 1);
-            floats_.resize(i + 1);
-            bools_.resize(i + 1);
-        }
-        ints_[i] = static_cast<int64_t>(v);
-        floats_[i] = static_cast<float>(v);
-        bools_[i] = v != 0.0;
-    }
-    template <typename T> const T* GetAttrPointer(size_t i) const;
-    size_t GetAttrNum() const { return ints_.size(); }
-private:
-    std::vector<int64_t> ints_;
-    std::vector<float> floats_;
-    std::deque<bool> bools_;
-};
-template <> inline const int64_t* RuntimeAttrs::GetAttrPointer<int64_t>(size_t i) const { return i < ints_.size() ? &ints_[i] : nullptr; }
-template <> inline const float* RuntimeAttrs::GetAttrPointer<float>(size_t i) const { return i < floats_.size() ? &floats_[i] : nullptr; }
-template <> inline const bool* RuntimeAttrs::GetAttrPointer<bool>(size_t i) const { return i < bools_.size() ? &bools_[i] : nullptr; }
 
-// A tiling context filled by the caller (test driver or the emulated aclnn layer).
+// Input of TilingFunc: shapes, dtypes, attributes and platform in; blockDim, tiling key, workspace sizes
+// and tiling data out.
 class TilingContext {
 public:
     RuntimeAttrs attrs;
-    const RuntimeAttrs* GetAttrs() const { return &attrs; }
-    std::vector<StorageShape*> inputShapes;  // nullptr = absent optional input
+    std::vector<StorageShape*> inputShapes;  // IR order; nullptr = absent optional input
     std::vector<CompileTimeTensorDesc*> inputDescs;
     std::vector<CompileTimeTensorDesc*> outputDescs;
     fe::PlatFormInfos* platform = nullptr;
@@ -100,29 +160,130 @@ public:
     uint64_t tilingKey = 0;
     size_t workspace[4] = {0, 0, 0, 0};
     TilingData raw;
-    const StorageShape* GetInputShape(size_t i) const { return i < inputShapes.size() ? inputShapes[i] : nullptr; }
-    const StorageShape* GetOptionalInputShape(size_t i) const { return GetInputShape(i); }
-    const CompileTimeTensorDesc* GetInputDesc(size_t i) const { return i < inputDescs.size() ? inputDescs[i] : nullptr; }
-    const CompileTimeTensorDesc* GetOptionalInputDesc(size_t i) const { return GetInputDesc(i); }
-    const CompileTimeTensorDesc* GetOutputDesc(size_t i) const { return i < outputDescs.size() ? outputDescs[i] : nullptr; }
+
+    const RuntimeAttrs* GetAttrs() const { return &attrs; }
+    const StorageShape* GetInputShape(size_t index) const { return detail::Present(inputShapes, index); }
+    const StorageShape* GetRequiredInputShape(size_t irIndex) const { return detail::At(inputShapes, irIndex); }
+    const StorageShape* GetOptionalInputShape(size_t irIndex) const { return detail::At(inputShapes, irIndex); }
+    const CompileTimeTensorDesc* GetInputDesc(size_t index) const { return detail::Present(inputDescs, index); }
+    const CompileTimeTensorDesc* GetRequiredInputDesc(size_t irIndex) const { return detail::At(inputDescs, irIndex); }
+    const CompileTimeTensorDesc* GetOptionalInputDesc(size_t irIndex) const { return detail::At(inputDescs, irIndex); }
+    const CompileTimeTensorDesc* GetOutputDesc(size_t index) const { return detail::At(outputDescs, index); }
     fe::PlatFormInfos* GetPlatformInfo() const { return platform; }
     void SetBlockDim(uint32_t n) { blockDim = n; }
-    void SetTilingKey(uint64_t k) { tilingKey = k; }
-    size_t* GetWorkspaceSizes(size_t) { return workspace; }
+    void SetTilingKey(uint64_t key) { tilingKey = key; }
+    size_t* GetWorkspaceSizes(size_t /*count*/) { return workspace; }
     TilingData* GetRawTilingData() { return &raw; }
-    template <typename T> T* GetTilingData() { raw.SetDataSize(sizeof(T)); return reinterpret_cast<T*>(raw.GetData()); }
+    template <typename T>
+    T* GetTilingData()
+    {
+        raw.SetDataSize(sizeof(T));
+        return reinterpret_cast<T*>(raw.GetData());
+    }
 };
 class TilingParseContext {};
+
+// Input of InferShape: input shapes and attributes in, output shapes out.
+class InferShapeContext {
+public:
+    RuntimeAttrs attrs;
+    std::vector<const Shape*> inputShapes;  // IR order; nullptr = absent optional input
+    std::vector<Shape*> outputShapes;
+    const char* nodeName = "node";
+
+    const Shape* GetInputShape(size_t index) const { return detail::Present(inputShapes, index); }
+    const Shape* GetRequiredInputShape(size_t irIndex) const { return detail::At(inputShapes, irIndex); }
+    const Shape* GetOptionalInputShape(size_t irIndex) const { return detail::At(inputShapes, irIndex); }
+    Shape* GetOutputShape(size_t index) { return detail::At(outputShapes, index); }
+    const RuntimeAttrs* GetAttrs() const { return &attrs; }
+    const char* GetNodeName() const { return nodeName; }
+};
+
+// Input of InferDataType: input dtypes in (IR order, DT_UNDEFINED = absent), output dtypes out.
+class InferDataTypeContext {
+public:
+    std::vector<ge::DataType> inputDtypes;
+    std::vector<ge::DataType> outputDtypes;
+    const char* nodeName = "node";
+
+    ge::DataType GetInputDataType(size_t index) const
+    {
+        for (ge::DataType d : inputDtypes) {
+            if (d != ge::DT_UNDEFINED && index-- == 0) {
+                return d;
+            }
+        }
+        return ge::DT_UNDEFINED;
+    }
+    ge::DataType GetRequiredInputDataType(size_t irIndex) const { return GetOptionalInputDataType(irIndex); }
+    ge::DataType GetOptionalInputDataType(size_t irIndex) const
+    {
+        return irIndex < inputDtypes.size() ? inputDtypes[irIndex] : ge::DT_UNDEFINED;
+    }
+    ge::graphStatus SetOutputDataType(size_t index, ge::DataType dtype)
+    {
+        if (outputDtypes.size() <= index) {
+            outputDtypes.resize(index + 1, ge::DT_UNDEFINED);
+        }
+        outputDtypes[index] = dtype;
+        return ge::GRAPH_SUCCESS;
+    }
+    const char* GetNodeName() const { return nodeName; }
+};
+
 using TilingFunc = ge::graphStatus (*)(TilingContext*);
-inline std::map<std::string, TilingFunc>& TilingRegistry() { static std::map<std::string, TilingFunc> r; return r; }
-struct OpImplRegister {
-    explicit OpImplRegister(const char* name) : name_(name) {}
-    OpImplRegister& Tiling(TilingFunc f) { TilingRegistry()[name_] = f; return *this; }
-    template <typename CompileInfo, typename F> OpImplRegister& TilingParse(F) { return *this; }
-    std::string name_;
+using InferShapeFunc = ge::graphStatus (*)(InferShapeContext*);
+using InferDataTypeFunc = ge::graphStatus (*)(InferDataTypeContext*);
+
+// Registries by OpDef name, filled by IMPL_OP_OPTILING / IMPL_OP_INFERSHAPE at static initialisation.
+inline std::map<std::string, TilingFunc>& TilingRegistry()
+{
+    static std::map<std::string, TilingFunc> registry;
+    return registry;
+}
+inline std::map<std::string, InferShapeFunc>& InferShapeRegistry()
+{
+    static std::map<std::string, InferShapeFunc> registry;
+    return registry;
+}
+inline std::map<std::string, InferDataTypeFunc>& InferDataTypeRegistry()
+{
+    static std::map<std::string, InferDataTypeFunc> registry;
+    return registry;
+}
+
+class OpImplRegister {
+public:
+    explicit OpImplRegister(const char* type) : type_(type) {}
+    OpImplRegister& Tiling(TilingFunc fn)
+    {
+        TilingRegistry()[type_] = fn;
+        return *this;
+    }
+    template <typename CompileInfo, typename F>
+    OpImplRegister& TilingParse(F /*parse*/)
+    {
+        return *this;
+    }
+    OpImplRegister& InferShape(InferShapeFunc fn)
+    {
+        InferShapeRegistry()[type_] = fn;
+        return *this;
+    }
+    OpImplRegister& InferDataType(InferDataTypeFunc fn)
+    {
+        InferDataTypeRegistry()[type_] = fn;
+        return *this;
+    }
+
+private:
+    std::string type_;
 };
 }  // namespace gert
 
-#define OPGEN_CAT2(a, b) a##b
-#define OPGEN_CAT(a, b) OPGEN_CAT2(a, b)
-#define IMPL_OP_OPTILING(op) static gert::OpImplRegister OPGEN_CAT(g_tiling_reg_, __LINE__) = gert::OpImplRegister(#op)
+#define OPGEN_IMPL_CAT2(a, b) a##b
+#define OPGEN_IMPL_CAT(a, b) OPGEN_IMPL_CAT2(a, b)
+#define IMPL_OP_OPTILING(opType) \
+    static gert::OpImplRegister OPGEN_IMPL_CAT(g_opgen_tiling_, __LINE__) = gert::OpImplRegister(#opType)
+#define IMPL_OP_INFERSHAPE(opType) \
+    static gert::OpImplRegister OPGEN_IMPL_CAT(g_opgen_infershape_, __LINE__) = gert::OpImplRegister(#opType)

@@ -1,0 +1,323 @@
+// opgen AscendC emulation: GlobalTensor, LocalTensor, TPipe, TQue, TBuf (reference/ascendc.md §1.4, §1.5).
+// Our own code (issue 4).
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <type_traits>
+#include <vector>
+
+#include "emu/core.h"
+#include "emu/types.h"
+
+namespace AscendC {
+
+using ::half;
+using ::bfloat16_t;
+
+enum class TPosition : int32_t { GM, A1, A2, B1, B2, C1, C2, CO1, CO2, VECIN, VECOUT, VECCALC, LCM = VECCALC, SPM, SHM, TSCM, C2PIPE2GM, MAX };
+using QuePosition = TPosition;
+
+template <typename T> class LocalTensor;
+
+// ---------------------------------------------------------------- GlobalTensor
+// Every access is bounds-checked against the registered GM buffer the pointer lies in
+// (not against the count given to SetGlobalBuffer, which kernels use loosely).
+template <typename T>
+class GlobalTensor {
+public:
+    using PrimType = T;
+    GlobalTensor() = default;
+    void SetGlobalBuffer(T* ptr, uint64_t count = 0)
+    {
+        ptr_ = ptr;
+        size_ = count;
+        buf_ = ptr ? emu::FindGm(ptr) : nullptr;
+        if (ptr && !buf_)
+            emu::Fault(emu::Cat("SetGlobalBuffer: pointer ", static_cast<const void*>(ptr),
+                                " is not inside any registered GM buffer"));
+    }
+    GlobalTensor operator[](uint64_t off) const
+    {
+        GlobalTensor g(*this);
+        g.ptr_ = ptr_ + off;
+        g.size_ = size_ > off ? size_ - off : 0;
+        return g;
+    }
+    T* GetPhyAddr() const { return ptr_; }
+    T* GetPhyAddr(uint64_t off) const { return ptr_ + off; }
+    uint64_t GetSize() const { return size_; }
+    void SetSize(uint64_t n) { size_ = n; }
+
+    T GetValue(uint64_t i) const
+    {
+        uint8_t* p = Check(int64_t(i), 1, "GetValue");
+        T v; std::memcpy(&v, p, sizeof(T));
+        buf_->bytesRead += sizeof(T);
+        return v;
+    }
+    void SetValue(uint64_t i, T v) const
+    {
+        uint8_t* p = Check(int64_t(i), 1, "SetValue");
+        std::memcpy(p, &v, sizeof(T));
+        buf_->bytesWritten += sizeof(T);
+    }
+
+    // Emulator internals: address of element i (relative to this view) for n elements, bounds-checked.
+    uint8_t* Check(int64_t i, uint64_t n, const char* what) const
+    {
+        if (!buf_)
+            emu::Fault(emu::Cat(what, ": GM tensor has no registered buffer (null or unset GlobalTensor)"));
+        int64_t byteOff = (reinterpret_cast<const uint8_t*>(ptr_) - buf_->base) + i * int64_t(sizeof(T));
+        int64_t end = byteOff + int64_t(n * sizeof(T));
+        if (byteOff < 0 || end > int64_t(buf_->bytes))
+            emu::Fault(emu::Cat(what, ": GM out of range on tensor '", buf_->name, "' (buffer #", buf_->id,
+                                "): element offset ", byteOff / int64_t(sizeof(T)), " (byte ", byteOff, ", ",
+                                n * sizeof(T), " bytes) outside buffer of ", buf_->bytes, " bytes"));
+        return buf_->base + byteOff;
+    }
+    // Bounds-checked byte range [byteOff, byteOff+n) relative to this view.
+    uint8_t* CheckBytes(int64_t byteOff, uint64_t n, const char* what) const
+    {
+        if (!buf_)
+            emu::Fault(emu::Cat(what, ": GM tensor has no registered buffer (null or unset GlobalTensor)"));
+        int64_t off = (reinterpret_cast<const uint8_t*>(ptr_) - buf_->base) + byteOff;
+        if (off < 0 || off + int64_t(n) > int64_t(buf_->bytes))
+            emu::Fault(emu::Cat(what, ": GM out of range on tensor '", buf_->name, "' (buffer #", buf_->id,
+                                "): element offset ", off / int64_t(sizeof(T)), " (byte ", off, ", ", n,
+                                " bytes) outside buffer of ", buf_->bytes, " bytes"));
+        return buf_->base + off;
+    }
+    emu::GmBuffer* Buffer() const { return buf_; }
+
+private:
+    T* ptr_ = nullptr;
+    uint64_t size_ = 0;
+    emu::GmBuffer* buf_ = nullptr;
+};
+
+// ---------------------------------------------------------------- LocalTensor
+// A view into the simulated core's UB arena: byte offset + element count. Element accesses are
+// bounds-checked against the view (which extends to the end of its allocation) and poison-checked.
+template <typename T>
+class LocalTensor {
+public:
+    using PrimType = T;
+    LocalTensor() = default;
+    LocalTensor(emu::UbArena* ub, uint64_t off, uint64_t count, int tag = -1)
+        : ub_(ub), off_(off), size_(count), tag_(tag) {}
+
+    LocalTensor operator[](uint64_t i) const
+    {
+        if (i > size_) emu::Fault(emu::Cat("LocalTensor operator[", i, "] past the end of a ", size_, "-element tensor"));
+        return LocalTensor(ub_, off_ + i * sizeof(T), size_ - i, tag_);
+    }
+    uint32_t GetSize() const { return static_cast<uint32_t>(size_); }
+    void SetSize(uint32_t n) { size_ = n; }
+    uint64_t GetPhyAddr() const { return off_; }   // UB byte address
+    template <typename U>
+    LocalTensor<U> ReinterpretCast() const { return LocalTensor<U>(ub_, off_, size_ * sizeof(T) / sizeof(U), tag_); }
+
+    T GetValue(uint64_t i) const
+    {
+        uint64_t a = Addr(i, 1, "GetValue");
+        if (!ub_->IsWritten(a, sizeof(T)))
+            emu::Fault(emu::Cat("GetValue: read of unwritten (poisoned) UB at byte address ", a, " (element ", i, ")"));
+        T v; std::memcpy(&v, ub_->data.data() + a, sizeof(T));
+        return v;
+    }
+    void SetValue(uint64_t i, T v) const
+    {
+        uint64_t a = Addr(i, 1, "SetValue");
+        std::memcpy(ub_->data.data() + a, &v, sizeof(T));
+        ub_->MarkWritten(a, sizeof(T));
+    }
+    // AscendC's operator() is a scalar reference; we support reads only via GetValue/SetValue.
+
+    // Emulator internals.
+    uint64_t Addr(uint64_t i, uint64_t n, const char* what) const
+    {
+        if (!ub_) emu::Fault(emu::Cat(what, ": LocalTensor is not allocated"));
+        if (i + n > size_)
+            emu::Fault(emu::Cat(what, ": UB access of elements [", i, ", ", i + n, ") past the end of a ", size_,
+                                "-element tensor at UB byte address ", off_));
+        return off_ + i * sizeof(T);
+    }
+    void CheckAligned(const char* what) const
+    {
+        if (!ub_) emu::Fault(emu::Cat(what, ": LocalTensor is not allocated"));
+        if (off_ % emu::kBlock)
+            emu::Fault(emu::Cat(what, ": UB address ", off_, " is not 32-byte aligned"));
+    }
+    // Load element i; ok &= whether all its bytes were written.
+    T Ld(uint64_t i, bool& ok) const
+    {
+        uint64_t a = off_ + i * sizeof(T);
+        ok = ok && ub_->IsWritten(a, sizeof(T));
+        T v; std::memcpy(&v, ub_->data.data() + a, sizeof(T));
+        return v;
+    }
+    // Store element i; written = false keeps (propagates) poison.
+    void St(uint64_t i, T v, bool written) const
+    {
+        uint64_t a = off_ + i * sizeof(T);
+        std::memcpy(ub_->data.data() + a, &v, sizeof(T));
+        ub_->MarkWritten(a, sizeof(T), written);
+    }
+    emu::UbArena* Arena() const { return ub_; }
+    uint64_t Offset() const { return off_; }
+    int Tag() const { return tag_; }
+
+private:
+    emu::UbArena* ub_ = nullptr;
+    uint64_t off_ = 0;
+    uint64_t size_ = 0;
+    int tag_ = -1;   // index of the TQue buffer it came from
+};
+
+// ---------------------------------------------------------------- TPipe, TQue, TBuf
+class TPipe;
+
+namespace emu_detail {
+struct BufferSet {
+    emu::UbArena* ub = nullptr;
+    std::vector<uint64_t> offs;
+    uint64_t len = 0;
+};
+}  // namespace emu_detail
+
+template <TPosition pos, int32_t depth = 1>
+class TQue {
+public:
+    template <typename T>
+    LocalTensor<T> AllocTensor()
+    {
+        if (set_.offs.empty()) emu::Fault("TQue::AllocTensor on a queue that was not InitBuffer'ed");
+        size_t n = set_.offs.size();
+        for (size_t k = 0; k < n; ++k) {
+            size_t b = (next_ + k) % n;
+            if (!inUse_[b]) {
+                inUse_[b] = true;
+                next_ = (b + 1) % n;
+                // A fresh allocation holds the previous tile's data on hardware: treat it as undefined.
+                set_.ub->Poison(set_.offs[b], set_.len);
+                return LocalTensor<T>(set_.ub, set_.offs[b], set_.len / sizeof(T), int(b));
+            }
+        }
+        emu::Fault(emu::Cat("TQue::AllocTensor: all ", n, " buffers are in use (missing FreeTensor; hardware would hang)"));
+    }
+    template <typename T>
+    void EnQue(const LocalTensor<T>& t)
+    {
+        CheckOwned(t.Tag(), t.Offset(), "EnQue");
+        if (depth > 0 && int32_t(queued_.size()) >= depth)
+            emu::Fault(emu::Cat("TQue::EnQue: more than depth=", depth, " tensors enqueued without DeQue"));
+        queued_.push_back(t.Tag());
+    }
+    template <typename T>
+    LocalTensor<T> DeQue()
+    {
+        if (queued_.empty()) emu::Fault("TQue::DeQue on an empty queue (hardware would hang)");
+        int b = queued_.front();
+        queued_.pop_front();
+        return LocalTensor<T>(set_.ub, set_.offs[b], set_.len / sizeof(T), b);
+    }
+    template <typename T>
+    void FreeTensor(const LocalTensor<T>& t)
+    {
+        CheckOwned(t.Tag(), t.Offset(), "FreeTensor");
+        if (!inUse_[t.Tag()]) emu::Fault("TQue::FreeTensor of a buffer that is not allocated (double free)");
+        inUse_[t.Tag()] = false;
+    }
+    bool VacantInQue() const { return int32_t(queued_.size()) < (depth > 0 ? depth : 1 << 30); }
+    bool HasTensorInQue() const { return !queued_.empty(); }
+
+private:
+    friend class TPipe;
+    void CheckOwned(int tag, uint64_t off, const char* what) const
+    {
+        if (tag < 0 || size_t(tag) >= set_.offs.size() || off != set_.offs[tag])
+            emu::Fault(emu::Cat("TQue::", what, ": tensor was not allocated from this queue (or is an offset view)"));
+    }
+    emu_detail::BufferSet set_;
+    std::vector<bool> inUse_;
+    std::deque<int> queued_;
+    size_t next_ = 0;
+};
+
+template <TPosition pos, TPosition dst, int32_t depth = 1>
+class TQueBind : public TQue<pos, depth> {};
+
+template <TPosition pos = TPosition::VECCALC>
+class TBuf {
+public:
+    template <typename T>
+    LocalTensor<T> Get() const { Need(); return LocalTensor<T>(set_.ub, set_.offs[0], set_.len / sizeof(T)); }
+    template <typename T>
+    LocalTensor<T> Get(uint32_t count) const
+    {
+        Need();
+        if (uint64_t(count) * sizeof(T) > set_.len)
+            emu::Fault(emu::Cat("TBuf::Get(", count, "): ", count * sizeof(T), " bytes exceed the buffer's ", set_.len));
+        return LocalTensor<T>(set_.ub, set_.offs[0], count);
+    }
+    template <typename T>
+    LocalTensor<T> GetWithOffset(uint32_t count, uint32_t byteOffset) const
+    {
+        Need();
+        if (byteOffset + uint64_t(count) * sizeof(T) > set_.len)
+            emu::Fault(emu::Cat("TBuf::GetWithOffset(", count, ", ", byteOffset, ") exceeds the buffer's ", set_.len, " bytes"));
+        return LocalTensor<T>(set_.ub, set_.offs[0] + byteOffset, count);
+    }
+
+private:
+    friend class TPipe;
+    void Need() const { if (set_.offs.empty()) emu::Fault("TBuf::Get on a buffer that was not InitBuffer'ed"); }
+    emu_detail::BufferSet set_;
+};
+
+// Allocates from the current core's UB arena (bump allocation, sizes rounded up to 32 B).
+// Destroy() or destruction returns the memory; a later TPipe re-partitions UB.
+class TPipe {
+public:
+    TPipe() : ub_(emu::Core().ub), start_(ub_->used) {}
+    ~TPipe() { if (ub_ && ub_->used >= start_) ub_->used = start_; }
+    TPipe(const TPipe&) = delete;
+    TPipe& operator=(const TPipe&) = delete;
+
+    template <TPosition pos, int32_t depth>
+    void InitBuffer(TQue<pos, depth>& q, uint8_t num, uint32_t len)
+    {
+        if (num == 0) emu::Fault("TPipe::InitBuffer: buffer count 0");
+        Alloc(q.set_, num, len, "TQue");
+        q.inUse_.assign(num, false);
+        q.queued_.clear();
+        q.next_ = 0;
+    }
+    template <TPosition pos>
+    void InitBuffer(TBuf<pos>& b, uint32_t len) { Alloc(b.set_, 1, len, "TBuf"); }
+    void Destroy() { ub_->used = start_; }
+    void Reset() { ub_->used = start_; }
+    uint64_t UsedBytes() const { return ub_->used - start_; }
+
+private:
+    void Alloc(emu_detail::BufferSet& s, uint32_t num, uint32_t len, const char* what)
+    {
+        uint64_t rounded = (uint64_t(len) + emu::kBlock - 1) / emu::kBlock * emu::kBlock;
+        uint64_t need = rounded * num;
+        if (ub_->used + need > ub_->Size())
+            emu::Fault(emu::Cat("UB overflow: InitBuffer(", what, ", num=", num, ", len=", len, ") needs ", need,
+                                " bytes at UB offset ", ub_->used, " but the core's UB is ", ub_->Size(), " bytes"));
+        s.ub = ub_;
+        s.len = rounded;
+        s.offs.clear();
+        for (uint32_t k = 0; k < num; ++k) {
+            s.offs.push_back(ub_->used);
+            ub_->Poison(ub_->used, rounded);
+            ub_->used += rounded;
+        }
+    }
+    emu::UbArena* ub_;
+    uint64_t start_;
+};
+
+}  // namespace AscendC

@@ -1,0 +1,3 @@
+// opgen host-side emulation: opdev common types (the aclnn types of aclnn/aclnn_base.h).
+#pragma once
+#include "aclnn/aclnn_base.h"

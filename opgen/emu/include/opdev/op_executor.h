@@ -1,0 +1,74 @@
+// opgen host-side emulation: the op executor and kernel-launch macros of the aclnn L0 layer
+// (reference/ascendc.md §2.8). Our own minimal declarations, not CANN's headers. The executor owns the
+// tensors it allocates; ADD_TO_LAUNCHER_LIST_AICORE type-checks its arguments and launches nothing, so
+// running an emitted aclnn API exercises its checks and its L0 calls (codes and messages), not a kernel.
+#pragma once
+#include <cstdint>
+#include <deque>
+
+#include "aclnn/aclnn_base.h"
+
+struct aclOpExecutor {
+    aclTensor* AllocTensor(const op::Shape& shape, op::DataType dtype, op::Format /*format*/)
+    {
+        aclTensor& t = tensors.emplace_back();
+        t.shape = shape;
+        t.dtype = dtype;
+        return &t;
+    }
+    const aclTensor* ConvertToTensor(const aclIntArray* array, op::DataType dtype)
+    {
+        aclTensor& t = tensors.emplace_back();
+        t.shape.dims = {static_cast<int64_t>(array->Size())};
+        t.dtype = dtype;
+        return &t;
+    }
+    uint64_t GetWorkspaceSize() { return 0; }
+    std::deque<aclTensor> tensors;  // deque: pointers stay valid while more are added
+};
+
+namespace opgen_host {
+// Owns a fresh executor until ReleaseTo hands it to the caller (CANN's UniqueExecutor).
+class UniqueExecutor {
+public:
+    UniqueExecutor() : executor_(new aclOpExecutor) {}
+    UniqueExecutor(const UniqueExecutor&) = delete;
+    UniqueExecutor& operator=(const UniqueExecutor&) = delete;
+    ~UniqueExecutor() { delete executor_; }
+    aclOpExecutor* get() { return executor_; }
+    aclOpExecutor* operator->() { return executor_; }
+    void ReleaseTo(aclOpExecutor** executor)
+    {
+        *executor = executor_;
+        executor_ = nullptr;
+    }
+
+private:
+    aclOpExecutor* executor_;
+};
+struct LaunchArgs {};
+template <typename... Args>
+LaunchArgs Pack(const Args&...)
+{
+    return {};
+}
+template <typename... Args>
+aclnnStatus Launch(const char* /*opType*/, const Args&...)
+{
+    return ACLNN_SUCCESS;
+}
+}  // namespace opgen_host
+
+// Phase two of the aclnn API: runs (here: nothing) and frees the executor, as CANN does.
+inline aclnnStatus CommonOpExecutorRun(void* /*workspace*/, uint64_t /*workspaceSize*/, aclOpExecutor* executor,
+                                       aclrtStream /*stream*/)
+{
+    delete executor;
+    return ACLNN_SUCCESS;
+}
+
+#define OP_TYPE_REGISTER(opType) static const char* const g_op_type_##opType = #opType
+#define OP_INPUT(...) ::opgen_host::Pack(__VA_ARGS__)
+#define OP_OUTPUT(...) ::opgen_host::Pack(__VA_ARGS__)
+#define OP_ATTR(...) ::opgen_host::Pack(__VA_ARGS__)
+#define ADD_TO_LAUNCHER_LIST_AICORE(opType, ...) ::opgen_host::Launch(#opType, __VA_ARGS__)
