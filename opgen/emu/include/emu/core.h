@@ -132,6 +132,7 @@ inline CoreContext& Core()
 struct LaunchState {
     std::mutex mu;
     std::condition_variable cv;
+    int total = 0;         // cores of the launch
     int live = 0;          // cores still running
     int arrived = 0;
     uint64_t generation = 0;
@@ -149,7 +150,7 @@ struct LaunchState {
     {
         std::lock_guard<std::mutex> l(mu);
         --live;
-        if (arrived > 0 && arrived == live) { deadlock = true; aborted = true; abortReason = "deadlock"; }
+        if (!aborted && arrived > 0 && arrived == live) { deadlock = true; aborted = true; abortReason = "deadlock"; }
         cv.notify_all();
     }
     void SyncAll()
@@ -157,9 +158,10 @@ struct LaunchState {
         std::unique_lock<std::mutex> l(mu);
         if (aborted) throw EmuAbort("launch aborted");
         uint64_t gen = generation;
-        if (++arrived == live) {
+        if (++arrived == total) {
             arrived = 0; ++generation; cv.notify_all(); return;
         }
+        if (arrived == live) { deadlock = true; aborted = true; abortReason = "deadlock"; cv.notify_all(); }
         cv.wait(l, [&] { return generation != gen || aborted; });
         if (generation == gen) {
             if (deadlock)

@@ -1,0 +1,250 @@
+// opgen AscendC emulation: vector instructions, count forms (reference/ascendc.md §1.9). Our own code (issue 4).
+// Poison semantics: a vector op reading an unwritten lane does not fault; the result lane becomes unwritten
+// too (computing on pad lanes is legal). The fault fires where an undefined value becomes observable:
+// GetValue, or a copy UB->GM.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "emu/tensor.h"
+
+namespace AscendC {
+
+enum class RoundMode : int { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD, CAST_HYBRID };
+
+namespace emu_detail {
+template <typename T> inline float ToF(T v) { return static_cast<float>(v); }
+template <typename T> inline T FromF(float f) { return static_cast<T>(f); }
+template <typename T>
+void CheckOperand(const LocalTensor<T>& t, uint64_t count, const char* what)
+{
+    t.CheckAligned(what);
+    t.Addr(0, count, what);   // bounds
+}
+// dst[i] = f(src0[i], src1[i]) computed in float, rounded to T (RNE for half/bf16).
+template <typename T, typename F>
+void Binary(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b, int32_t count, const char* what, F f)
+{
+    if (count <= 0) return;
+    CheckOperand(dst, count, what); CheckOperand(a, count, what); CheckOperand(b, count, what);
+    for (int32_t i = 0; i < count; ++i) {
+        bool ok = true;
+        T x = a.Ld(i, ok), y = b.Ld(i, ok);
+        dst.St(i, f(x, y), ok);
+    }
+}
+template <typename T, typename F>
+void Unary(const LocalTensor<T>& dst, const LocalTensor<T>& a, int32_t count, const char* what, F f)
+{
+    if (count <= 0) return;
+    CheckOperand(dst, count, what); CheckOperand(a, count, what);
+    for (int32_t i = 0; i < count; ++i) {
+        bool ok = true;
+        T x = a.Ld(i, ok);
+        dst.St(i, f(x), ok);
+    }
+}
+template <typename T> inline T Fl(float v) { if constexpr (std::is_integral<T>::value) return static_cast<T>(v); else return T(v); }
+}  // namespace emu_detail
+
+#define EMU_BINARY(NAME, EXPR)                                                                              \
+    template <typename T>                                                                                   \
+    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, int32_t count) \
+    {                                                                                                       \
+        emu_detail::Binary(dst, src0, src1, count, #NAME, [](T a0, T b0) -> T {                             \
+            if constexpr (std::is_integral<T>::value) { T a = a0, b = b0; return static_cast<T>(EXPR); }   \
+            else { float a = float(a0), b = float(b0); return T(static_cast<float>(EXPR)); }                \
+        });                                                                                                 \
+    }
+EMU_BINARY(Add, a + b)
+EMU_BINARY(Sub, a - b)
+EMU_BINARY(Mul, a * b)
+EMU_BINARY(Div, a / b)
+EMU_BINARY(Max, a > b ? a : b)
+EMU_BINARY(Min, a < b ? a : b)
+#undef EMU_BINARY
+
+#define EMU_SCALAR(NAME, EXPR)                                                                              \
+    template <typename T>                                                                                   \
+    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalar, int32_t count)         \
+    {                                                                                                       \
+        T s = scalar;                                                                                       \
+        emu_detail::Unary(dst, src, count, #NAME, [s](T a0) -> T {                                          \
+            if constexpr (std::is_integral<T>::value) { T a = a0, b = s; return static_cast<T>(EXPR); }    \
+            else { float a = float(a0), b = float(s); return T(static_cast<float>(EXPR)); }                 \
+        });                                                                                                 \
+    }
+EMU_SCALAR(Adds, a + b)
+EMU_SCALAR(Muls, a * b)
+EMU_SCALAR(Maxs, a > b ? a : b)
+EMU_SCALAR(Mins, a < b ? a : b)
+#undef EMU_SCALAR
+
+#define EMU_UNARY(NAME, EXPR)                                                                               \
+    template <typename T>                                                                                   \
+    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, int32_t count)                          \
+    {                                                                                                       \
+        emu_detail::Unary(dst, src, count, #NAME, [](T a0) -> T { float a = float(a0); return T(static_cast<float>(EXPR)); }); \
+    }
+EMU_UNARY(Exp, std::exp(a))
+EMU_UNARY(Ln, std::log(a))
+EMU_UNARY(Sqrt, std::sqrt(a))
+EMU_UNARY(Rsqrt, 1.0f / std::sqrt(a))
+EMU_UNARY(Reciprocal, 1.0f / a)
+EMU_UNARY(Abs, std::fabs(a))
+EMU_UNARY(Relu, a > 0.0f ? a : 0.0f)
+#undef EMU_UNARY
+
+template <typename T>
+void Duplicate(const LocalTensor<T>& dst, const T& scalar, int32_t count)
+{
+    if (count <= 0) return;
+    emu_detail::CheckOperand(dst, count, "Duplicate");
+    for (int32_t i = 0; i < count; ++i) dst.St(i, scalar, true);
+}
+
+// ---- Cast. Supported pairs (A2/A3 rules, reference §1.9): half/bf16->float (CAST_NONE only),
+// float->half (all modes; NONE = RINT), float->bf16 (no CAST_NONE), float<->int32 (float->int32 needs an
+// explicit mode; out-of-range saturates, NaN -> 0 [assumption]), int32->float (NONE = RINT). Anything
+// else is a fault.
+namespace emu_detail {
+inline emu::Round ToRound(RoundMode m)
+{
+    switch (m) {
+    case RoundMode::CAST_NONE: return emu::Round::NONE;
+    case RoundMode::CAST_RINT: return emu::Round::RINT;
+    case RoundMode::CAST_FLOOR: return emu::Round::FLOOR;
+    case RoundMode::CAST_CEIL: return emu::Round::CEIL;
+    case RoundMode::CAST_ROUND: return emu::Round::ROUND;
+    case RoundMode::CAST_TRUNC: return emu::Round::TRUNC;
+    case RoundMode::CAST_ODD: return emu::Round::ODD;
+    default: emu::Fault("Cast: CAST_HYBRID is not emulated");
+    }
+}
+inline int32_t FloatToInt(float f, emu::Round m)
+{
+    if (std::isnan(f)) return 0;
+    double x = f, r;
+    switch (m) {
+    case emu::Round::FLOOR: r = std::floor(x); break;
+    case emu::Round::CEIL: r = std::ceil(x); break;
+    case emu::Round::TRUNC: r = std::trunc(x); break;
+    case emu::Round::ROUND: r = std::round(x); break;   // ties away from zero
+    default: {                                          // ties to even
+        r = std::floor(x);
+        double d = x - r;
+        if (d > 0.5 || (d == 0.5 && std::fmod(r, 2.0) != 0.0)) r += 1.0;
+    }
+    }
+    if (r >= 2147483647.0) return std::numeric_limits<int32_t>::max();
+    if (r <= -2147483648.0) return std::numeric_limits<int32_t>::min();
+    return static_cast<int32_t>(r);
+}
+template <typename D, typename S>
+D CastOne(S v, RoundMode mode)
+{
+    constexpr bool sF = std::is_same<S, float>::value, dF = std::is_same<D, float>::value;
+    if constexpr ((std::is_same<S, half>::value || std::is_same<S, bfloat16_t>::value) && dF) {
+        return float(v);
+    } else if constexpr (sF && std::is_same<D, half>::value) {
+        return half::FromBits(uint16_t(emu::RoundFloat(v, 10, 5, ToRound(mode))));
+    } else if constexpr (sF && std::is_same<D, bfloat16_t>::value) {
+        return bfloat16_t::FromBits(uint16_t(emu::RoundFloat(v, 7, 8, ToRound(mode))));
+    } else if constexpr (sF && std::is_same<D, int32_t>::value) {
+        return FloatToInt(v, ToRound(mode));
+    } else if constexpr (std::is_same<S, int32_t>::value && dF) {
+        int64_t i = v;
+        bool neg = i < 0;
+        uint64_t mag = neg ? uint64_t(-i) : uint64_t(i);
+        return emu::BitsFloat(emu::RoundBinary(neg, mag, 0, 23, 8, ToRound(mode)));
+    } else {
+        static_assert(sizeof(D) == 0, "Cast: unsupported dtype pair in the emulation");
+    }
+}
+}  // namespace emu_detail
+
+template <typename D, typename S>
+void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode& mode, uint32_t count)
+{
+    constexpr bool sF = std::is_same<S, float>::value, dF = std::is_same<D, float>::value;
+    if constexpr (!sF && dF) {
+        if (mode != RoundMode::CAST_NONE && !std::is_same<S, int32_t>::value)
+            emu::Fault("Cast half/bf16 -> float: only CAST_NONE is supported on A2/A3");
+    }
+    if constexpr (sF && std::is_same<D, bfloat16_t>::value) {
+        if (mode == RoundMode::CAST_NONE) emu::Fault("Cast float -> bfloat16_t: CAST_NONE is not supported on A2/A3 (use CAST_RINT)");
+        if (mode == RoundMode::CAST_ODD) emu::Fault("Cast float -> bfloat16_t: CAST_ODD is not supported on A2/A3");
+    }
+    if constexpr (sF && std::is_same<D, int32_t>::value) {
+        if (mode == RoundMode::CAST_NONE || mode == RoundMode::CAST_ODD)
+            emu::Fault("Cast float -> int32: needs CAST_RINT/FLOOR/CEIL/ROUND/TRUNC");
+    }
+    if (count == 0) return;
+    emu_detail::CheckOperand(dst, count, "Cast");
+    emu_detail::CheckOperand(src, count, "Cast");
+    for (uint32_t i = 0; i < count; ++i) {
+        bool ok = true;
+        S v = src.Ld(i, ok);
+        dst.St(i, emu_detail::CastOne<D, S>(v, mode), ok);
+    }
+}
+
+// ---- ReduceSum count form: sum of src[0..count) -> dst[0]. Order: per 256-B repeat a pairwise tree, then
+// the per-repeat sums reduced again the same way (an assumption about hardware order; float accumulation,
+// rounded to T after every add).
+template <typename T>
+void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& tmp, int32_t count)
+{
+    (void)tmp;
+    if (count <= 0) return;
+    emu_detail::CheckOperand(src, count, "ReduceSum");
+    if (dst.Offset() % sizeof(T)) emu::Fault("ReduceSum: dst not element-aligned");
+    dst.Addr(0, 1, "ReduceSum");
+    std::vector<T> cur(count);
+    bool ok = true;
+    for (int32_t i = 0; i < count; ++i) cur[i] = src.Ld(i, ok);
+    const size_t lanes = 256 / sizeof(T);
+    while (cur.size() > 1) {
+        std::vector<T> next;
+        for (size_t r = 0; r < cur.size(); r += lanes) {
+            std::vector<T> v(cur.begin() + r, cur.begin() + std::min(cur.size(), r + lanes));
+            while (v.size() > 1) {
+                size_t h = (v.size() + 1) / 2;
+                for (size_t k = 0; k + h < v.size(); ++k) v[k] = T(float(v[k]) + float(v[k + h]));
+                v.resize(h);
+            }
+            next.push_back(v[0]);
+        }
+        cur.swap(next);
+    }
+    dst.St(0, cur[0], ok);
+}
+
+// ---- Brcb: repeat r takes src[r*8 .. r*8+8); element j fills the 32-B block at
+// (r*dstRepStride + j*dstBlkStride) blocks of dst.
+struct BrcbRepeatParams {
+    uint16_t dstBlkStride = 1, dstRepStride = 8;
+    BrcbRepeatParams() = default;
+    BrcbRepeatParams(uint16_t b, uint16_t r) : dstBlkStride(b), dstRepStride(r) {}
+};
+template <typename T>
+void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint8_t repeatTime, const BrcbRepeatParams& p)
+{
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Brcb: 16/32-bit types only");
+    dst.CheckAligned("Brcb");
+    src.CheckAligned("Brcb");
+    if (dst.Arena() == src.Arena() && dst.Offset() == src.Offset()) emu::Fault("Brcb: src must not alias dst");
+    const uint64_t per = 32 / sizeof(T);
+    src.Addr(0, uint64_t(repeatTime) * 8, "Brcb");
+    for (uint32_t r = 0; r < repeatTime; ++r)
+        for (uint32_t j = 0; j < 8; ++j) {
+            bool ok = true;
+            T v = src.Ld(r * 8 + j, ok);
+            uint64_t base = (uint64_t(r) * p.dstRepStride + uint64_t(j) * p.dstBlkStride) * per;
+            dst.Addr(base, per, "Brcb");
+            for (uint64_t k = 0; k < per; ++k) dst.St(base + k, v, ok);
+        }
+}
+
+}  // namespace AscendC

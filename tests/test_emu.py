@@ -1,0 +1,372 @@
+"""Device-side AscendC emulation (issue 4): fault classes, DataCopyPad units, Cast rounding bit-exactness,
+vector ops, reductions, Brcb, SyncAll + atomic add, GM byte counters.
+
+Drives small C++ programs (tests/cpp/emu_*.cpp) compiled against opgen/emu/include with g++; the scenario
+driver is also built with AddressSanitizer + UBSan and every scenario runs under both builds.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+INC = ROOT / "opgen" / "emu" / "include"
+CPP = Path(__file__).resolve().parent / "cpp"
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+
+BASE = ["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", "-Wno-unused-but-set-variable", f"-I{INC}"]
+SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+
+
+@pytest.fixture(scope="module")
+def bins(tmp_path_factory):
+    d = tmp_path_factory.mktemp("emu")
+    jobs = {
+        "scen": BASE + [str(CPP / "emu_scenarios.cpp"), "-o", str(d / "scen")],
+        "scen_asan": BASE + SAN + [str(CPP / "emu_scenarios.cpp"), "-o", str(d / "scen_asan")],
+        "num": BASE + [str(CPP / "emu_numeric.cpp"), "-o", str(d / "num")],
+    }
+    with ThreadPoolExecutor(3) as ex:
+        res = dict(zip(jobs, ex.map(lambda c: subprocess.run(c, capture_output=True, text=True), jobs.values())))
+    for k, r in res.items():
+        assert r.returncode == 0, f"{k} failed to compile:\n{r.stderr[-4000:]}"
+    return {k: d / k for k in jobs}
+
+
+def run_scenario(bins, name, build="scen"):
+    r = subprocess.run([str(bins[build]), name], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = {"ok": None, "faults": [], "gm": {}, "val": {}}
+    for line in r.stdout.splitlines():
+        head, _, rest = line.partition(" ")
+        if head == "ok":
+            out["ok"] = rest == "1"
+        elif head == "fault":
+            out["faults"].append(rest)
+        elif head == "gm":
+            name_, rd, wr = rest.split()
+            out["gm"][name_] = (int(rd), int(wr))
+        elif head == "val":
+            tag, *vals = rest.split()
+            out["val"][tag] = vals
+    return out
+
+
+BUILDS = ["scen", "scen_asan"]
+
+# ------------------------------------------------------------------ fault classes
+
+FAULTS = {
+    "ub_overflow": ["UB overflow", "needs 65568 bytes at UB offset 131072", "UB is 196608 bytes"],
+    "misaligned_datacopy": ["DataCopy GM->UB", "UB address 12 is not 32-byte aligned"],
+    "datacopy_count": ["40 bytes is not a multiple of 32"],
+    "gm_oob": ["[core 1]", "GM out of range on tensor 'x' (buffer #0)", "element offset 1012"],
+    "gm_oob_scalar": ["SetValue", "tensor 'y' (buffer #1)", "element offset 1024"],
+    "poison_getvalue": ["GetValue", "unwritten (poisoned) UB", "element 1"],
+    "poison_copyout": ["DataCopyPad UB->GM", "unwritten (poisoned) UB byte at address 20", "'y' byte 20"],
+    "poison_reduce": ["GetValue", "unwritten (poisoned)"],
+    "poison_realloc": ["GetValue", "unwritten (poisoned)"],
+    "que_overalloc": ["all 2 buffers are in use"],
+    "sync_deadlock": ["SyncAll deadlock"],
+    "bf16_cast_none": ["CAST_NONE is not supported"],
+}
+
+
+@pytest.mark.parametrize("build", BUILDS)
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_fault_detected(bins, build, name):
+    out = run_scenario(bins, name, build)
+    assert out["ok"] is False
+    first = out["faults"][0]
+    for piece in FAULTS[name]:
+        assert piece in first, first
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_fault_on_one_core_releases_barrier(bins, build):
+    out = run_scenario(bins, "fault_aborts_barrier", build)
+    assert out["ok"] is False
+    assert len(out["faults"]) == 1 and "[core 1]" in out["faults"][0] and "element offset 5000" in out["faults"][0]
+
+
+def test_ub_exactly_full_is_fine(bins):
+    out = run_scenario(bins, "ub_fits")
+    assert out["ok"] and out["val"]["used"] == ["196608"]
+
+
+def test_poison_gm_prefix_copied_before_fault(bins):
+    out = run_scenario(bins, "poison_copyout")
+    assert out["gm"]["x"] == (20, 0) and out["gm"]["y"] == (0, 20)
+
+
+def test_device_api_outside_launch_faults(bins):
+    assert run_scenario_raw(bins, "outside_launch") == "val outside fault"
+
+
+def run_scenario_raw(bins, name):
+    return subprocess.run([str(bins["scen"]), name], capture_output=True, text=True, timeout=30).stdout.strip()
+
+
+# ------------------------------------------------------------------ queues, DataCopyPad units, Brcb
+
+
+def test_que_rotation(bins):
+    out = run_scenario(bins, "que_rotation")
+    assert out["ok"]
+    # 100 B rounds to 128 B; two buffers alternate; values survive EnQue/DeQue.
+    assert out["val"]["addr"] == ["0", "0", "128", "1", "0", "2", "128", "3"]
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_datacopypad_strided_roundtrip(bins, build):
+    out = run_scenario(bins, "strided_roundtrip", build)
+    assert out["ok"], out["faults"]
+    x = np.arange(1024, dtype=np.float32)
+    ub = np.array(out["val"]["ub"], dtype=np.float32).reshape(2, 24)
+    for r in range(2):
+        src = 3 + r * 20
+        np.testing.assert_array_equal(ub[r, :13], x[src:src + 13])
+        np.testing.assert_array_equal(ub[r, 13:16], -7.0)   # pad lanes up to the 32-B boundary
+        np.testing.assert_array_equal(ub[r, 16:], -999.0)   # dstStride gap block: never written
+    y = np.array(out["val"]["y"], dtype=np.float32)
+    exp = np.full(130, -1.0, np.float32)
+    for r in range(6):
+        exp[3 + r * 20: 16 + r * 20] = x[3 + r * 20: 16 + r * 20]
+    np.testing.assert_array_equal(y, exp)
+    assert out["gm"]["x"] == (6 * 52, 0) and out["gm"]["y"] == (0, 6 * 52)
+
+
+def test_datacopypad_left_padding(bins):
+    out = run_scenario(bins, "leftpad")
+    assert out["ok"]
+    ub = np.array(out["val"]["ub"], dtype=np.float32)
+    np.testing.assert_array_equal(ub[:8], [5, 5, 10, 11, 12, 5, 5, 5])
+    np.testing.assert_array_equal(ub[8:], -999.0)
+
+
+def test_brcb_layout(bins):
+    out = run_scenario(bins, "brcb")
+    assert out["ok"]
+    dst = np.array(out["val"]["dst"], dtype=np.float32).reshape(40, 8)
+    exp = np.zeros((40, 8), np.float32)
+    for r in range(2):
+        for j in range(8):
+            exp[r * 20 + j * 2, :] = r * 8 + j + 1
+    np.testing.assert_array_equal(dst, exp)
+
+
+# ------------------------------------------------------------------ multi-core
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_syncall_atomic_add_8_cores(bins, build):
+    out = run_scenario(bins, "atomic_syncall", build)
+    assert out["ok"], out["faults"]
+    y = np.array(out["val"]["y"], dtype=np.float64)
+    np.testing.assert_array_equal(y, 20 * 36 * np.arange(1, 65))
+    assert out["gm"]["y"] == (0, 256 + 8 * 20 * 256)
+
+
+def test_gm_byte_counters(bins):
+    out = run_scenario(bins, "gm_counters")
+    assert out["ok"] and out["val"]["maxerr"] == ["0"]
+    assert out["gm"]["x"] == (4096 + 4, 0)   # each element once + one scalar GetValue
+    assert out["gm"]["y"] == (0, 4096)
+
+
+def test_tiling_macros_and_sync_noops(bins):
+    out = run_scenario(bins, "tiling")
+    assert out["ok"] and out["val"]["td"] == ["7", "11", "1", "0", "2"]
+
+
+# ------------------------------------------------------------------ numerics
+
+MODES = {"NONE": 0, "RINT": 1, "FLOOR": 2, "CEIL": 3, "ROUND": 4, "TRUNC": 5, "ODD": 6}
+
+
+def run_num(bins, tmp_path, mode, rm, arr):
+    fin, fout = tmp_path / "in.bin", tmp_path / "out.bin"
+    fin.write_bytes(np.ascontiguousarray(arr).tobytes())
+    r = subprocess.run([str(bins["num"]), mode, str(rm), str(fin), str(fout)], capture_output=True, text=True, timeout=30)
+    return r, fout.read_bytes() if fout.exists() else b""
+
+
+def table_round(x: np.ndarray, pos: np.ndarray, sign_bit: int, mode: str) -> np.ndarray:
+    """Reference rounding of float values x to a 16-bit format, from the sorted table `pos` of its
+    non-negative finite values (index == bit pattern), reasoning in float64."""
+    x = x.astype(np.float64)
+    neg = np.signbit(x)
+    ax = np.abs(x)
+    i = np.searchsorted(pos, ax, side="right") - 1
+    lo = pos[i]
+    ulp_top = pos[-1] - pos[-2]
+    hi = np.where(i + 1 < len(pos), pos[np.minimum(i + 1, len(pos) - 1)], pos[-1] + ulp_top)
+    mid = (lo + hi) / 2
+    exact = ax == lo
+    m = np.full(x.shape, mode)
+    if mode in ("FLOOR", "CEIL"):
+        m = np.where(neg, "CEIL" if mode == "FLOOR" else "FLOOR", mode)   # mirror for negatives
+    up = np.zeros(x.shape, bool)
+    up |= (m == "RINT") & ((ax > mid) | ((ax == mid) & (i % 2 == 1)))
+    up |= (m == "NONE") & ((ax > mid) | ((ax == mid) & (i % 2 == 1)))
+    up |= (m == "ROUND") & (ax >= mid)
+    up |= (m == "CEIL")
+    up |= (m == "ODD") & (i % 2 == 0)
+    bits = np.where(exact, i, i + up.astype(np.int64))
+    return (bits | np.where(neg, sign_bit, 0)).astype(np.uint16)
+
+
+def fp16_table():
+    return np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
+
+
+def bf16_table():
+    return np.arange(0x7F80, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
+
+
+def cast_inputs(pos, rng, lo_exp, hi_exp):
+    mids = ((pos[:-1] + pos[1:]) / 2).astype(np.float32)          # exact ties
+    assert np.all(mids.astype(np.float64) == (pos[:-1] + pos[1:]) / 2)
+    pick = rng.choice(len(mids), 3000, replace=False)
+    rnd = (rng.uniform(1, 2, 3000) * 2.0 ** rng.integers(lo_exp, hi_exp, 3000)).astype(np.float32)
+    near = (pos[pick] * (1 + rng.uniform(-1e-3, 1e-3, 3000))).astype(np.float32)
+    x = np.concatenate([mids[pick], pos[pick].astype(np.float32), rnd, near, [0.0, 1e-30, 3e-8, 1.0]])
+    x = x[np.abs(x) <= pos[-1]]
+    return np.concatenate([x, -x]).astype(np.float32)
+
+
+@pytest.mark.parametrize("mode", ["NONE", "RINT", "FLOOR", "CEIL", "ROUND", "TRUNC", "ODD"])
+def test_cast_float_to_half_bit_exact(bins, tmp_path, mode):
+    pos = fp16_table()
+    x = cast_inputs(pos, np.random.default_rng(1), -26, 16)
+    r, raw = run_num(bins, tmp_path, "f2h", MODES[mode], x)
+    assert r.returncode == 0, r.stdout
+    got = np.frombuffer(raw, np.uint16)
+    np.testing.assert_array_equal(got, table_round(x, pos, 0x8000, mode))
+    if mode in ("NONE", "RINT"):
+        np.testing.assert_array_equal(got, x.astype(np.float16).view(np.uint16))
+
+
+@pytest.mark.parametrize("mode", ["RINT", "FLOOR", "CEIL", "ROUND", "TRUNC"])
+def test_cast_float_to_bf16_bit_exact(bins, tmp_path, mode):
+    pos = bf16_table()
+    x = cast_inputs(pos, np.random.default_rng(2), -133, 127)
+    r, raw = run_num(bins, tmp_path, "f2bf", MODES[mode], x)
+    assert r.returncode == 0, r.stdout
+    got = np.frombuffer(raw, np.uint16)
+    np.testing.assert_array_equal(got, table_round(x, pos, 0x8000, mode))
+    if mode == "RINT":
+        np.testing.assert_array_equal(got, x.astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+def test_cast_overflow_rne_matches_numpy(bins, tmp_path):
+    x = np.array([65504, 65519.99, 65520, 1e6, -1e6, 3.4e38], np.float32)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16).view(np.uint16)
+    _, raw = run_num(bins, tmp_path, "f2h", MODES["RINT"], x)
+    np.testing.assert_array_equal(np.frombuffer(raw, np.uint16), want)
+    y = np.array([3.3895e38, 3.4e38, -3.4e38], np.float32)
+    _, raw = run_num(bins, tmp_path, "f2bf", MODES["RINT"], y)
+    np.testing.assert_array_equal(np.frombuffer(raw, np.uint16), y.astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+def test_cast_16bit_to_float_exact(bins, tmp_path):
+    h = np.arange(65536, dtype=np.uint16)
+    h = h[~np.isnan(h.view(np.float16))]
+    b = np.arange(65536, dtype=np.uint16)
+    b = b[~np.isnan(b.view(ml_dtypes.bfloat16).astype(np.float32))]
+    for k in range(0, len(h), 16384):   # chunks that fit the 192 KB UB
+        _, raw = run_num(bins, tmp_path, "h2f", 0, h[k:k + 16384])
+        np.testing.assert_array_equal(np.frombuffer(raw, np.float32), h[k:k + 16384].view(np.float16).astype(np.float32))
+    for k in range(0, len(b), 16384):
+        _, raw = run_num(bins, tmp_path, "bf2f", 0, b[k:k + 16384])
+        np.testing.assert_array_equal(np.frombuffer(raw, np.float32),
+                                      b[k:k + 16384].view(ml_dtypes.bfloat16).astype(np.float32))
+    r, _ = run_num(bins, tmp_path, "h2f", MODES["RINT"], h[:16])
+    assert r.returncode == 1 and "only CAST_NONE" in r.stdout
+
+
+def int_ref(x, mode):
+    x = x.astype(np.float64)
+    f = {"RINT": np.rint, "FLOOR": np.floor, "CEIL": np.ceil, "TRUNC": np.trunc,
+         "ROUND": lambda v: np.sign(v) * np.floor(np.abs(v) + 0.5)}[mode]
+    return f(x).astype(np.int32)
+
+
+@pytest.mark.parametrize("mode", ["RINT", "FLOOR", "CEIL", "ROUND", "TRUNC"])
+def test_cast_float_int32(bins, tmp_path, mode):
+    rng = np.random.default_rng(3)
+    halves = np.arange(-50, 50) + 0.5
+    x = np.concatenate([halves, rng.uniform(-1e6, 1e6, 2000), rng.uniform(-3, 3, 2000), [0, -0.0, 2.0 ** 30]]).astype(np.float32)
+    r, raw = run_num(bins, tmp_path, "f2i", MODES[mode], x)
+    assert r.returncode == 0, r.stdout
+    np.testing.assert_array_equal(np.frombuffer(raw, np.int32), int_ref(x, mode))
+    i = np.concatenate([rng.integers(-2**31, 2**31 - 1, 3000), [2**24 + 1, 2**24 + 3, -(2**24 + 1), 2**31 - 1]]).astype(np.int32)
+    r, raw = run_num(bins, tmp_path, "i2f", MODES[mode], i)
+    assert r.returncode == 0, r.stdout
+    got = np.frombuffer(raw, np.float32).astype(np.float64)
+    iv = i.astype(np.float64)
+    c = i.astype(np.float32).astype(np.float64)            # RNE
+    lo = np.where(c > iv, np.nextafter(c.astype(np.float32), np.float32(-np.inf)).astype(np.float64), c)
+    hi = np.where(c < iv, np.nextafter(c.astype(np.float32), np.float32(np.inf)).astype(np.float64), c)
+    want = {"RINT": c, "FLOOR": lo, "CEIL": hi, "TRUNC": np.where(iv >= 0, lo, hi),
+            "ROUND": np.where(np.abs(iv - lo) < np.abs(hi - iv), lo,
+                              np.where(np.abs(iv - lo) > np.abs(hi - iv), hi, np.where(iv >= 0, hi, lo)))}[mode]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_vector_ops_float(bins, tmp_path):
+    rng = np.random.default_rng(4)
+    n = 1003
+    a = rng.normal(0, 3, n).astype(np.float32)
+    b = rng.normal(0, 3, n).astype(np.float32)
+    b[np.abs(b) < 1e-3] = 0.5
+    r, raw = run_num(bins, tmp_path, "vec", 0, np.concatenate([a, b]))
+    assert r.returncode == 0, r.stdout
+    o = np.frombuffer(raw, np.float32).reshape(16, n)
+    s = np.float32(1.5)
+    ab = np.abs(b)
+    exact = [a + b, a - b, a * b, a / b, np.maximum(a, b), np.minimum(a, b), a + s, a * s, np.maximum(a, s),
+             np.minimum(a, s)]
+    for k, ref in enumerate(exact):
+        np.testing.assert_array_equal(o[k], ref, err_msg=f"op {k}")
+    np.testing.assert_allclose(o[10], np.exp(a), rtol=3e-7)
+    np.testing.assert_array_equal(o[11], np.abs(a))
+    np.testing.assert_allclose(o[12], np.log(ab), rtol=3e-7, atol=1e-7)
+    np.testing.assert_array_equal(o[13], np.sqrt(ab))
+    np.testing.assert_array_equal(o[14], np.float32(1) / np.sqrt(ab))
+    np.testing.assert_array_equal(o[15], np.float32(1) / b)
+
+
+def test_vector_ops_half(bins, tmp_path):
+    rng = np.random.default_rng(5)
+    n = 517
+    a = rng.normal(0, 4, n).astype(np.float16)
+    b = rng.normal(0, 4, n).astype(np.float16)
+    b[np.abs(b) < 1e-2] = 0.5
+    r, raw = run_num(bins, tmp_path, "vech", 0, np.concatenate([a, b]).view(np.uint16))
+    assert r.returncode == 0, r.stdout
+    o = np.frombuffer(raw, np.float16).reshape(4, n)
+    for k, ref in enumerate([a + b, a * b, a / b, np.sqrt(np.abs(b))]):
+        np.testing.assert_array_equal(o[k].view(np.uint16), ref.view(np.uint16), err_msg=f"op {k}")
+
+
+def test_reduce_sum(bins, tmp_path):
+    rng = np.random.default_rng(6)
+    ints = rng.integers(-100, 100, 5000).astype(np.float32)
+    r, raw = run_num(bins, tmp_path, "reduce", 0, ints)
+    assert r.returncode == 0, r.stdout
+    assert np.frombuffer(raw, np.float32)[0] == ints.astype(np.float64).sum()
+    x = rng.normal(0, 1, 3001).astype(np.float32)
+    _, raw = run_num(bins, tmp_path, "reduce", 0, x)
+    assert abs(np.frombuffer(raw, np.float32)[0] - x.astype(np.float64).sum()) < 1e-4 * np.abs(x).sum()
+    h = rng.integers(-8, 8, 300).astype(np.float16)
+    _, raw = run_num(bins, tmp_path, "reduceh", 0, h.view(np.uint16))
+    assert np.frombuffer(raw, np.float16)[0] == h.astype(np.float64).sum()
