@@ -3,13 +3,15 @@
 - determinism: two generations are byte-identical; `opgen generate` then `opgen diff` is clean; a stale
   or edited file makes `opgen diff` exit 1 with a unified diff, and `opgen generate` removes stale files
   inside the op directories it owns (and nothing else);
-- every emitted C/C++ file is clang-format clean and compiles without a warning (`g++ -c -Wall -Wextra`)
-  against the stub headers of tests/stubs (declarations only; printf-checked log macros);
+- every emitted C/C++ file (OpDef, InferShape, TilingFunc, aclnn L2 + L0, call example) is clang-format
+  clean and compiles without a warning (`g++ -c -Wall -Wextra`) against opgen's host emulation headers
+  (opgen/emu/include: our own minimal declarations; printf-checked log macros);
 - the OpDef DataType lists, parsed back, are the spec's dtype table; attributes and SoC configs match;
 - the aclnn layer has a 161001 check for every required input/output and a 161002 check for every dtype,
   shape, dim, relation, attribute and mode rule of the spec (derived here from the spec, independently
   of the emitter);
-- differential test: the emitted aclnn checks, compiled and run on x86 (tests/stubs/runtime.cpp), return
+- differential test: the emitted aclnn checks, compiled against opgen/emu/include and run on x86 with the
+  case reader of tests/stubs/runtime.cpp, return
   the same verdict and the same "<param>: <rule>" message as opgen's interpreter on valid inputs and on
   single-fault mutations of them (nulls, dtypes, every dim of every input, ranks, attribute values, mode
   rules, dim domains, relations, host arrays);
@@ -45,7 +47,8 @@ from opgen.ir.dtypes import DType, DTypeVar
 from opgen.registry import all_specs, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
-STUBS = ROOT / "tests" / "stubs"
+EMU_INCLUDE = ROOT / "opgen" / "emu" / "include"  # host stubs: one set for every emitted host file
+HARNESS = ROOT / "tests" / "stubs"  # the differential test's case reader (runtime.cpp / runtime.h)
 OPS = [s.name for s in all_specs()]
 GXX = shutil.which("g++")
 _SCRIPT = shutil.which("opgen")
@@ -163,7 +166,7 @@ def test_cpp_is_clang_format_clean(packages):
 
 
 @pytest.mark.skipif(GXX is None, reason="g++ not installed")
-def test_cpp_compiles_against_stubs(packages, tmp_path):
+def test_cpp_compiles_against_host_emulation(packages, tmp_path):
     jobs = []
     for op, files in packages.items():
         root = tmp_path / op_snake(op)
@@ -175,11 +178,12 @@ def test_cpp_compiles_against_stubs(packages, tmp_path):
         inc.mkdir()
         (inc / "aclnnop").symlink_to(root / "op_host" / "op_api")  # the example includes "aclnnop/aclnn_<api>.h"
         for path in files:
-            # the tiling files are compiled and run against opgen's host emulation in tests/test_tiling.py
-            if path.endswith(".cpp") and not path.endswith("_tiling.cpp"):
+            if path.endswith(".cpp"):
                 jobs.append([GXX, "-std=c++17", "-c", "-o", os.devnull, "-Wall", "-Wextra", "-Werror=format",
-                             f"-I{STUBS}", f"-I{(root / path).parent}", f"-I{inc}", str(root / path)])
-    assert len(jobs) == 5 * len(packages)  # def, infershape, aclnn, L0, example
+                             f"-I{EMU_INCLUDE}", f"-I{(root / path).parent}", f"-I{inc}", str(root / path)])
+    tiled = sum(any(p.endswith("_tiling.cpp") for p in files) for files in packages.values())
+    assert tiled == 4  # the four vector ops have a TilingFunc (tests/test_tiling.py also runs it)
+    assert len(jobs) == 5 * len(packages) + tiled  # def, infershape, aclnn, L0, example (+ tiling)
 
     def run(cmd):
         return cmd[-1], subprocess.run(cmd, capture_output=True, text=True)
@@ -187,6 +191,35 @@ def test_cpp_compiles_against_stubs(packages, tmp_path):
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
         for path, r in pool.map(run, jobs):
             assert r.returncode == 0 and "warning" not in r.stderr, f"{path}\n{r.stderr[:3000]}"
+
+
+@pytest.mark.skipif(GXX is None, reason="g++ not installed")
+def test_host_files_link_into_one_binary(packages, tmp_path):
+    """One stub set serves every host file: the OpDef, InferShape, TilingFunc and aclnn (L2 + L0) files of
+    all ops link together against opgen/emu/include, and each op registers its InferShape / InferDataType
+    (and TilingFunc where it has one) at static initialisation."""
+    srcs, incs = [], []
+    for op, files in packages.items():
+        root = tmp_path / op_snake(op)
+        for path, text in files.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text)
+            if path.startswith("op_host/") and path.endswith(".cpp"):
+                srcs.append(str(root / path))
+        incs += [f"-I{root / 'op_host'}", f"-I{root / 'op_host' / 'op_api'}"]
+    main = tmp_path / "main.cpp"
+    main.write_text('#include <iostream>\n#include "register/op_impl_registry.h"\nint main()\n{\n'
+                    '    for (auto& r : gert::InferShapeRegistry()) std::cout << "infershape " << r.first << "\\n";\n'
+                    '    for (auto& r : gert::InferDataTypeRegistry()) std::cout << "dtype " << r.first << "\\n";\n'
+                    '    for (auto& r : gert::TilingRegistry()) std::cout << "tiling " << r.first << "\\n";\n}\n')
+    exe = tmp_path / "host"
+    r = subprocess.run([GXX, "-std=c++17", "-O0", "-Wall", "-Wextra", f"-I{EMU_INCLUDE}", *incs, *srcs, str(main),
+                        "-o", str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[:3000]
+    got = set(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines())
+    tiled = {op for op, files in packages.items() if any(p.endswith("_tiling.cpp") for p in files)}
+    assert got == ({f"infershape {op}" for op in packages} | {f"dtype {op}" for op in packages}
+                   | {f"tiling {op}" for op in tiled})
 
 
 # ---- OpDef ------------------------------------------------------------------------------------------
@@ -547,14 +580,15 @@ def _build(tmp_path, spec, files):
     api_dir = root / "op_host" / "op_api"
     (root / "harness.cpp").write_text(_harness_source(m))
     exe = root / "harness"
-    cmd = [GXX, "-std=c++17", "-O0", f"-I{STUBS}", f"-I{api_dir}", str(api_dir / f"{m.api_snake}.cpp"),
-           str(api_dir / f"{m.snake}.cpp"), str(tmp_path / "runtime.o"), str(root / "harness.cpp"), "-o", str(exe)]
+    cmd = [GXX, "-std=c++17", "-O0", f"-I{EMU_INCLUDE}", f"-I{HARNESS}", f"-I{api_dir}",
+           str(api_dir / f"{m.api_snake}.cpp"), str(api_dir / f"{m.snake}.cpp"), str(tmp_path / "runtime.o"),
+           str(root / "harness.cpp"), "-o", str(exe)]
     return exe, subprocess.run(cmd, capture_output=True, text=True)
 
 
 @pytest.mark.skipif(GXX is None, reason="g++ not installed")
 def test_emitted_checks_agree_with_the_interpreter(packages, tmp_path):
-    r = subprocess.run([GXX, "-std=c++17", "-O0", "-c", f"-I{STUBS}", str(STUBS / "runtime.cpp"), "-o",
+    r = subprocess.run([GXX, "-std=c++17", "-O0", "-c", f"-I{EMU_INCLUDE}", str(HARNESS / "runtime.cpp"), "-o",
                         str(tmp_path / "runtime.o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     specs = all_specs()

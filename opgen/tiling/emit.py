@@ -10,17 +10,11 @@ from __future__ import annotations
 
 import re
 
-from opgen.errors import SpecError
+from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
 
 SYS_WORKSPACE_BYTES = 16 * 1024 * 1024  # AscendC system workspace reserve (reference/ada_layer_norm.md §3.1)
-
-
-def snake(name: str) -> str:
-    """CamelCase OpDef name -> snake_case file stem (AdaLayerNormGrad -> ada_layer_norm_grad, V2 -> v2)."""
-    s = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
-    return s.lower()
 
 
 def _dim_in(i, sym: str, ref: str):
@@ -60,18 +54,11 @@ def _dim_access(spec, sym: str) -> str:
 
 
 def dim_cpp(spec, e: DimExpr) -> str:
-    """C++ int64 expression of a dim expression over the spec's dims."""
-    e = as_dim(e)
-    if isinstance(e, Lit):
-        return str(e.value)
-    if isinstance(e, Sym):
-        return _dim_access(spec, e.name)
-    if isinstance(e, Prod):
-        return _dim_access(spec, e.name)
-    if isinstance(e, Bin):
-        op = "/" if e.op == "//" else e.op
-        return f"({dim_cpp(spec, e.lhs)} {op} {dim_cpp(spec, e.rhs)})"
-    raise SpecError(f"cannot emit dim {e}")
+    """C++ int64 expression of a dim expression over the spec's dims, read from the TilingContext's input
+    shapes (_dim_access); printed by the printer InferShape and aclnn use (opgen.codegen.dims)."""
+    from opgen.codegen.dims import dim_cpp as print_cpp  # lazy: opgen.codegen imports this module
+
+    return print_cpp(e, lambda n: _dim_access(spec, n), lambda n: _dim_access(spec, n))
 
 
 def attr_key(spec, attrs: dict) -> int:
@@ -104,7 +91,20 @@ def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, at
     `dtypes` ({"T": DType, ...}; a variable whose tensors are all absent may be missing), a Platform and
     the static attribute values `attrs` (defaults when absent).
 
-    Raises KeyError for a program input without a mapping."""
+    Raises KeyError for a program input without a mapping; OpgenError when a dim is outside the spec's
+    domain or no UB plan fits (the emitted TilingFunc returns GRAPH_FAILED in the same cases)."""
+    vals = program_inputs(spec, prog, inputs_map, env, dtypes, platform, attrs)
+    for name, lo, hi in dim_bounds(spec, prog, inputs_map):
+        if vals[name] < lo or (hi is not None and vals[name] > hi):
+            raise OpgenError(f"tiling {prog.name}: {name}={vals[name]} outside [{lo}, {hi}]")
+    out = prog.evaluate(vals)
+    if not out.get("fits", 1):
+        raise OpgenError(f"tiling {prog.name}: no UB plan fits")
+    return out
+
+
+def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs) -> dict:
+    """The values of the tiling program's inputs for one call (see `evaluate`)."""
     vals = {}
     for name in prog.inputs:
         how = inputs_map[name]
@@ -121,14 +121,45 @@ def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, at
             vals[name] = attr_key(spec, attrs or {})
         else:
             vals[name] = as_dim(how).evaluate(env)
-    return prog.evaluate(vals)
+    return vals
+
+
+def _bounds(spec, e):
+    """(lower, upper or None) of a dim expression from the spec's dim domains (absent-able dims from 0)."""
+    e = as_dim(e)
+    if isinstance(e, Lit):
+        return e.value, e.value
+    if isinstance(e, Sym):
+        d = spec.dims_[e.name]
+        return (0 if d.absent is not None else d.min), d.max
+    if isinstance(e, Prod):
+        return 1, None
+    if isinstance(e, Bin) and e.op in ("+", "*"):
+        (a, b), (c, d) = _bounds(spec, e.lhs), _bounds(spec, e.rhs)
+        hi = None if b is None or d is None else (b + d if e.op == "+" else b * d)
+        return (a + c if e.op == "+" else a * c), hi
+    return 0, None
+
+
+def dim_bounds(spec, prog, inputs_map) -> list[tuple[str, int, int | None]]:
+    """(program input, lower, upper or None) for every input read from a dim: the emitted TilingFunc fails
+    outside them, and so does `evaluate` (zero or negative dims would divide by zero or wrap in C++)."""
+    out = []
+    for name in prog.inputs:
+        how = inputs_map[name]
+        if not isinstance(how, tuple):
+            lo, hi = _bounds(spec, how)
+            out.append((name, lo, hi))
+    return out
 
 
 def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
     """{path: text} of op_host/<op>_tiling.h and _tiling.cpp for `spec` with tiling program `prog`;
     `inputs_map`: {program input name: dim expression | ("bytes", var) | ("dtype_key",) |
     ("platform", "coreNum"|"ubBytes")}; `doc`: one line naming the strategy and its reference."""
-    op = snake(spec.name)
+    from opgen.codegen.names import op_snake
+
+    op = op_snake(spec.name)
     reads = []
     for name in prog.inputs:
         how = inputs_map[name]
@@ -152,6 +183,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
         "fields": [(n, doc) for n, _, doc in prog.stmts if n in prog.fields],
         "inputs": [(n, expr, prog.inputs[n]) for n, expr in reads],
         "shapes": _shape_refs(spec, reads),
+        "bounds": [(n, lo, hi) for n, lo, hi in dim_bounds(spec, prog, inputs_map)],
         "statements": prog.to_cpp(indent="    "),
         "dtype_rows": rows, "n_vars": len(spec.dtype_table),
         "sys_workspace": SYS_WORKSPACE_BYTES, "source": doc,

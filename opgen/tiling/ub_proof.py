@@ -11,8 +11,8 @@ the dtype row, the bound and the largest value that fits (binary search).
 from __future__ import annotations
 
 from opgen.dsl.diagnostics import spec_error
+from opgen.errors import OpgenError
 from opgen.platforms import PLATFORMS
-from opgen.tiling.emit import evaluate
 
 
 def _probe_values(mx: int) -> list[int]:
@@ -31,6 +31,14 @@ def _env(spec, bounded: dict) -> dict:
     return env
 
 
+def _eval(spec, prog, inputs_map, env, dtypes, plat) -> dict:
+    """The tiling program's variables without the domain and fit checks of `evaluate` (the proof judges
+    `fits` itself and may probe values outside a dim's max)."""
+    from opgen.tiling.emit import program_inputs
+
+    return prog.evaluate(program_inputs(spec, prog, inputs_map, env, dtypes, plat, None))
+
+
 def prove_ub(spec, prog, inputs_map) -> list[str]:
     """Check the plan for every platform/dtype row/probe; returns the checked cases (for reports).
 
@@ -39,18 +47,32 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
     plats = [p for p in PLATFORMS.values() if p.soc_key in socs]
     bounded = {n: d for n, d in spec.dims_.items() if d.max is not None}
     checked = []
+    for plat in plats:  # a dim without max= must not be able to break the plan
+        for row in spec.dtype_rows:
+            for name, d in spec.dims_.items():
+                if d.max is not None:
+                    continue
+                env = _env(spec, {name: 2**31 - 1})
+                try:
+                    tl = _eval(spec, prog, inputs_map, env, dict(row), plat)
+                except OpgenError:
+                    tl = {"fits": 0}
+                if not tl.get("fits", 1):
+                    raise spec_error(d.loc, f"UB overflow: {name} has no max= and the tiling plan does not fit for "
+                                            f"{name}={2**31 - 1} on {plat.name}",
+                                     f"declare max= for {name} (the UB proof needs a bound)")
     for plat in plats:
         for row in spec.dtype_rows:
             for name, d in bounded.items():
                 for v in _probe_values(d.max):
                     if d.multiple_of and v % d.multiple_of:
                         continue
-                    tl = evaluate(spec, prog, inputs_map, _env(spec, {name: v}), dict(row), plat)
+                    tl = _eval(spec, prog, inputs_map, _env(spec, {name: v}), dict(row), plat)
                     if not tl.get("fits", 1):
                         lo, hi = 1, v  # largest value that fits, assuming monotonic footprints
                         while lo < hi:
                             mid = (lo + hi + 1) // 2
-                            ok = evaluate(spec, prog, inputs_map, _env(spec, {name: mid}), dict(row), plat)["fits"]
+                            ok = _eval(spec, prog, inputs_map, _env(spec, {name: mid}), dict(row), plat)["fits"]
                             lo, hi = (mid, hi) if ok else (lo, mid - 1)
                         combo = ", ".join(f"{k}={t.long_name}" for k, t in row.items())
                         raise spec_error(

@@ -1,102 +1,13 @@
-// Definitions behind the stub headers, so tests can link and run the emitted aclnn checks on x86
-// (tests/test_codegen.py, the differential test against opgen's interpreter). Not used by the
-// syntax-only compiles.
-#include <cstdarg>
-#include <cstdio>
+// The case reader of tests/test_codegen.py's differential test: reads one call per line, runs it
+// through the emitted aclnn API (compiled against opgen's host emulation, opgen/emu/include) and prints
+// the status code and the first logged error message.
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "aclnn_kernels/contiguous.h"
-#include "opdev/make_op_executor.h"
 #include "opdev/op_log.h"
-#include "opdev/platform.h"
 #include "runtime.h"
-
-std::string g_lastLog;
-aclnnStatus g_lastCode = 0;
-
-namespace stub {
-void AclnnLogE(aclnnStatus code, const char* fmt, ...)
-{
-    char buf[2048];
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(buf, sizeof(buf), fmt, args);
-    va_end(args);
-    if (g_lastLog.empty()) {
-        g_lastLog = buf;
-        g_lastCode = code;
-    }
-}
-
-static aclOpExecutor g_executor;
-
-aclOpExecutor* UniqueExecutor::get()
-{
-    return &g_executor;
-}
-aclOpExecutor* UniqueExecutor::operator->()
-{
-    return &g_executor;
-}
-void UniqueExecutor::ReleaseTo(aclOpExecutor** executor)
-{
-    *executor = &g_executor;
-}
-UniqueExecutor CreateExecutor()
-{
-    return UniqueExecutor();
-}
-}  // namespace stub
-
-aclTensor* aclOpExecutor::AllocTensor(const op::Shape& shape, op::DataType dtype, op::Format)
-{
-    aclTensor* t = new aclTensor;
-    t->shape = shape;
-    t->dtype = dtype;
-    return t;
-}
-const aclTensor* aclOpExecutor::ConvertToTensor(const aclIntArray* array, op::DataType dtype)
-{
-    aclTensor* t = new aclTensor;
-    t->shape.dims = {static_cast<int64_t>(array->Size())};
-    t->dtype = dtype;
-    return t;
-}
-uint64_t aclOpExecutor::GetWorkspaceSize()
-{
-    return 0;
-}
-aclnnStatus CommonOpExecutorRun(void*, uint64_t, aclOpExecutor*, aclrtStream)
-{
-    return ACLNN_SUCCESS;
-}
-
-namespace l0op {
-const aclTensor* Contiguous(const aclTensor* x, aclOpExecutor*)
-{
-    return x;
-}
-const aclTensor* ViewCopy(const aclTensor*, const aclTensor* y, aclOpExecutor*)
-{
-    return y;
-}
-}  // namespace l0op
-
-namespace op {
-static PlatformInfo g_platform;
-op::SocVersion g_soc = op::SocVersion::ASCEND910B;
-SocVersion PlatformInfo::GetSocVersion() const
-{
-    return g_soc;
-}
-const PlatformInfo& GetCurrentPlatformInfo()
-{
-    return g_platform;
-}
-}  // namespace op
 
 // ---- the case reader of the test harness --------------------------------------------------------
 
@@ -187,7 +98,7 @@ const char* ReadString(std::istream& in)
 
 void ReportResult(aclnnStatus rc)
 {
-    std::cout << rc << "\t" << (rc == ACLNN_SUCCESS ? std::string() : g_lastLog) << std::endl;
-    g_lastLog.clear();
-    g_lastCode = 0;
+    const std::string& msg = opgen_host::LastAclnnError().message;
+    std::cout << rc << "\t" << (rc == ACLNN_SUCCESS ? std::string() : msg) << std::endl;
+    opgen_host::ClearAclnnError();
 }

@@ -1,4 +1,4 @@
-// Case reader of the test harness (tests/stubs/runtime.cpp).
+// Case reader of the differential test harness (tests/stubs/runtime.cpp).
 #pragma once
 #include <istream>
 

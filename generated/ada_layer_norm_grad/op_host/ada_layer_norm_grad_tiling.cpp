@@ -79,7 +79,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubSize);
     const gert::Shape& dyShape = context->GetInputShape(0)->GetStorageShape();
     [[maybe_unused]] const int64_t rows =
-        (dyShape.GetDim(dyShape.GetDimNum() - 2) * ProdDims(dyShape, 0, 2));       // rows = prod(Bd) * S
+        dyShape.GetDim(dyShape.GetDimNum() - 2) * ProdDims(dyShape, 0, 2);         // rows = prod(Bd) * S
     [[maybe_unused]] const int64_t seq = dyShape.GetDim(dyShape.GetDimNum() - 2);  // S (rows per batch)
     [[maybe_unused]] const int64_t batch = ProdDims(dyShape, 0, 2);                // prod(Bd)
     [[maybe_unused]] const int64_t hidden =
@@ -107,6 +107,18 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(ubSize);  // UB bytes per AIV core
     if (dtypeKey == 0 || attrKey < 0) {
         return ge::GRAPH_FAILED;
+    }
+    if (rows < 1) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (seq < 1) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (batch < 1) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (hidden < 1 || hidden > 65536) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
     }
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned for 16/32-bit)
     const int64_t rowBytes =
@@ -154,6 +166,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t batchNum = (batch + 0);                                        // prod(Bd)
     const int64_t hiddenDim = (hidden + 0);                                      // H
     const int64_t rowNum = (rows + 0);                                           // prod(Bd) * S
+    if (fits == 0) {
+        return ge::GRAPH_FAILED;  // no UB plan holds this shape
+    }
     AdaLayerNormGradTilingData* tiling = context->GetTilingData<AdaLayerNormGradTilingData>();
     tiling->colAlign = colAlign;
     tiling->strategy = strategy;

@@ -79,7 +79,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubSize);
     const gert::Shape& xShape = context->GetInputShape(0)->GetStorageShape();
     [[maybe_unused]] const int64_t rows =
-        (xShape.GetDim(xShape.GetDimNum() - 2) * ProdDims(xShape, 0, 2));           // prod(Bd) * S
+        xShape.GetDim(xShape.GetDimNum() - 2) * ProdDims(xShape, 0, 2);             // prod(Bd) * S
     [[maybe_unused]] const int64_t seq = xShape.GetDim(xShape.GetDimNum() - 2);     // S
     [[maybe_unused]] const int64_t hidden = xShape.GetDim(xShape.GetDimNum() - 1);  // H (elements)
     [[maybe_unused]] const int64_t tBytes =
@@ -96,6 +96,15 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(ubSize);                    // UB bytes per AIV core
     if (dtypeKey == 0 || attrKey < 0) {
         return ge::GRAPH_FAILED;
+    }
+    if (rows < 1) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (seq < 1) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (hidden < 1 || hidden > 131073) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
     }
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements)
     const int64_t rowBytes = ((((0 + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * 4)) +
@@ -135,6 +144,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t seqLen = (seq + 0);                          // S
     const int64_t hiddenDim = (hidden + 0);                    // H
     const int64_t rowNum = (rows + 0);                         // prod(Bd) * S
+    if (fits == 0) {
+        return ge::GRAPH_FAILED;  // no UB plan holds this shape
+    }
     AdaLayerNormV2TilingData* tiling = context->GetTilingData<AdaLayerNormV2TilingData>();
     tiling->colAlign = colAlign;
     tiling->rowsPerCore = rowsPerCore;

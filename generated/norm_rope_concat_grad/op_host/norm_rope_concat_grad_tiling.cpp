@@ -111,6 +111,30 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     if (dtypeKey == 0 || attrKey < 0) {
         return ge::GRAPH_FAILED;
     }
+    if (batch < 1) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (heads < 1) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (headDim < 2 || headDim > 1024) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (querySeq < 1) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (encoderQuerySeq < 0) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (keySeq < 1) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (encoderKeySeq < 0) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
+    if (ropeRows < 1) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
     const int64_t dAlign = AlignUp(headDim, 16);  // head row stride in UB (elements)
     const int64_t rowNum = ((batch * heads) * ((querySeq + encoderQuerySeq) +
                                                (2 * (keySeq + encoderKeySeq))));  // head rows of all six parts
@@ -141,6 +165,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t encoderKeySeqLen = (encoderKeySeq + 0);
     const int64_t ropeRowNum = (ropeRows + 0);
     const int64_t headDimLen = (headDim + 0);
+    if (fits == 0) {
+        return ge::GRAPH_FAILED;  // no UB plan holds this shape
+    }
     NormRopeConcatGradTilingData* tiling = context->GetTilingData<NormRopeConcatGradTilingData>();
     tiling->dAlign = dAlign;
     tiling->rowNum = rowNum;

@@ -1,3 +1,0 @@
-// Stub: opdev common types.
-#pragma once
-#include "aclnn/aclnn_base.h"

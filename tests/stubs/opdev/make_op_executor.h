@@ -1,8 +1,0 @@
-// Stub: executor creation.
-#pragma once
-#include "opdev/op_executor.h"
-
-namespace stub {
-UniqueExecutor CreateExecutor();
-}
-#define CREATE_EXECUTOR() ::stub::CreateExecutor()

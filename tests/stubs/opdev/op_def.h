@@ -1,3 +1,0 @@
-// Stub: opdev op definitions.
-#pragma once
-#include "opdev/common_types.h"
