@@ -4,7 +4,7 @@
     opgen interpret OP (--inputs in.npz | --dims B=2,S=128 [--seed N]) --out out.npz
                     [--attr k=v]... [--dtype T=bfloat16]... [--mode device|exact] [--save-inputs in.npz]
                     [--print-ir]
-    opgen graph OP [--stage spec|optimized] [--format text|dot|svg] [--attr k=v]... [--present NAME,...]
+    opgen graph OP [--stage spec|optimized|fused|tiled] [--format text|dot|svg] [--attr k=v]... [--present NAME,...]
                    [--dump-after PASS]
     opgen generate [OP...] [--out DIR]
     opgen diff [OP...] [--out DIR]

@@ -66,6 +66,8 @@ class E:
 
 @dataclass(frozen=True)
 class Lit(E):
+    """An integer literal."""
+
     value: int
 
     def ev(self, env):
@@ -77,6 +79,8 @@ class Lit(E):
 
 @dataclass(frozen=True)
 class Var(E):
+    """A program input or an earlier assignment."""
+
     name: str
 
     def ev(self, env):
@@ -104,6 +108,8 @@ def _div(a, b):
 
 @dataclass(frozen=True)
 class Op(E):
+    """An operation (+ - * // % comparisons && || min max ceil_div align_up select) on expressions."""
+
     op: str
     args: tuple
 
@@ -155,10 +161,12 @@ def lit(x) -> E:
 
 
 def emin(a, b) -> E:
+    """min(a, b)."""
     return Op("min", (lit(a), lit(b)))
 
 
 def emax(a, b) -> E:
+    """max(a, b)."""
     return Op("max", (lit(a), lit(b)))
 
 
@@ -189,6 +197,7 @@ class TilingProgram:
     fields: list = field(default_factory=list)      # names written to the tiling data, in order
 
     def input(self, name: str, doc: str) -> Var:
+        """Declare a program input (read from the TilingContext in C++); `doc` states its unit."""
         self.inputs[name] = doc
         return Var(name)
 
