@@ -805,3 +805,23 @@ def test_canonical_form_ring_laws(a, b, c):
     assert x * (y + z) == x * y + x * z
     assert x - x == Lit(0)
     assert str(x + y) == str(y + x)
+
+
+def test_constraints_are_part_of_the_ir_text():
+    """Dim domains and relations (ranges, multiple-of, N1 % N2 == 0, R <= Sq + Seq) travel with the graph:
+    printed in `where [...]`, parsed back, and dims of absent inputs are folded to their absent value."""
+    from opgen.registry import load_spec
+
+    spec = load_spec("NsaSelectedAttentionGrad")
+    g = spec.graph(spec.keys()[0])
+    head = print_graph(g).splitlines()[0]
+    for c in ("D % 16 == 0", "N1 % N2 == 0", "BS * CNT <= 8192", "D <= 768", "Dv <= D"):
+        assert c in head, c
+    assert "MS1" not in head  # attenMsk is never read: its dims are not part of this graph
+    assert parse_graph(print_graph(g)) == g
+    nrc = load_spec("NormRopeConcatGrad")
+    no_enc = next(k for k in nrc.keys() if not any(k.present[:2]))
+    text = print_graph(nrc.graph(no_enc)).splitlines()[0]
+    assert "R <= Sq" in text and "R <= Sk" in text and "Seq" not in text
+    with pytest.raises(IRError, match="comparison"):
+        parse_graph(text.replace("R <= Sq", "R + Sq", 1) + "\n  return {}\n}\n")

@@ -920,7 +920,32 @@ class OpSpec:
                                  f'return it ({{"{o.name}": ...}}), or declare it optional=True')
         order = {o.name: k for k, o in enumerate(self.outputs)}
         outputs.sort(key=lambda kv: order[kv[0]])
-        return Graph(self.name, tuple(params), tuple(b.nodes), tuple(outputs))
+        used = {a.dim.name for a in self.attrs if a.dim is not None}
+        for p_ in params:
+            for d in p_.value.type.shape:
+                used |= d.symbols()
+        return Graph(self.name, tuple(params), tuple(b.nodes), tuple(outputs), self._ir_constraints(absent, used))
+
+    def _ir_constraints(self, absent: dict, used: set) -> tuple:
+        """The dim domains (min, max, multiple_of) and `require` relations over the dims this specialisation
+        uses, as IR constraints; dims of absent inputs take their absent value (constant relations dropped)."""
+        out = []
+        for d in self.dims_.values():
+            if d.name in absent or d.name not in used:
+                continue
+            s_ = Sym(d.name)
+            out.append(Constraint(">=", s_, Lit(d.min)))
+            if d.max is not None:
+                out.append(Constraint("<=", s_, Lit(d.max)))
+            if d.multiple_of:
+                out.append(Constraint("==", s_ % d.multiple_of, Lit(0)))
+        for c, _param, _rule, _loc in self.constraints:
+            lhs, rhs = subst(c.lhs, absent), subst(c.rhs, absent)
+            syms = lhs.symbols() | rhs.symbols()
+            if not syms or not syms <= used:
+                continue
+            out.append(Constraint(c.op, lhs, rhs))
+        return tuple(out)
 
     # -- validation of concrete inputs --------------------------------------------------------
     def bind(self, inputs: dict, attrs: dict | None = None, dtypes: dict | None = None) -> Bound:

@@ -82,6 +82,7 @@ class Graph:
     params: tuple[Param, ...]
     nodes: tuple[Node, ...]
     outputs: tuple[tuple[str, str], ...]
+    constraints: tuple = ()  # dim relations every valid call satisfies (opgen.ir.dims.Constraint), in order
 
     def values(self) -> dict[str, Value]:
         """All values by name (params first, then node results in order)."""

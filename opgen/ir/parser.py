@@ -7,7 +7,7 @@ import re
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph, Node, Param, TensorType, Value
-from opgen.ir.dims import Lit, Prod, Sym, Variadic, _bin
+from opgen.ir.dims import Constraint, Lit, Prod, Sym, Variadic, _bin
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.ir.ops import OPS
 
@@ -17,7 +17,7 @@ _TOKEN = re.compile(
     | (?P<str>"(?:[^"\\]|\\.)*")
     | (?P<num>(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+))
     | (?P<id>[A-Za-z_][A-Za-z0-9_.]*)
-    | (?P<op>//|[-+*%()\[\]{}=,:])
+    | (?P<op>//|<=|>=|==|!=|[-+*%()\[\]{}=,:<>])
     )""",
     re.X,
 )
@@ -197,6 +197,19 @@ def parse_graph(text: str) -> Graph:
         if not t.accept(","):
             t.expect(")")
             break
+    constraints = []
+    if t.peek()[1] == "where" and t.peek()[0] == "id":
+        t.next()
+        t.expect("[")
+        while not t.accept("]"):
+            lhs = _dim_expr(t)
+            k, op, line = t.next()
+            if op not in ("==", "<=", "<", ">=", ">", "!="):
+                raise IRError(f"line {line}: expected a comparison in a constraint, got {op!r}")
+            constraints.append(Constraint(op, lhs, _dim_expr(t)))
+            if not t.accept(","):
+                t.expect("]")
+                break
     t.expect("{")
     nodes = []
     outputs = []
@@ -243,4 +256,4 @@ def parse_graph(text: str) -> Graph:
         nodes.append(Node(op, tuple(args), Value(rname, ty), tuple(attrs)))
     if t.peek()[0] != "eof":
         raise IRError(f"line {t.peek()[2]}: unexpected {t.peek()[1]!r} after the graph")
-    return Graph(name, tuple(params), tuple(nodes), tuple(outputs))
+    return Graph(name, tuple(params), tuple(nodes), tuple(outputs), tuple(constraints))

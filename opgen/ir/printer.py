@@ -1,6 +1,6 @@
 """Canonical text form of the tensor IR (parsed back by `opgen.ir.parser`).
 
-    graph AdaLayerNormGrad(%dy: T[*Bd, S, H], %epsilon: f32[] attr) {
+    graph AdaLayerNormGrad(%dy: T[*Bd, S, H], %epsilon: f32[] attr) where [S >= 1, H <= 65536] {
       %x32 = cast(%dy) {round = "none", to = f32} : f32[*Bd, S, H]
       ...
       return {pd_x = %v9, pd_gamma = %v12}
@@ -58,7 +58,10 @@ def print_graph(g: Graph) -> str:
     params = ", ".join(
         f"%{p.value.name}: {format_type(p.value.type)}" + (" attr" if p.kind == "attr" else "") for p in g.params
     )
-    lines = [f"graph {g.name}({params}) {{"]
+    where = ""
+    if g.constraints:
+        where = " where [" + ", ".join(str(c) for c in g.constraints) + "]"
+    lines = [f"graph {g.name}({params}){where} {{"]
     lines += ["  " + format_node(n) for n in g.nodes]
     outs = ", ".join(f"{k} = %{v}" for k, v in g.outputs)
     lines.append(f"  return {{{outs}}}")

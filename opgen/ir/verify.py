@@ -6,7 +6,7 @@ import re
 
 from opgen.errors import IRError, SpecError
 from opgen.ir.core import Graph
-from opgen.ir.dims import DimExpr, Variadic
+from opgen.ir.dims import Constraint, DimExpr, Variadic
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.ir.ops import OPS
 
@@ -102,6 +102,9 @@ def verify(g: Graph) -> None:
         _check_name(n.result.name, types)
         _check_shape(n.result.name, n.result.type.shape)
         types[n.result.name] = n.result.type
+    for c in g.constraints:
+        if not isinstance(c, Constraint) or c.op not in ("==", "<=", "<", ">=", ">", "!="):
+            raise IRError(f"graph {g.name}: malformed constraint {c!r}")
     seen = set()
     if not g.outputs:
         raise IRError(f"graph {g.name}: no outputs")
