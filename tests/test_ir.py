@@ -825,3 +825,7 @@ def test_constraints_are_part_of_the_ir_text():
     assert "R <= Sq" in text and "R <= Sk" in text and "Seq" not in text
     with pytest.raises(IRError, match="comparison"):
         parse_graph(text.replace("R <= Sq", "R + Sq", 1) + "\n  return {}\n}\n")
+    ada = load_spec("AdaLayerNormGrad")
+    g = ada.graph(ada.keys()[0])
+    assert "rank(Bd) >= 0, rank(Bd) <= 6" in print_graph(g).splitlines()[0]
+    assert parse_graph(print_graph(g)) == g

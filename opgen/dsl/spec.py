@@ -39,7 +39,7 @@ from opgen.dsl.diagnostics import (Loc, caller_loc, from_exception, function_loc
                                    return_loc, spec_error, traceback_loc)
 from opgen.errors import SpecError, ValidationError
 from opgen.ir.core import Graph, Param, TensorType, Value
-from opgen.ir.dims import Constraint, DimExpr, Lit, Sym, Variadic, as_dim, shape_str, subst
+from opgen.ir.dims import Constraint, DimExpr, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
 from opgen.ir.verify import verify
 
@@ -939,6 +939,10 @@ class OpSpec:
                 out.append(Constraint("<=", s_, Lit(d.max)))
             if d.multiple_of:
                 out.append(Constraint("==", s_ % d.multiple_of, Lit(0)))
+        for v in self.variadics.values():
+            if v.name in used:
+                out.append(Constraint(">=", Rank(v.name), Lit(v.min_rank)))
+                out.append(Constraint("<=", Rank(v.name), Lit(v.max_rank)))
         for c, _param, _rule, _loc in self.constraints:
             lhs, rhs = subst(c.lhs, absent), subst(c.rhs, absent)
             syms = lhs.symbols() | rhs.symbols()

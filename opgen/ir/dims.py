@@ -138,6 +138,27 @@ class Prod(DimExpr):
         return p
 
 
+@dataclass(frozen=True, eq=True)
+class Rank(DimExpr):
+    """Number of dims in a variadic group (`rank(Bd)`: 0..6 leading batch dims of AdaLayerNorm)."""
+
+    name: str
+
+    def __str__(self):
+        return f"rank({self.name})"
+
+    def symbols(self):
+        """Names of the dims (and variadic groups) this expression mentions."""
+        return {self.name}
+
+    def evaluate(self, env):
+        """Integer value under `env` ({name: int or tuple}). Raises SpecError if unbound."""
+        v = env.get(self.name)
+        if not isinstance(v, tuple):
+            raise SpecError(f"variadic dims {self.name} are not bound")
+        return len(v)
+
+
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod}
 _PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
 

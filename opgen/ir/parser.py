@@ -7,7 +7,7 @@ import re
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph, Node, Param, TensorType, Value
-from opgen.ir.dims import Constraint, Lit, Prod, Sym, Variadic, _bin
+from opgen.ir.dims import Constraint, Lit, Prod, Rank, Sym, Variadic, _bin
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.ir.ops import OPS
 
@@ -83,11 +83,11 @@ def _dim_atom(t: _Tokens):
     if v == "-":
         return _bin("-", Lit(0), _dim_atom(t))
     if k == "id":
-        if v == "prod" and t.peek()[1] == "(":
+        if v in ("prod", "rank") and t.peek()[1] == "(":
             t.next()
             name = t.expect(kind="id")
             t.expect(")")
-            return Prod(name)
+            return Prod(name) if v == "prod" else Rank(name)
         return Sym(v)
     raise IRError(f"line {line}: expected a dim, got {v!r}")
 
