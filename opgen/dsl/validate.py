@@ -77,7 +77,11 @@ def _convert(name, arr, dt: DType) -> np.ndarray:
     return a.astype(dt.np)
 
 
-def _resolve_attrs(spec, attrs):
+def _resolve_attrs(spec, attrs, require: bool = True):
+    """Attribute values: given ones coerced to their type, defaults otherwise, checked against choices.
+
+    require=False leaves a missing attribute without default as None (opgen graph picks any value).
+    Raises ValidationError naming the attribute."""
     known = {a.name: a for a in spec.attrs}
     for k in attrs:
         if k not in known:
@@ -86,7 +90,7 @@ def _resolve_attrs(spec, attrs):
     for a in spec.attrs:
         if a.name in attrs and attrs[a.name] is not None:
             v = coerce_attr(a, attrs[a.name])
-        elif a.required or (a.default is None and a.dim is None):
+        elif require and (a.required or (a.default is None and a.dim is None)):
             raise ValidationError(a.name, "required attribute is missing")
         else:
             v = a.default

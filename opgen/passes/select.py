@@ -3,7 +3,7 @@ default) and the set of present optional inputs select the first matching key of
 
 from __future__ import annotations
 
-from opgen.dsl.validate import coerce_attr
+from opgen.dsl.validate import _resolve_attrs
 from opgen.errors import ValidationError
 
 
@@ -26,17 +26,7 @@ def select_key(spec, attrs: dict | None = None, present=()):
             a static check of the spec that fails for this choice (naming its parameter and rule), or
             no specialisation matching (e.g. an input that this mode never uses).
     """
-    attrs = dict(attrs or {})
-    decls = {a.name: a for a in spec.attrs}
-    for k in attrs:
-        if k not in decls:
-            raise ValidationError(k, f"unknown attribute of {spec.name} (known: {', '.join(decls) or 'none'})")
-    values = {}
-    for a in spec.attrs:
-        v = coerce_attr(a, attrs[a.name]) if a.name in attrs else a.default
-        if v is not None and a.choices is not None and v not in a.choices:
-            raise ValidationError(a.name, f"must be one of {', '.join(map(repr, a.choices))}, got {v!r}")
-        values[a.name] = v
+    values = _resolve_attrs(spec, dict(attrs or {}), require=False)
     optional = [i.name for i in spec.inputs if i.optional]
     present = list(present)
     for p in present:
