@@ -26,9 +26,8 @@ dtypeKey (last digit): 1 fp32/fp32, 2 fp16/fp16, 3 fp16/fp32, 4 bf16/bf16, 5 bf1
 from __future__ import annotations
 
 from opgen.tiling.buffers import Buffer
-from opgen.tiling.buffers import fixed_bytes as buffer_fixed_bytes
-from opgen.tiling.buffers import row_bytes as buffer_row_bytes
-from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, select
+from opgen.tiling.program import TilingProgram, align_up, ceil_div, select
+from opgen.tiling.rows import col_split, row_split
 
 ROW_SPLIT, COL_SPLIT = 1, 2
 DTYPE_KEYS = {("f32", "f32"): 1, ("f16", "f16"): 2, ("f16", "f32"): 3, ("bf16", "bf16"): 4, ("bf16", "f32"): 5}
@@ -64,39 +63,26 @@ def program() -> TilingProgram:
         Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
     ]
     BUFFERS[ROW_SPLIT] = rows_plan
-    row_bytes = p.let("rowBytes", buffer_row_bytes(rows_plan), "UB bytes per resident row (ROW_SPLIT)")
-    fixed_bytes = p.let("fixedBytes", buffer_fixed_bytes(rows_plan), "UB bytes held once (ROW_SPLIT)")
-    rows_fit = p.let("rowsFit", select(ub > fixed_bytes, (ub - fixed_bytes) // row_bytes, 0), "rows per UB pass that fit")
+    rows_fit, row_cores = row_split(p, R, cores, ub, rows_plan)
     strategy = p.let("strategy", select(rows_fit >= 1, 1, 2), "1 ROW_SPLIT, 2 COL_SPLIT", True)
-    # --- ROW_SPLIT core split
-    row_cores = p.let("rowCores", emin(cores, R), "cores used by ROW_SPLIT")
-    p.let("rowsPerCore", R // row_cores, "rows of every core (ROW_SPLIT)", True)
-    p.let("rowsTail", R % row_cores, "the first rowsTail cores take one more row (ROW_SPLIT)", True)
-    p.let("rowsPerPass", emax(1, emin(rows_fit, ceil_div(R, row_cores))), "rows per UB pass (ROW_SPLIT)", True)
     p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
           "columns each core sums in the final cross-core reduction (ROW_SPLIT)", True)
-    # --- COL_SPLIT
-    cols = p.let("colsPerCore", align_up(ceil_div(H, cores), 16), "columns per core (COL_SPLIT)", True)
-    col_cores = p.let("colCores", ceil_div(H, cols), "cores used by COL_SPLIT")
-    p.let("colsTail", H - (col_cores - 1) * cols, "columns of the last core (COL_SPLIT)", True)
-    cols_plan = [
-        Buffer("dyRes", "TBuf<VECCALC>", 1, True, cols, tB, "resident dy slices of the group"),
-        Buffer("xRes", "TBuf<VECCALC>", 1, True, cols, tB, "resident x slices of the group"),
-        Buffer("outQuePdX", "TQue<VECOUT>", 2, True, cols, tB, "pd_x slice staging"),
-        Buffer("sumBuf", "TBuf<VECCALC>", 2, True, 2, 4, "partial sum(g) and sum(g*z) per row"),
-        Buffer("statBuf", "TBuf<VECCALC>", 2, True, 8, 4, "mean and rstd, one 32-byte block each"),
-        Buffer("paramBuf", "TBuf<VECCALC>", 3, False, cols, 4, "gamma, beta, 1+scale slices in fp32"),
-        Buffer("accBuf", "TBuf<VECCALC>", 4, False, cols, 4, "pd_gamma, pd_beta, pd_scale, pd_shift sums"),
-        Buffer("workBuf", "TBuf<VECCALC>", 3, False, cols, 4, "fp32 work rows"),
-        Buffer("inQueScale", "TQue<VECIN>", 1, False, cols, tB, "scale slice"),
-        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
-    ]
-    BUFFERS[COL_SPLIT] = cols_plan
-    grp_row_bytes = p.let("groupRowBytes", buffer_row_bytes(cols_plan), "UB bytes per resident row (COL_SPLIT)")
-    grp_fixed = p.let("groupFixedBytes", buffer_fixed_bytes(cols_plan), "UB bytes held once (COL_SPLIT)")
-    grp_fit = p.let("groupFit", select(ub > grp_fixed, (ub - grp_fixed) // grp_row_bytes, 0), "rows per group that fit")
-    group_rows = p.let("groupRows", emax(1, emin(emin(grp_fit, 1024), R)), "rows per group (COL_SPLIT)", True)
-    p.let("rowsPerOwner", ceil_div(group_rows, col_cores), "rows each core totals per group (COL_SPLIT)", True)
+
+    def cols_plan(cols):
+        return [
+            Buffer("dyRes", "TBuf<VECCALC>", 1, True, cols, tB, "resident dy slices of the group"),
+            Buffer("xRes", "TBuf<VECCALC>", 1, True, cols, tB, "resident x slices of the group"),
+            Buffer("outQuePdX", "TQue<VECOUT>", 2, True, cols, tB, "pd_x slice staging"),
+            Buffer("sumBuf", "TBuf<VECCALC>", 2, True, 2, 4, "partial sum(g) and sum(g*z) per row"),
+            Buffer("statBuf", "TBuf<VECCALC>", 2, True, 8, 4, "mean and rstd, one 32-byte block each"),
+            Buffer("paramBuf", "TBuf<VECCALC>", 3, False, cols, 4, "gamma, beta, 1+scale slices in fp32"),
+            Buffer("accBuf", "TBuf<VECCALC>", 4, False, cols, 4, "pd_gamma, pd_beta, pd_scale, pd_shift sums"),
+            Buffer("workBuf", "TBuf<VECCALC>", 3, False, cols, 4, "fp32 work rows"),
+            Buffer("inQueScale", "TQue<VECIN>", 1, False, cols, tB, "scale slice"),
+            Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
+        ]
+
+    grp_fit, col_cores, group_rows, BUFFERS[COL_SPLIT] = col_split(p, H, R, cores, ub, cols_plan)
     p.let("fits", (rows_fit >= 1) | (grp_fit >= 1), "1 when the chosen plan fits UB", True)
     # --- launch
     block_dim = p.let("blockDim", select(strategy.eq(1), row_cores, col_cores), "AIV cores launched", True)

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 from opgen.ir.dims import Prod, Sym
 from opgen.tiling.buffers import Buffer
-from opgen.tiling.buffers import fixed_bytes as buffer_fixed_bytes
-from opgen.tiling.buffers import row_bytes as buffer_row_bytes
-from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, select
-from opgen.tiling.rows import row_split
+from opgen.tiling.program import TilingProgram, align_up, select
+from opgen.tiling.rows import col_split, row_split
 
 REDUCE_TMP_BYTES = 1024
 BUFFERS: dict = {}  # strategy -> [Buffer], filled by program() (opgen.tiling.buffers)
@@ -47,29 +45,22 @@ def program() -> TilingProgram:
         Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
     ]
     BUFFERS[1] = rows_plan
-    row_bytes = p.let("rowBytes", buffer_row_bytes(rows_plan), "UB bytes per resident row (ROW_SPLIT)")
-    fixed = p.let("fixedBytes", buffer_fixed_bytes(rows_plan), "UB bytes held once (ROW_SPLIT)")
-    fit, used = row_split(p, R, cores, ub, row_bytes, fixed)
+    fit, used = row_split(p, R, cores, ub, rows_plan)
     strategy = p.let("strategy", select(fit >= 1, 1, 2), "1 ROW_SPLIT, 2 COL_SPLIT", True)
-    cols = p.let("colsPerCore", align_up(ceil_div(H, cores), 16), "columns per core (COL_SPLIT)", True)
-    col_cores = p.let("colCores", ceil_div(H, cols), "cores used by COL_SPLIT")
-    p.let("colsTail", H - (col_cores - 1) * cols, "columns of the last core (COL_SPLIT)", True)
-    cols_plan = [
-        Buffer("xRes", "TBuf<VECCALC>", 1, True, cols, tB, "resident x slices of the group"),
-        Buffer("outQueOut", "TQue<VECOUT>", 2, True, cols, tB, "out slice staging"),
-        Buffer("sumBuf", "TBuf<VECCALC>", 2, True, 2, 4, "partial sums per row"),
-        Buffer("statBuf", "TBuf<VECCALC>", 2, True, 8, 4, "mean and rstd, one 32-byte block each"),
-        Buffer("paramBuf", "TBuf<VECCALC>", 4, False, cols, 4, "weight, bias, 1+scale, shift slices in fp32"),
-        Buffer("workBuf", "TBuf<VECCALC>", 2, False, cols, 4, "fp32 work rows"),
-        Buffer("inQueScaleShift", "TQue<VECIN>", 2, False, cols, tB, "scale and shift slices"),
-        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
-    ]
-    BUFFERS[2] = cols_plan
-    grp_row = p.let("groupRowBytes", buffer_row_bytes(cols_plan), "UB bytes per resident row (COL_SPLIT)")
-    grp_fixed = p.let("groupFixedBytes", buffer_fixed_bytes(cols_plan), "UB bytes held once (COL_SPLIT)")
-    grp_fit = p.let("groupFit", select(ub > grp_fixed, (ub - grp_fixed) // grp_row, 0), "rows per group that fit")
-    group_rows = p.let("groupRows", emax(1, emin(emin(grp_fit, 1024), R)), "rows per group (COL_SPLIT)", True)
-    p.let("rowsPerOwner", ceil_div(group_rows, col_cores), "rows each core totals per group (COL_SPLIT)", True)
+
+    def cols_plan(cols):
+        return [
+            Buffer("xRes", "TBuf<VECCALC>", 1, True, cols, tB, "resident x slices of the group"),
+            Buffer("outQueOut", "TQue<VECOUT>", 2, True, cols, tB, "out slice staging"),
+            Buffer("sumBuf", "TBuf<VECCALC>", 2, True, 2, 4, "partial sums per row"),
+            Buffer("statBuf", "TBuf<VECCALC>", 2, True, 8, 4, "mean and rstd, one 32-byte block each"),
+            Buffer("paramBuf", "TBuf<VECCALC>", 4, False, cols, 4, "weight, bias, 1+scale, shift slices in fp32"),
+            Buffer("workBuf", "TBuf<VECCALC>", 2, False, cols, 4, "fp32 work rows"),
+            Buffer("inQueScaleShift", "TQue<VECIN>", 2, False, cols, tB, "scale and shift slices"),
+            Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
+        ]
+
+    grp_fit, col_cores, group_rows, BUFFERS[2] = col_split(p, H, R, cores, ub, cols_plan)
     p.let("blockDim", select(strategy.eq(1), used, col_cores), "AIV cores launched", True)
     p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     p.let("workspaceBytes", select(strategy.eq(1), 0, 2 * 2 * col_cores * group_rows * 4 + 2 * group_rows * 4),

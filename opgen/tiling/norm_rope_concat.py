@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from opgen.ir.dims import Sym
 from opgen.tiling.buffers import Buffer
-from opgen.tiling.buffers import fixed_bytes as buffer_fixed_bytes
-from opgen.tiling.buffers import row_bytes as buffer_row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emin
 from opgen.tiling.rows import row_split
 
@@ -57,9 +55,7 @@ def program(grad: bool) -> TilingProgram:
     ] + ([Buffer("accBuf", "TBuf<VECCALC>", 8, False, d_align, 4, "weight/bias-grad sums of the 4 streams")]
          if grad else [])
     BUFFERS[grad] = plan
-    row_bytes = p.let("rowBytes", buffer_row_bytes(plan), "UB bytes per resident head row")
-    fixed = p.let("fixedBytes", buffer_fixed_bytes(plan), "UB bytes held once")
-    fit, used = row_split(p, rows, cores, ub, row_bytes, fixed)
+    fit, used = row_split(p, rows, cores, ub, plan)
     p.let("blockDim", used, "AIV cores launched", True)
     p.let("fits", fit >= 1, "1 when one head row fits UB (always for D <= 1024)", True)
     p.let("tilingKey", ak * 100 + dk * 10 + 1, "attrKey * 100 + dtypeKey * 10 + 1 (one strategy)", True)

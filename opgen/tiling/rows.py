@@ -7,21 +7,41 @@ Reference for the conventions: reference/ascendc.md §2.5 (blockFactor / usedCor
 
 from __future__ import annotations
 
-from opgen.tiling.program import TilingProgram, ceil_div, emax, emin, select
+from opgen.tiling.buffers import fixed_bytes as buffer_fixed_bytes
+from opgen.tiling.buffers import row_bytes as buffer_row_bytes
+from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, select
 
 
-def row_split(p: TilingProgram, rows, cores, ub, row_bytes, fixed_bytes, prefix: str = ""):
-    """Add the row-split variables to `p` (names prefixed by `prefix`); returns (rowsFit, usedCores).
-
-    Fields: {prefix}rowsPerCore, {prefix}rowsTail (the first rowsTail cores take one more row),
-    {prefix}rowsPerPass. rowsFit is 0 when not even one row fits (the caller must choose another plan)."""
-    fit = p.let(f"{prefix}rowsFit", select(ub > fixed_bytes, (ub - fixed_bytes) // row_bytes, 0),
-                "rows per UB pass that fit")
+def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = ""):
+    """Add the row split with UB buffer `plan` ([Buffer], opgen.tiling.buffers) to `p`; returns
+    (rowsFit, usedCores). Variables: rowBytes, fixedBytes (from the plan), rowsFit (0 when not one row
+    fits: the caller needs another plan), rowCores; fields rowsPerCore, rowsTail (the first rowsTail
+    cores take one more row), rowsPerPass. Names are prefixed by `prefix`."""
+    row_bytes = p.let(f"{prefix}rowBytes", buffer_row_bytes(plan), "UB bytes per resident row")
+    fixed = p.let(f"{prefix}fixedBytes", buffer_fixed_bytes(plan), "UB bytes held once")
+    fit = p.let(f"{prefix}rowsFit", select(ub > fixed, (ub - fixed) // row_bytes, 0), "rows per UB pass that fit")
     used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
     p.let(f"{prefix}rowsPerCore", rows // used, "rows of every core", True)
     p.let(f"{prefix}rowsTail", rows % used, "the first rowsTail cores take one more row", True)
     p.let(f"{prefix}rowsPerPass", emax(1, emin(fit, ceil_div(rows, used))), "rows per UB pass", True)
     return fit, used
+
+
+def col_split(p: TilingProgram, cols_total, rows, cores, ub, plan_for):
+    """Add the column split (rows too long for UB): `cols_total` columns over the cores in 16-multiple slices,
+    rows walked in groups kept resident in UB. `plan_for(colsPerCore)` gives the UB buffer plan.
+    Returns (groupFit, colCores, groupRows, plan). Fields colsPerCore, colsTail, groupRows, rowsPerOwner
+    (rows each core totals per group in the cross-core row-sum exchange)."""
+    cols = p.let("colsPerCore", align_up(ceil_div(cols_total, cores), 16), "columns per core (COL_SPLIT)", True)
+    col_cores = p.let("colCores", ceil_div(cols_total, cols), "cores used by COL_SPLIT")
+    p.let("colsTail", cols_total - (col_cores - 1) * cols, "columns of the last core (COL_SPLIT)", True)
+    plan = plan_for(cols)
+    row_bytes = p.let("groupRowBytes", buffer_row_bytes(plan), "UB bytes per resident row (COL_SPLIT)")
+    fixed = p.let("groupFixedBytes", buffer_fixed_bytes(plan), "UB bytes held once (COL_SPLIT)")
+    fit = p.let("groupFit", select(ub > fixed, (ub - fixed) // row_bytes, 0), "rows per group that fit")
+    group_rows = p.let("groupRows", emax(1, emin(emin(fit, 1024), rows)), "rows per group (COL_SPLIT)", True)
+    p.let("rowsPerOwner", ceil_div(group_rows, col_cores), "rows each core totals per group (COL_SPLIT)", True)
+    return fit, col_cores, group_rows, plan
 
 
 def row_ranges(rows: int, tl: dict, prefix: str = ""):

@@ -124,17 +124,17 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowBytes =
         (((((0 + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) +
           ((3 * colAlign) * 4)) +
-         ((2 * 8) * 4));  // UB bytes per resident row (ROW_SPLIT)
+         ((2 * 8) * 4));  // UB bytes per resident row
     const int64_t fixedBytes = ((((0 + ((3 * colAlign) * 4)) + ((4 * colAlign) * 4)) + ((1 * colAlign) * tBytes)) +
-                                ((1 * 256) * 4));  // UB bytes held once (ROW_SPLIT)
+                                ((1 * 256) * 4));  // UB bytes held once
     const int64_t rowsFit =
-        ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);  // rows per UB pass that fit
-    const int64_t strategy = ((rowsFit >= 1) ? 1 : 2);                       // 1 ROW_SPLIT, 2 COL_SPLIT
-    const int64_t rowCores = std::min<int64_t>(coreNum, rows);               // cores used by ROW_SPLIT
-    const int64_t rowsPerCore = (rows / rowCores);                           // rows of every core (ROW_SPLIT)
-    const int64_t rowsTail = (rows % rowCores);  // the first rowsTail cores take one more row (ROW_SPLIT)
+        ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);           // rows per UB pass that fit
+    const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));  // cores used by the row split
+    const int64_t rowsPerCore = (rows / rowCores);                                    // rows of every core
+    const int64_t rowsTail = (rows % rowCores);  // the first rowsTail cores take one more row
     const int64_t rowsPerPass =
-        std::max<int64_t>(1, std::min<int64_t>(rowsFit, CeilDiv(rows, rowCores)));  // rows per UB pass (ROW_SPLIT)
+        std::max<int64_t>(1, std::min<int64_t>(rowsFit, CeilDiv(rows, rowCores)));  // rows per UB pass
+    const int64_t strategy = ((rowsFit >= 1) ? 1 : 2);                              // 1 ROW_SPLIT, 2 COL_SPLIT
     const int64_t colsPerReduceCore =
         AlignUp(CeilDiv(hidden, rowCores), 16);  // columns each core sums in the final cross-core reduction (ROW_SPLIT)
     const int64_t colsPerCore = AlignUp(CeilDiv(hidden, coreNum), 16);   // columns per core (COL_SPLIT)
@@ -171,10 +171,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     }
     AdaLayerNormGradTilingData* tiling = context->GetTilingData<AdaLayerNormGradTilingData>();
     tiling->colAlign = colAlign;
-    tiling->strategy = strategy;
     tiling->rowsPerCore = rowsPerCore;
     tiling->rowsTail = rowsTail;
     tiling->rowsPerPass = rowsPerPass;
+    tiling->strategy = strategy;
     tiling->colsPerReduceCore = colsPerReduceCore;
     tiling->colsPerCore = colsPerCore;
     tiling->colsTail = colsTail;

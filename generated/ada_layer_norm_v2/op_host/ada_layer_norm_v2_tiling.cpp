@@ -108,9 +108,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     }
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements)
     const int64_t rowBytes = ((((0 + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * 4)) +
-                              ((2 * 8) * 4));  // UB bytes per resident row (ROW_SPLIT)
+                              ((2 * 8) * 4));  // UB bytes per resident row
     const int64_t fixedBytes =
-        (((0 + ((4 * colAlign) * 4)) + ((2 * colAlign) * tBytes)) + ((1 * 256) * 4));  // UB bytes held once (ROW_SPLIT)
+        (((0 + ((4 * colAlign) * 4)) + ((2 * colAlign) * tBytes)) + ((1 * 256) * 4));  // UB bytes held once
     const int64_t rowsFit =
         ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);           // rows per UB pass that fit
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));  // cores used by the row split

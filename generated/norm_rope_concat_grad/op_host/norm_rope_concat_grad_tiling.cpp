@@ -139,7 +139,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowNum = ((batch * heads) * ((querySeq + encoderQuerySeq) +
                                                (2 * (keySeq + encoderKeySeq))));  // head rows of all six parts
     const int64_t rowBytes = ((((0 + ((2 * dAlign) * tBytes)) + ((2 * dAlign) * tBytes)) + ((3 * dAlign) * 4)) +
-                              ((2 * 8) * 4));  // UB bytes per resident head row
+                              ((2 * 8) * 4));  // UB bytes per resident row
     const int64_t fixedBytes =
         (((((0 + ((4 * dAlign) * 4)) + ((4 * dAlign) * 4)) + ((2 * dAlign) * tBytes)) + ((1 * 256) * 4)) +
          ((8 * dAlign) * 4));  // UB bytes held once
