@@ -45,9 +45,16 @@ def scatter_rows(b, src, rows, T2):
 
 # -- value checks (run by the interpreter before evaluation) ------------------------------------------
 
-def _spans(cu):
-    starts = np.concatenate([[0], cu[:-1]])
-    return starts, cu
+def _lengths(cu):
+    """Per-batch lengths from cumulative ends."""
+    return np.diff(np.concatenate([[0], cu]))
+
+
+def _token_batch(cu_q, t1):
+    """(batch index, in-batch position) of each of the t1 query tokens, from cumulative ends cu_q."""
+    batch = np.searchsorted(cu_q, np.arange(t1), side="right")
+    starts = np.concatenate([[0], cu_q[:-1]])
+    return batch, np.arange(t1) - starts[batch]
 
 
 def check_cumulative(name, total_dim):
@@ -73,8 +80,8 @@ def check_topk(topk_name, cu_q_name, cu_kv_name, bs_attr):
         if cu_q is None or cu_kv is None:
             return None
         bs = attrs[bs_attr]
-        s2 = np.diff(np.concatenate([[0], cu_kv]))
-        batch = np.searchsorted(cu_q, np.arange(topk.shape[0]), side="right")
+        s2 = _lengths(cu_kv)
+        batch, _ = _token_batch(cu_q, topk.shape[0])
         limit = (s2[batch] // bs)[:, None, None]
         bad = (topk < 0) | (topk >= limit)
         if bad.any():
@@ -93,9 +100,7 @@ def check_visible(topk_name, cu_q_name, bs_attr, mode_attr, masked_when):
         topk, cu_q = arrays[topk_name], arrays[cu_q_name]
         if cu_q is None:
             return None
-        starts = np.concatenate([[0], cu_q[:-1]])
-        batch = np.searchsorted(cu_q, np.arange(topk.shape[0]), side="right")
-        s = np.arange(topk.shape[0]) - starts[batch]
+        _, s = _token_batch(cu_q, topk.shape[0])
         first = topk.astype(np.int64).min(-1) * attrs[bs_attr]
         bad = first > s[:, None]
         if bad.any():
@@ -116,11 +121,11 @@ def make_layout(rng, inputs, env, bs, causal, names):
     nb = env.get("Bn", 1)
     cu_q = np.array([(T1 * (i + 1)) // nb for i in range(nb)], dtype=np.int64)
     cu_kv = np.array([(T2 * (i + 1)) // nb for i in range(nb)], dtype=np.int64)
-    s2 = np.diff(np.concatenate([[0], cu_kv]))
+    s2 = _lengths(cu_kv)
     if (s2 < bs).any():
         raise ValueError(f"every kv batch needs at least one block of {bs} keys (T2={T2}, Bn={nb})")
     inputs[cu_q_name], inputs[cu_kv_name] = cu_q, cu_kv
-    batch = np.searchsorted(cu_q, np.arange(T1), side="right")
+    batch, _ = _token_batch(cu_q, T1)
     nblocks = (s2 // bs)[batch]
     shape = inputs[topk_name].shape
     topk = (rng.random(shape) * nblocks[:, None, None]).astype(np.int32)
