@@ -8,7 +8,7 @@ encoder_key present iff encoder_value present with Sek == Sev, weights present f
 rope tables present with 1 <= R <= min(SQ, SK)). OpDef names: norm_rope_concat_def.cpp.
 """
 
-from _nrc_common import rotate, split_rope, stream_parts
+from _nrc_common import STREAMS, require_by_mode, require_rope_tables, rotate, split_rope, stream_parts
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
 
@@ -55,23 +55,10 @@ spec.require(R <= Sq + Seq, "rope_sin", "rows R must not exceed the query sequen
 spec.require(R <= Sk + Sek, "rope_sin", "rows R must not exceed the key sequence Sk + Sek")
 
 
-def _needs(param, present_of, when_attr, value, rule):
-    def fn(attrs, present):
-        if attrs[when_attr] == value and present_of(present) and not present[param]:
-            return rule
-        return None
-
-    spec.check(param, fn)
-
-
-for _p in ("rope_sin", "rope_cos"):
-    spec.check(_p, lambda a, pr, _p=_p: None if pr[_p] else
-               "required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)")
-for _w in ("norm_query_weight", "norm_query_bias", "norm_key_weight", "norm_key_bias"):
-    _needs(_w, lambda pr: True, "norm_type", 2, "required when norm_type == 2")
-for _w, _e in (("norm_added_query_weight", "encoder_query"), ("norm_added_query_bias", "encoder_query"),
-               ("norm_added_key_weight", "encoder_key"), ("norm_added_key_bias", "encoder_key")):
-    _needs(_w, lambda pr, _e=_e: pr[_e], "norm_added_type", 2, f"required when norm_added_type == 2 and {_e} is given")
+require_rope_tables(spec)
+for _prefix, _attr, _part in STREAMS:
+    for _what in ("weight", "bias"):
+        require_by_mode(spec, f"{_prefix}_{_what}", _attr, 2, _part)
 spec.check("encoder_value", lambda a, pr: None if pr["encoder_key"] == pr["encoder_value"] else
            "must be given exactly when encoder_key is given")
 

@@ -7,7 +7,7 @@ added weight grads are written as 0 when norm_added_type == 2), §3.2-3.3 (check
 (CAST_ROUND). OpDef names: norm_rope_concat_grad_def.cpp.
 """
 
-from _nrc_common import rotate_t, split_rope, stream_parts
+from _nrc_common import STREAMS, require_by_mode, require_rope_tables, rotate_t, split_rope, stream_parts
 
 from opgen.dsl import A2, A3, A5, OpSpec, bf16, f16, f32
 
@@ -57,27 +57,10 @@ spec.dtypes((T,), [(f16,), (bf16,), (f32,)])
 spec.require(R <= Sq + Seq, "rope_sin", "rows R must not exceed the query sequence Sq + Seq")
 spec.require(R <= Sk + Sek, "rope_sin", "rows R must not exceed the key sequence Sk + Sek")
 
-for _p in ("rope_sin", "rope_cos"):
-    spec.check(_p, lambda a, pr, _p=_p: None if pr[_p] else
-               "required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)")
-
-
-def _stats_needed(prefix, attr, part):
-    for what, need in (("mean", 1), ("rstd", 1), ("weight", 2)):
-        name = f"{prefix}_{what}"
-
-        def fn(a, pr, name=name, need=need):
-            if a[attr] >= need and pr[part] and not pr[name]:
-                return f"required when {attr} >= {need}" + ("" if part in ("query", "key") else f" and {part} is given")
-            return None
-
-        spec.check(name, fn)
-
-
-_stats_needed("norm_query", "norm_type", "query")
-_stats_needed("norm_key", "norm_type", "key")
-_stats_needed("norm_added_query", "norm_added_type", "encoder_query")
-_stats_needed("norm_added_key", "norm_added_type", "encoder_key")
+require_rope_tables(spec)
+for _prefix, _attr, _part in STREAMS:
+    for _what, _need in (("mean", 1), ("rstd", 1), ("weight", 2)):
+        require_by_mode(spec, f"{_prefix}_{_what}", _attr, _need, _part)
 
 
 @spec.body

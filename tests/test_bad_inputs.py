@@ -637,7 +637,7 @@ case("nrcg-unknown-attr-eps", "nrc_grad", attr(eps=1e-5), "eps", "unknown attrib
 case("nrcg-unknown-input-value", "nrc_grad", put("value", lambda _: np.zeros((1, 3, 2, 8), np.float32)), "value",
      "unknown input")
 for _n in ("norm_query_weight", "norm_added_key_weight"):
-    case(f"nrcg-missing-{_n}", "nrc_grad", drop(_n), _n, ("required", ">= 2"))
+    case(f"nrcg-missing-{_n}", "nrc_grad", drop(_n), _n, ("required", "== 2"))
 for _n in ("norm_key_mean", "norm_added_query_rstd"):
     case(f"nrcg-missing-{_n}", "nrc_grad", drop(_n), _n, ("required", ">= 1"))
 case("nrcg-missing-rope_cos", "nrc_grad", drop("rope_cos"), "rope_cos", "required")

@@ -307,57 +307,57 @@ aclnnStatus CheckAttrs(const Params& p)
 // Mode rules of the spec (optional inputs a mode requires).
 aclnnStatus CheckModes(const Params& p)
 {
-    // mode rule of norm_rope_concat.py
+    // mode rule of _nrc_common.py
     if (p.ropeSinOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "rope_sin: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat.py
+    // mode rule of _nrc_common.py
     if (p.ropeCosOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "rope_cos: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat.py
+    // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normQueryWeightOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat.py
+    // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normQueryBiasOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_bias: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat.py
+    // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normKeyWeightOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat.py
+    // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normKeyBiasOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_bias: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat.py
+    // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderQueryOptional != nullptr && p.normAddedQueryWeightOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_query_weight: required when norm_added_type == 2 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat.py
+    // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderQueryOptional != nullptr && p.normAddedQueryBiasOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_query_bias: required when norm_added_type == 2 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat.py
+    // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderKeyOptional != nullptr && p.normAddedKeyWeightOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_key_weight: required when norm_added_type == 2 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat.py
+    // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderKeyOptional != nullptr && p.normAddedKeyBiasOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_key_bias: required when norm_added_type == 2 and encoder_key is given");

@@ -331,86 +331,86 @@ aclnnStatus CheckAttrs(const Params& p)
 // Mode rules of the spec (optional inputs a mode requires).
 aclnnStatus CheckModes(const Params& p)
 {
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if (p.ropeSinOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "rope_sin: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if (p.ropeCosOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "rope_cos: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normQueryMeanOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_mean: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normQueryRstdOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_rstd: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normQueryWeightOptional == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: required when norm_type >= 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normKeyMeanOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_mean: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normKeyRstdOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_rstd: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normKeyWeightOptional == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: required when norm_type >= 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQueryOptional != nullptr &&
         p.normAddedQueryMeanOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_query_mean: required when norm_added_type >= 1 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQueryOptional != nullptr &&
         p.normAddedQueryRstdOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_query_rstd: required when norm_added_type >= 1 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderQueryOptional != nullptr && p.normAddedQueryWeightOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_query_weight: required when norm_added_type >= 2 and encoder_query is given");
+                "norm_added_query_weight: required when norm_added_type == 2 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKeyOptional != nullptr &&
         p.normAddedKeyMeanOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_key_mean: required when norm_added_type >= 1 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKeyOptional != nullptr &&
         p.normAddedKeyRstdOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_key_rstd: required when norm_added_type >= 1 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // mode rule of norm_rope_concat_grad.py
+    // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderKeyOptional != nullptr && p.normAddedKeyWeightOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_key_weight: required when norm_added_type >= 2 and encoder_key is given");
+                "norm_added_key_weight: required when norm_added_type == 2 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
