@@ -11,7 +11,7 @@
   shape, dim, relation, attribute and mode rule of the spec (derived here from the spec, independently
   of the emitter);
 - differential test: the emitted aclnn checks, compiled against opgen/emu/include and run on x86 with the
-  case reader of tests/stubs/runtime.cpp, return
+  aclnn case runner that `opgen check` uses (opgen/check/aclnn.py, opgen/check/cpp/runtime.cpp), return
   the same verdict and the same "<param>: <rule>" message as opgen's interpreter on valid inputs and on
   single-fault mutations of them (nulls, dtypes, every dim of every input, ranks, attribute values, mode
   rules, dim domains, relations, host arrays);
@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from opgen.check.aclnn import encode_call, harness_source
 from opgen.codegen import EMITTERS, diff_ops, generate, write_ops
 from opgen.codegen.aclnn import AclnnPlan
 from opgen.codegen.example import EXAMPLE_DIMS
@@ -48,7 +49,7 @@ from opgen.registry import all_specs, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 EMU_INCLUDE = ROOT / "opgen" / "emu" / "include"  # host stubs: one set for every emitted host file
-HARNESS = ROOT / "tests" / "stubs"  # the differential test's case reader (runtime.cpp / runtime.h)
+HARNESS = ROOT / "opgen" / "check" / "cpp"  # the aclnn case runner's reader (runtime.cpp / runtime.h)
 OPS = [s.name for s in all_specs()]
 GXX = shutil.which("g++")
 _SCRIPT = shutil.which("opgen")
@@ -183,7 +184,9 @@ def test_cpp_compiles_against_host_emulation(packages, tmp_path):
                              f"-I{EMU_INCLUDE}", f"-I{(root / path).parent}", f"-I{inc}", str(root / path)])
     tiled = sum(any(p.endswith("_tiling.cpp") for p in files) for files in packages.values())
     assert tiled == 4  # the four vector ops have a TilingFunc (tests/test_tiling.py also runs it)
-    assert len(jobs) == 5 * len(packages) + tiled  # def, infershape, aclnn, L0, example (+ tiling)
+    kernels = sum(any(p.startswith("op_kernel/") and p.endswith(".cpp") for p in files) for files in packages.values())
+    assert kernels >= 2  # the row kernels (tests/test_kernels.py runs them in the emulation)
+    assert len(jobs) == 5 * len(packages) + tiled + kernels  # def, infershape, aclnn, L0, example (+ tiling, kernel)
 
     def run(cmd):
         return cmd[-1], subprocess.run(cmd, capture_output=True, text=True)
@@ -404,53 +407,6 @@ def test_host_and_device_value_checks(packages):
 
 # ---- differential test: emitted checks vs the interpreter -------------------------------------------------
 
-def _harness_source(m: OpModel) -> str:
-    lines = ["#include <iostream>", "#include <sstream>", "#include <string>", "", f'#include "{m.api_snake}.h"',
-             '#include "runtime.h"', "", "int main()", "{", "    std::string line;",
-             "    while (std::getline(std::cin, line)) {", "        std::istringstream in(line);"]
-    args = []
-    for k, p in enumerate(m.params):
-        if p.role in ("input", "optional"):
-            fn = "ReadIntArray" if p.decl.host else "ReadTensor"
-            ty = "const aclIntArray*" if p.decl.host else "const aclTensor*"
-        elif p.role == "output":
-            fn, ty = "ReadTensor", "aclTensor*"
-        else:
-            fn, ty = {float: ("ReadDouble", "double"), int: ("ReadInt", "int64_t"), bool: ("ReadBool", "bool"),
-                      str: ("ReadString", "const char*")}[p.decl.type]
-        lines.append(f"        {ty} a{k} = {fn}(in);")
-        args.append(f"a{k}")
-    lines += ["        uint64_t ws = 0;", "        aclOpExecutor* ex = nullptr;",
-              f"        ReportResult({m.api}GetWorkspaceSize({', '.join(args)}, &ws, &ex));", "    }", "}"]
-    return "\n".join(lines) + "\n"
-
-
-def _dtype_name(a) -> str:
-    a = np.asarray(a)
-    return "bfloat16" if a.dtype.name == "bfloat16" else a.dtype.name
-
-
-def _encode(m: OpModel, inputs: dict, attrs: dict, outputs: dict) -> str:
-    toks = []
-    for p in m.params:
-        if p.role in ("input", "optional"):
-            a = inputs.get(p.name)
-            if a is None:
-                toks.append("null")
-            elif p.decl.host:
-                toks.append("a:" + ",".join(str(int(v)) for v in np.asarray(a).ravel()))
-            else:
-                toks.append(f"{_dtype_name(a)}:" + ",".join(map(str, np.shape(a))))
-        elif p.role == "output":
-            o = outputs.get(p.name)
-            toks.append("null" if o is None else f"{o[0]}:" + ",".join(map(str, o[1])))
-        else:
-            v = attrs[p.name]
-            toks.append(repr(float(v)) if p.decl.type is float else str(int(v)) if p.decl.type in (int, bool)
-                        else str(v))
-    return " ".join(toks)
-
-
 def _outputs_for(spec, inputs, attrs, row):
     """Output (dtype, shape) the caller passes: from the interpreter's binding when the inputs are valid."""
     try:
@@ -578,7 +534,7 @@ def _build(tmp_path, spec, files):
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     api_dir = root / "op_host" / "op_api"
-    (root / "harness.cpp").write_text(_harness_source(m))
+    (root / "harness.cpp").write_text(harness_source(m))
     exe = root / "harness"
     cmd = [GXX, "-std=c++17", "-O0", f"-I{EMU_INCLUDE}", f"-I{HARNESS}", f"-I{api_dir}",
            str(api_dir / f"{m.api_snake}.cpp"), str(api_dir / f"{m.snake}.cpp"), str(tmp_path / "runtime.o"),
@@ -604,7 +560,7 @@ def test_emitted_checks_agree_with_the_interpreter(packages, tmp_path):
         for label, inputs, attrs in cases:
             verdict = _verdict(spec, inputs, attrs)
             outputs = _outputs_for(spec, inputs, attrs, row) if verdict is None else base_outputs
-            lines.append(_encode(m, inputs, attrs, outputs))
+            lines.append(encode_call(m, inputs, attrs, outputs))
             expect.append((label, verdict))
         run = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stderr
@@ -632,7 +588,7 @@ def test_emitted_checks_agree_with_the_interpreter(packages, tmp_path):
             bad_dtype = dict(base_outputs)
             bad_dtype[o.name] = ("int32", shape)
             null = {k: v for k, v in base_outputs.items() if k != o.name}
-            lines = [_encode(m, cases[0][1], cases[0][2], x) for x in (bad, bad_dtype, null)]
+            lines = [encode_call(m, cases[0][1], cases[0][2], x) for x in (bad, bad_dtype, null)]
             run = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True)
             r_shape, r_dtype, r_null = run.stdout.splitlines()
             assert r_shape.startswith(f"161002\t{o.name}: shape ["), r_shape

@@ -175,7 +175,7 @@ def test_v2_ub_plan_fits():
         r = 1
         for x in bd:
             r *= x
-        tl = v2.PROGRAM.evaluate(dict(rows=r * s, seq=s, hidden=h, tBytes=tb, dtypeKey=1, attrKey=0, coreNum=plat.aiv,
+        tl = v2.PROGRAM.evaluate(dict(rows=r * s, seq=s, batch=r, hidden=h, tBytes=tb, dtypeKey=1, attrKey=0, epsilonAttr=0, coreNum=plat.aiv,
                                       ubBytes=plat.ub_bytes))
         assert tl["fits"] == 1
         if tl["strategy"] == 1:

@@ -28,6 +28,7 @@ from opgen.codegen.example import emit_example
 from opgen.codegen.fmt import format_cpp, is_cpp
 from opgen.codegen.golden import emit_golden
 from opgen.codegen.infershape import emit_infershape
+from opgen.codegen.kernel import emit_kernel
 from opgen.codegen.names import api_snake, op_snake
 from opgen.codegen.opdef import emit_def
 from opgen.codegen.writer import diff_package, write_package
@@ -36,7 +37,8 @@ from opgen.tiling.emit import emit_tiling_files
 
 Emitter = Callable[[object], dict]
 
-EMITTERS: list[Emitter] = [emit_def, emit_infershape, emit_aclnn, emit_example, emit_golden, emit_tiling_files]
+EMITTERS: list[Emitter] = [emit_def, emit_infershape, emit_aclnn, emit_example, emit_golden, emit_tiling_files,
+                           emit_kernel]
 
 
 def default_out_dir() -> Path:

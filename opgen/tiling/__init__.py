@@ -15,6 +15,11 @@ BUFFER_PLANS = {  # OpDef name -> {strategy: [Buffer]} (opgen.tiling.buffers)
     "NormRopeConcatGrad": {1: norm_rope_concat.BUFFERS[True]},
 }
 
+ROW_KERNELS = {  # OpDef name -> tiling module of a row kernel (opgen.kernel.rowprog, opgen.tiling.rowkernel)
+    "AdaLayerNormGrad": ada_layer_norm_grad,
+    "AdaLayerNormV2": ada_layer_norm_v2,
+}
+
 TILINGS = {
     "AdaLayerNormGrad": (ada_layer_norm_grad.PROGRAM, ada_layer_norm_grad.INPUTS, _doc(ada_layer_norm_grad)),
     "AdaLayerNormV2": (ada_layer_norm_v2.PROGRAM, ada_layer_norm_v2.INPUTS, _doc(ada_layer_norm_v2)),

@@ -25,80 +25,15 @@ dtypeKey (last digit): 1 fp32/fp32, 2 fp16/fp16, 3 fp16/fp32, 4 bf16/bf16, 5 bf1
 
 from __future__ import annotations
 
-from opgen.tiling.buffers import Buffer
-from opgen.tiling.program import TilingProgram, align_up, ceil_div, select
-from opgen.tiling.rows import col_split, row_split
+from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, RowCounts, program
 
-ROW_SPLIT, COL_SPLIT = 1, 2
 DTYPE_KEYS = {("f32", "f32"): 1, ("f16", "f16"): 2, ("f16", "f32"): 3, ("bf16", "bf16"): 4, ("bf16", "f32"): 5}
-REDUCE_TMP_BYTES = 1024  # scratch of the vector reductions (bytes)
-BUFFERS: dict = {}  # strategy -> [Buffer], filled by program() (opgen.tiling.buffers)
-
-
-def program() -> TilingProgram:
-    """The tiling program (inputs: shape, dtype sizes, platform); see module docstring."""
-    p = TilingProgram("AdaLayerNormGrad")
-    R = p.input("rows", "rows = prod(Bd) * S")
-    S = p.input("seq", "S (rows per batch)")
-    B = p.input("batch", "prod(Bd)")
-    H = p.input("hidden", "H, the normalised length (elements)")
-    tB = p.input("tBytes", "bytes per element of T (dy, x, scale, pd_x)")
-    uB = p.input("uBytes", "bytes per element of U (gamma, beta, pd_gamma, pd_beta)")
-    dk = p.input("dtypeKey", "1..5, see module docstring")
-    ak = p.input("attrKey", "mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)")
-    cores = p.input("coreNum", "AIV cores of the platform")
-    ub = p.input("ubBytes", "UB bytes per AIV core")
-
-    col_align = p.let("colAlign", align_up(H, 16), "row stride in UB (elements; 32-byte aligned for 16/32-bit)", True)
-    # --- ROW_SPLIT UB plan: bytes per resident row and fixed bytes
-    rows_plan = [
-        Buffer("inQueDy", "TQue<VECIN>", 2, True, col_align, tB, "dy rows"),
-        Buffer("inQueX", "TQue<VECIN>", 2, True, col_align, tB, "x rows"),
-        Buffer("outQuePdX", "TQue<VECOUT>", 2, True, col_align, tB, "pd_x rows"),
-        Buffer("workBuf", "TBuf<VECCALC>", 3, True, col_align, 4, "fp32 dy*(1+scale), z, dy_g"),
-        Buffer("statBuf", "TBuf<VECCALC>", 2, True, 8, 4, "mean and rstd, one 32-byte block each"),
-        Buffer("paramBuf", "TBuf<VECCALC>", 3, False, col_align, 4, "gamma, beta, 1+scale in fp32"),
-        Buffer("accBuf", "TBuf<VECCALC>", 4, False, col_align, 4, "pd_gamma, pd_beta, pd_scale, pd_shift sums"),
-        Buffer("inQueScale", "TQue<VECIN>", 1, False, col_align, tB, "scale row"),
-        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
-    ]
-    BUFFERS[ROW_SPLIT] = rows_plan
-    rows_fit, row_cores = row_split(p, R, cores, ub, rows_plan)
-    strategy = p.let("strategy", select(rows_fit >= 1, 1, 2), "1 ROW_SPLIT, 2 COL_SPLIT", True)
-    p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
-          "columns each core sums in the final cross-core reduction (ROW_SPLIT)", True)
-
-    def cols_plan(cols):
-        return [
-            Buffer("dyRes", "TBuf<VECCALC>", 1, True, cols, tB, "resident dy slices of the group"),
-            Buffer("xRes", "TBuf<VECCALC>", 1, True, cols, tB, "resident x slices of the group"),
-            Buffer("outQuePdX", "TQue<VECOUT>", 2, True, cols, tB, "pd_x slice staging"),
-            Buffer("sumBuf", "TBuf<VECCALC>", 2, True, 2, 4, "partial sum(g) and sum(g*z) per row"),
-            Buffer("statBuf", "TBuf<VECCALC>", 2, True, 8, 4, "mean and rstd, one 32-byte block each"),
-            Buffer("paramBuf", "TBuf<VECCALC>", 3, False, cols, 4, "gamma, beta, 1+scale slices in fp32"),
-            Buffer("accBuf", "TBuf<VECCALC>", 4, False, cols, 4, "pd_gamma, pd_beta, pd_scale, pd_shift sums"),
-            Buffer("workBuf", "TBuf<VECCALC>", 3, False, cols, 4, "fp32 work rows"),
-            Buffer("inQueScale", "TQue<VECIN>", 1, False, cols, tB, "scale slice"),
-            Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, REDUCE_TMP_BYTES // 4, 4, "reduction scratch"),
-        ]
-
-    grp_fit, col_cores, group_rows, BUFFERS[COL_SPLIT] = col_split(p, H, R, cores, ub, cols_plan)
-    p.let("fits", (rows_fit >= 1) | (grp_fit >= 1), "1 when the chosen plan fits UB", True)
-    # --- launch
-    block_dim = p.let("blockDim", select(strategy.eq(1), row_cores, col_cores), "AIV cores launched", True)
-    p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
-    ws_rows = p.let("wsRowBytes", block_dim * 4 * (4 * col_align), "per-core fp32 partial rows (ROW_SPLIT, bytes)")
-    ws_cols = p.let("wsColBytes", 2 * 2 * block_dim * group_rows * 4 + 2 * group_rows * 4,
-                    "double-buffered partial and total row sums (COL_SPLIT, bytes)")
-    p.let("workspaceBytes", select(strategy.eq(1), ws_rows, ws_cols), "user workspace (bytes)", True)
-    p.let("seqLen", S + 0, "S", True)
-    p.let("batchNum", B + 0, "prod(Bd)", True)
-    p.let("hiddenDim", H + 0, "H", True)
-    p.let("rowNum", R + 0, "prod(Bd) * S", True)
-    return p
-
-
-PROGRAM = program()
+# What the kernel holds in UB, the maximum over gamma/beta presence (checked against the lowered row
+# programs by opgen.codegen.kernel): dy, x in; pd_x out; mean, rstd per row; 4 fp32 temporaries; scale,
+# 1 + scale, pd_scale, pd_shift batch rows; gamma, beta, pd_gamma, pd_beta column rows; sum(g), sum(g*z).
+COUNTS = RowCounts(row_in=2, row_out=1, stat_in=2, stat_out=0, temps=4, brow=4, col=4, brow_acc=2, col_acc=2,
+                   rsums=2, rsums_per_level=2)
+PROGRAM, BUFFERS = program("AdaLayerNormGrad", COUNTS)
 
 
 def tiling(shape_rows: int, seq: int, batch: int, hidden: int, t: str, u: str, core_num: int, ub_bytes: int) -> dict:
@@ -106,10 +41,12 @@ def tiling(shape_rows: int, seq: int, batch: int, hidden: int, t: str, u: str, c
 
     t/u are IR dtype names ("f32", "f16", "bf16"). Raises KeyError for an unsupported (t, u) pair."""
     size = {"f32": 4, "f16": 2, "bf16": 2}
-    return PROGRAM.evaluate({
-        "rows": shape_rows, "seq": seq, "batch": batch, "hidden": hidden, "tBytes": size[t], "uBytes": size[u],
+    out = PROGRAM.evaluate({
+        "rows": shape_rows, "seq": seq, "batch": batch, "hidden": hidden, "tBytes": size[t],
         "dtypeKey": DTYPE_KEYS[(t, u)], "attrKey": 0, "coreNum": core_num, "ubBytes": ub_bytes,
     })
+    out["uBytes"] = size[u]
+    return out
 
 
 def gm_bytes(tl: dict) -> dict:
@@ -150,6 +87,6 @@ from opgen.ir.dims import Prod as _Prod, Sym as _Sym  # noqa: E402
 
 INPUTS = {
     "rows": _Prod("Bd") * _Sym("S"), "seq": _Sym("S"), "batch": _Prod("Bd"), "hidden": _Sym("H"),
-    "tBytes": ("bytes", "T"), "uBytes": ("bytes", "U"), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
+    "tBytes": ("bytes", "T"), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
     "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes"),
 }

@@ -72,6 +72,20 @@ def attr_key(spec, attrs: dict) -> int:
     return key
 
 
+def float_bits(v: float) -> int:
+    """IEEE-754 single-precision bits of `v` as a non-negative int (how a float attribute travels in the
+    int64 tiling data)."""
+    import struct
+
+    return struct.unpack("<I", struct.pack("<f", float(v)))[0]
+
+
+def _attr_value(spec, name: str, attrs: dict | None):
+    """Value of attribute `name` in `attrs`, else its declared default."""
+    a = next(a for a in spec.attrs if a.name == name)
+    return (attrs or {}).get(name, a.default)
+
+
 def _attr_key_cpp(spec) -> str:
     """C++ of attr_key over the TilingContext's attributes (OpDef order), -1 when a value is not a choice."""
     terms, radix = [], 1
@@ -119,6 +133,8 @@ def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platfo
             vals[name] = {"coreNum": platform.aiv, "ubBytes": platform.ub_bytes}[how[1]]
         elif isinstance(how, tuple) and how[0] == "attr_key":
             vals[name] = attr_key(spec, attrs or {})
+        elif isinstance(how, tuple) and how[0] == "attr_bits":
+            vals[name] = float_bits(_attr_value(spec, how[1], attrs))
         else:
             vals[name] = as_dim(how).evaluate(env)
     return vals
@@ -172,6 +188,10 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
                                  "ubBytes": "static_cast<int64_t>(ubSize)"}[how[1]]))
         elif isinstance(how, tuple) and how[0] == "attr_key":
             reads.append((name, _attr_key_cpp(spec)))
+        elif isinstance(how, tuple) and how[0] == "attr_bits":
+            index = [a.name for a in spec.attrs].index(how[1])
+            default = spec.attrs[index].default
+            reads.append((name, f"AttrFloatBits(context, {index}, {float_bits(default)})"))
         else:
             reads.append((name, dim_cpp(spec, how)))
     rows = [[c.cann for c in (r[v.name] for v in spec.dtype_table)] for r in spec.dtype_rows]

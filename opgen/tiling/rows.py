@@ -23,7 +23,8 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = ""):
     used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
     p.let(f"{prefix}rowsPerCore", rows // used, "rows of every core", True)
     p.let(f"{prefix}rowsTail", rows % used, "the first rowsTail cores take one more row", True)
-    p.let(f"{prefix}rowsPerPass", emax(1, emin(fit, ceil_div(rows, used))), "rows per UB pass", True)
+    p.let(f"{prefix}rowsPerPass", emax(1, emin(emin(fit, 4095), ceil_div(rows, used))),
+          "rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)", True)
     return fit, used
 
 

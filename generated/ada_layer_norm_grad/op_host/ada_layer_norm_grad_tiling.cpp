@@ -2,6 +2,7 @@
 // Tiling of AdaLayerNormGrad: one AIV launch, deterministic, two strategies.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "ada_layer_norm_grad_tiling.h"
 #include "register/op_impl_registry.h"
@@ -46,6 +47,20 @@ inline int64_t AttrIndex(gert::TilingContext* context, size_t index, const T (&c
     return -(static_cast<int64_t>(1) << 40);
 }
 
+// IEEE-754 bits of a float attribute (the default's bits when absent): float attributes travel to the
+// kernel in the int64 tiling data.
+inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t defaultBits)
+{
+    const gert::RuntimeAttrs* attrs = context->GetAttrs();
+    const float* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<float>(index);
+    if (value == nullptr) {
+        return defaultBits;
+    }
+    uint32_t bits = 0;
+    std::memcpy(&bits, value, sizeof(bits));
+    return static_cast<int64_t>(bits);
+}
+
 inline int64_t DTypeBytes(ge::DataType dt)
 {
     return dt == ge::DT_FLOAT ? 4 : 2;
@@ -79,27 +94,19 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubSize);
     const gert::Shape& dyShape = context->GetInputShape(0)->GetStorageShape();
     [[maybe_unused]] const int64_t rows =
-        dyShape.GetDim(dyShape.GetDimNum() - 2) * ProdDims(dyShape, 0, 2);         // rows = prod(Bd) * S
-    [[maybe_unused]] const int64_t seq = dyShape.GetDim(dyShape.GetDimNum() - 2);  // S (rows per batch)
-    [[maybe_unused]] const int64_t batch = ProdDims(dyShape, 0, 2);                // prod(Bd)
-    [[maybe_unused]] const int64_t hidden =
-        dyShape.GetDim(dyShape.GetDimNum() - 1);  // H, the normalised length (elements)
+        dyShape.GetDim(dyShape.GetDimNum() - 2) * ProdDims(dyShape, 0, 2);            // rows = prod(Bd) * S
+    [[maybe_unused]] const int64_t seq = dyShape.GetDim(dyShape.GetDimNum() - 2);     // S (rows per batch)
+    [[maybe_unused]] const int64_t batch = ProdDims(dyShape, 0, 2);                   // prod(Bd)
+    [[maybe_unused]] const int64_t hidden = dyShape.GetDim(dyShape.GetDimNum() - 1);  // H, the row length (elements)
     [[maybe_unused]] const int64_t tBytes =
-        DTypeBytes(context->GetInputDesc(0)->GetDataType());  // bytes per element of T (dy, x, scale, pd_x)
-    [[maybe_unused]] const int64_t uBytes =
-        DTypeBytes((context->GetOptionalInputDesc(5) != nullptr
-                        ? context->GetOptionalInputDesc(5)->GetDataType()
-                        : (context->GetOptionalInputDesc(6) != nullptr
-                               ? context->GetOptionalInputDesc(6)->GetDataType()
-                               : context->GetOutputDesc(3)
-                                     ->GetDataType())));  // bytes per element of U (gamma, beta, pd_gamma, pd_beta)
+        DTypeBytes(context->GetInputDesc(0)->GetDataType());  // bytes per element of T
     [[maybe_unused]] const int64_t dtypeKey =
         DTypeKey(context->GetInputDesc(0)->GetDataType(),
                  (context->GetOptionalInputDesc(5) != nullptr
                       ? context->GetOptionalInputDesc(5)->GetDataType()
                       : (context->GetOptionalInputDesc(6) != nullptr
                              ? context->GetOptionalInputDesc(6)->GetDataType()
-                             : context->GetOutputDesc(3)->GetDataType())));  // 1..5, see module docstring
+                             : context->GetOutputDesc(3)->GetDataType())));  // 1-based row of the dtype table
     [[maybe_unused]] const int64_t attrKey =
         0;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
     [[maybe_unused]] const int64_t coreNum =
@@ -120,34 +127,40 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     if (hidden < 1 || hidden > 65536) {
         return ge::GRAPH_FAILED;  // outside the spec's domain
     }
-    const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned for 16/32-bit)
+    const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
     const int64_t rowBytes =
-        (((((0 + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) +
-          ((3 * colAlign) * 4)) +
-         ((2 * 8) * 4));  // UB bytes per resident row
-    const int64_t fixedBytes = ((((0 + ((3 * colAlign) * 4)) + ((4 * colAlign) * 4)) + ((1 * colAlign) * tBytes)) +
-                                ((1 * 256) * 4));  // UB bytes held once
+        (((0 + ((4 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) + ((4 * 1) * 4));  // UB bytes per resident row
+    const int64_t fixedBytes =
+        (((((((0 + ((4 * 8) * 4)) + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) +
+           ((1 * colAlign) * 4)) +
+          ((1 * colAlign) * 4)) +
+         ((1 * (AlignUp(CeilDiv(colAlign, 64), 8) + 8)) * 4));  // UB bytes held once
     const int64_t rowsFit =
         ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);           // rows per UB pass that fit
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));  // cores used by the row split
     const int64_t rowsPerCore = (rows / rowCores);                                    // rows of every core
     const int64_t rowsTail = (rows % rowCores);  // the first rowsTail cores take one more row
-    const int64_t rowsPerPass =
-        std::max<int64_t>(1, std::min<int64_t>(rowsFit, CeilDiv(rows, rowCores)));  // rows per UB pass
-    const int64_t strategy = ((rowsFit >= 1) ? 1 : 2);                              // 1 ROW_SPLIT, 2 COL_SPLIT
+    const int64_t rowsPerPass = std::max<int64_t>(
+        1,
+        std::min<int64_t>(
+            std::min<int64_t>(rowsFit, 4095),
+            CeilDiv(rows,
+                    rowCores)));  // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
+    const int64_t strategy = ((rowsFit >= 1) ? 1 : 2);  // 1 ROW_SPLIT, 2 COL_SPLIT
     const int64_t colsPerReduceCore =
-        AlignUp(CeilDiv(hidden, rowCores), 16);  // columns each core sums in the final cross-core reduction (ROW_SPLIT)
+        AlignUp(CeilDiv(hidden, rowCores), 16);  // columns each core sums in the cross-core reduction (ROW_SPLIT)
     const int64_t colsPerCore = AlignUp(CeilDiv(hidden, coreNum), 16);   // columns per core (COL_SPLIT)
     const int64_t colCores = CeilDiv(hidden, colsPerCore);               // cores used by COL_SPLIT
     const int64_t colsTail = (hidden - ((colCores - 1) * colsPerCore));  // columns of the last core (COL_SPLIT)
     const int64_t groupRowBytes =
-        (((((0 + ((1 * colsPerCore) * tBytes)) + ((1 * colsPerCore) * tBytes)) + ((2 * colsPerCore) * tBytes)) +
-          ((2 * 2) * 4)) +
-         ((2 * 8) * 4));  // UB bytes per resident row (COL_SPLIT)
+        ((((0 + ((2 * colsPerCore) * tBytes)) + ((1 * colsPerCore) * tBytes)) + ((4 * 1) * 4)) +
+         ((4 * 1) * 4));  // UB bytes per resident row (COL_SPLIT)
     const int64_t groupFixedBytes =
-        (((((0 + ((3 * colsPerCore) * 4)) + ((4 * colsPerCore) * 4)) + ((3 * colsPerCore) * 4)) +
-          ((1 * colsPerCore) * tBytes)) +
-         ((1 * 256) * 4));  // UB bytes held once (COL_SPLIT)
+        ((((((((0 + ((4 * 8) * 4)) + ((4 * 8) * 4)) + ((4 * colsPerCore) * 4)) + ((4 * colsPerCore) * 4)) +
+            ((4 * colsPerCore) * 4)) +
+           ((1 * colsPerCore) * 4)) +
+          ((1 * colsPerCore) * 4)) +
+         ((1 * (AlignUp(CeilDiv(colsPerCore, 64), 8) + 8)) * 4));  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =
         ((ubBytes > groupFixedBytes) ? ((ubBytes - groupFixedBytes) / groupRowBytes) : 0);  // rows per group that fit
     const int64_t groupRows =
@@ -156,11 +169,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t fits = ((rowsFit >= 1) || (groupFit >= 1));          // 1 when the chosen plan fits UB
     const int64_t blockDim = ((strategy == 1) ? rowCores : colCores);  // AIV cores launched
     const int64_t tilingKey =
-        (((attrKey * 100) + (dtypeKey * 10)) + strategy);          // attrKey * 100 + dtypeKey * 10 + strategy
-    const int64_t wsRowBytes = ((blockDim * 4) * (4 * colAlign));  // per-core fp32 partial rows (ROW_SPLIT, bytes)
+        (((attrKey * 100) + (dtypeKey * 10)) + strategy);  // attrKey * 100 + dtypeKey * 10 + strategy
+    const int64_t wsRowBytes =
+        (blockDim * ((6 * colAlign) *
+                     4));  // ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums
     const int64_t wsColBytes =
-        ((((4 * blockDim) * groupRows) * 4) +
-         ((2 * groupRows) * 4));  // double-buffered partial and total row sums (COL_SPLIT, bytes)
+        ((((blockDim * 2) + 2) * groupRows) * 4);  // COL_SPLIT: partial row sums of every core and their totals (fp32)
     const int64_t workspaceBytes = ((strategy == 1) ? wsRowBytes : wsColBytes);  // user workspace (bytes)
     const int64_t seqLen = (seq + 0);                                            // S
     const int64_t batchNum = (batch + 0);                                        // prod(Bd)

@@ -5,12 +5,12 @@
 
 namespace optiling {
 struct AdaLayerNormGradTilingData {
-    int64_t colAlign = 0;           // row stride in UB (elements; 32-byte aligned for 16/32-bit)
-    int64_t rowsPerCore = 0;        // rows of every core
-    int64_t rowsTail = 0;           // the first rowsTail cores take one more row
-    int64_t rowsPerPass = 0;        // rows per UB pass
-    int64_t strategy = 0;           // 1 ROW_SPLIT, 2 COL_SPLIT
-    int64_t colsPerReduceCore = 0;  // columns each core sums in the final cross-core reduction (ROW_SPLIT)
+    int64_t colAlign = 0;     // row stride in UB (elements; 32-byte aligned)
+    int64_t rowsPerCore = 0;  // rows of every core
+    int64_t rowsTail = 0;     // the first rowsTail cores take one more row
+    int64_t rowsPerPass = 0;  // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
+    int64_t strategy = 0;     // 1 ROW_SPLIT, 2 COL_SPLIT
+    int64_t colsPerReduceCore = 0;  // columns each core sums in the cross-core reduction (ROW_SPLIT)
     int64_t colsPerCore = 0;        // columns per core (COL_SPLIT)
     int64_t colsTail = 0;           // columns of the last core (COL_SPLIT)
     int64_t groupRows = 0;          // rows per group (COL_SPLIT)

@@ -2,6 +2,7 @@
 // Tiling of AdaLayerNormV2 (forward with mean/rstd): one AIV launch, rows split over the cores.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "ada_layer_norm_v2_tiling.h"
 #include "register/op_impl_registry.h"
@@ -46,6 +47,20 @@ inline int64_t AttrIndex(gert::TilingContext* context, size_t index, const T (&c
     return -(static_cast<int64_t>(1) << 40);
 }
 
+// IEEE-754 bits of a float attribute (the default's bits when absent): float attributes travel to the
+// kernel in the int64 tiling data.
+inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t defaultBits)
+{
+    const gert::RuntimeAttrs* attrs = context->GetAttrs();
+    const float* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<float>(index);
+    if (value == nullptr) {
+        return defaultBits;
+    }
+    uint32_t bits = 0;
+    std::memcpy(&bits, value, sizeof(bits));
+    return static_cast<int64_t>(bits);
+}
+
 inline int64_t DTypeBytes(ge::DataType dt)
 {
     return dt == ge::DT_FLOAT ? 4 : 2;
@@ -79,9 +94,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubSize);
     const gert::Shape& xShape = context->GetInputShape(0)->GetStorageShape();
     [[maybe_unused]] const int64_t rows =
-        xShape.GetDim(xShape.GetDimNum() - 2) * ProdDims(xShape, 0, 2);             // prod(Bd) * S
-    [[maybe_unused]] const int64_t seq = xShape.GetDim(xShape.GetDimNum() - 2);     // S
-    [[maybe_unused]] const int64_t hidden = xShape.GetDim(xShape.GetDimNum() - 1);  // H (elements)
+        xShape.GetDim(xShape.GetDimNum() - 2) * ProdDims(xShape, 0, 2);             // rows = prod(Bd) * S
+    [[maybe_unused]] const int64_t seq = xShape.GetDim(xShape.GetDimNum() - 2);     // S (rows per batch)
+    [[maybe_unused]] const int64_t batch = ProdDims(xShape, 0, 2);                  // prod(Bd)
+    [[maybe_unused]] const int64_t hidden = xShape.GetDim(xShape.GetDimNum() - 1);  // H, the row length (elements)
     [[maybe_unused]] const int64_t tBytes =
         DTypeBytes(context->GetInputDesc(0)->GetDataType());  // bytes per element of T
     [[maybe_unused]] const int64_t dtypeKey = DTypeKey(
@@ -89,11 +105,14 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         (context->GetOptionalInputDesc(3) != nullptr
              ? context->GetOptionalInputDesc(3)->GetDataType()
              : (context->GetOptionalInputDesc(4) != nullptr ? context->GetOptionalInputDesc(4)->GetDataType()
-                                                            : ge::DT_UNDEFINED)));  // 1..5, row of the dtype table
+                                                            : ge::DT_UNDEFINED)));  // 1-based row of the dtype table
     [[maybe_unused]] const int64_t attrKey =
         0;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
-    [[maybe_unused]] const int64_t coreNum = static_cast<int64_t>(platform.GetCoreNumAiv());  // AIV cores
-    [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(ubSize);                    // UB bytes per AIV core
+    [[maybe_unused]] const int64_t coreNum =
+        static_cast<int64_t>(platform.GetCoreNumAiv());                     // AIV cores of the platform
+    [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(ubSize);  // UB bytes per AIV core
+    [[maybe_unused]] const int64_t epsilonAttr =
+        AttrFloatBits(context, 0, 925353388);  // IEEE-754 bits of the float attribute epsilon
     if (dtypeKey == 0 || attrKey < 0) {
         return ge::GRAPH_FAILED;
     }
@@ -103,47 +122,65 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     if (seq < 1) {
         return ge::GRAPH_FAILED;  // outside the spec's domain
     }
+    if (batch < 1) {
+        return ge::GRAPH_FAILED;  // outside the spec's domain
+    }
     if (hidden < 1 || hidden > 131073) {
         return ge::GRAPH_FAILED;  // outside the spec's domain
     }
-    const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements)
-    const int64_t rowBytes = ((((0 + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * 4)) +
-                              ((2 * 8) * 4));  // UB bytes per resident row
+    const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
+    const int64_t rowBytes = ((((0 + ((2 * colAlign) * tBytes)) + ((2 * colAlign) * tBytes)) + ((2 * 1) * 4)) +
+                              ((4 * 1) * 4));  // UB bytes per resident row
     const int64_t fixedBytes =
-        (((0 + ((4 * colAlign) * 4)) + ((2 * colAlign) * tBytes)) + ((1 * 256) * 4));  // UB bytes held once
+        (((((((0 + ((6 * 8) * 4)) + ((2 * colAlign) * 4)) + ((3 * colAlign) * 4)) + ((2 * colAlign) * 4)) +
+           ((1 * colAlign) * 4)) +
+          ((1 * colAlign) * 4)) +
+         ((1 * (AlignUp(CeilDiv(colAlign, 64), 8) + 8)) * 4));  // UB bytes held once
     const int64_t rowsFit =
         ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);           // rows per UB pass that fit
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));  // cores used by the row split
     const int64_t rowsPerCore = (rows / rowCores);                                    // rows of every core
     const int64_t rowsTail = (rows % rowCores);  // the first rowsTail cores take one more row
-    const int64_t rowsPerPass =
-        std::max<int64_t>(1, std::min<int64_t>(rowsFit, CeilDiv(rows, rowCores)));  // rows per UB pass
-    const int64_t strategy = ((rowsFit >= 1) ? 1 : 2);                              // 1 ROW_SPLIT, 2 COL_SPLIT
-    const int64_t colsPerCore = AlignUp(CeilDiv(hidden, coreNum), 16);              // columns per core (COL_SPLIT)
-    const int64_t colCores = CeilDiv(hidden, colsPerCore);                          // cores used by COL_SPLIT
+    const int64_t rowsPerPass = std::max<int64_t>(
+        1,
+        std::min<int64_t>(
+            std::min<int64_t>(rowsFit, 4095),
+            CeilDiv(rows,
+                    rowCores)));  // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
+    const int64_t strategy = ((rowsFit >= 1) ? 1 : 2);  // 1 ROW_SPLIT, 2 COL_SPLIT
+    const int64_t colsPerReduceCore =
+        AlignUp(CeilDiv(hidden, rowCores), 16);  // columns each core sums in the cross-core reduction (ROW_SPLIT)
+    const int64_t colsPerCore = AlignUp(CeilDiv(hidden, coreNum), 16);   // columns per core (COL_SPLIT)
+    const int64_t colCores = CeilDiv(hidden, colsPerCore);               // cores used by COL_SPLIT
     const int64_t colsTail = (hidden - ((colCores - 1) * colsPerCore));  // columns of the last core (COL_SPLIT)
     const int64_t groupRowBytes =
-        ((((0 + ((1 * colsPerCore) * tBytes)) + ((2 * colsPerCore) * tBytes)) + ((2 * 2) * 4)) +
-         ((2 * 8) * 4));  // UB bytes per resident row (COL_SPLIT)
+        (((((0 + ((1 * colsPerCore) * tBytes)) + ((1 * colsPerCore) * tBytes)) + ((2 * 1) * 4)) + ((4 * 1) * 4)) +
+         ((3 * 1) * 4));  // UB bytes per resident row (COL_SPLIT)
     const int64_t groupFixedBytes =
-        ((((0 + ((4 * colsPerCore) * 4)) + ((2 * colsPerCore) * 4)) + ((2 * colsPerCore) * tBytes)) +
-         ((1 * 256) * 4));  // UB bytes held once (COL_SPLIT)
+        ((((((((0 + ((6 * 8) * 4)) + ((3 * 8) * 4)) + ((2 * colsPerCore) * 4)) + ((3 * colsPerCore) * 4)) +
+            ((2 * colsPerCore) * 4)) +
+           ((1 * colsPerCore) * 4)) +
+          ((1 * colsPerCore) * 4)) +
+         ((1 * (AlignUp(CeilDiv(colsPerCore, 64), 8) + 8)) * 4));  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =
         ((ubBytes > groupFixedBytes) ? ((ubBytes - groupFixedBytes) / groupRowBytes) : 0);  // rows per group that fit
     const int64_t groupRows =
         std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(groupFit, 1024), rows));  // rows per group (COL_SPLIT)
     const int64_t rowsPerOwner = CeilDiv(groupRows, colCores);         // rows each core totals per group (COL_SPLIT)
+    const int64_t fits = ((rowsFit >= 1) || (groupFit >= 1));          // 1 when the chosen plan fits UB
     const int64_t blockDim = ((strategy == 1) ? rowCores : colCores);  // AIV cores launched
     const int64_t tilingKey =
         (((attrKey * 100) + (dtypeKey * 10)) + strategy);  // attrKey * 100 + dtypeKey * 10 + strategy
-    const int64_t workspaceBytes =
-        ((strategy == 1) ? 0
-                         : ((((4 * colCores) * groupRows) * 4) +
-                            ((2 * groupRows) * 4)));  // COL_SPLIT: double-buffered partial and total row sums (bytes)
-    const int64_t fits = ((rowsFit >= 1) || (groupFit >= 1));  // 1 when the chosen plan fits UB
-    const int64_t seqLen = (seq + 0);                          // S
-    const int64_t hiddenDim = (hidden + 0);                    // H
-    const int64_t rowNum = (rows + 0);                         // prod(Bd) * S
+    const int64_t wsRowBytes =
+        (0 * blockDim);  // ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums
+    const int64_t wsColBytes =
+        ((((blockDim * 1) + 2) * groupRows) * 4);  // COL_SPLIT: partial row sums of every core and their totals (fp32)
+    const int64_t workspaceBytes = ((strategy == 1) ? wsRowBytes : wsColBytes);  // user workspace (bytes)
+    const int64_t seqLen = (seq + 0);                                            // S
+    const int64_t batchNum = (batch + 0);                                        // prod(Bd)
+    const int64_t hiddenDim = (hidden + 0);                                      // H
+    const int64_t rowNum = (rows + 0);                                           // prod(Bd) * S
+    const int64_t epsilonBits = (epsilonAttr + 0);                               // IEEE-754 bits of epsilon (float)
     if (fits == 0) {
         return ge::GRAPH_FAILED;  // no UB plan holds this shape
     }
@@ -153,17 +190,20 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     tiling->rowsTail = rowsTail;
     tiling->rowsPerPass = rowsPerPass;
     tiling->strategy = strategy;
+    tiling->colsPerReduceCore = colsPerReduceCore;
     tiling->colsPerCore = colsPerCore;
     tiling->colsTail = colsTail;
     tiling->groupRows = groupRows;
     tiling->rowsPerOwner = rowsPerOwner;
+    tiling->fits = fits;
     tiling->blockDim = blockDim;
     tiling->tilingKey = tilingKey;
     tiling->workspaceBytes = workspaceBytes;
-    tiling->fits = fits;
     tiling->seqLen = seqLen;
+    tiling->batchNum = batchNum;
     tiling->hiddenDim = hiddenDim;
     tiling->rowNum = rowNum;
+    tiling->epsilonBits = epsilonBits;
     context->SetBlockDim(static_cast<uint32_t>(blockDim));
     context->SetTilingKey(static_cast<uint64_t>(tilingKey));
     size_t* workspaces = context->GetWorkspaceSizes(1);

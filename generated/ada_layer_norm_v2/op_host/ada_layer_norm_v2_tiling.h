@@ -5,21 +5,24 @@
 
 namespace optiling {
 struct AdaLayerNormV2TilingData {
-    int64_t colAlign = 0;        // row stride in UB (elements)
-    int64_t rowsPerCore = 0;     // rows of every core
-    int64_t rowsTail = 0;        // the first rowsTail cores take one more row
-    int64_t rowsPerPass = 0;     // rows per UB pass
-    int64_t strategy = 0;        // 1 ROW_SPLIT, 2 COL_SPLIT
-    int64_t colsPerCore = 0;     // columns per core (COL_SPLIT)
-    int64_t colsTail = 0;        // columns of the last core (COL_SPLIT)
-    int64_t groupRows = 0;       // rows per group (COL_SPLIT)
-    int64_t rowsPerOwner = 0;    // rows each core totals per group (COL_SPLIT)
-    int64_t blockDim = 0;        // AIV cores launched
-    int64_t tilingKey = 0;       // attrKey * 100 + dtypeKey * 10 + strategy
-    int64_t workspaceBytes = 0;  // COL_SPLIT: double-buffered partial and total row sums (bytes)
-    int64_t fits = 0;            // 1 when the chosen plan fits UB
-    int64_t seqLen = 0;          // S
-    int64_t hiddenDim = 0;       // H
-    int64_t rowNum = 0;          // prod(Bd) * S
+    int64_t colAlign = 0;     // row stride in UB (elements; 32-byte aligned)
+    int64_t rowsPerCore = 0;  // rows of every core
+    int64_t rowsTail = 0;     // the first rowsTail cores take one more row
+    int64_t rowsPerPass = 0;  // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
+    int64_t strategy = 0;     // 1 ROW_SPLIT, 2 COL_SPLIT
+    int64_t colsPerReduceCore = 0;  // columns each core sums in the cross-core reduction (ROW_SPLIT)
+    int64_t colsPerCore = 0;        // columns per core (COL_SPLIT)
+    int64_t colsTail = 0;           // columns of the last core (COL_SPLIT)
+    int64_t groupRows = 0;          // rows per group (COL_SPLIT)
+    int64_t rowsPerOwner = 0;       // rows each core totals per group (COL_SPLIT)
+    int64_t fits = 0;               // 1 when the chosen plan fits UB
+    int64_t blockDim = 0;           // AIV cores launched
+    int64_t tilingKey = 0;          // attrKey * 100 + dtypeKey * 10 + strategy
+    int64_t workspaceBytes = 0;     // user workspace (bytes)
+    int64_t seqLen = 0;             // S
+    int64_t batchNum = 0;           // prod(Bd)
+    int64_t hiddenDim = 0;          // H
+    int64_t rowNum = 0;             // prod(Bd) * S
+    int64_t epsilonBits = 0;        // IEEE-754 bits of epsilon (float)
 };
 }  // namespace optiling

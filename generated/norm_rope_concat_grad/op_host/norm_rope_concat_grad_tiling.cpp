@@ -2,6 +2,7 @@
 // Tiling of NormRopeConcat and NormRopeConcatGrad: one AIV launch each, head rows split over the cores.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "norm_rope_concat_grad_tiling.h"
 #include "register/op_impl_registry.h"
@@ -44,6 +45,20 @@ inline int64_t AttrIndex(gert::TilingContext* context, size_t index, const T (&c
         }
     }
     return -(static_cast<int64_t>(1) << 40);
+}
+
+// IEEE-754 bits of a float attribute (the default's bits when absent): float attributes travel to the
+// kernel in the int64 tiling data.
+inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t defaultBits)
+{
+    const gert::RuntimeAttrs* attrs = context->GetAttrs();
+    const float* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<float>(index);
+    if (value == nullptr) {
+        return defaultBits;
+    }
+    uint32_t bits = 0;
+    std::memcpy(&bits, value, sizeof(bits));
+    return static_cast<int64_t>(bits);
 }
 
 inline int64_t DTypeBytes(ge::DataType dt)
@@ -148,9 +163,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rowNum));  // cores used by the row split
     const int64_t rowsPerCore = (rowNum / rowCores);                                    // rows of every core
     const int64_t rowsTail = (rowNum % rowCores);  // the first rowsTail cores take one more row
-    const int64_t rowsPerPass =
-        std::max<int64_t>(1, std::min<int64_t>(rowsFit, CeilDiv(rowNum, rowCores)));  // rows per UB pass
-    const int64_t blockDim = rowCores;                                                // AIV cores launched
+    const int64_t rowsPerPass = std::max<int64_t>(
+        1,
+        std::min<int64_t>(
+            std::min<int64_t>(rowsFit, 4095),
+            CeilDiv(rowNum,
+                    rowCores)));  // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
+    const int64_t blockDim = rowCores;    // AIV cores launched
     const int64_t fits = (rowsFit >= 1);  // 1 when one head row fits UB (always for D <= 1024)
     const int64_t tilingKey =
         (((attrKey * 100) + (dtypeKey * 10)) + 1);  // attrKey * 100 + dtypeKey * 10 + 1 (one strategy)
