@@ -8,8 +8,12 @@
                    [--dump-after PASS]
     opgen generate [OP...] [--out DIR]
     opgen diff [OP...] [--out DIR]
+    opgen check OP (--inputs in.npz | --dims B=2,S=128 [--seed N]) [--out out.npz] [--attr k=v]...
+                [--dtype T=bfloat16]... [--present NAME,...] [--soc ascend910b1] [--asan] [--json] [--gen-dir DIR]
 
 Errors print one line naming the parameter and the rule and exit with status 2; nothing is written.
+`opgen check` exits 0 when every output passes, 1 on a mismatch or an emulation fault, 2 on bad input or
+usage (a rejection by the emitted aclnn layer prints `opgen: <aclnn API>: <code> <message>`).
 An error in a spec file (a SpecError with a location) is the spec author's: it prints as a diagnostic,
 `file:line: error: what is wrong; what to change`, then the source line and a caret under the token.
 `--debug` shows the traceback instead.
@@ -207,6 +211,47 @@ def cmd_diff(args) -> int:
     return 0
 
 
+def cmd_check(args) -> int:
+    """`opgen check`: run the op's emitted TilingFunc and kernel on the CPU emulation and compare with the
+    interpreter (opgen.check.run_check). Prints per-output metrics (or one JSON object with --json); writes
+    the kernel's outputs to --out (floats as float32). Returns 0 (pass) or 1 (mismatch / fault); an aclnn
+    rejection prints `opgen: <api>: <code> <message>` and returns 2; other errors raise OpgenError."""
+    import json
+
+    from opgen.check import AclnnRejected, BuildError, format_text, run_check
+    from opgen.dsl.examples import parse_dims
+    from opgen.registry import load_spec
+
+    spec = load_spec(args.op)
+    attrs = _kv(args.attr, "--attr")
+    dtypes = _kv(args.dtype, "--dtype")
+    if (args.inputs is None) == (args.dims is None):
+        raise OpgenError("give exactly one of --inputs FILE.npz or --dims NAME=VALUE,...")
+    if args.save_inputs and args.inputs is not None:
+        raise OpgenError("--save-inputs: only with --dims")
+    inputs = _load_npz(args.inputs) if args.inputs is not None else None
+    dims = parse_dims(args.dims) if args.dims is not None else None
+    try:
+        res = run_check(spec, inputs, attrs, dtypes, dims=dims, seed=args.seed, present=args.present,
+                        soc=args.soc, asan=args.asan, gen_dir=args.gen_dir)
+    except AclnnRejected as e:
+        print(f"opgen: {e}", file=sys.stderr)
+        return 2
+    except BuildError as e:
+        if not e.shown:  # the compiler's messages, then the one-line summary (main)
+            sys.stderr.write(e.output if e.output.endswith("\n") else e.output + "\n")
+        raise
+    if args.save_inputs:
+        _save_npz(args.save_inputs, res.inputs)
+    if args.out and res.arrays:
+        _save_npz(args.out, res.arrays)
+    if args.json:
+        print(json.dumps(res.to_json()))
+    else:
+        sys.stdout.write(format_text(res))
+    return 0 if res.passed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the `opgen` command."""
     p = argparse.ArgumentParser(prog="opgen", description="Operator compiler for Ascend NPUs.")
@@ -246,6 +291,26 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("op", nargs="*", help="OpDef names or spec file paths (default: every bundled op)")
     dp.add_argument("--out", help="directory to compare (default: generated/ at the project root)")
     dp.set_defaults(fn=cmd_diff)
+    from opgen.platforms import DEFAULT, PLATFORMS
+
+    cp = sub.add_parser("check", help="run the emitted TilingFunc and kernel on the CPU emulation and compare "
+                        "with the interpreter")
+    cp.add_argument("op", help="OpDef name (AdaLayerNormGrad) or a spec file path")
+    cp.add_argument("--inputs", help=".npz with arrays named by the spec's inputs (absent = null)")
+    cp.add_argument("--dims", help="make valid random inputs instead: NAME=VALUE,... (Bd=2x3 for batch dims)")
+    cp.add_argument("--seed", type=int, default=0, help="seed for --dims")
+    cp.add_argument("--save-inputs", help="with --dims: also write the generated inputs (.npz)")
+    cp.add_argument("--out", help="write the kernel's outputs (.npz, floats as float32)")
+    cp.add_argument("--attr", action="append", metavar="K=V", help="attribute value (repeatable)")
+    cp.add_argument("--dtype", action="append", metavar="T=DTYPE", help="dtype variable binding (repeatable)")
+    cp.add_argument("--present", action="append", metavar="NAME,...", help="optional inputs that are present "
+                    "(repeatable; the others are absent; default: all given)")
+    cp.add_argument("--soc", default=DEFAULT, choices=sorted(PLATFORMS), help=f"platform (default {DEFAULT})")
+    cp.add_argument("--asan", action="store_true", help="run the AddressSanitizer + UBSan build")
+    cp.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    cp.add_argument("--gen-dir", help="generated tree holding <op_snake>/op_host and op_kernel "
+                    "(default: generated/ at the project root)")
+    cp.set_defaults(fn=cmd_check)
     return p
 
 

@@ -10,6 +10,9 @@
 //  * GM accesses are checked against the whole registered buffer (emu::RegisterGm), not the SetGlobalBuffer count.
 //  * AllocTensor with every buffer in use, DeQue on an empty queue, EnQue beyond depth: faults (hardware hangs).
 //  * A core returning while others wait in SyncAll: fault (hardware deadlocks).
+//  * Issue 5: cube side (emu/cube.h: Nd2Nz DataCopy, LoadData, Mmad, Fixpipe with real NZ/ZZ/ZN layouts, L1/L0
+//    capacities) and mixed kernels (emu/mix.h: emu::LaunchMix 1 AIC : 2 AIV, CrossCoreSetFlag/WaitFlag with
+//    blocking semantics; every-core-blocked and timeout deadlocks fault). See EMU.md.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -19,6 +22,8 @@
 #include "emu/tensor.h"
 #include "emu/datacopy.h"
 #include "emu/vector.h"
+#include "emu/cube.h"
+#include "emu/mix.h"
 
 #ifndef __aicore__
 #define __aicore__
@@ -33,9 +38,12 @@
 #define GM_ADDR uint8_t*
 #endif
 
-#define ASCEND_IS_AIV (true)
-#define ASCEND_IS_AIC (false)
-#define KERNEL_TASK_TYPE_DEFAULT(x)
+// Per simulated core (issue 5, emu/mix.h): true on the AIV / AIC cores of the launch; emu::Launch runs AIV
+// cores only. Written without parentheses in kernels: `if ASCEND_IS_AIV { ... }`.
+#define ASCEND_IS_AIV (::emu::IsAivCore())
+#define ASCEND_IS_AIC (::emu::IsAicCore())
+// Checks the declared kernel type against the launch (emu/mix.h).
+#define KERNEL_TASK_TYPE_DEFAULT(x) ::emu::CheckKernelType((x), #x)
 
 // Tiling data: the host wrote the struct's bytes to the tiling buffer.
 #define GET_TILING_DATA_WITH_STRUCT(Struct, var, tiling) \
@@ -44,5 +52,9 @@
 #define TILING_KEY_IS(k) (::emu::Core().tilingKey == static_cast<uint64_t>(k))
 
 namespace AscendC {
-inline GM_ADDR GetUserWorkspace(GM_ADDR workspace) { return workspace; }
+// The user part of the workspace: past the emu::SysWorkspaceBytes() of system workspace.
+inline GM_ADDR GetUserWorkspace(GM_ADDR workspace)
+{
+    return workspace == nullptr ? nullptr : workspace + ::emu::SysWorkspaceBytes();
+}
 }  // namespace AscendC

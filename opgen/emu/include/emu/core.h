@@ -1,10 +1,13 @@
 // opgen AscendC emulation: faults, GM buffer registry with byte counters, per-core UB arena with
 // poison tracking, and the thread-local core context. Our own code (issue 4; reference/ascendc.md §1.2, §1.11).
 #pragma once
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -77,15 +80,44 @@ inline GmBuffer* FindGm(const void* ptr)
     return best;
 }
 
-// ---------------------------------------------------------------- UB
+// Bytes of system workspace the framework puts in front of the user workspace (AscendC::GetUserWorkspace
+// skips them; reference/ascendc.md §1.3). 0 by default; a driver emulating CANN's launch sets it before
+// emu::Launch (opgen check: the TilingFunc's SYS_WORKSPACE_BYTES, 16 MiB).
+inline uint64_t& SysWorkspaceBytes() { static uint64_t bytes = 0; return bytes; }
+
+// ---------------------------------------------------------------- on-chip buffers
 constexpr uint64_t kBlock = 32;
 constexpr uint8_t kPoisonByte = 0xA5;
 
-// One core's unified buffer: data bytes plus a per-byte "written" map (0 = poisoned).
+// The physical on-chip buffers (reference/ascendc.md §1.2). UB lives in each AIV; L1, L0A, L0B, L0C, the bias
+// table and the fixpipe buffer live in each AIC (issue 5: cube side, emu/cube.h).
+enum class MemKind : int { UB, L1, L0A, L0B, L0C, BT, FB };
+inline const char* MemName(MemKind k)
+{
+    switch (k) {
+    case MemKind::UB: return "UB";
+    case MemKind::L1: return "L1";
+    case MemKind::L0A: return "L0A";
+    case MemKind::L0B: return "L0B";
+    case MemKind::L0C: return "L0C";
+    case MemKind::BT: return "BiasTable";
+    case MemKind::FB: return "FixpipeBuffer";
+    }
+    return "?";
+}
+
+struct CoreContext;
+
+// One core's on-chip buffer (UB, or on an AIC one of L1/L0A/L0B/L0C/...): data bytes plus a per-byte "written"
+// map (0 = poisoned). The name UbArena is historical: every on-chip buffer uses it.
 struct UbArena {
     std::vector<uint8_t> data, written;
     uint64_t used = 0;     // bump pointer of the live TPipe(s)
-    explicit UbArena(uint64_t bytes) : data(bytes, kPoisonByte), written(bytes, 0) {}
+    MemKind kind = MemKind::UB;
+    const char* name = "UB";
+    const CoreContext* owner = nullptr;   // the simulated core whose buffer this is (null: not checked)
+    explicit UbArena(uint64_t bytes, MemKind k = MemKind::UB)
+        : data(bytes, kPoisonByte), written(bytes, 0), kind(k), name(MemName(k)) {}
     uint64_t Size() const { return data.size(); }
     void Poison(uint64_t off, uint64_t n)
     {
@@ -100,9 +132,15 @@ struct UbArena {
     }
     void MarkWritten(uint64_t off, uint64_t n, bool w = true) { std::memset(written.data() + off, w ? 1 : 0, n); }
 };
+using LocalArena = UbArena;
 
 // ---------------------------------------------------------------- cores and barrier
 struct LaunchState;
+
+// Which unit a simulated core is (reference §1.1: an AI Core = 1 AIC + 2 AIV on arch 2201).
+enum class CoreKind : int { AIV = 0, AIC = 1 };
+// How the launch was made: emu::Launch (AIV only), emu::LaunchCube (AIC only), emu::LaunchMix (1 AIC : 2 AIV).
+enum class LaunchKind : int { AIV_ONLY = 0, AIC_ONLY = 1, MIX_AIC_1_2 = 2 };
 
 struct CoreContext {
     int64_t blockIdx = 0;
@@ -111,6 +149,16 @@ struct CoreContext {
     UbArena* ub = nullptr;
     LaunchState* launch = nullptr;
     int atomicType = 0;    // 0 none, else AtomicKind
+    // issue 5 (mixed kernels, cube side)
+    CoreKind kind = CoreKind::AIV;
+    LaunchKind launchKind = LaunchKind::AIV_ONLY;
+    int64_t subBlockIdx = 0;   // GetSubBlockIdx(): 0/1 for the two AIVs of an AI Core in a mix launch, else 0
+    int64_t subBlockNum = 1;   // GetSubBlockNum()
+    int64_t taskRatio = 1;     // GetTaskRatio(): 2 on AIV in a MIX_AIC_1_2 launch, else 1
+    int slot = 0;              // index of this core in its LaunchState
+    std::string label;         // fault prefix: "core 3" (AIV-only launch), "AIC 1", "AIV 5"
+    UbArena *l1 = nullptr, *l0a = nullptr, *l0b = nullptr, *l0c = nullptr, *bt = nullptr, *fb = nullptr;
+    int arch = 2201;           // NPU arch of the simulated SoC (emu::CoreMem::arch)
 };
 
 inline CoreContext*& CurrentCorePtr() { thread_local CoreContext* c = nullptr; return c; }
@@ -120,25 +168,62 @@ inline CoreContext& Core()
     if (!c) throw EmuFault("AscendC device API called outside emu::Launch (no simulated core)");
     return *c;
 }
+inline std::string CoreLabel(const CoreContext& c) { return c.label.empty() ? Cat("core ", c.blockIdx) : c.label; }
 
 [[noreturn]] inline void Fault(const std::string& what)
 {
     CoreContext* c = CurrentCorePtr();
-    throw EmuFault(c ? Cat("[core ", c->blockIdx, "] ", what) : what);
+    throw EmuFault(c ? Cat("[", CoreLabel(*c), "] ", what) : what);
 }
 
-// Barrier over the cores of one launch. A core that returns (or faults) while others wait makes the
-// waiters fail instead of hanging: on hardware that is a deadlock.
+// Seconds a core may stay blocked in SyncAll / CrossCoreWaitFlag before the wait is a fault (a backstop: the
+// all-cores-blocked detection below catches real deadlocks at once).
+inline double& WaitTimeoutSeconds() { static double s = 60.0; return s; }
+
+// Blocking state of one launch: hardware barriers (SyncAll) and the cross-core flag counters
+// (CrossCoreSetFlag/WaitFlag, emu/mix.h). A wait that no live core can ever satisfy is a deadlock and faults
+// at once in every blocked core instead of hanging: detected when every live core is blocked on an unsatisfied
+// condition (a core that returns or faults counts as gone). A core faulting aborts the launch: the others get
+// EmuAbort at their next wait (not reported as a fault).
 struct LaunchState {
+    static constexpr int kFlags = 16;
     std::mutex mu;
     std::condition_variable cv;
     int total = 0;         // cores of the launch
     int live = 0;          // cores still running
-    int arrived = 0;
-    uint64_t generation = 0;
     bool aborted = false;
     bool deadlock = false;
     std::string abortReason;
+    LaunchKind kind = LaunchKind::AIV_ONLY;
+
+    // per core slot
+    std::vector<CoreContext*> cores;                 // null once the core returned
+    std::vector<std::string> labels;                 // "core 3" / "AIC 1" / "AIV 5"
+    std::vector<char> alive;
+    std::vector<const std::function<bool()>*> waiting;   // the unsatisfied condition a blocked core waits for
+    std::vector<std::string> waitingOn;
+    std::vector<std::array<int, kFlags>> flagCount;                    // CrossCore counters, per waiting core
+    std::vector<std::array<std::array<int, kFlags>, 3>> flagPending;   // unmatched sets per [mode 0..2][flag]
+    std::vector<int> aiCore;                                           // AI Core index of each slot
+    std::vector<int> aicSlot;                                          // per AI Core: slot of its AIC (-1: none)
+    std::vector<std::array<int, 2>> aivSlots;                          // per AI Core: slots of its AIVs (-1: none)
+
+    // Hardware barriers: [0] all cores of the launch (SyncAll<false>), [1] the AIVs (SyncAll<true> in a mix launch).
+    struct Barrier { int members = 0; int arrived = 0; uint64_t generation = 0; };
+    Barrier barrier[2];
+
+    void Init(int n)
+    {
+        total = live = n;
+        cores.assign(n, nullptr);
+        labels.assign(n, "");
+        alive.assign(n, 1);
+        waiting.assign(n, nullptr);
+        waitingOn.assign(n, "");
+        flagCount.assign(n, {});
+        flagPending.assign(n, {});
+        aiCore.assign(n, 0);
+    }
 
     void Abort(const std::string& why)
     {
@@ -146,29 +231,97 @@ struct LaunchState {
         if (!aborted) { aborted = true; abortReason = why; }
         cv.notify_all();
     }
-    void CoreFinished()
+    // mu held: true when no live core can make progress but some wait.
+    bool StuckLocked() const
+    {
+        int runnable = 0, blocked = 0;
+        for (size_t i = 0; i < alive.size(); ++i) {
+            if (!alive[i]) continue;
+            if (waiting[i] && !(*waiting[i])()) ++blocked;
+            else ++runnable;
+        }
+        return runnable == 0 && blocked > 0;
+    }
+    void CheckStuckLocked()
+    {
+        if (!aborted && StuckLocked()) { deadlock = true; aborted = true; abortReason = "deadlock"; cv.notify_all(); }
+    }
+    void CoreFinished(int slot = -1)
     {
         std::lock_guard<std::mutex> l(mu);
         --live;
-        if (!aborted && arrived > 0 && arrived == live) { deadlock = true; aborted = true; abortReason = "deadlock"; }
+        if (slot >= 0 && slot < int(alive.size())) alive[slot] = 0;
+        CheckStuckLocked();
         cv.notify_all();
     }
-    void SyncAll()
+    // mu held: "[AIV 1] CrossCoreWaitFlag(3), [AIC 0] SyncAll" for the deadlock message.
+    std::string BlockedListLocked() const
+    {
+        std::string s;
+        int shown = 0, more = 0;
+        for (size_t i = 0; i < alive.size(); ++i) {
+            if (!alive[i] || !waiting[i]) continue;
+            if (shown == 8) { ++more; continue; }
+            s += Cat(shown ? ", " : "", "[", labels[i], "] ", waitingOn[i]);
+            ++shown;
+        }
+        if (more) s += Cat(", and ", more, " more");
+        return s;
+    }
+    // mu held (through l): block the calling core until ready() holds. Faults (in this core) on deadlock or timeout;
+    // EmuAbort when another core faulted. `what` names the wait, `hint` explains a deadlock of this wait.
+    void WaitLocked(std::unique_lock<std::mutex>& l, const std::function<bool()>& ready, const std::string& what,
+                    const std::string& hint)
+    {
+        if (aborted) throw EmuAbort("launch aborted");
+        if (ready()) return;
+        int slot = Core().slot;
+        waiting[slot] = &ready;
+        waitingOn[slot] = what;
+        CheckStuckLocked();
+        auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(WaitTimeoutSeconds()));
+        bool timedOut = false;
+        while (!ready() && !aborted) {
+            if (cv.wait_until(l, deadline) == std::cv_status::timeout && !ready() && !aborted) { timedOut = true; break; }
+        }
+        std::string blockedList = BlockedListLocked();
+        waiting[slot] = nullptr;
+        if (ready()) return;
+        if (timedOut) {
+            aborted = true; abortReason = "timeout"; cv.notify_all();
+            Fault(Cat(what, " timed out after ", WaitTimeoutSeconds(), " s (emu::WaitTimeoutSeconds); blocked: ",
+                      blockedList));
+        }
+        if (deadlock)
+            Fault(Cat(what, " deadlock: ", hint, total - live > 0 ? Cat("; ", total - live, " core(s) returned") : "",
+                      "; every live core is blocked: ", blockedList));
+        throw EmuAbort("launch aborted");
+    }
+    // Hardware SyncAll (reference §1.6). aivOnly = the isAIVOnly template argument: in a mix launch the AIVs meet
+    // (an AIC calling it is a fault); SyncAll<false> meets every core. In single-kind launches both meet every core.
+    void SyncAll(bool aivOnly = true)
     {
         std::unique_lock<std::mutex> l(mu);
         if (aborted) throw EmuAbort("launch aborted");
-        uint64_t gen = generation;
-        if (++arrived == total) {
-            arrived = 0; ++generation; cv.notify_all(); return;
+        CoreContext& c = Core();
+        int b = 0;
+        if (kind == LaunchKind::MIX_AIC_1_2 && aivOnly) {
+            if (c.kind == CoreKind::AIC)
+                Fault("SyncAll<true> (isAIVOnly) called on an AIC core of a mix kernel: use SyncAll<false>() to "
+                      "synchronise AIC and AIV cores");
+            b = 1;
         }
-        if (arrived == live) { deadlock = true; aborted = true; abortReason = "deadlock"; cv.notify_all(); }
-        cv.wait(l, [&] { return generation != gen || aborted; });
-        if (generation == gen) {
-            if (deadlock)
-                throw EmuFault(Cat("[core ", Core().blockIdx,
-                                   "] SyncAll deadlock: another core returned without reaching this SyncAll"));
-            throw EmuAbort("launch aborted");
+        Barrier& B = barrier[b];
+        uint64_t gen = B.generation;
+        if (++B.arrived == B.members) {
+            B.arrived = 0; ++B.generation; cv.notify_all(); return;
         }
+        std::function<bool()> ready = [&B, gen] { return B.generation != gen; };
+        WaitLocked(l, ready, b ? "SyncAll<true>" : "SyncAll",
+                   total - live > 0 ? "another core returned without reaching this SyncAll"
+                                    : "not every core reaches this SyncAll");
     }
 };
 

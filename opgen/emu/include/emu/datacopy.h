@@ -234,13 +234,19 @@ template <pipe_t p> inline void PipeBarrier() {}
 template <HardEvent e> inline void SetFlag(int32_t id) { if (id < 0 || id > 7) emu::Fault(emu::Cat("SetFlag: event id ", id, " outside 0..7")); }
 template <HardEvent e> inline void WaitFlag(int32_t id) { if (id < 0 || id > 7) emu::Fault(emu::Cat("WaitFlag: event id ", id, " outside 0..7")); }
 
+// Core indexing (reference §1.3). Mix launch (emu::LaunchMix, 1 AIC : 2 AIV): GetBlockNum() = number of AI Cores
+// on both kinds, GetBlockIdx() in [0, n) on an AIC and [0, 2n) on an AIV, GetSubBlockIdx() = AIV index inside its
+// AI Core (0 on the AIC), GetTaskRatio() = 2 on AIV / 1 on AIC. Single-kind launches: 0 and 1.
 inline int64_t GetBlockIdx() { return emu::Core().blockIdx; }
 inline int64_t GetBlockNum() { return emu::Core().blockNum; }
-inline int64_t GetSubBlockIdx() { return 0; }
-inline int64_t GetTaskRatio() { return 1; }
+inline int64_t GetSubBlockIdx() { return emu::Core().subBlockIdx; }
+inline int64_t GetSubBlockNum() { return emu::Core().subBlockNum; }
+inline int64_t GetTaskRatio() { return emu::Core().taskRatio; }
+inline int64_t GetTaskRation() { return GetTaskRatio(); }   // older spelling used in [TF]
 
-// Hardware SyncAll: all cores of the launch meet here.
+// Hardware SyncAll: all cores of the launch meet here (mix launch: SyncAll<true> = the AIVs, SyncAll<false> =
+// every AIC and AIV).
 template <bool isAIVOnly = true>
-inline void SyncAll() { emu::Core().launch->SyncAll(); }
+inline void SyncAll() { emu::Core().launch->SyncAll(isAIVOnly); }
 
 }  // namespace AscendC

@@ -1,9 +1,11 @@
 // opgen AscendC emulation runtime: run a kernel on blockDim simulated cores (one std::thread each, own UB
 // arena and core index), collect faults and GM byte counters. Our own code (issue 4; reference §1.3, §1.11).
+// Issue 5: LaunchMix (1 AIC : 2 AIV) and LaunchCube (AIC only) with per-SoC cube buffers (CoreMem).
 #pragma once
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,45 +33,120 @@ struct LaunchResult {
     }
 };
 
-// Runs fn() on blockDim cores concurrently; GetBlockIdx()/GetBlockNum()/TILING_KEY_IS see the core's
-// values; each core gets a fresh, fully poisoned UB of ubBytes. Counters of registered GM buffers are reset
-// at the start. Faults (EmuFault, or any std::exception) are caught per core; never crashes the process.
-inline LaunchResult Launch(uint32_t blockDim, uint64_t ubBytes, const std::function<void()>& fn, uint64_t tilingKey = 0)
+// On-chip buffer sizes of one simulated SoC, bytes (reference/ascendc.md §1.2, §3). arch 2201 = Atlas A2/A3
+// (ascend910b, ascend910_93), 3510 = Ascend 950 (whose cube layouts emu/cube.h does not emulate).
+struct CoreMem {
+    uint64_t ub = 196608;    // per AIV
+    uint64_t l1 = 524288;    // per AIC (TPosition A1/B1/C1/TSCM)
+    uint64_t l0a = 65536;    // A2
+    uint64_t l0b = 65536;    // B2
+    uint64_t l0c = 131072;   // CO1
+    uint64_t bt = 1024;      // C2 (bias table)
+    uint64_t fb = 2048;      // C2PIPE2GM (fixpipe buffer)
+    int arch = 2201;
+    static CoreMem Ascend910B() { return CoreMem(); }
+    static CoreMem Ascend950()
+    {
+        CoreMem m;
+        m.ub = 253952; m.l0c = 262144; m.bt = 4096; m.fb = 4096; m.arch = 3510;
+        return m;
+    }
+};
+
+namespace detail {
+// Runs the cores of one launch, one std::thread each. Slot order (= fault order) groups the AI Cores:
+// mix: AIC c, AIV 2c, AIV 2c+1, ...
+inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& mem, const std::function<void()>& fn,
+                             uint64_t tilingKey)
 {
     LaunchResult res;
     if (blockDim == 0) { res.ok = false; res.firstFault = "Launch: blockDim 0"; res.faults.push_back(res.firstFault); return res; }
     ResetGmCounters();
-    LaunchState st;
-    st.live = st.total = static_cast<int>(blockDim);
-    std::vector<std::string> faults(blockDim);
-    std::vector<std::thread> threads;
-    threads.reserve(blockDim);
+    struct Spec { CoreKind kind; int64_t idx; int aiCore; int sub; };
+    std::vector<Spec> specs;
     for (uint32_t c = 0; c < blockDim; ++c) {
-        threads.emplace_back([&, c] {
-            UbArena ub(ubBytes);
+        if (kind == LaunchKind::AIV_ONLY) specs.push_back({CoreKind::AIV, c, int(c), 0});
+        else if (kind == LaunchKind::AIC_ONLY) specs.push_back({CoreKind::AIC, c, int(c), 0});
+        else {
+            specs.push_back({CoreKind::AIC, c, int(c), 0});
+            specs.push_back({CoreKind::AIV, 2 * int64_t(c), int(c), 0});
+            specs.push_back({CoreKind::AIV, 2 * int64_t(c) + 1, int(c), 1});
+        }
+    }
+    const int n = int(specs.size());
+    LaunchState st;
+    st.Init(n);
+    st.kind = kind;
+    st.aicSlot.assign(blockDim, -1);
+    st.aivSlots.assign(blockDim, {-1, -1});
+    int aivCount = 0;
+    for (int i = 0; i < n; ++i) {
+        st.aiCore[i] = specs[i].aiCore;
+        st.labels[i] = kind == LaunchKind::AIV_ONLY ? Cat("core ", specs[i].idx)
+                                                    : Cat(specs[i].kind == CoreKind::AIC ? "AIC " : "AIV ", specs[i].idx);
+        if (specs[i].kind == CoreKind::AIC) st.aicSlot[specs[i].aiCore] = i;
+        else { st.aivSlots[specs[i].aiCore][specs[i].sub] = i; ++aivCount; }
+    }
+    st.barrier[0].members = n;
+    st.barrier[1].members = aivCount;
+    std::vector<std::string> faults(n);
+    std::vector<std::thread> threads;
+    threads.reserve(n);
+    for (int i = 0; i < n; ++i) {
+        threads.emplace_back([&, i] {
+            const Spec sp = specs[i];
             CoreContext ctx;
-            ctx.blockIdx = c;
+            std::unique_ptr<UbArena> ub, l1, l0a, l0b, l0c, bt, fb;
+            if (sp.kind == CoreKind::AIV) {
+                ub.reset(new UbArena(mem.ub, MemKind::UB));
+            } else {
+                l1.reset(new UbArena(mem.l1, MemKind::L1));
+                l0a.reset(new UbArena(mem.l0a, MemKind::L0A));
+                l0b.reset(new UbArena(mem.l0b, MemKind::L0B));
+                l0c.reset(new UbArena(mem.l0c, MemKind::L0C));
+                bt.reset(new UbArena(mem.bt, MemKind::BT));
+                fb.reset(new UbArena(mem.fb, MemKind::FB));
+            }
+            for (UbArena* a : {ub.get(), l1.get(), l0a.get(), l0b.get(), l0c.get(), bt.get(), fb.get()})
+                if (a) a->owner = &ctx;
+            ctx.blockIdx = sp.idx;
             ctx.blockNum = blockDim;
             ctx.tilingKey = tilingKey;
-            ctx.ub = &ub;
+            ctx.ub = ub.get();
+            ctx.l1 = l1.get(); ctx.l0a = l0a.get(); ctx.l0b = l0b.get(); ctx.l0c = l0c.get();
+            ctx.bt = bt.get(); ctx.fb = fb.get();
             ctx.launch = &st;
+            ctx.kind = sp.kind;
+            ctx.launchKind = kind;
+            ctx.slot = i;
+            ctx.arch = mem.arch;
+            if (kind == LaunchKind::MIX_AIC_1_2 && sp.kind == CoreKind::AIV) {
+                ctx.subBlockIdx = sp.sub; ctx.subBlockNum = 2; ctx.taskRatio = 2;
+            }
+            ctx.label = st.labels[i];
+            {
+                std::lock_guard<std::mutex> l(st.mu);
+                st.cores[i] = &ctx;
+            }
             CurrentCorePtr() = &ctx;
             try {
                 fn();
             } catch (const EmuAbort&) {
                 // another core faulted while this one waited at a barrier
             } catch (const EmuFault& e) {
-                faults[c] = e.what();
+                faults[i] = e.what();
                 st.Abort(e.what());
             } catch (const std::exception& e) {
-                faults[c] = Cat("[core ", c, "] unexpected exception: ", e.what());
-                st.Abort(faults[c]);
+                faults[i] = Cat("[", ctx.label, "] unexpected exception: ", e.what());
+                st.Abort(faults[i]);
             } catch (...) {
-                faults[c] = Cat("[core ", c, "] unknown exception");
-                st.Abort(faults[c]);
+                faults[i] = Cat("[", ctx.label, "] unknown exception");
+                st.Abort(faults[i]);
             }
             CurrentCorePtr() = nullptr;
-            st.CoreFinished();
+            st.CoreFinished(i);
+            std::lock_guard<std::mutex> l(st.mu);
+            st.cores[i] = nullptr;
         });
     }
     for (auto& t : threads) t.join();
@@ -81,6 +158,34 @@ inline LaunchResult Launch(uint32_t blockDim, uint64_t ubBytes, const std::funct
     std::lock_guard<std::mutex> l(reg.mu);
     for (auto& b : reg.bufs) res.gm.push_back({b->id, b->name, b->bytes, b->bytesRead.load(), b->bytesWritten.load()});
     return res;
+}
+}  // namespace detail
+
+// Runs fn() on blockDim AIV cores concurrently (KERNEL_TYPE_AIV_ONLY); GetBlockIdx()/GetBlockNum()/TILING_KEY_IS
+// see the core's values; each core gets a fresh, fully poisoned UB of ubBytes and no cube buffers. Counters of
+// registered GM buffers are reset at the start. Faults (EmuFault, or any std::exception) are caught per core;
+// never crashes the process.
+inline LaunchResult Launch(uint32_t blockDim, uint64_t ubBytes, const std::function<void()>& fn, uint64_t tilingKey = 0)
+{
+    CoreMem mem;
+    mem.ub = ubBytes;
+    return detail::RunCores(LaunchKind::AIV_ONLY, blockDim, mem, fn, tilingKey);
+}
+
+// Mixed kernel (KERNEL_TYPE_MIX_AIC_1_2, reference §1.1, §1.3): blockDim AI Cores = blockDim AIC cores (L1/L0
+// buffers of mem, no UB) and 2*blockDim AIV cores (UB of mem.ub, no cube buffers), all running fn() concurrently;
+// ASCEND_IS_AIC / ASCEND_IS_AIV tell them apart. Fault prefixes "[AIC c]" / "[AIV v]".
+inline LaunchResult LaunchMix(uint32_t blockDim, const CoreMem& mem, const std::function<void()>& fn,
+                              uint64_t tilingKey = 0)
+{
+    return detail::RunCores(LaunchKind::MIX_AIC_1_2, blockDim, mem, fn, tilingKey);
+}
+
+// Cube-only kernel (KERNEL_TYPE_AIC_ONLY): blockDim AIC cores with the L1/L0 buffers of mem.
+inline LaunchResult LaunchCube(uint32_t blockDim, const CoreMem& mem, const std::function<void()>& fn,
+                               uint64_t tilingKey = 0)
+{
+    return detail::RunCores(LaunchKind::AIC_ONLY, blockDim, mem, fn, tilingKey);
 }
 
 // One line per fact, stable for tools: "ok 1" / "fault <msg>" then "gm <name> <read> <written>".

@@ -1,5 +1,5 @@
 // opgen AscendC emulation: GlobalTensor, LocalTensor, TPipe, TQue, TBuf (reference/ascendc.md §1.4, §1.5).
-// Our own code (issue 4).
+// Our own code (issue 4; issue 5: per-position buffers UB / L1 / L0A / L0B / L0C for the cube side).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -121,7 +121,7 @@ public:
     {
         uint64_t a = Addr(i, 1, "GetValue");
         if (!ub_->IsWritten(a, sizeof(T)))
-            emu::Fault(emu::Cat("GetValue: read of unwritten (poisoned) UB at byte address ", a, " (element ", i, ")"));
+            emu::Fault(emu::Cat("GetValue: read of unwritten (poisoned) ", ub_->name, " at byte address ", a, " (element ", i, ")"));
         T v; std::memcpy(&v, ub_->data.data() + a, sizeof(T));
         return v;
     }
@@ -137,16 +137,26 @@ public:
     uint64_t Addr(uint64_t i, uint64_t n, const char* what) const
     {
         if (!ub_) emu::Fault(emu::Cat(what, ": LocalTensor is not allocated"));
+        CheckOwner(what);
         if (i + n > size_)
-            emu::Fault(emu::Cat(what, ": UB access of elements [", i, ", ", i + n, ") past the end of a ", size_,
-                                "-element tensor at UB byte address ", off_));
+            emu::Fault(emu::Cat(what, ": ", ub_->name, " access of elements [", i, ", ", i + n, ") past the end of a ", size_,
+                                "-element tensor at ", ub_->name, " byte address ", off_));
         return off_ + i * sizeof(T);
     }
     void CheckAligned(const char* what) const
     {
         if (!ub_) emu::Fault(emu::Cat(what, ": LocalTensor is not allocated"));
+        CheckOwner(what);
         if (off_ % emu::kBlock)
-            emu::Fault(emu::Cat(what, ": UB address ", off_, " is not 32-byte aligned"));
+            emu::Fault(emu::Cat(what, ": ", ub_->name, " address ", off_, " is not 32-byte aligned"));
+    }
+    // A core can only address its own on-chip buffers (an AIV has no L1/L0, an AIC no UB: reference §1.1).
+    void CheckOwner(const char* what) const
+    {
+        const emu::CoreContext* c = emu::CurrentCorePtr();
+        if (ub_->owner && c && ub_->owner != c)
+            emu::Fault(emu::Cat(what, ": LocalTensor lives in the ", ub_->name, " of another core (",
+                                emu::CoreLabel(*ub_->owner), "); a core can only address its own on-chip buffers"));
     }
     // Load element i; ok &= whether all its bytes were written.
     T Ld(uint64_t i, bool& ok) const
@@ -275,12 +285,64 @@ private:
     emu_detail::BufferSet set_;
 };
 
-// Allocates from the current core's UB arena (bump allocation, sizes rounded up to 32 B).
-// Destroy() or destruction returns the memory; a later TPipe re-partitions UB.
+namespace emu_detail {
+// The physical buffer of a TPosition (reference §1.2): VECIN/VECOUT/VECCALC -> UB (AIV); A1/B1/C1/TSCM -> L1,
+// A2 -> L0A, B2 -> L0B, CO1 -> L0C, C2 -> bias table, C2PIPE2GM -> fixpipe buffer (AIC).
+inline bool PosMem(TPosition pos, emu::MemKind& k)
+{
+    switch (pos) {
+    case TPosition::VECIN: case TPosition::VECOUT: case TPosition::VECCALC: k = emu::MemKind::UB; return true;
+    case TPosition::A1: case TPosition::B1: case TPosition::C1: case TPosition::TSCM: k = emu::MemKind::L1; return true;
+    case TPosition::A2: k = emu::MemKind::L0A; return true;
+    case TPosition::B2: k = emu::MemKind::L0B; return true;
+    case TPosition::CO1: k = emu::MemKind::L0C; return true;
+    case TPosition::C2: k = emu::MemKind::BT; return true;
+    case TPosition::C2PIPE2GM: k = emu::MemKind::FB; return true;
+    default: return false;
+    }
+}
+inline const char* PosName(TPosition pos)
+{
+    switch (pos) {
+    case TPosition::GM: return "GM"; case TPosition::A1: return "A1"; case TPosition::A2: return "A2";
+    case TPosition::B1: return "B1"; case TPosition::B2: return "B2"; case TPosition::C1: return "C1";
+    case TPosition::C2: return "C2"; case TPosition::CO1: return "CO1"; case TPosition::CO2: return "CO2";
+    case TPosition::VECIN: return "VECIN"; case TPosition::VECOUT: return "VECOUT"; case TPosition::VECCALC: return "VECCALC";
+    case TPosition::SPM: return "SPM"; case TPosition::SHM: return "SHM"; case TPosition::TSCM: return "TSCM";
+    case TPosition::C2PIPE2GM: return "C2PIPE2GM"; default: return "?";
+    }
+}
+inline emu::UbArena* CoreArena(emu::CoreContext& c, emu::MemKind k)
+{
+    switch (k) {
+    case emu::MemKind::UB: return c.ub;
+    case emu::MemKind::L1: return c.l1;
+    case emu::MemKind::L0A: return c.l0a;
+    case emu::MemKind::L0B: return c.l0b;
+    case emu::MemKind::L0C: return c.l0c;
+    case emu::MemKind::BT: return c.bt;
+    case emu::MemKind::FB: return c.fb;
+    }
+    return nullptr;
+}
+}  // namespace emu_detail
+
+// Allocates from the current core's on-chip buffers (bump allocation per buffer, sizes rounded up to 32 B):
+// TQue/TBuf of a vector position from UB, of a cube position from L1/L0A/L0B/L0C/... (emu_detail::PosMem).
+// A core only has its own unit's buffers: an AIV allocating A1/A2/B2/CO1/... or an AIC allocating VECIN/... is a
+// fault, as is exceeding a buffer's capacity. Destroy() or destruction returns the memory; a later TPipe
+// re-partitions.
 class TPipe {
 public:
-    TPipe() : ub_(emu::Core().ub), start_(ub_->used) {}
-    ~TPipe() { if (ub_ && ub_->used >= start_) ub_->used = start_; }
+    static constexpr int kMems = 7;
+    TPipe() : core_(&emu::Core())
+    {
+        for (int k = 0; k < kMems; ++k) {
+            emu::UbArena* a = emu_detail::CoreArena(*core_, emu::MemKind(k));
+            start_[k] = a ? a->used : 0;
+        }
+    }
+    ~TPipe() { Release(); }
     TPipe(const TPipe&) = delete;
     TPipe& operator=(const TPipe&) = delete;
 
@@ -288,36 +350,66 @@ public:
     void InitBuffer(TQue<pos, depth>& q, uint8_t num, uint32_t len)
     {
         if (num == 0) emu::Fault("TPipe::InitBuffer: buffer count 0");
-        Alloc(q.set_, num, len, "TQue");
+        Alloc(q.set_, pos, num, len, "TQue");
         q.inUse_.assign(num, false);
         q.queued_.clear();
         q.next_ = 0;
     }
     template <TPosition pos>
-    void InitBuffer(TBuf<pos>& b, uint32_t len) { Alloc(b.set_, 1, len, "TBuf"); }
-    void Destroy() { ub_->used = start_; }
-    void Reset() { ub_->used = start_; }
-    uint64_t UsedBytes() const { return ub_->used - start_; }
+    void InitBuffer(TBuf<pos>& b, uint32_t len) { Alloc(b.set_, pos, 1, len, "TBuf"); }
+    void Destroy() { Release(); }
+    void Reset() { Release(); }
+    // Bytes this pipe allocated, summed over the buffers (UB only on an AIV).
+    uint64_t UsedBytes() const
+    {
+        uint64_t s = 0;
+        for (int k = 0; k < kMems; ++k) {
+            emu::UbArena* a = emu_detail::CoreArena(*core_, emu::MemKind(k));
+            if (a && a->used >= start_[k]) s += a->used - start_[k];
+        }
+        return s;
+    }
 
 private:
-    void Alloc(emu_detail::BufferSet& s, uint32_t num, uint32_t len, const char* what)
+    void Release()
     {
+        for (int k = 0; k < kMems; ++k) {
+            emu::UbArena* a = emu_detail::CoreArena(*core_, emu::MemKind(k));
+            if (a && a->used >= start_[k]) a->used = start_[k];
+        }
+    }
+    void Alloc(emu_detail::BufferSet& s, TPosition pos, uint32_t num, uint32_t len, const char* what)
+    {
+        emu::MemKind kind;
+        if (!emu_detail::PosMem(pos, kind))
+            emu::Fault(emu::Cat("TPipe::InitBuffer(", what, "<", emu_detail::PosName(pos), ">): TPosition ",
+                                emu_detail::PosName(pos), " is not an on-chip buffer the emulation models"));
+        emu::UbArena* ub = emu_detail::CoreArena(*core_, kind);
+        if (!ub) {
+            bool aiv = core_->kind == emu::CoreKind::AIV;
+            emu::Fault(emu::Cat("TPipe::InitBuffer(", what, "<", emu_detail::PosName(pos), ">): ",
+                                aiv ? "an AIV core has no " : "an AIC core has no ", emu::MemName(kind), " (TPosition ",
+                                emu_detail::PosName(pos), "): ",
+                                aiv ? "cube buffers (L1/L0A/L0B/L0C) exist only on AIC cores"
+                                    : "the UB exists only on AIV cores", " (reference §1.1, §1.2)"));
+        }
         uint64_t rounded = (uint64_t(len) + emu::kBlock - 1) / emu::kBlock * emu::kBlock;
         uint64_t need = rounded * num;
-        if (ub_->used + need > ub_->Size())
-            emu::Fault(emu::Cat("UB overflow: InitBuffer(", what, ", num=", num, ", len=", len, ") needs ", need,
-                                " bytes at UB offset ", ub_->used, " but the core's UB is ", ub_->Size(), " bytes"));
-        s.ub = ub_;
+        if (ub->used + need > ub->Size())
+            emu::Fault(emu::Cat(ub->name, " overflow: InitBuffer(", what, "<", emu_detail::PosName(pos), ">, num=", num,
+                                ", len=", len, ") needs ", need, " bytes at ", ub->name, " offset ", ub->used,
+                                " but the core's ", ub->name, " is ", ub->Size(), " bytes"));
+        s.ub = ub;
         s.len = rounded;
         s.offs.clear();
         for (uint32_t k = 0; k < num; ++k) {
-            s.offs.push_back(ub_->used);
-            ub_->Poison(ub_->used, rounded);
-            ub_->used += rounded;
+            s.offs.push_back(ub->used);
+            ub->Poison(ub->used, rounded);
+            ub->used += rounded;
         }
     }
-    emu::UbArena* ub_;
-    uint64_t start_;
+    emu::CoreContext* core_;
+    uint64_t start_[kMems] = {};
 };
 
 }  // namespace AscendC

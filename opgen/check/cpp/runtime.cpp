@@ -1,13 +1,40 @@
-// The case reader of tests/test_codegen.py's differential test: reads one call per line, runs it
-// through the emitted aclnn API (compiled against opgen's host emulation, opgen/emu/include) and prints
-// the status code and the first logged error message.
+// The aclnn case runner's reader (shared by `opgen check` and tests/test_codegen.py's differential test):
+// the runner's main (opgen/check/aclnn.py harness_source) reads one call per line, runs it through the
+// emitted aclnn API (compiled against opgen's host emulation, opgen/emu/include) and prints the status
+// code and the first logged error message. Our own code.
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "opdev/op_log.h"
+#include "opdev/platform.h"
 #include "runtime.h"
+
+// ---- the SoC the aclnn layer sees -------------------------------------------------------------------
+
+bool ApplySocArgument(int argc, char** argv)
+{
+    if (argc < 2) {
+        return true;
+    }
+    static const struct {
+        const char* name;
+        op::SocVersion soc;
+    } kSocs[] = {{"ASCEND910B", op::SocVersion::ASCEND910B},
+                 {"ASCEND910_93", op::SocVersion::ASCEND910_93},
+                 {"ASCEND910_95", op::SocVersion::ASCEND910_95},
+                 {"ASCEND310P", op::SocVersion::ASCEND310P}};
+    for (const auto& s : kSocs) {
+        if (std::strcmp(argv[1], s.name) == 0) {
+            op::SetCurrentSocVersion(s.soc);
+            return true;
+        }
+    }
+    std::cerr << "unknown SoC " << argv[1] << std::endl;
+    return false;
+}
 
 // ---- the case reader of the test harness --------------------------------------------------------
 

@@ -1,0 +1,22 @@
+"""`opgen check`: compile an operator's emitted C++ (TilingFunc + kernel) against opgen's AscendC emulation,
+run it on blockDim simulated cores and compare its outputs with the interpreter (DESIGN.md "CPU emulation
+of the emitted code", "Command line").
+
+Modules: compare (CANN precision metrics and the per-output verdict), aclnn (the aclnn case runner that
+judges bad inputs first), driver (per-op launch driver source), caseio (case file, report, outputs),
+build (ninja build directory per op), run (run_check, CheckResult), report (human output).
+C++ support files: cpp/check_driver.h (launch driver), cpp/runtime.cpp/.h (aclnn case reader).
+
+Python API: `run_check(op, inputs, attrs, dtypes, dims=..., soc=..., asan=..., gen_dir=...) -> CheckResult`.
+"""
+
+from __future__ import annotations
+
+from opgen.check.aclnn import AclnnRejected
+from opgen.check.build import BuildError
+from opgen.check.compare import OutputComparison, compare_output
+from opgen.check.report import format_text
+from opgen.check.run import CheckResult, run_check
+
+__all__ = ["AclnnRejected", "BuildError", "CheckResult", "OutputComparison", "compare_output", "format_text",
+           "run_check"]

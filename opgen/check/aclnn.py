@@ -1,0 +1,252 @@
+"""The aclnn case runner: the emitted `aclnn<Api>GetWorkspaceSize` (+ its L0 wrapper), compiled against
+opgen's host emulation with the case reader opgen/check/cpp/runtime.cpp and a main from `harness_source`,
+run on one call per stdin line; it prints `<status code>\\t<first logged error message>` per call.
+Shared by `opgen check` (bad inputs are judged by the emitted aclnn layer first) and
+tests/test_codegen.py (the emitted checks against the interpreter).
+
+Call line (`encode_call`): the aclnn parameters in order (inputs, attributes, outputs; OpModel.params),
+space separated: a tensor is `<dtype name>:<d0,d1,...>` or `null`, a host array `a:<v0,v1,...>` or `null`,
+a float attribute a Python float literal, int/bool an integer, a string itself (no spaces) or `null`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+
+from opgen.errors import OpgenError, ValidationError
+from opgen.ir.dims import Sym, Variadic, as_dim, eval_shape
+from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
+
+
+class AclnnRejected(OpgenError):
+    """The emitted aclnn layer rejected the call. api: aclnn API name; code: aclnnStatus (161001 null,
+    161002 invalid parameter, 361001 unsupported SoC, ...); message: its first logged error.
+    str(): "<api>: <code> <message>"."""
+
+    def __init__(self, api: str, code: int, message: str):
+        self.api, self.code, self.message = api, code, message
+        super().__init__(f"{api}: {code} {message}".rstrip())
+
+
+def harness_source(m) -> str:
+    """C++ main of the case runner for OpModel `m`: optional argv[1] = op::SocVersion name (ApplySocArgument),
+    then one aclnn call per stdin line (module doc), ReportResult per call."""
+    lines = ["#include <iostream>", "#include <sstream>", "#include <string>", "", f'#include "{m.api_snake}.h"',
+             '#include "runtime.h"', "", "int main(int argc, char** argv)", "{",
+             "    if (!ApplySocArgument(argc, argv)) {", "        return 2;", "    }", "    std::string line;",
+             "    while (std::getline(std::cin, line)) {", "        std::istringstream in(line);"]
+    args = []
+    for k, p in enumerate(m.params):
+        if p.role in ("input", "optional"):
+            fn = "ReadIntArray" if p.decl.host else "ReadTensor"
+            ty = "const aclIntArray*" if p.decl.host else "const aclTensor*"
+        elif p.role == "output":
+            fn, ty = "ReadTensor", "aclTensor*"
+        else:
+            fn, ty = {float: ("ReadDouble", "double"), int: ("ReadInt", "int64_t"), bool: ("ReadBool", "bool"),
+                      str: ("ReadString", "const char*")}[p.decl.type]
+        lines.append(f"        {ty} a{k} = {fn}(in);")
+        args.append(f"a{k}")
+    lines += ["        uint64_t ws = 0;", "        aclOpExecutor* ex = nullptr;",
+              f"        ReportResult({m.api}GetWorkspaceSize({', '.join(args)}, &ws, &ex));", "    }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def _dtype_name(a) -> str:
+    a = np.asarray(a)
+    return "bfloat16" if a.dtype.name == "bfloat16" else a.dtype.name
+
+
+def encode_call(m, inputs: dict, attrs: dict, outputs: dict | None, dtype_of: dict | None = None) -> str:
+    """One call line (module doc) for OpModel `m`.
+
+    inputs: {input name: array or None}; attrs: {attribute name: value} (every attribute; str None = null);
+    outputs: {output name: (dtype long name, shape)} (missing = null); dtype_of: {input name: dtype long name}
+    overriding an array's own dtype (what the device tensor would hold). Raises KeyError for a missing
+    attribute."""
+    toks = []
+    dtype_of = dtype_of or {}
+    outputs = outputs or {}
+    for p in m.params:
+        if p.role in ("input", "optional"):
+            a = inputs.get(p.name)
+            if a is None:
+                toks.append("null")
+            elif p.decl.host:
+                toks.append("a:" + ",".join(str(int(v)) for v in np.asarray(a).ravel()))
+            else:
+                toks.append(f"{dtype_of.get(p.name) or _dtype_name(a)}:" + ",".join(map(str, np.shape(a))))
+        elif p.role == "output":
+            o = outputs.get(p.name)
+            toks.append("null" if o is None else f"{o[0]}:" + ",".join(map(str, o[1])))
+        else:
+            v = attrs[p.name]
+            if p.decl.type is str:
+                toks.append("null" if v is None else str(v))
+            else:
+                toks.append(repr(float(v)) if p.decl.type is float else str(int(v)))
+    return " ".join(toks)
+
+
+# ---- what `opgen check` passes to the aclnn layer (no Python validation: the layer judges) ----------------
+
+def device_dtypes(spec, inputs: dict, dtypes: dict) -> dict:
+    """{input name: DType or numpy dtype name} the device tensor of each present input would have.
+
+    A float container array (float32, float64) typed by a dtype variable takes the variable's binding
+    (--dtype, else inferred as the interpreter does); a 16-bit float, integer or bool array keeps its own
+    dtype, so a mismatch reaches the aclnn layer. A fixed-dtype input takes its dtype when the array's kind
+    converts to it (float -> float, integer -> integer), else keeps its own. Never raises for bad arrays."""
+    from opgen.dsl.validate import _resolve_dtypes
+
+    try:
+        row = _resolve_dtypes(spec, inputs, dtypes)
+    except ValidationError:
+        row = {}
+        for k, v in dtypes.items():
+            try:
+                row[k] = parse_dtype(v) if isinstance(v, str) else v
+            except KeyError:
+                pass
+    out = {}
+    for i in spec.inputs:
+        a = inputs.get(i.name)
+        if a is None:
+            continue
+        a = np.asarray(a)
+        own = dtype_of_array(a)
+        target = row.get(i.dtype.name) if isinstance(i.dtype, DTypeVar) else i.dtype
+        if target is None:
+            out[i.name] = own or a.dtype.name
+        elif own == target:
+            out[i.name] = target
+        elif isinstance(i.dtype, DTypeVar):
+            container = own == DType.f32 or (own is None and a.dtype.kind == "f")
+            out[i.name] = target if container and target.is_float else (own or a.dtype.name)
+        else:
+            kind_ok = (a.dtype.kind == "f" and target.is_float) or (a.dtype.kind in "iu" and target.is_int) or \
+                (a.dtype.kind in "biu" and target == DType.bool)
+            out[i.name] = target if kind_ok else (own or a.dtype.name)
+    return out
+
+
+def _dim_from_inputs(spec, dim: str, inputs: dict):
+    """The value of dim `dim` read off the first present input whose first shape form carries it, or None."""
+    for i in spec.inputs:
+        a = inputs.get(i.name)
+        if a is None:
+            continue
+        shape = i.shapes[0]
+        nd = np.ndim(a)
+        for k, d in enumerate(shape):
+            if isinstance(d, Variadic) or not isinstance(as_dim(d), Sym) or as_dim(d).name != dim:
+                continue
+            after_variadic = any(isinstance(x, Variadic) for x in shape[:k])
+            pos = nd - (len(shape) - k) if after_variadic else k
+            if 0 <= pos < nd:
+                return int(np.shape(a)[pos])
+    return None
+
+
+def call_attrs(spec, inputs: dict, attrs: dict) -> dict:
+    """Every attribute's value for the call: given ones converted to their type (text such as `eps=1e-5` is
+    parsed), else the default; a dim-bound attribute without a value takes its dim from the inputs; a
+    string without default is None (null). Raises ValidationError for an unknown attribute or a value that
+    cannot be parsed as its type (the aclnn call cannot carry it)."""
+    from opgen.dsl.validate import coerce_attr
+
+    known = {a.name for a in spec.attrs}
+    for k in attrs:
+        if k not in known:
+            raise ValidationError(k, f"unknown attribute of {spec.name} (known: {', '.join(known) or 'none'})")
+    out = {}
+    for a in spec.attrs:
+        if attrs.get(a.name) is not None:
+            v = coerce_attr(a, attrs[a.name])
+            if a.type is str and any(ch.isspace() for ch in v):
+                raise ValidationError(a.name, "a string with whitespace cannot be passed to the aclnn case runner")
+        elif a.default is not None:
+            v = a.default
+        elif a.dim is not None:
+            v = _dim_from_inputs(spec, a.dim.name, inputs) or 0
+        else:
+            v = None if a.type is str else a.type(0)
+        out[a.name] = v
+    return out
+
+
+def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict) -> dict:
+    """{output name: (dtype long name, shape)} the caller allocates: from the interpreter's binding when the
+    inputs validate (only the outputs the specialisation produces), else a best effort (dtypes of `dev`,
+    shapes from the inputs that unify) so that the aclnn layer reports the input's own fault."""
+    from opgen.dsl.validate import _unify
+
+    try:
+        bound = spec.bind(inputs, attrs, dtypes)
+    except (ValidationError, ValueError, TypeError):
+        bound = None
+    if bound is not None:
+        produced = {n for n, _ in spec.graph(bound.key).outputs}
+        out = {}
+        for o in spec.outputs:
+            if o.name not in produced:
+                continue
+            dt = bound.dtypes[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
+            shape = np.shape(inputs[o.like]) if o.like else eval_shape(o.shape, bound.env)
+            out[o.name] = (dt.long_name, tuple(int(s) for s in shape))
+        return out
+    env: dict = {}
+    binder: dict = {}
+    var_dt = {}
+    for i in spec.inputs:
+        a = inputs.get(i.name)
+        if a is None:
+            continue
+        if isinstance(i.dtype, DTypeVar) and isinstance(dev.get(i.name), DType):
+            var_dt.setdefault(i.dtype.name, dev[i.name])
+        for shape in i.shapes:
+            trial, tb = dict(env), dict(binder)
+            if _unify(spec, i.name, shape, np.shape(a), trial, tb) is None:
+                env, binder = trial, tb
+                break
+    for d in spec.dims_.values():
+        if d.name not in env and d.absent is not None:
+            env[d.name] = d.absent
+    for k, v in dtypes.items():
+        try:
+            var_dt.setdefault(k, parse_dtype(v) if isinstance(v, str) else v)
+        except KeyError:
+            pass
+    out = {}
+    for o in spec.outputs:
+        if o.optional:
+            continue
+        dt = var_dt.get(o.dtype.name, DType.f32) if isinstance(o.dtype, DTypeVar) else o.dtype
+        try:
+            shape = np.shape(inputs[o.like]) if o.like else eval_shape(o.shape, env)
+        except (KeyError, TypeError, ValueError, OpgenError):
+            shape = (1,)
+        out[o.name] = (dt.long_name, tuple(int(s) for s in shape))
+    return out
+
+
+def run_runner(exe, lines: list[str], soc_enum: str | None = None, timeout: float = 120) -> list[tuple[int, str]]:
+    """Run the case runner `exe` on call lines; returns [(status code, message)] per line ("" on success).
+    soc_enum: op::SocVersion name the aclnn layer sees (default ASCEND910B). Raises OpgenError when the
+    runner fails or prints a wrong number of results."""
+    cmd = [str(exe)] + ([soc_enum] if soc_enum else [])
+    try:
+        r = subprocess.run(cmd, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise OpgenError(f"aclnn case runner {exe} timed out after {timeout:g} s") from None
+    results = r.stdout.splitlines()
+    if r.returncode != 0 or len(results) != len(lines):
+        tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or [""]
+        raise OpgenError(f"aclnn case runner {exe} failed (exit {r.returncode}): {tail[0]}")
+    out = []
+    for res in results:
+        code, _, msg = res.partition("\t")
+        out.append((int(code), msg))
+    return out

@@ -1,0 +1,271 @@
+"""Building `opgen check`'s executables with ninja (the `ninja` PyPI package's binary, ninja.BIN_DIR).
+
+One build directory per (op, generated tree): `<root>/<op_snake>-<hash of the tree's path>/`, root =
+$OPGEN_BUILD_DIR or ~/.cache/opgen/build. It holds build.ninja, the generated driver.cpp and
+aclnn_harness.cpp (rewritten only when their text changes, so a second build is a no-op) and the targets:
+
+    aclnn/runner   aclnn case runner: op_host/op_api/aclnn_<api>.cpp + L0 <op>.cpp + runtime.cpp + harness (-O0 -g)
+    debug/check    launch driver: driver.cpp + op_host/<op>_tiling.cpp + op_kernel/<op>.cpp (-O1 -g)
+    asan/check     the same with -fsanitize=address,undefined
+
+All with `g++ -std=c++17 -pthread -I opgen/emu/include -I generated/<op>/op_host ...`; header dependencies
+are tracked (depfiles), so editing the kernel, its headers or the emulation rebuilds exactly what uses them.
+Both variants link the same driver.o (debug flags): it is opgen's harness, not the code under test, and
+compiling it with UBSan costs ~10 s; the kernel and the TilingFunc (and the emulation code they instantiate)
+are instrumented, and ASan's runtime still puts redzones around the driver's GM buffers, so an instrumented
+access past a buffer's end is reported.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from opgen.errors import OpgenError
+
+PKG = Path(__file__).resolve().parent.parent
+EMU_INCLUDE = PKG / "emu" / "include"
+CHECK_CPP = Path(__file__).resolve().parent / "cpp"
+VARIANTS = {
+    "debug": "-O1 -g",
+    "asan": "-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all",
+}
+"""Compiler flags of the launch-driver variants (besides -std=c++17 -pthread)."""
+ACLNN_FLAGS = "-O0 -g"
+PROGRESS_AFTER = 2.0
+"""Seconds after which a running build echoes its progress to stderr."""
+
+
+class BuildError(OpgenError):
+    """A compile or link step failed. str(): one line (first compiler error and where the full output is);
+    output: the whole ninja/compiler output; log: path of the file holding it; shown: the output was already
+    echoed to stderr (a long build shows its progress)."""
+
+    def __init__(self, summary: str, output: str, log: Path, shown: bool = False):
+        self.output, self.log, self.shown = output, log, shown
+        super().__init__(summary)
+
+
+@dataclass
+class Sources:
+    """The files of one op's generated tree a check compiles (absolute paths)."""
+
+    op: str
+    snake: str
+    api_snake: str
+    op_dir: Path
+
+    @property
+    def tiling_cpp(self) -> Path:
+        """op_host/<op_snake>_tiling.cpp: the TilingFunc."""
+        return self.op_dir / "op_host" / f"{self.snake}_tiling.cpp"
+
+    @property
+    def kernel_cpp(self) -> Path:
+        """op_kernel/<op_snake>.cpp: the kernel entry."""
+        return self.op_dir / "op_kernel" / f"{self.snake}.cpp"
+
+    @property
+    def aclnn_cpp(self) -> Path:
+        """op_host/op_api/aclnn_<api>.cpp: the aclnn two-phase API."""
+        return self.op_dir / "op_host" / "op_api" / f"{self.api_snake}.cpp"
+
+    @property
+    def l0_cpp(self) -> Path:
+        """op_host/op_api/<op_snake>.cpp: the L0 wrapper."""
+        return self.op_dir / "op_host" / "op_api" / f"{self.snake}.cpp"
+
+    def require(self, kernel: bool = True) -> None:
+        """Raise OpgenError naming the first missing file (the aclnn files, then tiling and kernel)."""
+        if not self.op_dir.is_dir():
+            raise OpgenError(f"{self.op}: no generated package at {self.op_dir} (run `opgen generate {self.op}`, or "
+                             f"point --gen-dir at the tree that has it)")
+        need = [self.aclnn_cpp, self.l0_cpp] + ([self.tiling_cpp, self.kernel_cpp] if kernel else [])
+        for p in need:
+            if not p.is_file():
+                what = {self.kernel_cpp: "kernel", self.tiling_cpp: "TilingFunc"}.get(p, "aclnn layer")
+                raise OpgenError(f"{self.op}: no {what} at {p} (generate it, or point --gen-dir at a tree that has it)")
+
+
+def default_build_root() -> Path:
+    """$OPGEN_BUILD_DIR, else ~/.cache/opgen/build."""
+    env = os.environ.get("OPGEN_BUILD_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "opgen" / "build"
+
+
+def build_dir_for(src: Sources, root: Path | None = None) -> Path:
+    """The build directory of `src` under `root` (default_build_root()): <op_snake>-<10 hex digits of a hash
+    of the op directory's path and the package's C++ directories>."""
+    key = "\n".join(str(p) for p in (src.op_dir.resolve(), EMU_INCLUDE, CHECK_CPP))
+    return Path(root or default_build_root()) / f"{src.snake}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+
+
+def _ninja_path(p) -> str:
+    return str(p).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def _inc(*dirs) -> str:
+    return " ".join(f"-I{shlex.quote(str(d))}" for d in dirs)
+
+
+def compiler() -> str:
+    """Absolute path of g++. Raises OpgenError when it is not installed."""
+    cxx = shutil.which("g++")
+    if cxx is None:
+        raise OpgenError("g++ not found: opgen check compiles the emitted C++ with g++")
+    return cxx
+
+
+def ninja_binary() -> str:
+    """The ninja executable (the ninja PyPI package's, else one on PATH). Raises OpgenError."""
+    try:
+        import ninja
+
+        exe = Path(ninja.BIN_DIR) / "ninja"
+        if exe.is_file():
+            return str(exe)
+    except ImportError:
+        pass
+    exe = shutil.which("ninja")
+    if exe is None:
+        raise OpgenError("ninja not found: install the `ninja` Python package (a dependency of opgen)")
+    return exe
+
+
+def ninja_file(src: Sources, cxx: str) -> str:
+    """Text of build.ninja for `src` (module doc); paths relative to the build directory for outputs."""
+    host = src.op_dir / "op_host"
+    kinc = _inc(EMU_INCLUDE, host, src.op_dir / "op_kernel", CHECK_CPP)
+    ainc = _inc(EMU_INCLUDE, host / "op_api", CHECK_CPP)
+    lines = [
+        "# Generated by opgen check (opgen/check/build.py); rewritten when the tree or the flags change.",
+        "ninja_required_version = 1.7",
+        f"cxx = {shlex.quote(cxx)}",
+        "std = -std=c++17 -pthread",
+        "",
+        "rule cxx",
+        "  command = $cxx $std $flags $inc -MMD -MF $out.d -c $in -o $out",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = CXX $out",
+        "rule link",
+        "  command = $cxx $std $flags $in -o $out",
+        "  description = LINK $out",
+        "",
+    ]
+    objs = []
+    for name, path, inc in (("runtime", CHECK_CPP / "runtime.cpp", ainc), ("api", src.aclnn_cpp, ainc),
+                            ("l0", src.l0_cpp, ainc), ("harness", "aclnn_harness.cpp", ainc)):
+        lines += [f"build aclnn/{name}.o: cxx {_ninja_path(path)}", f"  flags = {ACLNN_FLAGS}", f"  inc = {inc}"]
+        objs.append(f"aclnn/{name}.o")
+    lines += [f"build aclnn/runner: link {' '.join(objs)}", f"  flags = {ACLNN_FLAGS}", ""]
+    lines += ["build debug/driver.o: cxx driver.cpp", f"  flags = {VARIANTS['debug']}", f"  inc = {kinc}"]
+    for variant, flags in VARIANTS.items():
+        objs = ["debug/driver.o"]  # opgen's own harness: shared, not instrumented (see module doc)
+        for name, path in (("tiling", src.tiling_cpp), ("kernel", src.kernel_cpp)):
+            lines += [f"build {variant}/{name}.o: cxx {_ninja_path(path)}", f"  flags = {flags}", f"  inc = {kinc}"]
+            objs.append(f"{variant}/{name}.o")
+        lines += [f"build {variant}/check: link {' '.join(objs)}", f"  flags = {flags}", ""]
+    return "\n".join(lines) + "\n"
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write `text` to `path` unless it already holds exactly that (keeps mtimes for ninja). True if written."""
+    if path.is_file() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return True
+
+
+@dataclass
+class BuildRun:
+    """One ninja invocation: target, whether anything was rebuilt (False: "no work to do"), its output,
+    wall seconds."""
+
+    target: str
+    rebuilt: bool
+    output: str
+    seconds: float
+
+
+class Builder:
+    """Builds the targets of one op's build directory. `files`: {name: text} of generated sources written
+    into the directory (driver.cpp, aclnn_harness.cpp). progress: echo ninja's progress to stderr once a
+    build has run for PROGRESS_AFTER seconds."""
+
+    def __init__(self, src: Sources, files: dict, root: Path | None = None, progress: bool = True):
+        self.src = src
+        self.dir = build_dir_for(src, root)
+        self.files = files
+        self.progress = progress
+
+    def build(self, target: str) -> BuildRun:
+        """Bring `target` ("aclnn/runner", "debug/check", "asan/check") up to date and return the run; the
+        executable is self.dir / target. Raises BuildError on a compile/link error, OpgenError when g++ or
+        ninja is missing."""
+        cxx = compiler()
+        ninja = ninja_binary()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another opgen check on the same tree waits here
+            for name, text in self.files.items():
+                write_if_changed(self.dir / name, text)
+            write_if_changed(self.dir / "build.ninja", ninja_file(self.src, cxx))
+            return self._run(ninja, target)
+
+    def _run(self, ninja: str, target: str) -> BuildRun:
+        t0 = time.monotonic()
+        env = {**os.environ, "NINJA_STATUS": "[%f/%t] "}
+        proc = subprocess.Popen([ninja, "-C", str(self.dir), target], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env=env)
+        lines: list[str] = []
+        echo = threading.Event()
+        lock = threading.Lock()
+
+        def pump():
+            for line in proc.stdout:
+                with lock:
+                    lines.append(line)
+                    if echo.is_set():
+                        sys.stderr.write(line)
+                        sys.stderr.flush()
+
+        th = threading.Thread(target=pump, daemon=True)
+        th.start()
+        try:
+            proc.wait(timeout=PROGRESS_AFTER)
+        except subprocess.TimeoutExpired:
+            if self.progress:
+                with lock:
+                    sys.stderr.write(f"opgen: building {self.src.op} {target} in {self.dir}\n")
+                    sys.stderr.writelines(lines)
+                    sys.stderr.flush()
+                    echo.set()
+            proc.wait()
+        th.join()
+        out = "".join(lines)
+        secs = time.monotonic() - t0
+        if proc.returncode != 0:
+            log = self.dir / "last_build.log"
+            log.write_text(out)
+            raise BuildError(self._summary(target, out, log), out, log, echo.is_set())
+        return BuildRun(target, "ninja: no work to do." not in out, out, secs)
+
+    def _summary(self, target: str, out: str, log: Path) -> str:
+        first = next((ln.strip() for ln in out.splitlines() if re.search(r"\b(error|undefined reference)\b", ln)
+                      and not ln.startswith(("ninja:", "FAILED:"))), None)
+        first = first or next((ln.strip() for ln in out.splitlines() if ln.strip()), "no output")
+        return f"build of {self.src.op} {target} failed: {first} (full compiler output: {log})"

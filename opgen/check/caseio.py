@@ -1,0 +1,141 @@
+"""The files exchanged with the launch driver (opgen/check/cpp/check_driver.h): the binary case file it
+reads, the text report and the raw output files it writes.
+
+Case file (little-endian, x86-64; read by opgen_check::ReadCase):
+
+    char[8]  "OPGCASE1"
+    int64    aivNum, aicNum, ubBytes (bytes of UB per core), sysWorkspaceBytes (bytes; GetUserWorkspace offset)
+    uint32   nInputs; per input (OpDef order):
+             uint8 present, int32 ge::DataType, uint32 rank, int64 dims[rank], uint64 nbytes, byte data[nbytes]
+    uint32   nAttrs; double value[nAttrs] (OpDef order; bool 0/1, int, float; strings and absent values 0)
+    uint32   nOutputs; per output: uint8 present, int32 ge::DataType, uint32 rank, int64 dims[rank]
+
+Absent tensors: present 0, DT_UNDEFINED (28), rank 0, no data. Report (one fact per line, see
+parse_report); outputs: `<out dir>/out<k>.bin`, k = output index in OpDef order, raw element bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from opgen.errors import OpgenError
+from opgen.ir.dtypes import DType
+
+MAGIC = b"OPGCASE1"
+GE_DTYPE = {DType.f32: 0, DType.f16: 1, DType.i32: 3, DType.u8: 4, DType.i64: 9, DType.bool: 12, DType.bf16: 27}
+"""ge::DataType numbering (opgen/emu/include/graph/types.h, CANN's values) per IR dtype."""
+DT_UNDEFINED = 28
+
+
+@dataclass
+class CaseTensor:
+    """One tensor slot of a case: dtype None = absent; shape: dims; data: the array in `dtype` (inputs only;
+    its raw bytes are written C-contiguous)."""
+
+    dtype: DType | None
+    shape: tuple = ()
+    data: np.ndarray | None = None
+
+
+def write_case(path, aiv: int, aic: int, ub_bytes: int, sys_ws: int, inputs: list[CaseTensor],
+               attrs: list[float], outputs: list[CaseTensor]) -> None:
+    """Write a case file (format: module doc). aiv/aic: core counts; ub_bytes, sys_ws: bytes.
+
+    Raises OpgenError when an input's data does not match its dtype and shape."""
+    out = [MAGIC, struct.pack("<qqqq", aiv, aic, ub_bytes, sys_ws), struct.pack("<I", len(inputs))]
+    for t in inputs:
+        out.append(_tensor_head(t))
+        if t.dtype is None:
+            out.append(struct.pack("<Q", 0))
+            continue
+        a = np.ascontiguousarray(t.data)
+        if a.dtype != t.dtype.np or tuple(a.shape) != tuple(t.shape):
+            raise OpgenError(f"case file: input data {a.dtype}{list(a.shape)} does not match "
+                             f"{t.dtype.long_name}{list(t.shape)}")
+        raw = a.tobytes()
+        out += [struct.pack("<Q", len(raw)), raw]
+    out.append(struct.pack("<I", len(attrs)))
+    out.append(struct.pack(f"<{len(attrs)}d", *[float(v) for v in attrs]))
+    out.append(struct.pack("<I", len(outputs)))
+    out += [_tensor_head(t) for t in outputs]
+    Path(path).write_bytes(b"".join(out))
+
+
+def _tensor_head(t: CaseTensor) -> bytes:
+    if t.dtype is None:
+        return struct.pack("<BiI", 0, DT_UNDEFINED, 0)
+    dims = [int(d) for d in t.shape]
+    return struct.pack("<BiI", 1, GE_DTYPE[t.dtype], len(dims)) + struct.pack(f"<{len(dims)}q", *dims)
+
+
+def attr_value(v) -> float:
+    """An attribute value as the case file's double: bool 0/1, int, float; str and None as 0 (the host
+    emulation's RuntimeAttrs holds numbers only)."""
+    if v is None or isinstance(v, str):
+        return 0.0
+    return float(v)
+
+
+@dataclass
+class GmStat:
+    """GM traffic of one registered buffer during the launch: size, bytes read, bytes written (bytes)."""
+
+    bytes: int
+    read: int
+    written: int
+
+
+@dataclass
+class DriverReport:
+    """What the driver reported. tiling_ok: the TilingFunc succeeded (tiling_error says why not);
+    block_dim, tiling_key, workspace_bytes (whole workspace incl. the system part, bytes), tiling_bytes;
+    launched: the kernel ran; faults: emulation faults (one per faulting core) and driver problems;
+    gm: {buffer name: GmStat}; complete: the report ended normally (False: the driver crashed)."""
+
+    tiling_ok: bool = False
+    tiling_error: str = ""
+    block_dim: int = 0
+    tiling_key: int = 0
+    workspace_bytes: int = 0
+    tiling_bytes: int = 0
+    launched: bool = False
+    faults: list = field(default_factory=list)
+    gm: dict = field(default_factory=dict)
+    complete: bool = False
+
+
+def parse_report(text: str) -> DriverReport:
+    """Parse the driver's report. Lines: `tiling ok` | `tiling fail <why>`, `block_dim N`, `tiling_key K`,
+    `workspace_bytes W`, `tiling_bytes T`, `launch 0|1`, `ok 0|1`, `fault <message>` (repeatable),
+    `gm <name> <bytes> <read> <written>` (repeatable), `end`. Unknown lines are ignored."""
+    r = DriverReport()
+    for line in text.splitlines():
+        head, _, rest = line.partition(" ")
+        if head == "tiling":
+            r.tiling_ok = rest == "ok"
+            r.tiling_error = "" if r.tiling_ok else rest.partition(" ")[2]
+        elif head in ("block_dim", "tiling_key", "workspace_bytes", "tiling_bytes"):
+            setattr(r, head, int(rest))
+        elif head == "launch":
+            r.launched = rest == "1"
+        elif head == "fault":
+            r.faults.append(rest)
+        elif head == "gm":
+            name, size, rd, wr = rest.rsplit(" ", 3)
+            r.gm[name] = GmStat(int(size), int(rd), int(wr))
+        elif head == "end":
+            r.complete = True
+    return r
+
+
+def read_output(path, dtype: DType, shape) -> np.ndarray:
+    """A raw output file as an array of `dtype` and `shape`. Raises OpgenError when its size is wrong."""
+    raw = Path(path).read_bytes()
+    n = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+    if len(raw) != n * dtype.itemsize:
+        raise OpgenError(f"driver output {path}: {len(raw)} bytes, expected {n * dtype.itemsize}")
+    return np.frombuffer(raw, dtype=dtype.np).reshape(tuple(shape)).copy()

@@ -1,0 +1,235 @@
+"""CANN's precision criteria, used by `opgen check` and the tests (tests/precision.py re-exports them).
+
+Source: reference/ada_layer_norm.md §5.5 (CANN ecosystem standard): relative error per element
+|actual - golden| / (|golden| + 1e-7); MERE = its mean, MARE = its max; an output passes when MERE < Th and
+MARE < 10 Th, Th = 2^-13 (fp32), 2^-10 (fp16), 2^-7 (bf16), against a single higher-precision golden
+(here: the interpreter's float64 `exact` mode).
+
+Two refinements for outputs whose exact values cancel to near zero (a LayerNorm backward projection, a
+RoPE sum, an S-sum landing near 0). The plain rule divides by |golden| + 1e-7, so on such an element the
+unavoidable fp32 compute noise of any implementation (~2^-22 of the output's scale) alone exceeds 10 Th
+(measurements: the docstrings of tests/test_ada_layer_norm.py `_assert_precision` and
+tests/test_norm_rope_concat.py `_cann_check`):
+
+- small values (CANN's commercial standard split): elements with |golden| below 2^-11 (fp16), 2^-8 (bf16),
+  2^-14 (fp32) are judged by the mixed-tolerance bound |a - g| <= Th (1 + |g|), all others by the plain rule;
+- floored: the plain rule with each denominator floored at 2^-12 of the output's largest |golden| (where
+  fp32 noise at the output's scale reaches the fp32 MARE bound).
+
+`compare_output` is `opgen check`'s verdict on one output: finite, and within the floored or the
+small-value rule (the plain rule implies the floored one). All metrics are computed in float64.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+THRESHOLD = {"float32": 2.0**-13, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+"""Th per output dtype (dtype long name): MERE < Th and MARE < 10 Th."""
+SMALL_VALUE = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-14}
+"""|golden| below which the small-value rule judges an element by |a - g| <= Th (1 + |g|)."""
+CANCEL_FLOOR = 2.0**-12
+"""The floored rule's denominator floor, as a fraction of the output's max |golden|."""
+EPS = 1e-7
+"""Added to every denominator of the relative error (CANN's definition)."""
+
+
+def _pair(actual, golden) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(actual, dtype=np.float64)
+    g = np.asarray(golden, dtype=np.float64)
+    if a.shape != g.shape:
+        raise ValueError(f"shape {a.shape} != golden shape {g.shape}")
+    return a, g
+
+
+def mere_mare(actual, golden) -> tuple[float, float]:
+    """(MERE, MARE) of `actual` against `golden` (same shape, any numeric dtype; converted to float64).
+
+    Per element |a - g| / (|g| + 1e-7); (0, 0) for empty arrays. Raises ValueError on a shape mismatch."""
+    a, g = _pair(actual, golden)
+    if a.size == 0:
+        return 0.0, 0.0
+    rel = np.abs(a - g) / (np.abs(g) + EPS)
+    return float(rel.mean()), float(rel.max())
+
+
+def rel_l2(actual, golden) -> float:
+    """Relative L2 error ||a - g||_2 / ||g||_2 in float64 (the absolute ||a - g||_2 when ||g||_2 is 0; 0 for
+    empty arrays). Raises ValueError on a shape mismatch."""
+    a, g = _pair(actual, golden)
+    if a.size == 0:
+        return 0.0
+    den = float(np.linalg.norm(g.ravel()))
+    num = float(np.linalg.norm((a - g).ravel()))
+    return num / den if den > 0 else num
+
+
+def rel_linf(actual, golden) -> float:
+    """Relative max-norm error max|a - g| / max|g| in float64 (the absolute max|a - g| when max|g| is 0; 0 for
+    empty arrays). Raises ValueError on a shape mismatch."""
+    a, g = _pair(actual, golden)
+    if a.size == 0:
+        return 0.0
+    den = float(np.max(np.abs(g)))
+    num = float(np.max(np.abs(a - g)))
+    return num / den if den > 0 else num
+
+
+def plain_failure(actual, golden, dtype: str) -> str | None:
+    """Why `actual` fails the plain rule (MERE < Th, MARE < 10 Th, finite) for dtype "float32" / "float16" /
+    "bfloat16", or None when it passes. Raises ValueError (shape) and KeyError (dtype)."""
+    th = THRESHOLD[dtype]
+    a, g = _pair(actual, golden)
+    if not np.isfinite(a).all():
+        return "non-finite values"
+    mere, mare = mere_mare(a, g)
+    if mere < th and mare < 10 * th:
+        return None
+    return f"MERE {mere:.3g} (< {th:.3g}), MARE {mare:.3g} (< {10 * th:.3g})"
+
+
+def small_value_failure(actual, golden, dtype: str) -> str | None:
+    """Why `actual` fails the small-value split (module doc), or None: elements with |g| < SMALL_VALUE[dtype]
+    need |a - g| <= Th (1 + |g|), the others the plain rule. Raises ValueError (shape) and KeyError (dtype)."""
+    a, g = _pair(actual, golden)
+    if not np.isfinite(a).all():
+        return "non-finite values"
+    small = np.abs(g) < SMALL_VALUE[dtype]
+    why = plain_failure(a[~small], g[~small], dtype)
+    if why is not None:
+        return why
+    th = THRESHOLD[dtype]
+    err = np.abs(a[small] - g[small])
+    if (err <= th * (1 + np.abs(g[small]))).all():
+        return None
+    return f"small-value abs error {err.max():.3g} > {th:.3g}"
+
+
+def floored_failure(actual, golden, dtype: str) -> str | None:
+    """Why `actual` fails the floored rule (module doc), or None: per element |a - g| / (max(|g|, 2^-12 max|g|)
+    + 1e-7), mean < Th and max < 10 Th. Raises ValueError (shape) and KeyError (dtype)."""
+    th = THRESHOLD[dtype]
+    a, g = _pair(actual, golden)
+    if not np.isfinite(a).all():
+        return "non-finite values"
+    if a.size == 0:
+        return None
+    floor = CANCEL_FLOOR * float(np.max(np.abs(g)))
+    rel = np.abs(a - g) / (np.maximum(np.abs(g), floor) + EPS)
+    mere_f, mare_f = float(rel.mean()), float(rel.max())
+    if mere_f < th and mare_f < 10 * th:
+        return None
+    mere, mare = mere_mare(a, g)
+    return (f"floored MERE {mere_f:.3g} (< {th:.3g}), floored MARE {mare_f:.3g} (< {10 * th:.3g}); "
+            f"plain MERE {mere:.3g}, MARE {mare:.3g}")
+
+
+def _assert(why: str | None, what: str) -> None:
+    if why is not None:
+        raise AssertionError(f"{what}: {why}")
+
+
+def assert_cann_precision(actual, golden, dtype: str, what: str = "") -> None:
+    """Assert the plain rule (MERE < Th and MARE < 10 Th, finite) for `dtype` ("float32", "float16",
+    "bfloat16"). Raises AssertionError "<what>: <why>"."""
+    _assert(plain_failure(actual, golden, dtype), what)
+
+
+def assert_cann_precision_small_values(actual, golden, dtype: str, what: str = "") -> None:
+    """Assert the small-value split (module doc). Raises AssertionError "<what>: <why>"."""
+    _assert(small_value_failure(actual, golden, dtype), what)
+
+
+def assert_cann_precision_floored(actual, golden, dtype: str, what: str = "") -> None:
+    """Assert the floored rule (module doc). Raises AssertionError "<what>: <why>"."""
+    _assert(floored_failure(actual, golden, dtype), what)
+
+
+@dataclass
+class OutputComparison:
+    """`opgen check`'s verdict on one output.
+
+    name: spec output name; dtype: its dtype long name; rel_l2 / rel_linf / mere / mare: float64 metrics of
+    the kernel's output against the interpreter's exact (float64) mode (NaN when the output has non-finite
+    values); passed: the verdict; rule: "plain", "floored" or "small-value" (the first rule that holds) or
+    "exact" (integer outputs, compared for equality with device mode), "" when failed; reason: why it failed
+    ("" when passed); device: metrics against the interpreter's device mode (rel_l2, rel_linf, max_abs,
+    mismatches = elements that differ, and device_passed = whether the device-mode interpreter itself meets
+    the criteria against exact mode)."""
+
+    name: str
+    dtype: str
+    rel_l2: float
+    rel_linf: float
+    mere: float
+    mare: float
+    passed: bool
+    rule: str = ""
+    reason: str = ""
+    device: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """JSON-safe dict (non-finite floats become None)."""
+        def num(v):
+            return v if isinstance(v, (int, bool)) or (isinstance(v, float) and math.isfinite(v)) else None
+
+        return {"rel_l2": num(self.rel_l2), "rel_linf": num(self.rel_linf), "mere": num(self.mere),
+                "mare": num(self.mare), "passed": self.passed, "rule": self.rule, "reason": self.reason,
+                "dtype": self.dtype, "device": {k: num(v) for k, v in self.device.items()}}
+
+
+def _verdict(a: np.ndarray, g: np.ndarray, dtype: str) -> tuple[str, str]:
+    """(rule that holds or "", reason of failure or "") for float outputs."""
+    if plain_failure(a, g, dtype) is None:
+        return "plain", ""
+    why = floored_failure(a, g, dtype)
+    if why is None:
+        return "floored", ""
+    if small_value_failure(a, g, dtype) is None:
+        return "small-value", ""
+    return "", why
+
+
+def compare_output(name: str, actual, exact, device, dtype: str) -> OutputComparison:
+    """Compare one kernel output with the interpreter's `exact` (float64 golden) and `device` results.
+
+    actual / exact / device: arrays of the same shape (actual and device in the output's dtype); dtype: the
+    output's dtype long name ("float32", "float16", "bfloat16", or an integer/bool name). Float outputs pass
+    when finite and within the floored or the small-value rule against `exact`; other dtypes when equal to
+    `device`. Golden elements that are themselves non-finite must be matched exactly (same inf, or NaN) and
+    are left out of the metrics. Raises ValueError on a shape mismatch."""
+    a, g = _pair(actual, exact)
+    d = np.asarray(device, dtype=np.float64)
+    if d.shape != a.shape:
+        raise ValueError(f"{name}: device shape {d.shape} != {a.shape}")
+    bad_g = ~np.isfinite(g)
+    special_ok = bool(np.all((a[bad_g] == g[bad_g]) | (np.isnan(a[bad_g]) & np.isnan(g[bad_g]))))
+    a_m, g_m = a[~bad_g], g[~bad_g]
+    finite = bool(np.isfinite(a_m).all())
+    nan = float("nan")
+    if finite:
+        mere, mare = mere_mare(a_m, g_m)
+        l2, linf = rel_l2(a_m, g_m), rel_linf(a_m, g_m)
+    else:
+        mere = mare = l2 = linf = nan
+    dev = {"rel_l2": rel_l2(a, d) if finite else nan, "rel_linf": rel_linf(a, d) if finite else nan,
+           "max_abs": float(np.max(np.abs(a - d))) if a.size and finite else (0.0 if finite else nan),
+           "mismatches": int(np.sum(~((a == d) | (np.isnan(a) & np.isnan(d)))))}
+    if dtype not in THRESHOLD:
+        ok = dev["mismatches"] == 0
+        return OutputComparison(name, dtype, l2, linf, mere, mare, ok, "exact" if ok else "",
+                                "" if ok else f"{dev['mismatches']} elements differ from device mode", dev)
+    d_m = d[~bad_g]
+    dev["device_passed"] = bool(np.isfinite(d_m).all()) and _verdict(d_m, g_m, dtype)[0] != ""
+    if not finite:
+        n = int(np.sum(~np.isfinite(a_m)))
+        return OutputComparison(name, dtype, l2, linf, mere, mare, False, "",
+                                f"{n} non-finite values (unwritten output elements keep the NaN poison)", dev)
+    if not special_ok:
+        return OutputComparison(name, dtype, l2, linf, mere, mare, False, "",
+                                "differs from the golden's non-finite elements", dev)
+    rule, why = _verdict(a_m, g_m, dtype)
+    return OutputComparison(name, dtype, l2, linf, mere, mare, rule != "", rule, why, dev)

@@ -1,0 +1,286 @@
+// opgen check: the launch driver every op's generated driver.cpp calls (opgen/check/driver.py writes a
+// main() that passes its kernel to opgen_check::Main). Our own code.
+//
+//   <exe> CASE_FILE OUT_DIR
+//
+// Reads the case (format: opgen/check/caseio.py), fills a gert::TilingContext and runs the op's registered
+// TilingFunc (linked in from op_host/<op>_tiling.cpp), allocates every GM buffer at its exact size (inputs
+// with the case's bytes; outputs and workspace poisoned with 0xFF bytes, a NaN in every float format),
+// registers them with emu::RegisterGm under the spec's parameter names plus "workspace" and "tiling",
+// sets emu::SysWorkspaceBytes() and runs the kernel with emu::Launch on blockDim simulated cores.
+// Writes OUT_DIR/report.txt (one fact per line, flushed as it goes so a crash leaves what was known;
+// "end" last) and OUT_DIR/out<k>.bin (raw bytes of present output k). Exit status 0 when the report is
+// complete (faults are in the report), 2 on an unreadable case file.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "emu/launch.h"
+#include "register/op_impl_registry.h"
+
+#ifndef GM_ADDR
+#define GM_ADDR uint8_t*  // as kernel_operator.h defines it
+#endif
+
+namespace opgen_check {
+
+struct CaseTensor {
+    bool present = false;
+    int32_t dtype = ge::DT_UNDEFINED;
+    std::vector<int64_t> dims;
+    std::vector<uint8_t> data;  // inputs only
+};
+
+struct Case {
+    int64_t aivNum = 0, aicNum = 0, ubBytes = 0, sysWorkspaceBytes = 0;
+    std::vector<CaseTensor> inputs;
+    std::vector<double> attrs;
+    std::vector<CaseTensor> outputs;
+};
+
+inline size_t ElementBytes(int32_t dtype)
+{
+    switch (dtype) {
+        case ge::DT_FLOAT: case ge::DT_INT32: return 4;
+        case ge::DT_FLOAT16: case ge::DT_BF16: return 2;
+        case ge::DT_INT64: return 8;
+        default: return 1;  // DT_INT8, DT_UINT8, DT_BOOL
+    }
+}
+
+inline uint64_t Elements(const std::vector<int64_t>& dims)
+{
+    uint64_t n = 1;
+    for (int64_t d : dims) n *= static_cast<uint64_t>(d < 0 ? 0 : d);
+    return n;
+}
+
+class Reader {
+public:
+    explicit Reader(const char* path) : in_(path, std::ios::binary) {}
+    bool Ok() const { return static_cast<bool>(in_); }
+    template <typename T>
+    T Get()
+    {
+        T v{};
+        in_.read(reinterpret_cast<char*>(&v), sizeof(T));
+        return v;
+    }
+    void Bytes(void* p, size_t n) { in_.read(static_cast<char*>(p), static_cast<std::streamsize>(n)); }
+
+private:
+    std::ifstream in_;
+};
+
+inline CaseTensor ReadTensorHead(Reader& r)
+{
+    CaseTensor t;
+    t.present = r.Get<uint8_t>() != 0;
+    t.dtype = r.Get<int32_t>();
+    uint32_t rank = r.Get<uint32_t>();
+    for (uint32_t i = 0; i < rank && r.Ok(); ++i) t.dims.push_back(r.Get<int64_t>());
+    return t;
+}
+
+inline bool ReadCase(const char* path, Case& c)
+{
+    Reader r(path);
+    char magic[8] = {};
+    r.Bytes(magic, 8);
+    if (!r.Ok() || std::memcmp(magic, "OPGCASE1", 8) != 0) return false;
+    c.aivNum = r.Get<int64_t>();
+    c.aicNum = r.Get<int64_t>();
+    c.ubBytes = r.Get<int64_t>();
+    c.sysWorkspaceBytes = r.Get<int64_t>();
+    uint32_t n = r.Get<uint32_t>();
+    for (uint32_t i = 0; i < n && r.Ok(); ++i) {
+        CaseTensor t = ReadTensorHead(r);
+        uint64_t bytes = r.Get<uint64_t>();
+        if (bytes != (t.present ? Elements(t.dims) * ElementBytes(t.dtype) : 0)) return false;
+        t.data.resize(bytes);
+        r.Bytes(t.data.data(), bytes);
+        c.inputs.push_back(std::move(t));
+    }
+    n = r.Get<uint32_t>();
+    for (uint32_t i = 0; i < n && r.Ok(); ++i) c.attrs.push_back(r.Get<double>());
+    n = r.Get<uint32_t>();
+    for (uint32_t i = 0; i < n && r.Ok(); ++i) c.outputs.push_back(ReadTensorHead(r));
+    return r.Ok();
+}
+
+// A GM buffer of exactly `bytes` (512-byte aligned, like device allocations), so AddressSanitizer sees
+// any access past its end.
+class GmAlloc {
+public:
+    explicit GmAlloc(size_t bytes) : bytes_(bytes)
+    {
+        p_ = static_cast<uint8_t*>(::operator new(bytes ? bytes : 1, std::align_val_t(512)));
+    }
+    ~GmAlloc() { ::operator delete(p_, std::align_val_t(512)); }
+    GmAlloc(const GmAlloc&) = delete;
+    GmAlloc& operator=(const GmAlloc&) = delete;
+    uint8_t* Data() const { return p_; }
+    size_t Size() const { return bytes_; }
+
+private:
+    uint8_t* p_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+constexpr uint8_t kOutputPoison = 0xFF;  // NaN in fp32/fp16/bf16, -1 in integers
+
+inline std::string OneLine(std::string s)
+{
+    for (char& ch : s)
+        if (ch == '\n' || ch == '\r') ch = ' ';
+    return s;
+}
+
+using Kernel = std::function<void(const std::vector<uint8_t*>& args)>;
+
+// The driver: see the file comment. inputNames / outputNames: the spec's parameter names in OpDef order;
+// kernel: calls the op's entry with (inputs..., outputs..., workspace, tiling).
+inline int Main(int argc, char** argv, const char* opType, const std::vector<std::string>& inputNames,
+                const std::vector<std::string>& outputNames, const Kernel& kernel)
+{
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: %s CASE_FILE OUT_DIR\n", argv[0]);
+        return 2;
+    }
+    Case c;
+    if (!ReadCase(argv[1], c) || c.inputs.size() != inputNames.size() || c.outputs.size() != outputNames.size()) {
+        std::fprintf(stderr, "%s: unreadable case file %s (or wrong input/output count for %s)\n", argv[0], argv[1],
+                     opType);
+        return 2;
+    }
+    const std::string outDir = argv[2];
+    FILE* rep = std::fopen((outDir + "/report.txt").c_str(), "w");
+    if (rep == nullptr) {
+        std::fprintf(stderr, "%s: cannot write %s/report.txt\n", argv[0], outDir.c_str());
+        return 2;
+    }
+    auto say = [&](const std::string& line) {
+        std::fprintf(rep, "%s\n", line.c_str());
+        std::fflush(rep);
+    };
+
+    // ---- TilingFunc
+    fe::PlatFormInfos plat;
+    plat.aivNum = c.aivNum;
+    plat.aicNum = c.aicNum;
+    plat.ubBytes = static_cast<uint64_t>(c.ubBytes);
+    gert::TilingContext ctx;
+    ctx.platform = &plat;
+    std::vector<std::unique_ptr<gert::StorageShape>> shapes;
+    std::vector<std::unique_ptr<gert::CompileTimeTensorDesc>> descs;
+    for (auto& t : c.inputs) {
+        shapes.emplace_back(t.present ? new gert::StorageShape(gert::Shape(t.dims)) : nullptr);
+        descs.emplace_back(t.present ? new gert::CompileTimeTensorDesc(static_cast<ge::DataType>(t.dtype)) : nullptr);
+        ctx.inputShapes.push_back(shapes.back().get());
+        ctx.inputDescs.push_back(descs.back().get());
+    }
+    for (size_t i = 0; i < c.attrs.size(); ++i) ctx.attrs.Set(i, c.attrs[i]);
+    for (auto& t : c.outputs) {
+        descs.emplace_back(new gert::CompileTimeTensorDesc(static_cast<ge::DataType>(t.dtype)));
+        ctx.outputDescs.push_back(descs.back().get());
+    }
+    auto it = gert::TilingRegistry().find(opType);
+    if (it == gert::TilingRegistry().end()) {
+        say(std::string("tiling fail no TilingFunc registered for ") + opType);
+        say("launch 0");
+        say("end");
+        std::fclose(rep);
+        return 0;
+    }
+    if (it->second(&ctx) != ge::GRAPH_SUCCESS) {
+        say("tiling fail TilingFunc returned GRAPH_FAILED");
+        say("launch 0");
+        say("end");
+        std::fclose(rep);
+        return 0;
+    }
+    const uint64_t wsBytes = ctx.workspace[0];
+    const uint64_t tilingBytes = ctx.raw.GetDataSize();
+    say("tiling ok");
+    say("block_dim " + std::to_string(ctx.blockDim));
+    say("tiling_key " + std::to_string(ctx.tilingKey));
+    say("workspace_bytes " + std::to_string(wsBytes));
+    say("tiling_bytes " + std::to_string(tilingBytes));
+    if (wsBytes < static_cast<uint64_t>(c.sysWorkspaceBytes)) {
+        say("launch 0");
+        say("fault TilingFunc: workspace size " + std::to_string(wsBytes) + " bytes is smaller than the " +
+            std::to_string(c.sysWorkspaceBytes) + " bytes of system workspace");
+        say("end");
+        std::fclose(rep);
+        return 0;
+    }
+
+    // ---- GM buffers
+    std::vector<std::unique_ptr<GmAlloc>> bufs;
+    std::vector<uint8_t*> args;
+    emu::ClearGm();
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+        auto& t = c.inputs[i];
+        if (!t.present) {
+            args.push_back(nullptr);
+            continue;
+        }
+        bufs.emplace_back(new GmAlloc(t.data.size()));
+        if (!t.data.empty()) std::memcpy(bufs.back()->Data(), t.data.data(), t.data.size());
+        emu::RegisterGm(bufs.back()->Data(), t.data.size(), inputNames[i]);
+        args.push_back(bufs.back()->Data());
+    }
+    std::vector<GmAlloc*> outs(c.outputs.size(), nullptr);
+    for (size_t i = 0; i < c.outputs.size(); ++i) {
+        auto& t = c.outputs[i];
+        if (!t.present) {
+            args.push_back(nullptr);
+            continue;
+        }
+        const size_t bytes = Elements(t.dims) * ElementBytes(t.dtype);
+        bufs.emplace_back(new GmAlloc(bytes));
+        std::memset(bufs.back()->Data(), kOutputPoison, bytes);
+        emu::RegisterGm(bufs.back()->Data(), bytes, outputNames[i]);
+        outs[i] = bufs.back().get();
+        args.push_back(bufs.back()->Data());
+    }
+    bufs.emplace_back(new GmAlloc(wsBytes));
+    std::memset(bufs.back()->Data(), kOutputPoison, wsBytes);
+    emu::RegisterGm(bufs.back()->Data(), wsBytes, "workspace");
+    args.push_back(bufs.back()->Data());
+    bufs.emplace_back(new GmAlloc(tilingBytes));
+    std::memcpy(bufs.back()->Data(), ctx.raw.GetData(), tilingBytes);
+    emu::RegisterGm(bufs.back()->Data(), tilingBytes, "tiling");
+    args.push_back(bufs.back()->Data());
+    emu::SysWorkspaceBytes() = static_cast<uint64_t>(c.sysWorkspaceBytes);
+
+    // ---- launch
+    say("launch 1");
+    emu::LaunchResult res = emu::Launch(ctx.blockDim, static_cast<uint64_t>(c.ubBytes), [&] { kernel(args); },
+                                        ctx.tilingKey);
+    say(std::string("ok ") + (res.ok ? "1" : "0"));
+    for (auto& f : res.faults) say("fault " + OneLine(f));
+    for (auto& g : res.gm)
+        say("gm " + g.name + " " + std::to_string(g.bytes) + " " + std::to_string(g.bytesRead) + " " +
+            std::to_string(g.bytesWritten));
+    for (size_t i = 0; i < outs.size(); ++i) {
+        if (outs[i] == nullptr) continue;
+        const std::string path = outDir + "/out" + std::to_string(i) + ".bin";
+        std::ofstream f(path, std::ios::binary);
+        f.write(reinterpret_cast<const char*>(outs[i]->Data()), static_cast<std::streamsize>(outs[i]->Size()));
+        if (!f) say("fault driver: cannot write " + path);
+    }
+    say("end");
+    std::fclose(rep);
+    emu::ClearGm();
+    return 0;
+}
+
+}  // namespace opgen_check

@@ -1,0 +1,17 @@
+// Case reader of the aclnn case runner (opgen/check/cpp/runtime.cpp), shared by `opgen check` and
+// tests/test_codegen.py.
+#pragma once
+#include <istream>
+
+#include "aclnn/aclnn_base.h"
+
+// argv[1], when given, is the op::SocVersion name (ASCEND910B, ASCEND910_93, ASCEND910_95) the aclnn layer
+// sees; false (and a message on stderr) for an unknown name.
+bool ApplySocArgument(int argc, char** argv);
+aclTensor* ReadTensor(std::istream& in);
+aclIntArray* ReadIntArray(std::istream& in);
+double ReadDouble(std::istream& in);
+int64_t ReadInt(std::istream& in);
+bool ReadBool(std::istream& in);
+const char* ReadString(std::istream& in);
+void ReportResult(aclnnStatus rc);

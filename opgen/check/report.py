@@ -1,0 +1,34 @@
+"""Human-readable form of a CheckResult (what `opgen check` prints without --json)."""
+
+from __future__ import annotations
+
+
+def _num(v) -> str:
+    return "nan" if v is None or v != v else f"{v:.3g}"
+
+
+def format_text(res) -> str:
+    """Lines: header (op, SoC, variant, blockDim, tilingKey, workspace bytes), one line per output (rel_l2,
+    rel_linf, MERE, MARE against exact mode, max |diff| against device mode, PASS/FAIL and the rule or the
+    reason), GM bytes moved vs the minimum, per-buffer GM traffic, faults, and the verdict PASS / FAIL."""
+    out = [f"{res.op} on {res.soc} ({res.variant} build): blockDim {res.block_dim}, tilingKey {res.tiling_key}, "
+           f"workspace {res.workspace_bytes} B"]
+    if not res.tiling_ok:
+        out.append(f"  TilingFunc failed: {res.tiling_error or 'no report'}; nothing launched")
+    width = max([len(k) for k in list(res.outputs) + list(res.gm)] + [4])
+    for name, c in res.outputs.items():
+        verdict = f"PASS ({c.rule})" if c.passed else f"FAIL: {c.reason}"
+        out.append(f"  {name:<{width}}  rel_l2 {_num(c.rel_l2):>8}  rel_linf {_num(c.rel_linf):>8}  "
+                   f"mere {_num(c.mere):>8}  mare {_num(c.mare):>8}  "
+                   f"vs device max|diff| {_num(c.device.get('max_abs')):>8}  {verdict}")
+    if res.gm:
+        ratio = "n/a" if res.gm_ratio is None else f"{res.gm_ratio:.2f}x"
+        out.append(f"GM bytes: {res.gm_bytes} moved, minimum {res.gm_bytes_min} (each input read once, each output "
+                   f"written once): {ratio}")
+        for name, g in res.gm.items():
+            out.append(f"  {name:<{width}}  read {g.read:>12}  written {g.written:>12}  (buffer {g.bytes} B)")
+    for f in res.faults:
+        out.append(f"FAULT {f}")
+    out.append("PASS" if res.passed else "FAIL" + (f": {', '.join(res.failed_outputs())}" if res.failed_outputs()
+                                                    else ""))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,285 @@
+"""`run_check`: one operator case through the emitted C++ and against the interpreter.
+
+Steps (DESIGN.md "CPU emulation of the emitted code"):
+1. the call goes through the emitted aclnn layer first (opgen/check/aclnn.py): a non-zero status raises
+   AclnnRejected and nothing is built or launched beyond the case runner;
+2. the inputs are validated by the spec (ValidationError, as `opgen interpret`);
+3. the launch driver (debug or asan variant) is built with ninja and run: TilingFunc, then the kernel on
+   blockDim simulated cores (opgen/check/cpp/check_driver.h);
+4. every output is compared with the interpreter's exact (float64 golden) and device modes
+   (opgen/check/compare.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from opgen.check import caseio
+from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_dtypes, encode_call,
+                               harness_source, run_runner)
+from opgen.check.build import Builder, BuildRun, Sources
+from opgen.check.compare import OutputComparison, compare_output
+from opgen.check.driver import driver_source
+from opgen.errors import OpgenError, ValidationError
+from opgen.ir.dims import eval_shape
+from opgen.ir.dtypes import DType, DTypeVar
+
+DRIVER_TIMEOUT = 600.0
+"""Seconds a launch may take before it counts as hung (a fault)."""
+
+
+@dataclass
+class CheckResult:
+    """Outcome of one `opgen check` case.
+
+    passed: TilingFunc ok, launched, no fault, every produced output passes (compare_output).
+    outputs: {output name: OutputComparison} of the outputs the kernel produced (spec order).
+    arrays: {output name: kernel output in its declared dtype}; inputs: the inputs used (arrays by name; None
+    = absent); attrs: every attribute's value after validation.
+    gm: {buffer name: caseio.GmStat} (inputs, outputs, "workspace", "tiling"; bytes moved in the launch);
+    gm_bytes: bytes read + written over all buffers; gm_bytes_min: each present input read once plus each
+    produced output written once (bytes, from the tensors' sizes); block_dim, tiling_key; workspace_bytes:
+    the whole workspace (system part included, bytes); faults: emulation faults and driver problems (one
+    line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "asan");
+    build_dir; builds: the ninja runs (BuildRun) of this check, in order."""
+
+    op: str
+    soc: str
+    variant: str
+    passed: bool = False
+    outputs: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)
+    inputs: dict = field(default_factory=dict)
+    attrs: dict = field(default_factory=dict)
+    gm: dict = field(default_factory=dict)
+    gm_bytes: int = 0
+    gm_bytes_min: int = 0
+    block_dim: int = 0
+    tiling_key: int = 0
+    workspace_bytes: int = 0
+    faults: list = field(default_factory=list)
+    tiling_ok: bool = False
+    tiling_error: str = ""
+    launched: bool = False
+    build_dir: Path | None = None
+    builds: list = field(default_factory=list)
+
+    @property
+    def gm_ratio(self) -> float | None:
+        """gm_bytes / gm_bytes_min (None when the minimum is 0)."""
+        return self.gm_bytes / self.gm_bytes_min if self.gm_bytes_min else None
+
+    def failed_outputs(self) -> list[str]:
+        """Names of the compared outputs that failed."""
+        return [k for k, c in self.outputs.items() if not c.passed]
+
+    def to_json(self) -> dict:
+        """The `opgen check --json` object: passed, outputs{name: {rel_l2, rel_linf, mere, mare, passed, ...}},
+        gm_bytes, gm_bytes_min, gm_ratio, gm{name: {bytes, read, written}}, block_dim, tiling_key,
+        workspace_bytes, faults, plus op, soc, variant, tiling_ok, tiling_error, launched."""
+        return {"op": self.op, "soc": self.soc, "variant": self.variant, "passed": self.passed,
+                "outputs": {k: c.to_json() for k, c in self.outputs.items()},
+                "gm_bytes": self.gm_bytes, "gm_bytes_min": self.gm_bytes_min, "gm_ratio": self.gm_ratio,
+                "gm": {k: {"bytes": g.bytes, "read": g.read, "written": g.written} for k, g in self.gm.items()},
+                "block_dim": self.block_dim, "tiling_key": self.tiling_key, "workspace_bytes": self.workspace_bytes,
+                "faults": list(self.faults), "tiling_ok": self.tiling_ok, "tiling_error": self.tiling_error,
+                "launched": self.launched}
+
+
+def make_inputs(spec, dims: dict, attrs: dict, dtypes: dict, seed: int = 0) -> tuple[dict, dict]:
+    """Valid random inputs from dim values (as `opgen interpret --dims`) and the attributes with the
+    dim-bound ones implied by `dims`. Returns (inputs, attrs). Raises ValidationError naming --dims."""
+    from opgen.dsl.examples import implied_attrs, random_inputs
+
+    try:
+        inputs = random_inputs(spec, dims, attrs, dtypes, seed)
+    except ValueError as e:
+        raise ValidationError("--dims", str(e)) from None
+    return inputs, implied_attrs(spec, dims, attrs)
+
+
+def select_present(spec, inputs: dict, present) -> dict:
+    """`inputs` with only the optional inputs named in `present` (names, or "a,b" strings); required inputs are
+    kept. Raises ValidationError("--present", ...) for an unknown name or a named input that has no array."""
+    names = [n.strip() for item in present for n in str(item).split(",") if n.strip()]
+    known = {i.name: i for i in spec.inputs}
+    for n in names:
+        if n not in known:
+            raise ValidationError("--present", f"{n} is not an input of {spec.name} "
+                                               f"(inputs: {', '.join(known)})")
+        if inputs.get(n) is None:
+            raise ValidationError("--present", f"{n}: no array for it (give it in --inputs, or the dims it needs "
+                                               f"in --dims)")
+    return {k: v for k, v in inputs.items() if k not in known or not known[k].optional or k in names}
+
+
+def _sources(m, gen_dir) -> Sources:
+    from opgen.codegen import default_out_dir
+
+    root = Path(gen_dir) if gen_dir is not None else default_out_dir()
+    return Sources(m.op, m.snake, m.api_snake, (root / m.snake).resolve())
+
+
+def _output_slots(spec, bound) -> list:
+    """(dtype, shape) per output in spec order; None for outputs the specialisation does not produce."""
+    produced = {n for n, _ in spec.graph(bound.key).outputs}
+    slots = []
+    for o in spec.outputs:
+        if o.name not in produced:
+            slots.append(None)
+            continue
+        dt = bound.dtypes[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
+        shape = bound.arrays[o.like].shape if o.like else eval_shape(o.shape, bound.env)
+        slots.append((dt, tuple(int(s) for s in shape)))
+    return slots
+
+
+def _run_driver(exe: Path, case: Path, out_dir: Path, asan: bool, timeout: float):
+    env = dict(os.environ)
+    if asan:
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+    try:
+        r = subprocess.run([str(exe), str(case), str(out_dir)], capture_output=True, text=True, timeout=timeout,
+                           env=env)
+    except subprocess.TimeoutExpired:
+        return None, f"driver: no result after {timeout:g} s (kernel hung?)"
+    if r.returncode == 2 and not (out_dir / "report.txt").exists():
+        raise OpgenError(f"launch driver rejected the case: {r.stderr.strip()}")
+    problem = ""
+    err = r.stderr.splitlines()
+    sanitizer = next((ln.strip() for ln in err if "ERROR: AddressSanitizer" in ln or "runtime error:" in ln), "")
+    if r.returncode != 0 or sanitizer:
+        tail = sanitizer or next((ln.strip() for ln in reversed(err) if ln.strip()), "")
+        frame = next((ln.strip() for ln in err if ln.strip().startswith("#0 ")), "")
+        if sanitizer and frame:  # "#0 0x... in <function> <file>:<line>"
+            tail += " [" + frame.split(" in ", 1)[-1] + "]"
+        problem = f"driver crashed (exit status {r.returncode}): {tail}".rstrip(": ")
+    return r, problem
+
+
+def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes: dict | None = None, *,
+              dims: dict | None = None, seed: int = 0, present=None, soc: str | None = None, asan: bool = False,
+              gen_dir=None, build_root=None, progress: bool = True,
+              timeout: float = DRIVER_TIMEOUT) -> CheckResult:
+    """Run operator `op` (OpDef name, spec path or OpSpec) through its emitted C++ and compare with the
+    interpreter.
+
+    inputs: {spec input name: array} (absent / None = null; bf16 as float32 arrays with dtypes, as
+    `interpret`), or dims: {dim: int or tuple} to make valid random inputs with `seed` (exactly one of the
+    two); attrs: {name: value or CLI text}; dtypes: {"T": "bfloat16", ...}; present: optional inputs to keep
+    (names; None keeps all given); soc: platform name of opgen/platforms (default ascend910b1): its AIV core
+    count and UB bytes go to the TilingFunc and the launch, its op::SocVersion to the aclnn layer; asan: run
+    the AddressSanitizer+UBSan build; gen_dir: the generated tree (default: the repository's generated/),
+    whose <op_snake>/ must hold op_host (aclnn, TilingFunc) and op_kernel/<op_snake>.cpp; build_root: build
+    cache root (default $OPGEN_BUILD_DIR or ~/.cache/opgen/build); progress: echo long builds to stderr;
+    timeout: seconds for the launch.
+
+    The kernel gets the validated inputs in their declared dtypes (an optional input the specialisation does
+    not use, InputDecl.when, is passed as nullptr, as the interpreter ignores it) and every attribute as a
+    number in the TilingContext (strings as 0, like the host emulation's RuntimeAttrs).
+
+    Returns a CheckResult (a mismatch or fault is a result, not an exception).
+    Raises AclnnRejected (the emitted aclnn layer returned non-zero; nothing launched), ValidationError (bad
+    input, attribute or option), BuildError (compile/link error; .output holds the compiler output),
+    OpgenError (unknown op or SoC, missing generated files, g++/ninja missing).
+    """
+    from opgen.codegen.model import SOC_ENUM, OpModel
+    from opgen.interp import run_graph
+    from opgen.platforms import DEFAULT, get_platform
+    from opgen.registry import load_spec
+    from opgen.tiling.emit import SYS_WORKSPACE_BYTES
+
+    spec = load_spec(op) if not hasattr(op, "bind") else op
+    plat = get_platform(soc or DEFAULT)
+    attrs = dict(attrs or {})
+    dtypes = dict(dtypes or {})
+    if (inputs is None) == (dims is None):
+        raise OpgenError("give exactly one of inputs (--inputs FILE.npz) or dims (--dims NAME=VALUE,...)")
+    if dims is not None:
+        inputs, attrs = make_inputs(spec, dims, attrs, dtypes, seed)
+    inputs = {k: v for k, v in inputs.items() if v is not None}
+    if present is not None:
+        inputs = select_present(spec, inputs, present)
+    m = OpModel(spec)
+    src = _sources(m, gen_dir)
+    src.require(kernel=True)
+    variant = "asan" if asan else "debug"
+    res = CheckResult(spec.name, plat.name, variant, inputs=inputs)
+    builder = Builder(src, {"driver.cpp": driver_source(m), "aclnn_harness.cpp": harness_source(m)}, build_root,
+                      progress)
+    res.build_dir = builder.dir
+
+    # 1. the emitted aclnn layer judges the call first
+    dev = device_dtypes(spec, inputs, dtypes)
+    names = {k: (v.long_name if isinstance(v, DType) else v) for k, v in dev.items()}
+    call = encode_call(m, inputs, call_attrs(spec, inputs, attrs),
+                       call_outputs(spec, inputs, attrs, dtypes, dev), names)
+    res.builds.append(builder.build("aclnn/runner"))
+    [(code, msg)] = run_runner(builder.dir / "aclnn" / "runner", [call], SOC_ENUM.get(plat.soc_key))
+    if code != 0:
+        raise AclnnRejected(spec.aclnn, code, msg)
+
+    # 2. the spec's own validation, then the interpreter
+    bound = spec.bind(inputs, attrs, dtypes)
+    res.attrs = dict(bound.attrs)
+    g = spec.graph(bound.key)
+    device = run_graph(g, bound, "device")
+    exact = run_graph(g, bound, "exact")
+
+    # 3. build and launch
+    res.builds.append(builder.build(f"{variant}/check"))
+    slots = _output_slots(spec, bound)
+    case_in = []
+    for i in spec.inputs:
+        a = bound.arrays[i.name]
+        dt = (bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype) if a is not None else None
+        case_in.append(caseio.CaseTensor(dt, tuple(np.shape(a)) if a is not None else (), a))
+        if a is not None:
+            res.gm_bytes_min += int(np.asarray(a).nbytes)
+    case_out = [caseio.CaseTensor(*s) if s else caseio.CaseTensor(None) for s in slots]
+    res.gm_bytes_min += sum(int(np.prod(s[1], dtype=np.int64)) * s[0].itemsize for s in slots if s)
+    case_attrs = [caseio.attr_value(bound.attrs[a.name]) for a in spec.attrs]
+    with tempfile.TemporaryDirectory(prefix="opgen-check-") as tmp:
+        tmp = Path(tmp)
+        caseio.write_case(tmp / "case.bin", plat.aiv, plat.aic, plat.ub_bytes, SYS_WORKSPACE_BYTES, case_in,
+                          case_attrs, case_out)
+        run, problem = _run_driver(builder.dir / variant / "check", tmp / "case.bin", tmp, asan, timeout)
+        rep_path = tmp / "report.txt"
+        rep = caseio.parse_report(rep_path.read_text() if rep_path.exists() else "")
+        for k, (o, s) in enumerate(zip(spec.outputs, slots)):
+            p = tmp / f"out{k}.bin"
+            if s is not None and rep.launched and p.exists():
+                res.arrays[o.name] = caseio.read_output(p, s[0], s[1])
+    res.tiling_ok, res.tiling_error = rep.tiling_ok, rep.tiling_error
+    res.block_dim, res.tiling_key, res.workspace_bytes = rep.block_dim, rep.tiling_key, rep.workspace_bytes
+    res.launched, res.gm = rep.launched, rep.gm
+    res.gm_bytes = sum(x.read + x.written for x in rep.gm.values())
+    res.faults = list(rep.faults)
+    if rep.tiling_error:
+        res.faults.insert(0, f"TilingFunc: {rep.tiling_error}")
+    if problem:
+        res.faults.append(problem)
+    elif not rep.complete:
+        res.faults.append("driver: incomplete report")
+
+    # 4. compare
+    for o, s in zip(spec.outputs, slots):
+        if s is None or o.name not in res.arrays:
+            continue
+        res.outputs[o.name] = compare_output(o.name, res.arrays[o.name], exact[o.name], device[o.name],
+                                             s[0].long_name)
+    missing = [o.name for o, s in zip(spec.outputs, slots) if s is not None and o.name not in res.outputs]
+    res.passed = (res.tiling_ok and res.launched and not res.faults and not missing
+                  and all(c.passed for c in res.outputs.values()))
+    return res
+
+
+__all__ = ["AclnnRejected", "BuildRun", "CheckResult", "OutputComparison", "make_inputs", "run_check",
+           "select_present"]
