@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,6 +70,7 @@ class CheckResult:
     launched: bool = False
     build_dir: Path | None = None
     builds: list = field(default_factory=list)
+    seconds: dict = field(default_factory=dict)   # wall seconds: "interpret" (device mode), "launch" (driver run)
 
     @property
     def gm_ratio(self) -> float | None:
@@ -89,7 +91,7 @@ class CheckResult:
                 "gm": {k: {"bytes": g.bytes, "read": g.read, "written": g.written} for k, g in self.gm.items()},
                 "block_dim": self.block_dim, "tiling_key": self.tiling_key, "workspace_bytes": self.workspace_bytes,
                 "faults": list(self.faults), "tiling_ok": self.tiling_ok, "tiling_error": self.tiling_error,
-                "launched": self.launched}
+                "launched": self.launched, "seconds": dict(self.seconds)}
 
 
 def make_inputs(spec, dims: dict, attrs: dict, dtypes: dict, seed: int = 0) -> tuple[dict, dict]:
@@ -230,7 +232,9 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     bound = spec.bind(inputs, attrs, dtypes)
     res.attrs = dict(bound.attrs)
     g = spec.graph(bound.key)
+    t0 = time.perf_counter()
     device = run_graph(g, bound, "device")
+    res.seconds["interpret"] = time.perf_counter() - t0
     exact = run_graph(g, bound, "exact")
 
     # 3. build and launch
@@ -250,7 +254,9 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         tmp = Path(tmp)
         caseio.write_case(tmp / "case.bin", plat.aiv, plat.aic, plat.ub_bytes, SYS_WORKSPACE_BYTES, case_in,
                           case_attrs, case_out)
+        t0 = time.perf_counter()
         run, problem = _run_driver(builder.dir / variant / "check", tmp / "case.bin", tmp, asan, timeout)
+        res.seconds["launch"] = time.perf_counter() - t0
         rep_path = tmp / "report.txt"
         rep = caseio.parse_report(rep_path.read_text() if rep_path.exists() else "")
         for k, (o, s) in enumerate(zip(spec.outputs, slots)):

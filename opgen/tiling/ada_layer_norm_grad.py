@@ -20,7 +20,9 @@ totals `rowsPerOwner` rows in core order, SyncAll), pass 2 writes its slice of p
 its columns for every row, so pd_gamma, pd_beta, pd_scale and pd_shift need no cross-core sum.
 No per-element intermediate goes to GM (CANN's 3xx/4xx kernels spill z and dy_g per element).
 
-dtypeKey (last digit): 1 fp32/fp32, 2 fp16/fp16, 3 fp16/fp32, 4 bf16/bf16, 5 bf16/fp32 (T/U).
+dtypeKey (tens digit of the tiling key): 1 fp32/fp32, 2 fp16/fp16, 3 fp16/fp32, 4 bf16/bf16, 5 bf16/fp32 (T/U).
+The program and buffer plans are opgen.tiling.rowkernel's, sized by COUNTS; the kernel's GM bytes are
+counted by the emulation (tests/test_kernels.py, bench/bench_emu.py), not modelled.
 """
 
 from __future__ import annotations
@@ -47,39 +49,6 @@ def tiling(shape_rows: int, seq: int, batch: int, hidden: int, t: str, u: str, c
     })
     out["uBytes"] = size[u]
     return out
-
-
-def gm_bytes(tl: dict) -> dict:
-    """Model of the GM bytes the kernel moves for tiling `tl`, next to the minimum.
-
-    Minimum: dy, x read once, pd_x written once (T), mean/rstd read once (fp32), scale read once and
-    pd_scale/pd_shift written once (B x H, T), gamma/beta read once and pd_gamma/pd_beta written once
-    (H, U). Returns {"bytes", "min_bytes", "ratio", "detail": {...}}."""
-    R, S, B, H = tl["rowNum"], tl["seqLen"], tl["batchNum"], tl["hiddenDim"]
-    t, u = tl["tBytes"], tl["uBytes"]
-    n = tl["blockDim"]
-    minimum = 3 * R * H * t + 8 * R + 3 * B * H * t + 4 * H * u
-    d = {"dy+x+pd_x": 3 * R * H * t, "pd_scale+pd_shift": 2 * B * H * t, "pd_gamma+pd_beta": 2 * H * u}
-    if tl["strategy"] == ROW_SPLIT:
-        touched = 0  # (core, batch) pairs: one scale row read and one pd_scale/pd_shift partial each
-        start = 0
-        for c in range(n):
-            end = start + tl["rowsPerCore"] + (1 if c < tl["rowsTail"] else 0)
-            touched += (end - 1) // S - start // S + 1
-            start = end
-        d["mean+rstd"] = 8 * R
-        d["scale"] = touched * H * t
-        d["gamma+beta"] = n * 2 * H * u
-        d["partials gamma/beta (write+read)"] = 2 * (n * 2 * H * 4)
-        d["partials scale/shift (write+read)"] = 2 * (touched * 2 * H * 4)
-    else:
-        groups = -(-R // tl["groupRows"])
-        d["mean+rstd"] = n * 8 * R
-        d["scale"] = B * H * t
-        d["gamma+beta"] = 2 * H * u
-        d["row-sum exchange"] = groups * (2 * n * tl["groupRows"] * 4 * 2 + n * tl["groupRows"] * 8)
-    total = sum(d.values())
-    return {"bytes": total, "min_bytes": minimum, "ratio": total / minimum, "detail": d}
 
 
 # How the emitted TilingFunc reads each program input (opgen.tiling.emit).

@@ -1,0 +1,104 @@
+"""Benchmark: the emitted kernels in the emulation — time next to the interpreter, GM bytes next to the minimum.
+
+1. Emulated launch vs device-mode interpretation on the README's real-sized cases (goal <= 5x): both sides
+   timed inside one `opgen check` run (opgen.check.run_check: `seconds["launch"]` is the driver process
+   running the TilingFunc and the kernel on blockDim simulated cores, case I/O included;
+   `seconds["interpret"]` is opgen.interp.run_graph in device mode on the same inputs).
+2. GM bytes moved by the emitted AdaLayerNormGrad kernel, counted by the emulation per buffer (inputs,
+   outputs, workspace), over the minimum (each input read once, each output written once), at
+   H in {64, 1152, 3072, 4099, 8192, 16384} with 4096 rows (goal <= 1.10), next to the reference notes'
+   figures for CANN's kernels (reference/ada_layer_norm.md §4.5).
+
+Run: python bench/bench_emu.py [--repeat 3] [--json] [--quick]
+Medians of --repeat runs; the build is cached (ninja) and not timed. Machine size is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+
+from opgen.check import run_check
+from opgen.errors import OpgenError
+
+README_CASES = [
+    ("AdaLayerNormGrad DiT [2, 1024, 1152] bf16", "AdaLayerNormGrad", {"Bd": (2,), "S": 1024, "H": 1152},
+     {}, {"T": "bfloat16"}),
+    ("NormRopeConcatGrad Flux bf16", "NormRopeConcatGrad",
+     {"B": 1, "Sq": 4096, "Seq": 512, "Sk": 4096, "Sek": 512, "N": 24, "D": 128, "R": 4608},
+     {"norm_type": 2, "norm_added_type": 2, "rope_type": 2, "concat_order": 1}, {"T": "bfloat16"}),
+]
+GM_HIDDEN = [64, 1152, 3072, 4099, 8192, 16384]
+# CANN's AdaLayerNormGrad kernels, bytes moved / minimum (reference/ada_layer_norm.md §4.5, bf16 rows)
+CANN_GM = {64: "~1.05x", 1152: "~1.2x", 3072: "2.7x", 4099: "~7-8x", 8192: "~7-8x", 16384: "~7-8x"}
+
+
+def _median_check(repeat, *args, **kw):
+    runs = [run_check(*args, progress=False, **kw) for _ in range(repeat)]
+    return runs[-1], {k: statistics.median(r.seconds[k] for r in runs) for k in ("launch", "interpret")}
+
+
+def time_cases(repeat: int, quick: bool) -> list[dict]:
+    """Emulation / interpreter seconds of the README cases (rows: name, launch_s, interpret_s, ratio, passed)."""
+    out = []
+    for name, op, dims, attrs, dtypes in README_CASES:
+        if quick:
+            dims = {k: (tuple(max(1, x // 8) for x in v) if isinstance(v, tuple) else max(1, v // 8))
+                    for k, v in dims.items()}
+        try:
+            r, sec = _median_check(repeat, op, dims=dims, attrs=attrs, dtypes=dtypes)
+        except OpgenError as e:   # e.g. the op has no emitted kernel yet
+            out.append({"case": name, "error": str(e).splitlines()[0]})
+            continue
+        out.append({"case": name, "launch_s": sec["launch"], "interpret_s": sec["interpret"],
+                    "ratio": sec["launch"] / sec["interpret"], "passed": r.passed, "block_dim": r.block_dim})
+    return out
+
+
+def gm_sweep(rows: int) -> list[dict]:
+    """GM bytes / minimum of AdaLayerNormGrad (bf16/bf16, gamma and beta present) per H."""
+    out = []
+    for h in GM_HIDDEN:
+        r = run_check("AdaLayerNormGrad", dims={"Bd": (2,), "S": rows // 2, "H": h},
+                      dtypes={"T": "bfloat16", "U": "bfloat16"}, progress=False)
+        out.append({"H": h, "rows": rows, "strategy": "ROW_SPLIT" if r.tiling_key % 10 == 1 else "COL_SPLIT",
+                    "gm_bytes": r.gm_bytes, "gm_bytes_min": r.gm_bytes_min, "ratio": r.gm_ratio,
+                    "workspace_bytes_moved": r.gm["workspace"].read + r.gm["workspace"].written,
+                    "passed": r.passed, "cann": CANN_GM[h]})
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="1/8-sized cases and 512 rows (smoke run)")
+    a = ap.parse_args(argv)
+    machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}
+    res = {"machine": machine, "repeat": a.repeat, "time": time_cases(a.repeat, a.quick),
+           "gm": gm_sweep(512 if a.quick else 4096)}
+    if a.json:
+        print(json.dumps(res, indent=1))
+        return 0
+    print(f"machine: {machine['cpus']} CPUs, Python {machine['python']}; median of {a.repeat} runs")
+    print("emulated launch vs interpreter (goal <= 5x):")
+    for t in res["time"]:
+        if "error" in t:
+            print(f"  {t['case']:<45} not run: {t['error']}")
+        else:
+            print(f"  {t['case']:<45} launch {t['launch_s']:7.2f} s  interpret {t['interpret_s']:7.2f} s  "
+                  f"ratio {t['ratio']:5.2f}  {'pass' if t['passed'] else 'FAIL'}  blockDim {t['block_dim']}")
+    print(f"AdaLayerNormGrad GM bytes / minimum, {res['gm'][0]['rows']} rows, bf16 (goal <= 1.10; CANN from "
+          f"reference/ada_layer_norm.md §4.5):")
+    for g in res["gm"]:
+        print(f"  H={g['H']:<6} {g['strategy']:<9} ratio {g['ratio']:.4f}  (CANN {g['cann']})  "
+              f"{'pass' if g['passed'] else 'FAIL'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
