@@ -4,7 +4,7 @@
     opgen interpret OP (--inputs in.npz | --dims B=2,S=128 [--seed N]) --out out.npz
                     [--attr k=v]... [--dtype T=bfloat16]... [--mode device|exact] [--save-inputs in.npz]
                     [--print-ir]
-    opgen graph OP [--stage spec|optimized|fused|tiled] [--format text|dot|svg] [--attr k=v]... [--present NAME,...]
+    opgen graph OP [--stage spec|optimized|fused|tiled|kernel] [--format text|dot|svg] [--attr k=v]... [--present NAME,...]
                    [--dump-after PASS]
     opgen generate [OP...] [--out DIR]
     opgen diff [OP...] [--out DIR]
@@ -121,9 +121,10 @@ def cmd_interpret(args) -> int:
     return 0
 
 
-GRAPH_STAGES = ("spec", "optimized", "fused", "tiled")
+GRAPH_STAGES = ("spec", "optimized", "fused", "tiled", "kernel")
 """Stages `opgen graph --stage` can show: the traced spec IR, the IR after the tensor-level passes, the
-Kernel IR (launch plan) after fusion, and the plan with its tiling program (vector ops)."""
+Kernel IR (launch plan) after fusion, the plan with its tiling program (vector ops), and the lowered
+kernel the op_kernel is printed from (AscendC-level instructions on UB buffers)."""
 
 
 def cmd_graph(args) -> int:
@@ -142,6 +143,13 @@ def cmd_graph(args) -> int:
     spec = load_spec(args.op)
     present = [n.strip() for item in args.present or [] for n in item.split(",") if n.strip()]
     g = spec.graph(select_key(spec, _kv(args.attr, "--attr"), present))
+    if args.dump_after is None and args.stage == "kernel":
+        from opgen.codegen.kernel import kernel_ir_text
+
+        if args.format != "text":
+            raise OpgenError("--stage kernel: only --format text shows the lowered kernel")
+        sys.stdout.write(kernel_ir_text(spec, g))
+        return 0
     if args.dump_after is None and args.stage in ("fused", "tiled"):
         from opgen.kernel import print_plan
         from opgen.passes.pipeline import plan

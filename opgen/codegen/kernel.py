@@ -251,6 +251,19 @@ def check_counts(spec, progs, counts, loc: str) -> None:
                                 f"{getattr(counts, k)} (raise it in COUNTS)")
 
 
+def kernel_ir_text(spec, g) -> str:
+    """The lowered kernel of graph `g` (one specialisation of `spec`) as canonical text: the row program
+    (opgen.kernel.rowprog.print_program) for row-kernel ops. Raises OpgenError for an op without a kernel
+    lowering."""
+    from opgen.errors import OpgenError
+    from opgen.kernel.rowprog import print_program
+    from opgen.tiling import ROW_KERNELS
+
+    if spec.name in ROW_KERNELS:
+        return print_program(lower(optimize(g), RowLayout()))
+    raise OpgenError(f"--stage kernel: {spec.name} has no kernel lowering yet")
+
+
 def emit_kernel(spec) -> dict[str, str]:
     """{path: text} of op_kernel/<op>.h and op_kernel/<op>.cpp for a row-kernel op; {} for other ops.
     Raises SpecError when a specialisation does not fit the tiling's buffer counts."""
