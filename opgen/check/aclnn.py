@@ -109,7 +109,7 @@ def device_dtypes(spec, inputs: dict, dtypes: dict) -> dict:
             try:
                 row[k] = parse_dtype(v) if isinstance(v, str) else v
             except KeyError:
-                pass
+                row[k] = str(v)   # a dtype opgen does not model (float64, uint64): the tensor has it
     out = {}
     for i in spec.inputs:
         a = inputs.get(i.name)
@@ -120,16 +120,30 @@ def device_dtypes(spec, inputs: dict, dtypes: dict) -> dict:
         target = row.get(i.dtype.name) if isinstance(i.dtype, DTypeVar) else i.dtype
         if target is None:
             out[i.name] = own or a.dtype.name
+        elif isinstance(target, str):
+            container = own == DType.f32 or (own is None and a.dtype.kind == "f")
+            out[i.name] = target if container else (own or a.dtype.name)
         elif own == target:
             out[i.name] = target
         elif isinstance(i.dtype, DTypeVar):
             container = own == DType.f32 or (own is None and a.dtype.kind == "f")
-            out[i.name] = target if container and target.is_float else (own or a.dtype.name)
+            out[i.name] = target if container or _lossless(a, target) else (own or a.dtype.name)  # the binding
         else:
             kind_ok = (a.dtype.kind == "f" and target.is_float) or (a.dtype.kind in "iu" and target.is_int) or \
                 (a.dtype.kind in "biu" and target == DType.bool)
             out[i.name] = target if kind_ok else (own or a.dtype.name)
     return out
+
+
+def _lossless(a: np.ndarray, target) -> bool:
+    """Whether every value of `a` survives conversion to DType `target` (the interpreter converts such arrays
+    to the declared dtype, so the device tensor has it)."""
+    try:
+        with np.errstate(all="ignore"):
+            back = a.astype(target.np).astype(a.dtype)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return bool(np.array_equal(back, a, equal_nan=a.dtype.kind == "f"))
 
 
 def _dim_from_inputs(spec, dim: str, inputs: dict):

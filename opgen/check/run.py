@@ -166,6 +166,40 @@ def _run_driver(exe: Path, case: Path, out_dir: Path, asan: bool, timeout: float
     return r, problem
 
 
+def aclnn_verdicts(op, calls: list, *, soc: str | None = None, gen_dir=None, build_root=None,
+                   progress: bool = False) -> list[tuple[int, str]]:
+    """Judge many calls with op's emitted aclnn layer (aclnnXxxGetWorkspaceSize), exactly as `run_check`'s
+    first step does, in one runner process.
+
+    calls: [(inputs, attrs, dtypes)] with inputs {name: array or None}, attrs {name: value} (missing ones take
+    their defaults), dtypes {"T": "bfloat16", ...}. Returns [(CANN status code, first logged message)] per
+    call ((0, "") when accepted); (-1, reason) for a call an aclnn signature cannot carry (an unknown
+    attribute, a value not of the attribute's type). Raises OpgenError / BuildError as run_check."""
+    from opgen.codegen.model import SOC_ENUM, OpModel
+    from opgen.platforms import DEFAULT, get_platform
+    from opgen.registry import load_spec
+
+    spec = load_spec(op) if not hasattr(op, "bind") else op
+    plat = get_platform(soc or DEFAULT)
+    m = OpModel(spec)
+    builder = Builder(_sources(m, gen_dir), {"driver.cpp": driver_source(m), "aclnn_harness.cpp": harness_source(m)},
+                      build_root, progress)
+    builder.build("aclnn/runner")
+    lines, results = [], []
+    for inputs, attrs, dtypes in calls:
+        inputs = {k: v for k, v in inputs.items() if v is not None}
+        dev = device_dtypes(spec, inputs, dict(dtypes or {}))
+        names = {k: (v.long_name if isinstance(v, DType) else v) for k, v in dev.items()}
+        try:
+            lines.append(encode_call(m, inputs, call_attrs(spec, inputs, dict(attrs or {})),
+                                     call_outputs(spec, inputs, dict(attrs or {}), dict(dtypes or {}), dev), names))
+            results.append(None)
+        except ValidationError as e:
+            results.append((-1, str(e)))
+    judged = iter(run_runner(builder.dir / "aclnn" / "runner", lines, SOC_ENUM.get(plat.soc_key)) if lines else [])
+    return [r if r is not None else next(judged) for r in results]
+
+
 def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes: dict | None = None, *,
               dims: dict | None = None, seed: int = 0, present=None, soc: str | None = None, asan: bool = False,
               gen_dir=None, build_root=None, progress: bool = True,
@@ -287,5 +321,5 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     return res
 
 
-__all__ = ["AclnnRejected", "BuildRun", "CheckResult", "OutputComparison", "make_inputs", "run_check",
+__all__ = ["AclnnRejected", "BuildRun", "aclnn_verdicts", "CheckResult", "OutputComparison", "make_inputs", "run_check",
            "select_present"]

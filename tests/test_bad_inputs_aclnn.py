@@ -1,0 +1,70 @@
+"""Every bad-input item of the reference notes (the cases of tests/test_bad_inputs.py) through the EMITTED
+aclnn layer (generated/<op>/op_host/op_api, compiled against the host emulation and called as
+`opgen check` calls it): the layer returns CANN's code — 161001 for a null required tensor, 161002 for an
+invalid one (reference/ascendc.md §2.8, the ops' reference notes §2/§3) — with the interpreter's message,
+and nothing is launched.
+
+Not every item is an aclnn call: an unknown input or attribute name, an attribute value of the wrong
+Python type, a float overflow or a fractional value in an integer array are properties of the npz/CLI
+container that the interpreter rejects before any call exists; value checks that need device data
+(topk indices inside their batch, fully masked rows) are listed in the emitted file as the kernel's
+business (tests/test_codegen.py::test_host_and_device_value_checks). Those are counted and reported,
+and the rest must be rejected with the interpreter's exact rule.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections import defaultdict
+
+import pytest
+
+from opgen.check.run import aclnn_verdicts
+from opgen.errors import ValidationError
+from opgen.interp import interpret
+from opgen.registry import load_spec
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+
+from test_bad_inputs import CASES, Ctx, build  # noqa: E402  (tests/ is on sys.path under pytest)
+
+CONTAINER_ONLY = ("unknown", "overflow", "fractional", "-attr-", "int32-range")
+
+
+def _mutated(case):
+    op, inputs, attrs, dt = build(case.base)
+    c = Ctx(case.base, op, dict(inputs), dict(attrs), dt)
+    case.mutate(c)
+    return c
+
+
+def test_reference_bad_inputs_return_canns_codes():
+    by_op = defaultdict(list)
+    for case in CASES:
+        by_op[_mutated(case).op].append(case)
+    judged = not_a_call = device_data = 0
+    for op, cases in sorted(by_op.items()):
+        spec = load_spec(op)
+        device_checks = {r.param for r in spec.requirements if r.kind == "values"} - {
+            i.name for i in spec.inputs if i.host}
+        ctxs = [_mutated(c) for c in cases]
+        verdicts = aclnn_verdicts(op, [(c.inputs, c.attrs, c.dtypes or {}) for c in ctxs])
+        for case, c, (code, msg) in zip(cases, ctxs, verdicts):
+            with pytest.raises(ValidationError) as ei:
+                interpret(c.op, c.inputs, c.attrs, c.dtypes)
+            rule = str(ei.value)
+            if code == -1 or any(k in case.id for k in CONTAINER_ONLY):
+                not_a_call += 1
+                continue
+            if code == 0 and ei.value.param in device_checks:
+                device_data += 1
+                continue
+            want = 161001 if re.search(r"required (input|attribute) is missing", rule) else 161002   # null
+            assert code == want, f"{case.id}: aclnn returned {code} {msg!r}; the interpreter says {rule!r}"
+            names = {ei.value.param} | {i.name for i in spec.inputs if getattr(i.dtype, "name", None) == ei.value.param}
+            assert msg.split(":")[0] in names, f"{case.id}: {msg!r} vs {rule!r}"   # a dtype variable: its tensors
+            judged += 1
+    print(f"aclnn-level: {judged} rejected with CANN's code, {not_a_call} container-only, "
+          f"{device_data} need device data")
+    assert judged >= 150
