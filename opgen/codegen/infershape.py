@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opgen.codegen.dims import dim_cpp
+from opgen.codegen.dimsource import group_location, sym_locations
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel
 from opgen.codegen.names import c_printf, upper_camel
@@ -63,36 +64,21 @@ def _axis_expr(shape, pos, shp: str) -> str | None:
 
 def _sym_sources(m: OpModel, name: str) -> list[_Src]:
     out = []
-    ordered = sorted(m.inputs, key=lambda p: (p.optional, len(p.decl.shapes) > 1, p.index))
-    for p in ordered:
-        exprs = set()
-        for shape in p.decl.shapes:
-            found = None
-            for pos, d in enumerate(shape):
-                if isinstance(d, Sym) and d.name == name:
-                    vpos, _ = _positions(shape)
-                    found = ("front", pos) if (vpos is None or pos < vpos) else ("back", len(shape) - pos)
-                    break
-            exprs.add(found)
-        if None in exprs or len(exprs) != 1:
-            continue  # missing from a form, or at different positions in different forms
-        (where, k), = exprs
+    for loc in sym_locations(m.spec, name):
+        p = m.inputs[loc.index]
         shp = _shape_var(p)
-        out.append(_Src(p, f"{shp}->GetDim({k})" if where == "front" else f"{shp}->GetDim({shp}->GetDimNum() - {k})"))
+        out.append(_Src(p, f"{shp}->GetDim({loc.k})" if loc.where == "front" else
+                        f"{shp}->GetDim({shp}->GetDimNum() - {loc.k})"))
     return out
 
 
 def _group_source(m: OpModel, name: str):
-    ordered = sorted(m.inputs, key=lambda p: (p.optional, len(p.decl.shapes) > 1, p.index))
-    for p in ordered:
-        if len(p.decl.shapes) != 1:
-            continue
-        shape = p.decl.shapes[0]
-        vpos, after = _positions(shape)
-        if vpos is not None and shape[vpos].name == name:
-            return p, vpos, after
-    raise SpecError(f"{m.spec.file}: variadic dims {name} are not carried by a single-form input; "
-                    f"InferShape cannot copy them")
+    loc = group_location(m.spec, name)
+    if loc is None:
+        raise SpecError(f"{m.spec.file}: variadic dims {name} are not carried by a single-form input; "
+                        f"InferShape cannot copy them")
+    i, vpos, after = loc
+    return m.inputs[i], vpos, after
 
 
 def infershape_context(m: OpModel) -> dict:

@@ -17,39 +17,36 @@ from opgen.ir.dtypes import DType, DTypeVar
 SYS_WORKSPACE_BYTES = 16 * 1024 * 1024  # AscendC system workspace reserve (reference/ada_layer_norm.md §3.1)
 
 
-def _dim_in(i, sym: str, ref: str):
-    """C++ reading dim `sym` from input decl `i` whose gert::Shape is `ref`, or None."""
-    if len(i.shapes) != 1:
-        return None
-    shape = i.shapes[0]
-    var = [k for k, d in enumerate(shape) if isinstance(d, Variadic)]
-    v = var[0] if var else None
-    for pos, d in enumerate(shape):
-        if isinstance(d, Variadic) and d.name == sym:
-            return f"ProdDims({ref}, {pos}, {len(shape) - pos - 1})"
-        if isinstance(d, Sym) and d.name == sym:
-            if v is not None and pos > v:
-                return f"{ref}.GetDim({ref}.GetDimNum() - {len(shape) - pos})"
-            return f"{ref}.GetDim({pos})"
+def _dim_in(spec, index: int, sym: str, ref: str):
+    """C++ reading dim (or variadic group product) `sym` from input number `index` whose gert::Shape is
+    `ref`, or None when that input does not carry it (opgen.codegen.dimsource)."""
+    from opgen.codegen.dimsource import group_location, sym_locations
+
+    if sym in spec.variadics:
+        g = group_location(spec, sym)
+        return f"ProdDims({ref}, {g[1]}, {g[2]})" if g is not None and g[0] == index else None
+    for loc in sym_locations(spec, sym):
+        if loc.index == index:
+            return f"{ref}.GetDim({loc.k})" if loc.where == "front" else f"{ref}.GetDim({ref}.GetDimNum() - {loc.k})"
     return None
 
 
 def _dim_access(spec, sym: str) -> str:
-    """C++ expression reading dim `sym` (or the product of variadic group `sym`): from the first required
-    input whose shape carries it, else from an optional input (the dim's `absent` value, or 0, when null).
-    Raises SpecError when no input carries it."""
-    for i in spec.inputs:
-        if not i.optional:
-            got = _dim_in(i, sym, f"{i.name}Shape")
-            if got:
-                return got
-    absent = spec.dims_[sym].absent if sym in spec.dims_ else None
-    absent = 0 if absent is None else absent
-    for i in spec.inputs:
-        if i.optional:
-            got = _dim_in(i, sym, f"{i.name}ShapeOpt->GetStorageShape()")
-            if got:
-                return f"({i.name}ShapeOpt != nullptr ? {got} : {absent})"
+    """C++ expression reading dim `sym` (or the product of variadic group `sym`): from the best required
+    input carrying it (opgen.codegen.dimsource), else from the first optional one (the dim's `absent` value,
+    or 0, when that input is null). Raises SpecError when no input carries it."""
+    order = [k for k, i in enumerate(spec.inputs) if not i.optional] + [k for k, i in enumerate(spec.inputs)
+                                                                         if i.optional]
+    for k in order:
+        i = spec.inputs[k]
+        ref = f"{i.name}Shape" if not i.optional else f"{i.name}ShapeOpt->GetStorageShape()"
+        got = _dim_in(spec, k, sym, ref)
+        if got and not i.optional:
+            return got
+        if got:
+            absent = spec.dims_[sym].absent if sym in spec.dims_ else None
+            absent = 0 if absent is None else absent
+            return f"({i.name}ShapeOpt != nullptr ? {got} : {absent})"
     raise SpecError(f"{spec.file}: dim {sym} is not carried by any input; the tiling cannot read it")
 
 
@@ -67,6 +64,8 @@ def attr_key(spec, attrs: dict) -> int:
     key, radix = 0, 1
     for a in spec.static_attrs:
         v = attrs.get(a.name, a.default)
+        if v is None and len(a.choices) == 1:
+            v = a.choices[0]  # a required single-choice attribute (NSA's input_layout "TND")
         key += a.choices.index(v) * radix
         radix *= len(a.choices)
     return key
@@ -91,6 +90,8 @@ def _attr_key_cpp(spec) -> str:
     terms, radix = [], 1
     index = {a.name: k for k, a in enumerate(spec.attrs)}
     for a in spec.static_attrs:
+        if a.type is str and len(a.choices) == 1:
+            continue  # index 0 whatever the value: the aclnn layer and infershape reject any other string
         if a.type is str:
             raise SpecError(f"{a.loc}: string attribute {a.name} in a tiling key is not supported yet")
         ctype = "bool" if a.type is bool else "int64_t"
@@ -135,6 +136,8 @@ def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platfo
             vals[name] = attr_key(spec, attrs or {})
         elif isinstance(how, tuple) and how[0] == "attr_bits":
             vals[name] = float_bits(_attr_value(spec, how[1], attrs))
+        elif isinstance(how, tuple) and how[0] == "attr_dim":
+            vals[name] = int(env[how[2]])  # the dim the integer attribute binds (spec.attr(..., dim=...))
         else:
             vals[name] = as_dim(how).evaluate(env)
     return vals
@@ -166,13 +169,21 @@ def dim_bounds(spec, prog, inputs_map) -> list[tuple[str, int, int | None]]:
         if not isinstance(how, tuple):
             lo, hi = _bounds(spec, how)
             out.append((name, lo, hi))
+        elif how[0] == "attr_dim":
+            lo, hi = _bounds(spec, Sym(how[2]))
+            out.append((name, lo, hi))
     return out
 
 
 def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
     """{path: text} of op_host/<op>_tiling.h and _tiling.cpp for `spec` with tiling program `prog`;
     `inputs_map`: {program input name: dim expression | ("bytes", var) | ("dtype_key",) |
-    ("platform", "coreNum"|"ubBytes")}; `doc`: one line naming the strategy and its reference."""
+    ("platform", "coreNum"|"ubBytes") | ("attr_key",) | ("attr_bits", float attr) |
+    ("attr_dim", int attr, dim)}; `doc`: one line naming the strategy and its reference.
+
+    ("attr_dim", attr, dim) reads an integer attribute that binds a spec dim (spec.attr(..., dim=BS)): the
+    C++ reads the attribute (its default when absent), the Python twin takes the dim's value, and both
+    fail outside the dim's [min, max] like a dim read from a shape."""
     from opgen.codegen.names import op_snake
 
     op = op_snake(spec.name)
@@ -192,6 +203,10 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
             index = [a.name for a in spec.attrs].index(how[1])
             default = spec.attrs[index].default
             reads.append((name, f"AttrFloatBits(context, {index}, {float_bits(default)})"))
+        elif isinstance(how, tuple) and how[0] == "attr_dim":
+            index = [a.name for a in spec.attrs].index(how[1])
+            default = spec.attrs[index].default
+            reads.append((name, f"AttrInt(context, {index}, {int(default) if default is not None else 0})"))
         else:
             reads.append((name, dim_cpp(spec, how)))
     rows = [[c.cann for c in (r[v.name] for v in spec.dtype_table)] for r in spec.dtype_rows]
@@ -207,6 +222,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
         "statements": prog.to_cpp(indent="    "),
         "dtype_rows": rows, "n_vars": len(spec.dtype_table),
         "sys_workspace": SYS_WORKSPACE_BYTES, "source": doc,
+        "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values()),
     }
     return {
         f"op_host/{op}_tiling.h": env.get_template("op_host/tiling.h.j2").render(**ctx),
