@@ -25,7 +25,7 @@ from typing import Callable
 
 from opgen.codegen.aclnn import emit_aclnn
 from opgen.codegen.example import emit_example
-from opgen.codegen.fmt import format_cpp, is_cpp
+from opgen.codegen.fmt import format_many
 from opgen.codegen.golden import emit_golden
 from opgen.codegen.infershape import emit_infershape
 from opgen.codegen.kernel import emit_kernel
@@ -59,7 +59,8 @@ def generate(spec) -> dict[str, str]:
                 raise OpgenError(f"{spec.name}: {emit.__name__} and {owner[path]} both emit {path}")
             files[path] = text
             owner[path] = emit.__name__
-    return {p: (format_cpp(t, p) if is_cpp(p) else t) for p, t in sorted(files.items())}
+    formatted = format_many(files)
+    return {p: formatted[p] for p in sorted(files)}
 
 
 def write_ops(specs, out: Path | None = None) -> list[tuple[str, list[str], list[str]]]:

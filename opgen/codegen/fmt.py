@@ -47,6 +47,33 @@ def is_cpp(path: str) -> bool:
     return path.endswith(CPP_SUFFIXES)
 
 
+def format_many(files: dict[str, str]) -> dict[str, str]:
+    """{path: text} with every C/C++ file formatted as `format_cpp` does, in ONE clang-format process
+    (`-i` on copies in a temporary directory, same style and language selection by suffix); other files
+    are returned unchanged. Raises OpgenError when clang-format fails."""
+    import tempfile
+
+    cpp = sorted(p for p in files if is_cpp(p))
+    if not cpp:
+        return dict(files)
+    out = dict(files)
+    with tempfile.TemporaryDirectory(prefix="opgen-fmt-") as tmp:
+        paths = []
+        for k, p in enumerate(cpp):
+            f = Path(tmp) / f"{k}_{Path(p).name}"
+            f.write_text(files[p])
+            paths.append(f)
+        env = dict(os.environ)
+        env.pop("CLANG_FORMAT_STYLE", None)
+        proc = subprocess.run([clang_format_path(), f"--style=file:{STYLE_FILE}", "-i", *map(str, paths)],
+                              capture_output=True, text=True, check=False, env=env)
+        if proc.returncode != 0:
+            raise OpgenError(f"clang-format failed on {', '.join(cpp)}: {proc.stderr.strip()}")
+        for p, f in zip(cpp, paths):
+            out[p] = f.read_text()
+    return out
+
+
 def format_cpp(text: str, filename: str) -> str:
     """`text` formatted by clang-format with STYLE_FILE; `filename` selects the language (only its suffix
     matters). Raises OpgenError when clang-format fails."""

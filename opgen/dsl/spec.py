@@ -688,7 +688,16 @@ class OpSpec:
     def keys(self):
         """Every specialisation key: static attribute values x presence of optional inputs x shape forms.
 
-        Keys whose static checks fail (e.g. weights absent for normType 2) are skipped."""
+        Keys whose static checks fail (e.g. weights absent for normType 2) are skipped. Computed once per
+        finished spec (cached; declarations made after the first call are not expected)."""
+        cached = self.__dict__.get("_keys_cache")
+        if cached is not None:
+            return list(cached)
+        out = self._compute_keys()
+        self._keys_cache = tuple(out)
+        return out
+
+    def _compute_keys(self):
         opts = [i for i in self.inputs if i.optional]
         free = [i for i in opts if i.when is None]
         gated = [i for i in opts if i.when is not None]
