@@ -194,6 +194,8 @@ struct LaunchState {
     bool aborted = false;
     bool deadlock = false;
     std::string abortReason;
+    std::string deadlockBlocked;   // "[AIV 1] CrossCoreWaitFlag(3), ..." when the deadlock was detected
+    int deadlockReturned = 0;      // cores that had returned by then
     LaunchKind kind = LaunchKind::AIV_ONLY;
 
     // per core slot
@@ -244,7 +246,12 @@ struct LaunchState {
     }
     void CheckStuckLocked()
     {
-        if (!aborted && StuckLocked()) { deadlock = true; aborted = true; abortReason = "deadlock"; cv.notify_all(); }
+        if (!aborted && StuckLocked()) {
+            deadlock = true; aborted = true; abortReason = "deadlock";
+            deadlockBlocked = BlockedListLocked();   // snapshot for every blocked core's message
+            deadlockReturned = total - live;
+            cv.notify_all();
+        }
     }
     void CoreFinished(int slot = -1)
     {
@@ -295,8 +302,8 @@ struct LaunchState {
                       blockedList));
         }
         if (deadlock)
-            Fault(Cat(what, " deadlock: ", hint, total - live > 0 ? Cat("; ", total - live, " core(s) returned") : "",
-                      "; every live core is blocked: ", blockedList));
+            Fault(Cat(what, " deadlock: ", hint, deadlockReturned > 0 ? Cat("; ", deadlockReturned, " core(s) returned") : "",
+                      "; every live core is blocked: ", deadlockBlocked));
         throw EmuAbort("launch aborted");
     }
     // Hardware SyncAll (reference §1.6). aivOnly = the isAIVOnly template argument: in a mix launch the AIVs meet
