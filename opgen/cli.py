@@ -196,13 +196,21 @@ def _specs_for(ops):
     return [load_spec(op) for op in ops] if ops else all_specs()
 
 
+def _spec_sources(ops):
+    """What generate/diff work on: every bundled spec FILE when no OP is named (so the generation cache can
+    answer without loading a spec), else the named specs. Raises OpgenError (no specs directory, unknown op)."""
+    from opgen.registry import spec_files
+
+    return _specs_for(ops) if ops else spec_files()
+
+
 def cmd_generate(args) -> int:
     """`opgen generate [OP...] [--out DIR]`: write each op's package to DIR/<op_snake>/ (default generated/),
     removing stale files inside those op directories only. Deterministic (opgen.codegen)."""
     from opgen.codegen import default_out_dir, write_ops
 
     out = args.out or str(default_out_dir())
-    for name, written, removed in write_ops(_specs_for(args.op), out):
+    for name, written, removed in write_ops(_spec_sources(args.op), out):
         print(f"{name}: {len(written)} written, {len(removed)} stale removed ({out})")
     return 0
 
@@ -212,7 +220,7 @@ def cmd_diff(args) -> int:
     from what `opgen generate` would write; exit 0 when it is up to date."""
     from opgen.codegen import diff_ops
 
-    text = diff_ops(_specs_for(args.op), args.out)
+    text = diff_ops(_spec_sources(args.op), args.out)
     if text:
         sys.stdout.write(text)
         return 1

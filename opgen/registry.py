@@ -82,13 +82,19 @@ def _assignment_line(path: str, name: str) -> int:
     return line
 
 
-def all_specs() -> list:
-    """Every bundled spec, sorted by file name. Raises OpgenError when the specs directory is missing."""
+def spec_files() -> list[Path]:
+    """Paths of the bundled spec files (not the shared `_*.py` helpers), sorted by name. Raises OpgenError when
+    the specs directory is missing."""
     d = specs_dir()
     if not d.is_dir():
         raise OpgenError(f"no specs directory at {d}: install opgen editable from a checkout (pip install -e .) "
                          f"or set OPGEN_SPECS to the directory holding the spec files")
-    return [_load_file(p) for p in sorted(d.glob("*.py")) if not p.name.startswith("_")]
+    return [p for p in sorted(d.glob("*.py")) if not p.name.startswith("_")]
+
+
+def all_specs() -> list:
+    """Every bundled spec, sorted by file name. Raises OpgenError when the specs directory is missing."""
+    return [_load_file(p) for p in spec_files()]
 
 
 def load_spec(op: str):

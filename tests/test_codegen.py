@@ -183,7 +183,7 @@ def test_cpp_compiles_against_host_emulation(packages, tmp_path):
                 jobs.append([GXX, "-std=c++17", "-c", "-o", os.devnull, "-Wall", "-Wextra", "-Werror=format",
                              f"-I{EMU_INCLUDE}", f"-I{(root / path).parent}", f"-I{inc}", str(root / path)])
     tiled = sum(any(p.endswith("_tiling.cpp") for p in files) for files in packages.values())
-    assert tiled == 4  # the four vector ops have a TilingFunc (tests/test_tiling.py also runs it)
+    assert tiled == 6  # the four vector ops and the two NSA mixed kernels have a TilingFunc (tests/test_tiling.py)
     kernels = sum(any(p.startswith("op_kernel/") and p.endswith(".cpp") for p in files) for files in packages.values())
     assert kernels >= 2  # the row kernels (tests/test_kernels.py runs them in the emulation)
     assert len(jobs) == 5 * len(packages) + tiled + kernels  # def, infershape, aclnn, L0, example (+ tiling, kernel)
@@ -636,3 +636,30 @@ def test_golden_has_no_opgen_import_at_module_level(packages):
         head = files["tests/golden.py"].split("def _run")[0]
         assert "opgen" not in re.sub(r'#.*|""".*?"""|_OP = .*', "", head, flags=re.S), op
 
+
+
+def test_generation_cache_hits_and_misses(tmp_path, monkeypatch):
+    """A second generation of an unchanged spec comes from the cache (no spec load, no emitter runs) with
+    identical files; a changed spec file misses and is generated afresh."""
+    import opgen.codegen as cg
+    from opgen.registry import specs_dir
+
+    monkeypatch.setenv("OPGEN_CACHE_DIR", str(tmp_path / "cache"))
+    src = specs_dir() / "ada_layer_norm_v2.py"
+    d = tmp_path / "specs"
+    d.mkdir()
+    for f in specs_dir().glob("_*.py"):
+        (d / f.name).write_text(f.read_text())
+    spec_file = d / "ada_layer_norm_v2.py"
+    spec_file.write_text(src.read_text())
+    name, first = cg.generate_cached(spec_file)
+    assert name == "AdaLayerNormV2" and any(p.startswith("op_kernel/") for p in first)
+
+    def boom(spec):
+        raise AssertionError("generate() ran on a cache hit")
+
+    monkeypatch.setattr(cg, "generate", boom)
+    assert cg.generate_cached(spec_file) == (name, first)
+    spec_file.write_text(src.read_text() + "\n# changed\n")
+    with pytest.raises(AssertionError, match="cache hit"):
+        cg.generate_cached(spec_file)

@@ -63,26 +63,46 @@ def generate(spec) -> dict[str, str]:
     return {p: formatted[p] for p in sorted(files)}
 
 
+def generate_cached(spec_or_path) -> tuple[str, dict[str, str]]:
+    """(OpDef name, files) of a spec given as an OpSpec or as its file path: from the generation cache
+    (opgen.codegen.cache) when nothing it depends on changed, else generated (loading the spec) and
+    remembered. Raises as `generate` and opgen.registry.load_spec."""
+    from opgen.codegen import cache
+
+    path = Path(spec_or_path) if isinstance(spec_or_path, (str, Path)) else Path(spec_or_path.file)
+    hit = cache.load(path)
+    if hit is not None:
+        return hit
+    if isinstance(spec_or_path, (str, Path)):
+        from opgen.registry import load_spec
+
+        spec_or_path = load_spec(str(path))
+    files = generate(spec_or_path)
+    cache.store(path, spec_or_path.name, files)
+    return spec_or_path.name, files
+
+
 def write_ops(specs, out: Path | None = None) -> list[tuple[str, list[str], list[str]]]:
     """Generate and write each spec's package to `out/<op_snake>/` (default generated/), removing stale
-    files there. Returns [(op name, written paths, removed paths)]."""
+    files there. `specs`: OpSpecs or spec file paths (generate_cached). Returns [(op name, written paths,
+    removed paths)]."""
     out = Path(out) if out is not None else default_out_dir()
     result = []
     for spec in specs:
-        files = generate(spec)
-        written, removed = write_package(out / op_snake(spec.name), files)
-        result.append((spec.name, written, removed))
+        name, files = generate_cached(spec)
+        written, removed = write_package(out / op_snake(name), files)
+        result.append((name, written, removed))
     return result
 
 
 def diff_ops(specs, out: Path | None = None) -> str:
-    """Unified diff from what is under `out/<op_snake>/` (default generated/) to what would be generated;
-    "" when up to date."""
+    """Unified diff from what is under `out/<op_snake>/` (default generated/) to what would be generated
+    (`specs`: OpSpecs or spec file paths); "" when up to date."""
     out = Path(out) if out is not None else default_out_dir()
     parts = []
     for spec in specs:
-        name = op_snake(spec.name)
-        parts.append(diff_package(out / name, generate(spec), name))
+        name, files = generate_cached(spec)
+        parts.append(diff_package(out / op_snake(name), files, op_snake(name)))
     return "".join(parts)
 
 

@@ -1,0 +1,48 @@
+"""Benchmark: `opgen generate` of all six ops as a whole process, next to a bare Python that only imports
+numpy, jinja2 and networkx (goal <= 3x), and a cached re-generation (a second run into the same directory:
+files already up to date are not rewritten).
+
+Each side is a fresh `python` process (the venv's interpreter), timed wall-clock, median of `repeat` runs,
+on the same machine in one run. Reference for the goal: issue 6 (bench/).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def _wall(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def run(repeat: int = 3) -> dict:
+    """{"bare_s", "generate_s", "regenerate_s", "ratio", "ratio_cached"} (medians over `repeat` runs)."""
+    bare, gen, regen = [], [], []
+    py = sys.executable
+    for _ in range(repeat):
+        bare.append(_wall([py, "-c", "import numpy, jinja2, networkx"]))
+        with tempfile.TemporaryDirectory(prefix="opgen-bench-gen-") as out:
+            gen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out]))
+            regen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out]))
+    b, g, r = (statistics.median(x) for x in (bare, gen, regen))
+    return {"bare_s": b, "generate_s": g, "regenerate_s": r, "ratio": g / b, "ratio_cached": r / b,
+            "repeat": repeat}
+
+
+def main(argv=None) -> int:
+    """Print the figures (see module docstring)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args(argv)
+    r = run(a.repeat)
+    print(f"bare import {r['bare_s']:.2f} s; opgen generate (6 ops) {r['generate_s']:.2f} s = {r['ratio']:.1f}x "
+          f"(goal <= 3x); cached re-generation {r['regenerate_s']:.2f} s = {r['ratio_cached']:.1f}x")
+    return 0
