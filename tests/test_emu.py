@@ -76,6 +76,11 @@ FAULTS = {
     "que_overalloc": ["all 2 buffers are in use"],
     "sync_deadlock": ["SyncAll deadlock"],
     "bf16_cast_none": ["CAST_NONE is not supported"],
+    "gather_misaligned": ["Gather: byte offset 22 of lane 5 is not a multiple of 4"],
+    "gather_oob": ["Gather: byte offset 256 of lane 4 is past the end of the 64-element source tensor"],
+    "gather_inplace": ["Gather: lane 0 reads UB byte 4 inside the destination", "(in-place gather)"],
+    "gather_poison_offset": ["Gather: srcOffset[6] is unwritten (poisoned) UB"],
+    "gather_poison_lane": ["GetValue", "unwritten (poisoned)", "element 4"],
 }
 
 
@@ -160,6 +165,27 @@ def test_brcb_layout(bins):
         for j in range(8):
             exp[r * 20 + j * 2, :] = r * 8 + j + 1
     np.testing.assert_array_equal(dst, exp)
+
+
+def test_gather_byte_offsets_base_and_untouched_lanes(bins):
+    """Gather count form (reference/ascendc.md §1.9): dst[i] = src element at byte srcBaseAddr + srcOffset[i];
+    lanes past count keep their contents; 16-bit elements use 2-byte offsets."""
+    out = run_scenario(bins, "gather")
+    assert out["ok"], out["faults"]
+    src = np.arange(1, 33, dtype=np.float32)
+    pair = np.array(out["val"]["pair"], dtype=np.float32)
+    np.testing.assert_array_equal(pair[:12], src[np.arange(12) ^ 1])      # interleave rotation's permutation
+    np.testing.assert_array_equal(pair[12:], -5.0)                         # past count: untouched
+    half = np.array(out["val"]["half"], dtype=np.float32)
+    np.testing.assert_array_equal(half[:6], src[16 + (np.arange(6) + 3) % 6])   # half swap from base byte 64
+    np.testing.assert_array_equal(half[6:], pair[6:8])                     # untouched by the 6-lane gather
+    np.testing.assert_array_equal(np.array(out["val"]["rev16"], dtype=np.float32), np.arange(8)[::-1] * 0.5)
+
+
+def test_gather_poisoned_source_lane_poisons_only_its_lane(bins):
+    out = run_scenario(bins, "gather_poison_lane")
+    assert out["val"]["lane3"] == ["3"]
+    assert out["ok"] is False and "element 4" in out["faults"][0]
 
 
 # ------------------------------------------------------------------ multi-core

@@ -253,7 +253,8 @@ def check_counts(spec, progs, counts, loc: str) -> None:
 
 def kernel_ir_text(spec, g) -> str:
     """The lowered kernel of graph `g` (one specialisation of `spec`) as canonical text: the row program
-    (opgen.kernel.rowprog.print_program) for row-kernel ops. Raises OpgenError for an op without a kernel
+    (opgen.kernel.rowprog.print_program) for row-kernel ops, the head program
+    (opgen.kernel.headrows.print_head_program) for head-row kernel ops. Raises OpgenError for an op without a kernel
     lowering."""
     from opgen.errors import OpgenError
     from opgen.kernel.rowprog import print_program
@@ -261,15 +262,26 @@ def kernel_ir_text(spec, g) -> str:
 
     if spec.name in ROW_KERNELS:
         return print_program(lower(optimize(g), RowLayout()))
+    from opgen.tiling import HEAD_KERNELS
+
+    if spec.name in HEAD_KERNELS:
+        from opgen.kernel.headrows import lower_heads, print_head_program
+
+        return print_head_program(lower_heads(optimize(g)))
     raise OpgenError(f"--stage kernel: {spec.name} has no kernel lowering yet")
 
 
 def emit_kernel(spec) -> dict[str, str]:
-    """{path: text} of op_kernel/<op>.h and op_kernel/<op>.cpp for a row-kernel op; {} for other ops.
-    Raises SpecError when a specialisation does not fit the tiling's buffer counts."""
+    """{path: text} of op_kernel/<op>.h and op_kernel/<op>.cpp for a row-kernel op, or a head-row kernel op
+    (opgen.codegen.headkernel); {} for other ops. Raises SpecError when a specialisation does not fit the
+    tiling's buffer counts."""
     from opgen.codegen.env import template_env
-    from opgen.tiling import ROW_KERNELS
+    from opgen.tiling import HEAD_KERNELS, ROW_KERNELS
 
+    if spec.name in HEAD_KERNELS:
+        from opgen.codegen.headkernel import emit_head_kernel
+
+        return emit_head_kernel(spec, HEAD_KERNELS[spec.name])
     if spec.name not in ROW_KERNELS:
         return {}
     mod = ROW_KERNELS[spec.name]

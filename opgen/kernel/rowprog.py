@@ -20,8 +20,9 @@ so a kernel that splits H over cores knows how many cross-core exchanges a row n
 
 Reference facts: reference/ascendc.md §1.5 (TQue/TBuf), §1.9 (count-form vector instructions, in-place
 operands, Cast round modes); reference/ada_layer_norm.md §1.2-§1.3 (the math, fp32 inside).
-`verify_program` checks def-before-use, one definition per name and that no live buffer is overwritten;
-`print_program` is the canonical text (`opgen graph --stage kernel`).
+`verify_program` checks def-before-use, the temporaries' range and the GM tensors named;
+`print_program` is the canonical text (`opgen graph --stage kernel`): per instruction its space, level
+and the COL_SPLIT phases that run it (P<level> = the exchange of that level's row sums, F = final).
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ VECTOR_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "max": 
 VECTOR_UNARY = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "abs": "Abs", "relu": "Relu"}
 SCALAR_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 SCALAR_UNARY = {"sqrt": "std::sqrt({})", "rsqrt": "1.0f / std::sqrt({})", "neg": "-{}", "exp": "std::exp({})",
-                "log": "std::log({})", "abs": "std::fabs({})"}
+                "log": "std::log({})", "abs": "std::fabs({})", "recip": "(1.0f / {})"}
+VECTOR_SPACES = ("row", "brow", "col", "table")
+"""Spaces whose values are UB rows (vector operands); "table" is a head-row kernel's RoPE table row
+(opgen.kernel.headrows)."""
+NO_INPLACE = ("vgather",)
+"""Instruction kinds whose destination must not be one of their sources (Gather permutes lanes)."""
 ROUND_MODES = {"rint": "CAST_RINT", "round": "CAST_ROUND", "none": "CAST_NONE"}
 
 
@@ -71,6 +77,7 @@ class Instr:
     vscalar     dst = srcs[0] <op> scalar arg                (Adds/Muls)
     vunary      dst = op(srcs[0])                            (Exp/Ln/Sqrt/Rsqrt/Abs/Relu)
     vdup        dst = scalar arg broadcast                   (Duplicate)
+    vgather     dst = srcs[0] with its lanes permuted by the UB offset table `arg`  (Gather; never in place)
     rsum        scalar dst = sum of srcs[0] over the row     (ReduceSum; partial per core in COL_SPLIT)
     sexpr       scalar dst = C++ float expression arg over scalar names
     sload       scalar dst = GM stat tensor `gm` at this row
@@ -107,6 +114,7 @@ class RowProgram:
     col: list[str] = field(default_factory=list)
     accs: dict = field(default_factory=dict)
     levels: int = 0
+    consts: list = field(default_factory=list)   # predefined UB operands (head-row kernels: slots, lane tables)
 
     def tensor(self, name: str) -> GmTensor:
         """The GM tensor `name`. Raises KeyError."""
@@ -256,47 +264,7 @@ class _Lowering:
         raise IRError(f"row kernel: op {op} (%{r}) is not supported by the row lowering")
 
     def elementwise(self, n, r, sp, op, ins):
-        emit = self.p.instrs.append
-        if sp in ("stat", "scalar"):
-            texts = [self.scalar_text.get(i, self.operand(i)) for i in ins]
-            if op in SCALAR_BINARY:
-                expr = f"({texts[0]} {SCALAR_BINARY[op]} {texts[1]})"
-            elif op in SCALAR_UNARY:
-                expr = SCALAR_UNARY[op].format(texts[0])
-            else:
-                raise IRError(f"row kernel: scalar {op} (%{r}) is not supported")
-            if sp == "scalar":
-                self.scalar_text[r] = expr
-            else:
-                emit(Instr("sexpr", r, arg=expr, space="stat"))
-            return
-        vec = [i for i in ins if self.space[i] in ("row", "brow", "col")]
-        sca = [i for i in ins if self.space[i] in ("stat", "scalar")]
-        if op in VECTOR_UNARY:
-            emit(Instr("vunary", r, (self.operand(ins[0]),), VECTOR_UNARY[op], space=sp))
-            return
-        if op == "neg":
-            emit(Instr("vscalar", r, (self.operand(ins[0]),), "Muls", "-1.0f", space=sp))
-            return
-        if len(vec) == 2:
-            emit(Instr("vbin", r, (self.operand(ins[0]), self.operand(ins[1])), VECTOR_BINARY[op], space=sp))
-            return
-        s = self.scalar_text.get(sca[0], self.operand(sca[0]))
-        a = self.operand(vec[0])
-        vec_first = ins[0] == vec[0]
-        if op == "add":
-            emit(Instr("vscalar", r, (a,), "Adds", s, space=sp))
-        elif op == "mul":
-            emit(Instr("vscalar", r, (a,), "Muls", s, space=sp))
-        elif op == "sub" and vec_first:
-            emit(Instr("vscalar", r, (a,), "Adds", f"-({s})", space=sp))
-        elif op == "sub":
-            emit(Instr("vscalar", f"neg_{r}", (a,), "Muls", "-1.0f", space=sp))
-            emit(Instr("vscalar", r, (f"neg_{r}",), "Adds", s, space=sp))
-        else:  # div and max/min with a scalar: broadcast it first (x / s is not x * (1/s) in IEEE)
-            emit(Instr("vdup", f"dup_{r}", arg=s, space=sp))
-            pair = (a, f"dup_{r}") if vec_first else (f"dup_{r}", a)
-            emit(Instr("vbin", r, pair, VECTOR_BINARY[op], space=sp))
+        lower_elementwise(self, r, sp, op, ins)
 
     # ---------------------------------------------------------------- outputs
     def output(self, name, v):
@@ -325,6 +293,59 @@ class _Lowering:
         p.instrs = _schedule(p.instrs)
         _assign_phases(p)
         _allocate(p)
+
+
+def lower_elementwise(ctx, r, sp, op, ins) -> None:
+    """Append the instructions of elementwise op `op` with result `r` in space `sp` to ctx.p.instrs.
+
+    ctx provides `space` ({operand: space}), `scalar_text` ({scalar operand: C++ text}), `operand(name)`
+    (the buffer-level name of a value) and `p` (the RowProgram being built); `ins` are the operands' names.
+    Stat/scalar results become C++ float expressions; vector results AscendC instructions (a scalar operand
+    of add/mul/sub folds into Adds/Muls; div/max/min broadcast it with Duplicate first: x / s is not
+    x * (1 / s) in IEEE). Raises IRError for an op without a lowering."""
+    emit = ctx.p.instrs.append
+    if sp in ("stat", "scalar"):
+        texts = [ctx.scalar_text.get(i, ctx.operand(i)) for i in ins]
+        if op in SCALAR_BINARY:
+            expr = f"({texts[0]} {SCALAR_BINARY[op]} {texts[1]})"
+        elif op in SCALAR_UNARY:
+            expr = SCALAR_UNARY[op].format(texts[0])
+        else:
+            raise IRError(f"row kernel: scalar {op} (%{r}) is not supported")
+        if sp == "scalar":
+            ctx.scalar_text[r] = expr
+        else:
+            emit(Instr("sexpr", r, arg=expr, space="stat"))
+        return
+    vec = [i for i in ins if ctx.space[i] in VECTOR_SPACES]
+    sca = [i for i in ins if ctx.space[i] in ("stat", "scalar")]
+    if op in VECTOR_UNARY:
+        emit(Instr("vunary", r, (ctx.operand(ins[0]),), VECTOR_UNARY[op], space=sp))
+        return
+    if op == "neg":
+        emit(Instr("vscalar", r, (ctx.operand(ins[0]),), "Muls", "-1.0f", space=sp))
+        return
+    if op not in VECTOR_BINARY:
+        raise IRError(f"row kernel: op {op} (%{r}) has no vector lowering")
+    if len(vec) == 2:
+        emit(Instr("vbin", r, (ctx.operand(ins[0]), ctx.operand(ins[1])), VECTOR_BINARY[op], space=sp))
+        return
+    s = ctx.scalar_text.get(sca[0], ctx.operand(sca[0]))
+    a = ctx.operand(vec[0])
+    vec_first = ins[0] == vec[0]
+    if op == "add":
+        emit(Instr("vscalar", r, (a,), "Adds", s, space=sp))
+    elif op == "mul":
+        emit(Instr("vscalar", r, (a,), "Muls", s, space=sp))
+    elif op == "sub" and vec_first:
+        emit(Instr("vscalar", r, (a,), "Adds", f"-({s})", space=sp))
+    elif op == "sub":
+        emit(Instr("vscalar", f"neg_{r}", (a,), "Muls", "-1.0f", space=sp))
+        emit(Instr("vscalar", r, (f"neg_{r}",), "Adds", s, space=sp))
+    else:  # div and max/min with a scalar: broadcast it first (x / s is not x * (1/s) in IEEE)
+        emit(Instr("vdup", f"dup_{r}", arg=s, space=sp))
+        pair = (a, f"dup_{r}") if vec_first else (f"dup_{r}", a)
+        emit(Instr("vbin", r, pair, VECTOR_BINARY[op], space=sp))
 
 
 def _dtype_name(dt) -> str:
@@ -434,7 +455,7 @@ def _assign_phases(p: RowProgram) -> None:
 def _allocate(p: RowProgram) -> None:
     """Name every UB operand: row values -> w<k> by liveness (in place when an operand dies at this
     instruction), brow/col values and accumulators -> their own buffers. Rewrites p.instrs."""
-    row_kinds = ("cast_in", "vbin", "vscalar", "vunary", "vdup")
+    row_kinds = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "vgather")
     last: dict[str, int] = {}
     for k, i in enumerate(p.instrs):
         for x in _names_in(i):
@@ -449,7 +470,7 @@ def _allocate(p: RowProgram) -> None:
         if i.space == "row" and i.kind in row_kinds:
             if True:
                 dying = [x for x in i.srcs if x in where and last.get(x) == k]
-                if dying:
+                if dying and i.kind not in NO_INPLACE:
                     dst = where[dying[0]]
                 else:
                     free = sorted(int(b[1:]) for b in (f"w{j}" for j in range(nxt)) if b not in holder)
@@ -491,13 +512,15 @@ def lower(g: Graph, layout: RowLayout = RowLayout()) -> RowProgram:
 def verify_program(p: RowProgram) -> None:
     """Def-before-use of every operand; row temporaries inside 0..row_temps; every accumulator and stored
     tensor known. Raises IRError naming the instruction."""
-    defined = {t.name for t in p.gm if t.role == "in"}
+    defined = {t.name for t in p.gm if t.role == "in"} | set(p.consts)
     for k, i in enumerate(p.instrs):
         for x in i.srcs:
             if x not in defined:
                 raise IRError(f"row program {p.name}: instruction {k} ({i.kind} {i.dst}) uses {x} before it is defined")
         if i.dst.startswith("w") and i.dst[1:].isdigit() and int(i.dst[1:]) >= p.row_temps:
             raise IRError(f"row program {p.name}: {i.dst} outside the {p.row_temps} row temporaries")
+        if i.kind in NO_INPLACE and i.dst in i.srcs:
+            raise IRError(f"row program {p.name}: instruction {k} ({i.kind} {i.dst}) overwrites its own source")
         if i.kind in ("store", "sstore", "load", "cast_in", "sload"):
             p.tensor(i.gm)
         if i.dst:
@@ -516,11 +539,14 @@ def print_program(p: RowProgram) -> str:
         lines.append(f"  brow {', '.join(p.brow)}")
     if p.col:
         lines.append(f"  col {', '.join(p.col)}")
+    if p.consts:
+        lines.append(f"  const {', '.join(p.consts)}")
     for a, (sp, name, rm) in p.accs.items():
         lines.append(f"  acc {a} -> {name} ({sp}, {rm})")
     for i in p.instrs:
         body = _instr_text(i)
-        lines.append(f"  [{i.space} L{i.level}] {body}")
+        ph = ",".join("F" if x == -1 else f"P{x}" for x in i.phases)
+        lines.append(f"  [{i.space} L{i.level}{' ' + ph if ph else ''}] {body}")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -538,6 +564,8 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = {i.op}({a})"
     if i.kind == "vdup":
         return f"{i.dst} = Duplicate({i.arg})"
+    if i.kind == "vgather":
+        return f"{i.dst} = Gather({a}, {i.arg})"
     if i.kind == "rsum":
         return f"{i.dst} = ReduceSum({a})"
     if i.kind == "sexpr":

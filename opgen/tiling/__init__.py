@@ -20,9 +20,15 @@ ROW_KERNELS = {  # OpDef name -> tiling module of a row kernel (opgen.kernel.row
     "AdaLayerNormV2": ada_layer_norm_v2,
 }
 
+HEAD_KERNELS = {  # OpDef name -> tiling module of a head-row kernel (opgen.kernel.headrows, opgen.tiling.headkernel)
+    "NormRopeConcat": norm_rope_concat,
+    "NormRopeConcatGrad": norm_rope_concat,
+}
+
 TILINGS = {
     "AdaLayerNormGrad": (ada_layer_norm_grad.PROGRAM, ada_layer_norm_grad.INPUTS, _doc(ada_layer_norm_grad)),
     "AdaLayerNormV2": (ada_layer_norm_v2.PROGRAM, ada_layer_norm_v2.INPUTS, _doc(ada_layer_norm_v2)),
     "NormRopeConcat": (norm_rope_concat.PROGRAM_FWD, norm_rope_concat.INPUTS, _doc(norm_rope_concat)),
     "NormRopeConcatGrad": (norm_rope_concat.PROGRAM_GRAD, norm_rope_concat.INPUTS, _doc(norm_rope_concat)),
 }
+

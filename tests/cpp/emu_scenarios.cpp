@@ -173,6 +173,81 @@ int main(int argc, char** argv)
             for (int i = 0; i < 40 * 8; ++i) v.push_back(dst.GetValue(i));
             Vals("dst", v);
         });
+    } else if (s == "gather") {
+        // float and half: a pair swap of 12 lanes with srcBaseAddr 0, a half swap read from base byte 64,
+        // lanes past count untouched, a poisoned source lane poisons its destination lane only.
+        r = emu::Launch(1, kUb, [&] {
+            TPipe pipe; TBuf<> a, b, o, h; pipe.InitBuffer(a, 256); pipe.InitBuffer(b, 256); pipe.InitBuffer(o, 256);
+            pipe.InitBuffer(h, 256);
+            LocalTensor<float> src = a.Get<float>(), dst = b.Get<float>();
+            LocalTensor<uint32_t> off = o.Get<uint32_t>();
+            for (int i = 0; i < 32; ++i) src.SetValue(i, float(i + 1));
+            Duplicate(dst, -5.0f, 64);
+            for (int j = 0; j < 12; ++j) off.SetValue(j, uint32_t((j ^ 1) * 4));
+            Gather(dst, src, off, 0, 12);
+            std::vector<float> v;
+            for (int i = 0; i < 16; ++i) v.push_back(dst.GetValue(i));
+            Vals("pair", v);
+            for (int j = 0; j < 6; ++j) off.SetValue(j, uint32_t(((j + 3) % 6) * 4));
+            Gather(dst, src, off, 64, 6);   // base byte 64 = element 16
+            v.clear();
+            for (int i = 0; i < 8; ++i) v.push_back(dst.GetValue(i));
+            Vals("half", v);
+            LocalTensor<half> hs = h.Get<half>(), hd = b.Get<half>();
+            for (int i = 0; i < 8; ++i) hs.SetValue(i, half(float(i) * 0.5f));
+            for (int j = 0; j < 8; ++j) off.SetValue(j, uint32_t((7 - j) * 2));
+            Gather(hd, hs, off, 0, 8);
+            v.clear();
+            for (int i = 0; i < 8; ++i) v.push_back(float(hd.GetValue(i)));
+            Vals("rev16", v);
+        });
+    } else if (s == "gather_poison_lane") {
+        r = emu::Launch(1, kUb, [&] {
+            TPipe pipe; TBuf<> a, b, o; pipe.InitBuffer(a, 256); pipe.InitBuffer(b, 256); pipe.InitBuffer(o, 256);
+            LocalTensor<float> src = a.Get<float>(), dst = b.Get<float>();
+            LocalTensor<uint32_t> off = o.Get<uint32_t>();
+            for (int i = 0; i < 4; ++i) src.SetValue(i, float(i));   // src[4..] unwritten
+            for (int j = 0; j < 8; ++j) off.SetValue(j, uint32_t(j * 4));
+            Gather(dst, src, off, 0, 8);
+            std::printf("val lane3 %g\n", dst.GetValue(3));
+            (void)dst.GetValue(4);   // poisoned: fault
+        });
+    } else if (s == "gather_misaligned") {
+        r = emu::Launch(1, kUb, [&] {
+            TPipe pipe; TBuf<> a, b, o; pipe.InitBuffer(a, 256); pipe.InitBuffer(b, 256); pipe.InitBuffer(o, 256);
+            LocalTensor<float> src = a.Get<float>(), dst = b.Get<float>();
+            LocalTensor<uint32_t> off = o.Get<uint32_t>();
+            Duplicate(src, 1.0f, 64);
+            for (int j = 0; j < 8; ++j) off.SetValue(j, uint32_t(j * 4 + (j == 5 ? 2 : 0)));
+            Gather(dst, src, off, 0, 8);
+        });
+    } else if (s == "gather_oob") {
+        r = emu::Launch(1, kUb, [&] {
+            TPipe pipe; TBuf<> a, b, o; pipe.InitBuffer(a, 256); pipe.InitBuffer(b, 256); pipe.InitBuffer(o, 256);
+            LocalTensor<float> src = a.Get<float>(), dst = b.Get<float>();
+            LocalTensor<uint32_t> off = o.Get<uint32_t>();
+            Duplicate(src, 1.0f, 64);
+            for (int j = 0; j < 8; ++j) off.SetValue(j, uint32_t(j * 4));
+            Gather(dst, src, off, 240, 8);   // lane 4 reads byte 256: past the 64-element tensor
+        });
+    } else if (s == "gather_inplace") {
+        r = emu::Launch(1, kUb, [&] {
+            TPipe pipe; TBuf<> a, o; pipe.InitBuffer(a, 256); pipe.InitBuffer(o, 256);
+            LocalTensor<float> src = a.Get<float>();
+            LocalTensor<uint32_t> off = o.Get<uint32_t>();
+            Duplicate(src, 1.0f, 64);
+            for (int j = 0; j < 8; ++j) off.SetValue(j, uint32_t((j ^ 1) * 4));
+            Gather(src, src, off, 0, 8);
+        });
+    } else if (s == "gather_poison_offset") {
+        r = emu::Launch(1, kUb, [&] {
+            TPipe pipe; TBuf<> a, b, o; pipe.InitBuffer(a, 256); pipe.InitBuffer(b, 256); pipe.InitBuffer(o, 256);
+            LocalTensor<float> src = a.Get<float>(), dst = b.Get<float>();
+            LocalTensor<uint32_t> off = o.Get<uint32_t>();
+            Duplicate(src, 1.0f, 64);
+            for (int j = 0; j < 6; ++j) off.SetValue(j, uint32_t(j * 4));   // off[6], off[7] unwritten
+            Gather(dst, src, off, 0, 8);
+        });
     } else if (s == "atomic_syncall") {
         // 8 cores: core 0 zeroes y[0..64), SyncAll, every core atomically adds (c+1)*(i+1) to y[i].
         // Expected y[i] = 36*(i+1) exactly (small integers in float).

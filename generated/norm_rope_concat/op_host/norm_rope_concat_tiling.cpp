@@ -122,6 +122,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
             54;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
     [[maybe_unused]] const int64_t coreNum = static_cast<int64_t>(platform.GetCoreNumAiv());  // AIV cores
     [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(ubSize);                    // UB bytes per AIV core
+    [[maybe_unused]] const int64_t epsAttr =
+        AttrFloatBits(context, 4, 925353388);  // IEEE-754 bits of the float attribute eps
     if (dtypeKey == 0 || attrKey < 0) {
         return ge::GRAPH_FAILED;
     }
@@ -152,10 +154,14 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t dAlign = AlignUp(headDim, 16);  // head row stride in UB (elements)
     const int64_t rowNum = ((batch * heads) * ((querySeq + encoderQuerySeq) +
                                                (2 * (keySeq + encoderKeySeq))));  // head rows of all six parts
-    const int64_t rowBytes = ((((0 + ((2 * dAlign) * tBytes)) + ((2 * dAlign) * tBytes)) + ((3 * dAlign) * 4)) +
-                              ((2 * 8) * 4));  // UB bytes per resident row
-    const int64_t fixedBytes = ((((0 + ((8 * dAlign) * 4)) + ((4 * dAlign) * 4)) + ((2 * dAlign) * tBytes)) +
-                                ((1 * 256) * 4));  // UB bytes held once
+    const int64_t rowBytes = ((((0 + ((2 * dAlign) * tBytes)) + ((2 * dAlign) * tBytes)) + ((2 * 1) * 4)) +
+                              ((4 * 1) * 4));  // UB bytes per resident row
+    const int64_t fixedBytes =
+        ((((((((0 + ((6 * 8) * 4)) + ((3 * dAlign) * 4)) + ((2 * dAlign) * 4)) + ((2 * dAlign) * 4)) +
+            ((2 * dAlign) * 4)) +
+           ((1 * dAlign) * 4)) +
+          ((1 * dAlign) * 4)) +
+         ((1 * (AlignUp(CeilDiv(dAlign, 64), 8) + 8)) * 4));  // UB bytes held once
     const int64_t rowsFit =
         ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);             // rows per UB pass that fit
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rowNum));  // cores used by the row split
@@ -180,6 +186,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t encoderKeySeqLen = (encoderKeySeq + 0);
     const int64_t ropeRowNum = (ropeRows + 0);
     const int64_t headDimLen = (headDim + 0);
+    const int64_t epsBits = (epsAttr + 0);  // IEEE-754 bits of eps (float)
     if (fits == 0) {
         return ge::GRAPH_FAILED;  // no UB plan holds this shape
     }
@@ -201,6 +208,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     tiling->encoderKeySeqLen = encoderKeySeqLen;
     tiling->ropeRowNum = ropeRowNum;
     tiling->headDimLen = headDimLen;
+    tiling->epsBits = epsBits;
     context->SetBlockDim(static_cast<uint32_t>(blockDim));
     context->SetTilingKey(static_cast<uint64_t>(tilingKey));
     size_t* workspaces = context->GetWorkspaceSizes(1);

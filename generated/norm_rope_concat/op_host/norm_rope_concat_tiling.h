@@ -22,5 +22,6 @@ struct NormRopeConcatTilingData {
     int64_t encoderKeySeqLen = 0;    //
     int64_t ropeRowNum = 0;          //
     int64_t headDimLen = 0;          //
+    int64_t epsBits = 0;             // IEEE-754 bits of eps (float)
 };
 }  // namespace optiling

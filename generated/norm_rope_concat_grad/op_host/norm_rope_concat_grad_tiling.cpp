@@ -153,11 +153,15 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t dAlign = AlignUp(headDim, 16);  // head row stride in UB (elements)
     const int64_t rowNum = ((batch * heads) * ((querySeq + encoderQuerySeq) +
                                                (2 * (keySeq + encoderKeySeq))));  // head rows of all six parts
-    const int64_t rowBytes = ((((0 + ((2 * dAlign) * tBytes)) + ((2 * dAlign) * tBytes)) + ((3 * dAlign) * 4)) +
-                              ((2 * 8) * 4));  // UB bytes per resident row
+    const int64_t rowBytes =
+        (((0 + ((4 * dAlign) * tBytes)) + ((2 * dAlign) * tBytes)) + ((4 * 1) * 4));  // UB bytes per resident row
     const int64_t fixedBytes =
-        (((((0 + ((4 * dAlign) * 4)) + ((4 * dAlign) * 4)) + ((2 * dAlign) * tBytes)) + ((1 * 256) * 4)) +
-         ((8 * dAlign) * 4));  // UB bytes held once
+        (((((((((0 + ((4 * 8) * 4)) + ((3 * dAlign) * 4)) + ((2 * dAlign) * 4)) + ((1 * dAlign) * 4)) +
+             ((2 * dAlign) * 4)) +
+            ((2 * dAlign) * 4)) +
+           ((1 * dAlign) * 4)) +
+          ((1 * dAlign) * 4)) +
+         ((1 * (AlignUp(CeilDiv(dAlign, 64), 8) + 8)) * 4));  // UB bytes held once
     const int64_t rowsFit =
         ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);             // rows per UB pass that fit
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rowNum));  // cores used by the row split
@@ -173,8 +177,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t fits = (rowsFit >= 1);  // 1 when one head row fits UB (always for D <= 1024)
     const int64_t tilingKey =
         (((attrKey * 100) + (dtypeKey * 10)) + 1);  // attrKey * 100 + dtypeKey * 10 + 1 (one strategy)
-    const int64_t reduceCores =
-        std::min<int64_t>(rowCores, CeilDiv(dAlign, 16));            // cores summing the weight-grad partials
+    const int64_t colsPerReduceCore =
+        AlignUp(CeilDiv(headDim, rowCores), 16);  // columns each core sums in the cross-core weight-gradient reduction
     const int64_t workspaceBytes = (((rowCores * 8) * dAlign) * 4);  // per-core fp32 partial weight/bias grads (bytes)
     const int64_t batchNum = (batch + 0);
     const int64_t headNum = (heads + 0);
@@ -196,7 +200,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     tiling->blockDim = blockDim;
     tiling->fits = fits;
     tiling->tilingKey = tilingKey;
-    tiling->reduceCores = reduceCores;
+    tiling->colsPerReduceCore = colsPerReduceCore;
     tiling->workspaceBytes = workspaceBytes;
     tiling->batchNum = batchNum;
     tiling->headNum = headNum;

@@ -5,19 +5,19 @@
 
 namespace optiling {
 struct NormRopeConcatGradTilingData {
-    int64_t dAlign = 0;          // head row stride in UB (elements)
-    int64_t rowNum = 0;          // head rows of all six parts
-    int64_t rowsPerCore = 0;     // rows of every core
-    int64_t rowsTail = 0;        // the first rowsTail cores take one more row
-    int64_t rowsPerPass = 0;     // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
-    int64_t blockDim = 0;        // AIV cores launched
-    int64_t fits = 0;            // 1 when one head row fits UB (always for D <= 1024)
-    int64_t tilingKey = 0;       // attrKey * 100 + dtypeKey * 10 + 1 (one strategy)
-    int64_t reduceCores = 0;     // cores summing the weight-grad partials
-    int64_t workspaceBytes = 0;  // per-core fp32 partial weight/bias grads (bytes)
-    int64_t batchNum = 0;        //
-    int64_t headNum = 0;         //
-    int64_t querySeqLen = 0;     //
+    int64_t dAlign = 0;       // head row stride in UB (elements)
+    int64_t rowNum = 0;       // head rows of all six parts
+    int64_t rowsPerCore = 0;  // rows of every core
+    int64_t rowsTail = 0;     // the first rowsTail cores take one more row
+    int64_t rowsPerPass = 0;  // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
+    int64_t blockDim = 0;     // AIV cores launched
+    int64_t fits = 0;         // 1 when one head row fits UB (always for D <= 1024)
+    int64_t tilingKey = 0;    // attrKey * 100 + dtypeKey * 10 + 1 (one strategy)
+    int64_t colsPerReduceCore = 0;   // columns each core sums in the cross-core weight-gradient reduction
+    int64_t workspaceBytes = 0;      // per-core fp32 partial weight/bias grads (bytes)
+    int64_t batchNum = 0;            //
+    int64_t headNum = 0;             //
+    int64_t querySeqLen = 0;         //
     int64_t encoderQuerySeqLen = 0;  //
     int64_t keySeqLen = 0;           //
     int64_t encoderKeySeqLen = 0;    //

@@ -10,6 +10,8 @@
 //  * GM accesses are checked against the whole registered buffer (emu::RegisterGm), not the SetGlobalBuffer count.
 //  * AllocTensor with every buffer in use, DeQue on an empty queue, EnQue beyond depth: faults (hardware hangs).
 //  * A core returning while others wait in SyncAll: fault (hardware deadlocks).
+//  * Gather (emu/vector.h): an unaligned, out-of-range or unwritten byte offset, or a source lane inside the
+//    destination (in-place gather), is a fault (hardware leaves the result unspecified).
 //  * Issue 5: cube side (emu/cube.h: Nd2Nz DataCopy, LoadData, Mmad, Fixpipe with real NZ/ZZ/ZN layouts, L1/L0
 //    capacities) and mixed kernels (emu/mix.h: emu::LaunchMix 1 AIC : 2 AIV, CrossCoreSetFlag/WaitFlag with
 //    blocking semantics; every-core-blocked and timeout deadlocks fault). See EMU.md.

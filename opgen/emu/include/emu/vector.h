@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "emu/tensor.h"
 
@@ -219,6 +220,48 @@ void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
         cur.swap(next);
     }
     dst.St(0, cur[0], ok);
+}
+
+// ---- Gather, count form (reference/ascendc.md §1.9): for i < count, dst[i] = the element of src at byte
+// offset srcBaseAddr + srcOffset[i] from src's start. Offsets are BYTES (uint32). dst, src and srcOffset
+// start 32-byte aligned; 16/32-bit element types (A2/A3 list: int16/uint16/half/bf16/int32/uint32/float).
+// Lanes >= count are untouched. Stricter than hardware (which leaves these unspecified): an offset that
+// is not a multiple of sizeof(T) or points past the end of src's tensor is a fault, an unwritten
+// (poisoned) offset is a fault (it would address garbage), and a source element inside dst's written
+// range is a fault (an in-place permutation would read lanes already overwritten). A poisoned source
+// element poisons its dst lane (like every vector op).
+template <typename T>
+void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<uint32_t>& srcOffset,
+            const uint32_t srcBaseAddr, const uint32_t count)
+{
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Gather: 16/32-bit element types only");
+    if (count == 0) return;
+    emu_detail::CheckOperand(dst, count, "Gather");
+    emu_detail::CheckOperand(srcOffset, count, "Gather");
+    src.CheckAligned("Gather");
+    const uint64_t dstLo = dst.Offset(), dstHi = dst.Offset() + uint64_t(count) * sizeof(T);
+    std::vector<T> vals(count);
+    std::vector<char> good(count);
+    for (uint32_t i = 0; i < count; ++i) {
+        bool okOff = true;
+        const uint32_t off = srcOffset.Ld(i, okOff);
+        if (!okOff) emu::Fault(emu::Cat("Gather: srcOffset[", i, "] is unwritten (poisoned) UB"));
+        const uint64_t byte = uint64_t(srcBaseAddr) + off;
+        if (byte % sizeof(T))
+            emu::Fault(emu::Cat("Gather: byte offset ", byte, " of lane ", i, " is not a multiple of ", sizeof(T)));
+        const uint64_t idx = byte / sizeof(T);
+        if (idx >= src.GetSize())
+            emu::Fault(emu::Cat("Gather: byte offset ", byte, " of lane ", i, " is past the end of the ",
+                                src.GetSize(), "-element source tensor"));
+        const uint64_t at = src.Offset() + byte;
+        if (dst.Arena() == src.Arena() && at + sizeof(T) > dstLo && at < dstHi)
+            emu::Fault(emu::Cat("Gather: lane ", i, " reads UB byte ", at, " inside the destination [", dstLo, ", ",
+                                dstHi, ") (in-place gather)"));
+        bool ok = true;
+        vals[i] = src.Ld(idx, ok);
+        good[i] = ok;
+    }
+    for (uint32_t i = 0; i < count; ++i) dst.St(i, vals[i], good[i] != 0);
 }
 
 // ---- Brcb: repeat r takes src[r*8 .. r*8+8); element j fills the 32-B block at
