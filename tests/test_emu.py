@@ -56,6 +56,8 @@ def run_scenario(bins, name, build="scen"):
         elif head == "val":
             tag, *vals = rest.split()
             out["val"][tag] = vals
+        elif head == "cycles":
+            out["cycles"] = tuple(int(v) for v in rest.split())
     return out
 
 
@@ -205,6 +207,8 @@ def test_gm_byte_counters(bins):
     assert out["ok"] and out["val"]["maxerr"] == ["0"]
     assert out["gm"]["x"] == (4096 + 4, 0)   # each element once + one scalar GetValue
     assert out["gm"]["y"] == (0, 4096)
+    # cost model (core.h CountVector): Muls over 100, 100, 56 floats = 2 + 2 + 1 repeats of 256 bytes per core
+    assert out["cycles"] == (5, 0)
 
 
 def test_tiling_macros_and_sync_noops(bins):

@@ -159,6 +159,9 @@ struct CoreContext {
     std::string label;         // fault prefix: "core 3" (AIV-only launch), "AIC 1", "AIV 5"
     UbArena *l1 = nullptr, *l0a = nullptr, *l0b = nullptr, *l0c = nullptr, *bt = nullptr, *fb = nullptr;
     int arch = 2201;           // NPU arch of the simulated SoC (emu::CoreMem::arch)
+    // Instruction cost counters for the roofline estimate (opgen bench; reference/ascendc.md §3):
+    uint64_t vecCycles = 0;    // vector unit: one cycle per 256-byte repeat, Exp/Ln/Sqrt/Div at 32 lanes/cycle
+    uint64_t cubeCycles = 0;   // cube unit: one cycle per 16x16x16 fractal multiply-accumulate
 };
 
 inline CoreContext*& CurrentCorePtr() { thread_local CoreContext* c = nullptr; return c; }
@@ -168,6 +171,20 @@ inline CoreContext& Core()
     if (!c) throw EmuFault("AscendC device API called outside emu::Launch (no simulated core)");
     return *c;
 }
+// Cost of one vector instruction over `elems` elements of `bytes` each: 256-byte repeats; `slow` = 2 for float
+// / 4 for half of Exp, Ln, Sqrt and Div (32 lanes per cycle instead of 256 bytes; reference/ascendc.md §3).
+inline void CountVector(uint64_t elems, uint64_t bytes, bool slow = false)
+{
+    if (CoreContext* c = CurrentCorePtr())
+        c->vecCycles += (elems * bytes + 255) / 256 * (slow ? (bytes == 2 ? 4 : 2) : 1);
+}
+// Cost of one Mmad of m x n x k: 16x16x16 fractal MACs (4096 MAC/cycle per AIC, reference/ascendc.md §3).
+inline void CountCube(uint64_t m, uint64_t n, uint64_t k)
+{
+    if (CoreContext* c = CurrentCorePtr())
+        c->cubeCycles += ((m + 15) / 16) * ((n + 15) / 16) * ((k + 15) / 16);
+}
+
 inline std::string CoreLabel(const CoreContext& c) { return c.label.empty() ? Cat("core ", c.blockIdx) : c.label; }
 
 [[noreturn]] inline void Fault(const std::string& what)

@@ -308,6 +308,7 @@ void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor
                   "Mmad: emulated type combinations are half/bfloat16_t/float inputs with a float result");
     const char* what = "Mmad";
     emu_detail::RequireCubeArch(what);
+    emu::CountCube(p.m, p.n, p.k);
     emu::UbArena* ca = emu_detail::CubeOperand(dst, emu::MemKind::L0C, what, "dst (result C)", "CO1");
     emu::UbArena* aa = emu_detail::CubeOperand(fm, emu::MemKind::L0A, what, "fm (left matrix A)", "A2");
     emu::UbArena* ba = emu_detail::CubeOperand(filter, emu::MemKind::L0B, what, "filter (right matrix B)", "B2");

@@ -24,6 +24,10 @@ struct LaunchResult {
     std::string firstFault;              // fault of the lowest-index faulting core ("" if none)
     std::vector<std::string> faults;     // one per faulting core, in core order
     std::vector<GmCount> gm;             // per registered buffer, for this launch
+    std::vector<uint64_t> vecCycles;     // per core (launch order): vector cycles of the cost model (core.h)
+    std::vector<uint64_t> cubeCycles;    // per core: cube cycles (16x16x16 fractals)
+    uint64_t MaxVecCycles() const { uint64_t m = 0; for (auto c : vecCycles) m = c > m ? c : m; return m; }
+    uint64_t MaxCubeCycles() const { uint64_t m = 0; for (auto c : cubeCycles) m = c > m ? c : m; return m; }
     uint64_t TotalRead() const { uint64_t s = 0; for (auto& g : gm) s += g.bytesRead; return s; }
     uint64_t TotalWritten() const { uint64_t s = 0; for (auto& g : gm) s += g.bytesWritten; return s; }
     const GmCount* Find(const std::string& name) const
@@ -90,6 +94,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
     st.barrier[0].members = n;
     st.barrier[1].members = aivCount;
     std::vector<std::string> faults(n);
+    std::vector<uint64_t> vecCycles(n, 0), cubeCycles(n, 0);
     std::vector<std::thread> threads;
     threads.reserve(n);
     for (int i = 0; i < n; ++i) {
@@ -144,6 +149,8 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
                 st.Abort(faults[i]);
             }
             CurrentCorePtr() = nullptr;
+            vecCycles[i] = ctx.vecCycles;
+            cubeCycles[i] = ctx.cubeCycles;
             st.CoreFinished(i);
             std::lock_guard<std::mutex> l(st.mu);
             st.cores[i] = nullptr;
@@ -157,6 +164,8 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
     auto& reg = GmRegistry::Get();
     std::lock_guard<std::mutex> l(reg.mu);
     for (auto& b : reg.bufs) res.gm.push_back({b->id, b->name, b->bytes, b->bytesRead.load(), b->bytesWritten.load()});
+    res.vecCycles = vecCycles;
+    res.cubeCycles = cubeCycles;
     return res;
 }
 }  // namespace detail
@@ -195,6 +204,7 @@ inline void PrintReport(const LaunchResult& r, FILE* f = stdout)
     for (auto& m : r.faults) std::fprintf(f, "fault %s\n", m.c_str());
     for (auto& g : r.gm)
         std::fprintf(f, "gm %s %llu %llu\n", g.name.c_str(), (unsigned long long)g.bytesRead, (unsigned long long)g.bytesWritten);
+    std::fprintf(f, "cycles %llu %llu\n", (unsigned long long)r.MaxVecCycles(), (unsigned long long)r.MaxCubeCycles());
 }
 
 }  // namespace emu

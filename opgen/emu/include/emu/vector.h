@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "emu/tensor.h"
@@ -28,6 +29,7 @@ template <typename T, typename F>
 void Binary(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b, int32_t count, const char* what, F f)
 {
     if (count <= 0) return;
+    emu::CountVector(uint64_t(count), sizeof(T), what[0] == 'D' && what[1] == 'i');   // Div is slow
     CheckOperand(dst, count, what); CheckOperand(a, count, what); CheckOperand(b, count, what);
     for (int32_t i = 0; i < count; ++i) {
         bool ok = true;
@@ -39,6 +41,8 @@ template <typename T, typename F>
 void Unary(const LocalTensor<T>& dst, const LocalTensor<T>& a, int32_t count, const char* what, F f)
 {
     if (count <= 0) return;
+    const std::string w(what);
+    emu::CountVector(uint64_t(count), sizeof(T), w == "Exp" || w == "Ln" || w == "Sqrt");
     CheckOperand(dst, count, what); CheckOperand(a, count, what);
     for (int32_t i = 0; i < count; ++i) {
         bool ok = true;
@@ -101,6 +105,7 @@ template <typename T>
 void Duplicate(const LocalTensor<T>& dst, const T& scalar, int32_t count)
 {
     if (count <= 0) return;
+    emu::CountVector(uint64_t(count), sizeof(T));
     emu_detail::CheckOperand(dst, count, "Duplicate");
     for (int32_t i = 0; i < count; ++i) dst.St(i, scalar, true);
 }
@@ -168,6 +173,7 @@ D CastOne(S v, RoundMode mode)
 template <typename D, typename S>
 void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode& mode, uint32_t count)
 {
+    emu::CountVector(count, sizeof(D) > sizeof(S) ? sizeof(D) : sizeof(S));
     constexpr bool sF = std::is_same<S, float>::value, dF = std::is_same<D, float>::value;
     if constexpr (!sF && dF) {
         if (mode != RoundMode::CAST_NONE && !std::is_same<S, int32_t>::value)
@@ -199,6 +205,8 @@ void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
 {
     (void)tmp;
     if (count <= 0) return;
+    emu::CountVector(uint64_t(count), sizeof(T));
+    emu::CountVector(uint64_t(count) * sizeof(T) / 256, sizeof(T));   // the second pass over per-repeat sums
     emu_detail::CheckOperand(src, count, "ReduceSum");
     if (dst.Offset() % sizeof(T)) emu::Fault("ReduceSum: dst not element-aligned");
     dst.Addr(0, 1, "ReduceSum");
@@ -236,6 +244,7 @@ void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTen
 {
     static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Gather: 16/32-bit element types only");
     if (count == 0) return;
+    emu::CountVector(count, sizeof(T));
     emu_detail::CheckOperand(dst, count, "Gather");
     emu_detail::CheckOperand(srcOffset, count, "Gather");
     src.CheckAligned("Gather");
