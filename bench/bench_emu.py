@@ -8,6 +8,11 @@
    outputs, workspace), over the minimum (each input read once, each output written once), at
    H in {64, 1152, 3072, 4099, 8192, 16384} with 4096 rows (goal <= 1.10), next to the reference notes'
    figures for CANN's kernels (reference/ada_layer_norm.md §4.5).
+3. GM bytes moved by the emitted NsaSelectedAttention / NsaSelectedAttentionGrad mixed kernels (issue 5), counted
+   by the emulation, next to the minimum (each tensor once), the gather minimum (every unit reads its L selected
+   K/V rows once; the rest once) and the reference's estimate for CANN's kernels
+   (reference/nsa_selected_attention.md §4.1 forward, §4.2 / §4.3 backward templates), at D/Dv = 192/128,
+   bs 64, cnt 16 (the reference's defaults) for G = 4 and 16, fp16.
 
 Run: python bench/bench_emu.py [--repeat 3] [--json] [--quick]
 Medians of --repeat runs; the build is cached (ninja) and not timed. Machine size is printed.
@@ -24,6 +29,7 @@ import sys
 
 from opgen.check import run_check
 from opgen.errors import OpgenError
+from opgen.tiling.nsa import gather_min_bytes
 
 README_CASES = [
     ("AdaLayerNormGrad DiT [2, 1024, 1152] bf16", "AdaLayerNormGrad", {"Bd": (2,), "S": 1024, "H": 1152},
@@ -72,6 +78,32 @@ def gm_sweep(rows: int) -> list[dict]:
     return out
 
 
+NSA_CASES = [  # (label, dims) at the reference's defaults D 192 / Dv 128, bs 64, cnt 16 (L = 1024), 2 batches
+    ("G=4, N2=2", {"T1": 48, "T2": 4096, "N1": 8, "N2": 2, "D": 192, "Dv": 128, "CNT": 16, "BS": 64, "Bn": 2}),
+    ("G=16, N2=1", {"T1": 48, "T2": 4096, "N1": 16, "N2": 1, "D": 192, "Dv": 128, "CNT": 16, "BS": 64, "Bn": 2}),
+]
+
+
+def nsa_gm(quick: bool) -> list[dict]:
+    """GM bytes of the NSA kernels per case and direction: counted, minimum, gather minimum, CANN estimate."""
+    out = []
+    for label, dims in NSA_CASES:
+        dims = dict(dims)
+        if quick:
+            dims["T1"] = 8
+        for op, attrs, present in (
+                ("NsaSelectedAttention", {"input_layout": "TND"}, ("actual_seq_qlen", "actual_seq_kvlen")),
+                ("NsaSelectedAttentionGrad", {}, ("actualSeqQLen", "actualSeqKVLlen"))):
+            r = run_check(op, dims=dims, attrs=attrs, dtypes={"T": "float16"}, present=present, progress=False)
+            gmin = gather_min_bytes(op, dims, 2)
+            out.append({"case": label, "op": op, "passed": r.passed, "gm_bytes": r.gm_bytes,
+                        "gm_bytes_min": r.gm_bytes_min, "gather_min": gmin, "cann": r.gm_reference,
+                        "cann_source": r.gm_reference_source, "vs_cann": r.gm_bytes / r.gm_reference,
+                        "vs_gather_min": r.gm_bytes / gmin,
+                        "workspace_bytes_moved": r.gm["workspace"].read + r.gm["workspace"].written})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -80,7 +112,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}
     res = {"machine": machine, "repeat": a.repeat, "time": time_cases(a.repeat, a.quick),
-           "gm": gm_sweep(512 if a.quick else 4096)}
+           "gm": gm_sweep(512 if a.quick else 4096), "nsa_gm": nsa_gm(a.quick)}
     if a.json:
         print(json.dumps(res, indent=1))
         return 0
@@ -97,6 +129,12 @@ def main(argv=None) -> int:
     for g in res["gm"]:
         print(f"  H={g['H']:<6} {g['strategy']:<9} ratio {g['ratio']:.4f}  (CANN {g['cann']})  "
               f"{'pass' if g['passed'] else 'FAIL'}")
+    print("NSA mixed kernels, GM bytes (fp16, D/Dv 192/128, bs 64, cnt 16): counted vs minimum (each tensor once), "
+          "gather minimum (each unit's L selected K/V rows once) and the reference's CANN estimate:")
+    for g in res["nsa_gm"]:
+        print(f"  {g['op']:<25} {g['case']:<11} {g['gm_bytes'] / 1e6:9.2f} MB  min {g['gm_bytes_min'] / 1e6:7.2f} MB  "
+              f"gather-min {g['gather_min'] / 1e6:8.2f} MB ({g['vs_gather_min']:.2f}x)  CANN {g['cann'] / 1e6:8.2f} MB "
+              f"({g['vs_cann']:.2f}x, {g['cann_source']})  {'pass' if g['passed'] else 'FAIL'}")
     return 0
 
 

@@ -19,7 +19,7 @@ spec = OpSpec("NsaSelectedAttentionGrad", aclnn="aclnnNsaSelectedAttentionGrad",
 T1, T2, N2, Bn = spec.dims("T1 T2 N2 Bn")
 N1 = spec.dim("N1")
 D = spec.dim("D", max=768, multiple_of=16)
-Dv = spec.dim("Dv", multiple_of=16)
+Dv = spec.dim("Dv", max=768, multiple_of=16)
 CNT = spec.dim("CNT", max=128)
 BS = spec.dim("BS", min=16, max=128, multiple_of=16)
 MS1, MS2 = spec.dims("MS1 MS2")

@@ -225,3 +225,72 @@ def test_ub_proof_needs_a_bound_on_dims_the_plan_depends_on(tmp_path):
     prog, inputs, _ = TILINGS["AdaLayerNormGrad"]
     with pytest.raises(SpecError, match="H has no max="):
         prove_ub(_load_file(path), prog, inputs)
+
+
+NSA_SHAPES = [  # (T1, T2, N1, N2, D, Dv, CNT, BS, Bn): kernel-test shapes, bounds, head groups, bad block sizes
+    (27, 210, 1, 1, 128, 128, 4, 16, 3), (15, 1820, 4, 2, 192, 128, 16, 32, 3), (13, 3624, 8, 2, 192, 128, 16, 64, 3),
+    (43, 756, 16, 1, 128, 128, 1, 64, 3), (12, 244, 32, 2, 192, 128, 4, 16, 3), (5, 456, 20, 1, 768, 768, 4, 32, 2),
+    (1, 4096, 128, 1, 768, 768, 32, 128, 1), (64, 65536, 64, 4, 192, 128, 128, 64, 64), (3, 16, 1, 1, 16, 16, 1, 16, 1),
+    (100, 8192, 80, 4, 256, 256, 64, 128, 7), (7, 999, 6, 4, 64, 32, 8, 48, 2), (9, 500, 4, 1, 128, 128, 4, 24, 1),
+    (9, 500, 4, 1, 128, 128, 4, 144, 1), (9, 500, 5, 2, 128, 128, 2, 16, 1), (2, 40000, 3, 1, 128, 128, 1, 16, 1),
+]
+
+
+def _nsa_cases():
+    """Both NSA ops over NSA_SHAPES x dtype rows x the Atlas A2/A3 platforms x static attributes x mask presence."""
+    for op in ("NsaSelectedAttention", "NsaSelectedAttentionGrad"):
+        spec = load_spec(op)
+        plats = [p for p in PLATFORMS.values() if p.soc_key in set(spec.socs)]
+        fwd = op == "NsaSelectedAttention"
+        for k, ((t1, t2, n1, n2, d, dv, cnt, bs, bn), row) in enumerate(itertools.product(NSA_SHAPES, spec.dtype_rows)):
+            if not fwd and cnt > 128 or fwd and cnt > 32:
+                continue
+            env = dict(T1=t1, T2=t2, N1=n1, N2=n2, D=d, Dv=dv, CNT=cnt, BS=bs, Bn=bn, MS1=4, MS2=4)
+            for mode, mask in ((0, True), (2, True), (2, False)) if fwd else ((0, None), (2, None)):
+                present = {"actual_seq_qlen": True, "actual_seq_kvlen": True, "atten_mask": mask} if fwd else \
+                    {"actualSeqQLen": True, "actualSeqKVLlen": True}
+                attrs = ({"scale_value": 0.0721, "head_num": n1, "sparse_mode": mode, "selected_block_size": bs,
+                          "selected_block_count": cnt} if fwd else
+                         {"scaleValue": 0.125, "headNum": n1, "sparseMode": mode, "selectedBlockSize": bs,
+                          "selectedBlockCount": cnt})
+                dtypes = {"T": row["T"]} if fwd and not mask else dict(row)
+                yield spec, env, dtypes, present, plats[k % len(plats)], attrs
+
+
+def test_nsa_python_twin_equals_emitted_tiling(driver):
+    """NsaSelectedAttention(Grad): every tiling field, blockDim, tilingKey and workspace of the emitted TilingFunc
+    equal the Python twin's (opgen/tiling/nsa.py), over G = 1 .. 128 (head groups when G exceeds the L0C cap),
+    D/Dv up to 768, CNT up to 32 / 128, block sizes 16 .. 128, both sparse modes, mask present or absent, every dtype
+    row; block sizes 24 and 144 fail in both (not a multiple of 16 / above 128)."""
+    lines, expected = [], []
+    for spec, env, dtypes, present, plat, attrs in _nsa_cases():
+        lines.append(_case_line(spec, env, dtypes, present, plat, attrs))
+        expected.append(_expected(spec, env, dtypes, plat, attrs))
+    out = subprocess.run([str(driver)], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+    got = out.stdout.splitlines()
+    assert len(got) == len(expected) and len(got) > 200
+    fails = sum(e == "fail" for e in expected)
+    assert 0 < fails < len(expected) / 4
+    for c, g, e in zip(lines, got, expected):
+        assert g == e, f"case {c}:\n C++    {g}\n Python {e}"
+
+
+def test_nsa_cube_and_ub_plans_fit_at_the_joint_worst_case():
+    """The proof varies one bounded dim at a time; the NSA plans also fit with every dim at its worst together
+    (D = Dv = 768, BS = 128, CNT at the direction's bound, G = 128) and the L1 / L0 / UB sums are below the A2
+    sizes (reference/ascendc.md §1.2)."""
+    from opgen.ir.dtypes import DType
+    from opgen.tiling import nsa
+
+    for op, prog, inputs, cnt in ((nsa.FWD, nsa.PROGRAM_FWD, nsa.INPUTS_FWD, 32),
+                                  (nsa.BWD, nsa.PROGRAM_BWD, nsa.INPUTS_BWD, 64)):
+        spec = load_spec(op)
+        for d, dv, bs, g in ((768, 768, 128, 128), (192, 128, 64, 16), (128, 128, 16, 1), (768, 16, 16, 64)):
+            env = dict(T1=4, T2=bs * cnt, N1=g, N2=1, D=d, Dv=dv, CNT=cnt if bs * cnt <= 8192 else 8192 // bs, BS=bs,
+                       Bn=1, MS1=1, MS2=1)
+            tl = evaluate(spec, prog, inputs, env, {"T": DType.bf16}, PLATFORMS["ascend910b1"])
+            assert tl["fits"] == 1
+            assert tl["l1Bytes"] <= nsa.CUBE["l1"] and tl["l0aBytes"] <= nsa.CUBE["l0a"]
+            assert tl["l0bBytes"] <= nsa.CUBE["l0b"] and tl["l0cBytes"] <= nsa.CUBE["l0c"]
+            assert tl["vecFixedBytes"] + tl["vecRows"] * tl["vecRowBytes"] <= PLATFORMS["ascend910b1"].ub_bytes
+            assert tl["gTile"] * d * 4 <= nsa.L0C_ACC   # the O / dQ accumulator of gTile rows

@@ -8,7 +8,8 @@ It declares the kernel by the fixed ABI (CANN convention, reference/ascendc.md ย
 
 (absent optional inputs, and outputs the specialisation does not produce, are passed as nullptr) and hands it
 to opgen_check::Main (opgen/check/cpp/check_driver.h), which does the rest: case file, TilingFunc, GM
-buffers, emu::Launch, report. Linked with op_host/<op>_tiling.cpp and op_kernel/<op>.cpp.
+buffers, emu::Launch (KERNEL_TYPE_AIV_ONLY) or emu::LaunchMix (KERNEL_TYPE_MIX_AIC_1_2: blockDim AI Cores, each
+1 AIC + 2 AIV) as the kernel entry declares it (kernel_type), report. Linked with op_host/<op>_tiling.cpp and op_kernel/<op>.cpp.
 """
 
 from __future__ import annotations
@@ -16,8 +17,29 @@ from __future__ import annotations
 from opgen.codegen.names import c_string
 
 
-def driver_source(m) -> str:
-    """C++ source of the launch driver of OpModel `m` (see module doc); deterministic text."""
+LAUNCH = {"KERNEL_TYPE_AIV_ONLY": "opgen_check::LaunchKind::AivOnly",
+          "KERNEL_TYPE_MIX_AIC_1_2": "opgen_check::LaunchKind::Mix12"}
+"""How the driver launches a kernel of each declared type (emu::Launch / emu::LaunchMix, reference ยง1.3)."""
+
+
+def kernel_type(kernel_cpp) -> str:
+    """The KERNEL_TASK_TYPE_DEFAULT(...) an emitted kernel entry declares (KERNEL_TYPE_AIV_ONLY when it declares
+    none). Raises OpgenError for a type `opgen check` cannot launch."""
+    import re
+    from pathlib import Path
+
+    from opgen.errors import OpgenError
+
+    m = re.search(r"KERNEL_TASK_TYPE_DEFAULT\((\w+)\)", Path(kernel_cpp).read_text())
+    kind = m.group(1) if m else "KERNEL_TYPE_AIV_ONLY"
+    if kind not in LAUNCH:
+        raise OpgenError(f"{kernel_cpp}: kernel type {kind} cannot be launched by opgen check ({', '.join(LAUNCH)})")
+    return kind
+
+
+def driver_source(m, kind: str = "KERNEL_TYPE_AIV_ONLY") -> str:
+    """C++ source of the launch driver of OpModel `m` (see module doc) for a kernel declaring `kind`
+    (kernel_type); deterministic text."""
     ins = [p.name for p in m.inputs]
     outs = [p.name for p in m.outputs]
     n = len(ins) + len(outs) + 2
@@ -33,5 +55,6 @@ def driver_source(m) -> str:
             "int main(int argc, char** argv)\n"
             "{\n"
             f"    return opgen_check::Main(argc, argv, {c_string(m.op)}, {{{names}}}, {{{onames}}},\n"
-            f"                             [](const std::vector<uint8_t*>& a) {{ {m.snake}({call}); }});\n"
+            f"                             [](const std::vector<uint8_t*>& a) {{ {m.snake}({call}); }},\n"
+            f"                             {LAUNCH[kind]});\n"
             "}\n")

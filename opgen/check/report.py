@@ -10,7 +10,8 @@ def _num(v) -> str:
 def format_text(res) -> str:
     """Lines: header (op, SoC, variant, blockDim, tilingKey, workspace bytes), one line per output (rel_l2,
     rel_linf, MERE, MARE against exact mode, max |diff| against device mode, PASS/FAIL and the rule or the
-    reason), GM bytes moved vs the minimum, per-buffer GM traffic, faults, and the verdict PASS / FAIL."""
+    reason), GM bytes moved vs the minimum (and vs the reference's estimate for CANN's kernel where one exists),
+    per-buffer GM traffic, faults, and the verdict PASS / FAIL."""
     out = [f"{res.op} on {res.soc} ({res.variant} build): blockDim {res.block_dim}, tilingKey {res.tiling_key}, "
            f"workspace {res.workspace_bytes} B"]
     if not res.tiling_ok:
@@ -25,6 +26,9 @@ def format_text(res) -> str:
         ratio = "n/a" if res.gm_ratio is None else f"{res.gm_ratio:.2f}x"
         out.append(f"GM bytes: {res.gm_bytes} moved, minimum {res.gm_bytes_min} (each input read once, each output "
                    f"written once): {ratio}")
+        if getattr(res, "gm_reference", None):
+            out.append(f"GM bytes of CANN's kernel, the reference's estimate ({res.gm_reference_source}): "
+                       f"{res.gm_reference} ({res.gm_bytes / res.gm_reference:.2f}x of it moved here)")
         for name, g in res.gm.items():
             out.append(f"  {name:<{width}}  read {g.read:>12}  written {g.written:>12}  (buffer {g.bytes} B)")
     for f in res.faults:

@@ -7,7 +7,9 @@ Steps (DESIGN.md "CPU emulation of the emitted code"):
 3. the launch driver (debug or asan variant) is built with ninja and run: TilingFunc, then the kernel on
    blockDim simulated cores (opgen/check/cpp/check_driver.h);
 4. every output is compared with the interpreter's exact (float64 golden) and device modes
-   (opgen/check/compare.py).
+   (opgen/check/compare.py; outputs downstream of an intermediate the op rounds to T may pass the
+   rounded-intermediate rule, compare.rounded_intermediate_outputs).
+The launch follows the kernel type the emitted entry declares (opgen/check/driver.py kernel_type).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from opgen.check import caseio
 from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_dtypes, encode_call,
                                harness_source, run_runner)
 from opgen.check.build import Builder, BuildRun, Sources
-from opgen.check.compare import OutputComparison, compare_output
-from opgen.check.driver import driver_source
+from opgen.check.compare import OutputComparison, compare_output, rounded_intermediate_outputs
+from opgen.check.driver import driver_source, kernel_type
 from opgen.errors import OpgenError, ValidationError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
@@ -48,7 +50,9 @@ class CheckResult:
     produced output written once (bytes, from the tensors' sizes); block_dim, tiling_key; workspace_bytes:
     the whole workspace (system part included, bytes); faults: emulation faults and driver problems (one
     line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "asan");
-    build_dir; builds: the ninja runs (BuildRun) of this check, in order."""
+    build_dir; builds: the ninja runs (BuildRun) of this check, in order; gm_reference / gm_reference_source: the
+    reference's estimate of the GM bytes CANN's kernel moves for the same call (bytes; None for ops without one,
+    opgen.tiling.GM_REFERENCE) and which estimate it is."""
 
     op: str
     soc: str
@@ -71,6 +75,8 @@ class CheckResult:
     build_dir: Path | None = None
     builds: list = field(default_factory=list)
     seconds: dict = field(default_factory=dict)   # wall seconds: "interpret" (device mode), "launch" (driver run)
+    gm_reference: int | None = None   # the reference's GM estimate for CANN's kernel on this call (opgen.tiling.GM_REFERENCE)
+    gm_reference_source: str = ""     # which estimate (reference section / template)
 
     @property
     def gm_ratio(self) -> float | None:
@@ -84,14 +90,16 @@ class CheckResult:
     def to_json(self) -> dict:
         """The `opgen check --json` object: passed, outputs{name: {rel_l2, rel_linf, mere, mare, passed, ...}},
         gm_bytes, gm_bytes_min, gm_ratio, gm{name: {bytes, read, written}}, block_dim, tiling_key,
-        workspace_bytes, faults, plus op, soc, variant, tiling_ok, tiling_error, launched."""
+        workspace_bytes, faults, plus op, soc, variant, tiling_ok, tiling_error, launched, gm_reference,
+        gm_reference_source."""
         return {"op": self.op, "soc": self.soc, "variant": self.variant, "passed": self.passed,
                 "outputs": {k: c.to_json() for k, c in self.outputs.items()},
                 "gm_bytes": self.gm_bytes, "gm_bytes_min": self.gm_bytes_min, "gm_ratio": self.gm_ratio,
                 "gm": {k: {"bytes": g.bytes, "read": g.read, "written": g.written} for k, g in self.gm.items()},
                 "block_dim": self.block_dim, "tiling_key": self.tiling_key, "workspace_bytes": self.workspace_bytes,
                 "faults": list(self.faults), "tiling_ok": self.tiling_ok, "tiling_error": self.tiling_error,
-                "launched": self.launched, "seconds": dict(self.seconds)}
+                "launched": self.launched, "seconds": dict(self.seconds), "gm_reference": self.gm_reference,
+                "gm_reference_source": self.gm_reference_source}
 
 
 def make_inputs(spec, dims: dict, attrs: dict, dtypes: dict, seed: int = 0) -> tuple[dict, dict]:
@@ -248,8 +256,8 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     src.require(kernel=True)
     variant = "asan" if asan else "debug"
     res = CheckResult(spec.name, plat.name, variant, inputs=inputs)
-    builder = Builder(src, {"driver.cpp": driver_source(m), "aclnn_harness.cpp": harness_source(m)}, build_root,
-                      progress)
+    builder = Builder(src, {"driver.cpp": driver_source(m, kernel_type(src.kernel_cpp)),
+                            "aclnn_harness.cpp": harness_source(m)}, build_root, progress)
     res.build_dir = builder.dir
 
     # 1. the emitted aclnn layer judges the call first
@@ -309,12 +317,19 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     elif not rep.complete:
         res.faults.append("driver: incomplete report")
 
-    # 4. compare
+    from opgen.tiling import GM_REFERENCE
+
+    if spec.name in GM_REFERENCE:
+        t_bytes = bound.dtypes["T"].itemsize if "T" in bound.dtypes else 2
+        res.gm_reference, res.gm_reference_source = GM_REFERENCE[spec.name](spec.name, bound.env, t_bytes)
+
+    # 4. compare (outputs computed from an intermediate the op rounds to T may pass the rounded-intermediate rule)
+    rounded = rounded_intermediate_outputs(g)
     for o, s in zip(spec.outputs, slots):
         if s is None or o.name not in res.arrays:
             continue
         res.outputs[o.name] = compare_output(o.name, res.arrays[o.name], exact[o.name], device[o.name],
-                                             s[0].long_name)
+                                             s[0].long_name, o.name in rounded)
     missing = [o.name for o, s in zip(spec.outputs, slots) if s is not None and o.name not in res.outputs]
     res.passed = (res.tiling_ok and res.launched and not res.faults and not missing
                   and all(c.passed for c in res.outputs.values()))

@@ -268,6 +268,12 @@ def kernel_ir_text(spec, g) -> str:
         from opgen.kernel.headrows import lower_heads, print_head_program
 
         return print_head_program(lower_heads(optimize(g)))
+    from opgen.tiling import NSA_KERNELS
+
+    if spec.name in NSA_KERNELS:
+        from opgen.codegen.kernel_nsa import kernel_ir_text as nsa_text
+
+        return nsa_text(spec, g)
     raise OpgenError(f"--stage kernel: {spec.name} has no kernel lowering yet")
 
 
@@ -282,6 +288,12 @@ def emit_kernel(spec) -> dict[str, str]:
         from opgen.codegen.headkernel import emit_head_kernel
 
         return emit_head_kernel(spec, HEAD_KERNELS[spec.name])
+    from opgen.tiling import NSA_KERNELS
+
+    if spec.name in NSA_KERNELS:
+        from opgen.codegen.kernel_nsa import emit_nsa_kernel
+
+        return emit_nsa_kernel(spec)
     if spec.name not in ROW_KERNELS:
         return {}
     mod = ROW_KERNELS[spec.name]

@@ -2,6 +2,7 @@
 per-op strategies and GM-traffic models. `TILINGS` maps an OpDef name to (program, inputs map, doc)."""
 
 from opgen.tiling import ada_layer_norm_grad, ada_layer_norm_v2, norm_rope_concat  # noqa: I001
+from opgen.tiling import nsa
 
 
 def _doc(mod):
@@ -30,5 +31,15 @@ TILINGS = {
     "AdaLayerNormV2": (ada_layer_norm_v2.PROGRAM, ada_layer_norm_v2.INPUTS, _doc(ada_layer_norm_v2)),
     "NormRopeConcat": (norm_rope_concat.PROGRAM_FWD, norm_rope_concat.INPUTS, _doc(norm_rope_concat)),
     "NormRopeConcatGrad": (norm_rope_concat.PROGRAM_GRAD, norm_rope_concat.INPUTS, _doc(norm_rope_concat)),
+    "NsaSelectedAttention": (nsa.PROGRAM_FWD, nsa.INPUTS_FWD, _doc(nsa)),
+    "NsaSelectedAttentionGrad": (nsa.PROGRAM_BWD, nsa.INPUTS_BWD, _doc(nsa)),
 }
 
+BUFFER_PLANS["NsaSelectedAttention"] = {1: nsa.PLANS_FWD["ub"] + nsa.PLANS_FWD["l1"]}   # AIV UB, then AIC L1
+BUFFER_PLANS["NsaSelectedAttentionGrad"] = {1: nsa.PLANS_BWD["ub"] + nsa.PLANS_BWD["l1"]}
+
+NSA_KERNELS = {"NsaSelectedAttention": nsa, "NsaSelectedAttentionGrad": nsa}
+"""OpDef name -> tiling module of a mixed NSA kernel (opgen.kernel.nsa, opgen.codegen.kernel_nsa)."""
+
+GM_REFERENCE = {"NsaSelectedAttention": nsa.cann_gm_bytes, "NsaSelectedAttentionGrad": nsa.cann_gm_bytes}
+"""OpDef name -> fn(op, dims, t_bytes) -> (bytes, what): the reference's GM estimate for CANN's kernel (opgen check)."""

@@ -101,14 +101,16 @@ def _attr_key_cpp(spec) -> str:
     return " + ".join(terms) if terms else "0"
 
 
-def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs: dict | None = None) -> dict:
+def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs: dict | None = None,
+             deterministic: bool = False) -> dict:
     """The Python twin: run `prog` for concrete dims `env` ({"Bd": (2,), "S": 7, ...}), dtype binding
-    `dtypes` ({"T": DType, ...}; a variable whose tensors are all absent may be missing), a Platform and
-    the static attribute values `attrs` (defaults when absent).
+    `dtypes` ({"T": DType, ...}; a variable whose tensors are all absent may be missing), a Platform,
+    the static attribute values `attrs` (defaults when absent) and the framework's deterministic-computation flag
+    (a ("deterministic",) input; CANN's TilingContext::GetDeterministic()).
 
     Raises KeyError for a program input without a mapping; OpgenError when a dim is outside the spec's
     domain or no UB plan fits (the emitted TilingFunc returns GRAPH_FAILED in the same cases)."""
-    vals = program_inputs(spec, prog, inputs_map, env, dtypes, platform, attrs)
+    vals = program_inputs(spec, prog, inputs_map, env, dtypes, platform, attrs, deterministic)
     for name, lo, hi in dim_bounds(spec, prog, inputs_map):
         if vals[name] < lo or (hi is not None and vals[name] > hi):
             raise OpgenError(f"tiling {prog.name}: {name}={vals[name]} outside [{lo}, {hi}]")
@@ -118,11 +120,15 @@ def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, at
     return out
 
 
-def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs) -> dict:
+def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs,
+                   deterministic: bool = False) -> dict:
     """The values of the tiling program's inputs for one call (see `evaluate`)."""
     vals = {}
     for name in prog.inputs:
         how = inputs_map[name]
+        if isinstance(how, tuple) and how[0] == "deterministic":
+            vals[name] = int(bool(deterministic))
+            continue
         if isinstance(how, tuple) and how[0] == "bytes":
             vals[name] = dtypes[how[1]].itemsize if how[1] in dtypes else 4
         elif isinstance(how, tuple) and how[0] == "dtype_key":
@@ -179,11 +185,13 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
     """{path: text} of op_host/<op>_tiling.h and _tiling.cpp for `spec` with tiling program `prog`;
     `inputs_map`: {program input name: dim expression | ("bytes", var) | ("dtype_key",) |
     ("platform", "coreNum"|"ubBytes") | ("attr_key",) | ("attr_bits", float attr) |
-    ("attr_dim", int attr, dim)}; `doc`: one line naming the strategy and its reference.
+    ("attr_dim", int attr, dim) | ("deterministic",)}; `doc`: one line naming the strategy and its reference.
 
     ("attr_dim", attr, dim) reads an integer attribute that binds a spec dim (spec.attr(..., dim=BS)): the
     C++ reads the attribute (its default when absent), the Python twin takes the dim's value, and both
-    fail outside the dim's [min, max] like a dim read from a shape."""
+    fail outside the dim's [min, max] like a dim read from a shape. ("deterministic",) is the framework's
+    deterministic-computation flag: TilingContext::GetDeterministic() when the context has it (CANN's does), else
+    0 (opgen's host stubs); the Python twin takes it as `evaluate(..., deterministic=)`."""
     from opgen.codegen.names import op_snake
 
     op = op_snake(spec.name)
@@ -203,6 +211,8 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
             index = [a.name for a in spec.attrs].index(how[1])
             default = spec.attrs[index].default
             reads.append((name, f"AttrFloatBits(context, {index}, {float_bits(default)})"))
+        elif isinstance(how, tuple) and how[0] == "deterministic":
+            reads.append((name, "DeterministicOf(context, 0)"))
         elif isinstance(how, tuple) and how[0] == "attr_dim":
             index = [a.name for a in spec.attrs].index(how[1])
             default = spec.attrs[index].default
@@ -223,6 +233,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
         "dtype_rows": rows, "n_vars": len(spec.dtype_table),
         "sys_workspace": SYS_WORKSPACE_BYTES, "source": doc,
         "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values()),
+        "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
     }
     return {
         f"op_host/{op}_tiling.h": env.get_template("op_host/tiling.h.j2").render(**ctx),

@@ -7,7 +7,8 @@
 // TilingFunc (linked in from op_host/<op>_tiling.cpp), allocates every GM buffer at its exact size (inputs
 // with the case's bytes; outputs and workspace poisoned with 0xFF bytes, a NaN in every float format),
 // registers them with emu::RegisterGm under the spec's parameter names plus "workspace" and "tiling",
-// sets emu::SysWorkspaceBytes() and runs the kernel with emu::Launch on blockDim simulated cores.
+// sets emu::SysWorkspaceBytes() and runs the kernel with emu::Launch on blockDim simulated cores (emu::LaunchMix
+// on blockDim AI Cores for a mixed kernel: Main's launchKind).
 // Writes OUT_DIR/report.txt (one fact per line, flushed as it goes so a crash leaves what was known;
 // "end" last) and OUT_DIR/out<k>.bin (raw bytes of present output k). Exit status 0 when the report is
 // complete (faults are in the report), 2 on an unreadable case file.
@@ -145,10 +146,16 @@ inline std::string OneLine(std::string s)
 
 using Kernel = std::function<void(const std::vector<uint8_t*>& args)>;
 
+// How the kernel is launched: the type its entry declares with KERNEL_TASK_TYPE_DEFAULT (opgen/check/driver.py).
+// AivOnly: emu::Launch on blockDim AIV cores; Mix12: emu::LaunchMix, blockDim AI Cores of 1 AIC + 2 AIV with the
+// platform's UB and the Atlas A2 cube buffers (emu::CoreMem).
+enum class LaunchKind { AivOnly, Mix12 };
+
 // The driver: see the file comment. inputNames / outputNames: the spec's parameter names in OpDef order;
 // kernel: calls the op's entry with (inputs..., outputs..., workspace, tiling).
 inline int Main(int argc, char** argv, const char* opType, const std::vector<std::string>& inputNames,
-                const std::vector<std::string>& outputNames, const Kernel& kernel)
+                const std::vector<std::string>& outputNames, const Kernel& kernel,
+                LaunchKind launchKind = LaunchKind::AivOnly)
 {
     if (argc != 3) {
         std::fprintf(stderr, "usage: %s CASE_FILE OUT_DIR\n", argv[0]);
@@ -263,8 +270,14 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
 
     // ---- launch
     say("launch 1");
-    emu::LaunchResult res = emu::Launch(ctx.blockDim, static_cast<uint64_t>(c.ubBytes), [&] { kernel(args); },
-                                        ctx.tilingKey);
+    emu::LaunchResult res;
+    if (launchKind == LaunchKind::Mix12) {
+        emu::CoreMem mem = emu::CoreMem::Ascend910B();
+        mem.ub = static_cast<uint64_t>(c.ubBytes);
+        res = emu::LaunchMix(ctx.blockDim, mem, [&] { kernel(args); }, ctx.tilingKey);
+    } else {
+        res = emu::Launch(ctx.blockDim, static_cast<uint64_t>(c.ubBytes), [&] { kernel(args); }, ctx.tilingKey);
+    }
     say(std::string("ok ") + (res.ok ? "1" : "0"));
     for (auto& f : res.faults) say("fault " + OneLine(f));
     for (auto& g : res.gm)

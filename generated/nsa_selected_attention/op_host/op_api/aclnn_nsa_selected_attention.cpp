@@ -720,6 +720,10 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Dv=%ld must be >= 1", d.Dv.from, d.Dv.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
+        if (d.Dv.value > 768) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Dv=%ld must be <= 768", d.Dv.from, d.Dv.value);
+            return ACLNN_ERR_PARAM_INVALID;
+        }
         if (d.Dv.value % 16 != 0) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Dv=%ld must be a multiple of 16", d.Dv.from, d.Dv.value);
             return ACLNN_ERR_PARAM_INVALID;

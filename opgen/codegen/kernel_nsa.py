@@ -1,0 +1,493 @@
+"""Emission of op_kernel/<op>.h and op_kernel/<op>.cpp for the NSA mixed kernels (opgen.kernel.nsa).
+
+Python decides every statement: each specialisation of the spec (static attributes x presence of the optional
+inputs) is lowered to an NsaProgram, checked against the tiling's plan (opgen.tiling.nsa.COUNTS: registers, queues,
+workspace tiles and slots, L1 buffers), and printed: the cube phases (operand loads into L1, the matmul form with
+its tiling-data tiles, the Fixpipe destination), the vector stage (per unit, per UB pass, per row), the zero-init and
+final pass of workspaced outputs. The schedule is decided here too: an AIC pipelines two units (S of unit u + 1
+before O of unit u, two workspace slots) when no L1 operand lives across its two phases, else it runs each item's
+two phases back to back. The templates (templates/op_kernel/nsa_kernel.*.j2) lay out the class, the helpers and
+the loops.
+
+Reference facts: reference/ascendc.md §1.3 (mix kernel indexing, KERNEL_TYPE_MIX_AIC_1_2), §1.6 (CrossCoreSetFlag /
+CrossCoreWaitFlag mode 2, SyncAll), §1.7 (atomic add), §1.10 (Nd2Nz, LoadData, Mmad, Fixpipe);
+reference/nsa_selected_attention.md §2 (math), §4 (CANN's kernels, for comparison only).
+"""
+
+from __future__ import annotations
+
+import re
+
+from opgen.codegen.names import op_snake
+from opgen.errors import SpecError
+from opgen.kernel.nsa import NsaProgram, lower, print_program
+from opgen.passes.pipeline import optimize
+
+CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "i64": "int64_t", "bool": "bool",
+         "u8": "uint8_t"}
+FIELD = {"T1": "tokens", "N1": "qHeads", "D": "headDim", "T2": "kvTokens", "N2": "kvHeads", "Dv": "valueDim"}
+"""Tiling-data field of each dim a workspace size uses (opgen.tiling.nsa._common)."""
+MEMBER = {"D": "D_", "Dv": "Dv_"}
+FLAGS = [("FLAG_C2V", 1, "AIC -> its AIVs: the item's cube results are in the workspace"),
+         ("FLAG_V2C", 2, "AIVs -> their AIC: the item's vector results are in the workspace"),
+         ("FLAG_ZERO", 3, "AIVs -> their AIC: the atomic targets are zero everywhere"),
+         ("FLAG_DONE", 4, "AIC -> its AIVs: all atomic adds of this AI Core are done"),
+         ("FLAG_TURN", 5, "all AICs (mode 0): the deterministic schedule's turn barrier")]
+"""Cross-core flag ids (mode 2; reference §1.6: ids 0..10 on Atlas A2/A3)."""
+
+
+def _dt(dt) -> str:
+    v = getattr(dt, "value", None)
+    return v if isinstance(v, str) else getattr(dt, "name", str(dt))
+
+
+def _ctype(spec, name: str) -> str:
+    """C++ element type of spec input/output `name` (T for the dtype variable)."""
+    for p in list(spec.inputs) + list(spec.outputs):
+        if p.name == name:
+            d = _dt(p.dtype)
+            return "T" if d == "T" else CTYPE[d]
+    raise SpecError(f"{spec.name}: no parameter {name}")
+
+
+def _index_inputs(spec) -> tuple[str, str, str]:
+    """(topk, cumulative query ends, cumulative kv ends): the int32 [T1, N2, CNT] input and the two int64 [Bn]
+    inputs in spec order (reference §1.3)."""
+    topk = [i.name for i in spec.inputs if _dt(i.dtype) == "i32"]
+    cus = [i.name for i in spec.inputs if _dt(i.dtype) == "i64"]
+    if len(topk) != 1 or len(cus) != 2:
+        raise SpecError(f"{spec.name}: the NSA kernel needs one int32 topk input and two int64 cumulative arrays")
+    return topk[0], cus[0], cus[1]
+
+
+class _Printer:
+    """C++ statements of one NsaProgram (module doc)."""
+
+    def __init__(self, spec, p: NsaProgram, counts, slots: int):
+        self.spec, self.p, self.counts, self.slots = spec, p, counts, slots
+        self.row_cap = "L_" if p.full_rows else "Lc_"
+        self.tile_que = {}
+        self.stat_que = {}
+        for i in p.vector:
+            if i.kind == "st_tile":
+                self.tile_que[i.arg] = f"tileQue{len(self.tile_que)}"
+            elif i.kind == "st_stat8":
+                self.stat_que[i.arg] = f"statQue{len(self.stat_que)}"
+        self.unit_stats = [i.dst for i in p.vector if i.scope == "unit" and i.space == "stat"]
+        self.floats = {a: "scale_" for a in p.scalars}
+        if len(p.scalars) > 1:
+            raise SpecError(f"{spec.name}: the NSA kernel takes one float attribute (the scale), got {list(p.scalars)}")
+
+    # ---------------------------------------------------------------- workspace
+    def tile_ctype(self, tile: str) -> str:
+        return "float" if self.p.tiles[tile] == "f32" else "T"
+
+    def regions(self) -> list[tuple[str, str, str]]:
+        """(GlobalTensor member, element type, byte offset in the user workspace) of every workspace region."""
+        out, off = [], []
+        rows, keys = "td->gRows", ("td->selKeys" if self.p.full_rows else "td->chunkKeys")
+        for tile, dt in self.p.tiles.items():
+            ct = self.tile_ctype(tile)
+            base = f"core_ * {self.slots} * td->wsSlotBytes"
+            out.append((tile, ct, " + ".join([base] + off) if off else base))
+            off.append(f"AlignUp({rows} * {keys} * sizeof({ct}), {WS_ALIGN})")
+        from opgen.tiling.nsa import POST_OFFSETS
+
+        offs = POST_OFFSETS.get(self.spec.name, {})
+        for po in self.p.post:
+            if po.output not in offs:
+                raise SpecError(f"{self.spec.name}: the tiling has no workspace for output {po.output}")
+            out.append((po.workspace, "float", f"td->{offs[po.output]}"))
+        return out
+
+    def slot_off(self, tile: str) -> str:
+        return f"slot * (td_->wsSlotBytes / sizeof({self.tile_ctype(tile)}))"
+
+    # ---------------------------------------------------------------- cube
+    def _operand(self, o) -> str:
+        return self.p.l1_of(o.tensor).name + "_"
+
+    def _loads(self, phase: int, loaded: set) -> tuple[list[str], list[str]]:
+        """(per-unit loads, per-chunk loads) of the L1 operands phase `phase` needs and `loaded` does not hold."""
+        unit, chunk = [], []
+        for c in self.p.phase(phase):
+            for o in (c.a, c.b):
+                if o.tensor in loaded:
+                    continue
+                loaded.add(o.tensor)
+                buf = self._operand(o)
+                if o.kind == "heads":
+                    unit.append(f"Heads({buf}, gm_{o.tensor}, {MEMBER[o.cols]}, x);")
+                elif o.kind == "gather":
+                    chunk.append(f"Gather({buf}, gm_{o.tensor}, {MEMBER[o.cols]}, x, c, keys);")
+                else:
+                    src = f"{o.tensor}[{self.slot_off(o.tensor)}{' + c * Lc_' if self.p.full_rows else ''}]"
+                    chunk.append(f"TileIn({buf}, {src}, x, keys, {'L_' if self.p.full_rows else 'keys'});")
+        return unit, chunk
+
+    def _mmad(self, c) -> list[str]:
+        a, b = self._operand(c.a), self._operand(c.b)
+        base = f"td_->{self.tile_field(c)}"
+        last = "c == chunks_ - 1"
+        if c.form == "NT":
+            k = MEMBER[c.k]
+            lines = [f"MmadNT(tile_, {a}, {b}, x.mPad, gTile_, keys, {k}, {base}, true);"]
+            pitch = "L_" if self.p.full_rows else "keys"
+            col = " + c * Lc_" if self.p.full_rows else ""
+            lines.append(f"FixRows<float>({c.target}[{self.slot_off(c.target)}{col}], tile_, x.rows, keys, x.mPad, "
+                         f"{pitch});")
+            return lines
+        if c.form == "NN":
+            n = MEMBER[c.n]
+            lines = [f"MmadNN(acc_, {a}, {b}, x.mPad, gTile_, {n}, keys, keys, {base}, c == 0);"]
+            return lines
+        n = MEMBER[c.n]
+        return [f"for (int64_t n0 = 0; n0 < {n}; n0 += {base}) {{",
+                f"const int64_t nn = Min64({base}, {n} - n0);",
+                f"MmadTN(tile_, {a}, {b}, keys, gTile_, n0, nn, x.rows, gTile_);",
+                f"ScatterAdd(ws_{c.target}, tile_, {n}, x, c, keys, n0, nn);",
+                "}"]
+
+    def _acc_out(self, c) -> list[str]:
+        n = MEMBER[c.n]
+        if c.dest == "out":
+            ct = _ctype(self.spec, c.target)
+            return [f"FixRows<{ct}>(gm_{c.target}[(x.t * N1_ + x.h0) * {n}], acc_, x.rows, {n}, x.mPad, {n});"]
+        return [f"FixRows<float>(ws_{c.target}[(x.t * N1_ + x.h0) * {n}], acc_, x.rows, {n}, x.mPad, {n});"]
+
+    def tile_field(self, c) -> str:
+        """The tiling field holding the k (NT, NN) or n (TN) tile of matmul c."""
+        key = (c.form, c.k if c.form != "TN" else c.n)
+        fields = {("NT", "D"): "baseKs", ("NT", "Dv"): "baseKp", ("TN", "D"): "baseNk", ("TN", "Dv"): "baseNv"}
+        if c.form == "NN":
+            return "baseKo" if self.p.full_rows else "baseKq"
+        if key not in fields:
+            raise SpecError(f"{self.spec.name}: no cube tile for matmul %{c.value} ({c.form}, {key[1]})")
+        return fields[key]
+
+    def cube(self, phase: int, loaded: set, scatter: bool = False) -> list[str]:
+        """Statements of CubePhase<phase>(x, c, slot); with scatter=True those of CubeScatter (the phase's matmuls
+        whose results are scatter-added, which CubePhase<phase> leaves out; their operands are loaded by then)."""
+        if scatter:
+            ops = [c for c in self.p.phase(phase) if c.dest == "scatter"]
+            if self.p.full_rows:
+                raise SpecError(f"{self.spec.name}: scatter-adds of a whole-row item are not supported")
+            lines = ["const int64_t keys = ChunkKeys(c);"] if ops else []
+            for c in ops:
+                lines += self._mmad(c)
+            return lines
+        unit, chunk = self._loads(phase, loaded)
+        ops = [c for c in self.p.phase(phase) if c.dest != "scatter"]
+        accs = [c for c in ops if c.form == "NN"]
+        body = []
+        for c in ops:
+            body += self._mmad(c)
+        if self.p.full_rows:
+            lines = unit + ["for (c = 0; c < chunks_; ++c) {", "const int64_t keys = ChunkKeys(c);"]
+            lines += chunk + body + ["}"]
+            for c in accs:
+                lines += self._acc_out(c)
+            return lines
+        lines = ["const int64_t keys = ChunkKeys(c);"]
+        if unit:
+            lines += ["if (c == 0) {"] + unit + ["}"]
+        lines += chunk + body
+        for c in accs:
+            lines += [f"if ({'c == chunks_ - 1'}) {{"] + self._acc_out(c) + ["}"]
+        return lines
+
+    # ---------------------------------------------------------------- vector
+    def reg(self, v: str, i: str = "i") -> str:
+        space, j = self.p.regs[v]
+        if space == "head":
+            return f"Head({j})"
+        return f"Reg({j})[{i} * keys]"
+
+    def scalar(self, text: str) -> str:
+        for a, m in self.floats.items():
+            text = text.replace(f"attr_{a}", m)
+        return f"static_cast<float>({text})"
+
+    def head_len(self, v: str) -> str:
+        """Element count of head value v: the last dim of the GM tensor its chain loads."""
+        srcs = {i.dst: i for i in self.p.vector}
+        i = srcs[v]
+        while i.kind != "ld_head":
+            i = srcs[i.srcs[0]]
+        shape = next(p for p in self.spec.inputs if p.name == i.arg).shapes[0]
+        return MEMBER[str(shape[-1])]
+
+    def stat_slot(self, v: str) -> str:
+        return f"{self.unit_stats.index(v)} * AlignUp(td_->subRows, 8) + row - rBegin"
+
+    def vec_unit(self) -> list[str]:
+        out = []
+        for i in self.p.vector:
+            if i.scope != "unit":
+                continue
+            if i.kind == "ld_head":
+                e = MEMBER[str(next(p for p in self.spec.inputs if p.name == i.arg).shapes[0][-1])]
+                out.append(f"LoadHead({self.reg(i.dst)}, gm_{i.arg}[(x.t * N1_ + h) * {e}], {e});")
+            elif i.kind == "ld_stat":
+                out.append(f"const float st_{i.dst} = gm_{i.arg}.GetValue((x.t * N1_ + h) * 8);")
+            elif i.kind in ("vmul", "vsub", "vadd"):
+                op = {"vmul": "Mul", "vsub": "Sub", "vadd": "Add"}[i.kind]
+                e = self.head_len(i.dst)
+                out.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.reg(i.srcs[1])}, "
+                           f"static_cast<int32_t>({e}));")
+            elif i.kind == "rsum":
+                out.append(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, {self.head_len(i.srcs[0])});")
+            else:
+                raise SpecError(f"{self.spec.name}: no unit-scope C++ for {i.kind}")
+            if i.space == "stat":
+                out.append(f"unitStat_.SetValue({self.stat_slot(i.dst)}, st_{i.dst});")
+        return out
+
+    def vec_item(self) -> tuple[list[str], list[str], list[str]]:
+        """(per-pass prologue, per-row body, per-pass epilogue) of VecItem."""
+        p = self.p
+        pre = ["Fence<HardEvent::V_MTE2>();"]
+        body, post = [], []
+        used_unit = []
+        for i in p.vector:
+            if i.scope != "item":
+                continue
+            for s in i.srcs:
+                if s in self.unit_stats and s not in used_unit:
+                    used_unit.append(s)
+            for m in re.findall(r"st_(v\d+)", i.arg):
+                if m in self.unit_stats and m not in used_unit:
+                    used_unit.append(m)
+        for s in used_unit:
+            body.append(f"const float st_{s} = unitStat_.GetValue({self.stat_slot(s)});")
+        n = "static_cast<int32_t>(keys)"
+        for i in p.vector:
+            if i.scope != "item":
+                continue
+            k = i.kind
+            if k == "ld_tile":
+                j = p.regs[i.dst][1]
+                pre.append(f"DataCopy(Reg({j}), {i.arg}[{self.slot_off(i.arg)} + p0 * keys], "
+                           f"static_cast<uint32_t>(k * keys));")
+            elif k == "mask":
+                if p.regs[i.dst] != p.regs[i.srcs[0]]:
+                    body.append(f"Adds({self.reg(i.dst)}, {self.reg(i.srcs[0])}, 0.0f, {n});")
+                body.append(f"MaskFuture({self.reg(i.dst)}, keys, x, c, {self.scalar(i.arg)});")
+            elif k in ("muls", "adds"):
+                op = "Muls" if k == "muls" else "Adds"
+                body.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.scalar(i.arg)}, {n});")
+            elif k == "exp":
+                body.append(f"Exp({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {n});")
+            elif k in ("vmul", "vsub", "vadd"):
+                op = {"vmul": "Mul", "vsub": "Sub", "vadd": "Add"}[k]
+                body.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.reg(i.srcs[1])}, {n});")
+            elif k == "rmax":
+                body.append(f"const float st_{i.dst} = RowMax({self.reg(i.srcs[0])}, keys);")
+            elif k == "rsum":
+                body.append(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, keys);")
+            elif k == "st_tile":
+                q = self.tile_que[i.arg]
+                pre.append(f"LocalTensor<T> {q}T = {q}.template AllocTensor<T>();")
+                body.append(f"Cast({q}T[i * keys], {self.reg(i.srcs[0])}, RoundMode::{i.op}, "
+                            f"static_cast<uint32_t>(keys));")
+                post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<T>();",
+                         f"DataCopy({i.arg}[{self.slot_off(i.arg)} + p0 * keys], {q}T, "
+                         f"static_cast<uint32_t>(k * keys));", f"{q}.FreeTensor({q}T);"]
+            elif k == "st_stat8":
+                q = self.stat_que[i.arg]
+                pre.append(f"LocalTensor<float> {q}T = {q}.template AllocTensor<float>();")
+                body.append(f"Duplicate({q}T[i * 8], st_{i.srcs[0]}, 8);")
+                post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<float>();",
+                         f"DataCopy(gm_{i.arg}[(x.t * N1_ + x.h0 + p0) * 8], {q}T, static_cast<uint32_t>(k * 8));",
+                         f"{q}.FreeTensor({q}T);"]
+            else:
+                raise SpecError(f"{self.spec.name}: no item-scope C++ for {k}")
+        pre.append("Fence<HardEvent::MTE2_V>();")
+        return pre, body, post
+
+    # ---------------------------------------------------------------- post
+    def post_ranges(self) -> tuple[list, list]:
+        """(zero list [(ws, base, n)], finish list [(ws, out, base, n, scale, round)]) over the concatenation of
+        the post workspaces in post order (C++ expressions over the tiling data)."""
+        zero, fin = [], []
+        base = "0"
+        scatter = {c.target for c in self.p.cube if c.dest == "scatter"}
+        for po in self.p.post:
+            shape = next(o for o in self.spec.outputs if o.name == po.output).shape
+            n = " * ".join(f"td_->{FIELD[str(d)]}" for d in shape)
+            if po.output in scatter:
+                zero.append((po.workspace, base, f"({n})"))
+            fin.append((po.workspace, po.output, base, f"({n})", self.scalar(po.scale) if po.scale else "", po.round))
+            base = f"{base} + ({n})" if base != "0" else f"({n})"
+        return zero, fin
+
+
+WS_ALIGN = 512
+
+
+def _static_combos(spec):
+    import itertools
+
+    return [dict(zip([a.name for a in spec.static_attrs], vals))
+            for vals in itertools.product(*[a.choices for a in spec.static_attrs])]
+
+
+def programs(spec) -> list[tuple[object, NsaProgram]]:
+    """(SpecKey, lowered NsaProgram) of every specialisation of `spec`."""
+    return [(key, lower(optimize(spec.graph(key)))) for key in spec.keys()]
+
+
+def check_plan(spec, p: NsaProgram, counts, pipelined: bool) -> None:
+    """Raise SpecError when a lowered program needs more than the tiling plans (opgen.tiling.nsa.COUNTS)."""
+    f32 = sum(1 for v in p.tiles.values() if v == "f32")
+    need = {
+        "row_regs": p.nregs.get("row", 0), "head_regs": p.nregs.get("head", 0),
+        "tile_stores": sum(1 for i in p.vector if i.kind == "st_tile"),
+        "stat8": sum(1 for i in p.vector if i.kind == "st_stat8"),
+        "scratch": int(any(i.kind == "rmax" for i in p.vector)),
+        "unit_stats": sum(1 for i in p.vector if i.scope == "unit" and i.space == "stat"),
+        "f32_tiles": f32, "t_tiles": len(p.tiles) - f32, "l1_tiles": sum(1 for b in p.l1 if b.role == "tile"),
+    }
+    for k, v in need.items():
+        if v > getattr(counts, k):
+            raise SpecError(f"opgen/tiling/nsa.py: the {spec.name} kernel needs {k} = {v} but the tiling plans for "
+                            f"{getattr(counts, k)} (raise it in COUNTS)")
+    for role, planned in (("heads", counts.l1_heads), ("gather", counts.l1_gathers)):
+        got = [b.cols for b in p.l1 if b.role == role]
+        if len(got) > len(planned) or any(g == "D" and q == "Dv" for g, q in zip(got, planned)):
+            raise SpecError(f"opgen/tiling/nsa.py: the {spec.name} kernel's L1 {role} buffers {got} exceed the plan "
+                            f"{list(planned)}")
+    if (2 if pipelined else 1) != counts.slots:
+        raise SpecError(f"opgen/tiling/nsa.py: the {spec.name} kernel uses {2 if pipelined else 1} workspace slots, "
+                        f"the tiling plans for {counts.slots}")
+    if bool(p.post) != counts.post:
+        raise SpecError(f"opgen/tiling/nsa.py: the {spec.name} kernel's final pass does not match the plan")
+
+
+def pipelined(p: NsaProgram) -> bool:
+    """True when the AIC may run phase 1 of the next unit before phase 2 of this one: a whole unit is one item and
+    no operand is read by both phases (each phase loads its own; a buffer shared by operands of different phases
+    is reloaded)."""
+    if not p.full_rows:
+        return False
+    for c1 in p.phase(1):
+        for c2 in p.phase(2):
+            if {c1.a.tensor, c1.b.tensor} & {c2.a.tensor, c2.b.tensor}:
+                return False
+    return True
+
+
+def kernel_ir_text(spec, g) -> str:
+    """`opgen graph --stage kernel` text of one specialisation's graph `g`."""
+    return print_program(lower(optimize(g)))
+
+
+def emit_nsa_kernel(spec) -> dict[str, str]:
+    """{path: text} of op_kernel/<op>.h and op_kernel/<op>.cpp of an NSA op (module doc). Raises SpecError when a
+    specialisation does not fit the tiling's plan, IRError when one has no lowering."""
+    from opgen.codegen.env import template_env
+    from opgen.tiling import nsa as tnsa
+    from opgen.tiling.emit import attr_key
+
+    counts = tnsa.COUNTS[spec.name]
+    snake = op_snake(spec.name)
+    topk, cuq, cukv = _index_inputs(spec)
+    opts = [i for i in spec.inputs if i.optional]
+    classes, by_text = [], {}
+    variants: dict[int, list] = {}
+    for key, p in programs(spec):
+        text = print_program(p)
+        pipe = pipelined(p)
+        check_plan(spec, p, counts, pipe)
+        if text not in by_text:
+            pr = _Printer(spec, p, counts, counts.slots)
+            loaded: set = set()
+            cube1 = pr.cube(1, loaded)
+            cube2 = pr.cube(2, loaded if not pipe else set())
+            scatter = any(c.dest == "scatter" for c in p.cube)
+            if scatter and (pipe or any(c.dest == "scatter" for c in p.phase(1))):
+                raise SpecError(f"{spec.name}: scatter-adds need the serial schedule and phase 2")
+            pre, body, post = pr.vec_item()
+            zero, fin = pr.post_ranges()
+            used = set(p.gm) | {topk, cuq, cukv}
+            names = [i.name for i in spec.inputs] + [o.name for o in spec.outputs]
+            cls = f"{spec.name}Kernel{len(classes)}"
+            by_text[text] = cls
+            classes.append({
+                "name": cls, "doc": _doc(p),
+                "gm": [(n, _ctype(spec, n)) for n in names if n in used],
+                "unused": [n for n in names if n not in used],
+                "topk": topk, "cuq": cuq, "cukv": cukv,
+                "regions": pr.regions(), "slots": counts.slots, "pipelined": pipe, "full_rows": p.full_rows,
+                "l1": [(b.name, "A1" if b.role != "gather" else "B1",
+                        _l1_elems(b, p)) for b in p.l1],
+                "cube1": cube1, "cube2": cube2, "causal": p.causal,
+                "scatter": scatter, "cube_scatter": pr.cube(2, set(), scatter=True) if scatter else [],
+                "det": scatter and "deterministic" in tnsa.TILINGS_INPUTS[spec.name],
+                "nrow": max(p.nregs.get("row", 0), 1), "nhead": p.nregs.get("head", 0),
+                "nstats": len(pr.unit_stats), "scratch": any(i.kind == "rmax" for i in p.vector),
+                "tile_ques": list(pr.tile_que.values()), "stat_ques": list(pr.stat_que.values()),
+                "vec_unit": pr.vec_unit(), "vec_pre": pre, "vec_body": body, "vec_post": post,
+                "post": bool(p.post), "zero": zero, "finish": fin,
+            })
+        present = dict(zip([i.name for i in opts], key.present))
+        attrs = dict(zip([a.name for a in spec.static_attrs], key.static))
+        cond = " && ".join(f"{n} {'!=' if pr_ else '=='} nullptr" for n, pr_ in present.items()
+                           if not _never_read(spec, n)) or "true"
+        variants.setdefault(attr_key(spec, attrs), []).append((cond, by_text[text]))
+    keys = []
+    dvar = [c.name for c in spec.dtype_table][0]
+    strategies = [tnsa.STRATEGY] + ([tnsa.DETERMINISTIC] if any(c["det"] for c in classes) else [])
+    for r, row in enumerate(spec.dtype_rows, start=1):
+        ctype = CTYPE[_dt(row[dvar])]
+        for ak, vs in sorted(variants.items()):
+            for st in strategies:
+                keys.append((ak * 100 + r * 10 + st, ctype, _dedupe(vs)))
+    env = template_env()
+    consts = [("L0A_BYTES", tnsa.CUBE["l0a"], "L0A bytes (reference §1.2)"),
+              ("L0B_BYTES", tnsa.CUBE["l0b"], "L0B bytes"),
+              ("L0C_BYTES", tnsa.CUBE["l0c"], "L0C bytes"),
+              ("L0C_ACC_BYTES", tnsa.L0C_ACC, "L0C bytes of the accumulator region (the tile region follows)"),
+              ("MAX_BLOCKS", spec.dims_["CNT"].max, "most selected blocks per unit (the spec's CNT bound)")]
+    ctx = {
+        "op": spec.name, "op_snake": snake, "spec_file": f"specs/{snake}.py", "classes": classes,
+        "inputs": [i.name for i in spec.inputs], "outputs": [o.name for o in spec.outputs], "keys": keys,
+        "struct": f"optiling::{spec.name}TilingData", "flags": FLAGS, "consts": consts,
+        "det_strategy": tnsa.DETERMINISTIC,
+        "doc": (tnsa.__doc__ or "").strip().splitlines()[0],
+    }
+    return {
+        f"op_kernel/{snake}.h": env.get_template("op_kernel/nsa_kernel.h.j2").render(**ctx),
+        f"op_kernel/{snake}.cpp": env.get_template("op_kernel/nsa_kernel.cpp.j2").render(**ctx),
+    }
+
+
+def _never_read(spec, name: str) -> bool:
+    """Optional inputs the kernel never distinguishes (declared with when= always false, e.g. attenMsk)."""
+    i = next(i for i in spec.inputs if i.name == name)
+    return i.when is not None and not any(i.when(a, {}) for a in _static_combos(spec))
+
+
+def _dedupe(vs):
+    out = []
+    for cond, cls in vs:
+        if (cond, cls) not in out:
+            out.append((cond, cls))
+    if len({cls for _c, cls in out}) == 1:
+        return [("true", out[0][1])]
+    return out
+
+
+def _l1_elems(b, p: NsaProgram) -> str:
+    cols = {"D": "D_", "Dv": "Dv_", "keys": "Lc_"}[b.cols]
+    rows = {"heads": "gTile_", "gather": "Lc_", "tile": "gTile_"}[b.role]
+    return f"{rows} * {cols}"
+
+
+def _doc(p: NsaProgram) -> str:
+    parts = ["causal" if p.causal else "no masking",
+             "item = unit (whole key rows), AIC pipelines two units" if p.full_rows and pipelined(p)
+             else ("item = unit" if p.full_rows else "item = unit x key chunk")]
+    if p.post:
+        parts.append("outputs " + ", ".join(po.output for po in p.post) + " through fp32 workspaces and a final pass")
+    return "; ".join(parts)

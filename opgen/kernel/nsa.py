@@ -1,0 +1,715 @@
+"""NSA programs: the Kernel IR of the mixed (cube + vector) NsaSelectedAttention kernels.
+
+A selected-attention kernel works on *units*: one query token t, one kv head n2 and a group of the G query heads
+of n2 (the M rows of every matmul; reference/nsa_selected_attention.md §2.1). Every tensor-IR value of the
+optimized graph is classified by its shape (T1, N2, G, L = CNT * BS keys, D, Dv) and its producer:
+
+  gm      an operator input (or a f32/reshaped/permuted view of one): Q / dO / O head rows [T1, N2, G, E], the
+          stats [T1, N1, 8], key / value [T2, N2, E] (gather sources)
+  idx     integer / bool layout values (token -> batch, in-batch position s, key positions idx * bs + j, the
+          gathered rows kv0 + idx * bs + j); the kernel computes them with scalar code (§1.3, §2.2)
+  keymask the causal mask `key position > s` (§2.3), [T1, N2, 1, L]
+  gather  rows of key / value selected by the topk blocks, [T1, N2, L, E] (gathered straight into L1)
+  cube    a matmul result (§2.4, §2.5): on the cube (AIC), fp32 in L0C
+  row     a vector row: one (unit, head) row of keys, fp32 in UB (AIV)
+  head    a vector head row: one (unit, head) row of E elements, fp32 in UB
+  stat    a per-row fp32 scalar (max, sum, Dr)
+  quant   a row rounded to T that a matmul reads: stored as T to a GM workspace tile (§2.4 P, §2.5 P and dS)
+  scalar  a constant or a float attribute (scale)
+
+`lower(graph)` turns the graph into an `NsaProgram`:
+  cube ops    each matmul with its form (NT: C = A Bᵀ, NN: C = A B, TN: C = Aᵀ B, with A/B stored row-major), its
+              operands (head rows of a GM tensor, gathered rows, or a workspace tile written by the vector stage),
+              its phase (1: before the vector stage of an item, 2: after it, because it reads a vector result) and
+              where its result goes: `tile` (fp32 workspace tile for the vector stage), `out` (accumulated over
+              the key chunks in L0C and written to an output by Fixpipe, cast to T), `acc` (accumulated over the key
+              chunks, fp32 to a workspace, finished by the post pass) or `scatter` (per selected block, fp32 atomic
+              add into a [T2, N2, E] workspace at rows kv0 + idx * bs, finished by the post pass);
+  vector      instructions over rows (count = the row's keys), head rows and per-row scalars, in SSA form with
+              registers assigned by liveness (an operand that dies is overwritten in place);
+  post        per output finished from a workspace: optional scale, cast to T (§2.5 "a post kernel multiplies by
+              scale (dq, dk) and casts");
+  L1 plan     the L1 buffers of the AIC (head rows of a unit, gathered key chunks, tiles), gathered operands of
+              different phases sharing one buffer.
+`full_rows`: the vector stage reduces over the keys (the forward's softmax max / sum), so an item is a whole unit
+and S is kept for all L keys; otherwise (backward: P from the saved max / sum) an item is one key chunk of a unit.
+
+`verify_program` checks def-before-use, phases (a phase-1 matmul reads no vector result, every vector-read matmul
+result is a tile), registers and the post list; `print_program` is the canonical text (`opgen graph --stage
+kernel`). Reference facts: reference/ascendc.md §1.10 (cube path, fractal layouts), §1.6 (cross-core flags),
+§1.9 (vector count forms, Cast round modes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from opgen.errors import IRError
+from opgen.ir.core import Graph
+
+FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
+"""Matmul form by (transpose_a, transpose_b): the layouts the cube path loads (reference §1.10)."""
+ROUND_MODES = {"rint": "CAST_RINT", "round": "CAST_ROUND", "none": "CAST_NONE"}
+VECTOR_KINDS = ("ld_tile", "ld_stat", "ld_head", "mask", "muls", "adds", "exp", "vmul", "vsub", "vadd", "rmax",
+                "rsum", "st_tile", "st_stat8")
+"""Vector instruction kinds (see `VInstr`)."""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A cube operand as stored in GM: `kind` "heads" (the unit's rows of a head-major tensor [T1, N1, E]),
+    "gather" (selected rows of a [T2, N2, E] tensor) or "tile" (a workspace tile [rows, keys] written by the vector
+    stage, T); `tensor` the GM tensor or tile name; `cols` the stored row length ("D", "Dv" or "keys")."""
+
+    kind: str
+    tensor: str
+    cols: str
+
+
+@dataclass(frozen=True)
+class CubeOp:
+    """One matmul of an item: C[m, n] = op(A) op(B) (`form` NT / NN / TN), m/n/k symbolic ("rows" = heads of the
+    unit, "keys" = keys of the item, "D", "Dv"); `phase` 1 or 2; `dest` tile | out | acc | scatter; `target` the
+    tile name (tile) or the output name (out / acc / scatter); `value` the tensor-IR value it computes."""
+
+    value: str
+    form: str
+    a: Operand
+    b: Operand
+    m: str
+    n: str
+    k: str
+    phase: int
+    dest: str = ""
+    target: str = ""
+
+
+@dataclass(frozen=True)
+class VInstr:
+    """One vector instruction (SSA: dst/srcs are tensor-IR value names; `regs` of the program maps row/head values
+    to registers).
+
+    kind      meaning (n = elements of the row)
+    ld_tile   row dst <- fp32 workspace tile `arg` (the cube's result), this row
+    ld_stat   stat dst <- GM tensor `arg` [T1, N1, 8], column 0 of this row's head
+    ld_head   head dst <- GM tensor `arg` [T1, N1, E], this row's head, cast to fp32
+    mask      row dst <- srcs[0] with every key whose in-batch position exceeds s set to `arg` (§2.3)
+    muls      dst <- srcs[0] * scalar C++ expression `arg`          (Muls)
+    adds      dst <- srcs[0] + scalar C++ expression `arg`          (Adds)
+    exp       dst <- exp(srcs[0])                                   (Exp)
+    vmul/vsub/vadd  dst <- srcs[0] op srcs[1]                       (Mul / Sub / Add, count n)
+    rmax/rsum stat dst <- max / sum of srcs[0] over the row          (Max tree / ReduceSum)
+    st_tile   workspace tile `arg` (T) <- srcs[0] cast with round mode `op` (CAST_ROUND ...)
+    st_stat8  GM output `arg` [T1, N1, 8] <- stat srcs[0], 8 copies
+    `space`: row | head | stat; `scope`: "unit" (once per unit: depends on no key row) or "item"."""
+
+    kind: str
+    dst: str = ""
+    srcs: tuple[str, ...] = ()
+    arg: str = ""
+    op: str = ""
+    space: str = "row"
+    scope: str = "item"
+
+
+@dataclass(frozen=True)
+class PostOp:
+    """Finish an output from its fp32 workspace: out = cast_T(ws * scale) (`scale` a C++ expression or "")."""
+
+    output: str
+    workspace: str
+    scale: str
+    round: str
+
+
+@dataclass(frozen=True)
+class L1Buffer:
+    """An L1 buffer of the AIC plan: `role` heads | gather | tile, `cols` the stored row length, `operands` the GM
+    tensors / tiles it holds (gathered operands of different phases share one buffer)."""
+
+    name: str
+    role: str
+    cols: str
+    operands: tuple[str, ...]
+
+
+@dataclass
+class NsaProgram:
+    """A lowered NSA kernel (module doc). gm: {input/output name: role}; tiles: {tile: "f32" | "T"} in slot order;
+    regs: {value: register} for row / head values; nregs: {"row": n, "head": n} registers per row of a pass;
+    stats: per-row scalars kept across the items of a unit (unit-scope stats)."""
+
+    name: str
+    causal: bool = False
+    full_rows: bool = False
+    gm: dict = field(default_factory=dict)
+    cube: list[CubeOp] = field(default_factory=list)
+    vector: list[VInstr] = field(default_factory=list)
+    post: list[PostOp] = field(default_factory=list)
+    tiles: dict = field(default_factory=dict)
+    l1: list[L1Buffer] = field(default_factory=list)
+    regs: dict = field(default_factory=dict)
+    nregs: dict = field(default_factory=dict)
+    stats: list[str] = field(default_factory=list)
+    scalars: dict = field(default_factory=dict)   # float attribute name -> IR param
+
+    def phase(self, k: int) -> list[CubeOp]:
+        """The cube ops of phase k, in program order."""
+        return [c for c in self.cube if c.phase == k]
+
+    def l1_of(self, tensor: str) -> L1Buffer:
+        """The L1 buffer holding GM tensor / tile `tensor`. Raises KeyError."""
+        for b in self.l1:
+            if tensor in b.operands:
+                return b
+        raise KeyError(tensor)
+
+
+# ------------------------------------------------------------------------------------------------ shapes
+def _tok(d: str) -> str:
+    return {"T1": "t", "T2": "T", "N2": "n", "N1 // N2": "g", "N1": "h", "BS * CNT": "l", "D": "d", "Dv": "v",
+            "8": "8", "Bn": "b", "CNT": "c", "BS": "s", "Bn - 1": "b"}.get(d, "?" + d)
+
+
+def shape_key(shape) -> str:
+    """Letters of a shape's dims (size-1 dims dropped): t T1, T T2, n N2, g G, h N1, l keys, d D, v Dv, 8."""
+    return "".join(_tok(str(d)) for d in shape if str(d) != "1")
+
+
+def _dt(dt) -> str:
+    """IR dtype name ("f32", "i64", ...) or dtype variable name ("T")."""
+    v = getattr(dt, "value", None)
+    return v if isinstance(v, str) else getattr(dt, "name", str(dt))
+
+
+def _float_literal(v) -> str:
+    f = float(v)
+    if f == -3.4028234663852886e38:
+        return "-FLT_MAX_VALUE"
+    return repr(f) + "f"
+
+
+class _Lowering:
+    """One pass over the optimized graph in node order: `kind[value]` records each value's class (module doc); a
+    handler `op_<op>` per tensor-IR op either classifies its result (views, index values, matmuls) or appends
+    vector instructions; `output` decides each output's path, `finish` scopes, registers and L1 buffers."""
+
+    def __init__(self, g: Graph):
+        self.g = g
+        self.p = NsaProgram(g.name)
+        self.kind: dict[str, tuple] = {}
+        self.vals = g.values()
+        self.uses = g.uses()
+        self.out_of = {v: k for k, v in g.outputs}
+        self.heads_loaded: set[str] = set()
+        self.aliases: dict[str, str] = {}
+
+    def key(self, v: str) -> str:
+        """shape_key of value v."""
+        return shape_key(self.vals[v].type.shape)
+
+    def err(self, n, why: str):
+        """IRError naming node n."""
+        return IRError(f"NSA kernel {self.g.name}: %{n.result.name} = {n.op}(...): {why}")
+
+    # ---------------------------------------------------------------- driver
+    def run(self) -> NsaProgram:
+        """Classify the parameters, lower every node and output, finish and verify the program."""
+        for pr in self.g.params:
+            v = pr.value
+            if pr.kind == "attr":
+                self.kind[v.name] = ("scalar", f"attr_{v.name}")
+                self.p.scalars[v.name] = v.name
+            elif _dt(v.type.dtype) in ("i32", "i64", "bool", "u8"):
+                self.kind[v.name] = ("idx",)
+            else:
+                self.kind[v.name] = ("gm", v.name, self.key(v.name))
+        for n in self.g.nodes:
+            self.node(n)
+        for out, v in self.g.outputs:
+            self.output(out, v)
+        self.finish()
+        verify_program(self.p)
+        return self.p
+
+    # ---------------------------------------------------------------- vector helpers
+    def emit(self, kind, dst="", srcs=(), arg="", op="", space="row"):
+        """Append a vector instruction (sources resolved through reshapes)."""
+        self.p.vector.append(VInstr(kind, dst, tuple(self.res(x) for x in srcs), arg, op, space))
+
+    def as_vec(self, v: str) -> tuple:
+        """Kind of v as a vector operand: a cube result read by the vector stage becomes a tile load."""
+        k = self.kind[v]
+        if k[0] == "cube":
+            op = k[1]
+            if op.n != "keys" or op.m != "rows":
+                raise IRError(f"NSA kernel {self.g.name}: %{v}: only [rows, keys] matmul results can go to the vector "
+                              f"stage")
+            tile = f"ws_{v}"
+            self.set_dest(op, "tile", tile)
+            self.p.tiles[tile] = "f32"
+            self.emit("ld_tile", v, arg=tile)
+            self.kind[v] = ("row",)
+            return ("row",)
+        if k[0] == "gm" and k[2] in ("tngd", "tngv"):
+            if v not in self.heads_loaded:   # the GM view stays a cube operand too (dO of dP = dO Vᵀ)
+                self.heads_loaded.add(v)
+                self.emit("ld_head", v, arg=k[1], space="head")
+            return ("head",)
+        return k
+
+    def set_dest(self, op: CubeOp, dest: str, target: str):
+        """Record where matmul `op`'s result goes (CubeOp is frozen: replaced in the program and the kinds)."""
+        i = self.p.cube.index(op)
+        new = CubeOp(op.value, op.form, op.a, op.b, op.m, op.n, op.k, op.phase, dest, target)
+        self.p.cube[i] = new
+        for v, k in self.kind.items():
+            if k[0] in ("cube", "cubeout") and k[1] is op:
+                self.kind[v] = (k[0], new) + k[2:]
+        return new
+
+    def scalar_of(self, v: str) -> str:
+        """C++ text of a scalar operand: a constant / attribute, or a per-row value st_<value>."""
+        k = self.kind[v]
+        if k[0] == "scalar":
+            return k[1]
+        if k[0] == "stat":
+            return f"st_{self.res(v)}"
+        raise IRError(f"NSA kernel {self.g.name}: %{v} is not a scalar or a per-row value")
+
+    # ---------------------------------------------------------------- nodes
+    def node(self, n):
+        """Lower one node: index / bool values are classified here, everything else by its op_<op> handler."""
+        r, op, ins = n.result.name, n.op, list(n.inputs)
+        key = self.key(r)
+        ks = [self.kind.get(i, ("?",)) for i in ins]
+        dt = _dt(n.result.type.dtype)
+        if op in ("iota", "dimval") or (dt in ("i32", "i64") and op != "scatter_add"):
+            self.kind[r] = ("idx",)
+            return
+        if op == "const":
+            if n.result.type.shape:
+                raise self.err(n, "only scalar constants are supported")
+            self.kind[r] = ("scalar", _float_literal(n.attr("value")))
+            return
+        if dt == "bool":
+            if op == "gt" and all(k[0] == "idx" for k in ks) and self.key(ins[0]) == "tnl" and self.key(ins[1]) == "t":
+                self.kind[r] = ("keymask",)
+                return
+            if op == "reshape" and ks[0][0] == "keymask" and key == "tnl":
+                self.kind[r] = ("keymask",)
+                return
+            if all(k[0] == "idx" for k in ks):
+                self.kind[r] = ("idx",)
+                return
+            raise self.err(n, "boolean value other than the causal key mask")
+        h = getattr(self, "op_" + op, None)
+        if h is None:
+            raise self.err(n, f"no NSA lowering for {op}")
+        h(n, r, ins, ks, key)
+
+    def op_cast(self, n, r, ins, ks, key):
+        k = ks[0]
+        to, rnd = _dt(n.attr("to")), n.attr("round")
+        if k[0] == "gm" and to == "f32":
+            self.kind[r] = k[:2] + (key,)
+            return
+        if k[0] in ("row", "cube") and to in ("T", "f16", "bf16") and rnd != "none":
+            kk = self.as_vec(ins[0])
+            if kk[0] != "row":
+                raise self.err(n, "only key rows are rounded to T for the cube")
+            self.kind[r] = ("quantT", ins[0], rnd)
+            return
+        if k[0] == "quantT" and to == "f32":
+            tile = f"ws_{r}"
+            self.p.tiles[tile] = "T"
+            self.emit("st_tile", tile, (k[1],), arg=tile, op=ROUND_MODES[k[2]])
+            self.kind[r] = ("quant", tile)
+            return
+        if k[0] in ("cubeout", "statout") and to in ("T", "f16", "bf16", "f32"):
+            self.kind[r] = k[:-1] + (k[-1] + (("cast", rnd),),)
+            return
+        raise self.err(n, f"cast of a {k[0]} value to {to} is not supported")
+
+    def op_reshape(self, n, r, ins, ks, key):
+        k = ks[0]
+        if k[0] == "idx":
+            self.kind[r] = k
+        elif k[0] == "gm":
+            if k[2] in ("thd", "thv") and key in ("tngd", "tngv"):
+                self.kind[r] = ("gm", k[1], key)
+            elif k[2] == "th" and key == "tng":     # stats column 0
+                self.kind[r] = ("gmstat", k[1])
+            else:
+                raise self.err(n, f"reshape of GM tensor {k[1]} from {k[2]} to {key}")
+        elif k[0] == "gmstat" and key == "tng":
+            self.kind[r] = k
+        elif k[0] == "cube" and k[1].m == "rows" and key in ("thd", "thv"):
+            self.kind[r] = ("cubeout", k[1], ())
+        elif k[0] in ("stat",) and key == "th":
+            self.kind[r] = ("statout", ins[0], ())
+        elif k[0] in ("row", "stat", "head"):
+            self.kind[r] = k
+            self.alias(r, ins[0])
+        else:
+            raise self.err(n, f"reshape of a {k[0]} value to {key}")
+
+    def alias(self, r, src):
+        """r is a reshape of vector value src: the same row / head / per-row scalar."""
+        self.aliases[r] = self.res(src)
+
+    def res(self, v: str) -> str:
+        """The vector value a reshape chain ends at."""
+        while v in self.aliases:
+            v = self.aliases[v]
+        return v
+
+    def op_permute(self, n, r, ins, ks, key):
+        k = ks[0]
+        if k[0] in ("gm", "idx", "gather"):
+            self.kind[r] = k if k[0] != "gm" else ("gm", k[1], key)
+        elif k[0] == "cube" and k[1].m == "keys":
+            self.kind[r] = ("cubeout", k[1], ())
+        elif k[0] == "cubeout":
+            self.kind[r] = k
+        else:
+            raise self.err(n, f"permute of a {k[0]} value")
+
+    def op_slice(self, n, r, ins, ks, key):
+        k = ks[0]
+        if k[0] == "idx":
+            self.kind[r] = k
+        elif k[0] == "gm" and k[2] == "th8" and key == "th" and str(n.attr("start")) == "0":
+            self.kind[r] = ("gm", k[1], "th")
+        else:
+            raise self.err(n, f"slice of a {k[0]} value")
+
+    def op_concat(self, n, r, ins, ks, key):
+        if all(k[0] == "idx" for k in ks):
+            self.kind[r] = ("idx",)
+            return
+        raise self.err(n, "concat of non-index values")
+
+    def op_broadcast(self, n, r, ins, ks, key):
+        k = ks[0]
+        if k[0] == "idx":
+            self.kind[r] = k
+        elif k[0] == "statout" and key == "th8":
+            self.kind[r] = k[:-1] + (k[-1] + (("x8",),),)
+        else:
+            raise self.err(n, f"broadcast of a {k[0]} value")
+
+    def op_gather(self, n, r, ins, ks, key):
+        src, idx = ks
+        if src[0] == "gm" and idx[0] == "idx" and src[2] in ("nTd", "nTv") and key in ("ntld", "ntlv"):
+            self.kind[r] = ("gather", src[1], "D" if key.endswith("d") else "Dv")
+            return
+        if src[0] == "idx":
+            self.kind[r] = ("idx",)
+            return
+        raise self.err(n, "gather other than selected key/value rows")
+
+    def op_matmul(self, n, r, ins, ks, key):
+        ta, tb = bool(n.attr("transpose_a")), bool(n.attr("transpose_b"))
+        form = FORMS.get((ta, tb))
+        if form is None:
+            raise self.err(n, "matmul with both operands transposed")
+
+        def operand(k, v):
+            if k[0] == "gm" and k[2] in ("tngd", "tngv"):
+                return Operand("heads", k[1], "D" if k[2].endswith("d") else "Dv")
+            if k[0] == "gather":
+                return Operand("gather", k[1], k[2])
+            if k[0] == "quant":
+                return Operand("tile", k[1], "keys")
+            raise self.err(n, f"matmul operand %{v} is a {k[0]} value")
+
+        a, b = operand(ks[0], ins[0]), operand(ks[1], ins[1])
+        dims = {"heads": "rows", "gather": "keys", "tile": "rows"}
+        # rows x cols of the stored operands; the matmul's m/k come from A, k/n from B per form
+        a_r, a_c = dims[a.kind], (a.cols if a.kind != "tile" else "keys")
+        b_r, b_c = dims[b.kind], (b.cols if b.kind != "tile" else "keys")
+        if form == "NT":
+            m, k_a, n_, k_b = a_r, a_c, b_r, b_c
+        elif form == "NN":
+            m, k_a, k_b, n_ = a_r, a_c, b_r, b_c
+        else:
+            k_a, m, k_b, n_ = a_r, a_c, b_r, b_c
+        if k_a != k_b:
+            raise self.err(n, f"contracted dims differ ({k_a} vs {k_b})")
+        if a.kind == "gather" or (form != "TN" and b.kind == "heads") or (form == "TN" and b.kind != "heads"):
+            raise self.err(n, f"operand layout {a.kind} x {b.kind} ({form}) is not a cube form of the kernel")
+        phase = 2 if "tile" in (a.kind, b.kind) else 1
+        op = CubeOp(r, form, a, b, m, n_, k_a, phase)
+        self.p.cube.append(op)
+        self.kind[r] = ("cube", op)
+
+    def op_select(self, n, r, ins, ks, key):
+        if ks[0][0] != "keymask" or ks[1][0] != "scalar":
+            raise self.err(n, "select other than the causal mask with a constant fill")
+        src = self.as_vec(ins[2])
+        if src[0] != "row":
+            raise self.err(n, "masking of a non-row value")
+        self.p.causal = True
+        self.emit("mask", r, (ins[2],), arg=ks[1][1])
+        self.kind[r] = ("row",)
+
+    def _binary(self, n, r, ins, ks, key, kind):
+        a, b = self.as_vec(ins[0]), self.as_vec(ins[1])
+        if a[0] == "cubeout" and b[0] == "scalar" and kind == "vmul":
+            self.kind[r] = ("cubeout", a[1], a[2] + (("scale", b[1]),))
+            return
+        if a[0] in ("row", "head") and b[0] == a[0]:
+            self.emit(kind, r, (ins[0], ins[1]), space=a[0])
+            self.kind[r] = (a[0],)
+            return
+        if a[0] in ("row", "head") and b[0] in ("scalar", "stat", "gmstat"):
+            s = self.stat_of(ins[1], b)
+            if kind == "vmul":
+                self.emit("muls", r, (ins[0],), arg=s, space=a[0])
+            elif kind == "vsub":
+                self.emit("adds", r, (ins[0],), arg=f"-({s})", space=a[0])
+            elif kind == "vadd":
+                self.emit("adds", r, (ins[0],), arg=s, space=a[0])
+            elif kind == "vdiv":
+                self.emit("muls", r, (ins[0],), arg=f"1.0f / ({s})", space=a[0])
+            self.kind[r] = (a[0],)
+            return
+        raise self.err(n, f"{n.op} of {a[0]} and {b[0]} values")
+
+    def stat_of(self, v, k) -> str:
+        """C++ text of scalar operand v; a stats column read from GM gets its ld_stat here."""
+        if k[0] == "gmstat":
+            self.emit("ld_stat", v, arg=k[1], space="stat")
+            self.kind[v] = ("stat",)
+            return f"st_{v}"
+        return self.scalar_of(v)
+
+    def op_mul(self, *a):
+        self._binary(*a, "vmul")
+
+    def op_sub(self, *a):
+        self._binary(*a, "vsub")
+
+    def op_add(self, *a):
+        self._binary(*a, "vadd")
+
+    def op_div(self, *a):
+        self._binary(*a, "vdiv")
+
+    def op_exp(self, n, r, ins, ks, key):
+        a = self.as_vec(ins[0])
+        if a[0] not in ("row", "head"):
+            raise self.err(n, f"exp of a {a[0]} value")
+        self.emit("exp", r, (ins[0],), space=a[0])
+        self.kind[r] = (a[0],)
+
+    def op_reduce(self, n, r, ins, ks, key):
+        a = self.as_vec(ins[0])
+        kind = n.attr("kind")
+        axes = [x % len(self.vals[ins[0]].type.shape) for x in n.attr("axes")]
+        last = len(self.vals[ins[0]].type.shape) - 1
+        if a[0] not in ("row", "head") or axes != [last] or kind not in ("max", "sum"):
+            raise self.err(n, f"reduce {kind} over {axes} of a {a[0]} value")
+        self.emit("rmax" if kind == "max" else "rsum", r, (ins[0],), space="stat")
+        self.kind[r] = ("stat",)
+        if a[0] == "row":
+            self.p.full_rows = True
+
+    def op_scatter_add(self, n, r, ins, ks, key):
+        idx, src = ks
+        if idx[0] != "idx" or src[0] != "cubeout" or src[1].m != "keys":
+            raise self.err(n, "scatter-add other than selected-row gradients from a [keys, E] matmul")
+        self.kind[r] = ("cubeout", src[1], src[2] + (("scatter",),))
+
+    # ---------------------------------------------------------------- outputs
+    def output(self, out: str, v: str):
+        """The path of output `out`: a per-row value stored as 8 copies, or a matmul result written by Fixpipe
+        (`out`), accumulated to a workspace (`acc`) or scatter-added (`scatter`) and finished by a post op."""
+        k = self.kind.get(v, ("?",))
+        self.p.gm[out] = "out"
+        if k[0] == "statout":
+            chain = k[2]
+            if ("x8",) not in chain:
+                raise IRError(f"NSA kernel {self.g.name}: output {out}: per-row value must be broadcast to 8 copies")
+            self.emit("st_stat8", out, (k[1],), arg=out, space="stat")
+            return
+        if k[0] != "cubeout":
+            raise IRError(f"NSA kernel {self.g.name}: output {out} is a {k[0]} value (no kernel path)")
+        op, chain = k[1], k[2]
+        steps = [s[0] for s in chain]
+        rnd = next((s[1] for s in chain if s[0] == "cast"), "none")
+        scale = next((s[1] for s in chain if s[0] == "scale"), "")
+        if "scatter" in steps:
+            ws = f"ws_{out}"
+            self.set_dest(op, "scatter", out)
+            self.p.post.append(PostOp(out, ws, scale, ROUND_MODES[rnd]))
+        elif op.k == "keys" and not scale:
+            self.set_dest(op, "out", out)
+        else:
+            ws = f"ws_{out}"
+            self.set_dest(op, "acc", out)
+            self.p.post.append(PostOp(out, ws, scale, ROUND_MODES[rnd]))
+
+    # ---------------------------------------------------------------- finishing
+    def finish(self):
+        """GM roles, instruction scopes, registers and the L1 plan."""
+        p = self.p
+        for c in p.cube:
+            for o in (c.a, c.b):
+                if o.kind in ("heads", "gather"):
+                    p.gm.setdefault(o.tensor, "in")
+        for i in p.vector:
+            if i.kind in ("ld_head", "ld_stat"):
+                p.gm.setdefault(i.arg, "in")
+        # scope: "unit" when no source (transitively) is a key row
+        unit: set[str] = set()
+        out = []
+        for i in p.vector:
+            srcs_unit = all(s in unit for s in i.srcs)
+            is_unit = i.kind in ("ld_head", "ld_stat") or (i.space in ("head", "stat") and bool(i.srcs) and srcs_unit
+                                                          and i.kind != "st_stat8")
+            if is_unit:
+                unit.add(i.dst)
+            out.append(VInstr(i.kind, i.dst, i.srcs, i.arg, i.op, i.space, "unit" if is_unit else "item"))
+        p.vector = out
+        p.stats = [i.dst for i in p.vector if i.scope == "unit" and i.space == "stat"]
+        self.assign_registers()
+        self.assign_l1()
+
+    def assign_registers(self):
+        """Row / head registers by liveness: an instruction overwrites a source of its space that dies there (the
+        count-form vector instructions allow full overlap), else takes a free register."""
+        p = self.p
+        last: dict[str, int] = {}
+        for k, i in enumerate(p.vector):
+            for s in i.srcs:
+                last[s] = k
+        for space in ("row", "head"):
+            free: list[int] = []
+            n = 0
+            for k, i in enumerate(p.vector):
+                defines = i.space == space and i.kind not in ("st_tile", "st_stat8", "rmax", "rsum")
+                reg = None
+                if defines:
+                    for s in i.srcs:
+                        if s in p.regs and p.regs[s][0] == space and last.get(s) == k:
+                            reg = p.regs[s]
+                            break
+                    if reg is None:
+                        reg = (space, free.pop(0)) if free else (space, n)
+                        n = max(n, reg[1] + 1)
+                    p.regs[i.dst] = reg
+                for s in dict.fromkeys(i.srcs):
+                    if s in p.regs and p.regs[s][0] == space and last.get(s) == k and p.regs[s] != reg:
+                        if p.regs[s][1] not in free:
+                            free.append(p.regs[s][1])
+                if defines and i.dst not in last and reg[1] not in free:
+                    free.append(reg[1])
+            p.nregs[space] = n
+
+    def assign_l1(self):
+        """L1 buffers: one per head-row operand, one per tile, gathered operands of disjoint phases share one."""
+        p = self.p
+        heads, gathers, tiles = {}, {}, {}
+        for c in p.cube:
+            for o in (c.a, c.b):
+                d = {"heads": heads, "gather": gathers, "tile": tiles}[o.kind]
+                d.setdefault(o.tensor, (o.cols, set()))[1].add(c.phase)
+        for k, (t, (cols, _ph)) in enumerate(heads.items()):
+            p.l1.append(L1Buffer(f"headL1_{k}", "heads", cols, (t,)))
+        groups: list[list] = []
+        for t, (cols, ph) in gathers.items():
+            for g in groups:
+                if all(not (ph & q) for _t, _c, q in g):
+                    g.append((t, cols, ph))
+                    break
+            else:
+                groups.append([(t, cols, ph)])
+        for k, g in enumerate(groups):
+            cols = "D" if any(c == "D" for _t, c, _q in g) else "Dv"
+            p.l1.append(L1Buffer(f"gatherL1_{k}", "gather", cols, tuple(t for t, _c, _q in g)))
+        for k, t in enumerate(tiles):
+            p.l1.append(L1Buffer(f"tileL1_{k}", "tile", "keys", (t,)))
+
+
+def lower(g: Graph) -> NsaProgram:
+    """Lower the optimized graph of an NSA specialisation to its NsaProgram (module doc). Raises IRError naming the
+    value when a node has no lowering (the kernel does not support that spec shape)."""
+    return _Lowering(g).run()
+
+
+def verify_program(p: NsaProgram) -> None:
+    """Check def-before-use of vector values (a matmul result reaches the vector stage only through ld_tile of its
+    tile), the phase rules (phase-1 matmuls read no vector result; every phase-2 matmul reads a tile a vector
+    instruction stores), that
+    every output has exactly one producer and every post op a matmul writing its workspace. Raises IRError."""
+    defined: set[str] = set()
+    tiles_written = set()
+    for c in p.cube:
+        if c.phase == 1 and "tile" in (c.a.kind, c.b.kind):
+            raise IRError(f"NSA program {p.name}: phase-1 matmul %{c.value} reads a vector result")
+        if c.dest not in ("tile", "out", "acc", "scatter"):
+            raise IRError(f"NSA program {p.name}: matmul %{c.value} has no destination")
+    for i in p.vector:
+        if i.kind not in VECTOR_KINDS:
+            raise IRError(f"NSA program {p.name}: unknown vector instruction {i.kind}")
+        for s in i.srcs:
+            if s not in defined:
+                raise IRError(f"NSA program {p.name}: %{s} used before it is defined ({i.kind} %{i.dst})")
+        if i.kind == "ld_tile" and i.arg not in {f"ws_{c.value}" for c in p.cube if c.dest == "tile"}:
+            raise IRError(f"NSA program {p.name}: ld_tile of {i.arg}, which no matmul writes")
+        if i.kind == "st_tile":
+            tiles_written.add(i.arg)
+        if i.scope == "unit" and any(s not in defined for s in i.srcs):
+            raise IRError(f"NSA program {p.name}: unit-scope %{i.dst} reads an item value")
+        defined.add(i.dst)
+    for c in p.phase(2):
+        for o in (c.a, c.b):
+            if o.kind == "tile" and o.tensor not in tiles_written:
+                raise IRError(f"NSA program {p.name}: matmul %{c.value} reads tile {o.tensor} nobody stores")
+    producers: dict[str, int] = {}
+    for c in p.cube:
+        if c.dest in ("out", "acc", "scatter"):
+            producers[c.target] = producers.get(c.target, 0) + 1
+    for i in p.vector:
+        if i.kind == "st_stat8":
+            producers[i.arg] = producers.get(i.arg, 0) + 1
+    for o, role in p.gm.items():
+        if role == "out" and producers.get(o) != 1:
+            raise IRError(f"NSA program {p.name}: output {o} has {producers.get(o, 0)} producers")
+    for po in p.post:
+        if not any(c.target == po.output and c.dest in ("acc", "scatter") for c in p.cube):
+            raise IRError(f"NSA program {p.name}: post op of {po.output} without a workspace producer")
+
+
+def print_program(p: NsaProgram) -> str:
+    """Canonical text of an NSA program (`opgen graph --stage kernel`)."""
+    lines = [f"nsa_kernel {p.name} KERNEL_TYPE_MIX_AIC_1_2 {{",
+             f"  item {'unit (whole key rows)' if p.full_rows else 'unit x key chunk'}"
+             f"{', causal' if p.causal else ''}",
+             "  gm " + ", ".join(f"{k}:{v}" for k, v in p.gm.items()),
+             "  workspace tiles " + ", ".join(f"{k}:{v}" for k, v in p.tiles.items()),
+             "  l1 " + ", ".join(f"{b.name}[{b.role} x {b.cols}]={'|'.join(b.operands)}" for b in p.l1)]
+    for ph in (1, 2):
+        lines.append(f"  cube phase {ph} {{")
+        for c in p.phase(ph):
+            lines.append(f"    %{c.value} = mmad.{c.form}({c.a.kind}:{c.a.tensor}, {c.b.kind}:{c.b.tensor}) "
+                         f"[{c.m} x {c.n} x {c.k}] -> {c.dest}:{c.target}")
+        lines.append("  }")
+        if ph == 1:
+            lines.append("  flag cube->vector")
+            lines.append("  vector {")
+            for i in p.vector:
+                reg = p.regs.get(i.dst)
+                rtxt = f" @{reg[0]}{reg[1]}" if reg else ""
+                extra = " ".join(x for x in (i.arg, i.op) if x)
+                srcs = ", ".join(f"%{s}" for s in i.srcs)
+                lines.append(f"    [{i.scope}] %{i.dst}{rtxt} = {i.kind}({srcs}){' ' + extra if extra else ''}")
+            lines.append("  }")
+            lines.append("  flag vector->cube")
+    for po in p.post:
+        lines.append(f"  post {po.output} = cast_{po.round}({po.workspace}{' * ' + po.scale if po.scale else ''})")
+    lines.append(f"  registers row {p.nregs.get('row', 0)}, head {p.nregs.get('head', 0)}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,387 @@
+"""Tiling of NsaSelectedAttention and NsaSelectedAttentionGrad: one mixed AIC/AIV launch each (1 AIC : 2 AIV).
+
+Units: keys, rows and elements unless a name ends in Bytes. Facts: reference/nsa_selected_attention.md §2.1
+(work unit (token, kv head), the G query heads of a kv head are the M dimension), §2.2 (gather of L = cnt * bs
+keys in topk order), §4 (CANN's kernels, not copied); reference/ascendc.md §1.2 (L1 512 KB, L0A/L0B 64 KB,
+L0C 128 KB, UB 192 KB), §1.3 (blockDim counts AI Cores; AIV index = 2 * AI Core + sub-block), §1.10 (cube
+path, 16 x 16 fractals, C0 = 16 for half/bf16), §3 (core counts).
+
+Work split. A *unit* is (token t, kv head n2, group of `gRows` query heads of that kv head): the G = N1 / N2
+heads of a kv head are the M dimension of every matmul, in groups of at most `gRows` rows (the cap keeps the
+fp32 accumulators of G x D / G x Dv in half of L0C). Units are numbered u = (t * N2 + n2) * gChunks + gc and
+split over the AI Cores in contiguous ranges (the first `unitsTail` cores take one more); blockDim = AI Cores
+used (= AIV cores / 2 on Atlas A2/A3). The two AIVs of an AI Core split the rows of each unit (sub-block 0 the
+first ceil(rows / 2)), `vecRows` rows per UB pass.
+
+Key chunks. The L selected keys are processed in chunks of `chunkKeys` = whole blocks (`blocksPerChunk` of bs
+keys), gathered straight from key/value in GM into L1 (one ND -> NZ copy per block, no gather through UB or
+GM). The cube tiles of every matmul (TCubeTiling-like: M tile `gTile`, N/K tiles `baseN*`/`baseK*`) are chosen so
+the operands fit L0A/L0B and the result tile fits its L0C region; the L1 plan holds the operands of one chunk.
+
+Forward (NsaSelectedAttention, key attrKey*100 + dtypeKey*10 + 1): item = unit. AIC: S = Qg Kselᵀ chunk by
+chunk into a fp32 GM workspace tile [rows, L] (slot u % 2); flag; AIV: mask / scale / softmax over the full row,
+P -> T into the workspace, max and sum to the outputs; flag; AIC: O = P Vsel accumulated over the chunks in
+L0C, written as T by Fixpipe. The AIC computes S of unit u + 1 before O of unit u (two workspace slots).
+
+Backward (NsaSelectedAttentionGrad, same key form): item = (unit, key chunk) — no reduction over L, so the
+vector stage works chunk by chunk and K/V chunks are gathered once. AIC: S, dP chunks into the workspace;
+flag; AIV: P = exp(scale S - m) / l (masked), Dr = rowsum(dO * O) (once per unit), dS = P (dP - Dr), P and dS
+-> T into the workspace; flag; AIC: dQ += dS Ksel (L0C, written fp32 to the dq workspace after the last
+chunk), dKsel = dSᵀ Qg and dVsel = Pᵀ dOg per block with fp32 atomic adds into the dk/dv workspaces (zeroed
+by the AIVs before the AICs start adding). After the last item: every AIV scales (dq, dk) and casts its slice
+of the three fp32 workspaces into dq, dk, dv.
+Deterministic backward (key digit 2, when the framework asks for deterministic computation,
+TilingContext::GetDeterministic()): the fp32 adds into dk/dv happen in a fixed order whatever the timing of the
+cores. Every AIC runs the same number of rounds (round r = its r-th item, or none); in each round the AI Cores take
+turns in core order for their dKsel / dVsel matmuls and atomic adds, separated by an all-AIC barrier
+(CrossCoreSetFlag<0> + CrossCoreWaitFlag). No extra workspace; the turns serialise that part of the backward.
+dq is deterministic in both (each unit owns its rows, accumulated in L0C).
+
+GM traffic: opgen/check counts it (emulation byte counters); `cann_gm_bytes` is the reference's estimate of
+CANN's kernels (reference §4.1, §4.2, §4.3) for the same call, reported next to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opgen.ir.dims import Sym
+from opgen.platforms import PLATFORMS
+from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
+from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
+
+
+def _a2() -> dict:
+    """L1/L0 bytes of the NSA specs' only SoC family (Atlas A2/A3, arch 2201), from opgen/platforms."""
+    plats = [p for p in PLATFORMS.values() if p.arch == "dav-2201"]
+    sizes = {(p.l1_bytes, p.l0a_bytes, p.l0b_bytes, p.l0c_bytes) for p in plats}
+    assert len(sizes) == 1, "Atlas A2/A3 platforms disagree on L1/L0 sizes"
+    l1, l0a, l0b, l0c = sizes.pop()
+    return {"l1": l1, "l0a": l0a, "l0b": l0b, "l0c": l0c}
+
+
+CUBE = _a2()
+"""On-chip bytes of the AIC (reference/ascendc.md §1.2): l1, l0a, l0b, l0c."""
+L0C_ACC = CUBE["l0c"] // 2
+"""L0C bytes of the accumulator region (O in the forward, dQ in the backward); the other half holds tiles."""
+L0C_TILE = CUBE["l0c"] - L0C_ACC
+"""L0C bytes of the per-tile region (S / dP tiles, dKsel / dVsel tiles)."""
+CHUNK_KEYS_MAX = 256
+"""Most keys of one chunk (the fp32 S tile of 64 rows x 256 keys is L0C_TILE)."""
+G_CAP_MAX = 64
+"""Most query heads of one unit (M of every matmul, 4 fractal rows)."""
+POST_ELEMS = 2048
+"""Elements per UB pass of the backward's final scale-and-cast pass (fp32 in, T out)."""
+WS_ALIGN = 512
+"""Alignment of every GM workspace region (bytes)."""
+FWD, BWD = "NsaSelectedAttention", "NsaSelectedAttentionGrad"
+STRATEGY = 1
+"""The tiling key's last digit: the mixed kernel described in the module doc."""
+DETERMINISTIC = 2
+"""The backward's last key digit when the framework asks for deterministic computation (module doc)."""
+
+
+def _align_down16(x):
+    return (x // 16) * 16
+
+
+def _common(p: TilingProgram):
+    """Inputs and the unit split shared by both directions; returns a dict of variables."""
+    v = {}
+    v["T1"] = p.input("T1", "query tokens (query dim 0)")
+    v["N1"] = p.input("N1", "query heads (query dim 1)")
+    v["D"] = p.input("D", "query/key head dim (elements)")
+    v["T2"] = p.input("T2", "key/value tokens (key dim 0)")
+    v["N2"] = p.input("N2", "kv heads (key dim 1)")
+    v["Dv"] = p.input("Dv", "value head dim (elements)")
+    v["CNT"] = p.input("CNT", "selected blocks per (token, kv head) (topk dim 2)")
+    v["Bn"] = p.input("Bn", "batches (length of the cumulative sequence arrays)")
+    v["BS"] = p.input("BS", "selected block size (keys; the attribute)")
+    v["tB"] = p.input("tBytes", "bytes per element of T")
+    v["dk"] = p.input("dtypeKey", "1-based row of the dtype table")
+    v["ak"] = p.input("attrKey", "mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)")
+    v["cores"] = p.input("coreNum", "AIV cores of the platform")
+    v["ub"] = p.input("ubBytes", "UB bytes per AIV core")
+    v["scale"] = p.input("scaleAttr", "IEEE-754 bits of the float attribute scale")
+    T1, N1, N2, D, Dv, CNT, BS = (v[k] for k in ("T1", "N1", "N2", "D", "Dv", "CNT", "BS"))
+    p.let("tokens", T1 + 0, "T1", True)
+    p.let("qHeads", N1 + 0, "N1", True)
+    p.let("kvHeads", N2 + 0, "N2", True)
+    p.let("kvTokens", v["T2"] + 0, "T2", True)
+    p.let("headDim", D + 0, "D", True)
+    p.let("valueDim", Dv + 0, "Dv", True)
+    p.let("blockCount", CNT + 0, "selected blocks per unit", True)
+    p.let("blockSize", BS + 0, "keys per selected block", True)
+    p.let("batches", v["Bn"] + 0, "batches (cumulative sequence arrays' length)", True)
+    v["G"] = p.let("groupSize", N1 // N2, "G = N1 / N2 query heads per kv head", True)
+    v["L"] = p.let("selKeys", CNT * BS, "L = CNT * BS selected keys per unit", True)
+    v["aic"] = p.let("aicNum", emax(1, v["cores"] // 2), "AI Cores (1 AIC : 2 AIV on Atlas A2/A3, §1.1)")
+    v["gCap"] = p.let("gCap", emax(16, emin(G_CAP_MAX, _align_down16(lit(L0C_ACC) // (D * 4)))),
+                      "most heads per unit: fp32 gTile x D accumulator in half of L0C")
+    v["gRows"] = p.let("gRows", emax(1, emin(v["G"], v["gCap"])), "query heads (M rows) per unit", True)
+    v["gTile"] = p.let("gTile", align_up(v["gRows"], 16), "M tile rows (16-row fractals)", True)
+    v["gChunks"] = p.let("gChunks", ceil_div(v["G"], v["gRows"]), "head groups per (token, kv head)", True)
+    v["units"] = p.let("units", T1 * N2 * v["gChunks"], "work units (token, kv head, head group)", True)
+    v["blockDim"] = p.let("blockDim", emax(1, emin(v["aic"], v["units"])), "AI Cores launched", True)
+    p.let("unitsPerCore", v["units"] // v["blockDim"], "units of every AI Core", True)
+    p.let("unitsTail", v["units"] % v["blockDim"], "the first unitsTail AI Cores take one more unit", True)
+    p.let("subRows", ceil_div(v["gRows"], 2), "rows of a unit the AIV sub-block 0 takes (sub-block 1: the rest)", True)
+    p.let("scaleBits", v["scale"] + 0, "IEEE-754 bits of the score scale (float)", True)
+    return v
+
+
+def _chunking(p: TilingProgram, v: dict, keys_fit):
+    """Key chunk of whole blocks: at most CHUNK_KEYS_MAX keys and `keys_fit` (from the L1 plan)."""
+    bpc = p.let("blocksPerChunk", emax(1, emin(v["CNT"], emin(CHUNK_KEYS_MAX, keys_fit) // v["BS"])),
+                "selected blocks per key chunk", True)
+    v["Lc"] = p.let("chunkKeys", bpc * v["BS"], "keys per chunk", True)
+    v["chunks"] = p.let("chunks", ceil_div(v["CNT"], bpc), "key chunks per unit", True)
+    return v
+
+
+def _k_tile(p, name, total, other, doc):
+    """Largest 16-multiple k (or n) tile <= total whose `other` x tile T operand fits a whole L0B (or L0A)."""
+    return p.let(name, emax(16, emin(total, _align_down16(lit(CUBE["l0b"]) // (other * 2)))), doc, True)
+
+
+def _n_tile(p, name, total, rows, doc):
+    """Largest 16-multiple n tile <= total whose fp32 rows x tile result fits the L0C tile region."""
+    return p.let(name, emax(16, emin(total, _align_down16(lit(L0C_TILE) // (rows * 4)))), doc, True)
+
+
+def _finish(p: TilingProgram, v: dict, ub_plan, l1_plan, l0a, l0b, l0c, ws_bytes, strategy=STRATEGY):
+    """vecRows from the UB plan; fits (UB, L1, L0A/B/C, block size a multiple of 16); key and workspace."""
+    rb = p.let("vecRowBytes", row_bytes(ub_plan), "UB bytes per resident row (AIV)")
+    fb = p.let("vecFixedBytes", fixed_bytes(ub_plan), "UB bytes held once (AIV)")
+    fit = p.let("vecRowsFit", select(v["ub"] > fb, (v["ub"] - fb) // rb, 0), "rows per UB pass that fit")
+    p.let("vecRows", emax(1, emin(fit, ceil_div(v["gRows"], 2))), "rows per UB pass of an AIV", True)
+    l1 = p.let("l1Bytes", fixed_bytes(l1_plan), "L1 bytes of the AIC plan")
+    p.let("fits", (fit >= 1) & (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"])
+          & (l0c <= CUBE["l0c"]) & (v["BS"] % 16).eq(0), "1 when every buffer plan fits", True)
+    p.let("tilingKey", v["ak"] * 100 + v["dk"] * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
+    p.let("workspaceBytes", ws_bytes, "user workspace (bytes)", True)
+
+
+def _ws(x):
+    return align_up(x, WS_ALIGN)
+
+
+@dataclass(frozen=True)
+class NsaCounts:
+    """What an NSA kernel holds (the maxima over its specialisations; opgen.codegen.kernel_nsa checks every lowered
+    program against them, so the buffers proven here are the ones the kernel allocates).
+
+    AIV (per row of a UB pass): row_regs fp32 key rows, tile_stores T key rows (to workspace tiles), stat8 rows of 8
+    floats (softmax max / sum outputs); held once: scratch fp32 key rows (the max tree), head_regs fp32 head rows
+    (E <= D) with one T staging row, unit_stats per-row scalars kept across a unit's items, post (the backward's
+    zero-init and final pass buffers). Workspace: f32_tiles and t_tiles [rows, keys] tiles per slot, `slots` slots
+    per AI Core (2 when the AIC pipelines two units). AIC L1: l1_heads / l1_gathers (the stored row length of each,
+    "D" or "Dv") and l1_tiles."""
+
+    row_regs: int
+    tile_stores: int
+    stat8: int
+    scratch: int
+    head_regs: int
+    unit_stats: int
+    post: bool
+    f32_tiles: int
+    t_tiles: int
+    slots: int
+    l1_heads: tuple
+    l1_gathers: tuple
+    l1_tiles: int
+
+
+COUNTS = {
+    FWD: NsaCounts(row_regs=1, tile_stores=1, stat8=2, scratch=1, head_regs=0, unit_stats=0, post=False, f32_tiles=1,
+                   t_tiles=1, slots=2, l1_heads=("D",), l1_gathers=("D",), l1_tiles=1),
+    BWD: NsaCounts(row_regs=2, tile_stores=2, stat8=0, scratch=0, head_regs=2, unit_stats=3, post=True, f32_tiles=2,
+                   t_tiles=2, slots=1, l1_heads=("D", "Dv"), l1_gathers=("D", "Dv"), l1_tiles=2),
+}
+
+
+def reduce_tmp_elems(cols):
+    """fp32 scratch of ReduceSum over `cols` elements: one partial per 256-byte repeat plus the result block
+    (reference/ascendc.md §1.9)."""
+    return align_up(ceil_div(cols, 64), 8) + 8
+
+
+def ub_plan(c: NsaCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
+    """The AIV buffers, in the order the kernel allocates them (names are the kernel's members)."""
+    plan = [Buffer("rowBuf", "TBuf<VECCALC>", c.row_regs, True, row_cap, 4, "fp32 key-row registers")]
+    for k in range(c.tile_stores):
+        plan.append(Buffer(f"tileQue{k}", "TQue<VECOUT>", 1, True, row_cap, t_bytes, "T key rows to a workspace tile"))
+    for k in range(c.stat8):
+        plan.append(Buffer(f"statQue{k}", "TQue<VECOUT>", 1, True, 8, 4, "8 fp32 copies of a per-row output"))
+    if c.scratch:
+        plan.append(Buffer("scratchBuf", "TBuf<VECCALC>", c.scratch, False, row_cap, 4, "fp32 row of the max tree"))
+    if c.head_regs:
+        plan.append(Buffer("headQue", "TQue<VECIN>", 1, False, head_cap, t_bytes, "a head row (T) being loaded"))
+        plan.append(Buffer("headBuf", "TBuf<VECCALC>", c.head_regs, False, head_cap, 4, "fp32 head-row registers"))
+    if c.unit_stats:
+        plan.append(Buffer("unitStatBuf", "TBuf<VECCALC>", c.unit_stats, False, align_up(sub_rows, 8), 4,
+                           "per-row scalars kept across the items of a unit"))
+    plan.append(Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, reduce_tmp_elems(emax(row_cap, head_cap)) + 8, 4,
+                       "ReduceSum result block and scratch"))
+    if c.post:
+        plan.append(Buffer("postInQue", "TQue<VECIN>", 1, False, POST_ELEMS, 4, "final pass: fp32 workspace slice"))
+        plan.append(Buffer("postOutQue", "TQue<VECOUT>", 1, False, POST_ELEMS, t_bytes, "final pass: T slice / zeros"))
+    return plan
+
+
+def l1_plan(c: NsaCounts, dims: dict, g_tile, keys, t_bytes) -> list[Buffer]:
+    """The AIC's L1 buffers: head rows of a unit, gathered key chunks, vector tiles (all NZ, T)."""
+    plan = [Buffer(f"headL1_{k}", "TBuf<A1>", 1, False, g_tile * dims[e], t_bytes, f"the unit's head rows (x {e})")
+            for k, e in enumerate(c.l1_heads)]
+    plan += [Buffer(f"gatherL1_{k}", "TBuf<B1>", 1, False, keys * dims[e], t_bytes, f"a gathered key chunk (x {e})")
+             for k, e in enumerate(c.l1_gathers)]
+    plan += [Buffer(f"tileL1_{k}", "TBuf<A1>", 1, False, g_tile * keys, t_bytes, "a vector tile chunk")
+             for k in range(c.l1_tiles)]
+    return plan
+
+
+def _slot_bytes(c: NsaCounts, rows, keys, t_bytes):
+    return c.f32_tiles * _ws(rows * keys * 4) + c.t_tiles * _ws(rows * keys * t_bytes)
+
+
+def fwd_program():
+    """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of NsaSelectedAttention (module doc)."""
+    c = COUNTS[FWD]
+    p = TilingProgram(FWD)
+    v = _common(p)
+    D, Dv, tB, gTile, L = v["D"], v["Dv"], v["tB"], v["gTile"], v["L"]
+    keys_fit = p.let("l1KeysFit", select(gTile * D * tB < CUBE["l1"],
+                                         (lit(CUBE["l1"]) - gTile * D * tB) // (D * tB + gTile * tB), 0),
+                     "keys of one chunk the L1 plan holds")
+    _chunking(p, v, keys_fit)
+    Lc = v["Lc"]
+    k1 = _k_tile(p, "baseKs", D, Lc, "k tile of S = Q Kselᵀ (head dim)")
+    k2 = _k_tile(p, "baseKo", Lc, Dv, "k tile of O = P Vsel (keys)")
+    l1 = l1_plan(c, {"D": D, "Dv": Dv}, gTile, Lc, tB)
+    l0a = p.let("l0aBytes", emax(gTile * k1, gTile * k2) * tB, "L0A bytes (A tiles)")
+    l0b = p.let("l0bBytes", emax(Lc * k1, k2 * Dv) * tB, "L0B bytes (B tiles)")
+    l0c = p.let("l0cBytes", lit(L0C_ACC) + gTile * Lc * 4, "L0C bytes: O accumulator region + S tile")
+    ub = ub_plan(c, L, D, ceil_div(v["gRows"], 2), tB)
+    slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], L, tB), "one workspace slot: S (fp32) and P (T) of a unit",
+                 True)
+    _finish(p, v, ub, l1, l0a, l0b, l0c, v["blockDim"] * c.slots * slot)
+    return p, {"ub": ub, "l1": l1}
+
+
+def bwd_program():
+    """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of NsaSelectedAttentionGrad (module doc)."""
+    c = COUNTS[BWD]
+    p = TilingProgram(BWD)
+    v = _common(p)
+    D, Dv, tB, gTile = v["D"], v["Dv"], v["tB"], v["gTile"]
+    fixed = gTile * (D + Dv) * tB
+    keys_fit = p.let("l1KeysFit", select(fixed < CUBE["l1"],
+                                         (lit(CUBE["l1"]) - fixed) // ((D + Dv) * tB + 2 * gTile * tB), 0),
+                     "keys of one chunk the L1 plan holds")
+    _chunking(p, v, keys_fit)
+    Lc = v["Lc"]
+    ks = _k_tile(p, "baseKs", D, Lc, "k tile of S = Q Kselᵀ (head dim)")
+    kp = _k_tile(p, "baseKp", Dv, Lc, "k tile of dP = dO Vselᵀ (value dim)")
+    kq = _k_tile(p, "baseKq", Lc, D, "k tile of dQ = dS Ksel (keys)")
+    nk = _n_tile(p, "baseNk", D, Lc, "n tile of dKsel = dSᵀ Q (head dim)")
+    nv = _n_tile(p, "baseNv", Dv, Lc, "n tile of dVsel = Pᵀ dO (value dim)")
+    l1 = l1_plan(c, {"D": D, "Dv": Dv}, gTile, Lc, tB)
+    l0a = p.let("l0aBytes", emax(emax(gTile * ks, gTile * kp), emax(gTile * kq, Lc * gTile)) * tB,
+                "L0A bytes (A tiles)")
+    l0b = p.let("l0bBytes", emax(emax(Lc * ks, Lc * kp), emax(kq * D, emax(gTile * nk, gTile * nv))) * tB,
+                "L0B bytes (B tiles)")
+    l0c = p.let("l0cBytes", lit(L0C_ACC) + emax(gTile * Lc * 4, emax(Lc * nk * 4, Lc * nv * 4)),
+                "L0C bytes: dQ accumulator region + the largest tile")
+    ub = ub_plan(c, Lc, D, ceil_div(v["gRows"], 2), tB)
+    T1, N1, T2, N2 = v["T1"], v["N1"], v["T2"], v["N2"]
+    slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], Lc, tB),
+                 "the workspace slot of an AI Core: S, dP (fp32), dS, P (T) of a chunk", True)
+    wq = p.let("wsDqOffset", v["blockDim"] * c.slots * slot, "byte offset of the fp32 dq workspace [T1, N1, D]", True)
+    wk = p.let("wsDkOffset", wq + _ws(T1 * N1 * D * 4), "byte offset of the fp32 dk workspace [T2, N2, D]", True)
+    wv = p.let("wsDvOffset", wk + _ws(T2 * N2 * D * 4), "byte offset of the fp32 dv workspace [T2, N2, Dv]", True)
+    aivs = 2 * v["blockDim"]
+    p.let("postPerCore", align_up(ceil_div(T1 * N1 * D + T2 * N2 * (D + Dv), aivs), 16),
+          "elements of the concatenated dq|dk|dv workspaces each AIV zeroes / finishes", True)
+    p.let("postElems", lit(POST_ELEMS), "elements per UB pass of the final pass", True)
+    det = p.input("deterministic", "1: the framework asks for deterministic computation (GetDeterministic())")
+    strategy = p.let("strategy", select(det, DETERMINISTIC, STRATEGY),
+                     "1: atomic dK/dV adds as the AI Cores go; 2: in a fixed order (rounds, then AI Core order)", True)
+    _finish(p, v, ub, l1, l0a, l0b, l0c, wv + _ws(T2 * N2 * Dv * 4), strategy)
+    return p, {"ub": ub, "l1": l1}
+
+
+PROGRAM_FWD, PLANS_FWD = fwd_program()
+PROGRAM_BWD, PLANS_BWD = bwd_program()
+
+
+def _inputs(topk: str, cu_q: str, bs_attr: str, scale_attr: str, deterministic: bool = False) -> dict:
+    extra = {"deterministic": ("deterministic",)} if deterministic else {}
+    return extra | {
+        "T1": Sym("T1"), "N1": Sym("N1"), "D": Sym("D"), "T2": Sym("T2"), "N2": Sym("N2"), "Dv": Sym("Dv"),
+        "CNT": Sym("CNT"), "Bn": Sym("Bn"), "BS": ("attr_dim", bs_attr, "BS"), "tBytes": ("bytes", "T"),
+        "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "coreNum": ("platform", "coreNum"),
+        "ubBytes": ("platform", "ubBytes"), "scaleAttr": ("attr_bits", scale_attr),
+    }
+
+
+INPUTS_FWD = _inputs("topk_indices", "actual_seq_qlen", "selected_block_size", "scale_value")
+INPUTS_BWD = _inputs("topkIndices", "actualSeqQLen", "selectedBlockSize", "scaleValue", deterministic=True)
+"""How the emitted TilingFuncs read each program input (opgen.tiling.emit)."""
+TILINGS_INPUTS = {FWD: INPUTS_FWD, BWD: INPUTS_BWD}
+
+
+# ------------------------------------------------------------------------------------------------
+# GM traffic of CANN's kernels as the reference estimates it (reference/nsa_selected_attention.md §4)
+# ------------------------------------------------------------------------------------------------
+def cann_gm_bytes(op: str, dims: dict, t_bytes: int = 2, deterministic: bool = False) -> tuple[int, str]:
+    """The reference's estimate of the GM bytes CANN's kernel moves for one call, and which template.
+
+    dims: T1, T2, N1, N2, D, Dv, CNT, BS (ints). Forward (§4.1): per (t, n2) K and V read once, written to a
+    workspace and read again by the cube, 3 L (D + Dv) e; S fp32 write + read 8 G L; P write + read 4 G L; Q, O,
+    stats (64 G) and the topk row (4 cnt). Backward basic template (§4.2; cnt 16, bs 64, D <= 192, Dv <= 128,
+    G <= 16, not deterministic): K, V once L (D + Dv) e; S, dP fp32 16 G L; P, dS 8 G L; Q, dO, O (G (D + 2 Dv)
+    e) and the stats; dK/dV fp32 atomic read-modify-write 2 L (D + Dv) 4; dQ two atomic adds 2 * 2 G D 4. Else
+    the general template (§4.3): K read 3x and written 1x, V read 2x and written 1x (e each), S/dP/P/dS as above,
+    dK/dV to a scatter workspace, re-read and atomically added (the reference's "~3x L (D + Dv) 4"), dQ written
+    once (G D 4). Backward global terms (both): zero-init 4 (T1 N1 D + T2 N2 (D + Dv)), final pass read 4 (...)
+    and write e (...). Raises KeyError for another op."""
+    T1, T2, N1, N2, D, Dv, CNT, BS = (int(dims[k]) for k in ("T1", "T2", "N1", "N2", "D", "Dv", "CNT", "BS"))
+    G, L, e = N1 // N2, CNT * BS, t_bytes
+    units = T1 * N2
+    stats = 64 * G
+    if op == FWD:
+        per = 3 * L * (D + Dv) * e + 8 * G * L + 4 * G * L + G * D * e + G * Dv * e + stats + 4 * CNT
+        return units * per, "forward (§4.1)"
+    if op != BWD:
+        raise KeyError(op)
+    basic = CNT == 16 and BS == 64 and D <= 192 and Dv <= 128 and G <= 16 and not deterministic
+    small = G * (D + 2 * Dv) * e + stats + 4 * CNT
+    if basic:
+        per = L * (D + Dv) * e + 16 * G * L + 8 * G * L + small + 2 * L * (D + Dv) * 4 + 2 * 2 * G * D * 4
+        what = "backward basic template (§4.2)"
+    else:
+        per = (4 * L * D + 3 * L * Dv) * e + 16 * G * L + 8 * G * L + small + 3 * L * (D + Dv) * 4 + G * D * 4
+        what = "backward general template (§4.3)"
+    total = T1 * N1 * D + T2 * N2 * (D + Dv)
+    return units * per + 4 * total + 4 * total + e * total, what
+
+
+def gather_min_bytes(op: str, dims: dict, t_bytes: int = 2) -> int:
+    """GM bytes a gather-based kernel cannot avoid without reuse across units: every (token, kv head) reads its
+    L selected key and value rows once (L (D + Dv) e each), every other tensor is read or written once (forward:
+    Q, O, the two [T1, N1, 8] stats, topk; backward: Q, O, dO, the stats, topk, dq, dk, dv). dims as
+    cann_gm_bytes. Raises KeyError for another op."""
+    T1, T2, N1, N2, D, Dv, CNT, BS = (int(dims[k]) for k in ("T1", "T2", "N1", "N2", "D", "Dv", "CNT", "BS"))
+    e = t_bytes
+    gather = T1 * N2 * CNT * BS * (D + Dv) * e
+    stats, topk = 2 * T1 * N1 * 8 * 4, T1 * N2 * CNT * 4
+    if op == FWD:
+        return gather + T1 * N1 * (D + Dv) * e + stats + topk
+    if op == BWD:
+        return gather + T1 * N1 * (2 * D + 2 * Dv) * e + stats + topk + T2 * N2 * (D + Dv) * e
+    raise KeyError(op)
+
+
+POST_OFFSETS = {BWD: {"dq": "wsDqOffset", "dk": "wsDkOffset", "dv": "wsDvOffset"}}
+"""Tiling field holding the byte offset of each fp32 output workspace (the final pass's order: dq, dk, dv)."""
