@@ -8,8 +8,10 @@
                    [--dump-after PASS]
     opgen generate [OP...] [--out DIR]
     opgen diff [OP...] [--out DIR]
+    opgen bench [--repeat N] [--quick] [--json] [--out DIR]
     opgen check OP (--inputs in.npz | --dims B=2,S=128 [--seed N]) [--out out.npz] [--attr k=v]...
-                [--dtype T=bfloat16]... [--present NAME,...] [--soc ascend910b1] [--asan] [--json] [--gen-dir DIR]
+                [--dtype T=bfloat16]... [--present NAME,...] [--soc ascend910b1] [--asan] [--deterministic] [--json]
+                [--gen-dir DIR]
 
 Errors print one line naming the parameter and the rule and exit with status 2; nothing is written.
 `opgen check` exits 0 when every output passes, 1 on a mismatch or an emulation fault, 2 on bad input or
@@ -25,6 +27,7 @@ import argparse
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 
@@ -204,6 +207,27 @@ def _spec_sources(ops):
     return _specs_for(ops) if ops else spec_files()
 
 
+def cmd_bench(args) -> int:
+    """`opgen bench [--repeat N] [--quick] [--json] [--out DIR]`: run every benchmark (opgen.bench) side by side
+    and write results.json, README.md (the table) and PNG plots to DIR (default bench/results); --json prints
+    the results object instead of the table."""
+    import json
+
+    from opgen.bench import run_all
+    from opgen.bench.report import markdown, write
+
+    cmd = "opgen bench" + (f" --repeat {args.repeat}" if args.repeat != 3 else "") + (" --quick" if args.quick else "")
+    res = run_all(args.repeat, args.quick, cmd)
+    out = Path(args.out) if args.out else Path(__file__).resolve().parent.parent / "bench" / "results"
+    written = write(res, out)
+    if args.json:
+        print(json.dumps(res, indent=1, sort_keys=True, default=str))
+    else:
+        print(markdown(res))
+        print("written: " + ", ".join(str(p) for p in written), file=sys.stderr)
+    return 0
+
+
 def cmd_generate(args) -> int:
     """`opgen generate [OP...] [--out DIR]`: write each op's package to DIR/<op_snake>/ (default generated/),
     removing stale files inside those op directories only. Deterministic (opgen.codegen)."""
@@ -249,7 +273,7 @@ def cmd_check(args) -> int:
     dims = parse_dims(args.dims) if args.dims is not None else None
     try:
         res = run_check(spec, inputs, attrs, dtypes, dims=dims, seed=args.seed, present=args.present,
-                        soc=args.soc, asan=args.asan, gen_dir=args.gen_dir)
+                        soc=args.soc, asan=args.asan, gen_dir=args.gen_dir, deterministic=args.deterministic)
     except AclnnRejected as e:
         print(f"opgen: {e}", file=sys.stderr)
         return 2
@@ -307,6 +331,13 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("op", nargs="*", help="OpDef names or spec file paths (default: every bundled op)")
     dp.add_argument("--out", help="directory to compare (default: generated/ at the project root)")
     dp.set_defaults(fn=cmd_diff)
+    bp = sub.add_parser("bench", help="run the benchmarks side by side; write results.json, a markdown table and "
+                                      "PNG plots")
+    bp.add_argument("--repeat", type=int, default=3, help="runs per timed figure (median; default 3)")
+    bp.add_argument("--quick", action="store_true", help="smaller cases: a smoke run, not the figures of record")
+    bp.add_argument("--json", action="store_true", help="print the results object instead of the table")
+    bp.add_argument("--out", help="directory for the report (default: bench/results at the project root)")
+    bp.set_defaults(fn=cmd_bench)
     from opgen.platforms import DEFAULT, PLATFORMS
 
     cp = sub.add_parser("check", help="run the emitted TilingFunc and kernel on the CPU emulation and compare "
@@ -323,6 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(repeatable; the others are absent; default: all given)")
     cp.add_argument("--soc", default=DEFAULT, choices=sorted(PLATFORMS), help=f"platform (default {DEFAULT})")
     cp.add_argument("--asan", action="store_true", help="run the AddressSanitizer + UBSan build")
+    cp.add_argument("--deterministic", action="store_true", help="tell the TilingFunc the framework asks for "
+                    "deterministic computation (TilingContext::GetDeterministic() returns 1; default 0)")
     cp.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     cp.add_argument("--gen-dir", help="generated tree holding <op_snake>/op_host and op_kernel "
                     "(default: generated/ at the project root)")

@@ -17,7 +17,7 @@ bad inputs stopped by the emitted aclnn layer (161002), the pass rule keyed on t
 the GM bytes reported next to the minimum and the reference's CANN estimate, `opgen graph --stage kernel`.
 
 Time (2 cores): ~87 s with an empty build cache (the four op builds: debug forward / backward ~6 s each, the
-backward's ASan build ~18 s, a patched copy of the backward for the deterministic and mutation tests), ~45 s warm.
+backward's ASan build ~18 s, a patched copy of the backward for the mutation tests), ~45 s warm.
 
 Facts: /work/shared/reference/nsa_selected_attention.md (§2 math, §3 checks, §4 CANN's kernels and their GM
 traffic); precision reasoning: tests/test_nsa.py module doc.
@@ -270,7 +270,7 @@ def test_asan_backward():
 @pytest.fixture(scope="module")
 def bwd_copy(tmp_path_factory):
     """A private copy of the committed backward package and one build root for the tests that patch it (the
-    deterministic flag, the mutations), so the aclnn runner and the unchanged objects are built once."""
+    mutations), so the aclnn runner and the unchanged objects are built once."""
     from opgen.codegen import default_out_dir
 
     root = tmp_path_factory.mktemp("nsa_bwd")
@@ -279,44 +279,28 @@ def bwd_copy(tmp_path_factory):
     return gen, root / "build"
 
 
-def _patched(path, old: str, new: str, count: int = 1):
-    """Context manager: `path` with `old` replaced by `new` (exactly `count` occurrences), restored afterwards."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def cm():
-        orig = path.read_text()
-        assert orig.count(old) == count, (path.name, old)
-        path.write_text(orig.replace(old, new))
-        try:
-            yield
-        finally:
-            path.write_text(orig)
-    return cm()
-
-
-def test_deterministic_backward_is_reproducible(bwd_copy):
-    """The deterministic backward (tiling strategy 2, chosen when the framework's GetDeterministic() is set; opgen's
-    host stub has no such flag, so this copy of the package has its TilingFunc read it as 1): it passes, its key
-    ends in 2, and two launches give bit-identical dq / dk / dv although the AI Cores run concurrently (every fp32
-    add into dk / dv happens in a fixed order: rounds, then AI Core order). The Python twin picks strategy 2 too."""
+def test_deterministic_backward_is_reproducible():
+    """The deterministic backward (tiling strategy 2, chosen when the framework's GetDeterministic() is set:
+    run_check(..., deterministic=True), which the driver puts into the host stub's TilingContext): it passes, its
+    key ends in 2 where the same call without the flag ends in 1 (same attr / dtype digits), and two launches give
+    bit-identical dq / dk / dv although the AI Cores run concurrently (every fp32 add into dk / dv happens in a
+    fixed order: rounds, then AI Core order). The Python twin picks strategy 2 too."""
     from opgen.ir.dtypes import DType
     from opgen.platforms import get_platform
     from opgen.registry import load_spec
     from opgen.tiling import nsa
     from opgen.tiling.emit import evaluate
 
-    gen, build = bwd_copy
-    tcpp = gen / "nsa_selected_attention_grad" / "op_host" / "nsa_selected_attention_grad_tiling.cpp"
     case = CASES[0]   # 27 units over 24 AI Cores (two rounds), blocks shared by many tokens
-    c, f, _b = chain(case)
+    c, f, plain = chain(case)   # plain: the same backward call, deterministic=False
+    assert plain is not None
     o = np.asarray(f.arrays["attention_out"], np.float32)
-    with _patched(tcpp, "DeterministicOf(context, 0);", "1;"):
-        runs = [run_check(BWD, *bwd_args(c, o, f.arrays["softmax_max"], f.arrays["softmax_sum"]), {"T": case.dtype},
-                          gen_dir=gen, build_root=build, progress=False) for _ in range(2)]
+    runs = [run_check(BWD, *bwd_args(c, o, f.arrays["softmax_max"], f.arrays["softmax_sum"]), {"T": case.dtype},
+                      progress=False, deterministic=True) for _ in range(2)]
     for r in runs:
         assert_ok(r, "deterministic backward")
         assert r.tiling_key % 10 == nsa.DETERMINISTIC
+    assert plain.tiling_key % 10 == nsa.STRATEGY and plain.tiling_key // 10 == runs[0].tiling_key // 10
     for name in ("dq", "dk", "dv"):
         a, b = (np.asarray(r.arrays[name]).view(np.uint16) for r in runs)
         assert np.array_equal(a, b), name

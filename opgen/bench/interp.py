@@ -166,12 +166,21 @@ def _median_time(fn, repeat):
     return statistics.median(times)
 
 
-def run(repeat: int = 5) -> list[dict]:
-    """Measure every case; returns one dict per case (seconds are medians of `repeat` runs)."""
+QUICK_DIMS = {  # smoke-run sizes (`--quick`)
+    "AdaLayerNormGrad": {"Bd": (2,), "S": 64, "H": 1152},
+    "NormRopeConcatGrad": {"B": 1, "Sq": 256, "Seq": 32, "Sk": 256, "Sek": 32, "N": 24, "D": 128, "R": 288},
+    "NsaSelectedAttentionGrad": {**NSA_DIMS, "T1": 64, "T2": 2048, "Bn": 2},
+}
+
+
+def run(repeat: int = 5, quick: bool = False) -> list[dict]:
+    """Measure every case; returns one dict per case (seconds are medians of `repeat` runs). quick: the
+    QUICK_DIMS sizes (a smoke run)."""
     rows = []
     for name, c in CASES.items():
         spec = load_spec(c["op"])
-        inputs = random_inputs(spec, c["dims"], c["attrs"], c["dtypes"], seed=0)
+        dims = QUICK_DIMS[c["op"]] if quick else c["dims"]
+        inputs = random_inputs(spec, dims, c["attrs"], c["dtypes"], seed=0)
         ref = c["numpy"](inputs)
         got = interpret(spec, inputs, c["attrs"], c["dtypes"])
         worst = max(float(np.linalg.norm(got[k].astype(np.float64) - ref[k].astype(np.float64)) /

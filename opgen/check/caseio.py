@@ -3,13 +3,15 @@ reads, the text report and the raw output files it writes.
 
 Case file (little-endian, x86-64; read by opgen_check::ReadCase):
 
-    char[8]  "OPGCASE1"
-    int64    aivNum, aicNum, ubBytes (bytes of UB per core), sysWorkspaceBytes (bytes; GetUserWorkspace offset)
+    char[8]  "OPGCASE2"
+    int64    aivNum, aicNum, ubBytes (bytes of UB per core), sysWorkspaceBytes (bytes; GetUserWorkspace offset),
+             deterministic (0/1: TilingContext::GetDeterministic(), the framework's deterministic flag)
     uint32   nInputs; per input (OpDef order):
              uint8 present, int32 ge::DataType, uint32 rank, int64 dims[rank], uint64 nbytes, byte data[nbytes]
     uint32   nAttrs; double value[nAttrs] (OpDef order; bool 0/1, int, float; strings and absent values 0)
     uint32   nOutputs; per output: uint8 present, int32 ge::DataType, uint32 rank, int64 dims[rank]
 
+The magic names the version (OPGCASE1 lacked `deterministic`); the driver rejects any other magic.
 Absent tensors: present 0, DT_UNDEFINED (28), rank 0, no data. Report (one fact per line, see
 parse_report); outputs: `<out dir>/out<k>.bin`, k = output index in OpDef order, raw element bytes.
 """
@@ -25,7 +27,7 @@ import numpy as np
 from opgen.errors import OpgenError
 from opgen.ir.dtypes import DType
 
-MAGIC = b"OPGCASE1"
+MAGIC = b"OPGCASE2"
 GE_DTYPE = {DType.f32: 0, DType.f16: 1, DType.i32: 3, DType.u8: 4, DType.i64: 9, DType.bool: 12, DType.bf16: 27}
 """ge::DataType numbering (opgen/emu/include/graph/types.h, CANN's values) per IR dtype."""
 DT_UNDEFINED = 28
@@ -42,11 +44,13 @@ class CaseTensor:
 
 
 def write_case(path, aiv: int, aic: int, ub_bytes: int, sys_ws: int, inputs: list[CaseTensor],
-               attrs: list[float], outputs: list[CaseTensor]) -> None:
-    """Write a case file (format: module doc). aiv/aic: core counts; ub_bytes, sys_ws: bytes.
+               attrs: list[float], outputs: list[CaseTensor], deterministic: bool = False) -> None:
+    """Write a case file (format: module doc). aiv/aic: core counts; ub_bytes, sys_ws: bytes;
+    deterministic: what the TilingFunc's GetDeterministic() returns (1 / 0).
 
     Raises OpgenError when an input's data does not match its dtype and shape."""
-    out = [MAGIC, struct.pack("<qqqq", aiv, aic, ub_bytes, sys_ws), struct.pack("<I", len(inputs))]
+    out = [MAGIC, struct.pack("<qqqqq", aiv, aic, ub_bytes, sys_ws, int(bool(deterministic))),
+           struct.pack("<I", len(inputs))]
     for t in inputs:
         out.append(_tensor_head(t))
         if t.dtype is None:
@@ -106,12 +110,16 @@ class DriverReport:
     faults: list = field(default_factory=list)
     gm: dict = field(default_factory=dict)
     complete: bool = False
+    launch_seconds: float = 0.0   # wall seconds of the emu::Launch call alone (no process start, no case I/O)
+    vec_cycles: int = 0           # max over cores of the vector cost counter (emu/core.h CountVector)
+    cube_cycles: int = 0          # max over cores of the cube cost counter (16x16x16 fractals)
 
 
 def parse_report(text: str) -> DriverReport:
     """Parse the driver's report. Lines: `tiling ok` | `tiling fail <why>`, `block_dim N`, `tiling_key K`,
     `workspace_bytes W`, `tiling_bytes T`, `launch 0|1`, `ok 0|1`, `fault <message>` (repeatable),
-    `gm <name> <bytes> <read> <written>` (repeatable), `end`. Unknown lines are ignored."""
+    `gm <name> <bytes> <read> <written>` (repeatable), `seconds S` (launch wall time), `cycles VEC CUBE` (cost
+    counters, max over cores), `end`. Unknown lines are ignored."""
     r = DriverReport()
     for line in text.splitlines():
         head, _, rest = line.partition(" ")
@@ -127,6 +135,11 @@ def parse_report(text: str) -> DriverReport:
         elif head == "gm":
             name, size, rd, wr = rest.rsplit(" ", 3)
             r.gm[name] = GmStat(int(size), int(rd), int(wr))
+        elif head == "seconds":
+            r.launch_seconds = float(rest)
+        elif head == "cycles":
+            vec, cube = rest.split()
+            r.vec_cycles, r.cube_cycles = int(vec), int(cube)
         elif head == "end":
             r.complete = True
     return r

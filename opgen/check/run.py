@@ -46,7 +46,7 @@ class CheckResult:
     arrays: {output name: kernel output in its declared dtype}; inputs: the inputs used (arrays by name; None
     = absent); attrs: every attribute's value after validation.
     gm: {buffer name: caseio.GmStat} (inputs, outputs, "workspace", "tiling"; bytes moved in the launch);
-    gm_bytes: bytes read + written over all buffers; gm_bytes_min: each present input read once plus each
+    gm_bytes: bytes read + written over all buffers; gm_bytes_min: each present device input the specialisation reads (its graph consumes it) read once plus each
     produced output written once (bytes, from the tensors' sizes); block_dim, tiling_key; workspace_bytes:
     the whole workspace (system part included, bytes); faults: emulation faults and driver problems (one
     line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "asan");
@@ -74,7 +74,8 @@ class CheckResult:
     launched: bool = False
     build_dir: Path | None = None
     builds: list = field(default_factory=list)
-    seconds: dict = field(default_factory=dict)   # wall seconds: "interpret" (device mode), "launch" (driver run)
+    seconds: dict = field(default_factory=dict)   # wall s: "interpret" (device mode), "launch" (driver run), "kernel"
+    cycles: dict = field(default_factory=dict)    # cost counters, max over cores: {"vector": n, "cube": n}
     gm_reference: int | None = None   # the reference's GM estimate for CANN's kernel on this call (opgen.tiling.GM_REFERENCE)
     gm_reference_source: str = ""     # which estimate (reference section / template)
 
@@ -99,7 +100,7 @@ class CheckResult:
                 "block_dim": self.block_dim, "tiling_key": self.tiling_key, "workspace_bytes": self.workspace_bytes,
                 "faults": list(self.faults), "tiling_ok": self.tiling_ok, "tiling_error": self.tiling_error,
                 "launched": self.launched, "seconds": dict(self.seconds), "gm_reference": self.gm_reference,
-                "gm_reference_source": self.gm_reference_source}
+                "gm_reference_source": self.gm_reference_source, "cycles": dict(self.cycles)}
 
 
 def make_inputs(spec, dims: dict, attrs: dict, dtypes: dict, seed: int = 0) -> tuple[dict, dict]:
@@ -211,7 +212,7 @@ def aclnn_verdicts(op, calls: list, *, soc: str | None = None, gen_dir=None, bui
 def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes: dict | None = None, *,
               dims: dict | None = None, seed: int = 0, present=None, soc: str | None = None, asan: bool = False,
               gen_dir=None, build_root=None, progress: bool = True,
-              timeout: float = DRIVER_TIMEOUT) -> CheckResult:
+              timeout: float = DRIVER_TIMEOUT, deterministic: bool = False) -> CheckResult:
     """Run operator `op` (OpDef name, spec path or OpSpec) through its emitted C++ and compare with the
     interpreter.
 
@@ -223,7 +224,8 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     the AddressSanitizer+UBSan build; gen_dir: the generated tree (default: the repository's generated/),
     whose <op_snake>/ must hold op_host (aclnn, TilingFunc) and op_kernel/<op_snake>.cpp; build_root: build
     cache root (default $OPGEN_BUILD_DIR or ~/.cache/opgen/build); progress: echo long builds to stderr;
-    timeout: seconds for the launch.
+    timeout: seconds for the launch; deterministic: the framework asks for deterministic computation (what the
+    TilingFunc's TilingContext::GetDeterministic() returns; ops without a deterministic variant ignore it).
 
     The kernel gets the validated inputs in their declared dtypes (an optional input the specialisation does
     not use, InputDecl.when, is passed as nullptr, as the interpreter ignores it) and every attribute as a
@@ -283,19 +285,20 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.builds.append(builder.build(f"{variant}/check"))
     slots = _output_slots(spec, bound)
     case_in = []
+    consumed = {x for n in g.nodes for x in n.inputs}   # graph values = input names the kernel needs
     for i in spec.inputs:
         a = bound.arrays[i.name]
         dt = (bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype) if a is not None else None
         case_in.append(caseio.CaseTensor(dt, tuple(np.shape(a)) if a is not None else (), a))
-        if a is not None:
-            res.gm_bytes_min += int(np.asarray(a).nbytes)
+        if a is not None and i.name in consumed and not i.host:
+            res.gm_bytes_min += int(np.asarray(a).nbytes)   # only inputs the specialisation reads
     case_out = [caseio.CaseTensor(*s) if s else caseio.CaseTensor(None) for s in slots]
     res.gm_bytes_min += sum(int(np.prod(s[1], dtype=np.int64)) * s[0].itemsize for s in slots if s)
     case_attrs = [caseio.attr_value(bound.attrs[a.name]) for a in spec.attrs]
     with tempfile.TemporaryDirectory(prefix="opgen-check-") as tmp:
         tmp = Path(tmp)
         caseio.write_case(tmp / "case.bin", plat.aiv, plat.aic, plat.ub_bytes, SYS_WORKSPACE_BYTES, case_in,
-                          case_attrs, case_out)
+                          case_attrs, case_out, deterministic)
         t0 = time.perf_counter()
         run, problem = _run_driver(builder.dir / variant / "check", tmp / "case.bin", tmp, asan, timeout)
         res.seconds["launch"] = time.perf_counter() - t0
@@ -308,6 +311,8 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.tiling_ok, res.tiling_error = rep.tiling_ok, rep.tiling_error
     res.block_dim, res.tiling_key, res.workspace_bytes = rep.block_dim, rep.tiling_key, rep.workspace_bytes
     res.launched, res.gm = rep.launched, rep.gm
+    res.seconds["kernel"] = rep.launch_seconds
+    res.cycles = {"vector": rep.vec_cycles, "cube": rep.cube_cycles}
     res.gm_bytes = sum(x.read + x.written for x in rep.gm.values())
     res.faults = list(rep.faults)
     if rep.tiling_error:
@@ -321,7 +326,8 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
 
     if spec.name in GM_REFERENCE:
         t_bytes = bound.dtypes["T"].itemsize if "T" in bound.dtypes else 2
-        res.gm_reference, res.gm_reference_source = GM_REFERENCE[spec.name](spec.name, bound.env, t_bytes)
+        ref = GM_REFERENCE[spec.name]
+        res.gm_reference, res.gm_reference_source = ref(spec.name, bound.env, t_bytes, deterministic=deterministic)
 
     # 4. compare (outputs computed from an intermediate the op rounds to T may pass the rounded-intermediate rule)
     rounded = rounded_intermediate_outputs(g)

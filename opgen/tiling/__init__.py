@@ -42,4 +42,5 @@ NSA_KERNELS = {"NsaSelectedAttention": nsa, "NsaSelectedAttentionGrad": nsa}
 """OpDef name -> tiling module of a mixed NSA kernel (opgen.kernel.nsa, opgen.codegen.kernel_nsa)."""
 
 GM_REFERENCE = {"NsaSelectedAttention": nsa.cann_gm_bytes, "NsaSelectedAttentionGrad": nsa.cann_gm_bytes}
-"""OpDef name -> fn(op, dims, t_bytes) -> (bytes, what): the reference's GM estimate for CANN's kernel (opgen check)."""
+"""OpDef name -> fn(op, dims, t_bytes, deterministic=False) -> (bytes, what): the reference's GM estimate for
+CANN's kernel (opgen check)."""

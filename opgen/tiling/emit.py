@@ -190,8 +190,9 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
     ("attr_dim", attr, dim) reads an integer attribute that binds a spec dim (spec.attr(..., dim=BS)): the
     C++ reads the attribute (its default when absent), the Python twin takes the dim's value, and both
     fail outside the dim's [min, max] like a dim read from a shape. ("deterministic",) is the framework's
-    deterministic-computation flag: TilingContext::GetDeterministic() when the context has it (CANN's does), else
-    0 (opgen's host stubs); the Python twin takes it as `evaluate(..., deterministic=)`."""
+    deterministic-computation flag: TilingContext::GetDeterministic() when the context has it (CANN's does, and so
+    does opgen's host stub, set by `opgen check --deterministic`), else 0; the Python twin takes it as
+    `evaluate(..., deterministic=)`."""
     from opgen.codegen.names import op_snake
 
     op = op_snake(spec.name)

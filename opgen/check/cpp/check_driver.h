@@ -3,10 +3,11 @@
 //
 //   <exe> CASE_FILE OUT_DIR
 //
-// Reads the case (format: opgen/check/caseio.py), fills a gert::TilingContext and runs the op's registered
-// TilingFunc (linked in from op_host/<op>_tiling.cpp), allocates every GM buffer at its exact size (inputs
-// with the case's bytes; outputs and workspace poisoned with 0xFF bytes, a NaN in every float format),
-// registers them with emu::RegisterGm under the spec's parameter names plus "workspace" and "tiling",
+// Reads the case (format: opgen/check/caseio.py), fills a gert::TilingContext (with the case's deterministic
+// flag for GetDeterministic()) and runs the op's registered TilingFunc (linked in from op_host/<op>_tiling.cpp),
+// allocates every GM buffer at its exact size (inputs with the case's bytes; outputs and workspace poisoned
+// with 0xFF bytes, a NaN in every float format), registers them with emu::RegisterGm under the spec's parameter
+// names plus "workspace" and "tiling",
 // sets emu::SysWorkspaceBytes() and runs the kernel with emu::Launch on blockDim simulated cores (emu::LaunchMix
 // on blockDim AI Cores for a mixed kernel: Main's launchKind).
 // Writes OUT_DIR/report.txt (one fact per line, flushed as it goes so a crash leaves what was known;
@@ -14,6 +15,7 @@
 // complete (faults are in the report), 2 on an unreadable case file.
 #pragma once
 #include <cstdint>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -41,6 +43,7 @@ struct CaseTensor {
 
 struct Case {
     int64_t aivNum = 0, aicNum = 0, ubBytes = 0, sysWorkspaceBytes = 0;
+    int64_t deterministic = 0;  // the framework's deterministic flag for TilingContext::GetDeterministic()
     std::vector<CaseTensor> inputs;
     std::vector<double> attrs;
     std::vector<CaseTensor> outputs;
@@ -95,11 +98,12 @@ inline bool ReadCase(const char* path, Case& c)
     Reader r(path);
     char magic[8] = {};
     r.Bytes(magic, 8);
-    if (!r.Ok() || std::memcmp(magic, "OPGCASE1", 8) != 0) return false;
+    if (!r.Ok() || std::memcmp(magic, "OPGCASE2", 8) != 0) return false;
     c.aivNum = r.Get<int64_t>();
     c.aicNum = r.Get<int64_t>();
     c.ubBytes = r.Get<int64_t>();
     c.sysWorkspaceBytes = r.Get<int64_t>();
+    c.deterministic = r.Get<int64_t>();
     uint32_t n = r.Get<uint32_t>();
     for (uint32_t i = 0; i < n && r.Ok(); ++i) {
         CaseTensor t = ReadTensorHead(r);
@@ -185,6 +189,7 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     plat.ubBytes = static_cast<uint64_t>(c.ubBytes);
     gert::TilingContext ctx;
     ctx.platform = &plat;
+    ctx.deterministic = c.deterministic != 0 ? 1 : 0;
     std::vector<std::unique_ptr<gert::StorageShape>> shapes;
     std::vector<std::unique_ptr<gert::CompileTimeTensorDesc>> descs;
     for (auto& t : c.inputs) {
@@ -271,6 +276,7 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     // ---- launch
     say("launch 1");
     emu::LaunchResult res;
+    const auto t0 = std::chrono::steady_clock::now();
     if (launchKind == LaunchKind::Mix12) {
         emu::CoreMem mem = emu::CoreMem::Ascend910B();
         mem.ub = static_cast<uint64_t>(c.ubBytes);
@@ -278,7 +284,10 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     } else {
         res = emu::Launch(ctx.blockDim, static_cast<uint64_t>(c.ubBytes), [&] { kernel(args); }, ctx.tilingKey);
     }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     say(std::string("ok ") + (res.ok ? "1" : "0"));
+    say("seconds " + std::to_string(seconds));
+    say("cycles " + std::to_string(res.MaxVecCycles()) + " " + std::to_string(res.MaxCubeCycles()));
     for (auto& f : res.faults) say("fault " + OneLine(f));
     for (auto& g : res.gm)
         say("gm " + g.name + " " + std::to_string(g.bytes) + " " + std::to_string(g.bytesRead) + " " +

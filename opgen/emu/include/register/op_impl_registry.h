@@ -147,8 +147,8 @@ private:
     size_t size_ = 0;
 };
 
-// Input of TilingFunc: shapes, dtypes, attributes and platform in; blockDim, tiling key, workspace sizes
-// and tiling data out.
+// Input of TilingFunc: shapes, dtypes, attributes, platform and the deterministic flag in; blockDim, tiling
+// key, workspace sizes and tiling data out.
 class TilingContext {
 public:
     RuntimeAttrs attrs;
@@ -156,6 +156,7 @@ public:
     std::vector<CompileTimeTensorDesc*> inputDescs;
     std::vector<CompileTimeTensorDesc*> outputDescs;
     fe::PlatFormInfos* platform = nullptr;
+    int32_t deterministic = 0;  // the framework's deterministic-computation setting (1: required)
     uint32_t blockDim = 0;
     uint64_t tilingKey = 0;
     size_t workspace[4] = {0, 0, 0, 0};
@@ -170,6 +171,7 @@ public:
     const CompileTimeTensorDesc* GetOptionalInputDesc(size_t irIndex) const { return detail::At(inputDescs, irIndex); }
     const CompileTimeTensorDesc* GetOutputDesc(size_t index) const { return detail::At(outputDescs, index); }
     fe::PlatFormInfos* GetPlatformInfo() const { return platform; }
+    int32_t GetDeterministic() const { return deterministic; }
     void SetBlockDim(uint32_t n) { blockDim = n; }
     void SetTilingKey(uint64_t key) { tilingKey = key; }
     size_t* GetWorkspaceSizes(size_t /*count*/) { return workspace; }

@@ -1,0 +1,133 @@
+"""The performance report: results JSON, a markdown table and PNG plots, written by `opgen bench --out DIR`.
+
+Input: the dict `opgen.bench.run_all` returns (sections "interp", "generate", "emu_time", "gm", "roofline";
+missing sections are skipped). Plots need matplotlib (the `bench` extra); without it the plots are
+skipped and the table says so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _fmt(x, nd=2):
+    return "—" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
+
+
+def markdown(res: dict) -> str:
+    """The report as markdown (one table per section, each with its goal and how it was measured)."""
+    m = res.get("machine", {})
+    out = ["# opgen performance report", "",
+           f"Measured by `{res.get('command', 'opgen bench')}` on {m.get('cpus', '?')} CPUs "
+           f"({m.get('machine', '?')}, Python {m.get('python', '?')}); medians of {res.get('repeat', '?')} runs "
+           f"unless stated; all figures of one run, side by side.", ""]
+    if res.get("interp"):
+        out += ["## Interpreter (device mode) vs direct NumPy — goal ≤ 1.5×", "",
+                "| case | NumPy s | interpreter s | ratio | rel L2 vs NumPy |", "|---|---|---|---|---|"]
+        out += [f"| {r['case']} | {_fmt(r['numpy_s'], 3)} | {_fmt(r['interpret_s'], 3)} | {_fmt(r['ratio'])} | "
+                f"{r['rel_l2_vs_numpy']:.1e} |" for r in res["interp"]]
+        out.append("")
+    if res.get("generate"):
+        g = res["generate"]
+        out += ["## `opgen generate` (6 ops, whole process) vs bare `import numpy, jinja2, networkx` — goal ≤ 3×", "",
+                "| bare import s | generate s | ratio | cached re-generation s | ratio |", "|---|---|---|---|---|",
+                f"| {_fmt(g['bare_s'])} | {_fmt(g['generate_s'])} | {_fmt(g['ratio'], 1)} | {_fmt(g['regenerate_s'])} | "
+                f"{_fmt(g['ratio_cached'], 1)} |", ""]
+        if g.get("gap"):
+            out += [g["gap"], ""]
+    if res.get("emu_time"):
+        out += ["## Emulated kernel vs interpreter — goal ≤ 5×", "",
+                "| case | launch s | interpreter s | ratio | passed |", "|---|---|---|---|---|"]
+        for r in res["emu_time"]:
+            if "error" in r:
+                out.append(f"| {r['case']} | — | — | — | not run: {r['error']} |")
+            else:
+                out.append(f"| {r['case']} | {_fmt(r['launch_s'])} | {_fmt(r['interpret_s'])} | {_fmt(r['ratio'])} | "
+                           f"{'yes' if r['passed'] else 'NO'} |")
+        out.append("")
+    if res.get("gm"):
+        out += ["## GM bytes moved (counted by the emulation) / minimum — goal ≤ 1.10 for the vector ops", "",
+                "| kernel | case | strategy | bytes | minimum | ratio | CANN (reference notes) |",
+                "|---|---|---|---|---|---|---|"]
+        out += [f"| {r.get('op', 'AdaLayerNormGrad')} | {r.get('case', 'H=' + str(r.get('H')))} | {r.get('strategy', '')} | "
+                f"{r['gm_bytes']:,} | {r['gm_bytes_min']:,} | {_fmt(r['ratio'], 3)} | {r.get('cann', '')} |"
+                for r in res["gm"]]
+        out.append("")
+    if res.get("nsa_gm"):
+        out += ["## NSA mixed kernels: GM bytes (counted) vs the minimum, the gather minimum and CANN's estimate", "",
+                "| kernel | case | bytes | minimum | gather minimum | ÷ gather min | CANN estimate | ÷ CANN | passed |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        out += [f"| {r['op']} | {r['case']} | {r['gm_bytes']:,} | {r['gm_bytes_min']:,} | {r['gather_min']:,} | "
+                f"{_fmt(r['vs_gather_min'])} | {r['cann']:,} | {_fmt(r['vs_cann'])} | {'yes' if r['passed'] else 'NO'} |"
+                for r in res["nsa_gm"]]
+        out += ["", "Minimum: each tensor once; gather minimum: every (token, kv-head) unit reads its L selected K/V "
+                "rows once; CANN: reference/nsa_selected_attention.md §4 (" +
+                ", ".join(sorted({r['cann_source'] for r in res['nsa_gm']})) + ").", ""]
+    if res.get("roofline"):
+        out += ["## Roofline estimate, Atlas A2 (1.6 TB/s HBM, 1.8 GHz, 48 AIV; reference/ascendc.md §3)", "",
+                "| kernel | case | memory floor µs | memory µs | vector µs | cube µs | estimate µs | estimate / floor |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += [f"| {r['op']} | {r['case']} | {_fmt(r['floor_us'], 1)} | {_fmt(r['memory_us'], 1)} | "
+                f"{_fmt(r['vector_us'], 1)} | {_fmt(r.get('cube_us', 0.0), 1)} | {_fmt(r['estimate_us'], 1)} | "
+                f"{_fmt(r['ratio'])} |" for r in res["roofline"]]
+        out += ["", "estimate = max(counted bytes / HBM bandwidth, busiest core's vector cycles, busiest core's cube "
+                "cycles) with the emulation's cost counters (opgen/emu/include/emu/core.h); floor = minimum bytes / "
+                "HBM bandwidth.", ""]
+    if res.get("plots"):
+        out += ["## Plots", ""] + [f"![{p}]({p})" for p in res["plots"]] + [""]
+    elif res.get("plots_skipped"):
+        out += [f"Plots not drawn: {res['plots_skipped']}", ""]
+    return "\n".join(out)
+
+
+def plots(res: dict, out: Path) -> list[str]:
+    """PNG plots (traffic ratio and estimated time over the floor vs H for AdaLayerNormGrad); returns the file
+    names. Raises ImportError without matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = []
+    ada = [r for r in res.get("gm", []) if r.get("op", "AdaLayerNormGrad") == "AdaLayerNormGrad" and "H" in r]
+    if ada:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot([r["H"] for r in ada], [r["ratio"] for r in ada], "o-", label="opgen (counted)")
+        ax.axhline(1.10, color="gray", ls="--", label="goal 1.10")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("H")
+        ax.set_ylabel("GM bytes / minimum")
+        ax.set_title("AdaLayerNormGrad GM traffic")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "gm_ratio.png", dpi=100)
+        plt.close(fig)
+        names.append("gm_ratio.png")
+    roof = [r for r in res.get("roofline", []) if r.get("op") == "AdaLayerNormGrad" and "H" in r]
+    if roof:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot([r["H"] for r in roof], [r["ratio"] for r in roof], "o-")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("H")
+        ax.set_ylabel("estimated time / memory floor")
+        ax.set_title("AdaLayerNormGrad roofline estimate (Atlas A2)")
+        fig.tight_layout()
+        fig.savefig(out / "roofline.png", dpi=100)
+        plt.close(fig)
+        names.append("roofline.png")
+    return names
+
+
+def write(res: dict, out: Path) -> list[Path]:
+    """Write results.json, README.md (the table) and the plots into `out`; returns the paths written."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        res["plots"] = plots(res, out)
+    except ImportError:
+        res["plots"] = []
+        res["plots_skipped"] = "matplotlib is not installed (pip install -e '.[bench]')"
+    (out / "results.json").write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
+    (out / "README.md").write_text(markdown(res) + "\n")
+    return [out / "results.json", out / "README.md", *(out / p for p in res["plots"])]
