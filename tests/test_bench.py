@@ -1,0 +1,43 @@
+"""The benchmark report machinery (opgen/bench): roofline arithmetic and the written report. The figures
+themselves are measured on demand by `opgen bench`, never in tests."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from opgen.bench.emu import CLOCK_HZ, HBM_BYTES_PER_S, roofline
+from opgen.bench.report import markdown, write
+
+
+def test_roofline_takes_the_slowest_resource():
+    r = SimpleNamespace(gm_bytes=3_200_000, gm_bytes_min=1_600_000, cycles={"vector": 3600, "cube": 0})
+    got = roofline("Op", "case", r, H=7)
+    assert got["floor_us"] == pytest.approx(1_600_000 / HBM_BYTES_PER_S * 1e6)      # 1.0 us
+    assert got["memory_us"] == pytest.approx(2.0)
+    assert got["vector_us"] == pytest.approx(3600 / CLOCK_HZ * 1e6)                 # 2.0 us
+    assert got["estimate_us"] == pytest.approx(2.0) and got["ratio"] == pytest.approx(2.0) and got["H"] == 7
+    r.cycles = {"vector": 18000, "cube": 0}                                           # 10 us of vector work
+    assert roofline("Op", "case", r)["ratio"] == pytest.approx(10.0)
+
+
+def test_report_tables_and_files(tmp_path):
+    res = {"command": "opgen bench --quick", "repeat": 1, "machine": {"cpus": 2, "python": "3.11", "machine": "x"},
+           "interp": [{"case": "A", "numpy_s": 1.0, "interpret_s": 0.5, "ratio": 0.5, "rel_l2_vs_numpy": 0.0}],
+           "generate": {"bare_s": 0.5, "generate_s": 5.0, "regenerate_s": 0.4, "ratio": 10.0, "ratio_cached": 0.8,
+                        "gap": "Gap: explained."},
+           "emu_time": [{"case": "A", "launch_s": 1.0, "interpret_s": 0.5, "ratio": 2.0, "passed": True},
+                        {"case": "B", "error": "no kernel"}],
+           "gm": [{"op": "AdaLayerNormGrad", "case": "H=64", "H": 64, "strategy": "ROW_SPLIT", "gm_bytes": 110,
+                   "gm_bytes_min": 100, "ratio": 1.1, "cann": "~1.05x"}],
+           "roofline": [{"op": "AdaLayerNormGrad", "case": "H=64", "H": 64, "floor_us": 1.0, "memory_us": 1.1,
+                         "vector_us": 0.5, "cube_us": 0.0, "estimate_us": 1.1, "ratio": 1.1}]}
+    text = markdown(res)
+    assert "goal ≤ 1.5×" in text and "| A | 1.000 | 0.500 | 0.50 |" in text
+    assert "Gap: explained." in text and "not run: no kernel" in text and "| 110 | 100 | 1.100 |" in text
+    paths = write(res, tmp_path)
+    assert json.loads((tmp_path / "results.json").read_text())["generate"]["ratio"] == 10.0
+    assert (tmp_path / "README.md").read_text().startswith("# opgen performance report")
+    assert all(p.exists() for p in paths)
