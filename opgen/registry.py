@@ -24,10 +24,28 @@ def specs_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parent.parent / "specs"
 
 
+def source_digest(path: Path) -> str:
+    """sha256 of a spec file and the shared helpers beside it (`_*.py`): what loading it executes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    path = Path(path).resolve()
+    for f in [path, *sorted(path.parent.glob("_*.py"))]:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
 def _load_file(path: Path):
     key = str(path.resolve())
-    if key in _CACHE:
-        return _CACHE[key]
+    digest = source_digest(Path(key))
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] == digest:
+        return hit[1]
+    # helpers (specs/_*.py) are imported by module name: drop any copy imported from another directory or
+    # before an edit, so this spec executes exactly the helper files beside it
+    for helper in Path(key).parent.glob("_*.py"):
+        sys.modules.pop(helper.stem, None)
     from opgen.dsl.diagnostics import from_exception, spec_error, syntax_error
     from opgen.dsl.spec import OpSpec
 
@@ -65,7 +83,8 @@ def _load_file(path: Path):
         raise spec_error(f"{key}:1", "the file defines no `spec = OpSpec(...)`",
                          f"declare the operator at module level: {example}")
     s.finish()
-    _CACHE[key] = s
+    s.source_digest = digest
+    _CACHE[key] = (digest, s)
     return s
 
 

@@ -43,7 +43,7 @@ def test_reference_bad_inputs_return_canns_codes():
     by_op = defaultdict(list)
     for case in CASES:
         by_op[_mutated(case).op].append(case)
-    judged = not_a_call = device_data = 0
+    judged = not_a_call = device_data = exact = 0
     for op, cases in sorted(by_op.items()):
         spec = load_spec(op)
         device_checks = {r.param for r in spec.requirements if r.kind == "values"} - {
@@ -64,7 +64,10 @@ def test_reference_bad_inputs_return_canns_codes():
             assert code == want, f"{case.id}: aclnn returned {code} {msg!r}; the interpreter says {rule!r}"
             names = {ei.value.param} | {i.name for i in spec.inputs if getattr(i.dtype, "name", None) == ei.value.param}
             assert msg.split(":")[0] in names, f"{case.id}: {msg!r} vs {rule!r}"   # a dtype variable: its tensors
+            if msg.split(":")[0] == ei.value.param:
+                exact += msg == rule
             judged += 1
-    print(f"aclnn-level: {judged} rejected with CANN's code, {not_a_call} container-only, "
-          f"{device_data} need device data")
-    assert judged >= 150
+    print(f"aclnn-level: {judged} rejected with CANN's code ({exact} with the interpreter's exact message), "
+          f"{not_a_call} container-only, {device_data} need device data")
+    assert judged >= 200
+    assert exact >= 190   # the emitted message is the interpreter's rule, word for word

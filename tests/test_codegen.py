@@ -663,3 +663,31 @@ def test_generation_cache_hits_and_misses(tmp_path, monkeypatch):
     spec_file.write_text(src.read_text() + "\n# changed\n")
     with pytest.raises(AssertionError, match="cache hit"):
         cg.generate_cached(spec_file)
+
+
+def test_registry_reloads_edited_specs_and_uses_their_own_helpers(tmp_path, monkeypatch):
+    """A spec edited after loading is reloaded (not served from the in-process cache), and a spec imports the
+    helper files beside it, not a same-named helper another directory loaded first: so the generation cache
+    is keyed by exactly what was executed."""
+    import sys
+
+    import opgen.codegen as cg
+    from opgen.registry import _load_file, specs_dir
+
+    monkeypatch.setenv("OPGEN_CACHE_DIR", str(tmp_path / "cache"))
+    _load_file(specs_dir() / "norm_rope_concat.py")
+    d = tmp_path / "specs"
+    d.mkdir()
+    for f in specs_dir().glob("_*.py"):
+        (d / f.name).write_text(f.read_text())
+    (d / "_nrc_common.py").write_text((d / "_nrc_common.py").read_text() + "\nMARKER = 'copy'\n")
+    copy = d / "norm_rope_concat.py"
+    copy.write_text((specs_dir() / "norm_rope_concat.py").read_text())
+    _load_file(copy)
+    assert sys.modules["_nrc_common"].__file__ == str(d / "_nrc_common.py")
+    v2 = d / "ada_layer_norm_v2.py"
+    v2.write_text((specs_dir() / "ada_layer_norm_v2.py").read_text())
+    _, before = cg.generate_cached(v2)
+    v2.write_text(v2.read_text().replace('doc="', 'doc="EDITED ', 1))
+    _, after = cg.generate_cached(v2)
+    assert before != after and any("EDITED" in t for t in after.values())

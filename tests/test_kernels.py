@@ -9,8 +9,8 @@ Coverage (issue 4 "What must be shown"): every dtype row x every presence of the
 set with tails (H = 1, 31, 33, 3440, 3441, S = 1, rank-0 and rank-2 batch groups, rows not divisible by
 the core count, batches split across cores) and both strategies (ROW_SPLIT, COL_SPLIT with one and two
 row-sum levels); the scale form [Bd, 1, H]; a non-default epsilon; every platform; an AddressSanitizer
-subset. Mutations of the emitted kernel (a dropped tail, a misaligned copy, a UB overflow, a missing
-SyncAll) are caught.
+subset. Mutations of the emitted kernel (a dropped tail, a misaligned copy, a UB overflow) are caught;
+a structural test checks the manual pipe synchronisation the emulation cannot observe.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def test_asan_subset(op, h):
 def test_gm_traffic_near_the_minimum_at_long_rows():
     """Counted by the emulation: AdaLayerNormGrad at 256 rows moves <= 1.10x the minimum at H = 4099
     (COL_SPLIT keeps dy and x resident; CANN re-reads or spills per element above H = 3440,
-    reference/ada_layer_norm.md §4.5). bench/bench_gm.py measures the issue's full sizes."""
+    reference/ada_layer_norm.md §4.5). bench/bench_emu.py (`opgen bench`) measures the full sizes."""
     r = run_check("AdaLayerNormGrad", dims=_dims((2,), 128, 4099), dtypes=DTYPES[3], progress=False)
     _assert_ok(r, "gm")
     assert r.tiling_key % 10 == 2
@@ -131,6 +131,19 @@ def test_gm_traffic_near_the_minimum_at_long_rows():
     for name in ("dy", "x"):
         assert r.gm[name].read == r.gm[name].bytes
     assert r.gm["pd_x"].written == r.gm["pd_x"].bytes
+
+
+def test_col_split_over_several_row_groups():
+    """1200 rows of H = 4099: COL_SPLIT walks two groups of up to 1024 rows, reusing the workspace slots of the
+    row-sum exchange between groups (SyncAll placement)."""
+    r = run_check("AdaLayerNormGrad", dims=_dims((2,), 600, 4099), dtypes=DTYPES[3], progress=False)
+    _assert_ok(r, "two groups")
+    assert r.tiling_key % 10 == 2
+    from opgen.platforms import get_platform
+    from opgen.tiling.ada_layer_norm_grad import tiling
+
+    tl = tiling(1200, 600, 2, 4099, "bf16", "bf16", get_platform("ascend910b1").aiv, get_platform("ascend910b1").ub_bytes)
+    assert tl["groupRows"] < 1200   # really more than one group
 
 
 # ---------------------------------------------------------------- mutations of the emitted kernel
@@ -163,3 +176,23 @@ def test_mutated_kernel_is_caught(name, tmp_path):
     assert not r.passed
     blob = " ".join(r.faults) + " " + " ".join(r.failed_outputs())
     assert expect in blob, blob
+
+
+def test_emitted_kernels_synchronise_dependent_vector_instructions():
+    """Manual sync (reference/ascendc.md §1.6): in every emitted kernel each vector instruction is followed by
+    PipeBarrier<PIPE_V>() or hands its result over through a queue (EnQue) or an event, and every SyncAll of
+    the vector kernels is preceded by PipeBarrier<PIPE_ALL>(). The emulation runs each pipe in order, so this
+    structural check is what catches a missing barrier."""
+    from opgen.codegen import default_out_dir
+
+    call = re.compile(r"^\s*(Add|Sub|Mul|Div|Muls|Adds|Exp|Duplicate|CastFrom|CastTo|Gather)\(.*;\s*$")
+    for h in sorted(default_out_dir().glob("*/op_kernel/*.h")):
+        lines = h.read_text().splitlines()
+        for k, line in enumerate(lines[:-1]):
+            nxt = lines[k + 1].strip()
+            if call.match(line) and ", gm_" not in line:   # (NSA's Gather(l1, gm_key, ...) is a cube-side copy)
+                ok = "PipeBarrier<PIPE_V>" in nxt or ".EnQue(" in nxt or \
+                    nxt.startswith(("SetFlag<HardEvent::V_", "Fence<HardEvent::V_"))
+                assert ok, f"{h.name}:{k + 1}: {line.strip()} is not followed by a barrier ({nxt})"
+            if line.strip() == "SyncAll();" and not h.name.startswith("nsa_"):
+                assert "PipeBarrier<PIPE_ALL>" in lines[k - 1], f"{h.name}:{k + 1}: SyncAll without PIPE_ALL"

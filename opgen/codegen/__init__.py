@@ -78,7 +78,9 @@ def generate_cached(spec_or_path) -> tuple[str, dict[str, str]]:
 
         spec_or_path = load_spec(str(path))
     files = generate(spec_or_path)
-    cache.store(path, spec_or_path.name, files)
+    digest = getattr(spec_or_path, "source_digest", None)
+    if digest is not None:   # a spec not loaded from a file (built in Python) is not cached
+        cache.store(path, spec_or_path.name, files, digest)
     return spec_or_path.name, files
 
 

@@ -1,10 +1,11 @@
 """Cache of generated packages: `opgen generate` / `opgen diff` skip tracing, lowering and formatting a
 spec whose inputs have not changed since the last generation.
 
-Key (sha256): the spec file, the shared spec helpers beside it (`_*.py`), every source opgen generates
-from (opgen/**/*.py, opgen/platforms/*.json, templates/** including .clang-format) and the pinned
-clang-format version. A hit returns exactly the files a fresh generation would (the key covers every
-input of the generators); any change to one of them is a miss. Entries live in `$OPGEN_CACHE_DIR`
+Key (sha256): the bytes of the spec file and the shared spec helpers beside it (`_*.py`) that were
+executed (opgen.registry.source_digest; the registry reloads a spec whose files changed and imports the
+helpers of its own directory), every source opgen generates from (opgen/**/*.py, opgen/platforms/*.json,
+templates/** including .clang-format), the clang-format binary's version and jinja2's. Any change to one
+of them is a miss. Entries live in `$OPGEN_CACHE_DIR`
 (default `~/.cache/opgen/generate`), one JSON file per key; a corrupt entry is ignored.
 """
 
@@ -36,7 +37,10 @@ def _sources_digest() -> str:
         h.update(f.read_bytes())
     from importlib.metadata import PackageNotFoundError, version
 
-    for dist in ("clang-format", "jinja2"):
+    from opgen.codegen.fmt import clang_format_version
+
+    h.update(clang_format_version().encode())   # the binary actually used (pinned wheel or PATH)
+    for dist in ("jinja2",):
         try:
             h.update(f"{dist}=={version(dist)}".encode())
         except PackageNotFoundError:
@@ -44,13 +48,13 @@ def _sources_digest() -> str:
     return h.hexdigest()
 
 
-def key(spec_path: Path) -> str:
-    """Cache key of the package generated from `spec_path` (see module docstring)."""
+def key(spec_path: Path, spec_digest: str | None = None) -> str:
+    """Cache key of the package generated from `spec_path` (see module docstring); `spec_digest`: the
+    opgen.registry.source_digest the spec was loaded from (default: the files as they are now)."""
+    from opgen.registry import source_digest
+
     h = hashlib.sha256(_sources_digest().encode())
-    spec_path = Path(spec_path).resolve()
-    for f in [spec_path, *sorted(spec_path.parent.glob("_*.py"))]:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
+    h.update((spec_digest or source_digest(Path(spec_path))).encode())
     return h.hexdigest()[:32]
 
 
@@ -63,13 +67,15 @@ def load(spec_path: Path) -> tuple[str, dict[str, str]] | None:
         return None
 
 
-def store(spec_path: Path, op: str, files: dict[str, str]) -> None:
-    """Remember `files` generated for `spec_path` (errors writing the cache are ignored)."""
+def store(spec_path: Path, op: str, files: dict[str, str], spec_digest: str) -> None:
+    """Remember `files` generated from the spec loaded with source digest `spec_digest` (the key is of the
+    bytes that were executed, not of the file as it may be now). Errors writing the cache are ignored."""
     try:
         d = cache_dir()
         d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{key(spec_path)}.{os.getpid()}.tmp"
+        k = key(spec_path, spec_digest)
+        tmp = d / f".{k}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps({"op": op, "files": files}, sort_keys=True))
-        tmp.replace(d / f"{key(spec_path)}.json")
+        tmp.replace(d / f"{k}.json")
     except OSError:
         pass

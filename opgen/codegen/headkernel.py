@@ -192,7 +192,15 @@ def _slot_index(slot: str) -> str:
 
 
 def instr_lines(i) -> list[str]:
-    """C++ of one row-program instruction inside a body's row loop (`i`: row of the pass, headDim_ lanes)."""
+    """C++ of one row-program instruction inside a body's row loop (`i`: row of the pass, headDim_ lanes); a
+    vector instruction is followed by PipeBarrier<PIPE_V>() (opgen.kernel.rowprog.VECTOR_KINDS)."""
+    from opgen.kernel.rowprog import VECTOR_KINDS
+
+    lines = _instr_lines(i)
+    return lines + ["PipeBarrier<PIPE_V>();"] if i.kind in VECTOR_KINDS else lines
+
+
+def _instr_lines(i) -> list[str]:
     k, n = i.kind, "headDim_"
     if k == "cast_in":
         return [f"CastFrom({_operand(i.dst)}, rowIn_[{_slot_index(i.gm)}][i * dAlign_], {n});"]

@@ -14,11 +14,12 @@ data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.7 (DataCopyPad units: blockLen 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from opgen.codegen.names import op_snake
 from opgen.errors import SpecError
-from opgen.kernel.rowprog import Instr, RowLayout, RowProgram, lower, per_row
+from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowLayout, RowProgram, lower, per_row
 from opgen.passes.pipeline import optimize
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
@@ -26,7 +27,8 @@ CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
 
 @dataclass
 class Variant:
-    """One lowered specialisation: its presence condition (C++), the class name and the class body text."""
+    """One lowered specialisation: its presence condition (C++), the class name, a one-line description and
+    the lowered row program."""
 
     cond: str
     cls: str
@@ -66,8 +68,13 @@ class _Printer:
         return f"rowIn_{gm}[i * rowStride_]" if self.mode == "row" else f"res_{gm}[i * rowStride_]"
 
     def instr(self, i: Instr, phase: int | None = None) -> list[str]:
-        """C++ lines of instruction `i` inside the per-row loop (`i`, `n_`). For COL_SPLIT `phase` is the
-        row-sum level being exchanged (None: the final phase)."""
+        """C++ lines of instruction `i` inside the per-row loop (`i`, `n_`), a vector instruction followed by
+        PipeBarrier<PIPE_V>() (rowprog.VECTOR_KINDS). For COL_SPLIT `phase` is the row-sum level being
+        exchanged (None: the final phase)."""
+        lines = self._instr(i, phase)
+        return lines + ["PipeBarrier<PIPE_V>();"] if i.kind in VECTOR_KINDS else lines
+
+    def _instr(self, i: Instr, phase: int | None) -> list[str]:
         op = lambda x: _operand(x, self.p)  # noqa: E731
         k = i.kind
         if k == "cast_in":
@@ -116,6 +123,21 @@ class _Printer:
             if per_row(i) and want in i.phases:
                 out += self.instr(i, level)
         return out
+
+
+_VECTOR_CALL = re.compile(r"^(Add|Sub|Mul|Div|Muls|Adds|Exp|Duplicate|CastFrom|CastTo|Gather)\(")
+
+
+def barriers(lines: list[str]) -> list[str]:
+    """`lines` with PipeBarrier<PIPE_V>() after every vector instruction that is not followed by one already
+    (manual sync, reference/ascendc.md §1.6)."""
+    out = []
+    for k, ln in enumerate(lines):
+        out.append(ln)
+        nxt = lines[k + 1] if k + 1 < len(lines) else ""
+        if _VECTOR_CALL.match(ln) and "PipeBarrier" not in nxt:
+            out.append("PipeBarrier<PIPE_V>();")
+    return out
 
 
 def _setup_lines(prog: RowProgram, space: str) -> list[str]:
@@ -177,6 +199,7 @@ def _cross_core_lines(prog: RowProgram) -> list[str]:
     for j, (a, _v) in enumerate(cols):
         out.append(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {j}) * colAlign_], {_operand(a, prog)}, "
                    f"RoundMode::CAST_NONE, n_);")
+    out.append("PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them")
     out.append("SyncAll();")
     out.append("const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;")
     out.append("const int64_t rn = r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : "
@@ -321,12 +344,13 @@ def emit_kernel(spec) -> dict[str, str]:
             "has_brow": bool(p.brow), "has_col": bool(p.col),
             "ws_rows_per_core": sum(1 for x in p.accs.values() if x[0] == "col")
             + 2 * sum(1 for x in p.accs.values() if x[0] == "brow"),
-            "load_batch": _setup_lines(p, "brow"), "zero_batch": _zero_lines(p, "brow"), "load_cols": _setup_lines(p, "col"),
-            "flush_row": _flush_lines(p, "row"), "flush_col": _flush_lines(p, "col"),
-            "row_body": row_pr.row_body(), "cross_core": _cross_core_lines(p),
+            "load_batch": barriers(_setup_lines(p, "brow")), "zero_batch": barriers(_zero_lines(p, "brow")),
+            "load_cols": barriers(_setup_lines(p, "col")),
+            "flush_row": barriers(_flush_lines(p, "row")), "flush_col": barriers(_flush_lines(p, "col")),
+            "row_body": row_pr.row_body(), "cross_core": barriers(_cross_core_lines(p)),
             "levels": [(lv, [d for d in (i.dst for i in p.rsums(lv))], col_pr.phase_body(lv),
                         [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst]) for i in p.rsums(lv)]) for lv in levels],
-            "final_body": col_pr.phase_body(None), "col_final": _col_final_lines(p),
+            "final_body": col_pr.phase_body(None), "col_final": barriers(_col_final_lines(p)),
             "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
             "float_attrs": sorted({x for i in p.instrs for x in _attr_names(i)}),
         })

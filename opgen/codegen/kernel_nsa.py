@@ -221,6 +221,9 @@ class _Printer:
         return f"{self.unit_stats.index(v)} * AlignUp(td_->subRows, 8) + row - rBegin"
 
     def vec_unit(self) -> list[str]:
+        return _with_barriers(self._vec_unit())
+
+    def _vec_unit(self) -> list[str]:
         out = []
         for i in self.p.vector:
             if i.scope != "unit":
@@ -244,7 +247,12 @@ class _Printer:
         return out
 
     def vec_item(self) -> tuple[list[str], list[str], list[str]]:
-        """(per-pass prologue, per-row body, per-pass epilogue) of VecItem."""
+        """(per-pass prologue, per-row body, per-pass epilogue) of VecItem; every vector instruction of the body
+        is followed by PipeBarrier<PIPE_V>() (reference/ascendc.md §1.6)."""
+        pre, body, post = self._vec_item()
+        return pre, _with_barriers(body), post
+
+    def _vec_item(self) -> tuple[list[str], list[str], list[str]]:
         p = self.p
         pre = ["Fence<HardEvent::V_MTE2>();"]
         body, post = [], []
@@ -335,6 +343,20 @@ def _static_combos(spec):
 def programs(spec) -> list[tuple[object, NsaProgram]]:
     """(SpecKey, lowered NsaProgram) of every specialisation of `spec`."""
     return [(key, lower(optimize(spec.graph(key)))) for key in spec.keys()]
+
+
+_VECTOR_CALL = re.compile(r"^(Add|Sub|Mul|Muls|Adds|Exp|Cast|Duplicate|MaskFuture|LoadHead)\(")
+
+
+def _with_barriers(lines: list[str]) -> list[str]:
+    """`lines` with PipeBarrier<PIPE_V>() after every vector instruction (the vector pipe issues in order but
+    does not complete in order; reference/ascendc.md §1.6)."""
+    out = []
+    for ln in lines:
+        out.append(ln)
+        if _VECTOR_CALL.match(ln):
+            out.append("PipeBarrier<PIPE_V>();")
+    return out
 
 
 def check_plan(spec, p: NsaProgram, counts, pipelined: bool) -> None:

@@ -44,6 +44,10 @@ VECTOR_SPACES = ("row", "brow", "col", "table")
 NO_INPLACE = ("vgather",)
 """Instruction kinds whose destination must not be one of their sources (Gather permutes lanes)."""
 ROUND_MODES = {"rint": "CAST_RINT", "round": "CAST_ROUND", "none": "CAST_NONE"}
+VECTOR_KINDS = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "vgather", "acc", "store")
+"""Instruction kinds printed as vector (PIPE_V) instructions. The printers follow each with
+PipeBarrier<PIPE_V>(): the vector pipe issues in order but does not complete in order, so a dependent
+vector instruction must wait (reference/ascendc.md §1.6); the emitted packages use manual sync."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,7 @@ class _Lowering:
         self.params = {pr.value.name: pr for pr in g.params}
         self.consumers = g.uses()
         self.out_of = {v: k for k, v in g.outputs}
+        self.narrow: dict[str, str] = {}     # value -> round mode of the narrowing cast producing an output
 
     def operand(self, v: str) -> str:
         return self.alias.get(v, v)
@@ -231,9 +236,12 @@ class _Lowering:
             if n.attr("to") == "f32" and str(self.g.values()[src].type.dtype) == "f32":
                 self.alias[r] = self.operand(src)
                 return
-            # a narrowing cast: only as the last step before an output (handled in output())
+            # a narrowing cast: only as the last step before an output (output() applies its round mode).
+            # Rounding an intermediate has no row-kernel instruction: refuse rather than drop the rounding.
+            if self.consumers.get(r) or r not in self.out_of:
+                raise IRError(f"row kernel: %{r}: a narrowing cast to {n.attr('to')} feeds a computation, not only "
+                              f"an output; the row lowering rounds outputs only")
             self.alias[r] = self.operand(src)
-            self.narrow = getattr(self, "narrow", {})
             self.narrow[r] = n.attr("round")
             return
         if op == "reduce":
@@ -270,9 +278,8 @@ class _Lowering:
     def output(self, name, v):
         sp = space_of(self.g.values()[v].type.shape, self.layout)
         dtype = _dtype_name(self.g.values()[v].type.dtype)
-        narrow = getattr(self, "narrow", {})
         src = self.operand(v)
-        round_mode = narrow.get(v, "none")
+        round_mode = self.narrow.get(v, "none")
         self.p.gm.append(GmTensor(name, "out", sp, dtype))
         if sp == "row":
             self.p.instrs.append(Instr("store", "", (src,), arg=ROUND_MODES[round_mode], gm=name, space="row"))
@@ -468,18 +475,17 @@ def _allocate(p: RowProgram) -> None:
         srcs = tuple(where.get(x, x) for x in i.srcs)
         dst = i.dst
         if i.space == "row" and i.kind in row_kinds:
-            if True:
-                dying = [x for x in i.srcs if x in where and last.get(x) == k]
-                if dying and i.kind not in NO_INPLACE:
-                    dst = where[dying[0]]
+            dying = [x for x in i.srcs if x in where and last.get(x) == k]
+            if dying and i.kind not in NO_INPLACE:
+                dst = where[dying[0]]
+            else:
+                free = sorted(int(b[1:]) for b in (f"w{j}" for j in range(nxt)) if b not in holder)
+                if free:
+                    dst = f"w{free[0]}"
                 else:
-                    free = sorted(int(b[1:]) for b in (f"w{j}" for j in range(nxt)) if b not in holder)
-                    if free:
-                        dst = f"w{free[0]}"
-                    else:
-                        dst, nxt = f"w{nxt}", nxt + 1
-                where[i.dst] = dst
-                holder[dst] = i.dst
+                    dst, nxt = f"w{nxt}", nxt + 1
+            where[i.dst] = dst
+            holder[dst] = i.dst
         elif i.space in ("brow", "col") and i.kind in ("load", *row_kinds, "acc"):
             bufs = p.brow if i.space == "brow" else p.col
             if i.dst not in bufs:

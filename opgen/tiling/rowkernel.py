@@ -117,7 +117,8 @@ def _fixed_plan(c: RowCounts, cols) -> list[Buffer]:
 def program(name: str, c: RowCounts, float_attrs: tuple[str, ...] = ()) -> tuple[TilingProgram, dict]:
     """The tiling program of row kernel `name` (see module docstring) and its buffer plans
     {strategy: [Buffer]}. Inputs: rows, seq, batch, hidden, tBytes, dtypeKey, attrKey, coreNum, ubBytes and
-    one `<attr>Bits` per float attribute (its IEEE-754 bits, passed to the kernel in the tiling data)."""
+    one `<attr>Attr` per float attribute (its IEEE-754 bits), copied to the tiling field `<attr>Bits` the kernel
+    decodes."""
     p = TilingProgram(name)
     R = p.input("rows", "rows = prod(Bd) * S")
     S = p.input("seq", "S (rows per batch)")

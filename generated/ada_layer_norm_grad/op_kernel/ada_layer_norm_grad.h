@@ -20,6 +20,7 @@ __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float
 {
     if constexpr (std::is_same<D, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
+        PipeBarrier<PIPE_V>();
     } else {
         Cast(dst, src, rm, static_cast<int32_t>(n));
     }
@@ -31,6 +32,7 @@ __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor
 {
     if constexpr (std::is_same<S, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
+        PipeBarrier<PIPE_V>();
     } else {
         Cast(dst, src, RoundMode::CAST_NONE, static_cast<int32_t>(n));
     }
@@ -118,6 +120,7 @@ private:
         }
         StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[3], RoundMode::CAST_NONE, n_);
         StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[2], RoundMode::CAST_NONE, n_);
+        PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
         SyncAll();
         const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
         const int64_t rn =
@@ -182,6 +185,8 @@ private:
         rowIn_x = rowInQue_x.template DeQue<T>();
         statIn_rstd = statInQue_rstd.template DeQue<float>();
         statIn_mean = statInQue_mean.template DeQue<float>();
+        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
+        WaitFlag<HardEvent::MTE2_S>(0);
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
         for (int64_t i = 0; i < k; ++i) {
             const int64_t b = (r0 + i) / seqLen_;
@@ -199,29 +204,49 @@ private:
             const float s_rstd = statIn_rstd.GetValue(i);
             const float s_mean = statIn_mean.GetValue(i);
             CastFrom(w_[0], rowIn_dy[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             Add(brow_[2], brow_[2], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             CastFrom(w_[1], rowIn_x[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[2], w_[0], brow_[1], n_);
+            PipeBarrier<PIPE_V>();
             Add(colv_[2], colv_[2], w_[2], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[3], w_[2], colv_[0], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[2], w_[2], w_[1], n_);
+            PipeBarrier<PIPE_V>();
             Add(colv_[3], colv_[3], w_[2], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v17 = RowSum(w_[3], n_);
             Mul(w_[2], w_[3], w_[1], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v20 = RowSum(w_[2], n_);
             Mul(w_[2], w_[1], colv_[0], n_);
+            PipeBarrier<PIPE_V>();
             Add(w_[2], w_[2], colv_[1], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], w_[2], n_);
+            PipeBarrier<PIPE_V>();
             Add(brow_[3], brow_[3], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             const float v17 = sum_v17 / static_cast<float>(hidden_);
             Adds(w_[3], w_[3], static_cast<float>(-(v17)), n_);
+            PipeBarrier<PIPE_V>();
             const float v20 = sum_v20 / static_cast<float>(hidden_);
             Muls(w_[1], w_[1], static_cast<float>(v20), n_);
+            PipeBarrier<PIPE_V>();
             Sub(w_[3], w_[3], w_[1], n_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);
+            PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
@@ -262,10 +287,12 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
+        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -309,6 +336,10 @@ private:
         const int64_t totBase = cores * 2 * G;
         for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
             const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
+            if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);
+                WaitFlag<HardEvent::V_MTE2>(0);
+            }
             DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                         DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                           GapBlocks(rowStride_, n_, sizeof(T)), 0),
@@ -333,6 +364,8 @@ private:
             }
             SetFlag<HardEvent::MTE2_V>(0);
             WaitFlag<HardEvent::MTE2_V>(0);
+            SetFlag<HardEvent::MTE2_S>(0);
+            WaitFlag<HardEvent::MTE2_S>(0);
             // row-sum level 0: partial sums of this core's columns, exchanged through workspace
             for (int64_t i = 0; i < k; ++i) {
                 const int64_t b = (g0 + i) / seqLen_;
@@ -343,13 +376,20 @@ private:
                 const float s_rstd = statIn_rstd.GetValue(i);
                 const float s_mean = statIn_mean.GetValue(i);
                 CastFrom(w_[0], res_dy[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[1], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[3], w_[2], colv_[0], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[3], n_));
                 Mul(w_[2], w_[3], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(1 * groupStride_ + i, RowSum(w_[2], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
@@ -358,9 +398,11 @@ private:
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
             DataCopyPad(ws_[(core * 2 + 1) * G], sums_[1 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 0 * G, k);
             TotalOwnedRows(1, totBase + 1 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -385,28 +427,47 @@ private:
                 const float s_rstd = statIn_rstd.GetValue(i);
                 const float s_mean = statIn_mean.GetValue(i);
                 CastFrom(w_[0], res_dy[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Add(brow_[2], brow_[2], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[1], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Add(colv_[2], colv_[2], w_[2], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[3], w_[2], colv_[0], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Add(colv_[3], colv_[3], w_[2], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v17 = tots_.GetValue(0 * groupStride_ + i);
                 const float sum_v20 = tots_.GetValue(1 * groupStride_ + i);
                 Mul(w_[2], w_[1], colv_[0], n_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[2], w_[2], colv_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], w_[2], n_);
+                PipeBarrier<PIPE_V>();
                 Add(brow_[3], brow_[3], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 const float v17 = sum_v17 / static_cast<float>(hidden_);
                 Adds(w_[3], w_[3], static_cast<float>(-(v17)), n_);
+                PipeBarrier<PIPE_V>();
                 const float v20 = sum_v20 / static_cast<float>(hidden_);
                 Muls(w_[1], w_[1], static_cast<float>(v20), n_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[3], w_[3], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);
+                PipeBarrier<PIPE_V>();
             }
             rowOutQue_pd_x.EnQue(rowOut_pd_x);
             {
@@ -436,9 +497,11 @@ private:
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
             Duplicate(w_[0], 0.0f, static_cast<int32_t>(m));
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 0; c < cores; ++c) {
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
                 Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -478,7 +541,9 @@ private:
         LoadRow<U>(colv_[0], gm_gamma[c0_], n_);
         LoadRow<U>(colv_[1], gm_beta[c0_], n_);
         Duplicate(colv_[3], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
         Duplicate(colv_[2], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void LoadBatch(int64_t b)
@@ -486,12 +551,15 @@ private:
         (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums()
     {
         Duplicate(brow_[3], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
         Duplicate(brow_[2], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
@@ -503,6 +571,7 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
+        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -636,6 +705,7 @@ private:
         }
         StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[2], RoundMode::CAST_NONE, n_);
         StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[1], RoundMode::CAST_NONE, n_);
+        PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
         SyncAll();
         const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
         const int64_t rn =
@@ -700,6 +770,8 @@ private:
         rowIn_x = rowInQue_x.template DeQue<T>();
         statIn_rstd = statInQue_rstd.template DeQue<float>();
         statIn_mean = statInQue_mean.template DeQue<float>();
+        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
+        WaitFlag<HardEvent::MTE2_S>(0);
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
         for (int64_t i = 0; i < k; ++i) {
             const int64_t b = (r0 + i) / seqLen_;
@@ -717,28 +789,47 @@ private:
             const float s_rstd = statIn_rstd.GetValue(i);
             const float s_mean = statIn_mean.GetValue(i);
             CastFrom(w_[0], rowIn_dy[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             Add(brow_[2], brow_[2], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             CastFrom(w_[1], rowIn_x[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[2], w_[0], brow_[1], n_);
+            PipeBarrier<PIPE_V>();
             Add(colv_[1], colv_[1], w_[2], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[3], w_[2], colv_[0], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[2], w_[2], w_[1], n_);
+            PipeBarrier<PIPE_V>();
             Add(colv_[2], colv_[2], w_[2], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v16 = RowSum(w_[3], n_);
             Mul(w_[2], w_[3], w_[1], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v19 = RowSum(w_[2], n_);
             Mul(w_[2], w_[1], colv_[0], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], w_[2], n_);
+            PipeBarrier<PIPE_V>();
             Add(brow_[3], brow_[3], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             const float v16 = sum_v16 / static_cast<float>(hidden_);
             Adds(w_[3], w_[3], static_cast<float>(-(v16)), n_);
+            PipeBarrier<PIPE_V>();
             const float v19 = sum_v19 / static_cast<float>(hidden_);
             Muls(w_[1], w_[1], static_cast<float>(v19), n_);
+            PipeBarrier<PIPE_V>();
             Sub(w_[3], w_[3], w_[1], n_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);
+            PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
@@ -779,10 +870,12 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
+        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -826,6 +919,10 @@ private:
         const int64_t totBase = cores * 2 * G;
         for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
             const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
+            if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);
+                WaitFlag<HardEvent::V_MTE2>(0);
+            }
             DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                         DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                           GapBlocks(rowStride_, n_, sizeof(T)), 0),
@@ -850,6 +947,8 @@ private:
             }
             SetFlag<HardEvent::MTE2_V>(0);
             WaitFlag<HardEvent::MTE2_V>(0);
+            SetFlag<HardEvent::MTE2_S>(0);
+            WaitFlag<HardEvent::MTE2_S>(0);
             // row-sum level 0: partial sums of this core's columns, exchanged through workspace
             for (int64_t i = 0; i < k; ++i) {
                 const int64_t b = (g0 + i) / seqLen_;
@@ -860,13 +959,20 @@ private:
                 const float s_rstd = statIn_rstd.GetValue(i);
                 const float s_mean = statIn_mean.GetValue(i);
                 CastFrom(w_[0], res_dy[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[1], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[3], w_[2], colv_[0], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[3], n_));
                 Mul(w_[2], w_[3], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(1 * groupStride_ + i, RowSum(w_[2], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
@@ -875,9 +981,11 @@ private:
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
             DataCopyPad(ws_[(core * 2 + 1) * G], sums_[1 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 0 * G, k);
             TotalOwnedRows(1, totBase + 1 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -902,27 +1010,45 @@ private:
                 const float s_rstd = statIn_rstd.GetValue(i);
                 const float s_mean = statIn_mean.GetValue(i);
                 CastFrom(w_[0], res_dy[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Add(brow_[2], brow_[2], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[1], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Add(colv_[1], colv_[1], w_[2], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[3], w_[2], colv_[0], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Add(colv_[2], colv_[2], w_[2], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v16 = tots_.GetValue(0 * groupStride_ + i);
                 const float sum_v19 = tots_.GetValue(1 * groupStride_ + i);
                 Mul(w_[2], w_[1], colv_[0], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], w_[2], n_);
+                PipeBarrier<PIPE_V>();
                 Add(brow_[3], brow_[3], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 const float v16 = sum_v16 / static_cast<float>(hidden_);
                 Adds(w_[3], w_[3], static_cast<float>(-(v16)), n_);
+                PipeBarrier<PIPE_V>();
                 const float v19 = sum_v19 / static_cast<float>(hidden_);
                 Muls(w_[1], w_[1], static_cast<float>(v19), n_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[3], w_[3], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);
+                PipeBarrier<PIPE_V>();
             }
             rowOutQue_pd_x.EnQue(rowOut_pd_x);
             {
@@ -952,9 +1078,11 @@ private:
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
             Duplicate(w_[0], 0.0f, static_cast<int32_t>(m));
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 0; c < cores; ++c) {
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
                 Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -993,7 +1121,9 @@ private:
     {
         LoadRow<U>(colv_[0], gm_gamma[c0_], n_);
         Duplicate(colv_[2], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
         Duplicate(colv_[1], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void LoadBatch(int64_t b)
@@ -1001,12 +1131,15 @@ private:
         (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums()
     {
         Duplicate(brow_[3], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
         Duplicate(brow_[2], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
@@ -1018,6 +1151,7 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
+        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -1150,6 +1284,7 @@ private:
         }
         StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[2], RoundMode::CAST_NONE, n_);
         StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[1], RoundMode::CAST_NONE, n_);
+        PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
         SyncAll();
         const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
         const int64_t rn =
@@ -1214,6 +1349,8 @@ private:
         rowIn_x = rowInQue_x.template DeQue<T>();
         statIn_rstd = statInQue_rstd.template DeQue<float>();
         statIn_mean = statInQue_mean.template DeQue<float>();
+        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
+        WaitFlag<HardEvent::MTE2_S>(0);
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
         for (int64_t i = 0; i < k; ++i) {
             const int64_t b = (r0 + i) / seqLen_;
@@ -1231,26 +1368,43 @@ private:
             const float s_rstd = statIn_rstd.GetValue(i);
             const float s_mean = statIn_mean.GetValue(i);
             CastFrom(w_[0], rowIn_dy[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             Add(brow_[2], brow_[2], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             CastFrom(w_[1], rowIn_x[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[2], w_[0], brow_[1], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v15 = RowSum(w_[2], n_);
             Add(colv_[1], colv_[1], w_[2], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[3], w_[2], w_[1], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v18 = RowSum(w_[3], n_);
             Add(colv_[2], colv_[2], w_[3], n_);
+            PipeBarrier<PIPE_V>();
             Add(w_[3], w_[1], colv_[0], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], w_[3], n_);
+            PipeBarrier<PIPE_V>();
             Add(brow_[3], brow_[3], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             const float v15 = sum_v15 / static_cast<float>(hidden_);
             Adds(w_[2], w_[2], static_cast<float>(-(v15)), n_);
+            PipeBarrier<PIPE_V>();
             const float v18 = sum_v18 / static_cast<float>(hidden_);
             Muls(w_[1], w_[1], static_cast<float>(v18), n_);
+            PipeBarrier<PIPE_V>();
             Sub(w_[2], w_[2], w_[1], n_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);
+            PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
@@ -1291,10 +1445,12 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
+        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1338,6 +1494,10 @@ private:
         const int64_t totBase = cores * 2 * G;
         for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
             const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
+            if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);
+                WaitFlag<HardEvent::V_MTE2>(0);
+            }
             DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                         DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                           GapBlocks(rowStride_, n_, sizeof(T)), 0),
@@ -1362,6 +1522,8 @@ private:
             }
             SetFlag<HardEvent::MTE2_V>(0);
             WaitFlag<HardEvent::MTE2_V>(0);
+            SetFlag<HardEvent::MTE2_S>(0);
+            WaitFlag<HardEvent::MTE2_S>(0);
             // row-sum level 0: partial sums of this core's columns, exchanged through workspace
             for (int64_t i = 0; i < k; ++i) {
                 const int64_t b = (g0 + i) / seqLen_;
@@ -1372,12 +1534,18 @@ private:
                 const float s_rstd = statIn_rstd.GetValue(i);
                 const float s_mean = statIn_mean.GetValue(i);
                 CastFrom(w_[0], res_dy[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[1], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[2], n_));
                 Mul(w_[3], w_[2], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(1 * groupStride_ + i, RowSum(w_[3], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
@@ -1386,9 +1554,11 @@ private:
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
             DataCopyPad(ws_[(core * 2 + 1) * G], sums_[1 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 0 * G, k);
             TotalOwnedRows(1, totBase + 1 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -1413,26 +1583,43 @@ private:
                 const float s_rstd = statIn_rstd.GetValue(i);
                 const float s_mean = statIn_mean.GetValue(i);
                 CastFrom(w_[0], res_dy[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Add(brow_[2], brow_[2], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[1], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v15 = tots_.GetValue(0 * groupStride_ + i);
                 Add(colv_[1], colv_[1], w_[2], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[3], w_[2], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v18 = tots_.GetValue(1 * groupStride_ + i);
                 Add(colv_[2], colv_[2], w_[3], n_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[3], w_[1], colv_[0], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], w_[3], n_);
+                PipeBarrier<PIPE_V>();
                 Add(brow_[3], brow_[3], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 const float v15 = sum_v15 / static_cast<float>(hidden_);
                 Adds(w_[2], w_[2], static_cast<float>(-(v15)), n_);
+                PipeBarrier<PIPE_V>();
                 const float v18 = sum_v18 / static_cast<float>(hidden_);
                 Muls(w_[1], w_[1], static_cast<float>(v18), n_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[2], w_[2], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);
+                PipeBarrier<PIPE_V>();
             }
             rowOutQue_pd_x.EnQue(rowOut_pd_x);
             {
@@ -1462,9 +1649,11 @@ private:
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
             Duplicate(w_[0], 0.0f, static_cast<int32_t>(m));
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 0; c < cores; ++c) {
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
                 Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -1503,7 +1692,9 @@ private:
     {
         LoadRow<U>(colv_[0], gm_beta[c0_], n_);
         Duplicate(colv_[2], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
         Duplicate(colv_[1], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void LoadBatch(int64_t b)
@@ -1511,12 +1702,15 @@ private:
         (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums()
     {
         Duplicate(brow_[3], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
         Duplicate(brow_[2], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
@@ -1528,6 +1722,7 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
+        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -1660,6 +1855,7 @@ private:
         }
         StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[1], RoundMode::CAST_NONE, n_);
         StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[0], RoundMode::CAST_NONE, n_);
+        PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
         SyncAll();
         const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
         const int64_t rn =
@@ -1724,6 +1920,8 @@ private:
         rowIn_x = rowInQue_x.template DeQue<T>();
         statIn_rstd = statInQue_rstd.template DeQue<float>();
         statIn_mean = statInQue_mean.template DeQue<float>();
+        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
+        WaitFlag<HardEvent::MTE2_S>(0);
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
         for (int64_t i = 0; i < k; ++i) {
             const int64_t b = (r0 + i) / seqLen_;
@@ -1741,25 +1939,41 @@ private:
             const float s_rstd = statIn_rstd.GetValue(i);
             const float s_mean = statIn_mean.GetValue(i);
             CastFrom(w_[0], rowIn_dy[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             Add(brow_[2], brow_[2], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             CastFrom(w_[1], rowIn_x[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[2], w_[0], brow_[1], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], w_[1], n_);
+            PipeBarrier<PIPE_V>();
             Add(brow_[3], brow_[3], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v14 = RowSum(w_[2], n_);
             Add(colv_[0], colv_[0], w_[2], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[2], w_[1], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v17 = RowSum(w_[0], n_);
             Add(colv_[1], colv_[1], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             const float v14 = sum_v14 / static_cast<float>(hidden_);
             Adds(w_[2], w_[2], static_cast<float>(-(v14)), n_);
+            PipeBarrier<PIPE_V>();
             const float v17 = sum_v17 / static_cast<float>(hidden_);
             Muls(w_[1], w_[1], static_cast<float>(v17), n_);
+            PipeBarrier<PIPE_V>();
             Sub(w_[2], w_[2], w_[1], n_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);
+            PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
@@ -1800,10 +2014,12 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
+        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1847,6 +2063,10 @@ private:
         const int64_t totBase = cores * 2 * G;
         for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
             const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
+            if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);
+                WaitFlag<HardEvent::V_MTE2>(0);
+            }
             DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                         DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                           GapBlocks(rowStride_, n_, sizeof(T)), 0),
@@ -1871,6 +2091,8 @@ private:
             }
             SetFlag<HardEvent::MTE2_V>(0);
             WaitFlag<HardEvent::MTE2_V>(0);
+            SetFlag<HardEvent::MTE2_S>(0);
+            WaitFlag<HardEvent::MTE2_S>(0);
             // row-sum level 0: partial sums of this core's columns, exchanged through workspace
             for (int64_t i = 0; i < k; ++i) {
                 const int64_t b = (g0 + i) / seqLen_;
@@ -1881,12 +2103,18 @@ private:
                 const float s_rstd = statIn_rstd.GetValue(i);
                 const float s_mean = statIn_mean.GetValue(i);
                 CastFrom(w_[0], res_dy[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[1], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[2], n_));
                 Mul(w_[0], w_[2], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(1 * groupStride_ + i, RowSum(w_[0], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
@@ -1895,9 +2123,11 @@ private:
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
             DataCopyPad(ws_[(core * 2 + 1) * G], sums_[1 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 0 * G, k);
             TotalOwnedRows(1, totBase + 1 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -1922,25 +2152,41 @@ private:
                 const float s_rstd = statIn_rstd.GetValue(i);
                 const float s_mean = statIn_mean.GetValue(i);
                 CastFrom(w_[0], res_dy[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Add(brow_[2], brow_[2], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[1], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[1], w_[1], static_cast<float>(-(s_mean)), n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Add(brow_[3], brow_[3], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v14 = tots_.GetValue(0 * groupStride_ + i);
                 Add(colv_[0], colv_[0], w_[2], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[2], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v17 = tots_.GetValue(1 * groupStride_ + i);
                 Add(colv_[1], colv_[1], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 const float v14 = sum_v14 / static_cast<float>(hidden_);
                 Adds(w_[2], w_[2], static_cast<float>(-(v14)), n_);
+                PipeBarrier<PIPE_V>();
                 const float v17 = sum_v17 / static_cast<float>(hidden_);
                 Muls(w_[1], w_[1], static_cast<float>(v17), n_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[2], w_[2], w_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);
+                PipeBarrier<PIPE_V>();
             }
             rowOutQue_pd_x.EnQue(rowOut_pd_x);
             {
@@ -1970,9 +2216,11 @@ private:
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
             Duplicate(w_[0], 0.0f, static_cast<int32_t>(m));
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 0; c < cores; ++c) {
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
                 Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -2010,7 +2258,9 @@ private:
     __aicore__ inline void LoadColumns()
     {
         Duplicate(colv_[1], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
         Duplicate(colv_[0], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void LoadBatch(int64_t b)
@@ -2018,12 +2268,15 @@ private:
         (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums()
     {
         Duplicate(brow_[3], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
         Duplicate(brow_[2], 0.0f, n_);
+        PipeBarrier<PIPE_V>();
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
@@ -2035,6 +2288,7 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
+        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 

@@ -20,6 +20,7 @@ __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float
 {
     if constexpr (std::is_same<D, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
+        PipeBarrier<PIPE_V>();
     } else {
         Cast(dst, src, rm, static_cast<int32_t>(n));
     }
@@ -31,6 +32,7 @@ __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor
 {
     if constexpr (std::is_same<S, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
+        PipeBarrier<PIPE_V>();
     } else {
         Cast(dst, src, RoundMode::CAST_NONE, static_cast<int32_t>(n));
     }
@@ -138,30 +140,43 @@ private:
                 LoadBatch(b);
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v7 = RowSum(w_[0], n_);
             const float v7 = sum_v7 / static_cast<float>(hidden_);
             Adds(w_[0], w_[0], static_cast<float>(-(v7)), n_);
+            PipeBarrier<PIPE_V>();
             statStage_mean.SetValue(i, v7);
             Mul(w_[1], w_[0], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v10 = RowSum(w_[1], n_);
             const float v10 = sum_v10 / static_cast<float>(hidden_);
             const float v11 = (v10 + attr_epsilon);
             const float v12 = 1.0f / std::sqrt(v11);
             Muls(w_[0], w_[0], static_cast<float>(v12), n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], colv_[0], n_);
+            PipeBarrier<PIPE_V>();
             Add(w_[0], w_[0], colv_[1], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], brow_[2], n_);
+            PipeBarrier<PIPE_V>();
             Add(w_[0], w_[0], brow_[1], n_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+            PipeBarrier<PIPE_V>();
             statStage_rstd.SetValue(i, v12);
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
+            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
             statOutQue_mean.EnQue(t);
         }
         {
+            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
             CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
             statOutQue_rstd.EnQue(t);
@@ -198,10 +213,12 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
+        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -245,12 +262,18 @@ private:
         const int64_t totBase = cores * 1 * G;
         for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
             const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
+            if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);
+                WaitFlag<HardEvent::V_MTE2>(0);
+            }
             DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                         DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                           GapBlocks(rowStride_, n_, sizeof(T)), 0),
                         DataCopyPadExtParams<T>(false, 0, 0, T{}));
             SetFlag<HardEvent::MTE2_V>(0);
             WaitFlag<HardEvent::MTE2_V>(0);
+            SetFlag<HardEvent::MTE2_S>(0);
+            WaitFlag<HardEvent::MTE2_S>(0);
             // row-sum level 0: partial sums of this core's columns, exchanged through workspace
             for (int64_t i = 0; i < k; ++i) {
                 const int64_t b = (g0 + i) / seqLen_;
@@ -259,14 +282,17 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
             WaitFlag<HardEvent::S_MTE3>(0);
             DataCopyPad(ws_[(core * 1 + 0) * G], sums_[0 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 0 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -280,18 +306,23 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v7 = tots_.GetValue(0 * groupStride_ + i);
                 const float v7 = sum_v7 / static_cast<float>(hidden_);
                 Adds(w_[0], w_[0], static_cast<float>(-(v7)), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
             WaitFlag<HardEvent::S_MTE3>(0);
             DataCopyPad(ws_[(core * 1 + 0) * G], sums_[0 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 1 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -307,20 +338,28 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v7 = tots_.GetValue(0 * groupStride_ + i);
                 const float v7 = sum_v7 / static_cast<float>(hidden_);
                 Adds(w_[0], w_[0], static_cast<float>(-(v7)), n_);
+                PipeBarrier<PIPE_V>();
                 statStage_mean.SetValue(i, v7);
                 const float sum_v10 = tots_.GetValue(1 * groupStride_ + i);
                 const float v10 = sum_v10 / static_cast<float>(hidden_);
                 const float v11 = (v10 + attr_epsilon);
                 const float v12 = 1.0f / std::sqrt(v11);
                 Muls(w_[0], w_[0], static_cast<float>(v12), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], colv_[0], n_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], colv_[1], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], brow_[2], n_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+                PipeBarrier<PIPE_V>();
                 statStage_rstd.SetValue(i, v12);
             }
             rowOutQue_out.EnQue(rowOut_out);
@@ -332,6 +371,8 @@ private:
                 rowOutQue_out.FreeTensor(t);
             }
             if (core == 0) {
+                SetFlag<HardEvent::S_V>(0);
+                WaitFlag<HardEvent::S_V>(0);
                 LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
                 CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
                 statOutQue_mean.EnQue(t);
@@ -340,6 +381,8 @@ private:
                 statOutQue_mean.FreeTensor(t);
             }
             if (core == 0) {
+                SetFlag<HardEvent::S_V>(0);
+                WaitFlag<HardEvent::S_V>(0);
                 LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
                 CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
                 statOutQue_rstd.EnQue(t);
@@ -360,9 +403,11 @@ private:
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
             Duplicate(w_[0], 0.0f, static_cast<int32_t>(m));
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 0; c < cores; ++c) {
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * td_->groupRows + o0 + o], m);
                 Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -405,6 +450,7 @@ private:
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
         LoadRow<T>(brow_[1], gm_shift[b * hidden_ + c0_], n_);
         Adds(brow_[2], brow_[0], static_cast<float>(1.0f), n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums() {}
@@ -418,6 +464,7 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
+        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -567,29 +614,41 @@ private:
                 LoadBatch(b);
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v6 = RowSum(w_[0], n_);
             const float v6 = sum_v6 / static_cast<float>(hidden_);
             Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+            PipeBarrier<PIPE_V>();
             statStage_mean.SetValue(i, v6);
             Mul(w_[1], w_[0], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v9 = RowSum(w_[1], n_);
             const float v9 = sum_v9 / static_cast<float>(hidden_);
             const float v10 = (v9 + attr_epsilon);
             const float v11 = 1.0f / std::sqrt(v10);
             Muls(w_[0], w_[0], static_cast<float>(v11), n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], colv_[0], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], brow_[2], n_);
+            PipeBarrier<PIPE_V>();
             Add(w_[0], w_[0], brow_[1], n_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+            PipeBarrier<PIPE_V>();
             statStage_rstd.SetValue(i, v11);
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
+            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
             statOutQue_mean.EnQue(t);
         }
         {
+            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
             CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
             statOutQue_rstd.EnQue(t);
@@ -626,10 +685,12 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
+        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -673,12 +734,18 @@ private:
         const int64_t totBase = cores * 1 * G;
         for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
             const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
+            if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);
+                WaitFlag<HardEvent::V_MTE2>(0);
+            }
             DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                         DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                           GapBlocks(rowStride_, n_, sizeof(T)), 0),
                         DataCopyPadExtParams<T>(false, 0, 0, T{}));
             SetFlag<HardEvent::MTE2_V>(0);
             WaitFlag<HardEvent::MTE2_V>(0);
+            SetFlag<HardEvent::MTE2_S>(0);
+            WaitFlag<HardEvent::MTE2_S>(0);
             // row-sum level 0: partial sums of this core's columns, exchanged through workspace
             for (int64_t i = 0; i < k; ++i) {
                 const int64_t b = (g0 + i) / seqLen_;
@@ -687,14 +754,17 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
             WaitFlag<HardEvent::S_MTE3>(0);
             DataCopyPad(ws_[(core * 1 + 0) * G], sums_[0 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 0 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -708,18 +778,23 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v6 = tots_.GetValue(0 * groupStride_ + i);
                 const float v6 = sum_v6 / static_cast<float>(hidden_);
                 Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
             WaitFlag<HardEvent::S_MTE3>(0);
             DataCopyPad(ws_[(core * 1 + 0) * G], sums_[0 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 1 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -735,19 +810,26 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v6 = tots_.GetValue(0 * groupStride_ + i);
                 const float v6 = sum_v6 / static_cast<float>(hidden_);
                 Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+                PipeBarrier<PIPE_V>();
                 statStage_mean.SetValue(i, v6);
                 const float sum_v9 = tots_.GetValue(1 * groupStride_ + i);
                 const float v9 = sum_v9 / static_cast<float>(hidden_);
                 const float v10 = (v9 + attr_epsilon);
                 const float v11 = 1.0f / std::sqrt(v10);
                 Muls(w_[0], w_[0], static_cast<float>(v11), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], colv_[0], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], brow_[2], n_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+                PipeBarrier<PIPE_V>();
                 statStage_rstd.SetValue(i, v11);
             }
             rowOutQue_out.EnQue(rowOut_out);
@@ -759,6 +841,8 @@ private:
                 rowOutQue_out.FreeTensor(t);
             }
             if (core == 0) {
+                SetFlag<HardEvent::S_V>(0);
+                WaitFlag<HardEvent::S_V>(0);
                 LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
                 CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
                 statOutQue_mean.EnQue(t);
@@ -767,6 +851,8 @@ private:
                 statOutQue_mean.FreeTensor(t);
             }
             if (core == 0) {
+                SetFlag<HardEvent::S_V>(0);
+                WaitFlag<HardEvent::S_V>(0);
                 LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
                 CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
                 statOutQue_rstd.EnQue(t);
@@ -787,9 +873,11 @@ private:
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
             Duplicate(w_[0], 0.0f, static_cast<int32_t>(m));
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 0; c < cores; ++c) {
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * td_->groupRows + o0 + o], m);
                 Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -831,6 +919,7 @@ private:
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
         LoadRow<T>(brow_[1], gm_shift[b * hidden_ + c0_], n_);
         Adds(brow_[2], brow_[0], static_cast<float>(1.0f), n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums() {}
@@ -844,6 +933,7 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
+        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -992,29 +1082,41 @@ private:
                 LoadBatch(b);
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v6 = RowSum(w_[0], n_);
             const float v6 = sum_v6 / static_cast<float>(hidden_);
             Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+            PipeBarrier<PIPE_V>();
             statStage_mean.SetValue(i, v6);
             Mul(w_[1], w_[0], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v9 = RowSum(w_[1], n_);
             const float v9 = sum_v9 / static_cast<float>(hidden_);
             const float v10 = (v9 + attr_epsilon);
             const float v11 = 1.0f / std::sqrt(v10);
             Muls(w_[0], w_[0], static_cast<float>(v11), n_);
+            PipeBarrier<PIPE_V>();
             Add(w_[0], w_[0], colv_[0], n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], brow_[2], n_);
+            PipeBarrier<PIPE_V>();
             Add(w_[0], w_[0], brow_[1], n_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+            PipeBarrier<PIPE_V>();
             statStage_rstd.SetValue(i, v11);
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
+            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
             statOutQue_mean.EnQue(t);
         }
         {
+            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
             CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
             statOutQue_rstd.EnQue(t);
@@ -1051,10 +1153,12 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
+        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1098,12 +1202,18 @@ private:
         const int64_t totBase = cores * 1 * G;
         for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
             const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
+            if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);
+                WaitFlag<HardEvent::V_MTE2>(0);
+            }
             DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                         DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                           GapBlocks(rowStride_, n_, sizeof(T)), 0),
                         DataCopyPadExtParams<T>(false, 0, 0, T{}));
             SetFlag<HardEvent::MTE2_V>(0);
             WaitFlag<HardEvent::MTE2_V>(0);
+            SetFlag<HardEvent::MTE2_S>(0);
+            WaitFlag<HardEvent::MTE2_S>(0);
             // row-sum level 0: partial sums of this core's columns, exchanged through workspace
             for (int64_t i = 0; i < k; ++i) {
                 const int64_t b = (g0 + i) / seqLen_;
@@ -1112,14 +1222,17 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
             WaitFlag<HardEvent::S_MTE3>(0);
             DataCopyPad(ws_[(core * 1 + 0) * G], sums_[0 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 0 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -1133,18 +1246,23 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v6 = tots_.GetValue(0 * groupStride_ + i);
                 const float v6 = sum_v6 / static_cast<float>(hidden_);
                 Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
             WaitFlag<HardEvent::S_MTE3>(0);
             DataCopyPad(ws_[(core * 1 + 0) * G], sums_[0 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 1 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -1160,19 +1278,26 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v6 = tots_.GetValue(0 * groupStride_ + i);
                 const float v6 = sum_v6 / static_cast<float>(hidden_);
                 Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+                PipeBarrier<PIPE_V>();
                 statStage_mean.SetValue(i, v6);
                 const float sum_v9 = tots_.GetValue(1 * groupStride_ + i);
                 const float v9 = sum_v9 / static_cast<float>(hidden_);
                 const float v10 = (v9 + attr_epsilon);
                 const float v11 = 1.0f / std::sqrt(v10);
                 Muls(w_[0], w_[0], static_cast<float>(v11), n_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], colv_[0], n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], brow_[2], n_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+                PipeBarrier<PIPE_V>();
                 statStage_rstd.SetValue(i, v11);
             }
             rowOutQue_out.EnQue(rowOut_out);
@@ -1184,6 +1309,8 @@ private:
                 rowOutQue_out.FreeTensor(t);
             }
             if (core == 0) {
+                SetFlag<HardEvent::S_V>(0);
+                WaitFlag<HardEvent::S_V>(0);
                 LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
                 CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
                 statOutQue_mean.EnQue(t);
@@ -1192,6 +1319,8 @@ private:
                 statOutQue_mean.FreeTensor(t);
             }
             if (core == 0) {
+                SetFlag<HardEvent::S_V>(0);
+                WaitFlag<HardEvent::S_V>(0);
                 LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
                 CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
                 statOutQue_rstd.EnQue(t);
@@ -1212,9 +1341,11 @@ private:
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
             Duplicate(w_[0], 0.0f, static_cast<int32_t>(m));
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 0; c < cores; ++c) {
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * td_->groupRows + o0 + o], m);
                 Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -1256,6 +1387,7 @@ private:
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
         LoadRow<T>(brow_[1], gm_shift[b * hidden_ + c0_], n_);
         Adds(brow_[2], brow_[0], static_cast<float>(1.0f), n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums() {}
@@ -1269,6 +1401,7 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
+        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -1417,28 +1550,39 @@ private:
                 LoadBatch(b);
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v5 = RowSum(w_[0], n_);
             const float v5 = sum_v5 / static_cast<float>(hidden_);
             Adds(w_[0], w_[0], static_cast<float>(-(v5)), n_);
+            PipeBarrier<PIPE_V>();
             statStage_mean.SetValue(i, v5);
             Mul(w_[1], w_[0], w_[0], n_);
+            PipeBarrier<PIPE_V>();
             const float sum_v8 = RowSum(w_[1], n_);
             const float v8 = sum_v8 / static_cast<float>(hidden_);
             const float v9 = (v8 + attr_epsilon);
             const float v10 = 1.0f / std::sqrt(v9);
             Muls(w_[0], w_[0], static_cast<float>(v10), n_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], brow_[2], n_);
+            PipeBarrier<PIPE_V>();
             Add(w_[0], w_[0], brow_[1], n_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+            PipeBarrier<PIPE_V>();
             statStage_rstd.SetValue(i, v10);
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
+            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
             statOutQue_mean.EnQue(t);
         }
         {
+            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
             CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
             statOutQue_rstd.EnQue(t);
@@ -1475,10 +1619,12 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
+        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1522,12 +1668,18 @@ private:
         const int64_t totBase = cores * 1 * G;
         for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
             const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
+            if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);
+                WaitFlag<HardEvent::V_MTE2>(0);
+            }
             DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                         DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                           GapBlocks(rowStride_, n_, sizeof(T)), 0),
                         DataCopyPadExtParams<T>(false, 0, 0, T{}));
             SetFlag<HardEvent::MTE2_V>(0);
             WaitFlag<HardEvent::MTE2_V>(0);
+            SetFlag<HardEvent::MTE2_S>(0);
+            WaitFlag<HardEvent::MTE2_S>(0);
             // row-sum level 0: partial sums of this core's columns, exchanged through workspace
             for (int64_t i = 0; i < k; ++i) {
                 const int64_t b = (g0 + i) / seqLen_;
@@ -1536,14 +1688,17 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
             WaitFlag<HardEvent::S_MTE3>(0);
             DataCopyPad(ws_[(core * 1 + 0) * G], sums_[0 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 0 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -1557,18 +1712,23 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v5 = tots_.GetValue(0 * groupStride_ + i);
                 const float v5 = sum_v5 / static_cast<float>(hidden_);
                 Adds(w_[0], w_[0], static_cast<float>(-(v5)), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], n_);
+                PipeBarrier<PIPE_V>();
                 sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));
             }
             SetFlag<HardEvent::S_MTE3>(0);
             WaitFlag<HardEvent::S_MTE3>(0);
             DataCopyPad(ws_[(core * 1 + 0) * G], sums_[0 * groupStride_],
                         DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             TotalOwnedRows(0, totBase + 1 * G, k);
+            PipeBarrier<PIPE_ALL>();
             SyncAll();
             DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * G], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
@@ -1584,18 +1744,24 @@ private:
                     LoadBatch(b);
                 }
                 CastFrom(w_[0], res_x[i * rowStride_], n_);
+                PipeBarrier<PIPE_V>();
                 const float sum_v5 = tots_.GetValue(0 * groupStride_ + i);
                 const float v5 = sum_v5 / static_cast<float>(hidden_);
                 Adds(w_[0], w_[0], static_cast<float>(-(v5)), n_);
+                PipeBarrier<PIPE_V>();
                 statStage_mean.SetValue(i, v5);
                 const float sum_v8 = tots_.GetValue(1 * groupStride_ + i);
                 const float v8 = sum_v8 / static_cast<float>(hidden_);
                 const float v9 = (v8 + attr_epsilon);
                 const float v10 = 1.0f / std::sqrt(v9);
                 Muls(w_[0], w_[0], static_cast<float>(v10), n_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], brow_[2], n_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], brow_[1], n_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+                PipeBarrier<PIPE_V>();
                 statStage_rstd.SetValue(i, v10);
             }
             rowOutQue_out.EnQue(rowOut_out);
@@ -1607,6 +1773,8 @@ private:
                 rowOutQue_out.FreeTensor(t);
             }
             if (core == 0) {
+                SetFlag<HardEvent::S_V>(0);
+                WaitFlag<HardEvent::S_V>(0);
                 LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
                 CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
                 statOutQue_mean.EnQue(t);
@@ -1615,6 +1783,8 @@ private:
                 statOutQue_mean.FreeTensor(t);
             }
             if (core == 0) {
+                SetFlag<HardEvent::S_V>(0);
+                WaitFlag<HardEvent::S_V>(0);
                 LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
                 CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
                 statOutQue_rstd.EnQue(t);
@@ -1635,9 +1805,11 @@ private:
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
             Duplicate(w_[0], 0.0f, static_cast<int32_t>(m));
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 0; c < cores; ++c) {
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * td_->groupRows + o0 + o], m);
                 Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -1676,6 +1848,7 @@ private:
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
         LoadRow<T>(brow_[1], gm_shift[b * hidden_ + c0_], n_);
         Adds(brow_[2], brow_[0], static_cast<float>(1.0f), n_);
+        PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums() {}
@@ -1689,6 +1862,7 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
+        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 

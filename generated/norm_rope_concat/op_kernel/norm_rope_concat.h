@@ -275,6 +275,7 @@ __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float
 {
     if constexpr (std::is_same<D, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
+        PipeBarrier<PIPE_V>();
     } else {
         Cast(dst, src, rm, static_cast<int32_t>(n));
     }
@@ -286,6 +287,7 @@ __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor
 {
     if constexpr (std::is_same<S, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
+        PipeBarrier<PIPE_V>();
     } else {
         Cast(dst, src, RoundMode::CAST_NONE, static_cast<int32_t>(n));
     }
@@ -802,6 +804,8 @@ private:
             }
             statIn_[j] = statInQue_[j].template DeQue<float>();
         }
+        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
+        WaitFlag<HardEvent::MTE2_S>(0);
         for (int64_t j = 0; j < kOut; ++j) {
             if (!Uses(p.useOut, j)) {
                 continue;
@@ -877,6 +881,8 @@ private:
             if (!Uses(p.useStatOut, j)) {
                 continue;
             }
+            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<float> t = statOutQue_[j].template AllocTensor<float>();
             CastTo(t, statStage_[j], RoundMode::CAST_NONE, k);
             statOutQue_[j].EnQue(t);
@@ -995,7 +1001,9 @@ private:
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1006,17 +1014,23 @@ private:
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[0], headDim_);
             const float s1 = s0 / static_cast<float>(headDim_);
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[1], w_[0], w_[0], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], headDim_);
             const float s3 = s2 / static_cast<float>(headDim_);
             const float s4 = (s3 + attr_eps);
             const float s5 = std::sqrt(s4);
             Duplicate(w_[1], static_cast<float>(s5), headDim_);
+            PipeBarrier<PIPE_V>();
             Div(w_[0], w_[0], w_[1], headDim_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1027,19 +1041,27 @@ private:
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[0], headDim_);
             const float s1 = s0 / static_cast<float>(headDim_);
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[1], w_[0], w_[0], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], headDim_);
             const float s3 = s2 / static_cast<float>(headDim_);
             const float s4 = (s3 + attr_eps);
             const float s5 = std::sqrt(s4);
             Duplicate(w_[1], static_cast<float>(s5), headDim_);
+            PipeBarrier<PIPE_V>();
             Div(w_[0], w_[0], w_[1], headDim_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], col_[0], headDim_);
+            PipeBarrier<PIPE_V>();
             Add(w_[0], w_[0], col_[1], headDim_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1052,15 +1074,24 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1074,35 +1105,52 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
                 const float s5 = std::sqrt(s4);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
                 const float s5 = std::sqrt(s4);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1116,39 +1164,60 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
                 const float s5 = std::sqrt(s4);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
                 const float s5 = std::sqrt(s4);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1162,15 +1231,24 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1184,35 +1262,52 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
                 const float s5 = std::sqrt(s4);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
                 const float s5 = std::sqrt(s4);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1226,39 +1321,60 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
                 const float s5 = std::sqrt(s4);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
                 const float s5 = std::sqrt(s4);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1270,11 +1386,14 @@ private:
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[0], headDim_);
             const float s1 = s0 / static_cast<float>(headDim_);
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+            PipeBarrier<PIPE_V>();
             statStage_[0].SetValue(i, s1);
             Mul(w_[1], w_[0], w_[0], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], headDim_);
             const float s3 = s2 / static_cast<float>(headDim_);
             const float s4 = (s3 + attr_eps);
@@ -1282,8 +1401,11 @@ private:
             const float s6 = (1.0f / s5);
             statStage_[1].SetValue(i, s6);
             Duplicate(w_[1], static_cast<float>(s5), headDim_);
+            PipeBarrier<PIPE_V>();
             Div(w_[0], w_[0], w_[1], headDim_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1294,11 +1416,14 @@ private:
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[0], headDim_);
             const float s1 = s0 / static_cast<float>(headDim_);
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+            PipeBarrier<PIPE_V>();
             statStage_[0].SetValue(i, s1);
             Mul(w_[1], w_[0], w_[0], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], headDim_);
             const float s3 = s2 / static_cast<float>(headDim_);
             const float s4 = (s3 + attr_eps);
@@ -1306,10 +1431,15 @@ private:
             const float s6 = (1.0f / s5);
             statStage_[1].SetValue(i, s6);
             Duplicate(w_[1], static_cast<float>(s5), headDim_);
+            PipeBarrier<PIPE_V>();
             Div(w_[0], w_[0], w_[1], headDim_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], col_[0], headDim_);
+            PipeBarrier<PIPE_V>();
             Add(w_[0], w_[0], col_[1], headDim_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1322,11 +1452,14 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 statStage_[0].SetValue(i, s1);
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
@@ -1334,20 +1467,31 @@ private:
                 const float s6 = (1.0f / s5);
                 statStage_[1].SetValue(i, s6);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 statStage_[0].SetValue(i, s1);
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
@@ -1355,8 +1499,11 @@ private:
                 const float s6 = (1.0f / s5);
                 statStage_[1].SetValue(i, s6);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1370,11 +1517,14 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 statStage_[0].SetValue(i, s1);
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
@@ -1382,22 +1532,35 @@ private:
                 const float s6 = (1.0f / s5);
                 statStage_[1].SetValue(i, s6);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 statStage_[0].SetValue(i, s1);
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
@@ -1405,10 +1568,15 @@ private:
                 const float s6 = (1.0f / s5);
                 statStage_[1].SetValue(i, s6);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1422,11 +1590,14 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 statStage_[0].SetValue(i, s1);
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
@@ -1434,20 +1605,31 @@ private:
                 const float s6 = (1.0f / s5);
                 statStage_[1].SetValue(i, s6);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 statStage_[0].SetValue(i, s1);
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
@@ -1455,8 +1637,11 @@ private:
                 const float s6 = (1.0f / s5);
                 statStage_[1].SetValue(i, s6);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1470,11 +1655,14 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 statStage_[0].SetValue(i, s1);
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
@@ -1482,22 +1670,35 @@ private:
                 const float s6 = (1.0f / s5);
                 statStage_[1].SetValue(i, s6);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);
                 const float s1 = s0 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 statStage_[0].SetValue(i, s1);
                 Mul(w_[1], w_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 const float s3 = s2 / static_cast<float>(headDim_);
                 const float s4 = (s3 + attr_eps);
@@ -1505,10 +1706,15 @@ private:
                 const float s6 = (1.0f / s5);
                 statStage_[1].SetValue(i, s6);
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1522,6 +1728,7 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
+        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 

@@ -170,6 +170,7 @@ __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float
 {
     if constexpr (std::is_same<D, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
+        PipeBarrier<PIPE_V>();
     } else {
         Cast(dst, src, rm, static_cast<int32_t>(n));
     }
@@ -181,6 +182,7 @@ __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor
 {
     if constexpr (std::is_same<S, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
+        PipeBarrier<PIPE_V>();
     } else {
         Cast(dst, src, RoundMode::CAST_NONE, static_cast<int32_t>(n));
     }
@@ -675,6 +677,7 @@ private:
         for (int64_t j = 0; j < kAcc; ++j) {
             if (Uses(p.useAcc, j)) {
                 Duplicate(acc_[j], 0.0f, static_cast<int32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
             }
         }
         if (hi > lo) {
@@ -738,6 +741,8 @@ private:
             }
             statIn_[j] = statInQue_[j].template DeQue<float>();
         }
+        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
+        WaitFlag<HardEvent::MTE2_S>(0);
         for (int64_t j = 0; j < kOut; ++j) {
             if (!Uses(p.useOut, j)) {
                 continue;
@@ -795,6 +800,8 @@ private:
             if (!Uses(p.useStatOut, j)) {
                 continue;
             }
+            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<float> t = statOutQue_[j].template AllocTensor<float>();
             CastTo(t, statStage_[j], RoundMode::CAST_NONE, k);
             statOutQue_[j].EnQue(t);
@@ -913,7 +920,9 @@ private:
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -926,19 +935,29 @@ private:
             const float s0 = statIn_[1].GetValue(i);
             const float s1 = statIn_[0].GetValue(i);
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[0], headDim_);
             CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);
+            PipeBarrier<PIPE_V>();
             Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[2], w_[0], w_[1], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s3 = RowSum(w_[2], headDim_);
             const float s4 = s2 / static_cast<float>(headDim_);
             Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);
+            PipeBarrier<PIPE_V>();
             const float s5 = s3 / static_cast<float>(headDim_);
             Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);
+            PipeBarrier<PIPE_V>();
             Sub(w_[0], w_[0], w_[1], headDim_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -951,23 +970,37 @@ private:
             const float s0 = statIn_[1].GetValue(i);
             const float s1 = statIn_[0].GetValue(i);
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            PipeBarrier<PIPE_V>();
             Add(acc_[1], acc_[1], w_[0], headDim_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[1], w_[0], col_[0], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], headDim_);
             CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);
+            PipeBarrier<PIPE_V>();
             Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], w_[2], headDim_);
+            PipeBarrier<PIPE_V>();
             Add(acc_[0], acc_[0], w_[0], headDim_);
+            PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[1], w_[2], headDim_);
+            PipeBarrier<PIPE_V>();
             const float s3 = RowSum(w_[0], headDim_);
             const float s4 = s2 / static_cast<float>(headDim_);
             Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);
+            PipeBarrier<PIPE_V>();
             const float s5 = s3 / static_cast<float>(headDim_);
             Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);
+            PipeBarrier<PIPE_V>();
             Sub(w_[1], w_[1], w_[2], headDim_);
+            PipeBarrier<PIPE_V>();
             Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+            PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -980,15 +1013,24 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1004,41 +1046,66 @@ private:
                 const float s0 = statIn_[1].GetValue(i);
                 const float s1 = statIn_[0].GetValue(i);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 CastFrom(w_[0], rowIn_[1][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[1], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s3 = RowSum(w_[2], headDim_);
                 const float s4 = s2 / static_cast<float>(headDim_);
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s5 = s3 / static_cast<float>(headDim_);
                 Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[1], w_[1], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 const float s0 = statIn_[1].GetValue(i);
                 const float s1 = statIn_[0].GetValue(i);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);
                 CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s3 = RowSum(w_[2], headDim_);
                 const float s4 = s2 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s5 = s3 / static_cast<float>(headDim_);
                 Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1054,49 +1121,82 @@ private:
                 const float s0 = statIn_[1].GetValue(i);
                 const float s1 = statIn_[0].GetValue(i);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[1], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(acc_[0], acc_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s3 = RowSum(w_[1], headDim_);
                 const float s4 = s2 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s5 = s3 / static_cast<float>(headDim_);
                 Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[0], w_[0], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 const float s0 = statIn_[1].GetValue(i);
                 const float s1 = statIn_[0].GetValue(i);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(acc_[0], acc_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s3 = RowSum(w_[0], headDim_);
                 const float s4 = s2 / static_cast<float>(headDim_);
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s5 = s3 / static_cast<float>(headDim_);
                 Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1110,15 +1210,24 @@ private:
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1134,41 +1243,66 @@ private:
                 const float s0 = statIn_[1].GetValue(i);
                 const float s1 = statIn_[0].GetValue(i);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 CastFrom(w_[0], rowIn_[1][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[1], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s3 = RowSum(w_[2], headDim_);
                 const float s4 = s2 / static_cast<float>(headDim_);
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s5 = s3 / static_cast<float>(headDim_);
                 Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[1], w_[1], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 const float s0 = statIn_[1].GetValue(i);
                 const float s1 = statIn_[0].GetValue(i);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);
                 CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s3 = RowSum(w_[2], headDim_);
                 const float s4 = s2 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s5 = s3 / static_cast<float>(headDim_);
                 Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[0], w_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1184,49 +1318,82 @@ private:
                 const float s0 = statIn_[1].GetValue(i);
                 const float s1 = statIn_[0].GetValue(i);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], tab_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[1], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(acc_[0], acc_[0], w_[1], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s3 = RowSum(w_[1], headDim_);
                 const float s4 = s2 / static_cast<float>(headDim_);
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s5 = s3 / static_cast<float>(headDim_);
                 Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[0], w_[0], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             } else {
                 const float s0 = statIn_[1].GetValue(i);
                 const float s1 = statIn_[0].GetValue(i);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], col_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);
+                PipeBarrier<PIPE_V>();
                 Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[0], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 Add(acc_[0], acc_[0], w_[0], headDim_);
+                PipeBarrier<PIPE_V>();
                 Mul(w_[0], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s3 = RowSum(w_[0], headDim_);
                 const float s4 = s2 / static_cast<float>(headDim_);
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);
+                PipeBarrier<PIPE_V>();
                 const float s5 = s3 / static_cast<float>(headDim_);
                 Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);
+                PipeBarrier<PIPE_V>();
                 Sub(w_[1], w_[1], w_[2], headDim_);
+                PipeBarrier<PIPE_V>();
                 Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1239,6 +1406,7 @@ private:
         if (mask == 0) {
             return;
         }
+        PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
         SyncAll();
         const int64_t c0 = GetBlockIdx() * td_->colsPerReduceCore;
         if (c0 >= headDim_) {
@@ -1250,9 +1418,11 @@ private:
                 continue;
             }
             Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 0; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 LoadRow<float>(w_[1], ws_[(c * kAccOutputs + g) * dAlign_ + c0], cn);
                 Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
+                PipeBarrier<PIPE_V>();
             }
             StoreRow<T>(accOut_[g][c0], w_[0], kAccRound[g], cn);
         }
@@ -1267,6 +1437,7 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
+        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 

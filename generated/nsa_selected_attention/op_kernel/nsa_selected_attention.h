@@ -403,10 +403,12 @@ private:
     __aicore__ inline float RowMax(const LocalTensor<float>& src, int64_t n)
     {
         Adds(scratch_, src, 0.0f, static_cast<int32_t>(n));
+        PipeBarrier<PIPE_V>();
         int64_t m = n;
         while (m > 8) {
             const int64_t h = (m / 8 + 1) / 2 * 8;
             Max(scratch_, scratch_, scratch_[h], static_cast<int32_t>(m - h));
+            PipeBarrier<PIPE_V>();
             m = h;
         }
         Fence<HardEvent::V_S>();
@@ -444,15 +446,22 @@ private:
             for (int64_t i = 0; i < k; ++i) {
                 [[maybe_unused]] const int64_t row = p0 + i;
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 const float st_v40 = RowMax(Reg(0)[i * keys], keys);
                 Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v40)), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Exp(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 const float st_v43 = RowSum(Reg(0)[i * keys], keys);
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v43)),
                      static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Duplicate(statQue0T[i * 8], st_v40, 8);
+                PipeBarrier<PIPE_V>();
                 Duplicate(statQue1T[i * 8], st_v43, 8);
+                PipeBarrier<PIPE_V>();
             }
             tileQue0.EnQue(tileQue0T);
             tileQue0T = tileQue0.template DeQue<T>();
@@ -817,10 +826,12 @@ private:
     __aicore__ inline float RowMax(const LocalTensor<float>& src, int64_t n)
     {
         Adds(scratch_, src, 0.0f, static_cast<int32_t>(n));
+        PipeBarrier<PIPE_V>();
         int64_t m = n;
         while (m > 8) {
             const int64_t h = (m / 8 + 1) / 2 * 8;
             Max(scratch_, scratch_, scratch_[h], static_cast<int32_t>(m - h));
+            PipeBarrier<PIPE_V>();
             m = h;
         }
         Fence<HardEvent::V_S>();
@@ -858,15 +869,22 @@ private:
             for (int64_t i = 0; i < k; ++i) {
                 [[maybe_unused]] const int64_t row = p0 + i;
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 const float st_v39 = RowMax(Reg(0)[i * keys], keys);
                 Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v39)), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Exp(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 const float st_v42 = RowSum(Reg(0)[i * keys], keys);
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v42)),
                      static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Duplicate(statQue0T[i * 8], st_v39, 8);
+                PipeBarrier<PIPE_V>();
                 Duplicate(statQue1T[i * 8], st_v42, 8);
+                PipeBarrier<PIPE_V>();
             }
             tileQue0.EnQue(tileQue0T);
             tileQue0T = tileQue0.template DeQue<T>();
@@ -1231,10 +1249,12 @@ private:
     __aicore__ inline float RowMax(const LocalTensor<float>& src, int64_t n)
     {
         Adds(scratch_, src, 0.0f, static_cast<int32_t>(n));
+        PipeBarrier<PIPE_V>();
         int64_t m = n;
         while (m > 8) {
             const int64_t h = (m / 8 + 1) / 2 * 8;
             Max(scratch_, scratch_, scratch_[h], static_cast<int32_t>(m - h));
+            PipeBarrier<PIPE_V>();
             m = h;
         }
         Fence<HardEvent::V_S>();
@@ -1256,6 +1276,7 @@ private:
             const int64_t p0 = static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
             if (p0 > x.s) {
                 Duplicate(dst[b * BS_], fill, static_cast<int32_t>(BS_));
+                PipeBarrier<PIPE_V>();
             } else if (p0 + BS_ - 1 > x.s) {
                 const int64_t j0 = x.s - p0 + 1;
                 const int64_t ja = Min64(AlignUp(j0, 8), BS_);
@@ -1266,6 +1287,7 @@ private:
                 Fence<HardEvent::S_V>();
                 if (ja < BS_) {
                     Duplicate(dst[b * BS_ + ja], fill, static_cast<int32_t>(BS_ - ja));
+                    PipeBarrier<PIPE_V>();
                 }
             }
         }
@@ -1296,16 +1318,24 @@ private:
             for (int64_t i = 0; i < k; ++i) {
                 [[maybe_unused]] const int64_t row = p0 + i;
                 MaskFuture(Reg(0)[i * keys], keys, x, c, static_cast<float>(-FLT_MAX_VALUE));
+                PipeBarrier<PIPE_V>();
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 const float st_v45 = RowMax(Reg(0)[i * keys], keys);
                 Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v45)), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Exp(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 const float st_v48 = RowSum(Reg(0)[i * keys], keys);
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v48)),
                      static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Duplicate(statQue0T[i * 8], st_v45, 8);
+                PipeBarrier<PIPE_V>();
                 Duplicate(statQue1T[i * 8], st_v48, 8);
+                PipeBarrier<PIPE_V>();
             }
             tileQue0.EnQue(tileQue0T);
             tileQue0T = tileQue0.template DeQue<T>();

@@ -477,6 +477,7 @@ private:
         headQue_.EnQue(t);
         t = headQue_.template DeQue<T>();
         Cast(dst, t, RoundMode::CAST_NONE, static_cast<uint32_t>(e));
+        PipeBarrier<PIPE_V>();
         headQue_.FreeTensor(t);
     }
 
@@ -500,8 +501,11 @@ private:
             const float st_v46 = gm_softmaxSum.GetValue((x.t * N1_ + h) * 8);
             unitStat_.SetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin, st_v46);
             LoadHead(Head(0), gm_attentionOutGrad[(x.t * N1_ + h) * Dv_], Dv_);
+            PipeBarrier<PIPE_V>();
             LoadHead(Head(1), gm_attentionOut[(x.t * N1_ + h) * Dv_], Dv_);
+            PipeBarrier<PIPE_V>();
             Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));
+            PipeBarrier<PIPE_V>();
             const float st_v52 = RowSum(Head(0), Dv_);
             unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin, st_v52);
         }
@@ -528,14 +532,22 @@ private:
                 const float st_v46 = unitStat_.GetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin);
                 const float st_v52 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin);
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v44)), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Exp(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v46)),
                      static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Adds(Reg(1)[i * keys], Reg(1)[i * keys], static_cast<float>(-(st_v52)), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Mul(Reg(1)[i * keys], Reg(0)[i * keys], Reg(1)[i * keys], static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Cast(tileQue0T[i * keys], Reg(1)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Cast(tileQue1T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                PipeBarrier<PIPE_V>();
             }
             tileQue0.EnQue(tileQue0T);
             tileQue0T = tileQue0.template DeQue<T>();
@@ -600,7 +612,9 @@ private:
             in = postInQue_.template DeQue<float>();
             LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
             Muls(in, in, static_cast<float>(scale_), static_cast<int32_t>(cnt));
+            PipeBarrier<PIPE_V>();
             Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            PipeBarrier<PIPE_V>();
             postInQue_.FreeTensor(in);
             postOutQue_.EnQue(o);
             o = postOutQue_.template DeQue<T>();
@@ -621,7 +635,9 @@ private:
             in = postInQue_.template DeQue<float>();
             LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
             Muls(in, in, static_cast<float>(scale_), static_cast<int32_t>(cnt));
+            PipeBarrier<PIPE_V>();
             Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            PipeBarrier<PIPE_V>();
             postInQue_.FreeTensor(in);
             postOutQue_.EnQue(o);
             o = postOutQue_.template DeQue<T>();
@@ -648,6 +664,7 @@ private:
             in = postInQue_.template DeQue<float>();
             LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
             Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            PipeBarrier<PIPE_V>();
             postInQue_.FreeTensor(in);
             postOutQue_.EnQue(o);
             o = postOutQue_.template DeQue<T>();
@@ -1097,6 +1114,7 @@ private:
         headQue_.EnQue(t);
         t = headQue_.template DeQue<T>();
         Cast(dst, t, RoundMode::CAST_NONE, static_cast<uint32_t>(e));
+        PipeBarrier<PIPE_V>();
         headQue_.FreeTensor(t);
     }
 
@@ -1119,6 +1137,7 @@ private:
             const int64_t p0 = static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
             if (p0 > x.s) {
                 Duplicate(dst[b * BS_], fill, static_cast<int32_t>(BS_));
+                PipeBarrier<PIPE_V>();
             } else if (p0 + BS_ - 1 > x.s) {
                 const int64_t j0 = x.s - p0 + 1;
                 const int64_t ja = Min64(AlignUp(j0, 8), BS_);
@@ -1129,6 +1148,7 @@ private:
                 Fence<HardEvent::S_V>();
                 if (ja < BS_) {
                     Duplicate(dst[b * BS_ + ja], fill, static_cast<int32_t>(BS_ - ja));
+                    PipeBarrier<PIPE_V>();
                 }
             }
         }
@@ -1144,8 +1164,11 @@ private:
             const float st_v51 = gm_softmaxSum.GetValue((x.t * N1_ + h) * 8);
             unitStat_.SetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin, st_v51);
             LoadHead(Head(0), gm_attentionOutGrad[(x.t * N1_ + h) * Dv_], Dv_);
+            PipeBarrier<PIPE_V>();
             LoadHead(Head(1), gm_attentionOut[(x.t * N1_ + h) * Dv_], Dv_);
+            PipeBarrier<PIPE_V>();
             Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));
+            PipeBarrier<PIPE_V>();
             const float st_v57 = RowSum(Head(0), Dv_);
             unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin, st_v57);
         }
@@ -1172,15 +1195,24 @@ private:
                 const float st_v51 = unitStat_.GetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin);
                 const float st_v57 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin);
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 MaskFuture(Reg(0)[i * keys], keys, x, c, static_cast<float>(-FLT_MAX_VALUE));
+                PipeBarrier<PIPE_V>();
                 Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v49)), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Exp(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v51)),
                      static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Adds(Reg(1)[i * keys], Reg(1)[i * keys], static_cast<float>(-(st_v57)), static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Mul(Reg(1)[i * keys], Reg(0)[i * keys], Reg(1)[i * keys], static_cast<int32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Cast(tileQue0T[i * keys], Reg(1)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                PipeBarrier<PIPE_V>();
                 Cast(tileQue1T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                PipeBarrier<PIPE_V>();
             }
             tileQue0.EnQue(tileQue0T);
             tileQue0T = tileQue0.template DeQue<T>();
@@ -1245,7 +1277,9 @@ private:
             in = postInQue_.template DeQue<float>();
             LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
             Muls(in, in, static_cast<float>(scale_), static_cast<int32_t>(cnt));
+            PipeBarrier<PIPE_V>();
             Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            PipeBarrier<PIPE_V>();
             postInQue_.FreeTensor(in);
             postOutQue_.EnQue(o);
             o = postOutQue_.template DeQue<T>();
@@ -1266,7 +1300,9 @@ private:
             in = postInQue_.template DeQue<float>();
             LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
             Muls(in, in, static_cast<float>(scale_), static_cast<int32_t>(cnt));
+            PipeBarrier<PIPE_V>();
             Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            PipeBarrier<PIPE_V>();
             postInQue_.FreeTensor(in);
             postOutQue_.EnQue(o);
             o = postOutQue_.template DeQue<T>();
@@ -1293,6 +1329,7 @@ private:
             in = postInQue_.template DeQue<float>();
             LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
             Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            PipeBarrier<PIPE_V>();
             postInQue_.FreeTensor(in);
             postOutQue_.EnQue(o);
             o = postOutQue_.template DeQue<T>();
