@@ -16,6 +16,7 @@ from pathlib import Path
 from opgen.errors import OpgenError, SpecError
 
 _CACHE: dict[str, object] = {}
+_HELPERS: dict[str, bytes] = {}   # helper file -> the bytes imported (sys.modules holds that version)
 
 
 def specs_dir() -> Path:
@@ -42,10 +43,16 @@ def _load_file(path: Path):
     hit = _CACHE.get(key)
     if hit is not None and hit[0] == digest:
         return hit[1]
-    # helpers (specs/_*.py) are imported by module name: drop any copy imported from another directory or
-    # before an edit, so this spec executes exactly the helper files beside it
+    # helpers (specs/_*.py) are imported by module name: drop a copy imported from another directory or
+    # before an edit, so this spec executes exactly the helper files beside it (a copy that is current stays:
+    # spec functions may import it lazily, after the specs directory has left sys.path)
     for helper in Path(key).parent.glob("_*.py"):
-        sys.modules.pop(helper.stem, None)
+        mod = sys.modules.get(helper.stem)
+        if mod is None:
+            continue
+        here = Path(getattr(mod, "__file__", "") or "").resolve() == helper.resolve()
+        if not here or _HELPERS.get(str(helper.resolve())) != helper.read_bytes():
+            sys.modules.pop(helper.stem, None)
     from opgen.dsl.diagnostics import from_exception, spec_error, syntax_error
     from opgen.dsl.spec import OpSpec
 
@@ -82,6 +89,9 @@ def _load_file(path: Path):
                              f"bind the operator to spec: {example}", token="spec" if line > 1 else None)
         raise spec_error(f"{key}:1", "the file defines no `spec = OpSpec(...)`",
                          f"declare the operator at module level: {example}")
+    for helper in Path(key).parent.glob("_*.py"):   # the helper sources this load executed
+        if helper.stem in sys.modules:
+            _HELPERS[str(helper.resolve())] = helper.read_bytes()
     s.finish()
     s.source_digest = digest
     _CACHE[key] = (digest, s)
