@@ -691,5 +691,8 @@ def test_registry_reloads_edited_specs_and_uses_their_own_helpers(tmp_path, monk
     v2.write_text(v2.read_text().replace('doc="', 'doc="EDITED ', 1))
     _, after = cg.generate_cached(v2)
     assert before != after and any("EDITED" in t for t in after.values())
+    from opgen.registry import _CACHE
+
+    _CACHE.pop(str((specs_dir() / "norm_rope_concat.py").resolve()), None)
     _load_file(specs_dir() / "norm_rope_concat.py")    # the bundled helpers again, for later tests
     assert sys.modules["_nrc_common"].__file__ == str(specs_dir() / "_nrc_common.py")
