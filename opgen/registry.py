@@ -37,22 +37,27 @@ def source_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def helpers_current(path: Path) -> bool:
+    """Whether every helper module a spec file beside `path` imports (`_*.py`) is, in this process, the file of
+    that directory with its current bytes. False when a same-named helper of another directory, or an older
+    version, was imported first (Python caches modules by name): a spec loaded now may not match its files."""
+    text = Path(path).read_text(errors="replace")
+    for helper in Path(path).resolve().parent.glob("_*.py"):
+        mod = sys.modules.get(helper.stem)
+        if mod is None or helper.stem not in text:   # not imported by this spec
+            continue
+        if Path(getattr(mod, "__file__", "") or "").resolve() != helper.resolve() or \
+                _HELPERS.get(str(helper.resolve())) != helper.read_bytes():
+            return False
+    return True
+
+
 def _load_file(path: Path):
     key = str(path.resolve())
     digest = source_digest(Path(key))
     hit = _CACHE.get(key)
     if hit is not None and hit[0] == digest:
         return hit[1]
-    # helpers (specs/_*.py) are imported by module name: drop a copy imported from another directory or
-    # before an edit, so this spec executes exactly the helper files beside it (a copy that is current stays:
-    # spec functions may import it lazily, after the specs directory has left sys.path)
-    for helper in Path(key).parent.glob("_*.py"):
-        mod = sys.modules.get(helper.stem)
-        if mod is None:
-            continue
-        here = Path(getattr(mod, "__file__", "") or "").resolve() == helper.resolve()
-        if not here or _HELPERS.get(str(helper.resolve())) != helper.read_bytes():
-            sys.modules.pop(helper.stem, None)
     from opgen.dsl.diagnostics import from_exception, spec_error, syntax_error
     from opgen.dsl.spec import OpSpec
 
@@ -89,9 +94,10 @@ def _load_file(path: Path):
                              f"bind the operator to spec: {example}", token="spec" if line > 1 else None)
         raise spec_error(f"{key}:1", "the file defines no `spec = OpSpec(...)`",
                          f"declare the operator at module level: {example}")
-    for helper in Path(key).parent.glob("_*.py"):   # the helper sources this load executed
-        if helper.stem in sys.modules:
-            _HELPERS[str(helper.resolve())] = helper.read_bytes()
+    for helper in Path(key).parent.glob("_*.py"):   # the helper sources this load executed, when they are its own
+        mod = sys.modules.get(helper.stem)
+        if mod is not None and Path(getattr(mod, "__file__", "") or "").resolve() == helper.resolve():
+            _HELPERS.setdefault(str(helper.resolve()), helper.read_bytes())
     s.finish()
     s.source_digest = digest
     _CACHE[key] = (digest, s)

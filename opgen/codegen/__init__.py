@@ -78,8 +78,10 @@ def generate_cached(spec_or_path) -> tuple[str, dict[str, str]]:
 
         spec_or_path = load_spec(str(path))
     files = generate(spec_or_path)
+    from opgen.registry import helpers_current
+
     digest = getattr(spec_or_path, "source_digest", None)
-    if digest is not None:   # a spec not loaded from a file (built in Python) is not cached
+    if digest is not None and helpers_current(path):   # only what the spec's own files produce is remembered
         cache.store(path, spec_or_path.name, files, digest)
     return spec_or_path.name, files
 
