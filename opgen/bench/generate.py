@@ -8,6 +8,7 @@ on the same machine in one run. Reference for the goal: issue 6 (bench/).
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -15,9 +16,9 @@ import tempfile
 import time
 
 
-def _wall(cmd: list[str]) -> float:
+def _wall(cmd: list[str], env: dict | None = None) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True)
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
     return time.perf_counter() - t0
 
 
@@ -27,9 +28,11 @@ def run(repeat: int = 3) -> dict:
     py = sys.executable
     for _ in range(repeat):
         bare.append(_wall([py, "-c", "import numpy, jinja2, networkx"]))
-        with tempfile.TemporaryDirectory(prefix="opgen-bench-gen-") as out:
-            gen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out]))
-            regen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out]))
+        with tempfile.TemporaryDirectory(prefix="opgen-bench-gen-") as out, \
+                tempfile.TemporaryDirectory(prefix="opgen-bench-cache-") as cache:
+            env = {**os.environ, "OPGEN_CACHE_DIR": cache}   # an empty generation cache: a first generation
+            gen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out], env))
+            regen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out], env))
     b, g, r = (statistics.median(x) for x in (bare, gen, regen))
     return {"bare_s": b, "generate_s": g, "regenerate_s": r, "ratio": g / b, "ratio_cached": r / b,
             "repeat": repeat}

@@ -285,7 +285,9 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.builds.append(builder.build(f"{variant}/check"))
     slots = _output_slots(spec, bound)
     case_in = []
-    consumed = {x for n in g.nodes for x in n.inputs}   # graph values = input names the kernel needs
+    from opgen.passes.pipeline import optimize
+
+    consumed = {x for n in optimize(g).nodes for x in n.inputs}   # inputs the specialisation needs (after DCE)
     for i in spec.inputs:
         a = bound.arrays[i.name]
         dt = (bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype) if a is not None else None
