@@ -206,22 +206,15 @@ def _instr_lines(i) -> list[str]:
         return [f"CastFrom({_operand(i.dst)}, rowIn_[{_slot_index(i.gm)}][i * dAlign_], {n});"]
     if k == "sload":
         return [f"const float {i.dst} = statIn_[{_slot_index(i.gm)}].GetValue(i);"]
-    if k == "vbin":
-        return [f"{i.op}({_operand(i.dst)}, {_operand(i.srcs[0])}, {_operand(i.srcs[1])}, {n});"]
-    if k == "vscalar":
-        return [f"{i.op}({_operand(i.dst)}, {_operand(i.srcs[0])}, static_cast<float>({i.arg}), {n});"]
-    if k == "vunary":
-        return [f"{i.op}({_operand(i.dst)}, {_operand(i.srcs[0])}, {n});"]
-    if k == "vdup":
-        return [f"Duplicate({_operand(i.dst)}, static_cast<float>({i.arg}), {n});"]
+    from opgen.codegen.kernel import compute_line
+
+    common = compute_line(i, _operand, n)
+    if common is not None:
+        return [common]
     if k == "vgather":
         return [f"Gather({_operand(i.dst)}, {_operand(i.srcs[0])}, {_operand(i.arg)}, 0, static_cast<uint32_t>({n}));"]
     if k == "rsum":
         return [f"const float {i.dst} = RowSum({_operand(i.srcs[0])}, {n});"]
-    if k == "sexpr":
-        return [f"const float {i.dst} = {i.arg};"]
-    if k == "acc":
-        return [f"Add({_operand(i.dst)}, {_operand(i.dst)}, {_operand(i.srcs[0])}, {n});"]
     if k == "store":
         return [f"CastTo(rowOut_[{_slot_index(i.gm)}][i * dAlign_], {_operand(i.srcs[0])}, RoundMode::{i.arg}, {n});"]
     if k == "sstore":

@@ -50,6 +50,26 @@ def _operand(name: str, prog: RowProgram) -> str:
     raise SpecError(f"row kernel {prog.name}: operand {name} has no buffer")
 
 
+def compute_line(i: Instr, operand, n: str) -> str | None:
+    """C++ of a row-program instruction that touches only UB operands and scalars (vbin, vscalar, vunary, vdup,
+    acc, sexpr), shared by the row and head kernel printers; `operand` names a buffer, `n` is the lane count
+    expression. None for the kinds whose addressing is the printer's own (loads, stores, row sums)."""
+    k = i.kind
+    if k == "vbin":
+        return f"{i.op}({operand(i.dst)}, {operand(i.srcs[0])}, {operand(i.srcs[1])}, {n});"
+    if k == "vscalar":
+        return f"{i.op}({operand(i.dst)}, {operand(i.srcs[0])}, static_cast<float>({i.arg}), {n});"
+    if k == "vunary":
+        return f"{i.op}({operand(i.dst)}, {operand(i.srcs[0])}, {n});"
+    if k == "vdup":
+        return f"Duplicate({operand(i.dst)}, static_cast<float>({i.arg}), {n});"
+    if k == "acc":
+        return f"Add({operand(i.dst)}, {operand(i.dst)}, {operand(i.srcs[0])}, {n});"
+    if k == "sexpr":
+        return f"const float {i.dst} = {i.arg};"
+    return None
+
+
 class _Printer:
     """Prints the instructions of one row program for one strategy.
 
@@ -79,20 +99,11 @@ class _Printer:
         k = i.kind
         if k == "cast_in":
             return [f"CastFrom({op(i.dst)}, {self.row_ref(i.gm)}, n_);"]
-        if k == "vbin":
-            return [f"{i.op}({op(i.dst)}, {op(i.srcs[0])}, {op(i.srcs[1])}, n_);"]
-        if k == "vscalar":
-            return [f"{i.op}({op(i.dst)}, {op(i.srcs[0])}, static_cast<float>({i.arg}), n_);"]
-        if k == "vunary":
-            return [f"{i.op}({op(i.dst)}, {op(i.srcs[0])}, n_);"]
-        if k == "vdup":
-            return [f"Duplicate({op(i.dst)}, static_cast<float>({i.arg}), n_);"]
-        if k == "sexpr":
-            return [f"const float {i.dst} = {i.arg};"]
+        common = compute_line(i, op, "n_")
+        if common is not None:
+            return [common]
         if k == "sload":
             return [f"const float {i.dst} = statIn_{i.gm}.GetValue(i);"]
-        if k == "acc":
-            return [f"Add({op(i.dst)}, {op(i.dst)}, {op(i.srcs[0])}, n_);"]
         if k == "store":
             return [f"CastTo(rowOut_{i.gm}[i * rowStride_], {op(i.srcs[0])}, RoundMode::{i.arg}, n_);"]
         if k == "sstore":
