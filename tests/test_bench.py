@@ -27,7 +27,8 @@ def test_report_tables_and_files(tmp_path):
     res = {"command": "opgen bench --quick", "repeat": 1, "machine": {"cpus": 2, "python": "3.11", "machine": "x"},
            "interp": [{"case": "A", "numpy_s": 1.0, "interpret_s": 0.5, "ratio": 0.5, "rel_l2_vs_numpy": 0.0}],
            "generate": {"bare_s": 0.5, "generate_s": 5.0, "regenerate_s": 0.4, "ratio": 10.0, "ratio_cached": 0.8,
-                        "gap": "Gap: explained."},
+                        "gap": "Gap: explained.", "phases": {"import opgen": 0.3, "emit_kernel": 2.0,
+                                                             "clang-format": 1.5}},
            "emu_time": [{"case": "A", "launch_s": 1.0, "interpret_s": 0.5, "ratio": 2.0, "passed": True},
                         {"case": "B", "error": "no kernel"}],
            "gm": [{"op": "AdaLayerNormGrad", "case": "H=64", "H": 64, "strategy": "ROW_SPLIT", "gm_bytes": 110,
@@ -37,7 +38,17 @@ def test_report_tables_and_files(tmp_path):
     text = markdown(res)
     assert "goal ≤ 1.5×" in text and "| A | 1.000 | 0.500 | 0.50 |" in text
     assert "Gap: explained." in text and "not run: no kernel" in text and "| 110 | 100 | 1.100 |" in text
+    assert "| import opgen | emit_kernel | clang-format |" in text and "| 0.30 | 2.00 | 1.50 |" in text
+    assert text.count("How: ") == 4   # every section present states how it was measured
     paths = write(res, tmp_path)
     assert json.loads((tmp_path / "results.json").read_text())["generate"]["ratio"] == 10.0
     assert (tmp_path / "README.md").read_text().startswith("# opgen performance report")
     assert all(p.exists() for p in paths)
+
+
+def test_generate_gap_names_the_measured_phases():
+    from opgen.bench import generate_gap
+
+    g = {"bare_s": 0.2, "ratio": 20.0, "ratio_cached": 2.0, "phases": {"emit_kernel": 2.5, "clang-format": 1.2}}
+    text = generate_gap(g)
+    assert "20.0x" in text and "0.60 s" in text and "emit_kernel 2.50 s" in text and "1.20 s (6.0x" in text

@@ -656,9 +656,9 @@ def test_generation_cache_hits_and_misses(tmp_path, monkeypatch):
     assert name == "AdaLayerNormV2" and any(p.startswith("op_kernel/") for p in first)
 
     def boom(spec):
-        raise AssertionError("generate() ran on a cache hit")
+        raise AssertionError("render() ran on a cache hit")
 
-    monkeypatch.setattr(cg, "generate", boom)
+    monkeypatch.setattr(cg, "render", boom)
     assert cg.generate_cached(spec_file) == (name, first)
     spec_file.write_text(src.read_text() + "\n# changed\n")
     with pytest.raises(AssertionError, match="cache hit"):
@@ -689,3 +689,23 @@ def test_registry_reloads_edited_specs_and_never_caches_foreign_helpers(tmp_path
     v2.write_text(v2.read_text().replace('doc="', 'doc="EDITED ', 1))
     _, after = cg.generate_cached(v2)
     assert before != after and any("EDITED" in t for t in after.values())
+
+
+def test_write_ops_writes_nothing_when_an_op_fails(tmp_path, monkeypatch):
+    """`opgen generate` of several ops renders every op (formatting in the background) before writing: an op
+    that fails leaves the output directory untouched and its running formatters are stopped."""
+    import opgen.codegen as cg
+
+    monkeypatch.setenv("OPGEN_CACHE_DIR", str(tmp_path / "cache"))
+    real = cg.render
+
+    def render(spec):
+        if spec.name == "AdaLayerNormGrad":
+            raise OpgenError("AdaLayerNormGrad: injected failure")
+        return real(spec)
+
+    monkeypatch.setattr(cg, "render", render)
+    out = tmp_path / "out"
+    with pytest.raises(OpgenError, match="injected"):
+        cg.write_ops([load_spec("AdaLayerNormV2"), load_spec("AdaLayerNormGrad")], out)
+    assert not out.exists() or not any(out.rglob("*"))

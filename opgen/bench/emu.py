@@ -141,7 +141,7 @@ def nsa_gm(quick: bool) -> list[dict]:
                 ("NsaSelectedAttentionGrad", {}, ("actualSeqQLen", "actualSeqKVLlen"))):
             r = run_check(op, dims=dims, attrs=attrs, dtypes={"T": "float16"}, present=present, progress=False)
             gmin = gather_min_bytes(op, dims, 2)
-            out.append({"case": label, "op": op, "passed": r.passed, "gm_bytes": r.gm_bytes,
+            out.append({"case": label, "op": op, "dims": dims, "passed": r.passed, "gm_bytes": r.gm_bytes,
                         "gm_bytes_min": r.gm_bytes_min, "gather_min": gmin, "cann": r.gm_reference,
                         "cann_source": r.gm_reference_source, "vs_cann": r.gm_bytes / r.gm_reference,
                         "vs_gather_min": r.gm_bytes / gmin,

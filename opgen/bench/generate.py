@@ -4,6 +4,11 @@ files already up to date are not rewritten).
 
 Each side is a fresh `python` process (the venv's interpreter), timed wall-clock, median of `repeat` runs,
 on the same machine in one run. Reference for the goal: issue 6 (bench/).
+
+`phases` splits one first generation, in a fresh process, into where the time goes: importing opgen, loading
+the specs (executing them, enumerating their specialisation keys), each emitter (opgen.codegen.EMITTERS;
+emit_kernel traces, optimizes and lowers every kernel specialisation), and clang-format run alone (in
+`opgen generate` it overlaps the next op's rendering, opgen.codegen.start_generation).
 """
 
 from __future__ import annotations
@@ -22,8 +27,45 @@ def _wall(cmd: list[str], env: dict | None = None) -> float:
     return time.perf_counter() - t0
 
 
+_PHASES = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import opgen.codegen as cg
+from opgen.codegen.fmt import format_many
+from opgen.registry import load_spec, spec_files
+t = {"import opgen": time.perf_counter() - t0}
+s0 = time.perf_counter()
+specs = [load_spec(str(p)) for p in spec_files()]
+for sp in specs:
+    sp.keys()
+t["load specs + keys"] = time.perf_counter() - s0
+rendered = []
+for sp in specs:
+    files = {}
+    for emit in cg.EMITTERS:
+        s0 = time.perf_counter()
+        files.update(emit(sp))
+        t[emit.__name__] = t.get(emit.__name__, 0.0) + time.perf_counter() - s0
+    rendered.append(files)
+s0 = time.perf_counter()
+for files in rendered:
+    format_many(files)
+t["clang-format"] = time.perf_counter() - s0
+json.dump(t, sys.stdout)
+"""
+
+
+def phases() -> dict:
+    """Seconds per phase of one first generation of every bundled op, in a fresh process (module docstring)."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", _PHASES], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
 def run(repeat: int = 3) -> dict:
-    """{"bare_s", "generate_s", "regenerate_s", "ratio", "ratio_cached"} (medians over `repeat` runs)."""
+    """{"bare_s", "generate_s", "regenerate_s", "ratio", "ratio_cached"} (medians over `repeat` runs) and
+    "phases" ({phase: seconds} of one first generation, `phases`)."""
     bare, gen, regen = [], [], []
     py = sys.executable
     for _ in range(repeat):
@@ -35,7 +77,7 @@ def run(repeat: int = 3) -> dict:
             regen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out], env))
     b, g, r = (statistics.median(x) for x in (bare, gen, regen))
     return {"bare_s": b, "generate_s": g, "regenerate_s": r, "ratio": g / b, "ratio_cached": r / b,
-            "repeat": repeat}
+            "repeat": repeat, "phases": phases()}
 
 
 def main(argv=None) -> int:
@@ -48,4 +90,5 @@ def main(argv=None) -> int:
     r = run(a.repeat)
     print(f"bare import {r['bare_s']:.2f} s; opgen generate (6 ops) {r['generate_s']:.2f} s = {r['ratio']:.1f}x "
           f"(goal <= 3x); cached re-generation {r['regenerate_s']:.2f} s = {r['ratio_cached']:.1f}x")
+    print("first generation by phase: " + ", ".join(f"{k} {v:.2f} s" for k, v in r["phases"].items()))
     return 0

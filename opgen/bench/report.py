@@ -18,6 +18,7 @@ def _fmt(x, nd=2):
 def markdown(res: dict) -> str:
     """The report as markdown (one table per section, each with its goal and how it was measured)."""
     m = res.get("machine", {})
+    n = res.get("repeat", "?")
     out = ["# opgen performance report", "",
            f"Measured by `{res.get('command', 'opgen bench')}` on {m.get('cpus', '?')} CPUs "
            f"({m.get('machine', '?')}, Python {m.get('python', '?')}); medians of {res.get('repeat', '?')} runs "
@@ -27,13 +28,21 @@ def markdown(res: dict) -> str:
                 "| case | NumPy s | interpreter s | ratio | rel L2 vs NumPy |", "|---|---|---|---|---|"]
         out += [f"| {r['case']} | {_fmt(r['numpy_s'], 3)} | {_fmt(r['interpret_s'], 3)} | {_fmt(r['ratio'])} | "
                 f"{r['rel_l2_vs_numpy']:.1e} |" for r in res["interp"]]
-        out.append("")
+        out += ["", f"How: opgen/bench/interp.py — `opgen.interp.run_graph` in device mode vs a direct NumPy "
+                f"implementation of the same formulas, same inputs, in one process; median of {n} runs.", ""]
     if res.get("generate"):
         g = res["generate"]
         out += ["## `opgen generate` (6 ops, whole process) vs bare `import numpy, jinja2, networkx` — goal ≤ 3×", "",
                 "| bare import s | generate s | ratio | cached re-generation s | ratio |", "|---|---|---|---|---|",
                 f"| {_fmt(g['bare_s'])} | {_fmt(g['generate_s'])} | {_fmt(g['ratio'], 1)} | {_fmt(g['regenerate_s'])} | "
                 f"{_fmt(g['ratio_cached'], 1)} |", ""]
+        out += [f"How: opgen/bench/generate.py — each side a fresh `python` process, wall clock, median of {n} runs; "
+                "first generation into an empty directory with an empty generation cache ($OPGEN_CACHE_DIR), then a "
+                "re-generation into the same directory.", ""]
+        if g.get("phases"):
+            out += ["One first generation by phase (fresh process, seconds; clang-format run alone):", "",
+                    "| " + " | ".join(g["phases"]) + " |", "|" + "---|" * len(g["phases"]),
+                    "| " + " | ".join(_fmt(v) for v in g["phases"].values()) + " |", ""]
         if g.get("gap"):
             out += [g["gap"], ""]
     if res.get("emu_time"):
@@ -45,7 +54,10 @@ def markdown(res: dict) -> str:
             else:
                 out.append(f"| {r['case']} | {_fmt(r['launch_s'])} | {_fmt(r['interpret_s'])} | {_fmt(r['ratio'])} | "
                            f"{'yes' if r['passed'] else 'NO'} |")
-        out.append("")
+        out += ["", f"How: opgen/bench/emu.py — one `opgen check` per run (opgen.check.run_check, build cached and not "
+                f"timed): launch s is the driver's timing of emu::Launch running the emitted kernel on blockDim "
+                f"simulated cores; interpreter s is `opgen.interp.run_graph` in device mode on the same inputs; "
+                f"median of {n} runs.", ""]
     if res.get("gm"):
         out += ["## GM bytes moved (counted by the emulation) / minimum — goal ≤ 1.10 for the vector ops", "",
                 "| kernel | case | strategy | bytes | minimum | ratio | CANN (reference notes) |",
@@ -53,8 +65,11 @@ def markdown(res: dict) -> str:
         out += [f"| {r.get('op', 'AdaLayerNormGrad')} | {r.get('case', 'H=' + str(r.get('H')))} | {r.get('strategy', '')} | "
                 f"{r['gm_bytes']:,} | {r['gm_bytes_min']:,} | {_fmt(r['ratio'], 3)} | {r.get('cann', '')} |"
                 for r in res["gm"]]
-        out.append("")
+        out += ["", "How: opgen/bench/emu.py — one `opgen check` per case; bytes are counted by the emulation's GM "
+                "accessors (every DataCopy/DataCopyPad/atomic add, workspace included; a deterministic count, one "
+                "run); minimum = every input the specialisation reads once + every output written once.", ""]
     if res.get("nsa_gm"):
+        dims = res["nsa_gm"][0].get("dims")
         out += ["## NSA mixed kernels: GM bytes (counted) vs the minimum, the gather minimum and CANN's estimate", "",
                 "| kernel | case | bytes | minimum | gather minimum | ÷ gather min | CANN estimate | ÷ CANN | passed |",
                 "|---|---|---|---|---|---|---|---|---|"]
@@ -63,7 +78,12 @@ def markdown(res: dict) -> str:
                 for r in res["nsa_gm"]]
         out += ["", "Minimum: each tensor once; gather minimum: every (token, kv-head) unit reads its L selected K/V "
                 "rows once; CANN: reference/nsa_selected_attention.md §4 (" +
-                ", ".join(sorted({r['cann_source'] for r in res['nsa_gm']})) + ").", ""]
+                ", ".join(sorted({r['cann_source'] for r in res['nsa_gm']})) + ").", "",
+                "How: opgen/bench/emu.py — one `opgen check` per row (fp16, TND, actual sequence lengths present, "
+                "sparseMode 0), bytes counted by the emulation as above; shared dims " +
+                (", ".join(f"{k} {v}" for k, v in dims.items() if k not in ("N1", "N2")) if dims else "—") +
+                "; the gather minimum and CANN's estimate are computed from the same dims "
+                "(opgen.tiling.nsa.gather_min_bytes and cann_gm_bytes).", ""]
     if res.get("roofline"):
         out += ["## Roofline estimate, Atlas A2 (1.6 TB/s HBM, 1.8 GHz, 48 AIV; reference/ascendc.md §3)", "",
                 "| kernel | case | memory floor µs | memory µs | vector µs | cube µs | estimate µs | estimate / floor |",
@@ -73,7 +93,7 @@ def markdown(res: dict) -> str:
                 f"{_fmt(r['ratio'])} |" for r in res["roofline"]]
         out += ["", "estimate = max(counted bytes / HBM bandwidth, busiest core's vector cycles, busiest core's cube "
                 "cycles) with the emulation's cost counters (opgen/emu/include/emu/core.h); floor = minimum bytes / "
-                "HBM bandwidth.", ""]
+                "HBM bandwidth. How: from the same `opgen check` runs as the tables above.", ""]
     if res.get("plots"):
         out += ["## Plots", ""] + [f"![{p}]({p})" for p in res["plots"]] + [""]
     elif res.get("plots_skipped"):

@@ -46,11 +46,10 @@ def default_out_dir() -> Path:
     return Path(__file__).resolve().parent.parent.parent / "generated"
 
 
-def generate(spec) -> dict[str, str]:
-    """Every file of `spec`'s package: {posix path relative to generated/<op_snake>/: text}, sorted by path,
-    C/C++ formatted with clang-format.
-
-    Raises OpgenError (SpecError) when an emitter cannot express the spec or two emitters claim one path."""
+def render(spec) -> dict[str, str]:
+    """Every file of `spec`'s package as the emitters print it (not yet formatted): {posix path relative to
+    generated/<op_snake>/: text}. Raises OpgenError (SpecError) when an emitter cannot express the spec or
+    two emitters claim one path."""
     files: dict[str, str] = {}
     owner: dict[str, str] = {}
     for emit in EMITTERS:
@@ -59,41 +58,78 @@ def generate(spec) -> dict[str, str]:
                 raise OpgenError(f"{spec.name}: {emit.__name__} and {owner[path]} both emit {path}")
             files[path] = text
             owner[path] = emit.__name__
-    formatted = format_many(files)
-    return {p: formatted[p] for p in sorted(files)}
+    return files
+
+
+def generate(spec) -> dict[str, str]:
+    """Every file of `spec`'s package: {posix path relative to generated/<op_snake>/: text}, sorted by path,
+    C/C++ formatted with clang-format. Raises as `render`, and OpgenError when clang-format fails."""
+    formatted = format_many(render(spec))
+    return dict(sorted(formatted.items()))
+
+
+def start_generation(spec_or_path) -> Callable[[], tuple[str, dict[str, str]]]:
+    """Begin generating one op (an OpSpec or its spec file path): the Python side (cache look-up, or spec
+    load and `render`) runs now, clang-format is started in the background; the returned function waits
+    for it and gives (OpDef name, files) as `generate_cached` does, storing a fresh result in the
+    generation cache (opgen.codegen.cache). Callers overlap one op's formatting with the next op's
+    rendering. Raises as `generate` and opgen.registry.load_spec (here or from the returned function)."""
+    from opgen.codegen import cache
+    from opgen.codegen.fmt import format_start
+
+    path = Path(spec_or_path) if isinstance(spec_or_path, (str, Path)) else Path(spec_or_path.file)
+    hit = cache.load(path)
+    if hit is not None:
+        return lambda: hit
+    if isinstance(spec_or_path, (str, Path)):
+        from opgen.registry import load_spec
+
+        spec_or_path = load_spec(str(path))
+    spec = spec_or_path
+    pending = format_start(render(spec))
+    from opgen.registry import helpers_current
+
+    cacheable = getattr(spec, "source_digest", None) is not None and helpers_current(path)
+
+    def finish() -> tuple[str, dict[str, str]]:
+        files = dict(sorted(pending.result().items()))
+        if cacheable:   # only what the spec's own files produce is remembered
+            cache.store(path, spec.name, files, spec.source_digest)
+        return spec.name, files
+
+    finish.cancel = pending.cancel
+    return finish
 
 
 def generate_cached(spec_or_path) -> tuple[str, dict[str, str]]:
     """(OpDef name, files) of a spec given as an OpSpec or as its file path: from the generation cache
     (opgen.codegen.cache) when nothing it depends on changed, else generated (loading the spec) and
     remembered. Raises as `generate` and opgen.registry.load_spec."""
-    from opgen.codegen import cache
+    return start_generation(spec_or_path)()
 
-    path = Path(spec_or_path) if isinstance(spec_or_path, (str, Path)) else Path(spec_or_path.file)
-    hit = cache.load(path)
-    if hit is not None:
-        return hit
-    if isinstance(spec_or_path, (str, Path)):
-        from opgen.registry import load_spec
 
-        spec_or_path = load_spec(str(path))
-    files = generate(spec_or_path)
-    from opgen.registry import helpers_current
-
-    digest = getattr(spec_or_path, "source_digest", None)
-    if digest is not None and helpers_current(path):   # only what the spec's own files produce is remembered
-        cache.store(path, spec_or_path.name, files, digest)
-    return spec_or_path.name, files
+def _generate_all(specs) -> list[tuple[str, dict[str, str]]]:
+    """generate_cached of every spec, each op's clang-format overlapping the next op's rendering; on an error
+    the running formatters are stopped and nothing is returned."""
+    started = []
+    try:
+        for spec in specs:
+            started.append(start_generation(spec))
+        return [finish() for finish in started]
+    except BaseException:
+        for finish in started:
+            getattr(finish, "cancel", lambda: None)()
+        raise
 
 
 def write_ops(specs, out: Path | None = None) -> list[tuple[str, list[str], list[str]]]:
     """Generate and write each spec's package to `out/<op_snake>/` (default generated/), removing stale
-    files there. `specs`: OpSpecs or spec file paths (generate_cached). Returns [(op name, written paths,
-    removed paths)]."""
+    files there. `specs`: OpSpecs or spec file paths (generate_cached). Every op is generated before anything
+    is written, so an op that fails leaves `out` untouched. Returns [(op name, written paths, removed
+    paths)]. Raises as `generate_cached`."""
     out = Path(out) if out is not None else default_out_dir()
     result = []
-    for spec in specs:
-        name, files = generate_cached(spec)
+    for name, files in _generate_all(specs):
         written, removed = write_package(out / op_snake(name), files)
         result.append((name, written, removed))
     return result
@@ -104,11 +140,10 @@ def diff_ops(specs, out: Path | None = None) -> str:
     (`specs`: OpSpecs or spec file paths); "" when up to date."""
     out = Path(out) if out is not None else default_out_dir()
     parts = []
-    for spec in specs:
-        name, files = generate_cached(spec)
+    for name, files in _generate_all(specs):
         parts.append(diff_package(out / op_snake(name), files, op_snake(name)))
     return "".join(parts)
 
 
-__all__ = ["EMITTERS", "generate", "write_ops", "diff_ops", "default_out_dir", "op_snake", "api_snake",
+__all__ = ["EMITTERS", "render", "generate", "generate_cached", "start_generation", "write_ops", "diff_ops", "default_out_dir", "op_snake", "api_snake",
            "emit_def", "emit_infershape", "emit_aclnn", "emit_example", "emit_golden"]

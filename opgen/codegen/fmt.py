@@ -47,31 +47,64 @@ def is_cpp(path: str) -> bool:
     return path.endswith(CPP_SUFFIXES)
 
 
-def format_many(files: dict[str, str]) -> dict[str, str]:
-    """{path: text} with every C/C++ file formatted as `format_cpp` does, in ONE clang-format process
-    (`-i` on copies in a temporary directory, same style and language selection by suffix); other files
-    are returned unchanged. Raises OpgenError when clang-format fails."""
-    import tempfile
+class PendingFormat:
+    """One clang-format process formatting copies of a package's C/C++ files in a temporary directory
+    (`-i`, same style and language selection by suffix), started by `format_start` and running while the
+    caller goes on (e.g. renders the next op). `result()` waits and returns {path: text}; `cancel()` kills
+    the process and removes the directory. Raises OpgenError (from result) when clang-format fails."""
 
-    cpp = sorted(p for p in files if is_cpp(p))
-    if not cpp:
-        return dict(files)
-    out = dict(files)
-    with tempfile.TemporaryDirectory(prefix="opgen-fmt-") as tmp:
-        paths = []
-        for k, p in enumerate(cpp):
-            f = Path(tmp) / f"{k}_{Path(p).name}"
+    def __init__(self, files: dict[str, str]):
+        import tempfile
+
+        self.files = dict(files)
+        self.cpp = sorted(p for p in files if is_cpp(p))
+        self.proc = None
+        self.tmp = None
+        if not self.cpp:
+            return
+        self.tmp = tempfile.TemporaryDirectory(prefix="opgen-fmt-")
+        self.paths = []
+        for k, p in enumerate(self.cpp):
+            f = Path(self.tmp.name) / f"{k}_{Path(p).name}"
             f.write_text(files[p])
-            paths.append(f)
+            self.paths.append(f)
         env = dict(os.environ)
         env.pop("CLANG_FORMAT_STYLE", None)
-        proc = subprocess.run([clang_format_path(), f"--style=file:{STYLE_FILE}", "-i", *map(str, paths)],
-                              capture_output=True, text=True, check=False, env=env)
-        if proc.returncode != 0:
-            raise OpgenError(f"clang-format failed on {', '.join(cpp)}: {proc.stderr.strip()}")
-        for p, f in zip(cpp, paths):
-            out[p] = f.read_text()
-    return out
+        self.proc = subprocess.Popen([clang_format_path(), f"--style=file:{STYLE_FILE}", "-i", *map(str, self.paths)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+
+    def result(self) -> dict[str, str]:
+        if self.proc is None:
+            return dict(self.files)
+        try:
+            _, err = self.proc.communicate()
+            if self.proc.returncode != 0:
+                raise OpgenError(f"clang-format failed on {', '.join(self.cpp)}: {err.strip()}")
+            out = dict(self.files)
+            for p, f in zip(self.cpp, self.paths):
+                out[p] = f.read_text()
+            return out
+        finally:
+            self.tmp.cleanup()
+
+    def cancel(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+def format_start(files: dict[str, str]) -> PendingFormat:
+    """Start formatting `files` ({path: text}; C/C++ files formatted as `format_cpp` does, others returned
+    unchanged) in ONE background clang-format process; see PendingFormat."""
+    return PendingFormat(files)
+
+
+def format_many(files: dict[str, str]) -> dict[str, str]:
+    """{path: text} with every C/C++ file formatted as `format_cpp` does, in ONE clang-format process;
+    other files unchanged. Raises OpgenError when clang-format fails."""
+    return format_start(files).result()
 
 
 def format_cpp(text: str, filename: str) -> str:

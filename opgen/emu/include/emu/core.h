@@ -124,12 +124,7 @@ struct UbArena {
         std::memset(data.data() + off, kPoisonByte, n);
         std::memset(written.data() + off, 0, n);
     }
-    bool IsWritten(uint64_t off, uint64_t n) const
-    {
-        for (uint64_t i = 0; i < n; ++i)
-            if (!written[off + i]) return false;
-        return true;
-    }
+    bool IsWritten(uint64_t off, uint64_t n) const { return n == 0 || !std::memchr(written.data() + off, 0, n); }
     void MarkWritten(uint64_t off, uint64_t n, bool w = true) { std::memset(written.data() + off, w ? 1 : 0, n); }
 };
 using LocalArena = UbArena;

@@ -3,8 +3,10 @@
 // too (computing on pad lanes is legal). The fault fires where an undefined value becomes observable:
 // GetValue, or a copy UB->GM.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -24,6 +26,20 @@ void CheckOperand(const LocalTensor<T>& t, uint64_t count, const char* what)
     t.CheckAligned(what);
     t.Addr(0, count, what);   // bounds
 }
+// Lane-wise fast path. When every source lane is written and each source either is dst itself (same
+// address, same element size) or does not overlap dst, the result equals the per-lane loop's: the lanes are
+// computed in chunks of typed copies and dst is marked written once. Otherwise the per-lane loop runs
+// (poison propagates lane by lane; overlapping operands keep their sequential semantics).
+template <typename D, typename S>
+bool SameOrDisjoint(const LocalTensor<D>& d, const LocalTensor<S>& s, uint64_t n)
+{
+    if (d.Arena() != s.Arena()) return true;
+    const uint64_t d0 = d.Offset(), d1 = d0 + n * sizeof(D), s0 = s.Offset(), s1 = s0 + n * sizeof(S);
+    return (d0 == s0 && sizeof(D) == sizeof(S)) || d1 <= s0 || s1 <= d0;
+}
+template <typename T>
+bool AllWritten(const LocalTensor<T>& t, uint64_t n) { return t.Arena()->IsWritten(t.Offset(), n * sizeof(T)); }
+constexpr uint64_t kChunk = 256;
 // dst[i] = f(src0[i], src1[i]) computed in float, rounded to T (RNE for half/bf16).
 template <typename T, typename F>
 void Binary(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b, int32_t count, const char* what, F f)
@@ -31,10 +47,50 @@ void Binary(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTenso
     if (count <= 0) return;
     emu::CountVector(uint64_t(count), sizeof(T), what[0] == 'D' && what[1] == 'i');   // Div is slow
     CheckOperand(dst, count, what); CheckOperand(a, count, what); CheckOperand(b, count, what);
+    const uint64_t n = uint64_t(count);
+    if (AllWritten(a, n) && AllWritten(b, n) && SameOrDisjoint(dst, a, n) && SameOrDisjoint(dst, b, n)) {
+        T x[kChunk], y[kChunk];
+        uint8_t* ad = a.Arena()->data.data() + a.Offset();
+        uint8_t* bd = b.Arena()->data.data() + b.Offset();
+        uint8_t* dd = dst.Arena()->data.data() + dst.Offset();
+        for (uint64_t i = 0; i < n; i += kChunk) {
+            const uint64_t m = std::min(kChunk, n - i);
+            std::memcpy(x, ad + i * sizeof(T), m * sizeof(T));
+            std::memcpy(y, bd + i * sizeof(T), m * sizeof(T));
+            for (uint64_t j = 0; j < m; ++j) x[j] = f(x[j], y[j]);
+            std::memcpy(dd + i * sizeof(T), x, m * sizeof(T));
+        }
+        dst.Arena()->MarkWritten(dst.Offset(), n * sizeof(T));
+        return;
+    }
     for (int32_t i = 0; i < count; ++i) {
         bool ok = true;
         T x = a.Ld(i, ok), y = b.Ld(i, ok);
         dst.St(i, f(x, y), ok);
+    }
+}
+// dst[i] = f(src[i]); D and S may differ (Cast).
+template <typename D, typename S, typename F>
+void Lanewise(const LocalTensor<D>& dst, const LocalTensor<S>& a, uint64_t n, F f)
+{
+    if (AllWritten(a, n) && SameOrDisjoint(dst, a, n)) {
+        S x[kChunk];
+        D y[kChunk];
+        uint8_t* ad = a.Arena()->data.data() + a.Offset();
+        uint8_t* dd = dst.Arena()->data.data() + dst.Offset();
+        for (uint64_t i = 0; i < n; i += kChunk) {
+            const uint64_t m = std::min(kChunk, n - i);
+            std::memcpy(x, ad + i * sizeof(S), m * sizeof(S));
+            for (uint64_t j = 0; j < m; ++j) y[j] = f(x[j]);
+            std::memcpy(dd + i * sizeof(D), y, m * sizeof(D));
+        }
+        dst.Arena()->MarkWritten(dst.Offset(), n * sizeof(D));
+        return;
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+        bool ok = true;
+        S x = a.Ld(i, ok);
+        dst.St(i, f(x), ok);
     }
 }
 template <typename T, typename F>
@@ -44,11 +100,7 @@ void Unary(const LocalTensor<T>& dst, const LocalTensor<T>& a, int32_t count, co
     const std::string w(what);
     emu::CountVector(uint64_t(count), sizeof(T), w == "Exp" || w == "Ln" || w == "Sqrt");
     CheckOperand(dst, count, what); CheckOperand(a, count, what);
-    for (int32_t i = 0; i < count; ++i) {
-        bool ok = true;
-        T x = a.Ld(i, ok);
-        dst.St(i, f(x), ok);
-    }
+    Lanewise(dst, a, uint64_t(count), f);
 }
 template <typename T> inline T Fl(float v) { if constexpr (std::is_integral<T>::value) return static_cast<T>(v); else return T(v); }
 }  // namespace emu_detail
@@ -107,7 +159,9 @@ void Duplicate(const LocalTensor<T>& dst, const T& scalar, int32_t count)
     if (count <= 0) return;
     emu::CountVector(uint64_t(count), sizeof(T));
     emu_detail::CheckOperand(dst, count, "Duplicate");
-    for (int32_t i = 0; i < count; ++i) dst.St(i, scalar, true);
+    uint8_t* d = dst.Arena()->data.data() + dst.Offset();
+    for (int32_t i = 0; i < count; ++i) std::memcpy(d + uint64_t(i) * sizeof(T), &scalar, sizeof(T));
+    dst.Arena()->MarkWritten(dst.Offset(), uint64_t(count) * sizeof(T));
 }
 
 // ---- Cast. Supported pairs (A2/A3 rules, reference §1.9): half/bf16->float (CAST_NONE only),
@@ -190,11 +244,7 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode&
     if (count == 0) return;
     emu_detail::CheckOperand(dst, count, "Cast");
     emu_detail::CheckOperand(src, count, "Cast");
-    for (uint32_t i = 0; i < count; ++i) {
-        bool ok = true;
-        S v = src.Ld(i, ok);
-        dst.St(i, emu_detail::CastOne<D, S>(v, mode), ok);
-    }
+    emu_detail::Lanewise(dst, src, count, [mode](S v) { return emu_detail::CastOne<D, S>(v, mode); });
 }
 
 // ---- ReduceSum count form: sum of src[0..count) -> dst[0]. Order: per 256-B repeat a pairwise tree, then
@@ -211,8 +261,8 @@ void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
     if (dst.Offset() % sizeof(T)) emu::Fault("ReduceSum: dst not element-aligned");
     dst.Addr(0, 1, "ReduceSum");
     std::vector<T> cur(count);
-    bool ok = true;
-    for (int32_t i = 0; i < count; ++i) cur[i] = src.Ld(i, ok);
+    const bool ok = emu_detail::AllWritten(src, uint64_t(count));
+    std::memcpy(cur.data(), src.Arena()->data.data() + src.Offset(), uint64_t(count) * sizeof(T));
     const size_t lanes = 256 / sizeof(T);
     while (cur.size() > 1) {
         std::vector<T> next;
