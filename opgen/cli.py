@@ -255,10 +255,12 @@ def cmd_check(args) -> int:
     """`opgen check`: run the op's emitted TilingFunc and kernel on the CPU emulation and compare with the
     interpreter (opgen.check.run_check). Prints per-output metrics (or one JSON object with --json); writes
     the kernel's outputs to --out (floats as float32). Returns 0 (pass) or 1 (mismatch / fault); an aclnn
-    rejection prints `opgen: <api>: <code> <message>` and returns 2; other errors raise OpgenError."""
+    rejection prints `opgen: <api>: <code> <message>` and returns 2, as does a kernel that stops itself with
+    AscendC::Trap() on inputs breaking a rule on device data (`opgen: <op>: kernel stopped (...): <rule>`);
+    other errors raise OpgenError."""
     import json
 
-    from opgen.check import AclnnRejected, BuildError, format_text, run_check
+    from opgen.check import AclnnRejected, BuildError, KernelTrapped, format_text, run_check
     from opgen.dsl.examples import parse_dims
     from opgen.registry import load_spec
 
@@ -274,7 +276,7 @@ def cmd_check(args) -> int:
     try:
         res = run_check(spec, inputs, attrs, dtypes, dims=dims, seed=args.seed, present=args.present,
                         soc=args.soc, asan=args.asan, gen_dir=args.gen_dir, deterministic=args.deterministic)
-    except AclnnRejected as e:
+    except (AclnnRejected, KernelTrapped) as e:
         print(f"opgen: {e}", file=sys.stderr)
         return 2
     except BuildError as e:

@@ -50,6 +50,8 @@ def run_scenario(bins, name, build="scen"):
             out["ok"] = rest == "1"
         elif head == "fault":
             out["faults"].append(rest)
+        elif head == "trap":
+            out.setdefault("traps", []).append(rest)
         elif head == "gm":
             name_, rd, wr = rest.split()
             out["gm"][name_] = (int(rd), int(wr))
@@ -101,6 +103,15 @@ def test_fault_on_one_core_releases_barrier(bins, build):
     out = run_scenario(bins, "fault_aborts_barrier", build)
     assert out["ok"] is False
     assert len(out["faults"]) == 1 and "[core 1]" in out["faults"][0] and "element offset 5000" in out["faults"][0]
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_trap_stops_the_launch_without_a_fault(bins, build):
+    """AscendC::Trap() on one core (the kernel's own check failed) stops the launch: the cores waiting at SyncAll
+    are released, the report names the trapping core, and it is not a fidelity fault."""
+    out = run_scenario(bins, "trap_aborts_barrier", build)
+    assert out["ok"] is False and out["faults"] == []
+    assert out["traps"] == ["[core 2] AscendC::Trap()"]
 
 
 def test_ub_exactly_full_is_fine(bins):

@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from oracles import nsa_selected_attention_grad  # noqa: E402
 
-from opgen.check import AclnnRejected, run_check  # noqa: E402
+from opgen.check import AclnnRejected, KernelTrapped, run_check  # noqa: E402
 from opgen.check.compare import THRESHOLD  # noqa: E402
 from opgen.errors import ValidationError  # noqa: E402
 
@@ -357,8 +357,8 @@ def test_bad_inputs_stopped_by_the_emitted_aclnn(what):
     """Four bad inputs through run_check: the emitted aclnn layer returns 161002 (ACLNN_ERR_PARAM_INVALID) before
     anything is launched, in both directions (§3.1 A4, §3.2 T5/T6 and the stricter head_num == N1 rule).
     "Out-of-range topk" is the selected block count beyond the op's bound (33 > 32 forward, 129 > 128 backward):
-    the topk *values* live on the device, so no aclnn layer can read them; the spec's value check stops those
-    (test_out_of_range_topk_values_rejected_before_launch)."""
+    the topk *values* live on the device, so no aclnn layer can read them; the emitted kernel stops those
+    (test_bad_topk_values_stop_the_emitted_kernel)."""
     c = make(SMALL)
     o = np.zeros((int(c["cu_q"][-1]), c["n1"], SMALL.dv), np.float32)
     st = np.ones((int(c["cu_q"][-1]), c["n1"], 8), np.float32)
@@ -381,20 +381,53 @@ def test_bad_inputs_stopped_by_the_emitted_aclnn(what):
         assert e.value.code == 161002, (op, e.value)
 
 
-def test_out_of_range_topk_values_rejected_before_launch():
-    """An index whose block leaves its batch (§2.2: CANN reads/scatters out of bounds silently) is rejected by the
-    spec's value check before the kernel runs, in both directions."""
+SMALL_CAUSAL = SMALL._replace(id="small_causal", mode=2)
+
+
+@pytest.mark.parametrize("what", ["past_batch_end", "negative", "future_only"])
+def test_bad_topk_values_stop_the_emitted_kernel(what):
+    """topk values live on the device, so the emitted aclnn layer cannot read them (its header lists these rules as
+    "Not checked here"); the emitted kernel checks every index where it reads it and stops itself with
+    AscendC::Trap(), in both directions: a block crossing its batch's end (§2.2: CANN reads/scatters out of
+    bounds silently), a negative index, and under sparseMode 2 a row whose selected keys are all in the future
+    (a fully masked row). run_check raises KernelTrapped naming the trapping cores and the spec's rule; no output
+    is compared."""
+    case = SMALL_CAUSAL if what == "future_only" else SMALL
+    c = make(case)
+    c["topk"] = c["topk"].copy()
+    if what == "past_batch_end":
+        c["topk"][0, 0, 0] = 64 // 16          # batch 0 has 64 keys: block 4 = keys 64..79 crosses its end
+    elif what == "negative":
+        c["topk"][7, 0, 2] = -1                # a token of batch 1
+    else:
+        c["topk"][2, 0, :] = 3                 # token 2 of batch 0 (position 2) selects only keys 48..63
+    t1 = int(c["cu_q"][-1])
+    o = np.zeros((t1, c["n1"], case.dv), np.float32)
+    st = np.ones((t1, c["n1"], 8), np.float32)
+    for op, (inputs, attrs), param in ((FWD, fwd_args(c), "topk_indices"),
+                                       (BWD, bwd_args(c, o, st, st), "topkIndices")):
+        with pytest.raises(KernelTrapped) as e:
+            check(op, inputs, attrs, case.dtype)
+        assert e.value.violation.param == param, (op, e.value)
+        assert e.value.traps and all("AscendC::Trap()" in t for t in e.value.traps), e.value.traps
+        assert "kernel stopped" in str(e.value) and param in str(e.value)
+
+
+def test_bad_topk_value_through_the_cli(tmp_path):
+    """`opgen check` on such inputs prints the kernel's stop and the rule, exit status 2 (like an aclnn rejection)."""
     c = make(SMALL)
     c["topk"] = c["topk"].copy()
-    c["topk"][0, 0, 0] = 64 // 16          # batch 0 has 64 keys: block 4 = keys 64..79 crosses its end
-    o = np.zeros((int(c["cu_q"][-1]), c["n1"], SMALL.dv), np.float32)
-    st = np.ones((int(c["cu_q"][-1]), c["n1"], 8), np.float32)
-    with pytest.raises(ValidationError) as e:
-        check(FWD, *fwd_args(c), SMALL.dtype)
-    assert e.value.param == "topk_indices"
-    with pytest.raises(ValidationError) as e:
-        check(BWD, *bwd_args(c, o, st, st), SMALL.dtype)
-    assert e.value.param == "topkIndices"
+    c["topk"][0, 0, 1] = 4
+    inputs, attrs = fwd_args(c)
+    npz = tmp_path / "in.npz"
+    np.savez(npz, **{k: v for k, v in inputs.items() if v is not None})
+    cmd = [sys.executable, "-m", "opgen.cli", "check", FWD, "--inputs", str(npz), "--dtype", "T=float16"]
+    for k, v in attrs.items():
+        cmd += ["--attr", f"{k}={v}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr + r.stdout
+    assert "kernel stopped (AscendC::Trap()" in r.stderr and "topk_indices" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
 
 
 # ------------------------------------------------------------------------------------------------ GM traffic

@@ -19,7 +19,7 @@ from opgen.check.aclnn import AclnnRejected
 from opgen.check.build import BuildError
 from opgen.check.compare import OutputComparison, compare_output
 from opgen.check.report import format_text
-from opgen.check.run import CheckResult, run_check
+from opgen.check.run import CheckResult, KernelTrapped, run_check
 
-__all__ = ["AclnnRejected", "BuildError", "CheckResult", "OutputComparison", "compare_output", "format_text",
+__all__ = ["AclnnRejected", "KernelTrapped", "BuildError", "CheckResult", "OutputComparison", "compare_output", "format_text",
            "run_check"]

@@ -108,6 +108,7 @@ class DriverReport:
     tiling_bytes: int = 0
     launched: bool = False
     faults: list = field(default_factory=list)
+    traps: list = field(default_factory=list)   # cores that stopped themselves with AscendC::Trap()
     gm: dict = field(default_factory=dict)
     complete: bool = False
     launch_seconds: float = 0.0   # wall seconds of the emu::Launch call alone (no process start, no case I/O)
@@ -117,7 +118,7 @@ class DriverReport:
 
 def parse_report(text: str) -> DriverReport:
     """Parse the driver's report. Lines: `tiling ok` | `tiling fail <why>`, `block_dim N`, `tiling_key K`,
-    `workspace_bytes W`, `tiling_bytes T`, `launch 0|1`, `ok 0|1`, `fault <message>` (repeatable),
+    `workspace_bytes W`, `tiling_bytes T`, `launch 0|1`, `ok 0|1`, `fault <message>` and `trap <core>` (repeatable),
     `gm <name> <bytes> <read> <written>` (repeatable), `seconds S` (launch wall time), `cycles VEC CUBE` (cost
     counters, max over cores), `end`. Unknown lines are ignored."""
     r = DriverReport()
@@ -132,6 +133,8 @@ def parse_report(text: str) -> DriverReport:
             r.launched = rest == "1"
         elif head == "fault":
             r.faults.append(rest)
+        elif head == "trap":
+            r.traps.append(rest)
         elif head == "gm":
             name, size, rd, wr = rest.rsplit(" ", 3)
             r.gm[name] = GmStat(int(size), int(rd), int(wr))

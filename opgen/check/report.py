@@ -33,6 +33,8 @@ def format_text(res) -> str:
             out.append(f"  {name:<{width}}  read {g.read:>12}  written {g.written:>12}  (buffer {g.bytes} B)")
     for f in res.faults:
         out.append(f"FAULT {f}")
+    for t in getattr(res, "traps", []):
+        out.append(f"TRAP {t}")
     out.append("PASS" if res.passed else "FAIL" + (f": {', '.join(res.failed_outputs())}" if res.failed_outputs()
                                                     else ""))
     return "\n".join(out) + "\n"

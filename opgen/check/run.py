@@ -3,7 +3,10 @@
 Steps (DESIGN.md "CPU emulation of the emitted code"):
 1. the call goes through the emitted aclnn layer first (opgen/check/aclnn.py): a non-zero status raises
    AclnnRejected and nothing is built or launched beyond the case runner;
-2. the inputs are validated by the spec (ValidationError, as `opgen interpret`);
+2. the inputs are validated by the spec (ValidationError, as `opgen interpret`) — except the rules on device
+   data the aclnn layer cannot read (opgen.codegen.aclnn.device_value_requirements): inputs breaking one of
+   those are launched without a golden, and the emitted kernel must stop itself with AscendC::Trap()
+   (KernelTrapped; a kernel that runs on instead is a failed result);
 3. the launch driver (debug or asan variant) is built with ninja and run: TilingFunc, then the kernel on
    blockDim simulated cores (opgen/check/cpp/check_driver.h);
 4. every output is compared with the interpreter's exact (float64 golden) and device modes
@@ -69,6 +72,7 @@ class CheckResult:
     tiling_key: int = 0
     workspace_bytes: int = 0
     faults: list = field(default_factory=list)
+    traps: list = field(default_factory=list)     # cores that stopped themselves with AscendC::Trap()
     tiling_ok: bool = False
     tiling_error: str = ""
     launched: bool = False
@@ -98,9 +102,22 @@ class CheckResult:
                 "gm_bytes": self.gm_bytes, "gm_bytes_min": self.gm_bytes_min, "gm_ratio": self.gm_ratio,
                 "gm": {k: {"bytes": g.bytes, "read": g.read, "written": g.written} for k, g in self.gm.items()},
                 "block_dim": self.block_dim, "tiling_key": self.tiling_key, "workspace_bytes": self.workspace_bytes,
-                "faults": list(self.faults), "tiling_ok": self.tiling_ok, "tiling_error": self.tiling_error,
+                "faults": list(self.faults), "traps": list(self.traps), "tiling_ok": self.tiling_ok, "tiling_error": self.tiling_error,
                 "launched": self.launched, "seconds": dict(self.seconds), "gm_reference": self.gm_reference,
                 "gm_reference_source": self.gm_reference_source, "cycles": dict(self.cycles)}
+
+
+class KernelTrapped(OpgenError):
+    """The inputs break a spec rule on device data (one the aclnn layer cannot read, e.g. a topk index outside
+    its batch) and the emitted kernel stopped itself with AscendC::Trap(), as it must: on the NPU the launch
+    fails. op: OpDef name; traps: the trapping cores ("[AIC 0] AscendC::Trap()"); violation: the spec's
+    ValidationError naming the parameter and the rule. str(): "<op>: kernel stopped (AscendC::Trap() on
+    <cores>): <param>: <rule>"."""
+
+    def __init__(self, op: str, traps: list, violation):
+        self.op, self.traps, self.violation = op, list(traps), violation
+        cores = ", ".join(t.split("]")[0].lstrip("[") for t in self.traps)
+        super().__init__(f"{op}: kernel stopped (AscendC::Trap() on {cores}): {violation}")
 
 
 def make_inputs(spec, dims: dict, attrs: dict, dtypes: dict, seed: int = 0) -> tuple[dict, dict]:
@@ -272,14 +289,26 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     if code != 0:
         raise AclnnRejected(spec.aclnn, code, msg)
 
-    # 2. the spec's own validation, then the interpreter
-    bound = spec.bind(inputs, attrs, dtypes)
+    # 2. the spec's own validation, then the interpreter. A broken rule on device data (which the aclnn layer
+    # cannot read) goes on to the kernel, which must stop itself with AscendC::Trap().
+    from opgen.codegen.aclnn import device_value_requirements
+
+    violation = None
+    try:
+        bound = spec.bind(inputs, attrs, dtypes)
+    except ValidationError as e:
+        device_reqs = device_value_requirements(spec)
+        if not any(getattr(e, "requirement", None) is r for r in device_reqs):
+            raise
+        violation = e
+        bound = spec.bind(inputs, attrs, dtypes, skip=device_reqs)
     res.attrs = dict(bound.attrs)
     g = spec.graph(bound.key)
-    t0 = time.perf_counter()
-    device = run_graph(g, bound, "device")
-    res.seconds["interpret"] = time.perf_counter() - t0
-    exact = run_graph(g, bound, "exact")
+    if violation is None:
+        t0 = time.perf_counter()
+        device = run_graph(g, bound, "device")
+        res.seconds["interpret"] = time.perf_counter() - t0
+        exact = run_graph(g, bound, "exact")
 
     # 3. build and launch
     res.builds.append(builder.build(f"{variant}/check"))
@@ -317,6 +346,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.cycles = {"vector": rep.vec_cycles, "cube": rep.cube_cycles}
     res.gm_bytes = sum(x.read + x.written for x in rep.gm.values())
     res.faults = list(rep.faults)
+    res.traps = list(rep.traps)
     if rep.tiling_error:
         res.faults.insert(0, f"TilingFunc: {rep.tiling_error}")
     if problem:
@@ -331,6 +361,14 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         ref = GM_REFERENCE[spec.name]
         res.gm_reference, res.gm_reference_source = ref(spec.name, bound.env, t_bytes, deterministic=deterministic)
 
+    if violation is not None:
+        if res.traps and not res.faults:
+            raise KernelTrapped(spec.name, res.traps, violation)
+        res.faults.append(f"the inputs break a rule on device data ({violation}) but the kernel did not stop "
+                          f"itself with AscendC::Trap()")
+        res.passed = False
+        return res
+
     # 4. compare (outputs computed from an intermediate the op rounds to T may pass the rounded-intermediate rule)
     rounded = rounded_intermediate_outputs(g)
     for o, s in zip(spec.outputs, slots):
@@ -339,10 +377,10 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         res.outputs[o.name] = compare_output(o.name, res.arrays[o.name], exact[o.name], device[o.name],
                                              s[0].long_name, o.name in rounded)
     missing = [o.name for o, s in zip(spec.outputs, slots) if s is not None and o.name not in res.outputs]
-    res.passed = (res.tiling_ok and res.launched and not res.faults and not missing
+    res.passed = (res.tiling_ok and res.launched and not res.faults and not res.traps and not missing
                   and all(c.passed for c in res.outputs.values()))
     return res
 
 
-__all__ = ["AclnnRejected", "BuildRun", "aclnn_verdicts", "CheckResult", "OutputComparison", "make_inputs", "run_check",
+__all__ = ["AclnnRejected", "KernelTrapped", "BuildRun", "aclnn_verdicts", "CheckResult", "OutputComparison", "make_inputs", "run_check",
            "select_present"]

@@ -456,6 +456,8 @@ class AclnnPlan:
         return out
 
     def _value_checks(self):
+        """(host blocks, notes): the value requirements the aclnn layer checks on host arrays, and a note for
+        each one that needs device data (device_value_requirements)."""
         blocks, notes = [], []
         for r in self.spec.requirements:
             if r.kind != "values":
@@ -587,3 +589,10 @@ def emit_aclnn(spec) -> dict[str, str]:
         f"op_host/op_api/{m.snake}.cpp": render("op_api/l0.cpp.j2", **ctx),
     }
 
+
+
+def device_value_requirements(spec) -> tuple:
+    """The spec's value requirements the emitted aclnn layer cannot check: they read tensor data that lives on
+    the device (e.g. NSA's topkIndices ranges), so the emitted kernel checks them and stops itself with
+    AscendC::Trap() (reference/ascendc.md; "Trap"). The others are host-array checks (HOST_CHECKS)."""
+    return tuple(r for r in spec.requirements if r.kind == "values" and r.fn.__qualname__ not in HOST_CHECKS)

@@ -961,12 +961,16 @@ class OpSpec:
         return tuple(out)
 
     # -- validation of concrete inputs --------------------------------------------------------
-    def bind(self, inputs: dict, attrs: dict | None = None, dtypes: dict | None = None) -> Bound:
+    def bind(self, inputs: dict, attrs: dict | None = None, dtypes: dict | None = None, *,
+             skip: tuple = ()) -> Bound:
         """Validate concrete inputs and attributes (DESIGN.md "The interpreter").
 
-        inputs: {input name: array or None}; attrs: {name: value or string}; dtypes: {"T": "bfloat16", ...}.
-        Returns a `Bound`. Raises ValidationError naming the parameter and the rule.
+        inputs: {input name: array or None}; attrs: {name: value or string}; dtypes: {"T": "bfloat16", ...};
+        skip: value requirements (entries of self.requirements) not to evaluate — `opgen check` uses it to let
+        data the emitted kernel must stop itself (AscendC::Trap) reach the kernel.
+        Returns a `Bound`. Raises ValidationError naming the parameter and the rule (from a failing value
+        requirement, `.requirement` is that requirement).
         """
         from opgen.dsl.validate import bind
 
-        return bind(self, inputs, attrs or {}, dtypes or {})
+        return bind(self, inputs, attrs or {}, dtypes or {}, skip=skip)

@@ -212,7 +212,7 @@ def _unify(spec, name, shape, got, env, binder):
     return None
 
 
-def bind(spec, inputs, attrs, dtypes):
+def bind(spec, inputs, attrs, dtypes, skip=()):
     """See OpSpec.bind."""
     known = {i.name for i in spec.inputs}
     for k in inputs:
@@ -306,10 +306,12 @@ def bind(spec, inputs, attrs, dtypes):
         if not c.holds(env):
             raise ValidationError(param, f"{rule} ({c.explain(env)})")
     for r in spec.requirements:
-        if r.kind == "values":
+        if r.kind == "values" and not any(r is s for s in skip):
             rule = r.fn(arrays, env, attr_vals)
             if rule:
-                raise ValidationError(r.param, rule)
+                err = ValidationError(r.param, rule)
+                err.requirement = r
+                raise err
     opts = [i for i in spec.inputs if i.optional]
     from opgen.dsl.spec import Bound, SpecKey
 

@@ -128,6 +128,11 @@ int main(int argc, char** argv)
             if (GetBlockIdx() == 1) { GlobalTensor<float> g; g.SetGlobalBuffer(y.data(), 4); g.GetValue(5000); }
             SyncAll();
         });
+    } else if (s == "trap_aborts_barrier") {
+        r = emu::Launch(4, kUb, [&] {
+            if (GetBlockIdx() == 2) Trap();
+            SyncAll();
+        });
     } else if (s == "bf16_cast_none") {
         r = emu::Launch(1, kUb, [&] {
             TPipe pipe; TBuf<> a, b; pipe.InitBuffer(a, 256); pipe.InitBuffer(b, 256);

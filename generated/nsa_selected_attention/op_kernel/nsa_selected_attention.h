@@ -172,8 +172,14 @@ private:
         x.s = x.t - (batch_ > 0 ? gm_actual_seq_qlen.GetValue(batch_ - 1) : 0);
         x.kv0 = batch_ > 0 ? gm_actual_seq_kvlen.GetValue(batch_ - 1) : 0;
         x.mPad = AlignUp(Max64(x.rows, 2), 16);
+        // The rules on topk values the aclnn layer cannot check (device data): each block inside its batch
+        // (0 <= idx, (idx + 1) * bs <= S2_b). A violation stops the AI Core (Trap): the launch fails.
+        const int64_t kvLen = gm_actual_seq_kvlen.GetValue(batch_) - x.kv0;
         for (int64_t i = 0; i < CNT_; ++i) {
             x.blk[i] = gm_topk_indices.GetValue((x.t * N2_ + x.n2) * CNT_ + i);
+            if (x.blk[i] < 0 || (static_cast<int64_t>(x.blk[i]) + 1) * BS_ > kvLen) {
+                Trap();
+            }
         }
     }
 
@@ -595,8 +601,14 @@ private:
         x.s = x.t - (batch_ > 0 ? gm_actual_seq_qlen.GetValue(batch_ - 1) : 0);
         x.kv0 = batch_ > 0 ? gm_actual_seq_kvlen.GetValue(batch_ - 1) : 0;
         x.mPad = AlignUp(Max64(x.rows, 2), 16);
+        // The rules on topk values the aclnn layer cannot check (device data): each block inside its batch
+        // (0 <= idx, (idx + 1) * bs <= S2_b). A violation stops the AI Core (Trap): the launch fails.
+        const int64_t kvLen = gm_actual_seq_kvlen.GetValue(batch_) - x.kv0;
         for (int64_t i = 0; i < CNT_; ++i) {
             x.blk[i] = gm_topk_indices.GetValue((x.t * N2_ + x.n2) * CNT_ + i);
+            if (x.blk[i] < 0 || (static_cast<int64_t>(x.blk[i]) + 1) * BS_ > kvLen) {
+                Trap();
+            }
         }
     }
 
@@ -1018,8 +1030,20 @@ private:
         x.s = x.t - (batch_ > 0 ? gm_actual_seq_qlen.GetValue(batch_ - 1) : 0);
         x.kv0 = batch_ > 0 ? gm_actual_seq_kvlen.GetValue(batch_ - 1) : 0;
         x.mPad = AlignUp(Max64(x.rows, 2), 16);
+        // The rules on topk values the aclnn layer cannot check (device data): each block inside its batch
+        // (0 <= idx, (idx + 1) * bs <= S2_b), and under causal masking at least one selected key at or
+        // before the token (min idx * bs <= s). A violation stops the AI Core (Trap): the launch fails.
+        const int64_t kvLen = gm_actual_seq_kvlen.GetValue(batch_) - x.kv0;
+        int64_t first = kvLen;
         for (int64_t i = 0; i < CNT_; ++i) {
             x.blk[i] = gm_topk_indices.GetValue((x.t * N2_ + x.n2) * CNT_ + i);
+            if (x.blk[i] < 0 || (static_cast<int64_t>(x.blk[i]) + 1) * BS_ > kvLen) {
+                Trap();
+            }
+            first = Min64(first, x.blk[i]);
+        }
+        if (first * BS_ > x.s) {
+            Trap();
         }
     }
 

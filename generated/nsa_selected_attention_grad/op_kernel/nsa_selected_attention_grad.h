@@ -187,8 +187,14 @@ private:
         x.s = x.t - (batch_ > 0 ? gm_actualSeqQLen.GetValue(batch_ - 1) : 0);
         x.kv0 = batch_ > 0 ? gm_actualSeqKVLlen.GetValue(batch_ - 1) : 0;
         x.mPad = AlignUp(Max64(x.rows, 2), 16);
+        // The rules on topk values the aclnn layer cannot check (device data): each block inside its batch
+        // (0 <= idx, (idx + 1) * bs <= S2_b). A violation stops the AI Core (Trap): the launch fails.
+        const int64_t kvLen = gm_actualSeqKVLlen.GetValue(batch_) - x.kv0;
         for (int64_t i = 0; i < CNT_; ++i) {
             x.blk[i] = gm_topkIndices.GetValue((x.t * N2_ + x.n2) * CNT_ + i);
+            if (x.blk[i] < 0 || (static_cast<int64_t>(x.blk[i]) + 1) * BS_ > kvLen) {
+                Trap();
+            }
         }
     }
 
@@ -824,8 +830,20 @@ private:
         x.s = x.t - (batch_ > 0 ? gm_actualSeqQLen.GetValue(batch_ - 1) : 0);
         x.kv0 = batch_ > 0 ? gm_actualSeqKVLlen.GetValue(batch_ - 1) : 0;
         x.mPad = AlignUp(Max64(x.rows, 2), 16);
+        // The rules on topk values the aclnn layer cannot check (device data): each block inside its batch
+        // (0 <= idx, (idx + 1) * bs <= S2_b), and under causal masking at least one selected key at or
+        // before the token (min idx * bs <= s). A violation stops the AI Core (Trap): the launch fails.
+        const int64_t kvLen = gm_actualSeqKVLlen.GetValue(batch_) - x.kv0;
+        int64_t first = kvLen;
         for (int64_t i = 0; i < CNT_; ++i) {
             x.blk[i] = gm_topkIndices.GetValue((x.t * N2_ + x.n2) * CNT_ + i);
+            if (x.blk[i] < 0 || (static_cast<int64_t>(x.blk[i]) + 1) * BS_ > kvLen) {
+                Trap();
+            }
+            first = Min64(first, x.blk[i]);
+        }
+        if (first * BS_ > x.s) {
+            Trap();
         }
     }
 

@@ -289,6 +289,7 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     say("seconds " + std::to_string(seconds));
     say("cycles " + std::to_string(res.MaxVecCycles()) + " " + std::to_string(res.MaxCubeCycles()));
     for (auto& f : res.faults) say("fault " + OneLine(f));
+    for (auto& t : res.traps) say("trap " + OneLine(t));
     for (auto& g : res.gm)
         say("gm " + g.name + " " + std::to_string(g.bytes) + " " + std::to_string(g.bytesRead) + " " +
             std::to_string(g.bytesWritten));

@@ -8,8 +8,9 @@
 // executor: contiguous inputs, the kernel, ViewCopy into the outputs. Empty tensors never reach the
 // kernel (every dim must be >= 1).
 //
-// Not checked here: these need tensor data on the device, so they are left to the kernel/tiling
-// (opgen's interpreter checks them before evaluating):
+// Not checked here: these need tensor data on the device. The emitted kernel checks them where it reads
+// the data and stops with AscendC::Trap() (the launch then fails); opgen's interpreter checks them before
+// evaluating:
 //   topkIndices: Every selected block lies inside its batch: 0 <= idx and (idx + 1) * bs <= S2_b.
 //   topkIndices: With causal masking every (token, kv head) must see at least one selected key (p <= s).
 

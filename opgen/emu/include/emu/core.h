@@ -21,6 +21,11 @@ namespace emu {
 struct EmuFault : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
+// Thrown by AscendC::Trap(): the kernel stopped itself (its own check failed). Not a fidelity fault: reported
+// separately ("trap"), and it aborts the launch like a fault.
+struct EmuTrap : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 // Thrown into cores waiting at a barrier when another core faulted (not reported as a fault).
 struct EmuAbort : std::runtime_error {
     using std::runtime_error::runtime_error;

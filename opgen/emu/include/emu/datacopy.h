@@ -238,6 +238,10 @@ template <HardEvent e> inline void WaitFlag(int32_t id) { if (id < 0 || id > 7) 
 // on both kinds, GetBlockIdx() in [0, n) on an AIC and [0, 2n) on an AIV, GetSubBlockIdx() = AIV index inside its
 // AI Core (0 on the AIC), GetTaskRatio() = 2 on AIV / 1 on AIC. Single-kind launches: 0 and 1.
 inline int64_t GetBlockIdx() { return emu::Core().blockIdx; }
+// Trap (reference: AscendC "Trap", Atlas A2/A3): the kernel stops the AI Core when it detects a software
+// exception; on the NPU the launch then fails, in CPU mode it is an assert. Emulated as EmuTrap: the calling core
+// stops, the launch is aborted (cores waiting at a barrier or flag are released), LaunchResult::traps names it.
+[[noreturn]] inline void Trap() { throw emu::EmuTrap(emu::Cat("[", emu::CoreLabel(emu::Core()), "] AscendC::Trap()")); }
 inline int64_t GetBlockNum() { return emu::Core().blockNum; }
 inline int64_t GetSubBlockIdx() { return emu::Core().subBlockIdx; }
 inline int64_t GetSubBlockNum() { return emu::Core().subBlockNum; }

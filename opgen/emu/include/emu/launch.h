@@ -21,8 +21,9 @@ struct GmCount {
 };
 struct LaunchResult {
     bool ok = true;
-    std::string firstFault;              // fault of the lowest-index faulting core ("" if none)
+    std::string firstFault;              // fault (else trap) of the lowest-index faulting core ("" if none)
     std::vector<std::string> faults;     // one per faulting core, in core order
+    std::vector<std::string> traps;      // one per core that called AscendC::Trap(), in core order
     std::vector<GmCount> gm;             // per registered buffer, for this launch
     std::vector<uint64_t> vecCycles;     // per core (launch order): vector cycles of the cost model (core.h)
     std::vector<uint64_t> cubeCycles;    // per core: cube cycles (16x16x16 fractals)
@@ -93,7 +94,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
     }
     st.barrier[0].members = n;
     st.barrier[1].members = aivCount;
-    std::vector<std::string> faults(n);
+    std::vector<std::string> faults(n), traps(n);
     std::vector<uint64_t> vecCycles(n, 0), cubeCycles(n, 0);
     std::vector<std::thread> threads;
     threads.reserve(n);
@@ -138,6 +139,9 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
                 fn();
             } catch (const EmuAbort&) {
                 // another core faulted while this one waited at a barrier
+            } catch (const EmuTrap& e) {
+                traps[i] = e.what();
+                st.Abort(e.what());
             } catch (const EmuFault& e) {
                 faults[i] = e.what();
                 st.Abort(e.what());
@@ -159,8 +163,10 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
     for (auto& t : threads) t.join();
     for (auto& f : faults)
         if (!f.empty()) res.faults.push_back(f);
-    res.ok = res.faults.empty();
-    if (!res.ok) res.firstFault = res.faults.front();
+    for (auto& t : traps)
+        if (!t.empty()) res.traps.push_back(t);
+    res.ok = res.faults.empty() && res.traps.empty();
+    if (!res.ok) res.firstFault = res.faults.empty() ? res.traps.front() : res.faults.front();
     auto& reg = GmRegistry::Get();
     std::lock_guard<std::mutex> l(reg.mu);
     for (auto& b : reg.bufs) res.gm.push_back({b->id, b->name, b->bytes, b->bytesRead.load(), b->bytesWritten.load()});
@@ -197,11 +203,12 @@ inline LaunchResult LaunchCube(uint32_t blockDim, const CoreMem& mem, const std:
     return detail::RunCores(LaunchKind::AIC_ONLY, blockDim, mem, fn, tilingKey);
 }
 
-// One line per fact, stable for tools: "ok 1" / "fault <msg>" then "gm <name> <read> <written>".
+// One line per fact, stable for tools: "ok 1" / "fault <msg>" / "trap <msg>" then "gm <name> <read> <written>".
 inline void PrintReport(const LaunchResult& r, FILE* f = stdout)
 {
     std::fprintf(f, "ok %d\n", r.ok ? 1 : 0);
     for (auto& m : r.faults) std::fprintf(f, "fault %s\n", m.c_str());
+    for (auto& m : r.traps) std::fprintf(f, "trap %s\n", m.c_str());
     for (auto& g : r.gm)
         std::fprintf(f, "gm %s %llu %llu\n", g.name.c_str(), (unsigned long long)g.bytesRead, (unsigned long long)g.bytesWritten);
     std::fprintf(f, "cycles %llu %llu\n", (unsigned long long)r.MaxVecCycles(), (unsigned long long)r.MaxCubeCycles());
