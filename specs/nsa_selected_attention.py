@@ -73,7 +73,9 @@ def _(b, query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_se
     e = b.exp(scores - m)
     lsum = e.sum(-1)
     p = b.quantize(e / lsum, T, "round")                                       # P cast to T for the cube
-    out = b.matmul(p, vsel).reshape([T1, N1, Dv])
+    # O leaves the cube through Fixpipe (fp32 -> T, round to nearest even: reference §2.4 "written directly as
+    # fp16/bf16 by fixpipe"), not through a vector Cast: rint here, not the op's CAST_ROUND.
+    out = b.matmul(p, vsel).reshape([T1, N1, Dv]).cast(T, "rint")
     return {
         "softmax_max": m.reshape([T1, N1, 1]).broadcast_to([T1, N1, 8]),
         "softmax_sum": lsum.reshape([T1, N1, 1]).broadcast_to([T1, N1, 8]),

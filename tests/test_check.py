@@ -451,3 +451,22 @@ def test_precision_helpers_are_shared():
     for name in ("THRESHOLD", "SMALL_VALUE", "CANCEL_FLOOR", "mere_mare", "assert_cann_precision",
                  "assert_cann_precision_small_values", "assert_cann_precision_floored", "rel_l2", "rel_linf"):
         assert getattr(precision, name) is getattr(compare, name), name
+
+
+def test_non_finite_golden_elements_are_counted_and_matched_exactly():
+    """Golden elements that are inf/NaN are compared by identity and counted (not silently dropped); when every
+    golden element is one, the verdict says so ("special-values") instead of reporting metrics of nothing."""
+    from opgen.check.compare import compare_output
+
+    g = np.array([np.inf, -np.inf, np.nan, 1.0, 2.0, 3.0])
+    ok = compare_output("y", g.astype(np.float32), g, g.astype(np.float32), "float32")
+    assert ok.passed and ok.golden_nonfinite == 3 and ok.to_json()["golden_nonfinite"] == 3
+    wrong = g.copy()
+    wrong[0] = 5.0
+    bad = compare_output("y", wrong.astype(np.float32), g, g.astype(np.float32), "float32")
+    assert not bad.passed and "(3 of 6)" in bad.reason
+    allbad = np.array([np.nan, np.inf])
+    sp = compare_output("y", allbad.astype(np.float32), allbad, allbad.astype(np.float32), "float32")
+    assert sp.passed and sp.rule == "special-values" and sp.golden_nonfinite == 2
+    nan_out = compare_output("y", np.array([np.nan, np.nan], np.float32), allbad, allbad.astype(np.float32), "float32")
+    assert not nan_out.passed

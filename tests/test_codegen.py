@@ -402,7 +402,8 @@ def test_host_and_device_value_checks(packages):
     assert "actualSeqQLen: cumulative ends must be strictly increasing and positive, got %s" in text
     assert "actualSeqKVLlen: last cumulative end %ld must equal T2=%ld" in text
     # value checks that need device data are listed, not emitted
-    assert re.search(r"Not checked here.*\n.*\n//   topkIndices: Every selected block lies inside its batch", text)
+    assert re.search(r"Not checked here.*\n.*\n.*\n//   topkIndices: Every selected block lies inside its batch", text)
+    assert "AscendC::Trap()" in text
 
 
 # ---- differential test: emitted checks vs the interpreter -------------------------------------------------

@@ -79,6 +79,7 @@ FAULTS = {
     "poison_realloc": ["GetValue", "unwritten (poisoned)"],
     "que_overalloc": ["all 2 buffers are in use"],
     "sync_deadlock": ["SyncAll deadlock"],
+    "tiling_key_no_branch": ["[core 0]", "tiling key 7 matches none of the kernel's 2 TILING_KEY_IS branches"],
     "bf16_cast_none": ["CAST_NONE is not supported"],
     "gather_misaligned": ["Gather: byte offset 22 of lane 5 is not a multiple of 4"],
     "gather_oob": ["Gather: byte offset 256 of lane 4 is past the end of the 64-element source tensor"],

@@ -508,6 +508,29 @@ def test_nsa_program_lowering_and_verifier():
         verify_program(bad)
 
 
+def test_fixpipe_output_must_be_rounded_to_nearest_even(tmp_path):
+    """The forward's O leaves the cube through Fixpipe (reference §2.4), which rounds fp32 -> T to nearest even: the
+    bundled spec casts O with 'rint'; a copy that leaves O to the op's CAST_ROUND (ties away) is refused by the
+    lowering instead of being emitted with the wrong rounding."""
+    from opgen.errors import IRError
+    from opgen.kernel.nsa import lower
+    from opgen.passes.pipeline import optimize
+    from opgen.registry import load_spec, specs_dir
+
+    src = (specs_dir() / "nsa_selected_attention.py").read_text()
+    assert '.cast(T, "rint")' in src
+    for f in specs_dir().glob("_*.py"):
+        (tmp_path / f.name).write_text(f.read_text())
+    copy = tmp_path / "nsa_selected_attention.py"
+    copy.write_text(src.replace('.cast(T, "rint")', ""))
+    spec = load_spec(str(copy))
+    key = next(k for k in spec.keys() if all(k.present))
+    with pytest.raises(IRError, match="Fixpipe, which rounds to nearest even"):
+        lower(optimize(spec.graph(key)))
+    bundled = load_spec(FWD)
+    lower(optimize(bundled.graph(next(k for k in bundled.keys() if all(k.present)))))
+
+
 # ------------------------------------------------------------------------------------------------ CLI
 def test_graph_stage_kernel_prints_the_nsa_program():
     """`opgen graph --stage kernel` prints the lowered NSA program: the cube phases, the flags, the vector stage

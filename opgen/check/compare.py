@@ -230,7 +230,8 @@ class OutputComparison:
     "exact" (integer outputs, compared for equality with device mode), "" when failed; reason: why it failed
     ("" when passed); device: metrics against the interpreter's device mode (rel_l2, rel_linf, max_abs,
     mismatches = elements that differ, and device_passed = whether the device-mode interpreter itself meets
-    the criteria against exact mode)."""
+    the criteria against exact mode); golden_nonfinite: golden elements that are inf/NaN (compared by identity,
+    left out of the metrics); when every golden element is, the rule is "special-values"."""
 
     name: str
     dtype: str
@@ -242,6 +243,7 @@ class OutputComparison:
     rule: str = ""
     reason: str = ""
     device: dict = field(default_factory=dict)
+    golden_nonfinite: int = 0
 
     def to_json(self) -> dict:
         """JSON-safe dict (non-finite floats become None)."""
@@ -250,7 +252,8 @@ class OutputComparison:
 
         return {"rel_l2": num(self.rel_l2), "rel_linf": num(self.rel_linf), "mere": num(self.mere),
                 "mare": num(self.mare), "passed": self.passed, "rule": self.rule, "reason": self.reason,
-                "dtype": self.dtype, "device": {k: num(v) for k, v in self.device.items()}}
+                "dtype": self.dtype, "device": {k: num(v) for k, v in self.device.items()},
+                "golden_nonfinite": self.golden_nonfinite}
 
 
 def _verdict(a: np.ndarray, g: np.ndarray, dtype: str, rounded: bool = False) -> tuple[str, str]:
@@ -281,6 +284,11 @@ def compare_output(name: str, actual, exact, device, dtype: str, rounded_interme
     are left out of the metrics. rounded_intermediate: the output depends on an intermediate the op rounds to T
     (rounded_intermediate_outputs), so the rounded-intermediate rule may also pass it. Raises ValueError on a shape
     mismatch."""
+    with np.errstate(invalid="ignore", over="ignore"):   # inf - inf in the device metrics: NaN is the answer
+        return _compare(name, actual, exact, device, dtype, rounded_intermediate)
+
+
+def _compare(name, actual, exact, device, dtype, rounded_intermediate) -> OutputComparison:
     a, g = _pair(actual, exact)
     d = np.asarray(device, dtype=np.float64)
     if d.shape != a.shape:
@@ -290,7 +298,7 @@ def compare_output(name: str, actual, exact, device, dtype: str, rounded_interme
     a_m, g_m = a[~bad_g], g[~bad_g]
     finite = bool(np.isfinite(a_m).all())
     nan = float("nan")
-    if finite:
+    if finite and a_m.size:
         mere, mare = mere_mare(a_m, g_m)
         l2, linf = rel_l2(a_m, g_m), rel_linf(a_m, g_m)
     else:
@@ -303,13 +311,17 @@ def compare_output(name: str, actual, exact, device, dtype: str, rounded_interme
         return OutputComparison(name, dtype, l2, linf, mere, mare, ok, "exact" if ok else "",
                                 "" if ok else f"{dev['mismatches']} elements differ from device mode", dev)
     d_m = d[~bad_g]
-    dev["device_passed"] = bool(np.isfinite(d_m).all()) and _verdict(d_m, g_m, dtype, rounded_intermediate)[0] != ""
+    dev["device_passed"] = bool(np.isfinite(d_m).all()) and (not g_m.size or
+                                                            _verdict(d_m, g_m, dtype, rounded_intermediate)[0] != "")
     if not finite:
         n = int(np.sum(~np.isfinite(a_m)))
         return OutputComparison(name, dtype, l2, linf, mere, mare, False, "",
                                 f"{n} non-finite values (unwritten output elements keep the NaN poison)", dev)
+    n_bad = int(bad_g.sum())
     if not special_ok:
         return OutputComparison(name, dtype, l2, linf, mere, mare, False, "",
-                                "differs from the golden's non-finite elements", dev)
+                                f"differs from the golden's non-finite elements ({n_bad} of {g.size})", dev, n_bad)
+    if a.size and not a_m.size:   # nothing finite to measure: the special values matched exactly
+        return OutputComparison(name, dtype, l2, linf, mere, mare, True, "special-values", "", dev, n_bad)
     rule, why = _verdict(a_m, g_m, dtype, rounded_intermediate)
-    return OutputComparison(name, dtype, l2, linf, mere, mare, rule != "", rule, why, dev)
+    return OutputComparison(name, dtype, l2, linf, mere, mare, rule != "", rule, why, dev, n_bad)

@@ -19,6 +19,8 @@ def format_text(res) -> str:
     width = max([len(k) for k in list(res.outputs) + list(res.gm)] + [4])
     for name, c in res.outputs.items():
         verdict = f"PASS ({c.rule})" if c.passed else f"FAIL: {c.reason}"
+        if getattr(c, "golden_nonfinite", 0):
+            verdict += f" [{c.golden_nonfinite} non-finite golden elements compared exactly, not in the metrics]"
         out.append(f"  {name:<{width}}  rel_l2 {_num(c.rel_l2):>8}  rel_linf {_num(c.rel_linf):>8}  "
                    f"mere {_num(c.mere):>8}  mare {_num(c.mare):>8}  "
                    f"vs device max|diff| {_num(c.device.get('max_abs')):>8}  {verdict}")

@@ -545,6 +545,9 @@ class _Lowering:
             self.set_dest(op, "scatter", out)
             self.p.post.append(PostOp(out, ws, scale, ROUND_MODES[rnd]))
         elif op.k == "keys" and not scale:
+            if rnd not in ("rint", "none"):   # Fixpipe F322F16 / F322BF16 rounds to nearest even (emu/cube.h)
+                raise IRError(f"NSA kernel {self.g.name}: output {out} is written by Fixpipe, which rounds to nearest "
+                              f"even, but the spec rounds it with {rnd!r} (cast it with 'rint')")
             self.set_dest(op, "out", out)
         else:
             ws = f"ws_{out}"

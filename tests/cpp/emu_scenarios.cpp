@@ -128,6 +128,14 @@ int main(int argc, char** argv)
             if (GetBlockIdx() == 1) { GlobalTensor<float> g; g.SetGlobalBuffer(y.data(), 4); g.GetValue(5000); }
             SyncAll();
         });
+    } else if (s == "tiling_key_no_branch") {
+        r = emu::Launch(2, kUb, [&] {
+            if (TILING_KEY_IS(1)) {
+                SyncAll();
+            } else if (TILING_KEY_IS(2)) {
+                SyncAll();
+            }
+        }, 7);
     } else if (s == "trap_aborts_barrier") {
         r = emu::Launch(4, kUb, [&] {
             if (GetBlockIdx() == 2) Trap();

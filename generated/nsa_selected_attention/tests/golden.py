@@ -236,12 +236,12 @@ def _spec0(env, dt, inputs, attrs):
         v46 = _cast_float(v45, 'float32', 'none')
         v47 = _matmul(v46, v36, False, False)
         v48 = np.reshape(v47, (env['T1'], env['N1'], env['Dv']))
-        v49 = np.reshape(v40, (env['T1'], env['N1'], 1))
-        v50 = np.broadcast_to(v49, (env['T1'], env['N1'], 8))
-        v51 = np.reshape(v43, (env['T1'], env['N1'], 1))
-        v52 = np.broadcast_to(v51, (env['T1'], env['N1'], 8))
-        v53 = _cast_float(v48, dt['T'], 'round')
-        return {'softmax_max': v50, 'softmax_sum': v52, 'attention_out': v53}
+        v49 = _cast_float(v48, dt['T'], 'rint')
+        v50 = np.reshape(v40, (env['T1'], env['N1'], 1))
+        v51 = np.broadcast_to(v50, (env['T1'], env['N1'], 8))
+        v52 = np.reshape(v43, (env['T1'], env['N1'], 1))
+        v53 = np.broadcast_to(v52, (env['T1'], env['N1'], 8))
+        return {'softmax_max': v51, 'softmax_sum': v53, 'attention_out': v49}
 
 
 def _spec1(env, dt, inputs, attrs):
@@ -301,12 +301,12 @@ def _spec1(env, dt, inputs, attrs):
         v45 = _cast_float(v44, 'float32', 'none')
         v46 = _matmul(v45, v35, False, False)
         v47 = np.reshape(v46, (env['T1'], env['N1'], env['Dv']))
-        v48 = np.reshape(v39, (env['T1'], env['N1'], 1))
-        v49 = np.broadcast_to(v48, (env['T1'], env['N1'], 8))
-        v50 = np.reshape(v42, (env['T1'], env['N1'], 1))
-        v51 = np.broadcast_to(v50, (env['T1'], env['N1'], 8))
-        v52 = _cast_float(v47, dt['T'], 'round')
-        return {'softmax_max': v49, 'softmax_sum': v51, 'attention_out': v52}
+        v48 = _cast_float(v47, dt['T'], 'rint')
+        v49 = np.reshape(v39, (env['T1'], env['N1'], 1))
+        v50 = np.broadcast_to(v49, (env['T1'], env['N1'], 8))
+        v51 = np.reshape(v42, (env['T1'], env['N1'], 1))
+        v52 = np.broadcast_to(v51, (env['T1'], env['N1'], 8))
+        return {'softmax_max': v50, 'softmax_sum': v52, 'attention_out': v48}
 
 
 _SPECIALISATIONS = {

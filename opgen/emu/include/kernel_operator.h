@@ -51,7 +51,9 @@
 #define GET_TILING_DATA_WITH_STRUCT(Struct, var, tiling) \
     Struct var;                                          \
     std::memcpy(&(var), (tiling), sizeof(Struct))
-#define TILING_KEY_IS(k) (::emu::Core().tilingKey == static_cast<uint64_t>(k))
+// On the NPU each tiling key selects a kernel binary compiled with TILING_KEY_IS(key) true; a key no branch
+// handles has no binary. Emulated at run time: the launch faults when a core tested keys and matched none.
+#define TILING_KEY_IS(k) (::emu::TilingKeyIs(static_cast<uint64_t>(k)))
 
 namespace AscendC {
 // The user part of the workspace: past the emu::SysWorkspaceBytes() of system workspace.

@@ -146,6 +146,8 @@ struct CoreContext {
     int64_t blockIdx = 0;
     int64_t blockNum = 1;
     uint64_t tilingKey = 0;
+    int keyTests = 0;      // TILING_KEY_IS evaluations, and how many held: a kernel that tests keys but matches
+    int keyMatches = 0;    // none has no binary for this key on the NPU (the launch fails there): a fault here
     UbArena* ub = nullptr;
     LaunchState* launch = nullptr;
     int atomicType = 0;    // 0 none, else AtomicKind
@@ -183,6 +185,16 @@ inline void CountCube(uint64_t m, uint64_t n, uint64_t k)
 {
     if (CoreContext* c = CurrentCorePtr())
         c->cubeCycles += ((m + 15) / 16) * ((n + 15) / 16) * ((k + 15) / 16);
+}
+
+// TILING_KEY_IS(k) (kernel_operator.h): whether the launch's tiling key is k, counted for the no-branch fault.
+inline bool TilingKeyIs(uint64_t k)
+{
+    CoreContext& c = Core();
+    ++c.keyTests;
+    const bool hit = c.tilingKey == k;
+    c.keyMatches += hit ? 1 : 0;
+    return hit;
 }
 
 inline std::string CoreLabel(const CoreContext& c) { return c.label.empty() ? Cat("core ", c.blockIdx) : c.label; }
