@@ -256,7 +256,8 @@ def cmd_check(args) -> int:
     interpreter (opgen.check.run_check). Prints per-output metrics (or one JSON object with --json); writes
     the kernel's outputs to --out (floats as float32). Returns 0 (pass) or 1 (mismatch / fault); an aclnn
     rejection prints `opgen: <api>: <code> <message>` and returns 2, as does a kernel that stops itself with
-    AscendC::Trap() on inputs breaking a rule on device data (`opgen: <op>: kernel stopped (...): <rule>`);
+    AscendC::Trap() on inputs breaking a rule on device data (`opgen: <op>: kernel stopped (...): <rule>`); with
+    --json both also print {"op", "passed": false, "rejected": {"by": "aclnn" | "kernel", ...}} on stdout;
     other errors raise OpgenError."""
     import json
 
@@ -278,6 +279,10 @@ def cmd_check(args) -> int:
                         soc=args.soc, asan=args.asan, gen_dir=args.gen_dir, deterministic=args.deterministic)
     except (AclnnRejected, KernelTrapped) as e:
         print(f"opgen: {e}", file=sys.stderr)
+        if args.json:
+            by = ({"by": "aclnn", "api": e.api, "code": e.code, "message": e.message} if isinstance(e, AclnnRejected)
+                  else {"by": "kernel", "traps": e.traps, "param": e.violation.param, "rule": e.violation.rule})
+            print(json.dumps({"op": spec.name, "passed": False, "rejected": by}))
         return 2
     except BuildError as e:
         if not e.shown:  # the compiler's messages, then the one-line summary (main)

@@ -706,7 +706,13 @@ def test_write_ops_writes_nothing_when_an_op_fails(tmp_path, monkeypatch):
         return real(spec)
 
     monkeypatch.setattr(cg, "render", render)
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))   # where the formatters' copies go
     out = tmp_path / "out"
     with pytest.raises(OpgenError, match="injected"):
         cg.write_ops([load_spec("AdaLayerNormV2"), load_spec("AdaLayerNormGrad")], out)
     assert not out.exists() or not any(out.rglob("*"))
+    assert not any(scratch.iterdir())   # the first op's formatter was stopped and its copies removed

@@ -428,6 +428,12 @@ def test_bad_topk_value_through_the_cli(tmp_path):
     assert r.returncode == 2, r.stderr + r.stdout
     assert "kernel stopped (AscendC::Trap()" in r.stderr and "topk_indices" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+    r = subprocess.run(cmd + ["--json"], capture_output=True, text=True)
+    import json
+
+    out = json.loads(r.stdout)
+    assert r.returncode == 2 and out["passed"] is False and out["rejected"]["by"] == "kernel"
+    assert out["rejected"]["param"] == "topk_indices" and out["rejected"]["traps"]
 
 
 # ------------------------------------------------------------------------------------------------ GM traffic

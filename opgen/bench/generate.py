@@ -51,12 +51,19 @@ s0 = time.perf_counter()
 for files in rendered:
     format_many(files)
 t["clang-format"] = time.perf_counter() - s0
-json.dump(t, sys.stdout)
+combos = {}
+for sp in specs:
+    n = 1
+    for a in sp.static_attrs:
+        n *= len(a.choices)
+    combos[sp.name] = n
+json.dump({"phases": t, "combinations": combos}, sys.stdout)
 """
 
 
 def phases() -> dict:
-    """Seconds per phase of one first generation of every bundled op, in a fresh process (module docstring)."""
+    """{"phases": {phase: seconds} of one first generation of every bundled op in a fresh process (module
+    docstring), "combinations": {op: static attribute combinations = kernel specialisations lowered}}."""
     import json
 
     out = subprocess.run([sys.executable, "-c", _PHASES], check=True, capture_output=True, text=True)
@@ -65,7 +72,7 @@ def phases() -> dict:
 
 def run(repeat: int = 3) -> dict:
     """{"bare_s", "generate_s", "regenerate_s", "ratio", "ratio_cached"} (medians over `repeat` runs) and
-    "phases" ({phase: seconds} of one first generation, `phases`)."""
+    "phases" / "combinations" (`phases`)."""
     bare, gen, regen = [], [], []
     py = sys.executable
     for _ in range(repeat):
@@ -77,7 +84,7 @@ def run(repeat: int = 3) -> dict:
             regen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out], env))
     b, g, r = (statistics.median(x) for x in (bare, gen, regen))
     return {"bare_s": b, "generate_s": g, "regenerate_s": r, "ratio": g / b, "ratio_cached": r / b,
-            "repeat": repeat, "phases": phases()}
+            "repeat": repeat, **phases()}
 
 
 def main(argv=None) -> int:

@@ -291,13 +291,13 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
 
     # 2. the spec's own validation, then the interpreter. A broken rule on device data (which the aclnn layer
     # cannot read) goes on to the kernel, which must stop itself with AscendC::Trap().
-    from opgen.codegen.aclnn import device_value_requirements
+    from opgen.codegen.aclnn import device_value_requirements, kernel_traps
 
     violation = None
     try:
         bound = spec.bind(inputs, attrs, dtypes)
     except ValidationError as e:
-        device_reqs = device_value_requirements(spec)
+        device_reqs = device_value_requirements(spec) if kernel_traps(spec) else ()
         if not any(getattr(e, "requirement", None) is r for r in device_reqs):
             raise
         violation = e
@@ -364,8 +364,12 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     if violation is not None:
         if res.traps and not res.faults:
             raise KernelTrapped(spec.name, res.traps, violation)
-        res.faults.append(f"the inputs break a rule on device data ({violation}) but the kernel did not stop "
-                          f"itself with AscendC::Trap()")
+        if res.launched and not res.faults:
+            res.faults.append(f"the inputs break a rule on device data ({violation}) but the kernel did not stop "
+                              f"itself with AscendC::Trap()")
+        else:
+            res.faults.append(f"the inputs break a rule on device data ({violation}); the launch failed before the "
+                              f"kernel could stop itself")
         res.passed = False
         return res
 

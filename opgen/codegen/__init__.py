@@ -72,8 +72,8 @@ def start_generation(spec_or_path) -> Callable[[], tuple[str, dict[str, str]]]:
     """Begin generating one op (an OpSpec or its spec file path): the Python side (cache look-up, or spec
     load and `render`) runs now, clang-format is started in the background; the returned function waits
     for it and gives (OpDef name, files) as `generate_cached` does, storing a fresh result in the
-    generation cache (opgen.codegen.cache). Callers overlap one op's formatting with the next op's
-    rendering. Raises as `generate` and opgen.registry.load_spec (here or from the returned function)."""
+    generation cache (opgen.codegen.cache). Callers overlap one op's formatting with the rendering
+    of the ops after it. Raises as `generate` and opgen.registry.load_spec (here or from the returned function)."""
     from opgen.codegen import cache
     from opgen.codegen.fmt import format_start
 
@@ -86,10 +86,10 @@ def start_generation(spec_or_path) -> Callable[[], tuple[str, dict[str, str]]]:
 
         spec_or_path = load_spec(str(path))
     spec = spec_or_path
-    pending = format_start(render(spec))
     from opgen.registry import helpers_current
 
     cacheable = getattr(spec, "source_digest", None) is not None and helpers_current(path)
+    pending = format_start(render(spec))
 
     def finish() -> tuple[str, dict[str, str]]:
         files = dict(sorted(pending.result().items()))
@@ -109,8 +109,10 @@ def generate_cached(spec_or_path) -> tuple[str, dict[str, str]]:
 
 
 def _generate_all(specs) -> list[tuple[str, dict[str, str]]]:
-    """generate_cached of every spec, each op's clang-format overlapping the next op's rendering; on an error
-    the running formatters are stopped and nothing is returned."""
+    """generate_cached of every spec. Every op is rendered first, each op's clang-format process starting as soon
+    as its rendering is done, so formatting runs beside the rendering of the ops after it (up to one process
+    per op at once); then the results are collected in order. On an error the running formatters are stopped
+    and nothing is returned."""
     started = []
     try:
         for spec in specs:

@@ -561,6 +561,7 @@ class AclnnPlan:
             "attr_dims": self.attr_dims, "dim_domains": self.dim_domains, "group_checks": self.group_checks,
             "composite_checks": self.composite_checks, "constraint_checks": self.constraint_checks,
             "host_blocks": self.host_blocks, "device_value_notes": self.device_value_notes,
+            "kernel_traps": kernel_traps(self.spec),
             "output_checks": self.output_checks, "socs": [{"key": s, "enum": SOC_ENUM[s]} for s in m.socs],
             "soc_fail": c_printf(f"{m.op} is not supported on this SoC (supported: {', '.join(m.socs)})"),
             "kernel_ins": kernel_ins, "kernel_attrs": kernel_attrs, "kernel_outs": kernel_outs,
@@ -592,7 +593,15 @@ def emit_aclnn(spec) -> dict[str, str]:
 
 
 def device_value_requirements(spec) -> tuple:
-    """The spec's value requirements the emitted aclnn layer cannot check: they read tensor data that lives on
-    the device (e.g. NSA's topkIndices ranges), so the emitted kernel checks them and stops itself with
-    AscendC::Trap() (reference/ascendc.md; "Trap"). The others are host-array checks (HOST_CHECKS)."""
+    """The spec's value requirements the emitted aclnn layer cannot check because they read tensor data that lives
+    on the device (e.g. NSA's topkIndices ranges); the others are host-array checks (HOST_CHECKS). For the ops in
+    opgen.tiling.TRAPPING_KERNELS the emitted kernel checks them and stops with AscendC::Trap() (CANN API
+    reference, "Trap": stops the AI Core; an assert in CPU mode)."""
     return tuple(r for r in spec.requirements if r.kind == "values" and r.fn.__qualname__ not in HOST_CHECKS)
+
+
+def kernel_traps(spec) -> bool:
+    """Whether `spec`'s emitted kernel checks device_value_requirements(spec) itself (opgen.tiling.TRAPPING_KERNELS)."""
+    from opgen.tiling import TRAPPING_KERNELS
+
+    return spec.name in TRAPPING_KERNELS

@@ -63,17 +63,23 @@ class PendingFormat:
         if not self.cpp:
             return
         self.tmp = tempfile.TemporaryDirectory(prefix="opgen-fmt-")
-        self.paths = []
-        for k, p in enumerate(self.cpp):
-            f = Path(self.tmp.name) / f"{k}_{Path(p).name}"
-            f.write_text(files[p])
-            self.paths.append(f)
-        env = dict(os.environ)
-        env.pop("CLANG_FORMAT_STYLE", None)
-        self.proc = subprocess.Popen([clang_format_path(), f"--style=file:{STYLE_FILE}", "-i", *map(str, self.paths)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            self.paths = []
+            for k, p in enumerate(self.cpp):
+                f = Path(self.tmp.name) / f"{k}_{Path(p).name}"
+                f.write_text(files[p])
+                self.paths.append(f)
+            env = dict(os.environ)
+            env.pop("CLANG_FORMAT_STYLE", None)
+            self.proc = subprocess.Popen([clang_format_path(), f"--style=file:{STYLE_FILE}", "-i",
+                                          *map(str, self.paths)],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        except BaseException:
+            self.tmp.cleanup()
+            raise
 
     def result(self) -> dict[str, str]:
+        """{path: text}, C/C++ files formatted; waits for clang-format. Raises OpgenError when it failed."""
         if self.proc is None:
             return dict(self.files)
         try:
@@ -88,9 +94,11 @@ class PendingFormat:
             self.tmp.cleanup()
 
     def cancel(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        """Stop the process (if still running) and remove the temporary directory."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.communicate()   # reaps it and closes the stderr pipe
         if self.tmp is not None:
             self.tmp.cleanup()
 

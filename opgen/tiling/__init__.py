@@ -41,6 +41,10 @@ BUFFER_PLANS["NsaSelectedAttentionGrad"] = {1: nsa.PLANS_BWD["ub"] + nsa.PLANS_B
 NSA_KERNELS = {"NsaSelectedAttention": nsa, "NsaSelectedAttentionGrad": nsa}
 """OpDef name -> tiling module of a mixed NSA kernel (opgen.kernel.nsa, opgen.codegen.kernel_nsa)."""
 
+TRAPPING_KERNELS = frozenset(NSA_KERNELS)
+"""OpDef names whose emitted kernel checks the spec's device-data value rules where it reads the data (NSA: the
+topk indices, templates/op_kernel/nsa_kernel.h.j2 Decode) and stops with AscendC::Trap() when one is broken."""
+
 GM_REFERENCE = {"NsaSelectedAttention": nsa.cann_gm_bytes, "NsaSelectedAttentionGrad": nsa.cann_gm_bytes}
 """OpDef name -> fn(op, dims, t_bytes, deterministic=False) -> (bytes, what): the reference's GM estimate for
 CANN's kernel (opgen check)."""

@@ -128,6 +128,31 @@ int main(int argc, char** argv)
             if (GetBlockIdx() == 1) { GlobalTensor<float> g; g.SetGlobalBuffer(y.data(), 4); g.GetValue(5000); }
             SyncAll();
         });
+    } else if (s == "lanewise_alias") {
+        // In-place, overlapping and partly poisoned operands of the lane-wise ops (vector.h fast path and
+        // per-lane loop must agree with sequential per-lane semantics).
+        r = emu::Launch(1, kUb, [&] {
+            TPipe pipe; TBuf<> ba, bb, bc; pipe.InitBuffer(ba, 64 * 4); pipe.InitBuffer(bb, 64 * 4); pipe.InitBuffer(bc, 64 * 4);
+            LocalTensor<float> a = ba.Get<float>(), b = bb.Get<float>(), c = bc.Get<float>();
+            for (int i = 0; i < 40; ++i) a.SetValue(i, float(i + 1));
+            for (int i = 0; i < 64; ++i) b.SetValue(i, 0.5f * float(i));
+            auto dump = [](const char* tag, const LocalTensor<float>& t, int n) {
+                std::vector<float> v;
+                for (int i = 0; i < n; ++i) { bool ok = true; float x = t.Ld(i, ok); v.push_back(ok ? x : -999.0f); }
+                Vals(tag, v);
+            };
+            Mul(c, a, b, 48);             // lanes 40..47 of a unwritten -> poisoned in c
+            dump("mul", c, 48);
+            Add(b, b, a, 36);             // in place (dst == src0)
+            dump("add_inplace", b, 36);
+            Adds(a[8], a, 1.0f, 24);      // dst overlaps src, 8 lanes ahead: sequential semantics
+            dump("adds_overlap", a, 40);
+            Cast(b.ReinterpretCast<half>(), b, RoundMode::CAST_RINT, 32);   // float -> half at the same address
+            LocalTensor<half> h = b.ReinterpretCast<half>();
+            std::vector<float> hv;
+            for (int i = 0; i < 32; ++i) hv.push_back(float(h.GetValue(i)));
+            Vals("cast_same_addr", hv);
+        });
     } else if (s == "tiling_key_no_branch") {
         r = emu::Launch(2, kUb, [&] {
             if (TILING_KEY_IS(1)) {

@@ -138,8 +138,8 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
             try {
                 fn();
                 if (ctx.keyTests > 0 && ctx.keyMatches == 0)
-                    Fault(Cat("tiling key ", ctx.tilingKey, " matches none of the kernel's ", ctx.keyTests,
-                              " TILING_KEY_IS branches (on the NPU there is no kernel binary for it)"));
+                    Fault(Cat("tiling key ", ctx.tilingKey, " matched no TILING_KEY_IS test of the kernel (", ctx.keyTests,
+                              " evaluated; on the NPU there is no kernel binary for it)"));
             } catch (const EmuAbort&) {
                 // another core faulted while this one waited at a barrier
             } catch (const EmuTrap& e) {
