@@ -5,6 +5,7 @@ item 4). The emitted C++ is compiled with g++ against opgen's host stubs (opgen/
 from __future__ import annotations
 
 import itertools
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -294,3 +295,28 @@ def test_nsa_cube_and_ub_plans_fit_at_the_joint_worst_case():
             assert tl["l0bBytes"] <= nsa.CUBE["l0b"] and tl["l0cBytes"] <= nsa.CUBE["l0c"]
             assert tl["vecFixedBytes"] + tl["vecRows"] * tl["vecRowBytes"] <= PLATFORMS["ascend910b1"].ub_bytes
             assert tl["gTile"] * d * 4 <= nsa.L0C_ACC   # the O / dQ accumulator of gTile rows
+
+
+def test_compiled_tiling_programs_equal_the_expression_trees():
+    """TilingProgram.evaluate runs the statements compiled to Python; on every bundled program and random inputs
+    (including zeros, so divisions by zero occur) it gives the tree walk's variables or the same error."""
+    import random
+
+    from opgen.tiling import TILINGS
+
+    rng = random.Random(7)
+    checked = errors = 0
+    for name, (prog, _inputs, _doc) in TILINGS.items():
+        for _ in range(300):
+            inp = {k: rng.choice([0, 1, 2, 3, 7, 16, 64, 127, 4096, 196608, rng.randrange(1, 1 << 20)])
+                   for k in prog.inputs}
+            try:
+                want = prog.evaluate_tree(inp)
+            except OpgenError as e:
+                with pytest.raises(OpgenError, match=re.escape(str(e))):
+                    prog.evaluate(inp)
+                errors += 1
+                continue
+            assert prog.evaluate(inp) == want, (name, inp)
+            checked += 1
+    assert checked > 300 and errors > 10

@@ -73,6 +73,9 @@ class Lit(E):
     def ev(self, env):
         return self.value
 
+    def py(self):
+        return repr(int(self.value))
+
     def cpp(self):
         return f"{self.value}LL" if abs(self.value) > 2**31 - 1 else str(self.value)
 
@@ -85,6 +88,9 @@ class Var(E):
 
     def ev(self, env):
         return env[self.name]
+
+    def py(self):
+        return f"e[{self.name!r}]"
 
     def cpp(self):
         return self.name
@@ -104,6 +110,20 @@ def _div(a, b):
     if a < 0 or b < 0:
         raise OpgenError("tiling: division of negative values (C++ and Python round differently)")
     return a // b
+
+
+# Helpers of the compiled form (Op.py): the same arithmetic as Op.ev, every operand evaluated once and eagerly
+# except select's branches (lazy, as in ev and C++'s ?:).
+_PY_HELPERS = {
+    "_div": _div,
+    "_mod": lambda a, b: a - _div(a, b) * b,
+    "_ceil": lambda a, b: _div(a + b - 1, b),
+    "_align": lambda a, b: _div(a + b - 1, b) * b,
+    "_and": lambda a, b: int(bool(a) and bool(b)),
+    "_or": lambda a, b: int(bool(a) or bool(b)),
+}
+_PY_CALL = {"//": "_div", "%": "_mod", "ceil_div": "_ceil", "align_up": "_align", "&&": "_and", "||": "_or",
+            "min": "min", "max": "max"}
 
 
 @dataclass(frozen=True)
@@ -131,6 +151,19 @@ class Op(E):
             return _div(v[0] + v[1] - 1, v[1])
         if self.op == "align_up":
             return _div(v[0] + v[1] - 1, v[1]) * v[1]
+        raise OpgenError(f"tiling: unknown op {self.op}")
+
+    def py(self):
+        """This expression as Python source over `e` (the variables), for TilingProgram.evaluate."""
+        a = [x.py() for x in self.args]
+        if self.op == "select":
+            return f"({a[1]} if {a[0]} else {a[2]})"
+        if self.op in ("+", "-", "*"):
+            return f"({a[0]} {self.op} {a[1]})"
+        if self.op in ("<", "<=", ">", ">=", "=="):
+            return f"int({a[0]} {self.op} {a[1]})"
+        if self.op in _PY_CALL:
+            return f"{_PY_CALL[self.op]}({', '.join(a)})"
         raise OpgenError(f"tiling: unknown op {self.op}")
 
     def cpp(self):
@@ -211,7 +244,15 @@ class TilingProgram:
         return Var(name)
 
     def evaluate(self, inputs: dict) -> dict:
-        """All variables (inputs and assignments) as Python ints."""
+        """All variables (inputs and assignments) as Python ints. Runs the statements compiled once to one Python
+        function (same arithmetic and errors as evaluating the expression trees, `evaluate_tree`)."""
+        missing = [k for k in self.inputs if k not in inputs]
+        if missing:
+            raise OpgenError(f"tiling {self.name}: missing inputs {missing}")
+        return self._compiled()({k: int(inputs[k]) for k in self.inputs})
+
+    def evaluate_tree(self, inputs: dict) -> dict:
+        """`evaluate` by walking the expression trees (the reference the compiled form is tested against)."""
         missing = [k for k in self.inputs if k not in inputs]
         if missing:
             raise OpgenError(f"tiling {self.name}: missing inputs {missing}")
@@ -219,6 +260,17 @@ class TilingProgram:
         for name, expr, _ in self.stmts:
             env[name] = int(expr.ev(env))
         return env
+
+    def _compiled(self):
+        n = len(self.stmts)
+        cached = self.__dict__.get("_py_fn")
+        if cached is not None and cached[0] == n:
+            return cached[1]
+        lines = ["def run(e):"] + [f"    e[{name!r}] = int({expr.py()})" for name, expr, _ in self.stmts]
+        ns = dict(_PY_HELPERS)
+        exec(compile("\n".join(lines + ["    return e"]), f"<tiling program {self.name}>", "exec"), ns)
+        self._py_fn = (n, ns["run"])
+        return ns["run"]
 
     def to_cpp(self, indent: str = "    ") -> str:
         """The assignments as C++ statements (`const int64_t name = ...;`)."""
