@@ -35,6 +35,11 @@ __aicore__ inline float BitsToFloat(int64_t bits)
     std::memcpy(&f, &b, sizeof(f));
     return f;
 }
+
+__aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b * b;
+}
 __aicore__ inline int64_t Min64(int64_t a, int64_t b)
 {
     return a < b ? a : b;
@@ -42,10 +47,6 @@ __aicore__ inline int64_t Min64(int64_t a, int64_t b)
 __aicore__ inline int64_t Max64(int64_t a, int64_t b)
 {
     return a > b ? a : b;
-}
-__aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b * b;
 }
 
 // The later pipe waits until the earlier one has passed this point (set + wait on one event id).
