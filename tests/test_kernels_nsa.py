@@ -413,6 +413,29 @@ def test_bad_topk_values_stop_the_emitted_kernel(what):
         assert "kernel stopped" in str(e.value) and param in str(e.value)
 
 
+LIMITS = Case("limits", 2, 1, 128, 128, 16, 4, (20, 4), (64, 48), "float16", 2)
+
+
+def test_topk_values_at_the_limits_do_not_stop_the_kernel():
+    """The kernel's checks are the spec's rules, boundaries included: the last whole block of each batch
+    ((idx + 1) * bs == S2_b) and, under causal masking, a row whose earliest selected key is exactly the token's
+    own position (min idx * bs == s) are legal and run to a passing result in both directions."""
+    c = make(LIMITS)
+    c["topk"] = c["topk"].copy()
+    c["topk"][19, 0, 1] = 64 // 16 - 1      # batch 0 has 64 keys: block 3 = keys 48..63, its last whole block
+    c["topk"][16, 0, :] = 1                 # position 16: every selected key is 16..31, the earliest is 16 == s
+    c["topk"][23, 0, :] = [0, 2, 2, 1]      # batch 1 (48 keys): block 2 is its last whole block
+    f = check(FWD, *fwd_args(c), LIMITS.dtype)
+    assert_ok(f, "forward at the limits")
+    a = f.arrays
+    b = check(BWD, *bwd_args(c, np.asarray(a["attention_out"], np.float32), a["softmax_max"], a["softmax_sum"]),
+              LIMITS.dtype)
+    assert_ok(b, "backward at the limits")
+    c["topk"][15, 0, :] = 1                 # position 15 with the same row: no visible key -> the kernel stops
+    with pytest.raises(KernelTrapped):
+        check(FWD, *fwd_args(c), LIMITS.dtype)
+
+
 def test_bad_topk_value_through_the_cli(tmp_path):
     """`opgen check` on such inputs prints the kernel's stop and the rule, exit status 2 (like an aclnn rejection)."""
     c = make(SMALL)
