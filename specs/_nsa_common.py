@@ -106,7 +106,7 @@ def check_visible(topk_name, cu_q_name, bs_attr, mode_attr, masked_when):
         if bad.any():
             t, n = (int(v[0]) for v in np.nonzero(bad))
             return (f"token {t} (position {int(s[t])} in its batch), kv head {n}: every selected key is in the "
-                    f"future under {mode_attr}=2 (a fully masked row has no defined gradient)")
+                    f"future under {mode_attr}=2 (a fully masked row: its softmax is undefined)")
         return None
     return fn
 

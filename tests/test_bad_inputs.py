@@ -837,6 +837,7 @@ def test_bad_input_raises(case):
     assert e.param in known or unknown_ok, f"{e.param!r} is not a parameter of {op}"
     assert _phrase_ok(e.rule, case.phrase), f"rule {e.rule!r} lacks {case.phrase!r}"
     assert str(e) == f"{e.param}: {e.rule}" and "\n" not in str(e)
+    assert "np." not in e.rule, f"rule {e.rule!r} shows a NumPy repr"
 
 
 def test_case_ids_unique_and_bases_known():

@@ -57,7 +57,7 @@ def _convert(name, arr, dt: DType) -> np.ndarray:
             out = a.astype(dt.np)
             bad = np.isfinite(a.astype(np.float64)) & ~np.isfinite(out.astype(np.float64))
         if bad.any():
-            raise ValidationError(name, f"value {a[bad].flat[0]!r} overflows {dt.long_name}")
+            raise ValidationError(name, f"value {a[bad].flat[0].item()!r} overflows {dt.long_name}")
         return out
     if dt == DType.bool:
         if a.dtype.kind == "b":
