@@ -15,10 +15,11 @@
 
 Errors print one line naming the parameter and the rule and exit with status 2; nothing is written.
 `opgen check` exits 0 when every output passes, 1 on a mismatch or an emulation fault, 2 on bad input or
-usage (a rejection by the emitted aclnn layer prints `opgen: <aclnn API>: <code> <message>`).
+usage (a rejection by the emitted aclnn layer prints `opgen: <aclnn API>: <code> <message>`, a kernel that
+stopped itself with AscendC::Trap() on device-data rules `opgen: <op>: kernel stopped (...): <rule>`).
 An error in a spec file (a SpecError with a location) is the spec author's: it prints as a diagnostic,
 `file:line: error: what is wrong; what to change`, then the source line and a caret under the token.
-`--debug` shows the traceback instead.
+`--debug` (before or after the command) shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -367,6 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--gen-dir", help="generated tree holding <op_snake>/op_host and op_kernel "
                     "(default: generated/ at the project root)")
     cp.set_defaults(fn=cmd_check)
+    for sp in sub.choices.values():   # --debug also after the command (opgen check ... --debug)
+        sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return p
 
 

@@ -405,3 +405,5 @@ def test_debug_shows_traceback(tmp_path):
     assert "Traceback (most recent call last)" in p.stderr
     assert "ValidationError" in p.stderr and "x: " in p.stderr
     assert not out.exists()
+    p = run("interpret", *args, "--out", out, "--debug")   # after the command too
+    assert "Traceback (most recent call last)" in p.stderr and not out.exists()
