@@ -37,6 +37,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from nsa_inputs import legal_topk  # noqa: E402
 from oracles import nsa_selected_attention_grad  # noqa: E402
 
 from opgen.check import AclnnRejected, KernelTrapped, run_check  # noqa: E402
@@ -62,7 +63,7 @@ IDS = [c.id for c in CASES]
 
 
 def make(case: Case, seed: int = 0) -> dict:
-    """Random legal inputs (the generator of tests/test_nsa.py): T-representable values ~N(0,1), unequal batches,
+    """Random legal inputs (topk from tests/nsa_inputs.py, as tests/test_nsa.py): T-representable values ~N(0,1), unequal batches,
     topk with a duplicate in about half the rows; under sparseMode 2 the first entry of every row is visible."""
     rng = np.random.default_rng(seed)
     cu_q, cu_kv = np.cumsum(case.ql).astype(np.int64), np.cumsum(case.kl).astype(np.int64)
@@ -72,19 +73,7 @@ def make(case: Case, seed: int = 0) -> dict:
         """T-representable N(0, 1) values as float32."""
         return rng.standard_normal(shape).astype(np.float32).astype(NP_T[case.dtype]).astype(np.float32)
 
-    topk = np.zeros((t1, case.n2, case.cnt), np.int32)
-    t = 0
-    for sq, sk in zip(case.ql, case.kl):
-        nblk = sk // case.bs
-        for s in range(sq):
-            row = rng.integers(0, nblk, (case.n2, case.cnt))
-            if case.mode == 2:
-                row[:, 0] = rng.integers(0, min(s // case.bs, nblk - 1) + 1, case.n2)
-            if case.cnt >= 2:
-                dup = rng.random(case.n2) < 0.5
-                row[dup, -1] = row[dup, 0]
-            topk[t] = row
-            t += 1
+    topk = legal_topk(rng, case.ql, case.kl, case.n2, case.cnt, case.bs, case.mode == 2)
     return dict(q=rnd(t1, case.n1, case.d), k=rnd(t2, case.n2, case.d), v=rnd(t2, case.n2, case.dv),
                 do=rnd(t1, case.n1, case.dv), topk=topk, cu_q=cu_q, cu_kv=cu_kv, bs=case.bs, cnt=case.cnt,
                 n1=case.n1, dtype=case.dtype, mode=case.mode, scale=float(case.d ** -0.5))

@@ -49,6 +49,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from nsa_inputs import legal_topk  # noqa: E402
 from oracles import nsa_selected_attention_fwd, nsa_selected_attention_grad  # noqa: E402
 from precision import THRESHOLD, assert_cann_precision, mere_mare  # noqa: E402
 
@@ -108,19 +109,7 @@ def _make_inputs(case, seed):
     def rnd(*shape, mul=1.0):
         return (rng.standard_normal(shape) * mul).astype(np.float32).astype(tdt)
 
-    topk = np.zeros((t1, case.n2, case.cnt), np.int32)
-    t = 0
-    for sq, sk in zip(case.ql, case.kl):
-        nblk = sk // case.bs
-        for s in range(sq):
-            row = rng.integers(0, nblk, (case.n2, case.cnt))
-            if case.mode == 2:
-                row[:, 0] = rng.integers(0, min(s // case.bs, nblk - 1) + 1, case.n2)
-            if case.cnt >= 2:
-                dup = rng.random(case.n2) < 0.5
-                row[dup, -1] = row[dup, 0]
-            topk[t] = row
-            t += 1
+    topk = legal_topk(rng, case.ql, case.kl, case.n2, case.cnt, case.bs, case.mode == 2)
     return dict(q=rnd(t1, case.n1, case.d, mul=case.qmul), k=rnd(t2, case.n2, case.d), v=rnd(t2, case.n2, case.dv),
                 do=rnd(t1, case.n1, case.dv), topk=topk, cu_q=cu_q, cu_kv=cu_kv, bs=case.bs, cnt=case.cnt,
                 n1=case.n1, dtype=case.dtype, mode=case.mode,
