@@ -15,9 +15,10 @@ from opgen.bench.report import markdown, write
 def test_roofline_takes_the_slowest_resource():
     r = SimpleNamespace(gm_bytes=3_200_000, gm_bytes_min=1_600_000, cycles={"vector": 3600, "cube": 0})
     got = roofline("Op", "case", r, H=7)
-    assert got["floor_us"] == pytest.approx(1_600_000 / HBM_BYTES_PER_S * 1e6)      # 1.0 us
+    assert HBM_BYTES_PER_S == 1.6e12 and CLOCK_HZ == 1.8e9   # Atlas A2, reference/ascendc.md §3
+    assert got["floor_us"] == pytest.approx(1.0)      # 1.6 MB at 1.6 TB/s
     assert got["memory_us"] == pytest.approx(2.0)
-    assert got["vector_us"] == pytest.approx(3600 / CLOCK_HZ * 1e6)                 # 2.0 us
+    assert got["vector_us"] == pytest.approx(2.0)     # 3600 cycles at 1.8 GHz
     assert got["estimate_us"] == pytest.approx(2.0) and got["ratio"] == pytest.approx(2.0) and got["H"] == 7
     r.cycles = {"vector": 18000, "cube": 0}                                           # 10 us of vector work
     assert roofline("Op", "case", r)["ratio"] == pytest.approx(10.0)

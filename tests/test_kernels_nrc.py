@@ -191,6 +191,8 @@ def test_row_space_of_the_parts_is_the_tiling_row_space():
         inputs = {k: (env[v.name] if isinstance(v, Sym) else 2) for k, v in nrc.INPUTS.items() if k in prog.inputs}
         inputs.update(dtypeKey=1, attrKey=0, coreNum=48, ubBytes=196608)
         rows = prog.evaluate(inputs)["rowNum"]
+        # query rows (Sq + Seq) and key and value rows (Sk + Sek each) of every (batch, head): reference §2
+        assert rows == env["B"] * env["N"] * (env["Sq"] + env["Seq"] + 2 * (env["Sk"] + env["Sek"])) == 435
         for _attrs, _key, hp in lower_spec(load_spec(op)).programs:
             assert sum(env["B"] * env["N"] * p.seq.evaluate(env) for p in hp.parts) == rows
 

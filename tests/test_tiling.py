@@ -263,15 +263,18 @@ def test_nsa_python_twin_equals_emitted_tiling(driver):
     equal the Python twin's (opgen/tiling/nsa.py), over G = 1 .. 128 (head groups when G exceeds the L0C cap),
     D/Dv up to 768, CNT up to 32 / 128, block sizes 16 .. 128, both sparse modes, mask present or absent, every dtype
     row; block sizes 24 and 144 fail in both (not a multiple of 16 / above 128)."""
-    lines, expected = [], []
+    lines, expected, block_sizes = [], [], []
     for spec, env, dtypes, present, plat, attrs in _nsa_cases():
         lines.append(_case_line(spec, env, dtypes, present, plat, attrs))
         expected.append(_expected(spec, env, dtypes, plat, attrs))
+        block_sizes.append(attrs.get("selected_block_size", attrs.get("selectedBlockSize")))
     out = subprocess.run([str(driver)], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
     got = out.stdout.splitlines()
     assert len(got) == len(expected) and len(got) > 200
     fails = sum(e == "fail" for e in expected)
     assert 0 < fails < len(expected) / 4
+    for c, e, bs in zip(lines, expected, block_sizes):   # exactly the block sizes the reference forbids fail
+        assert (e == "fail") == (bs in (24, 144)), (c, e)  # (§3: a multiple of 16, at most 128)
     for c, g, e in zip(lines, got, expected):
         assert g == e, f"case {c}:\n C++    {g}\n Python {e}"
 
@@ -290,10 +293,10 @@ def test_nsa_cube_and_ub_plans_fit_at_the_joint_worst_case():
             env = dict(T1=4, T2=bs * cnt, N1=g, N2=1, D=d, Dv=dv, CNT=cnt if bs * cnt <= 8192 else 8192 // bs, BS=bs,
                        Bn=1, MS1=1, MS2=1)
             tl = evaluate(spec, prog, inputs, env, {"T": DType.bf16}, PLATFORMS["ascend910b1"])
-            assert tl["fits"] == 1
-            assert tl["l1Bytes"] <= nsa.CUBE["l1"] and tl["l0aBytes"] <= nsa.CUBE["l0a"]
-            assert tl["l0bBytes"] <= nsa.CUBE["l0b"] and tl["l0cBytes"] <= nsa.CUBE["l0c"]
-            assert tl["vecFixedBytes"] + tl["vecRows"] * tl["vecRowBytes"] <= PLATFORMS["ascend910b1"].ub_bytes
+            assert tl["fits"] == 1   # Atlas A2 sizes, reference/ascendc.md §1.2: L1 512 KiB, L0A/L0B 64 KiB, L0C 128 KiB
+            assert tl["l1Bytes"] <= 524288 and tl["l0aBytes"] <= 65536
+            assert tl["l0bBytes"] <= 65536 and tl["l0cBytes"] <= 131072
+            assert tl["vecFixedBytes"] + tl["vecRows"] * tl["vecRowBytes"] <= 196608   # UB 192 KiB
             assert tl["gTile"] * d * 4 <= nsa.L0C_ACC   # the O / dQ accumulator of gTile rows
 
 
