@@ -19,7 +19,7 @@ def format_text(res) -> str:
     width = max([len(k) for k in list(res.outputs) + list(res.gm)] + [4])
     for name, c in res.outputs.items():
         verdict = f"PASS ({c.rule})" if c.passed else f"FAIL: {c.reason}"
-        if getattr(c, "golden_nonfinite", 0):
+        if c.golden_nonfinite:
             verdict += f" [{c.golden_nonfinite} non-finite golden elements compared exactly, not in the metrics]"
         out.append(f"  {name:<{width}}  rel_l2 {_num(c.rel_l2):>8}  rel_linf {_num(c.rel_linf):>8}  "
                    f"mere {_num(c.mere):>8}  mare {_num(c.mare):>8}  "
@@ -35,7 +35,7 @@ def format_text(res) -> str:
             out.append(f"  {name:<{width}}  read {g.read:>12}  written {g.written:>12}  (buffer {g.bytes} B)")
     for f in res.faults:
         out.append(f"FAULT {f}")
-    for t in getattr(res, "traps", []):
+    for t in res.traps:
         out.append(f"TRAP {t}")
     out.append("PASS" if res.passed else "FAIL" + (f": {', '.join(res.failed_outputs())}" if res.failed_outputs()
                                                     else ""))

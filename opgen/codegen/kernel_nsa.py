@@ -22,6 +22,7 @@ from opgen.codegen.names import op_snake
 from opgen.errors import SpecError
 from opgen.kernel.nsa import NsaProgram, lower, print_program
 from opgen.passes.pipeline import optimize
+from opgen.tiling.nsa import WS_ALIGN
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "i64": "int64_t", "bool": "bool",
          "u8": "uint8_t"}
@@ -330,7 +331,6 @@ class _Printer:
         return zero, fin
 
 
-WS_ALIGN = 512
 
 
 def _static_combos(spec):

@@ -46,10 +46,10 @@ from dataclasses import dataclass, field
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph
+from opgen.kernel.rowprog import ROUND_MODES
 
 FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
 """Matmul form by (transpose_a, transpose_b): the layouts the cube path loads (reference §1.10)."""
-ROUND_MODES = {"rint": "CAST_RINT", "round": "CAST_ROUND", "none": "CAST_NONE"}
 VECTOR_KINDS = ("ld_tile", "ld_stat", "ld_head", "mask", "muls", "adds", "exp", "vmul", "vsub", "vadd", "rmax",
                 "rsum", "st_tile", "st_stat8")
 """Vector instruction kinds (see `VInstr`)."""

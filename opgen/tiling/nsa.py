@@ -49,6 +49,7 @@ from opgen.ir.dims import Sym
 from opgen.platforms import PLATFORMS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
+from opgen.tiling.rowkernel import reduce_tmp_elems
 
 
 def _a2() -> dict:
@@ -199,12 +200,6 @@ COUNTS = {
     BWD: NsaCounts(row_regs=2, tile_stores=2, stat8=0, scratch=0, head_regs=2, unit_stats=3, post=True, f32_tiles=2,
                    t_tiles=2, slots=1, l1_heads=("D", "Dv"), l1_gathers=("D", "Dv"), l1_tiles=2),
 }
-
-
-def reduce_tmp_elems(cols):
-    """fp32 scratch of ReduceSum over `cols` elements: one partial per 256-byte repeat plus the result block
-    (reference/ascendc.md §1.9)."""
-    return align_up(ceil_div(cols, 64), 8) + 8
 
 
 def ub_plan(c: NsaCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
