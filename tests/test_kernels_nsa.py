@@ -191,12 +191,23 @@ def test_schedules_exercised():
 def test_block_count_bounds():
     """The largest selections the ops allow within the 8K-key bound: forward cnt 32 x bs 128 (L = 4096, one
     vector row of 16 KB fp32 per head), backward cnt 128 x bs 16 (L = 2048 in 8 key chunks; its O / max / sum from
-    the float64 forward oracle, the forward op itself stops at 32 blocks)."""
+    the float64 forward oracle, the forward op itself stops at 32 blocks). Besides the check against the
+    interpreter, every output is within Th(T) relative L2 of the float64 oracles (tests/oracles.py)."""
     from oracles import nsa_selected_attention_fwd
+
+    def near_float64(got, want, th, what):
+        got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+        rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+        assert rel < th, f"{what}: relative L2 vs the float64 oracle {rel:.3g} >= {th:.3g}"
 
     fcase = Case("fwd_c32_bs128", 4, 2, 128, 128, 128, 32, (3, 2), (4224, 4100), "bfloat16", 2)
     c = make(fcase, seed=5)
-    assert_ok(check(FWD, *fwd_args(c), fcase.dtype), "forward cnt 32, bs 128")
+    r = check(FWD, *fwd_args(c), fcase.dtype)
+    assert_ok(r, "forward cnt 32, bs 128")
+    ref = nsa_selected_attention_fwd(c["q"], c["k"], c["v"], c["topk"], c["cu_q"], c["cu_kv"], scale_value=c["scale"],
+                                     selected_block_size=c["bs"], sparse_mode=2)
+    for name in ("attention_out", "softmax_max", "softmax_sum"):
+        near_float64(r.arrays[name], ref[name], THRESHOLD[fcase.dtype], f"forward cnt 32 {name}")
     bcase = Case("bwd_c128_bs16", 2, 1, 128, 128, 16, 128, (4, 3), (2100, 2064), "float16", 0)
     c = make(bcase, seed=6)
     f = nsa_selected_attention_fwd(c["q"], c["k"], c["v"], c["topk"], c["cu_q"], c["cu_kv"], scale_value=c["scale"],
@@ -205,6 +216,10 @@ def test_block_count_bounds():
     r = check(BWD, *bwd_args(c, o, f["softmax_max"].astype(np.float32), f["softmax_sum"].astype(np.float32)),
               bcase.dtype)
     assert_ok(r, "backward cnt 128, bs 16")
+    ref = nsa_selected_attention_grad(c["q"], c["k"], c["v"], None, c["do"], None, None, c["topk"], c["cu_q"],
+                                      c["cu_kv"], scale_value=c["scale"], selected_block_size=c["bs"], sparse_mode=0)
+    for name in ("dq", "dk", "dv"):
+        near_float64(r.arrays[name], ref[name], THRESHOLD[bcase.dtype], f"backward cnt 128 {name}")
 
 
 def test_forward_sparse2_without_mask_tensor_is_unmasked():
@@ -493,6 +508,27 @@ def test_rounded_intermediate_rule_is_keyed_on_the_ops_rounding():
     assert rounded_intermediate_failure(dev, ex, case.dtype) is None
     worse = np.asarray(dev, np.float64) * (1 + 4 * THRESHOLD[case.dtype])   # a 4 Th relative bias fails it
     assert rounded_intermediate_failure(worse, ex, case.dtype)
+
+    # each clause rejects on its own (the other two computed here with NumPy and shown to hold), bf16 Th = 2^-7
+    th = 2.0 ** -7
+    g = np.random.default_rng(3).standard_normal(20000)
+    g[0] = 1e-3
+    rms = np.sqrt(np.mean(g * g))
+
+    def l2(a):
+        return np.linalg.norm(a - g) / np.linalg.norm(g)
+
+    one_far = g.copy()
+    one_far[0] += 0.2 * rms            # > 0.1 rms and > 32 bf16 ulps of 1e-3: only the max clause breaks
+    assert l2(one_far) < th and np.mean(np.abs(one_far - g) <= th * (rms + np.abs(g))) >= 0.99
+    assert rounded_intermediate_failure(one_far, g, "bfloat16")
+    many_off = g.copy()
+    idx = np.arange(1, 20000, 40)      # 2.5 % of the elements, each just outside Th (rms + |g|)
+    many_off[idx] += 1.5 * th * (rms + np.abs(g[idx]))
+    assert l2(many_off) < th and np.max(np.abs(many_off - g) / np.maximum(0.1 * rms, 32 * 2.0 ** (
+        np.floor(np.log2(np.maximum(np.abs(g), 2.0 ** -126))) - 7))) < 1
+    assert rounded_intermediate_failure(many_off, g, "bfloat16")
+    assert rounded_intermediate_failure(g.copy(), g, "bfloat16") is None
 
 
 # ------------------------------------------------------------------------------------------------ Kernel IR
