@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from opgen.tiling.buffers import Buffer
-from opgen.tiling.rowkernel import reduce_tmp_elems
+from opgen.tiling.rowkernel import reduce_tmp_elems, stat_plan
 
 
 @dataclass(frozen=True)
@@ -60,14 +60,7 @@ def head_plan(c: HeadCounts, d_align, t_bytes) -> list[Buffer]:
         plan.append(Buffer("inQue", "TQue<VECIN>", 2 * c.row_in, True, d_align, t_bytes, "head-row inputs (T)"))
     if c.row_out:
         plan.append(Buffer("outQue", "TQue<VECOUT>", 2 * c.row_out, True, d_align, t_bytes, "head-row outputs (T)"))
-    if c.stat_in:
-        plan.append(Buffer("statInQue", "TQue<VECIN>", 2 * c.stat_in, True, 1, 4, "per-row fp32 inputs"))
-    if c.stat_out:
-        plan.append(Buffer("statStage", "TBuf<VECCALC>", c.stat_out, True, 1, 4, "per-row fp32 results"))
-        plan.append(Buffer("statOutQue", "TQue<VECOUT>", 2 * c.stat_out, True, 1, 4, "per-row fp32 outputs"))
-    n = 2 * c.stat_in + 3 * c.stat_out
-    if n:
-        plan.append(Buffer("statSlack", "TBuf<VECCALC>", n, False, 8, 4, "32-byte rounding of the stat buffers"))
+    plan += stat_plan(c, "per-row fp32 outputs")
     plan.append(Buffer("workBuf", "TBuf<VECCALC>", max(c.temps, 2), False, d_align, 4, "fp32 row temporaries"))
     if c.tables:
         plan.append(Buffer("tabBuf", "TBuf<VECCALC>", c.tables, False, d_align, 4, "table rows of the position"))

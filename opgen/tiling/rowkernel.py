@@ -69,7 +69,7 @@ def row_plan(c: RowCounts, col_align, t_bytes) -> list[Buffer]:
         plan.append(Buffer("inQue", "TQue<VECIN>", 2 * c.row_in, True, col_align, t_bytes, "row inputs (T)"))
     if c.row_out:
         plan.append(Buffer("outQue", "TQue<VECOUT>", 2 * c.row_out, True, col_align, t_bytes, "row outputs (T)"))
-    plan += _stat_plan(c)
+    plan += stat_plan(c)
     plan += _fixed_plan(c, col_align)
     return plan
 
@@ -81,7 +81,7 @@ def col_plan(c: RowCounts, cols, t_bytes) -> list[Buffer]:
         plan.append(Buffer("resBuf", "TBuf<VECCALC>", c.row_in, True, cols, t_bytes, "resident row-input slices"))
     if c.row_out:
         plan.append(Buffer("outQue", "TQue<VECOUT>", c.row_out, True, cols, t_bytes, "row-output slices of a group"))
-    plan += _stat_plan(c)
+    plan += stat_plan(c)
     plan.append(Buffer("sumBuf", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, True, 1, 4,
                        "partial and total row sums of the group (fp32)"))
     plan.append(Buffer("sumSlack", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, False, 8, 4,
@@ -90,13 +90,16 @@ def col_plan(c: RowCounts, cols, t_bytes) -> list[Buffer]:
     return plan
 
 
-def _stat_plan(c: RowCounts) -> list[Buffer]:
+def stat_plan(c, out_doc: str = "per-row outputs (T, fp32 max)") -> list[Buffer]:
+    """Per-row statistic buffers of counts `c` (fields stat_in, stat_out: RowCounts or HeadCounts): the input
+    queue, the fp32 staging and output queue (one fp32 slot per row each; `out_doc` describes the output
+    queue), and the 32-byte rounding slack of the stat buffers."""
     plan = []
     if c.stat_in:
         plan.append(Buffer("statInQue", "TQue<VECIN>", 2 * c.stat_in, True, 1, 4, "per-row fp32 inputs"))
     if c.stat_out:
         plan.append(Buffer("statStage", "TBuf<VECCALC>", c.stat_out, True, 1, 4, "per-row fp32 results"))
-        plan.append(Buffer("statOutQue", "TQue<VECOUT>", 2 * c.stat_out, True, 1, 4, "per-row outputs (T, fp32 max)"))
+        plan.append(Buffer("statOutQue", "TQue<VECOUT>", 2 * c.stat_out, True, 1, 4, out_doc))
     n = 2 * c.stat_in + 3 * c.stat_out
     if n:
         plan.append(Buffer("statSlack", "TBuf<VECCALC>", n, False, 8, 4, "32-byte rounding of the stat buffers"))
