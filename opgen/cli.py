@@ -135,10 +135,11 @@ def cmd_graph(args) -> int:
     """`opgen graph`: print one specialisation's IR at a stage (or right after a pass) as canonical text,
     Graphviz DOT or SVG. The specialisation: --attr values (defaults otherwise), required inputs plus the
     optionals named by --present; the first matching key of spec.keys(). Raises OpgenError (unknown pass,
-    attribute or input, no such specialisation, svg without Graphviz)."""
+    attribute or input, no such specialisation, svg without Graphviz, no kernel family: NoKernel)."""
     from opgen.ir.printer import print_graph
     from opgen.passes.dot import to_dot, to_svg
-    from opgen.passes.pipeline import check_pass_name, optimize, run
+    from opgen.passes.pipeline import (TimingInstrument, check_pass_name, compile_unit, optimize, print_unit, run,
+                                       tensor_pass_names)
     from opgen.passes.select import select_key
     from opgen.registry import load_spec
 
@@ -146,33 +147,39 @@ def cmd_graph(args) -> int:
         check_pass_name(args.dump_after)
     spec = load_spec(args.op)
     present = [n.strip() for item in args.present or [] for n in item.split(",") if n.strip()]
-    g = spec.graph(select_key(spec, _kv(args.attr, "--attr"), present))
-    if args.dump_after is None and args.stage == "kernel":
-        from opgen.codegen.kernel import kernel_ir_text
-
-        if args.format != "text":
-            raise OpgenError("--stage kernel: only --format text shows the lowered kernel")
-        sys.stdout.write(kernel_ir_text(spec, g))
-        return 0
-    if args.dump_after is None and args.stage in ("fused", "tiled"):
-        from opgen.kernel import print_plan
-        from opgen.passes.pipeline import plan
-        from opgen.tiling import TILINGS
-
+    key = select_key(spec, _kv(args.attr, "--attr"), present)
+    g = spec.graph(key)
+    timing = [TimingInstrument()] if args.time_passes else []
+    kernel_dump = args.dump_after is not None and args.dump_after not in tensor_pass_names()
+    if kernel_dump or (args.dump_after is None and args.stage in ("kernel", "tiled")):
         if args.format != "text":
             raise OpgenError(f"--stage {args.stage}: only --format text shows the Kernel IR")
-        prog = TILINGS.get(spec.name, (None,))[0] if args.stage == "tiled" else None
-        if args.stage == "tiled" and prog is None:
-            raise OpgenError(f"--stage tiled: {spec.name} has no tiling program yet (vector ops only)")
-        sys.stdout.write(print_plan(plan(g, prog)))
-        if prog is not None:
-            from opgen.tiling import BUFFER_PLANS
-            from opgen.tiling.buffers import describe
+        until = args.dump_after or {"kernel": "lower", "tiled": "plan_buffers"}[args.stage]
+        u = compile_unit(spec, key=key, until=until, only_key0=until in ("select_family", "lower"),
+                         instruments=timing)
+        if args.dump_after is not None:
+            sys.stdout.write(print_unit(until, u))
+        elif args.stage == "kernel":
+            sys.stdout.write(f"family {u.family.name}: {u.family.layout_text(u.layout)}\n")
+            sys.stdout.write(u.family.program_text(u.lowered, u.key0))
+        else:
+            from opgen.kernel import print_plan
+            from opgen.passes.pipeline import plan
 
-            for strategy, bufs in sorted(BUFFER_PLANS[spec.name].items()):
-                rows = "rowsPerPass" if strategy == 1 else "groupRows"
-                sys.stdout.write(f"buffers strategy {strategy} {{\n  " + "\n  ".join(describe(bufs, rows)) + "\n}\n")
-            sys.stdout.write(f"tiling program {prog.name} {{\n{prog.to_cpp(indent='  ')}\n}}\n")
+            sys.stdout.write(print_plan(plan(g, u.tiling.program)))
+            sys.stdout.write(f"family {u.family.name}: {u.family.layout_text(u.layout)}\n")
+            sys.stdout.write(print_unit("plan_buffers", u))
+            sys.stdout.write(print_unit("tile", u))
+        if timing:
+            sys.stderr.write(timing[0].report())
+        return 0
+    if args.dump_after is None and args.stage == "fused":
+        from opgen.kernel import print_plan
+        from opgen.passes.pipeline import plan
+
+        if args.format != "text":
+            raise OpgenError("--stage fused: only --format text shows the Kernel IR")
+        sys.stdout.write(print_plan(plan(g)))
         return 0
     launch_plan = None
     if args.dump_after is not None:
@@ -330,6 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     gp.add_argument("--present", action="append", metavar="NAME,...", help="optional inputs that are present "
                     "(repeatable; the others are absent)")
     gp.add_argument("--dump-after", metavar="PASS", help="show the IR right after this pass (overrides --stage)")
+    gp.add_argument("--time-passes", action="store_true", help="with the kernel stages: print the seconds each pass "
+                    "took to standard error")
     gp.set_defaults(fn=cmd_graph)
     gen = sub.add_parser("generate", help="emit the CANN operator packages (default: all ops, into generated/)")
     gen.add_argument("op", nargs="*", help="OpDef names or spec file paths (default: every bundled op)")

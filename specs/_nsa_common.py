@@ -148,5 +148,38 @@ def declare_checks(spec, dims, names, masked_when):
         spec.check(p, lambda a, pr, p=p: None if pr[p] else "required for the TND layout")
     spec.check(cu_q, check_cumulative(cu_q, "T1"), on="values")
     spec.check(cu_kv, check_cumulative(cu_kv, "T2"), on="values")
-    spec.check(topk, check_topk(topk, cu_q, cu_kv, bs_attr), on="values")
-    spec.check(topk, check_visible(topk, cu_q, bs_attr, mode_attr, masked_when), on="values")
+    # device data: the emitted kernel checks every index where it reads it and stops with AscendC::Trap()
+    spec.check(topk, check_topk(topk, cu_q, cu_kv, bs_attr), on="device")
+    spec.check(topk, check_visible(topk, cu_q, bs_attr, mode_attr, masked_when), on="device")
+
+
+# GM traffic of CANN's kernels as the reference estimates it (reference/nsa_selected_attention.md §4)
+def cann_gm_bytes(backward: bool, dims: dict, t_bytes: int = 2, deterministic: bool = False) -> tuple[int, str]:
+    """The reference's estimate of the GM bytes CANN's kernel moves for one call, and which template.
+
+    dims: T1, T2, N1, N2, D, Dv, CNT, BS (ints). Forward (§4.1): per (t, n2) K and V read once, written to a
+    workspace and read again by the cube, 3 L (D + Dv) e; S fp32 write + read 8 G L; P write + read 4 G L; Q, O,
+    stats (64 G) and the topk row (4 cnt). Backward basic template (§4.2; cnt 16, bs 64, D <= 192, Dv <= 128,
+    G <= 16, not deterministic): K, V once L (D + Dv) e; S, dP fp32 16 G L; P, dS 8 G L; Q, dO, O (G (D + 2 Dv)
+    e) and the stats; dK/dV fp32 atomic read-modify-write 2 L (D + Dv) 4; dQ two atomic adds 2 * 2 G D 4. Else
+    the general template (§4.3): K read 3x and written 1x, V read 2x and written 1x (e each), S/dP/P/dS as above,
+    dK/dV to a scatter workspace, re-read and atomically added (the reference's "~3x L (D + Dv) 4"), dQ written
+    once (G D 4). Backward global terms (both): zero-init 4 (T1 N1 D + T2 N2 (D + Dv)), final pass read 4 (...)
+    and write e (...). Declared by both specs with spec.gm_reference (opgen check reports it)."""
+    T1, T2, N1, N2, D, Dv, CNT, BS = (int(dims[k]) for k in ("T1", "T2", "N1", "N2", "D", "Dv", "CNT", "BS"))
+    G, L, e = N1 // N2, CNT * BS, t_bytes
+    units = T1 * N2
+    stats = 64 * G
+    if not backward:
+        per = 3 * L * (D + Dv) * e + 8 * G * L + 4 * G * L + G * D * e + G * Dv * e + stats + 4 * CNT
+        return units * per, "forward (§4.1)"
+    basic = CNT == 16 and BS == 64 and D <= 192 and Dv <= 128 and G <= 16 and not deterministic
+    small = G * (D + 2 * Dv) * e + stats + 4 * CNT
+    if basic:
+        per = L * (D + Dv) * e + 16 * G * L + 8 * G * L + small + 2 * L * (D + Dv) * 4 + 2 * 2 * G * D * 4
+        what = "backward basic template (§4.2)"
+    else:
+        per = (4 * L * D + 3 * L * Dv) * e + 16 * G * L + 8 * G * L + small + 3 * L * (D + Dv) * 4 + G * D * 4
+        what = "backward general template (§4.3)"
+    total = T1 * N1 * D + T2 * N2 * (D + Dv)
+    return units * per + 4 * total + 4 * total + e * total, what

@@ -10,7 +10,7 @@ Stricter than CANN (§3.2 "not enforced"): N1 % N2 == 0, head_num == N1, D and D
 T1 == cu_q[-1], T2 == cu_kv[-1], increasing cumulative ends, every block inside its batch.
 """
 
-from _nsa_common import FLT_MAX, declare_checks, gather_rows, selected_positions, token_layout
+from _nsa_common import FLT_MAX, cann_gm_bytes, declare_checks, gather_rows, selected_positions, token_layout
 
 from opgen.dsl import A2, OpSpec, bf16, boolean, f16, f32, i32, i64, u8
 
@@ -51,6 +51,12 @@ spec.dtypes((T, M), [(f16, boolean), (f16, u8), (bf16, boolean), (bf16, u8)])
 declare_checks(spec, (N1, N2, D, Dv, CNT, BS),
                ("value", "topk_indices", "actual_seq_qlen", "actual_seq_kvlen", "selected_block_size", "sparse_mode"),
                lambda a, arr: a["sparse_mode"] == 2 and arr["atten_mask"] is not None)
+
+
+@spec.gm_reference
+def _(dims, t_bytes, deterministic):
+    """The reference's estimate of CANN's kernel (reference/nsa_selected_attention.md §4)."""
+    return cann_gm_bytes(False, dims, t_bytes, deterministic)
 
 
 @spec.body

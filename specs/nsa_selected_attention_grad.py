@@ -9,7 +9,7 @@ Stricter than CANN: headNum == N1, N1 % N2 == 0, increasing cumulative ends equa
 topk indices inside their batch, no fully masked rows under sparseMode 2.
 """
 
-from _nsa_common import FLT_MAX, declare_checks, gather_rows, scatter_rows, selected_positions, token_layout
+from _nsa_common import FLT_MAX, cann_gm_bytes, declare_checks, gather_rows, scatter_rows, selected_positions, token_layout
 
 from opgen.dsl import A2, OpSpec, bf16, boolean, f16, f32, i32, i64
 
@@ -53,6 +53,12 @@ spec.dtypes((T,), [(f16,), (bf16,)])
 declare_checks(spec, (N1, N2, D, Dv, CNT, BS),
                ("value", "topkIndices", "actualSeqQLen", "actualSeqKVLlen", "selectedBlockSize", "sparseMode"),
                lambda a, arr: a["sparseMode"] == 2)
+
+
+@spec.gm_reference
+def _(dims, t_bytes, deterministic):
+    """The reference's estimate of CANN's kernel (reference/nsa_selected_attention.md §4)."""
+    return cann_gm_bytes(True, dims, t_bytes, deterministic)
 
 
 @spec.body

@@ -139,10 +139,12 @@ def test_col_split_over_several_row_groups():
     r = run_check("AdaLayerNormGrad", dims=_dims((2,), 600, 4099), dtypes=DTYPES[3], progress=False)
     _assert_ok(r, "two groups")
     assert r.tiling_key % 10 == 2
+    from kbuild import tiling
     from opgen.platforms import get_platform
-    from opgen.tiling.ada_layer_norm_grad import tiling
 
-    tl = tiling(1200, 600, 2, 4099, "bf16", "bf16", get_platform("ascend910b1").aiv, get_platform("ascend910b1").ub_bytes)
+    plat = get_platform("ascend910b1")
+    tl = tiling("AdaLayerNormGrad")[0].evaluate(dict(rows=1200, seq=600, batch=2, hidden=4099, TBytes=2, UBytes=2,
+                                                     dtypeKey=4, attrKey=0, coreNum=plat.aiv, ubBytes=plat.ub_bytes))
     assert tl["groupRows"] < 1200   # really more than one group
 
 

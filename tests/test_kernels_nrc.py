@@ -28,7 +28,7 @@ import pytest
 from opgen.check import run_check
 from opgen.errors import IRError, SpecError
 from opgen.ir.dims import Lit, Sym
-from opgen.kernel.headrows import body_text, lower_heads, print_head_program, verify_head_program
+from opgen.kernel.headrows import body_text, lower_heads, parts_layout, print_head_program, verify_head_program
 from opgen.passes.pipeline import optimize
 from opgen.passes.select import select_key
 from opgen.registry import load_spec
@@ -87,7 +87,8 @@ def _check(r, what, exact_cancel=False):
 # ---------------------------------------------------------------- Kernel IR (no compiler needed)
 def _lower(op, attrs, present):
     spec = load_spec(op)
-    return lower_heads(optimize(spec.graph(select_key(spec, attrs, present))))
+    g = optimize(spec.graph(select_key(spec, attrs, present)))
+    return lower_heads(g, parts_layout(g))
 
 
 FWD_PRESENT = ["encoder_query", "encoder_key", "encoder_value", "norm_query_weight", "norm_query_bias",
@@ -154,22 +155,27 @@ def test_verifier_rejects_a_case_that_skips_an_output():
 
 def test_unsupported_layout_is_an_ir_error():
     """A head row broadcast against a table along the wrong axis has no head-row lowering."""
-    from opgen.kernel.headrows import classify
+    from opgen.kernel.headrows import HeadLayout, classify
 
     with pytest.raises(IRError, match="is not a head row"):
-        classify((Sym("B"), Sym("X"), Sym("Y"), Sym("D")))
+        classify((Sym("B"), Sym("X"), Sym("Y"), Sym("D")), HeadLayout("B", "N", "D"))
 
 
-def test_emitter_checks_the_tiling_counts():
-    """A kernel needing more UB rows than the tiling plans for is a SpecError naming the count."""
-    import opgen.tiling.norm_rope_concat as nrc
-    from opgen.codegen.headkernel import check_counts, lower_spec
+def test_counts_are_computed_from_the_parts():
+    """The tiling's HeadCounts are the maxima over every part of every attribute combination (and the part slots'
+    bindings): the forward holds 3 fp32 temporaries, 2 table rows, 2 stat outputs; the backward 2 column
+    accumulators per part and 8 accumulated outputs (weight and bias grads of four normalised streams)."""
+    from kbuild import build
+    from opgen.tiling.headkernel import part_counts
 
-    spec = load_spec(GRAD)
-    low = lower_spec(spec)
-    small = dataclasses.replace(nrc.COUNTS[True], temps=2)
-    with pytest.raises(SpecError, match="needs temps = 3"):
-        check_counts(spec, low, small, "opgen/tiling/norm_rope_concat.py")
+    for op, want in ((FWD, dict(temps=3, tables=2, stat_out=2, accs=0, acc_outputs=0)),
+                     (GRAD, dict(temps=3, tables=2, stat_in=2, accs=2, acc_outputs=8))):
+        u = build(op)
+        got = u.counts.as_dict()
+        assert {k: got[k] for k in want} == want, op
+        parts = [p for _a, _k, hp in u.lowered.extra["heads"].programs for p in hp.parts]
+        for k in ("temps", "tables", "cols", "perms", "signs", "conds"):
+            assert got[k] == max(part_counts(p)[k] for p in parts), (op, k)
 
 
 def test_every_presence_specialisation_is_the_all_present_program():
@@ -177,23 +183,26 @@ def test_every_presence_specialisation_is_the_all_present_program():
     inputs are null: lowering every other presence key gives exactly those parts with the absent dims at 0."""
     from opgen.codegen.headkernel import check_presence_variants
 
-    assert check_presence_variants(load_spec(FWD)) == 432
-    assert check_presence_variants(load_spec(GRAD)) == 216
+    from kbuild import build
+
+    assert check_presence_variants(load_spec(FWD), build(FWD).lowered.extra["heads"]) == 432
+    assert check_presence_variants(load_spec(GRAD), build(GRAD).lowered.extra["heads"]) == 216
 
 
 def test_row_space_of_the_parts_is_the_tiling_row_space():
     """Sum over the part slots of B * N * seq equals the tiling program's rowNum for every attribute key."""
-    import opgen.tiling.norm_rope_concat as nrc
-    from opgen.codegen.headkernel import lower_spec
+    from kbuild import build
 
     env = dict(B=3, N=5, D=34, Sq=7, Seq=2, Sk=4, Sek=6, R=5)
-    for op, prog in ((FWD, nrc.PROGRAM_FWD), (GRAD, nrc.PROGRAM_GRAD)):
-        inputs = {k: (env[v.name] if isinstance(v, Sym) else 2) for k, v in nrc.INPUTS.items() if k in prog.inputs}
+    for op in (FWD, GRAD):
+        t = build(op).tiling
+        prog = t.program
+        inputs = {k: (env[v.name] if isinstance(v, Sym) else 2) for k, v in t.inputs.items() if k in prog.inputs}
         inputs.update(dtypeKey=1, attrKey=0, coreNum=48, ubBytes=196608)
         rows = prog.evaluate(inputs)["rowNum"]
         # query rows (Sq + Seq) and key and value rows (Sk + Sek each) of every (batch, head): reference §2
         assert rows == env["B"] * env["N"] * (env["Sq"] + env["Seq"] + 2 * (env["Sk"] + env["Sek"])) == 435
-        for _attrs, _key, hp in lower_spec(load_spec(op)).programs:
+        for _attrs, _key, hp in build(op).lowered.extra["heads"].programs:
             assert sum(env["B"] * env["N"] * p.seq.evaluate(env) for p in hp.parts) == rows
 
 

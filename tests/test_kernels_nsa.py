@@ -169,6 +169,7 @@ def test_schedules_exercised():
     from opgen.ir.dtypes import DType
     from opgen.platforms import get_platform
     from opgen.registry import load_spec
+    from kbuild import tiling
     from opgen.tiling import nsa
     from opgen.tiling.emit import evaluate
 
@@ -176,7 +177,8 @@ def test_schedules_exercised():
     for case in CASES:
         env = dict(T1=sum(case.ql), T2=sum(case.kl), N1=case.n1, N2=case.n2, D=case.d, Dv=case.dv, CNT=case.cnt,
                    BS=case.bs, Bn=len(case.ql), MS1=4, MS2=4)
-        tl = evaluate(load_spec(BWD), nsa.PROGRAM_BWD, nsa.INPUTS_BWD, env, {"T": DType.f16}, get_platform())
+        prog, inputs, _ = tiling(BWD)
+        tl = evaluate(load_spec(BWD), prog, inputs, env, {"T": DType.f16}, get_platform())
         if tl["units"] > tl["blockDim"]:
             seen.add("units>cores")
         if tl["chunks"] > 1:
@@ -292,6 +294,7 @@ def test_deterministic_backward_is_reproducible():
     from opgen.ir.dtypes import DType
     from opgen.platforms import get_platform
     from opgen.registry import load_spec
+    from kbuild import tiling
     from opgen.tiling import nsa
     from opgen.tiling.emit import evaluate
 
@@ -310,7 +313,8 @@ def test_deterministic_backward_is_reproducible():
         assert np.array_equal(a, b), name
     env = dict(T1=sum(case.ql), T2=sum(case.kl), N1=case.n1, N2=case.n2, D=case.d, Dv=case.dv, CNT=case.cnt,
                BS=case.bs, Bn=len(case.ql), MS1=1, MS2=1)
-    tl = evaluate(load_spec(BWD), nsa.PROGRAM_BWD, nsa.INPUTS_BWD, env, {"T": DType.f16}, get_platform(),
+    prog, inputs, _ = tiling(BWD)
+    tl = evaluate(load_spec(BWD), prog, inputs, env, {"T": DType.f16}, get_platform(),
                   {"sparseMode": case.mode}, deterministic=True)
     assert tl["strategy"] == nsa.DETERMINISTIC and tl["tilingKey"] == runs[0].tiling_key
 

@@ -1,27 +1,28 @@
-"""The row-program Kernel IR (opgen.kernel.rowprog): lowering, allocation, levels, phases, verifier, printer,
-the tiling-count check of the emitter, and `opgen graph --stage kernel`. End-to-end numerics of the
-printed kernels are in tests/test_kernels.py (emulation vs interpreter)."""
+"""The row-program Kernel IR (opgen.kernel.rowprog) as the rows family builds it (opgen.kernel.rows): lowering,
+allocation, levels, phases, verifier, printer, the counts the tiling is derived from, and `opgen graph --stage
+kernel`. End-to-end numerics of the printed kernels are in tests/test_kernels.py (emulation vs interpreter)."""
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 
 import pytest
 
-from opgen.codegen.kernel import check_counts, variants
-from opgen.errors import IRError, SpecError
-from opgen.kernel.rowprog import Instr, RowLayout, RowProgram, lower, print_program, verify_program
-from opgen.passes.pipeline import optimize
+from opgen.errors import IRError
+from opgen.kernel.rowlayout import Unsupported, analyse
+from opgen.kernel.rowprog import Instr, RowProgram, print_program, verify_program
+from opgen.kernel.rows import lower
+from opgen.passes.pipeline import compile_unit, optimize
 from opgen.passes.select import select_key
 from opgen.registry import load_spec
-from opgen.tiling import ada_layer_norm_grad, ada_layer_norm_v2
+from opgen.tiling.rowkernel import counts_of, program_counts
 
 
 def _prog(op, present=(), attrs=None):
     spec = load_spec(op)
-    return lower(optimize(spec.graph(select_key(spec, attrs or {}, present))), RowLayout())
+    g = optimize(spec.graph(select_key(spec, attrs or {}, present)))
+    return lower(g, analyse(g))
 
 
 def test_ada_layer_norm_grad_lowering():
@@ -49,23 +50,26 @@ def test_v2_has_two_levels():
     assert any("attr_epsilon" in i.arg for i in p.instrs)
 
 
-def test_every_specialisation_fits_the_tiling_counts():
-    for op, mod in (("AdaLayerNormGrad", ada_layer_norm_grad), ("AdaLayerNormV2", ada_layer_norm_v2)):
-        spec = load_spec(op)
-        vs = variants(spec, RowLayout())
-        assert len(vs) == 4                                   # presence of the two optional inputs
-        check_counts(spec, [v.prog for v in vs], mod.COUNTS, "x")
-
-
-def test_counts_too_small_is_a_spec_error():
-    spec = load_spec("AdaLayerNormGrad")
-    small = dataclasses.replace(ada_layer_norm_grad.COUNTS, temps=3)
-    with pytest.raises(SpecError, match="temps = 4 but the tiling plans for 3"):
-        check_counts(spec, [v.prog for v in variants(spec, RowLayout())], small, "opgen/tiling/x.py")
+def test_counts_are_the_maxima_over_every_specialisation():
+    """The tiling's counts are computed from the lowered programs of every specialisation (presence of the two
+    optional inputs): each count is the largest any program needs, and some program needs it."""
+    for op, temps in (("AdaLayerNormGrad", 4), ("AdaLayerNormV2", 2)):
+        u = compile_unit(load_spec(op), until="count")
+        progs = list(u.lowered.programs.values())
+        assert len(progs) == 8 if op == "AdaLayerNormGrad" else len(progs) == 16    # presence x scale shape forms
+        c = u.counts.as_dict()
+        assert c == counts_of(progs).as_dict() and c["temps"] == temps
+        for k, v in c.items():
+            needs = [program_counts(p)[k] for p in progs]
+            if isinstance(v, dict):
+                assert all(n.get(d, 0) <= m for n in needs for d, m in v.items())
+                assert all(any(n.get(d, 0) == m for n in needs) for d, m in v.items())
+            else:
+                assert max(needs) == v, k
 
 
 def test_verifier_catches_use_before_def_and_bad_temporaries():
-    p = RowProgram("t", RowLayout())
+    p = RowProgram("t", None)
     p.instrs = [Instr("vbin", "w0", ("w1", "w1"), "Add")]
     p.row_temps = 2
     with pytest.raises(IRError, match="uses w1 before it is defined"):
@@ -78,8 +82,8 @@ def test_verifier_catches_use_before_def_and_bad_temporaries():
 def test_unsupported_graph_names_the_op():
     spec = load_spec("NsaSelectedAttentionGrad")
     g = optimize(spec.graph(spec.keys()[0]))
-    with pytest.raises(IRError, match="row kernel"):
-        lower(g, RowLayout())
+    with pytest.raises(Unsupported, match="%v"):
+        analyse(g)
 
 
 def test_printer_is_canonical_and_shows_phases():
@@ -93,6 +97,7 @@ def test_cli_stage_kernel():
     r = subprocess.run([sys.executable, "-m", "opgen.cli", "graph", "AdaLayerNormGrad", "--stage", "kernel",
                         "--present", "gamma"], capture_output=True, text=True)
     assert r.returncode == 0 and "rowprogram AdaLayerNormGrad" in r.stdout and "load(gamma)" in r.stdout
+    assert r.stdout.startswith("family rows: layout rows [*Bd, S, H]")
     r = subprocess.run([sys.executable, "-m", "opgen.cli", "graph", "AdaLayerNormGrad", "--stage", "kernel",
                         "--format", "dot"], capture_output=True, text=True)
     assert r.returncode == 2 and "only --format text" in r.stderr

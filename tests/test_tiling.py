@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import opgen.tiling.ada_layer_norm_grad as adag
+from kbuild import tiling, tilings
 from opgen.errors import OpgenError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.platforms import PLATFORMS
 from opgen.registry import load_spec
-from opgen.tiling import TILINGS
 from opgen.tiling.emit import SYS_WORKSPACE_BYTES, emit_tiling, evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +31,7 @@ def driver(tmp_path_factory):
     """Build the driver with the emitted TilingFuncs of the four vector ops linked in."""
     d = tmp_path_factory.mktemp("tiling")
     srcs = []
-    for op, (prog, inputs, doc) in TILINGS.items():
+    for op, (prog, inputs, doc) in tilings().items():
         for rel, text in emit_tiling(load_spec(op), prog, inputs, doc).items():
             (d / Path(rel).name).write_text(text)
             if rel.endswith(".cpp"):
@@ -67,7 +66,7 @@ def _case_line(spec, env, dtypes, present, plat, attrs=None):
 
 
 def _expected(spec, env, dtypes, plat, attrs=None):
-    prog, inputs, _ = TILINGS[spec.name]
+    prog, inputs, _ = tiling(spec.name)
     try:
         py = evaluate(spec, prog, inputs, env, dtypes, plat, attrs)
     except OpgenError:
@@ -157,13 +156,13 @@ def test_unsupported_dtype_combination_fails_in_cpp(driver):
 
 def test_v2_ub_plan_fits():
     """AdaLayerNormV2: the chosen plan fits UB for every shape, up to CANN's ST case H = 131073."""
-    import opgen.tiling.ada_layer_norm_v2 as v2
+    prog, _inputs, _ = tiling("AdaLayerNormV2")
     for (bd, s, h), tb, plat in itertools.product(VALID_ADA_SHAPES, (2, 4), PLATFORMS.values()):
         r = 1
         for x in bd:
             r *= x
-        tl = v2.PROGRAM.evaluate(dict(rows=r * s, seq=s, batch=r, hidden=h, tBytes=tb, dtypeKey=1, attrKey=0, epsilonAttr=0, coreNum=plat.aiv,
-                                      ubBytes=plat.ub_bytes))
+        tl = prog.evaluate(dict(rows=r * s, seq=s, batch=r, hidden=h, TBytes=tb, UBytes=tb, dtypeKey=1, attrKey=0,
+                                epsilonAttr=0, coreNum=plat.aiv, ubBytes=plat.ub_bytes))
         assert tl["fits"] == 1
         if tl["strategy"] == 1:
             assert tl["fixedBytes"] + tl["rowsPerPass"] * tl["rowBytes"] <= plat.ub_bytes
@@ -173,12 +172,15 @@ def test_v2_ub_plan_fits():
 
 def test_ub_plan_fits():
     """Every chosen plan fits the platform's UB (bytes), for both strategies."""
-    for (bd, s, h), (t, u) in itertools.product([x for x in VALID_ADA_SHAPES if x[2] <= 65536], [("f32", "f32"), ("bf16", "bf16")]):
+    prog, _inputs, _ = tiling("AdaLayerNormGrad")
+    for (bd, s, h), tb in itertools.product([x for x in VALID_ADA_SHAPES if x[2] <= 65536], (4, 2)):
         r = 1
         for x in bd:
             r *= x
-        tl = adag.tiling(r * s, s, r, h, t, u, 48, 196608)
-        if tl["strategy"] == adag.ROW_SPLIT:
+        tl = prog.evaluate(dict(rows=r * s, seq=s, batch=r, hidden=h, TBytes=tb, UBytes=tb, dtypeKey=1, attrKey=0,
+                                coreNum=48, ubBytes=196608))
+        assert tl["fits"] == 1
+        if tl["strategy"] == 1:
             assert tl["fixedBytes"] + tl["rowsPerPass"] * tl["rowBytes"] <= 196608
         else:
             assert tl["groupFixedBytes"] + tl["groupRows"] * tl["groupRowBytes"] <= 196608
@@ -189,7 +191,7 @@ def test_ub_proof_holds_for_bundled_specs():
     dtype row, at its dims' declared maxima (and probes below them)."""
     from opgen.tiling.ub_proof import prove_ub
 
-    for op, (prog, inputs, _) in TILINGS.items():
+    for op, (prog, inputs, _) in tilings().items():
         assert prove_ub(load_spec(op), prog, inputs)
 
 
@@ -205,7 +207,7 @@ def test_ub_overflow_is_a_spec_error_at_the_dim_line(tmp_path):
     path.write_text(text)
     spec = _load_file(path)
     line = next(k for k, t in enumerate(text.splitlines(), 1) if 'spec.dim("H"' in t)
-    prog, inputs, _ = TILINGS["AdaLayerNormGrad"]
+    prog, inputs, _ = tiling("AdaLayerNormGrad")
     with pytest.raises(SpecError) as e:
         prove_ub(spec, prog, inputs)
     msg = str(e.value)
@@ -223,7 +225,7 @@ def test_ub_proof_needs_a_bound_on_dims_the_plan_depends_on(tmp_path):
     text = (ROOT / "specs/ada_layer_norm_grad.py").read_text().replace(', max=65536', '')
     path = tmp_path / "ada_layer_norm_grad_unbounded.py"
     path.write_text(text)
-    prog, inputs, _ = TILINGS["AdaLayerNormGrad"]
+    prog, inputs, _ = tiling("AdaLayerNormGrad")
     with pytest.raises(SpecError, match="H has no max="):
         prove_ub(_load_file(path), prog, inputs)
 
@@ -286,8 +288,8 @@ def test_nsa_cube_and_ub_plans_fit_at_the_joint_worst_case():
     from opgen.ir.dtypes import DType
     from opgen.tiling import nsa
 
-    for op, prog, inputs, cnt in ((nsa.FWD, nsa.PROGRAM_FWD, nsa.INPUTS_FWD, 32),
-                                  (nsa.BWD, nsa.PROGRAM_BWD, nsa.INPUTS_BWD, 64)):
+    for op, cnt in (("NsaSelectedAttention", 32), ("NsaSelectedAttentionGrad", 64)):
+        prog, inputs, _ = tiling(op)
         spec = load_spec(op)
         for d, dv, bs, g in ((768, 768, 128, 128), (192, 128, 64, 16), (128, 128, 16, 1), (768, 16, 16, 64)):
             env = dict(T1=4, T2=bs * cnt, N1=g, N2=1, D=d, Dv=dv, CNT=cnt if bs * cnt <= 8192 else 8192 // bs, BS=bs,
@@ -305,11 +307,9 @@ def test_compiled_tiling_programs_equal_the_expression_trees():
     (including zeros, so divisions by zero occur) it gives the tree walk's variables or the same error."""
     import random
 
-    from opgen.tiling import TILINGS
-
     rng = random.Random(7)
     checked = errors = 0
-    for name, (prog, _inputs, _doc) in TILINGS.items():
+    for name, (prog, _inputs, _doc) in tilings().items():
         for _ in range(300):
             inp = {k: rng.choice([0, 1, 2, 3, 7, 16, 64, 127, 4096, 196608, rng.randrange(1, 1 << 20)])
                    for k in prog.inputs}

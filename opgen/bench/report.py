@@ -83,7 +83,7 @@ def markdown(res: dict) -> str:
                 "sparseMode 0), bytes counted by the emulation as above; shared dims " +
                 (", ".join(f"{k} {v}" for k, v in dims.items() if k not in ("N1", "N2")) if dims else "—") +
                 "; the gather minimum and CANN's estimate are computed from the same dims "
-                "(opgen.tiling.nsa.gather_min_bytes and cann_gm_bytes).", ""]
+                "(opgen.bench.emu.gather_min_bytes and the estimate the spec declares with OpSpec.gm_reference).", ""]
     if res.get("roofline"):
         out += ["## Roofline estimate, Atlas A2 (1.6 TB/s HBM, 1.8 GHz, 48 AIV; reference/ascendc.md §3)", "",
                 "| kernel | case | memory floor µs | memory µs | vector µs | cube µs | estimate µs | estimate / floor |",

@@ -3,7 +3,7 @@ run it on blockDim simulated cores (emu::Launch for AIV-only kernels, emu::Launc
 Core for the kernels that declare KERNEL_TYPE_MIX_AIC_1_2) and compare its outputs with the interpreter
 (DESIGN.md "CPU emulation of the emitted code", "Command line"). Outputs computed from an intermediate the op
 rounds to T (NSA's P and dS) may pass the rounded-intermediate rule (compare.py); ops with a GM model of CANN's
-kernels (opgen.tiling.GM_REFERENCE) get it reported next to the counted bytes.
+kernels (declared with OpSpec.gm_reference) get it reported next to the counted bytes.
 
 Modules: compare (CANN precision metrics and the per-output verdict), aclnn (the aclnn case runner that
 judges bad inputs first), driver (per-op launch driver source), caseio (case file, report, outputs),

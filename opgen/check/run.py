@@ -55,7 +55,7 @@ class CheckResult:
     line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "asan");
     build_dir; builds: the ninja runs (BuildRun) of this check, in order; gm_reference / gm_reference_source: the
     reference's estimate of the GM bytes CANN's kernel moves for the same call (bytes; None for ops without one,
-    opgen.tiling.GM_REFERENCE) and which estimate it is."""
+    OpSpec.gm_reference) and which estimate it is."""
 
     op: str
     soc: str
@@ -80,7 +80,7 @@ class CheckResult:
     builds: list = field(default_factory=list)
     seconds: dict = field(default_factory=dict)   # wall s: "interpret" (device mode), "launch" (driver run), "kernel"
     cycles: dict = field(default_factory=dict)    # cost counters, max over cores: {"vector": n, "cube": n}
-    gm_reference: int | None = None   # the reference's GM estimate for CANN's kernel on this call (opgen.tiling.GM_REFERENCE)
+    gm_reference: int | None = None   # the reference's GM estimate for CANN's kernel on this call (OpSpec.gm_reference)
     gm_reference_source: str = ""     # which estimate (reference section / template)
 
     @property
@@ -354,12 +354,10 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     elif not rep.complete:
         res.faults.append("driver: incomplete report")
 
-    from opgen.tiling import GM_REFERENCE
-
-    if spec.name in GM_REFERENCE:
-        t_bytes = bound.dtypes["T"].itemsize if "T" in bound.dtypes else 2
-        ref = GM_REFERENCE[spec.name]
-        res.gm_reference, res.gm_reference_source = ref(spec.name, bound.env, t_bytes, deterministic=deterministic)
+    if spec.gm_reference_fn is not None:   # declared by the spec (OpSpec.gm_reference)
+        float_vars = [d for d in bound.dtypes.values() if getattr(d, "is_float", False)]
+        t_bytes = float_vars[0].itemsize if float_vars else 2
+        res.gm_reference, res.gm_reference_source = spec.gm_reference_fn(bound.env, t_bytes, deterministic)
 
     if violation is not None:
         if res.traps and not res.faults:

@@ -38,7 +38,7 @@ from opgen.codegen.logic import cpp_condition, failing_cubes
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
 from opgen.codegen.names import c_ident, c_printf, c_string, upper_camel
 from opgen.errors import SpecError
-from opgen.ir.dims import Lit, Sym, Variadic, as_dim, shape_str
+from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, shape_str
 from opgen.ir.dtypes import DTypeVar
 
 NULLPTR = "ACLNN_ERR_PARAM_NULLPTR"
@@ -338,6 +338,13 @@ class AclnnPlan:
                 deferred.append((j, d))
         for j, d in deferred:
             ax = axis(j)
+            aff = affine_in(d)
+            if aff is not None:   # binds the dim from scale * dim + offset, or checks it (validate._unify)
+                sym, scale, off = aff
+                steps.append({"kind": "call", "expr": f"BindAffine(d.{self.dim_field(sym)}, {c_string(sym)}, shape, "
+                                                      f"{ax}, {scale}, {off}, {c_string(str(d))}, {c_string(p.name)}, "
+                                                      f"err)"})
+                continue
             cond = " && ".join(self._bound(d) + [f"shape[{ax}] != {self._expr(d)}"])
             steps.append({"kind": "check", "check": Check(
                 p.name, "shape_expr", cond, c_printf("dim ", "%zu", " is ", "%ld", f", expected {d} = ", "%ld"),
@@ -516,7 +523,8 @@ class AclnnPlan:
         blob = [c.cond + " ".join(c.args) for c in self.all_checks()]
         blob += [s.get("expr", "") + s.get("text", "") for mt in self.matchers for s in mt["steps"]]
         text = "\n".join(blob)
-        return {h for h in ("Prod", "AllPositive", "Splice", "BindDim", "BindGroup", "ExpectDim") if f"{h}(" in text}
+        return {h for h in ("Prod", "AllPositive", "Splice", "BindDim", "BindAffine", "BindGroup", "ExpectDim")
+                if f"{h}(" in text}
 
     def context(self) -> dict:
         """Template data of the four files."""
@@ -594,14 +602,13 @@ def emit_aclnn(spec) -> dict[str, str]:
 
 def device_value_requirements(spec) -> tuple:
     """The spec's value requirements the emitted aclnn layer cannot check because they read tensor data that lives
-    on the device (e.g. NSA's topkIndices ranges); the others are host-array checks (HOST_CHECKS). For the ops in
-    opgen.tiling.TRAPPING_KERNELS the emitted kernel checks them and stops with AscendC::Trap() (CANN API
-    reference, "Trap": stops the AI Core; an assert in CPU mode)."""
+    on the device (e.g. topk index ranges); the others are host-array checks (HOST_CHECKS). Those the spec declares
+    with on="device" the emitted kernel checks and stops with AscendC::Trap() (CANN API reference, "Trap": stops the
+    AI Core; an assert in CPU mode)."""
     return tuple(r for r in spec.requirements if r.kind == "values" and r.fn.__qualname__ not in HOST_CHECKS)
 
 
 def kernel_traps(spec) -> bool:
-    """Whether `spec`'s emitted kernel checks device_value_requirements(spec) itself (opgen.tiling.TRAPPING_KERNELS)."""
-    from opgen.tiling import TRAPPING_KERNELS
-
-    return spec.name in TRAPPING_KERNELS
+    """Whether `spec`'s emitted kernel checks its device-data rules itself: the spec declares them with
+    spec.check(..., on="device")."""
+    return any(r.kernel for r in spec.requirements)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from opgen.codegen.dims import dim_cpp
 from opgen.codegen.names import op_snake
 from opgen.errors import SpecError
-from opgen.ir.dims import Lit, Sym, subst
+from opgen.ir.dims import Lit, Sym, as_dim, subst
 from opgen.kernel.headrows import PERMS, SIGNS, HeadPart, body_text, lower_heads, part_text
 from opgen.passes.pipeline import optimize
 from opgen.tiling.emit import attr_key
@@ -55,6 +55,7 @@ class Lowered:
     programs: list = field(default_factory=list)
     slots: list = field(default_factory=list)
     slot_of: dict = field(default_factory=dict)   # (attrKey, part index) -> slot
+    layout: object = None                          # the HeadLayout the programs were lowered on
 
 
 def full_keys(spec) -> list:
@@ -89,14 +90,14 @@ def full_keys(spec) -> list:
     return sorted(out, key=lambda k: attr_key(spec, dict(zip(names, k.static))))
 
 
-def lower_spec(spec) -> Lowered:
-    """Lower every full key of `spec` and assign part slots. Raises IRError (no head-row lowering) or
-    SpecError (two parts of one program in one slot)."""
-    low = Lowered(spec)
+def lower_spec(spec, graphs: dict, layout) -> Lowered:
+    """Lower the optimized graphs of every full key of `spec` ({key: Graph} in full_keys order) on `layout` and
+    assign part slots. Raises IRError (no head-row lowering) or SpecError (two parts of one program in one slot)."""
+    low = Lowered(spec, layout=layout)
     names = [a.name for a in spec.static_attrs]
     for k in full_keys(spec):
         attrs = dict(zip(names, k.static))
-        low.programs.append((attrs, attr_key(spec, attrs), lower_heads(optimize(spec.graph(k)))))
+        low.programs.append((attrs, attr_key(spec, attrs), lower_heads(graphs[k], layout)))
     order = {n: j for j, n in enumerate([i.name for i in spec.inputs] + [o.name for o in spec.outputs])}
     groups: list[set] = []
     for _a, _k, hp in low.programs:
@@ -118,13 +119,12 @@ def lower_spec(spec) -> Lowered:
     return low
 
 
-def check_presence_variants(spec, low: Lowered | None = None) -> int:
+def check_presence_variants(spec, low: Lowered) -> int:
     """Prove that every specialisation key is served by the all-present program of its attribute
     combination at run time: lowered, its parts are exactly the all-present parts whose optional tensors
     are present, with the absent dims at their absent value (part text equal, tensor names included), and
     its zero column outputs are the accumulators of the skipped parts. Returns the number of keys checked.
     Raises SpecError naming the key and the first difference."""
-    low = low or lower_spec(spec)
     names = [a.name for a in spec.static_attrs]
     opts = [i for i in spec.inputs if i.optional]
     full = {key: hp for _a, key, hp in low.programs}
@@ -135,7 +135,7 @@ def check_presence_variants(spec, low: Lowered | None = None) -> int:
         key = attr_key(spec, attrs)
         present = {i.name: p for i, p in zip(opts, k.present)}
         absent = {d: Lit(spec.dims_[d].absent) for d in _absent_dims(spec, present)}
-        hp = lower_heads(optimize(spec.graph(k)))
+        hp = lower_heads(optimize(spec.graph(k)), low.layout)
         produced = {o for o, _ in spec.graph(k).outputs}
         want, skipped = [], []
         for part in full[key].parts:
@@ -264,7 +264,7 @@ def body_doc(part: HeadPart) -> str:
 def _dim(e, fields: dict) -> str:
     def sym(n):
         if n not in fields:
-            raise SpecError(f"head-row kernel: dim {n} has no tiling-data field (add it to DIM_FIELDS)")
+            raise SpecError(f"head-row kernel: dim {n} has no tiling-data field (opgen.tiling.headkernel.dim_fields)")
         return f"td_->{fields[n]}"
 
     def prod(n):
@@ -426,38 +426,42 @@ def use_masks(part: HeadPart) -> list[int]:
     return out
 
 
-def check_counts(spec, low: Lowered, counts, loc: str) -> None:
-    """Raise SpecError when a lowered part needs more than the tiling plans for (`counts`, HeadCounts)."""
-    from opgen.tiling.headkernel import part_counts
-
-    have = counts.as_dict()
-    for _a, key, hp in low.programs:
-        for part in hp.parts:
-            for k, v in part_counts(part).items():
-                if v > have[k]:
-                    raise SpecError(f"{loc}: the {spec.name} kernel (attrKey {key}, part {part.own[0]}) needs {k} = {v} "
-                                    f"but the tiling plans for {have[k]} (raise it in COUNTS)")
+def accumulated_outputs(spec, low: Lowered) -> list[str]:
+    """The column outputs some part accumulates (summed across cores), in spec order."""
+    return [o.name for o in spec.outputs
+            if any(o.name == out for _a, _k, hp in low.programs for p in hp.parts for out, _r in p.accs.values())]
 
 
-def emit_head_kernel(spec, mod) -> dict[str, str]:
-    """{path: text} of op_kernel/<op>.h and .cpp of head-row op `spec`, whose tiling module `mod` declares
-    COUNTS ({grad: HeadCounts}, keyed by whether the op has column accumulators), DIM_FIELDS and
-    PROGRAM_*. Raises SpecError (counts, unsupported dims or dtypes) or IRError (no head-row lowering)."""
+def addressing_dims(bindings, renamed: dict) -> list[str]:
+    """The dim symbols the addressing of the part slots prints: rows per slot, tensor extents, sequence offsets
+    and row conditions of every part (opgen.tiling.headkernel.head_tiling adds the layout's)."""
+    out: set = set()
+    for bd in bindings:
+        out |= as_dim(bd.seq).symbols()
+        for _role, _space, _dt, _layout, extent in bd.maps.values():
+            if extent is not None:
+                out |= as_dim(extent).symbols()
+    for part in renamed.values():
+        for m in part.maps:
+            if m.offset is not None:
+                out |= as_dim(m.offset).symbols()
+        for x in part.conds:
+            out |= as_dim(x).symbols()
+    return sorted(out)
+
+
+def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict[str, str]:
+    """{path: text} of op_kernel/<op>.h and .cpp of the head-row lowering `low` of `spec`, for the HeadCounts its
+    tiling planned (opgen.tiling.headkernel.spec_counts) and the tiling-data fields of its dims (`fields`,
+    opgen.tiling.headkernel.dim_fields); `doc`: the tiling's one-line description. Raises SpecError (unsupported
+    dims or dtypes)."""
     from opgen.codegen.env import template_env
+    from opgen.codegen.names import spec_path
 
-    low = lower_spec(spec)
-    has_acc = any(part.accs for _a, _k, hp in low.programs for part in hp.parts)
-    counts = mod.COUNTS[has_acc]
-    loc = f"opgen/tiling/{mod.__name__.rsplit('.', 1)[-1]}.py"
-    check_counts(spec, low, counts, loc)
-    fields = mod.DIM_FIELDS
+    loc = "opgen.tiling.headkernel.spec_counts"
     snake = op_snake(spec.name)
     order = [i.name for i in spec.inputs] + [o.name for o in spec.outputs]
-    acc_outs = [o.name for o in spec.outputs
-                if any(o.name == out for _a, _k, hp in low.programs for p in hp.parts for out, _r in p.accs.values())]
-    if acc_outs and len(acc_outs) != counts.acc_outputs:
-        raise SpecError(f"{loc}: {spec.name} has {len(acc_outs)} accumulated column outputs, COUNTS plans "
-                        f"acc_outputs = {counts.acc_outputs}")
+    acc_outs = accumulated_outputs(spec, low)
     acc_index = {o: g for g, o in enumerate(acc_outs)}
     acc_round = {}
     for _a, _k, hp in low.programs:
@@ -545,8 +549,8 @@ def emit_head_kernel(spec, mod) -> dict[str, str]:
         dtype_keys.append((CTYPE[str(getattr(dt, "value", dt))], [k * 100 + r * 10 + 1 for k in keys]))
     cls = f"{spec.name}Kernel"
     ctx = {
-        "op": spec.name, "op_snake": snake, "spec_file": f"specs/{snake}.py", "cls": cls,
-        "doc": (mod.__doc__ or "").strip().splitlines()[0], "struct": f"optiling::{spec.name}TilingData",
+        "op": spec.name, "op_snake": snake, "spec_file": spec_path(spec), "cls": cls,
+        "doc": doc, "struct": f"optiling::{spec.name}TilingData",
         "inputs": [i.name for i in spec.inputs], "outputs": [o.name for o in spec.outputs],
         "unused": [n for n in order if n not in used], "gm": gm, "has": has,
         "nparts": nslots, "part_names": [n for n, _g in low.slots], "nkeys": len(low.programs),
@@ -589,4 +593,4 @@ def _check_dtypes(spec, part: HeadPart) -> None:
 
 
 __all__ = ["Lowered", "full_keys", "lower_spec", "check_presence_variants", "emit_head_kernel", "instr_lines",
-           "body_lines", "addr_lines", "check_counts"]
+           "body_lines", "addr_lines", "accumulated_outputs", "addressing_dims"]

@@ -67,8 +67,8 @@ def _sym_sources(m: OpModel, name: str) -> list[_Src]:
     for loc in sym_locations(m.spec, name):
         p = m.inputs[loc.index]
         shp = _shape_var(p)
-        out.append(_Src(p, f"{shp}->GetDim({loc.k})" if loc.where == "front" else
-                        f"{shp}->GetDim({shp}->GetDimNum() - {loc.k})"))
+        out.append(_Src(p, loc.cpp(f"{shp}->GetDim({loc.k})" if loc.where == "front" else
+                                   f"{shp}->GetDim({shp}->GetDimNum() - {loc.k})")))
     return out
 
 

@@ -1,43 +1,77 @@
-"""Emission of op_kernel/<op>.h and op_kernel/<op>.cpp for row kernels (opgen.kernel.rowprog).
+"""Emission of op_kernel/<op>.h and op_kernel/<op>.cpp for rows-family kernels (opgen.kernel.rows).
 
-Python decides every statement: each specialisation of the spec (presence of optional inputs) is
-lowered to a row program, and its instructions are printed as AscendC calls for the two strategies of
-opgen.tiling.rowkernel — ROW_SPLIT (rows over cores, `rowsPerPass` rows per CopyIn/Compute/CopyOut pass)
-and COL_SPLIT (H over cores, resident row groups, row sums exchanged through workspace per level). The
+Python decides every statement: the family lowers each specialisation of the spec (static attributes, presence
+of optional inputs) to a row program; equal programs share one class. Its instructions are printed as AscendC
+calls for the two strategies of opgen.tiling.rowkernel — ROW_SPLIT (rows over cores, `rowsPerPass` rows per
+CopyIn/Compute/CopyOut pass) and COL_SPLIT (the row axis over cores, column chunks, resident row groups and
+row reductions exchanged through workspace per level) — and every GM access through its operand's view
+(opgen.kernel.rowlayout.View): contiguous rows as one DataCopyPad per pass, strided rows (a permuted tensor, a
+broadcast over leading axes) one DataCopyPad per run along the innermost leading axis, the row-axis slices of
+a tensor at a column offset. The dim values the addressing needs travel in the tiling data (`DimFields`). The
 templates (templates/op_kernel/) only lay out the class, its members and the entry point.
 
 Reference facts: reference/ascendc.md §1.2 (extern "C" __global__ __aicore__ entry, GM_ADDR, tiling
 data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.7 (DataCopyPad units: blockLen bytes, UB gaps in
-32-byte blocks, GM gaps in bytes), §1.9 (count-form vector calls, Cast round modes, ReduceSum), §1.10
-(SyncAll, GetBlockIdx/GetBlockNum).
+32-byte blocks, GM gaps in bytes), §1.9 (count-form vector calls, Cast round modes, ReduceSum, ReduceMax),
+§1.10 (SyncAll, GetBlockIdx/GetBlockNum).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opgen.codegen.names import op_snake
 from opgen.errors import SpecError
-from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowLayout, RowProgram, lower, per_row
-from opgen.passes.pipeline import optimize
+from opgen.ir.dims import Lit, as_dim
+from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowProgram, per_row
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
 
 
 @dataclass
 class Variant:
-    """One lowered specialisation: its presence condition (C++), the class name, a one-line description and
-    the lowered row program."""
+    """One class of the kernel: the lowered row program, the specialisations it serves ([(attrKey, presence
+    condition in C++)]), its class name and a one-line description."""
 
-    cond: str
     cls: str
     doc: str
     prog: RowProgram
+    serves: list = field(default_factory=list)
+
+
+class DimFields:
+    """The tiling-data fields carrying the dim values a rows kernel's addressing needs: one field `dim<k>` per
+    distinct dim expression that is neither a literal nor the row length, plus the leading extents a strided view
+    decomposes rows with (`extent<i>`). `cpp(e)` prints a dim expression as C++ over them."""
+
+    def __init__(self, layout):
+        self.layout = layout
+        self.fields: dict[str, tuple[str, object]] = {}
+
+    def cpp(self, e) -> str:
+        """C++ int64 expression of dim expression e inside the kernel class."""
+        e = as_dim(e)
+        if isinstance(e, Lit):
+            return str(e.value)
+        if e == as_dim(self.layout.hidden_extent()):
+            return "hidden_"
+        key = str(e)
+        if key not in self.fields:
+            self.fields[key] = (f"dim{len(self.fields)}", e)
+        return f"td_->{self.fields[key][0]}"
+
+    def extent(self, i: int) -> str:
+        """The tiling field of leading extent i."""
+        return self.cpp(self.layout.extents[i])
+
+    def items(self) -> list[tuple[str, object, str]]:
+        """[(field name, dim expression, doc)] in first-use order."""
+        return [(n, e, f"dim {k}") for k, (n, e) in self.fields.items()]
 
 
 def _ctype(dtype: str) -> str:
-    return dtype if dtype in ("T", "U") else CTYPE[dtype]
+    return CTYPE.get(dtype, dtype)
 
 
 def _operand(name: str, prog: RowProgram) -> str:
@@ -53,7 +87,7 @@ def _operand(name: str, prog: RowProgram) -> str:
 def compute_line(i: Instr, operand, n: str) -> str | None:
     """C++ of a row-program instruction that touches only UB operands and scalars (vbin, vscalar, vunary, vdup,
     acc, sexpr), shared by the row and head kernel printers; `operand` names a buffer, `n` is the lane count
-    expression. None for the kinds whose addressing is the printer's own (loads, stores, row sums)."""
+    expression. None for the kinds whose addressing is the printer's own (loads, stores, row reductions)."""
     k = i.kind
     if k == "vbin":
         return f"{i.op}({operand(i.dst)}, {operand(i.srcs[0])}, {operand(i.srcs[1])}, {n});"
@@ -73,8 +107,8 @@ def compute_line(i: Instr, operand, n: str) -> str | None:
 class _Printer:
     """Prints the instructions of one row program for one strategy.
 
-    mode "row": ROW_SPLIT (rows staged in queues, row sums reduced in UB);
-    mode "col": COL_SPLIT (resident slices; partial row sums staged, totals read back)."""
+    mode "row": ROW_SPLIT (rows staged in queues, row reductions in UB);
+    mode "col": COL_SPLIT (resident slices; partial row reductions staged, totals read back)."""
 
     def __init__(self, prog: RowProgram, mode: str):
         self.p, self.mode = prog, mode
@@ -89,7 +123,7 @@ class _Printer:
 
     def instr(self, i: Instr, phase: int | None = None) -> list[str]:
         """C++ lines of instruction `i` inside the per-row loop (`i`, `n_`), a vector instruction followed by
-        PipeBarrier<PIPE_V>() (rowprog.VECTOR_KINDS). For COL_SPLIT `phase` is the row-sum level being
+        PipeBarrier<PIPE_V>() (rowprog.VECTOR_KINDS). For COL_SPLIT `phase` is the row-reduction level being
         exchanged (None: the final phase)."""
         lines = self._instr(i, phase)
         return lines + ["PipeBarrier<PIPE_V>();"] if i.kind in VECTOR_KINDS else lines
@@ -108,12 +142,13 @@ class _Printer:
             return [f"CastTo(rowOut_{i.gm}[i * rowStride_], {op(i.srcs[0])}, RoundMode::{i.arg}, n_);"]
         if k == "sstore":
             return [f"statStage_{i.gm}.SetValue(i, {i.srcs[0]});"]
-        if k == "rsum":
+        if k in ("rsum", "rmax"):
+            fn = "RowSum" if k == "rsum" else "RowMax"
             if self.mode == "row":
-                return [f"const float {i.dst} = RowSum({op(i.srcs[0])}, n_);"]
+                return [f"const float {i.dst} = {fn}({op(i.srcs[0])}, n_);"]
             j = self.rsum_index[i.dst]
             if phase is not None and i.level == phase:
-                return [f"sums_.SetValue({self.level_slot[i.dst]} * groupStride_ + i, RowSum({op(i.srcs[0])}, n_));"]
+                return [f"sums_.SetValue({self.level_slot[i.dst]} * groupStride_ + i, {fn}({op(i.srcs[0])}, n_));"]
             return [f"const float {i.dst} = tots_.GetValue({j} * groupStride_ + i);"]
         raise SpecError(f"row kernel {self.p.name}: no C++ for instruction {k}")
 
@@ -127,7 +162,7 @@ class _Printer:
 
     def phase_body(self, level: int | None) -> list[str]:
         """COL_SPLIT: the instructions of one phase (opgen.kernel.rowprog._assign_phases): for level L the
-        ancestors of its row sums, for the final phase (None) those of every store and accumulate."""
+        ancestors of its row reductions, for the final phase (None) those of every store and accumulate."""
         want = -1 if level is None else level
         out = []
         for i in self.p.instrs:
@@ -136,7 +171,7 @@ class _Printer:
         return out
 
 
-_VECTOR_CALL = re.compile(r"^(Add|Sub|Mul|Div|Muls|Adds|Exp|Duplicate|CastFrom|CastTo|Gather)\(")
+_VECTOR_CALL = re.compile(r"^(Add|Sub|Mul|Div|Muls|Adds|Maxs|Mins|Max|Min|Exp|Duplicate|CastFrom|CastTo|Gather)\(")
 
 
 def barriers(lines: list[str]) -> list[str]:
@@ -151,7 +186,94 @@ def barriers(lines: list[str]) -> list[str]:
     return out
 
 
-def _setup_lines(prog: RowProgram, space: str) -> list[str]:
+# ------------------------------------------------------------------------------------------------ addressing
+class _Addr:
+    """GM offsets of one program's operands, printed over the kernel's tiling fields."""
+
+    def __init__(self, prog: RowProgram, dims: DimFields):
+        self.p, self.dims = prog, dims
+
+    def view(self, name: str):
+        return self.p.tensor(name).view
+
+    def row(self, name: str, r: str) -> str:
+        """Element offset of anchor row `r` of row/stat operand `name` (column 0 of the row)."""
+        v = self.view(name)
+        if v.flat:
+            return _sum([_mul(r, self.dims.cpp(v.pitch)), self.dims.cpp(v.col)])
+        return f"Off_{name}({r})"
+
+    def brow(self, name: str, b: str) -> str:
+        """Element offset of batch row `b` of brow operand `name`."""
+        v = self.view(name)
+        return _sum([_mul(b, self.dims.cpp(v.pitch)), self.dims.cpp(v.col)])
+
+    def col(self, name: str) -> str:
+        """Element offset of column operand `name`."""
+        return self.dims.cpp(self.view(name).col)
+
+    def inner_stride(self, name: str) -> str:
+        """GM elements between consecutive rows of a run (the innermost leading axis' stride)."""
+        v = self.view(name)
+        return self.dims.cpp(v.pitch) if v.flat else self.dims.cpp(v.strides[-1])
+
+    def off_funcs(self) -> list[tuple[str, list[str]]]:
+        """[(operand, body lines)] of Off_<operand>(r) for every strided row/stat operand: r decomposed into the
+        leading coordinates (innermost first) and weighted by the view's strides."""
+        out = []
+        for t in self.p.gm:
+            v = t.view
+            if v is None or v.flat or t.space not in ("row", "stat"):
+                continue
+            lines = ["int64_t q = r;", f"int64_t off = {self.dims.cpp(v.col)};"]
+            k = len(v.strides)
+            for i in range(k - 1, -1, -1):
+                s = self.dims.cpp(v.strides[i])
+                if i == 0:
+                    if s != "0":
+                        lines.append(f"off += q * {s};")
+                    break
+                e = self.dims.extent(i)
+                if s != "0":
+                    lines.append(f"off += (q % {e}) * {s};")
+                lines.append(f"q /= {e};")
+            lines.append("return off;")
+            out.append((t.name, lines))
+        return out
+
+
+def _mul(a: str, b: str) -> str:
+    if b == "0" or a == "0":
+        return "0"
+    if b == "1":
+        return a
+    return f"{a} * {b}"
+
+
+def _sum(terms: list[str]) -> str:
+    ts = [t for t in terms if t != "0"]
+    return " + ".join(ts) if ts else "0"
+
+
+def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str) -> list[dict]:
+    out = []
+    for t in prog.gm:
+        if t.role != role or t.space != space:
+            continue
+        v = t.view
+        ct = _ctype(t.dtype)
+        stride = addr.inner_stride(t.name)
+        runs = v.flat or v.runs
+        out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": v.flat,
+                    "run": "k" if v.flat else ("RunRows(r, k - j)" if runs else "1"),
+                    "off_r0": addr.row(t.name, "r0"), "off_g0": addr.row(t.name, "g0"), "off_r": addr.row(t.name, "r"),
+                    "gap_row": "0" if stride == "hidden_" or not runs else f"({stride} - hidden_) * sizeof({ct})",
+                    "gap_col": f"({stride} - n_) * sizeof({ct})" if runs else "0"})
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ setup / flush
+def _setup_lines(prog: RowProgram, space: str, addr: _Addr) -> list[str]:
     """LoadBatch / LoadColumns bodies: loads, brow/col compute, zeroed accumulators."""
     out = []
     for i in prog.instrs:
@@ -159,8 +281,8 @@ def _setup_lines(prog: RowProgram, space: str) -> list[str]:
             continue
         if i.kind == "load":
             t = prog.tensor(i.gm)
-            off = "b * hidden_ + c0_" if space == "brow" else "c0_"
-            out.append(f"LoadRow<{_ctype(t.dtype)}>({_operand(i.dst, prog)}, gm_{i.gm}[{off}], n_);")
+            off = addr.brow(i.gm, "b") if space == "brow" else addr.col(i.gm)
+            out.append(f"LoadRow<{_ctype(t.dtype)}>({_operand(i.dst, prog)}, gm_{t.gm}[{_sum([off, 'c0_'])}], n_);")
         elif i.kind == "acc":
             continue
         else:
@@ -171,11 +293,11 @@ def _setup_lines(prog: RowProgram, space: str) -> list[str]:
 
 
 def _zero_lines(prog: RowProgram, space: str) -> list[str]:
-    """Zero the accumulators of `space` (brow: at each new batch, col: once)."""
+    """Zero the accumulators of `space` (brow: at each new batch, col: once per column chunk)."""
     return [f"Duplicate({_operand(a, prog)}, 0.0f, n_);" for a, (sp, _n, _r) in prog.accs.items() if sp == space]
 
 
-def _flush_lines(prog: RowProgram, mode: str) -> list[str]:
+def _flush_lines(prog: RowProgram, mode: str, addr: _Addr) -> list[str]:
     """FlushBatch body: write the batch sums (direct when this core saw the whole batch or owns its
     columns; else fp32 partial rows to workspace, slot 0 = first batch of the core, 1 = last)."""
     accs = [(a, v) for a, v in prog.accs.items() if v[0] == "brow"]
@@ -183,8 +305,9 @@ def _flush_lines(prog: RowProgram, mode: str) -> list[str]:
         return []
     ncol = sum(1 for v in prog.accs.values() if v[0] == "col")
     out = []
-    direct = [f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{name}[curBatch_ * hidden_ + c0_], "
-              f"{_operand(a, prog)}, RoundMode::{rm}, n_);" for a, (_sp, name, rm) in accs]
+    direct = [f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
+              f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, RoundMode::{rm}, n_);"
+              for a, (_sp, name, rm) in accs]
     if mode == "col":
         return direct
     out.append("const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;")
@@ -199,7 +322,7 @@ def _flush_lines(prog: RowProgram, mode: str) -> list[str]:
     return out
 
 
-def _cross_core_lines(prog: RowProgram) -> list[str]:
+def _cross_core_lines(prog: RowProgram, addr: _Addr) -> list[str]:
     """ROW_SPLIT epilogue: partial column sums to workspace, SyncAll, then each core sums its column
     slice over the cores in core order (column outputs and the batches split across cores)."""
     cols = [(a, v) for a, v in prog.accs.items() if v[0] == "col"]
@@ -217,8 +340,10 @@ def _cross_core_lines(prog: RowProgram) -> list[str]:
                "td_->colsPerReduceCore) : 0;")
     out.append("if (rn > 0) {")
     for j, (_a, (_sp, name, rm)) in enumerate(cols):
+        t = prog.tensor(name)
         out.append(f"SumPartials({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);")
-        out.append(f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{name}[r0], w_[0], RoundMode::{rm}, rn);")
+        out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
+                   f"RoundMode::{rm}, rn);")
     if brows:
         out.append("int64_t lastBatch = -1;")
         out.append("for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {")
@@ -228,163 +353,117 @@ def _cross_core_lines(prog: RowProgram) -> list[str]:
         out.append("lastBatch = b;")
         out.append("const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;")
         for j, (_a, (_sp, name, rm)) in enumerate(brows):
+            t = prog.tensor(name)
             out.append(f"SumPartials({len(cols) + j}, {len(brows)}, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);")
-            out.append(f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{name}[b * hidden_ + r0], w_[0], "
+            out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.brow(name, 'b'), 'r0'])}], w_[0], "
                        f"RoundMode::{rm}, rn);")
         out.append("}")
     out.append("}")
     return out
 
 
-def _col_final_lines(prog: RowProgram) -> list[str]:
-    """COL_SPLIT epilogue: the core owns its columns, so column sums are written directly."""
+def _col_final_lines(prog: RowProgram, addr: _Addr) -> list[str]:
+    """COL_SPLIT epilogue of a column chunk: the core owns its columns, so column sums are written directly."""
     out = []
     for a, (sp, name, rm) in prog.accs.items():
         if sp == "col":
-            out.append(f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{name}[c0_], {_operand(a, prog)}, "
+            t = prog.tensor(name)
+            out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'c0_'])}], {_operand(a, prog)}, "
                        f"RoundMode::{rm}, n_);")
     return out
 
 
-def variants(spec, layout: RowLayout) -> list[Variant]:
-    """The distinct row programs of `spec`, one per presence combination of its optional inputs, with
-    the C++ condition selecting each at run time (absent optional inputs arrive as nullptr)."""
-    seen: dict[tuple, Variant] = {}
-    opts = [i for i in spec.inputs if i.optional]
-    for key in spec.keys():
-        pres = dict(zip([i.name for i in opts], key.present))
-        k = tuple(pres[i.name] for i in opts)
-        if k in seen:
-            continue
-        prog = lower(optimize(spec.graph(key)), layout)
-        conds = [f"{n} {'!=' if p else '=='} nullptr" for n, p in pres.items()]
-        doc = ", ".join(f"{n} {'present' if p else 'absent'}" for n, p in pres.items()) or "all inputs"
-        seen[k] = Variant(" && ".join(conds) or "true", f"{spec.name}Kernel{len(seen)}", doc, prog)
-    return list(seen.values())
+def _attr_names(i: Instr) -> list[str]:
+    return [m for m in re.findall(r"attr_([A-Za-z0-9_]+)", i.arg)]
 
 
-def check_counts(spec, progs, counts, loc: str) -> None:
-    """Raise SpecError when a lowered program needs more UB rows than the tiling plans (`counts`)."""
-    for p in progs:
-        per_level: dict[int, int] = {}
-        for i in p.rsums():
-            per_level[i.level] = per_level.get(i.level, 0) + 1
-        need = {
-            "row_in": sum(1 for t in p.gm if t.role == "in" and t.space == "row"),
-            "row_out": sum(1 for t in p.gm if t.role == "out" and t.space == "row"),
-            "stat_in": sum(1 for t in p.gm if t.role == "in" and t.space == "stat"),
-            "stat_out": sum(1 for t in p.gm if t.role == "out" and t.space == "stat"),
-            "temps": p.row_temps, "brow": len(p.brow), "col": len(p.col),
-            "brow_acc": sum(1 for v in p.accs.values() if v[0] == "brow"),
-            "col_acc": sum(1 for v in p.accs.values() if v[0] == "col"),
-            "rsums": len(p.rsums()), "rsums_per_level": max(per_level.values(), default=0),
-        }
-        for k, v in need.items():
-            if v > getattr(counts, k):
-                raise SpecError(f"{loc}: the {spec.name} kernel needs {k} = {v} but the tiling plans for "
-                                f"{getattr(counts, k)} (raise it in COUNTS)")
+def class_context(spec, v: Variant, dims: DimFields) -> dict:
+    """The template context of one kernel class (templates/op_kernel/row_kernel.h.j2)."""
+    p = v.prog
+    addr = _Addr(p, dims)
+    row_pr, col_pr = _Printer(p, "row"), _Printer(p, "col")
+    levels = sorted({i.level for i in p.rsums()})
+    tensors = []
+    for t in p.gm:
+        if t.gm not in [n for n, _c in tensors]:
+            tensors.append((t.gm, _ctype(t.dtype)))
+    used = {n for n, _c in tensors}
+    kinds = {i.dst: i.kind for i in p.rsums()}
+    combine = {}
+    for lv in levels:
+        for i in p.rsums(lv):
+            combine[i.dst] = "Max" if kinds[i.dst] == "rmax" else "Add"
+    return {
+        "name": v.cls, "doc": v.doc,
+        "tensors": tensors,
+        "unused": [n for n in [i.name for i in spec.inputs] + [o.name for o in spec.outputs] if n not in used],
+        "row_in": _operand_ctx(p, addr, "in", "row"), "row_out": _operand_ctx(p, addr, "out", "row"),
+        "stat_in": _operand_ctx(p, addr, "in", "stat"),
+        "stat_out": [dict(o, rm=next(i.arg for i in p.instrs if i.kind == "sstore" and i.gm == o["op"]))
+                     for o in _operand_ctx(p, addr, "out", "stat")],
+        "off_funcs": addr.off_funcs(),
+        "temps": max(p.row_temps, 2), "nbrow": max(len(p.brow), 1), "ncol": max(len(p.col), 1),
+        "has_brow": bool(p.brow),
+        "ws_rows_per_core": sum(1 for x in p.accs.values() if x[0] == "col")
+        + 2 * sum(1 for x in p.accs.values() if x[0] == "brow"),
+        "load_batch": barriers(_setup_lines(p, "brow", addr)), "zero_batch": barriers(_zero_lines(p, "brow")),
+        "load_cols": barriers(_setup_lines(p, "col", addr)),
+        "flush_row": barriers(_flush_lines(p, "row", addr)), "flush_col": barriers(_flush_lines(p, "col", addr)),
+        "row_body": row_pr.row_body(), "cross_core": barriers(_cross_core_lines(p, addr)),
+        "levels": [(lv, col_pr.phase_body(lv),
+                    [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
+                   for lv in levels],
+        "final_body": col_pr.phase_body(None), "col_final": barriers(_col_final_lines(p, addr)),
+        "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
+        "float_attrs": sorted({x for i in p.instrs for x in _attr_names(i)}),
+        "uses_max": any(i.kind == "rmax" for i in p.instrs),
+        "strided": any(o for o in addr.off_funcs()),
+    }
 
 
-def kernel_ir_text(spec, g) -> str:
-    """The lowered kernel of graph `g` (one specialisation of `spec`) as canonical text: the row program
-    (opgen.kernel.rowprog.print_program) for row-kernel ops, the head program
-    (opgen.kernel.headrows.print_head_program) for head-row kernel ops. Raises OpgenError for an op without a kernel
-    lowering."""
-    from opgen.errors import OpgenError
-    from opgen.kernel.rowprog import print_program
-    from opgen.tiling import ROW_KERNELS
-
-    if spec.name in ROW_KERNELS:
-        return print_program(lower(optimize(g), RowLayout()))
-    from opgen.tiling import HEAD_KERNELS
-
-    if spec.name in HEAD_KERNELS:
-        from opgen.kernel.headrows import lower_heads, print_head_program
-
-        return print_head_program(lower_heads(optimize(g)))
-    from opgen.tiling import NSA_KERNELS
-
-    if spec.name in NSA_KERNELS:
-        from opgen.codegen.kernel_nsa import kernel_ir_text as nsa_text
-
-        return nsa_text(spec, g)
-    raise OpgenError(f"--stage kernel: {spec.name} has no kernel lowering yet")
-
-
-def emit_kernel(spec) -> dict[str, str]:
-    """{path: text} of op_kernel/<op>.h and op_kernel/<op>.cpp for a row-kernel op, or a head-row kernel op
-    (opgen.codegen.headkernel); {} for other ops. Raises SpecError when a specialisation does not fit the
-    tiling's buffer counts."""
+def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec_file: str) -> dict[str, str]:
+    """{path: text} of op_kernel/<op>.h and .cpp for the rows-family classes `variants` (opgen.kernel.rows)."""
     from opgen.codegen.env import template_env
-    from opgen.tiling import HEAD_KERNELS, ROW_KERNELS
 
-    if spec.name in HEAD_KERNELS:
-        from opgen.codegen.headkernel import emit_head_kernel
-
-        return emit_head_kernel(spec, HEAD_KERNELS[spec.name])
-    from opgen.tiling import NSA_KERNELS
-
-    if spec.name in NSA_KERNELS:
-        from opgen.codegen.kernel_nsa import emit_nsa_kernel
-
-        return emit_nsa_kernel(spec)
-    if spec.name not in ROW_KERNELS:
-        return {}
-    mod = ROW_KERNELS[spec.name]
-    layout = RowLayout()
-    vs = variants(spec, layout)
-    check_counts(spec, [v.prog for v in vs], mod.COUNTS, f"opgen/tiling/{mod.__name__.rsplit('.', 1)[-1]}.py")
     snake = op_snake(spec.name)
     dvars = [c.name for c in spec.dtype_table]
-    classes = []
-    for v in vs:
-        p = v.prog
-        row_pr, col_pr = _Printer(p, "row"), _Printer(p, "col")
-        levels = sorted({i.level for i in p.rsums()})
-        classes.append({
-            "name": v.cls, "doc": v.doc, "cond": v.cond,
-            "gm": [(t.name, _ctype(t.dtype)) for t in p.gm],
-            "unused": [n for n in [i.name for i in spec.inputs] + [o.name for o in spec.outputs]
-                       if n not in {t.name for t in p.gm}],
-            "row_in": [t.name for t in p.gm if t.role == "in" and t.space == "row"],
-            "row_out": [t.name for t in p.gm if t.role == "out" and t.space == "row"],
-            "stat_in": [t.name for t in p.gm if t.role == "in" and t.space == "stat"],
-            "stat_out": [(i.gm, _ctype(p.tensor(i.gm).dtype), i.arg) for i in p.instrs if i.kind == "sstore"],
-            "row_out_types": {t.name: _ctype(t.dtype) for t in p.gm},
-            "temps": max(p.row_temps, 2), "nbrow": max(len(p.brow), 1), "ncol": max(len(p.col), 1),
-            "has_brow": bool(p.brow), "has_col": bool(p.col),
-            "ws_rows_per_core": sum(1 for x in p.accs.values() if x[0] == "col")
-            + 2 * sum(1 for x in p.accs.values() if x[0] == "brow"),
-            "load_batch": barriers(_setup_lines(p, "brow")), "zero_batch": barriers(_zero_lines(p, "brow")),
-            "load_cols": barriers(_setup_lines(p, "col")),
-            "flush_row": barriers(_flush_lines(p, "row")), "flush_col": barriers(_flush_lines(p, "col")),
-            "row_body": row_pr.row_body(), "cross_core": barriers(_cross_core_lines(p)),
-            "levels": [(lv, [d for d in (i.dst for i in p.rsums(lv))], col_pr.phase_body(lv),
-                        [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst]) for i in p.rsums(lv)]) for lv in levels],
-            "final_body": col_pr.phase_body(None), "col_final": barriers(_col_final_lines(p)),
-            "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
-            "float_attrs": sorted({x for i in p.instrs for x in _attr_names(i)}),
-        })
-    inputs = [i.name for i in spec.inputs]
-    outputs = [o.name for o in spec.outputs]
+    classes = [class_context(spec, v, dims) for v in variants]
+    inner = dims.extent(len(dims.layout.extents) - 1) if dims.layout.extents and any(c["strided"] for c in classes) \
+        else "1"
     keys = []
-    for r, row in enumerate(spec.dtype_rows, start=1):
-        types = [CTYPE[str(row[d].value) if hasattr(row[d], "value") else str(row[d])] for d in dvars]
-        for strategy in (1, 2):
-            keys.append((r * 10 + strategy, types, strategy))
-    env = template_env()
+    attr_keys = sorted({k for v in variants for k, _c in v.serves})
+    for ak in attr_keys:
+        serving = [(c, cond) for v, c in zip(variants, classes) for k, cond in v.serves if k == ak]
+        for r, row in enumerate(spec.dtype_rows, start=1):
+            types = [CTYPE[str(row[d].value) if hasattr(row[d], "value") else str(row[d])] for d in dvars]
+            for strategy in (1, 2):
+                keys.append((ak * 100 + r * 10 + strategy, types, [(c["name"], cond) for c, cond in serving]))
     ctx = {
-        "op": spec.name, "op_snake": snake, "spec_file": f"specs/{snake}.py", "dvars": dvars, "classes": classes,
-        "inputs": inputs, "outputs": outputs, "keys": keys, "struct": f"optiling::{spec.name}TilingData",
-        "doc": (mod.__doc__ or "").strip().splitlines()[0],
+        "op": spec.name, "op_snake": snake, "spec_file": spec_file, "dvars": dvars, "classes": classes,
+        "inputs": [i.name for i in spec.inputs], "outputs": [o.name for o in spec.outputs], "keys": keys,
+        "struct": f"optiling::{spec.name}TilingData", "doc": doc, "inner_extent": inner,
     }
+    env = template_env()
     return {
         f"op_kernel/{snake}.h": env.get_template("op_kernel/row_kernel.h.j2").render(**ctx),
         f"op_kernel/{snake}.cpp": env.get_template("op_kernel/row_kernel.cpp.j2").render(**ctx),
     }
 
 
-def _attr_names(i: Instr) -> list[str]:
-    import re
+def emit_kernel(spec) -> dict[str, str]:
+    """The codegen emitter (opgen.codegen.EMITTERS): op_kernel/ of `spec` from its kernel build
+    (opgen.passes.pipeline.kernel_build), printed by the family that lowered it. Raises NoKernel when no family
+    lowers the spec (a package is never written without its kernel), SpecError as the family's emitter."""
+    from opgen.passes.pipeline import kernel_build
 
-    return [m for m in re.findall(r"attr_([A-Za-z0-9_]+)", i.arg)]
+    u = kernel_build(spec)
+    return u.family.emit(spec, u.lowered, u.tiling)
+
+
+def kernel_ir_text(spec, g, key=None) -> str:
+    """The lowered kernel of specialisation `key` of `spec` (graph `g` is its tensor IR) as canonical text: the
+    family's layout line, then its Kernel IR (`opgen graph --stage kernel`). Raises NoKernel."""
+    from opgen.passes.pipeline import compile_unit
+
+    u = compile_unit(spec, key=key, until="lower", only_key0=True)
+    return f"family {u.family.name}: {u.family.layout_text(u.layout)}\n" + u.family.program_text(u.lowered, u.key0)

@@ -1,8 +1,8 @@
 """Emission of op_kernel/<op>.h and op_kernel/<op>.cpp for the NSA mixed kernels (opgen.kernel.nsa).
 
 Python decides every statement: each specialisation of the spec (static attributes x presence of the optional
-inputs) is lowered to an NsaProgram, checked against the tiling's plan (opgen.tiling.nsa.COUNTS: registers, queues,
-workspace tiles and slots, L1 buffers), and printed: the cube phases (operand loads into L1, the matmul form with
+inputs) is lowered to an NsaProgram by the attention family (opgen.kernel.attention: the tiling's plan is built from
+the counts of these programs: registers, queues, workspace tiles and slots, L1 buffers), and printed: the cube phases (operand loads into L1, the matmul form with
 its tiling-data tiles, the Fixpipe destination), the vector stage (per unit, per UB pass, per row), the zero-init and
 final pass of workspaced outputs. The schedule is decided here too: an AIC pipelines two units (S of unit u + 1
 before O of unit u, two workspace slots) when no L1 operand lives across its two phases, else it runs each item's
@@ -20,15 +20,15 @@ import re
 
 from opgen.codegen.names import op_snake
 from opgen.errors import SpecError
-from opgen.kernel.nsa import NsaProgram, lower, print_program
-from opgen.passes.pipeline import optimize
+from opgen.kernel.nsa import NsaProgram, print_program, shape_key
 from opgen.tiling.nsa import WS_ALIGN
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "i64": "int64_t", "bool": "bool",
          "u8": "uint8_t"}
-FIELD = {"T1": "tokens", "N1": "qHeads", "D": "headDim", "T2": "kvTokens", "N2": "kvHeads", "Dv": "valueDim"}
-"""Tiling-data field of each dim a workspace size uses (opgen.tiling.nsa._common)."""
-MEMBER = {"D": "D_", "Dv": "Dv_"}
+FIELD = {"t": "tokens", "h": "qHeads", "d": "headDim", "T": "kvTokens", "n": "kvHeads", "v": "valueDim"}
+"""Tiling-data field of each role (opgen.kernel.nsa.shape_key letter) a workspace size uses (opgen.tiling.nsa)."""
+MEMBER = {"D": "D_", "Dv": "Dv_", "d": "D_", "v": "Dv_"}
+"""Kernel member of the head dims, by role name or shape_key letter."""
 FLAGS = [("FLAG_C2V", 1, "AIC -> its AIVs: the item's cube results are in the workspace"),
          ("FLAG_V2C", 2, "AIVs -> their AIC: the item's vector results are in the workspace"),
          ("FLAG_ZERO", 3, "AIVs -> their AIC: the atomic targets are zero everywhere"),
@@ -64,8 +64,8 @@ def _index_inputs(spec) -> tuple[str, str, str]:
 class _Printer:
     """C++ statements of one NsaProgram (module doc)."""
 
-    def __init__(self, spec, p: NsaProgram, counts, slots: int):
-        self.spec, self.p, self.counts, self.slots = spec, p, counts, slots
+    def __init__(self, spec, p: NsaProgram, counts, slots: int, tokens: dict):
+        self.spec, self.p, self.counts, self.slots, self.tokens = spec, p, counts, slots, tokens
         self.row_cap = "L_" if p.full_rows else "Lc_"
         self.tile_que = {}
         self.stat_que = {}
@@ -94,11 +94,12 @@ class _Printer:
             off.append(f"AlignUp({rows} * {keys} * sizeof({ct}), {WS_ALIGN})")
         from opgen.tiling.nsa import POST_OFFSETS
 
-        offs = POST_OFFSETS.get(self.spec.name, {})
         for po in self.p.post:
-            if po.output not in offs:
-                raise SpecError(f"{self.spec.name}: the tiling has no workspace for output {po.output}")
-            out.append((po.workspace, "float", f"td->{offs[po.output]}"))
+            shape = next(o for o in self.spec.outputs if o.name == po.output).shape
+            key = shape_key(shape, self.tokens)
+            if key not in POST_OFFSETS:
+                raise SpecError(f"{self.spec.name}: the tiling has no workspace for output {po.output} ({key})")
+            out.append((po.workspace, "float", f"td->{POST_OFFSETS[key]}"))
         return out
 
     def slot_off(self, tile: str) -> str:
@@ -216,7 +217,7 @@ class _Printer:
         while i.kind != "ld_head":
             i = srcs[i.srcs[0]]
         shape = next(p for p in self.spec.inputs if p.name == i.arg).shapes[0]
-        return MEMBER[str(shape[-1])]
+        return MEMBER[self.tokens[str(shape[-1])]]
 
     def stat_slot(self, v: str) -> str:
         return f"{self.unit_stats.index(v)} * AlignUp(td_->subRows, 8) + row - rBegin"
@@ -230,7 +231,7 @@ class _Printer:
             if i.scope != "unit":
                 continue
             if i.kind == "ld_head":
-                e = MEMBER[str(next(p for p in self.spec.inputs if p.name == i.arg).shapes[0][-1])]
+                e = MEMBER[self.tokens[str(next(p for p in self.spec.inputs if p.name == i.arg).shapes[0][-1])]]
                 out.append(f"LoadHead({self.reg(i.dst)}, gm_{i.arg}[(x.t * N1_ + h) * {e}], {e});")
             elif i.kind == "ld_stat":
                 out.append(f"const float st_{i.dst} = gm_{i.arg}.GetValue((x.t * N1_ + h) * 8);")
@@ -323,7 +324,7 @@ class _Printer:
         scatter = {c.target for c in self.p.cube if c.dest == "scatter"}
         for po in self.p.post:
             shape = next(o for o in self.spec.outputs if o.name == po.output).shape
-            n = " * ".join(f"td_->{FIELD[str(d)]}" for d in shape)
+            n = " * ".join(f"td_->{FIELD[self.tokens[str(d)]]}" for d in shape)
             if po.output in scatter:
                 zero.append((po.workspace, base, f"({n})"))
             fin.append((po.workspace, po.output, base, f"({n})", self.scalar(po.scale) if po.scale else "", po.round))
@@ -340,11 +341,6 @@ def _static_combos(spec):
             for vals in itertools.product(*[a.choices for a in spec.static_attrs])]
 
 
-def programs(spec) -> list[tuple[object, NsaProgram]]:
-    """(SpecKey, lowered NsaProgram) of every specialisation of `spec`."""
-    return [(key, lower(optimize(spec.graph(key)))) for key in spec.keys()]
-
-
 _VECTOR_CALL = re.compile(r"^(Add|Sub|Mul|Muls|Adds|Exp|Cast|Duplicate|MaskFuture|LoadHead)\(")
 
 
@@ -357,33 +353,6 @@ def _with_barriers(lines: list[str]) -> list[str]:
         if _VECTOR_CALL.match(ln):
             out.append("PipeBarrier<PIPE_V>();")
     return out
-
-
-def check_plan(spec, p: NsaProgram, counts, pipelined: bool) -> None:
-    """Raise SpecError when a lowered program needs more than the tiling plans (opgen.tiling.nsa.COUNTS)."""
-    f32 = sum(1 for v in p.tiles.values() if v == "f32")
-    need = {
-        "row_regs": p.nregs.get("row", 0), "head_regs": p.nregs.get("head", 0),
-        "tile_stores": sum(1 for i in p.vector if i.kind == "st_tile"),
-        "stat8": sum(1 for i in p.vector if i.kind == "st_stat8"),
-        "scratch": int(any(i.kind == "rmax" for i in p.vector)),
-        "unit_stats": sum(1 for i in p.vector if i.scope == "unit" and i.space == "stat"),
-        "f32_tiles": f32, "t_tiles": len(p.tiles) - f32, "l1_tiles": sum(1 for b in p.l1 if b.role == "tile"),
-    }
-    for k, v in need.items():
-        if v > getattr(counts, k):
-            raise SpecError(f"opgen/tiling/nsa.py: the {spec.name} kernel needs {k} = {v} but the tiling plans for "
-                            f"{getattr(counts, k)} (raise it in COUNTS)")
-    for role, planned in (("heads", counts.l1_heads), ("gather", counts.l1_gathers)):
-        got = [b.cols for b in p.l1 if b.role == role]
-        if len(got) > len(planned) or any(g == "D" and q == "Dv" for g, q in zip(got, planned)):
-            raise SpecError(f"opgen/tiling/nsa.py: the {spec.name} kernel's L1 {role} buffers {got} exceed the plan "
-                            f"{list(planned)}")
-    if (2 if pipelined else 1) != counts.slots:
-        raise SpecError(f"opgen/tiling/nsa.py: the {spec.name} kernel uses {2 if pipelined else 1} workspace slots, "
-                        f"the tiling plans for {counts.slots}")
-    if bool(p.post) != counts.post:
-        raise SpecError(f"opgen/tiling/nsa.py: the {spec.name} kernel's final pass does not match the plan")
 
 
 def pipelined(p: NsaProgram) -> bool:
@@ -399,30 +368,26 @@ def pipelined(p: NsaProgram) -> bool:
     return True
 
 
-def kernel_ir_text(spec, g) -> str:
-    """`opgen graph --stage kernel` text of one specialisation's graph `g`."""
-    return print_program(lower(optimize(g)))
-
-
-def emit_nsa_kernel(spec) -> dict[str, str]:
-    """{path: text} of op_kernel/<op>.h and op_kernel/<op>.cpp of an NSA op (module doc). Raises SpecError when a
-    specialisation does not fit the tiling's plan, IRError when one has no lowering."""
+def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
+    """{path: text} of op_kernel/<op>.h and op_kernel/<op>.cpp of an attention-family lowering (module doc):
+    `lowered` (opgen.kernel.family.Lowered: the AttentionLayout and {key: NsaProgram}), the NsaCounts the tiling
+    planned for and the Tiling. Raises SpecError for a schedule the kernel cannot run."""
     from opgen.codegen.env import template_env
+    from opgen.codegen.names import spec_path
     from opgen.tiling import nsa as tnsa
     from opgen.tiling.emit import attr_key
 
-    counts = tnsa.COUNTS[spec.name]
+    lay = lowered.layout
     snake = op_snake(spec.name)
     topk, cuq, cukv = _index_inputs(spec)
     opts = [i for i in spec.inputs if i.optional]
     classes, by_text = [], {}
     variants: dict[int, list] = {}
-    for key, p in programs(spec):
+    for key, p in lowered.programs.items():
         text = print_program(p)
         pipe = pipelined(p)
-        check_plan(spec, p, counts, pipe)
         if text not in by_text:
-            pr = _Printer(spec, p, counts, counts.slots)
+            pr = _Printer(spec, p, counts, counts.slots, lay.tokens)
             loaded: set = set()
             cube1 = pr.cube(1, loaded)
             cube2 = pr.cube(2, loaded if not pipe else set())
@@ -445,7 +410,7 @@ def emit_nsa_kernel(spec) -> dict[str, str]:
                         _l1_elems(b, p)) for b in p.l1],
                 "cube1": cube1, "cube2": cube2, "causal": p.causal,
                 "scatter": scatter, "cube_scatter": pr.cube(2, set(), scatter=True) if scatter else [],
-                "det": scatter and "deterministic" in tnsa.TILINGS_INPUTS[spec.name],
+                "det": scatter and "deterministic" in tiling.inputs,
                 "nrow": max(p.nregs.get("row", 0), 1), "nhead": p.nregs.get("head", 0),
                 "nstats": len(pr.unit_stats), "scratch": any(i.kind == "rmax" for i in p.vector),
                 "tile_ques": list(pr.tile_que.values()), "stat_ques": list(pr.stat_que.values()),
@@ -470,13 +435,13 @@ def emit_nsa_kernel(spec) -> dict[str, str]:
               ("L0B_BYTES", tnsa.CUBE["l0b"], "L0B bytes"),
               ("L0C_BYTES", tnsa.CUBE["l0c"], "L0C bytes"),
               ("L0C_ACC_BYTES", tnsa.L0C_ACC, "L0C bytes of the accumulator region (the tile region follows)"),
-              ("MAX_BLOCKS", spec.dims_["CNT"].max, "most selected blocks per unit (the spec's CNT bound)")]
+              ("MAX_BLOCKS", spec.dims_[lay.dim("CNT")].max, "most selected blocks per unit (the spec's CNT bound)")]
     ctx = {
-        "op": spec.name, "op_snake": snake, "spec_file": f"specs/{snake}.py", "classes": classes,
+        "op": spec.name, "op_snake": snake, "spec_file": spec_path(spec), "classes": classes,
         "inputs": [i.name for i in spec.inputs], "outputs": [o.name for o in spec.outputs], "keys": keys,
         "struct": f"optiling::{spec.name}TilingData", "flags": FLAGS, "consts": consts,
         "det_strategy": tnsa.DETERMINISTIC,
-        "doc": (tnsa.__doc__ or "").strip().splitlines()[0],
+        "doc": tiling.doc,
     }
     return {
         f"op_kernel/{snake}.h": env.get_template("op_kernel/nsa_kernel.h.j2").render(**ctx),

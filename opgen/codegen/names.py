@@ -99,3 +99,15 @@ def c_printf(*parts: str) -> str:
     for k, p in enumerate(parts):
         out.append(p if k % 2 else p.replace("%", "%%"))
     return c_string("".join(out))
+
+
+def spec_path(spec) -> str:
+    """The spec file as emitted banners name it: relative to the project root when under it (specs/foo.py,
+    examples/specs/foo.py), else its file name; never an absolute, machine-dependent path."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent.parent
+    try:
+        return Path(spec.file).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return Path(spec.file).name

@@ -133,6 +133,10 @@ class Builder:
         """Elementwise 1/x (float)."""
         return self.emit("recip", (x,))
 
+    def abs(self, x):
+        """Elementwise |x|."""
+        return self.emit("abs", (x,))
+
     def maximum(self, a, c):
         """Elementwise maximum with NumPy broadcasting."""
         a, c = self._pair(a, c)

@@ -174,6 +174,7 @@ class Requirement:
     fn: Callable
     kind: str  # "static" | "values"
     loc: str = ""
+    kernel: bool = False   # a rule on device data the emitted kernel checks where it reads it (AscendC::Trap())
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,7 @@ class OpSpec:
         self.requirements: list[Requirement] = []
         self.body_fn: Callable | None = None
         self.example_fn: Callable | None = None
+        self.gm_reference_fn: Callable | None = None
         self._graphs: dict[SpecKey, Graph] = {}
         self._dtype_var_locs: dict[str, str] = {}
         self._dtypes_loc: str | None = None
@@ -544,19 +546,22 @@ class OpSpec:
 
     def check(self, param: str, fn: Callable, *, on: str = "static") -> None:
         """A custom check. on="static": fn(attrs, present) -> rule|None, run before shapes;
-        on="values": fn(arrays, env, attrs) -> rule|None, run on converted inputs (index ranges...)."""
+        on="values": fn(arrays, env, attrs) -> rule|None, run on converted inputs (index ranges...);
+        on="device": a values check on tensor data that lives on the device, which the aclnn layer cannot read:
+        the interpreter runs it like a values check and the emitted kernel checks it where it reads the data,
+        stopping with AscendC::Trap() (`opgen check` reports the trap). Raises SpecError for a bad call."""
         loc = _loc()
-        if on not in ("static", "values"):
+        if on not in ("static", "values", "device"):
             raise spec_error(loc, f"check(on={on!r}): unknown kind",
-                             'use on="static" (attributes and presence) or on="values" (converted inputs)',
-                             arg="on")
+                             'use on="static" (attributes and presence), on="values" (converted inputs) or '
+                             'on="device" (device data the kernel checks)', arg="on")
         if not callable(fn):
             raise spec_error(loc, f"check({param!r}, ...): {fn!r} is not a function",
                              "pass a function returning None when the check holds, else the rule", arg=(1, "fn"))
         if not isinstance(param, str):
             raise spec_error(loc, f"check(): param {param!r} is not a name",
                              "name the input or attribute a violation blames, as a string", arg=(0, "param"))
-        self.requirements.append(Requirement(param, fn, on, loc))
+        self.requirements.append(Requirement(param, fn, "values" if on == "device" else on, loc, on == "device"))
 
     def body(self, fn: Callable) -> Callable:
         """Decorator registering the computation: fn(b, **inputs, **attrs) -> {output name: tensor}."""
@@ -569,6 +574,15 @@ class OpSpec:
                              f"(the first at {self._where(self._body_loc)})", "keep one @spec.body function")
         self.body_fn = fn
         self._body_loc = function_loc(fn) or loc
+        return fn
+
+    def gm_reference(self, fn: Callable) -> Callable:
+        """Decorator for the reference's estimate of the GM bytes CANN's own kernel moves for one call:
+        fn(dims, t_bytes, deterministic) -> (bytes, which estimate), dims {spec dim: int}; `opgen check` reports it
+        next to the bytes the emulated kernel moved."""
+        if not callable(fn):
+            raise spec_error(_loc(), f"gm_reference: {fn!r} is not a function", "decorate a function")
+        self.gm_reference_fn = fn
         return fn
 
     def example(self, fn: Callable) -> Callable:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from opgen.errors import SpecError, ValidationError
-from opgen.ir.dims import Lit, Sym, Variadic, as_dim, eval_shape, shape_str
+from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, eval_shape, shape_str
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
 
 _BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
@@ -204,6 +204,14 @@ def _unify(spec, name, shape, got, env, binder):
                 return f"dim {pos - 1} is {val}, expected {d.value} for shape {shape_str(shape)}"
         else:
             deferred.append((pos - 1, d, val))
+    for k, d, val in deferred:   # a dim seen only as scale * dim + offset is bound from it
+        aff = affine_in(d)
+        if aff is not None and aff[0] not in env:
+            s, scale, off = aff
+            if val < off or (val - off) % scale:
+                return f"dim {k} is {val}, not {d} for any whole {s}"
+            env[s] = (val - off) // scale
+            binder[s] = name
     for k, d, val in deferred:
         if all(s in env for s in d.symbols()):
             want = d.evaluate(env)

@@ -292,6 +292,22 @@ def _from_poly(p: dict) -> DimExpr:
 ShapeEntry = Union[DimExpr, Variadic]
 
 
+def affine_in(e) -> tuple[str, int, int] | None:
+    """(symbol, scale, offset) when dim expression `e` is scale * symbol + offset for one symbol, an integer
+    scale >= 1 and an integer offset (2 * H, H + 1); None otherwise (no symbol, several, a product of symbols,
+    `//` or `%`). A dim written only this way is bound from a shape as (value - offset) / scale."""
+    if not isinstance(e, DimExpr) or isinstance(e, (Sym, Lit)):
+        return None
+    p = _poly(as_dim(e))
+    terms = [m for m in p if m]
+    if len(terms) != 1 or len(terms[0]) != 1 or not isinstance(terms[0][0], Sym):
+        return None
+    scale = p[terms[0]]
+    if scale < 1:
+        return None
+    return terms[0][0].name, scale, p.get((), 0)
+
+
 def subst(e, mapping: dict):
     """Replace symbols by dims (`{"Seq": Lit(0)}`) and re-canonicalise; Variadic entries pass through."""
     if isinstance(e, Variadic) or not mapping:

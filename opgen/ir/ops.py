@@ -59,17 +59,35 @@ def _is_float(dt) -> bool:
 def broadcast_shapes(a, b, opname="op"):
     """Right-aligned NumPy broadcasting of two symbolic shapes.
 
-    Dims must be structurally equal or one of them the literal 1. A variadic group is only
-    allowed when both shapes are identical. Raises IRError otherwise.
-    """
+    Dims must be structurally equal or one of them the literal 1. A variadic group broadcasts against a shape
+    that only reaches into the fixed dims after it (a scalar, [H] or [1, H] against [*Bd, S, H]), and against a
+    shape with the same group at the same place (its leading entries equal, the fixed dims after it broadcast).
+    Raises IRError otherwise (which dims of the group a shorter operand would cover is not known)."""
     a, b = tuple(a), tuple(b)
     if a == b:
         return a
-    if any(isinstance(d, Variadic) for d in a + b):
-        raise IRError(f"{opname}: cannot broadcast {shape_str(a)} with {shape_str(b)} (variadic dims)")
+    va = [k for k, d in enumerate(a) if isinstance(d, Variadic)]
+    vb = [k for k, d in enumerate(b) if isinstance(d, Variadic)]
+    if va or vb:
+        if va and vb:
+            ia, ib = va[-1], vb[-1]
+            if a[:ia + 1] != b[:ib + 1] or len(a) - ia != len(b) - ib:
+                raise IRError(f"{opname}: cannot broadcast {shape_str(a)} with {shape_str(b)} (variadic dims)")
+            return a[:ia + 1] + _broadcast_fixed(a[ia + 1:], b[ib + 1:], a, b, opname)
+        long_, short, iv = (a, b, va[-1]) if va else (b, a, vb[-1])
+        tail = long_[iv + 1:]
+        if len(short) > len(tail):
+            raise IRError(f"{opname}: cannot broadcast {shape_str(a)} with {shape_str(b)} (variadic dims: "
+                          f"{shape_str(short)} reaches into *{long_[iv].name})")
+        return long_[:iv + 1] + _broadcast_fixed(tail, short, a, b, opname)
+    return _broadcast_fixed(a, b, a, b, opname)
+
+
+def _broadcast_fixed(a, b, full_a, full_b, opname):
+    """Right-aligned broadcasting of two shapes without variadic groups (full_a / full_b: for the message)."""
     n = max(len(a), len(b))
-    a = (Lit(1),) * (n - len(a)) + a
-    b = (Lit(1),) * (n - len(b)) + b
+    a = (Lit(1),) * (n - len(a)) + tuple(a)
+    b = (Lit(1),) * (n - len(b)) + tuple(b)
     out = []
     for x, y in zip(a, b):
         if x == y or y == Lit(1):
@@ -77,7 +95,7 @@ def broadcast_shapes(a, b, opname="op"):
         elif x == Lit(1):
             out.append(y)
         else:
-            raise IRError(f"{opname}: cannot broadcast {shape_str(a)} with {shape_str(b)} (dim {x} vs {y})")
+            raise IRError(f"{opname}: cannot broadcast {shape_str(full_a)} with {shape_str(full_b)} (dim {x} vs {y})")
     return tuple(out)
 
 

@@ -81,14 +81,46 @@ ROLE_PREFIX = {("in", "row"): "in", ("in", "stat"): "sin", ("in", "table"): "tab
 
 @dataclass(frozen=True)
 class HeadLayout:
-    """Dim names of the head-row layout: batch, heads, head dim (the row length)."""
+    """Dim names of the head-row layout: batch, heads, head dim (the row length), read off the graph by
+    `parts_layout`."""
 
-    batch: str = "B"
-    heads: str = "N"
-    dim: str = "D"
+    batch: str
+    heads: str
+    dim: str
+
+    def text(self) -> str:
+        """One line (`opgen graph --dump-after select_family`)."""
+        return (f"layout parts: head rows [{self.batch}, S, {self.heads}, {self.dim}] / [{self.batch}, {self.heads}, S, "
+                f"{self.dim}] of {self.dim} elements, one part per sequence region")
 
 
-def classify(shape, layout: HeadLayout = HeadLayout()) -> tuple[str, int | None]:
+def parts_layout(g: Graph) -> HeadLayout | None:
+    """The head-row layout of optimized graph `g` when its 4-D input and output tensors share a batch dim (axis 0),
+    a head dim (axis 1 or 2, the other being each tensor's own sequence axis) and a row length (axis 3), and the
+    graph lowers on it; None otherwise. Structural: no dim is known by its name."""
+    vals = g.values()
+    gm = [p.value for p in g.params] + [vals[v] for _o, v in g.outputs]   # the operator's tensors
+    shapes = [tuple(str(d) for d in v.type.shape) for v in gm if len(v.type.shape) == 4]
+    shapes = [s for s in shapes if "1" not in (s[0], s[3])]
+    if len(shapes) < 2:
+        return None
+    batch = {s[0] for s in shapes}
+    rowlen = {s[3] for s in shapes}
+    if len(batch) != 1 or len(rowlen) != 1:
+        return None
+    heads = set.intersection(*({s[1], s[2]} for s in shapes)) - {"1"}
+    seqs = {x for s in shapes for x in (s[1], s[2])} - heads
+    if len(heads) != 1 or len(seqs) < 2:   # one sequence axis for all is a single anchor domain (rows schedule)
+        return None
+    lay = HeadLayout(batch.pop(), heads.pop(), rowlen.pop())
+    try:
+        lower_heads(g, lay)
+    except IRError:
+        return None
+    return lay
+
+
+def classify(shape, layout: HeadLayout) -> tuple[str, int | None]:
     """(space, sequence axis) of a value of `shape` (tuple of IR dims): row / stat / lane with the sequence
     axis 1 (BSND) or 2 (BNSD), table (axis 0), col, scalar (None). Raises IRError for other shapes."""
     dims = [str(d) for d in shape]
@@ -846,7 +878,7 @@ def rename_slots(part: HeadPart, mapping: dict) -> HeadPart:
     return out
 
 
-def lower_heads(g: Graph, layout: HeadLayout = HeadLayout()) -> HeadProgram:
+def lower_heads(g: Graph, layout: HeadLayout) -> HeadProgram:
     """Lower an optimized tensor-IR graph (one specialisation, opgen.passes.pipeline.optimize) to a head
     program (module docstring) and verify it. Raises IRError naming the value when a shape, an op or an
     addressing pattern has no head-row lowering."""

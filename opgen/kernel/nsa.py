@@ -166,14 +166,11 @@ class NsaProgram:
 
 
 # ------------------------------------------------------------------------------------------------ shapes
-def _tok(d: str) -> str:
-    return {"T1": "t", "T2": "T", "N2": "n", "N1 // N2": "g", "N1": "h", "BS * CNT": "l", "D": "d", "Dv": "v",
-            "8": "8", "Bn": "b", "CNT": "c", "BS": "s", "Bn - 1": "b"}.get(d, "?" + d)
-
-
-def shape_key(shape) -> str:
-    """Letters of a shape's dims (size-1 dims dropped): t T1, T T2, n N2, g G, h N1, l keys, d D, v Dv, 8."""
-    return "".join(_tok(str(d)) for d in shape if str(d) != "1")
+def shape_key(shape, tokens: dict) -> str:
+    """Letters of a shape's dims (size-1 dims dropped) by role (`tokens`: {dim text: letter}, the attention
+    layout's opgen.kernel.attention.AttentionLayout.tokens): t T1, T T2, n N2, g G, h N1, l keys, d D, v Dv, 8, b the
+    batches, c CNT, s BS; "?<dim>" for a dim with no role."""
+    return "".join(tokens.get(str(d), "?" + str(d)) for d in shape if str(d) != "1")
 
 
 def _dt(dt) -> str:
@@ -194,8 +191,8 @@ class _Lowering:
     handler `op_<op>` per tensor-IR op either classifies its result (views, index values, matmuls) or appends
     vector instructions; `output` decides each output's path, `finish` scopes, registers and L1 buffers."""
 
-    def __init__(self, g: Graph):
-        self.g = g
+    def __init__(self, g: Graph, tokens: dict):
+        self.g, self.tokens = g, tokens
         self.p = NsaProgram(g.name)
         self.kind: dict[str, tuple] = {}
         self.vals = g.values()
@@ -206,7 +203,7 @@ class _Lowering:
 
     def key(self, v: str) -> str:
         """shape_key of value v."""
-        return shape_key(self.vals[v].type.shape)
+        return shape_key(self.vals[v].type.shape, self.tokens)
 
     def err(self, n, why: str):
         """IRError naming node n."""
@@ -636,10 +633,11 @@ class _Lowering:
             p.l1.append(L1Buffer(f"tileL1_{k}", "tile", "keys", (t,)))
 
 
-def lower(g: Graph) -> NsaProgram:
-    """Lower the optimized graph of an NSA specialisation to its NsaProgram (module doc). Raises IRError naming the
-    value when a node has no lowering (the kernel does not support that spec shape)."""
-    return _Lowering(g).run()
+def lower(g: Graph, tokens: dict) -> NsaProgram:
+    """Lower the optimized graph of a selected-attention specialisation to its NsaProgram (module doc); `tokens`
+    names each dim's role (opgen.kernel.attention.AttentionLayout.tokens). Raises IRError naming the value when a
+    node has no lowering (the kernel does not support that spec shape)."""
+    return _Lowering(g, tokens).run()
 
 
 def verify_program(p: NsaProgram) -> None:

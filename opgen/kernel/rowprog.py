@@ -1,28 +1,22 @@
-"""Row programs: the Kernel IR of opgen's row-wise vector kernels (the AdaLayerNorm family).
+"""Row programs: the instruction-level Kernel IR of opgen's row-wise vector kernels.
 
-A row kernel walks the R = prod(Bd) * S rows of H elements of its row tensors. Every tensor-IR value of a
-fused vector kernel lives in one *space*, read off its shape with the layout's dims (size-1 dims dropped):
-
-  row    [Bd, S, H]  one UB row of H fp32 lanes per row             (dy, x, pd_x, every row intermediate)
-  stat   [Bd, S]     one fp32 scalar per row                         (mean, rstd, row sums)
-  brow   [Bd, H]     one UB row per batch, reused by its S rows      (scale, pd_scale, pd_shift)
-  col    [H]         one UB row for the whole kernel                  (gamma, beta, pd_gamma, pd_beta)
-  scalar []          a constant or a runtime attribute                (1.0, epsilon)
-
-`lower(graph, layout)` turns the graph into a list of `Instr` (AscendC-level: Cast, Add/Sub/Mul/Div,
-Adds/Muls, ReduceSum, accumulate, C++ scalar expressions) and assigns UB buffers: row temporaries are
-allocated by liveness (an operand that dies is overwritten in place, which the AscendC count-form vector
-instructions allow), brow/col values and accumulators get one buffer each. Reductions over S become
-per-batch accumulators, reductions over all rows per-kernel accumulators (summed across cores by the
-emitted code), reductions over H row sums; each row sum has a *level* (how many row sums it depends on)
-so a kernel that splits H over cores knows how many cross-core exchanges a row needs
-(opgen.codegen.kernel, COL_SPLIT).
+A row program is what one kernel does per row of its anchor domain, on fp32 UB rows: AscendC-level
+instructions (Cast, Add/Sub/Mul/Div/Max/Min, Adds/Muls/Maxs/Mins, Exp/Ln/Sqrt/Rsqrt/Abs/Reciprocal, Duplicate,
+ReduceSum / ReduceMax, accumulate, C++ scalar expressions) over operands in five *spaces* (row: one fp32 UB row
+per row; stat: one fp32 scalar per row; brow: one UB row per batch; col: one UB row for the whole kernel;
+scalar: constants and runtime attributes; the head-row kernels add table rows). The rows family builds them
+(opgen.kernel.rows, on the layouts of opgen.kernel.rowlayout), the head-row kernels per part
+(opgen.kernel.headrows); both share the scheduling and the buffer assignment here: greedy list scheduling,
+row temporaries allocated by liveness (an operand that dies is overwritten in place, which the count-form
+vector instructions allow), brow/col values and accumulators one buffer each. Every row reduction (a row sum
+or row max) has a *level* (how many row reductions it depends on), so a kernel that splits the row over cores
+knows how many cross-core exchanges a row needs and which instructions each exchange phase runs.
 
 Reference facts: reference/ascendc.md §1.5 (TQue/TBuf), §1.9 (count-form vector instructions, in-place
-operands, Cast round modes); reference/ada_layer_norm.md §1.2-§1.3 (the math, fp32 inside).
-`verify_program` checks def-before-use, the temporaries' range and the GM tensors named;
+operands, Cast round modes); reference/ada_layer_norm.md §1.2-§1.3 (fp32 inside).
+`verify_program` checks def-before-use, the temporaries' range and the GM operands named;
 `print_program` is the canonical text (`opgen graph --stage kernel`): per instruction its space, level
-and the COL_SPLIT phases that run it (P<level> = the exchange of that level's row sums, F = final).
+and the COL_SPLIT phases that run it (P<level> = the exchange of that level's row reductions, F = final).
 """
 
 from __future__ import annotations
@@ -30,14 +24,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from opgen.errors import IRError
-from opgen.ir.core import Graph
 
 SPACES = ("row", "stat", "brow", "col", "scalar")
-VECTOR_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "max": "Max", "min": "Min"}
-VECTOR_UNARY = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "abs": "Abs", "relu": "Relu"}
+VECTOR_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Max", "minimum": "Min"}
+VECTOR_UNARY = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "abs": "Abs", "recip": "Reciprocal"}
 SCALAR_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+SCALAR_MINMAX = {"maximum": ">", "minimum": "<"}
 SCALAR_UNARY = {"sqrt": "std::sqrt({})", "rsqrt": "1.0f / std::sqrt({})", "neg": "-{}", "exp": "std::exp({})",
                 "log": "std::log({})", "abs": "std::fabs({})", "recip": "(1.0f / {})"}
+ROW_REDUCE = ("rsum", "rmax")
+"""Instruction kinds that reduce a row to a per-row scalar (their results have a level, module docstring)."""
 VECTOR_SPACES = ("row", "brow", "col", "table")
 """Spaces whose values are UB rows (vector operands); "table" is a head-row kernel's RoPE table row
 (opgen.kernel.headrows)."""
@@ -51,23 +47,23 @@ vector instruction must wait (reference/ascendc.md §1.6); the emitted packages 
 
 
 @dataclass(frozen=True)
-class RowLayout:
-    """The dims that make a row kernel: variadic batch dims, the sequence dim, the row length."""
-
-    batch: str = "Bd"
-    seq: str = "S"
-    hidden: str = "H"
-
-
-@dataclass(frozen=True)
 class GmTensor:
-    """One GM tensor of the kernel: an operator input or output (spec name), its space and IR dtype name
-    ("T", "U" for dtype variables, "f32", ...)."""
+    """One GM operand of the kernel: an operator input or output seen through one view. name: the operand (the
+    tensor's name, or <tensor>_view<k> for a further view of it); role "in" | "out"; space; IR dtype name ("T",
+    "U" for dtype variables, "f32", ...); view: its addressing (opgen.kernel.rowlayout.View; None in head-row
+    programs, whose row maps address it); tensor: the spec input/output name ("" = name)."""
 
     name: str
     role: str      # "in" | "out"
     space: str
     dtype: str
+    view: object = None
+    tensor: str = ""
+
+    @property
+    def gm(self) -> str:
+        """The spec input/output this operand reads or writes."""
+        return self.tensor or self.name
 
 
 @dataclass(frozen=True)
@@ -83,6 +79,7 @@ class Instr:
     vdup        dst = scalar arg broadcast                   (Duplicate)
     vgather     dst = srcs[0] with its lanes permuted by the UB offset table `arg`  (Gather; never in place)
     rsum        scalar dst = sum of srcs[0] over the row     (ReduceSum; partial per core in COL_SPLIT)
+    rmax        scalar dst = max of srcs[0] over the row     (ReduceMax; partial per core in COL_SPLIT)
     sexpr       scalar dst = C++ float expression arg over scalar names
     sload       scalar dst = GM stat tensor `gm` at this row
     acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel)
@@ -110,7 +107,7 @@ class RowProgram:
     of row-sum levels (cross-core exchanges per row group when H is split over cores)."""
 
     name: str
-    layout: RowLayout
+    layout: object   # opgen.kernel.rowlayout.RowLayout (head-row programs: their HeadLayout)
     gm: list[GmTensor] = field(default_factory=list)
     instrs: list[Instr] = field(default_factory=list)
     row_temps: int = 0
@@ -128,178 +125,8 @@ class RowProgram:
         raise KeyError(name)
 
     def rsums(self, level: int | None = None) -> list[Instr]:
-        """The row-sum instructions (of one level when given)."""
-        return [i for i in self.instrs if i.kind == "rsum" and (level is None or i.level == level)]
-
-
-def space_of(shape, layout: RowLayout) -> str:
-    """Space of a value of `shape` (tuple of IR dims) under `layout`. Raises IRError for other shapes."""
-    toks = []
-    for d in shape:
-        s = str(d)
-        if s == "1":
-            continue
-        if s in (f"*{layout.batch}", f"prod({layout.batch})"):
-            toks.append("B")
-        elif s == layout.seq:
-            toks.append("S")
-        elif s == layout.hidden:
-            toks.append("H")
-        else:
-            raise IRError(f"row kernel: dim {s} of shape [{', '.join(map(str, shape))}] is not one of "
-                          f"{layout.batch}, {layout.seq}, {layout.hidden}")
-    key = "".join(toks)
-    spaces = {"BSH": "row", "BS": "stat", "BH": "brow", "H": "col", "": "scalar"}
-    if key not in spaces:
-        raise IRError(f"row kernel: shape [{', '.join(map(str, shape))}] is not a row, stat, batch-row, column or "
-                      f"scalar of the layout")
-    return spaces[key]
-
-
-def _reduce_axes_space(src_shape, axes, keepdims, layout) -> str:
-    """Which axes of the row space a reduce removes: 'H' (row sum), 'S' (per batch), 'BS' (all rows)."""
-    rank = len(src_shape)
-    names = []
-    for a in axes:
-        d = str(src_shape[a % rank])
-        if d == layout.hidden:
-            names.append("H")
-        elif d == layout.seq:
-            names.append("S")
-        elif d in (f"*{layout.batch}", f"prod({layout.batch})"):
-            names.append("B")
-        else:
-            raise IRError(f"row kernel: reduce over dim {d} is not supported")
-    return "".join(sorted(names, key="BSH".index))
-
-
-class _Lowering:
-    def __init__(self, g: Graph, layout: RowLayout):
-        self.g, self.layout = g, layout
-        self.p = RowProgram(g.name, layout)
-        self.alias: dict[str, str] = {}       # IR value -> operand name
-        self.space: dict[str, str] = {}
-        self.scalar_text: dict[str, str] = {}  # scalar-space IR value -> C++ text
-        self.params = {pr.value.name: pr for pr in g.params}
-        self.consumers = g.uses()
-        self.out_of = {v: k for k, v in g.outputs}
-        self.narrow: dict[str, str] = {}     # value -> round mode of the narrowing cast producing an output
-
-    def operand(self, v: str) -> str:
-        return self.alias.get(v, v)
-
-    def run(self) -> RowProgram:
-        p, lay = self.p, self.layout
-        for pr in self.g.params:
-            v = pr.value
-            sp = space_of(v.type.shape, lay)
-            self.space[v.name] = sp
-            if pr.kind == "attr":
-                self.scalar_text[v.name] = f"attr_{v.name}"
-            elif sp in ("row", "brow", "col", "stat"):
-                p.gm.append(GmTensor(v.name, "in", sp, _dtype_name(v.type.dtype)))
-            if pr.kind != "attr" and sp == "stat":
-                p.instrs.append(Instr("sload", f"s_{v.name}", gm=v.name, space="stat"))
-                self.alias[v.name] = f"s_{v.name}"
-        for n in self.g.nodes:
-            self.node(n)
-        for out_name, v in self.g.outputs:
-            self.output(out_name, v)
-        self.finish()
-        return p
-
-    # ---------------------------------------------------------------- nodes
-    def node(self, n):
-        r = n.result.name
-        sp = space_of(n.result.type.shape, self.layout)
-        self.space[r] = sp
-        op, ins = n.op, list(n.inputs)
-        emit = self.p.instrs.append
-        if op == "reshape":
-            self.alias[r] = self.operand(ins[0])
-            if ins[0] in self.scalar_text:
-                self.scalar_text[r] = self.scalar_text[ins[0]]
-            return
-        if op == "const":
-            if sp != "scalar":
-                raise IRError(f"row kernel: %{r}: only scalar constants are supported")
-            self.scalar_text[r] = _float_literal(n.attr("value"))
-            return
-        if op == "cast":
-            src = ins[0]
-            if src in self.params and self.space[src] in ("row",):
-                emit(Instr("cast_in", r, gm=src, space="row"))
-                return
-            if src in self.params and self.space[src] in ("brow", "col"):
-                emit(Instr("load", r, gm=src, space=self.space[src]))
-                return
-            if n.attr("to") == "f32" and str(self.g.values()[src].type.dtype) == "f32":
-                self.alias[r] = self.operand(src)
-                return
-            # a narrowing cast: only as the last step before an output (output() applies its round mode).
-            # Rounding an intermediate has no row-kernel instruction: refuse rather than drop the rounding.
-            if self.consumers.get(r) or r not in self.out_of:
-                raise IRError(f"row kernel: %{r}: a narrowing cast to {n.attr('to')} feeds a computation, not only "
-                              f"an output; the row lowering rounds outputs only")
-            self.alias[r] = self.operand(src)
-            self.narrow[r] = n.attr("round")
-            return
-        if op == "reduce":
-            src = ins[0]
-            kind = n.attr("kind")
-            axes = _reduce_axes_space(self.g.values()[src].type.shape, n.attr("axes"), n.attr("keepdims"), self.layout)
-            if self.space[src] != "row":
-                raise IRError(f"row kernel: %{r}: reduce of a {self.space[src]} value is not supported")
-            if axes == "H":
-                if kind not in ("sum", "mean"):
-                    raise IRError(f"row kernel: %{r}: row {kind} is not supported")
-                emit(Instr("rsum", f"sum_{r}", (self.operand(src),), space="stat"))
-                if kind == "mean":
-                    emit(Instr("sexpr", r, arg=f"sum_{r} / static_cast<float>(hidden_)", space="stat"))
-                else:
-                    emit(Instr("sexpr", r, arg=f"sum_{r}", space="stat"))
-                return
-            if kind != "sum":
-                raise IRError(f"row kernel: %{r}: {kind} over {axes} is not supported")
-            target = {"S": "brow", "BS": "col"}.get(axes)
-            if target is None:
-                raise IRError(f"row kernel: %{r}: reduce over {axes} is not supported")
-            emit(Instr("acc", r, (self.operand(src),), space=target))
-            return
-        if op in VECTOR_BINARY or op in VECTOR_UNARY or op == "neg":
-            self.elementwise(n, r, sp, op, ins)
-            return
-        raise IRError(f"row kernel: op {op} (%{r}) is not supported by the row lowering")
-
-    def elementwise(self, n, r, sp, op, ins):
-        lower_elementwise(self, r, sp, op, ins)
-
-    # ---------------------------------------------------------------- outputs
-    def output(self, name, v):
-        sp = space_of(self.g.values()[v].type.shape, self.layout)
-        dtype = _dtype_name(self.g.values()[v].type.dtype)
-        src = self.operand(v)
-        round_mode = self.narrow.get(v, "none")
-        self.p.gm.append(GmTensor(name, "out", sp, dtype))
-        if sp == "row":
-            self.p.instrs.append(Instr("store", "", (src,), arg=ROUND_MODES[round_mode], gm=name, space="row"))
-        elif sp == "stat":
-            self.p.instrs.append(Instr("sstore", "", (src,), arg=ROUND_MODES[round_mode], gm=name, space="stat"))
-        elif sp in ("brow", "col"):
-            accs = {i.dst for i in self.p.instrs if i.kind == "acc"}
-            if src not in accs:
-                raise IRError(f"row kernel: output {name} is a {sp} value that is not a sum over rows")
-            self.p.accs[src] = (sp, name, ROUND_MODES[round_mode])
-        else:
-            raise IRError(f"row kernel: output {name} is a scalar")
-
-    # ---------------------------------------------------------------- schedule, levels, buffers
-    def finish(self):
-        p = self.p
-        _assign_levels(p)
-        p.instrs = _schedule(p.instrs)
-        _assign_phases(p)
-        _allocate(p)
+        """The row reductions (row sums and row maxima; of one level when given), in program order."""
+        return [i for i in self.instrs if i.kind in ROW_REDUCE and (level is None or i.level == level)]
 
 
 def lower_elementwise(ctx, r, sp, op, ins) -> None:
@@ -315,6 +142,8 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         texts = [ctx.scalar_text.get(i, ctx.operand(i)) for i in ins]
         if op in SCALAR_BINARY:
             expr = f"({texts[0]} {SCALAR_BINARY[op]} {texts[1]})"
+        elif op in SCALAR_MINMAX:
+            expr = f"({texts[0]} {SCALAR_MINMAX[op]} {texts[1]} ? {texts[0]} : {texts[1]})"
         elif op in SCALAR_UNARY:
             expr = SCALAR_UNARY[op].format(texts[0])
         else:
@@ -344,6 +173,8 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vscalar", r, (a,), "Adds", s, space=sp))
     elif op == "mul":
         emit(Instr("vscalar", r, (a,), "Muls", s, space=sp))
+    elif op in ("maximum", "minimum"):
+        emit(Instr("vscalar", r, (a,), "Maxs" if op == "maximum" else "Mins", s, space=sp))
     elif op == "sub" and vec_first:
         emit(Instr("vscalar", r, (a,), "Adds", f"-({s})", space=sp))
     elif op == "sub":
@@ -417,13 +248,13 @@ def _assign_levels(p: RowProgram) -> None:
         for x in _names_in(i):
             if x in level:
                 lv = max(lv, level[x])
-        if i.kind == "rsum":
+        if i.kind in ROW_REDUCE:
             level[i.dst] = lv + 1
         elif i.dst:
             level[i.dst] = lv
         out.append(Instr(i.kind, i.dst, i.srcs, i.op, i.arg, i.gm, i.space, lv))
     p.instrs = out
-    p.levels = len({i.level for i in out if i.kind == "rsum"})
+    p.levels = len({i.level for i in out if i.kind in ROW_REDUCE})
 
 
 def per_row(i: Instr) -> bool:
@@ -438,12 +269,12 @@ def _assign_phases(p: RowProgram) -> None:
     instrs = p.instrs
     defs = {i.dst: k for k, i in enumerate(instrs) if i.dst}
     member: dict[int, set[int]] = {k: set() for k in range(len(instrs))}
-    levels = sorted({i.level for i in instrs if i.kind == "rsum"})
+    levels = sorted({i.level for i in instrs if i.kind in ROW_REDUCE})
     for phase in levels + [-1]:
         if phase == -1:
             roots = [k for k, i in enumerate(instrs) if i.kind in ("acc", "store", "sstore")]
         else:
-            roots = [k for k, i in enumerate(instrs) if i.kind == "rsum" and i.level == phase]
+            roots = [k for k, i in enumerate(instrs) if i.kind in ROW_REDUCE and i.level == phase]
         stack, seen = list(roots), set()
         while stack:
             k = stack.pop()
@@ -452,7 +283,7 @@ def _assign_phases(p: RowProgram) -> None:
             seen.add(k)
             member[k].add(phase)
             i = instrs[k]
-            if i.kind == "rsum" and (phase == -1 or i.level < phase):
+            if i.kind in ROW_REDUCE and (phase == -1 or i.level < phase):
                 continue   # read back as a total
             stack += [defs[x] for x in _names_in(i) if x in defs]
     p.instrs = [Instr(i.kind, i.dst, i.srcs, i.op, i.arg, i.gm, i.space, i.level, tuple(sorted(member[k])))
@@ -507,14 +338,6 @@ def _rename(text: str, where: dict) -> str:
     return re.sub(r"[A-Za-z_][A-Za-z0-9_]*", lambda m: where.get(m.group(0), m.group(0)), text)
 
 
-def lower(g: Graph, layout: RowLayout = RowLayout()) -> RowProgram:
-    """Lower an optimized tensor-IR graph (one specialisation, opgen.passes.pipeline.optimize) to a row
-    program. Raises IRError naming the value when an op or shape has no row lowering."""
-    p = _Lowering(g, layout).run()
-    verify_program(p)
-    return p
-
-
 def verify_program(p: RowProgram) -> None:
     """Def-before-use of every operand; row temporaries inside 0..row_temps; every accumulator and stored
     tensor known. Raises IRError naming the instruction."""
@@ -539,8 +362,11 @@ def verify_program(p: RowProgram) -> None:
 def print_program(p: RowProgram) -> str:
     """Canonical text of a row program (ends with a newline)."""
     lines = [f"rowprogram {p.name} (row temps {p.row_temps}, levels {p.levels}) {{"]
+    if hasattr(p.layout, "text"):
+        lines.append(f"  {p.layout.text()}")
     for t in p.gm:
-        lines.append(f"  gm {t.role} {t.name}: {t.dtype} {t.space}")
+        at = f" at {t.view.text()}" if t.view is not None else ""
+        lines.append(f"  gm {t.role} {t.name}: {t.dtype} {t.space}{at}")
     if p.brow:
         lines.append(f"  brow {', '.join(p.brow)}")
     if p.col:
@@ -574,6 +400,8 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = Gather({a}, {i.arg})"
     if i.kind == "rsum":
         return f"{i.dst} = ReduceSum({a})"
+    if i.kind == "rmax":
+        return f"{i.dst} = ReduceMax({a})"
     if i.kind == "sexpr":
         return f"{i.dst} = {i.arg}"
     if i.kind == "acc":

@@ -27,7 +27,8 @@ def _dim_in(spec, index: int, sym: str, ref: str):
         return f"ProdDims({ref}, {g[1]}, {g[2]})" if g is not None and g[0] == index else None
     for loc in sym_locations(spec, sym):
         if loc.index == index:
-            return f"{ref}.GetDim({loc.k})" if loc.where == "front" else f"{ref}.GetDim({ref}.GetDimNum() - {loc.k})"
+            return loc.cpp(f"{ref}.GetDim({loc.k})" if loc.where == "front" else
+                           f"{ref}.GetDim({ref}.GetDimNum() - {loc.k})")
     return None
 
 
@@ -224,8 +225,10 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
     from opgen.codegen.env import template_env
 
     env = template_env()
+    from opgen.codegen.names import spec_path
+
     ctx = {
-        "op": spec.name, "op_snake": op, "struct": f"{spec.name}TilingData",
+        "op": spec.name, "op_snake": op, "struct": f"{spec.name}TilingData", "spec_file": spec_path(spec),
         "fields": [(n, doc) for n, _, doc in prog.stmts if n in prog.fields],
         "inputs": [(n, expr, prog.inputs[n]) for n, expr in reads],
         "shapes": _shape_refs(spec, reads),
@@ -268,15 +271,12 @@ def _shape_refs(spec, reads) -> list[tuple[str, int, bool]]:
 
 
 def emit_tiling_files(spec) -> dict[str, str]:
-    """The codegen emitter (opgen.codegen.EMITTERS): the tiling files of `spec`, proven to fit UB over the
-    spec's declared dim bounds first (opgen.tiling.ub_proof); {} for ops without a tiling program yet.
+    """The codegen emitter (opgen.codegen.EMITTERS): the tiling files of `spec` from its kernel build
+    (opgen.passes.pipeline.kernel_build: the family's tiling program, its inputs, proven to fit by the
+    plan_buffers pass).
 
-    Raises SpecError (UB overflow at the dim's declaration line)."""
-    from opgen.tiling import TILINGS
-    from opgen.tiling.ub_proof import prove_ub
+    Raises NoKernel (no family lowers the spec) or SpecError (UB overflow at the dim's declaration line)."""
+    from opgen.passes.pipeline import kernel_build
 
-    if spec.name not in TILINGS:
-        return {}
-    prog, inputs, doc = TILINGS[spec.name]
-    prove_ub(spec, prog, inputs)
-    return emit_tiling(spec, prog, inputs, doc)
+    t = kernel_build(spec).tiling
+    return emit_tiling(spec, t.program, t.inputs, t.doc)

@@ -88,3 +88,104 @@ def part_counts(part) -> dict:
             "stat_out": part.count("sout"), "temps": temps, "tables": part.count("tab"), "cols": part.count("col"),
             "accs": len(part.accs), "perms": sum(1 for k, _ in lanes if k == "perm"),
             "signs": sum(1 for k, _ in lanes if k == "sign"), "conds": len(part.conds)}
+
+
+def spec_counts(low) -> HeadCounts:
+    """HeadCounts of a spec's head-row lowering (opgen.codegen.headkernel.Lowered): the maxima over every part of
+    every attribute combination and over the part slots' bindings (parts are renumbered to their slot's union of
+    tensors, so a slot's entries bound the indices too); acc_outputs = the column outputs summed across cores."""
+    from opgen.codegen.headkernel import accumulated_outputs, bind_slots
+
+    top: dict = {}
+    for _a, _k, hp in low.programs:
+        for part in hp.parts:
+            for k, v in part_counts(part).items():
+                top[k] = max(top.get(k, 0), v)
+    bindings, _renamed = bind_slots(low.spec, low)
+    limit = {"in": "row_in", "out": "row_out", "sin": "stat_in", "sout": "stat_out", "tab": "tables", "col": "cols",
+             "acc": "accs"}
+    for bd in bindings:
+        for prefix, k in limit.items():
+            top[k] = max(top.get(k, 0), sum(1 for e in bd.entries if e[0] == prefix))
+    top["acc_outputs"] = len(accumulated_outputs(low.spec, low))
+    return HeadCounts(**{f: top.get(f, 0) for f in HeadCounts.__dataclass_fields__})
+
+
+def dim_fields(layout, dims) -> dict:
+    """{dim symbol: tiling-data field} of the dims a head-row kernel's addressing prints: batchNum, headNum and
+    headDimLen for the layout's batch, head and row-length dims, dim<Name> for the others."""
+    fixed = {layout.batch: "batchNum", layout.heads: "headNum", layout.dim: "headDimLen"}
+    return {s: fixed.get(s, f"dim{s}") for s in sorted(set(dims) | set(fixed), key=lambda s: (s not in fixed, s))}
+
+
+def head_tiling(spec, lowered, counts):
+    """The Tiling of a head-row kernel: the row split of `rowNum` = sum over the part slots of batch * heads *
+    (the slot's rows), the buffer plan of `counts`, and the dims the addressing uses as inputs read from the
+    shapes (opgen.codegen.headkernel records them in lowered.extra["fields"])."""
+    from opgen.codegen.headkernel import addressing_dims, bind_slots
+    from opgen.ir.dims import Sym
+    from opgen.kernel.family import Tiling
+    from opgen.tiling.program import TilingProgram, align_up, ceil_div
+    from opgen.tiling.rows import row_split
+
+    low, lay = lowered.extra["heads"], lowered.layout
+    bindings, renamed = bind_slots(spec, low)
+    fields = dim_fields(lay, addressing_dims(bindings, renamed))
+    dvars = [c.name for c in spec.dtype_table]
+    attrs = sorted({a for _a, _k, hp in low.programs for a in hp.attrs})
+    p = TilingProgram(spec.name)
+    env = {s: p.input(f"{s}Dim", f"dim {s}") for s in fields}
+    tB = p.input(f"{dvars[0]}Bytes", f"bytes per element of dtype variable {dvars[0]}")
+    dk = p.input("dtypeKey", "1-based row of the dtype table")
+    ak = p.input("attrKey", "mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)")
+    cores = p.input("coreNum", "AIV cores")
+    ub = p.input("ubBytes", "UB bytes per AIV core")
+    bits = [p.input(f"{a}Attr", f"IEEE-754 bits of the float attribute {a}") for a in attrs]
+    B, N, D = env[lay.batch], env[lay.heads], env[lay.dim]
+    d_align = p.let("dAlign", align_up(D, 16), "head row stride in UB (elements)", True)
+    seq = None
+    for bd in bindings:
+        term = dim_expr(bd.seq, env)
+        seq = term if seq is None else seq + term
+    rows = p.let("rowNum", B * N * seq, "head rows of every part slot: batch * heads * (the slots' rows)", True)
+    plan = head_plan(counts, d_align, tB)
+    fit, used = row_split(p, rows, cores, ub, plan)
+    p.let("blockDim", used, "AIV cores launched", True)
+    p.let("fits", fit >= 1, "1 when one head row fits UB", True)
+    p.let("tilingKey", ak * 100 + dk * 10 + 1, "attrKey * 100 + dtypeKey * 10 + 1 (one strategy)", True)
+    if counts.acc_outputs:
+        p.let("colsPerReduceCore", align_up(ceil_div(D, used), 16),
+              "columns each core sums in the cross-core column-sum reduction", True)
+        p.let("workspaceBytes", used * counts.acc_outputs * d_align * 4,
+              "per-core fp32 partial column sums (bytes)", True)
+    else:
+        p.let("workspaceBytes", 0 * rows, "no user workspace (bytes)", True)
+    for s, f in fields.items():
+        p.let(f, env[s] + 0, f"dim {s}", True)
+    for a, v in zip(attrs, bits):
+        p.let(f"{a}Bits", v + 0, f"IEEE-754 bits of {a} (float)", True)
+    inputs = {f"{s}Dim": Sym(s) for s in fields}
+    inputs.update({f"{dvars[0]}Bytes": ("bytes", dvars[0]), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
+                   "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")})
+    inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
+    lowered.extra.update(counts=counts, fields=fields)
+    doc = (f"Tiling of {spec.name}: rows family, parts schedule: the head rows of {len(bindings)} part slots laid end "
+           f"to end and split over the AIV cores.")
+    return Tiling(p, inputs, {1: plan}, doc)
+
+
+def dim_expr(e, env: dict):
+    """A dim expression (opgen.ir.dims) as a tiling-program expression over `env` ({symbol: program variable})."""
+    from opgen.ir.dims import Bin, Lit, Sym, as_dim
+    from opgen.tiling.program import lit
+
+    e = as_dim(e)
+    if isinstance(e, Lit):
+        return lit(e.value)
+    if isinstance(e, Sym):
+        return env[e.name]
+    if isinstance(e, Bin):
+        a, b = dim_expr(e.lhs, env), dim_expr(e.rhs, env)
+        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "//": lambda: a // b,
+                "%": lambda: a % b}[e.op]()
+    raise ValueError(f"dim expression {e} has no tiling-program form")

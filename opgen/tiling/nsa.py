@@ -18,12 +18,12 @@ keys), gathered straight from key/value in GM into L1 (one ND -> NZ copy per blo
 GM). The cube tiles of every matmul (TCubeTiling-like: M tile `gTile`, N/K tiles `baseN*`/`baseK*`) are chosen so
 the operands fit L0A/L0B and the result tile fits its L0C region; the L1 plan holds the operands of one chunk.
 
-Forward (NsaSelectedAttention, key attrKey*100 + dtypeKey*10 + 1): item = unit. AIC: S = Qg Kselᵀ chunk by
+Forward (no workspaced outputs; key attrKey*100 + dtypeKey*10 + 1): item = unit. AIC: S = Qg Kselᵀ chunk by
 chunk into a fp32 GM workspace tile [rows, L] (slot u % 2); flag; AIV: mask / scale / softmax over the full row,
 P -> T into the workspace, max and sum to the outputs; flag; AIC: O = P Vsel accumulated over the chunks in
 L0C, written as T by Fixpipe. The AIC computes S of unit u + 1 before O of unit u (two workspace slots).
 
-Backward (NsaSelectedAttentionGrad, same key form): item = (unit, key chunk) — no reduction over L, so the
+Backward (outputs finished from fp32 workspaces; same key form): item = (unit, key chunk) — no reduction over L, so the
 vector stage works chunk by chunk and K/V chunks are gathered once. AIC: S, dP chunks into the workspace;
 flag; AIV: P = exp(scale S - m) / l (masked), Dr = rowsum(dO * O) (once per unit), dS = P (dP - Dr), P and dS
 -> T into the workspace; flag; AIC: dQ += dS Ksel (L0C, written fp32 to the dq workspace after the last
@@ -37,8 +37,9 @@ turns in core order for their dKsel / dVsel matmuls and atomic adds, separated b
 (CrossCoreSetFlag<0> + CrossCoreWaitFlag). No extra workspace; the turns serialise that part of the backward.
 dq is deterministic in both (each unit owns its rows, accumulated in L0C).
 
-GM traffic: opgen/check counts it (emulation byte counters); `cann_gm_bytes` is the reference's estimate of
-CANN's kernels (reference §4.1, §4.2, §4.3) for the same call, reported next to it.
+The programs are built from the counts of the lowered programs (opgen.kernel.attention.nsa_counts) and read their
+inputs by role (`program_inputs`: the attention layout's dims). GM traffic: opgen/check counts it (emulation byte
+counters); the reference's estimate of CANN's kernels is declared by the spec (OpSpec.gm_reference).
 """
 
 from __future__ import annotations
@@ -75,7 +76,6 @@ POST_ELEMS = 2048
 """Elements per UB pass of the backward's final scale-and-cast pass (fp32 in, T out)."""
 WS_ALIGN = 512
 """Alignment of every GM workspace region (bytes)."""
-FWD, BWD = "NsaSelectedAttention", "NsaSelectedAttentionGrad"
 STRATEGY = 1
 """The tiling key's last digit: the mixed kernel described in the module doc."""
 DETERMINISTIC = 2
@@ -194,14 +194,6 @@ class NsaCounts:
     l1_tiles: int
 
 
-COUNTS = {
-    FWD: NsaCounts(row_regs=1, tile_stores=1, stat8=2, scratch=1, head_regs=0, unit_stats=0, post=False, f32_tiles=1,
-                   t_tiles=1, slots=2, l1_heads=("D",), l1_gathers=("D",), l1_tiles=1),
-    BWD: NsaCounts(row_regs=2, tile_stores=2, stat8=0, scratch=0, head_regs=2, unit_stats=3, post=True, f32_tiles=2,
-                   t_tiles=2, slots=1, l1_heads=("D", "Dv"), l1_gathers=("D", "Dv"), l1_tiles=2),
-}
-
-
 def ub_plan(c: NsaCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
     """The AIV buffers, in the order the kernel allocates them (names are the kernel's members)."""
     plan = [Buffer("rowBuf", "TBuf<VECCALC>", c.row_regs, True, row_cap, 4, "fp32 key-row registers")]
@@ -240,10 +232,9 @@ def _slot_bytes(c: NsaCounts, rows, keys, t_bytes):
     return c.f32_tiles * _ws(rows * keys * 4) + c.t_tiles * _ws(rows * keys * t_bytes)
 
 
-def fwd_program():
-    """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of NsaSelectedAttention (module doc)."""
-    c = COUNTS[FWD]
-    p = TilingProgram(FWD)
+def fwd_program(name: str, c: NsaCounts):
+    """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the forward kernel `name` for counts `c` (module doc)."""
+    p = TilingProgram(name)
     v = _common(p)
     D, Dv, tB, gTile, L = v["D"], v["Dv"], v["tB"], v["gTile"], v["L"]
     keys_fit = p.let("l1KeysFit", select(gTile * D * tB < CUBE["l1"],
@@ -264,10 +255,9 @@ def fwd_program():
     return p, {"ub": ub, "l1": l1}
 
 
-def bwd_program():
-    """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of NsaSelectedAttentionGrad (module doc)."""
-    c = COUNTS[BWD]
-    p = TilingProgram(BWD)
+def bwd_program(name: str, c: NsaCounts):
+    """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the backward kernel `name` for counts `c` (module doc)."""
+    p = TilingProgram(name)
     v = _common(p)
     D, Dv, tB, gTile = v["D"], v["Dv"], v["tB"], v["gTile"]
     fixed = gTile * (D + Dv) * tB
@@ -306,77 +296,24 @@ def bwd_program():
     return p, {"ub": ub, "l1": l1}
 
 
-PROGRAM_FWD, PLANS_FWD = fwd_program()
-PROGRAM_BWD, PLANS_BWD = bwd_program()
+def program_inputs(layout, spec, deterministic: bool = False) -> dict:
+    """How the emitted TilingFunc reads each program input (opgen.tiling.emit): the role dims of the attention
+    layout (opgen.kernel.attention.AttentionLayout), the block size through the integer attribute that binds it,
+    the dtype, key, platform and scale inputs; `deterministic`: the framework's flag (the backward)."""
+    d = {r: Sym(layout.dim(r)) for r in ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "Bn")}
+    scale = [a.name for a in spec.runtime_attrs if a.type is float]
+    dvar = spec.dtype_table[0].name
+    out = {"deterministic": ("deterministic",)} if deterministic else {}
+    out.update(d)
+    out["BS"] = ("attr_dim", layout.block_attr, layout.dim("BS")) if layout.block_attr else Sym(layout.dim("BS"))
+    out.update({"tBytes": ("bytes", dvar), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
+                "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")})
+    if len(scale) != 1:
+        raise SpecError(f"{spec.name}: the attention kernel takes one float attribute (the score scale), got {scale}")
+    out["scaleAttr"] = ("attr_bits", scale[0])
+    return out
 
 
-def _inputs(topk: str, cu_q: str, bs_attr: str, scale_attr: str, deterministic: bool = False) -> dict:
-    extra = {"deterministic": ("deterministic",)} if deterministic else {}
-    return extra | {
-        "T1": Sym("T1"), "N1": Sym("N1"), "D": Sym("D"), "T2": Sym("T2"), "N2": Sym("N2"), "Dv": Sym("Dv"),
-        "CNT": Sym("CNT"), "Bn": Sym("Bn"), "BS": ("attr_dim", bs_attr, "BS"), "tBytes": ("bytes", "T"),
-        "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "coreNum": ("platform", "coreNum"),
-        "ubBytes": ("platform", "ubBytes"), "scaleAttr": ("attr_bits", scale_attr),
-    }
-
-
-INPUTS_FWD = _inputs("topk_indices", "actual_seq_qlen", "selected_block_size", "scale_value")
-INPUTS_BWD = _inputs("topkIndices", "actualSeqQLen", "selectedBlockSize", "scaleValue", deterministic=True)
-"""How the emitted TilingFuncs read each program input (opgen.tiling.emit)."""
-TILINGS_INPUTS = {FWD: INPUTS_FWD, BWD: INPUTS_BWD}
-
-
-# ------------------------------------------------------------------------------------------------
-# GM traffic of CANN's kernels as the reference estimates it (reference/nsa_selected_attention.md §4)
-# ------------------------------------------------------------------------------------------------
-def cann_gm_bytes(op: str, dims: dict, t_bytes: int = 2, deterministic: bool = False) -> tuple[int, str]:
-    """The reference's estimate of the GM bytes CANN's kernel moves for one call, and which template.
-
-    dims: T1, T2, N1, N2, D, Dv, CNT, BS (ints). Forward (§4.1): per (t, n2) K and V read once, written to a
-    workspace and read again by the cube, 3 L (D + Dv) e; S fp32 write + read 8 G L; P write + read 4 G L; Q, O,
-    stats (64 G) and the topk row (4 cnt). Backward basic template (§4.2; cnt 16, bs 64, D <= 192, Dv <= 128,
-    G <= 16, not deterministic): K, V once L (D + Dv) e; S, dP fp32 16 G L; P, dS 8 G L; Q, dO, O (G (D + 2 Dv)
-    e) and the stats; dK/dV fp32 atomic read-modify-write 2 L (D + Dv) 4; dQ two atomic adds 2 * 2 G D 4. Else
-    the general template (§4.3): K read 3x and written 1x, V read 2x and written 1x (e each), S/dP/P/dS as above,
-    dK/dV to a scatter workspace, re-read and atomically added (the reference's "~3x L (D + Dv) 4"), dQ written
-    once (G D 4). Backward global terms (both): zero-init 4 (T1 N1 D + T2 N2 (D + Dv)), final pass read 4 (...)
-    and write e (...). Raises KeyError for another op."""
-    T1, T2, N1, N2, D, Dv, CNT, BS = (int(dims[k]) for k in ("T1", "T2", "N1", "N2", "D", "Dv", "CNT", "BS"))
-    G, L, e = N1 // N2, CNT * BS, t_bytes
-    units = T1 * N2
-    stats = 64 * G
-    if op == FWD:
-        per = 3 * L * (D + Dv) * e + 8 * G * L + 4 * G * L + G * D * e + G * Dv * e + stats + 4 * CNT
-        return units * per, "forward (§4.1)"
-    if op != BWD:
-        raise KeyError(op)
-    basic = CNT == 16 and BS == 64 and D <= 192 and Dv <= 128 and G <= 16 and not deterministic
-    small = G * (D + 2 * Dv) * e + stats + 4 * CNT
-    if basic:
-        per = L * (D + Dv) * e + 16 * G * L + 8 * G * L + small + 2 * L * (D + Dv) * 4 + 2 * 2 * G * D * 4
-        what = "backward basic template (§4.2)"
-    else:
-        per = (4 * L * D + 3 * L * Dv) * e + 16 * G * L + 8 * G * L + small + 3 * L * (D + Dv) * 4 + G * D * 4
-        what = "backward general template (§4.3)"
-    total = T1 * N1 * D + T2 * N2 * (D + Dv)
-    return units * per + 4 * total + 4 * total + e * total, what
-
-
-def gather_min_bytes(op: str, dims: dict, t_bytes: int = 2) -> int:
-    """GM bytes a gather-based kernel cannot avoid without reuse across units: every (token, kv head) reads its
-    L selected key and value rows once (L (D + Dv) e each), every other tensor is read or written once (forward:
-    Q, O, the two [T1, N1, 8] stats, topk; backward: Q, O, dO, the stats, topk, dq, dk, dv). dims as
-    cann_gm_bytes. Raises KeyError for another op."""
-    T1, T2, N1, N2, D, Dv, CNT, BS = (int(dims[k]) for k in ("T1", "T2", "N1", "N2", "D", "Dv", "CNT", "BS"))
-    e = t_bytes
-    gather = T1 * N2 * CNT * BS * (D + Dv) * e
-    stats, topk = 2 * T1 * N1 * 8 * 4, T1 * N2 * CNT * 4
-    if op == FWD:
-        return gather + T1 * N1 * (D + Dv) * e + stats + topk
-    if op == BWD:
-        return gather + T1 * N1 * (2 * D + 2 * Dv) * e + stats + topk + T2 * N2 * (D + Dv) * e
-    raise KeyError(op)
-
-
-POST_OFFSETS = {BWD: {"dq": "wsDqOffset", "dk": "wsDkOffset", "dv": "wsDvOffset"}}
-"""Tiling field holding the byte offset of each fp32 output workspace (the final pass's order: dq, dk, dv)."""
+POST_OFFSETS = {"thd": "wsDqOffset", "Tnd": "wsDkOffset", "Tnv": "wsDvOffset"}
+"""Tiling field holding the byte offset of each fp32 output workspace, by the output's role shape (opgen.kernel.nsa
+shape_key): query-shaped [T1, N1, D] (dq), key-shaped [T2, N2, D] (dk), value-shaped [T2, N2, Dv] (dv)."""

@@ -182,6 +182,36 @@ class Op(E):
         raise OpgenError(f"tiling: unknown op {self.op}")
 
 
+def fold(e: E) -> E:
+    """`e` with its constant parts computed: an operation on literals becomes a literal (kept when it would divide
+    by zero, so the error stays at run time), x + 0, x - 0, x * 1 and x // 1 become x, x * 0 becomes 0, a select on
+    a literal becomes its branch. The value is unchanged for every input (integer arithmetic, no side effects)."""
+    if not isinstance(e, Op):
+        return e
+    args = tuple(fold(a) for a in e.args)
+    if e.op == "select" and isinstance(args[0], Lit):
+        return args[1] if args[0].value else args[2]
+    if all(isinstance(a, Lit) for a in args):
+        try:
+            return Lit(Op(e.op, args).ev({}))
+        except OpgenError:
+            return Op(e.op, args)
+    a = args
+    if e.op == "+" and isinstance(a[1], Lit) and a[1].value == 0:
+        return a[0]
+    if e.op == "+" and isinstance(a[0], Lit) and a[0].value == 0:
+        return a[1]
+    if e.op == "-" and isinstance(a[1], Lit) and a[1].value == 0:
+        return a[0]
+    if e.op == "*" and any(isinstance(x, Lit) and x.value == 0 for x in a):
+        return Lit(0)
+    if e.op in ("*", "//") and isinstance(a[1], Lit) and a[1].value == 1:
+        return a[0]
+    if e.op == "*" and isinstance(a[0], Lit) and a[0].value == 1:
+        return a[1]
+    return Op(e.op, args)
+
+
 def lit(x) -> E:
     """Coerce an int (or bool) to an expression."""
     if isinstance(x, E):
@@ -238,7 +268,7 @@ class TilingProgram:
         """Assign `name = expr`; with field_=True it is also a tiling-data field."""
         if name in self.inputs or any(n == name for n, _, _ in self.stmts):
             raise OpgenError(f"tiling: {name} assigned twice")
-        self.stmts.append((name, lit(expr), doc))
+        self.stmts.append((name, fold(lit(expr)), doc))
         if field_:
             self.fields.append(name)
         return Var(name)

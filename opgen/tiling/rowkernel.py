@@ -1,50 +1,54 @@
-"""The tiling program and UB buffer plans of a row kernel (opgen.kernel.rowprog), shared by
-AdaLayerNormV2 and AdaLayerNormGrad.
+"""The tiling program and UB buffer plans of a rows-family kernel, derived from its lowered row programs.
 
-A row kernel's UB needs follow from its lowered row program, summarised as `RowCounts` (how many row
-inputs/outputs, stat tensors, fp32 row temporaries, batch/column rows, row sums). The op's tiling module
-declares the counts it plans for; the kernel emitter checks every specialisation's lowered program fits
-them (opgen.codegen.kernel), so the budget proven here is the one the kernel allocates.
+A rows kernel's UB needs follow from its row programs (opgen.kernel.rows), summarised as `RowCounts`: the
+maximum over the spec's specialisations of the row inputs and outputs (per dtype), per-row statistics, fp32
+row temporaries, batch and column rows, accumulators, row reductions and their levels (`counts_of`). The
+buffer plan and the tiling program are built from those counts and the kernel's layout
+(opgen.kernel.rowlayout), so the budget proven here (opgen.tiling.ub_proof) is the one the kernel allocates.
 
-ROW_SPLIT (strategy 1): rows split over the AIV cores in contiguous ranges (the first `rowsTail` cores
-take one more row); `rowsPerPass` rows per UB pass are copied in with one DataCopyPad per tensor
-(double-buffered TQue), computed one row at a time in fp32 temporaries, copied out. Batch rows (brow)
-are reloaded when a row enters a new batch; per-batch sums of a batch that crosses a core boundary and
-the per-kernel column sums go to workspace as fp32 partials and are summed after SyncAll in core order,
-the columns split over the cores (`colsPerReduceCore`): deterministic.
+ROW_SPLIT (strategy 1): rows split over the AIV cores in contiguous ranges (the first `rowsTail` cores take one
+more row); `rowsPerPass` rows per UB pass are copied in with one DataCopyPad per operand and run of rows
+(double-buffered TQue), computed one row at a time in fp32 temporaries, copied out. Batch rows (brow) are
+reloaded when a row enters a new batch; per-batch sums of a batch that crosses a core boundary and the
+per-kernel column sums go to workspace as fp32 partials and are summed after SyncAll in core order, the columns
+split over the cores (`colsPerReduceCore`): deterministic.
 
-COL_SPLIT (strategy 2), when one row does not fit: H split over the cores in `colsPerCore` slices; each
-core keeps its slices of a group of `groupRows` rows resident and, per row-sum level, exchanges partial
-row sums through workspace (SyncAll, each core totals `rowsPerOwner` rows in core order, SyncAll), then
-computes its output slices. The core owns its columns for every row: no cross-core column sums. Inputs
-are read from GM once.
+COL_SPLIT (strategy 2), when a row does not fit or there are fewer rows than cores and no row reductions: the
+row axis split over the cores in `colsPerCore` slices (multiples of 16); each core walks its slice in
+`colsPerPass` chunks (the whole slice when the program reduces rows: its slices of a group of `groupRows` rows
+stay resident while, per row-reduction level, partial row sums / maxima are exchanged through workspace — SyncAll,
+each core combines `rowsPerOwner` rows in core order, SyncAll), then computes its output slices. The core owns
+its columns for every row: no cross-core column sums. Inputs are read from GM once.
 
-Units: elements unless a name ends in Bytes. Facts: reference/ascendc.md §1.5 (TQue/TBuf, double
-buffering), §1.7-§1.8 (DataCopyPad, 32-byte UB alignment), §2.5 (blockDim, tails), §3 (UB sizes).
+Units: elements unless a name ends in Bytes. Facts: reference/ascendc.md §1.5 (TQue/TBuf, double buffering),
+§1.7-§1.8 (DataCopyPad, 32-byte UB alignment), §2.5 (blockDim, tails), §3 (UB sizes).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opgen.tiling.buffers import Buffer
-from opgen.tiling.program import TilingProgram, align_up, ceil_div, select
+from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
+from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
 
 ROW_SPLIT, COL_SPLIT = 1, 2
+PASS_SLACK_BYTES = 1024
+"""UB bytes kept free when the column chunk of a COL_SPLIT pass is sized (rounding of the sum buffers)."""
 
 
 @dataclass(frozen=True)
 class RowCounts:
-    """What a row kernel holds in UB (maxima over its specialisations).
+    """What a rows kernel holds in UB (maxima over its specialisations).
 
-    row_in/row_out: row tensors read/written (T); stat_in (fp32) / stat_out (T): one value per row;
-    temps: fp32 row temporaries; brow/col: fp32 batch rows / column rows (values and accumulators);
-    col_acc/brow_acc: accumulators among them (cross-core partial rows in ROW_SPLIT); rsums: row sums;
-    rsums_per_level: the most row sums of one level (exchanged together in COL_SPLIT)."""
+    row_in/row_out: ((IR dtype name, count), ...) of the row operands read/written, by dtype; stat_in: fp32
+    per-row inputs; stat_out: per-row outputs (staged in fp32); temps: fp32 row temporaries; brow/col: fp32 batch
+    rows / column rows (values and accumulators); brow_acc/col_acc: accumulators among them (cross-core partial
+    rows in ROW_SPLIT); rsums: row reductions; rsums_per_level: the most of one level (exchanged together in
+    COL_SPLIT); levels: row-reduction levels (0: COL_SPLIT chunks the slice, nothing stays resident)."""
 
-    row_in: int
-    row_out: int
+    row_in: tuple
+    row_out: tuple
     stat_in: int
     stat_out: int
     temps: int
@@ -54,36 +58,88 @@ class RowCounts:
     col_acc: int
     rsums: int
     rsums_per_level: int
+    levels: int
+
+    def as_dict(self) -> dict:
+        """{field: value} (row_in/row_out as {dtype: count})."""
+        return {"row_in": dict(self.row_in), "row_out": dict(self.row_out), "stat_in": self.stat_in,
+                "stat_out": self.stat_out, "temps": self.temps, "brow": self.brow, "col": self.col,
+                "brow_acc": self.brow_acc, "col_acc": self.col_acc, "rsums": self.rsums,
+                "rsums_per_level": self.rsums_per_level, "levels": self.levels}
+
+
+def program_counts(p) -> dict:
+    """What one lowered row program (opgen.kernel.rowprog.RowProgram) needs, keyed like RowCounts."""
+    per_level: dict[int, int] = {}
+    for i in p.rsums():
+        per_level[i.level] = per_level.get(i.level, 0) + 1
+    rin: dict[str, int] = {}
+    rout: dict[str, int] = {}
+    for t in p.gm:
+        if t.space == "row":
+            d = rin if t.role == "in" else rout
+            d[t.dtype] = d.get(t.dtype, 0) + 1
+    return {
+        "row_in": rin, "row_out": rout,
+        "stat_in": sum(1 for t in p.gm if t.role == "in" and t.space == "stat"),
+        "stat_out": sum(1 for t in p.gm if t.role == "out" and t.space == "stat"),
+        "temps": p.row_temps, "brow": len(p.brow), "col": len(p.col),
+        "brow_acc": sum(1 for v in p.accs.values() if v[0] == "brow"),
+        "col_acc": sum(1 for v in p.accs.values() if v[0] == "col"),
+        "rsums": len(p.rsums()), "rsums_per_level": max(per_level.values(), default=0), "levels": p.levels,
+    }
+
+
+def counts_of(progs) -> RowCounts:
+    """The maximum of every count over the lowered row programs `progs` (per dtype for rows in/out)."""
+    top: dict = {}
+    for p in progs:
+        for k, v in program_counts(p).items():
+            if isinstance(v, dict):
+                cur = top.setdefault(k, {})
+                for d, n in v.items():
+                    cur[d] = max(cur.get(d, 0), n)
+            else:
+                top[k] = max(top.get(k, 0), v)
+    for k in ("row_in", "row_out"):
+        top[k] = tuple(sorted(top.get(k, {}).items()))
+    return RowCounts(**{k: top.get(k, 0) for k in RowCounts.__dataclass_fields__})
 
 
 def reduce_tmp_elems(cols):
-    """fp32 scratch of ReduceSum over `cols` elements: one partial per 256-byte repeat plus the result
-    block (reference/ascendc.md §1.9)."""
+    """fp32 scratch of ReduceSum over `cols` elements: one partial per 256-byte repeat plus the result block
+    (reference/ascendc.md §1.9)."""
     return align_up(ceil_div(cols, 64), 8) + 8
 
 
-def row_plan(c: RowCounts, col_align, t_bytes) -> list[Buffer]:
+def row_reduce_elems(cols):
+    """fp32 result block and scratch of a rows kernel's row reductions over `cols` elements: the result block plus
+    ReduceMax's first-round (value, index) pair per 256-byte repeat, which also covers ReduceSum's partials
+    (CANN API "ReduceMax", sharedTmpBuffer size without the index)."""
+    return align_up(ceil_div(cols, 64) * 2, 8) + 8
+
+
+def _by_dtype(counts, bytes_of, num: int, name: str, kind: str, per_row: bool, length, doc: str) -> list[Buffer]:
+    return [Buffer(f"{name}{d}", kind, num * n, per_row, length, bytes_of(d), f"{doc} ({d})")
+            for d, n in counts if n]
+
+
+def row_plan(c: RowCounts, col_align, bytes_of) -> list[Buffer]:
     """ROW_SPLIT buffers: per-row buffers scale with rowsPerPass (bytes per row), the rest is fixed."""
-    plan = []
-    if c.row_in:
-        plan.append(Buffer("inQue", "TQue<VECIN>", 2 * c.row_in, True, col_align, t_bytes, "row inputs (T)"))
-    if c.row_out:
-        plan.append(Buffer("outQue", "TQue<VECOUT>", 2 * c.row_out, True, col_align, t_bytes, "row outputs (T)"))
+    plan = _by_dtype(c.row_in, bytes_of, 2, "inQue", "TQue<VECIN>", True, col_align, "row inputs")
+    plan += _by_dtype(c.row_out, bytes_of, 2, "outQue", "TQue<VECOUT>", True, col_align, "row outputs")
     plan += stat_plan(c)
     plan += _fixed_plan(c, col_align)
     return plan
 
 
-def col_plan(c: RowCounts, cols, t_bytes) -> list[Buffer]:
-    """COL_SPLIT buffers for `cols` columns per core: the group's resident slices scale with groupRows."""
-    plan = []
-    if c.row_in:
-        plan.append(Buffer("resBuf", "TBuf<VECCALC>", c.row_in, True, cols, t_bytes, "resident row-input slices"))
-    if c.row_out:
-        plan.append(Buffer("outQue", "TQue<VECOUT>", c.row_out, True, cols, t_bytes, "row-output slices of a group"))
+def col_plan(c: RowCounts, cols, bytes_of) -> list[Buffer]:
+    """COL_SPLIT buffers for `cols` columns per pass: the group's slices scale with groupRows."""
+    plan = _by_dtype(c.row_in, bytes_of, 1, "resBuf", "TBuf<VECCALC>", True, cols, "row-input slices of a group")
+    plan += _by_dtype(c.row_out, bytes_of, 1, "outQue", "TQue<VECOUT>", True, cols, "row-output slices of a group")
     plan += stat_plan(c)
     plan.append(Buffer("sumBuf", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, True, 1, 4,
-                       "partial and total row sums of the group (fp32)"))
+                       "partial and total row reductions of the group (fp32)"))
     plan.append(Buffer("sumSlack", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, False, 8, 4,
                        "32-byte rounding of the sum buffers"))
     plan += _fixed_plan(c, cols)
@@ -111,49 +167,77 @@ def _fixed_plan(c: RowCounts, cols) -> list[Buffer]:
         Buffer("workBuf", "TBuf<VECCALC>", max(c.temps, 2), False, cols, 4, "fp32 row temporaries"),
         Buffer("browBuf", "TBuf<VECCALC>", max(c.brow, 1), False, cols, 4, "fp32 batch rows and their sums"),
         Buffer("colBuf", "TBuf<VECCALC>", max(c.col, 1), False, cols, 4, "fp32 column rows and their sums"),
-        Buffer("paramQue", "TQue<VECIN>", 1, False, cols, 4, "batch/column row staging (T or U)"),
-        Buffer("accOutQue", "TQue<VECOUT>", 1, False, cols, 4, "sum outputs staging (T or U)"),
-        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, reduce_tmp_elems(cols), 4, "ReduceSum result and scratch"),
+        Buffer("paramQue", "TQue<VECIN>", 1, False, cols, 4, "batch/column row staging (any dtype)"),
+        Buffer("accOutQue", "TQue<VECOUT>", 1, False, cols, 4, "sum outputs staging (any dtype)"),
+        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, row_reduce_elems(cols), 4, "row reduction result and scratch"),
     ]
 
 
-def program(name: str, c: RowCounts, float_attrs: tuple[str, ...] = ()) -> tuple[TilingProgram, dict]:
-    """The tiling program of row kernel `name` (see module docstring) and its buffer plans
-    {strategy: [Buffer]}. Inputs: rows, seq, batch, hidden, tBytes, dtypeKey, attrKey, coreNum, ubBytes and
-    one `<attr>Attr` per float attribute (its IEEE-754 bits), copied to the tiling field `<attr>Bits` the kernel
-    decodes."""
+def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[str, ...] = (),
+            extra: tuple[tuple[str, str], ...] = ()) -> tuple[TilingProgram, dict]:
+    """The tiling program of rows kernel `name` (module docstring) for counts `c`, and its buffer plans
+    {strategy: [Buffer]}.
+
+    Inputs: rows, seq, batch, hidden (from the layout), `<var>Bytes` per dtype variable in `dvars`, dtypeKey,
+    attrKey, coreNum, ubBytes, one `<attr>Attr` per float attribute (its IEEE-754 bits, copied to the tiling field
+    `<attr>Bits` the kernel decodes) and one `<name>Dim` input per `extra` (name, doc), copied to the field `name`
+    (view strides, pitches and offsets, leading extents: opgen.codegen.kernel)."""
     p = TilingProgram(name)
-    R = p.input("rows", "rows = prod(Bd) * S")
-    S = p.input("seq", "S (rows per batch)")
-    B = p.input("batch", "prod(Bd)")
-    H = p.input("hidden", "H, the row length (elements)")
-    tB = p.input("tBytes", "bytes per element of T")
+    R = p.input("rows", "rows of the anchor domain (product of its leading axes)")
+    S = p.input("seq", "rows per batch (product of the leading axes after the batch axes)")
+    B = p.input("batch", "batches (product of the batch axes)")
+    H = p.input("hidden", "elements of a row (the row axis)")
+    sizes = {v: p.input(f"{v}Bytes", f"bytes per element of dtype variable {v}") for v in dvars}
     dk = p.input("dtypeKey", "1-based row of the dtype table")
     ak = p.input("attrKey", "mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)")
     cores = p.input("coreNum", "AIV cores of the platform")
     ub = p.input("ubBytes", "UB bytes per AIV core")
     attrs = [p.input(f"{a}Attr", f"IEEE-754 bits of the float attribute {a}") for a in float_attrs]
+    extras = [(p.input(f"{n}Dim", d), n, d) for n, d in extra]
+
+    def bytes_of(d: str):
+        return sizes[d] if d in sizes else lit({"f32": 4, "f16": 2, "bf16": 2, "i32": 4}.get(d, 4))
 
     col_align = p.let("colAlign", align_up(H, 16), "row stride in UB (elements; 32-byte aligned)", True)
-    plans = {ROW_SPLIT: row_plan(c, col_align, tB)}
+    plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of)}
     rows_fit, row_cores = row_split(p, R, cores, ub, plans[ROW_SPLIT])
-    strategy = p.let("strategy", select(rows_fit >= 1, ROW_SPLIT, COL_SPLIT), "1 ROW_SPLIT, 2 COL_SPLIT", True)
+    cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), 16), "columns per core (COL_SPLIT)", True)
+    col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
+    if c.levels:
+        cols_pass = p.let("colsPerPass", cols_core + 0, "columns per COL_SPLIT pass: the whole slice stays resident",
+                          True)
+    else:
+        one, none = col_plan(c, lit(1), bytes_of), col_plan(c, lit(0), bytes_of)
+        per_col = p.let("passColBytes", row_bytes(one) + fixed_bytes(one) - fixed_bytes(none),
+                        "UB bytes per column of a one-row COL_SPLIT pass")
+        fixed0 = fixed_bytes(none) + PASS_SLACK_BYTES
+        cols_fit = p.let("passColsFit", select(ub > fixed0, (ub - fixed0) // per_col, 0) // 16 * 16,
+                         "columns of a one-row COL_SPLIT pass that fit (multiple of 16)")
+        cols_pass = p.let("colsPerPass", emax(16, emin(cols_core, cols_fit)),
+                          "columns per COL_SPLIT pass (no row reduction: the slice is walked in chunks)", True)
+    grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of),
+                                                           cols_core, col_cores, cols_pass)
+    # rows stay whole when they fit, unless nothing is reduced per row and there are fewer rows than column slices
+    prefer_rows = (rows_fit >= 1) if c.levels else (rows_fit >= 1) & (R >= col_cores)
+    strategy = p.let("strategy", select(prefer_rows | (grp_fit < 1), ROW_SPLIT, COL_SPLIT), "1 ROW_SPLIT, 2 COL_SPLIT",
+                     True)
     p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
           "columns each core sums in the cross-core reduction (ROW_SPLIT)", True)
-    grp_fit, col_cores, group_rows, plans[COL_SPLIT] = col_split(p, H, R, cores, ub, lambda cols: col_plan(c, cols, tB))
-    p.let("fits", (rows_fit >= 1) | (grp_fit >= 1), "1 when the chosen plan fits UB", True)
+    p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, grp_fit >= 1), "1 when the chosen plan fits UB", True)
     block_dim = p.let("blockDim", select(strategy.eq(ROW_SPLIT), row_cores, col_cores), "AIV cores launched", True)
     p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     per_core = c.col_acc + 2 * c.brow_acc
     ws_rows = p.let("wsRowBytes", block_dim * (per_core * col_align * 4) if per_core else 0 * block_dim,
                     "ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums")
     ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * group_rows * 4,
-                    "COL_SPLIT: partial row sums of every core and their totals (fp32)")
+                    "COL_SPLIT: partial row reductions of every core and their totals (fp32)")
     p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, ws_cols), "user workspace (bytes)", True)
-    p.let("seqLen", S + 0, "S", True)
-    p.let("batchNum", B + 0, "prod(Bd)", True)
-    p.let("hiddenDim", H + 0, "H", True)
-    p.let("rowNum", R + 0, "prod(Bd) * S", True)
+    p.let("seqLen", S + 0, "rows per batch", True)
+    p.let("batchNum", B + 0, "batches", True)
+    p.let("hiddenDim", H + 0, "elements of a row", True)
+    p.let("rowNum", R + 0, "rows", True)
     for a, v in zip(float_attrs, attrs):
         p.let(f"{a}Bits", v + 0, f"IEEE-754 bits of {a} (float)", True)
+    for v, n, d in extras:
+        p.let(n, v + 0, d, True)
     return p, plans

@@ -28,15 +28,18 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = ""):
     return fit, used
 
 
-def col_split(p: TilingProgram, cols_total, rows, cores, ub, plan_for):
+def col_split(p: TilingProgram, cols_total, rows, cores, ub, plan_for, cols=None, col_cores=None, cols_pass=None):
     """Add the column split (rows too long for UB): `cols_total` columns over the cores in 16-multiple slices,
-    rows walked in groups kept resident in UB. `plan_for(colsPerCore)` gives the UB buffer plan.
-    Returns (groupFit, colCores, groupRows, plan). Fields colsPerCore, colsTail, groupRows, rowsPerOwner
-    (rows each core totals per group in the cross-core row-sum exchange)."""
-    cols = p.let("colsPerCore", align_up(ceil_div(cols_total, cores), 16), "columns per core (COL_SPLIT)", True)
-    col_cores = p.let("colCores", ceil_div(cols_total, cols), "cores used by COL_SPLIT")
+    rows walked in groups kept resident in UB. `plan_for(columns per pass)` gives the UB buffer plan. Given
+    `cols` / `col_cores` (slice width and cores, already in `p`) and `cols_pass` (columns per pass, default the
+    slice), they are used instead of new variables. Returns (groupFit, colCores, groupRows, plan). Fields
+    colsPerCore, colsTail, groupRows, rowsPerOwner (rows each core totals per group in the cross-core row-sum
+    exchange)."""
+    if cols is None:
+        cols = p.let("colsPerCore", align_up(ceil_div(cols_total, cores), 16), "columns per core (COL_SPLIT)", True)
+        col_cores = p.let("colCores", ceil_div(cols_total, cols), "cores used by COL_SPLIT")
     p.let("colsTail", cols_total - (col_cores - 1) * cols, "columns of the last core (COL_SPLIT)", True)
-    plan = plan_for(cols)
+    plan = plan_for(cols if cols_pass is None else cols_pass)
     row_bytes = p.let("groupRowBytes", buffer_row_bytes(plan), "UB bytes per resident row (COL_SPLIT)")
     fixed = p.let("groupFixedBytes", buffer_fixed_bytes(plan), "UB bytes held once (COL_SPLIT)")
     fit = p.let("groupFit", select(ub > fixed, (ub - fixed) // row_bytes, 0), "rows per group that fit")

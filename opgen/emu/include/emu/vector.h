@@ -280,6 +280,37 @@ void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
     dst.St(0, cur[0], ok);
 }
 
+// ---- ReduceMax count form: max of src[0..count) -> dst[0] (CANN API "ReduceMax", tensor-front-n form). The
+// sharedTmpBuffer must hold the first round's (value, index) pairs: align_up(ceil(count / per-repeat) * 2, per-block)
+// elements; a smaller one is a fault, as is calIndex (the index output is not emulated). NaN lanes: the first
+// maximum by `>` wins (hardware order unspecified).
+template <typename T>
+void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& sharedTmpBuffer,
+               const int32_t count, bool calIndex = 0)
+{
+    static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "ReduceMax: half/float only");
+    if (calIndex) emu::Fault("ReduceMax: calIndex = true is not emulated");
+    if (count <= 0) return;
+    emu::CountVector(uint64_t(count), sizeof(T));
+    emu_detail::CheckOperand(src, count, "ReduceMax");
+    src.CheckAligned("ReduceMax");
+    sharedTmpBuffer.CheckAligned("ReduceMax");
+    const uint64_t perRepeat = 256 / sizeof(T), perBlock = 32 / sizeof(T);
+    const uint64_t need = (((uint64_t(count) + perRepeat - 1) / perRepeat) * 2 + perBlock - 1) / perBlock * perBlock;
+    sharedTmpBuffer.Addr(0, need, "ReduceMax sharedTmpBuffer");
+    dst.Addr(0, 1, "ReduceMax");
+    const bool ok = emu_detail::AllWritten(src, uint64_t(count));
+    bool first = true;
+    T best{};
+    for (int32_t i = 0; i < count; ++i) {
+        bool good = true;
+        const T v = src.Ld(uint64_t(i), good);
+        if (first || float(v) > float(best)) best = v;
+        first = false;
+    }
+    dst.St(0, best, ok);
+}
+
 // ---- Gather, count form (reference/ascendc.md §1.9): for i < count, dst[i] = the element of src at byte
 // offset srcBaseAddr + srcOffset[i] from src's start. Offsets are BYTES (uint32). dst, src and srcOffset
 // start 32-byte aligned; 16/32-bit element types (A2/A3 list: int16/uint16/half/bf16/int32/uint32/float).

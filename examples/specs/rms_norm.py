@@ -1,0 +1,26 @@
+"""RmsNorm (aclnnRmsNorm): y = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2 over the last axis) + epsilon).
+
+A last-axis reduction per row with a [H] weight broadcast over the rows; the per-row rstd is a second output in
+fp32, as CANN's RmsNorm returns it. One dtype variable: x, gamma and y share T.
+"""
+
+from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
+
+spec = OpSpec("RmsNorm", aclnn="aclnnRmsNorm", socs=(A2, A3), round="rint",
+              doc="Root-mean-square normalisation over the last axis with a learned scale.")
+Bd = spec.variadic("Bd", max_rank=7)
+H = spec.dim("H", max=65536)
+(T,) = spec.dtype_vars("T")
+
+spec.input("x", T, [Bd, H])
+spec.input("gamma", T, [H])
+spec.attr("epsilon", float, 1e-6, doc="added to the mean square")
+spec.output("y", T, [Bd, H])
+spec.output("rstd", f32, [Bd, 1], doc="1 / sqrt(mean(x^2) + epsilon) per row")
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x, gamma, epsilon):
+    rstd = b.rsqrt((x * x).mean(-1) + epsilon)
+    return {"y": x * rstd * gamma, "rstd": rstd}

@@ -1,0 +1,232 @@
+"""The attention family: selected-block attention on the cube and the vector unit (mixed AIC/AIV kernels).
+
+`AttentionLayout` is read off the fused graph's structure, never off dim or tensor names: the matmul whose
+result reaches `exp` (through the scale and the mask) is the score product S = Q Kselᵀ; its A operand is the
+query [T1, N1, D] (grouped as [T1, N2, G, D]), its B operand a gather of the key [T2, N2, D]; the other gathered
+input is the value [T2, N2, Dv]; the integer input the gather rows are computed from is the topk table
+[T1, N2, CNT]; the int64 inputs are the cumulative sequence arrays [Bn]; the keys per unit L = CNT * BS give the
+block size BS (the dim an integer attribute binds). Each role's dim becomes a letter of the NSA lowering
+(`tokens`, opgen.kernel.nsa.shape_key) and an input of the tiling program (opgen.tiling.nsa). Facts:
+reference/nsa_selected_attention.md §2.1-§2.5.
+
+The family's stages: lower every specialisation (opgen.kernel.nsa), count what the programs hold on chip
+(`nsa_counts`, the maximum over them), tile with the forward program (items are whole units) or the backward
+program (workspaced outputs finished by a final pass), emit with opgen.codegen.kernel_nsa.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opgen.errors import IRError
+from opgen.ir.dims import Sym, as_dim
+from opgen.kernel.family import Family, Lowered
+from opgen.kernel.rowlayout import Unsupported
+
+ROLES = ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "BS", "Bn")
+"""Role names of the attention layout: the reference's terms (reference/nsa_selected_attention.md §1.1)."""
+
+
+@dataclass(frozen=True)
+class AttentionLayout:
+    """The dims of the attention roles ({role: dim symbol name}), the query/key/value/topk/cumulative inputs, and the
+    integer attribute that binds the block size (None when BS is a shape dim)."""
+
+    dims: tuple          # ((role, symbol), ...) in ROLES order
+    query: str
+    key: str
+    value: str
+    topk: str
+    cumulative: tuple
+    block_attr: str | None
+
+    def dim(self, role: str) -> str:
+        """The spec dim symbol of `role`."""
+        return dict(self.dims)[role]
+
+    @property
+    def tokens(self) -> dict:
+        """{dim text: role letter} for opgen.kernel.nsa.shape_key."""
+        d = {r: Sym(s) for r, s in self.dims}
+        out = {str(d["T1"]): "t", str(d["T2"]): "T", str(d["N2"]): "n", str(d["N1"] // d["N2"]): "g",
+               str(d["N1"]): "h", str(d["CNT"] * d["BS"]): "l", str(d["D"]): "d", str(d["Dv"]): "v", "8": "8",
+               str(d["Bn"]): "b", str(d["CNT"]): "c", str(d["BS"]): "s", str(d["Bn"] - 1): "b"}
+        return out
+
+    def text(self) -> str:
+        """One line (`--dump-after select_family`)."""
+        roles = ", ".join(f"{r}={s}" for r, s in self.dims)
+        return (f"layout attention: query {self.query}, key {self.key}, value {self.value}, topk {self.topk}; {roles}")
+
+
+def attention_layout(g) -> AttentionLayout:
+    """The attention layout of fused graph `g` (module docstring). Raises Unsupported naming the value where the
+    pattern breaks."""
+    vals, prod, uses = g.values(), g.producers(), g.uses()
+    params = {p.value.name: p for p in g.params}
+    mms = [n for n in g.nodes if n.op == "matmul"]
+    if not mms:
+        raise Unsupported(g.outputs[0][1] if g.outputs else g.name, "", "no matmul")
+
+    def root(v):   # the input a value is a view / cast of
+        while v not in params and v in prod and prod[v].op in ("reshape", "cast", "permute", "broadcast"):
+            v = prod[v].inputs[0]
+        return v if v in params else None
+
+    def reaches_exp(v, depth=0):
+        if depth > 12:
+            return False
+        for u in uses.get(v, []):
+            if u.op == "exp" or (u.op in ("mul", "sub", "select", "add", "reshape", "cast", "div")
+                                 and reaches_exp(u.result.name, depth + 1)):
+                return True
+        return False
+
+    scores = [n for n in mms if reaches_exp(n.result.name) and n.attr("transpose_b")]
+    if not scores:
+        raise Unsupported(mms[0].result.name, mms[0].loc, "no score matmul Q Kselᵀ whose result reaches a softmax exp")
+    s = scores[0]
+    q = root(s.inputs[0])
+    gsel = prod.get(s.inputs[1])
+    while gsel is not None and gsel.op in ("reshape", "cast", "permute"):
+        gsel = prod.get(gsel.inputs[0])
+    if q is None or gsel is None or gsel.op != "gather" or root(gsel.inputs[0]) is None:
+        raise Unsupported(s.result.name, s.loc, "the score matmul is not an input's rows against gathered input rows")
+    k = root(gsel.inputs[0])
+    gathers = {root(n.inputs[0]) for n in g.nodes if n.op == "gather" and root(n.inputs[0]) is not None}
+    others = sorted(gathers - {k})
+    if len(others) != 1:
+        raise Unsupported(s.result.name, s.loc, f"{len(others)} gathered inputs besides the key; selected attention "
+                          f"gathers a key and a value")
+    v = others[0]
+    from opgen.kernel.nsa import _dt
+
+    ints = [p for p in g.params if p.kind == "input" and _dt(p.value.type.dtype) == "i32"]
+    longs = [p.value.name for p in g.params if p.kind == "input" and _dt(p.value.type.dtype) == "i64"]
+    topk = [p.value.name for p in ints if len(p.value.type.shape) == 3]
+    if len(topk) != 1 or len(longs) != 2:
+        raise Unsupported(s.result.name, s.loc, "selected attention reads one int32 [T1, N2, CNT] topk table and two "
+                          "int64 cumulative sequence arrays")
+
+    def shp(name):
+        return [str(d) for d in vals[name].type.shape]
+
+    qs, ks_, vs, ts = shp(q), shp(k), shp(v), shp(topk[0])
+    bn = shp(longs[0])
+    if len(qs) != 3 or len(ks_) != 3 or len(vs) != 3 or len(bn) != 1:
+        raise Unsupported(s.result.name, s.loc, "query, key and value must be [tokens, heads, head dim] (TND)")
+    roles = {"T1": qs[0], "N1": qs[1], "D": qs[2], "T2": ks_[0], "N2": ks_[1], "Dv": vs[2], "CNT": ts[2], "Bn": bn[0]}
+    L = as_dim(s.result.type.shape[-1])
+    bs = [x for x in sorted(L.symbols()) if x != roles["CNT"]]
+    if len(bs) != 1 or str(Sym(roles["CNT"]) * Sym(bs[0])) != str(L):
+        raise Unsupported(s.result.name, s.loc, f"the keys per unit {L} are not CNT * BS")
+    roles["BS"] = bs[0]
+    texts = [str(Sym(roles[r])) for r in ROLES]
+    if len(set(texts)) != len(texts) or not all(x.isidentifier() for x in roles.values()):
+        raise Unsupported(s.result.name, s.loc, f"the attention roles need distinct plain dims, got {roles}")
+    return AttentionLayout(tuple((r, roles[r]) for r in ROLES), q, k, v, topk[0], tuple(longs), None)
+
+
+def nsa_counts(programs, pipelined) -> object:
+    """NsaCounts (opgen.tiling.nsa) of lowered programs: the maxima over them of registers, queues, workspace tiles
+    and L1 buffers; slots = 2 when the AIC pipelines two units; post when an output is finished from a workspace."""
+    from opgen.tiling.nsa import NsaCounts
+
+    top: dict = {}
+    heads, gathers = [], []
+    for p in programs:
+        f32 = sum(1 for t in p.tiles.values() if t == "f32")
+        need = {
+            "row_regs": p.nregs.get("row", 0), "head_regs": p.nregs.get("head", 0),
+            "tile_stores": sum(1 for i in p.vector if i.kind == "st_tile"),
+            "stat8": sum(1 for i in p.vector if i.kind == "st_stat8"),
+            "scratch": int(any(i.kind == "rmax" for i in p.vector)),
+            "unit_stats": sum(1 for i in p.vector if i.scope == "unit" and i.space == "stat"),
+            "f32_tiles": f32, "t_tiles": len(p.tiles) - f32, "l1_tiles": sum(1 for b in p.l1 if b.role == "tile"),
+            "slots": 2 if pipelined(p) else 1, "post": int(bool(p.post)),
+        }
+        for k, v in need.items():
+            top[k] = max(top.get(k, 0), v)
+        for role, acc in (("heads", heads), ("gather", gathers)):   # a D buffer holds a Dv row too (Dv <= D)
+            got = [b.cols for b in p.l1 if b.role == role]
+            for j, c in enumerate(got):
+                if j == len(acc):
+                    acc.append(c)
+                elif c == "D":
+                    acc[j] = "D"
+    top["post"] = bool(top.get("post"))
+    return NsaCounts(l1_heads=tuple(heads), l1_gathers=tuple(gathers),
+                     **{k: top.get(k, 0) for k in NsaCounts.__dataclass_fields__ if k not in ("l1_heads", "l1_gathers")})
+
+
+class AttentionFamily(Family):
+    """Selected-block sparse attention (module docstring)."""
+
+    name = "attention"
+    doc = "gather by indices, matmuls on the cube, softmax(-grad) on the vector unit, scatter-add"
+
+    def claims(self, g) -> bool:
+        """Graphs with a matmul."""
+        return any(n.op == "matmul" for n in g.nodes)
+
+    def match(self, spec, g):
+        """The AttentionLayout, with the block-size attribute of the spec; confirmed by lowering `g`. Raises
+        Unsupported."""
+        if not self.claims(g):
+            raise Unsupported(g.outputs[0][1] if g.outputs else g.name, "", "no matmul")
+        lay = attention_layout(g)
+        bs = [a.name for a in spec.attrs if a.dim is not None and a.dim.name == lay.dim("BS")]
+        lay = AttentionLayout(lay.dims, lay.query, lay.key, lay.value, lay.topk, lay.cumulative,
+                              bs[0] if bs else None)
+        from opgen.kernel import nsa
+
+        try:
+            nsa.lower(g, lay.tokens)
+        except IRError as e:
+            raise Unsupported(getattr(e, "value", g.outputs[0][1]), "", str(e)) from None
+        return lay
+
+    def keys(self, spec, layout) -> list:
+        return list(spec.keys())
+
+    def lower(self, spec, layout, graphs: dict, only=None) -> Lowered:
+        from opgen.kernel import nsa
+
+        progs = {}
+        for key, g in graphs.items():
+            try:
+                progs[key] = nsa.lower(g, layout.tokens)
+            except Unsupported:
+                raise
+            except IRError as e:
+                raise Unsupported(g.outputs[0][1], "", str(e)) from None
+        return Lowered(self.name, layout, progs)
+
+    def counts(self, lowered):
+        from opgen.codegen.kernel_nsa import pipelined
+
+        return nsa_counts(lowered.programs.values(), pipelined)
+
+    def tile(self, spec, lowered, counts):
+        from opgen.kernel.family import Tiling
+        from opgen.tiling import nsa as tnsa
+
+        backward = counts.post
+        prog, plans = (tnsa.bwd_program if backward else tnsa.fwd_program)(spec.name, counts)
+        inputs = tnsa.program_inputs(lowered.layout, spec, deterministic=backward)
+        doc = (f"Tiling of {spec.name}: attention family, {'backward' if backward else 'forward'} mixed AIC/AIV "
+               f"kernel (1 AIC : 2 AIV), units of (token, kv head, head group).")
+        return Tiling(prog, inputs, {1: plans["ub"] + plans["l1"]}, doc)
+
+    def emit(self, spec, lowered, tiling) -> dict:
+        from opgen.codegen.kernel_nsa import emit_nsa_kernel
+
+        return emit_nsa_kernel(spec, lowered, self.counts(lowered), tiling)
+
+    def program_text(self, lowered, key) -> str:
+        from opgen.kernel.nsa import print_program
+
+        return print_program(lowered.programs[key])
+
+    def layout_text(self, layout) -> str:
+        return layout.text()

@@ -1,0 +1,146 @@
+"""Kernel families: how any spec gets a kernel (DESIGN.md "Kernel families").
+
+A family is one schedule template plus its analysis. Every family implements one protocol (`Family`):
+
+  claims(graph)                   whether a graph is of the family's kind (its rule is the one reported when no
+                                  family lowers the graph)
+  match(spec, graph) -> layout    the structural analysis of one fused specialisation; raises
+                                  opgen.kernel.rowlayout.Unsupported naming the value and the rule
+  keys(spec, layout)              the specialisations the kernel is built from
+  lower(spec, layout, graphs)     the family's Kernel IR of each specialisation (a `Lowered`; only=key: that one,
+                                  for display)
+  counts(lowered)                 what the programs hold on chip, the maximum over the specialisations
+  tile(spec, lowered, counts)     the tiling program, how the TilingFunc reads each of its inputs (derived from
+                                  the layout) and the buffer plans, as a `Tiling`
+  emit(spec, lowered, tiling)     {path: text} of op_kernel/
+  program_text(lowered, key)      canonical text of one specialisation's Kernel IR (`opgen graph --stage kernel`)
+
+`FAMILIES` is THE list, tried in order; the first whose match returns a layout lowers the spec. Nothing here or
+in a family knows an operator's name: the families look at shapes, ops and the dataflow of the fused graph.
+What belongs to one operator is declared in its spec (`OpSpec.kernel_checks`: the device-data rules its kernel
+checks with Trap(); `OpSpec.gm_reference`: the reference's GM estimate of CANN's kernel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from opgen.errors import OpgenError
+
+
+class NoKernel(OpgenError):
+    """No kernel family lowers a specialisation of a spec: names the op, the IR value, its spec line and what is
+    unsupported (`opgen generate`, `check`, `graph --stage tiled|kernel` exit 2 with this one line)."""
+
+    def __init__(self, op: str, value: str, loc: str, why: str, family: str):
+        self.op, self.value, self.loc, self.why, self.family = op, value, loc, why, family
+        where = f" ({loc})" if loc else ""
+        super().__init__(f"{op}: no kernel family lowers %{value}{where}: {why} [{family} family]")
+
+
+@dataclass
+class Tiling:
+    """The host tiling of a kernel: the TilingProgram, {program input: how the TilingFunc reads it}
+    (opgen.tiling.emit), the buffer plans {strategy: [Buffer]} and a one-line doc of the strategy."""
+
+    program: object
+    inputs: dict
+    plans: dict
+    doc: str
+
+
+@dataclass
+class Lowered:
+    """A family's lowering of one spec: the layout, {spec key: Kernel-IR program} and family-specific extras."""
+
+    family: str
+    layout: object
+    programs: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+
+class Family:
+    """Base of the kernel families (module docstring). Subclasses set `name` and `doc` and implement the
+    protocol."""
+
+    name = ""
+    doc = ""
+
+    def claims(self, g) -> bool:
+        raise NotImplementedError
+
+    def match(self, spec, g):
+        raise NotImplementedError
+
+    def keys(self, spec, layout) -> list:
+        raise NotImplementedError
+
+    def lower(self, spec, layout, graphs: dict, only=None) -> Lowered:
+        raise NotImplementedError
+
+    def counts(self, lowered: Lowered):
+        raise NotImplementedError
+
+    def tile(self, spec, lowered: Lowered, counts) -> Tiling:
+        raise NotImplementedError
+
+    def emit(self, spec, lowered: Lowered, tiling: Tiling) -> dict:
+        raise NotImplementedError
+
+    def program_text(self, lowered: Lowered, key) -> str:
+        raise NotImplementedError
+
+    def layout_text(self, layout) -> str:
+        """One line describing a layout (`--dump-after select_family`)."""
+        return getattr(layout, "text", lambda: repr(layout))()
+
+    def counts_text(self, counts) -> str:
+        """Canonical text of the counts (`--dump-after count`)."""
+        d = counts.as_dict() if hasattr(counts, "as_dict") else vars(counts)
+        return f"counts {self.name} {{\n" + "".join(f"  {k} {v}\n" for k, v in d.items()) + "}\n"
+
+
+def families() -> list[Family]:
+    """FAMILIES, tried in order: attention (cube + vector) first, then rows (any vector graph)."""
+    from opgen.kernel.attention import AttentionFamily
+    from opgen.kernel.rows import RowsFamily
+
+    return [AttentionFamily(), RowsFamily()]
+
+
+def choose(spec, g) -> tuple[Family, object]:
+    """The first family whose match of fused graph `g` (one specialisation of `spec`) returns a layout, and the
+    layout. Raises NoKernel with the rule of the family that claims the graph (the last family tried when none
+    does)."""
+    from opgen.kernel.rowlayout import Unsupported
+
+    fams = families()
+    failures = []
+    for fam in fams:
+        try:
+            lay = fam.match(spec, g)
+        except Unsupported as e:
+            failures.append((fam, e))
+            continue
+        if lay is not None:
+            return fam, lay
+    claim = [(f, e) for f, e in failures if f.claims(g)] or failures
+    if not claim:
+        raise NoKernel(spec.name, g.outputs[0][1] if g.outputs else "?", "", "no family applies", "none")
+    fam, e = claim[0]
+    raise NoKernel(spec.name, e.value, _rel(e.loc), e.why, fam.name)
+
+
+def _rel(loc: str) -> str:
+    """A spec location relative to the working directory when under it (messages must not depend on where the
+    checkout lives)."""
+    import os
+
+    if not loc:
+        return ""
+    path, _, line = loc.rpartition(":")
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        rel = path
+    return f"{rel if not rel.startswith('..') else path}:{line}"

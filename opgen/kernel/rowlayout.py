@@ -1,0 +1,476 @@
+"""Axis analysis of the rows family: the anchor domain of a fused vector graph and the GM views of its tensors.
+
+A rows kernel iterates an *anchor domain*: a list of leading axes (outermost first) times a row axis, the
+innermost, contiguous axis of the largest values the graph computes. Axes are identified by their extents'
+canonical text (`H`, `2 * H`), a variadic group `*Bd` and its product `prod(Bd)` being one axis; size-1 dims
+carry no axis. `analyse(graph)` finds the anchor and returns a `RowLayout`; every value of the graph then has a
+*space* (`RowLayout.space`), read off which anchor axes its shape spans:
+
+  row     all leading axes and the row axis     one fp32 UB row per anchor row
+  stat    all leading axes, no row axis          one fp32 scalar per row (last-axis sum / mean / max)
+  brow    the batch axes (a prefix) + row axis   one UB row per batch, reused by its rows
+  col     only the row axis                      one UB row for the whole kernel ([H] weights, their sums)
+  scalar  no axis                                constants, runtime attributes
+
+Views (reshape, permute of leading axes, slice of the row axis, concat along the row axis) on the way from an
+operator input to its first computation, or from the last computation to an operator output, are not computed:
+they become the GM *view* of that tensor (`View`: the element offset of anchor row (a_1..a_k), column c, is
+sum_i a_i * strides[i] + col + c). Broadcasts of inputs over leading axes that are not a batch prefix are views
+with stride 0. A graph whose values are all rows or scalars of one flat, contiguous domain (pure elementwise)
+is `flat`: the kernel sees one row of prod(all extents) elements, which any rank and any variadic group allows.
+
+The anchor follows AscendNPU IR's AutoSchedule (an axis analysis of the fused graph against an anchor iteration
+domain; its PureElemwise, AnyPB, LastAxisPBR and AnyPBR kinds are the flat, broadcast, last-axis-reduction and
+leading-axis-reduction cases here). Facts on the addressing: reference/ascendc.md §1.7 (DataCopyPad: a run of
+rows at a constant GM stride is one copy).
+Raises `Unsupported` (an IRError naming the value, its spec line and the rule) for graphs outside the family.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opgen.errors import IRError
+from opgen.ir.core import Graph
+from opgen.ir.dims import DimExpr, Lit, Prod, Variadic, as_dim
+
+SPACES = ("row", "stat", "brow", "col", "scalar")
+VIEW_OPS = ("reshape", "permute", "slice", "concat", "broadcast")
+"""Ops that move or alias data without computing (GM addressing at the kernel's boundary)."""
+
+
+class Unsupported(IRError):
+    """A graph outside the rows family: `value` (IR value name), `loc` (spec file:line or "") and the rule."""
+
+    def __init__(self, value: str, loc: str, why: str):
+        self.value, self.loc, self.why = value, loc, why
+        super().__init__(f"%{value}: {why}")
+
+
+def axis_key(d) -> str | None:
+    """Identity of one shape entry as an anchor axis: "*name" for a variadic group or its product, the canonical
+    text of any other extent, None for a size-1 dim."""
+    if isinstance(d, Variadic):
+        return "*" + d.name
+    e = as_dim(d)
+    if e == Lit(1):
+        return None
+    if isinstance(e, Prod):
+        return "*" + e.name
+    return str(e)
+
+
+def axis_extent(d) -> DimExpr:
+    """Extent of one shape entry (a variadic group: the product of its dims)."""
+    return Prod(d.name) if isinstance(d, Variadic) else as_dim(d)
+
+
+def keys_of(shape) -> tuple[str, ...]:
+    """Axis keys of a shape, size-1 dims dropped."""
+    return tuple(k for k in (axis_key(d) for d in shape) if k is not None)
+
+
+@dataclass(frozen=True)
+class Ax:
+    """One axis of a tensor as a GM access sees it: identity key, extent and stride (elements)."""
+
+    key: str
+    extent: DimExpr
+    stride: DimExpr
+
+
+def tensor_axes(shape) -> tuple[Ax, ...]:
+    """The axes of a contiguous (row-major) tensor of `shape`, size-1 dims dropped."""
+    out, stride = [], Lit(1)
+    for d in reversed(tuple(shape)):
+        k = axis_key(d)
+        if k is not None:
+            out.append(Ax(k, axis_extent(d), stride))
+        stride = stride * axis_extent(d)
+    return tuple(reversed(out))
+
+
+@dataclass(frozen=True)
+class View:
+    """Where an operand lives in its GM tensor `tensor`: the element offset of anchor row (a_1, ..., a_k), column c
+    is sum_i a_i * strides[i] + col + c (stats: no column). pitch: the tensor's row length, the distance of
+    consecutive rows when `flat` (strides are the anchor's row-major strides times pitch: row r at r * pitch + col).
+    runs: consecutive rows along the innermost leading axis are at least a row apart, so a run of them is one
+    DataCopyPad with a GM gap (otherwise rows are copied one by one)."""
+
+    tensor: str
+    strides: tuple[DimExpr, ...]
+    col: DimExpr
+    pitch: DimExpr
+    flat: bool
+    runs: bool = True
+
+    def text(self) -> str:
+        """Canonical text (`opgen graph --stage kernel`)."""
+        if self.flat:
+            return f"{self.tensor}[r * {self.pitch} + {self.col}]"
+        return f"{self.tensor}[{' + '.join(f'a{i} * {s}' for i, s in enumerate(self.strides))} + {self.col}]"
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """The anchor domain of a rows kernel.
+
+    axes / extents: keys and extents of the leading axes, outermost first; row / row_extent: the row axis;
+    split: the leading axes [0, split) are batch axes (batch rows span them; len(axes) when there are none);
+    flat: pure elementwise over one contiguous domain, run as a single row of prod(extents) * row_extent
+    elements. Units: elements."""
+
+    axes: tuple[str, ...]
+    extents: tuple[DimExpr, ...]
+    row: str
+    row_extent: DimExpr
+    split: int
+    flat: bool = False
+
+    def space(self, shape, what: str = "value") -> str:
+        """Space of a value of `shape` (module docstring). Raises IRError for a shape that is none of them."""
+        ks = keys_of(shape)
+        full = self.axes + (self.row,)
+        if self.flat:
+            if ks in ((), full):
+                return "scalar" if not ks else "row"
+            raise IRError(f"{what} of shape [{_txt(shape)}] is neither the elementwise domain nor a scalar")
+        if not ks:
+            return "scalar"
+        if ks == full:
+            return "row"
+        if ks == self.axes:
+            return "stat"
+        if ks == (self.row,):
+            return "col"
+        if 0 < self.split < len(self.axes) and ks == self.axes[:self.split] + (self.row,):
+            return "brow"
+        raise IRError(f"{what} of shape [{_txt(shape)}] is not a row [{_txt(full)}], a per-row statistic, a "
+                      f"batch row, a column [{self.row}] or a scalar of the kernel's domain")
+
+    def rows_extent(self) -> DimExpr:
+        """Rows of the kernel (1 when flat)."""
+        return Lit(1) if self.flat else _prod(self.extents)
+
+    def hidden_extent(self) -> DimExpr:
+        """Elements of a row (the whole domain when flat)."""
+        return _prod(self.extents) * self.row_extent if self.flat else self.row_extent
+
+    def seq_extent(self) -> DimExpr:
+        """Rows per batch: the product of the leading axes after the batch axes."""
+        return Lit(1) if self.flat else _prod(self.extents[self.split:])
+
+    def batch_extent(self) -> DimExpr:
+        """Batches: the product of the batch axes."""
+        return Lit(1) if self.flat else _prod(self.extents[:self.split])
+
+    def text(self) -> str:
+        """One line: the domain and its batch split (`opgen graph --stage kernel`)."""
+        if self.flat:
+            return f"layout flat [{self.hidden_extent()}] (elementwise over [{', '.join(self.axes + (self.row,))}])"
+        lead = ", ".join(self.axes)
+        return (f"layout rows [{lead}{', ' if lead else ''}{self.row}]: {self.rows_extent()} rows of "
+                f"{self.row_extent}, batch axes [{', '.join(self.axes[:self.split])}]")
+
+
+def _prod(es) -> DimExpr:
+    out = Lit(1)
+    for e in es:
+        out = out * e
+    return out
+
+
+def _txt(shape) -> str:
+    return ", ".join(str(d) for d in shape)
+
+
+# ------------------------------------------------------------------------------------------------ chains
+class Chains:
+    """Which values of `g` are on a load chain (an input seen through casts to f32 and views) or a store chain
+    (views and casts between the last computation and an output), and the stored value of every output."""
+
+    def __init__(self, g: Graph):
+        self.g = g
+        self.vals = g.values()
+        self.prod = g.producers()
+        self.uses = g.uses()
+        self.params = {p.value.name: p for p in g.params}
+        self.load: dict[str, tuple[Ax, ...] | None] = {}
+        for p in g.params:
+            if p.kind == "input":
+                self.load[p.value.name] = tensor_axes(p.value.type.shape)
+        self.col: dict[str, DimExpr] = {p: Lit(0) for p in self.load}
+        self.root: dict[str, str] = {p: p for p in self.load}
+        for n in g.nodes:
+            self._load_step(n)
+        self.out_of = {}
+        for name, v in g.outputs:
+            self.out_of.setdefault(v, []).append(name)
+        self.store_only = self._store_only()
+
+    def _load_step(self, n) -> None:
+        """Extend the load chains through node n when it is a widening cast or a view of a load-chain value."""
+        if not n.inputs or n.inputs[0] not in self.load or len(n.inputs) != 1:
+            return
+        x, r = n.inputs[0], n.result.name
+        axes, col = self.load[x], self.col[x]
+        if n.op == "cast":
+            if _dtype(n.attr("to")) != "f32":
+                return
+            new = axes
+        elif n.op == "reshape":
+            new = _reshape_axes(axes, n.result.type.shape)
+            if new is None:
+                return
+        elif n.op == "permute":
+            perm = tuple(n.attr("perm"))
+            src_shape = self.vals[x].type.shape
+            if any(isinstance(d, Variadic) for d in src_shape):
+                return
+            keyed = [axis_key(d) for d in src_shape]
+            order = [keyed[p] for p in perm if keyed[p] is not None]
+            by = {a.key: a for a in axes}
+            new = tuple(by[k] for k in order)
+        elif n.op == "slice":
+            shape = self.vals[x].type.shape
+            if n.attr("step", 1) != 1 or n.attr("axis") % len(shape) != len(shape) - 1 or not axes:
+                return
+            last = axes[-1]
+            if axis_key(shape[-1]) != last.key:
+                return
+            start, stop = as_dim(n.attr("start")), as_dim(n.attr("stop"))
+            ext = stop - start
+            key = axis_key(ext)
+            if key is None:
+                return
+            new = axes[:-1] + (Ax(key, ext, last.stride),)
+            col = col + start * last.stride
+        else:
+            return
+        self.load[r], self.col[r], self.root[r] = new, col, self.root[x]
+
+    def _store_only(self) -> set[str]:
+        """Values whose every use is a view or narrowing cast on the way to outputs (store chains)."""
+        out: set[str] = set()
+        for n in reversed(self.g.nodes):
+            r = n.result.name
+            users = self.uses.get(r, [])
+            if not users and r not in self.out_of:
+                continue
+            ok = all(u.op in ("reshape", "permute", "cast") and u.result.name in out
+                     or u.op == "concat" and _last_axis(u, self.vals) and u.result.name in out for u in users)
+            if ok and n.op in ("reshape", "permute", "cast", "concat"):
+                if n.op == "concat" and not _last_axis(n, self.vals):
+                    continue
+                out.add(r)
+            elif ok and r in self.out_of and not users:
+                pass
+        return out
+
+    def is_load(self, v: str) -> bool:
+        """Whether v is an operator input seen through widening casts and views only."""
+        return v in self.load
+
+    def stored_pieces(self, v: str) -> list[str]:
+        """The computed (or loaded) values output value v stores: v walked back through its store chain, one per
+        piece of a concat along the row axis."""
+        if v not in self.store_only or v in self.load:
+            return [v]
+        n = self.prod[v]
+        if n.op == "concat":
+            return [s for x in n.inputs for s in self.stored_pieces(x)]
+        return self.stored_pieces(n.inputs[0])
+
+
+def _dtype(dt) -> str:
+    v = getattr(dt, "value", None)
+    return v if isinstance(v, str) else getattr(dt, "name", str(dt))
+
+
+def _last_axis(n, vals) -> bool:
+    rank = len(vals[n.result.name].type.shape)
+    return rank > 0 and n.attr("axis") % rank == rank - 1
+
+
+def _reshape_axes(axes: tuple[Ax, ...], new_shape) -> tuple[Ax, ...] | None:
+    """The axes after a reshape that only adds or drops size-1 dims or renames a variadic group as its product;
+    None for any other reshape."""
+    ks = keys_of(new_shape)
+    if ks != tuple(a.key for a in axes):
+        return None
+    return axes
+
+
+# ------------------------------------------------------------------------------------------------ analysis
+def analyse(g: Graph) -> RowLayout:
+    """The anchor domain of optimized graph `g` (module docstring). Raises Unsupported."""
+    ch = Chains(g)
+    vals = g.values()
+    cands: list[tuple[tuple[str, ...], tuple, str]] = []
+
+    def add(v: str):
+        shape = vals[v].type.shape
+        cands.append((keys_of(shape), shape, v))
+
+    for n in g.nodes:
+        r = n.result.name
+        if ch.is_load(r) or r in ch.store_only or n.op in ("const", "broadcast", "reshape"):
+            continue
+        if n.op in ("permute", "slice", "concat"):
+            raise Unsupported(r, n.loc, _view_rule(n.op))
+        add(r)
+        for x in n.inputs:
+            add(x)
+    for _name, v in g.outputs:
+        for s in ch.stored_pieces(v):
+            add(s)
+    if not cands:
+        raise Unsupported(g.outputs[0][1] if g.outputs else g.name, "", "the graph computes nothing")
+    best = max(len(k) for k, _s, _v in cands)
+    tops = {}
+    for k, shape, v in cands:
+        if len(k) == best:
+            tops.setdefault(k, (shape, v))
+    if len(tops) > 1:
+        (k1, (_s1, v1)), (k2, (_s2, v2)) = list(tops.items())[:2]
+        raise Unsupported(v2, _loc(g, v2), f"values in two axis orders, [{', '.join(k1)}] (%{v1}) and "
+                          f"[{', '.join(k2)}]; permute only operator inputs or outputs")
+    keys, (shape, _v) = next(iter(tops.items()))
+    if not keys:
+        raise Unsupported(_v, _loc(g, _v), "every value is a scalar")
+    if len(set(keys)) != len(keys):
+        raise Unsupported(_v, _loc(g, _v), f"axis {next(k for k in keys if keys.count(k) > 1)} appears twice in "
+                          f"[{', '.join(keys)}]")
+    ext = {axis_key(d): axis_extent(d) for d in shape if axis_key(d) is not None}
+    axes, row = keys[:-1], keys[-1]
+    split = len(axes)
+    for k, _s, v in cands:   # batch rows: the batch axes (a prefix of the leading axes) and the row axis
+        j = len(k) - 1
+        if j >= 1 and k[-1] == row and j < len(axes) and k[:-1] == axes[:j]:
+            if split != len(axes) and split != j:
+                raise Unsupported(v, _loc(g, v), f"batch rows over two different batch prefixes "
+                                  f"[{', '.join(axes[:split])}] and [{', '.join(axes[:j])}]")
+            split = j
+    lay = RowLayout(tuple(axes), tuple(ext[a] for a in axes), row, ext[row], split)
+    if _is_flat(g, ch, lay):
+        return RowLayout(lay.axes, lay.extents, lay.row, lay.row_extent, len(lay.axes), True)
+    return lay
+
+
+def _is_flat(g: Graph, ch: Chains, lay: RowLayout) -> bool:
+    """Pure elementwise over one contiguous domain: no reduction, every value a row or a scalar, every GM access
+    contiguous in anchor order with the row's own length (so the domain is one run of elements)."""
+    vals = g.values()
+    full = lay.axes + (lay.row,)
+    for n in g.nodes:
+        if n.op in ("reduce", "concat", "slice", "permute", "gather", "scatter_add", "matmul", "iota"):
+            return False
+        if keys_of(n.result.type.shape) not in ((), full):
+            return False
+    for p in g.params:
+        if p.kind == "input" and keys_of(p.value.type.shape) not in ((), full):
+            return False
+        if p.kind == "input" and keys_of(p.value.type.shape) == full:
+            if not _contiguous(view_of(ch, p.value.name, lay, vals), lay):
+                return False
+    for name, v in g.outputs:
+        if keys_of(vals[v].type.shape) != full:
+            return False
+        if not all(_contiguous(w, lay) for _s, w in store_view(ch, v, lay, vals, name)):
+            return False
+    return True
+
+
+def _contiguous(v: View, lay: RowLayout) -> bool:
+    return v.flat and as_dim(v.col) == Lit(0) and as_dim(v.pitch) == as_dim(lay.row_extent)
+
+
+def view_of(ch: Chains, v: str, lay: RowLayout, vals) -> View | None:
+    """The View of load-chain value v in anchor order, or None when it is not a plain contiguous row access."""
+    return _view(ch.root[v], ch.load[v], ch.col[v], lay, vals[ch.root[v]].type.shape)
+
+
+def _view(tensor: str, axes: tuple[Ax, ...], col: DimExpr, lay: RowLayout, tensor_shape) -> View:
+    """The View of an access to GM tensor `tensor` (of `tensor_shape`) whose axes are `axes` (keys of the anchor),
+    with column offset `col`. Raises IRError when the row axis is not the tensor's innermost axis."""
+    by = {a.key: a for a in axes}
+    has_row = lay.row in by
+    if has_row and as_dim(by[lay.row].stride) != Lit(1):
+        raise IRError(f"the row axis {lay.row} is not the innermost axis of {tensor}")
+    strides = tuple(by[k].stride if k in by else Lit(0) for k in lay.axes)
+    pitch = axis_extent(tuple(tensor_shape)[-1]) if has_row and tensor_shape else Lit(1)
+    want, flat = pitch, True
+    for s, e in reversed(list(zip(strides, lay.extents))):
+        if as_dim(s) != as_dim(want):
+            flat = False
+        want = want * e
+    inner = as_dim(strides[-1]) if strides else Lit(0)
+    length = lay.row_extent if has_row else Lit(1)
+    runs = bool(strides) and inner != Lit(0) and nonneg(inner - as_dim(length))
+    return View(tensor, strides, col, pitch, flat, runs)
+
+
+def nonneg(e) -> bool:
+    """True when dim expression `e` is >= 0 for every non-negative value of its dims (every coefficient of its
+    polynomial form is >= 0)."""
+    from opgen.ir.dims import _poly
+
+    return all(c >= 0 for c in _poly(as_dim(e)).values())
+
+
+def store_view(ch: Chains, out_value: str, lay: RowLayout, vals, tensor: str) -> list[tuple[str, View]]:
+    """[(stored value, View)] of output `tensor` whose value is out_value: one entry, or one per piece of a
+    concat along the row axis. Raises IRError for a store chain the family cannot address."""
+    shape = vals[out_value].type.shape
+    return _store_walk(ch, out_value, tensor_axes(shape), Lit(0), lay, vals, (tensor, shape))
+
+
+def _store_walk(ch, v, axes, col, lay, vals, tensor):
+    if v not in ch.store_only or v in ch.load:
+        return [(v, _view(tensor[0], axes, col, lay, tensor[1]))]
+    n = ch.prod[v]
+    if n.op == "cast":
+        return _store_walk(ch, n.inputs[0], axes, col, lay, vals, tensor)
+    if n.op == "reshape":
+        src = n.inputs[0]
+        new = _reshape_axes(axes, vals[src].type.shape)
+        if new is None:
+            raise IRError(f"%{v}: reshape [{_txt(vals[src].type.shape)}] -> [{_txt(vals[v].type.shape)}] changes "
+                          f"the rows of an output")
+        return _store_walk(ch, src, new, col, lay, vals, tensor)
+    if n.op == "permute":
+        src = n.inputs[0]
+        perm = tuple(n.attr("perm"))
+        res_keys = [axis_key(d) for d in vals[v].type.shape]
+        by = {a.key: a for a in axes}
+        order = [None] * len(perm)   # result axis j is source axis perm[j]
+        for j, p in enumerate(perm):
+            order[p] = res_keys[j]
+        new = tuple(by[k] for k in order if k is not None)
+        return _store_walk(ch, src, new, col, lay, vals, tensor)
+    if n.op == "concat":
+        out, off = [], Lit(0)
+        last = axes[-1]
+        for x in n.inputs:
+            e = axis_extent(vals[x].type.shape[-1])
+            piece = axes[:-1] + (Ax(axis_key(e) or "1", e, last.stride),)
+            out += _store_walk(ch, x, piece, col + off * last.stride, lay, vals, tensor)
+            off = off + e
+        return out
+    return [(v, _view(tensor[0], axes, col, lay, tensor[1]))]
+
+
+def _view_rule(op: str) -> str:
+    return {
+        "permute": "permute of a computed value; the rows family permutes only operator inputs and outputs "
+                   "(as GM addressing)",
+        "slice": "slice of a computed value or along a leading axis; the rows family slices only the row axis of "
+                 "operator inputs",
+        "concat": "concat of computed values other than along the row axis of an output",
+    }[op]
+
+
+def _loc(g: Graph, v: str) -> str:
+    n = g.producers().get(v)
+    return n.loc if n is not None else ""

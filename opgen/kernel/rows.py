@@ -1,0 +1,514 @@
+"""Lowering of the rows family: an optimized vector graph on its anchor domain -> a row program.
+
+`lower(graph, layout)` turns one specialisation into a `RowProgram` (opgen.kernel.rowprog: AscendC-level
+instructions on fp32 UB rows) over the layout's spaces (opgen.kernel.rowlayout): operator inputs are loaded
+through their GM views where a computation first uses them (`cast_in` for rows, `load` for batch and column
+rows, `sload` for per-row statistics), elementwise ops become count-form vector instructions or scalar
+expressions, reductions over the row axis become row sums / row maxima (`rsum`, `rmax`: a per-row scalar with a
+*level*), sums over the leading axes become per-batch or per-kernel accumulators (`acc`), and every output is
+stored through its own view (a permuted output is a strided store, the two halves of a concat along the row axis
+two stores at column offsets). What the family cannot express faithfully (rounding an intermediate, a max over
+rows, a permute of a computed value) raises `Unsupported` naming the value and its spec line.
+
+Reference facts: reference/ascendc.md §1.9 (count-form vector instructions, in-place operands, Cast round modes,
+ReduceSum / ReduceMax), §1.7 (DataCopyPad); the spaces and views: opgen.kernel.rowlayout.
+"""
+
+from __future__ import annotations
+
+from opgen.errors import IRError
+from opgen.ir.core import Graph
+from opgen.kernel import rowprog
+from opgen.kernel.rowlayout import Chains, RowLayout, Unsupported, analyse, keys_of, store_view, view_of
+from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
+
+ELEMENTWISE = set(rowprog.VECTOR_BINARY) | set(rowprog.VECTOR_UNARY) | {"neg"}
+
+
+class _Lowering:
+    """One pass over the graph in node order (see module docstring); `run` returns the unverified program."""
+
+    def __init__(self, g: Graph, layout: RowLayout):
+        self.g, self.lay = g, layout
+        self.ch = Chains(g)
+        self.vals = g.values()
+        self.prod = g.producers()
+        self.p = RowProgram(g.name, layout)
+        self.alias: dict[str, str] = {}
+        self.space: dict[str, str] = {}
+        self.scalar_text: dict[str, str] = {}
+        self.loaded: dict[str, str] = {}
+        self.taken = {pr.value.name for pr in g.params} | {o for o, _ in g.outputs}
+        self.used_ops: set[str] = set()
+
+    def err(self, v: str, why: str) -> Unsupported:
+        """Unsupported naming value v and its spec line."""
+        n = self.prod.get(v)
+        return Unsupported(v, n.loc if n is not None else "", why)
+
+    def operand(self, v: str) -> str:
+        """The buffer-level name of value v (rowprog.lower_elementwise protocol)."""
+        return self.alias.get(v, v)
+
+    def _gm_name(self, tensor: str) -> str:
+        """A GM operand name for a new view of `tensor`: the tensor's own name first, then tensor_view<k>."""
+        if tensor not in self.used_ops:
+            self.used_ops.add(tensor)
+            return tensor
+        k = 1
+        while f"{tensor}_view{k}" in self.used_ops or f"{tensor}_view{k}" in self.taken:
+            k += 1
+        name = f"{tensor}_view{k}"
+        self.used_ops.add(name)
+        return name
+
+    # ---------------------------------------------------------------- driver
+    def run(self) -> RowProgram:
+        for pr in self.g.params:
+            v = pr.value
+            if pr.kind == "attr":
+                self.space[v.name] = "scalar"
+                self.scalar_text[v.name] = f"attr_{v.name}"
+        for n in self.g.nodes:
+            r = n.result.name
+            if self.ch.is_load(r) or r in self.ch.store_only:
+                continue
+            self.node(n)
+        for name, v in self.g.outputs:
+            self.output(name, v)
+        p = self.p
+        order = {n: k for k, n in enumerate([pr.value.name for pr in self.g.params] + [o for o, _ in self.g.outputs])}
+        p.gm.sort(key=lambda t: (t.role != "in", order.get(t.gm, len(order)), t.name))
+        rowprog._assign_levels(p)
+        p.instrs = rowprog._schedule(p.instrs)
+        rowprog._assign_phases(p)
+        rowprog._allocate(p)
+        _canonical_names(p)
+        return p
+
+    # ---------------------------------------------------------------- operands
+    def use(self, x: str) -> str:
+        """Value x as an operand of a computation: loads a load-chain value on first use."""
+        if self.ch.is_load(x):
+            return self.load(x)
+        if x not in self.space:
+            raise self.err(x, "is used before the rows lowering defined it")
+        return self.operand(x)
+
+    def load(self, x: str) -> str:
+        """Materialise load-chain value x (an operator input seen through casts and views) in UB."""
+        if x in self.loaded:
+            return self.loaded[x]
+        shape = self.vals[x].type.shape
+        root = self.ch.root[x]
+        try:
+            sp = self.lay.space(shape, f"input {root}")
+        except IRError as e:
+            full = self.lay.axes + (self.lay.row,)
+            ks = keys_of(shape)
+            if self.lay.row in ks and _subsequence(ks, full):
+                sp = "row"    # broadcast over leading axes that are not a batch prefix: a row view with stride 0
+            else:
+                raise self.err(x, str(e)) from None
+        if sp == "scalar":
+            raise self.err(x, f"input {root} is a 0-d tensor; pass it as an attribute")
+        view = view_of(self.ch, x, self.lay, self.vals)
+        dtype = rowprog._dtype_name(self.vals[root].type.dtype)
+        name = self._gm_name(root)
+        self.p.gm.append(GmTensor(name, "in", sp, dtype, view, root))
+        self.space[x] = sp
+        if sp == "row":
+            self.p.instrs.append(Instr("cast_in", x, gm=name, space="row"))
+            self.loaded[x] = x
+        elif sp in ("brow", "col"):
+            if sp == "brow" and not _batch_flat(view, self.lay):
+                raise self.err(x, f"input {root}: its batch rows are not laid out in batch order")
+            self.p.instrs.append(Instr("load", x, gm=name, space=sp))
+            self.loaded[x] = x
+        else:   # stat
+            if not view.flat:
+                raise self.err(x, f"input {root}: per-row statistics must be laid out in row order")
+            self.p.instrs.append(Instr("sload", f"s_{name}", gm=name, space="stat"))
+            self.loaded[x] = f"s_{name}"
+            self.alias[x] = f"s_{name}"
+        return self.loaded[x]
+
+    # ---------------------------------------------------------------- nodes
+    def node(self, n) -> None:
+        r, op = n.result.name, n.op
+        if op == "const":
+            if keys_of(n.result.type.shape):
+                raise self.err(r, "a constant tensor inside a row; use a Python scalar")
+            self.space[r] = "scalar"
+            self.scalar_text[r] = rowprog._float_literal(n.attr("value"))
+            return
+        if op in ("reshape", "broadcast"):
+            x = n.inputs[0]
+            src = self.use(x)
+            if op == "reshape":
+                try:
+                    sp = self.lay.space(n.result.type.shape)
+                except IRError as e:
+                    raise self.err(r, str(e)) from None
+                if keys_of(n.result.type.shape) != keys_of(self.vals[x].type.shape):
+                    raise self.err(r, "a reshape that regroups the axes of a computed value")
+                if sp != self.space[x]:
+                    raise self.err(r, f"a reshape from a {self.space[x]} to a {sp} value")
+            self.space[r] = self.space[x]
+            self.alias[r] = src
+            if x in self.scalar_text:
+                self.scalar_text[r] = self.scalar_text[x]
+            return
+        if op == "cast":
+            x = n.inputs[0]
+            src = self.use(x)
+            to = rowprog._dtype_name(n.attr("to"))
+            if to != "f32":
+                raise self.err(r, f"a cast to {to} that feeds a computation; the rows kernel computes in fp32 "
+                               f"and rounds outputs only")
+            self.space[r] = self.space[x]
+            self.alias[r] = src
+            if x in self.scalar_text:
+                self.scalar_text[r] = self.scalar_text[x]
+            return
+        if op == "reduce":
+            self.reduce(n)
+            return
+        if op in ELEMENTWISE:
+            srcs = [self.use(x) for x in n.inputs]
+            del srcs
+            try:
+                sp = self.lay.space(n.result.type.shape)
+            except IRError as e:
+                raise self.err(r, str(e)) from None
+            self.space[r] = sp
+            try:
+                lower_elementwise(self, r, sp, op, list(n.inputs))
+            except IRError as e:
+                raise self.err(r, str(e).removeprefix("row kernel: ")) from None
+            return
+        raise self.err(r, f"op {op} is not supported by the rows family")
+
+    def reduce(self, n) -> None:
+        r, x = n.result.name, n.inputs[0]
+        src = self.use(x)
+        kind = n.attr("kind")
+        if self.space[x] != "row":
+            raise self.err(r, f"a reduction of a {self.space[x]} value")
+        ks, res = keys_of(self.vals[x].type.shape), keys_of(n.result.type.shape)
+        lay = self.lay
+        if res == lay.axes:   # over the row axis
+            self.space[r] = "stat"
+            if kind == "max":
+                self.p.instrs.append(Instr("rmax", r, (src,), space="stat"))
+                return
+            if kind not in ("sum", "mean"):
+                raise self.err(r, f"a row {kind}")
+            self.p.instrs.append(Instr("rsum", f"sum_{r}", (src,), space="stat"))
+            arg = f"sum_{r} / static_cast<float>(hidden_)" if kind == "mean" else f"sum_{r}"
+            self.p.instrs.append(Instr("sexpr", r, arg=arg, space="stat"))
+            return
+        if kind != "sum":
+            raise self.err(r, f"a {kind} over rows; the rows family sums over rows, it does not take their {kind}")
+        if res == (lay.row,):
+            target = "col"
+        elif 0 < lay.split < len(lay.axes) and res == lay.axes[:lay.split] + (lay.row,):
+            target = "brow"
+        else:
+            raise self.err(r, f"a sum of [{', '.join(ks)}] over the axes [{', '.join(k for k in ks if k not in res)}]"
+                           f"; the rows family sums over the row axis, over all leading axes or over the rows of a "
+                           f"batch")
+        self.space[r] = target
+        self.p.instrs.append(Instr("acc", r, (src,), space=target))
+
+    # ---------------------------------------------------------------- outputs
+    def output(self, name: str, v: str) -> None:
+        dtype = rowprog._dtype_name(self.vals[v].type.dtype)
+        rnd = ROUND_MODES[self._round_of(v)]
+        try:
+            pieces = store_view(self.ch, v, self.lay, self.vals, name)
+        except IRError as e:
+            raise self.err(v, f"output {name}: {e}") from None
+        for s, view in pieces:
+            src = self.use(s)
+            sp = self.space[s]
+            ks = keys_of(self.vals[s].type.shape)
+            full = self.lay.axes + (self.lay.row,)
+            gm = self._gm_name(name)
+            if ks == full or (self.lay.flat and ks == full):
+                if sp in ("stat", "scalar"):
+                    arg = self.scalar_text.get(s, src)
+                    self.p.instrs.append(Instr("vdup", f"bc_{s}", arg=arg, space="row"))
+                    src = f"bc_{s}"
+                elif sp in ("brow", "col"):
+                    self.p.instrs.append(Instr("vscalar", f"bc_{s}", (src,), "Adds", "0.0f", space="row"))
+                    src = f"bc_{s}"
+                self.p.gm.append(GmTensor(gm, "out", "row", dtype, view, name))
+                self.p.instrs.append(Instr("store", "", (src,), arg=rnd, gm=gm, space="row"))
+            elif sp == "stat":
+                if not view.flat:
+                    raise self.err(v, f"output {name}: per-row statistics must be written in row order")
+                self.p.gm.append(GmTensor(gm, "out", "stat", dtype, view, name))
+                self.p.instrs.append(Instr("sstore", "", (src,), arg=rnd, gm=gm, space="stat"))
+            elif sp in ("brow", "col"):
+                if not any(i.kind == "acc" and i.dst == src for i in self.p.instrs):
+                    raise self.err(v, f"output {name} is a {sp} value that is not a sum over rows")
+                if sp == "brow" and not _batch_flat(view, self.lay) or sp == "col" and str(view.col) != "0":
+                    raise self.err(v, f"output {name}: its rows are not laid out in batch order")
+                self.p.gm.append(GmTensor(gm, "out", sp, dtype, view, name))
+                self.p.accs[src] = (sp, gm, rnd)
+            else:
+                raise self.err(v, f"output {name} is a scalar; the rows family writes rows, statistics and sums")
+
+    def _round_of(self, v: str) -> str:
+        """Round mode of the narrowing cast on output value v's store chain ("none" when there is none)."""
+        seen, stack = set(), [v]
+        while stack:
+            x = stack.pop()
+            if x in seen or x not in self.ch.store_only or self.ch.is_load(x):
+                continue
+            seen.add(x)
+            n = self.prod[x]
+            if n.op == "cast" and rowprog._dtype_name(n.attr("to")) != "f32":
+                return n.attr("round") or "none"
+            stack += list(n.inputs)
+        return "none"
+
+
+def _canonical_names(p: RowProgram) -> None:
+    """Rename the program's values by role and first definition (batch rows b<k>, column rows c<k>, per-row and
+    scalar values s<k>), so programs that compute alike print alike whatever the tensor IR's value names (two
+    shape forms of an input, a reshape the passes removed)."""
+    where: dict[str, str] = {}
+    n = {"brow": 0, "col": 0, "stat": 0}
+    for i in p.instrs:
+        d = i.dst
+        if not d or d in where or (d.startswith("w") and d[1:].isdigit()) or d.startswith("s_"):
+            continue
+        sp = i.space if i.space in n else "stat"
+        where[d] = f"{'bcs'[list(n).index(sp)]}{n[sp]}"
+        n[sp] += 1
+    ren = lambda x: where.get(x, x)  # noqa: E731
+    p.instrs = [Instr(i.kind, ren(i.dst), tuple(ren(x) for x in i.srcs), i.op, rowprog._rename(i.arg, where), i.gm,
+                      i.space, i.level, i.phases) for i in p.instrs]
+    p.brow = [ren(x) for x in p.brow]
+    p.col = [ren(x) for x in p.col]
+    p.accs = {ren(k): v for k, v in p.accs.items()}
+
+
+def _subsequence(ks, full) -> bool:
+    it = iter(full)
+    return all(k in it for k in ks)
+
+
+def _batch_flat(view, lay: RowLayout) -> bool:
+    """The batch axes of `view` are row-major with the view's pitch (batch row b at b * pitch + col)."""
+    from opgen.ir.dims import Lit, as_dim
+
+    want = as_dim(view.pitch)
+    for s, e in reversed(list(zip(view.strides[:lay.split], lay.extents[:lay.split]))):
+        if as_dim(s) != want:
+            return False
+        want = want * e
+    return all(as_dim(s) == Lit(0) for s in view.strides[lay.split:])
+
+
+def lower(g: Graph, layout: RowLayout) -> RowProgram:
+    """Lower optimized graph `g` (one specialisation) on `layout` to a verified row program. Raises Unsupported."""
+    p = _Lowering(g, layout).run()
+    rowprog.verify_program(p)
+    return p
+
+
+# ------------------------------------------------------------------------------------------------ the family
+from opgen.kernel.family import Family  # noqa: E402
+
+
+class RowsFamily(Family):
+    """The rows family (DESIGN.md "Kernel families"): vector graphs over an anchor domain of rows x a row axis.
+
+    Two schedules, chosen by the analysis: *rows* (one anchor domain, opgen.kernel.rowlayout: ROW_SPLIT /
+    COL_SPLIT kernels of opgen.tiling.rowkernel, emitted by opgen.codegen.kernel) and *parts* (several row
+    domains laid end to end with per-part addressing, RoPE tables and lane maps: opgen.kernel.headrows, tiled
+    by opgen.tiling.headkernel, emitted by opgen.codegen.headkernel), tried when no single anchor domain holds
+    the graph."""
+
+    name = "rows"
+    doc = "vector kernels over rows of an anchor domain"
+
+    def claims(self, g) -> bool:
+        """Vector-only graphs (no matmul, gather or scatter)."""
+        return not any(n.op in ("matmul", "gather", "scatter_add") for n in g.nodes)
+
+    def match(self, spec, g):
+        """A RowLayout, else a parts layout (opgen.kernel.headrows.infer_layout). Raises the rows analysis'
+        Unsupported when neither holds."""
+        if not self.claims(g):
+            raise Unsupported(g.outputs[0][1] if g.outputs else g.name, "", "a matmul, gather or scatter is not a "
+                              "rows-family op")
+        try:
+            return analyse(g)
+        except Unsupported as first:
+            from opgen.kernel.headrows import parts_layout
+
+            lay = parts_layout(g)
+            if lay is None:
+                raise first from None
+            return lay
+
+    def _parts(self, layout) -> bool:
+        return not isinstance(layout, RowLayout)
+
+    def keys(self, spec, layout) -> list:
+        """Rows: every specialisation (static attributes, presence, shape forms); parts: one per static attribute
+        combination, all optional inputs present (presence is checked at run time: opgen.codegen.headkernel)."""
+        if self._parts(layout):
+            from opgen.codegen.headkernel import full_keys
+
+            return full_keys(spec)
+        return list(spec.keys())
+
+    def lower(self, spec, layout, graphs: dict, only=None):
+        """{key: RowProgram} on `layout` (rows), or the head-row lowering of the spec (parts). Raises Unsupported
+        when a specialisation has another layout or no lowering."""
+        from opgen.kernel.family import Lowered
+
+        if self._parts(layout):
+            from opgen.codegen.headkernel import lower_spec
+            from opgen.kernel.headrows import lower_heads
+
+            if only is not None:
+                return Lowered(self.name, layout, {only: lower_heads(graphs[only], layout)})
+            low = lower_spec(spec, graphs, layout)
+            return Lowered(self.name, layout, {k: hp for k, (_a, _ak, hp) in zip(graphs, low.programs)},
+                           {"heads": low})
+        progs = {}
+        for key, g in graphs.items():
+            lay = analyse(g)
+            if lay != layout:
+                raise Unsupported(g.outputs[0][1], "", f"specialisation {key} has another anchor domain "
+                                  f"({lay.text()}) than the first ({layout.text()})")
+            progs[key] = lower(g, layout)
+        return Lowered(self.name, layout, progs)
+
+    def counts(self, lowered):
+        """RowCounts (rows) or HeadCounts (parts): the maxima over the lowered programs."""
+        if self._parts(lowered.layout):
+            from opgen.tiling.headkernel import spec_counts
+
+            return spec_counts(lowered.extra["heads"])
+        from opgen.tiling.rowkernel import counts_of
+
+        return counts_of(lowered.programs.values())
+
+    def tile(self, spec, lowered, counts):
+        """The tiling program, inputs and buffer plans derived from the layout and the counts."""
+        if self._parts(lowered.layout):
+            from opgen.tiling.headkernel import head_tiling
+
+            return head_tiling(spec, lowered, counts)
+        return rows_tiling(spec, lowered, counts)
+
+    def emit(self, spec, lowered, tiling) -> dict:
+        """op_kernel/<op>.h and .cpp."""
+        if self._parts(lowered.layout):
+            from opgen.codegen.headkernel import emit_head_kernel
+
+            return emit_head_kernel(spec, lowered.extra["heads"], lowered.extra["counts"], lowered.extra["fields"],
+                                    tiling.doc)
+        from opgen.codegen.kernel import render_kernel
+        from opgen.codegen.names import spec_path
+
+        return render_kernel(spec, lowered.extra["variants"], lowered.extra["dims"], tiling.doc, spec_path(spec))
+
+    def program_text(self, lowered, key) -> str:
+        """The lowered program of `key` as canonical text."""
+        if self._parts(lowered.layout):
+            from opgen.kernel.headrows import print_head_program
+
+            return print_head_program(lowered.programs[key])
+        return rowprog.print_program(lowered.programs[key])
+
+    def layout_text(self, layout) -> str:
+        return layout.text()
+
+    def counts_text(self, counts) -> str:
+        d = counts.as_dict()
+        return "counts rows {\n" + "".join(f"  {k} {v}\n" for k, v in d.items()) + "}\n"
+
+
+def variants_of(spec, lowered) -> list:
+    """The kernel classes of a rows lowering: equal programs share a class; each serves the (attrKey, presence
+    condition) pairs of its specialisations. Raises Unsupported when two shape forms of one specialisation lower
+    to different programs (the kernel cannot tell them apart at run time)."""
+    from opgen.codegen.kernel import Variant
+    from opgen.tiling.emit import attr_key
+
+    names = [a.name for a in spec.static_attrs]
+    opts = [i for i in spec.inputs if i.optional]
+    by_text: dict[str, Variant] = {}
+    served: dict[tuple, str] = {}
+    out: list[Variant] = []
+    for key, prog in lowered.programs.items():
+        attrs = dict(zip(names, key.static))
+        ak = attr_key(spec, attrs)
+        pres = dict(zip([i.name for i in opts], key.present))
+        cond = " && ".join(f"{n} {'!=' if p else '=='} nullptr" for n, p in pres.items()) or "true"
+        text = rowprog.print_program(prog)
+        if (ak, cond) in served:
+            if served[(ak, cond)] != text:
+                raise Unsupported(prog.gm[0].name if prog.gm else spec.name, "",
+                                  f"the shape forms of specialisation {key} lower to different kernels")
+            continue
+        served[(ak, cond)] = text
+        if text not in by_text:
+            doc = ", ".join(f"{n}={v}" for n, v in attrs.items())
+            doc += ("; " if doc and pres else "") + ", ".join(f"{n} {'present' if p else 'absent'}"
+                                                            for n, p in pres.items())
+            v = Variant(f"{spec.name}Kernel{len(out)}", doc or "all inputs", prog)
+            by_text[text] = v
+            out.append(v)
+        by_text[text].serves.append((ak, cond))
+    return out
+
+
+def rows_tiling(spec, lowered, counts):
+    """The Tiling of a rows kernel: opgen.tiling.rowkernel's program for `counts`, its inputs read from the layout's
+    extents, the dtype variables, the float attributes the programs use and the dim fields of the views."""
+    from opgen.codegen.kernel import DimFields, class_context
+    from opgen.kernel.family import Tiling
+    from opgen.tiling.rowkernel import program
+
+    lay = lowered.layout
+    variants = variants_of(spec, lowered)
+    dims = DimFields(lay)
+    for v in variants:       # register every dim the addressing prints, in emission order
+        class_context(spec, v, dims)
+    attrs = sorted({a for v in variants for i in v.prog.instrs for a in _attrs_in(i.arg)})
+    decl = {a.name: a for a in spec.attrs}
+    for a in attrs:
+        if decl[a].type is not float:
+            raise Unsupported(a, decl[a].loc if hasattr(decl[a], "loc") else "",
+                              f"runtime attribute {a} of type {decl[a].type.__name__} inside the kernel; the rows "
+                              f"family takes float attributes")
+    dvars = tuple(c.name for c in spec.dtype_table)
+    extra = tuple((n, f"{doc}: {e}") for n, e, doc in dims.items())
+    doc = f"Tiling of {spec.name}: rows family, {lay.text()}; ROW_SPLIT / COL_SPLIT."
+    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra)
+    inputs = {"rows": lay.rows_extent(), "seq": lay.seq_extent(), "batch": lay.batch_extent(),
+              "hidden": lay.hidden_extent(), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
+              "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")}
+    for v in dvars:
+        inputs[f"{v}Bytes"] = ("bytes", v)
+    for a in attrs:
+        inputs[f"{a}Attr"] = ("attr_bits", a)
+    for n, e, _doc in dims.items():
+        inputs[f"{n}Dim"] = e
+    lowered.extra.update(variants=variants, dims=dims)
+    return Tiling(prog, inputs, plans, doc)
+
+
+def _attrs_in(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"attr_([A-Za-z0-9_]+)", text or "")
