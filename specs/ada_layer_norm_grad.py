@@ -33,6 +33,13 @@ spec.output("pd_beta", U, [H], doc="gradBiasOut: sum over all rows")
 spec.dtypes((T, U), [(f32, f32), (f16, f16), (f16, f32), (bf16, bf16), (bf16, f32)])
 
 
+spec.example_call({"Bd": (2,), "S": 4, "H": 8})
+spec.aclnn_note("CANN's aclnnAdaLayerNormBackward takes (gradOut, input, normalizedShape, rstd, mean, scale, shift, "
+                "weightOptional, biasOptional, gradInputOut, gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut) "
+                "with rstd/mean in gradOut's dtype, cast to fp32 before the kernel (reference/ada_layer_norm.md "
+                "§1.4, §2.3). This API keeps the kernel op's parameters: dy, x, rstd, mean (fp32), scale, gamma, beta "
+                "and the five gradients; shift is not an input (pd_shift takes scale's shape).")
+
 @spec.body
 def _(b, dy, x, rstd, mean, scale, gamma, beta):
     B = Prod("Bd")

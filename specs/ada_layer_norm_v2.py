@@ -30,6 +30,8 @@ spec.output("rstd", T, [Bd, S, 1])
 spec.dtypes((T, U), [(f32, f32), (f16, f16), (f16, f32), (bf16, bf16), (bf16, f32)])
 
 
+spec.example_call({"Bd": (2,), "S": 4, "H": 8})
+
 @spec.body
 def _(b, x, scale, shift, weight, bias, epsilon):
     B = Prod("Bd")

@@ -63,6 +63,9 @@ spec.check("encoder_value", lambda a, pr: None if pr["encoder_key"] == pr["encod
            "must be given exactly when encoder_key is given")
 
 
+spec.example_call({"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
+                  {"norm_type": 1, "rope_type": 1})
+
 @spec.body
 def _(b, query, key, value, encoder_query, encoder_key, encoder_value, norm_query_weight, norm_query_bias,
       norm_key_weight, norm_key_bias, norm_added_query_weight, norm_added_query_bias, norm_added_key_weight,

@@ -63,6 +63,9 @@ for _prefix, _attr, _part in STREAMS:
         require_by_mode(spec, f"{_prefix}_{_what}", _attr, _need, _part)
 
 
+spec.example_call({"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
+                  {"norm_type": 1, "rope_type": 1})
+
 @spec.body
 def _(b, grad_query_output, grad_key_output, grad_value_output, query, key, encoder_query, encoder_key,
       norm_query_weight, norm_query_mean, norm_query_rstd, norm_key_weight, norm_key_mean, norm_key_rstd,

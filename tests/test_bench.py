@@ -53,3 +53,23 @@ def test_generate_gap_names_the_measured_phases():
     g = {"bare_s": 0.2, "ratio": 20.0, "ratio_cached": 2.0, "phases": {"emit_kernel": 2.5, "clang-format": 1.2}}
     text = generate_gap(g)
     assert "20.0x" in text and "0.60 s" in text and "emit_kernel 2.50 s" in text and "1.20 s (6.0x" in text
+
+
+def test_workloads_name_loadable_specs_and_the_goal_cases():
+    """bench/workloads.py (the data `opgen bench` measures) names specs that load, and carries the issue's cases:
+    RmsNorm [4096, 4096] bf16, SoftmaxV2 [8192, 32000] fp16, LayerNormGradV3 at H 1152 and 8192, SwiGlu [4096,
+    2 x 11008] bf16, each timed against the interpreter."""
+    from opgen.bench import load_workloads
+    from opgen.registry import load_spec
+
+    w = load_workloads()
+    for c in w.GM:
+        spec = load_spec(c["op"])
+        assert set(c["dims"]) <= set(spec.dims_) | set(spec.variadics), c["case"]
+    for _name, op, dims, _a, _d in w.EMU_TIME:
+        load_spec(op)
+    cases = {c["case"]: c for c in w.GM}
+    for name in ("RmsNorm [4096, 4096] bf16", "SoftmaxV2 [8192, 32000] fp16", "LayerNormGradV3 [4096, 1152] bf16",
+                 "LayerNormGradV3 [4096, 8192] bf16", "SwiGlu [4096, 2 x 11008] bf16"):
+        assert cases[name]["time_interp"], name
+    assert cases["SoftmaxV2 [8192, 32000] fp16"]["dims"] == {"Bd": (8192,), "H": 32000}

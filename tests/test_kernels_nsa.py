@@ -548,9 +548,12 @@ def test_nsa_program_lowering_and_verifier():
     from opgen.passes.pipeline import optimize
     from opgen.registry import load_spec
 
+    from opgen.kernel.attention import attention_layout
+
     spec = load_spec(BWD)
     key = next(k for k in spec.keys() if 2 in k.static)
-    p = lower(optimize(spec.graph(key)))
+    g = optimize(spec.graph(key))
+    p = lower(g, attention_layout(g).tokens)
     forms = [(c.form, c.phase, c.dest) for c in p.cube]
     assert forms == [("NT", 1, "tile"), ("NT", 1, "tile"), ("NN", 2, "acc"), ("TN", 2, "scatter"), ("TN", 2, "scatter")]
     assert p.causal and not p.full_rows and sorted(p.tiles.values()) == ["T", "T", "f32", "f32"]
@@ -581,12 +584,15 @@ def test_fixpipe_output_must_be_rounded_to_nearest_even(tmp_path):
         (tmp_path / f.name).write_text(f.read_text())
     copy = tmp_path / "nsa_selected_attention.py"
     copy.write_text(src.replace('.cast(T, "rint")', ""))
+    from opgen.kernel.attention import attention_layout
+
     spec = load_spec(str(copy))
-    key = next(k for k in spec.keys() if all(k.present))
+    g = optimize(spec.graph(next(k for k in spec.keys() if all(k.present))))
     with pytest.raises(IRError, match="Fixpipe, which rounds to nearest even"):
-        lower(optimize(spec.graph(key)))
+        lower(g, attention_layout(g).tokens)
     bundled = load_spec(FWD)
-    lower(optimize(bundled.graph(next(k for k in bundled.keys() if all(k.present)))))
+    g = optimize(bundled.graph(next(k for k in bundled.keys() if all(k.present))))
+    lower(g, attention_layout(g).tokens)
 
 
 # ------------------------------------------------------------------------------------------------ CLI

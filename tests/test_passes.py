@@ -21,7 +21,8 @@ from opgen.dsl.spec import Bound
 from opgen.errors import IRError, OpgenError, ValidationError
 from opgen.interp import run_graph
 from opgen.ir import Sym, eval_shape, parse_graph, print_graph, verify
-from opgen.passes import PIPELINE, from_nx, optimize, pass_names, run, to_nx
+from opgen.passes import from_nx, optimize, pass_names, run, to_nx
+from opgen.passes.pipeline import TENSOR_PASSES
 from opgen.passes.canonicalize import RULES, canonicalize
 from opgen.passes.cse import cse
 from opgen.passes.dce import dce
@@ -435,7 +436,7 @@ def test_passes_are_pure_and_deterministic():
     g = spec.graph(spec.keys()[0])
     G = to_nx(g)
     snapshot = print_graph(from_nx(G))
-    for p in PIPELINE:
+    for p in TENSOR_PASSES:
         a, b = p(G), p(G)
         assert print_graph(from_nx(G)) == snapshot, p.__name__
         assert print_graph(from_nx(a)) == print_graph(from_nx(b))
@@ -716,20 +717,67 @@ def test_cli_graph_text_and_dot():
 
 
 def test_cli_graph_dump_after():
+    """--dump-after prints the IR right after any pass of PIPELINE: the tensor IR after a tensor pass (and the
+    launch plan after fuse), the kernel stages' canonical text after a kernel pass (the family and its layout, the
+    Kernel IR, the counts, the tiling program, the buffer plans), exactly as the pass manager's printer has it."""
+    from opgen.passes.pipeline import compile_unit, print_unit, tensor_pass_names
+
     spec = load_spec("NsaSelectedAttention")
-    args = ["graph", "NsaSelectedAttention", "--present", "actual_seq_qlen,actual_seq_kvlen,atten_mask"]
-    g = spec.graph(select_key(spec, {}, ["actual_seq_qlen", "actual_seq_kvlen", "atten_mask"]))
+    present = ["actual_seq_qlen", "actual_seq_kvlen", "atten_mask"]
+    args = ["graph", "NsaSelectedAttention", "--present", ",".join(present)]
+    key = select_key(spec, {}, present)
+    g = spec.graph(key)
+    assert pass_names() == ["canonicalize", "cse", "dce", "fuse", "select_family", "lower", "count", "tile",
+                            "plan_buffers"]
     for name in pass_names():
         p = _cli(*args, "--dump-after", name)
         assert p.returncode == 0, p.stderr
-        text = print_graph(run(g, until=name))
-        if name == "fuse":  # fusion leaves the tensor IR as it was and adds the launch plan (Kernel IR)
-            assert p.stdout.startswith(text) and "plan NsaSelectedAttention {" in p.stdout[len(text):], name
-        else:
-            assert p.stdout == text, name
+        if name in tensor_pass_names():
+            text = print_graph(run(g, until=name))
+            if name == "fuse":  # fusion leaves the tensor IR as it was and adds the launch plan (Kernel IR)
+                assert p.stdout.startswith(text) and "plan NsaSelectedAttention {" in p.stdout[len(text):], name
+            else:
+                assert p.stdout == text, name
+            continue
+        u = compile_unit(spec, key=key, until=name, only_key0=name in ("select_family", "lower"))
+        assert p.stdout == print_unit(name, u), name
+        head = {"select_family": "family attention: layout attention: query query, key key, value value",
+                "lower": "nsa_kernel NsaSelectedAttention", "count": "counts attention {", "tile": "tiling program NsaSelectedAttention {",
+                "plan_buffers": "buffers strategy 1 {"}[name]
+        assert p.stdout.startswith(head), (name, p.stdout[:80])
     p = _cli(*args, "--dump-after", "fuse_all")
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr == "opgen: error: unknown pass 'fuse_all'; valid passes: canonicalize, cse, dce, fuse\n"
+    assert p.stderr == ("opgen: error: unknown pass 'fuse_all'; valid passes: canonicalize, cse, dce, fuse, "
+                        "select_family, lower, count, tile, plan_buffers\n")
+
+
+def test_kernel_passes_run_by_the_pass_manager_with_instruments():
+    """compile_unit runs every pass of PIPELINE on a spec: the verifier after each (a broken stage is named), the
+    timing instrument adds up each pass' seconds (tensor passes once per specialisation the family builds from)."""
+    from opgen.passes import pipeline
+    from opgen.passes.pipeline import TimingInstrument, compile_unit
+
+    spec = load_spec("AdaLayerNormGrad")
+    t = TimingInstrument()
+    u = compile_unit(spec, instruments=[t])
+    assert set(t.seconds) == set(pass_names())
+    assert t.calls["canonicalize"] == len(spec.keys()) and t.calls["plan_buffers"] == 1
+    assert u.family.name == "rows" and len(u.lowered.programs) == len(spec.keys()) and u.proven
+    assert "pass timings {" in t.report() and "plan_buffers" in t.report()
+
+    def broken_count(unit):
+        unit.counts = None
+        return unit
+
+    broken_count.level = "kernel"
+    orig = pipeline.KERNEL_PASSES[:]
+    try:
+        pipeline.KERNEL_PASSES[2] = broken_count
+        broken_count.__name__ = "count"
+        with pytest.raises(IRError, match="after pass count: no counts"):
+            compile_unit(spec)
+    finally:
+        pipeline.KERNEL_PASSES[:] = orig
 
 
 def test_cli_graph_errors_are_one_line():

@@ -9,13 +9,31 @@ emu       emulated kernels vs the interpreter (goal <= 5x), GM bytes counted by 
 report    results JSON + markdown table + PNG plots
 
 Every figure is measured side by side in one run on the same machine and states how (command, machine
-size, median of N runs).
+size, median of N runs). Which operators at which sizes is data: bench/workloads.py of the checkout
+(`load_workloads`), so nothing here names an operator.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+
+
+def load_workloads():
+    """The workloads module, bench/workloads.py beside the opgen package (a checkout, `pip install -e .`). Raises
+    OpgenError when it is missing."""
+    import importlib.util
+    from pathlib import Path
+
+    from opgen.errors import OpgenError
+
+    path = Path(__file__).resolve().parent.parent.parent / "bench" / "workloads.py"
+    if not path.is_file():
+        raise OpgenError(f"no benchmark workloads at {path}: `opgen bench` runs from a checkout (pip install -e .)")
+    spec = importlib.util.spec_from_file_location("opgen_bench_workloads", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench") -> dict:
@@ -25,12 +43,13 @@ def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench") 
 
     res = {"command": command, "repeat": repeat, "quick": quick,
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}}
-    res["interp"] = interp.run(repeat, quick=quick)
+    w = load_workloads()
+    res["interp"] = interp.run(repeat, quick=quick, workloads=w)
     res["generate"] = generate.run(repeat)
     g = res["generate"]
     if g["ratio"] > 3:
         g["gap"] = generate_gap(g)
-    res.update(emu.run(repeat, quick))
+    res.update(emu.run(repeat, quick, workloads=w))
     return res
 
 

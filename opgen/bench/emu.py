@@ -1,21 +1,18 @@
 """Benchmark: the emitted kernels in the emulation — time next to the interpreter, GM bytes next to the minimum.
 
-1. Emulated kernel vs device-mode interpretation on the README's real-sized cases (goal <= 5x): both sides
-   timed inside one `opgen check` run (opgen.check.run_check: `seconds["kernel"]` is the emu::Launch call
+The cases are the workloads' tables (bench/workloads.py):
+1. EMU_TIME: emulated kernel vs device-mode interpretation on the README's real-sized cases (goal <= 5x): both
+   sides timed inside one `opgen check` run (opgen.check.run_check: `seconds["kernel"]` is the emu::Launch call
    running the kernel on blockDim simulated cores, timed by the driver; `seconds["launch"]` the whole driver
    process incl. case I/O; `seconds["interpret"]` is opgen.interp.run_graph in device mode, same inputs).
-2. GM bytes moved by the emitted AdaLayerNormGrad kernel, counted by the emulation per buffer (inputs,
-   outputs, workspace), over the minimum (each input read once, each output written once), at
-   H in {64, 1152, 3072, 4099, 8192, 16384} with 4096 rows (goal <= 1.10), next to the reference notes'
-   figures for CANN's kernels (reference/ada_layer_norm.md §4.5).
-3. GM bytes moved by the emitted NsaSelectedAttention / NsaSelectedAttentionGrad mixed kernels (issue 5), counted
-   by the emulation, next to the minimum (each tensor once), the gather minimum (every unit reads its L selected
-   K/V rows once; the rest once) and the reference's estimate for CANN's kernels
-   (reference/nsa_selected_attention.md §4.1 forward, §4.2 / §4.3 backward templates), at D/Dv = 192/128,
-   bs 64, cnt 16 (the reference's defaults) for G = 4 and 16, fp16.
-
-4. GM bytes of NormRopeConcatGrad at the Flux-sized case in every rope/norm mode (goal <= 1.10).
-5. A roofline estimate for Atlas A2 from the counted bytes and the emulation's cost counters (emu/core.h
+2. GM: bytes moved by the emitted kernels, counted by the emulation per buffer (inputs, outputs, workspace), over
+   the minimum (each input read once, each output written once; goal <= 1.10), next to the reference notes' figures
+   for CANN's kernels where they exist; cases marked time_interp also time the emulated kernel against the
+   device-mode interpreter (a case with golden=False is launched without the float64 golden and its device-mode
+   interpretation is timed on its own).
+3. NSA_GM: the NSA mixed kernels' counted bytes next to the minimum, the gather minimum (every unit reads its L
+   selected K/V rows once; the rest once) and the reference's estimate for CANN's kernels (declared by the spec).
+4. A roofline estimate for Atlas A2 from the counted bytes and the emulation's cost counters (emu/core.h
    CountVector / CountCube: 256-byte vector repeats, Exp/Ln/Sqrt/Div at 32 lanes, 16x16x16 cube fractals):
    estimate = max(bytes / 1.6 TB/s, vector cycles / 1.8 GHz, cube cycles / 1.8 GHz) (max over cores), over the
    memory-bound floor = minimum bytes / 1.6 TB/s (reference/ascendc.md §3).
@@ -35,18 +32,6 @@ import sys
 
 from opgen.check import run_check
 from opgen.errors import OpgenError
-
-README_CASES = [
-    ("AdaLayerNormGrad DiT [2, 1024, 1152] bf16", "AdaLayerNormGrad", {"Bd": (2,), "S": 1024, "H": 1152},
-     {}, {"T": "bfloat16"}),
-    ("NormRopeConcatGrad Flux bf16", "NormRopeConcatGrad",
-     {"B": 1, "Sq": 4096, "Seq": 512, "Sk": 4096, "Sek": 512, "N": 24, "D": 128, "R": 4608},
-     {"norm_type": 2, "norm_added_type": 2, "rope_type": 2, "concat_order": 1}, {"T": "bfloat16"}),
-]
-GM_HIDDEN = [64, 1152, 3072, 4099, 8192, 16384]
-# CANN's AdaLayerNormGrad kernels, bytes moved / minimum (reference/ada_layer_norm.md §4.5, bf16 rows)
-CANN_GM = {64: "~1.05x", 1152: "~1.2x", 3072: "2.7x", 4099: "~7-8x", 8192: "~7-8x", 16384: "~7-8x"}
-
 
 HBM_BYTES_PER_S = 1.6e12   # Atlas A2 (reference/ascendc.md §3)
 CLOCK_HZ = 1.8e9
@@ -68,92 +53,89 @@ def roofline(op: str, case: str, r, **extra) -> dict:
             "estimate_us": est, "ratio": est / floor if floor else None, **extra}
 
 
-def time_cases(repeat: int, quick: bool) -> list[dict]:
-    """Emulation / interpreter seconds of the README cases (rows: name, launch_s, interpret_s, ratio, passed)."""
+def time_cases(cases, repeat: int, quick: bool) -> list[dict]:
+    """Emulation / interpreter seconds of `cases` ([(name, op, dims, attrs, dtypes)]; rows: name, launch_s,
+    interpret_s, ratio, passed)."""
     out = []
-    for name, op, dims, attrs, dtypes in README_CASES:
+    for name, op, dims, attrs, dtypes in cases:
         if quick:
             dims = {k: (tuple(max(1, x // 8) for x in v) if isinstance(v, tuple) else max(1, v // 8))
                     for k, v in dims.items()}
         try:
             r, sec = _median_check(repeat, op, dims=dims, attrs=attrs, dtypes=dtypes)
-        except OpgenError as e:   # e.g. the op has no emitted kernel yet
+        except OpgenError as e:   # e.g. the op has no emitted kernel
             out.append({"case": name, "error": str(e).splitlines()[0]})
             continue
         out.append({"case": name, "launch_s": sec["kernel"], "driver_s": sec["launch"], "interpret_s": sec["interpret"],
                     "ratio": sec["kernel"] / sec["interpret"], "passed": r.passed, "block_dim": r.block_dim,
-                    "roofline": roofline(op, name, r)})
+                    "roofline": roofline(r.op, name, r)})
     return out
 
 
-def gm_sweep(rows: int) -> list[dict]:
-    """GM bytes / minimum of AdaLayerNormGrad (bf16/bf16, gamma and beta present) per H."""
+def _interp_seconds(op, dims, attrs, dtypes, seed=0) -> float:
+    """Seconds of one device-mode interpretation (opgen.interp.run_graph) of the inputs run_check makes."""
+    import time
+
+    from opgen.check.run import make_inputs
+    from opgen.interp import run_graph
+    from opgen.registry import load_spec
+
+    spec = load_spec(op)
+    inputs, full = make_inputs(spec, dims, dict(attrs), dict(dtypes), seed)
+    bound = spec.bind(inputs, full, dtypes)
+    g = spec.graph(bound.key)
+    t0 = time.perf_counter()
+    run_graph(g, bound, "device")
+    return time.perf_counter() - t0
+
+
+def gm_cases(cases, quick: bool) -> list[dict]:
+    """GM bytes / minimum of every case of the workloads' GM table (module docstring, item 2). A case whose op is a
+    spec file (not a bundled spec, so not in generated/) runs on a package generated for this run."""
+    import tempfile
+
+    from opgen.codegen import write_ops
+
     out = []
-    for h in GM_HIDDEN:
-        r = run_check("AdaLayerNormGrad", dims={"Bd": (2,), "S": rows // 2, "H": h},
-                      dtypes={"T": "bfloat16", "U": "bfloat16"}, progress=False)
-        out.append({"op": "AdaLayerNormGrad", "case": f"H={h}, {rows} rows", "H": h, "rows": rows,
-                    "strategy": "ROW_SPLIT" if r.tiling_key % 10 == 1 else "COL_SPLIT",
-                    "gm_bytes": r.gm_bytes, "gm_bytes_min": r.gm_bytes_min, "ratio": r.gm_ratio,
-                    "workspace_bytes_moved": r.gm["workspace"].read + r.gm["workspace"].written,
-                    "passed": r.passed, "cann": CANN_GM[h],
-                    "roofline": roofline("AdaLayerNormGrad", f"H={h}", r, H=h)})
+    tmp = tempfile.TemporaryDirectory(prefix="opgen-bench-")
+    generated: set = set()
+    for c in cases:
+        dims = c.get("quick_dims", c["dims"]) if quick else c["dims"]
+        attrs, dtypes = c.get("attrs", {}), c.get("dtypes", {})
+        golden = c.get("golden", True)
+        gen_dir = None
+        if c["op"].endswith(".py"):
+            if c["op"] not in generated:
+                write_ops([c["op"]], tmp.name)
+                generated.add(c["op"])
+            gen_dir = tmp.name
+        r = run_check(c["op"], dims=dims, attrs=attrs, dtypes=dtypes, progress=False, golden=golden, gen_dir=gen_dir)
+        row = {"op": r.op, "case": c["case"], "strategy": "ROW_SPLIT" if r.tiling_key % 10 == 1 else "COL_SPLIT",
+               "gm_bytes": r.gm_bytes, "gm_bytes_min": r.gm_bytes_min, "ratio": r.gm_ratio,
+               "workspace_bytes_moved": r.gm["workspace"].read + r.gm["workspace"].written if "workspace" in r.gm else 0,
+               "passed": r.passed, "golden": golden, "cann": c.get("cann", ""),
+               "roofline": roofline(r.op, c["case"], r, **({"H": c["H"]} if "H" in c else {}))}
+        if "H" in c:
+            row["H"] = c["H"]
+        if c.get("time_interp"):
+            interp = r.seconds.get("interpret") if golden else _interp_seconds(c["op"], dims, attrs, dtypes)
+            row.update(kernel_s=r.seconds.get("kernel"), interpret_s=interp,
+                       kernel_vs_interp=(r.seconds.get("kernel", 0.0) / interp) if interp else None)
+        out.append(row)
+    tmp.cleanup()
     return out
 
 
-NRC_FLUX = {"B": 1, "Sq": 4096, "Seq": 512, "Sk": 4096, "Sek": 512, "N": 24, "D": 128, "R": 4608}
-
-
-def nrc_gm(quick: bool) -> list[dict]:
-    """GM bytes / minimum of NormRopeConcatGrad (bf16) at the Flux-sized case in every rope/norm mode
-    (norm_type = norm_added_type in 0/1/2, rope_type 0/1/2, concat_order 0)."""
-    dims = {k: (max(1, v // 16) if k in ("Sq", "Seq", "Sk", "Sek", "R") else v) for k, v in NRC_FLUX.items()} \
-        if quick else NRC_FLUX
-    out = []
-    for norm in (0, 1, 2):
-        for rope in (0, 1, 2):
-            attrs = {"norm_type": norm, "norm_added_type": norm, "rope_type": rope, "concat_order": 0}
-            r = run_check("NormRopeConcatGrad", dims=dims, attrs=attrs, dtypes={"T": "bfloat16"}, progress=False)
-            case = f"Flux, norm {norm}/{norm}, rope {rope}"
-            out.append({"op": "NormRopeConcatGrad", "case": case, "strategy": "ROW_SPLIT", "gm_bytes": r.gm_bytes,
-                        "gm_bytes_min": r.gm_bytes_min, "ratio": r.gm_ratio, "passed": r.passed,
-                        "cann": "reference/norm_rope_concat.md §5",
-                        "roofline": roofline("NormRopeConcatGrad", case, r)})
-    return out
-
-
-NSA_CASES = [  # (label, dims) at the reference's defaults D 192 / Dv 128, bs 64, cnt 16 (L = 1024), 2 batches
-    ("G=4, N2=2", {"T1": 48, "T2": 4096, "N1": 8, "N2": 2, "D": 192, "Dv": 128, "CNT": 16, "BS": 64, "Bn": 2}),
-    ("G=16, N2=1", {"T1": 48, "T2": 4096, "N1": 16, "N2": 1, "D": 192, "Dv": 128, "CNT": 16, "BS": 64, "Bn": 2}),
-]
-
-
-def gather_min_bytes(backward: bool, dims: dict, t_bytes: int = 2) -> int:
-    """GM bytes a gather-based kernel cannot avoid without reuse across units: every (token, kv head) reads its
-    L selected key and value rows once (L (D + Dv) e each), every other tensor is read or written once (forward:
-    Q, O, the two [T1, N1, 8] stats, topk; backward: Q, O, dO, the stats, topk, dq, dk, dv). dims: T1, T2, N1, N2,
-    D, Dv, CNT, BS (ints)."""
-    T1, T2, N1, N2, D, Dv, CNT, BS = (int(dims[k]) for k in ("T1", "T2", "N1", "N2", "D", "Dv", "CNT", "BS"))
-    e = t_bytes
-    gather = T1 * N2 * CNT * BS * (D + Dv) * e
-    stats, topk = 2 * T1 * N1 * 8 * 4, T1 * N2 * CNT * 4
-    if not backward:
-        return gather + T1 * N1 * (D + Dv) * e + stats + topk
-    return gather + T1 * N1 * (2 * D + 2 * Dv) * e + stats + topk + T2 * N2 * (D + Dv) * e
-
-
-def nsa_gm(quick: bool) -> list[dict]:
+def nsa_gm(cases, runs, gather_min, quick: bool) -> list[dict]:
     """GM bytes of the NSA kernels per case and direction: counted, minimum, gather minimum, CANN estimate."""
     out = []
-    for label, dims in NSA_CASES:
+    for label, dims in cases:
         dims = dict(dims)
         if quick:
             dims["T1"] = 8
-        for op, attrs, present in (
-                ("NsaSelectedAttention", {"input_layout": "TND"}, ("actual_seq_qlen", "actual_seq_kvlen")),
-                ("NsaSelectedAttentionGrad", {}, ("actualSeqQLen", "actualSeqKVLlen"))):
+        for op, attrs, present in runs:
             r = run_check(op, dims=dims, attrs=attrs, dtypes={"T": "float16"}, present=present, progress=False)
-            gmin = gather_min_bytes(op.endswith("Grad"), dims, 2)
+            gmin = gather_min(op.endswith("Grad"), dims, 2)
             out.append({"case": label, "op": op, "dims": dims, "passed": r.passed, "gm_bytes": r.gm_bytes,
                         "gm_bytes_min": r.gm_bytes_min, "gather_min": gmin, "cann": r.gm_reference,
                         "cann_source": r.gm_reference_source, "vs_cann": r.gm_bytes / r.gm_reference,
@@ -163,11 +145,15 @@ def nsa_gm(quick: bool) -> list[dict]:
     return out
 
 
-def run(repeat: int = 3, quick: bool = False) -> dict:
-    """Every figure of this module: {"emu_time", "gm", "nsa_gm", "roofline"}."""
-    t = time_cases(repeat, quick)
-    gm = gm_sweep(512 if quick else 4096) + nrc_gm(quick)
-    nsa = nsa_gm(quick)
+def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
+    """Every figure of this module over the workloads (default opgen.bench.load_workloads()): {"emu_time", "gm",
+    "nsa_gm", "roofline"}."""
+    from opgen.bench import load_workloads
+
+    w = workloads or load_workloads()
+    t = time_cases(w.EMU_TIME, repeat, quick)
+    gm = gm_cases(w.GM, quick)
+    nsa = nsa_gm(w.NSA_GM, w.NSA_RUNS, w.gather_min_bytes, quick)
     roof = [r["roofline"] for r in (*t, *gm, *nsa) if "roofline" in r]
     return {"emu_time": t, "gm": gm, "nsa_gm": nsa, "roofline": roof}
 

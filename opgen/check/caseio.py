@@ -56,7 +56,7 @@ def write_case(path, aiv: int, aic: int, ub_bytes: int, sys_ws: int, inputs: lis
         if t.dtype is None:
             out.append(struct.pack("<Q", 0))
             continue
-        a = np.ascontiguousarray(t.data)
+        a = np.asarray(t.data, order="C")   # (ascontiguousarray would make a 0-d tensor 1-d)
         if a.dtype != t.dtype.np or tuple(a.shape) != tuple(t.shape):
             raise OpgenError(f"case file: input data {a.dtype}{list(a.shape)} does not match "
                              f"{t.dtype.long_name}{list(t.shape)}")

@@ -46,23 +46,6 @@ INVALID = "ACLNN_ERR_PARAM_INVALID"
 RUNTIME = "ACLNN_ERR_RUNTIME_ERROR"
 ABSENT = "kAbsentInputs"
 
-# Where CANN's published aclnn signature differs from the kernel op's parameters the spec declares
-# (the generated API keeps to the spec). Facts from the reference notes.
-CANN_SIGNATURE_NOTES = {
-    "AdaLayerNormGrad": [
-        "CANN's aclnnAdaLayerNormBackward takes (gradOut, input, normalizedShape, rstd, mean, scale, shift,",
-        "weightOptional, biasOptional, gradInputOut, gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut)",
-        "with rstd/mean in gradOut's dtype, cast to fp32 before the kernel (reference/ada_layer_norm.md",
-        "§1.4, §2.3). This API keeps the kernel op's parameters: dy, x, rstd, mean (fp32), scale, gamma, beta",
-        "and the five gradients; shift is not an input (pd_shift takes scale's shape).",
-    ],
-    "NsaSelectedAttention": [
-        "CANN's aclnnNsaSelectedAttention passes inputLayout before sparseMode",
-        "(reference/nsa_selected_attention.md §1.1); this API keeps the kernel op's attribute order.",
-    ],
-}
-
-
 @dataclass
 class Check:
     """One emitted rule: when `cond` holds, log `fmt` % `args` and fail with `code`."""
@@ -529,7 +512,7 @@ class AclnnPlan:
     def context(self) -> dict:
         """Template data of the four files."""
         m = self.m
-        notes = CANN_SIGNATURE_NOTES.get(m.op, [])
+        notes = [ln for n in self.spec.aclnn_notes for ln in _wrap(" ".join(n.split()), 110)]
         docs = []
         for p in m.inputs:
             dt = p.decl.dtype

@@ -2,8 +2,9 @@
 (reference/ascendc.md §2.2 "ACL runtime sample", §2.9): init the device and a stream, create the input
 and output tensors, call the two phases, synchronise, print the first values of each output, release.
 
-The example uses the first dtype combination of the spec, small dims (EXAMPLE_DIMS, or dims derived
-from the dim domains for specs not listed there) and the default attributes (EXAMPLE_ATTRS overrides); the inputs are made by the spec's own valid-input maker
+The example uses the first dtype combination of the spec, the dims and attributes the spec declares with
+OpSpec.example_call (else dims derived from the dim domains and the default attributes); the inputs are made by
+the spec's own valid-input maker
 (`opgen.dsl.examples.random_inputs`, which fills data-dependent inputs such as statistics, topk indices
 and cumulative sequence arrays legally) and validated by the spec before anything is emitted. Small
 tensors and every integer tensor are embedded exactly; larger float tensors are filled from a formula.
@@ -19,21 +20,6 @@ from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
 
-# Illustrative sizes of the call examples (small, valid for the spec; checked by spec.bind).
-EXAMPLE_DIMS = {
-    "AdaLayerNormGrad": {"Bd": (2,), "S": 4, "H": 8},
-    "AdaLayerNormV2": {"Bd": (2,), "S": 4, "H": 8},
-    "NormRopeConcat": {"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
-    "NormRopeConcatGrad": {"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
-    "NsaSelectedAttention": {"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16, "Bn": 2},
-    "NsaSelectedAttentionGrad": {"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16,
-                                 "Bn": 2},
-}
-# Attribute values of the call examples (others: their defaults) — a mode that exercises the op.
-EXAMPLE_ATTRS = {
-    "NormRopeConcat": {"norm_type": 1, "rope_type": 1},
-    "NormRopeConcatGrad": {"norm_type": 1, "rope_type": 1},
-}
 EMBED_LIMIT = 256  # float tensors up to this many elements are embedded value by value
 
 _HOST = {DType.f32: "float", DType.f16: "uint16_t", DType.bf16: "uint16_t", DType.i32: "int32_t",
@@ -71,10 +57,11 @@ def example_case(spec) -> dict:
     Raises SpecError when the example dims are not valid for the spec."""
     from opgen.dsl.examples import random_inputs
 
-    dims = dict(EXAMPLE_DIMS.get(spec.name) or _default_dims(spec))
+    call = spec.example_call_ or {}
+    dims = dict(call.get("dims") or _default_dims(spec))
     row = spec.dtype_rows[0] if spec.dtype_rows else {}
     dtypes = {k: v.long_name for k, v in row.items()}
-    attrs = dict(EXAMPLE_ATTRS.get(spec.name, {}))
+    attrs = dict(call.get("attrs", {}))
     for a in spec.attrs:
         if a.name in attrs:
             continue

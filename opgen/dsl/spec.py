@@ -243,6 +243,8 @@ class OpSpec:
         self.body_fn: Callable | None = None
         self.example_fn: Callable | None = None
         self.gm_reference_fn: Callable | None = None
+        self.aclnn_notes: list[str] = []
+        self.example_call_: dict | None = None
         self._graphs: dict[SpecKey, Graph] = {}
         self._dtype_var_locs: dict[str, str] = {}
         self._dtypes_loc: str | None = None
@@ -576,6 +578,22 @@ class OpSpec:
         self._body_loc = function_loc(fn) or loc
         return fn
 
+    def aclnn_note(self, text: str) -> None:
+        """A sentence for the emitted aclnn header's documentation, e.g. where CANN's published signature differs
+        from this spec's parameters. Raises SpecError when text is not a string."""
+        if not isinstance(text, str):
+            raise spec_error(_loc(), f"aclnn_note: {text!r} is not a string", "pass the sentence as a string")
+        self.aclnn_notes.append(text)
+
+    def example_call(self, dims: dict, attrs: dict | None = None) -> None:
+        """The small, valid call the emitted example (examples/test_aclnn_<op>.cpp) makes: dim values ({"H": 8,
+        "Bd": (2,)}) and attributes (others: their defaults). Without it the example takes every dim at
+        max(min, 2), rounded up to its multiple_of. Checked by the spec's own validation when emitted."""
+        if not isinstance(dims, dict) or not (attrs is None or isinstance(attrs, dict)):
+            raise spec_error(_loc(), "example_call(dims, attrs): dims and attrs are dicts",
+                             'e.g. spec.example_call({"S": 4, "H": 8}, {"eps": 1e-5})')
+        self.example_call_ = {"dims": dict(dims), "attrs": dict(attrs or {})}
+
     def gm_reference(self, fn: Callable) -> Callable:
         """Decorator for the reference's estimate of the GM bytes CANN's own kernel moves for one call:
         fn(dims, t_bytes, deterministic) -> (bytes, which estimate), dims {spec dim: int}; `opgen check` reports it
@@ -822,6 +840,8 @@ class OpSpec:
             raise spec_error(self._dtype_var_locs.get(v.name, decl.loc),
                              f"dtype variable {v.name} is used (by {decl.name}) but the spec has no dtype table",
                              f"add spec.dtypes(({cols}), [...]) listing every supported combination", token=v.name)
+        if not used and self._dtypes_loc is None:
+            self.dtype_rows = [{}]   # fixed dtypes only: one combination, no dtype variable
         for v, decl in used.items():
             if v not in self.dtype_table:
                 raise spec_error(decl.loc, f"{decl.name} uses dtype variable {v.name}, which is not a column of "

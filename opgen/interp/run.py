@@ -52,7 +52,7 @@ def run_graph(g: Graph, bound, mode: str = "device") -> dict:
     out = {}
     for name, v in g.outputs:
         r = np.asarray(vals[v])
-        out[name] = np.ascontiguousarray(r)
+        out[name] = np.asarray(r, order="C")   # (ascontiguousarray would make a 0-d output 1-d)
     return out
 
 

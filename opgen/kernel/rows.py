@@ -38,6 +38,7 @@ class _Lowering:
         self.space: dict[str, str] = {}
         self.scalar_text: dict[str, str] = {}
         self.loaded: dict[str, str] = {}
+        self.by_view: dict[tuple, str] = {}      # (tensor, view, space) -> the load-chain value loaded for it
         self.taken = {pr.value.name for pr in g.params} | {o for o, _ in g.outputs}
         self.used_ops: set[str] = set()
 
@@ -113,6 +114,16 @@ class _Lowering:
         if sp == "scalar":
             raise self.err(x, f"input {root} is a 0-d tensor; pass it as an attribute")
         view = view_of(self.ch, x, self.lay, self.vals)
+        same = self.by_view.get((root, view, sp))
+        if same is not None:   # another chain to the same rows of the same tensor (a reshape of it): one load
+            self.space[x] = sp
+            self.loaded[x] = self.loaded[same]
+            if same in self.alias:
+                self.alias[x] = self.alias[same]
+            else:
+                self.alias[x] = self.loaded[same]
+            return self.loaded[x]
+        self.by_view[(root, view, sp)] = x
         dtype = rowprog._dtype_name(self.vals[root].type.dtype)
         name = self._gm_name(root)
         self.p.gm.append(GmTensor(name, "in", sp, dtype, view, root))

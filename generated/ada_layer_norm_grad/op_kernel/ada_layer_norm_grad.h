@@ -223,10 +223,10 @@ private:
             PipeBarrier<PIPE_V>();
             Add(colv_[3], colv_[3], w_[2], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v17 = RowSum(w_[3], n_);
+            const float s0 = RowSum(w_[3], n_);
             Mul(w_[2], w_[3], w_[0], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v20 = RowSum(w_[2], n_);
+            const float s1 = RowSum(w_[2], n_);
             Mul(w_[2], w_[0], colv_[0], n_);
             PipeBarrier<PIPE_V>();
             Add(w_[2], w_[2], colv_[1], n_);
@@ -235,11 +235,11 @@ private:
             PipeBarrier<PIPE_V>();
             Add(brow_[3], brow_[3], w_[1], n_);
             PipeBarrier<PIPE_V>();
-            const float v17 = sum_v17 / static_cast<float>(hidden_);
-            Adds(w_[3], w_[3], static_cast<float>(-(v17)), n_);
+            const float s2 = s0 / static_cast<float>(hidden_);
+            Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);
             PipeBarrier<PIPE_V>();
-            const float v20 = sum_v20 / static_cast<float>(hidden_);
-            Muls(w_[0], w_[0], static_cast<float>(v20), n_);
+            const float s3 = s1 / static_cast<float>(hidden_);
+            Muls(w_[0], w_[0], static_cast<float>(s3), n_);
             PipeBarrier<PIPE_V>();
             Sub(w_[3], w_[3], w_[0], n_);
             PipeBarrier<PIPE_V>();
@@ -454,8 +454,8 @@ private:
                     PipeBarrier<PIPE_V>();
                     Add(colv_[3], colv_[3], w_[2], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v17 = tots_.GetValue(0 * groupStride_ + i);
-                    const float sum_v20 = tots_.GetValue(1 * groupStride_ + i);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s1 = tots_.GetValue(1 * groupStride_ + i);
                     Mul(w_[2], w_[0], colv_[0], n_);
                     PipeBarrier<PIPE_V>();
                     Add(w_[2], w_[2], colv_[1], n_);
@@ -464,11 +464,11 @@ private:
                     PipeBarrier<PIPE_V>();
                     Add(brow_[3], brow_[3], w_[1], n_);
                     PipeBarrier<PIPE_V>();
-                    const float v17 = sum_v17 / static_cast<float>(hidden_);
-                    Adds(w_[3], w_[3], static_cast<float>(-(v17)), n_);
+                    const float s2 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);
                     PipeBarrier<PIPE_V>();
-                    const float v20 = sum_v20 / static_cast<float>(hidden_);
-                    Muls(w_[0], w_[0], static_cast<float>(v20), n_);
+                    const float s3 = s1 / static_cast<float>(hidden_);
+                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);
                     PipeBarrier<PIPE_V>();
                     Sub(w_[3], w_[3], w_[0], n_);
                     PipeBarrier<PIPE_V>();
@@ -510,10 +510,11 @@ private:
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 } else {
                     Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 }
-                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -820,21 +821,21 @@ private:
             PipeBarrier<PIPE_V>();
             Add(colv_[2], colv_[2], w_[2], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v16 = RowSum(w_[3], n_);
+            const float s0 = RowSum(w_[3], n_);
             Mul(w_[2], w_[3], w_[0], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v19 = RowSum(w_[2], n_);
+            const float s1 = RowSum(w_[2], n_);
             Mul(w_[2], w_[0], colv_[0], n_);
             PipeBarrier<PIPE_V>();
             Mul(w_[1], w_[1], w_[2], n_);
             PipeBarrier<PIPE_V>();
             Add(brow_[3], brow_[3], w_[1], n_);
             PipeBarrier<PIPE_V>();
-            const float v16 = sum_v16 / static_cast<float>(hidden_);
-            Adds(w_[3], w_[3], static_cast<float>(-(v16)), n_);
+            const float s2 = s0 / static_cast<float>(hidden_);
+            Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);
             PipeBarrier<PIPE_V>();
-            const float v19 = sum_v19 / static_cast<float>(hidden_);
-            Muls(w_[0], w_[0], static_cast<float>(v19), n_);
+            const float s3 = s1 / static_cast<float>(hidden_);
+            Muls(w_[0], w_[0], static_cast<float>(s3), n_);
             PipeBarrier<PIPE_V>();
             Sub(w_[3], w_[3], w_[0], n_);
             PipeBarrier<PIPE_V>();
@@ -1049,19 +1050,19 @@ private:
                     PipeBarrier<PIPE_V>();
                     Add(colv_[2], colv_[2], w_[2], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v16 = tots_.GetValue(0 * groupStride_ + i);
-                    const float sum_v19 = tots_.GetValue(1 * groupStride_ + i);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s1 = tots_.GetValue(1 * groupStride_ + i);
                     Mul(w_[2], w_[0], colv_[0], n_);
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[1], w_[2], n_);
                     PipeBarrier<PIPE_V>();
                     Add(brow_[3], brow_[3], w_[1], n_);
                     PipeBarrier<PIPE_V>();
-                    const float v16 = sum_v16 / static_cast<float>(hidden_);
-                    Adds(w_[3], w_[3], static_cast<float>(-(v16)), n_);
+                    const float s2 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);
                     PipeBarrier<PIPE_V>();
-                    const float v19 = sum_v19 / static_cast<float>(hidden_);
-                    Muls(w_[0], w_[0], static_cast<float>(v19), n_);
+                    const float s3 = s1 / static_cast<float>(hidden_);
+                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);
                     PipeBarrier<PIPE_V>();
                     Sub(w_[3], w_[3], w_[0], n_);
                     PipeBarrier<PIPE_V>();
@@ -1103,10 +1104,11 @@ private:
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 } else {
                     Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 }
-                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -1403,12 +1405,12 @@ private:
             PipeBarrier<PIPE_V>();
             Mul(w_[2], w_[1], brow_[1], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v15 = RowSum(w_[2], n_);
+            const float s0 = RowSum(w_[2], n_);
             Add(colv_[1], colv_[1], w_[2], n_);
             PipeBarrier<PIPE_V>();
             Mul(w_[3], w_[2], w_[0], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v18 = RowSum(w_[3], n_);
+            const float s1 = RowSum(w_[3], n_);
             Add(colv_[2], colv_[2], w_[3], n_);
             PipeBarrier<PIPE_V>();
             Add(w_[3], w_[0], colv_[0], n_);
@@ -1417,11 +1419,11 @@ private:
             PipeBarrier<PIPE_V>();
             Add(brow_[3], brow_[3], w_[1], n_);
             PipeBarrier<PIPE_V>();
-            const float v15 = sum_v15 / static_cast<float>(hidden_);
-            Adds(w_[2], w_[2], static_cast<float>(-(v15)), n_);
+            const float s2 = s0 / static_cast<float>(hidden_);
+            Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);
             PipeBarrier<PIPE_V>();
-            const float v18 = sum_v18 / static_cast<float>(hidden_);
-            Muls(w_[0], w_[0], static_cast<float>(v18), n_);
+            const float s3 = s1 / static_cast<float>(hidden_);
+            Muls(w_[0], w_[0], static_cast<float>(s3), n_);
             PipeBarrier<PIPE_V>();
             Sub(w_[2], w_[2], w_[0], n_);
             PipeBarrier<PIPE_V>();
@@ -1626,12 +1628,12 @@ private:
                     PipeBarrier<PIPE_V>();
                     Mul(w_[2], w_[1], brow_[1], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v15 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
                     Add(colv_[1], colv_[1], w_[2], n_);
                     PipeBarrier<PIPE_V>();
                     Mul(w_[3], w_[2], w_[0], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v18 = tots_.GetValue(1 * groupStride_ + i);
+                    const float s1 = tots_.GetValue(1 * groupStride_ + i);
                     Add(colv_[2], colv_[2], w_[3], n_);
                     PipeBarrier<PIPE_V>();
                     Add(w_[3], w_[0], colv_[0], n_);
@@ -1640,11 +1642,11 @@ private:
                     PipeBarrier<PIPE_V>();
                     Add(brow_[3], brow_[3], w_[1], n_);
                     PipeBarrier<PIPE_V>();
-                    const float v15 = sum_v15 / static_cast<float>(hidden_);
-                    Adds(w_[2], w_[2], static_cast<float>(-(v15)), n_);
+                    const float s2 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);
                     PipeBarrier<PIPE_V>();
-                    const float v18 = sum_v18 / static_cast<float>(hidden_);
-                    Muls(w_[0], w_[0], static_cast<float>(v18), n_);
+                    const float s3 = s1 / static_cast<float>(hidden_);
+                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);
                     PipeBarrier<PIPE_V>();
                     Sub(w_[2], w_[2], w_[0], n_);
                     PipeBarrier<PIPE_V>();
@@ -1686,10 +1688,11 @@ private:
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 } else {
                     Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 }
-                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -1990,19 +1993,19 @@ private:
             PipeBarrier<PIPE_V>();
             Add(brow_[3], brow_[3], w_[1], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v14 = RowSum(w_[2], n_);
+            const float s0 = RowSum(w_[2], n_);
             Add(colv_[0], colv_[0], w_[2], n_);
             PipeBarrier<PIPE_V>();
             Mul(w_[1], w_[2], w_[0], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v17 = RowSum(w_[1], n_);
+            const float s1 = RowSum(w_[1], n_);
             Add(colv_[1], colv_[1], w_[1], n_);
             PipeBarrier<PIPE_V>();
-            const float v14 = sum_v14 / static_cast<float>(hidden_);
-            Adds(w_[2], w_[2], static_cast<float>(-(v14)), n_);
+            const float s2 = s0 / static_cast<float>(hidden_);
+            Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);
             PipeBarrier<PIPE_V>();
-            const float v17 = sum_v17 / static_cast<float>(hidden_);
-            Muls(w_[0], w_[0], static_cast<float>(v17), n_);
+            const float s3 = s1 / static_cast<float>(hidden_);
+            Muls(w_[0], w_[0], static_cast<float>(s3), n_);
             PipeBarrier<PIPE_V>();
             Sub(w_[2], w_[2], w_[0], n_);
             PipeBarrier<PIPE_V>();
@@ -2211,19 +2214,19 @@ private:
                     PipeBarrier<PIPE_V>();
                     Add(brow_[3], brow_[3], w_[1], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v14 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
                     Add(colv_[0], colv_[0], w_[2], n_);
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[2], w_[0], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v17 = tots_.GetValue(1 * groupStride_ + i);
+                    const float s1 = tots_.GetValue(1 * groupStride_ + i);
                     Add(colv_[1], colv_[1], w_[1], n_);
                     PipeBarrier<PIPE_V>();
-                    const float v14 = sum_v14 / static_cast<float>(hidden_);
-                    Adds(w_[2], w_[2], static_cast<float>(-(v14)), n_);
+                    const float s2 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);
                     PipeBarrier<PIPE_V>();
-                    const float v17 = sum_v17 / static_cast<float>(hidden_);
-                    Muls(w_[0], w_[0], static_cast<float>(v17), n_);
+                    const float s3 = s1 / static_cast<float>(hidden_);
+                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);
                     PipeBarrier<PIPE_V>();
                     Sub(w_[2], w_[2], w_[0], n_);
                     PipeBarrier<PIPE_V>();
@@ -2265,10 +2268,11 @@ private:
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 } else {
                     Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 }
-                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }

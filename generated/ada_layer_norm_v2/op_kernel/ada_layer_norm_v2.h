@@ -141,18 +141,18 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v7 = RowSum(w_[0], n_);
-            const float v7 = sum_v7 / static_cast<float>(hidden_);
-            Adds(w_[0], w_[0], static_cast<float>(-(v7)), n_);
+            const float s0 = RowSum(w_[0], n_);
+            const float s1 = s0 / static_cast<float>(hidden_);
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, v7);
+            statStage_mean.SetValue(i, s1);
             Mul(w_[1], w_[0], w_[0], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v10 = RowSum(w_[1], n_);
-            const float v10 = sum_v10 / static_cast<float>(hidden_);
-            const float v11 = (v10 + attr_epsilon);
-            const float v12 = 1.0f / std::sqrt(v11);
-            Muls(w_[0], w_[0], static_cast<float>(v12), n_);
+            const float s2 = RowSum(w_[1], n_);
+            const float s3 = s2 / static_cast<float>(hidden_);
+            const float s4 = (s3 + attr_epsilon);
+            const float s5 = 1.0f / std::sqrt(s4);
+            Muls(w_[0], w_[0], static_cast<float>(s5), n_);
             PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], colv_[0], n_);
             PipeBarrier<PIPE_V>();
@@ -164,7 +164,7 @@ private:
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, v12);
+            statStage_rstd.SetValue(i, s5);
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
@@ -314,9 +314,9 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v7 = tots_.GetValue(0 * groupStride_ + i);
-                    const float v7 = sum_v7 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(v7)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s1 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[0], w_[0], n_);
                     PipeBarrier<PIPE_V>();
@@ -347,16 +347,16 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v7 = tots_.GetValue(0 * groupStride_ + i);
-                    const float v7 = sum_v7 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(v7)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s1 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
                     PipeBarrier<PIPE_V>();
-                    statStage_mean.SetValue(i, v7);
-                    const float sum_v10 = tots_.GetValue(1 * groupStride_ + i);
-                    const float v10 = sum_v10 / static_cast<float>(hidden_);
-                    const float v11 = (v10 + attr_epsilon);
-                    const float v12 = 1.0f / std::sqrt(v11);
-                    Muls(w_[0], w_[0], static_cast<float>(v12), n_);
+                    statStage_mean.SetValue(i, s1);
+                    const float s2 = tots_.GetValue(1 * groupStride_ + i);
+                    const float s3 = s2 / static_cast<float>(hidden_);
+                    const float s4 = (s3 + attr_epsilon);
+                    const float s5 = 1.0f / std::sqrt(s4);
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);
                     PipeBarrier<PIPE_V>();
                     Mul(w_[0], w_[0], colv_[0], n_);
                     PipeBarrier<PIPE_V>();
@@ -368,7 +368,7 @@ private:
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
                     PipeBarrier<PIPE_V>();
-                    statStage_rstd.SetValue(i, v12);
+                    statStage_rstd.SetValue(i, s5);
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -416,10 +416,11 @@ private:
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * td_->groupRows + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 } else {
                     Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 }
-                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -627,18 +628,18 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v6 = RowSum(w_[0], n_);
-            const float v6 = sum_v6 / static_cast<float>(hidden_);
-            Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+            const float s0 = RowSum(w_[0], n_);
+            const float s1 = s0 / static_cast<float>(hidden_);
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, v6);
+            statStage_mean.SetValue(i, s1);
             Mul(w_[1], w_[0], w_[0], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v9 = RowSum(w_[1], n_);
-            const float v9 = sum_v9 / static_cast<float>(hidden_);
-            const float v10 = (v9 + attr_epsilon);
-            const float v11 = 1.0f / std::sqrt(v10);
-            Muls(w_[0], w_[0], static_cast<float>(v11), n_);
+            const float s2 = RowSum(w_[1], n_);
+            const float s3 = s2 / static_cast<float>(hidden_);
+            const float s4 = (s3 + attr_epsilon);
+            const float s5 = 1.0f / std::sqrt(s4);
+            Muls(w_[0], w_[0], static_cast<float>(s5), n_);
             PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], colv_[0], n_);
             PipeBarrier<PIPE_V>();
@@ -648,7 +649,7 @@ private:
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, v11);
+            statStage_rstd.SetValue(i, s5);
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
@@ -798,9 +799,9 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v6 = tots_.GetValue(0 * groupStride_ + i);
-                    const float v6 = sum_v6 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s1 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[0], w_[0], n_);
                     PipeBarrier<PIPE_V>();
@@ -831,16 +832,16 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v6 = tots_.GetValue(0 * groupStride_ + i);
-                    const float v6 = sum_v6 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s1 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
                     PipeBarrier<PIPE_V>();
-                    statStage_mean.SetValue(i, v6);
-                    const float sum_v9 = tots_.GetValue(1 * groupStride_ + i);
-                    const float v9 = sum_v9 / static_cast<float>(hidden_);
-                    const float v10 = (v9 + attr_epsilon);
-                    const float v11 = 1.0f / std::sqrt(v10);
-                    Muls(w_[0], w_[0], static_cast<float>(v11), n_);
+                    statStage_mean.SetValue(i, s1);
+                    const float s2 = tots_.GetValue(1 * groupStride_ + i);
+                    const float s3 = s2 / static_cast<float>(hidden_);
+                    const float s4 = (s3 + attr_epsilon);
+                    const float s5 = 1.0f / std::sqrt(s4);
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);
                     PipeBarrier<PIPE_V>();
                     Mul(w_[0], w_[0], colv_[0], n_);
                     PipeBarrier<PIPE_V>();
@@ -850,7 +851,7 @@ private:
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
                     PipeBarrier<PIPE_V>();
-                    statStage_rstd.SetValue(i, v11);
+                    statStage_rstd.SetValue(i, s5);
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -898,10 +899,11 @@ private:
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * td_->groupRows + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 } else {
                     Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 }
-                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -1107,18 +1109,18 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v6 = RowSum(w_[0], n_);
-            const float v6 = sum_v6 / static_cast<float>(hidden_);
-            Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+            const float s0 = RowSum(w_[0], n_);
+            const float s1 = s0 / static_cast<float>(hidden_);
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, v6);
+            statStage_mean.SetValue(i, s1);
             Mul(w_[1], w_[0], w_[0], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v9 = RowSum(w_[1], n_);
-            const float v9 = sum_v9 / static_cast<float>(hidden_);
-            const float v10 = (v9 + attr_epsilon);
-            const float v11 = 1.0f / std::sqrt(v10);
-            Muls(w_[0], w_[0], static_cast<float>(v11), n_);
+            const float s2 = RowSum(w_[1], n_);
+            const float s3 = s2 / static_cast<float>(hidden_);
+            const float s4 = (s3 + attr_epsilon);
+            const float s5 = 1.0f / std::sqrt(s4);
+            Muls(w_[0], w_[0], static_cast<float>(s5), n_);
             PipeBarrier<PIPE_V>();
             Add(w_[0], w_[0], colv_[0], n_);
             PipeBarrier<PIPE_V>();
@@ -1128,7 +1130,7 @@ private:
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, v11);
+            statStage_rstd.SetValue(i, s5);
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
@@ -1278,9 +1280,9 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v6 = tots_.GetValue(0 * groupStride_ + i);
-                    const float v6 = sum_v6 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s1 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[0], w_[0], n_);
                     PipeBarrier<PIPE_V>();
@@ -1311,16 +1313,16 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v6 = tots_.GetValue(0 * groupStride_ + i);
-                    const float v6 = sum_v6 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(v6)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s1 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
                     PipeBarrier<PIPE_V>();
-                    statStage_mean.SetValue(i, v6);
-                    const float sum_v9 = tots_.GetValue(1 * groupStride_ + i);
-                    const float v9 = sum_v9 / static_cast<float>(hidden_);
-                    const float v10 = (v9 + attr_epsilon);
-                    const float v11 = 1.0f / std::sqrt(v10);
-                    Muls(w_[0], w_[0], static_cast<float>(v11), n_);
+                    statStage_mean.SetValue(i, s1);
+                    const float s2 = tots_.GetValue(1 * groupStride_ + i);
+                    const float s3 = s2 / static_cast<float>(hidden_);
+                    const float s4 = (s3 + attr_epsilon);
+                    const float s5 = 1.0f / std::sqrt(s4);
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);
                     PipeBarrier<PIPE_V>();
                     Add(w_[0], w_[0], colv_[0], n_);
                     PipeBarrier<PIPE_V>();
@@ -1330,7 +1332,7 @@ private:
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
                     PipeBarrier<PIPE_V>();
-                    statStage_rstd.SetValue(i, v11);
+                    statStage_rstd.SetValue(i, s5);
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -1378,10 +1380,11 @@ private:
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * td_->groupRows + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 } else {
                     Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 }
-                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
@@ -1587,18 +1590,18 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v5 = RowSum(w_[0], n_);
-            const float v5 = sum_v5 / static_cast<float>(hidden_);
-            Adds(w_[0], w_[0], static_cast<float>(-(v5)), n_);
+            const float s0 = RowSum(w_[0], n_);
+            const float s1 = s0 / static_cast<float>(hidden_);
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, v5);
+            statStage_mean.SetValue(i, s1);
             Mul(w_[1], w_[0], w_[0], n_);
             PipeBarrier<PIPE_V>();
-            const float sum_v8 = RowSum(w_[1], n_);
-            const float v8 = sum_v8 / static_cast<float>(hidden_);
-            const float v9 = (v8 + attr_epsilon);
-            const float v10 = 1.0f / std::sqrt(v9);
-            Muls(w_[0], w_[0], static_cast<float>(v10), n_);
+            const float s2 = RowSum(w_[1], n_);
+            const float s3 = s2 / static_cast<float>(hidden_);
+            const float s4 = (s3 + attr_epsilon);
+            const float s5 = 1.0f / std::sqrt(s4);
+            Muls(w_[0], w_[0], static_cast<float>(s5), n_);
             PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], brow_[1], n_);
             PipeBarrier<PIPE_V>();
@@ -1606,7 +1609,7 @@ private:
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, v10);
+            statStage_rstd.SetValue(i, s5);
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
@@ -1756,9 +1759,9 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v5 = tots_.GetValue(0 * groupStride_ + i);
-                    const float v5 = sum_v5 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(v5)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s1 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[0], w_[0], n_);
                     PipeBarrier<PIPE_V>();
@@ -1789,16 +1792,16 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);
                     PipeBarrier<PIPE_V>();
-                    const float sum_v5 = tots_.GetValue(0 * groupStride_ + i);
-                    const float v5 = sum_v5 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(v5)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
+                    const float s1 = s0 / static_cast<float>(hidden_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
                     PipeBarrier<PIPE_V>();
-                    statStage_mean.SetValue(i, v5);
-                    const float sum_v8 = tots_.GetValue(1 * groupStride_ + i);
-                    const float v8 = sum_v8 / static_cast<float>(hidden_);
-                    const float v9 = (v8 + attr_epsilon);
-                    const float v10 = 1.0f / std::sqrt(v9);
-                    Muls(w_[0], w_[0], static_cast<float>(v10), n_);
+                    statStage_mean.SetValue(i, s1);
+                    const float s2 = tots_.GetValue(1 * groupStride_ + i);
+                    const float s3 = s2 / static_cast<float>(hidden_);
+                    const float s4 = (s3 + attr_epsilon);
+                    const float s5 = 1.0f / std::sqrt(s4);
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);
                     PipeBarrier<PIPE_V>();
                     Mul(w_[0], w_[0], brow_[1], n_);
                     PipeBarrier<PIPE_V>();
@@ -1806,7 +1809,7 @@ private:
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
                     PipeBarrier<PIPE_V>();
-                    statStage_rstd.SetValue(i, v10);
+                    statStage_rstd.SetValue(i, s5);
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -1854,10 +1857,11 @@ private:
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * td_->groupRows + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 } else {
                     Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+                    PipeBarrier<PIPE_V>();
                 }
-                PipeBarrier<PIPE_V>();
             }
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }

@@ -8,10 +8,10 @@
 //
 // Parameters follow the kernel op (OpDef) of the spec: inputs, attributes, outputs, in its order.
 // CANN's aclnnAdaLayerNormBackward takes (gradOut, input, normalizedShape, rstd, mean, scale, shift,
-// weightOptional, biasOptional, gradInputOut, gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut)
-// with rstd/mean in gradOut's dtype, cast to fp32 before the kernel (reference/ada_layer_norm.md
-// §1.4, §2.3). This API keeps the kernel op's parameters: dy, x, rstd, mean (fp32), scale, gamma, beta
-// and the five gradients; shift is not an input (pd_shift takes scale's shape).
+// weightOptional, biasOptional, gradInputOut, gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut) with
+// rstd/mean in gradOut's dtype, cast to fp32 before the kernel (reference/ada_layer_norm.md §1.4, §2.3). This
+// API keeps the kernel op's parameters: dy, x, rstd, mean (fp32), scale, gamma, beta and the five gradients;
+// shift is not an input (pd_shift takes scale's shape).
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other

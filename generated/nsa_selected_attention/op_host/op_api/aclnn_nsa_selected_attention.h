@@ -7,8 +7,8 @@
 // then aclnnNsaSelectedAttention with a device workspace of the returned size.
 //
 // Parameters follow the kernel op (OpDef) of the spec: inputs, attributes, outputs, in its order.
-// CANN's aclnnNsaSelectedAttention passes inputLayout before sparseMode
-// (reference/nsa_selected_attention.md §1.1); this API keeps the kernel op's attribute order.
+// CANN's aclnnNsaSelectedAttention passes inputLayout before sparseMode (reference/nsa_selected_attention.md
+// §1.1); this API keeps the kernel op's attribute order.
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other
