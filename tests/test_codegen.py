@@ -35,7 +35,7 @@ import pytest
 from opgen.check.aclnn import encode_call, harness_source
 from opgen.codegen import EMITTERS, diff_ops, generate, write_ops
 from opgen.codegen.aclnn import AclnnPlan
-from opgen.codegen.example import EXAMPLE_DIMS
+
 from opgen.codegen.fmt import format_cpp, is_cpp
 from opgen.codegen.model import OpModel
 from opgen.codegen.names import op_snake
@@ -455,7 +455,7 @@ def _make(spec, dims, static, row):
 def _cases(spec):
     """[(label, inputs, attrs)]: valid baselines and single-fault mutations of them."""
     row = next((r for r in spec.dtype_rows if DType.f32 not in r.values()), spec.dtype_rows[0])
-    dims0 = dict(EXAMPLE_DIMS[spec.name])
+    dims0 = dict(spec.example_call_["dims"])
     statics = [{}, {a.name: a.choices[-1] for a in spec.static_attrs}]
     cases = []
     for si, static in enumerate(statics):
@@ -614,7 +614,7 @@ def test_golden_equals_the_interpreter(packages, tmp_path, op):
     assert mod.__golden__["aclnn"][spec.aclnn] == fn.__name__
     src = packages[op]["tests/golden.py"]
     assert "import opgen" not in src.split("def _run")[0] and "from opgen" not in src.split("def _run")[0]
-    dims = EXAMPLE_DIMS[op]
+    dims = load_spec(op).example_call_["dims"]
     for row in spec.dtype_rows[:3]:
         attrs = _attrs_for(spec, dims, {})
         dts = {k: v.long_name for k, v in row.items()}

@@ -90,7 +90,8 @@ def test_printer_is_canonical_and_shows_phases():
     a = print_program(_prog("AdaLayerNormV2", ("weight",)))
     b = print_program(_prog("AdaLayerNormV2", ("weight",)))
     assert a == b and a.startswith("rowprogram AdaLayerNormV2 (row temps 2, levels 2) {")
-    assert "[stat L0 F,P0,P1] sum_" in a and " F] store out <- " in a   # level-0 sum: read back in P1 and F
+    assert "[stat L0 F,P0,P1] s0 = ReduceSum(w0)" in a and " F] store out <- " in a   # level-0 sum: read in P1, F
+    assert "gm in x: T row at x[r * H]" in a and "gm in scale: T brow at scale[a0 * H]" in a
 
 
 def test_cli_stage_kernel():

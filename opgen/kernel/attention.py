@@ -165,15 +165,13 @@ class AttentionFamily(Family):
     name = "attention"
     doc = "gather by indices, matmuls on the cube, softmax(-grad) on the vector unit, scatter-add"
 
-    def claims(self, g) -> bool:
-        """Graphs with a matmul."""
-        return any(n.op == "matmul" for n in g.nodes)
+    def claims(self, plan) -> bool:
+        """Plans whose launch has a cube stage (a mixed AIC/AIV kernel: the matmuls on the cube)."""
+        return any(s.unit == "cube" for k in plan.kernels for s in k.stages)
 
-    def match(self, spec, g):
+    def match(self, spec, g, plan):
         """The AttentionLayout, with the block-size attribute of the spec; confirmed by lowering `g`. Raises
         Unsupported."""
-        if not self.claims(g):
-            raise Unsupported(g.outputs[0][1] if g.outputs else g.name, "", "no matmul")
         lay = attention_layout(g)
         bs = [a.name for a in spec.attrs if a.dim is not None and a.dim.name == lay.dim("BS")]
         lay = AttentionLayout(lay.dims, lay.query, lay.key, lay.value, lay.topk, lay.cumulative,

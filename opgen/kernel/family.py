@@ -2,10 +2,12 @@
 
 A family is one schedule template plus its analysis. Every family implements one protocol (`Family`):
 
-  claims(graph)                   whether a graph is of the family's kind (its rule is the one reported when no
-                                  family lowers the graph)
-  match(spec, graph) -> layout    the structural analysis of one fused specialisation; raises
-                                  opgen.kernel.rowlayout.Unsupported naming the value and the rule
+  claims(plan)                    whether the launch plan `fuse` made of a specialisation (opgen.kernel.KernelPlan:
+                                  its launches and their cube / vector stages) is of the family's kind; its rule
+                                  is the one reported when no family lowers the graph
+  match(spec, graph, plan)        the structural analysis of one fused specialisation against its plan -> the
+                                  family's layout; raises opgen.kernel.rowlayout.Unsupported naming the value and
+                                  the rule
   keys(spec, layout)              the specialisations the kernel is built from
   lower(spec, layout, graphs)     the family's Kernel IR of each specialisation (a `Lowered`; only=key: that one,
                                   for display)
@@ -66,10 +68,10 @@ class Family:
     name = ""
     doc = ""
 
-    def claims(self, g) -> bool:
+    def claims(self, plan) -> bool:
         raise NotImplementedError
 
-    def match(self, spec, g):
+    def match(self, spec, g, plan):
         raise NotImplementedError
 
     def keys(self, spec, layout) -> list:
@@ -108,23 +110,27 @@ def families() -> list[Family]:
     return [AttentionFamily(), RowsFamily()]
 
 
-def choose(spec, g) -> tuple[Family, object]:
-    """The first family whose match of fused graph `g` (one specialisation of `spec`) returns a layout, and the
-    layout. Raises NoKernel with the rule of the family that claims the graph (the last family tried when none
-    does)."""
+def choose(spec, g, plan) -> tuple[Family, object]:
+    """The first family that claims the launch plan `plan` of fused graph `g` (one specialisation of `spec`) and
+    whose match returns a layout, and the layout. Raises NoKernel with the rule of the family that claims the plan
+    (of the last family tried when none does)."""
     from opgen.kernel.rowlayout import Unsupported
 
     fams = families()
     failures = []
     for fam in fams:
+        if not fam.claims(plan):
+            failures.append((fam, Unsupported(g.outputs[0][1] if g.outputs else "?", "",
+                                              f"the launch plan is not of the {fam.name} kind")))
+            continue
         try:
-            lay = fam.match(spec, g)
+            lay = fam.match(spec, g, plan)
         except Unsupported as e:
             failures.append((fam, e))
             continue
         if lay is not None:
             return fam, lay
-    claim = [(f, e) for f, e in failures if f.claims(g)] or failures
+    claim = [(f, e) for f, e in failures if f.claims(plan)] or failures
     if not claim:
         raise NoKernel(spec.name, g.outputs[0][1] if g.outputs else "?", "", "no family applies", "none")
     fam, e = claim[0]

@@ -106,10 +106,14 @@ class View:
     runs: bool = True
 
     def text(self) -> str:
-        """Canonical text (`opgen graph --stage kernel`)."""
+        """Canonical text (`opgen graph --stage kernel`): the element offset of anchor row r (coordinates a<i>)."""
         if self.flat:
-            return f"{self.tensor}[r * {self.pitch} + {self.col}]"
-        return f"{self.tensor}[{' + '.join(f'a{i} * {s}' for i, s in enumerate(self.strides))} + {self.col}]"
+            terms = ["r" if str(self.pitch) == "1" else f"r * {self.pitch}"]
+        else:
+            terms = [f"a{i}" if str(s) == "1" else f"a{i} * {s}" for i, s in enumerate(self.strides) if str(s) != "0"]
+        if str(self.col) != "0":
+            terms.append(str(self.col))
+        return f"{self.tensor}[{' + '.join(terms) or '0'}]"
 
 
 @dataclass(frozen=True)
@@ -170,8 +174,8 @@ class RowLayout:
         if self.flat:
             return f"layout flat [{self.hidden_extent()}] (elementwise over [{', '.join(self.axes + (self.row,))}])"
         lead = ", ".join(self.axes)
-        return (f"layout rows [{lead}{', ' if lead else ''}{self.row}]: {self.rows_extent()} rows of "
-                f"{self.row_extent}, batch axes [{', '.join(self.axes[:self.split])}]")
+        batch = f", batch rows over [{', '.join(self.axes[:self.split])}]" if 0 < self.split < len(self.axes) else ""
+        return f"layout rows [{lead}{', ' if lead else ''}{self.row}]: {self.rows_extent()} rows of {self.row_extent}{batch}"
 
 
 def _prod(es) -> DimExpr:

@@ -347,16 +347,17 @@ class RowsFamily(Family):
     name = "rows"
     doc = "vector kernels over rows of an anchor domain"
 
-    def claims(self, g) -> bool:
-        """Vector-only graphs (no matmul, gather or scatter)."""
-        return not any(n.op in ("matmul", "gather", "scatter_add") for n in g.nodes)
+    def claims(self, plan) -> bool:
+        """Plans of AIV-only launches (no cube stage)."""
+        return all(k.kernel_type == "KERNEL_TYPE_AIV_ONLY" for k in plan.kernels)
 
-    def match(self, spec, g):
-        """A RowLayout, else a parts layout (opgen.kernel.headrows.infer_layout). Raises the rows analysis'
-        Unsupported when neither holds."""
-        if not self.claims(g):
-            raise Unsupported(g.outputs[0][1] if g.outputs else g.name, "", "a matmul, gather or scatter is not a "
-                              "rows-family op")
+    def match(self, spec, g, plan):
+        """A RowLayout, else a parts layout (opgen.kernel.headrows.parts_layout). Raises the rows analysis'
+        Unsupported when neither holds (and for a gather or scatter, which the family has no addressing for)."""
+        odd = next((n for n in g.nodes if n.op in ("gather", "scatter_add")), None)
+        if odd is not None:
+            raise Unsupported(odd.result.name, odd.loc, f"a {odd.op}: the rows family addresses rows by their "
+                              f"coordinates, not by index tensors")
         try:
             return analyse(g)
         except Unsupported as first:

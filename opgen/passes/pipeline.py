@@ -213,7 +213,8 @@ def select_family(unit: Unit) -> Unit:
     builds the kernel from. Raises opgen.kernel.family.NoKernel."""
     from opgen.kernel.family import choose
 
-    fam, lay = choose(unit.spec, from_nx(unit.graphs[unit.key0]))
+    G0 = unit.graphs[unit.key0]
+    fam, lay = choose(unit.spec, from_nx(G0), G0.graph["plan"])
     unit.family, unit.layout = fam, lay
     if not unit.only_key0:
         for k in fam.keys(unit.spec, lay):
@@ -230,6 +231,12 @@ def lower(unit: Unit) -> Unit:
 
     fam = unit.family
     keys = [unit.key0] if unit.only_key0 else fam.keys(unit.spec, unit.layout)
+    for k in keys:   # the family lowers what fuse planned: one launch of its kind per specialisation
+        plan = unit.graphs[k].graph["plan"]
+        if len(plan.kernels) != 1 or not fam.claims(plan):
+            raise NoKernel(unit.spec.name, plan.kernels[0].writes[0] if plan.kernels and plan.kernels[0].writes
+                           else "?", "", f"specialisation {k} is planned as {len(plan.kernels)} launch(es) not of the "
+                           f"{fam.name} kind", fam.name)
     graphs = {k: from_nx(unit.graphs[k]) for k in keys}
     try:
         unit.lowered = fam.lower(unit.spec, unit.layout, graphs, only=unit.key0 if unit.only_key0 else None)
