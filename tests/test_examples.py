@@ -2,7 +2,8 @@
 and its emitted kernel emulated by `opgen check`, against float64 NumPy math or torch autograd of the forward.
 
 Every spec is written with the public DSL only. One case list per operator covers its kind in the rows family
-(issue 11 item 3): odd sizes, H = 1, rows past UB (the row split over cores: COL_SPLIT, column chunks when nothing
+(issue 11 item 3: last-axis reductions, leading-axis sums, broadcasts, row-axis slices, leading-axis permutes and
+concats as GM addressing, static attributes): odd sizes, H = 1, rows past UB (the row split over cores: COL_SPLIT, column chunks when nothing
 is reduced per row, partial maxima / sums exchanged when something is), tails over cores (row counts that do not
 divide the 48 cores), several dtype rows. The kernel's outputs are compared with the oracle evaluated on the
 inputs the kernel got (in their declared dtypes, widened to float64), with a bound by output dtype: a few units
@@ -126,8 +127,23 @@ def scaled_transpose(i, a):
     return {"y": _f(i["x"]).transpose(0, 2, 1, 3) * float(a.get("scale", 1.0))}
 
 
+def swiglu_grad(i, a):
+    import torch
+
+    def fwd(x):
+        p, q = x.chunk(2, dim=-1)
+        return torch.nn.functional.silu(p) * q
+
+    return {"out": _torch_grad(fwd, {"x": i["self"]}, ["x"], i["gradOut"])["x"]}
+
+
+def joint_concat(i, a):
+    return {"out": np.concatenate([_f(i["txt"]), _f(i["img"])], axis=1) * _f(i["gamma"])}
+
+
 ORACLES = {f.__name__: f for f in (rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
-                                   geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose)}
+                                   geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
+                                   swiglu_grad)}
 
 F32, F16, BF16 = ({"T": "float32"}, {"T": "float16"}, {"T": "bfloat16"})
 # (op, dims, dtypes, attrs, strategies the case must take: 1 ROW_SPLIT, 2 COL_SPLIT, None either)
@@ -172,6 +188,12 @@ CASES = [
     ("scaled_transpose", {"B": 2, "S": 7, "N": 3, "D": 20}, F32, {"scale": 0.5}, 1),
     ("scaled_transpose", {"B": 1, "S": 33, "N": 5, "D": 1}, F16, {"scale": -2.0}, None),
     ("scaled_transpose", {"B": 2, "S": 3, "N": 2, "D": 9000}, BF16, {"scale": 0.125}, 2),
+    ("joint_concat", {"B": 2, "St": 5, "Si": 9, "H": 33}, F16, {}, 1),          # passes cross the two streams
+    ("joint_concat", {"B": 3, "St": 1, "Si": 40, "H": 20000}, F32, {}, 2),
+    ("joint_concat", {"B": 5, "St": 20, "Si": 31, "H": 1}, BF16, {}, None),
+    ("swiglu_grad", {"Bd": (3, 7), "H": 21}, F32, {}, 1),                      # dx written as two column windows
+    ("swiglu_grad", {"Bd": (2,), "H": 9000}, BF16, {}, 2),
+    ("swiglu_grad", {"Bd": (53,), "H": 1}, F16, {}, None),
 ]
 
 

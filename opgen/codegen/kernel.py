@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from opgen.codegen.names import op_snake
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, as_dim
+from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowProgram, per_row
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
@@ -217,29 +218,76 @@ class _Addr:
         v = self.view(name)
         return self.dims.cpp(v.pitch) if v.flat else self.dims.cpp(v.strides[-1])
 
+    def _decompose(self, v, shift: tuple | None = None) -> list[str]:
+        """Body of an offset function of strided view `v`: r decomposed into the leading coordinates (innermost
+        first), weighted by the strides; `shift` = (axis, start): that coordinate taken relative to start."""
+        lines = ["int64_t q = r;", f"int64_t off = {self.dims.cpp(v.col)};"]
+        k = len(v.strides)
+        for i in range(k - 1, -1, -1):
+            s = self.dims.cpp(v.strides[i])
+            coord = "q" if i == 0 else f"(q % {self.dims.extent(i)})"
+            if shift is not None and shift[0] == i and self.dims.cpp(shift[1]) != "0":
+                coord = f"({coord} - {self.dims.cpp(shift[1])})"
+            if s != "0":
+                lines.append(f"off += {coord} * {s};")
+            if i == 0:
+                break
+            lines.append(f"q /= {self.dims.extent(i)};")
+        lines.append("return off;")
+        return lines
+
     def off_funcs(self) -> list[tuple[str, list[str]]]:
-        """[(operand, body lines)] of Off_<operand>(r) for every strided row/stat operand: r decomposed into the
-        leading coordinates (innermost first) and weighted by the view's strides."""
+        """[(function name, body lines)] of Off_<operand>(r) for every strided row/stat operand (module
+        docstring), and Off_<operand>_<k>(r) for each piece k of a concat of inputs."""
         out = []
         for t in self.p.gm:
             v = t.view
+            if isinstance(v, PiecewiseView):
+                for k, pc in enumerate(v.pieces):
+                    out.append((f"{t.name}_{k}", self._decompose(pc.view, (v.axis, pc.start))))
+                continue
             if v is None or v.flat or t.space not in ("row", "stat"):
                 continue
-            lines = ["int64_t q = r;", f"int64_t off = {self.dims.cpp(v.col)};"]
-            k = len(v.strides)
-            for i in range(k - 1, -1, -1):
-                s = self.dims.cpp(v.strides[i])
-                if i == 0:
-                    if s != "0":
-                        lines.append(f"off += q * {s};")
-                    break
-                e = self.dims.extent(i)
-                if s != "0":
-                    lines.append(f"off += (q % {e}) * {s};")
-                lines.append(f"q /= {e};")
-            lines.append("return off;")
-            out.append((t.name, lines))
+            out.append((t.name, self._decompose(v)))
         return out
+
+    def coord(self, axis: int, r: str) -> str:
+        """C++ of anchor row r's coordinate on leading axis `axis`."""
+        n = len(self.dims.layout.extents)
+        inner = [self.dims.extent(j) for j in range(axis + 1, n)]
+        q = f"{r} / ({' * '.join(inner)})" if inner else r
+        return q if axis == 0 else f"({q}) % {self.dims.extent(axis)}"
+
+    def piece_copy(self, t, mode: str) -> list[str]:
+        """The copy-in of concat operand `t` (a PiecewiseView): each run of rows from the piece it lies in (a run
+        never crosses a piece when the concat axis is the innermost). mode "row": ROW_SPLIT, rows [r0, r0 + k)
+        of hidden_ elements into LocalTensor t; "col": COL_SPLIT, rows [g0, g0 + k) of the column chunk
+        [c0_, c0_ + n_) into res_<operand>."""
+        v, ct = t.view, _ctype(t.dtype)
+        inner = v.axis == len(self.dims.layout.extents) - 1
+        dst, stride, n, base = ("t", "colAlign_", "hidden_", "r0") if mode == "row" else \
+            (f"res_{t.name}", "rowStride_", "n_", "g0")
+        lines = [f"for (int64_t j = 0; j < k;) {{  // one copy per run of rows at one GM stride, in one piece",
+                 f"const int64_t r = {base} + j;", f"const int64_t a = {self.coord(v.axis, 'r')};",
+                 "int64_t m = RunRows(r, k - j);"]
+        for k, pc in enumerate(v.pieces):
+            stop = self.dims.cpp(pc.stop)
+            head = "if" if k == 0 else "} else if"
+            lines.append(f"{head} (a < {stop}) {{" if k < len(v.pieces) - 1 else ("} else {" if k else "{"))
+            if inner:
+                lines.append(f"m = m < {stop} - a ? m : {stop} - a;")
+            rs = self.dims.cpp(pc.view.strides[-1])
+            if pc.view.runs:
+                gap = f"({rs} - {n}) * sizeof({ct})"
+            else:
+                lines.append("m = 1;")
+                gap = "0"
+            col = "" if mode == "row" else " + c0_"
+            lines.append(f"DataCopyPad({dst}[j * {stride}], gm_{pc.view.tensor}[Off_{t.name}_{k}(r){col}], "
+                         f"DataCopyExtParams(static_cast<uint16_t>(m), {n} * sizeof({ct}), {gap}, "
+                         f"GapBlocks({stride}, {n}, sizeof({ct})), 0), DataCopyPadExtParams<{ct}>(false, 0, 0, {ct}{{}}));")
+        lines += ["}", "j += m;", "}"]
+        return lines
 
 
 def _mul(a: str, b: str) -> str:
@@ -262,9 +310,13 @@ def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str) -> list[d
             continue
         v = t.view
         ct = _ctype(t.dtype)
+        if isinstance(v, PiecewiseView):
+            out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": False, "pieces": True,
+                        "copy_row": addr.piece_copy(t, "row"), "copy_col": addr.piece_copy(t, "col")})
+            continue
         stride = addr.inner_stride(t.name)
         runs = v.flat or v.runs
-        out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": v.flat,
+        out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": v.flat, "pieces": False,
                     "run": "k" if v.flat else ("RunRows(r, k - j)" if runs else "1"),
                     "off_r0": addr.row(t.name, "r0"), "off_g0": addr.row(t.name, "g0"), "off_r": addr.row(t.name, "r"),
                     "gap_row": "0" if stride == "hidden_" or not runs else f"({stride} - hidden_) * sizeof({ct})",
@@ -385,8 +437,10 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     levels = sorted({i.level for i in p.rsums()})
     tensors = []
     for t in p.gm:
-        if t.gm not in [n for n, _c in tensors]:
-            tensors.append((t.gm, _ctype(t.dtype)))
+        names = [pc.view.tensor for pc in t.view.pieces] if isinstance(t.view, PiecewiseView) else [t.gm]
+        for gm in names:
+            if gm not in [n for n, _c in tensors]:
+                tensors.append((gm, _ctype(t.dtype)))
     used = {n for n, _c in tensors}
     kinds = {i.dst: i.kind for i in p.rsums()}
     combine = {}

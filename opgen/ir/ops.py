@@ -277,18 +277,26 @@ _register("permute", 1, {"perm": "ints"}, _permute)
 
 def _concat(ts, attrs):
     dt = _unify_dtype(ts, "concat")
-    ranks = {t.rank for t in ts}
-    if None in ranks or len(ranks) != 1:
-        raise IRError("concat: operands need the same fixed rank")
-    (rank,) = ranks
-    ax = _norm_axes([attrs["axis"]], ts[0].shape, "concat")[0]
+    shapes = [tuple(t.shape) for t in ts]
+    n = len(shapes[0])
+    if any(len(sh) != n for sh in shapes):
+        raise IRError("concat: operands need the same rank")
+    var = [k for k, d in enumerate(shapes[0]) if isinstance(d, Variadic)]
+    if var:   # a variadic group: the axis counts from the end, among the fixed dims after the group
+        a = attrs["axis"]
+        if not isinstance(a, int) or a >= 0 or -a > n - 1 - var[-1]:
+            raise IRError(f"concat: axis {a} must be negative and within the {n - 1 - var[-1]} dims after "
+                          f"*{shapes[0][var[-1]].name}")
+        ax = n + a
+    else:
+        ax = _norm_axes([attrs["axis"]], ts[0].shape, "concat")[0]
     total: DimExpr = Lit(0)
-    for t in ts:
-        for i in range(rank):
-            if i != ax and t.shape[i] != ts[0].shape[i]:
-                raise IRError(f"concat: dim {i} differs: {shape_str(ts[0].shape)} vs {shape_str(t.shape)}")
-        total = total + t.shape[ax]
-    shape = list(ts[0].shape)
+    for sh in shapes:
+        for i in range(n):
+            if i != ax and sh[i] != shapes[0][i]:
+                raise IRError(f"concat: dim {i} differs: {shape_str(shapes[0])} vs {shape_str(sh)}")
+        total = total + sh[ax]
+    shape = list(shapes[0])
     shape[ax] = total
     return TensorType(dt, tuple(shape))
 

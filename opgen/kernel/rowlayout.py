@@ -117,6 +117,40 @@ class View:
 
 
 @dataclass(frozen=True)
+class Piece:
+    """One input of a concat along a leading axis: the anchor rows whose coordinate on that axis is in
+    [start, stop) read `view`, with the coordinate taken relative to start."""
+
+    view: View
+    start: DimExpr
+    stop: DimExpr
+
+
+@dataclass(frozen=True)
+class PiecewiseView:
+    """The rows of a concat of operator inputs along leading anchor axis `axis`: each piece read from its own tensor
+    through its own view (GM addressing: the kernel copies each run of rows from the piece it lies in)."""
+
+    axis: int
+    pieces: tuple
+    flat: bool = False
+    runs: bool = True
+
+    @property
+    def tensor(self) -> str:
+        """The first piece's tensor (for naming)."""
+        return self.pieces[0].view.tensor
+
+    @property
+    def col(self):
+        return Lit(0)
+
+    def text(self) -> str:
+        """Canonical text: each piece's coordinate range on the axis and its view."""
+        return " | ".join(f"a{self.axis} in [{p.start}, {p.stop}): {p.view.text()}" for p in self.pieces)
+
+
+@dataclass(frozen=True)
 class RowLayout:
     """The anchor domain of a rows kernel.
 
@@ -206,6 +240,7 @@ class Chains:
                 self.load[p.value.name] = tensor_axes(p.value.type.shape)
         self.col: dict[str, DimExpr] = {p: Lit(0) for p in self.load}
         self.root: dict[str, str] = {p: p for p in self.load}
+        self.pieces: dict[str, tuple] = {}   # concat of inputs along a leading axis: ((input, start, key), ...)
         for n in g.nodes:
             self._load_step(n)
         self.out_of = {}
@@ -214,11 +249,32 @@ class Chains:
         self.store_only = self._store_only()
 
     def _load_step(self, n) -> None:
-        """Extend the load chains through node n when it is a widening cast or a view of a load-chain value."""
+        """Extend the load chains through node n when it is a widening cast or a view of a load-chain value, or a
+        concat of load-chain values along a leading axis."""
+        if n.op == "concat" and n.inputs and all(x in self.load and x not in self.pieces for x in n.inputs):
+            shape = n.result.type.shape
+            rank = len(shape)
+            ax = n.attr("axis") % rank if rank else 0
+            if 0 < rank and ax != rank - 1 and not any(isinstance(d, Variadic) for d in shape):
+                off, pieces = Lit(0), []
+                for x in n.inputs:
+                    d = self.vals[x].type.shape[ax]
+                    pieces.append((x, off, axis_key(d)))
+                    off = off + axis_extent(d)
+                r = n.result.name
+                self.load[r], self.col[r], self.root[r] = tensor_axes(shape), Lit(0), self.root[n.inputs[0]]
+                self.pieces[r] = (axis_key(shape[ax]), tuple(pieces))
+            return
         if not n.inputs or n.inputs[0] not in self.load or len(n.inputs) != 1:
             return
         x, r = n.inputs[0], n.result.name
         axes, col = self.load[x], self.col[x]
+        if x in self.pieces:   # a concat of inputs goes on through casts and trivial reshapes only
+            if n.op == "cast" and _dtype(n.attr("to")) == "f32" or n.op == "reshape" and _reshape_axes(
+                    axes, n.result.type.shape) is not None:
+                self.load[r], self.col[r], self.root[r] = axes, col, self.root[x]
+                self.pieces[r] = self.pieces[x]
+            return
         if n.op == "cast":
             if _dtype(n.attr("to")) != "f32":
                 return
@@ -390,8 +446,21 @@ def _contiguous(v: View, lay: RowLayout) -> bool:
     return v.flat and as_dim(v.col) == Lit(0) and as_dim(v.pitch) == as_dim(lay.row_extent)
 
 
-def view_of(ch: Chains, v: str, lay: RowLayout, vals) -> View | None:
-    """The View of load-chain value v in anchor order, or None when it is not a plain contiguous row access."""
+def view_of(ch: Chains, v: str, lay: RowLayout, vals):
+    """The View of load-chain value v in anchor order (a PiecewiseView for a concat of inputs along a leading axis).
+    Raises IRError when the concat axis is not an anchor axis."""
+    if v in ch.pieces:
+        key, pieces = ch.pieces[v]
+        if key not in lay.axes:
+            raise IRError(f"the concat axis {key} is not a leading axis of the kernel's domain")
+        out = []
+        for x, start, pkey in pieces:
+            axes = tuple(Ax(key, a.extent, a.stride) if a.key == pkey else a for a in ch.load[x])
+            view = _view(ch.root[x], axes, ch.col[x], lay, vals[ch.root[x]].type.shape)
+            ext = next(a.extent for a in ch.load[x] if a.key == pkey)
+            out.append(Piece(View(view.tensor, view.strides, view.col, view.pitch, False, view.runs), start,
+                             as_dim(start) + ext))
+        return PiecewiseView(lay.axes.index(key), tuple(out))
     return _view(ch.root[v], ch.load[v], ch.col[v], lay, vals[ch.root[v]].type.shape)
 
 
