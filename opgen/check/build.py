@@ -64,6 +64,7 @@ class Sources:
     snake: str
     api_snake: str
     op_dir: Path
+    generate_arg: str = ""   # what `opgen generate` takes for this op (the OpDef name, or the spec file's path)
 
     @property
     def tiling_cpp(self) -> Path:
@@ -88,8 +89,11 @@ class Sources:
     def require(self, kernel: bool = True) -> None:
         """Raise OpgenError naming the first missing file (the aclnn files, then tiling and kernel)."""
         if not self.op_dir.is_dir():
-            raise OpgenError(f"{self.op}: no generated package at {self.op_dir} (run `opgen generate {self.op}`, or "
-                             f"point --gen-dir at the tree that has it)")
+            how = f"`opgen generate {self.generate_arg or self.op}`"
+            if "--out DIR" in how:
+                how += " and check with --gen-dir DIR"
+            raise OpgenError(f"{self.op}: no generated package at {self.op_dir} (run {how}, or point --gen-dir at the "
+                             f"tree that has it)")
         need = [self.aclnn_cpp, self.l0_cpp] + ([self.tiling_cpp, self.kernel_cpp] if kernel else [])
         for p in need:
             if not p.is_file():

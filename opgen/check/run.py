@@ -150,8 +150,12 @@ def select_present(spec, inputs: dict, present) -> dict:
 def _sources(m, gen_dir) -> Sources:
     from opgen.codegen import default_out_dir
 
+    from opgen.registry import spec_files
+
     root = Path(gen_dir) if gen_dir is not None else default_out_dir()
-    return Sources(m.op, m.snake, m.api_snake, (root / m.snake).resolve())
+    bundled = any(Path(m.spec.file).resolve() == f.resolve() for f in spec_files())
+    arg = m.op if bundled else f"{os.path.relpath(m.spec.file)} --out {gen_dir if gen_dir is not None else 'DIR'}"
+    return Sources(m.op, m.snake, m.api_snake, (root / m.snake).resolve(), arg)
 
 
 def _output_slots(spec, bound) -> list:

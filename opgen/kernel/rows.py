@@ -186,8 +186,8 @@ class _Lowering:
             self.reduce(n)
             return
         if op in ELEMENTWISE:
-            srcs = [self.use(x) for x in n.inputs]
-            del srcs
+            for x in n.inputs:   # loads the operands an input chain ends in (lower_elementwise reads their names)
+                self.use(x)
             try:
                 sp = self.lay.space(n.result.type.shape)
             except IRError as e:
