@@ -162,6 +162,7 @@ CASES = [
     ("layer_norm_grad", {"Bd": (50,), "H": 1152}, {"T": "bfloat16", "U": "bfloat16"}, {}, 1),
     ("layer_norm_grad", {"Bd": (4,), "H": 8192}, {"T": "float32", "U": "float32"}, {}, 2),
     ("layer_norm_grad", {"Bd": (3,), "H": 1}, {"T": "bfloat16", "U": "float32"}, {}, None),
+    ("layer_norm_grad", {"Bd": (2, 49), "H": 77}, {"T": "float16", "U": "float16"}, {}, 1),
     ("softmax", {"Bd": (5,), "H": 77}, F32, {}, 1),
     ("softmax", {"Bd": (2,), "H": 40000}, F16, {}, 2),                        # partial maxima and sums exchanged
     ("softmax", {"Bd": (3, 17), "H": 1}, BF16, {}, None),
@@ -261,6 +262,21 @@ def test_backward_closed_forms_equal_torch_autograd():
     got = layer_norm_grad({"dy": dy, "x": x, "mean": mean, "rstd": rstd, "gamma": gamma}, {})
     for name, key in (("pd_x", "x"), ("pd_gamma", "gamma"), ("pd_beta", "beta")):
         assert np.allclose(got[name][0], want[key], rtol=1e-10, atol=1e-12), name
+
+
+def test_every_dtype_row_of_every_example_is_exercised():
+    """The case list runs every dtype combination of every example's table."""
+    from opgen.registry import load_spec
+
+    for op in ORACLES:
+        spec = load_spec(str(EX / f"{op}.py"))
+        rows = {tuple(sorted((k, v.long_name) for k, v in r.items())) for r in spec.dtype_rows}
+        seen = set()
+        for o, _d, dt, _a, _s in CASES:
+            if o == op:
+                seen.add(tuple(sorted(dt.items())) if len(dt) == len(spec.dtype_table) else
+                         tuple(sorted({**{c.name: dt["T"] for c in spec.dtype_table}, **dt}.items())))
+        assert rows <= seen, (op, rows - seen)
 
 
 def test_interpreter_exact_mode_matches_the_oracles():

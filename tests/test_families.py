@@ -107,6 +107,8 @@ def _dims(name):
 RENAMES = {   # new names are unique strings, so mapping them back is a plain replacement
     "AdaLayerNormGrad": ({"Bd": "Lqq", "S": "Sqq", "H": "Hqq"}, {"dy": "dyqq", "x": "xqq", "gamma": "wqq"}),
     "AdaLayerNormV2": ({"Bd": "Bqq", "S": "Lqq", "H": "Cqq"}, {"x": "inqq", "weight": "gqq", "bias": "bqq"}),
+    "NormRopeConcatGrad": ({"B": "Bqq", "N": "Nqq", "D": "Dqq", "Sq": "Sqqq", "Seq": "Seqq", "Sk": "Skqq", "Sek": "Sekq",
+                            "R": "Rqq"}, {"grad_query_output": "gqo_qq", "query": "qry_qq", "rope_sin": "sin_qq"}),
     "NsaSelectedAttention": ({"T1": "Tqq", "T2": "Tkk", "N1": "Hqq", "N2": "Hkk", "D": "Dqq", "Dv": "Dvv",
                               "CNT": "Blqq", "BS": "Wqq", "Bn": "Nbqq"},
                              {"query": "qqq", "key": "kqq", "value": "vqq"}),
