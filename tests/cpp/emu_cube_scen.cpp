@@ -59,9 +59,9 @@ static void CubeTile(TPipe& pipe, const GlobalTensor<half>& x, uint32_t ldx, con
 static void PrintIndex()
 {
     std::lock_guard<std::mutex> l(gPrint);
-    std::printf("val idx %s %lld %lld %lld %lld %lld %d %d\n", ASCEND_IS_AIC ? "AIC" : "AIV", (long long)GetBlockIdx(),
+    std::printf("val idx %s %lld %lld %lld %lld %lld %d %d\n", ::emu::IsAicCore() ? "AIC" : "AIV", (long long)GetBlockIdx(),
                 (long long)GetBlockNum(), (long long)GetSubBlockIdx(), (long long)GetSubBlockNum(),
-                (long long)GetTaskRatio(), int(ASCEND_IS_AIV), int(ASCEND_IS_AIC));
+                (long long)GetTaskRatio(), int(::emu::IsAivCore()), int(::emu::IsAicCore()));
 }
 
 int main(int argc, char** argv)
@@ -265,7 +265,7 @@ int main(int argc, char** argv)
         r = emu::LaunchMix(3, kMem, [&] { KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2); PrintIndex(); });
     } else if (s == "aiv_index") {
         r = emu::Launch(2, kMem.ub, [&] { KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY); PrintIndex(); });
-        Vals("outside", std::vector<int>{int(ASCEND_IS_AIV), int(ASCEND_IS_AIC)});
+        Vals("outside", std::vector<int>{int(::emu::IsAivCore()), int(::emu::IsAicCore())});
     } else if (s == "cube_index") {
         r = emu::LaunchCube(2, kMem, [&] { PrintIndex(); });
     } else if (s == "mix_c2v") {
@@ -381,7 +381,7 @@ int main(int argc, char** argv)
                 t.SetValue(24 + b, sum);
             }
             SyncAll<false>();
-            if (ASCEND_IS_AIC && b == 0) {
+            if (::emu::IsAicCore() && b == 0) {
                 int total = 0; for (int v = 0; v < 2 * n; ++v) total += t.GetValue(32 + v);
                 for (int c = 0; c < n; ++c) total += t.GetValue(24 + c);
                 t.SetValue(48, total);

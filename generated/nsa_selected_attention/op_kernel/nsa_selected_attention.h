@@ -133,7 +133,11 @@ public:
         batches_ = td->batches;
         vecRows_ = td->vecRows;
         scale_ = BitsToFloat(td->scaleBits);
-        core_ = ASCEND_IS_AIC ? GetBlockIdx() : GetBlockIdx() / GetTaskRatio();  // AI Core (reference §1.3)
+        if ASCEND_IS_AIC {  // the AI Core (reference §1.3); an AIV's is its block index over the task ratio
+            core_ = GetBlockIdx();
+        } else {
+            core_ = GetBlockIdx() / GetTaskRatio();
+        }
         unitBegin_ = core_ * td->unitsPerCore + Min64(core_, td->unitsTail);
         unitEnd_ = unitBegin_ + td->unitsPerCore + (core_ < td->unitsTail ? 1 : 0);
         ws_ = GetUserWorkspace(workspace);
@@ -390,7 +394,7 @@ private:
         }
     }
 
-    __aicore__ inline LocalTensor<float> Reg(int64_t j) const
+    __aicore__ inline LocalTensor<float> Reg(int64_t j)
     {
         return rowBuf_.template Get<float>()[j * vecRows_ * L_];
     }
@@ -562,7 +566,11 @@ public:
         batches_ = td->batches;
         vecRows_ = td->vecRows;
         scale_ = BitsToFloat(td->scaleBits);
-        core_ = ASCEND_IS_AIC ? GetBlockIdx() : GetBlockIdx() / GetTaskRatio();  // AI Core (reference §1.3)
+        if ASCEND_IS_AIC {  // the AI Core (reference §1.3); an AIV's is its block index over the task ratio
+            core_ = GetBlockIdx();
+        } else {
+            core_ = GetBlockIdx() / GetTaskRatio();
+        }
         unitBegin_ = core_ * td->unitsPerCore + Min64(core_, td->unitsTail);
         unitEnd_ = unitBegin_ + td->unitsPerCore + (core_ < td->unitsTail ? 1 : 0);
         ws_ = GetUserWorkspace(workspace);
@@ -819,7 +827,7 @@ private:
         }
     }
 
-    __aicore__ inline LocalTensor<float> Reg(int64_t j) const
+    __aicore__ inline LocalTensor<float> Reg(int64_t j)
     {
         return rowBuf_.template Get<float>()[j * vecRows_ * L_];
     }
@@ -991,7 +999,11 @@ public:
         batches_ = td->batches;
         vecRows_ = td->vecRows;
         scale_ = BitsToFloat(td->scaleBits);
-        core_ = ASCEND_IS_AIC ? GetBlockIdx() : GetBlockIdx() / GetTaskRatio();  // AI Core (reference §1.3)
+        if ASCEND_IS_AIC {  // the AI Core (reference §1.3); an AIV's is its block index over the task ratio
+            core_ = GetBlockIdx();
+        } else {
+            core_ = GetBlockIdx() / GetTaskRatio();
+        }
         unitBegin_ = core_ * td->unitsPerCore + Min64(core_, td->unitsTail);
         unitEnd_ = unitBegin_ + td->unitsPerCore + (core_ < td->unitsTail ? 1 : 0);
         ws_ = GetUserWorkspace(workspace);
@@ -1254,7 +1266,7 @@ private:
         }
     }
 
-    __aicore__ inline LocalTensor<float> Reg(int64_t j) const
+    __aicore__ inline LocalTensor<float> Reg(int64_t j)
     {
         return rowBuf_.template Get<float>()[j * vecRows_ * L_];
     }

@@ -138,7 +138,11 @@ public:
         batches_ = td->batches;
         vecRows_ = td->vecRows;
         scale_ = BitsToFloat(td->scaleBits);
-        core_ = ASCEND_IS_AIC ? GetBlockIdx() : GetBlockIdx() / GetTaskRatio();  // AI Core (reference §1.3)
+        if ASCEND_IS_AIC {  // the AI Core (reference §1.3); an AIV's is its block index over the task ratio
+            core_ = GetBlockIdx();
+        } else {
+            core_ = GetBlockIdx() / GetTaskRatio();
+        }
         unitBegin_ = core_ * td->unitsPerCore + Min64(core_, td->unitsTail);
         unitEnd_ = unitBegin_ + td->unitsPerCore + (core_ < td->unitsTail ? 1 : 0);
         ws_ = GetUserWorkspace(workspace);
@@ -466,12 +470,12 @@ private:
         Finish();
     }
 
-    __aicore__ inline LocalTensor<float> Reg(int64_t j) const
+    __aicore__ inline LocalTensor<float> Reg(int64_t j)
     {
         return rowBuf_.template Get<float>()[j * vecRows_ * Lc_];
     }
 
-    __aicore__ inline LocalTensor<float> Head(int64_t j) const
+    __aicore__ inline LocalTensor<float> Head(int64_t j)
     {
         return headBuf_.template Get<float>()[j * D_];
     }
@@ -781,7 +785,11 @@ public:
         batches_ = td->batches;
         vecRows_ = td->vecRows;
         scale_ = BitsToFloat(td->scaleBits);
-        core_ = ASCEND_IS_AIC ? GetBlockIdx() : GetBlockIdx() / GetTaskRatio();  // AI Core (reference §1.3)
+        if ASCEND_IS_AIC {  // the AI Core (reference §1.3); an AIV's is its block index over the task ratio
+            core_ = GetBlockIdx();
+        } else {
+            core_ = GetBlockIdx() / GetTaskRatio();
+        }
         unitBegin_ = core_ * td->unitsPerCore + Min64(core_, td->unitsTail);
         unitEnd_ = unitBegin_ + td->unitsPerCore + (core_ < td->unitsTail ? 1 : 0);
         ws_ = GetUserWorkspace(workspace);
@@ -1115,12 +1123,12 @@ private:
         Finish();
     }
 
-    __aicore__ inline LocalTensor<float> Reg(int64_t j) const
+    __aicore__ inline LocalTensor<float> Reg(int64_t j)
     {
         return rowBuf_.template Get<float>()[j * vecRows_ * Lc_];
     }
 
-    __aicore__ inline LocalTensor<float> Head(int64_t j) const
+    __aicore__ inline LocalTensor<float> Head(int64_t j)
     {
         return headBuf_.template Get<float>()[j * D_];
     }

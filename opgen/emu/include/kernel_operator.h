@@ -41,9 +41,11 @@
 #endif
 
 // Per simulated core (issue 5, emu/mix.h): true on the AIV / AIC cores of the launch; emu::Launch runs AIV
-// cores only. Written without parentheses in kernels: `if ASCEND_IS_AIV { ... }`.
-#define ASCEND_IS_AIV (::emu::IsAivCore())
-#define ASCEND_IS_AIC (::emu::IsAicCore())
+// cores only. As in the real device compile, where the macros expand to `constexpr(g_coreType == ...)`, they are
+// valid only as the condition of an if written without parentheses, `if ASCEND_IS_AIV { ... }`: here they expand
+// to an if-init-statement, so `x = ASCEND_IS_AIC ? a : b` or `if (ASCEND_IS_AIC)` does not compile either.
+#define ASCEND_IS_AIV (const bool emuCoreIsAiv_ = ::emu::IsAivCore(); emuCoreIsAiv_)
+#define ASCEND_IS_AIC (const bool emuCoreIsAic_ = ::emu::IsAicCore(); emuCoreIsAic_)
 // Checks the declared kernel type against the launch (emu/mix.h).
 #define KERNEL_TASK_TYPE_DEFAULT(x) ::emu::CheckKernelType((x), #x)
 

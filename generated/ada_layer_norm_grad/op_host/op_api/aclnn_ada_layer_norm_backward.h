@@ -22,6 +22,11 @@
 #define OP_API_INC_ACLNN_ADA_LAYER_NORM_BACKWARD_H_
 
 #include "aclnn/aclnn_base.h"
+#if __has_include("aclnn_util.h")  // ACLNN_API: ops-nn / ops-transformer put common/inc/op_api on the include path
+#include "aclnn_util.h"
+#else
+#include "aclnnop/aclnn_util.h"  // a CANN install (opbase)
+#endif
 
 #ifdef __cplusplus
 extern "C" {

@@ -9,8 +9,6 @@
 
 #include "graph/types.h"
 
-#define ACLNN_API __attribute__((visibility("default")))
-
 using aclnnStatus = int32_t;
 using aclrtStream = void*;
 constexpr aclnnStatus ACLNN_SUCCESS = 0;

@@ -15,7 +15,7 @@ struct DataCopyParams {
 struct DataCopyExtParams {
     uint16_t blockCount = 1; uint32_t blockLen = 0, srcStride = 0, dstStride = 0, rsv = 0;
     DataCopyExtParams() = default;
-    DataCopyExtParams(uint16_t c, uint32_t l, uint32_t s, uint32_t d, uint32_t r = 0)
+    DataCopyExtParams(uint16_t c, uint32_t l, uint32_t s, uint32_t d, uint32_t r)   // all five, as the real one
         : blockCount(c), blockLen(l), srcStride(s), dstStride(d), rsv(r) {}
 };
 template <typename T>

@@ -195,7 +195,9 @@ struct BufferSet {
 };
 }  // namespace emu_detail
 
-template <TPosition pos, int32_t depth = 1>
+// As the real header: the depth has no default (TQue<pos, depth>), FreeTensor takes a non-const reference, EnQue
+// returns bool.
+template <TPosition pos, int32_t depth, auto mask = 0>
 class TQue {
 public:
     template <typename T>
@@ -216,12 +218,13 @@ public:
         emu::Fault(emu::Cat("TQue::AllocTensor: all ", n, " buffers are in use (missing FreeTensor; hardware would hang)"));
     }
     template <typename T>
-    void EnQue(const LocalTensor<T>& t)
+    bool EnQue(const LocalTensor<T>& t)
     {
         CheckOwned(t.Tag(), t.Offset(), "EnQue");
         if (depth > 0 && int32_t(queued_.size()) >= depth)
             emu::Fault(emu::Cat("TQue::EnQue: more than depth=", depth, " tensors enqueued without DeQue"));
         queued_.push_back(t.Tag());
+        return true;
     }
     template <typename T>
     LocalTensor<T> DeQue()
@@ -232,7 +235,7 @@ public:
         return LocalTensor<T>(set_.ub, set_.offs[b], set_.len / sizeof(T), b);
     }
     template <typename T>
-    void FreeTensor(const LocalTensor<T>& t)
+    void FreeTensor(LocalTensor<T>& t)
     {
         CheckOwned(t.Tag(), t.Offset(), "FreeTensor");
         if (!inUse_[t.Tag()]) emu::Fault("TQue::FreeTensor of a buffer that is not allocated (double free)");
@@ -254,16 +257,17 @@ private:
     size_t next_ = 0;
 };
 
-template <TPosition pos, TPosition dst, int32_t depth = 1>
-class TQueBind : public TQue<pos, depth> {};
+template <TPosition pos, TPosition dst, int32_t depth, auto mask = 0>
+class TQueBind : public TQue<pos, depth, mask> {};
 
 template <TPosition pos = TPosition::VECCALC>
 class TBuf {
 public:
+    // Non-const members, as the real header's (a const member function of a kernel class cannot call them).
     template <typename T>
-    LocalTensor<T> Get() const { Need(); return LocalTensor<T>(set_.ub, set_.offs[0], set_.len / sizeof(T)); }
+    LocalTensor<T> Get() { Need(); return LocalTensor<T>(set_.ub, set_.offs[0], set_.len / sizeof(T)); }
     template <typename T>
-    LocalTensor<T> Get(uint32_t count) const
+    LocalTensor<T> Get(uint32_t count)
     {
         Need();
         if (uint64_t(count) * sizeof(T) > set_.len)
@@ -271,7 +275,7 @@ public:
         return LocalTensor<T>(set_.ub, set_.offs[0], count);
     }
     template <typename T>
-    LocalTensor<T> GetWithOffset(uint32_t count, uint32_t byteOffset) const
+    LocalTensor<T> GetWithOffset(uint32_t count, uint32_t byteOffset)
     {
         Need();
         if (byteOffset + uint64_t(count) * sizeof(T) > set_.len)
@@ -346,17 +350,18 @@ public:
     TPipe(const TPipe&) = delete;
     TPipe& operator=(const TPipe&) = delete;
 
-    template <TPosition pos, int32_t depth>
-    void InitBuffer(TQue<pos, depth>& q, uint8_t num, uint32_t len)
+    template <TPosition pos, int32_t depth, auto mask>
+    bool InitBuffer(TQue<pos, depth, mask>& q, uint8_t num, uint32_t len)
     {
         if (num == 0) emu::Fault("TPipe::InitBuffer: buffer count 0");
         Alloc(q.set_, pos, num, len, "TQue");
         q.inUse_.assign(num, false);
         q.queued_.clear();
         q.next_ = 0;
+        return true;
     }
     template <TPosition pos>
-    void InitBuffer(TBuf<pos>& b, uint32_t len) { Alloc(b.set_, pos, 1, len, "TBuf"); }
+    bool InitBuffer(TBuf<pos>& b, uint32_t len) { Alloc(b.set_, pos, 1, len, "TBuf"); return true; }
     void Destroy() { Release(); }
     void Reset() { Release(); }
     // Bytes this pipe allocated, summed over the buffers (UB only on an AIV).

@@ -15,7 +15,8 @@
 
 namespace AscendC {
 
-enum class RoundMode : int { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD, CAST_HYBRID };
+// As the real header for arch 2201 (Atlas A2/A3): no CAST_HYBRID (it exists for arch 3510/5102/3003 only).
+enum class RoundMode : uint8_t { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
 
 namespace emu_detail {
 template <typename T> inline float ToF(T v) { return static_cast<float>(v); }
@@ -179,7 +180,7 @@ inline emu::Round ToRound(RoundMode m)
     case RoundMode::CAST_ROUND: return emu::Round::ROUND;
     case RoundMode::CAST_TRUNC: return emu::Round::TRUNC;
     case RoundMode::CAST_ODD: return emu::Round::ODD;
-    default: emu::Fault("Cast: CAST_HYBRID is not emulated");
+    default: emu::Fault("Cast: unknown round mode");
     }
 }
 inline int32_t FloatToInt(float f, emu::Round m)

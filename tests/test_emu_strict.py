@@ -1,0 +1,93 @@
+"""The emulation is never more permissive than CANN's real headers (issue 12 item 4): each form the real headers
+reject (asc-devkit / opbase at the commits the cann-headers-check was run with) fails to compile against opgen's
+emulation too, and the form they accept compiles. Syntax-only g++ compiles of small kernels and host headers."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+INC = ROOT / "opgen" / "emu" / "include"
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+
+KERNEL_HEAD = '#include "kernel_operator.h"\nusing namespace AscendC;\n'
+
+# name: (accepted form, rejected form, a fragment of g++'s error) — kernel code
+KERNEL_CASES = {
+    # TBuf::Get is a non-const member: a const member function of a kernel class cannot call it
+    "TBuf::Get is non-const": ('''
+        class K { public: LocalTensor<float> Reg() { return buf_.Get<float>(); } TBuf<TPosition::VECCALC> buf_; };''', '''
+        class K { public: LocalTensor<float> Reg() const { return buf_.Get<float>(); } TBuf<TPosition::VECCALC> buf_; };''',
+                               "passing"),
+    # ASCEND_IS_AIC is constexpr(...) in device compiles: only `if ASCEND_IS_AIC {` is valid
+    "ASCEND_IS_AIC only as an if condition": ('''
+        int F() { int c = 0; if ASCEND_IS_AIC { c = 1; } else { c = 2; } return c; }''', '''
+        int F() { int c = ASCEND_IS_AIC ? 1 : 2; return c; }''', "error"),
+    "ASCEND_IS_AIV not in parentheses": ('''
+        int F() { if ASCEND_IS_AIV { return 1; } return 0; }''', '''
+        int F() { if (ASCEND_IS_AIV) { return 1; } return 0; }''', "error"),
+    # DataCopyExtParams takes all five fields (no default for rsv)
+    "DataCopyExtParams has no default rsv": ('''
+        DataCopyExtParams P() { return DataCopyExtParams(1, 64, 0, 0, 0); }''', '''
+        DataCopyExtParams P() { return DataCopyExtParams(1, 64, 0, 0); }''', "no matching"),
+    # TQue<pos, depth>: the depth has no default
+    "TQue has no default depth": ('''
+        TQue<TPosition::VECIN, 1> q;''', '''
+        TQue<TPosition::VECIN> q;''', "error"),
+    # FreeTensor takes a non-const LocalTensor&
+    "FreeTensor takes a non-const reference": ('''
+        void F(TQue<TPosition::VECIN, 1>& q, LocalTensor<float>& t) { q.FreeTensor(t); }''', '''
+        void F(TQue<TPosition::VECIN, 1>& q, const LocalTensor<float>& t) { q.FreeTensor(t); }''', "error"),
+    # RoundMode::CAST_HYBRID exists for arch 3510 / 5102 / 3003 only, not on Atlas A2/A3 (2201)
+    "no CAST_HYBRID on arch 2201": ('''
+        RoundMode M() { return RoundMode::CAST_ODD; }''', '''
+        RoundMode M() { return RoundMode::CAST_HYBRID; }''', "CAST_HYBRID"),
+}
+
+
+def _compile(tmp_path: Path, name: str, text: str) -> subprocess.CompletedProcess:
+    src = tmp_path / f"{name}.cpp"
+    src.write_text(text)
+    return subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-I", str(INC), str(src)], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("case", sorted(KERNEL_CASES))
+def test_the_real_headers_rejection_is_the_emulations(case, tmp_path):
+    good, bad, why = KERNEL_CASES[case]
+    ok = _compile(tmp_path, "good", KERNEL_HEAD + textwrap.dedent(good))
+    assert ok.returncode == 0, ok.stderr
+    no = _compile(tmp_path, "bad", KERNEL_HEAD + textwrap.dedent(bad))
+    assert no.returncode != 0 and why in no.stderr, no.stderr
+
+
+def test_aclnn_api_comes_from_aclnn_util_not_aclnn_base(tmp_path):
+    """As in CANN, ACLNN_API is defined by aclnn_util.h: a public header that includes only aclnn/aclnn_base.h
+    does not compile; with the util header (the emitted headers' include) it does."""
+    decl = "ACLNN_API aclnnStatus aclnnFoo(void* workspace);\n"
+    no = _compile(tmp_path, "bad", '#include "aclnn/aclnn_base.h"\n' + decl)
+    assert no.returncode != 0 and "ACLNN_API" in no.stderr
+    ok = _compile(tmp_path, "good", '#include "aclnn/aclnn_base.h"\n#include "aclnnop/aclnn_util.h"\n' + decl)
+    assert ok.returncode == 0, ok.stderr
+    header = next((ROOT / "generated").glob("*/op_host/op_api/aclnn_*.h")).read_text()
+    assert '#include "aclnn_util.h"' in header and '#include "aclnnop/aclnn_util.h"' in header
+
+
+def test_nd2nz_params_fields_are_the_arch_2201_widths(tmp_path):
+    """On Atlas A2/A3 (arch 2201) every Nd2NzParams field is uint16_t in the real header (the wider dValue /
+    srcNdMatrixStride / srcDValue / dstNzMatrixStride are arch 3510 / 5102 only): the emulation has the same, so a
+    value above 65535 is a narrowing error in brace initialisation here as on the device compile."""
+    ok = _compile(tmp_path, "good", KERNEL_HEAD + textwrap.dedent('''
+        static_assert(std::is_same<decltype(Nd2NzParams::dValue), uint16_t>::value, "dValue");
+        static_assert(std::is_same<decltype(Nd2NzParams::srcDValue), uint16_t>::value, "srcDValue");
+        static_assert(std::is_same<decltype(Nd2NzParams::srcNdMatrixStride), uint16_t>::value, "stride");
+        static_assert(std::is_same<decltype(Nd2NzParams::dstNzMatrixStride), uint16_t>::value, "nz stride");'''))
+    assert ok.returncode == 0, ok.stderr
+    no = _compile(tmp_path, "bad", KERNEL_HEAD + "Nd2NzParams p{1, 16, 70000, 0, 16, 1, 1, 0};\n")
+    assert no.returncode != 0 and "narrowing" in no.stderr, no.stderr
