@@ -3,6 +3,7 @@
 Not a spec itself (files starting with `_` are skipped by the registry).
 """
 
+import re
 ROPE_NONE, ROPE_INTERLEAVE, ROPE_HALF = 0, 1, 2
 
 
@@ -65,3 +66,14 @@ def require_rope_tables(spec):
     for p in ("rope_sin", "rope_cos"):
         spec.check(p, lambda a, pr, p=p: None if pr[p] else
                    "required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)")
+
+
+def declare_public_api(spec, names: str) -> None:
+    """CANN's public aclnn parameters (reference/norm_rope_concat.md §3.1-3.2): the OpDef's order, camelCase names
+    without Optional/Out suffixes, const output tensors (ops-transformer). `names`: the public names in order, each
+    the camelCase of its OpDef parameter."""
+    from opgen.dsl import api
+
+    snake = lambda n: re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), n)  # noqa: E731
+    spec.aclnn_signature(*(api.param(n, snake(n)) for n in names.split()), const_outputs=True)
+

@@ -6,7 +6,7 @@ pd_scale/pd_shift take scale's shape), §1.6 (the five dtype combinations), §2.
 Absent gamma/beta mean ones/zeros (§2.3 step 3).
 """
 
-from opgen.dsl import A2, A3, OpSpec, Prod, bf16, f16, f32
+from opgen.dsl import A2, A3, OpSpec, Prod, api, bf16, f16, f32
 
 spec = OpSpec("AdaLayerNormGrad", aclnn="aclnnAdaLayerNormBackward", socs=(A2, A3), round="rint",
               doc="Backward of out = LayerNorm(x) * (1 + scale) + shift with saved per-row mean/rstd.",
@@ -34,11 +34,24 @@ spec.dtypes((T, U), [(f32, f32), (f16, f16), (f16, f32), (bf16, bf16), (bf16, f3
 
 
 spec.example_call({"Bd": (2,), "S": 4, "H": 8})
-spec.aclnn_note("CANN's aclnnAdaLayerNormBackward takes (gradOut, input, normalizedShape, rstd, mean, scale, shift, "
-                "weightOptional, biasOptional, gradInputOut, gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut) "
-                "with rstd/mean in gradOut's dtype, cast to fp32 before the kernel (reference/ada_layer_norm.md "
-                "§1.4, §2.3). This API keeps the kernel op's parameters: dy, x, rstd, mean (fp32), scale, gamma, beta "
-                "and the five gradients; shift is not an input (pd_shift takes scale's shape).")
+# CANN's public signature (reference/ada_layer_norm.md §2.3): its own order and names, normalizedShape, rstd/mean
+# in gradOut's dtype (cast to the kernel's fp32, §1.4), and shift, accepted and checked but never read.
+spec.aclnn_signature(
+    api.param("gradOut", "dy"), api.param("input", "x"), api.int_array("normalizedShape", [H]),
+    api.param("rstd", dtype=T), api.param("mean", dtype=T), api.param("scale"), api.unused("shift", like="scale"),
+    api.param("weightOptional", "gamma"), api.param("biasOptional", "beta"),
+    api.param("gradInputOut", "pd_x"), api.param("gradScaleOut", "pd_scale"), api.param("gradShiftOut", "pd_shift"),
+    api.param("gradWeightOut", "pd_gamma"), api.param("gradBiasOut", "pd_beta"))
+spec.opdef_note("Deliberate difference from CANN's def (reference/ops_package.md §4): gamma and beta are OPTIONAL, "
+                "not REQUIRED. CANN's aclnn layer fills absent ones (ones/zeros) before the launch; this kernel "
+                "treats an absent gamma as ones and beta as zeros itself, so no fill runs and a graph that passes "
+                "both still matches.")
+spec.aclnn_note("Stricter than CANN (reference/ada_layer_norm.md §2.3): all five gradient outputs are required "
+                "(CANN documents them as optional, does nothing when all five are null and dereferences a null "
+                "gradInputOut, gradScaleOut or gradShiftOut); weightOptional and biasOptional must be [H] (CANN "
+                "checks only their rank); gradWeightOut and gradBiasOut must be [H] (CANN accepts any shape of H "
+                "elements); every SoC other than the spec's is rejected with 361001 (CANN returns success without "
+                "computing).")
 
 @spec.body
 def _(b, dy, x, rstd, mean, scale, gamma, beta):

@@ -6,7 +6,7 @@ rstd = 1/sqrt(var + eps)), §1.3 (fp32 inside; out, mean and rstd narrowed to T 
 §2.2 (epsilon default 1e-5).
 """
 
-from opgen.dsl import A2, A3, OpSpec, Prod, bf16, f16, f32
+from opgen.dsl import A2, A3, OpSpec, Prod, api, bf16, f16, f32
 
 spec = OpSpec("AdaLayerNormV2", aclnn="aclnnAdaLayerNormV2", socs=(A2, A3), round="rint",
               doc="Adaptive LayerNorm forward that also outputs the per-row mean and rstd.",
@@ -31,6 +31,11 @@ spec.dtypes((T, U), [(f32, f32), (f16, f16), (f16, f32), (bf16, bf16), (bf16, f3
 
 
 spec.example_call({"Bd": (2,), "S": 4, "H": 8})
+# CANN's public signature (reference/ada_layer_norm.md §2.2): mean and rstd outputs may be null.
+spec.aclnn_signature(
+    api.param("x"), api.param("scale"), api.param("shift"), api.param("weightOptional", "weight"),
+    api.param("biasOptional", "bias"), api.param("epsilon"), api.param("out"),
+    api.param("meanOutOptional", "mean", optional=True), api.param("rstdOutOptional", "rstd", optional=True))
 
 @spec.body
 def _(b, x, scale, shift, weight, bias, epsilon):

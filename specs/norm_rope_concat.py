@@ -8,7 +8,7 @@ encoder_key present iff encoder_value present with Sek == Sev, weights present f
 rope tables present with 1 <= R <= min(SQ, SK)). OpDef names: norm_rope_concat_def.cpp.
 """
 
-from _nrc_common import STREAMS, require_by_mode, require_rope_tables, rotate, split_rope, stream_parts
+from _nrc_common import STREAMS, declare_public_api, require_by_mode, require_rope_tables, rotate, split_rope, stream_parts
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
 
@@ -63,6 +63,11 @@ spec.check("encoder_value", lambda a, pr: None if pr["encoder_key"] == pr["encod
            "must be given exactly when encoder_key is given")
 
 
+# CANN's public parameters (reference/norm_rope_concat.md §3.1), in order.
+declare_public_api(spec, """query key value encoderQuery encoderKey encoderValue normQueryWeight normQueryBias normKeyWeight
+    normKeyBias normAddedQueryWeight normAddedQueryBias normAddedKeyWeight normAddedKeyBias ropeSin ropeCos normType
+    normAddedType ropeType concatOrder eps isTraining queryOutput keyOutput valueOutput normQueryMean normQueryRstd
+    normKeyMean normKeyRstd normAddedQueryMean normAddedQueryRstd normAddedKeyMean normAddedKeyRstd""")
 spec.example_call({"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
                   {"norm_type": 1, "rope_type": 1})
 

@@ -7,7 +7,7 @@ added weight grads are written as 0 when norm_added_type == 2), §3.2-3.3 (check
 (CAST_ROUND). OpDef names: norm_rope_concat_grad_def.cpp.
 """
 
-from _nrc_common import STREAMS, require_by_mode, require_rope_tables, rotate_t, split_rope, stream_parts
+from _nrc_common import STREAMS, declare_public_api, require_by_mode, require_rope_tables, rotate_t, split_rope, stream_parts
 
 from opgen.dsl import A2, A3, A5, OpSpec, bf16, f16, f32
 
@@ -63,6 +63,13 @@ for _prefix, _attr, _part in STREAMS:
         require_by_mode(spec, f"{_prefix}_{_what}", _attr, _need, _part)
 
 
+# CANN's public parameters (reference/norm_rope_concat.md §3.2), in order.
+declare_public_api(spec, """gradQueryOutput gradKeyOutput gradValueOutput query key encoderQuery encoderKey normQueryWeight
+    normQueryMean normQueryRstd normKeyWeight normKeyMean normKeyRstd normAddedQueryWeight normAddedQueryMean
+    normAddedQueryRstd normAddedKeyWeight normAddedKeyMean normAddedKeyRstd ropeSin ropeCos normType normAddedType
+    ropeType concatOrder gradQuery gradKey gradValue gradEncoderQuery gradEncoderKey gradEncoderValue
+    gradNormQueryWeight gradNormQueryBias gradNormKeyWeight gradNormKeyBias gradNormAddedQueryWeight
+    gradNormAddedQueryBias gradNormAddedKeyWeight gradNormAddedKeyBias""")
 spec.example_call({"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
                   {"norm_type": 1, "rope_type": 1})
 

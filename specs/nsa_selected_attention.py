@@ -12,9 +12,9 @@ T1 == cu_q[-1], T2 == cu_kv[-1], increasing cumulative ends, every block inside 
 
 from _nsa_common import FLT_MAX, cann_gm_bytes, declare_checks, gather_rows, selected_positions, token_layout
 
-from opgen.dsl import A2, OpSpec, bf16, boolean, f16, f32, i32, i64, u8
+from opgen.dsl import A2, A3, OpSpec, api, bf16, boolean, f16, f32, i32, i64, u8
 
-spec = OpSpec("NsaSelectedAttention", aclnn="aclnnNsaSelectedAttention", socs=(A2,), round="round",
+spec = OpSpec("NsaSelectedAttention", aclnn="aclnnNsaSelectedAttention", socs=(A2, A3), round="round",
               doc="Selected-block sparse attention of Native Sparse Attention (forward).",
               source="reference/nsa_selected_attention.md §2.4")
 T1, T2, N2 = spec.dims("T1 T2 N2")
@@ -39,8 +39,8 @@ spec.attr("scale_value", float, 1.0)
 spec.attr("head_num", int, 1, dim=N1, doc="must equal query.shape[1]")
 spec.attr("sparse_mode", int, 0, choices=(0, 2), static=True, doc="2: causal within each batch")
 spec.attr("input_layout", str, None, choices=("TND",), static=True, required=True)
-spec.attr("selected_block_size", int, 64, dim=BS)
-spec.attr("selected_block_count", int, 16, dim=CNT)
+spec.attr("selected_block_size", int, 64, dim=BS, attr_type="REQUIRED")   # CANN: REQUIRED with a default
+spec.attr("selected_block_count", int, 16, dim=CNT, attr_type="REQUIRED")
 
 spec.output("softmax_max", f32, [T1, N1, 8])
 spec.output("softmax_sum", f32, [T1, N1, 8])
@@ -54,8 +54,20 @@ declare_checks(spec, (N1, N2, D, Dv, CNT, BS),
 
 
 spec.example_call({"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16, "Bn": 2})
-spec.aclnn_note("CANN's aclnnNsaSelectedAttention passes inputLayout before sparseMode "
-                "(reference/nsa_selected_attention.md §1.1); this API keeps the kernel op's attribute order.")
+# CANN's public signature (reference/nsa_selected_attention.md §1.1): camelCase names, inputLayout before sparseMode,
+# const output tensors.
+spec.aclnn_signature(
+    api.param("query"), api.param("key"), api.param("value"), api.param("topkIndices", "topk_indices"),
+    api.param("attenMaskOptional", "atten_mask"), api.param("actualSeqQLenOptional", "actual_seq_qlen"),
+    api.param("actualSeqKvLenOptional", "actual_seq_kvlen"), api.param("scaleValue", "scale_value"),
+    api.param("headNum", "head_num"), api.param("inputLayout", "input_layout", ctype="char*"),
+    api.param("sparseMode", "sparse_mode"), api.param("selectedBlockSize", "selected_block_size"),
+    api.param("selectedBlockCount", "selected_block_count"), api.param("softmaxMaxOut", "softmax_max"),
+    api.param("softmaxSumOut", "softmax_sum"), api.param("attentionOut", "attention_out"),
+    const_outputs=True)
+spec.aclnn_note("Stricter than CANN (reference/nsa_selected_attention.md §3.2): actualSeqQLenOptional and "
+                "actualSeqKvLenOptional are required despite their names (CANN fails later, with 561103), and "
+                "the rules listed in the spec's docstring are checked here rather than left to the kernel.")
 
 @spec.gm_reference
 def _(dims, t_bytes, deterministic):

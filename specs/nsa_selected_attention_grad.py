@@ -11,9 +11,9 @@ topk indices inside their batch, no fully masked rows under sparseMode 2.
 
 from _nsa_common import FLT_MAX, cann_gm_bytes, declare_checks, gather_rows, scatter_rows, selected_positions, token_layout
 
-from opgen.dsl import A2, OpSpec, bf16, boolean, f16, f32, i32, i64
+from opgen.dsl import A2, A3, OpSpec, api, bf16, boolean, f16, f32, i32, i64
 
-spec = OpSpec("NsaSelectedAttentionGrad", aclnn="aclnnNsaSelectedAttentionGrad", socs=(A2,), round="round",
+spec = OpSpec("NsaSelectedAttentionGrad", aclnn="aclnnNsaSelectedAttentionGrad", socs=(A2, A3), round="round",
               doc="Backward of NsaSelectedAttention (TND, GQA).",
               source="reference/nsa_selected_attention.md §2.5")
 T1, T2, N2, Bn = spec.dims("T1 T2 N2 Bn")
@@ -37,11 +37,11 @@ spec.input("actualSeqQLen", i64, [Bn], optional=True, host=True, doc="cumulative
 spec.input("actualSeqKVLlen", i64, [Bn], optional=True, host=True, doc="cumulative kv ends (required)")
 spec.input("attenMsk", boolean, [MS1, MS2], optional=True, when=lambda a, pr: False, doc="never read")
 
-spec.attr("scaleValue", float, 1.0)
-spec.attr("selectedBlockCount", int, 1, dim=CNT)
-spec.attr("selectedBlockSize", int, 1, dim=BS)
-spec.attr("headNum", int, 1, dim=N1, doc="must equal query.shape[1]")
-spec.attr("inputLayout", str, "TND", choices=("TND",), static=True)
+spec.attr("scaleValue", float, 1.0, attr_type="REQUIRED")   # CANN's def: REQUIRED with defaults (§1.2)
+spec.attr("selectedBlockCount", int, 1, dim=CNT, attr_type="REQUIRED")
+spec.attr("selectedBlockSize", int, 1, dim=BS, attr_type="REQUIRED")
+spec.attr("headNum", int, 1, dim=N1, doc="must equal query.shape[1]", attr_type="REQUIRED")
+spec.attr("inputLayout", str, "TND", choices=("TND",), static=True, attr_type="REQUIRED")
 spec.attr("sparseMode", int, 0, choices=(0, 2), static=True, doc="2: causal within each batch")
 
 spec.output("dq", T, [T1, N1, D])
@@ -56,6 +56,19 @@ declare_checks(spec, (N1, N2, D, Dv, CNT, BS),
 
 
 spec.example_call({"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16, "Bn": 2})
+# CANN's public signature (reference/nsa_selected_attention.md §1.2): selectedBlockSize before selectedBlockCount
+# (both int64: the OpDef order would swap them silently), headNum after them, const output tensors.
+spec.aclnn_signature(
+    api.param("query"), api.param("key"), api.param("value"), api.param("attentionOut"),
+    api.param("attentionOutGrad"), api.param("softmaxMax"), api.param("softmaxSum"), api.param("topkIndices"),
+    api.param("actualSeqQLenOptional", "actualSeqQLen"), api.param("actualSeqKvLenOptional", "actualSeqKVLlen"),
+    api.param("attenMaskOptional", "attenMsk"), api.param("scaleValue"), api.param("selectedBlockSize"),
+    api.param("selectedBlockCount"), api.param("headNum"), api.param("inputLayout", ctype="char*"),
+    api.param("sparseMode"), api.param("dqOut", "dq"), api.param("dkOut", "dk"), api.param("dvOut", "dv"),
+    const_outputs=True)
+spec.aclnn_note("Stricter than CANN (reference/nsa_selected_attention.md §3.3-3.4): actualSeqQLenOptional and "
+                "actualSeqKvLenOptional are required despite their names, and the rules listed in the spec's "
+                "docstring are checked here.")
 
 @spec.gm_reference
 def _(dims, t_bytes, deterministic):

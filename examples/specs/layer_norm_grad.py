@@ -3,9 +3,14 @@
 z = (x - mean) * rstd, g = dy * gamma: dx = rstd * (g - mean(g) - z * mean(g * z)); dgamma = sum of dy * z and
 dbeta = sum of dy over every row. Two row reductions of one level and two column sums; T/U dtype rows (the
 weights may be fp32 beside fp16/bf16 data).
+
+The public API follows CANN's aclnnLayerNormBackward where the kernel allows: its names, mean before rstd (the
+OpDef takes rstd first), normalizedShape checked against H, a bias accepted (it does not enter the gradients) and
+validated like gamma. Unlike CANN's, weightOptional is required and there is no outputMask (all three gradients
+are always computed).
 """
 
-from opgen.dsl import A2, A3, OpSpec, Prod, bf16, f16, f32
+from opgen.dsl import A2, A3, OpSpec, Prod, api, bf16, f16, f32
 
 spec = OpSpec("LayerNormGradV3", aclnn="aclnnLayerNormBackward", socs=(A2, A3), round="rint",
               doc="Backward of LayerNorm over the last axis.")
@@ -22,6 +27,11 @@ spec.output("pd_x", T, [Bd, H])
 spec.output("pd_gamma", U, [H])
 spec.output("pd_beta", U, [H])
 spec.dtypes((T, U), [(f32, f32), (f16, f16), (f16, f32), (bf16, bf16), (bf16, f32)])
+spec.aclnn_signature(
+    api.param("gradOut", "dy"), api.param("input", "x"), api.int_array("normalizedShape", [H]), api.param("mean"),
+    api.param("rstd"), api.param("weight", "gamma"), api.unused("biasOptional", like="gamma", optional=True),
+    api.param("gradInputOut", "pd_x"), api.param("gradWeightOut", "pd_gamma"), api.param("gradBiasOut", "pd_beta"))
+spec.aclnn_note("Differs from CANN's aclnnLayerNormBackward: weight is required and there is no outputMask.")
 
 
 @spec.body

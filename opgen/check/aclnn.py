@@ -4,7 +4,7 @@ run on one call per stdin line; it prints `<status code>\\t<first logged error m
 Shared by `opgen check` (bad inputs are judged by the emitted aclnn layer first) and
 tests/test_codegen.py (the emitted checks against the interpreter).
 
-Call line (`encode_call`): the aclnn parameters in order (inputs, attributes, outputs; OpModel.params),
+Call line (`encode_call`): the public aclnn parameters in order (OpModel.api_params),
 space separated: a tensor is `<dtype name>:<d0,d1,...>` or `null`, a host array `a:<v0,v1,...>` or `null`,
 a float attribute a Python float literal, int/bool an integer, a string itself (no spaces) or `null`.
 """
@@ -38,16 +38,15 @@ def harness_source(m) -> str:
              "    if (!ApplySocArgument(argc, argv)) {", "        return 2;", "    }", "    std::string line;",
              "    while (std::getline(std::cin, line)) {", "        std::istringstream in(line);"]
     args = []
-    for k, p in enumerate(m.params):
-        if p.role in ("input", "optional"):
-            fn = "ReadIntArray" if p.decl.host else "ReadTensor"
-            ty = "const aclIntArray*" if p.decl.host else "const aclTensor*"
-        elif p.role == "output":
-            fn, ty = "ReadTensor", "aclTensor*"
+    for k, p in enumerate(m.api_params):
+        if p.kind == "attr":
+            fn = {float: "ReadDouble", int: "ReadInt", bool: "ReadBool", str: "ReadString"}[p.param.decl.type]
+        elif p.ctype == "const aclIntArray*":
+            fn = "ReadIntArray"
         else:
-            fn, ty = {float: ("ReadDouble", "double"), int: ("ReadInt", "int64_t"), bool: ("ReadBool", "bool"),
-                      str: ("ReadString", "const char*")}[p.decl.type]
-        lines.append(f"        {ty} a{k} = {fn}(in);")
+            fn = "ReadTensor"
+        read = f"const_cast<char*>({fn}(in))" if p.ctype == "char*" else f"{fn}(in)"
+        lines.append(f"        {p.ctype} a{k} = {read};")
         args.append(f"a{k}")
     lines += ["        uint64_t ws = 0;", "        aclOpExecutor* ex = nullptr;",
               f"        ReportResult({m.api}GetWorkspaceSize({', '.join(args)}, &ws, &ex));", "    }", "}"]
@@ -60,34 +59,98 @@ def _dtype_name(a) -> str:
 
 
 def encode_call(m, inputs: dict, attrs: dict, outputs: dict | None, dtype_of: dict | None = None) -> str:
-    """One call line (module doc) for OpModel `m`.
+    """One call line (module doc) for OpModel `m`, its public parameters in order (OpModel.api_params).
 
-    inputs: {input name: array or None}; attrs: {attribute name: value} (every attribute; str None = null);
+    inputs: {OpDef input name: array or None}; attrs: {attribute name: value} (every attribute; str None = null);
     outputs: {output name: (dtype long name, shape)} (missing = null); dtype_of: {input name: dtype long name}
-    overriding an array's own dtype (what the device tensor would hold). Raises KeyError for a missing
-    attribute."""
+    overriding an array's own dtype (what the device tensor would hold). Extra public parameters are what a CANN
+    caller passes: an int_array holds its dims as the inputs carry them, an `unused` tensor copies its `like`
+    input, and an input CANN takes in another dtype (a cast) holds that dtype when the array is the OpDef's.
+    Raises KeyError for a missing attribute."""
     toks = []
     dtype_of = dtype_of or {}
     outputs = outputs or {}
-    for p in m.params:
-        if p.role in ("input", "optional"):
+
+    def tensor_token(name):
+        a = inputs.get(name)
+        if a is None:
+            return "null"
+        return f"{dtype_of.get(name) or _dtype_name(a)}:" + ",".join(map(str, np.shape(a)))
+
+    env = None
+    for p in m.api_params:
+        if p.kind in ("input", "optional"):
             a = inputs.get(p.name)
             if a is None:
                 toks.append("null")
-            elif p.decl.host:
+            elif p.param.decl.host:
                 toks.append("a:" + ",".join(str(int(v)) for v in np.asarray(a).ravel()))
+            elif p.cast:
+                toks.append(f"{_public_dtype(m, p, inputs, dtype_of)}:" + ",".join(map(str, np.shape(a))))
             else:
-                toks.append(f"{dtype_of.get(p.name) or _dtype_name(a)}:" + ",".join(map(str, np.shape(a))))
-        elif p.role == "output":
+                toks.append(tensor_token(p.name))
+        elif p.kind == "unused":
+            toks.append(tensor_token(p.like.name))
+        elif p.kind == "int_array":
+            env = _env_of(m.spec, inputs) if env is None else env
+            toks.append("a:" + ",".join(str(v) for v in _array_values(p, env)))
+        elif p.kind == "output":
             o = outputs.get(p.name)
             toks.append("null" if o is None else f"{o[0]}:" + ",".join(map(str, o[1])))
         else:
             v = attrs[p.name]
-            if p.decl.type is str:
+            if p.param.decl.type is str:
                 toks.append("null" if v is None else str(v))
             else:
-                toks.append(repr(float(v)) if p.decl.type is float else str(int(v)))
+                toks.append(repr(float(v)) if p.param.decl.type is float else str(int(v)))
     return " ".join(toks)
+
+
+def _public_dtype(m, p, inputs: dict, dtype_of: dict) -> str:
+    """Dtype long name a CANN caller gives input `p`, which CANN's API takes in another dtype than the OpDef
+    (api.param(dtype=)): when the array holds the OpDef dtype, the public one (a fixed dtype, or its dtype
+    variable as the first present tensor typed by it has it); else the array's own dtype (a wrong one stays
+    wrong)."""
+    a = inputs[p.name]
+    own = dtype_of.get(p.name) or _dtype_name(a)
+    kernel = p.param.decl.dtype
+    if isinstance(kernel, DTypeVar) or own != kernel.long_name:
+        return own
+    if not isinstance(p.dtype, DTypeVar):
+        return p.dtype.long_name
+    for q in m.api_params:
+        if q is not p and q.kind in ("input", "optional") and isinstance(q.dtype, DTypeVar) and \
+                q.dtype.name == p.dtype.name and not q.cast and inputs.get(q.name) is not None:
+            return dtype_of.get(q.name) or _dtype_name(inputs[q.name])
+    return own
+
+
+def _env_of(spec, inputs: dict) -> dict:
+    """Dims (variadic groups as tuples) the present inputs carry: each input's first matching shape form unified
+    in order, failures skipped (a best effort for inputs that may be invalid)."""
+    from opgen.dsl.validate import _unify
+
+    env: dict = {}
+    binder: dict = {}
+    for i in spec.inputs:
+        a = inputs.get(i.name)
+        if a is None or i.host:
+            continue
+        for shape in i.shapes:
+            trial, tb = dict(env), dict(binder)
+            if _unify(spec, i.name, shape, np.shape(a), trial, tb) is None:
+                env, binder = trial, tb
+                break
+    return env
+
+
+def _array_values(p, env: dict) -> list[int]:
+    """Values of an extra host array (api.int_array) for dims `env` (0 for a dim no input carries)."""
+    out = []
+    for d in p.entry.dims:
+        v = env.get(d.name, 0)
+        out += [int(x) for x in v] if isinstance(v, tuple) else [int(v)]
+    return out
 
 
 # ---- what `opgen check` passes to the aclnn layer (no Python validation: the layer judges) ----------------

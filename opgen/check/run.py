@@ -205,16 +205,13 @@ def aclnn_verdicts(op, calls: list, *, soc: str | None = None, gen_dir=None, bui
     their defaults), dtypes {"T": "bfloat16", ...}. Returns [(CANN status code, first logged message)] per
     call ((0, "") when accepted); (-1, reason) for a call an aclnn signature cannot carry (an unknown
     attribute, a value not of the attribute's type). Raises OpgenError / BuildError as run_check."""
-    from opgen.codegen.model import SOC_ENUM, OpModel
+    from opgen.codegen.model import SOC_ENUM
     from opgen.platforms import DEFAULT, get_platform
     from opgen.registry import load_spec
 
     spec = load_spec(op) if not hasattr(op, "bind") else op
     plat = get_platform(soc or DEFAULT)
-    m = OpModel(spec)
-    builder = Builder(_sources(m, gen_dir), {"driver.cpp": driver_source(m), "aclnn_harness.cpp": harness_source(m)},
-                      build_root, progress)
-    builder.build("aclnn/runner")
+    m, runner = aclnn_runner(spec, gen_dir=gen_dir, build_root=build_root, progress=progress)
     lines, results = [], []
     for inputs, attrs, dtypes in calls:
         inputs = {k: v for k, v in inputs.items() if v is not None}
@@ -226,8 +223,24 @@ def aclnn_verdicts(op, calls: list, *, soc: str | None = None, gen_dir=None, bui
             results.append(None)
         except ValidationError as e:
             results.append((-1, str(e)))
-    judged = iter(run_runner(builder.dir / "aclnn" / "runner", lines, SOC_ENUM.get(plat.soc_key)) if lines else [])
+    judged = iter(run_runner(runner, lines, SOC_ENUM.get(plat.soc_key)) if lines else [])
     return [r if r is not None else next(judged) for r in results]
+
+
+def aclnn_runner(op, *, gen_dir=None, build_root=None, progress: bool = False):
+    """(OpModel, path of the built aclnn case runner) of `op` (OpDef name, spec path or OpSpec): the emitted aclnn
+    layer with the harness of opgen.check.aclnn, which reads one call per line (opgen.check.aclnn.encode_call, or
+    hand-written tokens, one per public parameter) — for callers that pass what no OpDef-level input expresses
+    (a wrong normalizedShape). Raises OpgenError / BuildError as run_check."""
+    from opgen.codegen.model import OpModel
+    from opgen.registry import load_spec
+
+    spec = load_spec(op) if not hasattr(op, "bind") else op
+    m = OpModel(spec)
+    builder = Builder(_sources(m, gen_dir), {"driver.cpp": driver_source(m), "aclnn_harness.cpp": harness_source(m)},
+                      build_root, progress)
+    builder.build("aclnn/runner")
+    return m, builder.dir / "aclnn" / "runner"
 
 
 def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes: dict | None = None, *,

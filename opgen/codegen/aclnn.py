@@ -158,39 +158,45 @@ class AclnnPlan:
 
     # -- parameters --------------------------------------------------------------------------------
     def _params(self) -> list[dict]:
+        """The public parameters in order (OpModel.api_params) as template data."""
+        out = []
+        for a in self.m.api_params:
+            d = {"name": a.name, "cpp": a.cpp, "type": a.ctype, "store": "const char*" if a.ctype == "char*" else
+                 a.ctype, "role": a.kind, "init": a.cpp,
+                 "optional": a.optional, "host": a.kind == "int_array" or (a.param is not None and
+                                                                           getattr(a.param.decl, "host", False))}
+            if a.kind == "attr":
+                at = a.param.decl
+                if at.type is str and at.default is not None:
+                    d["init"] = f"{a.cpp} != nullptr ? {a.cpp} : {c_string(at.default)}"
+            out.append(d)
+        return out
+
+    def _api(self, name: str):
+        """The ApiParam of OpDef parameter `name`."""
+        return next(a for a in self.m.api_params if a.param is not None and a.param.name == name)
+
+    def _checked_inputs(self) -> list:
+        """The tensors the shape and dtype checks visit, in OpDef order: each OpDef input (as its ApiParam),
+        followed by the extra `unused` tensors validated like it."""
         out = []
         for p in self.m.inputs:
-            t = "const aclIntArray*" if p.decl.host else "const aclTensor*"
-            out.append({"name": p.name, "cpp": p.cpp, "type": t, "role": p.role, "host": p.decl.host,
-                        "init": p.cpp, "optional": p.optional})
-        for p in self.m.attrs:
-            a = p.decl
-            init = p.cpp
-            if a.type is str and a.default is not None:
-                init = f"{p.cpp} != nullptr ? {p.cpp} : {c_string(a.default)}"
-            out.append({"name": p.name, "cpp": p.cpp, "type": attr_cpp_type(a.type), "role": "attr", "host": False,
-                        "init": init, "optional": False, "kernel_type": attr_kernel_type(a.type),
-                        "kernel_value": f"static_cast<float>(p.{p.cpp})" if a.type is float else f"p.{p.cpp}"})
-        for p in self.m.outputs:
-            out.append({"name": p.name, "cpp": p.cpp, "type": "aclTensor*", "role": "output", "host": False,
-                        "init": p.cpp, "optional": p.optional})
+            out.append(self._api(p.name))
+            out += [a for a in self.m.api_params if a.kind == "unused" and a.like.name == p.name]
         return out
 
     # -- 161001 ------------------------------------------------------------------------------------
     def _null_checks(self) -> list[Check]:
         out = []
-        for p in self.m.inputs:
-            if not p.optional:
-                out.append(Check(p.name, "null", f"p.{p.cpp} == nullptr",
-                                 c_printf(f"{p.name}: required input is missing (null)"), code=NULLPTR))
-        for p in self.m.outputs:
-            if not p.optional:
-                out.append(Check(p.name, "null", f"p.{p.cpp} == nullptr",
-                                 c_printf(f"{p.name}: required output is missing (null)"), code=NULLPTR))
-        for p in self.m.attrs:
-            if p.decl.type is str and p.decl.default is None:
-                out.append(Check(p.name, "null", f"p.{p.cpp} == nullptr",
-                                 c_printf(f"{p.name}: required attribute is missing"), code=NULLPTR))
+        for a in self.m.api_params:
+            what = {"input": "input", "output": "output", "int_array": "host array", "unused": "input"}.get(a.kind)
+            if a.kind == "attr":
+                if a.param.decl.type is str and a.param.decl.default is None:
+                    out.append(Check(a.name, "null", f"p.{a.cpp} == nullptr",
+                                     c_printf(f"{a.name}: required attribute is missing"), code=NULLPTR))
+            elif what is not None and not a.optional:
+                out.append(Check(a.name, "null", f"p.{a.cpp} == nullptr",
+                                 c_printf(f"{a.name}: required {what} is missing (null)"), code=NULLPTR))
         return out
 
     # -- attributes ----------------------------------------------------------------------------------
@@ -240,12 +246,12 @@ class AclnnPlan:
     def _dtype_steps(self) -> list[dict]:
         state = {v: "unbound" for v in self.vars}
         steps = []
-        for p in self.m.inputs + self.m.outputs:
-            if p.role != "output" and p.decl.host:
+        for p in self._checked_inputs() + [self._api(o.name) for o in self.m.outputs]:
+            if p.kind in ("input", "optional") and p.param.decl.host:
                 continue
-            dt = p.decl.dtype
+            dt = p.dtype
             t = f"p.{p.cpp}"
-            kind = "output" if p.role == "output" else "input"
+            kind = "output" if p.kind == "output" else "input"
             if isinstance(dt, DTypeVar):
                 v = dt.name
                 allowed = self.m.allowed(v)
@@ -332,18 +338,23 @@ class AclnnPlan:
             steps.append({"kind": "check", "check": Check(
                 p.name, "shape_expr", cond, c_printf("dim ", "%zu", " is ", "%ld", f", expected {d} = ", "%ld"),
                 [f"static_cast<size_t>({ax})", f"shape[{ax}]", self._expr(d)])})
-        return {"name": f"Match{upper_camel(p.name)}Form{k}", "comment": f"{p.name}, form {k}: {pat}",
+        return {"name": f"Match{upper_camel(p.cpp)}Form{k}", "comment": f"{p.name}, form {k}: {pat}",
                 "steps": steps}
+
+    @staticmethod
+    def _shapes(a) -> list:
+        """Shape forms of a checked tensor (an OpDef input, or an `unused` tensor: its `like` input's)."""
+        return (a.like if a.kind == "unused" else a.param).decl.shapes
 
     def _unification(self):
         matchers, unify = [], []
-        for p in self.m.inputs:
+        for p in self._checked_inputs():
             names = []
-            for k, shape in enumerate(p.decl.shapes):
+            for k, shape in enumerate(self._shapes(p)):
                 mt = self._matcher(p, k, shape)
                 matchers.append(mt)
                 names.append(mt["name"])
-            pats = " or ".join(shape_str(s) for s in p.decl.shapes)
+            pats = " or ".join(shape_str(s) for s in self._shapes(p))
             if len(names) == 1:
                 fail = Check(p.name, "shape", "form < 0",
                              c_printf(f"{p.name}: shape ", "%s", ": ", "%s"),
@@ -417,12 +428,12 @@ class AclnnPlan:
 
     def _composite_checks(self) -> list[dict]:
         out = []
-        for p in self.m.inputs:
-            for k, shape in enumerate(p.decl.shapes):
+        for p in self._checked_inputs():
+            for k, shape in enumerate(self._shapes(p)):
                 if all(isinstance(d, (Variadic, Sym, Lit)) or isinstance(as_dim(d), (Sym, Lit)) for d in shape):
                     continue
-                if len(p.decl.shapes) != 1:
-                    raise SpecError(f"{p.decl.loc}: {p.name}: a dim expression in an alternative shape form is not "
+                if len(self._shapes(p)) != 1:
+                    raise SpecError(f"{self.spec.file}: {p.name}: a dim expression in an alternative shape form is not "
                                     f"supported by the aclnn emitter")
                 expr, guards = self._splice(shape)
                 cond = " && ".join(guards + [f"ShapeOf(p.{p.cpp}) != {expr}"])
@@ -457,7 +468,30 @@ class AclnnPlan:
                 blocks += emitter(self, r.fn, **_closure(r.fn))
             else:
                 notes.append(f"{r.param}: {_describe(r.fn)}")
+        for a in self.m.api_params:
+            if a.kind == "int_array":
+                blocks.append(self._int_array_block(a))
         return blocks, notes
+
+    def _int_array_block(self, a) -> dict:
+        """Checks of an extra host array whose values must equal dims (opgen.dsl.aclnn.int_array): its length,
+        then its values, once the dims are bound."""
+        from opgen.dsl.aclnn import dims_of
+
+        dims = dims_of(a.entry)
+        expr, guards = self._splice(dims)
+        pat = shape_str(dims)
+        arr = f"p.{a.cpp}"
+        checks = []
+        if not any(isinstance(d, Variadic) for d in dims):
+            checks.append(Check(a.cpp, "host_value", f"{arr}->Size() != {len(dims)}",
+                                c_printf(f"{a.cpp}: must hold {len(dims)} value{'s' if len(dims) != 1 else ''} "
+                                         f"{pat}, got ", "%zu"), [f"static_cast<size_t>({arr}->Size())"]))
+        cond = " && ".join(guards + [f"ValuesOf({arr}, SIZE_MAX) != {expr}"])
+        checks.append(Check(a.cpp, "host_value", cond,
+                            c_printf(f"{a.cpp}: values ", "%s", " must be ", "%s", f" ({pat})"),
+                            [f"ListText(ValuesOf({arr}, 8)).c_str()", f"ListText({expr}).c_str()"]))
+        return {"guard": f"{arr} != nullptr", "comment": f"{a.cpp}: must equal {pat} (host array)", "checks": checks}
 
     def _output_checks(self) -> list[dict]:
         out = []
@@ -506,41 +540,33 @@ class AclnnPlan:
         blob = [c.cond + " ".join(c.args) for c in self.all_checks()]
         blob += [s.get("expr", "") + s.get("text", "") for mt in self.matchers for s in mt["steps"]]
         text = "\n".join(blob)
-        return {h for h in ("Prod", "AllPositive", "Splice", "BindDim", "BindAffine", "BindGroup", "ExpectDim")
-                if f"{h}(" in text}
+        return {h for h in ("Prod", "AllPositive", "Splice", "BindDim", "BindAffine", "BindGroup", "ExpectDim",
+                            "ValuesOf", "LastValue", "IsIncreasingPositive") if f"{h}(" in text}
 
     def context(self) -> dict:
         """Template data of the four files."""
         m = self.m
         notes = [ln for n in self.spec.aclnn_notes for ln in _wrap(" ".join(n.split()), 110)]
-        docs = []
-        for p in m.inputs:
-            dt = p.decl.dtype
-            docs.append({"cpp": p.cpp, "dir": "in", "text": f"{'optional ' if p.optional else ''}"
-                         f"{'host array' if p.decl.host else 'input'} \"{p.name}\", {self._dtype_doc(dt)}, "
-                         f"shape {' or '.join(shape_str(s) for s in p.decl.shapes)}"})
-        for p in m.attrs:
-            a = p.decl
-            extra = f", one of {', '.join(map(repr, a.choices))}" if a.choices else ""
-            dflt = f", default {a.default!r}" if a.default is not None else ", required"
-            bind = f", equals dim {a.dim.name}" if a.dim is not None else ""
-            docs.append({"cpp": p.cpp, "dir": "in", "text": f"attribute \"{a.name}\" ({a.type.__name__}{dflt}"
-                         f"{extra}{bind})"})
-        for p in m.outputs:
-            o = p.decl
-            shape = f"the shape of {o.like}" if o.like else f"shape {shape_str(o.shape)}"
-            docs.append({"cpp": p.cpp, "dir": "out", "text": f"{'optional ' if p.optional else ''}output "
-                         f"\"{p.name}\", {self._dtype_doc(o.dtype)}, {shape}"})
+        docs = [self._param_doc(a) for a in m.api_params]
         for d in docs:
             d["lines"] = _wrap(f"@param [{d['dir']}] {d['cpp']}: {d['text']}.", 112, "    ")
         kernel_ins = []
         for p in m.inputs:
+            a = self._api(p.name)
             kernel_ins.append({"cpp": p.cpp, "local": f"{p.cpp}Kernel", "optional": p.optional, "host": p.decl.host,
-                               "name": p.name})
-        kernel_attrs = [{"cpp": p["cpp"], "type": p["kernel_type"], "value": p["kernel_value"]}
-                        for p in self.params if p["role"] == "attr"]
-        kernel_outs = [{"cpp": p.cpp, "name": p.name, "field": c_ident(p.name), "optional": p.optional,
-                        "local": f"{p.cpp}Kernel"} for p in m.outputs]
+                               "name": p.name, "cast": self._cast_target(a) if a.cast else None})
+        kernel_attrs = [{"cpp": p.cpp, "type": attr_kernel_type(p.decl.type),
+                         "value": f"static_cast<float>(p.{p.cpp})" if p.decl.type is float else f"p.{p.cpp}"}
+                        for p in m.attrs]
+        kernel_outs = []
+        for p in m.outputs:
+            a = self._api(p.name)
+            o = {"cpp": p.cpp, "name": p.name, "field": c_ident(p.name), "optional": a.optional,
+                 "local": f"{p.cpp}Kernel", "scratch": None}
+            if a.scratch:
+                shape = (f"ShapeOf(p.{m.param(p.decl.like).cpp})" if p.decl.like else self._splice(p.decl.shape)[0])
+                o["scratch"] = {"shape": shape, "dtype": self._dtype_expr(a, p.decl.dtype)}
+            kernel_outs.append(o)
         return {
             "banner": m.banner(), "op": m.op, "op_snake": m.snake, "api": m.api, "api_snake": m.api_snake,
             "guard": f"OP_API_INC_{m.api_snake.upper()}_H_", "l0_guard": f"OP_API_INC_LEVEL0_{m.snake.upper()}_H_",
@@ -556,11 +582,88 @@ class AclnnPlan:
             "output_checks": self.output_checks, "socs": [{"key": s, "enum": SOC_ENUM[s]} for s in m.socs],
             "soc_fail": c_printf(f"{m.op} is not supported on this SoC (supported: {', '.join(m.socs)})"),
             "kernel_ins": kernel_ins, "kernel_attrs": kernel_attrs, "kernel_outs": kernel_outs,
-            "absent": ABSENT, "uses_host": any(p.decl.host for p in m.inputs),
+            "absent": ABSENT, "uses_host_inputs": any(p.decl.host for p in m.inputs),
+            "const_outputs": m.const_outputs, "signature": self.spec.aclnn_signature_ is not None,
+            "casts": any(i["cast"] for i in kernel_ins), "order_doc": self._order_doc(),
             "output_uses_dims": any("d." in c["check"].cond for c in self.output_checks),
             "helpers": sorted(self.helpers()),
             "uses_strcmp": any(a.type is str for a in self.spec.attrs),
         }
+
+    def _order_doc(self) -> list[str]:
+        """Header lines on the parameter order: the OpDef's, or the spec's public signature and how it maps to the
+        kernel op's parameters (renamed, cast, extra)."""
+        m = self.m
+        if self.spec.aclnn_signature_ is None:
+            return ["Parameters follow the kernel op (OpDef) of the spec: inputs, attributes, outputs, in its order."]
+        parts = []
+        for a in m.api_params:
+            if a.kind == "int_array":
+                parts.append(f"{a.cpp} (host array, checked, not passed to the kernel)")
+            elif a.kind == "unused":
+                parts.append(f"{a.cpp} (validated like {a.like.name}, never read)")
+            elif a.cast:
+                parts.append(f"{a.cpp} (= {a.param.name}, cast from {self._dtype_doc(a.dtype)} to "
+                             f"{self._dtype_doc(a.param.decl.dtype)})")
+            elif a.cpp != a.param.name:
+                parts.append(f"{a.cpp} (= {a.param.name})")
+        text = ("Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) "
+                "takes inputs, attributes and outputs in its own order. Log lines name the OpDef parameter.")
+        if parts:
+            text += " Mapping: " + "; ".join(parts) + "."
+        if m.const_outputs:
+            text += " Output tensors are const aclTensor* as in CANN's header."
+        return _wrap(text, 110)
+
+    def _param_doc(self, a) -> dict:
+        """@param line data of public parameter `a`: direction and text (OpDef name, dtype, shape, role)."""
+        if a.kind == "int_array":
+            from opgen.dsl.aclnn import dims_of
+
+            return {"cpp": a.cpp, "dir": "in", "text": f"host array of int64 equal to {shape_str(dims_of(a.entry))} "
+                    "(checked, not passed to the kernel)"}
+        if a.kind == "unused":
+            return {"cpp": a.cpp, "dir": "in", "text": f"{'optional ' if a.optional else ''}input accepted and "
+                    f"validated as \"{a.like.name}\" is ({self._dtype_doc(a.dtype)}, shape "
+                    f"{' or '.join(shape_str(s) for s in a.like.decl.shapes)}); its values are never read"}
+        p = a.param
+        if a.kind == "attr":
+            at = p.decl
+            extra = f", one of {', '.join(map(repr, at.choices))}" if at.choices else ""
+            dflt = f", default {at.default!r}" if at.default is not None else ", required"
+            bind = f", equals dim {at.dim.name}" if at.dim is not None else ""
+            return {"cpp": a.cpp, "dir": "in", "text": f"attribute \"{at.name}\" ({at.type.__name__}{dflt}"
+                    f"{extra}{bind})"}
+        if a.kind == "output":
+            o = p.decl
+            shape = f"the shape of {o.like}" if o.like else f"shape {shape_str(o.shape)}"
+            return {"cpp": a.cpp, "dir": "out", "text": f"{'optional ' if p.optional else ''}output "
+                    f"\"{p.name}\", {self._dtype_doc(o.dtype)}, {shape}"}
+        cast = ""
+        if a.cast:
+            cast = f", cast to {self._dtype_doc(p.decl.dtype)} for the kernel"
+        return {"cpp": a.cpp, "dir": "in", "text": f"{'optional ' if p.optional else ''}"
+                f"{'host array' if p.decl.host else 'input'} \"{p.name}\", {self._dtype_doc(a.dtype)}{cast}, "
+                f"shape {' or '.join(shape_str(s) for s in p.decl.shapes)}"}
+
+    def _cast_target(self, a) -> str:
+        """C++ op::DataType the kernel takes for input `a`, whose public dtype differs (api.param(dtype=)): the
+        OpDef's fixed dtype, or its dtype variable as bound by the checks (CheckParams' Dtypes). Raises SpecError
+        when that variable is bound by no other tensor."""
+        return self._dtype_expr(a, a.param.decl.dtype)
+
+    def _dtype_expr(self, a, dt) -> str:
+        """C++ op::DataType of dtype `dt` for the tensor of public parameter `a` after the checks: a fixed dtype,
+        or the binding of its variable by another required tensor (CheckParams' Dtypes). Raises SpecError when
+        no other required tensor binds it."""
+        if not isinstance(dt, DTypeVar):
+            return f"op::DataType::{dt.cann}"
+        binders = [b for b in self._checked_inputs() + [self._api(o.name) for o in self.m.outputs]
+                   if b is not a and isinstance(b.dtype, DTypeVar) and b.dtype.name == dt.name and not b.optional]
+        if not binders:
+            raise SpecError(f"{self.spec.file}: aclnn parameter {a.cpp}: the kernel's dtype variable {dt.name} is "
+                            f"bound by no other required tensor, so the kernel's dtype of it is unknown")
+        return f"t.{dt.name}.dtype"
 
     def _dtype_doc(self, dt) -> str:
         if isinstance(dt, DTypeVar):

@@ -16,6 +16,7 @@ import numpy as np
 
 from opgen.codegen.env import render
 from opgen.codegen.model import ACL_DTYPE, OpModel
+from opgen.codegen.names import c_string
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
@@ -42,6 +43,16 @@ def _default_dims(spec) -> dict:
     for g in spec.variadics:
         dims[g] = (2,)
     return dims
+
+
+def int_array_values(a, env: dict) -> list[int]:
+    """The values of an extra host array (opgen.dsl.aclnn.int_array) for bound dims `env`: its dims in order, a
+    variadic group expanded."""
+    out = []
+    for d in a.entry.dims:
+        v = env[d.name]
+        out += [int(x) for x in v] if isinstance(v, tuple) else [int(v)]
+    return out
 
 
 def _float_literal(v: float) -> str:
@@ -85,21 +96,12 @@ def example_context(spec) -> dict:
     case = example_case(spec)
     bound, row = case["bound"], case["row"]
     helpers = set()
-    tensors, host_arrays, args = [], [], []
-    for p in m.inputs:
-        i = p.decl
-        arr = case["inputs"].get(i.name)
-        dt = row[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
-        if arr is None:
-            args.append("nullptr")
-            continue
+    tensors, host_arrays, attrs, outputs, args = [], [], [], [], []
+
+    def tensor(name, arr, dt):
         values = np.asarray(arr)
-        if i.host:
-            host_arrays.append({"name": p.cpp, "data": ", ".join(str(int(v)) for v in values.ravel())})
-            args.append(p.cpp)
-            continue
         shape = [int(s) for s in values.shape]
-        t = {"name": p.cpp, "shape": ", ".join(map(str, shape)), "host": _HOST[dt], "acl": ACL_DTYPE[dt],
+        t = {"name": name, "shape": ", ".join(map(str, shape)), "host": _HOST[dt], "acl": ACL_DTYPE[dt],
              "size": int(values.size), "from_float": _FROM_FLOAT.get(dt, ""), "output": False}
         if dt.is_float:
             if values.size <= EMBED_LIMIT:
@@ -112,34 +114,48 @@ def example_context(spec) -> dict:
         else:
             t["data"] = ", ".join(str(int(v)) for v in values.astype(np.int64).ravel())
         tensors.append(t)
-        args.append(p.cpp)
-    attrs = []
-    for p in m.attrs:
-        a = p.decl
-        v = case["attrs"][a.name]
-        if a.type is float:
-            lit, ctype = repr(float(v)), "double"
-        elif a.type is bool:
-            lit, ctype = ("true" if v else "false"), "bool"
-        elif a.type is int:
-            lit, ctype = str(int(v)), "int64_t"
+
+    for a in m.api_params:
+        if a.kind == "int_array":
+            values = int_array_values(a, bound.env)
+            host_arrays.append({"name": a.cpp, "data": ", ".join(map(str, values))})
+        elif a.kind in ("input", "optional", "unused"):
+            i = (a.like if a.kind == "unused" else a.param).decl
+            arr = case["inputs"].get(i.name)
+            if arr is None:
+                args.append("nullptr")
+                continue
+            if i.host:
+                host_arrays.append({"name": a.cpp, "data": ", ".join(str(int(v)) for v in np.asarray(arr).ravel())})
+            else:
+                tensor(a.cpp, arr, row[a.dtype.name] if isinstance(a.dtype, DTypeVar) else a.dtype)
+        elif a.kind == "attr":
+            at = a.param.decl
+            v = case["attrs"][at.name]
+            if at.type is float:
+                lit, ctype = repr(float(v)), "double"
+            elif at.type is bool:
+                lit, ctype = ("true" if v else "false"), "bool"
+            elif at.type is int:
+                lit, ctype = str(int(v)), "int64_t"
+            else:
+                lit, ctype = c_string(str(v)), "const char*"
+            name = a.cpp
+            if a.ctype == "char*":   # CANN's header takes a mutable string: pass an array
+                ctype, name = "char", f"{a.cpp}[]"
+            attrs.append({"name": name, "type": ctype, "value": lit})
         else:
-            lit, ctype = f'"{v}"', "const char*"
-        attrs.append({"name": p.cpp, "type": ctype, "value": lit})
-        args.append(p.cpp)
-    outputs = []
-    for p in m.outputs:
-        o = p.decl
-        if o.name not in case["produced"]:
-            args.append("nullptr")
-            continue
-        dt = row[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
-        shape = list(np.shape(case["inputs"][o.like])) if o.like else list(eval_shape(o.shape, bound.env))
-        helpers.add(_TO_FLOAT[dt])
-        size = int(np.prod(shape, dtype=np.int64))
-        outputs.append({"name": p.cpp, "spec_name": o.name, "shape": ", ".join(map(str, shape)), "host": _HOST[dt],
-                        "acl": ACL_DTYPE[dt], "size": size, "to_float": _TO_FLOAT[dt]})
-        args.append(p.cpp)
+            o = a.param.decl
+            if o.name not in case["produced"]:
+                args.append("nullptr")
+                continue
+            dt = row[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
+            shape = list(np.shape(case["inputs"][o.like])) if o.like else list(eval_shape(o.shape, bound.env))
+            helpers.add(_TO_FLOAT[dt])
+            size = int(np.prod(shape, dtype=np.int64))
+            outputs.append({"name": a.cpp, "spec_name": o.name, "shape": ", ".join(map(str, shape)),
+                            "host": _HOST[dt], "acl": ACL_DTYPE[dt], "size": size, "to_float": _TO_FLOAT[dt]})
+        args.append(a.cpp)
     dims_text = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in case["dims"].items())
     combo = ", ".join(f"{k}={v.long_name}" for k, v in row.items())
     return {"banner": m.banner(), "op": m.op, "api": m.api, "api_snake": m.api_snake, "tensors": tensors,

@@ -227,6 +227,7 @@ def golden_context(spec) -> dict:
     shapes = {i.name: [_pattern(s, spec) for s in i.shapes] for i in spec.inputs}
     return {
         "banner": m.banner("#"), "op": m.op, "op_snake": m.snake, "api": m.api, "round": spec.round,
+        "api_golden": _api_golden(spec, m),
         "inputs": inputs, "attrs": attrs, "outputs": outputs, "specs": specs, "gated": gated,
         "static": [a.name for a in spec.static_attrs], "optional": [i.name for i in opts],
         "multi": [i.name for i in multi], "shapes": _pformat(shapes),
@@ -243,6 +244,35 @@ def golden_context(spec) -> dict:
         "rows": "[\n" + "".join(f"    {dict((k, d.long_name) for k, d in r.items())!r},\n"
                                  for r in spec.dtype_rows) + "]",
     }
+
+
+def _api_golden(spec, m) -> dict:
+    """Template data of the golden's aclnn entry: its public parameters (OpModel.api_params up to the outputs, in
+    order) and how each reaches the kernel golden (an OpDef input, possibly cast to its fixed OpDef dtype; an
+    attribute by keyword; an extra parameter, dropped), and the outputs' positions in public order. Raises
+    SpecError for a public name that cannot be a Python argument, or a cast to a dtype variable."""
+    args, ins, attrs, outs = [], {}, [], []
+    for a in m.api_params:
+        if a.kind == "output":
+            outs.append(next(k for k, o in enumerate(spec.outputs) if o.name == a.name))
+            continue
+        if keyword.iskeyword(a.cpp) or a.cpp in ("kwargs", "np") or a.cpp.startswith("_"):
+            raise SpecError(f"{spec.file}: aclnn parameter name {a.cpp!r} cannot be a Python argument of the golden")
+        args.append(a.cpp)
+        if a.kind in ("input", "optional"):
+            expr = a.cpp
+            if a.cast:
+                dt = a.param.decl.dtype
+                if isinstance(dt, DTypeVar):
+                    raise SpecError(f"{spec.file}: aclnn parameter {a.cpp}: the golden casts only to a fixed dtype")
+                conv = f"_cast_float({a.cpp}, {dt.long_name!r}, {spec.round!r})" if dt.is_float else \
+                    f"np.asarray({a.cpp}).astype(np.{dt.np.__name__})"
+                expr = f"None if {a.cpp} is None else {conv}"
+            ins[a.name] = expr
+        elif a.kind == "attr":
+            attrs.append({"name": a.name, "value": a.cpp})
+    return {"name": f"{m.api_snake}_golden", "args": args, "inputs": [ins[i.name] for i in spec.inputs],
+            "attrs": attrs, "outputs": outs}
 
 
 def emit_golden(spec) -> dict[str, str]:

@@ -33,8 +33,8 @@ class _Src:
 
 
 def _shape_var(p) -> str:
-    return f"{p.cpp[0].lower()}{p.cpp[1:]}Shape" if not p.cpp.endswith("Optional") else \
-        f"{p.cpp[:-len('Optional')]}Shape"
+    c = p.derived
+    return f"{c[0].lower()}{c[1:]}Shape" if not c.endswith("Optional") else f"{c[:-len('Optional')]}Shape"
 
 
 def _getter(m: OpModel, p, kind: str) -> str:
@@ -134,7 +134,7 @@ def infershape_context(m: OpModel) -> dict:
     outputs = []
     for p in m.outputs:
         o = p.decl
-        var = f"{p.cpp[0].lower()}{p.cpp[1:]}Shape"
+        var = f"{p.derived[0].lower()}{p.derived[1:]}Shape"
         if o.like is not None:
             src = m.param(o.like)
             used_inputs[src.name] = src

@@ -40,7 +40,8 @@ _ROOT = Path(__file__).resolve().parent.parent.parent
 class ParamInfo:
     """One OpDef/aclnn parameter.
 
-    name: spec (OpDef) spelling; role: input | optional | output | attr; cpp: aclnn C++ parameter name;
+    name: spec (OpDef) spelling; role: input | optional | output | attr; cpp: public aclnn C++ parameter name
+    (the spec's aclnn_signature, else derived from the OpDef name);
     index: position among the op's inputs (or outputs, or attrs); decl: the spec declaration;
     dtypes: OpDef DataType column values (ge::DT_*), one per dtype-table row (tensors only)."""
 
@@ -52,9 +53,63 @@ class ParamInfo:
     dtypes: list = field(default_factory=list)
 
     @property
+    def derived(self) -> str:
+        """The CANN-style C++ name derived from the OpDef name (derived_cpp), independent of a public signature:
+        the stem host-side locals (InferShape) are named from."""
+        return derived_cpp(self.name, self.role)
+
+    @property
     def optional(self) -> bool:
         """Whether the parameter may be absent (optional input or output)."""
         return getattr(self.decl, "optional", False)
+
+
+@dataclass
+class ApiParam:
+    """One parameter of the public aclnn function (OpModel.api_params), in CANN's order.
+
+    cpp: its C++ name; kind: input | optional | attr | output (an OpDef parameter, `param`) | int_array (extra
+    host array checked against dims) | unused (extra tensor validated like OpDef input `like`, never read);
+    entry: the spec's opgen.dsl.aclnn.ApiEntry (None without a signature); ctype: C type in the signature;
+    dtype: the public dtype of a tensor (a DTypeVar or DType); cast: the public dtype differs from the OpDef's
+    (the aclnn layer casts before the kernel); optional: may be null."""
+
+    cpp: str
+    kind: str
+    param: ParamInfo | None
+    entry: object
+    ctype: str
+    dtype: object
+    cast: bool = False
+    optional: bool = False
+    like: ParamInfo | None = None
+
+    def __post_init__(self):
+        if self.param is not None:
+            self.optional = self.param.optional or bool(getattr(self.entry, "optional", False))
+
+    @property
+    def scratch(self) -> bool:
+        """A required OpDef output the public API lets the caller leave null (api.param(optional=True))."""
+        return self.kind == "output" and self.optional and not self.param.optional
+
+    @property
+    def name(self) -> str:
+        """The spec's name of the parameter (OpDef spelling; the public name for an extra one)."""
+        return self.param.name if self.param is not None else self.cpp
+
+
+def _dtype_of(p: ParamInfo):
+    return getattr(p.decl, "dtype", None) if p.role != "attr" else None
+
+
+def derived_cpp(name: str, role: str) -> str:
+    """The aclnn C++ name of OpDef parameter `name` when the spec declares no signature: CANN's style
+    (opgen.codegen.names.aclnn_param), with `Value` appended to a name the emitted implementation reserves."""
+    from opgen.dsl.aclnn import RESERVED
+
+    c = aclnn_param(name, role)
+    return c + "Value" if c in RESERVED else c
 
 
 def attr_cpp_type(t: type) -> str:
@@ -106,21 +161,58 @@ class OpModel:
             self.spec_file = Path(spec.file).resolve().relative_to(_ROOT).as_posix()
         except ValueError:
             self.spec_file = Path(spec.file).name
+        sig = {e.of: e.name for e in (spec.aclnn_signature_ or []) if e.kind == "param"}
+
+        def cpp(name, role):
+            return sig.get(name) or derived_cpp(name, role)
+
         self.inputs: list[ParamInfo] = []
         for k, i in enumerate(spec.inputs):
             role = "optional" if i.optional else "input"
-            self.inputs.append(ParamInfo(i.name, role, aclnn_param(i.name, role), k, i, self.dtype_column(i.dtype)))
-        self.outputs = [ParamInfo(o.name, "output", aclnn_param(o.name, "output"), k, o, self.dtype_column(o.dtype))
+            self.inputs.append(ParamInfo(i.name, role, cpp(i.name, role), k, i, self.dtype_column(i.dtype)))
+        self.outputs = [ParamInfo(o.name, "output", cpp(o.name, "output"), k, o, self.dtype_column(o.dtype))
                         for k, o in enumerate(spec.outputs)]
-        self.attrs = [ParamInfo(a.name, "attr", aclnn_param(a.name, "attr"), k, a) for k, a in enumerate(spec.attrs)]
-        names = [p.cpp for p in self.params]
+        self.attrs = [ParamInfo(a.name, "attr", cpp(a.name, "attr"), k, a) for k, a in enumerate(spec.attrs)]
+        self.const_outputs = spec.aclnn_const_outputs
+        self.api_params = self._api_params()
+        names = [p.cpp for p in self.api_params]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise OpgenError(f"{spec.name}: parameters map to the same aclnn name {', '.join(dup)}")
 
+    def _api_params(self) -> list["ApiParam"]:
+        """The public aclnn parameters in order: the spec's aclnn_signature, else inputs, attributes, outputs."""
+        by_name = {p.name: p for p in self.params}
+        out = []
+        entries = self.spec.aclnn_signature_
+        if entries is None:
+            for p in self.params:
+                out.append(ApiParam(p.cpp, p.role, p, None, self._ctype(p), _dtype_of(p)))
+            return out
+        for e in entries:
+            if e.kind == "param":
+                p = by_name[e.of]
+                dt = e.dtype if e.dtype is not None else _dtype_of(p)
+                out.append(ApiParam(e.name, p.role, p, e, e.ctype or self._ctype(p), dt, cast=e.dtype is not None))
+            elif e.kind == "int_array":
+                out.append(ApiParam(e.name, "int_array", None, e, "const aclIntArray*", None))
+            else:
+                like = by_name[e.of]
+                out.append(ApiParam(e.name, "unused", None, e, "const aclTensor*", like.decl.dtype,
+                                    optional=e.optional, like=like))
+        return out
+
+    def _ctype(self, p: "ParamInfo") -> str:
+        """C type of OpDef parameter `p` in the aclnn signature (§2.8; outputs const for ops-transformer APIs)."""
+        if p.role == "attr":
+            return attr_cpp_type(p.decl.type)
+        if p.role == "output":
+            return "const aclTensor*" if self.const_outputs else "aclTensor*"
+        return "const aclIntArray*" if p.decl.host else "const aclTensor*"
+
     @property
     def params(self) -> list[ParamInfo]:
-        """Inputs, attributes, outputs: the aclnn order (§2.8)."""
+        """The OpDef parameters: inputs, attributes, outputs (the public order is `api_params`)."""
         return self.inputs + self.attrs + self.outputs
 
     def param(self, name: str) -> ParamInfo:

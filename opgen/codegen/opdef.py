@@ -3,12 +3,16 @@
 Per input/output: ParamType (REQUIRED / OPTIONAL), the DataType list with one column per row of the
 spec's dtype table (a dtype variable expanded through the rows, a fixed dtype repeated), FORMAT_ND
 lists, UnknownShapeFormat; inputs read on the host (`host=True`: aclIntArray at the aclnn layer) are
-ValueDepend(OPTIONAL); device inputs are AutoContiguous. Attributes: AttrType REQUIRED when the spec
-gives no default, else OPTIONAL with the default (Int/Float/Bool/String). One AICore config per SoC the
-spec supports. Names exactly as the spec spells them.
+ValueDepend(OPTIONAL); device inputs are AutoContiguous. Attributes: AttrType as `attr_type` decides, with
+the default when there is one (Int/Float/Bool/String). One OpAICoreConfig (dynamic compile/rank/shape,
+opFile.value = the kernel's file stem, as CANN's defs: reference/ops_package.md §4) added for every SoC the
+spec supports. Names exactly as the spec spells them; the spec's opdef notes (deliberate differences from
+CANN's def) as comments.
 """
 
 from __future__ import annotations
+
+import textwrap
 
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel, cpp_literal
@@ -34,13 +38,21 @@ def def_context(m: OpModel) -> dict:
     for p in m.attrs:
         a = p.decl
         setter = _SETTER[a.type]
-        if a.default is None or a.required:
-            attrs.append({"name": a.name, "attr_type": "REQUIRED", "setter": f"{setter}()"})
-        else:
-            attrs.append({"name": a.name, "attr_type": "OPTIONAL", "setter": f"{setter}({cpp_literal(a.default, a.type)})"})
+        value = f"{setter}()" if a.default is None else f"{setter}({cpp_literal(a.default, a.type)})"
+        attrs.append({"name": a.name, "attr_type": attr_type(a), "setter": value})
     rows = [", ".join(f"{k}={v.long_name}" for k, v in r.items()) for r in m.spec.dtype_rows]
+    notes = [ln for n in m.spec.opdef_notes for ln in textwrap.wrap(" ".join(n.split()), 110)]
     return {"banner": m.banner(), "op": m.op, "inputs": inputs, "outputs": outputs, "attrs": attrs, "socs": m.socs,
-            "rows": rows}
+            "rows": rows, "op_file": m.snake, "notes": notes}
+
+
+def attr_type(a) -> str:
+    """The OpDef AttrType of attribute `a`: the spec's attr_type=, else REQUIRED when it has no default or
+    required=True, else OPTIONAL (reference/ops_package.md §4: CANN declares some attributes REQUIRED with a
+    default value)."""
+    if a.attr_type is not None:
+        return a.attr_type
+    return "REQUIRED" if a.default is None or a.required else "OPTIONAL"
 
 
 def emit_def(spec) -> dict[str, str]:

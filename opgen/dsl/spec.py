@@ -164,6 +164,7 @@ class AttrDecl:
     required: bool = False
     doc: str = ""
     loc: str = ""
+    attr_type: str | None = None   # the OpDef AttrType when given (REQUIRED / OPTIONAL)
 
 
 @dataclass
@@ -244,7 +245,11 @@ class OpSpec:
         self.example_fn: Callable | None = None
         self.gm_reference_fn: Callable | None = None
         self.aclnn_notes: list[str] = []
+        self.opdef_notes: list[str] = []
         self.example_call_: dict | None = None
+        self.aclnn_signature_: list | None = None
+        self.aclnn_const_outputs = False
+        self._signature_loc = None
         self._graphs: dict[SpecKey, Graph] = {}
         self._dtype_var_locs: dict[str, str] = {}
         self._dtypes_loc: str | None = None
@@ -373,9 +378,19 @@ class OpSpec:
             shape = _norm_shape(shape)
         self.outputs.append(OutputDecl(name, dtype, shape, like, optional, doc, loc))
 
-    def attr(self, name, type_, default=None, *, choices=None, static=False, dim=None, required=False, doc=""):
-        """Declare an attribute. Static attributes (behaviour selectors) need `choices`."""
+    def attr(self, name, type_, default=None, *, choices=None, static=False, dim=None, required=False, doc="",
+             attr_type=None):
+        """Declare an attribute. Static attributes (behaviour selectors) need `choices`. required: the interpreter
+        rejects a call without it. attr_type: how the OpDef declares it, "REQUIRED" or "OPTIONAL" (default:
+        REQUIRED without a default value or when required, else OPTIONAL); CANN declares some attributes REQUIRED
+        with a default (reference/ops_package.md §4)."""
         loc = _loc()
+        if attr_type not in (None, "REQUIRED", "OPTIONAL"):
+            raise spec_error(loc, f"attribute {name}: attr_type={attr_type!r} is not an OpDef AttrType",
+                             'use attr_type="REQUIRED" or attr_type="OPTIONAL"', arg="attr_type")
+        if attr_type == "OPTIONAL" and default is None:
+            raise spec_error(loc, f"attribute {name}: an OPTIONAL attribute needs a default",
+                             "give a default, or drop attr_type=", arg="attr_type")
         self._check_param_name(name, loc, "attribute")
         if type_ not in (int, float, bool, str):
             raise spec_error(loc, f"attribute {name}: type {type_!r} is not supported",
@@ -405,7 +420,7 @@ class OpSpec:
             raise spec_error(loc, f"attribute {name}: dim {dim.name} is not declared",
                              f'declare it first: {dim.name} = spec.dim("{dim.name}")', arg="dim")
         self.attrs.append(AttrDecl(name, type_, default, tuple(choices) if choices else None, static, dim, required,
-                                   doc, loc))
+                                   doc, loc, attr_type))
 
     def dtypes(self, columns, rows) -> None:
         """The dtype-combination table: one column per dtype variable, one row per supported binary."""
@@ -578,12 +593,37 @@ class OpSpec:
         self._body_loc = function_loc(fn) or loc
         return fn
 
+    def opdef_note(self, text: str) -> None:
+        """A sentence for the emitted OpDef (op_host/<op>_def.cpp): a deliberate difference from CANN's own def of
+        the operator and its reason. Raises SpecError when text is not a string."""
+        if not isinstance(text, str):
+            raise spec_error(_loc(), f"opdef_note: {text!r} is not a string", "pass the sentence as a string")
+        self.opdef_notes.append(text)
+
     def aclnn_note(self, text: str) -> None:
         """A sentence for the emitted aclnn header's documentation, e.g. where CANN's published signature differs
         from this spec's parameters. Raises SpecError when text is not a string."""
         if not isinstance(text, str):
             raise spec_error(_loc(), f"aclnn_note: {text!r} is not a string", "pass the sentence as a string")
         self.aclnn_notes.append(text)
+
+    def aclnn_signature(self, *entries, const_outputs: bool = False) -> None:
+        """The public aclnn parameter list, in CANN's order, where it differs from the OpDef's (opgen.dsl.aclnn;
+        README "The aclnn API"): entries api.param / api.int_array / api.unused; const_outputs: outputs are
+        `const aclTensor*` (CANN's ops-transformer APIs). Every OpDef input, attribute and output must appear
+        once (checked when the spec is finished). Raises SpecError for a bad entry (opgen.dsl.aclnn.check_signature)
+        or a second declaration."""
+        from opgen.dsl.aclnn import check_signature
+
+        loc = _loc()
+        if self.aclnn_signature_ is not None:
+            raise spec_error(loc, "aclnn_signature is declared twice", "keep one aclnn_signature(...)")
+        if not isinstance(const_outputs, bool):
+            raise spec_error(loc, f"aclnn_signature: const_outputs={const_outputs!r} is not a bool",
+                             "pass const_outputs=True or False", arg="const_outputs")
+        self.aclnn_signature_ = check_signature(self, entries, _ident_problem, _suggest)
+        self.aclnn_const_outputs = const_outputs
+        self._signature_loc = loc
 
     def example_call(self, dims: dict, attrs: dict | None = None) -> None:
         """The small, valid call the emitted example (examples/test_aclnn_<op>.cpp) makes: dim values ({"H": 8,
@@ -830,6 +870,9 @@ class OpSpec:
                              "add `@spec.body` above `def _(b, <inputs>, <attributes>):` returning "
                              '{"<output>": tensor, ...}', token="OpSpec")
         self._check_body_signature()
+        from opgen.dsl.aclnn import complete_signature
+
+        complete_signature(self)
         used = {}
         for i in self.inputs + self.outputs:
             if isinstance(i.dtype, DTypeVar):

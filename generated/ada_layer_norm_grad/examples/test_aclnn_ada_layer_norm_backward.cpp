@@ -96,8 +96,8 @@ int main()
     CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("Init acl failed. ERROR: %d\n", ret); return ret);
 
     // 2. Inputs, attributes and outputs.
-    std::vector<int64_t> dyShape = {2, 4, 8};
-    std::vector<float> dyValues = {
+    std::vector<int64_t> gradOutShape = {2, 4, 8};
+    std::vector<float> gradOutValues = {
         0.12573f,   -0.132105f, 0.640423f,  0.1049f,    -0.535669f,   0.361595f,  1.304f,     0.947081f,
         -0.703735f, -1.26542f,  -0.623274f, 0.041326f,  -2.32503f,    -0.218792f, -1.24591f,  -0.732267f,
         -0.544259f, -0.3163f,   0.411631f,  1.04251f,   -0.128535f,   1.36646f,   -0.665195f, 0.35151f,
@@ -106,13 +106,13 @@ int main()
         -1.25907f,  1.51392f,   1.34588f,   0.781311f,  0.264456f,    -0.313923f, 1.45802f,   1.96026f,
         1.80163f,   1.3151f,    0.35738f,   -1.20832f,  -0.00445413f, 0.656475f,  -1.28836f,  0.395122f,
         0.429864f,  0.696043f,  -1.18412f,  -0.661703f, -0.436435f,   -1.1698f,   1.73937f,   -0.495911f};
-    std::vector<float> dyHost = dyValues;
-    void* dyDevice = nullptr;
-    aclTensor* dy = nullptr;
-    ret = CreateAclTensor(dyHost, dyShape, &dyDevice, aclDataType::ACL_FLOAT, &dy);
+    std::vector<float> gradOutHost = gradOutValues;
+    void* gradOutDevice = nullptr;
+    aclTensor* gradOut = nullptr;
+    ret = CreateAclTensor(gradOutHost, gradOutShape, &gradOutDevice, aclDataType::ACL_FLOAT, &gradOut);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> xShape = {2, 4, 8};
-    std::vector<float> xValues = {
+    std::vector<int64_t> inputShape = {2, 4, 8};
+    std::vector<float> inputValues = {
         0.32897f,    -0.258573f, 1.58347f,   1.32036f,  0.633353f,  -2.20351f,  0.052029f,  0.683686f,
         1.00396f,    -0.617907f, 1.82201f,   -1.32043f, -0.661528f, 0.93505f,   0.0490546f, 2.00239f,
         0.188519f,   -0.633194f, -0.377564f, -1.09115f, -1.27768f,  0.630412f,  0.581166f,  1.29456f,
@@ -121,10 +121,10 @@ int main()
         0.873042f,   -1.28039f,  -0.713068f, 0.621018f, -2.25014f,  0.38637f,   -0.581641f, 0.10928f,
         -0.0757015f, 0.202114f,  0.694172f,  -0.75837f, 1.42098f,   0.726094f,  0.843733f,  1.16486f,
         0.787588f,   0.844079f,  0.0755936f, -1.42677f, -0.135045f, -0.769515f, -1.42274f,  0.258453f};
-    std::vector<float> xHost = xValues;
-    void* xDevice = nullptr;
-    aclTensor* x = nullptr;
-    ret = CreateAclTensor(xHost, xShape, &xDevice, aclDataType::ACL_FLOAT, &x);
+    std::vector<float> inputHost = inputValues;
+    void* inputDevice = nullptr;
+    aclTensor* input = nullptr;
+    ret = CreateAclTensor(inputHost, inputShape, &inputDevice, aclDataType::ACL_FLOAT, &input);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
     std::vector<int64_t> rstdShape = {2, 4, 1};
     std::vector<float> rstdValues = {0.91381f, 0.873416f, 1.17907f, 1.05724f, 1.20776f, 1.00929f, 1.51293f, 1.18722f};
@@ -150,61 +150,77 @@ int main()
     aclTensor* scale = nullptr;
     ret = CreateAclTensor(scaleHost, scaleShape, &scaleDevice, aclDataType::ACL_FLOAT, &scale);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> gammaOptionalShape = {8};
-    std::vector<float> gammaOptionalValues = {0.513052f, -0.297584f, -0.530008f, -0.236155f,
-                                              1.81648f,  -0.049801f, 0.0866193f, -1.48707f};
-    std::vector<float> gammaOptionalHost = gammaOptionalValues;
-    void* gammaOptionalDevice = nullptr;
-    aclTensor* gammaOptional = nullptr;
-    ret = CreateAclTensor(gammaOptionalHost, gammaOptionalShape, &gammaOptionalDevice, aclDataType::ACL_FLOAT,
-                          &gammaOptional);
+    std::vector<int64_t> shiftShape = {2, 8};
+    std::vector<float> shiftValues = {0.319414f,  -0.358913f, -1.90164f,  -0.108915f, -0.803732f,  1.08016f,
+                                      -0.288767f, 0.0834754f, -0.849606f, -0.510622f, -0.0115331f, -1.48538f,
+                                      0.300685f,  -0.106072f, -1.18572f,  -2.39823f};
+    std::vector<float> shiftHost = shiftValues;
+    void* shiftDevice = nullptr;
+    aclTensor* shift = nullptr;
+    ret = CreateAclTensor(shiftHost, shiftShape, &shiftDevice, aclDataType::ACL_FLOAT, &shift);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> betaOptionalShape = {8};
-    std::vector<float> betaOptionalValues = {1.64734f,  0.917488f, 1.06693f,  0.0476727f,
+    std::vector<int64_t> weightOptionalShape = {8};
+    std::vector<float> weightOptionalValues = {0.513052f, -0.297584f, -0.530008f, -0.236155f,
+                                               1.81648f,  -0.049801f, 0.0866193f, -1.48707f};
+    std::vector<float> weightOptionalHost = weightOptionalValues;
+    void* weightOptionalDevice = nullptr;
+    aclTensor* weightOptional = nullptr;
+    ret = CreateAclTensor(weightOptionalHost, weightOptionalShape, &weightOptionalDevice, aclDataType::ACL_FLOAT,
+                          &weightOptional);
+    CHECK_RET(ret == ACL_SUCCESS, return ret);
+    std::vector<int64_t> biasOptionalShape = {8};
+    std::vector<float> biasOptionalValues = {1.64734f,  0.917488f, 1.06693f,  0.0476727f,
                                              0.916655f, 0.370947f, 0.613189f, -0.152193f};
-    std::vector<float> betaOptionalHost = betaOptionalValues;
-    void* betaOptionalDevice = nullptr;
-    aclTensor* betaOptional = nullptr;
-    ret = CreateAclTensor(betaOptionalHost, betaOptionalShape, &betaOptionalDevice, aclDataType::ACL_FLOAT,
-                          &betaOptional);
+    std::vector<float> biasOptionalHost = biasOptionalValues;
+    void* biasOptionalDevice = nullptr;
+    aclTensor* biasOptional = nullptr;
+    ret = CreateAclTensor(biasOptionalHost, biasOptionalShape, &biasOptionalDevice, aclDataType::ACL_FLOAT,
+                          &biasOptional);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> pdXOutShape = {2, 4, 8};
-    std::vector<float> pdXOutHost(GetShapeSize(pdXOutShape), 0);
-    void* pdXOutDevice = nullptr;
-    aclTensor* pdXOut = nullptr;
-    ret = CreateAclTensor(pdXOutHost, pdXOutShape, &pdXOutDevice, aclDataType::ACL_FLOAT, &pdXOut);
+    std::vector<int64_t> normalizedShapeHost = {8};
+    aclIntArray* normalizedShape = aclCreateIntArray(normalizedShapeHost.data(), normalizedShapeHost.size());
+    CHECK_RET(normalizedShape != nullptr, return -1);
+    std::vector<int64_t> gradInputOutShape = {2, 4, 8};
+    std::vector<float> gradInputOutHost(GetShapeSize(gradInputOutShape), 0);
+    void* gradInputOutDevice = nullptr;
+    aclTensor* gradInputOut = nullptr;
+    ret = CreateAclTensor(gradInputOutHost, gradInputOutShape, &gradInputOutDevice, aclDataType::ACL_FLOAT,
+                          &gradInputOut);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> pdScaleOutShape = {2, 8};
-    std::vector<float> pdScaleOutHost(GetShapeSize(pdScaleOutShape), 0);
-    void* pdScaleOutDevice = nullptr;
-    aclTensor* pdScaleOut = nullptr;
-    ret = CreateAclTensor(pdScaleOutHost, pdScaleOutShape, &pdScaleOutDevice, aclDataType::ACL_FLOAT, &pdScaleOut);
+    std::vector<int64_t> gradScaleOutShape = {2, 8};
+    std::vector<float> gradScaleOutHost(GetShapeSize(gradScaleOutShape), 0);
+    void* gradScaleOutDevice = nullptr;
+    aclTensor* gradScaleOut = nullptr;
+    ret = CreateAclTensor(gradScaleOutHost, gradScaleOutShape, &gradScaleOutDevice, aclDataType::ACL_FLOAT,
+                          &gradScaleOut);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> pdShiftOutShape = {2, 8};
-    std::vector<float> pdShiftOutHost(GetShapeSize(pdShiftOutShape), 0);
-    void* pdShiftOutDevice = nullptr;
-    aclTensor* pdShiftOut = nullptr;
-    ret = CreateAclTensor(pdShiftOutHost, pdShiftOutShape, &pdShiftOutDevice, aclDataType::ACL_FLOAT, &pdShiftOut);
+    std::vector<int64_t> gradShiftOutShape = {2, 8};
+    std::vector<float> gradShiftOutHost(GetShapeSize(gradShiftOutShape), 0);
+    void* gradShiftOutDevice = nullptr;
+    aclTensor* gradShiftOut = nullptr;
+    ret = CreateAclTensor(gradShiftOutHost, gradShiftOutShape, &gradShiftOutDevice, aclDataType::ACL_FLOAT,
+                          &gradShiftOut);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> pdGammaOutShape = {8};
-    std::vector<float> pdGammaOutHost(GetShapeSize(pdGammaOutShape), 0);
-    void* pdGammaOutDevice = nullptr;
-    aclTensor* pdGammaOut = nullptr;
-    ret = CreateAclTensor(pdGammaOutHost, pdGammaOutShape, &pdGammaOutDevice, aclDataType::ACL_FLOAT, &pdGammaOut);
+    std::vector<int64_t> gradWeightOutShape = {8};
+    std::vector<float> gradWeightOutHost(GetShapeSize(gradWeightOutShape), 0);
+    void* gradWeightOutDevice = nullptr;
+    aclTensor* gradWeightOut = nullptr;
+    ret = CreateAclTensor(gradWeightOutHost, gradWeightOutShape, &gradWeightOutDevice, aclDataType::ACL_FLOAT,
+                          &gradWeightOut);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> pdBetaOutShape = {8};
-    std::vector<float> pdBetaOutHost(GetShapeSize(pdBetaOutShape), 0);
-    void* pdBetaOutDevice = nullptr;
-    aclTensor* pdBetaOut = nullptr;
-    ret = CreateAclTensor(pdBetaOutHost, pdBetaOutShape, &pdBetaOutDevice, aclDataType::ACL_FLOAT, &pdBetaOut);
+    std::vector<int64_t> gradBiasOutShape = {8};
+    std::vector<float> gradBiasOutHost(GetShapeSize(gradBiasOutShape), 0);
+    void* gradBiasOutDevice = nullptr;
+    aclTensor* gradBiasOut = nullptr;
+    ret = CreateAclTensor(gradBiasOutHost, gradBiasOutShape, &gradBiasOutDevice, aclDataType::ACL_FLOAT, &gradBiasOut);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
 
     // 3. First phase: validate and size the workspace.
     uint64_t workspaceSize = 0;
     aclOpExecutor* executor = nullptr;
-    ret = aclnnAdaLayerNormBackwardGetWorkspaceSize(dy, x, rstd, mean, scale, gammaOptional, betaOptional, pdXOut,
-                                                    pdScaleOut, pdShiftOut, pdGammaOut, pdBetaOut, &workspaceSize,
-                                                    &executor);
+    ret = aclnnAdaLayerNormBackwardGetWorkspaceSize(
+        gradOut, input, normalizedShape, rstd, mean, scale, shift, weightOptional, biasOptional, gradInputOut,
+        gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut, &workspaceSize, &executor);
     CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclnnAdaLayerNormBackwardGetWorkspaceSize failed. ERROR: %d\n", ret);
               return ret);
     void* workspaceAddr = nullptr;
@@ -220,37 +236,40 @@ int main()
     CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclrtSynchronizeStream failed. ERROR: %d\n", ret); return ret);
 
     // 5. Results.
-    PrintOutput<float>("pd_x", pdXOutDevice, pdXOutShape, FloatFromFloat);
-    PrintOutput<float>("pd_scale", pdScaleOutDevice, pdScaleOutShape, FloatFromFloat);
-    PrintOutput<float>("pd_shift", pdShiftOutDevice, pdShiftOutShape, FloatFromFloat);
-    PrintOutput<float>("pd_gamma", pdGammaOutDevice, pdGammaOutShape, FloatFromFloat);
-    PrintOutput<float>("pd_beta", pdBetaOutDevice, pdBetaOutShape, FloatFromFloat);
+    PrintOutput<float>("pd_x", gradInputOutDevice, gradInputOutShape, FloatFromFloat);
+    PrintOutput<float>("pd_scale", gradScaleOutDevice, gradScaleOutShape, FloatFromFloat);
+    PrintOutput<float>("pd_shift", gradShiftOutDevice, gradShiftOutShape, FloatFromFloat);
+    PrintOutput<float>("pd_gamma", gradWeightOutDevice, gradWeightOutShape, FloatFromFloat);
+    PrintOutput<float>("pd_beta", gradBiasOutDevice, gradBiasOutShape, FloatFromFloat);
 
     // 6. Release.
-    aclDestroyTensor(dy);
-    aclrtFree(dyDevice);
-    aclDestroyTensor(x);
-    aclrtFree(xDevice);
+    aclDestroyTensor(gradOut);
+    aclrtFree(gradOutDevice);
+    aclDestroyTensor(input);
+    aclrtFree(inputDevice);
     aclDestroyTensor(rstd);
     aclrtFree(rstdDevice);
     aclDestroyTensor(mean);
     aclrtFree(meanDevice);
     aclDestroyTensor(scale);
     aclrtFree(scaleDevice);
-    aclDestroyTensor(gammaOptional);
-    aclrtFree(gammaOptionalDevice);
-    aclDestroyTensor(betaOptional);
-    aclrtFree(betaOptionalDevice);
-    aclDestroyTensor(pdXOut);
-    aclrtFree(pdXOutDevice);
-    aclDestroyTensor(pdScaleOut);
-    aclrtFree(pdScaleOutDevice);
-    aclDestroyTensor(pdShiftOut);
-    aclrtFree(pdShiftOutDevice);
-    aclDestroyTensor(pdGammaOut);
-    aclrtFree(pdGammaOutDevice);
-    aclDestroyTensor(pdBetaOut);
-    aclrtFree(pdBetaOutDevice);
+    aclDestroyTensor(shift);
+    aclrtFree(shiftDevice);
+    aclDestroyTensor(weightOptional);
+    aclrtFree(weightOptionalDevice);
+    aclDestroyTensor(biasOptional);
+    aclrtFree(biasOptionalDevice);
+    aclDestroyIntArray(normalizedShape);
+    aclDestroyTensor(gradInputOut);
+    aclrtFree(gradInputOutDevice);
+    aclDestroyTensor(gradScaleOut);
+    aclrtFree(gradScaleOutDevice);
+    aclDestroyTensor(gradShiftOut);
+    aclrtFree(gradShiftOutDevice);
+    aclDestroyTensor(gradWeightOut);
+    aclrtFree(gradWeightOutDevice);
+    aclDestroyTensor(gradBiasOut);
+    aclrtFree(gradBiasOutDevice);
     if (workspaceSize > 0) {
         aclrtFree(workspaceAddr);
     }

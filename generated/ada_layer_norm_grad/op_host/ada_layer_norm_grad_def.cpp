@@ -10,6 +10,10 @@
 //   3: T=bfloat16, U=bfloat16
 //   4: T=bfloat16, U=float32
 
+// Deliberate difference from CANN's def (reference/ops_package.md §4): gamma and beta are OPTIONAL, not
+// REQUIRED. CANN's aclnn layer fills absent ones (ones/zeros) before the launch; this kernel treats an absent
+// gamma as ones and beta as zeros itself, so no fill runs and a graph that passes both still matches.
+
 #include "register/op_def_registry.h"
 
 namespace ops {
@@ -84,8 +88,14 @@ public:
             .DataType({ge::DT_FLOAT, ge::DT_FLOAT16, ge::DT_FLOAT, ge::DT_BF16, ge::DT_FLOAT})
             .Format({ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND})
             .UnknownShapeFormat({ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND});
-        this->AICore().AddConfig("ascend910b");
-        this->AICore().AddConfig("ascend910_93");
+
+        OpAICoreConfig aicoreConfig;  // shape-generic binaries, dynamic rank and shape; the kernel source stem
+        aicoreConfig.DynamicCompileStaticFlag(true)
+            .DynamicRankSupportFlag(true)
+            .DynamicShapeSupportFlag(true)
+            .ExtendCfgInfo("opFile.value", "ada_layer_norm_grad");
+        this->AICore().AddConfig("ascend910b", aicoreConfig);
+        this->AICore().AddConfig("ascend910_93", aicoreConfig);
     }
 };
 

@@ -19,7 +19,7 @@ import numpy as np
 
 __golden__ = {
     "kernel": {"ada_layer_norm_grad": "ada_layer_norm_grad_golden"},
-    "aclnn": {"aclnnAdaLayerNormBackward": "ada_layer_norm_grad_golden"},
+    "aclnn": {"aclnnAdaLayerNormBackward": "aclnn_ada_layer_norm_backward_golden"},
 }
 
 _OP = "AdaLayerNormGrad"
@@ -636,3 +636,33 @@ def ada_layer_norm_grad_golden(
     attrs = {
     }
     return _run(inputs, attrs, kwargs)
+
+
+def aclnn_ada_layer_norm_backward_golden(
+    gradOut,
+    input,
+    normalizedShape,
+    rstd,
+    mean,
+    scale,
+    shift,
+    weightOptional,
+    biasOptional,
+    **kwargs,
+):
+    """Golden of aclnnAdaLayerNormBackward.
+
+    Its parameters in the order of the aclnn header, outputs excluded: tensors as numpy arrays (None for a
+    null optional one), host arrays as sequences, attributes by value. Returns the outputs in the header's
+    order. Parameters the kernel op does not take are accepted and not used."""
+    out = ada_layer_norm_grad_golden(
+        gradOut,
+        input,
+        None if rstd is None else _cast_float(rstd, 'float32', 'rint'),
+        None if mean is None else _cast_float(mean, 'float32', 'rint'),
+        scale,
+        weightOptional,
+        biasOptional,
+        **kwargs,
+    )
+    return tuple(out[k] for k in [0, 1, 2, 3, 4])

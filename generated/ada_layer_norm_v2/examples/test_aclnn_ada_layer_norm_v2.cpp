@@ -154,24 +154,26 @@ int main()
     aclTensor* out = nullptr;
     ret = CreateAclTensor(outHost, outShape, &outDevice, aclDataType::ACL_FLOAT, &out);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> meanOutShape = {2, 4, 1};
-    std::vector<float> meanOutHost(GetShapeSize(meanOutShape), 0);
-    void* meanOutDevice = nullptr;
-    aclTensor* meanOut = nullptr;
-    ret = CreateAclTensor(meanOutHost, meanOutShape, &meanOutDevice, aclDataType::ACL_FLOAT, &meanOut);
+    std::vector<int64_t> meanOutOptionalShape = {2, 4, 1};
+    std::vector<float> meanOutOptionalHost(GetShapeSize(meanOutOptionalShape), 0);
+    void* meanOutOptionalDevice = nullptr;
+    aclTensor* meanOutOptional = nullptr;
+    ret = CreateAclTensor(meanOutOptionalHost, meanOutOptionalShape, &meanOutOptionalDevice, aclDataType::ACL_FLOAT,
+                          &meanOutOptional);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> rstdOutShape = {2, 4, 1};
-    std::vector<float> rstdOutHost(GetShapeSize(rstdOutShape), 0);
-    void* rstdOutDevice = nullptr;
-    aclTensor* rstdOut = nullptr;
-    ret = CreateAclTensor(rstdOutHost, rstdOutShape, &rstdOutDevice, aclDataType::ACL_FLOAT, &rstdOut);
+    std::vector<int64_t> rstdOutOptionalShape = {2, 4, 1};
+    std::vector<float> rstdOutOptionalHost(GetShapeSize(rstdOutOptionalShape), 0);
+    void* rstdOutOptionalDevice = nullptr;
+    aclTensor* rstdOutOptional = nullptr;
+    ret = CreateAclTensor(rstdOutOptionalHost, rstdOutOptionalShape, &rstdOutOptionalDevice, aclDataType::ACL_FLOAT,
+                          &rstdOutOptional);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
 
     // 3. First phase: validate and size the workspace.
     uint64_t workspaceSize = 0;
     aclOpExecutor* executor = nullptr;
-    ret = aclnnAdaLayerNormV2GetWorkspaceSize(x, scale, shift, weightOptional, biasOptional, epsilon, out, meanOut,
-                                              rstdOut, &workspaceSize, &executor);
+    ret = aclnnAdaLayerNormV2GetWorkspaceSize(x, scale, shift, weightOptional, biasOptional, epsilon, out,
+                                              meanOutOptional, rstdOutOptional, &workspaceSize, &executor);
     CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclnnAdaLayerNormV2GetWorkspaceSize failed. ERROR: %d\n", ret);
               return ret);
     void* workspaceAddr = nullptr;
@@ -188,8 +190,8 @@ int main()
 
     // 5. Results.
     PrintOutput<float>("out", outDevice, outShape, FloatFromFloat);
-    PrintOutput<float>("mean", meanOutDevice, meanOutShape, FloatFromFloat);
-    PrintOutput<float>("rstd", rstdOutDevice, rstdOutShape, FloatFromFloat);
+    PrintOutput<float>("mean", meanOutOptionalDevice, meanOutOptionalShape, FloatFromFloat);
+    PrintOutput<float>("rstd", rstdOutOptionalDevice, rstdOutOptionalShape, FloatFromFloat);
 
     // 6. Release.
     aclDestroyTensor(x);
@@ -204,10 +206,10 @@ int main()
     aclrtFree(biasOptionalDevice);
     aclDestroyTensor(out);
     aclrtFree(outDevice);
-    aclDestroyTensor(meanOut);
-    aclrtFree(meanOutDevice);
-    aclDestroyTensor(rstdOut);
-    aclrtFree(rstdOutDevice);
+    aclDestroyTensor(meanOutOptional);
+    aclrtFree(meanOutOptionalDevice);
+    aclDestroyTensor(rstdOutOptional);
+    aclrtFree(rstdOutOptionalDevice);
     if (workspaceSize > 0) {
         aclrtFree(workspaceAddr);
     }

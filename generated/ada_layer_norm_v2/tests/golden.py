@@ -19,7 +19,7 @@ import numpy as np
 
 __golden__ = {
     "kernel": {"ada_layer_norm_v2": "ada_layer_norm_v2_golden"},
-    "aclnn": {"aclnnAdaLayerNormV2": "ada_layer_norm_v2_golden"},
+    "aclnn": {"aclnnAdaLayerNormV2": "aclnn_ada_layer_norm_v2_golden"},
 }
 
 _OP = "AdaLayerNormV2"
@@ -833,3 +833,29 @@ def ada_layer_norm_v2_golden(
         'epsilon': epsilon,
     }
     return _run(inputs, attrs, kwargs)
+
+
+def aclnn_ada_layer_norm_v2_golden(
+    x,
+    scale,
+    shift,
+    weightOptional,
+    biasOptional,
+    epsilon,
+    **kwargs,
+):
+    """Golden of aclnnAdaLayerNormV2.
+
+    Its parameters in the order of the aclnn header, outputs excluded: tensors as numpy arrays (None for a
+    null optional one), host arrays as sequences, attributes by value. Returns the outputs in the header's
+    order. Parameters the kernel op does not take are accepted and not used."""
+    out = ada_layer_norm_v2_golden(
+        x,
+        scale,
+        shift,
+        weightOptional,
+        biasOptional,
+        epsilon=epsilon,
+        **kwargs,
+    )
+    return tuple(out[k] for k in [0, 1, 2])

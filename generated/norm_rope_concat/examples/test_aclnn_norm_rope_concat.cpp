@@ -186,80 +186,77 @@ int main()
     aclTensor* value = nullptr;
     ret = CreateAclTensor(valueHost, valueShape, &valueDevice, aclDataType::ACL_FLOAT16, &value);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> encoderQueryOptionalShape = {1, 2, 2, 8};
-    std::vector<float> encoderQueryOptionalValues = {
+    std::vector<int64_t> encoderQueryShape = {1, 2, 2, 8};
+    std::vector<float> encoderQueryValues = {
         1.08691f,     -0.0505981f, -0.283203f, 1.64355f,  -1.28223f,   -0.585449f, -0.472656f, 0.586426f,
         -0.663574f,   -0.613281f,  -1.60547f,  0.729492f, 0.806152f,   -0.476318f, 0.16333f,   -1.29297f,
         -0.471924f,   1.37793f,    0.135742f,  2.31055f,  -0.787109f,  0.580078f,  -0.195557f, 0.565918f,
         -0.00720978f, -0.561035f,  -0.867676f, 3.06641f,  -0.0773315f, -2.01758f,  -0.648438f, 0.678223f};
-    std::vector<uint16_t> encoderQueryOptionalHost;
-    for (float v : encoderQueryOptionalValues) {
-        encoderQueryOptionalHost.push_back(HalfFromFloat(v));
+    std::vector<uint16_t> encoderQueryHost;
+    for (float v : encoderQueryValues) {
+        encoderQueryHost.push_back(HalfFromFloat(v));
     }
-    void* encoderQueryOptionalDevice = nullptr;
-    aclTensor* encoderQueryOptional = nullptr;
-    ret = CreateAclTensor(encoderQueryOptionalHost, encoderQueryOptionalShape, &encoderQueryOptionalDevice,
-                          aclDataType::ACL_FLOAT16, &encoderQueryOptional);
+    void* encoderQueryDevice = nullptr;
+    aclTensor* encoderQuery = nullptr;
+    ret = CreateAclTensor(encoderQueryHost, encoderQueryShape, &encoderQueryDevice, aclDataType::ACL_FLOAT16,
+                          &encoderQuery);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> encoderKeyOptionalShape = {1, 2, 2, 8};
-    std::vector<float> encoderKeyOptionalValues = {
+    std::vector<int64_t> encoderKeyShape = {1, 2, 2, 8};
+    std::vector<float> encoderKeyValues = {
         -0.5f,      1.36035f,   1.00195f,  -0.152344f,  -0.472168f, -1.00488f,  -0.700195f, -1.47266f,
         1.2041f,    1.59082f,   -1.25586f, -1.18164f,   -1.76855f,  -0.963867f, -3.10547f,  -1.14258f,
         1.29688f,   -0.345703f, 0.854492f, -0.489014f,  1.76074f,   0.199219f,  -0.38208f,  2.55273f,
         -0.324463f, -1.22168f,  0.201904f, -0.0388489f, 1.06641f,   -0.921875f, 0.804688f,  0.852539f};
-    std::vector<uint16_t> encoderKeyOptionalHost;
-    for (float v : encoderKeyOptionalValues) {
-        encoderKeyOptionalHost.push_back(HalfFromFloat(v));
+    std::vector<uint16_t> encoderKeyHost;
+    for (float v : encoderKeyValues) {
+        encoderKeyHost.push_back(HalfFromFloat(v));
     }
-    void* encoderKeyOptionalDevice = nullptr;
-    aclTensor* encoderKeyOptional = nullptr;
-    ret = CreateAclTensor(encoderKeyOptionalHost, encoderKeyOptionalShape, &encoderKeyOptionalDevice,
-                          aclDataType::ACL_FLOAT16, &encoderKeyOptional);
+    void* encoderKeyDevice = nullptr;
+    aclTensor* encoderKey = nullptr;
+    ret = CreateAclTensor(encoderKeyHost, encoderKeyShape, &encoderKeyDevice, aclDataType::ACL_FLOAT16, &encoderKey);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> encoderValueOptionalShape = {1, 2, 2, 8};
-    std::vector<float> encoderValueOptionalValues = {
+    std::vector<int64_t> encoderValueShape = {1, 2, 2, 8};
+    std::vector<float> encoderValueValues = {
         -0.66748f,    0.163208f,  -0.830566f, 2.3457f,    -0.704102f, -0.453125f, -1.06543f, -0.346191f,
         -0.00587463f, 0.767578f,  -0.610352f, -0.185791f, -1.41602f,  -0.827637f, 2.75586f,  1.04102f,
         -0.78125f,    -1.33691f,  -0.975586f, -0.021698f, 0.034729f,  -0.744141f, -1.28613f, 1.42285f,
         0.45166f,     -0.374512f, -0.220703f, -0.529297f, -2.93555f,  0.115662f,  -1.07031f, -1.00293f};
-    std::vector<uint16_t> encoderValueOptionalHost;
-    for (float v : encoderValueOptionalValues) {
-        encoderValueOptionalHost.push_back(HalfFromFloat(v));
+    std::vector<uint16_t> encoderValueHost;
+    for (float v : encoderValueValues) {
+        encoderValueHost.push_back(HalfFromFloat(v));
     }
-    void* encoderValueOptionalDevice = nullptr;
-    aclTensor* encoderValueOptional = nullptr;
-    ret = CreateAclTensor(encoderValueOptionalHost, encoderValueOptionalShape, &encoderValueOptionalDevice,
-                          aclDataType::ACL_FLOAT16, &encoderValueOptional);
+    void* encoderValueDevice = nullptr;
+    aclTensor* encoderValue = nullptr;
+    ret = CreateAclTensor(encoderValueHost, encoderValueShape, &encoderValueDevice, aclDataType::ACL_FLOAT16,
+                          &encoderValue);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> ropeSinOptionalShape = {4, 8};
-    std::vector<float> ropeSinOptionalValues = {
+    std::vector<int64_t> ropeSinShape = {4, 8};
+    std::vector<float> ropeSinValues = {
         -0.640137f, 0.732422f,   -1.1709f,   -1.43457f,  0.639648f,  0.754395f,  -0.958984f, 0.5625f,
         -0.291748f, 0.30127f,    -1.26074f,  0.833008f,  1.20312f,   0.637207f,  0.558105f,  -3.77148f,
         0.260742f,  -0.0254517f, -0.147095f, -0.630371f, 0.0553589f, 0.412109f,  -0.263672f, -0.463379f,
         1.22949f,   -1.10547f,   1.03027f,   0.176758f,  -0.804199f, -0.290039f, -0.919922f, 0.675293f};
-    std::vector<uint16_t> ropeSinOptionalHost;
-    for (float v : ropeSinOptionalValues) {
-        ropeSinOptionalHost.push_back(HalfFromFloat(v));
+    std::vector<uint16_t> ropeSinHost;
+    for (float v : ropeSinValues) {
+        ropeSinHost.push_back(HalfFromFloat(v));
     }
-    void* ropeSinOptionalDevice = nullptr;
-    aclTensor* ropeSinOptional = nullptr;
-    ret = CreateAclTensor(ropeSinOptionalHost, ropeSinOptionalShape, &ropeSinOptionalDevice, aclDataType::ACL_FLOAT16,
-                          &ropeSinOptional);
+    void* ropeSinDevice = nullptr;
+    aclTensor* ropeSin = nullptr;
+    ret = CreateAclTensor(ropeSinHost, ropeSinShape, &ropeSinDevice, aclDataType::ACL_FLOAT16, &ropeSin);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> ropeCosOptionalShape = {4, 8};
-    std::vector<float> ropeCosOptionalValues = {
+    std::vector<int64_t> ropeCosShape = {4, 8};
+    std::vector<float> ropeCosValues = {
         0.3479f,    -0.556641f, -1.10254f,  0.301758f,   0.95752f,  -0.113831f, 0.418457f, -0.375977f,
         0.0675659f, -0.29126f,  0.293945f,  -1.50977f,   0.644043f, -0.22998f,  0.358643f, -0.340332f,
         0.320312f,  -1.07227f,  1.18945f,   -1.70312f,   -1.03906f, 0.235718f,  1.46289f,  0.278076f,
         -0.247925f, -1.4248f,   -0.191284f, -0.0198822f, 1.69043f,  0.62207f,   -1.5293f,  2.02734f};
-    std::vector<uint16_t> ropeCosOptionalHost;
-    for (float v : ropeCosOptionalValues) {
-        ropeCosOptionalHost.push_back(HalfFromFloat(v));
+    std::vector<uint16_t> ropeCosHost;
+    for (float v : ropeCosValues) {
+        ropeCosHost.push_back(HalfFromFloat(v));
     }
-    void* ropeCosOptionalDevice = nullptr;
-    aclTensor* ropeCosOptional = nullptr;
-    ret = CreateAclTensor(ropeCosOptionalHost, ropeCosOptionalShape, &ropeCosOptionalDevice, aclDataType::ACL_FLOAT16,
-                          &ropeCosOptional);
+    void* ropeCosDevice = nullptr;
+    aclTensor* ropeCos = nullptr;
+    ret = CreateAclTensor(ropeCosHost, ropeCosShape, &ropeCosDevice, aclDataType::ACL_FLOAT16, &ropeCos);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
     int64_t normType = 1;
     int64_t normAddedType = 0;
@@ -267,36 +264,35 @@ int main()
     int64_t concatOrder = 0;
     double eps = 1e-05;
     bool isTraining = false;
-    std::vector<int64_t> queryOutputOutShape = {1, 2, 6, 8};
-    std::vector<uint16_t> queryOutputOutHost(GetShapeSize(queryOutputOutShape), 0);
-    void* queryOutputOutDevice = nullptr;
-    aclTensor* queryOutputOut = nullptr;
-    ret = CreateAclTensor(queryOutputOutHost, queryOutputOutShape, &queryOutputOutDevice, aclDataType::ACL_FLOAT16,
-                          &queryOutputOut);
+    std::vector<int64_t> queryOutputShape = {1, 2, 6, 8};
+    std::vector<uint16_t> queryOutputHost(GetShapeSize(queryOutputShape), 0);
+    void* queryOutputDevice = nullptr;
+    aclTensor* queryOutput = nullptr;
+    ret =
+        CreateAclTensor(queryOutputHost, queryOutputShape, &queryOutputDevice, aclDataType::ACL_FLOAT16, &queryOutput);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> keyOutputOutShape = {1, 2, 6, 8};
-    std::vector<uint16_t> keyOutputOutHost(GetShapeSize(keyOutputOutShape), 0);
-    void* keyOutputOutDevice = nullptr;
-    aclTensor* keyOutputOut = nullptr;
-    ret = CreateAclTensor(keyOutputOutHost, keyOutputOutShape, &keyOutputOutDevice, aclDataType::ACL_FLOAT16,
-                          &keyOutputOut);
+    std::vector<int64_t> keyOutputShape = {1, 2, 6, 8};
+    std::vector<uint16_t> keyOutputHost(GetShapeSize(keyOutputShape), 0);
+    void* keyOutputDevice = nullptr;
+    aclTensor* keyOutput = nullptr;
+    ret = CreateAclTensor(keyOutputHost, keyOutputShape, &keyOutputDevice, aclDataType::ACL_FLOAT16, &keyOutput);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> valueOutputOutShape = {1, 2, 6, 8};
-    std::vector<uint16_t> valueOutputOutHost(GetShapeSize(valueOutputOutShape), 0);
-    void* valueOutputOutDevice = nullptr;
-    aclTensor* valueOutputOut = nullptr;
-    ret = CreateAclTensor(valueOutputOutHost, valueOutputOutShape, &valueOutputOutDevice, aclDataType::ACL_FLOAT16,
-                          &valueOutputOut);
+    std::vector<int64_t> valueOutputShape = {1, 2, 6, 8};
+    std::vector<uint16_t> valueOutputHost(GetShapeSize(valueOutputShape), 0);
+    void* valueOutputDevice = nullptr;
+    aclTensor* valueOutput = nullptr;
+    ret =
+        CreateAclTensor(valueOutputHost, valueOutputShape, &valueOutputDevice, aclDataType::ACL_FLOAT16, &valueOutput);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
 
     // 3. First phase: validate and size the workspace.
     uint64_t workspaceSize = 0;
     aclOpExecutor* executor = nullptr;
-    ret = aclnnNormRopeConcatGetWorkspaceSize(
-        query, key, value, encoderQueryOptional, encoderKeyOptional, encoderValueOptional, nullptr, nullptr, nullptr,
-        nullptr, nullptr, nullptr, nullptr, nullptr, ropeSinOptional, ropeCosOptional, normType, normAddedType,
-        ropeType, concatOrder, eps, isTraining, queryOutputOut, keyOutputOut, valueOutputOut, nullptr, nullptr, nullptr,
-        nullptr, nullptr, nullptr, nullptr, nullptr, &workspaceSize, &executor);
+    ret = aclnnNormRopeConcatGetWorkspaceSize(query, key, value, encoderQuery, encoderKey, encoderValue, nullptr,
+                                              nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ropeSin,
+                                              ropeCos, normType, normAddedType, ropeType, concatOrder, eps, isTraining,
+                                              queryOutput, keyOutput, valueOutput, nullptr, nullptr, nullptr, nullptr,
+                                              nullptr, nullptr, nullptr, nullptr, &workspaceSize, &executor);
     CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclnnNormRopeConcatGetWorkspaceSize failed. ERROR: %d\n", ret);
               return ret);
     void* workspaceAddr = nullptr;
@@ -312,9 +308,9 @@ int main()
     CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclrtSynchronizeStream failed. ERROR: %d\n", ret); return ret);
 
     // 5. Results.
-    PrintOutput<uint16_t>("query_output", queryOutputOutDevice, queryOutputOutShape, FloatFromHalf);
-    PrintOutput<uint16_t>("key_output", keyOutputOutDevice, keyOutputOutShape, FloatFromHalf);
-    PrintOutput<uint16_t>("value_output", valueOutputOutDevice, valueOutputOutShape, FloatFromHalf);
+    PrintOutput<uint16_t>("query_output", queryOutputDevice, queryOutputShape, FloatFromHalf);
+    PrintOutput<uint16_t>("key_output", keyOutputDevice, keyOutputShape, FloatFromHalf);
+    PrintOutput<uint16_t>("value_output", valueOutputDevice, valueOutputShape, FloatFromHalf);
 
     // 6. Release.
     aclDestroyTensor(query);
@@ -323,22 +319,22 @@ int main()
     aclrtFree(keyDevice);
     aclDestroyTensor(value);
     aclrtFree(valueDevice);
-    aclDestroyTensor(encoderQueryOptional);
-    aclrtFree(encoderQueryOptionalDevice);
-    aclDestroyTensor(encoderKeyOptional);
-    aclrtFree(encoderKeyOptionalDevice);
-    aclDestroyTensor(encoderValueOptional);
-    aclrtFree(encoderValueOptionalDevice);
-    aclDestroyTensor(ropeSinOptional);
-    aclrtFree(ropeSinOptionalDevice);
-    aclDestroyTensor(ropeCosOptional);
-    aclrtFree(ropeCosOptionalDevice);
-    aclDestroyTensor(queryOutputOut);
-    aclrtFree(queryOutputOutDevice);
-    aclDestroyTensor(keyOutputOut);
-    aclrtFree(keyOutputOutDevice);
-    aclDestroyTensor(valueOutputOut);
-    aclrtFree(valueOutputOutDevice);
+    aclDestroyTensor(encoderQuery);
+    aclrtFree(encoderQueryDevice);
+    aclDestroyTensor(encoderKey);
+    aclrtFree(encoderKeyDevice);
+    aclDestroyTensor(encoderValue);
+    aclrtFree(encoderValueDevice);
+    aclDestroyTensor(ropeSin);
+    aclrtFree(ropeSinDevice);
+    aclDestroyTensor(ropeCos);
+    aclrtFree(ropeCosDevice);
+    aclDestroyTensor(queryOutput);
+    aclrtFree(queryOutputDevice);
+    aclDestroyTensor(keyOutput);
+    aclrtFree(keyOutputDevice);
+    aclDestroyTensor(valueOutput);
+    aclrtFree(valueOutputDevice);
     if (workspaceSize > 0) {
         aclrtFree(workspaceAddr);
     }

@@ -172,8 +172,14 @@ public:
         this->Attr("concat_order").AttrType(OPTIONAL).Int(0);
         this->Attr("eps").AttrType(OPTIONAL).Float(1e-05);
         this->Attr("is_training").AttrType(OPTIONAL).Bool(false);
-        this->AICore().AddConfig("ascend910b");
-        this->AICore().AddConfig("ascend910_93");
+
+        OpAICoreConfig aicoreConfig;  // shape-generic binaries, dynamic rank and shape; the kernel source stem
+        aicoreConfig.DynamicCompileStaticFlag(true)
+            .DynamicRankSupportFlag(true)
+            .DynamicShapeSupportFlag(true)
+            .ExtendCfgInfo("opFile.value", "norm_rope_concat");
+        this->AICore().AddConfig("ascend910b", aicoreConfig);
+        this->AICore().AddConfig("ascend910_93", aicoreConfig);
     }
 };
 

@@ -21,7 +21,7 @@ import numpy as np
 
 __golden__ = {
     "kernel": {"norm_rope_concat": "norm_rope_concat_golden"},
-    "aclnn": {"aclnnNormRopeConcat": "norm_rope_concat_golden"},
+    "aclnn": {"aclnnNormRopeConcat": "aclnn_norm_rope_concat_golden"},
 }
 
 _OP = "NormRopeConcat"
@@ -464,3 +464,61 @@ def norm_rope_concat_golden(
         'is_training': is_training,
     }
     return _run(inputs, attrs, kwargs)
+
+
+def aclnn_norm_rope_concat_golden(
+    query,
+    key,
+    value,
+    encoderQuery,
+    encoderKey,
+    encoderValue,
+    normQueryWeight,
+    normQueryBias,
+    normKeyWeight,
+    normKeyBias,
+    normAddedQueryWeight,
+    normAddedQueryBias,
+    normAddedKeyWeight,
+    normAddedKeyBias,
+    ropeSin,
+    ropeCos,
+    normType,
+    normAddedType,
+    ropeType,
+    concatOrder,
+    eps,
+    isTraining,
+    **kwargs,
+):
+    """Golden of aclnnNormRopeConcat.
+
+    Its parameters in the order of the aclnn header, outputs excluded: tensors as numpy arrays (None for a
+    null optional one), host arrays as sequences, attributes by value. Returns the outputs in the header's
+    order. Parameters the kernel op does not take are accepted and not used."""
+    out = norm_rope_concat_golden(
+        query,
+        key,
+        value,
+        encoderQuery,
+        encoderKey,
+        encoderValue,
+        normQueryWeight,
+        normQueryBias,
+        normKeyWeight,
+        normKeyBias,
+        normAddedQueryWeight,
+        normAddedQueryBias,
+        normAddedKeyWeight,
+        normAddedKeyBias,
+        ropeSin,
+        ropeCos,
+        norm_type=normType,
+        norm_added_type=normAddedType,
+        rope_type=ropeType,
+        concat_order=concatOrder,
+        eps=eps,
+        is_training=isTraining,
+        **kwargs,
+    )
+    return tuple(out[k] for k in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10])

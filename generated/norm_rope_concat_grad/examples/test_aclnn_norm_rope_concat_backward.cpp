@@ -235,158 +235,150 @@ int main()
     aclTensor* key = nullptr;
     ret = CreateAclTensor(keyHost, keyShape, &keyDevice, aclDataType::ACL_FLOAT16, &key);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> encoderQueryOptionalShape = {1, 2, 2, 8};
-    std::vector<float> encoderQueryOptionalValues = {
+    std::vector<int64_t> encoderQueryShape = {1, 2, 2, 8};
+    std::vector<float> encoderQueryValues = {
         -0.44043f, 0.77002f,   1.01562f,   -0.147827f, -1.48926f, 1.38379f, 1.08301f,    -0.299072f,
         2.10742f,  -0.348877f, -1.13672f,  -0.155884f, 1.07812f,  -0.9375f, 1.95117f,    -0.896484f,
         0.95459f,  0.544434f,  -0.154053f, 1.08008f,   -1.5f,     1.35742f, -0.0636597f, -0.54248f,
         0.749023f, 1.05957f,   0.77002f,   1.99902f,   1.08105f,  1.2832f,  -0.540039f,  0.106506f};
-    std::vector<uint16_t> encoderQueryOptionalHost;
-    for (float v : encoderQueryOptionalValues) {
-        encoderQueryOptionalHost.push_back(HalfFromFloat(v));
+    std::vector<uint16_t> encoderQueryHost;
+    for (float v : encoderQueryValues) {
+        encoderQueryHost.push_back(HalfFromFloat(v));
     }
-    void* encoderQueryOptionalDevice = nullptr;
-    aclTensor* encoderQueryOptional = nullptr;
-    ret = CreateAclTensor(encoderQueryOptionalHost, encoderQueryOptionalShape, &encoderQueryOptionalDevice,
-                          aclDataType::ACL_FLOAT16, &encoderQueryOptional);
+    void* encoderQueryDevice = nullptr;
+    aclTensor* encoderQuery = nullptr;
+    ret = CreateAclTensor(encoderQueryHost, encoderQueryShape, &encoderQueryDevice, aclDataType::ACL_FLOAT16,
+                          &encoderQuery);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> encoderKeyOptionalShape = {1, 2, 2, 8};
-    std::vector<float> encoderKeyOptionalValues = {
+    std::vector<int64_t> encoderKeyShape = {1, 2, 2, 8};
+    std::vector<float> encoderKeyValues = {
         0.562988f,  -0.017746f, 0.301514f,   0.426025f,  0.844238f,  -0.101624f, -0.349854f, -0.828125f,
         -0.891602f, 1.17285f,   -0.0845337f, 0.787109f,  -1.29785f,  -1.93848f,  -1.04883f,  1.14648f,
         1.06836f,   0.332031f,  -0.802246f,  -0.130859f, -0.297852f, -0.344971f, -2.50586f,  -0.85791f,
         -0.190063f, 1.5166f,    0.160767f,   1.40137f,   -0.393799f, -0.252686f, -3.90039f,  0.463379f};
-    std::vector<uint16_t> encoderKeyOptionalHost;
-    for (float v : encoderKeyOptionalValues) {
-        encoderKeyOptionalHost.push_back(HalfFromFloat(v));
+    std::vector<uint16_t> encoderKeyHost;
+    for (float v : encoderKeyValues) {
+        encoderKeyHost.push_back(HalfFromFloat(v));
     }
-    void* encoderKeyOptionalDevice = nullptr;
-    aclTensor* encoderKeyOptional = nullptr;
-    ret = CreateAclTensor(encoderKeyOptionalHost, encoderKeyOptionalShape, &encoderKeyOptionalDevice,
-                          aclDataType::ACL_FLOAT16, &encoderKeyOptional);
+    void* encoderKeyDevice = nullptr;
+    aclTensor* encoderKey = nullptr;
+    ret = CreateAclTensor(encoderKeyHost, encoderKeyShape, &encoderKeyDevice, aclDataType::ACL_FLOAT16, &encoderKey);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> normQueryMeanOptionalShape = {1, 4, 2, 1};
-    std::vector<float> normQueryMeanOptionalValues = {-0.189453f, -0.223907f, -0.10022f,   -0.000976562f,
-                                                      -0.015419f, -0.125893f, -0.0410004f, 0.115831f};
-    std::vector<float> normQueryMeanOptionalHost = normQueryMeanOptionalValues;
-    void* normQueryMeanOptionalDevice = nullptr;
-    aclTensor* normQueryMeanOptional = nullptr;
-    ret = CreateAclTensor(normQueryMeanOptionalHost, normQueryMeanOptionalShape, &normQueryMeanOptionalDevice,
-                          aclDataType::ACL_FLOAT, &normQueryMeanOptional);
+    std::vector<int64_t> normQueryMeanShape = {1, 4, 2, 1};
+    std::vector<float> normQueryMeanValues = {-0.189453f, -0.223907f, -0.10022f,   -0.000976562f,
+                                              -0.015419f, -0.125893f, -0.0410004f, 0.115831f};
+    std::vector<float> normQueryMeanHost = normQueryMeanValues;
+    void* normQueryMeanDevice = nullptr;
+    aclTensor* normQueryMean = nullptr;
+    ret = CreateAclTensor(normQueryMeanHost, normQueryMeanShape, &normQueryMeanDevice, aclDataType::ACL_FLOAT,
+                          &normQueryMean);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> normQueryRstdOptionalShape = {1, 4, 2, 1};
-    std::vector<float> normQueryRstdOptionalValues = {1.12665f, 0.658533f, 3.04201f,  1.16845f,
-                                                      1.63792f, 1.62205f,  0.947718f, 0.826381f};
-    std::vector<float> normQueryRstdOptionalHost = normQueryRstdOptionalValues;
-    void* normQueryRstdOptionalDevice = nullptr;
-    aclTensor* normQueryRstdOptional = nullptr;
-    ret = CreateAclTensor(normQueryRstdOptionalHost, normQueryRstdOptionalShape, &normQueryRstdOptionalDevice,
-                          aclDataType::ACL_FLOAT, &normQueryRstdOptional);
+    std::vector<int64_t> normQueryRstdShape = {1, 4, 2, 1};
+    std::vector<float> normQueryRstdValues = {1.12665f, 0.658533f, 3.04201f,  1.16845f,
+                                              1.63792f, 1.62205f,  0.947718f, 0.826381f};
+    std::vector<float> normQueryRstdHost = normQueryRstdValues;
+    void* normQueryRstdDevice = nullptr;
+    aclTensor* normQueryRstd = nullptr;
+    ret = CreateAclTensor(normQueryRstdHost, normQueryRstdShape, &normQueryRstdDevice, aclDataType::ACL_FLOAT,
+                          &normQueryRstd);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> normKeyMeanOptionalShape = {1, 4, 2, 1};
-    std::vector<float> normKeyMeanOptionalValues = {0.229958f,  -0.140251f, 0.0524597f, -0.0326996f,
-                                                    -0.400238f, 0.142082f,  0.0640259f, -0.367157f};
-    std::vector<float> normKeyMeanOptionalHost = normKeyMeanOptionalValues;
-    void* normKeyMeanOptionalDevice = nullptr;
-    aclTensor* normKeyMeanOptional = nullptr;
-    ret = CreateAclTensor(normKeyMeanOptionalHost, normKeyMeanOptionalShape, &normKeyMeanOptionalDevice,
-                          aclDataType::ACL_FLOAT, &normKeyMeanOptional);
+    std::vector<int64_t> normKeyMeanShape = {1, 4, 2, 1};
+    std::vector<float> normKeyMeanValues = {0.229958f,  -0.140251f, 0.0524597f, -0.0326996f,
+                                            -0.400238f, 0.142082f,  0.0640259f, -0.367157f};
+    std::vector<float> normKeyMeanHost = normKeyMeanValues;
+    void* normKeyMeanDevice = nullptr;
+    aclTensor* normKeyMean = nullptr;
+    ret = CreateAclTensor(normKeyMeanHost, normKeyMeanShape, &normKeyMeanDevice, aclDataType::ACL_FLOAT, &normKeyMean);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> normKeyRstdOptionalShape = {1, 4, 2, 1};
-    std::vector<float> normKeyRstdOptionalValues = {1.32364f, 0.952885f, 1.20822f, 1.07391f,
-                                                    1.65154f, 1.32184f,  0.80889f, 0.902315f};
-    std::vector<float> normKeyRstdOptionalHost = normKeyRstdOptionalValues;
-    void* normKeyRstdOptionalDevice = nullptr;
-    aclTensor* normKeyRstdOptional = nullptr;
-    ret = CreateAclTensor(normKeyRstdOptionalHost, normKeyRstdOptionalShape, &normKeyRstdOptionalDevice,
-                          aclDataType::ACL_FLOAT, &normKeyRstdOptional);
+    std::vector<int64_t> normKeyRstdShape = {1, 4, 2, 1};
+    std::vector<float> normKeyRstdValues = {1.32364f, 0.952885f, 1.20822f, 1.07391f,
+                                            1.65154f, 1.32184f,  0.80889f, 0.902315f};
+    std::vector<float> normKeyRstdHost = normKeyRstdValues;
+    void* normKeyRstdDevice = nullptr;
+    aclTensor* normKeyRstd = nullptr;
+    ret = CreateAclTensor(normKeyRstdHost, normKeyRstdShape, &normKeyRstdDevice, aclDataType::ACL_FLOAT, &normKeyRstd);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> ropeSinOptionalShape = {4, 8};
-    std::vector<float> ropeSinOptionalValues = {
+    std::vector<int64_t> ropeSinShape = {4, 8};
+    std::vector<float> ropeSinValues = {
         -0.543945f, -0.133423f, 1.29785f,   -0.967773f, 1.92676f,   1.87891f,  -1.71387f, -0.140991f,
         0.342773f,  -0.760742f, -0.741211f, -0.237427f, 0.739258f,  -0.51123f, 1.82715f,  0.290039f,
         -0.1026f,   1.44922f,   0.626465f,  0.369385f,  -0.331055f, 1.81445f,  0.812012f, -0.203369f,
         -1.57715f,  0.373047f,  -1.14355f,  -1.71582f,  -0.279053f, 0.281494f, 1.28223f,  0.282471f};
-    std::vector<uint16_t> ropeSinOptionalHost;
-    for (float v : ropeSinOptionalValues) {
-        ropeSinOptionalHost.push_back(HalfFromFloat(v));
+    std::vector<uint16_t> ropeSinHost;
+    for (float v : ropeSinValues) {
+        ropeSinHost.push_back(HalfFromFloat(v));
     }
-    void* ropeSinOptionalDevice = nullptr;
-    aclTensor* ropeSinOptional = nullptr;
-    ret = CreateAclTensor(ropeSinOptionalHost, ropeSinOptionalShape, &ropeSinOptionalDevice, aclDataType::ACL_FLOAT16,
-                          &ropeSinOptional);
+    void* ropeSinDevice = nullptr;
+    aclTensor* ropeSin = nullptr;
+    ret = CreateAclTensor(ropeSinHost, ropeSinShape, &ropeSinDevice, aclDataType::ACL_FLOAT16, &ropeSin);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> ropeCosOptionalShape = {4, 8};
-    std::vector<float> ropeCosOptionalValues = {
+    std::vector<int64_t> ropeCosShape = {4, 8};
+    std::vector<float> ropeCosValues = {
         0.806152f,  -1.22559f,  -0.0225372f, 0.124207f,   0.862305f,  0.116089f, 0.804199f,  -0.504395f,
         0.35791f,   0.414795f,  -1.25f,      0.175537f,   -0.320312f, -1.9043f,  0.958496f,  -0.361816f,
         -0.852539f, -0.377197f, 0.138184f,   1.50781f,    -0.165894f, 0.472412f, 1.37402f,   0.533691f,
         1.06836f,   -0.476562f, 0.770996f,   -0.0579834f, 1.07422f,   -1.00391f, -0.779785f, 1.26855f};
-    std::vector<uint16_t> ropeCosOptionalHost;
-    for (float v : ropeCosOptionalValues) {
-        ropeCosOptionalHost.push_back(HalfFromFloat(v));
+    std::vector<uint16_t> ropeCosHost;
+    for (float v : ropeCosValues) {
+        ropeCosHost.push_back(HalfFromFloat(v));
     }
-    void* ropeCosOptionalDevice = nullptr;
-    aclTensor* ropeCosOptional = nullptr;
-    ret = CreateAclTensor(ropeCosOptionalHost, ropeCosOptionalShape, &ropeCosOptionalDevice, aclDataType::ACL_FLOAT16,
-                          &ropeCosOptional);
+    void* ropeCosDevice = nullptr;
+    aclTensor* ropeCos = nullptr;
+    ret = CreateAclTensor(ropeCosHost, ropeCosShape, &ropeCosDevice, aclDataType::ACL_FLOAT16, &ropeCos);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
     int64_t normType = 1;
     int64_t normAddedType = 0;
     int64_t ropeType = 1;
     int64_t concatOrder = 0;
-    std::vector<int64_t> gradQueryOutShape = {1, 4, 2, 8};
-    std::vector<uint16_t> gradQueryOutHost(GetShapeSize(gradQueryOutShape), 0);
-    void* gradQueryOutDevice = nullptr;
-    aclTensor* gradQueryOut = nullptr;
-    ret = CreateAclTensor(gradQueryOutHost, gradQueryOutShape, &gradQueryOutDevice, aclDataType::ACL_FLOAT16,
-                          &gradQueryOut);
+    std::vector<int64_t> gradQueryShape = {1, 4, 2, 8};
+    std::vector<uint16_t> gradQueryHost(GetShapeSize(gradQueryShape), 0);
+    void* gradQueryDevice = nullptr;
+    aclTensor* gradQuery = nullptr;
+    ret = CreateAclTensor(gradQueryHost, gradQueryShape, &gradQueryDevice, aclDataType::ACL_FLOAT16, &gradQuery);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> gradKeyOutShape = {1, 4, 2, 8};
-    std::vector<uint16_t> gradKeyOutHost(GetShapeSize(gradKeyOutShape), 0);
-    void* gradKeyOutDevice = nullptr;
-    aclTensor* gradKeyOut = nullptr;
-    ret = CreateAclTensor(gradKeyOutHost, gradKeyOutShape, &gradKeyOutDevice, aclDataType::ACL_FLOAT16, &gradKeyOut);
+    std::vector<int64_t> gradKeyShape = {1, 4, 2, 8};
+    std::vector<uint16_t> gradKeyHost(GetShapeSize(gradKeyShape), 0);
+    void* gradKeyDevice = nullptr;
+    aclTensor* gradKey = nullptr;
+    ret = CreateAclTensor(gradKeyHost, gradKeyShape, &gradKeyDevice, aclDataType::ACL_FLOAT16, &gradKey);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> gradValueOutShape = {1, 4, 2, 8};
-    std::vector<uint16_t> gradValueOutHost(GetShapeSize(gradValueOutShape), 0);
-    void* gradValueOutDevice = nullptr;
-    aclTensor* gradValueOut = nullptr;
-    ret = CreateAclTensor(gradValueOutHost, gradValueOutShape, &gradValueOutDevice, aclDataType::ACL_FLOAT16,
-                          &gradValueOut);
+    std::vector<int64_t> gradValueShape = {1, 4, 2, 8};
+    std::vector<uint16_t> gradValueHost(GetShapeSize(gradValueShape), 0);
+    void* gradValueDevice = nullptr;
+    aclTensor* gradValue = nullptr;
+    ret = CreateAclTensor(gradValueHost, gradValueShape, &gradValueDevice, aclDataType::ACL_FLOAT16, &gradValue);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> gradEncoderQueryOutShape = {1, 2, 2, 8};
-    std::vector<uint16_t> gradEncoderQueryOutHost(GetShapeSize(gradEncoderQueryOutShape), 0);
-    void* gradEncoderQueryOutDevice = nullptr;
-    aclTensor* gradEncoderQueryOut = nullptr;
-    ret = CreateAclTensor(gradEncoderQueryOutHost, gradEncoderQueryOutShape, &gradEncoderQueryOutDevice,
-                          aclDataType::ACL_FLOAT16, &gradEncoderQueryOut);
+    std::vector<int64_t> gradEncoderQueryShape = {1, 2, 2, 8};
+    std::vector<uint16_t> gradEncoderQueryHost(GetShapeSize(gradEncoderQueryShape), 0);
+    void* gradEncoderQueryDevice = nullptr;
+    aclTensor* gradEncoderQuery = nullptr;
+    ret = CreateAclTensor(gradEncoderQueryHost, gradEncoderQueryShape, &gradEncoderQueryDevice,
+                          aclDataType::ACL_FLOAT16, &gradEncoderQuery);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> gradEncoderKeyOutShape = {1, 2, 2, 8};
-    std::vector<uint16_t> gradEncoderKeyOutHost(GetShapeSize(gradEncoderKeyOutShape), 0);
-    void* gradEncoderKeyOutDevice = nullptr;
-    aclTensor* gradEncoderKeyOut = nullptr;
-    ret = CreateAclTensor(gradEncoderKeyOutHost, gradEncoderKeyOutShape, &gradEncoderKeyOutDevice,
-                          aclDataType::ACL_FLOAT16, &gradEncoderKeyOut);
+    std::vector<int64_t> gradEncoderKeyShape = {1, 2, 2, 8};
+    std::vector<uint16_t> gradEncoderKeyHost(GetShapeSize(gradEncoderKeyShape), 0);
+    void* gradEncoderKeyDevice = nullptr;
+    aclTensor* gradEncoderKey = nullptr;
+    ret = CreateAclTensor(gradEncoderKeyHost, gradEncoderKeyShape, &gradEncoderKeyDevice, aclDataType::ACL_FLOAT16,
+                          &gradEncoderKey);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
-    std::vector<int64_t> gradEncoderValueOutShape = {1, 2, 2, 8};
-    std::vector<uint16_t> gradEncoderValueOutHost(GetShapeSize(gradEncoderValueOutShape), 0);
-    void* gradEncoderValueOutDevice = nullptr;
-    aclTensor* gradEncoderValueOut = nullptr;
-    ret = CreateAclTensor(gradEncoderValueOutHost, gradEncoderValueOutShape, &gradEncoderValueOutDevice,
-                          aclDataType::ACL_FLOAT16, &gradEncoderValueOut);
+    std::vector<int64_t> gradEncoderValueShape = {1, 2, 2, 8};
+    std::vector<uint16_t> gradEncoderValueHost(GetShapeSize(gradEncoderValueShape), 0);
+    void* gradEncoderValueDevice = nullptr;
+    aclTensor* gradEncoderValue = nullptr;
+    ret = CreateAclTensor(gradEncoderValueHost, gradEncoderValueShape, &gradEncoderValueDevice,
+                          aclDataType::ACL_FLOAT16, &gradEncoderValue);
     CHECK_RET(ret == ACL_SUCCESS, return ret);
 
     // 3. First phase: validate and size the workspace.
     uint64_t workspaceSize = 0;
     aclOpExecutor* executor = nullptr;
     ret = aclnnNormRopeConcatBackwardGetWorkspaceSize(
-        gradQueryOutput, gradKeyOutput, gradValueOutput, query, key, encoderQueryOptional, encoderKeyOptional, nullptr,
-        normQueryMeanOptional, normQueryRstdOptional, nullptr, normKeyMeanOptional, normKeyRstdOptional, nullptr,
-        nullptr, nullptr, nullptr, nullptr, nullptr, ropeSinOptional, ropeCosOptional, normType, normAddedType,
-        ropeType, concatOrder, gradQueryOut, gradKeyOut, gradValueOut, gradEncoderQueryOut, gradEncoderKeyOut,
-        gradEncoderValueOut, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &workspaceSize,
-        &executor);
+        gradQueryOutput, gradKeyOutput, gradValueOutput, query, key, encoderQuery, encoderKey, nullptr, normQueryMean,
+        normQueryRstd, nullptr, normKeyMean, normKeyRstd, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, ropeSin,
+        ropeCos, normType, normAddedType, ropeType, concatOrder, gradQuery, gradKey, gradValue, gradEncoderQuery,
+        gradEncoderKey, gradEncoderValue, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+        &workspaceSize, &executor);
     CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclnnNormRopeConcatBackwardGetWorkspaceSize failed. ERROR: %d\n", ret);
               return ret);
     void* workspaceAddr = nullptr;
@@ -402,12 +394,12 @@ int main()
     CHECK_RET(ret == ACL_SUCCESS, LOG_PRINT("aclrtSynchronizeStream failed. ERROR: %d\n", ret); return ret);
 
     // 5. Results.
-    PrintOutput<uint16_t>("grad_query", gradQueryOutDevice, gradQueryOutShape, FloatFromHalf);
-    PrintOutput<uint16_t>("grad_key", gradKeyOutDevice, gradKeyOutShape, FloatFromHalf);
-    PrintOutput<uint16_t>("grad_value", gradValueOutDevice, gradValueOutShape, FloatFromHalf);
-    PrintOutput<uint16_t>("grad_encoder_query", gradEncoderQueryOutDevice, gradEncoderQueryOutShape, FloatFromHalf);
-    PrintOutput<uint16_t>("grad_encoder_key", gradEncoderKeyOutDevice, gradEncoderKeyOutShape, FloatFromHalf);
-    PrintOutput<uint16_t>("grad_encoder_value", gradEncoderValueOutDevice, gradEncoderValueOutShape, FloatFromHalf);
+    PrintOutput<uint16_t>("grad_query", gradQueryDevice, gradQueryShape, FloatFromHalf);
+    PrintOutput<uint16_t>("grad_key", gradKeyDevice, gradKeyShape, FloatFromHalf);
+    PrintOutput<uint16_t>("grad_value", gradValueDevice, gradValueShape, FloatFromHalf);
+    PrintOutput<uint16_t>("grad_encoder_query", gradEncoderQueryDevice, gradEncoderQueryShape, FloatFromHalf);
+    PrintOutput<uint16_t>("grad_encoder_key", gradEncoderKeyDevice, gradEncoderKeyShape, FloatFromHalf);
+    PrintOutput<uint16_t>("grad_encoder_value", gradEncoderValueDevice, gradEncoderValueShape, FloatFromHalf);
 
     // 6. Release.
     aclDestroyTensor(gradQueryOutput);
@@ -420,34 +412,34 @@ int main()
     aclrtFree(queryDevice);
     aclDestroyTensor(key);
     aclrtFree(keyDevice);
-    aclDestroyTensor(encoderQueryOptional);
-    aclrtFree(encoderQueryOptionalDevice);
-    aclDestroyTensor(encoderKeyOptional);
-    aclrtFree(encoderKeyOptionalDevice);
-    aclDestroyTensor(normQueryMeanOptional);
-    aclrtFree(normQueryMeanOptionalDevice);
-    aclDestroyTensor(normQueryRstdOptional);
-    aclrtFree(normQueryRstdOptionalDevice);
-    aclDestroyTensor(normKeyMeanOptional);
-    aclrtFree(normKeyMeanOptionalDevice);
-    aclDestroyTensor(normKeyRstdOptional);
-    aclrtFree(normKeyRstdOptionalDevice);
-    aclDestroyTensor(ropeSinOptional);
-    aclrtFree(ropeSinOptionalDevice);
-    aclDestroyTensor(ropeCosOptional);
-    aclrtFree(ropeCosOptionalDevice);
-    aclDestroyTensor(gradQueryOut);
-    aclrtFree(gradQueryOutDevice);
-    aclDestroyTensor(gradKeyOut);
-    aclrtFree(gradKeyOutDevice);
-    aclDestroyTensor(gradValueOut);
-    aclrtFree(gradValueOutDevice);
-    aclDestroyTensor(gradEncoderQueryOut);
-    aclrtFree(gradEncoderQueryOutDevice);
-    aclDestroyTensor(gradEncoderKeyOut);
-    aclrtFree(gradEncoderKeyOutDevice);
-    aclDestroyTensor(gradEncoderValueOut);
-    aclrtFree(gradEncoderValueOutDevice);
+    aclDestroyTensor(encoderQuery);
+    aclrtFree(encoderQueryDevice);
+    aclDestroyTensor(encoderKey);
+    aclrtFree(encoderKeyDevice);
+    aclDestroyTensor(normQueryMean);
+    aclrtFree(normQueryMeanDevice);
+    aclDestroyTensor(normQueryRstd);
+    aclrtFree(normQueryRstdDevice);
+    aclDestroyTensor(normKeyMean);
+    aclrtFree(normKeyMeanDevice);
+    aclDestroyTensor(normKeyRstd);
+    aclrtFree(normKeyRstdDevice);
+    aclDestroyTensor(ropeSin);
+    aclrtFree(ropeSinDevice);
+    aclDestroyTensor(ropeCos);
+    aclrtFree(ropeCosDevice);
+    aclDestroyTensor(gradQuery);
+    aclrtFree(gradQueryDevice);
+    aclDestroyTensor(gradKey);
+    aclrtFree(gradKeyDevice);
+    aclDestroyTensor(gradValue);
+    aclrtFree(gradValueDevice);
+    aclDestroyTensor(gradEncoderQuery);
+    aclrtFree(gradEncoderQueryDevice);
+    aclDestroyTensor(gradEncoderKey);
+    aclrtFree(gradEncoderKeyDevice);
+    aclDestroyTensor(gradEncoderValue);
+    aclrtFree(gradEncoderValueDevice);
     if (workspaceSize > 0) {
         aclrtFree(workspaceAddr);
     }

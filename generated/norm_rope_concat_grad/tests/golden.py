@@ -22,7 +22,7 @@ import numpy as np
 
 __golden__ = {
     "kernel": {"norm_rope_concat_grad": "norm_rope_concat_grad_golden"},
-    "aclnn": {"aclnnNormRopeConcatBackward": "norm_rope_concat_grad_golden"},
+    "aclnn": {"aclnnNormRopeConcatBackward": "aclnn_norm_rope_concat_backward_golden"},
 }
 
 _OP = "NormRopeConcatGrad"
@@ -515,3 +515,67 @@ def norm_rope_concat_grad_golden(
         'concat_order': concat_order,
     }
     return _run(inputs, attrs, kwargs)
+
+
+def aclnn_norm_rope_concat_backward_golden(
+    gradQueryOutput,
+    gradKeyOutput,
+    gradValueOutput,
+    query,
+    key,
+    encoderQuery,
+    encoderKey,
+    normQueryWeight,
+    normQueryMean,
+    normQueryRstd,
+    normKeyWeight,
+    normKeyMean,
+    normKeyRstd,
+    normAddedQueryWeight,
+    normAddedQueryMean,
+    normAddedQueryRstd,
+    normAddedKeyWeight,
+    normAddedKeyMean,
+    normAddedKeyRstd,
+    ropeSin,
+    ropeCos,
+    normType,
+    normAddedType,
+    ropeType,
+    concatOrder,
+    **kwargs,
+):
+    """Golden of aclnnNormRopeConcatBackward.
+
+    Its parameters in the order of the aclnn header, outputs excluded: tensors as numpy arrays (None for a
+    null optional one), host arrays as sequences, attributes by value. Returns the outputs in the header's
+    order. Parameters the kernel op does not take are accepted and not used."""
+    out = norm_rope_concat_grad_golden(
+        gradQueryOutput,
+        gradKeyOutput,
+        gradValueOutput,
+        query,
+        key,
+        encoderQuery,
+        encoderKey,
+        normQueryWeight,
+        normQueryMean,
+        normQueryRstd,
+        normKeyWeight,
+        normKeyMean,
+        normKeyRstd,
+        normAddedQueryWeight,
+        normAddedQueryMean,
+        normAddedQueryRstd,
+        normAddedKeyWeight,
+        normAddedKeyMean,
+        normAddedKeyRstd,
+        ropeSin,
+        ropeCos,
+        norm_type=normType,
+        norm_added_type=normAddedType,
+        rope_type=ropeType,
+        concat_order=concatOrder,
+        **kwargs,
+    )
+    return tuple(out[k] for k in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13])

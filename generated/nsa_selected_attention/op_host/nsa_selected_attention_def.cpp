@@ -2,7 +2,7 @@
 // Regenerate with `opgen generate NsaSelectedAttention`.
 //
 // OpDef (reference/ascendc.md §2.3): inputs and outputs with their dtype lists, attributes with their
-// defaults, one AI Core config per supported SoC (ascend910b). Column j of every DataType
+// defaults, one AI Core config per supported SoC (ascend910b, ascend910_93). Column j of every DataType
 // list is dtype combination j of the spec's table (one compiled binary):
 //   0: T=float16, M=bool
 //   1: T=float16, M=uint8
@@ -77,9 +77,16 @@ public:
         this->Attr("head_num").AttrType(OPTIONAL).Int(1);
         this->Attr("sparse_mode").AttrType(OPTIONAL).Int(0);
         this->Attr("input_layout").AttrType(REQUIRED).String();
-        this->Attr("selected_block_size").AttrType(OPTIONAL).Int(64);
-        this->Attr("selected_block_count").AttrType(OPTIONAL).Int(16);
-        this->AICore().AddConfig("ascend910b");
+        this->Attr("selected_block_size").AttrType(REQUIRED).Int(64);
+        this->Attr("selected_block_count").AttrType(REQUIRED).Int(16);
+
+        OpAICoreConfig aicoreConfig;  // shape-generic binaries, dynamic rank and shape; the kernel source stem
+        aicoreConfig.DynamicCompileStaticFlag(true)
+            .DynamicRankSupportFlag(true)
+            .DynamicShapeSupportFlag(true)
+            .ExtendCfgInfo("opFile.value", "nsa_selected_attention");
+        this->AICore().AddConfig("ascend910b", aicoreConfig);
+        this->AICore().AddConfig("ascend910_93", aicoreConfig);
     }
 };
 

@@ -19,7 +19,7 @@ import numpy as np
 
 __golden__ = {
     "kernel": {"nsa_selected_attention": "nsa_selected_attention_golden"},
-    "aclnn": {"aclnnNsaSelectedAttention": "nsa_selected_attention_golden"},
+    "aclnn": {"aclnnNsaSelectedAttention": "aclnn_nsa_selected_attention_golden"},
 }
 
 _OP = "NsaSelectedAttention"
@@ -390,3 +390,43 @@ def nsa_selected_attention_golden(
         'selected_block_count': selected_block_count,
     }
     return _run(inputs, attrs, kwargs)
+
+
+def aclnn_nsa_selected_attention_golden(
+    query,
+    key,
+    value,
+    topkIndices,
+    attenMaskOptional,
+    actualSeqQLenOptional,
+    actualSeqKvLenOptional,
+    scaleValue,
+    headNum,
+    inputLayout,
+    sparseMode,
+    selectedBlockSize,
+    selectedBlockCount,
+    **kwargs,
+):
+    """Golden of aclnnNsaSelectedAttention.
+
+    Its parameters in the order of the aclnn header, outputs excluded: tensors as numpy arrays (None for a
+    null optional one), host arrays as sequences, attributes by value. Returns the outputs in the header's
+    order. Parameters the kernel op does not take are accepted and not used."""
+    out = nsa_selected_attention_golden(
+        query,
+        key,
+        value,
+        topkIndices,
+        attenMaskOptional,
+        actualSeqQLenOptional,
+        actualSeqKvLenOptional,
+        scale_value=scaleValue,
+        head_num=headNum,
+        input_layout=inputLayout,
+        sparse_mode=sparseMode,
+        selected_block_size=selectedBlockSize,
+        selected_block_count=selectedBlockCount,
+        **kwargs,
+    )
+    return tuple(out[k] for k in [0, 1, 2])

@@ -2,7 +2,7 @@
 // Regenerate with `opgen generate NsaSelectedAttentionGrad`.
 //
 // OpDef (reference/ascendc.md §2.3): inputs and outputs with their dtype lists, attributes with their
-// defaults, one AI Core config per supported SoC (ascend910b). Column j of every DataType
+// defaults, one AI Core config per supported SoC (ascend910b, ascend910_93). Column j of every DataType
 // list is dtype combination j of the spec's table (one compiled binary):
 //   0: T=float16
 //   1: T=bfloat16
@@ -95,13 +95,20 @@ public:
             .DataType({ge::DT_FLOAT16, ge::DT_BF16})
             .Format({ge::FORMAT_ND, ge::FORMAT_ND})
             .UnknownShapeFormat({ge::FORMAT_ND, ge::FORMAT_ND});
-        this->Attr("scaleValue").AttrType(OPTIONAL).Float(1.0);
-        this->Attr("selectedBlockCount").AttrType(OPTIONAL).Int(1);
-        this->Attr("selectedBlockSize").AttrType(OPTIONAL).Int(1);
-        this->Attr("headNum").AttrType(OPTIONAL).Int(1);
-        this->Attr("inputLayout").AttrType(OPTIONAL).String("TND");
+        this->Attr("scaleValue").AttrType(REQUIRED).Float(1.0);
+        this->Attr("selectedBlockCount").AttrType(REQUIRED).Int(1);
+        this->Attr("selectedBlockSize").AttrType(REQUIRED).Int(1);
+        this->Attr("headNum").AttrType(REQUIRED).Int(1);
+        this->Attr("inputLayout").AttrType(REQUIRED).String("TND");
         this->Attr("sparseMode").AttrType(OPTIONAL).Int(0);
-        this->AICore().AddConfig("ascend910b");
+
+        OpAICoreConfig aicoreConfig;  // shape-generic binaries, dynamic rank and shape; the kernel source stem
+        aicoreConfig.DynamicCompileStaticFlag(true)
+            .DynamicRankSupportFlag(true)
+            .DynamicShapeSupportFlag(true)
+            .ExtendCfgInfo("opFile.value", "nsa_selected_attention_grad");
+        this->AICore().AddConfig("ascend910b", aicoreConfig);
+        this->AICore().AddConfig("ascend910_93", aicoreConfig);
     }
 };
 

@@ -19,7 +19,7 @@ import numpy as np
 
 __golden__ = {
     "kernel": {"nsa_selected_attention_grad": "nsa_selected_attention_grad_golden"},
-    "aclnn": {"aclnnNsaSelectedAttentionGrad": "nsa_selected_attention_grad_golden"},
+    "aclnn": {"aclnnNsaSelectedAttentionGrad": "aclnn_nsa_selected_attention_grad_golden"},
 }
 
 _OP = "NsaSelectedAttentionGrad"
@@ -368,3 +368,51 @@ def nsa_selected_attention_grad_golden(
         'sparseMode': sparseMode,
     }
     return _run(inputs, attrs, kwargs)
+
+
+def aclnn_nsa_selected_attention_grad_golden(
+    query,
+    key,
+    value,
+    attentionOut,
+    attentionOutGrad,
+    softmaxMax,
+    softmaxSum,
+    topkIndices,
+    actualSeqQLenOptional,
+    actualSeqKvLenOptional,
+    attenMaskOptional,
+    scaleValue,
+    selectedBlockSize,
+    selectedBlockCount,
+    headNum,
+    inputLayout,
+    sparseMode,
+    **kwargs,
+):
+    """Golden of aclnnNsaSelectedAttentionGrad.
+
+    Its parameters in the order of the aclnn header, outputs excluded: tensors as numpy arrays (None for a
+    null optional one), host arrays as sequences, attributes by value. Returns the outputs in the header's
+    order. Parameters the kernel op does not take are accepted and not used."""
+    out = nsa_selected_attention_grad_golden(
+        query,
+        key,
+        value,
+        attentionOut,
+        attentionOutGrad,
+        softmaxMax,
+        softmaxSum,
+        topkIndices,
+        actualSeqQLenOptional,
+        actualSeqKvLenOptional,
+        attenMaskOptional,
+        scaleValue=scaleValue,
+        selectedBlockSize=selectedBlockSize,
+        selectedBlockCount=selectedBlockCount,
+        headNum=headNum,
+        inputLayout=inputLayout,
+        sparseMode=sparseMode,
+        **kwargs,
+    )
+    return tuple(out[k] for k in [0, 1, 2])

@@ -18,6 +18,7 @@
 
 #include "aclnn_ada_layer_norm_backward.h"
 #include "ada_layer_norm_grad.h"
+#include "aclnn_kernels/cast.h"
 #include "aclnn_kernels/contiguous.h"
 #include "opdev/common_types.h"
 #include "opdev/op_dfx.h"
@@ -63,18 +64,20 @@ struct Dtypes {
 
 // The parameters of aclnnAdaLayerNormBackwardGetWorkspaceSize.
 struct Params {
-    const aclTensor* dy;
-    const aclTensor* x;
+    const aclTensor* gradOut;
+    const aclTensor* input;
+    const aclIntArray* normalizedShape;
     const aclTensor* rstd;
     const aclTensor* mean;
     const aclTensor* scale;
-    const aclTensor* gammaOptional;
-    const aclTensor* betaOptional;
-    aclTensor* pdXOut;
-    aclTensor* pdScaleOut;
-    aclTensor* pdShiftOut;
-    aclTensor* pdGammaOut;
-    aclTensor* pdBetaOut;
+    const aclTensor* shift;
+    const aclTensor* weightOptional;
+    const aclTensor* biasOptional;
+    aclTensor* gradInputOut;
+    aclTensor* gradScaleOut;
+    aclTensor* gradShiftOut;
+    aclTensor* gradWeightOut;
+    aclTensor* gradBiasOut;
 };
 
 __attribute__((format(printf, 1, 2))) std::string Format(const char* fmt, ...)
@@ -104,6 +107,15 @@ std::vector<int64_t> ShapeOf(const aclTensor* tensor)
         dims.push_back(shape.GetDim(i));
     }
     return dims;
+}
+
+std::vector<int64_t> ValuesOf(const aclIntArray* array, size_t limit)
+{
+    std::vector<int64_t> values;
+    for (size_t i = 0; i < array->Size() && i < limit; ++i) {
+        values.push_back((*array)[i]);
+    }
+    return values;
 }
 
 const char* DtypeName(op::DataType dtype)
@@ -268,12 +280,16 @@ aclnnStatus CheckSoc()
 // 161001: null required pointers.
 aclnnStatus CheckNotNull(const Params& p)
 {
-    if (p.dy == nullptr) {
+    if (p.gradOut == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "dy: required input is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.x == nullptr) {
+    if (p.input == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "x: required input is missing (null)");
+        return ACLNN_ERR_PARAM_NULLPTR;
+    }
+    if (p.normalizedShape == nullptr) {
+        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "normalizedShape: required host array is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
     if (p.rstd == nullptr) {
@@ -288,23 +304,27 @@ aclnnStatus CheckNotNull(const Params& p)
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "scale: required input is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.pdXOut == nullptr) {
+    if (p.shift == nullptr) {
+        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "shift: required input is missing (null)");
+        return ACLNN_ERR_PARAM_NULLPTR;
+    }
+    if (p.gradInputOut == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "pd_x: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.pdScaleOut == nullptr) {
+    if (p.gradScaleOut == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "pd_scale: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.pdShiftOut == nullptr) {
+    if (p.gradShiftOut == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "pd_shift: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.pdGammaOut == nullptr) {
+    if (p.gradWeightOut == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "pd_gamma: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.pdBetaOut == nullptr) {
+    if (p.gradBiasOut == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "pd_beta: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
@@ -331,7 +351,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
 {
     // dy: dtype variable T
     {
-        const op::DataType dt = p.dy->GetDataType();
+        const op::DataType dt = p.gradOut->GetDataType();
         if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16 || dt == op::DataType::DT_FLOAT) {
             t.T.dtype = dt;
             t.T.from = "dy";
@@ -346,26 +366,28 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // x: dtype variable T
     {
-        const op::DataType dt = p.x->GetDataType();
+        const op::DataType dt = p.input->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "x: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    // rstd: fixed dtype
+    // rstd: dtype variable T
     {
         const op::DataType dt = p.rstd->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rstd: dtype %s must be float32", DtypeName(dt));
+        if (dt != t.T.dtype) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rstd: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+                    DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    // mean: fixed dtype
+    // mean: dtype variable T
     {
         const op::DataType dt = p.mean->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "mean: dtype %s must be float32", DtypeName(dt));
+        if (dt != t.T.dtype) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "mean: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+                    DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -378,9 +400,18 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
+    // shift: dtype variable T
+    {
+        const op::DataType dt = p.shift->GetDataType();
+        if (dt != t.T.dtype) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "shift: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+                    DtypeName(t.T.dtype), t.T.from);
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+    }
     // gamma: dtype variable U
-    if (p.gammaOptional != nullptr) {
-        const op::DataType dt = p.gammaOptional->GetDataType();
+    if (p.weightOptional != nullptr) {
+        const op::DataType dt = p.weightOptional->GetDataType();
         if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16 || dt == op::DataType::DT_FLOAT) {
             t.U.dtype = dt;
             t.U.from = "gamma";
@@ -394,8 +425,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // beta: dtype variable U
-    if (p.betaOptional != nullptr) {
-        const op::DataType dt = p.betaOptional->GetDataType();
+    if (p.biasOptional != nullptr) {
+        const op::DataType dt = p.biasOptional->GetDataType();
         if (t.U.from != nullptr) {
             if (dt != t.U.dtype) {
                 OP_LOGE(ACLNN_ERR_PARAM_INVALID, "beta: dtype %s conflicts with U=%s (from %s)", DtypeName(dt),
@@ -416,7 +447,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // pd_x: dtype variable T
     {
-        const op::DataType dt = p.pdXOut->GetDataType();
+        const op::DataType dt = p.gradInputOut->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_x: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -425,7 +456,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // pd_scale: dtype variable T
     {
-        const op::DataType dt = p.pdScaleOut->GetDataType();
+        const op::DataType dt = p.gradScaleOut->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_scale: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -434,7 +465,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // pd_shift: dtype variable T
     {
-        const op::DataType dt = p.pdShiftOut->GetDataType();
+        const op::DataType dt = p.gradShiftOut->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_shift: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -443,7 +474,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // pd_gamma: dtype variable U
     {
-        const op::DataType dt = p.pdGammaOut->GetDataType();
+        const op::DataType dt = p.gradWeightOut->GetDataType();
         if (t.U.from != nullptr) {
             if (dt != t.U.dtype) {
                 OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_gamma: dtype %s conflicts with U=%s (from %s)", DtypeName(dt),
@@ -464,7 +495,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // pd_beta: dtype variable U
     {
-        const op::DataType dt = p.pdBetaOut->GetDataType();
+        const op::DataType dt = p.gradBiasOut->GetDataType();
         if (dt != t.U.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_beta: dtype %s conflicts with U=%s (from %s)", DtypeName(dt),
                     DtypeName(t.U.dtype), t.U.from);
@@ -475,7 +506,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
 }
 
 // dy, form 0: [*Bd, S, H]
-bool MatchDyForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchGradOutForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank < 2 || rank > 8) {
@@ -496,7 +527,7 @@ bool MatchDyForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 }
 
 // x, form 0: [*Bd, S, H]
-bool MatchXForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchInputForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank < 2 || rank > 8) {
@@ -597,8 +628,47 @@ bool MatchScaleForm1(const std::vector<int64_t>& shape, Dims& d, std::string& er
     return true;
 }
 
+// shift, form 0: [*Bd, H]
+bool MatchShiftForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+{
+    const size_t rank = shape.size();
+    if (rank < 1 || rank > 7) {
+        err = Format("rank %zu outside 1..7 for shape [*Bd, H]", rank);
+        return false;
+    }
+    const size_t nBd = rank - 1;
+    if (!BindGroup(d.Bd, "Bd", shape, 0, nBd, "shift", err)) {
+        return false;
+    }
+    if (!BindDim(d.H, "H", shape, nBd, "shift", err)) {
+        return false;
+    }
+    return true;
+}
+
+// shift, form 1: [*Bd, 1, H]
+bool MatchShiftForm1(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+{
+    const size_t rank = shape.size();
+    if (rank < 2 || rank > 8) {
+        err = Format("rank %zu outside 2..8 for shape [*Bd, 1, H]", rank);
+        return false;
+    }
+    const size_t nBd = rank - 2;
+    if (!BindGroup(d.Bd, "Bd", shape, 0, nBd, "shift", err)) {
+        return false;
+    }
+    if (!ExpectDim(shape, nBd, 1, "[*Bd, 1, H]", err)) {
+        return false;
+    }
+    if (!BindDim(d.H, "H", shape, nBd + 1, "shift", err)) {
+        return false;
+    }
+    return true;
+}
+
 // gamma, form 0: [H]
-bool MatchGammaForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchWeightOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank != 1) {
@@ -612,7 +682,7 @@ bool MatchGammaForm0(const std::vector<int64_t>& shape, Dims& d, std::string& er
 }
 
 // beta, form 0: [H]
-bool MatchBetaForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchBiasOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank != 1) {
@@ -631,8 +701,8 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
 {
     // dy: [*Bd, S, H]
     {
-        static const FormMatcher kForms[] = {MatchDyForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.dy);
+        static const FormMatcher kForms[] = {MatchGradOutForm0};
+        const std::vector<int64_t> shape = ShapeOf(p.gradOut);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -642,8 +712,8 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     }
     // x: [*Bd, S, H]
     {
-        static const FormMatcher kForms[] = {MatchXForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.x);
+        static const FormMatcher kForms[] = {MatchInputForm0};
+        const std::vector<int64_t> shape = ShapeOf(p.input);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -685,10 +755,22 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
+    // shift: [*Bd, H] or [*Bd, 1, H]
+    {
+        static const FormMatcher kForms[] = {MatchShiftForm0, MatchShiftForm1};
+        const std::vector<int64_t> shape = ShapeOf(p.shift);
+        std::string err;
+        const int form = MatchForms(shape, kForms, 2, d, err);
+        if (form < 0) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "shift: shape %s matches none of [*Bd, H] or [*Bd, 1, H] (%s)",
+                    ListText(shape).c_str(), err.c_str());
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+    }
     // gamma: [H]
-    if (p.gammaOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchGammaForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.gammaOptional);
+    if (p.weightOptional != nullptr) {
+        static const FormMatcher kForms[] = {MatchWeightOptionalForm0};
+        const std::vector<int64_t> shape = ShapeOf(p.weightOptional);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -697,9 +779,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // beta: [H]
-    if (p.betaOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchBetaForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.betaOptional);
+    if (p.biasOptional != nullptr) {
+        static const FormMatcher kForms[] = {MatchBiasOptionalForm0};
+        const std::vector<int64_t> shape = ShapeOf(p.biasOptional);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -735,8 +817,20 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
 // Values of host arrays.
 aclnnStatus CheckHostValues(const Params& p, const Dims& d)
 {
-    (void)p;
-    (void)d;
+    // normalizedShape: must equal [H] (host array)
+    if (p.normalizedShape != nullptr) {
+        if (p.normalizedShape->Size() != 1) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normalizedShape: must hold 1 value [H], got %zu",
+                    static_cast<size_t>(p.normalizedShape->Size()));
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+        if (d.H.from != nullptr && ValuesOf(p.normalizedShape, SIZE_MAX) != Splice({d.H.value}, nullptr, {})) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normalizedShape: values %s must be %s ([H])",
+                    ListText(ValuesOf(p.normalizedShape, 8)).c_str(),
+                    ListText(Splice({d.H.value}, nullptr, {})).c_str());
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+    }
     return ACLNN_SUCCESS;
 }
 
@@ -744,46 +838,47 @@ aclnnStatus CheckHostValues(const Params& p, const Dims& d)
 // inputs is not produced and not checked.
 aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
 {
-    if (p.pdXOut != nullptr) {
+    if (p.gradInputOut != nullptr) {
         if (d.Bd.from != nullptr && d.S.from != nullptr && d.H.from != nullptr &&
-            ShapeOf(p.pdXOut) != Splice({}, &d.Bd, {d.S.value, d.H.value})) {
+            ShapeOf(p.gradInputOut) != Splice({}, &d.Bd, {d.S.value, d.H.value})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_x: shape %s must be %s ([*Bd, S, H])",
-                    ListText(ShapeOf(p.pdXOut)).c_str(), ListText(Splice({}, &d.Bd, {d.S.value, d.H.value})).c_str());
+                    ListText(ShapeOf(p.gradInputOut)).c_str(),
+                    ListText(Splice({}, &d.Bd, {d.S.value, d.H.value})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.pdScaleOut != nullptr) {
-        if (ShapeOf(p.pdScaleOut) != ShapeOf(p.scale)) {
+    if (p.gradScaleOut != nullptr) {
+        if (ShapeOf(p.gradScaleOut) != ShapeOf(p.scale)) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_scale: shape %s must be %s (the shape of scale)",
-                    ListText(ShapeOf(p.pdScaleOut)).c_str(), ListText(ShapeOf(p.scale)).c_str());
+                    ListText(ShapeOf(p.gradScaleOut)).c_str(), ListText(ShapeOf(p.scale)).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.pdShiftOut != nullptr) {
-        if (ShapeOf(p.pdShiftOut) != ShapeOf(p.scale)) {
+    if (p.gradShiftOut != nullptr) {
+        if (ShapeOf(p.gradShiftOut) != ShapeOf(p.scale)) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_shift: shape %s must be %s (the shape of scale)",
-                    ListText(ShapeOf(p.pdShiftOut)).c_str(), ListText(ShapeOf(p.scale)).c_str());
+                    ListText(ShapeOf(p.gradShiftOut)).c_str(), ListText(ShapeOf(p.scale)).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.pdGammaOut != nullptr) {
-        if (d.H.from != nullptr && ShapeOf(p.pdGammaOut) != Splice({d.H.value}, nullptr, {})) {
+    if (p.gradWeightOut != nullptr) {
+        if (d.H.from != nullptr && ShapeOf(p.gradWeightOut) != Splice({d.H.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_gamma: shape %s must be %s ([H])",
-                    ListText(ShapeOf(p.pdGammaOut)).c_str(), ListText(Splice({d.H.value}, nullptr, {})).c_str());
+                    ListText(ShapeOf(p.gradWeightOut)).c_str(), ListText(Splice({d.H.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.pdBetaOut != nullptr) {
-        if (d.H.from != nullptr && ShapeOf(p.pdBetaOut) != Splice({d.H.value}, nullptr, {})) {
+    if (p.gradBiasOut != nullptr) {
+        if (d.H.from != nullptr && ShapeOf(p.gradBiasOut) != Splice({d.H.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_beta: shape %s must be %s ([H])",
-                    ListText(ShapeOf(p.pdBetaOut)).c_str(), ListText(Splice({d.H.value}, nullptr, {})).c_str());
+                    ListText(ShapeOf(p.gradBiasOut)).c_str(), ListText(Splice({d.H.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     return ACLNN_SUCCESS;
 }
 
-aclnnStatus CheckParams(const Params& p)
+aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
     aclnnStatus ret = CheckNotNull(p);
     if (ret != ACLNN_SUCCESS) {
@@ -797,12 +892,10 @@ aclnnStatus CheckParams(const Params& p)
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dtypes t;
     ret = CheckDtypes(p, t);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dims d;
     ret = CheckShapes(p, d);
     if (ret != ACLNN_SUCCESS) {
         return ret;
@@ -819,15 +912,15 @@ aclnnStatus CheckParams(const Params& p)
 extern "C" {
 #endif
 
-aclnnStatus aclnnAdaLayerNormBackwardGetWorkspaceSize(const aclTensor* dy, const aclTensor* x, const aclTensor* rstd,
-                                                      const aclTensor* mean, const aclTensor* scale,
-                                                      const aclTensor* gammaOptional, const aclTensor* betaOptional,
-                                                      aclTensor* pdXOut, aclTensor* pdScaleOut, aclTensor* pdShiftOut,
-                                                      aclTensor* pdGammaOut, aclTensor* pdBetaOut,
-                                                      uint64_t* workspaceSize, aclOpExecutor** executor)
+aclnnStatus aclnnAdaLayerNormBackwardGetWorkspaceSize(
+    const aclTensor* gradOut, const aclTensor* input, const aclIntArray* normalizedShape, const aclTensor* rstd,
+    const aclTensor* mean, const aclTensor* scale, const aclTensor* shift, const aclTensor* weightOptional,
+    const aclTensor* biasOptional, aclTensor* gradInputOut, aclTensor* gradScaleOut, aclTensor* gradShiftOut,
+    aclTensor* gradWeightOut, aclTensor* gradBiasOut, uint64_t* workspaceSize, aclOpExecutor** executor)
 {
-    L2_DFX_PHASE_1(aclnnAdaLayerNormBackward, DFX_IN(dy, x, rstd, mean, scale, gammaOptional, betaOptional),
-                   DFX_OUT(pdXOut, pdScaleOut, pdShiftOut, pdGammaOut, pdBetaOut));
+    L2_DFX_PHASE_1(aclnnAdaLayerNormBackward,
+                   DFX_IN(gradOut, input, normalizedShape, rstd, mean, scale, shift, weightOptional, biasOptional),
+                   DFX_OUT(gradInputOut, gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut));
     if (workspaceSize == nullptr || executor == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
         return ACLNN_ERR_PARAM_NULLPTR;
@@ -836,79 +929,91 @@ aclnnStatus aclnnAdaLayerNormBackwardGetWorkspaceSize(const aclTensor* dy, const
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 
     const Params p{
-        dy, x, rstd, mean, scale, gammaOptional, betaOptional, pdXOut, pdScaleOut, pdShiftOut, pdGammaOut, pdBetaOut,
+        gradOut,        input,        normalizedShape, rstd,         mean,         scale,         shift,
+        weightOptional, biasOptional, gradInputOut,    gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut,
     };
-    aclnnStatus ret = CheckParams(p);
+    Dtypes t;
+    Dims d;
+    aclnnStatus ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
 
-    // Inputs: made contiguous; host arrays become int64 tensors.
-    const aclTensor* dyKernel = nullptr;
+    // Inputs of the kernel op in OpDef order: made contiguous, cast to the kernel's dtype; host arrays
+    // become int64 tensors.
+    const aclTensor* gradOutKernel = nullptr;
     {
-        dyKernel = l0op::Contiguous(p.dy, uniqueExecutor.get());
-        CHECK_RET(dyKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+        gradOutKernel = l0op::Contiguous(p.gradOut, uniqueExecutor.get());
+        CHECK_RET(gradOutKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* xKernel = nullptr;
+    const aclTensor* inputKernel = nullptr;
     {
-        xKernel = l0op::Contiguous(p.x, uniqueExecutor.get());
-        CHECK_RET(xKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+        inputKernel = l0op::Contiguous(p.input, uniqueExecutor.get());
+        CHECK_RET(inputKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* rstdKernel = nullptr;
     {
         rstdKernel = l0op::Contiguous(p.rstd, uniqueExecutor.get());
         CHECK_RET(rstdKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+        if (rstdKernel->GetDataType() != op::DataType::DT_FLOAT) {  // the public dtype differs from the kernel's
+            rstdKernel = l0op::Cast(rstdKernel, op::DataType::DT_FLOAT, uniqueExecutor.get());
+            CHECK_RET(rstdKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+        }
     }
     const aclTensor* meanKernel = nullptr;
     {
         meanKernel = l0op::Contiguous(p.mean, uniqueExecutor.get());
         CHECK_RET(meanKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+        if (meanKernel->GetDataType() != op::DataType::DT_FLOAT) {  // the public dtype differs from the kernel's
+            meanKernel = l0op::Cast(meanKernel, op::DataType::DT_FLOAT, uniqueExecutor.get());
+            CHECK_RET(meanKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+        }
     }
     const aclTensor* scaleKernel = nullptr;
     {
         scaleKernel = l0op::Contiguous(p.scale, uniqueExecutor.get());
         CHECK_RET(scaleKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* gammaOptionalKernel = nullptr;
-    if (p.gammaOptional != nullptr) {
-        gammaOptionalKernel = l0op::Contiguous(p.gammaOptional, uniqueExecutor.get());
-        CHECK_RET(gammaOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* weightOptionalKernel = nullptr;
+    if (p.weightOptional != nullptr) {
+        weightOptionalKernel = l0op::Contiguous(p.weightOptional, uniqueExecutor.get());
+        CHECK_RET(weightOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* betaOptionalKernel = nullptr;
-    if (p.betaOptional != nullptr) {
-        betaOptionalKernel = l0op::Contiguous(p.betaOptional, uniqueExecutor.get());
-        CHECK_RET(betaOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* biasOptionalKernel = nullptr;
+    if (p.biasOptional != nullptr) {
+        biasOptionalKernel = l0op::Contiguous(p.biasOptional, uniqueExecutor.get());
+        CHECK_RET(biasOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 
     // The kernel.
     const l0op::AdaLayerNormGradResult result = l0op::AdaLayerNormGrad(
-        dyKernel, xKernel, rstdKernel, meanKernel, scaleKernel, gammaOptionalKernel, betaOptionalKernel, p.pdXOut,
-        p.pdScaleOut, p.pdShiftOut, p.pdGammaOut, p.pdBetaOut, uniqueExecutor.get());
+        gradOutKernel, inputKernel, rstdKernel, meanKernel, scaleKernel, weightOptionalKernel, biasOptionalKernel,
+        p.gradInputOut, p.gradScaleOut, p.gradShiftOut, p.gradWeightOut, p.gradBiasOut, uniqueExecutor.get());
 
     // Outputs.
     {
         CHECK_RET(result.pd_x != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.pd_x, p.pdXOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.pd_x, p.gradInputOut, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     {
         CHECK_RET(result.pd_scale != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.pd_scale, p.pdScaleOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.pd_scale, p.gradScaleOut, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     {
         CHECK_RET(result.pd_shift != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.pd_shift, p.pdShiftOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.pd_shift, p.gradShiftOut, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     {
         CHECK_RET(result.pd_gamma != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.pd_gamma, p.pdGammaOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.pd_gamma, p.gradWeightOut, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     {
         CHECK_RET(result.pd_beta != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.pd_beta, p.pdBetaOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.pd_beta, p.gradBiasOut, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 

@@ -6,12 +6,18 @@
 // Call aclnnAdaLayerNormBackwardGetWorkspaceSize to validate the parameters and build an executor,
 // then aclnnAdaLayerNormBackward with a device workspace of the returned size.
 //
-// Parameters follow the kernel op (OpDef) of the spec: inputs, attributes, outputs, in its order.
-// CANN's aclnnAdaLayerNormBackward takes (gradOut, input, normalizedShape, rstd, mean, scale, shift,
-// weightOptional, biasOptional, gradInputOut, gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut) with
-// rstd/mean in gradOut's dtype, cast to fp32 before the kernel (reference/ada_layer_norm.md §1.4, §2.3). This
-// API keeps the kernel op's parameters: dy, x, rstd, mean (fp32), scale, gamma, beta and the five gradients;
-// shift is not an input (pd_shift takes scale's shape).
+// Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
+// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping: gradOut (= dy);
+// input (= x); normalizedShape (host array, checked, not passed to the kernel); rstd (= rstd, cast from dtype T
+// (bfloat16, float16, float32) to dtype float32); mean (= mean, cast from dtype T (bfloat16, float16, float32)
+// to dtype float32); shift (validated like scale, never read); weightOptional (= gamma); biasOptional (= beta);
+// gradInputOut (= pd_x); gradScaleOut (= pd_scale); gradShiftOut (= pd_shift); gradWeightOut (= pd_gamma);
+// gradBiasOut (= pd_beta).
+// Stricter than CANN (reference/ada_layer_norm.md §2.3): all five gradient outputs are required (CANN documents
+// them as optional, does nothing when all five are null and dereferences a null gradInputOut, gradScaleOut or
+// gradShiftOut); weightOptional and biasOptional must be [H] (CANN checks only their rank); gradWeightOut and
+// gradBiasOut must be [H] (CANN accepts any shape of H elements); every SoC other than the spec's is rejected
+// with 361001 (CANN returns success without computing).
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other
@@ -34,29 +40,32 @@ extern "C" {
 
 /**
  * @brief First phase of aclnnAdaLayerNormBackward: validate the parameters and compute the workspace size.
- * @param [in] dy: input "dy", dtype T (bfloat16, float16, float32), shape [*Bd, S, H].
- * @param [in] x: input "x", dtype T (bfloat16, float16, float32), shape [*Bd, S, H].
- * @param [in] rstd: input "rstd", dtype float32, shape [*Bd, S, 1].
- * @param [in] mean: input "mean", dtype float32, shape [*Bd, S, 1].
+ * @param [in] gradOut: input "dy", dtype T (bfloat16, float16, float32), shape [*Bd, S, H].
+ * @param [in] input: input "x", dtype T (bfloat16, float16, float32), shape [*Bd, S, H].
+ * @param [in] normalizedShape: host array of int64 equal to [H] (checked, not passed to the kernel).
+ * @param [in] rstd: input "rstd", dtype T (bfloat16, float16, float32), cast to dtype float32 for the kernel,
+ *     shape [*Bd, S, 1].
+ * @param [in] mean: input "mean", dtype T (bfloat16, float16, float32), cast to dtype float32 for the kernel,
+ *     shape [*Bd, S, 1].
  * @param [in] scale: input "scale", dtype T (bfloat16, float16, float32), shape [*Bd, H] or [*Bd, 1, H].
- * @param [in] gammaOptional: optional input "gamma", dtype U (bfloat16, float16, float32), shape [H].
- * @param [in] betaOptional: optional input "beta", dtype U (bfloat16, float16, float32), shape [H].
- * @param [out] pdXOut: output "pd_x", dtype T (bfloat16, float16, float32), shape [*Bd, S, H].
- * @param [out] pdScaleOut: output "pd_scale", dtype T (bfloat16, float16, float32), the shape of scale.
- * @param [out] pdShiftOut: output "pd_shift", dtype T (bfloat16, float16, float32), the shape of scale.
- * @param [out] pdGammaOut: output "pd_gamma", dtype U (bfloat16, float16, float32), shape [H].
- * @param [out] pdBetaOut: output "pd_beta", dtype U (bfloat16, float16, float32), shape [H].
+ * @param [in] shift: input accepted and validated as "scale" is (dtype T (bfloat16, float16, float32), shape
+ *     [*Bd, H] or [*Bd, 1, H]); its values are never read.
+ * @param [in] weightOptional: optional input "gamma", dtype U (bfloat16, float16, float32), shape [H].
+ * @param [in] biasOptional: optional input "beta", dtype U (bfloat16, float16, float32), shape [H].
+ * @param [out] gradInputOut: output "pd_x", dtype T (bfloat16, float16, float32), shape [*Bd, S, H].
+ * @param [out] gradScaleOut: output "pd_scale", dtype T (bfloat16, float16, float32), the shape of scale.
+ * @param [out] gradShiftOut: output "pd_shift", dtype T (bfloat16, float16, float32), the shape of scale.
+ * @param [out] gradWeightOut: output "pd_gamma", dtype U (bfloat16, float16, float32), shape [H].
+ * @param [out] gradBiasOut: output "pd_beta", dtype U (bfloat16, float16, float32), shape [H].
  * @param [out] workspaceSize: device workspace bytes the second phase needs.
  * @param [out] executor: the op executor, passed to aclnnAdaLayerNormBackward.
  * @return aclnnStatus: see above.
  */
-ACLNN_API aclnnStatus aclnnAdaLayerNormBackwardGetWorkspaceSize(const aclTensor* dy, const aclTensor* x,
-                                                                const aclTensor* rstd, const aclTensor* mean,
-                                                                const aclTensor* scale, const aclTensor* gammaOptional,
-                                                                const aclTensor* betaOptional, aclTensor* pdXOut,
-                                                                aclTensor* pdScaleOut, aclTensor* pdShiftOut,
-                                                                aclTensor* pdGammaOut, aclTensor* pdBetaOut,
-                                                                uint64_t* workspaceSize, aclOpExecutor** executor);
+ACLNN_API aclnnStatus aclnnAdaLayerNormBackwardGetWorkspaceSize(
+    const aclTensor* gradOut, const aclTensor* input, const aclIntArray* normalizedShape, const aclTensor* rstd,
+    const aclTensor* mean, const aclTensor* scale, const aclTensor* shift, const aclTensor* weightOptional,
+    const aclTensor* biasOptional, aclTensor* gradInputOut, aclTensor* gradScaleOut, aclTensor* gradShiftOut,
+    aclTensor* gradWeightOut, aclTensor* gradBiasOut, uint64_t* workspaceSize, aclOpExecutor** executor);
 
 /**
  * @brief Second phase of aclnnAdaLayerNormBackward: run the executor on `stream`.

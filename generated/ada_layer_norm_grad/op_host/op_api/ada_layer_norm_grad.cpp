@@ -15,37 +15,37 @@ using namespace op;
 namespace l0op {
 OP_TYPE_REGISTER(AdaLayerNormGrad);
 
-AdaLayerNormGradResult AdaLayerNormGrad(const aclTensor* dy, const aclTensor* x, const aclTensor* rstd,
-                                        const aclTensor* mean, const aclTensor* scale, const aclTensor* gammaOptional,
-                                        const aclTensor* betaOptional, const aclTensor* pdXOut,
-                                        const aclTensor* pdScaleOut, const aclTensor* pdShiftOut,
-                                        const aclTensor* pdGammaOut, const aclTensor* pdBetaOut,
+AdaLayerNormGradResult AdaLayerNormGrad(const aclTensor* gradOut, const aclTensor* input, const aclTensor* rstd,
+                                        const aclTensor* mean, const aclTensor* scale, const aclTensor* weightOptional,
+                                        const aclTensor* biasOptional, const aclTensor* gradInputOut,
+                                        const aclTensor* gradScaleOut, const aclTensor* gradShiftOut,
+                                        const aclTensor* gradWeightOut, const aclTensor* gradBiasOut,
                                         aclOpExecutor* executor)
 {
-    L0_DFX(AdaLayerNormGrad, dy, x, rstd, mean, scale, gammaOptional, betaOptional);
-    aclTensor* pdXOutKernel =
-        executor->AllocTensor(pdXOut->GetViewShape(), pdXOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* pdScaleOutKernel =
-        executor->AllocTensor(pdScaleOut->GetViewShape(), pdScaleOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* pdShiftOutKernel =
-        executor->AllocTensor(pdShiftOut->GetViewShape(), pdShiftOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* pdGammaOutKernel =
-        executor->AllocTensor(pdGammaOut->GetViewShape(), pdGammaOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* pdBetaOutKernel =
-        executor->AllocTensor(pdBetaOut->GetViewShape(), pdBetaOut->GetDataType(), op::Format::FORMAT_ND);
+    L0_DFX(AdaLayerNormGrad, gradOut, input, rstd, mean, scale, weightOptional, biasOptional);
+    aclTensor* gradInputOutKernel =
+        executor->AllocTensor(gradInputOut->GetViewShape(), gradInputOut->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradScaleOutKernel =
+        executor->AllocTensor(gradScaleOut->GetViewShape(), gradScaleOut->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradShiftOutKernel =
+        executor->AllocTensor(gradShiftOut->GetViewShape(), gradShiftOut->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradWeightOutKernel =
+        executor->AllocTensor(gradWeightOut->GetViewShape(), gradWeightOut->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradBiasOutKernel =
+        executor->AllocTensor(gradBiasOut->GetViewShape(), gradBiasOut->GetDataType(), op::Format::FORMAT_ND);
     AdaLayerNormGradResult result;
     auto ret = ADD_TO_LAUNCHER_LIST_AICORE(
-        AdaLayerNormGrad, OP_INPUT(dy, x, rstd, mean, scale, gammaOptional, betaOptional),
-        OP_OUTPUT(pdXOutKernel, pdScaleOutKernel, pdShiftOutKernel, pdGammaOutKernel, pdBetaOutKernel));
+        AdaLayerNormGrad, OP_INPUT(gradOut, input, rstd, mean, scale, weightOptional, biasOptional),
+        OP_OUTPUT(gradInputOutKernel, gradScaleOutKernel, gradShiftOutKernel, gradWeightOutKernel, gradBiasOutKernel));
     if (ret != ACLNN_SUCCESS) {
         OP_LOGE(ACLNN_ERR_INNER_NULLPTR, "AdaLayerNormGrad: adding the kernel launch failed");
         return result;
     }
-    result.pd_x = pdXOutKernel;
-    result.pd_scale = pdScaleOutKernel;
-    result.pd_shift = pdShiftOutKernel;
-    result.pd_gamma = pdGammaOutKernel;
-    result.pd_beta = pdBetaOutKernel;
+    result.pd_x = gradInputOutKernel;
+    result.pd_scale = gradScaleOutKernel;
+    result.pd_shift = gradShiftOutKernel;
+    result.pd_gamma = gradWeightOutKernel;
+    result.pd_beta = gradBiasOutKernel;
     return result;
 }
 }  // namespace l0op

@@ -21,11 +21,11 @@ struct AdaLayerNormGradResult {
 
 // Inputs in OpDef order (nullptr: absent optional input), attributes, then the caller's output tensors,
 // which give each output's shape and dtype (nullptr: an optional output that is not requested).
-AdaLayerNormGradResult AdaLayerNormGrad(const aclTensor* dy, const aclTensor* x, const aclTensor* rstd,
-                                        const aclTensor* mean, const aclTensor* scale, const aclTensor* gammaOptional,
-                                        const aclTensor* betaOptional, const aclTensor* pdXOut,
-                                        const aclTensor* pdScaleOut, const aclTensor* pdShiftOut,
-                                        const aclTensor* pdGammaOut, const aclTensor* pdBetaOut,
+AdaLayerNormGradResult AdaLayerNormGrad(const aclTensor* gradOut, const aclTensor* input, const aclTensor* rstd,
+                                        const aclTensor* mean, const aclTensor* scale, const aclTensor* weightOptional,
+                                        const aclTensor* biasOptional, const aclTensor* gradInputOut,
+                                        const aclTensor* gradScaleOut, const aclTensor* gradShiftOut,
+                                        const aclTensor* gradWeightOut, const aclTensor* gradBiasOut,
                                         aclOpExecutor* executor);
 }  // namespace l0op
 

@@ -70,8 +70,8 @@ struct Params {
     const aclTensor* biasOptional;
     double epsilon;
     aclTensor* out;
-    aclTensor* meanOut;
-    aclTensor* rstdOut;
+    aclTensor* meanOutOptional;
+    aclTensor* rstdOutOptional;
 };
 
 __attribute__((format(printf, 1, 2))) std::string Format(const char* fmt, ...)
@@ -281,14 +281,6 @@ aclnnStatus CheckNotNull(const Params& p)
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "out: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.meanOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "mean: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.rstdOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "rstd: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
     return ACLNN_SUCCESS;
 }
 
@@ -389,8 +381,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // mean: dtype variable T
-    {
-        const op::DataType dt = p.meanOut->GetDataType();
+    if (p.meanOutOptional != nullptr) {
+        const op::DataType dt = p.meanOutOptional->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "mean: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -398,8 +390,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // rstd: dtype variable T
-    {
-        const op::DataType dt = p.rstdOut->GetDataType();
+    if (p.rstdOutOptional != nullptr) {
+        const op::DataType dt = p.rstdOutOptional->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rstd: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -509,7 +501,7 @@ bool MatchShiftForm1(const std::vector<int64_t>& shape, Dims& d, std::string& er
 }
 
 // weight, form 0: [H]
-bool MatchWeightForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchWeightOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank != 1) {
@@ -523,7 +515,7 @@ bool MatchWeightForm0(const std::vector<int64_t>& shape, Dims& d, std::string& e
 }
 
 // bias, form 0: [H]
-bool MatchBiasForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchBiasOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank != 1) {
@@ -577,7 +569,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     }
     // weight: [H]
     if (p.weightOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchWeightForm0};
+        static const FormMatcher kForms[] = {MatchWeightOptionalForm0};
         const std::vector<int64_t> shape = ShapeOf(p.weightOptional);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
@@ -588,7 +580,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     }
     // bias: [H]
     if (p.biasOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchBiasForm0};
+        static const FormMatcher kForms[] = {MatchBiasOptionalForm0};
         const std::vector<int64_t> shape = ShapeOf(p.biasOptional);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
@@ -642,24 +634,26 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.meanOut != nullptr) {
-        if (d.Bd.from != nullptr && d.S.from != nullptr && ShapeOf(p.meanOut) != Splice({}, &d.Bd, {d.S.value, 1})) {
+    if (p.meanOutOptional != nullptr) {
+        if (d.Bd.from != nullptr && d.S.from != nullptr &&
+            ShapeOf(p.meanOutOptional) != Splice({}, &d.Bd, {d.S.value, 1})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "mean: shape %s must be %s ([*Bd, S, 1])",
-                    ListText(ShapeOf(p.meanOut)).c_str(), ListText(Splice({}, &d.Bd, {d.S.value, 1})).c_str());
+                    ListText(ShapeOf(p.meanOutOptional)).c_str(), ListText(Splice({}, &d.Bd, {d.S.value, 1})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.rstdOut != nullptr) {
-        if (d.Bd.from != nullptr && d.S.from != nullptr && ShapeOf(p.rstdOut) != Splice({}, &d.Bd, {d.S.value, 1})) {
+    if (p.rstdOutOptional != nullptr) {
+        if (d.Bd.from != nullptr && d.S.from != nullptr &&
+            ShapeOf(p.rstdOutOptional) != Splice({}, &d.Bd, {d.S.value, 1})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rstd: shape %s must be %s ([*Bd, S, 1])",
-                    ListText(ShapeOf(p.rstdOut)).c_str(), ListText(Splice({}, &d.Bd, {d.S.value, 1})).c_str());
+                    ListText(ShapeOf(p.rstdOutOptional)).c_str(), ListText(Splice({}, &d.Bd, {d.S.value, 1})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     return ACLNN_SUCCESS;
 }
 
-aclnnStatus CheckParams(const Params& p)
+aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
     aclnnStatus ret = CheckNotNull(p);
     if (ret != ACLNN_SUCCESS) {
@@ -673,12 +667,10 @@ aclnnStatus CheckParams(const Params& p)
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dtypes t;
     ret = CheckDtypes(p, t);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dims d;
     ret = CheckShapes(p, d);
     if (ret != ACLNN_SUCCESS) {
         return ret;
@@ -697,11 +689,12 @@ extern "C" {
 
 aclnnStatus aclnnAdaLayerNormV2GetWorkspaceSize(const aclTensor* x, const aclTensor* scale, const aclTensor* shift,
                                                 const aclTensor* weightOptional, const aclTensor* biasOptional,
-                                                double epsilon, aclTensor* out, aclTensor* meanOut, aclTensor* rstdOut,
-                                                uint64_t* workspaceSize, aclOpExecutor** executor)
+                                                double epsilon, aclTensor* out, aclTensor* meanOutOptional,
+                                                aclTensor* rstdOutOptional, uint64_t* workspaceSize,
+                                                aclOpExecutor** executor)
 {
     L2_DFX_PHASE_1(aclnnAdaLayerNormV2, DFX_IN(x, scale, shift, weightOptional, biasOptional, epsilon),
-                   DFX_OUT(out, meanOut, rstdOut));
+                   DFX_OUT(out, meanOutOptional, rstdOutOptional));
     if (workspaceSize == nullptr || executor == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
         return ACLNN_ERR_PARAM_NULLPTR;
@@ -710,14 +703,17 @@ aclnnStatus aclnnAdaLayerNormV2GetWorkspaceSize(const aclTensor* x, const aclTen
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 
     const Params p{
-        x, scale, shift, weightOptional, biasOptional, epsilon, out, meanOut, rstdOut,
+        x, scale, shift, weightOptional, biasOptional, epsilon, out, meanOutOptional, rstdOutOptional,
     };
-    aclnnStatus ret = CheckParams(p);
+    Dtypes t;
+    Dims d;
+    aclnnStatus ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
 
-    // Inputs: made contiguous; host arrays become int64 tensors.
+    // Inputs of the kernel op in OpDef order: made contiguous; host arrays
+    // become int64 tensors.
     const aclTensor* xKernel = nullptr;
     {
         xKernel = l0op::Contiguous(p.x, uniqueExecutor.get());
@@ -744,10 +740,30 @@ aclnnStatus aclnnAdaLayerNormV2GetWorkspaceSize(const aclTensor* x, const aclTen
         CHECK_RET(biasOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 
+    // Outputs the caller did not ask for but the kernel writes: tensors of the executor, never copied out.
+    const aclTensor* meanOutOptionalKernel = p.meanOutOptional;
+    if (meanOutOptionalKernel == nullptr) {
+        op::Shape shape;
+        for (int64_t dim : Splice({}, &d.Bd, {d.S.value, 1})) {
+            shape.AppendDim(dim);
+        }
+        meanOutOptionalKernel = uniqueExecutor.get()->AllocTensor(shape, t.T.dtype, op::Format::FORMAT_ND);
+        CHECK_RET(meanOutOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    }
+    const aclTensor* rstdOutOptionalKernel = p.rstdOutOptional;
+    if (rstdOutOptionalKernel == nullptr) {
+        op::Shape shape;
+        for (int64_t dim : Splice({}, &d.Bd, {d.S.value, 1})) {
+            shape.AppendDim(dim);
+        }
+        rstdOutOptionalKernel = uniqueExecutor.get()->AllocTensor(shape, t.T.dtype, op::Format::FORMAT_ND);
+        CHECK_RET(rstdOutOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    }
+
     // The kernel.
-    const l0op::AdaLayerNormV2Result result =
-        l0op::AdaLayerNormV2(xKernel, scaleKernel, shiftKernel, weightOptionalKernel, biasOptionalKernel,
-                             static_cast<float>(p.epsilon), p.out, p.meanOut, p.rstdOut, uniqueExecutor.get());
+    const l0op::AdaLayerNormV2Result result = l0op::AdaLayerNormV2(
+        xKernel, scaleKernel, shiftKernel, weightOptionalKernel, biasOptionalKernel, static_cast<float>(p.epsilon),
+        p.out, meanOutOptionalKernel, rstdOutOptionalKernel, uniqueExecutor.get());
 
     // Outputs.
     {
@@ -755,14 +771,14 @@ aclnnStatus aclnnAdaLayerNormV2GetWorkspaceSize(const aclTensor* x, const aclTen
         const aclTensor* copied = l0op::ViewCopy(result.out, p.out, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    {
+    if (p.meanOutOptional != nullptr) {
         CHECK_RET(result.mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.mean, p.meanOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.mean, p.meanOutOptional, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    {
+    if (p.rstdOutOptional != nullptr) {
         CHECK_RET(result.rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.rstd, p.rstdOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.rstd, p.rstdOutOptional, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 

@@ -6,7 +6,9 @@
 // Call aclnnAdaLayerNormV2GetWorkspaceSize to validate the parameters and build an executor,
 // then aclnnAdaLayerNormV2 with a device workspace of the returned size.
 //
-// Parameters follow the kernel op (OpDef) of the spec: inputs, attributes, outputs, in its order.
+// Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
+// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping: weightOptional
+// (= weight); biasOptional (= bias); meanOutOptional (= mean); rstdOutOptional (= rstd).
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other
@@ -36,8 +38,8 @@ extern "C" {
  * @param [in] biasOptional: optional input "bias", dtype U (bfloat16, float16, float32), shape [H].
  * @param [in] epsilon: attribute "epsilon" (float, default 1e-05).
  * @param [out] out: output "out", dtype T (bfloat16, float16, float32), shape [*Bd, S, H].
- * @param [out] meanOut: output "mean", dtype T (bfloat16, float16, float32), shape [*Bd, S, 1].
- * @param [out] rstdOut: output "rstd", dtype T (bfloat16, float16, float32), shape [*Bd, S, 1].
+ * @param [out] meanOutOptional: output "mean", dtype T (bfloat16, float16, float32), shape [*Bd, S, 1].
+ * @param [out] rstdOutOptional: output "rstd", dtype T (bfloat16, float16, float32), shape [*Bd, S, 1].
  * @param [out] workspaceSize: device workspace bytes the second phase needs.
  * @param [out] executor: the op executor, passed to aclnnAdaLayerNormV2.
  * @return aclnnStatus: see above.
@@ -45,7 +47,7 @@ extern "C" {
 ACLNN_API aclnnStatus aclnnAdaLayerNormV2GetWorkspaceSize(const aclTensor* x, const aclTensor* scale,
                                                           const aclTensor* shift, const aclTensor* weightOptional,
                                                           const aclTensor* biasOptional, double epsilon, aclTensor* out,
-                                                          aclTensor* meanOut, aclTensor* rstdOut,
+                                                          aclTensor* meanOutOptional, aclTensor* rstdOutOptional,
                                                           uint64_t* workspaceSize, aclOpExecutor** executor);
 
 /**

@@ -17,25 +17,30 @@ OP_TYPE_REGISTER(AdaLayerNormV2);
 
 AdaLayerNormV2Result AdaLayerNormV2(const aclTensor* x, const aclTensor* scale, const aclTensor* shift,
                                     const aclTensor* weightOptional, const aclTensor* biasOptional, float epsilon,
-                                    const aclTensor* out, const aclTensor* meanOut, const aclTensor* rstdOut,
-                                    aclOpExecutor* executor)
+                                    const aclTensor* out, const aclTensor* meanOutOptional,
+                                    const aclTensor* rstdOutOptional, aclOpExecutor* executor)
 {
     L0_DFX(AdaLayerNormV2, x, scale, shift, weightOptional, biasOptional, epsilon);
     aclTensor* outKernel = executor->AllocTensor(out->GetViewShape(), out->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* meanOutKernel =
-        executor->AllocTensor(meanOut->GetViewShape(), meanOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* rstdOutKernel =
-        executor->AllocTensor(rstdOut->GetViewShape(), rstdOut->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* meanOutOptionalKernel =
+        meanOutOptional == nullptr ? nullptr
+                                   : executor->AllocTensor(meanOutOptional->GetViewShape(),
+                                                           meanOutOptional->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* rstdOutOptionalKernel =
+        rstdOutOptional == nullptr ? nullptr
+                                   : executor->AllocTensor(rstdOutOptional->GetViewShape(),
+                                                           rstdOutOptional->GetDataType(), op::Format::FORMAT_ND);
     AdaLayerNormV2Result result;
     auto ret = ADD_TO_LAUNCHER_LIST_AICORE(AdaLayerNormV2, OP_INPUT(x, scale, shift, weightOptional, biasOptional),
-                                           OP_OUTPUT(outKernel, meanOutKernel, rstdOutKernel), OP_ATTR(epsilon));
+                                           OP_OUTPUT(outKernel, meanOutOptionalKernel, rstdOutOptionalKernel),
+                                           OP_ATTR(epsilon));
     if (ret != ACLNN_SUCCESS) {
         OP_LOGE(ACLNN_ERR_INNER_NULLPTR, "AdaLayerNormV2: adding the kernel launch failed");
         return result;
     }
     result.out = outKernel;
-    result.mean = meanOutKernel;
-    result.rstd = rstdOutKernel;
+    result.mean = meanOutOptionalKernel;
+    result.rstd = rstdOutOptionalKernel;
     return result;
 }
 }  // namespace l0op

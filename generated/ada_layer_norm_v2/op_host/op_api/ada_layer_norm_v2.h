@@ -21,8 +21,8 @@ struct AdaLayerNormV2Result {
 // which give each output's shape and dtype (nullptr: an optional output that is not requested).
 AdaLayerNormV2Result AdaLayerNormV2(const aclTensor* x, const aclTensor* scale, const aclTensor* shift,
                                     const aclTensor* weightOptional, const aclTensor* biasOptional, float epsilon,
-                                    const aclTensor* out, const aclTensor* meanOut, const aclTensor* rstdOut,
-                                    aclOpExecutor* executor);
+                                    const aclTensor* out, const aclTensor* meanOutOptional,
+                                    const aclTensor* rstdOutOptional, aclOpExecutor* executor);
 }  // namespace l0op
 
 #endif  // OP_API_INC_LEVEL0_ADA_LAYER_NORM_V2_H_

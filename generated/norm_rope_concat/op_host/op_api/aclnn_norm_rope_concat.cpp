@@ -70,36 +70,36 @@ struct Params {
     const aclTensor* query;
     const aclTensor* key;
     const aclTensor* value;
-    const aclTensor* encoderQueryOptional;
-    const aclTensor* encoderKeyOptional;
-    const aclTensor* encoderValueOptional;
-    const aclTensor* normQueryWeightOptional;
-    const aclTensor* normQueryBiasOptional;
-    const aclTensor* normKeyWeightOptional;
-    const aclTensor* normKeyBiasOptional;
-    const aclTensor* normAddedQueryWeightOptional;
-    const aclTensor* normAddedQueryBiasOptional;
-    const aclTensor* normAddedKeyWeightOptional;
-    const aclTensor* normAddedKeyBiasOptional;
-    const aclTensor* ropeSinOptional;
-    const aclTensor* ropeCosOptional;
+    const aclTensor* encoderQuery;
+    const aclTensor* encoderKey;
+    const aclTensor* encoderValue;
+    const aclTensor* normQueryWeight;
+    const aclTensor* normQueryBias;
+    const aclTensor* normKeyWeight;
+    const aclTensor* normKeyBias;
+    const aclTensor* normAddedQueryWeight;
+    const aclTensor* normAddedQueryBias;
+    const aclTensor* normAddedKeyWeight;
+    const aclTensor* normAddedKeyBias;
+    const aclTensor* ropeSin;
+    const aclTensor* ropeCos;
     int64_t normType;
     int64_t normAddedType;
     int64_t ropeType;
     int64_t concatOrder;
     double eps;
     bool isTraining;
-    aclTensor* queryOutputOut;
-    aclTensor* keyOutputOut;
-    aclTensor* valueOutputOut;
-    aclTensor* normQueryMeanOut;
-    aclTensor* normQueryRstdOut;
-    aclTensor* normKeyMeanOut;
-    aclTensor* normKeyRstdOut;
-    aclTensor* normAddedQueryMeanOut;
-    aclTensor* normAddedQueryRstdOut;
-    aclTensor* normAddedKeyMeanOut;
-    aclTensor* normAddedKeyRstdOut;
+    const aclTensor* queryOutput;
+    const aclTensor* keyOutput;
+    const aclTensor* valueOutput;
+    const aclTensor* normQueryMean;
+    const aclTensor* normQueryRstd;
+    const aclTensor* normKeyMean;
+    const aclTensor* normKeyRstd;
+    const aclTensor* normAddedQueryMean;
+    const aclTensor* normAddedQueryRstd;
+    const aclTensor* normAddedKeyMean;
+    const aclTensor* normAddedKeyRstd;
 };
 
 __attribute__((format(printf, 1, 2))) std::string Format(const char* fmt, ...)
@@ -267,15 +267,15 @@ aclnnStatus CheckNotNull(const Params& p)
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "value: required input is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.queryOutputOut == nullptr) {
+    if (p.queryOutput == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "query_output: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.keyOutputOut == nullptr) {
+    if (p.keyOutput == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "key_output: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.valueOutputOut == nullptr) {
+    if (p.valueOutput == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "value_output: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
@@ -308,64 +308,64 @@ aclnnStatus CheckAttrs(const Params& p)
 aclnnStatus CheckModes(const Params& p)
 {
     // mode rule of _nrc_common.py
-    if (p.ropeSinOptional == nullptr) {
+    if (p.ropeSin == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "rope_sin: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.ropeCosOptional == nullptr) {
+    if (p.ropeCos == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "rope_cos: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normType == 2 && p.normQueryWeightOptional == nullptr) {
+    if (p.normType == 2 && p.normQueryWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normType == 2 && p.normQueryBiasOptional == nullptr) {
+    if (p.normType == 2 && p.normQueryBias == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_bias: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normType == 2 && p.normKeyWeightOptional == nullptr) {
+    if (p.normType == 2 && p.normKeyWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normType == 2 && p.normKeyBiasOptional == nullptr) {
+    if (p.normType == 2 && p.normKeyBias == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_bias: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normAddedType == 2 && p.encoderQueryOptional != nullptr && p.normAddedQueryWeightOptional == nullptr) {
+    if (p.normAddedType == 2 && p.encoderQuery != nullptr && p.normAddedQueryWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_query_weight: required when norm_added_type == 2 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normAddedType == 2 && p.encoderQueryOptional != nullptr && p.normAddedQueryBiasOptional == nullptr) {
+    if (p.normAddedType == 2 && p.encoderQuery != nullptr && p.normAddedQueryBias == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_query_bias: required when norm_added_type == 2 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normAddedType == 2 && p.encoderKeyOptional != nullptr && p.normAddedKeyWeightOptional == nullptr) {
+    if (p.normAddedType == 2 && p.encoderKey != nullptr && p.normAddedKeyWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_key_weight: required when norm_added_type == 2 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normAddedType == 2 && p.encoderKeyOptional != nullptr && p.normAddedKeyBiasOptional == nullptr) {
+    if (p.normAddedType == 2 && p.encoderKey != nullptr && p.normAddedKeyBias == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_key_bias: required when norm_added_type == 2 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of norm_rope_concat.py
-    if ((p.encoderKeyOptional != nullptr && p.encoderValueOptional == nullptr) ||
-        (p.encoderKeyOptional == nullptr && p.encoderValueOptional != nullptr)) {
+    if ((p.encoderKey != nullptr && p.encoderValue == nullptr) ||
+        (p.encoderKey == nullptr && p.encoderValue != nullptr)) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_value: must be given exactly when encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
@@ -410,8 +410,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // encoder_query: dtype variable T
-    if (p.encoderQueryOptional != nullptr) {
-        const op::DataType dt = p.encoderQueryOptional->GetDataType();
+    if (p.encoderQuery != nullptr) {
+        const op::DataType dt = p.encoderQuery->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_query: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -419,8 +419,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // encoder_key: dtype variable T
-    if (p.encoderKeyOptional != nullptr) {
-        const op::DataType dt = p.encoderKeyOptional->GetDataType();
+    if (p.encoderKey != nullptr) {
+        const op::DataType dt = p.encoderKey->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_key: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -428,8 +428,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // encoder_value: dtype variable T
-    if (p.encoderValueOptional != nullptr) {
-        const op::DataType dt = p.encoderValueOptional->GetDataType();
+    if (p.encoderValue != nullptr) {
+        const op::DataType dt = p.encoderValue->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_value: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -437,8 +437,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_query_weight: dtype variable T
-    if (p.normQueryWeightOptional != nullptr) {
-        const op::DataType dt = p.normQueryWeightOptional->GetDataType();
+    if (p.normQueryWeight != nullptr) {
+        const op::DataType dt = p.normQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -446,8 +446,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_query_bias: dtype variable T
-    if (p.normQueryBiasOptional != nullptr) {
-        const op::DataType dt = p.normQueryBiasOptional->GetDataType();
+    if (p.normQueryBias != nullptr) {
+        const op::DataType dt = p.normQueryBias->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_bias: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -455,8 +455,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_key_weight: dtype variable T
-    if (p.normKeyWeightOptional != nullptr) {
-        const op::DataType dt = p.normKeyWeightOptional->GetDataType();
+    if (p.normKeyWeight != nullptr) {
+        const op::DataType dt = p.normKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -464,8 +464,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_key_bias: dtype variable T
-    if (p.normKeyBiasOptional != nullptr) {
-        const op::DataType dt = p.normKeyBiasOptional->GetDataType();
+    if (p.normKeyBias != nullptr) {
+        const op::DataType dt = p.normKeyBias->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_bias: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -473,8 +473,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_added_query_weight: dtype variable T
-    if (p.normAddedQueryWeightOptional != nullptr) {
-        const op::DataType dt = p.normAddedQueryWeightOptional->GetDataType();
+    if (p.normAddedQueryWeight != nullptr) {
+        const op::DataType dt = p.normAddedQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_weight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -482,8 +482,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_added_query_bias: dtype variable T
-    if (p.normAddedQueryBiasOptional != nullptr) {
-        const op::DataType dt = p.normAddedQueryBiasOptional->GetDataType();
+    if (p.normAddedQueryBias != nullptr) {
+        const op::DataType dt = p.normAddedQueryBias->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_bias: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -491,8 +491,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_added_key_weight: dtype variable T
-    if (p.normAddedKeyWeightOptional != nullptr) {
-        const op::DataType dt = p.normAddedKeyWeightOptional->GetDataType();
+    if (p.normAddedKeyWeight != nullptr) {
+        const op::DataType dt = p.normAddedKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_weight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -500,8 +500,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_added_key_bias: dtype variable T
-    if (p.normAddedKeyBiasOptional != nullptr) {
-        const op::DataType dt = p.normAddedKeyBiasOptional->GetDataType();
+    if (p.normAddedKeyBias != nullptr) {
+        const op::DataType dt = p.normAddedKeyBias->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_bias: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -509,8 +509,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // rope_sin: dtype variable T
-    if (p.ropeSinOptional != nullptr) {
-        const op::DataType dt = p.ropeSinOptional->GetDataType();
+    if (p.ropeSin != nullptr) {
+        const op::DataType dt = p.ropeSin->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_sin: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -518,8 +518,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // rope_cos: dtype variable T
-    if (p.ropeCosOptional != nullptr) {
-        const op::DataType dt = p.ropeCosOptional->GetDataType();
+    if (p.ropeCos != nullptr) {
+        const op::DataType dt = p.ropeCos->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_cos: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -528,7 +528,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // query_output: dtype variable T
     {
-        const op::DataType dt = p.queryOutputOut->GetDataType();
+        const op::DataType dt = p.queryOutput->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "query_output: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -537,7 +537,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // key_output: dtype variable T
     {
-        const op::DataType dt = p.keyOutputOut->GetDataType();
+        const op::DataType dt = p.keyOutput->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "key_output: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -546,7 +546,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // value_output: dtype variable T
     {
-        const op::DataType dt = p.valueOutputOut->GetDataType();
+        const op::DataType dt = p.valueOutput->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "value_output: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -554,64 +554,64 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_query_mean: fixed dtype
-    if (p.normQueryMeanOut != nullptr) {
-        const op::DataType dt = p.normQueryMeanOut->GetDataType();
+    if (p.normQueryMean != nullptr) {
+        const op::DataType dt = p.normQueryMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_mean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_query_rstd: fixed dtype
-    if (p.normQueryRstdOut != nullptr) {
-        const op::DataType dt = p.normQueryRstdOut->GetDataType();
+    if (p.normQueryRstd != nullptr) {
+        const op::DataType dt = p.normQueryRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_rstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_key_mean: fixed dtype
-    if (p.normKeyMeanOut != nullptr) {
-        const op::DataType dt = p.normKeyMeanOut->GetDataType();
+    if (p.normKeyMean != nullptr) {
+        const op::DataType dt = p.normKeyMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_mean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_key_rstd: fixed dtype
-    if (p.normKeyRstdOut != nullptr) {
-        const op::DataType dt = p.normKeyRstdOut->GetDataType();
+    if (p.normKeyRstd != nullptr) {
+        const op::DataType dt = p.normKeyRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_rstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_query_mean: fixed dtype
-    if (p.normAddedQueryMeanOut != nullptr) {
-        const op::DataType dt = p.normAddedQueryMeanOut->GetDataType();
+    if (p.normAddedQueryMean != nullptr) {
+        const op::DataType dt = p.normAddedQueryMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_mean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_query_rstd: fixed dtype
-    if (p.normAddedQueryRstdOut != nullptr) {
-        const op::DataType dt = p.normAddedQueryRstdOut->GetDataType();
+    if (p.normAddedQueryRstd != nullptr) {
+        const op::DataType dt = p.normAddedQueryRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_rstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_key_mean: fixed dtype
-    if (p.normAddedKeyMeanOut != nullptr) {
-        const op::DataType dt = p.normAddedKeyMeanOut->GetDataType();
+    if (p.normAddedKeyMean != nullptr) {
+        const op::DataType dt = p.normAddedKeyMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_mean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_key_rstd: fixed dtype
-    if (p.normAddedKeyRstdOut != nullptr) {
-        const op::DataType dt = p.normAddedKeyRstdOut->GetDataType();
+    if (p.normAddedKeyRstd != nullptr) {
+        const op::DataType dt = p.normAddedKeyRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_rstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
@@ -942,9 +942,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // encoder_query: [B, Seq, N, D]
-    if (p.encoderQueryOptional != nullptr) {
+    if (p.encoderQuery != nullptr) {
         static const FormMatcher kForms[] = {MatchEncoderQueryForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.encoderQueryOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.encoderQuery);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -953,9 +953,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // encoder_key: [B, Sek, N, D]
-    if (p.encoderKeyOptional != nullptr) {
+    if (p.encoderKey != nullptr) {
         static const FormMatcher kForms[] = {MatchEncoderKeyForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.encoderKeyOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.encoderKey);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -964,9 +964,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // encoder_value: [B, Sek, N, D]
-    if (p.encoderValueOptional != nullptr) {
+    if (p.encoderValue != nullptr) {
         static const FormMatcher kForms[] = {MatchEncoderValueForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.encoderValueOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.encoderValue);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -975,9 +975,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_query_weight: [D]
-    if (p.normQueryWeightOptional != nullptr) {
+    if (p.normQueryWeight != nullptr) {
         static const FormMatcher kForms[] = {MatchNormQueryWeightForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normQueryWeightOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normQueryWeight);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -986,9 +986,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_query_bias: [D]
-    if (p.normQueryBiasOptional != nullptr) {
+    if (p.normQueryBias != nullptr) {
         static const FormMatcher kForms[] = {MatchNormQueryBiasForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normQueryBiasOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normQueryBias);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -997,9 +997,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_key_weight: [D]
-    if (p.normKeyWeightOptional != nullptr) {
+    if (p.normKeyWeight != nullptr) {
         static const FormMatcher kForms[] = {MatchNormKeyWeightForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normKeyWeightOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normKeyWeight);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1008,9 +1008,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_key_bias: [D]
-    if (p.normKeyBiasOptional != nullptr) {
+    if (p.normKeyBias != nullptr) {
         static const FormMatcher kForms[] = {MatchNormKeyBiasForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normKeyBiasOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normKeyBias);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1019,9 +1019,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_added_query_weight: [D]
-    if (p.normAddedQueryWeightOptional != nullptr) {
+    if (p.normAddedQueryWeight != nullptr) {
         static const FormMatcher kForms[] = {MatchNormAddedQueryWeightForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normAddedQueryWeightOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normAddedQueryWeight);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1031,9 +1031,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_added_query_bias: [D]
-    if (p.normAddedQueryBiasOptional != nullptr) {
+    if (p.normAddedQueryBias != nullptr) {
         static const FormMatcher kForms[] = {MatchNormAddedQueryBiasForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normAddedQueryBiasOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normAddedQueryBias);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1043,9 +1043,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_added_key_weight: [D]
-    if (p.normAddedKeyWeightOptional != nullptr) {
+    if (p.normAddedKeyWeight != nullptr) {
         static const FormMatcher kForms[] = {MatchNormAddedKeyWeightForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normAddedKeyWeightOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normAddedKeyWeight);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1055,9 +1055,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_added_key_bias: [D]
-    if (p.normAddedKeyBiasOptional != nullptr) {
+    if (p.normAddedKeyBias != nullptr) {
         static const FormMatcher kForms[] = {MatchNormAddedKeyBiasForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normAddedKeyBiasOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normAddedKeyBias);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1066,9 +1066,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // rope_sin: [R, D]
-    if (p.ropeSinOptional != nullptr) {
+    if (p.ropeSin != nullptr) {
         static const FormMatcher kForms[] = {MatchRopeSinForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.ropeSinOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.ropeSin);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1077,9 +1077,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // rope_cos: [R, D]
-    if (p.ropeCosOptional != nullptr) {
+    if (p.ropeCos != nullptr) {
         static const FormMatcher kForms[] = {MatchRopeCosForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.ropeCosOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.ropeCos);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1180,107 +1180,106 @@ aclnnStatus CheckHostValues(const Params& p, const Dims& d)
 // inputs is not produced and not checked.
 aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
 {
-    if (p.queryOutputOut != nullptr) {
+    if (p.queryOutput != nullptr) {
         if (d.B.from != nullptr && d.N.from != nullptr && d.Seq.from != nullptr && d.Sq.from != nullptr &&
             d.D.from != nullptr &&
-            ShapeOf(p.queryOutputOut) !=
+            ShapeOf(p.queryOutput) !=
                 Splice({d.B.value, d.N.value, d.Seq.value + d.Sq.value, d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "query_output: shape %s must be %s ([B, N, Seq + Sq, D])",
-                    ListText(ShapeOf(p.queryOutputOut)).c_str(),
+                    ListText(ShapeOf(p.queryOutput)).c_str(),
                     ListText(Splice({d.B.value, d.N.value, d.Seq.value + d.Sq.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.keyOutputOut != nullptr) {
+    if (p.keyOutput != nullptr) {
         if (d.B.from != nullptr && d.N.from != nullptr && d.Sek.from != nullptr && d.Sk.from != nullptr &&
             d.D.from != nullptr &&
-            ShapeOf(p.keyOutputOut) !=
-                Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})) {
+            ShapeOf(p.keyOutput) != Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "key_output: shape %s must be %s ([B, N, Sek + Sk, D])",
-                    ListText(ShapeOf(p.keyOutputOut)).c_str(),
+                    ListText(ShapeOf(p.keyOutput)).c_str(),
                     ListText(Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.valueOutputOut != nullptr) {
+    if (p.valueOutput != nullptr) {
         if (d.B.from != nullptr && d.N.from != nullptr && d.Sek.from != nullptr && d.Sk.from != nullptr &&
             d.D.from != nullptr &&
-            ShapeOf(p.valueOutputOut) !=
+            ShapeOf(p.valueOutput) !=
                 Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "value_output: shape %s must be %s ([B, N, Sek + Sk, D])",
-                    ListText(ShapeOf(p.valueOutputOut)).c_str(),
+                    ListText(ShapeOf(p.valueOutput)).c_str(),
                     ListText(Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.normQueryMeanOut != nullptr) {
+    if (p.normQueryMean != nullptr) {
         if (d.B.from != nullptr && d.Sq.from != nullptr && d.N.from != nullptr &&
-            ShapeOf(p.normQueryMeanOut) != Splice({d.B.value, d.Sq.value, d.N.value, 1}, nullptr, {})) {
+            ShapeOf(p.normQueryMean) != Splice({d.B.value, d.Sq.value, d.N.value, 1}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_mean: shape %s must be %s ([B, Sq, N, 1])",
-                    ListText(ShapeOf(p.normQueryMeanOut)).c_str(),
+                    ListText(ShapeOf(p.normQueryMean)).c_str(),
                     ListText(Splice({d.B.value, d.Sq.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.normQueryRstdOut != nullptr) {
+    if (p.normQueryRstd != nullptr) {
         if (d.B.from != nullptr && d.Sq.from != nullptr && d.N.from != nullptr &&
-            ShapeOf(p.normQueryRstdOut) != Splice({d.B.value, d.Sq.value, d.N.value, 1}, nullptr, {})) {
+            ShapeOf(p.normQueryRstd) != Splice({d.B.value, d.Sq.value, d.N.value, 1}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_rstd: shape %s must be %s ([B, Sq, N, 1])",
-                    ListText(ShapeOf(p.normQueryRstdOut)).c_str(),
+                    ListText(ShapeOf(p.normQueryRstd)).c_str(),
                     ListText(Splice({d.B.value, d.Sq.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.normKeyMeanOut != nullptr) {
+    if (p.normKeyMean != nullptr) {
         if (d.B.from != nullptr && d.Sk.from != nullptr && d.N.from != nullptr &&
-            ShapeOf(p.normKeyMeanOut) != Splice({d.B.value, d.Sk.value, d.N.value, 1}, nullptr, {})) {
+            ShapeOf(p.normKeyMean) != Splice({d.B.value, d.Sk.value, d.N.value, 1}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_mean: shape %s must be %s ([B, Sk, N, 1])",
-                    ListText(ShapeOf(p.normKeyMeanOut)).c_str(),
+                    ListText(ShapeOf(p.normKeyMean)).c_str(),
                     ListText(Splice({d.B.value, d.Sk.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.normKeyRstdOut != nullptr) {
+    if (p.normKeyRstd != nullptr) {
         if (d.B.from != nullptr && d.Sk.from != nullptr && d.N.from != nullptr &&
-            ShapeOf(p.normKeyRstdOut) != Splice({d.B.value, d.Sk.value, d.N.value, 1}, nullptr, {})) {
+            ShapeOf(p.normKeyRstd) != Splice({d.B.value, d.Sk.value, d.N.value, 1}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_rstd: shape %s must be %s ([B, Sk, N, 1])",
-                    ListText(ShapeOf(p.normKeyRstdOut)).c_str(),
+                    ListText(ShapeOf(p.normKeyRstd)).c_str(),
                     ListText(Splice({d.B.value, d.Sk.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.normAddedQueryMeanOut != nullptr) {
+    if (p.normAddedQueryMean != nullptr) {
         if (d.B.from != nullptr && d.Seq.from != nullptr && d.N.from != nullptr && d.Seq.from != kAbsentInputs &&
-            ShapeOf(p.normAddedQueryMeanOut) != Splice({d.B.value, d.Seq.value, d.N.value, 1}, nullptr, {})) {
+            ShapeOf(p.normAddedQueryMean) != Splice({d.B.value, d.Seq.value, d.N.value, 1}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_mean: shape %s must be %s ([B, Seq, N, 1])",
-                    ListText(ShapeOf(p.normAddedQueryMeanOut)).c_str(),
+                    ListText(ShapeOf(p.normAddedQueryMean)).c_str(),
                     ListText(Splice({d.B.value, d.Seq.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.normAddedQueryRstdOut != nullptr) {
+    if (p.normAddedQueryRstd != nullptr) {
         if (d.B.from != nullptr && d.Seq.from != nullptr && d.N.from != nullptr && d.Seq.from != kAbsentInputs &&
-            ShapeOf(p.normAddedQueryRstdOut) != Splice({d.B.value, d.Seq.value, d.N.value, 1}, nullptr, {})) {
+            ShapeOf(p.normAddedQueryRstd) != Splice({d.B.value, d.Seq.value, d.N.value, 1}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_rstd: shape %s must be %s ([B, Seq, N, 1])",
-                    ListText(ShapeOf(p.normAddedQueryRstdOut)).c_str(),
+                    ListText(ShapeOf(p.normAddedQueryRstd)).c_str(),
                     ListText(Splice({d.B.value, d.Seq.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.normAddedKeyMeanOut != nullptr) {
+    if (p.normAddedKeyMean != nullptr) {
         if (d.B.from != nullptr && d.Sek.from != nullptr && d.N.from != nullptr && d.Sek.from != kAbsentInputs &&
-            ShapeOf(p.normAddedKeyMeanOut) != Splice({d.B.value, d.Sek.value, d.N.value, 1}, nullptr, {})) {
+            ShapeOf(p.normAddedKeyMean) != Splice({d.B.value, d.Sek.value, d.N.value, 1}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_mean: shape %s must be %s ([B, Sek, N, 1])",
-                    ListText(ShapeOf(p.normAddedKeyMeanOut)).c_str(),
+                    ListText(ShapeOf(p.normAddedKeyMean)).c_str(),
                     ListText(Splice({d.B.value, d.Sek.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.normAddedKeyRstdOut != nullptr) {
+    if (p.normAddedKeyRstd != nullptr) {
         if (d.B.from != nullptr && d.Sek.from != nullptr && d.N.from != nullptr && d.Sek.from != kAbsentInputs &&
-            ShapeOf(p.normAddedKeyRstdOut) != Splice({d.B.value, d.Sek.value, d.N.value, 1}, nullptr, {})) {
+            ShapeOf(p.normAddedKeyRstd) != Splice({d.B.value, d.Sek.value, d.N.value, 1}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_rstd: shape %s must be %s ([B, Sek, N, 1])",
-                    ListText(ShapeOf(p.normAddedKeyRstdOut)).c_str(),
+                    ListText(ShapeOf(p.normAddedKeyRstd)).c_str(),
                     ListText(Splice({d.B.value, d.Sek.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -1288,7 +1287,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     return ACLNN_SUCCESS;
 }
 
-aclnnStatus CheckParams(const Params& p)
+aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
     aclnnStatus ret = CheckNotNull(p);
     if (ret != ACLNN_SUCCESS) {
@@ -1302,12 +1301,10 @@ aclnnStatus CheckParams(const Params& p)
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dtypes t;
     ret = CheckDtypes(p, t);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dims d;
     ret = CheckShapes(p, d);
     if (ret != ACLNN_SUCCESS) {
         return ret;
@@ -1325,28 +1322,25 @@ extern "C" {
 #endif
 
 aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
-    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* encoderQueryOptional,
-    const aclTensor* encoderKeyOptional, const aclTensor* encoderValueOptional,
-    const aclTensor* normQueryWeightOptional, const aclTensor* normQueryBiasOptional,
-    const aclTensor* normKeyWeightOptional, const aclTensor* normKeyBiasOptional,
-    const aclTensor* normAddedQueryWeightOptional, const aclTensor* normAddedQueryBiasOptional,
-    const aclTensor* normAddedKeyWeightOptional, const aclTensor* normAddedKeyBiasOptional,
-    const aclTensor* ropeSinOptional, const aclTensor* ropeCosOptional, int64_t normType, int64_t normAddedType,
-    int64_t ropeType, int64_t concatOrder, double eps, bool isTraining, aclTensor* queryOutputOut,
-    aclTensor* keyOutputOut, aclTensor* valueOutputOut, aclTensor* normQueryMeanOut, aclTensor* normQueryRstdOut,
-    aclTensor* normKeyMeanOut, aclTensor* normKeyRstdOut, aclTensor* normAddedQueryMeanOut,
-    aclTensor* normAddedQueryRstdOut, aclTensor* normAddedKeyMeanOut, aclTensor* normAddedKeyRstdOut,
-    uint64_t* workspaceSize, aclOpExecutor** executor)
+    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* encoderQuery,
+    const aclTensor* encoderKey, const aclTensor* encoderValue, const aclTensor* normQueryWeight,
+    const aclTensor* normQueryBias, const aclTensor* normKeyWeight, const aclTensor* normKeyBias,
+    const aclTensor* normAddedQueryWeight, const aclTensor* normAddedQueryBias, const aclTensor* normAddedKeyWeight,
+    const aclTensor* normAddedKeyBias, const aclTensor* ropeSin, const aclTensor* ropeCos, int64_t normType,
+    int64_t normAddedType, int64_t ropeType, int64_t concatOrder, double eps, bool isTraining,
+    const aclTensor* queryOutput, const aclTensor* keyOutput, const aclTensor* valueOutput,
+    const aclTensor* normQueryMean, const aclTensor* normQueryRstd, const aclTensor* normKeyMean,
+    const aclTensor* normKeyRstd, const aclTensor* normAddedQueryMean, const aclTensor* normAddedQueryRstd,
+    const aclTensor* normAddedKeyMean, const aclTensor* normAddedKeyRstd, uint64_t* workspaceSize,
+    aclOpExecutor** executor)
 {
-    L2_DFX_PHASE_1(aclnnNormRopeConcat,
-                   DFX_IN(query, key, value, encoderQueryOptional, encoderKeyOptional, encoderValueOptional,
-                          normQueryWeightOptional, normQueryBiasOptional, normKeyWeightOptional, normKeyBiasOptional,
-                          normAddedQueryWeightOptional, normAddedQueryBiasOptional, normAddedKeyWeightOptional,
-                          normAddedKeyBiasOptional, ropeSinOptional, ropeCosOptional, normType, normAddedType, ropeType,
-                          concatOrder, eps, isTraining),
-                   DFX_OUT(queryOutputOut, keyOutputOut, valueOutputOut, normQueryMeanOut, normQueryRstdOut,
-                           normKeyMeanOut, normKeyRstdOut, normAddedQueryMeanOut, normAddedQueryRstdOut,
-                           normAddedKeyMeanOut, normAddedKeyRstdOut));
+    L2_DFX_PHASE_1(
+        aclnnNormRopeConcat,
+        DFX_IN(query, key, value, encoderQuery, encoderKey, encoderValue, normQueryWeight, normQueryBias, normKeyWeight,
+               normKeyBias, normAddedQueryWeight, normAddedQueryBias, normAddedKeyWeight, normAddedKeyBias, ropeSin,
+               ropeCos, normType, normAddedType, ropeType, concatOrder, eps, isTraining),
+        DFX_OUT(queryOutput, keyOutput, valueOutput, normQueryMean, normQueryRstd, normKeyMean, normKeyRstd,
+                normAddedQueryMean, normAddedQueryRstd, normAddedKeyMean, normAddedKeyRstd));
     if (workspaceSize == nullptr || executor == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
         return ACLNN_ERR_PARAM_NULLPTR;
@@ -1358,43 +1352,46 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
         query,
         key,
         value,
-        encoderQueryOptional,
-        encoderKeyOptional,
-        encoderValueOptional,
-        normQueryWeightOptional,
-        normQueryBiasOptional,
-        normKeyWeightOptional,
-        normKeyBiasOptional,
-        normAddedQueryWeightOptional,
-        normAddedQueryBiasOptional,
-        normAddedKeyWeightOptional,
-        normAddedKeyBiasOptional,
-        ropeSinOptional,
-        ropeCosOptional,
+        encoderQuery,
+        encoderKey,
+        encoderValue,
+        normQueryWeight,
+        normQueryBias,
+        normKeyWeight,
+        normKeyBias,
+        normAddedQueryWeight,
+        normAddedQueryBias,
+        normAddedKeyWeight,
+        normAddedKeyBias,
+        ropeSin,
+        ropeCos,
         normType,
         normAddedType,
         ropeType,
         concatOrder,
         eps,
         isTraining,
-        queryOutputOut,
-        keyOutputOut,
-        valueOutputOut,
-        normQueryMeanOut,
-        normQueryRstdOut,
-        normKeyMeanOut,
-        normKeyRstdOut,
-        normAddedQueryMeanOut,
-        normAddedQueryRstdOut,
-        normAddedKeyMeanOut,
-        normAddedKeyRstdOut,
+        queryOutput,
+        keyOutput,
+        valueOutput,
+        normQueryMean,
+        normQueryRstd,
+        normKeyMean,
+        normKeyRstd,
+        normAddedQueryMean,
+        normAddedQueryRstd,
+        normAddedKeyMean,
+        normAddedKeyRstd,
     };
-    aclnnStatus ret = CheckParams(p);
+    Dtypes t;
+    Dims d;
+    aclnnStatus ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
 
-    // Inputs: made contiguous; host arrays become int64 tensors.
+    // Inputs of the kernel op in OpDef order: made contiguous; host arrays
+    // become int64 tensors.
     const aclTensor* queryKernel = nullptr;
     {
         queryKernel = l0op::Contiguous(p.query, uniqueExecutor.get());
@@ -1410,141 +1407,137 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
         valueKernel = l0op::Contiguous(p.value, uniqueExecutor.get());
         CHECK_RET(valueKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* encoderQueryOptionalKernel = nullptr;
-    if (p.encoderQueryOptional != nullptr) {
-        encoderQueryOptionalKernel = l0op::Contiguous(p.encoderQueryOptional, uniqueExecutor.get());
-        CHECK_RET(encoderQueryOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* encoderQueryKernel = nullptr;
+    if (p.encoderQuery != nullptr) {
+        encoderQueryKernel = l0op::Contiguous(p.encoderQuery, uniqueExecutor.get());
+        CHECK_RET(encoderQueryKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* encoderKeyOptionalKernel = nullptr;
-    if (p.encoderKeyOptional != nullptr) {
-        encoderKeyOptionalKernel = l0op::Contiguous(p.encoderKeyOptional, uniqueExecutor.get());
-        CHECK_RET(encoderKeyOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* encoderKeyKernel = nullptr;
+    if (p.encoderKey != nullptr) {
+        encoderKeyKernel = l0op::Contiguous(p.encoderKey, uniqueExecutor.get());
+        CHECK_RET(encoderKeyKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* encoderValueOptionalKernel = nullptr;
-    if (p.encoderValueOptional != nullptr) {
-        encoderValueOptionalKernel = l0op::Contiguous(p.encoderValueOptional, uniqueExecutor.get());
-        CHECK_RET(encoderValueOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* encoderValueKernel = nullptr;
+    if (p.encoderValue != nullptr) {
+        encoderValueKernel = l0op::Contiguous(p.encoderValue, uniqueExecutor.get());
+        CHECK_RET(encoderValueKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normQueryWeightOptionalKernel = nullptr;
-    if (p.normQueryWeightOptional != nullptr) {
-        normQueryWeightOptionalKernel = l0op::Contiguous(p.normQueryWeightOptional, uniqueExecutor.get());
-        CHECK_RET(normQueryWeightOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normQueryWeightKernel = nullptr;
+    if (p.normQueryWeight != nullptr) {
+        normQueryWeightKernel = l0op::Contiguous(p.normQueryWeight, uniqueExecutor.get());
+        CHECK_RET(normQueryWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normQueryBiasOptionalKernel = nullptr;
-    if (p.normQueryBiasOptional != nullptr) {
-        normQueryBiasOptionalKernel = l0op::Contiguous(p.normQueryBiasOptional, uniqueExecutor.get());
-        CHECK_RET(normQueryBiasOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normQueryBiasKernel = nullptr;
+    if (p.normQueryBias != nullptr) {
+        normQueryBiasKernel = l0op::Contiguous(p.normQueryBias, uniqueExecutor.get());
+        CHECK_RET(normQueryBiasKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normKeyWeightOptionalKernel = nullptr;
-    if (p.normKeyWeightOptional != nullptr) {
-        normKeyWeightOptionalKernel = l0op::Contiguous(p.normKeyWeightOptional, uniqueExecutor.get());
-        CHECK_RET(normKeyWeightOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normKeyWeightKernel = nullptr;
+    if (p.normKeyWeight != nullptr) {
+        normKeyWeightKernel = l0op::Contiguous(p.normKeyWeight, uniqueExecutor.get());
+        CHECK_RET(normKeyWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normKeyBiasOptionalKernel = nullptr;
-    if (p.normKeyBiasOptional != nullptr) {
-        normKeyBiasOptionalKernel = l0op::Contiguous(p.normKeyBiasOptional, uniqueExecutor.get());
-        CHECK_RET(normKeyBiasOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normKeyBiasKernel = nullptr;
+    if (p.normKeyBias != nullptr) {
+        normKeyBiasKernel = l0op::Contiguous(p.normKeyBias, uniqueExecutor.get());
+        CHECK_RET(normKeyBiasKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normAddedQueryWeightOptionalKernel = nullptr;
-    if (p.normAddedQueryWeightOptional != nullptr) {
-        normAddedQueryWeightOptionalKernel = l0op::Contiguous(p.normAddedQueryWeightOptional, uniqueExecutor.get());
-        CHECK_RET(normAddedQueryWeightOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normAddedQueryWeightKernel = nullptr;
+    if (p.normAddedQueryWeight != nullptr) {
+        normAddedQueryWeightKernel = l0op::Contiguous(p.normAddedQueryWeight, uniqueExecutor.get());
+        CHECK_RET(normAddedQueryWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normAddedQueryBiasOptionalKernel = nullptr;
-    if (p.normAddedQueryBiasOptional != nullptr) {
-        normAddedQueryBiasOptionalKernel = l0op::Contiguous(p.normAddedQueryBiasOptional, uniqueExecutor.get());
-        CHECK_RET(normAddedQueryBiasOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normAddedQueryBiasKernel = nullptr;
+    if (p.normAddedQueryBias != nullptr) {
+        normAddedQueryBiasKernel = l0op::Contiguous(p.normAddedQueryBias, uniqueExecutor.get());
+        CHECK_RET(normAddedQueryBiasKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normAddedKeyWeightOptionalKernel = nullptr;
-    if (p.normAddedKeyWeightOptional != nullptr) {
-        normAddedKeyWeightOptionalKernel = l0op::Contiguous(p.normAddedKeyWeightOptional, uniqueExecutor.get());
-        CHECK_RET(normAddedKeyWeightOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normAddedKeyWeightKernel = nullptr;
+    if (p.normAddedKeyWeight != nullptr) {
+        normAddedKeyWeightKernel = l0op::Contiguous(p.normAddedKeyWeight, uniqueExecutor.get());
+        CHECK_RET(normAddedKeyWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normAddedKeyBiasOptionalKernel = nullptr;
-    if (p.normAddedKeyBiasOptional != nullptr) {
-        normAddedKeyBiasOptionalKernel = l0op::Contiguous(p.normAddedKeyBiasOptional, uniqueExecutor.get());
-        CHECK_RET(normAddedKeyBiasOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normAddedKeyBiasKernel = nullptr;
+    if (p.normAddedKeyBias != nullptr) {
+        normAddedKeyBiasKernel = l0op::Contiguous(p.normAddedKeyBias, uniqueExecutor.get());
+        CHECK_RET(normAddedKeyBiasKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* ropeSinOptionalKernel = nullptr;
-    if (p.ropeSinOptional != nullptr) {
-        ropeSinOptionalKernel = l0op::Contiguous(p.ropeSinOptional, uniqueExecutor.get());
-        CHECK_RET(ropeSinOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* ropeSinKernel = nullptr;
+    if (p.ropeSin != nullptr) {
+        ropeSinKernel = l0op::Contiguous(p.ropeSin, uniqueExecutor.get());
+        CHECK_RET(ropeSinKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* ropeCosOptionalKernel = nullptr;
-    if (p.ropeCosOptional != nullptr) {
-        ropeCosOptionalKernel = l0op::Contiguous(p.ropeCosOptional, uniqueExecutor.get());
-        CHECK_RET(ropeCosOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* ropeCosKernel = nullptr;
+    if (p.ropeCos != nullptr) {
+        ropeCosKernel = l0op::Contiguous(p.ropeCos, uniqueExecutor.get());
+        CHECK_RET(ropeCosKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 
     // The kernel.
     const l0op::NormRopeConcatResult result = l0op::NormRopeConcat(
-        queryKernel, keyKernel, valueKernel, encoderQueryOptionalKernel, encoderKeyOptionalKernel,
-        encoderValueOptionalKernel, normQueryWeightOptionalKernel, normQueryBiasOptionalKernel,
-        normKeyWeightOptionalKernel, normKeyBiasOptionalKernel, normAddedQueryWeightOptionalKernel,
-        normAddedQueryBiasOptionalKernel, normAddedKeyWeightOptionalKernel, normAddedKeyBiasOptionalKernel,
-        ropeSinOptionalKernel, ropeCosOptionalKernel, p.normType, p.normAddedType, p.ropeType, p.concatOrder,
-        static_cast<float>(p.eps), p.isTraining, p.queryOutputOut, p.keyOutputOut, p.valueOutputOut, p.normQueryMeanOut,
-        p.normQueryRstdOut, p.normKeyMeanOut, p.normKeyRstdOut, p.normAddedQueryMeanOut, p.normAddedQueryRstdOut,
-        p.normAddedKeyMeanOut, p.normAddedKeyRstdOut, uniqueExecutor.get());
+        queryKernel, keyKernel, valueKernel, encoderQueryKernel, encoderKeyKernel, encoderValueKernel,
+        normQueryWeightKernel, normQueryBiasKernel, normKeyWeightKernel, normKeyBiasKernel, normAddedQueryWeightKernel,
+        normAddedQueryBiasKernel, normAddedKeyWeightKernel, normAddedKeyBiasKernel, ropeSinKernel, ropeCosKernel,
+        p.normType, p.normAddedType, p.ropeType, p.concatOrder, static_cast<float>(p.eps), p.isTraining, p.queryOutput,
+        p.keyOutput, p.valueOutput, p.normQueryMean, p.normQueryRstd, p.normKeyMean, p.normKeyRstd,
+        p.normAddedQueryMean, p.normAddedQueryRstd, p.normAddedKeyMean, p.normAddedKeyRstd, uniqueExecutor.get());
 
     // Outputs.
     {
         CHECK_RET(result.query_output != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.query_output, p.queryOutputOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.query_output, p.queryOutput, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     {
         CHECK_RET(result.key_output != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.key_output, p.keyOutputOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.key_output, p.keyOutput, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     {
         CHECK_RET(result.value_output != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.value_output, p.valueOutputOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.value_output, p.valueOutput, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normQueryMeanOut != nullptr) {
+    if (p.normQueryMean != nullptr) {
         CHECK_RET(result.norm_query_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.norm_query_mean, p.normQueryMeanOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.norm_query_mean, p.normQueryMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normQueryRstdOut != nullptr) {
+    if (p.normQueryRstd != nullptr) {
         CHECK_RET(result.norm_query_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.norm_query_rstd, p.normQueryRstdOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.norm_query_rstd, p.normQueryRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normKeyMeanOut != nullptr) {
+    if (p.normKeyMean != nullptr) {
         CHECK_RET(result.norm_key_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.norm_key_mean, p.normKeyMeanOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.norm_key_mean, p.normKeyMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normKeyRstdOut != nullptr) {
+    if (p.normKeyRstd != nullptr) {
         CHECK_RET(result.norm_key_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.norm_key_rstd, p.normKeyRstdOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.norm_key_rstd, p.normKeyRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normAddedQueryMeanOut != nullptr) {
+    if (p.normAddedQueryMean != nullptr) {
         CHECK_RET(result.norm_added_query_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
-            l0op::ViewCopy(result.norm_added_query_mean, p.normAddedQueryMeanOut, uniqueExecutor.get());
+            l0op::ViewCopy(result.norm_added_query_mean, p.normAddedQueryMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normAddedQueryRstdOut != nullptr) {
+    if (p.normAddedQueryRstd != nullptr) {
         CHECK_RET(result.norm_added_query_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
-            l0op::ViewCopy(result.norm_added_query_rstd, p.normAddedQueryRstdOut, uniqueExecutor.get());
+            l0op::ViewCopy(result.norm_added_query_rstd, p.normAddedQueryRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normAddedKeyMeanOut != nullptr) {
+    if (p.normAddedKeyMean != nullptr) {
         CHECK_RET(result.norm_added_key_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied =
-            l0op::ViewCopy(result.norm_added_key_mean, p.normAddedKeyMeanOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.norm_added_key_mean, p.normAddedKeyMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normAddedKeyRstdOut != nullptr) {
+    if (p.normAddedKeyRstd != nullptr) {
         CHECK_RET(result.norm_added_key_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied =
-            l0op::ViewCopy(result.norm_added_key_rstd, p.normAddedKeyRstdOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.norm_added_key_rstd, p.normAddedKeyRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 

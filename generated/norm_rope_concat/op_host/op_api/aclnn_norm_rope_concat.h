@@ -6,7 +6,19 @@
 // Call aclnnNormRopeConcatGetWorkspaceSize to validate the parameters and build an executor,
 // then aclnnNormRopeConcat with a device workspace of the returned size.
 //
-// Parameters follow the kernel op (OpDef) of the spec: inputs, attributes, outputs, in its order.
+// Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
+// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping: encoderQuery (=
+// encoder_query); encoderKey (= encoder_key); encoderValue (= encoder_value); normQueryWeight (=
+// norm_query_weight); normQueryBias (= norm_query_bias); normKeyWeight (= norm_key_weight); normKeyBias (=
+// norm_key_bias); normAddedQueryWeight (= norm_added_query_weight); normAddedQueryBias (=
+// norm_added_query_bias); normAddedKeyWeight (= norm_added_key_weight); normAddedKeyBias (=
+// norm_added_key_bias); ropeSin (= rope_sin); ropeCos (= rope_cos); normType (= norm_type); normAddedType (=
+// norm_added_type); ropeType (= rope_type); concatOrder (= concat_order); isTraining (= is_training);
+// queryOutput (= query_output); keyOutput (= key_output); valueOutput (= value_output); normQueryMean (=
+// norm_query_mean); normQueryRstd (= norm_query_rstd); normKeyMean (= norm_key_mean); normKeyRstd (=
+// norm_key_rstd); normAddedQueryMean (= norm_added_query_mean); normAddedQueryRstd (= norm_added_query_rstd);
+// normAddedKeyMean (= norm_added_key_mean); normAddedKeyRstd (= norm_added_key_rstd). Output tensors are const
+// aclTensor* as in CANN's header.
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other
@@ -32,68 +44,62 @@ extern "C" {
  * @param [in] query: input "query", dtype T (bfloat16, float16, float32), shape [B, Sq, N, D].
  * @param [in] key: input "key", dtype T (bfloat16, float16, float32), shape [B, Sk, N, D].
  * @param [in] value: input "value", dtype T (bfloat16, float16, float32), shape [B, Sk, N, D].
- * @param [in] encoderQueryOptional: optional input "encoder_query", dtype T (bfloat16, float16, float32), shape
+ * @param [in] encoderQuery: optional input "encoder_query", dtype T (bfloat16, float16, float32), shape
  *     [B, Seq, N, D].
- * @param [in] encoderKeyOptional: optional input "encoder_key", dtype T (bfloat16, float16, float32), shape
+ * @param [in] encoderKey: optional input "encoder_key", dtype T (bfloat16, float16, float32), shape
  *     [B, Sek, N, D].
- * @param [in] encoderValueOptional: optional input "encoder_value", dtype T (bfloat16, float16, float32), shape
+ * @param [in] encoderValue: optional input "encoder_value", dtype T (bfloat16, float16, float32), shape
  *     [B, Sek, N, D].
- * @param [in] normQueryWeightOptional: optional input "norm_query_weight", dtype T (bfloat16, float16, float32),
+ * @param [in] normQueryWeight: optional input "norm_query_weight", dtype T (bfloat16, float16, float32), shape
+ *     [D].
+ * @param [in] normQueryBias: optional input "norm_query_bias", dtype T (bfloat16, float16, float32), shape [D].
+ * @param [in] normKeyWeight: optional input "norm_key_weight", dtype T (bfloat16, float16, float32), shape [D].
+ * @param [in] normKeyBias: optional input "norm_key_bias", dtype T (bfloat16, float16, float32), shape [D].
+ * @param [in] normAddedQueryWeight: optional input "norm_added_query_weight", dtype T (bfloat16, float16,
+ *     float32), shape [D].
+ * @param [in] normAddedQueryBias: optional input "norm_added_query_bias", dtype T (bfloat16, float16, float32),
  *     shape [D].
- * @param [in] normQueryBiasOptional: optional input "norm_query_bias", dtype T (bfloat16, float16, float32), shape
+ * @param [in] normAddedKeyWeight: optional input "norm_added_key_weight", dtype T (bfloat16, float16, float32),
+ *     shape [D].
+ * @param [in] normAddedKeyBias: optional input "norm_added_key_bias", dtype T (bfloat16, float16, float32), shape
  *     [D].
- * @param [in] normKeyWeightOptional: optional input "norm_key_weight", dtype T (bfloat16, float16, float32), shape
- *     [D].
- * @param [in] normKeyBiasOptional: optional input "norm_key_bias", dtype T (bfloat16, float16, float32), shape
- *     [D].
- * @param [in] normAddedQueryWeightOptional: optional input "norm_added_query_weight", dtype T (bfloat16, float16,
- *     float32), shape [D].
- * @param [in] normAddedQueryBiasOptional: optional input "norm_added_query_bias", dtype T (bfloat16, float16,
- *     float32), shape [D].
- * @param [in] normAddedKeyWeightOptional: optional input "norm_added_key_weight", dtype T (bfloat16, float16,
- *     float32), shape [D].
- * @param [in] normAddedKeyBiasOptional: optional input "norm_added_key_bias", dtype T (bfloat16, float16,
- *     float32), shape [D].
- * @param [in] ropeSinOptional: optional input "rope_sin", dtype T (bfloat16, float16, float32), shape [R, D].
- * @param [in] ropeCosOptional: optional input "rope_cos", dtype T (bfloat16, float16, float32), shape [R, D].
+ * @param [in] ropeSin: optional input "rope_sin", dtype T (bfloat16, float16, float32), shape [R, D].
+ * @param [in] ropeCos: optional input "rope_cos", dtype T (bfloat16, float16, float32), shape [R, D].
  * @param [in] normType: attribute "norm_type" (int, default 0, one of 0, 1, 2).
  * @param [in] normAddedType: attribute "norm_added_type" (int, default 0, one of 0, 1, 2).
  * @param [in] ropeType: attribute "rope_type" (int, default 0, one of 0, 1, 2).
  * @param [in] concatOrder: attribute "concat_order" (int, default 0, one of 0, 1).
  * @param [in] eps: attribute "eps" (float, default 1e-05).
  * @param [in] isTraining: attribute "is_training" (bool, default False, one of False, True).
- * @param [out] queryOutputOut: output "query_output", dtype T (bfloat16, float16, float32), shape
+ * @param [out] queryOutput: output "query_output", dtype T (bfloat16, float16, float32), shape
  *     [B, N, Seq + Sq, D].
- * @param [out] keyOutputOut: output "key_output", dtype T (bfloat16, float16, float32), shape [B, N, Sek + Sk, D].
- * @param [out] valueOutputOut: output "value_output", dtype T (bfloat16, float16, float32), shape
+ * @param [out] keyOutput: output "key_output", dtype T (bfloat16, float16, float32), shape [B, N, Sek + Sk, D].
+ * @param [out] valueOutput: output "value_output", dtype T (bfloat16, float16, float32), shape
  *     [B, N, Sek + Sk, D].
- * @param [out] normQueryMeanOut: optional output "norm_query_mean", dtype float32, shape [B, Sq, N, 1].
- * @param [out] normQueryRstdOut: optional output "norm_query_rstd", dtype float32, shape [B, Sq, N, 1].
- * @param [out] normKeyMeanOut: optional output "norm_key_mean", dtype float32, shape [B, Sk, N, 1].
- * @param [out] normKeyRstdOut: optional output "norm_key_rstd", dtype float32, shape [B, Sk, N, 1].
- * @param [out] normAddedQueryMeanOut: optional output "norm_added_query_mean", dtype float32, shape
- *     [B, Seq, N, 1].
- * @param [out] normAddedQueryRstdOut: optional output "norm_added_query_rstd", dtype float32, shape
- *     [B, Seq, N, 1].
- * @param [out] normAddedKeyMeanOut: optional output "norm_added_key_mean", dtype float32, shape [B, Sek, N, 1].
- * @param [out] normAddedKeyRstdOut: optional output "norm_added_key_rstd", dtype float32, shape [B, Sek, N, 1].
+ * @param [out] normQueryMean: optional output "norm_query_mean", dtype float32, shape [B, Sq, N, 1].
+ * @param [out] normQueryRstd: optional output "norm_query_rstd", dtype float32, shape [B, Sq, N, 1].
+ * @param [out] normKeyMean: optional output "norm_key_mean", dtype float32, shape [B, Sk, N, 1].
+ * @param [out] normKeyRstd: optional output "norm_key_rstd", dtype float32, shape [B, Sk, N, 1].
+ * @param [out] normAddedQueryMean: optional output "norm_added_query_mean", dtype float32, shape [B, Seq, N, 1].
+ * @param [out] normAddedQueryRstd: optional output "norm_added_query_rstd", dtype float32, shape [B, Seq, N, 1].
+ * @param [out] normAddedKeyMean: optional output "norm_added_key_mean", dtype float32, shape [B, Sek, N, 1].
+ * @param [out] normAddedKeyRstd: optional output "norm_added_key_rstd", dtype float32, shape [B, Sek, N, 1].
  * @param [out] workspaceSize: device workspace bytes the second phase needs.
  * @param [out] executor: the op executor, passed to aclnnNormRopeConcat.
  * @return aclnnStatus: see above.
  */
 ACLNN_API aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
-    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* encoderQueryOptional,
-    const aclTensor* encoderKeyOptional, const aclTensor* encoderValueOptional,
-    const aclTensor* normQueryWeightOptional, const aclTensor* normQueryBiasOptional,
-    const aclTensor* normKeyWeightOptional, const aclTensor* normKeyBiasOptional,
-    const aclTensor* normAddedQueryWeightOptional, const aclTensor* normAddedQueryBiasOptional,
-    const aclTensor* normAddedKeyWeightOptional, const aclTensor* normAddedKeyBiasOptional,
-    const aclTensor* ropeSinOptional, const aclTensor* ropeCosOptional, int64_t normType, int64_t normAddedType,
-    int64_t ropeType, int64_t concatOrder, double eps, bool isTraining, aclTensor* queryOutputOut,
-    aclTensor* keyOutputOut, aclTensor* valueOutputOut, aclTensor* normQueryMeanOut, aclTensor* normQueryRstdOut,
-    aclTensor* normKeyMeanOut, aclTensor* normKeyRstdOut, aclTensor* normAddedQueryMeanOut,
-    aclTensor* normAddedQueryRstdOut, aclTensor* normAddedKeyMeanOut, aclTensor* normAddedKeyRstdOut,
-    uint64_t* workspaceSize, aclOpExecutor** executor);
+    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* encoderQuery,
+    const aclTensor* encoderKey, const aclTensor* encoderValue, const aclTensor* normQueryWeight,
+    const aclTensor* normQueryBias, const aclTensor* normKeyWeight, const aclTensor* normKeyBias,
+    const aclTensor* normAddedQueryWeight, const aclTensor* normAddedQueryBias, const aclTensor* normAddedKeyWeight,
+    const aclTensor* normAddedKeyBias, const aclTensor* ropeSin, const aclTensor* ropeCos, int64_t normType,
+    int64_t normAddedType, int64_t ropeType, int64_t concatOrder, double eps, bool isTraining,
+    const aclTensor* queryOutput, const aclTensor* keyOutput, const aclTensor* valueOutput,
+    const aclTensor* normQueryMean, const aclTensor* normQueryRstd, const aclTensor* normKeyMean,
+    const aclTensor* normKeyRstd, const aclTensor* normAddedQueryMean, const aclTensor* normAddedQueryRstd,
+    const aclTensor* normAddedKeyMean, const aclTensor* normAddedKeyRstd, uint64_t* workspaceSize,
+    aclOpExecutor** executor);
 
 /**
  * @brief Second phase of aclnnNormRopeConcat: run the executor on `stream`.

@@ -16,92 +16,83 @@ namespace l0op {
 OP_TYPE_REGISTER(NormRopeConcat);
 
 NormRopeConcatResult NormRopeConcat(
-    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* encoderQueryOptional,
-    const aclTensor* encoderKeyOptional, const aclTensor* encoderValueOptional,
-    const aclTensor* normQueryWeightOptional, const aclTensor* normQueryBiasOptional,
-    const aclTensor* normKeyWeightOptional, const aclTensor* normKeyBiasOptional,
-    const aclTensor* normAddedQueryWeightOptional, const aclTensor* normAddedQueryBiasOptional,
-    const aclTensor* normAddedKeyWeightOptional, const aclTensor* normAddedKeyBiasOptional,
-    const aclTensor* ropeSinOptional, const aclTensor* ropeCosOptional, int64_t normType, int64_t normAddedType,
-    int64_t ropeType, int64_t concatOrder, float eps, bool isTraining, const aclTensor* queryOutputOut,
-    const aclTensor* keyOutputOut, const aclTensor* valueOutputOut, const aclTensor* normQueryMeanOut,
-    const aclTensor* normQueryRstdOut, const aclTensor* normKeyMeanOut, const aclTensor* normKeyRstdOut,
-    const aclTensor* normAddedQueryMeanOut, const aclTensor* normAddedQueryRstdOut,
-    const aclTensor* normAddedKeyMeanOut, const aclTensor* normAddedKeyRstdOut, aclOpExecutor* executor)
+    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* encoderQuery,
+    const aclTensor* encoderKey, const aclTensor* encoderValue, const aclTensor* normQueryWeight,
+    const aclTensor* normQueryBias, const aclTensor* normKeyWeight, const aclTensor* normKeyBias,
+    const aclTensor* normAddedQueryWeight, const aclTensor* normAddedQueryBias, const aclTensor* normAddedKeyWeight,
+    const aclTensor* normAddedKeyBias, const aclTensor* ropeSin, const aclTensor* ropeCos, int64_t normType,
+    int64_t normAddedType, int64_t ropeType, int64_t concatOrder, float eps, bool isTraining,
+    const aclTensor* queryOutput, const aclTensor* keyOutput, const aclTensor* valueOutput,
+    const aclTensor* normQueryMean, const aclTensor* normQueryRstd, const aclTensor* normKeyMean,
+    const aclTensor* normKeyRstd, const aclTensor* normAddedQueryMean, const aclTensor* normAddedQueryRstd,
+    const aclTensor* normAddedKeyMean, const aclTensor* normAddedKeyRstd, aclOpExecutor* executor)
 {
-    L0_DFX(NormRopeConcat, query, key, value, encoderQueryOptional, encoderKeyOptional, encoderValueOptional,
-           normQueryWeightOptional, normQueryBiasOptional, normKeyWeightOptional, normKeyBiasOptional,
-           normAddedQueryWeightOptional, normAddedQueryBiasOptional, normAddedKeyWeightOptional,
-           normAddedKeyBiasOptional, ropeSinOptional, ropeCosOptional, normType, normAddedType, ropeType, concatOrder,
-           eps, isTraining);
-    aclTensor* queryOutputOutKernel =
-        executor->AllocTensor(queryOutputOut->GetViewShape(), queryOutputOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* keyOutputOutKernel =
-        executor->AllocTensor(keyOutputOut->GetViewShape(), keyOutputOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* valueOutputOutKernel =
-        executor->AllocTensor(valueOutputOut->GetViewShape(), valueOutputOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* normQueryMeanOutKernel =
-        normQueryMeanOut == nullptr ? nullptr
-                                    : executor->AllocTensor(normQueryMeanOut->GetViewShape(),
-                                                            normQueryMeanOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* normQueryRstdOutKernel =
-        normQueryRstdOut == nullptr ? nullptr
-                                    : executor->AllocTensor(normQueryRstdOut->GetViewShape(),
-                                                            normQueryRstdOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* normKeyMeanOutKernel = normKeyMeanOut == nullptr
-                                          ? nullptr
-                                          : executor->AllocTensor(normKeyMeanOut->GetViewShape(),
-                                                                  normKeyMeanOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* normKeyRstdOutKernel = normKeyRstdOut == nullptr
-                                          ? nullptr
-                                          : executor->AllocTensor(normKeyRstdOut->GetViewShape(),
-                                                                  normKeyRstdOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* normAddedQueryMeanOutKernel =
-        normAddedQueryMeanOut == nullptr
+    L0_DFX(NormRopeConcat, query, key, value, encoderQuery, encoderKey, encoderValue, normQueryWeight, normQueryBias,
+           normKeyWeight, normKeyBias, normAddedQueryWeight, normAddedQueryBias, normAddedKeyWeight, normAddedKeyBias,
+           ropeSin, ropeCos, normType, normAddedType, ropeType, concatOrder, eps, isTraining);
+    aclTensor* queryOutputKernel =
+        executor->AllocTensor(queryOutput->GetViewShape(), queryOutput->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* keyOutputKernel =
+        executor->AllocTensor(keyOutput->GetViewShape(), keyOutput->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* valueOutputKernel =
+        executor->AllocTensor(valueOutput->GetViewShape(), valueOutput->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* normQueryMeanKernel =
+        normQueryMean == nullptr
             ? nullptr
-            : executor->AllocTensor(normAddedQueryMeanOut->GetViewShape(), normAddedQueryMeanOut->GetDataType(),
-                                    op::Format::FORMAT_ND);
-    aclTensor* normAddedQueryRstdOutKernel =
-        normAddedQueryRstdOut == nullptr
+            : executor->AllocTensor(normQueryMean->GetViewShape(), normQueryMean->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* normQueryRstdKernel =
+        normQueryRstd == nullptr
             ? nullptr
-            : executor->AllocTensor(normAddedQueryRstdOut->GetViewShape(), normAddedQueryRstdOut->GetDataType(),
-                                    op::Format::FORMAT_ND);
-    aclTensor* normAddedKeyMeanOutKernel =
-        normAddedKeyMeanOut == nullptr
+            : executor->AllocTensor(normQueryRstd->GetViewShape(), normQueryRstd->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* normKeyMeanKernel =
+        normKeyMean == nullptr
             ? nullptr
-            : executor->AllocTensor(normAddedKeyMeanOut->GetViewShape(), normAddedKeyMeanOut->GetDataType(),
-                                    op::Format::FORMAT_ND);
-    aclTensor* normAddedKeyRstdOutKernel =
-        normAddedKeyRstdOut == nullptr
+            : executor->AllocTensor(normKeyMean->GetViewShape(), normKeyMean->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* normKeyRstdKernel =
+        normKeyRstd == nullptr
             ? nullptr
-            : executor->AllocTensor(normAddedKeyRstdOut->GetViewShape(), normAddedKeyRstdOut->GetDataType(),
-                                    op::Format::FORMAT_ND);
+            : executor->AllocTensor(normKeyRstd->GetViewShape(), normKeyRstd->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* normAddedQueryMeanKernel =
+        normAddedQueryMean == nullptr ? nullptr
+                                      : executor->AllocTensor(normAddedQueryMean->GetViewShape(),
+                                                              normAddedQueryMean->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* normAddedQueryRstdKernel =
+        normAddedQueryRstd == nullptr ? nullptr
+                                      : executor->AllocTensor(normAddedQueryRstd->GetViewShape(),
+                                                              normAddedQueryRstd->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* normAddedKeyMeanKernel =
+        normAddedKeyMean == nullptr ? nullptr
+                                    : executor->AllocTensor(normAddedKeyMean->GetViewShape(),
+                                                            normAddedKeyMean->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* normAddedKeyRstdKernel =
+        normAddedKeyRstd == nullptr ? nullptr
+                                    : executor->AllocTensor(normAddedKeyRstd->GetViewShape(),
+                                                            normAddedKeyRstd->GetDataType(), op::Format::FORMAT_ND);
     NormRopeConcatResult result;
     auto ret = ADD_TO_LAUNCHER_LIST_AICORE(
         NormRopeConcat,
-        OP_INPUT(query, key, value, encoderQueryOptional, encoderKeyOptional, encoderValueOptional,
-                 normQueryWeightOptional, normQueryBiasOptional, normKeyWeightOptional, normKeyBiasOptional,
-                 normAddedQueryWeightOptional, normAddedQueryBiasOptional, normAddedKeyWeightOptional,
-                 normAddedKeyBiasOptional, ropeSinOptional, ropeCosOptional),
-        OP_OUTPUT(queryOutputOutKernel, keyOutputOutKernel, valueOutputOutKernel, normQueryMeanOutKernel,
-                  normQueryRstdOutKernel, normKeyMeanOutKernel, normKeyRstdOutKernel, normAddedQueryMeanOutKernel,
-                  normAddedQueryRstdOutKernel, normAddedKeyMeanOutKernel, normAddedKeyRstdOutKernel),
+        OP_INPUT(query, key, value, encoderQuery, encoderKey, encoderValue, normQueryWeight, normQueryBias,
+                 normKeyWeight, normKeyBias, normAddedQueryWeight, normAddedQueryBias, normAddedKeyWeight,
+                 normAddedKeyBias, ropeSin, ropeCos),
+        OP_OUTPUT(queryOutputKernel, keyOutputKernel, valueOutputKernel, normQueryMeanKernel, normQueryRstdKernel,
+                  normKeyMeanKernel, normKeyRstdKernel, normAddedQueryMeanKernel, normAddedQueryRstdKernel,
+                  normAddedKeyMeanKernel, normAddedKeyRstdKernel),
         OP_ATTR(normType, normAddedType, ropeType, concatOrder, eps, isTraining));
     if (ret != ACLNN_SUCCESS) {
         OP_LOGE(ACLNN_ERR_INNER_NULLPTR, "NormRopeConcat: adding the kernel launch failed");
         return result;
     }
-    result.query_output = queryOutputOutKernel;
-    result.key_output = keyOutputOutKernel;
-    result.value_output = valueOutputOutKernel;
-    result.norm_query_mean = normQueryMeanOutKernel;
-    result.norm_query_rstd = normQueryRstdOutKernel;
-    result.norm_key_mean = normKeyMeanOutKernel;
-    result.norm_key_rstd = normKeyRstdOutKernel;
-    result.norm_added_query_mean = normAddedQueryMeanOutKernel;
-    result.norm_added_query_rstd = normAddedQueryRstdOutKernel;
-    result.norm_added_key_mean = normAddedKeyMeanOutKernel;
-    result.norm_added_key_rstd = normAddedKeyRstdOutKernel;
+    result.query_output = queryOutputKernel;
+    result.key_output = keyOutputKernel;
+    result.value_output = valueOutputKernel;
+    result.norm_query_mean = normQueryMeanKernel;
+    result.norm_query_rstd = normQueryRstdKernel;
+    result.norm_key_mean = normKeyMeanKernel;
+    result.norm_key_rstd = normKeyRstdKernel;
+    result.norm_added_query_mean = normAddedQueryMeanKernel;
+    result.norm_added_query_rstd = normAddedQueryRstdKernel;
+    result.norm_added_key_mean = normAddedKeyMeanKernel;
+    result.norm_added_key_rstd = normAddedKeyRstdKernel;
     return result;
 }
 }  // namespace l0op

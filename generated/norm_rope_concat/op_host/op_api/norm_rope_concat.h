@@ -28,18 +28,16 @@ struct NormRopeConcatResult {
 // Inputs in OpDef order (nullptr: absent optional input), attributes, then the caller's output tensors,
 // which give each output's shape and dtype (nullptr: an optional output that is not requested).
 NormRopeConcatResult NormRopeConcat(
-    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* encoderQueryOptional,
-    const aclTensor* encoderKeyOptional, const aclTensor* encoderValueOptional,
-    const aclTensor* normQueryWeightOptional, const aclTensor* normQueryBiasOptional,
-    const aclTensor* normKeyWeightOptional, const aclTensor* normKeyBiasOptional,
-    const aclTensor* normAddedQueryWeightOptional, const aclTensor* normAddedQueryBiasOptional,
-    const aclTensor* normAddedKeyWeightOptional, const aclTensor* normAddedKeyBiasOptional,
-    const aclTensor* ropeSinOptional, const aclTensor* ropeCosOptional, int64_t normType, int64_t normAddedType,
-    int64_t ropeType, int64_t concatOrder, float eps, bool isTraining, const aclTensor* queryOutputOut,
-    const aclTensor* keyOutputOut, const aclTensor* valueOutputOut, const aclTensor* normQueryMeanOut,
-    const aclTensor* normQueryRstdOut, const aclTensor* normKeyMeanOut, const aclTensor* normKeyRstdOut,
-    const aclTensor* normAddedQueryMeanOut, const aclTensor* normAddedQueryRstdOut,
-    const aclTensor* normAddedKeyMeanOut, const aclTensor* normAddedKeyRstdOut, aclOpExecutor* executor);
+    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* encoderQuery,
+    const aclTensor* encoderKey, const aclTensor* encoderValue, const aclTensor* normQueryWeight,
+    const aclTensor* normQueryBias, const aclTensor* normKeyWeight, const aclTensor* normKeyBias,
+    const aclTensor* normAddedQueryWeight, const aclTensor* normAddedQueryBias, const aclTensor* normAddedKeyWeight,
+    const aclTensor* normAddedKeyBias, const aclTensor* ropeSin, const aclTensor* ropeCos, int64_t normType,
+    int64_t normAddedType, int64_t ropeType, int64_t concatOrder, float eps, bool isTraining,
+    const aclTensor* queryOutput, const aclTensor* keyOutput, const aclTensor* valueOutput,
+    const aclTensor* normQueryMean, const aclTensor* normQueryRstd, const aclTensor* normKeyMean,
+    const aclTensor* normKeyRstd, const aclTensor* normAddedQueryMean, const aclTensor* normAddedQueryRstd,
+    const aclTensor* normAddedKeyMean, const aclTensor* normAddedKeyRstd, aclOpExecutor* executor);
 }  // namespace l0op
 
 #endif  // OP_API_INC_LEVEL0_NORM_ROPE_CONCAT_H_

@@ -72,40 +72,40 @@ struct Params {
     const aclTensor* gradValueOutput;
     const aclTensor* query;
     const aclTensor* key;
-    const aclTensor* encoderQueryOptional;
-    const aclTensor* encoderKeyOptional;
-    const aclTensor* normQueryWeightOptional;
-    const aclTensor* normQueryMeanOptional;
-    const aclTensor* normQueryRstdOptional;
-    const aclTensor* normKeyWeightOptional;
-    const aclTensor* normKeyMeanOptional;
-    const aclTensor* normKeyRstdOptional;
-    const aclTensor* normAddedQueryWeightOptional;
-    const aclTensor* normAddedQueryMeanOptional;
-    const aclTensor* normAddedQueryRstdOptional;
-    const aclTensor* normAddedKeyWeightOptional;
-    const aclTensor* normAddedKeyMeanOptional;
-    const aclTensor* normAddedKeyRstdOptional;
-    const aclTensor* ropeSinOptional;
-    const aclTensor* ropeCosOptional;
+    const aclTensor* encoderQuery;
+    const aclTensor* encoderKey;
+    const aclTensor* normQueryWeight;
+    const aclTensor* normQueryMean;
+    const aclTensor* normQueryRstd;
+    const aclTensor* normKeyWeight;
+    const aclTensor* normKeyMean;
+    const aclTensor* normKeyRstd;
+    const aclTensor* normAddedQueryWeight;
+    const aclTensor* normAddedQueryMean;
+    const aclTensor* normAddedQueryRstd;
+    const aclTensor* normAddedKeyWeight;
+    const aclTensor* normAddedKeyMean;
+    const aclTensor* normAddedKeyRstd;
+    const aclTensor* ropeSin;
+    const aclTensor* ropeCos;
     int64_t normType;
     int64_t normAddedType;
     int64_t ropeType;
     int64_t concatOrder;
-    aclTensor* gradQueryOut;
-    aclTensor* gradKeyOut;
-    aclTensor* gradValueOut;
-    aclTensor* gradEncoderQueryOut;
-    aclTensor* gradEncoderKeyOut;
-    aclTensor* gradEncoderValueOut;
-    aclTensor* gradNormQueryWeightOut;
-    aclTensor* gradNormQueryBiasOut;
-    aclTensor* gradNormKeyWeightOut;
-    aclTensor* gradNormKeyBiasOut;
-    aclTensor* gradNormAddedQueryWeightOut;
-    aclTensor* gradNormAddedQueryBiasOut;
-    aclTensor* gradNormAddedKeyWeightOut;
-    aclTensor* gradNormAddedKeyBiasOut;
+    const aclTensor* gradQuery;
+    const aclTensor* gradKey;
+    const aclTensor* gradValue;
+    const aclTensor* gradEncoderQuery;
+    const aclTensor* gradEncoderKey;
+    const aclTensor* gradEncoderValue;
+    const aclTensor* gradNormQueryWeight;
+    const aclTensor* gradNormQueryBias;
+    const aclTensor* gradNormKeyWeight;
+    const aclTensor* gradNormKeyBias;
+    const aclTensor* gradNormAddedQueryWeight;
+    const aclTensor* gradNormAddedQueryBias;
+    const aclTensor* gradNormAddedKeyWeight;
+    const aclTensor* gradNormAddedKeyBias;
 };
 
 __attribute__((format(printf, 1, 2))) std::string Format(const char* fmt, ...)
@@ -291,15 +291,15 @@ aclnnStatus CheckNotNull(const Params& p)
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "key: required input is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.gradQueryOut == nullptr) {
+    if (p.gradQuery == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "grad_query: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.gradKeyOut == nullptr) {
+    if (p.gradKey == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "grad_key: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
-    if (p.gradValueOut == nullptr) {
+    if (p.gradValue == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "grad_value: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
@@ -332,83 +332,81 @@ aclnnStatus CheckAttrs(const Params& p)
 aclnnStatus CheckModes(const Params& p)
 {
     // mode rule of _nrc_common.py
-    if (p.ropeSinOptional == nullptr) {
+    if (p.ropeSin == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "rope_sin: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.ropeCosOptional == nullptr) {
+    if (p.ropeCos == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "rope_cos: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if ((p.normType == 1 || p.normType == 2) && p.normQueryMeanOptional == nullptr) {
+    if ((p.normType == 1 || p.normType == 2) && p.normQueryMean == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_mean: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if ((p.normType == 1 || p.normType == 2) && p.normQueryRstdOptional == nullptr) {
+    if ((p.normType == 1 || p.normType == 2) && p.normQueryRstd == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_rstd: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normType == 2 && p.normQueryWeightOptional == nullptr) {
+    if (p.normType == 2 && p.normQueryWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if ((p.normType == 1 || p.normType == 2) && p.normKeyMeanOptional == nullptr) {
+    if ((p.normType == 1 || p.normType == 2) && p.normKeyMean == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_mean: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if ((p.normType == 1 || p.normType == 2) && p.normKeyRstdOptional == nullptr) {
+    if ((p.normType == 1 || p.normType == 2) && p.normKeyRstd == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_rstd: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normType == 2 && p.normKeyWeightOptional == nullptr) {
+    if (p.normType == 2 && p.normKeyWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQueryOptional != nullptr &&
-        p.normAddedQueryMeanOptional == nullptr) {
+    if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr &&
+        p.normAddedQueryMean == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_query_mean: required when norm_added_type >= 1 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQueryOptional != nullptr &&
-        p.normAddedQueryRstdOptional == nullptr) {
+    if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr &&
+        p.normAddedQueryRstd == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_query_rstd: required when norm_added_type >= 1 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normAddedType == 2 && p.encoderQueryOptional != nullptr && p.normAddedQueryWeightOptional == nullptr) {
+    if (p.normAddedType == 2 && p.encoderQuery != nullptr && p.normAddedQueryWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_query_weight: required when norm_added_type == 2 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKeyOptional != nullptr &&
-        p.normAddedKeyMeanOptional == nullptr) {
+    if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr && p.normAddedKeyMean == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_key_mean: required when norm_added_type >= 1 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKeyOptional != nullptr &&
-        p.normAddedKeyRstdOptional == nullptr) {
+    if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr && p.normAddedKeyRstd == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_key_rstd: required when norm_added_type >= 1 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
-    if (p.normAddedType == 2 && p.encoderKeyOptional != nullptr && p.normAddedKeyWeightOptional == nullptr) {
+    if (p.normAddedType == 2 && p.encoderKey != nullptr && p.normAddedKeyWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "norm_added_key_weight: required when norm_added_type == 2 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
@@ -473,8 +471,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // encoder_query: dtype variable T
-    if (p.encoderQueryOptional != nullptr) {
-        const op::DataType dt = p.encoderQueryOptional->GetDataType();
+    if (p.encoderQuery != nullptr) {
+        const op::DataType dt = p.encoderQuery->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_query: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -482,8 +480,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // encoder_key: dtype variable T
-    if (p.encoderKeyOptional != nullptr) {
-        const op::DataType dt = p.encoderKeyOptional->GetDataType();
+    if (p.encoderKey != nullptr) {
+        const op::DataType dt = p.encoderKey->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_key: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -491,8 +489,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_query_weight: dtype variable T
-    if (p.normQueryWeightOptional != nullptr) {
-        const op::DataType dt = p.normQueryWeightOptional->GetDataType();
+    if (p.normQueryWeight != nullptr) {
+        const op::DataType dt = p.normQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -500,24 +498,24 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_query_mean: fixed dtype
-    if (p.normQueryMeanOptional != nullptr) {
-        const op::DataType dt = p.normQueryMeanOptional->GetDataType();
+    if (p.normQueryMean != nullptr) {
+        const op::DataType dt = p.normQueryMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_mean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_query_rstd: fixed dtype
-    if (p.normQueryRstdOptional != nullptr) {
-        const op::DataType dt = p.normQueryRstdOptional->GetDataType();
+    if (p.normQueryRstd != nullptr) {
+        const op::DataType dt = p.normQueryRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_rstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_key_weight: dtype variable T
-    if (p.normKeyWeightOptional != nullptr) {
-        const op::DataType dt = p.normKeyWeightOptional->GetDataType();
+    if (p.normKeyWeight != nullptr) {
+        const op::DataType dt = p.normKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -525,24 +523,24 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_key_mean: fixed dtype
-    if (p.normKeyMeanOptional != nullptr) {
-        const op::DataType dt = p.normKeyMeanOptional->GetDataType();
+    if (p.normKeyMean != nullptr) {
+        const op::DataType dt = p.normKeyMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_mean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_key_rstd: fixed dtype
-    if (p.normKeyRstdOptional != nullptr) {
-        const op::DataType dt = p.normKeyRstdOptional->GetDataType();
+    if (p.normKeyRstd != nullptr) {
+        const op::DataType dt = p.normKeyRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_rstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_query_weight: dtype variable T
-    if (p.normAddedQueryWeightOptional != nullptr) {
-        const op::DataType dt = p.normAddedQueryWeightOptional->GetDataType();
+    if (p.normAddedQueryWeight != nullptr) {
+        const op::DataType dt = p.normAddedQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_weight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -550,24 +548,24 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_added_query_mean: fixed dtype
-    if (p.normAddedQueryMeanOptional != nullptr) {
-        const op::DataType dt = p.normAddedQueryMeanOptional->GetDataType();
+    if (p.normAddedQueryMean != nullptr) {
+        const op::DataType dt = p.normAddedQueryMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_mean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_query_rstd: fixed dtype
-    if (p.normAddedQueryRstdOptional != nullptr) {
-        const op::DataType dt = p.normAddedQueryRstdOptional->GetDataType();
+    if (p.normAddedQueryRstd != nullptr) {
+        const op::DataType dt = p.normAddedQueryRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_rstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_key_weight: dtype variable T
-    if (p.normAddedKeyWeightOptional != nullptr) {
-        const op::DataType dt = p.normAddedKeyWeightOptional->GetDataType();
+    if (p.normAddedKeyWeight != nullptr) {
+        const op::DataType dt = p.normAddedKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_weight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -575,24 +573,24 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // norm_added_key_mean: fixed dtype
-    if (p.normAddedKeyMeanOptional != nullptr) {
-        const op::DataType dt = p.normAddedKeyMeanOptional->GetDataType();
+    if (p.normAddedKeyMean != nullptr) {
+        const op::DataType dt = p.normAddedKeyMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_mean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_key_rstd: fixed dtype
-    if (p.normAddedKeyRstdOptional != nullptr) {
-        const op::DataType dt = p.normAddedKeyRstdOptional->GetDataType();
+    if (p.normAddedKeyRstd != nullptr) {
+        const op::DataType dt = p.normAddedKeyRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_rstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // rope_sin: dtype variable T
-    if (p.ropeSinOptional != nullptr) {
-        const op::DataType dt = p.ropeSinOptional->GetDataType();
+    if (p.ropeSin != nullptr) {
+        const op::DataType dt = p.ropeSin->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_sin: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -600,8 +598,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // rope_cos: dtype variable T
-    if (p.ropeCosOptional != nullptr) {
-        const op::DataType dt = p.ropeCosOptional->GetDataType();
+    if (p.ropeCos != nullptr) {
+        const op::DataType dt = p.ropeCos->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_cos: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -610,7 +608,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // grad_query: dtype variable T
     {
-        const op::DataType dt = p.gradQueryOut->GetDataType();
+        const op::DataType dt = p.gradQuery->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_query: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -619,7 +617,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // grad_key: dtype variable T
     {
-        const op::DataType dt = p.gradKeyOut->GetDataType();
+        const op::DataType dt = p.gradKey->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_key: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -628,7 +626,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // grad_value: dtype variable T
     {
-        const op::DataType dt = p.gradValueOut->GetDataType();
+        const op::DataType dt = p.gradValue->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_value: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -636,8 +634,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // grad_encoder_query: dtype variable T
-    if (p.gradEncoderQueryOut != nullptr) {
-        const op::DataType dt = p.gradEncoderQueryOut->GetDataType();
+    if (p.gradEncoderQuery != nullptr) {
+        const op::DataType dt = p.gradEncoderQuery->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_query: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -645,8 +643,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // grad_encoder_key: dtype variable T
-    if (p.gradEncoderKeyOut != nullptr) {
-        const op::DataType dt = p.gradEncoderKeyOut->GetDataType();
+    if (p.gradEncoderKey != nullptr) {
+        const op::DataType dt = p.gradEncoderKey->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_key: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
@@ -654,8 +652,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // grad_encoder_value: dtype variable T
-    if (p.gradEncoderValueOut != nullptr) {
-        const op::DataType dt = p.gradEncoderValueOut->GetDataType();
+    if (p.gradEncoderValue != nullptr) {
+        const op::DataType dt = p.gradEncoderValue->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_value: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -663,8 +661,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // grad_norm_query_weight: dtype variable T
-    if (p.gradNormQueryWeightOut != nullptr) {
-        const op::DataType dt = p.gradNormQueryWeightOut->GetDataType();
+    if (p.gradNormQueryWeight != nullptr) {
+        const op::DataType dt = p.gradNormQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_query_weight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -672,8 +670,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // grad_norm_query_bias: dtype variable T
-    if (p.gradNormQueryBiasOut != nullptr) {
-        const op::DataType dt = p.gradNormQueryBiasOut->GetDataType();
+    if (p.gradNormQueryBias != nullptr) {
+        const op::DataType dt = p.gradNormQueryBias->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_query_bias: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -681,8 +679,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // grad_norm_key_weight: dtype variable T
-    if (p.gradNormKeyWeightOut != nullptr) {
-        const op::DataType dt = p.gradNormKeyWeightOut->GetDataType();
+    if (p.gradNormKeyWeight != nullptr) {
+        const op::DataType dt = p.gradNormKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_key_weight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -690,8 +688,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // grad_norm_key_bias: dtype variable T
-    if (p.gradNormKeyBiasOut != nullptr) {
-        const op::DataType dt = p.gradNormKeyBiasOut->GetDataType();
+    if (p.gradNormKeyBias != nullptr) {
+        const op::DataType dt = p.gradNormKeyBias->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_key_bias: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -699,8 +697,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // grad_norm_added_query_weight: dtype variable T
-    if (p.gradNormAddedQueryWeightOut != nullptr) {
-        const op::DataType dt = p.gradNormAddedQueryWeightOut->GetDataType();
+    if (p.gradNormAddedQueryWeight != nullptr) {
+        const op::DataType dt = p.gradNormAddedQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_query_weight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -708,8 +706,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // grad_norm_added_query_bias: dtype variable T
-    if (p.gradNormAddedQueryBiasOut != nullptr) {
-        const op::DataType dt = p.gradNormAddedQueryBiasOut->GetDataType();
+    if (p.gradNormAddedQueryBias != nullptr) {
+        const op::DataType dt = p.gradNormAddedQueryBias->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_query_bias: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -717,8 +715,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // grad_norm_added_key_weight: dtype variable T
-    if (p.gradNormAddedKeyWeightOut != nullptr) {
-        const op::DataType dt = p.gradNormAddedKeyWeightOut->GetDataType();
+    if (p.gradNormAddedKeyWeight != nullptr) {
+        const op::DataType dt = p.gradNormAddedKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_key_weight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -726,8 +724,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // grad_norm_added_key_bias: dtype variable T
-    if (p.gradNormAddedKeyBiasOut != nullptr) {
-        const op::DataType dt = p.gradNormAddedKeyBiasOut->GetDataType();
+    if (p.gradNormAddedKeyBias != nullptr) {
+        const op::DataType dt = p.gradNormAddedKeyBias->GetDataType();
         if (dt != t.T.dtype) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_key_bias: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
@@ -1238,9 +1236,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // encoder_query: [B, Seq, N, D]
-    if (p.encoderQueryOptional != nullptr) {
+    if (p.encoderQuery != nullptr) {
         static const FormMatcher kForms[] = {MatchEncoderQueryForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.encoderQueryOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.encoderQuery);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1249,9 +1247,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // encoder_key: [B, Sek, N, D]
-    if (p.encoderKeyOptional != nullptr) {
+    if (p.encoderKey != nullptr) {
         static const FormMatcher kForms[] = {MatchEncoderKeyForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.encoderKeyOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.encoderKey);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1260,9 +1258,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_query_weight: [D]
-    if (p.normQueryWeightOptional != nullptr) {
+    if (p.normQueryWeight != nullptr) {
         static const FormMatcher kForms[] = {MatchNormQueryWeightForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normQueryWeightOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normQueryWeight);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1271,9 +1269,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_query_mean: [B, Sq, N, 1]
-    if (p.normQueryMeanOptional != nullptr) {
+    if (p.normQueryMean != nullptr) {
         static const FormMatcher kForms[] = {MatchNormQueryMeanForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normQueryMeanOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normQueryMean);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1282,9 +1280,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_query_rstd: [B, Sq, N, 1]
-    if (p.normQueryRstdOptional != nullptr) {
+    if (p.normQueryRstd != nullptr) {
         static const FormMatcher kForms[] = {MatchNormQueryRstdForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normQueryRstdOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normQueryRstd);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1293,9 +1291,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_key_weight: [D]
-    if (p.normKeyWeightOptional != nullptr) {
+    if (p.normKeyWeight != nullptr) {
         static const FormMatcher kForms[] = {MatchNormKeyWeightForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normKeyWeightOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normKeyWeight);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1304,9 +1302,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_key_mean: [B, Sk, N, 1]
-    if (p.normKeyMeanOptional != nullptr) {
+    if (p.normKeyMean != nullptr) {
         static const FormMatcher kForms[] = {MatchNormKeyMeanForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normKeyMeanOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normKeyMean);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1315,9 +1313,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_key_rstd: [B, Sk, N, 1]
-    if (p.normKeyRstdOptional != nullptr) {
+    if (p.normKeyRstd != nullptr) {
         static const FormMatcher kForms[] = {MatchNormKeyRstdForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normKeyRstdOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normKeyRstd);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1326,9 +1324,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_added_query_weight: [D]
-    if (p.normAddedQueryWeightOptional != nullptr) {
+    if (p.normAddedQueryWeight != nullptr) {
         static const FormMatcher kForms[] = {MatchNormAddedQueryWeightForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normAddedQueryWeightOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normAddedQueryWeight);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1338,9 +1336,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_added_query_mean: [B, Seq, N, 1]
-    if (p.normAddedQueryMeanOptional != nullptr) {
+    if (p.normAddedQueryMean != nullptr) {
         static const FormMatcher kForms[] = {MatchNormAddedQueryMeanForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normAddedQueryMeanOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normAddedQueryMean);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1350,9 +1348,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_added_query_rstd: [B, Seq, N, 1]
-    if (p.normAddedQueryRstdOptional != nullptr) {
+    if (p.normAddedQueryRstd != nullptr) {
         static const FormMatcher kForms[] = {MatchNormAddedQueryRstdForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normAddedQueryRstdOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normAddedQueryRstd);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1362,9 +1360,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_added_key_weight: [D]
-    if (p.normAddedKeyWeightOptional != nullptr) {
+    if (p.normAddedKeyWeight != nullptr) {
         static const FormMatcher kForms[] = {MatchNormAddedKeyWeightForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normAddedKeyWeightOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normAddedKeyWeight);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1374,9 +1372,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_added_key_mean: [B, Sek, N, 1]
-    if (p.normAddedKeyMeanOptional != nullptr) {
+    if (p.normAddedKeyMean != nullptr) {
         static const FormMatcher kForms[] = {MatchNormAddedKeyMeanForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normAddedKeyMeanOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normAddedKeyMean);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1385,9 +1383,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // norm_added_key_rstd: [B, Sek, N, 1]
-    if (p.normAddedKeyRstdOptional != nullptr) {
+    if (p.normAddedKeyRstd != nullptr) {
         static const FormMatcher kForms[] = {MatchNormAddedKeyRstdForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.normAddedKeyRstdOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.normAddedKeyRstd);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1396,9 +1394,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // rope_sin: [R, D]
-    if (p.ropeSinOptional != nullptr) {
+    if (p.ropeSin != nullptr) {
         static const FormMatcher kForms[] = {MatchRopeSinForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.ropeSinOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.ropeSin);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1407,9 +1405,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // rope_cos: [R, D]
-    if (p.ropeCosOptional != nullptr) {
+    if (p.ropeCos != nullptr) {
         static const FormMatcher kForms[] = {MatchRopeCosForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.ropeCosOptional);
+        const std::vector<int64_t> shape = ShapeOf(p.ropeCos);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -1536,123 +1534,120 @@ aclnnStatus CheckHostValues(const Params& p, const Dims& d)
 // inputs is not produced and not checked.
 aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
 {
-    if (p.gradQueryOut != nullptr) {
+    if (p.gradQuery != nullptr) {
         if (d.B.from != nullptr && d.Sq.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
-            ShapeOf(p.gradQueryOut) != Splice({d.B.value, d.Sq.value, d.N.value, d.D.value}, nullptr, {})) {
+            ShapeOf(p.gradQuery) != Splice({d.B.value, d.Sq.value, d.N.value, d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_query: shape %s must be %s ([B, Sq, N, D])",
-                    ListText(ShapeOf(p.gradQueryOut)).c_str(),
+                    ListText(ShapeOf(p.gradQuery)).c_str(),
                     ListText(Splice({d.B.value, d.Sq.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradKeyOut != nullptr) {
+    if (p.gradKey != nullptr) {
         if (d.B.from != nullptr && d.Sk.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
-            ShapeOf(p.gradKeyOut) != Splice({d.B.value, d.Sk.value, d.N.value, d.D.value}, nullptr, {})) {
+            ShapeOf(p.gradKey) != Splice({d.B.value, d.Sk.value, d.N.value, d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_key: shape %s must be %s ([B, Sk, N, D])",
-                    ListText(ShapeOf(p.gradKeyOut)).c_str(),
+                    ListText(ShapeOf(p.gradKey)).c_str(),
                     ListText(Splice({d.B.value, d.Sk.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradValueOut != nullptr) {
+    if (p.gradValue != nullptr) {
         if (d.B.from != nullptr && d.Sk.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
-            ShapeOf(p.gradValueOut) != Splice({d.B.value, d.Sk.value, d.N.value, d.D.value}, nullptr, {})) {
+            ShapeOf(p.gradValue) != Splice({d.B.value, d.Sk.value, d.N.value, d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_value: shape %s must be %s ([B, Sk, N, D])",
-                    ListText(ShapeOf(p.gradValueOut)).c_str(),
+                    ListText(ShapeOf(p.gradValue)).c_str(),
                     ListText(Splice({d.B.value, d.Sk.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradEncoderQueryOut != nullptr) {
+    if (p.gradEncoderQuery != nullptr) {
         if (d.B.from != nullptr && d.Seq.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
             d.Seq.from != kAbsentInputs &&
-            ShapeOf(p.gradEncoderQueryOut) != Splice({d.B.value, d.Seq.value, d.N.value, d.D.value}, nullptr, {})) {
+            ShapeOf(p.gradEncoderQuery) != Splice({d.B.value, d.Seq.value, d.N.value, d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_query: shape %s must be %s ([B, Seq, N, D])",
-                    ListText(ShapeOf(p.gradEncoderQueryOut)).c_str(),
+                    ListText(ShapeOf(p.gradEncoderQuery)).c_str(),
                     ListText(Splice({d.B.value, d.Seq.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradEncoderKeyOut != nullptr) {
+    if (p.gradEncoderKey != nullptr) {
         if (d.B.from != nullptr && d.Sek.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
             d.Sek.from != kAbsentInputs &&
-            ShapeOf(p.gradEncoderKeyOut) != Splice({d.B.value, d.Sek.value, d.N.value, d.D.value}, nullptr, {})) {
+            ShapeOf(p.gradEncoderKey) != Splice({d.B.value, d.Sek.value, d.N.value, d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_key: shape %s must be %s ([B, Sek, N, D])",
-                    ListText(ShapeOf(p.gradEncoderKeyOut)).c_str(),
+                    ListText(ShapeOf(p.gradEncoderKey)).c_str(),
                     ListText(Splice({d.B.value, d.Sek.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradEncoderValueOut != nullptr) {
+    if (p.gradEncoderValue != nullptr) {
         if (d.B.from != nullptr && d.Sek.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
             d.Sek.from != kAbsentInputs &&
-            ShapeOf(p.gradEncoderValueOut) != Splice({d.B.value, d.Sek.value, d.N.value, d.D.value}, nullptr, {})) {
+            ShapeOf(p.gradEncoderValue) != Splice({d.B.value, d.Sek.value, d.N.value, d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_value: shape %s must be %s ([B, Sek, N, D])",
-                    ListText(ShapeOf(p.gradEncoderValueOut)).c_str(),
+                    ListText(ShapeOf(p.gradEncoderValue)).c_str(),
                     ListText(Splice({d.B.value, d.Sek.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradNormQueryWeightOut != nullptr) {
-        if (d.D.from != nullptr && ShapeOf(p.gradNormQueryWeightOut) != Splice({d.D.value}, nullptr, {})) {
+    if (p.gradNormQueryWeight != nullptr) {
+        if (d.D.from != nullptr && ShapeOf(p.gradNormQueryWeight) != Splice({d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_query_weight: shape %s must be %s ([D])",
-                    ListText(ShapeOf(p.gradNormQueryWeightOut)).c_str(),
+                    ListText(ShapeOf(p.gradNormQueryWeight)).c_str(),
                     ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradNormQueryBiasOut != nullptr) {
-        if (d.D.from != nullptr && ShapeOf(p.gradNormQueryBiasOut) != Splice({d.D.value}, nullptr, {})) {
+    if (p.gradNormQueryBias != nullptr) {
+        if (d.D.from != nullptr && ShapeOf(p.gradNormQueryBias) != Splice({d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_query_bias: shape %s must be %s ([D])",
-                    ListText(ShapeOf(p.gradNormQueryBiasOut)).c_str(),
-                    ListText(Splice({d.D.value}, nullptr, {})).c_str());
+                    ListText(ShapeOf(p.gradNormQueryBias)).c_str(), ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradNormKeyWeightOut != nullptr) {
-        if (d.D.from != nullptr && ShapeOf(p.gradNormKeyWeightOut) != Splice({d.D.value}, nullptr, {})) {
+    if (p.gradNormKeyWeight != nullptr) {
+        if (d.D.from != nullptr && ShapeOf(p.gradNormKeyWeight) != Splice({d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_key_weight: shape %s must be %s ([D])",
-                    ListText(ShapeOf(p.gradNormKeyWeightOut)).c_str(),
-                    ListText(Splice({d.D.value}, nullptr, {})).c_str());
+                    ListText(ShapeOf(p.gradNormKeyWeight)).c_str(), ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradNormKeyBiasOut != nullptr) {
-        if (d.D.from != nullptr && ShapeOf(p.gradNormKeyBiasOut) != Splice({d.D.value}, nullptr, {})) {
+    if (p.gradNormKeyBias != nullptr) {
+        if (d.D.from != nullptr && ShapeOf(p.gradNormKeyBias) != Splice({d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_key_bias: shape %s must be %s ([D])",
-                    ListText(ShapeOf(p.gradNormKeyBiasOut)).c_str(),
-                    ListText(Splice({d.D.value}, nullptr, {})).c_str());
+                    ListText(ShapeOf(p.gradNormKeyBias)).c_str(), ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradNormAddedQueryWeightOut != nullptr) {
-        if (d.D.from != nullptr && ShapeOf(p.gradNormAddedQueryWeightOut) != Splice({d.D.value}, nullptr, {})) {
+    if (p.gradNormAddedQueryWeight != nullptr) {
+        if (d.D.from != nullptr && ShapeOf(p.gradNormAddedQueryWeight) != Splice({d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_query_weight: shape %s must be %s ([D])",
-                    ListText(ShapeOf(p.gradNormAddedQueryWeightOut)).c_str(),
+                    ListText(ShapeOf(p.gradNormAddedQueryWeight)).c_str(),
                     ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradNormAddedQueryBiasOut != nullptr) {
-        if (d.D.from != nullptr && ShapeOf(p.gradNormAddedQueryBiasOut) != Splice({d.D.value}, nullptr, {})) {
+    if (p.gradNormAddedQueryBias != nullptr) {
+        if (d.D.from != nullptr && ShapeOf(p.gradNormAddedQueryBias) != Splice({d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_query_bias: shape %s must be %s ([D])",
-                    ListText(ShapeOf(p.gradNormAddedQueryBiasOut)).c_str(),
+                    ListText(ShapeOf(p.gradNormAddedQueryBias)).c_str(),
                     ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradNormAddedKeyWeightOut != nullptr) {
-        if (d.D.from != nullptr && ShapeOf(p.gradNormAddedKeyWeightOut) != Splice({d.D.value}, nullptr, {})) {
+    if (p.gradNormAddedKeyWeight != nullptr) {
+        if (d.D.from != nullptr && ShapeOf(p.gradNormAddedKeyWeight) != Splice({d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_key_weight: shape %s must be %s ([D])",
-                    ListText(ShapeOf(p.gradNormAddedKeyWeightOut)).c_str(),
+                    ListText(ShapeOf(p.gradNormAddedKeyWeight)).c_str(),
                     ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (p.gradNormAddedKeyBiasOut != nullptr) {
-        if (d.D.from != nullptr && ShapeOf(p.gradNormAddedKeyBiasOut) != Splice({d.D.value}, nullptr, {})) {
+    if (p.gradNormAddedKeyBias != nullptr) {
+        if (d.D.from != nullptr && ShapeOf(p.gradNormAddedKeyBias) != Splice({d.D.value}, nullptr, {})) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_key_bias: shape %s must be %s ([D])",
-                    ListText(ShapeOf(p.gradNormAddedKeyBiasOut)).c_str(),
+                    ListText(ShapeOf(p.gradNormAddedKeyBias)).c_str(),
                     ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -1660,7 +1655,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     return ACLNN_SUCCESS;
 }
 
-aclnnStatus CheckParams(const Params& p)
+aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
     aclnnStatus ret = CheckNotNull(p);
     if (ret != ACLNN_SUCCESS) {
@@ -1674,12 +1669,10 @@ aclnnStatus CheckParams(const Params& p)
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dtypes t;
     ret = CheckDtypes(p, t);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dims d;
     ret = CheckShapes(p, d);
     if (ret != ACLNN_SUCCESS) {
         return ret;
@@ -1698,32 +1691,28 @@ extern "C" {
 
 aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
     const aclTensor* gradQueryOutput, const aclTensor* gradKeyOutput, const aclTensor* gradValueOutput,
-    const aclTensor* query, const aclTensor* key, const aclTensor* encoderQueryOptional,
-    const aclTensor* encoderKeyOptional, const aclTensor* normQueryWeightOptional,
-    const aclTensor* normQueryMeanOptional, const aclTensor* normQueryRstdOptional,
-    const aclTensor* normKeyWeightOptional, const aclTensor* normKeyMeanOptional, const aclTensor* normKeyRstdOptional,
-    const aclTensor* normAddedQueryWeightOptional, const aclTensor* normAddedQueryMeanOptional,
-    const aclTensor* normAddedQueryRstdOptional, const aclTensor* normAddedKeyWeightOptional,
-    const aclTensor* normAddedKeyMeanOptional, const aclTensor* normAddedKeyRstdOptional,
-    const aclTensor* ropeSinOptional, const aclTensor* ropeCosOptional, int64_t normType, int64_t normAddedType,
-    int64_t ropeType, int64_t concatOrder, aclTensor* gradQueryOut, aclTensor* gradKeyOut, aclTensor* gradValueOut,
-    aclTensor* gradEncoderQueryOut, aclTensor* gradEncoderKeyOut, aclTensor* gradEncoderValueOut,
-    aclTensor* gradNormQueryWeightOut, aclTensor* gradNormQueryBiasOut, aclTensor* gradNormKeyWeightOut,
-    aclTensor* gradNormKeyBiasOut, aclTensor* gradNormAddedQueryWeightOut, aclTensor* gradNormAddedQueryBiasOut,
-    aclTensor* gradNormAddedKeyWeightOut, aclTensor* gradNormAddedKeyBiasOut, uint64_t* workspaceSize,
-    aclOpExecutor** executor)
+    const aclTensor* query, const aclTensor* key, const aclTensor* encoderQuery, const aclTensor* encoderKey,
+    const aclTensor* normQueryWeight, const aclTensor* normQueryMean, const aclTensor* normQueryRstd,
+    const aclTensor* normKeyWeight, const aclTensor* normKeyMean, const aclTensor* normKeyRstd,
+    const aclTensor* normAddedQueryWeight, const aclTensor* normAddedQueryMean, const aclTensor* normAddedQueryRstd,
+    const aclTensor* normAddedKeyWeight, const aclTensor* normAddedKeyMean, const aclTensor* normAddedKeyRstd,
+    const aclTensor* ropeSin, const aclTensor* ropeCos, int64_t normType, int64_t normAddedType, int64_t ropeType,
+    int64_t concatOrder, const aclTensor* gradQuery, const aclTensor* gradKey, const aclTensor* gradValue,
+    const aclTensor* gradEncoderQuery, const aclTensor* gradEncoderKey, const aclTensor* gradEncoderValue,
+    const aclTensor* gradNormQueryWeight, const aclTensor* gradNormQueryBias, const aclTensor* gradNormKeyWeight,
+    const aclTensor* gradNormKeyBias, const aclTensor* gradNormAddedQueryWeight,
+    const aclTensor* gradNormAddedQueryBias, const aclTensor* gradNormAddedKeyWeight,
+    const aclTensor* gradNormAddedKeyBias, uint64_t* workspaceSize, aclOpExecutor** executor)
 {
-    L2_DFX_PHASE_1(aclnnNormRopeConcatBackward,
-                   DFX_IN(gradQueryOutput, gradKeyOutput, gradValueOutput, query, key, encoderQueryOptional,
-                          encoderKeyOptional, normQueryWeightOptional, normQueryMeanOptional, normQueryRstdOptional,
-                          normKeyWeightOptional, normKeyMeanOptional, normKeyRstdOptional, normAddedQueryWeightOptional,
-                          normAddedQueryMeanOptional, normAddedQueryRstdOptional, normAddedKeyWeightOptional,
-                          normAddedKeyMeanOptional, normAddedKeyRstdOptional, ropeSinOptional, ropeCosOptional,
-                          normType, normAddedType, ropeType, concatOrder),
-                   DFX_OUT(gradQueryOut, gradKeyOut, gradValueOut, gradEncoderQueryOut, gradEncoderKeyOut,
-                           gradEncoderValueOut, gradNormQueryWeightOut, gradNormQueryBiasOut, gradNormKeyWeightOut,
-                           gradNormKeyBiasOut, gradNormAddedQueryWeightOut, gradNormAddedQueryBiasOut,
-                           gradNormAddedKeyWeightOut, gradNormAddedKeyBiasOut));
+    L2_DFX_PHASE_1(
+        aclnnNormRopeConcatBackward,
+        DFX_IN(gradQueryOutput, gradKeyOutput, gradValueOutput, query, key, encoderQuery, encoderKey, normQueryWeight,
+               normQueryMean, normQueryRstd, normKeyWeight, normKeyMean, normKeyRstd, normAddedQueryWeight,
+               normAddedQueryMean, normAddedQueryRstd, normAddedKeyWeight, normAddedKeyMean, normAddedKeyRstd, ropeSin,
+               ropeCos, normType, normAddedType, ropeType, concatOrder),
+        DFX_OUT(gradQuery, gradKey, gradValue, gradEncoderQuery, gradEncoderKey, gradEncoderValue, gradNormQueryWeight,
+                gradNormQueryBias, gradNormKeyWeight, gradNormKeyBias, gradNormAddedQueryWeight, gradNormAddedQueryBias,
+                gradNormAddedKeyWeight, gradNormAddedKeyBias));
     if (workspaceSize == nullptr || executor == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
         return ACLNN_ERR_PARAM_NULLPTR;
@@ -1737,47 +1726,50 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
         gradValueOutput,
         query,
         key,
-        encoderQueryOptional,
-        encoderKeyOptional,
-        normQueryWeightOptional,
-        normQueryMeanOptional,
-        normQueryRstdOptional,
-        normKeyWeightOptional,
-        normKeyMeanOptional,
-        normKeyRstdOptional,
-        normAddedQueryWeightOptional,
-        normAddedQueryMeanOptional,
-        normAddedQueryRstdOptional,
-        normAddedKeyWeightOptional,
-        normAddedKeyMeanOptional,
-        normAddedKeyRstdOptional,
-        ropeSinOptional,
-        ropeCosOptional,
+        encoderQuery,
+        encoderKey,
+        normQueryWeight,
+        normQueryMean,
+        normQueryRstd,
+        normKeyWeight,
+        normKeyMean,
+        normKeyRstd,
+        normAddedQueryWeight,
+        normAddedQueryMean,
+        normAddedQueryRstd,
+        normAddedKeyWeight,
+        normAddedKeyMean,
+        normAddedKeyRstd,
+        ropeSin,
+        ropeCos,
         normType,
         normAddedType,
         ropeType,
         concatOrder,
-        gradQueryOut,
-        gradKeyOut,
-        gradValueOut,
-        gradEncoderQueryOut,
-        gradEncoderKeyOut,
-        gradEncoderValueOut,
-        gradNormQueryWeightOut,
-        gradNormQueryBiasOut,
-        gradNormKeyWeightOut,
-        gradNormKeyBiasOut,
-        gradNormAddedQueryWeightOut,
-        gradNormAddedQueryBiasOut,
-        gradNormAddedKeyWeightOut,
-        gradNormAddedKeyBiasOut,
+        gradQuery,
+        gradKey,
+        gradValue,
+        gradEncoderQuery,
+        gradEncoderKey,
+        gradEncoderValue,
+        gradNormQueryWeight,
+        gradNormQueryBias,
+        gradNormKeyWeight,
+        gradNormKeyBias,
+        gradNormAddedQueryWeight,
+        gradNormAddedQueryBias,
+        gradNormAddedKeyWeight,
+        gradNormAddedKeyBias,
     };
-    aclnnStatus ret = CheckParams(p);
+    Dtypes t;
+    Dims d;
+    aclnnStatus ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
 
-    // Inputs: made contiguous; host arrays become int64 tensors.
+    // Inputs of the kernel op in OpDef order: made contiguous; host arrays
+    // become int64 tensors.
     const aclTensor* gradQueryOutputKernel = nullptr;
     {
         gradQueryOutputKernel = l0op::Contiguous(p.gradQueryOutput, uniqueExecutor.get());
@@ -1803,178 +1795,174 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
         keyKernel = l0op::Contiguous(p.key, uniqueExecutor.get());
         CHECK_RET(keyKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* encoderQueryOptionalKernel = nullptr;
-    if (p.encoderQueryOptional != nullptr) {
-        encoderQueryOptionalKernel = l0op::Contiguous(p.encoderQueryOptional, uniqueExecutor.get());
-        CHECK_RET(encoderQueryOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* encoderQueryKernel = nullptr;
+    if (p.encoderQuery != nullptr) {
+        encoderQueryKernel = l0op::Contiguous(p.encoderQuery, uniqueExecutor.get());
+        CHECK_RET(encoderQueryKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* encoderKeyOptionalKernel = nullptr;
-    if (p.encoderKeyOptional != nullptr) {
-        encoderKeyOptionalKernel = l0op::Contiguous(p.encoderKeyOptional, uniqueExecutor.get());
-        CHECK_RET(encoderKeyOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* encoderKeyKernel = nullptr;
+    if (p.encoderKey != nullptr) {
+        encoderKeyKernel = l0op::Contiguous(p.encoderKey, uniqueExecutor.get());
+        CHECK_RET(encoderKeyKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normQueryWeightOptionalKernel = nullptr;
-    if (p.normQueryWeightOptional != nullptr) {
-        normQueryWeightOptionalKernel = l0op::Contiguous(p.normQueryWeightOptional, uniqueExecutor.get());
-        CHECK_RET(normQueryWeightOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normQueryWeightKernel = nullptr;
+    if (p.normQueryWeight != nullptr) {
+        normQueryWeightKernel = l0op::Contiguous(p.normQueryWeight, uniqueExecutor.get());
+        CHECK_RET(normQueryWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normQueryMeanOptionalKernel = nullptr;
-    if (p.normQueryMeanOptional != nullptr) {
-        normQueryMeanOptionalKernel = l0op::Contiguous(p.normQueryMeanOptional, uniqueExecutor.get());
-        CHECK_RET(normQueryMeanOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normQueryMeanKernel = nullptr;
+    if (p.normQueryMean != nullptr) {
+        normQueryMeanKernel = l0op::Contiguous(p.normQueryMean, uniqueExecutor.get());
+        CHECK_RET(normQueryMeanKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normQueryRstdOptionalKernel = nullptr;
-    if (p.normQueryRstdOptional != nullptr) {
-        normQueryRstdOptionalKernel = l0op::Contiguous(p.normQueryRstdOptional, uniqueExecutor.get());
-        CHECK_RET(normQueryRstdOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normQueryRstdKernel = nullptr;
+    if (p.normQueryRstd != nullptr) {
+        normQueryRstdKernel = l0op::Contiguous(p.normQueryRstd, uniqueExecutor.get());
+        CHECK_RET(normQueryRstdKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normKeyWeightOptionalKernel = nullptr;
-    if (p.normKeyWeightOptional != nullptr) {
-        normKeyWeightOptionalKernel = l0op::Contiguous(p.normKeyWeightOptional, uniqueExecutor.get());
-        CHECK_RET(normKeyWeightOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normKeyWeightKernel = nullptr;
+    if (p.normKeyWeight != nullptr) {
+        normKeyWeightKernel = l0op::Contiguous(p.normKeyWeight, uniqueExecutor.get());
+        CHECK_RET(normKeyWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normKeyMeanOptionalKernel = nullptr;
-    if (p.normKeyMeanOptional != nullptr) {
-        normKeyMeanOptionalKernel = l0op::Contiguous(p.normKeyMeanOptional, uniqueExecutor.get());
-        CHECK_RET(normKeyMeanOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normKeyMeanKernel = nullptr;
+    if (p.normKeyMean != nullptr) {
+        normKeyMeanKernel = l0op::Contiguous(p.normKeyMean, uniqueExecutor.get());
+        CHECK_RET(normKeyMeanKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normKeyRstdOptionalKernel = nullptr;
-    if (p.normKeyRstdOptional != nullptr) {
-        normKeyRstdOptionalKernel = l0op::Contiguous(p.normKeyRstdOptional, uniqueExecutor.get());
-        CHECK_RET(normKeyRstdOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normKeyRstdKernel = nullptr;
+    if (p.normKeyRstd != nullptr) {
+        normKeyRstdKernel = l0op::Contiguous(p.normKeyRstd, uniqueExecutor.get());
+        CHECK_RET(normKeyRstdKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normAddedQueryWeightOptionalKernel = nullptr;
-    if (p.normAddedQueryWeightOptional != nullptr) {
-        normAddedQueryWeightOptionalKernel = l0op::Contiguous(p.normAddedQueryWeightOptional, uniqueExecutor.get());
-        CHECK_RET(normAddedQueryWeightOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normAddedQueryWeightKernel = nullptr;
+    if (p.normAddedQueryWeight != nullptr) {
+        normAddedQueryWeightKernel = l0op::Contiguous(p.normAddedQueryWeight, uniqueExecutor.get());
+        CHECK_RET(normAddedQueryWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normAddedQueryMeanOptionalKernel = nullptr;
-    if (p.normAddedQueryMeanOptional != nullptr) {
-        normAddedQueryMeanOptionalKernel = l0op::Contiguous(p.normAddedQueryMeanOptional, uniqueExecutor.get());
-        CHECK_RET(normAddedQueryMeanOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normAddedQueryMeanKernel = nullptr;
+    if (p.normAddedQueryMean != nullptr) {
+        normAddedQueryMeanKernel = l0op::Contiguous(p.normAddedQueryMean, uniqueExecutor.get());
+        CHECK_RET(normAddedQueryMeanKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normAddedQueryRstdOptionalKernel = nullptr;
-    if (p.normAddedQueryRstdOptional != nullptr) {
-        normAddedQueryRstdOptionalKernel = l0op::Contiguous(p.normAddedQueryRstdOptional, uniqueExecutor.get());
-        CHECK_RET(normAddedQueryRstdOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normAddedQueryRstdKernel = nullptr;
+    if (p.normAddedQueryRstd != nullptr) {
+        normAddedQueryRstdKernel = l0op::Contiguous(p.normAddedQueryRstd, uniqueExecutor.get());
+        CHECK_RET(normAddedQueryRstdKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normAddedKeyWeightOptionalKernel = nullptr;
-    if (p.normAddedKeyWeightOptional != nullptr) {
-        normAddedKeyWeightOptionalKernel = l0op::Contiguous(p.normAddedKeyWeightOptional, uniqueExecutor.get());
-        CHECK_RET(normAddedKeyWeightOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normAddedKeyWeightKernel = nullptr;
+    if (p.normAddedKeyWeight != nullptr) {
+        normAddedKeyWeightKernel = l0op::Contiguous(p.normAddedKeyWeight, uniqueExecutor.get());
+        CHECK_RET(normAddedKeyWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normAddedKeyMeanOptionalKernel = nullptr;
-    if (p.normAddedKeyMeanOptional != nullptr) {
-        normAddedKeyMeanOptionalKernel = l0op::Contiguous(p.normAddedKeyMeanOptional, uniqueExecutor.get());
-        CHECK_RET(normAddedKeyMeanOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normAddedKeyMeanKernel = nullptr;
+    if (p.normAddedKeyMean != nullptr) {
+        normAddedKeyMeanKernel = l0op::Contiguous(p.normAddedKeyMean, uniqueExecutor.get());
+        CHECK_RET(normAddedKeyMeanKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* normAddedKeyRstdOptionalKernel = nullptr;
-    if (p.normAddedKeyRstdOptional != nullptr) {
-        normAddedKeyRstdOptionalKernel = l0op::Contiguous(p.normAddedKeyRstdOptional, uniqueExecutor.get());
-        CHECK_RET(normAddedKeyRstdOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* normAddedKeyRstdKernel = nullptr;
+    if (p.normAddedKeyRstd != nullptr) {
+        normAddedKeyRstdKernel = l0op::Contiguous(p.normAddedKeyRstd, uniqueExecutor.get());
+        CHECK_RET(normAddedKeyRstdKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* ropeSinOptionalKernel = nullptr;
-    if (p.ropeSinOptional != nullptr) {
-        ropeSinOptionalKernel = l0op::Contiguous(p.ropeSinOptional, uniqueExecutor.get());
-        CHECK_RET(ropeSinOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* ropeSinKernel = nullptr;
+    if (p.ropeSin != nullptr) {
+        ropeSinKernel = l0op::Contiguous(p.ropeSin, uniqueExecutor.get());
+        CHECK_RET(ropeSinKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* ropeCosOptionalKernel = nullptr;
-    if (p.ropeCosOptional != nullptr) {
-        ropeCosOptionalKernel = l0op::Contiguous(p.ropeCosOptional, uniqueExecutor.get());
-        CHECK_RET(ropeCosOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* ropeCosKernel = nullptr;
+    if (p.ropeCos != nullptr) {
+        ropeCosKernel = l0op::Contiguous(p.ropeCos, uniqueExecutor.get());
+        CHECK_RET(ropeCosKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 
     // The kernel.
     const l0op::NormRopeConcatGradResult result = l0op::NormRopeConcatGrad(
-        gradQueryOutputKernel, gradKeyOutputKernel, gradValueOutputKernel, queryKernel, keyKernel,
-        encoderQueryOptionalKernel, encoderKeyOptionalKernel, normQueryWeightOptionalKernel,
-        normQueryMeanOptionalKernel, normQueryRstdOptionalKernel, normKeyWeightOptionalKernel,
-        normKeyMeanOptionalKernel, normKeyRstdOptionalKernel, normAddedQueryWeightOptionalKernel,
-        normAddedQueryMeanOptionalKernel, normAddedQueryRstdOptionalKernel, normAddedKeyWeightOptionalKernel,
-        normAddedKeyMeanOptionalKernel, normAddedKeyRstdOptionalKernel, ropeSinOptionalKernel, ropeCosOptionalKernel,
-        p.normType, p.normAddedType, p.ropeType, p.concatOrder, p.gradQueryOut, p.gradKeyOut, p.gradValueOut,
-        p.gradEncoderQueryOut, p.gradEncoderKeyOut, p.gradEncoderValueOut, p.gradNormQueryWeightOut,
-        p.gradNormQueryBiasOut, p.gradNormKeyWeightOut, p.gradNormKeyBiasOut, p.gradNormAddedQueryWeightOut,
-        p.gradNormAddedQueryBiasOut, p.gradNormAddedKeyWeightOut, p.gradNormAddedKeyBiasOut, uniqueExecutor.get());
+        gradQueryOutputKernel, gradKeyOutputKernel, gradValueOutputKernel, queryKernel, keyKernel, encoderQueryKernel,
+        encoderKeyKernel, normQueryWeightKernel, normQueryMeanKernel, normQueryRstdKernel, normKeyWeightKernel,
+        normKeyMeanKernel, normKeyRstdKernel, normAddedQueryWeightKernel, normAddedQueryMeanKernel,
+        normAddedQueryRstdKernel, normAddedKeyWeightKernel, normAddedKeyMeanKernel, normAddedKeyRstdKernel,
+        ropeSinKernel, ropeCosKernel, p.normType, p.normAddedType, p.ropeType, p.concatOrder, p.gradQuery, p.gradKey,
+        p.gradValue, p.gradEncoderQuery, p.gradEncoderKey, p.gradEncoderValue, p.gradNormQueryWeight,
+        p.gradNormQueryBias, p.gradNormKeyWeight, p.gradNormKeyBias, p.gradNormAddedQueryWeight,
+        p.gradNormAddedQueryBias, p.gradNormAddedKeyWeight, p.gradNormAddedKeyBias, uniqueExecutor.get());
 
     // Outputs.
     {
         CHECK_RET(result.grad_query != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.grad_query, p.gradQueryOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.grad_query, p.gradQuery, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     {
         CHECK_RET(result.grad_key != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.grad_key, p.gradKeyOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.grad_key, p.gradKey, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     {
         CHECK_RET(result.grad_value != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.grad_value, p.gradValueOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.grad_value, p.gradValue, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradEncoderQueryOut != nullptr) {
+    if (p.gradEncoderQuery != nullptr) {
         CHECK_RET(result.grad_encoder_query != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied =
-            l0op::ViewCopy(result.grad_encoder_query, p.gradEncoderQueryOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_query, p.gradEncoderQuery, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradEncoderKeyOut != nullptr) {
+    if (p.gradEncoderKey != nullptr) {
         CHECK_RET(result.grad_encoder_key != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_key, p.gradEncoderKeyOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_key, p.gradEncoderKey, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradEncoderValueOut != nullptr) {
+    if (p.gradEncoderValue != nullptr) {
         CHECK_RET(result.grad_encoder_value != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied =
-            l0op::ViewCopy(result.grad_encoder_value, p.gradEncoderValueOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_value, p.gradEncoderValue, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormQueryWeightOut != nullptr) {
+    if (p.gradNormQueryWeight != nullptr) {
         CHECK_RET(result.grad_norm_query_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
-            l0op::ViewCopy(result.grad_norm_query_weight, p.gradNormQueryWeightOut, uniqueExecutor.get());
+            l0op::ViewCopy(result.grad_norm_query_weight, p.gradNormQueryWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormQueryBiasOut != nullptr) {
+    if (p.gradNormQueryBias != nullptr) {
         CHECK_RET(result.grad_norm_query_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
-            l0op::ViewCopy(result.grad_norm_query_bias, p.gradNormQueryBiasOut, uniqueExecutor.get());
+            l0op::ViewCopy(result.grad_norm_query_bias, p.gradNormQueryBias, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormKeyWeightOut != nullptr) {
+    if (p.gradNormKeyWeight != nullptr) {
         CHECK_RET(result.grad_norm_key_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
-            l0op::ViewCopy(result.grad_norm_key_weight, p.gradNormKeyWeightOut, uniqueExecutor.get());
+            l0op::ViewCopy(result.grad_norm_key_weight, p.gradNormKeyWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormKeyBiasOut != nullptr) {
+    if (p.gradNormKeyBias != nullptr) {
         CHECK_RET(result.grad_norm_key_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
-        const aclTensor* copied = l0op::ViewCopy(result.grad_norm_key_bias, p.gradNormKeyBiasOut, uniqueExecutor.get());
+        const aclTensor* copied = l0op::ViewCopy(result.grad_norm_key_bias, p.gradNormKeyBias, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormAddedQueryWeightOut != nullptr) {
+    if (p.gradNormAddedQueryWeight != nullptr) {
         CHECK_RET(result.grad_norm_added_query_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
-            l0op::ViewCopy(result.grad_norm_added_query_weight, p.gradNormAddedQueryWeightOut, uniqueExecutor.get());
+            l0op::ViewCopy(result.grad_norm_added_query_weight, p.gradNormAddedQueryWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormAddedQueryBiasOut != nullptr) {
+    if (p.gradNormAddedQueryBias != nullptr) {
         CHECK_RET(result.grad_norm_added_query_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
-            l0op::ViewCopy(result.grad_norm_added_query_bias, p.gradNormAddedQueryBiasOut, uniqueExecutor.get());
+            l0op::ViewCopy(result.grad_norm_added_query_bias, p.gradNormAddedQueryBias, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormAddedKeyWeightOut != nullptr) {
+    if (p.gradNormAddedKeyWeight != nullptr) {
         CHECK_RET(result.grad_norm_added_key_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
-            l0op::ViewCopy(result.grad_norm_added_key_weight, p.gradNormAddedKeyWeightOut, uniqueExecutor.get());
+            l0op::ViewCopy(result.grad_norm_added_key_weight, p.gradNormAddedKeyWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormAddedKeyBiasOut != nullptr) {
+    if (p.gradNormAddedKeyBias != nullptr) {
         CHECK_RET(result.grad_norm_added_key_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
-            l0op::ViewCopy(result.grad_norm_added_key_bias, p.gradNormAddedKeyBiasOut, uniqueExecutor.get());
+            l0op::ViewCopy(result.grad_norm_added_key_bias, p.gradNormAddedKeyBias, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 

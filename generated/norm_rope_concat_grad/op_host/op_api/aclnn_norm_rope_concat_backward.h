@@ -6,7 +6,22 @@
 // Call aclnnNormRopeConcatBackwardGetWorkspaceSize to validate the parameters and build an executor,
 // then aclnnNormRopeConcatBackward with a device workspace of the returned size.
 //
-// Parameters follow the kernel op (OpDef) of the spec: inputs, attributes, outputs, in its order.
+// Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
+// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping: gradQueryOutput
+// (= grad_query_output); gradKeyOutput (= grad_key_output); gradValueOutput (= grad_value_output); encoderQuery
+// (= encoder_query); encoderKey (= encoder_key); normQueryWeight (= norm_query_weight); normQueryMean (=
+// norm_query_mean); normQueryRstd (= norm_query_rstd); normKeyWeight (= norm_key_weight); normKeyMean (=
+// norm_key_mean); normKeyRstd (= norm_key_rstd); normAddedQueryWeight (= norm_added_query_weight);
+// normAddedQueryMean (= norm_added_query_mean); normAddedQueryRstd (= norm_added_query_rstd); normAddedKeyWeight
+// (= norm_added_key_weight); normAddedKeyMean (= norm_added_key_mean); normAddedKeyRstd (= norm_added_key_rstd);
+// ropeSin (= rope_sin); ropeCos (= rope_cos); normType (= norm_type); normAddedType (= norm_added_type);
+// ropeType (= rope_type); concatOrder (= concat_order); gradQuery (= grad_query); gradKey (= grad_key);
+// gradValue (= grad_value); gradEncoderQuery (= grad_encoder_query); gradEncoderKey (= grad_encoder_key);
+// gradEncoderValue (= grad_encoder_value); gradNormQueryWeight (= grad_norm_query_weight); gradNormQueryBias (=
+// grad_norm_query_bias); gradNormKeyWeight (= grad_norm_key_weight); gradNormKeyBias (= grad_norm_key_bias);
+// gradNormAddedQueryWeight (= grad_norm_added_query_weight); gradNormAddedQueryBias (=
+// grad_norm_added_query_bias); gradNormAddedKeyWeight (= grad_norm_added_key_weight); gradNormAddedKeyBias (=
+// grad_norm_added_key_bias). Output tensors are const aclTensor* as in CANN's header.
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other
@@ -37,58 +52,55 @@ extern "C" {
  *     [B, N, Sek + Sk, D].
  * @param [in] query: input "query", dtype T (bfloat16, float16, float32), shape [B, Sq, N, D].
  * @param [in] key: input "key", dtype T (bfloat16, float16, float32), shape [B, Sk, N, D].
- * @param [in] encoderQueryOptional: optional input "encoder_query", dtype T (bfloat16, float16, float32), shape
+ * @param [in] encoderQuery: optional input "encoder_query", dtype T (bfloat16, float16, float32), shape
  *     [B, Seq, N, D].
- * @param [in] encoderKeyOptional: optional input "encoder_key", dtype T (bfloat16, float16, float32), shape
+ * @param [in] encoderKey: optional input "encoder_key", dtype T (bfloat16, float16, float32), shape
  *     [B, Sek, N, D].
- * @param [in] normQueryWeightOptional: optional input "norm_query_weight", dtype T (bfloat16, float16, float32),
- *     shape [D].
- * @param [in] normQueryMeanOptional: optional input "norm_query_mean", dtype float32, shape [B, Sq, N, 1].
- * @param [in] normQueryRstdOptional: optional input "norm_query_rstd", dtype float32, shape [B, Sq, N, 1].
- * @param [in] normKeyWeightOptional: optional input "norm_key_weight", dtype T (bfloat16, float16, float32), shape
+ * @param [in] normQueryWeight: optional input "norm_query_weight", dtype T (bfloat16, float16, float32), shape
  *     [D].
- * @param [in] normKeyMeanOptional: optional input "norm_key_mean", dtype float32, shape [B, Sk, N, 1].
- * @param [in] normKeyRstdOptional: optional input "norm_key_rstd", dtype float32, shape [B, Sk, N, 1].
- * @param [in] normAddedQueryWeightOptional: optional input "norm_added_query_weight", dtype T (bfloat16, float16,
+ * @param [in] normQueryMean: optional input "norm_query_mean", dtype float32, shape [B, Sq, N, 1].
+ * @param [in] normQueryRstd: optional input "norm_query_rstd", dtype float32, shape [B, Sq, N, 1].
+ * @param [in] normKeyWeight: optional input "norm_key_weight", dtype T (bfloat16, float16, float32), shape [D].
+ * @param [in] normKeyMean: optional input "norm_key_mean", dtype float32, shape [B, Sk, N, 1].
+ * @param [in] normKeyRstd: optional input "norm_key_rstd", dtype float32, shape [B, Sk, N, 1].
+ * @param [in] normAddedQueryWeight: optional input "norm_added_query_weight", dtype T (bfloat16, float16,
  *     float32), shape [D].
- * @param [in] normAddedQueryMeanOptional: optional input "norm_added_query_mean", dtype float32, shape
- *     [B, Seq, N, 1].
- * @param [in] normAddedQueryRstdOptional: optional input "norm_added_query_rstd", dtype float32, shape
- *     [B, Seq, N, 1].
- * @param [in] normAddedKeyWeightOptional: optional input "norm_added_key_weight", dtype T (bfloat16, float16,
- *     float32), shape [D].
- * @param [in] normAddedKeyMeanOptional: optional input "norm_added_key_mean", dtype float32, shape [B, Sek, N, 1].
- * @param [in] normAddedKeyRstdOptional: optional input "norm_added_key_rstd", dtype float32, shape [B, Sek, N, 1].
- * @param [in] ropeSinOptional: optional input "rope_sin", dtype T (bfloat16, float16, float32), shape [R, D].
- * @param [in] ropeCosOptional: optional input "rope_cos", dtype T (bfloat16, float16, float32), shape [R, D].
+ * @param [in] normAddedQueryMean: optional input "norm_added_query_mean", dtype float32, shape [B, Seq, N, 1].
+ * @param [in] normAddedQueryRstd: optional input "norm_added_query_rstd", dtype float32, shape [B, Seq, N, 1].
+ * @param [in] normAddedKeyWeight: optional input "norm_added_key_weight", dtype T (bfloat16, float16, float32),
+ *     shape [D].
+ * @param [in] normAddedKeyMean: optional input "norm_added_key_mean", dtype float32, shape [B, Sek, N, 1].
+ * @param [in] normAddedKeyRstd: optional input "norm_added_key_rstd", dtype float32, shape [B, Sek, N, 1].
+ * @param [in] ropeSin: optional input "rope_sin", dtype T (bfloat16, float16, float32), shape [R, D].
+ * @param [in] ropeCos: optional input "rope_cos", dtype T (bfloat16, float16, float32), shape [R, D].
  * @param [in] normType: attribute "norm_type" (int, default 0, one of 0, 1, 2).
  * @param [in] normAddedType: attribute "norm_added_type" (int, default 0, one of 0, 1, 2).
  * @param [in] ropeType: attribute "rope_type" (int, default 0, one of 0, 1, 2).
  * @param [in] concatOrder: attribute "concat_order" (int, default 0, one of 0, 1).
- * @param [out] gradQueryOut: output "grad_query", dtype T (bfloat16, float16, float32), shape [B, Sq, N, D].
- * @param [out] gradKeyOut: output "grad_key", dtype T (bfloat16, float16, float32), shape [B, Sk, N, D].
- * @param [out] gradValueOut: output "grad_value", dtype T (bfloat16, float16, float32), shape [B, Sk, N, D].
- * @param [out] gradEncoderQueryOut: optional output "grad_encoder_query", dtype T (bfloat16, float16, float32),
- *     shape [B, Seq, N, D].
- * @param [out] gradEncoderKeyOut: optional output "grad_encoder_key", dtype T (bfloat16, float16, float32), shape
+ * @param [out] gradQuery: output "grad_query", dtype T (bfloat16, float16, float32), shape [B, Sq, N, D].
+ * @param [out] gradKey: output "grad_key", dtype T (bfloat16, float16, float32), shape [B, Sk, N, D].
+ * @param [out] gradValue: output "grad_value", dtype T (bfloat16, float16, float32), shape [B, Sk, N, D].
+ * @param [out] gradEncoderQuery: optional output "grad_encoder_query", dtype T (bfloat16, float16, float32), shape
+ *     [B, Seq, N, D].
+ * @param [out] gradEncoderKey: optional output "grad_encoder_key", dtype T (bfloat16, float16, float32), shape
  *     [B, Sek, N, D].
- * @param [out] gradEncoderValueOut: optional output "grad_encoder_value", dtype T (bfloat16, float16, float32),
- *     shape [B, Sek, N, D].
- * @param [out] gradNormQueryWeightOut: optional output "grad_norm_query_weight", dtype T (bfloat16, float16,
+ * @param [out] gradEncoderValue: optional output "grad_encoder_value", dtype T (bfloat16, float16, float32), shape
+ *     [B, Sek, N, D].
+ * @param [out] gradNormQueryWeight: optional output "grad_norm_query_weight", dtype T (bfloat16, float16,
  *     float32), shape [D].
- * @param [out] gradNormQueryBiasOut: optional output "grad_norm_query_bias", dtype T (bfloat16, float16, float32),
+ * @param [out] gradNormQueryBias: optional output "grad_norm_query_bias", dtype T (bfloat16, float16, float32),
  *     shape [D].
- * @param [out] gradNormKeyWeightOut: optional output "grad_norm_key_weight", dtype T (bfloat16, float16, float32),
+ * @param [out] gradNormKeyWeight: optional output "grad_norm_key_weight", dtype T (bfloat16, float16, float32),
  *     shape [D].
- * @param [out] gradNormKeyBiasOut: optional output "grad_norm_key_bias", dtype T (bfloat16, float16, float32),
- *     shape [D].
- * @param [out] gradNormAddedQueryWeightOut: optional output "grad_norm_added_query_weight", dtype T (bfloat16,
+ * @param [out] gradNormKeyBias: optional output "grad_norm_key_bias", dtype T (bfloat16, float16, float32), shape
+ *     [D].
+ * @param [out] gradNormAddedQueryWeight: optional output "grad_norm_added_query_weight", dtype T (bfloat16,
  *     float16, float32), shape [D].
- * @param [out] gradNormAddedQueryBiasOut: optional output "grad_norm_added_query_bias", dtype T (bfloat16,
- *     float16, float32), shape [D].
- * @param [out] gradNormAddedKeyWeightOut: optional output "grad_norm_added_key_weight", dtype T (bfloat16,
- *     float16, float32), shape [D].
- * @param [out] gradNormAddedKeyBiasOut: optional output "grad_norm_added_key_bias", dtype T (bfloat16, float16,
+ * @param [out] gradNormAddedQueryBias: optional output "grad_norm_added_query_bias", dtype T (bfloat16, float16,
+ *     float32), shape [D].
+ * @param [out] gradNormAddedKeyWeight: optional output "grad_norm_added_key_weight", dtype T (bfloat16, float16,
+ *     float32), shape [D].
+ * @param [out] gradNormAddedKeyBias: optional output "grad_norm_added_key_bias", dtype T (bfloat16, float16,
  *     float32), shape [D].
  * @param [out] workspaceSize: device workspace bytes the second phase needs.
  * @param [out] executor: the op executor, passed to aclnnNormRopeConcatBackward.
@@ -96,20 +108,18 @@ extern "C" {
  */
 ACLNN_API aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
     const aclTensor* gradQueryOutput, const aclTensor* gradKeyOutput, const aclTensor* gradValueOutput,
-    const aclTensor* query, const aclTensor* key, const aclTensor* encoderQueryOptional,
-    const aclTensor* encoderKeyOptional, const aclTensor* normQueryWeightOptional,
-    const aclTensor* normQueryMeanOptional, const aclTensor* normQueryRstdOptional,
-    const aclTensor* normKeyWeightOptional, const aclTensor* normKeyMeanOptional, const aclTensor* normKeyRstdOptional,
-    const aclTensor* normAddedQueryWeightOptional, const aclTensor* normAddedQueryMeanOptional,
-    const aclTensor* normAddedQueryRstdOptional, const aclTensor* normAddedKeyWeightOptional,
-    const aclTensor* normAddedKeyMeanOptional, const aclTensor* normAddedKeyRstdOptional,
-    const aclTensor* ropeSinOptional, const aclTensor* ropeCosOptional, int64_t normType, int64_t normAddedType,
-    int64_t ropeType, int64_t concatOrder, aclTensor* gradQueryOut, aclTensor* gradKeyOut, aclTensor* gradValueOut,
-    aclTensor* gradEncoderQueryOut, aclTensor* gradEncoderKeyOut, aclTensor* gradEncoderValueOut,
-    aclTensor* gradNormQueryWeightOut, aclTensor* gradNormQueryBiasOut, aclTensor* gradNormKeyWeightOut,
-    aclTensor* gradNormKeyBiasOut, aclTensor* gradNormAddedQueryWeightOut, aclTensor* gradNormAddedQueryBiasOut,
-    aclTensor* gradNormAddedKeyWeightOut, aclTensor* gradNormAddedKeyBiasOut, uint64_t* workspaceSize,
-    aclOpExecutor** executor);
+    const aclTensor* query, const aclTensor* key, const aclTensor* encoderQuery, const aclTensor* encoderKey,
+    const aclTensor* normQueryWeight, const aclTensor* normQueryMean, const aclTensor* normQueryRstd,
+    const aclTensor* normKeyWeight, const aclTensor* normKeyMean, const aclTensor* normKeyRstd,
+    const aclTensor* normAddedQueryWeight, const aclTensor* normAddedQueryMean, const aclTensor* normAddedQueryRstd,
+    const aclTensor* normAddedKeyWeight, const aclTensor* normAddedKeyMean, const aclTensor* normAddedKeyRstd,
+    const aclTensor* ropeSin, const aclTensor* ropeCos, int64_t normType, int64_t normAddedType, int64_t ropeType,
+    int64_t concatOrder, const aclTensor* gradQuery, const aclTensor* gradKey, const aclTensor* gradValue,
+    const aclTensor* gradEncoderQuery, const aclTensor* gradEncoderKey, const aclTensor* gradEncoderValue,
+    const aclTensor* gradNormQueryWeight, const aclTensor* gradNormQueryBias, const aclTensor* gradNormKeyWeight,
+    const aclTensor* gradNormKeyBias, const aclTensor* gradNormAddedQueryWeight,
+    const aclTensor* gradNormAddedQueryBias, const aclTensor* gradNormAddedKeyWeight,
+    const aclTensor* gradNormAddedKeyBias, uint64_t* workspaceSize, aclOpExecutor** executor);
 
 /**
  * @brief Second phase of aclnnNormRopeConcatBackward: run the executor on `stream`.

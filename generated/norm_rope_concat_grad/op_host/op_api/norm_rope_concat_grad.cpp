@@ -17,117 +17,108 @@ OP_TYPE_REGISTER(NormRopeConcatGrad);
 
 NormRopeConcatGradResult NormRopeConcatGrad(
     const aclTensor* gradQueryOutput, const aclTensor* gradKeyOutput, const aclTensor* gradValueOutput,
-    const aclTensor* query, const aclTensor* key, const aclTensor* encoderQueryOptional,
-    const aclTensor* encoderKeyOptional, const aclTensor* normQueryWeightOptional,
-    const aclTensor* normQueryMeanOptional, const aclTensor* normQueryRstdOptional,
-    const aclTensor* normKeyWeightOptional, const aclTensor* normKeyMeanOptional, const aclTensor* normKeyRstdOptional,
-    const aclTensor* normAddedQueryWeightOptional, const aclTensor* normAddedQueryMeanOptional,
-    const aclTensor* normAddedQueryRstdOptional, const aclTensor* normAddedKeyWeightOptional,
-    const aclTensor* normAddedKeyMeanOptional, const aclTensor* normAddedKeyRstdOptional,
-    const aclTensor* ropeSinOptional, const aclTensor* ropeCosOptional, int64_t normType, int64_t normAddedType,
-    int64_t ropeType, int64_t concatOrder, const aclTensor* gradQueryOut, const aclTensor* gradKeyOut,
-    const aclTensor* gradValueOut, const aclTensor* gradEncoderQueryOut, const aclTensor* gradEncoderKeyOut,
-    const aclTensor* gradEncoderValueOut, const aclTensor* gradNormQueryWeightOut,
-    const aclTensor* gradNormQueryBiasOut, const aclTensor* gradNormKeyWeightOut, const aclTensor* gradNormKeyBiasOut,
-    const aclTensor* gradNormAddedQueryWeightOut, const aclTensor* gradNormAddedQueryBiasOut,
-    const aclTensor* gradNormAddedKeyWeightOut, const aclTensor* gradNormAddedKeyBiasOut, aclOpExecutor* executor)
+    const aclTensor* query, const aclTensor* key, const aclTensor* encoderQuery, const aclTensor* encoderKey,
+    const aclTensor* normQueryWeight, const aclTensor* normQueryMean, const aclTensor* normQueryRstd,
+    const aclTensor* normKeyWeight, const aclTensor* normKeyMean, const aclTensor* normKeyRstd,
+    const aclTensor* normAddedQueryWeight, const aclTensor* normAddedQueryMean, const aclTensor* normAddedQueryRstd,
+    const aclTensor* normAddedKeyWeight, const aclTensor* normAddedKeyMean, const aclTensor* normAddedKeyRstd,
+    const aclTensor* ropeSin, const aclTensor* ropeCos, int64_t normType, int64_t normAddedType, int64_t ropeType,
+    int64_t concatOrder, const aclTensor* gradQuery, const aclTensor* gradKey, const aclTensor* gradValue,
+    const aclTensor* gradEncoderQuery, const aclTensor* gradEncoderKey, const aclTensor* gradEncoderValue,
+    const aclTensor* gradNormQueryWeight, const aclTensor* gradNormQueryBias, const aclTensor* gradNormKeyWeight,
+    const aclTensor* gradNormKeyBias, const aclTensor* gradNormAddedQueryWeight,
+    const aclTensor* gradNormAddedQueryBias, const aclTensor* gradNormAddedKeyWeight,
+    const aclTensor* gradNormAddedKeyBias, aclOpExecutor* executor)
 {
-    L0_DFX(NormRopeConcatGrad, gradQueryOutput, gradKeyOutput, gradValueOutput, query, key, encoderQueryOptional,
-           encoderKeyOptional, normQueryWeightOptional, normQueryMeanOptional, normQueryRstdOptional,
-           normKeyWeightOptional, normKeyMeanOptional, normKeyRstdOptional, normAddedQueryWeightOptional,
-           normAddedQueryMeanOptional, normAddedQueryRstdOptional, normAddedKeyWeightOptional, normAddedKeyMeanOptional,
-           normAddedKeyRstdOptional, ropeSinOptional, ropeCosOptional, normType, normAddedType, ropeType, concatOrder);
-    aclTensor* gradQueryOutKernel =
-        executor->AllocTensor(gradQueryOut->GetViewShape(), gradQueryOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* gradKeyOutKernel =
-        executor->AllocTensor(gradKeyOut->GetViewShape(), gradKeyOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* gradValueOutKernel =
-        executor->AllocTensor(gradValueOut->GetViewShape(), gradValueOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* gradEncoderQueryOutKernel =
-        gradEncoderQueryOut == nullptr
+    L0_DFX(NormRopeConcatGrad, gradQueryOutput, gradKeyOutput, gradValueOutput, query, key, encoderQuery, encoderKey,
+           normQueryWeight, normQueryMean, normQueryRstd, normKeyWeight, normKeyMean, normKeyRstd, normAddedQueryWeight,
+           normAddedQueryMean, normAddedQueryRstd, normAddedKeyWeight, normAddedKeyMean, normAddedKeyRstd, ropeSin,
+           ropeCos, normType, normAddedType, ropeType, concatOrder);
+    aclTensor* gradQueryKernel =
+        executor->AllocTensor(gradQuery->GetViewShape(), gradQuery->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradKeyKernel =
+        executor->AllocTensor(gradKey->GetViewShape(), gradKey->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradValueKernel =
+        executor->AllocTensor(gradValue->GetViewShape(), gradValue->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradEncoderQueryKernel =
+        gradEncoderQuery == nullptr ? nullptr
+                                    : executor->AllocTensor(gradEncoderQuery->GetViewShape(),
+                                                            gradEncoderQuery->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradEncoderKeyKernel = gradEncoderKey == nullptr
+                                          ? nullptr
+                                          : executor->AllocTensor(gradEncoderKey->GetViewShape(),
+                                                                  gradEncoderKey->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradEncoderValueKernel =
+        gradEncoderValue == nullptr ? nullptr
+                                    : executor->AllocTensor(gradEncoderValue->GetViewShape(),
+                                                            gradEncoderValue->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradNormQueryWeightKernel =
+        gradNormQueryWeight == nullptr
             ? nullptr
-            : executor->AllocTensor(gradEncoderQueryOut->GetViewShape(), gradEncoderQueryOut->GetDataType(),
+            : executor->AllocTensor(gradNormQueryWeight->GetViewShape(), gradNormQueryWeight->GetDataType(),
                                     op::Format::FORMAT_ND);
-    aclTensor* gradEncoderKeyOutKernel =
-        gradEncoderKeyOut == nullptr ? nullptr
-                                     : executor->AllocTensor(gradEncoderKeyOut->GetViewShape(),
-                                                             gradEncoderKeyOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* gradEncoderValueOutKernel =
-        gradEncoderValueOut == nullptr
+    aclTensor* gradNormQueryBiasKernel =
+        gradNormQueryBias == nullptr ? nullptr
+                                     : executor->AllocTensor(gradNormQueryBias->GetViewShape(),
+                                                             gradNormQueryBias->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradNormKeyWeightKernel =
+        gradNormKeyWeight == nullptr ? nullptr
+                                     : executor->AllocTensor(gradNormKeyWeight->GetViewShape(),
+                                                             gradNormKeyWeight->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradNormKeyBiasKernel =
+        gradNormKeyBias == nullptr ? nullptr
+                                   : executor->AllocTensor(gradNormKeyBias->GetViewShape(),
+                                                           gradNormKeyBias->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradNormAddedQueryWeightKernel =
+        gradNormAddedQueryWeight == nullptr
             ? nullptr
-            : executor->AllocTensor(gradEncoderValueOut->GetViewShape(), gradEncoderValueOut->GetDataType(),
+            : executor->AllocTensor(gradNormAddedQueryWeight->GetViewShape(), gradNormAddedQueryWeight->GetDataType(),
                                     op::Format::FORMAT_ND);
-    aclTensor* gradNormQueryWeightOutKernel =
-        gradNormQueryWeightOut == nullptr
+    aclTensor* gradNormAddedQueryBiasKernel =
+        gradNormAddedQueryBias == nullptr
             ? nullptr
-            : executor->AllocTensor(gradNormQueryWeightOut->GetViewShape(), gradNormQueryWeightOut->GetDataType(),
+            : executor->AllocTensor(gradNormAddedQueryBias->GetViewShape(), gradNormAddedQueryBias->GetDataType(),
                                     op::Format::FORMAT_ND);
-    aclTensor* gradNormQueryBiasOutKernel =
-        gradNormQueryBiasOut == nullptr
+    aclTensor* gradNormAddedKeyWeightKernel =
+        gradNormAddedKeyWeight == nullptr
             ? nullptr
-            : executor->AllocTensor(gradNormQueryBiasOut->GetViewShape(), gradNormQueryBiasOut->GetDataType(),
+            : executor->AllocTensor(gradNormAddedKeyWeight->GetViewShape(), gradNormAddedKeyWeight->GetDataType(),
                                     op::Format::FORMAT_ND);
-    aclTensor* gradNormKeyWeightOutKernel =
-        gradNormKeyWeightOut == nullptr
+    aclTensor* gradNormAddedKeyBiasKernel =
+        gradNormAddedKeyBias == nullptr
             ? nullptr
-            : executor->AllocTensor(gradNormKeyWeightOut->GetViewShape(), gradNormKeyWeightOut->GetDataType(),
-                                    op::Format::FORMAT_ND);
-    aclTensor* gradNormKeyBiasOutKernel =
-        gradNormKeyBiasOut == nullptr ? nullptr
-                                      : executor->AllocTensor(gradNormKeyBiasOut->GetViewShape(),
-                                                              gradNormKeyBiasOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* gradNormAddedQueryWeightOutKernel =
-        gradNormAddedQueryWeightOut == nullptr
-            ? nullptr
-            : executor->AllocTensor(gradNormAddedQueryWeightOut->GetViewShape(),
-                                    gradNormAddedQueryWeightOut->GetDataType(), op::Format::FORMAT_ND);
-    aclTensor* gradNormAddedQueryBiasOutKernel =
-        gradNormAddedQueryBiasOut == nullptr
-            ? nullptr
-            : executor->AllocTensor(gradNormAddedQueryBiasOut->GetViewShape(), gradNormAddedQueryBiasOut->GetDataType(),
-                                    op::Format::FORMAT_ND);
-    aclTensor* gradNormAddedKeyWeightOutKernel =
-        gradNormAddedKeyWeightOut == nullptr
-            ? nullptr
-            : executor->AllocTensor(gradNormAddedKeyWeightOut->GetViewShape(), gradNormAddedKeyWeightOut->GetDataType(),
-                                    op::Format::FORMAT_ND);
-    aclTensor* gradNormAddedKeyBiasOutKernel =
-        gradNormAddedKeyBiasOut == nullptr
-            ? nullptr
-            : executor->AllocTensor(gradNormAddedKeyBiasOut->GetViewShape(), gradNormAddedKeyBiasOut->GetDataType(),
+            : executor->AllocTensor(gradNormAddedKeyBias->GetViewShape(), gradNormAddedKeyBias->GetDataType(),
                                     op::Format::FORMAT_ND);
     NormRopeConcatGradResult result;
     auto ret = ADD_TO_LAUNCHER_LIST_AICORE(
         NormRopeConcatGrad,
-        OP_INPUT(gradQueryOutput, gradKeyOutput, gradValueOutput, query, key, encoderQueryOptional, encoderKeyOptional,
-                 normQueryWeightOptional, normQueryMeanOptional, normQueryRstdOptional, normKeyWeightOptional,
-                 normKeyMeanOptional, normKeyRstdOptional, normAddedQueryWeightOptional, normAddedQueryMeanOptional,
-                 normAddedQueryRstdOptional, normAddedKeyWeightOptional, normAddedKeyMeanOptional,
-                 normAddedKeyRstdOptional, ropeSinOptional, ropeCosOptional),
-        OP_OUTPUT(gradQueryOutKernel, gradKeyOutKernel, gradValueOutKernel, gradEncoderQueryOutKernel,
-                  gradEncoderKeyOutKernel, gradEncoderValueOutKernel, gradNormQueryWeightOutKernel,
-                  gradNormQueryBiasOutKernel, gradNormKeyWeightOutKernel, gradNormKeyBiasOutKernel,
-                  gradNormAddedQueryWeightOutKernel, gradNormAddedQueryBiasOutKernel, gradNormAddedKeyWeightOutKernel,
-                  gradNormAddedKeyBiasOutKernel),
+        OP_INPUT(gradQueryOutput, gradKeyOutput, gradValueOutput, query, key, encoderQuery, encoderKey, normQueryWeight,
+                 normQueryMean, normQueryRstd, normKeyWeight, normKeyMean, normKeyRstd, normAddedQueryWeight,
+                 normAddedQueryMean, normAddedQueryRstd, normAddedKeyWeight, normAddedKeyMean, normAddedKeyRstd,
+                 ropeSin, ropeCos),
+        OP_OUTPUT(gradQueryKernel, gradKeyKernel, gradValueKernel, gradEncoderQueryKernel, gradEncoderKeyKernel,
+                  gradEncoderValueKernel, gradNormQueryWeightKernel, gradNormQueryBiasKernel, gradNormKeyWeightKernel,
+                  gradNormKeyBiasKernel, gradNormAddedQueryWeightKernel, gradNormAddedQueryBiasKernel,
+                  gradNormAddedKeyWeightKernel, gradNormAddedKeyBiasKernel),
         OP_ATTR(normType, normAddedType, ropeType, concatOrder));
     if (ret != ACLNN_SUCCESS) {
         OP_LOGE(ACLNN_ERR_INNER_NULLPTR, "NormRopeConcatGrad: adding the kernel launch failed");
         return result;
     }
-    result.grad_query = gradQueryOutKernel;
-    result.grad_key = gradKeyOutKernel;
-    result.grad_value = gradValueOutKernel;
-    result.grad_encoder_query = gradEncoderQueryOutKernel;
-    result.grad_encoder_key = gradEncoderKeyOutKernel;
-    result.grad_encoder_value = gradEncoderValueOutKernel;
-    result.grad_norm_query_weight = gradNormQueryWeightOutKernel;
-    result.grad_norm_query_bias = gradNormQueryBiasOutKernel;
-    result.grad_norm_key_weight = gradNormKeyWeightOutKernel;
-    result.grad_norm_key_bias = gradNormKeyBiasOutKernel;
-    result.grad_norm_added_query_weight = gradNormAddedQueryWeightOutKernel;
-    result.grad_norm_added_query_bias = gradNormAddedQueryBiasOutKernel;
-    result.grad_norm_added_key_weight = gradNormAddedKeyWeightOutKernel;
-    result.grad_norm_added_key_bias = gradNormAddedKeyBiasOutKernel;
+    result.grad_query = gradQueryKernel;
+    result.grad_key = gradKeyKernel;
+    result.grad_value = gradValueKernel;
+    result.grad_encoder_query = gradEncoderQueryKernel;
+    result.grad_encoder_key = gradEncoderKeyKernel;
+    result.grad_encoder_value = gradEncoderValueKernel;
+    result.grad_norm_query_weight = gradNormQueryWeightKernel;
+    result.grad_norm_query_bias = gradNormQueryBiasKernel;
+    result.grad_norm_key_weight = gradNormKeyWeightKernel;
+    result.grad_norm_key_bias = gradNormKeyBiasKernel;
+    result.grad_norm_added_query_weight = gradNormAddedQueryWeightKernel;
+    result.grad_norm_added_query_bias = gradNormAddedQueryBiasKernel;
+    result.grad_norm_added_key_weight = gradNormAddedKeyWeightKernel;
+    result.grad_norm_added_key_bias = gradNormAddedKeyBiasKernel;
     return result;
 }
 }  // namespace l0op

@@ -32,20 +32,18 @@ struct NormRopeConcatGradResult {
 // which give each output's shape and dtype (nullptr: an optional output that is not requested).
 NormRopeConcatGradResult NormRopeConcatGrad(
     const aclTensor* gradQueryOutput, const aclTensor* gradKeyOutput, const aclTensor* gradValueOutput,
-    const aclTensor* query, const aclTensor* key, const aclTensor* encoderQueryOptional,
-    const aclTensor* encoderKeyOptional, const aclTensor* normQueryWeightOptional,
-    const aclTensor* normQueryMeanOptional, const aclTensor* normQueryRstdOptional,
-    const aclTensor* normKeyWeightOptional, const aclTensor* normKeyMeanOptional, const aclTensor* normKeyRstdOptional,
-    const aclTensor* normAddedQueryWeightOptional, const aclTensor* normAddedQueryMeanOptional,
-    const aclTensor* normAddedQueryRstdOptional, const aclTensor* normAddedKeyWeightOptional,
-    const aclTensor* normAddedKeyMeanOptional, const aclTensor* normAddedKeyRstdOptional,
-    const aclTensor* ropeSinOptional, const aclTensor* ropeCosOptional, int64_t normType, int64_t normAddedType,
-    int64_t ropeType, int64_t concatOrder, const aclTensor* gradQueryOut, const aclTensor* gradKeyOut,
-    const aclTensor* gradValueOut, const aclTensor* gradEncoderQueryOut, const aclTensor* gradEncoderKeyOut,
-    const aclTensor* gradEncoderValueOut, const aclTensor* gradNormQueryWeightOut,
-    const aclTensor* gradNormQueryBiasOut, const aclTensor* gradNormKeyWeightOut, const aclTensor* gradNormKeyBiasOut,
-    const aclTensor* gradNormAddedQueryWeightOut, const aclTensor* gradNormAddedQueryBiasOut,
-    const aclTensor* gradNormAddedKeyWeightOut, const aclTensor* gradNormAddedKeyBiasOut, aclOpExecutor* executor);
+    const aclTensor* query, const aclTensor* key, const aclTensor* encoderQuery, const aclTensor* encoderKey,
+    const aclTensor* normQueryWeight, const aclTensor* normQueryMean, const aclTensor* normQueryRstd,
+    const aclTensor* normKeyWeight, const aclTensor* normKeyMean, const aclTensor* normKeyRstd,
+    const aclTensor* normAddedQueryWeight, const aclTensor* normAddedQueryMean, const aclTensor* normAddedQueryRstd,
+    const aclTensor* normAddedKeyWeight, const aclTensor* normAddedKeyMean, const aclTensor* normAddedKeyRstd,
+    const aclTensor* ropeSin, const aclTensor* ropeCos, int64_t normType, int64_t normAddedType, int64_t ropeType,
+    int64_t concatOrder, const aclTensor* gradQuery, const aclTensor* gradKey, const aclTensor* gradValue,
+    const aclTensor* gradEncoderQuery, const aclTensor* gradEncoderKey, const aclTensor* gradEncoderValue,
+    const aclTensor* gradNormQueryWeight, const aclTensor* gradNormQueryBias, const aclTensor* gradNormKeyWeight,
+    const aclTensor* gradNormKeyBias, const aclTensor* gradNormAddedQueryWeight,
+    const aclTensor* gradNormAddedQueryBias, const aclTensor* gradNormAddedKeyWeight,
+    const aclTensor* gradNormAddedKeyBias, aclOpExecutor* executor);
 }  // namespace l0op
 
 #endif  // OP_API_INC_LEVEL0_NORM_ROPE_CONCAT_GRAD_H_

@@ -82,17 +82,17 @@ struct Params {
     const aclTensor* value;
     const aclTensor* topkIndices;
     const aclTensor* attenMaskOptional;
-    const aclIntArray* actualSeqQlenOptional;
-    const aclIntArray* actualSeqKvlenOptional;
+    const aclIntArray* actualSeqQLenOptional;
+    const aclIntArray* actualSeqKvLenOptional;
     double scaleValue;
     int64_t headNum;
-    int64_t sparseMode;
     const char* inputLayout;
+    int64_t sparseMode;
     int64_t selectedBlockSize;
     int64_t selectedBlockCount;
-    aclTensor* softmaxMaxOut;
-    aclTensor* softmaxSumOut;
-    aclTensor* attentionOut;
+    const aclTensor* softmaxMaxOut;
+    const aclTensor* softmaxSumOut;
+    const aclTensor* attentionOut;
 };
 
 __attribute__((format(printf, 1, 2))) std::string Format(const char* fmt, ...)
@@ -269,8 +269,9 @@ bool CheckDtypeRows(const Dtypes& t)
 aclnnStatus CheckSoc()
 {
     const SocVersion soc = GetCurrentPlatformInfo().GetSocVersion();
-    if (soc != SocVersion::ASCEND910B) {
-        OP_LOGE(ACLNN_ERR_RUNTIME_ERROR, "NsaSelectedAttention is not supported on this SoC (supported: ascend910b)");
+    if (soc != SocVersion::ASCEND910B && soc != SocVersion::ASCEND910_93) {
+        OP_LOGE(ACLNN_ERR_RUNTIME_ERROR,
+                "NsaSelectedAttention is not supported on this SoC (supported: ascend910b, ascend910_93)");
         return ACLNN_ERR_RUNTIME_ERROR;
     }
     return ACLNN_SUCCESS;
@@ -295,6 +296,10 @@ aclnnStatus CheckNotNull(const Params& p)
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "topk_indices: required input is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
+    if (p.inputLayout == nullptr) {
+        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "input_layout: required attribute is missing");
+        return ACLNN_ERR_PARAM_NULLPTR;
+    }
     if (p.softmaxMaxOut == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "softmax_max: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
@@ -305,10 +310,6 @@ aclnnStatus CheckNotNull(const Params& p)
     }
     if (p.attentionOut == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "attention_out: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.inputLayout == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "input_layout: required attribute is missing");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
     return ACLNN_SUCCESS;
@@ -332,12 +333,12 @@ aclnnStatus CheckAttrs(const Params& p)
 aclnnStatus CheckModes(const Params& p)
 {
     // mode rule of _nsa_common.py
-    if (p.actualSeqQlenOptional == nullptr) {
+    if (p.actualSeqQLenOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actual_seq_qlen: required for the TND layout");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nsa_common.py
-    if (p.actualSeqKvlenOptional == nullptr) {
+    if (p.actualSeqKvLenOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actual_seq_kvlen: required for the TND layout");
         return ACLNN_ERR_PARAM_INVALID;
     }
@@ -513,7 +514,7 @@ bool MatchTopkIndicesForm0(const std::vector<int64_t>& shape, Dims& d, std::stri
 }
 
 // atten_mask, form 0: [MS1, MS2]
-bool MatchAttenMaskForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchAttenMaskOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank != 2) {
@@ -530,7 +531,7 @@ bool MatchAttenMaskForm0(const std::vector<int64_t>& shape, Dims& d, std::string
 }
 
 // actual_seq_qlen, form 0: [Bn]
-bool MatchActualSeqQlenForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchActualSeqQLenOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank != 1) {
@@ -544,7 +545,7 @@ bool MatchActualSeqQlenForm0(const std::vector<int64_t>& shape, Dims& d, std::st
 }
 
 // actual_seq_kvlen, form 0: [Bn]
-bool MatchActualSeqKvlenForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchActualSeqKvLenOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank != 1) {
@@ -607,7 +608,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     }
     // atten_mask: [MS1, MS2]
     if (p.attenMaskOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchAttenMaskForm0};
+        static const FormMatcher kForms[] = {MatchAttenMaskOptionalForm0};
         const std::vector<int64_t> shape = ShapeOf(p.attenMaskOptional);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
@@ -617,9 +618,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // actual_seq_qlen: [Bn]
-    if (p.actualSeqQlenOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchActualSeqQlenForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.actualSeqQlenOptional);
+    if (p.actualSeqQLenOptional != nullptr) {
+        static const FormMatcher kForms[] = {MatchActualSeqQLenOptionalForm0};
+        const std::vector<int64_t> shape = ShapeOf(p.actualSeqQLenOptional);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -628,9 +629,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // actual_seq_kvlen: [Bn]
-    if (p.actualSeqKvlenOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchActualSeqKvlenForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.actualSeqKvlenOptional);
+    if (p.actualSeqKvLenOptional != nullptr) {
+        static const FormMatcher kForms[] = {MatchActualSeqKvLenOptionalForm0};
+        const std::vector<int64_t> shape = ShapeOf(p.actualSeqKvLenOptional);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -793,40 +794,40 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
 aclnnStatus CheckHostValues(const Params& p, const Dims& d)
 {
     // actual_seq_qlen: cumulative sequence ends (host array)
-    if (p.actualSeqQlenOptional != nullptr) {
-        if (p.actualSeqQlenOptional->Size() == 0) {
+    if (p.actualSeqQLenOptional != nullptr) {
+        if (p.actualSeqQLenOptional->Size() == 0) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                     "actual_seq_qlen: must be a non-empty 1-D array of cumulative sequence ends");
             return ACLNN_ERR_PARAM_INVALID;
         }
-        if (!IsIncreasingPositive(p.actualSeqQlenOptional)) {
+        if (!IsIncreasingPositive(p.actualSeqQLenOptional)) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                     "actual_seq_qlen: cumulative ends must be strictly increasing and positive, got %s",
-                    ListText(ValuesOf(p.actualSeqQlenOptional, 8)).c_str());
+                    ListText(ValuesOf(p.actualSeqQLenOptional, 8)).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
-        if (d.T1.from != nullptr && LastValue(p.actualSeqQlenOptional) != d.T1.value) {
+        if (d.T1.from != nullptr && LastValue(p.actualSeqQLenOptional) != d.T1.value) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actual_seq_qlen: last cumulative end %ld must equal T1=%ld",
-                    LastValue(p.actualSeqQlenOptional), d.T1.value);
+                    LastValue(p.actualSeqQLenOptional), d.T1.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // actual_seq_kvlen: cumulative sequence ends (host array)
-    if (p.actualSeqKvlenOptional != nullptr) {
-        if (p.actualSeqKvlenOptional->Size() == 0) {
+    if (p.actualSeqKvLenOptional != nullptr) {
+        if (p.actualSeqKvLenOptional->Size() == 0) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                     "actual_seq_kvlen: must be a non-empty 1-D array of cumulative sequence ends");
             return ACLNN_ERR_PARAM_INVALID;
         }
-        if (!IsIncreasingPositive(p.actualSeqKvlenOptional)) {
+        if (!IsIncreasingPositive(p.actualSeqKvLenOptional)) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                     "actual_seq_kvlen: cumulative ends must be strictly increasing and positive, got %s",
-                    ListText(ValuesOf(p.actualSeqKvlenOptional, 8)).c_str());
+                    ListText(ValuesOf(p.actualSeqKvLenOptional, 8)).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
-        if (d.T2.from != nullptr && LastValue(p.actualSeqKvlenOptional) != d.T2.value) {
+        if (d.T2.from != nullptr && LastValue(p.actualSeqKvLenOptional) != d.T2.value) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actual_seq_kvlen: last cumulative end %ld must equal T2=%ld",
-                    LastValue(p.actualSeqKvlenOptional), d.T2.value);
+                    LastValue(p.actualSeqKvLenOptional), d.T2.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -867,7 +868,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     return ACLNN_SUCCESS;
 }
 
-aclnnStatus CheckParams(const Params& p)
+aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
     aclnnStatus ret = CheckNotNull(p);
     if (ret != ACLNN_SUCCESS) {
@@ -881,12 +882,10 @@ aclnnStatus CheckParams(const Params& p)
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dtypes t;
     ret = CheckDtypes(p, t);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dims d;
     ret = CheckShapes(p, d);
     if (ret != ACLNN_SUCCESS) {
         return ret;
@@ -905,15 +904,15 @@ extern "C" {
 
 aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
     const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* topkIndices,
-    const aclTensor* attenMaskOptional, const aclIntArray* actualSeqQlenOptional,
-    const aclIntArray* actualSeqKvlenOptional, double scaleValue, int64_t headNum, int64_t sparseMode,
-    const char* inputLayout, int64_t selectedBlockSize, int64_t selectedBlockCount, aclTensor* softmaxMaxOut,
-    aclTensor* softmaxSumOut, aclTensor* attentionOut, uint64_t* workspaceSize, aclOpExecutor** executor)
+    const aclTensor* attenMaskOptional, const aclIntArray* actualSeqQLenOptional,
+    const aclIntArray* actualSeqKvLenOptional, double scaleValue, int64_t headNum, char* inputLayout,
+    int64_t sparseMode, int64_t selectedBlockSize, int64_t selectedBlockCount, const aclTensor* softmaxMaxOut,
+    const aclTensor* softmaxSumOut, const aclTensor* attentionOut, uint64_t* workspaceSize, aclOpExecutor** executor)
 {
     L2_DFX_PHASE_1(
         aclnnNsaSelectedAttention,
-        DFX_IN(query, key, value, topkIndices, attenMaskOptional, actualSeqQlenOptional, actualSeqKvlenOptional,
-               scaleValue, headNum, sparseMode, inputLayout, selectedBlockSize, selectedBlockCount),
+        DFX_IN(query, key, value, topkIndices, attenMaskOptional, actualSeqQLenOptional, actualSeqKvLenOptional,
+               scaleValue, headNum, inputLayout, sparseMode, selectedBlockSize, selectedBlockCount),
         DFX_OUT(softmaxMaxOut, softmaxSumOut, attentionOut));
     if (workspaceSize == nullptr || executor == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
@@ -928,24 +927,27 @@ aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
         value,
         topkIndices,
         attenMaskOptional,
-        actualSeqQlenOptional,
-        actualSeqKvlenOptional,
+        actualSeqQLenOptional,
+        actualSeqKvLenOptional,
         scaleValue,
         headNum,
-        sparseMode,
         inputLayout,
+        sparseMode,
         selectedBlockSize,
         selectedBlockCount,
         softmaxMaxOut,
         softmaxSumOut,
         attentionOut,
     };
-    aclnnStatus ret = CheckParams(p);
+    Dtypes t;
+    Dims d;
+    aclnnStatus ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
 
-    // Inputs: made contiguous; host arrays become int64 tensors.
+    // Inputs of the kernel op in OpDef order: made contiguous; host arrays
+    // become int64 tensors.
     const aclTensor* queryKernel = nullptr;
     {
         queryKernel = l0op::Contiguous(p.query, uniqueExecutor.get());
@@ -971,23 +973,23 @@ aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
         attenMaskOptionalKernel = l0op::Contiguous(p.attenMaskOptional, uniqueExecutor.get());
         CHECK_RET(attenMaskOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* actualSeqQlenOptionalKernel = nullptr;
-    if (p.actualSeqQlenOptional != nullptr) {
-        actualSeqQlenOptionalKernel =
-            uniqueExecutor.get()->ConvertToTensor(p.actualSeqQlenOptional, op::DataType::DT_INT64);
-        CHECK_RET(actualSeqQlenOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* actualSeqQLenOptionalKernel = nullptr;
+    if (p.actualSeqQLenOptional != nullptr) {
+        actualSeqQLenOptionalKernel =
+            uniqueExecutor.get()->ConvertToTensor(p.actualSeqQLenOptional, op::DataType::DT_INT64);
+        CHECK_RET(actualSeqQLenOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* actualSeqKvlenOptionalKernel = nullptr;
-    if (p.actualSeqKvlenOptional != nullptr) {
-        actualSeqKvlenOptionalKernel =
-            uniqueExecutor.get()->ConvertToTensor(p.actualSeqKvlenOptional, op::DataType::DT_INT64);
-        CHECK_RET(actualSeqKvlenOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* actualSeqKvLenOptionalKernel = nullptr;
+    if (p.actualSeqKvLenOptional != nullptr) {
+        actualSeqKvLenOptionalKernel =
+            uniqueExecutor.get()->ConvertToTensor(p.actualSeqKvLenOptional, op::DataType::DT_INT64);
+        CHECK_RET(actualSeqKvLenOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 
     // The kernel.
     const l0op::NsaSelectedAttentionResult result = l0op::NsaSelectedAttention(
-        queryKernel, keyKernel, valueKernel, topkIndicesKernel, attenMaskOptionalKernel, actualSeqQlenOptionalKernel,
-        actualSeqKvlenOptionalKernel, static_cast<float>(p.scaleValue), p.headNum, p.sparseMode, p.inputLayout,
+        queryKernel, keyKernel, valueKernel, topkIndicesKernel, attenMaskOptionalKernel, actualSeqQLenOptionalKernel,
+        actualSeqKvLenOptionalKernel, static_cast<float>(p.scaleValue), p.headNum, p.sparseMode, p.inputLayout,
         p.selectedBlockSize, p.selectedBlockCount, p.softmaxMaxOut, p.softmaxSumOut, p.attentionOut,
         uniqueExecutor.get());
 

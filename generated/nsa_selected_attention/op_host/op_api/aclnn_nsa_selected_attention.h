@@ -6,9 +6,16 @@
 // Call aclnnNsaSelectedAttentionGetWorkspaceSize to validate the parameters and build an executor,
 // then aclnnNsaSelectedAttention with a device workspace of the returned size.
 //
-// Parameters follow the kernel op (OpDef) of the spec: inputs, attributes, outputs, in its order.
-// CANN's aclnnNsaSelectedAttention passes inputLayout before sparseMode (reference/nsa_selected_attention.md
-// §1.1); this API keeps the kernel op's attribute order.
+// Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
+// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping: topkIndices (=
+// topk_indices); attenMaskOptional (= atten_mask); actualSeqQLenOptional (= actual_seq_qlen);
+// actualSeqKvLenOptional (= actual_seq_kvlen); scaleValue (= scale_value); headNum (= head_num); inputLayout (=
+// input_layout); sparseMode (= sparse_mode); selectedBlockSize (= selected_block_size); selectedBlockCount (=
+// selected_block_count); softmaxMaxOut (= softmax_max); softmaxSumOut (= softmax_sum); attentionOut (=
+// attention_out). Output tensors are const aclTensor* as in CANN's header.
+// Stricter than CANN (reference/nsa_selected_attention.md §3.2): actualSeqQLenOptional and
+// actualSeqKvLenOptional are required despite their names (CANN fails later, with 561103), and the rules listed
+// in the spec's docstring are checked here rather than left to the kernel.
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other
@@ -36,12 +43,12 @@ extern "C" {
  * @param [in] value: input "value", dtype T (bfloat16, float16), shape [T2, N2, Dv].
  * @param [in] topkIndices: input "topk_indices", dtype int32, shape [T1, N2, CNT].
  * @param [in] attenMaskOptional: optional input "atten_mask", dtype M (bool, uint8), shape [MS1, MS2].
- * @param [in] actualSeqQlenOptional: optional host array "actual_seq_qlen", dtype int64, shape [Bn].
- * @param [in] actualSeqKvlenOptional: optional host array "actual_seq_kvlen", dtype int64, shape [Bn].
+ * @param [in] actualSeqQLenOptional: optional host array "actual_seq_qlen", dtype int64, shape [Bn].
+ * @param [in] actualSeqKvLenOptional: optional host array "actual_seq_kvlen", dtype int64, shape [Bn].
  * @param [in] scaleValue: attribute "scale_value" (float, default 1.0).
  * @param [in] headNum: attribute "head_num" (int, default 1, equals dim N1).
- * @param [in] sparseMode: attribute "sparse_mode" (int, default 0, one of 0, 2).
  * @param [in] inputLayout: attribute "input_layout" (str, required, one of 'TND').
+ * @param [in] sparseMode: attribute "sparse_mode" (int, default 0, one of 0, 2).
  * @param [in] selectedBlockSize: attribute "selected_block_size" (int, default 64, equals dim BS).
  * @param [in] selectedBlockCount: attribute "selected_block_count" (int, default 16, equals dim CNT).
  * @param [out] softmaxMaxOut: output "softmax_max", dtype float32, shape [T1, N1, 8].
@@ -53,10 +60,10 @@ extern "C" {
  */
 ACLNN_API aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
     const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* topkIndices,
-    const aclTensor* attenMaskOptional, const aclIntArray* actualSeqQlenOptional,
-    const aclIntArray* actualSeqKvlenOptional, double scaleValue, int64_t headNum, int64_t sparseMode,
-    const char* inputLayout, int64_t selectedBlockSize, int64_t selectedBlockCount, aclTensor* softmaxMaxOut,
-    aclTensor* softmaxSumOut, aclTensor* attentionOut, uint64_t* workspaceSize, aclOpExecutor** executor);
+    const aclTensor* attenMaskOptional, const aclIntArray* actualSeqQLenOptional,
+    const aclIntArray* actualSeqKvLenOptional, double scaleValue, int64_t headNum, char* inputLayout,
+    int64_t sparseMode, int64_t selectedBlockSize, int64_t selectedBlockCount, const aclTensor* softmaxMaxOut,
+    const aclTensor* softmaxSumOut, const aclTensor* attentionOut, uint64_t* workspaceSize, aclOpExecutor** executor);
 
 /**
  * @brief Second phase of aclnnNsaSelectedAttention: run the executor on `stream`.

@@ -17,15 +17,15 @@ OP_TYPE_REGISTER(NsaSelectedAttention);
 
 NsaSelectedAttentionResult NsaSelectedAttention(const aclTensor* query, const aclTensor* key, const aclTensor* value,
                                                 const aclTensor* topkIndices, const aclTensor* attenMaskOptional,
-                                                const aclTensor* actualSeqQlenOptional,
-                                                const aclTensor* actualSeqKvlenOptional, float scaleValue,
+                                                const aclTensor* actualSeqQLenOptional,
+                                                const aclTensor* actualSeqKvLenOptional, float scaleValue,
                                                 int64_t headNum, int64_t sparseMode, const char* inputLayout,
                                                 int64_t selectedBlockSize, int64_t selectedBlockCount,
                                                 const aclTensor* softmaxMaxOut, const aclTensor* softmaxSumOut,
                                                 const aclTensor* attentionOut, aclOpExecutor* executor)
 {
-    L0_DFX(NsaSelectedAttention, query, key, value, topkIndices, attenMaskOptional, actualSeqQlenOptional,
-           actualSeqKvlenOptional, scaleValue, headNum, sparseMode, inputLayout, selectedBlockSize, selectedBlockCount);
+    L0_DFX(NsaSelectedAttention, query, key, value, topkIndices, attenMaskOptional, actualSeqQLenOptional,
+           actualSeqKvLenOptional, scaleValue, headNum, sparseMode, inputLayout, selectedBlockSize, selectedBlockCount);
     aclTensor* softmaxMaxOutKernel =
         executor->AllocTensor(softmaxMaxOut->GetViewShape(), softmaxMaxOut->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* softmaxSumOutKernel =
@@ -35,7 +35,7 @@ NsaSelectedAttentionResult NsaSelectedAttention(const aclTensor* query, const ac
     NsaSelectedAttentionResult result;
     auto ret = ADD_TO_LAUNCHER_LIST_AICORE(
         NsaSelectedAttention,
-        OP_INPUT(query, key, value, topkIndices, attenMaskOptional, actualSeqQlenOptional, actualSeqKvlenOptional),
+        OP_INPUT(query, key, value, topkIndices, attenMaskOptional, actualSeqQLenOptional, actualSeqKvLenOptional),
         OP_OUTPUT(softmaxMaxOutKernel, softmaxSumOutKernel, attentionOutKernel),
         OP_ATTR(scaleValue, headNum, sparseMode, inputLayout, selectedBlockSize, selectedBlockCount));
     if (ret != ACLNN_SUCCESS) {

@@ -21,8 +21,8 @@ struct NsaSelectedAttentionResult {
 // which give each output's shape and dtype (nullptr: an optional output that is not requested).
 NsaSelectedAttentionResult NsaSelectedAttention(const aclTensor* query, const aclTensor* key, const aclTensor* value,
                                                 const aclTensor* topkIndices, const aclTensor* attenMaskOptional,
-                                                const aclTensor* actualSeqQlenOptional,
-                                                const aclTensor* actualSeqKvlenOptional, float scaleValue,
+                                                const aclTensor* actualSeqQLenOptional,
+                                                const aclTensor* actualSeqKvLenOptional, float scaleValue,
                                                 int64_t headNum, int64_t sparseMode, const char* inputLayout,
                                                 int64_t selectedBlockSize, int64_t selectedBlockCount,
                                                 const aclTensor* softmaxMaxOut, const aclTensor* softmaxSumOut,

@@ -85,17 +85,17 @@ struct Params {
     const aclTensor* softmaxSum;
     const aclTensor* topkIndices;
     const aclIntArray* actualSeqQLenOptional;
-    const aclIntArray* actualSeqKVLlenOptional;
-    const aclTensor* attenMskOptional;
+    const aclIntArray* actualSeqKvLenOptional;
+    const aclTensor* attenMaskOptional;
     double scaleValue;
-    int64_t selectedBlockCount;
     int64_t selectedBlockSize;
+    int64_t selectedBlockCount;
     int64_t headNum;
     const char* inputLayout;
     int64_t sparseMode;
-    aclTensor* dqOut;
-    aclTensor* dkOut;
-    aclTensor* dvOut;
+    const aclTensor* dqOut;
+    const aclTensor* dkOut;
+    const aclTensor* dvOut;
 };
 
 __attribute__((format(printf, 1, 2))) std::string Format(const char* fmt, ...)
@@ -280,9 +280,9 @@ bool CheckDtypeRows(const Dtypes& t)
 aclnnStatus CheckSoc()
 {
     const SocVersion soc = GetCurrentPlatformInfo().GetSocVersion();
-    if (soc != SocVersion::ASCEND910B) {
+    if (soc != SocVersion::ASCEND910B && soc != SocVersion::ASCEND910_93) {
         OP_LOGE(ACLNN_ERR_RUNTIME_ERROR,
-                "NsaSelectedAttentionGrad is not supported on this SoC (supported: ascend910b)");
+                "NsaSelectedAttentionGrad is not supported on this SoC (supported: ascend910b, ascend910_93)");
         return ACLNN_ERR_RUNTIME_ERROR;
     }
     return ACLNN_SUCCESS;
@@ -361,7 +361,7 @@ aclnnStatus CheckModes(const Params& p)
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nsa_common.py
-    if (p.actualSeqKVLlenOptional == nullptr) {
+    if (p.actualSeqKvLenOptional == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqKVLlen: required for the TND layout");
         return ACLNN_ERR_PARAM_INVALID;
     }
@@ -448,8 +448,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         }
     }
     // attenMsk: fixed dtype
-    if (p.attenMskOptional != nullptr) {
-        const op::DataType dt = p.attenMskOptional->GetDataType();
+    if (p.attenMaskOptional != nullptr) {
+        const op::DataType dt = p.attenMaskOptional->GetDataType();
         if (dt != op::DataType::DT_BOOL) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "attenMsk: dtype %s must be bool", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
@@ -646,7 +646,7 @@ bool MatchTopkIndicesForm0(const std::vector<int64_t>& shape, Dims& d, std::stri
 }
 
 // actualSeqQLen, form 0: [Bn]
-bool MatchActualSeqQLenForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchActualSeqQLenOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank != 1) {
@@ -660,7 +660,7 @@ bool MatchActualSeqQLenForm0(const std::vector<int64_t>& shape, Dims& d, std::st
 }
 
 // actualSeqKVLlen, form 0: [Bn]
-bool MatchActualSeqKVLlenForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchActualSeqKvLenOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank != 1) {
@@ -674,7 +674,7 @@ bool MatchActualSeqKVLlenForm0(const std::vector<int64_t>& shape, Dims& d, std::
 }
 
 // attenMsk, form 0: [MS1, MS2]
-bool MatchAttenMskForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
+bool MatchAttenMaskOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
     const size_t rank = shape.size();
     if (rank != 2) {
@@ -784,7 +784,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     }
     // actualSeqQLen: [Bn]
     if (p.actualSeqQLenOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchActualSeqQLenForm0};
+        static const FormMatcher kForms[] = {MatchActualSeqQLenOptionalForm0};
         const std::vector<int64_t> shape = ShapeOf(p.actualSeqQLenOptional);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
@@ -794,9 +794,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // actualSeqKVLlen: [Bn]
-    if (p.actualSeqKVLlenOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchActualSeqKVLlenForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.actualSeqKVLlenOptional);
+    if (p.actualSeqKvLenOptional != nullptr) {
+        static const FormMatcher kForms[] = {MatchActualSeqKvLenOptionalForm0};
+        const std::vector<int64_t> shape = ShapeOf(p.actualSeqKvLenOptional);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -805,9 +805,9 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     // attenMsk: [MS1, MS2]
-    if (p.attenMskOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchAttenMskForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.attenMskOptional);
+    if (p.attenMaskOptional != nullptr) {
+        static const FormMatcher kForms[] = {MatchAttenMaskOptionalForm0};
+        const std::vector<int64_t> shape = ShapeOf(p.attenMaskOptional);
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
@@ -985,21 +985,21 @@ aclnnStatus CheckHostValues(const Params& p, const Dims& d)
         }
     }
     // actualSeqKVLlen: cumulative sequence ends (host array)
-    if (p.actualSeqKVLlenOptional != nullptr) {
-        if (p.actualSeqKVLlenOptional->Size() == 0) {
+    if (p.actualSeqKvLenOptional != nullptr) {
+        if (p.actualSeqKvLenOptional->Size() == 0) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                     "actualSeqKVLlen: must be a non-empty 1-D array of cumulative sequence ends");
             return ACLNN_ERR_PARAM_INVALID;
         }
-        if (!IsIncreasingPositive(p.actualSeqKVLlenOptional)) {
+        if (!IsIncreasingPositive(p.actualSeqKvLenOptional)) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                     "actualSeqKVLlen: cumulative ends must be strictly increasing and positive, got %s",
-                    ListText(ValuesOf(p.actualSeqKVLlenOptional, 8)).c_str());
+                    ListText(ValuesOf(p.actualSeqKvLenOptional, 8)).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
-        if (d.T2.from != nullptr && LastValue(p.actualSeqKVLlenOptional) != d.T2.value) {
+        if (d.T2.from != nullptr && LastValue(p.actualSeqKvLenOptional) != d.T2.value) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqKVLlen: last cumulative end %ld must equal T2=%ld",
-                    LastValue(p.actualSeqKVLlenOptional), d.T2.value);
+                    LastValue(p.actualSeqKvLenOptional), d.T2.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1040,7 +1040,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     return ACLNN_SUCCESS;
 }
 
-aclnnStatus CheckParams(const Params& p)
+aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
     aclnnStatus ret = CheckNotNull(p);
     if (ret != ACLNN_SUCCESS) {
@@ -1054,12 +1054,10 @@ aclnnStatus CheckParams(const Params& p)
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dtypes t;
     ret = CheckDtypes(p, t);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    Dims d;
     ret = CheckShapes(p, d);
     if (ret != ACLNN_SUCCESS) {
         return ret;
@@ -1079,15 +1077,15 @@ extern "C" {
 aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
     const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* attentionOut,
     const aclTensor* attentionOutGrad, const aclTensor* softmaxMax, const aclTensor* softmaxSum,
-    const aclTensor* topkIndices, const aclIntArray* actualSeqQLenOptional, const aclIntArray* actualSeqKVLlenOptional,
-    const aclTensor* attenMskOptional, double scaleValue, int64_t selectedBlockCount, int64_t selectedBlockSize,
-    int64_t headNum, const char* inputLayout, int64_t sparseMode, aclTensor* dqOut, aclTensor* dkOut, aclTensor* dvOut,
-    uint64_t* workspaceSize, aclOpExecutor** executor)
+    const aclTensor* topkIndices, const aclIntArray* actualSeqQLenOptional, const aclIntArray* actualSeqKvLenOptional,
+    const aclTensor* attenMaskOptional, double scaleValue, int64_t selectedBlockSize, int64_t selectedBlockCount,
+    int64_t headNum, char* inputLayout, int64_t sparseMode, const aclTensor* dqOut, const aclTensor* dkOut,
+    const aclTensor* dvOut, uint64_t* workspaceSize, aclOpExecutor** executor)
 {
     L2_DFX_PHASE_1(aclnnNsaSelectedAttentionGrad,
                    DFX_IN(query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, topkIndices,
-                          actualSeqQLenOptional, actualSeqKVLlenOptional, attenMskOptional, scaleValue,
-                          selectedBlockCount, selectedBlockSize, headNum, inputLayout, sparseMode),
+                          actualSeqQLenOptional, actualSeqKvLenOptional, attenMaskOptional, scaleValue,
+                          selectedBlockSize, selectedBlockCount, headNum, inputLayout, sparseMode),
                    DFX_OUT(dqOut, dkOut, dvOut));
     if (workspaceSize == nullptr || executor == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
@@ -1106,11 +1104,11 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
         softmaxSum,
         topkIndices,
         actualSeqQLenOptional,
-        actualSeqKVLlenOptional,
-        attenMskOptional,
+        actualSeqKvLenOptional,
+        attenMaskOptional,
         scaleValue,
-        selectedBlockCount,
         selectedBlockSize,
+        selectedBlockCount,
         headNum,
         inputLayout != nullptr ? inputLayout : "TND",
         sparseMode,
@@ -1118,12 +1116,15 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
         dkOut,
         dvOut,
     };
-    aclnnStatus ret = CheckParams(p);
+    Dtypes t;
+    Dims d;
+    aclnnStatus ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
 
-    // Inputs: made contiguous; host arrays become int64 tensors.
+    // Inputs of the kernel op in OpDef order: made contiguous; host arrays
+    // become int64 tensors.
     const aclTensor* queryKernel = nullptr;
     {
         queryKernel = l0op::Contiguous(p.query, uniqueExecutor.get());
@@ -1170,23 +1171,23 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
             uniqueExecutor.get()->ConvertToTensor(p.actualSeqQLenOptional, op::DataType::DT_INT64);
         CHECK_RET(actualSeqQLenOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* actualSeqKVLlenOptionalKernel = nullptr;
-    if (p.actualSeqKVLlenOptional != nullptr) {
-        actualSeqKVLlenOptionalKernel =
-            uniqueExecutor.get()->ConvertToTensor(p.actualSeqKVLlenOptional, op::DataType::DT_INT64);
-        CHECK_RET(actualSeqKVLlenOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* actualSeqKvLenOptionalKernel = nullptr;
+    if (p.actualSeqKvLenOptional != nullptr) {
+        actualSeqKvLenOptionalKernel =
+            uniqueExecutor.get()->ConvertToTensor(p.actualSeqKvLenOptional, op::DataType::DT_INT64);
+        CHECK_RET(actualSeqKvLenOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    const aclTensor* attenMskOptionalKernel = nullptr;
-    if (p.attenMskOptional != nullptr) {
-        attenMskOptionalKernel = l0op::Contiguous(p.attenMskOptional, uniqueExecutor.get());
-        CHECK_RET(attenMskOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
+    const aclTensor* attenMaskOptionalKernel = nullptr;
+    if (p.attenMaskOptional != nullptr) {
+        attenMaskOptionalKernel = l0op::Contiguous(p.attenMaskOptional, uniqueExecutor.get());
+        CHECK_RET(attenMaskOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 
     // The kernel.
     const l0op::NsaSelectedAttentionGradResult result = l0op::NsaSelectedAttentionGrad(
         queryKernel, keyKernel, valueKernel, attentionOutKernel, attentionOutGradKernel, softmaxMaxKernel,
-        softmaxSumKernel, topkIndicesKernel, actualSeqQLenOptionalKernel, actualSeqKVLlenOptionalKernel,
-        attenMskOptionalKernel, static_cast<float>(p.scaleValue), p.selectedBlockCount, p.selectedBlockSize, p.headNum,
+        softmaxSumKernel, topkIndicesKernel, actualSeqQLenOptionalKernel, actualSeqKvLenOptionalKernel,
+        attenMaskOptionalKernel, static_cast<float>(p.scaleValue), p.selectedBlockCount, p.selectedBlockSize, p.headNum,
         p.inputLayout, p.sparseMode, p.dqOut, p.dkOut, p.dvOut, uniqueExecutor.get());
 
     // Outputs.

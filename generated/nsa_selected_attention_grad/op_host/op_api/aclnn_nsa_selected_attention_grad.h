@@ -6,7 +6,13 @@
 // Call aclnnNsaSelectedAttentionGradGetWorkspaceSize to validate the parameters and build an executor,
 // then aclnnNsaSelectedAttentionGrad with a device workspace of the returned size.
 //
-// Parameters follow the kernel op (OpDef) of the spec: inputs, attributes, outputs, in its order.
+// Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
+// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping:
+// actualSeqQLenOptional (= actualSeqQLen); actualSeqKvLenOptional (= actualSeqKVLlen); attenMaskOptional (=
+// attenMsk); dqOut (= dq); dkOut (= dk); dvOut (= dv). Output tensors are const aclTensor* as in CANN's header.
+// Stricter than CANN (reference/nsa_selected_attention.md §3.3-3.4): actualSeqQLenOptional and
+// actualSeqKvLenOptional are required despite their names, and the rules listed in the spec's docstring are
+// checked here.
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other
@@ -38,11 +44,11 @@ extern "C" {
  * @param [in] softmaxSum: input "softmaxSum", dtype float32, shape [T1, N1, 8].
  * @param [in] topkIndices: input "topkIndices", dtype int32, shape [T1, N2, CNT].
  * @param [in] actualSeqQLenOptional: optional host array "actualSeqQLen", dtype int64, shape [Bn].
- * @param [in] actualSeqKVLlenOptional: optional host array "actualSeqKVLlen", dtype int64, shape [Bn].
- * @param [in] attenMskOptional: optional input "attenMsk", dtype bool, shape [MS1, MS2].
+ * @param [in] actualSeqKvLenOptional: optional host array "actualSeqKVLlen", dtype int64, shape [Bn].
+ * @param [in] attenMaskOptional: optional input "attenMsk", dtype bool, shape [MS1, MS2].
  * @param [in] scaleValue: attribute "scaleValue" (float, default 1.0).
- * @param [in] selectedBlockCount: attribute "selectedBlockCount" (int, default 1, equals dim CNT).
  * @param [in] selectedBlockSize: attribute "selectedBlockSize" (int, default 1, equals dim BS).
+ * @param [in] selectedBlockCount: attribute "selectedBlockCount" (int, default 1, equals dim CNT).
  * @param [in] headNum: attribute "headNum" (int, default 1, equals dim N1).
  * @param [in] inputLayout: attribute "inputLayout" (str, default 'TND', one of 'TND').
  * @param [in] sparseMode: attribute "sparseMode" (int, default 0, one of 0, 2).
@@ -56,10 +62,10 @@ extern "C" {
 ACLNN_API aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
     const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* attentionOut,
     const aclTensor* attentionOutGrad, const aclTensor* softmaxMax, const aclTensor* softmaxSum,
-    const aclTensor* topkIndices, const aclIntArray* actualSeqQLenOptional, const aclIntArray* actualSeqKVLlenOptional,
-    const aclTensor* attenMskOptional, double scaleValue, int64_t selectedBlockCount, int64_t selectedBlockSize,
-    int64_t headNum, const char* inputLayout, int64_t sparseMode, aclTensor* dqOut, aclTensor* dkOut, aclTensor* dvOut,
-    uint64_t* workspaceSize, aclOpExecutor** executor);
+    const aclTensor* topkIndices, const aclIntArray* actualSeqQLenOptional, const aclIntArray* actualSeqKvLenOptional,
+    const aclTensor* attenMaskOptional, double scaleValue, int64_t selectedBlockSize, int64_t selectedBlockCount,
+    int64_t headNum, char* inputLayout, int64_t sparseMode, const aclTensor* dqOut, const aclTensor* dkOut,
+    const aclTensor* dvOut, uint64_t* workspaceSize, aclOpExecutor** executor);
 
 /**
  * @brief Second phase of aclnnNsaSelectedAttentionGrad: run the executor on `stream`.

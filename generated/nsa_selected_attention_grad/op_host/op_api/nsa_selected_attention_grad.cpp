@@ -18,13 +18,13 @@ OP_TYPE_REGISTER(NsaSelectedAttentionGrad);
 NsaSelectedAttentionGradResult NsaSelectedAttentionGrad(
     const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* attentionOut,
     const aclTensor* attentionOutGrad, const aclTensor* softmaxMax, const aclTensor* softmaxSum,
-    const aclTensor* topkIndices, const aclTensor* actualSeqQLenOptional, const aclTensor* actualSeqKVLlenOptional,
-    const aclTensor* attenMskOptional, float scaleValue, int64_t selectedBlockCount, int64_t selectedBlockSize,
+    const aclTensor* topkIndices, const aclTensor* actualSeqQLenOptional, const aclTensor* actualSeqKvLenOptional,
+    const aclTensor* attenMaskOptional, float scaleValue, int64_t selectedBlockCount, int64_t selectedBlockSize,
     int64_t headNum, const char* inputLayout, int64_t sparseMode, const aclTensor* dqOut, const aclTensor* dkOut,
     const aclTensor* dvOut, aclOpExecutor* executor)
 {
     L0_DFX(NsaSelectedAttentionGrad, query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum,
-           topkIndices, actualSeqQLenOptional, actualSeqKVLlenOptional, attenMskOptional, scaleValue,
+           topkIndices, actualSeqQLenOptional, actualSeqKvLenOptional, attenMaskOptional, scaleValue,
            selectedBlockCount, selectedBlockSize, headNum, inputLayout, sparseMode);
     aclTensor* dqOutKernel = executor->AllocTensor(dqOut->GetViewShape(), dqOut->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* dkOutKernel = executor->AllocTensor(dkOut->GetViewShape(), dkOut->GetDataType(), op::Format::FORMAT_ND);
@@ -33,7 +33,7 @@ NsaSelectedAttentionGradResult NsaSelectedAttentionGrad(
     auto ret = ADD_TO_LAUNCHER_LIST_AICORE(
         NsaSelectedAttentionGrad,
         OP_INPUT(query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, topkIndices,
-                 actualSeqQLenOptional, actualSeqKVLlenOptional, attenMskOptional),
+                 actualSeqQLenOptional, actualSeqKvLenOptional, attenMaskOptional),
         OP_OUTPUT(dqOutKernel, dkOutKernel, dvOutKernel),
         OP_ATTR(scaleValue, selectedBlockCount, selectedBlockSize, headNum, inputLayout, sparseMode));
     if (ret != ACLNN_SUCCESS) {

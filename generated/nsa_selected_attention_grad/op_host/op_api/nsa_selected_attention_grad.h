@@ -22,8 +22,8 @@ struct NsaSelectedAttentionGradResult {
 NsaSelectedAttentionGradResult NsaSelectedAttentionGrad(
     const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* attentionOut,
     const aclTensor* attentionOutGrad, const aclTensor* softmaxMax, const aclTensor* softmaxSum,
-    const aclTensor* topkIndices, const aclTensor* actualSeqQLenOptional, const aclTensor* actualSeqKVLlenOptional,
-    const aclTensor* attenMskOptional, float scaleValue, int64_t selectedBlockCount, int64_t selectedBlockSize,
+    const aclTensor* topkIndices, const aclTensor* actualSeqQLenOptional, const aclTensor* actualSeqKvLenOptional,
+    const aclTensor* attenMaskOptional, float scaleValue, int64_t selectedBlockCount, int64_t selectedBlockSize,
     int64_t headNum, const char* inputLayout, int64_t sparseMode, const aclTensor* dqOut, const aclTensor* dkOut,
     const aclTensor* dvOut, aclOpExecutor* executor);
 }  // namespace l0op

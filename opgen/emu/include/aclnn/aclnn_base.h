@@ -27,6 +27,11 @@ public:
     std::vector<int64_t> dims;
     size_t GetDimNum() const { return dims.size(); }
     int64_t GetDim(size_t index) const { return dims[index]; }
+    Shape& AppendDim(int64_t value)
+    {
+        dims.push_back(value);
+        return *this;
+    }
 };
 }  // namespace op
 

@@ -35,7 +35,13 @@ public:
     OpAttrDef& String(const char*) { return *this; }
 };
 
-class OpAICoreConfig {};
+class OpAICoreConfig {
+public:
+    OpAICoreConfig& DynamicCompileStaticFlag(bool) { return *this; }
+    OpAICoreConfig& DynamicRankSupportFlag(bool) { return *this; }
+    OpAICoreConfig& DynamicShapeSupportFlag(bool) { return *this; }
+    OpAICoreConfig& ExtendCfgInfo(const char*, const char*) { return *this; }
+};
 
 class OpAICoreDef {
 public:

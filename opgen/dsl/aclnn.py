@@ -1,0 +1,175 @@
+"""The public aclnn parameter list of a spec, where it differs from the OpDef (README "The aclnn API").
+
+CANN's aclnn functions have their own parameter order, names and types, fixed by the published headers
+(reference/ops_package.md §4, the operator notes' aclnn tables). A spec declares them with
+`spec.aclnn_signature(*entries, const_outputs=...)`, each entry one of:
+
+    api.param("gradOut", "dy")                 OpDef parameter `dy` under the public name gradOut
+    api.param("rstd", "rstd", dtype=T)         ... accepted in dtype T, cast to the OpDef dtype before the kernel
+    api.int_array("normalizedShape", [H])      an extra host aclIntArray* whose values must equal the dims
+    api.unused("shift", like="scale")          an extra tensor validated as `scale` is, never read
+
+Every OpDef input, attribute and output appears exactly once; without a signature the aclnn layer takes
+the OpDef's parameters in its order (inputs, attributes, outputs) with CANN-style derived names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from opgen.dsl.diagnostics import caller_loc, spec_error
+from opgen.ir.dims import Sym, Variadic, as_dim
+from opgen.ir.dtypes import DType, DTypeVar
+
+# Identifiers the emitted aclnn implementation declares or calls inside <api>GetWorkspaceSize; a public
+# parameter of that name would shadow them (templates/op_api/aclnn.cpp.j2).
+RESERVED = frozenset("""p ret result copied uniqueExecutor workspaceSize executor workspace stream op l0op std
+CheckParams CheckSoc CHECK_RET OP_LOGE L2_DFX_PHASE_1 L2_DFX_PHASE_2 DFX_IN DFX_OUT CREATE_EXECUTOR
+CommonOpExecutorRun""".split())
+
+
+@dataclass(frozen=True)
+class ApiEntry:
+    """One parameter of the public aclnn function.
+
+    kind: "param" (an OpDef input/attribute/output), "int_array" (extra host aclIntArray*), "unused" (extra
+    tensor, validated, not passed to the kernel); name: the public C++ name; of: the OpDef parameter (param)
+    or the input it is validated like (unused); dtype: public dtype of a cast param (None: the OpDef's);
+    dims: the dims an int_array's values must equal, in order; optional: an unused tensor may be null;
+    ctype: C type of a string attribute as CANN's header spells it ("char*" or "const char*"; None: const char*);
+    loc: where the entry was written."""
+
+    kind: str
+    name: str
+    of: str | None = None
+    dtype: object = None
+    dims: tuple = ()
+    optional: bool = False
+    ctype: str | None = None
+    loc: object = field(default=None, compare=False)
+
+
+STRING_CTYPES = ("char*", "const char*")
+
+
+def param(name: str, of: str | None = None, *, dtype=None, ctype: str | None = None,
+          optional: bool = False) -> ApiEntry:
+    """The OpDef parameter `of` (default: `name`) under public name `name`. dtype: the dtype CANN's API takes
+    for this input (a dtype variable or a fixed dtype) when it differs from the OpDef's; the emitted aclnn layer
+    validates it and casts the tensor to the OpDef dtype before the kernel (l0op::Cast). ctype: the C type of a
+    string attribute as CANN's header declares it, "char*" or "const char*" (the default). optional: a required
+    OpDef output the caller may pass as null (CANN's `...OutOptional`); the kernel then writes it into a tensor of
+    the executor that nobody reads."""
+    return ApiEntry("param", name, of if of is not None else name, dtype, optional=optional, ctype=ctype,
+                    loc=caller_loc())
+
+
+def int_array(name: str, dims) -> ApiEntry:
+    """An extra required host `const aclIntArray*` whose values must equal `dims` (declared dims or variadic
+    groups, in order), e.g. CANN's normalizedShape = [H]. Checked by the aclnn layer (161001 when null, 161002
+    for a wrong length or value); not passed to the kernel."""
+    return ApiEntry("int_array", name, dims=tuple(dims) if isinstance(dims, (list, tuple)) else (dims,),
+                    loc=caller_loc())
+
+
+def unused(name: str, like: str, *, optional: bool = False) -> ApiEntry:
+    """An extra `const aclTensor*` CANN's API accepts but the computation never reads (e.g. the backward's
+    shift): validated exactly as OpDef input `like` is (dtype variable, shape forms, shared dims), never passed
+    to the kernel. optional: a null tensor is accepted."""
+    return ApiEntry("unused", name, like, optional=optional, loc=caller_loc())
+
+
+def _ident(entry: ApiEntry, ident_problem) -> None:
+    problem = ident_problem(entry.name)
+    if problem:
+        raise spec_error(entry.loc, f"aclnn parameter name {entry.name!r} {problem}",
+                         "use CANN's C++ parameter name: letters, digits and '_', not starting with a digit",
+                         arg=0)
+    if entry.name in RESERVED:
+        raise spec_error(entry.loc, f"aclnn parameter name {entry.name!r} is reserved by the emitted aclnn "
+                         "implementation", "rename it; reserved: " + ", ".join(sorted(RESERVED)), arg=0)
+
+
+def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
+    """Validate the entries of `spec.aclnn_signature` against what the spec has declared so far; returns them.
+
+    Raises a located SpecError for: an entry that is not made by opgen.dsl.api; a bad or reserved public name;
+    two entries with one public name; an OpDef parameter unknown (with a suggestion) or listed twice; a cast
+    dtype that is neither a declared dtype variable nor a dtype, or given for a non-tensor; an int_array dim that
+    is not declared; an `unused` whose `like` is not an input (a tensor, not a host array)."""
+    out = []
+    names, ofs = {}, {}
+    params = {p.name: p for p in spec.inputs + spec.attrs + spec.outputs}
+    inputs = {i.name: i for i in spec.inputs}
+    for e in entries:
+        if not isinstance(e, ApiEntry):
+            raise spec_error(caller_loc(), f"aclnn_signature: {e!r} is not an aclnn parameter",
+                             'write api.param("gradOut", "dy"), api.int_array("normalizedShape", [H]) or '
+                             'api.unused("shift", like="scale") (from opgen.dsl import api)')
+        _ident(e, ident_problem)
+        if e.name in names:
+            raise spec_error(e.loc, f"aclnn parameter {e.name!r} is listed twice", "give every parameter one entry",
+                             arg=0)
+        names[e.name] = e
+        if e.kind == "param":
+            if e.of not in params:
+                raise spec_error(e.loc, f"aclnn parameter {e.name}: {e.of!r} is not a declared input, attribute or "
+                                 f"output{suggest(e.of, params)}", "name the OpDef parameter it passes", arg=1)
+            if e.of in ofs:
+                raise spec_error(e.loc, f"aclnn parameter {e.name}: OpDef parameter {e.of!r} is already passed as "
+                                 f"{ofs[e.of].name!r}", "list every OpDef parameter once", arg=1)
+            ofs[e.of] = e
+            if e.ctype is not None and (getattr(params[e.of], "type", None) is not str or
+                                        e.ctype not in STRING_CTYPES):
+                raise spec_error(e.loc, f"aclnn parameter {e.name}: ctype={e.ctype!r} is not supported",
+                                 'ctype= is for string attributes: "char*" or "const char*"', arg="ctype")
+            if e.optional and (params[e.of] not in spec.outputs or params[e.of].optional):
+                raise spec_error(e.loc, f"aclnn parameter {e.name}: optional= is for required OpDef outputs the "
+                                 f"caller may leave null; {e.of!r} is not one", "drop optional=", arg="optional")
+            if e.dtype is not None:
+                p = params[e.of]
+                if p not in spec.inputs or getattr(p, "host", False):
+                    raise spec_error(e.loc, f"aclnn parameter {e.name}: dtype= casts a device input; {e.of!r} is "
+                                     "not one", "drop dtype=", arg="dtype")
+                if isinstance(e.dtype, DTypeVar):
+                    if e.dtype.name not in spec.dtype_vars_:
+                        raise spec_error(e.loc, f"aclnn parameter {e.name}: dtype variable {e.dtype.name} is not "
+                                         "declared", "use a dtype variable of the spec", arg="dtype")
+                elif not isinstance(e.dtype, DType):
+                    raise spec_error(e.loc, f"aclnn parameter {e.name}: dtype {e.dtype!r} is not a dtype",
+                                     "use a declared dtype variable or f32, f16, bf16, ...", arg="dtype")
+        elif e.kind == "int_array":
+            if not e.dims:
+                raise spec_error(e.loc, f"aclnn parameter {e.name}: int_array needs the dims its values equal",
+                                 'e.g. api.int_array("normalizedShape", [H])', arg=1)
+            for d in e.dims:
+                n = d.name if isinstance(d, (Sym, Variadic)) else None
+                if n is None or (n not in spec.dims_ and n not in spec.variadics):
+                    raise spec_error(e.loc, f"aclnn parameter {e.name}: {d!r} is not a declared dim",
+                                     "list declared dims (spec.dim) or variadic groups", arg=1)
+        else:
+            i = inputs.get(e.of)
+            if i is None or i.host:
+                raise spec_error(e.loc, f"aclnn parameter {e.name}: like={e.of!r} is not a declared device input"
+                                 f"{suggest(e.of, inputs)}", "name the input whose rules the tensor follows",
+                                 arg="like")
+        out.append(e)
+    return out
+
+
+def complete_signature(spec) -> None:
+    """Whole-spec check of a declared signature (run by OpSpec.finish): every OpDef parameter is passed once.
+    Raises a located SpecError naming the missing ones."""
+    sig = spec.aclnn_signature_
+    if sig is None:
+        return
+    passed = {e.of for e in sig if e.kind == "param"}
+    missing = [p.name for p in spec.inputs + spec.attrs + spec.outputs if p.name not in passed]
+    if missing:
+        raise spec_error(spec._signature_loc, "aclnn_signature does not pass " + ", ".join(missing),
+                         "add an api.param entry for every OpDef input, attribute and output")
+
+
+def dims_of(entry: ApiEntry) -> list:
+    """The dims of an int_array entry as shape entries (Sym or Variadic)."""
+    return [d if isinstance(d, Variadic) else as_dim(d) for d in entry.dims]
