@@ -3,7 +3,6 @@
 Not a spec itself (files starting with `_` are skipped by the registry).
 """
 
-import re
 ROPE_NONE, ROPE_INTERLEAVE, ROPE_HALF = 0, 1, 2
 
 
@@ -69,11 +68,20 @@ def require_rope_tables(spec):
 
 
 def declare_public_api(spec, names: str) -> None:
-    """CANN's public aclnn parameters (reference/norm_rope_concat.md §3.1-3.2): the OpDef's order, camelCase names
-    without Optional/Out suffixes, const output tensors (ops-transformer). `names`: the public names in order, each
-    the camelCase of its OpDef parameter."""
+    """CANN's public aclnn parameters (reference/norm_rope_concat.md §3.1-3.2): the OpDef's order (inputs,
+    attributes, outputs), camelCase names without Optional/Out suffixes, const output tensors (ops-transformer).
+    `names`: the public names in that order, one per OpDef parameter."""
     from opgen.dsl import api
 
-    snake = lambda n: re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), n)  # noqa: E731
-    spec.aclnn_signature(*(api.param(n, snake(n)) for n in names.split()), const_outputs=True)
+    opdef = [p.name for p in spec.inputs + spec.attrs + spec.outputs]
+    public = names.split()
+    if len(public) != len(opdef):
+        raise ValueError(f"declare_public_api: {len(public)} public names for {len(opdef)} OpDef parameters; give one per parameter")
+    spec.aclnn_signature(*(api.param(n, p) for n, p in zip(public, opdef)), const_outputs=True)
+    spec.aclnn_note("Stricter than CANN (reference/norm_rope_concat.md §3.3): CANN's aclnn layer checks only null "
+                    "pointers and dtypes and leaves the rest to infershape and tiling (a later 561xxx) or to nobody; "
+                    "here every rule of the recommended validation set fails with 161002: 4-D BSND inputs with common "
+                    "B, N and D; D even and at most 1024; Sk == Sv; an encoder key exactly when an encoder value; "
+                    "weights for norm type 2; ropeSin and ropeCos both given with 1 <= R <= min(SQ, SK); outputs of "
+                    "exactly the inferred shapes. Optional outputs may be null.")
 
