@@ -151,6 +151,12 @@ CASES = [
      [("(bf16, bf16)]", "(f16, f32)]")],
      "spec.dtypes(", "(f16, f32)", "dtype table row 3 (f16, f32) repeats row 2", "remove the repeated row", 2,
      False),
+    ("dtype-table-more-than-nine-rows",
+     [("import A2, DTypeVar,", "import A2, i32, DTypeVar,"),
+      ("[(f32, f32), (f16, f32), (bf16, bf16)]", "[(f32, f32), (f16, f32), (bf16, bf16), (f32, f16), (f16, f16), "
+       "(bf16, f16), (f32, bf16), (f16, bf16), (bf16, f32), (i32, f32)]")],
+     "spec.dtypes(", "(i32, f32)", "the dtype table has 10 rows, more than 9: the tiling key holds the 1-based row in "
+     "one decimal digit", "keep at most 9 dtype combinations", 1, False),
     ("dtype-columns-miss-a-variable",
      [("spec.dtypes((T, U), [(f32, f32), (f16, f32), (bf16, bf16)])", "spec.dtypes((T,), [(f32,), (f16,)])")],
      "spec.dtypes(", "(T,)", "dtype table has no column for U, used by gamma (at line 10)",

@@ -45,6 +45,9 @@ from opgen.ir.verify import verify
 
 F32 = DType.f32
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_DTYPE_ROWS = 9
+"""Most rows of a dtype table: the tiling key is attrKey * 100 + dtypeKey * 10 + strategy, the 1-based dtype row in
+one decimal digit (opgen.tiling.rowkernel, headkernel, nsa; a wider radix is future work)."""
 
 
 # C and C++ keywords (OpDef, kernel and aclnn parameter names become C++ identifiers)
@@ -476,6 +479,11 @@ class OpSpec:
                                  "remove the repeated row (each supported binary is listed once)", arg=(1, "rows"),
                                  item=k)
             out.append(row)
+        if len(out) > MAX_DTYPE_ROWS:
+            raise spec_error(loc, f"the dtype table has {len(out)} rows, more than {MAX_DTYPE_ROWS}: the tiling key "
+                             f"holds the 1-based row in one decimal digit (attrKey * 100 + dtypeKey * 10 + strategy)",
+                             f"keep at most {MAX_DTYPE_ROWS} dtype combinations (split the operator, or fix a "
+                             f"column's dtype)", arg=(1, "rows"), item=MAX_DTYPE_ROWS)
         self.dtype_table = cols
         self.dtype_rows = out
         self._dtypes_loc = loc
