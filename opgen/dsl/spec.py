@@ -895,6 +895,7 @@ class OpSpec:
                     if isinstance(d, Sym):
                         bound_syms.add(d.name)
         absent = {n: Lit(d.absent) for n, d in self.dims_.items() if d.absent is not None and n not in bound_syms}
+        b.bounds = self._bounds(absent)
         for i in self.inputs:
             if i.optional and not present[i.name]:
                 kwargs[i.name] = None
@@ -976,6 +977,17 @@ class OpSpec:
             for d in p_.value.type.shape:
                 used |= d.symbols()
         return Graph(self.name, tuple(params), tuple(b.nodes), tuple(outputs), self._ir_constraints(absent, used))
+
+    def _bounds(self, absent: dict):
+        """What the body may assume of the dims (opgen.ir.dims.Bounds): the declared domains (an absent dim its
+        absent value) and the `require` relations."""
+        from opgen.ir.dims import Bounds
+
+        dom = {n: ((a.value, a.value) if (a := absent.get(n)) is not None else (d.min, d.max))
+               for n, d in self.dims_.items()}
+        dom.update({str(Rank(v.name)): (v.min_rank, v.max_rank) for v in self.variadics.values()})
+        rel = [Constraint(c.op, subst(c.lhs, absent), subst(c.rhs, absent)) for c, _p, _r, _l in self.constraints]
+        return Bounds.of(rel, dom)
 
     def _ir_constraints(self, absent: dict, used: set) -> tuple:
         """The dim domains (min, max, multiple_of) and `require` relations over the dims this specialisation
