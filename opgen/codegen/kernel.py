@@ -27,7 +27,8 @@ from opgen.ir.dims import Lit, as_dim
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowProgram, per_row
 
-CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
+CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t"}
+"""C++ element type of each dtype a rows kernel reads or writes (opgen.kernel.rows.READS, WRITES)."""
 
 
 @dataclass

@@ -30,6 +30,7 @@ import itertools
 import keyword
 import os
 import re
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -202,6 +203,12 @@ class Bound:
     attrs: dict
     dtypes: dict
     env: dict
+
+
+def _short_loc(loc) -> str:
+    """A declaration's location in the form of a node's (`file.py:line`, opgen.dsl.builder)."""
+    path, _, line = str(loc).rpartition(":")
+    return f"{os.path.basename(path)}:{line}" if path else str(loc)
 
 
 def _norm_shape(shape) -> tuple:
@@ -737,6 +744,16 @@ class OpSpec:
         self._keys_cache = tuple(out)
         return out
 
+    def key_text(self, key: SpecKey) -> str:
+        """One specialisation in words, for messages: its static attributes, the presence of the optional inputs
+        and the shape form of each multi-form input (`mode=1, shift absent, scale [Bd, 1, H]`)."""
+        parts = [f"{a.name}={v}" for a, v in zip(self.static_attrs, key.static)]
+        opts = [i for i in self.inputs if i.optional]
+        parts += [f"{i.name} {'present' if p else 'absent'}" for i, p in zip(opts, key.present)]
+        multi = [i for i in self.inputs if len(i.shapes) > 1]
+        parts += [f"{i.name} {shape_str(i.shapes[f])}" for i, f in zip(multi, key.forms)]
+        return ", ".join(parts) or "the only specialisation"
+
     def _compute_keys(self):
         opts = [i for i in self.inputs if i.optional]
         free = [i for i in opts if i.when is None]
@@ -907,6 +924,8 @@ class OpSpec:
             t = Tensor(b, v)
             if isinstance(i.dtype, DTypeVar) or (i.dtype.is_float and i.dtype != F32):
                 t = b.cast(t, F32)
+                if b.nodes and b.nodes[-1].result is t.value and i.loc:   # the widening belongs to the declaration
+                    b.nodes[-1] = dataclasses.replace(b.nodes[-1], loc=_short_loc(i.loc))
             kwargs[i.name] = t
         for a, v in zip(self.static_attrs, key.static):
             kwargs[a.name] = v
@@ -960,10 +979,13 @@ class OpSpec:
                                  f"{shape_str(want)} (at {self._where(o.loc)})",
                                  f"reshape or broadcast the result to {shape_str(want)}, or fix the declaration")
             if o.dtype != t.dtype:
+                n_before = len(b.nodes)
                 if not (isinstance(o.dtype, DTypeVar) or o.dtype.is_float):
                     t = b.cast(t, o.dtype)
                 else:
                     t = b.cast(t, o.dtype, self.round)
+                if len(b.nodes) > n_before and o.loc:   # the narrowing belongs to the declaration
+                    b.nodes[-1] = dataclasses.replace(b.nodes[-1], loc=_short_loc(o.loc))
             outputs.append((name, t.value.name))
         for o in self.outputs:
             if not o.optional and o.name not in result:

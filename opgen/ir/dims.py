@@ -382,8 +382,9 @@ INF = float("inf")
 @dataclass(frozen=True)
 class Bounds:
     """What is known of the dims of a spec: `box` {atom text: (min, max or None)} for symbols (and `rank(Bd)`),
-    and `facts`, dim expressions known to be >= 0 (from `require` relations). A variadic product `prod(Bd)` is at
-    least 1 (every dim of a group is >= 1); `a // k` (k >= 1) lies in [min(a) // k, max(a) // k] and is at most a.
+    and `facts`, dim expressions known to be >= 0 (from `require` relations); a symbol outside the box is at least
+    `floor` (None: unbounded). A variadic product `prod(Bd)` is at least 1 (every dim of a group is >= 1); `a // k`
+    (k >= 1) lies in [min(a) // k, max(a) // k] and is at most a.
 
     `lower(e)` is a lower bound of e over the box (sound, not tight: every atom is shifted by its minimum, a = min +
     a' with a' in [0, max - min], and the monomials of the shifted polynomial bounded one by one); `nonneg(e)`
@@ -391,6 +392,7 @@ class Bounds:
 
     box: tuple = ()     # ((atom text, (lo, hi)), ...)
     facts: tuple = ()
+    floor: int | None = None   # the minimum of a symbol the box does not name (None: unbounded)
 
     @staticmethod
     def of(constraints, domains: dict | None = None) -> "Bounds":
@@ -422,9 +424,11 @@ class Bounds:
         if str(a) in box:
             return box[str(a)]
         if isinstance(a, Prod):
-            return (1, None)
+            return (max(1, self.floor or 0), None)
         if isinstance(a, Rank):
             return (0, None)
+        if isinstance(a, Sym):
+            return (self.floor, None)
         if isinstance(a, Bin) and isinstance(a.rhs, Lit) and a.rhs.value >= 1:
             lo = self.lower(a.lhs)
             hi = -self.lower(Lit(0) - a.lhs)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from opgen.errors import IRError
+from opgen.ir.dtypes import dtype_name
 
 SPACES = ("row", "stat", "brow", "col", "scalar")
 VECTOR_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Max", "minimum": "Min"}
@@ -184,11 +185,6 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vdup", f"dup_{r}", arg=s, space=sp))
         pair = (a, f"dup_{r}") if vec_first else (f"dup_{r}", a)
         emit(Instr("vbin", r, pair, VECTOR_BINARY[op], space=sp))
-
-
-def _dtype_name(dt) -> str:
-    """IR dtype name ("f32", ...) or dtype variable name ("T", "U")."""
-    return getattr(dt, "value", None) if isinstance(getattr(dt, "value", None), str) else getattr(dt, "name", str(dt))
 
 
 def _float_literal(v) -> str:
