@@ -235,7 +235,7 @@ def lower(unit: Unit) -> Unit:
         plan = unit.graphs[k].graph["plan"]
         if len(plan.kernels) != 1 or not fam.claims(plan):
             raise NoKernel(unit.spec.name, plan.kernels[0].writes[0] if plan.kernels and plan.kernels[0].writes
-                           else "?", "", f"specialisation {k} is planned as {len(plan.kernels)} launch(es) not of the "
+                           else "?", "", f"the specialisation {unit.spec.key_text(k)} is planned as {len(plan.kernels)} launch(es) not of the "
                            f"{fam.name} kind", fam.name)
     graphs = {k: from_nx(unit.graphs[k]) for k in keys}
     try:
