@@ -495,7 +495,7 @@ class _HeadLowering:
         for gr in groups:
             hp.parts.append(self._part(gr))
         hp.attrs = sorted({a for p in hp.parts for c in p.cases for i in c.prog.instrs
-                           for a in re.findall(r"attr_([A-Za-z0-9_]+)", i.arg)})
+                           for a in rowprog.attr_names(i.arg)})
         return hp
 
     def _part(self, frags) -> HeadPart:

@@ -187,6 +187,13 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vbin", r, pair, VECTOR_BINARY[op], space=sp))
 
 
+def attr_names(text: str) -> list[str]:
+    """The runtime attributes a scalar C++ text of a row program reads (written attr_<name>), in order."""
+    import re
+
+    return re.findall(r"attr_([A-Za-z0-9_]+)", text or "")
+
+
 def _float_literal(v) -> str:
     f = float(v)
     r = repr(f)

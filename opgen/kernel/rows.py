@@ -582,7 +582,7 @@ def rows_tiling(spec, lowered, counts):
     dims = DimFields(lay)
     for v in variants:       # register every dim the addressing prints, in emission order
         class_context(spec, v, dims)
-    attrs = sorted({a for v in variants for i in v.prog.instrs for a in _attrs_in(i.arg)})
+    attrs = sorted({a for v in variants for i in v.prog.instrs for a in rowprog.attr_names(i.arg)})
     decl = {a.name: a for a in spec.attrs}
     for a in attrs:
         if decl[a].type is not float:
@@ -604,9 +604,3 @@ def rows_tiling(spec, lowered, counts):
         inputs[f"{n}Dim"] = e
     lowered.extra.update(variants=variants, dims=dims)
     return Tiling(prog, inputs, plans, doc)
-
-
-def _attrs_in(text: str) -> list[str]:
-    import re
-
-    return re.findall(r"attr_([A-Za-z0-9_]+)", text or "")
