@@ -139,7 +139,6 @@ class _Lowering:
             view = view_of(self.ch, x, self.lay, self.vals)
         except IRError as e:
             raise self.err(x, f"input {root}: {e}") from None
-        dtype = dtype_name(self.vals[root].type.dtype)
         if isinstance(view, PiecewiseView):
             names = [pc.view.tensor for pc in view.pieces]
             if sp != "row":
@@ -150,8 +149,8 @@ class _Lowering:
                 raise self.err(x, f"a concat of inputs of different dtypes ("
                                f"{', '.join(f'{t}: {d}' for t, d in zip(names, dts))}); the rows family reads the "
                                f"rows of a concat with one dtype (cast them in a separate operator)")
-        if sp == "stat" and dtype != "f32":
-            raise self.err(x, f"per-row statistic input {root} has dtype {dtype}; the rows family reads per-row "
+        if sp == "stat" and dt != "f32":
+            raise self.err(x, f"per-row statistic input {root} has dtype {dt}; the rows family reads per-row "
                            f"statistics as f32")
         same = self.by_view.get((root, view, sp))
         if same is not None:   # another chain to the same rows of the same tensor (a reshape of it): one load
@@ -164,7 +163,7 @@ class _Lowering:
             return self.loaded[x]
         self.by_view[(root, view, sp)] = x
         name = self._gm_name(root)
-        self.p.gm.append(GmTensor(name, "in", sp, dtype, view, root))
+        self.p.gm.append(GmTensor(name, "in", sp, dt, view, root))
         self.space[x] = sp
         if sp == "row":
             self.p.instrs.append(Instr("cast_in", x, gm=name, space="row"))
@@ -448,7 +447,7 @@ class RowsFamily(Family):
                            {"heads": low})
         layout = common_layout(spec, {key: analyse(g) for key, g in graphs.items()}, graphs)
         progs = {key: lower(g, layout) for key, g in graphs.items()}
-        for key, p in progs.items():
+        for p in progs.values():
             _check_dtype_rows(spec, p)
         return Lowered(self.name, layout, progs)
 
@@ -489,7 +488,6 @@ class RowsFamily(Family):
 
             return print_head_program(lowered.programs[key])
         return rowprog.print_program(lowered.programs[key])
-
 
 
 def common_layout(spec, lays: dict, graphs: dict) -> RowLayout:
