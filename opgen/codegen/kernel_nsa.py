@@ -69,7 +69,8 @@ class _Printer:
         self.unit_stats = [i.dst for i in p.vector if i.scope == "unit" and i.space == "stat"]
         self.floats = {a: "scale_" for a in p.scalars}
         if len(p.scalars) > 1:
-            raise SpecError(f"{spec.name}: the NSA kernel takes one float attribute (the scale), got {list(p.scalars)}")
+            raise SpecError(f"{spec.name}: the NSA kernel takes one float attribute (the scale), got "
+                            f"{', '.join(p.scalars)}")
 
     # ---------------------------------------------------------------- workspace
     def tile_ctype(self, tile: str) -> str:

@@ -144,7 +144,8 @@ def attention_layout(g) -> AttentionLayout:
     roles["BS"] = bs[0]
     texts = [str(Sym(roles[r])) for r in ROLES]
     if len(set(texts)) != len(texts) or not all(x.isidentifier() for x in roles.values()):
-        raise Unsupported(s.result.name, s.loc, f"the attention roles need distinct plain dims, got {roles}")
+        raise Unsupported(s.result.name, s.loc, f"the attention roles need distinct plain dims, got "
+                          f"{', '.join(f'{r}={d}' for r, d in roles.items())}")
     return AttentionLayout(tuple((r, roles[r]) for r in ROLES), q, k, v, topk[0], cumulative, None, qdt.name)
 
 

@@ -309,7 +309,8 @@ def program_inputs(layout, spec, deterministic: bool = False) -> dict:
     out.update({"tBytes": ("bytes", dvar), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
                 "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")})
     if len(scale) != 1:
-        raise SpecError(f"{spec.name}: the attention kernel takes one float attribute (the score scale), got {scale}")
+        raise SpecError(f"{spec.name}: the attention kernel takes one float attribute (the score scale), got "
+                        f"{', '.join(scale) or 'none'}")
     out["scaleAttr"] = ("attr_bits", scale[0])
     return out
 
