@@ -8,7 +8,8 @@ is reduced per row, partial maxima / sums exchanged when something is), tails ov
 divide the 48 cores), several dtype rows. The kernel's outputs are compared with the oracle evaluated on the
 inputs the kernel got (in their declared dtypes, widened to float64), with a bound by output dtype: a few units
 of the dtype's rounding (2^-24 fp32, 2^-11 fp16, 2^-8 bf16) relative to the larger of the value and the mean
-magnitude of the output (sums and differences cancel), plus fp32 accumulation over the rows reduced. A case also
+magnitude of the output (sums and differences cancel), plus fp32 accumulation over the terms one output element
+sums (its own reduction length: H for a row statistic, the rows for a column sum; TERMS). A case also
 passes opgen's own check (CANN's precision rule against the interpreter) with zero emulation faults.
 """
 
@@ -145,6 +146,29 @@ ORACLES = {f.__name__: f for f in (rms_norm, rms_norm_grad, add_rms_norm, layer_
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad)}
 
+TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
+    "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
+    "add_rms_norm": {"y": "row", "rstd": "row"}, "layer_norm_grad": {"pd_x": "row", "pd_gamma": "rows",
+                                                                    "pd_beta": "rows"},
+    "softmax": {"y": "row"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
+}
+"""row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
+(elementwise) sum nothing."""
+
+
+def _terms(op, name, dims) -> int:
+    """Terms one element of output `name` of `op` sums over at `dims` (TERMS), 1 when it sums nothing."""
+    kind = TERMS.get(op, {}).get(name)
+    size = {k: int(np.prod(v)) if isinstance(v, tuple) else v for k, v in dims.items()}
+    if kind == "row":
+        return size["H"]
+    if kind == "seq":
+        return size["S"]
+    if kind == "rows":
+        return int(np.prod([v for k, v in size.items() if k != "H"]))
+    return 1
+
+
 F32, F16, BF16 = ({"T": "float32"}, {"T": "float16"}, {"T": "bfloat16"})
 # (op, dims, dtypes, attrs, strategies the case must take: 1 ROW_SPLIT, 2 COL_SPLIT, None either)
 CASES = [
@@ -208,10 +232,10 @@ def gen(tmp_path_factory):
     return out
 
 
-def _bound(ref, dtype, reduced_rows=1, scale=None):
-    """The error bound of the module docstring; `scale`: the magnitude of the terms an output is a difference of
-    (default: the output itself)."""
-    unit = UNIT[dtype] * 4 + 2.0**-24 * 4 * reduced_rows
+def _bound(ref, dtype, terms=1, scale=None):
+    """The error bound of the module docstring for an output summing `terms` values per element (_terms); `scale`:
+    the magnitude of the terms an output is a difference of (default: the output itself)."""
+    unit = UNIT[dtype] * 4 + 2.0**-24 * 4 * terms
     mag = np.abs(ref) if scale is None else np.maximum(np.abs(ref), scale)
     return unit * (mag + mag.mean())
 
@@ -225,14 +249,13 @@ def test_kernel_matches_the_float64_oracle(case, gen):
     if strategy is not None:
         assert r.tiling_key % 10 == strategy, r.tiling_key
     want = ORACLES[op](r.inputs, attrs)
-    rows = int(np.prod([np.prod(v) if isinstance(v, tuple) else v for v in dims.values()]))
     for name, ref in want.items():
         ref, scale = ref if isinstance(ref, tuple) else (ref, None)
         got = _f(r.arrays[name])
-        ref = np.broadcast_to(ref, got.shape)
+        assert got.shape == ref.shape, (name, got.shape, ref.shape)
         dt = str(r.arrays[name].dtype)
         err = np.abs(got - ref)
-        bound = _bound(ref, dt, rows, scale)
+        bound = _bound(ref, dt, _terms(op, name, dims), scale)
         assert np.all(err <= bound), (name, float(err.max()), float(bound[np.unravel_index(err.argmax(), err.shape)]))
 
 
@@ -297,7 +320,31 @@ def test_interpreter_exact_mode_matches_the_oracles():
         for name, ref in ORACLES[op](bound.arrays, attrs).items():
             ref, scale = ref if isinstance(ref, tuple) else (ref, None)
             g = _f(got[name])
-            ref = np.broadcast_to(ref, g.shape)
+            assert g.shape == ref.shape, (op, name, g.shape, ref.shape)
             mag = np.abs(ref) if scale is None else np.maximum(np.abs(ref), scale)
             assert np.all(np.abs(g - ref) <= 1e-12 * (mag + mag.mean())), (op, name)
     assert seen == set(ORACLES)
+
+
+def test_every_reduction_length_names_a_summing_output():
+    """TERMS names outputs of the examples, and every output that sums over something is in it (the bound of a
+    sum uses its own reduction length, not the whole domain's)."""
+    from opgen.registry import load_spec
+
+    for op in ORACLES:
+        spec = load_spec(str(EX / f"{op}.py"))
+        g = spec.graph(spec.keys()[0])
+        sums = set()
+        prod, outs = g.producers(), dict(g.outputs)
+        for name, v in outs.items():
+            stack, seen = [v], set()
+            while stack:
+                x = stack.pop()
+                n = prod.get(x)
+                if n is None or x in seen:
+                    continue
+                seen.add(x)
+                if n.op == "reduce" and n.attr("kind") in ("sum", "mean"):
+                    sums.add(name)
+                stack += list(n.inputs)
+        assert set(TERMS.get(op, {})) == sums, (op, sorted(sums), sorted(TERMS.get(op, {})))

@@ -104,25 +104,37 @@ def _dims(name):
 
 
 # ------------------------------------------------------------------------------------------------ renaming
-RENAMES = {   # new names are unique strings, so mapping them back is a plain replacement
-    "AdaLayerNormGrad": ({"Bd": "Lqq", "S": "Sqq", "H": "Hqq"}, {"dy": "dyqq", "x": "xqq", "gamma": "wqq"}),
-    "AdaLayerNormV2": ({"Bd": "Bqq", "S": "Lqq", "H": "Cqq"}, {"x": "inqq", "weight": "gqq", "bias": "bqq"}),
+RENAMES = {   # new names are unique strings, so mapping them back is a plain replacement; dims, inputs, dtype variables
+    "AdaLayerNormGrad": ({"Bd": "Lqq", "S": "Sqq", "H": "Hqq"}, {"dy": "dyqq", "x": "xqq", "gamma": "wqq"},
+                         {"T": "Xqq", "U": "Wtqq"}),
+    "AdaLayerNormV2": ({"Bd": "Bqq", "S": "Lqq", "H": "Cqq"}, {"x": "inqq", "weight": "gqq", "bias": "bqq"},
+                       {"T": "Dtqq", "U": "Etqq"}),
+    "NormRopeConcat": ({"B": "Bqq", "N": "Nqq", "D": "Dqq", "Sq": "Sqqq", "Seq": "Seqq", "Sk": "Skqq", "Sek": "Sekq",
+                        "R": "Rqq"}, {"query": "qry_qq", "key": "key_qq", "rope_cos": "cos_qq"}, {"T": "Xqq"}),
     "NormRopeConcatGrad": ({"B": "Bqq", "N": "Nqq", "D": "Dqq", "Sq": "Sqqq", "Seq": "Seqq", "Sk": "Skqq", "Sek": "Sekq",
-                            "R": "Rqq"}, {"grad_query_output": "gqo_qq", "query": "qry_qq", "rope_sin": "sin_qq"}),
+                            "R": "Rqq"}, {"grad_query_output": "gqo_qq", "query": "qry_qq", "rope_sin": "sin_qq"},
+                           {"T": "Xqq"}),
     "NsaSelectedAttention": ({"T1": "Tqq", "T2": "Tkk", "N1": "Hqq", "N2": "Hkk", "D": "Dqq", "Dv": "Dvv",
                               "CNT": "Blqq", "BS": "Wqq", "Bn": "Nbqq"},
-                             {"query": "qqq", "key": "kqq", "value": "vqq"}),
+                             {"query": "qqq", "key": "kqq", "value": "vqq"}, {"T": "Xqq", "M": "Mkqq"}),
+    "NsaSelectedAttentionGrad": ({"T1": "Tqq", "T2": "Tkk", "N1": "Hqq", "N2": "Hkk", "D": "Dqq", "Dv": "Dvv",
+                                  "CNT": "Blqq", "BS": "Wqq", "Bn": "Nbqq"},
+                                 {"attentionOutGrad": "dOqq", "softmaxMax": "smaxqq", "actualSeqQLen": "cuqqq"},
+                                 {"T": "Xqq"}),
+}
+FIXUPS = {   # text of a renamed copy that calls another bundled op by its own names: put those back
+    "NsaSelectedAttentionGrad": [('{"Xqq": inputs["query"]', '{"T": inputs["query"]')],
 }
 
 
-def _renamed_copy(op, dims, inputs, tmp_path) -> Path:
-    """A copy of bundled spec `op` with its dims and inputs renamed (whole words in the spec text and in its helper
-    modules, copied beside it under new module names: Python caches a module by name, and the bundled helper of the
-    same name may be imported already)."""
-    helpers = {f.stem: f"{f.stem}_renamed" for f in specs_dir().glob("_*.py")}
+def _renamed_copy(op, dims, inputs, tmp_path, dtypes=None) -> Path:
+    """A copy of bundled spec `op` with its dims, inputs and dtype variables renamed (whole words in the spec text
+    and in its helper modules, copied beside it under new module names: Python caches a module by name, and the
+    bundled helper of the same name may be imported already)."""
+    helpers = {f.stem: f"{f.stem}_renamed_{_snake(op)}" for f in specs_dir().glob("_*.py")}   # one per op
 
     def rename(src):
-        for old, new in {**dims, **inputs}.items():   # identifiers and names in strings, not attributes
+        for old, new in {**dims, **inputs, **(dtypes or {})}.items():   # identifiers and names in strings
             src = re.sub(rf"(?<![\w.]){old}(?!\w)", new, src)
         for old, new in helpers.items():
             src = re.sub(rf"\b{old}\b", new, src)
@@ -130,8 +142,12 @@ def _renamed_copy(op, dims, inputs, tmp_path) -> Path:
 
     for f in specs_dir().glob("_*.py"):
         (tmp_path / f"{helpers[f.stem]}.py").write_text(rename(f.read_text()))
+    text = rename((specs_dir() / f"{_snake(op)}.py").read_text())
+    for renamed, original in FIXUPS.get(op, []):
+        assert renamed in text, renamed
+        text = text.replace(renamed, original)
     out = tmp_path / f"{_snake(op)}.py"
-    out.write_text(rename((specs_dir() / f"{_snake(op)}.py").read_text()))
+    out.write_text(text)
     return out
 
 
@@ -142,15 +158,16 @@ def _snake(op):
 
 
 @pytest.mark.parametrize("op", sorted(RENAMES))
-def test_renaming_dims_and_inputs_gives_the_same_kernel(op, tmp_path):
-    """A copy of a bundled spec whose dims and inputs are renamed lowers through the same family to the same
-    kernel: the emitted op_kernel/ and tiling files equal the original's once the names are mapped back."""
+def test_renaming_dims_inputs_and_dtype_variables_gives_the_same_kernel(op, tmp_path):
+    """A copy of a bundled spec whose dims, inputs and dtype variables are renamed lowers through the same family to
+    the same kernel: the emitted op_kernel/ and tiling files equal the original's once the names are mapped back
+    (the kernels' roles, the data's dtype variable and the cumulative arrays among them, are read off the graph)."""
     from opgen.codegen import generate
 
-    dims, inputs = RENAMES[op]
-    copy = _renamed_copy(op, dims, inputs, tmp_path)
+    dims, inputs, dtypes = RENAMES[op]
+    copy = _renamed_copy(op, dims, inputs, tmp_path, dtypes)
     a, b = generate(load_spec(op)), generate(load_spec(str(copy)))
-    back = {new: old for old, new in {**dims, **inputs}.items()}
+    back = {new: old for old, new in {**dims, **inputs, **dtypes}.items()}
     checked = 0
     for path, text in a.items():
         if not (path.startswith("op_kernel/") or "_tiling." in path):
@@ -199,6 +216,32 @@ def test_no_operator_name_in_the_compiler():
         for line, s in _table_strings(ast.parse(path.read_text())):
             if any(op in s for op in OPS) or s in ("topk_indices", "topkIndices"):
                 hits.append(f"{path.relative_to(ROOT)}:{line}: {s!r}")
+    assert not hits, "\n".join(hits)
+
+
+def _compared_strings(tree) -> list[tuple[int, str]]:
+    """String constants compared with something (operands of a comparison, elements of a tuple / list / set that
+    is one) or used as a subscript."""
+    out = []
+    for node in ast.walk(tree):
+        cands = [node.left, *node.comparators] if isinstance(node, ast.Compare) else \
+            [node.slice] if isinstance(node, ast.Subscript) else []
+        cands += [e for c in cands if isinstance(c, (ast.Tuple, ast.List, ast.Set)) for e in c.elts]
+        out += [(c.lineno, c.value) for c in cands if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+    return out
+
+
+def test_no_dtype_variable_name_in_the_compiler():
+    """No dtype-variable name of a bundled spec (T, U, M) is compared or looked up in opgen/kernel, opgen/codegen,
+    opgen/tiling or opgen/check: which variable is a kernel's data type is read off the spec's graph."""
+    names = {c.name for op in OPS for c in load_spec(op).dtype_table}
+    assert names >= {"T", "U", "M"}
+    hits = []
+    for sub in ("kernel", "codegen", "tiling", "check"):
+        for path in sorted((ROOT / "opgen" / sub).rglob("*.py")):
+            for line, s in _compared_strings(ast.parse(path.read_text())):
+                if s in names:
+                    hits.append(f"{path.relative_to(ROOT)}:{line}: {s!r}")
     assert not hits, "\n".join(hits)
 
 

@@ -829,3 +829,22 @@ def test_constraints_are_part_of_the_ir_text():
     g = ada.graph(ada.keys()[0])
     assert "rank(Bd) >= 0, rank(Bd) <= 6" in print_graph(g).splitlines()[0]
     assert parse_graph(print_graph(g)) == g
+
+
+def test_bounds_prove_from_domains_relations_and_floors():
+    """opgen.ir.dims.Bounds: a lower bound from the dims' (min, max) boxes (every symbol shifted by its min), a
+    relation as a fact, floor division at most its numerator; unproven claims are False, not errors."""
+    from opgen.ir.dims import Bounds, Constraint, Lit, Prod, Sym
+
+    H, D, N, R, S = (Sym(x) for x in "H D N R S".split())
+    b = Bounds.of([Constraint(">=", H, Lit(1)), Constraint(">=", D, Lit(2)), Constraint("<=", D, Lit(1024)),
+                   Constraint(">=", N, Lit(1)), Constraint(">=", R, Lit(1)), Constraint(">=", S, Lit(1)),
+                   Constraint("<=", R, S)])
+    assert b.nonneg(N * D - D) and b.lower(N * D - D) == 0          # D * (N - 1), N >= 1
+    assert b.nonneg(D - D // 2) and b.nonneg(D // 2 - 1)            # floor: D // 2 <= D, D >= 2
+    assert b.nonneg(S - R) and not b.nonneg(R - S)                  # the relation R <= S
+    assert b.nonneg(H * Prod("Bd") - H)                             # a variadic product is >= 1
+    assert not b.nonneg(H - 64) and b.lower(H - 64) == -63
+    assert not b.nonneg(H - (H + 1)) and not b.nonneg(1024 - D * N)  # N unbounded above
+    assert b.nonneg(1024 - D) and not Bounds().nonneg(H)            # no box: nothing known
+    assert Bounds(floor=0).nonneg(H * N) and not Bounds(floor=0).nonneg(H - 1)

@@ -835,3 +835,21 @@ def test_fuse_one_launch_per_op_and_inputs_read_once():
             assert bool(k.workspace) == nsa
             used = {i for n in optimize(g).nodes for i in n.inputs}
             assert set(k.reads) == {p_.value.name for p_ in g.params if p_.kind == "input"} & used
+
+
+def test_the_emitting_build_runs_the_verifiers(monkeypatch):
+    """kernel_build (what generate emits from) verifies each specialisation's fused graph once and every kernel
+    stage's products (opgen.passes.pipeline.VerifyInstrument(every_tensor_pass=False))."""
+    from opgen.passes import pipeline
+    from opgen.registry import load_spec
+
+    real_unit, real_graph = pipeline.verify_unit, pipeline.verify
+    for example in ("rms_norm", "gelu"):   # gelu has no dims: the buffer proof checks the base case alone
+        seen, graphs = [], []
+        monkeypatch.setattr(pipeline, "verify_unit", lambda name, unit: (seen.append(name), real_unit(name, unit))[1])
+        monkeypatch.setattr(pipeline, "verify", lambda g: (graphs.append(g.name), real_graph(g))[1])
+        spec = load_spec(f"examples/specs/{example}.py")
+        spec.__dict__.pop("_opgen_kernel_build", None)
+        u = pipeline.kernel_build(spec)
+        assert seen == [p.__name__ for p in pipeline.KERNEL_PASSES] and u.proven, example
+        assert len(graphs) == len(spec.keys()), example

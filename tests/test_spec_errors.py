@@ -151,6 +151,12 @@ CASES = [
      [("(bf16, bf16)]", "(f16, f32)]")],
      "spec.dtypes(", "(f16, f32)", "dtype table row 3 (f16, f32) repeats row 2", "remove the repeated row", 2,
      False),
+    ("dtype-table-more-than-nine-rows",
+     [("import A2, DTypeVar,", "import A2, i32, DTypeVar,"),
+      ("[(f32, f32), (f16, f32), (bf16, bf16)]", "[(f32, f32), (f16, f32), (bf16, bf16), (f32, f16), (f16, f16), "
+       "(bf16, f16), (f32, bf16), (f16, bf16), (bf16, f32), (i32, f32)]")],
+     "spec.dtypes(", "(i32, f32)", "the dtype table has 10 rows, more than 9: the tiling key holds the 1-based row in "
+     "one decimal digit", "keep at most 9 dtype combinations", 1, False),
     ("dtype-columns-miss-a-variable",
      [("spec.dtypes((T, U), [(f32, f32), (f16, f32), (bf16, bf16)])", "spec.dtypes((T,), [(f32,), (f16,)])")],
      "spec.dtypes(", "(T,)", "dtype table has no column for U, used by gamma (at line 10)",
@@ -251,6 +257,10 @@ CASES = [
      [("y = y * gamma", "y = y * gamma.reshape([H, 1])")],
      "y = y * gamma", 'y * gamma.reshape([H, 1])', "mul: cannot broadcast [S, H] with [H, 1]",
      "reshape or broadcast_to", 1, True),
+    ("body-slice-past-the-axis",
+     [("y = x * 2.0 + eps", "y = x.slice(-1, 1, H + 1) * 2.0 + eps")],
+     "y = x.slice", "x.slice", "slice [1, H + 1) of axis -1 (extent H): H + 1 <= H does not follow from the dims' "
+     "declared ranges", "0 <= start <= stop <= extent", 1, True),
     ("body-tensor-truth-value",
      [("if gamma is not None:", "if gamma is not None and x:")],
      "if gamma is not None", "if", "a tensor has no truth value at trace time",
@@ -425,3 +435,26 @@ def test_cli_debug_shows_the_traceback(tmp_path):
     path, _ = write(tmp_path, [('like="x"', 'like="xq"')])
     p = _run("--debug", "interpret", path, "--dims", "S=3,H=4,R=2", "--out", tmp_path / "o.npz")
     assert p.returncode != 0 and "Traceback" in p.stderr and "SpecError" in p.stderr
+
+
+def test_slice_bounds_follow_from_domains_and_relations(tmp_path):
+    """A slice traces when 0 <= start <= stop <= extent follows from the dims' declared ranges (min=, max=, an
+    absent value), a `require` relation or floor division (D // 2 <= D); a start that may be negative or exceed
+    the stop is a SpecError naming the bound."""
+    base = GOOD.replace('spec.output("s", T, like="x")', 'spec.output("s", T, [SHAPE])')
+    good = [("x.slice(0, 0, R)", "R, H"),               # R <= S: spec.require
+            ("x.slice(-1, H // 2, H)", "S, H - H // 2"),   # floor division
+            ("x.slice(0, 1, S)", "S - 1, H")]             # S >= 1: declared min
+    for expr, shape in good:
+        path = tmp_path / "ok.py"
+        path.write_text(base.replace("SHAPE", shape).replace('"s": x}', f'"s": {expr}}}'))
+        s = load_spec(str(path))
+        s.graph(s.keys()[0])
+    bad = [("x.slice(0, R - 2, R)", "R - 2, H", "slice [R - 2, R) of axis 0 (extent S): 0 <= R - 2 does not follow"),
+           ("x.slice(0, R, 2)", "2 - R, H", "slice [R, 2) of axis 0 (extent S): R <= 2 does not follow"),
+           ("x.slice(0, 0, 64)", "64, H", "64 <= S does not follow")]
+    for expr, shape, msg in bad:
+        path = tmp_path / "bad.py"
+        path.write_text(base.replace("SHAPE", shape).replace('"s": x}', f'"s": {expr}}}'))
+        e = load_error(path, trace=True)
+        assert msg in e.message and e.line == base.count("\n", 0, base.index('return {"y"')) + 1, (e.message, e.line)

@@ -323,3 +323,61 @@ def test_compiled_tiling_programs_equal_the_expression_trees():
             assert prog.evaluate(inp) == want, (name, inp)
             checked += 1
     assert checked > 300 and errors > 10
+
+
+# (op, dims, dtypes, present, attrs): the specialisation that needs the most of every buffer, ROW_SPLIT and COL_SPLIT
+UB_CASES = [
+    ("AdaLayerNormGrad", {"Bd": (2,), "S": 7, "H": 1152}, {"T": "float16", "U": "float32"}, None, {}),
+    ("AdaLayerNormGrad", {"Bd": (2,), "S": 5, "H": 16000}, {"T": "float32", "U": "float32"}, None, {}),
+    ("AdaLayerNormV2", {"Bd": (3,), "S": 4, "H": 3000}, {"T": "bfloat16", "U": "float32"}, None, {}),
+    ("AdaLayerNormV2", {"Bd": (1,), "S": 3, "H": 30000}, {"T": "float32", "U": "float32"}, None, {}),
+    ("NormRopeConcatGrad", {"B": 1, "Sq": 5, "Seq": 3, "Sk": 4, "Sek": 2, "N": 2, "D": 128, "R": 6},
+     {"T": "bfloat16"}, None, {"norm_type": 2, "norm_added_type": 2, "rope_type": 2, "concat_order": 0}),
+    ("NormRopeConcat", {"B": 2, "Sq": 3, "Seq": 2, "Sk": 4, "Sek": 1, "N": 2, "D": 128, "R": 5},
+     {"T": "float16"}, None, {"norm_type": 2, "norm_added_type": 2, "rope_type": 1, "concat_order": 1}),
+]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("case", UB_CASES, ids=lambda c: f"{c[0]}-{'x'.join(str(v) for v in c[1].values())}")
+def test_the_kernel_allocates_the_buffer_plan(case):
+    """What the emitted kernel allocates in UB (measured by the emulation: the most bytes its InitBuffer calls
+    held at once on any AIV core) is covered by the tiling's buffer plan of the chosen strategy evaluated for the
+    call (rows of a pass x bytes per row + fixed bytes), within the plan's 32-byte rounding slack, and fits the
+    platform's UB: the counts the plan was derived from are the kernel's, checked without the counting code."""
+    from opgen.check import run_check
+    from opgen.tiling.buffers import fixed_bytes, row_bytes
+    from opgen.tiling.emit import evaluate
+
+    op, dims, dtypes, present, attrs = case
+    spec = load_spec(op)
+    prog, inputs, _doc = tiling(op)
+    r = run_check(op, dims=dims, dtypes=dtypes, attrs=attrs, present=present, seed=1, progress=False)
+    assert r.passed and not r.faults, r.faults[:3]
+    env = dict(dims)
+    plat = PLATFORMS[r.soc]
+    full = dict(r.attrs)
+    tl = evaluate(spec, prog, inputs, env, {k: _dt(v) for k, v in dtypes.items()}, plat,
+                  {a.name: full[a.name] for a in spec.static_attrs})
+    strategy = r.tiling_key % 10
+    plans = kbuild_plans(op)
+    plan = plans[strategy] if strategy in plans else plans[1]
+    rows = tl.get("rowsPerPass" if strategy == 1 else "groupRows", tl.get("rowsPerPass"))
+    planned = int(row_bytes(plan).ev(tl)) * rows + int(fixed_bytes(plan).ev(tl))
+    slack = sum(int(b.bytes().ev(tl)) * (rows if b.per_row else 1) for b in plan if b.name.endswith("Slack"))
+    assert 0 < r.ub_peak <= plat.ub_bytes, (r.ub_peak, plat.ub_bytes)
+    # the plan covers the kernel; what it holds beyond is its 32-byte rounding slack (under one fp32 row of a part)
+    assert r.ub_peak <= planned <= r.ub_peak + slack + 64, (op, strategy, r.ub_peak, planned, slack)
+
+
+def kbuild_plans(op):
+    """The buffer plans {strategy: [Buffer]} of bundled op `op`'s kernel build."""
+    from kbuild import build
+
+    return build(op).tiling.plans
+
+
+def _dt(name):
+    from opgen.ir.dtypes import parse_dtype
+
+    return parse_dtype(name)

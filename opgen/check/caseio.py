@@ -114,13 +114,14 @@ class DriverReport:
     launch_seconds: float = 0.0   # wall seconds of the emu::Launch call alone (no process start, no case I/O)
     vec_cycles: int = 0           # max over cores of the vector cost counter (emu/core.h CountVector)
     cube_cycles: int = 0          # max over cores of the cube cost counter (16x16x16 fractals)
+    ub_peak: int = 0              # max over AIV cores of the UB bytes the kernel's TPipe held at once (emu/tensor.h)
 
 
 def parse_report(text: str) -> DriverReport:
     """Parse the driver's report. Lines: `tiling ok` | `tiling fail <why>`, `block_dim N`, `tiling_key K`,
     `workspace_bytes W`, `tiling_bytes T`, `launch 0|1`, `ok 0|1`, `fault <message>` and `trap <core>` (repeatable),
     `gm <name> <bytes> <read> <written>` (repeatable), `seconds S` (launch wall time), `cycles VEC CUBE` (cost
-    counters, max over cores), `end`. Unknown lines are ignored."""
+    counters, max over cores), `ub_peak B` (UB bytes allocated at once, max over AIV cores), `end`. Unknown lines are ignored."""
     r = DriverReport()
     for line in text.splitlines():
         head, _, rest = line.partition(" ")
@@ -143,6 +144,8 @@ def parse_report(text: str) -> DriverReport:
         elif head == "cycles":
             vec, cube = rest.split()
             r.vec_cycles, r.cube_cycles = int(vec), int(cube)
+        elif head == "ub_peak":
+            r.ub_peak = int(rest)
         elif head == "end":
             r.complete = True
     return r

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from opgen.ir.dtypes import DTypeVar, dtype_name
+
 THRESHOLD = {"float32": 2.0**-13, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 """Th per output dtype (dtype long name): MERE < Th and MARE < 10 Th."""
 SMALL_VALUE = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-14}
@@ -178,15 +180,15 @@ def rounded_intermediate_failure(actual, golden, dtype: str) -> str | None:
 
 def rounded_intermediate_outputs(graph) -> set[str]:
     """Names of the outputs of tensor-IR `graph` that depend on an intermediate rounded to a 16-bit type: a `cast`
-    with a round mode other than "none" to f16/bf16/T whose result is not itself an output (it is widened again and
+    with a round mode other than "none" to f16/bf16 or a dtype variable whose result is not itself an output (it is widened again and
     consumed, like NSA's P and dS before their matmuls)."""
     outputs = {v for _n, v in graph.outputs}
     uses = graph.uses()
     seeds = set()
     for n in graph.nodes:
         to = n.attr("to")
-        name = getattr(to, "value", None) if isinstance(getattr(to, "value", None), str) else getattr(to, "name", "")
-        if (n.op == "cast" and n.attr("round") not in (None, "none") and name in ("f16", "bf16", "T")
+        if (n.op == "cast" and n.attr("round") not in (None, "none")
+                and (isinstance(to, DTypeVar) or dtype_name(to) in ("f16", "bf16"))
                 and n.result.name not in outputs and uses.get(n.result.name)):
             seeds.add(n.result.name)
     tainted, todo = set(seeds), list(seeds)

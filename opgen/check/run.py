@@ -53,7 +53,8 @@ class CheckResult:
     produced output written once (bytes, from the tensors' sizes); block_dim, tiling_key; workspace_bytes:
     the whole workspace (system part included, bytes); faults: emulation faults and driver problems (one
     line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "asan");
-    build_dir; builds: the ninja runs (BuildRun) of this check, in order; gm_reference / gm_reference_source: the
+    build_dir; builds: the ninja runs (BuildRun) of this check, in order; ub_peak: the UB bytes the kernel's
+    InitBuffer calls held at once (max over the AIV cores; what its buffer plan must cover); gm_reference / gm_reference_source: the
     reference's estimate of the GM bytes CANN's kernel moves for the same call (bytes; None for ops without one,
     OpSpec.gm_reference) and which estimate it is."""
 
@@ -80,6 +81,7 @@ class CheckResult:
     builds: list = field(default_factory=list)
     seconds: dict = field(default_factory=dict)   # wall s: "interpret" (device mode), "launch" (driver run), "kernel"
     cycles: dict = field(default_factory=dict)    # cost counters, max over cores: {"vector": n, "cube": n}
+    ub_peak: int = 0   # UB bytes the kernel's InitBuffer calls held at once, max over the AIV cores
     gm_reference: int | None = None   # the reference's GM estimate for CANN's kernel on this call (OpSpec.gm_reference)
     gm_reference_source: str = ""     # which estimate (reference section / template)
 
@@ -368,6 +370,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.launched, res.gm = rep.launched, rep.gm
     res.seconds["kernel"] = rep.launch_seconds
     res.cycles = {"vector": rep.vec_cycles, "cube": rep.cube_cycles}
+    res.ub_peak = rep.ub_peak
     res.gm_bytes = sum(x.read + x.written for x in rep.gm.values())
     res.faults = list(rep.faults)
     res.traps = list(rep.traps)

@@ -490,7 +490,7 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
     for attrs, key, hp in low.programs:
         brow, arow, mask = [-1] * nslots, [-1] * nslots, 0
         for j, part0 in enumerate(hp.parts):
-            _check_dtypes(spec, part0)
+            _check_dtypes(spec, part0, data_dtype(spec, low))
             slot = low.slot_of[(key, j)]
             part = renamed[(key, j)]
             bt = body_text(part)
@@ -539,13 +539,11 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
             "kTab": "RoPE table rows", "kCol": "column rows of a part", "kAcc": "column accumulators of a part",
             "kPerm": "Gather offset tables", "kSign": "sign rows", "kCond": "row conditions of a part",
             "kAccOutputs": "column outputs summed across cores"}
-    dvars = [c.name for c in spec.dtype_table]
-    if dvars != ["T"]:
-        raise SpecError(f"{spec.name}: head-row kernels take one dtype variable T (got {dvars})")
+    dvar = data_dtype(spec, low)
     dtype_keys = []
     keys = [key for _a, key, _h in low.programs]
     for r, row in enumerate(spec.dtype_rows, start=1):
-        dt = row["T"]
+        dt = row[dvar]
         dtype_keys.append((CTYPE[str(getattr(dt, "value", dt))], [k * 100 + r * 10 + 1 for k in keys]))
     cls = f"{spec.name}Kernel"
     ctx = {
@@ -584,13 +582,28 @@ def _radices(spec):
     return out
 
 
-def _check_dtypes(spec, part: HeadPart) -> None:
+def data_dtype(spec, low) -> str:
+    """The dtype variable of a head-row kernel's data (the C++ template parameter T of the kernel class): the dtype
+    of the part tensors that are not per-row statistics, read off the lowered parts, which must be one dtype
+    variable of the spec's table. Raises SpecError otherwise."""
+    seen = sorted({m.dtype for _a, _k, hp in low.programs for part in hp.parts for m in part.maps
+                   if m.space != "stat"})
+    dvars = [c.name for c in spec.dtype_table]
+    if len(seen) != 1 or seen[0] not in dvars:
+        raise SpecError(f"{spec.name}: head-row kernel: its head rows, tables and columns have dtypes "
+                        f"{', '.join(seen) or 'none'}; the kernel takes them in one dtype variable of the dtype table "
+                        f"({', '.join(dvars) or 'none declared'})")
+    return seen[0]
+
+
+def _check_dtypes(spec, part: HeadPart, dvar: str) -> None:
+    """Every per-row statistic of `part` is f32, every other tensor of dtype variable `dvar`."""
     for m in part.maps:
-        want = "f32" if m.space == "stat" else "T"
+        want = "f32" if m.space == "stat" else dvar
         if m.dtype != want:
             raise SpecError(f"{spec.name}: head-row kernel: {m.space} tensor {m.tensor} has dtype {m.dtype}; the "
                             f"kernel expects {want}")
 
 
-__all__ = ["Lowered", "full_keys", "lower_spec", "check_presence_variants", "emit_head_kernel", "instr_lines",
+__all__ = ["Lowered", "data_dtype", "full_keys", "lower_spec", "check_presence_variants", "emit_head_kernel", "instr_lines",
            "body_lines", "addr_lines", "accumulated_outputs", "addressing_dims"]

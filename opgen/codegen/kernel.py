@@ -25,9 +25,10 @@ from opgen.codegen.names import op_snake
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, as_dim
 from opgen.kernel.rowlayout import PiecewiseView
-from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowProgram, per_row
+from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowProgram, attr_names, per_row
 
-CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
+CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t"}
+"""C++ element type of each dtype a rows kernel reads or writes (opgen.kernel.rows.READS, WRITES)."""
 
 
 @dataclass
@@ -425,10 +426,6 @@ def _col_final_lines(prog: RowProgram, addr: _Addr) -> list[str]:
     return out
 
 
-def _attr_names(i: Instr) -> list[str]:
-    return [m for m in re.findall(r"attr_([A-Za-z0-9_]+)", i.arg)]
-
-
 def class_context(spec, v: Variant, dims: DimFields) -> dict:
     """The template context of one kernel class (templates/op_kernel/row_kernel.h.j2)."""
     p = v.prog
@@ -469,7 +466,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
                    for lv in levels],
         "final_body": col_pr.phase_body(None), "col_final": barriers(_col_final_lines(p, addr)),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
-        "float_attrs": sorted({x for i in p.instrs for x in _attr_names(i)}),
+        "float_attrs": sorted({x for i in p.instrs for x in attr_names(i.arg)}),
         "uses_max": any(i.kind == "rmax" for i in p.instrs),
         "strided": any(o for o in addr.off_funcs()),
     }

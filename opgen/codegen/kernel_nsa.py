@@ -20,6 +20,7 @@ import re
 
 from opgen.codegen.names import op_snake
 from opgen.errors import SpecError
+from opgen.ir.dtypes import dtype_name
 from opgen.kernel.nsa import NsaProgram, print_program, shape_key
 from opgen.tiling.nsa import WS_ALIGN
 
@@ -37,35 +38,26 @@ FLAGS = [("FLAG_C2V", 1, "AIC -> its AIVs: the item's cube results are in the wo
 """Cross-core flag ids (mode 2; reference §1.6: ids 0..10 on Atlas A2/A3)."""
 
 
-def _dt(dt) -> str:
-    v = getattr(dt, "value", None)
-    return v if isinstance(v, str) else getattr(dt, "name", str(dt))
-
-
-def _ctype(spec, name: str) -> str:
-    """C++ element type of spec input/output `name` (T for the dtype variable)."""
+def _ctype(spec, name: str, data: str) -> str:
+    """C++ element type of spec input/output `name`: the kernel's template parameter T for the data's dtype variable
+    `data` (opgen.kernel.attention.AttentionLayout.dtype). Raises SpecError for another dtype variable."""
     for p in list(spec.inputs) + list(spec.outputs):
         if p.name == name:
-            d = _dt(p.dtype)
-            return "T" if d == "T" else CTYPE[d]
+            d = dtype_name(p.dtype)
+            if d == data:
+                return "T"
+            if d not in CTYPE:
+                raise SpecError(f"{spec.name}: the attention kernel reads {name} of dtype variable {d}; it takes one "
+                                f"dtype variable, the data's ({data})")
+            return CTYPE[d]
     raise SpecError(f"{spec.name}: no parameter {name}")
-
-
-def _index_inputs(spec) -> tuple[str, str, str]:
-    """(topk, cumulative query ends, cumulative kv ends): the int32 [T1, N2, CNT] input and the two int64 [Bn]
-    inputs in spec order (reference §1.3)."""
-    topk = [i.name for i in spec.inputs if _dt(i.dtype) == "i32"]
-    cus = [i.name for i in spec.inputs if _dt(i.dtype) == "i64"]
-    if len(topk) != 1 or len(cus) != 2:
-        raise SpecError(f"{spec.name}: the NSA kernel needs one int32 topk input and two int64 cumulative arrays")
-    return topk[0], cus[0], cus[1]
 
 
 class _Printer:
     """C++ statements of one NsaProgram (module doc)."""
 
-    def __init__(self, spec, p: NsaProgram, counts, slots: int, tokens: dict):
-        self.spec, self.p, self.counts, self.slots, self.tokens = spec, p, counts, slots, tokens
+    def __init__(self, spec, p: NsaProgram, counts, slots: int, tokens: dict, data: str):
+        self.spec, self.p, self.counts, self.slots, self.tokens, self.data = spec, p, counts, slots, tokens, data
         self.row_cap = "L_" if p.full_rows else "Lc_"
         self.tile_que = {}
         self.stat_que = {}
@@ -77,11 +69,18 @@ class _Printer:
         self.unit_stats = [i.dst for i in p.vector if i.scope == "unit" and i.space == "stat"]
         self.floats = {a: "scale_" for a in p.scalars}
         if len(p.scalars) > 1:
-            raise SpecError(f"{spec.name}: the NSA kernel takes one float attribute (the scale), got {list(p.scalars)}")
+            raise SpecError(f"{spec.name}: the NSA kernel takes one float attribute (the scale), got "
+                            f"{', '.join(p.scalars)}")
 
     # ---------------------------------------------------------------- workspace
     def tile_ctype(self, tile: str) -> str:
-        return "float" if self.p.tiles[tile] == "f32" else "T"
+        """C++ element type of workspace tile `tile`: float, or the kernel's T for the data's dtype variable."""
+        dt = self.p.tiles[tile]
+        if dt == "f32":
+            return "float"
+        if dt != self.data:
+            raise SpecError(f"{self.spec.name}: workspace tile {tile} has dtype {dt}, not the data's {self.data}")
+        return "T"
 
     def regions(self) -> list[tuple[str, str, str]]:
         """(GlobalTensor member, element type, byte offset in the user workspace) of every workspace region."""
@@ -153,7 +152,7 @@ class _Printer:
     def _acc_out(self, c) -> list[str]:
         n = MEMBER[c.n]
         if c.dest == "out":
-            ct = _ctype(self.spec, c.target)
+            ct = _ctype(self.spec, c.target, self.data)
             return [f"FixRows<{ct}>(gm_{c.target}[(x.t * N1_ + x.h0) * {n}], acc_, x.rows, {n}, x.mPad, {n});"]
         return [f"FixRows<float>(ws_{c.target}[(x.t * N1_ + x.h0) * {n}], acc_, x.rows, {n}, x.mPad, {n});"]
 
@@ -379,7 +378,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
 
     lay = lowered.layout
     snake = op_snake(spec.name)
-    topk, cuq, cukv = _index_inputs(spec)
+    topk, (cuq, cukv) = lay.topk, lay.cumulative
     opts = [i for i in spec.inputs if i.optional]
     classes, by_text = [], {}
     variants: dict[int, list] = {}
@@ -387,7 +386,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
         text = print_program(p)
         pipe = pipelined(p)
         if text not in by_text:
-            pr = _Printer(spec, p, counts, counts.slots, lay.tokens)
+            pr = _Printer(spec, p, counts, counts.slots, lay.tokens, lay.dtype)
             loaded: set = set()
             cube1 = pr.cube(1, loaded)
             cube2 = pr.cube(2, loaded if not pipe else set())
@@ -402,7 +401,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
             by_text[text] = cls
             classes.append({
                 "name": cls, "doc": _doc(p),
-                "gm": [(n, _ctype(spec, n)) for n in names if n in used],
+                "gm": [(n, _ctype(spec, n, lay.dtype)) for n in names if n in used],
                 "unused": [n for n in names if n not in used],
                 "topk": topk, "cuq": cuq, "cukv": cukv,
                 "regions": pr.regions(), "slots": counts.slots, "pipelined": pipe, "full_rows": p.full_rows,
@@ -423,10 +422,10 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
                            if not _never_read(spec, n)) or "true"
         variants.setdefault(attr_key(spec, attrs), []).append((cond, by_text[text]))
     keys = []
-    dvar = [c.name for c in spec.dtype_table][0]
+    dvar = lay.dtype
     strategies = [tnsa.STRATEGY] + ([tnsa.DETERMINISTIC] if any(c["det"] for c in classes) else [])
     for r, row in enumerate(spec.dtype_rows, start=1):
-        ctype = CTYPE[_dt(row[dvar])]
+        ctype = CTYPE[dtype_name(row[dvar])]
         for ak, vs in sorted(variants.items()):
             for st in strategies:
                 keys.append((ak * 100 + r * 10 + st, ctype, _dedupe(vs)))

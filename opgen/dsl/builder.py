@@ -58,6 +58,7 @@ class Builder:
         self.nodes: list[Node] = []
         self._n = 0
         self._cse: dict = {}
+        self.bounds = None   # opgen.ir.dims.Bounds of the spec's dims (slice bounds are proven against them)
 
     # -- core -------------------------------------------------------------------------------
     def emit(self, op: str, inputs, **attrs) -> "Tensor":
@@ -82,6 +83,23 @@ class Builder:
         t = Tensor(self, v)
         self._cse[key] = t
         return t
+
+    def check_slice(self, x: "Tensor", axis: int, start, stop) -> None:
+        """Prove 0 <= start <= stop <= dim for a slice of `x` along `axis` (dim: x's extent there) from `bounds`.
+        Raises SpecError at the spec line naming the bound that does not follow."""
+        if self.bounds is None:
+            return
+        shape = tuple(x.value.type.shape)
+        dim = shape[axis % len(shape)]
+        if not isinstance(dim, DimExpr):   # a variadic group: the slice's type rule refuses it
+            return
+        for e, rule in ((start, f"0 <= {start}"), (stop - start, f"{start} <= {stop}"),
+                        (as_dim(dim) - stop, f"{stop} <= {dim}")):
+            if not self.bounds.nonneg(e):
+                raise spec_error(caller_loc(), f"slice [{start}, {stop}) of axis {axis} (extent {dim}): {rule} does not "
+                                 f"follow from the dims' declared ranges",
+                                 "slice inside the axis (0 <= start <= stop <= extent), or declare the dims' min=/max= "
+                                 "or spec.require(...) the relation")
 
     def _as_tensor(self, x):
         if isinstance(x, Tensor):
@@ -318,8 +336,12 @@ class Tensor:
         return self.b.emit("broadcast", (self,), shape=tuple(_shape(shape)))
 
     def slice(self, axis, start, stop, step=1):
-        """Elements start..stop (step) of `axis`; start/stop may be dim expressions."""
-        return self.b.emit("slice", (self,), axis=axis, start=as_dim(start), stop=as_dim(stop), step=step)
+        """Elements start..stop (step) of `axis`; start/stop may be dim expressions. 0 <= start <= stop <= the
+        axis' dim must follow from the dims' declared ranges and the spec's `require` relations (SpecError at the
+        spec line otherwise)."""
+        out = self.b.emit("slice", (self,), axis=axis, start=as_dim(start), stop=as_dim(stop), step=step)
+        self.b.check_slice(self, axis, as_dim(start), as_dim(stop))
+        return out
 
     def cast(self, to, round="none"):
         """Convert to dtype `to` with round mode `round` (none|rint|round)."""

@@ -30,6 +30,7 @@ import itertools
 import keyword
 import os
 import re
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -45,6 +46,9 @@ from opgen.ir.verify import verify
 
 F32 = DType.f32
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_DTYPE_ROWS = 9
+"""Most rows of a dtype table: the tiling key is attrKey * 100 + dtypeKey * 10 + strategy, the 1-based dtype row in
+one decimal digit (opgen.tiling.rowkernel, headkernel, nsa; a wider radix is future work)."""
 
 
 # C and C++ keywords (OpDef, kernel and aclnn parameter names become C++ identifiers)
@@ -200,6 +204,12 @@ class Bound:
     attrs: dict
     dtypes: dict
     env: dict
+
+
+def _short_loc(loc) -> str:
+    """A declaration's location in the form of a node's (`file.py:line`, opgen.dsl.builder)."""
+    path, _, line = str(loc).rpartition(":")
+    return f"{os.path.basename(path)}:{line}" if path else str(loc)
 
 
 def _norm_shape(shape) -> tuple:
@@ -491,6 +501,11 @@ class OpSpec:
                                  "remove the repeated row (each supported binary is listed once)", arg=(1, "rows"),
                                  item=k)
             out.append(row)
+        if len(out) > MAX_DTYPE_ROWS:
+            raise spec_error(loc, f"the dtype table has {len(out)} rows, more than {MAX_DTYPE_ROWS}: the tiling key "
+                             f"holds the 1-based row in one decimal digit (attrKey * 100 + dtypeKey * 10 + strategy)",
+                             f"keep at most {MAX_DTYPE_ROWS} dtype combinations (split the operator, or fix a "
+                             f"column's dtype)", arg=(1, "rows"), item=MAX_DTYPE_ROWS)
         self.dtype_table = cols
         self.dtype_rows = out
         self._dtypes_loc = loc
@@ -769,6 +784,16 @@ class OpSpec:
         self._keys_cache = tuple(out)
         return out
 
+    def key_text(self, key: SpecKey) -> str:
+        """One specialisation in words, for messages: its static attributes, the presence of the optional inputs
+        and the shape form of each multi-form input (`mode=1, shift absent, scale [Bd, 1, H]`)."""
+        parts = [f"{a.name}={v}" for a, v in zip(self.static_attrs, key.static)]
+        opts = [i for i in self.inputs if i.optional]
+        parts += [f"{i.name} {'present' if p else 'absent'}" for i, p in zip(opts, key.present)]
+        multi = [i for i in self.inputs if len(i.shapes) > 1]
+        parts += [f"{i.name} {shape_str(i.shapes[f])}" for i, f in zip(multi, key.forms)]
+        return ", ".join(parts) or "the only specialisation"
+
     def _compute_keys(self):
         opts = [i for i in self.inputs if i.optional]
         free = [i for i in opts if i.when is None]
@@ -930,6 +955,7 @@ class OpSpec:
                     if isinstance(d, Sym):
                         bound_syms.add(d.name)
         absent = {n: Lit(d.absent) for n, d in self.dims_.items() if d.absent is not None and n not in bound_syms}
+        b.bounds = self._bounds(absent)
         for i in self.inputs:
             if i.optional and not present[i.name]:
                 kwargs[i.name] = None
@@ -941,6 +967,8 @@ class OpSpec:
             t = Tensor(b, v)
             if isinstance(i.dtype, DTypeVar) or (i.dtype.is_float and i.dtype != F32):
                 t = b.cast(t, F32)
+                if b.nodes and b.nodes[-1].result is t.value and i.loc:   # the widening belongs to the declaration
+                    b.nodes[-1] = dataclasses.replace(b.nodes[-1], loc=_short_loc(i.loc))
             kwargs[i.name] = t
         for a, v in zip(self.static_attrs, key.static):
             kwargs[a.name] = v
@@ -994,10 +1022,13 @@ class OpSpec:
                                  f"{shape_str(want)} (at {self._where(o.loc)})",
                                  f"reshape or broadcast the result to {shape_str(want)}, or fix the declaration")
             if o.dtype != t.dtype:
+                n_before = len(b.nodes)
                 if not (isinstance(o.dtype, DTypeVar) or o.dtype.is_float):
                     t = b.cast(t, o.dtype)
                 else:
                     t = b.cast(t, o.dtype, self.round)
+                if len(b.nodes) > n_before and o.loc:   # the narrowing belongs to the declaration
+                    b.nodes[-1] = dataclasses.replace(b.nodes[-1], loc=_short_loc(o.loc))
             outputs.append((name, t.value.name))
         for o in self.outputs:
             if not o.optional and o.name not in result:
@@ -1011,6 +1042,17 @@ class OpSpec:
             for d in p_.value.type.shape:
                 used |= d.symbols()
         return Graph(self.name, tuple(params), tuple(b.nodes), tuple(outputs), self._ir_constraints(absent, used))
+
+    def _bounds(self, absent: dict):
+        """What the body may assume of the dims (opgen.ir.dims.Bounds): the declared domains (an absent dim its
+        absent value) and the `require` relations."""
+        from opgen.ir.dims import Bounds
+
+        dom = {n: ((a.value, a.value) if (a := absent.get(n)) is not None else (d.min, d.max))
+               for n, d in self.dims_.items()}
+        dom.update({str(Rank(v.name)): (v.min_rank, v.max_rank) for v in self.variadics.values()})
+        rel = [Constraint(c.op, subst(c.lhs, absent), subst(c.rhs, absent)) for c, _p, _r, _l in self.constraints]
+        return Bounds.of(rel, dom)
 
     def _ir_constraints(self, absent: dict, used: set) -> tuple:
         """The dim domains (min, max, multiple_of) and `require` relations over the dims this specialisation

@@ -373,3 +373,107 @@ class Constraint:
             return f"{self} ({self.lhs.evaluate(env)} {self.op} {self.rhs.evaluate(env)})"
         except SpecError:
             return str(self)
+
+
+# ------------------------------------------------------------------------------------------------ bounds
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What is known of the dims of a spec: `box` {atom text: (min, max or None)} for symbols (and `rank(Bd)`),
+    and `facts`, dim expressions known to be >= 0 (from `require` relations); a symbol outside the box is at least
+    `floor` (None: unbounded). A variadic product `prod(Bd)` is at least 1 (every dim of a group is >= 1); `a // k`
+    (k >= 1) lies in [min(a) // k, max(a) // k] and is at most a.
+
+    `lower(e)` is a lower bound of e over the box (sound, not tight: every atom is shifted by its minimum, a = min +
+    a' with a' in [0, max - min], and the monomials of the shifted polynomial bounded one by one); `nonneg(e)`
+    proves e >= 0 from the box alone or from the box and one fact (e - fact >= 0)."""
+
+    box: tuple = ()     # ((atom text, (lo, hi)), ...)
+    facts: tuple = ()
+    floor: int | None = None   # the minimum of a symbol the box does not name (None: unbounded)
+
+    @staticmethod
+    def of(constraints, domains: dict | None = None) -> "Bounds":
+        """Bounds from IR constraints (opgen.ir.core.Graph.constraints: `s >= lo`, `s <= hi`, relations) and an
+        optional {symbol: (lo, hi)} of declared domains."""
+        box: dict = dict(domains or {})
+        facts = []
+        for c in constraints:
+            lhs, rhs = as_dim(c.lhs), as_dim(c.rhs)
+            if isinstance(lhs, (Sym, Rank)) and isinstance(rhs, Lit) and c.op in (">=", "<="):
+                lo, hi = box.get(str(lhs), (None, None))
+                if c.op == ">=":
+                    lo = rhs.value if lo is None else max(lo, rhs.value)
+                else:
+                    hi = rhs.value if hi is None else min(hi, rhs.value)
+                box[str(lhs)] = (lo, hi)
+                continue
+            if c.op in ("<=", "<"):
+                facts.append(rhs - lhs - (1 if c.op == "<" else 0))
+            elif c.op in (">=", ">"):
+                facts.append(lhs - rhs - (1 if c.op == ">" else 0))
+            elif c.op == "==":
+                facts += [lhs - rhs, rhs - lhs]
+        return Bounds(tuple(sorted(box.items())), tuple(facts))
+
+    def range(self, a) -> tuple:
+        """(lo, hi) of one atom (a Sym, Prod, Rank or an opaque // or % expression); None where unknown."""
+        box = dict(self.box)
+        if str(a) in box:
+            return box[str(a)]
+        if isinstance(a, Prod):
+            return (max(1, self.floor or 0), None)
+        if isinstance(a, Rank):
+            return (0, None)
+        if isinstance(a, Sym):
+            return (self.floor, None)
+        if isinstance(a, Bin) and isinstance(a.rhs, Lit) and a.rhs.value >= 1:
+            lo = self.lower(a.lhs)
+            hi = -self.lower(Lit(0) - a.lhs)
+            if a.op == "//" and lo >= 0:
+                return (int(lo) // a.rhs.value, None if hi == INF else int(hi) // a.rhs.value)
+            if a.op == "%" and lo >= 0:
+                return (0, a.rhs.value - 1)
+        return (None, None)
+
+    def lower(self, e) -> float:
+        """A lower bound of dim expression e (-inf when the box does not bound it)."""
+        p = _poly(as_dim(e))
+        atoms = {a for m in p for a in m}
+        rng = {a: self.range(a) for a in atoms}
+        shifted: DimExpr = Lit(0)   # e with every atom a replaced by a' + lo(a)
+        for m, c in p.items():
+            term: DimExpr = Lit(c)
+            for a in m:
+                lo = rng[a][0]
+                if lo is None:
+                    return -INF if c else 0
+                term = term * (a + lo)
+            shifted = shifted + term
+        total = 0.0
+        for m, c in _poly(shifted).items():
+            if c > 0 or not m:
+                total += c if not m else 0
+                continue
+            width = 1
+            for a in m:
+                lo, hi = rng[a]
+                if hi is None:
+                    return -INF
+                width *= hi - lo
+            total += c * width
+        return total
+
+    def nonneg(self, e) -> bool:
+        """Whether e >= 0 for every value of the dims the bounds allow (a proof, or False when none is found)."""
+        e = as_dim(e)
+        if self.lower(e) >= 0:
+            return True
+        floors = [a for m in _poly(e) for a in m if isinstance(a, Bin) and a.op == "//" and isinstance(a.rhs, Lit)
+                  and a.rhs.value >= 1 and self.lower(a.lhs) >= 0]
+        for f in list(self.facts) + [a.lhs - a for a in floors]:
+            if self.lower(e - f) >= 0:
+                return True
+        return False

@@ -123,3 +123,8 @@ class DTypeVar:
 
 
 DTypeLike = DType | DTypeVar
+
+
+def dtype_name(dt) -> str:
+    """The IR name of a dtype ("f32", "i32", ...) or the name of a dtype variable ("T", "U", ...)."""
+    return dt.value if isinstance(dt, DType) else getattr(dt, "name", str(dt))

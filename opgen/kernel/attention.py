@@ -4,8 +4,9 @@
 result reaches `exp` (through the scale and the mask) is the score product S = Q Kselᵀ; its A operand is the
 query [T1, N1, D] (grouped as [T1, N2, G, D]), its B operand a gather of the key [T2, N2, D]; the other gathered
 input is the value [T2, N2, Dv]; the integer input the gather rows are computed from is the topk table
-[T1, N2, CNT]; the int64 inputs are the cumulative sequence arrays [Bn]; the keys per unit L = CNT * BS give the
-block size BS (the dim an integer attribute binds). Each role's dim becomes a letter of the NSA lowering
+[T1, N2, CNT]; the int64 inputs are the cumulative sequence arrays [Bn], the query ends being the one compared with
+the token positions (to find each token's batch), the kv ends the other; the keys per unit L = CNT * BS give the
+block size BS (the dim an integer attribute binds); the query's dtype variable is the kernel's data type. Each role's dim becomes a letter of the NSA lowering
 (`tokens`, opgen.kernel.nsa.shape_key) and an input of the tiling program (opgen.tiling.nsa). Facts:
 reference/nsa_selected_attention.md §2.1-§2.5.
 
@@ -16,10 +17,12 @@ program (workspaced outputs finished by a final pass), emit with opgen.codegen.k
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from opgen.errors import IRError
 from opgen.ir.dims import Sym, as_dim
+from opgen.ir.dtypes import DTypeVar, dtype_name
 from opgen.kernel.family import Family, Lowered
 from opgen.kernel.rowlayout import Unsupported
 
@@ -29,16 +32,18 @@ ROLES = ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "BS", "Bn")
 
 @dataclass(frozen=True)
 class AttentionLayout:
-    """The dims of the attention roles ({role: dim symbol name}), the query/key/value/topk/cumulative inputs, and the
-    integer attribute that binds the block size (None when BS is a shape dim)."""
+    """The dims of the attention roles ({role: dim symbol name}), the query/key/value/topk inputs, the cumulative
+    sequence arrays (query ends, kv ends), the integer attribute that binds the block size (None when BS is a
+    shape dim) and the dtype variable of the data (the query's)."""
 
     dims: tuple          # ((role, symbol), ...) in ROLES order
     query: str
     key: str
     value: str
     topk: str
-    cumulative: tuple
+    cumulative: tuple    # (query ends, kv ends)
     block_attr: str | None
+    dtype: str = ""
 
     def dim(self, role: str) -> str:
         """The spec dim symbol of `role`."""
@@ -99,14 +104,30 @@ def attention_layout(g) -> AttentionLayout:
         raise Unsupported(s.result.name, s.loc, f"{len(others)} gathered inputs besides the key; selected attention "
                           f"gathers a key and a value")
     v = others[0]
-    from opgen.kernel.nsa import _dt
-
-    ints = [p for p in g.params if p.kind == "input" and _dt(p.value.type.dtype) == "i32"]
-    longs = [p.value.name for p in g.params if p.kind == "input" and _dt(p.value.type.dtype) == "i64"]
+    ints = [p for p in g.params if p.kind == "input" and dtype_name(p.value.type.dtype) == "i32"]
+    longs = [p.value.name for p in g.params if p.kind == "input" and dtype_name(p.value.type.dtype) == "i64"]
     topk = [p.value.name for p in ints if len(p.value.type.shape) == 3]
     if len(topk) != 1 or len(longs) != 2:
         raise Unsupported(s.result.name, s.loc, "selected attention reads one int32 [T1, N2, CNT] topk table and two "
                           "int64 cumulative sequence arrays")
+
+    def compared(v, depth=0):   # v (through views) is an operand of a comparison: the token -> batch search
+        for u in uses.get(v, []):
+            if u.op in ("lt", "le", "gt", "ge") or (u.op in ("reshape", "broadcast", "cast") and depth < 8
+                                                   and compared(u.result.name, depth + 1)):
+                return True
+        return False
+
+    cu_q = [c for c in longs if compared(c)]
+    if len(cu_q) != 1:
+        raise Unsupported(s.result.name, s.loc, f"{len(cu_q)} of the cumulative arrays {', '.join(longs)} are compared "
+                          f"with the token positions; selected attention finds each token's batch from the query ends "
+                          f"alone")
+    cumulative = (cu_q[0], next(c for c in longs if c != cu_q[0]))
+    qdt = vals[q].type.dtype
+    if not isinstance(qdt, DTypeVar):
+        raise Unsupported(s.result.name, s.loc, f"the query has the fixed dtype {dtype_name(qdt)}; the attention kernel "
+                          f"takes its data in a dtype variable")
 
     def shp(name):
         return [str(d) for d in vals[name].type.shape]
@@ -123,8 +144,9 @@ def attention_layout(g) -> AttentionLayout:
     roles["BS"] = bs[0]
     texts = [str(Sym(roles[r])) for r in ROLES]
     if len(set(texts)) != len(texts) or not all(x.isidentifier() for x in roles.values()):
-        raise Unsupported(s.result.name, s.loc, f"the attention roles need distinct plain dims, got {roles}")
-    return AttentionLayout(tuple((r, roles[r]) for r in ROLES), q, k, v, topk[0], tuple(longs), None)
+        raise Unsupported(s.result.name, s.loc, f"the attention roles need distinct plain dims, got "
+                          f"{', '.join(f'{r}={d}' for r, d in roles.items())}")
+    return AttentionLayout(tuple((r, roles[r]) for r in ROLES), q, k, v, topk[0], cumulative, None, qdt.name)
 
 
 def nsa_counts(programs, pipelined) -> object:
@@ -174,26 +196,28 @@ class AttentionFamily(Family):
         Unsupported."""
         lay = attention_layout(g)
         bs = [a.name for a in spec.attrs if a.dim is not None and a.dim.name == lay.dim("BS")]
-        lay = AttentionLayout(lay.dims, lay.query, lay.key, lay.value, lay.topk, lay.cumulative,
-                              bs[0] if bs else None)
+        lay = dataclasses.replace(lay, block_attr=bs[0] if bs else None)
         from opgen.kernel import nsa
 
         try:
-            nsa.lower(g, lay.tokens)
+            nsa.lower(g, lay.tokens, lay.dtype)
         except IRError as e:
             raise Unsupported(getattr(e, "value", g.outputs[0][1]), "", str(e)) from None
         return lay
 
     def keys(self, spec, layout) -> list:
+        """Every specialisation of the spec (static attributes x presence of the optional inputs)."""
         return list(spec.keys())
 
     def lower(self, spec, layout, graphs: dict, only=None) -> Lowered:
+        """{key: NsaProgram} of every graph (opgen.kernel.nsa.lower with the layout's roles). Raises Unsupported
+        naming the value a lowering fails at."""
         from opgen.kernel import nsa
 
         progs = {}
         for key, g in graphs.items():
             try:
-                progs[key] = nsa.lower(g, layout.tokens)
+                progs[key] = nsa.lower(g, layout.tokens, layout.dtype)
             except Unsupported:
                 raise
             except IRError as e:
@@ -201,11 +225,14 @@ class AttentionFamily(Family):
         return Lowered(self.name, layout, progs)
 
     def counts(self, lowered):
+        """NsaCounts: the maxima over the lowered programs (nsa_counts), with the AIC schedule of each."""
         from opgen.codegen.kernel_nsa import pipelined
 
         return nsa_counts(lowered.programs.values(), pipelined)
 
     def tile(self, spec, lowered, counts):
+        """The forward or backward tiling program of opgen.tiling.nsa (backward: outputs finished from a workspace
+        by a final pass), its inputs read by role from the layout, and the UB + L1 plan."""
         from opgen.kernel.family import Tiling
         from opgen.tiling import nsa as tnsa
 
@@ -217,14 +244,13 @@ class AttentionFamily(Family):
         return Tiling(prog, inputs, {1: plans["ub"] + plans["l1"]}, doc)
 
     def emit(self, spec, lowered, tiling) -> dict:
+        """op_kernel/<op>.h and .cpp (opgen.codegen.kernel_nsa)."""
         from opgen.codegen.kernel_nsa import emit_nsa_kernel
 
         return emit_nsa_kernel(spec, lowered, self.counts(lowered), tiling)
 
     def program_text(self, lowered, key) -> str:
+        """The NsaProgram of `key` as canonical text."""
         from opgen.kernel.nsa import print_program
 
         return print_program(lowered.programs[key])
-
-    def layout_text(self, layout) -> str:
-        return layout.text()

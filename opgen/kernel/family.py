@@ -17,7 +17,7 @@ A family is one schedule template plus its analysis. Every family implements one
   emit(spec, lowered, tiling)     {path: text} of op_kernel/
   program_text(lowered, key)      canonical text of one specialisation's Kernel IR (`opgen graph --stage kernel`)
 
-`FAMILIES` is THE list, tried in order; the first whose match returns a layout lowers the spec. Nothing here or
+`families()` returns THE list, tried in order; the first whose match returns a layout lowers the spec. Nothing here or
 in a family knows an operator's name: the families look at shapes, ops and the dataflow of the fused graph.
 What belongs to one operator is declared in its spec (`OpSpec.kernel_checks`: the device-data rules its kernel
 checks with Trap(); `OpSpec.gm_reference`: the reference's GM estimate of CANN's kernel).
@@ -69,27 +69,38 @@ class Family:
     doc = ""
 
     def claims(self, plan) -> bool:
+        """Whether launch plan `plan` (opgen.kernel.KernelPlan) is of the family's kind."""
         raise NotImplementedError
 
     def match(self, spec, g, plan):
+        """The family's layout of fused graph `g` (one specialisation of `spec`, planned as `plan`). Raises
+        opgen.kernel.rowlayout.Unsupported naming the value and the rule."""
         raise NotImplementedError
 
     def keys(self, spec, layout) -> list:
+        """The specialisation keys (opgen.dsl.spec.SpecKey) the kernel is built from."""
         raise NotImplementedError
 
     def lower(self, spec, layout, graphs: dict, only=None) -> Lowered:
+        """The Kernel IR of every specialisation in `graphs` ({key: fused Graph}; `only`: just that key, for
+        display). Raises Unsupported."""
         raise NotImplementedError
 
     def counts(self, lowered: Lowered):
+        """What the lowered programs hold on chip: the maximum over the specialisations."""
         raise NotImplementedError
 
     def tile(self, spec, lowered: Lowered, counts) -> Tiling:
+        """The tiling program, how the TilingFunc reads its inputs and the buffer plans, from the counts and the
+        layout. Raises Unsupported."""
         raise NotImplementedError
 
     def emit(self, spec, lowered: Lowered, tiling: Tiling) -> dict:
+        """{path: text} of op_kernel/."""
         raise NotImplementedError
 
     def program_text(self, lowered: Lowered, key) -> str:
+        """Canonical text of the Kernel IR of specialisation `key`."""
         raise NotImplementedError
 
     def layout_text(self, layout) -> str:
@@ -103,7 +114,7 @@ class Family:
 
 
 def families() -> list[Family]:
-    """FAMILIES, tried in order: attention (cube + vector) first, then rows (any vector graph)."""
+    """The kernel families, tried in this order: attention (cube + vector) first, then rows (any vector graph)."""
     from opgen.kernel.attention import AttentionFamily
     from opgen.kernel.rows import RowsFamily
 

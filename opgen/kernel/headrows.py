@@ -48,7 +48,8 @@ import numpy as np
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph
-from opgen.ir.dims import DimExpr, Lit, _poly, as_dim
+from opgen.ir.dims import Bounds, DimExpr, Lit, as_dim
+from opgen.ir.dtypes import dtype_name
 from opgen.kernel import rowprog
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
@@ -143,16 +144,14 @@ def classify(shape, layout: HeadLayout) -> tuple[str, int | None]:
                   f"[R, {layout.dim}], a column [{layout.dim}] or a scalar")
 
 
-def nonneg(e) -> bool:
-    """True when dim expression `e` is >= 0 for every non-negative value of its dims (all coefficients of
-    its polynomial form are >= 0; atoms such as D // 2 are dims too)."""
-    return all(c >= 0 for c in _poly(as_dim(e)).values())
+NONNEG = Bounds(floor=0)
+"""The head-row analysis' knowledge of the dims: each is >= 0 (opgen.ir.dims.Bounds)."""
 
 
 @functools.lru_cache(maxsize=65536)
 def ge(a, b) -> bool:
-    """nonneg(a - b): a >= b for every non-negative value of the dims (cached: the lowering asks often)."""
-    return nonneg(as_dim(a) - as_dim(b))
+    """a >= b for every non-negative value of the dims (NONNEG; cached: the lowering asks often)."""
+    return NONNEG.nonneg(as_dim(a) - as_dim(b))
 
 
 @dataclass(frozen=True)
@@ -291,7 +290,7 @@ class _HeadLowering:
 
     def dtype(self, v: str) -> str:
         """IR dtype name of value v ("T", "f32", ...)."""
-        return rowprog._dtype_name(self.vals[v].type.dtype)
+        return dtype_name(self.vals[v].type.dtype)
 
     def check_align(self, n, v: str, x: str) -> None:
         """Operand x of node n (result v) must index the same (b, s, n) as v (tables: their row = v's
@@ -404,7 +403,7 @@ class _HeadLowering:
         """(kind, source value, round mode, extent) of output `out` = value v."""
         src, rnd = v, "none"
         n = self.prod.get(v)
-        if n is not None and n.op == "cast" and rowprog._dtype_name(n.attr("to")) != "f32":
+        if n is not None and n.op == "cast" and dtype_name(n.attr("to")) != "f32":
             src, rnd = n.inputs[0], n.attr("round") or "none"
         sp, _ = self.kind(src)
         if sp == "row":
@@ -496,7 +495,7 @@ class _HeadLowering:
         for gr in groups:
             hp.parts.append(self._part(gr))
         hp.attrs = sorted({a for p in hp.parts for c in p.cases for i in c.prog.instrs
-                           for a in re.findall(r"attr_([A-Za-z0-9_]+)", i.arg)})
+                           for a in rowprog.attr_names(i.arg)})
         return hp
 
     def _part(self, frags) -> HeadPart:
@@ -663,7 +662,7 @@ class _PartEmit:
         op, ins = n.op, list(n.inputs)
         rank = len(self.low.shape(v))
         if op == "cast":
-            if rowprog._dtype_name(n.attr("to")) != "f32":
+            if dtype_name(n.attr("to")) != "f32":
                 raise IRError(f"head-row kernel: %{v}: a narrowing cast is only supported right before an output")
             return self.value(ins[0], k)
         if op == "permute":

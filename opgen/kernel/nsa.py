@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph
+from opgen.ir.dtypes import dtype_name
 from opgen.kernel.rowprog import ROUND_MODES
 
 FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
@@ -135,7 +136,8 @@ class L1Buffer:
 
 @dataclass
 class NsaProgram:
-    """A lowered NSA kernel (module doc). gm: {input/output name: role}; tiles: {tile: "f32" | "T"} in slot order;
+    """A lowered NSA kernel (module doc). gm: {input/output name: role}; tiles: {tile: "f32" or the data's dtype
+    variable} in slot order;
     regs: {value: register} for row / head values; nregs: {"row": n, "head": n} registers per row of a pass;
     stats: per-row scalars kept across the items of a unit (unit-scope stats)."""
 
@@ -173,12 +175,6 @@ def shape_key(shape, tokens: dict) -> str:
     return "".join(tokens.get(str(d), "?" + str(d)) for d in shape if str(d) != "1")
 
 
-def _dt(dt) -> str:
-    """IR dtype name ("f32", "i64", ...) or dtype variable name ("T")."""
-    v = getattr(dt, "value", None)
-    return v if isinstance(v, str) else getattr(dt, "name", str(dt))
-
-
 def _float_literal(v) -> str:
     f = float(v)
     if f == -3.4028234663852886e38:
@@ -191,8 +187,8 @@ class _Lowering:
     handler `op_<op>` per tensor-IR op either classifies its result (views, index values, matmuls) or appends
     vector instructions; `output` decides each output's path, `finish` scopes, registers and L1 buffers."""
 
-    def __init__(self, g: Graph, tokens: dict):
-        self.g, self.tokens = g, tokens
+    def __init__(self, g: Graph, tokens: dict, data: str):
+        self.g, self.tokens, self.data = g, tokens, data
         self.p = NsaProgram(g.name)
         self.kind: dict[str, tuple] = {}
         self.vals = g.values()
@@ -217,7 +213,7 @@ class _Lowering:
             if pr.kind == "attr":
                 self.kind[v.name] = ("scalar", f"attr_{v.name}")
                 self.p.scalars[v.name] = v.name
-            elif _dt(v.type.dtype) in ("i32", "i64", "bool", "u8"):
+            elif dtype_name(v.type.dtype) in ("i32", "i64", "bool", "u8"):
                 self.kind[v.name] = ("idx",)
             else:
                 self.kind[v.name] = ("gm", v.name, self.key(v.name))
@@ -280,7 +276,7 @@ class _Lowering:
         r, op, ins = n.result.name, n.op, list(n.inputs)
         key = self.key(r)
         ks = [self.kind.get(i, ("?",)) for i in ins]
-        dt = _dt(n.result.type.dtype)
+        dt = dtype_name(n.result.type.dtype)
         if op in ("iota", "dimval") or (dt in ("i32", "i64") and op != "scatter_add"):
             self.kind[r] = ("idx",)
             return
@@ -307,11 +303,11 @@ class _Lowering:
 
     def op_cast(self, n, r, ins, ks, key):
         k = ks[0]
-        to, rnd = _dt(n.attr("to")), n.attr("round")
+        to, rnd = dtype_name(n.attr("to")), n.attr("round")
         if k[0] == "gm" and to == "f32":
             self.kind[r] = k[:2] + (key,)
             return
-        if k[0] in ("row", "cube") and to in ("T", "f16", "bf16") and rnd != "none":
+        if k[0] in ("row", "cube") and to == self.data and rnd != "none":
             kk = self.as_vec(ins[0])
             if kk[0] != "row":
                 raise self.err(n, "only key rows are rounded to T for the cube")
@@ -319,11 +315,11 @@ class _Lowering:
             return
         if k[0] == "quantT" and to == "f32":
             tile = f"ws_{r}"
-            self.p.tiles[tile] = "T"
+            self.p.tiles[tile] = self.data
             self.emit("st_tile", tile, (k[1],), arg=tile, op=ROUND_MODES[k[2]])
             self.kind[r] = ("quant", tile)
             return
-        if k[0] in ("cubeout", "statout") and to in ("T", "f16", "bf16", "f32"):
+        if k[0] in ("cubeout", "statout") and to in (self.data, "f32"):
             self.kind[r] = k[:-1] + (k[-1] + (("cast", rnd),),)
             return
         raise self.err(n, f"cast of a {k[0]} value to {to} is not supported")
@@ -633,11 +629,12 @@ class _Lowering:
             p.l1.append(L1Buffer(f"tileL1_{k}", "tile", "keys", (t,)))
 
 
-def lower(g: Graph, tokens: dict) -> NsaProgram:
+def lower(g: Graph, tokens: dict, data: str) -> NsaProgram:
     """Lower the optimized graph of a selected-attention specialisation to its NsaProgram (module doc); `tokens`
-    names each dim's role (opgen.kernel.attention.AttentionLayout.tokens). Raises IRError naming the value when a
+    names each dim's role (opgen.kernel.attention.AttentionLayout.tokens), `data` is the dtype variable of the data
+    (AttentionLayout.dtype: what rounded key rows and outputs are cast to). Raises IRError naming the value when a
     node has no lowering (the kernel does not support that spec shape)."""
-    return _Lowering(g, tokens).run()
+    return _Lowering(g, tokens, data).run()
 
 
 def verify_program(p: NsaProgram) -> None:

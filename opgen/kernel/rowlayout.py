@@ -32,11 +32,8 @@ from dataclasses import dataclass
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph
-from opgen.ir.dims import DimExpr, Lit, Prod, Variadic, as_dim
-
-SPACES = ("row", "stat", "brow", "col", "scalar")
-VIEW_OPS = ("reshape", "permute", "slice", "concat", "broadcast")
-"""Ops that move or alias data without computing (GM addressing at the kernel's boundary)."""
+from opgen.ir.dtypes import dtype_name
+from opgen.ir.dims import Bounds, DimExpr, Lit, Prod, Variadic, as_dim
 
 
 class Unsupported(IRError):
@@ -143,6 +140,7 @@ class PiecewiseView:
 
     @property
     def col(self):
+        """Column offset of the rows (0: each piece's own column offset is in its view)."""
         return Lit(0)
 
     def text(self) -> str:
@@ -234,13 +232,14 @@ class Chains:
         self.prod = g.producers()
         self.uses = g.uses()
         self.params = {p.value.name: p for p in g.params}
+        self.bounds = Bounds.of(g.constraints)   # the dims' declared ranges (strides proven >= a row apart)
         self.load: dict[str, tuple[Ax, ...] | None] = {}
         for p in g.params:
             if p.kind == "input":
                 self.load[p.value.name] = tensor_axes(p.value.type.shape)
         self.col: dict[str, DimExpr] = {p: Lit(0) for p in self.load}
         self.root: dict[str, str] = {p: p for p in self.load}
-        self.pieces: dict[str, tuple] = {}   # concat of inputs along a leading axis: ((input, start, key), ...)
+        self.pieces: dict[str, tuple] = {}   # concat of inputs along a leading axis: (key, (_Piece, ...))
         for n in g.nodes:
             self._load_step(n)
         self.out_of = {}
@@ -258,8 +257,10 @@ class Chains:
             if 0 < rank and ax != rank - 1 and not any(isinstance(d, Variadic) for d in shape):
                 off, pieces = Lit(0), []
                 for x in n.inputs:
-                    d = self.vals[x].type.shape[ax]
-                    pieces.append((x, off, axis_key(d)))
+                    xs = self.vals[x].type.shape
+                    d = xs[ax]
+                    pos = sum(1 for e in xs[:ax] if axis_key(e) is not None)   # the concat axis among x's axes
+                    pieces.append(_Piece(x, off, pos, axis_key(d) is not None, axis_extent(d)))
                     off = off + axis_extent(d)
                 r = n.result.name
                 self.load[r], self.col[r], self.root[r] = tensor_axes(shape), Lit(0), self.root[n.inputs[0]]
@@ -270,13 +271,13 @@ class Chains:
         x, r = n.inputs[0], n.result.name
         axes, col = self.load[x], self.col[x]
         if x in self.pieces:   # a concat of inputs goes on through casts and trivial reshapes only
-            if n.op == "cast" and _dtype(n.attr("to")) == "f32" or n.op == "reshape" and _reshape_axes(
+            if n.op == "cast" and dtype_name(n.attr("to")) == "f32" or n.op == "reshape" and _reshape_axes(
                     axes, n.result.type.shape) is not None:
                 self.load[r], self.col[r], self.root[r] = axes, col, self.root[x]
                 self.pieces[r] = self.pieces[x]
             return
         if n.op == "cast":
-            if _dtype(n.attr("to")) != "f32":
+            if dtype_name(n.attr("to")) != "f32":
                 return
             new = axes
         elif n.op == "reshape":
@@ -288,10 +289,8 @@ class Chains:
             src_shape = self.vals[x].type.shape
             if any(isinstance(d, Variadic) for d in src_shape):
                 return
-            keyed = [axis_key(d) for d in src_shape]
-            order = [keyed[p] for p in perm if keyed[p] is not None]
-            by = {a.key: a for a in axes}
-            new = tuple(by[k] for k in order)
+            at = _positions(src_shape)   # shape index -> index among the axes (by position: keys may repeat)
+            new = tuple(axes[at[p]] for p in perm if at[p] is not None)
         elif n.op == "slice":
             shape = self.vals[x].type.shape
             if n.attr("step", 1) != 1 or n.attr("axis") % len(shape) != len(shape) - 1 or not axes:
@@ -324,8 +323,6 @@ class Chains:
                 if n.op == "concat" and not _last_axis(n, self.vals):
                     continue
                 out.add(r)
-            elif ok and r in self.out_of and not users:
-                pass
         return out
 
     def is_load(self, v: str) -> bool:
@@ -343,9 +340,29 @@ class Chains:
         return self.stored_pieces(n.inputs[0])
 
 
-def _dtype(dt) -> str:
-    v = getattr(dt, "value", None)
-    return v if isinstance(v, str) else getattr(dt, "name", str(dt))
+@dataclass(frozen=True)
+class _Piece:
+    """One input of a concat of inputs along a leading axis (Chains.pieces): load-chain value `value`, its first
+    coordinate `start` on the concat axis, the index `pos` of that axis among the value's axes, whether the value
+    has an axis there (`keyed`: False for an extent-1 dim, which carries no axis) and its `extent`."""
+
+    value: str
+    start: DimExpr
+    pos: int
+    keyed: bool
+    extent: DimExpr
+
+
+def _positions(shape) -> list:
+    """For each entry of `shape`: its index among the shape's axes (tensor_axes order), None for a size-1 dim."""
+    out, k = [], 0
+    for d in shape:
+        if axis_key(d) is None:
+            out.append(None)
+        else:
+            out.append(k)
+            k += 1
+    return out
 
 
 def _last_axis(n, vals) -> bool:
@@ -454,19 +471,30 @@ def view_of(ch: Chains, v: str, lay: RowLayout, vals):
         if key not in lay.axes:
             raise IRError(f"the concat axis {key} is not a leading axis of the kernel's domain")
         out = []
-        for x, start, pkey in pieces:
-            axes = tuple(Ax(key, a.extent, a.stride) if a.key == pkey else a for a in ch.load[x])
-            view = _view(ch.root[x], axes, ch.col[x], lay, vals[ch.root[x]].type.shape)
-            ext = next(a.extent for a in ch.load[x] if a.key == pkey)
-            out.append(Piece(View(view.tensor, view.strides, view.col, view.pitch, False, view.runs), start,
-                             as_dim(start) + ext))
+        for pc in pieces:   # the piece's concat axis (by position) takes the concat's key
+            axes = list(ch.load[pc.value])
+            if pc.keyed:
+                axes[pc.pos] = Ax(key, axes[pc.pos].extent, axes[pc.pos].stride)
+            else:           # an extent-1 piece: its coordinate relative to start is 0, any stride
+                axes.insert(pc.pos, Ax(key, Lit(1), Lit(0)))
+            root = ch.root[pc.value]
+            view = _view(root, tuple(axes), ch.col[pc.value], lay, vals[root].type.shape, ch.bounds)
+            out.append(Piece(View(view.tensor, view.strides, view.col, view.pitch, False, view.runs), pc.start,
+                             as_dim(pc.start) + pc.extent))
         return PiecewiseView(lay.axes.index(key), tuple(out))
-    return _view(ch.root[v], ch.load[v], ch.col[v], lay, vals[ch.root[v]].type.shape)
+    return _view(ch.root[v], ch.load[v], ch.col[v], lay, vals[ch.root[v]].type.shape, ch.bounds)
 
 
-def _view(tensor: str, axes: tuple[Ax, ...], col: DimExpr, lay: RowLayout, tensor_shape) -> View:
+def _view(tensor: str, axes: tuple[Ax, ...], col: DimExpr, lay: RowLayout, tensor_shape, bounds: Bounds) -> View:
     """The View of an access to GM tensor `tensor` (of `tensor_shape`) whose axes are `axes` (keys of the anchor),
-    with column offset `col`. Raises IRError when the row axis is not the tensor's innermost axis."""
+    with column offset `col`; `bounds` (the dims' declared ranges) decides whether rows along the innermost leading
+    axis are at least a row apart (`runs`). Raises IRError when the row axis is not the tensor's innermost axis or
+    two of its axes have one key (which anchor axis each follows is ambiguous)."""
+    keys = [a.key for a in axes]
+    dup = next((k for k in keys if keys.count(k) > 1), None)
+    if dup is not None:
+        raise IRError(f"axis {dup} appears twice in the axes [{', '.join(keys)}] of {tensor}; which anchor axis each "
+                      f"follows is ambiguous")
     by = {a.key: a for a in axes}
     has_row = lay.row in by
     if has_row and as_dim(by[lay.row].stride) != Lit(1):
@@ -480,16 +508,8 @@ def _view(tensor: str, axes: tuple[Ax, ...], col: DimExpr, lay: RowLayout, tenso
         want = want * e
     inner = as_dim(strides[-1]) if strides else Lit(0)
     length = lay.row_extent if has_row else Lit(1)
-    runs = bool(strides) and inner != Lit(0) and nonneg(inner - as_dim(length))
+    runs = bool(strides) and inner != Lit(0) and bounds.nonneg(inner - as_dim(length))
     return View(tensor, strides, col, pitch, flat, runs)
-
-
-def nonneg(e) -> bool:
-    """True when dim expression `e` is >= 0 for every non-negative value of its dims (every coefficient of its
-    polynomial form is >= 0)."""
-    from opgen.ir.dims import _poly
-
-    return all(c >= 0 for c in _poly(as_dim(e)).values())
 
 
 def store_view(ch: Chains, out_value: str, lay: RowLayout, vals, tensor: str) -> list[tuple[str, View]]:
@@ -500,8 +520,9 @@ def store_view(ch: Chains, out_value: str, lay: RowLayout, vals, tensor: str) ->
 
 
 def _store_walk(ch, v, axes, col, lay, vals, tensor):
+    """store_view of value v, whose axes in the output tensor are `axes` at column offset `col`."""
     if v not in ch.store_only or v in ch.load:
-        return [(v, _view(tensor[0], axes, col, lay, tensor[1]))]
+        return [(v, _view(tensor[0], axes, col, lay, tensor[1], ch.bounds))]
     n = ch.prod[v]
     if n.op == "cast":
         return _store_walk(ch, n.inputs[0], axes, col, lay, vals, tensor)
@@ -515,12 +536,9 @@ def _store_walk(ch, v, axes, col, lay, vals, tensor):
     if n.op == "permute":
         src = n.inputs[0]
         perm = tuple(n.attr("perm"))
-        res_keys = [axis_key(d) for d in vals[v].type.shape]
-        by = {a.key: a for a in axes}
-        order = [None] * len(perm)   # result axis j is source axis perm[j]
-        for j, p in enumerate(perm):
-            order[p] = res_keys[j]
-        new = tuple(by[k] for k in order if k is not None)
+        at = _positions(vals[v].type.shape)   # result axis j is source axis perm[j]; by position (keys may repeat)
+        src_of = {p: j for j, p in enumerate(perm)}
+        new = tuple(axes[at[src_of[p]]] for p in range(len(perm)) if at[src_of[p]] is not None)
         return _store_walk(ch, src, new, col, lay, vals, tensor)
     if n.op == "concat":
         out, off = [], Lit(0)
@@ -531,7 +549,7 @@ def _store_walk(ch, v, axes, col, lay, vals, tensor):
             out += _store_walk(ch, x, piece, col + off * last.stride, lay, vals, tensor)
             off = off + e
         return out
-    return [(v, _view(tensor[0], axes, col, lay, tensor[1]))]
+    return [(v, _view(tensor[0], axes, col, lay, tensor[1], ch.bounds))]
 
 
 def _view_rule(op: str) -> str:

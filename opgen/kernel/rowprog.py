@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from opgen.errors import IRError
+from opgen.ir.dtypes import dtype_name
 
 SPACES = ("row", "stat", "brow", "col", "scalar")
 VECTOR_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Max", "minimum": "Min"}
@@ -186,9 +187,11 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vbin", r, pair, VECTOR_BINARY[op], space=sp))
 
 
-def _dtype_name(dt) -> str:
-    """IR dtype name ("f32", ...) or dtype variable name ("T", "U")."""
-    return getattr(dt, "value", None) if isinstance(getattr(dt, "value", None), str) else getattr(dt, "name", str(dt))
+def attr_names(text: str) -> list[str]:
+    """The runtime attributes a scalar C++ text of a row program reads (written attr_<name>), in order."""
+    import re
+
+    return re.findall(r"attr_([A-Za-z0-9_]+)", text or "")
 
 
 def _float_literal(v) -> str:

@@ -18,11 +18,20 @@ from __future__ import annotations
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph
+from opgen.ir.dims import Lit, as_dim
+from opgen.ir.dtypes import DType, dtype_name
 from opgen.kernel import rowprog
-from opgen.kernel.rowlayout import Chains, RowLayout, Unsupported, analyse, keys_of, store_view, view_of
+from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, Unsupported, analyse, keys_of, store_view,
+                                    view_of)
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
 ELEMENTWISE = set(rowprog.VECTOR_BINARY) | set(rowprog.VECTOR_UNARY) | {"neg"}
+READS = ("f32", "f16", "bf16", "i32")
+"""Dtypes the rows kernel reads (Cast to fp32 in UB; opgen.codegen.kernel.CTYPE)."""
+WRITES = ("f32", "f16", "bf16")
+"""Dtypes the rows kernel writes (Cast from fp32 with the output's round mode)."""
+SPACE_WORDS = {"row": "rows", "stat": "per-row statistics", "brow": "per-batch rows", "col": "column rows",
+               "scalar": "scalars"}
 
 
 class _Lowering:
@@ -41,6 +50,7 @@ class _Lowering:
         self.by_view: dict[tuple, str] = {}      # (tensor, view, space) -> the load-chain value loaded for it
         self.taken = {pr.value.name for pr in g.params} | {o for o, _ in g.outputs}
         self.used_ops: set[str] = set()
+        self.sums: dict[str, str] = {}           # value -> the sum over rows (acc) it is (or is a view of)
 
     def err(self, v: str, why: str) -> Unsupported:
         """Unsupported naming value v and its spec line."""
@@ -88,12 +98,21 @@ class _Lowering:
         return p
 
     # ---------------------------------------------------------------- operands
-    def use(self, x: str) -> str:
-        """Value x as an operand of a computation: loads a load-chain value on first use."""
+    def use(self, x: str, by: str | None = None) -> str:
+        """Value x as an operand of the computation of value `by` (None: a store of x, or a view of x): loads a
+        load-chain value on first use. Raises Unsupported when a computation reads a sum over rows: an
+        accumulator is complete only after the last row, so the rows family only stores it."""
         if self.ch.is_load(x):
             return self.load(x)
         if x not in self.space:
             raise self.err(x, "is used before the rows lowering defined it")
+        if by is not None and x in self.sums:
+            s = self.sums[x]
+            n = self.prod.get(s)
+            where = f" ({n.loc.rsplit('/', 1)[-1]})" if n is not None and n.loc else ""
+            raise self.err(by, f"reads the sum over rows %{s}{where} while the rows are still being summed; the "
+                           f"rows family only stores sums over rows (a sum used by per-row arithmetic needs a "
+                           f"second pass over the rows)")
         return self.operand(x)
 
     def load(self, x: str) -> str:
@@ -113,7 +132,26 @@ class _Lowering:
                 raise self.err(x, str(e)) from None
         if sp == "scalar":
             raise self.err(x, f"input {root} is a 0-d tensor; pass it as an attribute")
-        view = view_of(self.ch, x, self.lay, self.vals)
+        dt = dtype_name(self.vals[root].type.dtype)
+        if isinstance(self.vals[root].type.dtype, DType) and dt not in READS:   # variables: _check_dtype_rows
+            raise self.err(x, f"input {root} has dtype {dt}; the rows family reads {', '.join(READS)} inputs")
+        try:
+            view = view_of(self.ch, x, self.lay, self.vals)
+        except IRError as e:
+            raise self.err(x, f"input {root}: {e}") from None
+        if isinstance(view, PiecewiseView):
+            names = [pc.view.tensor for pc in view.pieces]
+            if sp != "row":
+                raise self.err(x, f"a concat of inputs {', '.join(names)} read as {SPACE_WORDS[sp]}; the rows family "
+                               f"concatenates inputs only as rows of its domain")
+            dts = [dtype_name(self.vals[t].type.dtype) for t in names]
+            if len(set(dts)) > 1:
+                raise self.err(x, f"a concat of inputs of different dtypes ("
+                               f"{', '.join(f'{t}: {d}' for t, d in zip(names, dts))}); the rows family reads the "
+                               f"rows of a concat with one dtype (cast them in a separate operator)")
+        if sp == "stat" and dt != "f32":
+            raise self.err(x, f"per-row statistic input {root} has dtype {dt}; the rows family reads per-row "
+                           f"statistics as f32")
         same = self.by_view.get((root, view, sp))
         if same is not None:   # another chain to the same rows of the same tensor (a reshape of it): one load
             self.space[x] = sp
@@ -124,9 +162,8 @@ class _Lowering:
                 self.alias[x] = self.loaded[same]
             return self.loaded[x]
         self.by_view[(root, view, sp)] = x
-        dtype = rowprog._dtype_name(self.vals[root].type.dtype)
         name = self._gm_name(root)
-        self.p.gm.append(GmTensor(name, "in", sp, dtype, view, root))
+        self.p.gm.append(GmTensor(name, "in", sp, dt, view, root))
         self.space[x] = sp
         if sp == "row":
             self.p.instrs.append(Instr("cast_in", x, gm=name, space="row"))
@@ -156,6 +193,8 @@ class _Lowering:
         if op in ("reshape", "broadcast"):
             x = n.inputs[0]
             src = self.use(x)
+            if x in self.sums:
+                self.sums[r] = self.sums[x]
             if op == "reshape":
                 try:
                     sp = self.lay.space(n.result.type.shape)
@@ -173,7 +212,9 @@ class _Lowering:
         if op == "cast":
             x = n.inputs[0]
             src = self.use(x)
-            to = rowprog._dtype_name(n.attr("to"))
+            if x in self.sums:
+                self.sums[r] = self.sums[x]
+            to = dtype_name(n.attr("to"))
             if to != "f32":
                 raise self.err(r, f"a cast to {to} that feeds a computation; the rows kernel computes in fp32 "
                                f"and rounds outputs only")
@@ -187,7 +228,7 @@ class _Lowering:
             return
         if op in ELEMENTWISE:
             for x in n.inputs:   # loads the operands an input chain ends in (lower_elementwise reads their names)
-                self.use(x)
+                self.use(x, r)
             try:
                 sp = self.lay.space(n.result.type.shape)
             except IRError as e:
@@ -202,7 +243,7 @@ class _Lowering:
 
     def reduce(self, n) -> None:
         r, x = n.result.name, n.inputs[0]
-        src = self.use(x)
+        src = self.use(x, r)
         kind = n.attr("kind")
         if self.space[x] != "row":
             raise self.err(r, f"a reduction of a {self.space[x]} value")
@@ -230,11 +271,16 @@ class _Lowering:
                            f"; the rows family sums over the row axis, over all leading axes or over the rows of a "
                            f"batch")
         self.space[r] = target
+        self.sums[r] = r
         self.p.instrs.append(Instr("acc", r, (src,), space=target))
 
     # ---------------------------------------------------------------- outputs
     def output(self, name: str, v: str) -> None:
-        dtype = rowprog._dtype_name(self.vals[v].type.dtype)
+        """Store output `name` (value v) through its view(s): rows, per-row statistics, or sums over rows (an
+        accumulator written once complete)."""
+        dtype = dtype_name(self.vals[v].type.dtype)
+        if isinstance(self.vals[v].type.dtype, DType) and dtype not in WRITES:   # variables: _check_dtype_rows
+            raise self.err(v, f"output {name} has dtype {dtype}; the rows family writes {', '.join(WRITES)} outputs")
         rnd = ROUND_MODES[self._round_of(v)]
         try:
             pieces = store_view(self.ch, v, self.lay, self.vals, name)
@@ -246,7 +292,11 @@ class _Lowering:
             ks = keys_of(self.vals[s].type.shape)
             full = self.lay.axes + (self.lay.row,)
             gm = self._gm_name(name)
-            if ks == full or (self.lay.flat and ks == full):
+            if ks == full:
+                if s in self.sums:
+                    raise self.err(v, f"output {name} broadcasts the sum over rows %{self.sums[s]} to every row "
+                                   f"while the rows are still being summed; the rows family only stores sums over "
+                                   f"rows")
                 if sp in ("stat", "scalar"):
                     arg = self.scalar_text.get(s, src)
                     self.p.instrs.append(Instr("vdup", f"bc_{s}", arg=arg, space="row"))
@@ -264,8 +314,10 @@ class _Lowering:
             elif sp in ("brow", "col"):
                 if not any(i.kind == "acc" and i.dst == src for i in self.p.instrs):
                     raise self.err(v, f"output {name} is a {sp} value that is not a sum over rows")
-                if sp == "brow" and not _batch_flat(view, self.lay) or sp == "col" and str(view.col) != "0":
+                if sp == "brow" and not _batch_flat(view, self.lay):
                     raise self.err(v, f"output {name}: its rows are not laid out in batch order")
+                if sp == "col" and not all(as_dim(x) == Lit(0) for x in view.strides):
+                    raise self.err(v, f"output {name}: a column sum written along a leading axis")
                 self.p.gm.append(GmTensor(gm, "out", sp, dtype, view, name))
                 self.p.accs[src] = (sp, gm, rnd)
             else:
@@ -280,7 +332,7 @@ class _Lowering:
                 continue
             seen.add(x)
             n = self.prod[x]
-            if n.op == "cast" and rowprog._dtype_name(n.attr("to")) != "f32":
+            if n.op == "cast" and dtype_name(n.attr("to")) != "f32":
                 return n.attr("round") or "none"
             stack += list(n.inputs)
         return "none"
@@ -308,14 +360,13 @@ def _canonical_names(p: RowProgram) -> None:
 
 
 def _subsequence(ks, full) -> bool:
+    """Whether keys `ks` appear in `full` in order."""
     it = iter(full)
     return all(k in it for k in ks)
 
 
 def _batch_flat(view, lay: RowLayout) -> bool:
     """The batch axes of `view` are row-major with the view's pitch (batch row b at b * pitch + col)."""
-    from opgen.ir.dims import Lit, as_dim
-
     want = as_dim(view.pitch)
     for s, e in reversed(list(zip(view.strides[:lay.split], lay.extents[:lay.split]))):
         if as_dim(s) != want:
@@ -394,13 +445,10 @@ class RowsFamily(Family):
             low = lower_spec(spec, graphs, layout)
             return Lowered(self.name, layout, {k: hp for k, (_a, _ak, hp) in zip(graphs, low.programs)},
                            {"heads": low})
-        progs = {}
-        for key, g in graphs.items():
-            lay = analyse(g)
-            if lay != layout:
-                raise Unsupported(g.outputs[0][1], "", f"specialisation {key} has another anchor domain "
-                                  f"({lay.text()}) than the first ({layout.text()})")
-            progs[key] = lower(g, layout)
+        layout = common_layout(spec, {key: analyse(g) for key, g in graphs.items()}, graphs)
+        progs = {key: lower(g, layout) for key, g in graphs.items()}
+        for p in progs.values():
+            _check_dtype_rows(spec, p)
         return Lowered(self.name, layout, progs)
 
     def counts(self, lowered):
@@ -441,12 +489,47 @@ class RowsFamily(Family):
             return print_head_program(lowered.programs[key])
         return rowprog.print_program(lowered.programs[key])
 
-    def layout_text(self, layout) -> str:
-        return layout.text()
 
-    def counts_text(self, counts) -> str:
-        d = counts.as_dict()
-        return "counts rows {\n" + "".join(f"  {k} {v}\n" for k, v in d.items()) + "}\n"
+def common_layout(spec, lays: dict, graphs: dict) -> RowLayout:
+    """The one RowLayout every specialisation is lowered on, from {key: its own layout}: the same anchor domain
+    for all; flat only when every specialisation is flat (a flat one lowers on the rows domain as well); the batch
+    split of the specialisations with batch rows (one without batch rows lowers on any split). Raises Unsupported
+    naming the specialisations whose domains differ."""
+    import dataclasses
+
+    items = list(lays.items())
+    k0, l0 = items[0]
+    for key, lay in items[1:]:
+        if (lay.axes, lay.extents, lay.row, lay.row_extent) != (l0.axes, l0.extents, l0.row, l0.row_extent):
+            g = graphs[key]
+            raise Unsupported(g.outputs[0][1], "", f"the specialisation {spec.key_text(key)} has another anchor "
+                              f"domain ({lay.text()}) than {spec.key_text(k0)} ({l0.text()}); one kernel serves "
+                              f"every specialisation")
+    if all(lay.flat for _k, lay in items):
+        return l0
+    splits = {lay.split: key for key, lay in items if not lay.flat and lay.split < len(lay.axes)}
+    if len(splits) > 1:
+        (s1, a), (s2, b) = list(splits.items())[:2]
+        raise Unsupported(graphs[b].outputs[0][1], "", f"batch rows over [{', '.join(l0.axes[:s2])}] in "
+                          f"{spec.key_text(b)} and over [{', '.join(l0.axes[:s1])}] in {spec.key_text(a)}")
+    split = next(iter(splits), len(l0.axes))
+    return dataclasses.replace(l0, split=split, flat=False)
+
+
+def _check_dtype_rows(spec, p) -> None:
+    """Every dtype a row program's GM operands take (each row of the dtype table for a variable) is one the rows
+    kernel reads (inputs) or writes (outputs). Raises Unsupported naming the tensor and its declaration."""
+    decl = {d.name: d for d in list(spec.inputs) + list(spec.outputs)}
+    for t in p.gm:
+        ok = READS if t.role == "in" else WRITES
+        got = sorted({dtype_name(r[t.dtype]) for r in spec.dtype_rows if t.dtype in r} or {t.dtype})
+        bad = [d for d in got if d not in ok]
+        if bad:
+            what = "input" if t.role == "in" else "output"
+            via = f" (dtype variable {t.dtype})" if bad != [t.dtype] else ""
+            raise Unsupported(t.gm, getattr(decl.get(t.gm), "loc", ""), f"{what} {t.gm} has dtype {bad[0]}{via}; "
+                              f"the rows family {'reads' if t.role == 'in' else 'writes'} {', '.join(ok)} "
+                              f"{what}s")
 
 
 def variants_of(spec, lowered) -> list:
@@ -470,7 +553,8 @@ def variants_of(spec, lowered) -> list:
         if (ak, cond) in served:
             if served[(ak, cond)] != text:
                 raise Unsupported(prog.gm[0].name if prog.gm else spec.name, "",
-                                  f"the shape forms of specialisation {key} lower to different kernels")
+                                  f"the shape forms of the specialisation {spec.key_text(key)} lower to different "
+                                  f"kernels (the kernel cannot tell them apart at run time)")
             continue
         served[(ak, cond)] = text
         if text not in by_text:
@@ -496,7 +580,7 @@ def rows_tiling(spec, lowered, counts):
     dims = DimFields(lay)
     for v in variants:       # register every dim the addressing prints, in emission order
         class_context(spec, v, dims)
-    attrs = sorted({a for v in variants for i in v.prog.instrs for a in _attrs_in(i.arg)})
+    attrs = sorted({a for v in variants for i in v.prog.instrs for a in rowprog.attr_names(i.arg)})
     decl = {a.name: a for a in spec.attrs}
     for a in attrs:
         if decl[a].type is not float:
@@ -518,9 +602,3 @@ def rows_tiling(spec, lowered, counts):
         inputs[f"{n}Dim"] = e
     lowered.extra.update(variants=variants, dims=dims)
     return Tiling(prog, inputs, plans, doc)
-
-
-def _attrs_in(text: str) -> list[str]:
-    import re
-
-    return re.findall(r"attr_([A-Za-z0-9_]+)", text or "")

@@ -120,19 +120,25 @@ class Instrument:
     tensor passes and a Unit for kernel passes."""
 
     def before(self, name: str, ir) -> None:
-        pass
+        """Called before pass `name` runs on `ir`."""
 
     def after(self, name: str, ir) -> None:
-        pass
+        """Called after pass `name` produced `ir`."""
 
 
 class VerifyInstrument(Instrument):
-    """Runs the level's verifier after every pass. Raises IRError "after pass NAME: ..."."""
+    """Runs the level's verifier after every pass (`every_tensor_pass=False`: after the last tensor pass of each
+    specialisation and every kernel pass only, the cheap form the emitting path uses). Raises IRError "after pass
+    NAME: ..."."""
+
+    def __init__(self, every_tensor_pass: bool = True):
+        self.every_tensor_pass = every_tensor_pass
 
     def after(self, name, ir):
         try:
             if isinstance(ir, nx.DiGraph):
-                verify(from_nx(ir))
+                if self.every_tensor_pass or name == TENSOR_PASSES[-1].__name__:
+                    verify(from_nx(ir))
             else:
                 verify_unit(name, ir)
         except IRError as e:
@@ -235,7 +241,7 @@ def lower(unit: Unit) -> Unit:
         plan = unit.graphs[k].graph["plan"]
         if len(plan.kernels) != 1 or not fam.claims(plan):
             raise NoKernel(unit.spec.name, plan.kernels[0].writes[0] if plan.kernels and plan.kernels[0].writes
-                           else "?", "", f"specialisation {k} is planned as {len(plan.kernels)} launch(es) not of the "
+                           else "?", "", f"the specialisation {unit.spec.key_text(k)} is planned as {len(plan.kernels)} launch(es) not of the "
                            f"{fam.name} kind", fam.name)
     graphs = {k: from_nx(unit.graphs[k]) for k in keys}
     try:
@@ -359,10 +365,11 @@ def compile_unit(spec, key=None, until: str | None = None, dump_after=None, inst
 
 def kernel_build(spec) -> Unit:
     """The full kernel build of `spec` (every pass), memoised per spec object: the kernel and tiling emitters
-    share it. Raises as compile_unit."""
+    share it. The verifiers run on it (each specialisation's fused graph, each kernel stage's products). Raises as
+    compile_unit."""
     got = getattr(spec, "_opgen_kernel_build", None)
-    if got is None:
-        got = compile_unit(spec, verify_each=False)
+    if got is None:   # verified cheaply: each fused graph once, every kernel stage
+        got = compile_unit(spec, verify_each=False, instruments=(VerifyInstrument(every_tensor_pass=False),))
         try:
             spec._opgen_kernel_build = got
         except AttributeError:

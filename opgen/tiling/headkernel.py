@@ -2,8 +2,8 @@
 
 A head-row kernel's UB needs follow from its lowered part programs, summarised as `HeadCounts` (how many
 row/stat inputs and outputs a part reads and writes, fp32 row temporaries, RoPE table rows, LayerNorm
-columns, column accumulators, lane tables). The op's tiling module declares the counts it plans for; the
-kernel emitter (opgen.codegen.headkernel) checks that every part of every specialisation fits them and
+columns, column accumulators, lane tables): the maxima over the parts of every specialisation (`spec_counts`).
+The kernel emitter (opgen.codegen.headkernel) checks that every part of every specialisation fits them and
 allocates exactly these buffers, so the budget the tiling program proves is the one the kernel uses.
 
 Per UB pass of `rowsPerPass` head rows (double-buffered TQue): the row inputs and outputs in T, per-row
@@ -122,7 +122,7 @@ def head_tiling(spec, lowered, counts):
     """The Tiling of a head-row kernel: the row split of `rowNum` = sum over the part slots of batch * heads *
     (the slot's rows), the buffer plan of `counts`, and the dims the addressing uses as inputs read from the
     shapes (opgen.codegen.headkernel records them in lowered.extra["fields"])."""
-    from opgen.codegen.headkernel import addressing_dims, bind_slots
+    from opgen.codegen.headkernel import addressing_dims, bind_slots, data_dtype
     from opgen.ir.dims import Sym
     from opgen.kernel.family import Tiling
     from opgen.tiling.program import TilingProgram, align_up, ceil_div
@@ -131,11 +131,11 @@ def head_tiling(spec, lowered, counts):
     low, lay = lowered.extra["heads"], lowered.layout
     bindings, renamed = bind_slots(spec, low)
     fields = dim_fields(lay, addressing_dims(bindings, renamed))
-    dvars = [c.name for c in spec.dtype_table]
+    dvar = data_dtype(spec, low)
     attrs = sorted({a for _a, _k, hp in low.programs for a in hp.attrs})
     p = TilingProgram(spec.name)
     env = {s: p.input(f"{s}Dim", f"dim {s}") for s in fields}
-    tB = p.input(f"{dvars[0]}Bytes", f"bytes per element of dtype variable {dvars[0]}")
+    tB = p.input(f"{dvar}Bytes", f"bytes per element of dtype variable {dvar}")
     dk = p.input("dtypeKey", "1-based row of the dtype table")
     ak = p.input("attrKey", "mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)")
     cores = p.input("coreNum", "AIV cores")
@@ -165,7 +165,7 @@ def head_tiling(spec, lowered, counts):
     for a, v in zip(attrs, bits):
         p.let(f"{a}Bits", v + 0, f"IEEE-754 bits of {a} (float)", True)
     inputs = {f"{s}Dim": Sym(s) for s in fields}
-    inputs.update({f"{dvars[0]}Bytes": ("bytes", dvars[0]), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
+    inputs.update({f"{dvar}Bytes": ("bytes", dvar), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
                    "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")})
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
     lowered.extra.update(counts=counts, fields=fields)

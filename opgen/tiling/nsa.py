@@ -302,14 +302,15 @@ def program_inputs(layout, spec, deterministic: bool = False) -> dict:
     the dtype, key, platform and scale inputs; `deterministic`: the framework's flag (the backward)."""
     d = {r: Sym(layout.dim(r)) for r in ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "Bn")}
     scale = [a.name for a in spec.runtime_attrs if a.type is float]
-    dvar = spec.dtype_table[0].name
+    dvar = layout.dtype
     out = {"deterministic": ("deterministic",)} if deterministic else {}
     out.update(d)
     out["BS"] = ("attr_dim", layout.block_attr, layout.dim("BS")) if layout.block_attr else Sym(layout.dim("BS"))
     out.update({"tBytes": ("bytes", dvar), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
                 "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")})
     if len(scale) != 1:
-        raise SpecError(f"{spec.name}: the attention kernel takes one float attribute (the score scale), got {scale}")
+        raise SpecError(f"{spec.name}: the attention kernel takes one float attribute (the score scale), got "
+                        f"{', '.join(scale) or 'none'}")
     out["scaleAttr"] = ("attr_bits", scale[0])
     return out
 

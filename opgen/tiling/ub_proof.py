@@ -1,6 +1,7 @@
 """Compile-time proof that an op's UB plan fits for every shape its spec allows (issue 3 item 5).
 
-For each platform of the spec's SoCs and each dtype row, the tiling program is evaluated with every
+For each platform of the spec's SoCs and each dtype row, the tiling program is evaluated with every dim at its
+minimum (the base case), with every unbounded dim at 2^31 - 1 (it must not break the plan), and with every
 bounded dim at its declared maximum and at probe values below it (powers of two and their
 neighbours), the other dims at 1. The plans' UB footprints grow monotonically with the bounded dims
 (column slices and row strides are non-decreasing in H or D), so the maximum is the worst case; the
@@ -47,6 +48,14 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
     plats = [p for p in PLATFORMS.values() if p.soc_key in socs]
     bounded = {n: d for n, d in spec.dims_.items() if d.max is not None}
     checked = []
+    for plat in plats:  # the base case, every dim at its minimum (the only one of a spec without dims)
+        for row in spec.dtype_rows:
+            tl = _eval(spec, prog, inputs_map, _env(spec, {}), dict(row), plat)
+            if not tl.get("fits", 1):
+                raise spec_error(spec.loc, f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB) the tiling plan does "
+                                 f"not fit even with every dim at its minimum",
+                                 "the kernel holds more than UB for one row: fewer outputs or temporaries per kernel")
+            checked.append(f"{plat.name} {row} smallest")
     for plat in plats:  # a dim without max= must not be able to break the plan
         for row in spec.dtype_rows:
             for name, d in spec.dims_.items():
@@ -57,6 +66,7 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                     tl = _eval(spec, prog, inputs_map, env, dict(row), plat)
                 except OpgenError:
                     tl = {"fits": 0}
+                checked.append(f"{plat.name} {row} {name}={2**31 - 1}")
                 if not tl.get("fits", 1):
                     raise spec_error(d.loc, f"UB overflow: {name} has no max= and the tiling plan does not fit for "
                                             f"{name}={2**31 - 1} on {plat.name}",

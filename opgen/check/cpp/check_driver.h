@@ -288,6 +288,7 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     say(std::string("ok ") + (res.ok ? "1" : "0"));
     say("seconds " + std::to_string(seconds));
     say("cycles " + std::to_string(res.MaxVecCycles()) + " " + std::to_string(res.MaxCubeCycles()));
+    say("ub_peak " + std::to_string(res.MaxUbPeak()));
     for (auto& f : res.faults) say("fault " + OneLine(f));
     for (auto& t : res.traps) say("trap " + OneLine(t));
     for (auto& g : res.gm)

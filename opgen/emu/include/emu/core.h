@@ -118,6 +118,7 @@ struct CoreContext;
 struct UbArena {
     std::vector<uint8_t> data, written;
     uint64_t used = 0;     // bump pointer of the live TPipe(s)
+    uint64_t peak = 0;     // the most bytes `used` reached (what the kernel's InitBuffer calls took at once)
     MemKind kind = MemKind::UB;
     const char* name = "UB";
     const CoreContext* owner = nullptr;   // the simulated core whose buffer this is (null: not checked)

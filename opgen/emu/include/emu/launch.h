@@ -27,6 +27,8 @@ struct LaunchResult {
     std::vector<GmCount> gm;             // per registered buffer, for this launch
     std::vector<uint64_t> vecCycles;     // per core (launch order): vector cycles of the cost model (core.h)
     std::vector<uint64_t> cubeCycles;    // per core: cube cycles (16x16x16 fractals)
+    std::vector<uint64_t> ubPeak;        // per core: the most UB bytes its TPipe(s) held at once (0 on an AIC)
+    uint64_t MaxUbPeak() const { uint64_t m = 0; for (auto c : ubPeak) m = c > m ? c : m; return m; }
     uint64_t MaxVecCycles() const { uint64_t m = 0; for (auto c : vecCycles) m = c > m ? c : m; return m; }
     uint64_t MaxCubeCycles() const { uint64_t m = 0; for (auto c : cubeCycles) m = c > m ? c : m; return m; }
     uint64_t TotalRead() const { uint64_t s = 0; for (auto& g : gm) s += g.bytesRead; return s; }
@@ -95,7 +97,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
     st.barrier[0].members = n;
     st.barrier[1].members = aivCount;
     std::vector<std::string> faults(n), traps(n);
-    std::vector<uint64_t> vecCycles(n, 0), cubeCycles(n, 0);
+    std::vector<uint64_t> vecCycles(n, 0), cubeCycles(n, 0), ubPeak(n, 0);
     std::vector<std::thread> threads;
     threads.reserve(n);
     for (int i = 0; i < n; ++i) {
@@ -158,6 +160,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
             CurrentCorePtr() = nullptr;
             vecCycles[i] = ctx.vecCycles;
             cubeCycles[i] = ctx.cubeCycles;
+            ubPeak[i] = ub ? ub->peak : 0;
             st.CoreFinished(i);
             std::lock_guard<std::mutex> l(st.mu);
             st.cores[i] = nullptr;
@@ -175,6 +178,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
     for (auto& b : reg.bufs) res.gm.push_back({b->id, b->name, b->bytes, b->bytesRead.load(), b->bytesWritten.load()});
     res.vecCycles = vecCycles;
     res.cubeCycles = cubeCycles;
+    res.ubPeak = ubPeak;
     return res;
 }
 }  // namespace detail
@@ -215,6 +219,7 @@ inline void PrintReport(const LaunchResult& r, FILE* f = stdout)
     for (auto& g : r.gm)
         std::fprintf(f, "gm %s %llu %llu\n", g.name.c_str(), (unsigned long long)g.bytesRead, (unsigned long long)g.bytesWritten);
     std::fprintf(f, "cycles %llu %llu\n", (unsigned long long)r.MaxVecCycles(), (unsigned long long)r.MaxCubeCycles());
+    std::fprintf(f, "ub_peak %llu\n", (unsigned long long)r.MaxUbPeak());
 }
 
 }  // namespace emu

@@ -412,6 +412,7 @@ private:
             ub->Poison(ub->used, rounded);
             ub->used += rounded;
         }
+        if (ub->used > ub->peak) ub->peak = ub->used;
     }
     emu::CoreContext* core_;
     uint64_t start_[kMems] = {};

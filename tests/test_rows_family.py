@@ -1,0 +1,294 @@
+"""The rows family on the cases a review of the kernel-families change found (issue 11): what it lowers is checked
+against float64 NumPy through the emitted kernel, what it cannot lower is refused at lowering with one line naming
+the op, the IR value, its spec line and the rule (never a traceback, never a Python repr)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from opgen.kernel.family import NoKernel
+from opgen.passes.pipeline import compile_unit
+from opgen.registry import load_spec
+
+HEAD = "from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i32, i64\n\n"
+
+
+def _spec(tmp_path, name, body):
+    path = tmp_path / f"{name.lower()}.py"
+    path.write_text(HEAD + body.lstrip())
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ refusals
+REFUSED = {
+    # a column sum read by per-row arithmetic (the accumulator is complete only after the last row)
+    "ColSumUse": ('''
+spec = OpSpec("ColSumUse", aclnn="aclnnColSumUse", socs=(A2, A3))
+S, H = spec.dims("S H")
+spec.input("x", f32, [S, H])
+spec.output("y", f32, [S, H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x - x.sum(0)}
+''', "return", "reads the sum over rows %v"),
+    # a per-batch sum read by per-row arithmetic
+    "BatchMeanUse": ('''
+spec = OpSpec("BatchMeanUse", aclnn="aclnnBatchMeanUse", socs=(A2, A3))
+B, S, H = spec.dims("B S H")
+spec.input("x", f32, [B, S, H])
+spec.output("y", f32, [B, S, H])
+
+
+@spec.body
+def _(b, x):
+    m = x.sum(1) * (1.0 / 7.0)
+    return {"y": x - m}
+''', "m = x.sum(1)", "reads the sum over rows %v"),
+    # a column sum broadcast to every row of an output
+    "ColSumRows": ('''
+spec = OpSpec("ColSumRows", aclnn="aclnnColSumRows", socs=(A2, A3))
+S, H = spec.dims("S H")
+spec.input("x", f32, [S, H])
+spec.output("y", f32, [S, H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x.sum(0).broadcast_to([S, H])}
+''', "return", "the sum over rows %v"),
+    # a concat of inputs of two dtype variables
+    "CatTwoDtypes": ('''
+spec = OpSpec("CatTwoDtypes", aclnn="aclnnCatTwoDtypes", socs=(A2, A3))
+B, St, Si, H = spec.dims("B St Si H")
+T, U = spec.dtype_vars("T U")
+spec.input("txt", T, [B, St, H])
+spec.input("img", U, [B, Si, H])
+spec.output("out", f32, [B, St + Si, H])
+spec.dtypes((T, U), [(f16, f32), (f32, f16)])
+
+
+@spec.body
+def _(b, txt, img):
+    return {"out": b.concat([txt.f32(), img.f32()], 1) * 2.0}
+''', "return", "a concat of inputs of different dtypes (txt: T, img: U)"),
+    # a concat of per-batch rows
+    "CatBatchRows": ('''
+spec = OpSpec("CatBatchRows", aclnn="aclnnCatBatchRows", socs=(A2, A3))
+A, C, S, H = spec.dims("A C S H")
+spec.input("x", f32, [A + C, S, H])
+spec.input("p", f32, [A, 1, H])
+spec.input("q", f32, [C, 1, H])
+spec.output("y", f32, [A + C, S, H])
+
+
+@spec.body
+def _(b, x, p, q):
+    return {"y": x * b.concat([p, q], 0)}
+''', "return", "a concat of inputs p, q read as per-batch rows"),
+    # a concat of per-row statistics
+    "CatStats": ('''
+spec = OpSpec("CatStats", aclnn="aclnnCatStats", socs=(A2, A3))
+A, C, H = spec.dims("A C H")
+spec.input("x", f32, [A + C, H])
+spec.input("p", f32, [A, 1])
+spec.input("q", f32, [C, 1])
+spec.output("y", f32, [A + C, H])
+
+
+@spec.body
+def _(b, x, p, q):
+    return {"y": x * b.concat([p, q], 0)}
+''', "return", "a concat of inputs p, q read as per-row statistics"),
+    # a per-row statistic input of a 16-bit dtype
+    "HalfStat": ('''
+spec = OpSpec("HalfStat", aclnn="aclnnHalfStat", socs=(A2, A3))
+R, H = spec.dims("R H")
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [R, H])
+spec.input("s", T, [R, 1])
+spec.output("y", T, [R, H])
+spec.dtypes((T,), [(f16,), (f32,)])
+
+
+@spec.body
+def _(b, x, s):
+    return {"y": x * s}
+''', 'spec.input("s"', "per-row statistic input s has dtype T; the rows family reads per-row statistics as f32"),
+    # an int64 row input
+    "LongRows": ('''
+spec = OpSpec("LongRows", aclnn="aclnnLongRows", socs=(A2, A3))
+R, H = spec.dims("R H")
+spec.input("x", f32, [R, H])
+spec.input("m", i64, [R, H])
+spec.output("y", f32, [R, H])
+
+
+@spec.body
+def _(b, x, m):
+    return {"y": x * m.cast(f32, "rint")}
+''', "return", "input m has dtype i64; the rows family reads f32, f16, bf16, i32 inputs"),
+    # a dtype variable one of whose rows is a dtype the kernel cannot read
+    "VarRows": ('''
+spec = OpSpec("VarRows", aclnn="aclnnVarRows", socs=(A2, A3))
+R, H = spec.dims("R H")
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [R, H])
+spec.output("y", f32, [R, H])
+spec.dtypes((T,), [(f16,), (i64,)])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x * 2.0}
+''', 'spec.input("x"', "input x has dtype i64 (dtype variable T); the rows family reads f32, f16, bf16, i32 inputs"),
+    # an integer output
+    "IntOut": ('''
+spec = OpSpec("IntOut", aclnn="aclnnIntOut", socs=(A2, A3))
+R, H = spec.dims("R H")
+spec.input("x", f32, [R, H])
+spec.output("y", i32, [R, H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": (x * 2.0).cast(i32, "rint")}
+''', "return", "output y has dtype i32; the rows family writes f32, f16, bf16 outputs"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_refused_at_lowering_with_the_rule(name, tmp_path):
+    """Each case raises NoKernel from the pipeline: one line with the op, an IR value, the spec line of the
+    construct and the rule; no Python repr (SpecKey(...), tuples) in the message."""
+    text, marker, why = REFUSED[name]
+    path = _spec(tmp_path, name, text)
+    line = next(k for k, t in enumerate(path.read_text().splitlines(), 1) if marker in t)
+    with pytest.raises(NoKernel) as e:
+        compile_unit(load_spec(str(path)))
+    msg = str(e.value)
+    assert msg.startswith(f"{name}: no kernel family lowers %") and msg.endswith("[rows family]"), msg
+    assert why in msg and "\n" not in msg and "SpecKey" not in msg and "(" + "'" not in msg, msg
+    m = re.search(rf"\((?:\S*/)?{re.escape(path.name)}:(\d+)\)", msg)
+    assert m and int(m.group(1)) == line, (msg, line)
+
+
+# ------------------------------------------------------------------------------------------------ supported
+def test_a_strided_view_copies_runs_of_rows():
+    """ScaledTranspose's x (BSND read in BNSD order) has rows D apart along S: N * D - D >= D - D holds for N >= 1,
+    so a run of rows along S is one DataCopyPad (the view's `runs`), not one copy per row."""
+    from opgen.codegen import generate
+
+    spec = load_spec("examples/specs/scaled_transpose.py")
+    u = compile_unit(spec, until="lower")
+    (prog,) = u.lowered.programs.values()
+    x = prog.tensor("x")
+    assert x.view.runs and not x.view.flat
+    h = generate(spec)["op_kernel/scaled_transpose.h"]
+    assert "const int64_t m = 1;" not in h
+    assert h.count("const int64_t m = RunRows(r, k - j);") == 2     # x's copy-in in ROW_SPLIT and in COL_SPLIT
+
+
+_OPT_INT = '''
+spec = OpSpec("OptShiftInt", aclnn="aclnnOptShiftInt", socs=(A2, A3), round="rint")
+B, S = spec.dims("B S")
+H = spec.dim("H", max=4096)
+spec.input("x", f32, [B, S, H])
+spec.input("m", i32, [B, S, H])
+spec.input("shift", f32, [B, 1, H], optional=True)
+spec.output("y", f32, [B, S, H])
+
+
+@spec.body
+def _(b, x, m, shift):
+    y = x * m.cast(f32, "rint")
+    if shift is not None:
+        y = y + shift
+    return {"y": y}
+'''
+
+
+@pytest.fixture(scope="module")
+def opt_int(tmp_path_factory):
+    """The spec file of _OPT_INT."""
+    return _spec(tmp_path_factory.mktemp("opt_int"), "opt_shift_int", _OPT_INT)
+
+
+def test_optional_batch_row_keeps_one_layout(opt_int):
+    """An optional per-batch input: the specialisation without it is pure elementwise (flat) but lowers on the
+    rows domain of the one with it, so one kernel serves both."""
+    u = compile_unit(load_spec(str(opt_int)), until="lower")
+    assert not u.lowered.layout.flat and u.lowered.layout.split == 1
+    assert len(u.lowered.programs) == 2
+
+
+_CAT_SUMS = '''
+spec = OpSpec("CatSums", aclnn="aclnnCatSums", socs=(A2, A3), round="rint")
+B, S = spec.dims("B S")
+H = spec.dim("H", max=4096)
+spec.input("cls", f32, [B, 1, H])
+spec.input("x", f32, [B, S, H])
+spec.input("y", f32, [B, B, H])
+spec.output("out", f32, [B, S + B + 1, H])
+spec.output("gb", f32, [2 * H])
+
+
+@spec.body
+def _(b, cls, x, y):
+    v = b.concat([cls, x, y], 1) * 2.0
+    return {"out": v, "gb": b.concat([v.sum((0, 1), keepdims=False), (v * v).sum((0, 1), keepdims=False)], -1)}
+'''
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_concat_pieces_by_position_and_column_sums_at_an_offset(tmp_path):
+    """A concat along axis 1 of an extent-1 piece (a CLS row [B, 1, H]), [B, S, H] and a piece whose batch and
+    concat axes have one extent ([B, B, H]: each piece keeps its own batch stride), and two column sums written
+    side by side into [2 H]: the kernel's outputs equal float64 NumPy, every input element read once."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "cat_sums", _CAT_SUMS)
+    write_ops([str(path)], tmp_path / "out")
+    rng = np.random.default_rng(3)
+    B, S, H = 3, 2, 20
+    ins = {"cls": rng.standard_normal((B, 1, H)), "x": rng.standard_normal((B, S, H)),
+           "y": rng.standard_normal((B, B, H))}
+    ins = {k: v.astype(np.float32) for k, v in ins.items()}
+    r = run_check(str(path), inputs=ins, gen_dir=tmp_path / "out", progress=False)
+    v = np.concatenate([ins["cls"], ins["x"], ins["y"]], 1).astype(np.float64) * 2
+    want = {"out": v, "gb": np.concatenate([v.sum((0, 1)), (v * v).sum((0, 1))])}
+    for k, w in want.items():
+        got = r.arrays[k].astype(np.float64)
+        assert got.shape == w.shape, k
+        assert np.abs(got - w).max() <= 1e-5 * (np.abs(w).max() + 1), k
+    assert r.passed and not r.faults
+    assert all(r.gm[k].read == a.nbytes for k, a in ins.items())
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_int32_rows_and_an_optional_batch_row(opt_int, tmp_path):
+    """An int32 row input cast to fp32 in UB, and an optional per-batch shift: both specialisations run the one
+    kernel and equal float64 NumPy."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = opt_int
+    write_ops([str(path)], tmp_path / "out")
+    rng = np.random.default_rng(4)
+    B, S, H = 2, 3, 24
+    x = rng.standard_normal((B, S, H)).astype(np.float32)
+    m = rng.integers(-1000, 1000, (B, S, H)).astype(np.int32)
+    shift = rng.standard_normal((B, 1, H)).astype(np.float32)
+    for ins in ({"x": x, "m": m}, {"x": x, "m": m, "shift": shift}):
+        r = run_check(str(path), inputs=ins, gen_dir=tmp_path / "out", progress=False)
+        want = x.astype(np.float64) * m + (shift.astype(np.float64) if "shift" in ins else 0)
+        got = r.arrays["y"].astype(np.float64)
+        assert got.shape == want.shape
+        assert np.abs(got - want).max() <= 1e-6 * np.abs(want).max(), sorted(ins)
+        assert r.passed and not r.faults
