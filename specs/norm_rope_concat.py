@@ -63,6 +63,7 @@ spec.check("encoder_value", lambda a, pr: None if pr["encoder_key"] == pr["encod
            "must be given exactly when encoder_key is given")
 
 
+spec.package("ops-transformer", "posembedding")  # reference/ops_package.md §1: ops-transformer posembedding/norm_rope_concat
 spec.example_call({"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
                   {"norm_type": 1, "rope_type": 1})
 

@@ -63,6 +63,7 @@ for _prefix, _attr, _part in STREAMS:
         require_by_mode(spec, f"{_prefix}_{_what}", _attr, _need, _part)
 
 
+spec.package("ops-transformer", "posembedding")  # reference/ops_package.md §1: ops-transformer posembedding/norm_rope_concat_grad
 spec.example_call({"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
                   {"norm_type": 1, "rope_type": 1})
 
