@@ -8,7 +8,9 @@ layout only; every decision is computed in Python by the emitter.
 Spec-level files emitted per op, under `generated/<op_snake>/` (reference/ascendc.md §2.2, §2.10):
 
     op_host/<op>_def.cpp                 OpDef (emit_def)
-    op_host/<op>_tiling.h/.cpp           tiling data and TilingFunc, buffer plan proven (opgen.tiling)
+    op_host/<op>_tiling.cpp              TilingFunc, buffer plan proven (opgen.tiling)
+    op_kernel/<op>_tiling_data.h         the tiling-data struct (host includes ../op_kernel/...)
+    op_kernel/<op>_tiling_key.h          the tiling keys (opgen.codegen.tilingkey)
     op_host/<op>_infershape.cpp          InferShape / InferDataType (emit_infershape)
     op_host/op_api/aclnn_<api>.h/.cpp    two-phase aclnn API with every check (emit_aclnn)
     op_host/op_api/<op>.h/.cpp           L0 kernel wrapper (emit_aclnn)
