@@ -2,16 +2,18 @@
 # Regenerate with `opgen generate NsaSelectedAttentionGrad`.
 """NumPy golden of NsaSelectedAttentionGrad in CANN's `__golden__` form (reference/ascendc.md §2.9).
 
-Printed by opgen from the tensor IR of the spec (an IR -> NumPy source printer): one function per
-specialisation with the static attributes at their defaults (1 here). The math is the
-device mode of opgen's interpreter, bit for bit: float inputs widened to float32, float32 compute,
-outputs (and intermediates the spec rounds) rounded to their dtype with round mode "round".
-Needs only NumPy; a call with other static attribute values is delegated to opgen's interpreter
-(`opgen.interp.interpret`, imported only then).
+Printed by opgen from the tensor IR of the spec (an IR -> NumPy source printer): every specialisation (2 here:
+the static attribute values x the optional inputs present x the shape forms) merged into one function of 118
+statements, each printed once and guarded by the specialisations that need it (over attrs['inputLayout'],
+attrs['sparseMode'], present['actualSeqQLen'], present['actualSeqKVLlen'], present['attenMsk']). The math is
+the device mode of opgen's interpreter, bit for bit: float inputs widened to float32, float32 compute, outputs
+(and intermediates the spec rounds) rounded to their dtype with round mode 'round'. Needs only NumPy (no
+opgen).
 
 nsa_selected_attention_grad_golden(inputs in OpDef order, *, attributes, **kwargs) returns the outputs in OpDef
 order; None for an output the call does not produce. kwargs may hold `dtypes={"T": "bfloat16"}` to force
-a dtype variable; other CANN harness keys are ignored. Outputs:
+a dtype variable; other CANN harness keys are ignored. A call whose static attributes and optional inputs
+select no specialisation of the spec raises ValueError. Outputs:
     dq, dk, dv
 """
 
@@ -48,7 +50,8 @@ _STATIC_DEFAULTS = ('TND', 0)
 _OPTIONAL = ['actualSeqQLen', 'actualSeqKVLlen', 'attenMsk']
 _MULTI_FORM = []
 # Symbolic shapes (forms) of the inputs: ("var", group, min rank, max rank), ("sym", dim), ("lit", n),
-# ("expr", text: not bound, checked by the validation, not here).
+# ("affine", dim, scale, offset): scale * dim + offset, binds dim when nothing else does; ("expr", text: not bound,
+# checked by the validation, not here).
 _SHAPES = {'query': [[('sym', 'T1'), ('sym', 'N1'), ('sym', 'D')]],
  'key': [[('sym', 'T2'), ('sym', 'N2'), ('sym', 'D')]],
  'value': [[('sym', 'T2'), ('sym', 'N2'), ('sym', 'Dv')]],
@@ -82,7 +85,7 @@ def _match(shape, pattern, env):
             return None
     elif extra != 0:
         return None
-    pos = 0
+    pos, affine = 0, []
     for e in pattern:
         if e[0] == "var":
             val = tuple(int(d) for d in shape[pos:pos + extra])
@@ -95,6 +98,11 @@ def _match(shape, pattern, env):
         if e[0] == "sym" and env.setdefault(e[1], val) != val:
             return None
         if e[0] == "lit" and val != e[1]:
+            return None
+        if e[0] == "affine":
+            affine.append((e[1], e[2], e[3], val))
+    for sym, scale, offset, val in affine:  # scale * sym + offset: bound from the shape unless bound already
+        if (val - offset) % scale or env.setdefault(sym, (val - offset) // scale) != (val - offset) // scale:
             return None
     return env
 
@@ -187,10 +195,18 @@ def _matmul(a, b, transpose_a, transpose_b):
     if transpose_b:
         b = np.swapaxes(b, -1, -2)
     return np.matmul(a, b)
+# Every specialisation of the spec: (static attribute values..., optional inputs present..., shape forms...).
+_KEYS = {
+    ('TND', 0, True, True, False),
+    ('TND', 2, True, True, False),
+}
 
 
-def _spec0(env, dt, inputs, attrs):
-    """present: actualSeqQLen, actualSeqKVLlen"""
+def _compute(env, dt, inputs, attrs, present, forms):
+    """The outputs of one call: the statements of its specialisation (the key is known to be valid)."""
+    out_dq = None
+    out_dk = None
+    out_dv = None
     with np.errstate(all="ignore"):
         in_query = np.asarray(inputs['query'])
         in_key = np.asarray(inputs['key'])
@@ -249,39 +265,74 @@ def _spec0(env, dt, inputs, attrs):
         v44 = np.reshape(v43, (env['T1'], env['N2'], env['N1'] // env['N2'], 1))
         v45 = in_softmaxSum[..., 0:1]
         v46 = np.reshape(v45, (env['T1'], env['N2'], env['N1'] // env['N2'], 1))
-        v47 = v42 - v44
-        v48 = np.exp(v47)
-        v49 = v48 / v46
         v50 = _matmul(v40, v37, False, True)
         v51 = v40 * v39
         v52 = np.sum(v51, axis=(-1,), keepdims=True)
         v53 = v50 - v52
-        v54 = v49 * v53
-        v55 = _cast_float(v54, dt['T'], 'round')
-        v56 = _cast_float(v55, 'float32', 'none')
-        v57 = _cast_float(v49, dt['T'], 'round')
-        v58 = _cast_float(v57, 'float32', 'none')
-        v59 = _matmul(v56, v34, False, False)
-        v60 = np.reshape(v59, (env['T1'], env['N1'], env['D']))
-        v61 = v60 * at_scaleValue
-        v62 = _matmul(v56, v38, True, False)
-        v63 = np.transpose(v62, (1, 0, 2, 3))
-        v64 = _scatter_add(v32, v63, 1, env['T2'])
-        v65 = np.transpose(v64, (1, 0, 2))
-        v66 = v65 * at_scaleValue
-        v67 = _matmul(v58, v40, True, False)
-        v68 = np.transpose(v67, (1, 0, 2, 3))
-        v69 = _scatter_add(v32, v68, 1, env['T2'])
-        v70 = np.transpose(v69, (1, 0, 2))
-        v71 = _cast_float(v61, dt['T'], 'round')
-        v72 = _cast_float(v66, dt['T'], 'round')
-        v73 = _cast_float(v70, dt['T'], 'round')
-        return {'dq': v71, 'dk': v72, 'dv': v73}
-
-
-_SPECIALISATIONS = {
-    (('TND', 0), (True, True, False), ()): _spec0,
-}
+        if attrs['sparseMode'] == 0:
+            v47 = v42 - v44
+            v48 = np.exp(v47)
+            v49 = v48 / v46
+            v54 = v49 * v53
+            v55 = _cast_float(v54, dt['T'], 'round')
+            v56 = _cast_float(v55, 'float32', 'none')
+            v57 = _cast_float(v49, dt['T'], 'round')
+            v58 = _cast_float(v57, 'float32', 'none')
+            v59 = _matmul(v56, v34, False, False)
+            v60 = np.reshape(v59, (env['T1'], env['N1'], env['D']))
+            v61 = v60 * at_scaleValue
+            v62 = _matmul(v56, v38, True, False)
+            v63 = np.transpose(v62, (1, 0, 2, 3))
+            v64 = _scatter_add(v32, v63, 1, env['T2'])
+            v65 = np.transpose(v64, (1, 0, 2))
+            v66 = v65 * at_scaleValue
+            v67 = _matmul(v58, v40, True, False)
+            v68 = np.transpose(v67, (1, 0, 2, 3))
+            v69 = _scatter_add(v32, v68, 1, env['T2'])
+            v70 = np.transpose(v69, (1, 0, 2))
+            v71 = _cast_float(v61, dt['T'], 'round')
+            v72 = _cast_float(v66, dt['T'], 'round')
+            v73 = _cast_float(v70, dt['T'], 'round')
+            out_dq = v71
+            out_dk = v72
+            out_dv = v73
+        if attrs['sparseMode'] == 2:
+            v74 = np.reshape(v20, (env['T1'], 1, 1))
+            v75 = v28 > v74
+            v76 = np.reshape(v75, (env['T1'], env['N2'], 1, env['BS'] * env['CNT']))
+            v77 = np.asarray(-3.4028234663852886e+38, dtype=np.float32)
+            v78 = np.where(v76, v77, v42)
+            v79 = v78 - v44
+            v80 = np.exp(v79)
+            v81 = v80 / v46
+            v82 = v81 * v53
+            v83 = _cast_float(v82, dt['T'], 'round')
+            v84 = _cast_float(v83, 'float32', 'none')
+            v85 = _cast_float(v81, dt['T'], 'round')
+            v86 = _cast_float(v85, 'float32', 'none')
+            v87 = _matmul(v84, v34, False, False)
+            v88 = np.reshape(v87, (env['T1'], env['N1'], env['D']))
+            v89 = v88 * at_scaleValue
+            v90 = _matmul(v84, v38, True, False)
+            v91 = np.transpose(v90, (1, 0, 2, 3))
+            v92 = _scatter_add(v32, v91, 1, env['T2'])
+            v93 = np.transpose(v92, (1, 0, 2))
+            v94 = v93 * at_scaleValue
+            v95 = _matmul(v86, v40, True, False)
+            v96 = np.transpose(v95, (1, 0, 2, 3))
+            v97 = _scatter_add(v32, v96, 1, env['T2'])
+            v98 = np.transpose(v97, (1, 0, 2))
+            v99 = _cast_float(v89, dt['T'], 'round')
+            v100 = _cast_float(v94, dt['T'], 'round')
+            v101 = _cast_float(v98, dt['T'], 'round')
+            out_dq = v99
+            out_dk = v100
+            out_dv = v101
+    return {
+        'dq': out_dq,
+        'dk': out_dk,
+        'dv': out_dv,
+    }
 
 
 def _run(inputs, attrs, kwargs):
@@ -290,13 +341,12 @@ def _run(inputs, attrs, kwargs):
     present = {name: inputs[name] is not None for name in _INPUTS}
     present['attenMsk'] = present['attenMsk'] and bool(False)  # used in this mode?
     env, forms = _bind(inputs, attrs)
-    key = (static, tuple(present[name] for name in _OPTIONAL), forms)
-    fn = _SPECIALISATIONS.get(key)
-    if fn is None:
-        from opgen.interp import interpret  # non-default static attributes: opgen's interpreter
-
-        out = interpret(_OP, inputs, attrs, forced or None, "device")
-        return tuple(out.get(name) for name in _OUTPUTS)
+    key = static + tuple(present[name] for name in _OPTIONAL) + forms
+    if key not in _KEYS:
+        given = ", ".join(f"{name}={attrs[name]!r}" for name in _STATIC)
+        have = ", ".join(name for name in _OPTIONAL if present[name]) or "none"
+        raise ValueError(f"{_OP}: no specialisation of the spec for static attributes ({given or 'none'}) with "
+                         f"optional inputs present: {have} (the spec's checks reject this combination)")
     dt = {var: str(value) for var, value in forced.items()}
     like = {}
     for name, var in _INPUT_DTYPE_VARS.items():  # first input of an allowed dtype binds its variable
@@ -312,7 +362,7 @@ def _run(inputs, attrs, kwargs):
     for var in _DTYPE_VARS:
         dt.setdefault(var, row[var])
     used = {name: (inputs[name] if present[name] else None) for name in _INPUTS}
-    out = fn(env, dt, used, attrs)
+    out = _compute(env, dt, used, attrs, present, forms)
     result = []
     for name in _OUTPUTS:
         value = out.get(name)

@@ -2,16 +2,18 @@
 # Regenerate with `opgen generate NsaSelectedAttention`.
 """NumPy golden of NsaSelectedAttention in CANN's `__golden__` form (reference/ascendc.md §2.9).
 
-Printed by opgen from the tensor IR of the spec (an IR -> NumPy source printer): one function per
-specialisation with the static attributes at their defaults (2 here). The math is the
-device mode of opgen's interpreter, bit for bit: float inputs widened to float32, float32 compute,
-outputs (and intermediates the spec rounds) rounded to their dtype with round mode "round".
-Needs only NumPy; a call with other static attribute values is delegated to opgen's interpreter
-(`opgen.interp.interpret`, imported only then).
+Printed by opgen from the tensor IR of the spec (an IR -> NumPy source printer): every specialisation (4 here:
+the static attribute values x the optional inputs present x the shape forms) merged into one function of 87
+statements, each printed once and guarded by the specialisations that need it (over attrs['sparse_mode'],
+attrs['input_layout'], present['atten_mask'], present['actual_seq_qlen'], present['actual_seq_kvlen']). The
+math is the device mode of opgen's interpreter, bit for bit: float inputs widened to float32, float32 compute,
+outputs (and intermediates the spec rounds) rounded to their dtype with round mode 'round'. Needs only NumPy
+(no opgen).
 
 nsa_selected_attention_golden(inputs in OpDef order, *, attributes, **kwargs) returns the outputs in OpDef
 order; None for an output the call does not produce. kwargs may hold `dtypes={"T": "bfloat16"}` to force
-a dtype variable; other CANN harness keys are ignored. Outputs:
+a dtype variable; other CANN harness keys are ignored. A call whose static attributes and optional inputs
+select no specialisation of the spec raises ValueError. Outputs:
     softmax_max, softmax_sum, attention_out
 """
 
@@ -40,7 +42,8 @@ _STATIC_DEFAULTS = (0, 'TND')
 _OPTIONAL = ['atten_mask', 'actual_seq_qlen', 'actual_seq_kvlen']
 _MULTI_FORM = []
 # Symbolic shapes (forms) of the inputs: ("var", group, min rank, max rank), ("sym", dim), ("lit", n),
-# ("expr", text: not bound, checked by the validation, not here).
+# ("affine", dim, scale, offset): scale * dim + offset, binds dim when nothing else does; ("expr", text: not bound,
+# checked by the validation, not here).
 _SHAPES = {'query': [[('sym', 'T1'), ('sym', 'N1'), ('sym', 'D')]],
  'key': [[('sym', 'T2'), ('sym', 'N2'), ('sym', 'D')]],
  'value': [[('sym', 'T2'), ('sym', 'N2'), ('sym', 'Dv')]],
@@ -70,7 +73,7 @@ def _match(shape, pattern, env):
             return None
     elif extra != 0:
         return None
-    pos = 0
+    pos, affine = 0, []
     for e in pattern:
         if e[0] == "var":
             val = tuple(int(d) for d in shape[pos:pos + extra])
@@ -83,6 +86,11 @@ def _match(shape, pattern, env):
         if e[0] == "sym" and env.setdefault(e[1], val) != val:
             return None
         if e[0] == "lit" and val != e[1]:
+            return None
+        if e[0] == "affine":
+            affine.append((e[1], e[2], e[3], val))
+    for sym, scale, offset, val in affine:  # scale * sym + offset: bound from the shape unless bound already
+        if (val - offset) % scale or env.setdefault(sym, (val - offset) // scale) != (val - offset) // scale:
             return None
     return env
 
@@ -175,23 +183,31 @@ def _matmul(a, b, transpose_a, transpose_b):
     if transpose_b:
         b = np.swapaxes(b, -1, -2)
     return np.matmul(a, b)
+# Every specialisation of the spec: (static attribute values..., optional inputs present..., shape forms...).
+_KEYS = {
+    (0, 'TND', True, True, True),
+    (0, 'TND', False, True, True),
+    (2, 'TND', True, True, True),
+    (2, 'TND', False, True, True),
+}
 
 
-def _spec0(env, dt, inputs, attrs):
-    """present: atten_mask, actual_seq_qlen, actual_seq_kvlen"""
+def _compute(env, dt, inputs, attrs, present, forms):
+    """The outputs of one call: the statements of its specialisation (the key is known to be valid)."""
+    out_softmax_max = None
+    out_softmax_sum = None
+    out_attention_out = None
     with np.errstate(all="ignore"):
         in_query = np.asarray(inputs['query'])
         in_key = np.asarray(inputs['key'])
         in_value = np.asarray(inputs['value'])
         in_topk_indices = np.asarray(inputs['topk_indices']).astype(np.int64)
-        in_atten_mask = np.asarray(inputs['atten_mask'])
         in_actual_seq_qlen = np.asarray(inputs['actual_seq_qlen']).astype(np.int64)
         in_actual_seq_kvlen = np.asarray(inputs['actual_seq_kvlen']).astype(np.int64)
         at_scale_value = np.asarray(attrs['scale_value'], dtype=np.float32)
         v1 = _cast_float(in_query, 'float32', 'none')
         v2 = _cast_float(in_key, 'float32', 'none')
         v3 = _cast_float(in_value, 'float32', 'none')
-        v4 = _cast_float(in_atten_mask, 'float32', 'none')
         v5 = np.arange(env['T1'], dtype=np.int64)
         v6 = np.reshape(in_actual_seq_qlen, (1, env['Bn']))
         v7 = np.reshape(v5, (env['T1'], 1))
@@ -226,93 +242,57 @@ def _spec0(env, dt, inputs, attrs):
         v36 = np.transpose(v35, (1, 0, 2, 3))
         v37 = np.reshape(v1, (env['T1'], env['N2'], env['N1'] // env['N2'], env['D']))
         v38 = _matmul(v37, v33, False, True)
-        v39 = v38 * at_scale_value
-        v40 = np.max(v39, axis=(-1,), keepdims=True)
-        v41 = v39 - v40
-        v42 = np.exp(v41)
-        v43 = np.sum(v42, axis=(-1,), keepdims=True)
-        v44 = v42 / v43
-        v45 = _cast_float(v44, dt['T'], 'round')
-        v46 = _cast_float(v45, 'float32', 'none')
-        v47 = _matmul(v46, v36, False, False)
-        v48 = np.reshape(v47, (env['T1'], env['N1'], env['Dv']))
-        v49 = _cast_float(v48, dt['T'], 'rint')
-        v50 = np.reshape(v40, (env['T1'], env['N1'], 1))
-        v51 = np.broadcast_to(v50, (env['T1'], env['N1'], 8))
-        v52 = np.reshape(v43, (env['T1'], env['N1'], 1))
-        v53 = np.broadcast_to(v52, (env['T1'], env['N1'], 8))
-        return {'softmax_max': v51, 'softmax_sum': v53, 'attention_out': v49}
-
-
-def _spec1(env, dt, inputs, attrs):
-    """present: actual_seq_qlen, actual_seq_kvlen"""
-    with np.errstate(all="ignore"):
-        in_query = np.asarray(inputs['query'])
-        in_key = np.asarray(inputs['key'])
-        in_value = np.asarray(inputs['value'])
-        in_topk_indices = np.asarray(inputs['topk_indices']).astype(np.int64)
-        in_actual_seq_qlen = np.asarray(inputs['actual_seq_qlen']).astype(np.int64)
-        in_actual_seq_kvlen = np.asarray(inputs['actual_seq_kvlen']).astype(np.int64)
-        at_scale_value = np.asarray(attrs['scale_value'], dtype=np.float32)
-        v1 = _cast_float(in_query, 'float32', 'none')
-        v2 = _cast_float(in_key, 'float32', 'none')
-        v3 = _cast_float(in_value, 'float32', 'none')
-        v4 = np.arange(env['T1'], dtype=np.int64)
-        v5 = np.reshape(in_actual_seq_qlen, (1, env['Bn']))
-        v6 = np.reshape(v4, (env['T1'], 1))
-        v7 = v5 <= v6
-        v8 = _cast_int(v7)
-        v9 = np.sum(v8, axis=(-1,), keepdims=False)
-        v10 = np.asarray(0, dtype=np.int64)
-        v11 = np.broadcast_to(v10, (1,))
-        v12 = in_actual_seq_qlen[0:env['Bn'] - 1]
-        v13 = np.concatenate([v11, v12], axis=0)
-        v14 = _gather(v13, v9, 0)
-        v15 = in_actual_seq_kvlen[0:env['Bn'] - 1]
-        v16 = np.concatenate([v11, v15], axis=0)
-        v17 = _gather(v16, v9, 0)
-        v18 = v4 - v14
-        v19 = _cast_int(in_topk_indices)
-        v20 = np.reshape(v19, (env['T1'], env['N2'], env['CNT'], 1))
-        v21 = np.asarray(env['BS'], dtype=np.int64)
-        v22 = v20 * v21
-        v23 = np.arange(env['BS'], dtype=np.int64)
-        v24 = np.reshape(v23, (1, 1, 1, env['BS']))
-        v25 = v22 + v24
-        v26 = np.reshape(v25, (env['T1'], env['N2'], env['BS'] * env['CNT']))
-        v27 = np.reshape(v17, (env['T1'], 1, 1))
-        v28 = v26 + v27
-        v29 = np.transpose(v2, (1, 0, 2))
-        v30 = np.transpose(v28, (1, 0, 2))
-        v31 = _gather(v29, v30, 1)
-        v32 = np.transpose(v31, (1, 0, 2, 3))
-        v33 = np.transpose(v3, (1, 0, 2))
-        v34 = _gather(v33, v30, 1)
-        v35 = np.transpose(v34, (1, 0, 2, 3))
-        v36 = np.reshape(v1, (env['T1'], env['N2'], env['N1'] // env['N2'], env['D']))
-        v37 = _matmul(v36, v32, False, True)
-        v38 = v37 * at_scale_value
-        v39 = np.max(v38, axis=(-1,), keepdims=True)
-        v40 = v38 - v39
-        v41 = np.exp(v40)
-        v42 = np.sum(v41, axis=(-1,), keepdims=True)
-        v43 = v41 / v42
-        v44 = _cast_float(v43, dt['T'], 'round')
-        v45 = _cast_float(v44, 'float32', 'none')
-        v46 = _matmul(v45, v35, False, False)
-        v47 = np.reshape(v46, (env['T1'], env['N1'], env['Dv']))
-        v48 = _cast_float(v47, dt['T'], 'rint')
-        v49 = np.reshape(v39, (env['T1'], env['N1'], 1))
-        v50 = np.broadcast_to(v49, (env['T1'], env['N1'], 8))
-        v51 = np.reshape(v42, (env['T1'], env['N1'], 1))
-        v52 = np.broadcast_to(v51, (env['T1'], env['N1'], 8))
-        return {'softmax_max': v50, 'softmax_sum': v52, 'attention_out': v48}
-
-
-_SPECIALISATIONS = {
-    ((0, 'TND'), (True, True, True), ()): _spec0,
-    ((0, 'TND'), (False, True, True), ()): _spec1,
-}
+        if present['atten_mask']:
+            in_atten_mask = np.asarray(inputs['atten_mask'])
+            v4 = _cast_float(in_atten_mask, 'float32', 'none')
+        if (attrs['sparse_mode'] == 0) or (not present['atten_mask']):
+            v39 = v38 * at_scale_value
+            v40 = np.max(v39, axis=(-1,), keepdims=True)
+            v41 = v39 - v40
+            v42 = np.exp(v41)
+            v43 = np.sum(v42, axis=(-1,), keepdims=True)
+            v44 = v42 / v43
+            v45 = _cast_float(v44, dt['T'], 'round')
+            v46 = _cast_float(v45, 'float32', 'none')
+            v47 = _matmul(v46, v36, False, False)
+            v48 = np.reshape(v47, (env['T1'], env['N1'], env['Dv']))
+            v49 = _cast_float(v48, dt['T'], 'rint')
+            v50 = np.reshape(v40, (env['T1'], env['N1'], 1))
+            v51 = np.broadcast_to(v50, (env['T1'], env['N1'], 8))
+            v52 = np.reshape(v43, (env['T1'], env['N1'], 1))
+            v53 = np.broadcast_to(v52, (env['T1'], env['N1'], 8))
+            out_softmax_max = v51
+            out_softmax_sum = v53
+            out_attention_out = v49
+        if attrs['sparse_mode'] == 2 and present['atten_mask']:
+            v54 = np.reshape(v19, (env['T1'], 1, 1))
+            v55 = v27 > v54
+            v56 = np.reshape(v55, (env['T1'], env['N2'], 1, env['BS'] * env['CNT']))
+            v57 = np.asarray(-3.4028234663852886e+38, dtype=np.float32)
+            v58 = np.where(v56, v57, v38)
+            v59 = v58 * at_scale_value
+            v60 = np.max(v59, axis=(-1,), keepdims=True)
+            v61 = v59 - v60
+            v62 = np.exp(v61)
+            v63 = np.sum(v62, axis=(-1,), keepdims=True)
+            v64 = v62 / v63
+            v65 = _cast_float(v64, dt['T'], 'round')
+            v66 = _cast_float(v65, 'float32', 'none')
+            v67 = _matmul(v66, v36, False, False)
+            v68 = np.reshape(v67, (env['T1'], env['N1'], env['Dv']))
+            v69 = _cast_float(v68, dt['T'], 'rint')
+            v70 = np.reshape(v60, (env['T1'], env['N1'], 1))
+            v71 = np.broadcast_to(v70, (env['T1'], env['N1'], 8))
+            v72 = np.reshape(v63, (env['T1'], env['N1'], 1))
+            v73 = np.broadcast_to(v72, (env['T1'], env['N1'], 8))
+            out_softmax_max = v71
+            out_softmax_sum = v73
+            out_attention_out = v69
+    return {
+        'softmax_max': out_softmax_max,
+        'softmax_sum': out_softmax_sum,
+        'attention_out': out_attention_out,
+    }
 
 
 def _run(inputs, attrs, kwargs):
@@ -320,13 +300,12 @@ def _run(inputs, attrs, kwargs):
     static = tuple(attrs[name] for name in _STATIC)
     present = {name: inputs[name] is not None for name in _INPUTS}
     env, forms = _bind(inputs, attrs)
-    key = (static, tuple(present[name] for name in _OPTIONAL), forms)
-    fn = _SPECIALISATIONS.get(key)
-    if fn is None:
-        from opgen.interp import interpret  # non-default static attributes: opgen's interpreter
-
-        out = interpret(_OP, inputs, attrs, forced or None, "device")
-        return tuple(out.get(name) for name in _OUTPUTS)
+    key = static + tuple(present[name] for name in _OPTIONAL) + forms
+    if key not in _KEYS:
+        given = ", ".join(f"{name}={attrs[name]!r}" for name in _STATIC)
+        have = ", ".join(name for name in _OPTIONAL if present[name]) or "none"
+        raise ValueError(f"{_OP}: no specialisation of the spec for static attributes ({given or 'none'}) with "
+                         f"optional inputs present: {have} (the spec's checks reject this combination)")
     dt = {var: str(value) for var, value in forced.items()}
     like = {}
     for name, var in _INPUT_DTYPE_VARS.items():  # first input of an allowed dtype binds its variable
@@ -342,7 +321,7 @@ def _run(inputs, attrs, kwargs):
     for var in _DTYPE_VARS:
         dt.setdefault(var, row[var])
     used = {name: (inputs[name] if present[name] else None) for name in _INPUTS}
-    out = fn(env, dt, used, attrs)
+    out = _compute(env, dt, used, attrs, present, forms)
     result = []
     for name in _OUTPUTS:
         value = out.get(name)
