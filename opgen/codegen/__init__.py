@@ -26,13 +26,17 @@ from pathlib import Path
 from typing import Callable
 
 from opgen.codegen.aclnn import emit_aclnn
+from opgen.codegen.docs import emit_docs
 from opgen.codegen.example import emit_example
 from opgen.codegen.fmt import format_many
 from opgen.codegen.golden import emit_golden
 from opgen.codegen.infershape import emit_infershape
 from opgen.codegen.kernel import emit_kernel
+from opgen.codegen.layout import emit_binary_config, emit_cmake
 from opgen.codegen.names import api_snake, op_snake
 from opgen.codegen.opdef import emit_def
+from opgen.codegen.proto import emit_proto
+from opgen.codegen.ut import emit_ut
 from opgen.codegen.writer import diff_package, write_package
 from opgen.errors import OpgenError
 from opgen.tiling.emit import emit_tiling_files
@@ -40,7 +44,7 @@ from opgen.tiling.emit import emit_tiling_files
 Emitter = Callable[[object], dict]
 
 EMITTERS: list[Emitter] = [emit_def, emit_infershape, emit_aclnn, emit_example, emit_golden, emit_tiling_files,
-                           emit_kernel]
+                           emit_kernel, emit_cmake, emit_binary_config, emit_proto, emit_docs, emit_ut]
 
 
 def default_out_dir() -> Path:

@@ -202,18 +202,38 @@ def key_cover(members: set, valid: list, domains: list) -> list[list]:
     """Cubes (per variable: the allowed values) covering exactly the valid keys in `members` among `valid`, keys
     outside `valid` being don't-cares (no call reaches them: the golden rejects an unknown key first). Greedy: each
     uncovered member grows variable by variable (first to the whole domain, else value by value) while no valid
-    non-member falls inside. Deterministic (members in `valid` order)."""
-    outside = [k for k in valid if k not in members]
-    cubes, left = [], [k for k in valid if k in members]
+    non-member falls inside. Deterministic (members in `valid` order). Vectorised over the non-members: per
+    variable, whether each non-member's value is allowed; a non-member falls inside when all are."""
+    import numpy as np
+
+    index = [{v: k for k, v in enumerate(dom)} for dom in domains]
+    codes = np.array([[index[i][v] for i, v in enumerate(k)] for k in valid], dtype=np.int64).reshape(
+        len(valid), len(domains))
+    member = np.array([k in members for k in valid], dtype=bool)
+    out_codes = codes[~member]
+    cubes, left = [], [k for k, m in zip(valid, member) if m]
     while left:
-        cube = [{v} for v in left[0]]
+        seed = [index[i][v] for i, v in enumerate(left[0])]
+        allowed = [np.zeros(len(dom), dtype=bool) for dom in domains]
+        for i, c in enumerate(seed):
+            allowed[i][c] = True
+        inside = np.stack([allowed[i][out_codes[:, i]] for i in range(len(domains))], axis=1) \
+            if len(domains) else np.ones((len(out_codes), 0), dtype=bool)
+        misses = (~inside).sum(axis=1)
         for i, dom in enumerate(domains):
-            for grow in [set(dom)] + [cube[i] | {v} for v in dom if v not in cube[i]]:
-                trial = cube[:i] + [grow] + cube[i + 1:]
-                if not any(_in_cube(o, trial) for o in outside):
-                    cube = trial
-                    if grow == set(dom):
+            others = misses - (~inside[:, i]) == 0   # non-members matching the cube on every other variable
+            for grow in [None] + [c for c in range(len(dom)) if not allowed[i][c]]:
+                trial = np.ones(len(dom), dtype=bool) if grow is None else allowed[i].copy()
+                if grow is not None:
+                    trial[grow] = True
+                if not np.any(others & trial[out_codes[:, i]]):
+                    allowed[i] = trial
+                    col = trial[out_codes[:, i]]
+                    misses = misses - (~inside[:, i]) + (~col)
+                    inside[:, i] = col
+                    if grow is None:
                         break
+        cube = [{dom[c] for c in range(len(dom)) if allowed[i][c]} for i, dom in enumerate(domains)]
         cubes.append(cube)
         left = [k for k in left if not _in_cube(k, cube)]
     return cubes
