@@ -77,7 +77,10 @@ def emit_tiling_keys(spec, keys: list[TilingKey]) -> dict[str, str]:
     dtype_rows = [", ".join(f"{v}={d.long_name}" for v, d in r.items()) or "fixed dtypes"
                   for r in (spec.dtype_rows or [{}])]
     snake = op_snake(spec.name)
+    import textwrap
+
+    attr_doc = textwrap.wrap(" + ".join(terms) or "0", width=96, subsequent_indent="  ")
     text = render("op_kernel/tiling_key.h.j2", op=spec.name, spec_file=spec_path(spec),
-                  guard=f"{snake.upper()}_TILING_KEY_H_", keys=rows, attr_doc=" + ".join(terms) or "0",
+                  guard=f"{snake.upper()}_TILING_KEY_H_", keys=rows, attr_doc=attr_doc,
                   strategies=strategies, dtype_rows=list(enumerate(dtype_rows, start=1)))
     return {header_path(spec): text}

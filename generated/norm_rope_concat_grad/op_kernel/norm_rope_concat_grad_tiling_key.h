@@ -9,329 +9,329 @@
 #ifndef NORM_ROPE_CONCAT_GRAD_TILING_KEY_H_
 #define NORM_ROPE_CONCAT_GRAD_TILING_KEY_H_
 
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A0_D1_S1 \
-    11  // norm_type=0, norm_added_type=0, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A0_D2_S1 \
-    21  // norm_type=0, norm_added_type=0, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A0_D3_S1 \
-    31  // norm_type=0, norm_added_type=0, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A1_D1_S1 \
-    111  // norm_type=1, norm_added_type=0, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A1_D2_S1 \
-    121  // norm_type=1, norm_added_type=0, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A1_D3_S1 \
-    131  // norm_type=1, norm_added_type=0, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A2_D1_S1 \
-    211  // norm_type=2, norm_added_type=0, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A2_D2_S1 \
-    221  // norm_type=2, norm_added_type=0, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A2_D3_S1 \
-    231  // norm_type=2, norm_added_type=0, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A3_D1_S1 \
-    311  // norm_type=0, norm_added_type=1, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A3_D2_S1 \
-    321  // norm_type=0, norm_added_type=1, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A3_D3_S1 \
-    331  // norm_type=0, norm_added_type=1, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A4_D1_S1 \
-    411  // norm_type=1, norm_added_type=1, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A4_D2_S1 \
-    421  // norm_type=1, norm_added_type=1, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A4_D3_S1 \
-    431  // norm_type=1, norm_added_type=1, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A5_D1_S1 \
-    511  // norm_type=2, norm_added_type=1, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A5_D2_S1 \
-    521  // norm_type=2, norm_added_type=1, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A5_D3_S1 \
-    531  // norm_type=2, norm_added_type=1, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A6_D1_S1 \
-    611  // norm_type=0, norm_added_type=2, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A6_D2_S1 \
-    621  // norm_type=0, norm_added_type=2, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A6_D3_S1 \
-    631  // norm_type=0, norm_added_type=2, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A7_D1_S1 \
-    711  // norm_type=1, norm_added_type=2, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A7_D2_S1 \
-    721  // norm_type=1, norm_added_type=2, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A7_D3_S1 \
-    731  // norm_type=1, norm_added_type=2, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A8_D1_S1 \
-    811  // norm_type=2, norm_added_type=2, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A8_D2_S1 \
-    821  // norm_type=2, norm_added_type=2, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A8_D3_S1 \
-    831  // norm_type=2, norm_added_type=2, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A9_D1_S1 \
-    911  // norm_type=0, norm_added_type=0, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A9_D2_S1 \
-    921  // norm_type=0, norm_added_type=0, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A9_D3_S1 \
-    931  // norm_type=0, norm_added_type=0, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A10_D1_S1 \
-    1011  // norm_type=1, norm_added_type=0, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A10_D2_S1 \
-    1021  // norm_type=1, norm_added_type=0, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A10_D3_S1 \
-    1031  // norm_type=1, norm_added_type=0, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A11_D1_S1 \
-    1111  // norm_type=2, norm_added_type=0, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A11_D2_S1 \
-    1121  // norm_type=2, norm_added_type=0, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A11_D3_S1 \
-    1131  // norm_type=2, norm_added_type=0, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A12_D1_S1 \
-    1211  // norm_type=0, norm_added_type=1, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A12_D2_S1 \
-    1221  // norm_type=0, norm_added_type=1, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A12_D3_S1 \
-    1231  // norm_type=0, norm_added_type=1, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A13_D1_S1 \
-    1311  // norm_type=1, norm_added_type=1, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A13_D2_S1 \
-    1321  // norm_type=1, norm_added_type=1, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A13_D3_S1 \
-    1331  // norm_type=1, norm_added_type=1, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A14_D1_S1 \
-    1411  // norm_type=2, norm_added_type=1, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A14_D2_S1 \
-    1421  // norm_type=2, norm_added_type=1, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A14_D3_S1 \
-    1431  // norm_type=2, norm_added_type=1, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A15_D1_S1 \
-    1511  // norm_type=0, norm_added_type=2, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A15_D2_S1 \
-    1521  // norm_type=0, norm_added_type=2, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A15_D3_S1 \
-    1531  // norm_type=0, norm_added_type=2, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A16_D1_S1 \
-    1611  // norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A16_D2_S1 \
-    1621  // norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A16_D3_S1 \
-    1631  // norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A17_D1_S1 \
-    1711  // norm_type=2, norm_added_type=2, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A17_D2_S1 \
-    1721  // norm_type=2, norm_added_type=2, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A17_D3_S1 \
-    1731  // norm_type=2, norm_added_type=2, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A18_D1_S1 \
-    1811  // norm_type=0, norm_added_type=0, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A18_D2_S1 \
-    1821  // norm_type=0, norm_added_type=0, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A18_D3_S1 \
-    1831  // norm_type=0, norm_added_type=0, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A19_D1_S1 \
-    1911  // norm_type=1, norm_added_type=0, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A19_D2_S1 \
-    1921  // norm_type=1, norm_added_type=0, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A19_D3_S1 \
-    1931  // norm_type=1, norm_added_type=0, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A20_D1_S1 \
-    2011  // norm_type=2, norm_added_type=0, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A20_D2_S1 \
-    2021  // norm_type=2, norm_added_type=0, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A20_D3_S1 \
-    2031  // norm_type=2, norm_added_type=0, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A21_D1_S1 \
-    2111  // norm_type=0, norm_added_type=1, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A21_D2_S1 \
-    2121  // norm_type=0, norm_added_type=1, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A21_D3_S1 \
-    2131  // norm_type=0, norm_added_type=1, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A22_D1_S1 \
-    2211  // norm_type=1, norm_added_type=1, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A22_D2_S1 \
-    2221  // norm_type=1, norm_added_type=1, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A22_D3_S1 \
-    2231  // norm_type=1, norm_added_type=1, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A23_D1_S1 \
-    2311  // norm_type=2, norm_added_type=1, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A23_D2_S1 \
-    2321  // norm_type=2, norm_added_type=1, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A23_D3_S1 \
-    2331  // norm_type=2, norm_added_type=1, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A24_D1_S1 \
-    2411  // norm_type=0, norm_added_type=2, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A24_D2_S1 \
-    2421  // norm_type=0, norm_added_type=2, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A24_D3_S1 \
-    2431  // norm_type=0, norm_added_type=2, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A25_D1_S1 \
-    2511  // norm_type=1, norm_added_type=2, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A25_D2_S1 \
-    2521  // norm_type=1, norm_added_type=2, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A25_D3_S1 \
-    2531  // norm_type=1, norm_added_type=2, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A26_D1_S1 \
-    2611  // norm_type=2, norm_added_type=2, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A26_D2_S1 \
-    2621  // norm_type=2, norm_added_type=2, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A26_D3_S1 \
-    2631  // norm_type=2, norm_added_type=2, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A27_D1_S1 \
-    2711  // norm_type=0, norm_added_type=0, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A27_D2_S1 \
-    2721  // norm_type=0, norm_added_type=0, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A27_D3_S1 \
-    2731  // norm_type=0, norm_added_type=0, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A28_D1_S1 \
-    2811  // norm_type=1, norm_added_type=0, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A28_D2_S1 \
-    2821  // norm_type=1, norm_added_type=0, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A28_D3_S1 \
-    2831  // norm_type=1, norm_added_type=0, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A29_D1_S1 \
-    2911  // norm_type=2, norm_added_type=0, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A29_D2_S1 \
-    2921  // norm_type=2, norm_added_type=0, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A29_D3_S1 \
-    2931  // norm_type=2, norm_added_type=0, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A30_D1_S1 \
-    3011  // norm_type=0, norm_added_type=1, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A30_D2_S1 \
-    3021  // norm_type=0, norm_added_type=1, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A30_D3_S1 \
-    3031  // norm_type=0, norm_added_type=1, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A31_D1_S1 \
-    3111  // norm_type=1, norm_added_type=1, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A31_D2_S1 \
-    3121  // norm_type=1, norm_added_type=1, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A31_D3_S1 \
-    3131  // norm_type=1, norm_added_type=1, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A32_D1_S1 \
-    3211  // norm_type=2, norm_added_type=1, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A32_D2_S1 \
-    3221  // norm_type=2, norm_added_type=1, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A32_D3_S1 \
-    3231  // norm_type=2, norm_added_type=1, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A33_D1_S1 \
-    3311  // norm_type=0, norm_added_type=2, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A33_D2_S1 \
-    3321  // norm_type=0, norm_added_type=2, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A33_D3_S1 \
-    3331  // norm_type=0, norm_added_type=2, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A34_D1_S1 \
-    3411  // norm_type=1, norm_added_type=2, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A34_D2_S1 \
-    3421  // norm_type=1, norm_added_type=2, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A34_D3_S1 \
-    3431  // norm_type=1, norm_added_type=2, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A35_D1_S1 \
-    3511  // norm_type=2, norm_added_type=2, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A35_D2_S1 \
-    3521  // norm_type=2, norm_added_type=2, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A35_D3_S1 \
-    3531  // norm_type=2, norm_added_type=2, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A36_D1_S1 \
-    3611  // norm_type=0, norm_added_type=0, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A36_D2_S1 \
-    3621  // norm_type=0, norm_added_type=0, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A36_D3_S1 \
-    3631  // norm_type=0, norm_added_type=0, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A37_D1_S1 \
-    3711  // norm_type=1, norm_added_type=0, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A37_D2_S1 \
-    3721  // norm_type=1, norm_added_type=0, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A37_D3_S1 \
-    3731  // norm_type=1, norm_added_type=0, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A38_D1_S1 \
-    3811  // norm_type=2, norm_added_type=0, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A38_D2_S1 \
-    3821  // norm_type=2, norm_added_type=0, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A38_D3_S1 \
-    3831  // norm_type=2, norm_added_type=0, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A39_D1_S1 \
-    3911  // norm_type=0, norm_added_type=1, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A39_D2_S1 \
-    3921  // norm_type=0, norm_added_type=1, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A39_D3_S1 \
-    3931  // norm_type=0, norm_added_type=1, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A40_D1_S1 \
-    4011  // norm_type=1, norm_added_type=1, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A40_D2_S1 \
-    4021  // norm_type=1, norm_added_type=1, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A40_D3_S1 \
-    4031  // norm_type=1, norm_added_type=1, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A41_D1_S1 \
-    4111  // norm_type=2, norm_added_type=1, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A41_D2_S1 \
-    4121  // norm_type=2, norm_added_type=1, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A41_D3_S1 \
-    4131  // norm_type=2, norm_added_type=1, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A42_D1_S1 \
-    4211  // norm_type=0, norm_added_type=2, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A42_D2_S1 \
-    4221  // norm_type=0, norm_added_type=2, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A42_D3_S1 \
-    4231  // norm_type=0, norm_added_type=2, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A43_D1_S1 \
-    4311  // norm_type=1, norm_added_type=2, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A43_D2_S1 \
-    4321  // norm_type=1, norm_added_type=2, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A43_D3_S1 \
-    4331  // norm_type=1, norm_added_type=2, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A44_D1_S1 \
-    4411  // norm_type=2, norm_added_type=2, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A44_D2_S1 \
-    4421  // norm_type=2, norm_added_type=2, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A44_D3_S1 \
-    4431  // norm_type=2, norm_added_type=2, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A45_D1_S1 \
-    4511  // norm_type=0, norm_added_type=0, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A45_D2_S1 \
-    4521  // norm_type=0, norm_added_type=0, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A45_D3_S1 \
-    4531  // norm_type=0, norm_added_type=0, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A46_D1_S1 \
-    4611  // norm_type=1, norm_added_type=0, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A46_D2_S1 \
-    4621  // norm_type=1, norm_added_type=0, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A46_D3_S1 \
-    4631  // norm_type=1, norm_added_type=0, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A47_D1_S1 \
-    4711  // norm_type=2, norm_added_type=0, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A47_D2_S1 \
-    4721  // norm_type=2, norm_added_type=0, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A47_D3_S1 \
-    4731  // norm_type=2, norm_added_type=0, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A48_D1_S1 \
-    4811  // norm_type=0, norm_added_type=1, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A48_D2_S1 \
-    4821  // norm_type=0, norm_added_type=1, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A48_D3_S1 \
-    4831  // norm_type=0, norm_added_type=1, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A49_D1_S1 \
-    4911  // norm_type=1, norm_added_type=1, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A49_D2_S1 \
-    4921  // norm_type=1, norm_added_type=1, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A49_D3_S1 \
-    4931  // norm_type=1, norm_added_type=1, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A50_D1_S1 \
-    5011  // norm_type=2, norm_added_type=1, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A50_D2_S1 \
-    5021  // norm_type=2, norm_added_type=1, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A50_D3_S1 \
-    5031  // norm_type=2, norm_added_type=1, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A51_D1_S1 \
-    5111  // norm_type=0, norm_added_type=2, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A51_D2_S1 \
-    5121  // norm_type=0, norm_added_type=2, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A51_D3_S1 \
-    5131  // norm_type=0, norm_added_type=2, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A52_D1_S1 \
-    5211  // norm_type=1, norm_added_type=2, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A52_D2_S1 \
-    5221  // norm_type=1, norm_added_type=2, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A52_D3_S1 \
-    5231  // norm_type=1, norm_added_type=2, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A53_D1_S1 \
-    5311  // norm_type=2, norm_added_type=2, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A53_D2_S1 \
-    5321  // norm_type=2, norm_added_type=2, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
-#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A53_D3_S1 \
-    5331  // norm_type=2, norm_added_type=2, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
+// norm_type=0, norm_added_type=0, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A0_D1_S1 11
+// norm_type=0, norm_added_type=0, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A0_D2_S1 21
+// norm_type=0, norm_added_type=0, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A0_D3_S1 31
+// norm_type=1, norm_added_type=0, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A1_D1_S1 111
+// norm_type=1, norm_added_type=0, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A1_D2_S1 121
+// norm_type=1, norm_added_type=0, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A1_D3_S1 131
+// norm_type=2, norm_added_type=0, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A2_D1_S1 211
+// norm_type=2, norm_added_type=0, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A2_D2_S1 221
+// norm_type=2, norm_added_type=0, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A2_D3_S1 231
+// norm_type=0, norm_added_type=1, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A3_D1_S1 311
+// norm_type=0, norm_added_type=1, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A3_D2_S1 321
+// norm_type=0, norm_added_type=1, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A3_D3_S1 331
+// norm_type=1, norm_added_type=1, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A4_D1_S1 411
+// norm_type=1, norm_added_type=1, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A4_D2_S1 421
+// norm_type=1, norm_added_type=1, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A4_D3_S1 431
+// norm_type=2, norm_added_type=1, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A5_D1_S1 511
+// norm_type=2, norm_added_type=1, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A5_D2_S1 521
+// norm_type=2, norm_added_type=1, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A5_D3_S1 531
+// norm_type=0, norm_added_type=2, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A6_D1_S1 611
+// norm_type=0, norm_added_type=2, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A6_D2_S1 621
+// norm_type=0, norm_added_type=2, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A6_D3_S1 631
+// norm_type=1, norm_added_type=2, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A7_D1_S1 711
+// norm_type=1, norm_added_type=2, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A7_D2_S1 721
+// norm_type=1, norm_added_type=2, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A7_D3_S1 731
+// norm_type=2, norm_added_type=2, rope_type=0, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A8_D1_S1 811
+// norm_type=2, norm_added_type=2, rope_type=0, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A8_D2_S1 821
+// norm_type=2, norm_added_type=2, rope_type=0, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A8_D3_S1 831
+// norm_type=0, norm_added_type=0, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A9_D1_S1 911
+// norm_type=0, norm_added_type=0, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A9_D2_S1 921
+// norm_type=0, norm_added_type=0, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A9_D3_S1 931
+// norm_type=1, norm_added_type=0, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A10_D1_S1 1011
+// norm_type=1, norm_added_type=0, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A10_D2_S1 1021
+// norm_type=1, norm_added_type=0, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A10_D3_S1 1031
+// norm_type=2, norm_added_type=0, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A11_D1_S1 1111
+// norm_type=2, norm_added_type=0, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A11_D2_S1 1121
+// norm_type=2, norm_added_type=0, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A11_D3_S1 1131
+// norm_type=0, norm_added_type=1, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A12_D1_S1 1211
+// norm_type=0, norm_added_type=1, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A12_D2_S1 1221
+// norm_type=0, norm_added_type=1, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A12_D3_S1 1231
+// norm_type=1, norm_added_type=1, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A13_D1_S1 1311
+// norm_type=1, norm_added_type=1, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A13_D2_S1 1321
+// norm_type=1, norm_added_type=1, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A13_D3_S1 1331
+// norm_type=2, norm_added_type=1, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A14_D1_S1 1411
+// norm_type=2, norm_added_type=1, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A14_D2_S1 1421
+// norm_type=2, norm_added_type=1, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A14_D3_S1 1431
+// norm_type=0, norm_added_type=2, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A15_D1_S1 1511
+// norm_type=0, norm_added_type=2, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A15_D2_S1 1521
+// norm_type=0, norm_added_type=2, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A15_D3_S1 1531
+// norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A16_D1_S1 1611
+// norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A16_D2_S1 1621
+// norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A16_D3_S1 1631
+// norm_type=2, norm_added_type=2, rope_type=1, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A17_D1_S1 1711
+// norm_type=2, norm_added_type=2, rope_type=1, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A17_D2_S1 1721
+// norm_type=2, norm_added_type=2, rope_type=1, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A17_D3_S1 1731
+// norm_type=0, norm_added_type=0, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A18_D1_S1 1811
+// norm_type=0, norm_added_type=0, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A18_D2_S1 1821
+// norm_type=0, norm_added_type=0, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A18_D3_S1 1831
+// norm_type=1, norm_added_type=0, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A19_D1_S1 1911
+// norm_type=1, norm_added_type=0, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A19_D2_S1 1921
+// norm_type=1, norm_added_type=0, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A19_D3_S1 1931
+// norm_type=2, norm_added_type=0, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A20_D1_S1 2011
+// norm_type=2, norm_added_type=0, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A20_D2_S1 2021
+// norm_type=2, norm_added_type=0, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A20_D3_S1 2031
+// norm_type=0, norm_added_type=1, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A21_D1_S1 2111
+// norm_type=0, norm_added_type=1, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A21_D2_S1 2121
+// norm_type=0, norm_added_type=1, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A21_D3_S1 2131
+// norm_type=1, norm_added_type=1, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A22_D1_S1 2211
+// norm_type=1, norm_added_type=1, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A22_D2_S1 2221
+// norm_type=1, norm_added_type=1, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A22_D3_S1 2231
+// norm_type=2, norm_added_type=1, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A23_D1_S1 2311
+// norm_type=2, norm_added_type=1, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A23_D2_S1 2321
+// norm_type=2, norm_added_type=1, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A23_D3_S1 2331
+// norm_type=0, norm_added_type=2, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A24_D1_S1 2411
+// norm_type=0, norm_added_type=2, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A24_D2_S1 2421
+// norm_type=0, norm_added_type=2, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A24_D3_S1 2431
+// norm_type=1, norm_added_type=2, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A25_D1_S1 2511
+// norm_type=1, norm_added_type=2, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A25_D2_S1 2521
+// norm_type=1, norm_added_type=2, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A25_D3_S1 2531
+// norm_type=2, norm_added_type=2, rope_type=2, concat_order=0, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A26_D1_S1 2611
+// norm_type=2, norm_added_type=2, rope_type=2, concat_order=0, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A26_D2_S1 2621
+// norm_type=2, norm_added_type=2, rope_type=2, concat_order=0, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A26_D3_S1 2631
+// norm_type=0, norm_added_type=0, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A27_D1_S1 2711
+// norm_type=0, norm_added_type=0, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A27_D2_S1 2721
+// norm_type=0, norm_added_type=0, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A27_D3_S1 2731
+// norm_type=1, norm_added_type=0, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A28_D1_S1 2811
+// norm_type=1, norm_added_type=0, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A28_D2_S1 2821
+// norm_type=1, norm_added_type=0, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A28_D3_S1 2831
+// norm_type=2, norm_added_type=0, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A29_D1_S1 2911
+// norm_type=2, norm_added_type=0, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A29_D2_S1 2921
+// norm_type=2, norm_added_type=0, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A29_D3_S1 2931
+// norm_type=0, norm_added_type=1, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A30_D1_S1 3011
+// norm_type=0, norm_added_type=1, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A30_D2_S1 3021
+// norm_type=0, norm_added_type=1, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A30_D3_S1 3031
+// norm_type=1, norm_added_type=1, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A31_D1_S1 3111
+// norm_type=1, norm_added_type=1, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A31_D2_S1 3121
+// norm_type=1, norm_added_type=1, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A31_D3_S1 3131
+// norm_type=2, norm_added_type=1, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A32_D1_S1 3211
+// norm_type=2, norm_added_type=1, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A32_D2_S1 3221
+// norm_type=2, norm_added_type=1, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A32_D3_S1 3231
+// norm_type=0, norm_added_type=2, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A33_D1_S1 3311
+// norm_type=0, norm_added_type=2, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A33_D2_S1 3321
+// norm_type=0, norm_added_type=2, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A33_D3_S1 3331
+// norm_type=1, norm_added_type=2, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A34_D1_S1 3411
+// norm_type=1, norm_added_type=2, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A34_D2_S1 3421
+// norm_type=1, norm_added_type=2, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A34_D3_S1 3431
+// norm_type=2, norm_added_type=2, rope_type=0, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A35_D1_S1 3511
+// norm_type=2, norm_added_type=2, rope_type=0, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A35_D2_S1 3521
+// norm_type=2, norm_added_type=2, rope_type=0, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A35_D3_S1 3531
+// norm_type=0, norm_added_type=0, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A36_D1_S1 3611
+// norm_type=0, norm_added_type=0, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A36_D2_S1 3621
+// norm_type=0, norm_added_type=0, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A36_D3_S1 3631
+// norm_type=1, norm_added_type=0, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A37_D1_S1 3711
+// norm_type=1, norm_added_type=0, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A37_D2_S1 3721
+// norm_type=1, norm_added_type=0, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A37_D3_S1 3731
+// norm_type=2, norm_added_type=0, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A38_D1_S1 3811
+// norm_type=2, norm_added_type=0, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A38_D2_S1 3821
+// norm_type=2, norm_added_type=0, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A38_D3_S1 3831
+// norm_type=0, norm_added_type=1, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A39_D1_S1 3911
+// norm_type=0, norm_added_type=1, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A39_D2_S1 3921
+// norm_type=0, norm_added_type=1, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A39_D3_S1 3931
+// norm_type=1, norm_added_type=1, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A40_D1_S1 4011
+// norm_type=1, norm_added_type=1, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A40_D2_S1 4021
+// norm_type=1, norm_added_type=1, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A40_D3_S1 4031
+// norm_type=2, norm_added_type=1, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A41_D1_S1 4111
+// norm_type=2, norm_added_type=1, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A41_D2_S1 4121
+// norm_type=2, norm_added_type=1, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A41_D3_S1 4131
+// norm_type=0, norm_added_type=2, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A42_D1_S1 4211
+// norm_type=0, norm_added_type=2, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A42_D2_S1 4221
+// norm_type=0, norm_added_type=2, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A42_D3_S1 4231
+// norm_type=1, norm_added_type=2, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A43_D1_S1 4311
+// norm_type=1, norm_added_type=2, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A43_D2_S1 4321
+// norm_type=1, norm_added_type=2, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A43_D3_S1 4331
+// norm_type=2, norm_added_type=2, rope_type=1, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A44_D1_S1 4411
+// norm_type=2, norm_added_type=2, rope_type=1, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A44_D2_S1 4421
+// norm_type=2, norm_added_type=2, rope_type=1, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A44_D3_S1 4431
+// norm_type=0, norm_added_type=0, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A45_D1_S1 4511
+// norm_type=0, norm_added_type=0, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A45_D2_S1 4521
+// norm_type=0, norm_added_type=0, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A45_D3_S1 4531
+// norm_type=1, norm_added_type=0, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A46_D1_S1 4611
+// norm_type=1, norm_added_type=0, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A46_D2_S1 4621
+// norm_type=1, norm_added_type=0, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A46_D3_S1 4631
+// norm_type=2, norm_added_type=0, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A47_D1_S1 4711
+// norm_type=2, norm_added_type=0, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A47_D2_S1 4721
+// norm_type=2, norm_added_type=0, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A47_D3_S1 4731
+// norm_type=0, norm_added_type=1, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A48_D1_S1 4811
+// norm_type=0, norm_added_type=1, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A48_D2_S1 4821
+// norm_type=0, norm_added_type=1, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A48_D3_S1 4831
+// norm_type=1, norm_added_type=1, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A49_D1_S1 4911
+// norm_type=1, norm_added_type=1, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A49_D2_S1 4921
+// norm_type=1, norm_added_type=1, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A49_D3_S1 4931
+// norm_type=2, norm_added_type=1, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A50_D1_S1 5011
+// norm_type=2, norm_added_type=1, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A50_D2_S1 5021
+// norm_type=2, norm_added_type=1, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A50_D3_S1 5031
+// norm_type=0, norm_added_type=2, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A51_D1_S1 5111
+// norm_type=0, norm_added_type=2, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A51_D2_S1 5121
+// norm_type=0, norm_added_type=2, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A51_D3_S1 5131
+// norm_type=1, norm_added_type=2, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A52_D1_S1 5211
+// norm_type=1, norm_added_type=2, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A52_D2_S1 5221
+// norm_type=1, norm_added_type=2, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A52_D3_S1 5231
+// norm_type=2, norm_added_type=2, rope_type=2, concat_order=1, T=float16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A53_D1_S1 5311
+// norm_type=2, norm_added_type=2, rope_type=2, concat_order=1, T=bfloat16, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A53_D2_S1 5321
+// norm_type=2, norm_added_type=2, rope_type=2, concat_order=1, T=float32, HEAD_ROWS
+#define NORM_ROPE_CONCAT_GRAD_TILING_KEY_A53_D3_S1 5331
 
 #endif  // NORM_ROPE_CONCAT_GRAD_TILING_KEY_H_

@@ -10,21 +10,21 @@
 #ifndef NSA_SELECTED_ATTENTION_TILING_KEY_H_
 #define NSA_SELECTED_ATTENTION_TILING_KEY_H_
 
-#define NSA_SELECTED_ATTENTION_TILING_KEY_A0_D1_S1 \
-    11  // sparse_mode=0, input_layout='TND', T=float16, M=bool, ATTENTION
-#define NSA_SELECTED_ATTENTION_TILING_KEY_A0_D2_S1 \
-    21  // sparse_mode=0, input_layout='TND', T=float16, M=uint8, ATTENTION
-#define NSA_SELECTED_ATTENTION_TILING_KEY_A0_D3_S1 \
-    31  // sparse_mode=0, input_layout='TND', T=bfloat16, M=bool, ATTENTION
-#define NSA_SELECTED_ATTENTION_TILING_KEY_A0_D4_S1 \
-    41  // sparse_mode=0, input_layout='TND', T=bfloat16, M=uint8, ATTENTION
-#define NSA_SELECTED_ATTENTION_TILING_KEY_A1_D1_S1 \
-    111  // sparse_mode=2, input_layout='TND', T=float16, M=bool, ATTENTION
-#define NSA_SELECTED_ATTENTION_TILING_KEY_A1_D2_S1 \
-    121  // sparse_mode=2, input_layout='TND', T=float16, M=uint8, ATTENTION
-#define NSA_SELECTED_ATTENTION_TILING_KEY_A1_D3_S1 \
-    131  // sparse_mode=2, input_layout='TND', T=bfloat16, M=bool, ATTENTION
-#define NSA_SELECTED_ATTENTION_TILING_KEY_A1_D4_S1 \
-    141  // sparse_mode=2, input_layout='TND', T=bfloat16, M=uint8, ATTENTION
+// sparse_mode=0, input_layout='TND', T=float16, M=bool, ATTENTION
+#define NSA_SELECTED_ATTENTION_TILING_KEY_A0_D1_S1 11
+// sparse_mode=0, input_layout='TND', T=float16, M=uint8, ATTENTION
+#define NSA_SELECTED_ATTENTION_TILING_KEY_A0_D2_S1 21
+// sparse_mode=0, input_layout='TND', T=bfloat16, M=bool, ATTENTION
+#define NSA_SELECTED_ATTENTION_TILING_KEY_A0_D3_S1 31
+// sparse_mode=0, input_layout='TND', T=bfloat16, M=uint8, ATTENTION
+#define NSA_SELECTED_ATTENTION_TILING_KEY_A0_D4_S1 41
+// sparse_mode=2, input_layout='TND', T=float16, M=bool, ATTENTION
+#define NSA_SELECTED_ATTENTION_TILING_KEY_A1_D1_S1 111
+// sparse_mode=2, input_layout='TND', T=float16, M=uint8, ATTENTION
+#define NSA_SELECTED_ATTENTION_TILING_KEY_A1_D2_S1 121
+// sparse_mode=2, input_layout='TND', T=bfloat16, M=bool, ATTENTION
+#define NSA_SELECTED_ATTENTION_TILING_KEY_A1_D3_S1 131
+// sparse_mode=2, input_layout='TND', T=bfloat16, M=uint8, ATTENTION
+#define NSA_SELECTED_ATTENTION_TILING_KEY_A1_D4_S1 141
 
 #endif  // NSA_SELECTED_ATTENTION_TILING_KEY_H_
