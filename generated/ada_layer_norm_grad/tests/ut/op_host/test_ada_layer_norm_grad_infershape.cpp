@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include "infershape_case_executor.h"
-#include "infershape_context_faker.h"
 
 namespace ada_layer_norm_grad_infershape_ut {
 

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include "infershape_case_executor.h"
-#include "infershape_context_faker.h"
 
 namespace norm_rope_concat_infershape_ut {
 

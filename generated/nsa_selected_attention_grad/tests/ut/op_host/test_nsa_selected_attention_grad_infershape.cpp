@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include "infershape_case_executor.h"
-#include "infershape_context_faker.h"
 
 namespace nsa_selected_attention_grad_infershape_ut {
 
