@@ -24,6 +24,9 @@ spec.output("pd_beta", U, [H])
 spec.dtypes((T, U), [(f32, f32), (f16, f16), (f16, f32), (bf16, bf16), (bf16, f32)])
 
 
+spec.package("ops-nn", "norm")  # where the package goes: ops-nn norm/<op_snake>
+
+
 @spec.body
 def _(b, dy, x, rstd, mean, gamma):
     z = (x - mean) * rstd

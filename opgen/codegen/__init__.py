@@ -15,7 +15,15 @@ Spec-level files emitted per op, under `generated/<op_snake>/` (reference/ascend
     op_host/op_api/aclnn_<api>.h/.cpp    two-phase aclnn API with every check (emit_aclnn)
     op_host/op_api/<op>.h/.cpp           L0 kernel wrapper (emit_aclnn)
     examples/test_aclnn_<api>.cpp        call example (emit_example)
-    tests/golden.py                      NumPy golden, `__golden__` form (emit_golden)
+    tests/assets/golden.py               NumPy golden, `__golden__` form, every specialisation (emit_golden)
+
+and the drop-in layout of the spec's repository (reference/ops_package.md §2-3):
+
+    CMakeLists.txt, op_host/, op_graph/, tests/, tests/ut/{op_host,op_kernel}/CMakeLists.txt  (emit_cmake)
+    op_host/config/<soc>/<op>_binary.json                                                  (emit_binary_config)
+    op_graph/<op>_proto.h                                                                 (emit_proto)
+    docs/<aclnn API>.md, README.md                                                        (emit_docs)
+    tests/ut/op_host/test_<op>_{tiling,infershape}.cpp, tests/ut/op_kernel/...            (emit_ut)
 
 `write_ops` / `diff_ops` implement `opgen generate` / `opgen diff`.
 """
@@ -154,4 +162,5 @@ def diff_ops(specs, out: Path | None = None) -> str:
 
 
 __all__ = ["EMITTERS", "render", "generate", "generate_cached", "start_generation", "write_ops", "diff_ops", "default_out_dir", "op_snake", "api_snake",
-           "emit_def", "emit_infershape", "emit_aclnn", "emit_example", "emit_golden"]
+           "emit_def", "emit_infershape", "emit_aclnn", "emit_example", "emit_golden", "emit_cmake",
+           "emit_binary_config", "emit_proto", "emit_docs", "emit_ut"]
