@@ -25,6 +25,7 @@ repositories' UT frameworks; opgen only checks that they are well-formed.
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 
 import numpy as np
 
@@ -233,7 +234,14 @@ def ut_context(spec) -> dict:
     kinds = {k.kernel_type for g in u.graphs.values() for k in g.graph["plan"].kernels}
     mix = any("MIX" in k for k in kinds)
     a, d, s = _key_parts(int(twin["tilingKey"]))
+    dims = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in c0.env.items())
+    kernel_intro = textwrap.wrap(
+        f"Kernel UT of {m.op}: the kernel entry in the CPU-debug build ({ut_soc}) on the spec's example ({dims}; "
+        f"{tiling_cases[0]['combo']}), with the tiling data the TilingFunc writes for it on {platform.name} "
+        f"(blockDim {int(twin['blockDim'])}, tiling key {TilingKey(a, d, s, '').macro(spec)}).", width=110,
+        break_on_hyphens=False)
     return {
+        "kernel_intro": kernel_intro,
         "banner": m.banner(), "op": m.op, "op_snake": m.snake, "struct": f"optiling::{m.op}TilingData",
         "any_value": repo.any_value, "attrs": attrs, "tiling_cases": tiling_cases, "bad": bad,
         "attr_key": ak, "infer_outputs": infer_outputs, "infer_case": tiling_cases[0],
