@@ -33,6 +33,7 @@ spec.output("pd_beta", U, [H], doc="gradBiasOut: sum over all rows")
 spec.dtypes((T, U), [(f32, f32), (f16, f16), (f16, f32), (bf16, bf16), (bf16, f32)])
 
 
+spec.package("ops-nn", "norm")  # reference/ops_package.md §1: ops-nn norm/ada_layer_norm_grad
 spec.example_call({"Bd": (2,), "S": 4, "H": 8})
 # CANN's public signature (reference/ada_layer_norm.md §2.3): its own order and names, normalizedShape, rstd/mean
 # in gradOut's dtype (cast to the kernel's fp32, §1.4), and shift, accepted and checked but never read.

@@ -30,6 +30,13 @@ spec.output("rstd", T, [Bd, S, 1])
 spec.dtypes((T, U), [(f32, f32), (f16, f16), (f16, f32), (bf16, bf16), (bf16, f32)])
 
 
+spec.package("ops-nn", "norm")  # reference/ops_package.md §1: ops-nn norm/ada_layer_norm_v2
+spec.modifies("norm/ada_layer_norm",
+              "ops-nn's AdaLayerNorm package also registers AdaLayerNormV2's tiling (IMPL_OP_OPTILING(AdaLayerNormV2) "
+              "in op_host/ada_layer_norm_tiling.cpp, REGISTER_TILING_DATA_CLASS(AdaLayerNormV2, ...) in "
+              "op_host/ada_layer_norm_tiling.h), because CANN's AdaLayerNormV2 has no tiling of its own. This "
+              "package brings its own, so delete those two registrations there, or AdaLayerNormV2's tiling is "
+              "registered twice (reference/ops_package.md §1).")
 spec.example_call({"Bd": (2,), "S": 4, "H": 8})
 # CANN's public signature (reference/ada_layer_norm.md §2.2): mean and rstd outputs may be null.
 spec.aclnn_signature(

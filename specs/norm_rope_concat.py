@@ -68,6 +68,7 @@ declare_public_api(spec, """query key value encoderQuery encoderKey encoderValue
     normKeyBias normAddedQueryWeight normAddedQueryBias normAddedKeyWeight normAddedKeyBias ropeSin ropeCos normType
     normAddedType ropeType concatOrder eps isTraining queryOutput keyOutput valueOutput normQueryMean normQueryRstd
     normKeyMean normKeyRstd normAddedQueryMean normAddedQueryRstd normAddedKeyMean normAddedKeyRstd""")
+spec.package("ops-transformer", "posembedding")  # reference/ops_package.md §1: ops-transformer posembedding/norm_rope_concat
 spec.example_call({"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
                   {"norm_type": 1, "rope_type": 1})
 

@@ -70,6 +70,7 @@ declare_public_api(spec, """gradQueryOutput gradKeyOutput gradValueOutput query 
     ropeType concatOrder gradQuery gradKey gradValue gradEncoderQuery gradEncoderKey gradEncoderValue
     gradNormQueryWeight gradNormQueryBias gradNormKeyWeight gradNormKeyBias gradNormAddedQueryWeight
     gradNormAddedQueryBias gradNormAddedKeyWeight gradNormAddedKeyBias""")
+spec.package("ops-transformer", "posembedding")  # reference/ops_package.md §1: ops-transformer posembedding/norm_rope_concat_grad
 spec.example_call({"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
                   {"norm_type": 1, "rope_type": 1})
 

@@ -53,6 +53,7 @@ declare_checks(spec, (N1, N2, D, Dv, CNT, BS),
                lambda a, arr: a["sparse_mode"] == 2 and arr["atten_mask"] is not None)
 
 
+spec.package("ops-transformer", "attention")  # reference/ops_package.md §1: ops-transformer attention/nsa_selected_attention
 spec.example_call({"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16, "Bn": 2})
 # CANN's public signature (reference/nsa_selected_attention.md §1.1): camelCase names, inputLayout before sparseMode,
 # const output tensors.

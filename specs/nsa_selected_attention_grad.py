@@ -55,6 +55,7 @@ declare_checks(spec, (N1, N2, D, Dv, CNT, BS),
                lambda a, arr: a["sparseMode"] == 2)
 
 
+spec.package("ops-transformer", "attention")  # reference/ops_package.md §1: ops-transformer attention/nsa_selected_attention_grad
 spec.example_call({"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16, "Bn": 2})
 # CANN's public signature (reference/nsa_selected_attention.md §1.2): selectedBlockSize before selectedBlockCount
 # (both int64: the OpDef order would swap them silently), headNum after them, const output tensors.

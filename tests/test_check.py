@@ -60,7 +60,7 @@ STANDIN = r"""
 // Stand-in AdaLayerNormGrad kernel of tests/test_check.py (not the emitted kernel): scalar loops over GM,
 // float math of reference/ada_layer_norm.md §1.2; rows, batches and columns dealt round-robin over cores.
 #include "kernel_operator.h"
-#include "../op_host/ada_layer_norm_grad_tiling.h"
+#include "ada_layer_norm_grad_tiling_data.h"
 
 using namespace AscendC;
 
@@ -188,6 +188,9 @@ def env(tmp_path_factory):
     d = tmp_path_factory.mktemp("check")
     gen = d / "gen"
     shutil.copytree(HOST, gen / SNAKE / "op_host")  # the repository's emitted op_host, not its op_kernel
+    kernel_dir = gen / SNAKE / "op_kernel"   # ... but the tiling-data struct both sides include (op_kernel/)
+    kernel_dir.mkdir(parents=True)
+    shutil.copy(HOST.parent / "op_kernel" / f"{SNAKE}_tiling_data.h", kernel_dir)
     e = SimpleNamespace(dir=d, gen=gen, build=d / "build")
     _write_kernel(e)
     return e

@@ -48,6 +48,20 @@ KERNEL_CASES = {
     "no CAST_HYBRID on arch 2201": ('''
         RoundMode M() { return RoundMode::CAST_ODD; }''', '''
         RoundMode M() { return RoundMode::CAST_HYBRID; }''', "CAST_HYBRID"),
+    # REGISTER_TILING_DEFAULT(s) is `static const uint64_t <name> = sizeof(s)` (asc-devkit kernel_utils_macros.h,
+    # TILING_STRUCT_SECTION_INIT): the struct must be complete ...
+    "REGISTER_TILING_DEFAULT needs a complete struct": ('''
+        struct TD { int64_t a; };
+        void F() { REGISTER_TILING_DEFAULT(TD); }''', '''
+        struct TD;
+        void F() { REGISTER_TILING_DEFAULT(TD); }''', "incomplete"),
+    # ... and the statement is the caller's: without the ';' it does not parse
+    "REGISTER_TILING_DEFAULT is ended by the caller's semicolon": ('''
+        struct TD { int64_t a; };
+        REGISTER_TILING_DEFAULT(TD);
+        void F() { REGISTER_TILING_DEFAULT(TD); REGISTER_TILING_DEFAULT(TD); }''', '''
+        struct TD { int64_t a; };
+        void F() { REGISTER_TILING_DEFAULT(TD) }''', "error"),
 }
 
 

@@ -54,6 +54,9 @@ def _(b, x, gamma, eps, mode):
 '''
 
 
+_REQ = 'spec.require(R <= S, "x", "R must not exceed S")'
+
+
 def write(tmp_path, edits, name="bad_spec.py"):
     """GOOD with each (old, new) replaced once (old must occur); returns (path, text)."""
     text = GOOD
@@ -265,6 +268,27 @@ CASES = [
      [("if gamma is not None:", "if gamma is not None and x:")],
      "if gamma is not None", "if", "a tensor has no truth value at trace time",
      "use b.where(cond, a, c)", 1, True),
+    # where the package goes (spec.package / replaces / modifies, opgen.dsl.package)
+    ("package-unknown-repository",
+     [(_REQ, _REQ + '\nspec.package("ops-cv", "norm")')],
+     'spec.package("ops-cv"', '"ops-cv"', "package: repository 'ops-cv' is not one opgen lays packages out for",
+     'use repository="ops-nn" or repository="ops-transformer"', 1, False),
+    ("package-category-not-built",
+     [(_REQ, _REQ + '\nspec.package("ops-nn", "posembedding")')],
+     'spec.package("ops-nn"', '"posembedding"', "package: category 'posembedding' is not a directory ops-nn's build "
+     "enters", "pick the category directory the operator belongs to", 1, False),
+    ("package-declared-twice",
+     [(_REQ, _REQ + '\nspec.package("ops-nn", "norm")\nspec.package("ops-nn", "vfusion")')],
+     'spec.package("ops-nn", "vfusion")', 'spec.package',
+     "spec.package() is called twice (first at line 19)", "declare the package location once", 1, False),
+    ("modifies-bad-path",
+     [(_REQ, _REQ + '\nspec.modifies("../norm/x", "why")')],
+     "spec.modifies(", '"../norm/x"', "modifies(): '../norm/x' is not a repository-relative directory",
+     "give the directory relative to the repository root", 1, False),
+    ("replaces-without-reason",
+     [(_REQ, _REQ + '\nspec.replaces("norm/tiny", " ")')],
+     "spec.replaces(", '" "', "replaces('norm/tiny'): the reason ' ' is not a non-empty string",
+     "say why in a sentence", 1, False),
     ("body-python-error",
      [("y = y * gamma", "y = y * gamma.transpose()")],
      "y = y * gamma", "transpose", "AttributeError: 'Tensor' object has no attribute 'transpose'",

@@ -21,6 +21,9 @@ spec.output("x", T, [Bd, H], doc="x1 + x2")
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 
 
+spec.package("ops-nn", "norm")  # where the package goes: ops-nn norm/<op_snake>
+
+
 @spec.body
 def _(b, x1, x2, gamma, epsilon):
     x = x1 + x2

@@ -28,6 +28,9 @@ spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 K = math.sqrt(8.0 / math.pi)
 
 
+spec.package("ops-nn", "activation")  # where the package goes: ops-nn activation/<op_snake>
+
+
 @spec.body
 def _(b, x, dim, approximate, activateLeft):
     left, right = x.slice(-1, 0, H), x.slice(-1, H, 2 * H)

@@ -20,6 +20,9 @@ spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 K = math.sqrt(8.0 / math.pi)
 
 
+spec.package("ops-nn", "activation")  # where the package goes: ops-nn activation/<op_snake>
+
+
 @spec.body
 def _(b, self):
     x = self

@@ -34,6 +34,9 @@ spec.aclnn_signature(
 spec.aclnn_note("Differs from CANN's aclnnLayerNormBackward: weight is required and there is no outputMask.")
 
 
+spec.package("ops-nn", "norm")  # where the package goes: ops-nn norm/<op_snake>
+
+
 @spec.body
 def _(b, dy, x, rstd, mean, gamma):
     z = (x - mean) * rstd

@@ -20,6 +20,9 @@ spec.output("rstd", f32, [Bd, 1], doc="1 / sqrt(mean(x^2) + epsilon) per row")
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 
 
+spec.package("ops-nn", "norm")  # where the package goes: ops-nn norm/<op_snake>
+
+
 @spec.body
 def _(b, x, gamma, epsilon):
     rstd = b.rsqrt((x * x).mean(-1) + epsilon)

@@ -21,6 +21,9 @@ spec.output("dgamma", f32, [H], doc="sum over all rows")
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 
 
+spec.package("ops-nn", "norm")  # where the package goes: ops-nn norm/<op_snake>
+
+
 @spec.body
 def _(b, dy, x, rstd, gamma):
     g = dy * gamma

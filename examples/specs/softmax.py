@@ -18,6 +18,9 @@ spec.output("y", T, [Bd, H])
 spec.dtypes((T,), [(f16,), (bf16,), (f32,)])
 
 
+spec.package("ops-nn", "activation")  # where the package goes: ops-nn activation/<op_snake>
+
+
 @spec.body
 def _(b, x, dim):
     e = b.exp(x - x.max(-1))

@@ -18,6 +18,9 @@ spec.output("y", T, [Bd, H])
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 
 
+spec.package("ops-nn", "activation")  # where the package goes: ops-nn activation/<op_snake>
+
+
 @spec.body
 def _(b, x, dim):
     a = x.slice(-1, 0, H)

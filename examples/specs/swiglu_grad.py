@@ -19,6 +19,9 @@ spec.output("out", T, [Bd, 2 * H])
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 
 
+spec.package("ops-nn", "activation")  # where the package goes: ops-nn activation/<op_snake>
+
+
 @spec.body
 def _(b, gradOut, self, dim):
     a, g = self.slice(-1, 0, H), self.slice(-1, H, 2 * H)

@@ -8,7 +8,8 @@ aclnn_harness.cpp (rewritten only when their text changes, so a second build is 
     debug/check    launch driver: driver.cpp + op_host/<op>_tiling.cpp + op_kernel/<op>.cpp (-O1 -g)
     asan/check     the same with -fsanitize=address,undefined
 
-All with `g++ -std=c++17 -pthread -I opgen/emu/include -I generated/<op>/op_host ...`; header dependencies
+All with `g++ -std=c++17 -pthread -I opgen/emu/include -I generated/<op>/op_host -I generated/<op>/op_kernel ...`
+(the tiling-data struct is op_kernel/<op>_tiling_data.h: the TilingFunc includes it as ../op_kernel/...); header dependencies
 are tracked (depfiles), so editing the kernel, its headers or the emulation rebuilds exactly what uses them.
 Both variants link the same driver.o (debug flags): it is opgen's harness, not the code under test, and
 compiling it with UBSan costs ~10 s; the kernel and the TilingFunc (and the emulation code they instantiate)

@@ -8,12 +8,22 @@ layout only; every decision is computed in Python by the emitter.
 Spec-level files emitted per op, under `generated/<op_snake>/` (reference/ascendc.md §2.2, §2.10):
 
     op_host/<op>_def.cpp                 OpDef (emit_def)
-    op_host/<op>_tiling.h/.cpp           tiling data and TilingFunc, buffer plan proven (opgen.tiling)
+    op_host/<op>_tiling.cpp              TilingFunc, buffer plan proven (opgen.tiling)
+    op_kernel/<op>_tiling_data.h         the tiling-data struct (host includes ../op_kernel/...)
+    op_kernel/<op>_tiling_key.h          the tiling keys (opgen.codegen.tilingkey)
     op_host/<op>_infershape.cpp          InferShape / InferDataType (emit_infershape)
     op_host/op_api/aclnn_<api>.h/.cpp    two-phase aclnn API with every check (emit_aclnn)
     op_host/op_api/<op>.h/.cpp           L0 kernel wrapper (emit_aclnn)
     examples/test_aclnn_<api>.cpp        call example (emit_example)
-    tests/golden.py                      NumPy golden, `__golden__` form (emit_golden)
+    tests/assets/golden.py               NumPy golden, `__golden__` form, every specialisation (emit_golden)
+
+and the drop-in layout of the spec's repository (reference/ops_package.md §2-3):
+
+    CMakeLists.txt, op_host/, op_graph/, tests/, tests/ut/{op_host,op_kernel}/CMakeLists.txt  (emit_cmake)
+    op_host/config/<soc>/<op>_binary.json                                                  (emit_binary_config)
+    op_graph/<op>_proto.h                                                                 (emit_proto)
+    docs/<aclnn API>.md, README.md                                                        (emit_docs)
+    tests/ut/op_host/test_<op>_{tiling,infershape}.cpp, tests/ut/op_kernel/...            (emit_ut)
 
 `write_ops` / `diff_ops` implement `opgen generate` / `opgen diff`.
 """
@@ -24,13 +34,17 @@ from pathlib import Path
 from typing import Callable
 
 from opgen.codegen.aclnn import emit_aclnn
+from opgen.codegen.docs import emit_docs
 from opgen.codegen.example import emit_example
 from opgen.codegen.fmt import format_many
 from opgen.codegen.golden import emit_golden
 from opgen.codegen.infershape import emit_infershape
 from opgen.codegen.kernel import emit_kernel
+from opgen.codegen.layout import emit_binary_config, emit_cmake
 from opgen.codegen.names import api_snake, op_snake
 from opgen.codegen.opdef import emit_def
+from opgen.codegen.proto import emit_proto
+from opgen.codegen.ut import emit_ut
 from opgen.codegen.writer import diff_package, write_package
 from opgen.errors import OpgenError
 from opgen.tiling.emit import emit_tiling_files
@@ -38,7 +52,7 @@ from opgen.tiling.emit import emit_tiling_files
 Emitter = Callable[[object], dict]
 
 EMITTERS: list[Emitter] = [emit_def, emit_infershape, emit_aclnn, emit_example, emit_golden, emit_tiling_files,
-                           emit_kernel]
+                           emit_kernel, emit_cmake, emit_binary_config, emit_proto, emit_docs, emit_ut]
 
 
 def default_out_dir() -> Path:
@@ -148,4 +162,5 @@ def diff_ops(specs, out: Path | None = None) -> str:
 
 
 __all__ = ["EMITTERS", "render", "generate", "generate_cached", "start_generation", "write_ops", "diff_ops", "default_out_dir", "op_snake", "api_snake",
-           "emit_def", "emit_infershape", "emit_aclnn", "emit_example", "emit_golden"]
+           "emit_def", "emit_infershape", "emit_aclnn", "emit_example", "emit_golden", "emit_cmake",
+           "emit_binary_config", "emit_proto", "emit_docs", "emit_ut"]

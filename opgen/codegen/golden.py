@@ -1,13 +1,17 @@
-"""Emitter of tests/golden.py: a NumPy golden in CANN's `__golden__` form (reference/ascendc.md §2.9).
+"""Emitter of tests/assets/golden.py: a self-contained NumPy golden in CANN's `__golden__` form
+(reference/ascendc.md §2.9; ops-nn keeps its goldens at `tests/assets/golden.py`, reference/ops_package.md §2.5).
 
 Choice made here: the golden is *printed from the IR* (an IR -> NumPy source printer), not a call into
-opgen. Every specialisation whose static attributes are at their defaults (all presence/shape-form
-combinations of the optional and multi-form inputs) is traced and printed as one NumPy function whose
-statements mirror opgen's interpreter in device mode (opgen/interp/kernels.py): float inputs widened to
-float32, float32 compute, casts rounded to the target dtype with their round mode (rint = ties to even,
-round = ties away) — so the golden equals `opgen interpret --mode device` bit for bit. The file needs only
-NumPy. A call with non-default static attributes is delegated to `opgen.interp.interpret` (imported only
-then, so opgen must be installed for those).
+opgen. Every specialisation of the spec (every static attribute value x the presence of the optional inputs x the
+shape forms, `spec.keys()`) is traced, and the graphs are merged into one NumPy function: a statement computing
+the same expression in several specialisations is printed once (hash-consed on its printed text), and a
+statement needed by only some of them sits under an `if` over the key (`attrs[...]`, `present[...]`,
+`forms[...]`), so 432 specialisations of NormRopeConcat print about 1100 statements rather than one function
+each (`merged_program`). Statements mirror opgen's interpreter in device mode (opgen/interp/kernels.py): float
+inputs widened to float32, float32 compute, casts rounded to the target dtype with their round mode (rint = ties
+to even, round = ties away) — so the golden equals `opgen interpret --mode device` bit for bit. The file imports
+only NumPy; a call whose static attributes or optional inputs select no specialisation of the spec raises
+ValueError.
 
 The golden takes the inputs in OpDef order (optional ones default to None) and the attributes as
 keyword arguments with their defaults, plus CANN's **kwargs (ignored except `dtypes={"T": "bfloat16"}`
@@ -21,13 +25,14 @@ import keyword
 import math
 import pprint
 import textwrap
+from dataclasses import dataclass, field
 
 from opgen.codegen.dims import dim_py
 from opgen.codegen.env import render
 from opgen.codegen.logic import py_condition, true_cubes
 from opgen.codegen.model import OpModel
 from opgen.errors import SpecError
-from opgen.ir.dims import Lit, Sym, Variadic, as_dim
+from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
@@ -143,27 +148,227 @@ class _Printer:
             return f"_matmul({x[0]}, {x[1]}, {a['transpose_a']!r}, {a['transpose_b']!r})"
         raise SpecError(f"golden printer: unsupported IR op {op!r}")
 
-    def lines(self) -> list[str]:
-        """The statements of the function body: parameters, one assignment per node, the return."""
+    def params(self) -> list[tuple[str, str, str | None]]:
+        """(name, expression, input read or None) of the graph's parameters: inputs as arrays (integers widened
+        to int64), numeric runtime attributes as 0-d float32 / int64 arrays."""
         out = []
         for p in self.g.params:
             n = p.value.name
             if p.kind == "input":
                 dt = p.value.type.dtype
-                if isinstance(dt, DType) and dt.is_int:
-                    out.append(f"{self.names[n]} = np.asarray(inputs[{n!r}]).astype(np.int64)")
-                else:
-                    out.append(f"{self.names[n]} = np.asarray(inputs[{n!r}])")
+                cast = ".astype(np.int64)" if isinstance(dt, DType) and dt.is_int else ""
+                out.append((self.names[n], f"np.asarray(inputs[{n!r}]){cast}", n))
             else:
                 kind = "np.float32" if p.value.type.dtype == DType.f32 else "np.int64"
-                out.append(f"{self.names[n]} = np.asarray(attrs[{n!r}], dtype={kind})")
-        for k, node in enumerate(self.g.nodes):
-            name = f"v{k + 1}"
-            out.append(f"{name} = {self.node(node)}")
-            self.names[node.result.name] = name
-        outs = ", ".join(f"{o!r}: {self.names[v]}" for o, v in self.g.outputs)
-        out.append(f"return {{{outs}}}")
+                out.append((self.names[n], f"np.asarray(attrs[{n!r}], dtype={kind})", None))
         return out
+
+
+@dataclass
+class Statement:
+    """One line of the merged golden function: `name = text`, needed by the specialisation keys `keys`, reading
+    the statements named in `deps`. Output assignments (`out_<output>`) have no dependents."""
+
+    name: str
+    text: str
+    deps: frozenset
+    keys: set = field(default_factory=set)
+
+
+@dataclass
+class MergedProgram:
+    """Every specialisation of a spec as one straight-line program with guarded blocks.
+
+    variables: the key's variables in key order, (expression, domain) — `attrs['x']` for a static attribute,
+    `present['x']` for an optional input, `forms[k]` for a multi-form input; keys: the valid keys as value tuples
+    over the variables; blocks: [(condition or None, [Statement])] in dependency order (condition None: every key);
+    outputs: the output names (each returned from `out_<name>`, None when a key does not produce it)."""
+
+    variables: list
+    keys: list
+    blocks: list
+    outputs: list
+
+
+def _key_values(key) -> tuple:
+    return tuple(key.static) + tuple(key.present) + tuple(key.forms)
+
+
+def _in_cube(values, cube) -> bool:
+    return all(v in allowed for v, allowed in zip(values, cube))
+
+
+def key_cover(members: set, valid: list, domains: list) -> list[list]:
+    """Cubes (per variable: the allowed values) covering exactly the valid keys in `members` among `valid`, keys
+    outside `valid` being don't-cares (no call reaches them: the golden rejects an unknown key first). Greedy: each
+    uncovered member grows variable by variable (first to the whole domain, else value by value) while no valid
+    non-member falls inside. Deterministic (members in `valid` order). Vectorised over the non-members: per
+    variable, whether each non-member's value is allowed; a non-member falls inside when all are."""
+    import numpy as np
+
+    index = [{v: k for k, v in enumerate(dom)} for dom in domains]
+    codes = np.array([[index[i][v] for i, v in enumerate(k)] for k in valid], dtype=np.int64).reshape(
+        len(valid), len(domains))
+    member = np.array([k in members for k in valid], dtype=bool)
+    out_codes = codes[~member]
+    cubes, left = [], [k for k, m in zip(valid, member) if m]
+    while left:
+        seed = [index[i][v] for i, v in enumerate(left[0])]
+        allowed = [np.zeros(len(dom), dtype=bool) for dom in domains]
+        for i, c in enumerate(seed):
+            allowed[i][c] = True
+        inside = np.stack([allowed[i][out_codes[:, i]] for i in range(len(domains))], axis=1) \
+            if len(domains) else np.ones((len(out_codes), 0), dtype=bool)
+        misses = (~inside).sum(axis=1)
+        for i, dom in enumerate(domains):
+            others = misses - (~inside[:, i]) == 0   # non-members matching the cube on every other variable
+            for grow in [None] + [c for c in range(len(dom)) if not allowed[i][c]]:
+                trial = np.ones(len(dom), dtype=bool) if grow is None else allowed[i].copy()
+                if grow is not None:
+                    trial[grow] = True
+                if not np.any(others & trial[out_codes[:, i]]):
+                    allowed[i] = trial
+                    col = trial[out_codes[:, i]]
+                    misses = misses - (~inside[:, i]) + (~col)
+                    inside[:, i] = col
+                    if grow is None:
+                        break
+        cube = [{dom[c] for c in range(len(dom)) if allowed[i][c]} for i, dom in enumerate(domains)]
+        cubes.append(cube)
+        left = [k for k in left if not _in_cube(k, cube)]
+    return cubes
+
+
+def _literal(expr: str, allowed: set, dom: tuple) -> str | None:
+    vals = [v for v in dom if v in allowed]
+    if len(vals) == len(dom):
+        return None
+    if all(isinstance(v, bool) for v in dom):
+        return expr if vals == [True] else f"not {expr}"
+    if len(vals) == 1:
+        return f"{expr} == {vals[0]!r}"
+    return f"{expr} in {tuple(vals)!r}"
+
+
+def cover_condition(cubes: list, variables: list) -> str:
+    """Python condition true on `cubes` (key_cover) over `variables` [(expression, domain)]; "True" when a cube
+    allows every value."""
+    terms = []
+    for cube in cubes:
+        lits = [x for (expr, dom), allowed in zip(variables, cube) if (x := _literal(expr, allowed, dom))]
+        if not lits:
+            return "True"
+        terms.append(" and ".join(lits))
+    return terms[0] if len(terms) == 1 else " or ".join(f"({t})" for t in terms)
+
+
+def _split_outside_quotes(text: str, sep: str) -> list[str]:
+    """`text` split at `sep` where `sep` is not inside a quoted literal or parentheses."""
+    parts, depth, quote, start, k = [], 0, None, 0, 0
+    while k < len(text):
+        c = text[k]
+        if quote:
+            if c == "\\":
+                k += 1
+            elif c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and text.startswith(sep, k):
+            parts.append(text[start:k])
+            start = k + len(sep)
+            k = start
+            continue
+        k += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _if_lines(cond: str, width: int = 100) -> list[str]:
+    """`if <cond>:` as one line, or, when longer than `width`, parenthesised with one ` or ` / ` and ` term per
+    line (breaks only between terms, never inside a literal)."""
+    if len(cond) + 4 <= width:
+        return [f"if {cond}:"]
+    sep = " or " if len(_split_outside_quotes(cond, " or ")) > 1 else " and "
+    terms = _split_outside_quotes(cond, sep)
+    lines = ["if (" + terms[0]]
+    lines += [f"    {sep.strip()} {t}" for t in terms[1:]]
+    lines[-1] += "):"
+    return lines
+
+
+def merged_program(spec) -> MergedProgram:
+    """Trace every specialisation of `spec` and merge the printed graphs (module doc): statements are hash-consed
+    on their text (names of their inputs already canonical), each remembers the keys needing it; statements are
+    then ordered topologically, preferring to continue a run of the same key set, and every run is one block
+    guarded by the cover of its key set. Raises SpecError as the printer."""
+    opts = [i for i in spec.inputs if i.optional]
+    multi = [i for i in spec.inputs if len(i.shapes) > 1]
+    variables = [(f"attrs[{a.name!r}]", tuple(a.choices)) for a in spec.static_attrs]
+    variables += [(f"present[{i.name!r}]", (True, False)) for i in opts]
+    variables += [(f"forms[{k}]", tuple(range(len(i.shapes)))) for k, i in enumerate(multi)]
+    keys = spec.keys()
+    valid = [_key_values(k) for k in keys]
+    stmts: dict[str, Statement] = {}
+    by_text: dict[str, str] = {}
+    order: list[str] = []
+
+    def add(name, text, deps, key):
+        st = stmts.get(name)
+        if st is None:
+            st = stmts[name] = Statement(name, text, frozenset(deps))
+            order.append(name)
+        st.keys.add(key)
+
+    outputs = [o.name for o in spec.outputs]
+    for key, kv in zip(keys, valid):
+        g = spec.graph(key)
+        pr = _Printer(g)
+        for name, text, _read in pr.params():
+            add(name, text, (), kv)
+        for node in g.nodes:
+            text = pr.node(node)
+            name = by_text.get(text)
+            if name is None:
+                name = by_text[text] = f"v{len(by_text) + 1}"
+            add(name, text, [pr.names[i] for i in node.inputs], kv)
+            pr.names[node.result.name] = name
+        for o, v in g.outputs:
+            add(f"out_{o}<-{pr.names[v]}", pr.names[v], [pr.names[v]], kv)
+    # topological order, continuing the current key set while one is ready
+    users: dict[str, list] = {}
+    indeg = {}
+    for n in order:
+        st = stmts[n]
+        indeg[n] = len(st.deps)
+        for d in sorted(st.deps):
+            users.setdefault(d, []).append(n)
+    rank = {n: k for k, n in enumerate(order)}
+    ready = sorted((n for n in order if indeg[n] == 0), key=rank.get)
+    runs: list[tuple[frozenset, list]] = []
+    while ready:
+        cur = runs[-1][0] if runs else None
+        pick = next((n for n in ready if frozenset(stmts[n].keys) == cur), ready[0])
+        ready.remove(pick)
+        ks = frozenset(stmts[pick].keys)
+        if not runs or runs[-1][0] != ks:
+            runs.append((ks, []))
+        runs[-1][1].append(stmts[pick])
+        for u in users.get(pick, []):
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                ready.append(u)
+        ready.sort(key=rank.get)
+    domains = [dom for _e, dom in variables]
+    blocks = []
+    for ks, body in runs:
+        cond = None if len(ks) == len(valid) else cover_condition(key_cover(set(ks), valid, domains), variables)
+        blocks.append((cond, body))
+    return MergedProgram(variables, valid, blocks, outputs)
 
 
 def _pattern(shape, spec) -> list:
@@ -178,6 +383,8 @@ def _pattern(shape, spec) -> list:
             out.append(("sym", d.name))
         elif isinstance(d, Lit):
             out.append(("lit", d.value))
+        elif affine_in(d) is not None:
+            out.append(("affine", *affine_in(d)))
         else:
             out.append(("expr", str(d)))
     return out
@@ -189,7 +396,7 @@ def _pformat(value) -> str:
 
 
 def golden_context(spec) -> dict:
-    """Template data of tests/golden.py. Raises SpecError for names that are Python keywords."""
+    """Template data of tests/assets/golden.py. Raises SpecError for names that are Python keywords."""
     m = OpModel(spec)
     for p in m.params:
         if keyword.iskeyword(p.name) or p.name in ("kwargs", "np"):
@@ -197,14 +404,16 @@ def golden_context(spec) -> dict:
     defaults = tuple(_default_static(a) for a in spec.static_attrs)
     opts = [i for i in spec.inputs if i.optional]
     multi = [i for i in spec.inputs if len(i.shapes) > 1]
-    specs = []
-    for k, key in enumerate(k for k in spec.keys() if k.static == defaults):
-        g = spec.graph(key)
-        present = [i.name for i, p in zip(opts, key.present) if p]
-        forms = ", ".join(f"{i.name}={f}" for i, f in zip(multi, key.forms))
-        doc = f"present: {', '.join(present) or 'none of the optional inputs'}" + (f"; forms: {forms}" if forms else "")
-        specs.append({"name": f"_spec{k}", "key": repr((key.static, key.present, key.forms)), "doc": doc,
-                      "lines": _Printer(g).lines()})
+    prog = merged_program(spec)
+    body = []
+    for cond, stmts in prog.blocks:
+        lines = [f"{st.name.split('<-')[0]} = {st.text}" for st in stmts]
+        if cond is None:
+            body += lines
+        else:
+            body += _if_lines(cond)
+            body += ["    " + ln for ln in lines]
+    keys = [repr(k) for k in prog.keys]
     gated = []
     for i in opts:
         if i.when is None:
@@ -228,7 +437,17 @@ def golden_context(spec) -> dict:
     return {
         "banner": m.banner("#"), "op": m.op, "op_snake": m.snake, "api": m.api, "round": spec.round,
         "api_golden": _api_golden(spec, m),
-        "inputs": inputs, "attrs": attrs, "outputs": outputs, "specs": specs, "gated": gated,
+        "inputs": inputs, "attrs": attrs, "outputs": outputs, "body": body, "keys": keys, "gated": gated,
+        "nkeys": len(prog.keys), "nstatements": sum(len(b) for _c, b in prog.blocks),
+        "intro": textwrap.wrap(
+            "Printed by opgen from the tensor IR of the spec (an IR -> NumPy source printer): every specialisation "
+            f"({len(prog.keys)} here: the static attribute values x the optional inputs present x the shape forms) "
+            f"merged into one function of {sum(len(b) for _c, b in prog.blocks)} statements, each printed once and "
+            "guarded by the specialisations that need it (over "
+            f"{', '.join(e for e, _d in prog.variables) or 'nothing: there is one'}). The math is the device mode "
+            "of opgen's interpreter, bit for bit: float inputs widened to float32, float32 compute, outputs (and "
+            f"intermediates the spec rounds) rounded to their dtype with round mode {spec.round!r}. Needs only NumPy "
+            "(no opgen).", width=110, break_on_hyphens=False),
         "static": [a.name for a in spec.static_attrs], "optional": [i.name for i in opts],
         "multi": [i.name for i in multi], "shapes": _pformat(shapes),
         "attr_dims": _pformat({a.name: a.dim.name for a in spec.attrs if a.dim is not None}),
@@ -275,6 +494,11 @@ def _api_golden(spec, m) -> dict:
             "attrs": attrs, "outputs": outs}
 
 
+GOLDEN_PATH = "tests/assets/golden.py"
+"""Where the golden goes in the package (ops-nn's convention, reference/ops_package.md §2.5)."""
+
+
 def emit_golden(spec) -> dict[str, str]:
-    """{"tests/golden.py": text} for `spec`."""
-    return {"tests/golden.py": render("tests/golden.py.j2", **golden_context(spec))}
+    """{"tests/assets/golden.py": text} for `spec`. Raises SpecError for parameter names the golden cannot take
+    and IR ops the printer cannot print."""
+    return {GOLDEN_PATH: render("tests/golden.py.j2", **golden_context(spec))}

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from opgen.codegen.dims import dim_cpp
 from opgen.codegen.names import op_snake
+from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym, as_dim, subst
 from opgen.kernel.headrows import PERMS, SIGNS, HeadPart, body_text, lower_heads, part_text
@@ -540,11 +541,13 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
             "kPerm": "Gather offset tables", "kSign": "sign rows", "kCond": "row conditions of a part",
             "kAccOutputs": "column outputs summed across cores"}
     dvar = data_dtype(spec, low)
-    dtype_keys = []
+    dtype_keys, declared = [], []
     keys = [key for _a, key, _h in low.programs]
     for r, row in enumerate(spec.dtype_rows, start=1):
         dt = row[dvar]
-        dtype_keys.append((CTYPE[str(getattr(dt, "value", dt))], [k * 100 + r * 10 + 1 for k in keys]))
+        tks = [TilingKey(k, r, 1, "HEAD_ROWS") for k in keys]
+        declared += tks
+        dtype_keys.append((CTYPE[str(getattr(dt, "value", dt))], [tk.macro(spec) for tk in tks]))
     cls = f"{spec.name}Kernel"
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_path(spec), "cls": cls,
@@ -571,6 +574,7 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
     return {
         f"op_kernel/{snake}.h": env.get_template("op_kernel/head_kernel.h.j2").render(**ctx),
         f"op_kernel/{snake}.cpp": env.get_template("op_kernel/head_kernel.cpp.j2").render(**ctx),
+        **emit_tiling_keys(spec, declared),
     }
 
 

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from opgen.codegen.names import op_snake
+from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, as_dim
 from opgen.kernel.rowlayout import PiecewiseView
@@ -481,14 +482,16 @@ def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec
     classes = [class_context(spec, v, dims) for v in variants]
     inner = dims.extent(len(dims.layout.extents) - 1) if dims.layout.extents and any(c["strided"] for c in classes) \
         else "1"
-    keys = []
+    keys, declared = [], []
     attr_keys = sorted({k for v in variants for k, _c in v.serves})
     for ak in attr_keys:
         serving = [(c, cond) for v, c in zip(variants, classes) for k, cond in v.serves if k == ak]
         for r, row in enumerate(spec.dtype_rows, start=1):
             types = [CTYPE[str(row[d].value) if hasattr(row[d], "value") else str(row[d])] for d in dvars]
-            for strategy in (1, 2):
-                keys.append((ak * 100 + r * 10 + strategy, types, [(c["name"], cond) for c, cond in serving]))
+            for strategy, name in ((1, "ROW_SPLIT"), (2, "COL_SPLIT")):
+                tk = TilingKey(ak, r, strategy, name)
+                declared.append(tk)
+                keys.append((tk.macro(spec), types, [(c["name"], cond) for c, cond in serving]))
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_file, "dvars": dvars, "classes": classes,
         "inputs": [i.name for i in spec.inputs], "outputs": [o.name for o in spec.outputs], "keys": keys,
@@ -498,6 +501,7 @@ def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec
     return {
         f"op_kernel/{snake}.h": env.get_template("op_kernel/row_kernel.h.j2").render(**ctx),
         f"op_kernel/{snake}.cpp": env.get_template("op_kernel/row_kernel.cpp.j2").render(**ctx),
+        **emit_tiling_keys(spec, declared),
     }
 
 

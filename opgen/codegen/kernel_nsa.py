@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 from opgen.codegen.names import op_snake
+from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dtypes import dtype_name
 from opgen.kernel.nsa import NsaProgram, print_program, shape_key
@@ -421,14 +422,18 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
         cond = " && ".join(f"{n} {'!=' if pr_ else '=='} nullptr" for n, pr_ in present.items()
                            if not _never_read(spec, n)) or "true"
         variants.setdefault(attr_key(spec, attrs), []).append((cond, by_text[text]))
-    keys = []
+    keys, declared = [], []
     dvar = lay.dtype
-    strategies = [tnsa.STRATEGY] + ([tnsa.DETERMINISTIC] if any(c["det"] for c in classes) else [])
+    strategies = [(tnsa.STRATEGY, "ATTENTION")]
+    if any(c["det"] for c in classes):
+        strategies.append((tnsa.DETERMINISTIC, "ATTENTION_DETERMINISTIC"))
     for r, row in enumerate(spec.dtype_rows, start=1):
         ctype = CTYPE[dtype_name(row[dvar])]
         for ak, vs in sorted(variants.items()):
-            for st in strategies:
-                keys.append((ak * 100 + r * 10 + st, ctype, _dedupe(vs)))
+            for st, name in strategies:
+                tk = TilingKey(ak, r, st, name)
+                declared.append(tk)
+                keys.append((tk.macro(spec), ctype, _dedupe(vs)))
     env = template_env()
     consts = [("L0A_BYTES", tnsa.CUBE["l0a"], "L0A bytes (reference §1.2)"),
               ("L0B_BYTES", tnsa.CUBE["l0b"], "L0B bytes"),
@@ -445,6 +450,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
     return {
         f"op_kernel/{snake}.h": env.get_template("op_kernel/nsa_kernel.h.j2").render(**ctx),
         f"op_kernel/{snake}.cpp": env.get_template("op_kernel/nsa_kernel.cpp.j2").render(**ctx),
+        **emit_tiling_keys(spec, declared),
     }
 
 

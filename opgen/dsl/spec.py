@@ -36,6 +36,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from opgen.dsl.package import (DEFAULT_CATEGORY, DEFAULT_REPOSITORY, REPOSITORY_CATEGORIES, PackageNote,
+                                category_problem, path_problem)
 from opgen.dsl.diagnostics import (Loc, caller_loc, from_exception, function_loc, locate_token, param_loc,
                                    return_loc, spec_error, traceback_loc)
 from opgen.errors import SpecError, ValidationError
@@ -260,6 +262,10 @@ class OpSpec:
         self.aclnn_signature_: list | None = None
         self.aclnn_const_outputs = False
         self._signature_loc = None
+        self.repository: str = DEFAULT_REPOSITORY
+        self.category: str = DEFAULT_CATEGORY
+        self.package_notes: list[PackageNote] = []
+        self._package_loc: str | None = None
         self._graphs: dict[SpecKey, Graph] = {}
         self._dtype_var_locs: dict[str, str] = {}
         self._dtypes_loc: str | None = None
@@ -639,6 +645,53 @@ class OpSpec:
         self.aclnn_signature_ = check_signature(self, entries, _ident_problem, _suggest)
         self.aclnn_const_outputs = const_outputs
         self._signature_loc = loc
+
+    def package(self, repository: str = DEFAULT_REPOSITORY, category: str = DEFAULT_CATEGORY) -> None:
+        """Where the generated package goes: `<repository>/<category>/<op_snake>/` of CANN's `ops-nn` or
+        `ops-transformer` (reference/ops_package.md §1-3; opgen.dsl.package). Without this call a spec goes to
+        ops-nn's `vfusion` (fused vector operators). Raises SpecError for an unknown repository, a category that
+        repository's build does not enter, or a second call."""
+        loc = _loc()
+        if self._package_loc is not None:
+            raise spec_error(loc, f"spec.package() is called twice (first at {self._where(self._package_loc)})",
+                             "declare the package location once")
+        if repository not in REPOSITORY_CATEGORIES:
+            raise spec_error(loc, f"package: {category_problem(repository, category)}",
+                             'use repository="ops-nn" or repository="ops-transformer"', arg=(0, "repository"))
+        problem = category_problem(repository, category)
+        if problem:
+            raise spec_error(loc, f"package: {problem}",
+                             "pick the category directory the operator belongs to; the build skips others",
+                             arg=(1, "category"))
+        self.repository, self.category, self._package_loc = repository, category, loc
+
+    def replaces(self, path: str, reason: str) -> None:
+        """Declare a directory of the destination repository (`norm/ada_layer_norm_v2`) that this package takes
+        the place of: the README tells the developer to remove it before copying the package in, and why.
+        Raises SpecError for a malformed path or an empty reason."""
+        self._package_note("replaces", path, reason, _loc())
+
+    def modifies(self, path: str, reason: str) -> None:
+        """Declare a directory of the destination repository that must be edited when this package is dropped in
+        (e.g. ops-nn's `norm/ada_layer_norm` registers AdaLayerNormV2's tiling: a second registration clashes,
+        reference/ops_package.md §1); the reason becomes a note of the generated README.md. Raises SpecError for
+        a malformed path or an empty reason."""
+        self._package_note("modifies", path, reason, _loc())
+
+    def _package_note(self, kind: str, path, reason, loc) -> None:
+        problem = path_problem(path)
+        if problem:
+            raise spec_error(loc, f"{kind}(): {problem}",
+                             "give the directory relative to the repository root, e.g. 'norm/ada_layer_norm'",
+                             arg=(0, "path"))
+        if not isinstance(reason, str) or not reason.strip():
+            raise spec_error(loc, f"{kind}({path!r}): the reason {reason!r} is not a non-empty string",
+                             "say why in a sentence: the README shows it to whoever drops the package in",
+                             arg=(1, "reason"))
+        if any(n.path == path for n in self.package_notes):
+            raise spec_error(loc, f"{kind}(): directory {path!r} is already declared",
+                             "declare each displaced directory once", arg=(0, "path"))
+        self.package_notes.append(PackageNote(kind, path, " ".join(reason.split()), str(loc)))
 
     def example_call(self, dims: dict, attrs: dict | None = None) -> None:
         """The small, valid call the emitted example (examples/test_aclnn_<op>.cpp) makes: dim values ({"H": 8,

@@ -1,5 +1,7 @@
-"""Emission of the host tiling files (op_host/<op>_tiling.h, op_host/<op>_tiling.cpp) from a spec
-and its tiling program (reference/ascendc.md §2.4 struct-style tiling data, §2.5 TilingFunc).
+"""Emission of the tiling files (op_kernel/<op>_tiling_data.h, op_host/<op>_tiling.cpp) from a spec
+and its tiling program (reference/ascendc.md §2.4 struct-style tiling data, §2.5 TilingFunc). The struct lives in
+op_kernel/ and the host includes it as ../op_kernel/<op>_tiling_data.h: the kernel build copies only op_kernel/*
+(reference/ops_package.md §2.3, §3).
 
 Python decides everything: how each program input is read from the TilingContext (dims from input
 shapes, generated from the spec's symbolic shapes; dtype sizes and the dtype key from the dtype table),
@@ -183,7 +185,7 @@ def dim_bounds(spec, prog, inputs_map) -> list[tuple[str, int, int | None]]:
 
 
 def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
-    """{path: text} of op_host/<op>_tiling.h and _tiling.cpp for `spec` with tiling program `prog`;
+    """{path: text} of op_kernel/<op>_tiling_data.h and op_host/<op>_tiling.cpp for `spec` with tiling program `prog`;
     `inputs_map`: {program input name: dim expression | ("bytes", var) | ("dtype_key",) |
     ("platform", "coreNum"|"ubBytes") | ("attr_key",) | ("attr_bits", float attr) |
     ("attr_dim", int attr, dim) | ("deterministic",)}; `doc`: one line naming the strategy and its reference.
@@ -229,6 +231,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
 
     ctx = {
         "op": spec.name, "op_snake": op, "struct": f"{spec.name}TilingData", "spec_file": spec_path(spec),
+        "guard": f"{op.upper()}_TILING_DATA_H_",
         "fields": [(n, doc) for n, _, doc in prog.stmts if n in prog.fields],
         "inputs": [(n, expr, prog.inputs[n]) for n, expr in reads],
         "shapes": _shape_refs(spec, reads),
@@ -240,7 +243,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
         "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
     }
     return {
-        f"op_host/{op}_tiling.h": env.get_template("op_host/tiling.h.j2").render(**ctx),
+        f"op_kernel/{op}_tiling_data.h": env.get_template("op_kernel/tiling_data.h.j2").render(**ctx),
         f"op_host/{op}_tiling.cpp": env.get_template("op_host/tiling.cpp.j2").render(**ctx),
     }
 

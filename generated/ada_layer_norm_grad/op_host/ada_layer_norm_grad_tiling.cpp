@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "ada_layer_norm_grad_tiling.h"
+#include "../op_kernel/ada_layer_norm_grad_tiling_data.h"
 #include "register/op_impl_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 

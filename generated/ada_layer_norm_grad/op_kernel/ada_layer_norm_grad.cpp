@@ -3,6 +3,7 @@
 // (tilingKey = attrKey * 100 + dtypeKey * 10 + strategy), the optional inputs present select the class.
 #include "kernel_operator.h"
 #include "ada_layer_norm_grad.h"
+#include "ada_layer_norm_grad_tiling_key.h"
 
 using namespace ada_layer_norm_grad_kernel;
 
@@ -12,8 +13,9 @@ extern "C" __global__ __aicore__ void ada_layer_norm_grad(GM_ADDR dy, GM_ADDR x,
                                                           GM_ADDR pd_beta, GM_ADDR workspace, GM_ADDR tiling)
 {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    REGISTER_TILING_DEFAULT(optiling::AdaLayerNormGradTilingData);
     GET_TILING_DATA_WITH_STRUCT(optiling::AdaLayerNormGradTilingData, tilingData, tiling);
-    if (TILING_KEY_IS(11)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_GRAD_TILING_KEY_A0_D1_S1)) {
         if (gamma != nullptr && beta != nullptr) {
             AdaLayerNormGradKernel0<float, float> op;
             op.Init(dy, x, rstd, mean, scale, gamma, beta, pd_x, pd_scale, pd_shift, pd_gamma, pd_beta, workspace,
@@ -37,7 +39,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_grad(GM_ADDR dy, GM_ADDR x,
         }
         return;
     }
-    if (TILING_KEY_IS(12)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_GRAD_TILING_KEY_A0_D1_S2)) {
         if (gamma != nullptr && beta != nullptr) {
             AdaLayerNormGradKernel0<float, float> op;
             op.Init(dy, x, rstd, mean, scale, gamma, beta, pd_x, pd_scale, pd_shift, pd_gamma, pd_beta, workspace,
@@ -61,7 +63,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_grad(GM_ADDR dy, GM_ADDR x,
         }
         return;
     }
-    if (TILING_KEY_IS(21)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_GRAD_TILING_KEY_A0_D2_S1)) {
         if (gamma != nullptr && beta != nullptr) {
             AdaLayerNormGradKernel0<half, half> op;
             op.Init(dy, x, rstd, mean, scale, gamma, beta, pd_x, pd_scale, pd_shift, pd_gamma, pd_beta, workspace,
@@ -85,7 +87,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_grad(GM_ADDR dy, GM_ADDR x,
         }
         return;
     }
-    if (TILING_KEY_IS(22)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_GRAD_TILING_KEY_A0_D2_S2)) {
         if (gamma != nullptr && beta != nullptr) {
             AdaLayerNormGradKernel0<half, half> op;
             op.Init(dy, x, rstd, mean, scale, gamma, beta, pd_x, pd_scale, pd_shift, pd_gamma, pd_beta, workspace,
@@ -109,7 +111,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_grad(GM_ADDR dy, GM_ADDR x,
         }
         return;
     }
-    if (TILING_KEY_IS(31)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_GRAD_TILING_KEY_A0_D3_S1)) {
         if (gamma != nullptr && beta != nullptr) {
             AdaLayerNormGradKernel0<half, float> op;
             op.Init(dy, x, rstd, mean, scale, gamma, beta, pd_x, pd_scale, pd_shift, pd_gamma, pd_beta, workspace,
@@ -133,7 +135,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_grad(GM_ADDR dy, GM_ADDR x,
         }
         return;
     }
-    if (TILING_KEY_IS(32)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_GRAD_TILING_KEY_A0_D3_S2)) {
         if (gamma != nullptr && beta != nullptr) {
             AdaLayerNormGradKernel0<half, float> op;
             op.Init(dy, x, rstd, mean, scale, gamma, beta, pd_x, pd_scale, pd_shift, pd_gamma, pd_beta, workspace,
@@ -157,7 +159,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_grad(GM_ADDR dy, GM_ADDR x,
         }
         return;
     }
-    if (TILING_KEY_IS(41)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_GRAD_TILING_KEY_A0_D4_S1)) {
         if (gamma != nullptr && beta != nullptr) {
             AdaLayerNormGradKernel0<bfloat16_t, bfloat16_t> op;
             op.Init(dy, x, rstd, mean, scale, gamma, beta, pd_x, pd_scale, pd_shift, pd_gamma, pd_beta, workspace,
@@ -181,7 +183,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_grad(GM_ADDR dy, GM_ADDR x,
         }
         return;
     }
-    if (TILING_KEY_IS(42)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_GRAD_TILING_KEY_A0_D4_S2)) {
         if (gamma != nullptr && beta != nullptr) {
             AdaLayerNormGradKernel0<bfloat16_t, bfloat16_t> op;
             op.Init(dy, x, rstd, mean, scale, gamma, beta, pd_x, pd_scale, pd_shift, pd_gamma, pd_beta, workspace,
@@ -205,7 +207,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_grad(GM_ADDR dy, GM_ADDR x,
         }
         return;
     }
-    if (TILING_KEY_IS(51)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_GRAD_TILING_KEY_A0_D5_S1)) {
         if (gamma != nullptr && beta != nullptr) {
             AdaLayerNormGradKernel0<bfloat16_t, float> op;
             op.Init(dy, x, rstd, mean, scale, gamma, beta, pd_x, pd_scale, pd_shift, pd_gamma, pd_beta, workspace,
@@ -229,7 +231,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_grad(GM_ADDR dy, GM_ADDR x,
         }
         return;
     }
-    if (TILING_KEY_IS(52)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_GRAD_TILING_KEY_A0_D5_S2)) {
         if (gamma != nullptr && beta != nullptr) {
             AdaLayerNormGradKernel0<bfloat16_t, float> op;
             op.Init(dy, x, rstd, mean, scale, gamma, beta, pd_x, pd_scale, pd_shift, pd_gamma, pd_beta, workspace,

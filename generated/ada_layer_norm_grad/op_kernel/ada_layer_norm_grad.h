@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "kernel_operator.h"
-#include "../op_host/ada_layer_norm_grad_tiling.h"
+#include "ada_layer_norm_grad_tiling_data.h"
 
 namespace ada_layer_norm_grad_kernel {
 using namespace AscendC;

@@ -3,6 +3,7 @@
 // (tilingKey = attrKey * 100 + dtypeKey * 10 + strategy), the optional inputs present select the class.
 #include "kernel_operator.h"
 #include "ada_layer_norm_v2.h"
+#include "ada_layer_norm_v2_tiling_key.h"
 
 using namespace ada_layer_norm_v2_kernel;
 
@@ -11,8 +12,9 @@ extern "C" __global__ __aicore__ void ada_layer_norm_v2(GM_ADDR x, GM_ADDR scale
                                                         GM_ADDR workspace, GM_ADDR tiling)
 {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    REGISTER_TILING_DEFAULT(optiling::AdaLayerNormV2TilingData);
     GET_TILING_DATA_WITH_STRUCT(optiling::AdaLayerNormV2TilingData, tilingData, tiling);
-    if (TILING_KEY_IS(11)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_V2_TILING_KEY_A0_D1_S1)) {
         if (weight != nullptr && bias != nullptr) {
             AdaLayerNormV2Kernel0<float, float> op;
             op.Init(x, scale, shift, weight, bias, out, mean, rstd, workspace, &tilingData);
@@ -32,7 +34,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_v2(GM_ADDR x, GM_ADDR scale
         }
         return;
     }
-    if (TILING_KEY_IS(12)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_V2_TILING_KEY_A0_D1_S2)) {
         if (weight != nullptr && bias != nullptr) {
             AdaLayerNormV2Kernel0<float, float> op;
             op.Init(x, scale, shift, weight, bias, out, mean, rstd, workspace, &tilingData);
@@ -52,7 +54,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_v2(GM_ADDR x, GM_ADDR scale
         }
         return;
     }
-    if (TILING_KEY_IS(21)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_V2_TILING_KEY_A0_D2_S1)) {
         if (weight != nullptr && bias != nullptr) {
             AdaLayerNormV2Kernel0<half, half> op;
             op.Init(x, scale, shift, weight, bias, out, mean, rstd, workspace, &tilingData);
@@ -72,7 +74,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_v2(GM_ADDR x, GM_ADDR scale
         }
         return;
     }
-    if (TILING_KEY_IS(22)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_V2_TILING_KEY_A0_D2_S2)) {
         if (weight != nullptr && bias != nullptr) {
             AdaLayerNormV2Kernel0<half, half> op;
             op.Init(x, scale, shift, weight, bias, out, mean, rstd, workspace, &tilingData);
@@ -92,7 +94,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_v2(GM_ADDR x, GM_ADDR scale
         }
         return;
     }
-    if (TILING_KEY_IS(31)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_V2_TILING_KEY_A0_D3_S1)) {
         if (weight != nullptr && bias != nullptr) {
             AdaLayerNormV2Kernel0<half, float> op;
             op.Init(x, scale, shift, weight, bias, out, mean, rstd, workspace, &tilingData);
@@ -112,7 +114,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_v2(GM_ADDR x, GM_ADDR scale
         }
         return;
     }
-    if (TILING_KEY_IS(32)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_V2_TILING_KEY_A0_D3_S2)) {
         if (weight != nullptr && bias != nullptr) {
             AdaLayerNormV2Kernel0<half, float> op;
             op.Init(x, scale, shift, weight, bias, out, mean, rstd, workspace, &tilingData);
@@ -132,7 +134,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_v2(GM_ADDR x, GM_ADDR scale
         }
         return;
     }
-    if (TILING_KEY_IS(41)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_V2_TILING_KEY_A0_D4_S1)) {
         if (weight != nullptr && bias != nullptr) {
             AdaLayerNormV2Kernel0<bfloat16_t, bfloat16_t> op;
             op.Init(x, scale, shift, weight, bias, out, mean, rstd, workspace, &tilingData);
@@ -152,7 +154,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_v2(GM_ADDR x, GM_ADDR scale
         }
         return;
     }
-    if (TILING_KEY_IS(42)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_V2_TILING_KEY_A0_D4_S2)) {
         if (weight != nullptr && bias != nullptr) {
             AdaLayerNormV2Kernel0<bfloat16_t, bfloat16_t> op;
             op.Init(x, scale, shift, weight, bias, out, mean, rstd, workspace, &tilingData);
@@ -172,7 +174,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_v2(GM_ADDR x, GM_ADDR scale
         }
         return;
     }
-    if (TILING_KEY_IS(51)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_V2_TILING_KEY_A0_D5_S1)) {
         if (weight != nullptr && bias != nullptr) {
             AdaLayerNormV2Kernel0<bfloat16_t, float> op;
             op.Init(x, scale, shift, weight, bias, out, mean, rstd, workspace, &tilingData);
@@ -192,7 +194,7 @@ extern "C" __global__ __aicore__ void ada_layer_norm_v2(GM_ADDR x, GM_ADDR scale
         }
         return;
     }
-    if (TILING_KEY_IS(52)) {
+    if (TILING_KEY_IS(ADA_LAYER_NORM_V2_TILING_KEY_A0_D5_S2)) {
         if (weight != nullptr && bias != nullptr) {
             AdaLayerNormV2Kernel0<bfloat16_t, float> op;
             op.Init(x, scale, shift, weight, bias, out, mean, rstd, workspace, &tilingData);

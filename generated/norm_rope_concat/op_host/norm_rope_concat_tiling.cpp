@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "norm_rope_concat_tiling.h"
+#include "../op_kernel/norm_rope_concat_tiling_data.h"
 #include "register/op_impl_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 

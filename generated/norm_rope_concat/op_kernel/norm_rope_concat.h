@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "kernel_operator.h"
-#include "../op_host/norm_rope_concat_tiling.h"
+#include "norm_rope_concat_tiling_data.h"
 
 namespace norm_rope_concat_kernel {
 using namespace AscendC;

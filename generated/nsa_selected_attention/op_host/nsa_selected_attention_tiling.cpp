@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "nsa_selected_attention_tiling.h"
+#include "../op_kernel/nsa_selected_attention_tiling_data.h"
 #include "register/op_impl_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 

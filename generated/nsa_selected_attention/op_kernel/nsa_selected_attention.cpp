@@ -4,6 +4,7 @@
 // the class.
 #include "kernel_operator.h"
 #include "nsa_selected_attention.h"
+#include "nsa_selected_attention_tiling_key.h"
 
 using namespace nsa_selected_attention_kernel;
 
@@ -14,8 +15,9 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
                                                              GM_ADDR attention_out, GM_ADDR workspace, GM_ADDR tiling)
 {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+    REGISTER_TILING_DEFAULT(optiling::NsaSelectedAttentionTilingData);
     GET_TILING_DATA_WITH_STRUCT(optiling::NsaSelectedAttentionTilingData, tilingData, tiling);
-    if (TILING_KEY_IS(11)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A0_D1_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
             NsaSelectedAttentionKernel0<half> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
@@ -29,7 +31,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
         }
         return;
     }
-    if (TILING_KEY_IS(111)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A1_D1_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
             NsaSelectedAttentionKernel2<half> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
@@ -43,7 +45,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
         }
         return;
     }
-    if (TILING_KEY_IS(21)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A0_D2_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
             NsaSelectedAttentionKernel0<half> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
@@ -57,7 +59,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
         }
         return;
     }
-    if (TILING_KEY_IS(121)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A1_D2_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
             NsaSelectedAttentionKernel2<half> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
@@ -71,7 +73,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
         }
         return;
     }
-    if (TILING_KEY_IS(31)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A0_D3_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
             NsaSelectedAttentionKernel0<bfloat16_t> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
@@ -85,7 +87,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
         }
         return;
     }
-    if (TILING_KEY_IS(131)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A1_D3_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
             NsaSelectedAttentionKernel2<bfloat16_t> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
@@ -99,7 +101,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
         }
         return;
     }
-    if (TILING_KEY_IS(41)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A0_D4_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
             NsaSelectedAttentionKernel0<bfloat16_t> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
@@ -113,7 +115,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
         }
         return;
     }
-    if (TILING_KEY_IS(141)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A1_D4_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
             NsaSelectedAttentionKernel2<bfloat16_t> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,

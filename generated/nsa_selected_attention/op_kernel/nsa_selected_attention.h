@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "kernel_operator.h"
-#include "../op_host/nsa_selected_attention_tiling.h"
+#include "nsa_selected_attention_tiling_data.h"
 
 namespace nsa_selected_attention_kernel {
 using namespace AscendC;

@@ -4,6 +4,7 @@
 // the class.
 #include "kernel_operator.h"
 #include "nsa_selected_attention_grad.h"
+#include "nsa_selected_attention_grad_tiling_key.h"
 
 using namespace nsa_selected_attention_grad_kernel;
 
@@ -13,8 +14,9 @@ extern "C" __global__ __aicore__ void nsa_selected_attention_grad(
     GM_ADDR dq, GM_ADDR dk, GM_ADDR dv, GM_ADDR workspace, GM_ADDR tiling)
 {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+    REGISTER_TILING_DEFAULT(optiling::NsaSelectedAttentionGradTilingData);
     GET_TILING_DATA_WITH_STRUCT(optiling::NsaSelectedAttentionGradTilingData, tilingData, tiling);
-    if (TILING_KEY_IS(11)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_GRAD_TILING_KEY_A0_D1_S1)) {
         if (true) {
             NsaSelectedAttentionGradKernel0<half> op;
             op.Init(query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, topkIndices,
@@ -23,7 +25,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention_grad(
         }
         return;
     }
-    if (TILING_KEY_IS(12)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_GRAD_TILING_KEY_A0_D1_S2)) {
         if (true) {
             NsaSelectedAttentionGradKernel0<half> op;
             op.Init(query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, topkIndices,
@@ -32,7 +34,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention_grad(
         }
         return;
     }
-    if (TILING_KEY_IS(111)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_GRAD_TILING_KEY_A1_D1_S1)) {
         if (true) {
             NsaSelectedAttentionGradKernel1<half> op;
             op.Init(query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, topkIndices,
@@ -41,7 +43,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention_grad(
         }
         return;
     }
-    if (TILING_KEY_IS(112)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_GRAD_TILING_KEY_A1_D1_S2)) {
         if (true) {
             NsaSelectedAttentionGradKernel1<half> op;
             op.Init(query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, topkIndices,
@@ -50,7 +52,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention_grad(
         }
         return;
     }
-    if (TILING_KEY_IS(21)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_GRAD_TILING_KEY_A0_D2_S1)) {
         if (true) {
             NsaSelectedAttentionGradKernel0<bfloat16_t> op;
             op.Init(query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, topkIndices,
@@ -59,7 +61,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention_grad(
         }
         return;
     }
-    if (TILING_KEY_IS(22)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_GRAD_TILING_KEY_A0_D2_S2)) {
         if (true) {
             NsaSelectedAttentionGradKernel0<bfloat16_t> op;
             op.Init(query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, topkIndices,
@@ -68,7 +70,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention_grad(
         }
         return;
     }
-    if (TILING_KEY_IS(121)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_GRAD_TILING_KEY_A1_D2_S1)) {
         if (true) {
             NsaSelectedAttentionGradKernel1<bfloat16_t> op;
             op.Init(query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, topkIndices,
@@ -77,7 +79,7 @@ extern "C" __global__ __aicore__ void nsa_selected_attention_grad(
         }
         return;
     }
-    if (TILING_KEY_IS(122)) {
+    if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_GRAD_TILING_KEY_A1_D2_S2)) {
         if (true) {
             NsaSelectedAttentionGradKernel1<bfloat16_t> op;
             op.Init(query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum, topkIndices,

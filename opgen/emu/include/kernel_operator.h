@@ -53,6 +53,13 @@
 #define GET_TILING_DATA_WITH_STRUCT(Struct, var, tiling) \
     Struct var;                                          \
     std::memcpy(&(var), (tiling), sizeof(Struct))
+// The tiling struct the kernel build records for the kernel (the op compiler and the UT header generator read it
+// off the entry). As the real macro: a declaration `static const uint64_t <unique> = sizeof(Struct)` the caller
+// ends with ';' (so the struct must be complete here), valid at namespace or block scope, nothing else.
+#define EMU_TILING_CONCAT2_(a, b) a##b
+#define EMU_TILING_CONCAT_(a, b) EMU_TILING_CONCAT2_(a, b)
+#define REGISTER_TILING_DEFAULT(Struct) \
+    [[maybe_unused]] static const uint64_t EMU_TILING_CONCAT_(emuTilingStruct_, __COUNTER__) = sizeof(Struct)
 // On the NPU each tiling key selects a kernel binary compiled with TILING_KEY_IS(key) true; a key no branch
 // handles has no binary. Emulated at run time: the launch faults when a core tested keys and matched none.
 #define TILING_KEY_IS(k) (::emu::TilingKeyIs(static_cast<uint64_t>(k)))

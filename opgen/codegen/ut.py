@@ -1,0 +1,270 @@
+"""Emitter of the UT sources in CANN's style (reference/ops_package.md §1: every real op directory has tests/ut with
+op_host and op_kernel; §2.5: tests/ut/op_host is built by add_modules_ut_sources, tests/ut/op_kernel by
+AddOpTestCase):
+
+    tests/ut/op_host/test_<op>_tiling.cpp      gtest cases of the TilingFunc: the spec's example shapes in every
+                                               dtype row (gert::TilingContextPara + ExecuteTiling of the repository's
+                                               tests/ut common helpers); the tiling key's attrKey and dtypeKey digits,
+                                               and the whole key when the example's strategy does not depend on the
+                                               core count, are the ones opgen's tiling twin computes; a dtype outside
+                                               the table fails
+    tests/ut/op_host/test_<op>_infershape.cpp  gtest case of InferShape on the example: the output shapes of the spec
+    tests/ut/op_kernel/test_<op>.cpp           gtest case running the kernel entry in the CPU-debug build (tikicpulib:
+                                               GmAlloc, ICPU_SET_TILING_KEY, ICPU_RUN_KF) on the example's inputs with
+                                               the tiling data the TilingFunc writes for it on the UT's SoC
+    tests/ut/op_kernel/<op>_tiling_def.h (ops-nn) or <op>_tiling.h (ops-transformer)
+                                               the header the kernel UT build force-includes: the tiling struct and
+                                               GET_TILING_DATA_WITH_STRUCT for the CPU build
+
+The values (shapes, dtypes, attribute values, tiling fields, keys, block dim, workspace) are computed here from the
+spec: its example call (opgen.codegen.example.example_case) and the tiling program's Python twin
+(opgen.tiling.emit.evaluate) on the platform of the UT's SoC (opgen.platforms). The sources cannot run without the
+repositories' UT frameworks; opgen only checks that they are well-formed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+import numpy as np
+
+from opgen.codegen.env import render
+from opgen.codegen.model import OpModel
+from opgen.codegen.tilingkey import TilingKey
+from opgen.errors import OpgenError
+from opgen.ir.dims import eval_shape
+from opgen.ir.dtypes import DType, DTypeVar
+
+# Platform (opgen/platforms/platforms.json) of the SoC a kernel UT runs as (opgen.codegen.layout.KERNEL_UT_SOC).
+UT_PLATFORM = {"ascend910B1": "ascend910b1", "ascend950pr_9599": "ascend950"}
+_ATTR_CTYPE = {int: "int64_t", float: "float", bool: "bool", str: "std::string"}
+_HOST_CTYPE = {DType.f32: "float", DType.f16: "half", DType.bf16: "bfloat16_t", DType.i32: "int32_t",
+               DType.i64: "int64_t", DType.u8: "uint8_t", DType.bool: "uint8_t"}
+
+
+def _shape_init(shape) -> str:
+    dims = ", ".join(str(int(d)) for d in shape)
+    return f"{{{{{dims}}}, {{{dims}}}}}"
+
+
+def _attr_literal(v, t) -> str:
+    if t is bool:
+        return "true" if v else "false"
+    if t is int:
+        return str(int(v))
+    if t is float:
+        return f"{float(v)!r}f"
+    from opgen.codegen.names import c_string
+
+    return c_string(str(v))
+
+
+def _float_literal(v: float) -> str:
+    s = f"{float(v):.9g}"
+    if not any(c in s for c in ".en"):
+        s += ".0"
+    return s + "f"
+
+
+@dataclasses.dataclass
+class UtCase:
+    """The example call as the UTs need it: dtype row index (1-based), dtypes, attrs, input arrays (None: absent),
+    output shapes (None: not produced by this specialisation), env."""
+
+    row: int
+    dtypes: dict
+    attrs: dict
+    inputs: dict
+    outputs: dict
+    env: dict
+
+
+def ut_cases(spec) -> list[UtCase]:
+    """The spec's example call in every dtype-table row (same shapes and attributes). Raises SpecError when the
+    example is not valid for the spec."""
+    from opgen.codegen.example import example_case
+    from opgen.dsl.examples import random_inputs
+
+    base = example_case(spec)
+    out = []
+    for r, row in enumerate(spec.dtype_rows or [{}], start=1):
+        dtypes = {k: v.long_name for k, v in row.items()}
+        inputs = base["inputs"] if r == 1 else random_inputs(spec, base["dims"], base["attrs"], dtypes, seed=0)
+        inputs = {i.name: (inputs.get(i.name) if base["inputs"].get(i.name) is not None else None)
+                  for i in spec.inputs}
+        bound = spec.bind(inputs, base["attrs"], dtypes)
+        graph = spec.graph(bound.key)
+        produced = {name for name, _ in graph.outputs}
+        outputs = {}
+        for o in spec.outputs:
+            if o.like:
+                src = inputs.get(o.like)
+                outputs[o.name] = None if src is None else tuple(np.shape(src))
+            else:
+                outputs[o.name] = tuple(eval_shape(o.shape, bound.env))
+            if o.name not in produced:
+                outputs[o.name] = (outputs[o.name], False)
+            else:
+                outputs[o.name] = (outputs[o.name], True)
+        out.append(UtCase(r, dtypes, bound.attrs, inputs, outputs, bound.env))
+    return out
+
+
+def _twin(spec, case: UtCase, platform) -> dict:
+    """The tiling program's values for `case` on `platform` (what the TilingFunc writes)."""
+    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.emit import evaluate
+
+    t = kernel_build(spec).tiling
+    dtypes = {k: next(d for d in DType if d.long_name == v) for k, v in case.dtypes.items()}
+    return evaluate(spec, t.program, t.inputs, case.env, dtypes, platform, case.attrs)
+
+
+def _key_parts(value: int) -> tuple[int, int, int]:
+    return value // 100, value // 10 % 10, value % 10
+
+
+def ut_context(spec) -> dict:
+    """Template data of the UT sources."""
+    from opgen.codegen.layout import kernel_ut_soc, repository
+    from opgen.passes.pipeline import kernel_build
+    from opgen.platforms import get_platform
+    from opgen.tiling.emit import SYS_WORKSPACE_BYTES, attr_key
+
+    m = OpModel(spec)
+    repo = repository(spec)
+    ut_soc = kernel_ut_soc(spec)
+    platform = get_platform(UT_PLATFORM[ut_soc])
+    cases = ut_cases(spec)
+    ak = attr_key(spec, cases[0].attrs)
+
+    def tensor_desc(name, shape, dt, row):
+        d = row[dt.name] if isinstance(dt, DTypeVar) else dt
+        return {"name": name, "shape": _shape_init(shape), "dtype": f"ge::{d.cann}"}
+
+    attrs = [{"name": a.name, "ctype": _ATTR_CTYPE[a.type], "value": _attr_literal(cases[0].attrs[a.name], a.type)}
+             for a in spec.attrs]
+    ut_soc_version = {"ascend910B1": "Ascend910B", "ascend950pr_9599": "Ascend950"}[ut_soc]
+
+    def para_lists(c, row, input_dtype=None):
+        """(input descriptions, output descriptions, the constructor's trailing arguments) in the repository's
+        convention for absent optional inputs (Repository.absent_as_placeholder)."""
+        ins = []
+        for i in spec.inputs:
+            if c.inputs[i.name] is None:
+                if repo.absent_as_placeholder:
+                    d = tensor_desc(i.name, (), i.dtype, row)
+                    d["shape"], d["name"] = "{{}, {}}", f"{i.name} (absent)"
+                    ins.append(d)
+                continue
+            d = tensor_desc(i.name, np.shape(c.inputs[i.name]), i.dtype, row)
+            if input_dtype and isinstance(i.dtype, DTypeVar):
+                d["dtype"] = input_dtype
+            ins.append(d)
+        outs = [tensor_desc(o.name, shp, o.dtype, row) for o in spec.outputs
+                for shp, _made in [c.outputs[o.name]] if shp is not None]
+        inst_in = ", ".join("0" if c.inputs[i.name] is None else "1" for i in spec.inputs)
+        inst_out = ", ".join("1" for _o in outs)
+        if repo.absent_as_placeholder:
+            tiling_tail = f'Attrs(), &compileInfo, "{ut_soc_version}", CORE_NUM, UB_SIZE'
+            infer_tail = "Attrs()"
+        else:
+            tiling_tail = f"Attrs(), {{{inst_in}}}, {{{inst_out}}}, &compileInfo, CORE_NUM, UB_SIZE"
+            infer_tail = f"Attrs(), {{{inst_in}}}, {{{inst_out}}}"
+        return ins, outs, tiling_tail, infer_tail
+
+    tiling_cases = []
+    for c in cases:
+        row = spec.dtype_rows[c.row - 1] if spec.dtype_rows else {}
+        ins, outs, tail, infer_tail = para_lists(c, row)
+        keys = set()
+        for cores in (platform.aiv // 2, platform.aiv, platform.aiv * 2):
+            keys.add(int(_twin(spec, c, dataclasses.replace(platform, aiv=cores))["tilingKey"]))
+        key = int(_twin(spec, c, platform)["tilingKey"])
+        a, d, s = _key_parts(key)
+        tiling_cases.append({
+            "name": "_".join(["example"] + [v for v in c.dtypes.values()]) if c.dtypes else "example",
+            "row": c.row, "inputs": ins, "outputs": outs, "tail": tail, "infer_tail": infer_tail,
+            "attr_key": a, "dtype_key": d, "exact": len(keys) == 1,
+            "macro": TilingKey(a, d, s, "").macro(spec), "combo": ", ".join(f"{k}={v}" for k, v in c.dtypes.items())
+            or "fixed dtypes"})
+    # a dtype outside the table: every tensor typed by a dtype variable as int32 (no row has it)
+    bad = None
+    if spec.dtype_table:
+        ins, outs, tail, _t = para_lists(cases[0], spec.dtype_rows[0], input_dtype="ge::DT_INT32")
+        bad = {"inputs": ins, "outputs": outs, "tail": tail}
+    # infershape: the first row's outputs
+    c0 = cases[0]
+    infer_outputs = []
+    for o in spec.outputs:
+        shp, _made = c0.outputs[o.name]
+        if shp is None:
+            break
+        infer_outputs.append({"name": o.name, "dims": ", ".join(str(int(x)) for x in shp)})
+    # kernel UT: the first row on the UT's platform
+    twin = _twin(spec, c0, platform)
+    prog = kernel_build(spec).tiling.program
+    fields = [(f, int(twin[f])) for f in prog.fields]
+    row0 = spec.dtype_rows[0] if spec.dtype_rows else {}
+    buffers = []
+    for i in spec.inputs:
+        arr = c0.inputs[i.name]
+        dt = row0[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
+        if arr is None:
+            buffers.append({"name": i.name, "absent": True})
+            continue
+        vals = np.asarray(arr)
+        if dt.is_float:
+            data = ", ".join(_float_literal(v) for v in vals.astype(np.float32).ravel())
+        else:
+            data = ", ".join(str(int(v)) for v in vals.astype(np.int64).ravel())
+        buffers.append({"name": i.name, "absent": False, "ctype": _HOST_CTYPE[dt], "count": int(vals.size),
+                        "data": data or "0", "src": "float" if dt.is_float else _HOST_CTYPE[dt],
+                        "input": True})
+    for o in spec.outputs:
+        shp, _made = c0.outputs[o.name]
+        dt = row0[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
+        if shp is None:
+            buffers.append({"name": o.name, "absent": True})
+            continue
+        buffers.append({"name": o.name, "absent": False, "ctype": _HOST_CTYPE[dt], "input": False,
+                        "count": int(np.prod(shp, dtype=np.int64))})
+    u = kernel_build(spec)
+    kinds = {k.kernel_type for g in u.graphs.values() for k in g.graph["plan"].kernels}
+    mix = any("MIX" in k for k in kinds)
+    a, d, s = _key_parts(int(twin["tilingKey"]))
+    dims = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in c0.env.items())
+    kernel_intro = textwrap.wrap(
+        f"Kernel UT of {m.op}: the kernel entry in the CPU-debug build ({ut_soc}) on the spec's example ({dims}; "
+        f"{tiling_cases[0]['combo']}), with the tiling data the TilingFunc writes for it on {platform.name} "
+        f"(blockDim {int(twin['blockDim'])}, tiling key {TilingKey(a, d, s, '').macro(spec)}).", width=110,
+        break_on_hyphens=False)
+    return {
+        "kernel_intro": kernel_intro,
+        "banner": m.banner(), "op": m.op, "op_snake": m.snake, "struct": f"optiling::{m.op}TilingData",
+        "any_value": repo.any_value, "attrs": attrs, "tiling_cases": tiling_cases, "bad": bad,
+        "attr_key": ak, "infer_outputs": infer_outputs, "infer_case": tiling_cases[0],
+        "core_num": platform.aiv, "ub_size": platform.ub_bytes, "ut_soc": ut_soc, "platform": platform.name,
+        "fields": fields, "block_dim": int(twin["blockDim"]),
+        "workspace": int(twin["workspaceBytes"]) + SYS_WORKSPACE_BYTES, "buffers": buffers,
+        "kernel_mode": "KernelMode::MIX_MODE" if mix else "KernelMode::AIV_MODE",
+        "kernel_key": TilingKey(a, d, s, "").macro(spec), "tiling_header": repo.kernel_ut_tiling_header.format(op=m.snake),
+        "guard": f"{m.snake.upper()}_UT_TILING_DEF_H_", "combo": tiling_cases[0]["combo"],
+        "dims": ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in c0.env.items()),
+    }
+
+
+def emit_ut(spec) -> dict[str, str]:
+    """{path: text} of the UT sources (module doc; unformatted). Raises SpecError / OpgenError as the example and
+    the tiling twin do."""
+    ctx = ut_context(spec)
+    if not ctx["tiling_cases"]:
+        raise OpgenError(f"{spec.name}: no UT case")
+    s = ctx["op_snake"]
+    return {
+        f"tests/ut/op_host/test_{s}_tiling.cpp": render("tests/ut/tiling_test.cpp.j2", **ctx),
+        f"tests/ut/op_host/test_{s}_infershape.cpp": render("tests/ut/infershape_test.cpp.j2", **ctx),
+        f"tests/ut/op_kernel/test_{s}.cpp": render("tests/ut/kernel_test.cpp.j2", **ctx),
+        f"tests/ut/op_kernel/{ctx['tiling_header']}": render("tests/ut/tiling_def.h.j2", **ctx),
+    }
