@@ -7,7 +7,9 @@
     opgen graph OP [--stage spec|optimized|fused|tiled|kernel] [--format text|dot|svg] [--attr k=v]... [--present NAME,...]
                    [--dump-after PASS]
     opgen generate [OP...] [--out DIR]
-    opgen diff [OP...] [--out DIR]
+    opgen diff [OP...] [--out DIR] [--stat] [--color [auto|always|never]]
+    opgen diff OLD_SPEC NEW_SPEC [--stat]
+    opgen diff --rev REV [OP...] [--stat]
     opgen bench [--repeat N] [--quick] [--json] [--out DIR]
     opgen check OP (--inputs in.npz | --dims B=2,S=128 [--seed N]) [--out out.npz] [--attr k=v]...
                 [--dtype T=bfloat16]... [--present NAME,...] [--soc ascend910b1] [--asan] [--deterministic] [--json]
@@ -247,16 +249,72 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def cmd_diff(args) -> int:
-    """`opgen diff [OP...] [--out DIR]`: print a unified diff and exit 1 when DIR (default generated/) differs
-    from what `opgen generate` would write; exit 0 when it is up to date."""
-    from opgen.codegen import diff_ops
+def _spec_pair(ops) -> bool:
+    """Whether the diff operands are two spec files (OLD_SPEC NEW_SPEC), not ops to compare with generated/."""
+    return len(ops) == 2 and all(Path(o).is_file() for o in ops)
 
-    text = diff_ops(_spec_sources(args.op), args.out)
-    if text:
-        sys.stdout.write(text)
-        return 1
-    return 0
+
+def _use_color(when: str) -> bool:
+    return when == "always" or (when == "auto" and sys.stdout.isatty() and os.environ.get("TERM") != "dumb")
+
+
+def cmd_diff(args) -> int:
+    """`opgen diff`: exit 1 and print what differs, exit 0 when nothing does (opgen.codegen.review).
+
+    opgen diff [OP...] [--out DIR]      DIR (default generated/) against what `opgen generate` writes now
+    opgen diff OLD_SPEC NEW_SPEC        the packages of two versions of one operator's spec, file by file
+    opgen diff --rev REV [OP...]        the packages opgen and the specs at git revision REV emit (that
+                                        revision's own code, opgen.codegen.revision) against the work tree's
+    --stat: per op and file the lines added/removed and what changed in substance; --color auto|always|never.
+    Raises OpgenError (exit 2): unknown revision, a spec that does not load (its one-line error), bad usage."""
+    from opgen.codegen import generate_all, default_out_dir, diff_ops, op_snake
+    from opgen.codegen import review
+
+    color = _use_color(args.color)
+    if args.rev is not None:
+        if args.out:
+            raise OpgenError("--rev: compares two revisions' output; --out (a directory to compare) does not apply")
+        from opgen.codegen.revision import packages_at
+
+        commit, old = packages_at(args.rev, args.op)
+        new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op))}
+        pairs = review.pair_trees(old, new)
+        labels = f"a/ = {args.rev} ({commit[:12]}), b/ = the work tree"
+    elif _spec_pair(args.op) and not args.out:
+        from opgen.codegen.names import spec_path
+        from opgen.registry import load_spec
+
+        (a_name, a_files), (b_name, b_files) = generate_all(args.op)
+        names = [(spec_path(s), Path(s.file).name) for s in map(load_spec, args.op)]
+        a_files = review.align_spec_names(a_files, names[0], names[1])
+        pairs = [(op_snake(a_name), op_snake(b_name), a_files, b_files)]
+        labels = f"a/ = {args.op[0]}, b/ = {args.op[1]}" + (
+            f" (spec file named {names[1][0]} on both sides)" if names[0] != names[1] else "")
+    else:
+        out = Path(args.out) if args.out else default_out_dir()
+        if not args.stat:
+            text = diff_ops(_spec_sources(args.op), out)
+            if text:
+                sys.stdout.write(review.colorize_diff(text) if color else text)
+                return 1
+            print(f"opgen diff: {out} is up to date", file=sys.stderr)
+            return 0
+        from opgen.codegen.revision import read_tree
+
+        new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op))}
+        old = {d: read_tree(out).get(d, {}) for d in new} if out.is_dir() else {d: {} for d in new}
+        pairs = review.pair_trees(old, new)
+        labels = f"a/ = {out}, b/ = a fresh generate"
+    differs = any(o != n for _a, _b, o, n in pairs)
+    if args.stat:
+        text = review.stat_pairs(pairs)
+        sys.stdout.write(f"# {labels}\n" + (review.colorize_stat(text) if color else text))
+    elif differs:
+        text = review.diff_pairs(pairs)
+        sys.stdout.write(review.colorize_diff(text) if color else text)
+    else:
+        print(f"opgen diff: no differences ({labels})", file=sys.stderr)
+    return 1 if differs else 0
 
 
 def cmd_check(args) -> int:
@@ -344,9 +402,22 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("op", nargs="*", help="OpDef names or spec file paths (default: every bundled op)")
     gen.add_argument("--out", help="output directory (default: generated/ at the project root)")
     gen.set_defaults(fn=cmd_generate)
-    dp = sub.add_parser("diff", help="exit 1 with a unified diff when generated/ differs from a fresh generate")
-    dp.add_argument("op", nargs="*", help="OpDef names or spec file paths (default: every bundled op)")
+    dp = sub.add_parser("diff", help="exit 1 with a unified diff when generated/ differs from a fresh generate, "
+                        "two spec versions differ (OLD_SPEC NEW_SPEC), or a git revision emits other code (--rev)",
+                        description="Compare emitted packages. `opgen diff [OP...]`: generated/ (or --out DIR) "
+                        "against a fresh generate. `opgen diff OLD_SPEC NEW_SPEC`: the packages of two spec "
+                        "files. `opgen diff --rev REV [OP...]`: what opgen and the specs at git revision REV emit "
+                        "against the work tree. Exit 0: no difference, 1: differences, 2: bad usage.")
+    dp.add_argument("op", nargs="*", help="OpDef names or spec file paths (default: every bundled op); two spec "
+                    "files: compare them with each other")
     dp.add_argument("--out", help="directory to compare (default: generated/ at the project root)")
+    dp.add_argument("--rev", metavar="REV", help="git revision (commit, branch, tag, HEAD~1) whose opgen and specs "
+                    "emit the old side; the work tree emits the new side")
+    dp.add_argument("--stat", action="store_true", help="per op and file the lines added/removed, and what changed "
+                    "in substance: OpDef, tiling keys, tiling-data fields, buffer plan, blockDim, aclnn signature "
+                    "and checks")
+    dp.add_argument("--color", nargs="?", const="always", default="auto", choices=("auto", "always", "never"),
+                    help="colour the output (default auto: when standard output is a terminal)")
     dp.set_defaults(fn=cmd_diff)
     bp = sub.add_parser("bench", help="run the benchmarks side by side; write results.json, a markdown table and "
                                       "PNG plots")

@@ -122,7 +122,7 @@ def generate_cached(spec_or_path) -> tuple[str, dict[str, str]]:
     return start_generation(spec_or_path)()
 
 
-def _generate_all(specs) -> list[tuple[str, dict[str, str]]]:
+def generate_all(specs) -> list[tuple[str, dict[str, str]]]:
     """generate_cached of every spec. Every op is rendered first, each op's clang-format process starting as soon
     as its rendering is done, so formatting runs beside the rendering of the ops after it (up to one process
     per op at once); then the results are collected in order. On an error the running formatters are stopped
@@ -145,7 +145,7 @@ def write_ops(specs, out: Path | None = None) -> list[tuple[str, list[str], list
     paths)]. Raises as `generate_cached`."""
     out = Path(out) if out is not None else default_out_dir()
     result = []
-    for name, files in _generate_all(specs):
+    for name, files in generate_all(specs):
         written, removed = write_package(out / op_snake(name), files)
         result.append((name, written, removed))
     return result
@@ -156,11 +156,11 @@ def diff_ops(specs, out: Path | None = None) -> str:
     (`specs`: OpSpecs or spec file paths); "" when up to date."""
     out = Path(out) if out is not None else default_out_dir()
     parts = []
-    for name, files in _generate_all(specs):
+    for name, files in generate_all(specs):
         parts.append(diff_package(out / op_snake(name), files, op_snake(name)))
     return "".join(parts)
 
 
-__all__ = ["EMITTERS", "render", "generate", "generate_cached", "start_generation", "write_ops", "diff_ops", "default_out_dir", "op_snake", "api_snake",
+__all__ = ["EMITTERS", "render", "generate", "generate_all", "generate_cached", "start_generation", "write_ops", "diff_ops", "default_out_dir", "op_snake", "api_snake",
            "emit_def", "emit_infershape", "emit_aclnn", "emit_example", "emit_golden", "emit_cmake",
            "emit_binary_config", "emit_proto", "emit_docs", "emit_ut"]
