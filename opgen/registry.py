@@ -7,6 +7,7 @@ Every problem in a spec file (Python syntax, an exception at module level, a mal
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import re
@@ -127,6 +128,21 @@ def spec_files() -> list[Path]:
     return [p for p in sorted(d.glob("*.py")) if not p.name.startswith("_")]
 
 
+def declared_names(path: Path) -> frozenset:
+    """The OpDef names a spec file declares literally (`OpSpec("RmsNorm", ...)`), read from its syntax tree
+    without executing it; empty when the file does not parse or builds the name at run time."""
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return frozenset()
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "OpSpec" and \
+                n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str):
+            out.add(n.args[0].value)
+    return frozenset(out)
+
+
 def all_specs() -> list:
     """Every bundled spec, sorted by file name. Raises OpgenError when the specs directory is missing."""
     return [_load_file(p) for p in spec_files()]
@@ -141,7 +157,13 @@ def load_spec(op: str):
         if not p.is_file():
             raise OpgenError(f"spec file {op} does not exist")
         return _load_file(p)
-    specs = all_specs()
+    files = spec_files()
+    for f in files:   # only the file that declares the op is executed (`opgen interpret X` loads X alone)
+        if op in declared_names(f):
+            s = _load_file(f)
+            if s.name == op:
+                return s
+    specs = [_load_file(f) for f in files]   # a name built at run time: every spec file has to be executed
     for s in specs:
         if s.name == op:
             return s

@@ -218,6 +218,62 @@ def _norm_shape(shape) -> tuple:
     return tuple(d if isinstance(d, Variadic) else as_dim(d) for d in shape)
 
 
+
+class _Unassigned(BaseException):
+    """Raised when a static check reads an optional input whose presence is not decided yet (_compute_keys).
+    A BaseException, so a check's own `except Exception` cannot swallow it."""
+
+
+class _PartialPresence(dict):
+    """The `present` argument of a static check while the optional inputs are assigned one at a time: the
+    inputs decided so far; reading an undecided optional input (by [], get, in, or iterating) raises
+    _Unassigned, so the check is undetermined rather than wrong."""
+
+    def __init__(self, known: dict, names: frozenset):
+        super().__init__(known)
+        self._undecided = names - set(known)
+
+    def _guard(self, k):
+        if k in self._undecided:
+            raise _Unassigned(k)
+
+    def __getitem__(self, k):
+        self._guard(k)
+        return super().__getitem__(k)
+
+    def get(self, k, default=None):
+        self._guard(k)
+        return super().get(k, default)
+
+    def __contains__(self, k):
+        self._guard(k)
+        return super().__contains__(k)
+
+    def _whole(self):
+        if self._undecided:
+            raise _Unassigned(next(iter(sorted(self._undecided))))
+
+    def __iter__(self):
+        self._whole()
+        return super().__iter__()
+
+    def __len__(self):
+        self._whole()
+        return super().__len__()
+
+    def keys(self):
+        self._whole()
+        return super().keys()
+
+    def items(self):
+        self._whole()
+        return super().items()
+
+    def values(self):
+        self._whole()
+        return super().values()
+
+
 class OpSpec:
     """An operator declared as CANN declares it (see module docstring)."""
 
@@ -848,25 +904,53 @@ class OpSpec:
         return ", ".join(parts) or "the only specialisation"
 
     def _compute_keys(self):
+        """The keys of `keys()` in its order (static attributes slowest, then the free optional inputs' presence,
+        True before False, then the gated ones, then the shape forms). The free optional inputs are assigned
+        one at a time and a subtree is skipped as soon as a static check fails on the inputs assigned so far
+        (a check that reads an input not yet assigned is undetermined there: _PartialPresence), so a spec with
+        many optional inputs costs about its valid keys, not 2^inputs."""
         opts = [i for i in self.inputs if i.optional]
         free = [i for i in opts if i.when is None]
         gated = [i for i in opts if i.when is not None]
         multi = [i for i in self.inputs if len(i.shapes) > 1]
+        static_reqs = [r for r in self.requirements if r.kind == "static"]
+        opt_names = frozenset(i.name for i in opts)
         out = []
+
+        def fails(attrs, present) -> bool:
+            for r in static_reqs:
+                try:
+                    if self._call_user(r.fn, r.loc, f"check of {r.param}", attrs, present):
+                        return True
+                except _Unassigned:
+                    continue
+            return False
+
+        def leaves(st, attrs, base, k):
+            if k < len(free):
+                if k and fails(attrs, _PartialPresence(base, opt_names)):
+                    return
+                for p in (True, False):
+                    leaves(st, attrs, {**base, free[k].name: p}, k + 1)
+                return
+            used = [self._call_user(i.when, i.loc, f"when= of input {i.name}", attrs, base) for i in gated]
+            gated_leaves(st, attrs, base, used, 0)
+
+        def gated_leaves(st, attrs, present, used, k):
+            if k < len(gated):
+                if k and fails(attrs, _PartialPresence(present, opt_names)):
+                    return
+                for p in ((True, False) if used[k] else (False,)):
+                    gated_leaves(st, attrs, {**present, gated[k].name: p}, used, k + 1)
+                return
+            if fails(attrs, present):
+                return
+            for forms in itertools.product(*[range(len(i.shapes)) for i in multi]):
+                out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms)))
+
         for st in itertools.product(*[a.choices for a in self.static_attrs]):
             attrs = {a.name: v for a, v in zip(self.static_attrs, st)}
-            for pres in itertools.product((True, False), repeat=len(free)):
-                base = {i.name: True for i in self.inputs if not i.optional}
-                base.update({i.name: p for i, p in zip(free, pres)})
-                used = [self._call_user(i.when, i.loc, f"when= of input {i.name}", attrs, base) for i in gated]
-                for gp in itertools.product(*[(True, False) if u else (False,) for u in used]):
-                    present = dict(base)
-                    present.update({i.name: p for i, p in zip(gated, gp)})
-                    if any(self._call_user(r.fn, r.loc, f"check of {r.param}", attrs, present)
-                           for r in self.requirements if r.kind == "static"):
-                        continue
-                    for forms in itertools.product(*[range(len(i.shapes)) for i in multi]):
-                        out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms)))
+            leaves(st, attrs, {i.name: True for i in self.inputs if not i.optional}, 0)
         return out
 
     def _dir(self) -> str:
