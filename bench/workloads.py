@@ -7,6 +7,7 @@ GM           GM bytes counted by the emulation over the minimum: AdaLayerNormGra
              every rope/norm mode, and the example operators of examples/specs at real sizes (issue 11); a case
              with golden=False is launched without the float64 golden (its interpretation would not fit the machine)
              and its device-mode interpretation is timed on its own (time_interp)
+STARTUP      `opgen interpret` as a whole process vs a NumPy-only script with the same npz I/O (numpy_ada_grad)
 NSA_GM       the NSA pair next to the gather minimum (`gather_min_bytes`) and the reference's CANN estimate
 """
 
@@ -147,6 +148,10 @@ INTERP = {
         numpy=lambda i: numpy_nsa_grad({**i, "_bs": 64})),
 }
 
+
+STARTUP = dict(  # the whole-process `opgen interpret` case (opgen.bench.startup): the README's DiT-sized backward
+    op="AdaLayerNormGrad", dims={"Bd": (2,), "S": 1024, "H": 1152}, quick_dims={"Bd": (2,), "S": 64, "H": 1152},
+    attrs={}, dtypes={"T": "bfloat16"}, numpy="numpy_ada_grad")
 
 INTERP_QUICK = {  # smoke-run sizes (`--quick`)
     "AdaLayerNormGrad": {"Bd": (2,), "S": 64, "H": 1152},

@@ -119,11 +119,20 @@ def cmd_interpret(args) -> int:
 
         print(print_graph(spec.graph(spec.bind(inputs, attrs, dtypes).key)), end="")
     outputs = interpret(spec, inputs, attrs, dtypes, args.mode)
-    _save_npz(args.out, outputs)
-    if not args.quiet:
+    if args.out is not None:
+        _save_npz(args.out, outputs)
+    if not args.quiet or args.out is None:
         for k, v in outputs.items():
-            stored = "float32" if v.dtype.kind == "f" or v.dtype.name == "bfloat16" else v.dtype.name
-            print(f"{k}: {list(v.shape)} {v.dtype.name} (stored as {stored})")
+            line = f"{k}: {list(v.shape)} {v.dtype.name}"
+            if args.out is not None:
+                stored = "float32" if v.dtype.kind == "f" or v.dtype.name == "bfloat16" else v.dtype.name
+                line += f" (stored as {stored})"
+            elif v.size:
+                a = np.asarray(v, np.float64)
+                line += f" min {a.min():.6g} max {a.max():.6g} mean {a.mean():.6g}"
+            print(line)
+        if args.out is None:
+            print("(no --out: nothing written)", file=sys.stderr)
     return 0
 
 
@@ -227,8 +236,19 @@ def cmd_bench(args) -> int:
     from opgen.bench.report import markdown, write
 
     cmd = "opgen bench" + (f" --repeat {args.repeat}" if args.repeat != 3 else "") + (" --quick" if args.quick else "")
-    res = run_all(args.repeat, args.quick, cmd)
-    out = Path(args.out) if args.out else Path(__file__).resolve().parent.parent / "bench" / "results"
+    from opgen.progress import Progress
+
+    progress = Progress("opgen bench", args.progress or None)
+    try:
+        res = run_all(args.repeat, args.quick, cmd, progress=progress.step)
+    finally:
+        progress.done()
+    if args.out:
+        out = Path(args.out)
+    elif args.quick:   # a smoke run never overwrites the committed figures of record
+        out = Path(tempfile.mkdtemp(prefix="opgen-bench-quick-"))
+    else:
+        out = Path(__file__).resolve().parent.parent / "bench" / "results"
     written = write(res, out)
     if args.json:
         print(json.dumps(res, indent=1, sort_keys=True, default=str))
@@ -243,8 +263,15 @@ def cmd_generate(args) -> int:
     removing stale files inside those op directories only. Deterministic (opgen.codegen)."""
     from opgen.codegen import default_out_dir, write_ops
 
+    from opgen.progress import Progress
+
     out = args.out or str(default_out_dir())
-    for name, written, removed in write_ops(_spec_sources(args.op), out):
+    progress = Progress("opgen generate", args.progress or None)
+    try:
+        results = write_ops(_spec_sources(args.op), out, progress)
+    finally:
+        progress.done()
+    for name, written, removed in results:
         print(f"{name}: {len(written)} written, {len(removed)} stale removed ({out})")
     return 0
 
@@ -340,9 +367,13 @@ def cmd_check(args) -> int:
         raise OpgenError("--save-inputs: only with --dims")
     inputs = _load_npz(args.inputs) if args.inputs is not None else None
     dims = parse_dims(args.dims) if args.dims is not None else None
+    from opgen.progress import Progress
+
+    progress = Progress(f"opgen check {spec.name}", args.progress or None)
     try:
         res = run_check(spec, inputs, attrs, dtypes, dims=dims, seed=args.seed, present=args.present,
-                        soc=args.soc, asan=args.asan, gen_dir=args.gen_dir, deterministic=args.deterministic)
+                        soc=args.soc, asan=args.asan, gen_dir=args.gen_dir, deterministic=args.deterministic,
+                        phase=progress.step)
     except (AclnnRejected, KernelTrapped) as e:
         print(f"opgen: {e}", file=sys.stderr)
         if args.json:
@@ -351,9 +382,12 @@ def cmd_check(args) -> int:
             print(json.dumps({"op": spec.name, "passed": False, "rejected": by}))
         return 2
     except BuildError as e:
+        progress.done()
         if not e.shown:  # the compiler's messages, then the one-line summary (main)
             sys.stderr.write(e.output if e.output.endswith("\n") else e.output + "\n")
         raise
+    finally:
+        progress.done()
     if args.save_inputs:
         _save_npz(args.save_inputs, res.inputs)
     if args.out and res.arrays:
@@ -370,24 +404,32 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opgen", description="Operator compiler for Ascend NPUs.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="list the bundled operators").set_defaults(fn=cmd_list)
+    sub.add_parser("list", help="list the bundled operators",
+                   description="One line per bundled operator (OpDef name, aclnn API, inputs/attributes/outputs, "
+                   "SoCs) and its dtype rows. The specs directory is $OPGEN_SPECS, else specs/ of the "
+                   "checkout.").set_defaults(fn=cmd_list)
     ip = sub.add_parser("interpret", help="run an operator's spec with the NumPy interpreter")
     ip.add_argument("op", help="OpDef name (AdaLayerNormGrad) or a spec file path")
     ip.add_argument("--inputs", help=".npz with arrays named by the spec's inputs (absent = null)")
     ip.add_argument("--dims", help="make valid random inputs instead: NAME=VALUE,... (Bd=2x3 for batch dims)")
     ip.add_argument("--seed", type=int, default=0, help="seed for --dims")
     ip.add_argument("--save-inputs", help="with --dims: also write the generated inputs (.npz)")
-    ip.add_argument("--out", required=True, help="output .npz (floats written as float32)")
+    ip.add_argument("--out", help="output .npz (floats written as float32); without it the outputs' shapes, dtypes "
+                    "and min/max/mean are printed and nothing is written")
     ip.add_argument("--attr", action="append", metavar="K=V", help="attribute value (repeatable)")
     ip.add_argument("--dtype", action="append", metavar="T=DTYPE", help="dtype variable binding (repeatable)")
-    ip.add_argument("--mode", default="device", help="device (declared dtypes, fp32 compute) or exact (float64)")
+    ip.add_argument("--mode", default="device", choices=("device", "exact"),
+                    help="device (default: inputs in their declared dtypes, fp32 compute, outputs rounded as the "
+                    "device rounds them) or exact (float64 throughout)")
     ip.add_argument("--print-ir", action="store_true", help="print the specialised tensor IR before running")
-    ip.add_argument("-q", "--quiet", action="store_true")
+    ip.add_argument("-q", "--quiet", action="store_true", help="print nothing on success (with --out)")
     ip.set_defaults(fn=cmd_interpret)
     gp = sub.add_parser("graph", help="print the IR of one specialisation (text, Graphviz dot or svg)")
     gp.add_argument("op", help="OpDef name (AdaLayerNormGrad) or a spec file path")
     gp.add_argument("--stage", default="spec", choices=GRAPH_STAGES,
-                    help="spec: the traced IR; optimized: after the tensor-level passes")
+                    help="spec: the traced tensor IR (default); optimized: after the tensor-level passes; fused: the "
+                    "launch plan (Kernel IR) after fusion; tiled: the plan with its buffer plans and tiling program; "
+                    "kernel: the kernel family's lowered program the op_kernel is printed from")
     gp.add_argument("--format", default="text", choices=("text", "dot", "svg"),
                     help="canonical IR text, Graphviz DOT, or SVG (needs Graphviz's dot program)")
     gp.add_argument("--attr", action="append", metavar="K=V", help="attribute value (repeatable; default: the "
@@ -424,7 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--repeat", type=int, default=3, help="runs per timed figure (median; default 3)")
     bp.add_argument("--quick", action="store_true", help="smaller cases: a smoke run, not the figures of record")
     bp.add_argument("--json", action="store_true", help="print the results object instead of the table")
-    bp.add_argument("--out", help="directory for the report (default: bench/results at the project root)")
+    bp.add_argument("--out", help="directory for the report (default: bench/results at the project root; with "
+                    "--quick a new scratch directory, so a smoke run never overwrites the committed results)")
     bp.set_defaults(fn=cmd_bench)
     from opgen.platforms import DEFAULT, PLATFORMS
 
@@ -448,6 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--gen-dir", help="generated tree holding <op_snake>/op_host and op_kernel "
                     "(default: generated/ at the project root)")
     cp.set_defaults(fn=cmd_check)
+    for name in ("generate", "check", "bench"):
+        sub.choices[name].add_argument("--progress", action="store_true", help="print a progress line on standard "
+                                       "error even when it is not a terminal (default: only on a terminal)")
     for sp in sub.choices.values():   # --debug also after the command (opgen check ... --debug)
         sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return p

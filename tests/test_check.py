@@ -228,6 +228,10 @@ def test_passing_case_json(env):
     assert r.returncode == 0, r.stdout + r.stderr
     js = json.loads(r.stdout)
     assert js["passed"] is True and js["faults"] == []
+    # every phase's wall seconds: the aclnn layer, interpretation, the driver build, the launch, the comparison
+    assert {"aclnn", "interpret", "build", "launch", "kernel", "compare"} <= set(js["seconds"])
+    assert all(v >= 0 for v in js["seconds"].values()) and js["seconds"]["kernel"] <= js["seconds"]["launch"]
+    assert "opgen check" not in r.stderr   # a pipe: no progress line unless --progress
     names = ["pd_x", "pd_scale", "pd_shift", "pd_gamma", "pd_beta"]
     assert list(js["outputs"]) == names
     for k in names:

@@ -1,5 +1,6 @@
 """opgen's benchmarks (issue 6), run on demand by `opgen bench` or the thin scripts in bench/:
 
+startup   `opgen interpret` / `opgen list` as whole processes vs plain-Python processes (goals <= 1.5x, 2x)
 interp    device-mode interpretation vs a direct NumPy implementation of the same math (goal <= 1.5x)
 generate  `opgen generate` of all ops vs a bare `python -c "import numpy, jinja2, networkx"` (goal <= 3x),
           and cached re-generation
@@ -36,21 +37,38 @@ def load_workloads():
     return mod
 
 
-def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench") -> dict:
+def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench", progress=None) -> dict:
     """Every benchmark; the dict opgen.bench.report writes. `quick`: smaller cases (a smoke run, not the
-    figures of record)."""
-    from opgen.bench import emu, generate, interp
+    figures of record); progress: called with the name of each benchmark as it starts."""
+    step = progress or (lambda text: None)
+    from opgen.bench import emu, generate, interp, startup
 
     res = {"command": command, "repeat": repeat, "quick": quick,
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}}
     w = load_workloads()
+    step("1/4 interpreter vs NumPy")
     res["interp"] = interp.run(repeat, quick=quick, workloads=w)
+    step("2/4 command-line start-up")
+    res["startup"] = startup.run(repeat, quick=quick, workloads=w)
+    step("3/4 opgen generate")
     res["generate"] = generate.run(repeat)
     g = res["generate"]
     if g["ratio"] > 3:
         g["gap"] = generate_gap(g)
+    step("4/4 emulated kernels (GM bytes, times)")
     res.update(emu.run(repeat, quick, workloads=w))
     return res
+
+
+def dims_label(dims: dict) -> str:
+    """`Bd=2x3,S=64,H=1152`: dims as a case label names them (variadic dims joined by x)."""
+    return ",".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, (tuple, list)) else v}" for k, v in dims.items())
+
+
+def case_label(name: str, op: str, dims: dict, quick: bool) -> str:
+    """The label of a benchmark row: the workload's name at its real size; with --quick the op and the dims
+    really run, so a smoke figure never reads as a figure of record."""
+    return f"{op} {dims_label(dims)} (--quick size)" if quick else name
 
 
 def generate_gap(g: dict) -> str:

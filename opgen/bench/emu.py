@@ -30,6 +30,7 @@ import platform
 import statistics
 import sys
 
+from opgen.bench import case_label
 from opgen.check import run_check
 from opgen.errors import OpgenError
 
@@ -64,8 +65,9 @@ def time_cases(cases, repeat: int, quick: bool) -> list[dict]:
         try:
             r, sec = _median_check(repeat, op, dims=dims, attrs=attrs, dtypes=dtypes)
         except OpgenError as e:   # e.g. the op has no emitted kernel
-            out.append({"case": name, "error": str(e).splitlines()[0]})
+            out.append({"case": case_label(name, op, dims, quick), "error": str(e).splitlines()[0]})
             continue
+        name = case_label(name, op, dims, quick)
         out.append({"case": name, "launch_s": sec["kernel"], "driver_s": sec["launch"], "interpret_s": sec["interpret"],
                     "ratio": sec["kernel"] / sec["interpret"], "passed": r.passed, "block_dim": r.block_dim,
                     "roofline": roofline(r.op, name, r)})
@@ -110,7 +112,8 @@ def gm_cases(cases, quick: bool) -> list[dict]:
                 generated.add(c["op"])
             gen_dir = tmp.name
         r = run_check(c["op"], dims=dims, attrs=attrs, dtypes=dtypes, progress=False, golden=golden, gen_dir=gen_dir)
-        row = {"op": r.op, "case": c["case"], "strategy": "ROW_SPLIT" if r.tiling_key % 10 == 1 else "COL_SPLIT",
+        row = {"op": r.op, "case": case_label(c["case"], r.op, dims, quick),
+               "strategy": "ROW_SPLIT" if r.tiling_key % 10 == 1 else "COL_SPLIT",
                "gm_bytes": r.gm_bytes, "gm_bytes_min": r.gm_bytes_min, "ratio": r.gm_ratio,
                "workspace_bytes_moved": r.gm["workspace"].read + r.gm["workspace"].written if "workspace" in r.gm else 0,
                "passed": r.passed, "golden": golden, "cann": c.get("cann", ""),
@@ -136,12 +139,13 @@ def nsa_gm(cases, runs, gather_min, quick: bool) -> list[dict]:
         for op, attrs, present in runs:
             r = run_check(op, dims=dims, attrs=attrs, dtypes={"T": "float16"}, present=present, progress=False)
             gmin = gather_min(op.endswith("Grad"), dims, 2)
-            out.append({"case": label, "op": op, "dims": dims, "passed": r.passed, "gm_bytes": r.gm_bytes,
+            out.append({"case": case_label(label, op, dims, quick), "op": op, "dims": dims, "passed": r.passed,
+                        "gm_bytes": r.gm_bytes,
                         "gm_bytes_min": r.gm_bytes_min, "gather_min": gmin, "cann": r.gm_reference,
                         "cann_source": r.gm_reference_source, "vs_cann": r.gm_bytes / r.gm_reference,
                         "vs_gather_min": r.gm_bytes / gmin,
                         "workspace_bytes_moved": r.gm["workspace"].read + r.gm["workspace"].written,
-                        "roofline": roofline(op, label, r)})
+                        "roofline": roofline(op, case_label(label, op, dims, quick), r)})
     return out
 
 

@@ -51,7 +51,9 @@ def run(repeat: int = 5, quick: bool = False, workloads=None) -> list[dict]:
                           max(np.linalg.norm(ref[k].astype(np.float64)), 1e-30)) for k in ref)
         t_np = _median_time(lambda: c["numpy"](inputs), repeat)
         t_in = _median_time(lambda: interpret(spec, inputs, c["attrs"], c["dtypes"]), repeat)
-        rows.append({"case": name, "numpy_s": t_np, "interpret_s": t_in, "ratio": t_in / t_np,
+        from opgen.bench import case_label
+
+        rows.append({"case": case_label(name, c["op"], dims, quick), "numpy_s": t_np, "interpret_s": t_in, "ratio": t_in / t_np,
                      "rel_l2_vs_numpy": worst, "repeat": repeat})
     return rows
 

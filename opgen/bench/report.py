@@ -1,6 +1,6 @@
 """The performance report: results JSON, a markdown table and PNG plots, written by `opgen bench --out DIR`.
 
-Input: the dict `opgen.bench.run_all` returns (sections "interp", "generate", "emu_time", "gm", "roofline";
+Input: the dict `opgen.bench.run_all` returns (sections "startup", "interp", "generate", "emu_time", "gm", "roofline";
 missing sections are skipped). Plots need matplotlib (the `bench` extra); without it the plots are
 skipped and the table says so.
 """
@@ -23,6 +23,24 @@ def markdown(res: dict) -> str:
            f"Measured by `{res.get('command', 'opgen bench')}` on {m.get('cpus', '?')} CPUs "
            f"({m.get('machine', '?')}, Python {m.get('python', '?')}); medians of {res.get('repeat', '?')} runs "
            f"unless stated; all figures of one run, side by side.", ""]
+    if res.get("startup"):
+        st = res["startup"]
+        out += ["## The command line as a whole process vs plain Python doing the same work", "",
+                "| command | case | opgen s | plain Python s | ratio | goal |", "|---|---|---|---|---|---|"]
+        for k in ("interpret", "list"):
+            r = st.get(k)
+            if r:
+                out.append(f"| `{r['command']}` | {r['case']} | {_fmt(r['opgen_s'])} | {_fmt(r['baseline_s'])} | "
+                           f"{_fmt(r['ratio'])} | ≤ {r['goal']}× |")
+        ph = st.get("interpret", {}).get("phases")
+        if ph:
+            out += ["", "`opgen interpret` by phase (one fresh process, seconds): " +
+                    ", ".join(f"{k} {_fmt(v)}" for k, v in ph.items()) + "."]
+        out += ["", f"How: opgen/bench/startup.py — every side a fresh process of the same interpreter, wall clock, "
+                f"the sides alternating, median of {n} runs; the interpret baseline is a `python -c` script reading "
+                f"the same npz, running the workload's NumPy function (bench/workloads.py STARTUP, numpy and ml_dtypes "
+                f"only) and writing an npz; the list baseline `python -c 'import numpy, jinja2, networkx, "
+                f"ml_dtypes'`.", ""]
     if res.get("interp"):
         out += ["## Interpreter (device mode) vs direct NumPy — goal ≤ 1.5×", "",
                 "| case | NumPy s | interpreter s | ratio | rel L2 vs NumPy |", "|---|---|---|---|---|"]

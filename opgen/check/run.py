@@ -79,7 +79,8 @@ class CheckResult:
     launched: bool = False
     build_dir: Path | None = None
     builds: list = field(default_factory=list)
-    seconds: dict = field(default_factory=dict)   # wall s: "interpret" (device mode), "launch" (driver run), "kernel"
+    seconds: dict = field(default_factory=dict)   # wall s: "aclnn" (layer build + call), "interpret" (device mode),
+    # "build" (driver build, 0 when cached), "launch" (driver run), "kernel" (emu::Launch alone), "compare"
     cycles: dict = field(default_factory=dict)    # cost counters, max over cores: {"vector": n, "cube": n}
     ub_peak: int = 0   # UB bytes the kernel's InitBuffer calls held at once, max over the AIV cores
     gm_reference: int | None = None   # the reference's GM estimate for CANN's kernel on this call (OpSpec.gm_reference)
@@ -248,7 +249,8 @@ def aclnn_runner(op, *, gen_dir=None, build_root=None, progress: bool = False):
 def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes: dict | None = None, *,
               dims: dict | None = None, seed: int = 0, present=None, soc: str | None = None, asan: bool = False,
               gen_dir=None, build_root=None, progress: bool = True,
-              timeout: float = DRIVER_TIMEOUT, deterministic: bool = False, golden: bool = True) -> CheckResult:
+              timeout: float = DRIVER_TIMEOUT, deterministic: bool = False, golden: bool = True,
+              phase=None) -> CheckResult:
     """Run operator `op` (OpDef name, spec path or OpSpec) through its emitted C++ and compare with the
     interpreter.
 
@@ -262,7 +264,9 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     cache root (default $OPGEN_BUILD_DIR or ~/.cache/opgen/build); progress: echo long builds to stderr;
     timeout: seconds for the launch; deterministic: the framework asks for deterministic computation (what the
     TilingFunc's TilingContext::GetDeterministic() returns; ops without a deterministic variant ignore it);
-    golden: compare with the interpreter (False: launch only, for GM and time figures at sizes whose float64
+    phase: called with the name of each phase as it starts (aclnn layer, interpret, build, launch, compare; a
+    progress line); the seconds of every phase are in CheckResult.seconds. golden: compare with the interpreter
+    (False: launch only, for GM and time figures at sizes whose float64
     interpretation would not fit the machine; `passed` then means launched, no fault, every output element written
     and finite).
 
@@ -305,13 +309,17 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
                             "aclnn_harness.cpp": harness_source(m)}, build_root, progress)
     res.build_dir = builder.dir
 
+    step = phase or (lambda text: None)
+    t_phase = time.perf_counter()
     # 1. the emitted aclnn layer judges the call first
+    step("aclnn layer (building it when needed)")
     dev = device_dtypes(spec, inputs, dtypes)
     names = {k: (v.long_name if isinstance(v, DType) else v) for k, v in dev.items()}
     call = encode_call(m, inputs, call_attrs(spec, inputs, attrs),
                        call_outputs(spec, inputs, attrs, dtypes, dev), names)
     res.builds.append(builder.build("aclnn/runner"))
     [(code, msg)] = run_runner(builder.dir / "aclnn" / "runner", [call], SOC_ENUM.get(plat.soc_key))
+    res.seconds["aclnn"] = time.perf_counter() - t_phase
     if code != 0:
         raise AclnnRejected(spec.aclnn, code, msg)
 
@@ -331,13 +339,17 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.attrs = dict(bound.attrs)
     g = spec.graph(bound.key)
     if violation is None and golden:
+        step("interpreting (device and exact mode)")
         t0 = time.perf_counter()
         device = run_graph(g, bound, "device")
         res.seconds["interpret"] = time.perf_counter() - t0
         exact = run_graph(g, bound, "exact")
 
     # 3. build and launch
+    step(f"building the {variant} driver (TilingFunc + kernel)")
+    t0 = time.perf_counter()
     res.builds.append(builder.build(f"{variant}/check"))
+    res.seconds["build"] = time.perf_counter() - t0
     slots = _output_slots(spec, bound)
     case_in = []
     from opgen.passes.pipeline import optimize
@@ -356,6 +368,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         tmp = Path(tmp)
         caseio.write_case(tmp / "case.bin", plat.aiv, plat.aic, plat.ub_bytes, SYS_WORKSPACE_BYTES, case_in,
                           case_attrs, case_out, deterministic)
+        step("launching on the emulated cores")
         t0 = time.perf_counter()
         run, problem = _run_driver(builder.dir / variant / "check", tmp / "case.bin", tmp, asan, timeout)
         res.seconds["launch"] = time.perf_counter() - t0
@@ -405,12 +418,15 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         return res
 
     # 4. compare (outputs computed from an intermediate the op rounds to T may pass the rounded-intermediate rule)
+    step("comparing")
+    t0 = time.perf_counter()
     rounded = rounded_intermediate_outputs(g)
     for o, s in zip(spec.outputs, slots):
         if s is None or o.name not in res.arrays:
             continue
         res.outputs[o.name] = compare_output(o.name, res.arrays[o.name], exact[o.name], device[o.name],
                                              s[0].long_name, o.name in rounded)
+    res.seconds["compare"] = time.perf_counter() - t0
     missing = [o.name for o, s in zip(spec.outputs, slots) if s is not None and o.name not in res.outputs]
     res.passed = (res.tiling_ok and res.launched and not res.faults and not res.traps and not missing
                   and all(c.passed for c in res.outputs.values()))

@@ -122,30 +122,38 @@ def generate_cached(spec_or_path) -> tuple[str, dict[str, str]]:
     return start_generation(spec_or_path)()
 
 
-def generate_all(specs) -> list[tuple[str, dict[str, str]]]:
+def generate_all(specs, progress=None) -> list[tuple[str, dict[str, str]]]:
     """generate_cached of every spec. Every op is rendered first, each op's clang-format process starting as soon
     as its rendering is done, so formatting runs beside the rendering of the ops after it (up to one process
     per op at once); then the results are collected in order. On an error the running formatters are stopped
-    and nothing is returned."""
+    and nothing is returned. progress: an opgen.progress.Progress told each step."""
     started = []
     try:
-        for spec in specs:
+        specs = list(specs)
+        for k, spec in enumerate(specs):
+            if progress is not None:
+                progress.step(f"rendering {k + 1}/{len(specs)} {getattr(spec, 'name', None) or Path(spec).stem}")
             started.append(start_generation(spec))
-        return [finish() for finish in started]
+        out = []
+        for k, finish in enumerate(started):
+            if progress is not None:
+                progress.step(f"formatting {k + 1}/{len(started)}")
+            out.append(finish())
+        return out
     except BaseException:
         for finish in started:
             getattr(finish, "cancel", lambda: None)()
         raise
 
 
-def write_ops(specs, out: Path | None = None) -> list[tuple[str, list[str], list[str]]]:
+def write_ops(specs, out: Path | None = None, progress=None) -> list[tuple[str, list[str], list[str]]]:
     """Generate and write each spec's package to `out/<op_snake>/` (default generated/), removing stale
     files there. `specs`: OpSpecs or spec file paths (generate_cached). Every op is generated before anything
     is written, so an op that fails leaves `out` untouched. Returns [(op name, written paths, removed
     paths)]. Raises as `generate_cached`."""
     out = Path(out) if out is not None else default_out_dir()
     result = []
-    for name, files in generate_all(specs):
+    for name, files in generate_all(specs, progress):
         written, removed = write_package(out / op_snake(name), files)
         result.append((name, written, removed))
     return result

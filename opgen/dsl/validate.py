@@ -115,7 +115,9 @@ def _resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
         try:
             assign[k] = parse_dtype(v) if isinstance(v, str) else v
         except KeyError:
-            raise ValidationError(k, f"unknown dtype {v!r}") from None
+            allowed = sorted({r[k].long_name for r in spec.dtype_rows if k in r})
+            raise ValidationError(k, f"unknown dtype {v!r} (known dtypes: {', '.join(d.long_name for d in DType)}; "
+                                     f"{spec.name} takes {k} = {', '.join(allowed)})") from None
         if not isinstance(assign[k], DType):
             raise ValidationError(k, f"expected a dtype name such as float16, got {v!r}")
         source[k] = k
