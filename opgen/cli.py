@@ -418,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "and min/max/mean are printed and nothing is written")
     ip.add_argument("--attr", action="append", metavar="K=V", help="attribute value (repeatable)")
     ip.add_argument("--dtype", action="append", metavar="T=DTYPE", help="dtype variable binding (repeatable)")
-    ip.add_argument("--mode", default="device", choices=("device", "exact"),
+    ip.add_argument("--mode", default="device", metavar="{device,exact}",
                     help="device (default: inputs in their declared dtypes, fp32 compute, outputs rounded as the "
                     "device rounds them) or exact (float64 throughout)")
     ip.add_argument("--print-ir", action="store_true", help="print the specialised tensor IR before running")
