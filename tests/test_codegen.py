@@ -110,6 +110,7 @@ def test_cli_generate_then_diff_is_clean_and_stale_files_show(tmp_path):
     assert r.returncode == 0, r.stderr
     r = run_cli("diff", *ops, "--out", out, hash_seed="2")  # another process, another hash seed: same bytes
     assert (r.returncode, r.stdout) == (0, ""), r.stdout + r.stderr
+    assert r.stderr == f"opgen diff: {out} is up to date\n"   # said, on standard error
 
     stale = out / "ada_layer_norm_v2" / "old" / "deeper" / "stale.cpp"
     stale.parent.mkdir(parents=True)
