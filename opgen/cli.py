@@ -241,7 +241,7 @@ def cmd_generate(args) -> int:
     removing stale files inside those op directories only. Deterministic (opgen.codegen)."""
     from opgen.codegen import default_out_dir, write_ops
 
-    out = args.out or str(default_out_dir())
+    out = args.out if args.out is not None else str(default_out_dir())   # "" is refused, not the default
     for name, written, removed in write_ops(_spec_sources(args.op), out):
         print(f"{name}: {len(written)} written, {len(removed)} stale removed ({out})")
     return 0
@@ -382,10 +382,53 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: unwinds like KeyboardInterrupt (every `finally` and `except BaseException`
+    cleans up: clang-format processes killed, temporary directories removed); `signum` is the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum, _frame):
+    import signal
+
+    for s in (signal.SIGINT, signal.SIGTERM):   # a second signal must not interrupt the clean-up
+        signal.signal(s, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def _install_signal_handlers() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, _on_signal)
+
+
 def main(argv=None) -> int:
-    """Entry point of the `opgen` console script; returns the exit status."""
+    """Entry point of the `opgen` console script; returns the exit status. SIGINT and SIGTERM stop it quietly
+    (one line, no traceback) after its clean-up, with status 130 and 143 (128 + the signal)."""
+    import signal
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    _install_signal_handlers()
+    try:
+        return _run(args)
+    except (Interrupted, KeyboardInterrupt) as e:
+        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        try:
+            print(f"opgen: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        except (OSError, ValueError):
+            pass
+        return 128 + signum
+
+
+def _run(args) -> int:
+    """Run the chosen command; OpgenError -> one line, exit 2; other errors -> one line, exit 3."""
     try:
         return args.fn(args)
     except BrokenPipeError:  # `opgen list | head`
