@@ -38,18 +38,80 @@ def source_digest(path: Path) -> str:
 
 
 def helpers_current(path: Path) -> bool:
-    """Whether every helper module a spec file beside `path` imports (`_*.py`) is, in this process, the file of
-    that directory with its current bytes. False when a same-named helper of another directory, or an older
-    version, was imported first (Python caches modules by name): a spec loaded now may not match its files."""
-    text = Path(path).read_text(errors="replace")
+    """Whether the helper modules (`_*.py` beside `path`) the last load of that spec executed still have the
+    bytes of the files (helpers are loaded by path under names unique to their directory and bytes,
+    `_helper_modules`, so a same-named helper of another directory can never stand in for them). False
+    when a helper file changed since: the spec loaded then may not match its files."""
     for helper in Path(path).resolve().parent.glob("_*.py"):
-        mod = sys.modules.get(helper.stem)
-        if mod is None or helper.stem not in text:   # not imported by this spec
-            continue
-        if Path(getattr(mod, "__file__", "") or "").resolve() != helper.resolve() or \
-                _HELPERS.get(str(helper.resolve())) != helper.read_bytes():
+        seen = _HELPERS.get(str(helper))
+        if seen is not None and seen != helper.read_bytes():
             return False
     return True
+
+
+class _HelperFinder:
+    """Meta-path finder active while one spec file executes: an `import _x` (or `from _x import ...`) of a
+    helper `_x.py` of the spec's own directory loads that file by path, as module `opgen_helper_<digest>__x`
+    (digest: sha256 of its directory and bytes), whatever other module called `_x` exists."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def find_spec(self, fullname, path=None, target=None):
+        """A module spec for a helper of `directory` named `fullname`, else None (the normal import)."""
+        if "." in fullname or not fullname.startswith("_"):
+            return None
+        f = self.directory / f"{fullname}.py"
+        if not f.is_file():
+            return None
+        import hashlib
+
+        data = f.read_bytes()
+        digest = hashlib.sha256(str(f).encode() + b"\0" + data).hexdigest()[:16]
+        unique = f"opgen_helper_{digest}_{fullname}"
+        _HELPERS[str(f)] = data
+        mod = sys.modules.get(unique)
+        if mod is None:
+            spec_ = importlib.util.spec_from_file_location(unique, f)
+            mod = importlib.util.module_from_spec(spec_)
+            sys.modules[unique] = mod
+            try:
+                spec_.loader.exec_module(mod)
+            except BaseException:
+                del sys.modules[unique]
+                raise
+        return importlib.util.spec_from_loader(fullname, _Alias(mod))
+
+
+class _Alias:
+    """Loader handing out an already executed helper module under the name a spec imports it by."""
+
+    def __init__(self, mod):
+        self.mod = mod
+
+    def create_module(self, spec):
+        """The helper module itself (no new module object)."""
+        return self.mod
+
+    def exec_module(self, module):
+        """Nothing: the helper ran when it was loaded by path."""
+
+
+def _exec_spec_module(spec_, mod, directory: Path) -> None:
+    """Execute a spec module with its directory's helpers importable by their plain names (`_HelperFinder`):
+    same-named modules already in sys.modules are set aside meanwhile and put back after, so helpers of
+    different spec directories (a user's `_common.py`, the bundled `_nrc_common.py`) never shadow each other."""
+    names = {f.stem for f in directory.glob("_*.py")}
+    saved = {n: sys.modules.pop(n) for n in list(sys.modules) if n in names}
+    finder = _HelperFinder(directory)
+    sys.meta_path.insert(0, finder)
+    try:
+        spec_.loader.exec_module(mod)
+    finally:
+        sys.meta_path.remove(finder)
+        for n in names:
+            sys.modules.pop(n, None)
+        sys.modules.update(saved)
 
 
 def _load_file(path: Path):
@@ -66,9 +128,8 @@ def _load_file(path: Path):
     if spec_ is None or spec_.loader is None:
         raise OpgenError(f"{path}: not a loadable Python file")
     mod = importlib.util.module_from_spec(spec_)
-    sys.path.insert(0, str(path.resolve().parent))  # spec files may share helpers (specs/_*.py)
     try:
-        spec_.loader.exec_module(mod)
+        _exec_spec_module(spec_, mod, Path(key).parent)  # spec files may share helpers (specs/_*.py)
     except SyntaxError as e:
         raise syntax_error(e) from None
     except SpecError as e:
@@ -79,8 +140,6 @@ def _load_file(path: Path):
         raise
     except Exception as e:  # NameError, TypeError... at module level: blame the spec line
         raise from_exception(e, os.path.dirname(key)) from e
-    finally:
-        sys.path.pop(0)
     s = getattr(mod, "spec", None)
     if not isinstance(s, OpSpec):
         others = [(k, v) for k, v in vars(mod).items() if isinstance(v, OpSpec)]
@@ -94,10 +153,6 @@ def _load_file(path: Path):
                              f"bind the operator to spec: {example}", token="spec" if line > 1 else None)
         raise spec_error(f"{key}:1", "the file defines no `spec = OpSpec(...)`",
                          f"declare the operator at module level: {example}")
-    for helper in Path(key).parent.glob("_*.py"):   # the helper sources this load executed, when they are its own
-        mod = sys.modules.get(helper.stem)
-        if mod is not None and Path(getattr(mod, "__file__", "") or "").resolve() == helper.resolve():
-            _HELPERS.setdefault(str(helper.resolve()), helper.read_bytes())
     s.finish()
     s.source_digest = digest
     _CACHE[key] = (digest, s)
