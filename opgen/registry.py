@@ -40,7 +40,7 @@ def source_digest(path: Path) -> str:
 def helpers_current(path: Path) -> bool:
     """Whether the helper modules (`_*.py` beside `path`) the last load of that spec executed still have the
     bytes of the files (helpers are loaded by path under names unique to their directory and bytes,
-    `_helper_modules`, so a same-named helper of another directory can never stand in for them). False
+    `_helper_builtins`, so a same-named helper of another directory can never stand in for them). False
     when a helper file changed since: the spec loaded then may not match its files."""
     for helper in Path(path).resolve().parent.glob("_*.py"):
         seen = _HELPERS.get(str(helper))
@@ -49,69 +49,51 @@ def helpers_current(path: Path) -> bool:
     return True
 
 
-class _HelperFinder:
-    """Meta-path finder active while one spec file executes: an `import _x` (or `from _x import ...`) of a
-    helper `_x.py` of the spec's own directory loads that file by path, as module `opgen_helper_<digest>__x`
-    (digest: sha256 of its directory and bytes), whatever other module called `_x` exists."""
+def _helper_builtins(directory: Path) -> dict:
+    """The builtins of a spec module (and of its helpers) of `directory`: the real ones, with an `__import__`
+    that resolves a top-level `_x` naming a helper file `_x.py` of `directory` to that file, loaded by path as
+    module `opgen_helper_<digest>__x` (digest: sha256 of its path and bytes; reused while the bytes stay), and
+    leaves every other import to Python. Module-level and lazy (in-function) imports alike go through it, so a
+    same-named module of another directory can never stand in for the helper, nor the helper for it."""
+    import builtins
+    import hashlib
 
-    def __init__(self, directory: Path):
-        self.directory = directory
+    real = builtins.__import__
+    ns = dict(vars(builtins))
 
-    def find_spec(self, fullname, path=None, target=None):
-        """A module spec for a helper of `directory` named `fullname`, else None (the normal import)."""
-        if "." in fullname or not fullname.startswith("_"):
-            return None
-        f = self.directory / f"{fullname}.py"
-        if not f.is_file():
-            return None
-        import hashlib
-
+    def load(f: Path):
         data = f.read_bytes()
-        digest = hashlib.sha256(str(f).encode() + b"\0" + data).hexdigest()[:16]
-        unique = f"opgen_helper_{digest}_{fullname}"
+        digest = hashlib.sha256(os.fsencode(f) + bytes(1) + data).hexdigest()[:16]
+        unique = f"opgen_helper_{digest}_{f.stem}"
         _HELPERS[str(f)] = data
         mod = sys.modules.get(unique)
         if mod is None:
             spec_ = importlib.util.spec_from_file_location(unique, f)
             mod = importlib.util.module_from_spec(spec_)
+            mod.__dict__["__builtins__"] = ns
             sys.modules[unique] = mod
             try:
                 spec_.loader.exec_module(mod)
             except BaseException:
                 del sys.modules[unique]
                 raise
-        return importlib.util.spec_from_loader(fullname, _Alias(mod))
+        return mod
 
+    def helper_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and name.startswith("_") and "." not in name:
+            f = directory / f"{name}.py"
+            if f.is_file():
+                return load(f)
+        return real(name, globals, locals, fromlist, level)
 
-class _Alias:
-    """Loader handing out an already executed helper module under the name a spec imports it by."""
-
-    def __init__(self, mod):
-        self.mod = mod
-
-    def create_module(self, spec):
-        """The helper module itself (no new module object)."""
-        return self.mod
-
-    def exec_module(self, module):
-        """Nothing: the helper ran when it was loaded by path."""
+    ns["__import__"] = helper_import
+    return ns
 
 
 def _exec_spec_module(spec_, mod, directory: Path) -> None:
-    """Execute a spec module with its directory's helpers importable by their plain names (`_HelperFinder`):
-    same-named modules already in sys.modules are set aside meanwhile and put back after, so helpers of
-    different spec directories (a user's `_common.py`, the bundled `_nrc_common.py`) never shadow each other."""
-    names = {f.stem for f in directory.glob("_*.py")}
-    saved = {n: sys.modules.pop(n) for n in list(sys.modules) if n in names}
-    finder = _HelperFinder(directory)
-    sys.meta_path.insert(0, finder)
-    try:
-        spec_.loader.exec_module(mod)
-    finally:
-        sys.meta_path.remove(finder)
-        for n in names:
-            sys.modules.pop(n, None)
-        sys.modules.update(saved)
+    """Execute a spec module with its directory's helpers importable by their plain names (_helper_builtins)."""
+    mod.__dict__["__builtins__"] = _helper_builtins(directory)
+    spec_.loader.exec_module(mod)
 
 
 def _load_file(path: Path):

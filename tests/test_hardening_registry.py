@@ -51,7 +51,7 @@ def test_user_helper_named_like_a_bundled_one(tmp_path):
     bundled = load_spec("NormRopeConcat")
     assert load_spec(str(user)).doc == "factor 5.0"
     assert load_spec("NormRopeConcat") is bundled or load_spec("NormRopeConcat").name == "NormRopeConcat"
-    assert "_nrc_common" not in sys.modules
+    assert "_nrc_common" not in sys.modules and "_common" not in sys.modules
 
 
 def test_edited_helper_is_reloaded(tmp_path):
@@ -60,3 +60,19 @@ def test_edited_helper_is_reloaded(tmp_path):
     (a.parent / "_common.py").write_text("FACTOR = 7.0\n")
     assert not helpers_current(a)
     assert load_spec(str(a)).doc == "factor 7.0" and helpers_current(a)
+
+
+def test_lazy_helper_import_in_body(tmp_path):
+    """An import inside the body (run when the spec is traced, long after loading) still gets its own helper."""
+    import numpy as np
+
+    from opgen.interp import interpret
+
+    a = _dir(tmp_path, "a", "OpA", 2.0)
+    a.write_text(a.read_text().replace('    return {"y": x * FACTOR}',
+                                       '    from _common import FACTOR as F\n    return {"y": x * F}'))
+    b = _dir(tmp_path, "b", "OpB", 3.0)
+    sa, sb = load_spec(str(a)), load_spec(str(b))
+    x = np.ones(4, np.float32)
+    assert interpret(sb, {"x": x}, {}, {})["y"].tolist() == [3.0] * 4
+    assert interpret(sa, {"x": x}, {}, {})["y"].tolist() == [2.0] * 4
