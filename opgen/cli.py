@@ -26,35 +26,136 @@ An error in a spec file (a SpecError with a location) is the spec author's: it p
 
 from __future__ import annotations
 
-import argparse
 import os
+import signal
 import sys
-import tempfile
-from pathlib import Path
 
-import numpy as np
+
+def _exit_early(signum, _frame):  # pragma: no cover - timing dependent
+    """SIGINT/SIGTERM before main() runs: nothing to clean up yet, leave quietly with 128 + signum."""
+    os._exit(128 + signum)
+
+
+if __name__ == "__main__":   # `python -m opgen.cli`: the CLI process, not a module imported by a test
+    for _sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(_sig) is not signal.SIG_IGN:   # nohup / a background job: stays ignored
+            signal.signal(_sig, _exit_early)
+
+import argparse  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 from opgen.errors import OpgenError, SpecError, ValidationError
 
 
 def _kv(items, flag):
+    """{NAME: VALUE} of repeated `flag NAME=VALUE` options. Raises ValidationError naming the flag for an item
+    without '=' and for a NAME given twice."""
     out = {}
     for it in items or []:
         if "=" not in it:
             raise ValidationError(flag, f"expected NAME=VALUE, got {it!r}")
         k, v = it.split("=", 1)
-        out[k.strip()] = v.strip()
+        k = k.strip()
+        if k in out:
+            raise ValidationError(flag, f"{k} is given twice ({k}={out[k]} and {k}={v.strip()}); give it once")
+        out[k] = v.strip()
+    return out
+
+
+def _check_out_files(args, *flags) -> None:
+    """Refuse output files (`--out`, `--save-inputs`) that cannot be written as a file or would overwrite the
+    `--inputs` file or each other: an empty path, a directory, a path under /proc, /sys or /dev, a missing
+    parent directory. Raises OpgenError naming the flag and the rule; called before any work."""
+    seen = {}
+    if getattr(args, "inputs", None):
+        seen[os.path.realpath(args.inputs)] = "--inputs"
+    for flag in flags:
+        path = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        if path is None:
+            continue
+        if path == "":
+            raise OpgenError(f"{flag}: must be a file path, got an empty string")
+        real = os.path.realpath(path)
+        if any(real == d or real.startswith(d + "/") for d in ("/proc", "/sys", "/dev")):
+            raise OpgenError(f"{flag}: {path} is inside a kernel file system; give a file of a real file system")
+        if os.path.isdir(real):
+            raise OpgenError(f"{flag}: {path} is a directory; give the path of the .npz file to write")
+        if not os.path.isdir(os.path.dirname(real)):
+            raise OpgenError(f"{flag}: directory {os.path.dirname(real)} does not exist")
+        if real in seen:
+            raise OpgenError(f"{flag}: {path} is also {seen[real]}; writing it would overwrite that file")
+        seen[real] = flag
+
+
+def _npz_headers(path: str) -> list[tuple[str, tuple, np.dtype, int]]:
+    """(array name, declared shape, dtype, bytes in the archive member) of every array of an npz, read from the
+    .npy headers alone (nothing is allocated). Raises OpgenError naming --inputs for anything that is not an
+    archive of .npy members."""
+    import zipfile
+
+    out = []
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if not info.filename.endswith(".npy"):
+                    raise OpgenError(f"--inputs: {path}: member {info.filename!r} is not a .npy array")
+                with zf.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    if version == (1, 0):
+                        shape, _fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                    elif version == (2, 0):
+                        shape, _fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                    else:
+                        shape, _fortran, dtype = np.lib.format._read_array_header(f, version)
+                    out.append((info.filename[:-4], tuple(shape), dtype, info.file_size - f.tell()))
+    except OpgenError:
+        raise
+    except Exception as e:  # BadZipFile, EOFError, ValueError (header), zlib.error, OSError, ...
+        raise OpgenError(f"--inputs: {path} is not a readable .npz file ({type(e).__name__}: {e})") from None
     return out
 
 
 def _load_npz(path: str) -> dict:
+    """The arrays of an .npz file, C-contiguous (Fortran-order arrays give the same bits as C-order ones).
+
+    Checked before anything is allocated: the file is a zip of .npy arrays, each of a real numeric dtype (bool,
+    integers, floats; a 2-byte unstructured void is how np.savez stores ml_dtypes bfloat16), whose declared shape
+    x itemsize the archive member holds and the available memory can take. Raises OpgenError / ValidationError
+    naming --inputs (and the array) and the rule."""
+    from opgen.resources import human_bytes, require_memory
+
+    if not os.path.exists(path):
+        raise OpgenError(f"--inputs: file {path} does not exist")
+    if os.path.isdir(path):
+        raise OpgenError(f"--inputs: {path} is a directory, not an .npz file")
+    total = 0
+    for name, shape, dtype, held in _npz_headers(path):
+        if dtype.names is not None or dtype.kind not in "biufV" or (dtype.kind == "V" and dtype.itemsize != 2) \
+                or dtype.subdtype is not None:
+            raise ValidationError(f"--inputs: {name}", f"array dtype {dtype} is not a real numeric dtype (bool, "
+                                  "int, uint, float or bfloat16)")
+        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize if shape else dtype.itemsize
+        if nbytes > held:
+            raise ValidationError(f"--inputs: {name}", f"the header declares shape {list(shape)} {dtype} "
+                                  f"({human_bytes(nbytes)}, {nbytes} bytes) but the file holds {max(held, 0)} bytes: "
+                                  "truncated or corrupt")
+        total += nbytes
+        require_memory(f"--inputs: {name}", total, f"array {name} of shape {list(shape)} {dtype} (with the arrays "
+                                                   "before it)")
     try:
+        out = {}
         with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise OpgenError(f"--inputs: file {path} does not exist") from None
-    except (OSError, ValueError) as e:
-        raise OpgenError(f"--inputs: {path} is not a readable .npz file ({e})") from None
+            for k in z.files:
+                a = z[k]
+                out[k] = a if a.flags.c_contiguous else np.ascontiguousarray(a)
+        return out
+    except MemoryError:
+        raise OpgenError(f"--inputs: {path}: not enough memory to load it") from None
+    except Exception as e:  # anything np.load raises on a malformed archive
+        raise OpgenError(f"--inputs: {path} is not a readable .npz file ({type(e).__name__}: {e})") from None
 
 
 def _save_npz(path: str, arrays: dict) -> None:
@@ -103,6 +204,7 @@ def cmd_interpret(args) -> int:
     dtypes = _kv(args.dtype, "--dtype")
     if (args.inputs is None) == (args.dims is None):
         raise OpgenError("give exactly one of --inputs FILE.npz or --dims NAME=VALUE,...")
+    _check_out_files(args, "--out", "--save-inputs")
     if args.inputs is not None:
         inputs = _load_npz(args.inputs)
     else:
@@ -265,7 +367,7 @@ def cmd_generate(args) -> int:
 
     from opgen.progress import Progress
 
-    out = args.out or str(default_out_dir())
+    out = args.out if args.out is not None else str(default_out_dir())   # "" is refused, not the default
     progress = Progress("opgen generate", args.progress or None)
     try:
         results = write_ops(_spec_sources(args.op), out, progress)
@@ -365,6 +467,7 @@ def cmd_check(args) -> int:
         raise OpgenError("give exactly one of --inputs FILE.npz or --dims NAME=VALUE,...")
     if args.save_inputs and args.inputs is not None:
         raise OpgenError("--save-inputs: only with --dims")
+    _check_out_files(args, "--out", "--save-inputs")
     inputs = _load_npz(args.inputs) if args.inputs is not None else None
     dims = parse_dims(args.dims) if args.dims is not None else None
     from opgen.progress import Progress
@@ -499,10 +602,49 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: unwinds like KeyboardInterrupt (every `finally` and `except BaseException`
+    cleans up: clang-format processes killed, temporary directories removed); `signum` is the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum, _frame):
+    for s in (signal.SIGINT, signal.SIGTERM):   # a second signal must not interrupt the clean-up
+        signal.signal(s, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def _install_signal_handlers() -> None:
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(s) is not signal.SIG_IGN:   # ignored by whoever started us: stays ignored
+                signal.signal(s, _on_signal)
+
+
 def main(argv=None) -> int:
-    """Entry point of the `opgen` console script; returns the exit status."""
+    """Entry point of the `opgen` console script; returns the exit status. SIGINT and SIGTERM stop it quietly
+    (one line, no traceback) after its clean-up, with status 130 and 143 (128 + the signal)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    _install_signal_handlers()
+    try:
+        return _run(args)
+    except (Interrupted, KeyboardInterrupt) as e:
+        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        try:
+            print(f"opgen: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        except (OSError, ValueError):
+            pass
+        return 128 + signum
+
+
+def _run(args) -> int:
+    """Run the chosen command; OpgenError -> one line, exit 2; other errors -> one line, exit 3."""
     try:
         return args.fn(args)
     except BrokenPipeError:  # `opgen list | head`
@@ -515,6 +657,12 @@ def main(argv=None) -> int:
             print(e.diagnostic(), file=sys.stderr)
         else:
             print(f"opgen: error: {e}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        if args.debug:
+            raise
+        print("opgen: error: out of memory: the inputs or the computation need more memory than is available "
+              "(reduce --dims or the arrays of --inputs)", file=sys.stderr)
         return 2
     except Exception as e:  # a bug: still one line unless --debug
         if args.debug:

@@ -39,18 +39,62 @@ def source_digest(path: Path) -> str:
 
 
 def helpers_current(path: Path) -> bool:
-    """Whether every helper module a spec file beside `path` imports (`_*.py`) is, in this process, the file of
-    that directory with its current bytes. False when a same-named helper of another directory, or an older
-    version, was imported first (Python caches modules by name): a spec loaded now may not match its files."""
-    text = Path(path).read_text(errors="replace")
+    """Whether the helper modules (`_*.py` beside `path`) the last load of that spec executed still have the
+    bytes of the files (helpers are loaded by path under names unique to their directory and bytes,
+    `_helper_builtins`, so a same-named helper of another directory can never stand in for them). False
+    when a helper file changed since: the spec loaded then may not match its files."""
     for helper in Path(path).resolve().parent.glob("_*.py"):
-        mod = sys.modules.get(helper.stem)
-        if mod is None or helper.stem not in text:   # not imported by this spec
-            continue
-        if Path(getattr(mod, "__file__", "") or "").resolve() != helper.resolve() or \
-                _HELPERS.get(str(helper.resolve())) != helper.read_bytes():
+        seen = _HELPERS.get(str(helper))
+        if seen is not None and seen != helper.read_bytes():
             return False
     return True
+
+
+def _helper_builtins(directory: Path) -> dict:
+    """The builtins of a spec module (and of its helpers) of `directory`: the real ones, with an `__import__`
+    that resolves a top-level `_x` naming a helper file `_x.py` of `directory` to that file, loaded by path as
+    module `opgen_helper_<digest>__x` (digest: sha256 of its path and bytes; reused while the bytes stay), and
+    leaves every other import to Python. Module-level and lazy (in-function) imports alike go through it, so a
+    same-named module of another directory can never stand in for the helper, nor the helper for it."""
+    import builtins
+    import hashlib
+
+    real = builtins.__import__
+    ns = dict(vars(builtins))
+
+    def load(f: Path):
+        data = f.read_bytes()
+        digest = hashlib.sha256(os.fsencode(f) + bytes(1) + data).hexdigest()[:16]
+        unique = f"opgen_helper_{digest}_{f.stem}"
+        _HELPERS[str(f)] = data
+        mod = sys.modules.get(unique)
+        if mod is None:
+            spec_ = importlib.util.spec_from_file_location(unique, f)
+            mod = importlib.util.module_from_spec(spec_)
+            mod.__dict__["__builtins__"] = ns
+            sys.modules[unique] = mod
+            try:
+                spec_.loader.exec_module(mod)
+            except BaseException:
+                del sys.modules[unique]
+                raise
+        return mod
+
+    def helper_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and name.startswith("_") and "." not in name:
+            f = directory / f"{name}.py"
+            if f.is_file():
+                return load(f)
+        return real(name, globals, locals, fromlist, level)
+
+    ns["__import__"] = helper_import
+    return ns
+
+
+def _exec_spec_module(spec_, mod, directory: Path) -> None:
+    """Execute a spec module with its directory's helpers importable by their plain names (_helper_builtins)."""
+    mod.__dict__["__builtins__"] = _helper_builtins(directory)
+    spec_.loader.exec_module(mod)
 
 
 def _load_file(path: Path):
@@ -67,9 +111,8 @@ def _load_file(path: Path):
     if spec_ is None or spec_.loader is None:
         raise OpgenError(f"{path}: not a loadable Python file")
     mod = importlib.util.module_from_spec(spec_)
-    sys.path.insert(0, str(path.resolve().parent))  # spec files may share helpers (specs/_*.py)
     try:
-        spec_.loader.exec_module(mod)
+        _exec_spec_module(spec_, mod, Path(key).parent)  # spec files may share helpers (specs/_*.py)
     except SyntaxError as e:
         raise syntax_error(e) from None
     except SpecError as e:
@@ -80,8 +123,6 @@ def _load_file(path: Path):
         raise
     except Exception as e:  # NameError, TypeError... at module level: blame the spec line
         raise from_exception(e, os.path.dirname(key)) from e
-    finally:
-        sys.path.pop(0)
     s = getattr(mod, "spec", None)
     if not isinstance(s, OpSpec):
         others = [(k, v) for k, v in vars(mod).items() if isinstance(v, OpSpec)]
@@ -95,10 +136,6 @@ def _load_file(path: Path):
                              f"bind the operator to spec: {example}", token="spec" if line > 1 else None)
         raise spec_error(f"{key}:1", "the file defines no `spec = OpSpec(...)`",
                          f"declare the operator at module level: {example}")
-    for helper in Path(key).parent.glob("_*.py"):   # the helper sources this load executed, when they are its own
-        mod = sys.modules.get(helper.stem)
-        if mod is not None and Path(getattr(mod, "__file__", "") or "").resolve() == helper.resolve():
-            _HELPERS.setdefault(str(helper.resolve()), helper.read_bytes())
     s.finish()
     s.source_digest = digest
     _CACHE[key] = (digest, s)

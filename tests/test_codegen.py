@@ -680,11 +680,11 @@ def test_generation_cache_hits_and_misses(tmp_path, monkeypatch):
 
 def test_registry_reloads_edited_specs_and_never_caches_foreign_helpers(tmp_path, monkeypatch):
     """A spec edited after loading is reloaded (not served from the in-process cache); a spec whose helper
-    module (`_*.py`) was imported from another directory first is generated but not stored in the generation
-    cache (Python shares modules by name), so the cache only holds what a spec's own files produce."""
+    module (`_*.py`) has the name of one imported from another directory first gets its own directory's helper
+    (the registry loads helpers by path, issue 14), so what it generates is stored in the generation cache."""
     import opgen.codegen as cg
     from opgen.codegen import cache
-    from opgen.registry import _load_file, specs_dir
+    from opgen.registry import _HELPERS, _load_file, specs_dir
 
     monkeypatch.setenv("OPGEN_CACHE_DIR", str(tmp_path / "cache"))
     _load_file(specs_dir() / "norm_rope_concat.py")          # imports the bundled _nrc_common
@@ -695,7 +695,8 @@ def test_registry_reloads_edited_specs_and_never_caches_foreign_helpers(tmp_path
     copy = d / "norm_rope_concat.py"
     copy.write_text((specs_dir() / "norm_rope_concat.py").read_text())
     cg.generate_cached(copy)
-    assert cache.load(copy) is None                           # generated with the bundled helper: not stored
+    assert str((d / "_nrc_common.py").resolve()) in _HELPERS  # the copy's own helper ran
+    assert cache.load(copy) is not None                       # its own files' output: stored
     v2 = d / "ada_layer_norm_v2.py"
     v2.write_text((specs_dir() / "ada_layer_norm_v2.py").read_text())
     _, before = cg.generate_cached(v2)

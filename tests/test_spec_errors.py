@@ -125,7 +125,7 @@ CASES = [
      "rename it to a valid C identifier such as 'x_in'", 1, False),
     ("cpp-keyword-output",
      [('spec.output("y", T, [S, H])', 'spec.output("new", T, [S, H])')],
-     'spec.output("new"', '"new"', "output name 'new' is a C++ keyword", "such as 'new_'", 1, False),
+     'spec.output("new"', '"new"', "output name 'new' is a C++ keyword", "such as 'newValue'", 1, False),
     ("duplicate-parameter-name",
      [('spec.output("s", T, like="x")', 'spec.output("x", T, like="x")')],
      'spec.output("x"', '"x"', "output name 'x' is already used (at line 9)", "rename one of them", 1, False),

@@ -119,6 +119,15 @@ def _ninja_path(p) -> str:
     return str(p).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
+def _file_sha256(path: Path) -> str:
+    """sha256 (hex) of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def _inc(*dirs) -> str:
     return " ".join(f"-I{shlex.quote(str(d))}" for d in dirs)
 
@@ -229,7 +238,31 @@ class Builder:
             for name, text in self.files.items():
                 write_if_changed(self.dir / name, text)
             write_if_changed(self.dir / "build.ninja", ninja_file(self.src, cxx))
-            return self._run(ninja, target)
+            self._drop_unverified(target)
+            run = self._run(ninja, target)
+            self._stamp(target)
+            return run
+
+    def _stamp_path(self, target: str) -> Path:
+        return self.dir / f"{target}.sha256"
+
+    def _drop_unverified(self, target: str) -> None:
+        """Delete the executable `target` when its stamp (the sha256 written after the build that made it) is
+        missing or does not match its bytes (a corrupt, truncated or replaced binary): ninja then relinks it."""
+        exe, stamp = self.dir / target, self._stamp_path(target)
+        if not exe.exists():
+            return
+        try:
+            ok = stamp.read_text().strip() == _file_sha256(exe)
+        except OSError:
+            ok = False
+        if not ok:
+            exe.unlink()
+            stamp.unlink(missing_ok=True)
+
+    def _stamp(self, target: str) -> None:
+        """Record the sha256 of the freshly built executable `target` (see _drop_unverified)."""
+        write_if_changed(self._stamp_path(target), _file_sha256(self.dir / target) + "\n")
 
     def _run(self, ninja: str, target: str) -> BuildRun:
         t0 = time.monotonic()
@@ -251,15 +284,24 @@ class Builder:
         th = threading.Thread(target=pump, daemon=True)
         th.start()
         try:
-            proc.wait(timeout=PROGRESS_AFTER)
-        except subprocess.TimeoutExpired:
-            if self.progress:
-                with lock:
-                    sys.stderr.write(f"opgen: building {self.src.op} {target} in {self.dir}\n")
-                    sys.stderr.writelines(lines)
-                    sys.stderr.flush()
-                    echo.set()
-            proc.wait()
+            try:
+                proc.wait(timeout=PROGRESS_AFTER)
+            except subprocess.TimeoutExpired:
+                if self.progress:
+                    with lock:
+                        sys.stderr.write(f"opgen: building {self.src.op} {target} in {self.dir}\n")
+                        sys.stderr.writelines(lines)
+                        sys.stderr.flush()
+                        echo.set()
+                proc.wait()
+        except BaseException:   # interrupted (SIGINT/SIGTERM): stop ninja and its compilers
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise
         th.join()
         out = "".join(lines)
         secs = time.monotonic() - t0

@@ -146,26 +146,73 @@ def generate_all(specs, progress=None) -> list[tuple[str, dict[str, str]]]:
         raise
 
 
+def _op_dirs(results) -> list[str]:
+    """The package directory name (op_snake) of each generated (op name, files), in order. Raises OpgenError for
+    an op name that is not a valid identifier (e.g. from a corrupt cache entry) and when two ops map to one
+    directory (FooBar and Foo_Bar are both foo_bar/): nothing is written then."""
+    from opgen.dsl.spec import ident_problem
+
+    seen: dict[str, str] = {}
+    out = []
+    for name, _files in results:
+        if ident_problem(name):
+            raise OpgenError(f"op name {name!r} {ident_problem(name)}: refusing to write its package")
+        d = op_snake(name)
+        if d in seen and seen[d] != name:
+            raise OpgenError(f"ops {seen[d]} and {name} both map to the package directory {d}/: rename one of them "
+                             "(nothing was written)")
+        seen[d] = name
+        out.append(d)
+    return out
+
+
+def check_out_dir(out) -> Path:
+    """`out` as a Path when it can hold package directories: not empty, not an existing non-directory, not
+    under /proc, /sys or /dev. Raises OpgenError naming --out and the rule."""
+    if out is None:
+        return default_out_dir()
+    if not isinstance(out, (str, Path)) or str(out) == "" or "\0" in str(out):
+        raise OpgenError("--out: must be a directory path, got an empty string" if str(out) == "" else
+                         f"--out: {out!r} is not a usable directory path")
+    p = Path(out)
+    resolved = p.resolve()
+    if any(resolved == Path(s) or Path(s) in resolved.parents for s in ("/proc", "/sys", "/dev")):
+        raise OpgenError(f"--out: {out} is inside a kernel file system ({resolved.parts[1]}); give a directory of "
+                         "a real file system")
+    if p.exists() and not p.is_dir():
+        raise OpgenError(f"--out: {out} exists and is not a directory")
+    return p
+
+
 def write_ops(specs, out: Path | None = None, progress=None) -> list[tuple[str, list[str], list[str]]]:
     """Generate and write each spec's package to `out/<op_snake>/` (default generated/), removing stale
-    files there. `specs`: OpSpecs or spec file paths (generate_cached). Every op is generated before anything
-    is written, so an op that fails leaves `out` untouched. Returns [(op name, written paths, removed
-    paths)]. Raises as `generate_cached`."""
-    out = Path(out) if out is not None else default_out_dir()
+    files there. `specs`: OpSpecs or spec file paths (generate_cached). Every op is generated (and the
+    package directories checked for collisions) before anything is written, so an op that fails leaves `out`
+    untouched; each package is swapped in atomically (opgen.codegen.writer). Returns [(op name, written paths,
+    removed paths)]; progress: an opgen.progress.Progress told each step. Raises as `generate_cached`, and
+    OpgenError for a bad `out` (check_out_dir), two ops with
+    one package directory, or a file-system error writing `out`."""
+    out = check_out_dir(out)
+    results = generate_all(specs, progress)
+    dirs = _op_dirs(results)
     result = []
-    for name, files in generate_all(specs, progress):
-        written, removed = write_package(out / op_snake(name), files)
+    for (name, files), d in zip(results, dirs):
+        try:
+            written, removed = write_package(out / d, files)
+        except OSError as e:
+            raise OpgenError(f"--out: cannot write {out / d}: {e.strerror or e}") from None
         result.append((name, written, removed))
     return result
 
 
 def diff_ops(specs, out: Path | None = None) -> str:
     """Unified diff from what is under `out/<op_snake>/` (default generated/) to what would be generated
-    (`specs`: OpSpecs or spec file paths); "" when up to date."""
-    out = Path(out) if out is not None else default_out_dir()
+    (`specs`: OpSpecs or spec file paths); "" when up to date. Raises as write_ops (before reading anything)."""
+    out = check_out_dir(out)
+    results = generate_all(specs)
     parts = []
-    for name, files in generate_all(specs):
-        parts.append(diff_package(out / op_snake(name), files, op_snake(name)))
+    for (name, files), d in zip(results, _op_dirs(results)):
+        parts.append(diff_package(out / d, files, d))
     return "".join(parts)
 
 

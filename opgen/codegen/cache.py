@@ -6,7 +6,13 @@ executed (opgen.registry.source_digest; the registry reloads a spec whose files 
 helpers of its own directory), every source opgen generates from (opgen/**/*.py, opgen/platforms/*.json,
 templates/** including .clang-format), the clang-format binary's version and jinja2's. Any change to one
 of them is a miss. Entries live in `$OPGEN_CACHE_DIR`
-(default `~/.cache/opgen/generate`), one JSON file per key; a corrupt entry is ignored.
+(default `~/.cache/opgen/generate`), one JSON file per key.
+
+An entry is trusted only after it is verified against its key (`load`): it names its key, its op name is a valid
+identifier, every file path is confined to the package (opgen.codegen.writer.safe_relpath), and the sha256 of
+every file's text and of the whole listing (op, paths, file hashes) recomputed on reading equal the ones stored.
+Anything else (an edited, truncated or dropped file, a foreign key, a path such as `../../x`, an op such as
+`../../../Op`, unreadable JSON) is a miss: the package is regenerated and the entry rewritten.
 """
 
 from __future__ import annotations
@@ -58,24 +64,72 @@ def key(spec_path: Path, spec_digest: str | None = None) -> str:
     return h.hexdigest()[:32]
 
 
-def load(spec_path: Path) -> tuple[str, dict[str, str]] | None:
-    """(OpDef name, {path: text}) cached for `spec_path`, or None."""
-    try:
-        entry = json.loads((cache_dir() / f"{key(spec_path)}.json").read_text())
-        return entry["op"], dict(entry["files"])
-    except (OSError, ValueError, KeyError, TypeError):
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _manifest(k: str, op: str, hashes: dict[str, str]) -> str:
+    """sha256 of an entry's key, op name and sorted (path, file hash) listing."""
+    h = hashlib.sha256(f"{k}\0{op}\0".encode())
+    for path in sorted(hashes):
+        h.update(f"{path}\0{hashes[path]}\n".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _verified(entry, k: str) -> tuple[str, dict[str, str]] | None:
+    """(op, files) of a decoded entry when it passes every check of the module docstring, else None."""
+    from opgen.codegen.writer import safe_relpath
+    from opgen.dsl.spec import ident_problem
+    from opgen.errors import OpgenError
+
+    if not isinstance(entry, dict) or entry.get("key") != k:
         return None
+    op, files, hashes = entry.get("op"), entry.get("files"), entry.get("hashes")
+    if ident_problem(op) or not isinstance(files, dict) or not isinstance(hashes, dict) or set(files) != set(hashes):
+        return None
+    try:
+        for path, text in files.items():
+            safe_relpath(path)
+            if not isinstance(text, str) or _sha(text) != hashes[path]:
+                return None
+    except OpgenError:
+        return None
+    if entry.get("manifest") != _manifest(k, op, hashes):
+        return None
+    return op, dict(files)
+
+
+def load(spec_path: Path) -> tuple[str, dict[str, str]] | None:
+    """(OpDef name, {path: text}) cached for `spec_path` when a verified entry exists (module docstring), else
+    None."""
+    try:
+        k = key(spec_path)
+        entry = json.loads((cache_dir() / f"{k}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeError):
+        return None
+    return _verified(entry, k)
 
 
 def store(spec_path: Path, op: str, files: dict[str, str], spec_digest: str) -> None:
     """Remember `files` generated from the spec loaded with source digest `spec_digest` (the key is of the
-    bytes that were executed, not of the file as it may be now). Errors writing the cache are ignored."""
+    bytes that were executed, not of the file as it may be now), with the hashes `load` verifies. Written to a
+    unique temporary file and renamed (concurrent runs never see half an entry); errors writing the cache are
+    ignored."""
+    import tempfile
+
     try:
         d = cache_dir()
         d.mkdir(parents=True, exist_ok=True)
         k = key(spec_path, spec_digest)
-        tmp = d / f".{k}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"op": op, "files": files}, sort_keys=True))
-        tmp.replace(d / f"{k}.json")
-    except OSError:
+        hashes = {path: _sha(text) for path, text in files.items()}
+        entry = {"key": k, "op": op, "files": files, "hashes": hashes, "manifest": _manifest(k, op, hashes)}
+        fd, tmp = tempfile.mkstemp(prefix=f".{k}.", suffix=".tmp", dir=d)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(entry, sort_keys=True))
+            os.replace(tmp, d / f"{k}.json")
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except (OSError, ValueError):
         pass

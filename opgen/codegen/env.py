@@ -13,7 +13,8 @@ from pathlib import Path
 
 import jinja2
 
-from opgen.codegen.names import c_format, c_string
+from opgen.codegen.escape import FILTERS
+from opgen.codegen.names import c_format
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
 
@@ -22,7 +23,9 @@ TEMPLATES_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
 def template_env() -> jinja2.Environment:
     """The shared environment (StrictUndefined, keep_trailing_newline, no autoescape, trim/lstrip blocks).
 
-    Filters: `cstr` (C string literal), `cfmt` (printf format literal of verbatim text), `py` (Python literal)."""
+    Filters (opgen.codegen.escape): `cstr` (C string literal), `cfmt` (printf format literal of verbatim text),
+    `ccomment` (one line of a C++ comment), `py` (Python literal), `pystr` (Python string literal), `pycomment`
+    (one line of a Python comment), `md` (one line of Markdown), `mdcomment` (inside an HTML comment)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
         undefined=jinja2.StrictUndefined,
@@ -31,9 +34,8 @@ def template_env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["cstr"] = c_string
+    env.filters.update(FILTERS)
     env.filters["cfmt"] = c_format
-    env.filters["py"] = repr
     return env
 
 

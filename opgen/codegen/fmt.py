@@ -75,6 +75,9 @@ class PendingFormat:
                                           *map(str, self.paths)],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         except BaseException:
+            if self.proc is not None:
+                self.proc.kill()
+                self.proc.communicate()
             self.tmp.cleanup()
             raise
 
@@ -90,6 +93,11 @@ class PendingFormat:
             for p, f in zip(self.cpp, self.paths):
                 out[p] = f.read_text()
             return out
+        except BaseException:
+            if self.proc.poll() is None:   # interrupted while waiting: do not leave clang-format running
+                self.proc.kill()
+                self.proc.communicate()
+            raise
         finally:
             self.tmp.cleanup()
 

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 from opgen.errors import SpecError
@@ -37,7 +36,7 @@ def api_snake(api: str) -> str:
     """File stem of an aclnn API: aclnnAdaLayerNormBackward -> aclnn_ada_layer_norm_backward.
 
     Raises SpecError when the name does not start with `aclnn` followed by a CamelCase word."""
-    if not re.match(r"^aclnn[A-Z][A-Za-z0-9]*$", api):
+    if not isinstance(api, str) or not re.fullmatch(r"aclnn[A-Z][A-Za-z0-9]*", api):
         raise SpecError(f"aclnn API name {api!r} must look like aclnnCamelCase")
     return "aclnn_" + op_snake(api[len("aclnn"):])
 
@@ -75,14 +74,16 @@ def aclnn_param(name: str, role: str) -> str:
 
 def c_ident(name: str) -> str:
     """A C++ identifier for a spec name (spec names are already C identifiers; keywords get a suffix)."""
-    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise SpecError(f"{name!r} is not a valid C identifier")
     return name + "_" if name in _CPP_KEYWORDS else name
 
 
 def c_string(text: str) -> str:
-    """A C string literal holding `text` exactly (quotes, backslashes and non-ASCII escaped)."""
-    return json.dumps(text, ensure_ascii=True)
+    """A C string literal holding `text` exactly (opgen.codegen.escape.cpp_string)."""
+    from opgen.codegen.escape import cpp_string
+
+    return cpp_string(text)
 
 
 def c_format(text: str) -> str:

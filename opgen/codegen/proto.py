@@ -20,8 +20,8 @@ _GE_ATTR = {int: "Int", float: "Float", bool: "Bool", str: "String"}
 
 
 def _comment(text: str) -> str:
-    """`text` on one line, safe inside a /* */ comment."""
-    return " ".join(str(text).split()).replace("*/", "* /")
+    """`text` on one line (the template escapes it for the comment: the `ccomment` filter)."""
+    return " ".join(str(text).split())
 
 
 def tensor_types(spec, dt) -> list[str]:

@@ -24,6 +24,32 @@ def parse_dims(text: str) -> dict:
     return out
 
 
+GENERATION_BYTES_PER_ELEMENT = 8
+"""Peak bytes per element while a float input is generated (float64 normal samples; its float32 and final
+copies are smaller and made one after the other)."""
+
+
+def _require_memory_for(spec, env: dict, present: dict, row: dict) -> None:
+    """Raise ValidationError naming --dims when the inputs of `env` would not fit the available memory: every
+    input in its dtype plus the generation peak of the largest (opgen.resources). Shapes are multiplied as
+    Python ints, so no overflow."""
+    from opgen.resources import require_memory
+
+    total, peak, biggest = 0, 0, None
+    for i in spec.inputs:
+        if not present[i.name]:
+            continue
+        n = 1
+        for d in eval_shape(i.shapes[0], env):
+            n *= int(d)
+        dtype = row[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
+        total += n * dtype.np.itemsize
+        if n * GENERATION_BYTES_PER_ELEMENT > peak:
+            peak, biggest = n * GENERATION_BYTES_PER_ELEMENT, i.name
+    if biggest is not None:
+        require_memory("--dims", total + peak, f"the inputs (the largest: {biggest})")
+
+
 def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | None = None, seed: int = 0) -> dict:
     """Random inputs of `spec` for the given dims: floats ~ N(0, 1) in their dtype, then the spec's
     `@spec.example` hook makes data-dependent inputs valid (statistics, indices, sequence arrays).
@@ -69,6 +95,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
     for i in spec.inputs:
         if i.optional and present[i.name] and i.when is not None and not i.when(static, present):
             present[i.name] = False
+    _require_memory_for(spec, env, present, row)
     inputs = {}
     for i in spec.inputs:
         if not present[i.name]:

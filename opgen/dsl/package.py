@@ -31,7 +31,7 @@ DEFAULT_REPOSITORY = "ops-nn"
 # a new fused vector operator when its spec does not say where it belongs.
 DEFAULT_CATEGORY = "vfusion"
 
-_COMPONENT = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+_COMPONENT = re.compile(r"[a-z0-9][a-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def path_problem(path) -> str | None:
     if not isinstance(path, str):
         return f"{path!r} is not a string"
     parts = path.split("/")
-    if not 1 <= len(parts) <= 3 or not all(_COMPONENT.match(p) for p in parts):
+    if not 1 <= len(parts) <= 3 or not all(_COMPONENT.fullmatch(p) for p in parts):
         return (f"{path!r} is not a repository-relative directory (1 to 3 components of a-z, 0-9 and '_' separated "
                 f"by '/', e.g. 'norm/ada_layer_norm')")
     return None

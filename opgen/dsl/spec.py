@@ -47,7 +47,17 @@ from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
 from opgen.ir.verify import verify
 
 F32 = DType.f32
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # always used with fullmatch: `$` would accept a final "\n"
+MAX_NAME_LEN = 64
+"""Longest name (characters) of an op, aclnn API, parameter, dim or dtype variable: names become file names
+(`<op_snake>_tiling.cpp`, `aclnn_<api_snake>.h`) and C++ identifiers; CANN's are far shorter."""
+
+# Identifiers the emitted code declares in the scopes where spec parameter names are bare identifiers (the kernel
+# entry and the kernel classes' Init, TilingFunc / InferShape, the aclnn layer, the golden's public functions):
+# a parameter of that name would shadow or redeclare them. Members of emitted classes end in '_' and emitted
+# helpers of the golden start with '_', so parameter names may neither start nor end with '_'.
+RESERVED_PARAM_NAMES = frozenset("""workspace tiling tilingData td op pipe blockIdx context GM_ADDR kwargs
+AscendC optiling ge gert std np numpy""".split())
 MAX_DTYPE_ROWS = 9
 """Most rows of a dtype table: the tiling key is attrKey * 100 + dtypeKey * 10 + strategy, the 1-based dtype row in
 one decimal digit (opgen.tiling.rowkernel, headkernel, nsa; a wider radix is future work)."""
@@ -63,6 +73,11 @@ reinterpret_cast requires restrict return short signed sizeof static static_asse
 template this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
 wchar_t while xor xor_eq
 """.split())
+DERIVED_PREFIXES = ("gm_", "res_", "resBuf_", "rowIn_", "rowInQue_", "s_", "st_", "ws_", "attr_", "sum_", "has_",
+                    "Off_", "dim", "in_", "out_")
+DERIVED_SUFFIXES = ("Shape", "ShapeOpt", "Host", "Device", "Values", "Dim", "Kernel", "Tensor", "Desc")
+"""Affixes the emitters put around a parameter or dim name to name its GM views, buffers, host copies, shapes
+and tiling fields (opgen.codegen, templates/): one spec name must not be another one's derived name."""
 _DTYPE_NAMES = "f32, f16, bf16, i32, i64, u8, boolean (from opgen.dsl)"
 
 
@@ -73,14 +88,31 @@ def _loc(depth=2) -> Loc:
     return caller_loc()
 
 
-def _ident_problem(name) -> str | None:
-    """Why `name` cannot be an OpDef/C++ parameter name, or None when it can."""
-    if not isinstance(name, str) or not _IDENT.match(name):
+def ident_problem(name) -> str | None:
+    """Why `name` cannot be an opgen name (op, aclnn API, parameter, dim, dtype variable), or None when it can: it
+    must be a str fully matching [A-Za-z_][A-Za-z0-9_]* (ASCII; no final newline) of at most MAX_NAME_LEN
+    characters."""
+    if not isinstance(name, str) or not _IDENT.fullmatch(name):
         return "is not a valid C identifier"
+    if len(name) > MAX_NAME_LEN:
+        return f"is {len(name)} characters long, more than {MAX_NAME_LEN}"
+    return None
+
+
+def _ident_problem(name, param: bool = True) -> str | None:
+    """Why `name` cannot be an OpDef/C++ parameter name (param=False: an op name), or None when it can."""
+    problem = ident_problem(name)
+    if problem:
+        return problem
     if name in _CPP_KEYWORDS:
         return "is a C++ keyword"
     if keyword.iskeyword(name):
         return "is a Python keyword (the body takes parameters by name)"
+    if param and name in RESERVED_PARAM_NAMES:
+        return ("is reserved: the emitted kernel, host or golden code declares it (reserved: "
+                + ", ".join(sorted(RESERVED_PARAM_NAMES)) + ")")
+    if param and (name.startswith("_") or name.endswith("_")):
+        return "starts or ends with '_' (reserved for names the emitted code derives)"
     return None
 
 
@@ -283,12 +315,14 @@ class OpSpec:
             raise spec_error(loc, f"round must be 'rint' or 'round', got {round!r}",
                              'use round="rint" (ties to even, CAST_RINT) or round="round" (ties away, CAST_ROUND)',
                              arg="round")
-        if _ident_problem(name):
-            raise spec_error(loc, f"op name {name!r} {_ident_problem(name)}",
+        if _ident_problem(name, param=False):
+            raise spec_error(loc, f"op name {name!r} {_ident_problem(name, param=False)}",
                              "use CANN's OpDef name: letters, digits and '_', not starting with a digit "
                              "(e.g. AdaLayerNormGrad)", arg=(0, "name"))
-        if not isinstance(aclnn, str) or not _IDENT.match(aclnn):
-            raise spec_error(loc, f"aclnn name {aclnn!r} is not a valid C identifier",
+        aclnn_problem = ident_problem(aclnn) or (None if re.fullmatch(r"aclnn[A-Z][A-Za-z0-9]*", aclnn) else
+                                                 "does not look like aclnnCamelCase")
+        if aclnn_problem:
+            raise spec_error(loc, f"aclnn name {aclnn!r} {aclnn_problem}",
                              'use the aclnn API name as CANN spells it (e.g. aclnn="aclnnAdaLayerNormBackward")',
                              arg="aclnn")
         self.loc = loc
@@ -388,8 +422,8 @@ class OpSpec:
                              'write them separated by spaces: T, U = spec.dtype_vars("T U")', arg=0)
         out = []
         for n in names.split():
-            if not _IDENT.match(n):
-                raise spec_error(loc, f"dtype variable name {n!r} is not an identifier",
+            if ident_problem(n):
+                raise spec_error(loc, f"dtype variable name {n!r} {ident_problem(n)}",
                                  "use a short name such as T or U", arg=0, token=n)
             if n in self.dtype_vars_:
                 first = self._where(self._dtype_var_locs[n])
@@ -798,8 +832,8 @@ class OpSpec:
         return isinstance(v, type_)
 
     def _new_name(self, name, loc, kind="dim"):
-        if not isinstance(name, str) or not _IDENT.match(name):
-            raise spec_error(loc, f"{kind} name {name!r} is not an identifier",
+        if ident_problem(name):
+            raise spec_error(loc, f"{kind} name {name!r} {ident_problem(name)}",
                              "use letters, digits and '_', not starting with a digit", arg=0,
                              token=name if isinstance(name, str) else None)
         if name in self.dims_ or name in self.variadics:
@@ -813,14 +847,17 @@ class OpSpec:
     def _check_param_name(self, name, loc, kind="parameter"):
         problem = _ident_problem(name)
         if problem:
-            fixed = re.sub(r"\W", "_", name) if isinstance(name, str) else "name"
-            if fixed and fixed[0].isdigit():
-                fixed = "_" + fixed
-            if problem != "is not a valid C identifier":
-                fixed = f"{name}_"
+            fixed = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_")[:MAX_NAME_LEN] if isinstance(name, str) else ""
+            if not fixed or fixed[0].isdigit():
+                fixed = "p" + fixed
+            if _ident_problem(fixed) is not None:
+                fixed = fixed[:MAX_NAME_LEN - 5] + "Value"
+            if _ident_problem(fixed) is not None:
+                fixed = "name"
             raise spec_error(loc, f"{kind} name {name!r} {problem}",
                              f"rename it to a valid C identifier such as {fixed!r} (letters, digits and '_', not "
-                             "starting with a digit, not a keyword)", arg=(0, "name"))
+                             "starting with a digit or '_', not a keyword, at most "
+                             f"{MAX_NAME_LEN} characters)", arg=(0, "name"))
         for p in self.inputs + self.outputs + self.attrs:
             if p.name == name:
                 raise spec_error(loc, f"{kind} name {name!r} is already used (at {self._where(p.loc)})",
@@ -1020,6 +1057,28 @@ class OpSpec:
                                      f"add {n} to the body's parameters (every input and attribute is passed by "
                                      "name; an absent optional input is None)")
 
+    def _check_emitted_names(self) -> None:
+        """Refuse (located SpecError) a parameter or dim whose name equals a C++ name the emitters derive from the
+        op (`<Op>Kernel3`, `<Op>TilingData`, `<op_snake>`, `<op_snake>_kernel`, ...) or from another parameter or dim
+        (`gm_x`, `res_x`, `xShape`, `xHost`, ... of `x`): both would be declared in one scope of the emitted code."""
+        from opgen.codegen.names import op_snake
+
+        snake = op_snake(self.name)
+        op_names = {self.name, snake, f"{snake}_kernel", f"{snake}_golden", f"{self.name}TilingData"}
+        decls = [(p.name, p.loc, "parameter") for p in self.inputs + self.outputs + self.attrs]
+        decls += [(d.name, d.loc, "dim") for d in [*self.dims_.values(), *self.variadics.values()]]
+        names = {n for n, _l, _k in decls}
+        for name, loc, kind in decls:
+            if name in op_names or re.fullmatch(re.escape(self.name) + r"Kernel\d*", name):
+                raise spec_error(loc, f"{kind} name {name!r} is a name the emitted code derives from the op name "
+                                 f"{self.name}", "rename the parameter", token=name)
+            for other in names - {name}:
+                derived = {pre + other for pre in DERIVED_PREFIXES} | {other + suf for suf in DERIVED_SUFFIXES}
+                if name in derived:
+                    raise spec_error(loc, f"{kind} name {name!r} clashes with the name the emitted code derives from "
+                                     f"{other!r}", f"rename {name!r} (the emitters derive {', '.join(sorted(derived))} "
+                                     f"from {other!r})", token=name)
+
     def finish(self) -> "OpSpec":
         """Whole-spec checks, run once the spec file has executed (the registry calls it).
 
@@ -1035,6 +1094,7 @@ class OpSpec:
         from opgen.dsl.aclnn import complete_signature
 
         complete_signature(self)
+        self._check_emitted_names()
         used = {}
         for i in self.inputs + self.outputs:
             if isinstance(i.dtype, DTypeVar):

@@ -44,7 +44,11 @@ def coerce_attr(a, v):
 def _convert(name, arr, dt: DType) -> np.ndarray:
     """Convert an array to dtype `dt`; values must be representable (no overflow, no fractional ints)."""
     a = np.asarray(arr)
-    if a.dtype.kind == "V" and a.dtype.itemsize == 2:  # bf16 saved by np.savez arrives as 2-byte void
+    if a.dtype.names is not None or a.dtype.subdtype is not None:
+        raise ValidationError(name, f"array dtype {a.dtype} is structured, not a real numeric dtype")
+    if not a.flags.c_contiguous:   # Fortran order or a strided view: the same bits as the C-order array
+        a = np.ascontiguousarray(a) if a.ndim else a.copy()
+    if a.dtype.kind == "V" and a.dtype.itemsize == 2:  # bf16 saved by np.savez arrives as unstructured 2-byte void
         a = a.view(DType.bf16.np)
         if dt == DType.bf16:
             return a

@@ -39,7 +39,7 @@ def _dtype_var_ok(v: DTypeVar) -> bool:
         DType(v.name)
         return False
     except ValueError:
-        return bool(re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v.name))
+        return bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v.name))
 
 
 def _check_type(where, ty):
@@ -49,7 +49,7 @@ def _check_type(where, ty):
         if not isinstance(d, (DimExpr, Variadic)):
             raise IRError(f"{where}: shape entry {d!r} is not a dim expression")
 
-_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
+_NAME = re.compile(r"[A-Za-z0-9_.]+")
 
 
 def verify(g: Graph) -> None:
@@ -60,7 +60,7 @@ def verify(g: Graph) -> None:
     Raises:
         IRError: the first violation, naming the value and the rule.
     """
-    if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", g.name):
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", g.name):
         raise IRError(f"graph name {g.name!r} is not an identifier")
     types = {}
     for p in g.params:
@@ -109,7 +109,7 @@ def verify(g: Graph) -> None:
     if not g.outputs:
         raise IRError(f"graph {g.name}: no outputs")
     for k, v in g.outputs:
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]*$", k):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", k):
             raise IRError(f"output {k!r}: not an identifier")
         if k in seen:
             raise IRError(f"output {k}: defined twice")
@@ -119,7 +119,7 @@ def verify(g: Graph) -> None:
 
 
 def _check_name(name, types):
-    if not _NAME.match(name):
+    if not (isinstance(name, str) and _NAME.fullmatch(name)):
         raise IRError(f"%{name}: invalid value name")
     if name in types:
         raise IRError(f"%{name}: defined twice (SSA)")

@@ -1,0 +1,285 @@
+"""Hostile names and spec text (issue 14, "Injection through spec text"): a spec's strings can never become
+code, and its names can never become paths or C++ other than the identifiers they are.
+
+- Names: every op, aclnn, parameter, dim and dtype-variable name with a newline (also a final one, which
+  `^...$` accepts), `*/`, a quote, a backslash, `${`, `#include`, non-ASCII, 300 characters, a C++ keyword, a
+  name the emitted code declares or derives is refused with a located SpecError (exit 2 through the CLI).
+- Escaping (opgen.codegen.escape): a C++ string literal compiled with g++ holds the text's exact bytes; a C++
+  `//` or `/* */` comment with an escaped payload next to code changes nothing (g++ compiles and runs it); a
+  Python literal evaluates back to the text; a Python comment with a payload runs nothing, and a `coding:` in it
+  declares no encoding; Markdown text and HTML comments get no line break, raw HTML or `--`.
+- A whole package generated from a spec whose docs, notes, string default and file name carry payloads
+  (`static_assert(false)` after a closing quote or `*/`, `#error` after a newline, a trailing backslash): the
+  aclnn layer, OpDef, TilingFunc, InferShape, kernel and example compile with g++ against the emulation headers,
+  and the golden imports without running the payload.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import io
+import shutil
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from opgen.codegen.escape import cpp_comment, cpp_string, md_comment, md_text, py_comment, py_literal, py_string
+from opgen.errors import SpecError
+from opgen.registry import load_spec
+
+GXX = shutil.which("g++")
+EMU = Path(__file__).resolve().parent.parent / "opgen" / "emu" / "include"
+
+PAYLOADS = [
+    "plain text",
+    'x"; static_assert(false, "injected"); const char* y = "',
+    "*/ static_assert(false, \"injected\"); /*",
+    "line\n#error injected\n",
+    "trailing backslash \\",
+    "crlf\r\n#error injected",
+    "${HOME} $(id) `id`",
+    "#include <cstdlib>",
+    "??/ trigraph ??=",
+    "unicode é ü 漢字 \u2028 \u2029 \x85 \u202e bidi",
+    "nul \x00 bell \x07 del \x7f esc \x1b",
+    "astral \U0001F600 lone \ud800 surrogate",
+    "-->  <!-- <script>alert(1)</script> | pipe",
+    "# coding: latin-1",
+    "\\x41B hex greedy",
+    "a" * 300,
+]
+
+
+# ---- escaping functions -------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+def test_cpp_string_and_comment_compile(tmp_path):
+    """One C++ program: every payload as a string literal (its bytes checked against the text's UTF-8 bytes) and
+    as a `//` and a `/* */` comment between declarations the payload tries to break."""
+    lines = ["#include <cstdio>", "#include <cstring>", "int bad = 0;"]
+    for k, text in enumerate(PAYLOADS):
+        data = text.encode("utf-8", "surrogatepass")
+        expect = ", ".join(str(b) for b in data) or "0"
+        lines += [f"// {cpp_comment(text)}",
+                  f"static const char s{k}[] = {cpp_string(text)};",
+                  f"/* {cpp_comment(text)} */ static const unsigned char e{k}[] = {{{expect}}};",
+                  f"static_assert(sizeof(s{k}) == {len(data) + 1}, \"length {k}\");"]
+    lines.append("int main() {")
+    for k, text in enumerate(PAYLOADS):
+        if text:
+            lines.append(f"    if (std::memcmp(s{k}, e{k}, sizeof(e{k})) != 0) {{ std::printf(\"%d\\n\", {k}); bad = 1; }}")
+    lines += ["    return bad;", "}"]
+    src = tmp_path / "t.cpp"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    exe = tmp_path / "t"
+    r = subprocess.run([GXX, "-std=c++14", "-trigraphs", "-Werror=comment", str(src), "-o", str(exe)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[:2000]
+    assert subprocess.run([str(exe)], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("text", PAYLOADS)
+def test_cpp_comment_one_line_no_terminator(text):
+    out = cpp_comment(text)
+    assert "\n" not in out and "\r" not in out and "*/" not in out and "/*" not in out
+    assert not out.endswith("\\") and "??" not in out
+    assert out.isprintable()
+
+
+@pytest.mark.parametrize("text", PAYLOADS)
+def test_python_literal_and_comment(text):
+    lit = py_string(text)
+    assert "\n" not in lit and ast.literal_eval(lit) == text
+    assert py_literal((text, 1, None)) == repr((text, 1, None))
+    src = f"# {py_comment(text)}\n# {py_comment(text)}\nresult = 1\n"
+    ns = {}
+    exec(compile(src, "<golden>", "exec"), ns)
+    assert [k for k in ns if not k.startswith("__")] == ["result"]
+    assert tokenize.detect_encoding(io.BytesIO(src.encode("utf-8", "surrogatepass")).readline)[0] == "utf-8"
+
+
+def test_py_literal_refuses_non_literals():
+    with pytest.raises(TypeError):
+        py_literal(object())
+    with pytest.raises(TypeError):
+        py_string(3)
+    with pytest.raises(TypeError):
+        cpp_string(None)
+
+
+@pytest.mark.parametrize("text", PAYLOADS)
+def test_markdown(text):
+    for out in (md_text(text), md_comment(text)):
+        assert "\n" not in out and "\r" not in out and "<script" not in out and "<!--" not in out
+        assert out.isprintable()
+    assert "--" not in md_comment(text) and ">" not in md_comment(text)
+    assert "|" not in md_text(text).replace("\\|", "")
+
+
+def test_benign_text_unchanged():
+    text = "rows R must not exceed S (R <= S); see §3.3 × 2"
+    assert cpp_comment(text) == text and py_comment(text) == text and md_text(text) == text
+    assert cpp_string("dim %zu") == '"dim %zu"'
+
+
+# ---- names --------------------------------------------------------------------------------------------------
+
+SPEC = '''from opgen.dsl import A2, OpSpec, f32
+
+spec = OpSpec({op!r}, aclnn={api!r}, socs=(A2,))
+S = spec.dim({dim!r})
+({var},) = spec.dtype_vars({var!r})
+spec.input({inp!r}, {var}, [S])
+spec.attr({attr!r}, float, 1.0)
+spec.output("y", {var}, [S])
+spec.dtypes(({var},), [(f32,)])
+
+
+@spec.body
+def _(b, **kw):
+    return {{"y": kw[{inp!r}] * kw[{attr!r}]}}
+'''
+BASE = {"op": "Tiny", "api": "aclnnTiny", "dim": "S", "var": "T", "inp": "x", "attr": "eps"}
+
+HOSTILE_NAMES = ["Evil\n", "a\nb", "a*/b", 'a"b', "a\\b", "${x}", "#include", "é", "x" * 300, "x y", "", "1x",
+                 "a-b", "a.b"]
+RESERVED_PARAMS = ["class", "float", "new", "lambda", "tiling", "tilingData", "workspace", "pipe", "op", "context",
+                   "blockIdx", "kwargs", "np", "x_", "_x", "gm_x", "res_x", "xShape", "xHost", "Tiny", "tiny",
+                   "TinyKernel", "TinyKernel3", "TinyTilingData", "tiny_kernel"]
+
+
+def _load(tmp_path, name="spec.py", **kw):
+    fields = {**BASE, **kw}
+    text = SPEC.format(**fields) if fields["var"].isidentifier() else SPEC.replace("({var},) = ", "T, = ").format(
+        **fields)
+    p = tmp_path / name
+    p.write_text(text)
+    return load_spec(str(p))
+
+
+def test_base_spec_loads(tmp_path):
+    assert _load(tmp_path).name == "Tiny"
+
+
+@pytest.mark.parametrize("field", ["op", "api", "inp", "attr", "dim"])
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=repr)
+def test_hostile_name_refused(tmp_path, field, name):
+    if field == "api":
+        name = "aclnn" + name
+    with pytest.raises(SpecError) as e:
+        _load(tmp_path, **{field: name})
+    assert e.value.located and repr(name)[:40] in str(e.value) or "characters long" in str(e.value)
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES[:8], ids=repr)
+def test_hostile_dtype_var_refused(tmp_path, name):
+    p = tmp_path / "spec.py"
+    p.write_text(f"from opgen.dsl import A2, OpSpec\nspec = OpSpec('Tiny', aclnn='aclnnTiny', socs=(A2,))\n"
+                 f"spec.dtype_vars({name!r})\n")
+    with pytest.raises(SpecError) as e:
+        load_spec(str(p))
+    assert e.value.located
+
+
+@pytest.mark.parametrize("name", RESERVED_PARAMS)
+def test_reserved_or_derived_name_refused(tmp_path, name):
+    field = "attr" if name in ("xShape", "xHost", "gm_x", "res_x") else "inp"
+    with pytest.raises(SpecError) as e:
+        _load(tmp_path, **{field: name})
+    assert e.value.located and repr(name) in str(e.value)
+
+
+def test_keyword_hint_is_valid(tmp_path):
+    with pytest.raises(SpecError) as e:
+        _load(tmp_path, inp="new")
+    assert "'newValue'" in str(e.value)
+    _load(tmp_path, inp="newValue")
+
+
+def test_hostile_op_name_through_cli(tmp_path):
+    p = tmp_path / "spec.py"
+    p.write_text(SPEC.format(**{**BASE, "op": "Evil\n"}))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "opgen.cli", "generate", str(p), "--out", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "op name 'Evil\\n'" in r.stderr
+    assert not out.exists()
+    p.write_text(SPEC.format(**{**BASE, "op": "A" * 300}))
+    r = subprocess.run([sys.executable, "-m", "opgen.cli", "generate", str(p), "--out", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "300 characters long" in r.stderr and not out.exists()
+
+
+# ---- a whole package from hostile spec text -----------------------------------------------------------------
+
+HOSTILE_SPEC = r'''from opgen.dsl import A2, OpSpec, f32
+
+PAY = 'x"; static_assert(false, "injected"); const char* y = "*/ static_assert(false, "i2"); /*\n#error i3\n\\'
+spec = OpSpec("HostileOp", aclnn="aclnnHostileOp", socs=(A2,), doc="doc */ static_assert(false, \"d\"); /* \\",
+              source="src --> <script>\nraise SystemExit(5)")
+(S,) = spec.dims("S")
+spec.input("x", f32, [S], doc="in */ static_assert(false); /*\n#error in \\")
+spec.attr("mode", str, PAY, doc="attr */ static_assert(false); /*\n#error at \\")
+spec.output("y", f32, [S], doc="out\n#error z \\")
+spec.aclnn_note("note */ static_assert(false, \"n\"); /*\n#error n2 \\")
+spec.opdef_note("opnote */ static_assert(false); /*\n#error n3 \\")
+
+
+@spec.body
+def _(b, x):
+    return {"y": x * 2.0}
+'''
+
+
+@pytest.fixture(scope="module")
+def hostile_package(tmp_path_factory):
+    from opgen.codegen import generate
+
+    d = tmp_path_factory.mktemp("hostile")
+    p = d / "ev\nraise SystemExit(7)\n# coding: latin-1\n\" static_assert(false); ??= \\.py"   # no '/' in a name
+    p.write_text(HOSTILE_SPEC)
+    return generate(load_spec(str(p)))
+
+
+def test_hostile_golden_imports(hostile_package, tmp_path):
+    g = tmp_path / "golden.py"
+    g.write_text(hostile_package["tests/assets/golden.py"])
+    first = g.read_text().splitlines()[0]
+    assert first.startswith("# Generated by opgen from ev\\x0araise SystemExit(7)")
+    assert tokenize.detect_encoding(io.BytesIO(g.read_bytes()).readline)[0] == "utf-8"
+    spec_ = importlib.util.spec_from_file_location("hostile_golden", g)
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)   # SystemExit would fail the test
+    assert hasattr(mod, "hostile_op_golden")
+
+
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+@pytest.mark.parametrize("path", ["op_host/op_api/aclnn_hostile_op.h", "op_host/op_api/aclnn_hostile_op.cpp",
+                                  "op_host/hostile_op_def.cpp", "op_host/hostile_op_tiling.cpp",
+                                  "op_host/hostile_op_infershape.cpp", "op_kernel/hostile_op.cpp",
+                                  "examples/test_aclnn_hostile_op.cpp"])
+def test_hostile_cpp_compiles(hostile_package, tmp_path, path):
+    for rel, text in hostile_package.items():
+        f = tmp_path / "pkg" / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    inc = tmp_path / "inc" / "aclnnop"
+    inc.mkdir(parents=True)
+    (inc / "aclnn_hostile_op.h").symlink_to(tmp_path / "pkg" / "op_host/op_api/aclnn_hostile_op.h")
+    pkg = tmp_path / "pkg"
+    r = subprocess.run([GXX, "-std=c++17", "-fsyntax-only", "-trigraphs", "-Werror=comment", f"-I{EMU}",
+                        f"-I{tmp_path / 'inc'}", f"-I{pkg / 'op_host'}", f"-I{pkg / 'op_host/op_api'}",
+                        f"-I{pkg / 'op_kernel'}", "-x", "c++", str(pkg / path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[:3000]
+
+
+def test_hostile_markdown(hostile_package):
+    for rel in ("README.md", "docs/aclnnHostileOp.md"):
+        text = hostile_package[rel]
+        first = text.splitlines()[0]
+        assert first.startswith("<!-- Generated by opgen from ") and first.endswith("-->")
+        assert first.count("-->") == 1 and "<script" not in text
