@@ -106,7 +106,9 @@ class PendingFormat:
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.kill()
-            self.proc.communicate()   # reaps it and closes the stderr pipe
+            pipes = [f for f in (self.proc.stdout, self.proc.stderr) if f is not None]
+            if any(not f.closed for f in pipes):   # not yet reaped (result() may have, when it was interrupted)
+                self.proc.communicate()   # reaps it and closes the pipes
         if self.tmp is not None:
             self.tmp.cleanup()
 
