@@ -95,3 +95,15 @@ def test_interrupted_generate(tmp_path, fresh, sig, delay):
     assert _tree(out / "gelu") in (old, fresh)                  # the old tree or the new one
     if p.returncode == 0:
         assert _tree(out / "gelu") == fresh
+
+
+def test_cancel_after_an_interrupted_result_is_quiet():
+    """A signal during PendingFormat.result() reaps clang-format there; generate_all's clean-up then cancels the
+    same pending format, which must not read the closed pipes (it raised ValueError: exit 3 instead of 143)."""
+    from opgen.codegen.fmt import format_start
+
+    pf = format_start({"a.cpp": "int  x ;\n"})
+    pf.proc.kill()
+    pf.proc.communicate()          # what result()'s handler does when interrupted
+    pf.cancel()                    # must not raise
+    pf.cancel()
