@@ -71,24 +71,29 @@ def case_label(name: str, op: str, dims: dict, quick: bool) -> str:
     return f"{op} {dims_label(dims)} (--quick size)" if quick else name
 
 
+REMEDIES = {
+    "emit_kernel": "lower each kernel part once per combination of the attributes it depends on (most combinations "
+                   "share their part bodies and differ only in addressing) instead of once per combination",
+    "emit_golden": "print the merged golden from the spec's graphs once per distinct statement set instead of "
+                   "tracing and hash-consing every specialisation's graph",
+    "emit_tiling_files": "derive the tiling program once per family layout and reuse it across dtype rows and "
+                         "attribute combinations that share it",
+    "clang-format": "print the templates already in clang-format's layout so formatting leaves the generation "
+                    "path (kept as a CI check)",
+    "load specs + keys": "enumerate specialisation keys lazily",
+}
+"""What would shrink each phase of a first generation (generate_gap names the ones that dominate)."""
+
+
 def generate_gap(g: dict) -> str:
-    """Why a first `opgen generate` misses the 3x goal and what would close it, from the measured phases of
-    `g` (opgen.bench.generate.run's result)."""
+    """Why a first `opgen generate` misses the 3x goal and what would close it: the measured phases of `g`
+    (opgen.bench.generate.run's result), largest first, each with its seconds, its multiple of the bare import and
+    its remedy (REMEDIES)."""
     ph = g.get("phases", {})
-    combos = ", ".join(f"{k} {v}" for k, v in g.get("combinations", {}).items()) or "per op"
     bare = g["bare_s"]
-    fmt = ph.get("clang-format", 0.0)
-    kern = ph.get("emit_kernel", 0.0)
-    base = ph.get("import opgen", 0.0) + ph.get("load specs + keys", 0.0)
-    return (f"Gap: {g['ratio']:.1f}x the bare import (goal 3x = {3 * bare:.2f} s). By phase (table above): emit_kernel "
-            f"{kern:.2f} s traces, optimizes and lowers every kernel specialisation — one per attribute combination "
-            f"({combos}); clang-format alone takes {fmt:.2f} s "
-            f"({fmt / bare:.1f}x the bare import by itself; `opgen generate` overlaps it with the rendering of the ops after it). "
-            f"What would close it: lower each kernel part once per combination of the attributes it depends on "
-            f"(most combinations share their part bodies and differ only in addressing) instead of once per "
-            f"combination, and print the "
-            f"templates already in clang-format's layout so formatting leaves the generation path (kept as a CI "
-            f"check). An unchanged re-generation, answered by the generation cache (opgen/codegen/cache.py), is "
-            f"{g['ratio_cached']:.1f}x. For scale: importing opgen and executing the six specs (enumerating their "
-            f"specialisation keys) alone take {base:.2f} s ({base / bare:.1f}x the bare import) before anything is "
-            f"emitted.")
+    top = sorted(ph.items(), key=lambda kv: -kv[1])[:3]
+    parts = [f"{name} {sec:.2f} s ({sec / bare:.1f}x the bare import by itself)" + (
+        f": {REMEDIES[name]}" if name in REMEDIES else "") for name, sec in top]
+    return (f"Gap: {g['ratio']:.1f}x the bare import (goal 3x = {3 * bare:.2f} s). The largest phases of one first "
+            f"generation (table above), and what would close them: " + "; ".join(parts) + ". An unchanged "
+            f"re-generation, answered by the generation cache (opgen/codegen/cache.py), is {g['ratio_cached']:.1f}x.")
