@@ -10,6 +10,7 @@ Units: every dim is a count of elements, never bytes.
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 from typing import Mapping, Union
@@ -467,8 +468,11 @@ class Bounds:
         return total
 
     def nonneg(self, e) -> bool:
-        """Whether e >= 0 for every value of the dims the bounds allow (a proof, or False when none is found)."""
-        e = as_dim(e)
+        """Whether e >= 0 for every value of the dims the bounds allow (a proof, or False when none is found).
+        Memoised per (bounds, expression): tracing every specialisation of a spec asks the same questions."""
+        return _nonneg_memo(self, as_dim(e))
+
+    def _nonneg(self, e) -> bool:
         if self.lower(e) >= 0:
             return True
         floors = [a for m in _poly(e) for a in m if isinstance(a, Bin) and a.op == "//" and isinstance(a.rhs, Lit)
@@ -477,3 +481,8 @@ class Bounds:
             if self.lower(e - f) >= 0:
                 return True
         return False
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _nonneg_memo(bounds: Bounds, e) -> bool:
+    return bounds._nonneg(e)
