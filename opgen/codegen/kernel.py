@@ -25,6 +25,7 @@ from opgen.codegen.names import op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, as_dim
+from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowProgram, attr_names, per_row
 
@@ -107,6 +108,25 @@ def compute_line(i: Instr, operand, n: str) -> str | None:
     return None
 
 
+def cite(lines: list[str], locs) -> list[str]:
+    """`lines` (the C++ of one statement, first line first) with the statement's first line ending in the spec
+    comment of `locs` (a location or an iterable of them; opgen.ir.locs.spec_comment); unchanged without one."""
+    c = spec_comment(locs)
+    if not c or not lines:
+        return lines
+    return [lines[0] + c] + lines[1:]
+
+
+def gm_locs(prog: RowProgram, gm: str, kinds: tuple) -> list[str]:
+    """The spec locations of the instructions of kinds `kinds` reading or writing GM operand `gm`."""
+    return [i.loc for i in prog.instrs if i.kind in kinds and i.gm == gm]
+
+
+def acc_locs(prog: RowProgram, acc: str) -> list[str]:
+    """The spec locations of the instructions accumulating into accumulator `acc`."""
+    return [i.loc for i in prog.instrs if i.kind == "acc" and i.dst == acc]
+
+
 class _Printer:
     """Prints the instructions of one row program for one strategy.
 
@@ -126,9 +146,10 @@ class _Printer:
 
     def instr(self, i: Instr, phase: int | None = None) -> list[str]:
         """C++ lines of instruction `i` inside the per-row loop (`i`, `n_`), a vector instruction followed by
-        PipeBarrier<PIPE_V>() (rowprog.VECTOR_KINDS). For COL_SPLIT `phase` is the row-reduction level being
-        exchanged (None: the final phase)."""
-        lines = self._instr(i, phase)
+        PipeBarrier<PIPE_V>() (rowprog.VECTOR_KINDS); the statement ends with the instruction's spec location
+        (`// spec: file.py:line`). For COL_SPLIT `phase` is the row-reduction level being exchanged (None: the
+        final phase)."""
+        lines = cite(self._instr(i, phase), i.loc)
         return lines + ["PipeBarrier<PIPE_V>();"] if i.kind in VECTOR_KINDS else lines
 
     def _instr(self, i: Instr, phase: int | None) -> list[str]:
@@ -306,19 +327,27 @@ def _sum(terms: list[str]) -> str:
 
 
 def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str) -> list[dict]:
+    """The template context of the GM operands of `role` and `space` (their CopyIn / CopyOut statements); "spec" is
+    the trailing comment citing the spec lines of the instructions that load or store the operand."""
     out = []
+    kinds = {("in", "row"): ("cast_in",), ("in", "stat"): ("sload",), ("out", "row"): ("store",),
+             ("out", "stat"): ("sstore",)}.get((role, space), ())
     for t in prog.gm:
         if t.role != role or t.space != space:
             continue
         v = t.view
         ct = _ctype(t.dtype)
+        spec = spec_comment(gm_locs(prog, t.name, kinds))
         if isinstance(v, PiecewiseView):
-            out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": False, "pieces": True,
-                        "copy_row": addr.piece_copy(t, "row"), "copy_col": addr.piece_copy(t, "col")})
+            def copy(mode):
+                return [ln + spec if ln.startswith("DataCopyPad(") else ln for ln in addr.piece_copy(t, mode)]
+
+            out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": False, "pieces": True, "spec": spec,
+                        "copy_row": copy("row"), "copy_col": copy("col")})
             continue
         stride = addr.inner_stride(t.name)
         runs = v.flat or v.runs
-        out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": v.flat, "pieces": False,
+        out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": v.flat, "pieces": False, "spec": spec,
                     "run": "k" if v.flat else ("RunRows(r, k - j)" if runs else "1"),
                     "off_r0": addr.row(t.name, "r0"), "off_g0": addr.row(t.name, "g0"), "off_r": addr.row(t.name, "r"),
                     "gap_row": "0" if stride == "hidden_" or not runs else f"({stride} - hidden_) * sizeof({ct})",
@@ -336,7 +365,8 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr) -> list[str]:
         if i.kind == "load":
             t = prog.tensor(i.gm)
             off = addr.brow(i.gm, "b") if space == "brow" else addr.col(i.gm)
-            out.append(f"LoadRow<{_ctype(t.dtype)}>({_operand(i.dst, prog)}, gm_{t.gm}[{_sum([off, 'c0_'])}], n_);")
+            out.append(f"LoadRow<{_ctype(t.dtype)}>({_operand(i.dst, prog)}, gm_{t.gm}[{_sum([off, 'c0_'])}], n_);"
+                       + spec_comment(i.loc))
         elif i.kind == "acc":
             continue
         else:
@@ -348,7 +378,8 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr) -> list[str]:
 
 def _zero_lines(prog: RowProgram, space: str) -> list[str]:
     """Zero the accumulators of `space` (brow: at each new batch, col: once per column chunk)."""
-    return [f"Duplicate({_operand(a, prog)}, 0.0f, n_);" for a, (sp, _n, _r) in prog.accs.items() if sp == space]
+    return [f"Duplicate({_operand(a, prog)}, 0.0f, n_);{spec_comment(acc_locs(prog, a))}"
+            for a, (sp, _n, _r) in prog.accs.items() if sp == space]
 
 
 def _flush_lines(prog: RowProgram, mode: str, addr: _Addr) -> list[str]:
@@ -361,7 +392,7 @@ def _flush_lines(prog: RowProgram, mode: str, addr: _Addr) -> list[str]:
     out = []
     direct = [f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
               f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, RoundMode::{rm}, n_);"
-              for a, (_sp, name, rm) in accs]
+              + spec_comment(acc_locs(prog, a)) for a, (_sp, name, rm) in accs]
     if mode == "col":
         return direct
     out.append("const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;")
@@ -371,7 +402,7 @@ def _flush_lines(prog: RowProgram, mode: str, addr: _Addr) -> list[str]:
     out.append("const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;")
     for j, (a, _v) in enumerate(accs):
         out.append(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {ncol} + slot * {len(accs)} + {j}) * "
-                   f"colAlign_], {_operand(a, prog)}, RoundMode::CAST_NONE, n_);")
+                   f"colAlign_], {_operand(a, prog)}, RoundMode::CAST_NONE, n_);{spec_comment(acc_locs(prog, a))}")
     out.append("}")
     return out
 
@@ -386,18 +417,18 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr) -> list[str]:
     out = []
     for j, (a, _v) in enumerate(cols):
         out.append(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {j}) * colAlign_], {_operand(a, prog)}, "
-                   f"RoundMode::CAST_NONE, n_);")
+                   f"RoundMode::CAST_NONE, n_);{spec_comment(acc_locs(prog, a))}")
     out.append("PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them")
     out.append("SyncAll();")
     out.append("const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;")
     out.append("const int64_t rn = r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : "
                "td_->colsPerReduceCore) : 0;")
     out.append("if (rn > 0) {")
-    for j, (_a, (_sp, name, rm)) in enumerate(cols):
+    for j, (a, (_sp, name, rm)) in enumerate(cols):
         t = prog.tensor(name)
         out.append(f"SumPartials({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);")
         out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
-                   f"RoundMode::{rm}, rn);")
+                   f"RoundMode::{rm}, rn);{spec_comment(acc_locs(prog, a))}")
     if brows:
         out.append("int64_t lastBatch = -1;")
         out.append("for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {")
@@ -406,11 +437,11 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr) -> list[str]:
         out.append("const int64_t b = start / seqLen_;")
         out.append("lastBatch = b;")
         out.append("const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;")
-        for j, (_a, (_sp, name, rm)) in enumerate(brows):
+        for j, (a, (_sp, name, rm)) in enumerate(brows):
             t = prog.tensor(name)
             out.append(f"SumPartials({len(cols) + j}, {len(brows)}, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);")
             out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.brow(name, 'b'), 'r0'])}], w_[0], "
-                       f"RoundMode::{rm}, rn);")
+                       f"RoundMode::{rm}, rn);{spec_comment(acc_locs(prog, a))}")
         out.append("}")
     out.append("}")
     return out
@@ -423,7 +454,7 @@ def _col_final_lines(prog: RowProgram, addr: _Addr) -> list[str]:
         if sp == "col":
             t = prog.tensor(name)
             out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'c0_'])}], {_operand(a, prog)}, "
-                       f"RoundMode::{rm}, n_);")
+                       f"RoundMode::{rm}, n_);{spec_comment(acc_locs(prog, a))}")
     return out
 
 
