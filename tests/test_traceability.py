@@ -165,6 +165,30 @@ def test_committed_kernels_carry_spec_comments_of_their_own_specs():
         assert f"{op_dir.name}.py" in files
 
 
+BUNDLED = ("AdaLayerNormGrad", "AdaLayerNormV2", "NormRopeConcat", "NormRopeConcatGrad", "NsaSelectedAttention",
+           "NsaSelectedAttentionGrad")
+
+
+@pytest.mark.parametrize("op", BUNDLED)
+def test_every_lowered_instruction_of_a_bundled_kernel_has_a_spec_line(op):
+    """No instruction of any specialisation's Kernel IR lacks a location, and each names a spec file beside the
+    bundled spec (itself or a helper module)."""
+    from opgen.passes.pipeline import kernel_build
+
+    spec = load_spec(op)
+    instrs = []
+    for p in kernel_build(spec).lowered.programs.values():
+        if hasattr(p, "vector"):                      # NsaProgram
+            instrs += list(p.vector) + list(p.cube)
+        elif hasattr(p, "parts"):                     # HeadProgram
+            instrs += [i for part in p.parts for c in part.cases for i in c.prog.instrs]
+        else:                                         # RowProgram
+            instrs += p.instrs
+    files = {f.name for f in Path(spec.file).parent.glob("*.py")}
+    assert instrs and all(i.loc and i.loc.rpartition(":")[0] in files for i in instrs), \
+        [i for i in instrs if not i.loc][:3]
+
+
 # ------------------------------------------------------------------------------------------------ machine independence
 def test_output_is_byte_identical_across_runs_and_directories(tmp_path):
     """The same spec generated twice, from copies in two different directories, with separate caches and working

@@ -16,7 +16,9 @@ Reference facts: reference/ascendc.md §1.5 (TQue/TBuf), §1.9 (count-form vecto
 operands, Cast round modes); reference/ada_layer_norm.md §1.2-§1.3 (fp32 inside).
 `verify_program` checks def-before-use, the temporaries' range and the GM operands named;
 `print_program` is the canonical text (`opgen graph --stage kernel`): per instruction its space, level
-and the COL_SPLIT phases that run it (P<level> = the exchange of that level's row reductions, F = final).
+and the COL_SPLIT phases that run it (P<level> = the exchange of that level's row reductions, F = final), and
+with locs=True the spec line it was lowered from (`Instr.loc`, kept by every pass here: copies of instructions
+are made with dataclasses.replace; opgen.ir.locs).
 """
 
 from __future__ import annotations
@@ -87,6 +89,9 @@ class Instr:
     acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel)
     store       GM row tensor `gm` <- srcs[0] cast to its dtype with round mode arg
     sstore      GM stat tensor `gm` <- scalar srcs[0] cast with round mode arg
+
+    `loc` ("file.py:28", not compared) is the spec line of the tensor-IR node it was lowered from: a load's is the
+    cast / view that made the loaded value, a store's the node producing the output.
     """
 
     kind: str

@@ -571,6 +571,7 @@ def variants_of(spec, lowered) -> list:
                 raise Unsupported(prog.gm[0].name if prog.gm else spec.name, "",
                                   f"the shape forms of the specialisation {spec.key_text(key)} lower to different "
                                   f"kernels (the kernel cannot tell them apart at run time)")
+            by_text[text].also.append(prog)   # another shape form: its spec lines are cited too
             continue
         served[(ak, cond)] = text
         if text not in by_text:
@@ -580,6 +581,8 @@ def variants_of(spec, lowered) -> list:
             v = Variant(f"{spec.name}Kernel{len(out)}", doc or "all inputs", prog)
             by_text[text] = v
             out.append(v)
+        elif prog is not by_text[text].prog:
+            by_text[text].also.append(prog)   # its spec lines are cited beside the first program's
         by_text[text].serves.append((ak, cond))
     return out
 
