@@ -219,7 +219,7 @@ def cmd_interpret(args) -> int:
     if args.print_ir:
         from opgen.ir import print_graph
 
-        print(print_graph(spec.graph(spec.bind(inputs, attrs, dtypes).key)), end="")
+        print(print_graph(spec.graph(spec.bind(inputs, attrs, dtypes).key), locs=True), end="")
     outputs = interpret(spec, inputs, attrs, dtypes, args.mode)
     if args.out is not None:
         _save_npz(args.out, outputs)
@@ -305,7 +305,7 @@ def cmd_graph(args) -> int:
     elif args.stage == "optimized":
         g = optimize(g)
     if args.format == "text":
-        sys.stdout.write(print_graph(g) + (launch_plan or ""))
+        sys.stdout.write(print_graph(g, locs=True) + (launch_plan or ""))
     elif args.format == "dot":
         sys.stdout.write(to_dot(g))
     else:

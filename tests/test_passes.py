@@ -465,7 +465,7 @@ def test_run_until_and_dump_after():
     g = spec.graph(spec.keys()[0])
     buf = io.StringIO()
     after_cse = run(g, until="cse", dump_after="canonicalize", out=buf)
-    assert buf.getvalue() == print_graph(run(g, until="canonicalize"))
+    assert buf.getvalue() == print_graph(run(g, until="canonicalize"), locs=True)   # dumps show the spec lines
     assert after_cse == from_nx(cse(canonicalize(to_nx(g))))
     assert run(g, until="dce") == optimize(g)
     with pytest.raises(OpgenError, match="unknown pass 'fold'; valid passes: canonicalize, cse, dce"):
@@ -704,7 +704,7 @@ def test_cli_graph_text_and_dot():
     assert p.returncode == 0, p.stderr
     spec = load_spec("AdaLayerNormGrad")
     g = spec.graph(select_key(spec, {}, ["gamma", "beta"]))
-    assert p.stdout == print_graph(g)
+    assert p.stdout == print_graph(g, locs=True)   # the CLI shows each node's spec line
     p = _cli("graph", "AdaLayerNormGrad", "--format", "dot", "--stage", "optimized")
     assert p.returncode == 0, p.stderr
     assert p.stdout == to_dot(optimize(spec.graph(select_key(spec, {}, []))))
@@ -713,7 +713,7 @@ def test_cli_graph_text_and_dot():
     assert p.returncode == 0, p.stderr
     nsa = load_spec("NsaSelectedAttentionGrad")
     assert p.stdout == print_graph(optimize(nsa.graph(select_key(nsa, {"sparseMode": 2},
-                                                                ["actualSeqQLen", "actualSeqKVLlen"]))))
+                                                                ["actualSeqQLen", "actualSeqKVLlen"]))), locs=True)
 
 
 def test_cli_graph_dump_after():
@@ -733,7 +733,7 @@ def test_cli_graph_dump_after():
         p = _cli(*args, "--dump-after", name)
         assert p.returncode == 0, p.stderr
         if name in tensor_pass_names():
-            text = print_graph(run(g, until=name))
+            text = print_graph(run(g, until=name), locs=True)
             if name == "fuse":  # fusion leaves the tensor IR as it was and adds the launch plan (Kernel IR)
                 assert p.stdout.startswith(text) and "plan NsaSelectedAttention {" in p.stdout[len(text):], name
             else:

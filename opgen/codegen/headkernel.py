@@ -192,12 +192,15 @@ def _slot_index(slot: str) -> str:
     return re.fullmatch(r"[a-z]+(\d+)", slot).group(1)
 
 
-def instr_lines(i) -> list[str]:
-    """C++ of one row-program instruction inside a body's row loop (`i`: row of the pass, headDim_ lanes); a
-    vector instruction is followed by PipeBarrier<PIPE_V>() (opgen.kernel.rowprog.VECTOR_KINDS)."""
+def instr_lines(i, locs=None) -> list[str]:
+    """C++ of one row-program instruction inside a body's row loop (`i`: row of the pass, headDim_ lanes), ending
+    with the spec comment of `locs` (default: the instruction's own location; a body shared by several parts cites
+    the instructions of all of them); a vector instruction is followed by PipeBarrier<PIPE_V>()
+    (opgen.kernel.rowprog.VECTOR_KINDS)."""
+    from opgen.codegen.kernel import cite
     from opgen.kernel.rowprog import VECTOR_KINDS
 
-    lines = _instr_lines(i)
+    lines = cite(_instr_lines(i), [i.loc] if locs is None else locs)
     return lines + ["PipeBarrier<PIPE_V>();"] if i.kind in VECTOR_KINDS else lines
 
 
@@ -223,9 +226,12 @@ def _instr_lines(i) -> list[str]:
     raise SpecError(f"head-row kernel: no C++ for instruction {k}")
 
 
-def body_lines(part: HeadPart) -> list[str]:
+def body_lines(part: HeadPart, sharing=None) -> list[str]:
     """The body of a part: the loop over the pass's rows, the row conditions as if/else, each case's
-    table-row loads then its instructions."""
+    table-row loads then its instructions. `sharing`: every part this body serves (equal body_text; default just
+    `part`): each statement cites the spec lines of the corresponding instruction of all of them."""
+    members = list(sharing) if sharing else [part]
+    member_cases = [{c.truth: c for c in m.cases} for m in members]
     uses_tab = any(c.startswith("tab") for case in part.cases for c in case.prog.consts)
     uses_p = bool(part.conds) or uses_tab
     out = [] if uses_p else ["(void)p;"]
@@ -240,8 +246,8 @@ def body_lines(part: HeadPart) -> list[str]:
         if j == len(part.conds):
             case = cases[prefix]
             lines = [f"TableRow({_slot_index(c)}, p, seqPos);" for c in case.prog.consts if c.startswith("tab")]
-            for ins in case.prog.instrs:
-                lines += instr_lines(ins)
+            for k, ins in enumerate(case.prog.instrs):
+                lines += instr_lines(ins, [mc[prefix].prog.instrs[k].loc for mc in member_cases])
             return lines
         return ([f"if (seqPos < p.cond[{j}]) {{"] + emit(j + 1, prefix + (True,)) + ["} else {"]
                 + emit(j + 1, prefix + (False,)) + ["}"])
@@ -482,6 +488,7 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
                                 f"attribute combinations but the tiling plans for {cap} (raise it in COUNTS)")
     bodies: dict[str, int] = {}
     body_parts: list = []
+    body_members: list = []   # every part each body serves (their spec lines are cited together)
     addr_ids: dict = {}
     perm_fams, sign_fams = [], []
     nslots = len(low.slots)
@@ -498,6 +505,8 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
             if bt not in bodies:
                 bodies[bt] = len(body_parts)
                 body_parts.append(part)
+                body_members.append([])
+            body_members[bodies[bt]].append(part)
             brow[slot] = bodies[bt]
             arow[slot] = (slot, addr_variant(bindings[slot], _offsets(bindings[slot], part)))
             for out, _rm in part.accs.values():
@@ -566,7 +575,7 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
         "perm_families": [(k, f, PERMS[f][0]) for k, f in enumerate(perm_fams)],
         "sign_families": [(k, f, SIGNS[f][0]) for k, f in enumerate(sign_fams)],
         "addr_funcs": [(k, doc, lines) for k, (doc, lines) in enumerate(addr_list)],
-        "bodies": [(k, body_doc(p), body_lines(p)) for k, p in enumerate(body_parts)],
+        "bodies": [(k, body_doc(p), body_lines(p, body_members[k])) for k, p in enumerate(body_parts)],
         "float_attrs": sorted({a for _a, _k, hp in low.programs for a in hp.attrs}),
         "dtype_keys": dtype_keys,
     }

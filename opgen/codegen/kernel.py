@@ -25,6 +25,7 @@ from opgen.codegen.names import op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, as_dim
+from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowProgram, attr_names, per_row
 
@@ -35,12 +36,14 @@ CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t"}
 @dataclass
 class Variant:
     """One class of the kernel: the lowered row program, the specialisations it serves ([(attrKey, presence
-    condition in C++)]), its class name and a one-line description."""
+    condition in C++)]), its class name and a one-line description; `also`: the programs of the other
+    specialisations it serves (the same text; the spec lines of their instructions are cited too)."""
 
     cls: str
     doc: str
     prog: RowProgram
     serves: list = field(default_factory=list)
+    also: list = field(default_factory=list)
 
 
 class DimFields:
@@ -107,14 +110,46 @@ def compute_line(i: Instr, operand, n: str) -> str | None:
     return None
 
 
+def cite(lines: list[str], locs) -> list[str]:
+    """`lines` (the C++ of one statement, first line first) with the statement's first line ending in the spec
+    comment of `locs` (a location or an iterable of them; opgen.ir.locs.spec_comment); unchanged without one."""
+    c = spec_comment(locs)
+    if not c or not lines:
+        return lines
+    return [lines[0] + c] + lines[1:]
+
+
+class Cites:
+    """The spec locations a kernel class cites: those of its program and of every other specialisation's program
+    with the same text that the class serves (opgen.kernel.rows.variants_of), instruction by instruction."""
+
+    def __init__(self, progs: list):
+        self.progs = list(progs)
+        self.index = {id(i): k for k, i in enumerate(self.progs[0].instrs)}
+
+    def instr(self, i: Instr) -> list[str]:
+        """The locations of instruction `i` of the first program and of its counterparts in the others."""
+        k = self.index.get(id(i))
+        return [i.loc] if k is None else [p.instrs[k].loc for p in self.progs]
+
+    def gm(self, gm: str, kinds: tuple) -> list[str]:
+        """The locations of the instructions of kinds `kinds` reading or writing GM operand `gm`."""
+        return [i.loc for p in self.progs for i in p.instrs if i.kind in kinds and i.gm == gm]
+
+    def acc(self, acc: str) -> list[str]:
+        """The locations of the instructions accumulating into accumulator `acc`."""
+        return [i.loc for p in self.progs for i in p.instrs if i.kind == "acc" and i.dst == acc]
+
+
 class _Printer:
     """Prints the instructions of one row program for one strategy.
 
     mode "row": ROW_SPLIT (rows staged in queues, row reductions in UB);
     mode "col": COL_SPLIT (resident slices; partial row reductions staged, totals read back)."""
 
-    def __init__(self, prog: RowProgram, mode: str):
+    def __init__(self, prog: RowProgram, mode: str, cites: Cites | None = None):
         self.p, self.mode = prog, mode
+        self.cites = cites or Cites([prog])
         self.rsum_index = {i.dst: k for k, i in enumerate(prog.rsums())}
         by_level: dict[int, list[str]] = {}
         for i in prog.rsums():
@@ -126,9 +161,10 @@ class _Printer:
 
     def instr(self, i: Instr, phase: int | None = None) -> list[str]:
         """C++ lines of instruction `i` inside the per-row loop (`i`, `n_`), a vector instruction followed by
-        PipeBarrier<PIPE_V>() (rowprog.VECTOR_KINDS). For COL_SPLIT `phase` is the row-reduction level being
-        exchanged (None: the final phase)."""
-        lines = self._instr(i, phase)
+        PipeBarrier<PIPE_V>() (rowprog.VECTOR_KINDS); the statement ends with the instruction's spec location
+        (`// spec: file.py:line`). For COL_SPLIT `phase` is the row-reduction level being exchanged (None: the
+        final phase)."""
+        lines = cite(self._instr(i, phase), self.cites.instr(i))
         return lines + ["PipeBarrier<PIPE_V>();"] if i.kind in VECTOR_KINDS else lines
 
     def _instr(self, i: Instr, phase: int | None) -> list[str]:
@@ -305,20 +341,28 @@ def _sum(terms: list[str]) -> str:
     return " + ".join(ts) if ts else "0"
 
 
-def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str) -> list[dict]:
+def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str, cites: Cites) -> list[dict]:
+    """The template context of the GM operands of `role` and `space` (their CopyIn / CopyOut statements); "spec" is
+    the trailing comment citing the spec lines of the instructions that load or store the operand."""
     out = []
+    kinds = {("in", "row"): ("cast_in",), ("in", "stat"): ("sload",), ("out", "row"): ("store",),
+             ("out", "stat"): ("sstore",)}.get((role, space), ())
     for t in prog.gm:
         if t.role != role or t.space != space:
             continue
         v = t.view
         ct = _ctype(t.dtype)
+        spec = spec_comment(cites.gm(t.name, kinds))
         if isinstance(v, PiecewiseView):
-            out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": False, "pieces": True,
-                        "copy_row": addr.piece_copy(t, "row"), "copy_col": addr.piece_copy(t, "col")})
+            def copy(mode):
+                return [ln + spec if ln.startswith("DataCopyPad(") else ln for ln in addr.piece_copy(t, mode)]
+
+            out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": False, "pieces": True, "spec": spec,
+                        "copy_row": copy("row"), "copy_col": copy("col")})
             continue
         stride = addr.inner_stride(t.name)
         runs = v.flat or v.runs
-        out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": v.flat, "pieces": False,
+        out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": v.flat, "pieces": False, "spec": spec,
                     "run": "k" if v.flat else ("RunRows(r, k - j)" if runs else "1"),
                     "off_r0": addr.row(t.name, "r0"), "off_g0": addr.row(t.name, "g0"), "off_r": addr.row(t.name, "r"),
                     "gap_row": "0" if stride == "hidden_" or not runs else f"({stride} - hidden_) * sizeof({ct})",
@@ -327,7 +371,7 @@ def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str) -> list[d
 
 
 # ------------------------------------------------------------------------------------------------ setup / flush
-def _setup_lines(prog: RowProgram, space: str, addr: _Addr) -> list[str]:
+def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> list[str]:
     """LoadBatch / LoadColumns bodies: loads, brow/col compute, zeroed accumulators."""
     out = []
     for i in prog.instrs:
@@ -336,22 +380,24 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr) -> list[str]:
         if i.kind == "load":
             t = prog.tensor(i.gm)
             off = addr.brow(i.gm, "b") if space == "brow" else addr.col(i.gm)
-            out.append(f"LoadRow<{_ctype(t.dtype)}>({_operand(i.dst, prog)}, gm_{t.gm}[{_sum([off, 'c0_'])}], n_);")
+            out.append(f"LoadRow<{_ctype(t.dtype)}>({_operand(i.dst, prog)}, gm_{t.gm}[{_sum([off, 'c0_'])}], n_);"
+                       + spec_comment(cites.instr(i)))
         elif i.kind == "acc":
             continue
         else:
-            out += _Printer(prog, "row").instr(i)
+            out += _Printer(prog, "row", cites).instr(i)
     if space == "col":
-        out += _zero_lines(prog, "col")
+        out += _zero_lines(prog, "col", cites)
     return out
 
 
-def _zero_lines(prog: RowProgram, space: str) -> list[str]:
+def _zero_lines(prog: RowProgram, space: str, cites: Cites) -> list[str]:
     """Zero the accumulators of `space` (brow: at each new batch, col: once per column chunk)."""
-    return [f"Duplicate({_operand(a, prog)}, 0.0f, n_);" for a, (sp, _n, _r) in prog.accs.items() if sp == space]
+    return [f"Duplicate({_operand(a, prog)}, 0.0f, n_);{spec_comment(cites.acc(a))}"
+            for a, (sp, _n, _r) in prog.accs.items() if sp == space]
 
 
-def _flush_lines(prog: RowProgram, mode: str, addr: _Addr) -> list[str]:
+def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list[str]:
     """FlushBatch body: write the batch sums (direct when this core saw the whole batch or owns its
     columns; else fp32 partial rows to workspace, slot 0 = first batch of the core, 1 = last)."""
     accs = [(a, v) for a, v in prog.accs.items() if v[0] == "brow"]
@@ -361,7 +407,7 @@ def _flush_lines(prog: RowProgram, mode: str, addr: _Addr) -> list[str]:
     out = []
     direct = [f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
               f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, RoundMode::{rm}, n_);"
-              for a, (_sp, name, rm) in accs]
+              + spec_comment(cites.acc(a)) for a, (_sp, name, rm) in accs]
     if mode == "col":
         return direct
     out.append("const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;")
@@ -371,12 +417,12 @@ def _flush_lines(prog: RowProgram, mode: str, addr: _Addr) -> list[str]:
     out.append("const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;")
     for j, (a, _v) in enumerate(accs):
         out.append(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {ncol} + slot * {len(accs)} + {j}) * "
-                   f"colAlign_], {_operand(a, prog)}, RoundMode::CAST_NONE, n_);")
+                   f"colAlign_], {_operand(a, prog)}, RoundMode::CAST_NONE, n_);{spec_comment(cites.acc(a))}")
     out.append("}")
     return out
 
 
-def _cross_core_lines(prog: RowProgram, addr: _Addr) -> list[str]:
+def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     """ROW_SPLIT epilogue: partial column sums to workspace, SyncAll, then each core sums its column
     slice over the cores in core order (column outputs and the batches split across cores)."""
     cols = [(a, v) for a, v in prog.accs.items() if v[0] == "col"]
@@ -386,18 +432,18 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr) -> list[str]:
     out = []
     for j, (a, _v) in enumerate(cols):
         out.append(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {j}) * colAlign_], {_operand(a, prog)}, "
-                   f"RoundMode::CAST_NONE, n_);")
+                   f"RoundMode::CAST_NONE, n_);{spec_comment(cites.acc(a))}")
     out.append("PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them")
     out.append("SyncAll();")
     out.append("const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;")
     out.append("const int64_t rn = r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : "
                "td_->colsPerReduceCore) : 0;")
     out.append("if (rn > 0) {")
-    for j, (_a, (_sp, name, rm)) in enumerate(cols):
+    for j, (a, (_sp, name, rm)) in enumerate(cols):
         t = prog.tensor(name)
         out.append(f"SumPartials({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);")
         out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
-                   f"RoundMode::{rm}, rn);")
+                   f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}")
     if brows:
         out.append("int64_t lastBatch = -1;")
         out.append("for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {")
@@ -406,24 +452,24 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr) -> list[str]:
         out.append("const int64_t b = start / seqLen_;")
         out.append("lastBatch = b;")
         out.append("const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;")
-        for j, (_a, (_sp, name, rm)) in enumerate(brows):
+        for j, (a, (_sp, name, rm)) in enumerate(brows):
             t = prog.tensor(name)
             out.append(f"SumPartials({len(cols) + j}, {len(brows)}, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);")
             out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.brow(name, 'b'), 'r0'])}], w_[0], "
-                       f"RoundMode::{rm}, rn);")
+                       f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}")
         out.append("}")
     out.append("}")
     return out
 
 
-def _col_final_lines(prog: RowProgram, addr: _Addr) -> list[str]:
+def _col_final_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     """COL_SPLIT epilogue of a column chunk: the core owns its columns, so column sums are written directly."""
     out = []
     for a, (sp, name, rm) in prog.accs.items():
         if sp == "col":
             t = prog.tensor(name)
             out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'c0_'])}], {_operand(a, prog)}, "
-                       f"RoundMode::{rm}, n_);")
+                       f"RoundMode::{rm}, n_);{spec_comment(cites.acc(a))}")
     return out
 
 
@@ -431,7 +477,8 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     """The template context of one kernel class (templates/op_kernel/row_kernel.h.j2)."""
     p = v.prog
     addr = _Addr(p, dims)
-    row_pr, col_pr = _Printer(p, "row"), _Printer(p, "col")
+    cites = Cites([p, *v.also])
+    row_pr, col_pr = _Printer(p, "row", cites), _Printer(p, "col", cites)
     levels = sorted({i.level for i in p.rsums()})
     tensors = []
     for t in p.gm:
@@ -449,23 +496,23 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "name": v.cls, "doc": v.doc,
         "tensors": tensors,
         "unused": [n for n in [i.name for i in spec.inputs] + [o.name for o in spec.outputs] if n not in used],
-        "row_in": _operand_ctx(p, addr, "in", "row"), "row_out": _operand_ctx(p, addr, "out", "row"),
-        "stat_in": _operand_ctx(p, addr, "in", "stat"),
+        "row_in": _operand_ctx(p, addr, "in", "row", cites), "row_out": _operand_ctx(p, addr, "out", "row", cites),
+        "stat_in": _operand_ctx(p, addr, "in", "stat", cites),
         "stat_out": [dict(o, rm=next(i.arg for i in p.instrs if i.kind == "sstore" and i.gm == o["op"]))
-                     for o in _operand_ctx(p, addr, "out", "stat")],
+                     for o in _operand_ctx(p, addr, "out", "stat", cites)],
         "off_funcs": addr.off_funcs(),
         "temps": max(p.row_temps, 2), "nbrow": max(len(p.brow), 1), "ncol": max(len(p.col), 1),
         "has_brow": bool(p.brow),
         "ws_rows_per_core": sum(1 for x in p.accs.values() if x[0] == "col")
         + 2 * sum(1 for x in p.accs.values() if x[0] == "brow"),
-        "load_batch": barriers(_setup_lines(p, "brow", addr)), "zero_batch": barriers(_zero_lines(p, "brow")),
-        "load_cols": barriers(_setup_lines(p, "col", addr)),
-        "flush_row": barriers(_flush_lines(p, "row", addr)), "flush_col": barriers(_flush_lines(p, "col", addr)),
-        "row_body": row_pr.row_body(), "cross_core": barriers(_cross_core_lines(p, addr)),
+        "load_batch": barriers(_setup_lines(p, "brow", addr, cites)), "zero_batch": barriers(_zero_lines(p, "brow", cites)),
+        "load_cols": barriers(_setup_lines(p, "col", addr, cites)),
+        "flush_row": barriers(_flush_lines(p, "row", addr, cites)), "flush_col": barriers(_flush_lines(p, "col", addr, cites)),
+        "row_body": row_pr.row_body(), "cross_core": barriers(_cross_core_lines(p, addr, cites)),
         "levels": [(lv, col_pr.phase_body(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],
-        "final_body": col_pr.phase_body(None), "col_final": barriers(_col_final_lines(p, addr)),
+        "final_body": col_pr.phase_body(None), "col_final": barriers(_col_final_lines(p, addr, cites)),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
         "float_attrs": sorted({x for i in p.instrs for x in attr_names(i.arg)}),
         "uses_max": any(i.kind == "rmax" for i in p.instrs),

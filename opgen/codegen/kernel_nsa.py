@@ -22,6 +22,7 @@ from opgen.codegen.names import op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dtypes import dtype_name
+from opgen.ir.locs import spec_comment
 from opgen.kernel.nsa import NsaProgram, print_program, shape_key
 from opgen.tiling.nsa import WS_ALIGN
 
@@ -118,16 +119,23 @@ class _Printer:
                     continue
                 loaded.add(o.tensor)
                 buf = self._operand(o)
+                at = spec_comment(c.loc)   # the matmul that first reads the operand in this phase
                 if o.kind == "heads":
-                    unit.append(f"Heads({buf}, gm_{o.tensor}, {MEMBER[o.cols]}, x);")
+                    unit.append(f"Heads({buf}, gm_{o.tensor}, {MEMBER[o.cols]}, x);{at}")
                 elif o.kind == "gather":
-                    chunk.append(f"Gather({buf}, gm_{o.tensor}, {MEMBER[o.cols]}, x, c, keys);")
+                    chunk.append(f"Gather({buf}, gm_{o.tensor}, {MEMBER[o.cols]}, x, c, keys);{at}")
                 else:
                     src = f"{o.tensor}[{self.slot_off(o.tensor)}{' + c * Lc_' if self.p.full_rows else ''}]"
-                    chunk.append(f"TileIn({buf}, {src}, x, keys, {'L_' if self.p.full_rows else 'keys'});")
+                    chunk.append(f"TileIn({buf}, {src}, x, keys, {'L_' if self.p.full_rows else 'keys'});{at}")
         return unit, chunk
 
     def _mmad(self, c) -> list[str]:
+        """The statements of matmul c, each ending with its spec comment (for-loop lines aside)."""
+        at = spec_comment(c.loc)
+        return [ln if ln.endswith("{") or ln == "}" or ln.startswith("const int64_t nn") else ln + at
+                for ln in self._mmad_lines(c)]
+
+    def _mmad_lines(self, c) -> list[str]:
         a, b = self._operand(c.a), self._operand(c.b)
         base = f"td_->{self.tile_field(c)}"
         last = "c == chunks_ - 1"
@@ -152,10 +160,11 @@ class _Printer:
 
     def _acc_out(self, c) -> list[str]:
         n = MEMBER[c.n]
+        at = spec_comment(c.loc)
         if c.dest == "out":
             ct = _ctype(self.spec, c.target, self.data)
-            return [f"FixRows<{ct}>(gm_{c.target}[(x.t * N1_ + x.h0) * {n}], acc_, x.rows, {n}, x.mPad, {n});"]
-        return [f"FixRows<float>(ws_{c.target}[(x.t * N1_ + x.h0) * {n}], acc_, x.rows, {n}, x.mPad, {n});"]
+            return [f"FixRows<{ct}>(gm_{c.target}[(x.t * N1_ + x.h0) * {n}], acc_, x.rows, {n}, x.mPad, {n});{at}"]
+        return [f"FixRows<float>(ws_{c.target}[(x.t * N1_ + x.h0) * {n}], acc_, x.rows, {n}, x.mPad, {n});{at}"]
 
     def tile_field(self, c) -> str:
         """The tiling field holding the k (NT, NN) or n (TN) tile of matmul c."""
@@ -230,23 +239,30 @@ class _Printer:
         for i in self.p.vector:
             if i.scope != "unit":
                 continue
-            if i.kind == "ld_head":
-                e = MEMBER[self.tokens[str(next(p for p in self.spec.inputs if p.name == i.arg).shapes[0][-1])]]
-                out.append(f"LoadHead({self.reg(i.dst)}, gm_{i.arg}[(x.t * N1_ + h) * {e}], {e});")
-            elif i.kind == "ld_stat":
-                out.append(f"const float st_{i.dst} = gm_{i.arg}.GetValue((x.t * N1_ + h) * 8);")
-            elif i.kind in ("vmul", "vsub", "vadd"):
-                op = {"vmul": "Mul", "vsub": "Sub", "vadd": "Add"}[i.kind]
-                e = self.head_len(i.dst)
-                out.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.reg(i.srcs[1])}, "
-                           f"static_cast<int32_t>({e}));")
-            elif i.kind == "rsum":
-                out.append(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, {self.head_len(i.srcs[0])});")
-            else:
-                raise SpecError(f"{self.spec.name}: no unit-scope C++ for {i.kind}")
-            if i.space == "stat":
-                out.append(f"unitStat_.SetValue({self.stat_slot(i.dst)}, st_{i.dst});")
+            start = len(out)
+            self._unit_instr(i, out)
+            at = spec_comment(i.loc)
+            out[start:] = [ln + at for ln in out[start:]]
         return out
+
+    def _unit_instr(self, i, out: list) -> None:
+        """Append the C++ statements of unit-scope vector instruction i to `out`."""
+        if i.kind == "ld_head":
+            e = MEMBER[self.tokens[str(next(p for p in self.spec.inputs if p.name == i.arg).shapes[0][-1])]]
+            out.append(f"LoadHead({self.reg(i.dst)}, gm_{i.arg}[(x.t * N1_ + h) * {e}], {e});")
+        elif i.kind == "ld_stat":
+            out.append(f"const float st_{i.dst} = gm_{i.arg}.GetValue((x.t * N1_ + h) * 8);")
+        elif i.kind in ("vmul", "vsub", "vadd"):
+            op = {"vmul": "Mul", "vsub": "Sub", "vadd": "Add"}[i.kind]
+            e = self.head_len(i.dst)
+            out.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.reg(i.srcs[1])}, "
+                       f"static_cast<int32_t>({e}));")
+        elif i.kind == "rsum":
+            out.append(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, {self.head_len(i.srcs[0])});")
+        else:
+            raise SpecError(f"{self.spec.name}: no unit-scope C++ for {i.kind}")
+        if i.space == "stat":
+            out.append(f"unitStat_.SetValue({self.stat_slot(i.dst)}, st_{i.dst});")
 
     def vec_item(self) -> tuple[list[str], list[str], list[str]]:
         """(per-pass prologue, per-row body, per-pass epilogue) of VecItem; every vector instruction of the body
@@ -268,52 +284,63 @@ class _Printer:
             for m in re.findall(r"st_(v\d+)", i.arg):
                 if m in self.unit_stats and m not in used_unit:
                     used_unit.append(m)
+        defs = {i.dst: i for i in p.vector}
         for s in used_unit:
-            body.append(f"const float st_{s} = unitStat_.GetValue({self.stat_slot(s)});")
+            body.append(f"const float st_{s} = unitStat_.GetValue({self.stat_slot(s)});{spec_comment(defs[s].loc)}")
         n = "static_cast<int32_t>(keys)"
         for i in p.vector:
             if i.scope != "item":
                 continue
-            k = i.kind
-            if k == "ld_tile":
-                j = p.regs[i.dst][1]
-                pre.append(f"DataCopy(Reg({j}), {i.arg}[{self.slot_off(i.arg)} + p0 * keys], "
-                           f"static_cast<uint32_t>(k * keys));")
-            elif k == "mask":
-                if p.regs[i.dst] != p.regs[i.srcs[0]]:
-                    body.append(f"Adds({self.reg(i.dst)}, {self.reg(i.srcs[0])}, 0.0f, {n});")
-                body.append(f"MaskFuture({self.reg(i.dst)}, keys, x, c, {self.scalar(i.arg)});")
-            elif k in ("muls", "adds"):
-                op = "Muls" if k == "muls" else "Adds"
-                body.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.scalar(i.arg)}, {n});")
-            elif k == "exp":
-                body.append(f"Exp({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {n});")
-            elif k in ("vmul", "vsub", "vadd"):
-                op = {"vmul": "Mul", "vsub": "Sub", "vadd": "Add"}[k]
-                body.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.reg(i.srcs[1])}, {n});")
-            elif k == "rmax":
-                body.append(f"const float st_{i.dst} = RowMax({self.reg(i.srcs[0])}, keys);")
-            elif k == "rsum":
-                body.append(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, keys);")
-            elif k == "st_tile":
-                q = self.tile_que[i.arg]
-                pre.append(f"LocalTensor<T> {q}T = {q}.template AllocTensor<T>();")
-                body.append(f"Cast({q}T[i * keys], {self.reg(i.srcs[0])}, RoundMode::{i.op}, "
-                            f"static_cast<uint32_t>(keys));")
-                post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<T>();",
-                         f"DataCopy({i.arg}[{self.slot_off(i.arg)} + p0 * keys], {q}T, "
-                         f"static_cast<uint32_t>(k * keys));", f"{q}.FreeTensor({q}T);"]
-            elif k == "st_stat8":
-                q = self.stat_que[i.arg]
-                pre.append(f"LocalTensor<float> {q}T = {q}.template AllocTensor<float>();")
-                body.append(f"Duplicate({q}T[i * 8], st_{i.srcs[0]}, 8);")
-                post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<float>();",
-                         f"DataCopy(gm_{i.arg}[(x.t * N1_ + x.h0 + p0) * 8], {q}T, static_cast<uint32_t>(k * 8));",
-                         f"{q}.FreeTensor({q}T);"]
-            else:
-                raise SpecError(f"{self.spec.name}: no item-scope C++ for {k}")
+            marks = (len(pre), len(body), len(post))
+            self._item_instr(i, n, pre, body, post)
+            at = spec_comment(i.loc)
+            for lst, m in zip((pre, body, post), marks):
+                lst[m:] = [ln + at for ln in lst[m:]]
         pre.append("Fence<HardEvent::MTE2_V>();")
         return pre, body, post
+
+    def _item_instr(self, i, n: str, pre: list, body: list, post: list) -> None:
+        """Append the C++ statements of item-scope vector instruction i to the pass prologue, the per-row body and
+        the pass epilogue."""
+        p = self.p
+        k = i.kind
+        if k == "ld_tile":
+            j = p.regs[i.dst][1]
+            pre.append(f"DataCopy(Reg({j}), {i.arg}[{self.slot_off(i.arg)} + p0 * keys], "
+                       f"static_cast<uint32_t>(k * keys));")
+        elif k == "mask":
+            if p.regs[i.dst] != p.regs[i.srcs[0]]:
+                body.append(f"Adds({self.reg(i.dst)}, {self.reg(i.srcs[0])}, 0.0f, {n});")
+            body.append(f"MaskFuture({self.reg(i.dst)}, keys, x, c, {self.scalar(i.arg)});")
+        elif k in ("muls", "adds"):
+            op = "Muls" if k == "muls" else "Adds"
+            body.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.scalar(i.arg)}, {n});")
+        elif k == "exp":
+            body.append(f"Exp({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {n});")
+        elif k in ("vmul", "vsub", "vadd"):
+            op = {"vmul": "Mul", "vsub": "Sub", "vadd": "Add"}[k]
+            body.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.reg(i.srcs[1])}, {n});")
+        elif k == "rmax":
+            body.append(f"const float st_{i.dst} = RowMax({self.reg(i.srcs[0])}, keys);")
+        elif k == "rsum":
+            body.append(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, keys);")
+        elif k == "st_tile":
+            q = self.tile_que[i.arg]
+            pre.append(f"LocalTensor<T> {q}T = {q}.template AllocTensor<T>();")
+            body.append(f"Cast({q}T[i * keys], {self.reg(i.srcs[0])}, RoundMode::{i.op}, "
+                        f"static_cast<uint32_t>(keys));")
+            post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<T>();",
+                     f"DataCopy({i.arg}[{self.slot_off(i.arg)} + p0 * keys], {q}T, "
+                     f"static_cast<uint32_t>(k * keys));", f"{q}.FreeTensor({q}T);"]
+        elif k == "st_stat8":
+            q = self.stat_que[i.arg]
+            pre.append(f"LocalTensor<float> {q}T = {q}.template AllocTensor<float>();")
+            body.append(f"Duplicate({q}T[i * 8], st_{i.srcs[0]}, 8);")
+            post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<float>();",
+                     f"DataCopy(gm_{i.arg}[(x.t * N1_ + x.h0 + p0) * 8], {q}T, static_cast<uint32_t>(k * 8));",
+                     f"{q}.FreeTensor({q}T);"]
+        else:
+            raise SpecError(f"{self.spec.name}: no item-scope C++ for {k}")
 
     # ---------------------------------------------------------------- post
     def post_ranges(self) -> tuple[list, list]:

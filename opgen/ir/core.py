@@ -59,7 +59,7 @@ class Node:
     inputs: tuple[str, ...]
     result: Value
     attrs: tuple[tuple[str, Any], ...] = ()
-    loc: str = field(default="", compare=False, hash=False)  # spec file:line that built it; not printed
+    loc: str = field(default="", compare=False, hash=False)  # spec file:line that built it (print_graph locs=True)
 
     def attr(self, name: str, default=None):
         """Value of attribute `name`, or `default`."""

@@ -1,4 +1,5 @@
-"""Parser of the canonical IR text (`opgen.ir.printer`). `parse_graph(print_graph(g)) == g`."""
+"""Parser of the canonical IR text (`opgen.ir.printer`). `parse_graph(print_graph(g)) == g`; the node locations of
+`print_graph(g, locs=True)` are read back too."""
 
 from __future__ import annotations
 
@@ -174,6 +175,23 @@ def _attr_value(t, kind):
     raise IRError(f"line {t.peek()[2]}: unknown attribute kind {kind}")
 
 
+def _loc(t) -> str:
+    """An optional node location suffix `loc("file.py":28)` / `loc("text")` (opgen.ir.printer.format_loc): the
+    location string, "" when there is none."""
+    if not (t.peek()[0] == "id" and t.peek()[1] == "loc" and t.peek(1)[1] == "("):
+        return ""
+    t.next()
+    t.next()
+    text = json.loads(t.expect(kind="str"))
+    if t.accept(":"):
+        k, v, line = t.next()
+        if k != "num" or not v.isdigit():
+            raise IRError(f"line {line}: expected a line number in loc(...), got {v!r}")
+        text = f"{text}:{v}"
+    t.expect(")")
+    return text
+
+
 def parse_graph(text: str) -> Graph:
     """Parse the canonical text of one graph.
 
@@ -253,7 +271,7 @@ def parse_graph(text: str) -> Graph:
                     break
         t.expect(":")
         ty = _type(t)
-        nodes.append(Node(op, tuple(args), Value(rname, ty), tuple(attrs)))
+        nodes.append(Node(op, tuple(args), Value(rname, ty), tuple(attrs), _loc(t)))
     if t.peek()[0] != "eof":
         raise IRError(f"line {t.peek()[2]}: unexpected {t.peek()[1]!r} after the graph")
     return Graph(name, tuple(params), tuple(nodes), tuple(outputs), tuple(constraints))

@@ -6,7 +6,8 @@
       return {pd_x = %v9, pd_gamma = %v12}
     }
 
-Attributes are printed sorted by name; floats with `repr` (round-trips exactly).
+Attributes are printed sorted by name; floats with `repr` (round-trips exactly). With `locs=True` every node
+ends with its spec location, `loc("rms_norm.py":28)`; the parser restores it.
 """
 
 from __future__ import annotations
@@ -44,17 +45,32 @@ def format_type(t: TensorType) -> str:
     return f"{t.dtype!r}{shape_str(t.shape)}"
 
 
-def format_node(n: Node) -> str:
-    """Text of one node: `%v = op(%a, %b) {attrs} : type`."""
+def format_loc(loc: str) -> str:
+    """Text of a node's spec location, MLIR-style: `loc("rms_norm.py":28)` (the file part a JSON string, so any
+    file name round-trips; `loc("text")` when the location has no line number). "" for no location."""
+    if not loc:
+        return ""
+    path, sep, line = loc.rpartition(":")
+    if sep and line.isdigit():
+        return f"loc({json.dumps(path)}:{line})"
+    return f"loc({json.dumps(loc)})"
+
+
+def format_node(n: Node, locs: bool = False) -> str:
+    """Text of one node: `%v = op(%a, %b) {attrs} : type`, with locs=True followed by its spec location
+    (` loc("file.py":28)`) when it has one."""
     args = ", ".join("%" + i for i in n.inputs)
     attrs = ""
     if n.attrs:
         attrs = " {" + ", ".join(f"{k} = {format_value(v)}" for k, v in n.attrs) + "}"
-    return f"%{n.result.name} = {n.op}({args}){attrs} : {format_type(n.result.type)}"
+    where = f" {format_loc(n.loc)}" if locs and n.loc else ""
+    return f"%{n.result.name} = {n.op}({args}){attrs} : {format_type(n.result.type)}{where}"
 
 
-def print_graph(g: Graph) -> str:
-    """The canonical text of `g` (ends with a newline)."""
+def print_graph(g: Graph, locs: bool = False) -> str:
+    """The canonical text of `g` (ends with a newline). locs=True adds each node's spec location (`format_loc`;
+    what `opgen graph` and `opgen interpret --print-ir` show); the default text has none, so graphs traced from
+    different spec files compare equal."""
     params = ", ".join(
         f"%{p.value.name}: {format_type(p.value.type)}" + (" attr" if p.kind == "attr" else "") for p in g.params
     )
@@ -62,7 +78,7 @@ def print_graph(g: Graph) -> str:
     if g.constraints:
         where = " where [" + ", ".join(str(c) for c in g.constraints) + "]"
     lines = [f"graph {g.name}({params}){where} {{"]
-    lines += ["  " + format_node(n) for n in g.nodes]
+    lines += ["  " + format_node(n, locs) for n in g.nodes]
     outs = ", ".join(f"{k} = %{v}" for k, v in g.outputs)
     lines.append(f"  return {{{outs}}}")
     lines.append("}")

@@ -250,7 +250,7 @@ class AttentionFamily(Family):
         return emit_nsa_kernel(spec, lowered, self.counts(lowered), tiling)
 
     def program_text(self, lowered, key) -> str:
-        """The NsaProgram of `key` as canonical text."""
+        """The NsaProgram of `key` as canonical text, each matmul and vector instruction with its spec location."""
         from opgen.kernel.nsa import print_program
 
-        return print_program(lowered.programs[key])
+        return print_program(lowered.programs[key], locs=True)

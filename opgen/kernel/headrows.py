@@ -39,6 +39,7 @@ count form; count-form vector instructions).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import re
@@ -50,6 +51,7 @@ from opgen.errors import IRError
 from opgen.ir.core import Graph
 from opgen.ir.dims import Bounds, DimExpr, Lit, as_dim
 from opgen.ir.dtypes import dtype_name
+from opgen.ir.locs import at_suffix, stamp
 from opgen.kernel import rowprog
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
@@ -598,9 +600,11 @@ class _PartEmit:
 
     # ---------------------------------------------------------------- roots
     def root(self, f: _Fragment, slots: dict) -> None:
-        """The instructions of fragment f: its value, then the store / stat store / accumulate."""
+        """The instructions of fragment f: its value, then the store / stat store / accumulate (at the spec line of
+        the node producing the output)."""
         emit = self.p.instrs.append
         name = self.value(f.src, f.lo)
+        start = len(self.p.instrs)
         if f.kind == "store":
             emit(Instr("store", "", (self.operand(name),), arg=ROUND_MODES[f.round], gm=slots[("out", f.root, f.lo)],
                        space="row"))
@@ -612,6 +616,8 @@ class _PartEmit:
             emit(Instr("sstore", "", (src,), arg=ROUND_MODES[f.round], gm=slots[("out", f.root, f.lo)], space="stat"))
         else:
             emit(Instr("acc", slots[("out", f.root, None)], (self.operand(name),), space="col"))
+        n = self.low.prod.get(self.low.out_vals[f.root])
+        stamp(self.p.instrs, start, n.loc if n is not None else "")
 
     # ---------------------------------------------------------------- values
     def value(self, v: str, k) -> str:
@@ -620,9 +626,12 @@ class _PartEmit:
         if key not in self.memo:
             sp, ax = self.low.kind(v)
             if v in self.low.params:
-                self.memo[key] = self.leaf(v, k, sp)
+                self.memo[key] = self.leaf(v, k, sp)   # a load: stamped by the cast / view (or user) asking for it
             else:
-                self.memo[key] = self.node(self.low.prod[v], v, sp, ax, k)
+                n = self.low.prod[v]
+                start = len(self.p.instrs)
+                self.memo[key] = self.node(n, v, sp, ax, k)
+                stamp(self.p.instrs, start, n.loc)   # operands lowered inside node() were stamped by their own
         return self.memo[key]
 
     def leaf(self, v: str, k, sp: str) -> str:
@@ -846,11 +855,8 @@ def _canonical_scalars(p: RowProgram) -> None:
     for i in p.instrs:
         if i.space == "stat" and i.dst and i.dst not in where:
             where[i.dst] = f"s{len(where)}"
-    out = []
-    for i in p.instrs:
-        out.append(Instr(i.kind, where.get(i.dst, i.dst), tuple(where.get(x, x) for x in i.srcs), i.op,
-                         rowprog._rename(i.arg, where), i.gm, i.space, i.level, i.phases))
-    p.instrs = out
+    p.instrs = [dataclasses.replace(i, dst=where.get(i.dst, i.dst), srcs=tuple(where.get(x, x) for x in i.srcs),
+                                    arg=rowprog._rename(i.arg, where)) for i in p.instrs]
 
 
 def rename_slots(part: HeadPart, mapping: dict) -> HeadPart:
@@ -870,8 +876,8 @@ def rename_slots(part: HeadPart, mapping: dict) -> HeadPart:
         q = RowProgram(p.name, p.layout, row_temps=p.row_temps, levels=p.levels)
         q.gm = sorted((GmTensor(ren(t.name), t.role, t.space, t.dtype) for t in p.gm), key=lambda t: _slot_key(t.name))
         q.consts = sorted((ren(c) for c in p.consts), key=_slot_key)
-        q.instrs = [Instr(i.kind, ren(i.dst), tuple(ren(x) for x in i.srcs), i.op, i.arg, ren(i.gm) if i.gm else "",
-                          i.space, i.level, i.phases) for i in p.instrs]
+        q.instrs = [dataclasses.replace(i, dst=ren(i.dst), srcs=tuple(ren(x) for x in i.srcs),
+                                        gm=ren(i.gm) if i.gm else "") for i in p.instrs]
         rowprog.verify_program(q)
         out.cases.append(HeadCase(case.truth, q))
     return out
@@ -920,9 +926,9 @@ def _expr(e) -> str:
     return "-" if e is None else str(e)
 
 
-def part_text(part: HeadPart, names: bool = True) -> str:
+def part_text(part: HeadPart, names: bool = True, locs: bool = False) -> str:
     """Canonical text of one part. names=False leaves out tensor names and addressing (what `body_text`
-    compares)."""
+    compares); locs=True ends each instruction with its spec location (`  @ file.py:line`)."""
     lines = [f"part {part.own[0] if names else '_'} [rows s < {part.seq if names else 'S'}] {{"]
     for m in part.maps:
         where = f" {m.tensor} {m.layout} extent {_expr(m.extent)} offset {_expr(m.offset)}" if names else ""
@@ -937,7 +943,7 @@ def part_text(part: HeadPart, names: bool = True) -> str:
         lines.append(f"  case {_truth_text([f'c{j}' for j in range(len(part.conds))], case.truth)} "
                      f"(row temps {case.prog.row_temps}) {{")
         for i in case.prog.instrs:
-            lines.append(f"    [{i.space}] {rowprog._instr_text(i)}")
+            lines.append(f"    [{i.space}] {rowprog._instr_text(i)}{at_suffix(i.loc) if locs else ''}")
         lines.append("  }")
     lines.append("}")
     return "\n".join(lines)
@@ -949,14 +955,15 @@ def body_text(part: HeadPart) -> str:
     return part_text(part, names=False)
 
 
-def print_head_program(hp: HeadProgram) -> str:
-    """Canonical text of a head program (ends with a newline)."""
+def print_head_program(hp: HeadProgram, locs: bool = False) -> str:
+    """Canonical text of a head program (ends with a newline); locs=True: with each instruction's spec location
+    (`opgen graph --stage kernel`)."""
     lines = [f"headprogram {hp.name} {{"]
     if hp.attrs:
         lines.append(f"  attrs {', '.join(hp.attrs)}")
     if hp.zero_outputs:
         lines.append(f"  zero {', '.join(hp.zero_outputs)}")
     for part in hp.parts:
-        lines += ["  " + ln for ln in part_text(part).splitlines()]
+        lines += ["  " + ln for ln in part_text(part, locs=locs).splitlines()]
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -42,11 +42,12 @@ kernel`). Reference facts: reference/ascendc.md §1.10 (cube path, fractal layou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph
 from opgen.ir.dtypes import dtype_name
+from opgen.ir.locs import at_suffix, stamp
 from opgen.kernel.rowprog import ROUND_MODES
 
 FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
@@ -83,6 +84,7 @@ class CubeOp:
     phase: int
     dest: str = ""
     target: str = ""
+    loc: str = field(default="", compare=False)   # spec file:line of the matmul
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,8 @@ class VInstr:
     rmax/rsum stat dst <- max / sum of srcs[0] over the row          (Max tree / ReduceSum)
     st_tile   workspace tile `arg` (T) <- srcs[0] cast with round mode `op` (CAST_ROUND ...)
     st_stat8  GM output `arg` [T1, N1, 8] <- stat srcs[0], 8 copies
-    `space`: row | head | stat; `scope`: "unit" (once per unit: depends on no key row) or "item"."""
+    `space`: row | head | stat; `scope`: "unit" (once per unit: depends on no key row) or "item"; `loc`: the spec
+    line of the value it computes (a load: of the cast / view / matmul that made the value it loads)."""
 
     kind: str
     dst: str = ""
@@ -111,6 +114,7 @@ class VInstr:
     op: str = ""
     space: str = "row"
     scope: str = "item"
+    loc: str = field(default="", compare=False)   # spec file:line of the tensor-IR value it was lowered from
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,7 @@ class _Lowering:
         self.out_of = {v: k for k, v in g.outputs}
         self.heads_loaded: set[str] = set()
         self.aliases: dict[str, str] = {}
+        self.prod = g.producers()
 
     def key(self, v: str) -> str:
         """shape_key of value v."""
@@ -218,17 +223,28 @@ class _Lowering:
             else:
                 self.kind[v.name] = ("gm", v.name, self.key(v.name))
         for n in self.g.nodes:
+            nv, nc = len(self.p.vector), len(self.p.cube)
             self.node(n)
+            stamp(self.p.vector, nv, n.loc)
+            stamp(self.p.cube, nc, n.loc)
         for out, v in self.g.outputs:
+            nv = len(self.p.vector)
             self.output(out, v)
+            stamp(self.p.vector, nv, self.loc_of(v))   # a stat store: the line producing the output
         self.finish()
         verify_program(self.p)
         return self.p
 
     # ---------------------------------------------------------------- vector helpers
-    def emit(self, kind, dst="", srcs=(), arg="", op="", space="row"):
-        """Append a vector instruction (sources resolved through reshapes)."""
-        self.p.vector.append(VInstr(kind, dst, tuple(self.res(x) for x in srcs), arg, op, space))
+    def emit(self, kind, dst="", srcs=(), arg="", op="", space="row", loc=""):
+        """Append a vector instruction (sources resolved through reshapes); `loc`: its spec line when it is not the
+        node's being lowered (a load of another value)."""
+        self.p.vector.append(VInstr(kind, dst, tuple(self.res(x) for x in srcs), arg, op, space, loc=loc))
+
+    def loc_of(self, v: str) -> str:
+        """The spec line of the node defining value v ("" for a parameter)."""
+        n = self.prod.get(v)
+        return n.loc if n is not None else ""
 
     def as_vec(self, v: str) -> tuple:
         """Kind of v as a vector operand: a cube result read by the vector stage becomes a tile load."""
@@ -241,20 +257,20 @@ class _Lowering:
             tile = f"ws_{v}"
             self.set_dest(op, "tile", tile)
             self.p.tiles[tile] = "f32"
-            self.emit("ld_tile", v, arg=tile)
+            self.emit("ld_tile", v, arg=tile, loc=self.loc_of(v))
             self.kind[v] = ("row",)
             return ("row",)
         if k[0] == "gm" and k[2] in ("tngd", "tngv"):
             if v not in self.heads_loaded:   # the GM view stays a cube operand too (dO of dP = dO Vᵀ)
                 self.heads_loaded.add(v)
-                self.emit("ld_head", v, arg=k[1], space="head")
+                self.emit("ld_head", v, arg=k[1], space="head", loc=self.loc_of(v))
             return ("head",)
         return k
 
     def set_dest(self, op: CubeOp, dest: str, target: str):
         """Record where matmul `op`'s result goes (CubeOp is frozen: replaced in the program and the kinds)."""
         i = self.p.cube.index(op)
-        new = CubeOp(op.value, op.form, op.a, op.b, op.m, op.n, op.k, op.phase, dest, target)
+        new = replace(self.p.cube[i], dest=dest, target=target)
         self.p.cube[i] = new
         for v, k in self.kind.items():
             if k[0] in ("cube", "cubeout") and k[1] is op:
@@ -433,7 +449,7 @@ class _Lowering:
         if a.kind == "gather" or (form != "TN" and b.kind == "heads") or (form == "TN" and b.kind != "heads"):
             raise self.err(n, f"operand layout {a.kind} x {b.kind} ({form}) is not a cube form of the kernel")
         phase = 2 if "tile" in (a.kind, b.kind) else 1
-        op = CubeOp(r, form, a, b, m, n_, k_a, phase)
+        op = CubeOp(r, form, a, b, m, n_, k_a, phase, loc=n.loc)
         self.p.cube.append(op)
         self.kind[r] = ("cube", op)
 
@@ -473,7 +489,7 @@ class _Lowering:
     def stat_of(self, v, k) -> str:
         """C++ text of scalar operand v; a stats column read from GM gets its ld_stat here."""
         if k[0] == "gmstat":
-            self.emit("ld_stat", v, arg=k[1], space="stat")
+            self.emit("ld_stat", v, arg=k[1], space="stat", loc=self.loc_of(v))
             self.kind[v] = ("stat",)
             return f"st_{v}"
         return self.scalar_of(v)
@@ -567,7 +583,7 @@ class _Lowering:
                                                           and i.kind != "st_stat8")
             if is_unit:
                 unit.add(i.dst)
-            out.append(VInstr(i.kind, i.dst, i.srcs, i.arg, i.op, i.space, "unit" if is_unit else "item"))
+            out.append(replace(i, scope="unit" if is_unit else "item"))
         p.vector = out
         p.stats = [i.dst for i in p.vector if i.scope == "unit" and i.space == "stat"]
         self.assign_registers()
@@ -681,8 +697,9 @@ def verify_program(p: NsaProgram) -> None:
             raise IRError(f"NSA program {p.name}: post op of {po.output} without a workspace producer")
 
 
-def print_program(p: NsaProgram) -> str:
-    """Canonical text of an NSA program (`opgen graph --stage kernel`)."""
+def print_program(p: NsaProgram, locs: bool = False) -> str:
+    """Canonical text of an NSA program; locs=True ends each matmul and vector instruction with its spec location
+    (`  @ file.py:line`, `opgen graph --stage kernel`), the default text (what comparisons use) has none."""
     lines = [f"nsa_kernel {p.name} KERNEL_TYPE_MIX_AIC_1_2 {{",
              f"  item {'unit (whole key rows)' if p.full_rows else 'unit x key chunk'}"
              f"{', causal' if p.causal else ''}",
@@ -693,7 +710,7 @@ def print_program(p: NsaProgram) -> str:
         lines.append(f"  cube phase {ph} {{")
         for c in p.phase(ph):
             lines.append(f"    %{c.value} = mmad.{c.form}({c.a.kind}:{c.a.tensor}, {c.b.kind}:{c.b.tensor}) "
-                         f"[{c.m} x {c.n} x {c.k}] -> {c.dest}:{c.target}")
+                         f"[{c.m} x {c.n} x {c.k}] -> {c.dest}:{c.target}{at_suffix(c.loc) if locs else ''}")
         lines.append("  }")
         if ph == 1:
             lines.append("  flag cube->vector")
@@ -703,7 +720,8 @@ def print_program(p: NsaProgram) -> str:
                 rtxt = f" @{reg[0]}{reg[1]}" if reg else ""
                 extra = " ".join(x for x in (i.arg, i.op) if x)
                 srcs = ", ".join(f"%{s}" for s in i.srcs)
-                lines.append(f"    [{i.scope}] %{i.dst}{rtxt} = {i.kind}({srcs}){' ' + extra if extra else ''}")
+                lines.append(f"    [{i.scope}] %{i.dst}{rtxt} = {i.kind}({srcs}){' ' + extra if extra else ''}"
+                             f"{at_suffix(i.loc) if locs else ''}")
             lines.append("  }")
             lines.append("  flag vector->cube")
     for po in p.post:

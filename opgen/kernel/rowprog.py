@@ -16,15 +16,18 @@ Reference facts: reference/ascendc.md §1.5 (TQue/TBuf), §1.9 (count-form vecto
 operands, Cast round modes); reference/ada_layer_norm.md §1.2-§1.3 (fp32 inside).
 `verify_program` checks def-before-use, the temporaries' range and the GM operands named;
 `print_program` is the canonical text (`opgen graph --stage kernel`): per instruction its space, level
-and the COL_SPLIT phases that run it (P<level> = the exchange of that level's row reductions, F = final).
+and the COL_SPLIT phases that run it (P<level> = the exchange of that level's row reductions, F = final), and
+with locs=True the spec line it was lowered from (`Instr.loc`, kept by every pass here: copies of instructions
+are made with dataclasses.replace; opgen.ir.locs).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from opgen.errors import IRError
 from opgen.ir.dtypes import dtype_name
+from opgen.ir.locs import at_suffix
 
 SPACES = ("row", "stat", "brow", "col", "scalar")
 VECTOR_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Max", "minimum": "Min"}
@@ -86,6 +89,9 @@ class Instr:
     acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel)
     store       GM row tensor `gm` <- srcs[0] cast to its dtype with round mode arg
     sstore      GM stat tensor `gm` <- scalar srcs[0] cast with round mode arg
+
+    `loc` ("file.py:28", not compared) is the spec line of the tensor-IR node it was lowered from: a load's is the
+    cast / view that made the loaded value, a store's the node producing the output.
     """
 
     kind: str
@@ -97,6 +103,7 @@ class Instr:
     space: str = "row"
     level: int = 0
     phases: tuple = ()   # COL_SPLIT phases that execute it: row-sum levels it feeds, and -1 (the final phase)
+    loc: str = field(default="", compare=False)   # spec file:line of the tensor-IR value it was lowered from
 
 
 @dataclass
@@ -255,7 +262,7 @@ def _assign_levels(p: RowProgram) -> None:
             level[i.dst] = lv + 1
         elif i.dst:
             level[i.dst] = lv
-        out.append(Instr(i.kind, i.dst, i.srcs, i.op, i.arg, i.gm, i.space, lv))
+        out.append(replace(i, level=lv, phases=()))
     p.instrs = out
     p.levels = len({i.level for i in out if i.kind in ROW_REDUCE})
 
@@ -289,8 +296,7 @@ def _assign_phases(p: RowProgram) -> None:
             if i.kind in ROW_REDUCE and (phase == -1 or i.level < phase):
                 continue   # read back as a total
             stack += [defs[x] for x in _names_in(i) if x in defs]
-    p.instrs = [Instr(i.kind, i.dst, i.srcs, i.op, i.arg, i.gm, i.space, i.level, tuple(sorted(member[k])))
-                for k, i in enumerate(instrs)]
+    p.instrs = [replace(i, phases=tuple(sorted(member[k]))) for k, i in enumerate(instrs)]
 
 
 def _allocate(p: RowProgram) -> None:
@@ -324,7 +330,7 @@ def _allocate(p: RowProgram) -> None:
             bufs = p.brow if i.space == "brow" else p.col
             if i.dst not in bufs:
                 bufs.append(i.dst)
-        out.append(Instr(i.kind, dst, srcs, i.op, i.arg, i.gm, i.space, i.level, i.phases))
+        out.append(replace(i, dst=dst, srcs=srcs))
         for x in _names_in(i):
             b = where.get(x)
             if b and last.get(x) == k and holder.get(b) == x:
@@ -362,8 +368,10 @@ def verify_program(p: RowProgram) -> None:
             raise IRError(f"row program {p.name}: accumulator {a} is never accumulated")
 
 
-def print_program(p: RowProgram) -> str:
-    """Canonical text of a row program (ends with a newline)."""
+def print_program(p: RowProgram, locs: bool = False) -> str:
+    """Canonical text of a row program (ends with a newline). locs=True ends each instruction with the spec
+    location it was lowered from (`  @ rms_norm.py:28`, what `opgen graph --stage kernel` shows); the default text
+    has none (what comparisons of programs use)."""
     lines = [f"rowprogram {p.name} (row temps {p.row_temps}, levels {p.levels}) {{"]
     if hasattr(p.layout, "text"):
         lines.append(f"  {p.layout.text()}")
@@ -381,7 +389,7 @@ def print_program(p: RowProgram) -> str:
     for i in p.instrs:
         body = _instr_text(i)
         ph = ",".join("F" if x == -1 else f"P{x}" for x in i.phases)
-        lines.append(f"  [{i.space} L{i.level}{' ' + ph if ph else ''}] {body}")
+        lines.append(f"  [{i.space} L{i.level}{' ' + ph if ph else ''}] {body}{at_suffix(i.loc) if locs else ''}")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -16,10 +16,13 @@ ReduceSum / ReduceMax), §1.7 (DataCopyPad); the spaces and views: opgen.kernel.
 
 from __future__ import annotations
 
+import dataclasses
+
 from opgen.errors import IRError
 from opgen.ir.core import Graph
 from opgen.ir.dims import Lit, as_dim
 from opgen.ir.dtypes import DType, dtype_name
+from opgen.ir.locs import stamp
 from opgen.kernel import rowprog
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, Unsupported, analyse, keys_of, store_view,
                                     view_of)
@@ -84,9 +87,14 @@ class _Lowering:
             r = n.result.name
             if self.ch.is_load(r) or r in self.ch.store_only:
                 continue
+            start = len(self.p.instrs)
             self.node(n)
+            stamp(self.p.instrs, start, n.loc)   # what this node's lowering appended (loads keep their own line)
         for name, v in self.g.outputs:
+            start = len(self.p.instrs)
             self.output(name, v)
+            n = self.prod.get(v)
+            stamp(self.p.instrs, start, n.loc if n is not None else "")   # stores: the line producing the output
         p = self.p
         order = {n: k for k, n in enumerate([pr.value.name for pr in self.g.params] + [o for o, _ in self.g.outputs])}
         p.gm.sort(key=lambda t: (t.role != "in", order.get(t.gm, len(order)), t.name))
@@ -162,6 +170,14 @@ class _Lowering:
                 self.alias[x] = self.loaded[same]
             return self.loaded[x]
         self.by_view[(root, view, sp)] = x
+        start = len(self.p.instrs)
+        got = self._load_new(x, root, view, sp, dt)
+        n = self.prod.get(x)   # the cast / view that made the load-chain value (none for a bare input: its user's)
+        stamp(self.p.instrs, start, n.loc if n is not None else "")
+        return got
+
+    def _load_new(self, x: str, root: str, view, sp: str, dt: str) -> str:
+        """Append the load of load-chain value x (first read of `view` of input `root` in space sp)."""
         name = self._gm_name(root)
         self.p.gm.append(GmTensor(name, "in", sp, dt, view, root))
         self.space[x] = sp
@@ -352,8 +368,8 @@ def _canonical_names(p: RowProgram) -> None:
         where[d] = f"{'bcs'[list(n).index(sp)]}{n[sp]}"
         n[sp] += 1
     ren = lambda x: where.get(x, x)  # noqa: E731
-    p.instrs = [Instr(i.kind, ren(i.dst), tuple(ren(x) for x in i.srcs), i.op, rowprog._rename(i.arg, where), i.gm,
-                      i.space, i.level, i.phases) for i in p.instrs]
+    p.instrs = [dataclasses.replace(i, dst=ren(i.dst), srcs=tuple(ren(x) for x in i.srcs),
+                                    arg=rowprog._rename(i.arg, where)) for i in p.instrs]
     p.brow = [ren(x) for x in p.brow]
     p.col = [ren(x) for x in p.col]
     p.accs = {ren(k): v for k, v in p.accs.items()}
@@ -482,12 +498,12 @@ class RowsFamily(Family):
         return render_kernel(spec, lowered.extra["variants"], lowered.extra["dims"], tiling.doc, spec_path(spec))
 
     def program_text(self, lowered, key) -> str:
-        """The lowered program of `key` as canonical text."""
+        """The lowered program of `key` as canonical text, each instruction with its spec location."""
         if self._parts(lowered.layout):
             from opgen.kernel.headrows import print_head_program
 
-            return print_head_program(lowered.programs[key])
-        return rowprog.print_program(lowered.programs[key])
+            return print_head_program(lowered.programs[key], locs=True)
+        return rowprog.print_program(lowered.programs[key], locs=True)
 
 
 def common_layout(spec, lays: dict, graphs: dict) -> RowLayout:
@@ -555,6 +571,7 @@ def variants_of(spec, lowered) -> list:
                 raise Unsupported(prog.gm[0].name if prog.gm else spec.name, "",
                                   f"the shape forms of the specialisation {spec.key_text(key)} lower to different "
                                   f"kernels (the kernel cannot tell them apart at run time)")
+            by_text[text].also.append(prog)   # another shape form: its spec lines are cited too
             continue
         served[(ak, cond)] = text
         if text not in by_text:
@@ -564,6 +581,8 @@ def variants_of(spec, lowered) -> list:
             v = Variant(f"{spec.name}Kernel{len(out)}", doc or "all inputs", prog)
             by_text[text] = v
             out.append(v)
+        elif prog is not by_text[text].prog:
+            by_text[text].also.append(prog)   # its spec lines are cited beside the first program's
         by_text[text].serves.append((ak, cond))
     return out
 

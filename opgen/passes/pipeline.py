@@ -15,7 +15,7 @@ on a `Unit` (the spec, its fused specialisations and what the stages produced):
 
 Instruments observe every pass (`Instrument`: before/after hooks): `VerifyInstrument` runs the level's verifier
 after each pass (the IR verifier on tensor graphs, the family's checks on kernel stages), `DumpInstrument`
-prints the canonical text right after named passes (`--dump-after`), `TimingInstrument` adds up the seconds of
+prints the canonical text right after named passes (`--dump-after`; with the spec locations, as `opgen graph`), `TimingInstrument` adds up the seconds of
 each pass (`--time-passes`). `run(g, ...)` runs the tensor passes on one Graph; `compile_unit(spec, ...)` runs
 the whole list for a spec; `kernel_build(spec)` is the memoised full build the emitters share.
 """
@@ -157,7 +157,7 @@ class DumpInstrument(Instrument):
         out = self.out or sys.stdout
         if isinstance(ir, nx.DiGraph):
             try:
-                out.write(print_graph(from_nx(ir)))
+                out.write(print_graph(from_nx(ir), locs=True))
             except IRError as e:
                 raise IRError(f"after pass {name}: {e}") from None
             if "plan" in ir.graph:

@@ -118,8 +118,10 @@ private:
         if (curBatch_ >= 0) {
             FlushRow();
         }
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[3], RoundMode::CAST_NONE, n_);
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[2], RoundMode::CAST_NONE, n_);
+        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[3], RoundMode::CAST_NONE,
+                        n_);  // spec: ada_layer_norm_grad.py:77
+        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[2], RoundMode::CAST_NONE,
+                        n_);      // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
         SyncAll();
         const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
@@ -127,9 +129,9 @@ private:
             r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);
+            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);
+            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
@@ -140,9 +142,11 @@ private:
                 lastBatch = b;
                 const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT, rn);
+                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                            rn);  // spec: ada_layer_norm_grad.py:71
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT, rn);
+                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                            rn);  // spec: ada_layer_norm_grad.py:72
             }
         }
     }
@@ -154,7 +158,7 @@ private:
             DataCopyPad(t, gm_dy[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
             rowInQue_dy.EnQue(t);
         }
         {
@@ -162,19 +166,19 @@ private:
             DataCopyPad(t, gm_x[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
             rowInQue_x.EnQue(t);
         }
         {
             LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
             DataCopyPad(t, gm_rstd[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
             statInQue_rstd.EnQue(t);
         }
         {
             LocalTensor<float> t = statInQue_mean.template AllocTensor<float>();
             DataCopyPad(t, gm_mean[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
             statInQue_mean.EnQue(t);
         }
     }
@@ -201,51 +205,51 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            const float s_mean = statIn_mean.GetValue(i);
-            const float s_rstd = statIn_rstd.GetValue(i);
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+            const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
             PipeBarrier<PIPE_V>();
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
-            Add(brow_[2], brow_[2], w_[1], n_);
+            Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[1], brow_[1], n_);
+            Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
-            Add(colv_[2], colv_[2], w_[2], n_);
+            Add(colv_[2], colv_[2], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
             PipeBarrier<PIPE_V>();
-            Mul(w_[3], w_[2], colv_[0], n_);
+            Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[2], w_[0], n_);
+            Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
             PipeBarrier<PIPE_V>();
-            Add(colv_[3], colv_[3], w_[2], n_);
+            Add(colv_[3], colv_[3], w_[2], n_);  // spec: ada_layer_norm_grad.py:77
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[3], n_);
-            Mul(w_[2], w_[3], w_[0], n_);
+            const float s0 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[3], w_[0], n_);        // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[2], n_);
-            Mul(w_[2], w_[0], colv_[0], n_);
+            const float s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[0], colv_[0], n_);     // spec: ada_layer_norm_grad.py:70
             PipeBarrier<PIPE_V>();
-            Add(w_[2], w_[2], colv_[1], n_);
+            Add(w_[2], w_[2], colv_[1], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[2], n_);
+            Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], n_);
+            Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            const float s2 = s0 / static_cast<float>(hidden_);
-            Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);
+            const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+            Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s3 = s1 / static_cast<float>(hidden_);
-            Muls(w_[0], w_[0], static_cast<float>(s3), n_);
+            const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+            Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Sub(w_[3], w_[3], w_[0], n_);
+            Sub(w_[3], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);
+            Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);
+            CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
             PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
@@ -259,9 +263,10 @@ private:
     {
         {
             LocalTensor<T> t = rowOutQue_pd_x.template DeQue<T>();
-            DataCopyPad(gm_pd_x[r0 * hidden_], t,
-                        DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
-                                          GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));
+            DataCopyPad(
+                gm_pd_x[r0 * hidden_], t,
+                DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
+                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));  // spec: ada_layer_norm_grad.py:27
             rowOutQue_pd_x.FreeTensor(t);
         }
     }
@@ -270,14 +275,16 @@ private:
     {
         const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;
         if (whole) {
-            StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT, n_);
-            StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT, n_);
+            StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
+                        n_);  // spec: ada_layer_norm_grad.py:71
+            StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
+                        n_);  // spec: ada_layer_norm_grad.py:72
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
-                            RoundMode::CAST_NONE, n_);
+                            RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
-                            RoundMode::CAST_NONE, n_);
+                            RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
         }
     }
 
@@ -349,22 +356,22 @@ private:
                 DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
                 {
                     LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
                     DataCopyPad(t, gm_rstd[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
                     statInQue_rstd.EnQue(t);
                     statIn_rstd = statInQue_rstd.template DeQue<float>();
                 }
                 {
                     LocalTensor<float> t = statInQue_mean.template AllocTensor<float>();
                     DataCopyPad(t, gm_mean[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
                     statInQue_mean.EnQue(t);
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
@@ -379,24 +386,24 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    const float s_mean = statIn_mean.GetValue(i);
-                    const float s_rstd = statIn_rstd.GetValue(i);
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+                    const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);
+                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[3], w_[2], colv_[0], n_);
+                    Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[3], n_));
-                    Mul(w_[2], w_[3], w_[0], n_);
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[3], n_));  // spec: ada_layer_norm_grad.py:69
+                    Mul(w_[2], w_[3], w_[0], n_);                             // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[2], n_));
+                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[2], n_));  // spec: ada_layer_norm_grad.py:69
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -432,49 +439,50 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    const float s_mean = statIn_mean.GetValue(i);
-                    const float s_rstd = statIn_rstd.GetValue(i);
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+                    const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[2], brow_[2], w_[1], n_);
+                    Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);
+                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[2], colv_[2], w_[2], n_);
+                    Add(colv_[2], colv_[2], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[3], w_[2], colv_[0], n_);
+                    Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[2], w_[0], n_);
+                    Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[3], colv_[3], w_[2], n_);
+                    Add(colv_[3], colv_[3], w_[2], n_);  // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    const float s1 = tots_.GetValue(1 * groupStride_ + i);
-                    Mul(w_[2], w_[0], colv_[0], n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    Mul(w_[2], w_[0], colv_[0], n_);                        // spec: ada_layer_norm_grad.py:70
                     PipeBarrier<PIPE_V>();
-                    Add(w_[2], w_[2], colv_[1], n_);
+                    Add(w_[2], w_[2], colv_[1], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[1], w_[2], n_);
+                    Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);
+                    Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    const float s2 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);
+                    const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                    Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    const float s3 = s1 / static_cast<float>(hidden_);
-                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);
+                    const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Sub(w_[3], w_[3], w_[0], n_);
+                    Sub(w_[3], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);
+                    Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);
+                    CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT,
+                           n_);  // spec: ada_layer_norm_grad.py:27
                     PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_pd_x.EnQue(rowOut_pd_x);
@@ -482,7 +490,8 @@ private:
                     LocalTensor<T> t = rowOutQue_pd_x.template DeQue<T>();
                     DataCopyPad(gm_pd_x[g0 * hidden_ + c0_], t,
                                 DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T),
-                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T), 0));
+                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
+                                                  0));  // spec: ada_layer_norm_grad.py:27
                     rowOutQue_pd_x.FreeTensor(t);
                 }
                 statInQue_rstd.FreeTensor(statIn_rstd);
@@ -491,8 +500,8 @@ private:
             if (curBatch_ >= 0) {
                 FlushCol();
             }
-            StoreRow<U>(gm_pd_gamma[c0_], colv_[3], RoundMode::CAST_RINT, n_);
-            StoreRow<U>(gm_pd_beta[c0_], colv_[2], RoundMode::CAST_RINT, n_);
+            StoreRow<U>(gm_pd_gamma[c0_], colv_[3], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
+            StoreRow<U>(gm_pd_beta[c0_], colv_[2], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
         }
     }
 
@@ -522,8 +531,10 @@ private:
 
     __aicore__ inline void FlushCol()
     {
-        StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT, n_);
-        StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT, n_);
+        StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
+                    n_);  // spec: ada_layer_norm_grad.py:71
+        StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
+                    n_);  // spec: ada_layer_norm_grad.py:72
     }
 
     // ------------------------------------------------------------ shared
@@ -551,27 +562,27 @@ private:
 
     __aicore__ inline void LoadColumns()
     {
-        LoadRow<U>(colv_[0], gm_gamma[c0_], n_);
-        LoadRow<U>(colv_[1], gm_beta[c0_], n_);
-        Duplicate(colv_[3], 0.0f, n_);
+        LoadRow<U>(colv_[0], gm_gamma[c0_], n_);  // spec: ada_layer_norm_grad.py:24
+        LoadRow<U>(colv_[1], gm_beta[c0_], n_);   // spec: ada_layer_norm_grad.py:25
+        Duplicate(colv_[3], 0.0f, n_);            // spec: ada_layer_norm_grad.py:77
         PipeBarrier<PIPE_V>();
-        Duplicate(colv_[2], 0.0f, n_);
+        Duplicate(colv_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
         (void)b;
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
+        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums()
     {
-        Duplicate(brow_[3], 0.0f, n_);
+        Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
         PipeBarrier<PIPE_V>();
-        Duplicate(brow_[2], 0.0f, n_);
+        Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }
 
@@ -716,8 +727,10 @@ private:
         if (curBatch_ >= 0) {
             FlushRow();
         }
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[2], RoundMode::CAST_NONE, n_);
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[1], RoundMode::CAST_NONE, n_);
+        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[2], RoundMode::CAST_NONE,
+                        n_);  // spec: ada_layer_norm_grad.py:77
+        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[1], RoundMode::CAST_NONE,
+                        n_);      // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
         SyncAll();
         const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
@@ -725,9 +738,9 @@ private:
             r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);
+            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);
+            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
@@ -738,9 +751,11 @@ private:
                 lastBatch = b;
                 const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT, rn);
+                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                            rn);  // spec: ada_layer_norm_grad.py:71
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT, rn);
+                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                            rn);  // spec: ada_layer_norm_grad.py:72
             }
         }
     }
@@ -752,7 +767,7 @@ private:
             DataCopyPad(t, gm_dy[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
             rowInQue_dy.EnQue(t);
         }
         {
@@ -760,19 +775,19 @@ private:
             DataCopyPad(t, gm_x[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
             rowInQue_x.EnQue(t);
         }
         {
             LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
             DataCopyPad(t, gm_rstd[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
             statInQue_rstd.EnQue(t);
         }
         {
             LocalTensor<float> t = statInQue_mean.template AllocTensor<float>();
             DataCopyPad(t, gm_mean[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
             statInQue_mean.EnQue(t);
         }
     }
@@ -799,49 +814,49 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            const float s_mean = statIn_mean.GetValue(i);
-            const float s_rstd = statIn_rstd.GetValue(i);
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+            const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
             PipeBarrier<PIPE_V>();
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
-            Add(brow_[2], brow_[2], w_[1], n_);
+            Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[1], brow_[1], n_);
+            Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
-            Add(colv_[1], colv_[1], w_[2], n_);
+            Add(colv_[1], colv_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
             PipeBarrier<PIPE_V>();
-            Mul(w_[3], w_[2], colv_[0], n_);
+            Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[2], w_[0], n_);
+            Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
             PipeBarrier<PIPE_V>();
-            Add(colv_[2], colv_[2], w_[2], n_);
+            Add(colv_[2], colv_[2], w_[2], n_);  // spec: ada_layer_norm_grad.py:77
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[3], n_);
-            Mul(w_[2], w_[3], w_[0], n_);
+            const float s0 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[3], w_[0], n_);        // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[2], n_);
-            Mul(w_[2], w_[0], colv_[0], n_);
+            const float s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[0], colv_[0], n_);     // spec: ada_layer_norm_grad.py:70
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[2], n_);
+            Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], n_);
+            Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            const float s2 = s0 / static_cast<float>(hidden_);
-            Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);
+            const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+            Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s3 = s1 / static_cast<float>(hidden_);
-            Muls(w_[0], w_[0], static_cast<float>(s3), n_);
+            const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+            Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Sub(w_[3], w_[3], w_[0], n_);
+            Sub(w_[3], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);
+            Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);
+            CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
             PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
@@ -855,9 +870,10 @@ private:
     {
         {
             LocalTensor<T> t = rowOutQue_pd_x.template DeQue<T>();
-            DataCopyPad(gm_pd_x[r0 * hidden_], t,
-                        DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
-                                          GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));
+            DataCopyPad(
+                gm_pd_x[r0 * hidden_], t,
+                DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
+                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));  // spec: ada_layer_norm_grad.py:27
             rowOutQue_pd_x.FreeTensor(t);
         }
     }
@@ -866,14 +882,16 @@ private:
     {
         const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;
         if (whole) {
-            StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT, n_);
-            StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT, n_);
+            StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
+                        n_);  // spec: ada_layer_norm_grad.py:71
+            StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
+                        n_);  // spec: ada_layer_norm_grad.py:72
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
-                            RoundMode::CAST_NONE, n_);
+                            RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
-                            RoundMode::CAST_NONE, n_);
+                            RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
         }
     }
 
@@ -945,22 +963,22 @@ private:
                 DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
                 {
                     LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
                     DataCopyPad(t, gm_rstd[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
                     statInQue_rstd.EnQue(t);
                     statIn_rstd = statInQue_rstd.template DeQue<float>();
                 }
                 {
                     LocalTensor<float> t = statInQue_mean.template AllocTensor<float>();
                     DataCopyPad(t, gm_mean[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
                     statInQue_mean.EnQue(t);
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
@@ -975,24 +993,24 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    const float s_mean = statIn_mean.GetValue(i);
-                    const float s_rstd = statIn_rstd.GetValue(i);
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+                    const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);
+                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[3], w_[2], colv_[0], n_);
+                    Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[3], n_));
-                    Mul(w_[2], w_[3], w_[0], n_);
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[3], n_));  // spec: ada_layer_norm_grad.py:69
+                    Mul(w_[2], w_[3], w_[0], n_);                             // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[2], n_));
+                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[2], n_));  // spec: ada_layer_norm_grad.py:69
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1028,47 +1046,48 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    const float s_mean = statIn_mean.GetValue(i);
-                    const float s_rstd = statIn_rstd.GetValue(i);
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+                    const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[2], brow_[2], w_[1], n_);
+                    Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);
+                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[1], colv_[1], w_[2], n_);
+                    Add(colv_[1], colv_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[3], w_[2], colv_[0], n_);
+                    Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[2], w_[0], n_);
+                    Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[2], colv_[2], w_[2], n_);
+                    Add(colv_[2], colv_[2], w_[2], n_);  // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    const float s1 = tots_.GetValue(1 * groupStride_ + i);
-                    Mul(w_[2], w_[0], colv_[0], n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    Mul(w_[2], w_[0], colv_[0], n_);                        // spec: ada_layer_norm_grad.py:70
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[1], w_[2], n_);
+                    Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);
+                    Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    const float s2 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);
+                    const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                    Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    const float s3 = s1 / static_cast<float>(hidden_);
-                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);
+                    const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Sub(w_[3], w_[3], w_[0], n_);
+                    Sub(w_[3], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);
+                    Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);
+                    CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT,
+                           n_);  // spec: ada_layer_norm_grad.py:27
                     PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_pd_x.EnQue(rowOut_pd_x);
@@ -1076,7 +1095,8 @@ private:
                     LocalTensor<T> t = rowOutQue_pd_x.template DeQue<T>();
                     DataCopyPad(gm_pd_x[g0 * hidden_ + c0_], t,
                                 DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T),
-                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T), 0));
+                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
+                                                  0));  // spec: ada_layer_norm_grad.py:27
                     rowOutQue_pd_x.FreeTensor(t);
                 }
                 statInQue_rstd.FreeTensor(statIn_rstd);
@@ -1085,8 +1105,8 @@ private:
             if (curBatch_ >= 0) {
                 FlushCol();
             }
-            StoreRow<U>(gm_pd_gamma[c0_], colv_[2], RoundMode::CAST_RINT, n_);
-            StoreRow<U>(gm_pd_beta[c0_], colv_[1], RoundMode::CAST_RINT, n_);
+            StoreRow<U>(gm_pd_gamma[c0_], colv_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
+            StoreRow<U>(gm_pd_beta[c0_], colv_[1], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
         }
     }
 
@@ -1116,8 +1136,10 @@ private:
 
     __aicore__ inline void FlushCol()
     {
-        StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT, n_);
-        StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT, n_);
+        StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
+                    n_);  // spec: ada_layer_norm_grad.py:71
+        StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
+                    n_);  // spec: ada_layer_norm_grad.py:72
     }
 
     // ------------------------------------------------------------ shared
@@ -1145,26 +1167,26 @@ private:
 
     __aicore__ inline void LoadColumns()
     {
-        LoadRow<U>(colv_[0], gm_gamma[c0_], n_);
-        Duplicate(colv_[2], 0.0f, n_);
+        LoadRow<U>(colv_[0], gm_gamma[c0_], n_);  // spec: ada_layer_norm_grad.py:24
+        Duplicate(colv_[2], 0.0f, n_);            // spec: ada_layer_norm_grad.py:77
         PipeBarrier<PIPE_V>();
-        Duplicate(colv_[1], 0.0f, n_);
+        Duplicate(colv_[1], 0.0f, n_);  // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
         (void)b;
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
+        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums()
     {
-        Duplicate(brow_[3], 0.0f, n_);
+        Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
         PipeBarrier<PIPE_V>();
-        Duplicate(brow_[2], 0.0f, n_);
+        Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }
 
@@ -1308,8 +1330,10 @@ private:
         if (curBatch_ >= 0) {
             FlushRow();
         }
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[2], RoundMode::CAST_NONE, n_);
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[1], RoundMode::CAST_NONE, n_);
+        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[2], RoundMode::CAST_NONE,
+                        n_);  // spec: ada_layer_norm_grad.py:77
+        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[1], RoundMode::CAST_NONE,
+                        n_);      // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
         SyncAll();
         const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
@@ -1317,9 +1341,9 @@ private:
             r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);
+            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);
+            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
@@ -1330,9 +1354,11 @@ private:
                 lastBatch = b;
                 const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT, rn);
+                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                            rn);  // spec: ada_layer_norm_grad.py:71
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT, rn);
+                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                            rn);  // spec: ada_layer_norm_grad.py:72
             }
         }
     }
@@ -1344,7 +1370,7 @@ private:
             DataCopyPad(t, gm_dy[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
             rowInQue_dy.EnQue(t);
         }
         {
@@ -1352,19 +1378,19 @@ private:
             DataCopyPad(t, gm_x[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
             rowInQue_x.EnQue(t);
         }
         {
             LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
             DataCopyPad(t, gm_rstd[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
             statInQue_rstd.EnQue(t);
         }
         {
             LocalTensor<float> t = statInQue_mean.template AllocTensor<float>();
             DataCopyPad(t, gm_mean[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
             statInQue_mean.EnQue(t);
         }
     }
@@ -1391,45 +1417,45 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            const float s_mean = statIn_mean.GetValue(i);
-            const float s_rstd = statIn_rstd.GetValue(i);
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+            const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
             PipeBarrier<PIPE_V>();
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
-            Add(brow_[2], brow_[2], w_[1], n_);
+            Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[1], brow_[1], n_);
+            Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[2], n_);
-            Add(colv_[1], colv_[1], w_[2], n_);
+            const float s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+            Add(colv_[1], colv_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
             PipeBarrier<PIPE_V>();
-            Mul(w_[3], w_[2], w_[0], n_);
+            Mul(w_[3], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[3], n_);
-            Add(colv_[2], colv_[2], w_[3], n_);
+            const float s1 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
+            Add(colv_[2], colv_[2], w_[3], n_);  // spec: ada_layer_norm_grad.py:77
             PipeBarrier<PIPE_V>();
-            Add(w_[3], w_[0], colv_[0], n_);
+            Add(w_[3], w_[0], colv_[0], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[3], n_);
+            Mul(w_[1], w_[1], w_[3], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], n_);
+            Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            const float s2 = s0 / static_cast<float>(hidden_);
-            Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);
+            const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+            Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s3 = s1 / static_cast<float>(hidden_);
-            Muls(w_[0], w_[0], static_cast<float>(s3), n_);
+            const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+            Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Sub(w_[2], w_[2], w_[0], n_);
+            Sub(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);
+            Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);
+            CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
             PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
@@ -1443,9 +1469,10 @@ private:
     {
         {
             LocalTensor<T> t = rowOutQue_pd_x.template DeQue<T>();
-            DataCopyPad(gm_pd_x[r0 * hidden_], t,
-                        DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
-                                          GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));
+            DataCopyPad(
+                gm_pd_x[r0 * hidden_], t,
+                DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
+                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));  // spec: ada_layer_norm_grad.py:27
             rowOutQue_pd_x.FreeTensor(t);
         }
     }
@@ -1454,14 +1481,16 @@ private:
     {
         const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;
         if (whole) {
-            StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT, n_);
-            StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT, n_);
+            StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
+                        n_);  // spec: ada_layer_norm_grad.py:71
+            StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
+                        n_);  // spec: ada_layer_norm_grad.py:72
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
-                            RoundMode::CAST_NONE, n_);
+                            RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
-                            RoundMode::CAST_NONE, n_);
+                            RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
         }
     }
 
@@ -1533,22 +1562,22 @@ private:
                 DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
                 {
                     LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
                     DataCopyPad(t, gm_rstd[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
                     statInQue_rstd.EnQue(t);
                     statIn_rstd = statInQue_rstd.template DeQue<float>();
                 }
                 {
                     LocalTensor<float> t = statInQue_mean.template AllocTensor<float>();
                     DataCopyPad(t, gm_mean[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
                     statInQue_mean.EnQue(t);
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
@@ -1563,22 +1592,22 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    const float s_mean = statIn_mean.GetValue(i);
-                    const float s_rstd = statIn_rstd.GetValue(i);
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+                    const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);
+                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[2], n_));
-                    Mul(w_[3], w_[2], w_[0], n_);
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[2], n_));  // spec: ada_layer_norm_grad.py:69
+                    Mul(w_[3], w_[2], w_[0], n_);                             // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[3], n_));
+                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[3], n_));  // spec: ada_layer_norm_grad.py:69
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1614,45 +1643,46 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    const float s_mean = statIn_mean.GetValue(i);
-                    const float s_rstd = statIn_rstd.GetValue(i);
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+                    const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[2], brow_[2], w_[1], n_);
+                    Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);
+                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    Add(colv_[1], colv_[1], w_[2], n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    Add(colv_[1], colv_[1], w_[2], n_);                     // spec: ada_layer_norm_grad.py:78
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[3], w_[2], w_[0], n_);
+                    Mul(w_[3], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    const float s1 = tots_.GetValue(1 * groupStride_ + i);
-                    Add(colv_[2], colv_[2], w_[3], n_);
+                    const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    Add(colv_[2], colv_[2], w_[3], n_);                     // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
-                    Add(w_[3], w_[0], colv_[0], n_);
+                    Add(w_[3], w_[0], colv_[0], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[1], w_[3], n_);
+                    Mul(w_[1], w_[1], w_[3], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);
+                    Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    const float s2 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);
+                    const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                    Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    const float s3 = s1 / static_cast<float>(hidden_);
-                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);
+                    const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Sub(w_[2], w_[2], w_[0], n_);
+                    Sub(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);
+                    Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);
+                    CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
+                           n_);  // spec: ada_layer_norm_grad.py:27
                     PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_pd_x.EnQue(rowOut_pd_x);
@@ -1660,7 +1690,8 @@ private:
                     LocalTensor<T> t = rowOutQue_pd_x.template DeQue<T>();
                     DataCopyPad(gm_pd_x[g0 * hidden_ + c0_], t,
                                 DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T),
-                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T), 0));
+                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
+                                                  0));  // spec: ada_layer_norm_grad.py:27
                     rowOutQue_pd_x.FreeTensor(t);
                 }
                 statInQue_rstd.FreeTensor(statIn_rstd);
@@ -1669,8 +1700,8 @@ private:
             if (curBatch_ >= 0) {
                 FlushCol();
             }
-            StoreRow<U>(gm_pd_gamma[c0_], colv_[2], RoundMode::CAST_RINT, n_);
-            StoreRow<U>(gm_pd_beta[c0_], colv_[1], RoundMode::CAST_RINT, n_);
+            StoreRow<U>(gm_pd_gamma[c0_], colv_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
+            StoreRow<U>(gm_pd_beta[c0_], colv_[1], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
         }
     }
 
@@ -1700,8 +1731,10 @@ private:
 
     __aicore__ inline void FlushCol()
     {
-        StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT, n_);
-        StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT, n_);
+        StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
+                    n_);  // spec: ada_layer_norm_grad.py:71
+        StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
+                    n_);  // spec: ada_layer_norm_grad.py:72
     }
 
     // ------------------------------------------------------------ shared
@@ -1729,26 +1762,26 @@ private:
 
     __aicore__ inline void LoadColumns()
     {
-        LoadRow<U>(colv_[0], gm_beta[c0_], n_);
-        Duplicate(colv_[2], 0.0f, n_);
+        LoadRow<U>(colv_[0], gm_beta[c0_], n_);  // spec: ada_layer_norm_grad.py:25
+        Duplicate(colv_[2], 0.0f, n_);           // spec: ada_layer_norm_grad.py:77
         PipeBarrier<PIPE_V>();
-        Duplicate(colv_[1], 0.0f, n_);
+        Duplicate(colv_[1], 0.0f, n_);  // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
         (void)b;
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
+        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums()
     {
-        Duplicate(brow_[3], 0.0f, n_);
+        Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
         PipeBarrier<PIPE_V>();
-        Duplicate(brow_[2], 0.0f, n_);
+        Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }
 
@@ -1892,8 +1925,10 @@ private:
         if (curBatch_ >= 0) {
             FlushRow();
         }
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[1], RoundMode::CAST_NONE, n_);
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[0], RoundMode::CAST_NONE, n_);
+        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[1], RoundMode::CAST_NONE,
+                        n_);  // spec: ada_layer_norm_grad.py:77
+        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[0], RoundMode::CAST_NONE,
+                        n_);      // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
         SyncAll();
         const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
@@ -1901,9 +1936,9 @@ private:
             r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);
+            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);
+            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
@@ -1914,9 +1949,11 @@ private:
                 lastBatch = b;
                 const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT, rn);
+                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                            rn);  // spec: ada_layer_norm_grad.py:71
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT, rn);
+                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                            rn);  // spec: ada_layer_norm_grad.py:72
             }
         }
     }
@@ -1928,7 +1965,7 @@ private:
             DataCopyPad(t, gm_dy[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
             rowInQue_dy.EnQue(t);
         }
         {
@@ -1936,19 +1973,19 @@ private:
             DataCopyPad(t, gm_x[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
             rowInQue_x.EnQue(t);
         }
         {
             LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
             DataCopyPad(t, gm_rstd[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
             statInQue_rstd.EnQue(t);
         }
         {
             LocalTensor<float> t = statInQue_mean.template AllocTensor<float>();
             DataCopyPad(t, gm_mean[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
             statInQue_mean.EnQue(t);
         }
     }
@@ -1975,43 +2012,43 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            const float s_mean = statIn_mean.GetValue(i);
-            const float s_rstd = statIn_rstd.GetValue(i);
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+            const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
             PipeBarrier<PIPE_V>();
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
-            Add(brow_[2], brow_[2], w_[1], n_);
+            Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[1], brow_[1], n_);
+            Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[0], n_);
+            Mul(w_[1], w_[1], w_[0], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], n_);
+            Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[2], n_);
-            Add(colv_[0], colv_[0], w_[2], n_);
+            const float s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+            Add(colv_[0], colv_[0], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[2], w_[0], n_);
+            Mul(w_[1], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[1], n_);
-            Add(colv_[1], colv_[1], w_[1], n_);
+            const float s1 = RowSum(w_[1], n_);  // spec: ada_layer_norm_grad.py:69
+            Add(colv_[1], colv_[1], w_[1], n_);  // spec: ada_layer_norm_grad.py:77
             PipeBarrier<PIPE_V>();
-            const float s2 = s0 / static_cast<float>(hidden_);
-            Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);
+            const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+            Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s3 = s1 / static_cast<float>(hidden_);
-            Muls(w_[0], w_[0], static_cast<float>(s3), n_);
+            const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+            Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Sub(w_[2], w_[2], w_[0], n_);
+            Sub(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);
+            Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);
+            CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
             PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
@@ -2025,9 +2062,10 @@ private:
     {
         {
             LocalTensor<T> t = rowOutQue_pd_x.template DeQue<T>();
-            DataCopyPad(gm_pd_x[r0 * hidden_], t,
-                        DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
-                                          GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));
+            DataCopyPad(
+                gm_pd_x[r0 * hidden_], t,
+                DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
+                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));  // spec: ada_layer_norm_grad.py:27
             rowOutQue_pd_x.FreeTensor(t);
         }
     }
@@ -2036,14 +2074,16 @@ private:
     {
         const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;
         if (whole) {
-            StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT, n_);
-            StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT, n_);
+            StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
+                        n_);  // spec: ada_layer_norm_grad.py:71
+            StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
+                        n_);  // spec: ada_layer_norm_grad.py:72
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
-                            RoundMode::CAST_NONE, n_);
+                            RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
-                            RoundMode::CAST_NONE, n_);
+                            RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
         }
     }
 
@@ -2115,22 +2155,22 @@ private:
                 DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
                 {
                     LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
                     DataCopyPad(t, gm_rstd[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
                     statInQue_rstd.EnQue(t);
                     statIn_rstd = statInQue_rstd.template DeQue<float>();
                 }
                 {
                     LocalTensor<float> t = statInQue_mean.template AllocTensor<float>();
                     DataCopyPad(t, gm_mean[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
                     statInQue_mean.EnQue(t);
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
@@ -2145,22 +2185,22 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    const float s_mean = statIn_mean.GetValue(i);
-                    const float s_rstd = statIn_rstd.GetValue(i);
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+                    const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);
+                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[2], n_));
-                    Mul(w_[1], w_[2], w_[0], n_);
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[2], n_));  // spec: ada_layer_norm_grad.py:69
+                    Mul(w_[1], w_[2], w_[0], n_);                             // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[1], n_));
+                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[1], n_));  // spec: ada_layer_norm_grad.py:69
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -2196,43 +2236,44 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    const float s_mean = statIn_mean.GetValue(i);
-                    const float s_rstd = statIn_rstd.GetValue(i);
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+                    const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[2], brow_[2], w_[1], n_);
+                    Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);
+                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[1], w_[0], n_);
+                    Mul(w_[1], w_[1], w_[0], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);
+                    Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    Add(colv_[0], colv_[0], w_[2], n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    Add(colv_[0], colv_[0], w_[2], n_);                     // spec: ada_layer_norm_grad.py:78
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[2], w_[0], n_);
+                    Mul(w_[1], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    const float s1 = tots_.GetValue(1 * groupStride_ + i);
-                    Add(colv_[1], colv_[1], w_[1], n_);
+                    const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    Add(colv_[1], colv_[1], w_[1], n_);                     // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
-                    const float s2 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);
+                    const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                    Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    const float s3 = s1 / static_cast<float>(hidden_);
-                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);
+                    const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Sub(w_[2], w_[2], w_[0], n_);
+                    Sub(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);
+                    Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);
+                    CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
+                           n_);  // spec: ada_layer_norm_grad.py:27
                     PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_pd_x.EnQue(rowOut_pd_x);
@@ -2240,7 +2281,8 @@ private:
                     LocalTensor<T> t = rowOutQue_pd_x.template DeQue<T>();
                     DataCopyPad(gm_pd_x[g0 * hidden_ + c0_], t,
                                 DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T),
-                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T), 0));
+                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
+                                                  0));  // spec: ada_layer_norm_grad.py:27
                     rowOutQue_pd_x.FreeTensor(t);
                 }
                 statInQue_rstd.FreeTensor(statIn_rstd);
@@ -2249,8 +2291,8 @@ private:
             if (curBatch_ >= 0) {
                 FlushCol();
             }
-            StoreRow<U>(gm_pd_gamma[c0_], colv_[1], RoundMode::CAST_RINT, n_);
-            StoreRow<U>(gm_pd_beta[c0_], colv_[0], RoundMode::CAST_RINT, n_);
+            StoreRow<U>(gm_pd_gamma[c0_], colv_[1], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
+            StoreRow<U>(gm_pd_beta[c0_], colv_[0], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
         }
     }
 
@@ -2280,8 +2322,10 @@ private:
 
     __aicore__ inline void FlushCol()
     {
-        StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT, n_);
-        StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT, n_);
+        StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
+                    n_);  // spec: ada_layer_norm_grad.py:71
+        StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
+                    n_);  // spec: ada_layer_norm_grad.py:72
     }
 
     // ------------------------------------------------------------ shared
@@ -2309,25 +2353,25 @@ private:
 
     __aicore__ inline void LoadColumns()
     {
-        Duplicate(colv_[1], 0.0f, n_);
+        Duplicate(colv_[1], 0.0f, n_);  // spec: ada_layer_norm_grad.py:77
         PipeBarrier<PIPE_V>();
-        Duplicate(colv_[0], 0.0f, n_);
+        Duplicate(colv_[0], 0.0f, n_);  // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
         (void)b;
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
+        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
     }
 
     __aicore__ inline void ZeroBatchSums()
     {
-        Duplicate(brow_[3], 0.0f, n_);
+        Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
         PipeBarrier<PIPE_V>();
-        Duplicate(brow_[2], 0.0f, n_);
+        Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }
 

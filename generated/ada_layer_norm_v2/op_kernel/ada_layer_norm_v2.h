@@ -122,7 +122,7 @@ private:
             DataCopyPad(t, gm_x[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
             rowInQue_x.EnQue(t);
         }
     }
@@ -139,46 +139,46 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);
-            const float s1 = s0 / static_cast<float>(hidden_);
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, s1);
-            Mul(w_[1], w_[0], w_[0], n_);
+            statStage_mean.SetValue(i, s1);  // spec: ada_layer_norm_v2.py:27
+            Mul(w_[1], w_[0], w_[0], n_);    // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);
-            const float s3 = s2 / static_cast<float>(hidden_);
-            const float s4 = (s3 + attr_epsilon);
-            const float s5 = 1.0f / std::sqrt(s4);
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);
+            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], colv_[0], n_);
+            Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], colv_[1], n_);
+            Add(w_[0], w_[0], colv_[1], n_);  // spec: ada_layer_norm_v2.py:59
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);
+            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);
+            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, s5);
+            statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
             SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
             WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-            CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
+            CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.EnQue(t);
         }
         {
             SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
             WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-            CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
+            CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.EnQue(t);
         }
         rowInQue_x.FreeTensor(rowIn_x);
@@ -188,19 +188,20 @@ private:
     {
         {
             LocalTensor<T> t = rowOutQue_out.template DeQue<T>();
-            DataCopyPad(gm_out[r0 * hidden_], t,
-                        DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
-                                          GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));
+            DataCopyPad(
+                gm_out[r0 * hidden_], t,
+                DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
+                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));  // spec: ada_layer_norm_v2.py:26
             rowOutQue_out.FreeTensor(t);
         }
         {
             LocalTensor<T> t = statOutQue_mean.template DeQue<T>();
-            DataCopyPad(gm_mean[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_mean[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.FreeTensor(t);
         }
         {
             LocalTensor<T> t = statOutQue_rstd.template DeQue<T>();
-            DataCopyPad(gm_rstd[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_rstd[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.FreeTensor(t);
         }
     }
@@ -275,7 +276,7 @@ private:
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
                 SetFlag<HardEvent::MTE2_V>(0);
                 WaitFlag<HardEvent::MTE2_V>(0);
                 SetFlag<HardEvent::MTE2_S>(0);
@@ -287,9 +288,9 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));  // spec: ada_layer_norm_v2.py:51
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -312,15 +313,15 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    const float s1 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
+                    const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[0], w_[0], n_);
+                    Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));  // spec: ada_layer_norm_v2.py:53
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -345,57 +346,61 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    const float s1 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
+                    const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    statStage_mean.SetValue(i, s1);
-                    const float s2 = tots_.GetValue(1 * groupStride_ + i);
-                    const float s3 = s2 / static_cast<float>(hidden_);
-                    const float s4 = (s3 + attr_epsilon);
-                    const float s5 = 1.0f / std::sqrt(s4);
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);
+                    statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
+                    const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
+                    const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
+                    const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], colv_[0], n_);
+                    Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], colv_[1], n_);
+                    Add(w_[0], w_[0], colv_[1], n_);  // spec: ada_layer_norm_v2.py:59
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], brow_[1], n_);
+                    Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], brow_[2], n_);
+                    Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+                    CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
+                           n_);  // spec: ada_layer_norm_v2.py:26
                     PipeBarrier<PIPE_V>();
-                    statStage_rstd.SetValue(i, s5);
+                    statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
                     LocalTensor<T> t = rowOutQue_out.template DeQue<T>();
                     DataCopyPad(gm_out[g0 * hidden_ + c0_], t,
                                 DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T),
-                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T), 0));
+                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
+                                                  0));  // spec: ada_layer_norm_v2.py:26
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
                     SetFlag<HardEvent::S_V>(0);
                     WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-                    CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
+                    CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
-                    DataCopyPad(gm_mean[g0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+                    DataCopyPad(gm_mean[g0], t,
+                                DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
                     SetFlag<HardEvent::S_V>(0);
                     WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-                    CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
+                    CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
-                    DataCopyPad(gm_rstd[g0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+                    DataCopyPad(gm_rstd[g0], t,
+                                DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.FreeTensor(t);
                 }
             }
@@ -453,17 +458,17 @@ private:
 
     __aicore__ inline void LoadColumns()
     {
-        LoadRow<U>(colv_[0], gm_weight[c0_], n_);
-        LoadRow<U>(colv_[1], gm_bias[c0_], n_);
+        LoadRow<U>(colv_[0], gm_weight[c0_], n_);  // spec: ada_layer_norm_v2.py:22
+        LoadRow<U>(colv_[1], gm_bias[c0_], n_);    // spec: ada_layer_norm_v2.py:23
     }
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
         (void)b;
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
+        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         PipeBarrier<PIPE_V>();
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
     }
 
     __aicore__ inline void ZeroBatchSums() {}
@@ -609,7 +614,7 @@ private:
             DataCopyPad(t, gm_x[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
             rowInQue_x.EnQue(t);
         }
     }
@@ -626,44 +631,44 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);
-            const float s1 = s0 / static_cast<float>(hidden_);
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, s1);
-            Mul(w_[1], w_[0], w_[0], n_);
+            statStage_mean.SetValue(i, s1);  // spec: ada_layer_norm_v2.py:27
+            Mul(w_[1], w_[0], w_[0], n_);    // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);
-            const float s3 = s2 / static_cast<float>(hidden_);
-            const float s4 = (s3 + attr_epsilon);
-            const float s5 = 1.0f / std::sqrt(s4);
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);
+            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], colv_[0], n_);
+            Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);
+            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);
+            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, s5);
+            statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
             SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
             WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-            CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
+            CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.EnQue(t);
         }
         {
             SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
             WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-            CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
+            CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.EnQue(t);
         }
         rowInQue_x.FreeTensor(rowIn_x);
@@ -673,19 +678,20 @@ private:
     {
         {
             LocalTensor<T> t = rowOutQue_out.template DeQue<T>();
-            DataCopyPad(gm_out[r0 * hidden_], t,
-                        DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
-                                          GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));
+            DataCopyPad(
+                gm_out[r0 * hidden_], t,
+                DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
+                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));  // spec: ada_layer_norm_v2.py:26
             rowOutQue_out.FreeTensor(t);
         }
         {
             LocalTensor<T> t = statOutQue_mean.template DeQue<T>();
-            DataCopyPad(gm_mean[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_mean[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.FreeTensor(t);
         }
         {
             LocalTensor<T> t = statOutQue_rstd.template DeQue<T>();
-            DataCopyPad(gm_rstd[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_rstd[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.FreeTensor(t);
         }
     }
@@ -760,7 +766,7 @@ private:
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
                 SetFlag<HardEvent::MTE2_V>(0);
                 WaitFlag<HardEvent::MTE2_V>(0);
                 SetFlag<HardEvent::MTE2_S>(0);
@@ -772,9 +778,9 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));  // spec: ada_layer_norm_v2.py:51
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -797,15 +803,15 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    const float s1 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
+                    const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[0], w_[0], n_);
+                    Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));  // spec: ada_layer_norm_v2.py:53
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -830,55 +836,59 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    const float s1 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
+                    const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    statStage_mean.SetValue(i, s1);
-                    const float s2 = tots_.GetValue(1 * groupStride_ + i);
-                    const float s3 = s2 / static_cast<float>(hidden_);
-                    const float s4 = (s3 + attr_epsilon);
-                    const float s5 = 1.0f / std::sqrt(s4);
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);
+                    statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
+                    const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
+                    const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
+                    const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], colv_[0], n_);
+                    Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], brow_[1], n_);
+                    Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], brow_[2], n_);
+                    Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+                    CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
+                           n_);  // spec: ada_layer_norm_v2.py:26
                     PipeBarrier<PIPE_V>();
-                    statStage_rstd.SetValue(i, s5);
+                    statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
                     LocalTensor<T> t = rowOutQue_out.template DeQue<T>();
                     DataCopyPad(gm_out[g0 * hidden_ + c0_], t,
                                 DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T),
-                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T), 0));
+                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
+                                                  0));  // spec: ada_layer_norm_v2.py:26
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
                     SetFlag<HardEvent::S_V>(0);
                     WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-                    CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
+                    CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
-                    DataCopyPad(gm_mean[g0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+                    DataCopyPad(gm_mean[g0], t,
+                                DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
                     SetFlag<HardEvent::S_V>(0);
                     WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-                    CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
+                    CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
-                    DataCopyPad(gm_rstd[g0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+                    DataCopyPad(gm_rstd[g0], t,
+                                DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.FreeTensor(t);
                 }
             }
@@ -936,16 +946,16 @@ private:
 
     __aicore__ inline void LoadColumns()
     {
-        LoadRow<U>(colv_[0], gm_weight[c0_], n_);
+        LoadRow<U>(colv_[0], gm_weight[c0_], n_);  // spec: ada_layer_norm_v2.py:22
     }
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
         (void)b;
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
+        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         PipeBarrier<PIPE_V>();
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
     }
 
     __aicore__ inline void ZeroBatchSums() {}
@@ -1090,7 +1100,7 @@ private:
             DataCopyPad(t, gm_x[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
             rowInQue_x.EnQue(t);
         }
     }
@@ -1107,44 +1117,44 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);
-            const float s1 = s0 / static_cast<float>(hidden_);
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, s1);
-            Mul(w_[1], w_[0], w_[0], n_);
+            statStage_mean.SetValue(i, s1);  // spec: ada_layer_norm_v2.py:27
+            Mul(w_[1], w_[0], w_[0], n_);    // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);
-            const float s3 = s2 / static_cast<float>(hidden_);
-            const float s4 = (s3 + attr_epsilon);
-            const float s5 = 1.0f / std::sqrt(s4);
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);
+            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], colv_[0], n_);
+            Add(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:59
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);
+            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);
+            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, s5);
+            statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
             SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
             WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-            CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
+            CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.EnQue(t);
         }
         {
             SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
             WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-            CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
+            CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.EnQue(t);
         }
         rowInQue_x.FreeTensor(rowIn_x);
@@ -1154,19 +1164,20 @@ private:
     {
         {
             LocalTensor<T> t = rowOutQue_out.template DeQue<T>();
-            DataCopyPad(gm_out[r0 * hidden_], t,
-                        DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
-                                          GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));
+            DataCopyPad(
+                gm_out[r0 * hidden_], t,
+                DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
+                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));  // spec: ada_layer_norm_v2.py:26
             rowOutQue_out.FreeTensor(t);
         }
         {
             LocalTensor<T> t = statOutQue_mean.template DeQue<T>();
-            DataCopyPad(gm_mean[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_mean[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.FreeTensor(t);
         }
         {
             LocalTensor<T> t = statOutQue_rstd.template DeQue<T>();
-            DataCopyPad(gm_rstd[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_rstd[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.FreeTensor(t);
         }
     }
@@ -1241,7 +1252,7 @@ private:
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
                 SetFlag<HardEvent::MTE2_V>(0);
                 WaitFlag<HardEvent::MTE2_V>(0);
                 SetFlag<HardEvent::MTE2_S>(0);
@@ -1253,9 +1264,9 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));  // spec: ada_layer_norm_v2.py:51
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1278,15 +1289,15 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    const float s1 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
+                    const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[0], w_[0], n_);
+                    Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));  // spec: ada_layer_norm_v2.py:53
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1311,55 +1322,59 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    const float s1 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
+                    const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    statStage_mean.SetValue(i, s1);
-                    const float s2 = tots_.GetValue(1 * groupStride_ + i);
-                    const float s3 = s2 / static_cast<float>(hidden_);
-                    const float s4 = (s3 + attr_epsilon);
-                    const float s5 = 1.0f / std::sqrt(s4);
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);
+                    statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
+                    const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
+                    const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
+                    const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], colv_[0], n_);
+                    Add(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:59
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], brow_[1], n_);
+                    Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], brow_[2], n_);
+                    Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+                    CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
+                           n_);  // spec: ada_layer_norm_v2.py:26
                     PipeBarrier<PIPE_V>();
-                    statStage_rstd.SetValue(i, s5);
+                    statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
                     LocalTensor<T> t = rowOutQue_out.template DeQue<T>();
                     DataCopyPad(gm_out[g0 * hidden_ + c0_], t,
                                 DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T),
-                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T), 0));
+                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
+                                                  0));  // spec: ada_layer_norm_v2.py:26
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
                     SetFlag<HardEvent::S_V>(0);
                     WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-                    CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
+                    CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
-                    DataCopyPad(gm_mean[g0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+                    DataCopyPad(gm_mean[g0], t,
+                                DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
                     SetFlag<HardEvent::S_V>(0);
                     WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-                    CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
+                    CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
-                    DataCopyPad(gm_rstd[g0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+                    DataCopyPad(gm_rstd[g0], t,
+                                DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.FreeTensor(t);
                 }
             }
@@ -1417,16 +1432,16 @@ private:
 
     __aicore__ inline void LoadColumns()
     {
-        LoadRow<U>(colv_[0], gm_bias[c0_], n_);
+        LoadRow<U>(colv_[0], gm_bias[c0_], n_);  // spec: ada_layer_norm_v2.py:23
     }
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
         (void)b;
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
+        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         PipeBarrier<PIPE_V>();
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
     }
 
     __aicore__ inline void ZeroBatchSums() {}
@@ -1571,7 +1586,7 @@ private:
             DataCopyPad(t, gm_x[r0 * hidden_],
                         DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T), 0,
                                           GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
             rowInQue_x.EnQue(t);
         }
     }
@@ -1588,42 +1603,42 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);
-            const float s1 = s0 / static_cast<float>(hidden_);
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, s1);
-            Mul(w_[1], w_[0], w_[0], n_);
+            statStage_mean.SetValue(i, s1);  // spec: ada_layer_norm_v2.py:27
+            Mul(w_[1], w_[0], w_[0], n_);    // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);
-            const float s3 = s2 / static_cast<float>(hidden_);
-            const float s4 = (s3 + attr_epsilon);
-            const float s5 = 1.0f / std::sqrt(s4);
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);
+            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);
+            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);
+            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, s5);
+            statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
             SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
             WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-            CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
+            CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.EnQue(t);
         }
         {
             SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
             WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-            CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
+            CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.EnQue(t);
         }
         rowInQue_x.FreeTensor(rowIn_x);
@@ -1633,19 +1648,20 @@ private:
     {
         {
             LocalTensor<T> t = rowOutQue_out.template DeQue<T>();
-            DataCopyPad(gm_out[r0 * hidden_], t,
-                        DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
-                                          GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));
+            DataCopyPad(
+                gm_out[r0 * hidden_], t,
+                DataCopyExtParams(static_cast<uint16_t>(k), hidden_ * sizeof(T),
+                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));  // spec: ada_layer_norm_v2.py:26
             rowOutQue_out.FreeTensor(t);
         }
         {
             LocalTensor<T> t = statOutQue_mean.template DeQue<T>();
-            DataCopyPad(gm_mean[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_mean[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.FreeTensor(t);
         }
         {
             LocalTensor<T> t = statOutQue_rstd.template DeQue<T>();
-            DataCopyPad(gm_rstd[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_rstd[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.FreeTensor(t);
         }
     }
@@ -1720,7 +1736,7 @@ private:
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
                 SetFlag<HardEvent::MTE2_V>(0);
                 WaitFlag<HardEvent::MTE2_V>(0);
                 SetFlag<HardEvent::MTE2_S>(0);
@@ -1732,9 +1748,9 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));  // spec: ada_layer_norm_v2.py:51
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1757,15 +1773,15 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    const float s1 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
+                    const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[0], w_[0], n_);
+                    Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));
+                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));  // spec: ada_layer_norm_v2.py:53
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1790,53 +1806,57 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);
-                    const float s1 = s0 / static_cast<float>(hidden_);
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
+                    const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    statStage_mean.SetValue(i, s1);
-                    const float s2 = tots_.GetValue(1 * groupStride_ + i);
-                    const float s3 = s2 / static_cast<float>(hidden_);
-                    const float s4 = (s3 + attr_epsilon);
-                    const float s5 = 1.0f / std::sqrt(s4);
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);
+                    statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
+                    const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
+                    const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
+                    const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], brow_[1], n_);
+                    Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], brow_[2], n_);
+                    Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);
+                    CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
+                           n_);  // spec: ada_layer_norm_v2.py:26
                     PipeBarrier<PIPE_V>();
-                    statStage_rstd.SetValue(i, s5);
+                    statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
                     LocalTensor<T> t = rowOutQue_out.template DeQue<T>();
                     DataCopyPad(gm_out[g0 * hidden_ + c0_], t,
                                 DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T),
-                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T), 0));
+                                                  GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
+                                                  0));  // spec: ada_layer_norm_v2.py:26
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
                     SetFlag<HardEvent::S_V>(0);
                     WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-                    CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);
+                    CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
-                    DataCopyPad(gm_mean[g0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+                    DataCopyPad(gm_mean[g0], t,
+                                DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
                     SetFlag<HardEvent::S_V>(0);
                     WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-                    CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);
+                    CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
-                    DataCopyPad(gm_rstd[g0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));
+                    DataCopyPad(gm_rstd[g0], t,
+                                DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.FreeTensor(t);
                 }
             }
@@ -1897,10 +1917,10 @@ private:
     __aicore__ inline void LoadBatch(int64_t b)
     {
         (void)b;
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
+        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         PipeBarrier<PIPE_V>();
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
     }
 
     __aicore__ inline void ZeroBatchSums() {}

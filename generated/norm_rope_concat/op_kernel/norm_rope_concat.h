@@ -1000,9 +1000,10 @@ private:
         (void)p;
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,25,26,27,28
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                   headDim_);  // spec: norm_rope_concat.py:45,46,47
             PipeBarrier<PIPE_V>();
         }
     }
@@ -1013,23 +1014,23 @@ private:
         (void)p;
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);
-            const float s1 = s0 / static_cast<float>(headDim_);
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], headDim_);
+            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);
-            const float s3 = s2 / static_cast<float>(headDim_);
-            const float s4 = (s3 + attr_eps);
-            const float s5 = std::sqrt(s4);
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);
+            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+            const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);
+            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
             PipeBarrier<PIPE_V>();
         }
     }
@@ -1040,27 +1041,27 @@ private:
         (void)p;
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);
-            const float s1 = s0 / static_cast<float>(headDim_);
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], headDim_);
+            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);
-            const float s3 = s2 / static_cast<float>(headDim_);
-            const float s4 = (s3 + attr_eps);
-            const float s5 = std::sqrt(s4);
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);
+            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+            const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);
+            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], col_[0], headDim_);
+            Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], col_[1], headDim_);
+            Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
             PipeBarrier<PIPE_V>();
         }
     }
@@ -1073,24 +1074,26 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);
+                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1104,52 +1107,54 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);
+                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1163,60 +1168,62 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);
+                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);
+                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);
+                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);
+                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);
+                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1230,24 +1237,26 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);
+                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1261,52 +1270,54 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);
+                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1320,60 +1331,62 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);
+                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);
+                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);
+                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);
+                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);
+                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1385,26 +1398,26 @@ private:
         (void)p;
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);
-            const float s1 = s0 / static_cast<float>(headDim_);
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
             PipeBarrier<PIPE_V>();
-            statStage_[0].SetValue(i, s1);
-            Mul(w_[1], w_[0], w_[0], headDim_);
+            statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
+            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);
-            const float s3 = s2 / static_cast<float>(headDim_);
-            const float s4 = (s3 + attr_eps);
-            const float s5 = std::sqrt(s4);
-            const float s6 = (1.0f / s5);
-            statStage_[1].SetValue(i, s6);
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);
+            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+            const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+            const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+            statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
+            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);
+            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
             PipeBarrier<PIPE_V>();
         }
     }
@@ -1415,30 +1428,30 @@ private:
         (void)p;
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);
-            const float s1 = s0 / static_cast<float>(headDim_);
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
             PipeBarrier<PIPE_V>();
-            statStage_[0].SetValue(i, s1);
-            Mul(w_[1], w_[0], w_[0], headDim_);
+            statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
+            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);
-            const float s3 = s2 / static_cast<float>(headDim_);
-            const float s4 = (s3 + attr_eps);
-            const float s5 = std::sqrt(s4);
-            const float s6 = (1.0f / s5);
-            statStage_[1].SetValue(i, s6);
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);
+            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+            const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+            const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+            statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
+            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);
+            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], col_[0], headDim_);
+            Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], col_[1], headDim_);
+            Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
             PipeBarrier<PIPE_V>();
         }
     }
@@ -1451,58 +1464,60 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                const float s6 = (1.0f / s5);
-                statStage_[1].SetValue(i, s6);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);
+                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                const float s6 = (1.0f / s5);
-                statStage_[1].SetValue(i, s6);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1516,66 +1531,68 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                const float s6 = (1.0f / s5);
-                statStage_[1].SetValue(i, s6);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);
+                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);
+                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);
+                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                const float s6 = (1.0f / s5);
-                statStage_[1].SetValue(i, s6);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);
+                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);
+                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1589,58 +1606,60 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                const float s6 = (1.0f / s5);
-                statStage_[1].SetValue(i, s6);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);
+                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                const float s6 = (1.0f / s5);
-                statStage_[1].SetValue(i, s6);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1654,66 +1673,68 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                const float s6 = (1.0f / s5);
-                statStage_[1].SetValue(i, s6);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);
+                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);
+                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);
+                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);
-                const float s1 = s0 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);
-                Mul(w_[1], w_[0], w_[0], headDim_);
+                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
+                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                const float s3 = s2 / static_cast<float>(headDim_);
-                const float s4 = (s3 + attr_eps);
-                const float s5 = std::sqrt(s4);
-                const float s6 = (1.0f / s5);
-                statStage_[1].SetValue(i, s6);
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);
+                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);
+                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);
+                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
                 PipeBarrier<PIPE_V>();
             }
         }

@@ -919,9 +919,10 @@ private:
         (void)p;
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23,24
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                   headDim_);  // spec: norm_rope_concat_grad.py:45,46,47,48,49,50
             PipeBarrier<PIPE_V>();
         }
     }
@@ -932,31 +933,32 @@ private:
         (void)p;
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
-            const float s0 = statIn_[1].GetValue(i);
-            const float s1 = statIn_[0].GetValue(i);
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
+            const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
+            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[0], headDim_);
-            CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);
+            const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
+            CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
             PipeBarrier<PIPE_V>();
-            Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);
+            Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
             PipeBarrier<PIPE_V>();
-            Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+            Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[0], w_[1], headDim_);
+            Mul(w_[2], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            const float s3 = RowSum(w_[2], headDim_);
-            const float s4 = s2 / static_cast<float>(headDim_);
-            Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);
+            const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
+            const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+            Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            const float s5 = s3 / static_cast<float>(headDim_);
-            Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);
+            const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
+            Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            Sub(w_[0], w_[0], w_[1], headDim_);
+            Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+            Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                   headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             PipeBarrier<PIPE_V>();
         }
     }
@@ -967,39 +969,40 @@ private:
         (void)p;
         for (int64_t i = 0; i < k; ++i) {
             (void)r0;
-            const float s0 = statIn_[1].GetValue(i);
-            const float s1 = statIn_[0].GetValue(i);
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+            const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
+            const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
+            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
             PipeBarrier<PIPE_V>();
-            Add(acc_[1], acc_[1], w_[0], headDim_);
+            Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], col_[0], headDim_);
+            Mul(w_[1], w_[0], col_[0], headDim_);  // spec: norm_rope_concat_grad.py:109
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);
-            CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);
+            const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
+            CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
             PipeBarrier<PIPE_V>();
-            Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);
+            Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
             PipeBarrier<PIPE_V>();
-            Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);
+            Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], w_[2], headDim_);
+            Mul(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
             PipeBarrier<PIPE_V>();
-            Add(acc_[0], acc_[0], w_[0], headDim_);
+            Add(acc_[0], acc_[0], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:52
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[1], w_[2], headDim_);
+            Mul(w_[0], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            const float s3 = RowSum(w_[0], headDim_);
-            const float s4 = s2 / static_cast<float>(headDim_);
-            Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);
+            const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
+            const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+            Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            const float s5 = s3 / static_cast<float>(headDim_);
-            Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);
+            const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
+            Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            Sub(w_[1], w_[1], w_[2], headDim_);
+            Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+            Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+            CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                   headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             PipeBarrier<PIPE_V>();
         }
     }
@@ -1012,24 +1015,26 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);
+                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1043,68 +1048,70 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                const float s0 = statIn_[1].GetValue(i);
-                const float s1 = statIn_[0].GetValue(i);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);
+                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                CastFrom(w_[0], rowIn_[1][i * dAlign_], headDim_);
+                const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[0], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[1], w_[0], headDim_);
+                Mul(w_[2], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);
-                const float s4 = s2 / static_cast<float>(headDim_);
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);
+                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);
-                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);
+                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[0], headDim_);
+                Sub(w_[1], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             } else {
-                const float s0 = statIn_[1].GetValue(i);
-                const float s1 = statIn_[0].GetValue(i);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[0], headDim_);
-                CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);
+                const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);
+                Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[0], w_[1], headDim_);
+                Mul(w_[2], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);
-                const float s4 = s2 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);
+                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);
-                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);
+                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[1], headDim_);
+                Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1118,84 +1125,86 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                const float s0 = statIn_[1].GetValue(i);
-                const float s1 = statIn_[0].GetValue(i);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);
+                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[1], headDim_);
+                Add(acc_[1], acc_[1], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:53
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[1], col_[0], headDim_);
+                Mul(w_[0], w_[1], col_[0], headDim_);  // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[0], headDim_);
-                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);
+                const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);
+                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[1], w_[2], headDim_);
+                Mul(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
                 PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[1], headDim_);
+                Add(acc_[0], acc_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:52
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[2], headDim_);
+                Mul(w_[1], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[1], headDim_);
-                const float s4 = s2 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);
+                const float s3 = RowSum(w_[1], headDim_);                 // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);
+                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[2], headDim_);
+                Sub(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             } else {
-                const float s0 = statIn_[1].GetValue(i);
-                const float s1 = statIn_[0].GetValue(i);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[0], headDim_);
+                Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], col_[0], headDim_);
+                Mul(w_[1], w_[0], col_[0], headDim_);  // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);
+                const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);
+                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], w_[2], headDim_);
+                Mul(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
                 PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[0], headDim_);
+                Add(acc_[0], acc_[0], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:52
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[1], w_[2], headDim_);
+                Mul(w_[0], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[0], headDim_);
-                const float s4 = s2 / static_cast<float>(headDim_);
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);
+                const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);
+                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[2], headDim_);
+                Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1209,24 +1218,26 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);
+                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1240,68 +1251,70 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                const float s0 = statIn_[1].GetValue(i);
-                const float s1 = statIn_[0].GetValue(i);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);
+                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                CastFrom(w_[0], rowIn_[1][i * dAlign_], headDim_);
+                const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[0], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[1], w_[0], headDim_);
+                Mul(w_[2], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);
-                const float s4 = s2 / static_cast<float>(headDim_);
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);
+                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);
-                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);
+                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[0], headDim_);
+                Sub(w_[1], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             } else {
-                const float s0 = statIn_[1].GetValue(i);
-                const float s1 = statIn_[0].GetValue(i);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[0], headDim_);
-                CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);
+                const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);
+                Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[0], w_[1], headDim_);
+                Mul(w_[2], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);
-                const float s4 = s2 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);
+                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);
-                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);
+                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[1], headDim_);
+                Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             }
         }
@@ -1315,84 +1328,86 @@ private:
             if (seqPos < p.cond[0]) {
                 TableRow(0, p, seqPos);
                 TableRow(1, p, seqPos);
-                const float s0 = statIn_[1].GetValue(i);
-                const float s1 = statIn_[0].GetValue(i);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);
+                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);
+                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);
+                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);
+                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[1], headDim_);
+                Add(acc_[1], acc_[1], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:53
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[1], col_[0], headDim_);
+                Mul(w_[0], w_[1], col_[0], headDim_);  // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[0], headDim_);
-                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);
+                const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);
+                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[1], w_[2], headDim_);
+                Mul(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
                 PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[1], headDim_);
+                Add(acc_[0], acc_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:52
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[2], headDim_);
+                Mul(w_[1], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[1], headDim_);
-                const float s4 = s2 / static_cast<float>(headDim_);
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);
+                const float s3 = RowSum(w_[1], headDim_);                 // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);
+                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[2], headDim_);
+                Sub(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);
+                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             } else {
-                const float s0 = statIn_[1].GetValue(i);
-                const float s1 = statIn_[0].GetValue(i);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);
+                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[0], headDim_);
+                Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], col_[0], headDim_);
+                Mul(w_[1], w_[0], col_[0], headDim_);  // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);
-                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);
+                const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);
+                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], w_[2], headDim_);
+                Mul(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
                 PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[0], headDim_);
+                Add(acc_[0], acc_[0], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:52
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[1], w_[2], headDim_);
+                Mul(w_[0], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[0], headDim_);
-                const float s4 = s2 / static_cast<float>(headDim_);
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);
+                const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);
+                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[2], headDim_);
+                Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);
+                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND, headDim_);
+                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
                 PipeBarrier<PIPE_V>();
             }
         }

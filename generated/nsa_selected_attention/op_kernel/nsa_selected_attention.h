@@ -342,13 +342,14 @@ private:
 
     __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
     {
-        Heads(headL1_0_, gm_query, D_, x);
+        Heads(headL1_0_, gm_query, D_, x);  // spec: nsa_selected_attention.py:90
         for (c = 0; c < chunks_; ++c) {
             const int64_t keys = ChunkKeys(c);
-            Gather(gatherL1_0_, gm_key, D_, x, c, keys);
-            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs, true);
+            Gather(gatherL1_0_, gm_key, D_, x, c, keys);  // spec: nsa_selected_attention.py:90
+            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs,
+                   true);  // spec: nsa_selected_attention.py:90
             FixRows<float>(ws_v38[slot * (td_->wsSlotBytes / sizeof(float)) + c * Lc_], tile_, x.rows, keys, x.mPad,
-                           L_);
+                           L_);  // spec: nsa_selected_attention.py:90
         }
     }
 
@@ -356,11 +357,14 @@ private:
     {
         for (c = 0; c < chunks_; ++c) {
             const int64_t keys = ChunkKeys(c);
-            TileIn(tileL1_0_, ws_v46[slot * (td_->wsSlotBytes / sizeof(T)) + c * Lc_], x, keys, L_);
-            Gather(gatherL1_0_, gm_value, Dv_, x, c, keys);
-            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, Dv_, keys, keys, td_->baseKo, c == 0);
+            TileIn(tileL1_0_, ws_v46[slot * (td_->wsSlotBytes / sizeof(T)) + c * Lc_], x, keys,
+                   L_);                                      // spec: nsa_selected_attention.py:101
+            Gather(gatherL1_0_, gm_value, Dv_, x, c, keys);  // spec: nsa_selected_attention.py:101
+            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, Dv_, keys, keys, td_->baseKo,
+                   c == 0);  // spec: nsa_selected_attention.py:101
         }
-        FixRows<T>(gm_attention_out[(x.t * N1_ + x.h0) * Dv_], acc_, x.rows, Dv_, x.mPad, Dv_);
+        FixRows<T>(gm_attention_out[(x.t * N1_ + x.h0) * Dv_], acc_, x.rows, Dv_, x.mPad,
+                   Dv_);  // spec: nsa_selected_attention.py:101
     }
 
     // ------------------------------------------------------------------ AIV
@@ -449,44 +453,52 @@ private:
             const int64_t k = Min64(vecRows_, rEnd - p0);
             Fence<HardEvent::V_MTE2>();
             DataCopy(Reg(0), ws_v38[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));
-            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
-            LocalTensor<float> statQue0T = statQue0.template AllocTensor<float>();
-            LocalTensor<float> statQue1T = statQue1.template AllocTensor<float>();
+                     static_cast<uint32_t>(k * keys));                      // spec: nsa_selected_attention.py:90
+            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();  // spec: nsa_selected_attention.py:98
+            LocalTensor<float> statQue0T =
+                statQue0.template AllocTensor<float>();  // spec: nsa_selected_attention.py:103
+            LocalTensor<float> statQue1T =
+                statQue1.template AllocTensor<float>();  // spec: nsa_selected_attention.py:104
             Fence<HardEvent::MTE2_V>();
             for (int64_t i = 0; i < k; ++i) {
                 [[maybe_unused]] const int64_t row = p0 + i;
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_), static_cast<int32_t>(keys));
+                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:94
                 PipeBarrier<PIPE_V>();
-                const float st_v40 = RowMax(Reg(0)[i * keys], keys);
-                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v40)), static_cast<int32_t>(keys));
+                const float st_v40 = RowMax(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:95
+                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v40)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
                 PipeBarrier<PIPE_V>();
-                Exp(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<int32_t>(keys));
+                Exp(Reg(0)[i * keys], Reg(0)[i * keys],
+                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
                 PipeBarrier<PIPE_V>();
-                const float st_v43 = RowSum(Reg(0)[i * keys], keys);
+                const float st_v43 = RowSum(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:97
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v43)),
-                     static_cast<int32_t>(keys));
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();
-                Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();
-                Duplicate(statQue0T[i * 8], st_v40, 8);
+                Duplicate(statQue0T[i * 8], st_v40, 8);  // spec: nsa_selected_attention.py:103
                 PipeBarrier<PIPE_V>();
-                Duplicate(statQue1T[i * 8], st_v43, 8);
+                Duplicate(statQue1T[i * 8], st_v43, 8);  // spec: nsa_selected_attention.py:104
                 PipeBarrier<PIPE_V>();
             }
-            tileQue0.EnQue(tileQue0T);
-            tileQue0T = tileQue0.template DeQue<T>();
+            tileQue0.EnQue(tileQue0T);                 // spec: nsa_selected_attention.py:98
+            tileQue0T = tileQue0.template DeQue<T>();  // spec: nsa_selected_attention.py:98
             DataCopy(ws_v46[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue0T,
-                     static_cast<uint32_t>(k * keys));
-            tileQue0.FreeTensor(tileQue0T);
-            statQue0.EnQue(statQue0T);
-            statQue0T = statQue0.template DeQue<float>();
-            DataCopy(gm_softmax_max[(x.t * N1_ + x.h0 + p0) * 8], statQue0T, static_cast<uint32_t>(k * 8));
-            statQue0.FreeTensor(statQue0T);
-            statQue1.EnQue(statQue1T);
-            statQue1T = statQue1.template DeQue<float>();
-            DataCopy(gm_softmax_sum[(x.t * N1_ + x.h0 + p0) * 8], statQue1T, static_cast<uint32_t>(k * 8));
-            statQue1.FreeTensor(statQue1T);
+                     static_cast<uint32_t>(k * keys));     // spec: nsa_selected_attention.py:98
+            tileQue0.FreeTensor(tileQue0T);                // spec: nsa_selected_attention.py:98
+            statQue0.EnQue(statQue0T);                     // spec: nsa_selected_attention.py:103
+            statQue0T = statQue0.template DeQue<float>();  // spec: nsa_selected_attention.py:103
+            DataCopy(gm_softmax_max[(x.t * N1_ + x.h0 + p0) * 8], statQue0T,
+                     static_cast<uint32_t>(k * 8));        // spec: nsa_selected_attention.py:103
+            statQue0.FreeTensor(statQue0T);                // spec: nsa_selected_attention.py:103
+            statQue1.EnQue(statQue1T);                     // spec: nsa_selected_attention.py:104
+            statQue1T = statQue1.template DeQue<float>();  // spec: nsa_selected_attention.py:104
+            DataCopy(gm_softmax_sum[(x.t * N1_ + x.h0 + p0) * 8], statQue1T,
+                     static_cast<uint32_t>(k * 8));  // spec: nsa_selected_attention.py:104
+            statQue1.FreeTensor(statQue1T);          // spec: nsa_selected_attention.py:104
         }
     }
 
@@ -775,13 +787,14 @@ private:
 
     __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
     {
-        Heads(headL1_0_, gm_query, D_, x);
+        Heads(headL1_0_, gm_query, D_, x);  // spec: nsa_selected_attention.py:90
         for (c = 0; c < chunks_; ++c) {
             const int64_t keys = ChunkKeys(c);
-            Gather(gatherL1_0_, gm_key, D_, x, c, keys);
-            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs, true);
+            Gather(gatherL1_0_, gm_key, D_, x, c, keys);  // spec: nsa_selected_attention.py:90
+            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs,
+                   true);  // spec: nsa_selected_attention.py:90
             FixRows<float>(ws_v37[slot * (td_->wsSlotBytes / sizeof(float)) + c * Lc_], tile_, x.rows, keys, x.mPad,
-                           L_);
+                           L_);  // spec: nsa_selected_attention.py:90
         }
     }
 
@@ -789,11 +802,14 @@ private:
     {
         for (c = 0; c < chunks_; ++c) {
             const int64_t keys = ChunkKeys(c);
-            TileIn(tileL1_0_, ws_v45[slot * (td_->wsSlotBytes / sizeof(T)) + c * Lc_], x, keys, L_);
-            Gather(gatherL1_0_, gm_value, Dv_, x, c, keys);
-            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, Dv_, keys, keys, td_->baseKo, c == 0);
+            TileIn(tileL1_0_, ws_v45[slot * (td_->wsSlotBytes / sizeof(T)) + c * Lc_], x, keys,
+                   L_);                                      // spec: nsa_selected_attention.py:101
+            Gather(gatherL1_0_, gm_value, Dv_, x, c, keys);  // spec: nsa_selected_attention.py:101
+            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, Dv_, keys, keys, td_->baseKo,
+                   c == 0);  // spec: nsa_selected_attention.py:101
         }
-        FixRows<T>(gm_attention_out[(x.t * N1_ + x.h0) * Dv_], acc_, x.rows, Dv_, x.mPad, Dv_);
+        FixRows<T>(gm_attention_out[(x.t * N1_ + x.h0) * Dv_], acc_, x.rows, Dv_, x.mPad,
+                   Dv_);  // spec: nsa_selected_attention.py:101
     }
 
     // ------------------------------------------------------------------ AIV
@@ -882,44 +898,52 @@ private:
             const int64_t k = Min64(vecRows_, rEnd - p0);
             Fence<HardEvent::V_MTE2>();
             DataCopy(Reg(0), ws_v37[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));
-            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
-            LocalTensor<float> statQue0T = statQue0.template AllocTensor<float>();
-            LocalTensor<float> statQue1T = statQue1.template AllocTensor<float>();
+                     static_cast<uint32_t>(k * keys));                      // spec: nsa_selected_attention.py:90
+            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();  // spec: nsa_selected_attention.py:98
+            LocalTensor<float> statQue0T =
+                statQue0.template AllocTensor<float>();  // spec: nsa_selected_attention.py:103
+            LocalTensor<float> statQue1T =
+                statQue1.template AllocTensor<float>();  // spec: nsa_selected_attention.py:104
             Fence<HardEvent::MTE2_V>();
             for (int64_t i = 0; i < k; ++i) {
                 [[maybe_unused]] const int64_t row = p0 + i;
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_), static_cast<int32_t>(keys));
+                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:94
                 PipeBarrier<PIPE_V>();
-                const float st_v39 = RowMax(Reg(0)[i * keys], keys);
-                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v39)), static_cast<int32_t>(keys));
+                const float st_v39 = RowMax(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:95
+                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v39)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
                 PipeBarrier<PIPE_V>();
-                Exp(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<int32_t>(keys));
+                Exp(Reg(0)[i * keys], Reg(0)[i * keys],
+                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
                 PipeBarrier<PIPE_V>();
-                const float st_v42 = RowSum(Reg(0)[i * keys], keys);
+                const float st_v42 = RowSum(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:97
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v42)),
-                     static_cast<int32_t>(keys));
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();
-                Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();
-                Duplicate(statQue0T[i * 8], st_v39, 8);
+                Duplicate(statQue0T[i * 8], st_v39, 8);  // spec: nsa_selected_attention.py:103
                 PipeBarrier<PIPE_V>();
-                Duplicate(statQue1T[i * 8], st_v42, 8);
+                Duplicate(statQue1T[i * 8], st_v42, 8);  // spec: nsa_selected_attention.py:104
                 PipeBarrier<PIPE_V>();
             }
-            tileQue0.EnQue(tileQue0T);
-            tileQue0T = tileQue0.template DeQue<T>();
+            tileQue0.EnQue(tileQue0T);                 // spec: nsa_selected_attention.py:98
+            tileQue0T = tileQue0.template DeQue<T>();  // spec: nsa_selected_attention.py:98
             DataCopy(ws_v45[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue0T,
-                     static_cast<uint32_t>(k * keys));
-            tileQue0.FreeTensor(tileQue0T);
-            statQue0.EnQue(statQue0T);
-            statQue0T = statQue0.template DeQue<float>();
-            DataCopy(gm_softmax_max[(x.t * N1_ + x.h0 + p0) * 8], statQue0T, static_cast<uint32_t>(k * 8));
-            statQue0.FreeTensor(statQue0T);
-            statQue1.EnQue(statQue1T);
-            statQue1T = statQue1.template DeQue<float>();
-            DataCopy(gm_softmax_sum[(x.t * N1_ + x.h0 + p0) * 8], statQue1T, static_cast<uint32_t>(k * 8));
-            statQue1.FreeTensor(statQue1T);
+                     static_cast<uint32_t>(k * keys));     // spec: nsa_selected_attention.py:98
+            tileQue0.FreeTensor(tileQue0T);                // spec: nsa_selected_attention.py:98
+            statQue0.EnQue(statQue0T);                     // spec: nsa_selected_attention.py:103
+            statQue0T = statQue0.template DeQue<float>();  // spec: nsa_selected_attention.py:103
+            DataCopy(gm_softmax_max[(x.t * N1_ + x.h0 + p0) * 8], statQue0T,
+                     static_cast<uint32_t>(k * 8));        // spec: nsa_selected_attention.py:103
+            statQue0.FreeTensor(statQue0T);                // spec: nsa_selected_attention.py:103
+            statQue1.EnQue(statQue1T);                     // spec: nsa_selected_attention.py:104
+            statQue1T = statQue1.template DeQue<float>();  // spec: nsa_selected_attention.py:104
+            DataCopy(gm_softmax_sum[(x.t * N1_ + x.h0 + p0) * 8], statQue1T,
+                     static_cast<uint32_t>(k * 8));  // spec: nsa_selected_attention.py:104
+            statQue1.FreeTensor(statQue1T);          // spec: nsa_selected_attention.py:104
         }
     }
 
@@ -1214,13 +1238,14 @@ private:
 
     __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
     {
-        Heads(headL1_0_, gm_query, D_, x);
+        Heads(headL1_0_, gm_query, D_, x);  // spec: nsa_selected_attention.py:90
         for (c = 0; c < chunks_; ++c) {
             const int64_t keys = ChunkKeys(c);
-            Gather(gatherL1_0_, gm_key, D_, x, c, keys);
-            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs, true);
+            Gather(gatherL1_0_, gm_key, D_, x, c, keys);  // spec: nsa_selected_attention.py:90
+            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs,
+                   true);  // spec: nsa_selected_attention.py:90
             FixRows<float>(ws_v38[slot * (td_->wsSlotBytes / sizeof(float)) + c * Lc_], tile_, x.rows, keys, x.mPad,
-                           L_);
+                           L_);  // spec: nsa_selected_attention.py:90
         }
     }
 
@@ -1228,11 +1253,14 @@ private:
     {
         for (c = 0; c < chunks_; ++c) {
             const int64_t keys = ChunkKeys(c);
-            TileIn(tileL1_0_, ws_v51[slot * (td_->wsSlotBytes / sizeof(T)) + c * Lc_], x, keys, L_);
-            Gather(gatherL1_0_, gm_value, Dv_, x, c, keys);
-            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, Dv_, keys, keys, td_->baseKo, c == 0);
+            TileIn(tileL1_0_, ws_v51[slot * (td_->wsSlotBytes / sizeof(T)) + c * Lc_], x, keys,
+                   L_);                                      // spec: nsa_selected_attention.py:101
+            Gather(gatherL1_0_, gm_value, Dv_, x, c, keys);  // spec: nsa_selected_attention.py:101
+            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, Dv_, keys, keys, td_->baseKo,
+                   c == 0);  // spec: nsa_selected_attention.py:101
         }
-        FixRows<T>(gm_attention_out[(x.t * N1_ + x.h0) * Dv_], acc_, x.rows, Dv_, x.mPad, Dv_);
+        FixRows<T>(gm_attention_out[(x.t * N1_ + x.h0) * Dv_], acc_, x.rows, Dv_, x.mPad,
+                   Dv_);  // spec: nsa_selected_attention.py:101
     }
 
     // ------------------------------------------------------------------ AIV
@@ -1347,46 +1375,55 @@ private:
             const int64_t k = Min64(vecRows_, rEnd - p0);
             Fence<HardEvent::V_MTE2>();
             DataCopy(Reg(0), ws_v38[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));
-            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
-            LocalTensor<float> statQue0T = statQue0.template AllocTensor<float>();
-            LocalTensor<float> statQue1T = statQue1.template AllocTensor<float>();
+                     static_cast<uint32_t>(k * keys));                      // spec: nsa_selected_attention.py:90
+            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();  // spec: nsa_selected_attention.py:98
+            LocalTensor<float> statQue0T =
+                statQue0.template AllocTensor<float>();  // spec: nsa_selected_attention.py:103
+            LocalTensor<float> statQue1T =
+                statQue1.template AllocTensor<float>();  // spec: nsa_selected_attention.py:104
             Fence<HardEvent::MTE2_V>();
             for (int64_t i = 0; i < k; ++i) {
                 [[maybe_unused]] const int64_t row = p0 + i;
-                MaskFuture(Reg(0)[i * keys], keys, x, c, static_cast<float>(-FLT_MAX_VALUE));
+                MaskFuture(Reg(0)[i * keys], keys, x, c,
+                           static_cast<float>(-FLT_MAX_VALUE));  // spec: nsa_selected_attention.py:93
                 PipeBarrier<PIPE_V>();
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_), static_cast<int32_t>(keys));
+                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:94
                 PipeBarrier<PIPE_V>();
-                const float st_v45 = RowMax(Reg(0)[i * keys], keys);
-                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v45)), static_cast<int32_t>(keys));
+                const float st_v45 = RowMax(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:95
+                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v45)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
                 PipeBarrier<PIPE_V>();
-                Exp(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<int32_t>(keys));
+                Exp(Reg(0)[i * keys], Reg(0)[i * keys],
+                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
                 PipeBarrier<PIPE_V>();
-                const float st_v48 = RowSum(Reg(0)[i * keys], keys);
+                const float st_v48 = RowSum(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:97
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v48)),
-                     static_cast<int32_t>(keys));
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();
-                Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();
-                Duplicate(statQue0T[i * 8], st_v45, 8);
+                Duplicate(statQue0T[i * 8], st_v45, 8);  // spec: nsa_selected_attention.py:103
                 PipeBarrier<PIPE_V>();
-                Duplicate(statQue1T[i * 8], st_v48, 8);
+                Duplicate(statQue1T[i * 8], st_v48, 8);  // spec: nsa_selected_attention.py:104
                 PipeBarrier<PIPE_V>();
             }
-            tileQue0.EnQue(tileQue0T);
-            tileQue0T = tileQue0.template DeQue<T>();
+            tileQue0.EnQue(tileQue0T);                 // spec: nsa_selected_attention.py:98
+            tileQue0T = tileQue0.template DeQue<T>();  // spec: nsa_selected_attention.py:98
             DataCopy(ws_v51[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue0T,
-                     static_cast<uint32_t>(k * keys));
-            tileQue0.FreeTensor(tileQue0T);
-            statQue0.EnQue(statQue0T);
-            statQue0T = statQue0.template DeQue<float>();
-            DataCopy(gm_softmax_max[(x.t * N1_ + x.h0 + p0) * 8], statQue0T, static_cast<uint32_t>(k * 8));
-            statQue0.FreeTensor(statQue0T);
-            statQue1.EnQue(statQue1T);
-            statQue1T = statQue1.template DeQue<float>();
-            DataCopy(gm_softmax_sum[(x.t * N1_ + x.h0 + p0) * 8], statQue1T, static_cast<uint32_t>(k * 8));
-            statQue1.FreeTensor(statQue1T);
+                     static_cast<uint32_t>(k * keys));     // spec: nsa_selected_attention.py:98
+            tileQue0.FreeTensor(tileQue0T);                // spec: nsa_selected_attention.py:98
+            statQue0.EnQue(statQue0T);                     // spec: nsa_selected_attention.py:103
+            statQue0T = statQue0.template DeQue<float>();  // spec: nsa_selected_attention.py:103
+            DataCopy(gm_softmax_max[(x.t * N1_ + x.h0 + p0) * 8], statQue0T,
+                     static_cast<uint32_t>(k * 8));        // spec: nsa_selected_attention.py:103
+            statQue0.FreeTensor(statQue0T);                // spec: nsa_selected_attention.py:103
+            statQue1.EnQue(statQue1T);                     // spec: nsa_selected_attention.py:104
+            statQue1T = statQue1.template DeQue<float>();  // spec: nsa_selected_attention.py:104
+            DataCopy(gm_softmax_sum[(x.t * N1_ + x.h0 + p0) * 8], statQue1T,
+                     static_cast<uint32_t>(k * 8));  // spec: nsa_selected_attention.py:104
+            statQue1.FreeTensor(statQue1T);          // spec: nsa_selected_attention.py:104
         }
     }
 

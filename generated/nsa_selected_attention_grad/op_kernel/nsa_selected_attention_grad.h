@@ -392,25 +392,33 @@ private:
     {
         const int64_t keys = ChunkKeys(c);
         if (c == 0) {
-            Heads(headL1_0_, gm_query, D_, x);
-            Heads(headL1_1_, gm_attentionOutGrad, Dv_, x);
+            Heads(headL1_0_, gm_query, D_, x);              // spec: nsa_selected_attention_grad.py:94
+            Heads(headL1_1_, gm_attentionOutGrad, Dv_, x);  // spec: nsa_selected_attention_grad.py:101
         }
-        Gather(gatherL1_0_, gm_key, D_, x, c, keys);
-        Gather(gatherL1_1_, gm_value, Dv_, x, c, keys);
-        MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs, true);
-        FixRows<float>(ws_v41[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad, keys);
-        MmadNT(tile_, headL1_1_, gatherL1_1_, x.mPad, gTile_, keys, Dv_, td_->baseKp, true);
-        FixRows<float>(ws_v50[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad, keys);
+        Gather(gatherL1_0_, gm_key, D_, x, c, keys);     // spec: nsa_selected_attention_grad.py:94
+        Gather(gatherL1_1_, gm_value, Dv_, x, c, keys);  // spec: nsa_selected_attention_grad.py:101
+        MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs,
+               true);  // spec: nsa_selected_attention_grad.py:94
+        FixRows<float>(ws_v41[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad,
+                       keys);  // spec: nsa_selected_attention_grad.py:94
+        MmadNT(tile_, headL1_1_, gatherL1_1_, x.mPad, gTile_, keys, Dv_, td_->baseKp,
+               true);  // spec: nsa_selected_attention_grad.py:101
+        FixRows<float>(ws_v50[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad,
+                       keys);  // spec: nsa_selected_attention_grad.py:101
     }
 
     __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
     {
         const int64_t keys = ChunkKeys(c);
-        TileIn(tileL1_0_, ws_v56[slot * (td_->wsSlotBytes / sizeof(T))], x, keys, keys);
-        TileIn(tileL1_1_, ws_v58[slot * (td_->wsSlotBytes / sizeof(T))], x, keys, keys);
-        MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, D_, keys, keys, td_->baseKq, c == 0);
+        TileIn(tileL1_0_, ws_v56[slot * (td_->wsSlotBytes / sizeof(T))], x, keys,
+               keys);  // spec: nsa_selected_attention_grad.py:105
+        TileIn(tileL1_1_, ws_v58[slot * (td_->wsSlotBytes / sizeof(T))], x, keys,
+               keys);  // spec: nsa_selected_attention_grad.py:107
+        MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, D_, keys, keys, td_->baseKq,
+               c == 0);  // spec: nsa_selected_attention_grad.py:105
         if (c == chunks_ - 1) {
-            FixRows<float>(ws_dq[(x.t * N1_ + x.h0) * D_], acc_, x.rows, D_, x.mPad, D_);
+            FixRows<float>(ws_dq[(x.t * N1_ + x.h0) * D_], acc_, x.rows, D_, x.mPad,
+                           D_);  // spec: nsa_selected_attention_grad.py:105
         }
     }
 
@@ -420,13 +428,15 @@ private:
         const int64_t keys = ChunkKeys(c);
         for (int64_t n0 = 0; n0 < D_; n0 += td_->baseNk) {
             const int64_t nn = Min64(td_->baseNk, D_ - n0);
-            MmadTN(tile_, tileL1_0_, headL1_0_, keys, gTile_, n0, nn, x.rows, gTile_);
-            ScatterAdd(ws_dk, tile_, D_, x, c, keys, n0, nn);
+            MmadTN(tile_, tileL1_0_, headL1_0_, keys, gTile_, n0, nn, x.rows,
+                   gTile_);                                    // spec: nsa_selected_attention_grad.py:106
+            ScatterAdd(ws_dk, tile_, D_, x, c, keys, n0, nn);  // spec: nsa_selected_attention_grad.py:106
         }
         for (int64_t n0 = 0; n0 < Dv_; n0 += td_->baseNv) {
             const int64_t nn = Min64(td_->baseNv, Dv_ - n0);
-            MmadTN(tile_, tileL1_1_, headL1_1_, keys, gTile_, n0, nn, x.rows, gTile_);
-            ScatterAdd(ws_dv, tile_, Dv_, x, c, keys, n0, nn);
+            MmadTN(tile_, tileL1_1_, headL1_1_, keys, gTile_, n0, nn, x.rows,
+                   gTile_);                                     // spec: nsa_selected_attention_grad.py:107
+            ScatterAdd(ws_dv, tile_, Dv_, x, c, keys, n0, nn);  // spec: nsa_selected_attention_grad.py:107
         }
     }
 
@@ -507,18 +517,24 @@ private:
     {
         for (int64_t row = rBegin; row < rEnd; ++row) {
             const int64_t h = x.h0 + row;
-            const float st_v44 = gm_softmaxMax.GetValue((x.t * N1_ + h) * 8);
-            unitStat_.SetValue(0 * AlignUp(td_->subRows, 8) + row - rBegin, st_v44);
-            const float st_v46 = gm_softmaxSum.GetValue((x.t * N1_ + h) * 8);
-            unitStat_.SetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin, st_v46);
-            LoadHead(Head(0), gm_attentionOutGrad[(x.t * N1_ + h) * Dv_], Dv_);
+            const float st_v44 =
+                gm_softmaxMax.GetValue((x.t * N1_ + h) * 8);  // spec: nsa_selected_attention_grad.py:98
+            unitStat_.SetValue(0 * AlignUp(td_->subRows, 8) + row - rBegin,
+                               st_v44);  // spec: nsa_selected_attention_grad.py:98
+            const float st_v46 =
+                gm_softmaxSum.GetValue((x.t * N1_ + h) * 8);  // spec: nsa_selected_attention_grad.py:99
+            unitStat_.SetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin,
+                               st_v46);  // spec: nsa_selected_attention_grad.py:99
+            LoadHead(Head(0), gm_attentionOutGrad[(x.t * N1_ + h) * Dv_],
+                     Dv_);  // spec: nsa_selected_attention_grad.py:93
             PipeBarrier<PIPE_V>();
-            LoadHead(Head(1), gm_attentionOut[(x.t * N1_ + h) * Dv_], Dv_);
+            LoadHead(Head(1), gm_attentionOut[(x.t * N1_ + h) * Dv_], Dv_);  // spec: nsa_selected_attention_grad.py:92
             PipeBarrier<PIPE_V>();
-            Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));
+            Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));  // spec: nsa_selected_attention_grad.py:102
             PipeBarrier<PIPE_V>();
-            const float st_v52 = RowSum(Head(0), Dv_);
-            unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin, st_v52);
+            const float st_v52 = RowSum(Head(0), Dv_);  // spec: nsa_selected_attention_grad.py:102
+            unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin,
+                               st_v52);  // spec: nsa_selected_attention_grad.py:102
         }
     }
 
@@ -531,45 +547,55 @@ private:
             const int64_t k = Min64(vecRows_, rEnd - p0);
             Fence<HardEvent::V_MTE2>();
             DataCopy(Reg(0), ws_v41[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));
+                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:94
             DataCopy(Reg(1), ws_v50[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));
-            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
-            LocalTensor<T> tileQue1T = tileQue1.template AllocTensor<T>();
+                     static_cast<uint32_t>(k * keys));                      // spec: nsa_selected_attention_grad.py:101
+            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();  // spec: nsa_selected_attention_grad.py:103
+            LocalTensor<T> tileQue1T = tileQue1.template AllocTensor<T>();  // spec: nsa_selected_attention_grad.py:104
             Fence<HardEvent::MTE2_V>();
             for (int64_t i = 0; i < k; ++i) {
                 [[maybe_unused]] const int64_t row = p0 + i;
-                const float st_v44 = unitStat_.GetValue(0 * AlignUp(td_->subRows, 8) + row - rBegin);
-                const float st_v46 = unitStat_.GetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin);
-                const float st_v52 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin);
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_), static_cast<int32_t>(keys));
+                const float st_v44 = unitStat_.GetValue(0 * AlignUp(td_->subRows, 8) + row -
+                                                        rBegin);  // spec: nsa_selected_attention_grad.py:98
+                const float st_v46 = unitStat_.GetValue(1 * AlignUp(td_->subRows, 8) + row -
+                                                        rBegin);  // spec: nsa_selected_attention_grad.py:99
+                const float st_v52 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row -
+                                                        rBegin);  // spec: nsa_selected_attention_grad.py:102
+                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:94
                 PipeBarrier<PIPE_V>();
-                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v44)), static_cast<int32_t>(keys));
+                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v44)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
                 PipeBarrier<PIPE_V>();
-                Exp(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<int32_t>(keys));
+                Exp(Reg(0)[i * keys], Reg(0)[i * keys],
+                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
                 PipeBarrier<PIPE_V>();
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v46)),
-                     static_cast<int32_t>(keys));
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
                 PipeBarrier<PIPE_V>();
-                Adds(Reg(1)[i * keys], Reg(1)[i * keys], static_cast<float>(-(st_v52)), static_cast<int32_t>(keys));
+                Adds(Reg(1)[i * keys], Reg(1)[i * keys], static_cast<float>(-(st_v52)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
                 PipeBarrier<PIPE_V>();
-                Mul(Reg(1)[i * keys], Reg(0)[i * keys], Reg(1)[i * keys], static_cast<int32_t>(keys));
+                Mul(Reg(1)[i * keys], Reg(0)[i * keys], Reg(1)[i * keys],
+                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
                 PipeBarrier<PIPE_V>();
-                Cast(tileQue0T[i * keys], Reg(1)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                Cast(tileQue0T[i * keys], Reg(1)[i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
                 PipeBarrier<PIPE_V>();
-                Cast(tileQue1T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                Cast(tileQue1T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:104
                 PipeBarrier<PIPE_V>();
             }
-            tileQue0.EnQue(tileQue0T);
-            tileQue0T = tileQue0.template DeQue<T>();
+            tileQue0.EnQue(tileQue0T);                 // spec: nsa_selected_attention_grad.py:103
+            tileQue0T = tileQue0.template DeQue<T>();  // spec: nsa_selected_attention_grad.py:103
             DataCopy(ws_v56[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue0T,
-                     static_cast<uint32_t>(k * keys));
-            tileQue0.FreeTensor(tileQue0T);
-            tileQue1.EnQue(tileQue1T);
-            tileQue1T = tileQue1.template DeQue<T>();
+                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:103
+            tileQue0.FreeTensor(tileQue0T);             // spec: nsa_selected_attention_grad.py:103
+            tileQue1.EnQue(tileQue1T);                  // spec: nsa_selected_attention_grad.py:104
+            tileQue1T = tileQue1.template DeQue<T>();   // spec: nsa_selected_attention_grad.py:104
             DataCopy(ws_v58[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue1T,
-                     static_cast<uint32_t>(k * keys));
-            tileQue1.FreeTensor(tileQue1T);
+                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:104
+            tileQue1.FreeTensor(tileQue1T);             // spec: nsa_selected_attention_grad.py:104
         }
     }
 
@@ -1045,25 +1071,33 @@ private:
     {
         const int64_t keys = ChunkKeys(c);
         if (c == 0) {
-            Heads(headL1_0_, gm_query, D_, x);
-            Heads(headL1_1_, gm_attentionOutGrad, Dv_, x);
+            Heads(headL1_0_, gm_query, D_, x);              // spec: nsa_selected_attention_grad.py:94
+            Heads(headL1_1_, gm_attentionOutGrad, Dv_, x);  // spec: nsa_selected_attention_grad.py:101
         }
-        Gather(gatherL1_0_, gm_key, D_, x, c, keys);
-        Gather(gatherL1_1_, gm_value, Dv_, x, c, keys);
-        MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs, true);
-        FixRows<float>(ws_v41[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad, keys);
-        MmadNT(tile_, headL1_1_, gatherL1_1_, x.mPad, gTile_, keys, Dv_, td_->baseKp, true);
-        FixRows<float>(ws_v55[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad, keys);
+        Gather(gatherL1_0_, gm_key, D_, x, c, keys);     // spec: nsa_selected_attention_grad.py:94
+        Gather(gatherL1_1_, gm_value, Dv_, x, c, keys);  // spec: nsa_selected_attention_grad.py:101
+        MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs,
+               true);  // spec: nsa_selected_attention_grad.py:94
+        FixRows<float>(ws_v41[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad,
+                       keys);  // spec: nsa_selected_attention_grad.py:94
+        MmadNT(tile_, headL1_1_, gatherL1_1_, x.mPad, gTile_, keys, Dv_, td_->baseKp,
+               true);  // spec: nsa_selected_attention_grad.py:101
+        FixRows<float>(ws_v55[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad,
+                       keys);  // spec: nsa_selected_attention_grad.py:101
     }
 
     __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
     {
         const int64_t keys = ChunkKeys(c);
-        TileIn(tileL1_0_, ws_v61[slot * (td_->wsSlotBytes / sizeof(T))], x, keys, keys);
-        TileIn(tileL1_1_, ws_v63[slot * (td_->wsSlotBytes / sizeof(T))], x, keys, keys);
-        MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, D_, keys, keys, td_->baseKq, c == 0);
+        TileIn(tileL1_0_, ws_v61[slot * (td_->wsSlotBytes / sizeof(T))], x, keys,
+               keys);  // spec: nsa_selected_attention_grad.py:105
+        TileIn(tileL1_1_, ws_v63[slot * (td_->wsSlotBytes / sizeof(T))], x, keys,
+               keys);  // spec: nsa_selected_attention_grad.py:107
+        MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, D_, keys, keys, td_->baseKq,
+               c == 0);  // spec: nsa_selected_attention_grad.py:105
         if (c == chunks_ - 1) {
-            FixRows<float>(ws_dq[(x.t * N1_ + x.h0) * D_], acc_, x.rows, D_, x.mPad, D_);
+            FixRows<float>(ws_dq[(x.t * N1_ + x.h0) * D_], acc_, x.rows, D_, x.mPad,
+                           D_);  // spec: nsa_selected_attention_grad.py:105
         }
     }
 
@@ -1073,13 +1107,15 @@ private:
         const int64_t keys = ChunkKeys(c);
         for (int64_t n0 = 0; n0 < D_; n0 += td_->baseNk) {
             const int64_t nn = Min64(td_->baseNk, D_ - n0);
-            MmadTN(tile_, tileL1_0_, headL1_0_, keys, gTile_, n0, nn, x.rows, gTile_);
-            ScatterAdd(ws_dk, tile_, D_, x, c, keys, n0, nn);
+            MmadTN(tile_, tileL1_0_, headL1_0_, keys, gTile_, n0, nn, x.rows,
+                   gTile_);                                    // spec: nsa_selected_attention_grad.py:106
+            ScatterAdd(ws_dk, tile_, D_, x, c, keys, n0, nn);  // spec: nsa_selected_attention_grad.py:106
         }
         for (int64_t n0 = 0; n0 < Dv_; n0 += td_->baseNv) {
             const int64_t nn = Min64(td_->baseNv, Dv_ - n0);
-            MmadTN(tile_, tileL1_1_, headL1_1_, keys, gTile_, n0, nn, x.rows, gTile_);
-            ScatterAdd(ws_dv, tile_, Dv_, x, c, keys, n0, nn);
+            MmadTN(tile_, tileL1_1_, headL1_1_, keys, gTile_, n0, nn, x.rows,
+                   gTile_);                                     // spec: nsa_selected_attention_grad.py:107
+            ScatterAdd(ws_dv, tile_, Dv_, x, c, keys, n0, nn);  // spec: nsa_selected_attention_grad.py:107
         }
     }
 
@@ -1186,18 +1222,24 @@ private:
     {
         for (int64_t row = rBegin; row < rEnd; ++row) {
             const int64_t h = x.h0 + row;
-            const float st_v49 = gm_softmaxMax.GetValue((x.t * N1_ + h) * 8);
-            unitStat_.SetValue(0 * AlignUp(td_->subRows, 8) + row - rBegin, st_v49);
-            const float st_v51 = gm_softmaxSum.GetValue((x.t * N1_ + h) * 8);
-            unitStat_.SetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin, st_v51);
-            LoadHead(Head(0), gm_attentionOutGrad[(x.t * N1_ + h) * Dv_], Dv_);
+            const float st_v49 =
+                gm_softmaxMax.GetValue((x.t * N1_ + h) * 8);  // spec: nsa_selected_attention_grad.py:98
+            unitStat_.SetValue(0 * AlignUp(td_->subRows, 8) + row - rBegin,
+                               st_v49);  // spec: nsa_selected_attention_grad.py:98
+            const float st_v51 =
+                gm_softmaxSum.GetValue((x.t * N1_ + h) * 8);  // spec: nsa_selected_attention_grad.py:99
+            unitStat_.SetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin,
+                               st_v51);  // spec: nsa_selected_attention_grad.py:99
+            LoadHead(Head(0), gm_attentionOutGrad[(x.t * N1_ + h) * Dv_],
+                     Dv_);  // spec: nsa_selected_attention_grad.py:93
             PipeBarrier<PIPE_V>();
-            LoadHead(Head(1), gm_attentionOut[(x.t * N1_ + h) * Dv_], Dv_);
+            LoadHead(Head(1), gm_attentionOut[(x.t * N1_ + h) * Dv_], Dv_);  // spec: nsa_selected_attention_grad.py:92
             PipeBarrier<PIPE_V>();
-            Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));
+            Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));  // spec: nsa_selected_attention_grad.py:102
             PipeBarrier<PIPE_V>();
-            const float st_v57 = RowSum(Head(0), Dv_);
-            unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin, st_v57);
+            const float st_v57 = RowSum(Head(0), Dv_);  // spec: nsa_selected_attention_grad.py:102
+            unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin,
+                               st_v57);  // spec: nsa_selected_attention_grad.py:102
         }
     }
 
@@ -1210,47 +1252,58 @@ private:
             const int64_t k = Min64(vecRows_, rEnd - p0);
             Fence<HardEvent::V_MTE2>();
             DataCopy(Reg(0), ws_v41[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));
+                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:94
             DataCopy(Reg(1), ws_v55[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));
-            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
-            LocalTensor<T> tileQue1T = tileQue1.template AllocTensor<T>();
+                     static_cast<uint32_t>(k * keys));                      // spec: nsa_selected_attention_grad.py:101
+            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();  // spec: nsa_selected_attention_grad.py:103
+            LocalTensor<T> tileQue1T = tileQue1.template AllocTensor<T>();  // spec: nsa_selected_attention_grad.py:104
             Fence<HardEvent::MTE2_V>();
             for (int64_t i = 0; i < k; ++i) {
                 [[maybe_unused]] const int64_t row = p0 + i;
-                const float st_v49 = unitStat_.GetValue(0 * AlignUp(td_->subRows, 8) + row - rBegin);
-                const float st_v51 = unitStat_.GetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin);
-                const float st_v57 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin);
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_), static_cast<int32_t>(keys));
+                const float st_v49 = unitStat_.GetValue(0 * AlignUp(td_->subRows, 8) + row -
+                                                        rBegin);  // spec: nsa_selected_attention_grad.py:98
+                const float st_v51 = unitStat_.GetValue(1 * AlignUp(td_->subRows, 8) + row -
+                                                        rBegin);  // spec: nsa_selected_attention_grad.py:99
+                const float st_v57 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row -
+                                                        rBegin);  // spec: nsa_selected_attention_grad.py:102
+                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:94
                 PipeBarrier<PIPE_V>();
-                MaskFuture(Reg(0)[i * keys], keys, x, c, static_cast<float>(-FLT_MAX_VALUE));
+                MaskFuture(Reg(0)[i * keys], keys, x, c,
+                           static_cast<float>(-FLT_MAX_VALUE));  // spec: nsa_selected_attention_grad.py:97
                 PipeBarrier<PIPE_V>();
-                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v49)), static_cast<int32_t>(keys));
+                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v49)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
                 PipeBarrier<PIPE_V>();
-                Exp(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<int32_t>(keys));
+                Exp(Reg(0)[i * keys], Reg(0)[i * keys],
+                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
                 PipeBarrier<PIPE_V>();
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v51)),
-                     static_cast<int32_t>(keys));
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
                 PipeBarrier<PIPE_V>();
-                Adds(Reg(1)[i * keys], Reg(1)[i * keys], static_cast<float>(-(st_v57)), static_cast<int32_t>(keys));
+                Adds(Reg(1)[i * keys], Reg(1)[i * keys], static_cast<float>(-(st_v57)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
                 PipeBarrier<PIPE_V>();
-                Mul(Reg(1)[i * keys], Reg(0)[i * keys], Reg(1)[i * keys], static_cast<int32_t>(keys));
+                Mul(Reg(1)[i * keys], Reg(0)[i * keys], Reg(1)[i * keys],
+                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
                 PipeBarrier<PIPE_V>();
-                Cast(tileQue0T[i * keys], Reg(1)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                Cast(tileQue0T[i * keys], Reg(1)[i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
                 PipeBarrier<PIPE_V>();
-                Cast(tileQue1T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND, static_cast<uint32_t>(keys));
+                Cast(tileQue1T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:104
                 PipeBarrier<PIPE_V>();
             }
-            tileQue0.EnQue(tileQue0T);
-            tileQue0T = tileQue0.template DeQue<T>();
+            tileQue0.EnQue(tileQue0T);                 // spec: nsa_selected_attention_grad.py:103
+            tileQue0T = tileQue0.template DeQue<T>();  // spec: nsa_selected_attention_grad.py:103
             DataCopy(ws_v61[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue0T,
-                     static_cast<uint32_t>(k * keys));
-            tileQue0.FreeTensor(tileQue0T);
-            tileQue1.EnQue(tileQue1T);
-            tileQue1T = tileQue1.template DeQue<T>();
+                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:103
+            tileQue0.FreeTensor(tileQue0T);             // spec: nsa_selected_attention_grad.py:103
+            tileQue1.EnQue(tileQue1T);                  // spec: nsa_selected_attention_grad.py:104
+            tileQue1T = tileQue1.template DeQue<T>();   // spec: nsa_selected_attention_grad.py:104
             DataCopy(ws_v63[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue1T,
-                     static_cast<uint32_t>(k * keys));
-            tileQue1.FreeTensor(tileQue1T);
+                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:104
+            tileQue1.FreeTensor(tileQue1T);             // spec: nsa_selected_attention_grad.py:104
         }
     }
 
