@@ -553,7 +553,8 @@ def test_nsa_program_lowering_and_verifier():
     spec = load_spec(BWD)
     key = next(k for k in spec.keys() if 2 in k.static)
     g = optimize(spec.graph(key))
-    p = lower(g, attention_layout(g).tokens)
+    lay = attention_layout(g)
+    p = lower(g, lay.tokens, lay.dtype)
     forms = [(c.form, c.phase, c.dest) for c in p.cube]
     assert forms == [("NT", 1, "tile"), ("NT", 1, "tile"), ("NN", 2, "acc"), ("TN", 2, "scatter"), ("TN", 2, "scatter")]
     assert p.causal and not p.full_rows and sorted(p.tiles.values()) == ["T", "T", "f32", "f32"]
@@ -589,10 +590,10 @@ def test_fixpipe_output_must_be_rounded_to_nearest_even(tmp_path):
     spec = load_spec(str(copy))
     g = optimize(spec.graph(next(k for k in spec.keys() if all(k.present))))
     with pytest.raises(IRError, match="Fixpipe, which rounds to nearest even"):
-        lower(g, attention_layout(g).tokens)
+        lower(g, attention_layout(g).tokens, attention_layout(g).dtype)
     bundled = load_spec(FWD)
     g = optimize(bundled.graph(next(k for k in bundled.keys() if all(k.present))))
-    lower(g, attention_layout(g).tokens)
+    lower(g, attention_layout(g).tokens, attention_layout(g).dtype)
 
 
 # ------------------------------------------------------------------------------------------------ CLI
