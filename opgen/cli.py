@@ -19,7 +19,9 @@ usage (a rejection by the emitted aclnn layer prints `opgen: <aclnn API>: <code>
 stopped itself with AscendC::Trap() on device-data rules `opgen: <op>: kernel stopped (...): <rule>`).
 An error in a spec file (a SpecError with a location) is the spec author's: it prints as a diagnostic,
 `file:line: error: what is wrong; what to change`, then the source line and a caret under the token.
-`--debug` (before or after the command) shows the traceback instead.
+`--debug` (before or after the command) shows the traceback instead. NumPy's RuntimeWarning and ComplexWarning
+(overflow in a cast of a hostile value, ...) are not printed (they show with --debug): bad input gets its one-line
+error, a kernel's non-finite values are named by the `check` verdict.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import argparse
 import os
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -387,7 +390,11 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.fn(args)
+        with warnings.catch_warnings():
+            if not args.debug:   # NumPy's arithmetic warnings on hostile values: the verdicts report them
+                warnings.simplefilter("ignore", RuntimeWarning)
+                warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+            return args.fn(args)
     except BrokenPipeError:  # `opgen list | head`
         sys.stderr.close()
         return 0
