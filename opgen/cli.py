@@ -21,7 +21,9 @@ usage (a rejection by the emitted aclnn layer prints `opgen: <aclnn API>: <code>
 stopped itself with AscendC::Trap() on device-data rules `opgen: <op>: kernel stopped (...): <rule>`).
 An error in a spec file (a SpecError with a location) is the spec author's: it prints as a diagnostic,
 `file:line: error: what is wrong; what to change`, then the source line and a caret under the token.
-`--debug` (before or after the command) shows the traceback instead.
+`--debug` (before or after the command) shows the traceback instead. NumPy's RuntimeWarning and ComplexWarning
+(overflow in a cast of a hostile value, ...) are not printed (they show with --debug): bad input gets its one-line
+error, a kernel's non-finite values are named by the `check` verdict.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ if __name__ == "__main__":   # `python -m opgen.cli`: the CLI process, not a mod
 
 import argparse  # noqa: E402
 import tempfile  # noqa: E402
+import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -646,7 +649,11 @@ def main(argv=None) -> int:
 def _run(args) -> int:
     """Run the chosen command; OpgenError -> one line, exit 2; other errors -> one line, exit 3."""
     try:
-        return args.fn(args)
+        with warnings.catch_warnings():
+            if not args.debug:   # NumPy's arithmetic warnings on hostile values: the verdicts report them
+                warnings.simplefilter("ignore", RuntimeWarning)
+                warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+            return args.fn(args)
     except BrokenPipeError:  # `opgen list | head`
         sys.stderr.close()
         return 0

@@ -113,13 +113,41 @@ def _(rng, inputs, env, attrs):
     """Legal layout, then attentionOut and the softmax statistics from the forward spec."""
     from _nsa_common import make_layout
 
+    from opgen.errors import ValidationError
     from opgen.interp import interpret
 
     make_layout(rng, inputs, env, env["BS"], attrs["sparseMode"] == 2,
                 ("topkIndices", "actualSeqQLen", "actualSeqKVLlen"))
+    try:
+        fwd = _forward(interpret, inputs, env, attrs)
+    except ValidationError as e:   # name this op's parameters, not the forward's
+        raise ValidationError(_FORWARD_NAMES.get(e.param, e.param),
+                              f"{_grad_names(e.rule)} (a rule of NsaSelectedAttention, which --dims runs to make "
+                              f"attentionOut, softmaxMax and softmaxSum; give those in --inputs instead)") from None
+    inputs["attentionOut"] = fwd["attention_out"]
+    inputs["softmaxMax"] = fwd["softmax_max"]
+    inputs["softmaxSum"] = fwd["softmax_sum"]
+
+
+_FORWARD_NAMES = {"topk_indices": "topkIndices", "actual_seq_qlen": "actualSeqQLen",
+                  "actual_seq_kvlen": "actualSeqKVLlen", "atten_mask": "attenMsk", "scale_value": "scaleValue",
+                  "head_num": "headNum", "sparse_mode": "sparseMode", "input_layout": "inputLayout",
+                  "selected_block_size": "selectedBlockSize", "selected_block_count": "selectedBlockCount"}
+"""NsaSelectedAttention's parameter names -> this op's (the example runs the forward to make its inputs)."""
+
+
+def _grad_names(text: str) -> str:
+    """`text` with the forward's parameter names replaced by this op's."""
+    import re
+
+    return re.sub(r"\b(" + "|".join(_FORWARD_NAMES) + r")\b", lambda m: _FORWARD_NAMES[m.group(1)], text)
+
+
+def _forward(interpret, inputs, env, attrs):
+    """The forward's outputs for the example's inputs (attentionOut and the softmax statistics)."""
     import numpy as np
 
-    fwd = interpret("NsaSelectedAttention", {
+    return interpret("NsaSelectedAttention", {
         "query": inputs["query"], "key": inputs["key"], "value": inputs["value"],
         "topk_indices": inputs["topkIndices"], "actual_seq_qlen": inputs["actualSeqQLen"],
         "actual_seq_kvlen": inputs["actualSeqKVLlen"],
@@ -127,6 +155,3 @@ def _(rng, inputs, env, attrs):
     }, {"scale_value": attrs["scaleValue"], "head_num": inputs["query"].shape[1], "sparse_mode": attrs["sparseMode"],
         "input_layout": "TND", "selected_block_size": env["BS"],
         "selected_block_count": inputs["topkIndices"].shape[2]}, {"T": inputs["query"].dtype.name})
-    inputs["attentionOut"] = fwd["attention_out"]
-    inputs["softmaxMax"] = fwd["softmax_max"]
-    inputs["softmaxSum"] = fwd["softmax_sum"]

@@ -6,7 +6,10 @@ tests/test_codegen.py (the emitted checks against the interpreter).
 
 Call line (`encode_call`): the public aclnn parameters in order (OpModel.api_params),
 space separated: a tensor is `<dtype name>:<d0,d1,...>` or `null`, a host array `a:<v0,v1,...>` or `null`,
-a float attribute a Python float literal, int/bool an integer, a string itself (no spaces) or `null`.
+a float attribute a C99 hex-float literal (`float.hex()`: exact, and `nan`, `inf`, `-inf` and subnormals
+included; the reader, ReadDouble in runtime.cpp, parses a token whole with strtod, so a decimal literal works
+too), int/bool an integer, a string itself (no spaces) or `null`. A token the reader cannot parse, a missing or
+an extra one is reported as status -1 `case runner: <what>` and the call is not made (run_runner raises).
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ def harness_source(m) -> str:
         read = f"const_cast<char*>({fn}(in))" if p.ctype == "char*" else f"{fn}(in)"
         lines.append(f"        {p.ctype} a{k} = {read};")
         args.append(f"a{k}")
-    lines += ["        uint64_t ws = 0;", "        aclOpExecutor* ex = nullptr;",
+    lines += ["        if (ReadFailed(in)) {", "            ReportReadError();", "            continue;", "        }",
+              "        uint64_t ws = 0;", "        aclOpExecutor* ex = nullptr;",
               f"        ReportResult({m.api}GetWorkspaceSize({', '.join(args)}, &ws, &ex));", "    }", "}"]
     return "\n".join(lines) + "\n"
 
@@ -102,7 +106,7 @@ def encode_call(m, inputs: dict, attrs: dict, outputs: dict | None, dtype_of: di
             if p.param.decl.type is str:
                 toks.append("null" if v is None else str(v))
             else:
-                toks.append(repr(float(v)) if p.param.decl.type is float else str(int(v)))
+                toks.append(float(v).hex() if p.param.decl.type is float else str(int(v)))
     return " ".join(toks)
 
 
@@ -200,7 +204,9 @@ def device_dtypes(spec, inputs: dict, dtypes: dict) -> dict:
 
 def _lossless(a: np.ndarray, target) -> bool:
     """Whether every value of `a` survives conversion to DType `target` (the interpreter converts such arrays
-    to the declared dtype, so the device tensor has it)."""
+    to the declared dtype, so the device tensor has it). A complex array never does (no ComplexWarning)."""
+    if a.dtype.kind == "c":
+        return False
     try:
         with np.errstate(all="ignore"):
             back = a.astype(target.np).astype(a.dtype)
@@ -312,7 +318,8 @@ def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict) -> di
 def run_runner(exe, lines: list[str], soc_enum: str | None = None, timeout: float = 120) -> list[tuple[int, str]]:
     """Run the case runner `exe` on call lines; returns [(status code, message)] per line ("" on success).
     soc_enum: op::SocVersion name the aclnn layer sees (default ASCEND910B). Raises OpgenError when the
-    runner fails or prints a wrong number of results."""
+    runner fails, prints a wrong number of results or could not read a line (a malformed token: runtime.cpp
+    ReadFailed)."""
     cmd = [str(exe)] + ([soc_enum] if soc_enum else [])
     try:
         r = subprocess.run(cmd, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=timeout)
@@ -323,7 +330,9 @@ def run_runner(exe, lines: list[str], soc_enum: str | None = None, timeout: floa
         tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or [""]
         raise OpgenError(f"aclnn case runner {exe} failed (exit {r.returncode}): {tail[0]}")
     out = []
-    for res in results:
+    for line, res in zip(lines, results):
         code, _, msg = res.partition("\t")
+        if int(code) == -1 and msg.startswith("case runner: "):
+            raise OpgenError(f"aclnn case runner {exe} could not read the call {line!r}: {msg[13:]}")
         out.append((int(code), msg))
     return out

@@ -10,8 +10,9 @@ def _num(v) -> str:
 def format_text(res) -> str:
     """Lines: header (op, SoC, variant, blockDim, tilingKey, workspace bytes), one line per output (rel_l2,
     rel_linf, MERE, MARE against exact mode, max |diff| against device mode, PASS/FAIL and the rule or the
-    reason), GM bytes moved vs the minimum (and vs the reference's estimate for CANN's kernel where one exists),
-    per-buffer GM traffic, faults, and the verdict PASS / FAIL."""
+    reason, then the verdict's note: overflowed elements, a conditioning limit), GM bytes moved vs the minimum
+    (and vs the reference's estimate for CANN's kernel where one exists), per-buffer GM traffic, faults, and the
+    verdict PASS / FAIL."""
     out = [f"{res.op} on {res.soc} ({res.variant} build): blockDim {res.block_dim}, tilingKey {res.tiling_key}, "
            f"workspace {res.workspace_bytes} B"]
     if not res.tiling_ok:
@@ -19,6 +20,8 @@ def format_text(res) -> str:
     width = max([len(k) for k in list(res.outputs) + list(res.gm)] + [4])
     for name, c in res.outputs.items():
         verdict = f"PASS ({c.rule})" if c.passed else f"FAIL: {c.reason}"
+        if c.note:
+            verdict += f": {c.note}"
         if c.golden_nonfinite:
             verdict += f" [{c.golden_nonfinite} non-finite golden elements compared exactly, not in the metrics]"
         out.append(f"  {name:<{width}}  rel_l2 {_num(c.rel_l2):>8}  rel_linf {_num(c.rel_linf):>8}  "

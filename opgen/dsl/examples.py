@@ -17,6 +17,8 @@ def parse_dims(text: str) -> dict:
         if "=" not in part:
             raise ValidationError("--dims", f"expected NAME=VALUE, got {part!r}")
         k, v = (x.strip() for x in part.split("=", 1))
+        if k in out:
+            raise ValidationError("--dims", f"{k} is given twice")
         try:
             out[k] = tuple(int(x) for x in v.split("x") if x) if ("x" in v or v == "") else int(v)
         except ValueError:
@@ -50,12 +52,38 @@ def _require_memory_for(spec, env: dict, present: dict, row: dict) -> None:
         require_memory("--dims", total + peak, f"the inputs (the largest: {biggest})")
 
 
+def check_seed(seed) -> int:
+    """`seed` as the int NumPy's default_rng takes. Raises ValidationError("--seed", ...) unless it is a
+    non-negative integer."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValidationError("--seed", f"must be a non-negative integer (a NumPy random seed), got {seed!r}")
+    return int(seed)
+
+
+def _check_dim_values(spec, dims: dict) -> None:
+    """--dims values against the kind of each name: one size >= 0 for a dim, sizes >= 0 for a variadic group."""
+    for k, v in dims.items():
+        if k in spec.variadics:
+            sizes = v if isinstance(v, tuple) else (v,)
+        elif isinstance(v, tuple):
+            if not v:
+                raise ValidationError("--dims", f"{k}: no value (a dim takes one integer, e.g. {k}=4)")
+            raise ValidationError("--dims", f"{k} is one dim, not a group: give one integer, got "
+                                            f"{'x'.join(map(str, v))}")
+        else:
+            sizes = (v,)
+        for x in sizes:
+            if x < 0:
+                raise ValidationError("--dims", f"{k}: {x} is negative (dims are sizes, >= 0)")
+
+
 def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | None = None, seed: int = 0) -> dict:
     """Random inputs of `spec` for the given dims: floats ~ N(0, 1) in their dtype, then the spec's
     `@spec.example` hook makes data-dependent inputs valid (statistics, indices, sequence arrays).
 
     Optional inputs are made when all their dims are known and the mode uses them.
-    Raises ValidationError naming `--dims` when a required dim is missing or unknown.
+    Raises ValidationError naming `--dims` when a required dim is missing or unknown, a dim's value is empty,
+    a group or negative, and naming `--seed` when the seed is not a non-negative integer.
     """
     from opgen.dsl.validate import _resolve_attrs, _resolve_dtypes
 
@@ -63,6 +91,8 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
     for k in dims:
         if k not in known:
             raise ValidationError("--dims", f"{k} is not a dim of {spec.name} (dims: {', '.join(sorted(known))})")
+    _check_dim_values(spec, dims)
+    seed = check_seed(seed)
     attr_vals = _resolve_attrs(spec, attrs or {})
     env = {k: ((v,) if k in spec.variadics and isinstance(v, int) else v) for k, v in dims.items()}
     for a in spec.attrs:  # an attribute bound to a dim and a dim given in --dims must agree

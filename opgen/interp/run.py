@@ -21,9 +21,10 @@ def run_graph(g: Graph, bound, mode: str = "device") -> dict:
     vals: dict[str, np.ndarray] = {}
     for p in g.params:
         name = p.value.name
-        if p.kind == "attr":
-            vals[name] = np.asarray(bound.attrs[name], dtype=ctx.float if isinstance(bound.attrs[name], float)
-                                    else np.int64)
+        if p.kind == "attr":   # device mode: a float attribute beyond float32's range becomes ±inf, as in CANN
+            with np.errstate(over="ignore"):
+                vals[name] = np.asarray(bound.attrs[name], dtype=ctx.float if isinstance(bound.attrs[name], float)
+                                        else np.int64)
         else:
             a = bound.arrays[name]
             dt = ctx.dtype(p.value.type.dtype)

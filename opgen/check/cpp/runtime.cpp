@@ -2,6 +2,8 @@
 // the runner's main (opgen/check/aclnn.py harness_source) reads one call per line, runs it through the
 // emitted aclnn API (compiled against opgen's host emulation, opgen/emu/include) and prints the status
 // code and the first logged error message. Our own code.
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -38,6 +40,25 @@ bool ApplySocArgument(int argc, char** argv)
 
 // ---- the case reader of the test harness --------------------------------------------------------
 
+// The first malformed token of the current line ("" when every token parsed); see ReadFailed.
+static std::string g_readError;
+
+static std::string NextToken(std::istream& in, const char* what)
+{
+    std::string tok;
+    if (!(in >> tok) && g_readError.empty()) {
+        g_readError = std::string("missing ") + what + " token";
+    }
+    return tok;
+}
+
+static void BadToken(const std::string& tok, const char* what)
+{
+    if (g_readError.empty()) {
+        g_readError = "'" + tok + "' is not " + what;
+    }
+}
+
 static ge::DataType ParseDtype(const std::string& name)
 {
     if (name == "float32") return ge::DT_FLOAT;
@@ -50,73 +71,116 @@ static ge::DataType ParseDtype(const std::string& name)
     return ge::DT_UNDEFINED;
 }
 
-static std::vector<int64_t> ParseList(const std::string& text)
+// Comma-separated int64 values (empty items skipped); false for an item that is not one.
+static bool ParseList(const std::string& text, std::vector<int64_t>& out)
 {
-    std::vector<int64_t> out;
     std::stringstream in(text);
     std::string item;
     while (std::getline(in, item, ',')) {
-        if (!item.empty()) {
-            out.push_back(std::stoll(item));
+        if (item.empty()) {
+            continue;
         }
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(item.c_str(), &end, 10);
+        if (end != item.c_str() + item.size() || errno == ERANGE) {
+            return false;
+        }
+        out.push_back(static_cast<int64_t>(v));
     }
-    return out;
+    return true;
 }
 
 // "null" or "<dtype>:<d0,d1,...>" (a scalar: "<dtype>:")
 aclTensor* ReadTensor(std::istream& in)
 {
-    std::string tok;
-    in >> tok;
+    const std::string tok = NextToken(in, "tensor");
     if (tok == "null") {
         return nullptr;
     }
     const size_t colon = tok.find(':');
     aclTensor* t = new aclTensor;
+    if (colon == std::string::npos || !ParseList(tok.substr(colon + 1), t->shape.dims)) {
+        BadToken(tok, "a tensor (<dtype>:<d0,d1,...> or null)");
+        return t;
+    }
     t->dtype = ParseDtype(tok.substr(0, colon));
-    t->shape.dims = ParseList(tok.substr(colon + 1));
     return t;
 }
 
 // "null" or "a:<v0,v1,...>"
 aclIntArray* ReadIntArray(std::istream& in)
 {
-    std::string tok;
-    in >> tok;
+    const std::string tok = NextToken(in, "int array");
     if (tok == "null") {
         return nullptr;
     }
     aclIntArray* a = new aclIntArray;
-    a->values = ParseList(tok.substr(2));
+    if (tok.compare(0, 2, "a:") != 0 || !ParseList(tok.substr(2), a->values)) {
+        BadToken(tok, "an int array (a:<v0,v1,...> or null)");
+    }
     return a;
 }
 
+// One whitespace-free token parsed whole by strtod: a decimal or C99 hex-float literal (Python's float.hex),
+// nan, inf, -inf; subnormals and values that round to 0 or overflow to inf keep strtod's result (its ERANGE is
+// not an error: the token still named a double). Anything else is a read error (ReadFailed), not a silent 0
+// that leaves the stream out of step with the parameters.
 double ReadDouble(std::istream& in)
 {
-    double v = 0;
-    in >> v;
+    const std::string tok = NextToken(in, "double");
+    if (tok.empty()) {
+        return 0.0;
+    }
+    char* end = nullptr;
+    const double v = std::strtod(tok.c_str(), &end);
+    if (end != tok.c_str() + tok.size()) {
+        BadToken(tok, "a double");
+        return 0.0;
+    }
     return v;
 }
 
 int64_t ReadInt(std::istream& in)
 {
-    int64_t v = 0;
-    in >> v;
-    return v;
+    const std::string tok = NextToken(in, "integer");
+    if (tok.empty()) {
+        return 0;
+    }
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(tok.c_str(), &end, 10);
+    if (end != tok.c_str() + tok.size() || errno == ERANGE) {
+        BadToken(tok, "a 64-bit integer");
+        return 0;
+    }
+    return static_cast<int64_t>(v);
 }
 
 bool ReadBool(std::istream& in)
 {
-    int v = 0;
-    in >> v;
-    return v != 0;
+    return ReadInt(in) != 0;
+}
+
+bool ReadFailed(std::istream& in)
+{
+    std::string extra;
+    if (g_readError.empty() && (in >> extra)) {
+        g_readError = "unexpected token '" + extra + "' after the last parameter";
+    }
+    return !g_readError.empty();
+}
+
+void ReportReadError()
+{
+    std::cout << -1 << "\t" << "case runner: " << g_readError << std::endl;
+    g_readError.clear();
 }
 
 // "null" or the text itself (no spaces)
 const char* ReadString(std::istream& in)
 {
-    std::string tok;
-    in >> tok;
+    const std::string tok = NextToken(in, "string");
     if (tok == "null") {
         return nullptr;
     }

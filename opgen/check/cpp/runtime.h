@@ -14,4 +14,9 @@ double ReadDouble(std::istream& in);
 int64_t ReadInt(std::istream& in);
 bool ReadBool(std::istream& in);
 const char* ReadString(std::istream& in);
+// True when a token of the current line was missing or malformed (ReadDouble/ReadInt/ReadBool/ReadString) or the
+// line holds more tokens than the parameters; the call must then not be made: ReportReadError prints
+// "-1<TAB>case runner: <what>" in place of its result and clears the error for the next line.
+bool ReadFailed(std::istream& in);
+void ReportReadError();
 void ReportResult(aclnnStatus rc);
