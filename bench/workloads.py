@@ -4,7 +4,7 @@ opgen.bench.load_workloads, so the benchmark harness in opgen/bench knows no ope
 INTERP       device-mode interpretation vs a direct NumPy implementation of the same math (the functions below)
 EMU_TIME     the emulated kernel vs the interpreter on the README's real-sized cases
 GM           GM bytes counted by the emulation over the minimum: AdaLayerNormGrad over H, NormRopeConcatGrad in
-             every rope/norm mode, and the example operators of examples/specs at real sizes (issue 11); a case
+             every rope/norm mode, and the example operators of examples/specs at real sizes; a case
              with golden=False is launched without the float64 golden (its interpretation would not fit the machine)
              and its device-mode interpretation is timed on its own (time_interp)
 STARTUP      `opgen interpret` as a whole process vs a NumPy-only script with the same npz I/O (numpy_ada_grad)
@@ -26,7 +26,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "specs"
 
 
 def numpy_ada_grad(dy, x, rstd, mean, scale, gamma, beta):
-    """AdaLayerNormGrad in fp32 NumPy (reference/ada_layer_norm.md §1.2), bf16 outputs (RNE)."""
+    """AdaLayerNormGrad in fp32 NumPy (docs/reference/ada_layer_norm.md §1.2), bf16 outputs (RNE)."""
     dy = dy.astype(np.float32)
     x = x.astype(np.float32)
     s1 = scale.astype(np.float32)[:, None, :] + np.float32(1)
@@ -82,7 +82,7 @@ def numpy_nrc_grad(inp):
 
 
 def numpy_nsa_grad(inp, scale=0.08, causal=True):
-    """NsaSelectedAttentionGrad in fp32 NumPy (reference/nsa_selected_attention.md §2: gather the selected
+    """NsaSelectedAttentionGrad in fp32 NumPy (docs/reference/nsa_selected_attention.md §2: gather the selected
     key blocks per (token, kv head), S = Q Kᵀ·scale, causal mask, P from the saved max/sum, dS = P (dP -
     rowsum(dO O)), P and dS rounded to bf16 (ties-away), dK/dV scatter-added), bf16 outputs."""
     f = {k: np.asarray(v) for k, v in inp.items()}
@@ -168,7 +168,7 @@ EMU_TIME = [
      {"norm_type": 2, "norm_added_type": 2, "rope_type": 2, "concat_order": 1}, {"T": "bfloat16"}),
 ]
 GM_HIDDEN = [64, 1152, 3072, 4099, 8192, 16384]
-# CANN's AdaLayerNormGrad kernels, bytes moved / minimum (reference/ada_layer_norm.md §4.5, bf16 rows)
+# CANN's AdaLayerNormGrad kernels, bytes moved / minimum (docs/reference/ada_layer_norm.md §4.5, bf16 rows)
 CANN_GM = {64: "~1.05x", 1152: "~1.2x", 3072: "2.7x", 4099: "~7-8x", 8192: "~7-8x", 16384: "~7-8x"}
 
 
@@ -182,8 +182,8 @@ NRC_FLUX = {"B": 1, "Sq": 4096, "Seq": 512, "Sk": 4096, "Sek": 512, "N": 24, "D"
 GM += [{"op": "NormRopeConcatGrad", "case": f"Flux, norm {n}/{n}, rope {r}", "dims": NRC_FLUX,
         "quick_dims": {k: (max(1, v // 16) if k in ("Sq", "Seq", "Sk", "Sek", "R") else v) for k, v in NRC_FLUX.items()},
         "attrs": {"norm_type": n, "norm_added_type": n, "rope_type": r, "concat_order": 0}, "dtypes": {"T": "bfloat16"},
-        "cann": "reference/norm_rope_concat.md §5"} for n in (0, 1, 2) for r in (0, 1, 2)]
-# the example operators at real sizes (issue 11): goal <= 1.10 each, the emulated kernel timed against the interpreter
+        "cann": "docs/reference/norm_rope_concat.md §5"} for n in (0, 1, 2) for r in (0, 1, 2)]
+# the example operators at real sizes: goal <= 1.10 each, the emulated kernel timed against the interpreter
 GM += [
     {"op": str(EXAMPLES / "rms_norm.py"), "case": "RmsNorm [4096, 4096] bf16", "dims": {"Bd": (4096,), "H": 4096},
      "quick_dims": {"Bd": (256,), "H": 4096}, "dtypes": {"T": "bfloat16"}, "time_interp": True},

@@ -1,6 +1,6 @@
 """opgen: an operator compiler for Huawei Ascend NPUs.
 
-Pipeline (see ../shared/DESIGN.md): specs/<op>.py (opgen.dsl) -> tensor IR (opgen.ir)
+Pipeline (see docs/design.md): specs/<op>.py (opgen.dsl) -> tensor IR (opgen.ir)
 -> NumPy interpreter (opgen.interp) -> passes / codegen / emulation (later issues).
 """
 

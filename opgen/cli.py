@@ -1,4 +1,4 @@
-"""Command line of opgen (contract: ../shared/DESIGN.md "Command line").
+"""Command line of opgen (contract: docs/design.md "Command line").
 
     opgen list
     opgen interpret OP (--inputs in.npz | --dims B=2,S=128 [--seed N]) --out out.npz

@@ -1,4 +1,4 @@
-"""Up-front checks of what a run would need against what the machine has (issue 14: a clean error naming the
+"""Up-front checks of what a run would need against what the machine has (a clean error naming the
 parameter and the bytes, instead of a MemoryError or the OOM killer half-way through).
 
 `available_memory()` is the memory a new allocation can get now: MemAvailable of /proc/meminfo, capped by

@@ -1,5 +1,5 @@
 """Pieces shared by the NsaSelectedAttention forward and backward specs
-(reference/nsa_selected_attention.md §1.3 cumulative lengths, §2.1 GQA, §2.2 gather, §2.3 masking).
+(docs/reference/nsa_selected_attention.md §1.3 cumulative lengths, §2.1 GQA, §2.2 gather, §2.3 masking).
 
 Not a spec itself (files starting with `_` are skipped by the registry).
 """
@@ -153,7 +153,7 @@ def declare_checks(spec, dims, names, masked_when):
     spec.check(topk, check_visible(topk, cu_q, bs_attr, mode_attr, masked_when), on="device")
 
 
-# GM traffic of CANN's kernels as the reference estimates it (reference/nsa_selected_attention.md §4)
+# GM traffic of CANN's kernels as the reference estimates it (docs/reference/nsa_selected_attention.md §4)
 def cann_gm_bytes(backward: bool, dims: dict, t_bytes: int = 2, deterministic: bool = False) -> tuple[int, str]:
     """The reference's estimate of the GM bytes CANN's kernel moves for one call, and which template.
 

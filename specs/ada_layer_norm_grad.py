@@ -1,6 +1,6 @@
 """AdaLayerNormGrad (aclnnAdaLayerNormBackward): gradients of AdaLayerNorm(V2).
 
-Facts: reference/ada_layer_norm.md §1.2 (formulas), §1.3 (fp32 inside, CAST_RINT outputs),
+Facts: docs/reference/ada_layer_norm.md §1.2 (formulas), §1.3 (fp32 inside, CAST_RINT outputs),
 §1.4 (mean/rstd fp32 [Bd..., S, 1] at the kernel op), §1.5 (scale [Bd..., H] or [Bd..., 1, H];
 pd_scale/pd_shift take scale's shape), §1.6 (the five dtype combinations), §2.4 (infershape).
 Absent gamma/beta mean ones/zeros (§2.3 step 3).
@@ -10,7 +10,7 @@ from opgen.dsl import A2, A3, OpSpec, Prod, api, bf16, f16, f32
 
 spec = OpSpec("AdaLayerNormGrad", aclnn="aclnnAdaLayerNormBackward", socs=(A2, A3), round="rint",
               doc="Backward of out = LayerNorm(x) * (1 + scale) + shift with saved per-row mean/rstd.",
-              source="reference/ada_layer_norm.md §1.2")
+              source="docs/reference/ada_layer_norm.md §1.2")
 Bd = spec.variadic("Bd", max_rank=6)
 S = spec.dim("S")
 H = spec.dim("H", max=65536)  # the UB plans are proven up to this bound (opgen.tiling.ub_proof)
@@ -33,9 +33,9 @@ spec.output("pd_beta", U, [H], doc="gradBiasOut: sum over all rows")
 spec.dtypes((T, U), [(f32, f32), (f16, f16), (f16, f32), (bf16, bf16), (bf16, f32)])
 
 
-spec.package("ops-nn", "norm")  # reference/ops_package.md §1: ops-nn norm/ada_layer_norm_grad
+spec.package("ops-nn", "norm")  # docs/reference/ops_package.md §1: ops-nn norm/ada_layer_norm_grad
 spec.example_call({"Bd": (2,), "S": 4, "H": 8})
-# CANN's public signature (reference/ada_layer_norm.md §2.3): its own order and names, normalizedShape, rstd/mean
+# CANN's public signature (docs/reference/ada_layer_norm.md §2.3): its own order and names, normalizedShape, rstd/mean
 # in gradOut's dtype (cast to the kernel's fp32, §1.4), and shift, accepted and checked but never read.
 spec.aclnn_signature(
     api.param("gradOut", "dy"), api.param("input", "x"), api.int_array("normalizedShape", [H]),
@@ -43,11 +43,11 @@ spec.aclnn_signature(
     api.param("weightOptional", "gamma"), api.param("biasOptional", "beta"),
     api.param("gradInputOut", "pd_x"), api.param("gradScaleOut", "pd_scale"), api.param("gradShiftOut", "pd_shift"),
     api.param("gradWeightOut", "pd_gamma"), api.param("gradBiasOut", "pd_beta"))
-spec.opdef_note("Deliberate difference from CANN's def (reference/ops_package.md §4): gamma and beta are OPTIONAL, "
+spec.opdef_note("Deliberate difference from CANN's def (docs/reference/ops_package.md §4): gamma and beta are OPTIONAL, "
                 "not REQUIRED. CANN's aclnn layer fills absent ones (ones/zeros) before the launch; this kernel "
                 "treats an absent gamma as ones and beta as zeros itself, so no fill runs and a graph that passes "
                 "both still matches.")
-spec.aclnn_note("Stricter than CANN (reference/ada_layer_norm.md §2.3): all five gradient outputs are required "
+spec.aclnn_note("Stricter than CANN (docs/reference/ada_layer_norm.md §2.3): all five gradient outputs are required "
                 "(CANN documents them as optional, does nothing when all five are null and dereferences a null "
                 "gradInputOut, gradScaleOut or gradShiftOut); weightOptional and biasOptional must be [H] (CANN "
                 "checks only their rank); gradWeightOut and gradBiasOut must be [H] (CANN accepts any shape of H "

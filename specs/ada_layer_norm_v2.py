@@ -1,6 +1,6 @@
 """AdaLayerNormV2 (aclnnAdaLayerNormV2): out = LayerNorm(x) * (1 + scale) + shift, with mean/rstd.
 
-Facts: reference/ada_layer_norm.md §1.1 (math: centred two-pass biased variance,
+Facts: docs/reference/ada_layer_norm.md §1.1 (math: centred two-pass biased variance,
 rstd = 1/sqrt(var + eps)), §1.3 (fp32 inside; out, mean and rstd narrowed to T with CAST_RINT),
 §1.5 (shapes; scale and shift each [Bd..., H] or [Bd..., 1, H]), §1.6 (V2's five dtype combinations),
 §2.2 (epsilon default 1e-5).
@@ -10,7 +10,7 @@ from opgen.dsl import A2, A3, OpSpec, Prod, api, bf16, f16, f32
 
 spec = OpSpec("AdaLayerNormV2", aclnn="aclnnAdaLayerNormV2", socs=(A2, A3), round="rint",
               doc="Adaptive LayerNorm forward that also outputs the per-row mean and rstd.",
-              source="reference/ada_layer_norm.md §1.1")
+              source="docs/reference/ada_layer_norm.md §1.1")
 Bd = spec.variadic("Bd", max_rank=6)
 S = spec.dim("S")
 H = spec.dim("H", max=131073)  # the UB plans are proven up to this bound (opgen.tiling.ub_proof)
@@ -30,15 +30,15 @@ spec.output("rstd", T, [Bd, S, 1])
 spec.dtypes((T, U), [(f32, f32), (f16, f16), (f16, f32), (bf16, bf16), (bf16, f32)])
 
 
-spec.package("ops-nn", "norm")  # reference/ops_package.md §1: ops-nn norm/ada_layer_norm_v2
+spec.package("ops-nn", "norm")  # docs/reference/ops_package.md §1: ops-nn norm/ada_layer_norm_v2
 spec.modifies("norm/ada_layer_norm",
               "ops-nn's AdaLayerNorm package also registers AdaLayerNormV2's tiling (IMPL_OP_OPTILING(AdaLayerNormV2) "
               "in op_host/ada_layer_norm_tiling.cpp, REGISTER_TILING_DATA_CLASS(AdaLayerNormV2, ...) in "
               "op_host/ada_layer_norm_tiling.h), because CANN's AdaLayerNormV2 has no tiling of its own. This "
               "package brings its own, so delete those two registrations there, or AdaLayerNormV2's tiling is "
-              "registered twice (reference/ops_package.md §1).")
+              "registered twice (docs/reference/ops_package.md §1).")
 spec.example_call({"Bd": (2,), "S": 4, "H": 8})
-# CANN's public signature (reference/ada_layer_norm.md §2.2): mean and rstd outputs may be null.
+# CANN's public signature (docs/reference/ada_layer_norm.md §2.2): mean and rstd outputs may be null.
 spec.aclnn_signature(
     api.param("x"), api.param("scale"), api.param("shift"), api.param("weightOptional", "weight"),
     api.param("biasOptional", "bias"), api.param("epsilon"), api.param("out"),

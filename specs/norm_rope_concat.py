@@ -1,7 +1,7 @@
 """NormRopeConcat (aclnnNormRopeConcat): per-stream LayerNorm, sequence concat with the encoder
 stream, BSND -> BNSD transpose and RoPE on the first R concatenated positions.
 
-Facts: reference/norm_rope_concat.md §1.1 (pipeline), §1.2 (norm modes 0/1/2, eps, stats [B,S,N,1]
+Facts: docs/reference/norm_rope_concat.md §1.1 (pipeline), §1.2 (norm modes 0/1/2, eps, stats [B,S,N,1]
 fp32 when is_training), §1.3 (RoPE interleave/half, rows p < R of the tables), §1.4 (fp32 inside,
 CAST_ROUND outputs), §1.6 (null encoders), §3.3 (recommended validation: D even <= 1024, Sk == Sv,
 encoder_key present iff encoder_value present with Sek == Sev, weights present for type 2,
@@ -14,7 +14,7 @@ from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
 
 spec = OpSpec("NormRopeConcat", aclnn="aclnnNormRopeConcat", socs=(A2, A3), round="round",
               doc="LayerNorm + concat + transpose + RoPE of query/key (value: concat + transpose).",
-              source="reference/norm_rope_concat.md §1")
+              source="docs/reference/norm_rope_concat.md §1")
 B, Sq, Sk, N, R = spec.dims("B Sq Sk N R")
 Seq, Sek = spec.dims("Seq Sek", absent=0)
 D = spec.dim("D", min=2, max=1024, multiple_of=2)
@@ -63,12 +63,12 @@ spec.check("encoder_value", lambda a, pr: None if pr["encoder_key"] == pr["encod
            "must be given exactly when encoder_key is given")
 
 
-# CANN's public parameters (reference/norm_rope_concat.md §3.1), in order.
+# CANN's public parameters (docs/reference/norm_rope_concat.md §3.1), in order.
 declare_public_api(spec, """query key value encoderQuery encoderKey encoderValue normQueryWeight normQueryBias normKeyWeight
     normKeyBias normAddedQueryWeight normAddedQueryBias normAddedKeyWeight normAddedKeyBias ropeSin ropeCos normType
     normAddedType ropeType concatOrder eps isTraining queryOutput keyOutput valueOutput normQueryMean normQueryRstd
     normKeyMean normKeyRstd normAddedQueryMean normAddedQueryRstd normAddedKeyMean normAddedKeyRstd""")
-spec.package("ops-transformer", "posembedding")  # reference/ops_package.md §1: ops-transformer posembedding/norm_rope_concat
+spec.package("ops-transformer", "posembedding")  # docs/reference/ops_package.md §1: ops-transformer posembedding/norm_rope_concat
 spec.example_call({"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
                   {"norm_type": 1, "rope_type": 1})
 

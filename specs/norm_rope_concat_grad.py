@@ -1,6 +1,6 @@
 """NormRopeConcatGrad (aclnnNormRopeConcatBackward): gradients of NormRopeConcat.
 
-Facts: reference/norm_rope_concat.md §2 (RoPE adjoint on rows p < R, LayerNorm backward with the
+Facts: docs/reference/norm_rope_concat.md §2 (RoPE adjoint on rows p < R, LayerNorm backward with the
 provided mean/rstd, weight/bias grads per tensor, value grads are transposed copies), §2.1 (outputs,
 weight grads in the grad dtype), §2.2 (Half = swap halves, the code not the doc), §2.3 (null encoders:
 added weight grads are written as 0 when norm_added_type == 2), §3.2-3.3 (checks), §1.4/§2 step 4
@@ -13,7 +13,7 @@ from opgen.dsl import A2, A3, A5, OpSpec, bf16, f16, f32
 
 spec = OpSpec("NormRopeConcatGrad", aclnn="aclnnNormRopeConcatBackward", socs=(A2, A3, A5), round="round",
               doc="Backward of NormRopeConcat: RoPE adjoint, split, transpose back, LayerNorm backward.",
-              source="reference/norm_rope_concat.md §2")
+              source="docs/reference/norm_rope_concat.md §2")
 B, Sq, Sk, N, R = spec.dims("B Sq Sk N R")
 Seq, Sek = spec.dims("Seq Sek", absent=0)
 D = spec.dim("D", min=2, max=1024, multiple_of=2)
@@ -63,14 +63,14 @@ for _prefix, _attr, _part in STREAMS:
         require_by_mode(spec, f"{_prefix}_{_what}", _attr, _need, _part)
 
 
-# CANN's public parameters (reference/norm_rope_concat.md §3.2), in order.
+# CANN's public parameters (docs/reference/norm_rope_concat.md §3.2), in order.
 declare_public_api(spec, """gradQueryOutput gradKeyOutput gradValueOutput query key encoderQuery encoderKey normQueryWeight
     normQueryMean normQueryRstd normKeyWeight normKeyMean normKeyRstd normAddedQueryWeight normAddedQueryMean
     normAddedQueryRstd normAddedKeyWeight normAddedKeyMean normAddedKeyRstd ropeSin ropeCos normType normAddedType
     ropeType concatOrder gradQuery gradKey gradValue gradEncoderQuery gradEncoderKey gradEncoderValue
     gradNormQueryWeight gradNormQueryBias gradNormKeyWeight gradNormKeyBias gradNormAddedQueryWeight
     gradNormAddedQueryBias gradNormAddedKeyWeight gradNormAddedKeyBias""")
-spec.package("ops-transformer", "posembedding")  # reference/ops_package.md §1: ops-transformer posembedding/norm_rope_concat_grad
+spec.package("ops-transformer", "posembedding")  # docs/reference/ops_package.md §1: ops-transformer posembedding/norm_rope_concat_grad
 spec.example_call({"B": 1, "Sq": 4, "Sk": 4, "N": 2, "D": 8, "R": 4, "Seq": 2, "Sek": 2},
                   {"norm_type": 1, "rope_type": 1})
 

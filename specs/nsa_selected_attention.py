@@ -1,7 +1,7 @@
 """NsaSelectedAttention (aclnnNsaSelectedAttention): attention of each query token over the key
 blocks its kv head selected (topk_indices), TND layout, GQA.
 
-Facts: reference/nsa_selected_attention.md §1.1 (parameters, OpDef names, dtypes, defaults),
+Facts: docs/reference/nsa_selected_attention.md §1.1 (parameters, OpDef names, dtypes, defaults),
 §1.3 (cumulative actual_seq arrays), §2.1 (per (token, kv head) unit; the G query heads share the
 kv head's selection), §2.2 (gather in topk order, duplicates count twice), §2.3 (masking only when a
 mask tensor is given and sparse_mode == 2; mask values are never read; -FLT_MAX before scaling),
@@ -16,7 +16,7 @@ from opgen.dsl import A2, A3, OpSpec, api, bf16, boolean, f16, f32, i32, i64, u8
 
 spec = OpSpec("NsaSelectedAttention", aclnn="aclnnNsaSelectedAttention", socs=(A2, A3), round="round",
               doc="Selected-block sparse attention of Native Sparse Attention (forward).",
-              source="reference/nsa_selected_attention.md §2.4")
+              source="docs/reference/nsa_selected_attention.md §2.4")
 T1, T2, N2 = spec.dims("T1 T2 N2")
 Bn = spec.dim("Bn", max=1024)
 N1 = spec.dim("N1")
@@ -53,9 +53,9 @@ declare_checks(spec, (N1, N2, D, Dv, CNT, BS),
                lambda a, arr: a["sparse_mode"] == 2 and arr["atten_mask"] is not None)
 
 
-spec.package("ops-transformer", "attention")  # reference/ops_package.md §1: ops-transformer attention/nsa_selected_attention
+spec.package("ops-transformer", "attention")  # docs/reference/ops_package.md §1: ops-transformer attention/nsa_selected_attention
 spec.example_call({"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16, "Bn": 2})
-# CANN's public signature (reference/nsa_selected_attention.md §1.1): camelCase names, inputLayout before sparseMode,
+# CANN's public signature (docs/reference/nsa_selected_attention.md §1.1): camelCase names, inputLayout before sparseMode,
 # const output tensors.
 spec.aclnn_signature(
     api.param("query"), api.param("key"), api.param("value"), api.param("topkIndices", "topk_indices"),
@@ -66,13 +66,13 @@ spec.aclnn_signature(
     api.param("selectedBlockCount", "selected_block_count"), api.param("softmaxMaxOut", "softmax_max"),
     api.param("softmaxSumOut", "softmax_sum"), api.param("attentionOut", "attention_out"),
     const_outputs=True)
-spec.aclnn_note("Stricter than CANN (reference/nsa_selected_attention.md §3.2): actualSeqQLenOptional and "
+spec.aclnn_note("Stricter than CANN (docs/reference/nsa_selected_attention.md §3.2): actualSeqQLenOptional and "
                 "actualSeqKvLenOptional are required despite their names (CANN fails later, with 561103), and "
                 "the rules listed in the spec's docstring are checked here rather than left to the kernel.")
 
 @spec.gm_reference
 def _(dims, t_bytes, deterministic):
-    """The reference's estimate of CANN's kernel (reference/nsa_selected_attention.md §4)."""
+    """The reference's estimate of CANN's kernel (docs/reference/nsa_selected_attention.md §4)."""
     return cann_gm_bytes(False, dims, t_bytes, deterministic)
 
 
@@ -96,7 +96,7 @@ def _(b, query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_se
     e = b.exp(scores - m)
     lsum = e.sum(-1)
     p = b.quantize(e / lsum, T, "round")                                       # P cast to T for the cube
-    # O leaves the cube through Fixpipe (fp32 -> T, round to nearest even: reference §2.4 "written directly as
+    # O leaves the cube through Fixpipe (fp32 -> T, round to nearest even: docs/reference/ascendc.md §2.4 "written directly as
     # fp16/bf16 by fixpipe"), not through a vector Cast: rint here, not the op's CAST_ROUND.
     out = b.matmul(p, vsel).reshape([T1, N1, Dv]).cast(T, "rint")
     return {

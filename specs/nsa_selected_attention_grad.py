@@ -1,6 +1,6 @@
 """NsaSelectedAttentionGrad (aclnnNsaSelectedAttentionGrad): dq, dk, dv of selected attention.
 
-Facts: reference/nsa_selected_attention.md §1.2 (parameters, OpDef names as spelled by CANN incl.
+Facts: docs/reference/nsa_selected_attention.md §1.2 (parameters, OpDef names as spelled by CANN incl.
 `actualSeqKVLlen` and `attenMsk`), §2.5 (backward: P from the saved max/sum, Dr = rowsum(dO * O),
 dS = P * (dP - Dr), P and dS rounded to T with CAST_ROUND, dq/dk scaled at the end, dk/dv scattered
 to the selected rows with duplicates accumulating), §2.6-2.7 (value-based causal masking after
@@ -15,7 +15,7 @@ from opgen.dsl import A2, A3, OpSpec, api, bf16, boolean, f16, f32, i32, i64
 
 spec = OpSpec("NsaSelectedAttentionGrad", aclnn="aclnnNsaSelectedAttentionGrad", socs=(A2, A3), round="round",
               doc="Backward of NsaSelectedAttention (TND, GQA).",
-              source="reference/nsa_selected_attention.md §2.5")
+              source="docs/reference/nsa_selected_attention.md §2.5")
 T1, T2, N2, Bn = spec.dims("T1 T2 N2 Bn")
 N1 = spec.dim("N1")
 D = spec.dim("D", max=768, multiple_of=16)
@@ -55,9 +55,9 @@ declare_checks(spec, (N1, N2, D, Dv, CNT, BS),
                lambda a, arr: a["sparseMode"] == 2)
 
 
-spec.package("ops-transformer", "attention")  # reference/ops_package.md §1: ops-transformer attention/nsa_selected_attention_grad
+spec.package("ops-transformer", "attention")  # docs/reference/ops_package.md §1: ops-transformer attention/nsa_selected_attention_grad
 spec.example_call({"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16, "Bn": 2})
-# CANN's public signature (reference/nsa_selected_attention.md §1.2): selectedBlockSize before selectedBlockCount
+# CANN's public signature (docs/reference/nsa_selected_attention.md §1.2): selectedBlockSize before selectedBlockCount
 # (both int64: the OpDef order would swap them silently), headNum after them, const output tensors.
 spec.aclnn_signature(
     api.param("query"), api.param("key"), api.param("value"), api.param("attentionOut"),
@@ -67,13 +67,13 @@ spec.aclnn_signature(
     api.param("selectedBlockCount"), api.param("headNum"), api.param("inputLayout", ctype="char*"),
     api.param("sparseMode"), api.param("dqOut", "dq"), api.param("dkOut", "dk"), api.param("dvOut", "dv"),
     const_outputs=True)
-spec.aclnn_note("Stricter than CANN (reference/nsa_selected_attention.md §3.3-3.4): actualSeqQLenOptional and "
+spec.aclnn_note("Stricter than CANN (docs/reference/nsa_selected_attention.md §3.3-3.4): actualSeqQLenOptional and "
                 "actualSeqKvLenOptional are required despite their names, and the rules listed in the spec's "
                 "docstring are checked here.")
 
 @spec.gm_reference
 def _(dims, t_bytes, deterministic):
-    """The reference's estimate of CANN's kernel (reference/nsa_selected_attention.md §4)."""
+    """The reference's estimate of CANN's kernel (docs/reference/nsa_selected_attention.md §4)."""
     return cann_gm_bytes(True, dims, t_bytes, deterministic)
 
 

@@ -1,5 +1,5 @@
 """Legal NSA topk indices for the tests (tests/test_nsa.py, tests/test_kernels_nsa.py): one generator, so the
-interpreter tests and the kernel tests draw inputs the same way (reference/nsa_selected_attention.md §2.2, §2.6)."""
+interpreter tests and the kernel tests draw inputs the same way (docs/reference/nsa_selected_attention.md §2.2, §2.6)."""
 
 from __future__ import annotations
 

@@ -3,9 +3,9 @@
 These functions are test oracles only: they share no code with ``opgen`` and are
 written directly from the operator facts in ``/work/shared/reference``:
 
-* AdaLayerNormV2 / AdaLayerNormGrad      -> ada_layer_norm.md  sections 1, 5.1, 5.6
-* NormRopeConcat / NormRopeConcatGrad    -> norm_rope_concat.md sections 1, 2, 6
-* NsaSelectedAttention / ...Grad (TND)   -> nsa_selected_attention.md sections 2.1-2.7
+* AdaLayerNormV2 / AdaLayerNormGrad      -> docs/reference/ada_layer_norm.md  sections 1, 5.1, 5.6
+* NormRopeConcat / NormRopeConcatGrad    -> docs/reference/norm_rope_concat.md sections 1, 2, 6
+* NsaSelectedAttention / ...Grad (TND)   -> docs/reference/nsa_selected_attention.md sections 2.1-2.7
 
 Conventions shared by every function:
 
@@ -24,7 +24,7 @@ Layer-norm backward "at the provided statistics".  The CANN backward kernels tak
 mean/rstd as inputs and apply the LayerNorm backward formula
 ``rstd * (g - mean(g) - z * mean(g * z))`` with ``z = (x - mean) * rstd`` built from
 those *given* statistics (which need not be the true statistics of ``x``, e.g. the
-ada_layer_norm.md 5.1 example).  To reproduce that with autograd we use a
+docs/reference/ada_layer_norm.md 5.1 example).  To reproduce that with autograd we use a
 straight-through construction (``_normalize_with_given_stats``): its *value* is
 ``(x - mean0) * rstd0`` with the provided stats and its *Jacobian* is exactly the
 LayerNorm Jacobian evaluated at those stats.  When the provided stats are the true
@@ -115,7 +115,7 @@ def _true_stats(x, eps):
 # ----------------------------------------------------------------------------------
 
 def _ada_batch_rows(t, bd, h, name):
-    """Accept [*Bd, H] or [*Bd, 1, H] (ada_layer_norm.md 1.5); return view shaped [*Bd, 1, H]."""
+    """Accept [*Bd, H] or [*Bd, 1, H] (docs/reference/ada_layer_norm.md 1.5); return view shaped [*Bd, 1, H]."""
     shape = tuple(t.shape)
     if shape not in (bd + (h,), bd + (1, h)):
         raise ValueError(f"{name} shape {shape} must be {bd + (h,)} or {bd + (1, h)}")
@@ -123,7 +123,7 @@ def _ada_batch_rows(t, bd, h, name):
 
 
 def _ada_check_x(xt):
-    """x rank 2..8 (ada_layer_norm.md 1.5); returns (leading batch dims Bd, H)."""
+    """x rank 2..8 (docs/reference/ada_layer_norm.md 1.5); returns (leading batch dims Bd, H)."""
     if not 2 <= xt.dim() <= 8:
         raise ValueError(f"x must have rank 2..8, got shape {tuple(xt.shape)}")
     return tuple(xt.shape[:-2]), xt.shape[-1]
@@ -147,7 +147,7 @@ def _ada_row_stat(t, x_shape, name):
 
 
 def ada_layer_norm_v2_fwd(x, scale, shift, weight=None, bias=None, epsilon=1e-5):
-    """AdaLayerNormV2 forward (ada_layer_norm.md 1.1, 1.5, 5.6), float64.
+    """AdaLayerNormV2 forward (docs/reference/ada_layer_norm.md 1.1, 1.5, 5.6), float64.
 
     Args:
         x: [*Bd, S, H] (0..6 leading dims), any float dtype.
@@ -202,7 +202,7 @@ def _ada_backward(dy, x, scale, gamma, beta, normalize):
 
 
 def ada_layer_norm_grad(dy, x, rstd, mean, scale, gamma=None, beta=None):
-    """AdaLayerNormGrad oracle at the PROVIDED statistics (ada_layer_norm.md 1.2, 5.6), float64 autograd.
+    """AdaLayerNormGrad oracle at the PROVIDED statistics (docs/reference/ada_layer_norm.md 1.2, 5.6), float64 autograd.
 
     Argument order follows the kernel prototype (rstd before mean).
 
@@ -230,7 +230,7 @@ def ada_layer_norm_grad(dy, x, rstd, mean, scale, gamma=None, beta=None):
 def ada_layer_norm_grad_autograd(dy, x, scale, gamma=None, beta=None, epsilon=1e-5):
     """AdaLayerNorm backward with the statistics recomputed from x inside the autograd graph.
 
-    Plain autograd of the full forward (ada_layer_norm.md 1.1): mean/rstd are functions of x.
+    Plain autograd of the full forward (docs/reference/ada_layer_norm.md 1.1): mean/rstd are functions of x.
     Shapes as in ``ada_layer_norm_grad``; additionally returns the statistics it used:
     ``mean``, ``rstd`` [*Bd, S, 1].  With those statistics fed to ``ada_layer_norm_grad`` both
     must agree (tested to 1e-10).
@@ -254,7 +254,7 @@ def ada_layer_norm_grad_autograd(dy, x, scale, gamma=None, beta=None, epsilon=1e
 # ----------------------------------------------------------------------------------
 
 def _rope_rotate(x, mode):
-    """Forward rotation R(x) along the last axis (norm_rope_concat.md 1.3).
+    """Forward rotation R(x) along the last axis (docs/reference/norm_rope_concat.md 1.3).
 
     mode 1 (INTERLEAVE): pairs (2i, 2i+1) -> (-x[2i+1], x[2i]).
     mode 2 (HALF):       (x[:h], x[h:])   -> (-x[h:], x[:h]).
@@ -294,7 +294,7 @@ def _split_bsnd(g_bnsd, s_main, s_enc, order):
 
 
 def _nrc_norm(x, ntype, w, b, eps, given):
-    """Per-(b,s,n) LayerNorm over D (norm_rope_concat.md 1.2).
+    """Per-(b,s,n) LayerNorm over D (docs/reference/norm_rope_concat.md 1.2).
 
     ntype 0: identity; 1: plain LN; 2: LN * w + b.  ``given`` = (mean, rstd) [B,S,N,1] selects the
     straight-through "provided statistics" form; None recomputes them from x with eps.
@@ -314,7 +314,7 @@ def _nrc_norm(x, ntype, w, b, eps, given):
 
 
 def _check_types(norm_type, norm_added_type, rope_type, concat_order):
-    """Attribute ranges of norm_rope_concat.md 1.2/1.3/4.4 (types 0..2, order 0..1)."""
+    """Attribute ranges of docs/reference/norm_rope_concat.md 1.2/1.3/4.4 (types 0..2, order 0..1)."""
     for name, val, allowed in (("norm_type", norm_type, (0, 1, 2)),
                                ("norm_added_type", norm_added_type, (0, 1, 2)),
                                ("rope_type", rope_type, (0, 1, 2)),
@@ -358,7 +358,7 @@ def norm_rope_concat_fwd(query, key, value, encoder_query=None, encoder_key=None
                          norm_key_bias=None, norm_added_query_weight=None, norm_added_query_bias=None,
                          norm_added_key_weight=None, norm_added_key_bias=None, rope_sin=None, rope_cos=None,
                          *, norm_type=0, norm_added_type=0, rope_type=0, concat_order=0, eps=1e-5):
-    """NormRopeConcat forward (norm_rope_concat.md 1.1-1.7, 6.1), float64.
+    """NormRopeConcat forward (docs/reference/norm_rope_concat.md 1.1-1.7, 6.1), float64.
 
     Inputs BSND [B, S, N, D]; encoders may be None (encoder_key and encoder_value must be both
     present or both absent).  Weights/biases [D], used only for the type-2 streams (None -> ones /
@@ -510,7 +510,7 @@ def norm_rope_concat_grad(grad_query_output, grad_key_output, grad_value_output,
                           norm_added_key_weight=None, norm_added_key_mean=None, norm_added_key_rstd=None,
                           rope_sin=None, rope_cos=None,
                           *, norm_type=0, norm_added_type=0, rope_type=0, concat_order=0):
-    """NormRopeConcatGrad oracle at the PROVIDED statistics (norm_rope_concat.md 2, 2.1, 2.3, 6.2).
+    """NormRopeConcatGrad oracle at the PROVIDED statistics (docs/reference/norm_rope_concat.md 2, 2.1, 2.3, 6.2).
 
     Args:
         grad_query_output [B,N,Sq+Seq,D], grad_key_output [B,N,Sk+Sek,D], grad_value_output
@@ -564,7 +564,7 @@ def norm_rope_concat_grad_autograd(grad_query_output, grad_key_output, grad_valu
 
 def _nsa_plan(query, key, value, topk_indices, actual_seq_qlen, actual_seq_kvlen, selected_block_size,
               sparse_mode):
-    """Validate and build the gather plan (nsa_selected_attention.md 2.1-2.3).
+    """Validate and build the gather plan (docs/reference/nsa_selected_attention.md 2.1-2.3).
 
     Returns (q, k, v, plan) with plan = dict(
         rows [T1,N2,L] absolute kv rows, pos [T1,N2,L] in-batch key positions,
@@ -636,7 +636,7 @@ def _nsa_forward(q, k, v, plan, scale_value):
 
 def nsa_selected_attention_fwd(query, key, value, topk_indices, actual_seq_qlen, actual_seq_kvlen, *,
                                scale_value, selected_block_size, sparse_mode=0):
-    """NsaSelectedAttention forward, TND (nsa_selected_attention.md 2.1-2.4, 2.7), float64.
+    """NsaSelectedAttention forward, TND (docs/reference/nsa_selected_attention.md 2.1-2.4, 2.7), float64.
 
     Args:
         query [T1,N1,D], key [T2,N2,D], value [T2,N2,Dv]; topk_indices int [T1,N2,cnt] (block index
@@ -665,7 +665,7 @@ def nsa_selected_attention_fwd(query, key, value, topk_indices, actual_seq_qlen,
 def nsa_selected_attention_grad(query, key, value, attention_out, attention_out_grad, softmax_max, softmax_sum,
                                 topk_indices, actual_seq_qlen, actual_seq_kvlen, *,
                                 scale_value, selected_block_size, sparse_mode=0):
-    """NsaSelectedAttentionGrad oracle, TND (nsa_selected_attention.md 2.5, 2.7), float64 autograd.
+    """NsaSelectedAttentionGrad oracle, TND (docs/reference/nsa_selected_attention.md 2.5, 2.7), float64 autograd.
 
     Recomputes the float64 forward of ``nsa_selected_attention_fwd`` from query/key/value inside
     autograd and back-propagates attention_out_grad [T1,N1,Dv].  This is the true gradient of the

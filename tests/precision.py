@@ -1,4 +1,4 @@
-"""CANN's precision criteria for the tests (reference/ada_layer_norm.md §5.5, ecosystem standard):
+"""CANN's precision criteria for the tests (docs/reference/ada_layer_norm.md §5.5, ecosystem standard):
 relative error per element = |actual - golden| / (|golden| + 1e-7); MERE = mean, MARE = max;
 pass when MERE < Th and MARE < 10 * Th, Th = 2^-13 (fp32), 2^-10 (fp16), 2^-7 (bf16).
 

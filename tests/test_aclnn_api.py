@@ -1,7 +1,7 @@
-"""The emitted aclnn APIs are CANN's public ones, parameter for parameter (issue 12; README "The aclnn API").
+"""The emitted aclnn APIs are CANN's public ones, parameter for parameter (README "The aclnn API").
 
-The tables below are transcribed from the operator notes (reference/ada_layer_norm.md §2.2-2.3,
-norm_rope_concat.md §3.1-3.2, nsa_selected_attention.md §1.1-1.2) and ops_package.md §4 (const output tensors of
+The tables below are transcribed from the operator notes (docs/reference/ada_layer_norm.md §2.2-2.3,
+docs/reference/norm_rope_concat.md §3.1-3.2, docs/reference/nsa_selected_attention.md §1.1-1.2) and docs/reference/ops_package.md §4 (const output tensors of
 the ops-transformer APIs): an independent source, not opgen's output. Every emitted header, the call example and the
 case runner must follow them; then the extra parameters (normalizedShape, shift), the casts (rstd/mean in gradOut's
 dtype) and optional outputs behave as CANN's do, through the emitted aclnn layer compiled against the emulation.
@@ -26,21 +26,21 @@ def _seq(ctype: str, names: str) -> list[tuple[str, str]]:
 
 
 REFERENCE = {
-    "AdaLayerNormGrad": (   # ada_layer_norm.md §2.3
+    "AdaLayerNormGrad": (   # docs/reference/ada_layer_norm.md §2.3
         _seq(T_IN, "gradOut input") + _seq(ARR, "normalizedShape") +
         _seq(T_IN, "rstd mean scale shift weightOptional biasOptional") +
         _seq(T_OUT, "gradInputOut gradScaleOut gradShiftOut gradWeightOut gradBiasOut")),
-    "AdaLayerNormV2": (     # ada_layer_norm.md §2.2 (C types as §2.1's)
+    "AdaLayerNormV2": (     # docs/reference/ada_layer_norm.md §2.2 (C types as §2.1's)
         _seq(T_IN, "x scale shift weightOptional biasOptional") + [("epsilon", "double")] +
         _seq(T_OUT, "out meanOutOptional rstdOutOptional")),
-    "NormRopeConcat": (     # norm_rope_concat.md §3.1
+    "NormRopeConcat": (     # docs/reference/norm_rope_concat.md §3.1
         _seq(T_IN, "query key value encoderQuery encoderKey encoderValue normQueryWeight normQueryBias normKeyWeight "
                    "normKeyBias normAddedQueryWeight normAddedQueryBias normAddedKeyWeight normAddedKeyBias ropeSin "
                    "ropeCos") +
         _seq("int64_t", "normType normAddedType ropeType concatOrder") + [("eps", "double"), ("isTraining", "bool")] +
         _seq(T_COUT, "queryOutput keyOutput valueOutput normQueryMean normQueryRstd normKeyMean normKeyRstd "
                      "normAddedQueryMean normAddedQueryRstd normAddedKeyMean normAddedKeyRstd")),
-    "NormRopeConcatGrad": (  # norm_rope_concat.md §3.2
+    "NormRopeConcatGrad": (  # docs/reference/norm_rope_concat.md §3.2
         _seq(T_IN, "gradQueryOutput gradKeyOutput gradValueOutput query key encoderQuery encoderKey normQueryWeight "
                    "normQueryMean normQueryRstd normKeyWeight normKeyMean normKeyRstd normAddedQueryWeight "
                    "normAddedQueryMean normAddedQueryRstd normAddedKeyWeight normAddedKeyMean normAddedKeyRstd "
@@ -49,13 +49,13 @@ REFERENCE = {
         _seq(T_COUT, "gradQuery gradKey gradValue gradEncoderQuery gradEncoderKey gradEncoderValue "
                      "gradNormQueryWeight gradNormQueryBias gradNormKeyWeight gradNormKeyBias gradNormAddedQueryWeight "
                      "gradNormAddedQueryBias gradNormAddedKeyWeight gradNormAddedKeyBias")),
-    "NsaSelectedAttention": (  # nsa_selected_attention.md §1.1
+    "NsaSelectedAttention": (  # docs/reference/nsa_selected_attention.md §1.1
         _seq(T_IN, "query key value topkIndices attenMaskOptional") +
         _seq(ARR, "actualSeqQLenOptional actualSeqKvLenOptional") + [("scaleValue", "double"), ("headNum", "int64_t"),
                                                                       ("inputLayout", "char*")] +
         _seq("int64_t", "sparseMode selectedBlockSize selectedBlockCount") +
         _seq(T_COUT, "softmaxMaxOut softmaxSumOut attentionOut")),
-    "NsaSelectedAttentionGrad": (  # nsa_selected_attention.md §1.2
+    "NsaSelectedAttentionGrad": (  # docs/reference/nsa_selected_attention.md §1.2
         _seq(T_IN, "query key value attentionOut attentionOutGrad softmaxMax softmaxSum topkIndices") +
         _seq(ARR, "actualSeqQLenOptional actualSeqKvLenOptional") + _seq(T_IN, "attenMaskOptional") +
         [("scaleValue", "double")] + _seq("int64_t", "selectedBlockSize selectedBlockCount headNum") +
@@ -143,7 +143,7 @@ def _at(m, name):
 
 @pytestmark_gxx
 def test_ada_grad_extra_parameters_and_casts():
-    """normalizedShape must be [H] (reference/ada_layer_norm.md §2.3 steps 1, 19, 21); shift is required and checked
+    """normalizedShape must be [H] (docs/reference/ada_layer_norm.md §2.3 steps 1, 19, 21); shift is required and checked
     like scale (steps 1, 7, 25); rstd/mean take gradOut's dtype (steps 4-5) and are cast to the kernel's fp32."""
     m, runner, base, _ = _call("AdaLayerNormGrad", {"Bd": (2,), "S": 3, "H": 16}, dtypes={"T": "bfloat16",
                                                                                           "U": "float32"})
@@ -176,7 +176,7 @@ def test_ada_grad_extra_parameters_and_casts():
 
 @pytestmark_gxx
 def test_v2_statistics_outputs_may_be_null():
-    """meanOutOptional / rstdOutOptional may be null (reference/ada_layer_norm.md §2.2); when given they are
+    """meanOutOptional / rstdOutOptional may be null (docs/reference/ada_layer_norm.md §2.2); when given they are
     checked ([Bd..., S, 1], x's dtype)."""
     m, runner, base, _ = _call("AdaLayerNormV2", {"Bd": (2,), "S": 3, "H": 16}, dtypes={"T": "float16", "U": "float32"})
     mo, ro = _at(m, "meanOutOptional"), _at(m, "rstdOutOptional")
@@ -194,7 +194,7 @@ def test_v2_statistics_outputs_may_be_null():
 
 @pytestmark_gxx
 def test_nsa_grad_block_size_comes_before_count():
-    """aclnnNsaSelectedAttentionGrad takes selectedBlockSize, then selectedBlockCount (reference §1.2): a call in
+    """aclnnNsaSelectedAttentionGrad takes selectedBlockSize, then selectedBlockCount (docs/reference/ascendc.md §1.2): a call in
     CANN's order is accepted; the swapped values (the OpDef order) are rejected, not silently used."""
     dims = {"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16, "Bn": 2}
     m, runner, base, _ = _call("NsaSelectedAttentionGrad", dims,
@@ -210,7 +210,7 @@ def test_nsa_grad_block_size_comes_before_count():
 
 @pytestmark_gxx
 def test_nsa_forward_layout_comes_before_sparse_mode():
-    """aclnnNsaSelectedAttention takes inputLayout (char*) before sparseMode (reference §1.1)."""
+    """aclnnNsaSelectedAttention takes inputLayout (char*) before sparseMode (docs/reference/ascendc.md §1.1)."""
     dims = {"T1": 4, "T2": 64, "N1": 2, "N2": 1, "D": 16, "Dv": 16, "CNT": 2, "BS": 16, "Bn": 2}
     m, runner, base, _ = _call("NsaSelectedAttention", dims, attrs={"input_layout": "TND", "head_num": 2,
                                                                     "selected_block_size": 16,
@@ -303,7 +303,7 @@ def _golden_module(op, tmp_path):
 def test_golden_aclnn_entry_takes_canns_order(tmp_path):
     """The golden's aclnn entry (`__golden__["aclnn"]`) takes aclnnAdaLayerNormBackward's parameters in the
     header's order — normalizedShape and shift accepted, rstd/mean in gradOut's dtype — and matches the float64
-    oracle of the backward at the given statistics (reference/ada_layer_norm.md §1.2, §5.6) within fp32 rounding."""
+    oracle of the backward at the given statistics (docs/reference/ada_layer_norm.md §1.2, §5.6) within fp32 rounding."""
     from oracles import ada_layer_norm_grad
 
     mod = _golden_module("AdaLayerNormGrad", tmp_path)

@@ -1,9 +1,9 @@
 """AdaLayerNormV2 (forward) and AdaLayerNormGrad (backward) specs against independent float64 oracles.
 
 Sources of truth (never opgen's own earlier output):
-* tests/oracles.py: torch float64 forward formula and torch autograd backward (ada_layer_norm.md §1.1,
+* tests/oracles.py: torch float64 forward formula and torch autograd backward (docs/reference/ada_layer_norm.md §1.1,
   §1.2, §5.6), at the given statistics and with the statistics recomputed from x;
-* the fixed examples of ada_layer_norm.md §5.1;
+* the fixed examples of docs/reference/ada_layer_norm.md §5.1;
 * CANN's precision standard (§5.5, tests/precision.py) for device mode.
 
 Exact mode is compared with the oracle fed the *same dtype-converted inputs* (so agreement is at the
@@ -40,7 +40,7 @@ from opgen.registry import load_spec  # noqa: E402
 # shared data
 # ----------------------------------------------------------------------------------------------
 
-#: (T, U) rows of ada_layer_norm.md §1.6 (identical for AdaLayerNormV2 and AdaLayerNormGrad).
+#: (T, U) rows of docs/reference/ada_layer_norm.md §1.6 (identical for AdaLayerNormV2 and AdaLayerNormGrad).
 ROWS = [("float32", "float32"), ("float16", "float16"), ("float16", "float32"),
         ("bfloat16", "bfloat16"), ("bfloat16", "float32")]
 ROW_IDS = [f"{t}-{u}" for t, u in ROWS]
@@ -213,7 +213,7 @@ def _bwd_combos():
 
 @pytest.mark.parametrize("op", ["AdaLayerNormV2", "AdaLayerNormGrad"])
 def test_spec_dtype_rows_are_the_five_of_1_6(op):
-    """Both specs declare exactly the five (T, U) combinations of ada_layer_norm.md §1.6, in order."""
+    """Both specs declare exactly the five (T, U) combinations of docs/reference/ada_layer_norm.md §1.6, in order."""
     spec = load_spec(op)
     rows = [(r["T"].long_name, r["U"].long_name) for r in spec.dtype_rows]
     assert rows == ROWS

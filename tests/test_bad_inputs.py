@@ -16,7 +16,7 @@ softmax stats fp32) are converted losslessly, so "stats dtype" items do not appl
 Mapping of the reference items (ids are the pytest ids; "n/a" = does not exist at the kernel-op
 level that our specs model):
 
-ada_layer_norm.md §2.3 suggested list -> AdaLayerNormGrad (kernel op: dy, x, rstd, mean, scale,
+docs/reference/ada_layer_norm.md §2.3 suggested list -> AdaLayerNormGrad (kernel op: dy, x, rstd, mean, scale,
 gamma, beta; mean/rstd fp32 [Bd..., S, 1])
 | reference item                                   | case id(s) / why not applicable                     |
 |--------------------------------------------------|-----------------------------------------------------|
@@ -49,7 +49,7 @@ gamma, beta; mean/rstd fp32 [Bd..., S, 1])
 | scale [H] / [1, H], 8-D input                    | (test_valid_base_passes)                             |
 | should-succeed: all outputs null; fp16 stats     | n/a (outputs not passed; stats are fp32 here)        |
 
-ada_layer_norm.md §2.1 validation table + forward bad-input list -> AdaLayerNormV2
+docs/reference/ada_layer_norm.md §2.1 validation table + forward bad-input list -> AdaLayerNormV2
 | step 1 null x / scale / shift (out: n/a)         | alnv2-null-x, -scale, -shift                         |
 | step 2 x dtype not fp32/fp16/bf16 (x fp64)       | alnv2-dtype-T-float64                                |
 | steps 3/4 scale / shift dtype != x               | alnv2-dtype-scale-f16-vs-x-bf16, -shift-f16-vs-x-bf16 |
@@ -65,7 +65,7 @@ ada_layer_norm.md §2.1 validation table + forward bad-input list -> AdaLayerNor
 | H = 128 UT)                                      |                                                      |
 | epsilon (not range-checked by CANN)              | type only: alnv2-attr-epsilon-str                    |
 
-norm_rope_concat.md §3.3 forward table + "Recommended validation set" -> NormRopeConcat (nrc-*),
+docs/reference/norm_rope_concat.md §3.3 forward table + "Recommended validation set" -> NormRopeConcat (nrc-*),
 backward table -> NormRopeConcatGrad (nrcg-*)
 | query/key/value null (fwd); gradQueryOutput,     | nrc-null-query/-key/-value; nrcg-null-grad_query_output, |
 | gradKeyOutput, gradValueOutput, query, key null  | -grad_key_output, -grad_value_output, -query, -key   |
@@ -102,7 +102,7 @@ backward table -> NormRopeConcatGrad (nrcg-*)
 | sin/cos present (effectively required)           | nrc-missing-rope_sin, -rope_cos, nrcg-missing-rope_cos |
 | eps sign / isTraining outputs / output shapes    | n/a (no rule in the recommended set; outputs)        |
 
-nsa_selected_attention.md §3 -> NsaSelectedAttention (nsa-*), NsaSelectedAttentionGrad (nsag-*)
+docs/reference/nsa_selected_attention.md §3 -> NsaSelectedAttention (nsa-*), NsaSelectedAttentionGrad (nsag-*)
 | A1 null query/key/value/topk/seq arrays/layout   | nsa-A1-null-*, nsa-A1-missing-input_layout           |
 | A1 null outputs/executor/workspace, A2, A3, A11  | n/a (outputs / runtime objects)                      |
 | A4 layout != "TND" (case-sensitive)              | nsa-A4-layout-BSND, nsa-A4-layout-tnd                |
@@ -196,7 +196,7 @@ def _pos(rng, shape):
 # =====================================================================================
 
 def ada_grad(Bd=(2,), S=3, H=8, T=F32, U=F32, gamma=True, beta=True, scale_form=0, seed=0):
-    """AdaLayerNormGrad kernel-op inputs (ada_layer_norm.md §1.2, §1.4, §1.5)."""
+    """AdaLayerNormGrad kernel-op inputs (docs/reference/ada_layer_norm.md §1.2, §1.4, §1.5)."""
     r = np.random.default_rng(seed)
     Bd = tuple(Bd)
     scale_shape = (*Bd, H) if scale_form == 0 else (*Bd, 1, H)
@@ -250,7 +250,7 @@ def nrc(B=1, Sq=4, Sk=3, N=2, D=8, Seq=2, Sek=2, R=2, T=F32, seed=2):
 
 def nrc_grad(B=1, Sq=4, Sk=3, N=2, D=8, Seq=2, Sek=2, R=2, T=F32, seed=3):
     """NormRopeConcatGrad with every optional input present: both norm types 2, half RoPE,
-    concat order 1 (norm_rope_concat.md §3.2 table)."""
+    concat order 1 (docs/reference/norm_rope_concat.md §3.2 table)."""
     r = np.random.default_rng(seed)
     inputs = {
         "grad_query_output": _arr(r, (B, N, Sq + Seq, D), T),
@@ -334,7 +334,7 @@ BASES: dict[str, tuple[Callable, dict]] = {
     "ada_grad_f16": (ada_grad, {"T": F16, "U": F16}),
     "ada_grad_bf16": (ada_grad, {"T": BF16, "U": BF16}),
     "ada_grad_4d": (ada_grad, {"Bd": (2, 6), "S": 5, "H": 6}),
-    # should-succeed list of ada_layer_norm.md §2.3
+    # should-succeed list of docs/reference/ada_layer_norm.md §2.3
     "ada_grad_no_gamma": (ada_grad, {"gamma": False}),
     "ada_grad_no_beta": (ada_grad, {"beta": False}),
     "ada_grad_no_affine": (ada_grad, {"gamma": False, "beta": False}),
@@ -487,7 +487,7 @@ def case(id_, base, mutate, param, phrase):
     CASES.append(Case(id_, base, mutate, param, phrase))
 
 
-# ---- AdaLayerNormGrad (ada_layer_norm.md §2.3 suggested list) ---------------------------------------
+# ---- AdaLayerNormGrad (docs/reference/ada_layer_norm.md §2.3 suggested list) ---------------------------------------
 for _n in ("dy", "x", "rstd", "mean", "scale"):
     case(f"alng-null-{_n}", "ada_grad", drop(_n), _n, "required")
 case("alng-unknown-input-shift", "ada_grad", put("shift", lambda _: np.zeros((2, 8), np.float32)), "shift",
@@ -519,7 +519,7 @@ case("alng-zero-B", "ada_grad", dims(Bd=(0,)), "dy", Any(">= 1", "empty", "zero"
 case("alng-zero-S", "ada_grad", dims(S=0), "dy", ("S=0", ">= 1"))
 case("alng-zero-H", "ada_grad", dims(H=0), "dy", ("H=0", ">= 1"))
 
-# ---- AdaLayerNormV2 (ada_layer_norm.md §2.1 table, forward bad-input list, §2.2) ---------------------
+# ---- AdaLayerNormV2 (docs/reference/ada_layer_norm.md §2.1 table, forward bad-input list, §2.2) ---------------------
 for _n in ("x", "scale", "shift"):
     case(f"alnv2-null-{_n}", "ada_v2", drop(_n), _n, "required")
 case("alnv2-dtype-T-float64", "ada_v2", dtypes(T="float64", U="float32"), ("T", "x"), "float64")
@@ -539,7 +539,7 @@ case("alnv2-shape-bias-rank2", "ada_v2", reshape("bias", (1, 8)), "bias", "rank"
 case("alnv2-attr-epsilon-str", "ada_v2", attr(epsilon="small"), "epsilon", "type float")
 case("alnv2-overflow-scale-fp16", "ada_v2_f16_f32w", put("scale", _overflow16), "scale", "overflow")
 
-# ---- NormRopeConcat (norm_rope_concat.md §3.3 forward table + recommended validation set) -----------
+# ---- NormRopeConcat (docs/reference/norm_rope_concat.md §3.3 forward table + recommended validation set) -----------
 for _n in ("query", "key", "value"):
     case(f"nrc-null-{_n}", "nrc", drop(_n), _n, "required")
 case("nrc-dtype-T-int32", "nrc", dtypes(T="int32"), ("T", "query"), "not supported")
@@ -585,7 +585,7 @@ for _n in ("rope_sin", "rope_cos"):
     case(f"nrc-missing-{_n}", "nrc", drop(_n), _n, "required")
 case("nrc-overflow-key-fp16", "nrc_f16", put("key", _overflow16), "key", "overflow")
 
-# ---- NormRopeConcatGrad (norm_rope_concat.md §3.3 backward tables) ----------------------------------
+# ---- NormRopeConcatGrad (docs/reference/norm_rope_concat.md §3.3 backward tables) ----------------------------------
 for _n in ("grad_query_output", "grad_key_output", "grad_value_output", "query", "key"):
     case(f"nrcg-null-{_n}", "nrc_grad", drop(_n), _n, "required")
 case("nrcg-dtype-T-int32", "nrc_grad", dtypes(T="int32"), ("T", "grad_query_output"), "not supported")
@@ -642,7 +642,7 @@ for _n in ("norm_key_mean", "norm_added_query_rstd"):
     case(f"nrcg-missing-{_n}", "nrc_grad", drop(_n), _n, ("required", ">= 1"))
 case("nrcg-missing-rope_cos", "nrc_grad", drop("rope_cos"), "rope_cos", "required")
 
-# ---- NsaSelectedAttention (nsa_selected_attention.md §3.1, §3.2 + opgen's stricter checks) ----------
+# ---- NsaSelectedAttention (docs/reference/nsa_selected_attention.md §3.1, §3.2 + opgen's stricter checks) ----------
 for _n in ("query", "key", "value", "topk_indices"):
     case(f"nsa-A1-null-{_n}", "nsa", drop(_n), _n, "required")
 for _n in ("actual_seq_qlen", "actual_seq_kvlen"):
@@ -798,7 +798,7 @@ _EXPECTED_SHAPES = {
 
 @pytest.mark.parametrize("base", sorted(BASES))
 def test_valid_base_passes(base):
-    """Every valid base (incl. ada_layer_norm.md §2.3 should-succeed list) runs; output shapes follow the notes."""
+    """Every valid base (incl. docs/reference/ada_layer_norm.md §2.3 should-succeed list) runs; output shapes follow the notes."""
     op, inputs, attrs, dt = build(base)
     out = interpret(op, inputs, attrs, dt)
     for name, shape in _EXPECTED_SHAPES[op](inputs).items():

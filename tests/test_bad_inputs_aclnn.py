@@ -1,7 +1,7 @@
 """Every bad-input item of the reference notes (the cases of tests/test_bad_inputs.py) through the EMITTED
 aclnn layer (generated/<op>/op_host/op_api, compiled against the host emulation and called as
 `opgen check` calls it): the layer returns CANN's code — 161001 for a null required tensor, 161002 for an
-invalid one (reference/ascendc.md §2.8, the ops' reference notes §2/§3) — with the interpreter's message,
+invalid one (docs/reference/ascendc.md §2.8, the ops' reference notes §2/§3) — with the interpreter's message,
 and nothing is launched.
 
 Not every item is an aclnn call: an unknown input or attribute name, an attribute value of the wrong

@@ -15,7 +15,7 @@ from opgen.bench.report import markdown, write
 def test_roofline_takes_the_slowest_resource():
     r = SimpleNamespace(gm_bytes=3_200_000, gm_bytes_min=1_600_000, cycles={"vector": 3600, "cube": 0})
     got = roofline("Op", "case", r, H=7)
-    assert HBM_BYTES_PER_S == 1.6e12 and CLOCK_HZ == 1.8e9   # Atlas A2, reference/ascendc.md §3
+    assert HBM_BYTES_PER_S == 1.6e12 and CLOCK_HZ == 1.8e9   # Atlas A2, docs/reference/ascendc.md §3
     assert got["floor_us"] == pytest.approx(1.0)      # 1.6 MB at 1.6 TB/s
     assert got["memory_us"] == pytest.approx(2.0)
     assert got["vector_us"] == pytest.approx(2.0)     # 3600 cycles at 1.8 GHz

@@ -3,7 +3,7 @@ emulation, run on blockDim simulated cores and compared with the interpreter.
 
 The emitted kernels are being written elsewhere, so these tests point `--gen-dir` at a copy of the
 repository's generated/ada_layer_norm_grad/op_host plus a stand-in op_kernel written here: plain scalar
-loops over GM (GlobalTensor GetValue/SetValue) computing the formulas of reference/ada_layer_norm.md §1.2 in
+loops over GM (GlobalTensor GetValue/SetValue) computing the formulas of docs/reference/ada_layer_norm.md §1.2 in
 float, rows/batches/columns dealt round-robin over the cores. Variants of it (compile-time switches) compute
 a wrong pd_shift, write one element past pd_x, or do not compile.
 
@@ -58,7 +58,7 @@ pytestmark = [
 # The stand-in kernel. Tiling fields used: rowNum (prod(Bd) * S), seqLen (S), hiddenDim (H).
 STANDIN = r"""
 // Stand-in AdaLayerNormGrad kernel of tests/test_check.py (not the emitted kernel): scalar loops over GM,
-// float math of reference/ada_layer_norm.md §1.2; rows, batches and columns dealt round-robin over cores.
+// float math of docs/reference/ada_layer_norm.md §1.2; rows, batches and columns dealt round-robin over cores.
 #include "kernel_operator.h"
 #include "ada_layer_norm_grad_tiling_data.h"
 

@@ -2,7 +2,7 @@
 
 Covered, each with its numbers:
 - overflow compared in the output dtype: AdaLayerNormV2 fp16 whose exact outputs exceed 65504 (float64 LayerNorm
-  of reference/ada_layer_norm.md §1.1) passes, the overflowed elements counted and named; unwritten elements (the
+  of docs/reference/ada_layer_norm.md §1.1) passes, the overflowed elements counted and named; unwritten elements (the
   driver's 0xFF poison), computed NaN and a stray inf still fail, told apart by their bits;
 - conditioning: AdaLayerNormGrad fp32 with rows of two elements (pd_x cancels: each row's pd_x is [v, -v]) fails
   the exact-math criteria in the device-mode interpretation too; the kernel equals it bit for bit and passes as
@@ -60,7 +60,7 @@ def _overflow_inputs():
 
 
 def _ln_f64(x, scale, shift, eps=1e-5):
-    """AdaLayerNormV2's out in float64 (reference/ada_layer_norm.md §1.1)."""
+    """AdaLayerNormV2's out in float64 (docs/reference/ada_layer_norm.md §1.1)."""
     x = x.astype(np.float64)
     m = x.mean(-1, keepdims=True)
     v = ((x - m) ** 2).mean(-1, keepdims=True)

@@ -1,4 +1,4 @@
-"""Command line (DESIGN.md "Command line"): `opgen list`, `opgen interpret` with --inputs npz round
+"""Command line (docs/design.md "Command line"): `opgen list`, `opgen interpret` with --inputs npz round
 trips (bf16 as float32 arrays + --dtype, native bf16 npz, absent optional inputs left out of the npz),
 --mode exact, --attr parsing, and the error contract: exit status 2, exactly one stderr line
 "opgen: error: <param>: <rule>", no traceback, no --out file (a traceback only with --debug).
@@ -124,7 +124,7 @@ def _assert_same_as_python(cli_out, py_out):
 # =====================================================================================
 
 def test_list_shows_all_six_ops():
-    """`opgen list` exits 0 and names all six OpDefs with their aclnn APIs (DESIGN.md "Command line")."""
+    """`opgen list` exits 0 and names all six OpDefs with their aclnn APIs (docs/design.md "Command line")."""
     p = run("list")
     assert p.returncode == 0, p.stderr
     first_words = {line.split()[0] for line in p.stdout.splitlines() if line and not line[0].isspace()}
@@ -152,7 +152,7 @@ def test_module_entry_point_matches_console_script():
 
 def test_roundtrip_bf16_as_float32_absent_optionals(tmp_path):
     """NormRopeConcat bf16 fed as float32 arrays + --dtype T=bfloat16, encoders/weights absent from the npz,
-    int/float/bool --attr values: CLI file == interpret() in Python, all float32 (DESIGN.md CLI)."""
+    int/float/bool --attr values: CLI file == interpret() in Python, all float32 (docs/design.md "Command line")."""
     inputs = nrc_inputs()
     attrs = {"norm_type": 1, "norm_added_type": 0, "rope_type": 2, "concat_order": 1, "eps": 0.001,
              "is_training": True}
@@ -214,7 +214,7 @@ def test_roundtrip_exact_mode_with_int_inputs(tmp_path):
 @pytest.mark.parametrize("text,expected", [("true", True), ("True", True), ("1", True), ("false", False),
                                            ("0", False)])
 def test_attr_bool_parsing(tmp_path, text, expected):
-    """--attr is_training=<text>: true/True/1 add the mean/rstd outputs, false/0 do not (norm_rope_concat.md §1.5)."""
+    """--attr is_training=<text>: true/True/1 add the mean/rstd outputs, false/0 do not (docs/reference/norm_rope_concat.md §1.5)."""
     _save(tmp_path / "in.npz", nrc_inputs())
     p = run("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
             "--attr", "norm_type=1", "--attr", f"is_training={text}")
@@ -367,7 +367,7 @@ ERRORS = {
 @pytest.mark.parametrize("name", sorted(ERRORS))
 def test_error_contract(tmp_path, name):
     """Bad input via the CLI: exit 2, exactly one stderr line "opgen: error: ..." naming the parameter,
-    no traceback, nothing on stdout, and no --out file (nor a leftover temp file) (DESIGN.md CLI)."""
+    no traceback, nothing on stdout, and no --out file (nor a leftover temp file) (docs/design.md "Command line")."""
     make, phrases = ERRORS[name]
     args = make(tmp_path)
     before = set(os.listdir(tmp_path))

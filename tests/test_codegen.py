@@ -1,4 +1,4 @@
-"""Code generation of the spec-level package files (issue 3, items 6-7; DESIGN.md "Emission"):
+"""Code generation of the spec-level package files (issue 3, items 6-7; docs/design.md "Emission"):
 
 - determinism: two generations are byte-identical; `opgen generate` then `opgen diff` is clean; a stale
   or edited file makes `opgen diff` exit 1 with a unified diff, and `opgen generate` removes stale files

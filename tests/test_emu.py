@@ -1,4 +1,4 @@
-"""Device-side AscendC emulation (issue 4): fault classes, DataCopyPad units, Cast rounding bit-exactness,
+"""Device-side AscendC emulation: fault classes, DataCopyPad units, Cast rounding bit-exactness,
 vector ops, reductions, Brcb, SyncAll + atomic add, GM byte counters.
 
 Drives small C++ programs (tests/cpp/emu_*.cpp) compiled against opgen/emu/include with g++; the scenario
@@ -199,7 +199,7 @@ def test_brcb_layout(bins):
 
 
 def test_gather_byte_offsets_base_and_untouched_lanes(bins):
-    """Gather count form (reference/ascendc.md §1.9): dst[i] = src element at byte srcBaseAddr + srcOffset[i];
+    """Gather count form (docs/reference/ascendc.md §1.9): dst[i] = src element at byte srcBaseAddr + srcOffset[i];
     lanes past count keep their contents; 16-bit elements use 2-byte offsets."""
     out = run_scenario(bins, "gather")
     assert out["ok"], out["faults"]

@@ -1,4 +1,4 @@
-"""Cube side and mixed kernels of the AscendC emulation (issue 5): GM->L1 NZ (Nd2Nz), LoadData to L0A/L0B,
+"""Cube side and mixed kernels of the AscendC emulation: GM->L1 NZ (Nd2Nz), LoadData to L0A/L0B,
 Mmad into L0C, Fixpipe to GM, L1/L0 capacities, 1 AIC : 2 AIV launches with cross-core flags.
 
 Drives tests/cpp/emu_cube_mm.cpp (matmul through the low-level cube path; built with ASan + UBSan) and
@@ -207,7 +207,7 @@ def test_nd2nz_l1_bytes(bins, case):
 
 
 def test_nd2nz_is_the_reference_nz_format(bins):
-    """Canonical parameters give reference §1.10's NZ: ND (R x D) padded to 16-row x 16-column fractals,
+    """Canonical parameters give docs/reference/ascendc.md §1.10's NZ: ND (R x D) padded to 16-row x 16-column fractals,
     fractals column-major, elements row-major inside ([n1][m][n0])."""
     rows, d, pitch = 20, 40, 50
     out = scen(bins, "nz_layout", 1, rows, d, 0, pitch, 32, 1, 0)

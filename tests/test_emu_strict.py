@@ -1,4 +1,4 @@
-"""The emulation is never more permissive than CANN's real headers (issue 12 item 4): each form the real headers
+"""The emulation is never more permissive than CANN's real headers: each form the real headers
 reject (asc-devkit / opbase at the commits the cann-headers-check was run with) fails to compile against opgen's
 emulation too, and the form they accept compiles. Syntax-only g++ compiles of small kernels and host headers."""
 

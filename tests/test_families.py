@@ -1,5 +1,5 @@
 """Kernel families chosen by structure (opgen.kernel.family): no silent gaps, the same kernel for a renamed spec,
-no operator names in the compiler, and the DSL forms the new operators need (issue 11 items 1, 4, 5, 6)."""
+no operator names in the compiler, and the DSL forms the new operators need."""
 
 from __future__ import annotations
 

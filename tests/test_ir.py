@@ -1,6 +1,6 @@
 """Tests of the tensor IR (opgen.ir): printer/parser round trip, verifier, symbolic dims.
 
-References: DESIGN.md "Specs and the Tensor IR" (frozen hashable nodes, canonical text form that
+References: docs/design.md "Specs and the Tensor IR" (frozen hashable nodes, canonical text form that
 parses back), the contracts in the docstrings of opgen/ir/{verify,printer,parser,ops,dims}.py, and
 plain Python integer arithmetic for dim expressions.
 
@@ -422,7 +422,7 @@ def test_string_attributes_round_trip(s):
 
 def test_narrowing_cast_must_name_rounding():
     """A float cast that may narrow (to f16/bf16 or a dtype variable) with round="none" is rejected:
-    the device would have to pick a rounding the spec never stated (reference/ascendc.md §1.9 Cast)."""
+    the device would have to pick a rounding the spec never stated (docs/reference/ascendc.md §1.9 Cast)."""
     g = _graph1([_node("cast", ["x"], "a", _f(S, H, dt=F16), to=F16, round="none")])
     with pytest.raises(IRError, match="name its rounding"):
         verify(g)

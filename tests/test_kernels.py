@@ -122,7 +122,7 @@ def test_asan_subset(op, h):
 def test_gm_traffic_near_the_minimum_at_long_rows():
     """Counted by the emulation: AdaLayerNormGrad at 256 rows moves <= 1.10x the minimum at H = 4099
     (COL_SPLIT keeps dy and x resident; CANN re-reads or spills per element above H = 3440,
-    reference/ada_layer_norm.md §4.5). bench/bench_emu.py (`opgen bench`) measures the full sizes."""
+    docs/reference/ada_layer_norm.md §4.5). bench/bench_emu.py (`opgen bench`) measures the full sizes."""
     r = run_check("AdaLayerNormGrad", dims=_dims((2,), 128, 4099), dtypes=DTYPES[3], progress=False)
     _assert_ok(r, "gm")
     assert r.tiling_key % 10 == 2
@@ -182,7 +182,7 @@ def test_mutated_kernel_is_caught(name, tmp_path):
 
 
 def test_emitted_kernels_synchronise_dependent_vector_instructions():
-    """Manual sync (reference/ascendc.md §1.6): in every emitted kernel each vector instruction is followed by
+    """Manual sync (docs/reference/ascendc.md §1.6): in every emitted kernel each vector instruction is followed by
     PipeBarrier<PIPE_V>() or hands its result over through a queue (EnQue) or an event, and every SyncAll of
     the vector kernels is preceded by PipeBarrier<PIPE_ALL>(). The emulation runs each pipe in order, so this
     structural check is what catches a missing barrier."""

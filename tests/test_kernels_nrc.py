@@ -196,7 +196,7 @@ def test_row_space_of_the_parts_is_the_tiling_row_space():
         inputs = {k: (env[v.name] if isinstance(v, Sym) else 2) for k, v in t.inputs.items() if k in prog.inputs}
         inputs.update(dtypeKey=1, attrKey=0, coreNum=48, ubBytes=196608)
         rows = prog.evaluate(inputs)["rowNum"]
-        # query rows (Sq + Seq) and key and value rows (Sk + Sek each) of every (batch, head): reference §2
+        # query rows (Sq + Seq) and key and value rows (Sk + Sek each) of every (batch, head): docs/reference/ascendc.md §2
         assert rows == env["B"] * env["N"] * (env["Sq"] + env["Seq"] + 2 * (env["Sk"] + env["Sek"])) == 435
         for _attrs, _key, hp in build(op).lowered.extra["heads"].programs:
             assert sum(env["B"] * env["N"] * p.seq.evaluate(env) for p in hp.parts) == rows
@@ -257,7 +257,7 @@ def test_flux_like_case_and_gm_traffic(op):
 @needs_gxx
 def test_null_encoders_write_zero_added_weight_grads():
     """No encoder streams with norm_added_type 2: the added weight/bias gradients are written as zeros
-    (reference/norm_rope_concat.md §2.3)."""
+    (docs/reference/norm_rope_concat.md §2.3)."""
     r = run_check(GRAD, dims=dict(B=2, Sq=3, Sk=2, N=2, D=16, R=2), attrs=dict(norm_type=1, norm_added_type=2,
                                                                                  rope_type=1), dtypes={"T": "float16"},
                   progress=False)

@@ -19,7 +19,7 @@ the GM bytes reported next to the minimum and the reference's CANN estimate, `op
 Time (2 cores): ~87 s with an empty build cache (the four op builds: debug forward / backward ~6 s each, the
 backward's ASan build ~18 s, a patched copy of the backward for the mutation tests), ~45 s warm.
 
-Facts: /work/shared/reference/nsa_selected_attention.md (§2 math, §3 checks, §4 CANN's kernels and their GM
+Facts: docs/reference/nsa_selected_attention.md (§2 math, §3 checks, §4 CANN's kernels and their GM
 traffic); precision reasoning: tests/test_nsa.py module doc.
 """
 
@@ -571,7 +571,7 @@ def test_nsa_program_lowering_and_verifier():
 
 
 def test_fixpipe_output_must_be_rounded_to_nearest_even(tmp_path):
-    """The forward's O leaves the cube through Fixpipe (reference §2.4), which rounds fp32 -> T to nearest even: the
+    """The forward's O leaves the cube through Fixpipe (docs/reference/ascendc.md §2.4), which rounds fp32 -> T to nearest even: the
     bundled spec casts O with 'rint'; a copy that leaves O to the op's CAST_ROUND (ties away) is refused by the
     lowering instead of being emitted with the wrong rounding."""
     from opgen.errors import IRError

@@ -1,5 +1,5 @@
-"""The drop-in layout (issue 12 item 3): every generated package, laid into a skeleton of the repository its spec
-names, is found by that repository's build and every path the build globs resolves (reference/ops_package.md
+"""The drop-in layout: every generated package, laid into a skeleton of the repository its spec
+names, is found by that repository's build and every path the build globs resolves (docs/reference/ops_package.md
 §2-3).
 
 The skeleton is a CMake project (configured with `cmake`, no compiler needed) whose top level discovers op
@@ -42,7 +42,7 @@ CANN_KERNEL_HEADERS = {"kernel_operator.h"}
 
 pytestmark = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
 
-# Stand-ins of the repositories' CMake functions: the globs of reference/ops_package.md §2-3, recorded.
+# Stand-ins of the repositories' CMake functions: the globs of docs/reference/ops_package.md §2-3, recorded.
 COMMON = r'''
 cmake_minimum_required(VERSION 3.16)
 project(opgen_skeleton NONE)
@@ -136,7 +136,7 @@ function(add_modules_sources)
 endfunction()
 '''
 
-# ops-nn: cmake/func.cmake add_category_subdirectory / add_op_subdirectory (ops_package.md §2.1)
+# ops-nn: cmake/func.cmake add_category_subdirectory / add_op_subdirectory (docs/reference/ops_package.md §2.1)
 NN_DISCOVERY = r'''
 foreach(category @CATEGORIES@)
   if(IS_DIRECTORY ${SKELETON_ROOT}/${category})
@@ -166,7 +166,7 @@ foreach(category @CATEGORIES@)
 endforeach()
 '''
 
-# ops-transformer: op_add_subdirectory's globs and the attention directory (ops_package.md §3); with tests enabled
+# ops-transformer: op_add_subdirectory's globs and the attention directory (docs/reference/ops_package.md §3); with tests enabled
 # the build file(READ)s tests/CMakeLists.txt of every compiled op (cmake/custom_build.cmake).
 TRANSFORMER_DISCOVERY = r'''
 set(dirs)

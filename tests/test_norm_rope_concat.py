@@ -3,7 +3,7 @@
 Goldens come from the independent float64 torch oracles in tests/oracles.py
 (norm_rope_concat_fwd, norm_rope_concat_grad at the provided statistics,
 norm_rope_concat_grad_autograd with statistics recomputed from x) and from the worked examples of
-reference/norm_rope_concat.md §6.1 / §6.2.  Facts used: §1 (forward pipeline, norm modes, RoPE on the
+docs/reference/norm_rope_concat.md §6.1 / §6.2.  Facts used: §1 (forward pipeline, norm modes, RoPE on the
 first R concatenated positions, fp32 compute + CAST_ROUND), §2 (backward, weight/bias grads per part,
 zero added-weight grads for absent encoders), §6 (examples), §7.12 (ties-away rounding).
 
@@ -129,7 +129,7 @@ def _assert_absent_encoder_zeros(out, inputs, attrs, what):
                 assert a.shape == (inputs["query"].shape[-1],) and not np.any(a), f"{what} grad_{prefix}_{w} != 0"
 
 
-# CANN's commercial standard splits elements at a small-value boundary (reference/ada_layer_norm.md §5.5):
+# CANN's commercial standard splits elements at a small-value boundary (docs/reference/ada_layer_norm.md §5.5):
 # |golden| < 2^-11 (fp16), 2^-8 (bf16), 2^-14 (fp32).  The experimental MERE/MARE rule divides by
 # |golden| + 1e-7, so on a golden of ~1e-7 produced by cancellation (LayerNorm-backward projection, RoPE
 # sums, D = 2 LayerNorm grads that are identically 0) the unavoidable fp32 compute noise (~1e-8 of the

@@ -1,6 +1,6 @@
 """NsaSelectedAttention (forward) and NsaSelectedAttentionGrad (backward) through the interpreter.
 
-Facts: /work/shared/reference/nsa_selected_attention.md (§1 interfaces, §2 math, §5 shapes).
+Facts: docs/reference/nsa_selected_attention.md (§1 interfaces, §2 math, §5 shapes).
 Independent sources: tests/oracles.py (float64 torch forward and torch.autograd backward) and a
 float64 NumPy transcription of the §2.5 backward formula written in this file (`_bwd_formula`).
 
@@ -261,7 +261,7 @@ def _ulp(x, dtype):
 
 def _assert_device_close(actual, golden, dtype, what):
     """Device-vs-golden criteria for outputs whose error is absolute-type (module doc): relative L2 error
-    < Th(T), and CANN's mixed-tolerance variant (reference/ada_layer_norm.md §5.5) applied to the tensors
+    < Th(T), and CANN's mixed-tolerance variant (docs/reference/ada_layer_norm.md §5.5) applied to the tensors
     in units of the golden's rms r (that rule assumes O(1) data; dq reaches |78| in one case):
     >= 99 % of elements with |a - g| <= Th (r + |g|), and max |a - g| < max(0.1 r, 32 ulp_T(|g|))."""
     th = THRESHOLD[dtype]
@@ -531,7 +531,7 @@ def test_block_outside_batch_rejected():
 
 def test_backward_rejects_block_count_above_128():
     """Backward selectedBlockCount is bounded: CANN's general template takes [1, 32] (§3.4 H2); opgen's backward
-    allows up to 128 within the 8K selected-keys bound (issue 5) and must reject 129."""
+    allows up to 128 within the 8K selected-keys bound and must reject 129."""
     base = Case("c129", 2, 1, 32, 16, 16, 129, (4, 4), (2100, 2200), "float16", 0)
     c = _make(base)
     o, mx, sm = _given_fwd(c)

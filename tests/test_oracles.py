@@ -1,11 +1,11 @@
 """Self-tests of the float64 torch oracles in tests/oracles.py.
 
 What is checked:
-* fixed examples from the reference notes (ada_layer_norm.md 5.1, norm_rope_concat.md 6.1 / 6.2);
+* fixed examples from the reference notes (docs/reference/ada_layer_norm.md 5.1, docs/reference/norm_rope_concat.md 6.1 / 6.2);
 * every backward oracle against central finite differences of its own forward (float64, tiny shapes);
 * "statistics as input" oracles against plain autograd with recomputed statistics (true stats);
 * the autograd oracles against closed-form backward formulas written independently here
-  (LayerNorm backward, RoPE adjoint, NSA backward of nsa_selected_attention.md 2.5), including
+  (LayerNorm backward, RoPE adjoint, NSA backward of docs/reference/nsa_selected_attention.md 2.5), including
   statistics that are NOT the true statistics of x.
 """
 
@@ -55,7 +55,7 @@ def _close(a, b, tol=1e-10):
 # =====================================================================================
 
 def _ada_closed_form(dy, x, rstd, mean, scale, gamma, beta):
-    """ada_layer_norm.md 1.2 table written directly (numpy float64), scale in [*Bd,1,H] form."""
+    """docs/reference/ada_layer_norm.md 1.2 table written directly (numpy float64), scale in [*Bd,1,H] form."""
     h = x.shape[-1]
     z = (x - mean) * rstd
     sp = 1.0 + scale
@@ -70,7 +70,7 @@ def _ada_closed_form(dy, x, rstd, mean, scale, gamma, beta):
 
 
 def test_ada_forward_example_5_1():
-    """ada_layer_norm.md 5.1 forward example: all-ones input -> out 3, mean 1, rstd 1/sqrt(eps)."""
+    """docs/reference/ada_layer_norm.md 5.1 forward example: all-ones input -> out 3, mean 1, rstd 1/sqrt(eps)."""
     x = np.ones((2, 4, 8), np.float32)
     res = O.ada_layer_norm_v2_fwd(x, np.ones((2, 8)), np.ones((2, 8)), np.ones(8), np.ones(8), 1e-5)
     assert set(res) == {"out", "mean", "rstd"}
@@ -80,7 +80,7 @@ def test_ada_forward_example_5_1():
 
 
 def test_ada_backward_example_5_1():
-    """ada_layer_norm.md 5.1 backward example (stats deliberately not those of x)."""
+    """docs/reference/ada_layer_norm.md 5.1 backward example (stats deliberately not those of x)."""
     x = np.array([[2, 3], [4, 5]] * 2, np.float32).reshape(2, 2, 2)
     mean = np.array([2, 3, 4, 5], np.float32).reshape(2, 2, 1)
     rstd = np.array([4, 5, 6, 7], np.float32).reshape(2, 2, 1)
@@ -209,7 +209,7 @@ def _rope_perm_sign(d, mode):
 
 
 def _nrc_closed_form(gq, gk, gv, x, w, st, sin, cos, nt, nat, rt, order):
-    """Independent numpy closed form of the backward (norm_rope_concat.md 2): RoPE adjoint, transpose
+    """Independent numpy closed form of the backward (docs/reference/norm_rope_concat.md 2): RoPE adjoint, transpose
     back, split, LayerNorm backward at the given stats. x/w/st: dicts keyed q, k, aq, ak."""
     d = gq.shape[-1]
     res = {}
@@ -292,7 +292,7 @@ def _grad(g, x, w, st, sin, cos, nt, nat, rt, order):
 
 
 def test_nrc_forward_example_6_1():
-    """norm_rope_concat.md 6.1 forward example values and stat shapes."""
+    """docs/reference/norm_rope_concat.md 6.1 forward example values and stat shapes."""
     B, N, D, S, Se = 1, 10, 6, 5, 3
     full = lambda shape, v: np.full(shape, v, np.float32)  # noqa: E731
     res = O.norm_rope_concat_fwd(
@@ -313,7 +313,7 @@ def test_nrc_forward_example_6_1():
 
 
 def test_nrc_backward_example_6_2():
-    """norm_rope_concat.md 6.2 backward example values."""
+    """docs/reference/norm_rope_concat.md 6.2 backward example values."""
     B, N, D, S, Se = 1, 10, 6, 5, 3
     ones = lambda *shape: np.ones(shape, np.float32)  # noqa: E731
     zeros = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
@@ -344,7 +344,7 @@ def test_nrc_backward_example_6_2():
 
 
 def test_nrc_rope_formulas_elementwise():
-    """norm_rope_concat.md 1.3 formulas, element by element, with norm off and R < S."""
+    """docs/reference/norm_rope_concat.md 1.3 formulas, element by element, with norm off and R < S."""
     r = _rng(5)
     B, S, N, D, R = 1, 4, 2, 6, 3
     q = r.normal(size=(B, S, N, D))
@@ -491,7 +491,7 @@ def _nsa_case(seed, sparse_mode, dup=True):
 
 
 def _nsa_naive_fwd(c):
-    """Per-(token, query-head) loops in numpy float64 (nsa_selected_attention.md 2.1-2.4)."""
+    """Per-(token, query-head) loops in numpy float64 (docs/reference/nsa_selected_attention.md 2.1-2.4)."""
     q, k, v, topk, bs = c["q"], c["k"], c["v"], c["topk"], c["bs"]
     T1, N1, _ = q.shape
     G = N1 // k.shape[1]
@@ -523,7 +523,7 @@ def _nsa_naive_fwd(c):
 
 
 def _nsa_formula_bwd(c, o, mx, sm):
-    """nsa_selected_attention.md 2.5 in float64 torch, loops over (token, kv head), using the given
+    """docs/reference/nsa_selected_attention.md 2.5 in float64 torch, loops over (token, kv head), using the given
     O, max and sum; masking after scaling; scatter via index_add_ (duplicates accumulate)."""
     q, k, v, do = (torch.tensor(c[n], dtype=torch.float64) for n in ("q", "k", "v", "do"))
     o, mx, sm = (torch.tensor(a, dtype=torch.float64) for a in (o, mx, sm))

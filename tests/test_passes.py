@@ -816,7 +816,7 @@ def test_random_graphs_round_trip_and_stay_valid_after_every_pass():
 def test_fuse_one_launch_per_op_and_inputs_read_once():
     """Fusion puts every op of a specialisation in one launch: AIV-only for the vector ops, one mixed
     AIC/AIV kernel for NSA with the matmuls on the cube and workspace between the units; every operator
-    input is read by that one kernel (verify_plan) and every output is written by it (issue 3 item 2)."""
+    input is read by that one kernel (verify_plan) and every output is written by it."""
     from opgen.passes.pipeline import plan
 
     for name in ("AdaLayerNormV2", "AdaLayerNormGrad", "NormRopeConcat", "NormRopeConcatGrad",

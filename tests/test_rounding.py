@@ -6,7 +6,7 @@ binary16 and bfloat16 = the top 16 bits of binary32), giving a sorted float64 ta
 "virtual" entry 2^(emax+1) stands for overflow to inf. For a float32 x the two neighbouring table
 entries lo <= |x| < hi are found with searchsorted and the nearer one is taken; on an exact tie
 (|x| == (lo + hi) / 2, computed exactly in float64) "rint" takes the even code (CAST_RINT,
-ties-to-even) and "round" the larger magnitude (CAST_ROUND, ties away from zero; reference/ascendc.md
+ties-to-even) and "round" the larger magnitude (CAST_ROUND, ties away from zero; docs/reference/ascendc.md
 Cast round modes). The sign is re-applied with copysign, NaN stays NaN.
 """
 

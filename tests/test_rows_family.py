@@ -1,4 +1,4 @@
-"""The rows family on the cases a review of the kernel-families change found (issue 11): what it lowers is checked
+"""The rows family on the cases a review of the kernel-families change found: what it lowers is checked
 against float64 NumPy through the emitted kernel, what it cannot lower is refused at lowering with one line naming
 the op, the IR value, its spec line and the rule (never a traceback, never a Python repr)."""
 

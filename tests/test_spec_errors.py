@@ -1,4 +1,4 @@
-"""Spec errors (issue 3 item 8): every mistake in a spec file is a SpecError that names the spec file and
+"""Spec errors: every mistake in a spec file is a SpecError that names the spec file and
 line, says what is wrong and what to change, and renders with the source line and a caret under the
 offending token:
 

@@ -284,7 +284,7 @@ def test_nsa_python_twin_equals_emitted_tiling(driver):
 def test_nsa_cube_and_ub_plans_fit_at_the_joint_worst_case():
     """The proof varies one bounded dim at a time; the NSA plans also fit with every dim at its worst together
     (D = Dv = 768, BS = 128, CNT at the direction's bound, G = 128) and the L1 / L0 / UB sums are below the A2
-    sizes (reference/ascendc.md §1.2)."""
+    sizes (docs/reference/ascendc.md §1.2)."""
     from opgen.ir.dtypes import DType
     from opgen.tiling import nsa
 
@@ -295,7 +295,7 @@ def test_nsa_cube_and_ub_plans_fit_at_the_joint_worst_case():
             env = dict(T1=4, T2=bs * cnt, N1=g, N2=1, D=d, Dv=dv, CNT=cnt if bs * cnt <= 8192 else 8192 // bs, BS=bs,
                        Bn=1, MS1=1, MS2=1)
             tl = evaluate(spec, prog, inputs, env, {"T": DType.bf16}, PLATFORMS["ascend910b1"])
-            assert tl["fits"] == 1   # Atlas A2 sizes, reference/ascendc.md §1.2: L1 512 KiB, L0A/L0B 64 KiB, L0C 128 KiB
+            assert tl["fits"] == 1   # Atlas A2 sizes, docs/reference/ascendc.md §1.2: L1 512 KiB, L0A/L0B 64 KiB, L0C 128 KiB
             assert tl["l1Bytes"] <= 524288 and tl["l0aBytes"] <= 65536
             assert tl["l0bBytes"] <= 65536 and tl["l0cBytes"] <= 131072
             assert tl["vecFixedBytes"] + tl["vecRows"] * tl["vecRowBytes"] <= 196608   # UB 192 KiB

@@ -1,4 +1,4 @@
-"""Spec-line traceability (issue 13 item 4): every emitted kernel statement that comes from a tensor-IR value cites
+"""Spec-line traceability: every emitted kernel statement that comes from a tensor-IR value cites
 the spec line it was traced from (`// spec: file.py:line`), `opgen graph --stage kernel` shows the same lines per
 instruction (`  @ file.py:line`) and the IR text of `--stage spec` per node (`loc("file.py":line)`).
 

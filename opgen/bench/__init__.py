@@ -1,4 +1,4 @@
-"""opgen's benchmarks (issue 6), run on demand by `opgen bench` or the thin scripts in bench/:
+"""opgen's benchmarks, run on demand by `opgen bench` or the thin scripts in bench/:
 
 startup   `opgen interpret` / `opgen list` as whole processes vs plain-Python processes (goals <= 1.5x, 2x)
 interp    device-mode interpretation vs a direct NumPy implementation of the same math (goal <= 1.5x)

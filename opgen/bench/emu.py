@@ -15,7 +15,7 @@ The cases are the workloads' tables (bench/workloads.py):
 4. A roofline estimate for Atlas A2 from the counted bytes and the emulation's cost counters (emu/core.h
    CountVector / CountCube: 256-byte vector repeats, Exp/Ln/Sqrt/Div at 32 lanes, 16x16x16 cube fractals):
    estimate = max(bytes / 1.6 TB/s, vector cycles / 1.8 GHz, cube cycles / 1.8 GHz) (max over cores), over the
-   memory-bound floor = minimum bytes / 1.6 TB/s (reference/ascendc.md §3).
+   memory-bound floor = minimum bytes / 1.6 TB/s (docs/reference/ascendc.md §3).
 
 Run: python bench/bench_emu.py [--repeat 3] [--json] [--quick]   (or `opgen bench`)
 Medians of --repeat runs; the build is cached (ninja) and not timed. Machine size is printed.
@@ -34,7 +34,7 @@ from opgen.bench import case_label
 from opgen.check import run_check
 from opgen.errors import OpgenError
 
-HBM_BYTES_PER_S = 1.6e12   # Atlas A2 (reference/ascendc.md §3)
+HBM_BYTES_PER_S = 1.6e12   # Atlas A2 (docs/reference/ascendc.md §3)
 CLOCK_HZ = 1.8e9
 
 

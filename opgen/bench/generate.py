@@ -3,7 +3,7 @@ numpy, jinja2 and networkx (goal <= 3x), and a cached re-generation (a second ru
 files already up to date are not rewritten).
 
 Each side is a fresh `python` process (the venv's interpreter), timed wall-clock, median of `repeat` runs,
-on the same machine in one run. Reference for the goal: issue 6 (bench/).
+on the same machine in one run. The goals are the ones README "Benchmarks" states.
 
 `phases` splits one first generation, in a fresh process, into where the time goes: importing opgen, loading
 the specs (executing them, enumerating their specialisation keys), each emitter (opgen.codegen.EMITTERS;

@@ -103,7 +103,7 @@ def markdown(res: dict) -> str:
                 f"{_fmt(r['vs_gather_min'])} | {r['cann']:,} | {_fmt(r['vs_cann'])} | {'yes' if r['passed'] else 'NO'} |"
                 for r in res["nsa_gm"]]
         out += ["", "Minimum: each tensor once; gather minimum: every (token, kv-head) unit reads its L selected K/V "
-                "rows once; CANN: reference/nsa_selected_attention.md §4 (" +
+                "rows once; CANN: docs/reference/nsa_selected_attention.md §4 (" +
                 ", ".join(sorted({r['cann_source'] for r in res['nsa_gm']})) + ").", "",
                 "How: opgen/bench/emu.py — one `opgen check` per row (fp16, TND, actual sequence lengths present, "
                 "sparseMode 0), bytes counted by the emulation as above; shared dims " +
@@ -111,7 +111,7 @@ def markdown(res: dict) -> str:
                 "; the gather minimum and CANN's estimate are computed from the same dims "
                 "(opgen.bench.emu.gather_min_bytes and the estimate the spec declares with OpSpec.gm_reference).", ""]
     if res.get("roofline"):
-        out += ["## Roofline estimate, Atlas A2 (1.6 TB/s HBM, 1.8 GHz, 48 AIV; reference/ascendc.md §3)", "",
+        out += ["## Roofline estimate, Atlas A2 (1.6 TB/s HBM, 1.8 GHz, 48 AIV; docs/reference/ascendc.md §3)", "",
                 "| kernel | case | memory floor µs | memory µs | vector µs | cube µs | estimate µs | estimate / floor |",
                 "|---|---|---|---|---|---|---|---|"]
         out += [f"| {r['op']} | {r['case']} | {_fmt(r['floor_us'], 1)} | {_fmt(r['memory_us'], 1)} | "

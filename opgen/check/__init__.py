@@ -1,7 +1,7 @@
 """`opgen check`: compile an operator's emitted C++ (TilingFunc + kernel) against opgen's AscendC emulation,
 run it on blockDim simulated cores (emu::Launch for AIV-only kernels, emu::LaunchMix with 1 AIC : 2 AIV per AI
 Core for the kernels that declare KERNEL_TYPE_MIX_AIC_1_2) and compare its outputs with the interpreter
-(DESIGN.md "CPU emulation of the emitted code", "Command line"). Outputs computed from an intermediate the op
+(docs/design.md "CPU emulation of the emitted code", "Command line"). Outputs computed from an intermediate the op
 rounds to T (NSA's P and dS) may pass the rounded-intermediate rule (compare.py); ops with a GM model of CANN's
 kernels (declared with OpSpec.gm_reference) get it reported next to the counted bytes.
 

@@ -1,6 +1,6 @@
 """CANN's precision criteria, used by `opgen check` and the tests (tests/precision.py re-exports them).
 
-Source: reference/ada_layer_norm.md §5.5 (CANN ecosystem standard): relative error per element
+Source: docs/reference/ada_layer_norm.md §5.5 (CANN ecosystem standard): relative error per element
 |actual - golden| / (|golden| + 1e-7); MERE = its mean, MARE = its max; an output passes when MERE < Th and
 MARE < 10 Th, Th = 2^-13 (fp32), 2^-10 (fp16), 2^-7 (bf16), against a single higher-precision golden
 (here: the interpreter's float64 `exact` mode).
@@ -20,7 +20,7 @@ tests/test_norm_rope_concat.py `_cann_check`):
   fp32 noise at the output's scale reaches the fp32 MARE bound).
 
 A third rule for outputs computed from an intermediate the op itself rounds to T before a matmul (NSA's P and dS,
-reference/nsa_selected_attention.md §2.4-§2.5; in the tensor IR a cast to a 16-bit type with a round mode whose
+docs/reference/nsa_selected_attention.md §2.4-§2.5; in the tensor IR a cast to a 16-bit type with a round mode whose
 result is widened again, not an output): their error is absolute-type, ~u_T x the output's rms (each rounded P or
 dS element carries a relative error u_T into a signed sum), while the exact outputs are signed sums with elements
 arbitrarily close to 0, so |err| / (|g| + 1e-7) explodes there and even the interpreter's own device mode fails the
@@ -46,7 +46,7 @@ arithmetic apart from kernel faults:
   every rule against exact math, the exact-math criteria are out of reach of the dtype's arithmetic on these
   inputs (a 2-element LayerNorm gradient, an NSA dq whose exact value cancels to 0). The kernel then passes with
   rule "conditioning" when it is no less accurate than the device interpretation by CANN's commercial
-  double-benchmark ratios (reference/ada_layer_norm.md §5.5, the lenient level L0): MERE and RMSE against exact at
+  double-benchmark ratios (docs/reference/ada_layer_norm.md §5.5, the lenient level L0): MERE and RMSE against exact at
   most 2x the device's, MARE at most 10x; the note gives both errors and whether the kernel equals the device
   interpretation bit for bit. A kernel that fails where the device interpretation passes is a kernel fault and the
   reason says so.
@@ -351,7 +351,7 @@ def overflows(golden, dtype: str) -> np.ndarray:
 
 
 DOUBLE_BENCHMARK = {"mere": 2.0, "rmse": 2.0, "mare": 10.0}
-"""CANN's commercial double-benchmark ratios at level L0 (reference/ada_layer_norm.md §5.5): the kernel's error
+"""CANN's commercial double-benchmark ratios at level L0 (docs/reference/ada_layer_norm.md §5.5): the kernel's error
 against exact math over the benchmark's (here the device-mode interpretation's) may be at most these."""
 
 

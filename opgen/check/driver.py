@@ -1,6 +1,6 @@
 """The per-op launch driver's C++ source (written into the build directory, not into generated/).
 
-It declares the kernel by the fixed ABI (CANN convention, reference/ascendc.md §1.3):
+It declares the kernel by the fixed ABI (CANN convention, docs/reference/ascendc.md §1.3):
 
     extern "C" __global__ __aicore__ void <op_snake>(GM_ADDR <inputs in OpDef order>...,
                                                       GM_ADDR <outputs in OpDef order>..., GM_ADDR workspace,
@@ -19,7 +19,7 @@ from opgen.codegen.names import c_string
 
 LAUNCH = {"KERNEL_TYPE_AIV_ONLY": "opgen_check::LaunchKind::AivOnly",
           "KERNEL_TYPE_MIX_AIC_1_2": "opgen_check::LaunchKind::Mix12"}
-"""How the driver launches a kernel of each declared type (emu::Launch / emu::LaunchMix, reference §1.3)."""
+"""How the driver launches a kernel of each declared type (emu::Launch / emu::LaunchMix, docs/reference/ascendc.md §1.3)."""
 
 
 def kernel_type(kernel_cpp) -> str:

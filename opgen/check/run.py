@@ -1,6 +1,6 @@
 """`run_check`: one operator case through the emitted C++ and against the interpreter.
 
-Steps (DESIGN.md "CPU emulation of the emitted code"):
+Steps (docs/design.md "CPU emulation of the emitted code"):
 1. the call goes through the emitted aclnn layer first (opgen/check/aclnn.py): a non-zero status raises
    AclnnRejected and nothing is built or launched beyond the case runner;
 2. the inputs are validated by the spec (ValidationError, as `opgen interpret`) — except the rules on device

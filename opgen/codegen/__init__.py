@@ -1,11 +1,11 @@
-"""Code generation: specs -> the files of a CANN operator package (DESIGN.md "Emission").
+"""Code generation: specs -> the files of a CANN operator package (docs/design.md "Emission").
 
 An emitter is a function `emit_xxx(spec) -> {relative path: text}`; EMITTERS lists them in order and
 `generate(spec)` runs them all, then formats every C/C++ file with clang-format (opgen.codegen.fmt), so
 the result is byte-identical across runs. Templates (top-level `templates/`, opgen.codegen.env) hold
 layout only; every decision is computed in Python by the emitter.
 
-Spec-level files emitted per op, under `generated/<op_snake>/` (reference/ascendc.md §2.2, §2.10):
+Spec-level files emitted per op, under `generated/<op_snake>/` (docs/reference/ascendc.md §2.2, §2.10):
 
     op_host/<op>_def.cpp                 OpDef (emit_def)
     op_host/<op>_tiling.cpp              TilingFunc, buffer plan proven (opgen.tiling)
@@ -17,7 +17,7 @@ Spec-level files emitted per op, under `generated/<op_snake>/` (reference/ascend
     examples/test_aclnn_<api>.cpp        call example (emit_example)
     tests/assets/golden.py               NumPy golden, `__golden__` form, every specialisation (emit_golden)
 
-and the drop-in layout of the spec's repository (reference/ops_package.md §2-3):
+and the drop-in layout of the spec's repository (docs/reference/ops_package.md §2-3):
 
     CMakeLists.txt, op_host/, op_graph/, tests/, tests/ut/{op_host,op_kernel}/CMakeLists.txt  (emit_cmake)
     op_host/config/<soc>/<op>_binary.json                                                  (emit_binary_config)

@@ -1,4 +1,4 @@
-"""Emitter of the aclnn two-phase API (reference/ascendc.md §2.8) and its L0 kernel wrapper:
+"""Emitter of the aclnn two-phase API (docs/reference/ascendc.md §2.8) and its L0 kernel wrapper:
 
     op_host/op_api/aclnn_<api>.h / .cpp   public API: <api>GetWorkspaceSize(inputs, attrs, outputs,
                                           workspaceSize, executor) validates and builds the executor;

@@ -4,7 +4,7 @@ One rule for every emitter that reads dims from input shapes at run time (InferS
 candidates are ordered required before optional, single-form before multi-form inputs, then in OpDef
 order; a multi-form input counts only when the dim sits at the same position in every form. A position
 is counted from the front when it precedes the variadic group (or there is none), else from the back.
-Reference: reference/ascendc.md §2.5-§2.6 (shapes read from the tiling / infershape context).
+Reference: docs/reference/ascendc.md §2.5-§2.6 (shapes read from the tiling / infershape context).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Emitter of docs/<aclnn API>.md (the public API document) and README.md (the package, where it goes and how to drop
-it in), generated from the spec (reference/ops_package.md §1: every real op directory has README.md and
+it in), generated from the spec (docs/reference/ops_package.md §1: every real op directory has README.md and
 docs/aclnn<Api>.md).
 
 The API document's parameter list is read from the aclnn plan (`AclnnPlan(spec).context()`: `params` for the

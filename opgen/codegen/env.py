@@ -1,4 +1,4 @@
-"""The Jinja2 environment over the project's top-level `templates/` directory (DESIGN.md "Emission").
+"""The Jinja2 environment over the project's top-level `templates/` directory (docs/design.md "Emission").
 
 Templates hold layout only: every value they print (names, dtype lists, conditions, messages, shapes)
 is computed in Python and passed in. StrictUndefined makes a missing value an error instead of an

@@ -1,5 +1,5 @@
 """Emitter of examples/test_aclnn_<api>.cpp: a call example of the aclnn API in CANN's style
-(reference/ascendc.md §2.2 "ACL runtime sample", §2.9): init the device and a stream, create the input
+(docs/reference/ascendc.md §2.2 "ACL runtime sample", §2.9): init the device and a stream, create the input
 and output tensors, call the two phases, synchronise, print the first values of each output, release.
 
 The example uses the first dtype combination of the spec, the dims and attributes the spec declares with

@@ -1,4 +1,4 @@
-"""clang-format of emitted C/C++ (DESIGN.md: "Output is deterministic and formatted").
+"""clang-format of emitted C/C++ (docs/design.md: "Output is deterministic and formatted").
 
 The binary is the one pinned in pyproject.toml (`clang-format==19.1.7`, installed next to the Python
 interpreter of the venv); it is looked up beside `sys.executable` first, then on PATH. Every file is

@@ -1,5 +1,5 @@
 """Emitter of tests/assets/golden.py: a self-contained NumPy golden in CANN's `__golden__` form
-(reference/ascendc.md §2.9; ops-nn keeps its goldens at `tests/assets/golden.py`, reference/ops_package.md §2.5).
+(docs/reference/ascendc.md §2.9; ops-nn keeps its goldens at `tests/assets/golden.py`, docs/reference/ops_package.md §2.5).
 
 Choice made here: the golden is *printed from the IR* (an IR -> NumPy source printer), not a call into
 opgen. Every specialisation of the spec (every static attribute value x the presence of the optional inputs x the
@@ -495,7 +495,7 @@ def _api_golden(spec, m) -> dict:
 
 
 GOLDEN_PATH = "tests/assets/golden.py"
-"""Where the golden goes in the package (ops-nn's convention, reference/ops_package.md §2.5)."""
+"""Where the golden goes in the package (ops-nn's convention, docs/reference/ops_package.md §2.5)."""
 
 
 def emit_golden(spec) -> dict[str, str]:

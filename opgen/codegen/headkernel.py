@@ -22,9 +22,9 @@ presence is checked at run time (nullptr): a part whose own optional tensors are
 `check_presence_variants` proves, by lowering the other presence keys, that each is the all-present
 program restricted to its present parts with the absent dims at their absent value (tests run it).
 
-Reference facts: reference/ascendc.md §1.3 (entry point, GM_ADDR), §1.5 (TPipe/TQue/TBuf), §1.8
+Reference facts: docs/reference/ascendc.md §1.3 (entry point, GM_ADDR), §1.5 (TPipe/TQue/TBuf), §1.8
 (DataCopyPad units: blockLen bytes, UB gaps in 32-byte blocks, GM gaps in bytes), §1.9 (count-form vector
-calls, Gather, Cast round modes, ReduceSum), §1.6 (SyncAll); reference/norm_rope_concat.md §4.5
+calls, Gather, Cast round modes, ReduceSum), §1.6 (SyncAll); docs/reference/norm_rope_concat.md §4.5
 (weight-gradient reduction, done here in fixed core order).
 """
 

@@ -1,4 +1,4 @@
-"""Emitter of op_host/<op>_infershape.cpp: InferShape and InferDataType (reference/ascendc.md §2.6).
+"""Emitter of op_host/<op>_infershape.cpp: InferShape and InferDataType (docs/reference/ascendc.md §2.6).
 
 Shapes are derived generically from the spec's symbolic output shapes:
 - an output declared `like=<input>` copies that input's shape (`*out = *in`);

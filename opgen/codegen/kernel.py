@@ -10,10 +10,10 @@ broadcast over leading axes) one DataCopyPad per run along the innermost leading
 a tensor at a column offset. The dim values the addressing needs travel in the tiling data (`DimFields`). The
 templates (templates/op_kernel/) only lay out the class, its members and the entry point.
 
-Reference facts: reference/ascendc.md §1.2 (extern "C" __global__ __aicore__ entry, GM_ADDR, tiling
-data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.7 (DataCopyPad units: blockLen bytes, UB gaps in
+Reference facts: docs/reference/ascendc.md §1.3 (extern "C" __global__ __aicore__ entry, GM_ADDR, tiling
+data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.8 (DataCopyPad units: blockLen bytes, UB gaps in
 32-byte blocks, GM gaps in bytes), §1.9 (count-form vector calls, Cast round modes, ReduceSum, ReduceMax),
-§1.10 (SyncAll, GetBlockIdx/GetBlockNum).
+§1.6 (SyncAll), §1.3 (GetBlockIdx/GetBlockNum).
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ _VECTOR_CALL = re.compile(r"^(Add|Sub|Mul|Div|Muls|Adds|Maxs|Mins|Max|Min|Exp|Du
 
 def barriers(lines: list[str]) -> list[str]:
     """`lines` with PipeBarrier<PIPE_V>() after every vector instruction that is not followed by one already
-    (manual sync, reference/ascendc.md §1.6)."""
+    (manual sync, docs/reference/ascendc.md §1.6)."""
     out = []
     for k, ln in enumerate(lines):
         out.append(ln)

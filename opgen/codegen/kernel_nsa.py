@@ -9,9 +9,9 @@ before O of unit u, two workspace slots) when no L1 operand lives across its two
 two phases back to back. The templates (templates/op_kernel/nsa_kernel.*.j2) lay out the class, the helpers and
 the loops.
 
-Reference facts: reference/ascendc.md §1.3 (mix kernel indexing, KERNEL_TYPE_MIX_AIC_1_2), §1.6 (CrossCoreSetFlag /
+Reference facts: docs/reference/ascendc.md §1.3 (mix kernel indexing, KERNEL_TYPE_MIX_AIC_1_2), §1.6 (CrossCoreSetFlag /
 CrossCoreWaitFlag mode 2, SyncAll), §1.7 (atomic add), §1.10 (Nd2Nz, LoadData, Mmad, Fixpipe);
-reference/nsa_selected_attention.md §2 (math), §4 (CANN's kernels, for comparison only).
+docs/reference/nsa_selected_attention.md §2 (math), §4 (CANN's kernels, for comparison only).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ FLAGS = [("FLAG_C2V", 1, "AIC -> its AIVs: the item's cube results are in the wo
          ("FLAG_ZERO", 3, "AIVs -> their AIC: the atomic targets are zero everywhere"),
          ("FLAG_DONE", 4, "AIC -> its AIVs: all atomic adds of this AI Core are done"),
          ("FLAG_TURN", 5, "all AICs (mode 0): the deterministic schedule's turn barrier")]
-"""Cross-core flag ids (mode 2; reference §1.6: ids 0..10 on Atlas A2/A3)."""
+"""Cross-core flag ids (mode 2; docs/reference/ascendc.md §1.6: ids 0..10 on Atlas A2/A3)."""
 
 
 def _ctype(spec, name: str, data: str) -> str:
@@ -266,7 +266,7 @@ class _Printer:
 
     def vec_item(self) -> tuple[list[str], list[str], list[str]]:
         """(per-pass prologue, per-row body, per-pass epilogue) of VecItem; every vector instruction of the body
-        is followed by PipeBarrier<PIPE_V>() (reference/ascendc.md §1.6)."""
+        is followed by PipeBarrier<PIPE_V>() (docs/reference/ascendc.md §1.6)."""
         pre, body, post = self._vec_item()
         return pre, _with_barriers(body), post
 
@@ -373,7 +373,7 @@ _VECTOR_CALL = re.compile(r"^(Add|Sub|Mul|Muls|Adds|Exp|Cast|Duplicate|MaskFutur
 
 def _with_barriers(lines: list[str]) -> list[str]:
     """`lines` with PipeBarrier<PIPE_V>() after every vector instruction (the vector pipe issues in order but
-    does not complete in order; reference/ascendc.md §1.6)."""
+    does not complete in order; docs/reference/ascendc.md §1.6)."""
     out = []
     for ln in lines:
         out.append(ln)
@@ -462,7 +462,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
                 declared.append(tk)
                 keys.append((tk.macro(spec), ctype, _dedupe(vs)))
     env = template_env()
-    consts = [("L0A_BYTES", tnsa.CUBE["l0a"], "L0A bytes (reference §1.2)"),
+    consts = [("L0A_BYTES", tnsa.CUBE["l0a"], "L0A bytes (docs/reference/ascendc.md §1.2)"),
               ("L0B_BYTES", tnsa.CUBE["l0b"], "L0B bytes"),
               ("L0C_BYTES", tnsa.CUBE["l0c"], "L0C bytes"),
               ("L0C_ACC_BYTES", tnsa.L0C_ACC, "L0C bytes of the accumulator region (the tile region follows)"),

@@ -1,5 +1,5 @@
 """The drop-in layout: the files that make `<repository>/<category>/<op_snake>/` part of CANN's ops-nn or
-ops-transformer build (reference/ops_package.md §2-3), for the repository and category the spec declares
+ops-transformer build (docs/reference/ops_package.md §2-3), for the repository and category the spec declares
 (`spec.package`, opgen.dsl.package):
 
     CMakeLists.txt                  enters op_host/, op_graph/ and (with tests enabled) tests/
@@ -18,7 +18,7 @@ ops-transformer build (reference/ops_package.md §2-3), for the repository and c
                                     AddOpTestCase(<op_snake> ...)
 
 Facts from the repositories' cmake/func.cmake, cmake/obj_func.cmake, cmake/ut.cmake and gen_ops_info.cmake (hicann
-ops-nn e5c3fa9, ops-transformer c29bc10), as summarised in reference/ops_package.md §2-3; the files are opgen's own
+ops-nn e5c3fa9, ops-transformer c29bc10), as summarised in docs/reference/ops_package.md §2-3; the files are opgen's own
 text. The C++ sources of the package are emitted by the other emitters; tests/ut sources by opgen.codegen.ut.
 """
 
@@ -35,7 +35,7 @@ from opgen.ir.dtypes import DTypeVar
 
 @dataclass(frozen=True)
 class Repository:
-    """Conventions of one operator repository (reference/ops_package.md §2-3).
+    """Conventions of one operator repository (docs/reference/ops_package.md §2-3).
 
     name: ops-nn | ops-transformer; ut_module_kw: the keyword add_modules_ut_sources takes the UT module by
     (HOSTNAME / UT_NAME); kernel_ut_tiling_header: the file in tests/ut/op_kernel the kernel UT build force-includes
@@ -45,7 +45,7 @@ class Repository:
     is listed with an empty shape (ops-transformer's tests/ut/framework_normal/common fakers turn it into a null
     tensor), False: it is left out and the IR instance numbers say 0 (ops-nn's TilingContextPara /
     InfershapeContextPara overloads with inputInstanceNum); binary_registry: the repository-level list of the ops
-    whose kernel binaries are built (ops-nn's scripts/kernel/binary_config/ascendc_config.json, reference/ops_package.md
+    whose kernel binaries are built (ops-nn's scripts/kernel/binary_config/ascendc_config.json, docs/reference/ops_package.md
     §2.4), or None."""
 
     name: str
@@ -113,7 +113,7 @@ def emit_cmake(spec) -> dict[str, str]:
 
 
 def binary_entries(spec) -> list[dict]:
-    """One binary description per dtype-table row (reference/ops_package.md §2.3; the format of ops-nn's
+    """One binary description per dtype-table row (docs/reference/ops_package.md §2.3; the format of ops-nn's
     op_host/config/<soc>/<op>_binary.json): every input and output with its IR index, dtype of the row, format ND,
     paramType required/optional and the dynamic shape [-2] (any rank); every attribute with its binary-config
     dtype and value null (one binary serves every value: static attributes select tiling keys inside it).

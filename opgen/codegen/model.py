@@ -1,7 +1,7 @@
 """What every emitter needs to know about a spec, computed once: names, parameters in CANN's order,
 dtype columns of the OpDef (one per dtype-table row), attribute literals, supported SoCs.
 
-Facts: reference/ascendc.md §2.3 (OpDef: DataType lists, one column per binary; attrs with
+Facts: docs/reference/ascendc.md §2.3 (OpDef: DataType lists, one column per binary; attrs with
 AttrType/default; AddConfig per SoC), §2.8 (aclnn parameter order: inputs, attrs, outputs), README of
 the references (SoC keys opgen generates for: ascend910b, ascend910_93, ascend950).
 """
@@ -16,13 +16,13 @@ from opgen.codegen.names import aclnn_param, api_snake, c_string, op_snake
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dtypes import DType, DTypeVar
 
-# SoC keys opgen can emit a per-SoC config for (reference/README.md "Supported products").
+# SoC keys opgen can emit a per-SoC config for (docs/reference/README.md "Supported products").
 KNOWN_SOCS = {
     "ascend910b": "Atlas A2",
     "ascend910_93": "Atlas A3",
     "ascend950": "Ascend 950PR/950DT",
 }
-# op::SocVersion enumerators the aclnn layer compares with (reference/ascendc.md §2.5, §3).
+# op::SocVersion enumerators the aclnn layer compares with (docs/reference/ascendc.md §2.5, §3).
 SOC_ENUM = {
     "ascend910b": "ASCEND910B",
     "ascend910_93": "ASCEND910_93",

@@ -1,4 +1,4 @@
-"""Names of generated files and C++ identifiers (reference/ascendc.md §2.2 package layout, §2.8 aclnn).
+"""Names of generated files and C++ identifiers (docs/reference/ascendc.md §2.2 package layout, §2.8 aclnn).
 
 - `op_snake("AdaLayerNormGrad")` -> `ada_layer_norm_grad` (file stems and the package directory);
 - `api_snake("aclnnAdaLayerNormBackward")` -> `aclnn_ada_layer_norm_backward` (aclnn header/source stems);

@@ -1,11 +1,11 @@
-"""Emitter of op_host/<op>_def.cpp: the OpDef registration (reference/ascendc.md §2.3).
+"""Emitter of op_host/<op>_def.cpp: the OpDef registration (docs/reference/ascendc.md §2.3).
 
 Per input/output: ParamType (REQUIRED / OPTIONAL), the DataType list with one column per row of the
 spec's dtype table (a dtype variable expanded through the rows, a fixed dtype repeated), FORMAT_ND
 lists, UnknownShapeFormat; inputs read on the host (`host=True`: aclIntArray at the aclnn layer) are
 ValueDepend(OPTIONAL); device inputs are AutoContiguous. Attributes: AttrType as `attr_type` decides, with
 the default when there is one (Int/Float/Bool/String). One OpAICoreConfig (dynamic compile/rank/shape,
-opFile.value = the kernel's file stem, as CANN's defs: reference/ops_package.md §4) added for every SoC the
+opFile.value = the kernel's file stem, as CANN's defs: docs/reference/ops_package.md §4) added for every SoC the
 spec supports. Names exactly as the spec spells them; the spec's opdef notes (deliberate differences from
 CANN's def) as comments.
 """
@@ -48,7 +48,7 @@ def def_context(m: OpModel) -> dict:
 
 def attr_type(a) -> str:
     """The OpDef AttrType of attribute `a`: the spec's attr_type=, else REQUIRED when it has no default or
-    required=True, else OPTIONAL (reference/ops_package.md §4: CANN declares some attributes REQUIRED with a
+    required=True, else OPTIONAL (docs/reference/ops_package.md §4: CANN declares some attributes REQUIRED with a
     default value)."""
     if a.attr_type is not None:
         return a.attr_type

@@ -1,4 +1,4 @@
-"""Emitter of op_graph/<op>_proto.h: the GE IR registration of the operator (reference/ops_package.md §1: every real
+"""Emitter of op_graph/<op>_proto.h: the GE IR registration of the operator (docs/reference/ops_package.md §1: every real
 op directory has op_graph/<op>_proto.h; §2.2: add_modules_sources and add_graph_plugin_sources glob
 op_graph/*_proto*.h).
 

@@ -1,4 +1,4 @@
-"""The tiling keys of a kernel, declared in op_kernel/<op>_tiling_key.h (reference/ops_package.md §1: newer ops
+"""The tiling keys of a kernel, declared in op_kernel/<op>_tiling_key.h (docs/reference/ops_package.md §1: newer ops
 declare their tiling keys in `op_kernel/<op>_tiling_key.h`; §2.3: the kernel build copies only op_kernel/*).
 
 Every family encodes a key the same way: tilingKey = attrKey * 100 + dtypeKey * 10 + strategy, where attrKey is

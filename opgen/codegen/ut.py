@@ -1,4 +1,4 @@
-"""Emitter of the UT sources in CANN's style (reference/ops_package.md §1: every real op directory has tests/ut with
+"""Emitter of the UT sources in CANN's style (docs/reference/ops_package.md §1: every real op directory has tests/ut with
 op_host and op_kernel; §2.5: tests/ut/op_host is built by add_modules_ut_sources, tests/ut/op_kernel by
 AddOpTestCase):
 

@@ -1,7 +1,7 @@
 """The public aclnn parameter list of a spec, where it differs from the OpDef (README "The aclnn API").
 
 CANN's aclnn functions have their own parameter order, names and types, fixed by the published headers
-(reference/ops_package.md §4, the operator notes' aclnn tables). A spec declares them with
+(docs/reference/ops_package.md §4, the operator notes' aclnn tables). A spec declares them with
 `spec.aclnn_signature(*entries, const_outputs=...)`, each entry one of:
 
     api.param("gradOut", "dy")                 OpDef parameter `dy` under the public name gradOut

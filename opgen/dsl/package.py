@@ -2,7 +2,7 @@
 
 A spec declares its destination with `spec.package(repository, category)`: the generated directory
 `generated/<op_snake>/` is meant to be copied to `<repository>/<category>/<op_snake>/`. The repositories and
-the category directories their builds enter are facts of the repositories (reference/ops_package.md §2-3):
+the category directories their builds enter are facts of the repositories (docs/reference/ops_package.md §2-3):
 
 - ops-nn: `add_category_subdirectory` walks only the categories of `OP_CATEGORY_LIST` (cmake/variables.cmake
   of hicann/ops-nn); an op directory under any other top-level directory is never built.
@@ -12,7 +12,7 @@ the category directories their builds enter are facts of the repositories (refer
 `spec.replaces(path, reason)` and `spec.modifies(path, reason)` record that dropping the package in needs more
 than a copy: an existing directory it takes the place of, or one that must be edited (e.g. ops-nn's
 `norm/ada_layer_norm` registers AdaLayerNormV2's tiling, so a second registration beside it clashes,
-ops_package.md §1). They become notes of the generated README.md.
+docs/reference/ops_package.md §1). They become notes of the generated README.md.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# Category directories whose operators each repository's build picks up (reference/ops_package.md §2-3).
+# Category directories whose operators each repository's build picks up (docs/reference/ops_package.md §2-3).
 REPOSITORY_CATEGORIES: dict[str, tuple[str, ...]] = {
     "ops-nn": ("activation", "control", "conv", "foreach", "hash", "index", "loss", "matmul", "norm", "optim",
                "pooling", "quant", "rnn", "vfusion"),

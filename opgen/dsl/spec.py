@@ -11,7 +11,7 @@ A spec file in `specs/` builds one `OpSpec` at module level:
     @spec.body
     def _(b, dy, x, ...): ... return {"pd_x": ..., ...}
 
-`spec.bind(...)` validates concrete inputs (the interpreter's first step, DESIGN.md "The
+`spec.bind(...)` validates concrete inputs (the interpreter's first step, docs/design.md "The
 interpreter") and `spec.graph(key)` traces the body into the IR for one specialisation: the
 values of the static (behaviour-selecting) attributes, which optional inputs are present and which
 shape form each multi-form input uses. Every declaration remembers its spec file line (a `Loc`).
@@ -489,7 +489,7 @@ class OpSpec:
         """Declare an attribute. Static attributes (behaviour selectors) need `choices`. required: the interpreter
         rejects a call without it. attr_type: how the OpDef declares it, "REQUIRED" or "OPTIONAL" (default:
         REQUIRED without a default value or when required, else OPTIONAL); CANN declares some attributes REQUIRED
-        with a default (reference/ops_package.md §4)."""
+        with a default (docs/reference/ops_package.md §4)."""
         loc = _loc()
         if attr_type not in (None, "REQUIRED", "OPTIONAL"):
             raise spec_error(loc, f"attribute {name}: attr_type={attr_type!r} is not an OpDef AttrType",
@@ -738,7 +738,7 @@ class OpSpec:
 
     def package(self, repository: str = DEFAULT_REPOSITORY, category: str = DEFAULT_CATEGORY) -> None:
         """Where the generated package goes: `<repository>/<category>/<op_snake>/` of CANN's `ops-nn` or
-        `ops-transformer` (reference/ops_package.md §1-3; opgen.dsl.package). Without this call a spec goes to
+        `ops-transformer` (docs/reference/ops_package.md §1-3; opgen.dsl.package). Without this call a spec goes to
         ops-nn's `vfusion` (fused vector operators). Raises SpecError for an unknown repository, a category that
         repository's build does not enter, or a second call."""
         loc = _loc()
@@ -764,7 +764,7 @@ class OpSpec:
     def modifies(self, path: str, reason: str) -> None:
         """Declare a directory of the destination repository that must be edited when this package is dropped in
         (e.g. ops-nn's `norm/ada_layer_norm` registers AdaLayerNormV2's tiling: a second registration clashes,
-        reference/ops_package.md §1); the reason becomes a note of the generated README.md. Raises SpecError for
+        docs/reference/ops_package.md §1); the reason becomes a note of the generated README.md. Raises SpecError for
         a malformed path or an empty reason."""
         self._package_note("modifies", path, reason, _loc())
 
@@ -1279,7 +1279,7 @@ class OpSpec:
     # -- validation of concrete inputs --------------------------------------------------------
     def bind(self, inputs: dict, attrs: dict | None = None, dtypes: dict | None = None, *,
              skip: tuple = ()) -> Bound:
-        """Validate concrete inputs and attributes (DESIGN.md "The interpreter").
+        """Validate concrete inputs and attributes (docs/design.md "The interpreter").
 
         inputs: {input name: array or None}; attrs: {name: value or string}; dtypes: {"T": "bfloat16", ...};
         skip: value requirements (entries of self.requirements) not to evaluate — `opgen check` uses it to let

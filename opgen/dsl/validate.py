@@ -150,7 +150,7 @@ def _resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
                                           f"(allowed: {', '.join(a.long_name for a in allowed)})")
     rows = _check_rows(spec, assign, source)
     # a variable no present tensor binds (AdaLayerNorm's U without weight/bias) defaults to float32 where a
-    # row allows it, as CANN's aclnn layer fills absent weights in fp32 (reference/ada_layer_norm.md §2.3)
+    # row allows it, as CANN's aclnn layer fills absent weights in fp32 (docs/reference/ada_layer_norm.md §2.3)
     free = [c.name for c in spec.dtype_table if c.name not in assign]
     preferred = [r for r in rows if all(r[v] == DType.f32 for v in free)] if prefer_f32 else []
     return dict((preferred or rows)[0])

@@ -1,7 +1,7 @@
 """Rounding of fp32 values to the narrow float types, in the two modes AscendC's Cast uses on outputs:
 
 - `rint`  (CAST_RINT): round to nearest, ties to even — NumPy's / ml_dtypes' astype.
-- `round` (CAST_ROUND): round to nearest, ties away from zero (reference/ascendc.md, Cast round modes).
+- `round` (CAST_ROUND): round to nearest, ties away from zero (docs/reference/ascendc.md, Cast round modes).
 
 Inputs are float32 (device mode) or float64 arrays; the result has the target dtype.
 """

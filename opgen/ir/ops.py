@@ -1,4 +1,4 @@
-"""The op set of the tensor IR (DESIGN.md "Specs and the Tensor IR") and its type rules.
+"""The op set of the tensor IR (docs/design.md "Specs and the Tensor IR") and its type rules.
 
 Each `OpDef` declares its arity, its attributes with their kinds (used by the printer/parser
 and the verifier) and a type rule `infer(input_types, attrs) -> TensorType` that raises

@@ -4,7 +4,7 @@ A `KernelPlan` lists the launches of one specialisation. Each `Kernel` is one la
 one per op: AIV-only for the vector ops, one mixed AIC/AIV launch for NSA) made of `Stage`s, each on
 one unit (vector or cube) holding the tensor-IR values it computes. GM tensors: the operator's inputs
 (read), outputs (written) and workspace tensors, the values that cross from one unit to the other
-(reference/ascendc.md §1.1: on arch 2201 AIC and AIV exchange data only through GM). The tiling program
+(docs/reference/ascendc.md §1.1: on arch 2201 AIC and AIV exchange data only through GM). The tiling program
 attached by the `tile` stage names the tiling data of the launch.
 
 `verify_plan` checks: every value belongs to exactly one stage; every operator input is read by exactly

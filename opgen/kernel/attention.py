@@ -8,7 +8,7 @@ input is the value [T2, N2, Dv]; the integer input the gather rows are computed 
 the token positions (to find each token's batch), the kv ends the other; the keys per unit L = CNT * BS give the
 block size BS (the dim an integer attribute binds); the query's dtype variable is the kernel's data type. Each role's dim becomes a letter of the NSA lowering
 (`tokens`, opgen.kernel.nsa.shape_key) and an input of the tiling program (opgen.tiling.nsa). Facts:
-reference/nsa_selected_attention.md §2.1-§2.5.
+docs/reference/nsa_selected_attention.md §2.1-§2.5.
 
 The family's stages: lower every specialisation (opgen.kernel.nsa), count what the programs hold on chip
 (`nsa_counts`, the maximum over them), tile with the forward program (items are whole units) or the backward
@@ -27,7 +27,7 @@ from opgen.kernel.family import Family, Lowered
 from opgen.kernel.rowlayout import Unsupported
 
 ROLES = ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "BS", "Bn")
-"""Role names of the attention layout: the reference's terms (reference/nsa_selected_attention.md §1.1)."""
+"""Role names of the attention layout: the reference's terms (docs/reference/nsa_selected_attention.md §1.1)."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Kernel families: how any spec gets a kernel (DESIGN.md "Kernel families").
+"""Kernel families: how any spec gets a kernel (docs/design.md "Kernel families").
 
 A family is one schedule template plus its analysis. Every family implements one protocol (`Family`):
 

@@ -22,7 +22,7 @@ backward). `lower_heads(graph)` turns one optimized specialisation into a `HeadP
   store) with fp32 UB temporaries allocated by liveness. Within-row rotations (reshape/slice/neg/concat
   along D, the spec's rotate/rotate_t) are evaluated as lane maps on sample head dims and recognised as a
   permutation family (`PERMS`: pair swap for interleave, half swap) and a sign family (`SIGNS`), lowered to
-  `vgather` (AscendC Gather with a per-D byte-offset table built once, reference/ascendc.md §1.9) and a
+  `vgather` (AscendC Gather with a per-D byte-offset table built once, docs/reference/ascendc.md §1.9) and a
   multiplication by a ±1 sign row (exact in fp32, like the spec's negation).
 
 Operands of the programs are slots, not tensor names (in0.. row inputs, sin0.. stat inputs, out0.. row
@@ -32,8 +32,8 @@ key) and an emitter can share their code. `verify_head_program` checks the invar
 verifies, every output slot written once per row, conditions covered, stats contiguous);
 `print_head_program` is the canonical text.
 
-Reference facts: reference/norm_rope_concat.md §1.1-§1.3 (pipeline, RoPE positions p < R use table row p),
-§2 (backward), §1.4 (fp32 inside, one final cast); reference/ascendc.md §1.9 (Gather: byte offsets,
+Reference facts: docs/reference/norm_rope_concat.md §1.1-§1.3 (pipeline, RoPE positions p < R use table row p),
+§2 (backward), §1.4 (fp32 inside, one final cast); docs/reference/ascendc.md §1.9 (Gather: byte offsets,
 count form; count-form vector instructions).
 """
 

@@ -1,7 +1,7 @@
 """NSA programs: the Kernel IR of the mixed (cube + vector) NsaSelectedAttention kernels.
 
 A selected-attention kernel works on *units*: one query token t, one kv head n2 and a group of the G query heads
-of n2 (the M rows of every matmul; reference/nsa_selected_attention.md §2.1). Every tensor-IR value of the
+of n2 (the M rows of every matmul; docs/reference/nsa_selected_attention.md §2.1). Every tensor-IR value of the
 optimized graph is classified by its shape (T1, N2, G, L = CNT * BS keys, D, Dv) and its producer:
 
   gm      an operator input (or a f32/reshaped/permuted view of one): Q / dO / O head rows [T1, N2, G, E], the
@@ -36,7 +36,7 @@ and S is kept for all L keys; otherwise (backward: P from the saved max / sum) a
 
 `verify_program` checks def-before-use, phases (a phase-1 matmul reads no vector result, every vector-read matmul
 result is a tile), registers and the post list; `print_program` is the canonical text (`opgen graph --stage
-kernel`). Reference facts: reference/ascendc.md §1.10 (cube path, fractal layouts), §1.6 (cross-core flags),
+kernel`). Reference facts: docs/reference/ascendc.md §1.10 (cube path, fractal layouts), §1.6 (cross-core flags),
 §1.9 (vector count forms, Cast round modes).
 """
 
@@ -51,7 +51,7 @@ from opgen.ir.locs import at_suffix, stamp
 from opgen.kernel.rowprog import ROUND_MODES
 
 FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
-"""Matmul form by (transpose_a, transpose_b): the layouts the cube path loads (reference §1.10)."""
+"""Matmul form by (transpose_a, transpose_b): the layouts the cube path loads (docs/reference/ascendc.md §1.10)."""
 VECTOR_KINDS = ("ld_tile", "ld_stat", "ld_head", "mask", "muls", "adds", "exp", "vmul", "vsub", "vadd", "rmax",
                 "rsum", "st_tile", "st_stat8")
 """Vector instruction kinds (see `VInstr`)."""

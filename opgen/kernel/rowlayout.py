@@ -21,7 +21,7 @@ is `flat`: the kernel sees one row of prod(all extents) elements, which any rank
 
 The anchor follows AscendNPU IR's AutoSchedule (an axis analysis of the fused graph against an anchor iteration
 domain; its PureElemwise, AnyPB, LastAxisPBR and AnyPBR kinds are the flat, broadcast, last-axis-reduction and
-leading-axis-reduction cases here). Facts on the addressing: reference/ascendc.md §1.7 (DataCopyPad: a run of
+leading-axis-reduction cases here). Facts on the addressing: docs/reference/ascendc.md §1.8 (DataCopyPad: a run of
 rows at a constant GM stride is one copy).
 Raises `Unsupported` (an IRError naming the value, its spec line and the rule) for graphs outside the family.
 """

@@ -12,8 +12,8 @@ vector instructions allow), brow/col values and accumulators one buffer each. Ev
 or row max) has a *level* (how many row reductions it depends on), so a kernel that splits the row over cores
 knows how many cross-core exchanges a row needs and which instructions each exchange phase runs.
 
-Reference facts: reference/ascendc.md §1.5 (TQue/TBuf), §1.9 (count-form vector instructions, in-place
-operands, Cast round modes); reference/ada_layer_norm.md §1.2-§1.3 (fp32 inside).
+Reference facts: docs/reference/ascendc.md §1.5 (TQue/TBuf), §1.9 (count-form vector instructions, in-place
+operands, Cast round modes); docs/reference/ada_layer_norm.md §1.2-§1.3 (fp32 inside).
 `verify_program` checks def-before-use, the temporaries' range and the GM operands named;
 `print_program` is the canonical text (`opgen graph --stage kernel`): per instruction its space, level
 and the COL_SPLIT phases that run it (P<level> = the exchange of that level's row reductions, F = final), and
@@ -47,7 +47,7 @@ ROUND_MODES = {"rint": "CAST_RINT", "round": "CAST_ROUND", "none": "CAST_NONE"}
 VECTOR_KINDS = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "vgather", "acc", "store")
 """Instruction kinds printed as vector (PIPE_V) instructions. The printers follow each with
 PipeBarrier<PIPE_V>(): the vector pipe issues in order but does not complete in order, so a dependent
-vector instruction must wait (reference/ascendc.md §1.6); the emitted packages use manual sync."""
+vector instruction must wait (docs/reference/ascendc.md §1.6); the emitted packages use manual sync."""
 
 
 @dataclass(frozen=True)

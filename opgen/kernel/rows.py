@@ -10,8 +10,8 @@ stored through its own view (a permuted output is a strided store, the two halve
 two stores at column offsets). What the family cannot express faithfully (rounding an intermediate, a max over
 rows, a permute of a computed value) raises `Unsupported` naming the value and its spec line.
 
-Reference facts: reference/ascendc.md §1.9 (count-form vector instructions, in-place operands, Cast round modes,
-ReduceSum / ReduceMax), §1.7 (DataCopyPad); the spaces and views: opgen.kernel.rowlayout.
+Reference facts: docs/reference/ascendc.md §1.9 (count-form vector instructions, in-place operands, Cast round modes,
+ReduceSum / ReduceMax), §1.8 (DataCopyPad); the spaces and views: opgen.kernel.rowlayout.
 """
 
 from __future__ import annotations
@@ -403,7 +403,7 @@ from opgen.kernel.family import Family  # noqa: E402
 
 
 class RowsFamily(Family):
-    """The rows family (DESIGN.md "Kernel families"): vector graphs over an anchor domain of rows x a row axis.
+    """The rows family (docs/design.md "Kernel families"): vector graphs over an anchor domain of rows x a row axis.
 
     Two schedules, chosen by the analysis: *rows* (one anchor domain, opgen.kernel.rowlayout: ROW_SPLIT /
     COL_SPLIT kernels of opgen.tiling.rowkernel, emitted by opgen.codegen.kernel) and *parts* (several row

@@ -1,4 +1,4 @@
-"""Graph passes over the tensor IR, lowered to a networkx DiGraph (DESIGN.md "Passes").
+"""Graph passes over the tensor IR, lowered to a networkx DiGraph (docs/design.md "Passes").
 
     graph.py         to_nx / from_nx and the rewrite helpers passes use
     canonicalize.py  exact algebraic identities and constant folding (RULES)

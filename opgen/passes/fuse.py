@@ -1,9 +1,9 @@
-"""Fusion: partition the optimized tensor IR into launches (DESIGN.md "Passes", issue 3 item 2).
+"""Fusion: partition the optimized tensor IR into launches (docs/design.md "Passes").
 
 Every op of a specialisation joins one kernel, so each operator input is read by one fused loop and
 each output written once (one launch per op). Inside it, matmuls run on the cube unit and everything
 else (elementwise, broadcast, reduce, gather, scatter-add, casts) on the vector unit; a value produced on
-one unit and used on the other crosses through GM workspace (reference/ascendc.md §1.1). A kernel with
+one unit and used on the other crosses through GM workspace (docs/reference/ascendc.md §1.1). A kernel with
 cube work is a mixed AIC/AIV launch (KERNEL_TYPE_MIX_AIC_1_2), else AIV-only. Each value's iteration
 domain (the dims of its shape) is recorded for the tiling and code generation that follow.
 

@@ -1,4 +1,4 @@
-"""The pass pipeline: tensor passes, kernel-family stages, tiling and buffer planning (DESIGN.md "The pipeline").
+"""The pass pipeline: tensor passes, kernel-family stages, tiling and buffer planning (docs/design.md "The pipeline").
 
 `PIPELINE` is THE list of passes, in order, run by one pass manager. The tensor passes (`TENSOR_PASSES`:
 canonicalize, cse, dce, fuse) are named functions `pass_(G: nx.DiGraph) -> nx.DiGraph`, pure and deterministic,

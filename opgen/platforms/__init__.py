@@ -1,6 +1,6 @@
 """Platform model as data: per-SoC core counts and on-chip memory sizes (platforms.json).
 
-Numbers from reference/ascendc.md §1.2 and §3. Sizes are bytes; `aiv`/`aic` are the vector/cube
+Numbers from docs/reference/ascendc.md §1.2 and §3. Sizes are bytes; `aiv`/`aic` are the vector/cube
 core counts one device reports (GetCoreNumAiv/Aic). `soc_key` is the OpDef AddConfig string.
 """
 

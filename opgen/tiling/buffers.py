@@ -1,6 +1,6 @@
-"""Buffer planning (issue 3 item 5): the UB buffers of a kernel plan as data.
+"""Buffer planning: the UB buffers of a kernel plan as data.
 
-Each `Buffer` is one AscendC allocation (reference/ascendc.md §1.5): a TQue (VECIN / VECOUT, `num` = 2
+Each `Buffer` is one AscendC allocation (docs/reference/ascendc.md §1.5): a TQue (VECIN / VECOUT, `num` = 2
 for double buffering) or a TBuf (VECCALC scratch), either per resident row (scaled by the rows of a UB
 pass) or fixed. The tiling program's UB budget is computed from these lists (`row_bytes`,
 `fixed_bytes`), so the budget the tiling proves (opgen.tiling.ub_proof) and the buffers a kernel

@@ -1,7 +1,7 @@
 """Emission of the tiling files (op_kernel/<op>_tiling_data.h, op_host/<op>_tiling.cpp) from a spec
-and its tiling program (reference/ascendc.md §2.4 struct-style tiling data, §2.5 TilingFunc). The struct lives in
+and its tiling program (docs/reference/ascendc.md §2.4 struct-style tiling data, §2.5 TilingFunc). The struct lives in
 op_kernel/ and the host includes it as ../op_kernel/<op>_tiling_data.h: the kernel build copies only op_kernel/*
-(reference/ops_package.md §2.3, §3).
+(docs/reference/ops_package.md §2.3, §3).
 
 Python decides everything: how each program input is read from the TilingContext (dims from input
 shapes, generated from the spec's symbolic shapes; dtype sizes and the dtype key from the dtype table),
@@ -16,7 +16,7 @@ from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
 
-SYS_WORKSPACE_BYTES = 16 * 1024 * 1024  # AscendC system workspace reserve (reference/ada_layer_norm.md §3.1)
+SYS_WORKSPACE_BYTES = 16 * 1024 * 1024  # AscendC system workspace reserve (docs/reference/ada_layer_norm.md §3.1)
 
 
 def _dim_in(spec, index: int, sym: str, ref: str):

@@ -12,7 +12,7 @@ current position, the part's columns and accumulators, the Gather offset tables 
 row each way for column/table loads and accumulator stores, the ReduceSum scratch.
 
 Units: elements unless a name ends in Bytes; rows are `dAlign` elements apart (a multiple of 16, so every
-fp32 or 16-bit row starts 32-byte aligned). Facts: reference/ascendc.md §1.5 (TQue/TBuf, double
+fp32 or 16-bit row starts 32-byte aligned). Facts: docs/reference/ascendc.md §1.5 (TQue/TBuf, double
 buffering), §1.8 (32-byte aligned UB), §1.9 (ReduceSum scratch, Gather offsets).
 """
 

@@ -1,8 +1,8 @@
 """Tiling of NsaSelectedAttention and NsaSelectedAttentionGrad: one mixed AIC/AIV launch each (1 AIC : 2 AIV).
 
-Units: keys, rows and elements unless a name ends in Bytes. Facts: reference/nsa_selected_attention.md §2.1
+Units: keys, rows and elements unless a name ends in Bytes. Facts: docs/reference/nsa_selected_attention.md §2.1
 (work unit (token, kv head), the G query heads of a kv head are the M dimension), §2.2 (gather of L = cnt * bs
-keys in topk order), §4 (CANN's kernels, not copied); reference/ascendc.md §1.2 (L1 512 KB, L0A/L0B 64 KB,
+keys in topk order), §4 (CANN's kernels, not copied); docs/reference/ascendc.md §1.2 (L1 512 KB, L0A/L0B 64 KB,
 L0C 128 KB, UB 192 KB), §1.3 (blockDim counts AI Cores; AIV index = 2 * AI Core + sub-block), §1.10 (cube
 path, 16 x 16 fractals, C0 = 16 for half/bf16), §3 (core counts).
 
@@ -63,7 +63,7 @@ def _a2() -> dict:
 
 
 CUBE = _a2()
-"""On-chip bytes of the AIC (reference/ascendc.md §1.2): l1, l0a, l0b, l0c."""
+"""On-chip bytes of the AIC (docs/reference/ascendc.md §1.2): l1, l0a, l0b, l0c."""
 L0C_ACC = CUBE["l0c"] // 2
 """L0C bytes of the accumulator region (O in the forward, dQ in the backward); the other half holds tiles."""
 L0C_TILE = CUBE["l0c"] - L0C_ACC

@@ -4,7 +4,7 @@ A `TilingProgram` is a straight-line list of integer assignments over inputs (sh
 sizes in bytes, platform numbers) with +, -, *, floor division, modulo, min, max, ceil_div,
 align_up, comparisons and select. `evaluate(inputs)` runs it in Python; `to_cpp()` prints the same
 statements as C++ (int64_t arithmetic) for the emitted TilingFunc, so the Python twin and the
-emitted code cannot drift apart (DESIGN.md "Tiling"). Units are stated per variable (elements,
+emitted code cannot drift apart (docs/design.md "Tiling"). Units are stated per variable (elements,
 rows, bytes).
 """
 

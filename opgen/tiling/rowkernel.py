@@ -20,7 +20,7 @@ stay resident while, per row-reduction level, partial row sums / maxima are exch
 each core combines `rowsPerOwner` rows in core order, SyncAll), then computes its output slices. The core owns
 its columns for every row: no cross-core column sums. Inputs are read from GM once.
 
-Units: elements unless a name ends in Bytes. Facts: reference/ascendc.md §1.5 (TQue/TBuf, double buffering),
+Units: elements unless a name ends in Bytes. Facts: docs/reference/ascendc.md §1.5 (TQue/TBuf, double buffering),
 §1.7-§1.8 (DataCopyPad, 32-byte UB alignment), §2.5 (blockDim, tails), §3 (UB sizes).
 """
 
@@ -108,7 +108,7 @@ def counts_of(progs) -> RowCounts:
 
 def reduce_tmp_elems(cols):
     """fp32 scratch of ReduceSum over `cols` elements: one partial per 256-byte repeat plus the result block
-    (reference/ascendc.md §1.9)."""
+    (docs/reference/ascendc.md §1.9)."""
     return align_up(ceil_div(cols, 64), 8) + 8
 
 

@@ -1,7 +1,7 @@
 """The row split shared by opgen's vector kernels: R independent rows of `cols` elements (a LayerNorm
 row of H, a head row of D) split over the AIV cores in contiguous ranges with tails, each core taking
 `rowsPerPass` rows per UB pass. The UB budget is `fixedBytes + rowsPerPass * rowBytes <= ubBytes`.
-Reference for the conventions: reference/ascendc.md §2.5 (blockFactor / usedCores / tail cores), §1.5
+Reference for the conventions: docs/reference/ascendc.md §2.5 (blockFactor / usedCores / tail cores), §1.5
 (double buffering = two buffers per queue), §1.8 (32-byte aligned UB rows).
 """
 

@@ -1,4 +1,4 @@
-"""Compile-time proof that an op's UB plan fits for every shape its spec allows (issue 3 item 5).
+"""Compile-time proof that an op's UB plan fits for every shape its spec allows.
 
 For each platform of the spec's SoCs and each dtype row, the tiling program is evaluated with every dim at its
 minimum (the base case), with every unbounded dim at 2^31 - 1 (it must not break the plan), and with every

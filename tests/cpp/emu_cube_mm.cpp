@@ -1,6 +1,6 @@
-// Matmul driver for tests/test_emu_cube.py (issue 5): runs C = op(A) * op(B) on the emulated cube of
+// Matmul driver for tests/test_emu_cube.py: runs C = op(A) * op(B) on the emulated cube of
 // emu::LaunchCube AIC cores through the low-level path GM -(Nd2Nz)-> L1 NZ -(LoadData)-> L0A ZZ / L0B ZN
-// -(Mmad)-> L0C NZ -(Fixpipe)-> GM ND, the way the NSA kernels do (reference/ascendc.md §1.10).
+// -(Mmad)-> L0C NZ -(Fixpipe)-> GM ND, the way the NSA kernels do (docs/reference/ascendc.md §1.10).
 //
 //   emu_cube_mm DT OT M N K TA TB KT NT BLOCKDIM MMADM IN OUT
 //     DT   f16 | bf16            input type;   OT  f32 | f16 | bf16  output type (Fixpipe quantPre)

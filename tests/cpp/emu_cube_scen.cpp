@@ -1,4 +1,4 @@
-// Scenario driver for tests/test_emu_cube.py (issue 5): `emu_cube_scen NAME [ARGS...]` runs one small cube or mix
+// Scenario driver for tests/test_emu_cube.py: `emu_cube_scen NAME [ARGS...]` runs one small cube or mix
 // kernel on the emulation and prints the launch report (emu::PrintReport) plus "val TAG v..." lines.
 // Layout dumps read the simulated L1/L0 bytes through the LocalTensor internals (Arena()): test-only access.
 #include <atomic>

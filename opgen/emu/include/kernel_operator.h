@@ -1,5 +1,5 @@
-// opgen's own CPU emulation of the AscendC device API subset emitted by opgen (issue 4; DESIGN.md "CPU
-// emulation of the emitted code"; reference/ascendc.md §1). Not CANN's header: an independent, header-only
+// opgen's own CPU emulation of the AscendC device API subset emitted by opgen (docs/design.md "CPU
+// emulation of the emitted code"; docs/reference/ascendc.md §1). Not CANN's header: an independent, header-only
 // C++17 implementation for running emitted kernels on x86 with fidelity checks.
 //
 // Deliberate deviations from hardware (stricter, to catch bugs):
@@ -12,7 +12,7 @@
 //  * A core returning while others wait in SyncAll: fault (hardware deadlocks).
 //  * Gather (emu/vector.h): an unaligned, out-of-range or unwritten byte offset, or a source lane inside the
 //    destination (in-place gather), is a fault (hardware leaves the result unspecified).
-//  * Issue 5: cube side (emu/cube.h: Nd2Nz DataCopy, LoadData, Mmad, Fixpipe with real NZ/ZZ/ZN layouts, L1/L0
+//  * Cube side (emu/cube.h: Nd2Nz DataCopy, LoadData, Mmad, Fixpipe with real NZ/ZZ/ZN layouts, L1/L0
 //    capacities) and mixed kernels (emu/mix.h: emu::LaunchMix 1 AIC : 2 AIV, CrossCoreSetFlag/WaitFlag with
 //    blocking semantics; every-core-blocked and timeout deadlocks fault). See EMU.md.
 #pragma once
@@ -40,7 +40,7 @@
 #define GM_ADDR uint8_t*
 #endif
 
-// Per simulated core (issue 5, emu/mix.h): true on the AIV / AIC cores of the launch; emu::Launch runs AIV
+// Per simulated core (emu/mix.h): true on the AIV / AIC cores of the launch; emu::Launch runs AIV
 // cores only. As in the real device compile, where the macros expand to `constexpr(g_coreType == ...)`, they are
 // valid only as the condition of an if written without parentheses, `if ASCEND_IS_AIV { ... }`: here they expand
 // to an if-init-statement, so `x = ASCEND_IS_AIC ? a : b` or `if (ASCEND_IS_AIC)` does not compile either.

@@ -1,4 +1,4 @@
-// opgen host-side emulation: the ACL runtime calls the call examples use (reference/ascendc.md §2.9).
+// opgen host-side emulation: the ACL runtime calls the call examples use (docs/reference/ascendc.md §2.9).
 // Our own minimal declarations, not CANN's headers. "Device" memory is host memory; streams are
 // null handles and every call succeeds.
 #pragma once

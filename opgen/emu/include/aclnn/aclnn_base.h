@@ -1,4 +1,4 @@
-// opgen host-side emulation: aclnn public types (reference/ascendc.md §2.8) and the tensor constructors
+// opgen host-side emulation: aclnn public types (docs/reference/ascendc.md §2.8) and the tensor constructors
 // the call examples use. Our own minimal declarations, not CANN's headers. aclTensor / aclIntArray keep
 // their shape, dtype and values as data members so an emulated aclnn layer can run the emitted checks;
 // the emitted code only calls the methods.

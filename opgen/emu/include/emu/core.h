@@ -1,5 +1,5 @@
 // opgen AscendC emulation: faults, GM buffer registry with byte counters, per-core UB arena with
-// poison tracking, and the thread-local core context. Our own code (issue 4; reference/ascendc.md §1.2, §1.11).
+// poison tracking, and the thread-local core context. Our own code (docs/reference/ascendc.md §1.2, §1.11).
 #pragma once
 #include <array>
 #include <atomic>
@@ -86,7 +86,7 @@ inline GmBuffer* FindGm(const void* ptr)
 }
 
 // Bytes of system workspace the framework puts in front of the user workspace (AscendC::GetUserWorkspace
-// skips them; reference/ascendc.md §1.3). 0 by default; a driver emulating CANN's launch sets it before
+// skips them; docs/reference/ascendc.md §1.3). 0 by default; a driver emulating CANN's launch sets it before
 // emu::Launch (opgen check: the TilingFunc's SYS_WORKSPACE_BYTES, 16 MiB).
 inline uint64_t& SysWorkspaceBytes() { static uint64_t bytes = 0; return bytes; }
 
@@ -94,8 +94,8 @@ inline uint64_t& SysWorkspaceBytes() { static uint64_t bytes = 0; return bytes; 
 constexpr uint64_t kBlock = 32;
 constexpr uint8_t kPoisonByte = 0xA5;
 
-// The physical on-chip buffers (reference/ascendc.md §1.2). UB lives in each AIV; L1, L0A, L0B, L0C, the bias
-// table and the fixpipe buffer live in each AIC (issue 5: cube side, emu/cube.h).
+// The physical on-chip buffers (docs/reference/ascendc.md §1.2). UB lives in each AIV; L1, L0A, L0B, L0C, the bias
+// table and the fixpipe buffer live in each AIC (the cube side, emu/cube.h).
 enum class MemKind : int { UB, L1, L0A, L0B, L0C, BT, FB };
 inline const char* MemName(MemKind k)
 {
@@ -138,7 +138,7 @@ using LocalArena = UbArena;
 // ---------------------------------------------------------------- cores and barrier
 struct LaunchState;
 
-// Which unit a simulated core is (reference §1.1: an AI Core = 1 AIC + 2 AIV on arch 2201).
+// Which unit a simulated core is (docs/reference/ascendc.md §1.1: an AI Core = 1 AIC + 2 AIV on arch 2201).
 enum class CoreKind : int { AIV = 0, AIC = 1 };
 // How the launch was made: emu::Launch (AIV only), emu::LaunchCube (AIC only), emu::LaunchMix (1 AIC : 2 AIV).
 enum class LaunchKind : int { AIV_ONLY = 0, AIC_ONLY = 1, MIX_AIC_1_2 = 2 };
@@ -152,7 +152,7 @@ struct CoreContext {
     UbArena* ub = nullptr;
     LaunchState* launch = nullptr;
     int atomicType = 0;    // 0 none, else AtomicKind
-    // issue 5 (mixed kernels, cube side)
+    // mixed kernels, cube side
     CoreKind kind = CoreKind::AIV;
     LaunchKind launchKind = LaunchKind::AIV_ONLY;
     int64_t subBlockIdx = 0;   // GetSubBlockIdx(): 0/1 for the two AIVs of an AI Core in a mix launch, else 0
@@ -162,7 +162,7 @@ struct CoreContext {
     std::string label;         // fault prefix: "core 3" (AIV-only launch), "AIC 1", "AIV 5"
     UbArena *l1 = nullptr, *l0a = nullptr, *l0b = nullptr, *l0c = nullptr, *bt = nullptr, *fb = nullptr;
     int arch = 2201;           // NPU arch of the simulated SoC (emu::CoreMem::arch)
-    // Instruction cost counters for the roofline estimate (opgen bench; reference/ascendc.md §3):
+    // Instruction cost counters for the roofline estimate (opgen bench; docs/reference/ascendc.md §3):
     uint64_t vecCycles = 0;    // vector unit: one cycle per 256-byte repeat, Exp/Ln/Sqrt/Div at 32 lanes/cycle
     uint64_t cubeCycles = 0;   // cube unit: one cycle per 16x16x16 fractal multiply-accumulate
 };
@@ -175,13 +175,13 @@ inline CoreContext& Core()
     return *c;
 }
 // Cost of one vector instruction over `elems` elements of `bytes` each: 256-byte repeats; `slow` = 2 for float
-// / 4 for half of Exp, Ln, Sqrt and Div (32 lanes per cycle instead of 256 bytes; reference/ascendc.md §3).
+// / 4 for half of Exp, Ln, Sqrt and Div (32 lanes per cycle instead of 256 bytes; docs/reference/ascendc.md §3).
 inline void CountVector(uint64_t elems, uint64_t bytes, bool slow = false)
 {
     if (CoreContext* c = CurrentCorePtr())
         c->vecCycles += (elems * bytes + 255) / 256 * (slow ? (bytes == 2 ? 4 : 2) : 1);
 }
-// Cost of one Mmad of m x n x k: 16x16x16 fractal MACs (4096 MAC/cycle per AIC, reference/ascendc.md §3).
+// Cost of one Mmad of m x n x k: 16x16x16 fractal MACs (4096 MAC/cycle per AIC, docs/reference/ascendc.md §3).
 inline void CountCube(uint64_t m, uint64_t n, uint64_t k)
 {
     if (CoreContext* c = CurrentCorePtr())
@@ -336,7 +336,7 @@ struct LaunchState {
                       "; every live core is blocked: ", deadlockBlocked));
         throw EmuAbort("launch aborted");
     }
-    // Hardware SyncAll (reference §1.6). aivOnly = the isAIVOnly template argument: in a mix launch the AIVs meet
+    // Hardware SyncAll (docs/reference/ascendc.md §1.6). aivOnly = the isAIVOnly template argument: in a mix launch the AIVs meet
     // (an AIC calling it is a fault); SyncAll<false> meets every core. In single-kind launches both meet every core.
     void SyncAll(bool aivOnly = true)
     {

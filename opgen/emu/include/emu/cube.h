@@ -1,6 +1,6 @@
 // opgen AscendC emulation: the cube side of arch 2201 (Atlas A2/A3) — GM ND -> L1 NZ (DataCopy with Nd2NzParams),
 // L1 -> L0A/L0B fractal loads (LoadData with LoadData2DParams), the matrix multiply into L0C (Mmad with MmadParams)
-// and L0C -> GM (Fixpipe with FixpipeParamsV220). Our own code (issue 5; reference/ascendc.md §1.2, §1.10, §1.11;
+// and L0C -> GM (Fixpipe with FixpipeParamsV220). Our own code (docs/reference/ascendc.md §1.2, §1.10, §1.11;
 // parameter units from the CANN AscendC API pages "随路转换ND2NZ搬运", "Load2D", "Mmad", "Fixpipe").
 //
 // Layouts are real bytes in the simulated buffers, so a kernel that gets a stride or a layout wrong gets wrong

@@ -1,5 +1,5 @@
 // opgen AscendC emulation: DataCopy / DataCopyPad with exact units, atomic add, sync no-ops, core queries.
-// Our own code (issue 4; reference/ascendc.md §1.6-§1.8).
+// Our own code (docs/reference/ascendc.md §1.6-§1.8).
 #pragma once
 #include <cstdint>
 
@@ -234,7 +234,7 @@ template <pipe_t p> inline void PipeBarrier() {}
 template <HardEvent e> inline void SetFlag(int32_t id) { if (id < 0 || id > 7) emu::Fault(emu::Cat("SetFlag: event id ", id, " outside 0..7")); }
 template <HardEvent e> inline void WaitFlag(int32_t id) { if (id < 0 || id > 7) emu::Fault(emu::Cat("WaitFlag: event id ", id, " outside 0..7")); }
 
-// Core indexing (reference §1.3). Mix launch (emu::LaunchMix, 1 AIC : 2 AIV): GetBlockNum() = number of AI Cores
+// Core indexing (docs/reference/ascendc.md §1.3). Mix launch (emu::LaunchMix, 1 AIC : 2 AIV): GetBlockNum() = number of AI Cores
 // on both kinds, GetBlockIdx() in [0, n) on an AIC and [0, 2n) on an AIV, GetSubBlockIdx() = AIV index inside its
 // AI Core (0 on the AIC), GetTaskRatio() = 2 on AIV / 1 on AIC. Single-kind launches: 0 and 1.
 inline int64_t GetBlockIdx() { return emu::Core().blockIdx; }

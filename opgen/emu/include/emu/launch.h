@@ -1,6 +1,6 @@
 // opgen AscendC emulation runtime: run a kernel on blockDim simulated cores (one std::thread each, own UB
-// arena and core index), collect faults and GM byte counters. Our own code (issue 4; reference §1.3, §1.11).
-// Issue 5: LaunchMix (1 AIC : 2 AIV) and LaunchCube (AIC only) with per-SoC cube buffers (CoreMem).
+// arena and core index), collect faults and GM byte counters. Our own code (docs/reference/ascendc.md §1.3, §1.11).
+// LaunchMix (1 AIC : 2 AIV) and LaunchCube (AIC only) with per-SoC cube buffers (CoreMem).
 #pragma once
 #include <algorithm>
 #include <cstdio>
@@ -40,7 +40,7 @@ struct LaunchResult {
     }
 };
 
-// On-chip buffer sizes of one simulated SoC, bytes (reference/ascendc.md §1.2, §3). arch 2201 = Atlas A2/A3
+// On-chip buffer sizes of one simulated SoC, bytes (docs/reference/ascendc.md §1.2, §3). arch 2201 = Atlas A2/A3
 // (ascend910b, ascend910_93), 3510 = Ascend 950 (whose cube layouts emu/cube.h does not emulate).
 struct CoreMem {
     uint64_t ub = 196608;    // per AIV
@@ -194,7 +194,7 @@ inline LaunchResult Launch(uint32_t blockDim, uint64_t ubBytes, const std::funct
     return detail::RunCores(LaunchKind::AIV_ONLY, blockDim, mem, fn, tilingKey);
 }
 
-// Mixed kernel (KERNEL_TYPE_MIX_AIC_1_2, reference §1.1, §1.3): blockDim AI Cores = blockDim AIC cores (L1/L0
+// Mixed kernel (KERNEL_TYPE_MIX_AIC_1_2, docs/reference/ascendc.md §1.1, §1.3): blockDim AI Cores = blockDim AIC cores (L1/L0
 // buffers of mem, no UB) and 2*blockDim AIV cores (UB of mem.ub, no cube buffers), all running fn() concurrently;
 // ASCEND_IS_AIC / ASCEND_IS_AIV tell them apart. Fault prefixes "[AIC c]" / "[AIV v]".
 inline LaunchResult LaunchMix(uint32_t blockDim, const CoreMem& mem, const std::function<void()>& fn,

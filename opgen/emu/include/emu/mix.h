@@ -1,12 +1,12 @@
 // opgen AscendC emulation: mixed (cube + vector) kernels — core kind queries, kernel type declaration, and the
-// cross-core flags CrossCoreSetFlag / CrossCoreWaitFlag with real blocking semantics (issue 5; reference/ascendc.md
+// cross-core flags CrossCoreSetFlag / CrossCoreWaitFlag with real blocking semantics (docs/reference/ascendc.md
 // §1.1, §1.3, §1.6). Our own code.
 //
 // Launch model (emu/launch.h): emu::LaunchMix(n, mem, fn) runs n AIC cores and 2n AIV cores concurrently; AI Core
 // c = AIC c + AIV 2c (sub-block 0) + AIV 2c+1 (sub-block 1). emu::Launch runs AIV cores only, emu::LaunchCube AIC
 // cores only.
 //
-// Cross-core flags (reference §1.6; CANN AscendC API doc "CrossCoreSetFlag(ISASI)"): every core has one counter
+// Cross-core flags (docs/reference/ascendc.md §1.6; CANN AscendC API doc "CrossCoreSetFlag(ISASI)"): every core has one counter
 // per flag id. CrossCoreWaitFlag(id) blocks while its own counter is 0, then decrements it. CrossCoreSetFlag<mode,
 // pipe>(id) increments counters according to the mode:
 //   mode 0: all cores of the caller's kind (all AICs, or all AIVs): once every one of them has set id, each of
@@ -16,7 +16,7 @@
 //           AIC's counter goes up by 1 (mix launch);
 //   mode 4 (Ascend 950 only: AIC <-> one AIV) is not emulated and faults.
 // Deliberately strict (faults where hardware would hang or misbehave):
-//   * flag ids outside 0..10 (the range CANN documents for Atlas A2/A3; reference §1.6 says 0-15, the CANN 8.x
+//   * flag ids outside 0..10 (the range CANN documents for Atlas A2/A3; docs/reference/ascendc.md §1.6 says 0-15, the CANN 8.x
 //     API pages say 0-10 — ids above 10 are reserved there);
 //   * a counter (or a count of unmatched sets) that would exceed 15 (CANN: "the counter of one flagId can be set
 //     at most 15 times" without a matching wait);
@@ -34,7 +34,7 @@
 #include "emu/core.h"
 #include "emu/datacopy.h"
 
-// ---------------------------------------------------------------- kernel type (reference §1.3)
+// ---------------------------------------------------------------- kernel type (docs/reference/ascendc.md §1.3)
 // KERNEL_TASK_TYPE_DEFAULT(type) inside a kernel entry checks that the emulation launched the kernel as
 // declared: KERNEL_TYPE_AIV_ONLY -> emu::Launch, KERNEL_TYPE_AIC_ONLY -> emu::LaunchCube,
 // KERNEL_TYPE_MIX_AIC_1_2 -> emu::LaunchMix. Other mix ratios are not emulated (fault).
@@ -215,7 +215,7 @@ inline void CrossCoreWait(int mode, int flag)
 }  // namespace emu
 
 namespace AscendC {
-// Cross-core synchronisation of separated-architecture cores (reference §1.6). modeId 0/1/2, flagId 0..10.
+// Cross-core synchronisation of separated-architecture cores (docs/reference/ascendc.md §1.6). modeId 0/1/2, flagId 0..10.
 template <uint8_t modeId, pipe_t pipe>
 inline void CrossCoreSetFlag(uint16_t flagId) { emu::CrossCoreSet(modeId, pipe, flagId); }
 template <uint8_t modeId = 0, pipe_t pipe = PIPE_S>

@@ -1,5 +1,5 @@
-// opgen AscendC emulation: GlobalTensor, LocalTensor, TPipe, TQue, TBuf (reference/ascendc.md §1.4, §1.5).
-// Our own code (issue 4; issue 5: per-position buffers UB / L1 / L0A / L0B / L0C for the cube side).
+// opgen AscendC emulation: GlobalTensor, LocalTensor, TPipe, TQue, TBuf (docs/reference/ascendc.md §1.4, §1.5).
+// Our own code (per-position buffers UB / L1 / L0A / L0B / L0C for the cube side).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -150,7 +150,7 @@ public:
         if (off_ % emu::kBlock)
             emu::Fault(emu::Cat(what, ": ", ub_->name, " address ", off_, " is not 32-byte aligned"));
     }
-    // A core can only address its own on-chip buffers (an AIV has no L1/L0, an AIC no UB: reference §1.1).
+    // A core can only address its own on-chip buffers (an AIV has no L1/L0, an AIC no UB: docs/reference/ascendc.md §1.1).
     void CheckOwner(const char* what) const
     {
         const emu::CoreContext* c = emu::CurrentCorePtr();
@@ -290,7 +290,7 @@ private:
 };
 
 namespace emu_detail {
-// The physical buffer of a TPosition (reference §1.2): VECIN/VECOUT/VECCALC -> UB (AIV); A1/B1/C1/TSCM -> L1,
+// The physical buffer of a TPosition (docs/reference/ascendc.md §1.2): VECIN/VECOUT/VECCALC -> UB (AIV); A1/B1/C1/TSCM -> L1,
 // A2 -> L0A, B2 -> L0B, CO1 -> L0C, C2 -> bias table, C2PIPE2GM -> fixpipe buffer (AIC).
 inline bool PosMem(TPosition pos, emu::MemKind& k)
 {
@@ -396,7 +396,7 @@ private:
                                 aiv ? "an AIV core has no " : "an AIC core has no ", emu::MemName(kind), " (TPosition ",
                                 emu_detail::PosName(pos), "): ",
                                 aiv ? "cube buffers (L1/L0A/L0B/L0C) exist only on AIC cores"
-                                    : "the UB exists only on AIV cores", " (reference §1.1, §1.2)"));
+                                    : "the UB exists only on AIV cores", " (docs/reference/ascendc.md §1.1, §1.2)"));
         }
         uint64_t rounded = (uint64_t(len) + emu::kBlock - 1) / emu::kBlock * emu::kBlock;
         uint64_t need = rounded * num;

@@ -1,5 +1,5 @@
 // opgen AscendC emulation: bit-exact 16-bit float types and the rounding kernel shared by Cast.
-// Our own code (issue 4; reference/ascendc.md §1.4, §1.9 Cast).
+// Our own code (docs/reference/ascendc.md §1.4, §1.9 Cast).
 #pragma once
 #include <cmath>
 #include <cstdint>

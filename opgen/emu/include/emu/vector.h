@@ -1,4 +1,4 @@
-// opgen AscendC emulation: vector instructions, count forms (reference/ascendc.md §1.9). Our own code (issue 4).
+// opgen AscendC emulation: vector instructions, count forms (docs/reference/ascendc.md §1.9). Our own code.
 // Poison semantics: a vector op reading an unwritten lane does not fault; the result lane becomes unwritten
 // too (computing on pad lanes is legal). The fault fires where an undefined value becomes observable:
 // GetValue, or a copy UB->GM.
@@ -165,7 +165,7 @@ void Duplicate(const LocalTensor<T>& dst, const T& scalar, int32_t count)
     dst.Arena()->MarkWritten(dst.Offset(), uint64_t(count) * sizeof(T));
 }
 
-// ---- Cast. Supported pairs (A2/A3 rules, reference §1.9): half/bf16->float (CAST_NONE only),
+// ---- Cast. Supported pairs (A2/A3 rules, docs/reference/ascendc.md §1.9): half/bf16->float (CAST_NONE only),
 // float->half (all modes; NONE = RINT), float->bf16 (no CAST_NONE), float<->int32 (float->int32 needs an
 // explicit mode; out-of-range saturates, NaN -> 0 [assumption]), int32->float (NONE = RINT). Anything
 // else is a fault.
@@ -312,7 +312,7 @@ void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
     dst.St(0, best, ok);
 }
 
-// ---- Gather, count form (reference/ascendc.md §1.9): for i < count, dst[i] = the element of src at byte
+// ---- Gather, count form (docs/reference/ascendc.md §1.9): for i < count, dst[i] = the element of src at byte
 // offset srcBaseAddr + srcOffset[i] from src's start. Offsets are BYTES (uint32). dst, src and srcOffset
 // start 32-byte aligned; 16/32-bit element types (A2/A3 list: int16/uint16/half/bf16/int32/uint32/float).
 // Lanes >= count are untouched. Stricter than hardware (which leaves these unspecified): an offset that

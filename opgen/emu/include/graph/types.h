@@ -1,6 +1,6 @@
 // opgen host-side emulation: ge data types, formats and status codes used by the emitted host files
 // (OpDef, InferShape, TilingFunc, aclnn). Our own minimal declarations, not CANN's headers; the
-// DataType values are CANN's numbering (reference/ascendc.md §2.3) so tests can pass them as integers.
+// DataType values are CANN's numbering (docs/reference/ascendc.md §2.3) so tests can pass them as integers.
 #pragma once
 #include <cstdint>
 

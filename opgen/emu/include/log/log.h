@@ -1,4 +1,4 @@
-// opgen host-side emulation: op logging of the InferShape / tiling layer (reference/ascendc.md §2.6).
+// opgen host-side emulation: op logging of the InferShape / tiling layer (docs/reference/ascendc.md §2.6).
 // OP_LOGE is printf-checked (a wrong format specifier in an emitted message is a compile error under
 // -Werror=format) and prints "[ERROR] <node>: <message>" to stderr.
 #pragma once

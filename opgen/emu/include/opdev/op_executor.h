@@ -1,5 +1,5 @@
 // opgen host-side emulation: the op executor and kernel-launch macros of the aclnn L0 layer
-// (reference/ascendc.md §2.8). Our own minimal declarations, not CANN's headers. The executor owns the
+// (docs/reference/ascendc.md §2.8). Our own minimal declarations, not CANN's headers. The executor owns the
 // tensors it allocates; ADD_TO_LAUNCHER_LIST_AICORE type-checks its arguments and launches nothing, so
 // running an emitted aclnn API exercises its checks and its L0 calls (codes and messages), not a kernel.
 #pragma once

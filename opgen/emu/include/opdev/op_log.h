@@ -1,4 +1,4 @@
-// opgen host-side emulation: aclnn logging and CHECK_RET (reference/ascendc.md §2.8). Our own minimal
+// opgen host-side emulation: aclnn logging and CHECK_RET (docs/reference/ascendc.md §2.8). Our own minimal
 // declarations, not CANN's headers. OP_LOGE is printf-checked (a wrong format specifier in an emitted
 // message fails -Werror=format); the first error since the last ClearAclnnError() is kept with its code,
 // so a caller of an emulated aclnn API can report CANN's code and message.

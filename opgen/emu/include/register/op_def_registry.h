@@ -1,4 +1,4 @@
-// opgen host-side emulation: the OpDef registration API the emitted <op>_def.cpp uses (reference/ascendc.md
+// opgen host-side emulation: the OpDef registration API the emitted <op>_def.cpp uses (docs/reference/ascendc.md
 // §2.3). Our own minimal declarations, not CANN's headers. The builders accept and discard their
 // arguments: the emitted OpDef is compiled (and may be linked) here, but not interpreted; tests read the
 // dtype lists back from the source text.

@@ -1,6 +1,6 @@
 // opgen host-side emulation: the subset of CANN's gert host API that opgen's emitted TilingFunc and
-// InferShape / InferDataType use (reference/ascendc.md §2.5, §2.6), so they compile with g++ and run on
-// x86 (issue 4). Our own minimal declarations, not CANN's headers.
+// InferShape / InferDataType use (docs/reference/ascendc.md §2.5, §2.6), so they compile with g++ and run on
+// x86. Our own minimal declarations, not CANN's headers.
 //
 // The contexts are plain structs the caller fills (a test driver or the emulated framework). Index
 // conventions follow CANN: GetInputShape / GetInputDesc / GetInputDataType take the compute-node index

@@ -1,4 +1,4 @@
-// opgen host-side emulation of platform_ascendc::PlatformAscendC (reference/ascendc.md §2.5): core counts
+// opgen host-side emulation of platform_ascendc::PlatformAscendC (docs/reference/ascendc.md §2.5): core counts
 // and on-chip memory sizes come from the PlatFormInfos the caller filled from opgen/platforms.
 #pragma once
 #include <cstdint>
