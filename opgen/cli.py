@@ -413,15 +413,27 @@ def cmd_diff(args) -> int:
         pairs = review.pair_trees(old, new)
         labels = f"a/ = {args.rev} ({commit[:12]}), b/ = the work tree"
     elif _spec_pair(args.op) and not args.out:
+        import shutil
+
         from opgen.codegen.names import spec_path
         from opgen.registry import load_spec
 
-        (a_name, a_files), (b_name, b_files) = generate_all(args.op)
-        names = [(spec_path(s), Path(s.file).name) for s in map(load_spec, args.op)]
+        old_spec, new_spec = (load_spec(o) for o in args.op)   # errors name the files as given
+        with tempfile.TemporaryDirectory(prefix="opgen-diff-") as td:
+            # the old version generated as if it had the new one's file name: banners, `// spec:` comments and
+            # the alignment clang-format gives them compare equal, so only what the edit changes shows
+            src = Path(old_spec.file)
+            copy = Path(td) / Path(new_spec.file).name
+            shutil.copyfile(src, copy)
+            for helper in src.parent.glob("_*.py"):
+                shutil.copyfile(helper, Path(td) / helper.name)
+            (a_name, a_files), (b_name, b_files) = generate_all([str(copy), args.op[1]])
+            names = [(spec_path(load_spec(str(copy))), copy.name), (spec_path(new_spec), Path(new_spec.file).name)]
         a_files = review.align_spec_names(a_files, names[0], names[1])
         pairs = [(op_snake(a_name), op_snake(b_name), a_files, b_files)]
         labels = f"a/ = {args.op[0]}, b/ = {args.op[1]}" + (
-            f" (spec file named {names[1][0]} on both sides)" if names[0] != names[1] else "")
+            f" (spec file named {names[1][0]} on both sides)" if Path(args.op[0]).name != Path(args.op[1]).name
+            else "")
     else:
         out = Path(args.out) if args.out else default_out_dir()
         if not args.stat:

@@ -33,9 +33,10 @@ def driver(tmp_path_factory):
     srcs = []
     for op, (prog, inputs, doc) in tilings().items():
         for rel, text in emit_tiling(load_spec(op), prog, inputs, doc).items():
-            (d / Path(rel).name).write_text(text)
+            (d / rel).parent.mkdir(parents=True, exist_ok=True)   # op_host/ includes ../op_kernel/<op>_tiling_data.h
+            (d / rel).write_text(text)
             if rel.endswith(".cpp"):
-                srcs.append(str(d / Path(rel).name))
+                srcs.append(str(d / rel))
     exe = d / "driver"
     cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I", str(d),
            str(ROOT / "tests/cpp/tiling_driver.cpp"), *srcs, "-o", str(exe)]

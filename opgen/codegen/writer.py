@@ -14,6 +14,7 @@ leaves the old tree (its temporary directory is removed on the way out).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import difflib
@@ -109,20 +110,39 @@ def write_package(root: Path, files: dict[str, str]) -> tuple[list[str], list[st
     if not written and not removed:
         return [], []
     root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX + root.name + "-", dir=root.parent))
-    old = None
-    try:
-        for rel, b in sorted(data.items()):
-            p = tmp / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(b)
-        os.chmod(tmp, 0o777 & ~_umask())
-        old = _swap_in(tmp, root)
-    finally:
-        for d in (tmp, old):
-            if d is not None and d != root and (d.exists() or d.is_symlink()):
-                shutil.rmtree(d, ignore_errors=True)
+    with _signals_deferred():   # SIGINT/SIGTERM arrive after the temp tree is swapped in or removed, never midway
+        tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX + root.name + "-", dir=root.parent))
+        old = None
+        try:
+            for rel, b in sorted(data.items()):
+                p = tmp / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(b)
+            os.chmod(tmp, 0o777 & ~_umask())
+            old = _swap_in(tmp, root)
+        finally:
+            for d in (tmp, old):
+                if d is not None and d != root and (d.exists() or d.is_symlink()):
+                    shutil.rmtree(d, ignore_errors=True)
     return written, removed
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Block SIGINT and SIGTERM in the main thread for the duration (POSIX): a signal that arrives meanwhile is
+    delivered when the block ends, so the clean-up of a package write is never interrupted halfway."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _umask() -> int:
