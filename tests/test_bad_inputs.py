@@ -147,7 +147,7 @@ docs/reference/nsa_selected_attention.md §3 -> NsaSelectedAttention (nsa-*), Ns
 | G14 softmax rank / shape != [T1, headNum, 8]     | nsag-G14-softmaxMax-last, -softmaxSum-rank2, -softmaxMax-N1 |
 | G15 / G16 attentionOut rank / dims               | nsag-G15-attentionOut-rank4, nsag-G16-attentionOut-T1, -Dv |
 | H1 per-batch length <= 0                         | nsag-H1-qlen-first-0, nsag-H1-kvlen-empty-batch      |
-| H2 selectedBlockCount not in [1, 32] (opgen: [1, 128], issue 5) | nsag-H2-CNT-129, nsag-H2-CNT-0 |
+| H2 selectedBlockCount not in [1, 32] (opgen: [1, 128]) | nsag-H2-CNT-129, nsag-H2-CNT-0 |
 | H3 selectedBlockSize not in [16, 128] or % 16    | nsag-H3-bs-8, nsag-H3-bs-144, nsag-H3-bs-24          |
 | stricter (brief): topk negative / out of range,  | nsa(g)-topk-negative, -topk-past-batch, -topk-huge,  |
 | non-increasing seq arrays, headNum != N1, end !=  | nsa(g)-cu-*-non-increasing, nsa-T17-*, nsag-headNum-2, |

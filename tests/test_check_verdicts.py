@@ -1,4 +1,4 @@
-"""`opgen check` verdicts and messages on hostile values (issue 14, "opgen check verdicts" and "Messages").
+"""`opgen check` verdicts and messages on hostile values ("opgen check verdicts" and "Messages").
 
 Covered, each with its numbers:
 - overflow compared in the output dtype: AdaLayerNormV2 fp16 whose exact outputs exceed 65504 (float64 LayerNorm

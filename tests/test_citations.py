@@ -114,7 +114,7 @@ def test_the_resolver_catches_a_dangling_citation():
     assert [b.split(":")[1] for b in bad] == ["2", "3", "4", "6"], bad
 
 
-@pytest.mark.parametrize("root", ["opgen", "templates", "specs", "bench", "examples"])
+@pytest.mark.parametrize("root", ["opgen", "templates", "specs", "bench", "examples", "tests"])
 def test_no_issue_numbers_in_code(root):
     hits = []
     for f in sorted((ROOT / root).rglob("*")):

@@ -2,7 +2,7 @@
 and its emitted kernel emulated by `opgen check`, against float64 NumPy math or torch autograd of the forward.
 
 Every spec is written with the public DSL only. One case list per operator covers its kind in the rows family
-(issue 11 item 3: last-axis reductions, leading-axis sums, broadcasts, row-axis slices, leading-axis permutes and
+(last-axis reductions, leading-axis sums, broadcasts, row-axis slices, leading-axis permutes and
 concats as GM addressing, static attributes): odd sizes, H = 1, rows past UB (the row split over cores: COL_SPLIT, column chunks when nothing
 is reduced per row, partial maxima / sums exchanged when something is), tails over cores (row counts that do not
 divide the 48 cores), several dtype rows. The kernel's outputs are compared with the oracle evaluated on the

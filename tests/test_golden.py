@@ -1,5 +1,4 @@
-"""The emitted NumPy golden (tests/assets/golden.py) is self-contained and covers every specialisation (issue 12 item
-3.8): it runs in a Python that has only NumPy and ml_dtypes on its path (`python -I -S`, the two packages symlinked
+"""The emitted NumPy golden (tests/assets/golden.py) is self-contained and covers every specialisation: it runs in a Python that has only NumPy and ml_dtypes on its path (`python -I -S`, the two packages symlinked
 into a temporary directory; `import opgen` is asserted to fail there), and for every specialisation of every spec
 (all static attribute values x optional inputs present x shape forms):
 

@@ -1,4 +1,4 @@
-"""The generation cache is verified, not trusted (issue 14, "The generation cache is trusted"): an entry whose
+"""The generation cache is verified, not trusted ("The generation cache is trusted"): an entry whose
 file key is `../../x`, absolute or holds a newline, whose op is `../../../Op`, whose file is edited, truncated or
 dropped, or that names another key is a miss. `opgen generate` then regenerates (writing only inside
 `--out/<op_snake>/`) and `opgen diff` compares with what a fresh generation gives. The writer refuses the same

@@ -1,4 +1,4 @@
-"""Concurrent and interrupted `opgen generate` (issue 14, "Concurrency / interruption").
+"""Concurrent and interrupted `opgen generate` ("Concurrency / interruption").
 
 - Three `opgen generate --out D` processes at once (each with its own empty generation cache, so all three
   render, format and write): all exit 0, D holds exactly the package, no temporary directory is left.

@@ -1,4 +1,4 @@
-"""Broken inputs and silent acceptance (issue 14, "Exit 3 instead of a clean error", "Silent acceptance").
+"""Broken inputs and silent acceptance ("Exit 3 instead of a clean error", "Silent acceptance").
 
 Through `opgen interpret` and `opgen check` (the npz is read before anything is built): an empty, truncated,
 non-zip, zip-without-npy, garbled-header npz, a header claiming terabytes, a structured or complex dtype each

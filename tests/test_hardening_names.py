@@ -1,4 +1,4 @@
-"""Hostile names and spec text (issue 14, "Injection through spec text"): a spec's strings can never become
+"""Hostile names and spec text ("Injection through spec text"): a spec's strings can never become
 code, and its names can never become paths or C++ other than the identifiers they are.
 
 - Names: every op, aclnn, parameter, dim and dtype-variable name with a newline (also a final one, which

@@ -1,4 +1,4 @@
-"""Spec helper modules are per directory (issue 14 item "registry"): a spec file's `import _common` loads the
+"""Spec helper modules are per directory: a spec file's `import _common` loads the
 `_common.py` beside it, by path, under a name unique to its directory and bytes, so a user's spec directory
 with its own `_common.py` (or its own `_nrc_common.py`) never gets the bundled one, nor the bundled specs the
 user's; an edited helper is picked up by the next load.

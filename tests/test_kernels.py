@@ -1,11 +1,11 @@
-"""The emitted AdaLayerNormV2 / AdaLayerNormGrad kernels run in the emulation (`opgen check`, issue 4).
+"""The emitted AdaLayerNormV2 / AdaLayerNormGrad kernels run in the emulation (`opgen check`).
 
 Each case runs the committed generated/<op>/ (TilingFunc + op_kernel) on the simulated cores of the
 platform and compares every output with the interpreter (device and exact modes, CANN's precision rule;
 the interpreter itself is checked against torch float64 autograd in tests/test_ada_layer_norm.py). A case
 passes only with zero emulation faults: UB poison, bounds, alignment, queue misuse, GM bounds.
 
-Coverage (issue 4 "What must be shown"): every dtype row x every presence of the optional inputs x a shape
+Coverage: every dtype row x every presence of the optional inputs x a shape
 set with tails (H = 1, 31, 33, 3440, 3441, S = 1, rank-0 and rank-2 batch groups, rows not divisible by
 the core count, batches split across cores) and both strategies (ROW_SPLIT, COL_SPLIT with one and two
 row-sum levels); the scale form [Bd, 1, H]; a non-default epsilon; every platform; an AddressSanitizer

@@ -1,5 +1,4 @@
-"""The emitted NsaSelectedAttention / NsaSelectedAttentionGrad mixed kernels run in the emulation (`opgen check`,
-issue 5): the committed generated/nsa_*/ (TilingFunc + op_kernel) on emu::LaunchMix (1 AIC : 2 AIV per AI Core),
+"""The emitted NsaSelectedAttention / NsaSelectedAttentionGrad mixed kernels run in the emulation (`opgen check`): the committed generated/nsa_*/ (TilingFunc + op_kernel) on emu::LaunchMix (1 AIC : 2 AIV per AI Core),
 compared with the interpreter (exact and device modes) under the rounded-intermediate rule of
 opgen/check/compare.py for the outputs computed from the rounded P / dS, CANN's plain rule for the softmax stats.
 A case passes only with zero emulation faults (L1/L0/UB arenas and poison, NZ/ZZ/ZN layouts, cross-core flags,

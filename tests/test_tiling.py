@@ -1,6 +1,5 @@
 """The tiling exists twice — the Python twin (opgen.tiling) and the emitted C++ TilingFunc — and both
-must give identical tiling data, block dim, tiling key and workspace for the same shapes (issue 3
-item 4). The emitted C++ is compiled with g++ against opgen's host stubs (opgen/emu/include)."""
+must give identical tiling data, block dim, tiling key and workspace for the same shapes. The emitted C++ is compiled with g++ against opgen's host stubs (opgen/emu/include)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The emitted UT sources and GE IR registrations are well-formed C++ against CANN's real headers (issue 12 item 3.7;
+"""The emitted UT sources and GE IR registrations are well-formed C++ against CANN's real headers (
 they cannot run here: the repositories' UT frameworks, gtest and the toolkit's stubs are not available).
 
 Syntax-only g++ compiles, counting only errors located in the emitted files (as cann-headers-check does), with the
