@@ -446,7 +446,8 @@ def cmd_diff(args) -> int:
         from opgen.codegen.revision import read_tree
 
         new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op))}
-        old = {d: read_tree(out).get(d, {}) for d in new} if out.is_dir() else {d: {} for d in new}
+        on_disk = read_tree(out) if out.is_dir() else {}
+        old = {d: on_disk.get(d, {}) for d in new}
         pairs = review.pair_trees(old, new)
         labels = f"a/ = {out}, b/ = a fresh generate"
     differs = any(o != n for _a, _b, o, n in pairs)

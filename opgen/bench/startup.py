@@ -18,14 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-
-def _wall(cmd: list[str], cwd=None) -> float:
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, cwd=cwd)
-    return time.perf_counter() - t0
 
 
 _NUMPY_SIDE = r"""
@@ -68,7 +61,8 @@ json.dump(t, sys.stdout)
 def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
     """{"interpret": {...}, "list": {...}}: per figure the medians of each side (seconds), the ratio, the goal
     and the command lines; interpret also "phases" (module docstring). quick: the STARTUP case's quick dims."""
-    from opgen.bench import load_workloads
+    from opgen.bench import case_label, load_workloads
+    from opgen.bench.generate import _wall
     from opgen.dsl.examples import random_inputs
     from opgen.registry import load_spec
 
@@ -100,9 +94,10 @@ def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
         ta, tb = statistics.median(a), statistics.median(b)
         ph = subprocess.run([py, "-c", _PHASES, c["op"], str(npz), json.dumps(c["attrs"]), json.dumps(c["dtypes"]),
                              str(tmp / "p.npz")], check=True, capture_output=True, text=True)
-        label = f"{c['op']} " + ",".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}"
-                                         for k, v in dims.items()) + \
-            "".join(f" {k}={v}" for k, v in c["dtypes"].items()) + (" (--quick size)" if quick else "")
+        from opgen.bench import dims_label
+
+        label = case_label(f"{c['op']} {dims_label(dims)}", c["op"], dims, quick) + \
+            "".join(f" {k}={v}" for k, v in c["dtypes"].items())
         res["interpret"] = {"case": label, "opgen_s": ta, "baseline_s": tb, "ratio": ta / tb, "goal": 1.5,
                             "command": "opgen interpret " + " ".join(opgen_cmd[4:]).replace(str(tmp), "$TMP"),
                             "baseline": "python -c <npz in; the workload's NumPy function; npz out>",

@@ -189,6 +189,3 @@ def diff_ops(specs, out: Path | None = None) -> str:
     return "".join(parts)
 
 
-__all__ = ["EMITTERS", "render", "generate", "generate_all", "generate_cached", "start_generation", "write_ops", "diff_ops", "default_out_dir", "op_snake", "api_snake",
-           "emit_def", "emit_infershape", "emit_aclnn", "emit_example", "emit_golden", "emit_cmake",
-           "emit_binary_config", "emit_proto", "emit_docs", "emit_ut"]

@@ -14,7 +14,8 @@ summary works the same for packages made by another opgen revision:
     aclnn signature  the parameters of aclnn<Api>GetWorkspaceSize (op_host/op_api/aclnn_<api>.h)
     aclnn check      each message an aclnn check logs (OP_LOGE in op_host/op_api/aclnn_<api>.cpp)
 
-Facts are {category: {item: text}}; the summary lists items added, removed and changed.
+Facts are {category: {item: text}} (text "" for a fact that is only present: a SoC, a check message); the
+summary lists items added, removed and changed.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def _opdef_facts(files: dict) -> tuple[dict, dict]:
         for name, body in re.findall(r'this->Attr\("([^"]*)"\)(.*?);', code):
             params[f"attribute {name}"] = body.strip().lstrip(".")
         for soc in re.findall(r'AddConfig\("([^"]*)"', code):
-            socs[soc] = "registered"
+            socs[soc] = ""
     return params, socs
 
 
@@ -116,7 +117,7 @@ def package_facts(files: dict) -> dict[str, dict[str, str]]:
         code = _one_line(_strip_comments(text))
         for code_name, msg in re.findall(r'OP_LOGE\((\w+),\s*((?:"(?:[^"\\]|\\.)*"\s*)+)', code):
             text_ = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', msg))
-            facts["aclnn check"][f"{code_name}: {text_}"] = "logged"
+            facts["aclnn check"][f"{code_name}: {text_}"] = ""
     return facts
 
 
@@ -132,11 +133,9 @@ def facts_delta(old: dict, new: dict) -> list[str]:
                 lines += [f"{cat} changed: {item}: {d}" for d in _list_delta(a[item].split(", "), b[item].split(", "))]
                 continue
             if item not in b:
-                lines.append(f"{cat} removed: {item}" + ("" if a[item] in ("logged", "registered") else
-                                                          f" = {a[item]}"))
+                lines.append(f"{cat} removed: {item}" + (f" = {a[item]}" if a[item] else ""))
             elif item not in a:
-                lines.append(f"{cat} added: {item}" + ("" if b[item] in ("logged", "registered") else
-                                                        f" = {b[item]}"))
+                lines.append(f"{cat} added: {item}" + (f" = {b[item]}" if b[item] else ""))
             elif a[item] != b[item]:
                 lines.append(f"{cat} changed: {item}: {a[item]} -> {b[item]}")
     return lines

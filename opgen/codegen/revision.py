@@ -111,7 +111,6 @@ def packages_at(rev: str, ops=(), root: Path = REPO_ROOT) -> tuple[str, dict[str
         out.mkdir()
         env = {k: v for k, v in os.environ.items() if k not in ("OPGEN_SPECS", "PYTHONPATH")}
         env["PYTHONPATH"] = str(tree)
-        env["PYTHONSAFEPATH"] = ""
         args = [_spec_arg(op, tree, root) for op in ops]
         cmd = [sys.executable, "-c",
                "import sys; sys.path.insert(0, sys.argv.pop(1)); import opgen.cli; "
