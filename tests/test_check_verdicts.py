@@ -373,3 +373,22 @@ def test_no_complex_warning_from_check(tmp_path):
     lines = [ln for ln in err.splitlines() if ln.startswith("opgen: ") and "building" not in ln]
     assert rc == 2 and "Warning" not in err and len(lines) == 1
     assert lines[-1].startswith("opgen: error: --inputs: x: array dtype complex128 is not a real numeric dtype")
+
+
+def test_lossless_conversion_rule_of_the_case_runner():
+    """opgen.check.aclnn._lossless decides whether an array keeps its values in the declared dtype (then the device
+    tensor gets that dtype): integral floats into int32 yes, 0.5 or 2**40 no, a complex array never and without a
+    ComplexWarning (the CLI refuses complex npz earlier, so this path is only reached from the Python API)."""
+    import warnings
+
+    from opgen.check.aclnn import _lossless
+    from opgen.ir.dtypes import DType
+
+    assert _lossless(np.array([1.0, -3.0, 7.0]), DType.i32)
+    assert not _lossless(np.array([0.5]), DType.i32)
+    assert not _lossless(np.array([2.0 ** 40]), DType.i32)
+    assert _lossless(np.array([0.5, np.nan], np.float32), DType.f16)       # both exact in fp16
+    assert not _lossless(np.array([1.0 + 2 ** -12], np.float32), DType.f16)  # needs 12 mantissa bits
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not _lossless(np.array([1 + 0j, 2 + 0j]), DType.f32)
