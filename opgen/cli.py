@@ -323,6 +323,24 @@ def _specs_for(ops):
     return [load_spec(op) for op in ops] if ops else all_specs()
 
 
+def _jobs_value(text: str) -> int:
+    """argparse type of --jobs: a whole number >= 1 (argparse reports the rule with the option's name)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of processes >= 1, got {text!r}")
+    return n
+
+
+def _jobs_option(parser) -> None:
+    """Add -j/--jobs (render processes, opgen.codegen.generation.generate_all) to a generate/diff parser."""
+    parser.add_argument("-j", "--jobs", type=_jobs_value, default=None, metavar="N",
+                        help="render up to N ops at once in worker processes (default: one per CPU; 1: all in this "
+                             "process); the files are the same either way")
+
+
 def _spec_sources(ops):
     """What generate/diff work on: every bundled spec FILE when no OP is named (so the generation cache can
     answer without loading a spec), else the named specs. Raises OpgenError (no specs directory, unknown op)."""
@@ -373,7 +391,7 @@ def cmd_generate(args) -> int:
     out = args.out if args.out is not None else str(default_out_dir())   # "" is refused, not the default
     progress = Progress("opgen generate", args.progress or None)
     try:
-        results = write_ops(_spec_sources(args.op), out, progress)
+        results = write_ops(_spec_sources(args.op), out, progress, args.jobs)
     finally:
         progress.done()
     for name, written, removed in results:
@@ -409,7 +427,7 @@ def cmd_diff(args) -> int:
         from opgen.codegen.revision import packages_at
 
         commit, old = packages_at(args.rev, args.op)
-        new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op))}
+        new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op), jobs=args.jobs)}
         pairs = review.pair_trees(old, new)
         labels = f"a/ = {args.rev} ({commit[:12]}), b/ = the work tree"
     elif _spec_pair(args.op) and not args.out:
@@ -437,7 +455,7 @@ def cmd_diff(args) -> int:
     else:
         out = Path(args.out) if args.out else default_out_dir()
         if not args.stat:
-            text = diff_ops(_spec_sources(args.op), out)
+            text = diff_ops(_spec_sources(args.op), out, args.jobs)
             if text:
                 sys.stdout.write(review.colorize_diff(text) if color else text)
                 return 1
@@ -445,7 +463,7 @@ def cmd_diff(args) -> int:
             return 0
         from opgen.codegen.revision import read_tree
 
-        new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op))}
+        new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op), jobs=args.jobs)}
         on_disk = read_tree(out) if out.is_dir() else {}
         old = {d: on_disk.get(d, {}) for d in new}
         pairs = review.pair_trees(old, new)
@@ -562,6 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("generate", help="emit the CANN operator packages (default: all ops, into generated/)")
     gen.add_argument("op", nargs="*", help="OpDef names or spec file paths (default: every bundled op)")
     gen.add_argument("--out", help="output directory (default: generated/ at the project root)")
+    _jobs_option(gen)
     gen.set_defaults(fn=cmd_generate)
     dp = sub.add_parser("diff", help="exit 1 with a unified diff when generated/ differs from a fresh generate, "
                         "two spec versions differ (OLD_SPEC NEW_SPEC), or a git revision emits other code (--rev)",
@@ -579,6 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "and checks")
     dp.add_argument("--color", nargs="?", const="always", default="auto", choices=("auto", "always", "never"),
                     help="colour the output (default auto: when standard output is a terminal)")
+    _jobs_option(dp)
     dp.set_defaults(fn=cmd_diff)
     bp = sub.add_parser("bench", help="run the benchmarks side by side; write results.json, a markdown table and "
                                       "PNG plots")

@@ -73,6 +73,9 @@ def phases() -> dict:
 def run(repeat: int = 3) -> dict:
     """{"bare_s", "generate_s", "regenerate_s", "ratio", "ratio_cached"} (medians over `repeat` runs) and
     "phases" / "combinations" (`phases`)."""
+    from opgen.bench import compile_bytecode
+
+    compile_bytecode()
     bare, gen, regen = [], [], []
     py = sys.executable
     for _ in range(repeat):

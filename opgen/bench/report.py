@@ -37,7 +37,8 @@ def markdown(res: dict) -> str:
             out += ["", "`opgen interpret` by phase (one fresh process, seconds): " +
                     ", ".join(f"{k} {_fmt(v)}" for k, v in ph.items()) + "."]
         out += ["", f"How: opgen/bench/startup.py — every side a fresh process of the same interpreter, wall clock, "
-                f"the sides alternating, median of {n} runs; the interpret baseline is a `python -c` script reading "
+                f"the sides alternating, median of {n} runs, opgen's bytecode compiled first as `pip install` does "
+                f"(opgen.bench.compile_bytecode); the interpret baseline is a `python -c` script reading "
                 f"the same npz, running the workload's NumPy function (bench/workloads.py STARTUP, numpy and ml_dtypes "
                 f"only) and writing an npz; the list baseline `python -c 'import numpy, jinja2, networkx, "
                 f"ml_dtypes'`.", ""]
@@ -54,8 +55,8 @@ def markdown(res: dict) -> str:
                 "| bare import s | generate s | ratio | cached re-generation s | ratio |", "|---|---|---|---|---|",
                 f"| {_fmt(g['bare_s'])} | {_fmt(g['generate_s'])} | {_fmt(g['ratio'], 1)} | {_fmt(g['regenerate_s'])} | "
                 f"{_fmt(g['ratio_cached'], 1)} |", ""]
-        out += [f"How: opgen/bench/generate.py — each side a fresh `python` process, wall clock, median of {n} runs; "
-                "first generation into an empty directory with an empty generation cache ($OPGEN_CACHE_DIR), then a "
+        out += [f"How: opgen/bench/generate.py — each side a fresh `python` process, wall clock, median of {n} runs, "
+                "opgen's bytecode compiled first (opgen.bench.compile_bytecode); first generation into an empty directory with an empty generation cache ($OPGEN_CACHE_DIR), then a "
                 "re-generation into the same directory.", ""]
         if g.get("phases"):
             out += ["One first generation by phase (fresh process, seconds; clang-format run alone):", "",

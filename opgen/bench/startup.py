@@ -6,8 +6,9 @@ interpret  `opgen interpret <op> --inputs in.npz --out out.npz` vs `python -c` r
 list       `opgen list` vs a bare `python -c "import numpy, jinja2, networkx, ml_dtypes"` (goal <= 2x)
 
 Each side is a fresh process of this interpreter, timed wall clock, median of `repeat` runs, the two sides
-alternating in one run on the same machine. `phases` of the interpret case say where opgen's time goes (import,
-loading the one spec, validating and converting the inputs, evaluating, writing).
+alternating in one run on the same machine, opgen's bytecode compiled first (opgen.bench.compile_bytecode).
+`phases` of the interpret case say where opgen's time goes (import, loading the one spec, validating and
+converting the inputs, evaluating, writing).
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
     from opgen.dsl.examples import random_inputs
     from opgen.registry import load_spec
 
+    from opgen.bench import compile_bytecode
+
+    compile_bytecode()
     w = workloads or load_workloads()
     c = w.STARTUP
     py = sys.executable

@@ -3,6 +3,8 @@ EMITTERS, render / generate, the generation cache path and `write_ops` / `diff_o
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -62,27 +64,46 @@ def start_generation(spec_or_path) -> Callable[[], tuple[str, dict[str, str]]]:
     generation cache (opgen.codegen.cache). Callers overlap one op's formatting with the rendering
     of the ops after it. Raises as `generate` and opgen.registry.load_spec (here or from the returned function)."""
     from opgen.codegen import cache
-    from opgen.codegen.fmt import format_start
 
-    path = Path(spec_or_path) if isinstance(spec_or_path, (str, Path)) else Path(spec_or_path.file)
-    hit = cache.load(path)
+    hit = cache.load(_spec_path(spec_or_path))
     if hit is not None:
         return lambda: hit
-    if isinstance(spec_or_path, (str, Path)):
-        from opgen.registry import load_spec
+    return _start_format(spec_or_path, *_render_one(spec_or_path))
 
-        spec_or_path = load_spec(str(path))
-    spec = spec_or_path
+
+def _spec_path(spec_or_path) -> Path:
+    return Path(spec_or_path) if isinstance(spec_or_path, (str, Path)) else Path(spec_or_path.file)
+
+
+def _render_one(spec_or_path) -> tuple[str, dict[str, str], str | None]:
+    """(OpDef name, rendered files, source digest or None when the result must not be cached) of one op, loading
+    it when given as a path. Raises as `render` and opgen.registry.load_spec."""
     from opgen.registry import helpers_current
 
-    cacheable = getattr(spec, "source_digest", None) is not None and helpers_current(path)
-    pending = format_start(render(spec))
+    spec = spec_or_path
+    if isinstance(spec, (str, Path)):
+        from opgen.registry import load_spec
+
+        spec = load_spec(str(spec))
+    digest = getattr(spec, "source_digest", None)
+    if digest is not None and not helpers_current(_spec_path(spec_or_path)):
+        digest = None   # only what the spec's own files produce is remembered
+    return spec.name, render(spec), digest
+
+
+def _start_format(spec_or_path, name: str, files: dict[str, str], digest: str | None):
+    """The second half of start_generation: clang-format started on rendered `files`; the returned function waits
+    for it and stores the result in the generation cache when `digest` is not None."""
+    from opgen.codegen import cache
+    from opgen.codegen.fmt import format_start
+
+    pending = format_start(files)
 
     def finish() -> tuple[str, dict[str, str]]:
-        files = dict(sorted(pending.result().items()))
-        if cacheable:   # only what the spec's own files produce is remembered
-            cache.store(path, spec.name, files, spec.source_digest)
-        return spec.name, files
+        out = dict(sorted(pending.result().items()))
+        if digest is not None:
+            cache.store(_spec_path(spec_or_path), name, out, digest)
+        return name, out
 
     finish.cancel = pending.cancel
     return finish
@@ -95,18 +116,147 @@ def generate_cached(spec_or_path) -> tuple[str, dict[str, str]]:
     return start_generation(spec_or_path)()
 
 
-def generate_all(specs, progress=None) -> list[tuple[str, dict[str, str]]]:
-    """generate_cached of every spec. Every op is rendered first, each op's clang-format process starting as soon
-    as its rendering is done, so formatting runs beside the rendering of the ops after it (up to one process
-    per op at once); then the results are collected in order. On an error the running formatters are stopped
-    and nothing is returned. progress: an opgen.progress.Progress told each step."""
+def default_jobs() -> int:
+    """Worker processes `opgen generate` / `opgen diff` render with by default: the CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def check_jobs(jobs) -> int:
+    """`jobs` (None: default_jobs) as a worker count. Raises OpgenError naming --jobs unless it is an integer
+    >= 1."""
+    if jobs is None:
+        return default_jobs()
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise OpgenError(f"--jobs: must be a whole number of processes >= 1, got {jobs!r}")
+    return jobs
+
+
+_FORKED_SPECS: list = []
+"""The specs of the generate_all call that forked the render workers (inherited by them, never pickled)."""
+
+
+def _worker_signals() -> None:
+    """A render worker ignores Ctrl-C (the parent handles it and stops the workers) and dies quietly on SIGTERM
+    (what stopping it sends; the parent's handler, inherited by the fork, would print a traceback)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _render_child(k: int, conn) -> None:
+    """Body of a render worker: sends _render_one of spec k as (name, files, digest), or None when it failed in
+    any way (the parent then renders that op itself, raising the genuine error with its location)."""
+    _worker_signals()
+    try:
+        result = _render_one(_FORKED_SPECS[k])
+    except BaseException:
+        result = None
+    try:
+        conn.send(result)
+    except BaseException:
+        pass
+    conn.close()
+
+
+class _Renderers:
+    """Forked render workers, one process per op and at most `jobs` at once, started in the order of `todo` (spec
+    indices). `get(k)` waits for op k's result: (name, files, digest), or None when its worker failed, died or
+    could not be started. `stop()` kills the workers still running. Forking only on Linux (`usable`)."""
+
+    usable = sys.platform.startswith("linux")
+
+    def __init__(self, todo: list, jobs: int):
+        import multiprocessing
+
+        self.ctx = multiprocessing.get_context("fork")
+        self.queue, self.jobs = list(todo), jobs
+        self.running: dict = {}    # k -> (process, receiving end)
+        self.done: dict = {}
+        self._fill()
+
+    def _fill(self) -> None:
+        while self.queue and len(self.running) < self.jobs:
+            k = self.queue.pop(0)
+            try:
+                recv, send = self.ctx.Pipe(duplex=False)
+                proc = self.ctx.Process(target=_render_child, args=(k, send), daemon=True)
+                proc.start()
+            except OSError:   # no more processes: this op is rendered by the parent
+                self.done[k] = None
+                continue
+            send.close()
+            self.running[k] = (proc, recv)
+
+    def get(self, k: int):
+        from multiprocessing.connection import wait
+
+        while k not in self.done:
+            if k not in self.running:
+                return None
+            ready = wait([c for _p, c in self.running.values()])
+            for kk, (proc, conn) in list(self.running.items()):
+                if conn in ready:
+                    try:
+                        self.done[kk] = conn.recv()
+                    except Exception:   # the worker died (EOF) or sent something unreadable
+                        self.done[kk] = None
+                    conn.close()
+                    proc.join()
+                    del self.running[kk]
+            self._fill()
+        return self.done.pop(k)
+
+    def stop(self) -> None:
+        for proc, conn in self.running.values():
+            proc.kill()
+            proc.join()
+            conn.close()
+        self.running.clear()
+        self.queue.clear()
+
+
+def generate_all(specs, progress=None, jobs=None) -> list[tuple[str, dict[str, str]]]:
+    """generate_cached of every spec, in order. Ops the generation cache does not answer are rendered by up to
+    `jobs` worker processes at once (check_jobs; default: one per CPU; forked, so they share the loaded specs and
+    opgen's imports): rendering is independent per op and deterministic, so the files are the same as one
+    process renders them. Each op's clang-format process starts as soon as its rendering is back, beside the
+    rendering of the ops after it; then the results are collected in order. An op a worker could not render is
+    rendered again here, so its error is the one a single process gives. On an error the workers and the
+    running formatters are stopped and nothing is returned. progress: an opgen.progress.Progress told each
+    step. Raises as generate_cached, and OpgenError for a bad `jobs`."""
+    from opgen.codegen import cache
+
+    global _FORKED_SPECS
+    specs = list(specs)
+    jobs = check_jobs(jobs)
+    hits = {}
+    for k, spec in enumerate(specs):
+        try:
+            hit = cache.load(_spec_path(spec))
+        except Exception:   # an unreadable spec path: start_generation raises its error in order
+            hit = None
+        if hit is not None:
+            hits[k] = hit
+    todo = [k for k in range(len(specs)) if k not in hits]
+    workers = None
     started = []
     try:
-        specs = list(specs)
+        if jobs > 1 and len(todo) > 1 and _Renderers.usable:
+            _FORKED_SPECS = specs
+            workers = _Renderers(todo, min(jobs, len(todo)))
         for k, spec in enumerate(specs):
             if progress is not None:
                 progress.step(f"rendering {k + 1}/{len(specs)} {getattr(spec, 'name', None) or Path(spec).stem}")
-            started.append(start_generation(spec))
+            if k in hits:
+                hit = hits[k]
+                started.append(lambda hit=hit: hit)
+                continue
+            got = workers.get(k) if workers is not None else None
+            started.append(_start_format(spec, *got) if got is not None else start_generation(spec))
         out = []
         for k, finish in enumerate(started):
             if progress is not None:
@@ -117,6 +267,10 @@ def generate_all(specs, progress=None) -> list[tuple[str, dict[str, str]]]:
         for finish in started:
             getattr(finish, "cancel", lambda: None)()
         raise
+    finally:
+        if workers is not None:
+            workers.stop()
+        _FORKED_SPECS = []
 
 
 def _op_dirs(results) -> list[str]:
@@ -157,16 +311,17 @@ def check_out_dir(out) -> Path:
     return p
 
 
-def write_ops(specs, out: Path | None = None, progress=None) -> list[tuple[str, list[str], list[str]]]:
+def write_ops(specs, out: Path | None = None, progress=None, jobs=None) -> list[tuple[str, list[str], list[str]]]:
     """Generate and write each spec's package to `out/<op_snake>/` (default generated/), removing stale
     files there. `specs`: OpSpecs or spec file paths (generate_cached). Every op is generated (and the
     package directories checked for collisions) before anything is written, so an op that fails leaves `out`
     untouched; each package is swapped in atomically (opgen.codegen.writer). Returns [(op name, written paths,
-    removed paths)]; progress: an opgen.progress.Progress told each step. Raises as `generate_cached`, and
+    removed paths)]; progress: an opgen.progress.Progress told each step; jobs: render processes (generate_all).
+    Raises as `generate_cached`, and
     OpgenError for a bad `out` (check_out_dir), two ops with
     one package directory, or a file-system error writing `out`."""
     out = check_out_dir(out)
-    results = generate_all(specs, progress)
+    results = generate_all(specs, progress, jobs)
     dirs = _op_dirs(results)
     result = []
     for (name, files), d in zip(results, dirs):
@@ -178,11 +333,12 @@ def write_ops(specs, out: Path | None = None, progress=None) -> list[tuple[str, 
     return result
 
 
-def diff_ops(specs, out: Path | None = None) -> str:
+def diff_ops(specs, out: Path | None = None, jobs=None) -> str:
     """Unified diff from what is under `out/<op_snake>/` (default generated/) to what would be generated
-    (`specs`: OpSpecs or spec file paths); "" when up to date. Raises as write_ops (before reading anything)."""
+    (`specs`: OpSpecs or spec file paths; jobs as generate_all); "" when up to date. Raises as write_ops (before
+    reading anything)."""
     out = check_out_dir(out)
-    results = generate_all(specs)
+    results = generate_all(specs, jobs=jobs)
     parts = []
     for (name, files), d in zip(results, _op_dirs(results)):
         parts.append(diff_package(out / d, files, d))

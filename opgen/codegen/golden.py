@@ -198,17 +198,28 @@ def _in_cube(values, cube) -> bool:
     return all(v in allowed for v, allowed in zip(values, cube))
 
 
-def key_cover(members: set, valid: list, domains: list) -> list[list]:
+def key_codes(valid: list, domains: list):
+    """The valid keys as an int64 array [keys, variables]: per variable the index of the key's value in its
+    domain (the form key_cover works on; built once per spec, not once per block)."""
+    import numpy as np
+
+    index = [{v: k for k, v in enumerate(dom)} for dom in domains]
+    return np.array([[index[i][v] for i, v in enumerate(k)] for k in valid], dtype=np.int64).reshape(
+        len(valid), len(domains))
+
+
+def key_cover(members: set, valid: list, domains: list, codes=None) -> list[list]:
     """Cubes (per variable: the allowed values) covering exactly the valid keys in `members` among `valid`, keys
     outside `valid` being don't-cares (no call reaches them: the golden rejects an unknown key first). Greedy: each
     uncovered member grows variable by variable (first to the whole domain, else value by value) while no valid
     non-member falls inside. Deterministic (members in `valid` order). Vectorised over the non-members: per
-    variable, whether each non-member's value is allowed; a non-member falls inside when all are."""
+    variable, whether each non-member's value is allowed; a non-member falls inside when all are. codes: the
+    key_codes of `valid` and `domains`, when the caller covers several key sets of one spec."""
     import numpy as np
 
     index = [{v: k for k, v in enumerate(dom)} for dom in domains]
-    codes = np.array([[index[i][v] for i, v in enumerate(k)] for k in valid], dtype=np.int64).reshape(
-        len(valid), len(domains))
+    if codes is None:
+        codes = key_codes(valid, domains)
     member = np.array([k in members for k in valid], dtype=bool)
     out_codes = codes[~member]
     cubes, left = [], [k for k, m in zip(valid, member) if m]
@@ -364,9 +375,11 @@ def merged_program(spec) -> MergedProgram:
                 ready.append(u)
         ready.sort(key=rank.get)
     domains = [dom for _e, dom in variables]
+    codes = key_codes(valid, domains)
     blocks = []
     for ks, body in runs:
-        cond = None if len(ks) == len(valid) else cover_condition(key_cover(set(ks), valid, domains), variables)
+        cond = None if len(ks) == len(valid) else cover_condition(key_cover(set(ks), valid, domains, codes),
+                                                                   variables)
         blocks.append((cond, body))
     return MergedProgram(variables, valid, blocks, outputs)
 

@@ -495,10 +495,11 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
     rows_key: list = []
     masks = []
     gm_used: dict[str, str] = {}
+    dvar = data_dtype(spec, low)
     for attrs, key, hp in low.programs:
         brow, arow, mask = [-1] * nslots, [-1] * nslots, 0
         for j, part0 in enumerate(hp.parts):
-            _check_dtypes(spec, part0, data_dtype(spec, low))
+            _check_dtypes(spec, part0, dvar)
             slot = low.slot_of[(key, j)]
             part = renamed[(key, j)]
             bt = body_text(part)

@@ -34,7 +34,6 @@ import os
 import re
 import sys
 import tokenize
-from dataclasses import dataclass, field
 
 from opgen.errors import SpecError
 
@@ -135,12 +134,43 @@ def traceback_loc(tb, prefer_dir: str | None = None) -> Loc | None:
 
 # -- source files --------------------------------------------------------------------------------
 
-@dataclass
 class _Source:
-    lines: list
-    tree: ast.AST | None
-    tokens: list | None
-    spans: dict = field(default_factory=dict)
+    """A source file's lines and syntax tree; its tokens and span -> node index are built on first use (most
+    loads only need a function's `def` span, and tokenising is the larger part of reading a file)."""
+
+    def __init__(self, text: str, tree):
+        self.text = text
+        self.lines = text.splitlines(keepends=True)
+        self.tree = tree
+        self._tokens = None
+        self._spans = None
+
+    @property
+    def tokens(self) -> list:
+        if self._tokens is None:
+            toks = []
+            try:
+                for t in tokenize.generate_tokens(io.StringIO(self.text).readline):
+                    toks.append(t)
+            except (tokenize.TokenError, SyntaxError):
+                pass
+            self._tokens = toks
+        return self._tokens
+
+    @property
+    def spans(self) -> dict:
+        if self._spans is None:
+            spans = {}
+            if self.tree is not None:
+                for node in ast.walk(self.tree):
+                    if getattr(node, "end_col_offset", None) is None:
+                        continue
+                    span = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+                    old = spans.get(span)
+                    if old is None or (isinstance(node, ast.expr) and not isinstance(old, ast.expr)):
+                        spans[span] = node
+            self._spans = spans
+        return self._spans
 
 
 _SOURCES: dict = {}
@@ -165,21 +195,7 @@ def _source(path: str) -> _Source | None:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         tree = None
-    toks = []
-    try:
-        for t in tokenize.generate_tokens(io.StringIO(text).readline):
-            toks.append(t)
-    except (tokenize.TokenError, SyntaxError):
-        pass
-    src = _Source(text.splitlines(keepends=True), tree, toks)
-    if tree is not None:
-        for node in ast.walk(tree):
-            if getattr(node, "end_col_offset", None) is None:
-                continue
-            span = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
-            old = src.spans.get(span)
-            if old is None or (isinstance(node, ast.expr) and not isinstance(old, ast.expr)):
-                src.spans[span] = node
+    src = _Source(text, tree)
     _SOURCES[key] = src
     return src
 

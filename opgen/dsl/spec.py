@@ -30,7 +30,6 @@ import itertools
 import keyword
 import os
 import re
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -44,6 +43,7 @@ from opgen.errors import SpecError, ValidationError
 from opgen.ir.core import Graph, Param, TensorType, Value
 from opgen.ir.dims import Constraint, DimExpr, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
+from opgen.ir.records import evolve
 from opgen.ir.verify import verify
 
 F32 = DType.f32
@@ -1165,7 +1165,7 @@ class OpSpec:
             if isinstance(i.dtype, DTypeVar) or (i.dtype.is_float and i.dtype != F32):
                 t = b.cast(t, F32)
                 if b.nodes and b.nodes[-1].result is t.value and i.loc:   # the widening belongs to the declaration
-                    b.nodes[-1] = dataclasses.replace(b.nodes[-1], loc=_short_loc(i.loc))
+                    b.nodes[-1] = evolve(b.nodes[-1], loc=_short_loc(i.loc))
             kwargs[i.name] = t
         for a, v in zip(self.static_attrs, key.static):
             kwargs[a.name] = v
@@ -1225,7 +1225,7 @@ class OpSpec:
                 else:
                     t = b.cast(t, o.dtype, self.round)
                 if len(b.nodes) > n_before and o.loc:   # the narrowing belongs to the declaration
-                    b.nodes[-1] = dataclasses.replace(b.nodes[-1], loc=_short_loc(o.loc))
+                    b.nodes[-1] = evolve(b.nodes[-1], loc=_short_loc(o.loc))
             outputs.append((name, t.value.name))
         for o in self.outputs:
             if not o.optional and o.name not in result:

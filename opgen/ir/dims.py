@@ -220,8 +220,15 @@ def as_dim(x) -> DimExpr:
 
 def _bin(op, a, b) -> DimExpr:
     """Build `a op b` in canonical form: + - * are normalised as polynomials (so R + (S - R) is S),
-    // and % fold constants and otherwise stay opaque atoms."""
-    a, b = as_dim(a), as_dim(b)
+    // and % fold constants and otherwise stay opaque atoms. Memoised (dims are immutable values): tracing a
+    spec builds the same few expressions over and over, once per specialisation."""
+    return _canonical(op, as_dim(a), as_dim(b))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _canonical(op: str, a: DimExpr, b: DimExpr) -> DimExpr:
+    if isinstance(a, Lit) and isinstance(b, Lit) and (op in ("+", "-", "*") or b.value != 0):
+        return Lit(_OPS[op](a.value, b.value))
     if op in ("//", "%"):
         if isinstance(a, Lit) and isinstance(b, Lit) and b.value != 0:
             return Lit(_OPS[op](a.value, b.value))

@@ -9,8 +9,9 @@ line of program text): another module may replace it by a general escaper later.
 
 from __future__ import annotations
 
-import dataclasses
 import re
+
+from opgen.ir.records import evolve
 
 _UNSAFE_FILE = re.compile(r"[^A-Za-z0-9_.+-]")
 
@@ -64,9 +65,9 @@ def at_suffix(loc: str) -> str:
 
 def stamp(items: list, start: int, loc: str) -> None:
     """Give every element of items[start:] (frozen dataclasses with a `loc` field) that has no location yet the
-    location `loc`, in place (dataclasses.replace: every other field is kept)."""
+    location `loc`, in place (opgen.ir.records.evolve: every other field is kept)."""
     if not loc:
         return
     for k in range(start, len(items)):
         if not items[k].loc:
-            items[k] = dataclasses.replace(items[k], loc=loc)
+            items[k] = evolve(items[k], loc=loc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from opgen.errors import IRError, SpecError
@@ -34,6 +35,7 @@ def _kind_ok(kind: str, v) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=None)
 def _dtype_var_ok(v: DTypeVar) -> bool:
     try:
         DType(v.name)

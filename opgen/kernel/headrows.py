@@ -39,7 +39,6 @@ count form; count-form vector instructions).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import re
@@ -52,6 +51,7 @@ from opgen.ir.core import Graph
 from opgen.ir.dims import Bounds, DimExpr, Lit, as_dim
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import at_suffix, stamp
+from opgen.ir.records import evolve
 from opgen.kernel import rowprog
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
@@ -855,7 +855,7 @@ def _canonical_scalars(p: RowProgram) -> None:
     for i in p.instrs:
         if i.space == "stat" and i.dst and i.dst not in where:
             where[i.dst] = f"s{len(where)}"
-    p.instrs = [dataclasses.replace(i, dst=where.get(i.dst, i.dst), srcs=tuple(where.get(x, x) for x in i.srcs),
+    p.instrs = [evolve(i, dst=where.get(i.dst, i.dst), srcs=tuple(where.get(x, x) for x in i.srcs),
                                     arg=rowprog._rename(i.arg, where)) for i in p.instrs]
 
 
@@ -876,7 +876,7 @@ def rename_slots(part: HeadPart, mapping: dict) -> HeadPart:
         q = RowProgram(p.name, p.layout, row_temps=p.row_temps, levels=p.levels)
         q.gm = sorted((GmTensor(ren(t.name), t.role, t.space, t.dtype) for t in p.gm), key=lambda t: _slot_key(t.name))
         q.consts = sorted((ren(c) for c in p.consts), key=_slot_key)
-        q.instrs = [dataclasses.replace(i, dst=ren(i.dst), srcs=tuple(ren(x) for x in i.srcs),
+        q.instrs = [evolve(i, dst=ren(i.dst), srcs=tuple(ren(x) for x in i.srcs),
                                         gm=ren(i.gm) if i.gm else "") for i in p.instrs]
         rowprog.verify_program(q)
         out.cases.append(HeadCase(case.truth, q))

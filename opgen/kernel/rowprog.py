@@ -18,16 +18,17 @@ operands, Cast round modes); docs/reference/ada_layer_norm.md §1.2-§1.3 (fp32 
 `print_program` is the canonical text (`opgen graph --stage kernel`): per instruction its space, level
 and the COL_SPLIT phases that run it (P<level> = the exchange of that level's row reductions, F = final), and
 with locs=True the spec line it was lowered from (`Instr.loc`, kept by every pass here: copies of instructions
-are made with dataclasses.replace; opgen.ir.locs).
+are made with opgen.ir.records.evolve; opgen.ir.locs).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from opgen.errors import IRError
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import at_suffix
+from opgen.ir.records import evolve
 
 SPACES = ("row", "stat", "brow", "col", "scalar")
 VECTOR_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Max", "minimum": "Min"}
@@ -262,7 +263,7 @@ def _assign_levels(p: RowProgram) -> None:
             level[i.dst] = lv + 1
         elif i.dst:
             level[i.dst] = lv
-        out.append(replace(i, level=lv, phases=()))
+        out.append(evolve(i, level=lv, phases=()))
     p.instrs = out
     p.levels = len({i.level for i in out if i.kind in ROW_REDUCE})
 
@@ -296,7 +297,7 @@ def _assign_phases(p: RowProgram) -> None:
             if i.kind in ROW_REDUCE and (phase == -1 or i.level < phase):
                 continue   # read back as a total
             stack += [defs[x] for x in _names_in(i) if x in defs]
-    p.instrs = [replace(i, phases=tuple(sorted(member[k]))) for k, i in enumerate(instrs)]
+    p.instrs = [evolve(i, phases=tuple(sorted(member[k]))) for k, i in enumerate(instrs)]
 
 
 def _allocate(p: RowProgram) -> None:
@@ -330,7 +331,7 @@ def _allocate(p: RowProgram) -> None:
             bufs = p.brow if i.space == "brow" else p.col
             if i.dst not in bufs:
                 bufs.append(i.dst)
-        out.append(replace(i, dst=dst, srcs=srcs))
+        out.append(evolve(i, dst=dst, srcs=srcs))
         for x in _names_in(i):
             b = where.get(x)
             if b and last.get(x) == k and holder.get(b) == x:
