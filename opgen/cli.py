@@ -44,7 +44,6 @@ if __name__ == "__main__":   # `python -m opgen.cli`: the CLI process, not a mod
             signal.signal(_sig, _exit_early)
 
 import argparse  # noqa: E402
-import tempfile  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -172,6 +171,8 @@ def _save_npz(path: str, arrays: dict) -> None:
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
         raise OpgenError(f"--out: directory {d} does not exist")
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(suffix=".npz", dir=d)
     os.close(fd)
     try:
@@ -369,6 +370,8 @@ def cmd_bench(args) -> int:
     if args.out:
         out = Path(args.out)
     elif args.quick:   # a smoke run never overwrites the committed figures of record
+        import tempfile
+
         out = Path(tempfile.mkdtemp(prefix="opgen-bench-quick-"))
     else:
         out = Path(__file__).resolve().parent.parent / "bench" / "results"
@@ -437,6 +440,8 @@ def cmd_diff(args) -> int:
         from opgen.registry import load_spec
 
         old_spec, new_spec = (load_spec(o) for o in args.op)   # errors name the files as given
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="opgen-diff-") as td:
             # the old version generated as if it had the new one's file name: banners, `// spec:` comments and
             # the alignment clang-format gives them compare equal, so only what the edit changes shows

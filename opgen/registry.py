@@ -26,16 +26,39 @@ def specs_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parent.parent / "specs"
 
 
-def source_digest(path: Path) -> str:
-    """sha256 of a spec file and the shared helpers beside it (`_*.py`): what loading it executes."""
+def _snapshot(path: Path) -> tuple:
+    """((file name, bytes), ...) of a spec file and the shared helpers beside it (`_*.py`): what loading it
+    executes, in the order source_digest hashes them."""
+    path = Path(path).resolve()
+    return tuple((f.name, f.read_bytes()) for f in [path, *sorted(path.parent.glob("_*.py"))])
+
+
+def _digest_of(snapshot: tuple) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    path = Path(path).resolve()
-    for f in [path, *sorted(path.parent.glob("_*.py"))]:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
+    for name, data in snapshot:
+        h.update(name.encode())
+        h.update(data)
     return h.hexdigest()
+
+
+def source_digest(path: Path) -> str:
+    """sha256 of a spec file and the shared helpers beside it (`_*.py`): what loading it executes."""
+    return _digest_of(_snapshot(path))
+
+
+class _Digest:
+    """The source_digest of a loaded spec's files, hashed when first asked for (OpSpec.source_digest): the
+    generation cache needs it, interpreting a spec does not (and hashlib's import is a tenth of a start-up)."""
+
+    def __init__(self, snapshot: tuple):
+        self.snapshot, self._hex = snapshot, None
+
+    def __call__(self) -> str:
+        if self._hex is None:
+            self._hex = _digest_of(self.snapshot)
+        return self._hex
 
 
 def helpers_current(path: Path) -> bool:
@@ -99,9 +122,9 @@ def _exec_spec_module(spec_, mod, directory: Path) -> None:
 
 def _load_file(path: Path):
     key = str(path.resolve())
-    digest = source_digest(Path(key))
+    snapshot = _snapshot(Path(key))
     hit = _CACHE.get(key)
-    if hit is not None and hit[0] == digest:
+    if hit is not None and hit[0] == snapshot:
         return hit[1]
     from opgen.dsl.diagnostics import from_exception, spec_error, syntax_error
     from opgen.dsl.spec import OpSpec
@@ -137,8 +160,8 @@ def _load_file(path: Path):
         raise spec_error(f"{key}:1", "the file defines no `spec = OpSpec(...)`",
                          f"declare the operator at module level: {example}")
     s.finish()
-    s.source_digest = digest
-    _CACHE[key] = (digest, s)
+    s._source_digest = _Digest(snapshot)
+    _CACHE[key] = (snapshot, s)
     return s
 
 
@@ -168,9 +191,10 @@ def spec_files() -> list[Path]:
 def declared_names(path: Path) -> frozenset:
     """The OpDef names a spec file declares literally (`OpSpec("RmsNorm", ...)`), read from its syntax tree
     without executing it; empty when the file does not parse or builds the name at run time."""
-    try:
-        tree = ast.parse(Path(path).read_bytes())
-    except (SyntaxError, ValueError, OSError):
+    from opgen.dsl.diagnostics import parsed_tree
+
+    tree = parsed_tree(str(Path(path).resolve()))   # parsed once: the loader's diagnostics read the same tree
+    if tree is None:
         return frozenset()
     out = set()
     for n in ast.walk(tree):

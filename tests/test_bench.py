@@ -4,6 +4,7 @@ themselves are measured on demand by `opgen bench`, never in tests."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -45,6 +46,32 @@ def test_report_tables_and_files(tmp_path):
     assert json.loads((tmp_path / "results.json").read_text())["generate"]["ratio"] == 10.0
     assert (tmp_path / "README.md").read_text().startswith("# opgen performance report")
     assert all(p.exists() for p in paths)
+
+
+def test_generate_table_shows_workers_and_one_process_side_by_side():
+    from opgen.bench import generate_gap
+    from opgen.bench.report import markdown
+
+    g = {"bare_s": 0.5, "generate_s": 4.0, "generate_serial_s": 6.0, "jobs": 2, "regenerate_s": 0.5, "ratio": 8.0,
+         "ratio_serial": 12.0, "ratio_cached": 1.0, "phases": {"compile kernels": 3.0, "clang-format": 1.0}}
+    text = markdown({"repeat": 1, "machine": {}, "generate": g})
+    assert "| generate s (2 workers) | ratio | generate --jobs 1 s | ratio |" in text
+    assert "| 0.50 | 4.00 | 8.0 | 6.00 | 12.0 | 0.50 | 1.0 |" in text
+    gap = generate_gap(g)
+    assert "With 2 render workers the first generation takes 4.00 s, in one process 6.00 s" in gap
+    assert gap.index("compile kernels 3.00 s (6.0x") < gap.index("clang-format 1.00 s")
+
+
+def test_bytecode_is_compiled_before_whole_processes_are_timed(tmp_path, monkeypatch):
+    """compile_bytecode writes opgen's __pycache__ (as pip does for a wheel) even under PYTHONDONTWRITEBYTECODE."""
+    import compileall
+
+    from opgen import bench
+
+    seen = []
+    monkeypatch.setattr(compileall, "compile_dir", lambda d, **kw: seen.append((d, kw)) or True)
+    bench.compile_bytecode()
+    assert seen and Path(seen[0][0]) == Path(bench.__file__).resolve().parent.parent
 
 
 def test_generate_gap_names_the_measured_phases():

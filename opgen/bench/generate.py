@@ -5,10 +5,15 @@ files already up to date are not rewritten).
 Each side is a fresh `python` process (the venv's interpreter), timed wall-clock, median of `repeat` runs,
 on the same machine in one run. The goals are the ones README "Benchmarks" states.
 
-`phases` splits one first generation, in a fresh process, into where the time goes: importing opgen, loading
-the specs (executing them, enumerating their specialisation keys), each emitter (opgen.codegen.EMITTERS;
-emit_kernel traces, optimizes and lowers every kernel specialisation), and clang-format run alone (in
-`opgen generate` it overlaps the next op's rendering, opgen.codegen.start_generation).
+`phases` splits one first generation, in a fresh process and without workers, into where the time goes:
+importing opgen, loading the specs (executing them, enumerating their specialisation keys), tracing every
+specialisation's graph (the golden merges all of them; the kernels use a subset), compiling the kernels
+(opgen.passes.pipeline.kernel_build: tensor passes, fusion, family lowering and tiling of every kernel
+specialisation, shared by the kernel and tiling emitters), each emitter (opgen.codegen.EMITTERS) on top of
+that, and clang-format run alone (in `opgen generate` it overlaps the rendering of the ops after it).
+
+The first generation is timed twice: with the default worker processes (`opgen generate`, one per CPU) and in
+one process (`--jobs 1`).
 """
 
 from __future__ import annotations
@@ -39,6 +44,16 @@ specs = [load_spec(str(p)) for p in spec_files()]
 for sp in specs:
     sp.keys()
 t["load specs + keys"] = time.perf_counter() - s0
+s0 = time.perf_counter()
+for sp in specs:
+    for k in sp.keys():
+        sp.graph(k)
+t["trace every specialisation"] = time.perf_counter() - s0
+from opgen.passes.pipeline import kernel_build
+s0 = time.perf_counter()
+for sp in specs:
+    kernel_build(sp)
+t["compile kernels"] = time.perf_counter() - s0
 rendered = []
 for sp in specs:
     files = {}
@@ -71,12 +86,12 @@ def phases() -> dict:
 
 
 def run(repeat: int = 3) -> dict:
-    """{"bare_s", "generate_s", "regenerate_s", "ratio", "ratio_cached"} (medians over `repeat` runs) and
-    "phases" / "combinations" (`phases`)."""
+    """{"bare_s", "generate_s" (default workers, "jobs" of them), "generate_serial_s" (--jobs 1), "regenerate_s",
+    "ratio", "ratio_serial", "ratio_cached"} (medians over `repeat` runs) and "phases" / "combinations" (`phases`)."""
     from opgen.bench import compile_bytecode
 
     compile_bytecode()
-    bare, gen, regen = [], [], []
+    bare, gen, serial, regen = [], [], [], []
     py = sys.executable
     for _ in range(repeat):
         bare.append(_wall([py, "-c", "import numpy, jinja2, networkx"]))
@@ -85,9 +100,15 @@ def run(repeat: int = 3) -> dict:
             env = {**os.environ, "OPGEN_CACHE_DIR": cache}   # an empty generation cache: a first generation
             gen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out], env))
             regen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out], env))
-    b, g, r = (statistics.median(x) for x in (bare, gen, regen))
-    return {"bare_s": b, "generate_s": g, "regenerate_s": r, "ratio": g / b, "ratio_cached": r / b,
-            "repeat": repeat, **phases()}
+        with tempfile.TemporaryDirectory(prefix="opgen-bench-gen-") as out, \
+                tempfile.TemporaryDirectory(prefix="opgen-bench-cache-") as cache:
+            env = {**os.environ, "OPGEN_CACHE_DIR": cache}
+            serial.append(_wall([py, "-m", "opgen.cli", "generate", "--jobs", "1", "--out", out], env))
+    b, g, s1, r = (statistics.median(x) for x in (bare, gen, serial, regen))
+    from opgen.codegen.generation import default_jobs
+
+    return {"bare_s": b, "generate_s": g, "generate_serial_s": s1, "jobs": default_jobs(), "regenerate_s": r,
+            "ratio": g / b, "ratio_serial": s1 / b, "ratio_cached": r / b, "repeat": repeat, **phases()}
 
 
 def main(argv=None) -> int:
@@ -99,6 +120,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     r = run(a.repeat)
     print(f"bare import {r['bare_s']:.2f} s; opgen generate (6 ops) {r['generate_s']:.2f} s = {r['ratio']:.1f}x "
-          f"(goal <= 3x); cached re-generation {r['regenerate_s']:.2f} s = {r['ratio_cached']:.1f}x")
+          f"(goal <= 3x), --jobs 1 {r['generate_serial_s']:.2f} s = {r['ratio_serial']:.1f}x; cached re-generation {r['regenerate_s']:.2f} s = {r['ratio_cached']:.1f}x")
     print("first generation by phase: " + ", ".join(f"{k} {v:.2f} s" for k, v in r["phases"].items()))
     return 0

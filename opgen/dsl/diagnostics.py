@@ -200,6 +200,13 @@ def _source(path: str) -> _Source | None:
     return src
 
 
+def parsed_tree(path: str) -> ast.AST | None:
+    """The syntax tree of the file at `path` (cached while the file is unchanged, shared with the diagnostics'
+    own reading of it); None when it cannot be read or does not parse."""
+    src = _source(path)
+    return src.tree if src is not None else None
+
+
 def _line(src: _Source, n: int) -> str:
     return src.lines[n - 1] if 1 <= n <= len(src.lines) else ""
 

@@ -309,6 +309,15 @@ class _PartialPresence(dict):
 class OpSpec:
     """An operator declared as CANN declares it (see module docstring)."""
 
+    _source_digest = None   # set by opgen.registry when the spec is loaded from a file
+
+    @property
+    def source_digest(self) -> str | None:
+        """sha256 (hex) of the spec file and the `_*.py` helpers beside it as they were loaded
+        (opgen.registry.source_digest); None for a spec not loaded from a file."""
+        d = self._source_digest
+        return d() if d is not None else None
+
     def __init__(self, name: str, *, aclnn: str, socs, round: str = "rint", doc: str = "", source: str = ""):
         loc = _loc()
         if round not in ("rint", "round"):
