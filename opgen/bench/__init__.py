@@ -86,8 +86,9 @@ def case_label(name: str, op: str, dims: dict, quick: bool) -> str:
 
 REMEDIES = {
     "trace every specialisation": "trace the body once per combination of the attributes and presences it "
-                                  "branches on (recorded while tracing) instead of once per specialisation key; "
-                                  "the golden merges the graphs of all keys",
+                                  "branches on (declared in the spec, or recorded by attribute proxies while "
+                                  "tracing) instead of once per specialisation key; the golden merges the graphs "
+                                  "of all keys",
     "compile kernels": "lower each kernel part once per combination of the attributes it depends on (most "
                        "combinations share their part bodies and differ only in addressing) instead of fusing and "
                        "lowering every combination's whole graph",
