@@ -450,7 +450,7 @@ def cmd_diff(args) -> int:
             shutil.copyfile(src, copy)
             for helper in src.parent.glob("_*.py"):
                 shutil.copyfile(helper, Path(td) / helper.name)
-            (a_name, a_files), (b_name, b_files) = generate_all([str(copy), args.op[1]])
+            (a_name, a_files), (b_name, b_files) = generate_all([str(copy), args.op[1]], jobs=args.jobs)
             names = [(spec_path(load_spec(str(copy))), copy.name), (spec_path(new_spec), Path(new_spec.file).name)]
         a_files = review.align_spec_names(a_files, names[0], names[1])
         pairs = [(op_snake(a_name), op_snake(b_name), a_files, b_files)]

@@ -80,12 +80,13 @@ def _helper_builtins(directory: Path) -> dict:
     leaves every other import to Python. Module-level and lazy (in-function) imports alike go through it, so a
     same-named module of another directory can never stand in for the helper, nor the helper for it."""
     import builtins
-    import hashlib
 
     real = builtins.__import__
     ns = dict(vars(builtins))
 
     def load(f: Path):
+        import hashlib
+
         data = f.read_bytes()
         digest = hashlib.sha256(os.fsencode(f) + bytes(1) + data).hexdigest()[:16]
         unique = f"opgen_helper_{digest}_{f.stem}"

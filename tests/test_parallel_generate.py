@@ -28,21 +28,51 @@ def empty_cache(tmp_path, monkeypatch):
 def test_workers_give_the_files_one_process_gives(empty_cache, monkeypatch):
     from opgen.codegen import generation
 
-    forked = []
-    real = generation._Renderers.__init__
+    forked, in_parent = [], []
+    real_init, real_start = generation._Renderers.__init__, generation.start_generation
 
-    def spy(self, todo, jobs):
+    def spy(self, specs, todo, jobs):
         forked.append((list(todo), jobs))
-        real(self, todo, jobs)
+        real_init(self, specs, todo, jobs)
 
     monkeypatch.setattr(generation._Renderers, "__init__", spy)
+    monkeypatch.setattr(generation, "start_generation", lambda spec: in_parent.append(spec) or real_start(spec))
     parallel = generation.generate_all(SPECS, jobs=2)
     assert forked == [([0, 1, 2], 2)]          # all three rendered by workers, two at a time
+    assert in_parent == []                     # none of them had to be rendered again here
     monkeypatch.setenv("OPGEN_CACHE_DIR", str(empty_cache / "cache2"))
     serial = generation.generate_all(SPECS, jobs=1)
-    assert forked == [([0, 1, 2], 2)]          # jobs=1: no worker
+    assert forked == [([0, 1, 2], 2)] and len(in_parent) == 3   # jobs=1: no worker, all rendered here
     assert parallel == serial
     assert all(files for _n, files in parallel)
+
+
+def test_the_library_renders_in_one_process_unless_asked(empty_cache, monkeypatch):
+    """write_ops / diff_ops / generate_all default to jobs=1 (a caller may itself be a worker); the command line
+    passes None: one per CPU."""
+    import inspect
+
+    from opgen.codegen import generation
+
+    for fn in (generation.generate_all, generation.write_ops, generation.diff_ops):
+        assert inspect.signature(fn).parameters["jobs"].default == 1
+    assert generation.check_jobs(None) == generation.default_jobs()
+
+
+def test_inside_a_daemonic_process_the_op_is_rendered_in_that_process(empty_cache):
+    """A multiprocessing worker (daemonic: it may not have children) calling generate_all(jobs=2) still gets
+    the packages."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply(_names_in_a_worker, (SPECS[:2],))
+    assert got == ["Gelu", "SoftmaxV2"]
+
+
+def _names_in_a_worker(specs):
+    from opgen.codegen.generation import generate_all
+
+    return [n for n, _files in generate_all(specs, jobs=2)]
 
 
 def test_a_failing_spec_raises_the_error_one_process_raises(empty_cache, tmp_path):
@@ -62,7 +92,7 @@ def test_a_failing_spec_raises_the_error_one_process_raises(empty_cache, tmp_pat
 def test_a_worker_that_dies_is_replaced_by_the_parent(empty_cache, monkeypatch):
     from opgen.codegen import generation
 
-    monkeypatch.setattr(generation, "_render_child", lambda k, conn: os._exit(3))   # every worker dies at once
+    monkeypatch.setattr(generation, "_render_child", lambda spec, conn, mask: os._exit(3))   # every worker dies at once
     got = generation.generate_all(SPECS[:2], jobs=2)
     monkeypatch.setenv("OPGEN_CACHE_DIR", str(empty_cache / "cache2"))
     assert got == generation.generate_all(SPECS[:2], jobs=1)
@@ -139,19 +169,62 @@ def _procs_mentioning(text: str) -> list[int]:
     return out
 
 
+def _children(pid: int) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(p.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_an_interrupted_parallel_generate_leaves_no_worker(tmp_path, sig):
+    """The signal is sent once the run reports its first rendering step (--progress: one line per step in a pipe)
+    and has forked its workers; afterwards no process of the run is left and stderr holds the progress lines and
+    the one-line interruption notice, no traceback."""
     import signal
     import time
 
     out = tmp_path / "out"
     env = {**os.environ, "OPGEN_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
-    p = subprocess.Popen([sys.executable, "-m", "opgen.cli", "generate", *SPECS, "--out", str(out), "--jobs", "2"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    time.sleep(1.5)
+    p = subprocess.Popen([sys.executable, "-m", "opgen.cli", "generate", *SPECS, "--out", str(out), "--jobs", "2",
+                          "--progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = p.stderr.readline()
+    assert "rendering 1/3" in first, first
+    deadline = time.monotonic() + 30
+    while not _children(p.pid) and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.01)
+    workers = _children(p.pid)
     p.send_signal(getattr(signal, sig))
-    _o, err = p.communicate(timeout=60)
+    _o, rest = p.communicate(timeout=60)
+    err = first + rest
     assert p.returncode in (0, 128 + getattr(signal, sig)), err
-    assert "Traceback" not in err and len(err.strip().splitlines()) <= 1, err
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if not ln.startswith("opgen generate: ")]
+    if p.returncode:
+        assert lines == [f"opgen: interrupted ({sig})"], err
+        assert workers   # it was interrupted while its workers ran
     time.sleep(0.3)
-    assert _procs_mentioning(str(out)) == []
+    assert _procs_mentioning(str(out)) == []   # forked workers carry the parent's command line
+
+
+@dataclasses.dataclass(frozen=True)
+class _SlottedBase:
+    __slots__ = ("a",)
+    a: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _FromSlotted(_SlottedBase):
+    b: int = 0
+
+
+def test_evolve_of_a_dataclass_with_a_slotted_base_goes_through_replace():
+    from opgen.ir.records import evolve
+
+    x = _FromSlotted(1, 2)
+    assert evolve(x, b=3) == dataclasses.replace(x, b=3) == _FromSlotted(1, 3)

@@ -134,25 +134,27 @@ def check_jobs(jobs) -> int:
     return jobs
 
 
-_FORKED_SPECS: list = []
-"""The specs of the generate_all call that forked the render workers (inherited by them, never pickled)."""
+_STOP_SIGNALS = ("SIGINT", "SIGTERM")
 
 
-def _worker_signals() -> None:
+def _worker_signals(mask) -> None:
     """A render worker ignores Ctrl-C (the parent handles it and stops the workers) and dies quietly on SIGTERM
-    (what stopping it sends; the parent's handler, inherited by the fork, would print a traceback)."""
+    (what stopping it sends; the parent's handler, inherited by the fork, would print a traceback); then the
+    signal mask the parent had before it blocked these signals around the fork is restored."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-def _render_child(k: int, conn) -> None:
-    """Body of a render worker: sends _render_one of spec k as (name, files, digest), or None when it failed in
-    any way (the parent then renders that op itself, raising the genuine error with its location)."""
-    _worker_signals()
+def _render_child(spec, conn, mask) -> None:
+    """Body of a render worker (`spec`: an OpSpec or spec path, inherited through the fork, never pickled): sends
+    _render_one(spec) as (name, files, digest), or None when it failed in any way (the parent then renders that op
+    itself, raising the genuine error with its location)."""
+    _worker_signals(mask)
     try:
-        result = _render_one(_FORKED_SPECS[k])
+        result = _render_one(spec)
     except BaseException:
         result = None
     try:
@@ -163,33 +165,54 @@ def _render_child(k: int, conn) -> None:
 
 
 class _Renderers:
-    """Forked render workers, one process per op and at most `jobs` at once, started in the order of `todo` (spec
-    indices). `get(k)` waits for op k's result: (name, files, digest), or None when its worker failed, died or
-    could not be started. `stop()` kills the workers still running. Forking only on Linux (`usable`)."""
+    """Forked render workers for `specs`, one process per op and at most `jobs` at once, started (`start`, then
+    as results come back) in the order of `todo` (spec indices). `get(k)` waits for op k's result: (name, files,
+    digest), or None when its worker failed, died or could not be started. `stop()` kills the workers still
+    running. SIGINT and SIGTERM are blocked while a worker is forked and registered, so an interrupt never
+    leaves a worker unknown to `stop` nor reaches one before its own handlers are set.
 
-    usable = sys.platform.startswith("linux")
+    `usable()`: only on Linux (where forking is the safe default), and not inside a daemonic process (which
+    multiprocessing does not let have children, e.g. a Pool worker calling the library)."""
 
-    def __init__(self, todo: list, jobs: int):
+    def __init__(self, specs: list, todo: list, jobs: int):
         import multiprocessing
 
         self.ctx = multiprocessing.get_context("fork")
+        self.specs = specs
         self.queue, self.jobs = list(todo), jobs
         self.running: dict = {}    # k -> (process, receiving end)
         self.done: dict = {}
+
+    @staticmethod
+    def usable() -> bool:
+        import multiprocessing
+
+        return sys.platform.startswith("linux") and not multiprocessing.current_process().daemon
+
+    def start(self) -> None:
         self._fill()
 
     def _fill(self) -> None:
+        import signal
+
         while self.queue and len(self.running) < self.jobs:
             k = self.queue.pop(0)
+            stops = {getattr(signal, n) for n in _STOP_SIGNALS}
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+            recv = send = None
             try:
                 recv, send = self.ctx.Pipe(duplex=False)
-                proc = self.ctx.Process(target=_render_child, args=(k, send), daemon=True)
+                proc = self.ctx.Process(target=_render_child, args=(self.specs[k], send, mask), daemon=True)
                 proc.start()
-            except OSError:   # no more processes: this op is rendered by the parent
+                self.running[k] = (proc, recv)
+            except Exception:   # no more processes or descriptors: this op is rendered by the parent
                 self.done[k] = None
-                continue
-            send.close()
-            self.running[k] = (proc, recv)
+                if recv is not None:
+                    recv.close()
+            finally:
+                if send is not None:
+                    send.close()
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)   # a pending interrupt is raised here
 
     def get(self, k: int):
         from multiprocessing.connection import wait
@@ -205,7 +228,10 @@ class _Renderers:
                     except Exception:   # the worker died (EOF) or sent something unreadable
                         self.done[kk] = None
                     conn.close()
-                    proc.join()
+                    proc.join(timeout=10)   # it has sent its result: it is only exiting
+                    if proc.is_alive():
+                        proc.kill()
+                        proc.join()
                     del self.running[kk]
             self._fill()
         return self.done.pop(k)
@@ -219,10 +245,10 @@ class _Renderers:
         self.queue.clear()
 
 
-def generate_all(specs, progress=None, jobs=None) -> list[tuple[str, dict[str, str]]]:
+def generate_all(specs, progress=None, jobs=1) -> list[tuple[str, dict[str, str]]]:
     """generate_cached of every spec, in order. Ops the generation cache does not answer are rendered by up to
-    `jobs` worker processes at once (check_jobs; default: one per CPU; forked, so they share the loaded specs and
-    opgen's imports): rendering is independent per op and deterministic, so the files are the same as one
+    `jobs` worker processes at once (check_jobs; None: one per CPU, what the command line uses; 1: all in this
+    process; forked, so they share the loaded specs and opgen's imports): rendering is independent per op and deterministic, so the files are the same as one
     process renders them. Each op's clang-format process starts as soon as its rendering is back, beside the
     rendering of the ops after it; then the results are collected in order. An op a worker could not render is
     rendered again here, so its error is the one a single process gives. On an error the workers and the
@@ -230,7 +256,6 @@ def generate_all(specs, progress=None, jobs=None) -> list[tuple[str, dict[str, s
     step. Raises as generate_cached, and OpgenError for a bad `jobs`."""
     from opgen.codegen import cache
 
-    global _FORKED_SPECS
     specs = list(specs)
     jobs = check_jobs(jobs)
     hits = {}
@@ -245,9 +270,9 @@ def generate_all(specs, progress=None, jobs=None) -> list[tuple[str, dict[str, s
     workers = None
     started = []
     try:
-        if jobs > 1 and len(todo) > 1 and _Renderers.usable:
-            _FORKED_SPECS = specs
-            workers = _Renderers(todo, min(jobs, len(todo)))
+        if jobs > 1 and len(todo) > 1 and _Renderers.usable():
+            workers = _Renderers(specs, todo, min(jobs, len(todo)))
+            workers.start()
         for k, spec in enumerate(specs):
             if progress is not None:
                 progress.step(f"rendering {k + 1}/{len(specs)} {getattr(spec, 'name', None) or Path(spec).stem}")
@@ -270,7 +295,6 @@ def generate_all(specs, progress=None, jobs=None) -> list[tuple[str, dict[str, s
     finally:
         if workers is not None:
             workers.stop()
-        _FORKED_SPECS = []
 
 
 def _op_dirs(results) -> list[str]:
@@ -311,7 +335,7 @@ def check_out_dir(out) -> Path:
     return p
 
 
-def write_ops(specs, out: Path | None = None, progress=None, jobs=None) -> list[tuple[str, list[str], list[str]]]:
+def write_ops(specs, out: Path | None = None, progress=None, jobs=1) -> list[tuple[str, list[str], list[str]]]:
     """Generate and write each spec's package to `out/<op_snake>/` (default generated/), removing stale
     files there. `specs`: OpSpecs or spec file paths (generate_cached). Every op is generated (and the
     package directories checked for collisions) before anything is written, so an op that fails leaves `out`
@@ -333,7 +357,7 @@ def write_ops(specs, out: Path | None = None, progress=None, jobs=None) -> list[
     return result
 
 
-def diff_ops(specs, out: Path | None = None, jobs=None) -> str:
+def diff_ops(specs, out: Path | None = None, jobs=1) -> str:
     """Unified diff from what is under `out/<op_snake>/` (default generated/) to what would be generated
     (`specs`: OpSpecs or spec file paths; jobs as generate_all); "" when up to date. Raises as write_ops (before
     reading anything)."""

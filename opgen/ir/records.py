@@ -4,7 +4,7 @@
 by the hundred thousand while generating all specialisations of an operator (renaming slots and scalars,
 stamping spec locations, assigning levels), where that call is the largest single cost. `evolve` makes the same
 copy by copying the instance dictionary. It is only taken for classes whose construction has no side
-conditions (no `__post_init__`, no `__slots__`); anything else goes through `dataclasses.replace`, so the
+conditions (no `__post_init__`, no `__slots__` in the class or a base); anything else goes through `dataclasses.replace`, so the
 result is always what `dataclasses.replace` would give.
 """
 
@@ -20,7 +20,8 @@ def _plain_fields(cls) -> frozenset | None:
     got = _FIELDS.get(cls, False)
     if got is False:
         plain = (dataclasses.is_dataclass(cls) and not hasattr(cls, "__post_init__")
-                 and "__slots__" not in cls.__dict__ and all(f.init for f in dataclasses.fields(cls)))
+                 and not any("__slots__" in c.__dict__ for c in cls.__mro__)
+                 and all(f.init for f in dataclasses.fields(cls)))
         got = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls)) if plain else None
     return got
 
