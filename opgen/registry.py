@@ -189,20 +189,29 @@ def spec_files() -> list[Path]:
     return [p for p in sorted(d.glob("*.py")) if not p.name.startswith("_")]
 
 
-def declared_names(path: Path) -> frozenset:
+def _opspec_name(node) -> str | None:
+    """The literal OpDef name of an `OpSpec("Name", ...)` call node, else None."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "OpSpec" and \
+            node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        return node.args[0].value
+    return None
+
+
+def declared_names(path: Path, top_level_only: bool = False) -> frozenset:
     """The OpDef names a spec file declares literally (`OpSpec("RmsNorm", ...)`), read from its syntax tree
-    without executing it; empty when the file does not parse or builds the name at run time."""
+    without executing it; empty when the file does not parse or builds the name at run time. top_level_only:
+    only calls that are the value of a module-level statement (`spec = OpSpec(...)`, the usual form: found
+    without walking the whole tree)."""
     from opgen.dsl.diagnostics import parsed_tree
 
     tree = parsed_tree(str(Path(path).resolve()))   # parsed once: the loader's diagnostics read the same tree
     if tree is None:
         return frozenset()
-    out = set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "OpSpec" and \
-                n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str):
-            out.add(n.args[0].value)
-    return frozenset(out)
+    if top_level_only:
+        nodes = (getattr(st, "value", None) for st in tree.body)
+    else:
+        nodes = ast.walk(tree)
+    return frozenset(n for n in map(_opspec_name, nodes) if n is not None)
 
 
 def all_specs() -> list:
@@ -220,11 +229,14 @@ def load_spec(op: str):
             raise OpgenError(f"spec file {op} does not exist")
         return _load_file(p)
     files = spec_files()
-    for f in files:   # only the file that declares the op is executed (`opgen interpret X` loads X alone)
-        if op in declared_names(f):
-            s = _load_file(f)
-            if s.name == op:
-                return s
+    # only the file that declares the op is executed (`opgen interpret X` loads X alone): module-level
+    # declarations first (quick to find), then declarations anywhere in a file
+    for top_level_only in (True, False):
+        for f in files:
+            if op in declared_names(f, top_level_only):
+                s = _load_file(f)
+                if s.name == op:
+                    return s
     specs = [_load_file(f) for f in files]   # a name built at run time: every spec file has to be executed
     for s in specs:
         if s.name == op:

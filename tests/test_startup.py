@@ -83,7 +83,10 @@ def _(b, x, o0, o1, o2, o3, o4, o5, g, mode):
 def test_declared_names_read_without_running(tmp_path):
     p = tmp_path / "x.py"
     p.write_text('raise SystemExit("executed")\nspec = OpSpec("Xy", aclnn="aclnnXy")\n')
-    assert declared_names(p) == {"Xy"}
+    assert declared_names(p) == {"Xy"} == declared_names(p, top_level_only=True)
+    nested = tmp_path / "nested.py"
+    nested.write_text('def make():\n    return OpSpec("Deep", aclnn="aclnnDeep")\nspec = make()\n')
+    assert declared_names(nested) == {"Deep"} and declared_names(nested, top_level_only=True) == frozenset()
     (tmp_path / "broken.py").write_text("spec = OpSpec(\n")
     assert declared_names(tmp_path / "broken.py") == frozenset()
 
