@@ -658,21 +658,35 @@ def _on_signal(signum, _frame):
     raise Interrupted(signum)
 
 
-def _install_signal_handlers() -> None:
+def _install_signal_handlers() -> dict:
+    """Route SIGINT and SIGTERM to _on_signal (main thread only); returns {signal: the handler it replaced}."""
     import threading
 
+    previous = {}
     if threading.current_thread() is threading.main_thread():
         for s in (signal.SIGINT, signal.SIGTERM):
-            if signal.getsignal(s) is not signal.SIG_IGN:   # ignored by whoever started us: stays ignored
+            old = signal.getsignal(s)
+            if old is not signal.SIG_IGN:   # ignored by whoever started us: stays ignored
+                previous[s] = old
                 signal.signal(s, _on_signal)
+    return previous
+
+
+def _settle_signals(previous: dict, process_done: bool) -> None:
+    """After the command: the process that is the command (process_done) ignores SIGINT/SIGTERM from now on, so a
+    signal while Python shuts down neither kills it by the signal nor interrupts an exit handler (its status
+    stands); an in-process caller (main with argv) gets its own handlers back."""
+    for s, old in previous.items():
+        signal.signal(s, signal.SIG_IGN if process_done else old)
 
 
 def main(argv=None) -> int:
     """Entry point of the `opgen` console script; returns the exit status. SIGINT and SIGTERM stop it quietly
-    (one line, no traceback) after its clean-up, with status 130 and 143 (128 + the signal)."""
+    (one line, no traceback) after its clean-up, with status 130 and 143 (128 + the signal); one that arrives
+    after the command finished leaves its status (argv None: this process is the command, _settle_signals)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    _install_signal_handlers()
+    previous = _install_signal_handlers()
     try:
         return _run(args)
     except (Interrupted, KeyboardInterrupt) as e:
@@ -682,6 +696,8 @@ def main(argv=None) -> int:
         except (OSError, ValueError):
             pass
         return 128 + signum
+    finally:
+        _settle_signals(previous, argv is None)
 
 
 def _run(args) -> int:

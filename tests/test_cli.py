@@ -407,3 +407,21 @@ def test_debug_shows_traceback(tmp_path):
     assert not out.exists()
     p = run("interpret", *args, "--out", out, "--debug")   # after the command too
     assert "Traceback (most recent call last)" in p.stderr and not out.exists()
+
+
+def test_a_signal_after_the_command_finished_leaves_its_status():
+    """The process that is the command (main() without argv) ignores SIGINT/SIGTERM once the command has returned,
+    so one arriving while Python shuts down cannot kill it by the signal or interrupt an exit handler; an
+    in-process caller (main(argv)) gets its own handlers back."""
+    code = ("import signal, sys, opgen.cli as c\n"
+            "mine = lambda s, f: None\n"
+            "signal.signal(signal.SIGINT, mine)\n"
+            "sys.argv = ['opgen', 'list']\n"
+            "assert c.main(['list']) == 0 and signal.getsignal(signal.SIGINT) is mine\n"
+            "assert c.main() == 0\n"
+            "assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN is signal.getsignal(signal.SIGTERM)\n"
+            "import os; os.kill(os.getpid(), signal.SIGINT); os.kill(os.getpid(), signal.SIGTERM)\n"
+            "print('survived')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.rstrip().endswith("survived")

@@ -19,6 +19,10 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from processes import procs_mentioning  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 GELU = ROOT / "examples" / "specs" / "gelu.py"
 
@@ -31,19 +35,6 @@ def _env(tmp: Path, name: str) -> dict:
 
 def _tree(d: Path) -> dict:
     return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
-
-
-def _procs_mentioning(text: str) -> list[int]:
-    """Pids of live processes whose command line contains `text` (our private TMPDIR)."""
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if text.encode() in (p / "cmdline").read_bytes():
-                    out.append(int(p.name))
-            except OSError:
-                pass
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +82,7 @@ def test_interrupted_generate(tmp_path, fresh, sig, delay):
         if not err.strip():
             assert _tree(out / "gelu") == old
     time.sleep(0.2)
-    assert _procs_mentioning(env["TMPDIR"]) == []               # no clang-format left running
+    assert procs_mentioning(env["TMPDIR"]) == []               # no clang-format left running
     assert os.listdir(env["TMPDIR"]) == []                      # no opgen-fmt-* directories
     assert os.listdir(out) == ["gelu"]                          # no writer temp dirs
     assert _tree(out / "gelu") in (old, fresh)                  # the old tree or the new one

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from opgen.errors import OpgenError
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from processes import children, procs_mentioning  # noqa: E402
+
+from opgen.errors import OpgenError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples" / "specs"
@@ -48,15 +52,20 @@ def test_workers_give_the_files_one_process_gives(empty_cache, monkeypatch):
 
 
 def test_the_library_renders_in_one_process_unless_asked(empty_cache, monkeypatch):
-    """write_ops / diff_ops / generate_all default to jobs=1 (a caller may itself be a worker); the command line
-    passes None: one per CPU."""
-    import inspect
-
+    """write_ops / diff_ops / generate_all fork no worker unless given jobs (a caller may itself be a worker);
+    the command line passes None: one per CPU."""
     from opgen.codegen import generation
 
-    for fn in (generation.generate_all, generation.write_ops, generation.diff_ops):
-        assert inspect.signature(fn).parameters["jobs"].default == 1
-    assert generation.check_jobs(None) == generation.default_jobs()
+    forked = []
+    monkeypatch.setattr(generation._Renderers, "start", lambda self: forked.append(self))
+    out = empty_cache / "out"
+    generation.write_ops(SPECS[:2], out)
+    assert generation.diff_ops(SPECS[:2], out) == ""
+    assert len(generation.generate_all(SPECS[:2])) == 2
+    assert forked == []
+    monkeypatch.setenv("OPGEN_CACHE_DIR", str(empty_cache / "cache2"))   # nothing cached: there is work to fork
+    generation.generate_all(SPECS[:2], jobs=None)   # workers asked for (they are stubbed: the parent renders)
+    assert len(forked) == (1 if generation.default_jobs() > 1 else 0)
 
 
 def test_inside_a_daemonic_process_the_op_is_rendered_in_that_process(empty_cache):
@@ -156,31 +165,6 @@ def test_evolve_keeps_the_checks_of_a_class_with_post_init():
         evolve(_Checked(1), a=-1)
 
 
-def _procs_mentioning(text: str) -> list[int]:
-    """Pids of live processes whose command line contains `text` (forked workers keep the parent's)."""
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit() and int(p.name) != os.getpid():
-            try:
-                if text.encode() in (p / "cmdline").read_bytes():
-                    out.append(int(p.name))
-            except OSError:
-                pass
-    return out
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(p.name))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
-
-
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_an_interrupted_parallel_generate_leaves_no_worker(tmp_path, sig):
     """The signal is sent once the run reports its first rendering step (--progress: one line per step in a pipe)
@@ -196,9 +180,9 @@ def test_an_interrupted_parallel_generate_leaves_no_worker(tmp_path, sig):
     first = p.stderr.readline()
     assert "rendering 1/3" in first, first
     deadline = time.monotonic() + 30
-    while not _children(p.pid) and time.monotonic() < deadline and p.poll() is None:
+    while not children(p.pid) and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.01)
-    workers = _children(p.pid)
+    workers = children(p.pid)
     p.send_signal(getattr(signal, sig))
     _o, rest = p.communicate(timeout=60)
     err = first + rest
@@ -209,7 +193,7 @@ def test_an_interrupted_parallel_generate_leaves_no_worker(tmp_path, sig):
         assert lines == [f"opgen: interrupted ({sig})"], err
         assert workers   # it was interrupted while its workers ran
     time.sleep(0.3)
-    assert _procs_mentioning(str(out)) == []   # forked workers carry the parent's command line
+    assert procs_mentioning(str(out)) == []   # forked workers carry the parent's command line
 
 
 @dataclasses.dataclass(frozen=True)

@@ -120,6 +120,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     r = run(a.repeat)
     print(f"bare import {r['bare_s']:.2f} s; opgen generate (6 ops) {r['generate_s']:.2f} s = {r['ratio']:.1f}x "
-          f"(goal <= 3x), --jobs 1 {r['generate_serial_s']:.2f} s = {r['ratio_serial']:.1f}x; cached re-generation {r['regenerate_s']:.2f} s = {r['ratio_cached']:.1f}x")
+          f"(goal <= 3x), --jobs 1 {r['generate_serial_s']:.2f} s = {r['ratio_serial']:.1f}x; cached "
+          f"re-generation {r['regenerate_s']:.2f} s = {r['ratio_cached']:.1f}x")
     print("first generation by phase: " + ", ".join(f"{k} {v:.2f} s" for k, v in r["phases"].items()))
     return 0

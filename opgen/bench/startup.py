@@ -62,12 +62,10 @@ json.dump(t, sys.stdout)
 def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
     """{"interpret": {...}, "list": {...}}: per figure the medians of each side (seconds), the ratio, the goal
     and the command lines; interpret also "phases" (module docstring). quick: the STARTUP case's quick dims."""
-    from opgen.bench import case_label, load_workloads
+    from opgen.bench import case_label, compile_bytecode, dims_label, load_workloads
     from opgen.bench.generate import _wall
     from opgen.dsl.examples import random_inputs
     from opgen.registry import load_spec
-
-    from opgen.bench import compile_bytecode
 
     compile_bytecode()
     w = workloads or load_workloads()
@@ -98,8 +96,6 @@ def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
         ta, tb = statistics.median(a), statistics.median(b)
         ph = subprocess.run([py, "-c", _PHASES, c["op"], str(npz), json.dumps(c["attrs"]), json.dumps(c["dtypes"]),
                              str(tmp / "p.npz")], check=True, capture_output=True, text=True)
-        from opgen.bench import dims_label
-
         label = case_label(f"{c['op']} {dims_label(dims)}", c["op"], dims, quick) + \
             "".join(f" {k}={v}" for k, v in c["dtypes"].items())
         res["interpret"] = {"case": label, "opgen_s": ta, "baseline_s": tb, "ratio": ta / tb, "goal": 1.5,

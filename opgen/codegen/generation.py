@@ -20,7 +20,7 @@ from opgen.codegen.names import api_snake, op_snake
 from opgen.codegen.opdef import emit_def
 from opgen.codegen.proto import emit_proto
 from opgen.codegen.ut import emit_ut
-from opgen.codegen.writer import diff_package, write_package
+from opgen.codegen.writer import diff_package, signals_deferred, write_package
 from opgen.errors import OpgenError
 from opgen.tiling.emit import emit_tiling_files
 
@@ -134,18 +134,17 @@ def check_jobs(jobs) -> int:
     return jobs
 
 
-_STOP_SIGNALS = ("SIGINT", "SIGTERM")
-
-
 def _worker_signals(mask) -> None:
     """A render worker ignores Ctrl-C (the parent handles it and stops the workers) and dies quietly on SIGTERM
     (what stopping it sends; the parent's handler, inherited by the fork, would print a traceback); then the
-    signal mask the parent had before it blocked these signals around the fork is restored."""
+    signal mask the parent had before it blocked these signals around the fork (`mask`; None: none was) is
+    restored."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _render_child(spec, conn, mask) -> None:
@@ -168,8 +167,8 @@ class _Renderers:
     """Forked render workers for `specs`, one process per op and at most `jobs` at once, started (`start`, then
     as results come back) in the order of `todo` (spec indices). `get(k)` waits for op k's result: (name, files,
     digest), or None when its worker failed, died or could not be started. `stop()` kills the workers still
-    running. SIGINT and SIGTERM are blocked while a worker is forked and registered, so an interrupt never
-    leaves a worker unknown to `stop` nor reaches one before its own handlers are set.
+    running. SIGINT and SIGTERM are blocked while a worker is forked and registered (writer.signals_deferred), so
+    an interrupt never leaves a worker unknown to `stop` nor reaches one before its own handlers are set.
 
     `usable()`: only on Linux (where forking is the safe default), and not inside a daemonic process (which
     multiprocessing does not let have children, e.g. a Pool worker calling the library)."""
@@ -193,26 +192,22 @@ class _Renderers:
         self._fill()
 
     def _fill(self) -> None:
-        import signal
-
         while self.queue and len(self.running) < self.jobs:
             k = self.queue.pop(0)
-            stops = {getattr(signal, n) for n in _STOP_SIGNALS}
-            mask = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
             recv = send = None
-            try:
-                recv, send = self.ctx.Pipe(duplex=False)
-                proc = self.ctx.Process(target=_render_child, args=(self.specs[k], send, mask), daemon=True)
-                proc.start()
-                self.running[k] = (proc, recv)
-            except Exception:   # no more processes or descriptors: this op is rendered by the parent
-                self.done[k] = None
-                if recv is not None:
-                    recv.close()
-            finally:
-                if send is not None:
-                    send.close()
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)   # a pending interrupt is raised here
+            with signals_deferred() as mask:   # a pending interrupt is raised when the block ends
+                try:
+                    recv, send = self.ctx.Pipe(duplex=False)
+                    proc = self.ctx.Process(target=_render_child, args=(self.specs[k], send, mask), daemon=True)
+                    proc.start()
+                    self.running[k] = (proc, recv)
+                except Exception:   # no more processes or descriptors: this op is rendered by the parent
+                    self.done[k] = None
+                    if recv is not None:
+                        recv.close()
+                finally:
+                    if send is not None:
+                        send.close()
 
     def get(self, k: int):
         from multiprocessing.connection import wait

@@ -110,7 +110,7 @@ def write_package(root: Path, files: dict[str, str]) -> tuple[list[str], list[st
     if not written and not removed:
         return [], []
     root.parent.mkdir(parents=True, exist_ok=True)
-    with _signals_deferred():   # SIGINT/SIGTERM arrive after the temp tree is swapped in or removed, never midway
+    with signals_deferred():   # SIGINT/SIGTERM arrive after the temp tree is swapped in or removed, never midway
         tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX + root.name + "-", dir=root.parent))
         old = None
         try:
@@ -128,19 +128,21 @@ def write_package(root: Path, files: dict[str, str]) -> tuple[list[str], list[st
 
 
 @contextlib.contextmanager
-def _signals_deferred():
+def signals_deferred():
     """Block SIGINT and SIGTERM in the main thread for the duration (POSIX): a signal that arrives meanwhile is
-    delivered when the block ends, so the clean-up of a package write is never interrupted halfway."""
+    delivered when the block ends, so the clean-up of a package write (or the fork and registration of a render
+    worker, opgen.codegen.generation) is never interrupted halfway. Yields the signal mask in force before the
+    block (what a forked child restores), or None when nothing was blocked (another thread, no POSIX masks)."""
     import signal
     import threading
 
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
-        yield
+        yield None
         return
     sigs = {signal.SIGINT, signal.SIGTERM}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     try:
-        yield
+        yield previous
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 

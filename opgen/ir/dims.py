@@ -230,8 +230,6 @@ def _canonical(op: str, a: DimExpr, b: DimExpr) -> DimExpr:
     if isinstance(a, Lit) and isinstance(b, Lit) and (op in ("+", "-", "*") or b.value != 0):
         return Lit(_OPS[op](a.value, b.value))
     if op in ("//", "%"):
-        if isinstance(a, Lit) and isinstance(b, Lit) and b.value != 0:
-            return Lit(_OPS[op](a.value, b.value))
         if op == "//" and b == Lit(1):
             return a
         return Bin(op, a, b)
