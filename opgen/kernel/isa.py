@@ -1,0 +1,495 @@
+"""The instruction table: every vector instruction (and UB<->GM count copy) opgen's kernel printers emit, keyed by an
+enum, each with its operands and their roles, its pipe, its AscendC C++ form, its NumPy meaning and its cost.
+
+One table feeds the C++ printers (opgen.codegen.kernel, opgen.codegen.headkernel, opgen.codegen.kernel_nsa print
+`INSTRS[op].stmt(...)`), the dependency analysis of the vector pipe (`InstrDef.reads` / `InstrDef.writes`, the
+operand roles), the counts (`InstrDef.pipe`, `InstrDef.cost`) and tests/test_isa.py, which runs every entry's C++
+form in the emulation (opgen/emu/include) on random data, tails included, against its NumPy meaning.
+
+Sources of the facts (docs/reference/ascendc.md): §1.9 for the count forms, their operand order and types (a
+scalar operand is exactly T; `count` int32 for the arithmetic, uint32 for Cast and Gather), the tail rule (a count
+form computes lanes [0, count) and leaves every other destination lane as it was), the repeat geometry (256 B per
+repeat, counted on the wider type of a converting instruction) and lanes per cycle, Cast round modes and allowed
+conversions, ReduceSum / ReduceMax, Gather (byte offsets), Brcb (block strides); §1.8 for DataCopy (count·sizeof(T)
+a multiple of 32 B, rounded down by the hardware); §1.6 for the pipes (PIPE_V for vector instructions, MTE2 for
+GM->UB, MTE3 for UB->GM). CastFrom / CastTo are opgen's own device helpers (templates/op_kernel/_helpers.h.j2):
+a Cast, or a Muls by 1.0 when both sides are fp32; their entries describe the helper as printed.
+
+NumPy meanings take and return NumPy arrays of the operand's element type (np.float32, np.float16,
+ml_dtypes.bfloat16, np.uint32 offsets): `meaning(env)` gets {operand name: array or Python scalar} (the destination
+included, whole buffer) and returns {written operand name: new array} (a copy, lanes outside the written range
+unchanged). Float arithmetic is fp32 IEEE with round-to-nearest-even, as the vector unit computes fp32
+(docs/reference/ascendc.md §1.9); Exp and Ln are float64 results rounded once to fp32 (the device's are not
+documented to the ulp: tests allow one ulp against the emulation there, see `InstrDef.ulps`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Callable
+
+import ml_dtypes
+import numpy as np
+
+REPEAT_BYTES = 256
+"""Bytes one vector repeat covers: 8 blocks of 32 B (docs/reference/ascendc.md §1.9)."""
+BLOCK_BYTES = 32
+"""Bytes of one data block (docs/reference/ascendc.md §1.9)."""
+
+NP_DTYPE = {"float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat16_t": np.dtype(ml_dtypes.bfloat16),
+            "int32_t": np.dtype(np.int32), "uint32_t": np.dtype(np.uint32)}
+"""NumPy element type of each C++ element type an instruction's operands use."""
+
+ROUND_MODES = ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC", "CAST_ODD")
+"""Cast round modes of arch 2201 (docs/reference/ascendc.md §1.9; CAST_HYBRID does not exist there)."""
+
+CAST_MODES = {("half", "float"): ("CAST_NONE",), ("bfloat16_t", "float"): ("CAST_NONE",),
+              ("float", "half"): ROUND_MODES,
+              ("float", "bfloat16_t"): ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC")}
+"""{(source type, destination type): round modes accepted} of the Cast conversions opgen emits (A2/A3,
+docs/reference/ascendc.md §1.9: half/bf16 -> float CAST_NONE only; float -> half every mode; float -> bf16 not
+CAST_NONE, and not CAST_ODD as the emulation enforces)."""
+
+
+class Pipe(enum.Enum):
+    """The pipe an instruction issues on (docs/reference/ascendc.md §1.6): its value is the C++ pipe name."""
+
+    V = "PIPE_V"
+    MTE2 = "PIPE_MTE2"
+    MTE3 = "PIPE_MTE3"
+
+
+class Op(enum.Enum):
+    """Every instruction of the table (the value is the AscendC / helper function name printed)."""
+
+    ADD = "Add"
+    SUB = "Sub"
+    MUL = "Mul"
+    DIV = "Div"
+    MAX = "Max"
+    MIN = "Min"
+    ADDS = "Adds"
+    MULS = "Muls"
+    MAXS = "Maxs"
+    MINS = "Mins"
+    EXP = "Exp"
+    LN = "Ln"
+    SQRT = "Sqrt"
+    RSQRT = "Rsqrt"
+    ABS = "Abs"
+    RECIPROCAL = "Reciprocal"
+    RELU = "Relu"
+    DUPLICATE = "Duplicate"
+    CAST = "Cast"
+    CAST_FROM = "CastFrom"
+    CAST_TO = "CastTo"
+    REDUCE_SUM = "ReduceSum"
+    REDUCE_MAX = "ReduceMax"
+    GATHER = "Gather"
+    BRCB = "Brcb"
+    COPY_IN = "DataCopy"
+    COPY_OUT = "DataCopy "   # same C++ name, the UB -> GM direction (distinct enum value)
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand of an instruction's C++ form.
+
+    name: its placeholder in the form ("dst", "src0", "scalar", "count", ...); kind: "ub" (a LocalTensor in UB),
+    "gm" (a GlobalTensor), "scalar" (a C++ value of the element type), "count" (an element count), "mode" (a
+    RoundMode), "value" (another by-value argument: byte base, repeat time, repeat params); access: "r", "w" or
+    "rw" for tensors (a "w" destination keeps the lanes the instruction does not write), "" for values; dtype: the
+    C++ element type ("T": the instruction's type parameter)."""
+
+    name: str
+    kind: str
+    access: str = ""
+    dtype: str = "T"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Cost of one instruction: repeats (256-B repeats on the wider type) and cycles (elements / lanes per cycle);
+    docs/reference/ascendc.md §1.9."""
+
+    repeats: int
+    cycles: int
+
+
+@dataclass(frozen=True)
+class InstrDef:
+    """One entry of the table (module docstring).
+
+    op: its key; operands: in C++ argument order; pipe; form: the C++ call with `{name}` placeholders per operand
+    (printed by `call` / `stmt`); meaning: the NumPy meaning (module docstring); lanes: elements per cycle by
+    element bytes ({4: 64, 2: 128}; docs/reference/ascendc.md §1.9); ulps: the tolerance, in units in the last
+    place of the destination type, of the meaning against the device / emulation (0 = exact); doc: one line with
+    the section the facts come from."""
+
+    op: Op
+    operands: tuple[Operand, ...]
+    pipe: Pipe
+    form: str
+    meaning: Callable[[dict], dict]
+    lanes: dict = field(default_factory=lambda: {4: 64, 2: 128})
+    ulps: int = 0
+    doc: str = ""
+
+    @property
+    def api(self) -> str:
+        """The C++ function name printed."""
+        return self.op.value.strip()
+
+    def operand(self, name: str) -> Operand:
+        """The operand `name`. Raises KeyError."""
+        for o in self.operands:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def reads(self) -> tuple[str, ...]:
+        """Names of the tensor operands the instruction reads (access r or rw)."""
+        return tuple(o.name for o in self.operands if "r" in o.access)
+
+    def writes(self) -> tuple[str, ...]:
+        """Names of the tensor operands the instruction writes (access w or rw)."""
+        return tuple(o.name for o in self.operands if "w" in o.access)
+
+    def call(self, **exprs: str) -> str:
+        """The C++ call expression with every operand placeholder replaced by its C++ expression (`exprs`: {operand
+        name: C++ text}; a scalar is a C++ expression of the element type, docs/reference/ascendc.md §1.9).
+        Raises KeyError naming a missing operand, ValueError for an unknown one."""
+        names = {o.name for o in self.operands}
+        extra = set(exprs) - names
+        if extra:
+            raise ValueError(f"{self.api}: no operand {sorted(extra)[0]}")
+        missing = [o.name for o in self.operands if o.name not in exprs and "{" + o.name + "}" in self.form]
+        if missing:
+            raise KeyError(f"{self.api}: operand {missing[0]} not given")
+        return self.form.format(**exprs)
+
+    def stmt(self, **exprs: str) -> str:
+        """`call(**exprs)` as a C++ statement (ends with ';')."""
+        return self.call(**exprs) + ";"
+
+    def cost(self, count: int, elem_bytes: int = 4) -> Cost:
+        """Cost of `count` elements of `elem_bytes` bytes (the wider type of a converting instruction):
+        ceil(count·bytes / 256) repeats and ceil(count / lanes) cycles (docs/reference/ascendc.md §1.9). A
+        reduction also pays a second pass over its per-repeat partials. Raises ValueError for a negative count."""
+        if count < 0:
+            raise ValueError(f"{self.api}: negative count {count}")
+        rep = -(-count * elem_bytes // REPEAT_BYTES)
+        lanes = self.lanes.get(elem_bytes, REPEAT_BYTES // elem_bytes)
+        cyc = -(-count // lanes)
+        if self.op in (Op.REDUCE_SUM, Op.REDUCE_MAX) and rep > 1:
+            cyc += -(-rep // lanes)
+            rep += -(-rep * elem_bytes // REPEAT_BYTES)
+        return Cost(rep, cyc)
+
+
+# ------------------------------------------------------------------------------------------------ NumPy meanings
+def _count(env, n: int) -> int:
+    c = int(env["count"])
+    if c < 0 or c > n:
+        raise ValueError(f"count {c} outside 0..{n}")
+    return c
+
+
+def _lanewise(f, nsrc: int, scalar: bool = False):
+    """Meaning of a count-form elementwise instruction: dst[:count] = f(src...[:count] (, scalar)) computed in fp32 and
+    rounded to dst's type; lanes >= count keep their values (docs/reference/ascendc.md §1.9)."""
+
+    def meaning(env):
+        dst = np.array(env["dst"], copy=True)
+        c = _count(env, dst.size)
+        args = [np.asarray(env[f"src{k}"])[:c].astype(np.float32) for k in range(nsrc)]
+        if scalar:
+            args.append(np.float32(env["scalar"]))
+        with np.errstate(all="ignore"):
+            dst[:c] = np.asarray(f(*args), dtype=np.float32).astype(dst.dtype)
+        return {"dst": dst}
+
+    return meaning
+
+
+def _dup(env):
+    dst = np.array(env["dst"], copy=True)
+    dst[:_count(env, dst.size)] = np.asarray(env["scalar"]).astype(dst.dtype)
+    return {"dst": dst}
+
+
+def _bits16(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x).view(np.uint16)
+
+
+def round_to_16(x: np.ndarray, dtype, mode: str) -> np.ndarray:
+    """fp32 array `x` rounded to the 16-bit float type `dtype` (np.float16 or ml_dtypes.bfloat16) with Cast round mode
+    `mode` (ROUND_MODES; docs/reference/ascendc.md §1.9: NONE and RINT to nearest, ties to even; FLOOR / CEIL / TRUNC
+    toward -inf / +inf / 0; ROUND to nearest, ties away from zero; ODD: an inexact result takes the neighbour whose
+    last mantissa bit is 1). Works on magnitudes: the two representable neighbours of |x| are found from the
+    round-to-nearest-even result and its bit-pattern successor / predecessor, compared in float64. A magnitude above
+    the largest finite value rounds to it under TRUNC and toward zero, else to infinity; NaN stays NaN.
+    Raises ValueError for an unknown mode."""
+    if mode not in ROUND_MODES:
+        raise ValueError(f"unknown round mode {mode}")
+    x = np.asarray(x, dtype=np.float32)
+    dt = np.dtype(dtype)
+    neg = np.signbit(x)
+    ax = np.abs(x).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        near = np.abs(x).astype(dt)
+    nb = _bits16(near).astype(np.int64)
+    inf_bits = int(_bits16(np.array([np.inf], dtype=dt))[0])
+    nv = near.astype(np.float64)
+    lo_b = np.where(nv > ax, nb - 1, nb)
+    hi_b = np.where(nv < ax, nb + 1, nb)
+    lo_b = np.clip(lo_b, 0, inf_bits)
+    hi_b = np.clip(hi_b, 0, inf_bits)
+    lo = lo_b.astype(np.uint16).view(dt).astype(np.float64)
+    hi = hi_b.astype(np.uint16).view(dt).astype(np.float64)
+    exact = lo == ax
+    if mode in ("CAST_NONE", "CAST_RINT"):
+        pick = nb
+    else:
+        m = np.full(x.shape, mode, dtype=object)
+        if mode in ("CAST_FLOOR", "CAST_CEIL"):   # toward -inf on a negative value = away from zero on its magnitude
+            m = np.where(neg, "CAST_CEIL" if mode == "CAST_FLOOR" else "CAST_FLOOR", mode)
+        with np.errstate(invalid="ignore"):
+            d_lo, d_hi = ax - lo, hi - ax
+        up = np.zeros(x.shape, dtype=bool)
+        up |= m == "CAST_CEIL"
+        up |= (m == "CAST_ROUND") & (d_hi <= d_lo)
+        up |= (m == "CAST_ODD") & (lo_b % 2 == 0)
+        pick = np.where(exact, lo_b, np.where(up, hi_b, lo_b))
+        if mode == "CAST_ODD":   # beyond the largest finite value: stays at it (odd) rather than infinity
+            pick = np.where(hi_b >= inf_bits, np.where(exact, lo_b, inf_bits - 1), pick)
+    pick = np.where(np.isnan(x), int(_bits16(np.array([np.nan], dtype=dt))[0]), pick)
+    pick = np.where(np.isinf(x), inf_bits, pick)
+    bits = pick.astype(np.uint16) | np.where(neg, 0x8000, 0).astype(np.uint16)
+    return bits.view(dt)
+
+
+def _cast(env):
+    """Cast count form: dst[:count] = src[:count] converted with round mode env["mode"] ("CAST_RINT" or
+    "RoundMode::CAST_RINT"); widening conversions are exact (docs/reference/ascendc.md §1.9)."""
+    dst = np.array(env["dst"], copy=True)
+    src = np.asarray(env["src"])
+    c = _count(env, min(dst.size, src.size))
+    mode = str(env["mode"]).split("::")[-1]
+    if dst.dtype == np.float32:
+        dst[:c] = src[:c].astype(np.float32)
+    elif src.dtype == np.float32 and dst.dtype in (np.float16, ml_dtypes.bfloat16):
+        dst[:c] = round_to_16(src[:c], dst.dtype, mode)
+    else:
+        raise ValueError(f"Cast {src.dtype} -> {dst.dtype} has no meaning in the table")
+    return {"dst": dst}
+
+
+def _cast_to(env):
+    """CastTo (templates/op_kernel/_helpers.h.j2): a copy (Muls by 1.0) into an fp32 destination, else Cast."""
+    dst = np.asarray(env["dst"])
+    if dst.dtype == np.float32:
+        return _lanewise(lambda a: a * np.float32(1.0), 1)({"dst": dst, "src0": env["src"], "count": env["count"]})
+    return _cast(env)
+
+
+def _cast_from(env):
+    """CastFrom (templates/op_kernel/_helpers.h.j2): src widened to fp32 (exact), CAST_NONE."""
+    return _cast({**env, "mode": "CAST_NONE"})
+
+
+def pairwise_sum(v: np.ndarray) -> np.float32:
+    """fp32 sum of `v` in the order the emulation's ReduceSum uses (opgen/emu/include/emu/vector.h): per 256-B repeat a
+    halving tree (lane k += lane k + ceil(len/2)), then the per-repeat sums reduced the same way until one is left,
+    every add rounded to fp32. docs/reference/ascendc.md §1.9 leaves the order across repeats to the implementation,
+    so this is the emulation's documented assumption, checked against float64 within the error bound in tests."""
+    cur = [np.float32(x) for x in np.asarray(v, dtype=np.float32)]
+    lanes = REPEAT_BYTES // 4
+    while len(cur) > 1:
+        nxt = []
+        for r in range(0, len(cur), lanes):
+            w = cur[r:r + lanes]
+            while len(w) > 1:
+                h = (len(w) + 1) // 2
+                w = [np.float32(w[k] + w[k + h]) if k + h < len(w) else w[k] for k in range(h)]
+            nxt.append(w[0])
+        cur = nxt
+    return np.float32(cur[0]) if cur else np.float32(0)
+
+
+def reduce_max_tmp_elems(count: int, elem_bytes: int = 4) -> int:
+    """Elements of ReduceMax's shared temporary buffer without the index: one (value, index) pair per 256-B repeat,
+    rounded up to a 32-B block (CANN API "ReduceMax", as docs/reference/ascendc.md §1.9 and the emulation)."""
+    per_rep, per_blk = REPEAT_BYTES // elem_bytes, BLOCK_BYTES // elem_bytes
+    return -(-(-(-count // per_rep) * 2) // per_blk) * per_blk
+
+
+def _reduce(fn):
+    def meaning(env):
+        dst = np.array(env["dst"], copy=True)
+        src = np.asarray(env["src"])
+        c = _count(env, src.size)
+        if c > 0:
+            dst[0] = fn(src[:c])
+        return {"dst": dst}
+
+    return meaning
+
+
+def _gather(env):
+    """dst[i] = src[(base + offset[i]) / sizeof(T)] for i < count; offsets are bytes (docs/reference/ascendc.md §1.9).
+    Raises ValueError for an offset that is not a multiple of sizeof(T) or lies past src."""
+    dst = np.array(env["dst"], copy=True)
+    src = np.asarray(env["src"])
+    off = np.asarray(env["offset"], dtype=np.uint64)
+    c = _count(env, dst.size)
+    byte = off[:c] + np.uint64(int(env["base"]))
+    size = src.dtype.itemsize
+    if np.any(byte % size) or np.any(byte // size >= src.size):
+        raise ValueError("Gather: a byte offset is misaligned or past the source")
+    dst[:c] = src[(byte // size).astype(np.int64)]
+    return {"dst": dst}
+
+
+def _brcb(env):
+    """Repeat r takes src[r*8 .. r*8+8) and fills the 32-B block of dst at (r·dstRepStride + j·dstBlkStride) blocks
+    with element j (docs/reference/ascendc.md §1.9, BrcbRepeatParams{dstBlkStride, dstRepStride})."""
+    dst = np.array(env["dst"], copy=True)
+    src = np.asarray(env["src"])
+    per = BLOCK_BYTES // dst.dtype.itemsize
+    blk, rep = (int(x) for x in env["params"])
+    for r in range(int(env["repeat"])):
+        for j in range(8):
+            b = (r * rep + j * blk) * per
+            dst[b:b + per] = src[r * 8 + j]
+    return {"dst": dst}
+
+
+def _copy(env):
+    """dst[:n] = src[:n] with n = count rounded down to a multiple of 32 B (docs/reference/ascendc.md §1.8)."""
+    dst = np.array(env["dst"], copy=True)
+    src = np.asarray(env["src"])
+    c = _count(env, min(dst.size, src.size))
+    per = BLOCK_BYTES // dst.dtype.itemsize
+    c = c // per * per
+    dst[:c] = src[:c]
+    return {"dst": dst}
+
+
+# ------------------------------------------------------------------------------------------------ the table
+_DST = Operand("dst", "ub", "w")
+_S0 = Operand("src0", "ub", "r")
+_S1 = Operand("src1", "ub", "r")
+_SRC = Operand("src", "ub", "r")
+_CNT = Operand("count", "count", dtype="int32_t")
+_SC = Operand("scalar", "scalar")
+_BIN = (_DST, _S0, _S1, _CNT)
+_SCA = (_DST, _S0, _SC, _CNT)
+_UN = (_DST, _S0, _CNT)
+_BIN_FORM = "{api}({dst}, {src0}, {src1}, {count})"
+_SCA_FORM = "{api}({dst}, {src0}, {scalar}, {count})"
+_UN_FORM = "{api}({dst}, {src0}, {count})"
+_F32 = np.float32
+
+
+def _def(op, operands, form, meaning, pipe=Pipe.V, **kw) -> InstrDef:
+    return InstrDef(op, operands, pipe, form.replace("{api}", op.value.strip()), meaning, **kw)
+
+
+def _exp(a):
+    """exp in float64, rounded once to fp32 (the correctly rounded result but for rare double-rounding cases)."""
+    return np.exp(a.astype(np.float64)).astype(np.float32)
+
+
+def _ln(a):
+    """ln in float64, rounded once to fp32."""
+    return np.log(a.astype(np.float64)).astype(np.float32)
+
+
+def _sqrt(a):
+    return np.sqrt(a)
+
+
+def _rsqrt(a):
+    return _F32(1.0) / np.sqrt(a)
+
+
+_SEC = "docs/reference/ascendc.md §1.9"
+INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
+    _def(Op.ADD, _BIN, _BIN_FORM, _lanewise(np.add, 2), doc=f"dst = src0 + src1 ({_SEC})"),
+    _def(Op.SUB, _BIN, _BIN_FORM, _lanewise(np.subtract, 2), doc=f"dst = src0 - src1 ({_SEC})"),
+    _def(Op.MUL, _BIN, _BIN_FORM, _lanewise(np.multiply, 2), doc=f"dst = src0 * src1 ({_SEC})"),
+    _def(Op.DIV, _BIN, _BIN_FORM, _lanewise(np.divide, 2), lanes={4: 32, 2: 32},
+         doc=f"dst = src0 / src1, 32 lanes per cycle ({_SEC})"),
+    _def(Op.MAX, _BIN, _BIN_FORM, _lanewise(lambda a, b: np.where(a > b, a, b), 2),
+         doc=f"dst = src0 > src1 ? src0 : src1 ({_SEC})"),
+    _def(Op.MIN, _BIN, _BIN_FORM, _lanewise(lambda a, b: np.where(a < b, a, b), 2),
+         doc=f"dst = src0 < src1 ? src0 : src1 ({_SEC})"),
+    _def(Op.ADDS, _SCA, _SCA_FORM, _lanewise(np.add, 1, scalar=True), doc=f"dst = src0 + scalar ({_SEC})"),
+    _def(Op.MULS, _SCA, _SCA_FORM, _lanewise(np.multiply, 1, scalar=True), doc=f"dst = src0 * scalar ({_SEC})"),
+    _def(Op.MAXS, _SCA, _SCA_FORM, _lanewise(lambda a, s: np.where(a > s, a, s), 1, scalar=True),
+         doc=f"dst = src0 > scalar ? src0 : scalar ({_SEC})"),
+    _def(Op.MINS, _SCA, _SCA_FORM, _lanewise(lambda a, s: np.where(a < s, a, s), 1, scalar=True),
+         doc=f"dst = src0 < scalar ? src0 : scalar ({_SEC})"),
+    _def(Op.EXP, _UN, _UN_FORM, _lanewise(_exp, 1), lanes={4: 32, 2: 32}, ulps=1,
+         doc=f"dst = exp(src0), 32 lanes per cycle ({_SEC})"),
+    _def(Op.LN, _UN, _UN_FORM, _lanewise(_ln, 1), lanes={4: 32, 2: 32}, ulps=1,
+         doc=f"dst = ln(src0), 32 lanes per cycle ({_SEC})"),
+    _def(Op.SQRT, _UN, _UN_FORM, _lanewise(_sqrt, 1), lanes={4: 32, 2: 32},
+         doc=f"dst = sqrt(src0) correctly rounded, 32 lanes per cycle ({_SEC})"),
+    _def(Op.RSQRT, _UN, _UN_FORM, _lanewise(_rsqrt, 1), doc=f"dst = 1 / sqrt(src0), two fp32 roundings ({_SEC})"),
+    _def(Op.ABS, _UN, _UN_FORM, _lanewise(np.abs, 1), doc=f"dst = |src0| ({_SEC})"),
+    _def(Op.RECIPROCAL, _UN, _UN_FORM, _lanewise(lambda a: _F32(1.0) / a, 1), doc=f"dst = 1 / src0 ({_SEC})"),
+    _def(Op.RELU, _UN, _UN_FORM, _lanewise(lambda a: np.where(a > 0, a, _F32(0.0)), 1),
+         doc=f"dst = src0 > 0 ? src0 : 0 ({_SEC})"),
+    _def(Op.DUPLICATE, (_DST, _SC, _CNT), "Duplicate({dst}, {scalar}, {count})", _dup,
+         doc=f"dst[:count] = scalar ({_SEC})"),
+    _def(Op.CAST, (Operand("dst", "ub", "w", "D"), Operand("src", "ub", "r", "S"), Operand("mode", "mode"),
+                   Operand("count", "count", dtype="uint32_t")),
+         "Cast({dst}, {src}, {mode}, {count})", _cast,
+         doc=f"dst = src converted with a round mode (CAST_MODES), 256 B per repeat on the wider type ({_SEC})"),
+    _def(Op.CAST_FROM, (Operand("dst", "ub", "w", "float"), Operand("src", "ub", "r", "S"), _CNT),
+         "CastFrom({dst}, {src}, {count})", _cast_from,
+         doc=f"opgen helper: S -> fp32, a Cast CAST_NONE (or Muls by 1.0 from fp32) ({_SEC})"),
+    _def(Op.CAST_TO, (Operand("dst", "ub", "w", "D"), Operand("src", "ub", "r", "float"), Operand("mode", "mode"), _CNT),
+         "CastTo({dst}, {src}, {mode}, {count})", _cast_to,
+         doc=f"opgen helper: fp32 -> D with a round mode, a Cast (or Muls by 1.0 to fp32) ({_SEC})"),
+    _def(Op.REDUCE_SUM, (_DST, _SRC, Operand("tmp", "ub", "w"), _CNT), "ReduceSum({dst}, {src}, {tmp}, {count})",
+         _reduce(pairwise_sum), doc=f"dst[0] = sum of src[:count], tmp a work buffer ({_SEC})"),
+    _def(Op.REDUCE_MAX, (_DST, _SRC, Operand("tmp", "ub", "w"), _CNT),
+         "ReduceMax({dst}, {src}, {tmp}, {count}, false)", _reduce(lambda v: np.max(v)),
+         doc=f"dst[0] = max of src[:count], tmp a work buffer of reduce_max_tmp_elems ({_SEC})"),
+    _def(Op.GATHER, (_DST, _SRC, Operand("offset", "ub", "r", "uint32_t"), Operand("base", "value", dtype="uint32_t"),
+                     Operand("count", "count", dtype="uint32_t")),
+         "Gather({dst}, {src}, {offset}, {base}, {count})", _gather,
+         doc=f"dst[i] = src[(base + offset[i]) / sizeof(T)], byte offsets ({_SEC})"),
+    _def(Op.BRCB, (_DST, _SRC, Operand("repeat", "value", dtype="uint8_t"), Operand("params", "value")),
+         "Brcb({dst}, {src}, {repeat}, {params})", _brcb,
+         doc=f"each repeat broadcasts 8 source elements to 8 blocks ({_SEC})"),
+    _def(Op.COPY_IN, (Operand("dst", "ub", "w"), Operand("src", "gm", "r"), Operand("count", "count", dtype="uint32_t")),
+         "DataCopy({dst}, {src}, {count})", _copy, pipe=Pipe.MTE2,
+         doc="GM -> UB, count·sizeof(T) a multiple of 32 B (docs/reference/ascendc.md §1.8)"),
+    _def(Op.COPY_OUT, (Operand("dst", "gm", "w"), Operand("src", "ub", "r"), Operand("count", "count", dtype="uint32_t")),
+         "DataCopy({dst}, {src}, {count})", _copy, pipe=Pipe.MTE3,
+         doc="UB -> GM, count·sizeof(T) a multiple of 32 B (docs/reference/ascendc.md §1.8)"),
+]}
+"""The instruction table, keyed by Op (module docstring)."""
+
+BY_API = {d.api: d for d in INSTRS.values() if d.pipe is Pipe.V}
+"""The vector entries by the C++ name printed ("Add", "Muls", ...)."""
+
+assert set(INSTRS) == set(Op), "every Op has an entry"
+
+
+def entry(api: str) -> InstrDef:
+    """The vector entry printed as `api` ("Add", "Exp", ...). Raises KeyError naming it."""
+    try:
+        return BY_API[api]
+    except KeyError:
+        raise KeyError(f"no vector instruction {api} in the table (opgen.kernel.isa)") from None
+
+
+def float_scalar(text: str) -> str:
+    """A C++ float expression as an fp32 scalar operand (docs/reference/ascendc.md §1.9: the scalar is exactly T)."""
+    return f"static_cast<float>({text})"

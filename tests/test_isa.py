@@ -1,0 +1,390 @@
+"""The instruction table (opgen.kernel.isa) against the emulation and against independent truth.
+
+One table drives both sides: for every entry, cases on random data (counts that are not a multiple of the 256-B
+repeat, full and in-place operands, Brcb strides, every Cast round mode of every conversion opgen emits) are printed
+through the entry's C++ form into one C++ program, compiled once with g++ against opgen/emu/include, run, and its
+destination buffers compared with the entry's NumPy meaning: bit for bit, lanes past the count included (they must
+keep their old contents, docs/reference/ascendc.md §1.9), except Exp and Ln within the entry's ulps. The meanings
+that claim rounding behaviour are checked against float64 math and a brute-force table of every 16-bit value.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from opgen.codegen.env import template_env
+from opgen.kernel.isa import (CAST_MODES, INSTRS, NP_DTYPE, ROUND_MODES, Op, Pipe, entry, pairwise_sum,
+                              reduce_max_tmp_elems, round_to_16)
+
+ROOT = Path(__file__).resolve().parents[1]
+INC = ROOT / "opgen" / "emu" / "include"
+BASE = ["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", "-Wno-unused-but-set-variable",
+        "-Wno-unused-function", f"-I{INC}"]
+N = 320          # elements per operand buffer (a multiple of 32 B for every type, not of the 256-B repeat)
+COUNTS = (1, 63, 64, 65, 127, 200, 257, 300, 320)
+CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(ml_dtypes.bfloat16): "bfloat16_t",
+          np.dtype(np.uint32): "uint32_t"}
+
+
+def _hexf(v: float) -> str:
+    return f"static_cast<float>({float(np.float32(v)).hex()}f)" if np.isfinite(v) else "0.0f"
+
+
+class Case:
+    """One run of one entry: operand arrays (the destination's initial contents included), the C++ expression of
+    every non-tensor operand, the env of its NumPy meaning, and which operands alias (in place)."""
+
+    def __init__(self, op: Op, arrays: dict, values: dict, env_values: dict, alias: dict | None = None):
+        self.op, self.arrays, self.values, self.env_values = op, arrays, values, env_values
+        self.alias = alias or {}   # operand -> the operand whose buffer it uses
+
+    def env(self) -> dict:
+        env = dict(self.env_values)
+        for name in INSTRS[self.op].operands:
+            n = name.name
+            if n in self.arrays:
+                env[n] = self.arrays[n]
+            elif n in self.alias:
+                env[n] = self.arrays[self.alias[n]]
+        return env
+
+
+def _floats(rng, n=N, lo=-4.0, hi=4.0):
+    return rng.uniform(lo, hi, n).astype(np.float32)
+
+
+def _cast_inputs(rng, dst: np.dtype) -> np.ndarray:
+    """fp32 values exercising every rounding decision to `dst`: exact ties between neighbours, exact values,
+    random values in range, negatives, subnormals of the destination."""
+    x = rng.uniform(-2, 2, N).astype(np.float32) * np.float32(2.0) ** rng.integers(-14, 14, N).astype(np.float32)
+    if dst == np.dtype(np.float16):
+        pos = np.arange(0x0001, 0x7BFF, dtype=np.uint16)
+        pick = rng.choice(pos, N // 4, replace=False)
+        a = pick.view(np.float16).astype(np.float64)
+        b = (pick + 1).astype(np.uint16).view(np.float16).astype(np.float64)
+        ties = ((a + b) / 2).astype(np.float32)
+    else:
+        bits = (rng.integers(0x0080, 0x7F00, N // 4).astype(np.uint32) << 16) | 0x8000
+        ties = bits.view(np.float32)
+    x[: N // 4] = ties * np.where(rng.random(N // 4) < 0.5, -1, 1).astype(np.float32)
+    x[N // 4: N // 4 + 8] = [0.0, -0.0, 1.0, -1.0, 6e-8, -3e-5, 65504.0 if dst == np.float16 else 3e38, 1.5]
+    return x
+
+
+def build_cases(seed: int = 7) -> list[Case]:
+    """Every entry of the table, each with several counts (tails) and, for the elementwise ones, an in-place run."""
+    rng = np.random.default_rng(seed)
+    cases: list[Case] = []
+
+    def cnt(k):
+        return COUNTS[k % len(COUNTS)]
+
+    for k, op in enumerate([Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MAX, Op.MIN]):
+        for j in range(3):
+            c = cnt(k + 3 * j)
+            a, b = _floats(rng), _floats(rng)
+            if op is Op.DIV:
+                b = np.where(np.abs(b) < 0.25, np.float32(0.5), b).astype(np.float32)
+            if j == 2:   # in place: dst is src0
+                cases.append(Case(op, {"dst": a, "src1": b}, {"count": str(c)}, {"count": c}, {"src0": "dst"}))
+            else:
+                cases.append(Case(op, {"dst": _floats(rng), "src0": a, "src1": b}, {"count": str(c)}, {"count": c}))
+    for k, op in enumerate([Op.ADDS, Op.MULS, Op.MAXS, Op.MINS]):
+        for j in range(3):
+            c, s = cnt(2 * k + j), float(np.float32(rng.uniform(-3, 3)))
+            vals, envv = {"count": str(c), "scalar": _hexf(s)}, {"count": c, "scalar": s}
+            if j == 2:
+                cases.append(Case(op, {"dst": _floats(rng)}, vals, envv, {"src0": "dst"}))
+            else:
+                cases.append(Case(op, {"dst": _floats(rng), "src0": _floats(rng)}, vals, envv))
+    for k, op in enumerate([Op.EXP, Op.LN, Op.SQRT, Op.RSQRT, Op.ABS, Op.RECIPROCAL, Op.RELU]):
+        for j in range(3):
+            c = cnt(k + 2 * j)
+            src = _floats(rng, lo=-10, hi=10)
+            if op in (Op.LN, Op.SQRT, Op.RSQRT):
+                src = np.abs(src) + np.float32(1e-3)
+            if op is Op.RECIPROCAL:
+                src = np.where(np.abs(src) < 0.1, np.float32(0.3), src).astype(np.float32)
+            if j == 2:
+                cases.append(Case(op, {"dst": src}, {"count": str(c)}, {"count": c}, {"src0": "dst"}))
+            else:
+                cases.append(Case(op, {"dst": _floats(rng), "src0": src}, {"count": str(c)}, {"count": c}))
+    for j in range(3):
+        c, s = cnt(j + 4), float(np.float32(rng.uniform(-3, 3)))
+        cases.append(Case(Op.DUPLICATE, {"dst": _floats(rng)}, {"count": str(c), "scalar": _hexf(s)},
+                          {"count": c, "scalar": s}))
+    for (s, d), modes in CAST_MODES.items():
+        sdt, ddt = NP_DTYPE[s], NP_DTYPE[d]
+        for j, mode in enumerate(modes):
+            c = COUNTS[(j + 5) % len(COUNTS)]
+            src = _cast_inputs(rng, ddt) if s == "float" else _floats(rng, lo=-100, hi=100).astype(sdt)
+            dst = _floats(rng).astype(ddt)
+            cases.append(Case(Op.CAST, {"dst": dst, "src": src},
+                              {"mode": f"RoundMode::{mode}", "count": f"static_cast<uint32_t>({c})"},
+                              {"mode": mode, "count": c}))
+    for j, s in enumerate(("half", "bfloat16_t", "float")):
+        c = cnt(j + 1)
+        src = _floats(rng, lo=-50, hi=50).astype(NP_DTYPE[s])
+        cases.append(Case(Op.CAST_FROM, {"dst": _floats(rng), "src": src}, {"count": str(c)}, {"count": c}))
+    for j, (d, mode) in enumerate([("half", "CAST_RINT"), ("half", "CAST_ROUND"), ("half", "CAST_NONE"),
+                                   ("bfloat16_t", "CAST_RINT"), ("bfloat16_t", "CAST_ROUND"), ("float", "CAST_NONE")]):
+        c = cnt(j + 2)
+        ddt = NP_DTYPE[d]
+        src = _cast_inputs(rng, ddt) if d != "float" else _floats(rng)
+        cases.append(Case(Op.CAST_TO, {"dst": _floats(rng).astype(ddt), "src": src},
+                          {"mode": f"RoundMode::{mode}", "count": str(c)}, {"mode": mode, "count": c}))
+    for op in (Op.REDUCE_SUM, Op.REDUCE_MAX):
+        for j in range(4):
+            c = cnt(2 * j + 1)
+            tmp = max(reduce_max_tmp_elems(N), 64)
+            cases.append(Case(op, {"dst": _floats(rng, n=8), "src": _floats(rng, lo=-100, hi=100),
+                                   "tmp": _floats(rng, n=tmp)}, {"count": str(c)}, {"count": c}))
+    for j in range(3):
+        c, base = cnt(j + 3), 4 * j
+        src = _floats(rng)
+        off = (rng.integers(0, N - base // 4 - 1, N) * 4).astype(np.uint32)
+        cases.append(Case(Op.GATHER, {"dst": _floats(rng), "src": src, "offset": off},
+                          {"base": str(base), "count": f"static_cast<uint32_t>({c})"},
+                          {"base": base, "count": c}))
+    for rep, blk, rstride in ((2, 1, 8), (3, 2, 16), (1, 1, 0), (4, 1, 9)):
+        cases.append(Case(Op.BRCB, {"dst": _floats(rng, n=640), "src": _floats(rng, n=64)},
+                          {"repeat": str(rep), "params": f"BrcbRepeatParams({blk}, {rstride})"},
+                          {"repeat": rep, "params": (blk, rstride)}))
+    for op in (Op.COPY_IN, Op.COPY_OUT):
+        for c in (8, 64, 312):
+            cases.append(Case(op, {"dst": _floats(rng), "src": _floats(rng)},
+                              {"count": f"static_cast<uint32_t>({c})"}, {"count": c}))
+    return cases
+
+
+def program(cases: list[Case]) -> tuple[str, dict]:
+    """The C++ program running every case (one emu::Launch each) over one GM image, and the image layout
+    {(case index, operand): (byte offset, array)}. Each UB operand is its own TBuf, filled from GM before the
+    instruction and copied back after it when written; GM operands are the image itself."""
+    layout: dict = {}
+    off = 0
+    for k, case in enumerate(cases):
+        for name, arr in case.arrays.items():
+            layout[(k, name)] = (off, arr)
+            off += -(-arr.nbytes // 64) * 64
+    helpers = template_env().get_template("op_kernel/_helpers.h.j2").render()
+    out = ["#include <cstdio>", "#include <cstring>", "#include <vector>", '#include "kernel_operator.h"',
+           '#include "emu/launch.h"', "using namespace AscendC;", helpers, ""]
+    for k, case in enumerate(cases):
+        d = INSTRS[case.op]
+        body, exprs, back = [], {}, []
+        for name, arr in case.arrays.items():
+            o, ct, n = layout[(k, name)][0], CTYPES[arr.dtype], arr.size
+            g = f"g{name}"
+            body.append(f"GlobalTensor<{ct}> {g}; {g}.SetGlobalBuffer(reinterpret_cast<{ct}*>(mem + {o}), {n});")
+            if d.operand(name).kind == "gm":
+                exprs[name] = g
+                continue
+            body.append(f"TBuf<> b{name}; pipe.InitBuffer(b{name}, {arr.nbytes});")
+            body.append(f"LocalTensor<{ct}> t{name} = b{name}.Get<{ct}>();")
+            body.append(f"DataCopyPad(t{name}, {g}, DataCopyExtParams(1, {arr.nbytes}, 0, 0, 0), "
+                        f"DataCopyPadExtParams<{ct}>(false, 0, 0, {ct}{{}}));")
+            exprs[name] = f"t{name}"
+            if name in d.writes() and name != "tmp":
+                back.append(f"DataCopyPad({g}, t{name}, DataCopyExtParams(1, {arr.nbytes}, 0, 0, 0));")
+        for name, target in case.alias.items():
+            exprs[name] = exprs[target]
+        exprs.update(case.values)
+        out.append(f"static emu::LaunchResult Case{k}(uint8_t* mem)")
+        out.append("{")
+        out.append("    return emu::Launch(1, 196608, [&] {")
+        out.append("        TPipe pipe;")
+        out += ["        " + ln for ln in body]
+        out.append("        PipeBarrier<PIPE_ALL>();")
+        out.append("        " + d.stmt(**exprs))
+        out.append("        PipeBarrier<PIPE_ALL>();")
+        out += ["        " + ln for ln in back]
+        out.append("    });")
+        out.append("}")
+    out.append("int main(int argc, char** argv)")
+    out.append("{")
+    out.append("    if (argc != 3) return 2;")
+    out.append(f"    std::vector<uint8_t> mem({off});")
+    out.append("    FILE* f = std::fopen(argv[1], \"rb\");")
+    out.append("    if (!f || std::fread(mem.data(), 1, mem.size(), f) != mem.size()) return 3;")
+    out.append("    std::fclose(f);")
+    out.append("    emu::RegisterGm(mem.data(), mem.size(), \"mem\");")
+    for k in range(len(cases)):
+        out.append(f"    {{ auto r = Case{k}(mem.data()); std::printf(\"case {k} %d %s\\n\", r.ok ? 1 : 0, "
+                   f"r.ok ? \"\" : r.firstFault.c_str()); }}")
+    out.append("    f = std::fopen(argv[2], \"wb\");")
+    out.append("    std::fwrite(mem.data(), 1, mem.size(), f);")
+    out.append("    std::fclose(f);")
+    out.append("    return 0;")
+    out.append("}")
+    return "\n".join(out) + "\n", (layout, off)
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    """(cases, {case index: {operand: array after the run}}, {case index: fault or ""}): the table's C++ forms run in
+    the emulation (one g++ build)."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not available")
+    cases = build_cases()
+    src, (layout, size) = program(cases)
+    d = tmp_path_factory.mktemp("isa")
+    (d / "isa.cpp").write_text(src)
+    r = subprocess.run(BASE + [str(d / "isa.cpp"), "-o", str(d / "isa")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    image = bytearray(size)
+    for (_k, _n), (o, arr) in layout.items():
+        image[o:o + arr.nbytes] = np.ascontiguousarray(arr).tobytes()
+    (d / "in.bin").write_bytes(bytes(image))
+    run = subprocess.run([str(d / "isa"), str(d / "in.bin"), str(d / "out.bin")], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    faults = {}
+    for line in run.stdout.splitlines():
+        if line.startswith("case "):
+            _c, k, ok, *why = line.split(" ")
+            faults[int(k)] = "" if ok == "1" else " ".join(why)
+    got = (d / "out.bin").read_bytes()
+    results: dict = {}
+    for (k, name), (o, arr) in layout.items():
+        results.setdefault(k, {})[name] = np.frombuffer(got[o:o + arr.nbytes], dtype=arr.dtype).copy()
+    return cases, results, faults
+
+
+def _ulp_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a - b| in units in the last place of their (same) float type, by ordered bit patterns."""
+    ui = {2: np.int16, 4: np.int32}[a.dtype.itemsize]
+    ia, ib = a.view(ui).astype(np.int64), b.view(ui).astype(np.int64)
+    top = 1 << (8 * a.dtype.itemsize - 1)
+    ia = np.where(ia < 0, -top - ia, ia)
+    ib = np.where(ib < 0, -top - ib, ib)
+    return np.abs(ia - ib)
+
+
+@pytest.mark.parametrize("op", list(Op), ids=lambda o: o.name)
+def test_entry_meaning_matches_its_cpp_form_in_the_emulation(emulated, op):
+    cases, results, faults = emulated
+    mine = [k for k, c in enumerate(cases) if c.op is op]
+    assert mine, f"no case for {op.name}"
+    d = INSTRS[op]
+    for k in mine:
+        case = cases[k]
+        assert faults[k] == "", f"{op.name} case {k}: the emulation faulted: {faults[k]}"
+        want = d.meaning(case.env())
+        assert set(want) == {n for n in d.writes() if n != "tmp"} or op in (Op.REDUCE_SUM, Op.REDUCE_MAX)
+        for name, arr in want.items():
+            if name == "tmp":
+                continue
+            buf = case.alias.get(name, name)
+            got = results[k][buf if buf in results[k] else name]
+            assert got.dtype == arr.dtype
+            ub = {1: np.uint8, 2: np.uint16, 4: np.uint32}[arr.dtype.itemsize]
+            if d.ulps == 0:
+                bad = np.nonzero(got.view(ub) != arr.view(ub))[0]
+            else:
+                bad = np.nonzero(_ulp_diff(got, arr) > d.ulps)[0]
+            assert bad.size == 0, (f"{op.name} case {k} ({case.values}): {name}[{bad[0]}] = {got[bad[0]]!r}, "
+                                   f"meaning says {arr[bad[0]]!r} (input lanes past count must be untouched)")
+
+
+def test_every_entry_names_its_pipe_roles_and_form():
+    for op, d in INSTRS.items():
+        assert d.op is op and d.form.startswith(d.api + "(")
+        assert d.writes(), op
+        assert d.pipe is (Pipe.V if op not in (Op.COPY_IN, Op.COPY_OUT) else
+                          (Pipe.MTE2 if op is Op.COPY_IN else Pipe.MTE3))
+        assert "docs/reference/ascendc.md §1." in d.doc
+    assert entry("Add").stmt(dst="a", src0="b", src1="c", count="n_") == "Add(a, b, c, n_);"
+    with pytest.raises(KeyError):
+        entry("Bogus")
+    with pytest.raises(KeyError):
+        entry("Add").stmt(dst="a", src0="b", count="n")
+    with pytest.raises(ValueError):
+        entry("Add").stmt(dst="a", src0="b", src1="c", count="n", extra="x")
+
+
+def test_cost_counts_repeats_on_the_wider_type_and_lanes():
+    # 65 floats: 260 B = 2 repeats; Add does 64 lanes a cycle, Div and Exp 32 (docs/reference/ascendc.md §1.9)
+    assert INSTRS[Op.ADD].cost(65).repeats == 2 and INSTRS[Op.ADD].cost(65).cycles == 2
+    assert INSTRS[Op.DIV].cost(65).cycles == 3 and INSTRS[Op.EXP].cost(64).cycles == 2
+    assert INSTRS[Op.ADD].cost(128, 2).repeats == 1 and INSTRS[Op.ADD].cost(129, 2).repeats == 2
+    assert INSTRS[Op.ADD].cost(0).repeats == 0
+    with pytest.raises(ValueError):
+        INSTRS[Op.ADD].cost(-1)
+
+
+# ------------------------------------------------------------------------------------------------ independent truth
+def _table_round(x: np.ndarray, dt, mode: str) -> np.ndarray:
+    """Brute force: the two neighbours of |x| among every finite non-negative value of the 16-bit type, chosen by the
+    mode's rule in float64 (docs/reference/ascendc.md §1.9), the sign put back."""
+    inf = int(np.array([np.inf], dtype=dt).view(np.uint16)[0])
+    pos = np.arange(inf, dtype=np.uint16).view(dt).astype(np.float64)
+    ax, neg = np.abs(x.astype(np.float64)), np.signbit(x)
+    i = np.searchsorted(pos, ax, side="right") - 1
+    lo, hi = pos[i], pos[np.minimum(i + 1, len(pos) - 1)]
+    out = np.empty(x.shape, dtype=np.int64)
+    for j in range(x.size):
+        if ax[j] == lo[j]:
+            out[j] = i[j]
+            continue
+        m = mode
+        if neg[j] and m in ("CAST_FLOOR", "CAST_CEIL"):
+            m = "CAST_CEIL" if m == "CAST_FLOOR" else "CAST_FLOOR"
+        dl, dh = ax[j] - lo[j], hi[j] - ax[j]
+        up = {"CAST_NONE": dh < dl or (dh == dl and i[j] % 2 == 1), "CAST_RINT": dh < dl or (dh == dl and i[j] % 2 == 1),
+              "CAST_FLOOR": False, "CAST_TRUNC": False, "CAST_CEIL": True, "CAST_ROUND": dh <= dl,
+              "CAST_ODD": i[j] % 2 == 0}[m]
+        out[j] = i[j] + int(up)
+    return (out.astype(np.uint16) | np.where(neg, 0x8000, 0).astype(np.uint16)).view(dt)
+
+
+@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16], ids=["half", "bf16"])
+@pytest.mark.parametrize("mode", ROUND_MODES)
+def test_round_to_16_matches_a_table_of_every_value(dt, mode):
+    rng = np.random.default_rng(3)
+    x = _cast_inputs(rng, np.dtype(dt))
+    x = np.concatenate([x, _cast_inputs(rng, np.dtype(dt))])
+    got = round_to_16(x, dt, mode)
+    want = _table_round(x, dt, mode)
+    bad = np.nonzero(got.view(np.uint16) != want.view(np.uint16))[0]
+    assert bad.size == 0, f"{mode}: {x[bad[0]]!r} -> {got[bad[0]]!r}, the table says {want[bad[0]]!r}"
+    if mode in ("CAST_RINT", "CAST_NONE"):   # and round to nearest even is what NumPy / ml_dtypes do
+        assert np.array_equal(got.view(np.uint16), x.astype(dt).view(np.uint16))
+
+
+def test_correctly_rounded_meanings_match_float64():
+    # fp32 +, -, *, /, sqrt of fp32 operands rounded once from float64 are the correctly rounded results
+    rng = np.random.default_rng(5)
+    a, b = _floats(rng, lo=-1e3, hi=1e3), _floats(rng, lo=0.5, hi=9.0)
+    dst = np.zeros(N, np.float32)
+    env = {"dst": dst, "src0": a, "src1": b, "count": N}
+    for op, f in ((Op.ADD, np.add), (Op.SUB, np.subtract), (Op.MUL, np.multiply), (Op.DIV, np.divide)):
+        want = f(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+        assert np.array_equal(INSTRS[op].meaning(env)["dst"], want), op
+    s = INSTRS[Op.SQRT].meaning({"dst": dst, "src0": b, "count": N})["dst"]
+    assert np.array_equal(s, np.sqrt(b.astype(np.float64)).astype(np.float32))
+    x = a / np.float32(100)
+    e = INSTRS[Op.EXP].meaning({"dst": dst, "src0": x, "count": N})["dst"]
+    assert np.array_equal(e, np.array([math.exp(float(v)) for v in x], dtype=np.float32))
+    ln = INSTRS[Op.LN].meaning({"dst": dst, "src0": b, "count": N})["dst"]
+    assert np.array_equal(ln, np.array([math.log(float(v)) for v in b], dtype=np.float32))
+    # a tail: lanes past the count keep the destination's contents
+    t = INSTRS[Op.ADD].meaning({**env, "count": 65})["dst"]
+    assert np.array_equal(t[65:], dst[65:]) and np.array_equal(t[:65], (a + b)[:65])
+
+
+def test_pairwise_sum_within_the_float64_error_bound():
+    rng = np.random.default_rng(11)
+    for n in (1, 7, 64, 65, 300, 4097):
+        v = rng.uniform(-1, 1, n).astype(np.float32)
+        exact = float(np.sum(v.astype(np.float64)))
+        bound = np.finfo(np.float32).eps * np.ceil(np.log2(n) + 2) * float(np.sum(np.abs(v.astype(np.float64))))
+        assert abs(float(pairwise_sum(v)) - exact) <= bound
+    assert pairwise_sum(np.array([1.0, 2.0, 3.0], np.float32)) == np.float32(6.0)
