@@ -40,6 +40,7 @@ from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym, as_dim, subst
 from opgen.kernel.headrows import PERMS, SIGNS, HeadPart, body_text, lower_heads, part_text
+from opgen.kernel.isa import INSTRS, Op
 from opgen.passes.pipeline import optimize
 from opgen.tiling.emit import attr_key
 
@@ -207,7 +208,7 @@ def instr_lines(i, locs=None) -> list[str]:
 def _instr_lines(i) -> list[str]:
     k, n = i.kind, "headDim_"
     if k == "cast_in":
-        return [f"CastFrom({_operand(i.dst)}, rowIn_[{_slot_index(i.gm)}][i * dAlign_], {n});"]
+        return [INSTRS[Op.CAST_FROM].stmt(dst=_operand(i.dst), src=f"rowIn_[{_slot_index(i.gm)}][i * dAlign_]", count=n)]
     if k == "sload":
         return [f"const float {i.dst} = statIn_[{_slot_index(i.gm)}].GetValue(i);"]
     from opgen.codegen.kernel import compute_line
@@ -216,11 +217,13 @@ def _instr_lines(i) -> list[str]:
     if common is not None:
         return [common]
     if k == "vgather":
-        return [f"Gather({_operand(i.dst)}, {_operand(i.srcs[0])}, {_operand(i.arg)}, 0, static_cast<uint32_t>({n}));"]
+        return [INSTRS[Op.GATHER].stmt(dst=_operand(i.dst), src=_operand(i.srcs[0]), offset=_operand(i.arg), base="0",
+                                       count=f"static_cast<uint32_t>({n})")]
     if k == "rsum":
         return [f"const float {i.dst} = RowSum({_operand(i.srcs[0])}, {n});"]
     if k == "store":
-        return [f"CastTo(rowOut_[{_slot_index(i.gm)}][i * dAlign_], {_operand(i.srcs[0])}, RoundMode::{i.arg}, {n});"]
+        return [INSTRS[Op.CAST_TO].stmt(dst=f"rowOut_[{_slot_index(i.gm)}][i * dAlign_]", src=_operand(i.srcs[0]),
+                                        mode=f"RoundMode::{i.arg}", count=n)]
     if k == "sstore":
         return [f"statStage_[{_slot_index(i.gm)}].SetValue(i, {i.srcs[0]});"]
     raise SpecError(f"head-row kernel: no C++ for instruction {k}")

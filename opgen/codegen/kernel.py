@@ -27,7 +27,8 @@ from opgen.errors import SpecError
 from opgen.ir.dims import Lit, as_dim
 from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
-from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowProgram, attr_names, per_row
+from opgen.kernel.isa import INSTRS, Op, float_scalar
+from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowProgram, attr_names, instr_op, per_row
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t"}
 """C++ element type of each dtype a rows kernel reads or writes (opgen.kernel.rows.READS, WRITES)."""
@@ -93,21 +94,23 @@ def _operand(name: str, prog: RowProgram) -> str:
 def compute_line(i: Instr, operand, n: str) -> str | None:
     """C++ of a row-program instruction that touches only UB operands and scalars (vbin, vscalar, vunary, vdup,
     acc, sexpr), shared by the row and head kernel printers; `operand` names a buffer, `n` is the lane count
-    expression. None for the kinds whose addressing is the printer's own (loads, stores, row reductions)."""
+    expression. The vector instructions are printed through their instruction-table entry (opgen.kernel.isa,
+    opgen.kernel.rowprog.instr_op; a scalar operand as an fp32 expression, docs/reference/ascendc.md §1.9). None for
+    the kinds whose addressing is the printer's own (loads, stores, row reductions)."""
     k = i.kind
-    if k == "vbin":
-        return f"{i.op}({operand(i.dst)}, {operand(i.srcs[0])}, {operand(i.srcs[1])}, {n});"
-    if k == "vscalar":
-        return f"{i.op}({operand(i.dst)}, {operand(i.srcs[0])}, static_cast<float>({i.arg}), {n});"
-    if k == "vunary":
-        return f"{i.op}({operand(i.dst)}, {operand(i.srcs[0])}, {n});"
-    if k == "vdup":
-        return f"Duplicate({operand(i.dst)}, static_cast<float>({i.arg}), {n});"
-    if k == "acc":
-        return f"Add({operand(i.dst)}, {operand(i.dst)}, {operand(i.srcs[0])}, {n});"
     if k == "sexpr":
         return f"const float {i.dst} = {i.arg};"
-    return None
+    if k not in ("vbin", "vscalar", "vunary", "vdup", "acc"):
+        return None
+    d = INSTRS[instr_op(i)]
+    if k == "acc":
+        return d.stmt(dst=operand(i.dst), src0=operand(i.dst), src1=operand(i.srcs[0]), count=n)
+    ops = {"dst": operand(i.dst), "count": n}
+    for j, x in enumerate(i.srcs):
+        ops[f"src{j}"] = operand(x)
+    if k in ("vscalar", "vdup"):
+        ops["scalar"] = float_scalar(i.arg)
+    return d.stmt(**ops)
 
 
 def cite(lines: list[str], locs) -> list[str]:
@@ -171,14 +174,15 @@ class _Printer:
         op = lambda x: _operand(x, self.p)  # noqa: E731
         k = i.kind
         if k == "cast_in":
-            return [f"CastFrom({op(i.dst)}, {self.row_ref(i.gm)}, n_);"]
+            return [INSTRS[Op.CAST_FROM].stmt(dst=op(i.dst), src=self.row_ref(i.gm), count="n_")]
         common = compute_line(i, op, "n_")
         if common is not None:
             return [common]
         if k == "sload":
             return [f"const float {i.dst} = statIn_{i.gm}.GetValue(i);"]
         if k == "store":
-            return [f"CastTo(rowOut_{i.gm}[i * rowStride_], {op(i.srcs[0])}, RoundMode::{i.arg}, n_);"]
+            return [INSTRS[Op.CAST_TO].stmt(dst=f"rowOut_{i.gm}[i * rowStride_]", src=op(i.srcs[0]),
+                                            mode=f"RoundMode::{i.arg}", count="n_")]
         if k == "sstore":
             return [f"statStage_{i.gm}.SetValue(i, {i.srcs[0]});"]
         if k in ("rsum", "rmax"):
@@ -393,7 +397,7 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> lis
 
 def _zero_lines(prog: RowProgram, space: str, cites: Cites) -> list[str]:
     """Zero the accumulators of `space` (brow: at each new batch, col: once per column chunk)."""
-    return [f"Duplicate({_operand(a, prog)}, 0.0f, n_);{spec_comment(cites.acc(a))}"
+    return [INSTRS[Op.DUPLICATE].stmt(dst=_operand(a, prog), scalar="0.0f", count="n_") + spec_comment(cites.acc(a))
             for a, (sp, _n, _r) in prog.accs.items() if sp == space]
 
 

@@ -23,7 +23,8 @@ from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import spec_comment
-from opgen.kernel.nsa import NsaProgram, print_program, shape_key
+from opgen.kernel.isa import INSTRS, Op
+from opgen.kernel.nsa import KIND_OPS, NsaProgram, print_program, shape_key
 from opgen.tiling.nsa import WS_ALIGN
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "i64": "int64_t", "bool": "bool",
@@ -253,10 +254,9 @@ class _Printer:
         elif i.kind == "ld_stat":
             out.append(f"const float st_{i.dst} = gm_{i.arg}.GetValue((x.t * N1_ + h) * 8);")
         elif i.kind in ("vmul", "vsub", "vadd"):
-            op = {"vmul": "Mul", "vsub": "Sub", "vadd": "Add"}[i.kind]
             e = self.head_len(i.dst)
-            out.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.reg(i.srcs[1])}, "
-                       f"static_cast<int32_t>({e}));")
+            out.append(INSTRS[KIND_OPS[i.kind]].stmt(dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
+                                                     src1=self.reg(i.srcs[1]), count=f"static_cast<int32_t>({e})"))
         elif i.kind == "rsum":
             out.append(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, {self.head_len(i.srcs[0])});")
         else:
@@ -306,20 +306,20 @@ class _Printer:
         k = i.kind
         if k == "ld_tile":
             j = p.regs[i.dst][1]
-            pre.append(f"DataCopy(Reg({j}), {i.arg}[{self.slot_off(i.arg)} + p0 * keys], "
-                       f"static_cast<uint32_t>(k * keys));")
+            pre.append(INSTRS[Op.COPY_IN].stmt(dst=f"Reg({j})", src=f"{i.arg}[{self.slot_off(i.arg)} + p0 * keys]",
+                                               count="static_cast<uint32_t>(k * keys)"))
         elif k == "mask":
             if p.regs[i.dst] != p.regs[i.srcs[0]]:
-                body.append(f"Adds({self.reg(i.dst)}, {self.reg(i.srcs[0])}, 0.0f, {n});")
+                body.append(INSTRS[Op.ADDS].stmt(dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), scalar="0.0f", count=n))
             body.append(f"MaskFuture({self.reg(i.dst)}, keys, x, c, {self.scalar(i.arg)});")
         elif k in ("muls", "adds"):
-            op = "Muls" if k == "muls" else "Adds"
-            body.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.scalar(i.arg)}, {n});")
+            body.append(INSTRS[KIND_OPS[k]].stmt(dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
+                                                 scalar=self.scalar(i.arg), count=n))
         elif k == "exp":
-            body.append(f"Exp({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {n});")
+            body.append(INSTRS[Op.EXP].stmt(dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), count=n))
         elif k in ("vmul", "vsub", "vadd"):
-            op = {"vmul": "Mul", "vsub": "Sub", "vadd": "Add"}[k]
-            body.append(f"{op}({self.reg(i.dst)}, {self.reg(i.srcs[0])}, {self.reg(i.srcs[1])}, {n});")
+            body.append(INSTRS[KIND_OPS[k]].stmt(dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
+                                                 src1=self.reg(i.srcs[1]), count=n))
         elif k == "rmax":
             body.append(f"const float st_{i.dst} = RowMax({self.reg(i.srcs[0])}, keys);")
         elif k == "rsum":
@@ -327,17 +327,18 @@ class _Printer:
         elif k == "st_tile":
             q = self.tile_que[i.arg]
             pre.append(f"LocalTensor<T> {q}T = {q}.template AllocTensor<T>();")
-            body.append(f"Cast({q}T[i * keys], {self.reg(i.srcs[0])}, RoundMode::{i.op}, "
-                        f"static_cast<uint32_t>(keys));")
+            body.append(INSTRS[Op.CAST].stmt(dst=f"{q}T[i * keys]", src=self.reg(i.srcs[0]), mode=f"RoundMode::{i.op}",
+                                             count="static_cast<uint32_t>(keys)"))
             post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<T>();",
-                     f"DataCopy({i.arg}[{self.slot_off(i.arg)} + p0 * keys], {q}T, "
-                     f"static_cast<uint32_t>(k * keys));", f"{q}.FreeTensor({q}T);"]
+                     INSTRS[Op.COPY_OUT].stmt(dst=f"{i.arg}[{self.slot_off(i.arg)} + p0 * keys]", src=f"{q}T",
+                                              count="static_cast<uint32_t>(k * keys)"), f"{q}.FreeTensor({q}T);"]
         elif k == "st_stat8":
             q = self.stat_que[i.arg]
             pre.append(f"LocalTensor<float> {q}T = {q}.template AllocTensor<float>();")
-            body.append(f"Duplicate({q}T[i * 8], st_{i.srcs[0]}, 8);")
+            body.append(INSTRS[Op.DUPLICATE].stmt(dst=f"{q}T[i * 8]", scalar=f"st_{i.srcs[0]}", count="8"))
             post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<float>();",
-                     f"DataCopy(gm_{i.arg}[(x.t * N1_ + x.h0 + p0) * 8], {q}T, static_cast<uint32_t>(k * 8));",
+                     INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[(x.t * N1_ + x.h0 + p0) * 8]", src=f"{q}T",
+                                              count="static_cast<uint32_t>(k * 8)"),
                      f"{q}.FreeTensor({q}T);"]
         else:
             raise SpecError(f"{self.spec.name}: no item-scope C++ for {k}")

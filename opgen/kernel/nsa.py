@@ -48,6 +48,7 @@ from opgen.errors import IRError
 from opgen.ir.core import Graph
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import at_suffix, stamp
+from opgen.kernel.isa import Op
 from opgen.kernel.rowprog import ROUND_MODES
 
 FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
@@ -55,6 +56,10 @@ FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
 VECTOR_KINDS = ("ld_tile", "ld_stat", "ld_head", "mask", "muls", "adds", "exp", "vmul", "vsub", "vadd", "rmax",
                 "rsum", "st_tile", "st_stat8")
 """Vector instruction kinds (see `VInstr`)."""
+KIND_OPS = {"ld_tile": Op.COPY_IN, "muls": Op.MULS, "adds": Op.ADDS, "exp": Op.EXP, "vmul": Op.MUL, "vsub": Op.SUB,
+            "vadd": Op.ADD, "st_tile": Op.CAST, "st_stat8": Op.DUPLICATE}
+"""The instruction-table entry (opgen.kernel.isa) each kind is printed with (its vector / copy statement); ld_stat,
+ld_head, mask (MaskFuture), rmax and rsum are printed as helper calls or scalar reads."""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from opgen.errors import IRError
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import at_suffix
 from opgen.ir.records import evolve
+from opgen.kernel.isa import INSTRS, Op, Pipe, entry
 
 SPACES = ("row", "stat", "brow", "col", "scalar")
 VECTOR_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Max", "minimum": "Min"}
@@ -45,9 +46,33 @@ VECTOR_SPACES = ("row", "brow", "col", "table")
 NO_INPLACE = ("vgather",)
 """Instruction kinds whose destination must not be one of their sources (Gather permutes lanes)."""
 ROUND_MODES = {"rint": "CAST_RINT", "round": "CAST_ROUND", "none": "CAST_NONE"}
-VECTOR_KINDS = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "vgather", "acc", "store")
-"""Instruction kinds printed as vector (PIPE_V) instructions. The printers follow each with
-PipeBarrier<PIPE_V>(): the vector pipe issues in order but does not complete in order, so a dependent
+KIND_OPS = {"cast_in": Op.CAST_FROM, "vdup": Op.DUPLICATE, "vgather": Op.GATHER, "acc": Op.ADD, "store": Op.CAST_TO}
+"""The instruction-table entry (opgen.kernel.isa) of each kind printed as one table instruction; vbin, vscalar and
+vunary name theirs in `Instr.op` (the AscendC name: "Add", "Muls", "Exp", ...)."""
+TABLE_KINDS = ("vbin", "vscalar", "vunary")
+"""Kinds whose table entry is `Instr.op`."""
+
+
+def instr_op(i) -> Op | None:
+    """The instruction-table entry printed for row-program instruction `i` (opgen.kernel.isa), None for the kinds
+    printed otherwise (GM loads and stores of stats, row reductions, scalar expressions). Raises KeyError for an
+    `op` the table does not hold."""
+    if i.kind in TABLE_KINDS:
+        return entry(i.op).op
+    return KIND_OPS.get(i.kind)
+
+
+def is_vector(i) -> bool:
+    """Whether instruction `i` is printed as a vector (PIPE_V) instruction: its table entry's pipe
+    (docs/reference/ascendc.md §1.6)."""
+    op = instr_op(i)
+    return op is not None and INSTRS[op].pipe is Pipe.V
+
+
+VECTOR_KINDS = tuple(k for k in ("cast_in", *TABLE_KINDS, "vdup", "vgather", "acc", "store")
+                     if k in TABLE_KINDS or INSTRS[KIND_OPS[k]].pipe is Pipe.V)
+"""Instruction kinds printed as vector (PIPE_V) instructions (their table entries' pipe). The printers follow each
+with PipeBarrier<PIPE_V>(): the vector pipe issues in order but does not complete in order, so a dependent
 vector instruction must wait (docs/reference/ascendc.md §1.6); the emitted packages use manual sync."""
 
 
