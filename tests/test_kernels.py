@@ -181,18 +181,46 @@ def test_mutated_kernel_is_caught(name, tmp_path):
     assert expect in blob, blob
 
 
+def _vector_calls(line: str):
+    """(instruction-table entry, {operand: region}) of a vector call on C++ line `line`, else None: the call's
+    arguments matched to the entry's operands in order (opgen.kernel.isa), each named by its buffer: the array slot
+    `w_[k]` or register `Reg(j)` itself, any other view its whole tensor."""
+    from opgen.kernel.isa import BY_API
+
+    m = re.match(r"^\s*([A-Z]\w*)\((.*)\);\s*$", line)
+    if not m or m.group(1) not in BY_API or ", gm_" in line:   # (NSA's Gather(l1, gm_key, ...): cube side)
+        return None
+    d = BY_API[m.group(1)]
+    args, depth, cur = [], 0, ""
+    for ch in m.group(2):
+        if ch == "," and depth == 0:
+            args.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        cur += ch
+    args.append(cur.strip())
+
+    def reg(e):
+        s = re.fullmatch(r"((?:w_|brow_|colv_|tab_|col_|acc_|perm_|sign_)\[\d+\]|(?:Reg|Head)\(\d+\)).*", e)
+        return s.group(1) if s else re.match(r"[A-Za-z_]\w*", e).group(0)
+
+    return d, {o.name: reg(a) for o, a in zip(d.operands, args) if o.kind == "ub"}
+
+
 def test_emitted_kernels_synchronise_dependent_vector_instructions():
-    """Manual sync (docs/reference/ascendc.md §1.6): in every emitted kernel each vector instruction is followed by
-    PipeBarrier<PIPE_V>() or hands its result over through a queue (EnQue) or an event, and every SyncAll of
-    the vector kernels is preceded by PipeBarrier<PIPE_ALL>(). The emulation runs each pipe in order, so this
-    structural check is what catches a missing barrier."""
+    """Manual sync by dependency (docs/reference/ascendc.md §1.6): in every emitted kernel, for every two vector
+    instructions of one straight-line segment where the later reads or writes a buffer the earlier wrote, or writes
+    one it read (the operand roles of the instruction table, opgen.kernel.isa), a PipeBarrier<PIPE_V>() (or
+    PIPE_ALL) lies between them; and every SyncAll of the vector kernels is preceded by PipeBarrier<PIPE_ALL>(). Checked
+    pair by pair, not by the pass's walk. The emulation runs each pipe in order, so this structural check is what
+    catches a missing barrier."""
     from opgen.codegen import default_out_dir
 
-    call = re.compile(r"^\s*(Add|Sub|Mul|Div|Muls|Adds|Exp|Duplicate|CastFrom|CastTo|Gather|Cast|ReduceSum|Max|"
-                      r"Maxs|Mins)\(.*;\s*$")
     headers = sorted(h for h in default_out_dir().glob("*/op_kernel/*.h") if "_tiling_" not in h.name)
     assert len(headers) == 6, headers
-    checked = 0
+    checked = pairs = 0
     for h in headers:
         lines = []
         for raw in h.read_text().splitlines():   # a call clang-format wrapped over lines is judged as one line
@@ -202,14 +230,27 @@ def test_emitted_kernels_synchronise_dependent_vector_instructions():
                 lines[-1] = lines[-1].rstrip() + " " + raw.strip()
             else:
                 lines.append(raw)
-        for k, line in enumerate(lines[:-1]):
-            nxt = lines[k + 1].strip()
-            helper = line.strip().startswith("Cast(dst, src,")   # inside CastTo/CastFrom: their callers sync
-            if call.match(line) and ", gm_" not in line and not helper:   # (NSA's Gather(l1, gm_key, ...): cube side)
-                ok = "PipeBarrier<PIPE_V>" in nxt or ".EnQue(" in nxt or \
-                    nxt.startswith(("SetFlag<HardEvent::V_", "Fence<HardEvent::V_"))
-                assert ok, f"{h.name}: {line.strip()} is not followed by a barrier ({nxt})"
+        segment = []   # (line, reads, writes, barriers seen before it) of the current straight-line segment
+        barriers = 0
+        for k, line in enumerate(lines):
+            t = line.strip()
+            if t.endswith("{") or t.startswith("}"):
+                segment, barriers = [], 0
+                continue
+            if t.startswith(("PipeBarrier<PIPE_V>", "PipeBarrier<PIPE_ALL>")):
+                barriers += 1
+                continue
+            got = _vector_calls(line)
+            if got is not None:
+                d, regions = got
+                rd = {regions[n] for n in d.reads() if n in regions}
+                wr = {regions[n] for n in d.writes() if n in regions}
+                for prev, prd, pwr, b in segment:
+                    if rd & pwr or wr & pwr or wr & prd:
+                        pairs += 1
+                        assert b < barriers, f"{h.name}: {t} depends on {prev} with no barrier between"
+                segment.append((t, rd, wr, barriers))
                 checked += 1
-            if line.strip() == "SyncAll();" and not h.name.startswith("nsa_"):
+            if t == "SyncAll();" and not h.name.startswith("nsa_"):
                 assert "PipeBarrier<PIPE_ALL>" in lines[k - 1], f"{h.name}: SyncAll without PIPE_ALL"
-    assert checked > 500, checked
+    assert checked > 500 and pairs > 300, (checked, pairs)

@@ -40,7 +40,7 @@ from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym, as_dim, subst
 from opgen.kernel.headrows import PERMS, SIGNS, HeadPart, body_text, lower_heads, part_text
-from opgen.kernel.isa import INSTRS, Op
+from opgen.kernel.vsync import place_barriers, vstmt
 from opgen.passes.pipeline import optimize
 from opgen.tiling.emit import attr_key
 
@@ -193,37 +193,43 @@ def _slot_index(slot: str) -> str:
     return re.fullmatch(r"[a-z]+(\d+)", slot).group(1)
 
 
-def instr_lines(i, locs=None) -> list[str]:
-    """C++ of one row-program instruction inside a body's row loop (`i`: row of the pass, headDim_ lanes), ending
-    with the spec comment of `locs` (default: the instruction's own location; a body shared by several parts cites
-    the instructions of all of them); a vector instruction is followed by PipeBarrier<PIPE_V>()
-    (opgen.kernel.rowprog.VECTOR_KINDS)."""
-    from opgen.codegen.kernel import cite
-    from opgen.kernel.rowprog import VECTOR_KINDS
+def instr_lines(i, locs=None) -> list:
+    """Stream statements of one row-program instruction inside a body's row loop (`i`: row of the pass, headDim_
+    lanes), ending with the spec comment of `locs` (default: the instruction's own location; a body shared by several
+    parts cites the instructions of all of them): a vector instruction as a VStmt with its operands' regions (its
+    instruction-table entry, opgen.codegen.kernel.vector_stmt), RowSum as one whose accesses are done after it (the
+    scalar unit reads its result), the others as lines; opgen.kernel.vsync.place_barriers places the barriers."""
+    from opgen.codegen.kernel import cite, vector_stmt
 
     lines = cite(_instr_lines(i), [i.loc] if locs is None else locs)
-    return lines + ["PipeBarrier<PIPE_V>();"] if i.kind in VECTOR_KINDS else lines
+    if i.kind == "rsum":
+        return [vstmt(lines, reads=[_operand(i.srcs[0])], writes=["red_", "redTmp_"], after="done")]
+    return vector_stmt(i, lines, _operand, "headDim_", _row_in(i) if i.kind == "cast_in" else "",
+                       _row_out(i) if i.kind == "store" else "")
+
+
+def _row_in(i) -> str:
+    return f"rowIn_[{_slot_index(i.gm)}][i * dAlign_]"
+
+
+def _row_out(i) -> str:
+    return f"rowOut_[{_slot_index(i.gm)}][i * dAlign_]"
 
 
 def _instr_lines(i) -> list[str]:
     k, n = i.kind, "headDim_"
-    if k == "cast_in":
-        return [INSTRS[Op.CAST_FROM].stmt(dst=_operand(i.dst), src=f"rowIn_[{_slot_index(i.gm)}][i * dAlign_]", count=n)]
     if k == "sload":
         return [f"const float {i.dst} = statIn_[{_slot_index(i.gm)}].GetValue(i);"]
-    from opgen.codegen.kernel import compute_line
+    from opgen.codegen.kernel import compute_line, table_form
 
     common = compute_line(i, _operand, n)
     if common is not None:
         return [common]
-    if k == "vgather":
-        return [INSTRS[Op.GATHER].stmt(dst=_operand(i.dst), src=_operand(i.srcs[0]), offset=_operand(i.arg), base="0",
-                                       count=f"static_cast<uint32_t>({n})")]
+    if k in ("cast_in", "vgather", "store"):
+        d, ex = table_form(i, _operand, n, _row_in(i) if k == "cast_in" else "", _row_out(i) if k == "store" else "")
+        return [d.stmt(**ex)]
     if k == "rsum":
         return [f"const float {i.dst} = RowSum({_operand(i.srcs[0])}, {n});"]
-    if k == "store":
-        return [INSTRS[Op.CAST_TO].stmt(dst=f"rowOut_[{_slot_index(i.gm)}][i * dAlign_]", src=_operand(i.srcs[0]),
-                                        mode=f"RoundMode::{i.arg}", count=n)]
     if k == "sstore":
         return [f"statStage_[{_slot_index(i.gm)}].SetValue(i, {i.srcs[0]});"]
     raise SpecError(f"head-row kernel: no C++ for instruction {k}")
@@ -231,7 +237,8 @@ def _instr_lines(i) -> list[str]:
 
 def body_lines(part: HeadPart, sharing=None) -> list[str]:
     """The body of a part: the loop over the pass's rows, the row conditions as if/else, each case's
-    table-row loads then its instructions. `sharing`: every part this body serves (equal body_text; default just
+    table-row loads then its instructions, barriers by dependency (opgen.kernel.vsync.place_barriers: each branch
+    and the loop body a stream of its own). `sharing`: every part this body serves (equal body_text; default just
     `part`): each statement cites the spec lines of the corresponding instruction of all of them."""
     members = list(sharing) if sharing else [part]
     member_cases = [{c.truth: c for c in m.cases} for m in members]
@@ -248,7 +255,8 @@ def body_lines(part: HeadPart, sharing=None) -> list[str]:
     def emit(j, prefix):
         if j == len(part.conds):
             case = cases[prefix]
-            lines = [f"TableRow({_slot_index(c)}, p, seqPos);" for c in case.prog.consts if c.startswith("tab")]
+            lines = [vstmt(f"TableRow({_slot_index(c)}, p, seqPos);", writes=[_operand(c)], after="done")
+                     for c in case.prog.consts if c.startswith("tab")]   # LoadRow when the row changes: own barrier
             for k, ins in enumerate(case.prog.instrs):
                 lines += instr_lines(ins, [mc[prefix].prog.instrs[k].loc for mc in member_cases])
             return lines
@@ -257,7 +265,7 @@ def body_lines(part: HeadPart, sharing=None) -> list[str]:
 
     out += emit(0, ())
     out.append("}")
-    return out
+    return place_barriers(out)
 
 
 def body_doc(part: HeadPart) -> str:

@@ -18,7 +18,6 @@ data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.8 (DataCopyPad units: blockLen 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from opgen.codegen.names import op_snake
@@ -27,8 +26,9 @@ from opgen.errors import SpecError
 from opgen.ir.dims import Lit, as_dim
 from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
-from opgen.kernel.isa import INSTRS, Op, float_scalar
-from opgen.kernel.rowprog import VECTOR_KINDS, Instr, RowProgram, attr_names, instr_op, per_row
+from opgen.kernel.isa import INSTRS, Op, Pipe, float_scalar
+from opgen.kernel.rowprog import Instr, RowProgram, attr_names, instr_op, per_row
+from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t"}
 """C++ element type of each dtype a rows kernel reads or writes (opgen.kernel.rows.READS, WRITES)."""
@@ -91,26 +91,53 @@ def _operand(name: str, prog: RowProgram) -> str:
     raise SpecError(f"row kernel {prog.name}: operand {name} has no buffer")
 
 
-def compute_line(i: Instr, operand, n: str) -> str | None:
-    """C++ of a row-program instruction that touches only UB operands and scalars (vbin, vscalar, vunary, vdup,
-    acc, sexpr), shared by the row and head kernel printers; `operand` names a buffer, `n` is the lane count
-    expression. The vector instructions are printed through their instruction-table entry (opgen.kernel.isa,
-    opgen.kernel.rowprog.instr_op; a scalar operand as an fp32 expression, docs/reference/ascendc.md §1.9). None for
-    the kinds whose addressing is the printer's own (loads, stores, row reductions)."""
-    k = i.kind
-    if k == "sexpr":
-        return f"const float {i.dst} = {i.arg};"
-    if k not in ("vbin", "vscalar", "vunary", "vdup", "acc"):
+def table_form(i: Instr, operand, n: str, row_in: str = "", row_out: str = ""):
+    """(instruction-table entry, {operand name: C++ expression}) of row-program instruction `i` (opgen.kernel.isa,
+    opgen.kernel.rowprog.instr_op), or None for the kinds printed otherwise. `operand` names a UB buffer, `n` is the
+    lane count expression, `row_in` / `row_out` the UB rows a cast_in reads and a store writes; a scalar operand is
+    an fp32 expression (docs/reference/ascendc.md §1.9)."""
+    op = instr_op(i)
+    if op is None:
         return None
-    d = INSTRS[instr_op(i)]
+    d, k = INSTRS[op], i.kind
     if k == "acc":
-        return d.stmt(dst=operand(i.dst), src0=operand(i.dst), src1=operand(i.srcs[0]), count=n)
+        return d, {"dst": operand(i.dst), "src0": operand(i.dst), "src1": operand(i.srcs[0]), "count": n}
+    if k == "cast_in":
+        return d, {"dst": operand(i.dst), "src": row_in, "count": n}
+    if k == "store":
+        return d, {"dst": row_out, "src": operand(i.srcs[0]), "mode": f"RoundMode::{i.arg}", "count": n}
+    if k == "vgather":
+        return d, {"dst": operand(i.dst), "src": operand(i.srcs[0]), "offset": operand(i.arg), "base": "0",
+                   "count": f"static_cast<uint32_t>({n})"}
     ops = {"dst": operand(i.dst), "count": n}
     for j, x in enumerate(i.srcs):
         ops[f"src{j}"] = operand(x)
     if k in ("vscalar", "vdup"):
         ops["scalar"] = float_scalar(i.arg)
-    return d.stmt(**ops)
+    return d, ops
+
+
+def compute_line(i: Instr, operand, n: str) -> str | None:
+    """C++ of a row-program instruction that touches only UB operands and scalars (vbin, vscalar, vunary, vdup,
+    acc, sexpr), shared by the row and head kernel printers; `operand` names a buffer, `n` is the lane count
+    expression. The vector instructions are printed through their instruction-table entry (`table_form`). None for
+    the kinds whose addressing is the printer's own (loads, stores, row reductions)."""
+    if i.kind == "sexpr":
+        return f"const float {i.dst} = {i.arg};"
+    if i.kind not in ("vbin", "vscalar", "vunary", "vdup", "acc"):
+        return None
+    d, exprs = table_form(i, operand, n)
+    return d.stmt(**exprs)
+
+
+def vector_stmt(i: Instr, lines: list[str], operand, n: str, row_in: str = "", row_out: str = ""):
+    """The printed `lines` of instruction `i` as a stream statement of the barrier pass (opgen.kernel.vsync): a
+    VStmt with the regions its table entry's operands read and write (`table_form`) for a vector instruction, the
+    lines unchanged for the others."""
+    form = table_form(i, operand, n, row_in, row_out)
+    if form is None or form[0].pipe is not Pipe.V:
+        return lines
+    return [instr_stmt(form[0], lines, form[1])]
 
 
 def cite(lines: list[str], locs) -> list[str]:
@@ -162,27 +189,36 @@ class _Printer:
     def row_ref(self, gm: str) -> str:
         return f"rowIn_{gm}[i * rowStride_]" if self.mode == "row" else f"res_{gm}[i * rowStride_]"
 
-    def instr(self, i: Instr, phase: int | None = None) -> list[str]:
-        """C++ lines of instruction `i` inside the per-row loop (`i`, `n_`), a vector instruction followed by
-        PipeBarrier<PIPE_V>() (rowprog.VECTOR_KINDS); the statement ends with the instruction's spec location
-        (`// spec: file.py:line`). For COL_SPLIT `phase` is the row-reduction level being exchanged (None: the
-        final phase)."""
+    def row_out(self, gm: str) -> str:
+        return f"rowOut_{gm}[i * rowStride_]"
+
+    def instr(self, i: Instr, phase: int | None = None) -> list:
+        """Stream statements of instruction `i` inside the per-row loop (`i`, `n_`): a vector instruction as a VStmt
+        with its operands' regions, a row reduction (RowSum / RowMax: the result read back after a V->S wait) as a
+        VStmt whose accesses are done after it, the others as lines (opgen.kernel.vsync places the barriers); the
+        statement ends with the instruction's spec location (`// spec: file.py:line`). For COL_SPLIT `phase` is the
+        row-reduction level being exchanged (None: the final phase)."""
         lines = cite(self._instr(i, phase), self.cites.instr(i))
-        return lines + ["PipeBarrier<PIPE_V>();"] if i.kind in VECTOR_KINDS else lines
+        op = lambda x: _operand(x, self.p)  # noqa: E731
+        if i.kind in ("rsum", "rmax") and (self.mode == "row" or (phase is not None and i.level == phase)):
+            return [vstmt(lines, reads=[op(i.srcs[0])], writes=["red_", "redTmp_"], after="done")]
+        return vector_stmt(i, lines, op, "n_", self.row_ref(i.gm) if i.kind == "cast_in" else "",
+                           self.row_out(i.gm) if i.kind == "store" else "")
 
     def _instr(self, i: Instr, phase: int | None) -> list[str]:
         op = lambda x: _operand(x, self.p)  # noqa: E731
         k = i.kind
         if k == "cast_in":
-            return [INSTRS[Op.CAST_FROM].stmt(dst=op(i.dst), src=self.row_ref(i.gm), count="n_")]
+            d, ex = table_form(i, op, "n_", row_in=self.row_ref(i.gm))
+            return [d.stmt(**ex)]
         common = compute_line(i, op, "n_")
         if common is not None:
             return [common]
         if k == "sload":
             return [f"const float {i.dst} = statIn_{i.gm}.GetValue(i);"]
         if k == "store":
-            return [INSTRS[Op.CAST_TO].stmt(dst=f"rowOut_{i.gm}[i * rowStride_]", src=op(i.srcs[0]),
-                                            mode=f"RoundMode::{i.arg}", count="n_")]
+            d, ex = table_form(i, op, "n_", row_out=self.row_out(i.gm))
+            return [d.stmt(**ex)]
         if k == "sstore":
             return [f"statStage_{i.gm}.SetValue(i, {i.srcs[0]});"]
         if k in ("rsum", "rmax"):
@@ -196,37 +232,42 @@ class _Printer:
         raise SpecError(f"row kernel {self.p.name}: no C++ for instruction {k}")
 
     def row_body(self) -> list[str]:
-        """ROW_SPLIT: every per-row instruction (stat/row space) in order."""
+        """ROW_SPLIT: every per-row instruction (stat/row space) in order, barriers by dependency
+        (opgen.kernel.vsync.place_barriers: one stream, a barrier at its end while vector work is pending)."""
         out = []
         for i in self.p.instrs:
             if per_row(i):
                 out += self.instr(i)
-        return out
+        return place_barriers(out)
 
     def phase_body(self, level: int | None) -> list[str]:
         """COL_SPLIT: the instructions of one phase (opgen.kernel.rowprog._assign_phases): for level L the
-        ancestors of its row reductions, for the final phase (None) those of every store and accumulate."""
+        ancestors of its row reductions, for the final phase (None) those of every store and accumulate; barriers by
+        dependency as row_body."""
         want = -1 if level is None else level
         out = []
         for i in self.p.instrs:
             if per_row(i) and want in i.phases:
                 out += self.instr(i, level)
-        return out
+        return place_barriers(out)
 
 
-_VECTOR_CALL = re.compile(r"^(Add|Sub|Mul|Div|Muls|Adds|Maxs|Mins|Max|Min|Exp|Duplicate|CastFrom|CastTo|Gather)\(")
+def _load_row(line: str, dst: str):
+    """A LoadRow statement (templates/op_kernel/row_kernel.h.j2: staged copy-in, CastFrom into `dst`, then its own
+    PipeBarrier<PIPE_V>()) as a stream statement of the barrier pass (opgen.kernel.vsync)."""
+    return vstmt(line, writes=[dst], after="barrier")
 
 
-def barriers(lines: list[str]) -> list[str]:
-    """`lines` with PipeBarrier<PIPE_V>() after every vector instruction that is not followed by one already
-    (manual sync, docs/reference/ascendc.md §1.6)."""
-    out = []
-    for k, ln in enumerate(lines):
-        out.append(ln)
-        nxt = lines[k + 1] if k + 1 < len(lines) else ""
-        if _VECTOR_CALL.match(ln) and "PipeBarrier" not in nxt:
-            out.append("PipeBarrier<PIPE_V>();")
-    return out
+def _store_row(line: str, src: str):
+    """A StoreRow statement (CastTo from `src` into the output queue, then the queue hand-off to MTE3) as a stream
+    statement: its vector read of `src` may still be in flight after it (opgen.kernel.vsync)."""
+    return vstmt(line, reads=[src])
+
+
+def _sum_partials(line: str):
+    """A SumPartials statement (templates/op_kernel/row_kernel.h.j2: Duplicate and Add into w_[0] over LoadRow's of
+    w_[1], each followed by PipeBarrier<PIPE_V>()) as a stream statement."""
+    return vstmt(line, writes=["w_[0]", "w_[1]"], after="barrier")
 
 
 # ------------------------------------------------------------------------------------------------ addressing
@@ -384,8 +425,8 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> lis
         if i.kind == "load":
             t = prog.tensor(i.gm)
             off = addr.brow(i.gm, "b") if space == "brow" else addr.col(i.gm)
-            out.append(f"LoadRow<{_ctype(t.dtype)}>({_operand(i.dst, prog)}, gm_{t.gm}[{_sum([off, 'c0_'])}], n_);"
-                       + spec_comment(cites.instr(i)))
+            out.append(_load_row(f"LoadRow<{_ctype(t.dtype)}>({_operand(i.dst, prog)}, gm_{t.gm}[{_sum([off, 'c0_'])}], "
+                                 f"n_);" + spec_comment(cites.instr(i)), _operand(i.dst, prog)))
         elif i.kind == "acc":
             continue
         else:
@@ -397,8 +438,10 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> lis
 
 def _zero_lines(prog: RowProgram, space: str, cites: Cites) -> list[str]:
     """Zero the accumulators of `space` (brow: at each new batch, col: once per column chunk)."""
-    return [INSTRS[Op.DUPLICATE].stmt(dst=_operand(a, prog), scalar="0.0f", count="n_") + spec_comment(cites.acc(a))
-            for a, (sp, _n, _r) in prog.accs.items() if sp == space]
+    d = INSTRS[Op.DUPLICATE]
+    return [instr_stmt(d, d.stmt(**ex) + spec_comment(cites.acc(a)), ex)
+            for a, (sp, _n, _r) in prog.accs.items() if sp == space
+            for ex in [{"dst": _operand(a, prog), "scalar": "0.0f", "count": "n_"}]]
 
 
 def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list[str]:
@@ -409,9 +452,9 @@ def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list
         return []
     ncol = sum(1 for v in prog.accs.values() if v[0] == "col")
     out = []
-    direct = [f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
-              f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, RoundMode::{rm}, n_);"
-              + spec_comment(cites.acc(a)) for a, (_sp, name, rm) in accs]
+    direct = [_store_row(f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
+                         f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, RoundMode::{rm}, n_);"
+                         + spec_comment(cites.acc(a)), _operand(a, prog)) for a, (_sp, name, rm) in accs]
     if mode == "col":
         return direct
     out.append("const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;")
@@ -420,8 +463,9 @@ def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list
     out.append("} else {")
     out.append("const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;")
     for j, (a, _v) in enumerate(accs):
-        out.append(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {ncol} + slot * {len(accs)} + {j}) * "
-                   f"colAlign_], {_operand(a, prog)}, RoundMode::CAST_NONE, n_);{spec_comment(cites.acc(a))}")
+        out.append(_store_row(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {ncol} + slot * {len(accs)} + "
+                              f"{j}) * colAlign_], {_operand(a, prog)}, RoundMode::CAST_NONE, n_);"
+                              f"{spec_comment(cites.acc(a))}", _operand(a, prog)))
     out.append("}")
     return out
 
@@ -435,8 +479,9 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
         return []
     out = []
     for j, (a, _v) in enumerate(cols):
-        out.append(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {j}) * colAlign_], {_operand(a, prog)}, "
-                   f"RoundMode::CAST_NONE, n_);{spec_comment(cites.acc(a))}")
+        out.append(_store_row(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {j}) * colAlign_], "
+                              f"{_operand(a, prog)}, RoundMode::CAST_NONE, n_);{spec_comment(cites.acc(a))}",
+                              _operand(a, prog)))
     out.append("PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them")
     out.append("SyncAll();")
     out.append("const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;")
@@ -445,9 +490,9 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     out.append("if (rn > 0) {")
     for j, (a, (_sp, name, rm)) in enumerate(cols):
         t = prog.tensor(name)
-        out.append(f"SumPartials({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);")
-        out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
-                   f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}")
+        out.append(_sum_partials(f"SumPartials({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);"))
+        out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
+                              f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
     if brows:
         out.append("int64_t lastBatch = -1;")
         out.append("for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {")
@@ -458,9 +503,10 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
         out.append("const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;")
         for j, (a, (_sp, name, rm)) in enumerate(brows):
             t = prog.tensor(name)
-            out.append(f"SumPartials({len(cols) + j}, {len(brows)}, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);")
-            out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.brow(name, 'b'), 'r0'])}], w_[0], "
-                       f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}")
+            out.append(_sum_partials(f"SumPartials({len(cols) + j}, {len(brows)}, r0, rn, CoreOfRow(b * seqLen_), "
+                                     f"CoreOfRow(last), b);"))
+            out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.brow(name, 'b'), 'r0'])}], w_[0], "
+                                  f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
         out.append("}")
     out.append("}")
     return out
@@ -472,8 +518,9 @@ def _col_final_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     for a, (sp, name, rm) in prog.accs.items():
         if sp == "col":
             t = prog.tensor(name)
-            out.append(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'c0_'])}], {_operand(a, prog)}, "
-                       f"RoundMode::{rm}, n_);{spec_comment(cites.acc(a))}")
+            out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'c0_'])}], "
+                                  f"{_operand(a, prog)}, RoundMode::{rm}, n_);{spec_comment(cites.acc(a))}",
+                                  _operand(a, prog)))
     return out
 
 
@@ -509,14 +556,16 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "has_brow": bool(p.brow),
         "ws_rows_per_core": sum(1 for x in p.accs.values() if x[0] == "col")
         + 2 * sum(1 for x in p.accs.values() if x[0] == "brow"),
-        "load_batch": barriers(_setup_lines(p, "brow", addr, cites)), "zero_batch": barriers(_zero_lines(p, "brow", cites)),
-        "load_cols": barriers(_setup_lines(p, "col", addr, cites)),
-        "flush_row": barriers(_flush_lines(p, "row", addr, cites)), "flush_col": barriers(_flush_lines(p, "col", addr, cites)),
-        "row_body": row_pr.row_body(), "cross_core": barriers(_cross_core_lines(p, addr, cites)),
+        "load_batch": place_barriers(_setup_lines(p, "brow", addr, cites)),
+        "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
+        "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
+        "flush_row": place_barriers(_flush_lines(p, "row", addr, cites)),
+        "flush_col": place_barriers(_flush_lines(p, "col", addr, cites)),
+        "row_body": row_pr.row_body(), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
         "levels": [(lv, col_pr.phase_body(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],
-        "final_body": col_pr.phase_body(None), "col_final": barriers(_col_final_lines(p, addr, cites)),
+        "final_body": col_pr.phase_body(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
         "float_attrs": sorted({x for i in p.instrs for x in attr_names(i.arg)}),
         "uses_max": any(i.kind == "rmax" for i in p.instrs),

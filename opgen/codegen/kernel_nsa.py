@@ -16,6 +16,7 @@ docs/reference/nsa_selected_attention.md §2 (math), §4 (CANN's kernels, for co
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from opgen.codegen.names import op_snake
@@ -25,6 +26,7 @@ from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import spec_comment
 from opgen.kernel.isa import INSTRS, Op
 from opgen.kernel.nsa import KIND_OPS, NsaProgram, print_program, shape_key
+from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.nsa import WS_ALIGN
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "i64": "int64_t", "bool": "bool",
@@ -232,8 +234,15 @@ class _Printer:
     def stat_slot(self, v: str) -> str:
         return f"{self.unit_stats.index(v)} * AlignUp(td_->subRows, 8) + row - rBegin"
 
+    def _vec(self, op, **exprs):
+        """Table instruction `op` with operand expressions `exprs` as a stream statement (opgen.kernel.vsync)."""
+        d = INSTRS[op]
+        return instr_stmt(d, d.stmt(**exprs), exprs)
+
     def vec_unit(self) -> list[str]:
-        return _with_barriers(self._vec_unit())
+        """The per-row statements of VecUnit, barriers by dependency (opgen.kernel.vsync.place_barriers: the body of
+        the template's row loop, a barrier at its end while vector work is pending)."""
+        return place_barriers(self._vec_unit())
 
     def _vec_unit(self) -> list[str]:
         out = []
@@ -243,32 +252,34 @@ class _Printer:
             start = len(out)
             self._unit_instr(i, out)
             at = spec_comment(i.loc)
-            out[start:] = [ln + at for ln in out[start:]]
+            out[start:] = [_with_comment(ln, at) for ln in out[start:]]
         return out
 
     def _unit_instr(self, i, out: list) -> None:
         """Append the C++ statements of unit-scope vector instruction i to `out`."""
         if i.kind == "ld_head":
             e = MEMBER[self.tokens[str(next(p for p in self.spec.inputs if p.name == i.arg).shapes[0][-1])]]
-            out.append(f"LoadHead({self.reg(i.dst)}, gm_{i.arg}[(x.t * N1_ + h) * {e}], {e});")
+            out.append(vstmt(f"LoadHead({self.reg(i.dst)}, gm_{i.arg}[(x.t * N1_ + h) * {e}], {e});",
+                             writes=[self.reg(i.dst)], after="barrier"))   # its Cast is followed by a barrier
         elif i.kind == "ld_stat":
             out.append(f"const float st_{i.dst} = gm_{i.arg}.GetValue((x.t * N1_ + h) * 8);")
         elif i.kind in ("vmul", "vsub", "vadd"):
             e = self.head_len(i.dst)
-            out.append(INSTRS[KIND_OPS[i.kind]].stmt(dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
-                                                     src1=self.reg(i.srcs[1]), count=f"static_cast<int32_t>({e})"))
+            out.append(self._vec(KIND_OPS[i.kind], dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
+                                 src1=self.reg(i.srcs[1]), count=f"static_cast<int32_t>({e})"))
         elif i.kind == "rsum":
-            out.append(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, {self.head_len(i.srcs[0])});")
+            out.append(vstmt(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, {self.head_len(i.srcs[0])});",
+                             reads=[self.reg(i.srcs[0])], writes=["reduce_"], after="done"))
         else:
             raise SpecError(f"{self.spec.name}: no unit-scope C++ for {i.kind}")
         if i.space == "stat":
             out.append(f"unitStat_.SetValue({self.stat_slot(i.dst)}, st_{i.dst});")
 
     def vec_item(self) -> tuple[list[str], list[str], list[str]]:
-        """(per-pass prologue, per-row body, per-pass epilogue) of VecItem; every vector instruction of the body
-        is followed by PipeBarrier<PIPE_V>() (docs/reference/ascendc.md §1.6)."""
+        """(per-pass prologue, per-row body, per-pass epilogue) of VecItem; the body's barriers placed by dependency
+        (opgen.kernel.vsync.place_barriers; docs/reference/ascendc.md §1.6)."""
         pre, body, post = self._vec_item()
-        return pre, _with_barriers(body), post
+        return pre, place_barriers(body), post
 
     def _vec_item(self) -> tuple[list[str], list[str], list[str]]:
         p = self.p
@@ -295,7 +306,7 @@ class _Printer:
             self._item_instr(i, n, pre, body, post)
             at = spec_comment(i.loc)
             for lst, m in zip((pre, body, post), marks):
-                lst[m:] = [ln + at for ln in lst[m:]]
+                lst[m:] = [_with_comment(ln, at) for ln in lst[m:]]
         pre.append("Fence<HardEvent::MTE2_V>();")
         return pre, body, post
 
@@ -310,32 +321,35 @@ class _Printer:
                                                count="static_cast<uint32_t>(k * keys)"))
         elif k == "mask":
             if p.regs[i.dst] != p.regs[i.srcs[0]]:
-                body.append(INSTRS[Op.ADDS].stmt(dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), scalar="0.0f", count=n))
-            body.append(f"MaskFuture({self.reg(i.dst)}, keys, x, c, {self.scalar(i.arg)});")
+                body.append(self._vec(Op.ADDS, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), scalar="0.0f", count=n))
+            body.append(vstmt(f"MaskFuture({self.reg(i.dst)}, keys, x, c, {self.scalar(i.arg)});",
+                              writes=[self.reg(i.dst)]))
         elif k in ("muls", "adds"):
-            body.append(INSTRS[KIND_OPS[k]].stmt(dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
-                                                 scalar=self.scalar(i.arg), count=n))
+            body.append(self._vec(KIND_OPS[k], dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
+                                  scalar=self.scalar(i.arg), count=n))
         elif k == "exp":
-            body.append(INSTRS[Op.EXP].stmt(dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), count=n))
+            body.append(self._vec(Op.EXP, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), count=n))
         elif k in ("vmul", "vsub", "vadd"):
-            body.append(INSTRS[KIND_OPS[k]].stmt(dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
-                                                 src1=self.reg(i.srcs[1]), count=n))
+            body.append(self._vec(KIND_OPS[k], dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
+                                  src1=self.reg(i.srcs[1]), count=n))
         elif k == "rmax":
-            body.append(f"const float st_{i.dst} = RowMax({self.reg(i.srcs[0])}, keys);")
+            body.append(vstmt(f"const float st_{i.dst} = RowMax({self.reg(i.srcs[0])}, keys);",
+                              reads=[self.reg(i.srcs[0])], writes=["scratch_"], after="barrier"))
         elif k == "rsum":
-            body.append(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, keys);")
+            body.append(vstmt(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, keys);",
+                              reads=[self.reg(i.srcs[0])], writes=["reduce_"], after="done"))
         elif k == "st_tile":
             q = self.tile_que[i.arg]
             pre.append(f"LocalTensor<T> {q}T = {q}.template AllocTensor<T>();")
-            body.append(INSTRS[Op.CAST].stmt(dst=f"{q}T[i * keys]", src=self.reg(i.srcs[0]), mode=f"RoundMode::{i.op}",
-                                             count="static_cast<uint32_t>(keys)"))
+            body.append(self._vec(Op.CAST, dst=f"{q}T[i * keys]", src=self.reg(i.srcs[0]), mode=f"RoundMode::{i.op}",
+                                  count="static_cast<uint32_t>(keys)"))
             post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<T>();",
                      INSTRS[Op.COPY_OUT].stmt(dst=f"{i.arg}[{self.slot_off(i.arg)} + p0 * keys]", src=f"{q}T",
                                               count="static_cast<uint32_t>(k * keys)"), f"{q}.FreeTensor({q}T);"]
         elif k == "st_stat8":
             q = self.stat_que[i.arg]
             pre.append(f"LocalTensor<float> {q}T = {q}.template AllocTensor<float>();")
-            body.append(INSTRS[Op.DUPLICATE].stmt(dst=f"{q}T[i * 8]", scalar=f"st_{i.srcs[0]}", count="8"))
+            body.append(self._vec(Op.DUPLICATE, dst=f"{q}T[i * 8]", scalar=f"st_{i.srcs[0]}", count="8"))
             post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<float>();",
                      INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[(x.t * N1_ + x.h0 + p0) * 8]", src=f"{q}T",
                                               count="static_cast<uint32_t>(k * 8)"),
@@ -369,18 +383,11 @@ def _static_combos(spec):
             for vals in itertools.product(*[a.choices for a in spec.static_attrs])]
 
 
-_VECTOR_CALL = re.compile(r"^(Add|Sub|Mul|Muls|Adds|Exp|Cast|Duplicate|MaskFuture|LoadHead)\(")
-
-
-def _with_barriers(lines: list[str]) -> list[str]:
-    """`lines` with PipeBarrier<PIPE_V>() after every vector instruction (the vector pipe issues in order but
-    does not complete in order; docs/reference/ascendc.md §1.6)."""
-    out = []
-    for ln in lines:
-        out.append(ln)
-        if _VECTOR_CALL.match(ln):
-            out.append("PipeBarrier<PIPE_V>();")
-    return out
+def _with_comment(item, at: str):
+    """Stream item `item` (a C++ line or an opgen.kernel.vsync.VStmt) with spec comment `at` ending its lines."""
+    if isinstance(item, str):
+        return item + at
+    return dataclasses.replace(item, lines=tuple(ln + at for ln in item.lines))
 
 
 def pipelined(p: NsaProgram) -> bool:

@@ -130,9 +130,11 @@ private:
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+            PipeBarrier<PIPE_V>();
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
                 if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
@@ -144,9 +146,11 @@ private:
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:71
+                PipeBarrier<PIPE_V>();
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:72
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -212,23 +216,20 @@ private:
             Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
             Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);       // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
             Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
+            Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
             Add(colv_[2], colv_[2], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
-            PipeBarrier<PIPE_V>();
-            Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
+            Mul(w_[3], w_[2], colv_[0], n_);     // spec: ada_layer_norm_grad.py:68
             PipeBarrier<PIPE_V>();
             Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
             PipeBarrier<PIPE_V>();
             Add(colv_[3], colv_[3], w_[2], n_);  // spec: ada_layer_norm_grad.py:77
-            PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-            Mul(w_[2], w_[3], w_[0], n_);        // spec: ada_layer_norm_grad.py:69
+            PipeBarrier<PIPE_V>();
+            Mul(w_[2], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
             const float s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
             Mul(w_[2], w_[0], colv_[0], n_);     // spec: ada_layer_norm_grad.py:70
@@ -237,11 +238,9 @@ private:
             PipeBarrier<PIPE_V>();
             Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
-            PipeBarrier<PIPE_V>();
+            Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
             const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
             Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
             const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
             Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
@@ -279,12 +278,14 @@ private:
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:72
+            PipeBarrier<PIPE_V>();
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -393,8 +394,7 @@ private:
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
                     Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
@@ -446,34 +446,29 @@ private:
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
                     Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-                    PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
+                    Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
                     Add(colv_[2], colv_[2], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
-                    PipeBarrier<PIPE_V>();
-                    Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
+                    Mul(w_[3], w_[2], colv_[0], n_);     // spec: ada_layer_norm_grad.py:68
                     PipeBarrier<PIPE_V>();
                     Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[3], colv_[3], w_[2], n_);  // spec: ada_layer_norm_grad.py:77
-                    PipeBarrier<PIPE_V>();
+                    Add(colv_[3], colv_[3], w_[2], n_);                     // spec: ada_layer_norm_grad.py:77
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
                     const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                    Mul(w_[2], w_[0], colv_[0], n_);                        // spec: ada_layer_norm_grad.py:70
+                    PipeBarrier<PIPE_V>();
+                    Mul(w_[2], w_[0], colv_[0], n_);  // spec: ada_layer_norm_grad.py:70
                     PipeBarrier<PIPE_V>();
                     Add(w_[2], w_[2], colv_[1], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
-                    PipeBarrier<PIPE_V>();
+                    Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
                     const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
@@ -502,6 +497,7 @@ private:
             }
             StoreRow<U>(gm_pd_gamma[c0_], colv_[3], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[2], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -535,6 +531,7 @@ private:
                     n_);  // spec: ada_layer_norm_grad.py:71
         StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                     n_);  // spec: ada_layer_norm_grad.py:72
+        PipeBarrier<PIPE_V>();
     }
 
     // ------------------------------------------------------------ shared
@@ -565,8 +562,7 @@ private:
         LoadRow<U>(colv_[0], gm_gamma[c0_], n_);  // spec: ada_layer_norm_grad.py:24
         LoadRow<U>(colv_[1], gm_beta[c0_], n_);   // spec: ada_layer_norm_grad.py:25
         Duplicate(colv_[3], 0.0f, n_);            // spec: ada_layer_norm_grad.py:77
-        PipeBarrier<PIPE_V>();
-        Duplicate(colv_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:78
+        Duplicate(colv_[2], 0.0f, n_);            // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
 
@@ -581,7 +577,6 @@ private:
     __aicore__ inline void ZeroBatchSums()
     {
         Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
-        PipeBarrier<PIPE_V>();
         Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }
@@ -739,9 +734,11 @@ private:
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+            PipeBarrier<PIPE_V>();
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
                 if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
@@ -753,9 +750,11 @@ private:
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:71
+                PipeBarrier<PIPE_V>();
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:72
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -821,34 +820,29 @@ private:
             Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
             Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);       // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
             Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
+            Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
             Add(colv_[1], colv_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
-            PipeBarrier<PIPE_V>();
-            Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
+            Mul(w_[3], w_[2], colv_[0], n_);     // spec: ada_layer_norm_grad.py:68
             PipeBarrier<PIPE_V>();
             Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
             PipeBarrier<PIPE_V>();
             Add(colv_[2], colv_[2], w_[2], n_);  // spec: ada_layer_norm_grad.py:77
-            PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-            Mul(w_[2], w_[3], w_[0], n_);        // spec: ada_layer_norm_grad.py:69
+            PipeBarrier<PIPE_V>();
+            Mul(w_[2], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
             const float s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
             Mul(w_[2], w_[0], colv_[0], n_);     // spec: ada_layer_norm_grad.py:70
             PipeBarrier<PIPE_V>();
             Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
-            PipeBarrier<PIPE_V>();
+            Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
             const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
             Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
             const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
             Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
@@ -886,12 +880,14 @@ private:
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:72
+            PipeBarrier<PIPE_V>();
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1000,8 +996,7 @@ private:
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
                     Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
@@ -1053,32 +1048,27 @@ private:
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
                     Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-                    PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
+                    Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
                     Add(colv_[1], colv_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
-                    PipeBarrier<PIPE_V>();
-                    Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
+                    Mul(w_[3], w_[2], colv_[0], n_);     // spec: ada_layer_norm_grad.py:68
                     PipeBarrier<PIPE_V>();
                     Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[2], colv_[2], w_[2], n_);  // spec: ada_layer_norm_grad.py:77
-                    PipeBarrier<PIPE_V>();
+                    Add(colv_[2], colv_[2], w_[2], n_);                     // spec: ada_layer_norm_grad.py:77
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
                     const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                    Mul(w_[2], w_[0], colv_[0], n_);                        // spec: ada_layer_norm_grad.py:70
+                    PipeBarrier<PIPE_V>();
+                    Mul(w_[2], w_[0], colv_[0], n_);  // spec: ada_layer_norm_grad.py:70
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
-                    PipeBarrier<PIPE_V>();
+                    Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
                     const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
@@ -1107,6 +1097,7 @@ private:
             }
             StoreRow<U>(gm_pd_gamma[c0_], colv_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[1], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1140,6 +1131,7 @@ private:
                     n_);  // spec: ada_layer_norm_grad.py:71
         StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                     n_);  // spec: ada_layer_norm_grad.py:72
+        PipeBarrier<PIPE_V>();
     }
 
     // ------------------------------------------------------------ shared
@@ -1169,8 +1161,7 @@ private:
     {
         LoadRow<U>(colv_[0], gm_gamma[c0_], n_);  // spec: ada_layer_norm_grad.py:24
         Duplicate(colv_[2], 0.0f, n_);            // spec: ada_layer_norm_grad.py:77
-        PipeBarrier<PIPE_V>();
-        Duplicate(colv_[1], 0.0f, n_);  // spec: ada_layer_norm_grad.py:78
+        Duplicate(colv_[1], 0.0f, n_);            // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
 
@@ -1185,7 +1176,6 @@ private:
     __aicore__ inline void ZeroBatchSums()
     {
         Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
-        PipeBarrier<PIPE_V>();
         Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }
@@ -1342,9 +1332,11 @@ private:
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+            PipeBarrier<PIPE_V>();
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
                 if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
@@ -1356,9 +1348,11 @@ private:
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:71
+                PipeBarrier<PIPE_V>();
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:72
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1424,17 +1418,14 @@ private:
             Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
             Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);       // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
             Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
+            Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
             Add(colv_[1], colv_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
-            PipeBarrier<PIPE_V>();
-            Mul(w_[3], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+            Mul(w_[3], w_[2], w_[0], n_);        // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
             const float s1 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
             Add(colv_[2], colv_[2], w_[3], n_);  // spec: ada_layer_norm_grad.py:77
@@ -1443,11 +1434,9 @@ private:
             PipeBarrier<PIPE_V>();
             Mul(w_[1], w_[1], w_[3], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
-            PipeBarrier<PIPE_V>();
+            Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
             const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
             Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
             const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
             Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
@@ -1485,12 +1474,14 @@ private:
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:72
+            PipeBarrier<PIPE_V>();
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1599,8 +1590,7 @@ private:
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
                     Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
@@ -1650,30 +1640,25 @@ private:
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-                    PipeBarrier<PIPE_V>();
-                    Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-                    PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
-                    PipeBarrier<PIPE_V>();
+                    Add(brow_[2], brow_[2], w_[1], n_);                     // spec: ada_layer_norm_grad.py:72
+                    Mul(w_[2], w_[1], brow_[1], n_);                        // spec: ada_layer_norm_grad.py:67
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();
                     Add(colv_[1], colv_[1], w_[2], n_);                     // spec: ada_layer_norm_grad.py:78
-                    PipeBarrier<PIPE_V>();
-                    Mul(w_[3], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    Mul(w_[3], w_[2], w_[0], n_);                           // spec: ada_layer_norm_grad.py:69
                     const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                    Add(colv_[2], colv_[2], w_[3], n_);                     // spec: ada_layer_norm_grad.py:77
+                    PipeBarrier<PIPE_V>();
+                    Add(colv_[2], colv_[2], w_[3], n_);  // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
                     Add(w_[3], w_[0], colv_[0], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[1], w_[3], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
-                    PipeBarrier<PIPE_V>();
+                    Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
                     const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
@@ -1702,6 +1687,7 @@ private:
             }
             StoreRow<U>(gm_pd_gamma[c0_], colv_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[1], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1735,6 +1721,7 @@ private:
                     n_);  // spec: ada_layer_norm_grad.py:71
         StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                     n_);  // spec: ada_layer_norm_grad.py:72
+        PipeBarrier<PIPE_V>();
     }
 
     // ------------------------------------------------------------ shared
@@ -1764,8 +1751,7 @@ private:
     {
         LoadRow<U>(colv_[0], gm_beta[c0_], n_);  // spec: ada_layer_norm_grad.py:25
         Duplicate(colv_[2], 0.0f, n_);           // spec: ada_layer_norm_grad.py:77
-        PipeBarrier<PIPE_V>();
-        Duplicate(colv_[1], 0.0f, n_);  // spec: ada_layer_norm_grad.py:78
+        Duplicate(colv_[1], 0.0f, n_);           // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
 
@@ -1780,7 +1766,6 @@ private:
     __aicore__ inline void ZeroBatchSums()
     {
         Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
-        PipeBarrier<PIPE_V>();
         Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }
@@ -1937,9 +1922,11 @@ private:
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+            PipeBarrier<PIPE_V>();
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
+            PipeBarrier<PIPE_V>();
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
                 if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
@@ -1951,9 +1938,11 @@ private:
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:71
+                PipeBarrier<PIPE_V>();
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:72
+                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -2019,28 +2008,23 @@ private:
             Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
             Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);       // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
             Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
+            Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
             Mul(w_[1], w_[1], w_[0], n_);  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
             Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
-            PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
             Add(colv_[0], colv_[0], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
             PipeBarrier<PIPE_V>();
             Mul(w_[1], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[1], n_);  // spec: ada_layer_norm_grad.py:69
-            Add(colv_[1], colv_[1], w_[1], n_);  // spec: ada_layer_norm_grad.py:77
-            PipeBarrier<PIPE_V>();
+            const float s1 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_grad.py:69
+            Add(colv_[1], colv_[1], w_[1], n_);                 // spec: ada_layer_norm_grad.py:77
             const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
             Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
             const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
             Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
@@ -2078,12 +2062,14 @@ private:
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:72
+            PipeBarrier<PIPE_V>();
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -2192,8 +2178,7 @@ private:
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
                     Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
@@ -2243,28 +2228,23 @@ private:
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
                     Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-                    PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
+                    Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[1], w_[0], n_);  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
-                    PipeBarrier<PIPE_V>();
+                    Add(brow_[3], brow_[3], w_[1], n_);                     // spec: ada_layer_norm_grad.py:71
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
                     Add(colv_[0], colv_[0], w_[2], n_);                     // spec: ada_layer_norm_grad.py:78
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    Mul(w_[1], w_[2], w_[0], n_);                           // spec: ada_layer_norm_grad.py:69
                     const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                    Add(colv_[1], colv_[1], w_[1], n_);                     // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
+                    Add(colv_[1], colv_[1], w_[1], n_);                 // spec: ada_layer_norm_grad.py:77
                     const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
@@ -2293,6 +2273,7 @@ private:
             }
             StoreRow<U>(gm_pd_gamma[c0_], colv_[1], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[0], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
+            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -2326,6 +2307,7 @@ private:
                     n_);  // spec: ada_layer_norm_grad.py:71
         StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                     n_);  // spec: ada_layer_norm_grad.py:72
+        PipeBarrier<PIPE_V>();
     }
 
     // ------------------------------------------------------------ shared
@@ -2354,7 +2336,6 @@ private:
     __aicore__ inline void LoadColumns()
     {
         Duplicate(colv_[1], 0.0f, n_);  // spec: ada_layer_norm_grad.py:77
-        PipeBarrier<PIPE_V>();
         Duplicate(colv_[0], 0.0f, n_);  // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
@@ -2370,7 +2351,6 @@ private:
     __aicore__ inline void ZeroBatchSums()
     {
         Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
-        PipeBarrier<PIPE_V>();
         Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }

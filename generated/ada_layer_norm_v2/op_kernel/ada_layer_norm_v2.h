@@ -144,9 +144,9 @@ private:
             const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
             const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, s1);  // spec: ada_layer_norm_v2.py:27
-            Mul(w_[1], w_[0], w_[0], n_);    // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
@@ -163,8 +163,8 @@ private:
             Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
+            statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
@@ -313,11 +313,11 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
+                    PipeBarrier<PIPE_V>();
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
@@ -346,18 +346,18 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
+                    PipeBarrier<PIPE_V>();
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
                     Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
                     PipeBarrier<PIPE_V>();
@@ -368,9 +368,9 @@ private:
                     Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
-                           n_);  // spec: ada_layer_norm_v2.py:26
-                    PipeBarrier<PIPE_V>();
+                           n_);                      // spec: ada_layer_norm_v2.py:26
                     statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
+                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -467,8 +467,7 @@ private:
         (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
-        PipeBarrier<PIPE_V>();
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
     }
 
     __aicore__ inline void ZeroBatchSums() {}
@@ -636,9 +635,9 @@ private:
             const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
             const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, s1);  // spec: ada_layer_norm_v2.py:27
-            Mul(w_[1], w_[0], w_[0], n_);    // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
@@ -653,8 +652,8 @@ private:
             Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
+            statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
@@ -803,11 +802,11 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
+                    PipeBarrier<PIPE_V>();
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
@@ -836,18 +835,18 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
+                    PipeBarrier<PIPE_V>();
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
                     Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
                     PipeBarrier<PIPE_V>();
@@ -856,9 +855,9 @@ private:
                     Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
-                           n_);  // spec: ada_layer_norm_v2.py:26
-                    PipeBarrier<PIPE_V>();
+                           n_);                      // spec: ada_layer_norm_v2.py:26
                     statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
+                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -954,8 +953,7 @@ private:
         (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
-        PipeBarrier<PIPE_V>();
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
     }
 
     __aicore__ inline void ZeroBatchSums() {}
@@ -1122,9 +1120,9 @@ private:
             const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
             const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, s1);  // spec: ada_layer_norm_v2.py:27
-            Mul(w_[1], w_[0], w_[0], n_);    // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
@@ -1139,8 +1137,8 @@ private:
             Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
+            statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
@@ -1289,11 +1287,11 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
+                    PipeBarrier<PIPE_V>();
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
@@ -1322,18 +1320,18 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
+                    PipeBarrier<PIPE_V>();
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
                     Add(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:59
                     PipeBarrier<PIPE_V>();
@@ -1342,9 +1340,9 @@ private:
                     Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
-                           n_);  // spec: ada_layer_norm_v2.py:26
-                    PipeBarrier<PIPE_V>();
+                           n_);                      // spec: ada_layer_norm_v2.py:26
                     statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
+                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -1440,8 +1438,7 @@ private:
         (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
-        PipeBarrier<PIPE_V>();
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
     }
 
     __aicore__ inline void ZeroBatchSums() {}
@@ -1608,9 +1605,9 @@ private:
             const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
             const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            statStage_mean.SetValue(i, s1);  // spec: ada_layer_norm_v2.py:27
-            Mul(w_[1], w_[0], w_[0], n_);    // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
@@ -1623,8 +1620,8 @@ private:
             Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
+            statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
             PipeBarrier<PIPE_V>();
-            statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
@@ -1773,11 +1770,11 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
+                    PipeBarrier<PIPE_V>();
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
                     Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
@@ -1806,27 +1803,27 @@ private:
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
+                    PipeBarrier<PIPE_V>();
+                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
                     Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
                     Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
-                           n_);  // spec: ada_layer_norm_v2.py:26
-                    PipeBarrier<PIPE_V>();
+                           n_);                      // spec: ada_layer_norm_v2.py:26
                     statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
+                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -1919,8 +1916,7 @@ private:
         (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
-        PipeBarrier<PIPE_V>();
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
     }
 
     __aicore__ inline void ZeroBatchSums() {}

@@ -1076,8 +1076,7 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
@@ -1123,8 +1122,7 @@ private:
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
@@ -1188,8 +1186,7 @@ private:
                 PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
@@ -1239,8 +1236,7 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
@@ -1286,8 +1282,7 @@ private:
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
@@ -1351,8 +1346,7 @@ private:
                 PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
@@ -1403,8 +1397,8 @@ private:
             const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
             const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+            statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
             PipeBarrier<PIPE_V>();
-            statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
             Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
             PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
@@ -1433,8 +1427,8 @@ private:
             const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
             const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+            statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
             PipeBarrier<PIPE_V>();
-            statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
             Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
             PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
@@ -1469,8 +1463,8 @@ private:
                 const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
                 Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
@@ -1483,8 +1477,7 @@ private:
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
@@ -1502,8 +1495,8 @@ private:
                 const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
                 Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
@@ -1536,8 +1529,8 @@ private:
                 const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
                 Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
@@ -1554,8 +1547,7 @@ private:
                 PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
@@ -1573,8 +1565,8 @@ private:
                 const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
                 Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
@@ -1611,8 +1603,8 @@ private:
                 const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
                 Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
@@ -1625,8 +1617,7 @@ private:
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
@@ -1644,8 +1635,8 @@ private:
                 const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
                 Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
@@ -1678,8 +1669,8 @@ private:
                 const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
                 Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
@@ -1696,8 +1687,7 @@ private:
                 PipeBarrier<PIPE_V>();
                 Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
                 Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
@@ -1715,8 +1705,8 @@ private:
                 const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                statStage_[0].SetValue(i, s1);       // spec: norm_rope_concat.py:85
                 Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87

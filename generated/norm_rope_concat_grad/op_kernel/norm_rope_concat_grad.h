@@ -949,9 +949,8 @@ private:
             const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
             const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
             Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
-            Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
+            const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+            Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
             Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
@@ -974,8 +973,7 @@ private:
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
             PipeBarrier<PIPE_V>();
             Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
-            PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], col_[0], headDim_);  // spec: norm_rope_concat_grad.py:109
+            Mul(w_[1], w_[0], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
             PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
             CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
@@ -993,9 +991,8 @@ private:
             const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
             const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
             Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
-            Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
+            const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+            Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
             Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
@@ -1074,9 +1071,8 @@ private:
                 const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
-                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 Sub(w_[1], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
@@ -1102,9 +1098,8 @@ private:
                 const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
-                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
@@ -1140,8 +1135,7 @@ private:
                 Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:53
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[1], col_[0], headDim_);  // spec: norm_rope_concat_grad.py:109
+                Mul(w_[0], w_[1], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
@@ -1159,9 +1153,8 @@ private:
                 const float s3 = RowSum(w_[1], headDim_);                 // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 Sub(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
@@ -1176,8 +1169,7 @@ private:
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], col_[0], headDim_);  // spec: norm_rope_concat_grad.py:109
+                Mul(w_[1], w_[0], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
@@ -1195,9 +1187,8 @@ private:
                 const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
@@ -1277,9 +1268,8 @@ private:
                 const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
-                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 Sub(w_[1], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
@@ -1305,9 +1295,8 @@ private:
                 const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
-                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
@@ -1343,8 +1332,7 @@ private:
                 Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:53
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[1], col_[0], headDim_);  // spec: norm_rope_concat_grad.py:109
+                Mul(w_[0], w_[1], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
@@ -1362,9 +1350,8 @@ private:
                 const float s3 = RowSum(w_[1], headDim_);                 // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 Sub(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
@@ -1379,8 +1366,7 @@ private:
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], col_[0], headDim_);  // spec: norm_rope_concat_grad.py:109
+                Mul(w_[1], w_[0], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
@@ -1398,9 +1384,8 @@ private:
                 const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s5 = s3 / static_cast<float>(headDim_);    // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();

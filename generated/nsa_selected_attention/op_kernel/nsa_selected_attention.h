@@ -477,10 +477,8 @@ private:
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();
                 Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
-                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention.py:98
-                PipeBarrier<PIPE_V>();
+                     static_cast<uint32_t>(keys));       // spec: nsa_selected_attention.py:98
                 Duplicate(statQue0T[i * 8], st_v40, 8);  // spec: nsa_selected_attention.py:103
-                PipeBarrier<PIPE_V>();
                 Duplicate(statQue1T[i * 8], st_v43, 8);  // spec: nsa_selected_attention.py:104
                 PipeBarrier<PIPE_V>();
             }
@@ -922,10 +920,8 @@ private:
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();
                 Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
-                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention.py:98
-                PipeBarrier<PIPE_V>();
+                     static_cast<uint32_t>(keys));       // spec: nsa_selected_attention.py:98
                 Duplicate(statQue0T[i * 8], st_v39, 8);  // spec: nsa_selected_attention.py:103
-                PipeBarrier<PIPE_V>();
                 Duplicate(statQue1T[i * 8], st_v42, 8);  // spec: nsa_selected_attention.py:104
                 PipeBarrier<PIPE_V>();
             }
@@ -1402,10 +1398,8 @@ private:
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();
                 Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
-                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention.py:98
-                PipeBarrier<PIPE_V>();
+                     static_cast<uint32_t>(keys));       // spec: nsa_selected_attention.py:98
                 Duplicate(statQue0T[i * 8], st_v45, 8);  // spec: nsa_selected_attention.py:103
-                PipeBarrier<PIPE_V>();
                 Duplicate(statQue1T[i * 8], st_v48, 8);  // spec: nsa_selected_attention.py:104
                 PipeBarrier<PIPE_V>();
             }

@@ -526,11 +526,9 @@ private:
             unitStat_.SetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin,
                                st_v46);  // spec: nsa_selected_attention_grad.py:99
             LoadHead(Head(0), gm_attentionOutGrad[(x.t * N1_ + h) * Dv_],
-                     Dv_);  // spec: nsa_selected_attention_grad.py:93
-            PipeBarrier<PIPE_V>();
+                     Dv_);                                                   // spec: nsa_selected_attention_grad.py:93
             LoadHead(Head(1), gm_attentionOut[(x.t * N1_ + h) * Dv_], Dv_);  // spec: nsa_selected_attention_grad.py:92
-            PipeBarrier<PIPE_V>();
-            Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));  // spec: nsa_selected_attention_grad.py:102
+            Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));       // spec: nsa_selected_attention_grad.py:102
             PipeBarrier<PIPE_V>();
             const float st_v52 = RowSum(Head(0), Dv_);  // spec: nsa_selected_attention_grad.py:102
             unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin,
@@ -572,7 +570,6 @@ private:
                 PipeBarrier<PIPE_V>();
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v46)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
-                PipeBarrier<PIPE_V>();
                 Adds(Reg(1)[i * keys], Reg(1)[i * keys], static_cast<float>(-(st_v52)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
                 PipeBarrier<PIPE_V>();
@@ -581,7 +578,6 @@ private:
                 PipeBarrier<PIPE_V>();
                 Cast(tileQue0T[i * keys], Reg(1)[i * keys], RoundMode::CAST_ROUND,
                      static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
-                PipeBarrier<PIPE_V>();
                 Cast(tileQue1T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
                      static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:104
                 PipeBarrier<PIPE_V>();
@@ -1231,11 +1227,9 @@ private:
             unitStat_.SetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin,
                                st_v51);  // spec: nsa_selected_attention_grad.py:99
             LoadHead(Head(0), gm_attentionOutGrad[(x.t * N1_ + h) * Dv_],
-                     Dv_);  // spec: nsa_selected_attention_grad.py:93
-            PipeBarrier<PIPE_V>();
+                     Dv_);                                                   // spec: nsa_selected_attention_grad.py:93
             LoadHead(Head(1), gm_attentionOut[(x.t * N1_ + h) * Dv_], Dv_);  // spec: nsa_selected_attention_grad.py:92
-            PipeBarrier<PIPE_V>();
-            Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));  // spec: nsa_selected_attention_grad.py:102
+            Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));       // spec: nsa_selected_attention_grad.py:102
             PipeBarrier<PIPE_V>();
             const float st_v57 = RowSum(Head(0), Dv_);  // spec: nsa_selected_attention_grad.py:102
             unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin,
@@ -1280,7 +1274,6 @@ private:
                 PipeBarrier<PIPE_V>();
                 Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v51)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
-                PipeBarrier<PIPE_V>();
                 Adds(Reg(1)[i * keys], Reg(1)[i * keys], static_cast<float>(-(st_v57)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
                 PipeBarrier<PIPE_V>();
@@ -1289,7 +1282,6 @@ private:
                 PipeBarrier<PIPE_V>();
                 Cast(tileQue0T[i * keys], Reg(1)[i * keys], RoundMode::CAST_ROUND,
                      static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
-                PipeBarrier<PIPE_V>();
                 Cast(tileQue1T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
                      static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:104
                 PipeBarrier<PIPE_V>();
