@@ -388,3 +388,33 @@ def test_pairwise_sum_within_the_float64_error_bound():
         bound = np.finfo(np.float32).eps * np.ceil(np.log2(n) + 2) * float(np.sum(np.abs(v.astype(np.float64))))
         assert abs(float(pairwise_sum(v)) - exact) <= bound
     assert pairwise_sum(np.array([1.0, 2.0, 3.0], np.float32)) == np.float32(6.0)
+
+
+def test_row_program_cost_from_the_table():
+    from opgen.kernel.rowprog import Instr, instr_op, is_vector, vector_cost
+
+    prog = [Instr("cast_in", "w0", gm="x"), Instr("vbin", "w1", ("w0", "w0"), "Mul"), Instr("rsum", "s", ("w1",)),
+            Instr("vscalar", "w0", ("w0",), "Muls", "s"), Instr("sexpr", "t", arg="s * 2.0f", space="stat"),
+            Instr("vunary", "w0", ("w0",), "Exp"), Instr("store", srcs=("w0",), gm="y", arg="CAST_RINT")]
+    assert [instr_op(i) for i in prog] == [Op.CAST_FROM, Op.MUL, None, Op.MULS, None, Op.EXP, Op.CAST_TO]
+    assert [is_vector(i) for i in prog] == [True, True, False, True, False, True, True]
+    # 65 fp32 lanes: 2 repeats each; 2 cycles at 64 lanes, 3 for Exp at 32 lanes; ReduceSum adds its second pass
+    c = vector_cost(prog, 65)
+    assert c.repeats == 2 * 6 + 1 and c.cycles == 2 * 4 + 3 + (2 + 1)
+
+
+def test_every_vector_call_of_the_emitted_kernels_is_in_the_table():
+    """The AscendC vector calls of docs/reference/ascendc.md §1.9 (and opgen's CastFrom / CastTo) that the emitted
+    kernels make are all entries of the table."""
+    import re
+
+    from opgen.codegen import default_out_dir
+    from opgen.kernel.isa import BY_API
+
+    api = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Adds", "Muls", "Maxs", "Mins", "Exp", "Ln", "Sqrt", "Rsqrt",
+           "Abs", "Reciprocal", "Relu", "Duplicate", "Cast", "CastFrom", "CastTo", "ReduceSum", "ReduceMax",
+           "WholeReduceSum", "BlockReduceSum", "Brcb", "Gather", "Axpy", "Compare", "Select", "Transpose"}
+    seen = set()
+    for h in default_out_dir().glob("*/op_kernel/*.h"):
+        seen |= {m for m in re.findall(r"^\s*([A-Z][A-Za-z]*)\(", h.read_text(), re.M) if m in api}
+    assert seen and seen <= set(BY_API), seen - set(BY_API)

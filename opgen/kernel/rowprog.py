@@ -29,7 +29,7 @@ from opgen.errors import IRError
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import at_suffix
 from opgen.ir.records import evolve
-from opgen.kernel.isa import INSTRS, Op, Pipe, entry
+from opgen.kernel.isa import INSTRS, Cost, Op, Pipe, entry
 
 SPACES = ("row", "stat", "brow", "col", "scalar")
 VECTOR_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Max", "minimum": "Min"}
@@ -67,6 +67,21 @@ def is_vector(i) -> bool:
     (docs/reference/ascendc.md §1.6)."""
     op = instr_op(i)
     return op is not None and INSTRS[op].pipe is Pipe.V
+
+
+def vector_cost(instrs, n: int) -> Cost:
+    """Cost of one pass of row-program instructions `instrs` over rows of `n` elements: the sum of their instruction-
+    table costs (opgen.kernel.isa.InstrDef.cost; fp32 operands, a row reduction as ReduceSum / ReduceMax;
+    docs/reference/ascendc.md §1.9). Instructions off the vector pipe cost nothing here. Raises ValueError for a
+    negative n."""
+    rep = cyc = 0
+    for i in instrs:
+        op = {"rsum": Op.REDUCE_SUM, "rmax": Op.REDUCE_MAX}.get(i.kind) or instr_op(i)
+        if op is None or INSTRS[op].pipe is not Pipe.V:
+            continue
+        c = INSTRS[op].cost(n, 4)
+        rep, cyc = rep + c.repeats, cyc + c.cycles
+    return Cost(rep, cyc)
 
 
 VECTOR_KINDS = tuple(k for k in ("cast_in", *TABLE_KINDS, "vdup", "vgather", "acc", "store")
