@@ -1,7 +1,7 @@
 """The instruction table (opgen.kernel.isa) against the emulation and against independent truth.
 
 One table drives both sides: for every entry, cases on random data (counts that are not a multiple of the 256-B
-repeat, full and in-place operands, Brcb strides, every Cast round mode of every conversion opgen emits) are printed
+repeat, full and in-place operands, fp32 and (binary ops) half, Brcb strides, every Cast round mode of every conversion opgen emits) are printed
 through the entry's C++ form into one C++ program, compiled once with g++ against opgen/emu/include, run, and its
 destination buffers compared with the entry's NumPy meaning: bit for bit, lanes past the count included (they must
 keep their old contents, docs/reference/ascendc.md §1.9), except Exp and Ln within the entry's ulps. The meanings
@@ -96,6 +96,11 @@ def build_cases(seed: int = 7) -> list[Case]:
                 cases.append(Case(op, {"dst": a, "src1": b}, {"count": str(c)}, {"count": c}, {"src0": "dst"}))
             else:
                 cases.append(Case(op, {"dst": _floats(rng), "src0": a, "src1": b}, {"count": str(c)}, {"count": c}))
+    for k, op in enumerate([Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MAX, Op.MIN]):   # half: 128 lanes a repeat
+        c = (129, 200, 255, 300, 1, 128)[k]
+        a, b = _floats(rng).astype(np.float16), _floats(rng, lo=0.5, hi=4.0).astype(np.float16)
+        cases.append(Case(op, {"dst": _floats(rng).astype(np.float16), "src0": a, "src1": b}, {"count": str(c)},
+                          {"count": c}))
     for k, op in enumerate([Op.ADDS, Op.MULS, Op.MAXS, Op.MINS]):
         for j in range(3):
             c, s = cnt(2 * k + j), float(np.float32(rng.uniform(-3, 3)))

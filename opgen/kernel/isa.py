@@ -198,7 +198,8 @@ def _count(env, n: int) -> int:
 
 def _lanewise(f, nsrc: int, scalar: bool = False):
     """Meaning of a count-form elementwise instruction: dst[:count] = f(src...[:count] (, scalar)) computed in fp32 and
-    rounded to dst's type; lanes >= count keep their values (docs/reference/ascendc.md §1.9)."""
+    rounded to dst's type (for half operands: the fp32 result rounded to nearest even, the emulation's model of the
+    half datapath); lanes >= count keep their values (docs/reference/ascendc.md §1.9)."""
 
     def meaning(env):
         dst = np.array(env["dst"], copy=True)
