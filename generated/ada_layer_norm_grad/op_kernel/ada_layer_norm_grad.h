@@ -105,7 +105,24 @@ private:
         pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
         pipe_.InitBuffer(statInQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statInQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
+        wsRowsPerCore_ = 6;
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -336,7 +353,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[2 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 2 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -538,28 +571,6 @@ private:
     }
 
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 4; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 4; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 4; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 6;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_gamma[c0_], n_);  // spec: ada_layer_norm_grad.py:24
@@ -572,7 +583,6 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
@@ -652,10 +662,18 @@ private:
     LocalTensor<float> statIn_rstd;
     TQue<TPosition::VECIN, 1> statInQue_mean;
     LocalTensor<float> statIn_mean;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[4], brow_[4], colv_[4], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[4];
+    LocalTensor<float> brow_[4];
+    LocalTensor<float> colv_[4];
+    LocalTensor<float> red_, redTmp_;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
 };
@@ -714,7 +732,24 @@ private:
         pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
         pipe_.InitBuffer(statInQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statInQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
+        wsRowsPerCore_ = 6;
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -943,7 +978,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[2 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 2 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -1143,28 +1194,6 @@ private:
     }
 
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 4; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 4; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 6;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_gamma[c0_], n_);  // spec: ada_layer_norm_grad.py:24
@@ -1176,7 +1205,6 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
@@ -1255,10 +1283,18 @@ private:
     LocalTensor<float> statIn_rstd;
     TQue<TPosition::VECIN, 1> statInQue_mean;
     LocalTensor<float> statIn_mean;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[4], brow_[4], colv_[3], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[4];
+    LocalTensor<float> brow_[4];
+    LocalTensor<float> colv_[3];
+    LocalTensor<float> red_, redTmp_;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
 };
@@ -1317,7 +1353,24 @@ private:
         pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
         pipe_.InitBuffer(statInQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statInQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
+        wsRowsPerCore_ = 6;
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -1542,7 +1595,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[2 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 2 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -1738,28 +1807,6 @@ private:
     }
 
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 4; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 4; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 6;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_beta[c0_], n_);  // spec: ada_layer_norm_grad.py:25
@@ -1771,7 +1818,6 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
@@ -1850,10 +1896,18 @@ private:
     LocalTensor<float> statIn_rstd;
     TQue<TPosition::VECIN, 1> statInQue_mean;
     LocalTensor<float> statIn_mean;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[4], brow_[4], colv_[3], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[4];
+    LocalTensor<float> brow_[4];
+    LocalTensor<float> colv_[3];
+    LocalTensor<float> red_, redTmp_;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
 };
@@ -1912,7 +1966,24 @@ private:
         pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
         pipe_.InitBuffer(statInQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statInQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
+        wsRowsPerCore_ = 6;
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -2135,7 +2206,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[2 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 2 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -2329,28 +2416,6 @@ private:
     }
 
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 3; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 4; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 2; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 6;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         Duplicate(colv_[1], 0.0f, n_);  // spec: ada_layer_norm_grad.py:77
@@ -2361,7 +2426,6 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
@@ -2439,10 +2503,18 @@ private:
     LocalTensor<float> statIn_rstd;
     TQue<TPosition::VECIN, 1> statInQue_mean;
     LocalTensor<float> statIn_mean;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[3], brow_[4], colv_[2], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[3];
+    LocalTensor<float> brow_[4];
+    LocalTensor<float> colv_[2];
+    LocalTensor<float> red_, redTmp_;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
 };

@@ -103,7 +103,22 @@ private:
         pipe_.InitBuffer(statOutQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -206,34 +221,10 @@ private:
         }
     }
 
-    __aicore__ inline void FlushRow() {}
-
-    // Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores
-    // cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].
-    __aicore__ inline void SumPartials(int64_t row, int64_t slotStride, int64_t r0, int64_t rn, int64_t cFirst,
-                                       int64_t cLast, int64_t b)
-    {
-        Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
-        for (int64_t c = cFirst; c <= cLast; ++c) {
-            const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
-            LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
-            Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
     __aicore__ inline int64_t RowStartOf(int64_t core) const
     {
         const int64_t big = td_->rowsPerCore + 1;
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
-    }
-
-    __aicore__ inline int64_t CoreOfRow(int64_t row) const
-    {
-        const int64_t big = td_->rowsPerCore + 1;
-        const int64_t head = td_->rowsTail * big;
-        return row < head ? row / big : td_->rowsTail + (row - head) / td_->rowsPerCore;
     }
 
     // ------------------------------------------------------------ COL_SPLIT
@@ -256,7 +247,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (1 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[1 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 1 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -431,31 +438,7 @@ private:
         }
     }
 
-    __aicore__ inline void FlushCol() {}
-
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 2; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 2; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 0;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_weight[c0_], n_);  // spec: ada_layer_norm_v2.py:22
@@ -464,14 +447,11 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         PipeBarrier<PIPE_V>();
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
     }
-
-    __aicore__ inline void ZeroBatchSums() {}
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
     template <typename S>
@@ -534,10 +514,18 @@ private:
     TBuf<TPosition::VECCALC> statStageBuf_rstd;
     TQue<TPosition::VECOUT, 1> statOutQue_rstd;
     LocalTensor<float> statStage_rstd;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[2], brow_[3], colv_[2], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[2];
+    LocalTensor<float> brow_[3];
+    LocalTensor<float> colv_[2];
+    LocalTensor<float> red_, redTmp_;
     float attr_epsilon = 0.0f;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
@@ -595,7 +583,22 @@ private:
         pipe_.InitBuffer(statOutQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 1; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -696,34 +699,10 @@ private:
         }
     }
 
-    __aicore__ inline void FlushRow() {}
-
-    // Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores
-    // cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].
-    __aicore__ inline void SumPartials(int64_t row, int64_t slotStride, int64_t r0, int64_t rn, int64_t cFirst,
-                                       int64_t cLast, int64_t b)
-    {
-        Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
-        for (int64_t c = cFirst; c <= cLast; ++c) {
-            const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
-            LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
-            Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
     __aicore__ inline int64_t RowStartOf(int64_t core) const
     {
         const int64_t big = td_->rowsPerCore + 1;
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
-    }
-
-    __aicore__ inline int64_t CoreOfRow(int64_t row) const
-    {
-        const int64_t big = td_->rowsPerCore + 1;
-        const int64_t head = td_->rowsTail * big;
-        return row < head ? row / big : td_->rowsTail + (row - head) / td_->rowsPerCore;
     }
 
     // ------------------------------------------------------------ COL_SPLIT
@@ -746,7 +725,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (1 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[1 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 1; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 1 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -919,31 +914,7 @@ private:
         }
     }
 
-    __aicore__ inline void FlushCol() {}
-
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 2; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 1; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 0;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_weight[c0_], n_);  // spec: ada_layer_norm_v2.py:22
@@ -951,14 +922,11 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         PipeBarrier<PIPE_V>();
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
     }
-
-    __aicore__ inline void ZeroBatchSums() {}
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
     template <typename S>
@@ -1020,10 +988,18 @@ private:
     TBuf<TPosition::VECCALC> statStageBuf_rstd;
     TQue<TPosition::VECOUT, 1> statOutQue_rstd;
     LocalTensor<float> statStage_rstd;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[2], brow_[3], colv_[1], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[2];
+    LocalTensor<float> brow_[3];
+    LocalTensor<float> colv_[1];
+    LocalTensor<float> red_, redTmp_;
     float attr_epsilon = 0.0f;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
@@ -1081,7 +1057,22 @@ private:
         pipe_.InitBuffer(statOutQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 1; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -1182,34 +1173,10 @@ private:
         }
     }
 
-    __aicore__ inline void FlushRow() {}
-
-    // Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores
-    // cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].
-    __aicore__ inline void SumPartials(int64_t row, int64_t slotStride, int64_t r0, int64_t rn, int64_t cFirst,
-                                       int64_t cLast, int64_t b)
-    {
-        Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
-        for (int64_t c = cFirst; c <= cLast; ++c) {
-            const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
-            LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
-            Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
     __aicore__ inline int64_t RowStartOf(int64_t core) const
     {
         const int64_t big = td_->rowsPerCore + 1;
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
-    }
-
-    __aicore__ inline int64_t CoreOfRow(int64_t row) const
-    {
-        const int64_t big = td_->rowsPerCore + 1;
-        const int64_t head = td_->rowsTail * big;
-        return row < head ? row / big : td_->rowsTail + (row - head) / td_->rowsPerCore;
     }
 
     // ------------------------------------------------------------ COL_SPLIT
@@ -1232,7 +1199,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (1 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[1 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 1; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 1 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -1405,31 +1388,7 @@ private:
         }
     }
 
-    __aicore__ inline void FlushCol() {}
-
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 2; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 1; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 0;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_bias[c0_], n_);  // spec: ada_layer_norm_v2.py:23
@@ -1437,14 +1396,11 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         PipeBarrier<PIPE_V>();
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
     }
-
-    __aicore__ inline void ZeroBatchSums() {}
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
     template <typename S>
@@ -1506,10 +1462,18 @@ private:
     TBuf<TPosition::VECCALC> statStageBuf_rstd;
     TQue<TPosition::VECOUT, 1> statOutQue_rstd;
     LocalTensor<float> statStage_rstd;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[2], brow_[3], colv_[1], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[2];
+    LocalTensor<float> brow_[3];
+    LocalTensor<float> colv_[1];
+    LocalTensor<float> red_, redTmp_;
     float attr_epsilon = 0.0f;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
@@ -1567,8 +1531,18 @@ private:
         pipe_.InitBuffer(statOutQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
-        LoadColumns();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         curBatch_ = -1;
         valBatch_ = -1;
         for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
@@ -1666,34 +1640,10 @@ private:
         }
     }
 
-    __aicore__ inline void FlushRow() {}
-
-    // Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores
-    // cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].
-    __aicore__ inline void SumPartials(int64_t row, int64_t slotStride, int64_t r0, int64_t rn, int64_t cFirst,
-                                       int64_t cLast, int64_t b)
-    {
-        Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
-        for (int64_t c = cFirst; c <= cLast; ++c) {
-            const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
-            LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
-            Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
     __aicore__ inline int64_t RowStartOf(int64_t core) const
     {
         const int64_t big = td_->rowsPerCore + 1;
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
-    }
-
-    __aicore__ inline int64_t CoreOfRow(int64_t row) const
-    {
-        const int64_t big = td_->rowsPerCore + 1;
-        const int64_t head = td_->rowsTail * big;
-        return row < head ? row / big : td_->rowsTail + (row - head) / td_->rowsPerCore;
     }
 
     // ------------------------------------------------------------ COL_SPLIT
@@ -1716,7 +1666,19 @@ private:
         pipe_.InitBuffer(sumBuf_, (1 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[1 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 1 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -1724,7 +1686,6 @@ private:
                 SetFlag<HardEvent::V_MTE2>(0);
                 WaitFlag<HardEvent::V_MTE2>(0);
             }
-            LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
@@ -1887,43 +1848,14 @@ private:
         }
     }
 
-    __aicore__ inline void FlushCol() {}
-
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 2; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 1; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 0;
-    }
-
-    __aicore__ inline void LoadColumns() {}
-
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         PipeBarrier<PIPE_V>();
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);  // spec: ada_layer_norm_v2.py:60
     }
-
-    __aicore__ inline void ZeroBatchSums() {}
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
     template <typename S>
@@ -1984,10 +1916,16 @@ private:
     TBuf<TPosition::VECCALC> statStageBuf_rstd;
     TQue<TPosition::VECOUT, 1> statOutQue_rstd;
     LocalTensor<float> statStage_rstd;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[2], brow_[3], colv_[1], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[2];
+    LocalTensor<float> brow_[3];
+    LocalTensor<float> red_, redTmp_;
     float attr_epsilon = 0.0f;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
