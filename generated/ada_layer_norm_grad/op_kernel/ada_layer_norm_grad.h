@@ -3,10 +3,7 @@
 // One class per distinct lowered specialisation (static attributes, optional inputs present); each runs
 // ROW_SPLIT (strategy 1) or COL_SPLIT (strategy 2) as the tiling data says. All arithmetic in fp32 UB rows.
 #pragma once
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "kernel_operator.h"
 #include "ada_layer_norm_grad_tiling_data.h"
@@ -18,7 +15,7 @@ using namespace AscendC;
 template <typename D>
 __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float>& src, RoundMode rm, int64_t n)
 {
-    if constexpr (std::is_same<D, float>::value) {
+    if constexpr (IsSameType<D, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -30,7 +27,7 @@ __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float
 template <typename S>
 __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor<S>& src, int64_t n)
 {
-    if constexpr (std::is_same<S, float>::value) {
+    if constexpr (IsSameType<S, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -40,10 +37,7 @@ __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor
 
 __aicore__ inline float BitsToFloat(int64_t bits)
 {
-    const uint32_t b = static_cast<uint32_t>(bits);
-    float f = 0.0f;
-    std::memcpy(&f, &b, sizeof(f));
-    return f;
+    return GetScalarBitcodeValue<uint32_t, float>(static_cast<uint32_t>(bits));
 }
 
 __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)

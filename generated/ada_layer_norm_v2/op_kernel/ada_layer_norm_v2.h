@@ -3,10 +3,7 @@
 // One class per distinct lowered specialisation (static attributes, optional inputs present); each runs
 // ROW_SPLIT (strategy 1) or COL_SPLIT (strategy 2) as the tiling data says. All arithmetic in fp32 UB rows.
 #pragma once
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "kernel_operator.h"
 #include "ada_layer_norm_v2_tiling_data.h"
@@ -18,7 +15,7 @@ using namespace AscendC;
 template <typename D>
 __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float>& src, RoundMode rm, int64_t n)
 {
-    if constexpr (std::is_same<D, float>::value) {
+    if constexpr (IsSameType<D, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -30,7 +27,7 @@ __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float
 template <typename S>
 __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor<S>& src, int64_t n)
 {
-    if constexpr (std::is_same<S, float>::value) {
+    if constexpr (IsSameType<S, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -40,10 +37,7 @@ __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor
 
 __aicore__ inline float BitsToFloat(int64_t bits)
 {
-    const uint32_t b = static_cast<uint32_t>(bits);
-    float f = 0.0f;
-    std::memcpy(&f, &b, sizeof(f));
-    return f;
+    return GetScalarBitcodeValue<uint32_t, float>(static_cast<uint32_t>(bits));
 }
 
 __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
@@ -166,7 +160,7 @@ private:
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
             const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
@@ -363,7 +357,7 @@ private:
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
-                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
                     Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
@@ -646,7 +640,7 @@ private:
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
             const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
@@ -841,7 +835,7 @@ private:
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
-                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
                     Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
@@ -1120,7 +1114,7 @@ private:
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
             const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
             Add(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:59
@@ -1315,7 +1309,7 @@ private:
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
-                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
                     Add(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:59
@@ -1589,7 +1583,7 @@ private:
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
             const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
@@ -1777,7 +1771,7 @@ private:
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
-                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     Muls(w_[0], w_[0], static_cast<float>(s5), n_);         // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
                     Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
