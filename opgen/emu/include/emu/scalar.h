@@ -42,7 +42,8 @@ constexpr bool OneOf() { return (std::is_same<T, Us>::value || ...); }
 template <typename T>
 inline T sqrt(const T src)
 {
-    static_assert(emu_detail::OneOf<T, float, int64_t>(), "current data type is not supported on current device!");
+    static_assert(emu_detail::OneOf<T, float, int64_t>(),
+                  "Std::sqrt: type not supported on the device (float, int64_t)");
     if constexpr (std::is_same<T, float>::value) {
         return ::sqrtf(src);
     } else {
@@ -55,7 +56,7 @@ template <typename T>
 inline T abs(const T src)
 {
     static_assert(emu_detail::OneOf<T, int8_t, int16_t, int32_t, float, int64_t>(),
-                  "current data type is not supported on current device!");
+                  "Std::abs: type not supported on the device (int8_t, int16_t, int32_t, float, int64_t)");
     if constexpr (std::is_same<T, float>::value) {
         return ::fabsf(src);
     } else {
