@@ -62,6 +62,14 @@ KERNEL_CASES = {
         void F() { REGISTER_TILING_DEFAULT(TD); REGISTER_TILING_DEFAULT(TD); }''', '''
         struct TD { int64_t a; };
         void F() { REGISTER_TILING_DEFAULT(TD) }''', "error"),
+    # the scalar-unit Std::sqrt / Std::abs static_assert their types (asc-devkit include/utils/std/cmath.h): float
+    # and int64_t for sqrt, no double (docs/reference/ascendc.md §1.4)
+    "Std::sqrt takes float, not double": ('''
+        float F(float x) { return Std::sqrt(x) + Std::abs(x); }''', '''
+        double F(double x) { return Std::sqrt(x); }''', "not supported"),
+    "Std::abs takes no unsigned": ('''
+        int32_t F(int32_t x) { return Std::abs(x); }''', '''
+        uint32_t F(uint32_t x) { return Std::abs(x); }''', "not supported"),
 }
 
 

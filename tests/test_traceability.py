@@ -89,7 +89,7 @@ def test_rows_kernel_statements_cite_the_line_defining_their_value(trace_kernel)
         r"RowSum\(w_\[\d\], n_\)": "mean_square = square.mean(-1)",
         r"= s\d+ / static_cast<float>\(hidden_\);": "mean_square = square.mean(-1)",   # mean = sum / H
         r"= \(s\d+ \+ attr_epsilon\);": "inv_rms = b.rsqrt(mean_square + epsilon)",
-        r"std::sqrt\(": "inv_rms = b.rsqrt(mean_square + epsilon)",
+        r"Std::sqrt\(": "inv_rms = b.rsqrt(mean_square + epsilon)",
         r"^Muls\(w_\[\d\], w_\[\d\], static_cast<float>\(s\d+\), n_\);": "normed = x * inv_rms",
         r"^Mul\(w_\[\d\], w_\[\d\], colv_\[0\], n_\);": "scaled = normed * gamma",
         r"^CastFrom\(w_\[\d\], (rowIn|res)_x\[": 'spec.input("x"',
@@ -120,7 +120,7 @@ def test_graph_stages_show_the_same_lines(trace_kernel):
     assert s.returncode == 0, s.stderr
     sq, inv, normed = (line_of(TRACE, t) for t in ("square = x * x", "inv_rms = b.rsqrt", "normed = x * inv_rms"))
     assert re.search(rf"= Mul\((w\d), \1\)  @ {re.escape(f)}:{sq}$", k.stdout, re.M), k.stdout
-    assert re.search(rf"= 1\.0f / std::sqrt\(s\d\)  @ {re.escape(f)}:{inv}$", k.stdout, re.M), k.stdout
+    assert re.search(rf"= 1\.0f / Std::sqrt\(s\d\)  @ {re.escape(f)}:{inv}$", k.stdout, re.M), k.stdout
     assert re.search(rf"= Muls\(w\d, s\d\)  @ {re.escape(f)}:{normed}$", k.stdout, re.M), k.stdout
     assert re.search(rf"= mul\((%v\d+), \1\) : f32\[\*Bd, H\] loc\(\"{re.escape(f)}\":{sq}\)$", s.stdout, re.M), \
         s.stdout
@@ -134,12 +134,12 @@ def test_graph_stages_show_the_same_lines(trace_kernel):
 
 # ------------------------------------------------------------------------------------------------ bundled kernels
 def test_head_row_kernel_cites_the_layer_norm_lines():
-    """NormRopeConcat's head-row kernel: the standard deviation (`std::sqrt`) and the division by it cite the spec
+    """NormRopeConcat's head-row kernel: the standard deviation (`Std::sqrt`) and the division by it cite the spec
     lines of `std = b.sqrt(...)` and `y = xc / std` of its norm (the bodies of query and key share them)."""
     path = ROOT / "specs" / "norm_rope_concat.py"
     text = kernel_header(generate(load_spec("NormRopeConcat")))
     std, div = line_of(path, "std = b.sqrt("), line_of(path, "y = xc / std")
-    assert set(cited(text, r"= std::sqrt\(s\d+\);")) == {f"{path.name}:{std}"}
+    assert set(cited(text, r"= Std::sqrt\(s\d+\);")) == {f"{path.name}:{std}"}
     assert set(cited(text, r"^Div\(w_\[\d\], w_\[\d\], w_\[\d\], headDim_\);")) == {f"{path.name}:{div}"}
 
 

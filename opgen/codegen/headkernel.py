@@ -43,6 +43,7 @@ from opgen.kernel.headrows import PERMS, SIGNS, HeadPart, body_text, lower_heads
 from opgen.kernel.vsync import place_barriers, vstmt
 from opgen.passes.pipeline import optimize
 from opgen.tiling.emit import attr_key
+from opgen.tiling.headkernel import head_needs
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
 _BUF = {"w": "w_", "tab": "tab_", "col": "col_", "acc": "acc_", "perm": "perm_", "sign": "sign_"}
@@ -576,7 +577,7 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
         "inputs": [i.name for i in spec.inputs], "outputs": [o.name for o in spec.outputs],
         "unused": [n for n in order if n not in used], "gm": gm, "has": has,
         "nparts": nslots, "part_names": [n for n, _g in low.slots], "nkeys": len(low.programs),
-        "counts": [(k, v, docs[k]) for k, v in cmap.items()], "counts_map": cmap,
+        "counts": [(k, v, docs[k]) for k, v in cmap.items()], "counts_map": cmap, "needs": head_needs(counts),
         "arr": {k: max(v, 1) for k, v in cmap.items()},
         "attr_doc": "attrKey = " + " + ".join(
             f"index({a.name})" + (f" * {r}" if r > 1 else "") for a, r in _radices(spec)),

@@ -29,6 +29,7 @@ from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel.isa import INSTRS, Op, Pipe, float_scalar
 from opgen.kernel.rowprog import Instr, RowProgram, attr_names, instr_op, per_row
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
+from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t"}
 """C++ element type of each dtype a rows kernel reads or writes (opgen.kernel.rows.READS, WRITES)."""
@@ -543,6 +544,11 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     for lv in levels:
         for i in p.rsums(lv):
             combine[i.dst] = "Max" if kinds[i.dst] == "rmax" else "Add"
+    counts = program_counts(p)
+    bufs = {"row": fixed_needs(counts, ROW_SPLIT), "col": fixed_needs(counts, COL_SPLIT)}
+    load_batch = place_barriers(_setup_lines(p, "brow", addr, cites))
+    flush_row = place_barriers(_flush_lines(p, "row", addr, cites))
+    flush_col = place_barriers(_flush_lines(p, "col", addr, cites))
     return {
         "name": v.cls, "doc": v.doc,
         "tensors": tensors,
@@ -552,15 +558,15 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "stat_out": [dict(o, rm=next(i.arg for i in p.instrs if i.kind == "sstore" and i.gm == o["op"]))
                      for o in _operand_ctx(p, addr, "out", "stat", cites)],
         "off_funcs": addr.off_funcs(),
-        "temps": max(p.row_temps, 2), "nbrow": max(len(p.brow), 1), "ncol": max(len(p.col), 1),
-        "has_brow": bool(p.brow),
+        "temps": max(p.row_temps, 2), "nbrow": len(p.brow), "ncol": len(p.col),
+        "bufs": bufs, "any_buf": {k: any(b[k] for b in bufs.values()) for k in bufs["row"]},
+        "batch_index": bool(load_batch or flush_row),
+        "brow_accs": any(v[0] == "brow" for v in p.accs.values()),
         "ws_rows_per_core": sum(1 for x in p.accs.values() if x[0] == "col")
         + 2 * sum(1 for x in p.accs.values() if x[0] == "brow"),
-        "load_batch": place_barriers(_setup_lines(p, "brow", addr, cites)),
-        "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
+        "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
-        "flush_row": place_barriers(_flush_lines(p, "row", addr, cites)),
-        "flush_col": place_barriers(_flush_lines(p, "col", addr, cites)),
+        "flush_row": flush_row, "flush_col": flush_col,
         "row_body": row_pr.row_body(), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
         "levels": [(lv, col_pr.phase_body(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
@@ -568,7 +574,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "final_body": col_pr.phase_body(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
         "float_attrs": sorted({x for i in p.instrs for x in attr_names(i.arg)}),
-        "uses_max": any(i.kind == "rmax" for i in p.instrs),
+        "uses_max": any(i.kind == "rmax" for i in p.instrs), "uses_sum": any(i.kind == "rsum" for i in p.instrs),
         "strided": any(o for o in addr.off_funcs()),
     }
 

@@ -36,8 +36,11 @@ VECTOR_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximu
 VECTOR_UNARY = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "abs": "Abs", "recip": "Reciprocal"}
 SCALAR_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 SCALAR_MINMAX = {"maximum": ">", "minimum": "<"}
-SCALAR_UNARY = {"sqrt": "std::sqrt({})", "rsqrt": "1.0f / std::sqrt({})", "neg": "-{}", "exp": "std::exp({})",
-                "log": "std::log({})", "abs": "std::fabs({})", "recip": "(1.0f / {})"}
+SCALAR_UNARY = {"sqrt": "Std::sqrt({})", "rsqrt": "1.0f / Std::sqrt({})", "neg": "-{}", "abs": "Std::abs({})",
+                "recip": "(1.0f / {})"}
+"""Per-row and scalar unary ops as C++ on the AIV scalar unit: AscendC::Std::sqrt / Std::abs (device code has no
+std::, docs/reference/ascendc.md §1.4). The scalar unit has no exp or log: those are vector instructions on rows
+only (lower_elementwise raises IRError for a per-row or scalar exp / log)."""
 ROW_REDUCE = ("rsum", "rmax")
 """Instruction kinds that reduce a row to a per-row scalar (their results have a level, module docstring)."""
 VECTOR_SPACES = ("row", "brow", "col", "table")
@@ -195,6 +198,9 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
             expr = f"({texts[0]} {SCALAR_MINMAX[op]} {texts[1]} ? {texts[0]} : {texts[1]})"
         elif op in SCALAR_UNARY:
             expr = SCALAR_UNARY[op].format(texts[0])
+        elif op in ("exp", "log"):
+            raise IRError(f"row kernel: a {'per-row' if sp == 'stat' else 'scalar'} {op} (%{r}): the AIV scalar unit "
+                          f"has no {op} (docs/reference/ascendc.md §1.4); take the {op} of a row instead")
         else:
             raise IRError(f"row kernel: scalar {op} (%{r}) is not supported")
         if sp == "scalar":

@@ -32,7 +32,8 @@ class HeadCounts:
     temps: fp32 row temporaries; tables: RoPE table rows (fp32); cols: column rows (fp32); accs: column
     accumulators of one part (fp32); perms/signs: Gather offset tables (uint32) / ±1 sign rows (fp32);
     conds: row conditions of one part; acc_outputs: column outputs summed across cores (each core's fp32
-    partial rows in workspace)."""
+    partial rows in workspace); rsums: row sums of one part's program (the ReduceSum scratch is held only when a
+    part reduces rows)."""
 
     row_in: int
     row_out: int
@@ -46,6 +47,7 @@ class HeadCounts:
     signs: int
     conds: int
     acc_outputs: int
+    rsums: int = 0
 
     def as_dict(self) -> dict:
         """{field: value}."""
@@ -71,12 +73,25 @@ def head_plan(c: HeadCounts, d_align, t_bytes) -> list[Buffer]:
     if c.perms + c.signs:
         plan.append(Buffer("laneBuf", "TBuf<VECCALC>", c.perms + c.signs, False, d_align, 4,
                            "Gather byte offsets (uint32) and sign rows (fp32)"))
-    plan += [
-        Buffer("paramQue", "TQue<VECIN>", 1, False, d_align, 4, "staging of table/column/partial rows (T or fp32)"),
-        Buffer("accOutQue", "TQue<VECOUT>", 1, False, d_align, 4, "staging of column outputs (T or fp32)"),
-        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, reduce_tmp_elems(d_align), 4, "ReduceSum result and scratch"),
-    ]
+    need = head_needs(c)
+    if need["paramQue"]:
+        plan.append(Buffer("paramQue", "TQue<VECIN>", 1, False, d_align, 4,
+                           "staging of table/column/partial rows (T or fp32)"))
+    if need["accOutQue"]:
+        plan.append(Buffer("accOutQue", "TQue<VECOUT>", 1, False, d_align, 4, "staging of column outputs (T or fp32)"))
+    if need["reduceBuf"]:
+        plan.append(Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, reduce_tmp_elems(d_align), 4,
+                           "ReduceSum result and scratch"))
     return plan
+
+
+def head_needs(c: HeadCounts) -> dict[str, bool]:
+    """Which staging buffers a head-row kernel with counts `c` allocates: only those its code reads
+    (docs/reference/ascendc.md §1.5). paramQue stages LoadRow (table rows, column rows, the partial column sums
+    read back from workspace); accOutQue stages StoreRow (column sums to workspace and the reduced outputs);
+    reduceBuf is ReduceSum's result and scratch (a part that sums rows)."""
+    return {"paramQue": bool(c.tables or c.cols or c.acc_outputs), "accOutQue": bool(c.accs or c.acc_outputs),
+            "reduceBuf": bool(c.rsums)}
 
 
 def part_counts(part) -> dict:
@@ -87,7 +102,8 @@ def part_counts(part) -> dict:
     return {"row_in": part.count("in"), "row_out": part.count("out"), "stat_in": part.count("sin"),
             "stat_out": part.count("sout"), "temps": temps, "tables": part.count("tab"), "cols": part.count("col"),
             "accs": len(part.accs), "perms": sum(1 for k, _ in lanes if k == "perm"),
-            "signs": sum(1 for k, _ in lanes if k == "sign"), "conds": len(part.conds)}
+            "signs": sum(1 for k, _ in lanes if k == "sign"), "conds": len(part.conds),
+            "rsums": max([len(c.prog.rsums()) for c in part.cases], default=0)}
 
 
 def spec_counts(low) -> HeadCounts:

@@ -45,7 +45,8 @@ class RowCounts:
     per-row inputs; stat_out: per-row outputs (staged in fp32); temps: fp32 row temporaries; brow/col: fp32 batch
     rows / column rows (values and accumulators); brow_acc/col_acc: accumulators among them (cross-core partial
     rows in ROW_SPLIT); rsums: row reductions; rsums_per_level: the most of one level (exchanged together in
-    COL_SPLIT); levels: row-reduction levels (0: COL_SPLIT chunks the slice, nothing stays resident)."""
+    COL_SPLIT); levels: row-reduction levels (0: COL_SPLIT chunks the slice, nothing stays resident); loads: batch
+    and column rows loaded from GM (staged through paramQue)."""
 
     row_in: tuple
     row_out: tuple
@@ -59,13 +60,14 @@ class RowCounts:
     rsums: int
     rsums_per_level: int
     levels: int
+    loads: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out as {dtype: count})."""
         return {"row_in": dict(self.row_in), "row_out": dict(self.row_out), "stat_in": self.stat_in,
                 "stat_out": self.stat_out, "temps": self.temps, "brow": self.brow, "col": self.col,
                 "brow_acc": self.brow_acc, "col_acc": self.col_acc, "rsums": self.rsums,
-                "rsums_per_level": self.rsums_per_level, "levels": self.levels}
+                "rsums_per_level": self.rsums_per_level, "levels": self.levels, "loads": self.loads}
 
 
 def program_counts(p) -> dict:
@@ -87,6 +89,7 @@ def program_counts(p) -> dict:
         "brow_acc": sum(1 for v in p.accs.values() if v[0] == "brow"),
         "col_acc": sum(1 for v in p.accs.values() if v[0] == "col"),
         "rsums": len(p.rsums()), "rsums_per_level": max(per_level.values(), default=0), "levels": p.levels,
+        "loads": sum(1 for i in p.instrs if i.kind == "load"),
     }
 
 
@@ -129,7 +132,7 @@ def row_plan(c: RowCounts, col_align, bytes_of) -> list[Buffer]:
     plan = _by_dtype(c.row_in, bytes_of, 2, "inQue", "TQue<VECIN>", True, col_align, "row inputs")
     plan += _by_dtype(c.row_out, bytes_of, 2, "outQue", "TQue<VECOUT>", True, col_align, "row outputs")
     plan += stat_plan(c)
-    plan += _fixed_plan(c, col_align)
+    plan += _fixed_plan(c, col_align, ROW_SPLIT)
     return plan
 
 
@@ -142,7 +145,7 @@ def col_plan(c: RowCounts, cols, bytes_of) -> list[Buffer]:
                        "partial and total row reductions of the group (fp32)"))
     plan.append(Buffer("sumSlack", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, False, 8, 4,
                        "32-byte rounding of the sum buffers"))
-    plan += _fixed_plan(c, cols)
+    plan += _fixed_plan(c, cols, COL_SPLIT)
     return plan
 
 
@@ -162,15 +165,48 @@ def stat_plan(c, out_doc: str = "per-row outputs (T, fp32 max)") -> list[Buffer]
     return plan
 
 
-def _fixed_plan(c: RowCounts, cols) -> list[Buffer]:
-    return [
-        Buffer("workBuf", "TBuf<VECCALC>", max(c.temps, 2), False, cols, 4, "fp32 row temporaries"),
-        Buffer("browBuf", "TBuf<VECCALC>", max(c.brow, 1), False, cols, 4, "fp32 batch rows and their sums"),
-        Buffer("colBuf", "TBuf<VECCALC>", max(c.col, 1), False, cols, 4, "fp32 column rows and their sums"),
-        Buffer("paramQue", "TQue<VECIN>", 1, False, cols, 4, "batch/column row staging (any dtype)"),
-        Buffer("accOutQue", "TQue<VECOUT>", 1, False, cols, 4, "sum outputs staging (any dtype)"),
-        Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, row_reduce_elems(cols), 4, "row reduction result and scratch"),
-    ]
+def fixed_needs(c, strategy: int) -> dict[str, int]:
+    """{buffer: fp32 rows of the pass's columns} of the fixed UB buffers a rows kernel allocates under `strategy`
+    (ROW_SPLIT or COL_SPLIT) for counts `c` (a RowCounts, or the dict of `program_counts` for one kernel class);
+    0 = not allocated. A buffer is allocated only when that strategy's code reads it (docs/reference/ascendc.md
+    §1.5: every TBuf/TQue is carved out of UB by InitBuffer whether read or not):
+
+    workBuf   the fp32 row temporaries, at least two (the cross-core sums read w_[0] and w_[1]);
+    browBuf   the batch rows and per-batch sums, when the program has any;
+    colBuf    the column rows and column sums, when the program has any;
+    paramQue  staging of LoadRow: batch/column loads, and the partial rows read back from workspace (ROW_SPLIT
+              with sums over rows, COL_SPLIT with row reductions);
+    accOutQue staging of StoreRow: sums over rows written out (or to workspace), and COL_SPLIT's row-reduction
+              totals written to workspace;
+    reduceBuf ReduceSum / ReduceMax result and scratch, when the program reduces rows.
+
+    Raises ValueError for another strategy."""
+    if strategy not in (ROW_SPLIT, COL_SPLIT):
+        raise ValueError(f"rows kernel strategy {strategy}: 1 (ROW_SPLIT) or 2 (COL_SPLIT)")
+    get = c.get if isinstance(c, dict) else lambda k: getattr(c, k)
+    accs = get("brow_acc") + get("col_acc")
+    exchange = accs if strategy == ROW_SPLIT else get("levels")
+    return {"workBuf": max(get("temps"), 2), "browBuf": get("brow"), "colBuf": get("col"),
+            "paramQue": int(bool(get("loads") or exchange)), "accOutQue": int(bool(accs or exchange)),
+            "reduceBuf": int(bool(get("rsums")))}
+
+
+def _fixed_plan(c: RowCounts, cols, strategy: int) -> list[Buffer]:
+    """The fixed buffers of `fixed_needs(c, strategy)` for `cols` columns per pass (bytes: their fp32 rows)."""
+    need = fixed_needs(c, strategy)
+    docs = {"workBuf": ("TBuf<VECCALC>", "fp32 row temporaries"),
+            "browBuf": ("TBuf<VECCALC>", "fp32 batch rows and their sums"),
+            "colBuf": ("TBuf<VECCALC>", "fp32 column rows and their sums"),
+            "paramQue": ("TQue<VECIN>", "batch/column row staging (any dtype)"),
+            "accOutQue": ("TQue<VECOUT>", "sum outputs staging (any dtype)"),
+            "reduceBuf": ("TBuf<VECCALC>", "row reduction result and scratch")}
+    out = []
+    for name, n in need.items():
+        if n:
+            kind, doc = docs[name]
+            length = row_reduce_elems(cols) if name == "reduceBuf" else cols
+            out.append(Buffer(name, kind, n, False, length, 4, doc))
+    return out
 
 
 def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[str, ...] = (),

@@ -3,10 +3,7 @@
 // One class per distinct lowered specialisation (static attributes, optional inputs present); each runs
 // ROW_SPLIT (strategy 1) or COL_SPLIT (strategy 2) as the tiling data says. All arithmetic in fp32 UB rows.
 #pragma once
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "kernel_operator.h"
 #include "ada_layer_norm_grad_tiling_data.h"
@@ -18,7 +15,7 @@ using namespace AscendC;
 template <typename D>
 __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float>& src, RoundMode rm, int64_t n)
 {
-    if constexpr (std::is_same<D, float>::value) {
+    if constexpr (IsSameType<D, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -30,7 +27,7 @@ __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float
 template <typename S>
 __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor<S>& src, int64_t n)
 {
-    if constexpr (std::is_same<S, float>::value) {
+    if constexpr (IsSameType<S, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -40,10 +37,7 @@ __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor
 
 __aicore__ inline float BitsToFloat(int64_t bits)
 {
-    const uint32_t b = static_cast<uint32_t>(bits);
-    float f = 0.0f;
-    std::memcpy(&f, &b, sizeof(f));
-    return f;
+    return GetScalarBitcodeValue<uint32_t, float>(static_cast<uint32_t>(bits));
 }
 
 __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
@@ -105,7 +99,24 @@ private:
         pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
         pipe_.InitBuffer(statInQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statInQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
+        wsRowsPerCore_ = 6;
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -337,7 +348,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[2 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 2 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -535,28 +562,6 @@ private:
     }
 
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 4; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 4; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 4; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 6;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_gamma[c0_], n_);  // spec: ada_layer_norm_grad.py:24
@@ -568,7 +573,6 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
@@ -647,10 +651,18 @@ private:
     LocalTensor<float> statIn_rstd;
     TQue<TPosition::VECIN, 1> statInQue_mean;
     LocalTensor<float> statIn_mean;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[4], brow_[4], colv_[4], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[4];
+    LocalTensor<float> brow_[4];
+    LocalTensor<float> colv_[4];
+    LocalTensor<float> red_, redTmp_;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
 };
@@ -709,7 +721,24 @@ private:
         pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
         pipe_.InitBuffer(statInQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statInQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
+        wsRowsPerCore_ = 6;
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -939,7 +968,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[2 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 2 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -1135,28 +1180,6 @@ private:
     }
 
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 4; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 4; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 6;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_gamma[c0_], n_);  // spec: ada_layer_norm_grad.py:24
@@ -1167,7 +1190,6 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
@@ -1245,10 +1267,18 @@ private:
     LocalTensor<float> statIn_rstd;
     TQue<TPosition::VECIN, 1> statInQue_mean;
     LocalTensor<float> statIn_mean;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[4], brow_[4], colv_[3], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[4];
+    LocalTensor<float> brow_[4];
+    LocalTensor<float> colv_[3];
+    LocalTensor<float> red_, redTmp_;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
 };
@@ -1307,7 +1337,24 @@ private:
         pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
         pipe_.InitBuffer(statInQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statInQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
+        wsRowsPerCore_ = 6;
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -1533,7 +1580,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[2 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 2 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -1725,28 +1788,6 @@ private:
     }
 
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 4; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 4; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 6;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_beta[c0_], n_);  // spec: ada_layer_norm_grad.py:25
@@ -1757,7 +1798,6 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
@@ -1835,10 +1875,18 @@ private:
     LocalTensor<float> statIn_rstd;
     TQue<TPosition::VECIN, 1> statInQue_mean;
     LocalTensor<float> statIn_mean;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[4], brow_[4], colv_[3], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[4];
+    LocalTensor<float> brow_[4];
+    LocalTensor<float> colv_[3];
+    LocalTensor<float> red_, redTmp_;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
 };
@@ -1897,7 +1945,24 @@ private:
         pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
         pipe_.InitBuffer(statInQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statInQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
+        wsRowsPerCore_ = 6;
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -2121,7 +2186,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[2 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 4; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 2 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -2311,28 +2392,6 @@ private:
     }
 
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 3; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 4; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 2; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 6;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         Duplicate(colv_[1], 0.0f, n_);  // spec: ada_layer_norm_grad.py:77
@@ -2342,7 +2401,6 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
@@ -2419,10 +2477,18 @@ private:
     LocalTensor<float> statIn_rstd;
     TQue<TPosition::VECIN, 1> statInQue_mean;
     LocalTensor<float> statIn_mean;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[3], brow_[4], colv_[2], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[3];
+    LocalTensor<float> brow_[4];
+    LocalTensor<float> colv_[2];
+    LocalTensor<float> red_, redTmp_;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
 };

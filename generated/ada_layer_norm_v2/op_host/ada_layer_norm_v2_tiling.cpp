@@ -140,8 +140,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowBytes =
         (((((2 * colAlign) * TBytes) + ((2 * colAlign) * TBytes)) + 8) + 16);  // UB bytes per resident row
     const int64_t fixedBytes =
-        ((((((192 + ((2 * colAlign) * 4)) + ((3 * colAlign) * 4)) + ((2 * colAlign) * 4)) + (colAlign * 4)) +
-          (colAlign * 4)) +
+        (((((192 + ((2 * colAlign) * 4)) + ((3 * colAlign) * 4)) + ((2 * colAlign) * 4)) + (colAlign * 4)) +
          ((AlignUp((CeilDiv(colAlign, 64) * 2), 8) + 8) * 4));  // UB bytes held once
     const int64_t rowsFit =
         ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);           // rows per UB pass that fit

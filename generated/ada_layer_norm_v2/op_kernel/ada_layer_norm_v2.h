@@ -3,10 +3,7 @@
 // One class per distinct lowered specialisation (static attributes, optional inputs present); each runs
 // ROW_SPLIT (strategy 1) or COL_SPLIT (strategy 2) as the tiling data says. All arithmetic in fp32 UB rows.
 #pragma once
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "kernel_operator.h"
 #include "ada_layer_norm_v2_tiling_data.h"
@@ -18,7 +15,7 @@ using namespace AscendC;
 template <typename D>
 __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float>& src, RoundMode rm, int64_t n)
 {
-    if constexpr (std::is_same<D, float>::value) {
+    if constexpr (IsSameType<D, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -30,7 +27,7 @@ __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float
 template <typename S>
 __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor<S>& src, int64_t n)
 {
-    if constexpr (std::is_same<S, float>::value) {
+    if constexpr (IsSameType<S, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -40,10 +37,7 @@ __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor
 
 __aicore__ inline float BitsToFloat(int64_t bits)
 {
-    const uint32_t b = static_cast<uint32_t>(bits);
-    float f = 0.0f;
-    std::memcpy(&f, &b, sizeof(f));
-    return f;
+    return GetScalarBitcodeValue<uint32_t, float>(static_cast<uint32_t>(bits));
 }
 
 __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
@@ -103,7 +97,22 @@ private:
         pipe_.InitBuffer(statOutQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -151,7 +160,7 @@ private:
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
             const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
@@ -206,34 +215,10 @@ private:
         }
     }
 
-    __aicore__ inline void FlushRow() {}
-
-    // Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores
-    // cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].
-    __aicore__ inline void SumPartials(int64_t row, int64_t slotStride, int64_t r0, int64_t rn, int64_t cFirst,
-                                       int64_t cLast, int64_t b)
-    {
-        Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
-        for (int64_t c = cFirst; c <= cLast; ++c) {
-            const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
-            LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
-            Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
     __aicore__ inline int64_t RowStartOf(int64_t core) const
     {
         const int64_t big = td_->rowsPerCore + 1;
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
-    }
-
-    __aicore__ inline int64_t CoreOfRow(int64_t row) const
-    {
-        const int64_t big = td_->rowsPerCore + 1;
-        const int64_t head = td_->rowsTail * big;
-        return row < head ? row / big : td_->rowsTail + (row - head) / td_->rowsPerCore;
     }
 
     // ------------------------------------------------------------ COL_SPLIT
@@ -256,7 +241,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (1 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[1 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 1 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -355,7 +356,7 @@ private:
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
-                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
@@ -431,31 +432,7 @@ private:
         }
     }
 
-    __aicore__ inline void FlushCol() {}
-
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 2; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 2; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 0;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_weight[c0_], n_);  // spec: ada_layer_norm_v2.py:22
@@ -464,13 +441,10 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
     }
-
-    __aicore__ inline void ZeroBatchSums() {}
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
     template <typename S>
@@ -533,10 +507,18 @@ private:
     TBuf<TPosition::VECCALC> statStageBuf_rstd;
     TQue<TPosition::VECOUT, 1> statOutQue_rstd;
     LocalTensor<float> statStage_rstd;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[2], brow_[3], colv_[2], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[2];
+    LocalTensor<float> brow_[3];
+    LocalTensor<float> colv_[2];
+    LocalTensor<float> red_, redTmp_;
     float attr_epsilon = 0.0f;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
@@ -594,7 +576,22 @@ private:
         pipe_.InitBuffer(statOutQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 1; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -642,7 +639,7 @@ private:
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
             const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
@@ -695,34 +692,10 @@ private:
         }
     }
 
-    __aicore__ inline void FlushRow() {}
-
-    // Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores
-    // cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].
-    __aicore__ inline void SumPartials(int64_t row, int64_t slotStride, int64_t r0, int64_t rn, int64_t cFirst,
-                                       int64_t cLast, int64_t b)
-    {
-        Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
-        for (int64_t c = cFirst; c <= cLast; ++c) {
-            const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
-            LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
-            Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
     __aicore__ inline int64_t RowStartOf(int64_t core) const
     {
         const int64_t big = td_->rowsPerCore + 1;
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
-    }
-
-    __aicore__ inline int64_t CoreOfRow(int64_t row) const
-    {
-        const int64_t big = td_->rowsPerCore + 1;
-        const int64_t head = td_->rowsTail * big;
-        return row < head ? row / big : td_->rowsTail + (row - head) / td_->rowsPerCore;
     }
 
     // ------------------------------------------------------------ COL_SPLIT
@@ -745,7 +718,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (1 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[1 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 1; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 1 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -844,7 +833,7 @@ private:
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
-                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
@@ -918,31 +907,7 @@ private:
         }
     }
 
-    __aicore__ inline void FlushCol() {}
-
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 2; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 1; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 0;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_weight[c0_], n_);  // spec: ada_layer_norm_v2.py:22
@@ -950,13 +915,10 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
     }
-
-    __aicore__ inline void ZeroBatchSums() {}
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
     template <typename S>
@@ -1018,10 +980,18 @@ private:
     TBuf<TPosition::VECCALC> statStageBuf_rstd;
     TQue<TPosition::VECOUT, 1> statOutQue_rstd;
     LocalTensor<float> statStage_rstd;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[2], brow_[3], colv_[1], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[2];
+    LocalTensor<float> brow_[3];
+    LocalTensor<float> colv_[1];
+    LocalTensor<float> red_, redTmp_;
     float attr_epsilon = 0.0f;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
@@ -1079,7 +1049,22 @@ private:
         pipe_.InitBuffer(statOutQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 1; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -1127,7 +1112,7 @@ private:
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
             const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
             Add(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:59
@@ -1180,34 +1165,10 @@ private:
         }
     }
 
-    __aicore__ inline void FlushRow() {}
-
-    // Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores
-    // cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].
-    __aicore__ inline void SumPartials(int64_t row, int64_t slotStride, int64_t r0, int64_t rn, int64_t cFirst,
-                                       int64_t cLast, int64_t b)
-    {
-        Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
-        for (int64_t c = cFirst; c <= cLast; ++c) {
-            const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
-            LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
-            Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
     __aicore__ inline int64_t RowStartOf(int64_t core) const
     {
         const int64_t big = td_->rowsPerCore + 1;
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
-    }
-
-    __aicore__ inline int64_t CoreOfRow(int64_t row) const
-    {
-        const int64_t big = td_->rowsPerCore + 1;
-        const int64_t head = td_->rowsTail * big;
-        return row < head ? row / big : td_->rowsTail + (row - head) / td_->rowsPerCore;
     }
 
     // ------------------------------------------------------------ COL_SPLIT
@@ -1230,7 +1191,23 @@ private:
         pipe_.InitBuffer(sumBuf_, (1 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[1 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 1; ++j) {
+            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 1 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -1329,7 +1306,7 @@ private:
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
-                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
@@ -1403,31 +1380,7 @@ private:
         }
     }
 
-    __aicore__ inline void FlushCol() {}
-
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 2; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 1; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 0;
-    }
-
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_bias[c0_], n_);  // spec: ada_layer_norm_v2.py:23
@@ -1435,13 +1388,10 @@ private:
 
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
     }
-
-    __aicore__ inline void ZeroBatchSums() {}
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
     template <typename S>
@@ -1503,10 +1453,18 @@ private:
     TBuf<TPosition::VECCALC> statStageBuf_rstd;
     TQue<TPosition::VECOUT, 1> statOutQue_rstd;
     LocalTensor<float> statStage_rstd;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[2], brow_[3], colv_[1], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[2];
+    LocalTensor<float> brow_[3];
+    LocalTensor<float> colv_[1];
+    LocalTensor<float> red_, redTmp_;
     float attr_epsilon = 0.0f;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;
@@ -1564,8 +1522,18 @@ private:
         pipe_.InitBuffer(statOutQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
-        InitCommon();
-        LoadColumns();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         curBatch_ = -1;
         valBatch_ = -1;
         for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
@@ -1612,7 +1580,7 @@ private:
             const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
             const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
             const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
             Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
@@ -1663,34 +1631,10 @@ private:
         }
     }
 
-    __aicore__ inline void FlushRow() {}
-
-    // Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores
-    // cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].
-    __aicore__ inline void SumPartials(int64_t row, int64_t slotStride, int64_t r0, int64_t rn, int64_t cFirst,
-                                       int64_t cLast, int64_t b)
-    {
-        Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
-        for (int64_t c = cFirst; c <= cLast; ++c) {
-            const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
-            LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
-            Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
     __aicore__ inline int64_t RowStartOf(int64_t core) const
     {
         const int64_t big = td_->rowsPerCore + 1;
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
-    }
-
-    __aicore__ inline int64_t CoreOfRow(int64_t row) const
-    {
-        const int64_t big = td_->rowsPerCore + 1;
-        const int64_t head = td_->rowsTail * big;
-        return row < head ? row / big : td_->rowsTail + (row - head) / td_->rowsPerCore;
     }
 
     // ------------------------------------------------------------ COL_SPLIT
@@ -1713,7 +1657,19 @@ private:
         pipe_.InitBuffer(sumBuf_, (1 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[1 * groupStride_];
-        InitCommon();
+        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
         const int64_t totBase = cores * 1 * G;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -1721,7 +1677,6 @@ private:
                 SetFlag<HardEvent::V_MTE2>(0);
                 WaitFlag<HardEvent::V_MTE2>(0);
             }
-            LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
@@ -1812,7 +1767,7 @@ private:
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
-                    const float s5 = 1.0f / std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     PipeBarrier<PIPE_V>();
                     Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
@@ -1884,42 +1839,13 @@ private:
         }
     }
 
-    __aicore__ inline void FlushCol() {}
-
     // ------------------------------------------------------------ shared
-    __aicore__ inline void InitCommon()
-    {
-        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(colBuf_, 1 * rowStride_ * sizeof(float));
-        pipe_.InitBuffer(paramQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
-        for (int64_t j = 0; j < 2; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 3; ++j) {
-            brow_[j] = browBuf_.template Get<float>()[j * rowStride_];
-        }
-        for (int64_t j = 0; j < 1; ++j) {
-            colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
-        }
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-        wsRowsPerCore_ = 0;
-    }
-
-    __aicore__ inline void LoadColumns() {}
-
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        (void)b;
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
         Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
     }
-
-    __aicore__ inline void ZeroBatchSums() {}
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
     template <typename S>
@@ -1980,10 +1906,16 @@ private:
     TBuf<TPosition::VECCALC> statStageBuf_rstd;
     TQue<TPosition::VECOUT, 1> statOutQue_rstd;
     LocalTensor<float> statStage_rstd;
-    TBuf<TPosition::VECCALC> workBuf_, browBuf_, colBuf_, reduceBuf_, sumBuf_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> browBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    TBuf<TPosition::VECCALC> sumBuf_;
+    LocalTensor<float> sums_, tots_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    LocalTensor<float> w_[2], brow_[3], colv_[1], red_, redTmp_, sums_, tots_;
+    LocalTensor<float> w_[2];
+    LocalTensor<float> brow_[3];
+    LocalTensor<float> red_, redTmp_;
     float attr_epsilon = 0.0f;
     int64_t hidden_ = 0, seqLen_ = 0, rowNum_ = 0, colAlign_ = 0, rowStride_ = 0, groupStride_ = 0;
     int64_t rowStart_ = 0, rowEnd_ = 0, c0_ = 0, n_ = 0, curBatch_ = -1, valBatch_ = -1, wsRowsPerCore_ = 0;

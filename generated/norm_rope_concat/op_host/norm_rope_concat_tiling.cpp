@@ -155,8 +155,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowBytes =
         (((((2 * dAlign) * TBytes) + ((2 * dAlign) * TBytes)) + 8) + 16);  // UB bytes per resident row
     const int64_t fixedBytes =
-        (((((((192 + ((3 * dAlign) * 4)) + ((2 * dAlign) * 4)) + ((2 * dAlign) * 4)) + ((2 * dAlign) * 4)) +
-           (dAlign * 4)) +
+        ((((((192 + ((3 * dAlign) * 4)) + ((2 * dAlign) * 4)) + ((2 * dAlign) * 4)) + ((2 * dAlign) * 4)) +
           (dAlign * 4)) +
          ((AlignUp(CeilDiv(dAlign, 64), 8) + 8) * 4));  // UB bytes held once
     const int64_t rowsFit =

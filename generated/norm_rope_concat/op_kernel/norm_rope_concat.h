@@ -5,10 +5,7 @@
 // dtype; the static attributes (attrKey = tilingKey / 100) select each part's compute body and row
 // addressing from the tables below at run time, and a part whose tensors are absent (nullptr) is skipped.
 #pragma once
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "kernel_operator.h"
 #include "norm_rope_concat_tiling_data.h"
@@ -273,7 +270,7 @@ constexpr int8_t kBodySign[15][1] = {{-1}, {-1}, {-1}, {0}, {0}, {0}, {1}, {1}, 
 template <typename D>
 __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float>& src, RoundMode rm, int64_t n)
 {
-    if constexpr (std::is_same<D, float>::value) {
+    if constexpr (IsSameType<D, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -285,7 +282,7 @@ __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float
 template <typename S>
 __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor<S>& src, int64_t n)
 {
-    if constexpr (std::is_same<S, float>::value) {
+    if constexpr (IsSameType<S, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -295,10 +292,7 @@ __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor
 
 __aicore__ inline float BitsToFloat(int64_t bits)
 {
-    const uint32_t b = static_cast<uint32_t>(bits);
-    float f = 0.0f;
-    std::memcpy(&f, &b, sizeof(f));
-    return f;
+    return GetScalarBitcodeValue<uint32_t, float>(static_cast<uint32_t>(bits));
 }
 
 __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
@@ -442,9 +436,6 @@ private:
         for (int64_t j = 0; j < kOut; ++j) {
             pipe_.InitBuffer(outQue_[j], 2, pass * dAlign_ * sizeof(T));
         }
-        for (int64_t j = 0; j < kStatIn; ++j) {
-            pipe_.InitBuffer(statInQue_[j], 2, AlignUp(pass, 8) * sizeof(float));
-        }
         for (int64_t j = 0; j < kStatOut; ++j) {
             pipe_.InitBuffer(statStageBuf_[j], AlignUp(pass, 8) * sizeof(float));
             pipe_.InitBuffer(statOutQue_[j], 2, AlignUp(pass, 8) * sizeof(float));
@@ -471,7 +462,6 @@ private:
             signFamily_[j] = -1;
         }
         pipe_.InitBuffer(paramQue_, 1, dAlign_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, dAlign_ * sizeof(float));
         pipe_.InitBuffer(reduceBuf_, (AlignUp((dAlign_ + 63) / 64, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
@@ -779,15 +769,6 @@ private:
             CopyRows<false>(p.in[j], p.inMap[j], t, p, r0, k);
             inQue_[j].EnQue(t);
         }
-        for (int64_t j = 0; j < kStatIn; ++j) {
-            if (!Uses(p.useStatIn, j)) {
-                continue;
-            }
-            LocalTensor<float> t = statInQue_[j].template AllocTensor<float>();
-            DataCopyPad(t, p.statIn[j][r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-            statInQue_[j].EnQue(t);
-        }
     }
 
     __aicore__ inline void Compute(const Part& p, int64_t r0, int64_t k)
@@ -797,12 +778,6 @@ private:
                 continue;
             }
             rowIn_[j] = inQue_[j].template DeQue<T>();
-        }
-        for (int64_t j = 0; j < kStatIn; ++j) {
-            if (!Uses(p.useStatIn, j)) {
-                continue;
-            }
-            statIn_[j] = statInQue_[j].template DeQue<float>();
         }
         SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
         WaitFlag<HardEvent::MTE2_S>(0);
@@ -892,12 +867,6 @@ private:
                 continue;
             }
             inQue_[j].FreeTensor(rowIn_[j]);
-        }
-        for (int64_t j = 0; j < kStatIn; ++j) {
-            if (!Uses(p.useStatIn, j)) {
-                continue;
-            }
-            statInQue_[j].FreeTensor(statIn_[j]);
         }
     }
 
@@ -1025,7 +994,7 @@ private:
             const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
             const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
             const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
             Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
             Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
@@ -1052,7 +1021,7 @@ private:
             const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
             const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
             const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
             Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
             Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
@@ -1117,7 +1086,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
@@ -1146,7 +1115,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
@@ -1177,7 +1146,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
@@ -1210,7 +1179,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
@@ -1277,7 +1246,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
@@ -1306,7 +1275,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
@@ -1337,7 +1306,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
@@ -1370,7 +1339,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
@@ -1404,7 +1373,7 @@ private:
             const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
             const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
             const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
             const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
             statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
             Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
@@ -1434,7 +1403,7 @@ private:
             const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
             const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
             const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
             const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
             statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
             Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
@@ -1470,7 +1439,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
@@ -1502,7 +1471,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
@@ -1536,7 +1505,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
@@ -1572,7 +1541,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
@@ -1610,7 +1579,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
@@ -1642,7 +1611,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
@@ -1676,7 +1645,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
@@ -1712,7 +1681,7 @@ private:
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
@@ -1741,18 +1710,6 @@ private:
         CastFrom(dst, t, n);
         PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
-    }
-
-    // fp32 UB row -> GM row of D with round mode rm, n elements.
-    template <typename D>
-    __aicore__ inline void StoreRow(const GlobalTensor<D>& dst, const LocalTensor<float>& src, RoundMode rm, int64_t n)
-    {
-        LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
-        CastTo(t, src, rm, n);
-        accOutQue_.EnQue(t);
-        t = accOutQue_.template DeQue<D>();
-        DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
-        accOutQue_.FreeTensor(t);
     }
 
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
@@ -1808,12 +1765,15 @@ private:
     bool has_encoder_key = false;
     bool has_encoder_value = false;
     GlobalTensor<float> ws_;
-    TQue<TPosition::VECIN, 1> inQue_[1], statInQue_[1], paramQue_;
-    TQue<TPosition::VECOUT, 1> outQue_[1], statOutQue_[2], accOutQue_;
-    TBuf<TPosition::VECCALC> statStageBuf_[2], workBuf_, tabBuf_, colBuf_, accBuf_, laneBuf_, reduceBuf_;
+    TQue<TPosition::VECIN, 1> inQue_[1], statInQue_[1];
+    TQue<TPosition::VECOUT, 1> outQue_[1], statOutQue_[2];
+    TQue<TPosition::VECIN, 1> paramQue_;
+    TBuf<TPosition::VECCALC> statStageBuf_[2], workBuf_, tabBuf_, colBuf_, accBuf_, laneBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    LocalTensor<float> red_, redTmp_;
     LocalTensor<T> rowIn_[1], rowOut_[1];
     LocalTensor<float> statIn_[1], statStage_[2];
-    LocalTensor<float> w_[kTemps], tab_[2], col_[2], acc_[1], sign_[1], red_, redTmp_;
+    LocalTensor<float> w_[kTemps], tab_[2], col_[2], acc_[1], sign_[1];
     LocalTensor<uint32_t> perm_[1];
     int64_t tabRow_[2] = {}, permFamily_[1] = {}, signFamily_[1] = {};
     float attr_eps = 0.0f;

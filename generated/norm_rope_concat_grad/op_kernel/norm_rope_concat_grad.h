@@ -5,10 +5,7 @@
 // dtype; the static attributes (attrKey = tilingKey / 100) select each part's compute body and row
 // addressing from the tables below at run time, and a part whose tensors are absent (nullptr) is skipped.
 #pragma once
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "kernel_operator.h"
 #include "norm_rope_concat_grad_tiling_data.h"
@@ -168,7 +165,7 @@ constexpr int8_t kBodySign[9][1] = {{-1}, {-1}, {-1}, {0}, {0}, {0}, {1}, {1}, {
 template <typename D>
 __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float>& src, RoundMode rm, int64_t n)
 {
-    if constexpr (std::is_same<D, float>::value) {
+    if constexpr (IsSameType<D, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -180,7 +177,7 @@ __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float
 template <typename S>
 __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor<S>& src, int64_t n)
 {
-    if constexpr (std::is_same<S, float>::value) {
+    if constexpr (IsSameType<S, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
     } else {
@@ -190,10 +187,7 @@ __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor
 
 __aicore__ inline float BitsToFloat(int64_t bits)
 {
-    const uint32_t b = static_cast<uint32_t>(bits);
-    float f = 0.0f;
-    std::memcpy(&f, &b, sizeof(f));
-    return f;
+    return GetScalarBitcodeValue<uint32_t, float>(static_cast<uint32_t>(bits));
 }
 
 __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
@@ -347,10 +341,6 @@ private:
         }
         for (int64_t j = 0; j < kStatIn; ++j) {
             pipe_.InitBuffer(statInQue_[j], 2, AlignUp(pass, 8) * sizeof(float));
-        }
-        for (int64_t j = 0; j < kStatOut; ++j) {
-            pipe_.InitBuffer(statStageBuf_[j], AlignUp(pass, 8) * sizeof(float));
-            pipe_.InitBuffer(statOutQue_[j], 2, AlignUp(pass, 8) * sizeof(float));
         }
         pipe_.InitBuffer(workBuf_, kTemps * dAlign_ * sizeof(float));
         for (int64_t j = 0; j < kTemps; ++j) {
@@ -749,12 +739,6 @@ private:
             }
             rowOut_[j] = outQue_[j].template AllocTensor<T>();
         }
-        for (int64_t j = 0; j < kStatOut; ++j) {
-            if (!Uses(p.useStatOut, j)) {
-                continue;
-            }
-            statStage_[j] = statStageBuf_[j].template Get<float>();
-        }
         switch (p.body) {
             case 0:
                 Body0(p, r0, k);
@@ -796,16 +780,6 @@ private:
             SetFlag<HardEvent::S_V>(0);
             WaitFlag<HardEvent::S_V>(0);
         }
-        for (int64_t j = 0; j < kStatOut; ++j) {
-            if (!Uses(p.useStatOut, j)) {
-                continue;
-            }
-            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-            WaitFlag<HardEvent::S_V>(0);
-            LocalTensor<float> t = statOutQue_[j].template AllocTensor<float>();
-            CastTo(t, statStage_[j], RoundMode::CAST_NONE, k);
-            statOutQue_[j].EnQue(t);
-        }
         for (int64_t j = 0; j < kIn; ++j) {
             if (!Uses(p.useIn, j)) {
                 continue;
@@ -829,14 +803,6 @@ private:
             LocalTensor<T> t = outQue_[j].template DeQue<T>();
             CopyRows<true>(p.out[j], p.outMap[j], t, p, r0, k);
             outQue_[j].FreeTensor(t);
-        }
-        for (int64_t j = 0; j < kStatOut; ++j) {
-            if (!Uses(p.useStatOut, j)) {
-                continue;
-            }
-            LocalTensor<float> t = statOutQue_[j].template DeQue<float>();
-            DataCopyPad(p.statOut[j][r0], t, DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-            statOutQue_[j].FreeTensor(t);
         }
     }
 
@@ -1509,12 +1475,16 @@ private:
         RoundMode::CAST_ROUND, RoundMode::CAST_ROUND, RoundMode::CAST_ROUND, RoundMode::CAST_ROUND,
         RoundMode::CAST_ROUND, RoundMode::CAST_ROUND, RoundMode::CAST_ROUND, RoundMode::CAST_ROUND};
     GlobalTensor<float> ws_;
-    TQue<TPosition::VECIN, 1> inQue_[2], statInQue_[2], paramQue_;
-    TQue<TPosition::VECOUT, 1> outQue_[1], statOutQue_[1], accOutQue_;
-    TBuf<TPosition::VECCALC> statStageBuf_[1], workBuf_, tabBuf_, colBuf_, accBuf_, laneBuf_, reduceBuf_;
+    TQue<TPosition::VECIN, 1> inQue_[2], statInQue_[2];
+    TQue<TPosition::VECOUT, 1> outQue_[1], statOutQue_[1];
+    TQue<TPosition::VECIN, 1> paramQue_;
+    TQue<TPosition::VECOUT, 1> accOutQue_;
+    TBuf<TPosition::VECCALC> statStageBuf_[1], workBuf_, tabBuf_, colBuf_, accBuf_, laneBuf_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    LocalTensor<float> red_, redTmp_;
     LocalTensor<T> rowIn_[2], rowOut_[1];
     LocalTensor<float> statIn_[2], statStage_[1];
-    LocalTensor<float> w_[kTemps], tab_[2], col_[1], acc_[2], sign_[1], red_, redTmp_;
+    LocalTensor<float> w_[kTemps], tab_[2], col_[1], acc_[2], sign_[1];
     LocalTensor<uint32_t> perm_[1];
     int64_t tabRow_[2] = {}, permFamily_[1] = {}, signFamily_[1] = {};
     int64_t attrKey_ = 0, heads_ = 0, headDim_ = 0, dAlign_ = 0, rowStart_ = 0, rowEnd_ = 0;

@@ -7,8 +7,6 @@
 // lowered NSA program (opgen/kernel/nsa.py).
 #pragma once
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "kernel_operator.h"
 #include "nsa_selected_attention_tiling_data.h"
@@ -30,10 +28,7 @@ constexpr int64_t MAX_BLOCKS = 32;        // most selected blocks per unit (the 
 
 __aicore__ inline float BitsToFloat(int64_t bits)
 {
-    const uint32_t b = static_cast<uint32_t>(bits);
-    float f = 0.0f;
-    std::memcpy(&f, &b, sizeof(f));
-    return f;
+    return GetScalarBitcodeValue<uint32_t, float>(static_cast<uint32_t>(bits));
 }
 
 __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
@@ -61,9 +56,9 @@ __aicore__ inline void Fence()
 template <typename D>
 __aicore__ inline QuantMode_t QuantOf()
 {
-    if constexpr (std::is_same<D, half>::value) {
+    if constexpr (IsSameType<D, half>::value) {
         return QuantMode_t::F322F16;
-    } else if constexpr (std::is_same<D, bfloat16_t>::value) {
+    } else if constexpr (IsSameType<D, bfloat16_t>::value) {
         return QuantMode_t::F322BF16;
     } else {
         return QuantMode_t::NoQuant;
@@ -389,9 +384,6 @@ private:
             const int64_t slot = (u - unitBegin_) % 2;
             for (int64_t c = 0; c < 1; ++c) {
                 CrossCoreWaitFlag(FLAG_C2V);
-                if (c == 0) {
-                    VecUnit(x, rBegin, rEnd);
-                }
                 VecItem(x, c, slot, rBegin, rEnd);
                 CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_V2C);
             }
@@ -434,14 +426,6 @@ private:
         }
         Fence<HardEvent::S_V>();
         return r;
-    }
-
-    // Per-unit values of this AIV's rows (scope "unit" of the program): computed once, kept in UB.
-    __aicore__ inline void VecUnit(const Unit& x, int64_t rBegin, int64_t rEnd)
-    {
-        (void)x;
-        (void)rBegin;
-        (void)rEnd;
     }
 
     // One item (a unit) on this AIV's rows, vecRows_ rows per UB pass.
@@ -832,9 +816,6 @@ private:
             const int64_t slot = (u - unitBegin_) % 2;
             for (int64_t c = 0; c < 1; ++c) {
                 CrossCoreWaitFlag(FLAG_C2V);
-                if (c == 0) {
-                    VecUnit(x, rBegin, rEnd);
-                }
                 VecItem(x, c, slot, rBegin, rEnd);
                 CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_V2C);
             }
@@ -877,14 +858,6 @@ private:
         }
         Fence<HardEvent::S_V>();
         return r;
-    }
-
-    // Per-unit values of this AIV's rows (scope "unit" of the program): computed once, kept in UB.
-    __aicore__ inline void VecUnit(const Unit& x, int64_t rBegin, int64_t rEnd)
-    {
-        (void)x;
-        (void)rBegin;
-        (void)rEnd;
     }
 
     // One item (a unit) on this AIV's rows, vecRows_ rows per UB pass.
@@ -1281,9 +1254,6 @@ private:
             const int64_t slot = (u - unitBegin_) % 2;
             for (int64_t c = 0; c < 1; ++c) {
                 CrossCoreWaitFlag(FLAG_C2V);
-                if (c == 0) {
-                    VecUnit(x, rBegin, rEnd);
-                }
                 VecItem(x, c, slot, rBegin, rEnd);
                 CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_V2C);
             }
@@ -1352,14 +1322,6 @@ private:
                 }
             }
         }
-    }
-
-    // Per-unit values of this AIV's rows (scope "unit" of the program): computed once, kept in UB.
-    __aicore__ inline void VecUnit(const Unit& x, int64_t rBegin, int64_t rEnd)
-    {
-        (void)x;
-        (void)rBegin;
-        (void)rEnd;
     }
 
     // One item (a unit) on this AIV's rows, vecRows_ rows per UB pass.

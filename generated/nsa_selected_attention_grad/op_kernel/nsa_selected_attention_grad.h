@@ -7,8 +7,6 @@
 // lowered NSA program (opgen/kernel/nsa.py).
 #pragma once
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "kernel_operator.h"
 #include "nsa_selected_attention_grad_tiling_data.h"
@@ -30,10 +28,7 @@ constexpr int64_t MAX_BLOCKS = 128;       // most selected blocks per unit (the 
 
 __aicore__ inline float BitsToFloat(int64_t bits)
 {
-    const uint32_t b = static_cast<uint32_t>(bits);
-    float f = 0.0f;
-    std::memcpy(&f, &b, sizeof(f));
-    return f;
+    return GetScalarBitcodeValue<uint32_t, float>(static_cast<uint32_t>(bits));
 }
 
 __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
@@ -61,9 +56,9 @@ __aicore__ inline void Fence()
 template <typename D>
 __aicore__ inline QuantMode_t QuantOf()
 {
-    if constexpr (std::is_same<D, half>::value) {
+    if constexpr (IsSameType<D, half>::value) {
         return QuantMode_t::F322F16;
-    } else if constexpr (std::is_same<D, bfloat16_t>::value) {
+    } else if constexpr (IsSameType<D, bfloat16_t>::value) {
         return QuantMode_t::F322BF16;
     } else {
         return QuantMode_t::NoQuant;

@@ -26,6 +26,7 @@
 #include "emu/vector.h"
 #include "emu/cube.h"
 #include "emu/mix.h"
+#include "emu/scalar.h"
 
 #ifndef __aicore__
 #define __aicore__
