@@ -162,6 +162,52 @@ def _sources(m, gen_dir) -> Sources:
     return Sources(m.op, m.snake, m.api_snake, (root / m.snake).resolve(), arg)
 
 
+class StalePackage(OpgenError):
+    """The package `opgen check` was pointed at was not generated from the spec as it is now (its provenance
+    record, opgen.codegen.provenance, names another spec digest or opgen version, or is missing). Raised before
+    anything is built (docs/design.md "Stale packages"). str(): one line ending with the exact `opgen generate`
+    command that regenerates it; command: that command."""
+
+    def __init__(self, op: str, op_dir: Path, why: str, command: str):
+        self.command = command
+        super().__init__(f"{op}: the package at {op_dir} is stale: {why}; run `{command}` to regenerate it")
+
+
+def generate_command(spec, gen_dir=None) -> str:
+    """The `opgen generate` command that writes `spec`'s package where `opgen check --gen-dir gen_dir` reads it:
+    the OpDef name for a bundled spec, else the spec file's path (relative to the working directory when under
+    it); `--out ROOT` when gen_dir is given and is not the default generated/."""
+    import shlex
+
+    from opgen.codegen import default_out_dir
+    from opgen.registry import spec_files
+
+    path = Path(spec.file).resolve()
+    bundled = any(path == f.resolve() for f in spec_files())
+    if bundled:
+        arg = spec.name
+    else:
+        rel = os.path.relpath(path)
+        arg = shlex.quote(str(path) if rel.startswith("..") else rel)
+    out = ""
+    if gen_dir is not None and Path(gen_dir).resolve() != default_out_dir().resolve():
+        out = f" --out {shlex.quote(str(gen_dir))}"
+    return f"opgen generate {arg}{out}"
+
+
+def require_current(spec, src: Sources, gen_dir=None) -> None:
+    """Raise StalePackage when the package at src.op_dir (when it exists) was generated from another version of
+    `spec` or by another opgen version (opgen.codegen.provenance.stale_reason); specs not loaded from a file
+    are not compared."""
+    from opgen.codegen.provenance import stale_reason
+
+    if not src.op_dir.is_dir() or not getattr(spec, "file", None):
+        return
+    why = stale_reason(src.op_dir, spec)
+    if why is not None:
+        raise StalePackage(spec.name, src.op_dir, why, generate_command(spec, gen_dir))
+
+
 def _output_slots(spec, bound) -> list:
     """(dtype, shape) per output in spec order; None for outputs the specialisation does not produce."""
     produced = {n for n, _ in spec.graph(bound.key).outputs}
@@ -241,7 +287,9 @@ def aclnn_runner(op, *, gen_dir=None, build_root=None, progress: bool = False):
 
     spec = load_spec(op) if not hasattr(op, "bind") else op
     m = OpModel(spec)
-    builder = Builder(_sources(m, gen_dir), {"driver.cpp": driver_source(m), "aclnn_harness.cpp": harness_source(m)},
+    src = _sources(m, gen_dir)
+    require_current(spec, src, gen_dir)
+    builder = Builder(src, {"driver.cpp": driver_source(m), "aclnn_harness.cpp": harness_source(m)},
                       build_root, progress)
     builder.build("aclnn/runner")
     return m, builder.dir / "aclnn" / "runner"
@@ -276,7 +324,8 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     number in the TilingContext (strings as 0, like the host emulation's RuntimeAttrs).
 
     Returns a CheckResult (a mismatch or fault is a result, not an exception).
-    Raises AclnnRejected (the emitted aclnn layer returned non-zero; nothing launched), ValidationError (bad
+    Raises StalePackage (the package was generated from another version of the spec or by another opgen; nothing
+    built), AclnnRejected (the emitted aclnn layer returned non-zero; nothing launched), ValidationError (bad
     input, attribute or option), BuildError (compile/link error; .output holds the compiler output),
     OpgenError (unknown op or SoC, missing generated files, g++/ninja missing).
     """
@@ -299,6 +348,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         inputs = select_present(spec, inputs, present)
     m = OpModel(spec)
     src = _sources(m, gen_dir)
+    require_current(spec, src, gen_dir)   # before anything is built (docs/design.md "Stale packages")
     if not src.kernel_cpp.is_file():   # no kernel emitted: say why when no kernel family lowers the spec
         from opgen.passes.pipeline import compile_unit
 
@@ -440,5 +490,5 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     return res
 
 
-__all__ = ["AclnnRejected", "KernelTrapped", "BuildRun", "aclnn_verdicts", "CheckResult", "OutputComparison", "make_inputs", "run_check",
+__all__ = ["AclnnRejected", "KernelTrapped", "StalePackage", "generate_command", "require_current", "BuildRun", "aclnn_verdicts", "CheckResult", "OutputComparison", "make_inputs", "run_check",
            "select_present"]
