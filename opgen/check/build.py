@@ -142,7 +142,8 @@ is compiled (ninja cannot express the path itself)."""
 def _ninja_safe(src: Sources, build_dir: Path) -> Sources:
     """`src` itself, or, when its op directory's path holds a line break, the same sources reached through the
     link build_dir/TREE_LINK (created or repointed here)."""
-    if "\n" not in str(src.op_dir) and "\r" not in str(src.op_dir):
+    op_dir = str(getattr(src, "op_dir", ""))
+    if "\n" not in op_dir and "\r" not in op_dir:
         return src
     link = build_dir / TREE_LINK
     if not (link.is_symlink() and os.readlink(link) == str(src.op_dir)):
