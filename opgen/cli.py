@@ -75,7 +75,7 @@ _FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a charact
 def _require_regular(flag: str, path: str, must_exist: bool) -> None:
     """Refuse `path` for `flag` unless it is a regular file (after symbolic links), or, when not `must_exist`,
     absent: a FIFO, a device (a link to /dev/zero), a socket would block or never end a read or write
-    (docs/design.md "Robustness rules"). os.stat never opens the file, so a FIFO cannot hang here. Raises
+    (docs/design.md "Command line"). os.stat never opens the file, so a FIFO cannot hang here. Raises
     OpgenError naming the flag and the rule."""
     try:
         st = os.stat(path)
@@ -480,6 +480,10 @@ def cmd_diff(args) -> int:
             (a_name, a_files), (b_name, b_files) = generate_all([str(copy), args.op[1]], jobs=args.jobs)
             names = [(spec_path(load_spec(str(copy))), copy.name), (spec_path(new_spec), Path(new_spec.file).name)]
         a_files = review.align_spec_names(a_files, names[0], names[1])
+        from opgen.codegen.provenance import RECORD
+
+        # every edit changes the provenance record's spec digest: not what the edit changes in the package
+        a_files, b_files = ({k: v for k, v in f.items() if k != RECORD} for f in (a_files, b_files))
         pairs = [(op_snake(a_name), op_snake(b_name), a_files, b_files)]
         labels = f"a/ = {args.op[0]}, b/ = {args.op[1]}" + (
             f" (spec file named {names[1][0]} on both sides)" if Path(args.op[0]).name != Path(args.op[1]).name

@@ -1,5 +1,4 @@
-"""Special files, odd paths and the --dims grammar (issue 24 item 2; docs/design.md "Robustness rules" and
-"Command line"): `--inputs` / `--out` take regular files only (a FIFO, a character device, a socket, a link to
+"""Special files, odd paths and the --dims grammar (docs/design.md "Command line"): `--inputs` / `--out` take regular files only (a FIFO, a character device, a socket, a link to
 /dev/zero are refused with one line, and a FIFO never hangs the command); `--dims` has a strict grammar; a
 `--gen-dir` path holding `$`, spaces, colons or a line break builds and checks (ninja escaping; a line break,
 which a ninja file cannot express, through a link under the build directory). Errors: exit 2 and one line."""

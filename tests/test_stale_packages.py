@@ -1,4 +1,4 @@
-"""Stale packages are caught (docs/design.md "Stale packages"; issue 23 item 5): `opgen generate` writes a provenance
+"""Stale packages are caught (docs/design.md "Stale packages"): `opgen generate` writes a provenance
 record (opgen_package.json: the spec's source digest and opgen's version), and `opgen check` of a package generated
 from another version of the spec exits 2, before anything is built, with one line naming the exact `opgen generate`
 command; running that command makes the check pass."""
