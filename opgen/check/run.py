@@ -8,7 +8,8 @@ Steps (docs/design.md "CPU emulation of the emitted code"):
    those are launched without a golden, and the emitted kernel must stop itself with AscendC::Trap()
    (KernelTrapped; a kernel that runs on instead is a failed result);
 3. the launch driver (debug or asan variant) is built with ninja and run: TilingFunc, then the kernel on
-   blockDim simulated cores (opgen/check/cpp/check_driver.h);
+   blockDim simulated cores (opgen/check/cpp/check_driver.h); the interpreter computes the device and exact
+   results while the driver runs (a separate process);
 4. every output is compared with the interpreter's exact (float64 golden) and device modes
    (opgen/check/compare.py; outputs downstream of an intermediate the op rounds to T may pass the
    rounded-intermediate rule, compare.rounded_intermediate_outputs).
@@ -81,7 +82,8 @@ class CheckResult:
     builds: list = field(default_factory=list)
     seconds: dict = field(default_factory=dict)   # wall s: "aclnn" (layer build + call), "interpret" (device mode),
     # "exact" (exact mode),
-    # "build" (driver build, 0 when cached), "launch" (driver run), "kernel" (emu::Launch alone), "compare"
+    # "build" (driver build, 0 when cached), "launch" (driver start to its result, overlapping "interpret" and
+    # "exact", which run meanwhile), "kernel" (emu::Launch alone), "compare"
     cycles: dict = field(default_factory=dict)    # cost counters, max over cores: {"vector": n, "cube": n}
     ub_peak: int = 0   # UB bytes the kernel's InitBuffer calls held at once, max over the AIV cores
     gm_reference: int | None = None   # the reference's GM estimate for CANN's kernel on this call (OpSpec.gm_reference)
@@ -222,16 +224,31 @@ def _output_slots(spec, bound) -> list:
     return slots
 
 
-def _run_driver(exe: Path, case: Path, out_dir: Path, asan: bool, timeout: float):
+def _run_driver(exe: Path, case: Path, out_dir: Path, asan: bool, timeout: float, during=None):
+    """Run the launch driver on `case` (outputs into out_dir): (CompletedProcess or None on a timeout, problem
+    line or ""). during: called while the driver runs (the interpretation overlaps the launch; the driver's
+    output waits in its pipes meanwhile); the driver is killed if it raises."""
     env = dict(os.environ)
     if asan:
         env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+    args = [str(exe), str(case), str(out_dir)]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        r = subprocess.run([str(exe), str(case), str(out_dir)], capture_output=True, text=True, timeout=timeout,
-                           env=env)
-    except subprocess.TimeoutExpired:
-        return None, f"driver: no result after {timeout:g} s (kernel hung?)"
+        if during is not None:
+            during()
+        try:
+            out, err = proc.communicate(timeout=max(timeout - (time.monotonic() - t0), 0.001))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return None, f"driver: no result after {timeout:g} s (kernel hung?)"
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    r = subprocess.CompletedProcess(args, proc.returncode, out, err)
     if r.returncode == 2 and not (out_dir / "report.txt").exists():
         raise OpgenError(f"launch driver rejected the case: {r.stderr.strip()}")
     problem = ""
@@ -393,14 +410,17 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         bound = spec.bind(inputs, attrs, dtypes, skip=device_reqs)
     res.attrs = dict(bound.attrs)
     g = spec.graph(bound.key)
-    if violation is None and golden:
-        step("interpreting (device and exact mode)")
-        t0 = time.perf_counter()
-        device = run_graph(g, bound, "device")
-        res.seconds["interpret"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        exact = run_graph(g, bound, "exact")
-        res.seconds["exact"] = time.perf_counter() - t0
+    golden_out = {}
+
+    def interpret_both():   # while the driver runs (docs/design.md "Comparison in chunks")
+        if violation is None and golden:
+            step("interpreting (device and exact mode) while the kernel runs")
+            t0 = time.perf_counter()
+            golden_out["device"] = run_graph(g, bound, "device")
+            res.seconds["interpret"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            golden_out["exact"] = run_graph(g, bound, "exact")
+            res.seconds["exact"] = time.perf_counter() - t0
 
     # 3. build and launch
     step(f"building the {variant} driver (TilingFunc + kernel)")
@@ -427,8 +447,9 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
                           case_attrs, case_out, deterministic)
         step("launching on the emulated cores")
         t0 = time.perf_counter()
-        run, problem = _run_driver(builder.dir / variant / "check", tmp / "case.bin", tmp, asan, timeout)
-        res.seconds["launch"] = time.perf_counter() - t0
+        run, problem = _run_driver(builder.dir / variant / "check", tmp / "case.bin", tmp, asan, timeout,
+                                   during=interpret_both)
+        res.seconds["launch"] = time.perf_counter() - t0   # overlaps "interpret" and "exact"
         rep_path = tmp / "report.txt"
         rep = caseio.parse_report(rep_path.read_text() if rep_path.exists() else "")
         for k, (o, s) in enumerate(zip(spec.outputs, slots)):
@@ -474,6 +495,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
                       and len(res.arrays) == sum(1 for s in slots if s is not None))
         return res
 
+    device, exact = golden_out["device"], golden_out["exact"]
     # 4. compare (outputs computed from an intermediate the op rounds to T may pass the rounded-intermediate rule)
     step("comparing")
     t0 = time.perf_counter()
