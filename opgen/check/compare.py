@@ -415,18 +415,21 @@ class _Acc:
         self.n_ns, self.sum_rel_ns, self.max_rel_ns = 0, 0.0, 0.0        # elements that are not small
         self.n_small, self.small_ok, self.max_e_small = 0, True, 0.0     # |e| <= Th (1 + |g|) on the small ones
 
-    def add(self, x: np.ndarray, g: np.ndarray, also: "_Acc | None" = None) -> float | None:
+    def add(self, x: np.ndarray, g: np.ndarray, also: "_Acc | None" = None, gs: "_GStats | None" = None,
+            finite: bool | None = None) -> float | None:
         """Add one chunk (x, g: float64 arrays of one shape), also to `also` (an accumulator of the same element
-        subset, without the small-value split: the sums are computed once for both). Returns the chunk's
-        max|x-g| (None when empty)."""
+        subset, without the small-value split: the sums are computed once for both). gs: g's own terms when the
+        caller computed them for another accumulator of the same chunk; finite: whether x is known all finite.
+        Returns the chunk's max|x-g| (None when empty)."""
         if not x.size:
             return None
+        gs = gs or _GStats(g, self.small)
         e = np.abs(x - g)
-        ag = np.abs(g)
-        fin = bool(np.isfinite(x).all())
-        mg, me = float(np.max(ag)), float(np.max(e))
-        g2, e2 = float(np.square(g).sum()), float(np.square(e).sum())   # not np.dot: BLAS threads cost more here
-        rel = e / (ag + EPS) if self.rel else None
+        ag = gs.ag
+        fin = bool(np.isfinite(x).all()) if finite is None else finite
+        mg, me = gs.max_g, float(np.max(e))
+        g2, e2 = gs.sum_g2, float(np.square(e).sum())   # not np.dot: BLAS threads cost more here
+        rel = e / gs.den if self.rel else None
         srel, mrel = (float(rel.sum()), float(np.max(rel))) if self.rel else (0.0, 0.0)
         for acc in (self, also) if also is not None else (self,):
             acc.n += x.size
@@ -439,8 +442,7 @@ class _Acc:
             acc.max_rel = _nanmax1(acc.max_rel, mrel)
         if self.small is None:
             return me
-        sm = ag < SMALL_VALUE[self.small]
-        k = int(np.count_nonzero(sm))
+        sm, k = gs.small_mask(self.small)
         if k < sm.size:
             ns = rel[~sm] if k else rel
             self.n_ns += ns.size
@@ -473,6 +475,25 @@ class _Acc:
     def rmse(self) -> float:
         """Root mean square of x - g over the subset."""
         return math.sqrt(self.sum_e2 / self.n) if self.n else 0.0
+
+
+class _GStats:
+    """The terms of one chunk of golden values g that every accumulator of it shares: |g|, max|g|, sum g^2,
+    |g| + EPS, and the small-value mask per dtype (computed once)."""
+
+    def __init__(self, g: np.ndarray, small: str | None = None):
+        self.ag = np.abs(g)
+        self.max_g = float(np.max(self.ag)) if g.size else 0.0
+        self.sum_g2 = float(np.square(g).sum())
+        self.den = self.ag + EPS
+        self._small = {}
+
+    def small_mask(self, dtype: str):
+        """(|g| < SMALL_VALUE[dtype], its count)."""
+        if dtype not in self._small:
+            sm = self.ag < SMALL_VALUE[dtype]
+            self._small[dtype] = (sm, int(np.count_nonzero(sm)))
+        return self._small[dtype]
 
 
 class _Masks:
@@ -621,10 +642,11 @@ def _compare(name, actual, exact, device, dtype, rounded_intermediate, chunk=CHU
         special_ok = special_ok and m.special_ok
         any_unwritten = any_unwritten or m.any_unwritten
         a_m, g_m, d_m = _sel(a, m.s1), _sel(g, m.s1), _sel(d, m.s1)
-        a1.add(a_m, g_m)
+        gs = _GStats(g_m) if a_m.size else None
+        a1.add(a_m, g_m, gs=gs, finite=True if m.fast else None)
         if floating:
-            if m.s1 is None and m.s2 is None:   # one subset: the device's sums serve both
-                d2.add(d_m, g_m, also=d1)
+            if m.s1 is None and m.s2 is None:   # one subset: the device's sums (and g's terms) serve both
+                d2.add(d_m, g_m, also=d1, gs=gs)
             else:
                 d1.add(d_m, g_m)
                 d2.add(_sel(d, m.s2), _sel(g, m.s2))
