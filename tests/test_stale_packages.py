@@ -103,3 +103,18 @@ def test_generate_command_forms(tmp_path):
     assert generate_command(bundled) == "opgen generate AdaLayerNormV2"
     assert generate_command(bundled, default_out_dir()) == "opgen generate AdaLayerNormV2"
     assert generate_command(bundled, tmp_path / "a b") == f"opgen generate AdaLayerNormV2 --out '{tmp_path}/a b'"
+
+
+def test_bundled_package_names_the_opdef(tmp_path, monkeypatch, capsys):
+    """A stale copy of a bundled op's package: the line names the OpDef and the tree given to --gen-dir."""
+    monkeypatch.setenv("OPGEN_BUILD_DIR", str(tmp_path / "build"))
+    gen = tmp_path / "gen"
+    shutil.copytree(ROOT / "generated" / "ada_layer_norm_v2", gen / "ada_layer_norm_v2")
+    rec_path = gen / "ada_layer_norm_v2" / RECORD
+    rec = json.loads(rec_path.read_text())
+    rec_path.write_text(json.dumps({**rec, "spec_digest": "0" * 64}))
+    rc = main(["check", "AdaLayerNormV2", "--dims", "Bd=2,S=4,H=8", "--gen-dir", str(gen)])
+    line = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in line, line
+    assert line.endswith(f"run `opgen generate AdaLayerNormV2 --out {gen}` to regenerate it"), line
+    assert not (tmp_path / "build").exists() or not any((tmp_path / "build").iterdir())
