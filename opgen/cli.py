@@ -69,7 +69,7 @@ def _kv(items, flag):
 
 
 _FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
 def _require_regular(flag: str, path: str, must_exist: bool) -> None:
@@ -96,7 +96,8 @@ def _require_regular(flag: str, path: str, must_exist: bool) -> None:
 def _check_out_files(args, *flags) -> None:
     """Refuse output files (`--out`, `--save-inputs`) that cannot be written as a file or would overwrite the
     `--inputs` file or each other: an empty path, a directory, an existing file that is not a regular one (a
-    FIFO, a device, a socket: _require_regular), a path under /proc, /sys or /dev, a missing parent directory. Raises OpgenError naming the flag and the rule; called before any work."""
+    FIFO, a device, a socket: _require_regular), a path under /proc, /sys or /dev, a missing parent directory.
+    Raises OpgenError naming the flag and the rule; called before any work."""
     seen = {}
     if getattr(args, "inputs", None):
         seen[os.path.realpath(args.inputs)] = "--inputs"

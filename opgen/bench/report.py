@@ -1,6 +1,7 @@
 """The performance report: results JSON, a markdown table and PNG plots, written by `opgen bench --out DIR`.
 
-Input: the dict `opgen.bench.run_all` returns (sections "startup", "check", "interp", "generate", "emu_time", "gm", "roofline";
+Input: the dict `opgen.bench.run_all` returns (sections "startup", "check", "interp", "generate", "emu_time", "gm",
+"roofline";
 missing sections are skipped). Plots need matplotlib (the `bench` extra); without it the plots are
 skipped and the table says so.
 """
@@ -45,7 +46,8 @@ def markdown(res: dict) -> str:
     if res.get("check"):
         c = res["check"]
         out += ["## `opgen check` vs `opgen interpret` of the same case (whole processes, build cached)", "",
-                "| case | interpret s | check s | ratio | goal | check peak RSS MB | inputs + outputs MB | ratio | goal |",
+                "| case | interpret s | check s | ratio | goal | check peak RSS MB | inputs + outputs MB | ratio | "
+                "goal |",
                 "|---|---|---|---|---|---|---|---|---|",
                 f"| {c['case']} | {_fmt(c['interpret_s'])} | {_fmt(c['check_s'])} | {_fmt(c['ratio'])} | "
                 f"≤ {c['goal']}× | {c['check_rss_bytes'] / 2**20:.0f} | {c['io_bytes'] / 2**20:.0f} | "

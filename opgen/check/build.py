@@ -217,14 +217,16 @@ def ninja_file(src: Sources, cxx: str) -> str:
     objs = []
     for name, path, inc in (("runtime", CHECK_CPP / "runtime.cpp", ainc), ("api", src.aclnn_cpp, ainc),
                             ("l0", src.l0_cpp, ainc), ("harness", "aclnn_harness.cpp", ainc)):
-        lines += [f"build aclnn/{name}.o: cxx {_ninja_path(path)}", f"  flags = {ACLNN_FLAGS}", f"  inc = {_ninja_value(inc)}"]
+        lines += [f"build aclnn/{name}.o: cxx {_ninja_path(path)}", f"  flags = {ACLNN_FLAGS}",
+                  f"  inc = {_ninja_value(inc)}"]
         objs.append(f"aclnn/{name}.o")
     lines += [f"build aclnn/runner: link {' '.join(objs)}", f"  flags = {ACLNN_FLAGS}", ""]
     lines += ["build debug/driver.o: cxx driver.cpp", f"  flags = {VARIANTS['debug']}", f"  inc = {_ninja_value(kinc)}"]
     for variant, flags in VARIANTS.items():
         objs = ["debug/driver.o"]  # opgen's own harness: shared, not instrumented (see module doc)
         for name, path in (("tiling", src.tiling_cpp), ("kernel", src.kernel_cpp)):
-            lines += [f"build {variant}/{name}.o: cxx {_ninja_path(path)}", f"  flags = {flags}", f"  inc = {_ninja_value(kinc)}"]
+            lines += [f"build {variant}/{name}.o: cxx {_ninja_path(path)}", f"  flags = {flags}",
+                      f"  inc = {_ninja_value(kinc)}"]
             objs.append(f"{variant}/{name}.o")
         lines += [f"build {variant}/check: link {' '.join(objs)}", f"  flags = {flags}", ""]
     return "\n".join(lines) + "\n"

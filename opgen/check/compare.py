@@ -33,8 +33,8 @@ Measured device-mode values: relative L2 0.30 Th (fp16) / 0.33 Th (bf16). It is 
 
 `compare_output` is `opgen check`'s verdict on one output: finite, and within the floored or the
 small-value rule (the plain rule implies the floored one), or, for outputs downstream of a rounded intermediate,
-the rounded-intermediate rule. All metrics are computed in float64, a chunk at a time (CHUNK elements). Two more verdicts keep limits of the
-arithmetic apart from kernel faults:
+the rounded-intermediate rule. All metrics are computed in float64, a chunk at a time (CHUNK elements). Two more
+verdicts keep limits of the arithmetic apart from kernel faults:
 
 - overflow (compared in the output dtype): a kernel element that is ±inf where the device-mode interpretation has
   the same infinity and the exact value lies beyond T's largest finite value (to within Th) is a match, counted
@@ -325,7 +325,8 @@ def compare_output(name: str, actual, exact, device, dtype: str, rounded_interme
     mismatch. chunk: elements per chunk (default CHUNK): the arrays are compared a chunk at a time, in float64, with
     the same verdicts and numbers as whole-array float64 arithmetic up to the order of summation (docs/design.md
     "Comparison in chunks"); memory beyond the arrays is a few chunks' worth."""
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):   # a device result may be inf where the golden is finite
+    # a device result may be inf where the golden is finite
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         return _compare(name, actual, exact, device, dtype, rounded_intermediate, chunk or CHUNK)
 
 

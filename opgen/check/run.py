@@ -512,5 +512,6 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     return res
 
 
-__all__ = ["AclnnRejected", "KernelTrapped", "StalePackage", "generate_command", "require_current", "BuildRun", "aclnn_verdicts", "CheckResult", "OutputComparison", "make_inputs", "run_check",
+__all__ = ["AclnnRejected", "KernelTrapped", "StalePackage", "generate_command", "require_current",
+           "BuildRun", "aclnn_verdicts", "CheckResult", "OutputComparison", "make_inputs", "run_check",
            "select_present"]

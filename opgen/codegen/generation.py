@@ -37,8 +37,8 @@ def default_out_dir() -> Path:
 
 def render(spec) -> dict[str, str]:
     """Every file of `spec`'s package as the emitters print it (not yet formatted), with its provenance record
-    (opgen.codegen.provenance): {posix path relative to generated/<op_snake>/: text}. Raises OpgenError (SpecError) when an emitter cannot express the spec or
-    two emitters claim one path."""
+    (opgen.codegen.provenance): {posix path relative to generated/<op_snake>/: text}. Raises OpgenError
+    (SpecError) when an emitter cannot express the spec or two emitters claim one path."""
     files: dict[str, str] = {}
     owner: dict[str, str] = {}
     for emit in EMITTERS:

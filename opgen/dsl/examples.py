@@ -20,14 +20,16 @@ def parse_dims(text: str) -> dict:
     (`Bd=` for none). The grammar (docs/design.md "Command line"): items separated by `,`, none empty; each
     NAME=VALUE with NAME an ASCII identifier and VALUE ASCII digits, or digit groups joined by `x`, or empty;
     spaces around an item, its name or its value are ignored. No '+', '_', or non-ASCII digit (`H=٣` is refused,
-    not read as 3); a '-' passes the grammar so that random_inputs names the negative size. Raises ValidationError("--dims", ...) naming the item and the rule."""
+    not read as 3); a '-' passes the grammar so that random_inputs names the negative size. Raises
+    ValidationError("--dims", ...) naming the item and the rule."""
     out = {}
     parts = [p.strip() for p in text.split(",")]
     if not any(parts):
         raise ValidationError("--dims", "give at least one NAME=VALUE")
     for n, part in enumerate(parts, 1):
         if not part:
-            raise ValidationError("--dims", f"item {n} of {text!r} is empty (items are NAME=VALUE separated by one ',')")
+            raise ValidationError("--dims", f"item {n} of {text!r} is empty (items are NAME=VALUE separated by "
+                                            f"one ',')")
         if "=" not in part:
             raise ValidationError("--dims", f"expected NAME=VALUE, got {part!r}")
         k, v = (x.strip() for x in part.split("=", 1))
