@@ -9,6 +9,8 @@ GM           GM bytes counted by the emulation over the minimum: AdaLayerNormGra
              and its device-mode interpretation is timed on its own (time_interp)
 STARTUP      `opgen interpret` as a whole process vs a NumPy-only script with the same npz I/O (numpy_ada_grad)
 NSA_GM       the NSA pair next to the gather minimum (`gather_min_bytes`) and the reference's CANN estimate
+CHECK        `opgen check` (build cached) vs `opgen interpret` of the same case as whole processes, and check's peak
+             resident memory over the inputs and outputs
 """
 
 from __future__ import annotations
@@ -224,3 +226,7 @@ def gather_min_bytes(backward: bool, dims: dict, t_bytes: int = 2) -> int:
     return gather + T1 * N1 * (2 * D + 2 * Dv) * e + stats + topk + T2 * N2 * (D + Dv) * e
 
 
+
+CHECK = dict(  # `opgen check` vs `opgen interpret` as whole processes (opgen.bench.check): a 4096 x 4096 bf16 row norm
+    spec="examples/specs/rms_norm.py", dims={"Bd": (4096,), "H": 4096}, quick_dims={"Bd": (256,), "H": 4096},
+    dtypes={"T": "bfloat16"})

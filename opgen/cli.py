@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import sys
 
 
@@ -67,10 +68,36 @@ def _kv(items, flag):
     return out
 
 
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _require_regular(flag: str, path: str, must_exist: bool) -> None:
+    """Refuse `path` for `flag` unless it is a regular file (after symbolic links), or, when not `must_exist`,
+    absent: a FIFO, a device (a link to /dev/zero), a socket would block or never end a read or write
+    (docs/design.md "Command line"). os.stat never opens the file, so a FIFO cannot hang here. Raises
+    OpgenError naming the flag and the rule."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if must_exist:
+            raise OpgenError(f"{flag}: file {path} does not exist") from None
+        return
+    except OSError as e:
+        raise OpgenError(f"{flag}: {path} cannot be examined ({e.strerror}); give a regular file") from None
+    if stat.S_ISREG(st.st_mode):
+        return
+    kind = next((what for test, what in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+    if stat.S_ISDIR(st.st_mode):
+        raise OpgenError(f"{flag}: {path} is a directory; give the path of a regular .npz file")
+    raise OpgenError(f"{flag}: {path} is {kind}; must be a regular .npz file")
+
+
 def _check_out_files(args, *flags) -> None:
     """Refuse output files (`--out`, `--save-inputs`) that cannot be written as a file or would overwrite the
-    `--inputs` file or each other: an empty path, a directory, a path under /proc, /sys or /dev, a missing
-    parent directory. Raises OpgenError naming the flag and the rule; called before any work."""
+    `--inputs` file or each other: an empty path, a directory, an existing file that is not a regular one (a
+    FIFO, a device, a socket: _require_regular), a path under /proc, /sys or /dev, a missing parent directory.
+    Raises OpgenError naming the flag and the rule; called before any work."""
     seen = {}
     if getattr(args, "inputs", None):
         seen[os.path.realpath(args.inputs)] = "--inputs"
@@ -80,6 +107,8 @@ def _check_out_files(args, *flags) -> None:
             continue
         if path == "":
             raise OpgenError(f"{flag}: must be a file path, got an empty string")
+        if not os.path.isdir(path):
+            _require_regular(flag, path, must_exist=False)   # an existing FIFO, device or socket
         real = os.path.realpath(path)
         if any(real == d or real.startswith(d + "/") for d in ("/proc", "/sys", "/dev")):
             raise OpgenError(f"{flag}: {path} is inside a kernel file system; give a file of a real file system")
@@ -129,10 +158,9 @@ def _load_npz(path: str) -> dict:
     naming --inputs (and the array) and the rule."""
     from opgen.resources import human_bytes, require_memory
 
-    if not os.path.exists(path):
-        raise OpgenError(f"--inputs: file {path} does not exist")
     if os.path.isdir(path):
         raise OpgenError(f"--inputs: {path} is a directory, not an .npz file")
+    _require_regular("--inputs", path, must_exist=True)   # a FIFO or /dev/zero would hang the read
     total = 0
     for name, shape, dtype, held in _npz_headers(path):
         if dtype.names is not None or dtype.kind not in "biufV" or (dtype.kind == "V" and dtype.itemsize != 2) \
@@ -453,6 +481,10 @@ def cmd_diff(args) -> int:
             (a_name, a_files), (b_name, b_files) = generate_all([str(copy), args.op[1]], jobs=args.jobs)
             names = [(spec_path(load_spec(str(copy))), copy.name), (spec_path(new_spec), Path(new_spec.file).name)]
         a_files = review.align_spec_names(a_files, names[0], names[1])
+        from opgen.codegen.provenance import RECORD
+
+        # every edit changes the provenance record's spec digest: not what the edit changes in the package
+        a_files, b_files = ({k: v for k, v in f.items() if k != RECORD} for f in (a_files, b_files))
         pairs = [(op_snake(a_name), op_snake(b_name), a_files, b_files)]
         labels = f"a/ = {args.op[0]}, b/ = {args.op[1]}" + (
             f" (spec file named {names[1][0]} on both sides)" if Path(args.op[0]).name != Path(args.op[1]).name

@@ -7,6 +7,8 @@ generate  `opgen generate` of all ops vs a bare `python -c "import numpy, jinja2
 emu       emulated kernels vs the interpreter (goal <= 5x), GM bytes counted by the emulation over the
           minimum (goal <= 1.10 for the vector ops; NSA next to the reference's CANN estimate) and a
           roofline estimate for Atlas A2 from the counted bytes and cost counters
+check     `opgen check` (build cached) vs `opgen interpret` of the same case, whole processes (goal <= 2x), and
+          check's peak resident memory over the inputs and outputs (goal <= 3x)
 report    results JSON + markdown table + PNG plots
 
 Every figure is measured side by side in one run on the same machine and states how (command, machine
@@ -59,17 +61,21 @@ def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench", 
     res = {"command": command, "repeat": repeat, "quick": quick,
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}}
     w = load_workloads()
-    step("1/4 interpreter vs NumPy")
+    step("1/5 interpreter vs NumPy")
     res["interp"] = interp.run(repeat, quick=quick, workloads=w)
-    step("2/4 command-line start-up")
+    step("2/5 command-line start-up")
     res["startup"] = startup.run(repeat, quick=quick, workloads=w)
-    step("3/4 opgen generate")
+    step("3/5 opgen generate")
     res["generate"] = generate.run(repeat)
     g = res["generate"]
     if g["ratio"] > 3:
         g["gap"] = generate_gap(g)
-    step("4/4 emulated kernels (GM bytes, times)")
+    step("4/5 emulated kernels (GM bytes, times)")
     res.update(emu.run(repeat, quick, workloads=w))
+    step("5/5 opgen check vs opgen interpret (whole processes)")
+    from opgen.bench import check
+
+    res["check"] = check.run(repeat, quick=quick, workloads=w)
     return res
 
 

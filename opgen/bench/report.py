@@ -1,6 +1,7 @@
 """The performance report: results JSON, a markdown table and PNG plots, written by `opgen bench --out DIR`.
 
-Input: the dict `opgen.bench.run_all` returns (sections "startup", "interp", "generate", "emu_time", "gm", "roofline";
+Input: the dict `opgen.bench.run_all` returns (sections "startup", "check", "interp", "generate", "emu_time", "gm",
+"roofline";
 missing sections are skipped). Plots need matplotlib (the `bench` extra); without it the plots are
 skipped and the table says so.
 """
@@ -42,6 +43,20 @@ def markdown(res: dict) -> str:
                 f"the same npz, running the workload's NumPy function (bench/workloads.py STARTUP, numpy and ml_dtypes "
                 f"only) and writing an npz; the list baseline `python -c 'import numpy, jinja2, networkx, "
                 f"ml_dtypes'`.", ""]
+    if res.get("check"):
+        c = res["check"]
+        out += ["## `opgen check` vs `opgen interpret` of the same case (whole processes, build cached)", "",
+                "| case | interpret s | check s | ratio | goal | check peak RSS MB | inputs + outputs MB | ratio | "
+                "goal |",
+                "|---|---|---|---|---|---|---|---|---|",
+                f"| {c['case']} | {_fmt(c['interpret_s'])} | {_fmt(c['check_s'])} | {_fmt(c['ratio'])} | "
+                f"≤ {c['goal']}× | {c['check_rss_bytes'] / 2**20:.0f} | {c['io_bytes'] / 2**20:.0f} | "
+                f"{_fmt(c['rss_ratio'])} | ≤ {c['rss_goal']}× |", "",
+                "check by phase (`--json` seconds, medians): " + ", ".join(f"{k} {_fmt(v)}" for k, v in
+                                                                         c["phases"].items()) + ".", "",
+                f"How: opgen/bench/check.py — `{c['commands'][0]}` and `{c['commands'][1]}` alternating, fresh "
+                f"processes, wall clock and the child's peak resident set (os.wait4), median of {c['repeat']} runs; "
+                f"inputs and outputs in their declared dtypes.", ""]
     if res.get("interp"):
         out += ["## Interpreter (device mode) vs direct NumPy — goal ≤ 1.5×", "",
                 "| case | NumPy s | interpreter s | ratio | rel L2 vs NumPy |", "|---|---|---|---|---|"]

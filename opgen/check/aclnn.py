@@ -260,16 +260,19 @@ def call_attrs(spec, inputs: dict, attrs: dict) -> dict:
     return out
 
 
-def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict) -> dict:
+def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound=False) -> dict:
     """{output name: (dtype long name, shape)} the caller allocates: from the interpreter's binding when the
     inputs validate (only the outputs the specialisation produces), else a best effort (dtypes of `dev`,
-    shapes from the inputs that unify) so that the aclnn layer reports the input's own fault."""
+    shapes from the inputs that unify) so that the aclnn layer reports the input's own fault. bound: the
+    caller's spec.bind(inputs, attrs, dtypes) (None when it raised), so that large inputs are converted once;
+    False (default): bind here."""
     from opgen.dsl.validate import _unify
 
-    try:
-        bound = spec.bind(inputs, attrs, dtypes)
-    except (ValidationError, ValueError, TypeError):
-        bound = None
+    if bound is False:
+        try:
+            bound = spec.bind(inputs, attrs, dtypes)
+        except (ValidationError, ValueError, TypeError):
+            bound = None
     if bound is not None:
         produced = {n for n, _ in spec.graph(bound.key).outputs}
         out = {}

@@ -8,7 +8,8 @@ Steps (docs/design.md "CPU emulation of the emitted code"):
    those are launched without a golden, and the emitted kernel must stop itself with AscendC::Trap()
    (KernelTrapped; a kernel that runs on instead is a failed result);
 3. the launch driver (debug or asan variant) is built with ninja and run: TilingFunc, then the kernel on
-   blockDim simulated cores (opgen/check/cpp/check_driver.h);
+   blockDim simulated cores (opgen/check/cpp/check_driver.h); the interpreter computes the device and exact
+   results while the driver runs (a separate process);
 4. every output is compared with the interpreter's exact (float64 golden) and device modes
    (opgen/check/compare.py; outputs downstream of an intermediate the op rounds to T may pass the
    rounded-intermediate rule, compare.rounded_intermediate_outputs).
@@ -80,7 +81,9 @@ class CheckResult:
     build_dir: Path | None = None
     builds: list = field(default_factory=list)
     seconds: dict = field(default_factory=dict)   # wall s: "aclnn" (layer build + call), "interpret" (device mode),
-    # "build" (driver build, 0 when cached), "launch" (driver run), "kernel" (emu::Launch alone), "compare"
+    # "exact" (exact mode),
+    # "build" (driver build, 0 when cached), "launch" (driver start to its result, overlapping "interpret" and
+    # "exact", which run meanwhile), "kernel" (emu::Launch alone), "compare"
     cycles: dict = field(default_factory=dict)    # cost counters, max over cores: {"vector": n, "cube": n}
     ub_peak: int = 0   # UB bytes the kernel's InitBuffer calls held at once, max over the AIV cores
     gm_reference: int | None = None   # the reference's GM estimate for CANN's kernel on this call (OpSpec.gm_reference)
@@ -161,6 +164,52 @@ def _sources(m, gen_dir) -> Sources:
     return Sources(m.op, m.snake, m.api_snake, (root / m.snake).resolve(), arg)
 
 
+class StalePackage(OpgenError):
+    """The package `opgen check` was pointed at was not generated from the spec as it is now (its provenance
+    record, opgen.codegen.provenance, names another spec digest or opgen version, or is missing). Raised before
+    anything is built (docs/design.md "Stale packages"). str(): one line ending with the exact `opgen generate`
+    command that regenerates it; command: that command."""
+
+    def __init__(self, op: str, op_dir: Path, why: str, command: str):
+        self.command = command
+        super().__init__(f"{op}: the package at {op_dir} is stale: {why}; run `{command}` to regenerate it")
+
+
+def generate_command(spec, gen_dir=None) -> str:
+    """The `opgen generate` command that writes `spec`'s package where `opgen check --gen-dir gen_dir` reads it:
+    the OpDef name for a bundled spec, else the spec file's path (relative to the working directory when under
+    it); `--out ROOT` when gen_dir is given and is not the default generated/."""
+    import shlex
+
+    from opgen.codegen import default_out_dir
+    from opgen.registry import spec_files
+
+    path = Path(spec.file).resolve()
+    bundled = any(path == f.resolve() for f in spec_files())
+    if bundled:
+        arg = spec.name
+    else:
+        rel = os.path.relpath(path)
+        arg = shlex.quote(str(path) if rel.startswith("..") else rel)
+    out = ""
+    if gen_dir is not None and Path(gen_dir).resolve() != default_out_dir().resolve():
+        out = f" --out {shlex.quote(str(gen_dir))}"
+    return f"opgen generate {arg}{out}"
+
+
+def require_current(spec, src: Sources, gen_dir=None) -> None:
+    """Raise StalePackage when the package at src.op_dir (when it exists) was generated from another version of
+    `spec` or by another opgen version (opgen.codegen.provenance.stale_reason); specs not loaded from a file
+    are not compared."""
+    from opgen.codegen.provenance import stale_reason
+
+    if not src.op_dir.is_dir() or not getattr(spec, "file", None):
+        return
+    why = stale_reason(src.op_dir, spec)
+    if why is not None:
+        raise StalePackage(spec.name, src.op_dir, why, generate_command(spec, gen_dir))
+
+
 def _output_slots(spec, bound) -> list:
     """(dtype, shape) per output in spec order; None for outputs the specialisation does not produce."""
     produced = {n for n, _ in spec.graph(bound.key).outputs}
@@ -175,16 +224,31 @@ def _output_slots(spec, bound) -> list:
     return slots
 
 
-def _run_driver(exe: Path, case: Path, out_dir: Path, asan: bool, timeout: float):
+def _run_driver(exe: Path, case: Path, out_dir: Path, asan: bool, timeout: float, during=None):
+    """Run the launch driver on `case` (outputs into out_dir): (CompletedProcess or None on a timeout, problem
+    line or ""). during: called while the driver runs (the interpretation overlaps the launch; the driver's
+    output waits in its pipes meanwhile); the driver is killed if it raises."""
     env = dict(os.environ)
     if asan:
         env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+    args = [str(exe), str(case), str(out_dir)]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        r = subprocess.run([str(exe), str(case), str(out_dir)], capture_output=True, text=True, timeout=timeout,
-                           env=env)
-    except subprocess.TimeoutExpired:
-        return None, f"driver: no result after {timeout:g} s (kernel hung?)"
+        if during is not None:
+            during()
+        try:
+            out, err = proc.communicate(timeout=max(timeout - (time.monotonic() - t0), 0.001))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return None, f"driver: no result after {timeout:g} s (kernel hung?)"
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    r = subprocess.CompletedProcess(args, proc.returncode, out, err)
     if r.returncode == 2 and not (out_dir / "report.txt").exists():
         raise OpgenError(f"launch driver rejected the case: {r.stderr.strip()}")
     problem = ""
@@ -240,7 +304,9 @@ def aclnn_runner(op, *, gen_dir=None, build_root=None, progress: bool = False):
 
     spec = load_spec(op) if not hasattr(op, "bind") else op
     m = OpModel(spec)
-    builder = Builder(_sources(m, gen_dir), {"driver.cpp": driver_source(m), "aclnn_harness.cpp": harness_source(m)},
+    src = _sources(m, gen_dir)
+    require_current(spec, src, gen_dir)
+    builder = Builder(src, {"driver.cpp": driver_source(m), "aclnn_harness.cpp": harness_source(m)},
                       build_root, progress)
     builder.build("aclnn/runner")
     return m, builder.dir / "aclnn" / "runner"
@@ -275,7 +341,8 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     number in the TilingContext (strings as 0, like the host emulation's RuntimeAttrs).
 
     Returns a CheckResult (a mismatch or fault is a result, not an exception).
-    Raises AclnnRejected (the emitted aclnn layer returned non-zero; nothing launched), ValidationError (bad
+    Raises StalePackage (the package was generated from another version of the spec or by another opgen; nothing
+    built), AclnnRejected (the emitted aclnn layer returned non-zero; nothing launched), ValidationError (bad
     input, attribute or option), BuildError (compile/link error; .output holds the compiler output),
     OpgenError (unknown op or SoC, missing generated files, g++/ninja missing).
     """
@@ -298,6 +365,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         inputs = select_present(spec, inputs, present)
     m = OpModel(spec)
     src = _sources(m, gen_dir)
+    require_current(spec, src, gen_dir)   # before anything is built (docs/design.md "Stale packages")
     if not src.kernel_cpp.is_file():   # no kernel emitted: say why when no kernel family lowers the spec
         from opgen.passes.pipeline import compile_unit
 
@@ -315,8 +383,12 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     step("aclnn layer (building it when needed)")
     dev = device_dtypes(spec, inputs, dtypes)
     names = {k: (v.long_name if isinstance(v, DType) else v) for k, v in dev.items()}
+    try:   # bound once (the conversion of large inputs dominated this phase when done twice)
+        bound0 = spec.bind(inputs, attrs, dtypes)
+    except (ValidationError, ValueError, TypeError):
+        bound0 = None
     call = encode_call(m, inputs, call_attrs(spec, inputs, attrs),
-                       call_outputs(spec, inputs, attrs, dtypes, dev), names)
+                       call_outputs(spec, inputs, attrs, dtypes, dev, bound0), names)
     res.builds.append(builder.build("aclnn/runner"))
     [(code, msg)] = run_runner(builder.dir / "aclnn" / "runner", [call], SOC_ENUM.get(plat.soc_key))
     res.seconds["aclnn"] = time.perf_counter() - t_phase
@@ -329,7 +401,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
 
     violation = None
     try:
-        bound = spec.bind(inputs, attrs, dtypes)
+        bound = bound0 if bound0 is not None else spec.bind(inputs, attrs, dtypes)
     except ValidationError as e:
         device_reqs = device_value_requirements(spec) if kernel_traps(spec) else ()
         if not any(getattr(e, "requirement", None) is r for r in device_reqs):
@@ -338,12 +410,17 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         bound = spec.bind(inputs, attrs, dtypes, skip=device_reqs)
     res.attrs = dict(bound.attrs)
     g = spec.graph(bound.key)
-    if violation is None and golden:
-        step("interpreting (device and exact mode)")
-        t0 = time.perf_counter()
-        device = run_graph(g, bound, "device")
-        res.seconds["interpret"] = time.perf_counter() - t0
-        exact = run_graph(g, bound, "exact")
+    golden_out = {}
+
+    def interpret_both():   # while the driver runs (docs/design.md "Comparison in chunks")
+        if violation is None and golden:
+            step("interpreting (device and exact mode) while the kernel runs")
+            t0 = time.perf_counter()
+            golden_out["device"] = run_graph(g, bound, "device")
+            res.seconds["interpret"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            golden_out["exact"] = run_graph(g, bound, "exact")
+            res.seconds["exact"] = time.perf_counter() - t0
 
     # 3. build and launch
     step(f"building the {variant} driver (TilingFunc + kernel)")
@@ -370,8 +447,9 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
                           case_attrs, case_out, deterministic)
         step("launching on the emulated cores")
         t0 = time.perf_counter()
-        run, problem = _run_driver(builder.dir / variant / "check", tmp / "case.bin", tmp, asan, timeout)
-        res.seconds["launch"] = time.perf_counter() - t0
+        run, problem = _run_driver(builder.dir / variant / "check", tmp / "case.bin", tmp, asan, timeout,
+                                   during=interpret_both)
+        res.seconds["launch"] = time.perf_counter() - t0   # overlaps "interpret" and "exact"
         rep_path = tmp / "report.txt"
         rep = caseio.parse_report(rep_path.read_text() if rep_path.exists() else "")
         for k, (o, s) in enumerate(zip(spec.outputs, slots)):
@@ -417,6 +495,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
                       and len(res.arrays) == sum(1 for s in slots if s is not None))
         return res
 
+    device, exact = golden_out["device"], golden_out["exact"]
     # 4. compare (outputs computed from an intermediate the op rounds to T may pass the rounded-intermediate rule)
     step("comparing")
     t0 = time.perf_counter()
@@ -433,5 +512,6 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     return res
 
 
-__all__ = ["AclnnRejected", "KernelTrapped", "BuildRun", "aclnn_verdicts", "CheckResult", "OutputComparison", "make_inputs", "run_check",
+__all__ = ["AclnnRejected", "KernelTrapped", "StalePackage", "generate_command", "require_current",
+           "BuildRun", "aclnn_verdicts", "CheckResult", "OutputComparison", "make_inputs", "run_check",
            "select_present"]

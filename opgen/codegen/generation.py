@@ -36,9 +36,9 @@ def default_out_dir() -> Path:
 
 
 def render(spec) -> dict[str, str]:
-    """Every file of `spec`'s package as the emitters print it (not yet formatted): {posix path relative to
-    generated/<op_snake>/: text}. Raises OpgenError (SpecError) when an emitter cannot express the spec or
-    two emitters claim one path."""
+    """Every file of `spec`'s package as the emitters print it (not yet formatted), with its provenance record
+    (opgen.codegen.provenance): {posix path relative to generated/<op_snake>/: text}. Raises OpgenError
+    (SpecError) when an emitter cannot express the spec or two emitters claim one path."""
     files: dict[str, str] = {}
     owner: dict[str, str] = {}
     for emit in EMITTERS:
@@ -47,6 +47,11 @@ def render(spec) -> dict[str, str]:
                 raise OpgenError(f"{spec.name}: {emit.__name__} and {owner[path]} both emit {path}")
             files[path] = text
             owner[path] = emit.__name__
+    from opgen.codegen.provenance import RECORD, record_text
+
+    if RECORD in files:
+        raise OpgenError(f"{spec.name}: {owner[RECORD]} emits {RECORD}, the package's provenance record")
+    files[RECORD] = record_text(spec)   # what `opgen check` verifies first (docs/design.md "Stale packages")
     return files
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from opgen.errors import ValidationError
@@ -9,20 +11,37 @@ from opgen.ir.dims import Variadic, as_dim, eval_shape
 from opgen.ir.dtypes import DType, DTypeVar, parse_dtype
 
 
+_DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DIM_VALUE = re.compile(r"(?:-?[0-9]+(?:x-?[0-9]+)*)?\Z")   # a '-' is let through for its own message
+
+
 def parse_dims(text: str) -> dict:
     """`B=2,S=128,Bd=2x3` -> {"B": 2, "S": 128, "Bd": (2, 3)}; a variadic group uses `x` between dims
-    (`Bd=` for none). Raises ValidationError("--dims", ...) on bad syntax."""
+    (`Bd=` for none). The grammar (docs/design.md "Command line"): items separated by `,`, none empty; each
+    NAME=VALUE with NAME an ASCII identifier and VALUE ASCII digits, or digit groups joined by `x`, or empty;
+    spaces around an item, its name or its value are ignored. No '+', '_', or non-ASCII digit (`H=٣` is refused,
+    not read as 3); a '-' passes the grammar so that random_inputs names the negative size. Raises
+    ValidationError("--dims", ...) naming the item and the rule."""
     out = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
+        raise ValidationError("--dims", "give at least one NAME=VALUE")
+    for n, part in enumerate(parts, 1):
+        if not part:
+            raise ValidationError("--dims", f"item {n} of {text!r} is empty (items are NAME=VALUE separated by "
+                                            f"one ',')")
         if "=" not in part:
             raise ValidationError("--dims", f"expected NAME=VALUE, got {part!r}")
         k, v = (x.strip() for x in part.split("=", 1))
+        if not _DIM_NAME.match(k):
+            raise ValidationError("--dims", f"{k!r} is not a dim name (an ASCII identifier: letters, digits, '_', "
+                                            f"not starting with a digit)")
         if k in out:
             raise ValidationError("--dims", f"{k} is given twice")
-        try:
-            out[k] = tuple(int(x) for x in v.split("x") if x) if ("x" in v or v == "") else int(v)
-        except ValueError:
-            raise ValidationError("--dims", f"{k}: {v!r} is not an integer (use 2x3 for a group of dims)") from None
+        if not _DIM_VALUE.match(v):
+            raise ValidationError("--dims", f"{k}: {v!r} is not a dim value (ASCII digits 0-9, 2x3 for a group of "
+                                            f"dims, empty for none)")
+        out[k] = tuple(int(x) for x in v.split("x")) if "x" in v else (() if v == "" else int(v))
     return out
 
 

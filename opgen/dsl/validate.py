@@ -59,7 +59,8 @@ def _convert(name, arr, dt: DType) -> np.ndarray:
             raise ValidationError(name, f"expected {dt.long_name} values, got bool")
         with np.errstate(over="ignore", invalid="ignore"):
             out = a.astype(dt.np)
-            bad = np.isfinite(a.astype(np.float64)) & ~np.isfinite(out.astype(np.float64))
+            # in the arrays' own dtypes: no float64 copy of a large input (docs/design.md "Comparison in chunks")
+            bad = np.isfinite(a) & ~np.isfinite(out)
         if bad.any():
             raise ValidationError(name, f"value {a[bad].flat[0].item()!r} overflows {dt.long_name}")
         return out
