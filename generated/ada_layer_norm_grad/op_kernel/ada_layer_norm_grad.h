@@ -605,6 +605,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -1209,6 +1210,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -1804,6 +1806,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -2394,6 +2397,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));

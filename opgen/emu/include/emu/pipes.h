@@ -31,6 +31,8 @@
 
 #include "emu/core.h"
 
+// The detector's functions are out of line ([[gnu::noinline]]): one copy per translation unit instead of one per
+// call site keeps the emitted kernel's compile time (opgen check) close to what it was without the detector.
 namespace emu {
 
 enum PipeIdx : int { kPipeS = 0, kPipeV = 1, kPipeM = 2, kPipeMTE1 = 3, kPipeMTE2 = 4, kPipeMTE3 = 5, kPipeFIX = 6 };
@@ -81,7 +83,7 @@ inline const char* Basename(const char* f)
     return b;
 }
 
-inline int32_t InternStmt(PipeState& ps, const char* name, const Site& s, int pipe)
+[[gnu::noinline]] inline int32_t InternStmt(PipeState& ps, const char* name, const Site& s, int pipe)
 {
     PipeState::Key k{s.file, s.line, name};
     auto it = ps.index.find(k);
@@ -91,7 +93,7 @@ inline int32_t InternStmt(PipeState& ps, const char* name, const Site& s, int pi
     ps.index.emplace(k, id);
     return id;
 }
-inline std::string StmtText(const PipeState& ps, int32_t id)
+[[gnu::noinline]] inline std::string StmtText(const PipeState& ps, int32_t id)
 {
     if (id < 0 || size_t(id) >= ps.stmts.size()) return "?";
     const Stmt& s = ps.stmts[id];
@@ -99,7 +101,7 @@ inline std::string StmtText(const PipeState& ps, int32_t id)
 }
 
 // Issues one instruction named `name` on pipe `pipe` (kPipe*) at call site s.
-inline Instr Issue(int pipe, const char* name, const Site& s)
+[[gnu::noinline]] inline Instr Issue(int pipe, const char* name, const Site& s)
 {
     CoreContext* c = CurrentCorePtr();
     if (!c) return Instr{};
@@ -119,7 +121,7 @@ inline bool Ordered(const PipeState& ps, int later, int earlier, uint32_t clock)
 }
 
 // The synchronisation that orders an access of pipe `earlier` before one of pipe `later` (docs/reference/ascendc.md §1.6).
-inline std::string NeededSync(int earlier, int later)
+[[gnu::noinline]] inline std::string NeededSync(int earlier, int later)
 {
     if (earlier == later) return Cat("PipeBarrier<", PipeLabel(later), ">");
     static const int pairs[][2] = {
@@ -136,7 +138,7 @@ inline std::string NeededSync(int earlier, int later)
     return "PipeBarrier<PIPE_ALL>";
 }
 
-[[noreturn]] inline void Race(const PipeState& ps, const UbArena& a, uint64_t block, const Instr& now, bool nowWrite,
+[[noreturn]] [[gnu::noinline]] inline void Race(const PipeState& ps, const UbArena& a, uint64_t block, const Instr& now, bool nowWrite,
                               int earlierPipe, const ShadowAccess& e, bool earlierWrite)
 {
     const char* kind = nowWrite ? (earlierWrite ? "write-after-write" : "write-after-read") : "read-after-write";
@@ -148,7 +150,7 @@ inline std::string NeededSync(int earlier, int later)
 
 // Records instruction `in` reading (write = false) or writing bytes [off, off + n) of on-chip buffer a, checking
 // each touched 32-byte block against its shadow first. Bounds are checked by the caller.
-inline void Touch(const Instr& in, UbArena* a, uint64_t off, uint64_t n, bool write)
+[[gnu::noinline]] inline void Touch(const Instr& in, UbArena* a, uint64_t off, uint64_t n, bool write)
 {
     if (in.pipe < 0 || !a || n == 0 || a->shadow.empty()) return;
     const PipeState& ps = CurrentCorePtr()->pipes;
@@ -186,7 +188,7 @@ struct Token {
     bool valid = false;
     uint32_t t[kPipes] = {};
 };
-inline Token MakeToken(int src)
+[[gnu::noinline]] inline Token MakeToken(int src)
 {
     Token k;
     CoreContext* c = CurrentCorePtr();
@@ -198,7 +200,7 @@ inline Token MakeToken(int src)
     return k;
 }
 // Pipe `dst` waits for the token (WaitFlag, DeQue, AllocTensor). A scalar wait stops the issue of everything after.
-inline void JoinToken(int dst, const uint32_t* tok)
+[[gnu::noinline]] inline void JoinToken(int dst, const uint32_t* tok)
 {
     CoreContext* c = CurrentCorePtr();
     if (!c) return;
@@ -212,7 +214,7 @@ inline void JoinToken(int dst, const uint32_t* tok)
 inline void JoinToken(int dst, const Token& k) { if (k.valid) JoinToken(dst, k.t); }
 
 // PipeBarrier<P> (pipe = kPipe*) / PipeBarrier<PIPE_ALL> (pipe = -1).
-inline void BarrierOn(int pipe)
+[[gnu::noinline]] inline void BarrierOn(int pipe)
 {
     CoreContext* c = CurrentCorePtr();
     if (!c) return;
@@ -239,7 +241,7 @@ inline void EventPipes(int e, int& src, int& dst)
     src = tab[e][0];
     dst = tab[e][1];
 }
-inline std::string EventText(int e)
+[[gnu::noinline]] inline std::string EventText(int e)
 {
     int s, d;
     EventPipes(e, s, d);
@@ -247,7 +249,7 @@ inline std::string EventText(int e)
 }
 
 // SetFlag<e>(id) at site s: the one-bit flag takes SRC's token; a flag still set is a fault (the set is lost).
-inline void FlagSet(int e, int id, const Site& s)
+[[gnu::noinline]] inline void FlagSet(int e, int id, const Site& s)
 {
     CoreContext* c = CurrentCorePtr();
     if (!c) return;
@@ -267,7 +269,7 @@ inline void FlagSet(int e, int id, const Site& s)
     f.stmt = stmt;
 }
 // WaitFlag<e>(id) at site s: consumes the flag and orders DST after it; no flag to consume is a hang.
-inline void FlagWait(int e, int id, const Site& s)
+[[gnu::noinline]] inline void FlagWait(int e, int id, const Site& s)
 {
     CoreContext* c = CurrentCorePtr();
     if (!c) return;
@@ -283,7 +285,7 @@ inline void FlagWait(int e, int id, const Site& s)
     JoinToken(dst, f.tok);
 }
 // At kernel end (emu/launch.h): a flag still set was never waited for (§1.6: SetFlag and WaitFlag pair).
-inline void PipesAtKernelEnd()
+[[gnu::noinline]] inline void PipesAtKernelEnd()
 {
     CoreContext* c = CurrentCorePtr();
     if (!c) return;
