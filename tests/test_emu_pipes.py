@@ -227,3 +227,20 @@ def test_norm_rope_concat_mutated_fails_with_a_race(tmp_path, what):
     m = assert_kernel_race(r.faults, h)
     if what == "copyin":
         assert m["tp"] == "PIPE_MTE2", m.group(0)
+
+
+@pytest.mark.parametrize("call, compiles", [
+    ("Adds(t, t, 1.0f, 8);", True),
+    ("Adds(t, t, 1.0f, 8, 5);", False),                 # the hidden emu::Site converts from nothing
+    ('DataCopy(t, g, 8, "f.h");', False),
+    ("PipeBarrier<PIPE_V>(0);", False),
+    ("SetFlag<HardEvent::MTE2_V>(0, 1);", False),
+])
+def test_site_parameter_accepts_no_argument(tmp_path, call, compiles):
+    """The call-site parameter added to every device call is emulation-only: a call with an extra argument, which
+    CANN's headers reject, must not compile here either (docs/design.md "never more permissive")."""
+    src = tmp_path / "k.cpp"
+    src.write_text('#include "kernel_operator.h"\nusing namespace AscendC;\n'
+                   "void f(LocalTensor<float>& t, GlobalTensor<float>& g) { (void)g; " + call + " }\n")
+    r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{INC}", str(src)], capture_output=True, text=True)
+    assert (r.returncode == 0) == compiles, r.stderr[-2000:]

@@ -1,4 +1,5 @@
-// opgen AscendC emulation: DataCopy / DataCopyPad with exact units, atomic add, sync no-ops, core queries.
+// opgen AscendC emulation: DataCopy / DataCopyPad with exact units, atomic add, intra-core sync (the race
+// detector's happens-before, emu/pipes.h), core queries.
 // Our own code (docs/reference/ascendc.md §1.6-§1.8).
 #pragma once
 #include <cstdint>
