@@ -244,3 +244,30 @@ def test_site_parameter_accepts_no_argument(tmp_path, call, compiles):
                    "void f(LocalTensor<float>& t, GlobalTensor<float>& g) { (void)g; " + call + " }\n")
     r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{INC}", str(src)], capture_output=True, text=True)
     assert (r.returncode == 0) == compiles, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("what", ["barriers", "copyin"])
+def test_nsa_selected_attention_mutated_fails_with_a_race(tmp_path, what):
+    """The bundled attention kernel (mixed AIC/AIV; unmutated it passes in tests/test_kernels_nsa.py): every
+    PipeBarrier<PIPE_V> deleted, or its MTE2 -> V fences (the AIV's workspace tile loads) deleted."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_kernels_nsa import FWD, SMALL, fwd_args, make
+
+    snake = "nsa_selected_attention"
+    shutil.copytree(ROOT / "generated" / snake, tmp_path / "gen" / snake)
+    h = tmp_path / "gen" / snake / "op_kernel" / f"{snake}.h"
+    text = h.read_text()
+    if what == "barriers":
+        text, n = re.subn(r"[ \t]*PipeBarrier<PIPE_V>\(\);[^\n]*\n", "", text)
+    else:
+        text, n = re.subn(r"[ \t]*Fence<HardEvent::MTE2_V>\(\);[^\n]*\n", "", text)
+    assert n > 0
+    h.write_text(text)
+    inputs, attrs = fwd_args(make(SMALL))
+    r = run_check(FWD, inputs, attrs, {"T": SMALL.dtype}, gen_dir=tmp_path / "gen", build_root=tmp_path / "build",
+                  progress=False, timeout=120)
+    assert not r.passed
+    m = assert_kernel_race(r.faults, h)
+    if what == "copyin":
+        assert m["tp"] == "PIPE_MTE2" and m["np"] == "PIPE_V", m.group(0)
