@@ -34,7 +34,8 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not ava
 # "race (<kind>) on <buffer> bytes [a, b): <I1> (<file>:<line>, PIPE_X) reads|writes what <I2> (<file>:<line>, PIPE_Y)
 # wrote|read with nothing ordering them: needs <sync>"
 RACE = re.compile(r"race \((?P<kind>[a-z-]+)\) on (?P<buf>\w+) bytes \[(?P<lo>\d+), (?P<hi>\d+)\): "
-                  r"(?P<now>[A-Za-z][\w ()>-]*?) \((?P<nf>[\w.]+):(?P<nl>\d+), (?P<np>PIPE_\w+)\) (?:reads|writes) what "
+                  r"(?P<now>[A-Za-z][\w ()>-]*?) \((?P<nf>[\w.]+):(?P<nl>\d+), (?P<np>PIPE_\w+)\) "
+                  r"(?:reads|writes) what "
                   r"(?P<then>[A-Za-z][\w ()>-]*?) \((?P<tf>[\w.]+):(?P<tl>\d+), (?P<tp>PIPE_\w+)\) (?:wrote|read) "
                   r"with nothing ordering them: needs (?P<sync>[^ ]+(?: [^ ]+)?) between them")
 
@@ -50,6 +51,7 @@ def tag_line(scenario: str, tag: str) -> int:
 
 @pytest.fixture(scope="module")
 def races(tmp_path_factory):
+    """emu_races.cpp built once for the module (the flags of tests/test_emu.py)."""
     exe = tmp_path_factory.mktemp("races") / "races"
     subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}", str(SRC), "-o", str(exe)],
                    check=True, capture_output=True, text=True)
@@ -57,6 +59,7 @@ def races(tmp_path_factory):
 
 
 def run(exe, name):
+    """Run scenario `name`: (launch ok, fault lines, whole stdout)."""
     r = subprocess.run([str(exe), name], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     ok = re.search(r"^ok (\d)$", r.stdout, re.M)
@@ -96,7 +99,8 @@ RACES = {
                            "SetFlag/WaitFlag<HardEvent::S_MTE3>"),
     "v_s_noflag": ("read-after-write", "UB", "GetValue", "getvalue", "Duplicate", "dup",
                    "SetFlag/WaitFlag<HardEvent::V_S>"),
-    "s_v_noflag": ("read-after-write", "UB", "Adds", "adds", "SetValue", "setvalue", "SetFlag/WaitFlag<HardEvent::S_V>"),
+    "s_v_noflag": ("read-after-write", "UB", "Adds", "adds", "SetValue", "setvalue",
+                   "SetFlag/WaitFlag<HardEvent::S_V>"),
     "war_mte3_v": ("write-after-read", "UB", "Duplicate", "dup", "DataCopy UB->GM", "copyout",
                    "SetFlag/WaitFlag<HardEvent::MTE3_V>"),
     "cube_no_mte2_mte1": ("read-after-write", "L1", "LoadData", "loada", "DataCopy(Nd2NzParams)", "nd2nz",
@@ -124,21 +128,24 @@ def test_race_names_both_statements(races, name):
 def test_wait_without_set_is_a_hang(races):
     ok, faults, _ = run(races, "wait_without_set")
     assert not ok
-    assert f"WaitFlag<HardEvent::MTE2_V>(3) at emu_races.cpp:{tag_line('wait_without_set', 'wait')} has no earlier SetFlag" in faults[0]
+    line = tag_line("wait_without_set", "wait")
+    assert f"WaitFlag<HardEvent::MTE2_V>(3) at emu_races.cpp:{line} has no earlier SetFlag" in faults[0]
     assert "PIPE_V would wait forever" in faults[0]
 
 
 def test_unconsumed_set_faults_at_kernel_end(races):
     ok, faults, _ = run(races, "set_unconsumed")
     assert not ok
-    assert f"SetFlag<HardEvent::V_MTE3>(4) at emu_races.cpp:{tag_line('set_unconsumed', 'set')} is never consumed" in faults[0]
+    line = tag_line("set_unconsumed", "set")
+    assert f"SetFlag<HardEvent::V_MTE3>(4) at emu_races.cpp:{line} is never consumed" in faults[0]
 
 
 def test_second_set_of_a_set_flag(races):
     ok, faults, _ = run(races, "set_twice")
     assert not ok
-    assert (f"SetFlag<HardEvent::S_V>(5) at emu_races.cpp:{tag_line('set_twice', 'set2')}: the flag is still set by the SetFlag at "
-            f"emu_races.cpp:{tag_line('set_twice', 'set1')}") in faults[0]
+    first, second = tag_line("set_twice", "set1"), tag_line("set_twice", "set2")
+    assert (f"SetFlag<HardEvent::S_V>(5) at emu_races.cpp:{second}: the flag is still set by the SetFlag at "
+            f"emu_races.cpp:{first}") in faults[0]
 
 
 # ------------------------------------------------------------------ emitted kernels
