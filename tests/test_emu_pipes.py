@@ -245,7 +245,8 @@ def test_norm_rope_concat_mutated_fails_with_a_race(tmp_path, what):
 ])
 def test_site_parameter_accepts_no_argument(tmp_path, call, compiles):
     """The call-site parameter added to every device call is emulation-only: a call with an extra argument, which
-    CANN's headers reject, must not compile here either (docs/design.md "never more permissive")."""
+    CANN's headers reject, must not compile here either (the fidelity rule of docs/design.md "CPU emulation of the
+    emitted code")."""
     src = tmp_path / "k.cpp"
     src.write_text('#include "kernel_operator.h"\nusing namespace AscendC;\n'
                    "void f(LocalTensor<float>& t, GlobalTensor<float>& g) { (void)g; " + call + " }\n")
