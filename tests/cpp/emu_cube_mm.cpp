@@ -95,9 +95,13 @@ static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t*
                 }
                 SetFlag<HardEvent::MTE1_M>(EVENT_ID0);
                 WaitFlag<HardEvent::MTE1_M>(EVENT_ID0);
+                SetFlag<HardEvent::MTE1_MTE2>(EVENT_ID0);   // L1 read: the next k step may overwrite it
+                WaitFlag<HardEvent::MTE1_MTE2>(EVENT_ID0);
                 // ---- Mmad: first k step initialises L0C, the others accumulate
                 Mmad(l0c, l0a, l0b, MmadParams(mm, nt, kt, 0, false, k0 == 0));
                 PipeBarrier<PIPE_M>();
+                SetFlag<HardEvent::M_MTE1>(EVENT_ID0);   // L0A/L0B read: the next k step may overwrite them
+                WaitFlag<HardEvent::M_MTE1>(EVENT_ID0);
             }
             SetFlag<HardEvent::M_FIX>(EVENT_ID0);
             WaitFlag<HardEvent::M_FIX>(EVENT_ID0);

@@ -37,6 +37,15 @@ static void DumpB16(const char* tag, const LocalTensor<half>& t, uint32_t n)
     Vals(tag, v);
 }
 
+// The pipe synchronisation between a producer and a consumer pipe (docs/reference/ascendc.md §1.6, §1.10): the
+// race detector of emu/pipes.h faults without it.
+template <HardEvent E>
+static void Sync()
+{
+    SetFlag<E>(EVENT_ID0);
+    WaitFlag<E>(EVENT_ID0);
+}
+
 // One 16 x K times K x N (N, K multiples of 16) f16 matmul on the calling AIC: X (row pitch ldx) from GM, W stored
 // [N][K] (Q·Kᵀ style), fp32 result into GM with row pitch ldc.
 static void CubeTile(TPipe& pipe, const GlobalTensor<half>& x, uint32_t ldx, const GlobalTensor<half>& w,
@@ -50,10 +59,14 @@ static void CubeTile(TPipe& pipe, const GlobalTensor<half>& x, uint32_t ldx, con
     auto l0c = c1.Get<float>();
     DataCopy(l1a, x, Nd2NzParams(1, 16, K, 0, ldx, 16, 1, 0));
     DataCopy(l1b, w, Nd2NzParams(1, N, K, 0, K, N, 1, 0));
+    Sync<HardEvent::MTE2_MTE1>();
     LoadData(l0a, l1a, LoadData2DParams(0, K / 16, 1, 0, 0, false, 0));
     LoadData(l0b, l1b, LoadData2DParams(0, (K / 16) * (N / 16), 1, 0, 0, false, 0));
+    Sync<HardEvent::MTE1_M>();
     Mmad(l0c, l0a, l0b, MmadParams(16, N, K, 0, false, true));
+    Sync<HardEvent::M_FIX>();
     Fixpipe<float, float, CFG_ROW_MAJOR>(c, l0c, FixpipeParamsV220(N, 16, 16, ldc, false));
+    PipeBarrier<PIPE_ALL>();   // every buffer of the tile is free again for the caller's next tile
 }
 
 static void PrintIndex()
@@ -107,6 +120,7 @@ int main(int argc, char** argv)
             GlobalTensor<half> g; g.SetGlobalBuffer(src.data(), src.size());
             auto l1 = a1.Get<half>();
             DataCopy(l1, g, Nd2NzParams(1, 32, 48, 0, 48, 32, 1, 0));   // 6 fractals: (r1, c1) at c1*2 + r1
+            Sync<HardEvent::MTE2_MTE1>();
             auto dst = argv[2][0] == 'A' ? a2.Get<half>() : b2.Get<half>();
             LoadData(dst, l1, LoadData2DParams(arg(3), arg(4), arg(5), 0, arg(6), arg(7) != 0, 0));
             DumpB16("l0", dst, 8192);
@@ -163,10 +177,13 @@ int main(int argc, char** argv)
             auto l1a = a1.Get<half>(), l1b = b1.Get<half>(), l0a = a2.Get<half>(), l0b = b2.Get<half>();
             DataCopy(l1a, gx, Nd2NzParams(1, 16, 32, 0, 64, 16, 1, 0));
             DataCopy(l1b, gw, Nd2NzParams(1, 16, 32, 0, 64, 16, 1, 0));
+            Sync<HardEvent::MTE2_MTE1>();
             LoadData(l0a, l1a, LoadData2DParams(0, 2, 1, 0, 0, false, 0));
             LoadData(l0b, l1b, LoadData2DParams(0, 2, 1, 0, 0, false, 0));
+            Sync<HardEvent::MTE1_M>();
             // the first k step must initialise L0C (cmatrixInitVal=true); l0c_unwritten forgets it
             Mmad(c1.Get<float>(), l0a, l0b, MmadParams(16, 16, 32, 0, false, !accumulateFirst));
+            Sync<HardEvent::M_FIX>();
             uint16_t nSize = accumulateFirst ? 16 : 32;   // l0c_beyond reads columns the Mmad (n=16) never wrote
             Fixpipe<float, float, CFG_ROW_MAJOR>(gout, c1.Get<float>(), FixpipeParamsV220(nSize, 16, 16, 64, false));
         });
@@ -314,9 +331,13 @@ int main(int argc, char** argv)
                 auto ta = a.Get<half>(); auto tb = b.Get<float>(); auto th = h.Get<half>();
                 for (int row = 0; row < 8; ++row)
                     DataCopy(ta[row * 32], gx[(c * 16 + sub * 8 + row) * 64], 32);
+                Sync<HardEvent::MTE2_V>();
                 Cast(tb, ta, RoundMode::CAST_NONE, 8 * 32);
+                PipeBarrier<PIPE_V>();
                 Muls(tb, tb, 3.0f, 8 * 32);
+                PipeBarrier<PIPE_V>();
                 Cast(th, tb, RoundMode::CAST_RINT, 8 * 32);
+                Sync<HardEvent::V_MTE3>();
                 DataCopy(gwsh[c * 16 * 32 + sub * 8 * 32], th, 8 * 32);
                 CrossCoreSetFlag<2, PIPE_MTE3>(0);
             }
@@ -349,8 +370,11 @@ int main(int argc, char** argv)
                 for (int i = 0; i < items; ++i) {
                     CrossCoreWaitFlag(1);
                     DataCopy(t, gws[(c * 2 + i % 2) * 16 * 32 + sub * 8 * 32], 8 * 32);
+                    Sync<HardEvent::MTE2_V>();
                     Adds(t, t, float(i), 8 * 32);
+                    Sync<HardEvent::V_MTE3>();
                     DataCopy(gout[((c * items + i) * 16 + sub * 8) * 32], t, 8 * 32);
+                    Sync<HardEvent::MTE3_MTE2>();   // t is reloaded by the next item
                     CrossCoreSetFlag<2, PIPE_MTE3>(0);
                 }
             }

@@ -11,6 +11,15 @@
 
 using namespace AscendC;
 
+// Pipe synchronisation between producer and consumer (docs/reference/ascendc.md §1.6; the race detector of
+// emu/pipes.h faults without it).
+template <HardEvent E>
+static void Sync()
+{
+    SetFlag<E>(EVENT_ID0);
+    WaitFlag<E>(EVENT_ID0);
+}
+
 template <typename S, typename D>
 static void RunCast(std::vector<uint8_t>& in, std::vector<uint8_t>& out, RoundMode rm, emu::LaunchResult& r)
 {
@@ -24,7 +33,9 @@ static void RunCast(std::vector<uint8_t>& in, std::vector<uint8_t>& out, RoundMo
         GlobalTensor<D> go; go.SetGlobalBuffer(reinterpret_cast<D*>(out.data()), n);
         LocalTensor<S> s = a.Get<S>(); LocalTensor<D> d = b.Get<D>();
         DataCopyPad(s, gi, DataCopyExtParams(1, n * sizeof(S), 0, 0, 0), DataCopyPadExtParams<S>());
+        Sync<HardEvent::MTE2_V>();
         Cast(d, s, rm, n);
+        Sync<HardEvent::V_MTE3>();
         DataCopyPad(go, d, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
     });
 }
@@ -62,14 +73,15 @@ static void RunVec(std::vector<uint8_t>& in, std::vector<uint8_t>& out, bool ful
                 case 12: Ln(o, o, n); break;      // placeholder, replaced below
                 default: break;
                 }
-                if (k == 12) { Abs(o, b, n); Ln(o, o, n); }
-                if (k == 13) { Abs(o, b, n); Sqrt(o, o, n); }
-                if (k == 14) { Abs(o, b, n); Rsqrt(o, o, n); }
+                PipeBarrier<PIPE_V>();   // the k = 12 placeholder wrote o
+                if (k == 12) { Abs(o, b, n); PipeBarrier<PIPE_V>(); Ln(o, o, n); }
+                if (k == 13) { Abs(o, b, n); PipeBarrier<PIPE_V>(); Sqrt(o, o, n); }
+                if (k == 14) { Abs(o, b, n); PipeBarrier<PIPE_V>(); Rsqrt(o, o, n); }
                 if (k == 15) Reciprocal(o, b, n);
             } else {
                 switch (k) {
                 case 0: Add(o, a, b, n); break; case 1: Mul(o, a, b, n); break;
-                case 2: Div(o, a, b, n); break; case 3: Abs(o, b, n); Sqrt(o, o, n); break;
+                case 2: Div(o, a, b, n); break; case 3: Abs(o, b, n); PipeBarrier<PIPE_V>(); Sqrt(o, o, n); break;
                 }
             }
             qo.EnQue(o); o = qo.DeQue<T>();
@@ -94,7 +106,9 @@ static void RunReduce(std::vector<uint8_t>& in, std::vector<uint8_t>& out, emu::
         go.SetGlobalBuffer(reinterpret_cast<T*>(out.data()), 1);
         LocalTensor<T> s = a.Get<T>(), o = d.Get<T>();
         DataCopyPad(s, gi, DataCopyExtParams(1, n * sizeof(T), 0, 0, 0), DataCopyPadExtParams<T>());
+        Sync<HardEvent::MTE2_V>();
         ReduceSum(o, s, w.Get<T>(), n);
+        Sync<HardEvent::V_MTE3>();
         DataCopyPad(go, o, DataCopyExtParams(1, sizeof(T), 0, 0, 0));
     });
 }

@@ -10,6 +10,15 @@
 using namespace AscendC;
 static constexpr uint64_t kUb = 196608;
 
+// The pipe synchronisation a kernel needs between a producer and a consumer pipe (docs/reference/ascendc.md §1.6):
+// the emulation's race detector (emu/pipes.h) faults without it.
+template <HardEvent E>
+static void Sync()
+{
+    SetFlag<E>(EVENT_ID0);
+    WaitFlag<E>(EVENT_ID0);
+}
+
 static void Vals(const char* tag, const std::vector<float>& v)
 {
     std::printf("val %s", tag);
@@ -78,8 +87,11 @@ int main(int argc, char** argv)
             GlobalTensor<float> gx, gy; gx.SetGlobalBuffer(x.data(), 1024); gy.SetGlobalBuffer(y.data(), 1024);
             LocalTensor<float> t = q.AllocTensor<float>();
             DataCopyPad(t, gx, DataCopyExtParams(1, 5 * 4, 0, 0, 0), DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+            Sync<HardEvent::MTE2_MTE3>();
             DataCopyPad(gy, t, DataCopyExtParams(1, 5 * 4, 0, 0, 0));   // fine
+            Sync<HardEvent::MTE3_V>();
             Adds(t, t, 1.0f, 8);                                         // computing on pad lanes is fine
+            Sync<HardEvent::V_MTE3>();
             DataCopyPad(gy, t, DataCopyExtParams(1, 8 * 4, 0, 0, 0));   // observing them is not
         });
     } else if (s == "poison_reduce") {
@@ -88,7 +100,9 @@ int main(int argc, char** argv)
             GlobalTensor<float> gx; gx.SetGlobalBuffer(x.data(), 1024);
             LocalTensor<float> t = b.Get<float>(), d = o.Get<float>();
             DataCopyPad(t, gx, DataCopyExtParams(1, 5 * 4, 0, 0, 0), DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+            Sync<HardEvent::MTE2_V>();
             ReduceSum(d, t, w.Get<float>(), 8);
+            Sync<HardEvent::V_S>();
             (void)d.GetValue(0);
         });
     } else if (s == "poison_realloc") {
@@ -99,6 +113,7 @@ int main(int argc, char** argv)
             Duplicate(t, 2.0f, 64);
             q.EnQue(t); t = q.DeQue<float>(); q.FreeTensor(t);
             t = q.AllocTensor<float>();
+            Sync<HardEvent::V_S>();
             (void)t.GetValue(0);
         });
     } else if (s == "que_overalloc") {
@@ -116,6 +131,7 @@ int main(int argc, char** argv)
                 Duplicate(t, float(i), 8);
                 q.EnQue(t);
                 auto u = q.DeQue<float>();
+                Sync<HardEvent::V_S>();
                 std::printf(" %g", u.GetValue(0));
                 q.FreeTensor(u);
             }
@@ -136,6 +152,7 @@ int main(int argc, char** argv)
             LocalTensor<float> a = ba.Get<float>(), b = bb.Get<float>(), c = bc.Get<float>();
             for (int i = 0; i < 40; ++i) a.SetValue(i, float(i + 1));
             for (int i = 0; i < 64; ++i) b.SetValue(i, 0.5f * float(i));
+            Sync<HardEvent::S_V>();
             auto dump = [](const char* tag, const LocalTensor<float>& t, int n) {
                 std::vector<float> v;
                 for (int i = 0; i < n; ++i) { bool ok = true; float x = t.Ld(i, ok); v.push_back(ok ? x : -999.0f); }
@@ -143,11 +160,15 @@ int main(int argc, char** argv)
             };
             Mul(c, a, b, 48);             // lanes 40..47 of a unwritten -> poisoned in c
             dump("mul", c, 48);
+            PipeBarrier<PIPE_V>();
             Add(b, b, a, 36);             // in place (dst == src0)
             dump("add_inplace", b, 36);
+            PipeBarrier<PIPE_V>();
             Adds(a[8], a, 1.0f, 24);      // dst overlaps src, 8 lanes ahead: sequential semantics
             dump("adds_overlap", a, 40);
+            PipeBarrier<PIPE_V>();
             Cast(b.ReinterpretCast<half>(), b, RoundMode::CAST_RINT, 32);   // float -> half at the same address
+            Sync<HardEvent::V_S>();
             LocalTensor<half> h = b.ReinterpretCast<half>();
             std::vector<float> hv;
             for (int i = 0; i < 32; ++i) hv.push_back(float(h.GetValue(i)));
@@ -186,6 +207,7 @@ int main(int argc, char** argv)
             }
             Vals("ub", ub);
             // Out again: UB stride 1 block (gap), GM gap 7 floats -> same layout as the source.
+            Sync<HardEvent::MTE2_MTE3>();
             DataCopyPad(gy[3], t, DataCopyExtParams(6, 13 * 4, 1, 7 * 4, 0));
         });
         std::vector<float> out(y.begin(), y.begin() + 130);
@@ -205,8 +227,11 @@ int main(int argc, char** argv)
             TPipe pipe; TBuf<> a, b; pipe.InitBuffer(a, 64); pipe.InitBuffer(b, 4096);
             LocalTensor<float> src = a.Get<float>(), dst = b.Get<float>();
             for (int i = 0; i < 16; ++i) src.SetValue(i, float(i + 1));
+            Sync<HardEvent::S_V>();
             Duplicate(dst, 0.0f, 1024);
+            PipeBarrier<PIPE_V>();
             Brcb(dst, src, 2, BrcbRepeatParams(2, 20));   // blocks at r*20 + j*2
+            Sync<HardEvent::V_S>();
             std::vector<float> v;
             for (int i = 0; i < 40 * 8; ++i) v.push_back(dst.GetValue(i));
             Vals("dst", v);
@@ -222,19 +247,26 @@ int main(int argc, char** argv)
             for (int i = 0; i < 32; ++i) src.SetValue(i, float(i + 1));
             Duplicate(dst, -5.0f, 64);
             for (int j = 0; j < 12; ++j) off.SetValue(j, uint32_t((j ^ 1) * 4));
+            Sync<HardEvent::S_V>();
+            PipeBarrier<PIPE_V>();
             Gather(dst, src, off, 0, 12);
+            Sync<HardEvent::V_S>();
             std::vector<float> v;
             for (int i = 0; i < 16; ++i) v.push_back(dst.GetValue(i));
             Vals("pair", v);
             for (int j = 0; j < 6; ++j) off.SetValue(j, uint32_t(((j + 3) % 6) * 4));
+            Sync<HardEvent::S_V>();
             Gather(dst, src, off, 64, 6);   // base byte 64 = element 16
+            Sync<HardEvent::V_S>();
             v.clear();
             for (int i = 0; i < 8; ++i) v.push_back(dst.GetValue(i));
             Vals("half", v);
             LocalTensor<half> hs = h.Get<half>(), hd = b.Get<half>();
             for (int i = 0; i < 8; ++i) hs.SetValue(i, half(float(i) * 0.5f));
             for (int j = 0; j < 8; ++j) off.SetValue(j, uint32_t((7 - j) * 2));
+            Sync<HardEvent::S_V>();
             Gather(hd, hs, off, 0, 8);
+            Sync<HardEvent::V_S>();
             v.clear();
             for (int i = 0; i < 8; ++i) v.push_back(float(hd.GetValue(i)));
             Vals("rev16", v);
@@ -246,7 +278,9 @@ int main(int argc, char** argv)
             LocalTensor<uint32_t> off = o.Get<uint32_t>();
             for (int i = 0; i < 4; ++i) src.SetValue(i, float(i));   // src[4..] unwritten
             for (int j = 0; j < 8; ++j) off.SetValue(j, uint32_t(j * 4));
+            Sync<HardEvent::S_V>();
             Gather(dst, src, off, 0, 8);
+            Sync<HardEvent::V_S>();
             std::printf("val lane3 %g\n", dst.GetValue(3));
             (void)dst.GetValue(4);   // poisoned: fault
         });
@@ -257,6 +291,8 @@ int main(int argc, char** argv)
             LocalTensor<uint32_t> off = o.Get<uint32_t>();
             Duplicate(src, 1.0f, 64);
             for (int j = 0; j < 8; ++j) off.SetValue(j, uint32_t(j * 4 + (j == 5 ? 2 : 0)));
+            Sync<HardEvent::S_V>();
+            PipeBarrier<PIPE_V>();
             Gather(dst, src, off, 0, 8);
         });
     } else if (s == "gather_oob") {
@@ -266,6 +302,8 @@ int main(int argc, char** argv)
             LocalTensor<uint32_t> off = o.Get<uint32_t>();
             Duplicate(src, 1.0f, 64);
             for (int j = 0; j < 8; ++j) off.SetValue(j, uint32_t(j * 4));
+            Sync<HardEvent::S_V>();
+            PipeBarrier<PIPE_V>();
             Gather(dst, src, off, 240, 8);   // lane 4 reads byte 256: past the 64-element tensor
         });
     } else if (s == "gather_inplace") {
@@ -275,6 +313,8 @@ int main(int argc, char** argv)
             LocalTensor<uint32_t> off = o.Get<uint32_t>();
             Duplicate(src, 1.0f, 64);
             for (int j = 0; j < 8; ++j) off.SetValue(j, uint32_t((j ^ 1) * 4));
+            Sync<HardEvent::S_V>();
+            PipeBarrier<PIPE_V>();
             Gather(src, src, off, 0, 8);
         });
     } else if (s == "gather_poison_offset") {
@@ -284,6 +324,8 @@ int main(int argc, char** argv)
             LocalTensor<uint32_t> off = o.Get<uint32_t>();
             Duplicate(src, 1.0f, 64);
             for (int j = 0; j < 6; ++j) off.SetValue(j, uint32_t(j * 4));   // off[6], off[7] unwritten
+            Sync<HardEvent::S_V>();
+            PipeBarrier<PIPE_V>();
             Gather(dst, src, off, 0, 8);
         });
     } else if (s == "atomic_syncall") {
@@ -293,7 +335,7 @@ int main(int argc, char** argv)
             TPipe pipe; TBuf<> b; pipe.InitBuffer(b, 256);
             GlobalTensor<float> gy; gy.SetGlobalBuffer(y.data(), 64);
             LocalTensor<float> t = b.Get<float>();
-            if (GetBlockIdx() == 0) { Duplicate(t, 0.0f, 64); DataCopy(gy, t, 64); }
+            if (GetBlockIdx() == 0) { Duplicate(t, 0.0f, 64); Sync<HardEvent::V_MTE3>(); DataCopy(gy, t, 64); }
             SyncAll();
             for (int i = 0; i < 64; ++i) t.SetValue(i, float((GetBlockIdx() + 1) * (i + 1)));
             for (int rep = 0; rep < 20; ++rep) {

@@ -604,6 +604,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -1221,6 +1222,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -1829,6 +1831,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -2432,6 +2435,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));

@@ -465,6 +465,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -939,6 +940,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -1412,6 +1414,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -1866,6 +1869,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));

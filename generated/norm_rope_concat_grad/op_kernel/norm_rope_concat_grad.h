@@ -1413,6 +1413,7 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
+        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));

@@ -15,6 +15,10 @@
 //  * Cube side (emu/cube.h: Nd2Nz DataCopy, LoadData, Mmad, Fixpipe with real NZ/ZZ/ZN layouts, L1/L0
 //    capacities) and mixed kernels (emu/mix.h: emu::LaunchMix 1 AIC : 2 AIV, CrossCoreSetFlag/WaitFlag with
 //    blocking semantics; every-core-blocked and timeout deadlocks fault). See EMU.md.
+//  * Pipes (emu/pipes.h): instructions run synchronously, but an on-chip buffer access that no PipeBarrier,
+//    SetFlag/WaitFlag, queue hand-off or SyncAll orders after another pipe's conflicting access (or a dependent
+//    vector instruction without PipeBarrier<PIPE_V>) is a race fault naming both statements; unpaired event flags
+//    fault. Every device call takes a hidden trailing emu::Site (the call site) that nothing converts to.
 #pragma once
 #include <cstdint>
 #include <cstring>

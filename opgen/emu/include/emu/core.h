@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace emu {
@@ -113,6 +114,54 @@ inline const char* MemName(MemKind k)
 
 struct CoreContext;
 
+// ---------------------------------------------------------------- pipe asynchrony (race detector state)
+// The model and its rules are in emu/pipes.h (docs/reference/ascendc.md §1.6); these are its data.
+// Pipe indices of the detector: S, V, M, MTE1, MTE2, MTE3, FIX (AscendC::pipe_t minus PIPE_ALL).
+constexpr int kPipes = 7;
+// One access of a 32-byte block: the issuing pipe's clock (1-based; 0 = none) and the statement (index into
+// PipeState::stmts).
+struct ShadowAccess {
+    uint32_t clock = 0;
+    int32_t stmt = -1;
+};
+// Shadow of one 32-byte block of an on-chip buffer: its last writer and, per pipe, the latest reader since.
+struct BlockShadow {
+    ShadowAccess w;
+    int8_t wpipe = -1;
+    ShadowAccess r[kPipes];
+};
+// A statement of the kernel source: the emulated instruction's name and its call site (file basename, line).
+struct Stmt {
+    const char* name;
+    const char* file;
+    unsigned line;
+    int pipe;
+};
+// Per-core happens-before state: vector clocks per pipe, the one-bit event flags, the statement table.
+struct PipeState {
+    uint32_t clk[kPipes] = {};               // instructions issued on each pipe
+    uint32_t know[kPipes][kPipes] = {};      // know[p][q]: q's instructions up to this clock complete before p's next
+    struct Flag {
+        bool set = false;
+        uint32_t tok[kPipes] = {};
+        int32_t stmt = -1;
+    };
+    static constexpr int kEvents = 35;
+    Flag flags[kEvents][8];
+    std::vector<Stmt> stmts;
+    struct Key {
+        const char* file; unsigned line; const char* name;
+        bool operator==(const Key& o) const { return file == o.file && line == o.line && name == o.name; }
+    };
+    struct KeyHash {
+        size_t operator()(const Key& k) const
+        {
+            return std::hash<const void*>()(k.file) * 31 + k.line * 131 + std::hash<const void*>()(k.name);
+        }
+    };
+    std::unordered_map<Key, int32_t, KeyHash> index;
+};
+
 // One core's on-chip buffer (UB, or on an AIC one of L1/L0A/L0B/L0C/...): data bytes plus a per-byte "written"
 // map (0 = poisoned). The name UbArena is historical: every on-chip buffer uses it.
 struct UbArena {
@@ -122,8 +171,9 @@ struct UbArena {
     MemKind kind = MemKind::UB;
     const char* name = "UB";
     const CoreContext* owner = nullptr;   // the simulated core whose buffer this is (null: not checked)
+    std::vector<BlockShadow> shadow;      // per 32-byte block: the race detector's last accesses (emu/pipes.h)
     explicit UbArena(uint64_t bytes, MemKind k = MemKind::UB)
-        : data(bytes, kPoisonByte), written(bytes, 0), kind(k), name(MemName(k)) {}
+        : data(bytes, kPoisonByte), written(bytes, 0), kind(k), name(MemName(k)), shadow((bytes + kBlock - 1) / kBlock) {}
     uint64_t Size() const { return data.size(); }
     void Poison(uint64_t off, uint64_t n)
     {
@@ -165,6 +215,7 @@ struct CoreContext {
     // Instruction cost counters for the roofline estimate (opgen bench; docs/reference/ascendc.md §3):
     uint64_t vecCycles = 0;    // vector unit: one cycle per 256-byte repeat, Exp/Ln/Sqrt/Div at 32 lanes/cycle
     uint64_t cubeCycles = 0;   // cube unit: one cycle per 16x16x16 fractal multiply-accumulate
+    PipeState pipes;           // happens-before state of this core's pipes (emu/pipes.h)
 };
 
 inline CoreContext*& CurrentCorePtr() { thread_local CoreContext* c = nullptr; return c; }

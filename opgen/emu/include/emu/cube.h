@@ -196,7 +196,8 @@ template <typename T> constexpr bool IsB16() { return sizeof(T) == 2; }
 //   destination byte i*dstNzMatrixStride*sizeof(T) + r*dstNzNStride*32 + b*dstNzC0Stride*32 (zero-filled to 32 B)
 // Canonical use for an (R x D) ND tile with row pitch P: {1, R, D, 0, P, ceil16(R), 1, 0}.
 template <typename T>
-void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2NzParams& p)
+void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2NzParams& p,
+              emu::Site site = emu::Site::Here())
 {
     const char* what = "DataCopy(Nd2NzParams)";
     static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "Nd2Nz: 1-, 2- or 4-byte element types");
@@ -223,6 +224,7 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2Nz
     std::vector<uint8_t> hit(viewBytes / emu::kBlock + 1, 0);
     uint8_t* dbase = a->data.data() + dst.Offset();
     uint8_t* wbase = a->written.data() + dst.Offset();
+    const emu::Instr in = emu::Issue(emu::kPipeMTE2, what, site);
     for (uint64_t i = 0; i < p.ndNum; ++i) {
         for (uint64_t r = 0; r < p.nValue; ++r) {
             for (uint64_t b = 0; b < pieces; ++b) {
@@ -236,6 +238,7 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2Nz
                                         "): dstNzC0Stride ", p.dstNzC0Stride, " / dstNzNStride ", p.dstNzNStride,
                                         " overlap (dstNzC0Stride is normally the padded row count, ceil16(nValue))"));
                 hit[d / emu::kBlock] = 1;
+                emu::Touch(in, a, dst.Offset() + d, emu::kBlock, true);
                 const uint8_t* g = src.CheckBytes(srcElem * int64_t(sizeof(T)), n * sizeof(T), what);
                 std::memcpy(dbase + d, g, n * sizeof(T));
                 std::memset(dbase + d + n * sizeof(T), 0, emu::kBlock - n * sizeof(T));
@@ -251,7 +254,8 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2Nz
 // Fractal r (r < repeatTimes) moves 512 B from src byte (startIndex + r*srcStride)*512 to dst byte
 // r*(1 + dstGap)*512; with ifTranspose the 16x16 b16 fractal is transposed (element (row, col) -> (col, row)).
 template <typename T>
-void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData2DParams& p)
+void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData2DParams& p,
+              emu::Site site = emu::Site::Here())
 {
     const char* what = "LoadData";
     emu::UbArena* sa = emu_detail::CubeOperand(src, emu::MemKind::L1, what, "source", "A1/B1");
@@ -269,11 +273,14 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
         emu::Fault(emu::Cat(what, ": ifTranspose needs a 2-byte type (half/bfloat16_t/int16_t/uint16_t), got ",
                             sizeof(T), "-byte elements"));
     const uint64_t F = 512;
+    const emu::Instr in = emu::Issue(emu::kPipeMTE1, what, site);
     for (uint64_t r = 0; r < p.repeatTimes; ++r) {
         uint64_t s = (uint64_t(p.startIndex) + r * p.srcStride) * F;
         uint64_t d = r * (1 + uint64_t(p.dstGap)) * F;
         emu_detail::CubeSpan(src, s + F, what, "L1 source");
         emu_detail::CubeSpan(dst, d + F, what, "destination");
+        emu::Touch(in, sa, src.Offset() + s, F, false);
+        emu::Touch(in, da, dst.Offset() + d, F, true);
         const uint8_t* sd = sa->data.data() + src.Offset() + s;
         const uint8_t* sw = sa->written.data() + src.Offset() + s;
         uint8_t* dd = da->data.data() + dst.Offset() + d;
@@ -300,7 +307,8 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
 // -> float, (float, float) -> float. dst (L0C, CO1) 1024-B aligned, fm (L0A, A2) and filter (L0B, B2) 512-B
 // aligned.
 template <typename T, typename U, typename S>
-void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter, const MmadParams& p)
+void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter, const MmadParams& p,
+          emu::Site site = emu::Site::Here())
 {
     static_assert(std::is_same<U, S>::value, "Mmad: fm and filter must have the same type");
     static_assert(std::is_same<T, float>::value &&
@@ -333,6 +341,13 @@ void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor
     emu_detail::CubeSpan(fm, aElems * sizeof(U), what, gemv ? "fm (GEMV vector, m = 1)" : "fm (L0A)");
     emu_detail::CubeSpan(filter, bElems * sizeof(U), what, "filter (L0B)");
     emu_detail::CubeSpan(dst, cElems * sizeof(float), what, "dst (L0C)");
+    {
+        const emu::Instr in = emu::Issue(emu::kPipeM, what, site);
+        emu::Touch(in, aa, fm.Offset(), aElems * sizeof(U), false);
+        emu::Touch(in, ba, filter.Offset(), bElems * sizeof(U), false);
+        if (accumulate) emu::Touch(in, ca, dst.Offset(), cElems * sizeof(float), false);
+        emu::Touch(in, ca, dst.Offset(), cElems * sizeof(float), true);
+    }
     auto load = [](const emu::UbArena* ar, uint64_t base, uint64_t e, bool& ok) -> double {
         const uint64_t at = base + e * sizeof(U);
         ok = ok && ar->IsWritten(at, sizeof(U));
@@ -389,7 +404,8 @@ void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor
 // nd*dstNdStride + i*dstStride + j. NZ: 16-column block c comes from src + c*srcStride*16 elements (mSize rows of
 // 16) and goes to dst byte c*dstStride*32 (mSize rows of 16 T).
 template <typename T, typename U, const FixpipeConfig& config = CFG_ROW_MAJOR>
-void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const FixpipeParamsV220& p)
+void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const FixpipeParamsV220& p,
+             emu::Site site = emu::Site::Here())
 {
     const char* what = "Fixpipe";
     static_assert(std::is_same<U, float>::value, "Fixpipe: the emulated L0C type is float");
@@ -432,6 +448,15 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
     if (atomic && atomic != emu_detail::AtomicKind<T>())
         emu::Fault(emu::Cat(what, ": atomic add type does not match the destination element type"));
     const uint64_t srcElems = src.GetSize();
+    {
+        // The L0C elements read, as one span from the tensor's start (the last row of the last 16-column block).
+        const uint64_t lastBlock = (uint64_t(p.nSize) - 1) / 16;
+        uint64_t endElem = nz ? (lastBlock * p.srcStride + p.mSize) * 16
+                              : (p.ndNum - 1) * uint64_t(p.srcNdStride) * 1024 / sizeof(U) +
+                                    (lastBlock * p.srcStride + p.mSize) * 16;
+        if (endElem > srcElems) endElem = srcElems;   // readC faults on the first element past the end
+        emu::Touch(emu::Issue(emu::kPipeFIX, what, site), ca, src.Offset(), endElem * sizeof(U), false);
+    }
     auto readC = [&](uint64_t e, uint64_t row, uint64_t col) -> float {
         if (e >= srcElems)
             emu::Fault(emu::Cat(what, ": L0C read of element ", e, " past the end of the ", srcElems,

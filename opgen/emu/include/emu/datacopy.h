@@ -1,4 +1,5 @@
-// opgen AscendC emulation: DataCopy / DataCopyPad with exact units, atomic add, sync no-ops, core queries.
+// opgen AscendC emulation: DataCopy / DataCopyPad with exact units, atomic add, intra-core sync (the race
+// detector's happens-before, emu/pipes.h), core queries.
 // Our own code (docs/reference/ascendc.md §1.6-§1.8).
 #pragma once
 #include <cstdint>
@@ -40,10 +41,12 @@ inline uint64_t Up32(uint64_t n) { return (n + emu::kBlock - 1) / emu::kBlock * 
 
 // Write n bytes of UB (poison-checked) to GM, overwriting or atomically adding.
 template <typename T>
-void UbToGm(uint8_t* gm, emu::GmBuffer* buf, const LocalTensor<T>& src, uint64_t ubOff, uint64_t n, const char* what)
+void UbToGm(uint8_t* gm, emu::GmBuffer* buf, const LocalTensor<T>& src, uint64_t ubOff, uint64_t n, const char* what,
+            const emu::Instr& in)
 {
     emu::UbArena* ub = src.Arena();
     if (ubOff + n > ub->Size()) emu::Fault(emu::Cat(what, ": UB read past the end of UB"));
+    emu::Touch(in, ub, ubOff, n, false);
     for (uint64_t i = 0; i < n; ++i)
         if (!ub->written[ubOff + i])
             emu::Fault(emu::Cat(what, ": copies unwritten (poisoned) UB byte at address ", ubOff + i,
@@ -68,10 +71,12 @@ void UbToGm(uint8_t* gm, emu::GmBuffer* buf, const LocalTensor<T>& src, uint64_t
     buf->bytesWritten += n;
 }
 template <typename T>
-void GmToUb(const LocalTensor<T>& dst, uint64_t ubOff, const uint8_t* gm, emu::GmBuffer* buf, uint64_t n, const char* what)
+void GmToUb(const LocalTensor<T>& dst, uint64_t ubOff, const uint8_t* gm, emu::GmBuffer* buf, uint64_t n, const char* what,
+            const emu::Instr& in)
 {
     emu::UbArena* ub = dst.Arena();
     if (ubOff + n > ub->Size()) emu::Fault(emu::Cat(what, ": UB write past the end of UB"));
+    emu::Touch(in, ub, ubOff, n, true);
     std::memcpy(ub->data.data() + ubOff, gm, n);
     ub->MarkWritten(ubOff, n);
     buf->bytesRead += n;
@@ -88,28 +93,31 @@ void CheckUbSpan(const LocalTensor<T>& t, uint64_t endByte, const char* what)
 // ---- DataCopy, contiguous count form. Stricter than hardware: count*sizeof(T) not a multiple of 32 B is a
 // fault (hardware silently rounds down, which is always a bug in generated code).
 template <typename T>
-void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, uint32_t count)
+void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, uint32_t count, emu::Site site = emu::Site::Here())
 {
+    const emu::Instr in = emu::Issue(emu::kPipeMTE2, "DataCopy GM->UB", site);
     dst.CheckAligned("DataCopy GM->UB");
     uint64_t n = uint64_t(count) * sizeof(T);
     if (n % emu::kBlock) emu::Fault(emu::Cat("DataCopy GM->UB: count*sizeof(T) = ", n, " bytes is not a multiple of 32"));
     if (!n) return;
     emu_detail::CheckUbSpan(dst, n, "DataCopy GM->UB");
-    emu_detail::GmToUb(dst, dst.Offset(), src.CheckBytes(0, n, "DataCopy GM->UB"), src.Buffer(), n, "DataCopy GM->UB");
+    emu_detail::GmToUb(dst, dst.Offset(), src.CheckBytes(0, n, "DataCopy GM->UB"), src.Buffer(), n, "DataCopy GM->UB", in);
 }
 template <typename T>
-void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count)
+void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count, emu::Site site = emu::Site::Here())
 {
+    const emu::Instr in = emu::Issue(emu::kPipeMTE3, "DataCopy UB->GM", site);
     src.CheckAligned("DataCopy UB->GM");
     uint64_t n = uint64_t(count) * sizeof(T);
     if (n % emu::kBlock) emu::Fault(emu::Cat("DataCopy UB->GM: count*sizeof(T) = ", n, " bytes is not a multiple of 32"));
     if (!n) return;
     emu_detail::CheckUbSpan(src, n, "DataCopy UB->GM");
-    emu_detail::UbToGm(dst.CheckBytes(0, n, "DataCopy UB->GM"), dst.Buffer(), src, src.Offset(), n, "DataCopy UB->GM");
+    emu_detail::UbToGm(dst.CheckBytes(0, n, "DataCopy UB->GM"), dst.Buffer(), src, src.Offset(), n, "DataCopy UB->GM", in);
 }
 template <typename T>
-void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count)
+void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count, emu::Site site = emu::Site::Here())
 {
+    const emu::Instr in = emu::Issue(emu::kPipeV, "DataCopy UB->UB", site);   // UB -> UB runs on PIPE_V (EMU.md)
     dst.CheckAligned("DataCopy UB->UB");
     src.CheckAligned("DataCopy UB->UB");
     uint64_t n = uint64_t(count) * sizeof(T);
@@ -117,32 +125,38 @@ void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint32_t cou
     emu_detail::CheckUbSpan(dst, n, "DataCopy UB->UB");
     emu_detail::CheckUbSpan(src, n, "DataCopy UB->UB");
     auto* ub = dst.Arena();
+    emu::Touch(in, src.Arena(), src.Offset(), n, false);
+    emu::Touch(in, ub, dst.Offset(), n, true);
     std::memmove(ub->data.data() + dst.Offset(), ub->data.data() + src.Offset(), n);
     std::memmove(ub->written.data() + dst.Offset(), ub->written.data() + src.Offset(), n);   // poison travels
 }
 // ---- DataCopy with DataCopyParams: blockLen and gaps in 32-B blocks.
 template <typename T>
-void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& p)
+void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& p,
+              emu::Site site = emu::Site::Here())
 {
+    const emu::Instr in = emu::Issue(emu::kPipeMTE2, "DataCopy GM->UB", site);
     dst.CheckAligned("DataCopy GM->UB");
     if (!p.blockCount || !p.blockLen) return;
     uint64_t len = uint64_t(p.blockLen) * 32, ub = 0, gm = 0;
     for (uint32_t b = 0; b < p.blockCount; ++b) {
         emu_detail::CheckUbSpan(dst, ub + len, "DataCopy GM->UB");
-        emu_detail::GmToUb(dst, dst.Offset() + ub, src.CheckBytes(int64_t(gm), len, "DataCopy GM->UB"), src.Buffer(), len, "DataCopy GM->UB");
+        emu_detail::GmToUb(dst, dst.Offset() + ub, src.CheckBytes(int64_t(gm), len, "DataCopy GM->UB"), src.Buffer(), len, "DataCopy GM->UB", in);
         ub += len + uint64_t(p.dstStride) * 32;
         gm += len + uint64_t(p.srcStride) * 32;
     }
 }
 template <typename T>
-void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& p)
+void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& p,
+              emu::Site site = emu::Site::Here())
 {
+    const emu::Instr in = emu::Issue(emu::kPipeMTE3, "DataCopy UB->GM", site);
     src.CheckAligned("DataCopy UB->GM");
     if (!p.blockCount || !p.blockLen) return;
     uint64_t len = uint64_t(p.blockLen) * 32, ub = 0, gm = 0;
     for (uint32_t b = 0; b < p.blockCount; ++b) {
         emu_detail::CheckUbSpan(src, ub + len, "DataCopy UB->GM");
-        emu_detail::UbToGm(dst.CheckBytes(int64_t(gm), len, "DataCopy UB->GM"), dst.Buffer(), src, src.Offset() + ub, len, "DataCopy UB->GM");
+        emu_detail::UbToGm(dst.CheckBytes(int64_t(gm), len, "DataCopy UB->GM"), dst.Buffer(), src, src.Offset() + ub, len, "DataCopy UB->GM", in);
         ub += len + uint64_t(p.srcStride) * 32;
         gm += len + uint64_t(p.dstStride) * 32;
     }
@@ -154,9 +168,10 @@ void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataC
 // stay unwritten (poisoned) — hardware leaves them unspecified.
 template <typename T>
 void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyExtParams& p,
-                 const DataCopyPadExtParams<T>& pad)
+                 const DataCopyPadExtParams<T>& pad, emu::Site site = emu::Site::Here())
 {
     const char* what = "DataCopyPad GM->UB";
+    const emu::Instr in = emu::Issue(emu::kPipeMTE2, what, site);
     dst.CheckAligned(what);
     if (!p.blockCount || !p.blockLen) return;
     if (p.blockLen % sizeof(T)) emu::Fault(emu::Cat(what, ": blockLen ", p.blockLen, " bytes is not a multiple of sizeof(T)"));
@@ -168,7 +183,8 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
     uint64_t gm = 0, ub = 0;
     for (uint32_t b = 0; b < p.blockCount; ++b) {
         emu_detail::CheckUbSpan(dst, ub + blk, what);
-        emu_detail::GmToUb(dst, dst.Offset() + ub + left, src.CheckBytes(int64_t(gm), p.blockLen, what), src.Buffer(), p.blockLen, what);
+        emu::Touch(in, dst.Arena(), dst.Offset() + ub, blk, true);   // the padded block: the pad lanes are written too
+        emu_detail::GmToUb(dst, dst.Offset() + ub + left, src.CheckBytes(int64_t(gm), p.blockLen, what), src.Buffer(), p.blockLen, what, in);
         if (pad.isPad) {
             uint64_t first = ub / sizeof(T), dataBegin = (ub + left) / sizeof(T), dataEnd = (ub + left + p.blockLen) / sizeof(T);
             for (uint64_t e = first; e < first + blk / sizeof(T); ++e)
@@ -181,9 +197,11 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
 // ---- DataCopyPad UB->GM: blockLen BYTES (exactly that many written), srcStride 32-B BLOCKS (UB gap),
 // dstStride BYTES (GM gap). Honours SetAtomicAdd.
 template <typename T>
-void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyExtParams& p)
+void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyExtParams& p,
+                 emu::Site site = emu::Site::Here())
 {
     const char* what = "DataCopyPad UB->GM";
+    const emu::Instr in = emu::Issue(emu::kPipeMTE3, what, site);
     src.CheckAligned(what);
     if (!p.blockCount || !p.blockLen) return;
     if (p.blockLen % sizeof(T)) emu::Fault(emu::Cat(what, ": blockLen ", p.blockLen, " bytes is not a multiple of sizeof(T)"));
@@ -191,23 +209,25 @@ void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const Da
     uint64_t gm = 0, ub = 0;
     for (uint32_t b = 0; b < p.blockCount; ++b) {
         emu_detail::CheckUbSpan(src, ub + p.blockLen, what);
-        emu_detail::UbToGm(dst.CheckBytes(int64_t(gm), p.blockLen, what), dst.Buffer(), src, src.Offset() + ub, p.blockLen, what);
+        emu_detail::UbToGm(dst.CheckBytes(int64_t(gm), p.blockLen, what), dst.Buffer(), src, src.Offset() + ub, p.blockLen, what, in);
         gm += p.blockLen + p.dstStride;
         ub += blk + uint64_t(p.srcStride) * 32;
     }
 }
 // Legacy 16-bit parameter forms (blockLen in BYTES with DataCopyPad).
 template <typename T>
-void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& p, const DataCopyPadParams& pad)
+void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& p, const DataCopyPadParams& pad,
+                 emu::Site site = emu::Site::Here())
 {
     T v; uint64_t raw = pad.paddingValue; std::memcpy(&v, &raw, sizeof(T));
-    DataCopyPad(dst, src, DataCopyExtParams(p.blockCount, p.blockLen, p.srcStride, p.dstStride),
-                DataCopyPadExtParams<T>(pad.isPad, pad.leftPadding, pad.rightPadding, v));
+    DataCopyPad(dst, src, DataCopyExtParams(p.blockCount, p.blockLen, p.srcStride, p.dstStride, 0),
+                DataCopyPadExtParams<T>(pad.isPad, pad.leftPadding, pad.rightPadding, v), site);
 }
 template <typename T>
-void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& p)
+void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& p,
+                 emu::Site site = emu::Site::Here())
 {
-    DataCopyPad(dst, src, DataCopyExtParams(p.blockCount, p.blockLen, p.srcStride, p.dstStride));
+    DataCopyPad(dst, src, DataCopyExtParams(p.blockCount, p.blockLen, p.srcStride, p.dstStride, 0), site);
 }
 
 // ---- atomics
@@ -220,7 +240,8 @@ void SetAtomicAdd()
 inline void SetAtomicNone() { emu::Core().atomicType = 0; }
 inline void DisableDmaAtomic() { SetAtomicNone(); }
 
-// ---- synchronisation: every instruction executes synchronously, so intra-core sync is a no-op.
+// ---- synchronisation (docs/reference/ascendc.md §1.6): every instruction executes synchronously; PipeBarrier,
+// SetFlag and WaitFlag feed the race detector's happens-before model (emu/pipes.h).
 enum pipe_t : int { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX };
 enum class HardEvent : int {
     MTE2_V, V_MTE2, MTE3_V, V_MTE3, MTE2_MTE3, MTE3_MTE2, S_V, V_S, S_MTE2, MTE2_S, S_MTE3, MTE3_S,
@@ -230,9 +251,21 @@ enum class HardEvent : int {
 using TEventID = int8_t;
 enum : int { EVENT_ID0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7 };
 
-template <pipe_t p> inline void PipeBarrier() {}
-template <HardEvent e> inline void SetFlag(int32_t id) { if (id < 0 || id > 7) emu::Fault(emu::Cat("SetFlag: event id ", id, " outside 0..7")); }
-template <HardEvent e> inline void WaitFlag(int32_t id) { if (id < 0 || id > 7) emu::Fault(emu::Cat("WaitFlag: event id ", id, " outside 0..7")); }
+template <pipe_t p> inline void PipeBarrier(emu::Site site = emu::Site::Here())
+{
+    (void)site;
+    emu::BarrierOn(p == PIPE_ALL ? -1 : p == PIPE_FIX ? emu::kPipeFIX : int(p));
+}
+template <HardEvent e> inline void SetFlag(int32_t id, emu::Site site = emu::Site::Here())
+{
+    if (id < 0 || id > 7) emu::Fault(emu::Cat("SetFlag: event id ", id, " outside 0..7"));
+    emu::FlagSet(int(e), id, site);
+}
+template <HardEvent e> inline void WaitFlag(int32_t id, emu::Site site = emu::Site::Here())
+{
+    if (id < 0 || id > 7) emu::Fault(emu::Cat("WaitFlag: event id ", id, " outside 0..7"));
+    emu::FlagWait(int(e), id, site);
+}
 
 // Core indexing (docs/reference/ascendc.md §1.3). Mix launch (emu::LaunchMix, 1 AIC : 2 AIV): GetBlockNum() = number of AI Cores
 // on both kinds, GetBlockIdx() in [0, n) on an AIC and [0, 2n) on an AIV, GetSubBlockIdx() = AIV index inside its
@@ -250,7 +283,12 @@ inline int64_t GetTaskRation() { return GetTaskRatio(); }   // older spelling us
 
 // Hardware SyncAll: all cores of the launch meet here (mix launch: SyncAll<true> = the AIVs, SyncAll<false> =
 // every AIC and AIV).
+// In-core it is a full barrier (PipeBarrier<PIPE_ALL>), as EMU.md "Pipes and races" records.
 template <bool isAIVOnly = true>
-inline void SyncAll() { emu::Core().launch->SyncAll(isAIVOnly); }
+inline void SyncAll()
+{
+    emu::BarrierOn(-1);
+    emu::Core().launch->SyncAll(isAIVOnly);
+}
 
 }  // namespace AscendC

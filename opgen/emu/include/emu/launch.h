@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "emu/core.h"
+#include "emu/pipes.h"
 
 namespace emu {
 
@@ -139,6 +140,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
             CurrentCorePtr() = &ctx;
             try {
                 fn();
+                PipesAtKernelEnd();   // every SetFlag consumed (emu/pipes.h)
                 if (ctx.keyTests > 0 && ctx.keyMatches == 0)
                     Fault(Cat("tiling key ", ctx.tilingKey, " matched no TILING_KEY_IS test of the kernel (", ctx.keyTests,
                               " evaluated; on the NPU there is no kernel binary for it)"));

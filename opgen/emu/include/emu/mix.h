@@ -26,8 +26,8 @@
 //     SyncAll) on an unsatisfied condition, each blocked core faults with "... deadlock: ..." at once; a wait
 //     longer than emu::WaitTimeoutSeconds() also faults.
 // Data written to GM before CrossCoreSetFlag is visible to the waiter after CrossCoreWaitFlag (the mutex of the
-// launch state orders them); the emulation executes every instruction synchronously, so the pipe template
-// argument only selects which pipe the set is issued on (no timing).
+// launch state orders them); the pipe template argument only names the pipe the set is issued on: the flags order
+// cores, not the pipes of one core, so the race detector (emu/pipes.h) takes no in-core ordering from them.
 #pragma once
 #include <cstdint>
 

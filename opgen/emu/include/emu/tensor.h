@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "emu/core.h"
+#include "emu/pipes.h"
 #include "emu/types.h"
 
 namespace AscendC {
@@ -117,17 +118,20 @@ public:
     template <typename U>
     LocalTensor<U> ReinterpretCast() const { return LocalTensor<U>(ub_, off_, size_ * sizeof(T) / sizeof(U), tag_); }
 
-    T GetValue(uint64_t i) const
+    // Scalar accesses run on PIPE_S (docs/reference/ascendc.md §1.4); the trailing emu::Site is emulation-only.
+    T GetValue(uint64_t i, emu::Site site = emu::Site::Here()) const
     {
         uint64_t a = Addr(i, 1, "GetValue");
+        emu::Touch(emu::Issue(emu::kPipeS, "GetValue", site), ub_, a, sizeof(T), false);
         if (!ub_->IsWritten(a, sizeof(T)))
             emu::Fault(emu::Cat("GetValue: read of unwritten (poisoned) ", ub_->name, " at byte address ", a, " (element ", i, ")"));
         T v; std::memcpy(&v, ub_->data.data() + a, sizeof(T));
         return v;
     }
-    void SetValue(uint64_t i, T v) const
+    void SetValue(uint64_t i, T v, emu::Site site = emu::Site::Here()) const
     {
         uint64_t a = Addr(i, 1, "SetValue");
+        emu::Touch(emu::Issue(emu::kPipeS, "SetValue", site), ub_, a, sizeof(T), true);
         std::memcpy(ub_->data.data() + a, &v, sizeof(T));
         ub_->MarkWritten(a, sizeof(T));
     }
@@ -197,12 +201,46 @@ struct BufferSet {
 
 // As the real header: the depth has no default (TQue<pos, depth>), FreeTensor takes a non-const reference, EnQue
 // returns bool.
+namespace emu_detail {
+// The pipes a queue hands a buffer between (docs/reference/ascendc.md §1.5): the producer writes what it copies in
+// or computes, the consumer reads it. VECIN: MTE2 -> V; VECOUT: V -> MTE3; A1/B1/C1/TSCM (L1): MTE2 -> MTE1;
+// A2/B2 (L0A/L0B): MTE1 -> M; CO1 (L0C): M -> FIX; VECCALC: none (-1). A TQueBind<src, dst> takes the producer of
+// src and the consumer of dst (VECIN -> VECOUT: MTE2 -> MTE3).
+inline int ProducerPipe(TPosition p)
+{
+    switch (p) {
+    case TPosition::VECIN: case TPosition::A1: case TPosition::B1: case TPosition::C1: case TPosition::TSCM: return emu::kPipeMTE2;
+    case TPosition::VECOUT: case TPosition::VECCALC: return emu::kPipeV;
+    case TPosition::A2: case TPosition::B2: case TPosition::C2: return emu::kPipeMTE1;
+    case TPosition::CO1: return emu::kPipeM;
+    default: return -1;
+    }
+}
+inline int ConsumerPipe(TPosition p)
+{
+    switch (p) {
+    case TPosition::VECIN: case TPosition::VECCALC: return emu::kPipeV;
+    case TPosition::VECOUT: return emu::kPipeMTE3;
+    case TPosition::A1: case TPosition::B1: case TPosition::C1: case TPosition::TSCM: return emu::kPipeMTE1;
+    case TPosition::A2: case TPosition::B2: case TPosition::C2: return emu::kPipeM;
+    case TPosition::CO1: return emu::kPipeFIX;
+    default: return -1;
+    }
+}
+}  // namespace emu_detail
+
+// As the real header: the depth has no default (TQue<pos, depth>), FreeTensor takes a non-const reference, EnQue
+// returns bool. The trailing emu::Site parameters are emulation-only (the race detector's statements).
+// Synchronisation (docs/reference/ascendc.md §1.5, §1.6): EnQue hands the producer pipe's work to the consumer
+// pipe at DeQue; FreeTensor hands the consumer's reads back to the producer at the next AllocTensor of the buffer.
 template <TPosition pos, int32_t depth, auto mask = 0>
 class TQue {
 public:
+    TQue() { SetHandOff(pos, pos); }
     template <typename T>
-    LocalTensor<T> AllocTensor()
+    LocalTensor<T> AllocTensor(emu::Site site = emu::Site::Here())
     {
+        (void)site;
         if (set_.offs.empty()) emu::Fault("TQue::AllocTensor on a queue that was not InitBuffer'ed");
         size_t n = set_.offs.size();
         for (size_t k = 0; k < n; ++k) {
@@ -210,6 +248,7 @@ public:
             if (!inUse_[b]) {
                 inUse_[b] = true;
                 next_ = (b + 1) % n;
+                if (prod_ >= 0) emu::JoinToken(prod_, freeTok_[b]);   // WAR: the previous user's reads are done
                 // A fresh allocation holds the previous tile's data on hardware: treat it as undefined.
                 set_.ub->Poison(set_.offs[b], set_.len);
                 return LocalTensor<T>(set_.ub, set_.offs[b], set_.len / sizeof(T), int(b));
@@ -218,31 +257,46 @@ public:
         emu::Fault(emu::Cat("TQue::AllocTensor: all ", n, " buffers are in use (missing FreeTensor; hardware would hang)"));
     }
     template <typename T>
-    bool EnQue(const LocalTensor<T>& t)
+    bool EnQue(const LocalTensor<T>& t, emu::Site site = emu::Site::Here())
     {
+        (void)site;
         CheckOwned(t.Tag(), t.Offset(), "EnQue");
         if (depth > 0 && int32_t(queued_.size()) >= depth)
             emu::Fault(emu::Cat("TQue::EnQue: more than depth=", depth, " tensors enqueued without DeQue"));
         queued_.push_back(t.Tag());
+        if (prod_ >= 0) enqTok_[t.Tag()] = emu::MakeToken(prod_);
         return true;
     }
     template <typename T>
-    LocalTensor<T> DeQue()
+    LocalTensor<T> DeQue(emu::Site site = emu::Site::Here())
     {
+        (void)site;
         if (queued_.empty()) emu::Fault("TQue::DeQue on an empty queue (hardware would hang)");
         int b = queued_.front();
         queued_.pop_front();
+        if (cons_ >= 0) emu::JoinToken(cons_, enqTok_[b]);
         return LocalTensor<T>(set_.ub, set_.offs[b], set_.len / sizeof(T), b);
     }
     template <typename T>
-    void FreeTensor(LocalTensor<T>& t)
+    void FreeTensor(LocalTensor<T>& t, emu::Site site = emu::Site::Here())
     {
+        (void)site;
         CheckOwned(t.Tag(), t.Offset(), "FreeTensor");
         if (!inUse_[t.Tag()]) emu::Fault("TQue::FreeTensor of a buffer that is not allocated (double free)");
         inUse_[t.Tag()] = false;
+        if (cons_ >= 0) freeTok_[t.Tag()] = emu::MakeToken(cons_);
     }
     bool VacantInQue() const { return int32_t(queued_.size()) < (depth > 0 ? depth : 1 << 30); }
     bool HasTensorInQue() const { return !queued_.empty(); }
+
+protected:
+    // Producer and consumer pipes of the hand-off (emu_detail::ProducerPipe / ConsumerPipe); none when equal.
+    void SetHandOff(TPosition src, TPosition dst)
+    {
+        prod_ = emu_detail::ProducerPipe(src);
+        cons_ = emu_detail::ConsumerPipe(dst);
+        if (prod_ == cons_ || prod_ < 0 || cons_ < 0) prod_ = cons_ = -1;
+    }
 
 private:
     friend class TPipe;
@@ -255,10 +309,15 @@ private:
     std::vector<bool> inUse_;
     std::deque<int> queued_;
     size_t next_ = 0;
+    int prod_ = -1, cons_ = -1;
+    std::vector<emu::Token> enqTok_, freeTok_;   // per buffer: the EnQue and FreeTensor hand-offs
 };
 
 template <TPosition pos, TPosition dst, int32_t depth, auto mask = 0>
-class TQueBind : public TQue<pos, depth, mask> {};
+class TQueBind : public TQue<pos, depth, mask> {
+public:
+    TQueBind() { this->SetHandOff(pos, dst); }
+};
 
 template <TPosition pos = TPosition::VECCALC>
 class TBuf {
@@ -358,6 +417,8 @@ public:
         q.inUse_.assign(num, false);
         q.queued_.clear();
         q.next_ = 0;
+        q.enqTok_.assign(num, emu::Token{});
+        q.freeTok_.assign(num, emu::Token{});
         return true;
     }
     template <TPosition pos>

@@ -20,6 +20,11 @@ enum class RoundMode : uint8_t { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL
 
 namespace emu_detail {
 template <typename T> inline float ToF(T v) { return static_cast<float>(v); }
+// Race detector (emu/pipes.h): the V instruction `in` reads / writes n elements of t from element 0.
+template <typename T>
+inline void VRead(const emu::Instr& in, const LocalTensor<T>& t, uint64_t n) { emu::Touch(in, t.Arena(), t.Offset(), n * sizeof(T), false); }
+template <typename T>
+inline void VWrite(const emu::Instr& in, const LocalTensor<T>& t, uint64_t n) { emu::Touch(in, t.Arena(), t.Offset(), n * sizeof(T), true); }
 template <typename T> inline T FromF(float f) { return static_cast<T>(f); }
 template <typename T>
 void CheckOperand(const LocalTensor<T>& t, uint64_t count, const char* what)
@@ -43,12 +48,15 @@ bool AllWritten(const LocalTensor<T>& t, uint64_t n) { return t.Arena()->IsWritt
 constexpr uint64_t kChunk = 256;
 // dst[i] = f(src0[i], src1[i]) computed in float, rounded to T (RNE for half/bf16).
 template <typename T, typename F>
-void Binary(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b, int32_t count, const char* what, F f)
+void Binary(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b, int32_t count, const char* what, F f,
+            const emu::Site& site)
 {
     if (count <= 0) return;
     emu::CountVector(uint64_t(count), sizeof(T), what[0] == 'D' && what[1] == 'i');   // Div is slow
     CheckOperand(dst, count, what); CheckOperand(a, count, what); CheckOperand(b, count, what);
     const uint64_t n = uint64_t(count);
+    const emu::Instr in = emu::Issue(emu::kPipeV, what, site);
+    VRead(in, a, n); VRead(in, b, n); VWrite(in, dst, n);
     if (AllWritten(a, n) && AllWritten(b, n) && SameOrDisjoint(dst, a, n) && SameOrDisjoint(dst, b, n)) {
         T x[kChunk], y[kChunk];
         uint8_t* ad = a.Arena()->data.data() + a.Offset();
@@ -95,12 +103,14 @@ void Lanewise(const LocalTensor<D>& dst, const LocalTensor<S>& a, uint64_t n, F 
     }
 }
 template <typename T, typename F>
-void Unary(const LocalTensor<T>& dst, const LocalTensor<T>& a, int32_t count, const char* what, F f)
+void Unary(const LocalTensor<T>& dst, const LocalTensor<T>& a, int32_t count, const char* what, F f, const emu::Site& site)
 {
     if (count <= 0) return;
     const std::string w(what);
     emu::CountVector(uint64_t(count), sizeof(T), w == "Exp" || w == "Ln" || w == "Sqrt");
     CheckOperand(dst, count, what); CheckOperand(a, count, what);
+    const emu::Instr in = emu::Issue(emu::kPipeV, what, site);
+    VRead(in, a, uint64_t(count)); VWrite(in, dst, uint64_t(count));
     Lanewise(dst, a, uint64_t(count), f);
 }
 template <typename T> inline T Fl(float v) { if constexpr (std::is_integral<T>::value) return static_cast<T>(v); else return T(v); }
@@ -108,12 +118,13 @@ template <typename T> inline T Fl(float v) { if constexpr (std::is_integral<T>::
 
 #define EMU_BINARY(NAME, EXPR)                                                                              \
     template <typename T>                                                                                   \
-    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, int32_t count) \
+    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, int32_t count, \
+              emu::Site site = emu::Site::Here())                                                           \
     {                                                                                                       \
         emu_detail::Binary(dst, src0, src1, count, #NAME, [](T a0, T b0) -> T {                             \
             if constexpr (std::is_integral<T>::value) { T a = a0, b = b0; return static_cast<T>(EXPR); }   \
             else { float a = float(a0), b = float(b0); return T(static_cast<float>(EXPR)); }                \
-        });                                                                                                 \
+        }, site);                                                                                           \
     }
 EMU_BINARY(Add, a + b)
 EMU_BINARY(Sub, a - b)
@@ -125,13 +136,14 @@ EMU_BINARY(Min, a < b ? a : b)
 
 #define EMU_SCALAR(NAME, EXPR)                                                                              \
     template <typename T>                                                                                   \
-    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalar, int32_t count)         \
+    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalar, int32_t count,         \
+              emu::Site site = emu::Site::Here())                                                           \
     {                                                                                                       \
         T s = scalar;                                                                                       \
         emu_detail::Unary(dst, src, count, #NAME, [s](T a0) -> T {                                          \
             if constexpr (std::is_integral<T>::value) { T a = a0, b = s; return static_cast<T>(EXPR); }    \
             else { float a = float(a0), b = float(s); return T(static_cast<float>(EXPR)); }                 \
-        });                                                                                                 \
+        }, site);                                                                                           \
     }
 EMU_SCALAR(Adds, a + b)
 EMU_SCALAR(Muls, a * b)
@@ -141,9 +153,9 @@ EMU_SCALAR(Mins, a < b ? a : b)
 
 #define EMU_UNARY(NAME, EXPR)                                                                               \
     template <typename T>                                                                                   \
-    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, int32_t count)                          \
+    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, int32_t count, emu::Site site = emu::Site::Here()) \
     {                                                                                                       \
-        emu_detail::Unary(dst, src, count, #NAME, [](T a0) -> T { float a = float(a0); return T(static_cast<float>(EXPR)); }); \
+        emu_detail::Unary(dst, src, count, #NAME, [](T a0) -> T { float a = float(a0); return T(static_cast<float>(EXPR)); }, site); \
     }
 EMU_UNARY(Exp, std::exp(a))
 EMU_UNARY(Ln, std::log(a))
@@ -155,11 +167,12 @@ EMU_UNARY(Relu, a > 0.0f ? a : 0.0f)
 #undef EMU_UNARY
 
 template <typename T>
-void Duplicate(const LocalTensor<T>& dst, const T& scalar, int32_t count)
+void Duplicate(const LocalTensor<T>& dst, const T& scalar, int32_t count, emu::Site site = emu::Site::Here())
 {
     if (count <= 0) return;
     emu::CountVector(uint64_t(count), sizeof(T));
     emu_detail::CheckOperand(dst, count, "Duplicate");
+    emu_detail::VWrite(emu::Issue(emu::kPipeV, "Duplicate", site), dst, uint64_t(count));
     uint8_t* d = dst.Arena()->data.data() + dst.Offset();
     for (int32_t i = 0; i < count; ++i) std::memcpy(d + uint64_t(i) * sizeof(T), &scalar, sizeof(T));
     dst.Arena()->MarkWritten(dst.Offset(), uint64_t(count) * sizeof(T));
@@ -226,7 +239,8 @@ D CastOne(S v, RoundMode mode)
 }  // namespace emu_detail
 
 template <typename D, typename S>
-void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode& mode, uint32_t count)
+void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode& mode, uint32_t count,
+          emu::Site site = emu::Site::Here())
 {
     emu::CountVector(count, sizeof(D) > sizeof(S) ? sizeof(D) : sizeof(S));
     constexpr bool sF = std::is_same<S, float>::value, dF = std::is_same<D, float>::value;
@@ -245,6 +259,9 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode&
     if (count == 0) return;
     emu_detail::CheckOperand(dst, count, "Cast");
     emu_detail::CheckOperand(src, count, "Cast");
+    const emu::Instr in = emu::Issue(emu::kPipeV, "Cast", site);
+    emu_detail::VRead(in, src, count);
+    emu_detail::VWrite(in, dst, count);
     emu_detail::Lanewise(dst, src, count, [mode](S v) { return emu_detail::CastOne<D, S>(v, mode); });
 }
 
@@ -252,7 +269,8 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode&
 // the per-repeat sums reduced again the same way (an assumption about hardware order; float accumulation,
 // rounded to T after every add).
 template <typename T>
-void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& tmp, int32_t count)
+void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& tmp, int32_t count,
+               emu::Site site = emu::Site::Here())
 {
     (void)tmp;
     if (count <= 0) return;
@@ -261,6 +279,11 @@ void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
     emu_detail::CheckOperand(src, count, "ReduceSum");
     if (dst.Offset() % sizeof(T)) emu::Fault("ReduceSum: dst not element-aligned");
     dst.Addr(0, 1, "ReduceSum");
+    {
+        const emu::Instr in = emu::Issue(emu::kPipeV, "ReduceSum", site);
+        emu_detail::VRead(in, src, uint64_t(count));
+        emu_detail::VWrite(in, dst, 1);   // tmp: its size is the implementation's (§1.9), not tracked
+    }
     std::vector<T> cur(count);
     const bool ok = emu_detail::AllWritten(src, uint64_t(count));
     std::memcpy(cur.data(), src.Arena()->data.data() + src.Offset(), uint64_t(count) * sizeof(T));
@@ -287,7 +310,7 @@ void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
 // maximum by `>` wins (hardware order unspecified).
 template <typename T>
 void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& sharedTmpBuffer,
-               const int32_t count, bool calIndex = 0)
+               const int32_t count, bool calIndex = 0, emu::Site site = emu::Site::Here())
 {
     static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "ReduceMax: half/float only");
     if (calIndex) emu::Fault("ReduceMax: calIndex = true is not emulated");
@@ -300,6 +323,12 @@ void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
     const uint64_t need = (((uint64_t(count) + perRepeat - 1) / perRepeat) * 2 + perBlock - 1) / perBlock * perBlock;
     sharedTmpBuffer.Addr(0, need, "ReduceMax sharedTmpBuffer");
     dst.Addr(0, 1, "ReduceMax");
+    {
+        const emu::Instr in = emu::Issue(emu::kPipeV, "ReduceMax", site);
+        emu_detail::VRead(in, src, uint64_t(count));
+        emu_detail::VWrite(in, sharedTmpBuffer, need);
+        emu_detail::VWrite(in, dst, 1);
+    }
     const bool ok = emu_detail::AllWritten(src, uint64_t(count));
     bool first = true;
     T best{};
@@ -322,7 +351,7 @@ void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
 // element poisons its dst lane (like every vector op).
 template <typename T>
 void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<uint32_t>& srcOffset,
-            const uint32_t srcBaseAddr, const uint32_t count)
+            const uint32_t srcBaseAddr, const uint32_t count, emu::Site site = emu::Site::Here())
 {
     static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Gather: 16/32-bit element types only");
     if (count == 0) return;
@@ -331,6 +360,8 @@ void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTen
     emu_detail::CheckOperand(srcOffset, count, "Gather");
     src.CheckAligned("Gather");
     const uint64_t dstLo = dst.Offset(), dstHi = dst.Offset() + uint64_t(count) * sizeof(T);
+    const emu::Instr in = emu::Issue(emu::kPipeV, "Gather", site);
+    emu_detail::VRead(in, srcOffset, count);
     std::vector<T> vals(count);
     std::vector<char> good(count);
     for (uint32_t i = 0; i < count; ++i) {
@@ -349,9 +380,11 @@ void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTen
             emu::Fault(emu::Cat("Gather: lane ", i, " reads UB byte ", at, " inside the destination [", dstLo, ", ",
                                 dstHi, ") (in-place gather)"));
         bool ok = true;
+        emu::Touch(in, src.Arena(), at, sizeof(T), false);
         vals[i] = src.Ld(idx, ok);
         good[i] = ok;
     }
+    emu_detail::VWrite(in, dst, count);
     for (uint32_t i = 0; i < count; ++i) dst.St(i, vals[i], good[i] != 0);
 }
 
@@ -363,7 +396,8 @@ struct BrcbRepeatParams {
     BrcbRepeatParams(uint16_t b, uint16_t r) : dstBlkStride(b), dstRepStride(r) {}
 };
 template <typename T>
-void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint8_t repeatTime, const BrcbRepeatParams& p)
+void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint8_t repeatTime, const BrcbRepeatParams& p,
+          emu::Site site = emu::Site::Here())
 {
     static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Brcb: 16/32-bit types only");
     dst.CheckAligned("Brcb");
@@ -371,12 +405,15 @@ void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint8_t repeatTi
     if (dst.Arena() == src.Arena() && dst.Offset() == src.Offset()) emu::Fault("Brcb: src must not alias dst");
     const uint64_t per = 32 / sizeof(T);
     src.Addr(0, uint64_t(repeatTime) * 8, "Brcb");
+    const emu::Instr in = emu::Issue(emu::kPipeV, "Brcb", site);
+    emu_detail::VRead(in, src, uint64_t(repeatTime) * 8);
     for (uint32_t r = 0; r < repeatTime; ++r)
         for (uint32_t j = 0; j < 8; ++j) {
             bool ok = true;
             T v = src.Ld(r * 8 + j, ok);
             uint64_t base = (uint64_t(r) * p.dstRepStride + uint64_t(j) * p.dstBlkStride) * per;
             dst.Addr(base, per, "Brcb");
+            emu::Touch(in, dst.Arena(), dst.Offset() + base * sizeof(T), emu::kBlock, true);
             for (uint64_t k = 0; k < per; ++k) dst.St(base + k, v, ok);
         }
 }

@@ -1,0 +1,303 @@
+// opgen AscendC emulation: pipe asynchrony as a race detector (docs/reference/ascendc.md §1.6, §1.11). Our own
+// code. Every instruction still executes synchronously (the data are computed in program order); what the detector
+// adds is the order the device would NOT guarantee, so a kernel missing a barrier or flag faults although its
+// results here are right.
+//
+// The model, per simulated core (deterministic, independent of thread timing, like a thread sanitizer):
+//  * Every emulated instruction is issued on one pipe (EMU.md "Pipes and races" lists which): the pipe's clock
+//    advances by one per instruction.
+//  * know[p][q] = c: every instruction of pipe q with clock <= c has completed before pipe p's next instruction
+//    starts (a vector clock per pipe).
+//  * Same pipe: MTE1, MTE2, MTE3, M, FIX and S complete in issue order (a queue each; chosen, see EMU.md); V issues
+//    in order but does not complete in order (§1.6), so a V instruction is ordered after an earlier one only
+//    through PipeBarrier<PIPE_V> (or a V_V flag).
+//  * PipeBarrier<P>: know[P][P] = clk[P]; PipeBarrier<PIPE_ALL>: every pipe knows every pipe's clock.
+//  * SetFlag<SRC_DST>(id) records a token = know[SRC] with SRC's own clock; WaitFlag<SRC_DST>(id) consumes it and
+//    joins it into know[DST] (into every pipe when DST is S: the scalar unit stops, so nothing later is issued).
+//    The flag is one bit (§1.6): a second SetFlag before the WaitFlag, a WaitFlag with no SetFlag, and a flag still
+//    set when the kernel returns are faults.
+//  * TQue hand-offs carry the same tokens: EnQue (producer pipe) -> DeQue (consumer pipe), FreeTensor (consumer)
+//    -> the next AllocTensor of that buffer (producer), by queue position (tensor.h, HandOffPipes).
+//  * Scalar reads (GetValue) are synchronous: the scalar unit waits for the value, so nothing issued later can
+//    overtake one; scalar writes (SetValue) are posted and need S_* flags like any other pipe.
+//  * Shadow memory: per 32-byte block of UB / L1 / L0A / L0B / L0C, the last writer (pipe, clock, statement) and
+//    the latest reader of each pipe since. A read races with an unordered earlier write (RAW), a write with an
+//    unordered earlier write (WAW) or read (WAR). Tensors start 32-byte aligned (§1.2), so a block is the finest
+//    unit two instructions can share without touching the same bytes' neighbours; sharing a block is a conflict.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "emu/core.h"
+
+// The detector's functions are out of line ([[gnu::noinline]]): one copy per translation unit instead of one per
+// call site keeps the emitted kernel's compile time (opgen check) close to what it was without the detector.
+namespace emu {
+
+enum PipeIdx : int { kPipeS = 0, kPipeV = 1, kPipeM = 2, kPipeMTE1 = 3, kPipeMTE2 = 4, kPipeMTE3 = 5, kPipeFIX = 6 };
+
+inline const char* PipeLabel(int p)
+{
+    static const char* const n[kPipes] = {"PIPE_S", "PIPE_V", "PIPE_M", "PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3", "PIPE_FIX"};
+    return p >= 0 && p < kPipes ? n[p] : "PIPE_?";
+}
+// HardEvent spelling of a pipe ("MTE2" in MTE2_V).
+inline const char* PipeEventName(int p)
+{
+    static const char* const n[kPipes] = {"S", "V", "M", "MTE1", "MTE2", "MTE3", "FIX"};
+    return p >= 0 && p < kPipes ? n[p] : "?";
+}
+
+// The call site of an emulated instruction: a hidden, emulation-only trailing parameter of the device API,
+// defaulted with the caller's file and line (GCC/Clang __builtin_FILE / __builtin_LINE). It converts from nothing,
+// so no call that the real headers reject compiles here.
+class Site {
+public:
+    static Site Here(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE())
+    {
+        Site s;
+        s.file = file;
+        s.line = line;
+        return s;
+    }
+    const char* file = "?";
+    unsigned line = 0;
+
+private:
+    Site() = default;
+};
+
+// One issued instruction: its pipe (-1: not tracked, outside a launch), clock and statement.
+struct Instr {
+    int pipe = -1;
+    uint32_t clock = 0;
+    int32_t stmt = -1;
+};
+
+inline const char* Basename(const char* f)
+{
+    const char* b = f;
+    for (const char* p = f; *p; ++p)
+        if (*p == '/' || *p == '\\') b = p + 1;
+    return b;
+}
+
+[[gnu::noinline]] inline int32_t InternStmt(PipeState& ps, const char* name, const Site& s, int pipe)
+{
+    PipeState::Key k{s.file, s.line, name};
+    auto it = ps.index.find(k);
+    if (it != ps.index.end()) return it->second;
+    const int32_t id = int32_t(ps.stmts.size());
+    ps.stmts.push_back(Stmt{name, Basename(s.file), s.line, pipe});
+    ps.index.emplace(k, id);
+    return id;
+}
+[[gnu::noinline]] inline std::string StmtText(const PipeState& ps, int32_t id)
+{
+    if (id < 0 || size_t(id) >= ps.stmts.size()) return "?";
+    const Stmt& s = ps.stmts[id];
+    return Cat(s.name, " (", s.file, ":", s.line, ", ", PipeLabel(s.pipe), ")");
+}
+
+// Issues one instruction named `name` on pipe `pipe` (kPipe*) at call site s.
+[[gnu::noinline]] inline Instr Issue(int pipe, const char* name, const Site& s)
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c) return Instr{};
+    PipeState& ps = c->pipes;
+    Instr in;
+    in.pipe = pipe;
+    in.clock = ++ps.clk[pipe];
+    in.stmt = InternStmt(ps, name, s, pipe);
+    return in;
+}
+
+// Whether the instruction of pipe `earlier` with clock `clock` completed before pipe `later`'s current one starts.
+inline bool Ordered(const PipeState& ps, int later, int earlier, uint32_t clock)
+{
+    if (earlier == later) return later != kPipeV || ps.know[kPipeV][kPipeV] >= clock;
+    return ps.know[later][earlier] >= clock;
+}
+
+// The synchronisation that orders an access of pipe `earlier` before one of pipe `later` (docs/reference/ascendc.md §1.6).
+[[gnu::noinline]] inline std::string NeededSync(int earlier, int later)
+{
+    if (earlier == later) return Cat("PipeBarrier<", PipeLabel(later), ">");
+    static const int pairs[][2] = {
+        {kPipeMTE2, kPipeV}, {kPipeV, kPipeMTE2}, {kPipeMTE3, kPipeV}, {kPipeV, kPipeMTE3}, {kPipeMTE2, kPipeMTE3},
+        {kPipeMTE3, kPipeMTE2}, {kPipeS, kPipeV}, {kPipeV, kPipeS}, {kPipeS, kPipeMTE2}, {kPipeMTE2, kPipeS},
+        {kPipeS, kPipeMTE3}, {kPipeMTE3, kPipeS}, {kPipeMTE2, kPipeMTE1}, {kPipeMTE1, kPipeMTE2}, {kPipeMTE1, kPipeM},
+        {kPipeM, kPipeMTE1}, {kPipeM, kPipeFIX}, {kPipeFIX, kPipeM}, {kPipeMTE2, kPipeFIX}, {kPipeFIX, kPipeMTE2},
+        {kPipeFIX, kPipeMTE3}, {kPipeFIX, kPipeS}, {kPipeM, kPipeS}, {kPipeMTE1, kPipeFIX}, {kPipeFIX, kPipeMTE1},
+        {kPipeM, kPipeV}, {kPipeV, kPipeM}, {kPipeMTE3, kPipeMTE1}, {kPipeMTE1, kPipeMTE3}, {kPipeMTE1, kPipeV},
+        {kPipeMTE2, kPipeM}, {kPipeM, kPipeMTE2}, {kPipeV, kPipeMTE1}};
+    for (auto& pr : pairs)
+        if (pr[0] == earlier && pr[1] == later)
+            return Cat("SetFlag/WaitFlag<HardEvent::", PipeEventName(earlier), "_", PipeEventName(later), ">");
+    return "PipeBarrier<PIPE_ALL>";
+}
+
+[[noreturn]] [[gnu::noinline]] inline void Race(const PipeState& ps, const UbArena& a, uint64_t block, const Instr& now, bool nowWrite,
+                              int earlierPipe, const ShadowAccess& e, bool earlierWrite)
+{
+    const char* kind = nowWrite ? (earlierWrite ? "write-after-write" : "write-after-read") : "read-after-write";
+    Fault(Cat("race (", kind, ") on ", a.name, " bytes [", block * kBlock, ", ", (block + 1) * kBlock, "): ",
+              StmtText(ps, now.stmt), nowWrite ? " writes" : " reads", " what ", StmtText(ps, e.stmt),
+              earlierWrite ? " wrote" : " read", " with nothing ordering them: needs ", NeededSync(earlierPipe, now.pipe),
+              " between them (docs/reference/ascendc.md §1.6)"));
+}
+
+// Records instruction `in` reading (write = false) or writing bytes [off, off + n) of on-chip buffer a, checking
+// each touched 32-byte block against its shadow first. Bounds are checked by the caller.
+[[gnu::noinline]] inline void Touch(const Instr& in, UbArena* a, uint64_t off, uint64_t n, bool write)
+{
+    if (in.pipe < 0 || !a || n == 0 || a->shadow.empty()) return;
+    const PipeState& ps = CurrentCorePtr()->pipes;
+    uint64_t b0 = off / kBlock, b1 = (off + n - 1) / kBlock;
+    if (b1 >= a->shadow.size()) b1 = a->shadow.size() - 1;
+    for (uint64_t b = b0; b <= b1; ++b) {
+        BlockShadow& sh = a->shadow[b];
+        if (sh.w.clock && !(sh.wpipe == in.pipe && sh.w.clock == in.clock) && !Ordered(ps, in.pipe, sh.wpipe, sh.w.clock))
+            Race(ps, *a, b, in, write, sh.wpipe, sh.w, true);
+        if (write) {
+            for (int q = 1; q < kPipes; ++q) {   // q = 0 (S): scalar reads are synchronous, never overtaken
+                const ShadowAccess& r = sh.r[q];
+                if (r.clock && !(q == in.pipe && r.clock == in.clock) && !Ordered(ps, in.pipe, q, r.clock))
+                    Race(ps, *a, b, in, write, q, r, false);
+            }
+            sh.w.clock = in.clock;
+            sh.w.stmt = in.stmt;
+            sh.wpipe = int8_t(in.pipe);
+            for (auto& r : sh.r) r = ShadowAccess{};
+        } else {
+            sh.r[in.pipe].clock = in.clock;
+            sh.r[in.pipe].stmt = in.stmt;
+        }
+    }
+}
+// Touch through a LocalTensor's arena (byte offset relative to the arena).
+template <typename L>
+inline void TouchT(const Instr& in, const L& t, uint64_t byteOff, uint64_t n, bool write)
+{
+    Touch(in, t.Arena(), byteOff, n, write);
+}
+
+// A hand-off token: what the producing pipe knew, its own clock included (SetFlag, EnQue, FreeTensor).
+struct Token {
+    bool valid = false;
+    uint32_t t[kPipes] = {};
+};
+[[gnu::noinline]] inline Token MakeToken(int src)
+{
+    Token k;
+    CoreContext* c = CurrentCorePtr();
+    if (!c) return k;
+    const PipeState& ps = c->pipes;
+    k.valid = true;
+    for (int q = 0; q < kPipes; ++q) k.t[q] = ps.know[src][q];
+    k.t[src] = ps.clk[src];
+    return k;
+}
+// Pipe `dst` waits for the token (WaitFlag, DeQue, AllocTensor). A scalar wait stops the issue of everything after.
+[[gnu::noinline]] inline void JoinToken(int dst, const uint32_t* tok)
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c) return;
+    PipeState& ps = c->pipes;
+    for (int p = 0; p < kPipes; ++p) {
+        if (p != dst && dst != kPipeS) continue;
+        for (int q = 0; q < kPipes; ++q)
+            if (tok[q] > ps.know[p][q]) ps.know[p][q] = tok[q];
+    }
+}
+inline void JoinToken(int dst, const Token& k) { if (k.valid) JoinToken(dst, k.t); }
+
+// PipeBarrier<P> (pipe = kPipe*) / PipeBarrier<PIPE_ALL> (pipe = -1).
+[[gnu::noinline]] inline void BarrierOn(int pipe)
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c) return;
+    PipeState& ps = c->pipes;
+    if (pipe >= 0) {
+        ps.know[pipe][pipe] = ps.clk[pipe];
+        return;
+    }
+    for (int p = 0; p < kPipes; ++p)
+        for (int q = 0; q < kPipes; ++q) ps.know[p][q] = ps.clk[q];
+}
+
+// The (src, dst) pipes of AscendC::HardEvent value e, in the enum's order (datacopy.h).
+inline void EventPipes(int e, int& src, int& dst)
+{
+    static const int tab[PipeState::kEvents][2] = {
+        {kPipeMTE2, kPipeV}, {kPipeV, kPipeMTE2}, {kPipeMTE3, kPipeV}, {kPipeV, kPipeMTE3}, {kPipeMTE2, kPipeMTE3},
+        {kPipeMTE3, kPipeMTE2}, {kPipeS, kPipeV}, {kPipeV, kPipeS}, {kPipeS, kPipeMTE2}, {kPipeMTE2, kPipeS},
+        {kPipeS, kPipeMTE3}, {kPipeMTE3, kPipeS}, {kPipeMTE2, kPipeMTE1}, {kPipeMTE1, kPipeMTE2}, {kPipeMTE1, kPipeM},
+        {kPipeM, kPipeMTE1}, {kPipeM, kPipeFIX}, {kPipeFIX, kPipeM}, {kPipeMTE2, kPipeFIX}, {kPipeFIX, kPipeMTE2},
+        {kPipeFIX, kPipeMTE3}, {kPipeFIX, kPipeS}, {kPipeM, kPipeS}, {kPipeMTE1, kPipeFIX}, {kPipeFIX, kPipeMTE1},
+        {kPipeM, kPipeV}, {kPipeV, kPipeM}, {kPipeV, kPipeV}, {kPipeMTE3, kPipeMTE1}, {kPipeMTE1, kPipeMTE3},
+        {kPipeMTE1, kPipeV}, {kPipeMTE2, kPipeM}, {kPipeM, kPipeMTE2}, {kPipeV, kPipeMTE1}, {kPipeFIX, kPipeFIX}};
+    src = tab[e][0];
+    dst = tab[e][1];
+}
+[[gnu::noinline]] inline std::string EventText(int e)
+{
+    int s, d;
+    EventPipes(e, s, d);
+    return Cat("HardEvent::", PipeEventName(s), "_", PipeEventName(d));
+}
+
+// SetFlag<e>(id) at site s: the one-bit flag takes SRC's token; a flag still set is a fault (the set is lost).
+[[gnu::noinline]] inline void FlagSet(int e, int id, const Site& s)
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c) return;
+    PipeState& ps = c->pipes;
+    int src, dst;
+    EventPipes(e, src, dst);
+    PipeState::Flag& f = ps.flags[e][id];
+    const int32_t stmt = InternStmt(ps, "SetFlag", s, src);
+    if (f.set)
+        Fault(Cat("SetFlag<", EventText(e), ">(", id, ") at ", Basename(s.file), ":", s.line,
+                  ": the flag is still set by the SetFlag at ", ps.stmts[f.stmt].file, ":", ps.stmts[f.stmt].line,
+                  " (no WaitFlag consumed it); an event flag is one bit (docs/reference/ascendc.md §1.6), so this set "
+                  "is lost and the second WaitFlag would hang"));
+    const Token k = MakeToken(src);
+    f.set = true;
+    std::memcpy(f.tok, k.t, sizeof f.tok);
+    f.stmt = stmt;
+}
+// WaitFlag<e>(id) at site s: consumes the flag and orders DST after it; no flag to consume is a hang.
+[[gnu::noinline]] inline void FlagWait(int e, int id, const Site& s)
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c) return;
+    PipeState& ps = c->pipes;
+    int src, dst;
+    EventPipes(e, src, dst);
+    PipeState::Flag& f = ps.flags[e][id];
+    if (!f.set)
+        Fault(Cat("WaitFlag<", EventText(e), ">(", id, ") at ", Basename(s.file), ":", s.line,
+                  " has no earlier SetFlag<", EventText(e), ">(", id, ") to consume: PIPE_", PipeEventName(dst),
+                  " would wait forever on the device (docs/reference/ascendc.md §1.6)"));
+    f.set = false;
+    JoinToken(dst, f.tok);
+}
+// At kernel end (emu/launch.h): a flag still set was never waited for (§1.6: SetFlag and WaitFlag pair).
+[[gnu::noinline]] inline void PipesAtKernelEnd()
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c) return;
+    PipeState& ps = c->pipes;
+    for (int e = 0; e < PipeState::kEvents; ++e)
+        for (int id = 0; id < 8; ++id)
+            if (ps.flags[e][id].set) {
+                const Stmt& st = ps.stmts[ps.flags[e][id].stmt];
+                Fault(Cat("SetFlag<", EventText(e), ">(", id, ") at ", st.file, ":", st.line,
+                          " is never consumed by a WaitFlag before the kernel returns: SetFlag and WaitFlag must pair "
+                          "(docs/reference/ascendc.md §1.6; a later kernel on this core would see the flag set)"));
+            }
+}
+
+}  // namespace emu

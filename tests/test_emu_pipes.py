@@ -1,0 +1,281 @@
+"""The emulation's race detector (opgen/emu/include/emu/pipes.h; the model in opgen/emu/include/EMU.md "Pipes and
+races", the rules in docs/reference/ascendc.md §1.5-§1.6).
+
+Two parts:
+- tests/cpp/emu_races.cpp: tiny hand-written kernels, one per rule: dependent vector instructions with and
+  without PipeBarrier<PIPE_V>, a copy-in through a TBuf with and without MTE2_V flags, queue hand-offs that need
+  no flag, V -> S GetValue without V_S, S -> V, a WaitFlag with no SetFlag, a SetFlag never consumed or set twice,
+  MTE3 still reading a tile V overwrites (WAR), the cube chain MTE2 -> MTE1 -> M -> FIX with each link missing.
+  A failing scenario's fault must name both statements by instruction and by the line of the `// @tag` comment
+  that marks them in the source (found here by reading the file, not copied from the emulation).
+- emitted kernels: RmsNorm (examples/specs/rms_norm.py, a rows kernel) generated into a temporary directory and
+  NormRopeConcat (generated/, a head-rows kernel): unmutated they pass `opgen check` (RmsNorm here; NormRopeConcat
+  in tests/test_kernels_nrc.py); with every `PipeBarrier<PIPE_V>();` deleted, or with the MTE2 -> V hand-off of
+  their copy-ins deleted, `check` fails with a race fault naming two statements of the kernel header.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from opgen.check import run_check
+from opgen.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parents[1]
+INC = ROOT / "opgen" / "emu" / "include"
+SRC = ROOT / "tests" / "cpp" / "emu_races.cpp"
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+
+# "race (<kind>) on <buffer> bytes [a, b): <I1> (<file>:<line>, PIPE_X) reads|writes what <I2> (<file>:<line>, PIPE_Y)
+# wrote|read with nothing ordering them: needs <sync>"
+RACE = re.compile(r"race \((?P<kind>[a-z-]+)\) on (?P<buf>\w+) bytes \[(?P<lo>\d+), (?P<hi>\d+)\): "
+                  r"(?P<now>[A-Za-z][\w ()>-]*?) \((?P<nf>[\w.]+):(?P<nl>\d+), (?P<np>PIPE_\w+)\) "
+                  r"(?:reads|writes) what "
+                  r"(?P<then>[A-Za-z][\w ()>-]*?) \((?P<tf>[\w.]+):(?P<tl>\d+), (?P<tp>PIPE_\w+)\) (?:wrote|read) "
+                  r"with nothing ordering them: needs (?P<sync>[^ ]+(?: [^ ]+)?) between them")
+
+
+def tag_line(scenario: str, tag: str) -> int:
+    """1-based line of the first `// @tag` marker after the `s == "scenario"` test in emu_races.cpp."""
+    lines = SRC.read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if f'"{scenario}"' in ln)
+    hits = [i + 1 for i, ln in enumerate(lines) if i > start and re.search(rf"// @{tag}\b", ln)]
+    assert hits, (scenario, tag)
+    return hits[0]
+
+
+@pytest.fixture(scope="module")
+def races(tmp_path_factory):
+    """emu_races.cpp built once for the module (the flags of tests/test_emu.py)."""
+    exe = tmp_path_factory.mktemp("races") / "races"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}", str(SRC), "-o", str(exe)],
+                   check=True, capture_output=True, text=True)
+    return exe
+
+
+def run(exe, name):
+    """Run scenario `name`: (launch ok, fault lines, whole stdout)."""
+    r = subprocess.run([str(exe), name], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ok = re.search(r"^ok (\d)$", r.stdout, re.M)
+    faults = [ln[len("fault "):] for ln in r.stdout.splitlines() if ln.startswith("fault ")]
+    return ok.group(1) == "1", faults, r.stdout
+
+
+PASSING = ["v_dep_barrier", "v_inplace", "tbuf_copyin_flag", "scalar_wait_orders_later", "pipe_all", "mte2_in_order",
+           "queue_pipeline", "queue_bind", "v_s_flag", "s_read_then_v_write", "war_mte3_v_flag", "syncall_barrier",
+           "cube_ok"]
+
+
+@pytest.mark.parametrize("name", PASSING)
+def test_synchronised_kernels_pass(races, name):
+    ok, faults, out = run(races, name)
+    assert ok and not faults, out
+
+
+def test_values_still_computed(races):
+    """The detector only adds checks: results are the program-order ones (v_s_flag reads 5, the cube 16 x 16 x 16
+    ones-matmul gives 16)."""
+    assert "val v 5" in run(races, "v_s_flag")[2]
+    assert "val c0 16" in run(races, "cube_ok")[2]
+
+
+# name: (kind, buffer, later instruction, its tag, earlier instruction, its tag, needed sync)
+RACES = {
+    "v_dep_nobarrier": ("read-after-write", "UB", "Adds", "adds", "Duplicate", "dup", "PipeBarrier<PIPE_V>"),
+    "v_war_nobarrier": ("write-after-read", "UB", "Duplicate", "dup2", "Mul", "mul", "PipeBarrier<PIPE_V>"),
+    "tbuf_copyin_noflag": ("read-after-write", "UB", "Muls", "muls", "DataCopy GM->UB", "copyin",
+                           "SetFlag/WaitFlag<HardEvent::MTE2_V>"),
+    "v_mte3_noflag": ("read-after-write", "UB", "DataCopy UB->GM", "copyout", "Duplicate", "dup",
+                      "SetFlag/WaitFlag<HardEvent::V_MTE3>"),
+    "waw_v_mte2": ("write-after-write", "UB", "DataCopy GM->UB", "copyin", "Duplicate", "dup",
+                   "SetFlag/WaitFlag<HardEvent::V_MTE2>"),
+    "queue_scalar_write": ("read-after-write", "UB", "DataCopy UB->GM", "copyout", "SetValue", "setvalue",
+                           "SetFlag/WaitFlag<HardEvent::S_MTE3>"),
+    "v_s_noflag": ("read-after-write", "UB", "GetValue", "getvalue", "Duplicate", "dup",
+                   "SetFlag/WaitFlag<HardEvent::V_S>"),
+    "s_v_noflag": ("read-after-write", "UB", "Adds", "adds", "SetValue", "setvalue",
+                   "SetFlag/WaitFlag<HardEvent::S_V>"),
+    "war_mte3_v": ("write-after-read", "UB", "Duplicate", "dup", "DataCopy UB->GM", "copyout",
+                   "SetFlag/WaitFlag<HardEvent::MTE3_V>"),
+    "cube_no_mte2_mte1": ("read-after-write", "L1", "LoadData", "loada", "DataCopy(Nd2NzParams)", "nd2nz",
+                          "SetFlag/WaitFlag<HardEvent::MTE2_MTE1>"),
+    "cube_no_mte1_m": ("read-after-write", "L0A", "Mmad", "mmad", "LoadData", "loada",
+                       "SetFlag/WaitFlag<HardEvent::MTE1_M>"),
+    "cube_no_m_fix": ("read-after-write", "L0C", "Fixpipe", "fixpipe", "Mmad", "mmad",
+                      "SetFlag/WaitFlag<HardEvent::M_FIX>"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RACES))
+def test_race_names_both_statements(races, name):
+    kind, buf, now, now_tag, then, then_tag, sync = RACES[name]
+    ok, faults, out = run(races, name)
+    assert not ok and len(faults) == 1, out
+    m = RACE.search(faults[0])
+    assert m, faults[0]
+    assert (m["kind"], m["buf"], m["sync"]) == (kind, buf, sync), faults[0]
+    assert (m["now"], m["nf"], int(m["nl"])) == (now, "emu_races.cpp", tag_line(name, now_tag)), faults[0]
+    assert (m["then"], m["tf"], int(m["tl"])) == (then, "emu_races.cpp", tag_line(name, then_tag)), faults[0]
+    assert int(m["hi"]) - int(m["lo"]) == 32   # the detector's granularity: one 32-byte block
+
+
+def test_wait_without_set_is_a_hang(races):
+    ok, faults, _ = run(races, "wait_without_set")
+    assert not ok
+    line = tag_line("wait_without_set", "wait")
+    assert f"WaitFlag<HardEvent::MTE2_V>(3) at emu_races.cpp:{line} has no earlier SetFlag" in faults[0]
+    assert "PIPE_V would wait forever" in faults[0]
+
+
+def test_unconsumed_set_faults_at_kernel_end(races):
+    ok, faults, _ = run(races, "set_unconsumed")
+    assert not ok
+    line = tag_line("set_unconsumed", "set")
+    assert f"SetFlag<HardEvent::V_MTE3>(4) at emu_races.cpp:{line} is never consumed" in faults[0]
+
+
+def test_second_set_of_a_set_flag(races):
+    ok, faults, _ = run(races, "set_twice")
+    assert not ok
+    first, second = tag_line("set_twice", "set1"), tag_line("set_twice", "set2")
+    assert (f"SetFlag<HardEvent::S_V>(5) at emu_races.cpp:{second}: the flag is still set by the SetFlag at "
+            f"emu_races.cpp:{first}") in faults[0]
+
+
+# ------------------------------------------------------------------ emitted kernels
+
+
+def assert_kernel_race(faults, header: Path):
+    """Some fault is a race naming two statements of `header`, each on a line of it that calls the instruction."""
+    assert faults, "no fault"
+    lines = header.read_text().splitlines()
+    for f in faults:
+        m = RACE.search(f)
+        if not m:
+            continue
+        for name, file, line in ((m["now"], m["nf"], m["nl"]), (m["then"], m["tf"], m["tl"])):
+            assert file == header.name, f
+            call = name.split(" ")[0].split("(")[0]   # "DataCopyPad GM->UB" -> DataCopyPad
+            assert f"{call}(" in lines[int(line) - 1], (f, lines[int(line) - 1])
+        return m
+    raise AssertionError(f"no race fault among {faults}")
+
+
+def mutate(root: Path, snake: str, *, barriers=False, copyin=False) -> Path:
+    """Delete from root/<snake>/op_kernel/<snake>.h every PipeBarrier<PIPE_V>() (barriers) or the MTE2 -> V
+    hand-off of its copy-ins (copyin: the MTE2_V / MTE2_S flag pairs and the VECIN queue positions, a VECCALC queue
+    carrying no synchronisation, docs/reference/ascendc.md §1.5). Returns the header."""
+    h = root / snake / "op_kernel" / f"{snake}.h"
+    text = h.read_text()
+    if barriers:
+        n = text.count("PipeBarrier<PIPE_V>();")
+        text = re.sub(r"[ \t]*PipeBarrier<PIPE_V>\(\);[^\n]*\n", "", text)
+        assert n > 0 and "PipeBarrier<PIPE_V>" not in text
+    if copyin:
+        text, k = re.subn(r"[ \t]*(?:SetFlag|WaitFlag)<HardEvent::MTE2_[VS]>\(\w+\);[^\n]*\n", "", text)
+        text, q = re.subn(r"TQue<(?:TPosition|QuePosition)::VECIN,", "TQue<TPosition::VECCALC,", text)
+        assert k + q > 0
+    h.write_text(text)
+    return h
+
+
+@pytest.fixture(scope="module")
+def rms(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rms")
+    assert cli_main(["generate", str(ROOT / "examples" / "specs" / "rms_norm.py"), "--out", str(d / "gen")]) == 0
+    return d
+
+
+ROW_SPLIT = dict(Bd=(4,), H=256)      # rows resident in UB (strategy 1)
+COL_SPLIT = dict(Bd=(3,), H=65536)    # columns over the cores (strategy 2)
+
+
+def test_rms_norm_unmutated_passes(rms):
+    spec = ROOT / "examples" / "specs" / "rms_norm.py"
+    for dims in (ROW_SPLIT, COL_SPLIT):
+        r = run_check(str(spec), dims=dims, gen_dir=rms / "gen", build_root=rms / "build", progress=False)
+        assert r.passed and not r.faults, r.faults
+
+
+@pytest.mark.parametrize("what", ["barriers", "copyin"])
+def test_rms_norm_mutated_fails_with_a_race(rms, what):
+    gen = rms / what
+    shutil.copytree(rms / "gen", gen)
+    h = mutate(gen, "rms_norm", **{what: True})
+    spec = ROOT / "examples" / "specs" / "rms_norm.py"
+    for dims in (ROW_SPLIT, COL_SPLIT):
+        r = run_check(str(spec), dims=dims, gen_dir=gen, build_root=rms / f"build_{what}", progress=False)
+        assert not r.passed
+        m = assert_kernel_race(r.faults, h)
+        if what == "barriers":
+            assert m["sync"] == "PipeBarrier<PIPE_V>" and m["np"] == m["tp"] == "PIPE_V"
+        else:
+            assert m["tp"] == "PIPE_MTE2" and m["np"] in ("PIPE_V", "PIPE_S"), m.group(0)
+
+
+NRC_DIMS = dict(B=2, Sq=5, Sk=4, N=3, D=34, Seq=3, Sek=2, R=6)
+NRC_ATTRS = dict(norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, is_training=True)
+
+
+@pytest.mark.parametrize("what", ["barriers", "copyin"])
+def test_norm_rope_concat_mutated_fails_with_a_race(tmp_path, what):
+    """The bundled head-rows kernel (unmutated it passes in tests/test_kernels_nrc.py)."""
+    shutil.copytree(ROOT / "generated" / "norm_rope_concat", tmp_path / "gen" / "norm_rope_concat")
+    h = mutate(tmp_path / "gen", "norm_rope_concat", **{what: True})
+    r = run_check("NormRopeConcat", dims=NRC_DIMS, attrs=NRC_ATTRS, dtypes={"T": "float16"}, gen_dir=tmp_path / "gen",
+                  build_root=tmp_path / "build", progress=False)
+    assert not r.passed
+    m = assert_kernel_race(r.faults, h)
+    if what == "copyin":
+        assert m["tp"] == "PIPE_MTE2", m.group(0)
+
+
+@pytest.mark.parametrize("call, compiles", [
+    ("Adds(t, t, 1.0f, 8);", True),
+    ("Adds(t, t, 1.0f, 8, 5);", False),                 # the hidden emu::Site converts from nothing
+    ('DataCopy(t, g, 8, "f.h");', False),
+    ("PipeBarrier<PIPE_V>(0);", False),
+    ("SetFlag<HardEvent::MTE2_V>(0, 1);", False),
+])
+def test_site_parameter_accepts_no_argument(tmp_path, call, compiles):
+    """The call-site parameter added to every device call is emulation-only: a call with an extra argument, which
+    CANN's headers reject, must not compile here either (the fidelity rule of docs/design.md "CPU emulation of the
+    emitted code")."""
+    src = tmp_path / "k.cpp"
+    src.write_text('#include "kernel_operator.h"\nusing namespace AscendC;\n'
+                   "void f(LocalTensor<float>& t, GlobalTensor<float>& g) { (void)g; " + call + " }\n")
+    r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{INC}", str(src)], capture_output=True, text=True)
+    assert (r.returncode == 0) == compiles, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("what", ["barriers", "copyin"])
+def test_nsa_selected_attention_mutated_fails_with_a_race(tmp_path, what):
+    """The bundled attention kernel (mixed AIC/AIV; unmutated it passes in tests/test_kernels_nsa.py): every
+    PipeBarrier<PIPE_V> deleted, or its MTE2 -> V fences (the AIV's workspace tile loads) deleted."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_kernels_nsa import FWD, SMALL, fwd_args, make
+
+    snake = "nsa_selected_attention"
+    shutil.copytree(ROOT / "generated" / snake, tmp_path / "gen" / snake)
+    h = tmp_path / "gen" / snake / "op_kernel" / f"{snake}.h"
+    text = h.read_text()
+    if what == "barriers":
+        text, n = re.subn(r"[ \t]*PipeBarrier<PIPE_V>\(\);[^\n]*\n", "", text)
+    else:
+        text, n = re.subn(r"[ \t]*Fence<HardEvent::MTE2_V>\(\);[^\n]*\n", "", text)
+    assert n > 0
+    h.write_text(text)
+    inputs, attrs = fwd_args(make(SMALL))
+    r = run_check(FWD, inputs, attrs, {"T": SMALL.dtype}, gen_dir=tmp_path / "gen", build_root=tmp_path / "build",
+                  progress=False, timeout=120)
+    assert not r.passed
+    m = assert_kernel_race(r.faults, h)
+    if what == "copyin":
+        assert m["tp"] == "PIPE_MTE2" and m["np"] == "PIPE_V", m.group(0)
