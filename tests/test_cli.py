@@ -127,6 +127,7 @@ def _assert_same_as_python(cli_out, py_out):
 # list / entry points
 # =====================================================================================
 
+@pytest.mark.slow
 def test_list_shows_all_six_ops():
     """`opgen list` exits 0 and names all six OpDefs with their aclnn APIs (docs/design.md "Command line")."""
     p = run("list")
@@ -138,6 +139,7 @@ def test_list_shows_all_six_ops():
     assert p.stderr == ""
 
 
+@pytest.mark.slow
 def test_module_entry_point_matches_console_script():
     """`python -m opgen.cli` works and prints what the venv's `opgen` console script prints."""
     p = run("list", cmd=_MODULE_CMD)
@@ -389,6 +391,7 @@ def test_error_contract(tmp_path, name):
     assert set(os.listdir(tmp_path)) == before          # no partial / temporary output left behind
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["x-shape", "unknown-op"])
 def test_error_contract_of_the_process(tmp_path, name):
     """The same contract as the shell sees it (a real `opgen` process, the in-process runs above check every
@@ -413,6 +416,7 @@ def test_error_in_one_case_does_not_touch_existing_out(tmp_path):
     assert out.read_bytes() == b"previous result"
 
 
+@pytest.mark.slow
 def test_debug_shows_traceback(tmp_path):
     """`opgen --debug interpret ...` on a bad input shows the Python traceback ending in the ValidationError,
     and still writes no output file."""
@@ -427,6 +431,7 @@ def test_debug_shows_traceback(tmp_path):
     assert "Traceback (most recent call last)" in p.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_a_signal_after_the_command_finished_leaves_its_status():
     """The process that is the command (main() without argv) ignores SIGINT/SIGTERM once the command has returned,
     so one arriving while Python shuts down cannot kill it by the signal or interrupt an exit handler; an

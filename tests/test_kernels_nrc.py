@@ -33,7 +33,11 @@ from opgen.passes.pipeline import optimize
 from opgen.passes.select import select_key
 from opgen.registry import load_spec
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+
+
+def needs_gxx(test):
+    """The test builds and runs the emitted C++: skipped without g++, and in the slow tier."""
+    return pytest.mark.slow(pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")(test))
 
 FWD, GRAD = "NormRopeConcat", "NormRopeConcatGrad"
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -174,6 +178,7 @@ def test_counts_are_the_parts_needs():
         assert {k: got[k] for k in want} == want, op
 
 
+@pytest.mark.slow
 def test_every_presence_specialisation_is_the_all_present_program():
     """The kernel runs the all-present program of each attribute combination and skips parts whose optional
     inputs are null: lowering every other presence key gives exactly those parts with the absent dims at 0."""

@@ -43,7 +43,7 @@ from opgen.check import AclnnRejected, KernelTrapped, run_check  # noqa: E402
 from opgen.check.compare import THRESHOLD  # noqa: E402
 from opgen.errors import ValidationError  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")]
 
 FWD, BWD = "NsaSelectedAttention", "NsaSelectedAttentionGrad"
 NP_T = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}

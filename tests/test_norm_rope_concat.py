@@ -606,6 +606,7 @@ BIG_DIMS = "B=1,Sq=4096,Seq=512,Sk=4096,Sek=512,N=24,D=128,R=4608"
 BIG_ATTRS = dict(norm_type=2, norm_added_type=2, rope_type=2, concat_order=1)
 
 
+@pytest.mark.slow
 def test_cli_readme_case_big(tmp_path):
     """README case via the CLI: exit 0, float32 arrays of the right shapes holding bf16 values, matching the oracle."""
     out_p, in_p = tmp_path / "out.npz", tmp_path / "in.npz"

@@ -450,6 +450,7 @@ def test_pipeline_names():
     assert pass_names()[:3] == ["canonicalize", "cse", "dce"]
 
 
+@pytest.mark.slow
 def test_verifier_after_every_pass_on_every_specialisation():
     """run(verify_each=True) verifies after each pass; the optimized graph keeps params and outputs and
     never grows."""
@@ -699,6 +700,7 @@ def _cli(*args):
     return subprocess.run([*OPGEN, *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_graph_text_and_dot():
     p = _cli("graph", "AdaLayerNormGrad", "--present", "gamma,beta")
     assert p.returncode == 0, p.stderr
@@ -716,6 +718,7 @@ def test_cli_graph_text_and_dot():
                                                                 ["actualSeqQLen", "actualSeqKVLlen"]))), locs=True)
 
 
+@pytest.mark.slow
 def test_cli_graph_dump_after():
     """--dump-after prints the IR right after any pass of PIPELINE: the tensor IR after a tensor pass (and the
     launch plan after fuse), the kernel stages' canonical text after a kernel pass (the family and its layout, the

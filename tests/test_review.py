@@ -27,6 +27,8 @@ SPEC = '''"""RowAffine: y = x * gamma * alpha + beta over rows of H (a test oper
 
 from opgen.dsl import A2, OpSpec, bf16, f16, f32
 
+pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
+
 spec = OpSpec("RowAffine", aclnn="aclnnRowAffine", socs=(A2,), round="rint",
               doc="Scale and shift every row.")
 Bd = spec.variadic("Bd", max_rank=4)
