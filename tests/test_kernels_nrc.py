@@ -165,6 +165,7 @@ def test_unsupported_layout_is_an_ir_error():
         classify((Sym("B"), Sym("X"), Sym("Y"), Sym("D")), HeadLayout("B", "N", "D"))
 
 
+@pytest.mark.slow
 def test_counts_are_the_parts_needs():
     """The tiling's HeadCounts: the forward holds 3 fp32 temporaries, 2 table rows (sin, cos), 2 stat outputs (mean,
     rstd); the backward 2 column accumulators per part and 8 accumulated outputs (weight and bias grads of four

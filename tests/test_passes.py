@@ -58,6 +58,7 @@ def _same_bits(a, b) -> bool:
 # ------------------------------------------------------------------------------------------------
 # to_nx / from_nx
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_round_trip_every_spec_graph():
     """from_nx(to_nx(g)) == g (and the same text) for every specialisation of every bundled spec; the
     DiGraph has one node per value and one edge per (operand, user) pair carrying the operand positions."""
@@ -783,6 +784,7 @@ def test_kernel_passes_run_by_the_pass_manager_with_instruments():
         pipeline.KERNEL_PASSES[:] = orig
 
 
+@pytest.mark.slow
 def test_cli_graph_errors_are_one_line():
     for args, msg in ((["NormRopeConcat"], "rope_sin: required"),
                       (["AdaLayerNormGrad", "--present", "x"], "--present: x is a required input"),
@@ -796,6 +798,7 @@ def test_cli_graph_errors_are_one_line():
 # ------------------------------------------------------------------------------------------------
 # random graphs (the IR tests' hypothesis generator)
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_random_graphs_round_trip_and_stay_valid_after_every_pass():
     """Random well-typed graphs (every op, dtype variables, variadic shapes, special float constants,
     params returned directly): to_nx/from_nx is the identity, every pass leaves a valid graph, and the

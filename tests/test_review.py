@@ -21,13 +21,13 @@ import pytest
 
 from opgen.codegen.review import facts_delta, package_facts
 
+pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SPEC = '''"""RowAffine: y = x * gamma * alpha + beta over rows of H (a test operator for opgen diff)."""
 
 from opgen.dsl import A2, OpSpec, bf16, f16, f32
-
-pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
 
 spec = OpSpec("RowAffine", aclnn="aclnnRowAffine", socs=(A2,), round="rint",
               doc="Scale and shift every row.")

@@ -68,3 +68,14 @@ def test_the_fast_tier_is_a_non_empty_part_of_the_full_suite(tiers):
     for heavy in ("test_kernels.py", "test_kernels_nsa.py", "test_examples.py", "test_check.py"):
         assert all_counts.get(heavy) and heavy not in counts, heavy
     assert counts.get("test_tiers.py") == all_counts["test_tiers.py"]
+
+
+def test_ci_runs_the_readmes_test_command_and_the_readme_names_the_fast_tier():
+    """.ci/run holds the README's test command as one line, unchanged; the README names the fast tier's command."""
+    readme = (TESTS.parent / "README.md").read_text()
+    part = readme[readme.index("Install with the test extra"):]
+    blocks = part.split("```bash\n")
+    command, fast = blocks[1].split("\n```")[0].strip(), blocks[2].split("\n```")[0].strip()
+    assert "pip install -e '.[test]'" in command and "-m pytest" in command and "-n auto" in command
+    assert command in (TESTS.parent / ".ci" / "run").read_text().splitlines()
+    assert fast.endswith('-m "not slow"') and "-m pytest" in fast
