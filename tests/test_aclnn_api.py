@@ -18,6 +18,8 @@ import pytest
 from opgen.codegen.model import OpModel
 from opgen.registry import load_spec
 
+pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
+
 T_IN, T_OUT, T_COUT, ARR = "const aclTensor*", "aclTensor*", "const aclTensor*", "const aclIntArray*"
 
 

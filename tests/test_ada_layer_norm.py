@@ -572,6 +572,7 @@ def _opgen():
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "opgen.cli"]
 
 
+@pytest.mark.slow
 def test_cli_readme_case_bf16(tmp_path):
     """README CLI case (Bd=2,S=1024,H=1152, T=bf16): npz outputs meet bf16 MERE/MARE vs the oracle (§5.5, §5.6)."""
     out, saved = tmp_path / "out.npz", tmp_path / "in.npz"

@@ -25,7 +25,7 @@ from opgen.errors import ValidationError
 from opgen.interp import interpret
 from opgen.registry import load_spec
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")]
 
 from test_bad_inputs import CASES, Ctx, build  # noqa: E402  (tests/ is on sys.path under pytest)
 

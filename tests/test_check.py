@@ -51,6 +51,7 @@ OPGEN = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "opgen.cli"]
 DIMS = "Bd=2,S=8,H=24"
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed"),
     pytest.mark.skipif(not (HOST / f"{SNAKE}_tiling.cpp").is_file(), reason="generated/ has no TilingFunc"),
 ]
@@ -369,7 +370,7 @@ def test_asan_variant_builds_and_runs(env):
     assert r.returncode == 0, r.stdout + r.stderr
     js = json.loads(r.stdout)
     assert js["passed"] and js["variant"] == "asan" and js["faults"] == []
-    assert (next(env.build.iterdir()) / "asan" / "check").is_file()
+    assert (next(d for d in env.build.iterdir() if d.name.startswith(SNAKE)) / "asan" / "check").is_file()
 
 
 # ---- broken stand-ins ---------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ from opgen.check import compare_output, run_check  # noqa: E402
 from opgen.check.compare import THRESHOLD, mere_mare, small_value_failure  # noqa: E402
 from opgen.errors import OpgenError  # noqa: E402
 
+pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
+
 GXX = shutil.which("g++")
 needs_gxx = pytest.mark.skipif(GXX is None, reason="g++ not installed")
 TH16, TH32 = 2.0**-10, 2.0**-13

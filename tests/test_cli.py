@@ -7,8 +7,11 @@ The round trips compare the CLI's output file with `interpret(...)` called in-pr
 arrays: a consistency check of the CLI plumbing (npz loading, attribute/dtype parsing, float32
 writing), not of the numerics, which other test files check against independent oracles.
 
-The CLI runs as a subprocess: the `opgen` console script when it is on PATH, else
-`python -m opgen.cli` with this interpreter (both entry points are checked to agree).
+The commands run in this process (tests/inproc.py: `opgen.cli.main(argv)` with stdout and stderr captured):
+a child process would prove nothing more about parsing, the exit status main() returns or the files written.
+Real processes are kept where the process is the point: the `opgen` console script and `python -m opgen.cli`
+(both entry points are checked to agree), the error contract as the shell sees it (exit status, the one stderr
+line), the interpreter's traceback under --debug, and signals after the command returned.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from inproc import cli as opgen
 from opgen.interp import interpret
 
 SIX_OPS = {
@@ -40,7 +44,7 @@ OPGEN = [_SCRIPT] if _SCRIPT else _MODULE_CMD
 
 
 def run(*args, cmd=None, cwd=None):
-    """Run the CLI; returns the CompletedProcess (text mode)."""
+    """Run the CLI as a child process; returns the CompletedProcess (text mode)."""
     return subprocess.run([*(cmd or OPGEN), *map(str, args)], capture_output=True, text=True, timeout=120,
                           cwd=cwd)
 
@@ -123,6 +127,7 @@ def _assert_same_as_python(cli_out, py_out):
 # list / entry points
 # =====================================================================================
 
+@pytest.mark.slow
 def test_list_shows_all_six_ops():
     """`opgen list` exits 0 and names all six OpDefs with their aclnn APIs (docs/design.md "Command line")."""
     p = run("list")
@@ -134,6 +139,7 @@ def test_list_shows_all_six_ops():
     assert p.stderr == ""
 
 
+@pytest.mark.slow
 def test_module_entry_point_matches_console_script():
     """`python -m opgen.cli` works and prints what the venv's `opgen` console script prints."""
     p = run("list", cmd=_MODULE_CMD)
@@ -157,7 +163,7 @@ def test_roundtrip_bf16_as_float32_absent_optionals(tmp_path):
     attrs = {"norm_type": 1, "norm_added_type": 0, "rope_type": 2, "concat_order": 1, "eps": 0.001,
              "is_training": True}
     _save(tmp_path / "in.npz", inputs)
-    p = run("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
+    p = opgen("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
             "--dtype", "T=bfloat16", *_attr_args(attrs))
     assert p.returncode == 0, p.stderr
     cli = _load(tmp_path / "out.npz")
@@ -173,7 +179,7 @@ def test_roundtrip_native_bf16_npz(tmp_path):
     inputs = {k: v.astype(ml_dtypes.bfloat16) for k, v in nrc_inputs(seed=5).items()}
     attrs = {"rope_type": 1}
     _save(tmp_path / "in.npz", inputs)
-    p = run("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
+    p = opgen("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
             *_attr_args(attrs))
     assert p.returncode == 0, p.stderr
     _assert_same_as_python(_load(tmp_path / "out.npz"), interpret("NormRopeConcat", inputs, attrs))
@@ -183,7 +189,7 @@ def test_roundtrip_fp16_with_fp32_weight_dtype_and_absent_gamma_beta(tmp_path):
     """AdaLayerNormGrad T=float16, U=float32 via two --dtype flags, gamma/beta not in the npz: same as Python."""
     inputs = ada_grad_inputs(with_affine=False)
     _save(tmp_path / "in.npz", inputs)
-    p = run("interpret", "AdaLayerNormGrad", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
+    p = opgen("interpret", "AdaLayerNormGrad", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
             "--dtype", "T=float16", "--dtype", "U=float32")
     assert p.returncode == 0, p.stderr
     py = interpret("AdaLayerNormGrad", dict(inputs), {}, {"T": "float16", "U": "float32"})
@@ -198,13 +204,13 @@ def test_roundtrip_exact_mode_with_int_inputs(tmp_path):
     _save(tmp_path / "in.npz", inputs)
     args = ["interpret", "NsaSelectedAttention", "--inputs", tmp_path / "in.npz", "--dtype", "T=float16",
             *_attr_args(NSA_ATTRS)]
-    p = run(*args, "--out", tmp_path / "exact.npz", "--mode", "exact")
+    p = opgen(*args, "--out", tmp_path / "exact.npz", "--mode", "exact")
     assert p.returncode == 0, p.stderr
     py = interpret("NsaSelectedAttention", dict(inputs), NSA_ATTRS, {"T": "float16"}, mode="exact")
     assert py["attention_out"].dtype == np.float64
     cli_exact = _load(tmp_path / "exact.npz")
     _assert_same_as_python(cli_exact, py)
-    q = run(*args, "--out", tmp_path / "device.npz")
+    q = opgen(*args, "--out", tmp_path / "device.npz")
     assert q.returncode == 0, q.stderr
     cli_dev = _load(tmp_path / "device.npz")
     _assert_same_as_python(cli_dev, interpret("NsaSelectedAttention", dict(inputs), NSA_ATTRS, {"T": "float16"}))
@@ -216,7 +222,7 @@ def test_roundtrip_exact_mode_with_int_inputs(tmp_path):
 def test_attr_bool_parsing(tmp_path, text, expected):
     """--attr is_training=<text>: true/True/1 add the mean/rstd outputs, false/0 do not (docs/reference/norm_rope_concat.md §1.5)."""
     _save(tmp_path / "in.npz", nrc_inputs())
-    p = run("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
+    p = opgen("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
             "--attr", "norm_type=1", "--attr", f"is_training={text}")
     assert p.returncode == 0, p.stderr
     names = set(_load(tmp_path / "out.npz"))
@@ -229,7 +235,7 @@ def test_attr_float_and_int_parsing(tmp_path):
     the default eps, and norm_type=1 differs from norm_type=0 (a parse that dropped them would not)."""
     inputs = nrc_inputs(seed=3)
     _save(tmp_path / "in.npz", inputs)
-    p = run("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
+    p = opgen("interpret", "NormRopeConcat", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "out.npz",
             "--attr", "eps=0.5", "--attr", "norm_type=1", "--attr", "rope_type=1")
     assert p.returncode == 0, p.stderr
     cli = _load(tmp_path / "out.npz")
@@ -372,7 +378,7 @@ def test_error_contract(tmp_path, name):
     args = make(tmp_path)
     before = set(os.listdir(tmp_path))
     out = tmp_path / "out.npz"
-    p = run("interpret", *args, "--out", out)
+    p = opgen("interpret", *args, "--out", out)
     assert p.returncode == 2, (p.returncode, p.stderr)
     lines = p.stderr.splitlines()
     assert len(lines) == 1, p.stderr
@@ -385,16 +391,32 @@ def test_error_contract(tmp_path, name):
     assert set(os.listdir(tmp_path)) == before          # no partial / temporary output left behind
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["x-shape", "unknown-op"])
+def test_error_contract_of_the_process(tmp_path, name):
+    """The same contract as the shell sees it (a real `opgen` process, the in-process runs above check every
+    error): exit status 2, one stderr line "opgen: error: ...", nothing on stdout, no --out file."""
+    make, phrases = ERRORS[name]
+    out = tmp_path / "out.npz"
+    p = run("interpret", *make(tmp_path), "--out", out)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("opgen: error: "), p.stderr
+    assert all(ph in lines[0] for ph in phrases), lines[0]
+    assert p.stdout == "" and not out.exists()
+
+
 def test_error_in_one_case_does_not_touch_existing_out(tmp_path):
     """A failing run leaves an existing --out file byte-for-byte unchanged (atomic write)."""
     out = tmp_path / "out.npz"
     out.write_bytes(b"previous result")
     args = _err_ada_bad_x_shape(tmp_path)
-    p = run("interpret", *args, "--out", out)
+    p = opgen("interpret", *args, "--out", out)
     assert p.returncode == 2
     assert out.read_bytes() == b"previous result"
 
 
+@pytest.mark.slow
 def test_debug_shows_traceback(tmp_path):
     """`opgen --debug interpret ...` on a bad input shows the Python traceback ending in the ValidationError,
     and still writes no output file."""
@@ -409,6 +431,7 @@ def test_debug_shows_traceback(tmp_path):
     assert "Traceback (most recent call last)" in p.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_a_signal_after_the_command_finished_leaves_its_status():
     """The process that is the command (main() without argv) ignores SIGINT/SIGTERM once the command has returned,
     so one arriving while Python shuts down cannot kill it by the signal or interrupt an exit handler; an

@@ -47,6 +47,8 @@ from opgen.ir.dims import eval_shape, shape_str
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.registry import all_specs, load_spec
 
+pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
+
 ROOT = Path(__file__).resolve().parent.parent
 EMU_INCLUDE = ROOT / "opgen" / "emu" / "include"  # host stubs: one set for every emitted host file
 HARNESS = ROOT / "opgen" / "check" / "cpp"  # the aclnn case runner's reader (runtime.cpp / runtime.h)

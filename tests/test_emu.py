@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 INC = ROOT / "opgen" / "emu" / "include"
 CPP = Path(__file__).resolve().parent / "cpp"
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")]
 
 BASE = ["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", "-Wno-unused-but-set-variable", f"-I{INC}"]
 SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 INC = ROOT / "opgen" / "emu" / "include"
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")]
 
 KERNEL_HEAD = '#include "kernel_operator.h"\nusing namespace AscendC;\n'
 

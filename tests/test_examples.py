@@ -24,7 +24,7 @@ import pytest
 
 from opgen.check import run_check
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")]
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples" / "specs"

@@ -76,6 +76,7 @@ def _(b, lhs, rhs):
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(UNSUPPORTED))
 def test_a_pattern_no_family_covers_fails_cleanly(name, tmp_path):
     """generate, check and graph --stage tiled|kernel exit 2 with one line naming the op, the IR value, the spec
@@ -157,6 +158,7 @@ def _snake(op):
     return op_snake(op)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", sorted(RENAMES))
 def test_renaming_dims_inputs_and_dtype_variables_gives_the_same_kernel(op, tmp_path):
     """A copy of a bundled spec whose dims, inputs and dtype variables are renamed lowers through the same family to
@@ -337,6 +339,7 @@ def test_a_dim_only_in_an_affine_shape_is_bound_from_the_array(tmp_path):
     assert "GetDimNum() - 1) / 2" in infer
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_the_aclnn_layer_binds_and_checks_the_affine_dim(tmp_path):
     """The emitted aclnn layer binds H from x's last dim (BindAffine) and rejects an odd one with 161002 and the
@@ -352,6 +355,7 @@ def test_the_aclnn_layer_binds_and_checks_the_affine_dim(tmp_path):
     assert "not 2 * H for any whole H" in str(e.value)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_concat_along_an_outer_axis_is_addressing(tmp_path):
     """A concat of inputs along the outermost axis (batches of two tensors) runs as a piecewise GM view: every

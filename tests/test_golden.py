@@ -35,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from oracles import norm_rope_concat_fwd  # noqa: E402
 
+pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
+
 EXAMPLES = ROOT / "examples" / "specs"
 
 DRIVER = textwrap.dedent('''

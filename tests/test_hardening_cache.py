@@ -20,6 +20,8 @@ from opgen.codegen import cache
 from opgen.codegen.writer import safe_relpath, write_package
 from opgen.errors import OpgenError
 
+pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
+
 ROOT = Path(__file__).resolve().parent.parent
 GELU = ROOT / "examples" / "specs" / "gelu.py"
 

@@ -23,6 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from processes import procs_mentioning  # noqa: E402
 
+pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
+
 ROOT = Path(__file__).resolve().parent.parent
 GELU = ROOT / "examples" / "specs" / "gelu.py"
 

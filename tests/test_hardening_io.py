@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
+
 ROOT = Path(__file__).resolve().parent.parent
 GELU = ROOT / "examples" / "specs" / "gelu.py"
 

@@ -56,6 +56,7 @@ PAYLOADS = [
 
 # ---- escaping functions -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.skipif(GXX is None, reason="needs g++")
 def test_cpp_string_and_comment_compile(tmp_path):
     """One C++ program: every payload as a string literal (its bytes checked against the text's UTF-8 bytes) and
@@ -200,6 +201,7 @@ def test_keyword_hint_is_valid(tmp_path):
     _load(tmp_path, inp="newValue")
 
 
+@pytest.mark.slow
 def test_hostile_op_name_through_cli(tmp_path):
     p = tmp_path / "spec.py"
     p.write_text(SPEC.format(**{**BASE, "op": "Evil\n"}))
@@ -262,6 +264,7 @@ def test_hostile_golden_imports(hostile_package, tmp_path):
                                   "op_host/hostile_op_def.cpp", "op_host/hostile_op_tiling.cpp",
                                   "op_host/hostile_op_infershape.cpp", "op_kernel/hostile_op.cpp",
                                   "examples/test_aclnn_hostile_op.cpp"])
+@pytest.mark.slow
 def test_hostile_cpp_compiles(hostile_package, tmp_path, path):
     for rel, text in hostile_package.items():
         f = tmp_path / "pkg" / rel

@@ -358,6 +358,7 @@ _HYP = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCh
                                                   HealthCheck.filter_too_much])
 
 
+@pytest.mark.slow
 @settings(max_examples=150, **_HYP)
 @given(graphs())
 def test_random_graph_round_trip(g):
@@ -487,6 +488,7 @@ def test_verifier_rejects_non_integer_attributes_with_irerror(case):
         verify(g)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", SPEC_OPS)
 def test_every_spec_graph_round_trips(op):
     """Every specialisation graph of each bundled spec verifies and round-trips through its text form."""

@@ -25,7 +25,7 @@ import pytest
 from opgen.check import AclnnRejected, run_check
 from opgen.platforms import PLATFORMS
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")]
 
 DTYPES = [{"T": "float32", "U": "float32"}, {"T": "float16", "U": "float16"}, {"T": "float16", "U": "float32"},
           {"T": "bfloat16", "U": "bfloat16"}, {"T": "bfloat16", "U": "float32"}]

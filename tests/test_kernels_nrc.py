@@ -33,7 +33,11 @@ from opgen.passes.pipeline import optimize
 from opgen.passes.select import select_key
 from opgen.registry import load_spec
 
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+
+
+def needs_gxx(test):
+    """The test builds and runs the emitted C++: skipped without g++, and in the slow tier."""
+    return pytest.mark.slow(pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")(test))
 
 FWD, GRAD = "NormRopeConcat", "NormRopeConcatGrad"
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -161,6 +165,7 @@ def test_unsupported_layout_is_an_ir_error():
         classify((Sym("B"), Sym("X"), Sym("Y"), Sym("D")), HeadLayout("B", "N", "D"))
 
 
+@pytest.mark.slow
 def test_counts_are_the_parts_needs():
     """The tiling's HeadCounts: the forward holds 3 fp32 temporaries, 2 table rows (sin, cos), 2 stat outputs (mean,
     rstd); the backward 2 column accumulators per part and 8 accumulated outputs (weight and bias grads of four
@@ -174,6 +179,7 @@ def test_counts_are_the_parts_needs():
         assert {k: got[k] for k in want} == want, op
 
 
+@pytest.mark.slow
 def test_every_presence_specialisation_is_the_all_present_program():
     """The kernel runs the all-present program of each attribute combination and skips parts whose optional
     inputs are null: lowering every other presence key gives exactly those parts with the absent dims at 0."""

@@ -43,7 +43,7 @@ from opgen.check import AclnnRejected, KernelTrapped, run_check  # noqa: E402
 from opgen.check.compare import THRESHOLD  # noqa: E402
 from opgen.errors import ValidationError  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")]
 
 FWD, BWD = "NsaSelectedAttention", "NsaSelectedAttentionGrad"
 NP_T = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -599,9 +599,9 @@ def test_fixpipe_output_must_be_rounded_to_nearest_even(tmp_path):
 def test_graph_stage_kernel_prints_the_nsa_program():
     """`opgen graph --stage kernel` prints the lowered NSA program: the cube phases, the flags, the vector stage
     and the final pass (opgen/kernel/nsa.py)."""
-    exe = os.path.join(os.path.dirname(sys.executable), "opgen")
-    p = subprocess.run([exe, "graph", BWD, "--stage", "kernel", "--present", "actualSeqQLen,actualSeqKVLlen",
-                        "--attr", "sparseMode=2"], capture_output=True, text=True, timeout=120)
+    from inproc import cli
+
+    p = cli("graph", BWD, "--stage", "kernel", "--present", "actualSeqQLen,actualSeqKVLlen", "--attr", "sparseMode=2")
     assert p.returncode == 0, p.stderr
     out = p.stdout
     for frag in ("nsa_kernel NsaSelectedAttentionGrad KERNEL_TYPE_MIX_AIC_1_2", "mmad.NT(heads:query, gather:key)",

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ["rms_norm", "swiglu", "modulate", "geglu"]
 CANN_KERNEL_HEADERS = {"kernel_operator.h"}
 
-pytestmark = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")]
 
 # Stand-ins of the repositories' CMake functions: the globs of docs/reference/ops_package.md §2-3, recorded.
 COMMON = r'''

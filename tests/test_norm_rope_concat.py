@@ -15,7 +15,6 @@ precision standard (tests/precision.py) against the same float64 goldens.
 from __future__ import annotations
 
 import itertools
-import subprocess
 import sys
 import time
 import zlib
@@ -27,6 +26,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from covering import pairwise, uncovered  # noqa: E402
+from inproc import cli  # noqa: E402
 from oracles import norm_rope_concat_fwd, norm_rope_concat_grad, norm_rope_concat_grad_autograd  # noqa: E402
 from precision import assert_cann_precision, assert_cann_precision_small_values, mere_mare  # noqa: E402
 
@@ -44,12 +45,34 @@ EXACT_RTOL = 1e-9
 # norm_type x norm_added_type x rope_type x concat_order (54) and x is_training (108)
 BWD_COMBOS = list(itertools.product(range(3), range(3), range(3), range(2)))
 FWD_COMBOS = [c + (t,) for c in BWD_COMBOS for t in (False, True)]
+ATTR_NAMES = ("norm_type", "norm_added_type", "rope_type", "concat_order", "is_training")
+
+
+def _rows(n_attrs, must):
+    """(dtype, combination) pairs of a covering array of strength 2 (tests/covering.py) over the dtype and the
+    first `n_attrs` attributes: every pair of values of any two of them (so every single value, every dtype)
+    at least once, with the `must` rows (dtype, combination) kept. The full products run in the sweeps below
+    (every combination once; every dtype x every backward combination in the autograd and chain tests)."""
+    factors = {"dtype": DTYPES, **{a: sorted({c[k] for c in FWD_COMBOS}) for k, a in enumerate(ATTR_NAMES[:n_attrs])}}
+    rows = pairwise(factors, must=[dict(zip(factors, (d, *c))) for d, c in must])
+    return [(r["dtype"], tuple(r[a] for a in ATTR_NAMES[:n_attrs])) for r in rows]
+
+
+# the README case (norm types 2, rope 2, concat 1, bf16) and the all-off combination (no norm, no rope)
+BWD_ROWS = _rows(4, [("bfloat16", (2, 2, 2, 1)), ("float32", (0, 0, 0, 0))])
+FWD_ROWS = _rows(5, [("bfloat16", (2, 2, 2, 1, True)), ("float32", (0, 0, 0, 0, False)),
+                     ("float16", (1, 1, 1, 0, False))])
 
 
 def _cid(c):
     """Readable pytest id of an attribute combination."""
     s = f"n{c[0]}a{c[1]}r{c[2]}o{c[3]}"
     return s + (("-train" if c[4] else "-inf") if len(c) > 4 else "")
+
+
+def _rid(row):
+    """Readable pytest id of a (dtype, combination) row."""
+    return f"{row[0]}-{_cid(row[1])}"
 
 
 # Shape cases (B, N, D, Sq, Sk, Seq, Sek) plus the rule choosing R from SQ = Sq+Seq, SK = Sk+Sek:
@@ -211,12 +234,37 @@ def test_specialisations_cover_attribute_grid():
     assert bwd == set(BWD_COMBOS)
 
 
+def test_case_rows_cover_every_pair_of_attribute_values():
+    """The matrices below run a covering array: every pair of (dtype, attribute) values at least once, the named
+    cases kept, and the forward rows use the non-default eps too (_fwd_attrs)."""
+    for rows, n in ((BWD_ROWS, 4), (FWD_ROWS, 5)):
+        factors = {"dtype": DTYPES, **{a: sorted({c[k] for c in FWD_COMBOS}) for k, a in enumerate(ATTR_NAMES[:n])}}
+        dicts = [dict(zip(factors, (d, *c))) for d, c in rows]
+        assert not uncovered(dicts, factors)
+        assert len(rows) < len(DTYPES) * len(BWD_COMBOS) / 4
+    assert ("bfloat16", (2, 2, 2, 1)) in BWD_ROWS and ("bfloat16", (2, 2, 2, 1, True)) in FWD_ROWS
+    assert {"eps" in _fwd_attrs(c) for _, c in FWD_ROWS} == {True, False}
+
+
+def test_every_combination_once_exact_vs_oracle():
+    """Every specialisation (108 forward, 54 backward attribute combinations), the dtype rotating, on one shape with
+    both encoders: exact mode equals the float64 oracle to 1e-9 (the matrices run a covering array of them)."""
+    for n, combo in enumerate(FWD_COMBOS):
+        attrs, inputs = _fwd_case("s1", "both", combo, DTYPES[n % 3])
+        out = interpret(FWD, inputs, attrs, mode="exact")
+        _assert_exact(out, _fwd_gold(inputs, attrs), f"forward {_cid(combo)}")
+    for n, combo in enumerate(BWD_COMBOS):
+        attrs, inputs = _bwd_case("d34", "q_only", combo, DTYPES[n % 3])
+        out = interpret(BWD, inputs, attrs, mode="exact")
+        _assert_exact(out, norm_rope_concat_grad(**inputs, **attrs), f"backward {_cid(combo)}")
+        _assert_absent_encoder_zeros(out, inputs, attrs, f"backward {_cid(combo)}")
+
+
 # =====================================================================================
 # 1. Backward, exact mode vs torch autograd oracles (§2, §2.1, §2.3)
 # =====================================================================================
 
-@pytest.mark.parametrize("combo", BWD_COMBOS, ids=_cid)
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype,combo", BWD_ROWS, ids=[_rid(r) for r in BWD_ROWS])
 def test_backward_exact_vs_oracle_given_stats(dtype, combo):
     """§2: exact-mode NormRopeConcatGrad equals the autograd oracle at the provided stats to 1e-9."""
     for shape, enc in EXACT_CASES:
@@ -237,8 +285,7 @@ def _structured_rows(rng, shape):
     return m + a * z, m, 1.0 / a
 
 
-@pytest.mark.parametrize("combo", BWD_COMBOS, ids=_cid)
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype,combo", BWD_ROWS, ids=[_rid(r) for r in BWD_ROWS])
 def test_backward_exact_vs_autograd_true_layernorm(dtype, combo):
     """§2 step 3: given the exact stats of x, exact mode equals LayerNorm autograd (stats from x, eps 0) to 1e-9."""
     nt, nat = combo[0], combo[1]
@@ -285,8 +332,7 @@ def test_backward_exact_vs_autograd_random_stats_from_x(dtype):
 # 2. Backward, device mode within CANN's precision standard (§1.4, §2 step 4)
 # =====================================================================================
 
-@pytest.mark.parametrize("combo", BWD_COMBOS, ids=_cid)
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype,combo", BWD_ROWS, ids=[_rid(r) for r in BWD_ROWS])
 def test_backward_device_precision(dtype, combo):
     """§2/§1.4: device grads have the grad dtype (weights too) and meet CANN's limits vs the float64 oracle."""
     for shape, enc in BWD_DEVICE_CASES:
@@ -388,8 +434,7 @@ def test_backward_bias_grad_sum_exact_tie_rounds_away(dtype, h):
 # 3. Forward vs oracle (§1.1-1.5)
 # =====================================================================================
 
-@pytest.mark.parametrize("combo", FWD_COMBOS, ids=_cid)
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype,combo", FWD_ROWS, ids=[_rid(r) for r in FWD_ROWS])
 def test_forward_exact_vs_oracle(dtype, combo):
     """§1: exact-mode NormRopeConcat equals the float64 oracle to 1e-9; stats exist iff is_training and type 1/2."""
     for shape, enc in EXACT_CASES:
@@ -398,8 +443,7 @@ def test_forward_exact_vs_oracle(dtype, combo):
         _assert_exact(out, _fwd_gold(inputs, attrs), f"{shape}/{enc}")
 
 
-@pytest.mark.parametrize("combo", FWD_COMBOS, ids=_cid)
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype,combo", FWD_ROWS, ids=[_rid(r) for r in FWD_ROWS])
 def test_forward_device_precision(dtype, combo):
     """§1.4/§1.5: device outputs in dtype T (stats fp32) meet CANN's limits vs the float64 oracle."""
     for shape, enc in FWD_DEVICE_CASES:
@@ -546,9 +590,8 @@ def test_chain_forward_stats_into_backward_device(dtype):
 def test_cli_backward_dims_without_encoders(tmp_path):
     """§2.3: `opgen interpret NormRopeConcatGrad --dims` without Seq/Sek (null encoders) succeeds."""
     out_p = tmp_path / "o.npz"
-    cmd = [str(Path(sys.executable).with_name("opgen")), "interpret", BWD, "--dims", "B=1,Sq=4,Sk=3,N=2,D=8,R=3",
-           "--attr", "norm_type=1", "--attr", "rope_type=1", "--out", str(out_p), "-q"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    res = cli("interpret", BWD, "--dims", "B=1,Sq=4,Sk=3,N=2,D=8,R=3", "--attr", "norm_type=1", "--attr",
+              "rope_type=1", "--out", out_p, "-q")
     assert res.returncode == 0, res.stderr
     with np.load(out_p) as z:
         assert set(z.files) == {"grad_query", "grad_key", "grad_value"}
@@ -563,15 +606,16 @@ BIG_DIMS = "B=1,Sq=4096,Seq=512,Sk=4096,Sek=512,N=24,D=128,R=4608"
 BIG_ATTRS = dict(norm_type=2, norm_added_type=2, rope_type=2, concat_order=1)
 
 
+@pytest.mark.slow
 def test_cli_readme_case_big(tmp_path):
     """README case via the CLI: exit 0, float32 arrays of the right shapes holding bf16 values, matching the oracle."""
     out_p, in_p = tmp_path / "out.npz", tmp_path / "in.npz"
-    cmd = [str(Path(sys.executable).with_name("opgen")), "interpret", BWD, "--dims", BIG_DIMS,
-           "--dtype", "T=bfloat16", "--out", str(out_p), "--save-inputs", str(in_p), "-q"]
+    cmd = ["interpret", BWD, "--dims", BIG_DIMS, "--dtype", "T=bfloat16", "--out", str(out_p), "--save-inputs",
+           str(in_p), "-q"]
     for k, v in BIG_ATTRS.items():
         cmd += ["--attr", f"{k}={v}"]
     t0 = time.time()
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    res = cli(*cmd)
     elapsed = time.time() - t0
     assert res.returncode == 0, res.stderr
     print(f"\nCLI README case: {elapsed:.1f} s")

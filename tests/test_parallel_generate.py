@@ -165,6 +165,7 @@ def test_evolve_keeps_the_checks_of_a_class_with_post_init():
         evolve(_Checked(1), a=-1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_an_interrupted_parallel_generate_leaves_no_worker(tmp_path, sig):
     """The signal is sent once the run reports its first rendering step (--progress: one line per step in a pipe)

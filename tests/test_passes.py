@@ -58,6 +58,7 @@ def _same_bits(a, b) -> bool:
 # ------------------------------------------------------------------------------------------------
 # to_nx / from_nx
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_round_trip_every_spec_graph():
     """from_nx(to_nx(g)) == g (and the same text) for every specialisation of every bundled spec; the
     DiGraph has one node per value and one edge per (operand, user) pair carrying the operand positions."""
@@ -450,6 +451,7 @@ def test_pipeline_names():
     assert pass_names()[:3] == ["canonicalize", "cse", "dce"]
 
 
+@pytest.mark.slow
 def test_verifier_after_every_pass_on_every_specialisation():
     """run(verify_each=True) verifies after each pass; the optimized graph keeps params and outputs and
     never grows."""
@@ -699,6 +701,7 @@ def _cli(*args):
     return subprocess.run([*OPGEN, *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_graph_text_and_dot():
     p = _cli("graph", "AdaLayerNormGrad", "--present", "gamma,beta")
     assert p.returncode == 0, p.stderr
@@ -716,6 +719,7 @@ def test_cli_graph_text_and_dot():
                                                                 ["actualSeqQLen", "actualSeqKVLlen"]))), locs=True)
 
 
+@pytest.mark.slow
 def test_cli_graph_dump_after():
     """--dump-after prints the IR right after any pass of PIPELINE: the tensor IR after a tensor pass (and the
     launch plan after fuse), the kernel stages' canonical text after a kernel pass (the family and its layout, the
@@ -780,6 +784,7 @@ def test_kernel_passes_run_by_the_pass_manager_with_instruments():
         pipeline.KERNEL_PASSES[:] = orig
 
 
+@pytest.mark.slow
 def test_cli_graph_errors_are_one_line():
     for args, msg in ((["NormRopeConcat"], "rope_sin: required"),
                       (["AdaLayerNormGrad", "--present", "x"], "--present: x is a required input"),
@@ -793,6 +798,7 @@ def test_cli_graph_errors_are_one_line():
 # ------------------------------------------------------------------------------------------------
 # random graphs (the IR tests' hypothesis generator)
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_random_graphs_round_trip_and_stay_valid_after_every_pass():
     """Random well-typed graphs (every op, dtype variables, variadic shapes, special float constants,
     params returned directly): to_nx/from_nx is the identity, every pass leaves a valid graph, and the

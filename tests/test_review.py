@@ -21,6 +21,8 @@ import pytest
 
 from opgen.codegen.review import facts_delta, package_facts
 
+pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SPEC = '''"""RowAffine: y = x * gamma * alpha + beta over rows of H (a test operator for opgen diff)."""

@@ -163,6 +163,7 @@ def test_bf16_all_midpoints(mode):
     _check(_with_neighbours(mids), DType.bf16, mode)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_bf16_selected_binades_dense(mode):
     """Every 7th float32 value of a few whole binades (subnormal, around 1, the top binade incl. overflow) round

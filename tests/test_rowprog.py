@@ -95,6 +95,7 @@ def test_printer_is_canonical_and_shows_phases():
     assert "gm in x: T row at x[r * H]" in a and "gm in scale: T brow at scale[a0 * H]" in a
 
 
+@pytest.mark.slow
 def test_cli_stage_kernel():
     r = subprocess.run([sys.executable, "-m", "opgen.cli", "graph", "AdaLayerNormGrad", "--stage", "kernel",
                         "--present", "gamma"], capture_output=True, text=True)

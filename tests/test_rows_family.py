@@ -245,6 +245,7 @@ def _(b, cls, x, y):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_concat_pieces_by_position_and_column_sums_at_an_offset(tmp_path):
     """A concat along axis 1 of an extent-1 piece (a CLS row [B, 1, H]), [B, S, H] and a piece whose batch and
@@ -271,6 +272,7 @@ def test_concat_pieces_by_position_and_column_sums_at_an_offset(tmp_path):
     assert all(r.gm[k].read == a.nbytes for k, a in ins.items())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_int32_rows_and_an_optional_batch_row(opt_int, tmp_path):
     """An int32 row input cast to fp32 in UB, and an optional per-batch shift: both specialisations run the one

@@ -91,6 +91,7 @@ def test_declared_names_read_without_running(tmp_path):
     assert declared_names(tmp_path / "broken.py") == frozenset()
 
 
+@pytest.mark.slow
 def test_interpreting_one_op_never_executes_another_spec(tmp_path):
     specs = tmp_path / "specs"
     specs.mkdir()

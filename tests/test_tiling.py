@@ -22,7 +22,7 @@ from opgen.tiling.emit import SYS_WORKSPACE_BYTES, emit_tiling, evaluate
 ROOT = Path(__file__).resolve().parent.parent
 CANN = {DType.f32: 0, DType.f16: 1, DType.bf16: 27, DType.i32: 3, DType.i64: 9, DType.bool: 12, DType.u8: 4}
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the emitted tiling")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the emitted tiling")]
 
 
 @pytest.fixture(scope="module")
@@ -338,6 +338,7 @@ UB_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 @pytest.mark.parametrize("case", UB_CASES, ids=lambda c: f"{c[0]}-{'x'.join(str(v) for v in c[1].values())}")
 def test_the_kernel_allocates_the_buffer_plan(case):

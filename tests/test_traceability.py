@@ -25,6 +25,8 @@ from opgen.ir import parse_graph, print_graph
 from opgen.ir.locs import safe_loc, spec_comment
 from opgen.registry import load_spec
 
+pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
+
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = Path(__file__).resolve().parent / "trace_norm.py"
 SPEC_COMMENT = re.compile(r"//\s*spec:\s*(\S.*?)\s*$")

@@ -34,6 +34,7 @@ STUBS = Path(__file__).resolve().parent / "stubs"
 NEEDED = ["asc-devkit", "asc-tools", "metadef", "opbase", "ge", "runtime", "ops-nn", "libboundscheck"]
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed"),
     pytest.mark.skipif(not all((SRC / d).is_dir() for d in NEEDED), reason=f"CANN sources not under {SRC}"),
 ]

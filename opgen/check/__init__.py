@@ -8,7 +8,8 @@ kernels (declared with OpSpec.gm_reference) get it reported next to the counted 
 Modules: compare (CANN precision metrics and the per-output verdict), aclnn (the aclnn case runner that
 judges bad inputs first), driver (per-op launch driver source), caseio (case file, report, outputs),
 build (ninja build directory per op), run (run_check, CheckResult), report (human output).
-C++ support files: cpp/check_driver.h (launch driver), cpp/runtime.cpp/.h (aclnn case reader).
+C++ support files: cpp/check_driver.h (launch driver; cpp/check_main.cpp/.h compile its Main once for every op),
+cpp/runtime.cpp/.h (aclnn case reader).
 
 Python API: `run_check(op, inputs, attrs, dtypes, dims=..., soc=..., asan=..., gen_dir=...) -> CheckResult`.
 """

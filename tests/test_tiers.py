@@ -1,0 +1,81 @@
+"""The two tiers of the test suite (README "Set up"): the full suite (`pytest`) and the fast tier
+(`pytest -m "not slow"`, the tests that neither build C++ nor run many processes). One collection in this process
+(`pytest --collect-only -m "not slow"` through pytest.main, no test runs) gives both: the fast tier is what it
+selects, the full suite that plus what the marker deselected. The fast tier is not empty and leaves the heavy
+files out; every test file collects tests in the full suite (an import error would lose it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+class _Collector:
+    """pytest plugin recording the selected and deselected test ids and the collection errors."""
+
+    def __init__(self):
+        self.selected: list[str] = []
+        self.deselected: list[str] = []
+        self.errors: list[str] = []
+
+    def pytest_deselected(self, items):
+        self.deselected += [it.nodeid for it in items]
+
+    def pytest_collection_finish(self, session):
+        self.selected = [it.nodeid for it in session.items]
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.errors.append(report.nodeid)
+
+
+def _files(ids) -> dict:
+    """{test file name: number of ids in it}."""
+    out: dict[str, int] = {}
+    for i in ids:
+        name = Path(i.split("::", 1)[0]).name
+        out[name] = out.get(name, 0) + 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiers():
+    """(full suite ids, fast tier ids, collection errors)."""
+    c = _Collector()
+    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-m", "not slow",
+                        str(TESTS)], plugins=[c])
+    assert code == pytest.ExitCode.OK, code
+    return c.selected + c.deselected, c.selected, c.errors
+
+
+def test_every_test_file_has_tests_in_the_full_suite(tiers):
+    full, _, errors = tiers
+    assert not errors, errors
+    counts = _files(full)
+    assert [p.name for p in sorted(TESTS.glob("test_*.py")) if not counts.get(p.name)] == []
+    assert len(set(full)) == len(full) > 500
+
+
+def test_the_fast_tier_is_a_non_empty_part_of_the_full_suite(tiers):
+    full, fast, _ = tiers
+    assert fast and len(fast) < len(full)
+    counts, all_counts = _files(fast), _files(full)
+    # a real choice: most files keep tests in it, the heaviest are out of it, this test is in it
+    assert len(counts) >= len(all_counts) // 2, sorted(counts)
+    for heavy in ("test_kernels.py", "test_kernels_nsa.py", "test_examples.py", "test_check.py"):
+        assert all_counts.get(heavy) and heavy not in counts, heavy
+    assert counts.get("test_tiers.py") == all_counts["test_tiers.py"]
+
+
+def test_ci_runs_the_readmes_test_command_and_the_readme_names_the_fast_tier():
+    """.ci/run holds the README's test command as one line, unchanged; the README names the fast tier's command."""
+    readme = (TESTS.parent / "README.md").read_text()
+    part = readme[readme.index("Install with the test extra"):]
+    blocks = part.split("```bash\n")
+    command, fast = blocks[1].split("\n```")[0].strip(), blocks[2].split("\n```")[0].strip()
+    assert "pip install -e '.[test]'" in command and "-m pytest" in command and "-n auto" in command
+    assert command in (TESTS.parent / ".ci" / "run").read_text().splitlines()
+    assert fast.endswith('-m "not slow"') and "-m pytest" in fast
