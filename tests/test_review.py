@@ -167,7 +167,7 @@ def test_facts_of_a_bundled_package_are_read_from_its_text():
     assert f["tiling key"]["ADA_LAYER_NORM_V2_TILING_KEY_A0_D1_S2"] == "12"
     assert f["OpDef"]["attribute epsilon"] == "AttrType(OPTIONAL).Float(1e-05)"
     assert f["SoC"] == {"ascend910b": "", "ascend910_93": ""}   # present, no value
-    assert f["blockDim"]["blockDim"] == "((strategy == 1) ? rowCores : colCores)"
+    assert f["blockDim"]["blockDim"] == "(strategy == 1) ? rowCores : colCores"   # printed simplified
     sig = f["aclnn signature"]["aclnnAdaLayerNormV2GetWorkspaceSize"].split(", ")
     assert sig[:3] == ["const aclTensor* x", "const aclTensor* scale", "const aclTensor* shift"]
     assert sig[-2:] == ["uint64_t* workspaceSize", "aclOpExecutor** executor"]
