@@ -244,6 +244,29 @@ def test_rev_shows_a_template_edit_in_every_file_it_emits(scratch):
         tpl.write_text(before)
 
 
+def test_rev_matches_traces_by_the_statement_they_trace(scratch):
+    """A line inserted at the top of a spec moves every traced statement one line down and changes none: no trace
+    hunks (a count on standard error), and with --traces the traces one line down (docs/design.md "Reviewing
+    generated code")."""
+    spec = scratch / "examples" / "specs" / "rms_norm.py"
+    before = spec.read_text()
+    try:
+        spec.write_text("# one line inserted above everything\n" + before)
+        r = _opgen("diff", "--rev", "HEAD", "examples/specs/rms_norm.py", cwd=scratch, code_root=scratch)
+        # what is left is the provenance record: its digest of the spec bytes, which did change
+        assert re.findall(r"^\+\+\+ b/(\S+)$", r.stdout, re.M) == ["rms_norm/opgen_package.json"], r.stdout[-2000:]
+        assert [x for x in r.stdout.splitlines() if x[:1] in "+-" and x[:3] not in ("+++", "---")
+                and '"spec_digest"' not in x] == []
+        assert "only in `// spec:` trace line numbers" in r.stderr
+        r = _opgen("diff", "--rev", "HEAD", "examples/specs/rms_norm.py", "--traces", cwd=scratch, code_root=scratch)
+        assert r.returncode == 1
+        minus = [int(n) for n in re.findall(r"^-.*// spec: rms_norm\.py:(\d+)$", r.stdout, re.M)]
+        plus = [int(n) for n in re.findall(r"^\+.*// spec: rms_norm\.py:(\d+)$", r.stdout, re.M)]
+        assert minus and [n + 1 for n in minus] == plus
+    finally:
+        spec.write_text(before)
+
+
 def test_rev_errors_are_exit_2(scratch, tmp_path):
     r = _opgen("diff", "--rev", "no-such-rev", cwd=scratch, code_root=scratch)
     assert r.returncode == 2 and r.stderr.strip() == f"opgen: error: --rev: unknown revision 'no-such-rev' in {scratch}"
