@@ -9,7 +9,7 @@ GM           GM bytes counted by the emulation over the minimum: AdaLayerNormGra
              and its device-mode interpretation is timed on its own (time_interp)
 STARTUP      `opgen interpret` as a whole process vs a NumPy-only script with the same npz I/O (numpy_ada_grad)
 NSA_GM       the NSA pair next to the gather minimum (`gather_min_bytes`) and the reference's CANN estimate
-QUICK        the rows of EMU_TIME, GM, NSA_GM and NSA_RUNS that `opgen bench --quick` keeps, and the op it generates
+QUICK        the rows of INTERP, EMU_TIME, GM, NSA_GM and NSA_RUNS that `opgen bench --quick` keeps, and the op it generates
 CHECK        `opgen check` (build cached) vs `opgen interpret` of the same case as whole processes, and check's peak
              resident memory over the inputs and outputs
 """
@@ -234,8 +234,10 @@ CHECK = dict(  # `opgen check` vs `opgen interpret` as whole processes (opgen.be
 
 
 QUICK = dict(  # `opgen bench --quick`: which rows of the tables above a smoke run keeps (each at its quick size)
+    # the NSA NumPy reference alone takes 6-12 s at any quick size the 16 x 64 selected keys allow
+    interp=["AdaLayerNormGrad x[2,1024,1152] bf16", "NormRopeConcatGrad Flux B=1 S=4096+512 N=24 D=128 bf16"],
     emu_time=["AdaLayerNormGrad DiT [2, 1024, 1152] bf16"],
-    gm=["H=1152, 4096 rows", "RmsNorm [4096, 4096] bf16"],   # two emulation builds, shared with emu_time and CHECK
+    gm=["H=1152, 4096 rows"],   # one emulation build, shared with emu_time (CHECK builds RmsNorm's)
     nsa_gm=[],   # the NSA kernels' builds alone exceed the smoke run's budget; their interpreter is in INTERP
     nsa_runs=[],
     generate=["specs/ada_layer_norm_v2.py"],   # `opgen generate` of one op (paths from the project root)
