@@ -9,6 +9,7 @@ GM           GM bytes counted by the emulation over the minimum: AdaLayerNormGra
              and its device-mode interpretation is timed on its own (time_interp)
 STARTUP      `opgen interpret` as a whole process vs a NumPy-only script with the same npz I/O (numpy_ada_grad)
 NSA_GM       the NSA pair next to the gather minimum (`gather_min_bytes`) and the reference's CANN estimate
+QUICK        the rows of INTERP, EMU_TIME, GM, NSA_GM and NSA_RUNS that `opgen bench --quick` keeps, and the op it generates
 CHECK        `opgen check` (build cached) vs `opgen interpret` of the same case as whole processes, and check's peak
              resident memory over the inputs and outputs
 """
@@ -158,7 +159,7 @@ STARTUP = dict(  # the whole-process `opgen interpret` case (opgen.bench.startup
 INTERP_QUICK = {  # smoke-run sizes (`--quick`)
     "AdaLayerNormGrad": {"Bd": (2,), "S": 64, "H": 1152},
     "NormRopeConcatGrad": {"B": 1, "Sq": 256, "Seq": 32, "Sk": 256, "Sek": 32, "N": 24, "D": 128, "R": 288},
-    "NsaSelectedAttentionGrad": {**NSA_DIMS, "T1": 64, "T2": 2048, "Bn": 2},
+    "NsaSelectedAttentionGrad": {**NSA_DIMS, "T1": 16, "T2": 2048, "Bn": 2},   # T2: 2 batches x the 16 x 64 keys
 }
 
 
@@ -230,3 +231,14 @@ def gather_min_bytes(backward: bool, dims: dict, t_bytes: int = 2) -> int:
 CHECK = dict(  # `opgen check` vs `opgen interpret` as whole processes (opgen.bench.check): a 4096 x 4096 bf16 row norm
     spec="examples/specs/rms_norm.py", dims={"Bd": (4096,), "H": 4096}, quick_dims={"Bd": (256,), "H": 4096},
     dtypes={"T": "bfloat16"})
+
+
+QUICK = dict(  # `opgen bench --quick`: which rows of the tables above a smoke run keeps (each at its quick size)
+    # the NSA NumPy reference alone takes 6-12 s at any quick size the 16 x 64 selected keys allow
+    interp=["AdaLayerNormGrad x[2,1024,1152] bf16", "NormRopeConcatGrad Flux B=1 S=4096+512 N=24 D=128 bf16"],
+    emu_time=["AdaLayerNormGrad DiT [2, 1024, 1152] bf16"],
+    gm=["H=1152, 4096 rows"],   # one emulation build, shared with emu_time (CHECK builds RmsNorm's)
+    nsa_gm=[],   # the NSA kernels' builds alone exceed the smoke run's budget; their interpreter is in INTERP
+    nsa_runs=[],
+    generate=["specs/ada_layer_norm_v2.py"],   # `opgen generate` of one op (paths from the project root)
+)

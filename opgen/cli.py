@@ -8,9 +8,9 @@
                    [--dump-after PASS]
     opgen generate [OP...] [--out DIR]
     opgen diff [OP...] [--out DIR] [--stat] [--color [auto|always|never]]
-    opgen diff OLD_SPEC NEW_SPEC [--stat]
-    opgen diff --rev REV [OP...] [--stat]
-    opgen bench [--repeat N] [--quick] [--json] [--out DIR]
+    opgen diff OLD_SPEC NEW_SPEC [--stat] [--traces]
+    opgen diff --rev REV [OP...] [--stat] [--traces]
+    opgen bench [--repeat N] [--quick] [--only PHASE,...] [--json] [--out DIR]
     opgen check OP (--inputs in.npz | --dims B=2,S=128 [--seed N]) [--out out.npz] [--attr k=v]...
                 [--dtype T=bfloat16]... [--present NAME,...] [--soc ascend910b1] [--asan] [--deterministic] [--json]
                 [--gen-dir DIR]
@@ -378,31 +378,41 @@ def _spec_sources(ops):
     return _specs_for(ops) if ops else spec_files()
 
 
+def quick_out_dir() -> Path:
+    """Where `opgen bench --quick` writes without --out: bench/quick/ at the project root (ignored by git), never
+    bench/results/ (the committed figures of record; README "Benchmarks")."""
+    return Path(__file__).resolve().parent.parent / "bench" / "quick"
+
+
 def cmd_bench(args) -> int:
-    """`opgen bench [--repeat N] [--quick] [--json] [--out DIR]`: run every benchmark (opgen.bench) side by side
-    and write results.json, README.md (the table) and PNG plots to DIR (default bench/results); --json prints
-    the results object instead of the table."""
+    """`opgen bench [--repeat N] [--quick] [--only PHASE,...] [--json] [--out DIR]`: run every benchmark (opgen.bench)
+    side by side and write results.json, README.md (the table) and PNG plots to DIR (default bench/results; with
+    --quick bench/quick, see quick_out_dir). One line per phase on standard error as it starts and ends (elapsed
+    seconds); results.json and README.md are rewritten after each phase, so an interrupted run keeps what it
+    measured. --json prints the results object instead of the table."""
     import json
+    import time
 
     from opgen.bench import run_all
-    from opgen.bench.report import markdown, write
+    from opgen.bench.report import markdown, write, write_partial
 
-    cmd = "opgen bench" + (f" --repeat {args.repeat}" if args.repeat != 3 else "") + (" --quick" if args.quick else "")
-    from opgen.progress import Progress
-
-    progress = Progress("opgen bench", args.progress or None)
-    try:
-        res = run_all(args.repeat, args.quick, cmd, progress=progress.step)
-    finally:
-        progress.done()
+    repeat = args.repeat if args.repeat is not None else (1 if args.quick else 3)
+    only = [x for part in (args.only or []) for x in part.split(",") if x]
+    cmd = "opgen bench" + (f" --repeat {args.repeat}" if args.repeat is not None else "") + \
+        (" --quick" if args.quick else "") + (f" --only {','.join(only)}" if only else "")
     if args.out:
         out = Path(args.out)
     elif args.quick:   # a smoke run never overwrites the committed figures of record
-        import tempfile
-
-        out = Path(tempfile.mkdtemp(prefix="opgen-bench-quick-"))
+        out = quick_out_dir()
     else:
         out = Path(__file__).resolve().parent.parent / "bench" / "results"
+    t0 = time.monotonic()
+
+    def phase_line(text):
+        print(f"opgen bench: {text} (elapsed {time.monotonic() - t0:.1f} s)", file=sys.stderr, flush=True)
+
+    res = run_all(repeat, args.quick, cmd, progress=phase_line, only=only or None,
+                  on_phase=lambda r: write_partial(r, out))
     written = write(res, out)
     if args.json:
         print(json.dumps(res, indent=1, sort_keys=True, default=str))
@@ -447,19 +457,29 @@ def cmd_diff(args) -> int:
     opgen diff --rev REV [OP...]        the packages opgen and the specs at git revision REV emit (that
                                         revision's own code, opgen.codegen.revision) against the work tree's
     --stat: per op and file the lines added/removed and what changed in substance; --color auto|always|never.
+    The two review forms (two specs, --rev) compare `// spec: file.py:N` traces by the statement they trace
+    (opgen.codegen.review), so lines that only moved show no hunks; --traces compares the exact text. The first
+    form (the CI staleness check) always compares the exact bytes: a stale trace in generated/ is a difference.
     Raises OpgenError (exit 2): unknown revision, a spec that does not load (its one-line error), bad usage."""
     from opgen.codegen import generate_all, default_out_dir, diff_ops, op_snake
     from opgen.codegen import review
 
     color = _use_color(args.color)
+    sources = None   # None: exact text; (old, new) spec sources: traces compared by statement
     if args.rev is not None:
         if args.out:
             raise OpgenError("--rev: compares two revisions' output; --out (a directory to compare) does not apply")
         from opgen.codegen.revision import packages_at
 
-        commit, old = packages_at(args.rev, args.op)
+        old_src: dict = {}
+        commit, old = packages_at(args.rev, args.op, sources=old_src)
         new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op), jobs=args.jobs)}
         pairs = review.pair_trees(old, new)
+        if not args.traces:
+            from opgen.registry import specs_dir
+
+            new_paths = [*sorted(specs_dir().glob("*.py")), *(Path(o) for o in args.op if Path(o).is_file())]
+            sources = (old_src, review.spec_sources(new_paths))
         labels = f"a/ = {args.rev} ({commit[:12]}), b/ = the work tree"
     elif _spec_pair(args.op) and not args.out:
         import shutil
@@ -480,6 +500,8 @@ def cmd_diff(args) -> int:
                 shutil.copyfile(helper, Path(td) / helper.name)
             (a_name, a_files), (b_name, b_files) = generate_all([str(copy), args.op[1]], jobs=args.jobs)
             names = [(spec_path(load_spec(str(copy))), copy.name), (spec_path(new_spec), Path(new_spec.file).name)]
+            if not args.traces:   # each side's traces resolved against its own spec text
+                sources = (review.spec_sources([copy]), review.spec_sources([Path(new_spec.file)]))
         a_files = review.align_spec_names(a_files, names[0], names[1])
         from opgen.codegen.provenance import RECORD
 
@@ -505,15 +527,19 @@ def cmd_diff(args) -> int:
         old = {d: on_disk.get(d, {}) for d in new}
         pairs = review.pair_trees(old, new)
         labels = f"a/ = {out}, b/ = a fresh generate"
-    differs = any(o != n for _a, _b, o, n in pairs)
+    differs = review.pairs_differ(pairs, sources)
     if args.stat:
-        text = review.stat_pairs(pairs)
+        text = review.stat_pairs(pairs, sources)
         sys.stdout.write(f"# {labels}\n" + (review.colorize_stat(text) if color else text))
     elif differs:
-        text = review.diff_pairs(pairs)
+        text = review.diff_pairs(pairs, sources)
         sys.stdout.write(review.colorize_diff(text) if color else text)
     else:
         print(f"opgen diff: no differences ({labels})", file=sys.stderr)
+    hidden = review.trace_only_files(pairs, sources) if sources is not None else 0
+    if hidden and not args.stat:
+        print(f"opgen diff: {hidden} file{'s differ' if hidden != 1 else ' differs'} only in `// spec:` trace line "
+              f"numbers (not shown; --traces shows them)", file=sys.stderr)
     return 1 if differs else 0
 
 
@@ -633,17 +659,24 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--stat", action="store_true", help="per op and file the lines added/removed, and what changed "
                     "in substance: OpDef, tiling keys, tiling-data fields, buffer plan, blockDim, aclnn signature "
                     "and checks")
+    dp.add_argument("--traces", action="store_true", help="two specs or --rev: also show changes of `// spec:` "
+                    "traces whose traced statement did not change (only moved lines); default: traces are matched by "
+                    "the statement they trace. Comparing a directory (the first form) is always exact")
     dp.add_argument("--color", nargs="?", const="always", default="auto", choices=("auto", "always", "never"),
                     help="colour the output (default auto: when standard output is a terminal)")
     _jobs_option(dp)
     dp.set_defaults(fn=cmd_diff)
     bp = sub.add_parser("bench", help="run the benchmarks side by side; write results.json, a markdown table and "
                                       "PNG plots")
-    bp.add_argument("--repeat", type=int, default=3, help="runs per timed figure (median; default 3)")
-    bp.add_argument("--quick", action="store_true", help="smaller cases: a smoke run, not the figures of record")
+    bp.add_argument("--repeat", type=int, default=None, help="runs per timed figure (median; default 3, with "
+                    "--quick 1)")
+    bp.add_argument("--quick", action="store_true", help="small sizes, one run, fewer workloads (bench/workloads.py "
+                    "QUICK): a smoke run, not the figures of record; written to bench/quick/")
+    bp.add_argument("--only", action="append", metavar="PHASE,...", help="run only these phases (interp, startup, "
+                    "generate, emu, check; repeatable)")
     bp.add_argument("--json", action="store_true", help="print the results object instead of the table")
     bp.add_argument("--out", help="directory for the report (default: bench/results at the project root; with "
-                    "--quick a new scratch directory, so a smoke run never overwrites the committed results)")
+                    "--quick bench/quick, so a smoke run never overwrites the committed results)")
     bp.set_defaults(fn=cmd_bench)
     from opgen.platforms import DEFAULT, PLATFORMS
 

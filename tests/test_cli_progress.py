@@ -86,13 +86,15 @@ def test_bench_quick_never_writes_the_committed_results(tmp_path, monkeypatch):
     before = {p: p.stat().st_mtime_ns for p in results.rglob("*") if p.is_file()}
     seen = {}
 
-    def fake_run_all(repeat, quick, command, progress=None):
+    def fake_run_all(repeat, quick, command, progress=None, **kw):
         seen["quick"] = quick
         return {"command": command, "repeat": repeat, "quick": quick, "machine": {}}
 
     monkeypatch.setattr(bench, "run_all", fake_run_all)
+    monkeypatch.setattr(cli, "quick_out_dir", lambda: tmp_path / "quick")
     args = cli.build_parser().parse_args(["bench", "--quick", "--repeat", "1"])
     assert cli.cmd_bench(args) == 0 and seen["quick"] is True
+    assert (tmp_path / "quick" / "results.json").is_file()
     assert {p: p.stat().st_mtime_ns for p in results.rglob("*") if p.is_file()} == before
     args = cli.build_parser().parse_args(["bench", "--quick", "--out", str(tmp_path / "r")])
     assert cli.cmd_bench(args) == 0 and (tmp_path / "r" / "results.json").is_file()

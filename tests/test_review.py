@@ -169,7 +169,7 @@ def test_facts_of_a_bundled_package_are_read_from_its_text():
     assert f["tiling key"]["ADA_LAYER_NORM_V2_TILING_KEY_A0_D1_S2"] == "12"
     assert f["OpDef"]["attribute epsilon"] == "AttrType(OPTIONAL).Float(1e-05)"
     assert f["SoC"] == {"ascend910b": "", "ascend910_93": ""}   # present, no value
-    assert f["blockDim"]["blockDim"] == "((strategy == 1) ? rowCores : colCores)"
+    assert f["blockDim"]["blockDim"] == "(strategy == 1) ? rowCores : colCores"   # printed simplified
     sig = f["aclnn signature"]["aclnnAdaLayerNormV2GetWorkspaceSize"].split(", ")
     assert sig[:3] == ["const aclTensor* x", "const aclTensor* scale", "const aclTensor* shift"]
     assert sig[-2:] == ["uint64_t* workspaceSize", "aclOpExecutor** executor"]
@@ -244,6 +244,29 @@ def test_rev_shows_a_template_edit_in_every_file_it_emits(scratch):
         if "reviewed" in _git(scratch, "log", "-1", "--format=%s"):
             _git(scratch, "reset", "-q", "--hard", "HEAD~1")
         tpl.write_text(before)
+
+
+def test_rev_matches_traces_by_the_statement_they_trace(scratch):
+    """A line inserted at the top of a spec moves every traced statement one line down and changes none: no trace
+    hunks (a count on standard error), and with --traces the traces one line down (docs/design.md "Reviewing
+    generated code")."""
+    spec = scratch / "examples" / "specs" / "rms_norm.py"
+    before = spec.read_text()
+    try:
+        spec.write_text("# one line inserted above everything\n" + before)
+        r = _opgen("diff", "--rev", "HEAD", "examples/specs/rms_norm.py", cwd=scratch, code_root=scratch)
+        # what is left is the provenance record: its digest of the spec bytes, which did change
+        assert re.findall(r"^\+\+\+ b/(\S+)$", r.stdout, re.M) == ["rms_norm/opgen_package.json"], r.stdout[-2000:]
+        assert [x for x in r.stdout.splitlines() if x[:1] in "+-" and x[:3] not in ("+++", "---")
+                and '"spec_digest"' not in x] == []
+        assert "only in `// spec:` trace line numbers" in r.stderr
+        r = _opgen("diff", "--rev", "HEAD", "examples/specs/rms_norm.py", "--traces", cwd=scratch, code_root=scratch)
+        assert r.returncode == 1
+        minus = [int(n) for n in re.findall(r"^-.*// spec: rms_norm\.py:(\d+)$", r.stdout, re.M)]
+        plus = [int(n) for n in re.findall(r"^\+.*// spec: rms_norm\.py:(\d+)$", r.stdout, re.M)]
+        assert minus and [n + 1 for n in minus] == plus
+    finally:
+        spec.write_text(before)
 
 
 def test_rev_errors_are_exit_2(scratch, tmp_path):

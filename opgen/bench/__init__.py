@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import platform
+from pathlib import Path
 
 
 def load_workloads():
@@ -52,30 +53,58 @@ def compile_bytecode() -> None:
     compileall.compile_dir(str(Path(__file__).resolve().parent.parent), quiet=2)
 
 
-def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench", progress=None) -> dict:
-    """Every benchmark; the dict opgen.bench.report writes. `quick`: smaller cases (a smoke run, not the
-    figures of record); progress: called with the name of each benchmark as it starts."""
+PHASES = ("interp", "startup", "generate", "emu", "check")
+"""The benchmark phases in the order `run_all` runs them (`opgen bench --only` names a subset)."""
+
+
+def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench", progress=None, only=None,
+            on_phase=None) -> dict:
+    """Every benchmark (or the PHASES named in `only`); the dict opgen.bench.report writes. `quick`: smaller cases
+    and fewer workloads (bench/workloads.py QUICK; a smoke run, not the figures of record; README "Benchmarks").
+    progress: called with one line as each phase starts and as it ends (with its seconds); on_phase: called with
+    the results so far after each phase, so an interrupted run keeps what it measured. Raises OpgenError for a
+    phase name not in PHASES."""
+    import time
+
+    from opgen.errors import OpgenError
+
     step = progress or (lambda text: None)
-    from opgen.bench import emu, generate, interp, startup
+    done = on_phase or (lambda res: None)
+    chosen = list(PHASES) if not only else list(only)
+    bad = [p for p in chosen if p not in PHASES]
+    if bad:
+        raise OpgenError(f"unknown benchmark phase {', '.join(bad)}: choose from {', '.join(PHASES)}")
+    from opgen.bench import check, emu, generate, interp, startup
 
     res = {"command": command, "repeat": repeat, "quick": quick,
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}}
     w = load_workloads()
-    step("1/5 interpreter vs NumPy")
-    res["interp"] = interp.run(repeat, quick=quick, workloads=w)
-    step("2/5 command-line start-up")
-    res["startup"] = startup.run(repeat, quick=quick, workloads=w)
-    step("3/5 opgen generate")
-    res["generate"] = generate.run(repeat)
-    g = res["generate"]
-    if g["ratio"] > 3:
-        g["gap"] = generate_gap(g)
-    step("4/5 emulated kernels (GM bytes, times)")
-    res.update(emu.run(repeat, quick, workloads=w))
-    step("5/5 opgen check vs opgen interpret (whole processes)")
-    from opgen.bench import check
 
-    res["check"] = check.run(repeat, quick=quick, workloads=w)
+    def _generate():
+        ops = [str(Path(w.__file__).resolve().parent.parent / o) for o in w.QUICK["generate"]] if quick else ()
+        g = generate.run(repeat, quick=quick, ops=ops)
+        if g["ratio"] > 3 and g.get("phases"):
+            g["gap"] = generate_gap(g)
+        return {"generate": g}
+
+    jobs = {
+        "interp": ("interpreter vs NumPy", lambda: {"interp": interp.run(repeat, quick=quick, workloads=w)}),
+        "startup": ("command-line start-up", lambda: {"startup": startup.run(repeat, quick=quick, workloads=w)}),
+        "generate": ("opgen generate", _generate),
+        "emu": ("emulated kernels (GM bytes, times)", lambda: emu.run(repeat, quick, workloads=w)),
+        "check": ("opgen check vs opgen interpret (whole processes)",
+                  lambda: {"check": check.run(repeat, quick=quick, workloads=w)}),
+    }
+    phases = [p for p in PHASES if p in chosen]
+    res["phases_run"] = []
+    for i, name in enumerate(phases, 1):
+        title, fn = jobs[name]
+        step(f"{i}/{len(phases)} {name}: {title} ...")
+        t0 = time.monotonic()
+        res.update(fn())
+        res["phases_run"].append({"phase": name, "seconds": round(time.monotonic() - t0, 2)})
+        step(f"{i}/{len(phases)} {name}: done in {time.monotonic() - t0:.1f} s")
+        done(res)
     return res
 
 

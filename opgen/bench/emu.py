@@ -151,13 +151,20 @@ def nsa_gm(cases, runs, gather_min, quick: bool) -> list[dict]:
 
 def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
     """Every figure of this module over the workloads (default opgen.bench.load_workloads()): {"emu_time", "gm",
-    "nsa_gm", "roofline"}."""
+    "nsa_gm", "roofline"}. quick: only the rows the workloads' QUICK names, at their quick sizes."""
     from opgen.bench import load_workloads
 
     w = workloads or load_workloads()
-    t = time_cases(w.EMU_TIME, repeat, quick)
-    gm = gm_cases(w.GM, quick)
-    nsa = nsa_gm(w.NSA_GM, w.NSA_RUNS, w.gather_min_bytes, quick)
+    emu_time, gm_rows, nsa_rows, nsa_runs = w.EMU_TIME, w.GM, w.NSA_GM, w.NSA_RUNS
+    if quick:   # the smoke run's subset (bench/workloads.py QUICK)
+        q = w.QUICK
+        emu_time = [c for c in emu_time if c[0] in q["emu_time"]]
+        gm_rows = [c for c in gm_rows if c["case"] in q["gm"]]
+        nsa_rows = [c for c in nsa_rows if c[0] in q["nsa_gm"]]
+        nsa_runs = [c for c in nsa_runs if c[0] in q["nsa_runs"]]
+    t = time_cases(emu_time, repeat, quick)
+    gm = gm_cases(gm_rows, quick)
+    nsa = nsa_gm(nsa_rows, nsa_runs, w.gather_min_bytes, quick)
     roof = [r["roofline"] for r in (*t, *gm, *nsa) if "roofline" in r]
     return {"emu_time": t, "gm": gm, "nsa_gm": nsa, "roofline": roof}
 

@@ -85,9 +85,11 @@ def phases() -> dict:
     return json.loads(out.stdout)
 
 
-def run(repeat: int = 3) -> dict:
+def run(repeat: int = 3, quick: bool = False, ops=()) -> dict:
     """{"bare_s", "generate_s" (default workers, "jobs" of them), "generate_serial_s" (--jobs 1), "regenerate_s",
-    "ratio", "ratio_serial", "ratio_cached"} (medians over `repeat` runs) and "phases" / "combinations" (`phases`)."""
+    "ratio", "ratio_serial", "ratio_cached"} (medians over `repeat` runs) and "phases" / "combinations" (`phases`).
+    quick: the first and the cached generation only (generate_serial_s None, no phases; a smoke run). ops: the spec
+    paths or OpDef names generated (default every bundled op), recorded as "ops"."""
     from opgen.bench import compile_bytecode
 
     compile_bytecode()
@@ -98,17 +100,22 @@ def run(repeat: int = 3) -> dict:
         with tempfile.TemporaryDirectory(prefix="opgen-bench-gen-") as out, \
                 tempfile.TemporaryDirectory(prefix="opgen-bench-cache-") as cache:
             env = {**os.environ, "OPGEN_CACHE_DIR": cache}   # an empty generation cache: a first generation
-            gen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out], env))
-            regen.append(_wall([py, "-m", "opgen.cli", "generate", "--out", out], env))
+            gen.append(_wall([py, "-m", "opgen.cli", "generate", *ops, "--out", out], env))
+            regen.append(_wall([py, "-m", "opgen.cli", "generate", *ops, "--out", out], env))
+        if quick:
+            continue
         with tempfile.TemporaryDirectory(prefix="opgen-bench-gen-") as out, \
                 tempfile.TemporaryDirectory(prefix="opgen-bench-cache-") as cache:
             env = {**os.environ, "OPGEN_CACHE_DIR": cache}
-            serial.append(_wall([py, "-m", "opgen.cli", "generate", "--jobs", "1", "--out", out], env))
-    b, g, s1, r = (statistics.median(x) for x in (bare, gen, serial, regen))
+            serial.append(_wall([py, "-m", "opgen.cli", "generate", *ops, "--jobs", "1", "--out", out], env))
+    b, g, r = (statistics.median(x) for x in (bare, gen, regen))
+    s1 = statistics.median(serial) if serial else None
     from opgen.codegen.generation import default_jobs
 
     return {"bare_s": b, "generate_s": g, "generate_serial_s": s1, "jobs": default_jobs(), "regenerate_s": r,
-            "ratio": g / b, "ratio_serial": s1 / b, "ratio_cached": r / b, "repeat": repeat, **phases()}
+            "ratio": g / b, "ratio_serial": s1 / b if s1 is not None else None, "ratio_cached": r / b,
+            "repeat": repeat, "ops": [os.path.basename(o) for o in ops] or "every bundled op",
+            **({} if quick else phases())}
 
 
 def main(argv=None) -> int:

@@ -36,12 +36,14 @@ def _median_time(fn, repeat):
 
 def run(repeat: int = 5, quick: bool = False, workloads=None) -> list[dict]:
     """Measure every case of the workloads' INTERP table; returns one dict per case (seconds are medians of `repeat`
-    runs). quick: the INTERP_QUICK sizes (a smoke run). workloads: the module (default opgen.bench.load_workloads())."""
+    runs). quick: the rows QUICK["interp"] names at the INTERP_QUICK sizes (a smoke run). workloads: the module (default opgen.bench.load_workloads())."""
     from opgen.bench import load_workloads
 
     w = workloads or load_workloads()
     rows = []
     for name, c in w.INTERP.items():
+        if quick and name not in w.QUICK["interp"]:
+            continue
         spec = load_spec(c["op"])
         dims = w.INTERP_QUICK[c["op"]] if quick else c["dims"]
         inputs = random_inputs(spec, dims, c["attrs"], c["dtypes"], seed=0)

@@ -66,7 +66,9 @@ def markdown(res: dict) -> str:
                 f"implementation of the same formulas, same inputs, in one process; median of {n} runs.", ""]
     if res.get("generate"):
         g = res["generate"]
-        out += ["## `opgen generate` (6 ops, whole process) vs bare `import numpy, jinja2, networkx` — goal ≤ 3×", "",
+        ops = g.get("ops", "every bundled op")
+        what = "6 ops" if ops == "every bundled op" else ", ".join(ops) + ", --quick"
+        out += [f"## `opgen generate` ({what}, whole process) vs bare `import numpy, jinja2, networkx` — goal ≤ 3×", "",
                 f"| bare import s | generate s ({g.get('jobs', '?')} workers) | ratio | generate --jobs 1 s | ratio | "
                 "cached re-generation s | ratio |", "|---|---|---|---|---|---|---|",
                 f"| {_fmt(g['bare_s'])} | {_fmt(g['generate_s'])} | {_fmt(g['ratio'], 1)} | "
@@ -198,3 +200,20 @@ def write(res: dict, out: Path) -> list[Path]:
     (out / "results.json").write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
     (out / "README.md").write_text(markdown(res) + "\n")
     return [out / "results.json", out / "README.md", *(out / p for p in res["plots"])]
+
+
+def write_partial(res: dict, out: Path) -> list[Path]:
+    """Write results.json and README.md (no plots) of the phases measured so far into `out`, each through a
+    temporary file renamed into place (an interrupted run never leaves half a file); returns the paths written."""
+    import os
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in (("results.json", json.dumps(res, indent=1, sort_keys=True, default=str) + "\n"),
+                       ("README.md", markdown(res) + "\n")):
+        tmp = out / (name + ".part")
+        tmp.write_text(text)
+        os.replace(tmp, out / name)
+        paths.append(out / name)
+    return paths

@@ -4,8 +4,9 @@ spec whose inputs have not changed since the last generation.
 Key (sha256): the bytes of the spec file and the shared spec helpers beside it (`_*.py`) that were
 executed (opgen.registry.source_digest; the registry reloads a spec whose files changed and imports the
 helpers of its own directory), every source opgen generates from (opgen/**/*.py, opgen/platforms/*.json,
-templates/** including .clang-format), the clang-format binary's version and jinja2's. Any change to one
-of them is a miss. Entries live in `$OPGEN_CACHE_DIR`
+templates/** including .clang-format), the clang-format binary's version and jinja2's, and the spec's path as
+the banners name it (relative to the project root, else its file name) with whether it is bundled. Any change to
+one of them is a miss. Entries live in `$OPGEN_CACHE_DIR`
 (default `~/.cache/opgen/generate`), one JSON file per key.
 
 An entry is trusted only after it is verified against its key (`load`): it names its key, its op name is a valid
@@ -55,12 +56,23 @@ def _sources_digest() -> str:
 
 
 def key(spec_path: Path, spec_digest: str | None = None) -> str:
-    """Cache key of the package generated from `spec_path` (see module docstring); `spec_digest`: the
-    opgen.registry.source_digest the spec was loaded from (default: the files as they are now)."""
+    """Cache key of the package generated from `spec_path` (see module docstring), also covering the spec's path
+    as the banners name it and whether it is bundled; `spec_digest`: the opgen.registry.source_digest the spec
+    was loaded from (default: the files as they are now)."""
     from opgen.registry import source_digest
+
+    from opgen.registry import specs_dir
 
     h = hashlib.sha256(_sources_digest().encode())
     h.update((spec_digest or source_digest(Path(spec_path))).encode())
+    # where the spec lives shows in the packages (banners name its path, the regenerate hint a non-bundled
+    # spec's path): the same bytes elsewhere are another package
+    full = Path(spec_path).resolve()
+    try:
+        where = full.relative_to(_PKG.parent).as_posix()
+    except ValueError:
+        where = full.name
+    h.update(f"\0{where}\0{full.parent == specs_dir().resolve()}".encode())
     return h.hexdigest()[:32]
 
 

@@ -9,13 +9,22 @@ summary works the same for packages made by another opgen revision:
     SoC              the AI Core configs registered (AddConfig)
     tiling key       each TILING_KEY macro and its number (op_kernel/<op>_tiling_key.h)
     tiling data      each field of the tiling-data struct (op_kernel/<op>_tiling_data.h)
-    buffer plan      each UB/L1 size or fit the TilingFunc computes (`const int64_t <x>Bytes|<x>Fit = ...`)
-    blockDim         the formula of the cores launched (`const int64_t blockDim = ...`)
+    buffer plan      each UB/L1 size or fit the TilingFunc computes (`const int64_t <x>Bytes|<x>Fit = ...`),
+                     simplified (simplify_expr)
+    blockDim         the formula of the cores launched (`const int64_t blockDim = ...`), simplified
     aclnn signature  the parameters of aclnn<Api>GetWorkspaceSize (op_host/op_api/aclnn_<api>.h)
     aclnn check      each message an aclnn check logs (OP_LOGE in op_host/op_api/aclnn_<api>.cpp)
 
 Facts are {category: {item: text}} (text "" for a fact that is only present: a SoC, a check message); the
 summary lists items added, removed and changed.
+
+Traces (docs/design.md "Reviewing generated code"): every `// spec: file.py:N` comment is compared by the statement
+it traces, not by its line number. Given the spec sources of each side ({file name: lines}, spec_sources), a trace
+`rms_norm.py:28` becomes the text of line 28 of that side's rms_norm.py and its occurrence count among identical
+lines (trace_key), and lines are matched on that key with the whitespace before the comment collapsed (clang-format
+realigns trailing comments when their width changes). So a spec edit that only moves lines shows no trace-only
+hunks; a trace that now names another statement still shows. A trace whose file is not among the sources keeps its
+line number. `traces=True` (`--traces`) compares the exact text instead.
 """
 
 from __future__ import annotations
@@ -88,6 +97,163 @@ def _tiling_func_consts(files: dict) -> dict[str, str]:
     return out
 
 
+_TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_][\w:]*(?:<(?:u?int(?:8|16|32|64)_t|float|double|bool)>)?)|"
+                    r"(<=|>=|==|!=|&&|\|\||[-+*/%()?:<>,!]))")
+
+
+class _Unparsed(Exception):
+    """The text is not an expression simplify_expr reads."""
+
+
+def _tokens(text: str) -> list[str]:
+    out, i = [], 0
+    text = text.rstrip()
+    while i < len(text):
+        m = _TOKEN.match(text, i)
+        if not m or m.end() == i:
+            raise _Unparsed(text[i:])
+        out.append(m.group(1) or m.group(2) or m.group(3))
+        i = m.end()
+    return out
+
+
+def simplify_expr(text: str) -> str:
+    """A C++ integer expression of a TilingFunc (`((4 * colAlign) * TBytes) + ((2 * colAlign) * TBytes)`, as the
+    emitter prints it, fully parenthesised) printed simplified: + - * collected as a polynomial and / % kept, by
+    the dim-expression algebra and printer of opgen/ir/dims.py (docs/design.md "Reviewing generated code"), so it
+    reads `6 * TBytes * colAlign`. Calls, comparisons and `?:` stay opaque terms with their operands simplified;
+    `/` is C++ integer division (dims' `//`). Text it does not read (another revision's emitter) is returned as it
+    is; never raises."""
+    try:
+        toks = _tokens(text)
+        out = _Parser(toks).parse()
+    except (_Unparsed, IndexError, RecursionError):
+        return text
+    return _show(out, top=True)
+
+
+def _show(e, top: bool = False) -> str:
+    from opgen.ir.dims import Sym
+
+    s = str(e).replace(" // ", " / ")
+    if top and isinstance(e, Sym) and s.startswith("(") and s.endswith(")") and _balanced(s[1:-1]):
+        s = s[1:-1]
+    return s
+
+
+def _balanced(s: str) -> bool:
+    depth = 0
+    for c in s:
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+class _Parser:
+    """Recursive descent over _tokens: ternary > || && > comparison > + - > * / % > unary > primary; each value a
+    DimExpr (opgen.ir.dims), an opaque part a Sym named by its simplified text."""
+
+    def __init__(self, toks):
+        self.t, self.i = toks, 0
+
+    def peek(self):
+        return self.t[self.i] if self.i < len(self.t) else None
+
+    def take(self, want=None):
+        tok = self.t[self.i]
+        if want is not None and tok != want:
+            raise _Unparsed(tok)
+        self.i += 1
+        return tok
+
+    def parse(self):
+        e = self.ternary()
+        if self.i != len(self.t):
+            raise _Unparsed(self.t[self.i])
+        return e
+
+    def ternary(self):
+        from opgen.ir.dims import Sym
+
+        c = self.logic()
+        if self.peek() != "?":
+            return c
+        self.take("?")
+        a = self.ternary()
+        self.take(":")
+        b = self.ternary()
+        return Sym(f"({_show(c)} ? {_show(a)} : {_show(b)})")
+
+    def logic(self):
+        from opgen.ir.dims import Sym
+
+        e = self.cmp()
+        while self.peek() in ("&&", "||"):
+            op = self.take()
+            e = Sym(f"({_show(e)} {op} {_show(self.cmp())})")
+        return e
+
+    def cmp(self):
+        from opgen.ir.dims import Sym
+
+        e = self.add()
+        if self.peek() in ("<", ">", "<=", ">=", "==", "!="):
+            op = self.take()
+            e = Sym(f"({_show(e)} {op} {_show(self.add())})")
+        return e
+
+    def add(self):
+        e = self.mul()
+        while self.peek() in ("+", "-"):
+            e = e + self.mul() if self.take() == "+" else e - self.mul()
+        return e
+
+    def mul(self):
+        e = self.unary()
+        while self.peek() in ("*", "/", "%"):
+            op = self.take()
+            r = self.unary()
+            e = e * r if op == "*" else e // r if op == "/" else e % r
+        return e
+
+    def unary(self):
+        from opgen.ir.dims import Lit, Sym
+
+        if self.peek() == "-":
+            self.take()
+            return Lit(0) - self.unary()
+        if self.peek() == "!":
+            self.take()
+            return Sym(f"!{_show(self.unary())}")
+        return self.primary()
+
+    def primary(self):
+        from opgen.ir.dims import Lit, Sym
+
+        tok = self.take()
+        if tok == "(":
+            e = self.ternary()
+            self.take(")")
+            return e
+        if tok.isdigit():
+            return Lit(int(tok))
+        if not (tok[0].isalpha() or tok[0] == "_"):
+            raise _Unparsed(tok)
+        if self.peek() != "(":
+            return Sym(tok)
+        self.take("(")
+        args = []
+        while self.peek() != ")":
+            args.append(_show(self.ternary()))
+            if self.peek() == ",":
+                self.take(",")
+        self.take(")")
+        if tok.startswith("static_cast<") and len(args) == 1:
+            return Sym(f"{tok}({args[0]})")
+        return Sym(f"{tok}({', '.join(args)})")
+
+
 def package_facts(files: dict) -> dict[str, dict[str, str]]:
     """The substance of one package ({path: text} as `opgen generate` emits it): {category: {item: text}} for
     the categories of FACT_ORDER (module docstring). Categories a package does not have (no TilingFunc, no
@@ -106,9 +272,9 @@ def package_facts(files: dict) -> dict[str, dict[str, str]]:
     consts = _tiling_func_consts(files)
     for name, expr in consts.items():
         if (name.endswith("Bytes") or name.endswith("Fit")) and not re.fullmatch(r"[A-Za-z]Bytes|ubBytes", name):
-            facts["buffer plan"][name] = expr
+            facts["buffer plan"][name] = simplify_expr(expr)
     if "blockDim" in consts:
-        facts["blockDim"]["blockDim"] = consts["blockDim"]
+        facts["blockDim"]["blockDim"] = simplify_expr(consts["blockDim"])
     for text in _find(files, r"op_host/op_api/aclnn_[^/]+\.h"):
         code = _one_line(_strip_comments(text))
         for name, params in re.findall(r"(aclnn\w+GetWorkspaceSize)\s*\(([^)]*)\)", code):
@@ -156,9 +322,13 @@ def _list_delta(old: list[str], new: list[str]) -> list[str]:
     return out
 
 
-def _counts(old: str | None, new: str | None) -> tuple[int, int]:
+def _counts(old: str | None, new: str | None, sources=None) -> tuple[int, int]:
     added = removed = 0
-    for line in difflib.unified_diff((old or "").splitlines(), (new or "").splitlines(), lineterm="", n=0):
+    if sources is not None and old is not None and new is not None:
+        a, b = _keys(old, sources[0]), _keys(new, sources[1])
+    else:
+        a, b = (old or "").splitlines(), (new or "").splitlines()
+    for line in difflib.unified_diff(a, b, lineterm="", n=0):
         if line.startswith("+") and not line.startswith("+++"):
             added += 1
         elif line.startswith("-") and not line.startswith("---"):
@@ -166,19 +336,116 @@ def _counts(old: str | None, new: str | None) -> tuple[int, int]:
     return added, removed
 
 
-def diff_files(old: dict | None, new: dict | None, old_label: str, new_label: str) -> str:
+_TRACE = re.compile(r"[ \t]*// spec: (.*)$")
+
+
+def spec_sources(paths) -> dict[str, list[str]]:
+    """{file name: its lines} of every spec file in `paths` (files that do not exist are skipped) and of the shared
+    `_*.py` helpers beside it: what trace_key resolves `// spec: file.py:N` against. The first file of a name
+    wins (traces name files by basename, opgen/ir/locs.py)."""
+    from pathlib import Path
+
+    out: dict[str, list[str]] = {}
+    for p in paths:
+        p = Path(p)
+        if not p.is_file():
+            continue
+        for f in (p, *sorted(p.parent.glob("_*.py"))):
+            if f.name not in out:
+                out[f.name] = f.read_text(encoding="utf-8", errors="replace").splitlines()
+    return out
+
+
+def _statement_ids(lines: list[str]) -> list[str]:
+    """Per line (0-based) its stripped text and the count of identical stripped lines up to it: `text#k`."""
+    seen: dict[str, int] = {}
+    ids = []
+    for line in lines:
+        t = line.strip()
+        seen[t] = seen.get(t, 0) + 1
+        ids.append(f"{t}#{seen[t]}")
+    return ids
+
+
+def trace_key(line: str, sources: dict[str, list[str]], _cache: dict | None = None) -> str:
+    """`line` with its `// spec: a.py:3,7 b.py:2` trace (opgen.ir.locs.spec_comment) rewritten to the statements it
+    traces (`// spec: a.py:[<text of line 3>#k|...]`, module docstring) and the whitespace before the comment
+    collapsed to one space; a line without a trace unchanged. A file not in `sources` or a line number out of its
+    range keeps its number."""
+    m = _TRACE.search(line)
+    if not m:
+        return line
+    cache = {} if _cache is None else _cache
+    parts = []
+    for tok in m.group(1).split():
+        f, sep, nums = tok.rpartition(":")
+        if not sep or f not in sources:
+            parts.append(tok)
+            continue
+        if f not in cache:
+            cache[f] = _statement_ids(sources[f])
+        ids = cache[f]
+        parts.append(f"{f}:[" + "|".join(ids[int(n) - 1] if n.isdigit() and 0 < int(n) <= len(ids) else n
+                                         for n in nums.split(",")) + "]")
+    return line[:m.start()] + " // spec: " + " ".join(parts)
+
+
+def _keys(text: str | None, sources) -> list[str]:
+    cache: dict = {}
+    return [trace_key(x, sources, cache) for x in (text or "").splitlines()]
+
+
+def _unified(a: list[str], b: list[str], ka: list, kb: list, fromfile: str, tofile: str, n: int = 3) -> list[str]:
+    """Unified-diff lines of `a` -> `b` (lines with their ends) matched on the keys ka / kb (one per line); a
+    context line shows b's text. [] when the keys are equal."""
+    sm = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
+    out = []
+    for group in sm.get_grouped_opcodes(n):
+        if not out:
+            out += [f"--- {fromfile}\n", f"+++ {tofile}\n"]
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+
+        def rng(start, length):
+            return f"{start + 1 if length else start}" + ("" if length == 1 else f",{length}")
+
+        out.append(f"@@ -{rng(i1, i2 - i1)} +{rng(j1, j2 - j1)} @@\n")
+        for tag, x1, x2, y1, y2 in group:
+            if tag == "equal":
+                out += [" " + line for line in b[y1:y2]]
+                continue
+            out += ["-" + line for line in a[x1:x2]]
+            out += ["+" + line for line in b[y1:y2]]
+    return out
+
+
+def differs(a: str | None, b: str | None, sources=None) -> bool:
+    """Whether file texts `a` and `b` differ: exactly without `sources` ((old, new) spec_sources), else with their
+    traces compared by statement (module docstring)."""
+    if a == b:
+        return False
+    if sources is None or a is None or b is None:
+        return True
+    return _keys(a, sources[0]) != _keys(b, sources[1])
+
+
+def diff_files(old: dict | None, new: dict | None, old_label: str, new_label: str, sources=None) -> str:
     """Unified diff from package `old` to package `new` ({path: text}; None = no such package), file by file in
     path order, headers `a/<old_label>/<path>` and `b/<new_label>/<path>` (/dev/null for a file on one side
-    only); "" when they are identical."""
+    only); "" when they are identical. sources: None = exact text; (old, new) spec_sources = traces compared by the
+    statement they trace (module docstring), so hunks whose only change is a trace's line number do not show."""
     old, new = old or {}, new or {}
     out = []
     for rel in sorted(set(old) | set(new)):
         a, b = old.get(rel), new.get(rel)
-        if a == b:
+        if not differs(a, b, sources):
             continue
-        lines = difflib.unified_diff((a or "").splitlines(keepends=True), (b or "").splitlines(keepends=True),
-                                     f"a/{old_label}/{rel}" if a is not None else "/dev/null",
-                                     f"b/{new_label}/{rel}" if b is not None else "/dev/null")
+        fa = f"a/{old_label}/{rel}" if a is not None else "/dev/null"
+        fb = f"b/{new_label}/{rel}" if b is not None else "/dev/null"
+        al, bl = (a or "").splitlines(keepends=True), (b or "").splitlines(keepends=True)
+        if sources is None or a is None or b is None:
+            lines = difflib.unified_diff(al, bl, fa, fb)
+        else:
+            lines = _unified(al, bl, _keys(a, sources[0]), _keys(b, sources[1]), fa, fb)
         for line in lines:
             out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)
@@ -202,20 +469,34 @@ def pair_trees(old: dict, new: dict) -> list[tuple[str, str, dict | None, dict |
     return [(d, d, old.get(d), new.get(d)) for d in sorted(set(old) | set(new))]
 
 
-def diff_pairs(pairs) -> str:
-    """The unified diffs of `pairs` (pair_trees), concatenated."""
-    return "".join(diff_files(o, n, a, b) for a, b, o, n in pairs)
+def diff_pairs(pairs, sources=None) -> str:
+    """The unified diffs of `pairs` (pair_trees), concatenated; sources as diff_files."""
+    return "".join(diff_files(o, n, a, b, sources) for a, b, o, n in pairs)
 
 
-def stat_pairs(pairs) -> str:
+def pairs_differ(pairs, sources=None) -> bool:
+    """Whether any file of `pairs` (pair_trees) differs (sources as diff_files)."""
+    return any(differs((o or {}).get(p), (n or {}).get(p), sources)
+               for _a, _b, o, n in pairs for p in set(o or {}) | set(n or {}))
+
+
+def trace_only_files(pairs, sources) -> int:
+    """How many files of `pairs` differ in their text but not once traces are compared by statement."""
+    return sum(1 for _a, _b, o, n in pairs for p in set(o or {}) | set(n or {})
+               if differs((o or {}).get(p), (n or {}).get(p)) and not differs((o or {}).get(p), (n or {}).get(p),
+                                                                           sources))
+
+
+def stat_pairs(pairs, sources=None) -> str:
     """The `--stat` report of `pairs` (pair_trees): per op one line (`<op>: N files changed, +A -R`, or `added`,
     `removed`, `no differences`), one line per changed file (`  <path> | +A -R`, `(new)` / `(deleted)`), then
-    the lines of facts_delta indented under `  substance:`; last a total line."""
+    the lines of facts_delta indented under `  substance:`; last a total line, and with `sources` (as diff_files)
+    a line counting the files whose only change is trace line numbers (hidden; `--traces` shows them)."""
     out, n_ops, tot_a, tot_r, tot_f = [], 0, 0, 0, 0
     for a_label, b_label, old, new in pairs:
         label = a_label if a_label == b_label else f"{a_label} -> {b_label}"
         o, n = old or {}, new or {}
-        changed = [p for p in sorted(set(o) | set(n)) if o.get(p) != n.get(p)]
+        changed = [p for p in sorted(set(o) | set(n)) if differs(o.get(p), n.get(p), sources)]
         if not changed:
             out.append(f"{label}: no differences")
             continue
@@ -223,7 +504,7 @@ def stat_pairs(pairs) -> str:
         rows = []
         sa = sr = 0
         for p in changed:
-            ad, rm = _counts(o.get(p), n.get(p))
+            ad, rm = _counts(o.get(p), n.get(p), sources)
             sa, sr = sa + ad, sr + rm
             tag = " (new)" if p not in o else " (deleted)" if p not in n else ""
             rows.append((p, f"+{ad} -{rm}{tag}"))
@@ -238,6 +519,10 @@ def stat_pairs(pairs) -> str:
             out += [f"    {d}" for d in delta]
     out.append(f"{n_ops} op{'s' if n_ops != 1 else ''} differ, {tot_f} file{'s' if tot_f != 1 else ''} changed, "
                f"+{tot_a} -{tot_r}")
+    hidden = trace_only_files(pairs, sources) if sources is not None else 0
+    if hidden:
+        out.append(f"{hidden} file{'s differ' if hidden != 1 else ' differs'} only in `// spec:` trace line "
+                   f"numbers (not shown; --traces shows them)")
     return "\n".join(out) + "\n"
 
 
