@@ -14,7 +14,7 @@ buffers, emu::Launch (KERNEL_TYPE_AIV_ONLY) or emu::LaunchMix (KERNEL_TYPE_MIX_A
 
 from __future__ import annotations
 
-from opgen.codegen.names import c_string
+from opgen.names import c_string
 
 
 LAUNCH = {"KERNEL_TYPE_AIV_ONLY": "opgen_check::LaunchKind::AivOnly",

@@ -28,7 +28,7 @@ and the drop-in layout of the spec's repository (docs/reference/ops_package.md Â
 `write_ops` / `diff_ops` implement `opgen generate` / `opgen diff`.
 """
 
-# The package is imported by every command (the spec layer uses opgen.codegen.names); the emitters, jinja2 and
+# The package is imported by every command (the spec layer uses opgen.names); the emitters, jinja2 and
 # the templates load only when one of these names is first used (PEP 562), so `opgen interpret` does not pay for
 # code generation it does not do.
 __all__ = ["EMITTERS", "render", "generate", "generate_all", "generate_cached", "start_generation", "write_ops",

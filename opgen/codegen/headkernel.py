@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 
 from opgen.codegen.dims import dim_cpp
-from opgen.codegen.names import op_snake
+from opgen.names import op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym, as_dim, subst
@@ -475,7 +475,7 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
     opgen.tiling.headkernel.dim_fields); `doc`: the tiling's one-line description. Raises SpecError (unsupported
     dims or dtypes)."""
     from opgen.codegen.env import template_env
-    from opgen.codegen.names import spec_path
+    from opgen.names import spec_path
 
     loc = "opgen.tiling.headkernel.spec_counts"
     snake = op_snake(spec.name)

@@ -20,7 +20,7 @@ from opgen.codegen.dims import dim_cpp
 from opgen.codegen.dimsource import group_location, sym_locations
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel
-from opgen.codegen.names import c_printf, upper_camel
+from opgen.names import c_printf, upper_camel
 from opgen.errors import SpecError
 from opgen.ir.dims import Sym, Variadic, as_dim, shape_str
 from opgen.ir.dtypes import DType, DTypeVar

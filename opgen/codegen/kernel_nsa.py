@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from opgen.codegen.names import op_snake
+from opgen.names import op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dtypes import dtype_name
@@ -408,7 +408,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
     `lowered` (opgen.kernel.family.Lowered: the AttentionLayout and {key: NsaProgram}), the NsaCounts the tiling
     planned for and the Tiling. Raises SpecError for a schedule the kernel cannot run."""
     from opgen.codegen.env import template_env
-    from opgen.codegen.names import spec_path
+    from opgen.names import spec_path
     from opgen.tiling import nsa as tnsa
     from opgen.tiling.emit import attr_key
 

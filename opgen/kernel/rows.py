@@ -493,7 +493,7 @@ class RowsFamily(Family):
             return emit_head_kernel(spec, lowered.extra["heads"], lowered.extra["counts"], lowered.extra["fields"],
                                     tiling.doc)
         from opgen.codegen.kernel import render_kernel
-        from opgen.codegen.names import spec_path
+        from opgen.names import spec_path
 
         return render_kernel(spec, lowered.extra["variants"], lowered.extra["dims"], tiling.doc, spec_path(spec))
 

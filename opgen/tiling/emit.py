@@ -196,7 +196,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
     deterministic-computation flag: TilingContext::GetDeterministic() when the context has it (CANN's does, and so
     does opgen's host stub, set by `opgen check --deterministic`), else 0; the Python twin takes it as
     `evaluate(..., deterministic=)`."""
-    from opgen.codegen.names import op_snake
+    from opgen.names import op_snake
 
     op = op_snake(spec.name)
     reads = []
@@ -227,7 +227,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
     from opgen.codegen.env import template_env
 
     env = template_env()
-    from opgen.codegen.names import spec_path
+    from opgen.names import spec_path
 
     ctx = {
         "op": spec.name, "op_snake": op, "struct": f"{spec.name}TilingData", "spec_file": spec_path(spec),
