@@ -32,7 +32,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from opgen.codegen.dims import dim_cpp
+from opgen.ir.dimprint import dim_cpp
 from opgen.codegen.env import render
 from opgen.codegen.logic import cpp_condition, failing_cubes
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal

@@ -22,7 +22,7 @@ from opgen.codegen.proto import emit_proto
 from opgen.codegen.ut import emit_ut
 from opgen.codegen.writer import diff_package, signals_deferred, write_package
 from opgen.errors import OpgenError
-from opgen.tiling.emit import emit_tiling_files
+from opgen.codegen.tilingfiles import emit_tiling_files
 
 Emitter = Callable[[object], dict]
 

@@ -34,7 +34,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from opgen.codegen.dims import dim_cpp
+from opgen.ir.dimprint import dim_cpp
 from opgen.names import op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
