@@ -399,9 +399,10 @@ def lower(g: Graph, layout: RowLayout) -> RowProgram:
 
 
 # ------------------------------------------------------------------------------------------------ the family
-from opgen.kernel.family import Family  # noqa: E402
+from opgen.kernel.family import Family, register  # noqa: E402
 
 
+@register
 class RowsFamily(Family):
     """The rows family (docs/design.md "Kernel families"): vector graphs over an anchor domain of rows x a row axis.
 
