@@ -40,18 +40,15 @@ KNOWN_UPWARD = frozenset({
     ("opgen.kernel.attention", "opgen.tiling.nsa"),
     ("opgen.kernel.rows", "opgen.codegen.headkernel"),
     ("opgen.kernel.rows", "opgen.codegen.kernel"),
-    ("opgen.kernel.rows", "opgen.tiling.emit"),
     ("opgen.kernel.rows", "opgen.tiling.headkernel"),
     ("opgen.kernel.rows", "opgen.tiling.rowkernel"),
     ("opgen.passes.pipeline", "opgen.kernel.family"),
     ("opgen.passes.pipeline", "opgen.kernel.rowlayout"),
     ("opgen.passes.pipeline", "opgen.tiling.buffers"),
     ("opgen.passes.pipeline", "opgen.tiling.ub_proof"),
-    ("opgen.tiling.headkernel", "opgen.codegen.headkernel"),
 })
 UNMARKED_CEILING = 105
 KNOWN_CYCLES = frozenset({
-    frozenset({"opgen.codegen.headkernel", "opgen.tiling.headkernel"}),
     frozenset({"opgen.bench", "opgen.bench.emu", "opgen.bench.generate", "opgen.bench.interp", "opgen.bench.startup"}),
 })
 

@@ -1,5 +1,6 @@
 """The key of a specialisation and the result of validating inputs against a spec (docs/design.md "Specs and
-the Tensor IR"); below both opgen.dsl.spec and opgen.dsl.validate, which share them."""
+the Tensor IR"); below both opgen.dsl.spec and opgen.dsl.validate, which share them; `attr_key`, the index of a
+combination of static attribute values (the attrKey of the tiling key)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,16 @@ class Bound:
     attrs: dict
     dtypes: dict
     env: dict
+
+
+def attr_key(spec, attrs: dict) -> int:
+    """Mixed-radix index of the static (behaviour-selecting) attribute values, first attribute fastest:
+    sum_i index(value_i in choices_i) * prod_{j<i} len(choices_j); defaults for absent ones."""
+    key, radix = 0, 1
+    for a in spec.static_attrs:
+        v = attrs.get(a.name, a.default)
+        if v is None and len(a.choices) == 1:
+            v = a.choices[0]  # a required single-choice attribute (NSA's input_layout "TND")
+        key += a.choices.index(v) * radix
+        radix *= len(a.choices)
+    return key

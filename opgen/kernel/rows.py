@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from opgen.dsl.keys import attr_key
 from opgen.errors import IRError
 from opgen.ir.core import Graph
 from opgen.ir.dims import Lit, as_dim
 from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import stamp
 from opgen.kernel import rowprog
+from opgen.kernel.headlower import full_keys, lower_spec
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, Unsupported, analyse, keys_of, store_view,
                                     view_of)
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
@@ -443,7 +445,6 @@ class RowsFamily(Family):
         """Rows: every specialisation (static attributes, presence, shape forms); parts: one per static attribute
         combination, all optional inputs present (presence is checked at run time: opgen.codegen.headkernel)."""
         if self._parts(layout):
-            from opgen.codegen.headkernel import full_keys
 
             return full_keys(spec)
         return list(spec.keys())
@@ -454,7 +455,6 @@ class RowsFamily(Family):
         from opgen.kernel.family import Lowered
 
         if self._parts(layout):
-            from opgen.codegen.headkernel import lower_spec
             from opgen.kernel.headrows import lower_heads
 
             if only is not None:
@@ -554,7 +554,6 @@ def variants_of(spec, lowered) -> list:
     condition) pairs of its specialisations. Raises Unsupported when two shape forms of one specialisation lower
     to different programs (the kernel cannot tell them apart at run time)."""
     from opgen.codegen.kernel import Variant
-    from opgen.tiling.emit import attr_key
 
     names = [a.name for a in spec.static_attrs]
     opts = [i for i in spec.inputs if i.optional]

@@ -11,6 +11,7 @@ the program statements (TilingProgram.to_cpp), the fields. The templates only la
 from __future__ import annotations
 
 from opgen.dsl.dimsource import group_location, sym_locations
+from opgen.dsl.keys import attr_key  # noqa: F401  (the tiling key's attrKey; its users import it from here too)
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
 from opgen.ir.dimprint import dim_cpp as print_cpp
@@ -57,19 +58,6 @@ def dim_cpp(spec, e: DimExpr) -> str:
     shapes (_dim_access); printed by the printer InferShape and aclnn use (opgen.ir.dimprint)."""
 
     return print_cpp(e, lambda n: _dim_access(spec, n), lambda n: _dim_access(spec, n))
-
-
-def attr_key(spec, attrs: dict) -> int:
-    """Mixed-radix index of the static (behaviour-selecting) attribute values, first attribute fastest:
-    sum_i index(value_i in choices_i) * prod_{j<i} len(choices_j); defaults for absent ones."""
-    key, radix = 0, 1
-    for a in spec.static_attrs:
-        v = attrs.get(a.name, a.default)
-        if v is None and len(a.choices) == 1:
-            v = a.choices[0]  # a required single-choice attribute (NSA's input_layout "TND")
-        key += a.choices.index(v) * radix
-        radix *= len(a.choices)
-    return key
 
 
 def float_bits(v: float) -> int:
