@@ -88,7 +88,7 @@ def phases() -> dict:
 def run(repeat: int = 3) -> dict:
     """{"bare_s", "generate_s" (default workers, "jobs" of them), "generate_serial_s" (--jobs 1), "regenerate_s",
     "ratio", "ratio_serial", "ratio_cached"} (medians over `repeat` runs) and "phases" / "combinations" (`phases`)."""
-    from opgen.bench import compile_bytecode
+    from opgen.bench.common import compile_bytecode
 
     compile_bytecode()
     bare, gen, serial, regen = [], [], [], []
