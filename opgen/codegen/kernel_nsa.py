@@ -25,7 +25,7 @@ from opgen.errors import SpecError
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import spec_comment
 from opgen.kernel.isa import INSTRS, Op
-from opgen.kernel.nsa import KIND_OPS, NsaProgram, print_program, shape_key
+from opgen.kernel.nsa import KIND_OPS, NsaProgram, pipelined, print_program, shape_key
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.nsa import WS_ALIGN
 
@@ -388,19 +388,6 @@ def _with_comment(item, at: str):
     if isinstance(item, str):
         return item + at
     return dataclasses.replace(item, lines=tuple(ln + at for ln in item.lines))
-
-
-def pipelined(p: NsaProgram) -> bool:
-    """True when the AIC may run phase 1 of the next unit before phase 2 of this one: a whole unit is one item and
-    no operand is read by both phases (each phase loads its own; a buffer shared by operands of different phases
-    is reloaded)."""
-    if not p.full_rows:
-        return False
-    for c1 in p.phase(1):
-        for c2 in p.phase(2):
-            if {c1.a.tensor, c1.b.tensor} & {c2.a.tensor, c2.b.tensor}:
-                return False
-    return True
 
 
 def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:

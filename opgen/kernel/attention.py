@@ -227,7 +227,7 @@ class AttentionFamily(Family):
 
     def counts(self, lowered):
         """NsaCounts: the maxima over the lowered programs (nsa_counts), with the AIC schedule of each."""
-        from opgen.codegen.kernel_nsa import pipelined
+        from opgen.kernel.nsa import pipelined
 
         return nsa_counts(lowered.programs.values(), pipelined)
 
