@@ -484,7 +484,7 @@ def cmd_diff(args) -> int:
     elif _spec_pair(args.op) and not args.out:
         import shutil
 
-        from opgen.codegen.names import spec_path
+        from opgen.names import spec_path
         from opgen.registry import load_spec
 
         old_spec, new_spec = (load_spec(o) for o in args.op)   # errors name the files as given

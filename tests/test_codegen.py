@@ -38,7 +38,7 @@ from opgen.codegen.aclnn import AclnnPlan
 
 from opgen.codegen.fmt import format_cpp, is_cpp
 from opgen.codegen.model import OpModel
-from opgen.codegen.names import op_snake
+from opgen.names import op_snake
 from opgen.codegen.writer import diff_package, write_package
 from opgen.dsl.examples import random_inputs
 from opgen.errors import OpgenError, ValidationError

@@ -153,7 +153,7 @@ def _renamed_copy(op, dims, inputs, tmp_path, dtypes=None) -> Path:
 
 
 def _snake(op):
-    from opgen.codegen.names import op_snake
+    from opgen.names import op_snake
 
     return op_snake(op)
 

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from opgen.codegen.golden import GOLDEN_PATH, emit_golden, merged_program
-from opgen.codegen.names import op_snake
+from opgen.names import op_snake
 from opgen.dsl.examples import random_inputs
 from opgen.interp import interpret
 from opgen.ir.dims import Sym, Variadic, as_dim, eval_shape

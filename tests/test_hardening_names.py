@@ -4,7 +4,7 @@ code, and its names can never become paths or C++ other than the identifiers the
 - Names: every op, aclnn, parameter, dim and dtype-variable name with a newline (also a final one, which
   `^...$` accepts), `*/`, a quote, a backslash, `${`, `#include`, non-ASCII, 300 characters, a C++ keyword, a
   name the emitted code declares or derives is refused with a located SpecError (exit 2 through the CLI).
-- Escaping (opgen.codegen.escape): a C++ string literal compiled with g++ holds the text's exact bytes; a C++
+- Escaping (opgen.escape): a C++ string literal compiled with g++ holds the text's exact bytes; a C++
   `//` or `/* */` comment with an escaped payload next to code changes nothing (g++ compiles and runs it); a
   Python literal evaluates back to the text; a Python comment with a payload runs nothing, and a `coding:` in it
   declares no encoding; Markdown text and HTML comments get no line break, raw HTML or `--`.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from opgen.codegen.escape import cpp_comment, cpp_string, md_comment, md_text, py_comment, py_literal, py_string
+from opgen.escape import cpp_comment, cpp_string, md_comment, md_text, py_comment, py_literal, py_string
 from opgen.errors import SpecError
 from opgen.registry import load_spec
 

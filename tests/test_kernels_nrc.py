@@ -183,7 +183,7 @@ def test_counts_are_the_parts_needs():
 def test_every_presence_specialisation_is_the_all_present_program():
     """The kernel runs the all-present program of each attribute combination and skips parts whose optional
     inputs are null: lowering every other presence key gives exactly those parts with the absent dims at 0."""
-    from opgen.codegen.headkernel import check_presence_variants
+    from opgen.kernel.headlower import check_presence_variants
 
     from kbuild import build
 

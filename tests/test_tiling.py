@@ -17,7 +17,8 @@ from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.platforms import PLATFORMS
 from opgen.registry import load_spec
-from opgen.tiling.emit import SYS_WORKSPACE_BYTES, emit_tiling, evaluate
+from opgen.codegen.tilingfiles import emit_tiling
+from opgen.tiling.emit import SYS_WORKSPACE_BYTES, evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 CANN = {DType.f32: 0, DType.f16: 1, DType.bf16: 27, DType.i32: 3, DType.i64: 9, DType.bool: 12, DType.u8: 4}

@@ -40,7 +40,7 @@ def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
     the inputs in their declared dtypes plus the outputs in theirs (bytes). quick: the case's quick dims."""
     import numpy as np
 
-    from opgen.bench import case_label, compile_bytecode, dims_label, load_workloads
+    from opgen.bench.common import case_label, compile_bytecode, dims_label, load_workloads
     from opgen.check.build import default_build_root
     from opgen.dsl.examples import random_inputs
     from opgen.interp import interpret

@@ -30,7 +30,7 @@ import platform
 import statistics
 import sys
 
-from opgen.bench import case_label
+from opgen.bench.common import case_label
 from opgen.check import run_check
 from opgen.errors import OpgenError
 
@@ -152,7 +152,7 @@ def nsa_gm(cases, runs, gather_min, quick: bool) -> list[dict]:
 def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
     """Every figure of this module over the workloads (default opgen.bench.load_workloads()): {"emu_time", "gm",
     "nsa_gm", "roofline"}. quick: only the rows the workloads' QUICK names, at their quick sizes."""
-    from opgen.bench import load_workloads
+    from opgen.bench.common import load_workloads
 
     w = workloads or load_workloads()
     emu_time, gm_rows, nsa_rows, nsa_runs = w.EMU_TIME, w.GM, w.NSA_GM, w.NSA_RUNS

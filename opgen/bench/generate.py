@@ -90,7 +90,7 @@ def run(repeat: int = 3, quick: bool = False, ops=()) -> dict:
     "ratio", "ratio_serial", "ratio_cached"} (medians over `repeat` runs) and "phases" / "combinations" (`phases`).
     quick: the first and the cached generation only (generate_serial_s None, no phases; a smoke run). ops: the spec
     paths or OpDef names generated (default every bundled op), recorded as "ops"."""
-    from opgen.bench import compile_bytecode
+    from opgen.bench.common import compile_bytecode
 
     compile_bytecode()
     bare, gen, serial, regen = [], [], [], []

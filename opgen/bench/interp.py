@@ -37,7 +37,7 @@ def _median_time(fn, repeat):
 def run(repeat: int = 5, quick: bool = False, workloads=None) -> list[dict]:
     """Measure every case of the workloads' INTERP table; returns one dict per case (seconds are medians of `repeat`
     runs). quick: the rows QUICK["interp"] names at the INTERP_QUICK sizes (a smoke run). workloads: the module (default opgen.bench.load_workloads())."""
-    from opgen.bench import load_workloads
+    from opgen.bench.common import load_workloads
 
     w = workloads or load_workloads()
     rows = []
@@ -53,7 +53,7 @@ def run(repeat: int = 5, quick: bool = False, workloads=None) -> list[dict]:
                           max(np.linalg.norm(ref[k].astype(np.float64)), 1e-30)) for k in ref)
         t_np = _median_time(lambda: c["numpy"](inputs), repeat)
         t_in = _median_time(lambda: interpret(spec, inputs, c["attrs"], c["dtypes"]), repeat)
-        from opgen.bench import case_label
+        from opgen.bench.common import case_label
 
         rows.append({"case": case_label(name, c["op"], dims, quick), "numpy_s": t_np, "interpret_s": t_in, "ratio": t_in / t_np,
                      "rel_l2_vs_numpy": worst, "repeat": repeat})

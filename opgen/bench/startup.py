@@ -62,7 +62,7 @@ json.dump(t, sys.stdout)
 def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
     """{"interpret": {...}, "list": {...}}: per figure the medians of each side (seconds), the ratio, the goal
     and the command lines; interpret also "phases" (module docstring). quick: the STARTUP case's quick dims."""
-    from opgen.bench import case_label, compile_bytecode, dims_label, load_workloads
+    from opgen.bench.common import case_label, compile_bytecode, dims_label, load_workloads
     from opgen.bench.generate import _wall
     from opgen.dsl.examples import random_inputs
     from opgen.registry import load_spec

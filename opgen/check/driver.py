@@ -15,7 +15,7 @@ buffers, emu::Launch (KERNEL_TYPE_AIV_ONLY) or emu::LaunchMix (KERNEL_TYPE_MIX_A
 
 from __future__ import annotations
 
-from opgen.codegen.names import c_string
+from opgen.names import c_string
 
 
 LAUNCH = {"KERNEL_TYPE_AIV_ONLY": "0 /* LaunchKind::AivOnly */", "KERNEL_TYPE_MIX_AIC_1_2": "1 /* LaunchKind::Mix12 */"}

@@ -28,9 +28,8 @@ and the drop-in layout of the spec's repository (docs/reference/ops_package.md Â
 `write_ops` / `diff_ops` implement `opgen generate` / `opgen diff`.
 """
 
-# The package is imported by every command (the spec layer uses opgen.codegen.names); the emitters, jinja2 and
-# the templates load only when one of these names is first used (PEP 562), so `opgen interpret` does not pay for
-# code generation it does not do.
+# The emitters, jinja2 and the templates load only when one of these names is first used (PEP 562), so a
+# command importing this package for one name does not pay for code generation it does not do.
 __all__ = ["EMITTERS", "render", "generate", "generate_all", "generate_cached", "start_generation", "write_ops",
            "diff_ops", "default_out_dir", "check_out_dir", "op_snake", "api_snake", "emit_def", "emit_infershape",
            "emit_aclnn", "emit_example", "emit_golden", "emit_cmake", "emit_binary_config", "emit_proto", "emit_docs",
@@ -40,7 +39,7 @@ __all__ = ["EMITTERS", "render", "generate", "generate_all", "generate_cached", 
 def __getattr__(name: str):
     """The driver's names (opgen.codegen.generation), imported on first use. Raises AttributeError otherwise."""
     if name in __all__ or name == "Emitter":
-        from opgen.codegen import generation
+        from opgen.codegen import generation  # lazy: start-up time
 
         return getattr(generation, name)
     raise AttributeError(f"module 'opgen.codegen' has no attribute {name!r}")

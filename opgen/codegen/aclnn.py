@@ -32,11 +32,11 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from opgen.codegen.dims import dim_cpp
+from opgen.ir.dimprint import dim_cpp
 from opgen.codegen.env import render
 from opgen.codegen.logic import cpp_condition, failing_cubes
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
-from opgen.codegen.names import c_ident, c_printf, c_string, upper_camel
+from opgen.names import c_ident, c_printf, c_string, upper_camel
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, shape_str
 from opgen.ir.dtypes import DTypeVar

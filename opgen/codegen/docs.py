@@ -17,7 +17,7 @@ import inspect
 import json
 
 from opgen.codegen.env import render
-from opgen.codegen.escape import md_comment, md_text
+from opgen.escape import md_comment, md_text
 from opgen.codegen.logic import failing_cubes, py_condition
 from opgen.codegen.model import KNOWN_SOCS, OpModel
 from opgen.ir.dims import shape_str
@@ -25,7 +25,7 @@ from opgen.ir.dtypes import DTypeVar
 
 
 def _md(text) -> str:
-    """`text` on one line, safe in Markdown text and table cells (opgen.codegen.escape.md_text)."""
+    """`text` on one line, safe in Markdown text and table cells (opgen.escape.md_text)."""
     return md_text(text)
 
 

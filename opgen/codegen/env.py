@@ -13,8 +13,8 @@ from pathlib import Path
 
 import jinja2
 
-from opgen.codegen.escape import FILTERS
-from opgen.codegen.names import c_format
+from opgen.escape import FILTERS
+from opgen.names import c_format
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
 
@@ -23,7 +23,7 @@ TEMPLATES_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
 def template_env() -> jinja2.Environment:
     """The shared environment (StrictUndefined, keep_trailing_newline, no autoescape, trim/lstrip blocks).
 
-    Filters (opgen.codegen.escape): `cstr` (C string literal), `cfmt` (printf format literal of verbatim text),
+    Filters (opgen.escape): `cstr` (C string literal), `cfmt` (printf format literal of verbatim text),
     `ccomment` (one line of a C++ comment), `py` (Python literal), `pystr` (Python string literal), `pycomment`
     (one line of a Python comment), `md` (one line of Markdown), `mdcomment` (inside an HTML comment)."""
     env = jinja2.Environment(

@@ -16,7 +16,7 @@ import numpy as np
 
 from opgen.codegen.env import render
 from opgen.codegen.model import ACL_DTYPE, OpModel
-from opgen.codegen.names import c_string
+from opgen.names import c_string
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar

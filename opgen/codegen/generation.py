@@ -16,13 +16,13 @@ from opgen.codegen.golden import emit_golden
 from opgen.codegen.infershape import emit_infershape
 from opgen.codegen.kernel import emit_kernel
 from opgen.codegen.layout import emit_binary_config, emit_cmake
-from opgen.codegen.names import api_snake, op_snake
+from opgen.names import api_snake, op_snake
 from opgen.codegen.opdef import emit_def
 from opgen.codegen.proto import emit_proto
 from opgen.codegen.ut import emit_ut
 from opgen.codegen.writer import diff_package, signals_deferred, write_package
 from opgen.errors import OpgenError
-from opgen.tiling.emit import emit_tiling_files
+from opgen.codegen.tilingfiles import emit_tiling_files
 
 Emitter = Callable[[object], dict]
 

@@ -27,7 +27,7 @@ import pprint
 import textwrap
 from dataclasses import dataclass, field
 
-from opgen.codegen.dims import dim_py
+from opgen.ir.dimprint import dim_py
 from opgen.codegen.env import render
 from opgen.codegen.logic import py_condition, true_cubes
 from opgen.codegen.model import OpModel

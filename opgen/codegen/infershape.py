@@ -2,7 +2,7 @@
 
 Shapes are derived generically from the spec's symbolic output shapes:
 - an output declared `like=<input>` copies that input's shape (`*out = *in`);
-- otherwise each entry of the output shape is printed as C++ (opgen.codegen.dims.dim_cpp) over dim
+- otherwise each entry of the output shape is printed as C++ (opgen.ir.dimprint.dim_cpp) over dim
   variables read from the input shapes. A dim symbol is read from the first input that carries it as a
   plain entry (required inputs first; among them single-form ones first); from an optional input it falls
   back to the next source, then to the dim's `absent` value (Seq = 0 without encoder_query), then to an
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opgen.codegen.dims import dim_cpp
-from opgen.codegen.dimsource import group_location, sym_locations
+from opgen.ir.dimprint import dim_cpp
+from opgen.dsl.dimsource import group_location, sym_locations
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel
-from opgen.codegen.names import c_printf, upper_camel
+from opgen.names import c_printf, upper_camel
 from opgen.errors import SpecError
 from opgen.ir.dims import Sym, Variadic, as_dim, shape_str
 from opgen.ir.dtypes import DType, DTypeVar

@@ -19,13 +19,13 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from opgen.codegen.names import op_snake
+from opgen.names import op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import spec_comment
 from opgen.kernel.isa import INSTRS, Op
-from opgen.kernel.nsa import KIND_OPS, NsaProgram, print_program, shape_key
+from opgen.kernel.nsa import KIND_OPS, NsaProgram, pipelined, print_program, shape_key
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.nsa import WS_ALIGN
 
@@ -390,25 +390,12 @@ def _with_comment(item, at: str):
     return dataclasses.replace(item, lines=tuple(ln + at for ln in item.lines))
 
 
-def pipelined(p: NsaProgram) -> bool:
-    """True when the AIC may run phase 1 of the next unit before phase 2 of this one: a whole unit is one item and
-    no operand is read by both phases (each phase loads its own; a buffer shared by operands of different phases
-    is reloaded)."""
-    if not p.full_rows:
-        return False
-    for c1 in p.phase(1):
-        for c2 in p.phase(2):
-            if {c1.a.tensor, c1.b.tensor} & {c2.a.tensor, c2.b.tensor}:
-                return False
-    return True
-
-
 def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
     """{path: text} of op_kernel/<op>.h and op_kernel/<op>.cpp of an attention-family lowering (module doc):
     `lowered` (opgen.kernel.family.Lowered: the AttentionLayout and {key: NsaProgram}), the NsaCounts the tiling
     planned for and the Tiling. Raises SpecError for a schedule the kernel cannot run."""
     from opgen.codegen.env import template_env
-    from opgen.codegen.names import spec_path
+    from opgen.names import spec_path
     from opgen.tiling import nsa as tnsa
     from opgen.tiling.emit import attr_key
 

@@ -209,7 +209,7 @@ def py_condition(variables: list[Var], cubes: list[dict], attr_expr: Callable[[s
 
 
 def _cstr(s: str) -> str:
-    from opgen.codegen.names import c_string
+    from opgen.names import c_string
 
     return c_string(s)
 

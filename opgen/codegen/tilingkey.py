@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opgen.codegen.env import render
-from opgen.codegen.names import op_snake, spec_path
+from opgen.names import op_snake, spec_path
 
 
 @dataclass(frozen=True)

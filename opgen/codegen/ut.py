@@ -55,7 +55,7 @@ def _attr_literal(v, t) -> str:
         return str(int(v))
     if t is float:
         return f"{float(v)!r}f"
-    from opgen.codegen.names import c_string
+    from opgen.names import c_string
 
     return c_string(str(v))
 

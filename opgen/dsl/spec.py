@@ -39,12 +39,17 @@ from opgen.dsl.package import (DEFAULT_CATEGORY, DEFAULT_REPOSITORY, REPOSITORY_
                                 category_problem, path_problem)
 from opgen.dsl.diagnostics import (Loc, caller_loc, from_exception, function_loc, locate_token, param_loc,
                                    return_loc, spec_error, traceback_loc)
-from opgen.errors import SpecError, ValidationError
+from opgen.dsl.aclnn import check_signature, complete_signature
+from opgen.dsl.builder import Builder, Tensor
+from opgen.dsl.keys import Bound, SpecKey
+from opgen.dsl.validate import bind
+from opgen.errors import SpecError, ValidationError, display_path
 from opgen.ir.core import Graph, Param, TensorType, Value
-from opgen.ir.dims import Constraint, DimExpr, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
+from opgen.ir.dims import Bounds, Constraint, DimExpr, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
 from opgen.ir.records import evolve
 from opgen.ir.verify import verify
+from opgen.names import op_snake
 
 F32 = DType.f32
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # always used with fullmatch: `$` would accept a final "\n"
@@ -214,30 +219,6 @@ class Requirement:
     kind: str  # "static" | "values"
     loc: str = ""
     kernel: bool = False   # a rule on device data the emitted kernel checks where it reads it (AscendC::Trap())
-
-
-@dataclass(frozen=True)
-class SpecKey:
-    """Identifies one specialisation: static attribute values, presence of optional inputs, shape forms."""
-
-    static: tuple
-    present: tuple
-    forms: tuple
-
-
-@dataclass
-class Bound:
-    """Result of validating concrete inputs against a spec.
-
-    arrays: converted inputs (declared dtype; None for absent optionals); attrs: all attribute values;
-    dtypes: binding of dtype variables; env: dim values (variadic groups as tuples); key: specialisation.
-    """
-
-    key: SpecKey
-    arrays: dict
-    attrs: dict
-    dtypes: dict
-    env: dict
 
 
 def _short_loc(loc) -> str:
@@ -733,7 +714,6 @@ class OpSpec:
         `const aclTensor*` (CANN's ops-transformer APIs). Every OpDef input, attribute and output must appear
         once (checked when the spec is finished). Raises SpecError for a bad entry (opgen.dsl.aclnn.check_signature)
         or a second declaration."""
-        from opgen.dsl.aclnn import check_signature
 
         loc = _loc()
         if self.aclnn_signature_ is not None:
@@ -819,7 +799,6 @@ class OpSpec:
     # -- helpers ----------------------------------------------------------------------------
     def _where(self, loc) -> str:
         """`line N` for a location in this spec's file, else `file:line`."""
-        from opgen.errors import display_path
 
         file, _, line = str(loc).rpartition(":")
         return f"line {line}" if file == self.file else f"{display_path(file)}:{line}"
@@ -1070,7 +1049,6 @@ class OpSpec:
         """Refuse (located SpecError) a parameter or dim whose name equals a C++ name the emitters derive from the
         op (`<Op>Kernel3`, `<Op>TilingData`, `<op_snake>`, `<op_snake>_kernel`, ...) or from another parameter or dim
         (`gm_x`, `res_x`, `xShape`, `xHost`, ... of `x`): both would be declared in one scope of the emitted code."""
-        from opgen.codegen.names import op_snake
 
         snake = op_snake(self.name)
         op_names = {self.name, snake, f"{snake}_kernel", f"{snake}_golden", f"{self.name}TilingData"}
@@ -1100,7 +1078,6 @@ class OpSpec:
                              "add `@spec.body` above `def _(b, <inputs>, <attributes>):` returning "
                              '{"<output>": tensor, ...}', token="OpSpec")
         self._check_body_signature()
-        from opgen.dsl.aclnn import complete_signature
 
         complete_signature(self)
         self._check_emitted_names()
@@ -1142,7 +1119,6 @@ class OpSpec:
         return g
 
     def _trace(self, key: SpecKey) -> Graph:
-        from opgen.dsl.builder import Builder, Tensor
 
         if self.body_fn is None:
             raise spec_error(self.loc, f"spec {self.name} has no body",
@@ -1252,7 +1228,6 @@ class OpSpec:
     def _bounds(self, absent: dict):
         """What the body may assume of the dims (opgen.ir.dims.Bounds): the declared domains (an absent dim its
         absent value) and the `require` relations."""
-        from opgen.ir.dims import Bounds
 
         dom = {n: ((a.value, a.value) if (a := absent.get(n)) is not None else (d.min, d.max))
                for n, d in self.dims_.items()}
@@ -1296,6 +1271,5 @@ class OpSpec:
         Returns a `Bound`. Raises ValidationError naming the parameter and the rule (from a failing value
         requirement, `.requirement` is that requirement).
         """
-        from opgen.dsl.validate import bind
 
         return bind(self, inputs, attrs or {}, dtypes or {}, skip=skip)

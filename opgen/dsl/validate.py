@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from opgen.dsl.keys import Bound, SpecKey
 from opgen.errors import SpecError, ValidationError
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, eval_shape, shape_str
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
@@ -328,8 +329,6 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
                 err.requirement = r
                 raise err
     opts = [i for i in spec.inputs if i.optional]
-    from opgen.dsl.spec import Bound, SpecKey
-
     used = {i.name: i.when is None or i.when(static_vals, present) for i in opts}
     for i in opts:  # inputs unused in this mode: validated above, then ignored
         if present[i.name] and not used[i.name]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from opgen.errors import IRError
 from opgen.ir.dims import Sym, as_dim
 from opgen.ir.dtypes import DTypeVar, dtype_name
-from opgen.kernel.family import Family, Lowered
+from opgen.kernel.family import Family, Lowered, register
 from opgen.kernel.rowlayout import Unsupported
 
 ROLES = ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "BS", "Bn")
@@ -181,6 +181,7 @@ def nsa_counts(programs, pipelined) -> object:
                      **{k: top.get(k, 0) for k in NsaCounts.__dataclass_fields__ if k not in ("l1_heads", "l1_gathers")})
 
 
+@register
 class AttentionFamily(Family):
     """Selected-block sparse attention (module docstring)."""
 
@@ -226,7 +227,7 @@ class AttentionFamily(Family):
 
     def counts(self, lowered):
         """NsaCounts: the maxima over the lowered programs (nsa_counts), with the AIC schedule of each."""
-        from opgen.codegen.kernel_nsa import pipelined
+        from opgen.kernel.nsa import pipelined
 
         return nsa_counts(lowered.programs.values(), pipelined)
 

@@ -17,7 +17,7 @@ A family is one schedule template plus its analysis. Every family implements one
   emit(spec, lowered, tiling)     {path: text} of op_kernel/
   program_text(lowered, key)      canonical text of one specialisation's Kernel IR (`opgen graph --stage kernel`)
 
-`families()` returns THE list, tried in order; the first whose match returns a layout lowers the spec. Nothing here or
+`families()` returns THE list (the family modules `register` into it), tried in order; the first whose match returns a layout lowers the spec. Nothing here or
 in a family knows an operator's name: the families look at shapes, ops and the dataflow of the fused graph.
 What belongs to one operator is declared in its spec (`OpSpec.kernel_checks`: the device-data rules its kernel
 checks with Trap(); `OpSpec.gm_reference`: the reference's GM estimate of CANN's kernel).
@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from opgen.errors import OpgenError
+from opgen.kernel.rowlayout import Unsupported
 
 
 class NoKernel(OpgenError):
@@ -113,20 +114,27 @@ class Family:
         return f"counts {self.name} {{\n" + "".join(f"  {k} {v}\n" for k, v in d.items()) + "}\n"
 
 
-def families() -> list[Family]:
-    """The kernel families, tried in this order: attention (cube + vector) first, then rows (any vector graph)."""
-    from opgen.kernel.attention import AttentionFamily
-    from opgen.kernel.rows import RowsFamily
+_REGISTERED: list[type] = []
 
-    return [AttentionFamily(), RowsFamily()]
+
+def register(cls: type) -> type:
+    """Add family class `cls` to THE list (a class decorator; a family module registers itself when imported,
+    opgen.kernel imports them in the order they are tried). Registering a class twice keeps the first place."""
+    if cls not in _REGISTERED:
+        _REGISTERED.append(cls)
+    return cls
+
+
+def families() -> list[Family]:
+    """The kernel families, tried in registration order: attention (cube + vector) first, then rows (any vector
+    graph); a fresh instance of each."""
+    return [cls() for cls in _REGISTERED]
 
 
 def choose(spec, g, plan) -> tuple[Family, object]:
     """The first family that claims the launch plan `plan` of fused graph `g` (one specialisation of `spec`) and
     whose match returns a layout, and the layout. Raises NoKernel with the rule of the family that claims the plan
     (of the last family tried when none does)."""
-    from opgen.kernel.rowlayout import Unsupported
-
     fams = families()
     failures = []
     for fam in fams:

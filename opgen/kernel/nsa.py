@@ -734,3 +734,16 @@ def print_program(p: NsaProgram, locs: bool = False) -> str:
     lines.append(f"  registers row {p.nregs.get('row', 0)}, head {p.nregs.get('head', 0)}")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def pipelined(p: NsaProgram) -> bool:
+    """True when the AIC may run phase 1 of the next unit before phase 2 of this one: a whole unit is one item and
+    no operand is read by both phases (each phase loads its own; a buffer shared by operands of different phases
+    is reloaded)."""
+    if not p.full_rows:
+        return False
+    for c1 in p.phase(1):
+        for c2 in p.phase(2):
+            if {c1.a.tensor, c1.b.tensor} & {c2.a.tensor, c2.b.tensor}:
+                return False
+    return True

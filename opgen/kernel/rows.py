@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from opgen.dsl.keys import attr_key
 from opgen.errors import IRError
 from opgen.ir.core import Graph
 from opgen.ir.dims import Lit, as_dim
 from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import stamp
 from opgen.kernel import rowprog
+from opgen.kernel.headlower import full_keys, lower_spec
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, Unsupported, analyse, keys_of, store_view,
                                     view_of)
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
@@ -399,9 +401,10 @@ def lower(g: Graph, layout: RowLayout) -> RowProgram:
 
 
 # ------------------------------------------------------------------------------------------------ the family
-from opgen.kernel.family import Family  # noqa: E402
+from opgen.kernel.family import Family, register  # noqa: E402
 
 
+@register
 class RowsFamily(Family):
     """The rows family (docs/design.md "Kernel families"): vector graphs over an anchor domain of rows x a row axis.
 
@@ -442,7 +445,6 @@ class RowsFamily(Family):
         """Rows: every specialisation (static attributes, presence, shape forms); parts: one per static attribute
         combination, all optional inputs present (presence is checked at run time: opgen.codegen.headkernel)."""
         if self._parts(layout):
-            from opgen.codegen.headkernel import full_keys
 
             return full_keys(spec)
         return list(spec.keys())
@@ -453,7 +455,6 @@ class RowsFamily(Family):
         from opgen.kernel.family import Lowered
 
         if self._parts(layout):
-            from opgen.codegen.headkernel import lower_spec
             from opgen.kernel.headrows import lower_heads
 
             if only is not None:
@@ -493,7 +494,7 @@ class RowsFamily(Family):
             return emit_head_kernel(spec, lowered.extra["heads"], lowered.extra["counts"], lowered.extra["fields"],
                                     tiling.doc)
         from opgen.codegen.kernel import render_kernel
-        from opgen.codegen.names import spec_path
+        from opgen.names import spec_path
 
         return render_kernel(spec, lowered.extra["variants"], lowered.extra["dims"], tiling.doc, spec_path(spec))
 
@@ -553,7 +554,6 @@ def variants_of(spec, lowered) -> list:
     condition) pairs of its specialisations. Raises Unsupported when two shape forms of one specialisation lower
     to different programs (the kernel cannot tell them apart at run time)."""
     from opgen.codegen.kernel import Variant
-    from opgen.tiling.emit import attr_key
 
     names = [a.name for a in spec.static_attrs]
     opts = [i for i in spec.inputs if i.optional]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import networkx as nx
 
 from opgen.ir.dims import Variadic, as_dim
-from opgen.kernel import Kernel, KernelPlan, Stage, verify_plan
+from opgen.passes.plan import Kernel, KernelPlan, Stage, verify_plan
 from opgen.passes.graph import OP, PARAM, output_values, topo_order
 
 CUBE_OPS = {"matmul"}

@@ -38,7 +38,7 @@ from opgen.passes.cse import cse
 from opgen.passes.dce import dce
 from opgen.passes.fuse import fuse
 from opgen.passes.graph import from_nx, to_nx
-from opgen.kernel import KernelPlan, print_plan
+from opgen.passes.plan import KernelPlan, print_plan
 
 Pass = Callable[[nx.DiGraph], nx.DiGraph]
 

@@ -1,5 +1,5 @@
-"""Emission of the tiling files (op_kernel/<op>_tiling_data.h, op_host/<op>_tiling.cpp) from a spec
-and its tiling program (docs/reference/ascendc.md §2.4 struct-style tiling data, §2.5 TilingFunc). The struct lives in
+"""How a tiling program's inputs are read and evaluated; the tiling files (op_kernel/<op>_tiling_data.h,
+op_host/<op>_tiling.cpp) are printed from them by opgen.codegen.tilingfiles, from a spec and its tiling program (docs/reference/ascendc.md §2.4 struct-style tiling data, §2.5 TilingFunc). The struct lives in
 op_kernel/ and the host includes it as ../op_kernel/<op>_tiling_data.h: the kernel build copies only op_kernel/*
 (docs/reference/ops_package.md §2.3, §3).
 
@@ -10,19 +10,19 @@ the program statements (TilingProgram.to_cpp), the fields. The templates only la
 
 from __future__ import annotations
 
-import re
-
+from opgen.dsl.dimsource import group_location, sym_locations
+from opgen.dsl.keys import attr_key  # noqa: F401  (the tiling key's attrKey; its users import it from here too)
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
-from opgen.ir.dtypes import DType, DTypeVar
+from opgen.ir.dimprint import dim_cpp as print_cpp
+from opgen.ir.dtypes import DType
 
 SYS_WORKSPACE_BYTES = 16 * 1024 * 1024  # AscendC system workspace reserve (docs/reference/ada_layer_norm.md §3.1)
 
 
 def _dim_in(spec, index: int, sym: str, ref: str):
     """C++ reading dim (or variadic group product) `sym` from input number `index` whose gert::Shape is
-    `ref`, or None when that input does not carry it (opgen.codegen.dimsource)."""
-    from opgen.codegen.dimsource import group_location, sym_locations
+    `ref`, or None when that input does not carry it (opgen.dsl.dimsource)."""
 
     if sym in spec.variadics:
         g = group_location(spec, sym)
@@ -36,7 +36,7 @@ def _dim_in(spec, index: int, sym: str, ref: str):
 
 def _dim_access(spec, sym: str) -> str:
     """C++ expression reading dim `sym` (or the product of variadic group `sym`): from the best required
-    input carrying it (opgen.codegen.dimsource), else from the first optional one (the dim's `absent` value,
+    input carrying it (opgen.dsl.dimsource), else from the first optional one (the dim's `absent` value,
     or 0, when that input is null). Raises SpecError when no input carries it."""
     order = [k for k, i in enumerate(spec.inputs) if not i.optional] + [k for k, i in enumerate(spec.inputs)
                                                                          if i.optional]
@@ -55,23 +55,9 @@ def _dim_access(spec, sym: str) -> str:
 
 def dim_cpp(spec, e: DimExpr) -> str:
     """C++ int64 expression of a dim expression over the spec's dims, read from the TilingContext's input
-    shapes (_dim_access); printed by the printer InferShape and aclnn use (opgen.codegen.dims)."""
-    from opgen.codegen.dims import dim_cpp as print_cpp  # lazy: opgen.codegen imports this module
+    shapes (_dim_access); printed by the printer InferShape and aclnn use (opgen.ir.dimprint)."""
 
     return print_cpp(e, lambda n: _dim_access(spec, n), lambda n: _dim_access(spec, n))
-
-
-def attr_key(spec, attrs: dict) -> int:
-    """Mixed-radix index of the static (behaviour-selecting) attribute values, first attribute fastest:
-    sum_i index(value_i in choices_i) * prod_{j<i} len(choices_j); defaults for absent ones."""
-    key, radix = 0, 1
-    for a in spec.static_attrs:
-        v = attrs.get(a.name, a.default)
-        if v is None and len(a.choices) == 1:
-            v = a.choices[0]  # a required single-choice attribute (NSA's input_layout "TND")
-        key += a.choices.index(v) * radix
-        radix *= len(a.choices)
-    return key
 
 
 def float_bits(v: float) -> int:
@@ -182,104 +168,3 @@ def dim_bounds(spec, prog, inputs_map) -> list[tuple[str, int, int | None]]:
             lo, hi = _bounds(spec, Sym(how[2]))
             out.append((name, lo, hi))
     return out
-
-
-def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
-    """{path: text} of op_kernel/<op>_tiling_data.h and op_host/<op>_tiling.cpp for `spec` with tiling program `prog`;
-    `inputs_map`: {program input name: dim expression | ("bytes", var) | ("dtype_key",) |
-    ("platform", "coreNum"|"ubBytes") | ("attr_key",) | ("attr_bits", float attr) |
-    ("attr_dim", int attr, dim) | ("deterministic",)}; `doc`: one line naming the strategy and its reference.
-
-    ("attr_dim", attr, dim) reads an integer attribute that binds a spec dim (spec.attr(..., dim=BS)): the
-    C++ reads the attribute (its default when absent), the Python twin takes the dim's value, and both
-    fail outside the dim's [min, max] like a dim read from a shape. ("deterministic",) is the framework's
-    deterministic-computation flag: TilingContext::GetDeterministic() when the context has it (CANN's does, and so
-    does opgen's host stub, set by `opgen check --deterministic`), else 0; the Python twin takes it as
-    `evaluate(..., deterministic=)`."""
-    from opgen.codegen.names import op_snake
-
-    op = op_snake(spec.name)
-    reads = []
-    for name in prog.inputs:
-        how = inputs_map[name]
-        if isinstance(how, tuple) and how[0] == "bytes":
-            reads.append((name, f"DTypeBytes({_first_desc(spec, how[1])})"))
-        elif isinstance(how, tuple) and how[0] == "dtype_key":
-            reads.append((name, "DTypeKey(" + ", ".join(_first_desc(spec, c.name) for c in spec.dtype_table) + ")"))
-        elif isinstance(how, tuple) and how[0] == "platform":
-            reads.append((name, {"coreNum": "static_cast<int64_t>(platform.GetCoreNumAiv())",
-                                 "ubBytes": "static_cast<int64_t>(ubSize)"}[how[1]]))
-        elif isinstance(how, tuple) and how[0] == "attr_key":
-            reads.append((name, _attr_key_cpp(spec)))
-        elif isinstance(how, tuple) and how[0] == "attr_bits":
-            index = [a.name for a in spec.attrs].index(how[1])
-            default = spec.attrs[index].default
-            reads.append((name, f"AttrFloatBits(context, {index}, {float_bits(default)})"))
-        elif isinstance(how, tuple) and how[0] == "deterministic":
-            reads.append((name, "DeterministicOf(context, 0)"))
-        elif isinstance(how, tuple) and how[0] == "attr_dim":
-            index = [a.name for a in spec.attrs].index(how[1])
-            default = spec.attrs[index].default
-            reads.append((name, f"AttrInt(context, {index}, {int(default) if default is not None else 0})"))
-        else:
-            reads.append((name, dim_cpp(spec, how)))
-    rows = [[c.cann for c in (r[v.name] for v in spec.dtype_table)] for r in spec.dtype_rows]
-    from opgen.codegen.env import template_env
-
-    env = template_env()
-    from opgen.codegen.names import spec_path
-
-    ctx = {
-        "op": spec.name, "op_snake": op, "struct": f"{spec.name}TilingData", "spec_file": spec_path(spec),
-        "guard": f"{op.upper()}_TILING_DATA_H_",
-        "fields": [(n, doc) for n, _, doc in prog.stmts if n in prog.fields],
-        "inputs": [(n, expr, prog.inputs[n]) for n, expr in reads],
-        "shapes": _shape_refs(spec, reads),
-        "bounds": [(n, lo, hi) for n, lo, hi in dim_bounds(spec, prog, inputs_map)],
-        "statements": prog.to_cpp(indent="    "),
-        "dtype_rows": rows, "n_vars": len(spec.dtype_table),
-        "sys_workspace": SYS_WORKSPACE_BYTES, "source": doc,
-        "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values()),
-        "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
-    }
-    return {
-        f"op_kernel/{op}_tiling_data.h": env.get_template("op_kernel/tiling_data.h.j2").render(**ctx),
-        f"op_host/{op}_tiling.cpp": env.get_template("op_host/tiling.cpp.j2").render(**ctx),
-    }
-
-
-def _first_desc(spec, var):
-    """C++ ge::DataType of dtype variable `var`: the first required input typed by it, else the optional
-    inputs in order, falling back to the first required output, else DT_UNDEFINED (matches any row)."""
-    for idx, i in enumerate(spec.inputs):
-        if not i.optional and isinstance(i.dtype, DTypeVar) and i.dtype.name == var:
-            return f"context->GetInputDesc({idx})->GetDataType()"
-    chain = [f"context->GetOptionalInputDesc({idx})" for idx, i in enumerate(spec.inputs)
-             if i.optional and isinstance(i.dtype, DTypeVar) and i.dtype.name == var]
-    outs = [f"context->GetOutputDesc({idx})" for idx, o in enumerate(spec.outputs)
-            if not o.optional and isinstance(o.dtype, DTypeVar) and o.dtype.name == var]
-    if not chain and not outs:
-        raise SpecError(f"{spec.file}: dtype variable {var} has no tensor to read it from")
-    # no required tensor: all optional ones absent leaves the variable free (any row matches)
-    expr = f"{outs[0]}->GetDataType()" if outs else "ge::DT_UNDEFINED"
-    for d in reversed(chain):
-        expr = f"({d} != nullptr ? {d}->GetDataType() : {expr})"
-    return expr
-
-
-def _shape_refs(spec, reads) -> list[tuple[str, int, bool]]:
-    """(input name, index, optional) of the inputs whose shapes the reads use, in spec order."""
-    used = {name for _, expr in reads for name in re.findall(r"\b(\w+?)Shape(?:Opt)?\b", expr)}
-    return [(i.name, idx, i.optional) for idx, i in enumerate(spec.inputs) if i.name in used]
-
-
-def emit_tiling_files(spec) -> dict[str, str]:
-    """The codegen emitter (opgen.codegen.EMITTERS): the tiling files of `spec` from its kernel build
-    (opgen.passes.pipeline.kernel_build: the family's tiling program, its inputs, proven to fit by the
-    plan_buffers pass).
-
-    Raises NoKernel (no family lowers the spec) or SpecError (UB overflow at the dim's declaration line)."""
-    from opgen.passes.pipeline import kernel_build
-
-    t = kernel_build(spec).tiling
-    return emit_tiling(spec, t.program, t.inputs, t.doc)

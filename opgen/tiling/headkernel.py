@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from opgen.kernel.headlower import accumulated_outputs, addressing_dims, bind_slots, data_dtype
 from opgen.tiling.buffers import Buffer
 from opgen.tiling.rowkernel import reduce_tmp_elems, stat_plan
 
@@ -110,7 +111,6 @@ def spec_counts(low) -> HeadCounts:
     """HeadCounts of a spec's head-row lowering (opgen.codegen.headkernel.Lowered): the maxima over every part of
     every attribute combination and over the part slots' bindings (parts are renumbered to their slot's union of
     tensors, so a slot's entries bound the indices too); acc_outputs = the column outputs summed across cores."""
-    from opgen.codegen.headkernel import accumulated_outputs, bind_slots
 
     top: dict = {}
     for _a, _k, hp in low.programs:
@@ -138,7 +138,6 @@ def head_tiling(spec, lowered, counts):
     """The Tiling of a head-row kernel: the row split of `rowNum` = sum over the part slots of batch * heads *
     (the slot's rows), the buffer plan of `counts`, and the dims the addressing uses as inputs read from the
     shapes (opgen.codegen.headkernel records them in lowered.extra["fields"])."""
-    from opgen.codegen.headkernel import addressing_dims, bind_slots, data_dtype
     from opgen.ir.dims import Sym
     from opgen.kernel.family import Tiling
     from opgen.tiling.program import TilingProgram, align_up, ceil_div

@@ -10,8 +10,10 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from opgen.errors import SpecError
+from opgen.escape import cpp_string
 
 _CPP_KEYWORDS = frozenset("""alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t char32_t
 class compl const constexpr const_cast continue decltype default delete do double dynamic_cast else enum explicit export
@@ -80,8 +82,7 @@ def c_ident(name: str) -> str:
 
 
 def c_string(text: str) -> str:
-    """A C string literal holding `text` exactly (opgen.codegen.escape.cpp_string)."""
-    from opgen.codegen.escape import cpp_string
+    """A C string literal holding `text` exactly (opgen.escape.cpp_string)."""
 
     return cpp_string(text)
 
@@ -105,9 +106,7 @@ def c_printf(*parts: str) -> str:
 def spec_path(spec) -> str:
     """The spec file as emitted banners name it: relative to the project root when under it (specs/foo.py,
     examples/specs/foo.py), else its file name; never an absolute, machine-dependent path."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent.parent
+    root = Path(__file__).resolve().parent.parent
     try:
         return Path(spec.file).resolve().relative_to(root).as_posix()
     except ValueError:

@@ -1,0 +1,109 @@
+"""The tiling files of a spec (op_kernel/<op>_tiling_data.h, op_host/<op>_tiling.cpp), printed from its tiling
+program and how the program's inputs are read (opgen.tiling.emit; docs/reference/ascendc.md §2.4 struct-style
+tiling data, §2.5 TilingFunc). The struct lives in op_kernel/ and the host includes it as
+../op_kernel/<op>_tiling_data.h: the kernel build copies only op_kernel/* (docs/reference/ops_package.md §2.3, §3).
+"""
+
+from __future__ import annotations
+
+import re
+
+from opgen.codegen.env import template_env
+from opgen.errors import SpecError
+from opgen.ir.dtypes import DTypeVar
+from opgen.names import op_snake, spec_path
+from opgen.passes.pipeline import kernel_build
+from opgen.tiling.emit import SYS_WORKSPACE_BYTES, _attr_key_cpp, dim_bounds, dim_cpp, float_bits
+
+
+def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
+    """{path: text} of op_kernel/<op>_tiling_data.h and op_host/<op>_tiling.cpp for `spec` with tiling program `prog`;
+    `inputs_map`: {program input name: dim expression | ("bytes", var) | ("dtype_key",) |
+    ("platform", "coreNum"|"ubBytes") | ("attr_key",) | ("attr_bits", float attr) |
+    ("attr_dim", int attr, dim) | ("deterministic",)}; `doc`: one line naming the strategy and its reference.
+
+    ("attr_dim", attr, dim) reads an integer attribute that binds a spec dim (spec.attr(..., dim=BS)): the
+    C++ reads the attribute (its default when absent), the Python twin takes the dim's value, and both
+    fail outside the dim's [min, max] like a dim read from a shape. ("deterministic",) is the framework's
+    deterministic-computation flag: TilingContext::GetDeterministic() when the context has it (CANN's does, and so
+    does opgen's host stub, set by `opgen check --deterministic`), else 0; the Python twin takes it as
+    `evaluate(..., deterministic=)`."""
+    op = op_snake(spec.name)
+    reads = []
+    for name in prog.inputs:
+        how = inputs_map[name]
+        if isinstance(how, tuple) and how[0] == "bytes":
+            reads.append((name, f"DTypeBytes({_first_desc(spec, how[1])})"))
+        elif isinstance(how, tuple) and how[0] == "dtype_key":
+            reads.append((name, "DTypeKey(" + ", ".join(_first_desc(spec, c.name) for c in spec.dtype_table) + ")"))
+        elif isinstance(how, tuple) and how[0] == "platform":
+            reads.append((name, {"coreNum": "static_cast<int64_t>(platform.GetCoreNumAiv())",
+                                 "ubBytes": "static_cast<int64_t>(ubSize)"}[how[1]]))
+        elif isinstance(how, tuple) and how[0] == "attr_key":
+            reads.append((name, _attr_key_cpp(spec)))
+        elif isinstance(how, tuple) and how[0] == "attr_bits":
+            index = [a.name for a in spec.attrs].index(how[1])
+            default = spec.attrs[index].default
+            reads.append((name, f"AttrFloatBits(context, {index}, {float_bits(default)})"))
+        elif isinstance(how, tuple) and how[0] == "deterministic":
+            reads.append((name, "DeterministicOf(context, 0)"))
+        elif isinstance(how, tuple) and how[0] == "attr_dim":
+            index = [a.name for a in spec.attrs].index(how[1])
+            default = spec.attrs[index].default
+            reads.append((name, f"AttrInt(context, {index}, {int(default) if default is not None else 0})"))
+        else:
+            reads.append((name, dim_cpp(spec, how)))
+    rows = [[c.cann for c in (r[v.name] for v in spec.dtype_table)] for r in spec.dtype_rows]
+    env = template_env()
+    ctx = {
+        "op": spec.name, "op_snake": op, "struct": f"{spec.name}TilingData", "spec_file": spec_path(spec),
+        "guard": f"{op.upper()}_TILING_DATA_H_",
+        "fields": [(n, doc) for n, _, doc in prog.stmts if n in prog.fields],
+        "inputs": [(n, expr, prog.inputs[n]) for n, expr in reads],
+        "shapes": _shape_refs(spec, reads),
+        "bounds": [(n, lo, hi) for n, lo, hi in dim_bounds(spec, prog, inputs_map)],
+        "statements": prog.to_cpp(indent="    "),
+        "dtype_rows": rows, "n_vars": len(spec.dtype_table),
+        "sys_workspace": SYS_WORKSPACE_BYTES, "source": doc,
+        "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values()),
+        "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
+    }
+    return {
+        f"op_kernel/{op}_tiling_data.h": env.get_template("op_kernel/tiling_data.h.j2").render(**ctx),
+        f"op_host/{op}_tiling.cpp": env.get_template("op_host/tiling.cpp.j2").render(**ctx),
+    }
+
+
+def _first_desc(spec, var):
+    """C++ ge::DataType of dtype variable `var`: the first required input typed by it, else the optional
+    inputs in order, falling back to the first required output, else DT_UNDEFINED (matches any row)."""
+    for idx, i in enumerate(spec.inputs):
+        if not i.optional and isinstance(i.dtype, DTypeVar) and i.dtype.name == var:
+            return f"context->GetInputDesc({idx})->GetDataType()"
+    chain = [f"context->GetOptionalInputDesc({idx})" for idx, i in enumerate(spec.inputs)
+             if i.optional and isinstance(i.dtype, DTypeVar) and i.dtype.name == var]
+    outs = [f"context->GetOutputDesc({idx})" for idx, o in enumerate(spec.outputs)
+            if not o.optional and isinstance(o.dtype, DTypeVar) and o.dtype.name == var]
+    if not chain and not outs:
+        raise SpecError(f"{spec.file}: dtype variable {var} has no tensor to read it from")
+    # no required tensor: all optional ones absent leaves the variable free (any row matches)
+    expr = f"{outs[0]}->GetDataType()" if outs else "ge::DT_UNDEFINED"
+    for d in reversed(chain):
+        expr = f"({d} != nullptr ? {d}->GetDataType() : {expr})"
+    return expr
+
+
+def _shape_refs(spec, reads) -> list[tuple[str, int, bool]]:
+    """(input name, index, optional) of the inputs whose shapes the reads use, in spec order."""
+    used = {name for _, expr in reads for name in re.findall(r"\b(\w+?)Shape(?:Opt)?\b", expr)}
+    return [(i.name, idx, i.optional) for idx, i in enumerate(spec.inputs) if i.name in used]
+
+
+def emit_tiling_files(spec) -> dict[str, str]:
+    """The codegen emitter (opgen.codegen.EMITTERS): the tiling files of `spec` from its kernel build
+    (opgen.passes.pipeline.kernel_build: the family's tiling program, its inputs, proven to fit by the
+    plan_buffers pass).
+
+    Raises NoKernel (no family lowers the spec) or SpecError (UB overflow at the dim's declaration line)."""
+    t = kernel_build(spec).tiling
+    return emit_tiling(spec, t.program, t.inputs, t.doc)

@@ -1,0 +1,44 @@
+"""The key of a specialisation and the result of validating inputs against a spec (docs/design.md "Specs and
+the Tensor IR"); below both opgen.dsl.spec and opgen.dsl.validate, which share them; `attr_key`, the index of a
+combination of static attribute values (the attrKey of the tiling key)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SpecKey:
+    """Identifies one specialisation: static attribute values, presence of optional inputs, shape forms."""
+
+    static: tuple
+    present: tuple
+    forms: tuple
+
+
+@dataclass
+class Bound:
+    """Result of validating concrete inputs against a spec.
+
+    arrays: converted inputs (declared dtype; None for absent optionals); attrs: all attribute values;
+    dtypes: binding of dtype variables; env: dim values (variadic groups as tuples); key: specialisation.
+    """
+
+    key: SpecKey
+    arrays: dict
+    attrs: dict
+    dtypes: dict
+    env: dict
+
+
+def attr_key(spec, attrs: dict) -> int:
+    """Mixed-radix index of the static (behaviour-selecting) attribute values, first attribute fastest:
+    sum_i index(value_i in choices_i) * prod_{j<i} len(choices_j); defaults for absent ones."""
+    key, radix = 0, 1
+    for a in spec.static_attrs:
+        v = attrs.get(a.name, a.default)
+        if v is None and len(a.choices) == 1:
+            v = a.choices[0]  # a required single-choice attribute (NSA's input_layout "TND")
+        key += a.choices.index(v) * radix
+        radix *= len(a.choices)
+    return key
