@@ -97,6 +97,8 @@ RACES = {
                    "SetFlag/WaitFlag<HardEvent::V_MTE2>"),
     "queue_scalar_write": ("read-after-write", "UB", "DataCopy UB->GM", "copyout", "SetValue", "setvalue",
                            "SetFlag/WaitFlag<HardEvent::S_MTE3>"),
+    "reduce_tmp_nobarrier": ("write-after-write", "UB", "Duplicate", "duptmp", "ReduceSum", "reduce",
+                             "PipeBarrier<PIPE_V>"),
     "v_s_noflag": ("read-after-write", "UB", "GetValue", "getvalue", "Duplicate", "dup",
                    "SetFlag/WaitFlag<HardEvent::V_S>"),
     "s_v_noflag": ("read-after-write", "UB", "Adds", "adds", "SetValue", "setvalue",

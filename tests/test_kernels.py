@@ -214,8 +214,8 @@ def test_emitted_kernels_synchronise_dependent_vector_instructions():
     instructions of one straight-line segment where the later reads or writes a buffer the earlier wrote, or writes
     one it read (the operand roles of the instruction table, opgen.kernel.isa), a PipeBarrier<PIPE_V>() (or
     PIPE_ALL) lies between them; and every SyncAll of the vector kernels is preceded by PipeBarrier<PIPE_ALL>(). Checked
-    pair by pair, not by the pass's walk. The emulation runs each pipe in order, so this structural check is what
-    catches a missing barrier."""
+    pair by pair, not by the pass's walk. A structural check of the emitted text beside the emulation's race detector
+    (tests/test_emu_pipes.py), which catches a missing barrier only on the paths a case executes."""
     from opgen.codegen import default_out_dir
 
     headers = sorted(h for h in default_out_dir().glob("*/op_kernel/*.h") if "_tiling_" not in h.name)

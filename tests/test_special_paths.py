@@ -120,19 +120,21 @@ def test_ninja_values_and_paths_are_escaped(tmp_path):
             assert f"-I'{tmp_path}/a$$b c:d/rms_norm/op_kernel'" in line, line
     with pytest.raises(Exception, match="line break"):
         ninja_file(Sources("RmsNorm", "rms_norm", "aclnn_rms_norm", op_dir), "/usr/bin/g\n++")
+    with pytest.raises(Exception, match="'\\|'"):   # a tree reaches ninja_file through its link (Builder.build)
+        ninja_file(Sources("RmsNorm", "rms_norm", "aclnn_rms_norm", tmp_path / "a|b" / "rms_norm"), "/usr/bin/g++")
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
-@pytest.mark.parametrize("odd", ["a$b c:d", "new\nline"])
+@pytest.mark.parametrize("odd", ["a$b c:d", "new\nline", "pipe|bar"])
 def test_gen_dir_with_odd_characters_checks(odd, tmp_path, monkeypatch, capsys):
-    """A legal --gen-dir path simply works: `$`, space and `:` escaped for ninja; a line break (no ninja syntax
-    for it) through the link <build dir>/tree."""
+    """A legal --gen-dir path simply works: `$`, space and `:` escaped for ninja; a line break or a `|` (no ninja
+    syntax for either in a build statement) through the link <build dir>/tree."""
     monkeypatch.setenv("OPGEN_BUILD_DIR", str(tmp_path / "build"))
     gen = tmp_path / odd / "gen"
     assert main(["generate", SPEC, "--out", str(gen)]) == 0
     rc = main(["check", SPEC, "--dims", "Bd=2,H=16", "--gen-dir", str(gen)])
     assert rc == 0, capsys.readouterr().err
     links = list((tmp_path / "build").glob("*/tree"))
-    assert bool(links) == ("\n" in odd)
+    assert bool(links) == ("\n" in odd or "|" in odd)
     if links:
         assert os.readlink(links[0]) == str((gen / "rms_norm").resolve())

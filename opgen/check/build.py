@@ -160,8 +160,14 @@ def shared_ninja_file(cxx: str) -> str:
 
 def _ninja_path(p) -> str:
     """A path as a ninja build-statement input or output: `$`, space and `:` escaped with `$` (ninja's manual,
-    "Lexical syntax"). A newline cannot be expressed at all (Builder.build links such a tree under a safe name)."""
-    return _ninja_expressible(str(p)).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+    "Lexical syntax"). A newline cannot be expressed at all, nor a `|` in a build statement (it starts the implicit
+    inputs and has no escape): Builder.build links such a tree under a safe name; raises OpgenError for any other
+    path holding one (opgen's own files)."""
+    text = _ninja_expressible(str(p))
+    if "|" in text:
+        raise OpgenError(f"path {text!r} holds a '|', which a ninja build statement cannot express; move opgen to a "
+                         f"path without one")
+    return text.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
 def _ninja_value(text: str) -> str:
@@ -178,19 +184,20 @@ def _ninja_expressible(text: str) -> str:
 
 
 TREE_LINK = "tree"
-"""Name of the symbolic link in a build directory through which a generated tree whose path holds a line break
-is compiled (ninja cannot express the path itself)."""
+"""Name of the symbolic link in a build directory through which a generated tree whose path holds a line break or
+a `|` is compiled (ninja cannot express the path itself)."""
 
 
 def _ninja_safe(src: Sources, build_dir: Path) -> Sources:
-    """`src` itself, or, when its op directory's path holds a line break, the same sources reached through the
-    link build_dir/TREE_LINK (created or repointed here)."""
+    """`src` itself, or, when its op directory's path holds a line break or a `|`, the same sources reached through
+    the link build_dir/TREE_LINK (created or repointed here, atomically: concurrent checks of one tree each make
+    their own temporary link)."""
     op_dir = str(getattr(src, "op_dir", ""))
-    if "\n" not in op_dir and "\r" not in op_dir:
+    if not any(c in op_dir for c in "\n\r|"):
         return src
     link = build_dir / TREE_LINK
     if not (link.is_symlink() and os.readlink(link) == str(src.op_dir)):
-        tmp = build_dir / (TREE_LINK + ".tmp")
+        tmp = build_dir / f"{TREE_LINK}.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.unlink(missing_ok=True)
         os.symlink(src.op_dir, tmp)
         os.replace(tmp, link)
@@ -334,15 +341,30 @@ class Builder:
 
     @contextlib.contextmanager
     def _shared_built(self, shared: Path, cxx: str, ninja: str, targets: list):
-        """Bring the shared objects `targets` up to date (exclusive lock), then hold the shared directory's lock in
-        shared mode until the op's build has linked them (no other process rebuilds them meanwhile)."""
+        """Bring the shared objects `targets` up to date, then hold the shared directory's lock in shared mode until
+        the op's build has linked them (no other process rebuilds them meanwhile). The lock is taken shared first:
+        when the objects are current (the usual case) concurrent builds of other ops proceed together; only a stale
+        or missing object takes it exclusively to rebuild (flock converts by unlocking first, so two converters
+        cannot deadlock)."""
         shared.mkdir(parents=True, exist_ok=True)
+        text = shared_ninja_file(cxx)
         with open(shared / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            write_if_changed(shared / "build.ninja", shared_ninja_file(cxx))
-            self._run(ninja, " ".join(targets), shared)
             fcntl.flock(lock, fcntl.LOCK_SH)
+            if not self._shared_current(shared, text, ninja, targets):
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                write_if_changed(shared / "build.ninja", text)
+                self._run(ninja, " ".join(targets), shared)
+                fcntl.flock(lock, fcntl.LOCK_SH)
             yield
+
+    @staticmethod
+    def _shared_current(shared: Path, text: str, ninja: str, targets: list) -> bool:
+        """Whether the shared directory's build file is `text` and ninja has no work for `targets` (a dry run)."""
+        f = shared / "build.ninja"
+        if not (f.is_file() and f.read_text() == text and all((shared / t).is_file() for t in targets)):
+            return False
+        r = subprocess.run([ninja, "-C", str(shared), "-n", *targets], capture_output=True, text=True)
+        return r.returncode == 0 and "no work to do" in r.stdout
 
     def _stamp_path(self, target: str) -> Path:
         return self.dir / f"{target}.sha256"

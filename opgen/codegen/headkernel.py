@@ -12,7 +12,7 @@ those tensors), which fixes the kernel's row space. The emitted code is one clas
   union of the GM tensors its parts touch over all combinations (parts are renumbered to that binding,
   `bind_slots`), says where row (b, s, n) of each is (printed from the RowMaps' dim expressions over the
   tiling data) and which rows get RoPE; only the offsets differ between variants (concat_order);
-* tables indexed by attrKey (opgen.tiling.emit.attr_key) selecting each slot's body and addressing, the
+* tables indexed by attrKey (opgen.dsl.keys.attr_key) selecting each slot's body and addressing, the
   lane families each body needs (Gather offsets, sign rows), and the column outputs summed across cores.
 
 So the static attributes are branched on at run time inside one class per dtype (compile time stays

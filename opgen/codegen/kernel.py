@@ -260,9 +260,10 @@ def _load_row(line: str, dst: str):
 
 
 def _store_row(line: str, src: str):
-    """A StoreRow statement (CastTo from `src` into the output queue, then the queue hand-off to MTE3) as a stream
-    statement: its vector read of `src` may still be in flight after it (opgen.kernel.vsync)."""
-    return vstmt(line, reads=[src])
+    """A StoreRow statement (templates/op_kernel/row_kernel.h.j2: CastTo from `src` into the output queue, its own
+    PipeBarrier<PIPE_V>(), then the queue hand-off to MTE3) as a stream statement: every earlier vector access is
+    complete after it (opgen.kernel.vsync)."""
+    return vstmt(line, reads=[src], after="barrier")
 
 
 def _sum_partials(line: str):

@@ -2,7 +2,7 @@
 declare their tiling keys in `op_kernel/<op>_tiling_key.h`; §2.3: the kernel build copies only op_kernel/*).
 
 Every family encodes a key the same way: tilingKey = attrKey * 100 + dtypeKey * 10 + strategy, where attrKey is
-the mixed-radix index of the static attributes' values (opgen.tiling.emit.attr_key, first attribute fastest),
+the mixed-radix index of the static attributes' values (opgen.dsl.keys.attr_key, first attribute fastest),
 dtypeKey the 1-based row of the dtype table and strategy the family's schedule (rows: 1 ROW_SPLIT, 2 COL_SPLIT;
 head rows: 1; attention: 1, 2 deterministic). The host TilingFunc computes the number; the kernel entry tests it
 with `TILING_KEY_IS(<macro>)`. The macros are plain numbers because the kernel compiler reads the key values
@@ -39,7 +39,7 @@ class TilingKey:
 
 
 def attr_values(spec, attr_key: int) -> dict:
-    """The static attribute values an attrKey encodes (the inverse of opgen.tiling.emit.attr_key)."""
+    """The static attribute values an attrKey encodes (the inverse of opgen.dsl.keys.attr_key)."""
     out, rest = {}, attr_key
     for a in spec.static_attrs:
         n = len(a.choices)

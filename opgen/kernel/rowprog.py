@@ -89,9 +89,10 @@ def vector_cost(instrs, n: int) -> Cost:
 
 VECTOR_KINDS = tuple(k for k in ("cast_in", *TABLE_KINDS, "vdup", "vgather", "acc", "store")
                      if k in TABLE_KINDS or INSTRS[KIND_OPS[k]].pipe is Pipe.V)
-"""Instruction kinds printed as vector (PIPE_V) instructions (their table entries' pipe). The printers follow each
-with PipeBarrier<PIPE_V>(): the vector pipe issues in order but does not complete in order, so a dependent
-vector instruction must wait (docs/reference/ascendc.md §1.6); the emitted packages use manual sync."""
+"""Instruction kinds printed as vector (PIPE_V) instructions (their table entries' pipe). The vector pipe issues in
+order but does not complete in order, so a dependent vector instruction must wait (docs/reference/ascendc.md §1.6):
+the barrier pass (opgen.kernel.vsync) puts PipeBarrier<PIPE_V>() before one only where an operand depends; the
+emitted packages use manual sync."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ not known here. The pass keeps a barrier at the end of a stream whenever vector 
 stream never leaves unfinished vector work to its context: the next iteration of a loop (the stream followed by
 itself), a copy-out or the template's own vector statements start after it. In turn it assumes a stream starts with
 no pending vector work: true after a stream (its tail barrier), after a queue hand-off, and after the templates'
-vector helpers, each of which ends with a barrier or a V->S wait (LoadRow, TableRow, LoadHead, RowMax; RowSum's
+vector helpers, each of which ends with a barrier or a V->S wait (LoadRow, StoreRow, TableRow, LoadHead, RowMax; RowSum's
 result is read back by the scalar unit).
 
 Regions (`region`): an operand expression names one region. Two regions overlap exactly when their names are equal.

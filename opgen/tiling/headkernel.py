@@ -108,7 +108,7 @@ def part_counts(part) -> dict:
 
 
 def spec_counts(low) -> HeadCounts:
-    """HeadCounts of a spec's head-row lowering (opgen.codegen.headkernel.Lowered): the maxima over every part of
+    """HeadCounts of a spec's head-row lowering (opgen.kernel.headlower.Lowered): the maxima over every part of
     every attribute combination and over the part slots' bindings (parts are renumbered to their slot's union of
     tensors, so a slot's entries bound the indices too); acc_outputs = the column outputs summed across cores."""
 

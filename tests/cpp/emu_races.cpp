@@ -43,6 +43,16 @@ int main(int argc, char** argv)
             if (barrier) PipeBarrier<PIPE_V>();
             Adds(t[256], t, 2.0f, 256);  // @adds
         });
+    } else if (s == "reduce_tmp_nobarrier") {
+        // ReduceSum writes its per-repeat partial sums into tmp: a later vector write of tmp must wait for it.
+        vec([&](TPipe& pipe, GlobalTensor<float>&, GlobalTensor<float>&) {
+            TBuf<> b; pipe.InitBuffer(b, 8192);
+            LocalTensor<float> src = b.Get<float>(), dst = src[1024], tmp = src[1088];
+            Duplicate(src, 1.0f, 1024);
+            PipeBarrier<PIPE_V>();
+            ReduceSum(dst, src, tmp, 1024);  // @reduce
+            Duplicate(tmp, 5.0f, 64);  // @duptmp
+        });
     } else if (s == "v_war_nobarrier") {
         // Mul reads a, then Muls overwrites a: write-after-read inside PIPE_V needs a barrier too.
         vec([&](TPipe& pipe, GlobalTensor<float>&, GlobalTensor<float>&) {

@@ -141,11 +141,9 @@ private:
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
-            PipeBarrier<PIPE_V>();
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
-            PipeBarrier<PIPE_V>();
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
                 if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
@@ -157,11 +155,9 @@ private:
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:72
-                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -289,14 +285,12 @@ private:
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -524,7 +518,6 @@ private:
             }
             StoreRow<U>(gm_pd_gamma[c0_], colv_[3], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[2], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -558,7 +551,6 @@ private:
                     n_);  // spec: ada_layer_norm_grad.py:71
         StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                     n_);  // spec: ada_layer_norm_grad.py:72
-        PipeBarrier<PIPE_V>();
     }
 
     // ------------------------------------------------------------ shared
@@ -764,11 +756,9 @@ private:
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
-            PipeBarrier<PIPE_V>();
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
-            PipeBarrier<PIPE_V>();
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
                 if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
@@ -780,11 +770,9 @@ private:
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:72
-                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -910,14 +898,12 @@ private:
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1143,7 +1129,6 @@ private:
             }
             StoreRow<U>(gm_pd_gamma[c0_], colv_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[1], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1177,7 +1162,6 @@ private:
                     n_);  // spec: ada_layer_norm_grad.py:71
         StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                     n_);  // spec: ada_layer_norm_grad.py:72
-        PipeBarrier<PIPE_V>();
     }
 
     // ------------------------------------------------------------ shared
@@ -1381,11 +1365,9 @@ private:
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
-            PipeBarrier<PIPE_V>();
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
-            PipeBarrier<PIPE_V>();
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
                 if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
@@ -1397,11 +1379,9 @@ private:
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:72
-                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -1523,14 +1503,12 @@ private:
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1752,7 +1730,6 @@ private:
             }
             StoreRow<U>(gm_pd_gamma[c0_], colv_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[1], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1786,7 +1763,6 @@ private:
                     n_);  // spec: ada_layer_norm_grad.py:71
         StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                     n_);  // spec: ada_layer_norm_grad.py:72
-        PipeBarrier<PIPE_V>();
     }
 
     // ------------------------------------------------------------ shared
@@ -1990,11 +1966,9 @@ private:
         if (rn > 0) {
             SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
-            PipeBarrier<PIPE_V>();
             SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
             StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
             int64_t lastBatch = -1;
-            PipeBarrier<PIPE_V>();
             for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
                 const int64_t start = RowStartOf(c);
                 if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
@@ -2006,11 +1980,9 @@ private:
                 SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();
                 SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                 StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                             rn);  // spec: ada_layer_norm_grad.py:72
-                PipeBarrier<PIPE_V>();
             }
         }
     }
@@ -2130,14 +2102,12 @@ private:
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
         } else {
             const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 0) * colAlign_], brow_[3],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 2 + slot * 2 + 1) * colAlign_], brow_[2],
                             RoundMode::CAST_NONE, n_);  // spec: ada_layer_norm_grad.py:72
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -2357,7 +2327,6 @@ private:
             }
             StoreRow<U>(gm_pd_gamma[c0_], colv_[1], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[0], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -2391,7 +2360,6 @@ private:
                     n_);  // spec: ada_layer_norm_grad.py:71
         StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
                     n_);  // spec: ada_layer_norm_grad.py:72
-        PipeBarrier<PIPE_V>();
     }
 
     // ------------------------------------------------------------ shared

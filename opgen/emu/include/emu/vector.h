@@ -272,17 +272,23 @@ template <typename T>
 void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& tmp, int32_t count,
                emu::Site site = emu::Site::Here())
 {
-    (void)tmp;
     if (count <= 0) return;
     emu::CountVector(uint64_t(count), sizeof(T));
     emu::CountVector(uint64_t(count) * sizeof(T) / 256, sizeof(T));   // the second pass over per-repeat sums
     emu_detail::CheckOperand(src, count, "ReduceSum");
     if (dst.Offset() % sizeof(T)) emu::Fault("ReduceSum: dst not element-aligned");
     dst.Addr(0, 1, "ReduceSum");
+    // tmp receives at least the first round's per-repeat sums (align_up(ceil(count / per-repeat), per-block)
+    // elements; the exact size formula is the implementation's, §1.9): a lower bound, bounds-checked and written
+    // on the vector pipe, so an unsynchronised access to it by another instruction is a race.
+    const uint64_t perRepeat = 256 / sizeof(T), perBlock = 32 / sizeof(T);
+    const uint64_t need = ((uint64_t(count) + perRepeat - 1) / perRepeat + perBlock - 1) / perBlock * perBlock;
+    tmp.Addr(0, need, "ReduceSum tmp");
     {
         const emu::Instr in = emu::Issue(emu::kPipeV, "ReduceSum", site);
         emu_detail::VRead(in, src, uint64_t(count));
-        emu_detail::VWrite(in, dst, 1);   // tmp: its size is the implementation's (§1.9), not tracked
+        emu_detail::VWrite(in, tmp, need);
+        emu_detail::VWrite(in, dst, 1);
     }
     std::vector<T> cur(count);
     const bool ok = emu_detail::AllWritten(src, uint64_t(count));
