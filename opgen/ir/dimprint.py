@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from opgen.errors import SpecError
-from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
+from opgen.ir.dims import Bin, DimExpr, Fn, Lit, Prod, Sym, Variadic, as_dim
 
 _PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
 
@@ -33,6 +33,15 @@ def _print(e: DimExpr, sym: Callable[[str], str], prod: Callable[[str], str], la
 
         op = "/" if (e.op == "//" and lang == "cpp") else e.op
         return f"{wrap(e.lhs, False)} {op} {wrap(e.rhs, True)}"
+    if isinstance(e, Fn):   # self-contained forms: no helper function need exist in the target code
+        a, b = (_print(x, sym, prod, lang) for x in e.args)
+        if e.fn in ("min", "max"):
+            if lang == "py":
+                return f"{e.fn}({a}, {b})"
+            return f"(({a}) {'<' if e.fn == 'min' else '>'} ({b}) ? ({a}) : ({b}))"
+        div = "/" if lang == "cpp" else "//"
+        up = f"(({a}) + ({b}) - 1) {div} ({b})"
+        return f"({up})" if e.fn == "ceil_div" else f"({up} * ({b}))"
     raise SpecError(f"cannot print dim expression {e!r}")
 
 

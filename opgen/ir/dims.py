@@ -193,6 +193,50 @@ class Bin(DimExpr):
         return _OPS[self.op](a, b)
 
 
+_FNS = {"min": min, "max": max, "ceil_div": lambda a, b: -(-a // b), "align_up": lambda a, b: -(-a // b) * b}
+
+
+@dataclass(frozen=True, eq=True)
+class Fn(DimExpr):
+    """`fn(args...)` with fn one of min, max, ceil_div (ceil(a / b), b > 0), align_up (the smallest multiple of b
+    that is >= a, b > 0): the integer functions the kernel schedule needs for tails and alignment (a loop's last
+    extent min(step, hi - i), opgen.kernel.kir). An opaque atom to the polynomial canonical form, as // and % are."""
+
+    fn: str
+    args: tuple
+
+    def __post_init__(self):
+        if self.fn not in _FNS:
+            raise SpecError(f"unknown dim function {self.fn}")
+        if len(self.args) != 2:
+            raise SpecError(f"dim function {self.fn} takes 2 arguments")
+
+    def __str__(self):
+        return f"{self.fn}({', '.join(str(a) for a in self.args)})"
+
+    def symbols(self):
+        """Names of the dims (and variadic groups) this expression mentions."""
+        out: set = set()
+        for a in self.args:
+            out |= a.symbols()
+        return out
+
+    def evaluate(self, env):
+        """Integer value under `env` ({name: int or tuple}). Raises SpecError if unbound or on a divisor <= 0."""
+        v = [a.evaluate(env) for a in self.args]
+        if self.fn in ("ceil_div", "align_up") and v[1] <= 0:
+            raise SpecError(f"{self.fn} by {v[1]} in dim expression {self}")
+        return _FNS[self.fn](*v)
+
+
+def fn(name: str, *args) -> DimExpr:
+    """`name(args...)` (Fn) with its arguments coerced; folded to a literal when every argument is one."""
+    e = Fn(name, tuple(as_dim(a) for a in args))
+    if all(isinstance(a, Lit) for a in e.args):
+        return Lit(e.evaluate({}))
+    return e
+
+
 @dataclass(frozen=True, eq=True)
 class Variadic:
     """`*name` inside a shape: zero or more leading dims bound together (rank range [min_rank, max_rank])."""
@@ -322,6 +366,8 @@ def subst(e, mapping: dict):
         return mapping.get(e.name, e)
     if isinstance(e, Bin):
         return _bin(e.op, subst(e.lhs, mapping), subst(e.rhs, mapping))
+    if isinstance(e, Fn):
+        return fn(e.fn, *(subst(a, mapping) for a in e.args))
     return e
 
 

@@ -58,6 +58,11 @@ class Pipe(enum.Enum):
     V = "PIPE_V"
     MTE2 = "PIPE_MTE2"
     MTE3 = "PIPE_MTE3"
+    S = "PIPE_S"          # the scalar unit (GetValue / SetValue, scalar arithmetic)
+    MTE1 = "PIPE_MTE1"    # L1 -> L0A / L0B
+    M = "PIPE_M"          # the cube unit
+    FIX = "PIPE_FIX"      # L0C -> GM / L1 (fixpipe)
+    ALL = "PIPE_ALL"      # every pipe (PipeBarrier<PIPE_ALL> only; no instruction issues on it)
 
 
 class Op(enum.Enum):

@@ -1,0 +1,1532 @@
+"""Kernel IR (KIR): one program representation of an AscendC vector kernel: its buffers, loops, copies, vector
+instructions, queue hand-offs, synchronisation and cross-core exchanges as frozen IR nodes, in the spirit of an
+xDSL / MLIR operation definition (every node states its operands, which it reads and writes, and on which pipe).
+
+A kernel family lowers a specialisation into a `KernelClass`; `verify` checks it; `to_text` prints its canonical
+text (`opgen graph --stage kernel`), `to_cpp` prints it as AscendC C++ (the one C++ printer). Facts: docs/reference/
+ascendc.md §1.3 (GetBlockIdx / GetBlockNum, GM_ADDR), §1.5 (TPipe, TQue, TBuf, AllocTensor / EnQue / DeQue /
+FreeTensor), §1.6 (pipes, PipeBarrier, SetFlag / WaitFlag with a HardEvent), §1.8 (DataCopyPad and
+DataCopyExtParams units), §1.9 (vector instructions: the table opgen.kernel.isa).
+
+Integer expressions
+-------------------
+One language: `opgen.ir.dims.DimExpr` (Sym, Lit, Bin + - * // %, Fn min / max / ceil_div / align_up) plus `SizeOf`
+(the bytes of an element type, which a template parameter makes unknown until instantiation). It was chosen over
+`opgen.tiling.program.E` because the kernel stage must not import the later tiling stage (docs/design.md "Packages
+flow one way") and because dims already are the language of shapes, whose tails and offsets the schedule computes
+from; conditions are `opgen.ir.dims.Constraint` (lhs op rhs), an `If` taking a conjunction of them. Integer values
+are int64 elements unless a field says bytes. A symbol names one of: a tiling-data field (`KernelClass.fields`,
+printed `td_->name`), a member scalar (`KernelClass.scalars`), a parameter of the enclosing `Func`, a `Let`, a loop
+variable or loop tail, or `BLOCK_IDX` / `BLOCK_NUM` (GetBlockIdx() / GetBlockNum(), this core's index and the
+core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, FBin, FCall).
+
+What each node means operationally (pipe; reads; writes)
+-------------------------------------------------------
+Declarations (members of a KernelClass):
+  GmTensor(name, dtype, workspace)  a GlobalTensor bound in Init to a GM_ADDR argument (or the user workspace).
+  GmView(tensor, offset, strides)   elements [offset, ...) of a GmTensor; strides (elements) document the
+                                    view's layout for analyses; the copy's burst parameters say what is moved.
+  Local(name, pos, queue, depth)    a TQue<pos, depth> (queue=True: hand-offs between pipes) or a TBuf<pos>
+                                    (queue=False: one region the program synchronises itself) of the TPipe.
+  TensorVar(name, dtype, count)     a member LocalTensor (an array of `count` when given).
+  ScalarVar(name, ctype, init)      a member scalar (int64_t, float, bool, uint32_t).
+Statements (a Func body is a tuple of them, run in order by the scalar unit, which issues work to the pipes):
+  Let / Assign(name, DimExpr)       S: an int64 scalar (const unless mutable); reads the symbols of the value.
+  FLet / FAssign(name, FExpr)       S: a float scalar.
+  For(var, lo, hi, step, body, tail)  S: var = lo; var < hi; var += step; `tail`, when named, is bound each
+                                    iteration to min(step, hi - var) (the extent of this iteration).
+  If(cond, then, orelse)            S: the conjunction of the Constraints selects a branch.
+  InitBuffer(buf, bytes, num)       S: gives the Local `num` blocks of `bytes` bytes of its position's memory
+                                    (UB for VECIN / VECOUT / VECCALC); num = 1 for a TBuf.
+  Get(var, buf, dtype, offset)      S: var = the TBuf's memory as dtype, from element `offset`.
+  View(var, src)                    S: var = the region src (same tensor, shifted start).
+  Alloc(var, queue, dtype)          S: var = a free block of the queue (blocks until one is free: the FreeTensor
+                                    of its previous user happened before; a WAR hand-off to the allocating pipe).
+  EnQue(queue, var)                 producer pipe -> queue: var's writes (MTE2 for VECIN, V for VECOUT) are done.
+  DeQue(var, queue, dtype)          consumer waits for the EnQue: the RAW hand-off (MTE2->V for VECIN, V->MTE3
+                                    for VECOUT); var = the dequeued block.
+  Free(queue, var)                  consumer is done with var (its reads precede any later Alloc's writes).
+  Copy(dst, src, block_count, block_len, src_stride, dst_stride)
+                                    DataCopyPad of block_count bursts of block_len BYTES. GM->UB on MTE2
+                                    (reads GM src, writes UB dst; src_stride = GM gap in bytes, dst_stride = UB gap
+                                    in 32-B blocks); UB->GM on MTE3 (reads UB, writes GM; src_stride = UB gap in
+                                    blocks, dst_stride = GM gap in bytes). Each UB burst starts on a 32-B block.
+  Vec(op, args)                     the isa.INSTRS[op] instruction on its pipe (V for vector entries); reads the
+                                    operands the table marks "r", writes those marked "w" (Ref regions, from
+                                    their offset, `count` elements where the entry has a count).
+  GetValue(name, src)               S: a float scalar = src's element (reads UB on the scalar pipe).
+  SetValue(dst, value)              S: writes one UB element from the scalar pipe.
+  Barrier(pipe)                     PipeBarrier<pipe>: later instructions of that pipe wait for earlier ones
+                                    (PIPE_ALL: every pipe).
+  SetFlag(src, dst, id) / WaitFlag  HardEvent src_dst: `dst` pipe waits until `src` pipe's work issued before the
+                                    SetFlag is done. A flag is set once before it is waited once.
+  SyncAll()                         every core of the launch reaches this point (GM writes before it are visible
+                                    to every core after it); the workspace exchange primitive.
+  Call(method, args)                runs a method of the class (its statements, in order).
+  Return(value)                     a method's int64 (DimExpr) or float (FExpr) result.
+  Comment(text)                     no effect; printed as a C++ comment.
+Functions: Func(name, params, body, ret, const); KernelClass(name, tparams, tiling_struct, args, gms, locals,
+tensors, scalars, fields, init, process, methods, doc) is the unit both printers print (public Init(args...,
+workspace, td) and Process(), private methods, members).
+
+The verifier (`verify`) walks Init then Process, following Calls into methods, and raises IRError naming the node
+for: an undefined symbol, tensor variable, buffer, method or GM tensor; a queue used out of its Alloc -> EnQue ->
+DeQue -> Free order or beyond its InitBuffer block count (a loop body or If branch must leave every queue and flag
+as it found it); a WaitFlag without a pending SetFlag or a SetFlag already pending; a flag still set or a block
+still held at the end; a constant-size region outside its buffer; operands that do not match the table entry.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Union
+
+from opgen.errors import OpgenError
+from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
+from opgen.kernel.isa import INSTRS, ROUND_MODES, Op, Pipe
+
+
+class IRError(OpgenError):
+    """A malformed Kernel IR program: the message names the rule; `node` is the offending node."""
+
+    def __init__(self, message: str, node=None):
+        self.node = node
+        super().__init__(f"kernel IR: {message}" + (f" (at {_brief(node)})" if node is not None else ""))
+
+
+def _brief(node) -> str:
+    s = to_text_stmt(node) if isinstance(node, STMT_TYPES) else repr(node)
+    s = s.splitlines()[0] if s else type(node).__name__
+    return s if len(s) < 120 else s[:117] + "..."
+
+
+# ------------------------------------------------------------------------------------------------ names and types
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CPP_RESERVED = frozenset({
+    "alignas", "alignof", "and", "asm", "auto", "bool", "break", "case", "catch", "char", "class", "const",
+    "constexpr", "continue", "default", "delete", "do", "double", "else", "enum", "explicit", "extern", "false",
+    "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept",
+    "not", "nullptr", "operator", "or", "private", "protected", "public", "register", "return", "short", "signed",
+    "sizeof", "static", "struct", "switch", "template", "this", "throw", "true", "try", "typedef", "typename",
+    "union", "unsigned", "using", "virtual", "void", "volatile", "while", "td", "td_", "pipe_", "workspace"})
+"""C++ keywords and the names the printer itself uses (td / td_ / pipe_ / workspace)."""
+
+
+def check_name(name: str, what: str) -> str:
+    """`name` when it is a C++ identifier that is no keyword and no printer-reserved name; else IRError naming
+    `what`. Every KIR name becomes C++ text, so nothing else may pass (the project's rule for spec strings)."""
+    if not isinstance(name, str) or not _IDENT.match(name) or name in _CPP_RESERVED:
+        raise IRError(f"{what} name {name!r} is not a usable C++ identifier")
+    return name
+
+
+ELEM_BYTES = {"float": 4, "half": 2, "bfloat16_t": 2, "int32_t": 4, "uint32_t": 4, "int16_t": 2, "uint16_t": 2,
+              "int8_t": 1, "uint8_t": 1, "int64_t": 8}
+"""Bytes of each C++ element type a KIR tensor may have (a template parameter's size is known at instantiation)."""
+
+SCALAR_CTYPES = ("int64_t", "float", "bool", "uint32_t", "int32_t")
+"""C++ types of member scalars and function parameters of scalar kind."""
+
+
+class TPos(enum.Enum):
+    """TPosition of a Local (docs/reference/ascendc.md §1.5): where its memory lies (VECIN / VECOUT / VECCALC: UB;
+    A1 / B1: L1; A2: L0A; B2: L0B; CO1: L0C; CO2: UB, fixpipe output)."""
+
+    VECIN = "VECIN"
+    VECOUT = "VECOUT"
+    VECCALC = "VECCALC"
+    A1 = "A1"
+    B1 = "B1"
+    A2 = "A2"
+    B2 = "B2"
+    CO1 = "CO1"
+    CO2 = "CO2"
+
+
+HARD_EVENTS = frozenset({
+    "MTE2_V", "V_MTE2", "MTE3_V", "V_MTE3", "MTE2_MTE3", "MTE3_MTE2", "S_V", "V_S", "S_MTE2", "MTE2_S", "S_MTE3",
+    "MTE3_S", "MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1", "M_FIX", "FIX_M", "MTE2_FIX", "FIX_MTE2", "FIX_MTE3",
+    "FIX_S", "M_S", "MTE1_FIX", "FIX_MTE1", "M_V", "V_M", "MTE3_MTE1", "MTE1_MTE3", "MTE1_V", "MTE2_M", "M_MTE2",
+    "V_MTE1"})
+"""HardEvent names a SetFlag / WaitFlag may use (docs/reference/ascendc.md §1.6; src_dst pipes)."""
+
+BLOCK_IDX = Sym("blockIdx")
+"""This core's index, 0 .. BLOCK_NUM - 1 (GetBlockIdx(), docs/reference/ascendc.md §1.3)."""
+BLOCK_NUM = Sym("blockNum")
+"""The number of cores of the launch (GetBlockNum())."""
+_SPECIAL = {"blockIdx": "GetBlockIdx()", "blockNum": "GetBlockNum()"}
+
+
+@dataclass(frozen=True, eq=True)
+class SizeOf(DimExpr):
+    """sizeof(ctype) in bytes, an atom of the integer language; a template parameter's value comes from the env
+    of `evaluate` under the key "sizeof(T)"."""
+
+    ctype: str
+
+    def __str__(self):
+        return f"sizeof({self.ctype})"
+
+    def symbols(self):
+        """No dim symbols: a type's size is not a scalar of the program."""
+        return set()
+
+    def evaluate(self, env):
+        """Bytes of the type: fixed for the ELEM_BYTES types, env["sizeof(T)"] for a template parameter. Raises
+        IRError when unknown."""
+        if self.ctype in ELEM_BYTES:
+            return ELEM_BYTES[self.ctype]
+        try:
+            return int(env[str(self)])
+        except KeyError:
+            raise IRError(f"{self} is not known here") from None
+
+
+def E(x) -> DimExpr:
+    """An integer expression from an int, a symbol name (str) or a DimExpr."""
+    if isinstance(x, str):
+        return Sym(check_name(x, "symbol") if x not in _SPECIAL else x)
+    return as_dim(x)
+
+
+def const_value(e) -> int | None:
+    """The value of an integer expression without symbols (None when it has some or an unknown SizeOf)."""
+    try:
+        return as_dim(e).evaluate({})
+    except (OpgenError, KeyError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------------ float scalars
+class FExpr:
+    """Base of the float scalar expressions (fp32, computed by the scalar unit)."""
+
+
+@dataclass(frozen=True)
+class FConst(FExpr):
+    """A finite float literal."""
+
+    value: float
+
+    def __post_init__(self):
+        v = float(self.value)
+        if v != v or v in (float("inf"), float("-inf")):
+            raise IRError(f"float literal {self.value!r} is not finite")
+
+
+@dataclass(frozen=True)
+class FRef(FExpr):
+    """A float scalar by name (an FLet, a float member scalar or parameter, or a GetValue result)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class FInt(FExpr):
+    """An integer expression converted to float."""
+
+    value: DimExpr
+
+
+@dataclass(frozen=True)
+class FBin(FExpr):
+    """a op b with op one of + - * /."""
+
+    op: str
+    a: FExpr
+    b: FExpr
+
+    def __post_init__(self):
+        if self.op not in ("+", "-", "*", "/"):
+            raise IRError(f"float operator {self.op!r} unknown")
+
+
+_FCALLS = {"sqrt": "Std::sqrt", "abs": "Std::abs"}
+
+
+@dataclass(frozen=True)
+class FCall(FExpr):
+    """fn(arg) with fn one of sqrt, abs (asc-devkit Std:: scalar functions)."""
+
+    fn: str
+    arg: FExpr
+
+    def __post_init__(self):
+        if self.fn not in _FCALLS:
+            raise IRError(f"float function {self.fn!r} unknown")
+
+
+# ------------------------------------------------------------------------------------------------ declarations
+@dataclass(frozen=True)
+class GmTensor:
+    """A GlobalTensor member `name` of element type dtype, bound in Init to GM_ADDR argument `arg` (the user
+    workspace when workspace=True; then arg is unused)."""
+
+    name: str
+    dtype: str
+    arg: str = ""
+    workspace: bool = False
+
+
+@dataclass(frozen=True)
+class GmView:
+    """Elements [offset, ...) of GmTensor `tensor`; strides (elements per step of each outer axis) describe the
+    view for analyses (the printer uses the offset only)."""
+
+    tensor: str
+    offset: DimExpr = Lit(0)
+    strides: tuple = ()
+
+
+@dataclass(frozen=True)
+class Local:
+    """A TPipe allocation: a TQue<pos, depth> when queue, else a TBuf<pos>. Its size is set by InitBuffer."""
+
+    name: str
+    pos: TPos = TPos.VECCALC
+    queue: bool = False
+    depth: int = 1
+
+
+@dataclass(frozen=True)
+class TensorVar:
+    """A member LocalTensor<dtype> `name` (an array of `count` tensors when count is given)."""
+
+    name: str
+    dtype: str
+    count: int | None = None
+
+
+@dataclass(frozen=True)
+class ScalarVar:
+    """A member scalar of C++ type ctype (SCALAR_CTYPES) with its initial value (C++ literal text is printed from
+    it: an int or a float)."""
+
+    name: str
+    ctype: str = "int64_t"
+    init: int | float = 0
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A UB region operand: tensor variable `tensor` (slot `slot` of a member array), from element `offset`."""
+
+    tensor: str
+    offset: DimExpr = Lit(0)
+    slot: DimExpr | None = None
+
+
+@dataclass(frozen=True)
+class Param:
+    """A method parameter: kind "int" (int64_t), "float", "bool", "tensor" (const LocalTensor<dtype>&) or "gm"
+    (const GlobalTensor<dtype>&)."""
+
+    name: str
+    kind: str = "int"
+    dtype: str = "float"
+
+
+# ------------------------------------------------------------------------------------------------ statements
+@dataclass(frozen=True)
+class Let:
+    """int64 scalar `name` = value (const unless mutable)."""
+
+    name: str
+    value: DimExpr
+    mutable: bool = False
+
+
+@dataclass(frozen=True)
+class Assign:
+    """name = value for a mutable Let, a member scalar or a loop-free int parameter."""
+
+    name: str
+    value: DimExpr
+
+
+@dataclass(frozen=True)
+class FLet:
+    """float scalar `name` = value."""
+
+    name: str
+    value: FExpr
+    mutable: bool = False
+
+
+@dataclass(frozen=True)
+class FAssign:
+    """float scalar name = value (a mutable FLet or a float member)."""
+
+    name: str
+    value: FExpr
+
+
+@dataclass(frozen=True)
+class For:
+    """for (var = lo; var < hi; var += step) body; `tail` names min(step, hi - var) inside the body. var may be a
+    member scalar (then it is assigned, not declared)."""
+
+    var: str
+    lo: DimExpr
+    hi: DimExpr
+    step: DimExpr
+    body: tuple
+    tail: str | None = None
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class If:
+    """if (all of cond) then else orelse; cond is a tuple of Constraints."""
+
+    cond: tuple
+    then: tuple
+    orelse: tuple = ()
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class InitBuffer:
+    """pipe_.InitBuffer(buf, [num,] bytes): `num` blocks of `bytes` bytes (num 1 for a TBuf)."""
+
+    buf: str
+    bytes: DimExpr
+    num: int = 1
+
+
+@dataclass(frozen=True)
+class Get:
+    """var = buf.Get<dtype>()[offset] (a TBuf's memory as a tensor)."""
+
+    var: str
+    buf: str
+    dtype: str
+    offset: DimExpr = Lit(0)
+
+
+@dataclass(frozen=True)
+class View:
+    """var = src (a sub-region of another tensor variable)."""
+
+    var: str
+    src: Ref
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """var = queue.AllocTensor<dtype>()."""
+
+    var: str
+    queue: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class EnQue:
+    """queue.EnQue(var)."""
+
+    queue: str
+    var: str
+
+
+@dataclass(frozen=True)
+class DeQue:
+    """var = queue.DeQue<dtype>()."""
+
+    var: str
+    queue: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Free:
+    """queue.FreeTensor(var)."""
+
+    queue: str
+    var: str
+
+
+@dataclass(frozen=True)
+class Copy:
+    """DataCopyPad between UB and GM (module docstring): exactly one of dst / src is a GmView, the other a Ref.
+    block_len is bytes; the strides' units depend on the side (GM bytes, UB 32-B blocks)."""
+
+    dst: Union[Ref, GmView]
+    src: Union[Ref, GmView]
+    block_count: DimExpr = Lit(1)
+    block_len: DimExpr = Lit(0)
+    src_stride: DimExpr = Lit(0)
+    dst_stride: DimExpr = Lit(0)
+    doc: str = ""
+
+    @property
+    def pipe(self) -> Pipe:
+        """MTE2 for GM -> UB, MTE3 for UB -> GM."""
+        return Pipe.MTE2 if isinstance(self.src, GmView) else Pipe.MTE3
+
+
+@dataclass(frozen=True)
+class Vec:
+    """One instruction of the table: INSTRS[op] with args ((operand name, value), ...): a Ref for a "ub" operand,
+    a DimExpr for "count" / "value", an FExpr for "scalar", a round mode name for "mode", a tuple of DimExprs for
+    a struct-valued "value" operand (Brcb's params)."""
+
+    op: Op
+    args: tuple
+    doc: str = ""
+
+    def arg(self, name: str):
+        """The value of operand `name`. Raises KeyError."""
+        for n, v in self.args:
+            if n == name:
+                return v
+        raise KeyError(name)
+
+
+def vec(op: Op, doc: str = "", **args) -> Vec:
+    """Vec(op, args) with keyword operands; ints become Lit, strs of a ub operand become Ref(str)."""
+    d = INSTRS[op]
+    out = []
+    for o in d.operands:
+        if o.name not in args:
+            continue
+        v = args[o.name]
+        if o.kind in ("ub", "gm") and isinstance(v, str):
+            v = Ref(v)
+        elif o.kind in ("count", "value") and isinstance(v, (int, str)):
+            v = E(v)
+        elif o.kind == "scalar" and isinstance(v, (int, float)):
+            v = FConst(float(v))
+        elif o.kind == "scalar" and isinstance(v, str):
+            v = FRef(v)
+        out.append((o.name, v))
+    extra = set(args) - {o.name for o in d.operands}
+    if extra:
+        raise IRError(f"{d.api} has no operand {sorted(extra)[0]}")
+    return Vec(op, tuple(out), doc)
+
+
+@dataclass(frozen=True)
+class GetValue:
+    """float scalar `name` = src's element (scalar pipe read of UB)."""
+
+    name: str
+    src: Ref
+
+
+@dataclass(frozen=True)
+class SetValue:
+    """dst's element = value (scalar pipe write of UB)."""
+
+    dst: Ref
+    value: FExpr
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """PipeBarrier<pipe>."""
+
+    pipe: Pipe
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class SetFlag:
+    """SetFlag<HardEvent::src_dst>(id)."""
+
+    src: Pipe
+    dst: Pipe
+    id: int = 0
+    doc: str = ""
+
+    @property
+    def event(self) -> str:
+        """The HardEvent name (MTE2_V, ...)."""
+        return f"{self.src.name}_{self.dst.name}"
+
+
+@dataclass(frozen=True)
+class WaitFlag:
+    """WaitFlag<HardEvent::src_dst>(id)."""
+
+    src: Pipe
+    dst: Pipe
+    id: int = 0
+    doc: str = ""
+
+    @property
+    def event(self) -> str:
+        """The HardEvent name (MTE2_V, ...)."""
+        return f"{self.src.name}_{self.dst.name}"
+
+
+@dataclass(frozen=True)
+class SyncAll:
+    """SyncAll(): every core reaches this point (cross-core exchange through GM workspace)."""
+
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Call:
+    """method(args...); args are DimExprs, FExprs, Refs (tensor arguments) or GmViews; `result` (optional) names
+    an int64 (ret "int64_t") or float (ret "float") scalar declared with the call's value."""
+
+    method: str
+    args: tuple = ()
+    result: str | None = None
+
+
+@dataclass(frozen=True)
+class Return:
+    """return value (a DimExpr or an FExpr)."""
+
+    value: Union[DimExpr, FExpr]
+
+
+@dataclass(frozen=True)
+class Comment:
+    """A comment line (no effect)."""
+
+    text: str
+
+
+STMT_TYPES = (Let, Assign, FLet, FAssign, For, If, InitBuffer, Get, View, Alloc, EnQue, DeQue, Free, Copy, Vec,
+              GetValue, SetValue, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment)
+"""Every statement node type."""
+
+
+@dataclass(frozen=True)
+class Func:
+    """A method: name, params, body (statements), ret ("void", "int64_t" or "float"), const, doc (a comment)."""
+
+    name: str
+    params: tuple = ()
+    body: tuple = ()
+    ret: str = "void"
+    const: bool = False
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class KernelClass:
+    """The unit both printers print: class `name` (template parameters tparams, type names) whose Init takes one
+    GM_ADDR per `args` entry, then `workspace` and `const tiling_struct* td`, binds `gms`, then runs `init`;
+    Process runs `process`; `methods` are private. `fields` are the tiling-data fields the program reads
+    (symbols printed td_->field); `locals`, `tensors` and `scalars` are members."""
+
+    name: str
+    tiling_struct: str
+    args: tuple = ()
+    gms: tuple = ()
+    locals: tuple = ()
+    tensors: tuple = ()
+    scalars: tuple = ()
+    fields: tuple = ()
+    init: tuple = ()
+    process: tuple = ()
+    methods: tuple = ()
+    tparams: tuple = ()
+    doc: str = ""
+
+    def method(self, name: str) -> Func:
+        """The method `name`. Raises IRError."""
+        for m in self.methods:
+            if m.name == name:
+                return m
+        raise IRError(f"no method {name} in class {self.name}")
+
+
+# ------------------------------------------------------------------------------------------------ walking helpers
+def children(s) -> list[tuple]:
+    """The nested statement lists of a statement (a For's body, an If's branches)."""
+    if isinstance(s, For):
+        return [s.body]
+    if isinstance(s, If):
+        return [s.then, s.orelse]
+    return []
+
+
+def walk(stmts):
+    """Every statement of `stmts`, nested ones included, in program (pre-)order."""
+    for s in stmts:
+        yield s
+        for body in children(s):
+            yield from walk(body)
+
+
+def _fsyms(f) -> set:
+    if isinstance(f, FRef):
+        return {f.name}
+    if isinstance(f, FInt):
+        return set(f.value.symbols())
+    if isinstance(f, FBin):
+        return _fsyms(f.a) | _fsyms(f.b)
+    if isinstance(f, FCall):
+        return _fsyms(f.arg)
+    return set()
+
+
+# ------------------------------------------------------------------------------------------------ the verifier
+@dataclass
+class _Tensor:
+    dtype: str
+    buf: str | None = None     # the Local it lies in (None: unknown, e.g. a parameter)
+    start: int | None = None   # its first element within the buffer block (None: not constant)
+    elems: int | None = None   # elements of the buffer block (None: not constant)
+
+
+@dataclass
+class _State:
+    scalars: dict = field(default_factory=dict)    # name -> "int" / "float" / "bool"; mutability in `mutable`
+    mutable: set = field(default_factory=set)
+    tensors: dict = field(default_factory=dict)    # name -> _Tensor
+    inited: dict = field(default_factory=dict)     # Local name -> (num, bytes or None)
+    queues: dict = field(default_factory=dict)     # queue -> [allocated, enqueued, dequeued]
+    flags: set = field(default_factory=set)        # pending (event, id)
+
+    def copy(self) -> "_State":
+        return _State(dict(self.scalars), set(self.mutable), dict(self.tensors), dict(self.inited),
+                      {k: list(v) for k, v in self.queues.items()}, set(self.flags))
+
+
+class _Verifier:
+    def __init__(self, k: KernelClass):
+        self.k = k
+        self.locals = {b.name: b for b in k.locals}
+        self.gms = {g.name: g for g in k.gms}
+        self.methods = {m.name: m for m in k.methods}
+        self.member_tensors = {t.name: t for t in k.tensors}
+        self.stack: list[str] = []
+
+    def names(self):
+        k = self.k
+        check_name(k.name, "class")
+        check_name(k.tiling_struct, "tiling struct")
+        seen: dict = {}
+        groups = [("template parameter", k.tparams), ("argument", k.args), ("field", k.fields),
+                  ("GM tensor", [g.name for g in k.gms]), ("local buffer", [b.name for b in k.locals]),
+                  ("tensor", [t.name for t in k.tensors]), ("scalar", [s.name for s in k.scalars]),
+                  ("method", [m.name for m in k.methods] + ["Init", "Process"])]
+        for what, names in groups:
+            for n in names:
+                check_name(n, what)
+                if n in seen and not (what == "field" and seen[n] == "field"):
+                    raise IRError(f"{what} name {n} is also a {seen[n]}")
+                seen[n] = what
+        for g in k.gms:
+            self.dtype(g.dtype, g)
+            if not g.workspace and g.arg not in k.args:
+                raise IRError(f"GM tensor {g.name} is bound to {g.arg!r}, not an argument", g)
+        for t in k.tensors:
+            self.dtype(t.dtype, t)
+        for s in k.scalars:
+            if s.ctype not in SCALAR_CTYPES:
+                raise IRError(f"scalar {s.name} has type {s.ctype}, not one of {SCALAR_CTYPES}", s)
+        for b in k.locals:
+            if not isinstance(b.pos, TPos) or (b.queue and b.depth < 1):
+                raise IRError(f"buffer {b.name}: bad position or depth", b)
+
+    def dtype(self, t: str, node) -> str:
+        if t in ELEM_BYTES or t in self.k.tparams:
+            return t
+        raise IRError(f"element type {t!r} is neither a known type nor a template parameter", node)
+
+    def state0(self) -> _State:
+        st = _State()
+        for f in self.k.fields:
+            st.scalars[f] = "int"
+        for s in self.k.scalars:
+            st.scalars[s.name] = {"int64_t": "int", "uint32_t": "int", "int32_t": "int"}.get(s.ctype,
+                                                                                               s.ctype)
+            st.mutable.add(s.name)
+        st.scalars.update({"blockIdx": "int", "blockNum": "int"})
+        for t in self.k.tensors:
+            st.tensors[t.name] = _Tensor(t.dtype)
+        return st
+
+    def run(self):
+        self.names()
+        st = self.state0()
+        self.block(self.k.init, st, "Init")
+        self.block(self.k.process, st, "Process")
+        for q, (a, e, d) in st.queues.items():
+            if a or e or d:
+                raise IRError(f"queue {q} still holds {a + e + d} block(s) at the end of Process")
+        if st.flags:
+            ev, i = sorted(st.flags)[0]
+            raise IRError(f"flag {ev} #{i} is set and never waited")
+
+    # -- expressions
+    def expr(self, e, st: _State, node, kind: str = "int"):
+        if isinstance(e, FExpr):
+            if kind != "float":
+                raise IRError("a float expression where an integer is needed", node)
+            for n in _fsyms(e):
+                if n not in st.scalars:
+                    raise IRError(f"scalar {n} used before it is defined", node)
+            return
+        if not isinstance(e, DimExpr):
+            raise IRError(f"not an expression: {e!r}", node)
+        for n in e.symbols():
+            if st.scalars.get(n) not in ("int", "bool"):
+                what = "defined" if n not in st.scalars else "an integer"
+                raise IRError(f"symbol {n} used before it is {what}", node)
+
+    def cond(self, c, st, node):
+        if not isinstance(c, tuple) or not c or not all(isinstance(x, Constraint) for x in c):
+            raise IRError("an If condition is a non-empty tuple of Constraints", node)
+        for x in c:
+            self.expr(x.lhs, st, node)
+            self.expr(x.rhs, st, node)
+
+    def tensor(self, r, st: _State, node) -> _Tensor:
+        if not isinstance(r, Ref):
+            raise IRError(f"not a UB region: {r!r}", node)
+        t = st.tensors.get(r.tensor)
+        if t is None:
+            raise IRError(f"tensor {r.tensor} used before it is defined", node)
+        m = self.member_tensors.get(r.tensor)
+        if r.slot is not None:
+            if m is None or m.count is None:
+                raise IRError(f"tensor {r.tensor} is not an array", node)
+            self.expr(r.slot, st, node)
+            sv = const_value(r.slot)
+            if sv is not None and not 0 <= sv < m.count:
+                raise IRError(f"slot {sv} outside {r.tensor}[{m.count}]", node)
+        elif m is not None and m.count is not None:
+            raise IRError(f"tensor array {r.tensor} used without a slot", node)
+        self.expr(r.offset, st, node)
+        return t
+
+    def region(self, r, count, st, node, elem_bytes: int | None = None):
+        """A constant region [offset, offset + count) must lie inside its buffer block."""
+        t = self.tensor(r, st, node)
+        off, n = const_value(r.offset), const_value(count) if count is not None else None
+        if t.elems is None or t.start is None or off is None or n is None:
+            return t
+        if off < 0 or t.start + off + n > t.elems:
+            raise IRError(f"region {r.tensor}[{off}:{off + n}] lies outside its buffer of {t.elems - t.start} "
+                          f"element(s)", node)
+        return t
+
+    def gm(self, v, st, node):
+        if not isinstance(v, GmView) or v.tensor not in self.gms:
+            raise IRError(f"not a GM view of a declared tensor: {v!r}", node)
+        self.expr(v.offset, st, node)
+        for s in v.strides:
+            self.expr(s, st, node)
+        return self.gms[v.tensor]
+
+    def define(self, name, kind, st, node, mutable=False):
+        check_name(name, "scalar")
+        if name in st.scalars or name in st.tensors or name in self.locals or name in self.gms:
+            raise IRError(f"{name} is defined twice", node)
+        st.scalars[name] = kind
+        if mutable:
+            st.mutable.add(name)
+
+    def set_tensor(self, var, t: _Tensor, st, node):
+        check_name(var, "tensor")
+        if var in st.scalars or var in self.locals or var in self.gms:
+            raise IRError(f"{var} is defined twice", node)
+        if var in self.member_tensors:
+            m = self.member_tensors[var]
+            if m.count is not None:
+                raise IRError(f"tensor array {var} assigned without a slot", node)
+            if m.dtype != t.dtype:
+                raise IRError(f"tensor {var} is {m.dtype}, assigned {t.dtype}", node)
+        elif var in st.tensors and st.tensors[var].dtype != t.dtype:
+            raise IRError(f"tensor {var} is {st.tensors[var].dtype}, assigned {t.dtype}", node)
+        st.tensors[var] = t
+
+    def buffer(self, name, st, node, queue: bool) -> Local:
+        b = self.locals.get(name)
+        if b is None:
+            raise IRError(f"buffer {name} is not declared", node)
+        if b.queue != queue:
+            raise IRError(f"buffer {name} is {'a TQue' if b.queue else 'a TBuf'}", node)
+        if name not in st.inited:
+            raise IRError(f"buffer {name} used before its InitBuffer", node)
+        return b
+
+    def block_elems(self, buf, dtype, st):
+        nbytes = st.inited[buf][1]
+        size = ELEM_BYTES.get(dtype)
+        return None if nbytes is None or size is None else nbytes // size
+
+    # -- statements
+    def block(self, stmts, st: _State, where: str):
+        if not isinstance(stmts, tuple):
+            raise IRError(f"the body of {where} is not a tuple of statements")
+        for s in stmts:
+            self.stmt(s, st)
+
+    def nested(self, body, st: _State, node, what: str) -> _State:
+        inner = st.copy()
+        self.block(body, inner, what)
+        if inner.queues != st.queues or inner.flags != st.flags:
+            raise IRError(f"the {what} leaves queues or flags in another state than it found them", node)
+        # buffers initialised inside stay initialised (InitBuffer is monotone); scopes of names do not leak
+        st.inited.update(inner.inited)
+        return inner
+
+    def stmt(self, s, st: _State):  # noqa: C901 - one case per node type
+        if isinstance(s, Let):
+            self.expr(s.value, st, s)
+            self.define(s.name, "int", st, s, s.mutable)
+        elif isinstance(s, Assign):
+            self.expr(s.value, st, s)
+            if st.scalars.get(s.name) != "int" or s.name not in st.mutable:
+                raise IRError(f"{s.name} is not a mutable integer scalar", s)
+        elif isinstance(s, FLet):
+            self.expr(s.value, st, s, "float")
+            self.define(s.name, "float", st, s, s.mutable)
+        elif isinstance(s, FAssign):
+            self.expr(s.value, st, s, "float")
+            if st.scalars.get(s.name) != "float" or s.name not in st.mutable:
+                raise IRError(f"{s.name} is not a mutable float scalar", s)
+        elif isinstance(s, For):
+            for e in (s.lo, s.hi, s.step):
+                self.expr(e, st, s)
+            if const_value(s.step) is not None and const_value(s.step) <= 0:
+                raise IRError("a loop step must be positive", s)
+            inner = st.copy()
+            if s.var in st.scalars:
+                if s.var not in st.mutable or st.scalars[s.var] != "int":
+                    raise IRError(f"loop variable {s.var} is not a mutable integer", s)
+            else:
+                self.define(s.var, "int", inner, s)
+            if s.tail:
+                self.define(s.tail, "int", inner, s)
+            self.block(s.body, inner, f"loop over {s.var}")
+            if inner.queues != st.queues or inner.flags != st.flags:
+                raise IRError(f"the loop over {s.var} leaves queues or flags in another state than it found "
+                              "them", s)
+            st.inited.update(inner.inited)
+        elif isinstance(s, If):
+            self.cond(s.cond, st, s)
+            self.nested(s.then, st, s, "then-branch")
+            self.nested(s.orelse, st, s, "else-branch")
+        elif isinstance(s, InitBuffer):
+            b = self.locals.get(s.buf)
+            if b is None:
+                raise IRError(f"buffer {s.buf} is not declared", s)
+            self.expr(s.bytes, st, s)
+            if s.num < 1 or (not b.queue and s.num != 1):
+                raise IRError(f"buffer {s.buf}: {s.num} block(s)", s)
+            if s.buf in st.queues and any(st.queues[s.buf]):
+                raise IRError(f"queue {s.buf} re-initialised while it holds blocks", s)
+            st.inited[s.buf] = (s.num, const_value(s.bytes))
+            if b.queue:
+                st.queues[s.buf] = [0, 0, 0]
+        elif isinstance(s, Get):
+            self.buffer(s.buf, st, s, queue=False)
+            self.dtype(s.dtype, s)
+            self.expr(s.offset, st, s)
+            self.set_tensor(s.var, _Tensor(s.dtype, s.buf, const_value(s.offset),
+                                           self.block_elems(s.buf, s.dtype, st)), st, s)
+        elif isinstance(s, View):
+            t = self.tensor(s.src, st, s)
+            off = const_value(s.src.offset)
+            start = None if t.start is None or off is None else t.start + off
+            self.set_tensor(s.var, _Tensor(t.dtype, t.buf, start, t.elems), st, s)
+        elif isinstance(s, Alloc):
+            self.buffer(s.queue, st, s, queue=True)
+            self.dtype(s.dtype, s)
+            q = st.queues[s.queue]
+            if sum(q) >= st.inited[s.queue][0]:
+                raise IRError(f"AllocTensor of {s.queue} with all {st.inited[s.queue][0]} block(s) in use", s)
+            q[0] += 1
+            self.set_tensor(s.var, _Tensor(s.dtype, s.queue, 0, self.block_elems(s.queue, s.dtype, st)), st, s)
+        elif isinstance(s, EnQue):
+            self.buffer(s.queue, st, s, queue=True)
+            self.tensor(Ref(s.var), st, s)
+            q = st.queues[s.queue]
+            if q[0] < 1:
+                raise IRError(f"EnQue of {s.queue} without an allocated block", s)
+            q[0] -= 1
+            q[1] += 1
+        elif isinstance(s, DeQue):
+            self.buffer(s.queue, st, s, queue=True)
+            self.dtype(s.dtype, s)
+            q = st.queues[s.queue]
+            if q[1] < 1:
+                raise IRError(f"DeQue of {s.queue} with nothing enqueued", s)
+            q[1] -= 1
+            q[2] += 1
+            self.set_tensor(s.var, _Tensor(s.dtype, s.queue, 0, self.block_elems(s.queue, s.dtype, st)), st, s)
+        elif isinstance(s, Free):
+            self.buffer(s.queue, st, s, queue=True)
+            self.tensor(Ref(s.var), st, s)
+            q = st.queues[s.queue]
+            if q[2] >= 1:
+                q[2] -= 1
+            elif q[0] >= 1:
+                q[0] -= 1
+            else:
+                raise IRError(f"FreeTensor of {s.queue} without a dequeued or allocated block", s)
+        elif isinstance(s, Copy):
+            gm_src = isinstance(s.src, GmView)
+            if gm_src == isinstance(s.dst, GmView):
+                raise IRError("a Copy moves between GM and UB: exactly one side is a GmView", s)
+            ub, gmv = (s.dst, s.src) if gm_src else (s.src, s.dst)
+            g = self.gm(gmv, st, s)
+            for e in (s.block_count, s.block_len, s.src_stride, s.dst_stride):
+                self.expr(e, st, s)
+            t = self.tensor(ub, st, s)
+            if t.dtype != g.dtype:
+                raise IRError(f"Copy between {g.dtype} GM and {t.dtype} UB", s)
+            n, ln, sz = const_value(s.block_count), const_value(s.block_len), ELEM_BYTES.get(t.dtype)
+            ubgap = const_value(s.dst_stride if gm_src else s.src_stride)
+            if n is not None and ln is not None and sz and ubgap is not None and ln % sz == 0:
+                per = -(-ln // 32) * 32 + ubgap * 32
+                self.region(ub, ((n - 1) * per + ln) // sz if n else 0, st, s)
+        elif isinstance(s, Vec):
+            self.vec(s, st)
+        elif isinstance(s, GetValue):
+            self.region(s.src, 1, st, s)
+            self.define(s.name, "float", st, s)
+        elif isinstance(s, SetValue):
+            self.region(s.dst, 1, st, s)
+            self.expr(s.value, st, s, "float")
+        elif isinstance(s, Barrier):
+            if not isinstance(s.pipe, Pipe):
+                raise IRError("a barrier names a Pipe", s)
+        elif isinstance(s, (SetFlag, WaitFlag)):
+            if s.event not in HARD_EVENTS:
+                raise IRError(f"HardEvent {s.event} does not exist", s)
+            if not 0 <= s.id < 8:
+                raise IRError(f"event id {s.id} outside 0..7", s)
+            key = (s.event, s.id)
+            if isinstance(s, SetFlag):
+                if key in st.flags:
+                    raise IRError(f"flag {s.event} #{s.id} set again before it was waited", s)
+                st.flags.add(key)
+            else:
+                if key not in st.flags:
+                    raise IRError(f"WaitFlag {s.event} #{s.id} without a SetFlag before it", s)
+                st.flags.discard(key)
+        elif isinstance(s, SyncAll):
+            pass
+        elif isinstance(s, Call):
+            self.call(s, st)
+        elif isinstance(s, Return):
+            pass   # checked against the method's type in call()
+        elif isinstance(s, Comment):
+            if not isinstance(s.text, str):
+                raise IRError("a comment is text", s)
+        else:
+            raise IRError(f"unknown statement {type(s).__name__}", s)
+
+    def vec(self, s: Vec, st):
+        d = INSTRS.get(s.op)
+        if d is None:
+            raise IRError(f"no instruction {s.op}", s)
+        given = dict(s.args)
+        if len(given) != len(s.args):
+            raise IRError(f"{d.api}: an operand given twice", s)
+        names = {o.name for o in d.operands}
+        if set(given) != names:
+            miss = sorted(names - set(given)) or sorted(set(given) - names)
+            raise IRError(f"{d.api}: operand {miss[0]} missing or unknown", s)
+        count = given.get("count")
+        for o in d.operands:
+            v = given[o.name]
+            if o.kind == "ub":
+                n = count if o.name not in ("tmp",) else None
+                if s.op in (Op.REDUCE_SUM, Op.REDUCE_MAX) and o.name == "dst":
+                    n = Lit(1)
+                t = self.region(v, n, st, s)
+                want = o.dtype if o.dtype not in ("T", "D", "S") else None
+                if want and t.dtype != want:
+                    raise IRError(f"{d.api}: operand {o.name} is {t.dtype}, the table wants {want}", s)
+            elif o.kind == "gm":
+                self.gm(v, st, s)
+            elif o.kind == "count":
+                self.expr(v, st, s)
+            elif o.kind == "scalar":
+                self.expr(v, st, s, "float")
+            elif o.kind == "mode":
+                if v not in ROUND_MODES:
+                    raise IRError(f"{d.api}: round mode {v!r} unknown", s)
+            elif o.kind == "value":
+                for e in (v if isinstance(v, tuple) else (v,)):
+                    self.expr(e, st, s)
+        if d.pipe is not Pipe.V:
+            raise IRError(f"{d.api} is a copy: use a Copy node", s)
+
+    def call(self, s: Call, st):
+        m = self.methods.get(s.method)
+        if m is None:
+            raise IRError(f"call of method {s.method}, which the class does not have", s)
+        if len(s.args) != len(m.params):
+            raise IRError(f"{s.method} takes {len(m.params)} argument(s), given {len(s.args)}", s)
+        if s.method in self.stack:
+            raise IRError(f"{s.method} calls itself", s)
+        inner = _State(dict((k, v) for k, v in st.scalars.items() if k in self.k.fields or k in
+                            {x.name for x in self.k.scalars} or k in ("blockIdx", "blockNum")),
+                       {x for x in st.mutable if x in {y.name for y in self.k.scalars}},
+                       {k: v for k, v in st.tensors.items() if k in self.member_tensors},
+                       st.inited, st.queues, st.flags)
+        for p, a in zip(m.params, s.args):
+            if p.kind == "tensor":
+                t = self.tensor(a, st, s)
+                if p.dtype not in self.k.tparams and p.dtype != t.dtype:
+                    raise IRError(f"{s.method}: argument {p.name} is {t.dtype}, wants {p.dtype}", s)
+                inner.tensors[check_name(p.name, "parameter")] = _Tensor(t.dtype, t.buf, None, None)
+            elif p.kind == "gm":
+                self.gm(a, st, s)
+                inner.scalars[check_name(p.name, "parameter")] = "gm"
+            elif p.kind in ("int", "float", "bool"):
+                self.expr(a, st, s, "float" if p.kind == "float" else "int")
+                inner.scalars[check_name(p.name, "parameter")] = p.kind
+            else:
+                raise IRError(f"{s.method}: parameter {p.name} has unknown kind {p.kind}", s)
+        self.stack.append(s.method)
+        self.block(m.body, inner, s.method)
+        self.stack.pop()
+        rets = [r for r in walk(m.body) if isinstance(r, Return)]
+        if m.ret == "void" and rets:
+            raise IRError(f"void method {m.name} returns a value", rets[0])
+        if m.ret != "void":
+            if not rets:
+                raise IRError(f"method {m.name} returns {m.ret} and has no Return")
+            for r in rets:
+                want = "float" if m.ret == "float" else "int"
+                if (want == "float") != isinstance(r.value, FExpr):
+                    raise IRError(f"method {m.name} returns {m.ret}", r)
+        st.flags, st.queues = inner.flags, inner.queues
+        if s.result is not None:
+            if m.ret == "void":
+                raise IRError(f"{s.method} returns nothing to bind to {s.result}", s)
+            self.define(s.result, "float" if m.ret == "float" else "int", st, s)
+
+
+def verify(k: KernelClass) -> KernelClass:
+    """`k` when it is well formed (module docstring lists the rules); else IRError naming the node."""
+    if not isinstance(k, KernelClass):
+        raise IRError(f"not a KernelClass: {type(k).__name__}")
+    _Verifier(k).run()
+    return k
+
+
+# ------------------------------------------------------------------------------------------------ text printer
+def _t_expr(e) -> str:
+    if isinstance(e, FExpr):
+        return _f_text(e)
+    if isinstance(e, tuple):
+        return "(" + ", ".join(_t_expr(x) for x in e) + ")"
+    return str(e)
+
+
+def _f_text(f) -> str:
+    if isinstance(f, FConst):
+        return repr(float(f.value))
+    if isinstance(f, FRef):
+        return f.name
+    if isinstance(f, FInt):
+        return f"float({f.value})"
+    if isinstance(f, FBin):
+        return f"({_f_text(f.a)} {f.op} {_f_text(f.b)})"
+    if isinstance(f, FCall):
+        return f"{f.fn}({_f_text(f.arg)})"
+    raise IRError(f"not a float expression: {f!r}")
+
+
+def _t_ref(r) -> str:
+    if isinstance(r, GmView):
+        st = f" strides({', '.join(str(x) for x in r.strides)})" if r.strides else ""
+        return f"{r.tensor}[{r.offset}]{st}"
+    if isinstance(r, Ref):
+        slot = f"<{r.slot}>" if r.slot is not None else ""
+        return f"{r.tensor}{slot}[{r.offset}]"
+    return _t_expr(r)
+
+
+def _t_cond(c) -> str:
+    return " && ".join(str(x) for x in c)
+
+
+def to_text_stmt(s, indent: str = "") -> str:
+    """The canonical text of one statement (nested bodies indented by two spaces)."""
+    i = indent
+    if isinstance(s, Let):
+        return f"{i}{'var' if s.mutable else 'let'} {s.name} = {s.value}"
+    if isinstance(s, Assign):
+        return f"{i}{s.name} := {s.value}"
+    if isinstance(s, FLet):
+        return f"{i}{'fvar' if s.mutable else 'flet'} {s.name} = {_f_text(s.value)}"
+    if isinstance(s, FAssign):
+        return f"{i}{s.name} := {_f_text(s.value)}"
+    if isinstance(s, For):
+        tail = f" tail {s.tail}" if s.tail else ""
+        doc = f"  // {s.doc}" if s.doc else ""
+        return "\n".join([f"{i}for {s.var} in [{s.lo}, {s.hi}) step {s.step}{tail} {{{doc}"]
+                         + [to_text_stmt(x, i + "  ") for x in s.body] + [f"{i}}}"])
+    if isinstance(s, If):
+        doc = f"  // {s.doc}" if s.doc else ""
+        out = [f"{i}if {_t_cond(s.cond)} {{{doc}"] + [to_text_stmt(x, i + "  ") for x in s.then]
+        if s.orelse:
+            out += [f"{i}}} else {{"] + [to_text_stmt(x, i + "  ") for x in s.orelse]
+        return "\n".join(out + [f"{i}}}"])
+    if isinstance(s, InitBuffer):
+        return f"{i}init_buffer {s.buf} num={s.num} bytes={s.bytes}"
+    if isinstance(s, Get):
+        return f"{i}{s.var} = get {s.buf} as {s.dtype} at {s.offset}"
+    if isinstance(s, View):
+        return f"{i}{s.var} = view {_t_ref(s.src)}"
+    if isinstance(s, Alloc):
+        return f"{i}{s.var} = alloc {s.queue} as {s.dtype}"
+    if isinstance(s, EnQue):
+        return f"{i}enque {s.queue} {s.var}"
+    if isinstance(s, DeQue):
+        return f"{i}{s.var} = deque {s.queue} as {s.dtype}"
+    if isinstance(s, Free):
+        return f"{i}free {s.queue} {s.var}"
+    if isinstance(s, Copy):
+        doc = f"  // {s.doc}" if s.doc else ""
+        return (f"{i}copy.{s.pipe.name.lower()} {_t_ref(s.dst)} <- {_t_ref(s.src)} blocks={s.block_count} "
+                f"len={s.block_len}B src_stride={s.src_stride} dst_stride={s.dst_stride}{doc}")
+    if isinstance(s, Vec):
+        args = ", ".join(f"{n}={_t_ref(v)}" for n, v in s.args)
+        return f"{i}{INSTRS[s.op].pipe.name.lower()}.{INSTRS[s.op].api} {args}"
+    if isinstance(s, GetValue):
+        return f"{i}flet {s.name} = get_value {_t_ref(s.src)}"
+    if isinstance(s, SetValue):
+        return f"{i}set_value {_t_ref(s.dst)} = {_f_text(s.value)}"
+    if isinstance(s, Barrier):
+        return f"{i}barrier {s.pipe.name}"
+    if isinstance(s, SetFlag):
+        return f"{i}set_flag {s.src.name}->{s.dst.name} #{s.id}"
+    if isinstance(s, WaitFlag):
+        return f"{i}wait_flag {s.src.name}->{s.dst.name} #{s.id}"
+    if isinstance(s, SyncAll):
+        return f"{i}sync_all"
+    if isinstance(s, Call):
+        res = f"{s.result} = " if s.result else ""
+        return f"{i}{res}call {s.method}({', '.join(_t_ref(a) for a in s.args)})"
+    if isinstance(s, Return):
+        return f"{i}return {_t_expr(s.value)}"
+    if isinstance(s, Comment):
+        return f"{i}// {s.text}"
+    raise IRError(f"unknown statement {type(s).__name__}")
+
+
+def to_text(k: KernelClass) -> str:
+    """The canonical text of a kernel class: its members, then Init, Process and every method, each statement on
+    its own line (nested bodies indented). Two equal programs print the same text."""
+    tp = f"<{', '.join(k.tparams)}>" if k.tparams else ""
+    out = [f"kernel {k.name}{tp} tiling {k.tiling_struct} args({', '.join(k.args)}) {{"]
+    if k.fields:
+        out.append(f"  fields {', '.join(k.fields)}")
+    for g in k.gms:
+        out.append(f"  gm {g.name}: {g.dtype} = {'workspace' if g.workspace else g.arg}")
+    for b in k.locals:
+        kind = f"queue depth {b.depth}" if b.queue else "buf"
+        out.append(f"  local {b.name}: {b.pos.value} {kind}")
+    for t in k.tensors:
+        out.append(f"  tensor {t.name}: {t.dtype}" + (f"[{t.count}]" if t.count is not None else ""))
+    for s in k.scalars:
+        out.append(f"  scalar {s.name}: {s.ctype} = {s.init!r}")
+    for name, params, body, ret in ([("Init", (), k.init, "void"), ("Process", (), k.process, "void")]
+                                    + [(m.name, m.params, m.body, m.ret) for m in k.methods]):
+        ps = ", ".join(f"{p.name}: {p.kind if p.kind in ('int', 'float', 'bool') else p.kind + '<' + p.dtype + '>'}"
+                       for p in params)
+        out.append(f"  func {name}({ps}){'' if ret == 'void' else ' -> ' + ret} {{")
+        out += [to_text_stmt(s, "    ") for s in body]
+        out.append("  }")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------ C++ printer
+_PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
+
+
+class CppPrinter:
+    """Prints a verified KernelClass as AscendC C++ (docs/reference/ascendc.md §1.5-§1.9). Symbols print as
+    td_->field for tiling fields, GetBlockIdx() / GetBlockNum() for BLOCK_IDX / BLOCK_NUM, else their name."""
+
+    def __init__(self, k: KernelClass, indent: str = "    "):
+        self.k = k
+        self.ind = indent
+        self.fields = set(k.fields)
+        self.member_tensors = {t.name: t for t in k.tensors}
+        self.local_bufs = {b.name: b for b in k.locals}
+        self.gms = {g.name: g for g in k.gms}
+        self.member_scalars = {s.name for s in k.scalars}
+
+    # -- expressions
+    def e(self, x, top: bool = True) -> str:
+        """C++ text of an integer expression (int64 arithmetic; // prints as / since values are >= 0)."""
+        x = as_dim(x)
+        if isinstance(x, Lit):
+            return str(x.value)
+        if isinstance(x, Sym):
+            if x.name in _SPECIAL:
+                return _SPECIAL[x.name]
+            return f"td_->{x.name}" if x.name in self.fields else x.name
+        if isinstance(x, SizeOf):
+            return f"sizeof({x.ctype})"
+        if isinstance(x, Bin):
+            def wrap(y, right):
+                s = self.e(y, False)
+                y = as_dim(y)
+                if isinstance(y, Bin) and (_PREC[y.op] < _PREC[x.op] or (right and _PREC[y.op] == _PREC[x.op])):
+                    return f"({s})"
+                return s
+            op = "/" if x.op == "//" else x.op
+            return f"{wrap(x.lhs, False)} {op} {wrap(x.rhs, True)}"
+        if isinstance(x, Fn):
+            a, b = (self.e(y, False) for y in x.args)
+            if x.fn in ("min", "max"):
+                t = f"{a} {'<' if x.fn == 'min' else '>'} {b} ? {a} : {b}"
+                return t if top else f"({t})"
+            if x.fn == "align_up":
+                return f"AlignUp({a}, {b})"
+            return f"({a} + {b} - 1) / {b}" if top else f"(({a} + {b} - 1) / {b})"
+        raise IRError(f"cannot print expression {x!r}")
+
+    def cond(self, c) -> str:
+        return " && ".join(f"{self.e(x.lhs)} {x.op} {self.e(x.rhs)}" for x in c)
+
+    def f(self, x) -> str:
+        """C++ text of a float expression."""
+        if isinstance(x, FConst):
+            v = float(x.value)
+            r = repr(v)
+            return (r if ("e" in r or "." in r) else r + ".0") + "f"
+        if isinstance(x, FRef):
+            return x.name
+        if isinstance(x, FInt):
+            return f"static_cast<float>({self.e(x.value)})"
+        if isinstance(x, FBin):
+            return f"({self.f(x.a)} {x.op} {self.f(x.b)})"
+        if isinstance(x, FCall):
+            return f"{_FCALLS[x.fn]}({self.f(x.arg)})"
+        raise IRError(f"not a float expression: {x!r}")
+
+    def ref(self, r) -> str:
+        """C++ text of a UB region or GM view."""
+        if isinstance(r, GmView):
+            off = const_value(r.offset)
+            return r.tensor if off == 0 else f"{r.tensor}[{self.e(r.offset)}]"
+        base = r.tensor if r.slot is None else f"{r.tensor}[{self.e(r.slot)}]"
+        return base if const_value(r.offset) == 0 else f"{base}[{self.e(r.offset)}]"
+
+    def arg(self, a) -> str:
+        if isinstance(a, (Ref, GmView)):
+            return self.ref(a)
+        if isinstance(a, FExpr):
+            return self.f(a)
+        return self.e(a)
+
+    # -- statements
+    def body(self, stmts, depth: int, scope: dict) -> list[str]:
+        out = []
+        for s in stmts:
+            out += self.stmt(s, depth, scope)
+        return out
+
+    def _tensor_decl(self, var, dtype, rhs, scope) -> str:
+        if var in self.member_tensors or var in scope:
+            return f"{var} = {rhs};"
+        scope[var] = dtype
+        return f"LocalTensor<{dtype}> {var} = {rhs};"
+
+    def dtype_of(self, r, scope) -> str:
+        if isinstance(r, GmView):
+            return self.gms[r.tensor].dtype
+        if r.tensor in self.member_tensors:
+            return self.member_tensors[r.tensor].dtype
+        return scope[r.tensor]
+
+    def stmt(self, s, depth: int, scope: dict) -> list[str]:  # noqa: C901 - one case per node type
+        p = self.ind * depth
+        if isinstance(s, Let):
+            return [f"{p}{'' if s.mutable else 'const '}int64_t {s.name} = {self.e(s.value)};"]
+        if isinstance(s, Assign):
+            return [f"{p}{s.name} = {self.e(s.value)};"]
+        if isinstance(s, FLet):
+            return [f"{p}{'' if s.mutable else 'const '}float {s.name} = {self.f(s.value)};"]
+        if isinstance(s, FAssign):
+            return [f"{p}{s.name} = {self.f(s.value)};"]
+        if isinstance(s, For):
+            decl = "" if s.var in self.member_scalars else "int64_t "
+            doc = f"  // {_comment(s.doc)}" if s.doc else ""
+            inc = f"++{s.var}" if const_value(s.step) == 1 else f"{s.var} += {self.e(s.step)}"
+            out = [f"{p}for ({decl}{s.var} = {self.e(s.lo)}; {s.var} < {self.e(s.hi)}; {inc}) {{{doc}"]
+            inner = dict(scope)
+            if s.tail:
+                left = self.e(Bin("-", as_dim(s.hi), Sym(s.var)))
+                out.append(f"{p}{self.ind}const int64_t {s.tail} = {left} < {self.e(s.step)} ? {left} : "
+                           f"{self.e(s.step)};")
+            out += self.body(s.body, depth + 1, inner)
+            return out + [f"{p}}}"]
+        if isinstance(s, If):
+            doc = f"  // {_comment(s.doc)}" if s.doc else ""
+            out = [f"{p}if ({self.cond(s.cond)}) {{{doc}"] + self.body(s.then, depth + 1, dict(scope))
+            if s.orelse:
+                out += [f"{p}}} else {{"] + self.body(s.orelse, depth + 1, dict(scope))
+            return out + [f"{p}}}"]
+        if isinstance(s, InitBuffer):
+            num = f"{s.num}, " if self.local_bufs[s.buf].queue else ""
+            return [f"{p}pipe_.InitBuffer({s.buf}, {num}{self.e(s.bytes)});"]
+        if isinstance(s, Get):
+            off = "" if const_value(s.offset) == 0 else f"[{self.e(s.offset)}]"
+            return [p + self._tensor_decl(s.var, s.dtype, f"{s.buf}.template Get<{s.dtype}>(){off}", scope)]
+        if isinstance(s, View):
+            return [p + self._tensor_decl(s.var, self.dtype_of(s.src, scope), self.ref(s.src), scope)]
+        if isinstance(s, Alloc):
+            return [p + self._tensor_decl(s.var, s.dtype, f"{s.queue}.template AllocTensor<{s.dtype}>()", scope)]
+        if isinstance(s, EnQue):
+            return [f"{p}{s.queue}.EnQue({s.var});"]
+        if isinstance(s, DeQue):
+            return [p + self._tensor_decl(s.var, s.dtype, f"{s.queue}.template DeQue<{s.dtype}>()", scope)]
+        if isinstance(s, Free):
+            return [f"{p}{s.queue}.FreeTensor({s.var});"]
+        if isinstance(s, Copy):
+            return self.copy(s, p, scope)
+        if isinstance(s, Vec):
+            return [p + self.vec(s) + (f"  // {_comment(s.doc)}" if s.doc else "")]
+        if isinstance(s, GetValue):
+            return [f"{p}const float {s.name} = {self.ref(Ref(s.src.tensor, Lit(0), s.src.slot))}"
+                    f".GetValue({self.e(s.src.offset)});"]
+        if isinstance(s, SetValue):
+            return [f"{p}{self.ref(Ref(s.dst.tensor, Lit(0), s.dst.slot))}.SetValue({self.e(s.dst.offset)}, "
+                    f"{self.f(s.value)});"]
+        if isinstance(s, Barrier):
+            return [f"{p}PipeBarrier<{s.pipe.value}>();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
+        if isinstance(s, SetFlag):
+            return [f"{p}SetFlag<HardEvent::{s.event}>({s.id});" + (f"  // {_comment(s.doc)}" if s.doc else "")]
+        if isinstance(s, WaitFlag):
+            return [f"{p}WaitFlag<HardEvent::{s.event}>({s.id});" + (f"  // {_comment(s.doc)}" if s.doc else "")]
+        if isinstance(s, SyncAll):
+            return [f"{p}SyncAll();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
+        if isinstance(s, Call):
+            call = f"{s.method}({', '.join(self.arg(a) for a in s.args)})"
+            if s.result:
+                m = self.k.method(s.method)
+                return [f"{p}const {m.ret} {s.result} = {call};"]
+            return [f"{p}{call};"]
+        if isinstance(s, Return):
+            return [f"{p}return {self.arg(s.value)};"]
+        if isinstance(s, Comment):
+            return [f"{p}// {_comment(s.text)}"]
+        raise IRError(f"unknown statement {type(s).__name__}", s)
+
+    def copy(self, s: Copy, p: str, scope) -> list[str]:
+        gm_src = isinstance(s.src, GmView)
+        dt = self.dtype_of(s.src if gm_src else s.dst, scope)
+        cnt = self.e(s.block_count)
+        if const_value(s.block_count) is None:
+            cnt = f"static_cast<uint16_t>({cnt})"
+        params = (f"DataCopyExtParams({cnt}, {self.e(s.block_len)}, {self.e(s.src_stride)}, "
+                  f"{self.e(s.dst_stride)}, 0)")
+        pad = f", DataCopyPadExtParams<{dt}>(false, 0, 0, {dt}{{}})" if gm_src else ""
+        doc = f"  // {_comment(s.doc)}" if s.doc else ""
+        return [f"{p}DataCopyPad({self.ref(s.dst)}, {self.ref(s.src)}, {params}{pad});{doc}"]
+
+    def vec(self, s: Vec) -> str:
+        d = INSTRS[s.op]
+        exprs = {}
+        for o in d.operands:
+            v = s.arg(o.name)
+            if o.kind in ("ub", "gm"):
+                exprs[o.name] = self.ref(v)
+            elif o.kind == "count":
+                t = self.e(v)
+                exprs[o.name] = t if const_value(v) is not None else f"static_cast<{o.dtype}>({t})"
+            elif o.kind == "scalar":
+                exprs[o.name] = self.f(v)
+            elif o.kind == "mode":
+                exprs[o.name] = f"RoundMode::{v}"
+            elif isinstance(v, tuple):
+                exprs[o.name] = f"{_STRUCTS[(s.op, o.name)]}({', '.join(self.e(x) for x in v)})"
+            else:
+                exprs[o.name] = self.e(v)
+        return d.stmt(**exprs)
+
+    # -- the class
+    def func(self, name, params, body, ret="void", const=False, doc="", depth=1) -> list[str]:
+        p = self.ind * depth
+        ps = []
+        scope: dict = {}
+        for q in params:
+            if q.kind == "tensor":
+                ps.append(f"const LocalTensor<{q.dtype}>& {q.name}")
+                scope[q.name] = q.dtype
+            elif q.kind == "gm":
+                ps.append(f"const GlobalTensor<{q.dtype}>& {q.name}")
+            else:
+                ps.append(f"{ {'int': 'int64_t', 'float': 'float', 'bool': 'bool'}[q.kind]} {q.name}")
+        out = [f"{p}// {_comment(doc)}"] if doc else []
+        out.append(f"{p}__aicore__ inline {ret} {name}({', '.join(ps)}){' const' if const else ''}")
+        out.append(f"{p}{{")
+        out += self.body(body, depth + 1, scope)
+        out.append(f"{p}}}")
+        return out
+
+    def print_class(self) -> str:
+        k = self.k
+        p = self.ind
+        out = [f"// {_comment(k.doc)}"] if k.doc else []
+        if k.tparams:
+            out.append(f"template <{', '.join('typename ' + t for t in k.tparams)}>")
+        out += [f"class {k.name} {{", "public:"]
+        init_params = ", ".join([f"GM_ADDR {a}" for a in k.args] + ["GM_ADDR workspace",
+                                                                     f"const {k.tiling_struct}* td"])
+        out.append(f"{p}__aicore__ inline void Init({init_params})")
+        out.append(f"{p}{{")
+        out.append(f"{p * 2}td_ = td;")
+        for g in k.gms:
+            src = "GetUserWorkspace(workspace)" if g.workspace else g.arg
+            out.append(f"{p * 2}{g.name}.SetGlobalBuffer(reinterpret_cast<__gm__ {g.dtype}*>({src}));")
+        if not any(g.workspace for g in k.gms):
+            out.append(f"{p * 2}(void)workspace;")
+        out += self.body(k.init, 2, {})
+        out.append(f"{p}}}")
+        out.append("")
+        out += self.func("Process", (), k.process)
+        out += ["", "private:"]
+        for m in k.methods:
+            out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc)
+            out.append("")
+        out.append(f"{p}const {k.tiling_struct}* td_ = nullptr;")
+        out.append(f"{p}TPipe pipe_;")
+        for g in k.gms:
+            out.append(f"{p}GlobalTensor<{g.dtype}> {g.name};")
+        for b in k.locals:
+            if b.queue:
+                out.append(f"{p}TQue<TPosition::{b.pos.value}, {b.depth}> {b.name};")
+            else:
+                out.append(f"{p}TBuf<TPosition::{b.pos.value}> {b.name};")
+        for t in k.tensors:
+            out.append(f"{p}LocalTensor<{t.dtype}> {t.name}" + (f"[{t.count}];" if t.count is not None else ";"))
+        for s in k.scalars:
+            init = (f"{float(s.init)!r}f" if s.ctype == "float" else
+                    ("true" if s.init else "false") if s.ctype == "bool" else str(int(s.init)))
+            out.append(f"{p}{s.ctype} {s.name} = {init};")
+        out.append("};")
+        return "\n".join(out) + "\n"
+
+
+_STRUCTS = {(Op.BRCB, "params"): "BrcbRepeatParams"}
+"""C++ struct type of each struct-valued ("value" kind given as a tuple) operand."""
+
+
+def _comment(text: str) -> str:
+    """One line of comment text: newlines become spaces and a comment terminator cannot form."""
+    return " ".join(str(text).split()).replace("*/", "* /")
+
+
+def to_cpp(k: KernelClass, verify_first: bool = True) -> str:
+    """The AscendC C++ text of kernel class `k` (verified first unless verify_first=False): the class with public
+    Init / Process, private methods and members. Needs kernel_operator.h, `using namespace AscendC` and opgen's
+    AlignUp helper (templates/op_kernel/_scalar.h.j2) in scope. Raises IRError for a malformed program."""
+    if verify_first:
+        verify(k)
+    return CppPrinter(k).print_class()

@@ -1,0 +1,232 @@
+"""The Kernel IR (opgen.kernel.kir): programs built by hand are verified, printed as text and as C++, and the printed
+C++ runs in the emulation (opgen/emu/include) against float64 NumPy math; malformed programs are refused with the
+node named; deleting a synchronisation from the IR makes the emulation report a race."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from opgen.codegen.env import template_env
+from opgen.ir.dims import Constraint, Lit, Sym, fn
+from opgen.kernel import kir
+from opgen.kernel.isa import Op, Pipe
+from opgen.kernel.kir import (BLOCK_IDX, Alloc, Assign, Barrier, Call, Comment, Copy, DeQue, E, EnQue,
+                              For, Free, FRef, Func, Get, GetValue, GmTensor, GmView, If, InitBuffer, IRError,
+                              KernelClass, Let, Local, Param, Ref, SetFlag, SetValue, SizeOf, TensorVar,
+                              TPos, WaitFlag, to_cpp, to_text, verify, vec)
+
+from test_isa import BASE
+
+F4 = SizeOf("float")
+
+
+def rows_kernel(name: str = "RowsDemo", barrier: bool = True, flags: bool = True) -> KernelClass:
+    """y[r, :] = 2 x[r, :] + 1 and s[r] = sum of y[r, :] over rows split across cores (rowsPerCore each, the last
+    core the rest), `pass` rows per iteration (the last one shorter), double-buffered queues, the sum staged by
+    the scalar unit. barrier=False drops the V barrier before the reduction, flags=False the V->S hand-off."""
+    colA, hid, ps = E("colAlign"), E("hidden"), E("pass")
+    copy_in = Func("CopyIn", (Param("r0"), Param("k")), (
+        Alloc("t", "inQ", "float"),
+        Copy(Ref("t"), GmView("gmX", E("r0") * hid), E("k"), hid * F4, Lit(0), (colA - hid) * F4 // 32,
+             doc="k rows, UB rows colAlign apart"),
+        EnQue("inQ", "t"),
+    ))
+    per_row = [
+        vec(Op.MULS, dst=Ref("o", E("i") * colA), src0=Ref("t", E("i") * colA), scalar=2.0, count=hid),
+        Barrier(Pipe.V),
+        vec(Op.ADDS, dst=Ref("o", E("i") * colA), src0=Ref("o", E("i") * colA), scalar=1.0, count=hid),
+    ]
+    if barrier:
+        per_row.append(Barrier(Pipe.V))
+    per_row.append(vec(Op.REDUCE_SUM, dst=Ref("red"), src=Ref("o", E("i") * colA), tmp=Ref("redTmp"), count=hid))
+    if flags:
+        per_row += [SetFlag(Pipe.V, Pipe.S), WaitFlag(Pipe.V, Pipe.S)]
+    per_row += [GetValue("sum", Ref("red")), SetValue(Ref("stage", E("i")), FRef("sum"))]
+    compute = Func("Compute", (Param("k"),), (
+        DeQue("t", "inQ", "float"),
+        Alloc("o", "outQ", "float"),
+        For("i", Lit(0), E("k"), Lit(1), tuple(per_row)),
+        EnQue("outQ", "o"),
+        Free("inQ", "t"),
+    ))
+    copy_out = Func("CopyOut", (Param("r0"), Param("k")), (
+        DeQue("o", "outQ", "float"),
+        Copy(GmView("gmY", E("r0") * hid), Ref("o"), E("k"), hid * F4, (colA - hid) * F4 // 32, Lit(0)),
+        Free("outQ", "o"),
+        SetFlag(Pipe.S, Pipe.MTE3), WaitFlag(Pipe.S, Pipe.MTE3),
+        Copy(GmView("gmS", E("r0")), Ref("stage"), Lit(1), E("k") * F4),
+        SetFlag(Pipe.MTE3, Pipe.S), WaitFlag(Pipe.MTE3, Pipe.S),
+    ))
+    process = (
+        Let("rowStart", BLOCK_IDX * E("rowsPerCore")),
+        Let("rowEnd", fn("min", E("rowStart") + E("rowsPerCore"), E("rows"))),
+        InitBuffer("inQ", ps * colA * F4, 2),
+        InitBuffer("outQ", ps * colA * F4, 2),
+        InitBuffer("redBuf", Lit(64 * 4)),
+        InitBuffer("stageBuf", fn("align_up", ps, 8) * F4),
+        Get("red", "redBuf", "float"),
+        Get("redTmp", "redBuf", "float", Lit(8)),
+        Get("stage", "stageBuf", "float"),
+        Comment("rows of this core, pass rows at a time"),
+        For("r0", E("rowStart"), E("rowEnd"), ps, (
+            Call("CopyIn", (E("r0"), E("k"))),
+            Call("Compute", (E("k"),)),
+            Call("CopyOut", (E("r0"), E("k"))),
+        ), tail="k"),
+    )
+    return KernelClass(
+        name, "DemoTiling", args=("x", "y", "s"),
+        gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "float", "y"), GmTensor("gmS", "float", "s")),
+        locals=(Local("inQ", TPos.VECIN, True), Local("outQ", TPos.VECOUT, True), Local("redBuf"),
+                Local("stageBuf")),
+        tensors=(TensorVar("red", "float"), TensorVar("redTmp", "float"), TensorVar("stage", "float")),
+        fields=("rows", "hidden", "colAlign", "rowsPerCore", "pass"),
+        process=process, methods=(copy_in, compute, copy_out), doc="a demo rows kernel")
+
+
+def test_a_rows_kernel_verifies_and_prints_its_schedule_as_text():
+    k = verify(rows_kernel())
+    text = to_text(k)
+    for line in ("local inQ: VECIN queue depth 1", "for r0 in [rowStart, rowEnd) step pass tail k {",
+                 "t = alloc inQ as float", "copy.mte2 t[0] <- gmX[hidden * r0]", "enque inQ t",
+                 "v.ReduceSum dst=red[0], src=o[colAlign * i]", "set_flag V->S #0", "wait_flag V->S #0",
+                 "copy.mte3 gmY[hidden * r0] <- o[0]", "call CopyIn(r0, k)", "barrier V"):
+        assert line in text, line
+    assert to_text(rows_kernel()) == text   # canonical: equal programs, equal text
+
+
+def test_the_cpp_printer_prints_the_schedule_through_the_table():
+    cpp = to_cpp(rows_kernel())
+    for line in ("const int64_t rowEnd = rowStart + td_->rowsPerCore < td_->rows ? rowStart + td_->rowsPerCore : "
+                 "td_->rows;",
+                 "for (int64_t r0 = rowStart; r0 < rowEnd; r0 += td_->pass) {",
+                 "const int64_t k = rowEnd - r0 < td_->pass ? rowEnd - r0 : td_->pass;",
+                 "LocalTensor<float> t = inQ.template AllocTensor<float>();",
+                 "pipe_.InitBuffer(inQ, 2, td_->colAlign * td_->pass * sizeof(float));",
+                 "pipe_.InitBuffer(stageBuf, AlignUp(td_->pass, 8) * sizeof(float));",
+                 "Muls(o[td_->colAlign * i], t[td_->colAlign * i], 2.0f, static_cast<int32_t>(td_->hidden));",
+                 "ReduceSum(red, o[td_->colAlign * i], redTmp, static_cast<int32_t>(td_->hidden));",
+                 "SetFlag<HardEvent::V_S>(0);", "const float sum = red.GetValue(0);", "stage.SetValue(i, sum);",
+                 "TQue<TPosition::VECIN, 1> inQ;", "TBuf<TPosition::VECCALC> redBuf;",
+                 "gmX.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(x));", "PipeBarrier<PIPE_V>();"):
+        assert line in cpp, line
+    assert "DataCopyPad(t, gmX[td_->hidden * r0], DataCopyExtParams(static_cast<uint16_t>(k), " in cpp
+    assert "std::" not in cpp
+
+
+def _replace(k: KernelClass, method: str, body) -> KernelClass:
+    ms = tuple(Func(m.name, m.params, body(m.body), m.ret, m.const, m.doc) if m.name == method else m
+               for m in k.methods)
+    return KernelClass(**{**k.__dict__, "methods": ms})
+
+
+@pytest.mark.parametrize("mutate, rule", [
+    (lambda k: _replace(k, "CopyIn", lambda b: b[:2]), "nothing enqueued"),          # never enqueued
+    (lambda k: _replace(k, "Compute", lambda b: b[1:]), "DeQue|used before"),          # t never dequeued
+    (lambda k: _replace(k, "CopyOut", lambda b: b[:3] + b[4:]), "without a SetFlag"),  # SetFlag dropped
+    (lambda k: _replace(k, "CopyOut", lambda b: b[:4] + b[5:]), "set again|loop"),    # WaitFlag dropped
+    (lambda k: _replace(k, "CopyIn", lambda b: (Alloc("t", "inQ", "float"),) + b), "loop .* leaves|all 2"),
+    (lambda k: _replace(k, "Compute", lambda b: b + (Let("zz", E("nope")),)), "symbol nope"),
+    (lambda k: _replace(k, "Compute", lambda b: b + (Call("Nope"),)), "Nope"),
+    (lambda k: _replace(k, "Compute", lambda b: b + (vec(Op.ADD, dst="o", src0="o", count=E("k")),)),
+     "src1 missing"),
+    (lambda k: _replace(k, "Compute", lambda b: b + (vec(Op.DUPLICATE, dst=Ref("red", Lit(60)), scalar=0.0,
+                                                         count=Lit(8)),)), "outside its buffer"),
+    (lambda k: _replace(k, "Compute", lambda b: b + (SetFlag(Pipe.V, Pipe.V),)), "V_V does not exist"),
+    (lambda k: KernelClass(**{**k.__dict__, "name": "Bad Name"}), "not a usable C\\+\\+ identifier"),
+    (lambda k: KernelClass(**{**k.__dict__, "process": k.process[:2] + k.process[3:]}), "before its InitBuffer"),
+    (lambda k: _replace(k, "CopyOut", lambda b: b[:2]), "loop over r0 leaves"),              # never freed
+])
+def test_the_verifier_names_the_rule_a_malformed_program_breaks(mutate, rule):
+    with pytest.raises(IRError, match=rule):
+        verify(mutate(rows_kernel()))
+
+
+def test_if_branches_and_assignments():
+    k = rows_kernel()
+    body = (Let("n", Lit(3), mutable=True),
+            If((Constraint(">", E("n"), Lit(2)),), (Assign("n", E("n") - 1),), (Assign("n", Lit(0)),)),
+            Let("m", E("n") * 2))
+    verify(KernelClass(**{**k.__dict__, "init": body}))
+    with pytest.raises(IRError, match="not a mutable"):
+        verify(KernelClass(**{**k.__dict__, "init": (Let("n", Lit(3)), Assign("n", Lit(1)))}))
+    with pytest.raises(IRError, match="m used before"):   # a name defined in a branch does not leak out
+        verify(KernelClass(**{**k.__dict__, "init": (If((Constraint(">", BLOCK_IDX, Lit(0)),),
+                                                        (Let("m", Lit(1)),)), Let("q", E("m")))}))
+    cpp = to_cpp(KernelClass(**{**k.__dict__, "init": body}))
+    assert "if (n > 2) {" in cpp and "} else {" in cpp and "int64_t n = 3;" in cpp
+
+
+def _harness(classes: list[KernelClass], rows: int, hidden: int, cores: int, rows_per_core: int, pass_: int) -> str:
+    col_align = -(-hidden // 8) * 8
+    helpers = template_env().get_template("op_kernel/_helpers.h.j2").render()
+    out = ['#include <cstdio>', '#include <vector>', '#include "kernel_operator.h"', '#include "emu/launch.h"',
+           "using namespace AscendC;", helpers,
+           "struct DemoTiling { int64_t rows, hidden, colAlign, rowsPerCore, pass; };"]
+    out += [to_cpp(k) for k in classes]
+    out += ["int main(int argc, char** argv)", "{",
+            f"    std::vector<float> x({rows * hidden}), y({rows * hidden}, -7.0f), s({rows}, -7.0f);",
+            "    FILE* f = std::fopen(argv[1], \"rb\");",
+            "    if (!f || std::fread(x.data(), 4, x.size(), f) != x.size()) return 3;",
+            "    std::fclose(f);",
+            f"    DemoTiling td{{{rows}, {hidden}, {col_align}, {rows_per_core}, {pass_}}};",
+            "    emu::RegisterGm(x.data(), x.size() * 4, \"x\");",
+            "    emu::RegisterGm(y.data(), y.size() * 4, \"y\");",
+            "    emu::RegisterGm(s.data(), s.size() * 4, \"s\");"]
+    for k in classes:
+        out += [f"    {{ auto r = emu::Launch({cores}, 196608, [&] {{ {k.name} op; "
+                "op.Init(reinterpret_cast<GM_ADDR>(x.data()), reinterpret_cast<GM_ADDR>(y.data()), "
+                "reinterpret_cast<GM_ADDR>(s.data()), nullptr, &td); op.Process(); });",
+                f"      std::printf(\"{k.name} %d %s\\n\", r.ok ? 1 : 0, r.ok ? \"\" : r.firstFault.c_str());",
+                "      if (r.ok) { f = std::fopen(argv[2], \"wb\"); std::fwrite(y.data(), 4, y.size(), f); "
+                "std::fwrite(s.data(), 4, s.size(), f); std::fclose(f); } }"]
+    return "\n".join(out + ["    return 0;", "}"]) + "\n"
+
+
+@pytest.mark.slow
+def test_printed_kernel_runs_in_the_emulation_and_a_dropped_sync_is_a_race(tmp_path):
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not available")
+    rows, hidden, cores, per, pass_ = 13, 37, 3, 5, 2        # cores get 5, 5, 3 rows; passes of 2, 2, 1 rows
+    good, nobar, noflag = (rows_kernel("RowsGood"), rows_kernel("RowsNoBarrier", barrier=False),
+                           rows_kernel("RowsNoFlag", flags=False))
+    src = _harness([nobar, noflag, good], rows, hidden, cores, per, pass_)
+    (tmp_path / "k.cpp").write_text(src)
+    r = subprocess.run(BASE + [str(tmp_path / "k.cpp"), "-o", str(tmp_path / "k")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-2, 2, (rows, hidden)).astype(np.float32)
+    (tmp_path / "x.bin").write_bytes(x.tobytes())
+    run = subprocess.run([str(tmp_path / "k"), str(tmp_path / "x.bin"), str(tmp_path / "out.bin")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    verdict = {ln.split(" ")[0]: ln for ln in run.stdout.splitlines()}
+    assert verdict["RowsGood"].startswith("RowsGood 1"), verdict["RowsGood"]
+    for bad in ("RowsNoBarrier", "RowsNoFlag"):
+        assert verdict[bad].startswith(f"{bad} 0") and "race" in verdict[bad].lower(), verdict[bad]
+    got = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype=np.float32)
+    y, s = got[:rows * hidden].reshape(rows, hidden), got[rows * hidden:]
+    want_y = x.astype(np.float64) * 2 + 1
+    assert np.array_equal(y, want_y.astype(np.float32))    # 2x + 1 is exact in fp32 for these inputs' magnitudes
+    want_s = want_y.astype(np.float32).astype(np.float64).sum(axis=1)
+    bound = np.finfo(np.float32).eps * 8 * np.abs(want_y).sum(axis=1)
+    assert np.all(np.abs(s - want_s) <= bound)
+
+
+def test_dim_functions_evaluate_print_and_substitute():
+    from opgen.ir.dimprint import dim_cpp, dim_py
+    from opgen.ir.dims import subst
+
+    e = fn("min", Sym("a") + 1, 4) * 2 + fn("ceil_div", Sym("a"), 3) + fn("align_up", Sym("a"), 8)
+    for a in (0, 1, 3, 5, 9):
+        want = min(a + 1, 4) * 2 + -(-a // 3) + -(-a // 8) * 8
+        assert e.evaluate({"a": a}) == want
+        assert eval(dim_py(e, str, str), {}, {"a": a}) == want                     # noqa: S307 - our own text
+    assert subst(e, {"a": Lit(5)}) == Lit(min(6, 4) * 2 + 2 + 8)
+    assert "?" in dim_cpp(e, str, str) and fn("max", 3, 7) == Lit(7)
+    assert kir.CppPrinter(rows_kernel()).e(fn("min", Sym("a"), fn("max", Sym("b"), 2))) == \
+        "a < (b > 2 ? b : 2) ? a : (b > 2 ? b : 2)"
