@@ -1,0 +1,844 @@
+"""A NumPy interpreter of the Kernel IR (opgen.kernel.kir): runs a KernelClass on every core of a launch, in program
+order, with the emulation's fault rules, so a lowered kernel has an executable meaning without g++.
+
+What it models (the same rules as opgen/emu/include, EMU.md "Pipes and races"; facts from docs/reference/ascendc.md
+§1.2 buffers, §1.3 block index, §1.5 TPipe / TQue / TBuf, §1.6 pipes and flags, §1.8 DataCopyPad, §1.9 vector
+instructions):
+
+* Memory. Each core has a UB arena of `ub_bytes` (the platform's UB size); InitBuffer allocates blocks rounded up
+  to 32 B from a bump pointer (overflow is a fault); a fresh allocation and every AllocTensor are poisoned
+  (unwritten). A vector instruction reading an unwritten lane leaves the result lane unwritten; GetValue of an
+  unwritten element and a UB -> GM copy of unwritten bytes are faults (where an undefined value becomes
+  observable). GM tensors are the caller's NumPy arrays (bytes), bounds-checked per burst.
+* Data. `Vec` nodes run the instruction table's NumPy meaning (opgen.kernel.isa.INSTRS[op].meaning); `Copy` nodes
+  are DataCopyPad: GM -> UB bursts of block_len bytes land on 32-B blocks (UB gap dst_stride blocks, GM gap
+  src_stride bytes), the pad lanes of a block stay unwritten; UB -> GM writes exactly block_len bytes per burst.
+* Pipes. Every issued instruction has a pipe (Copy: MTE2 / MTE3; Vec: the table's pipe; GetValue / SetValue: S) and
+  a clock; `know[p][q]` is the vector clock (q's instructions up to that clock completed before p's next one). V
+  completes out of order (ordered only by PipeBarrier<PIPE_V>), every other pipe in order. PipeBarrier, SetFlag /
+  WaitFlag tokens (a wait on S orders every pipe), queue hand-offs (EnQue -> DeQue, FreeTensor -> the next
+  AllocTensor of that block; VECIN MTE2 -> V, VECOUT V -> MTE3, VECCALC none) and SyncAll (PIPE_ALL) update it.
+  Shadow memory per 32-B block of UB: last writer and each pipe's latest reader; an access unordered with a
+  conflicting earlier one (RAW, WAW, WAR; scalar reads never overtaken) is a race fault naming both statements and
+  the synchronisation that would order them.
+* Faults (KirFault, the message as the emulation words it): UB overflow, GM / UB out of bounds, unaligned UB
+  operands, queue misuse (AllocTensor with every block in use, EnQue beyond depth, DeQue of an empty queue,
+  FreeTensor of a free block, a tensor not from the queue), a WaitFlag with no SetFlag, a SetFlag still set, a flag
+  set at the end, races, SyncAll deadlock (a core returned while others wait).
+
+Cores run in lockstep only at SyncAll (each core is a generator that yields there); between SyncAlls a core runs
+alone, as the emulation's threads may. A fault in one core stops the launch (the emulation aborts the others too).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+from opgen.errors import OpgenError
+from opgen.ir.dims import Constraint, DimExpr, as_dim
+from opgen.kernel import kir
+from opgen.kernel.isa import INSTRS, Op, Pipe
+
+BLOCK = 32
+"""Bytes of one UB block: the alignment of tensors and the unit of the race detector's shadow (§1.2)."""
+
+PIPES = (Pipe.S, Pipe.V, Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.MTE3, Pipe.FIX)
+"""The pipes in the emulation's index order (opgen/emu/include/emu/pipes.h PipeIdx)."""
+PIDX = {p: i for i, p in enumerate(PIPES)}
+_S, _V = PIDX[Pipe.S], PIDX[Pipe.V]
+_NP = len(PIPES)
+
+NP_TYPES = {"float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat16_t": np.dtype(ml_dtypes.bfloat16),
+            "int32_t": np.dtype(np.int32), "uint32_t": np.dtype(np.uint32), "int16_t": np.dtype(np.int16),
+            "uint16_t": np.dtype(np.uint16), "int8_t": np.dtype(np.int8), "uint8_t": np.dtype(np.uint8),
+            "int64_t": np.dtype(np.int64)}
+"""NumPy element type of each KIR element type (kir.ELEM_BYTES)."""
+
+_PROD = {kir.TPos.VECIN: PIDX[Pipe.MTE2], kir.TPos.VECOUT: PIDX[Pipe.V]}
+_CONS = {kir.TPos.VECIN: PIDX[Pipe.V], kir.TPos.VECOUT: PIDX[Pipe.MTE3]}
+"""Producer / consumer pipe of a UB queue's hand-off by position (§1.5; VECCALC carries none)."""
+_UB_POS = (kir.TPos.VECIN, kir.TPos.VECOUT, kir.TPos.VECCALC)
+
+
+class KirFault(OpgenError):
+    """A fault of an interpreted kernel: the device would hang, race or read garbage. `core` is the core index."""
+
+    def __init__(self, message: str, core: int | None = None):
+        self.core = core
+        self.bare = message
+        super().__init__(f"[core {core}] {message}" if core is not None else message)
+
+
+class _Return(Exception):
+    def __init__(self, value):
+        self.value = value
+
+
+def needed_sync(earlier: int, later: int) -> str:
+    """The synchronisation that orders an access of pipe index `earlier` before one of `later` (§1.6), worded as the
+    emulation's race faults word it."""
+    if earlier == later:
+        return f"PipeBarrier<{PIPES[later].value}>"
+    ev = f"{PIPES[earlier].name}_{PIPES[later].name}"
+    if ev in kir.HARD_EVENTS:
+        return f"SetFlag/WaitFlag<HardEvent::{ev}>"
+    return "PipeBarrier<PIPE_ALL>"
+
+
+# ------------------------------------------------------------------------------------------------ memory
+class Arena:
+    """A core's UB: `size` bytes, a written map per byte and the race shadow per 32-B block."""
+
+    def __init__(self, size: int, name: str = "UB"):
+        self.name = name
+        self.data = np.zeros(size, dtype=np.uint8)
+        self.written = np.zeros(size, dtype=bool)
+        nb = -(-size // BLOCK)
+        self.w_clock = np.zeros(nb, dtype=np.int64)
+        self.w_pipe = np.zeros(nb, dtype=np.int64)
+        self.w_stmt = np.full(nb, -1, dtype=np.int64)
+        self.r_clock = np.zeros((nb, _NP), dtype=np.int64)
+        self.r_stmt = np.full((nb, _NP), -1, dtype=np.int64)
+        self.used = 0
+
+    @property
+    def size(self) -> int:
+        """Bytes of the arena."""
+        return self.data.size
+
+
+@dataclass
+class LT:
+    """A LocalTensor: `size` elements of `dtype` from UB byte `off`; `queue` / `tag` name the queue block it was
+    allocated or dequeued as (tag -1: none)."""
+
+    off: int
+    size: int
+    dtype: str
+    queue: str | None = None
+    tag: int = -1
+
+    def at(self, i: int) -> "LT":
+        """tensor[i] (the view from element i to the end of the allocation); a fault past the end."""
+        if i < 0 or i > self.size:
+            raise KirFault(f"LocalTensor operator[{i}] past the end of a {self.size}-element tensor")
+        return LT(self.off + i * NP_TYPES[self.dtype].itemsize, self.size - i, self.dtype, self.queue, self.tag)
+
+
+@dataclass
+class _Queue:
+    local: kir.Local
+    offs: list = field(default_factory=list)
+    length: int = 0
+    in_use: list = field(default_factory=list)
+    queued: deque = field(default_factory=deque)
+    nxt: int = 0
+    enq_tok: list = field(default_factory=list)
+    free_tok: list = field(default_factory=list)
+
+
+@dataclass
+class _Gm:
+    name: str
+    data: np.ndarray | None    # uint8 view of the caller's array (None: unbound)
+    dtype: str
+
+
+@dataclass
+class RunResult:
+    """The outcome of a launch: ok, the fault messages (`[core k] ...`; the first stops the launch), and per-core
+    peak UB bytes used."""
+
+    ok: bool
+    faults: list
+    ub_peak: list
+
+    @property
+    def first_fault(self) -> str:
+        """The first fault's message ("" when ok)."""
+        return self.faults[0] if self.faults else ""
+
+
+# ------------------------------------------------------------------------------------------------ one core
+class _Core:
+    def __init__(self, k: kir.KernelClass, idx: int, num: int, tiling: dict, gms: dict, ub_bytes: int,
+                 types: dict):
+        self.k = k
+        self.idx = idx
+        self.ub = Arena(ub_bytes)
+        self.types = types
+        self.methods = {m.name: m for m in k.methods}
+        self.locals = {b.name: b for b in k.locals}
+        self.gms = gms
+        self.members: dict = {f: int(tiling[f]) for f in k.fields}
+        self.members.update({"blockIdx": idx, "blockNum": num})
+        for t in k.tparams:
+            self.members[f"sizeof({t})"] = NP_TYPES[types[t]].itemsize
+        for s in k.scalars:
+            self.members[s.name] = (np.float32(s.init) if s.ctype == "float" else
+                                    bool(s.init) if s.ctype == "bool" else int(s.init))
+        self.mtensors: dict = {t.name: ([None] * t.count if t.count is not None else None) for t in k.tensors}
+        self.mdtypes = {t.name: t.dtype for t in k.tensors}
+        self.queues: dict = {}
+        self.tbufs: dict = {}
+        self.clk = np.zeros(_NP, dtype=np.int64)
+        self.know = np.zeros((_NP, _NP), dtype=np.int64)
+        self.flags: dict = {}
+        self.stmts: list = []
+        self.stmt_ids: dict = {}
+        self.where = "Init"
+
+    # -- names and values
+    def dt(self, t: str) -> str:
+        return self.types.get(t, t)
+
+    def env(self, frame) -> dict:
+        out = dict(self.members)
+        out.update(_flat(frame["ints"]))
+        return out
+
+    def ival(self, e, frame) -> int:
+        try:
+            return int(as_dim(e).evaluate(self.env(frame)))
+        except OpgenError as ex:
+            raise KirFault(f"{self.where}: integer expression {e}: {ex}") from None
+
+    def fval(self, f, frame) -> np.float32:
+        if isinstance(f, kir.FConst):
+            return np.float32(f.value)
+        if isinstance(f, kir.FRef):
+            if f.name in frame["floats"]:
+                return frame["floats"][f.name]
+            return np.float32(self.members[f.name])
+        if isinstance(f, kir.FInt):
+            return np.float32(self.ival(f.value, frame))
+        if isinstance(f, kir.FBin):
+            a, b = self.fval(f.a, frame), self.fval(f.b, frame)
+            with np.errstate(all="ignore"):
+                return np.float32({"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[f.op](a, b))
+        if isinstance(f, kir.FCall):
+            a = self.fval(f.arg, frame)
+            with np.errstate(all="ignore"):
+                return np.float32(np.sqrt(a) if f.fn == "sqrt" else np.abs(a))
+        raise KirFault(f"not a float expression: {f!r}")
+
+    def tensor(self, r: kir.Ref, frame) -> LT:
+        if r.tensor in frame["tensors"]:
+            t = frame["tensors"][r.tensor]
+        else:
+            t = self.mtensors.get(r.tensor)
+            if r.slot is not None:
+                t = t[self.ival(r.slot, frame)]
+        if t is None:
+            raise KirFault(f"{self.where}: tensor {r.tensor} is not allocated")
+        return t.at(self.ival(r.offset, frame))
+
+    def bind(self, var: str, t: LT, frame):
+        if var in frame["tensors"] or var not in self.mtensors:
+            frame["tensors"][var] = t
+        else:
+            self.mtensors[var] = t
+
+    def gm(self, v: kir.GmView, frame) -> tuple[_Gm, int]:
+        """The GM tensor of a view and its start in bytes."""
+        base = 0
+        name = v.tensor
+        if name in frame["gms"]:
+            name, base = frame["gms"][name]
+        g = self.gms[name]
+        return g, (base + self.ival(v.offset, frame)) * NP_TYPES[self.dt(g.dtype)].itemsize
+
+    # -- the pipes
+    def sid(self, s) -> int:
+        key = (self.where, id(s))
+        i = self.stmt_ids.get(key)
+        if i is None:
+            i = len(self.stmts)
+            self.stmts.append((kir.to_text_stmt(s).splitlines()[0].strip(), self.where))
+            self.stmt_ids[key] = i
+        return i
+
+    def stext(self, sid: int, pipe: int) -> str:
+        text, where = self.stmts[sid]
+        return f"{text} ({where}, {PIPES[pipe].value})"
+
+    def issue(self, pipe: int, s) -> tuple[int, int, int]:
+        self.clk[pipe] += 1
+        return pipe, int(self.clk[pipe]), self.sid(s)
+
+    def ordered(self, later: int, pipes: np.ndarray, clocks: np.ndarray) -> np.ndarray:
+        """Per access: whether pipe `pipes[i]`'s instruction at `clocks[i]` completed before `later`'s next one."""
+        known = self.know[later][pipes] >= clocks
+        return np.where(pipes == later, (later != _V) | known, known)
+
+    def touch(self, ins, off: int, n: int, write: bool):
+        """Instruction `ins` reads or writes UB bytes [off, off + n): checks the shadow, then records the access."""
+        if n <= 0:
+            return
+        a = self.ub
+        pipe, clock, sid = ins
+        b0, b1 = off // BLOCK, min((off + n - 1) // BLOCK, a.w_clock.size - 1)
+        sl = slice(b0, b1 + 1)
+        wc, wp = a.w_clock[sl], a.w_pipe[sl]
+        bad = (wc > 0) & ~((wp == pipe) & (wc == clock)) & ~self.ordered(pipe, wp, wc)
+        if bad.any():
+            j = int(np.argmax(bad))
+            self.race(b0 + j, ins, write, int(wp[j]), int(a.w_stmt[b0 + j]), True)
+        if write:
+            rc = a.r_clock[sl]
+            for q in range(1, _NP):   # q = 0 (S): scalar reads are synchronous, never overtaken
+                c = rc[:, q]
+                badr = (c > 0) & ~((q == pipe) & (c == clock)) & ~self.ordered(pipe, np.full(c.shape, q), c)
+                if badr.any():
+                    j = int(np.argmax(badr))
+                    self.race(b0 + j, ins, write, q, int(a.r_stmt[b0 + j, q]), False)
+            a.w_clock[sl] = clock
+            a.w_stmt[sl] = sid
+            a.w_pipe[sl] = pipe
+            a.r_clock[sl] = 0
+            a.r_stmt[sl] = -1
+        else:
+            a.r_clock[sl, pipe] = clock
+            a.r_stmt[sl, pipe] = sid
+
+    def race(self, block, ins, now_write, epipe, esid, ewrite):
+        kind = ("write-after-write" if ewrite else "write-after-read") if now_write else "read-after-write"
+        raise KirFault(f"race ({kind}) on {self.ub.name} bytes [{block * BLOCK}, {(block + 1) * BLOCK}): "
+                       f"{self.stext(ins[2], ins[0])} {'writes' if now_write else 'reads'} what "
+                       f"{self.stext(esid, epipe)} {'wrote' if ewrite else 'read'} with nothing ordering them: "
+                       f"needs {needed_sync(epipe, ins[0])} between them (docs/reference/ascendc.md §1.6)")
+
+    def token(self, src: int) -> np.ndarray:
+        t = self.know[src].copy()
+        t[src] = self.clk[src]
+        return t
+
+    def join(self, dst: int, tok):
+        if tok is None:
+            return
+        rows = range(_NP) if dst == _S else (dst,)
+        for p in rows:
+            np.maximum(self.know[p], tok, out=self.know[p])
+
+    def barrier(self, pipe: Pipe):
+        if pipe is Pipe.ALL:
+            self.know[:, :] = self.clk[None, :]
+        else:
+            p = PIDX[pipe]
+            self.know[p, p] = self.clk[p]
+
+    # -- UB data
+    def read(self, t: LT, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """n elements of t and their per-element written flags (bounds checked)."""
+        sz = NP_TYPES[self.dt(t.dtype)].itemsize
+        if n > t.size or t.off + n * sz > self.ub.size:
+            raise KirFault(f"{self.where}: UB access of elements [0, {n}) past the end of a {t.size}-element tensor "
+                           f"at UB byte address {t.off}")
+        raw = self.ub.data[t.off:t.off + n * sz]
+        ok = self.ub.written[t.off:t.off + n * sz].reshape(n, sz).all(axis=1) if n else np.zeros(0, bool)
+        return raw.view(NP_TYPES[self.dt(t.dtype)]).copy(), ok
+
+    def write(self, t: LT, vals: np.ndarray, ok):
+        sz = NP_TYPES[self.dt(t.dtype)].itemsize
+        n = vals.size
+        self.ub.data[t.off:t.off + n * sz] = np.ascontiguousarray(vals.astype(NP_TYPES[self.dt(t.dtype)])).view(
+            np.uint8)
+        self.ub.written[t.off:t.off + n * sz] = np.repeat(np.broadcast_to(np.asarray(ok, bool), (n,)), sz)
+
+    def aligned(self, t: LT, what: str):
+        if t.off % BLOCK:
+            raise KirFault(f"{what}: UB address {t.off} is not 32-byte aligned")
+
+    # -- statements
+    def block(self, stmts, frame):
+        for s in stmts:
+            yield from self.stmt(s, frame)
+
+    def stmt(self, s, frame):  # noqa: C901 - one case per node type
+        if isinstance(s, kir.Let):
+            _define(frame["ints"], s.name, self.ival(s.value, frame))
+        elif isinstance(s, kir.Assign):
+            v = self.ival(s.value, frame)
+            if s.name in frame["ints"]:
+                frame["ints"][s.name] = v
+            else:
+                self.members[s.name] = v
+        elif isinstance(s, kir.FLet):
+            _define(frame["floats"], s.name, self.fval(s.value, frame))
+        elif isinstance(s, kir.FAssign):
+            v = self.fval(s.value, frame)
+            if s.name in frame["floats"]:
+                frame["floats"][s.name] = v
+            else:
+                self.members[s.name] = v
+        elif isinstance(s, kir.For):
+            member = s.var in self.members and s.var not in frame["ints"]
+            store = self.members if member else frame["ints"]
+            store[s.var] = self.ival(s.lo, frame)
+            while store[s.var] < self.ival(s.hi, frame):
+                inner = _sub(frame)
+                if s.tail:
+                    _define(inner["ints"], s.tail, min(self.ival(s.step, frame), self.ival(s.hi, frame) - store[s.var]))
+                yield from self.block(s.body, inner)
+                store[s.var] += self.ival(s.step, frame)
+        elif isinstance(s, kir.If):
+            env = self.env(frame)
+            take = all(c.holds(env) for c in s.cond)
+            yield from self.block(s.then if take else s.orelse, _sub(frame))
+        elif isinstance(s, kir.InitBuffer):
+            self.init_buffer(s, frame)
+        elif isinstance(s, kir.Get):
+            base, length = self.tbufs.get(s.buf, (None, 0))
+            if base is None:
+                raise KirFault(f"TBuf::Get on a buffer that was not InitBuffer'ed ({s.buf})")
+            sz = NP_TYPES[self.dt(s.dtype)].itemsize
+            self.bind(s.var, LT(base, length // sz, s.dtype).at(self.ival(s.offset, frame)), frame)
+        elif isinstance(s, kir.View):
+            self.bind(s.var, self.tensor(s.src, frame), frame)
+        elif isinstance(s, kir.Alloc):
+            self.alloc(s, frame)
+        elif isinstance(s, kir.EnQue):
+            q = self.queue(s.queue)
+            t = self.tensor(kir.Ref(s.var), frame)
+            self.owned(q, t, "EnQue")
+            if len(q.queued) >= q.local.depth:
+                raise KirFault(f"TQue::EnQue: more than depth={q.local.depth} tensors enqueued without DeQue")
+            q.queued.append(t.tag)
+            prod = _PROD.get(q.local.pos)
+            if prod is not None:
+                q.enq_tok[t.tag] = self.token(prod)
+        elif isinstance(s, kir.DeQue):
+            q = self.queue(s.queue)
+            if not q.queued:
+                raise KirFault(f"TQue::DeQue on an empty queue {s.queue} (hardware would hang)")
+            b = q.queued.popleft()
+            cons = _CONS.get(q.local.pos)
+            if cons is not None:
+                self.join(cons, q.enq_tok[b])
+            sz = NP_TYPES[self.dt(s.dtype)].itemsize
+            self.bind(s.var, LT(q.offs[b], q.length // sz, s.dtype, s.queue, b), frame)
+        elif isinstance(s, kir.Free):
+            q = self.queue(s.queue)
+            t = self.tensor(kir.Ref(s.var), frame)
+            self.owned(q, t, "FreeTensor")
+            if not q.in_use[t.tag]:
+                raise KirFault("TQue::FreeTensor of a buffer that is not allocated (double free)")
+            q.in_use[t.tag] = False
+            cons = _CONS.get(q.local.pos)
+            if cons is not None:
+                q.free_tok[t.tag] = self.token(cons)
+        elif isinstance(s, kir.Copy):
+            self.copy(s, frame)
+        elif isinstance(s, kir.Vec):
+            self.vec(s, frame)
+        elif isinstance(s, kir.GetValue):
+            t = self.tensor(kir.Ref(s.src.tensor, slot=s.src.slot), frame)
+            i = self.ival(s.src.offset, frame)
+            v, ok = self.read(t.at(i), 1)
+            sz = v.itemsize
+            self.touch(self.issue(_S, s), t.off + i * sz, sz, False)
+            if not ok[0]:
+                raise KirFault(f"GetValue: read of unwritten (poisoned) UB at byte address {t.off + i * sz} "
+                               f"(element {i}) ({self.where}: {kir.to_text_stmt(s)})")
+            _define(frame["floats"], s.name, np.float32(v[0]))
+        elif isinstance(s, kir.SetValue):
+            t = self.tensor(s.dst, frame)
+            v = self.fval(s.value, frame)
+            self.read(t, 1)   # bounds
+            self.touch(self.issue(_S, s), t.off, NP_TYPES[self.dt(t.dtype)].itemsize, True)
+            self.write(t, np.asarray([v], dtype=np.float32), True)
+        elif isinstance(s, kir.Barrier):
+            self.barrier(s.pipe)
+        elif isinstance(s, kir.SetFlag):
+            key = (s.event, s.id)
+            if key in self.flags:
+                raise KirFault(f"SetFlag<HardEvent::{s.event}>({s.id}) in {self.where}: the flag is still set by an "
+                               "earlier SetFlag (no WaitFlag consumed it); an event flag is one bit "
+                               "(docs/reference/ascendc.md §1.6)")
+            self.flags[key] = self.token(PIDX[s.src])
+        elif isinstance(s, kir.WaitFlag):
+            key = (s.event, s.id)
+            if key not in self.flags:
+                raise KirFault(f"WaitFlag<HardEvent::{s.event}>({s.id}) in {self.where} has no earlier "
+                               f"SetFlag<HardEvent::{s.event}>({s.id}) to consume: {s.dst.value} would wait forever "
+                               "on the device (docs/reference/ascendc.md §1.6)")
+            self.join(PIDX[s.dst], self.flags.pop(key))
+        elif isinstance(s, kir.SyncAll):
+            self.barrier(Pipe.ALL)
+            yield "sync"
+        elif isinstance(s, kir.Call):
+            yield from self.call(s, frame)
+        elif isinstance(s, kir.Return):
+            raise _Return(s.value)
+        elif isinstance(s, kir.Comment):
+            pass
+        else:
+            raise KirFault(f"unknown statement {type(s).__name__}")
+
+    def call(self, s: kir.Call, frame):
+        m = self.methods[s.method]
+        inner = {"ints": {}, "floats": {}, "tensors": {}, "gms": {}}
+        for p, a in zip(m.params, s.args):
+            if p.kind == "tensor":
+                inner["tensors"][p.name] = self.tensor(a, frame)
+            elif p.kind == "gm":
+                g, off = self.gm(a, frame)
+                inner["gms"][p.name] = (g.name, off // NP_TYPES[self.dt(g.dtype)].itemsize)
+            elif p.kind == "float":
+                inner["floats"][p.name] = self.fval(a, frame)
+            else:
+                inner["ints"][p.name] = self.ival(a, frame)
+        outer, self.where = self.where, s.method
+        value = None
+        try:
+            yield from self.block(m.body, inner)
+        except _Return as r:
+            value = r.value if not isinstance(r.value, (DimExpr, kir.FExpr)) else (
+                self.fval(r.value, inner) if isinstance(r.value, kir.FExpr) else self.ival(r.value, inner))
+        self.where = outer
+        if s.result is not None:
+            _define(frame["floats"] if m.ret == "float" else frame["ints"], s.result, value)
+
+    # -- buffers and queues
+    def init_buffer(self, s: kir.InitBuffer, frame):
+        b = self.locals[s.buf]
+        if b.pos not in _UB_POS:
+            raise KirFault(f"TPipe::InitBuffer({s.buf}<{b.pos.value}>): an AIV core has no {b.pos.value} buffer "
+                           "(docs/reference/ascendc.md §1.1, §1.2)")
+        length = self.ival(s.bytes, frame)
+        rounded = -(-length // BLOCK) * BLOCK
+        need = rounded * s.num
+        if self.ub.used + need > self.ub.size:
+            raise KirFault(f"UB overflow: InitBuffer({s.buf}, num={s.num}, len={length}) needs {need} bytes at UB "
+                           f"offset {self.ub.used} but the core's UB is {self.ub.size} bytes")
+        offs = [self.ub.used + i * rounded for i in range(s.num)]
+        self.ub.written[self.ub.used:self.ub.used + need] = False
+        self.ub.used += need
+        if b.queue:
+            self.queues[s.buf] = _Queue(b, offs, rounded, [False] * s.num, deque(), 0, [None] * s.num,
+                                        [None] * s.num)
+        else:
+            self.tbufs[s.buf] = (offs[0], rounded)
+
+    def queue(self, name: str) -> _Queue:
+        q = self.queues.get(name)
+        if q is None:
+            raise KirFault(f"TQue {name} used before its InitBuffer")
+        return q
+
+    def owned(self, q: _Queue, t: LT, what: str):
+        if t.queue != q.local.name or t.tag < 0 or t.off != q.offs[t.tag]:
+            raise KirFault(f"TQue::{what}: tensor was not allocated from this queue (or is an offset view)")
+
+    def alloc(self, s: kir.Alloc, frame):
+        q = self.queue(s.queue)
+        n = len(q.offs)
+        for k in range(n):
+            b = (q.nxt + k) % n
+            if not q.in_use[b]:
+                q.in_use[b] = True
+                q.nxt = (b + 1) % n
+                prod = _PROD.get(q.local.pos)
+                if prod is not None:
+                    self.join(prod, q.free_tok[b])
+                self.ub.written[q.offs[b]:q.offs[b] + q.length] = False
+                sz = NP_TYPES[self.dt(s.dtype)].itemsize
+                self.bind(s.var, LT(q.offs[b], q.length // sz, s.dtype, s.queue, b), frame)
+                return
+        raise KirFault(f"TQue::AllocTensor: all {n} buffers of {s.queue} are in use (missing FreeTensor; hardware "
+                       "would hang)")
+
+    # -- copies
+    def copy(self, s: kir.Copy, frame):
+        gm_src = isinstance(s.src, kir.GmView)
+        what = "DataCopyPad GM->UB" if gm_src else "DataCopyPad UB->GM"
+        g, gbyte = self.gm(s.src if gm_src else s.dst, frame)
+        t = self.tensor(s.dst if gm_src else s.src, frame)
+        ins = self.issue(PIDX[s.pipe], s)
+        self.aligned(t, what)
+        cnt, ln = self.ival(s.block_count, frame), self.ival(s.block_len, frame)
+        sstr, dstr = self.ival(s.src_stride, frame), self.ival(s.dst_stride, frame)
+        if not 0 <= cnt <= 65535:
+            raise KirFault(f"{what}: blockCount {cnt} outside the uint16 range")
+        if cnt == 0 or ln == 0:
+            return
+        sz = NP_TYPES[self.dt(t.dtype)].itemsize
+        if ln % sz:
+            raise KirFault(f"{what}: blockLen {ln} bytes is not a multiple of sizeof(T)")
+        if ln > 2097151:
+            raise KirFault(f"{what}: blockLen {ln} exceeds 2097151")
+        if g.data is None:
+            raise KirFault(f"{what}: GM tensor {g.name} has no registered buffer")
+        blk = -(-ln // BLOCK) * BLOCK
+        tbytes = t.size * sz
+        gm, ub = gbyte, 0
+        for _ in range(cnt):
+            if gm < 0 or gm + ln > g.data.size:
+                raise KirFault(f"{what}: GM out of range on tensor '{g.name}': bytes [{gm}, {gm + ln}) of "
+                               f"{g.data.size}")
+            if gm_src:
+                if ub + blk > tbytes:
+                    raise KirFault(f"{what}: UB span of {ub + blk} bytes exceeds the {tbytes}-byte local tensor at "
+                                   f"UB address {t.off}")
+                a = t.off + ub
+                self.touch(ins, a, blk, True)
+                self.ub.data[a:a + ln] = g.data[gm:gm + ln]
+                self.ub.written[a:a + ln] = True
+                gm += ln + sstr
+                ub += blk + dstr * BLOCK
+            else:
+                if ub + ln > tbytes:
+                    raise KirFault(f"{what}: UB span of {ub + ln} bytes exceeds the {tbytes}-byte local tensor at "
+                                   f"UB address {t.off}")
+                a = t.off + ub
+                self.touch(ins, a, ln, False)
+                if not self.ub.written[a:a + ln].all():
+                    bad = a + int(np.argmin(self.ub.written[a:a + ln]))
+                    raise KirFault(f"{what}: copies unwritten (poisoned) UB byte at address {bad} to GM tensor "
+                                   f"'{g.name}' byte {gm + bad - a} ({self.where}: {kir.to_text_stmt(s).strip()})")
+                g.data[gm:gm + ln] = self.ub.data[a:a + ln]
+                gm += ln + dstr
+                ub += blk + sstr * BLOCK
+
+    # -- vector instructions
+    def vec(self, s: kir.Vec, frame):
+        d = INSTRS[s.op]
+        args = dict(s.args)
+        if s.op in (Op.CAST_TO, Op.CAST_FROM):
+            src_t = self.tensor(args["src"], frame)
+            dst_t = self.tensor(args["dst"], frame)
+            if self.dt(src_t.dtype) == "float" and self.dt(dst_t.dtype) == "float":
+                count = self.ival(args["count"], frame)   # the helper's Muls by 1.0, then its own PipeBarrier<PIPE_V>
+                if count > 0:
+                    self.lanes(s, frame, {"dst": dst_t, "src0": src_t}, count, lambda e: INSTRS[Op.MULS].meaning(
+                        {**e, "scalar": np.float32(1.0)}), ("src0",))
+                self.barrier(Pipe.V)
+                return
+        tens = {o.name: self.tensor(args[o.name], frame) for o in d.operands if o.kind == "ub"}
+        count = self.ival(args["count"], frame) if "count" in args else None
+        if s.op in (Op.REDUCE_SUM, Op.REDUCE_MAX):
+            self.reduce(s, frame, tens, count)
+        elif s.op is Op.GATHER:
+            self.gather(s, frame, tens, count)
+        elif s.op is Op.BRCB:
+            self.brcb(s, frame, tens)
+        else:
+            extra = {}
+            for o in d.operands:
+                if o.kind == "scalar":
+                    dtype = NP_TYPES[self.dt(tens["dst"].dtype)]
+                    extra[o.name] = np.float32(np.asarray(self.fval(args[o.name], frame)).astype(dtype))
+                elif o.kind == "mode":
+                    extra[o.name] = args[o.name]
+            if count is None or count <= 0:
+                return
+            srcs = tuple(n for n in tens if n != "dst")
+            self.lanes(s, frame, tens, count, lambda e: d.meaning({**e, **extra}), srcs)
+
+    def lanes(self, s, frame, tens: dict, count: int, meaning, srcs):
+        """A count-form lane-wise instruction: bounds, alignment, the shadow, then the meaning; a result lane is
+        written when every source lane is."""
+        what = INSTRS[s.op].api
+        for n, t in tens.items():
+            self.aligned(t, what)
+            self.read(t, count)
+        ins = self.issue(_V, s)
+        env, ok = {}, np.ones(count, dtype=bool)
+        for n in srcs:
+            t = tens[n]
+            self.touch(ins, t.off, count * NP_TYPES[self.dt(t.dtype)].itemsize, False)
+            env[n], w = self.read(t, count)
+            ok &= w
+        dst = tens["dst"]
+        self.touch(ins, dst.off, count * NP_TYPES[self.dt(dst.dtype)].itemsize, True)
+        env["dst"], _ = self.read(dst, count)
+        env["count"] = count
+        out = meaning(env)["dst"]
+        self.write(dst, out[:count], ok)
+
+    def reduce(self, s, frame, tens, count):
+        if count is None or count <= 0:
+            return
+        src, dst, tmp = tens["src"], tens["dst"], tens["tmp"]
+        sz = NP_TYPES[self.dt(src.dtype)].itemsize
+        self.aligned(src, INSTRS[s.op].api)
+        per_rep, per_blk = 256 // sz, BLOCK // sz
+        reps = -(-count // per_rep) * (2 if s.op is Op.REDUCE_MAX else 1)
+        need = -(-reps // per_blk) * per_blk
+        self.read(src, count)
+        self.read(tmp, need)
+        self.read(dst, 1)
+        ins = self.issue(_V, s)
+        self.touch(ins, src.off, count * sz, False)
+        self.touch(ins, tmp.off, need * sz, True)
+        self.touch(ins, dst.off, sz, True)
+        v, ok = self.read(src, count)
+        d0, _ = self.read(dst, 1)
+        out = INSTRS[s.op].meaning({"dst": d0, "src": v, "count": count})["dst"]
+        self.write(dst, out[:1], bool(ok.all()))
+        self.ub.written[tmp.off:tmp.off + need * sz] = True
+
+    def gather(self, s, frame, tens, count):
+        if count is None or count <= 0:
+            return
+        dst, src, off = tens["dst"], tens["src"], tens["offset"]
+        base = self.ival(dict(s.args)["base"], frame)
+        for t in (dst, off):
+            self.aligned(t, "Gather")
+            self.read(t, count)
+        ins = self.issue(_V, s)
+        self.touch(ins, off.off, count * 4, False)
+        offs, ok_off = self.read(off, count)
+        if not ok_off.all():
+            raise KirFault(f"Gather: srcOffset[{int(np.argmin(ok_off))}] is unwritten (poisoned) UB")
+        sz = NP_TYPES[self.dt(src.dtype)].itemsize
+        srcv, ok_src = self.read(src, src.size)
+        for b in (offs.astype(np.int64) + base):
+            if b % sz or b // sz >= src.size:
+                raise KirFault("Gather: a byte offset is misaligned or past the source")
+            self.touch(ins, src.off + int(b), sz, False)
+        self.touch(ins, dst.off, count * sz, True)
+        d0, _ = self.read(dst, count)
+        out = INSTRS[Op.GATHER].meaning({"dst": d0, "src": srcv, "offset": offs, "base": base, "count": count})
+        idx = (offs.astype(np.int64) + base) // sz
+        self.write(dst, out["dst"][:count], ok_src[idx])
+
+    def brcb(self, s, frame, tens):
+        args = dict(s.args)
+        rep = self.ival(args["repeat"], frame)
+        blk, rst = (self.ival(x, frame) for x in args["params"])
+        dst, src = tens["dst"], tens["src"]
+        sz = NP_TYPES[self.dt(dst.dtype)].itemsize
+        per = BLOCK // sz
+        top = max(((r * rst + j * blk) * per + per for r in range(rep) for j in range(8)), default=0)
+        self.aligned(dst, "Brcb")
+        self.read(src, rep * 8)
+        self.read(dst, top)
+        ins = self.issue(_V, s)
+        self.touch(ins, src.off, rep * 8 * sz, False)
+        for r in range(rep):
+            for j in range(8):
+                self.touch(ins, dst.off + (r * rst + j * blk) * BLOCK, BLOCK, True)
+        sv, ok = self.read(src, rep * 8)
+        d0, dok = self.read(dst, top)
+        out = INSTRS[Op.BRCB].meaning({"dst": d0, "src": sv, "repeat": rep, "params": (blk, rst)})["dst"]
+        for r in range(rep):
+            for j in range(8):
+                b = (r * rst + j * blk) * per
+                dok[b:b + per] = ok[r * 8 + j]
+        self.write(dst, out, dok)
+
+    # -- the whole core
+    def run(self):
+        frame = {"ints": {}, "floats": {}, "tensors": {}, "gms": {}}
+        self.where = "Init"
+        yield from self.block(self.k.init, frame)
+        self.where = "Process"
+        yield from self.block(self.k.process, frame)
+        if self.flags:
+            ev, i = sorted(self.flags)[0]
+            raise KirFault(f"SetFlag<HardEvent::{ev}>({i}) is never consumed by a WaitFlag before the kernel "
+                           "returns: SetFlag and WaitFlag must pair (docs/reference/ascendc.md §1.6)")
+
+
+def _sub(frame) -> dict:
+    """A nested scope: names defined inside do not leak out; assignments to outer names go to the outer scope's
+    dict when the name lives there (the dicts are shared through ChainMap-like copying of references)."""
+    return {"ints": _Scope(frame["ints"]), "floats": _Scope(frame["floats"]),
+            "tensors": _Scope(frame["tensors"]), "gms": frame["gms"]}
+
+
+class _Scope(dict):
+    """A dict layered over a parent: reads fall through, writes to a parent's name go to the parent."""
+
+    def __init__(self, parent):
+        super().__init__()
+        self.parent = parent
+
+    def __missing__(self, key):
+        return self.parent[key]
+
+    def __contains__(self, key):
+        return dict.__contains__(self, key) or key in self.parent
+
+    def __setitem__(self, key, value):
+        if not dict.__contains__(self, key) and key in self.parent:
+            self.parent[key] = value
+        else:
+            dict.__setitem__(self, key, value)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
+def _flat(scope) -> dict:
+    """Every name visible in a scope chain, inner ones shadowing outer ones."""
+    chain = []
+    while isinstance(scope, _Scope):
+        chain.append(scope)
+        scope = scope.parent
+    out = dict(scope)
+    for sc in reversed(chain):
+        out.update(dict.items(sc))
+    return out
+
+
+def _define(scope, name, value):
+    """Declares `name` in the innermost scope (a C++ declaration; it shadows an outer one)."""
+    dict.__setitem__(scope, name, value)
+
+
+def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: int = 196608,
+        workspace: np.ndarray | None = None, types: dict | None = None, verify_first: bool = True) -> RunResult:
+    """Run kernel class `k` on `block_dim` cores (core i has GetBlockIdx() = i, GetBlockNum() = block_dim).
+
+    tiling: {field name: int} for every k.fields entry; gm: {Init argument name (k.args): NumPy array} (modified in
+    place by UB -> GM copies; its bytes are the GM tensor, any dtype); workspace: the user workspace array (for
+    GmTensors with workspace=True); types: {template parameter: element type} ("T" -> "half"); ub_bytes: the UB of
+    each core in bytes (the platform's, opgen.platforms). Returns a RunResult (faults as `[core k] message`, the
+    first one stops the launch, as the emulation's launch does). Raises kir.IRError for a malformed program (the
+    verifier) and OpgenError for a missing tiling field or GM argument."""
+    if verify_first:
+        kir.verify(k)
+    types = dict(types or {})
+    for t in k.tparams:
+        if types.get(t) not in NP_TYPES:
+            raise OpgenError(f"kernel IR interpreter: template parameter {t} needs an element type (types={types})")
+    missing = [f for f in k.fields if f not in tiling]
+    if missing:
+        raise OpgenError(f"kernel IR interpreter: tiling field {missing[0]} not given")
+    gms = {}
+    for g in k.gms:
+        arr = workspace if g.workspace else gm.get(g.arg)
+        if arr is None and not g.workspace:
+            raise OpgenError(f"kernel IR interpreter: GM argument {g.arg} not given")
+        data = None if arr is None else np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        if arr is not None and not np.shares_memory(data, arr):
+            raise OpgenError(f"kernel IR interpreter: GM argument {g.arg or 'workspace'} must be a contiguous array")
+        gms[g.name] = _Gm(g.name, data, g.dtype)
+    cores = [_Core(k, i, block_dim, tiling, gms, ub_bytes, types) for i in range(block_dim)]
+    gens = [c.run() for c in cores]
+    live = set(range(block_dim))
+    faults: list = []
+    while live and not faults:
+        waiting = set()
+        for i in sorted(live):
+            try:
+                next(gens[i])
+                waiting.add(i)
+            except StopIteration:
+                pass
+            except KirFault as f:
+                faults.append(f"[core {i}] {f.bare}")
+                break
+        if faults:
+            break
+        if waiting and waiting != live:
+            faults.append(f"[core {min(waiting)}] SyncAll deadlock: core(s) {sorted(live - waiting)} returned while "
+                          f"{sorted(waiting)} wait")
+        live = waiting
+    return RunResult(not faults, faults, [c.ub.used for c in cores])
