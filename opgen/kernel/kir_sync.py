@@ -1,0 +1,598 @@
+"""Synchronisation by a dependency pass over the Kernel IR (opgen.kernel.kir): per buffer region and per pipe,
+read-after-write, write-after-read and write-after-write between unordered accesses become PipeBarrier<PIPE_V>
+(within the vector pipe), SetFlag / WaitFlag pairs (between pipes) or nothing (a queue hand-off already orders
+them); a sync the analysis proves redundant is removed.
+
+The ordering model is the emulation's and the interpreter's (opgen/emu/include/EMU.md "Pipes and races",
+docs/reference/ascendc.md §1.5, §1.6): PIPE_V completes out of order (a barrier orders it), every other pipe in
+order; a SetFlag<Q_P> / WaitFlag<Q_P> pair orders everything pipe Q issued or knew before the set before P's later
+work (a wait on S orders every pipe); EnQue -> DeQue and FreeTensor -> the next AllocTensor of a block hand the
+producer's / consumer's knowledge over (VECIN MTE2 -> V, VECOUT V -> MTE3); SyncAll and PipeBarrier<PIPE_ALL> order
+everything; a scalar read (GetValue) is synchronous, so it never needs a write-after-read sync.
+
+The analysis is an abstract interpretation of the program (Init, then Process, method calls inlined):
+
+* An access is (statement, pipe, read or write, region). A region is (base, first byte, end byte) on 32-B blocks
+  (the detector's granularity): the base is a TBuf or one block of a queue (the queue allocator is simulated:
+  round-robin over its InitBuffer blocks, so double buffering is exact), offsets are constants when the IR's
+  expressions are, else the region runs from its start to the end of the base (or covers the whole base):
+  regions not proven disjoint overlap (sound).
+* The state holds every access not yet ordered before every pipe, each with the set of pipes it is ordered
+  before, plus the tokens of pending flags and queue blocks. A new access conflicting with an unordered one gets a
+  sync placed immediately before it (Barrier(V) for V after V, else SetFlag(Q, P) + WaitFlag(Q, P); PIPE_ALL for a
+  pair no HardEvent names), whose effect the analysis applies at once.
+* Branches are analysed separately and joined (an access ordered on one path only is unordered); a loop body is
+  analysed until the state at its head is a fixed point of entry ⊔ end-of-body, so a dependency carried from one
+  iteration to the next is found (and a sync placed only where one is), without a barrier at every loop edge.
+  The state is a set of disjuncts keyed by the queues' allocator states, so the blocks of a double-buffered
+  queue stay apart across iterations.
+* After placement, each placed sync is removed in turn and kept removed when the analysis then finds no conflict.
+
+Public: `strip_syncs` (a program without Barrier / SetFlag / WaitFlag), `conflicts` (the unordered conflicting
+pairs of a program: empty when it is synchronised), `place_syncs` (the pass) and `placed` (the syncs a placed
+program gained, by position).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from opgen.ir.dims import as_dim
+from opgen.kernel import kir
+from opgen.kernel.isa import INSTRS, Op, Pipe
+
+BLOCK = 32
+"""Bytes of the race detector's block (EMU.md "Pipes and races")."""
+
+PIPES = (Pipe.S, Pipe.V, Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.MTE3, Pipe.FIX)
+"""The pipes the analysis orders (PIPE_ALL is no pipe of its own)."""
+_ALL = frozenset(PIPES)
+_PROD = {kir.TPos.VECIN: Pipe.MTE2, kir.TPos.VECOUT: Pipe.V}
+_CONS = {kir.TPos.VECIN: Pipe.V, kir.TPos.VECOUT: Pipe.MTE3}
+_SYNC_TYPES = (kir.Barrier, kir.SetFlag, kir.WaitFlag)
+_UNKNOWN = ("?",)
+"""The base of a region whose buffer the analysis cannot name: it overlaps every region."""
+
+
+@dataclass(frozen=True)
+class Region:
+    """Bytes [lo, hi) of base (hi None: to the end of the base; lo None: the whole base), on 32-B blocks."""
+
+    base: tuple
+    lo: int | None
+    hi: int | None
+
+    def overlaps(self, o: "Region") -> bool:
+        """Whether the two regions may share a 32-B block (unknown bases and bounds overlap)."""
+        if self.base == _UNKNOWN or o.base == _UNKNOWN:
+            return True
+        if self.base != o.base:
+            return False
+        if self.lo is None or o.lo is None:
+            return True
+        a0, b0 = self.lo // BLOCK, o.lo // BLOCK
+        a1 = None if self.hi is None else -(-self.hi // BLOCK)
+        b1 = None if o.hi is None else -(-o.hi // BLOCK)
+        return (a1 is None or b0 < a1) and (b1 is None or a0 < b1)
+
+
+@dataclass(frozen=True)
+class Access:
+    """One access of the analysis: statement position `pos`, pipe, write (else read), region."""
+
+    pos: tuple
+    pipe: Pipe
+    write: bool
+    region: Region
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """An unordered conflicting pair: `later` (at pos) needs `sync` after `earlier`."""
+
+    earlier: Access
+    later: Access
+    sync: tuple
+
+    def __str__(self):
+        kind = ("write-after-write" if self.earlier.write else "write-after-read") if self.later.write else \
+            "read-after-write"
+        return (f"{kind} {self.earlier.pipe.name} {_pos_text(self.earlier.pos)} -> {self.later.pipe.name} "
+                f"{_pos_text(self.later.pos)} on {self.later.region.base}")
+
+
+def _pos_text(pos) -> str:
+    return f"{pos[0]}@{'.'.join(str(i) for i in pos[1:])}"
+
+
+# ------------------------------------------------------------------------------------------------ abstract state
+class _D:
+    """One disjunct: records {Access: frozenset of pipes it is ordered before}; queues {name: (in_use, nxt,
+    queued)}; tokens {("enq"|"free", queue, block) or ("flag", event, id): frozenset of Accesses}; binds {tensor
+    var: (base, byte start or None, dtype)}."""
+
+    __slots__ = ("records", "queues", "tokens", "binds")
+
+    def __init__(self, records=None, queues=None, tokens=None, binds=None):
+        self.records = dict(records or {})
+        self.queues = dict(queues or {})
+        self.tokens = dict(tokens or {})
+        self.binds = dict(binds or {})
+
+    def copy(self) -> "_D":
+        return _D(self.records, self.queues, self.tokens, self.binds)
+
+    def sig(self):
+        return tuple(sorted(self.queues.items()))
+
+    def frozen(self):
+        return (frozenset(self.records.items()), self.sig(), frozenset(self.tokens.items()),
+                frozenset(self.binds.items()))
+
+    def join(self, o: "_D") -> "_D":
+        recs = {}
+        for a in set(self.records) | set(o.records):
+            s1, s2 = self.records.get(a), o.records.get(a)
+            recs[a] = s1 & s2 if s1 is not None and s2 is not None else (s1 if s2 is None else s2)
+        toks = {}
+        for t in set(self.tokens) | set(o.tokens):   # a token on one side only: the other never used that block
+            t1, t2 = self.tokens.get(t), o.tokens.get(t)
+            toks[t] = t1 & t2 if t1 is not None and t2 is not None else (t1 if t2 is None else t2)
+        binds = {}
+        for v in set(self.binds) | set(o.binds):
+            b1, b2 = self.binds.get(v), o.binds.get(v)
+            binds[v] = b1 if b1 == b2 else (_UNKNOWN, None, (b1 or b2)[2])
+        return _D(recs, self.queues, toks, binds)
+
+    # -- ordering
+    def known(self, pipe: Pipe) -> frozenset:
+        """The accesses pipe `pipe` issued or is ordered after (what a SetFlag / EnQue / FreeTensor from it
+        carries)."""
+        return frozenset(a for a, s in self.records.items() if a.pipe is pipe or pipe in s)
+
+    def grant(self, accesses, pipe: Pipe):
+        """`pipe` (every pipe when it is S: the scalar unit stops) is now ordered after `accesses`."""
+        add = _ALL if pipe is Pipe.S else frozenset((pipe,))
+        for a in accesses:
+            if a in self.records:
+                s = self.records[a] | add
+                if s == _ALL:
+                    del self.records[a]
+                else:
+                    self.records[a] = s
+
+    def barrier(self, pipe: Pipe):
+        if pipe is Pipe.ALL:
+            self.records.clear()
+        else:
+            self.grant([a for a in self.records if a.pipe is pipe], pipe)
+
+
+def _ordered(rec: Access, seen: frozenset, pipe: Pipe) -> bool:
+    return pipe in seen or (rec.pipe is pipe and pipe is not Pipe.V)
+
+
+# ------------------------------------------------------------------------------------------------ the analysis
+class _Analysis:
+    def __init__(self, k: kir.KernelClass, inserted: dict, place: bool, types: dict, used_flags: set):
+        self.k = k
+        self.inserted = inserted          # position -> list of sync statements placed before it
+        self.place = place
+        self.types = types
+        self.used_flags = used_flags
+        self.conflicts: list = []
+        self.new = 0
+        self.locals = {b.name: b for b in k.locals}
+        self.methods = {m.name: m for m in k.methods}
+        self.member_dtypes = {t.name: t.dtype for t in k.tensors}
+
+    # -- helpers
+    def size(self, dtype: str) -> int | None:
+        dtype = self.types.get(dtype, dtype)
+        return kir.ELEM_BYTES.get(dtype)
+
+    def bind_of(self, d: _D, r: kir.Ref, scope: dict):
+        name = scope.get(r.tensor, r.tensor)
+        if r.slot is not None:
+            slot = kir.const_value(r.slot)
+            name = f"{name}[{slot}]" if slot is not None else None
+        b = d.binds.get(name) if name is not None else None
+        dtype = b[2] if b else self.member_dtypes.get(r.tensor, "float")
+        if b is None:
+            return (_UNKNOWN, None, dtype)
+        base, start, dt = b
+        off, sz = kir.const_value(r.offset), self.size(dt)
+        if start is None or off is None or sz is None:
+            return (base, None, dt)
+        return (base, start + off * sz, dt)
+
+    def region(self, d: _D, r: kir.Ref, scope: dict, elems) -> Region:
+        base, start, dt = self.bind_of(d, r, scope)
+        n = kir.const_value(elems) if elems is not None else None
+        sz = self.size(dt)
+        if start is None:
+            return Region(base, None, None)
+        return Region(base, start, None if n is None or sz is None else start + max(n, 1) * sz)
+
+    # -- accesses
+    def access(self, ds: dict, pos, pipe: Pipe, reads, writes, scope):
+        """Checks then records the accesses of one statement in every disjunct (reads / writes: lists of
+        (Ref, elements or None))."""
+        for key, d in list(ds.items()):
+            acc = [Access(pos, pipe, False, self.region(d, r, scope, n)) for r, n in reads] + \
+                  [Access(pos, pipe, True, self.region(d, r, scope, n)) for r, n in writes]
+            for a in acc:          # every access is checked before any is recorded: in place is no self-race
+                while True:
+                    c = self.find(d, a)
+                    if c is None:
+                        break
+                    if not self.place:
+                        self.conflicts.append(c)
+                        break
+                    self.put(pos, c.sync)
+                    self.apply(d, c.sync, pos)
+            for a in acc:
+                if a.pipe is Pipe.S and not a.write:
+                    continue          # a scalar read is synchronous: nothing can overtake it
+                seen = frozenset() if pipe is Pipe.V else frozenset((pipe,))
+                old = d.records.get(a)
+                d.records[a] = seen if old is None else old & seen
+
+    def find(self, d: _D, a: Access):
+        for rec, seen in d.records.items():
+            if not (a.write or rec.write) or _ordered(rec, seen, a.pipe):
+                continue
+            if not rec.region.overlaps(a.region):
+                continue
+            return Conflict(rec, a, self.sync_for(rec.pipe, a.pipe))
+        return None
+
+    def sync_for(self, q: Pipe, p: Pipe) -> tuple:
+        if q is p:
+            return (kir.Barrier(p),)
+        ev = f"{q.name}_{p.name}"
+        if ev not in kir.HARD_EVENTS:
+            return (kir.Barrier(Pipe.ALL),)
+        i = 0
+        while (ev, i) in self.used_flags:
+            i += 1
+        return (kir.SetFlag(q, p, i), kir.WaitFlag(q, p, i))
+
+    def put(self, pos, sync: tuple):
+        lst = self.inserted.setdefault(pos, [])
+        for s in sync:
+            lst.append(s)
+        self.new += 1
+
+    def apply(self, d: _D, sync: tuple, pos):
+        for s in sync:
+            self.effect(d, s)
+
+    def effect(self, d: _D, s):
+        if isinstance(s, kir.Barrier):
+            d.barrier(s.pipe)
+        elif isinstance(s, kir.SetFlag):
+            d.tokens[("flag", s.event, s.id)] = d.known(s.src)
+        elif isinstance(s, kir.WaitFlag):
+            d.grant(d.tokens.pop(("flag", s.event, s.id), frozenset()), s.dst)
+
+    # -- statements
+    def block(self, ds: dict, stmts, pos: tuple, scope: dict) -> dict:
+        for i, s in enumerate(stmts):
+            p = pos + (i,)
+            for sync in self.inserted.get(p, ()):
+                for d in ds.values():
+                    self.effect(d, sync)
+            ds = self.stmt(ds, s, p, scope)
+        return ds
+
+    def stmt(self, ds: dict, s, pos, scope) -> dict:  # noqa: C901 - one case per node type
+        if isinstance(s, kir.For):
+            head = ds
+            for _ in range(64):
+                out = self.block({k: d.copy() for k, d in head.items()}, s.body, pos + ("b",), dict(scope))
+                nxt = _join(head, out)
+                if _frozen(nxt) == _frozen(head):
+                    break
+                head = nxt
+            else:
+                raise kir.IRError("the dependency analysis found no fixed point for a loop", s)
+            return head
+        if isinstance(s, kir.If):
+            a = self.block({k: d.copy() for k, d in ds.items()}, s.then, pos + ("t",), dict(scope))
+            b = self.block({k: d.copy() for k, d in ds.items()}, s.orelse, pos + ("e",), dict(scope))
+            return _join(a, b)
+        if isinstance(s, kir.InitBuffer):
+            b = self.locals[s.buf]
+            out = {}
+            for d in ds.values():
+                if b.queue:
+                    d.queues[s.buf] = ((False,) * s.num, 0, ())
+                out.setdefault(d.sig(), []).append(d)
+            return _merge(out)
+        if isinstance(s, kir.Get):
+            sz = self.size(s.dtype)
+            off = kir.const_value(s.offset)
+            for d in ds.values():
+                d.binds[scope.get(s.var, s.var)] = (("b", s.buf), None if off is None or sz is None else off * sz,
+                                                    s.dtype)
+            return ds
+        if isinstance(s, kir.View):
+            for d in ds.values():
+                base, start, dt = self.bind_of(d, s.src, scope)
+                d.binds[scope.get(s.var, s.var)] = (base, start, dt)
+            return ds
+        if isinstance(s, kir.Alloc):
+            q = self.locals[s.queue]
+            out = {}
+            for d in ds.values():
+                in_use, nxt, queued = d.queues[s.queue]
+                n = len(in_use)
+                blk = next(((nxt + j) % n for j in range(n) if not in_use[(nxt + j) % n]), None)
+                if blk is None:
+                    raise kir.IRError(f"AllocTensor of {s.queue} with every block in use", s)
+                d.queues[s.queue] = (in_use[:blk] + (True,) + in_use[blk + 1:], (blk + 1) % n, queued)
+                if q.pos in _PROD:
+                    d.grant(d.tokens.get(("free", s.queue, blk), frozenset()), _PROD[q.pos])
+                d.binds[scope.get(s.var, s.var)] = (("q", s.queue, blk), 0, s.dtype)
+                out.setdefault(d.sig(), []).append(d)
+            return _merge(out)
+        if isinstance(s, kir.EnQue):
+            q = self.locals[s.queue]
+            out = {}
+            for d in ds.values():
+                base = d.binds.get(scope.get(s.var, s.var), (_UNKNOWN,))[0]
+                blk = base[2] if base[0] == "q" else None
+                in_use, nxt, queued = d.queues[s.queue]
+                d.queues[s.queue] = (in_use, nxt, queued + (blk,))
+                if q.pos in _PROD:
+                    d.tokens[("enq", s.queue, blk)] = d.known(_PROD[q.pos])
+                out.setdefault(d.sig(), []).append(d)
+            return _merge(out)
+        if isinstance(s, kir.DeQue):
+            q = self.locals[s.queue]
+            out = {}
+            for d in ds.values():
+                in_use, nxt, queued = d.queues[s.queue]
+                blk, rest = (queued[0], queued[1:]) if queued else (None, ())
+                d.queues[s.queue] = (in_use, nxt, rest)
+                if q.pos in _CONS:
+                    d.grant(d.tokens.pop(("enq", s.queue, blk), frozenset()), _CONS[q.pos])
+                d.binds[scope.get(s.var, s.var)] = (("q", s.queue, blk) if blk is not None else _UNKNOWN, 0,
+                                                    s.dtype)
+                out.setdefault(d.sig(), []).append(d)
+            return _merge(out)
+        if isinstance(s, kir.Free):
+            q = self.locals[s.queue]
+            out = {}
+            for d in ds.values():
+                base = d.binds.get(scope.get(s.var, s.var), (_UNKNOWN,))[0]
+                in_use, nxt, queued = d.queues[s.queue]
+                if base[0] == "q":
+                    blk = base[2]
+                    d.queues[s.queue] = (in_use[:blk] + (False,) + in_use[blk + 1:], nxt, queued)
+                    if q.pos in _CONS:
+                        d.tokens[("free", s.queue, blk)] = d.known(_CONS[q.pos])
+                out.setdefault(d.sig(), []).append(d)
+            return _merge(out)
+        if isinstance(s, kir.Copy):
+            if isinstance(s.src, kir.GmView):
+                self.access(ds, pos, Pipe.MTE2, [], [(s.dst, self.copy_elems(s, ds, scope))], scope)
+            else:
+                self.access(ds, pos, Pipe.MTE3, [(s.src, self.copy_elems(s, ds, scope))], [], scope)
+            return ds
+        if isinstance(s, kir.Vec):
+            self.vec(ds, s, pos, scope)
+            return ds
+        if isinstance(s, kir.GetValue):
+            self.access(ds, pos, Pipe.S, [(s.src, 1)], [], scope)
+            return ds
+        if isinstance(s, kir.SetValue):
+            self.access(ds, pos, Pipe.S, [], [(s.dst, 1)], scope)
+            return ds
+        if isinstance(s, _SYNC_TYPES):
+            for d in ds.values():
+                self.effect(d, s)
+            return ds
+        if isinstance(s, kir.SyncAll):
+            for d in ds.values():
+                d.barrier(Pipe.ALL)
+            return ds
+        if isinstance(s, kir.Call):
+            m = self.methods[s.method]
+            inner = {}
+            for p, a in zip(m.params, s.args):
+                if p.kind == "tensor":
+                    for d in ds.values():
+                        d.binds[f"{s.method}.{p.name}"] = self.bind_of(d, a, scope)
+                    inner[p.name] = f"{s.method}.{p.name}"
+            return self.block(ds, m.body, (s.method,), inner)
+        return ds
+
+    def copy_elems(self, s: kir.Copy, ds, scope):
+        """Elements of the UB side a copy touches when constant (padded bursts for GM -> UB), else None."""
+        n, ln = kir.const_value(s.block_count), kir.const_value(s.block_len)
+        gap = kir.const_value(s.dst_stride if isinstance(s.src, kir.GmView) else s.src_stride)
+        ub = s.dst if isinstance(s.src, kir.GmView) else s.src
+        dt = None
+        for d in ds.values():
+            dt = self.bind_of(d, ub, scope)[2]
+        sz = self.size(dt) if dt else None
+        if None in (n, ln, gap, sz) or n == 0:
+            return None
+        per = -(-ln // BLOCK) * BLOCK + gap * BLOCK
+        span = (n - 1) * per + (-(-ln // BLOCK) * BLOCK if isinstance(s.src, kir.GmView) else ln)
+        return -(-span // sz)
+
+    def vec(self, ds, s: kir.Vec, pos, scope):
+        d0 = INSTRS[s.op]
+        args = dict(s.args)
+        count = args.get("count")
+        reads, writes = [], []
+        for o in d0.operands:
+            if o.kind != "ub":
+                continue
+            n = count
+            if s.op in (Op.REDUCE_SUM, Op.REDUCE_MAX) and o.name == "dst":
+                n = 1
+            elif o.name == "tmp" or s.op in (Op.BRCB,) or (s.op is Op.GATHER and o.name == "src"):
+                n = None
+            if "r" in o.access:
+                reads.append((args[o.name], n))
+            if "w" in o.access:
+                writes.append((args[o.name], n))
+        if kir.const_value(count) == 0 if count is not None else False:
+            return
+        self.access(ds, pos, Pipe.V, reads, writes, scope)
+        if s.op in (Op.CAST_TO, Op.CAST_FROM):   # the helper's own barrier when both sides are fp32
+            both = all(self.types.get(t, t) == "float" for t in self._dtypes(ds, args, scope))
+            if both:
+                for d in ds.values():
+                    d.barrier(Pipe.V)
+
+    def _dtypes(self, ds, args, scope):
+        out = []
+        for d in ds.values():
+            out += [self.bind_of(d, args["dst"], scope)[2], self.bind_of(d, args["src"], scope)[2]]
+        return out
+
+    def run(self):
+        ds = {(): _D()}
+        ds = self.block(ds, self.k.init, ("Init",), {})
+        self.block(ds, self.k.process, ("Process",), {})
+
+
+def _frozen(ds: dict):
+    return frozenset((k, d.frozen()) for k, d in ds.items())
+
+
+def _join(a: dict, b: dict) -> dict:
+    out = {k: d.copy() for k, d in a.items()}
+    for k, d in b.items():
+        out[k] = out[k].join(d) if k in out else d.copy()
+    return out
+
+
+def _merge(groups: dict) -> dict:
+    out = {}
+    for k, lst in groups.items():
+        d = lst[0]
+        for o in lst[1:]:
+            d = d.join(o)
+        out[k] = d
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ public
+def _map_bodies(k: kir.KernelClass, fn) -> kir.KernelClass:
+    """k with every body rewritten by fn(stmts, pos) -> stmts (pos as the analysis numbers statements)."""
+    def walk(stmts, pos):
+        stmts = fn(stmts, pos)
+        res = []
+        for i, s in stmts:
+            p = pos + (i,) if i is not None else None
+            if isinstance(s, kir.For) and p is not None:
+                s = replace(s, body=walk(s.body, p + ("b",)))
+            elif isinstance(s, kir.If) and p is not None:
+                s = replace(s, then=walk(s.then, p + ("t",)), orelse=walk(s.orelse, p + ("e",)))
+            res.append(s)
+        return tuple(res)
+
+    return replace(k, init=walk(k.init, ("Init",)), process=walk(k.process, ("Process",)),
+                   methods=tuple(replace(m, body=walk(m.body, (m.name,))) for m in k.methods))
+
+
+def strip_syncs(k: kir.KernelClass) -> kir.KernelClass:
+    """k without any Barrier, SetFlag or WaitFlag (queue hand-offs and SyncAll stay): the input of the pass."""
+    def fn(stmts, pos):
+        return [(i, s) for i, s in enumerate(x for x in stmts if not isinstance(x, _SYNC_TYPES))]
+    return _map_bodies(k, fn)
+
+
+def _with(k: kir.KernelClass, inserted: dict) -> kir.KernelClass:
+    def fn(stmts, pos):
+        out = []
+        for i, s in enumerate(stmts):
+            out += [(None, x) for x in inserted.get(pos + (i,), ())]
+            out.append((i, s))
+        return out
+    return _map_bodies(k, fn)
+
+
+def _used_flags(k: kir.KernelClass) -> set:
+    used = set()
+    for body in [k.init, k.process] + [m.body for m in k.methods]:
+        for s in kir.walk(body):
+            if isinstance(s, (kir.SetFlag, kir.WaitFlag)):
+                used.add((s.event, s.id))
+    return used
+
+
+def conflicts(k: kir.KernelClass, types: dict | None = None) -> list:
+    """The unordered conflicting access pairs of k under the ordering model (module docstring): empty when every
+    dependency is synchronised. types: {template parameter: element type} (unknown sizes make regions
+    conservative)."""
+    a = _Analysis(k, {}, False, dict(types or {}), _used_flags(k))
+    a.run()
+    seen, out = set(), []
+    for c in a.conflicts:
+        key = (c.earlier.pos, c.earlier.write, c.later.pos, c.later.write, c.later.region.base)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = True) -> tuple:
+    """The pass: (k with syncs placed, {position: [sync statements placed before it]}). Existing syncs and queue
+    hand-offs of k are honoured (give `strip_syncs(k)` to place all). A position is (function name, index, ...)
+    with "b" / "t" / "e" stepping into a loop body / then / else. prune removes each placed sync the analysis
+    shows redundant. Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point."""
+    kir.verify(k)
+    types = dict(types or {})
+    used = _used_flags(k)
+    inserted: dict = {}
+    for _ in range(100):
+        a = _Analysis(k, inserted, True, types, used)
+        a.run()
+        if a.new == 0:
+            break
+    else:
+        raise kir.IRError("the dependency pass did not converge")
+    if prune:
+        for pos in sorted(inserted, key=str, reverse=True):
+            lst = inserted[pos]
+            j = len(lst)
+            while j > 0:
+                s = lst[j - 1]
+                n = 2 if isinstance(s, kir.WaitFlag) else 1
+                trial = {**inserted, pos: lst[:j - n] + lst[j:]}
+                t = _Analysis(k, trial, False, types, used)
+                t.run()
+                if not t.conflicts:
+                    lst = lst[:j - n] + lst[j:]
+                    inserted[pos] = lst
+                j -= n
+        inserted = {p: v for p, v in inserted.items() if v}
+    out = _with(k, inserted)
+    kir.verify(out)
+    return out, inserted
+
+
+def placed(inserted: dict) -> list:
+    """The placed syncs one by one as (position, index in its list, number of statements: 2 for a flag pair)."""
+    out = []
+    for pos, lst in inserted.items():
+        j = 0
+        while j < len(lst):
+            n = 2 if isinstance(lst[j], kir.SetFlag) else 1
+            out.append((pos, j, n))
+            j += n
+    return out
+
+
+def without(k: kir.KernelClass, inserted: dict, which: tuple) -> kir.KernelClass:
+    """k (the pass's input) with every placed sync but `which` (an entry of `placed`): the mutation of a test."""
+    pos, j, n = which
+    lst = inserted[pos]
+    return _with(k, {**inserted, pos: lst[:j] + lst[j + n:]})
