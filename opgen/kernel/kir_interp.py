@@ -396,7 +396,7 @@ class _Core:
             if base is None:
                 raise KirFault(f"TBuf::Get on a buffer that was not InitBuffer'ed ({s.buf})")
             sz = NP_TYPES[self.dt(s.dtype)].itemsize
-            self.bind(s.var, LT(base, length // sz, s.dtype).at(self.ival(s.offset, frame)), frame)
+            self.bind(s.var, LT(base, length // sz, self.dt(s.dtype)).at(self.ival(s.offset, frame)), frame)
         elif isinstance(s, kir.View):
             self.bind(s.var, self.tensor(s.src, frame), frame)
         elif isinstance(s, kir.Alloc):
@@ -420,7 +420,7 @@ class _Core:
             if cons is not None:
                 self.join(cons, q.enq_tok[b])
             sz = NP_TYPES[self.dt(s.dtype)].itemsize
-            self.bind(s.var, LT(q.offs[b], q.length // sz, s.dtype, s.queue, b), frame)
+            self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b), frame)
         elif isinstance(s, kir.Free):
             q = self.queue(s.queue)
             t = self.tensor(kir.Ref(s.var), frame)
@@ -547,7 +547,7 @@ class _Core:
                     self.join(prod, q.free_tok[b])
                 self.ub.written[q.offs[b]:q.offs[b] + q.length] = False
                 sz = NP_TYPES[self.dt(s.dtype)].itemsize
-                self.bind(s.var, LT(q.offs[b], q.length // sz, s.dtype, s.queue, b), frame)
+                self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b), frame)
                 return
         raise KirFault(f"TQue::AllocTensor: all {n} buffers of {s.queue} are in use (missing FreeTensor; hardware "
                        "would hang)")

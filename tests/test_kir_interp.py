@@ -1,0 +1,216 @@
+"""The Kernel IR interpreter (opgen.kernel.kir_interp): hand-built KIR programs run per core against float64 NumPy
+math; every fault rule of the emulation (UB overflow, GM / UB bounds, alignment, poison, queue misuse, flags,
+SyncAll deadlock, races between pipes) fires with its message; and (slow) the same programs printed as C++ and run
+in the g++ emulation give the same outputs bit for bit and the same race for the same missing sync."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from opgen.ir.dims import Constraint, Lit
+from opgen.kernel import kir_interp as ki
+from opgen.kernel import kir_sync as ks
+from opgen.kernel.isa import Op, Pipe
+from opgen.kernel.kir import (BLOCK_IDX, Alloc, Copy, DeQue, E, EnQue, FConst, Free, Get, GetValue, GmTensor,
+                              GmView, If, InitBuffer, KernelClass, Local, Ref, SetFlag, SyncAll, TensorVar, TPos,
+                              WaitFlag, vec)
+
+from kir_programs import renamed, run_emu, softmax_ref, softmax_rows, sync_all_kernel
+from test_kir import rows_kernel
+
+
+def _rows_case(rows, hidden, cores, per, pass_, seed=4):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, (rows, hidden)).astype(np.float32)
+    gm = {"x": x, "y": np.full((rows, hidden), -7, np.float32), "s": np.full(rows, -7, np.float32)}
+    tiling = dict(rows=rows, hidden=hidden, colAlign=-(-hidden // 8) * 8, rowsPerCore=per, **{"pass": pass_})
+    return gm, tiling
+
+
+@pytest.mark.parametrize("rows, hidden, cores, per, pass_", [
+    (13, 37, 3, 5, 2),      # cores get 5, 5, 3 rows; passes of 2, 2, 1
+    (4, 64, 4, 1, 3),       # one row per core, pass longer than the rows
+    (9, 200, 4, 3, 2),      # the last core gets no row at all; rows over three repeats
+])
+def test_rows_kernel_matches_float64(rows, hidden, cores, per, pass_):
+    gm, tiling = _rows_case(rows, hidden, cores, per, pass_)
+    r = ki.run(rows_kernel(), tiling, gm, cores)
+    assert r.ok, r.first_fault
+    x = gm["x"].astype(np.float64)
+    want_y = x * 2 + 1
+    assert np.array_equal(gm["y"], want_y.astype(np.float32))     # 2x + 1 is exact in fp32 for these inputs
+    want_s = want_y.sum(axis=1)
+    bound = np.finfo(np.float32).eps * 8 * np.abs(want_y).sum(axis=1)
+    assert np.all(np.abs(gm["s"] - want_s) <= bound)
+    assert r.ub_peak[0] > 0
+
+
+def test_a_dropped_barrier_or_flag_is_a_race_naming_both_statements():
+    gm, tiling = _rows_case(13, 37, 3, 5, 2)
+    r = ki.run(rows_kernel(barrier=False), tiling, gm, 3)
+    assert not r.ok
+    assert r.first_fault.startswith("[core 0] race (read-after-write) on UB bytes [")
+    assert "v.ReduceSum" in r.first_fault and "reads what v.Adds" in r.first_fault
+    assert "needs PipeBarrier<PIPE_V> between them" in r.first_fault
+    r = ki.run(rows_kernel(flags=False), tiling, gm, 3)
+    assert "get_value red[0] (Compute, PIPE_S) reads what v.ReduceSum" in r.first_fault
+    assert "needs SetFlag/WaitFlag<HardEvent::V_S>" in r.first_fault
+
+
+@pytest.mark.parametrize("dtype, ctype", [(np.float16, "half"), (np.float32, "float")])
+def test_softmax_kernel_placed_by_the_pass_matches_float64(dtype, ctype):
+    k, _ = ks.place_syncs(softmax_rows(), {"T": ctype})
+    rows, cols = 7, 45
+    x = np.random.default_rng(1).uniform(-3, 3, (rows, cols)).astype(dtype)
+    y = np.zeros((rows, cols), dtype)
+    r = ki.run(k, dict(rows=rows, cols=cols, colAlign=48, rowsPerCore=4), {"x": x, "y": y}, 2, types={"T": ctype})
+    assert r.ok, r.first_fault
+    want = softmax_ref(x)
+    tol = 2 ** -10 if ctype == "half" else 1e-6
+    assert np.all(np.abs(y.astype(np.float64) - want) <= tol * np.maximum(want, 2 ** -14) + 1e-7)
+
+
+def test_cores_meet_at_sync_all_and_exchange_through_the_workspace():
+    k, _ = ks.place_syncs(sync_all_kernel())
+    x = np.random.default_rng(0).uniform(-1, 1, 3 * 40).astype(np.float32)
+    s = np.zeros(1, np.float32)
+    r = ki.run(k, {"per": 40}, {"x": x, "s": s}, 3, workspace=np.zeros(16, np.float32))
+    assert r.ok, r.first_fault
+    assert abs(float(s[0]) - x.astype(np.float64).sum()) <= 40 * 3 * np.finfo(np.float32).eps * np.abs(x).sum()
+
+
+# ------------------------------------------------------------------------------------------------ fault rules
+def _tiny(process, locals_=(Local("b"),), tensors=(TensorVar("t", "float"),)) -> KernelClass:
+    return KernelClass("Tiny", "TinyTiling", args=("x", "y"),
+                       gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "float", "y")),
+                       locals=locals_, tensors=tensors, fields=("n",), process=tuple(process))
+
+
+def _run_tiny(k, n=8, cores=1, verify=False, ub=196608):
+    gm = {"x": np.arange(16, dtype=np.float32), "y": np.zeros(16, np.float32)}
+    return ki.run(k, {"n": n}, gm, cores, ub_bytes=ub, verify_first=verify)
+
+
+_INIT = (InitBuffer("b", Lit(256)), Get("t", "b", "float"))
+_Q = (Local("q", TPos.VECIN, True, 1),)
+
+
+@pytest.mark.parametrize("process, locals_, message", [
+    ((InitBuffer("b", Lit(200000)),), None, r"UB overflow: InitBuffer\(b, num=1, len=200000\) needs 200000 bytes"),
+    (_INIT + (Copy(Ref("t"), GmView("gmX", Lit(10)), Lit(1), Lit(32)),), None,
+     r"GM out of range on tensor 'gmX': bytes \[40, 72\) of 64"),
+    (_INIT + (Copy(Ref("t", Lit(56)), GmView("gmX"), Lit(1), Lit(64)),), None,
+     r"UB span of 64 bytes exceeds the 32-byte local tensor"),
+    (_INIT + (vec(Op.DUPLICATE, dst=Ref("t", Lit(3)), scalar=1.0, count=E("n")),), None,
+     r"Duplicate: UB address 12 is not 32-byte aligned"),
+    (_INIT + (Copy(GmView("gmY"), Ref("t"), Lit(1), Lit(32)),), None,
+     r"copies unwritten \(poisoned\) UB byte at address 0 to GM tensor 'gmY'"),
+    (_INIT + (GetValue("v", Ref("t", Lit(2))),), None, r"GetValue: read of unwritten \(poisoned\) UB"),
+    (_INIT + (Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(6)),), None, r"blockLen 6 bytes is not a multiple"),
+    ((WaitFlag(Pipe.MTE2, Pipe.V),), None, r"WaitFlag<HardEvent::MTE2_V>\(0\) in Process has no earlier SetFlag"),
+    ((SetFlag(Pipe.V, Pipe.S, 3), SetFlag(Pipe.V, Pipe.S, 3)), None, r"the flag is still set"),
+    ((SetFlag(Pipe.V, Pipe.MTE3, 4),), None, r"SetFlag<HardEvent::V_MTE3>\(4\) is never consumed"),
+    ((InitBuffer("q", Lit(64), 1), DeQue("t", "q", "float")), _Q, r"DeQue on an empty queue q"),
+    ((InitBuffer("q", Lit(64), 1), Alloc("t", "q", "float"), Alloc("t", "q", "float")), _Q,
+     r"all 1 buffers of q are in use"),
+    ((InitBuffer("q", Lit(64), 1), Alloc("t", "q", "float"), Free("q", "t"), Free("q", "t")), _Q,
+     r"FreeTensor of a buffer that is not allocated \(double free\)"),
+    ((InitBuffer("q", Lit(64), 2), Alloc("t", "q", "float"), EnQue("q", "t"), Alloc("t", "q", "float"),
+      EnQue("q", "t")), _Q, r"more than depth=1 tensors enqueued"),
+])
+def test_every_fault_rule_fires_with_its_message(process, locals_, message):
+    k = _tiny(process, locals_ or (Local("b"),))
+    r = _run_tiny(k)
+    assert not r.ok and re.search(message, r.first_fault), r.first_fault
+    assert r.first_fault.startswith("[core 0] ")
+
+
+def test_the_platform_ub_size_bounds_the_arena():
+    k = _tiny((InitBuffer("b", Lit(100000)),))
+    assert _run_tiny(k, ub=196608).ok
+    assert "UB overflow" in _run_tiny(k, ub=65536).first_fault
+
+
+def test_a_sync_all_some_core_never_reaches_is_a_deadlock():
+    k = _tiny((If((Constraint("==", BLOCK_IDX, Lit(0)),), (SyncAll(),)),))
+    r = _run_tiny(k, cores=3)
+    assert "SyncAll deadlock" in r.first_fault and "[1, 2]" in r.first_fault
+
+
+def test_a_race_through_a_queue_needs_no_flag_but_a_tbuf_does():
+    # MTE2 writes, V reads: through a VECIN queue the EnQue / DeQue hand-off orders them; through a TBuf nothing.
+    q = (InitBuffer("q", Lit(64), 1), Alloc("t", "q", "float"), Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32)),
+         EnQue("q", "t"), DeQue("t", "q", "float"), vec(Op.ADDS, dst="t", src0="t", scalar=1.0, count=E("n")),
+         Free("q", "t"))
+    assert _run_tiny(_tiny(q, _Q), verify=True).ok
+    b = _INIT + (Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32)), vec(Op.ADDS, dst="t", src0="t", scalar=1.0,
+                                                                    count=E("n")))
+    r = _run_tiny(_tiny(b))
+    assert "race (read-after-write)" in r.first_fault and "MTE2_V" in r.first_fault
+    ok = _INIT + (Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32)), SetFlag(Pipe.MTE2, Pipe.V),
+                  WaitFlag(Pipe.MTE2, Pipe.V), vec(Op.ADDS, dst="t", src0="t", scalar=FConst(1.0), count=E("n")))
+    assert _run_tiny(_tiny(ok)).ok
+
+
+# ------------------------------------------------------------------------------------------------ the g++ emulation
+_RACE = re.compile(r"^\[core (\d+)\] race \(([a-z-]+)\) on UB bytes \[(\d+), (\d+)\): .* needs (.*) between them")
+
+
+def _race_key(msg: str):
+    m = _RACE.match(msg)
+    assert m, msg
+    return m.groups()
+
+
+@pytest.mark.slow
+def test_the_interpreter_and_the_gpp_emulation_agree_bit_for_bit_and_fault_for_fault(tmp_path):
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not available")
+    rows, cols, cores = 7, 45, 2
+    sm, ins = ks.place_syncs(softmax_rows(), {"T": "half"})
+    mutants = [renamed(ks.without(softmax_rows(), ins, w), f"SmMut{i}") for i, w in enumerate(ks.placed(ins))]
+    x = np.random.default_rng(1).uniform(-3, 3, (rows, cols)).astype(np.float16)
+    gm = {"x": x, "y": np.zeros((rows, cols), np.float16)}
+    tiling = dict(rows=rows, cols=cols, colAlign=48, rowsPerCore=4)
+    classes = [sm] + mutants
+    emu = run_emu(tmp_path, classes, "SmTiling", ["rows", "cols", "colAlign", "rowsPerCore"], tiling, gm, cores,
+                  {"T": "half"})
+    for k in classes:
+        g = {n: a.copy() for n, a in gm.items()}
+        r = ki.run(k, tiling, g, cores, types={"T": "half"})
+        ok, fault, outs = emu[k.name]
+        assert r.ok == ok, (k.name, r.first_fault, fault)
+        if ok:
+            assert np.array_equal(g["y"].view(np.uint16), outs["y"].view(np.uint16)), k.name
+        else:
+            assert _race_key(r.first_fault) == _race_key(fault), (r.first_fault, fault)
+
+    # the rows kernel (queues, a member loop, scalar staging), its two dropped syncs, float I/O
+    gm, tiling = _rows_case(13, 37, 3, 5, 2)
+    classes = [rows_kernel("RowsGood"), rows_kernel("RowsNoBarrier", barrier=False),
+               rows_kernel("RowsNoFlag", flags=False)]
+    emu = run_emu(tmp_path, classes, "DemoTiling", ["rows", "hidden", "colAlign", "rowsPerCore", "pass"], tiling,
+                  gm, 3, {})
+    for k in classes:
+        g = {n: a.copy() for n, a in gm.items()}
+        r = ki.run(k, tiling, g, 3)
+        ok, fault, outs = emu[k.name]
+        assert r.ok == ok, (k.name, r.first_fault, fault)
+        if ok:
+            for n in ("y", "s"):
+                assert np.array_equal(g[n].view(np.uint32), outs[n].view(np.uint32)), (k.name, n)
+        else:
+            assert _race_key(r.first_fault) == _race_key(fault), (r.first_fault, fault)
+
+
+def test_a_kernel_with_a_template_parameter_needs_its_type():
+    with pytest.raises(Exception, match="template parameter T needs an element type"):
+        ki.run(softmax_rows(), dict(rows=1, cols=8, colAlign=16, rowsPerCore=1),
+               {"x": np.zeros(8, np.float16), "y": np.zeros(8, np.float16)}, 1)
+    with pytest.raises(Exception, match="tiling field cols not given"):
+        ki.run(replace(softmax_rows()), dict(rows=1), {}, 1, types={"T": "half"})
