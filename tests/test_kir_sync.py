@@ -1,0 +1,228 @@
+"""The dependency pass (opgen.kernel.kir_sync): on random straight-line programs every conflicting access pair is
+ordered afterwards, checked pair by pair against an independent brute-force happens-before (the rules of
+opgen/emu/include/EMU.md "Pipes and races" as a graph), and each placed sync is needed; on random looped programs
+and the hand-built kernels the interpreter (the emulation's vector-clock model) runs race-free, and the mutation
+test: deleting any one placed sync makes it fault with a race."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opgen.ir.dims import Lit
+from opgen.kernel import kir_interp as ki
+from opgen.kernel import kir_sync as ks
+from opgen.kernel.isa import Op, Pipe
+from opgen.kernel.kir import (Barrier, Copy, FConst, For, Get, GetValue, GmTensor, GmView, InitBuffer,
+                              KernelClass, Local, Ref, SetFlag, SetValue, TensorVar, WaitFlag, vec)
+
+from kir_programs import softmax_rows, sync_all_kernel
+from test_kir import rows_kernel
+
+NBLK = 4          # blocks of 8 floats (32 B) in the random programs' buffer
+
+
+def _random_ops(rng, n):
+    ops = []
+    for i in range(n):
+        kind = rng.choice(["in", "out", "add", "get", "set"])
+        b, c = (int(v) for v in rng.integers(0, NBLK, 2))
+        if kind == "in":
+            ops.append(Copy(Ref("t", Lit(8 * b)), GmView("gmX", Lit(8 * b)), Lit(1), Lit(32)))
+        elif kind == "out":
+            ops.append(Copy(GmView("gmY", Lit(8 * b)), Ref("t", Lit(8 * b)), Lit(1), Lit(32)))
+        elif kind == "add":
+            ops.append(vec(Op.ADDS, dst=Ref("t", Lit(8 * b)), src0=Ref("t", Lit(8 * c)), scalar=1.0, count=8))
+        elif kind == "get":
+            ops.append(GetValue(f"g{i}", Ref("t", Lit(8 * b + int(rng.integers(0, 8))))))
+        else:
+            ops.append(SetValue(Ref("t", Lit(8 * b)), FConst(float(i))))
+    return tuple(ops)
+
+
+def _program(ops, loop: bool) -> KernelClass:
+    body = (For("it", Lit(0), Lit(3), Lit(1), ops),) if loop else ops
+    process = (InitBuffer("b", Lit(32 * NBLK)), Get("t", "b", "float"),
+               Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32 * NBLK))) + body
+    return KernelClass("Rnd", "RndTiling", args=("x", "y"),
+                       gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "float", "y")),
+                       locals=(Local("b"),), tensors=(TensorVar("t", "float"),), process=process)
+
+
+def _run(k):
+    gm = {"x": np.arange(8 * NBLK, dtype=np.float32), "y": np.zeros(8 * NBLK, np.float32)}
+    return ki.run(k, {}, gm, 1)
+
+
+# ------------------------------------------------------------------------------------------------ the definition
+def _events(stmts):
+    """(kind, pipe / pipes, write, block) per statement of a straight-line random program."""
+    out = []
+    for s in stmts:
+        if isinstance(s, Copy):
+            ub = s.dst if isinstance(s.src, GmView) else s.src
+            n = 1 if s.block_len == Lit(32) else NBLK
+            blocks = set(range(ub.offset.value // 8, ub.offset.value // 8 + n))
+            out.append(("acc", s.pipe, [(blocks, isinstance(s.src, GmView))]))
+        elif s.__class__.__name__ == "Vec":
+            a = dict(s.args)
+            out.append(("acc", Pipe.V, [({a["src0"].offset.value // 8}, False), ({a["dst"].offset.value // 8}, True)]))
+        elif isinstance(s, GetValue):
+            out.append(("acc", Pipe.S, [({s.src.offset.value // 8}, False)]))
+        elif isinstance(s, SetValue):
+            out.append(("acc", Pipe.S, [({s.dst.offset.value // 8}, True)]))
+        elif isinstance(s, (Barrier, SetFlag, WaitFlag)):
+            out.append((type(s).__name__, s, None))
+    return out
+
+
+def _on(e, pipe) -> bool:
+    """Whether event e occupies pipe's program order."""
+    kind, x, _ = e
+    if kind == "acc":
+        return x is pipe
+    if kind == "Barrier":
+        return x.pipe is pipe
+    if kind == "SetFlag":
+        return x.src is pipe
+    return x.dst is pipe     # WaitFlag
+
+
+def _violations(stmts) -> list:
+    """Conflicting access pairs (i, j) of a straight-line program with no happens-before path from i to j. The
+    graph: program order on each in-order pipe; on V only through a barrier, a wait on V or a set from V; set ->
+    its wait; a wait on S and a PIPE_ALL barrier order everything after them; a scalar read is never overtaken
+    (no write-after-read against it) but orders nothing else (the S pipe's earlier writes stay posted)."""
+    ev = _events(stmts)
+    n = len(ev)
+    succ = [set() for _ in range(n)]
+    for i in range(n):
+        ki_, x, acc = ev[i]
+        if ki_ == "acc" and x is Pipe.S and not acc[0][1]:
+            continue     # a scalar read is synchronous (never overtaken) but orders nothing else
+        for j in range(i + 1, n):
+            kj, y, _ = ev[j]
+            for p in ks.PIPES:
+                if kj == "WaitFlag" and y.dst is Pipe.S:
+                    continue     # a wait on S carries its SetFlag's token to every pipe, not S's own posted work
+                if _on(ev[i], p) and _on(ev[j], p):
+                    if p is not Pipe.V or ki_ in ("Barrier", "WaitFlag") or kj in ("Barrier", "SetFlag"):
+                        succ[i].add(j)
+            if ki_ == "SetFlag" and kj == "WaitFlag" and (x.event, x.id) == (y.event, y.id):
+                if not any(ev[m][0] == "WaitFlag" and (ev[m][1].event, ev[m][1].id) == (x.event, x.id)
+                           for m in range(i + 1, j)):
+                    succ[i].add(j)
+            if (ki_ == "WaitFlag" and x.dst is Pipe.S) or (ki_ == "Barrier" and x.pipe is Pipe.ALL):
+                succ[i].add(j)
+            if kj == "Barrier" and y.pipe is Pipe.ALL:
+                succ[i].add(j)
+    reach = [set() for _ in range(n)]
+    for i in reversed(range(n)):
+        for j in succ[i]:
+            reach[i] |= {j} | reach[j]
+    bad = []
+    for i in range(n):
+        for j in range(i + 1, n):
+            if ev[i][0] != "acc" or ev[j][0] != "acc":
+                continue
+            clash = any(bi & bj and (wi or wj) for bi, wi in ev[i][2] for bj, wj in ev[j][2])
+            if ev[i][1] is Pipe.S and not ev[i][2][0][1]:
+                clash = False    # write after a scalar read: the read is done before anything later issues
+            if clash and j not in reach[i] and not (ev[i][1] is ev[j][1] and ev[i][1] is not Pipe.V):
+                bad.append((i, j))
+    return bad
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_straight_line_programs_pair_by_pair(seed):
+    rng = np.random.default_rng(seed)
+    k0 = _program(_random_ops(rng, 12), loop=False)
+    k, ins = ks.place_syncs(k0)
+    assert _violations(k.process[2:]) == []
+    assert _run(k).ok, _run(k).first_fault
+    assert bool(_violations(k0.process[2:])) == bool(ins)
+    for w in ks.placed(ins):                                      # every placed sync is needed
+        m = ks.without(k0, ins, w)
+        bad = _violations(m.process[2:])
+        assert bad, w
+        r = _run(m)
+        ev = _events(m.process[2:])
+        # The emulation's shadow keeps one (the latest) reader per pipe and block, so a V write after two
+        # unordered V reads of the block checks only the later read: a V -> V write-after-read can go unseen.
+        shadowed = all(ev[i][1] is Pipe.V and ev[j][1] is Pipe.V for i, j in bad)
+        assert (not r.ok and "race" in r.first_fault) or shadowed, (w, r.first_fault)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_looped_programs_race_free_and_every_sync_needed(seed):
+    rng = np.random.default_rng(100 + seed)
+    k0 = _program(_random_ops(rng, 8), loop=True)
+    k, ins = ks.place_syncs(k0)
+    r = _run(k)
+    assert r.ok, r.first_fault
+    for w in ks.placed(ins):
+        r = _run(ks.without(k0, ins, w))
+        assert not r.ok and "race" in r.first_fault, (w, r.first_fault)
+
+
+# ------------------------------------------------------------------------------------------------ hand-built kernels
+def test_the_hand_synchronised_rows_kernel_has_no_conflict_and_stripped_it_has_each_kind():
+    assert ks.conflicts(rows_kernel()) == []
+    text = "\n".join(str(c) for c in ks.conflicts(ks.strip_syncs(rows_kernel())))
+    for want in ("read-after-write V Compute@2.b.0 -> V Compute@2.b.1",      # Muls -> Adds through o
+                 "read-after-write V Compute@2.b.2 -> S Compute@2.b.3",      # ReduceSum -> GetValue through red
+                 "read-after-write S Compute@2.b.4 -> MTE3 CopyOut@3",       # SetValue -> copy of stage
+                 "write-after-read MTE3 CopyOut@3 -> S Compute@2.b.4"):      # next pass's SetValue over stage
+        assert want in text, text
+
+
+def test_the_pass_places_what_the_rows_kernel_needs_and_no_loop_edge_barrier():
+    k, ins = ks.place_syncs(ks.strip_syncs(rows_kernel()))
+    got = {p: [type(s).__name__ + (f" {s.event}" if hasattr(s, "event") else f" {s.pipe.name}") for s in v]
+           for p, v in ins.items()}
+    assert got == {("Compute", 2, "b", 1): ["Barrier V"],                      # Adds reads Muls' o
+                   ("Compute", 2, "b", 2): ["Barrier V"],                      # ReduceSum reads Adds' o
+                   ("Compute", 2, "b", 3): ["SetFlag V_S", "WaitFlag V_S"],     # GetValue reads ReduceSum's red
+                   ("Compute", 2, "b", 4): ["SetFlag MTE3_S", "WaitFlag MTE3_S"],  # SetValue over stage copied out
+                   ("CopyOut", 3): ["SetFlag S_MTE3", "WaitFlag S_MTE3"]}      # copy out of SetValue's stage
+    assert ks.conflicts(k) == []
+
+
+@pytest.mark.parametrize("make, types, tiling, gm, cores, ws", [
+    (lambda: ks.strip_syncs(rows_kernel()), {}, dict(rows=13, hidden=37, colAlign=40, rowsPerCore=5, **{"pass": 2}),
+     lambda: {"x": np.ones((13, 37), np.float32), "y": np.zeros((13, 37), np.float32), "s": np.zeros(13, np.float32)},
+     3, None),
+    (softmax_rows, {"T": "half"}, dict(rows=7, cols=45, colAlign=48, rowsPerCore=4),
+     lambda: {"x": np.linspace(-2, 2, 7 * 45).astype(np.float16), "y": np.zeros(7 * 45, np.float16)}, 2, None),
+    (softmax_rows, {"T": "float"}, dict(rows=5, cols=70, colAlign=72, rowsPerCore=3),
+     lambda: {"x": np.linspace(-2, 2, 5 * 70).astype(np.float32), "y": np.zeros(5 * 70, np.float32)}, 2, None),
+    (sync_all_kernel, {}, {"per": 24}, lambda: {"x": np.ones(72, np.float32), "s": np.zeros(1, np.float32)}, 3,
+     lambda: np.zeros(8, np.float32)),
+], ids=["rows", "softmax-half", "softmax-float", "sync-all"])
+def test_mutation_deleting_any_placed_sync_is_a_race(make, types, tiling, gm, cores, ws):
+    k0 = make()
+    k, ins = ks.place_syncs(k0, types)
+    assert ins
+
+    def run(kk):
+        return ki.run(kk, tiling, gm(), cores, types=types, workspace=ws() if ws else None)
+
+    r = run(k)
+    assert r.ok, r.first_fault
+    for w in ks.placed(ins):
+        r = run(ks.without(k0, ins, w))
+        assert not r.ok and "race" in r.first_fault, (w, r.first_fault)
+
+
+def test_existing_syncs_are_honoured_and_flag_ids_do_not_collide():
+    ops = (Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32)), SetFlag(Pipe.MTE2, Pipe.V, 0),
+           vec(Op.ADDS, dst=Ref("t", Lit(8)), src0=Ref("t", Lit(8)), scalar=1.0, count=8),
+           Copy(Ref("t", Lit(16)), GmView("gmX"), Lit(1), Lit(32)),
+           vec(Op.ADDS, dst=Ref("t", Lit(24)), src0=Ref("t", Lit(16)), scalar=1.0, count=8),
+           WaitFlag(Pipe.MTE2, Pipe.V, 0),
+           vec(Op.ADDS, dst=Ref("t", Lit(8)), src0=Ref("t"), scalar=1.0, count=8))
+    k0 = _program(ops, loop=False)
+    k, ins = ks.place_syncs(k0)
+    placed = [s for v in ins.values() for s in v]
+    assert any(isinstance(s, SetFlag) and s.event == "MTE2_V" and s.id == 1 for s in placed), placed
+    assert _run(k).ok
