@@ -700,6 +700,20 @@ def emit_kernel(spec) -> dict[str, str]:
     return u.family.emit(spec, u.lowered, u.tiling)
 
 
+def schedule_text(spec, unit, key) -> str:
+    """The Kernel IR text (opgen.kernel.kir.to_text) of the schedule the op_kernel class serving specialisation `key`
+    is printed from, for a full kernel build `unit` (opgen.passes.pipeline.kernel_build) of a rows lowering: its
+    ROW_SPLIT methods as IR; "" for a lowering whose schedule is not Kernel IR yet (head rows, attention)."""
+    ex = unit.lowered.extra
+    if "variants" not in ex or key not in unit.lowered.programs:
+        return ""
+    prog = unit.lowered.programs[key]
+    for v in ex["variants"]:
+        if v.prog is prog or any(p is prog for p in v.also):
+            return kir.to_text(row_split_ir(spec, v, ex["dims"], class_context(spec, v, ex["dims"])))
+    return ""
+
+
 def kernel_ir_text(spec, g, key=None) -> str:
     """The lowered kernel of specialisation `key` of `spec` (graph `g` is its tensor IR) as canonical text: the
     family's layout line, then its Kernel IR (`opgen graph --stage kernel`). Raises NoKernel."""

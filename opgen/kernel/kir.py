@@ -1329,10 +1329,14 @@ def to_text(k: KernelClass) -> str:
         out.append(f"  tensor {t.name}: {t.dtype}" + (f"[{t.count}]" if t.count is not None else ""))
     for s in k.scalars:
         out.append(f"  scalar {s.name}: {s.ctype} = {s.init!r}")
-    for name, params, body, ret in ([("Init", (), k.init, "void"), ("Process", (), k.process, "void")]
-                                    + [(m.name, m.params, m.body, m.ret) for m in k.methods]):
+    for name, params, body, ret, ext in ([("Init", (), k.init, "void", False),
+                                          ("Process", (), k.process, "void", False)]
+                                         + [(m.name, m.params, m.body, m.ret, m.extern) for m in k.methods]):
         ps = ", ".join(f"{p.name}: {p.kind if p.kind in ('int', 'float', 'bool') else p.kind + '<' + p.dtype + '>'}"
                        for p in params)
+        if ext:
+            out.append(f"  extern func {name}({ps}){'' if ret == 'void' else ' -> ' + ret}")
+            continue
         out.append(f"  func {name}({ps}){'' if ret == 'void' else ' -> ' + ret} {{")
         out += [to_text_stmt(s, "    ") for s in body]
         out.append("  }")
