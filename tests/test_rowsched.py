@@ -1,4 +1,4 @@
-"""The rows family's ROW_SPLIT schedule as Kernel IR (opgen.kernel.rowsched): for example specs, the IR of every
+"""The rows family's ROW_SPLIT and COL_SPLIT schedules as Kernel IR (opgen.kernel.rowsched): for example specs, the IR of every
 kernel class verifies, has the copies, queues and flags the spec's inputs and outputs call for (facts read off the
 spec files, not the code), is what the op_kernel header prints, and a dropped flag is refused by the verifier."""
 
@@ -48,6 +48,13 @@ def test_row_split_ir_has_one_copy_scope_per_operand_and_verifies(name, n_in, n_
         assert any(f.src is Pipe.MTE2 and f.dst is Pipe.S for f in flags) == stats
         loops = [s for s in k.method("RowSplit").body if isinstance(s, kir.For)]
         assert loops[-1].var == "r0" and loops[-1].tail == "k"   # the pass loop and its last, shorter pass
+        chunks = [s for s in k.method("ColSplit").body if isinstance(s, kir.For)][-1]
+        groups = [s for s in chunks.body if isinstance(s, kir.For)][-1]
+        assert chunks.var == "c0_" and groups.var == "g0" and groups.tail == "k"
+        # each row input is resident in its own TBuf for COL_SPLIT, copied once per group
+        copies = [s for s in kir.walk(groups.body) if isinstance(s, kir.Copy) and s.pipe is Pipe.MTE2
+                  and isinstance(s.dst, kir.Ref) and s.dst.tensor.startswith("res_")]
+        assert len(copies) == (n_in - (2 if stats else 0)) or name == "joint_concat"
 
 
 def test_strided_and_concat_operands_copy_per_run_and_per_piece():
@@ -65,8 +72,9 @@ def test_the_header_prints_the_ir():
     spec, u, irs = _irs("layer_norm_grad")
     text = " ".join(next(t for p, t in u.family.emit(spec, u.lowered, u.tiling).items() if p.endswith(".h")).split())
     for k in irs:
-        printed = kir.methods_cpp(k, [m.name for m in k.methods if not m.extern])
-        assert " ".join(printed.split()) in text
+        for m in k.methods:
+            if not m.extern:
+                assert " ".join(kir.methods_cpp(k, [m.name]).split()) in text, m.name
 
 
 def test_a_dropped_flag_or_hand_off_is_refused():

@@ -569,15 +569,17 @@ def _gm_rows(prog: RowProgram, addr: _Addr, role: str, space: str, ctx: list[dic
             continue
         c, v, ct = by_op[t.name], t.view, _ctype(t.dtype)
         if c["pieces"]:
-            out.append(GmRows(t.name, t.gm, ct, "pieces", spec=c["spec"], pieces=tuple(c["copy_row"])))
+            out.append(GmRows(t.name, t.gm, ct, "pieces", spec=c["spec"], pieces=tuple(c["copy_row"]),
+                              pieces_col=tuple(c["copy_col"])))
             continue
         runs = v.flat or v.runs
         stride = addr.dims.sym(v.pitch if v.flat else v.strides[-1])
         gap = Lit(0) if stride == Sym("hidden_") or not runs else _kmul(_ksub(stride, Sym("hidden_")),
                                                                          kir.SizeOf(ct))
+        gap_col = _kmul(_ksub(stride, Sym("n_")), kir.SizeOf(ct)) if runs else Lit(0)
         layout = "flat" if v.flat else ("runs" if runs else "single")
         out.append(GmRows(t.name, t.gm, ct, layout, addr.row_expr(t.name, "r0"), addr.row_expr(t.name, "r"), gap,
-                          c["spec"], rm=c.get("rm", "")))
+                          c["spec"], rm=c.get("rm", ""), off_g0=addr.row_expr(t.name, "g0"), gap_col=gap_col))
     return tuple(out)
 
 
@@ -596,6 +598,9 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_body"]),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
+        bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
+        nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_body"]),
+        col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
         tiling_struct=f"optiling::{spec.name}TilingData")
     return row_split_class(v.cls, sched)
 
@@ -654,6 +659,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     }
     k = row_split_ir(spec, v, dims, ctx)
     ctx["row_split"] = kir.methods_cpp(k, [m for m in ROW_SPLIT_METHODS if any(f.name == m for f in k.methods)])
+    ctx["col_split"] = kir.methods_cpp(k, ["ColSplit"], verify_first=False)
     ctx["row_split_ir"] = k
     return ctx
 

@@ -214,6 +214,26 @@ class Invoke(DimExpr):
         raise IRError(f"{self} needs its method's body to evaluate")
 
 
+@dataclass(frozen=True, eq=True)
+class Select(DimExpr):
+    """cond ? a : b with cond a Constraint (an integer choice, e.g. the last core's share)."""
+
+    cond: Constraint
+    a: DimExpr
+    b: DimExpr
+
+    def __str__(self):
+        return f"select({self.cond}, {self.a}, {self.b})"
+
+    def symbols(self):
+        """The symbols of the condition and both values."""
+        return self.cond.symbols() | as_dim(self.a).symbols() | as_dim(self.b).symbols()
+
+    def evaluate(self, env):
+        """a when the condition holds under env, else b."""
+        return as_dim(self.a).evaluate(env) if self.cond.holds(env) else as_dim(self.b).evaluate(env)
+
+
 def invokes(e) -> list:
     """Every Invoke inside integer expression `e`."""
     e = as_dim(e) if not isinstance(e, DimExpr) else e
@@ -223,6 +243,8 @@ def invokes(e) -> list:
         return invokes(e.lhs) + invokes(e.rhs)
     if isinstance(e, Fn):
         return [x for a in e.args for x in invokes(a)]
+    if isinstance(e, Select):
+        return [x for a in (e.cond.lhs, e.cond.rhs, e.a, e.b) for x in invokes(a)]
     return []
 
 
@@ -935,13 +957,21 @@ class _Verifier:
         for s in stmts:
             self.stmt(s, st)
 
+    @staticmethod
+    def _same(before: _State, after: _State) -> bool:
+        """Every queue holds what it held before (a queue initialised inside holds nothing) and the same flags."""
+        return after.flags == before.flags and all(v == before.queues.get(q, [0, 0, 0])
+                                                   for q, v in after.queues.items())
+
     def nested(self, body, st: _State, node, what: str) -> _State:
         inner = st.copy()
         self.block(body, inner, what)
-        if inner.queues != st.queues or inner.flags != st.flags:
+        if not self._same(st, inner):
             raise IRError(f"the {what} leaves queues or flags in another state than it found them", node)
         # buffers initialised inside stay initialised (InitBuffer is monotone); scopes of names do not leak
         st.inited.update(inner.inited)
+        for q, v in inner.queues.items():
+            st.queues.setdefault(q, list(v))
         return inner
 
     def stmt(self, s, st: _State):  # noqa: C901 - one case per node type
@@ -976,7 +1006,7 @@ class _Verifier:
             if s.tail:
                 self.define(s.tail, "int", inner, s)
             self.block(s.body, inner, f"loop over {s.var}")
-            if inner.queues != st.queues or inner.flags != st.flags:
+            if not self._same(st, inner):
                 raise IRError(f"the loop over {s.var} leaves queues or flags in another state than it found "
                               "them", s)
             st.inited.update(inner.inited)
@@ -1168,6 +1198,8 @@ class _Verifier:
             elif p.kind == "gm":
                 self.gm(a, st, s)
                 inner.scalars[check_name(p.name, "parameter")] = "gm"
+            elif p.kind == "bool" and isinstance(a, bool):
+                inner.scalars[check_name(p.name, "parameter")] = "bool"
             elif p.kind in ("int", "float", "bool"):
                 self.expr(a, st, s, "float" if p.kind == "float" else "int")
                 inner.scalars[check_name(p.name, "parameter")] = p.kind
@@ -1207,6 +1239,8 @@ def verify(k: KernelClass) -> KernelClass:
 
 # ------------------------------------------------------------------------------------------------ text printer
 def _t_expr(e) -> str:
+    if isinstance(e, bool):
+        return "true" if e else "false"
     if isinstance(e, FExpr):
         return _f_text(e)
     if isinstance(e, tuple):
@@ -1375,6 +1409,9 @@ class CppPrinter:
             return f"sizeof({x.ctype})"
         if isinstance(x, Invoke):
             return f"{x.method}({', '.join(self.e(a) for a in x.args)})"
+        if isinstance(x, Select):
+            t = f"{self.e(x.cond.lhs)} {x.cond.op} {self.e(x.cond.rhs)} ? {self.e(x.a, False)} : {self.e(x.b, False)}"
+            return t if top else f"({t})"
         if isinstance(x, Bin):
             def wrap(y, right):
                 s = self.e(y, False)
@@ -1422,6 +1459,8 @@ class CppPrinter:
         return base if const_value(r.offset) == 0 else f"{base}[{self.e(r.offset)}]"
 
     def arg(self, a) -> str:
+        if isinstance(a, bool):
+            return "true" if a else "false"
         if isinstance(a, (Ref, GmView)):
             return self.ref(a)
         if isinstance(a, FExpr):
