@@ -91,3 +91,24 @@ def test_a_dropped_flag_or_hand_off_is_refused():
         kir.verify(without("Compute", lambda s: isinstance(s, kir.EnQue)))
     with pytest.raises(kir.IRError, match="leaves queues"):
         kir.verify(without("Compute", lambda s: isinstance(s, kir.Free)))
+
+
+EXAMPLES = sorted(p.stem for p in (ROOT / "examples" / "specs").glob("*.py") if not p.name.startswith("_"))
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_example_schedule_verifies_and_prints(name):
+    _spec, _u, irs = _irs(name)
+    assert irs
+    for k in irs:
+        kir.verify(k)
+        text = kir.to_text(k)
+        assert "func RowSplit()" in text and "func ColSplit()" in text and "tail k" in text
+        # every queue a strategy initialises is allocated or dequeued by the schedule it belongs to
+        for m in ("RowSplit", "ColSplit"):
+            inited = {s.buf for s in kir.walk(k.method(m).body) if isinstance(s, kir.InitBuffer)}
+            reach = [k.method(m)] + [k.method(c.method) for c in kir.walk(k.method(m).body)
+                                     if isinstance(c, kir.Call) and not k.method(c.method).extern]
+            used = {s.queue for f in reach for s in kir.walk(f.body) if isinstance(s, (kir.Alloc, kir.DeQue))}
+            queues = {b.name for b in k.locals if b.queue} - {"paramQue_", "accOutQue_"}   # the helpers' queues
+            assert inited & queues <= used, (m, sorted((inited & queues) - used))

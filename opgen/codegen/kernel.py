@@ -7,8 +7,9 @@ CopyIn/Compute/CopyOut pass) and COL_SPLIT (the row axis over cores, column chun
 row reductions exchanged through workspace per level) — and every GM access through its operand's view
 (opgen.kernel.rowlayout.View): contiguous rows as one DataCopyPad per pass, strided rows (a permuted tensor, a
 broadcast over leading axes) one DataCopyPad per run along the innermost leading axis, the row-axis slices of
-a tensor at a column offset. The dim values the addressing needs travel in the tiling data (`DimFields`). The
-templates (templates/op_kernel/) only lay out the class, its members and the entry point.
+a tensor at a column offset. The dim values the addressing needs travel in the tiling data (`DimFields`). The two
+strategies' schedules are Kernel IR (opgen.kernel.rowsched, printed by opgen.kernel.kir); the template
+(templates/op_kernel/row_kernel.h.j2) lays out the class, its members, its helpers and the entry point.
 
 Reference facts: docs/reference/ascendc.md §1.3 (extern "C" __global__ __aicore__ entry, GM_ADDR, tiling
 data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.8 (DataCopyPad units: blockLen bytes, UB gaps in
