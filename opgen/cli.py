@@ -307,6 +307,12 @@ def cmd_graph(args) -> int:
         elif args.stage == "kernel":
             sys.stdout.write(f"family {u.family.name}: {u.family.layout_text(u.layout)}\n")
             sys.stdout.write(u.family.program_text(u.lowered, u.key0))
+            from opgen.codegen.kernel import schedule_text  # lazy: start-up time
+            from opgen.passes.pipeline import kernel_build
+
+            sched = schedule_text(spec, kernel_build(spec), u.key0)
+            if sched:
+                sys.stdout.write("schedule (Kernel IR; the op_kernel class is printed from it):\n" + sched)
         else:
             from opgen.kernel import print_plan
             from opgen.passes.pipeline import plan

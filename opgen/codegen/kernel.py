@@ -7,8 +7,9 @@ CopyIn/Compute/CopyOut pass) and COL_SPLIT (the row axis over cores, column chun
 row reductions exchanged through workspace per level) — and every GM access through its operand's view
 (opgen.kernel.rowlayout.View): contiguous rows as one DataCopyPad per pass, strided rows (a permuted tensor, a
 broadcast over leading axes) one DataCopyPad per run along the innermost leading axis, the row-axis slices of
-a tensor at a column offset. The dim values the addressing needs travel in the tiling data (`DimFields`). The
-templates (templates/op_kernel/) only lay out the class, its members and the entry point.
+a tensor at a column offset. The dim values the addressing needs travel in the tiling data (`DimFields`). The two
+strategies' schedules are Kernel IR (opgen.kernel.rowsched, printed by opgen.kernel.kir); the template
+(templates/op_kernel/row_kernel.h.j2) lays out the class, its members, its helpers and the entry point.
 
 Reference facts: docs/reference/ascendc.md §1.3 (extern "C" __global__ __aicore__ entry, GM_ADDR, tiling
 data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.8 (DataCopyPad units: blockLen bytes, UB gaps in
@@ -23,11 +24,15 @@ from dataclasses import dataclass, field
 from opgen.names import op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
-from opgen.ir.dims import Lit, as_dim
+from opgen.ir.dims import Bin, Lit, Sym, as_dim
 from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
+from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe, float_scalar
 from opgen.kernel.rowprog import Instr, RowProgram, attr_names, instr_op, per_row
+from opgen.kernel.rowsched import ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
+from opgen.kernel.rowsched import mul as _kmul
+from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
 
@@ -68,6 +73,19 @@ class DimFields:
         if key not in self.fields:
             self.fields[key] = (f"dim{len(self.fields)}", e)
         return f"td_->{self.fields[key][0]}"
+
+    def sym(self, e):
+        """The Kernel-IR expression of dim expression e (opgen.kernel.kir): a literal, the member hidden_, or the
+        symbol of its tiling field (registered as `cpp` does)."""
+        e = as_dim(e)
+        if isinstance(e, Lit):
+            return e
+        text = self.cpp(e)
+        return Sym(text.removeprefix("td_->"))
+
+    def field_names(self) -> tuple:
+        """The field names registered so far."""
+        return tuple(n for n, _e in self.fields.values())
 
     def extent(self, i: int) -> str:
         """The tiling field of leading extent i."""
@@ -288,6 +306,22 @@ class _Addr:
         if v.flat:
             return _sum([_mul(r, self.dims.cpp(v.pitch)), self.dims.cpp(v.col)])
         return f"Off_{name}({r})"
+
+    def row_expr(self, name: str, r: str):
+        """`row` as a Kernel-IR expression (the same terms, in the same order)."""
+        v = self.view(name)
+        if not v.flat:
+            return kir.Invoke(f"Off_{name}", (Sym(r),))
+        pitch, col = self.dims.sym(v.pitch), self.dims.sym(v.col)
+        terms = [] if pitch == Lit(0) else [Sym(r) if pitch == Lit(1) else _kmul(Sym(r), pitch)]
+        if col != Lit(0):
+            terms.append(col)
+        if not terms:
+            return Lit(0)
+        e = terms[0]
+        for t in terms[1:]:
+            e = Bin("+", e, t)
+        return e
 
     def brow(self, name: str, b: str) -> str:
         """Element offset of batch row `b` of brow operand `name`."""
@@ -526,6 +560,52 @@ def _col_final_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     return out
 
 
+def _gm_rows(prog: RowProgram, addr: _Addr, role: str, space: str, ctx: list[dict]) -> tuple:
+    """The GM operands of `role` and `space` as the ROW_SPLIT schedule's GmRows (opgen.kernel.rowsched), from their
+    template context `ctx` (_operand_ctx: the same operands in the same order) for the citation and concat lines."""
+    out = []
+    by_op = {c["op"]: c for c in ctx}
+    for t in prog.gm:
+        if t.role != role or t.space != space:
+            continue
+        c, v, ct = by_op[t.name], t.view, _ctype(t.dtype)
+        if c["pieces"]:
+            out.append(GmRows(t.name, t.gm, ct, "pieces", spec=c["spec"], pieces=tuple(c["copy_row"]),
+                              pieces_col=tuple(c["copy_col"])))
+            continue
+        runs = v.flat or v.runs
+        stride = addr.dims.sym(v.pitch if v.flat else v.strides[-1])
+        gap = Lit(0) if stride == Sym("hidden_") or not runs else _kmul(_ksub(stride, Sym("hidden_")),
+                                                                         kir.SizeOf(ct))
+        gap_col = _kmul(_ksub(stride, Sym("n_")), kir.SizeOf(ct)) if runs else Lit(0)
+        layout = "flat" if v.flat else ("runs" if runs else "single")
+        out.append(GmRows(t.name, t.gm, ct, layout, addr.row_expr(t.name, "r0"), addr.row_expr(t.name, "r"), gap,
+                          c["spec"], rm=c.get("rm", ""), off_g0=addr.row_expr(t.name, "g0"), gap_col=gap_col))
+    return tuple(out)
+
+
+def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClass:
+    """The Kernel IR of class `v`'s ROW_SPLIT schedule (opgen.kernel.rowsched) from its template context `ctx`
+    (class_context): the operands' addresses as dim expressions over the tiling fields of `dims`."""
+    p = v.prog
+    addr = _Addr(p, dims)
+    sched = RowSchedule(
+        row_in=_gm_rows(p, addr, "in", "row", ctx["row_in"]), row_out=_gm_rows(p, addr, "out", "row", ctx["row_out"]),
+        stat_in=_gm_rows(p, addr, "in", "stat", ctx["stat_in"]),
+        stat_out=_gm_rows(p, addr, "out", "stat", ctx["stat_out"]),
+        temps=ctx["temps"], nbrow=ctx["nbrow"], ncol=ctx["ncol"], bufs=dict(ctx["bufs"]["row"]),
+        ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
+        load_cols=bool(ctx["load_cols"]), load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
+        zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_body"]),
+        cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
+        fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
+        bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
+        nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_body"]),
+        col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
+        tiling_struct=f"optiling::{spec.name}TilingData")
+    return row_split_class(v.cls, sched)
+
+
 def class_context(spec, v: Variant, dims: DimFields) -> dict:
     """The template context of one kernel class (templates/op_kernel/row_kernel.h.j2)."""
     p = v.prog
@@ -550,7 +630,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     load_batch = place_barriers(_setup_lines(p, "brow", addr, cites))
     flush_row = place_barriers(_flush_lines(p, "row", addr, cites))
     flush_col = place_barriers(_flush_lines(p, "col", addr, cites))
-    return {
+    ctx = {
         "name": v.cls, "doc": v.doc,
         "tensors": tensors,
         "unused": [n for n in [i.name for i in spec.inputs] + [o.name for o in spec.outputs] if n not in used],
@@ -578,6 +658,11 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "uses_max": any(i.kind == "rmax" for i in p.instrs), "uses_sum": any(i.kind == "rsum" for i in p.instrs),
         "strided": any(o for o in addr.off_funcs()),
     }
+    k = row_split_ir(spec, v, dims, ctx)
+    ctx["row_split"] = kir.methods_cpp(k, [m for m in ROW_SPLIT_METHODS if any(f.name == m for f in k.methods)])
+    ctx["col_split"] = kir.methods_cpp(k, ["ColSplit"], verify_first=False)
+    ctx["row_split_ir"] = k
+    return ctx
 
 
 def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec_file: str) -> dict[str, str]:
@@ -620,6 +705,20 @@ def emit_kernel(spec) -> dict[str, str]:
 
     u = kernel_build(spec)
     return u.family.emit(spec, u.lowered, u.tiling)
+
+
+def schedule_text(spec, unit, key) -> str:
+    """The Kernel IR text (opgen.kernel.kir.to_text) of the schedule the op_kernel class serving specialisation `key`
+    is printed from, for a full kernel build `unit` (opgen.passes.pipeline.kernel_build) of a rows lowering: its
+    ROW_SPLIT methods as IR; "" for a lowering whose schedule is not Kernel IR yet (head rows, attention)."""
+    ex = unit.lowered.extra
+    if "variants" not in ex or key not in unit.lowered.programs:
+        return ""
+    prog = unit.lowered.programs[key]
+    for v in ex["variants"]:
+        if v.prog is prog or any(p is prog for p in v.also):
+            return kir.to_text(row_split_ir(spec, v, ex["dims"], class_context(spec, v, ex["dims"])))
+    return ""
 
 
 def kernel_ir_text(spec, g, key=None) -> str:

@@ -65,6 +65,13 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
   Call(method, args)                runs a method of the class (its statements, in order).
   Return(value)                     a method's int64 (DimExpr) or float (FExpr) result.
   Comment(text)                     no effect; printed as a C++ comment.
+  Scope(body)                       a nested block: names defined inside do not outlive it.
+  Verbatim(lines)                   C++ lines a family printer made that are not nodes yet (the rows family's
+                                    per-row stream, batch flush and cross-core epilogue): OPAQUE, any pipe may
+                                    read or write anything in it; the verifier does not look inside.
+Integer expressions may call an int64 method of the class: Invoke(method, args) (an address helper; not
+statically evaluable). A For with step None lets its body advance the variable (run-length loops). A Func with
+extern=True is printed by the file skeleton (its body is not IR yet): a Call of it has unknown effects.
 Functions: Func(name, params, body, ret, const); KernelClass(name, tparams, tiling_struct, args, gms, locals,
 tensors, scalars, fields, init, process, methods, doc) is the unit both printers print (public Init(args...,
 workspace, td) and Process(), private methods, members).
@@ -182,6 +189,63 @@ class SizeOf(DimExpr):
             return int(env[str(self)])
         except KeyError:
             raise IRError(f"{self} is not known here") from None
+
+
+@dataclass(frozen=True, eq=True)
+class Invoke(DimExpr):
+    """method(args...): the int64 result of a method of the class (an address helper such as a strided view's
+    row offset) inside an integer expression; not evaluable statically (its value needs the method's body)."""
+
+    method: str
+    args: tuple = ()
+
+    def __str__(self):
+        return f"{self.method}({', '.join(str(a) for a in self.args)})"
+
+    def symbols(self):
+        """The symbols of the arguments."""
+        out: set = set()
+        for a in self.args:
+            out |= as_dim(a).symbols()
+        return out
+
+    def evaluate(self, env):
+        """Not evaluable from an env: raises IRError."""
+        raise IRError(f"{self} needs its method's body to evaluate")
+
+
+@dataclass(frozen=True, eq=True)
+class Select(DimExpr):
+    """cond ? a : b with cond a Constraint (an integer choice, e.g. the last core's share)."""
+
+    cond: Constraint
+    a: DimExpr
+    b: DimExpr
+
+    def __str__(self):
+        return f"select({self.cond}, {self.a}, {self.b})"
+
+    def symbols(self):
+        """The symbols of the condition and both values."""
+        return self.cond.symbols() | as_dim(self.a).symbols() | as_dim(self.b).symbols()
+
+    def evaluate(self, env):
+        """a when the condition holds under env, else b."""
+        return as_dim(self.a).evaluate(env) if self.cond.holds(env) else as_dim(self.b).evaluate(env)
+
+
+def invokes(e) -> list:
+    """Every Invoke inside integer expression `e`."""
+    e = as_dim(e) if not isinstance(e, DimExpr) else e
+    if isinstance(e, Invoke):
+        return [e] + [x for a in e.args for x in invokes(a)]
+    if isinstance(e, Bin):
+        return invokes(e.lhs) + invokes(e.rhs)
+    if isinstance(e, Fn):
+        return [x for a in e.args for x in invokes(a)]
+    if isinstance(e, Select):
+        return [x for a in (e.cond.lhs, e.cond.rhs, e.a, e.b) for x in invokes(a)]
+    return []
 
 
 def E(x) -> DimExpr:
@@ -366,7 +430,8 @@ class FAssign:
 @dataclass(frozen=True)
 class For:
     """for (var = lo; var < hi; var += step) body; `tail` names min(step, hi - var) inside the body. var may be a
-    member scalar (then it is assigned, not declared)."""
+    member scalar (then it is assigned, not declared). step None: the body advances var itself (an Assign of the
+    mutable loop variable; printed `for (var = lo; var < hi;)`), and there is no tail."""
 
     var: str
     lo: DimExpr
@@ -398,12 +463,14 @@ class InitBuffer:
 
 @dataclass(frozen=True)
 class Get:
-    """var = buf.Get<dtype>()[offset] (a TBuf's memory as a tensor)."""
+    """var = buf.Get<dtype>()[offset] (a TBuf's memory as a tensor); `slot`: element `slot` of a member tensor
+    array var."""
 
     var: str
     buf: str
     dtype: str
     offset: DimExpr = Lit(0)
+    slot: DimExpr | None = None
 
 
 @dataclass(frozen=True)
@@ -460,6 +527,7 @@ class Copy:
     src_stride: DimExpr = Lit(0)
     dst_stride: DimExpr = Lit(0)
     doc: str = ""
+    pad_value: FExpr | None = None   # DataCopyPadExtParams' padding value of a GM -> UB copy (None: T{})
 
     @property
     def pipe(self) -> Pipe:
@@ -593,14 +661,33 @@ class Comment:
     text: str
 
 
+@dataclass(frozen=True)
+class Scope:
+    """A nested block { body }: names defined inside are not visible after it."""
+
+    body: tuple
+
+
+@dataclass(frozen=True)
+class Verbatim:
+    """C++ statements a family printer produced that are not lowered into nodes yet (a rows program's per-row
+    instruction stream, its batch flush and cross-core epilogue). Opaque: the verifier does not look inside, and
+    an analysis must treat it as reading and writing anything on any pipe. Each line is one complete C++ line
+    made by opgen (never spec text)."""
+
+    lines: tuple
+
+
 STMT_TYPES = (Let, Assign, FLet, FAssign, For, If, InitBuffer, Get, View, Alloc, EnQue, DeQue, Free, Copy, Vec,
-              GetValue, SetValue, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment)
+              GetValue, SetValue, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim)
 """Every statement node type."""
 
 
 @dataclass(frozen=True)
 class Func:
-    """A method: name, params, body (statements), ret ("void", "int64_t" or "float"), const, doc (a comment)."""
+    """A method: name, params, body (statements), ret ("void", "int64_t" or "float"), const, doc (a comment).
+    extern: a method the file skeleton prints (its body is not IR yet); a Call of it has unknown effects to the
+    verifier, and the printers print its signature only."""
 
     name: str
     params: tuple = ()
@@ -608,6 +695,7 @@ class Func:
     ret: str = "void"
     const: bool = False
     doc: str = ""
+    extern: bool = False
 
 
 @dataclass(frozen=True)
@@ -641,8 +729,8 @@ class KernelClass:
 
 # ------------------------------------------------------------------------------------------------ walking helpers
 def children(s) -> list[tuple]:
-    """The nested statement lists of a statement (a For's body, an If's branches)."""
-    if isinstance(s, For):
+    """The nested statement lists of a statement (a For's body, an If's branches, a Scope's body)."""
+    if isinstance(s, (For, Scope)):
         return [s.body]
     if isinstance(s, If):
         return [s.then, s.orelse]
@@ -704,7 +792,8 @@ class _Verifier:
     def names(self):
         k = self.k
         check_name(k.name, "class")
-        check_name(k.tiling_struct, "tiling struct")
+        for part in k.tiling_struct.split("::"):   # a namespace-qualified struct name
+            check_name(part, "tiling struct")
         seen: dict = {}
         groups = [("template parameter", k.tparams), ("argument", k.args), ("field", k.fields),
                   ("GM tensor", [g.name for g in k.gms]), ("local buffer", [b.name for b in k.locals]),
@@ -774,6 +863,10 @@ class _Verifier:
             if st.scalars.get(n) not in ("int", "bool"):
                 what = "defined" if n not in st.scalars else "an integer"
                 raise IRError(f"symbol {n} used before it is {what}", node)
+        for inv in invokes(e):
+            m = self.methods.get(inv.method)
+            if m is None or m.ret != "int64_t" or len(m.params) != len(inv.args):
+                raise IRError(f"{inv.method} is not an int64_t method of {len(inv.args)} argument(s)", node)
 
     def cond(self, c, st, node):
         if not isinstance(c, tuple) or not c or not all(isinstance(x, Constraint) for x in c):
@@ -864,13 +957,21 @@ class _Verifier:
         for s in stmts:
             self.stmt(s, st)
 
+    @staticmethod
+    def _same(before: _State, after: _State) -> bool:
+        """Every queue holds what it held before (a queue initialised inside holds nothing) and the same flags."""
+        return after.flags == before.flags and all(v == before.queues.get(q, [0, 0, 0])
+                                                   for q, v in after.queues.items())
+
     def nested(self, body, st: _State, node, what: str) -> _State:
         inner = st.copy()
         self.block(body, inner, what)
-        if inner.queues != st.queues or inner.flags != st.flags:
+        if not self._same(st, inner):
             raise IRError(f"the {what} leaves queues or flags in another state than it found them", node)
         # buffers initialised inside stay initialised (InitBuffer is monotone); scopes of names do not leak
         st.inited.update(inner.inited)
+        for q, v in inner.queues.items():
+            st.queues.setdefault(q, list(v))
         return inner
 
     def stmt(self, s, st: _State):  # noqa: C901 - one case per node type
@@ -889,20 +990,23 @@ class _Verifier:
             if st.scalars.get(s.name) != "float" or s.name not in st.mutable:
                 raise IRError(f"{s.name} is not a mutable float scalar", s)
         elif isinstance(s, For):
-            for e in (s.lo, s.hi, s.step):
+            for e in (s.lo, s.hi) + ((s.step,) if s.step is not None else ()):
                 self.expr(e, st, s)
-            if const_value(s.step) is not None and const_value(s.step) <= 0:
+            if s.step is not None and const_value(s.step) is not None and const_value(s.step) <= 0:
                 raise IRError("a loop step must be positive", s)
+            if s.step is None and (s.tail or not any(isinstance(x, Assign) and x.name == s.var
+                                                     for x in walk(s.body))):
+                raise IRError(f"a loop without a step advances {s.var} in its body and has no tail", s)
             inner = st.copy()
             if s.var in st.scalars:
                 if s.var not in st.mutable or st.scalars[s.var] != "int":
                     raise IRError(f"loop variable {s.var} is not a mutable integer", s)
             else:
-                self.define(s.var, "int", inner, s)
+                self.define(s.var, "int", inner, s, mutable=s.step is None)
             if s.tail:
                 self.define(s.tail, "int", inner, s)
             self.block(s.body, inner, f"loop over {s.var}")
-            if inner.queues != st.queues or inner.flags != st.flags:
+            if not self._same(st, inner):
                 raise IRError(f"the loop over {s.var} leaves queues or flags in another state than it found "
                               "them", s)
             st.inited.update(inner.inited)
@@ -926,8 +1030,14 @@ class _Verifier:
             self.buffer(s.buf, st, s, queue=False)
             self.dtype(s.dtype, s)
             self.expr(s.offset, st, s)
-            self.set_tensor(s.var, _Tensor(s.dtype, s.buf, const_value(s.offset),
-                                           self.block_elems(s.buf, s.dtype, st)), st, s)
+            t = _Tensor(s.dtype, s.buf, const_value(s.offset), self.block_elems(s.buf, s.dtype, st))
+            if s.slot is None:
+                self.set_tensor(s.var, t, st, s)
+            else:
+                m = self.member_tensors.get(s.var)
+                if m is None or m.count is None or m.dtype != s.dtype:
+                    raise IRError(f"{s.var} is not a member tensor array of {s.dtype}", s)
+                self.expr(s.slot, st, s)
         elif isinstance(s, View):
             t = self.tensor(s.src, st, s)
             off = const_value(s.src.offset)
@@ -1018,6 +1128,14 @@ class _Verifier:
         elif isinstance(s, Comment):
             if not isinstance(s.text, str):
                 raise IRError("a comment is text", s)
+        elif isinstance(s, Scope):
+            inner = st.copy()
+            self.block(s.body, inner, "scope")
+            st.inited.update(inner.inited)
+            st.queues, st.flags = inner.queues, inner.flags
+        elif isinstance(s, Verbatim):
+            if not all(isinstance(x, str) and "\n" not in x for x in s.lines):
+                raise IRError("verbatim lines are single lines of text", s)
         else:
             raise IRError(f"unknown statement {type(s).__name__}", s)
 
@@ -1080,11 +1198,17 @@ class _Verifier:
             elif p.kind == "gm":
                 self.gm(a, st, s)
                 inner.scalars[check_name(p.name, "parameter")] = "gm"
+            elif p.kind == "bool" and isinstance(a, bool):
+                inner.scalars[check_name(p.name, "parameter")] = "bool"
             elif p.kind in ("int", "float", "bool"):
                 self.expr(a, st, s, "float" if p.kind == "float" else "int")
                 inner.scalars[check_name(p.name, "parameter")] = p.kind
             else:
                 raise IRError(f"{s.method}: parameter {p.name} has unknown kind {p.kind}", s)
+        if m.extern:
+            if s.result is not None:
+                self.define(s.result, "float" if m.ret == "float" else "int", st, s)
+            return
         self.stack.append(s.method)
         self.block(m.body, inner, s.method)
         self.stack.pop()
@@ -1115,6 +1239,8 @@ def verify(k: KernelClass) -> KernelClass:
 
 # ------------------------------------------------------------------------------------------------ text printer
 def _t_expr(e) -> str:
+    if isinstance(e, bool):
+        return "true" if e else "false"
     if isinstance(e, FExpr):
         return _f_text(e)
     if isinstance(e, tuple):
@@ -1164,7 +1290,8 @@ def to_text_stmt(s, indent: str = "") -> str:
     if isinstance(s, For):
         tail = f" tail {s.tail}" if s.tail else ""
         doc = f"  // {s.doc}" if s.doc else ""
-        return "\n".join([f"{i}for {s.var} in [{s.lo}, {s.hi}) step {s.step}{tail} {{{doc}"]
+        step = f"step {s.step}" if s.step is not None else "step in body"
+        return "\n".join([f"{i}for {s.var} in [{s.lo}, {s.hi}) {step}{tail} {{{doc}"]
                          + [to_text_stmt(x, i + "  ") for x in s.body] + [f"{i}}}"])
     if isinstance(s, If):
         doc = f"  // {s.doc}" if s.doc else ""
@@ -1175,7 +1302,8 @@ def to_text_stmt(s, indent: str = "") -> str:
     if isinstance(s, InitBuffer):
         return f"{i}init_buffer {s.buf} num={s.num} bytes={s.bytes}"
     if isinstance(s, Get):
-        return f"{i}{s.var} = get {s.buf} as {s.dtype} at {s.offset}"
+        slot = f"<{s.slot}>" if s.slot is not None else ""
+        return f"{i}{s.var}{slot} = get {s.buf} as {s.dtype} at {s.offset}"
     if isinstance(s, View):
         return f"{i}{s.var} = view {_t_ref(s.src)}"
     if isinstance(s, Alloc):
@@ -1212,6 +1340,10 @@ def to_text_stmt(s, indent: str = "") -> str:
         return f"{i}return {_t_expr(s.value)}"
     if isinstance(s, Comment):
         return f"{i}// {s.text}"
+    if isinstance(s, Scope):
+        return "\n".join([f"{i}{{"] + [to_text_stmt(x, i + "  ") for x in s.body] + [f"{i}}}"])
+    if isinstance(s, Verbatim):
+        return "\n".join(f"{i}cpp {ln.strip()}" for ln in s.lines)
     raise IRError(f"unknown statement {type(s).__name__}")
 
 
@@ -1231,10 +1363,14 @@ def to_text(k: KernelClass) -> str:
         out.append(f"  tensor {t.name}: {t.dtype}" + (f"[{t.count}]" if t.count is not None else ""))
     for s in k.scalars:
         out.append(f"  scalar {s.name}: {s.ctype} = {s.init!r}")
-    for name, params, body, ret in ([("Init", (), k.init, "void"), ("Process", (), k.process, "void")]
-                                    + [(m.name, m.params, m.body, m.ret) for m in k.methods]):
+    for name, params, body, ret, ext in ([("Init", (), k.init, "void", False),
+                                          ("Process", (), k.process, "void", False)]
+                                         + [(m.name, m.params, m.body, m.ret, m.extern) for m in k.methods]):
         ps = ", ".join(f"{p.name}: {p.kind if p.kind in ('int', 'float', 'bool') else p.kind + '<' + p.dtype + '>'}"
                        for p in params)
+        if ext:
+            out.append(f"  extern func {name}({ps}){'' if ret == 'void' else ' -> ' + ret}")
+            continue
         out.append(f"  func {name}({ps}){'' if ret == 'void' else ' -> ' + ret} {{")
         out += [to_text_stmt(s, "    ") for s in body]
         out.append("  }")
@@ -1271,6 +1407,11 @@ class CppPrinter:
             return f"td_->{x.name}" if x.name in self.fields else x.name
         if isinstance(x, SizeOf):
             return f"sizeof({x.ctype})"
+        if isinstance(x, Invoke):
+            return f"{x.method}({', '.join(self.e(a) for a in x.args)})"
+        if isinstance(x, Select):
+            t = f"{self.e(x.cond.lhs)} {x.cond.op} {self.e(x.cond.rhs)} ? {self.e(x.a, False)} : {self.e(x.b, False)}"
+            return t if top else f"({t})"
         if isinstance(x, Bin):
             def wrap(y, right):
                 s = self.e(y, False)
@@ -1318,6 +1459,8 @@ class CppPrinter:
         return base if const_value(r.offset) == 0 else f"{base}[{self.e(r.offset)}]"
 
     def arg(self, a) -> str:
+        if isinstance(a, bool):
+            return "true" if a else "false"
         if isinstance(a, (Ref, GmView)):
             return self.ref(a)
         if isinstance(a, FExpr):
@@ -1349,6 +1492,9 @@ class CppPrinter:
         if isinstance(s, Let):
             return [f"{p}{'' if s.mutable else 'const '}int64_t {s.name} = {self.e(s.value)};"]
         if isinstance(s, Assign):
+            v = as_dim(s.value)
+            if isinstance(v, Bin) and v.op in ("+", "-") and v.lhs == Sym(s.name):
+                return [f"{p}{s.name} {v.op}= {self.e(v.rhs)};"]
             return [f"{p}{s.name} = {self.e(s.value)};"]
         if isinstance(s, FLet):
             return [f"{p}{'' if s.mutable else 'const '}float {s.name} = {self.f(s.value)};"]
@@ -1357,8 +1503,11 @@ class CppPrinter:
         if isinstance(s, For):
             decl = "" if s.var in self.member_scalars else "int64_t "
             doc = f"  // {_comment(s.doc)}" if s.doc else ""
-            inc = f"++{s.var}" if const_value(s.step) == 1 else f"{s.var} += {self.e(s.step)}"
-            out = [f"{p}for ({decl}{s.var} = {self.e(s.lo)}; {s.var} < {self.e(s.hi)}; {inc}) {{{doc}"]
+            if s.step is None:
+                inc = ""
+            else:
+                inc = " " + (f"++{s.var}" if const_value(s.step) == 1 else f"{s.var} += {self.e(s.step)}")
+            out = [f"{p}for ({decl}{s.var} = {self.e(s.lo)}; {s.var} < {self.e(s.hi)};{inc}) {{{doc}"]
             inner = dict(scope)
             if s.tail:
                 left = self.e(Bin("-", as_dim(s.hi), Sym(s.var)))
@@ -1377,7 +1526,10 @@ class CppPrinter:
             return [f"{p}pipe_.InitBuffer({s.buf}, {num}{self.e(s.bytes)});"]
         if isinstance(s, Get):
             off = "" if const_value(s.offset) == 0 else f"[{self.e(s.offset)}]"
-            return [p + self._tensor_decl(s.var, s.dtype, f"{s.buf}.template Get<{s.dtype}>(){off}", scope)]
+            rhs = f"{s.buf}.template Get<{s.dtype}>(){off}"
+            if s.slot is not None:
+                return [f"{p}{s.var}[{self.e(s.slot)}] = {rhs};"]
+            return [p + self._tensor_decl(s.var, s.dtype, rhs, scope)]
         if isinstance(s, View):
             return [p + self._tensor_decl(s.var, self.dtype_of(s.src, scope), self.ref(s.src), scope)]
         if isinstance(s, Alloc):
@@ -1416,6 +1568,10 @@ class CppPrinter:
             return [f"{p}return {self.arg(s.value)};"]
         if isinstance(s, Comment):
             return [f"{p}// {_comment(s.text)}"]
+        if isinstance(s, Scope):
+            return [f"{p}{{"] + self.body(s.body, depth + 1, dict(scope)) + [f"{p}}}"]
+        if isinstance(s, Verbatim):
+            return [f"{p}{ln}" for ln in s.lines]
         raise IRError(f"unknown statement {type(s).__name__}", s)
 
     def copy(self, s: Copy, p: str, scope) -> list[str]:
@@ -1426,7 +1582,8 @@ class CppPrinter:
             cnt = f"static_cast<uint16_t>({cnt})"
         params = (f"DataCopyExtParams({cnt}, {self.e(s.block_len)}, {self.e(s.src_stride)}, "
                   f"{self.e(s.dst_stride)}, 0)")
-        pad = f", DataCopyPadExtParams<{dt}>(false, 0, 0, {dt}{{}})" if gm_src else ""
+        padv = f"{dt}{{}}" if s.pad_value is None else self.f(s.pad_value)
+        pad = f", DataCopyPadExtParams<{dt}>(false, 0, 0, {padv})" if gm_src else ""
         doc = f"  // {_comment(s.doc)}" if s.doc else ""
         return [f"{p}DataCopyPad({self.ref(s.dst)}, {self.ref(s.src)}, {params}{pad});{doc}"]
 
@@ -1439,7 +1596,8 @@ class CppPrinter:
                 exprs[o.name] = self.ref(v)
             elif o.kind == "count":
                 t = self.e(v)
-                exprs[o.name] = t if const_value(v) is not None else f"static_cast<{o.dtype}>({t})"
+                plain = const_value(v) is not None or s.op in _HELPERS
+                exprs[o.name] = t if plain else f"static_cast<{o.dtype}>({t})"
             elif o.kind == "scalar":
                 exprs[o.name] = self.f(v)
             elif o.kind == "mode":
@@ -1493,6 +1651,8 @@ class CppPrinter:
         out += self.func("Process", (), k.process)
         out += ["", "private:"]
         for m in k.methods:
+            if m.extern:
+                continue
             out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc)
             out.append("")
         out.append(f"{p}const {k.tiling_struct}* td_ = nullptr;")
@@ -1515,12 +1675,29 @@ class CppPrinter:
 
 
 _STRUCTS = {(Op.BRCB, "params"): "BrcbRepeatParams"}
+_HELPERS = frozenset({Op.CAST_FROM, Op.CAST_TO})
+"""opgen's device helpers (templates/op_kernel/_helpers.h.j2): their count parameter is int64_t, passed as is."""
 """C++ struct type of each struct-valued ("value" kind given as a tuple) operand."""
 
 
 def _comment(text: str) -> str:
     """One line of comment text: newlines become spaces and a comment terminator cannot form."""
     return " ".join(str(text).split()).replace("*/", "* /")
+
+
+def methods_cpp(k: KernelClass, names, verify_first: bool = True) -> str:
+    """The C++ of the methods `names` of `k` only (in that order), for a file skeleton that prints the rest of the
+    class itself. Raises IRError for a malformed program or an unknown / extern method."""
+    if verify_first:
+        verify(k)
+    pr = CppPrinter(k)
+    out: list[str] = []
+    for n in names:
+        m = k.method(n)
+        if m.extern:
+            raise IRError(f"method {n} is printed by the skeleton")
+        out += pr.func(m.name, m.params, m.body, m.ret, m.const, m.doc) + [""]
+    return "\n".join(out[:-1]) + "\n" if out else ""
 
 
 def to_cpp(k: KernelClass, verify_first: bool = True) -> str:

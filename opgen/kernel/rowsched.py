@@ -1,0 +1,486 @@
+"""The ROW_SPLIT schedule of the rows family as Kernel IR (opgen.kernel.kir).
+
+A rows kernel class runs ROW_SPLIT (strategy 1 of opgen.tiling.rowkernel) as four methods: RowSplit (this core's
+rows [RowStartOf(core), RowStartOf(core + 1)), the UB buffers the strategy reads, then `rowsPerPass` rows per
+iteration, the last one shorter), CopyIn (each GM row operand into its VECIN queue: one DataCopyPad of k rows
+when the operand is flat, one per run of rows at one GM stride otherwise; each per-row statistic), Compute (the
+queue hand-offs, the MTE2->S flag before the scalar unit reads statistics, the per-row loop with its batch
+bookkeeping, the statistics' S->V flag and cast into their output queue) and CopyOut (each output queue to GM).
+`row_split_class` builds them from a `RowSchedule`: what the row program needs (its GM operands with their
+addresses as dim expressions, the buffers the strategy reads, the per-row instruction stream) and nothing of a
+particular operator. The per-row instruction stream, the batch flush and the cross-core epilogue arrive as
+`kir.Verbatim` lines printed by the rows printer (opgen.codegen.kernel): they are not IR nodes yet.
+
+Facts: docs/reference/ascendc.md §1.5 (TQue depth and buffer count, TBuf), §1.6 (HardEvent flags), §1.8
+(DataCopyPad: blockLen bytes; the UB gap in 32-B blocks and the GM gap in bytes, on the side each lies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
+from opgen.kernel.isa import Op, Pipe
+from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, Select, SyncAll, Assign, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
+                              GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local, Param, Ref, ScalarVar,
+                              Scope, SetFlag, SizeOf, TensorVar, TPos, Verbatim, View, WaitFlag, vec)
+
+MEMBER_SCALARS = ("hidden_", "seqLen_", "rowNum_", "colAlign_", "rowStride_", "groupStride_", "rowStart_", "rowEnd_",
+                  "c0_", "n_", "curBatch_", "valBatch_", "wsRowsPerCore_")
+"""The int64 members of a rows kernel class (set in Init from the tiling data, or by the strategy's method)."""
+FIXED_BUFS = ("workBuf", "browBuf", "colBuf", "paramQue", "accOutQue", "reduceBuf")
+"""The fixed UB buffers of a rows kernel, each allocated only where the strategy reads it
+(opgen.tiling.rowkernel.fixed_needs)."""
+
+
+def mul(*xs) -> DimExpr:
+    """x0 * x1 * ... as written (left-associated, not canonicalised: the printed order is the given one)."""
+    e = as_dim(xs[0])
+    for x in xs[1:]:
+        e = Bin("*", e, as_dim(x))
+    return e
+
+
+def add(*xs) -> DimExpr:
+    """x0 + x1 + ... as written."""
+    e = as_dim(xs[0])
+    for x in xs[1:]:
+        e = Bin("+", e, as_dim(x))
+    return e
+
+
+def sub(a, b) -> DimExpr:
+    """a - b as written."""
+    return Bin("-", as_dim(a), as_dim(b))
+
+
+def div(a, b) -> DimExpr:
+    """a // b as written (values are >= 0: C++ /)."""
+    return Bin("//", as_dim(a), as_dim(b))
+
+
+@dataclass(frozen=True)
+class GmRows:
+    """One GM operand of the schedule: `op` names its queue and tensor members (rowInQue_<op>, rowIn_<op>, ...), `gm`
+    its GM tensor (member gm_<gm>), ctype its element type (a C++ type or template parameter). layout "flat" (row
+    r0 at off_r0, k rows one copy), "runs" (a run of up to RunRows(r, k - j) rows at GM distance `stride` from row r
+    at off_r), "single" (row by row), "pieces" (a concat: `pieces`, the copy's C++ lines from the rows printer).
+    gap: the GM gap in bytes between the rows of a run (Lit(0) when they touch). spec: the citation comment text
+    of the instructions that read or write it; rm: the round mode of a statistic output."""
+
+    op: str
+    gm: str
+    ctype: str
+    layout: str = "flat"
+    off_r0: DimExpr = Lit(0)
+    off_r: DimExpr = Lit(0)
+    gap: DimExpr = Lit(0)
+    spec: str = ""
+    pieces: tuple = ()
+    rm: str = ""
+    off_g0: DimExpr = Lit(0)     # COL_SPLIT: element offset of group row g0 (column 0)
+    gap_col: DimExpr = Lit(0)    # COL_SPLIT: GM gap in bytes between the n_-element slices of a run
+    pieces_col: tuple = ()       # COL_SPLIT: a concat's copy lines
+
+
+@dataclass(frozen=True)
+class RowSchedule:
+    """What ROW_SPLIT needs of one kernel class: its GM row / statistic operands (GmRows), the work rows (`temps`),
+    batch rows (`nbrow`) and column rows (`ncol`), `bufs` ({FIXED_BUFS name: allocated}), `ws_rows_per_core` (rows
+    of workspace per core for the cross-core sums; None without them), which bookkeeping methods exist
+    (load_cols, load_batch, flush_row, zero_batch; batch_index: the per-row loop computes the batch b), the
+    per-row stream, the cross-core epilogue (C++ lines), the template parameters and the tiling struct."""
+
+    row_in: tuple = ()
+    row_out: tuple = ()
+    stat_in: tuple = ()
+    stat_out: tuple = ()
+    temps: int = 2
+    nbrow: int = 0
+    ncol: int = 0
+    bufs: dict = field(default_factory=dict)
+    ws_rows_per_core: int | None = None
+    load_cols: bool = False
+    load_batch: bool = False
+    flush_row: bool = False
+    zero_batch: bool = False
+    batch_index: bool = False
+    row_body: tuple = ()
+    cross_core: tuple = ()
+    strided: tuple = ()        # names of the Off_<name>(r) address methods
+    fields: tuple = ()         # the tiling-data fields the addresses read (dim<k>)
+    bufs_col: dict = field(default_factory=dict)   # COL_SPLIT's fixed buffers ({FIXED_BUFS name: allocated})
+    levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body lines, ((slot, j, "Add"/"Max"), ...)))
+    nlevel: int = 1            # partial reductions per level (the widest level)
+    nsums: int = 1             # row reductions in all
+    final_body: tuple = ()     # COL_SPLIT's final per-row stream (C++ lines)
+    col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (C++ lines)
+    flush_col: bool = False
+    tparams: tuple = ()
+    tiling_struct: str = "TilingData"
+
+
+def _spec(text: str) -> str:
+    """The comment text of a citation "  // spec: a.py:3" -> "spec: a.py:3"."""
+    return text.strip().removeprefix("//").strip()
+
+
+_HID, _COLA, _K = Sym("hidden_"), Sym("colAlign_"), Sym("k")
+
+
+def _gap_blocks(stride, length, ctype) -> DimExpr:
+    return Invoke("GapBlocks", (as_dim(stride), as_dim(length), SizeOf(ctype)))
+
+
+def _copy_rows_in(t: GmRows) -> tuple:
+    """GM -> UB of k rows of row operand t into LocalTensor t (rows colAlign_ apart)."""
+    if t.layout == "pieces":
+        return (Verbatim(t.pieces),)
+    sz = SizeOf(t.ctype)
+    if t.layout == "flat":
+        return (Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), _K, mul(_HID, sz), t.gap,
+                     _gap_blocks(_COLA, _HID, t.ctype), doc=_spec(t.spec)),)
+    run = Invoke("RunRows", (Sym("r"), sub(_K, Sym("j")))) if t.layout == "runs" else Lit(1)
+    return (For("j", Lit(0), _K, None, (
+        Let("r", add(Sym("r0"), Sym("j"))),
+        Let("m", run),
+        Copy(Ref("t", mul(Sym("j"), _COLA)), GmView(f"gm_{t.gm}", t.off_r), Sym("m"), mul(_HID, sz), t.gap,
+             _gap_blocks(_COLA, _HID, t.ctype), doc=_spec(t.spec)),
+        Assign("j", add(Sym("j"), Sym("m"))),
+    ), doc="one copy per run of rows at a constant GM stride"),)
+
+
+def _copy_rows_out(t: GmRows) -> tuple:
+    """UB -> GM of k rows of output operand t from LocalTensor t."""
+    sz = SizeOf(t.ctype)
+    if t.layout == "flat":
+        return (Copy(GmView(f"gm_{t.gm}", t.off_r0), Ref("t"), _K, mul(_HID, sz), _gap_blocks(_COLA, _HID, t.ctype),
+                     t.gap, doc=_spec(t.spec)),)
+    run = Invoke("RunRows", (Sym("r"), sub(_K, Sym("j")))) if t.layout == "runs" else Lit(1)
+    return (For("j", Lit(0), _K, None, (
+        Let("r", add(Sym("r0"), Sym("j"))),
+        Let("m", run),
+        Copy(GmView(f"gm_{t.gm}", t.off_r), Ref("t", mul(Sym("j"), _COLA)), Sym("m"), mul(_HID, sz),
+             _gap_blocks(_COLA, _HID, t.ctype), t.gap, doc=_spec(t.spec)),
+        Assign("j", add(Sym("j"), Sym("m"))),
+    ), doc="one copy per run of rows at a constant GM stride"),)
+
+
+def _fixed_buffers(s: RowSchedule, bufs: dict) -> tuple:
+    """A strategy's fixed UB buffers (`bufs`: only those it reads) and the views into them."""
+    out: list = []
+    f4 = SizeOf("float")
+    rows = (("workBuf", "w_", s.temps), ("browBuf", "brow_", s.nbrow), ("colBuf", "colv_", s.ncol))
+    for buf, arr, n in rows:
+        if bufs.get(buf):
+            out.append(InitBuffer(f"{buf}_", mul(n, Sym("rowStride_"), f4)))
+            out.append(For("j", Lit(0), Lit(n), Lit(1), (
+                Get(arr, f"{buf}_", "float", mul(Sym("j"), Sym("rowStride_")), slot=Sym("j")),)))
+    for q in ("paramQue", "accOutQue"):
+        if bufs.get(q):
+            out.append(InitBuffer(f"{q}_", mul(Sym("rowStride_"), f4), 1))
+    if bufs.get("reduceBuf"):
+        # ReduceMax's temporary: one (value, index) pair per 256-B repeat, a block aligned, after 8 result floats
+        pairs = mul(div(add(Sym("rowStride_"), 63), 64), 2)
+        out.append(InitBuffer("reduceBuf_", mul(add(_align8(pairs), 8), f4)))
+        out.append(Get("red_", "reduceBuf_", "float"))
+        out.append(View("redTmp_", Ref("red_", Lit(8))))
+    return tuple(out)
+
+
+def _align8(e) -> DimExpr:
+    return Fn("align_up", (as_dim(e), Lit(8)))
+
+
+def _row_split(s: RowSchedule) -> Func:
+    ps = Sym("pass")
+    f4 = SizeOf("float")
+    body: list = [
+        Assign("rowStart_", Invoke("RowStartOf", (BLOCK_IDX,))),
+        Assign("rowEnd_", Invoke("RowStartOf", (add(BLOCK_IDX, 1),))),
+        Assign("c0_", Lit(0)),
+        Assign("n_", _HID),
+        Assign("rowStride_", _COLA),
+        Let("pass", Sym("rowsPerPass")),
+    ]
+    body += [InitBuffer(f"rowInQue_{t.op}", mul(ps, _COLA, SizeOf(t.ctype)), 2) for t in s.row_in]
+    body += [InitBuffer(f"rowOutQue_{t.op}", mul(ps, _COLA, SizeOf(t.ctype)), 2) for t in s.row_out]
+    stat_bytes = mul(_align8(ps), f4)
+    body += [InitBuffer(f"statInQue_{t.op}", stat_bytes, 2) for t in s.stat_in]
+    for t in s.stat_out:
+        body += [InitBuffer(f"statStageBuf_{t.op}", stat_bytes), InitBuffer(f"statOutQue_{t.op}", stat_bytes, 2)]
+    body += list(_fixed_buffers(s, s.bufs))
+    if s.ws_rows_per_core is not None:
+        body.append(Assign("wsRowsPerCore_", Lit(s.ws_rows_per_core)))
+    if s.load_cols:
+        body.append(Call("LoadColumns"))
+    body += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
+    loop: list = []
+    if s.row_in or s.stat_in:
+        loop.append(Call("CopyIn", (Sym("r0"), _K)))
+    loop.append(Call("Compute", (Sym("r0"), _K)))
+    if s.row_out or s.stat_out:
+        loop.append(Call("CopyOut", (Sym("r0"), _K)))
+    body.append(For("r0", Sym("rowStart_"), Sym("rowEnd_"), ps, tuple(loop), tail="k"))
+    if s.flush_row:
+        body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
+    if s.cross_core:
+        body.append(Verbatim(tuple(s.cross_core)))
+    return Func("RowSplit", (), tuple(body))
+
+
+def _copy_in(s: RowSchedule) -> Func:
+    body: list = []
+    for t in s.row_in:
+        body.append(Scope((Alloc("t", f"rowInQue_{t.op}", t.ctype),) + _copy_rows_in(t)
+                          + (EnQue(f"rowInQue_{t.op}", "t"),)))
+    for t in s.stat_in:
+        body.append(Scope((
+            Alloc("t", f"statInQue_{t.op}", "float"),
+            Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), Lit(1), mul(_K, SizeOf("float")), doc=_spec(t.spec),
+                 pad_value=FConst(0.0)),
+            EnQue(f"statInQue_{t.op}", "t"))))
+    return Func("CopyIn", (Param("r0"), Param("k")), tuple(body))
+
+
+def _compute(s: RowSchedule) -> Func:
+    body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
+    body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", "float") for t in s.stat_in]
+    if s.stat_in:
+        body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
+                 WaitFlag(Pipe.MTE2, Pipe.S, 0)]
+    body += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
+    body += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
+    row: list = []
+    if s.batch_index:
+        row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row else None)
+    if s.row_body:
+        row.append(Verbatim(tuple(s.row_body)))
+    body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
+    body += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}") for t in s.row_out]
+    for t in s.stat_out:
+        body.append(Scope((
+            SetFlag(Pipe.S, Pipe.V, 0, doc="the scalar unit wrote the staged statistics"),
+            WaitFlag(Pipe.S, Pipe.V, 0),
+            Alloc("t", f"statOutQue_{t.op}", t.ctype),
+            vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
+            EnQue(f"statOutQue_{t.op}", "t"))))
+    body += [Free(f"rowInQue_{t.op}", f"rowIn_{t.op}") for t in s.row_in]
+    body += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
+    return Func("Compute", (Param("r0"), Param("k")), tuple(body))
+
+
+def _copy_out(s: RowSchedule) -> Func:
+    body: list = []
+    for t in s.row_out:
+        body.append(Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _copy_rows_out(t)
+                          + (Free(f"rowOutQue_{t.op}", "t"),)))
+    for t in s.stat_out:
+        body.append(Scope((
+            DeQue("t", f"statOutQue_{t.op}", t.ctype),
+            Copy(GmView(f"gm_{t.gm}", t.off_r0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
+            Free(f"statOutQue_{t.op}", "t"))))
+    return Func("CopyOut", (Param("r0"), Param("k")), tuple(body))
+
+
+def _batch_steps(s: RowSchedule, row0, flush: str | None) -> list:
+    """The batch bookkeeping at the top of a per-row loop: b = (row0 + i) / seqLen_; a new batch flushes the last
+    (method `flush`) and zeroes its sums; a new batch's rows are loaded."""
+    b, cur, val = Sym("b"), Sym("curBatch_"), Sym("valBatch_")
+    out: list = [Let("b", div(add(row0, Sym("i")), Sym("seqLen_")))]
+    if flush:
+        then: list = [If((Constraint(">=", cur, Lit(0)),), (Call(flush),)), Assign("curBatch_", b)]
+        if s.zero_batch:
+            then.append(Call("ZeroBatchSums"))
+        out.append(If((Constraint("!=", b, cur),), tuple(then)))
+    if s.load_batch:
+        out.append(If((Constraint("!=", b, val),), (Assign("valBatch_", b), Call("LoadBatch", (b,)))))
+    return out
+
+
+def _col_copy_in(t: GmRows) -> tuple:
+    """COL_SPLIT: GM -> UB of the column chunk [c0_, c0_ + n_) of rows [g0, g0 + k) of t into res_<op>."""
+    if t.layout == "pieces":
+        return (Verbatim(t.pieces_col),)
+    sz, rs, n = SizeOf(t.ctype), Sym("rowStride_"), Sym("n_")
+    if t.layout == "flat":
+        return (Copy(Ref(f"res_{t.op}"), GmView(f"gm_{t.gm}", add(t.off_g0, Sym("c0_"))), _K, mul(n, sz), t.gap_col,
+                     _gap_blocks(rs, n, t.ctype), doc=_spec(t.spec)),)
+    run = Invoke("RunRows", (Sym("r"), sub(_K, Sym("j")))) if t.layout == "runs" else Lit(1)
+    return (For("j", Lit(0), _K, None, (
+        Let("r", add(Sym("g0"), Sym("j"))),
+        Let("m", run),
+        Copy(Ref(f"res_{t.op}", mul(Sym("j"), rs)), GmView(f"gm_{t.gm}", add(t.off_r, Sym("c0_"))), Sym("m"),
+             mul(n, sz), t.gap_col, _gap_blocks(rs, n, t.ctype), doc=_spec(t.spec)),
+        Assign("j", add(Sym("j"), Sym("m"))),
+    ), doc="one copy per run of rows at a constant GM stride"),)
+
+
+def _col_copy_out(t: GmRows) -> tuple:
+    """COL_SPLIT: UB -> GM of the column chunk of rows [g0, g0 + k) of output t from LocalTensor t."""
+    sz, rs, n = SizeOf(t.ctype), Sym("rowStride_"), Sym("n_")
+    if t.layout == "flat":
+        return (Copy(GmView(f"gm_{t.gm}", add(t.off_g0, Sym("c0_"))), Ref("t"), _K, mul(n, sz),
+                     _gap_blocks(rs, n, t.ctype), t.gap_col, doc=_spec(t.spec)),)
+    run = Invoke("RunRows", (Sym("r"), sub(_K, Sym("j")))) if t.layout == "runs" else Lit(1)
+    return (For("j", Lit(0), _K, None, (
+        Let("r", add(Sym("g0"), Sym("j"))),
+        Let("m", run),
+        Copy(GmView(f"gm_{t.gm}", add(t.off_r, Sym("c0_"))), Ref("t", mul(Sym("j"), rs)), Sym("m"), mul(n, sz),
+             _gap_blocks(rs, n, t.ctype), t.gap_col, doc=_spec(t.spec)),
+        Assign("j", add(Sym("j"), Sym("m"))),
+    ), doc="one copy per run of rows at a constant GM stride"),)
+
+
+def _col_split(s: RowSchedule) -> Func:
+    """COL_SPLIT: this core's column slice in chunks of colsPerPass; per chunk, groups of groupRows resident rows;
+    per group the row-reduction levels (partial sums of this core's columns to workspace, SyncAll, each core totals
+    the rows it owns, SyncAll, totals read back), then the final per-row stream and the outputs."""
+    f4 = SizeOf("float")
+    core, cores, g, gs, rs = Sym("core"), Sym("cores"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
+    body: list = [
+        Let("core", BLOCK_IDX), Let("cores", BLOCK_NUM),
+        Let("cBegin", mul(core, Sym("colsPerCore"))),
+        Let("cEnd", add(Sym("cBegin"), Select(Constraint("==", core, sub(cores, 1)), Sym("colsTail"),
+                                              Sym("colsPerCore")))),
+        Assign("rowStride_", Sym("colsPerPass")),
+        Let("G", Sym("groupRows")),
+        Assign("groupStride_", Fn("align_up", (g, Lit(8)))),
+    ]
+    for t in s.row_in:
+        body += [InitBuffer(f"resBuf_{t.op}", mul(g, rs, SizeOf(t.ctype))),
+                 Get(f"res_{t.op}", f"resBuf_{t.op}", t.ctype)]
+    body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 1) for t in s.row_out]
+    body += [InitBuffer(f"statInQue_{t.op}", mul(gs, f4), 2) for t in s.stat_in]
+    for t in s.stat_out:
+        body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)), InitBuffer(f"statOutQue_{t.op}", mul(gs, f4), 2)]
+    if s.levels:
+        body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
+                 Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
+    body += list(_fixed_buffers(s, s.bufs_col))
+    body.append(Let("totBase", mul(cores, Lit(s.nlevel), g)))
+    chunk: list = [
+        Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), rs))),
+        If((Constraint(">", Sym("c0_"), Sym("cBegin")),), (SetFlag(Pipe.V, Pipe.MTE2, 0), WaitFlag(Pipe.V, Pipe.MTE2, 0)),
+           doc="the previous chunk's vector work on the column rows is done"),
+    ]
+    if s.load_cols:
+        chunk.append(Call("LoadColumns"))
+    chunk += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
+    grp: list = [If((Constraint(">", Sym("g0"), Lit(0)),), (SetFlag(Pipe.V, Pipe.MTE2, 0),
+                                                          WaitFlag(Pipe.V, Pipe.MTE2, 0)),
+                    doc="the previous group's vector reads of the resident slices are done")]
+    for t in s.row_in:
+        grp += list(_col_copy_in(t))
+    for t in s.stat_in:
+        grp.append(Scope((
+            Alloc("t", f"statInQue_{t.op}", "float"),
+            Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_g0), Lit(1), mul(_K, f4), doc=_spec(t.spec),
+                 pad_value=FConst(0.0)),
+            EnQue(f"statInQue_{t.op}", "t"),
+            DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", "float"))))
+    grp += [SetFlag(Pipe.MTE2, Pipe.V, 0), WaitFlag(Pipe.MTE2, Pipe.V, 0),
+            SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
+    ws = "ws_"
+    for lv, lines, slots in s.levels:
+        per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + [Verbatim(tuple(lines))]
+        grp += [Comment(f"row-reduction level {lv}: partial results of this core's columns, exchanged through "
+                        "workspace"),
+                For("i", Lit(0), _K, Lit(1), tuple(per_row)),
+                SetFlag(Pipe.S, Pipe.MTE3, 0), WaitFlag(Pipe.S, Pipe.MTE3, 0)]
+        for slot, _j, _c in slots:
+            grp.append(Copy(GmView(ws, mul(add(mul(core, Lit(s.nlevel)), Lit(slot)), g)),
+                            Ref("sums_", mul(Lit(slot), gs)), Lit(1), mul(_K, f4)))
+        grp += [Barrier(Pipe.ALL), SyncAll()]
+        for slot, j, comb in slots:
+            grp.append(Call("TotalOwnedRows", (Lit(slot), add(Sym("totBase"), mul(Lit(j), g)), _K, comb == "Max")))
+        grp += [Barrier(Pipe.ALL), SyncAll()]
+        for _slot, j, _c in slots:
+            grp.append(Copy(Ref("tots_", mul(Lit(j), gs)), GmView(ws, add(Sym("totBase"), mul(Lit(j), g))), Lit(1),
+                            mul(_K, f4), pad_value=FConst(0.0)))
+        grp += [SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
+    grp += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
+    grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
+    final: list = []
+    if s.flush_col or s.load_batch:
+        final += _batch_steps(s, Sym("g0"), "FlushCol" if s.flush_col else None)
+    if s.final_body:
+        final.append(Verbatim(tuple(s.final_body)))
+    grp.append(For("i", Lit(0), _K, Lit(1), tuple(final)))
+    for t in s.row_out:
+        grp += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
+                Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
+                      + (Free(f"rowOutQue_{t.op}", "t"),))]
+    for t in s.stat_out:
+        grp.append(If((Constraint("==", core, Lit(0)), Constraint("==", Sym("c0_"), Sym("cBegin"))), (
+            SetFlag(Pipe.S, Pipe.V, 0), WaitFlag(Pipe.S, Pipe.V, 0),
+            Alloc("t", f"statOutQue_{t.op}", t.ctype),
+            vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
+            EnQue(f"statOutQue_{t.op}", "t"),
+            DeQue("t", f"statOutQue_{t.op}", t.ctype),
+            Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
+            Free(f"statOutQue_{t.op}", "t"))))
+    grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
+    chunk.append(For("g0", Lit(0), Sym("rowNum_"), g, tuple(grp), tail="k"))
+    if s.flush_col:
+        chunk.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushCol"),)))
+    if s.col_final:
+        chunk.append(Verbatim(tuple(s.col_final)))
+    body.append(For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of this core's slice"))
+    return Func("ColSplit", (), tuple(body))
+
+
+ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Compute", "CopyOut")
+"""The methods of the ROW_SPLIT schedule, in the order a class prints them."""
+COL_FIELDS = ("strategy", "rowsPerPass", "colsPerCore", "colsTail", "colsPerPass", "groupRows")
+"""The tiling-data fields the schedule reads (opgen.tiling.rowkernel)."""
+
+
+def row_split_class(name: str, s: RowSchedule) -> KernelClass:
+    """The Kernel IR of class `name`'s ROW_SPLIT schedule: Process calls RowSplit; RowSplit, CopyIn (when there is
+    an input), Compute and CopyOut (when there is an output) are IR; the methods the file skeleton prints (the
+    batch and column helpers, RowStartOf, RunRows, GapBlocks, the Off_<operand> address functions) are `extern`;
+    the members are declared for the verifier (the skeleton prints them)."""
+    ops = {t.op: t for t in s.row_in + s.row_out + s.stat_in + s.stat_out}
+    gms: dict = {}
+    for t in ops.values():
+        if t.layout != "pieces":
+            gms.setdefault(t.gm, GmTensor(f"gm_{t.gm}", "float" if t in s.stat_in else t.ctype, t.gm))
+    locals_ = [Local(f"rowInQue_{t.op}", TPos.VECIN, True) for t in s.row_in]
+    locals_ += [Local(f"rowOutQue_{t.op}", TPos.VECOUT, True) for t in s.row_out]
+    locals_ += [Local(f"statInQue_{t.op}", TPos.VECIN, True) for t in s.stat_in]
+    for t in s.stat_out:
+        locals_ += [Local(f"statStageBuf_{t.op}"), Local(f"statOutQue_{t.op}", TPos.VECOUT, True)]
+    locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_")]
+    locals_ += [Local("workBuf_"), Local("browBuf_"), Local("colBuf_"), Local("paramQue_", TPos.VECIN, True),
+                Local("accOutQue_", TPos.VECOUT, True), Local("reduceBuf_")]
+    tensors = [TensorVar(f"rowIn_{t.op}", t.ctype) for t in s.row_in]
+    tensors += [TensorVar(f"rowOut_{t.op}", t.ctype) for t in s.row_out]
+    tensors += [TensorVar(f"statIn_{t.op}", "float") for t in s.stat_in]
+    tensors += [TensorVar(f"statStage_{t.op}", "float") for t in s.stat_out]
+    tensors += [TensorVar(f"res_{t.op}", t.ctype) for t in s.row_in]
+    tensors += [TensorVar("w_", "float", max(s.temps, 1)), TensorVar("red_", "float"), TensorVar("redTmp_", "float"),
+                TensorVar("sums_", "float"), TensorVar("tots_", "float")]
+    if s.nbrow:
+        tensors.append(TensorVar("brow_", "float", s.nbrow))
+    if s.ncol:
+        tensors.append(TensorVar("colv_", "float", s.ncol))
+    ext = [Func("FlushRow", extern=True), Func("FlushCol", extern=True),
+           Func("TotalOwnedRows", (Param("slot"), Param("dst"), Param("k"), Param("isMax", "bool")), extern=True), Func("LoadColumns", extern=True), Func("ZeroBatchSums", extern=True),
+           Func("LoadBatch", (Param("b"),), extern=True),
+           Func("RowStartOf", (Param("core"),), ret="int64_t", const=True, extern=True),
+           Func("RunRows", (Param("r"), Param("left")), ret="int64_t", const=True, extern=True),
+           Func("GapBlocks", (Param("stride"), Param("len"), Param("bytes")), ret="int64_t", extern=True)]
+    ext += [Func(f"Off_{n}", (Param("r"),), ret="int64_t", const=True, extern=True) for n in s.strided]
+    methods = [_row_split(s), _col_split(s)]
+    if s.row_in or s.stat_in:
+        methods.append(_copy_in(s))
+    methods.append(_compute(s))
+    if s.row_out or s.stat_out:
+        methods.append(_copy_out(s))
+    return KernelClass(
+        name, s.tiling_struct, args=tuple(gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
+        locals=tuple(locals_),
+        tensors=tuple(tensors), scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS), fields=COL_FIELDS + tuple(s.fields),
+        process=(If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),), (Call("ColSplit"),)),),
+        methods=tuple(methods + ext), tparams=tuple(s.tparams), doc="ROW_SPLIT / COL_SPLIT schedule")

@@ -1,0 +1,114 @@
+"""The rows family's ROW_SPLIT and COL_SPLIT schedules as Kernel IR (opgen.kernel.rowsched): for example specs, the IR of every
+kernel class verifies, has the copies, queues and flags the spec's inputs and outputs call for (facts read off the
+spec files, not the code), is what the op_kernel header prints, and a dropped flag is refused by the verifier."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+from opgen.codegen.kernel import class_context, row_split_ir
+from opgen.kernel import kir
+from opgen.kernel.isa import Pipe
+from opgen.passes.pipeline import kernel_build
+from opgen.registry import load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.lru_cache(maxsize=None)
+def _irs(name: str):
+    spec = load_spec(str(ROOT / "examples" / "specs" / f"{name}.py"))
+    u = kernel_build(spec)
+    ex = u.lowered.extra
+    return spec, u, [row_split_ir(spec, v, ex["dims"], class_context(spec, v, ex["dims"])) for v in ex["variants"]]
+
+
+def _scopes(k: kir.KernelClass, method: str) -> list:
+    return [s for s in k.method(method).body if isinstance(s, kir.Scope)]
+
+
+# (spec, row/stat inputs copied per pass, outputs copied per pass, statistics read by the scalar unit)
+CASES = [("rms_norm", 1, 2, False),            # x; y and rstd (gamma is a column row, loaded once)
+         ("layer_norm_grad", 4, 1, True),      # dy, x, rstd, mean; pd_x (pd_gamma, pd_beta: column sums)
+         ("scaled_transpose", 1, 1, False),
+         ("joint_concat", 1, 1, False)]        # the concat of txt and img is one row operand
+
+
+@pytest.mark.parametrize("name, n_in, n_out, stats", CASES, ids=[c[0] for c in CASES])
+def test_row_split_ir_has_one_copy_scope_per_operand_and_verifies(name, n_in, n_out, stats):
+    _spec, _u, irs = _irs(name)
+    assert irs
+    for k in irs:
+        kir.verify(k)
+        assert len(_scopes(k, "CopyIn")) == n_in and len(_scopes(k, "CopyOut")) == n_out
+        flags = [s for s in k.method("Compute").body if isinstance(s, kir.SetFlag)]
+        assert any(f.src is Pipe.MTE2 and f.dst is Pipe.S for f in flags) == stats
+        loops = [s for s in k.method("RowSplit").body if isinstance(s, kir.For)]
+        assert loops[-1].var == "r0" and loops[-1].tail == "k"   # the pass loop and its last, shorter pass
+        chunks = [s for s in k.method("ColSplit").body if isinstance(s, kir.For)][-1]
+        groups = [s for s in chunks.body if isinstance(s, kir.For)][-1]
+        assert chunks.var == "c0_" and groups.var == "g0" and groups.tail == "k"
+        # each row input is resident in its own TBuf for COL_SPLIT, copied once per group
+        copies = [s for s in kir.walk(groups.body) if isinstance(s, kir.Copy) and s.pipe is Pipe.MTE2
+                  and isinstance(s.dst, kir.Ref) and s.dst.tensor.startswith("res_")]
+        assert len(copies) == (n_in - (2 if stats else 0)) or name == "joint_concat"
+
+
+def test_strided_and_concat_operands_copy_per_run_and_per_piece():
+    # scaled_transpose: y = x with S and N swapped; the rows of one of the two are strided in GM
+    k = _irs("scaled_transpose")[2][0]
+    runs = [s for m in ("CopyIn", "CopyOut") for s in kir.walk(k.method(m).body)
+            if isinstance(s, kir.For) and s.step is None]
+    assert runs and all(any(isinstance(x, kir.Copy) for x in kir.walk(r.body)) for r in runs)
+    # joint_concat: the copy-in of the concatenated rows picks the piece each run lies in
+    k = _irs("joint_concat")[2][0]
+    assert any(isinstance(s, kir.Verbatim) for s in kir.walk(k.method("CopyIn").body))
+
+
+def test_the_header_prints_the_ir():
+    spec, u, irs = _irs("layer_norm_grad")
+    text = " ".join(next(t for p, t in u.family.emit(spec, u.lowered, u.tiling).items() if p.endswith(".h")).split())
+    for k in irs:
+        for m in k.methods:
+            if not m.extern:
+                assert " ".join(kir.methods_cpp(k, [m.name]).split()) in text, m.name
+
+
+def test_a_dropped_flag_or_hand_off_is_refused():
+    k = _irs("layer_norm_grad")[2][0]
+
+    def without(method, pred):
+        ms = tuple(kir.Func(m.name, m.params, tuple(s for s in m.body if not pred(s)), m.ret, m.const, m.doc,
+                            m.extern) if m.name == method else m for m in k.methods)
+        return kir.KernelClass(**{**k.__dict__, "methods": ms})
+
+    with pytest.raises(kir.IRError, match="without a SetFlag"):
+        kir.verify(without("Compute", lambda s: isinstance(s, kir.SetFlag)))
+    with pytest.raises(kir.IRError, match="nothing enqueued|still holds|leaves queues"):
+        kir.verify(without("Compute", lambda s: isinstance(s, kir.EnQue)))
+    with pytest.raises(kir.IRError, match="leaves queues"):
+        kir.verify(without("Compute", lambda s: isinstance(s, kir.Free)))
+
+
+EXAMPLES = sorted(p.stem for p in (ROOT / "examples" / "specs").glob("*.py") if not p.name.startswith("_"))
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_example_schedule_verifies_and_prints(name):
+    _spec, _u, irs = _irs(name)
+    assert irs
+    for k in irs:
+        kir.verify(k)
+        text = kir.to_text(k)
+        assert "func RowSplit()" in text and "func ColSplit()" in text and "tail k" in text
+        # every queue a strategy initialises is allocated or dequeued by the schedule it belongs to
+        for m in ("RowSplit", "ColSplit"):
+            inited = {s.buf for s in kir.walk(k.method(m).body) if isinstance(s, kir.InitBuffer)}
+            reach = [k.method(m)] + [k.method(c.method) for c in kir.walk(k.method(m).body)
+                                     if isinstance(c, kir.Call) and not k.method(c.method).extern]
+            used = {s.queue for f in reach for s in kir.walk(f.body) if isinstance(s, (kir.Alloc, kir.DeQue))}
+            queues = {b.name for b in k.locals if b.queue} - {"paramQue_", "accOutQue_"}   # the helpers' queues
+            assert inited & queues <= used, (m, sorted((inited & queues) - used))
