@@ -566,6 +566,10 @@ def cmd_check(args) -> int:
     spec = load_spec(args.op)
     attrs = _kv(args.attr, "--attr")
     dtypes = _kv(args.dtype, "--dtype")
+    if args.engine == "kir":
+        from opgen.check.kirengine import require_kernel_ir  # lazy: start-up time
+
+        require_kernel_ir(spec)
     if (args.inputs is None) == (args.dims is None):
         raise OpgenError("give exactly one of --inputs FILE.npz or --dims NAME=VALUE,...")
     if args.save_inputs and args.inputs is not None:
@@ -703,6 +707,9 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--deterministic", action="store_true", help="tell the TilingFunc the framework asks for "
                     "deterministic computation (TilingContext::GetDeterministic() returns 1; default 0)")
     cp.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    cp.add_argument("--engine", choices=("emu", "kir"), default="emu",
+                    help="run the kernel in the g++ emulation (emu, default) or the Kernel IR interpreter (kir: only "
+                         "a kernel that is Kernel IR throughout; others are refused with the reason)")
     cp.add_argument("--gen-dir", help="generated tree holding <op_snake>/op_host and op_kernel "
                     "(default: generated/ at the project root)")
     cp.set_defaults(fn=cmd_check)

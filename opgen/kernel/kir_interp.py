@@ -32,6 +32,7 @@ alone, as the emulation's threads may. A fault in one core stops the launch (the
 
 from __future__ import annotations
 
+import operator
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -39,7 +40,7 @@ import ml_dtypes
 import numpy as np
 
 from opgen.errors import OpgenError
-from opgen.ir.dims import Constraint, DimExpr, as_dim
+from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe
 
@@ -62,6 +63,16 @@ _PROD = {kir.TPos.VECIN: PIDX[Pipe.MTE2], kir.TPos.VECOUT: PIDX[Pipe.V]}
 _CONS = {kir.TPos.VECIN: PIDX[Pipe.V], kir.TPos.VECOUT: PIDX[Pipe.MTE3]}
 """Producer / consumer pipe of a UB queue's hand-off by position (§1.5; VECCALC carries none)."""
 _UB_POS = (kir.TPos.VECIN, kir.TPos.VECOUT, kir.TPos.VECCALC)
+
+
+_BINOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod}
+_CMPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+         ">=": operator.ge}
+
+
+class NotKernelIR(OpgenError):
+    """A kernel class that cannot be interpreted: part of it is not Kernel IR yet (C++ text or an extern method);
+    the message names the part."""
 
 
 class KirFault(OpgenError):
@@ -202,11 +213,59 @@ class _Core:
         return out
 
     def ival(self, e, frame) -> int:
+        if isinstance(e, bool):
+            return int(e)
+        env = self.env(frame)
         try:
-            return int(as_dim(e).evaluate(self.env(frame)))
+            return int(self.ev(as_dim(e), env))
+        except KirFault:
+            raise
         except OpgenError as ex:
             raise KirFault(f"{self.where}: integer expression {e}: {ex}") from None
 
+    def ev(self, e, env) -> int:
+        """An integer expression's value (C++ int64 semantics for values >= 0); Invoke runs the method."""
+        if isinstance(e, Lit):
+            return e.value
+        if isinstance(e, Sym):
+            if e.name not in env:
+                raise KirFault(f"{self.where}: symbol {e.name} is not bound")
+            return int(env[e.name])
+        if isinstance(e, Bin):
+            a, b = self.ev(as_dim(e.lhs), env), self.ev(as_dim(e.rhs), env)
+            if e.op in ("//", "%") and b == 0:
+                raise KirFault(f"{self.where}: division by zero in {e}")
+            return _BINOPS[e.op](a, b)
+        if isinstance(e, Fn):
+            v = [self.ev(as_dim(a), env) for a in e.args]
+            if e.fn in ("ceil_div", "align_up") and v[1] <= 0:
+                raise KirFault(f"{self.where}: {e.fn} by {v[1]} in {e}")
+            return {"min": min, "max": max, "ceil_div": lambda a, b: -(-a // b),
+                    "align_up": lambda a, b: -(-a // b) * b}[e.fn](*v)
+        if isinstance(e, kir.Select):
+            return self.ev(as_dim(e.a), env) if self.holds(e.cond, env) else self.ev(as_dim(e.b), env)
+        if isinstance(e, kir.Invoke):
+            return self.invoke(e.method, [self.ev(as_dim(a), env) for a in e.args])
+        return int(e.evaluate(env))
+
+    def holds(self, c: Constraint, env) -> bool:
+        return _CMPS[c.op](self.ev(as_dim(c.lhs), env), self.ev(as_dim(c.rhs), env))
+
+    def invoke(self, method: str, values: list) -> int:
+        """The int64 result of method(values...) inside an expression (runs its body; no SyncAll inside)."""
+        m = self.methods[method]
+        frame = {"ints": {p.name: v for p, v in zip(m.params, values)}, "floats": {}, "tensors": {}, "gms": {}}
+        outer, self.where = self.where, method
+        value = None
+        try:
+            for _ in self.block(m.body, frame):
+                raise KirFault(f"{method}: SyncAll inside a method called from an expression")
+        except _Return as r:
+            value = self.ival(r.value, frame)
+        self.where = outer
+        if value is None:
+            raise KirFault(f"{method} returned no value")
+        return value
     def fval(self, f, frame) -> np.float32:
         if isinstance(f, kir.FConst):
             return np.float32(f.value)
@@ -378,16 +437,23 @@ class _Core:
         elif isinstance(s, kir.For):
             member = s.var in self.members and s.var not in frame["ints"]
             store = self.members if member else frame["ints"]
-            store[s.var] = self.ival(s.lo, frame)
+            if member:
+                store[s.var] = self.ival(s.lo, frame)
+            else:
+                _define(frame["ints"], s.var, self.ival(s.lo, frame))
             while store[s.var] < self.ival(s.hi, frame):
                 inner = _sub(frame)
                 if s.tail:
                     _define(inner["ints"], s.tail, min(self.ival(s.step, frame), self.ival(s.hi, frame) - store[s.var]))
+                before = store[s.var]
                 yield from self.block(s.body, inner)
-                store[s.var] += self.ival(s.step, frame)
+                if s.step is not None:
+                    store[s.var] += self.ival(s.step, frame)
+                elif store[s.var] <= before:
+                    raise KirFault(f"{self.where}: the loop over {s.var} did not advance (the device would hang)")
         elif isinstance(s, kir.If):
             env = self.env(frame)
-            take = all(c.holds(env) for c in s.cond)
+            take = all(self.holds(c, env) for c in s.cond)
             yield from self.block(s.then if take else s.orelse, _sub(frame))
         elif isinstance(s, kir.InitBuffer):
             self.init_buffer(s, frame)
@@ -396,7 +462,11 @@ class _Core:
             if base is None:
                 raise KirFault(f"TBuf::Get on a buffer that was not InitBuffer'ed ({s.buf})")
             sz = NP_TYPES[self.dt(s.dtype)].itemsize
-            self.bind(s.var, LT(base, length // sz, self.dt(s.dtype)).at(self.ival(s.offset, frame)), frame)
+            t = LT(base, length // sz, self.dt(s.dtype)).at(self.ival(s.offset, frame))
+            if s.slot is not None:
+                self.mtensors[s.var][self.ival(s.slot, frame)] = t
+            else:
+                self.bind(s.var, t, frame)
         elif isinstance(s, kir.View):
             self.bind(s.var, self.tensor(s.src, frame), frame)
         elif isinstance(s, kir.Alloc):
@@ -476,11 +546,17 @@ class _Core:
             raise _Return(s.value)
         elif isinstance(s, kir.Comment):
             pass
+        elif isinstance(s, kir.Scope):
+            yield from self.block(s.body, _sub(frame))
+        elif isinstance(s, kir.Verbatim):
+            raise NotKernelIR(f"{self.where}: C++ text, not Kernel IR: {s.lines[0].strip() if s.lines else ''}")
         else:
             raise KirFault(f"unknown statement {type(s).__name__}")
 
     def call(self, s: kir.Call, frame):
         m = self.methods[s.method]
+        if m.extern:
+            raise NotKernelIR(f"{self.where}: calls {s.method}, a method that is C++ text, not Kernel IR")
         inner = {"ints": {}, "floats": {}, "tensors": {}, "gms": {}}
         for p, a in zip(m.params, s.args):
             if p.kind == "tensor":
@@ -490,6 +566,8 @@ class _Core:
                 inner["gms"][p.name] = (g.name, off // NP_TYPES[self.dt(g.dtype)].itemsize)
             elif p.kind == "float":
                 inner["floats"][p.name] = self.fval(a, frame)
+            elif isinstance(a, bool):
+                inner["ints"][p.name] = int(a)
             else:
                 inner["ints"][p.name] = self.ival(a, frame)
         outer, self.where = self.where, s.method
@@ -792,6 +870,44 @@ def _define(scope, name, value):
     dict.__setitem__(scope, name, value)
 
 
+def opaque(k: kir.KernelClass) -> str | None:
+    """Why kernel class `k` cannot be interpreted (the first Verbatim statement or call of an extern method
+    reachable from Init / Process, named with its method), or None when all of it is Kernel IR."""
+    methods = {m.name: m for m in k.methods}
+    seen: set = set()
+
+    def exprs(s):
+        for v in vars(s).values() if hasattr(s, "__dataclass_fields__") else ():
+            for x in (v if isinstance(v, tuple) else (v,)):
+                if isinstance(x, DimExpr):
+                    yield x
+                elif isinstance(x, (kir.Ref, kir.GmView)):
+                    yield from (y for y in vars(x).values() if isinstance(y, DimExpr))
+                elif isinstance(x, tuple):
+                    yield from (y for y in x if isinstance(y, DimExpr))
+
+    def body(where, stmts):
+        for s in kir.walk(stmts):
+            if isinstance(s, kir.Verbatim):
+                return f"{where} holds C++ text ({len(s.lines)} line(s), e.g. {s.lines[0].strip()[:60]!r})" \
+                    if s.lines else f"{where} holds C++ text"
+            names = [s.method] if isinstance(s, kir.Call) else []
+            for e in exprs(s):
+                names += [i.method for i in kir.invokes(e)]
+            for n in names:
+                m = methods.get(n)
+                if m is not None and m.extern:
+                    return f"{where} calls {n}, which is C++ text"
+                if m is not None and n not in seen:
+                    seen.add(n)
+                    why = body(n, m.body)
+                    if why:
+                        return why
+        return None
+
+    return body("Init", k.init) or body("Process", k.process)
+
+
 def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: int = 196608,
         workspace: np.ndarray | None = None, types: dict | None = None, verify_first: bool = True) -> RunResult:
     """Run kernel class `k` on `block_dim` cores (core i has GetBlockIdx() = i, GetBlockNum() = block_dim).
@@ -801,9 +917,13 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
     GmTensors with workspace=True); types: {template parameter: element type} ("T" -> "half"); ub_bytes: the UB of
     each core in bytes (the platform's, opgen.platforms). Returns a RunResult (faults as `[core k] message`, the
     first one stops the launch, as the emulation's launch does). Raises kir.IRError for a malformed program (the
-    verifier) and OpgenError for a missing tiling field or GM argument."""
+    verifier), NotKernelIR for a class with C++ text left in it (`opaque`) and OpgenError for a missing tiling
+    field or GM argument."""
     if verify_first:
         kir.verify(k)
+    why = opaque(k)
+    if why:
+        raise NotKernelIR(f"kernel {k.name} is not Kernel IR throughout: {why}")
     types = dict(types or {})
     for t in k.tparams:
         if types.get(t) not in NP_TYPES:

@@ -298,6 +298,10 @@ class _Analysis:
             else:
                 raise kir.IRError("the dependency analysis found no fixed point for a loop", s)
             return head
+        if isinstance(s, kir.Scope):
+            return self.block(ds, s.body, pos + ("s",), dict(scope))
+        if isinstance(s, kir.Verbatim):
+            raise kir.IRError("the dependency pass needs Kernel IR throughout; C++ text is opaque", s)
         if isinstance(s, kir.If):
             a = self.block({k: d.copy() for k, d in ds.items()}, s.then, pos + ("t",), dict(scope))
             b = self.block({k: d.copy() for k, d in ds.items()}, s.orelse, pos + ("e",), dict(scope))
@@ -313,8 +317,12 @@ class _Analysis:
         if isinstance(s, kir.Get):
             sz = self.size(s.dtype)
             off = kir.const_value(s.offset)
+            name = scope.get(s.var, s.var)
+            if s.slot is not None:
+                slot = kir.const_value(s.slot)
+                name = f"{name}[{slot if slot is not None else '?'}]"
             for d in ds.values():
-                d.binds[scope.get(s.var, s.var)] = (("b", s.buf), None if off is None or sz is None else off * sz,
+                d.binds[name] = (("b", s.buf), None if off is None or sz is None else off * sz,
                                                     s.dtype)
             return ds
         if isinstance(s, kir.View):
@@ -400,6 +408,8 @@ class _Analysis:
             return ds
         if isinstance(s, kir.Call):
             m = self.methods[s.method]
+            if m.extern:
+                raise kir.IRError(f"the dependency pass needs Kernel IR throughout; {s.method} is C++ text", s)
             inner = {}
             for p, a in zip(m.params, s.args):
                 if p.kind == "tensor":
@@ -495,11 +505,14 @@ def _map_bodies(k: kir.KernelClass, fn) -> kir.KernelClass:
                 s = replace(s, body=walk(s.body, p + ("b",)))
             elif isinstance(s, kir.If) and p is not None:
                 s = replace(s, then=walk(s.then, p + ("t",)), orelse=walk(s.orelse, p + ("e",)))
+            elif isinstance(s, kir.Scope) and p is not None:
+                s = replace(s, body=walk(s.body, p + ("s",)))
             res.append(s)
         return tuple(res)
 
     return replace(k, init=walk(k.init, ("Init",)), process=walk(k.process, ("Process",)),
-                   methods=tuple(replace(m, body=walk(m.body, (m.name,))) for m in k.methods))
+                   methods=tuple(replace(m, body=walk(m.body, (m.name,))) if not m.extern else m
+                                 for m in k.methods))
 
 
 def strip_syncs(k: kir.KernelClass) -> kir.KernelClass:

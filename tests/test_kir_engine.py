@@ -1,0 +1,50 @@
+"""`opgen check --engine kir` (opgen.check.kirengine): a kernel that is not Kernel IR throughout is refused with one
+line naming the operator, the class and the first part that is C++ text, exit 2, before anything is built; the
+default engine stays the g++ emulation; the interpreter and the dependency pass refuse opaque parts the same way."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from opgen.cli import build_parser
+from opgen.kernel import kir_interp as ki
+from opgen.kernel import kir_sync as ks
+from opgen.kernel.kir import Func, IRError, Verbatim
+
+from inproc import cli
+from test_kir import rows_kernel
+
+
+@pytest.mark.parametrize("spec, op", [("examples/specs/rms_norm.py", "RmsNorm"),
+                                      ("examples/specs/add_rms_norm.py", "AddRmsNorm"),
+                                      ("examples/specs/softmax.py", "SoftmaxV2")])
+def test_check_engine_kir_refuses_a_kernel_with_cpp_text_in_one_line(spec, op):
+    r = cli("check", spec, "--dims", "B=2,H=32", "--engine", "kir")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"opgen: error: --engine kir: {op}'s kernel class ")
+    assert "is not Kernel IR throughout: " in lines[0] and "C++ text" in lines[0] and "use --engine emu" in lines[0]
+
+
+def test_the_default_engine_is_the_emulation():
+    a = build_parser().parse_args(["check", "X", "--dims", "B=1"])
+    assert a.engine == "emu"
+    r = cli("check", "examples/specs/rms_norm.py", "--dims", "B=1", "--engine", "gpu")
+    assert r.returncode == 2 and "invalid choice: 'gpu'" in r.stderr
+
+
+def test_opaque_names_verbatim_text_and_extern_calls():
+    k = rows_kernel()
+    assert ki.opaque(k) is None
+    m = k.methods[1]
+    vk = replace(k, methods=(k.methods[0], replace(m, body=m.body + (Verbatim(("Foo(x);",)),)), k.methods[2]))
+    assert ki.opaque(vk) == "Compute holds C++ text (1 line(s), e.g. 'Foo(x);')"
+    with pytest.raises(ki.NotKernelIR, match="not Kernel IR throughout: Compute holds C\\+\\+ text"):
+        ki.run(vk, {}, {}, 1)
+    with pytest.raises(IRError, match="C\\+\\+ text is opaque"):
+        ks.place_syncs(vk)
+    ek = replace(k, methods=(replace(k.methods[0], extern=True, body=()),) + k.methods[1:])
+    assert ki.opaque(ek) == "Process calls CopyIn, which is C++ text"
