@@ -6,20 +6,24 @@ test: deleting any one placed sync makes it fault with a race."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
-from opgen.ir.dims import Lit
+from opgen.ir.dims import Constraint, Lit, Sym
 from opgen.kernel import kir_interp as ki
 from opgen.kernel import kir_sync as ks
 from opgen.kernel.isa import Op, Pipe
-from opgen.kernel.kir import (Barrier, Copy, FConst, For, Get, GetValue, GmTensor, GmView, InitBuffer,
-                              KernelClass, Local, Ref, SetFlag, SetValue, TensorVar, WaitFlag, vec)
+from opgen.kernel.kir import (Alloc, Barrier, Copy, DeQue, EnQue, FConst, For, Free, Get, GetValue, GmTensor,
+                              GmView, If, InitBuffer, KernelClass, Local, Ref, SetFlag, SetValue, TensorVar, TPos,
+                              WaitFlag, vec)
 
 from kir_programs import softmax_rows, sync_all_kernel
 from test_kir import rows_kernel
 
 NBLK = 4          # blocks of 8 floats (32 B) in the random programs' buffer
+_NAMES = itertools.count()
 
 
 def _random_ops(rng, n):
@@ -34,7 +38,7 @@ def _random_ops(rng, n):
         elif kind == "add":
             ops.append(vec(Op.ADDS, dst=Ref("t", Lit(8 * b)), src0=Ref("t", Lit(8 * c)), scalar=1.0, count=8))
         elif kind == "get":
-            ops.append(GetValue(f"g{i}", Ref("t", Lit(8 * b + int(rng.integers(0, 8))))))
+            ops.append(GetValue(f"g{next(_NAMES)}", Ref("t", Lit(8 * b + int(rng.integers(0, 8))))))
         else:
             ops.append(SetValue(Ref("t", Lit(8 * b)), FConst(float(i))))
     return tuple(ops)
@@ -133,7 +137,7 @@ def _violations(stmts) -> list:
     return bad
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(30))
 def test_random_straight_line_programs_pair_by_pair(seed):
     rng = np.random.default_rng(seed)
     k0 = _program(_random_ops(rng, 12), loop=False)
@@ -160,6 +164,65 @@ def test_random_looped_programs_race_free_and_every_sync_needed(seed):
     k, ins = ks.place_syncs(k0)
     r = _run(k)
     assert r.ok, r.first_fault
+    for w in ks.placed(ins):
+        r = _run(ks.without(k0, ins, w))
+        assert not r.ok and "race" in r.first_fault, (w, r.first_fault)
+
+
+def _branchy_program(rng, depth: int) -> KernelClass:
+    """A loop of 4 iterations: random ops, an If on the iteration's parity with random ops in each branch, and a
+    pipeline step through a double-buffered VECIN queue (copy in, hand-off, a V op into the TBuf); depth 2 nests
+    another such loop in the then-branch."""
+    def step(d):
+        pipe_ = (Alloc("qt", "q", "float"), Copy(Ref("qt"), GmView("gmX", Lit(8 * int(rng.integers(0, NBLK)))),
+                                                  Lit(1), Lit(32)),
+                 EnQue("q", "qt"), DeQue("qt", "q", "float"),
+                 vec(Op.ADD, dst=Ref("t", Lit(8 * int(rng.integers(0, NBLK)))), src0="qt",
+                     src1=Ref("t", Lit(8 * int(rng.integers(0, NBLK)))), count=8),
+                 Free("q", "qt"))
+        then = _random_ops(rng, 3)
+        if d > 1:
+            then = then + (For(f"it{d - 1}", Lit(0), Lit(2), Lit(1), step(d - 1)),)
+        var = f"it{d}"
+        return _random_ops(rng, 3) + (If((Constraint("==", Sym(var) % 2, Lit(0)),), then, _random_ops(rng, 3)),) + \
+            pipe_ + _random_ops(rng, 2)
+
+    body = step(depth)
+    process = (InitBuffer("b", Lit(32 * NBLK)), Get("t", "b", "float"), InitBuffer("q", Lit(32), 2),
+               Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32 * NBLK)), For(f"it{depth}", Lit(0), Lit(4), Lit(1), body))
+    return KernelClass("Rnd", "RndTiling", args=("x", "y"),
+                       gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "float", "y")),
+                       locals=(Local("b"), Local("q", TPos.VECIN, True, 2)), tensors=(TensorVar("t", "float"),),
+                       process=process)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_programs_with_branches_and_a_double_buffered_queue_run_race_free(seed):
+    # Soundness only: the analysis is path-insensitive (it joins the branches of every iteration), so on
+    # parity-driven branches a placed sync may guard a path no run takes; minimality is shown where the analysis
+    # is exact (the straight-line and branch-free tests above, the hand-built kernels below).
+    rng = np.random.default_rng(500 + seed)
+    k0 = _branchy_program(rng, 1 + seed % 2)
+    k, ins = ks.place_syncs(k0)
+    assert ks.conflicts(k) == []
+    r = _run(k)
+    assert r.ok, r.first_fault
+
+
+def test_a_double_buffered_queue_needs_no_flag_between_its_pipes():
+    body = (Alloc("qt", "q", "float"), Copy(Ref("qt"), GmView("gmX"), Lit(1), Lit(32)), EnQue("q", "qt"),
+            DeQue("qt", "q", "float"), vec(Op.ADDS, dst=Ref("t"), src0="qt", scalar=1.0, count=8), Free("q", "qt"),
+            Copy(GmView("gmY"), Ref("t"), Lit(1), Lit(32)))
+    k0 = KernelClass("Pipe2", "RndTiling", args=("x", "y"),
+                     gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "float", "y")),
+                     locals=(Local("b"), Local("q", TPos.VECIN, True, 2)), tensors=(TensorVar("t", "float"),),
+                     process=(InitBuffer("b", Lit(32 * NBLK)), Get("t", "b", "float"), InitBuffer("q", Lit(32), 2),
+                              For("it", Lit(0), Lit(4), Lit(1), body)))
+    k, ins = ks.place_syncs(k0)
+    events = sorted(s.event for v in ins.values() for s in v if isinstance(s, SetFlag))
+    assert events == ["MTE3_V", "V_MTE3"], events       # the copy out reads t; the next Adds overwrites it
+    assert not any(isinstance(s, Barrier) for v in ins.values() for s in v)
+    assert _run(k).ok
     for w in ks.placed(ins):
         r = _run(ks.without(k0, ins, w))
         assert not r.ok and "race" in r.first_fault, (w, r.first_fault)

@@ -24,6 +24,8 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
 * Branches are analysed separately and joined (an access ordered on one path only is unordered); a loop body is
   analysed until the state at its head is a fixed point of entry ⊔ end-of-body, so a dependency carried from one
   iteration to the next is found (and a sync placed only where one is), without a barrier at every loop edge.
+  After a loop that provably runs (constant bounds, lo < hi) the state is the body's output at the fixed point;
+  otherwise the join with the loop's entry (zero iterations) too.
   The state is a set of disjuncts keyed by the queues' allocator states, so the blocks of a double-buffered
   queue stay apart across iterations.
 * After placement, each placed sync is removed in turn and kept removed when the analysis then finds no conflict.
@@ -297,6 +299,9 @@ class _Analysis:
                 head = nxt
             else:
                 raise kir.IRError("the dependency analysis found no fixed point for a loop", s)
+            lo, hi = kir.const_value(s.lo), kir.const_value(s.hi)
+            if lo is not None and hi is not None and lo < hi:
+                return out        # runs at least once: the state after an iteration from the fixed point
             return head
         if isinstance(s, kir.Scope):
             return self.block(ds, s.body, pos + ("s",), dict(scope))
