@@ -112,3 +112,20 @@ def test_every_example_schedule_verifies_and_prints(name):
             used = {s.queue for f in reach for s in kir.walk(f.body) if isinstance(s, (kir.Alloc, kir.DeQue))}
             queues = {b.name for b in k.locals if b.queue} - {"paramQue_", "accOutQue_"}   # the helpers' queues
             assert inited & queues <= used, (m, sorted((inited & queues) - used))
+
+
+def test_the_cross_core_exchanges_and_row_helpers_are_ir():
+    # layer_norm_grad: pd_gamma / pd_beta are column sums over all rows (partial rows exchanged through workspace
+    # after ROW_SPLIT: SumPartials), and its row sums need COL_SPLIT's row-reduction levels (TotalOwnedRows)
+    k = _irs("layer_norm_grad")[2][0]
+    names = {m.name for m in k.methods if not m.extern}
+    assert {"SumPartials", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum"} <= names
+    col = k.method("ColSplit")
+    assert sum(isinstance(s, kir.SyncAll) for s in kir.walk(col.body)) == 2 * len(
+        [s for s in kir.walk(col.body) if isinstance(s, kir.Comment) and "row-reduction level" in s.text])
+    load = k.method("LoadRow")
+    broken = kir.Func(load.name, load.params, tuple(s for s in load.body if not isinstance(s, kir.EnQue)),
+                      load.ret, load.const, load.doc, load.extern, load.tparams)
+    bad = kir.KernelClass(**{**k.__dict__, "methods": tuple(broken if m.name == "LoadRow" else m for m in k.methods)})
+    with pytest.raises(kir.IRError, match="nothing enqueued"):
+        kir.verify(bad)

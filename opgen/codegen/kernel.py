@@ -30,7 +30,7 @@ from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe, float_scalar
 from opgen.kernel.rowprog import Instr, RowProgram, attr_names, instr_op, per_row
-from opgen.kernel.rowsched import ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
+from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
@@ -602,6 +602,10 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_body"]),
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
+        helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"]), ("TotalOwnedRows", ctx["levels"]),
+                                      ("LoadRow", ctx["any_buf"]["paramQue"]),
+                                      ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
+                                      ("RowMax", ctx["uses_max"])) if on),
         tiling_struct=f"optiling::{spec.name}TilingData")
     return row_split_class(v.cls, sched)
 
@@ -661,6 +665,8 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     k = row_split_ir(spec, v, dims, ctx)
     ctx["row_split"] = kir.methods_cpp(k, [m for m in ROW_SPLIT_METHODS if any(f.name == m for f in k.methods)])
     ctx["col_split"] = kir.methods_cpp(k, ["ColSplit"], verify_first=False)
+    ctx["helpers"] = {m.name: kir.methods_cpp(k, [m.name], verify_first=False).rstrip("\n") for m in k.methods
+                      if m.name in HELPER_METHODS}
     ctx["row_split_ir"] = k
     return ctx
 

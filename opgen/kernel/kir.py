@@ -216,22 +216,31 @@ class Invoke(DimExpr):
 
 @dataclass(frozen=True, eq=True)
 class Select(DimExpr):
-    """cond ? a : b with cond a Constraint (an integer choice, e.g. the last core's share)."""
+    """cond ? a : b with cond a Constraint or a tuple of them (their conjunction): an integer choice, e.g. the last
+    core's share."""
 
-    cond: Constraint
+    cond: Union[Constraint, tuple]
     a: DimExpr
     b: DimExpr
 
+    @property
+    def conds(self) -> tuple:
+        """The condition as a tuple of Constraints."""
+        return self.cond if isinstance(self.cond, tuple) else (self.cond,)
+
     def __str__(self):
-        return f"select({self.cond}, {self.a}, {self.b})"
+        return f"select({' && '.join(str(c) for c in self.conds)}, {self.a}, {self.b})"
 
     def symbols(self):
         """The symbols of the condition and both values."""
-        return self.cond.symbols() | as_dim(self.a).symbols() | as_dim(self.b).symbols()
+        out = as_dim(self.a).symbols() | as_dim(self.b).symbols()
+        for c in self.conds:
+            out |= c.symbols()
+        return out
 
     def evaluate(self, env):
         """a when the condition holds under env, else b."""
-        return as_dim(self.a).evaluate(env) if self.cond.holds(env) else as_dim(self.b).evaluate(env)
+        return as_dim(self.a).evaluate(env) if all(c.holds(env) for c in self.conds) else as_dim(self.b).evaluate(env)
 
 
 def invokes(e) -> list:
@@ -244,7 +253,7 @@ def invokes(e) -> list:
     if isinstance(e, Fn):
         return [x for a in e.args for x in invokes(a)]
     if isinstance(e, Select):
-        return [x for a in (e.cond.lhs, e.cond.rhs, e.a, e.b) for x in invokes(a)]
+        return [x for a in [y for c in e.conds for y in (c.lhs, c.rhs)] + [e.a, e.b] for x in invokes(a)]
     return []
 
 
@@ -305,6 +314,13 @@ class FBin(FExpr):
     def __post_init__(self):
         if self.op not in ("+", "-", "*", "/"):
             raise IRError(f"float operator {self.op!r} unknown")
+
+
+@dataclass(frozen=True)
+class FLoad(FExpr):
+    """The UB element src (a float tensor) read by the scalar unit (GetValue; PIPE_S reads UB)."""
+
+    src: "Ref"
 
 
 _FCALLS = {"sqrt": "Std::sqrt", "abs": "Std::abs"}
@@ -440,6 +456,7 @@ class For:
     body: tuple
     tail: str | None = None
     doc: str = ""
+    inclusive: bool = False   # var <= hi (hi included)
 
 
 @dataclass(frozen=True)
@@ -645,6 +662,7 @@ class Call:
     method: str
     args: tuple = ()
     result: str | None = None
+    targs: tuple = ()   # template arguments of a template method (element types)
 
 
 @dataclass(frozen=True)
@@ -696,6 +714,7 @@ class Func:
     const: bool = False
     doc: str = ""
     extern: bool = False
+    tparams: tuple = ()   # a template method's type parameters
 
 
 @dataclass(frozen=True)
@@ -748,6 +767,8 @@ def walk(stmts):
 def _fsyms(f) -> set:
     if isinstance(f, FRef):
         return {f.name}
+    if isinstance(f, FLoad):
+        return set()
     if isinstance(f, FInt):
         return set(f.value.symbols())
     if isinstance(f, FBin):
@@ -755,6 +776,16 @@ def _fsyms(f) -> set:
     if isinstance(f, FCall):
         return _fsyms(f.arg)
     return set()
+
+
+def _floads(f) -> list:
+    if isinstance(f, FLoad):
+        return [f]
+    if isinstance(f, FBin):
+        return _floads(f.a) + _floads(f.b)
+    if isinstance(f, FCall):
+        return _floads(f.arg)
+    return []
 
 
 # ------------------------------------------------------------------------------------------------ the verifier
@@ -774,10 +805,13 @@ class _State:
     inited: dict = field(default_factory=dict)     # Local name -> (num, bytes or None)
     queues: dict = field(default_factory=dict)     # queue -> [allocated, enqueued, dequeued]
     flags: set = field(default_factory=set)        # pending (event, id)
+    gmp: dict = field(default_factory=dict)        # GM tensor parameters of the method: name -> GmTensor
+    tmap: dict = field(default_factory=dict)       # a template method's type parameters -> element types
 
     def copy(self) -> "_State":
         return _State(dict(self.scalars), set(self.mutable), dict(self.tensors), dict(self.inited),
-                      {k: list(v) for k, v in self.queues.items()}, set(self.flags))
+                      {k: list(v) for k, v in self.queues.items()}, set(self.flags), dict(self.gmp),
+                      dict(self.tmap))
 
 
 class _Verifier:
@@ -788,6 +822,7 @@ class _Verifier:
         self.methods = {m.name: m for m in k.methods}
         self.member_tensors = {t.name: t for t in k.tensors}
         self.stack: list[str] = []
+        self.reached: set = set()
 
     def names(self):
         k = self.k
@@ -847,6 +882,28 @@ class _Verifier:
         if st.flags:
             ev, i = sorted(st.flags)[0]
             raise IRError(f"flag {ev} #{i} is set and never waited")
+        # a method only opaque code calls: on its own, every buffer initialised as Process left it, its type
+        # parameters taken as float, every flag and queue as it must leave them
+        for m in self.k.methods:
+            if m.extern or m.name in self.reached:
+                continue
+            args = tuple(True if p.kind == "bool" else "CAST_NONE" if p.kind == "mode" else Lit(0)
+                         if p.kind == "int" else FConst(0.0) if p.kind == "float" else None for p in m.params)
+            probe = st.copy()
+            for p in m.params:
+                if p.kind == "tensor":
+                    probe.tensors[f"__{p.name}"] = _Tensor(p.dtype if p.dtype not in m.tparams else "float")
+                elif p.kind == "gm":
+                    probe.gmp[f"__{p.name}"] = GmTensor(f"__{p.name}", p.dtype if p.dtype not in m.tparams
+                                                        else "float")
+            args = tuple(Ref(f"__{p.name}") if p.kind == "tensor" else GmView(f"__{p.name}") if p.kind == "gm"
+                         else a for p, a in zip(m.params, args))
+            call = Call(m.name, args, None, tuple("float" for _t in m.tparams))
+            if m.ret != "void":
+                call = Call(m.name, args, f"__result_{m.name}", call.targs)
+            self.call(call, probe)
+            if not self._same(st, probe):
+                raise IRError(f"method {m.name} leaves queues or flags in another state than it found them")
 
     # -- expressions
     def expr(self, e, st: _State, node, kind: str = "int"):
@@ -856,6 +913,8 @@ class _Verifier:
             for n in _fsyms(e):
                 if n not in st.scalars:
                     raise IRError(f"scalar {n} used before it is defined", node)
+            for ld in _floads(e):
+                self.region(ld.src, 1, st, node)
             return
         if not isinstance(e, DimExpr):
             raise IRError(f"not an expression: {e!r}", node)
@@ -869,9 +928,12 @@ class _Verifier:
                 raise IRError(f"{inv.method} is not an int64_t method of {len(inv.args)} argument(s)", node)
 
     def cond(self, c, st, node):
-        if not isinstance(c, tuple) or not c or not all(isinstance(x, Constraint) for x in c):
-            raise IRError("an If condition is a non-empty tuple of Constraints", node)
+        if not isinstance(c, tuple) or not c or not all(isinstance(x, (Constraint, Sym)) for x in c):
+            raise IRError("an If condition is a non-empty tuple of Constraints (or bool symbols)", node)
         for x in c:
+            if isinstance(x, Sym):
+                self.expr(x, st, node)
+                continue
             self.expr(x.lhs, st, node)
             self.expr(x.rhs, st, node)
 
@@ -906,12 +968,12 @@ class _Verifier:
         return t
 
     def gm(self, v, st, node):
-        if not isinstance(v, GmView) or v.tensor not in self.gms:
+        if not isinstance(v, GmView) or (v.tensor not in self.gms and v.tensor not in st.gmp):
             raise IRError(f"not a GM view of a declared tensor: {v!r}", node)
         self.expr(v.offset, st, node)
         for s in v.strides:
             self.expr(s, st, node)
-        return self.gms[v.tensor]
+        return self.gms.get(v.tensor) or st.gmp[v.tensor]
 
     def define(self, name, kind, st, node, mutable=False):
         check_name(name, "scalar")
@@ -1028,14 +1090,14 @@ class _Verifier:
                 st.queues[s.buf] = [0, 0, 0]
         elif isinstance(s, Get):
             self.buffer(s.buf, st, s, queue=False)
-            self.dtype(s.dtype, s)
+            dt = self.dtype(st.tmap.get(s.dtype, s.dtype), s)
             self.expr(s.offset, st, s)
-            t = _Tensor(s.dtype, s.buf, const_value(s.offset), self.block_elems(s.buf, s.dtype, st))
+            t = _Tensor(dt, s.buf, const_value(s.offset), self.block_elems(s.buf, dt, st))
             if s.slot is None:
                 self.set_tensor(s.var, t, st, s)
             else:
                 m = self.member_tensors.get(s.var)
-                if m is None or m.count is None or m.dtype != s.dtype:
+                if m is None or m.count is None or m.dtype != dt:
                     raise IRError(f"{s.var} is not a member tensor array of {s.dtype}", s)
                 self.expr(s.slot, st, s)
         elif isinstance(s, View):
@@ -1045,12 +1107,12 @@ class _Verifier:
             self.set_tensor(s.var, _Tensor(t.dtype, t.buf, start, t.elems), st, s)
         elif isinstance(s, Alloc):
             self.buffer(s.queue, st, s, queue=True)
-            self.dtype(s.dtype, s)
+            dt = self.dtype(st.tmap.get(s.dtype, s.dtype), s)
             q = st.queues[s.queue]
             if sum(q) >= st.inited[s.queue][0]:
                 raise IRError(f"AllocTensor of {s.queue} with all {st.inited[s.queue][0]} block(s) in use", s)
             q[0] += 1
-            self.set_tensor(s.var, _Tensor(s.dtype, s.queue, 0, self.block_elems(s.queue, s.dtype, st)), st, s)
+            self.set_tensor(s.var, _Tensor(dt, s.queue, 0, self.block_elems(s.queue, dt, st)), st, s)
         elif isinstance(s, EnQue):
             self.buffer(s.queue, st, s, queue=True)
             self.tensor(Ref(s.var), st, s)
@@ -1061,13 +1123,13 @@ class _Verifier:
             q[1] += 1
         elif isinstance(s, DeQue):
             self.buffer(s.queue, st, s, queue=True)
-            self.dtype(s.dtype, s)
+            dt = self.dtype(st.tmap.get(s.dtype, s.dtype), s)
             q = st.queues[s.queue]
             if q[1] < 1:
                 raise IRError(f"DeQue of {s.queue} with nothing enqueued", s)
             q[1] -= 1
             q[2] += 1
-            self.set_tensor(s.var, _Tensor(s.dtype, s.queue, 0, self.block_elems(s.queue, s.dtype, st)), st, s)
+            self.set_tensor(s.var, _Tensor(dt, s.queue, 0, self.block_elems(s.queue, dt, st)), st, s)
         elif isinstance(s, Free):
             self.buffer(s.queue, st, s, queue=True)
             self.tensor(Ref(s.var), st, s)
@@ -1168,6 +1230,8 @@ class _Verifier:
             elif o.kind == "scalar":
                 self.expr(v, st, s, "float")
             elif o.kind == "mode":
+                if isinstance(v, Sym) and st.scalars.get(v.name) == "mode":
+                    continue
                 if v not in ROUND_MODES:
                     raise IRError(f"{d.api}: round mode {v!r} unknown", s)
             elif o.kind == "value":
@@ -1184,20 +1248,31 @@ class _Verifier:
             raise IRError(f"{s.method} takes {len(m.params)} argument(s), given {len(s.args)}", s)
         if s.method in self.stack:
             raise IRError(f"{s.method} calls itself", s)
+        self.reached.add(s.method)
+        if len(s.targs) != len(m.tparams):
+            raise IRError(f"{s.method} takes {len(m.tparams)} template argument(s), given {len(s.targs)}", s)
+        tmap = {t: self.dtype(st.tmap.get(a, a), s) for t, a in zip(m.tparams, s.targs)}
         inner = _State(dict((k, v) for k, v in st.scalars.items() if k in self.k.fields or k in
                             {x.name for x in self.k.scalars} or k in ("blockIdx", "blockNum")),
                        {x for x in st.mutable if x in {y.name for y in self.k.scalars}},
                        {k: v for k, v in st.tensors.items() if k in self.member_tensors},
-                       st.inited, st.queues, st.flags)
+                       st.inited, st.queues, st.flags, {}, tmap)
         for p, a in zip(m.params, s.args):
+            want = tmap.get(p.dtype, p.dtype)
             if p.kind == "tensor":
                 t = self.tensor(a, st, s)
-                if p.dtype not in self.k.tparams and p.dtype != t.dtype:
-                    raise IRError(f"{s.method}: argument {p.name} is {t.dtype}, wants {p.dtype}", s)
+                if want not in self.k.tparams and want != t.dtype:
+                    raise IRError(f"{s.method}: argument {p.name} is {t.dtype}, wants {want}", s)
                 inner.tensors[check_name(p.name, "parameter")] = _Tensor(t.dtype, t.buf, None, None)
             elif p.kind == "gm":
-                self.gm(a, st, s)
-                inner.scalars[check_name(p.name, "parameter")] = "gm"
+                g = self.gm(a, st, s)
+                if want not in self.k.tparams and want != g.dtype:
+                    raise IRError(f"{s.method}: argument {p.name} is {g.dtype} GM, wants {want}", s)
+                inner.gmp[check_name(p.name, "parameter")] = GmTensor(p.name, g.dtype)
+            elif p.kind == "mode":
+                if a not in ROUND_MODES:
+                    raise IRError(f"{s.method}: argument {p.name} is not a round mode: {a!r}", s)
+                inner.scalars[check_name(p.name, "parameter")] = "mode"
             elif p.kind == "bool" and isinstance(a, bool):
                 inner.scalars[check_name(p.name, "parameter")] = "bool"
             elif p.kind in ("int", "float", "bool"):
@@ -1259,6 +1334,8 @@ def _f_text(f) -> str:
         return f"({_f_text(f.a)} {f.op} {_f_text(f.b)})"
     if isinstance(f, FCall):
         return f"{f.fn}({_f_text(f.arg)})"
+    if isinstance(f, FLoad):
+        return f"load {_t_ref(f.src)}"
     raise IRError(f"not a float expression: {f!r}")
 
 
@@ -1291,7 +1368,7 @@ def to_text_stmt(s, indent: str = "") -> str:
         tail = f" tail {s.tail}" if s.tail else ""
         doc = f"  // {s.doc}" if s.doc else ""
         step = f"step {s.step}" if s.step is not None else "step in body"
-        return "\n".join([f"{i}for {s.var} in [{s.lo}, {s.hi}) {step}{tail} {{{doc}"]
+        return "\n".join([f"{i}for {s.var} in [{s.lo}, {s.hi}{']' if s.inclusive else ')'} {step}{tail} {{{doc}"]
                          + [to_text_stmt(x, i + "  ") for x in s.body] + [f"{i}}}"])
     if isinstance(s, If):
         doc = f"  // {s.doc}" if s.doc else ""
@@ -1410,7 +1487,8 @@ class CppPrinter:
         if isinstance(x, Invoke):
             return f"{x.method}({', '.join(self.e(a) for a in x.args)})"
         if isinstance(x, Select):
-            t = f"{self.e(x.cond.lhs)} {x.cond.op} {self.e(x.cond.rhs)} ? {self.e(x.a, False)} : {self.e(x.b, False)}"
+            c = " && ".join(f"{self.e(y.lhs)} {y.op} {self.e(y.rhs)}" for y in x.conds)
+            t = f"{c if len(x.conds) == 1 else '(' + c + ')'} ? {self.e(x.a, False)} : {self.e(x.b, False)}"
             return t if top else f"({t})"
         if isinstance(x, Bin):
             def wrap(y, right):
@@ -1432,7 +1510,7 @@ class CppPrinter:
         raise IRError(f"cannot print expression {x!r}")
 
     def cond(self, c) -> str:
-        return " && ".join(f"{self.e(x.lhs)} {x.op} {self.e(x.rhs)}" for x in c)
+        return " && ".join(self.e(x) if isinstance(x, Sym) else f"{self.e(x.lhs)} {x.op} {self.e(x.rhs)}" for x in c)
 
     def f(self, x) -> str:
         """C++ text of a float expression."""
@@ -1448,6 +1526,8 @@ class CppPrinter:
             return f"({self.f(x.a)} {x.op} {self.f(x.b)})"
         if isinstance(x, FCall):
             return f"{_FCALLS[x.fn]}({self.f(x.arg)})"
+        if isinstance(x, FLoad):
+            return f"{self.ref(Ref(x.src.tensor, Lit(0), x.src.slot))}.GetValue({self.e(x.src.offset)})"
         raise IRError(f"not a float expression: {x!r}")
 
     def ref(self, r) -> str:
@@ -1461,6 +1541,8 @@ class CppPrinter:
     def arg(self, a) -> str:
         if isinstance(a, bool):
             return "true" if a else "false"
+        if isinstance(a, str):
+            return f"RoundMode::{a}"
         if isinstance(a, (Ref, GmView)):
             return self.ref(a)
         if isinstance(a, FExpr):
@@ -1482,7 +1564,7 @@ class CppPrinter:
 
     def dtype_of(self, r, scope) -> str:
         if isinstance(r, GmView):
-            return self.gms[r.tensor].dtype
+            return self.gms[r.tensor].dtype if r.tensor in self.gms else scope[r.tensor]
         if r.tensor in self.member_tensors:
             return self.member_tensors[r.tensor].dtype
         return scope[r.tensor]
@@ -1507,7 +1589,8 @@ class CppPrinter:
                 inc = ""
             else:
                 inc = " " + (f"++{s.var}" if const_value(s.step) == 1 else f"{s.var} += {self.e(s.step)}")
-            out = [f"{p}for ({decl}{s.var} = {self.e(s.lo)}; {s.var} < {self.e(s.hi)};{inc}) {{{doc}"]
+            lt = "<=" if s.inclusive else "<"
+            out = [f"{p}for ({decl}{s.var} = {self.e(s.lo)}; {s.var} {lt} {self.e(s.hi)};{inc}) {{{doc}"]
             inner = dict(scope)
             if s.tail:
                 left = self.e(Bin("-", as_dim(s.hi), Sym(s.var)))
@@ -1559,7 +1642,8 @@ class CppPrinter:
         if isinstance(s, SyncAll):
             return [f"{p}SyncAll();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, Call):
-            call = f"{s.method}({', '.join(self.arg(a) for a in s.args)})"
+            ta = f"<{', '.join(s.targs)}>" if s.targs else ""
+            call = f"{s.method}{ta}({', '.join(self.arg(a) for a in s.args)})"
             if s.result:
                 m = self.k.method(s.method)
                 return [f"{p}const {m.ret} {s.result} = {call};"]
@@ -1601,7 +1685,7 @@ class CppPrinter:
             elif o.kind == "scalar":
                 exprs[o.name] = self.f(v)
             elif o.kind == "mode":
-                exprs[o.name] = f"RoundMode::{v}"
+                exprs[o.name] = v.name if isinstance(v, Sym) else f"RoundMode::{v}"
             elif isinstance(v, tuple):
                 exprs[o.name] = f"{_STRUCTS[(s.op, o.name)]}({', '.join(self.e(x) for x in v)})"
             else:
@@ -1609,19 +1693,20 @@ class CppPrinter:
         return d.stmt(**exprs)
 
     # -- the class
-    def func(self, name, params, body, ret="void", const=False, doc="", depth=1) -> list[str]:
+    def func(self, name, params, body, ret="void", const=False, doc="", depth=1, tparams=()) -> list[str]:
         p = self.ind * depth
         ps = []
         scope: dict = {}
         for q in params:
-            if q.kind == "tensor":
-                ps.append(f"const LocalTensor<{q.dtype}>& {q.name}")
+            if q.kind in ("tensor", "gm"):
+                ps.append(f"const {'LocalTensor' if q.kind == 'tensor' else 'GlobalTensor'}<{q.dtype}>& {q.name}")
                 scope[q.name] = q.dtype
-            elif q.kind == "gm":
-                ps.append(f"const GlobalTensor<{q.dtype}>& {q.name}")
             else:
-                ps.append(f"{ {'int': 'int64_t', 'float': 'float', 'bool': 'bool'}[q.kind]} {q.name}")
-        out = [f"{p}// {_comment(doc)}"] if doc else []
+                ctype = {'int': 'int64_t', 'float': 'float', 'bool': 'bool', 'mode': 'RoundMode'}[q.kind]
+                ps.append(f"{ctype} {q.name}")
+        out = [f"{p}// {_comment(line)}" for line in doc.split("\n")] if doc else []
+        if tparams:
+            out.append(f"{p}template <{', '.join('typename ' + t for t in tparams)}>")
         out.append(f"{p}__aicore__ inline {ret} {name}({', '.join(ps)}){' const' if const else ''}")
         out.append(f"{p}{{")
         out += self.body(body, depth + 1, scope)
@@ -1653,7 +1738,7 @@ class CppPrinter:
         for m in k.methods:
             if m.extern:
                 continue
-            out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc)
+            out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams)
             out.append("")
         out.append(f"{p}const {k.tiling_struct}* td_ = nullptr;")
         out.append(f"{p}TPipe pipe_;")
@@ -1696,7 +1781,7 @@ def methods_cpp(k: KernelClass, names, verify_first: bool = True) -> str:
         m = k.method(n)
         if m.extern:
             raise IRError(f"method {n} is printed by the skeleton")
-        out += pr.func(m.name, m.params, m.body, m.ret, m.const, m.doc) + [""]
+        out += pr.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams) + [""]
     return "\n".join(out[:-1]) + "\n" if out else ""
 
 

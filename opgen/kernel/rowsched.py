@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel.isa import Op, Pipe
-from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, Select, SyncAll, Assign, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
+from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local, Param, Ref, ScalarVar,
                               Scope, SetFlag, SizeOf, TensorVar, TPos, Verbatim, View, WaitFlag, vec)
 
@@ -116,6 +116,7 @@ class RowSchedule:
     final_body: tuple = ()     # COL_SPLIT's final per-row stream (C++ lines)
     col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (C++ lines)
     flush_col: bool = False
+    helpers: tuple = ()        # which of HELPER_METHODS the class has (the buffers they use are allocated)
     tparams: tuple = ()
     tiling_struct: str = "TilingData"
 
@@ -430,6 +431,85 @@ def _col_split(s: RowSchedule) -> Func:
     return Func("ColSplit", (), tuple(body))
 
 
+def _load_row() -> Func:
+    n = Sym("n")
+    return Func("LoadRow", (Param("dst", "tensor", "float"), Param("src", "gm", "S"), Param("n")), (
+        Alloc("t", "paramQue_", "S"),
+        Copy(Ref("t"), GmView("src"), Lit(1), mul(n, SizeOf("S"))),
+        EnQue("paramQue_", "t"),
+        DeQue("t", "paramQue_", "S"),
+        vec(Op.CAST_FROM, dst=Ref("dst"), src=Ref("t"), count=n),
+        Barrier(Pipe.V),
+        Free("paramQue_", "t"),
+    ), doc="GM row (T, U or fp32) -> fp32 UB row, n elements.", tparams=("S",))
+
+
+def _store_row() -> Func:
+    n = Sym("n")
+    return Func("StoreRow", (Param("dst", "gm", "D"), Param("src", "tensor", "float"), Param("rm", "mode"),
+                             Param("n")), (
+        Alloc("t", "accOutQue_", "D"),
+        vec(Op.CAST_TO, dst=Ref("t"), src=Ref("src"), mode=Sym("rm"), count=n),
+        Barrier(Pipe.V, doc="the cast read src: a later vector write of it must wait"),
+        EnQue("accOutQue_", "t"),
+        DeQue("t", "accOutQue_", "D"),
+        Copy(GmView("dst"), Ref("t"), Lit(1), mul(n, SizeOf("D"))),
+        Free("accOutQue_", "t"),
+    ), doc="fp32 UB row -> GM row of D with round mode rm, n elements.", tparams=("D",))
+
+
+def _row_reduce(name: str, op: Op) -> Func:
+    return Func(name, (Param("src", "tensor", "float"), Param("n")), (
+        vec(op, dst=Ref("red_"), src=Ref("src"), tmp=Ref("redTmp_"), count=Sym("n")),
+        SetFlag(Pipe.V, Pipe.S, 0), WaitFlag(Pipe.V, Pipe.S, 0),
+        Return(FLoad(Ref("red_"))),
+    ), ret="float")
+
+
+def _sum_partials() -> Func:
+    """The cross-core sum of ROW_SPLIT's partial rows (exchanged through workspace after a SyncAll)."""
+    w0, w1, rn, c = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("rn"), Sym("c")
+    slot = Select((Constraint(">=", Sym("b"), Lit(0)),
+                   Constraint("!=", Sym("b"), div(Invoke("RowStartOf", (c,)), Sym("seqLen_")))), Lit(1), Lit(0))
+    row = add(mul(add(mul(c, Sym("wsRowsPerCore_")), Sym("row"), mul(Sym("slot"), Sym("slotStride"))), _COLA), Sym("r0"))
+    return Func("SumPartials", tuple(Param(n) for n in ("row", "slotStride", "r0", "rn", "cFirst", "cLast", "b")), (
+        vec(Op.DUPLICATE, dst=w0, scalar=0.0, count=rn),
+        Barrier(Pipe.V),
+        For("c", Sym("cFirst"), Sym("cLast"), Lit(1), (
+            Let("slot", slot),
+            Call("LoadRow", (w1, GmView("ws_", row), rn), targs=("float",)),
+            vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=rn),
+            Barrier(Pipe.V),
+        ), inclusive=True),
+    ), doc="Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores\n"
+           "cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].")
+
+
+def _total_owned_rows(nlevel: int) -> Func:
+    """COL_SPLIT's exchange: each core totals the partial row reductions of the group rows it owns."""
+    w0, w1, m, k, o0, o = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("m"), Sym("k"), Sym("o0"), Sym("o")
+    per, gr = Sym("rowsPerOwner"), Sym("groupRows")
+    return Func("TotalOwnedRows", (Param("slot"), Param("dst"), Param("k"), Param("isMax", "bool")), (
+        Let("cores", BLOCK_NUM),
+        Let("o0", mul(BLOCK_IDX, per)),
+        Let("on", Select(Constraint("<", o0, k), Fn("min", (sub(k, o0), per)), Lit(0))),
+        For("o", Lit(0), Sym("on"), Sym("rowStride_"), (
+            Call("LoadRow", (w0, GmView("ws_", add(mul(Sym("slot"), gr), o0, o)), m), targs=("float",)),
+            For("c", Lit(1), Sym("cores"), Lit(1), (
+                Call("LoadRow", (w1, GmView("ws_", add(mul(add(mul(Sym("c"), Lit(nlevel)), Sym("slot")), gr), o0, o)),
+                                 m), targs=("float",)),
+                If((Sym("isMax"),), (vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=m), Barrier(Pipe.V)),
+                   (vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=m), Barrier(Pipe.V))),
+            )),
+            Call("StoreRow", (GmView("ws_", add(Sym("dst"), o0, o)), w0, "CAST_NONE", m), targs=("float",)),
+        ), tail="m"),
+    ), doc="This core's rows [core * rowsPerOwner, ...) of the group: combine the partial row reductions `slot` of "
+           "every\ncore in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.")
+
+
+HELPER_METHODS = ("SumPartials", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax")
+"""The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
+
 ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Compute", "CopyOut")
 """The methods of the ROW_SPLIT schedule, in the order a class prints them."""
 COL_FIELDS = ("strategy", "rowsPerPass", "colsPerCore", "colsTail", "colsPerPass", "groupRows")
@@ -465,14 +545,17 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         tensors.append(TensorVar("brow_", "float", s.nbrow))
     if s.ncol:
         tensors.append(TensorVar("colv_", "float", s.ncol))
-    ext = [Func("FlushRow", extern=True), Func("FlushCol", extern=True),
-           Func("TotalOwnedRows", (Param("slot"), Param("dst"), Param("k"), Param("isMax", "bool")), extern=True), Func("LoadColumns", extern=True), Func("ZeroBatchSums", extern=True),
+    ext = [Func("FlushRow", extern=True), Func("FlushCol", extern=True), Func("LoadColumns", extern=True), Func("ZeroBatchSums", extern=True),
            Func("LoadBatch", (Param("b"),), extern=True),
            Func("RowStartOf", (Param("core"),), ret="int64_t", const=True, extern=True),
            Func("RunRows", (Param("r"), Param("left")), ret="int64_t", const=True, extern=True),
            Func("GapBlocks", (Param("stride"), Param("len"), Param("bytes")), ret="int64_t", extern=True)]
     ext += [Func(f"Off_{n}", (Param("r"),), ret="int64_t", const=True, extern=True) for n in s.strided]
     methods = [_row_split(s), _col_split(s)]
+    build = {"SumPartials": _sum_partials, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
+             "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
+             "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX)}
+    methods += [build[h]() for h in HELPER_METHODS if h in s.helpers]
     if s.row_in or s.stat_in:
         methods.append(_copy_in(s))
     methods.append(_compute(s))
@@ -481,6 +564,6 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     return KernelClass(
         name, s.tiling_struct, args=tuple(gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
         locals=tuple(locals_),
-        tensors=tuple(tensors), scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS), fields=COL_FIELDS + tuple(s.fields),
+        tensors=tuple(tensors), scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS), fields=COL_FIELDS + ("rowsPerOwner",) + tuple(s.fields),
         process=(If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),), (Call("ColSplit"),)),),
         methods=tuple(methods + ext), tparams=tuple(s.tparams), doc="ROW_SPLIT / COL_SPLIT schedule")
