@@ -29,15 +29,28 @@ _ACLNN_RESERVED = frozenset("workspaceSize executor stream workspace".split())
 C_LOWER_MACROS = frozenset("""assert errno stdin stdout stderr offsetof va_arg va_copy va_end va_start setjmp
 math_errhandling fpclassify isfinite isinf isnan isnormal signbit isgreater isgreaterequal isless islessequal
 islessgreater isunordered complex imaginary alignas alignof noreturn static_assert thread_local bool true false
-unix linux i386 major minor makedev""".split())
-"""Macros the C standard library and GCC define in lower case (C17 §7: assert.h, errno.h, stdio.h, stddef.h,
-stdarg.h, setjmp.h, math.h, complex.h, stdalign.h, stdnoreturn.h, threads.h, stdbool.h; GCC's GNU-mode predefined
-`unix`, `linux`, `i386`; glibc's sys/sysmacros.h `major`, `minor`, `makedev`) — docs/reference/names.md §1."""
+unix linux i386 major minor makedev alloca strdupa strndupa assert_perror issubnormal iszero issignaling sigsetjmp
+sigmask sched_priority be16toh be32toh be64toh le16toh le32toh le64toh htobe16 htobe32 htobe64 htole16 htole32 htole64
+pthread_cleanup_push pthread_cleanup_pop pthread_cleanup_push_defer_np pthread_cleanup_pop_restore_np sa_handler
+sa_sigaction si_addr si_addr_lsb si_arch si_band si_call_addr si_fd si_int si_lower si_overrun si_pid si_pkey si_ptr
+si_status si_stime si_syscall si_timerid si_uid si_upper si_utime si_value sigev_notify_attributes
+sigev_notify_function st_atime st_mtime st_ctime""".split())
+"""Macros the C library and GCC define in lower case (C17 §7: assert.h, errno.h, stdio.h, stddef.h, stdarg.h,
+setjmp.h, math.h, complex.h, stdalign.h, stdnoreturn.h, threads.h, stdbool.h; GCC's GNU-mode predefined `unix`,
+`linux`, `i386`; glibc's own: sys/sysmacros.h, endian.h, signal.h, pthread.h, sys/stat.h, string.h, alloca.h) —
+docs/reference/names.md §1."""
 
 C_TYPE_NAMES = frozenset("""half bfloat16 bfloat16_t float16_t float32_t int4b_t hifloat8_t fp8_e4m3fn_t fp8_e5m2_t
-FILE DIR jmp_buf va_list div_t ldiv_t lldiv_t fenv_t fexcept_t""".split())
-"""Type names the emitted C++ or the headers it includes declare in the global scope (AscendC's `half`,
-`bfloat16_t`, ...; C's `FILE`, `jmp_buf`, ...); names ending in `_t` are POSIX's (docs/reference/names.md §1)."""
+FILE DIR jmp_buf va_list div_t ldiv_t lldiv_t fenv_t fexcept_t T""".split())
+"""Type names the emitted C++ or the headers it includes declare: the kernel classes' template parameter `T`,
+AscendC's `half`, `bfloat16_t`, ...; C's `FILE`, `jmp_buf`, ...; names ending in `_t` are POSIX's
+(docs/reference/names.md §1)."""
+
+EMITTED_SCOPE_NAMES = frozenset("""BitsToFloat GetUserWorkspace GetBlockIdx GetTaskRatio Min64 CeilDiv AlignUp ProdDims
+AttrIndex AttrFloatBits AttrInt DeterministicOf DTypeBytes DTypeKey TilingFunc TilingParse platform ubSize""".split())
+"""Functions and locals the emitted code names unqualified in the scopes where spec names stand bare: the kernel
+classes' Init (templates/op_kernel/*_kernel.h.j2) and the host TilingFunc (templates/op_host/tiling.cpp.j2).
+tests/test_hardening_names.py reads those scopes of the templates and fails when a call there is missing here."""
 
 BARE_HEADER_STEMS = frozenset("""kernel_operator aclnn_util tikicpulib runtime check_main check_driver
 tiling_context_faker tiling_case_executor infershape_case_executor assert complex ctype errno fenv float inttypes
@@ -61,7 +74,9 @@ def c_symbols() -> frozenset:
     return _C_SYMBOLS
 
 
-_MACRO_LIKE = re.compile(r"[A-Z0-9_]*[A-Z][A-Z0-9_]*[A-Z][A-Z0-9_]*")
+_MACRO_LIKE = re.compile(r"[A-Z0-9_]*[A-Z][A-Z0-9_]*[A-Z][A-Z0-9_]*|[A-Z][A-Z0-9]*_\w*")
+"""The macro namespace by C's convention: capitals, digits and '_' with two capitals or more (`NAN`, `GM_ADDR`), or a
+capitals-only first word before a '_' (`M_PI`, `M_PIf`, `L_tmpnam`, `FOO_bar`)."""
 
 CPP_NAME_SUFFIX = "_v"
 """What `cpp_name` appends to a name that could meet a keyword, macro or type. Spec names neither start nor end
@@ -75,9 +90,11 @@ def cpp_hazard(name: str) -> str | None:
 
     - a C/C++ keyword or alternative token (`int`, `float`, `and`);
     - the macro namespace: a name of capitals, digits and '_' with at least two capital letters (`NAN`, `EOF`,
-      `GM_ADDR`, `<OP>_TILING_KEY_*`: CANN's, the C library's and opgen's own macros are all spelled so), or one
-      of the C library's few lower-case macros (`errno`, `assert`, `stdin`, ...);
-    - a type name of the emitted code or its headers (`half`, `bfloat16_t`, anything ending in `_t`).
+      `GM_ADDR`, `<OP>_TILING_KEY_*`: CANN's, the C library's and opgen's own macros are all spelled so), a name
+      whose first word before a '_' is in capitals (`M_PIf`, `L_tmpnam`), or one of the C library's lower-case
+      macros (`errno`, `assert`, `stdin`, `si_pid`, ...);
+    - a type name of the emitted code or its headers (`half`, `bfloat16_t`, `T`, anything ending in `_t`);
+    - a function or local the emitted code uses unqualified where spec names stand bare (EMITTED_SCOPE_NAMES).
 
     docs/reference/names.md §1 gives the sources."""
     if name in _CPP_KEYWORDS:
@@ -86,6 +103,8 @@ def cpp_hazard(name: str) -> str | None:
         return "a possible macro of the C library, CANN's headers or the emitted tiling keys"
     if name in C_TYPE_NAMES or name.endswith("_t"):
         return "a type name of AscendC, the C library or POSIX"
+    if name in EMITTED_SCOPE_NAMES:
+        return "a function or local the emitted kernel Init or TilingFunc uses"
     return None
 
 
@@ -183,10 +202,10 @@ def aclnn_param(name: str, role: str) -> str:
 
 
 def c_ident(name: str) -> str:
-    """A C++ identifier for a spec name (spec names are already C identifiers; keywords get a suffix)."""
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise SpecError(f"{name!r} is not a valid C identifier")
-    return name + "_" if name in _CPP_KEYWORDS or name in _ACLNN_RESERVED else name
+    """A C++ identifier (a struct field of the aclnn layer) for a spec name: cpp_name's spelling, also for the
+    names the aclnn functions declare (workspaceSize, executor, stream, workspace)."""
+    c = cpp_name(name)
+    return name + CPP_NAME_SUFFIX if c == name and name in _ACLNN_RESERVED else c
 
 
 def c_string(text: str) -> str:

@@ -441,7 +441,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
             })
         present = dict(zip([i.name for i in opts], key.present))
         attrs = dict(zip([a.name for a in spec.static_attrs], key.static))
-        cond = " && ".join(f"{n} {'!=' if pr_ else '=='} nullptr" for n, pr_ in present.items()
+        cond = " && ".join(f"{cpp_name(n)} {'!=' if pr_ else '=='} nullptr" for n, pr_ in present.items()
                            if not _never_read(spec, n)) or "true"
         variants.setdefault(attr_key(spec, attrs), []).append((cond, by_text[text]))
     keys, declared = [], []

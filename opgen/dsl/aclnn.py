@@ -24,7 +24,7 @@ from opgen.names import cpp_hazard
 
 # Identifiers the emitted aclnn implementation declares or calls inside <api>GetWorkspaceSize; a public
 # parameter of that name would shadow them (templates/op_api/aclnn.cpp.j2).
-RESERVED = frozenset("""p ret result copied uniqueExecutor workspaceSize executor workspace stream op l0op std
+RESERVED = frozenset("""p t d ret result copied uniqueExecutor workspaceSize executor workspace stream op l0op std
 CheckParams CheckSoc CHECK_RET OP_LOGE L2_DFX_PHASE_1 L2_DFX_PHASE_2 DFX_IN DFX_OUT CREATE_EXECUTOR
 CommonOpExecutorRun""".split())
 
