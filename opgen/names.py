@@ -74,14 +74,15 @@ def c_symbols() -> frozenset:
     return _C_SYMBOLS
 
 
-_MACRO_LIKE = re.compile(r"[A-Z0-9_]*[A-Z][A-Z0-9_]*[A-Z][A-Z0-9_]*|[A-Z][A-Z0-9]*_\w*")
-"""The macro namespace by C's convention: capitals, digits and '_' with two capitals or more (`NAN`, `GM_ADDR`), or a
-capitals-only first word before a '_' (`M_PI`, `M_PIf`, `L_tmpnam`, `FOO_bar`)."""
+_MACRO_LIKE = re.compile(r"[A-Z0-9_]*[A-Z][A-Z0-9_]*[A-Z][A-Z0-9_]*|[A-Z][A-Z0-9]*_\w*|(PRI|SCN)[a-zX]\w*")
+"""The macro namespace by C's convention: capitals, digits and '_' with two capitals or more (`NAN`, `GM_ADDR`), a
+capitals-only first word before a '_' (`M_PI`, `M_PIf`, `L_tmpnam`, `FOO_bar`), and inttypes.h's `PRI`/`SCN`
+followed by a lower-case letter or X (C17 §7.31.5)."""
 
-CPP_NAME_SUFFIX = "_v"
-"""What `cpp_name` appends to a name that could meet a keyword, macro or type. Spec names neither start nor end
-with '_' and no emitted internal name ends in `_v`, so `<name>_v` meets no internal name; a spec name equal to
-another one's `<name>_v` is refused (OpSpec._check_emitted_names)."""
+def _renamed(name: str) -> str:
+    """`v_<name>_`: lower-case first word (no macro by C's convention), a final '_' (no spec name, which may not end
+    in '_', and no `_t` type), and no emitted internal name starts with `v_`."""
+    return f"v_{name}_"
 
 
 def cpp_hazard(name: str) -> str | None:
@@ -111,14 +112,15 @@ def cpp_hazard(name: str) -> str | None:
 def cpp_name(name: str) -> str:
     """The C++ identifier the emitted code uses for spec name `name` (an input, output, attribute or dim) where it
     stands bare (kernel entry and Init parameters, host locals, struct fields): `name` itself when cpp_hazard finds
-    nothing, else `name + CPP_NAME_SUFFIX` (`errno` -> `errno_v`, `NAN` -> `NAN_v`, `int` -> `int_v`). Names the
+    nothing, else `v_<name>_` (`errno` -> `v_errno_`, `NAN` -> `v_NAN_`, `int` -> `v_int_`), which cpp_hazard never
+    flags and no spec name or internal name can be. Names the
     emitters derive from it with an affix (`gm_<name>`, `<name>Shape`) use this spelling too. Strings (OpDef
     names, messages, JSON) keep the spec's spelling.
 
     Raises SpecError for a name that is not an ASCII C identifier."""
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise SpecError(f"{name!r} is not a valid C identifier")
-    return name + CPP_NAME_SUFFIX if cpp_hazard(name) else name
+    return _renamed(name) if cpp_hazard(name) else name
 
 
 def kernel_entry(op: str) -> str:
@@ -205,7 +207,7 @@ def c_ident(name: str) -> str:
     """A C++ identifier (a struct field of the aclnn layer) for a spec name: cpp_name's spelling, also for the
     names the aclnn functions declare (workspaceSize, executor, stream, workspace)."""
     c = cpp_name(name)
-    return name + CPP_NAME_SUFFIX if c == name and name in _ACLNN_RESERVED else c
+    return _renamed(name) if c == name and name in _ACLNN_RESERVED else c
 
 
 def c_string(text: str) -> str:

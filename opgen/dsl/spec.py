@@ -1054,7 +1054,7 @@ class OpSpec:
                                  f"{self.name}", "rename the parameter", token=name)
             for other in names - {name}:
                 derived = {pre + other for pre in DERIVED_PREFIXES} | {other + suf for suf in DERIVED_SUFFIXES}
-                derived.add(cpp_name(other))   # its C++ spelling (`<name>_v` for a name that could be a macro)
+                derived.add(cpp_name(other))   # its C++ spelling (`v_<name>_` for a name that could be a macro)
                 if name in derived:
                     raise spec_error(loc, f"{kind} name {name!r} clashes with the name the emitted code derives from "
                                      f"{other!r}", f"rename {name!r} (the emitters derive {', '.join(sorted(derived))} "
