@@ -458,3 +458,80 @@ def test_hazard_names_compile_and_check(tmp_path):
     r = subprocess.run([sys.executable, "-m", "opgen.cli", "check", str(spec), "--dims", "errno=2x3,EOF=40",
                         "--gen-dir", str(out)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+# ---- a dtype combination outside the spec's table (issue 24) ------------------------------------------------
+
+MIXED_SPEC = """from opgen.dsl import A2, OpSpec, bf16, f16, f32
+
+spec = OpSpec("MixedT", aclnn="aclnnMixedT", socs=(A2,))
+S = spec.dim("S")
+(T,) = spec.dtype_vars("T")
+spec.input("x1", T, [S])
+spec.input("x2", T, [S])
+spec.output("y", T, [S])
+spec.dtypes((T,), [{rows}])
+
+
+@spec.body
+def _(b, **kw):
+    return {{"y": kw["x1"] * kw["x2"]}}
+"""
+
+
+def _mixed(tmp_path, rows="(f32,), (f16,)"):
+    p = tmp_path / "mixed_t.py"
+    p.write_text(MIXED_SPEC.format(rows=rows))
+    return load_spec(str(p))
+
+
+@pytest.mark.parametrize("a_dt,b_dt,blamed", [("float16", "float32", "x2"), ("float32", "float16", "x2")])
+def test_dtype_combination_outside_the_table_refused(tmp_path, a_dt, b_dt, blamed):
+    """CANN's aclnn layer checks each tensor's dtype against the OpDef's list and tensors of one dtype together
+    (opbase OP_CHECK_DTYPE_NOT_SUPPORT / OP_CHECK_DTYPE_NOT_SAME, 161002): float32 beside float16 for one
+    variable is refused in either order, naming the tensor and CANN's status."""
+    import numpy as np
+
+    from opgen.errors import ValidationError
+
+    spec = _mixed(tmp_path)
+    ins = {"x1": np.ones(4, a_dt), "x2": np.ones(4, b_dt)}
+    with pytest.raises(ValidationError) as e:
+        spec.bind(ins, {}, {})
+    assert e.value.param == blamed and "161002" in str(e.value) and "conflicts with T=" in str(e.value)
+    spec.bind(ins, {}, {"T": "float16"})          # an explicit binding makes float32 data a container
+    spec.bind({"x1": np.ones(4, "float32"), "x2": np.ones(4, "float32")}, {}, {})
+
+
+def test_dtype_outside_the_list_refused(tmp_path):
+    import numpy as np
+
+    from opgen.errors import ValidationError
+
+    spec = _mixed(tmp_path, rows="(f16,), (bf16,)")
+    with pytest.raises(ValidationError) as e:
+        spec.bind({"x1": np.ones(4, "float32"), "x2": np.ones(4, "float16")}, {}, {})
+    assert e.value.param == "x1" and "not supported for T" in str(e.value) and "161002" in str(e.value)
+    spec.bind({"x1": np.ones(4, "float32"), "x2": np.ones(4, "float16")}, {}, {"T": "float16"})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+def test_dtype_combination_refused_by_check_and_interpret(tmp_path):
+    """Through the CLI: `interpret` exits 2 naming the tensor and 161002; `check` exits 2 with the emitted aclnn
+    layer's 161002 (ACLNN_ERR_PARAM_INVALID) before any kernel is built."""
+    import numpy as np
+
+    spec = tmp_path / "mixed_t.py"
+    spec.write_text(MIXED_SPEC.format(rows="(f32,), (f16,)"))
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x1=np.ones(8, np.float16), x2=np.ones(8, np.float32))
+    out = tmp_path / "gen"
+    assert subprocess.run([sys.executable, "-m", "opgen.cli", "generate", str(spec), "--out", str(out)],
+                          capture_output=True, timeout=120).returncode == 0
+    r = subprocess.run([sys.executable, "-m", "opgen.cli", "interpret", str(spec), "--inputs", str(npz)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "x2: dtype float32 conflicts with T=float16" in r.stderr and "161002" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "opgen.cli", "check", str(spec), "--inputs", str(npz), "--gen-dir",
+                        str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "aclnnMixedT: 161002" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
