@@ -35,7 +35,7 @@ pthread_cleanup_push pthread_cleanup_pop pthread_cleanup_push_defer_np pthread_c
 sa_sigaction si_addr si_addr_lsb si_arch si_band si_call_addr si_fd si_int si_lower si_overrun si_pid si_pkey si_ptr
 si_status si_stime si_syscall si_timerid si_uid si_upper si_utime si_value sigev_notify_attributes
 sigev_notify_function st_atime st_mtime st_ctime""".split())
-"""Macros the C library and GCC define in lower case (C17 §7: assert.h, errno.h, stdio.h, stddef.h, stdarg.h,
+"""Macros the C library and GCC define in lower case (C17 clause 7: assert.h, errno.h, stdio.h, stddef.h, stdarg.h,
 setjmp.h, math.h, complex.h, stdalign.h, stdnoreturn.h, threads.h, stdbool.h; GCC's GNU-mode predefined `unix`,
 `linux`, `i386`; glibc's own: sys/sysmacros.h, endian.h, signal.h, pthread.h, sys/stat.h, string.h, alloca.h) —
 docs/reference/names.md §1."""
@@ -77,7 +77,7 @@ def c_symbols() -> frozenset:
 _MACRO_LIKE = re.compile(r"[A-Z0-9_]*[A-Z][A-Z0-9_]*[A-Z][A-Z0-9_]*|[A-Z][A-Z0-9]*_\w*|(PRI|SCN)[a-zX]\w*")
 """The macro namespace by C's convention: capitals, digits and '_' with two capitals or more (`NAN`, `GM_ADDR`), a
 capitals-only first word before a '_' (`M_PI`, `M_PIf`, `L_tmpnam`, `FOO_bar`), and inttypes.h's `PRI`/`SCN`
-followed by a lower-case letter or X (C17 §7.31.5)."""
+followed by a lower-case letter or X (C17 7.31.5)."""
 
 def _renamed(name: str) -> str:
     """`v_<name>_`: lower-case first word (no macro by C's convention), a final '_' (no spec name, which may not end

@@ -294,7 +294,7 @@ def test_hostile_markdown(hostile_package):
         assert first.count("-->") == 1 and "<script" not in text
 
 
-# ---- C++ names that cannot collide (issue 24) ---------------------------------------------------------------
+# ---- C++ names that cannot collide ---------------------------------------------------------------------------
 
 from opgen.names import (EMITTED_SCOPE_NAMES, c_symbols, cpp_hazard, cpp_name, kernel_entry,  # noqa: E402
                          op_name_problem, op_snake)
@@ -460,7 +460,7 @@ def test_hazard_names_compile_and_check(tmp_path):
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
 
 
-# ---- a dtype combination outside the spec's table (issue 24) ------------------------------------------------
+# ---- a dtype combination outside the spec's table ----------------------------------------------------------
 
 MIXED_SPEC = """from opgen.dsl import A2, OpSpec, bf16, f16, f32
 
