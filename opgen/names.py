@@ -15,12 +15,141 @@ from pathlib import Path
 from opgen.errors import SpecError
 from opgen.escape import cpp_string
 
-_CPP_KEYWORDS = frozenset("""alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t char32_t
-class compl const constexpr const_cast continue decltype default delete do double dynamic_cast else enum explicit export
-extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr operator or
-or_eq private protected public register reinterpret_cast return short signed sizeof static static_assert static_cast
-struct switch template this thread_local throw true try typedef typeid typename union unsigned using virtual void
-volatile wchar_t while xor xor_eq workspaceSize executor stream workspace""".split())
+_CPP_KEYWORDS = frozenset("""alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+char32_t class compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
+default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline int long
+mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register reinterpret_cast
+requires restrict return short signed sizeof static static_assert static_cast struct switch template this thread_local
+throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq""".split())
+"""C++20 keywords and alternative tokens, plus C's `restrict` (docs/reference/names.md §1)."""
+
+_ACLNN_RESERVED = frozenset("workspaceSize executor stream workspace".split())
+"""Names the emitted aclnn functions declare beside the public parameters (docs/reference/names.md §3)."""
+
+C_LOWER_MACROS = frozenset("""assert errno stdin stdout stderr offsetof va_arg va_copy va_end va_start setjmp
+math_errhandling fpclassify isfinite isinf isnan isnormal signbit isgreater isgreaterequal isless islessequal
+islessgreater isunordered complex imaginary alignas alignof noreturn static_assert thread_local bool true false
+unix linux i386 major minor makedev alloca strdupa strndupa assert_perror issubnormal iszero issignaling sigsetjmp
+sigmask sched_priority be16toh be32toh be64toh le16toh le32toh le64toh htobe16 htobe32 htobe64 htole16 htole32 htole64
+pthread_cleanup_push pthread_cleanup_pop pthread_cleanup_push_defer_np pthread_cleanup_pop_restore_np sa_handler
+sa_sigaction si_addr si_addr_lsb si_arch si_band si_call_addr si_fd si_int si_lower si_overrun si_pid si_pkey si_ptr
+si_status si_stime si_syscall si_timerid si_uid si_upper si_utime si_value sigev_notify_attributes
+sigev_notify_function st_atime st_mtime st_ctime""".split())
+"""Macros the C library and GCC define in lower case (C17 clause 7: assert.h, errno.h, stdio.h, stddef.h, stdarg.h,
+setjmp.h, math.h, complex.h, stdalign.h, stdnoreturn.h, threads.h, stdbool.h; GCC's GNU-mode predefined `unix`,
+`linux`, `i386`; glibc's own: sys/sysmacros.h, endian.h, signal.h, pthread.h, sys/stat.h, string.h, alloca.h) —
+docs/reference/names.md §1."""
+
+C_TYPE_NAMES = frozenset("""half bfloat16 bfloat16_t float16_t float32_t int4b_t hifloat8_t fp8_e4m3fn_t fp8_e5m2_t
+FILE DIR jmp_buf va_list div_t ldiv_t lldiv_t fenv_t fexcept_t T""".split())
+"""Type names the emitted C++ or the headers it includes declare: the kernel classes' template parameter `T`,
+AscendC's `half`, `bfloat16_t`, ...; C's `FILE`, `jmp_buf`, ...; names ending in `_t` are POSIX's
+(docs/reference/names.md §1)."""
+
+EMITTED_SCOPE_NAMES = frozenset("""BitsToFloat GetUserWorkspace GetBlockIdx GetTaskRatio Min64 CeilDiv AlignUp ProdDims
+AttrIndex AttrFloatBits AttrInt DeterministicOf DTypeBytes DTypeKey TilingFunc TilingParse platform ubSize""".split())
+"""Functions and locals the emitted code names unqualified in the scopes where spec names stand bare: the kernel
+classes' Init (templates/op_kernel/*_kernel.h.j2) and the host TilingFunc (templates/op_host/tiling.cpp.j2).
+tests/test_hardening_names.py reads those scopes of the templates and fails when a call there is missing here."""
+
+BARE_HEADER_STEMS = frozenset("""kernel_operator aclnn_util tikicpulib runtime check_main check_driver
+tiling_context_faker tiling_case_executor infershape_case_executor assert complex ctype errno fenv float inttypes
+iso646 limits locale math setjmp signal stdalign stdarg stdatomic stdbool stddef stdint stdio stdlib stdnoreturn
+string tgmath threads time uchar wchar wctype unistd pthread fcntl dlfcn sched semaphore strings alloca malloc
+memory endian features""".split())
+"""Header stems the emitted files (or the headers they include) name without a directory (`#include
+"kernel_operator.h"`, `<math.h>`): an op whose file stem `<op_snake>.h` is one of them would shadow it from its own
+op_kernel/ or op_api/ directory (docs/reference/names.md §2)."""
+
+_C_SYMBOLS = None
+
+
+def c_symbols() -> frozenset:
+    """The lowercase global function/object names of the C library (opgen/platforms/c_symbols.txt: glibc's libc and
+    libm exports, plus `main`), read once."""
+    global _C_SYMBOLS
+    if _C_SYMBOLS is None:
+        text = (Path(__file__).resolve().parent / "platforms" / "c_symbols.txt").read_text()
+        _C_SYMBOLS = frozenset(ln for ln in text.split() if ln and not ln.startswith("#") and ln.isidentifier())
+    return _C_SYMBOLS
+
+
+_MACRO_LIKE = re.compile(r"[A-Z0-9_]*[A-Z][A-Z0-9_]*[A-Z][A-Z0-9_]*|[A-Z][A-Z0-9]*_\w*|(PRI|SCN)[a-zX]\w*")
+"""The macro namespace by C's convention: capitals, digits and '_' with two capitals or more (`NAN`, `GM_ADDR`), a
+capitals-only first word before a '_' (`M_PI`, `M_PIf`, `L_tmpnam`, `FOO_bar`), and inttypes.h's `PRI`/`SCN`
+followed by a lower-case letter or X (C17 7.31.5)."""
+
+def _renamed(name: str) -> str:
+    """`v_<name>_`: lower-case first word (no macro by C's convention), a final '_' (no spec name, which may not end
+    in '_', and no `_t` type), and no emitted internal name starts with `v_`."""
+    return f"v_{name}_"
+
+
+def cpp_hazard(name: str) -> str | None:
+    """Why `name` used bare as a C++ identifier (a parameter, local or field of the emitted code) could mean
+    something else, or None when it cannot:
+
+    - a C/C++ keyword or alternative token (`int`, `float`, `and`);
+    - the macro namespace: a name of capitals, digits and '_' with at least two capital letters (`NAN`, `EOF`,
+      `GM_ADDR`, `<OP>_TILING_KEY_*`: CANN's, the C library's and opgen's own macros are all spelled so), a name
+      whose first word before a '_' is in capitals (`M_PIf`, `L_tmpnam`), or one of the C library's lower-case
+      macros (`errno`, `assert`, `stdin`, `si_pid`, ...);
+    - a type name of the emitted code or its headers (`half`, `bfloat16_t`, `T`, anything ending in `_t`);
+    - a function or local the emitted code uses unqualified where spec names stand bare (EMITTED_SCOPE_NAMES).
+
+    docs/reference/names.md §1 gives the sources."""
+    if name in _CPP_KEYWORDS:
+        return "a C/C++ keyword"
+    if _MACRO_LIKE.fullmatch(name) or name in C_LOWER_MACROS:
+        return "a possible macro of the C library, CANN's headers or the emitted tiling keys"
+    if name in C_TYPE_NAMES or name.endswith("_t"):
+        return "a type name of AscendC, the C library or POSIX"
+    if name in EMITTED_SCOPE_NAMES:
+        return "a function or local the emitted kernel Init or TilingFunc uses"
+    return None
+
+
+def cpp_name(name: str) -> str:
+    """The C++ identifier the emitted code uses for spec name `name` (an input, output, attribute or dim) where it
+    stands bare (kernel entry and Init parameters, host locals, struct fields): `name` itself when cpp_hazard finds
+    nothing, else `v_<name>_` (`errno` -> `v_errno_`, `NAN` -> `v_NAN_`, `int` -> `v_int_`), which cpp_hazard never
+    flags and no spec name or internal name can be. Names the
+    emitters derive from it with an affix (`gm_<name>`, `<name>Shape`) use this spelling too. Strings (OpDef
+    names, messages, JSON) keep the spec's spelling.
+
+    Raises SpecError for a name that is not an ASCII C identifier."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise SpecError(f"{name!r} is not a valid C identifier")
+    return _renamed(name) if cpp_hazard(name) else name
+
+
+def kernel_entry(op: str) -> str:
+    """The kernel entry's symbol (`extern "C" __global__ __aicore__ void <entry>(...)`) of OpDef name `op`.
+
+    CANN's build looks the entry up by the OpDef's `opInterface.value`, which defaults to the op's snake_case name
+    (ops-nn sets it where the entry is named otherwise, e.g. PRelu's `prelu`): docs/reference/names.md §2. The
+    entry is that snake_case name unless it is a C library global (`exp`, `log`, `memcpy`, `nan`, `main`: the
+    entry is an extern "C" global and would redeclare it), a keyword or a possible macro; then it is
+    `<op_snake>_entry` and the OpDef sets `opInterface.value` to it (opgen.codegen.opdef)."""
+    snake = op_snake(op)
+    if snake in c_symbols() or cpp_hazard(snake):
+        return snake + "_entry"
+    return snake
+
+
+def op_name_problem(op: str) -> str | None:
+    """Why OpDef name `op` cannot be used although it is an identifier, or None. The OpDef name is public (CANN's
+    layout fixes it: `OP_ADD(<op>)`, `IMPL_OP_OPTILING(<op>)`, file names `<op_snake>.cpp/.h`), so it is not
+    renamed; refused are: a possible macro or keyword (it is a bare token of `OP_ADD(...)`), and a file stem
+    `<op_snake>` equal to a header the emitted files include without a directory (docs/reference/names.md §2)."""
+    if op in _CPP_KEYWORDS or op in C_LOWER_MACROS or _MACRO_LIKE.fullmatch(op):
+        return ("is a C/C++ keyword or a possible macro (CANN's registration macros take the op name as a bare "
+                "token); use CamelCase, e.g. " + repr(op.capitalize() if op.isupper() else "My" + op))
+    snake = op_snake(op)
+    if snake in BARE_HEADER_STEMS:
+        return (f"makes the file names {snake}.h / {snake}.cpp, and {snake}.h would shadow the header "
+                f'"{snake}.h" the emitted code or the C library includes')
+    return None
 
 
 def op_snake(name: str) -> str:
@@ -69,16 +198,16 @@ def aclnn_param(name: str, role: str) -> str:
         c += "Optional"
     elif role == "output" and not (c.endswith("Out") or c == "out"):
         c += "Out"
-    if c in _CPP_KEYWORDS:
+    if c in _CPP_KEYWORDS or c in _ACLNN_RESERVED or cpp_hazard(c):
         c += "Value"
     return c
 
 
 def c_ident(name: str) -> str:
-    """A C++ identifier for a spec name (spec names are already C identifiers; keywords get a suffix)."""
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise SpecError(f"{name!r} is not a valid C identifier")
-    return name + "_" if name in _CPP_KEYWORDS else name
+    """A C++ identifier (a struct field of the aclnn layer) for a spec name: cpp_name's spelling, also for the
+    names the aclnn functions declare (workspaceSize, executor, stream, workspace)."""
+    c = cpp_name(name)
+    return _renamed(name) if c == name and name in _ACLNN_RESERVED else c
 
 
 def c_string(text: str) -> str:

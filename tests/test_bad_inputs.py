@@ -480,6 +480,16 @@ def _overflow16(a):
     return out
 
 
+def overflow16(name):
+    """Input `name` as float32 data holding a value fp16 cannot hold, with T bound to float16 explicitly (as
+    --dtype T=float16 does): float32 arrays are converted only for an explicit binding; otherwise float32 beside
+    float16 is a dtype combination outside the table (alng-dtype-* cases)."""
+    def f(c):
+        c.inputs[name] = _overflow16(c.inputs.get(name))
+        c.dtypes = {**(c.dtypes or {}), "T": "float16"}
+    return f
+
+
 CASES: list[Case] = []
 
 
@@ -502,7 +512,7 @@ case("alng-dtype-gamma-f16-with-bf16", "ada_grad_bf16", cast("gamma", F16), "gam
 case("alng-dtype-beta-f16-vs-gamma-bf16", "ada_grad_bf16", cast("beta", F16), "beta", "float16")
 case("alng-dtypes-T-bf16-U-f16", "ada_grad", dtypes(T="bfloat16", U="float16"), ("U", "gamma"),
      ("not supported", "float16"))
-case("alng-overflow-x-fp16", "ada_grad_f16", put("x", _overflow16), "x", "overflow")
+case("alng-overflow-x-fp16", "ada_grad_f16", overflow16("x"), "x", "overflow")
 case("alng-shape-x-rank1", "ada_grad", reshape("x", (8,)), "x", "rank")
 case("alng-shape-x-rank9", "ada_grad", reshape("x", (2, 1, 1, 1, 1, 1, 1, 3, 8)), "x", "rank")
 case("alng-shape-x-ne-dy", "ada_grad", reshape("x", (2, 4, 8)), "x", "S=3")
@@ -537,7 +547,7 @@ case("alnv2-shape-shift-BSH", "ada_v2", reshape("shift", (2, 3, 8)), "shift", "[
 case("alnv2-shape-weight-4H", "ada_v2", reshape("weight", (32,)), "weight", "H=8")
 case("alnv2-shape-bias-rank2", "ada_v2", reshape("bias", (1, 8)), "bias", "rank")
 case("alnv2-attr-epsilon-str", "ada_v2", attr(epsilon="small"), "epsilon", "type float")
-case("alnv2-overflow-scale-fp16", "ada_v2_f16_f32w", put("scale", _overflow16), "scale", "overflow")
+case("alnv2-overflow-scale-fp16", "ada_v2_f16_f32w", overflow16("scale"), "scale", "overflow")
 
 # ---- NormRopeConcat (docs/reference/norm_rope_concat.md §3.3 forward table + recommended validation set) -----------
 for _n in ("query", "key", "value"):
@@ -583,7 +593,7 @@ for _n in ("norm_query_weight", "norm_key_bias", "norm_added_query_weight"):
     case(f"nrc-missing-{_n}", "nrc", drop(_n), _n, ("required", "== 2"))
 for _n in ("rope_sin", "rope_cos"):
     case(f"nrc-missing-{_n}", "nrc", drop(_n), _n, "required")
-case("nrc-overflow-key-fp16", "nrc_f16", put("key", _overflow16), "key", "overflow")
+case("nrc-overflow-key-fp16", "nrc_f16", overflow16("key"), "key", "overflow")
 
 # ---- NormRopeConcatGrad (docs/reference/norm_rope_concat.md §3.3 backward tables) ----------------------------------
 for _n in ("grad_query_output", "grad_key_output", "grad_value_output", "query", "key"):
@@ -706,7 +716,7 @@ case("nsa-attr-scale_value-str", "nsa", attr(scale_value="big"), "scale_value", 
 case("nsa-attr-input_layout-int", "nsa", attr(input_layout=0), "input_layout", "type str")
 case("nsa-attr-head_num-bool", "nsa", attr(head_num=True), "head_num", "type int")
 case("nsa-attr-head_num-float", "nsa", attr(head_num=4.5), "head_num", "type int")
-case("nsa-overflow-query-fp16", "nsa", put("query", _overflow16), "query", ("overflow", "float16"))
+case("nsa-overflow-query-fp16", "nsa", overflow16("query"), "query", ("overflow", "float16"))
 
 # ---- NsaSelectedAttentionGrad (§3.3 B1-B6, §3.4 G1-G16, H1-H3 + opgen's stricter checks) -----------
 for _n in ("query", "key", "value", "attentionOut", "attentionOutGrad", "softmaxMax", "softmaxSum", "topkIndices"):
@@ -765,7 +775,7 @@ case("nsag-unknown-input-atten_mask", "nsa_grad", put("atten_mask", lambda _: np
      "atten_mask", "unknown input")
 case("nsag-attr-selectedBlockSize-str", "nsa_grad", attr(selectedBlockSize="sixteen"), "selectedBlockSize",
      "type int")
-case("nsag-overflow-attentionOutGrad-fp16", "nsa_grad", put("attentionOutGrad", _overflow16), "attentionOutGrad",
+case("nsag-overflow-attentionOutGrad-fp16", "nsa_grad", overflow16("attentionOutGrad"), "attentionOutGrad",
      ("overflow", "float16"))
 case("nsag-overflow-softmaxSum-fp32", "nsa_grad", put("softmaxSum", lambda a: a.astype(np.float64) * 1e39),
      "softmaxSum", ("overflow", "float32"))

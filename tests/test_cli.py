@@ -291,13 +291,15 @@ def _err_ada_unsupported_combo(d):
 def _err_nsa_topk_out_of_range(d):
     a = nsa_inputs()
     a["topk_indices"][3, 1, 0] = 2          # batch 1 has 32 keys = blocks 0, 1
-    return ["NsaSelectedAttention", "--inputs", _save(d / "in.npz", a), *_attr_args(NSA_ATTRS)]
+    return ["NsaSelectedAttention", "--inputs", _save(d / "in.npz", a), "--dtype", "T=float16",
+            *_attr_args(NSA_ATTRS)]
 
 
 def _err_nsa_fractional_topk(d):
     a = nsa_inputs()
     a["topk_indices"] = a["topk_indices"].astype(np.float32) + 0.5
-    return ["NsaSelectedAttention", "--inputs", _save(d / "in.npz", a), *_attr_args(NSA_ATTRS)]
+    return ["NsaSelectedAttention", "--inputs", _save(d / "in.npz", a), "--dtype", "T=float16",
+            *_attr_args(NSA_ATTRS)]
 
 
 def _err_nrc_rope_type_choice(d):

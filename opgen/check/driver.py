@@ -1,8 +1,9 @@
 """The per-op launch driver's C++ source (written into the build directory, not into generated/).
 
-It declares the kernel by the fixed ABI (CANN convention, docs/reference/ascendc.md §1.3):
+It declares the kernel by the fixed ABI (CANN convention, docs/reference/ascendc.md §1.3; <entry> is OpModel.entry,
+opgen.names.kernel_entry: the op's snake_case name unless that is a C library global):
 
-    extern "C" __global__ __aicore__ void <op_snake>(GM_ADDR <inputs in OpDef order>...,
+    extern "C" __global__ __aicore__ void <entry>(GM_ADDR <inputs in OpDef order>...,
                                                       GM_ADDR <outputs in OpDef order>..., GM_ADDR workspace,
                                                       GM_ADDR tiling)
 
@@ -52,10 +53,10 @@ def driver_source(m, kind: str = "KERNEL_TYPE_AIV_ONLY") -> str:
             f"// Kernel ABI: inputs ({', '.join(ins)}), outputs ({', '.join(outs)}), workspace, tiling.\n"
             '#include "check_main.h"\n\n'
             "// GM_ADDR is uint8_t* in opgen's emulation; __global__ __aicore__ expand to nothing.\n"
-            f'extern "C" void {m.snake}({params});\n\n'
+            f'extern "C" void {m.entry}({params});\n\n'
             "int main(int argc, char** argv)\n"
             "{\n"
             f"    return opgen_check::SharedMain(argc, argv, {c_string(m.op)}, {{{names}}}, {{{onames}}},\n"
-            f"                                   [](const std::vector<uint8_t*>& a) {{ {m.snake}({call}); }},\n"
+            f"                                   [](const std::vector<uint8_t*>& a) {{ {m.entry}({call}); }},\n"
             f"                                   {LAUNCH[kind]});\n"
             "}\n")

@@ -14,7 +14,7 @@ from pathlib import Path
 import jinja2
 
 from opgen.escape import FILTERS
-from opgen.names import c_format
+from opgen.names import c_format, cpp_name
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
 
@@ -25,7 +25,8 @@ def template_env() -> jinja2.Environment:
 
     Filters (opgen.escape): `cstr` (C string literal), `cfmt` (printf format literal of verbatim text),
     `ccomment` (one line of a C++ comment), `py` (Python literal), `pystr` (Python string literal), `pycomment`
-    (one line of a Python comment), `md` (one line of Markdown), `mdcomment` (inside an HTML comment)."""
+    (one line of a Python comment), `md` (one line of Markdown), `mdcomment` (inside an HTML comment); `cpp` (the
+    bare C++ identifier of a spec name, opgen.names.cpp_name)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
         undefined=jinja2.StrictUndefined,
@@ -36,6 +37,7 @@ def template_env() -> jinja2.Environment:
     )
     env.filters.update(FILTERS)
     env.filters["cfmt"] = c_format
+    env.filters["cpp"] = cpp_name
     return env
 
 

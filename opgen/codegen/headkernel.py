@@ -40,7 +40,7 @@ from opgen.kernel.headlower import (Lowered, SlotBinding, _entry, accumulated_ou
                                     check_presence_variants, data_dtype, full_keys, lower_spec)
 from opgen.kernel.headrows import PERMS, SIGNS, HeadPart, body_text
 from opgen.kernel.vsync import place_barriers, vstmt
-from opgen.names import op_snake
+from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.tiling.headkernel import head_needs
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
@@ -347,8 +347,9 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_path(spec), "cls": cls,
         "doc": doc, "struct": f"optiling::{spec.name}TilingData",
-        "inputs": [i.name for i in spec.inputs], "outputs": [o.name for o in spec.outputs],
-        "unused": [n for n in order if n not in used], "gm": gm, "has": has,
+        "entry": kernel_entry(spec.name),
+        "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs],
+        "unused": [cpp_name(n) for n in order if n not in used], "gm": gm, "has": has,
         "nparts": nslots, "part_names": [n for n, _g in low.slots], "nkeys": len(low.programs),
         "counts": [(k, v, docs[k]) for k, v in cmap.items()], "counts_map": cmap, "needs": head_needs(counts),
         "arr": {k: max(v, 1) for k, v in cmap.items()},

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opgen.names import op_snake
+from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dims import Bin, Lit, Sym, as_dim
@@ -637,7 +637,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     ctx = {
         "name": v.cls, "doc": v.doc,
         "tensors": tensors,
-        "unused": [n for n in [i.name for i in spec.inputs] + [o.name for o in spec.outputs] if n not in used],
+        "unused": [cpp_name(n) for n in [i.name for i in spec.inputs] + [o.name for o in spec.outputs] if n not in used],
         "row_in": _operand_ctx(p, addr, "in", "row", cites), "row_out": _operand_ctx(p, addr, "out", "row", cites),
         "stat_in": _operand_ctx(p, addr, "in", "stat", cites),
         "stat_out": [dict(o, rm=next(i.arg for i in p.instrs if i.kind == "sstore" and i.gm == o["op"]))
@@ -692,7 +692,8 @@ def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec
                 keys.append((tk.macro(spec), types, [(c["name"], cond) for c, cond in serving]))
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_file, "dvars": dvars, "classes": classes,
-        "inputs": [i.name for i in spec.inputs], "outputs": [o.name for o in spec.outputs], "keys": keys,
+        "entry": kernel_entry(spec.name),
+        "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs], "keys": keys,
         "struct": f"optiling::{spec.name}TilingData", "doc": doc, "inner_extent": inner,
     }
     env = template_env()

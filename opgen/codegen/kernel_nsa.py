@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from opgen.names import op_snake
+from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dtypes import dtype_name
@@ -425,7 +425,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
             classes.append({
                 "name": cls, "doc": _doc(p),
                 "gm": [(n, _ctype(spec, n, lay.dtype)) for n in names if n in used],
-                "unused": [n for n in names if n not in used],
+                "unused": [cpp_name(n) for n in names if n not in used],
                 "topk": topk, "cuq": cuq, "cukv": cukv,
                 "regions": pr.regions(), "slots": counts.slots, "pipelined": pipe, "full_rows": p.full_rows,
                 "l1": [(b.name, "A1" if b.role != "gather" else "B1",
@@ -441,7 +441,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
             })
         present = dict(zip([i.name for i in opts], key.present))
         attrs = dict(zip([a.name for a in spec.static_attrs], key.static))
-        cond = " && ".join(f"{n} {'!=' if pr_ else '=='} nullptr" for n, pr_ in present.items()
+        cond = " && ".join(f"{cpp_name(n)} {'!=' if pr_ else '=='} nullptr" for n, pr_ in present.items()
                            if not _never_read(spec, n)) or "true"
         variants.setdefault(attr_key(spec, attrs), []).append((cond, by_text[text]))
     keys, declared = [], []
@@ -464,7 +464,8 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
               ("MAX_BLOCKS", spec.dims_[lay.dim("CNT")].max, "most selected blocks per unit (the spec's CNT bound)")]
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_path(spec), "classes": classes,
-        "inputs": [i.name for i in spec.inputs], "outputs": [o.name for o in spec.outputs], "keys": keys,
+        "entry": kernel_entry(spec.name),
+        "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs], "keys": keys,
         "struct": f"optiling::{spec.name}TilingData", "flags": FLAGS, "consts": consts,
         "det_strategy": tnsa.DETERMINISTIC,
         "doc": tiling.doc,

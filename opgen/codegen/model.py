@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opgen.names import aclnn_param, api_snake, c_string, op_snake
+from opgen.names import aclnn_param, api_snake, c_string, kernel_entry, op_snake
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dtypes import DType, DTypeVar
 
@@ -147,6 +147,7 @@ class OpModel:
         self.spec = spec
         self.op = spec.name
         self.snake = op_snake(spec.name)
+        self.entry = kernel_entry(spec.name)   # the kernel entry's symbol (opInterface.value)
         self.api = spec.aclnn
         self.api_snake = api_snake(spec.aclnn)
         bad = [s for s in spec.socs if s not in KNOWN_SOCS]

@@ -5,8 +5,8 @@ spec's dtype table (a dtype variable expanded through the rows, a fixed dtype re
 lists, UnknownShapeFormat; inputs read on the host (`host=True`: aclIntArray at the aclnn layer) are
 ValueDepend(OPTIONAL); device inputs are AutoContiguous. Attributes: AttrType as `attr_type` decides, with
 the default when there is one (Int/Float/Bool/String). One OpAICoreConfig (dynamic compile/rank/shape,
-opFile.value = the kernel's file stem, as CANN's defs: docs/reference/ops_package.md §4) added for every SoC the
-spec supports. Names exactly as the spec spells them; the spec's opdef notes (deliberate differences from
+opFile.value = the kernel's file stem, as CANN's defs: docs/reference/ops_package.md §4; opInterface.value = the
+kernel entry's name where it is not the file stem: opgen.names.kernel_entry) added for every SoC the spec supports. Names exactly as the spec spells them; the spec's opdef notes (deliberate differences from
 CANN's def) as comments.
 """
 
@@ -43,7 +43,8 @@ def def_context(m: OpModel) -> dict:
     rows = [", ".join(f"{k}={v.long_name}" for k, v in r.items()) for r in m.spec.dtype_rows]
     notes = [ln for n in m.spec.opdef_notes for ln in textwrap.wrap(" ".join(n.split()), 110)]
     return {"banner": m.banner(), "op": m.op, "inputs": inputs, "outputs": outputs, "attrs": attrs, "socs": m.socs,
-            "rows": rows, "op_file": m.snake, "notes": notes}
+            "rows": rows, "op_file": m.snake, "notes": notes,
+            "op_interface": m.entry if m.entry != m.snake else None}
 
 
 def attr_type(a) -> str:

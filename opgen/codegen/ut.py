@@ -35,6 +35,7 @@ from opgen.codegen.tilingkey import TilingKey
 from opgen.errors import OpgenError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
+from opgen.names import cpp_name
 
 # Platform (opgen/platforms/platforms.json) of the SoC a kernel UT runs as (opgen.codegen.layout.KERNEL_UT_SOC).
 UT_PLATFORM = {"ascend910B1": "ascend910b1", "ascend950pr_9599": "ascend950"}
@@ -212,23 +213,23 @@ def ut_context(spec) -> dict:
         arr = c0.inputs[i.name]
         dt = row0[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
         if arr is None:
-            buffers.append({"name": i.name, "absent": True})
+            buffers.append({"name": cpp_name(i.name), "absent": True})
             continue
         vals = np.asarray(arr)
         if dt.is_float:
             data = ", ".join(_float_literal(v) for v in vals.astype(np.float32).ravel())
         else:
             data = ", ".join(str(int(v)) for v in vals.astype(np.int64).ravel())
-        buffers.append({"name": i.name, "absent": False, "ctype": _HOST_CTYPE[dt], "count": int(vals.size),
+        buffers.append({"name": cpp_name(i.name), "absent": False, "ctype": _HOST_CTYPE[dt], "count": int(vals.size),
                         "data": data or "0", "src": "float" if dt.is_float else _HOST_CTYPE[dt],
                         "input": True})
     for o in spec.outputs:
         shp, _made = c0.outputs[o.name]
         dt = row0[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
         if shp is None:
-            buffers.append({"name": o.name, "absent": True})
+            buffers.append({"name": cpp_name(o.name), "absent": True})
             continue
-        buffers.append({"name": o.name, "absent": False, "ctype": _HOST_CTYPE[dt], "input": False,
+        buffers.append({"name": cpp_name(o.name), "absent": False, "ctype": _HOST_CTYPE[dt], "input": False,
                         "count": int(np.prod(shp, dtype=np.int64))})
     u = kernel_build(spec)
     kinds = {k.kernel_type for g in u.graphs.values() for k in g.graph["plan"].kernels}
@@ -242,7 +243,7 @@ def ut_context(spec) -> dict:
         break_on_hyphens=False)
     return {
         "kernel_intro": kernel_intro,
-        "banner": m.banner(), "op": m.op, "op_snake": m.snake, "struct": f"optiling::{m.op}TilingData",
+        "banner": m.banner(), "op": m.op, "op_snake": m.snake, "entry": m.entry, "struct": f"optiling::{m.op}TilingData",
         "any_value": repo.any_value, "attrs": attrs, "tiling_cases": tiling_cases, "bad": bad,
         "attr_key": ak, "infer_outputs": infer_outputs, "infer_case": tiling_cases[0],
         "core_num": platform.aiv, "ub_size": platform.ub_bytes, "ut_soc": ut_soc, "platform": platform.name,

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from opgen.dsl.diagnostics import caller_loc, spec_error
 from opgen.ir.dims import Sym, Variadic, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
+from opgen.names import cpp_hazard
 
 # Identifiers the emitted aclnn implementation declares or calls inside <api>GetWorkspaceSize; a public
 # parameter of that name would shadow them (templates/op_api/aclnn.cpp.j2).
-RESERVED = frozenset("""p ret result copied uniqueExecutor workspaceSize executor workspace stream op l0op std
+RESERVED = frozenset("""p t d ret result copied uniqueExecutor workspaceSize executor workspace stream op l0op std
 CheckParams CheckSoc CHECK_RET OP_LOGE L2_DFX_PHASE_1 L2_DFX_PHASE_2 DFX_IN DFX_OUT CREATE_EXECUTOR
 CommonOpExecutorRun""".split())
 
@@ -85,6 +86,9 @@ def _ident(entry: ApiEntry, ident_problem) -> None:
         raise spec_error(entry.loc, f"aclnn parameter name {entry.name!r} {problem}",
                          "use CANN's C++ parameter name: letters, digits and '_', not starting with a digit",
                          arg=0)
+    if cpp_hazard(entry.name):
+        raise spec_error(entry.loc, f"aclnn parameter name {entry.name!r} is {cpp_hazard(entry.name)}",
+                         "the public name is emitted as written: choose another (CANN's are lowerCamelCase)", arg=0)
     if entry.name in RESERVED:
         raise spec_error(entry.loc, f"aclnn parameter name {entry.name!r} is reserved by the emitted aclnn "
                          "implementation", "rename it; reserved: " + ", ".join(sorted(RESERVED)), arg=0)

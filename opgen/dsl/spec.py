@@ -49,7 +49,7 @@ from opgen.ir.dims import Bounds, Constraint, DimExpr, Lit, Rank, Sym, Variadic,
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
 from opgen.ir.records import evolve
 from opgen.ir.verify import verify
-from opgen.names import op_snake
+from opgen.names import cpp_name, kernel_entry, op_name_problem, op_snake
 
 F32 = DType.f32
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # always used with fullmatch: `$` would accept a final "\n"
@@ -68,16 +68,6 @@ MAX_DTYPE_ROWS = 9
 one decimal digit (opgen.tiling.rowkernel, headkernel, nsa; a wider radix is future work)."""
 
 
-# C and C++ keywords (OpDef, kernel and aclnn parameter names become C++ identifiers)
-_CPP_KEYWORDS = frozenset("""
-alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
-compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
-default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline
-int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
-reinterpret_cast requires restrict return short signed sizeof static static_assert static_cast struct switch
-template this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
-wchar_t while xor xor_eq
-""".split())
 DERIVED_PREFIXES = ("gm_", "res_", "resBuf_", "rowIn_", "rowInQue_", "s_", "st_", "ws_", "attr_", "sum_", "has_",
                     "Off_", "dim", "in_", "out_")
 DERIVED_SUFFIXES = ("Shape", "ShapeOpt", "Host", "Device", "Values", "Dim", "Kernel", "Tensor", "Desc")
@@ -109,8 +99,10 @@ def _ident_problem(name, param: bool = True) -> str | None:
     problem = ident_problem(name)
     if problem:
         return problem
-    if name in _CPP_KEYWORDS:
-        return "is a C++ keyword"
+    if not param:
+        problem = op_name_problem(name)
+        if problem:
+            return problem
     if keyword.iskeyword(name):
         return "is a Python keyword (the body takes parameters by name)"
     if param and name in RESERVED_PARAM_NAMES:
@@ -1051,7 +1043,8 @@ class OpSpec:
         (`gm_x`, `res_x`, `xShape`, `xHost`, ... of `x`): both would be declared in one scope of the emitted code."""
 
         snake = op_snake(self.name)
-        op_names = {self.name, snake, f"{snake}_kernel", f"{snake}_golden", f"{self.name}TilingData"}
+        op_names = {self.name, snake, kernel_entry(self.name), f"{snake}_kernel", f"{snake}_golden",
+                    f"{self.name}TilingData"}
         decls = [(p.name, p.loc, "parameter") for p in self.inputs + self.outputs + self.attrs]
         decls += [(d.name, d.loc, "dim") for d in [*self.dims_.values(), *self.variadics.values()]]
         names = {n for n, _l, _k in decls}
@@ -1061,6 +1054,7 @@ class OpSpec:
                                  f"{self.name}", "rename the parameter", token=name)
             for other in names - {name}:
                 derived = {pre + other for pre in DERIVED_PREFIXES} | {other + suf for suf in DERIVED_SUFFIXES}
+                derived.add(cpp_name(other))   # its C++ spelling (`v_<name>_` for a name that could be a macro)
                 if name in derived:
                     raise spec_error(loc, f"{kind} name {name!r} clashes with the name the emitted code derives from "
                                      f"{other!r}", f"rename {name!r} (the emitters derive {', '.join(sorted(derived))} "

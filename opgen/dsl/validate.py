@@ -12,6 +12,9 @@ from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, eval_shape, sha
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
 
 _BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
+CANN_DTYPE_REFUSAL = "CANN's aclnn layer refuses such a call with 161002 ACLNN_ERR_PARAM_INVALID"
+"""What the dtype-combination errors add: the status CANN's aclnn layer returns for a combination outside the
+OpDef's dtype lists (opbase's OP_CHECK_DTYPE_NOT_SUPPORT / OP_CHECK_DTYPE_NOT_SAME; docs/reference/names.md §4)."""
 
 
 def coerce_attr(a, v):
@@ -109,8 +112,11 @@ def _resolve_attrs(spec, attrs, require: bool = True):
 def _resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
     """Bind the dtype variables: explicit `dtypes` first, then the arrays of inputs typed by a variable.
 
-    float32 arrays are containers (converted to the bound type); a 16-bit float, bool or uint8 array
-    must match its variable's binding. The first variable (table column order) whose binding leaves no
+    An array's dtype is the tensor's dtype, as CANN's aclnn layer sees it: all arrays of one variable must share
+    it and the combination must be a row of the table (CANN: OP_CHECK_DTYPE_NOT_SUPPORT / _NOT_SAME, 161002
+    ACLNN_ERR_PARAM_INVALID; docs/reference/names.md §4). Only for a variable bound explicitly (`dtypes`,
+    --dtype) are float32 arrays containers, converted to the binding; arrays of a dtype opgen does not model
+    (float64) are always containers. The first variable (table column order) whose binding leaves no
     row of the dtype table blames the parameter it came from. A variable that nothing binds takes float32
     where a row allows it (prefer_f32; CANN fills absent weights in fp32), else the first matching row.
     Raises ValidationError."""
@@ -140,16 +146,19 @@ def _resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
         if d is None:
             continue
         allowed = sorted({r[var] for r in spec.dtype_rows}, key=lambda x: x.value)
+        container = d == DType.f32 and source.get(var) == var   # float32 data for an explicit --dtype binding
         if var in assign:
-            if d != assign[var] and d != DType.f32:
+            if d != assign[var] and not container:
                 raise ValidationError(i.name, f"dtype {d.long_name} conflicts with {var}={assign[var].long_name} "
-                                              f"(from {source[var]})")
+                                              f"(from {source[var]}): tensors of one dtype variable must have the "
+                                              f"same dtype; {CANN_DTYPE_REFUSAL}")
         elif d in allowed:
             assign[var], source[var] = d, i.name
             _check_rows(spec, assign, source)
-        elif d != DType.f32:
+        else:
             raise ValidationError(i.name, f"dtype {d.long_name} is not supported for {var} "
-                                          f"(allowed: {', '.join(a.long_name for a in allowed)})")
+                                          f"(allowed: {', '.join(a.long_name for a in allowed)}); "
+                                          f"{CANN_DTYPE_REFUSAL}")
     rows = _check_rows(spec, assign, source)
     # a variable no present tensor binds (AdaLayerNorm's U without weight/bias) defaults to float32 where a
     # row allows it, as CANN's aclnn layer fills absent weights in fp32 (docs/reference/ada_layer_norm.md §2.3)

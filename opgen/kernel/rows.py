@@ -28,6 +28,7 @@ from opgen.kernel import rowprog
 from opgen.kernel.headlower import full_keys, lower_spec
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, Unsupported, analyse, keys_of, store_view,
                                     view_of)
+from opgen.names import cpp_name
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
 ELEMENTWISE = set(rowprog.VECTOR_BINARY) | set(rowprog.VECTOR_UNARY) | {"neg"}
@@ -564,7 +565,7 @@ def variants_of(spec, lowered) -> list:
         attrs = dict(zip(names, key.static))
         ak = attr_key(spec, attrs)
         pres = dict(zip([i.name for i in opts], key.present))
-        cond = " && ".join(f"{n} {'!=' if p else '=='} nullptr" for n, p in pres.items()) or "true"
+        cond = " && ".join(f"{cpp_name(n)} {'!=' if p else '=='} nullptr" for n, p in pres.items()) or "true"
         text = rowprog.print_program(prog)
         if (ak, cond) in served:
             if served[(ak, cond)] != text:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from opgen.errors import OpgenError
+from opgen.names import cpp_name
 
 
 class E:
@@ -93,7 +94,7 @@ class Var(E):
         return f"e[{self.name!r}]"
 
     def cpp(self):
-        return self.name
+        return cpp_name(self.name)
 
 
 _BIN = {
@@ -303,9 +304,10 @@ class TilingProgram:
         return ns["run"]
 
     def to_cpp(self, indent: str = "    ") -> str:
-        """The assignments as C++ statements (`const int64_t name = ...;`)."""
+        """The assignments as C++ statements (`const int64_t name = ...;`; names as opgen.names.cpp_name spells
+        them, which is what the template's locals and field assignments use too)."""
         lines = []
         for name, expr, doc in self.stmts:
             c = f"  // {doc}" if doc else ""
-            lines.append(f"{indent}const int64_t {name} = {expr.cpp()};{c}")
+            lines.append(f"{indent}const int64_t {cpp_name(name)} = {expr.cpp()};{c}")
         return "\n".join(lines)

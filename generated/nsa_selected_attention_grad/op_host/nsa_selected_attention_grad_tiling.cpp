@@ -123,12 +123,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     [[maybe_unused]] const int64_t T2 = keyShape.GetDim(0);    // key/value tokens (key dim 0)
     [[maybe_unused]] const int64_t N2 = keyShape.GetDim(1);    // kv heads (key dim 1)
     [[maybe_unused]] const int64_t Dv = valueShape.GetDim(2);  // value head dim (elements)
-    [[maybe_unused]] const int64_t CNT =
+    [[maybe_unused]] const int64_t v_CNT_ =
         topkIndicesShape.GetDim(2);  // selected blocks per (token, kv head) (topk dim 2)
     [[maybe_unused]] const int64_t Bn =
         (actualSeqQLenShapeOpt != nullptr ? actualSeqQLenShapeOpt->GetStorageShape().GetDim(0)
-                                          : 0);                  // batches (length of the cumulative sequence arrays)
-    [[maybe_unused]] const int64_t BS = AttrInt(context, 2, 1);  // selected block size (keys; the attribute)
+                                          : 0);  // batches (length of the cumulative sequence arrays)
+    [[maybe_unused]] const int64_t v_BS_ = AttrInt(context, 2, 1);  // selected block size (keys; the attribute)
     [[maybe_unused]] const int64_t tBytes =
         DTypeBytes(context->GetInputDesc(0)->GetDataType());  // bytes per element of T
     [[maybe_unused]] const int64_t dtypeKey =
@@ -164,13 +164,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     if (Dv < 1 || Dv > 768) {
         return ge::GRAPH_FAILED;  // outside the spec's domain
     }
-    if (CNT < 1 || CNT > 128) {
+    if (v_CNT_ < 1 || v_CNT_ > 128) {
         return ge::GRAPH_FAILED;  // outside the spec's domain
     }
     if (Bn < 1) {
         return ge::GRAPH_FAILED;  // outside the spec's domain
     }
-    if (BS < 16 || BS > 128) {
+    if (v_BS_ < 16 || v_BS_ > 128) {
         return ge::GRAPH_FAILED;  // outside the spec's domain
     }
     const int64_t tokens = T1;                                   // T1
@@ -179,11 +179,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t kvTokens = T2;                                 // T2
     const int64_t headDim = D;                                   // D
     const int64_t valueDim = Dv;                                 // Dv
-    const int64_t blockCount = CNT;                              // selected blocks per unit
-    const int64_t blockSize = BS;                                // keys per selected block
+    const int64_t blockCount = v_CNT_;                           // selected blocks per unit
+    const int64_t blockSize = v_BS_;                             // keys per selected block
     const int64_t batches = Bn;                                  // batches (cumulative sequence arrays' length)
     const int64_t groupSize = (N1 / N2);                         // G = N1 / N2 query heads per kv head
-    const int64_t selKeys = (CNT * BS);                          // L = CNT * BS selected keys per unit
+    const int64_t selKeys = (v_CNT_ * v_BS_);                    // L = CNT * BS selected keys per unit
     const int64_t aicNum = std::max<int64_t>(1, (coreNum / 2));  // AI Cores (1 AIC : 2 AIV on Atlas A2/A3, §1.1)
     const int64_t gCap = std::max<int64_t>(
         16, std::min<int64_t>(64, (((65536 / (D * 4)) / 16) *
@@ -202,9 +202,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
              ? ((524288 - ((gTile * (D + Dv)) * tBytes)) / (((D + Dv) * tBytes) + ((2 * gTile) * tBytes)))
              : 0);  // keys of one chunk the L1 plan holds
     const int64_t blocksPerChunk = std::max<int64_t>(
-        1, std::min<int64_t>(CNT, (std::min<int64_t>(256, l1KeysFit) / BS)));  // selected blocks per key chunk
-    const int64_t chunkKeys = (blocksPerChunk * BS);                           // keys per chunk
-    const int64_t chunks = CeilDiv(CNT, blocksPerChunk);                       // key chunks per unit
+        1, std::min<int64_t>(v_CNT_, (std::min<int64_t>(256, l1KeysFit) / v_BS_)));  // selected blocks per key chunk
+    const int64_t chunkKeys = (blocksPerChunk * v_BS_);                              // keys per chunk
+    const int64_t chunks = CeilDiv(v_CNT_, blocksPerChunk);                          // key chunks per unit
     const int64_t baseKs = std::max<int64_t>(
         16, std::min<int64_t>(D, (((65536 / (chunkKeys * 2)) / 16) * 16)));  // k tile of S = Q Kselᵀ (head dim)
     const int64_t baseKp = std::max<int64_t>(
@@ -261,7 +261,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t fits =
         ((((((vecRowsFit >= 1) && (l1Bytes <= 524288)) && (l0aBytes <= 65536)) && (l0bBytes <= 65536)) &&
           (l0cBytes <= 131072)) &&
-         ((BS % 16) == 0));  // 1 when every buffer plan fits
+         ((v_BS_ % 16) == 0));  // 1 when every buffer plan fits
     const int64_t tilingKey =
         (((attrKey * 100) + (dtypeKey * 10)) + strategy);  // attrKey * 100 + dtypeKey * 10 + strategy
     const int64_t workspaceBytes = (wsDvOffset + AlignUp((((T2 * N2) * Dv) * 4), 512));  // user workspace (bytes)

@@ -58,10 +58,10 @@ struct Dims {
     DimVar N1;
     DimVar D;
     DimVar Dv;
-    DimVar CNT;
-    DimVar BS;
-    DimVar MS1;
-    DimVar MS2;
+    DimVar v_CNT_;
+    DimVar v_BS_;
+    DimVar v_MS1_;
+    DimVar v_MS2_;
 };
 
 // A dtype variable of the dtype table, bound by the first tensor typed by it.
@@ -507,7 +507,7 @@ bool MatchTopkIndicesForm0(const std::vector<int64_t>& shape, Dims& d, std::stri
     if (!BindDim(d.N2, "N2", shape, 1, "topk_indices", err)) {
         return false;
     }
-    if (!BindDim(d.CNT, "CNT", shape, 2, "topk_indices", err)) {
+    if (!BindDim(d.v_CNT_, "CNT", shape, 2, "topk_indices", err)) {
         return false;
     }
     return true;
@@ -521,10 +521,10 @@ bool MatchAttenMaskOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std
         err = Format("rank %zu, expected 2 for shape [MS1, MS2]", rank);
         return false;
     }
-    if (!BindDim(d.MS1, "MS1", shape, 0, "atten_mask", err)) {
+    if (!BindDim(d.v_MS1_, "MS1", shape, 0, "atten_mask", err)) {
         return false;
     }
-    if (!BindDim(d.MS2, "MS2", shape, 1, "atten_mask", err)) {
+    if (!BindDim(d.v_MS2_, "MS2", shape, 1, "atten_mask", err)) {
         return false;
     }
     return true;
@@ -649,24 +649,24 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
                 d.N1.from);
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // selected_block_size binds BS
-    if (d.BS.from == nullptr) {
-        d.BS.value = p.selectedBlockSize;
-        d.BS.from = "selected_block_size";
+    // selected_block_size binds v_BS_
+    if (d.v_BS_.from == nullptr) {
+        d.v_BS_.value = p.selectedBlockSize;
+        d.v_BS_.from = "selected_block_size";
     }
-    if (p.selectedBlockSize != d.BS.value) {
+    if (p.selectedBlockSize != d.v_BS_.value) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "selected_block_size: is %ld, must equal BS=%ld (from %s)",
-                p.selectedBlockSize, d.BS.value, d.BS.from);
+                p.selectedBlockSize, d.v_BS_.value, d.v_BS_.from);
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // selected_block_count binds CNT
-    if (d.CNT.from == nullptr) {
-        d.CNT.value = p.selectedBlockCount;
-        d.CNT.from = "selected_block_count";
+    // selected_block_count binds v_CNT_
+    if (d.v_CNT_.from == nullptr) {
+        d.v_CNT_.value = p.selectedBlockCount;
+        d.v_CNT_.from = "selected_block_count";
     }
-    if (p.selectedBlockCount != d.CNT.value) {
+    if (p.selectedBlockCount != d.v_CNT_.value) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID, "selected_block_count: is %ld, must equal CNT=%ld (from %s)",
-                p.selectedBlockCount, d.CNT.value, d.CNT.from);
+                p.selectedBlockCount, d.v_CNT_.value, d.v_CNT_.from);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (d.T1.from != nullptr) {
@@ -731,39 +731,39 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (d.CNT.from != nullptr) {
-        if (d.CNT.value < 1) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: CNT=%ld must be >= 1", d.CNT.from, d.CNT.value);
+    if (d.v_CNT_.from != nullptr) {
+        if (d.v_CNT_.value < 1) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: CNT=%ld must be >= 1", d.v_CNT_.from, d.v_CNT_.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
-        if (d.CNT.value > 32) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: CNT=%ld must be <= 32", d.CNT.from, d.CNT.value);
-            return ACLNN_ERR_PARAM_INVALID;
-        }
-    }
-    if (d.BS.from != nullptr) {
-        if (d.BS.value < 16) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: BS=%ld must be >= 16", d.BS.from, d.BS.value);
-            return ACLNN_ERR_PARAM_INVALID;
-        }
-        if (d.BS.value > 128) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: BS=%ld must be <= 128", d.BS.from, d.BS.value);
-            return ACLNN_ERR_PARAM_INVALID;
-        }
-        if (d.BS.value % 16 != 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: BS=%ld must be a multiple of 16", d.BS.from, d.BS.value);
+        if (d.v_CNT_.value > 32) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: CNT=%ld must be <= 32", d.v_CNT_.from, d.v_CNT_.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (d.MS1.from != nullptr) {
-        if (d.MS1.value < 1) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: MS1=%ld must be >= 1", d.MS1.from, d.MS1.value);
+    if (d.v_BS_.from != nullptr) {
+        if (d.v_BS_.value < 16) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: BS=%ld must be >= 16", d.v_BS_.from, d.v_BS_.value);
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+        if (d.v_BS_.value > 128) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: BS=%ld must be <= 128", d.v_BS_.from, d.v_BS_.value);
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+        if (d.v_BS_.value % 16 != 0) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: BS=%ld must be a multiple of 16", d.v_BS_.from, d.v_BS_.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    if (d.MS2.from != nullptr) {
-        if (d.MS2.value < 1) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: MS2=%ld must be >= 1", d.MS2.from, d.MS2.value);
+    if (d.v_MS1_.from != nullptr) {
+        if (d.v_MS1_.value < 1) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: MS1=%ld must be >= 1", d.v_MS1_.from, d.v_MS1_.value);
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+    }
+    if (d.v_MS2_.from != nullptr) {
+        if (d.v_MS2_.value < 1) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: MS2=%ld must be >= 1", d.v_MS2_.from, d.v_MS2_.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -781,10 +781,10 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         return ACLNN_ERR_PARAM_INVALID;
     }
     // relation of _nsa_common.py
-    if (d.BS.from != nullptr && d.CNT.from != nullptr && !(d.BS.value * d.CNT.value <= 8192)) {
+    if (d.v_BS_.from != nullptr && d.v_CNT_.from != nullptr && !(d.v_BS_.value * d.v_CNT_.value <= 8192)) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
                 "topk_indices: selected keys CNT * BS must not exceed 8192 (BS * CNT <= 8192 (%ld <= %ld))",
-                static_cast<long>(d.BS.value * d.CNT.value), static_cast<long>(8192));
+                static_cast<long>(d.v_BS_.value * d.v_CNT_.value), static_cast<long>(8192));
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
