@@ -30,7 +30,7 @@ BASE = ["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", "-Wno-unused
 N = 320          # elements per operand buffer (a multiple of 32 B for every type, not of the 256-B repeat)
 COUNTS = (1, 63, 64, 65, 127, 200, 257, 300, 320)
 CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(ml_dtypes.bfloat16): "bfloat16_t",
-          np.dtype(np.uint32): "uint32_t"}
+          np.dtype(np.uint32): "uint32_t", np.dtype(np.int32): "int32_t"}
 
 
 def _hexf(v: float) -> str:
@@ -64,7 +64,10 @@ def _cast_inputs(rng, dst: np.dtype) -> np.ndarray:
     """fp32 values exercising every rounding decision to `dst`: exact ties between neighbours, exact values,
     random values in range, negatives, subnormals of the destination."""
     x = rng.uniform(-2, 2, N).astype(np.float32) * np.float32(2.0) ** rng.integers(-14, 14, N).astype(np.float32)
-    if dst == np.dtype(np.float16):
+    if dst == np.dtype(np.int32):   # ties n + 1/2, values past the int32 range (saturation) and NaN
+        ties = (rng.integers(-3000, 3000, N // 4) + 0.5).astype(np.float32)
+        ties[:4] = [3e9, -3e9, np.nan, 2147483520.0]
+    elif dst == np.dtype(np.float16):
         pos = np.arange(0x0001, 0x7BFF, dtype=np.uint16)
         pick = rng.choice(pos, N // 4, replace=False)
         a = pick.view(np.float16).astype(np.float64)

@@ -174,12 +174,34 @@ class Builder:
         return self.emit("select", (cond, a, c))
 
     def cast(self, x, to, round="none"):
-        """Convert to dtype `to`; `round` is the rounding of a narrowing float cast (none|rint|round)."""
+        """Convert `x` to dtype `to` as AscendC's Cast does (docs/reference/ascendc.md §1.12; the interpreter's
+        meaning is opgen.interp.rounding).
+
+        round: none | rint (nearest, ties to even) | round (nearest, ties away from zero) | floor | ceil | trunc |
+        odd (to f16 only). A narrowing float cast and every float -> integer cast must name a mode other than none.
+        Float -> integer rounds with the mode and saturates to the target's range (NaN -> 0; to i8/u8 through f16
+        as the device does); integer -> integer saturates; -> bool is x != 0.
+        Raises SpecError (at the spec line) when the mode does not fit the conversion."""
         return self.emit("cast", (x,), to=to, round=round)
 
-    def quantize(self, x, to, round):
-        """Round an fp32 intermediate to `to` and widen it back (device mode); identity in exact mode."""
-        return self.cast(self.cast(x, to, round), x.dtype)
+    def quantize(self, x, to, round, scale=None, offset=None):
+        """Quantise `x`: v = x * scale + offset (each optional: a tensor broadcasting against x, or a number), then
+
+        - `to` an integer dtype (i8, u8, i16, i32): v rounded with `round` (rint, round, floor, ceil, trunc) and
+          saturated to the target's range, as AscendQuant / DynamicQuant do (y = sat(round(x * scale + offset)));
+          returns the integer tensor. DynamicQuant's y = round(x / s) is `scale=1.0 / s` only up to the last bit
+          of 1/s: write `b.cast(x / s, i8, "rint")` to divide.
+        - `to` a float dtype (f16, bf16 or a dtype variable): v rounded to `to` with `round` and widened back to
+          v's dtype (the precision loss of storing an fp32 intermediate in `to`); identity in exact mode.
+        Raises SpecError for a mode that does not fit (as `cast`)."""
+        v = self._as_tensor(x)
+        if scale is not None:
+            v = v * scale
+        if offset is not None:
+            v = v + offset
+        if isinstance(to, DType) and to.is_int:
+            return self.cast(v, to, round)
+        return self.cast(self.cast(v, to, round), v.dtype)
 
     def _pair(self, a, c):
         if not isinstance(a, Tensor):

@@ -32,6 +32,9 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
+from opgen.interp.rounding import float_to_int, int_to_float
+from opgen.ir.dtypes import DType
+
 REPEAT_BYTES = 256
 """Bytes one vector repeat covers: 8 blocks of 32 B (docs/reference/ascendc.md §1.9)."""
 BLOCK_BYTES = 32
@@ -46,10 +49,13 @@ ROUND_MODES = ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND"
 
 CAST_MODES = {("half", "float"): ("CAST_NONE",), ("bfloat16_t", "float"): ("CAST_NONE",),
               ("float", "half"): ROUND_MODES,
-              ("float", "bfloat16_t"): ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC")}
+              ("float", "bfloat16_t"): ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
+              ("float", "int32_t"): ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
+              ("int32_t", "float"): ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC")}
 """{(source type, destination type): round modes accepted} of the Cast conversions opgen emits (A2/A3,
 docs/reference/ascendc.md §1.9: half/bf16 -> float CAST_NONE only; float -> half every mode; float -> bf16 not
-CAST_NONE, and not CAST_ODD as the emulation enforces)."""
+CAST_NONE, and not CAST_ODD as the emulation enforces; float -> int32 a rounding mode, saturating, NaN -> 0, and
+int32 -> float rounding above 2^24, §1.12)."""
 
 
 class Pipe(enum.Enum):
@@ -273,12 +279,18 @@ def round_to_16(x: np.ndarray, dtype, mode: str) -> np.ndarray:
 
 def _cast(env):
     """Cast count form: dst[:count] = src[:count] converted with round mode env["mode"] ("CAST_RINT" or
-    "RoundMode::CAST_RINT"); widening conversions are exact (docs/reference/ascendc.md §1.9)."""
+    "RoundMode::CAST_RINT"); widening conversions are exact, float <-> int32 as the interpreter's cast
+    (opgen.interp.rounding: rounded with the mode, saturated, NaN -> 0; docs/reference/ascendc.md §1.9, §1.12)."""
     dst = np.array(env["dst"], copy=True)
     src = np.asarray(env["src"])
     c = _count(env, min(dst.size, src.size))
     mode = str(env["mode"]).split("::")[-1]
-    if dst.dtype == np.float32:
+    ir_mode = mode.split("CAST_")[-1].lower()   # the interpreter's spelling (opgen.interp.rounding)
+    if src.dtype == np.int32 and dst.dtype == np.float32:
+        dst[:c] = int_to_float(src[:c], DType.f32, ir_mode)
+    elif src.dtype == np.float32 and dst.dtype == np.int32:
+        dst[:c] = float_to_int(src[:c], DType.f32, DType.i32, ir_mode).astype(np.int32)
+    elif dst.dtype == np.float32:
         dst[:c] = src[:c].astype(np.float32)
     elif src.dtype == np.float32 and dst.dtype in (np.float16, ml_dtypes.bfloat16):
         dst[:c] = round_to_16(src[:c], dst.dtype, mode)
