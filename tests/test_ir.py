@@ -323,7 +323,7 @@ def _mk_matmul(b, op):
 
 
 MAKER = {
-    **{o: _mk_unary for o in ("neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "not")},
+    **{o: _mk_unary for o in ("neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "not", "tanh", "erf")},
     **{o: _mk_binary for o in ("add", "sub", "mul", "div", "maximum", "minimum", "and", "or",
                                "lt", "le", "gt", "ge", "eq", "ne")},
     "select": _mk_select, "cast": _mk_cast, "const": _mk_const, "dimval": _mk_dimval, "iota": _mk_iota,

@@ -6,6 +6,8 @@ float64, casts between float types are the identity), the bound dims and the dty
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from opgen.errors import OpgenError
@@ -126,6 +128,13 @@ def _matmul(ctx, x, y, a, ty):
     return np.matmul(x, y)
 
 
+def _erf(ctx, x, a, ty):
+    """erf computed in float64 (math.erf, correctly rounded to float64), rounded once to x's float type."""
+    x = np.asarray(x)
+    r = np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+    return r.astype(x.dtype) if x.dtype.kind == "f" else r
+
+
 def _rsqrt(ctx, x, a, ty):
     return 1.0 / np.sqrt(x)
 
@@ -138,6 +147,8 @@ KERNELS = {
     "rsqrt": _rsqrt,
     "recip": lambda c, x, a, t: 1.0 / x,
     "abs": lambda c, x, a, t: np.abs(x),
+    "tanh": lambda c, x, a, t: np.tanh(x),
+    "erf": _erf,
     "not": lambda c, x, a, t: np.logical_not(x),
     "add": lambda c, x, y, a, t: x + y,
     "sub": lambda c, x, y, a, t: x - y,

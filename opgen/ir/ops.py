@@ -5,7 +5,7 @@ and the verifier) and a type rule `infer(input_types, attrs) -> TensorType` that
 `IRError` with the rule that is broken. Evaluation is in `opgen.interp.kernels`.
 
 Op set:
-  unary       neg exp log sqrt rsqrt recip abs not
+  unary       neg exp log sqrt rsqrt recip abs not tanh erf
   binary      add sub mul div maximum minimum and or     (NumPy broadcasting, right-aligned)
   compare     lt le gt ge eq ne                          -> bool
   select      select(cond, a, b)
@@ -132,7 +132,7 @@ def _binary(name, result=None, kinds="num"):
     _register(name, 2, {}, infer)
 
 
-for _n in ("neg", "exp", "log", "sqrt", "rsqrt", "recip"):
+for _n in ("neg", "exp", "log", "sqrt", "rsqrt", "recip", "tanh", "erf"):
     _unary(_n)
 _unary("abs", float_only=False)
 
