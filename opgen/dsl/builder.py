@@ -254,7 +254,10 @@ class Builder:
         return self.emit("minimum", (a, c))
 
     def where(self, cond, a, c):
-        """select(cond, a, c) with NumPy broadcasting."""
+        """select(cond, a, c) with NumPy broadcasting: a where cond, else c (a / c tensors or numbers). cond is bool,
+        or an integer mask (uint8 0/1 as torch's older masks) taken as cond != 0."""
+        if isinstance(cond, Tensor) and isinstance(cond.dtype, DType) and cond.dtype.is_int:
+            cond = cond.ne(0)
         if not isinstance(a, Tensor):
             a = self._lift(a, c)
         if not isinstance(c, Tensor):
