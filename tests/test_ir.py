@@ -32,7 +32,7 @@ from opgen.ir import (  # noqa: E402
 )
 from opgen.ir.core import canonical_attrs  # noqa: E402
 from opgen.ir.dims import _bin, subst  # noqa: E402
-from opgen.ir.ops import ROUND_MODES, broadcast_shapes  # noqa: E402
+from opgen.ir.ops import INT_ROUND_MODES, broadcast_shapes  # noqa: E402
 
 SPEC_OPS = ["AdaLayerNormGrad", "AdaLayerNormV2", "NormRopeConcat", "NormRopeConcatGrad", "NsaSelectedAttention",
             "NsaSelectedAttentionGrad"]
@@ -183,8 +183,16 @@ def _mk_select(b, op):
 def _mk_cast(b, op):
     x = b.pick()
     to = b.draw(st.sampled_from(ALL_DTYPES))
-    # a float cast that may narrow must name its rounding; "none" only where nothing can narrow
-    rounds = ("rint", "round") if to in (F16, BF16, T_, U_) else ROUND_MODES
+    # a float cast that may narrow must name its rounding; "none" only where nothing can narrow; a float -> integer
+    # cast names a rounding to an integer
+    src = b.types[x].dtype if x is not None else F32
+    src_float = isinstance(src, DTypeVar) or src.is_float
+    if to in (F16, BF16, T_, U_):
+        rounds = ("rint", "round")
+    elif src_float and isinstance(to, DType) and to.is_int:
+        rounds = INT_ROUND_MODES
+    else:
+        rounds = ("none", "rint", "round", "trunc")
     b.add("cast", [x], to=to, round=b.draw(st.sampled_from(rounds)))
 
 
@@ -315,7 +323,7 @@ def _mk_matmul(b, op):
 
 
 MAKER = {
-    **{o: _mk_unary for o in ("neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "not")},
+    **{o: _mk_unary for o in ("neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "not", "tanh", "erf")},
     **{o: _mk_binary for o in ("add", "sub", "mul", "div", "maximum", "minimum", "and", "or",
                                "lt", "le", "gt", "ge", "eq", "ne")},
     "select": _mk_select, "cast": _mk_cast, "const": _mk_const, "dimval": _mk_dimval, "iota": _mk_iota,

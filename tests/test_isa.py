@@ -30,7 +30,7 @@ BASE = ["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", "-Wno-unused
 N = 320          # elements per operand buffer (a multiple of 32 B for every type, not of the 256-B repeat)
 COUNTS = (1, 63, 64, 65, 127, 200, 257, 300, 320)
 CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(ml_dtypes.bfloat16): "bfloat16_t",
-          np.dtype(np.uint32): "uint32_t"}
+          np.dtype(np.uint32): "uint32_t", np.dtype(np.int32): "int32_t", np.dtype(np.uint8): "uint8_t"}
 
 
 def _hexf(v: float) -> str:
@@ -64,7 +64,10 @@ def _cast_inputs(rng, dst: np.dtype) -> np.ndarray:
     """fp32 values exercising every rounding decision to `dst`: exact ties between neighbours, exact values,
     random values in range, negatives, subnormals of the destination."""
     x = rng.uniform(-2, 2, N).astype(np.float32) * np.float32(2.0) ** rng.integers(-14, 14, N).astype(np.float32)
-    if dst == np.dtype(np.float16):
+    if dst == np.dtype(np.int32):   # ties n + 1/2, values past the int32 range (saturation) and NaN
+        ties = (rng.integers(-3000, 3000, N // 4) + 0.5).astype(np.float32)
+        ties[:4] = [3e9, -3e9, np.nan, 2147483520.0]
+    elif dst == np.dtype(np.float16):
         pos = np.arange(0x0001, 0x7BFF, dtype=np.uint16)
         pick = rng.choice(pos, N // 4, replace=False)
         a = pick.view(np.float16).astype(np.float64)
@@ -162,6 +165,26 @@ def build_cases(seed: int = 7) -> list[Case]:
         cases.append(Case(Op.BRCB, {"dst": _floats(rng, n=640), "src": _floats(rng, n=64)},
                           {"repeat": str(rep), "params": f"BrcbRepeatParams({blk}, {rstride})"},
                           {"repeat": rep, "params": (blk, rstride)}))
+    for j, (mode, dt, c) in enumerate([("LT", np.float32, 64), ("GT", np.float32, 192), ("EQ", np.float32, 128),
+                                       ("LE", np.float16, 128), ("GE", np.float16, 256), ("NE", np.float32, 256),
+                                       ("EQ", np.int32, 128)]):
+        a = _floats(rng, lo=-3, hi=3).round().astype(dt)   # small integers: equal pairs are common
+        b = _floats(rng, lo=-3, hi=3).round().astype(dt)
+        vals, envv = {"mode": f"CMPMODE::{mode}", "count": f"static_cast<uint32_t>({c})"}, {"mode": mode, "count": c}
+        cases.append(Case(Op.COMPARE, {"dst": rng.integers(0, 256, N // 8).astype(np.uint8), "src0": a, "src1": b},
+                          vals, envv))
+        if dt == np.float32:
+            cases.append(Case(Op.COMPARE_SCALAR, {"dst": rng.integers(0, 256, N // 8).astype(np.uint8), "src0": a},
+                              {**vals, "scalar": _hexf(1.0)}, {**envv, "scalar": 1.0}))
+    for j, (dt, c) in enumerate([(np.float32, 64), (np.float32, 320), (np.float16, 128), (np.float16, 256)]):
+        mask = rng.integers(0, 256, N // 8).astype(np.uint8)
+        a, b = _floats(rng).astype(dt), _floats(rng).astype(dt)
+        cases.append(Case(Op.SELECT, {"dst": _floats(rng).astype(dt), "mask": mask, "src0": a, "src1": b},
+                          {"count": f"static_cast<uint32_t>({c})"}, {"count": c}))
+        if dt == np.float32:
+            s = float(np.float32(rng.uniform(-3, 3)))
+            cases.append(Case(Op.SELECT_SCALAR, {"dst": _floats(rng), "mask": mask, "src0": a},
+                              {"count": f"static_cast<uint32_t>({c})", "scalar": _hexf(s)}, {"count": c, "scalar": s}))
     for op in (Op.COPY_IN, Op.COPY_OUT):
         for c in (8, 64, 312):
             cases.append(Case(op, {"dst": _floats(rng), "src": _floats(rng)},
@@ -423,3 +446,20 @@ def test_every_vector_call_of_the_emitted_kernels_is_in_the_table():
     for h in default_out_dir().glob("*/op_kernel/*.h"):
         seen |= {m for m in re.findall(r"^\s*([A-Z][A-Za-z]*)\(", h.read_text(), re.M) if m in api}
     assert seen and seen <= set(BY_API), seen - set(BY_API)
+
+
+def test_compare_and_select_refuse_a_partial_repeat():
+    """Compare's count covers whole 256-B repeats (docs/reference/ascendc.md §1.9: a partial repeat is ignored on
+    the device), and int32 compares only for EQ: the meanings raise instead of computing what the device skips."""
+    a = np.zeros(128, np.float32)
+    mask = np.zeros(16, np.uint8)
+    with pytest.raises(ValueError, match="256-B"):
+        INSTRS[Op.COMPARE].meaning({"dst": mask, "src0": a, "src1": a, "mode": "CMPMODE::LT", "count": 65})
+    with pytest.raises(ValueError, match="256-B"):
+        INSTRS[Op.SELECT].meaning({"dst": a, "mask": mask, "src0": a, "src1": a, "count": 100})
+    with pytest.raises(ValueError, match="only EQ"):
+        INSTRS[Op.COMPARE].meaning({"dst": mask, "src0": a.astype(np.int32), "src1": a.astype(np.int32),
+                                    "mode": "LT", "count": 64})
+    got = INSTRS[Op.COMPARE_SCALAR].meaning({"dst": mask, "src0": np.arange(128, dtype=np.float32) % 3,
+                                             "scalar": 1.0, "mode": "EQ", "count": 64})["dst"]
+    assert got[0] == 0b10010010   # elements 1, 4, 7 of the first eight equal 1

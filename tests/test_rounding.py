@@ -57,9 +57,12 @@ def _table(dt: DType) -> np.ndarray:
 
 
 def ref_round(x, dt: DType, mode: str) -> np.ndarray:
-    """Independent nearest rounding of float32 `x` to `dt` as float64 values (inf on overflow).
+    """Independent rounding of float32 `x` to `dt` as float64 values.
 
-    mode "rint": ties to the even code; mode "round": ties to the larger magnitude."""
+    mode "rint": nearest, ties to the even code; "round": nearest, ties to the larger magnitude (inf on overflow);
+    the directed modes on the magnitude: "trunc" the lower neighbour, "floor" / "ceil" the lower one for a
+    positive / negative x and the upper one (inf beyond the largest finite value) otherwise; "odd" an inexact
+    value takes the neighbour with the odd code, never the inf code."""
     x = np.asarray(x, dtype=np.float32)
     vals = _table(dt)
     with np.errstate(invalid="ignore"):
@@ -70,6 +73,20 @@ def ref_round(x, dt: DType, mode: str) -> np.ndarray:
     i = np.clip(i, 0, len(vals) - 2)
     lo, hi = vals[i], vals[i + 1]
     mid = (lo + hi) / 2  # exact: lo, hi have <= 11 significant bits and close exponents
+    if mode in ("trunc", "floor", "ceil", "odd"):
+        exact = axf == lo
+        neg = np.signbit(x)
+        if mode == "trunc":
+            up = np.zeros(x.shape, dtype=bool)
+        elif mode == "odd":
+            up = (i % 2 == 0) & (i + 1 < len(vals) - 1)
+        else:
+            up = neg if mode == "floor" else ~neg
+        code = np.where(exact | ~up, i, i + 1)
+        mag = np.where(code == len(vals) - 1, np.inf, vals[code])
+        mag = np.where(finite, mag, ax)
+        with np.errstate(invalid="ignore"):
+            return np.copysign(mag, x.astype(np.float64))
     if mode == "round":
         tie_hi = np.ones(x.shape, dtype=bool)
     else:
@@ -277,7 +294,7 @@ def test_f32_target_and_errors():
     with pytest.raises(ValueError, match="not a float"):
         round_to(x, DType.i32, "rint")
     with pytest.raises(ValueError, match="unknown round mode"):
-        round_to(x, DType.f16, "floor")
+        round_to(x, DType.f16, "nearest")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -331,14 +348,35 @@ def test_cast_kernel_device_mode(dt, mode):
 
 
 def test_cast_kernel_to_int_and_bool():
-    """Float -> int casts truncate toward zero; -> bool is x != 0 (NaN counts as true, as in C)."""
-    x = np.array([2.7, -2.7, 0.0, -0.0, 7.0], np.float32)
+    """Float -> int casts round with their mode (AscendC's Cast: 2.7 -> 3 under rint, -2.5 -> -2 ties to even,
+    trunc toward zero); -> bool is x != 0 (NaN counts as true, as in C)."""
+    x = np.array([2.7, -2.7, -2.5, 0.0, -0.0, 7.0], np.float32)
     ctx = Ctx("device", {}, {})
-    r = KERNELS["cast"](ctx, x, {"to": DType.i32, "round": "none"}, None)
-    assert list(r) == [2, -2, 0, 0, 7]
+    r = KERNELS["cast"](ctx, x, {"to": DType.i32, "round": "rint"}, None)
+    assert list(r) == [3, -3, -2, 0, 0, 7]
+    r = KERNELS["cast"](ctx, x, {"to": DType.i32, "round": "trunc"}, None)
+    assert list(r) == [2, -2, -2, 0, 0, 7]
     b = KERNELS["cast"](ctx, np.array([0.0, -0.0, 1e-30, np.nan], np.float32), {"to": DType.bool, "round": "none"},
                         None)
     assert list(b) == [False, False, True, True]
+
+
+DIRECTED = ["floor", "ceil", "trunc", "odd"]
+
+
+@pytest.mark.parametrize("mode", DIRECTED)
+@pytest.mark.parametrize("dt", NARROW, ids=lambda d: d.value)
+def test_directed_modes(dt, mode):
+    """CAST_FLOOR / CEIL / TRUNC / ODD to f16 and bf16 on every midpoint and its float32 neighbours, every value of
+    the type itself, random bit patterns and the overflow region, against the bit-decoded reference."""
+    t = _table(dt)
+    mids = ((t[:-1] + t[1:]) / 2).astype(np.float32)
+    rng = np.random.default_rng(11)
+    bits = rng.integers(0, 2 ** 32, size=100_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    top = np.float32(t[-2]) * np.float32(1.001)
+    x = np.concatenate([_with_neighbours(mids[::3]), t[:-1].astype(np.float32), -t[:-1].astype(np.float32), bits,
+                        np.array([top, -top, np.inf, -np.inf, np.nan, 0.0, -0.0], np.float32)])
+    _check(x, dt, mode)
 
 
 @pytest.mark.parametrize("dt", NARROW, ids=lambda d: d.value)

@@ -147,6 +147,18 @@ spec.dtypes((T,), [(f16,), (i64,)])
 def _(b, x):
     return {"y": x * 2.0}
 ''', 'spec.input("x"', "input x has dtype i64 (dtype variable T); the rows family reads f32, f16, bf16, i32 inputs"),
+    # a compare and select (LeakyRelu written with where): the refusal names the spec's construct
+    "WhereGt": ('''
+spec = OpSpec("WhereGt", aclnn="aclnnWhereGt", socs=(A2, A3))
+R, H = spec.dims("R H")
+spec.input("x", f32, [R, H])
+spec.output("y", f32, [R, H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": b.where(x > 0.0, x, x * 0.1)}
+''', "x > 0.0", "a comparison `>`: the rows family does not lower it yet"),
     # an integer output
     "IntOut": ('''
 spec = OpSpec("IntOut", aclnn="aclnnIntOut", socs=(A2, A3))

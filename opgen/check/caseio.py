@@ -28,7 +28,8 @@ from opgen.errors import OpgenError
 from opgen.ir.dtypes import DType
 
 MAGIC = b"OPGCASE2"
-GE_DTYPE = {DType.f32: 0, DType.f16: 1, DType.i32: 3, DType.u8: 4, DType.i64: 9, DType.bool: 12, DType.bf16: 27}
+GE_DTYPE = {DType.f32: 0, DType.f16: 1, DType.i8: 2, DType.i32: 3, DType.u8: 4, DType.i16: 6, DType.i64: 9, DType.bool: 12,
+            DType.bf16: 27}
 """ge::DataType numbering (opgen/emu/include/graph/types.h, CANN's values) per IR dtype."""
 DT_UNDEFINED = 28
 

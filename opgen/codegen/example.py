@@ -24,10 +24,10 @@ from opgen.ir.dtypes import DType, DTypeVar
 EMBED_LIMIT = 256  # float tensors up to this many elements are embedded value by value
 
 _HOST = {DType.f32: "float", DType.f16: "uint16_t", DType.bf16: "uint16_t", DType.i32: "int32_t",
-         DType.i64: "int64_t", DType.u8: "uint8_t", DType.bool: "uint8_t"}
+         DType.i64: "int64_t", DType.u8: "uint8_t", DType.bool: "uint8_t", DType.i8: "int8_t", DType.i16: "int16_t"}
 _TO_FLOAT = {DType.f32: "FloatFromFloat", DType.f16: "FloatFromHalf", DType.bf16: "FloatFromBf16",
              DType.i32: "FloatFromInt32", DType.i64: "FloatFromInt64", DType.u8: "FloatFromUint8",
-             DType.bool: "FloatFromUint8"}
+             DType.bool: "FloatFromUint8", DType.i8: "FloatFromInt8", DType.i16: "FloatFromInt16"}
 _FROM_FLOAT = {DType.f32: "", DType.f16: "HalfFromFloat", DType.bf16: "Bf16FromFloat"}
 
 

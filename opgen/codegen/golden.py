@@ -37,7 +37,7 @@ from opgen.ir.dtypes import DType, DTypeVar
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
            "eq": "==", "ne": "!="}
-_NPFN = {"neg": "np.negative", "exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "abs": "np.abs",
+_NPFN = {"neg": "np.negative", "exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "abs": "np.abs", "tanh": "np.tanh",
          "not": "np.logical_not", "maximum": "np.maximum", "minimum": "np.minimum", "and": "np.logical_and",
          "or": "np.logical_or"}
 
@@ -98,6 +98,9 @@ class _Printer:
             return f"{_NPFN[op]}({', '.join(x)})"
         if op == "rsqrt":
             return f"1.0 / np.sqrt({x[0]})"
+        if op == "erf":   # as opgen/interp/kernels.py: math.erf in float64, rounded once to the operand's type
+            return (f"np.vectorize(__import__('math').erf, otypes=[np.float64])(np.asarray({x[0]}, "
+                    f"dtype=np.float64)).astype(np.asarray({x[0]}).dtype)")
         if op == "recip":
             return f"1.0 / {x[0]}"
         if op == "select":
@@ -105,10 +108,13 @@ class _Printer:
         if op == "cast":
             to = a["to"]
             if isinstance(to, DTypeVar) or to.is_float:
+                if a["round"] not in ("none", "rint", "round"):
+                    raise SpecError(f"the golden prints float casts rounded with rint or round, not {a['round']!r}")
                 return f"_cast_float({x[0]}, {self.dtype(to)}, {a['round']!r})"
             if to == DType.bool:
                 return f"np.asarray({x[0]}) != 0"
-            return f"_cast_int({x[0]})"
+            lo, hi = to.int_range
+            return f"_cast_int({x[0]}, {a['round']!r}, {lo}, {hi})"
         if op == "const":
             dt = a["dtype"]
             if isinstance(dt, DTypeVar) or dt.is_float:
@@ -472,6 +478,8 @@ def golden_context(spec) -> dict:
         "optional_names": _pformat([i.name for i in opts]),
         "input_vars": _pformat({i.name: i.dtype.name for i in spec.inputs if isinstance(i.dtype, DTypeVar)}),
         "output_vars": _pformat({o.name: o.dtype.name for o in spec.outputs if isinstance(o.dtype, DTypeVar)}),
+        "int_outputs": _pformat({o.name: o.dtype.np.name for o in spec.outputs
+                                 if isinstance(o.dtype, DType) and not o.dtype.is_float}),
         "allowed": _pformat({v.name: [d.long_name for d in m.allowed(v.name)] for v in spec.dtype_table}),
         "rows": "[\n" + "".join(f"    {dict((k, d.long_name) for k, d in r.items())!r},\n"
                                  for r in spec.dtype_rows) + "]",

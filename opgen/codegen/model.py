@@ -31,7 +31,7 @@ SOC_ENUM = {
 # aclDataType of the ACL runtime (examples) per IR dtype.
 ACL_DTYPE = {
     DType.f32: "ACL_FLOAT", DType.f16: "ACL_FLOAT16", DType.bf16: "ACL_BF16", DType.i32: "ACL_INT32",
-    DType.i64: "ACL_INT64", DType.u8: "ACL_UINT8", DType.bool: "ACL_BOOL",
+    DType.i64: "ACL_INT64", DType.u8: "ACL_UINT8", DType.bool: "ACL_BOOL", DType.i8: "ACL_INT8", DType.i16: "ACL_INT16",
 }
 _ROOT = Path(__file__).resolve().parent.parent.parent
 

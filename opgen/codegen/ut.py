@@ -41,7 +41,8 @@ from opgen.names import cpp_name
 UT_PLATFORM = {"ascend910B1": "ascend910b1", "ascend950pr_9599": "ascend950"}
 _ATTR_CTYPE = {int: "int64_t", float: "float", bool: "bool", str: "std::string"}
 _HOST_CTYPE = {DType.f32: "float", DType.f16: "half", DType.bf16: "bfloat16_t", DType.i32: "int32_t",
-               DType.i64: "int64_t", DType.u8: "uint8_t", DType.bool: "uint8_t"}
+               DType.i64: "int64_t", DType.u8: "uint8_t", DType.bool: "uint8_t", DType.i8: "int8_t",
+               DType.i16: "int16_t"}
 
 
 def _shape_init(shape) -> str:

@@ -3,6 +3,7 @@ appends a typed node to the graph under construction (type rules of `opgen.ir.op
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -155,6 +156,93 @@ class Builder:
         """Elementwise |x|."""
         return self.emit("abs", (x,))
 
+    def tanh(self, x):
+        """Elementwise tanh (float), an op of its own (`tanh`): NumPy's tanh in the interpreter (fp32 in device mode,
+        float64 in exact mode). No kernel family lowers it yet; `sigmoid` covers 0.5 * (1 + tanh(y)) = sigmoid(2y)."""
+        return self.emit("tanh", (x,))
+
+    def erf(self, x):
+        """Elementwise error function (float), an op of its own (`erf`): math.erf in float64, rounded once to the
+        operand's type. No kernel family lowers it yet."""
+        return self.emit("erf", (x,))
+
+    def sigmoid(self, x):
+        """1 / (1 + exp(-x)), elementwise (float), written with neg, exp, add and recip — ops the rows family
+        lowers. Saturates correctly: exp(-x) = inf gives 0, exp(-x) = 0 gives 1."""
+        return self.recip(1.0 + self.exp(-x))
+
+    def silu(self, x):
+        """x * sigmoid(x) = x / (1 + exp(-x)) (SiLU / Swish), elementwise; written with neg, exp, add and div (lowered
+        by the rows family)."""
+        return x / (1.0 + self.exp(-x))
+
+    def gelu(self, x, approximate="none"):
+        """GELU, elementwise (torch.nn.functional.gelu's two forms).
+
+        approximate="none": 0.5 * x * (1 + erf(x / sqrt(2))), with the `erf` op (not lowered by a kernel family yet);
+        approximate="tanh": 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), written as the equal
+        x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) with mul, add, exp and div (lowered by the rows family).
+        Raises SpecError for another `approximate`."""
+        if approximate == "none":
+            return 0.5 * x * (1.0 + self.erf(x * (1.0 / math.sqrt(2.0))))
+        if approximate == "tanh":
+            k = 2.0 * math.sqrt(2.0 / math.pi)
+            return x / (1.0 + self.exp(-k * (x + 0.044715 * (x * x * x))))
+        raise spec_error(caller_loc(), f"gelu: approximate must be \"none\" or \"tanh\", got {approximate!r}",
+                         'use approximate="none" (erf) or approximate="tanh"')
+
+    def softplus(self, x, beta=1.0):
+        """log(1 + exp(beta x)) / beta, elementwise (float), in the overflow-free form
+        (max(beta x, 0) + log(1 + exp(-|beta x|))) / beta with maximum, abs, neg, exp, add, log — ops the rows family
+        lowers. Matches torch's softplus (whose threshold only skips a term below one ulp) to an absolute 6e-8 / beta
+        where softplus itself is below that (log(1 + tiny) rounds to 0 in fp32)."""
+        y = x if beta == 1.0 else x * float(beta)
+        r = self.maximum(y, 0.0) + self.log(1.0 + self.exp(-self.abs(y)))
+        return r if beta == 1.0 else r * (1.0 / float(beta))
+
+    def pow(self, x, p):
+        """x ** p for a Python number p, elementwise (float), chosen by p: 0 -> ones; 1 -> x; 2, 3, 4 -> repeated
+        mul; 0.5 -> sqrt; -0.5 -> rsqrt; -1 -> recip; -2, -3, -4 -> recip of the product; otherwise
+        exp(p * log(x)) (NaN for x < 0, as torch for a non-integer p; relative error about |p log x| ulps).
+        Every form uses ops the rows family lowers. Raises SpecError for a non-number p (use exp/log for a tensor)."""
+        if isinstance(p, bool) or not isinstance(p, (int, float)):
+            raise spec_error(caller_loc(), f"pow: the exponent must be a number, got {p!r}",
+                             "for a tensor exponent write b.exp(p * b.log(x))")
+        p = float(p)
+        if p == 0.0:
+            return self.const(1.0, x.dtype if isinstance(x.dtype, DType) else F32).broadcast_to(x.shape)
+        if p == 1.0:
+            return x
+        if p == 0.5:
+            return self.sqrt(x)
+        if p == -0.5:
+            return self.rsqrt(x)
+        if p == int(p) and 2 <= abs(p) <= 4:
+            r = x
+            for _ in range(int(abs(p)) - 1):
+                r = r * x
+            return r if p > 0 else self.recip(r)
+        if p == -1.0:
+            return self.recip(x)
+        return self.exp(p * self.log(x))
+
+    def clamp(self, x, min=None, max=None):
+        """Elementwise clamp to [min, max] (either may be None; numbers or tensors that broadcast): maximum then
+        minimum (lowered by the rows family). NaN propagates as in Max/Min. Raises SpecError when both are None."""
+        if min is None and max is None:
+            raise spec_error(caller_loc(), "clamp: give min=, max= or both", "b.clamp(x, min=0.0, max=6.0)")
+        r = x
+        if min is not None:
+            r = self.maximum(r, min)
+        if max is not None:
+            r = self.minimum(r, max)
+        return r
+
+    def sign(self, x):
+        """Elementwise sign: 1 for x > 0, -1 for x < 0, 0 for 0 and NaN, in x's dtype; written (x > 0) - (x < 0)
+        with compares and bool casts (the rows family lowers no compare yet)."""
+        return (x > 0).cast(x.dtype) - (x < 0).cast(x.dtype)
+
     def maximum(self, a, c):
         """Elementwise maximum with NumPy broadcasting."""
         a, c = self._pair(a, c)
@@ -166,7 +254,10 @@ class Builder:
         return self.emit("minimum", (a, c))
 
     def where(self, cond, a, c):
-        """select(cond, a, c) with NumPy broadcasting."""
+        """select(cond, a, c) with NumPy broadcasting: a where cond, else c (a / c tensors or numbers). cond is bool,
+        or an integer mask (uint8 0/1 as torch's older masks) taken as cond != 0."""
+        if isinstance(cond, Tensor) and isinstance(cond.dtype, DType) and cond.dtype.is_int:
+            cond = cond.ne(0)
         if not isinstance(a, Tensor):
             a = self._lift(a, c)
         if not isinstance(c, Tensor):
@@ -174,12 +265,34 @@ class Builder:
         return self.emit("select", (cond, a, c))
 
     def cast(self, x, to, round="none"):
-        """Convert to dtype `to`; `round` is the rounding of a narrowing float cast (none|rint|round)."""
+        """Convert `x` to dtype `to` as AscendC's Cast does (docs/reference/ascendc.md §1.12; the interpreter's
+        meaning is opgen.interp.rounding).
+
+        round: none | rint (nearest, ties to even) | round (nearest, ties away from zero) | floor | ceil | trunc |
+        odd (to f16 only). A narrowing float cast and every float -> integer cast must name a mode other than none.
+        Float -> integer rounds with the mode and saturates to the target's range (NaN -> 0; to i8/u8 through f16
+        as the device does); integer -> integer saturates; -> bool is x != 0.
+        Raises SpecError (at the spec line) when the mode does not fit the conversion."""
         return self.emit("cast", (x,), to=to, round=round)
 
-    def quantize(self, x, to, round):
-        """Round an fp32 intermediate to `to` and widen it back (device mode); identity in exact mode."""
-        return self.cast(self.cast(x, to, round), x.dtype)
+    def quantize(self, x, to, round, scale=None, offset=None):
+        """Quantise `x`: v = x * scale + offset (each optional: a tensor broadcasting against x, or a number), then
+
+        - `to` an integer dtype (i8, u8, i16, i32): v rounded with `round` (rint, round, floor, ceil, trunc) and
+          saturated to the target's range, as AscendQuant / DynamicQuant do (y = sat(round(x * scale + offset)));
+          returns the integer tensor. DynamicQuant's y = round(x / s) is `scale=1.0 / s` only up to the last bit
+          of 1/s: write `b.cast(x / s, i8, "rint")` to divide.
+        - `to` a float dtype (f16, bf16 or a dtype variable): v rounded to `to` with `round` and widened back to
+          v's dtype (the precision loss of storing an fp32 intermediate in `to`); identity in exact mode.
+        Raises SpecError for a mode that does not fit (as `cast`)."""
+        v = self._as_tensor(x)
+        if scale is not None:
+            v = v * scale
+        if offset is not None:
+            v = v + offset
+        if isinstance(to, DType) and to.is_int:
+            return self.cast(v, to, round)
+        return self.cast(self.cast(v, to, round), v.dtype)
 
     def _pair(self, a, c):
         if not isinstance(a, Tensor):
@@ -278,6 +391,10 @@ class Tensor:
 
     def __neg__(self):
         return self.b.emit("neg", (self,))
+
+    def __pow__(self, p):
+        """x ** p for a Python number p (Builder.pow)."""
+        return self.b.pow(self, p)
 
     def __lt__(self, o):
         return self._bin("lt", o)

@@ -46,7 +46,7 @@ from opgen.dsl.validate import bind
 from opgen.errors import SpecError, ValidationError, display_path
 from opgen.ir.core import Graph, Param, TensorType, Value
 from opgen.ir.dims import Bounds, Constraint, DimExpr, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
-from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
+from opgen.ir.dtypes import DType, DTypeVar, dtype_name, dtype_of_array, parse_dtype
 from opgen.ir.records import evolve
 from opgen.ir.verify import verify
 from opgen.names import cpp_name, kernel_entry, op_name_problem, op_snake
@@ -73,7 +73,7 @@ DERIVED_PREFIXES = ("gm_", "res_", "resBuf_", "rowIn_", "rowInQue_", "s_", "st_"
 DERIVED_SUFFIXES = ("Shape", "ShapeOpt", "Host", "Device", "Values", "Dim", "Kernel", "Tensor", "Desc")
 """Affixes the emitters put around a parameter or dim name to name its GM views, buffers, host copies, shapes
 and tiling fields (opgen.codegen, templates/): one spec name must not be another one's derived name."""
-_DTYPE_NAMES = "f32, f16, bf16, i32, i64, u8, boolean (from opgen.dsl)"
+_DTYPE_NAMES = "f32, f16, bf16, i8, u8, i16, i32, i64, boolean (from opgen.dsl)"
 
 
 def _loc(depth=2) -> Loc:
@@ -1200,6 +1200,12 @@ class OpSpec:
             if o.dtype != t.dtype:
                 n_before = len(b.nodes)
                 if not (isinstance(o.dtype, DTypeVar) or o.dtype.is_float):
+                    if isinstance(t.dtype, DTypeVar) or t.dtype.is_float:
+                        raise spec_error(site(), f"output {name} is declared {o.dtype.value} but the body gives "
+                                         f"{dtype_name(t.dtype)} values: a float becomes an integer only through "
+                                         f"a rounding",
+                                         f'return b.cast(<value>, {o.dtype.value}, "rint") (or round, floor, ceil, '
+                                         f'trunc; it saturates to {o.dtype.value}\'s range)')
                     t = b.cast(t, o.dtype)
                 else:
                     t = b.cast(t, o.dtype, self.round)

@@ -6,10 +6,12 @@ float64, casts between float types are the identity), the bound dims and the dty
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from opgen.errors import OpgenError
-from opgen.interp.rounding import round_to
+from opgen.interp.rounding import float_to_int, int_to_float, int_to_int, round_float
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
 
@@ -35,18 +37,29 @@ class Ctx:
 
 
 def _cast(ctx, x, a, ty):
+    """The cast op: AscendC's Cast (opgen.interp.rounding). Device mode: floats rounded to their type with the
+    round mode, float -> integer rounded and saturated (8-bit targets through half), integers saturated; exact
+    mode: casts between float types are the identity (float64), a cast to an integer still rounds and saturates
+    (directly, no half step). Integers come back as int64 holding values of their type, bools as bool."""
     to = ctx.dtype(a["to"])
+    mode = a["round"]
+    x = np.asarray(x)
+    if to == DType.bool:
+        return x != 0
     if to.is_float:
         if ctx.mode == "exact":
             return np.asarray(x, dtype=np.float64)
+        if x.dtype.kind in "iub":
+            return int_to_float(x, to, mode)
         if to == DType.f32:
             return np.asarray(x, dtype=np.float32)
-        return round_to(x, to, a["round"])
-    if to == DType.bool:
-        return np.asarray(x) != 0
-    if x.dtype.kind == "f":
-        return np.trunc(x).astype(np.int64)
-    return np.asarray(x, dtype=np.int64)
+        return round_float(x, to, mode)
+    if x.dtype.kind == "b":
+        return x.astype(np.int64)
+    if x.dtype.kind in "iu":
+        return int_to_int(x, to)
+    src = DType.f16 if x.dtype == np.float16 else DType.f32
+    return float_to_int(x, src, to, mode, device=ctx.mode == "device")
 
 
 def _const(ctx, a, ty):
@@ -115,6 +128,13 @@ def _matmul(ctx, x, y, a, ty):
     return np.matmul(x, y)
 
 
+def _erf(ctx, x, a, ty):
+    """erf computed in float64 (math.erf, correctly rounded to float64), rounded once to x's float type."""
+    x = np.asarray(x)
+    r = np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+    return r.astype(x.dtype) if x.dtype.kind == "f" else r
+
+
 def _rsqrt(ctx, x, a, ty):
     return 1.0 / np.sqrt(x)
 
@@ -127,6 +147,8 @@ KERNELS = {
     "rsqrt": _rsqrt,
     "recip": lambda c, x, a, t: 1.0 / x,
     "abs": lambda c, x, a, t: np.abs(x),
+    "tanh": lambda c, x, a, t: np.tanh(x),
+    "erf": _erf,
     "not": lambda c, x, a, t: np.logical_not(x),
     "add": lambda c, x, y, a, t: x + y,
     "sub": lambda c, x, y, a, t: x - y,

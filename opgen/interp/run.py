@@ -14,8 +14,10 @@ def run_graph(g: Graph, bound, mode: str = "device") -> dict:
     """Evaluate graph `g` on the validated inputs of `bound` (opgen.dsl.spec.Bound).
 
     Returns {output name: array}: device mode in the declared dtype (f16/bf16 rounded with the
-    spec's round mode), exact mode as float64 for float outputs. Intermediates are freed after
-    their last use.
+    spec's round mode), exact mode as float64 for float outputs; integer and bool outputs in their
+    declared dtype in both modes. Integers are computed as int64 and wrapped to their type after
+    every op (two's complement, as the device's integer arithmetic; a Cast saturates instead,
+    opgen.interp.rounding). Intermediates are freed after their last use.
     """
     ctx = Ctx(mode, bound.env, bound.dtypes)
     vals: dict[str, np.ndarray] = {}
@@ -33,6 +35,7 @@ def run_graph(g: Graph, bound, mode: str = "device") -> dict:
             elif dt.is_int and a.dtype != np.int64:
                 a = a.astype(np.int64)
             vals[name] = a
+    types = {p.value.name: ctx.dtype(p.value.type.dtype) for p in g.params}
     last = {}
     for k, n in enumerate(g.nodes):
         for i in n.inputs:
@@ -46,13 +49,20 @@ def run_graph(g: Graph, bound, mode: str = "device") -> dict:
         else:
             with np.errstate(all="ignore"):
                 r = KERNELS[n.op](ctx, *args, a, n.result.type)
+        rdt = ctx.dtype(n.result.type.dtype)
+        if rdt.is_int and rdt != DType.i64 and np.asarray(r).dtype.kind in "iu":
+            r = np.asarray(r).astype(rdt.np).astype(np.int64)
         vals[n.result.name] = r
+        types[n.result.name] = rdt
         for i in set(n.inputs):
             if last[i] == k and i not in keep:
                 vals.pop(i, None)
     out = {}
     for name, v in g.outputs:
         r = np.asarray(vals[v])
+        dt = types.get(v)
+        if dt is not None and (dt.is_int or dt == DType.bool):
+            r = r.astype(dt.np)
         out[name] = np.asarray(r, order="C")   # (ascontiguousarray would make a 0-d output 1-d)
     return out
 

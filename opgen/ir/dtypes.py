@@ -1,6 +1,6 @@
 """Data types of the tensor IR.
 
-Concrete dtypes are the six CANN types the specs use; `DTypeVar` names a dtype variable
+Concrete dtypes are the CANN types the specs use (three floats, five integers, bool); `DTypeVar` names a dtype variable
 (`T` for the data dtype, `U` for a separate weight dtype) that a dtype-combination row binds.
 bfloat16 comes from ml_dtypes (bit-exact with Ascend's bf16).
 """
@@ -15,14 +15,16 @@ import numpy as np
 
 
 class DType(Enum):
-    """A concrete element type. `.value` is the IR spelling (f32, f16, bf16, i32, i64, u8, bool)."""
+    """A concrete element type. `.value` is the IR spelling (f32, f16, bf16, i8, u8, i16, i32, i64, bool)."""
 
     f32 = "f32"
     f16 = "f16"
     bf16 = "bf16"
+    i8 = "i8"
+    u8 = "u8"
+    i16 = "i16"
     i32 = "i32"
     i64 = "i64"
-    u8 = "u8"
     bool = "bool"
 
     @property
@@ -37,8 +39,16 @@ class DType(Enum):
 
     @property
     def is_int(self) -> bool:
-        """True for i32, i64, u8."""
-        return self in (DType.i32, DType.i64, DType.u8)
+        """True for the integer types i8, u8, i16, i32, i64 (not bool)."""
+        return self in (DType.i8, DType.u8, DType.i16, DType.i32, DType.i64)
+
+    @property
+    def int_range(self) -> tuple[int, int]:
+        """(min, max) of an integer type (the saturation bounds of a Cast to it). Raises ValueError otherwise."""
+        if not self.is_int:
+            raise ValueError(f"{self.value} is not an integer type")
+        info = np.iinfo(_NP[self])
+        return int(info.min), int(info.max)
 
     @property
     def itemsize(self) -> int:
@@ -52,7 +62,7 @@ class DType(Enum):
 
     @property
     def long_name(self) -> str:
-        """The name used on the command line (float32, float16, bfloat16, int32, int64, bool)."""
+        """The name used on the command line (float32, float16, bfloat16, int8, uint8, int16, int32, int64, bool)."""
         return _LONG[self]
 
     def __repr__(self) -> str:
@@ -63,27 +73,33 @@ _NP = {
     DType.f32: np.dtype(np.float32),
     DType.f16: np.dtype(np.float16),
     DType.bf16: np.dtype(ml_dtypes.bfloat16),
+    DType.i8: np.dtype(np.int8),
+    DType.u8: np.dtype(np.uint8),
+    DType.i16: np.dtype(np.int16),
     DType.i32: np.dtype(np.int32),
     DType.i64: np.dtype(np.int64),
-    DType.u8: np.dtype(np.uint8),
     DType.bool: np.dtype(np.bool_),
 }
 _CANN = {
     DType.f32: "DT_FLOAT",
     DType.f16: "DT_FLOAT16",
     DType.bf16: "DT_BF16",
+    DType.i8: "DT_INT8",
+    DType.u8: "DT_UINT8",
+    DType.i16: "DT_INT16",
     DType.i32: "DT_INT32",
     DType.i64: "DT_INT64",
-    DType.u8: "DT_UINT8",
     DType.bool: "DT_BOOL",
 }
 _LONG = {
     DType.f32: "float32",
     DType.f16: "float16",
     DType.bf16: "bfloat16",
+    DType.i8: "int8",
+    DType.u8: "uint8",
+    DType.i16: "int16",
     DType.i32: "int32",
     DType.i64: "int64",
-    DType.u8: "uint8",
     DType.bool: "bool",
 }
 _BY_NAME = {}
@@ -94,7 +110,8 @@ _BY_NAME.update({"fp32": DType.f32, "fp16": DType.f16, "half": DType.f16, "float
 
 
 def parse_dtype(name: str) -> DType:
-    """Return the DType for `name` (f32/float32/fp32, f16/float16, bf16/bfloat16, i32/int32, i64/int64, bool).
+    """Return the DType for `name` (f32/float32/fp32, f16/float16, bf16/bfloat16, i8/int8, u8/uint8, i16/int16,
+    i32/int32, i64/int64, bool).
 
     Raises:
         KeyError: unknown name.

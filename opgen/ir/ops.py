@@ -5,11 +5,12 @@ and the verifier) and a type rule `infer(input_types, attrs) -> TensorType` that
 `IRError` with the rule that is broken. Evaluation is in `opgen.interp.kernels`.
 
 Op set:
-  unary       neg exp log sqrt rsqrt recip abs not
+  unary       neg exp log sqrt rsqrt recip abs not tanh erf
   binary      add sub mul div maximum minimum and or     (NumPy broadcasting, right-aligned)
   compare     lt le gt ge eq ne                          -> bool
   select      select(cond, a, b)
-  cast        cast(x) {to, round}   round: none | rint (ties-to-even) | round (ties-away)
+  cast        cast(x) {to, round}   round: none | rint | round | floor | ceil | trunc | odd (AscendC's Cast modes,
+                                     opgen.interp.rounding); float -> int rounds and saturates
   const       const() {value, dtype}                       -> scalar
   iota        iota() {n, dtype}                            -> [n]: 0..n-1
   dimval      dimval() {n, dtype}                          -> scalar value of a dim expression
@@ -32,7 +33,10 @@ from opgen.ir.core import TensorType
 from opgen.ir.dims import DimExpr, Lit, Variadic, as_dim, shape_str
 from opgen.ir.dtypes import DType, DTypeVar
 
-ROUND_MODES = ("none", "rint", "round")
+ROUND_MODES = ("none", "rint", "round", "floor", "ceil", "trunc", "odd")
+"""Round modes of `cast` (AscendC RoundMode::CAST_<MODE>; meanings in opgen.interp.rounding)."""
+INT_ROUND_MODES = ("rint", "round", "floor", "ceil", "trunc")
+"""The round modes a float -> integer cast accepts (AscendC: float -> int needs a rounding mode)."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,7 @@ def _binary(name, result=None, kinds="num"):
     _register(name, 2, {}, infer)
 
 
-for _n in ("neg", "exp", "log", "sqrt", "rsqrt", "recip"):
+for _n in ("neg", "exp", "log", "sqrt", "rsqrt", "recip", "tanh", "erf"):
     _unary(_n)
 _unary("abs", float_only=False)
 
@@ -163,11 +167,19 @@ def _cast(ts, attrs):
     (t,) = ts
     r = attrs["round"]
     if r not in ROUND_MODES:
-        raise IRError(f"cast: round must be one of {ROUND_MODES}, got {r!r}")
+        raise IRError(f"cast: round must be one of {', '.join(ROUND_MODES)}, got {r!r}")
     to = attrs["to"]
-    narrowing = _is_float(t.dtype) and (isinstance(to, DTypeVar) or to in (DType.f16, DType.bf16)) and t.dtype != to
+    src_float = _is_float(t.dtype)
+    to_float = isinstance(to, DTypeVar) or to.is_float
+    src, dst = repr(t.dtype), repr(to)
+    if src_float and not to_float and to != DType.bool and r not in INT_ROUND_MODES:
+        raise IRError(f"cast: a cast from {src} to {dst} rounds to an integer; name its rounding "
+                      f"(round= one of {', '.join(INT_ROUND_MODES)}), got {r!r}")
+    narrowing = src_float and (isinstance(to, DTypeVar) or to in (DType.f16, DType.bf16)) and t.dtype != to
     if narrowing and r == "none":
-        raise IRError(f"cast: a float cast from {t.dtype!r} to {to!r} may narrow; name its rounding (rint or round)")
+        raise IRError(f"cast: a float cast from {src} to {dst} may narrow; name its rounding (rint or round)")
+    if r == "odd" and not (src_float and to == DType.f16):
+        raise IRError(f"cast: round mode odd exists only for a float cast to f16 (AscendC CAST_ODD), not {src} -> {dst}")
     return TensorType(to, t.shape)
 
 

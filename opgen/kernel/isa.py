@@ -32,13 +32,16 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
+from opgen.interp.rounding import float_to_int, int_to_float
+from opgen.ir.dtypes import DType
+
 REPEAT_BYTES = 256
 """Bytes one vector repeat covers: 8 blocks of 32 B (docs/reference/ascendc.md §1.9)."""
 BLOCK_BYTES = 32
 """Bytes of one data block (docs/reference/ascendc.md §1.9)."""
 
 NP_DTYPE = {"float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat16_t": np.dtype(ml_dtypes.bfloat16),
-            "int32_t": np.dtype(np.int32), "uint32_t": np.dtype(np.uint32)}
+            "int32_t": np.dtype(np.int32), "uint32_t": np.dtype(np.uint32), "uint8_t": np.dtype(np.uint8)}
 """NumPy element type of each C++ element type an instruction's operands use."""
 
 ROUND_MODES = ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC", "CAST_ODD")
@@ -46,10 +49,13 @@ ROUND_MODES = ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND"
 
 CAST_MODES = {("half", "float"): ("CAST_NONE",), ("bfloat16_t", "float"): ("CAST_NONE",),
               ("float", "half"): ROUND_MODES,
-              ("float", "bfloat16_t"): ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC")}
+              ("float", "bfloat16_t"): ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
+              ("float", "int32_t"): ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
+              ("int32_t", "float"): ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC")}
 """{(source type, destination type): round modes accepted} of the Cast conversions opgen emits (A2/A3,
 docs/reference/ascendc.md §1.9: half/bf16 -> float CAST_NONE only; float -> half every mode; float -> bf16 not
-CAST_NONE, and not CAST_ODD as the emulation enforces)."""
+CAST_NONE, and not CAST_ODD as the emulation enforces; float -> int32 a rounding mode, saturating, NaN -> 0, and
+int32 -> float rounding above 2^24, §1.12)."""
 
 
 class Pipe(enum.Enum):
@@ -93,6 +99,10 @@ class Op(enum.Enum):
     REDUCE_MAX = "ReduceMax"
     GATHER = "Gather"
     BRCB = "Brcb"
+    COMPARE = "Compare"
+    COMPARE_SCALAR = "CompareScalar"
+    SELECT = "Select"
+    SELECT_SCALAR = "Select "   # same C++ name, the tensor-scalar form (distinct enum value)
     COPY_IN = "DataCopy"
     COPY_OUT = "DataCopy "   # same C++ name, the UB -> GM direction (distinct enum value)
 
@@ -278,12 +288,18 @@ def round_to_16(x: np.ndarray, dtype, mode: str) -> np.ndarray:
 
 def _cast(env):
     """Cast count form: dst[:count] = src[:count] converted with round mode env["mode"] ("CAST_RINT" or
-    "RoundMode::CAST_RINT"); widening conversions are exact (docs/reference/ascendc.md §1.9)."""
+    "RoundMode::CAST_RINT"); widening conversions are exact, float <-> int32 as the interpreter's cast
+    (opgen.interp.rounding: rounded with the mode, saturated, NaN -> 0; docs/reference/ascendc.md §1.9, §1.12)."""
     dst = np.array(env["dst"], copy=True)
     src = np.asarray(env["src"])
     c = _count(env, min(dst.size, src.size))
     mode = str(env["mode"]).split("::")[-1]
-    if dst.dtype == np.float32:
+    ir_mode = mode.split("CAST_")[-1].lower()   # the interpreter's spelling (opgen.interp.rounding)
+    if src.dtype == np.int32 and dst.dtype == np.float32:
+        dst[:c] = int_to_float(src[:c], DType.f32, ir_mode)
+    elif src.dtype == np.float32 and dst.dtype == np.int32:
+        dst[:c] = float_to_int(src[:c], DType.f32, DType.i32, ir_mode).astype(np.int32)
+    elif dst.dtype == np.float32:
         dst[:c] = src[:c].astype(np.float32)
     elif src.dtype == np.float32 and dst.dtype in (np.float16, ml_dtypes.bfloat16):
         dst[:c] = round_to_16(src[:c], dst.dtype, mode)
@@ -370,6 +386,56 @@ def _brcb(env):
             b = (r * rep + j * blk) * per
             dst[b:b + per] = src[r * 8 + j]
     return {"dst": dst}
+
+
+CMP_MODES = {"LT": np.less, "GT": np.greater, "EQ": np.equal, "LE": np.less_equal, "GE": np.greater_equal,
+             "NE": np.not_equal}
+"""AscendC's CMPMODE enumerators and their NumPy comparisons (docs/reference/ascendc.md §1.9)."""
+
+
+def _whole_repeats(c: int, elem: np.dtype, what: str) -> None:
+    if (c * elem.itemsize) % REPEAT_BYTES:
+        raise ValueError(f"{what}: count {c} x {elem.itemsize} B is not a whole number of 256-B repeats")
+
+
+def _compare(scalar: bool):
+    """Compare / CompareScalar count form: bit i of the uint8 dst (bit i % 8 of byte i / 8) = src0[i] op src1[i]
+    (or op scalar) for i < count; count·sizeof(T) a multiple of 256 B (docs/reference/ascendc.md §1.9). int32
+    operands: EQ only. Raises ValueError for a partial repeat or int32 with another mode."""
+
+    def meaning(env):
+        dst = np.array(env["dst"], copy=True)
+        a = np.asarray(env["src0"])
+        c = _count(env, a.size)
+        _whole_repeats(c, a.dtype, "Compare")
+        mode = str(env["mode"]).split("::")[-1]
+        if a.dtype == np.int32 and mode != "EQ":
+            raise ValueError("Compare int32: only EQ")
+        b = np.asarray(a.dtype.type(env["scalar"])) if scalar else np.asarray(env["src1"])[:c]
+        bits = CMP_MODES[mode](a[:c].astype(np.float64) if a.dtype != np.int32 else a[:c],
+                               b.astype(np.float64) if a.dtype != np.int32 else b)
+        dst[:c // 8] = np.packbits(bits, bitorder="little")
+        return {"dst": dst}
+
+    return meaning
+
+
+def _select(scalar: bool):
+    """Select count form (VSEL_TENSOR_TENSOR_MODE / VSEL_TENSOR_SCALAR_MODE): dst[i] = bit i of mask ? src0[i] :
+    src1[i] (or the scalar) for i < count, the mask laid out as Compare writes it; count·sizeof(T) a multiple of
+    256 B (docs/reference/ascendc.md §1.9, the compare's rule taken for the select). Raises ValueError otherwise."""
+
+    def meaning(env):
+        dst = np.array(env["dst"], copy=True)
+        a = np.asarray(env["src0"])
+        c = _count(env, a.size)
+        _whole_repeats(c, a.dtype, "Select")
+        bits = np.unpackbits(np.asarray(env["mask"], dtype=np.uint8), bitorder="little")[:c].astype(bool)
+        other = np.full(c, a.dtype.type(env["scalar"])) if scalar else np.asarray(env["src1"])[:c]
+        dst[:c] = np.where(bits, a[:c], other)
+        return {"dst": dst}
+
+    return meaning
 
 
 def _copy(env):
@@ -473,6 +539,22 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
     _def(Op.BRCB, (_DST, _SRC, Operand("repeat", "value", dtype="uint8_t"), Operand("params", "value")),
          "Brcb({dst}, {src}, {repeat}, {params})", _brcb,
          doc=f"each repeat broadcasts 8 source elements to 8 blocks ({_SEC})"),
+    _def(Op.COMPARE, (Operand("dst", "ub", "w", "uint8_t"), _S0, _S1, Operand("mode", "value"),
+                      Operand("count", "count", dtype="uint32_t")),
+         "Compare({dst}, {src0}, {src1}, {mode}, {count})", _compare(False),
+         doc=f"bit i of dst = src0[i] CMPMODE src1[i], whole 256-B repeats ({_SEC})"),
+    _def(Op.COMPARE_SCALAR, (Operand("dst", "ub", "w", "uint8_t"), _S0, _SC, Operand("mode", "value"),
+                             Operand("count", "count", dtype="uint32_t")),
+         "CompareScalar({dst}, {src0}, {scalar}, {mode}, {count})", _compare(True),
+         doc=f"bit i of dst = src0[i] CMPMODE scalar, whole 256-B repeats ({_SEC})"),
+    _def(Op.SELECT, (_DST, Operand("mask", "ub", "r", "uint8_t"), _S0, _S1, Operand("count", "count",
+                                                                                   dtype="uint32_t")),
+         "Select({dst}, {mask}, {src0}, {src1}, SELMODE::VSEL_TENSOR_TENSOR_MODE, {count})", _select(False),
+         doc=f"dst[i] = bit i of mask ? src0[i] : src1[i] ({_SEC})"),
+    _def(Op.SELECT_SCALAR, (_DST, Operand("mask", "ub", "r", "uint8_t"), _S0, _SC,
+                            Operand("count", "count", dtype="uint32_t")),
+         "Select({dst}, {mask}, {src0}, {scalar}, SELMODE::VSEL_TENSOR_SCALAR_MODE, {count})", _select(True),
+         doc=f"dst[i] = bit i of mask ? src0[i] : scalar ({_SEC})"),
     _def(Op.COPY_IN, (Operand("dst", "ub", "w"), Operand("src", "gm", "r"), Operand("count", "count", dtype="uint32_t")),
          "DataCopy({dst}, {src}, {count})", _copy, pipe=Pipe.MTE2,
          doc="GM -> UB, count·sizeof(T) a multiple of 32 B (docs/reference/ascendc.md §1.8)"),

@@ -48,7 +48,8 @@ VECTOR_SPACES = ("row", "brow", "col", "table")
 (opgen.kernel.headrows)."""
 NO_INPLACE = ("vgather",)
 """Instruction kinds whose destination must not be one of their sources (Gather permutes lanes)."""
-ROUND_MODES = {"rint": "CAST_RINT", "round": "CAST_ROUND", "none": "CAST_NONE"}
+ROUND_MODES = {m: f"CAST_{m.upper()}" for m in ("none", "rint", "round", "floor", "ceil", "trunc", "odd")}
+"""AscendC's RoundMode enumerator of each round mode of the IR's cast (opgen.ir.ops.ROUND_MODES)."""
 KIND_OPS = {"cast_in": Op.CAST_FROM, "vdup": Op.DUPLICATE, "vgather": Op.GATHER, "acc": Op.ADD, "store": Op.CAST_TO}
 """The instruction-table entry (opgen.kernel.isa) of each kind printed as one table instruction; vbin, vscalar and
 vunary name theirs in `Instr.op` (the AscendC name: "Add", "Muls", "Exp", ...)."""

@@ -32,6 +32,12 @@ from opgen.names import cpp_name
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
 ELEMENTWISE = set(rowprog.VECTOR_BINARY) | set(rowprog.VECTOR_UNARY) | {"neg"}
+_CONSTRUCT = {"lt": "a comparison `<`", "le": "a comparison `<=`", "gt": "a comparison `>`", "ge": "a comparison `>=`",
+              "eq": "a comparison `.eq`", "ne": "a comparison `.ne`", "and": "a mask `&`", "or": "a mask `|`",
+              "not": "a mask `~`", "select": "`b.where`", "iota": "`b.iota`", "tanh": "`b.tanh`", "erf": "`b.erf`",
+              "gather": "a gather by index", "scatter_add": "a scatter-add by index", "matmul": "a matmul",
+              "dimval": "a dim used as a number"}
+"""The spec construct each op the rows family refuses comes from, named in its refusal."""
 READS = ("f32", "f16", "bf16", "i32")
 """Dtypes the rows kernel reads (Cast to fp32 in UB; opgen.codegen.kernel.CTYPE)."""
 WRITES = ("f32", "f16", "bf16")
@@ -258,7 +264,8 @@ class _Lowering:
             except IRError as e:
                 raise self.err(r, str(e).removeprefix("row kernel: ")) from None
             return
-        raise self.err(r, f"op {op} is not supported by the rows family")
+        what = _CONSTRUCT.get(op, f"op {op}")
+        raise self.err(r, f"{what}: the rows family does not lower it yet (`opgen interpret` runs it)")
 
     def reduce(self, n) -> None:
         r, x = n.result.name, n.inputs[0]

@@ -215,11 +215,23 @@ def _cast_float(x, dtype, mode):
     raise ValueError(f"{_OP}: cannot round to {dtype}")
 
 
-def _cast_int(x):
+def _cast_int(x, mode, lo, hi):
+    """AscendC's Cast to an integer type of range [lo, hi]: a float rounded with the mode, then saturated, NaN -> 0
+    (an 8-bit target goes through half with round-to-odd on the device, which gives this same value)."""
     x = np.asarray(x)
-    if x.dtype.kind == "f":
-        return np.trunc(x).astype(np.int64)
-    return x.astype(np.int64)
+    if x.dtype.kind != "f":
+        return np.clip(x.astype(np.int64), lo, hi)
+    v = x.astype(np.float64)
+    if mode == "round":
+        r = np.copysign(np.floor(np.abs(v) + 0.5), v)
+    elif mode in ("floor", "ceil", "trunc"):
+        r = getattr(np, mode)(v)
+    else:
+        r = np.rint(v)
+    r = np.where(np.isnan(r), 0.0, r)
+    big, small = r >= float(hi), r <= float(lo)
+    out = np.where(big | small, 0.0, r).astype(np.int64)
+    return np.where(big, hi, np.where(small, lo, out)).astype(np.int64)
 
 
 def _gather(x, idx, nb):

@@ -150,11 +150,23 @@ def _cast_float(x, dtype, mode):
     raise ValueError(f"{_OP}: cannot round to {dtype}")
 
 
-def _cast_int(x):
+def _cast_int(x, mode, lo, hi):
+    """AscendC's Cast to an integer type of range [lo, hi]: a float rounded with the mode, then saturated, NaN -> 0
+    (an 8-bit target goes through half with round-to-odd on the device, which gives this same value)."""
     x = np.asarray(x)
-    if x.dtype.kind == "f":
-        return np.trunc(x).astype(np.int64)
-    return x.astype(np.int64)
+    if x.dtype.kind != "f":
+        return np.clip(x.astype(np.int64), lo, hi)
+    v = x.astype(np.float64)
+    if mode == "round":
+        r = np.copysign(np.floor(np.abs(v) + 0.5), v)
+    elif mode in ("floor", "ceil", "trunc"):
+        r = getattr(np, mode)(v)
+    else:
+        r = np.rint(v)
+    r = np.where(np.isnan(r), 0.0, r)
+    big, small = r >= float(hi), r <= float(lo)
+    out = np.where(big | small, 0.0, r).astype(np.int64)
+    return np.where(big, hi, np.where(small, lo, out)).astype(np.int64)
 
 
 def _gather(x, idx, nb):
@@ -212,7 +224,7 @@ def _compute(env, dt, inputs, attrs, present, forms):
         v6 = np.reshape(in_actual_seq_qlen, (1, env['Bn']))
         v7 = np.reshape(v5, (env['T1'], 1))
         v8 = v6 <= v7
-        v9 = _cast_int(v8)
+        v9 = _cast_int(v8, 'none', -9223372036854775808, 9223372036854775807)
         v10 = np.sum(v9, axis=(-1,), keepdims=False)
         v11 = np.asarray(0, dtype=np.int64)
         v12 = np.broadcast_to(v11, (1,))
@@ -223,7 +235,7 @@ def _compute(env, dt, inputs, attrs, present, forms):
         v17 = np.concatenate([v12, v16], axis=0)
         v18 = _gather(v17, v10, 0)
         v19 = v5 - v15
-        v20 = _cast_int(in_topk_indices)
+        v20 = _cast_int(in_topk_indices, 'none', -9223372036854775808, 9223372036854775807)
         v21 = np.reshape(v20, (env['T1'], env['N2'], env['CNT'], 1))
         v22 = np.asarray(env['BS'], dtype=np.int64)
         v23 = v21 * v22

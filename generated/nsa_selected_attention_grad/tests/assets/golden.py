@@ -162,11 +162,23 @@ def _cast_float(x, dtype, mode):
     raise ValueError(f"{_OP}: cannot round to {dtype}")
 
 
-def _cast_int(x):
+def _cast_int(x, mode, lo, hi):
+    """AscendC's Cast to an integer type of range [lo, hi]: a float rounded with the mode, then saturated, NaN -> 0
+    (an 8-bit target goes through half with round-to-odd on the device, which gives this same value)."""
     x = np.asarray(x)
-    if x.dtype.kind == "f":
-        return np.trunc(x).astype(np.int64)
-    return x.astype(np.int64)
+    if x.dtype.kind != "f":
+        return np.clip(x.astype(np.int64), lo, hi)
+    v = x.astype(np.float64)
+    if mode == "round":
+        r = np.copysign(np.floor(np.abs(v) + 0.5), v)
+    elif mode in ("floor", "ceil", "trunc"):
+        r = getattr(np, mode)(v)
+    else:
+        r = np.rint(v)
+    r = np.where(np.isnan(r), 0.0, r)
+    big, small = r >= float(hi), r <= float(lo)
+    out = np.where(big | small, 0.0, r).astype(np.int64)
+    return np.where(big, hi, np.where(small, lo, out)).astype(np.int64)
 
 
 def _gather(x, idx, nb):
@@ -228,7 +240,7 @@ def _compute(env, dt, inputs, attrs, present, forms):
         v7 = np.reshape(in_actualSeqQLen, (1, env['Bn']))
         v8 = np.reshape(v6, (env['T1'], 1))
         v9 = v7 <= v8
-        v10 = _cast_int(v9)
+        v10 = _cast_int(v9, 'none', -9223372036854775808, 9223372036854775807)
         v11 = np.sum(v10, axis=(-1,), keepdims=False)
         v12 = np.asarray(0, dtype=np.int64)
         v13 = np.broadcast_to(v12, (1,))
@@ -239,7 +251,7 @@ def _compute(env, dt, inputs, attrs, present, forms):
         v18 = np.concatenate([v13, v17], axis=0)
         v19 = _gather(v18, v11, 0)
         v20 = v6 - v16
-        v21 = _cast_int(in_topkIndices)
+        v21 = _cast_int(in_topkIndices, 'none', -9223372036854775808, 9223372036854775807)
         v22 = np.reshape(v21, (env['T1'], env['N2'], env['CNT'], 1))
         v23 = np.asarray(env['BS'], dtype=np.int64)
         v24 = v22 * v23

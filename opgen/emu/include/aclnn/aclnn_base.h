@@ -55,8 +55,10 @@ struct aclOpExecutor;
 enum aclDataType {
     ACL_FLOAT = 0,
     ACL_FLOAT16 = 1,
+    ACL_INT8 = 2,
     ACL_INT32 = 3,
     ACL_UINT8 = 4,
+    ACL_INT16 = 6,
     ACL_INT64 = 9,
     ACL_BOOL = 12,
     ACL_BF16 = 27,

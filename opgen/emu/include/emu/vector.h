@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "emu/tensor.h"
@@ -263,6 +264,139 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode&
     emu_detail::VRead(in, src, count);
     emu_detail::VWrite(in, dst, count);
     emu_detail::Lanewise(dst, src, count, [mode](S v) { return emu_detail::CastOne<D, S>(v, mode); });
+}
+
+// ---- Compare / CompareScalar / Select count forms (docs/reference/ascendc.md §1.9): the compare writes one bit
+// per element into a uint8_t mask, element i in bit i % 8 of byte i / 8; Select reads the same layout (modes 1 and
+// 2 consume 256 / sizeof(T) bits a repeat, so in a count form bit i belongs to element i). Types: half / float every
+// mode, int32_t EQ only (Compare; CompareScalar takes int32_t too on arch 220). The count must cover whole
+// 256-byte repeats: the documented rule for Compare (a partial repeat is ignored on the device), taken for
+// CompareScalar and Select too (chosen: stricter than any documented tail behaviour). A mask byte whose source
+// lanes are not all written stays unwritten (poison).
+enum class CMPMODE : uint8_t { LT = 0, GT, EQ, LE, GE, NE };
+enum class SELMODE : uint8_t { VSEL_CMPMASK_SPR = 0, VSEL_TENSOR_SCALAR_MODE, VSEL_TENSOR_TENSOR_MODE };
+
+namespace emu_detail {
+template <typename T>
+inline bool CmpOne(T a, T b, CMPMODE m)
+{
+    const double x = double(ToF(a)), y = double(ToF(b));
+    switch (m) {
+    case CMPMODE::LT: return x < y;
+    case CMPMODE::GT: return x > y;
+    case CMPMODE::EQ: return x == y;
+    case CMPMODE::LE: return x <= y;
+    case CMPMODE::GE: return x >= y;
+    case CMPMODE::NE: return x != y;
+    }
+    emu::Fault("Compare: unknown CMPMODE");
+}
+template <> inline bool CmpOne<int32_t>(int32_t a, int32_t b, CMPMODE m)
+{
+    if (m != CMPMODE::EQ) emu::Fault("Compare int32_t: only CMPMODE::EQ is supported on A2/A3");
+    return a == b;
+}
+template <typename T>
+void CheckWholeRepeats(uint32_t count, const char* what)
+{
+    if ((uint64_t(count) * sizeof(T)) % 256 != 0)
+        emu::Fault(emu::Cat(what, ": count ", count, " x ", sizeof(T), " bytes is not a multiple of 256 bytes (whole "
+                                  "repeats only; a partial repeat is ignored on the device)"));
+}
+template <typename T, typename GetB>
+void CompareImpl(const LocalTensor<uint8_t>& dst, const LocalTensor<T>& a, GetB getb, CMPMODE mode, uint32_t count,
+                 const char* what, const emu::Site& site)
+{
+    static_assert(std::is_same<T, half>::value || std::is_same<T, float>::value || std::is_same<T, int32_t>::value,
+                  "Compare: half, float or int32_t operands");
+    CheckWholeRepeats<T>(count, what);
+    if (count == 0) return;
+    emu::CountVector(count, sizeof(T));
+    CheckOperand(dst, count / 8, what);
+    CheckOperand(a, count, what);
+    const emu::Instr in = emu::Issue(emu::kPipeV, what, site);
+    VRead(in, a, count);
+    VWrite(in, dst, count / 8);
+    for (uint32_t byte = 0; byte < count / 8; ++byte) {
+        bool ok = true;
+        uint8_t v = 0;
+        for (uint32_t k = 0; k < 8; ++k) {
+            const uint32_t i = byte * 8 + k;
+            T x = a.Ld(i, ok);
+            T y = getb(i, ok);
+            if (CmpOne<T>(x, y, mode)) v = uint8_t(v | (1u << k));
+        }
+        dst.St(byte, v, ok);
+    }
+}
+}  // namespace emu_detail
+
+template <typename T, typename U>
+void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, CMPMODE cmpMode,
+             uint32_t count, emu::Site site = emu::Site::Here())
+{
+    static_assert(std::is_same<U, uint8_t>::value, "Compare: the destination is a uint8_t bit mask");
+    emu_detail::CheckOperand(src1, count, "Compare");
+    emu_detail::CompareImpl<T>(dst, src0, [&](uint32_t i, bool& ok) { return src1.Ld(i, ok); }, cmpMode, count,
+                               "Compare", site);
+}
+
+template <typename T, typename U>
+void CompareScalar(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const T src1Scalar, CMPMODE cmpMode,
+                   uint32_t count, emu::Site site = emu::Site::Here())
+{
+    static_assert(std::is_same<U, uint8_t>::value, "CompareScalar: the destination is a uint8_t bit mask");
+    emu_detail::CompareImpl<T>(dst, src0, [&](uint32_t, bool&) { return src1Scalar; }, cmpMode, count,
+                               "CompareScalar", site);
+}
+
+namespace emu_detail {
+template <typename T, typename U, typename GetB>
+void SelectImpl(const LocalTensor<T>& dst, const LocalTensor<U>& mask, const LocalTensor<T>& a, GetB getb,
+                uint32_t count, const char* what, const emu::Site& site)
+{
+    static_assert(std::is_same<U, uint8_t>::value, "Select: the mask is a uint8_t bit mask");
+    static_assert(std::is_same<T, half>::value || std::is_same<T, float>::value, "Select: half or float operands");
+    CheckWholeRepeats<T>(count, what);
+    if (count == 0) return;
+    emu::CountVector(count, sizeof(T));
+    CheckOperand(dst, count, what);
+    CheckOperand(mask, count / 8, what);
+    CheckOperand(a, count, what);
+    const emu::Instr in = emu::Issue(emu::kPipeV, what, site);
+    VRead(in, a, count);
+    VRead(in, mask, count / 8);
+    VWrite(in, dst, count);
+    for (uint32_t i = 0; i < count; ++i) {
+        bool ok = true;
+        const uint8_t m = mask.Ld(i / 8, ok);
+        T x = a.Ld(i, ok);
+        T y = getb(i, ok);
+        dst.St(i, ((m >> (i % 8)) & 1u) ? x : y, ok);
+    }
+}
+}  // namespace emu_detail
+
+// Tensor-tensor form (VSEL_TENSOR_TENSOR_MODE): dst[i] = bit i of selMask ? src0[i] : src1[i].
+template <typename T, typename U>
+void Select(const LocalTensor<T>& dst, const LocalTensor<U>& selMask, const LocalTensor<T>& src0,
+            const LocalTensor<T>& src1, SELMODE selMode, uint32_t count, emu::Site site = emu::Site::Here())
+{
+    if (selMode != SELMODE::VSEL_TENSOR_TENSOR_MODE)
+        emu::Fault("Select with two tensors: the emulation implements SELMODE::VSEL_TENSOR_TENSOR_MODE only");
+    emu_detail::CheckOperand(src1, count, "Select");
+    emu_detail::SelectImpl(dst, selMask, src0, [&](uint32_t i, bool& ok) { return src1.Ld(i, ok); }, count, "Select",
+                           site);
+}
+
+// Tensor-scalar form (VSEL_TENSOR_SCALAR_MODE): dst[i] = bit i of selMask ? src0[i] : src1.
+template <typename T, typename U>
+void Select(const LocalTensor<T>& dst, const LocalTensor<U>& selMask, const LocalTensor<T>& src0, T src1,
+            SELMODE selMode, uint32_t count, emu::Site site = emu::Site::Here())
+{
+    if (selMode != SELMODE::VSEL_TENSOR_SCALAR_MODE)
+        emu::Fault("Select with a scalar: the mode must be SELMODE::VSEL_TENSOR_SCALAR_MODE");
+    emu_detail::SelectImpl(dst, selMask, src0, [&](uint32_t, bool&) { return src1; }, count, "Select", site);
 }
 
 // ---- ReduceSum count form: sum of src[0..count) -> dst[0]. Order: per 256-B repeat a pairwise tree, then

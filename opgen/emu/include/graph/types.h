@@ -11,6 +11,7 @@ enum DataType {
     DT_INT8 = 2,
     DT_INT32 = 3,
     DT_UINT8 = 4,
+    DT_INT16 = 6,
     DT_INT64 = 9,
     DT_BOOL = 12,
     DT_BF16 = 27,

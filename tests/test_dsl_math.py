@@ -1,0 +1,115 @@
+"""The DSL's math functions (Builder.tanh, erf, sigmoid, silu, gelu, softplus, pow / **, clamp, sign) through the
+interpreter, against torch in float64 (an independent implementation): device mode (fp32 compute) within a few
+fp32 ulps — absolute where the function is below one ulp of its neighbourhood — and exact mode (float64) within
+float64 rounding."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from opgen.errors import SpecError
+from opgen.interp.run import interpret
+from opgen.registry import load_spec
+
+HEAD = """
+from opgen.dsl import A2, A3, OpSpec, f32
+
+spec = OpSpec("MathProbe", aclnn="aclnnMathProbe", socs=(A2, A3))
+N = spec.dim("N")
+spec.input("x", f32, [N])
+spec.output("y", f32, [N])
+
+
+@spec.body
+def _(b, x):
+    return {{"y": {expr}}}
+"""
+
+# name: (DSL expression of x, torch function of a float64 tensor, fp32 tolerance (rtol, atol))
+CASES = {
+    "tanh": ("b.tanh(x)", torch.tanh, (2e-7, 1e-30)),
+    "erf": ("b.erf(x)", torch.erf, (2e-7, 1e-30)),
+    "sigmoid": ("b.sigmoid(x)", torch.sigmoid, (4e-7, 1e-30)),
+    "silu": ("b.silu(x)", F.silu, (4e-7, 1e-30)),
+    # 0.5 x (1 + erf(x / sqrt 2)) cancels for x < 0: an absolute error of about |x| ulp(1) in fp32
+    "gelu": ("b.gelu(x)", F.gelu, (4e-7, 2e-7)),
+    # exp of an argument ~ -k (x + 0.044715 x^3): its fp32 error grows with the argument (1e-6 relative at x = -5);
+    # torch's own 0.5 x (1 + tanh(.)) flushes the far negative tail to -0 where this form keeps a tiny value
+    "gelu_tanh": ('b.gelu(x, approximate="tanh")', lambda t: F.gelu(t, approximate="tanh"), (4e-6, 1e-10)),
+    # softplus as float64 math (log(1 + e^(beta x)) / beta = logaddexp(0, beta x) / beta): torch's threshold
+    # returns x itself past beta x > 20, a float64 difference of e^-20
+    "softplus": ("b.softplus(x)", lambda t: torch.logaddexp(torch.zeros_like(t), t), (4e-7, 1.2e-7)),
+    "softplus_beta2": ("b.softplus(x, beta=2.0)", lambda t: torch.logaddexp(torch.zeros_like(t), 2 * t) / 2,
+                       (4e-7, 1.2e-7)),
+    "pow2": ("x ** 2", lambda t: torch.pow(t, 2), (2.5e-7, 0)),
+    "pow3": ("b.pow(x, 3)", lambda t: torch.pow(t, 3), (4e-7, 0)),
+    "pow_m2": ("b.pow(x, -2)", lambda t: torch.pow(t, -2), (4e-7, 0)),
+    "pow_half": ("b.pow(b.abs(x), 0.5)", lambda t: torch.pow(t.abs(), 0.5), (1.2e-7, 0)),
+    "pow_1_7": ("b.pow(b.abs(x), 1.7)", lambda t: torch.pow(t.abs(), 1.7), (2e-6, 0)),
+    "pow0": ("b.pow(x, 0)", lambda t: torch.pow(t, 0), (0, 0)),
+    "clamp": ("b.clamp(x, min=-1.5, max=2.0)", lambda t: torch.clamp(t, -1.5, 2.0), (0, 0)),
+    "clamp_lo": ("b.clamp(x, min=0.25)", lambda t: torch.clamp(t, min=0.25), (0, 0)),
+    "sign": ("b.sign(x)", torch.sign, (0, 0)),
+}
+
+
+def _inputs():
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.standard_normal(3000) * 3, rng.uniform(-30, 30, 2000), [0.0, -0.0, 1e-6, -1e-6, 40.0,
+                                                                                     -40.0, 88.0, -104.0]])
+    return x.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def specs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("math")
+    out = {}
+    for name, (expr, _f, _tol) in CASES.items():
+        p = d / f"{name}.py"
+        p.write_text(textwrap.dedent(HEAD.format(expr=expr)))
+        out[name] = load_spec(str(p))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_device_and_exact_mode_against_torch(specs, name):
+    """Device mode (fp32) within the case's tolerance of torch's float64 value of the same fp32 inputs; exact mode
+    (float64) within 1e-12 relative (+1e-300 absolute) of it."""
+    _expr, fn, (rtol, atol) = CASES[name]
+    x = _inputs()
+    want = fn(torch.from_numpy(x.astype(np.float64))).numpy()
+    dev = interpret(specs[name], {"x": x}, mode="device")["y"]
+    assert dev.dtype == np.float32
+    np.testing.assert_allclose(dev.astype(np.float64), want, rtol=rtol, atol=atol, equal_nan=True)
+    ex = interpret(specs[name], {"x": x}, mode="exact")["y"]
+    assert ex.dtype == np.float64
+    np.testing.assert_allclose(ex, want, rtol=1e-12, atol=1e-300 if atol == 0 else 1e-15, equal_nan=True)
+
+
+def test_lowerable_forms_use_only_rows_ops(specs):
+    """sigmoid, silu, gelu(tanh), softplus, pow and clamp are built from ops the rows family lowers (no new op)."""
+    from opgen.kernel.rows import ELEMENTWISE   # lazy: start-up time
+
+    ok = ELEMENTWISE | {"const", "cast", "broadcast"}
+    for name in ("sigmoid", "silu", "gelu_tanh", "softplus", "softplus_beta2", "pow3", "pow_m2", "pow_1_7",
+                 "clamp"):
+        spec = specs[name]
+        ops = {n.op for n in spec.graph(spec.keys()[0]).nodes}
+        assert ops <= ok, (name, ops - ok)
+
+
+def test_bad_arguments_are_one_line_spec_errors(tmp_path):
+    """A tensor exponent, an unknown gelu form and a clamp without bounds: SpecError at the spec line."""
+    for expr, words in (("b.pow(x, x)", "exponent must be a number"), ('b.gelu(x, approximate="fast")',
+                        "approximate must be"), ("b.clamp(x)", "give min=, max= or both")):
+        p = tmp_path / "bad.py"
+        p.write_text(textwrap.dedent(HEAD.format(expr=expr)))
+        spec = load_spec(str(p))
+        with pytest.raises(SpecError, match=words) as e:
+            spec.graph(spec.keys()[0])
+        assert "bad.py:12" in str(e.value)

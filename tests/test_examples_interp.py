@@ -1,0 +1,127 @@
+"""Example specs of real operators that use compare / select, iota and integer outputs
+(examples/specs/interpreted/: LeakyRelu, DynamicQuant, MaskedFill, OneHot), interpreted in device mode for every
+dtype row and in exact mode, against float64 NumPy math written here: odd sizes, one-column rows, all-zero rows,
+ties of the quantiser. No kernel family lowers them yet (they are kept out of examples/specs/, which is
+generated and emulated as a whole)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from opgen.interp.run import interpret
+from opgen.registry import load_spec
+
+EX = Path(__file__).resolve().parent.parent / "examples" / "specs" / "interpreted"
+DT = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+UNIT = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+
+def _spec(name):
+    return load_spec(str(EX / f"{name}.py"))
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(7, 13), (1,), (3, 1, 5)])
+def test_leaky_relu(dt, shape):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(DT[dt])
+    x.flat[0] = 0.0
+    slope = 0.2
+    x64 = x.astype(np.float64)
+    want = np.where(x64 > 0, x64, float(np.float32(slope)) * x64)   # a float attribute reaches the kernel as fp32
+    got = interpret(_spec("leaky_relu"), {"self": x}, {"negative_slope": slope}, mode="device")["out"]
+    assert got.dtype == DT[dt]
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=UNIT[dt] * 1.01, atol=0)
+    ex = interpret(_spec("leaky_relu"), {"self": x}, {"negative_slope": slope}, mode="exact")["out"]
+    np.testing.assert_allclose(ex, np.where(x64 > 0, x64, slope * x64), rtol=1e-15, atol=0)
+
+
+def _quant_ref(x64):
+    """float64 DynamicQuant: scale = max|x| / 127 per row; y = round-half-even(x / scale) saturated to int8, NaN
+    (an all-zero row: 0 / 0) -> 0. Returns (y, scale, the float64 quotient)."""
+    scale = np.abs(x64).max(-1) / 127.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = x64 / scale[..., None]
+    y = np.clip(np.where(np.isnan(q), 0.0, np.rint(q)), -128, 127).astype(np.int8)
+    return y, scale, q
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(9, 33), (2, 3, 1), (1, 256)])
+def test_dynamic_quant(dt, shape):
+    """int8 y and fp32 scale against float64 math; y may differ by one only where the fp32 quotient and the
+    float64 one straddle a tie (|q - (n + 1/2)| below the fp32 rounding of the quotient)."""
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal(shape) * 3).astype(DT[dt])
+    x[0] = 0.0   # an all-zero row: scale 0, y 0
+    x64 = x.astype(np.float64)
+    y_ref, s_ref, q = _quant_ref(x64)
+    out = interpret(_spec("dynamic_quant"), {"x": x}, mode="device")
+    assert out["y"].dtype == np.int8 and out["scale"].dtype == np.float32
+    np.testing.assert_allclose(out["scale"].astype(np.float64), s_ref, rtol=2.0**-23, atol=0)
+    diff = out["y"].astype(np.int64) - y_ref.astype(np.int64)
+    near_tie = np.abs(np.abs(q - np.floor(q)) - 0.5) < 1e-5 * np.maximum(np.abs(q), 1.0)
+    assert np.all(np.abs(diff) <= 1) and np.all((diff == 0) | near_tie)
+    assert np.all(out["y"][0] == 0)
+    ex = interpret(_spec("dynamic_quant"), {"x": x}, mode="exact")
+    assert ex["y"].dtype == np.int8 and np.array_equal(ex["y"], y_ref)
+
+
+def test_dynamic_quant_rounds_ties_to_even_and_saturates():
+    """Hand-worked row: max |x| = 127 gives scale 1, so y = rint(x): 2.5 -> 2, -3.5 -> -4, 126.5 -> 126."""
+    x = np.array([[2.5, -3.5, 126.5, -127.0, 0.25]], np.float16)
+    out = interpret(_spec("dynamic_quant"), {"x": x}, mode="device")
+    assert out["y"].tolist() == [[2, -4, 126, -127, 0]] and out["scale"].tolist() == [1.0]
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+def test_masked_fill(dt):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 7)).astype(DT[dt])
+    m = rng.random((5, 7)) < 0.4
+    got = interpret(_spec("masked_fill"), {"self": x, "mask": m}, {"value": -1.25}, mode="device")["out"]
+    want = np.where(m, -1.25, x.astype(np.float64))
+    assert got.dtype == DT[dt] and np.array_equal(got.astype(np.float64), want)
+
+
+def test_masked_fill_takes_a_uint8_mask():
+    """A 0/1 uint8 mask (torch's older mask dtype) binds to the bool input."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    m = np.array([[1, 0, 1], [0, 0, 1]], np.uint8)
+    got = interpret(_spec("masked_fill"), {"self": x, "mask": m}, {"value": 9.0}, mode="device")["out"]
+    assert got.tolist() == [[9.0, 1.0, 9.0], [3.0, 4.0, 9.0]]
+
+
+def test_one_hot():
+    idx = np.array([0, 4, 2, 2, 6], np.int64)
+    got = interpret(_spec("one_hot"), {"self": idx}, {"num_classes": 7, "on_value": 3.0, "off_value": -1.0},
+                    mode="device")["out"]
+    want = np.full((5, 7), -1.0)
+    want[np.arange(5), idx] = 3.0
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+
+
+def test_where_takes_an_integer_mask_tensor(tmp_path):
+    """b.where(m, a, c) with a uint8 mask input reads it as m != 0 (values other than 0 / 1 included)."""
+    p = tmp_path / "mask_u8.py"
+    p.write_text('''
+from opgen.dsl import A2, A3, OpSpec, f32, u8
+
+spec = OpSpec("MaskU8", aclnn="aclnnMaskU8", socs=(A2, A3))
+N = spec.dim("N")
+spec.input("x", f32, [N])
+spec.input("m", u8, [N])
+spec.output("y", f32, [N])
+
+
+@spec.body
+def _(b, x, m):
+    return {"y": b.where(m, x, -x)}
+''')
+    got = interpret(load_spec(str(p)), {"x": np.array([1.0, 2.0, 3.0], np.float32),
+                                        "m": np.array([0, 7, 1], np.uint8)}, mode="device")["y"]
+    assert got.tolist() == [-1.0, 2.0, 3.0]
