@@ -165,3 +165,194 @@ def test_ada_layer_norm_grad_derived_equals_hand_written(form, weight, bias):
         _close(got[out], want[name], saved=True)
         if out in hand:   # the hand-written formula assumes mean(z) = 0 and mean(z^2) = 1, which fp32 statistics
             _close(got[out], np.asarray(hand[out], dtype=np.float64), saved=True)   # meet to fp32 rounding
+
+
+# the rules one op at a time: small forwards built here, differentiated, interpreted in float64 ----------------
+
+def _forward(name, inputs: dict, body, out_shape, dims="N M K", idx=()):
+    """A forward OpSpec of f32 inputs {name: shape} (i64 for names in idx) with one output y."""
+    from opgen.dsl import A2, OpSpec, f32, i64
+
+    spec = OpSpec(name, aclnn=f"aclnn{name}", socs=(A2,))
+    syms = dict(zip(dims.split(), spec.dims(dims)))
+    for k, shape in inputs.items():
+        spec.input(k, i64 if k in idx else f32, [syms[d] for d in shape])
+    spec.output("y", f32, [syms[d] for d in out_shape])
+    spec.body_fn = body
+    spec._body_loc = spec.loc
+    return spec.finish(), syms
+
+
+def _derive(fwd, wrt):
+    from opgen.dsl import derive_grad
+
+    return derive_grad(fwd, fwd.name + "Grad", aclnn=f"aclnn{fwd.name}Grad", wrt=wrt, grads={"y": "dy"},
+                       names={x: "d_" + x for x in wrt}).finish()
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_matmul_rule(ta, tb):
+    def body(b, a, c):
+        return {"y": b.matmul(a, c, transpose_a=ta, transpose_b=tb)}
+
+    fwd, _ = _forward("Mm", {"a": "KM" if ta else "MK", "c": "NK" if tb else "KN"}, body, "MN")
+    a = RNG.normal(size=(3, 4) if ta else (4, 3))
+    c = RNG.normal(size=(5, 3) if tb else (3, 5))
+    dy = RNG.normal(size=(4, 5))
+
+    def f(a, c):
+        return (a.T if ta else a) @ (c.T if tb else c)
+
+    got = interpret(_derive(fwd, ["a", "c"]), {"dy": _f32(dy), "a": _f32(a), "c": _f32(c)}, mode="exact")
+    x = {k: np.asarray(v, dtype=np.float32).astype(np.float64) for k, v in (("a", a), ("c", c), ("dy", dy))}
+    want = _autograd(f, {"a": x["a"], "c": x["c"]}, ["a", "c"], x["dy"])
+    _close(got["d_a"], want["a"])
+    _close(got["d_c"], want["c"])
+
+
+def test_gather_and_scatter_add_rules():
+    """gather's adjoint adds repeated indices (scatter_add); scatter_add's adjoint gathers."""
+    def body(b, x, idx, s):
+        return {"y": b.gather(x, idx, axis=0) * b.gather(b.scatter_add(idx, s, axis=0, size=x.shape[0]), idx, axis=0)}
+
+    fwd, _ = _forward("Gs", {"x": "NM", "idx": "K", "s": "KM"}, body, "KM", idx=("idx",))
+    x, s, dy = _f32(RNG.normal(size=(4, 3))), _f32(RNG.normal(size=(6, 3))), _f32(RNG.normal(size=(6, 3)))
+    idx = np.array([0, 2, 2, 3, 0, 2])
+    it = torch.tensor(idx)
+
+    def f(x, s):
+        sc = torch.zeros(4, 3, dtype=torch.float64).index_add(0, it, s)
+        return x[it] * sc[it]
+
+    want = _autograd(f, {"x": x, "s": s}, ["x", "s"], dy)
+    got = interpret(_derive(fwd, ["x", "s"]), {"dy": dy, "x": x, "idx": idx, "s": s}, mode="exact")
+    _close(got["d_x"], want["x"])
+    _close(got["d_s"], want["s"])
+
+
+def test_view_rules_permute_concat_slices():
+    """permute, concat, a strided slice and two one-column slices that do not tile the axis."""
+    def body(b, x, w):
+        t = b.concat([x.permute(1, 0), w], axis=0)          # [M + K, N]
+        n = t.shape[1]
+        return {"y": t.slice(1, 0, n, step=2) * 2.0 + t.slice(1, 1, 2) - t.slice(1, 0, 1) * t.slice(1, 0, 1)}
+
+    from opgen.dsl import A2, OpSpec, f32
+
+    fwd = OpSpec("Vw", aclnn="aclnnVw", socs=(A2,))
+    N, M, K = fwd.dims("N M K", min=2)
+    fwd.input("x", f32, [N, M])
+    fwd.input("w", f32, [K, N])
+    fwd.output("y", f32, [M + K, (N + 1) // 2])
+    fwd.body_fn, fwd._body_loc = body, fwd.loc
+    fwd.finish()
+    x, w, dy = _f32(RNG.normal(size=(5, 3))), _f32(RNG.normal(size=(2, 5))), _f32(RNG.normal(size=(5, 3)))
+
+    def f(x, w):
+        t = torch.cat([x.T, w], 0)
+        return t[:, 0::2] * 2 + t[:, 1:2] - t[:, 0:1] * t[:, 0:1]
+
+    want = _autograd(f, {"x": x, "w": w}, ["x", "w"], dy)
+    got = interpret(_derive(fwd, ["x", "w"]), {"dy": dy, "x": x, "w": w}, mode="exact")
+    _close(got["d_x"], want["x"])
+    _close(got["d_w"], want["w"])
+
+
+def test_elementwise_rules_against_autograd():
+    def body(b, x, w):
+        ax = b.abs(x)
+        u = b.where(x > 0.0, b.log(ax + 1.0) * b.sqrt(b.abs(w) + 1.0), b.recip(x * x + 1.0))
+        v = b.rsqrt(w * w + 2.0) / (b.exp(-x) + 1.0) - w
+        return {"y": b.maximum(u, v) + b.minimum(u, 0.5 * v)}
+
+    fwd, _ = _forward("Ew", {"x": "NM", "w": "M"}, body, "NM")
+    x, w, dy = _f32(RNG.normal(size=(5, 4))), _f32(RNG.normal(size=4)), _f32(RNG.normal(size=(5, 4)))
+
+    def f(x, w):
+        u = torch.where(x > 0, torch.log(x.abs() + 1) * torch.sqrt(w.abs() + 1), 1 / (x * x + 1))
+        v = torch.rsqrt(w * w + 2) / (torch.exp(-x) + 1) - w
+        return torch.maximum(u, v) + torch.minimum(u, 0.5 * v)
+
+    want = _autograd(f, {"x": x, "w": w}, ["x", "w"], dy)
+    got = interpret(_derive(fwd, ["x", "w"]), {"dy": dy, "x": x, "w": w}, mode="exact")
+    _close(got["d_x"], want["x"])
+    _close(got["d_w"], want["w"])
+
+
+def test_maximum_minimum_ties_follow_cann():
+    """Ties of maximum/minimum go to the first operand (CANN MaximumGrad: dx1 = g (x1 >= x2), dx2 = g (x1 < x2))."""
+    def body(b, a, c):
+        return {"y": b.maximum(a, c) + 3.0 * b.minimum(a, c)}
+
+    fwd, _ = _forward("Mx", {"a": "N", "c": "N"}, body, "N")
+    a = _f32([1.0, 2.0, 3.0, -1.0])
+    c = _f32([1.0, 5.0, 3.0, -2.0])
+    dy = _f32([1.0, 1.0, 1.0, 1.0])
+    got = interpret(_derive(fwd, ["a", "c"]), {"dy": dy, "a": a, "c": c}, mode="exact")
+    want_a = dy * (a >= c) + 3 * dy * (a <= c)
+    want_c = dy * (a < c) + 3 * dy * (a > c)
+    _close(got["d_a"], want_a)
+    _close(got["d_c"], want_c)
+
+
+def test_reduce_rules_max_ties_mean_sum_broadcast():
+    """max shares the adjoint evenly among ties (torch.amax); mean/sum over several axes; broadcast_to."""
+    def body(b, x, w):
+        m = x.max(-1)                                          # [N, 1]
+        s = (x * w.broadcast_to([x.shape[0], w.shape[0]])).mean((0, 1), keepdims=False)
+        return {"y": (m * x).sum(0, keepdims=False) + s}
+
+    fwd, _ = _forward("Rd", {"x": "NM", "w": "M"}, body, "M")
+    x = _f32([[1.0, 3.0, 3.0], [2.0, -1.0, 0.5]])
+    w, dy = _f32(RNG.normal(size=3)), _f32(RNG.normal(size=3))
+
+    def f(x, w):
+        m = x.amax(-1, keepdim=True)
+        return (m * x).sum(0) + (x * w).mean()
+
+    want = _autograd(f, {"x": x, "w": w}, ["x", "w"], dy)
+    got = interpret(_derive(fwd, ["x", "w"]), {"dy": dy, "x": x, "w": w}, mode="exact")
+    _close(got["d_x"], want["x"])
+    _close(got["d_w"], want["w"])
+
+
+# errors ----------------------------------------------------------------------------------------------------
+
+def _rms():
+    return load_spec(str(EX / "rms_norm.py"))
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"wrt": ["z"]}, "wrt entry 'z' is not an input"),
+    ({"wrt": "x"}, "wrt='x' is not a list"),
+    ({"names": {"x": "dx"}}, "names= must give one gradient name per wrt entry; missing gamma"),
+    ({"grads": {"out": "dy"}}, "'out' is not an output"),
+    ({"grads": {}}, "grads= is empty"),
+    ({"saved": ["mean"]}, "'mean' is not an output"),
+    ({"names": {"x": "dy", "gamma": "dgamma"}}, "name 'dy' is used twice"),
+    ({"names": {"x": "d x", "gamma": "dgamma"}}, "name 'd x'"),
+    ({"dtypes": {"y": "f32"}}, "dtypes key 'y' is not a gradient output"),
+    ({"dim_max": {"Q": 4}}, "dim_max key 'Q' is not a dim"),
+    ({"dim_max": {"H": 0}}, "dim_max['H'] = 0 must be an int"),
+])
+def test_bad_arguments_are_spec_errors(kw, needle):
+    from opgen.dsl import derive_grad
+
+    args = dict(aclnn="aclnnRmsNormGrad", wrt=["x", "gamma"], saved=["rstd"], grads={"y": "dy"},
+                names={"x": "dx", "gamma": "dgamma"})
+    args.update(kw)
+    with pytest.raises(SpecError) as e:
+        derive_grad(_rms(), "RmsNormGrad", **args)
+    assert needle in str(e.value)
+    assert "derive_grad" in str(e.value)
+
+
+def test_op_without_rule_is_refused_at_its_forward_line(monkeypatch):
+    from opgen.dsl import derive_grad
+    from opgen.ir import autodiff
+
+    monkeypatch.delitem(autodiff.RULES, "rsqrt")
+    with pytest.raises(SpecError) as e:
+        derive_grad(_rms(), "RmsNormGrad", aclnn="aclnnRmsNormGrad", wrt=["x"], grads={"y": "dy"}, names={"x": "dx"})
+    assert "rsqrt has no derivative rule" in str(e.value)
+    assert e.value.file.endswith("rms_norm.py")

@@ -68,13 +68,14 @@ def _load_forward(forward, loc) -> OpSpec:
 
 
 def derive_grad(forward, name: str, *, aclnn: str, wrt, grads, names, saved=(), dtypes=None, socs=None,
-                doc: str = "") -> OpSpec:
+                dim_max=None, doc: str = "") -> OpSpec:
     """The backward OpSpec of `forward` (an OpSpec or a spec file path relative to the calling file).
 
     wrt: forward input names to differentiate (float inputs); grads: {forward output: incoming-gradient input
     name}; names: {wrt input: gradient output name}, one per wrt entry; saved: forward outputs the backward takes
     as inputs (same name, the output's dtype and shape) whose defining values the derivative reuses; dtypes:
-    {gradient output or saved input: dtype or one of the forward's dtype variables}; socs: default the forward's.
+    {gradient output or saved input: dtype or one of the forward's dtype variables}; socs: default the forward's;
+    dim_max: {dim: a lower max} where the backward's kernel needs more UB per row than the forward's.
     Raises SpecError naming the parameter and the rule for any bad argument, and at the forward spec line for
     an op on the differentiated path that has no derivative (opgen.ir.autodiff.RULES).
     """
@@ -138,8 +139,21 @@ def derive_grad(forward, name: str, *, aclnn: str, wrt, grads, names, saved=(), 
             raise spec_error(loc, f"derive_grad: dtypes[{k!r}] = {dt!r} is not a dtype or a dtype variable of "
                              f"{fwd.name}", "use f32, f16, bf16 or one of the forward's dtype variables",
                              arg="dtypes", token=k)
+    dim_max = dict(dim_max or {})
+    for k, v in dim_max.items():
+        dd = fwd.dims_.get(k)
+        if dd is None:
+            raise spec_error(loc, f"derive_grad: dim_max key {k!r} is not a dim of {fwd.name} "
+                             f"(dims: {', '.join(fwd.dims_)})", "name a declared dim", arg="dim_max", token=k)
+        if isinstance(v, bool) or not isinstance(v, int) or v < dd.min or (dd.max is not None and v > dd.max):
+            raise spec_error(loc, f"derive_grad: dim_max[{k!r}] = {v!r} must be an int in [{dd.min}, "
+                             f"{dd.max if dd.max is not None else 'inf'}] (the forward's domain)",
+                             "give a smaller max within the forward's range", arg="dim_max", token=k)
     d = _Derivation(fwd, wrt, grads, names, saved, dtypes, loc)
-    return d.build(name, aclnn, socs, doc)
+    spec = d.build(name, aclnn, socs, doc)
+    for k, v in dim_max.items():
+        spec.dims_[k].max = v
+    return spec
 
 
 class _Derivation:
