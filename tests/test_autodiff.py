@@ -356,3 +356,33 @@ def test_op_without_rule_is_refused_at_its_forward_line(monkeypatch):
         derive_grad(_rms(), "RmsNormGrad", aclnn="aclnnRmsNormGrad", wrt=["x"], grads={"y": "dy"}, names={"x": "dx"})
     assert "rsqrt has no derivative rule" in str(e.value)
     assert e.value.file.endswith("rms_norm.py")
+
+
+def test_graph_names_the_forward_line_of_each_gradient_node():
+    from opgen.ir.printer import print_graph
+
+    spec = load_spec(str(EX / "rms_norm_grad_derived.py"))
+    text = print_graph(spec.graph(spec.keys()[0]), locs=True)
+    fwd = (EX / "rms_norm.py").read_text().splitlines()
+    line = next(k for k, t in enumerate(fwd, 1) if "b.rsqrt" in t)
+    assert f'loc("rms_norm.py":{line})' in text   # the rsqrt's adjoint (-y^3 / 2) is made at the rsqrt's line
+
+
+def test_derived_spec_digest_covers_the_forward_file(tmp_path):
+    """A change of the forward spec changes the derived spec's digest (packages and caches go stale) and is seen
+    by the next load."""
+    import shutil
+
+    shutil.copy(EX / "rms_norm.py", tmp_path / "rms_norm.py")
+    shutil.copy(EX / "rms_norm_grad_derived.py", tmp_path / "grad.py")
+    first = load_spec(str(tmp_path / "grad.py"))
+    d1 = first.source_digest
+    fwd = tmp_path / "rms_norm.py"
+    fwd.write_text(fwd.read_text().replace("x * rstd * gamma", "x * rstd * gamma * 2.0"))
+    second = load_spec(str(tmp_path / "grad.py"))
+    assert second is not first and second.source_digest != d1
+    dy, x, g = _f32(np.ones((1, 2))), _f32([[1.0, 2.0]]), _f32([1.0, 1.0])
+    r = _f32([[0.5]])
+    a = interpret(first, {"dy": dy, "x": x, "gamma": g, "rstd": r}, mode="exact")["dgamma"]
+    b = interpret(second, {"dy": dy, "x": x, "gamma": g, "rstd": r}, mode="exact")["dgamma"]
+    _close(b, 2 * np.asarray(a, dtype=np.float64))
