@@ -386,3 +386,37 @@ def test_derived_spec_digest_covers_the_forward_file(tmp_path):
     a = interpret(first, {"dy": dy, "x": x, "gamma": g, "rstd": r}, mode="exact")["dgamma"]
     b = interpret(second, {"dy": dy, "x": x, "gamma": g, "rstd": r}, mode="exact")["dgamma"]
     _close(b, 2 * np.asarray(a, dtype=np.float64))
+
+
+def test_saved_output_behind_recip_stands_for_its_operand():
+    """A forward that divides by std and outputs rstd = recip(std): the derivative takes std as recip(saved rstd),
+    never sqrt(var + eps) again, and still equals torch autograd."""
+    from opgen.dsl import A2, OpSpec, derive_grad, f32
+
+    def body(b, x, eps):
+        mean = x.mean(-1)
+        xc = x - mean
+        std = b.sqrt((xc * xc).mean(-1) + eps)
+        return {"y": xc / std, "mean": mean, "rstd": b.recip(std)}
+
+    fwd = OpSpec("Nd", aclnn="aclnnNd", socs=(A2,))
+    N, H = fwd.dims("N H")
+    fwd.input("x", f32, [N, H])
+    fwd.attr("eps", float, 1e-5)
+    fwd.output("y", f32, [N, H])
+    fwd.output("mean", f32, [N, 1])
+    fwd.output("rstd", f32, [N, 1])
+    fwd.body_fn, fwd._body_loc = body, fwd.loc
+    fwd.finish()
+    spec = derive_grad(fwd, "NdGrad", aclnn="aclnnNdGrad", wrt=["x"], saved=["mean", "rstd"], grads={"y": "dy"},
+                       names={"x": "dx"}).finish()
+    assert not spec.attrs   # eps is not read
+    g = spec.graph(spec.keys()[0])
+    assert not any(n.op == "sqrt" for n in g.nodes)
+    x, dy = _f32(RNG.normal(size=(3, 6))), _f32(RNG.normal(size=(3, 6)))
+    x64 = x.astype(np.float64)
+    mean = x64.mean(-1, keepdims=True)
+    rstd = 1 / np.sqrt(((x64 - mean) ** 2).mean(-1, keepdims=True) + 1e-5)
+    want = _autograd(lambda x: torch.nn.functional.layer_norm(x, (6,), eps=1e-5), {"x": x}, ["x"], dy)
+    got = interpret(spec, {"dy": dy, "x": x, "mean": mean, "rstd": rstd}, mode="exact")
+    _close(got["dx"], want["x"], saved=True)

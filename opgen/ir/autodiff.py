@@ -408,12 +408,13 @@ in fp32; a returned adjoint has its input's shape (or is a _SlicePiece)."""
 
 # -- saved outputs ---------------------------------------------------------------------------------------------
 
-_VIEWS = ("reshape", "permute", "cast")
+_VIEWS = ("reshape", "permute", "cast", "recip", "neg")
 
 
 def saved_chain(g: Graph, out_value: str) -> list[Node]:
-    """The view nodes (reshape, permute, float-to-float cast) from a forward output back to the value that defines
-    it, outermost first: a saved output replaces that value."""
+    """The invertible nodes (reshape, permute, float-to-float cast, recip, neg) from a forward output back to the
+    value that defines it, outermost first: a saved output stands for every value of the chain (a saved rstd =
+    recip(std) gives std as recip(rstd), not sqrt(var + eps) again)."""
     prod = g.producers()
     chain, v = [], out_value
     while v in prod and prod[v].op in _VIEWS:
@@ -427,9 +428,11 @@ def saved_chain(g: Graph, out_value: str) -> list[Node]:
     return chain
 
 
-def _replacement(ad: _Emitter, chain: list[Node], saved: str, types: dict) -> str:
-    """The saved input brought back through the inverse of each view of `chain`."""
-    v = saved
+def _replacements(ad: _Emitter, chain: list[Node], saved: str, types: dict, outv: str) -> dict:
+    """{forward value: its value from the saved input} for the output and every value of `chain`, each brought
+    back through the inverse of the nodes above it."""
+    v = ad.f32(saved) if chain and chain[0].op in ("recip", "neg") else saved
+    out = {outv: saved}
     for n in chain:
         src = types[n.inputs[0]]
         if n.op == "reshape":
@@ -437,12 +440,15 @@ def _replacement(ad: _Emitter, chain: list[Node], saved: str, types: dict) -> st
         elif n.op == "permute":
             perm = list(n.attr("perm"))
             v = ad.emit("permute", (v,), perm=tuple(perm.index(k) for k in range(len(perm))))
+        elif n.op in ("recip", "neg"):
+            v = ad.emit(n.op, (ad.f32(v),))
         else:
             have = ad.type(v).dtype
             if have != src.dtype:
                 narrowing = src.dtype in (DType.f16, DType.bf16) or isinstance(src.dtype, DTypeVar)
                 v = ad.emit("cast", (v,), to=src.dtype, round="rint" if narrowing and have == F32 else "none")
-    return v
+        out[n.inputs[0]] = v
+    return out
 
 
 # -- the transformation ----------------------------------------------------------------------------------------
@@ -476,12 +482,10 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
     # primal copy, with each saved output's defining value replaced by the saved input
     replace = {}
     for out, sv in saved.items():
-        chain = saved_chain(g, outs[out])
-        base = chain[-1].inputs[0] if chain else outs[out]
-        if base in pnames:
-            continue
         ad.loc = ""
-        replace[base] = _replacement(ad, chain, sv.name, fwd_types)
+        for v, r in _replacements(ad, saved_chain(g, outs[out]), sv.name, fwd_types, outs[out]).items():
+            if v not in pnames and (ad.type(r) == fwd_types[v] or v == outs[out]):   # (an output's dtype may
+                replace[v] = r                                                         # differ: dtypes=)
     ren = {p.value.name: p.value.name for p in g.params}
     for n in g.nodes:
         name = n.result.name
