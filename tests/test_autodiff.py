@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples" / "specs"
+DER = EX / "derived"
 RNG = np.random.default_rng(25)
 
 
@@ -54,7 +55,7 @@ def test_rms_norm_grad_against_autograd(shape):
 
     want = _autograd(fwd, {"x": x, "gamma": gamma}, ["x", "gamma"], dy)
     rstd = 1.0 / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + eps)
-    got = interpret(str(EX / "rms_norm_grad_derived.py"), {"dy": dy, "x": x, "gamma": gamma, "rstd": rstd},
+    got = interpret(str(DER / "rms_norm_grad.py"), {"dy": dy, "x": x, "gamma": gamma, "rstd": rstd},
                     mode="exact")
     _close(got["dx"], want["x"], saved=True)
     _close(got["dgamma"], want["gamma"], saved=True)
@@ -62,7 +63,7 @@ def test_rms_norm_grad_against_autograd(shape):
 
 def test_rms_norm_grad_reuses_saved_rstd():
     """The derived graph reads the saved rstd and never recomputes it (no rsqrt, no epsilon)."""
-    spec = load_spec(str(EX / "rms_norm_grad_derived.py"))
+    spec = load_spec(str(DER / "rms_norm_grad.py"))
     assert [i.name for i in spec.inputs] == ["dy", "x", "gamma", "rstd"]
     assert [o.name for o in spec.outputs] == ["dx", "dgamma"]
     assert not spec.attrs
@@ -75,7 +76,7 @@ def test_rms_norm_grad_reuses_saved_rstd():
 def test_softmax_grad_against_autograd(shape):
     x, dy = _f32(RNG.normal(size=shape) * 3), _f32(RNG.normal(size=shape))
     want = _autograd(lambda x: torch.softmax(x, -1), {"x": x}, ["x"], dy)
-    got = interpret(str(EX / "softmax_grad_derived.py"), {"dy": dy, "x": x}, mode="exact")
+    got = interpret(str(DER / "softmax_grad.py"), {"dy": dy, "x": x}, mode="exact")
     _close(got["dx"], want["x"])
 
 
@@ -93,7 +94,7 @@ def test_layer_norm_grad_against_autograd(shape):
     x64 = x.astype(np.float64)
     mean = x64.mean(-1, keepdims=True)
     rstd = 1.0 / np.sqrt(((x64 - mean) ** 2).mean(-1, keepdims=True) + eps)
-    got = interpret(str(EX / "layer_norm_grad_derived.py"),
+    got = interpret(str(DER / "layer_norm_grad.py"),
                     {"dy": dy, "x": x, "gamma": gamma, "mean": mean, "rstd": rstd}, mode="exact")
     _close(got["pd_x"], want["x"], saved=True)
     _close(got["pd_gamma"], want["gamma"], saved=True)
@@ -109,7 +110,7 @@ def test_swiglu_grad_against_autograd(shape):
         return torch.nn.functional.silu(a) * g
 
     want = _autograd(fwd, {"x": x}, ["x"], dy)
-    got = interpret(str(EX / "swiglu_grad_derived.py"), {"dy": dy, "x": x}, mode="exact")
+    got = interpret(str(DER / "swiglu_grad.py"), {"dy": dy, "x": x}, mode="exact")
     _close(got["dx"], want["x"])
 
 
@@ -117,7 +118,7 @@ def test_swiglu_grad_against_autograd(shape):
 def test_gelu_grad_against_autograd(shape):
     x, dy = _f32(RNG.normal(size=shape) * 2), _f32(RNG.normal(size=shape))
     want = _autograd(lambda x: torch.nn.functional.gelu(x, approximate="tanh"), {"x": x}, ["x"], dy)
-    got = interpret(str(EX / "gelu_grad_derived.py"), {"grad_output": dy, "self": x}, mode="exact")
+    got = interpret(str(DER / "gelu_grad.py"), {"grad_output": dy, "self": x}, mode="exact")
     _close(got["grad_input"], want["x"])
 
 
@@ -141,7 +142,7 @@ def test_ada_layer_norm_grad_derived_equals_hand_written(form, weight, bias):
                      {"dy": dy, "x": x, "rstd": rstd, "mean": mean, "scale": scale, "gamma": gamma, "beta": beta},
                      mode="exact")
     shift = _f32(np.zeros(sshape))
-    got = interpret(str(EX / "ada_layer_norm_grad_derived.py"),
+    got = interpret(str(DER / "ada_layer_norm_grad.py"),
                     {"dy": dy, "x": x, "scale": scale, "shift": shift, "weight": gamma, "bias": beta, "mean": mean,
                      "rstd": rstd}, mode="exact")
 
@@ -361,7 +362,7 @@ def test_op_without_rule_is_refused_at_its_forward_line(monkeypatch):
 def test_graph_names_the_forward_line_of_each_gradient_node():
     from opgen.ir.printer import print_graph
 
-    spec = load_spec(str(EX / "rms_norm_grad_derived.py"))
+    spec = load_spec(str(DER / "rms_norm_grad.py"))
     text = print_graph(spec.graph(spec.keys()[0]), locs=True)
     fwd = (EX / "rms_norm.py").read_text().splitlines()
     line = next(k for k, t in enumerate(fwd, 1) if "b.rsqrt" in t)
@@ -374,12 +375,13 @@ def test_derived_spec_digest_covers_the_forward_file(tmp_path):
     import shutil
 
     shutil.copy(EX / "rms_norm.py", tmp_path / "rms_norm.py")
-    shutil.copy(EX / "rms_norm_grad_derived.py", tmp_path / "grad.py")
-    first = load_spec(str(tmp_path / "grad.py"))
+    (tmp_path / "derived").mkdir()
+    shutil.copy(DER / "rms_norm_grad.py", tmp_path / "derived" / "grad.py")
+    first = load_spec(str(tmp_path / "derived" / "grad.py"))
     d1 = first.source_digest
     fwd = tmp_path / "rms_norm.py"
     fwd.write_text(fwd.read_text().replace("x * rstd * gamma", "x * rstd * gamma * 2.0"))
-    second = load_spec(str(tmp_path / "grad.py"))
+    second = load_spec(str(tmp_path / "derived" / "grad.py"))
     assert second is not first and second.source_digest != d1
     dy, x, g = _f32(np.ones((1, 2))), _f32([[1.0, 2.0]]), _f32([1.0, 1.0])
     r = _f32([[0.5]])

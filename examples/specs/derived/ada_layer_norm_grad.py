@@ -5,7 +5,7 @@ shape form (their gradients do not read them)."""
 
 from opgen.dsl import derive_grad, f32
 
-spec = derive_grad("../../specs/ada_layer_norm_v2.py", "AdaLayerNormGrad", aclnn="aclnnAdaLayerNormBackward",
+spec = derive_grad("../../../specs/ada_layer_norm_v2.py", "AdaLayerNormGrad", aclnn="aclnnAdaLayerNormBackward",
                    wrt=["x", "scale", "shift", "weight", "bias"], saved=["mean", "rstd"], grads={"out": "dy"},
                    names={"x": "pd_x", "scale": "pd_scale", "shift": "pd_shift", "weight": "pd_gamma",
                           "bias": "pd_beta"},

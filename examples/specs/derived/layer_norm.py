@@ -1,7 +1,7 @@
 """LayerNormV4 (aclnnLayerNorm) over the last axis with weight and bias: y = (x - mean) * rstd * gamma + beta,
 rstd = 1 / sqrt(var + epsilon) with the biased variance; mean and rstd are outputs in fp32 [*Bd, 1].
 
-The forward of the derived LayerNormGrad (layer_norm_grad_derived.py).
+The forward of the derived LayerNormGrad (layer_norm_grad.py here).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32

@@ -1,5 +1,5 @@
 """LayerNormGrad derived from LayerNormV4 (layer_norm.py): dx, dgamma and dbeta from dy, x, gamma and the saved
-mean and rstd. Compare the hand-written layer_norm_grad.py (LayerNormGradV3)."""
+mean and rstd. Compare the hand-written ../layer_norm_grad.py (LayerNormGradV3)."""
 
 from opgen.dsl import derive_grad
 
