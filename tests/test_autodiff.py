@@ -422,3 +422,24 @@ def test_saved_output_behind_recip_stands_for_its_operand():
     want = _autograd(lambda x: torch.nn.functional.layer_norm(x, (6,), eps=1e-5), {"x": x}, ["x"], dy)
     got = interpret(spec, {"dy": dy, "x": x, "mean": mean, "rstd": rstd}, mode="exact")
     _close(got["dx"], want["x"], saved=True)
+
+
+@pytest.mark.parametrize("derived,hand", [
+    (DER / "rms_norm_grad.py", EX / "rms_norm_grad.py"),
+    (DER / "layer_norm_grad.py", EX / "layer_norm_grad.py"),
+    (DER / "swiglu_grad.py", EX / "swiglu_grad.py"),
+    (DER / "ada_layer_norm_grad.py", ROOT / "specs" / "ada_layer_norm_grad.py"),
+])
+def test_derived_graph_has_no_more_reductions_or_inputs_than_hand_written(derived, hand):
+    """After the pipeline's canonicalize/CSE/DCE the derived graph reduces as often as the hand-written one (the
+    reductions set the kernel's passes and GM traffic) and reads no input the hand-written one does without."""
+    from opgen.passes.pipeline import optimize
+
+    def reductions(spec):
+        g = optimize(spec.graph(spec.keys()[0]))
+        return sum(n.op == "reduce" for n in g.nodes), {p.value.name for p in g.params if p.kind == "input"}
+
+    nd, ins_d = reductions(load_spec(str(derived)))
+    nh, ins_h = reductions(load_spec(str(hand)))
+    assert nd <= nh
+    assert len(ins_d) <= len(ins_h) + 1   # + the unread shift of AdaLayerNormGrad's forward (kept for its form)

@@ -518,6 +518,8 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
             vals += _place_slices(ad, pieces, shape)
         if not vals:
             return None
+        uniq = list(dict.fromkeys(vals))    # a value used twice by one node (x * x) adds its adjoint twice: 2 * g
+        vals = [u if vals.count(u) == 1 else ad.emit("mul", (u, ad.const(vals.count(u)))) for u in uniq]
         return _fold(lambda a, b: ad.emit("add", (a, b)), vals)
 
     for n in reversed(g.nodes):

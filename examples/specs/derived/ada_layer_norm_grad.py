@@ -10,3 +10,14 @@ spec = derive_grad("../../../specs/ada_layer_norm_v2.py", "AdaLayerNormGrad", ac
                    names={"x": "pd_x", "scale": "pd_scale", "shift": "pd_shift", "weight": "pd_gamma",
                           "bias": "pd_beta"},
                    dtypes={"mean": f32, "rstd": f32}, dim_max={"H": 65536})   # the hand-written spec's bound
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    """The saved per-row mean and rstd consistent with the generated x (epsilon 1e-5), in fp32."""
+    import numpy as np
+
+    x = inputs["x"].astype(np.float64)
+    mean = x.mean(-1, keepdims=True)
+    inputs["mean"] = mean.astype(np.float32)
+    inputs["rstd"] = (1.0 / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + 1e-5)).astype(np.float32)

@@ -5,3 +5,12 @@ from opgen.dsl import derive_grad
 
 spec = derive_grad("../rms_norm.py", "RmsNormGrad", aclnn="aclnnRmsNormGrad", wrt=["x", "gamma"], saved=["rstd"],
                    grads={"y": "dy"}, names={"x": "dx", "gamma": "dgamma"})
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    """The saved rstd consistent with the generated x (RmsNorm's epsilon default, 1e-6), in fp32."""
+    import numpy as np
+
+    x = inputs["x"].astype(np.float64)
+    inputs["rstd"] = (1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)).astype(np.float32)
