@@ -443,3 +443,47 @@ def test_derived_graph_has_no_more_reductions_or_inputs_than_hand_written(derive
     nh, ins_h = reductions(load_spec(str(hand)))
     assert nd <= nh
     assert len(ins_d) <= len(ins_h) + 1   # + the unread shift of AdaLayerNormGrad's forward (kept for its form)
+
+
+# NormRopeConcatGrad: derived from NormRopeConcat vs the hand-written spec over the 54 attribute combinations ------
+
+NRC = [(nt, nat, rt, co) for nt in (0, 1, 2) for nat in (0, 1, 2) for rt in (0, 1, 2) for co in (0, 1)]
+
+
+def _stats(x):
+    x = x.astype(np.float64)
+    mean = x.mean(-1, keepdims=True)
+    return mean, 1.0 / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + 1e-5)
+
+
+def test_norm_rope_concat_grad_derived_equals_hand_written():
+    derived = load_spec(str(DER / "norm_rope_concat_grad.py"))
+    hand = load_spec(str(ROOT / "specs" / "norm_rope_concat_grad.py"))
+    B, Sq, Sk, N, D, R, Seq, Sek = 1, 3, 2, 2, 4, 2, 2, 1
+    rng = np.random.default_rng(54)
+    ins = {"query": (B, Sq, N, D), "key": (B, Sk, N, D), "encoder_query": (B, Seq, N, D),
+           "encoder_key": (B, Sek, N, D), "rope_sin": (R, D), "rope_cos": (R, D)}
+    ins = {k: _f32(rng.normal(size=v)) for k, v in ins.items()}
+    grads = {"grad_query_output": (B, N, Sq + Seq, D), "grad_key_output": (B, N, Sk + Sek, D),
+             "grad_value_output": (B, N, Sk + Sek, D)}
+    grads = {k: _f32(rng.normal(size=v)) for k, v in grads.items()}
+    for nt, nat, rt, co in NRC:
+        common = dict(ins, **grads)
+        d_in, h_in = dict(common), dict(common)
+        d_in["encoder_value"] = _f32(np.zeros((B, Sek, N, D)))
+        for prefix, t, part in (("norm_query", nt, "query"), ("norm_key", nt, "key"),
+                                ("norm_added_query", nat, "encoder_query"), ("norm_added_key", nat, "encoder_key")):
+            if t >= 1:
+                m, r = _stats(ins[part])
+                d_in[f"{prefix}_mean"] = h_in[f"{prefix}_mean"] = m
+                d_in[f"{prefix}_rstd"] = h_in[f"{prefix}_rstd"] = r
+            if t == 2:
+                w = _f32(rng.normal(size=D))
+                d_in[f"{prefix}_weight"] = h_in[f"{prefix}_weight"] = w
+                d_in[f"{prefix}_bias"] = _f32(rng.normal(size=D))
+        attrs = {"norm_type": nt, "norm_added_type": nat, "rope_type": rt, "concat_order": co}
+        got = interpret(derived, d_in, dict(attrs, is_training=True), mode="exact")
+        want = interpret(hand, h_in, attrs, mode="exact")
+        assert set(got) == set(want), (attrs, sorted(got), sorted(want))
+        for name in want:
+            _close(got[name], np.asarray(want[name], dtype=np.float64), saved=True)

@@ -19,7 +19,7 @@ import os
 from opgen.dsl.builder import Tensor
 from opgen.dsl.diagnostics import caller_loc, spec_error
 from opgen.dsl.keys import SpecKey
-from opgen.dsl.spec import InputDecl, OpSpec, OutputDecl, _ident_problem
+from opgen.dsl.spec import InputDecl, OpSpec, OutputDecl, Requirement, _ident_problem
 from opgen.errors import IRError
 from opgen.ir.autodiff import NoDerivative, differentiate
 from opgen.ir.core import TensorType, Value
@@ -171,16 +171,18 @@ class _Derivation:
         t = g.values()[v].type
         return TensorType(dtype if dtype is not None else t.dtype, t.shape)
 
-    def derived(self, key: SpecKey):
-        """The gradient graph of forward specialisation `key` (cached)."""
-        hit = self._cache.get(key)
+    def derived(self, key: SpecKey, absent: frozenset = frozenset()):
+        """The gradient graph of forward specialisation `key` (cached); `absent`: saved outputs not given (their
+        values are recomputed)."""
+        hit = self._cache.get((key, absent))
         if hit is not None:
             return hit
         g = self.fwd.graph(key)
         outs = dict(g.outputs)
         od = {o.name: o for o in self.fwd.outputs}
         gv = {o: Value(n, self.out_type(o, key)) for o, n in self.grads.items() if o in outs}
-        sv = {o: Value(o, self.out_type(o, key, self.dtypes.get(o, od[o].dtype))) for o in self.saved if o in outs}
+        sv = {o: Value(o, self.out_type(o, key, self.dtypes.get(o, od[o].dtype))) for o in self.saved
+              if o in outs and o not in absent}
         pnames = {p.value.name for p in g.params}
         wrt = {x: self.names[x] for x in self.wrt if x in pnames}
         try:
@@ -191,7 +193,7 @@ class _Derivation:
                              "backward by hand") from None
         except IRError as e:
             raise spec_error(self.loc, f"derive_grad: {e}", "check wrt=, grads= and saved=") from None
-        self._cache[key] = dg
+        self._cache[(key, absent)] = dg
         return dg
 
     def _forward_loc(self, short):
@@ -233,8 +235,13 @@ class _Derivation:
             spec.inputs.append(copy.copy(i))
         for o in self.saved:
             od = next(x for x in fwd.outputs if x.name == o)
-            spec.inputs.append(InputDecl(o, self.dtypes.get(o, od.dtype), self._out_shapes(od), False, False,
-                                         f"{fwd.name}'s output {o}, saved by the forward", str(self.loc)))
+            when = self._produced(o, keep_in) if od.optional else None
+            spec.inputs.append(InputDecl(o, self.dtypes.get(o, od.dtype), self._out_shapes(od), od.optional, False,
+                                         f"{fwd.name}'s output {o}, saved by the forward", str(self.loc), when))
+            if when is not None:
+                spec.requirements.append(Requirement(
+                    o, lambda a, pr, o=o, when=when: f"required where {self.fwd.name} outputs it" if
+                    when(a, pr) and not pr[o] else None, "static", str(self.loc)))
         kept_names = {i.name for i in spec.inputs}
         for x in self.wrt:
             i = fwd.input_decl(x)
@@ -248,7 +255,8 @@ class _Derivation:
         names = kept_names | {a.name for a in spec.attrs}
         blame = next(iter(self.grads.values()))   # a relation whose blamed input is gone blames the gradient
         spec.constraints = [(c, p if p in names else blame, r, l) for c, p, r, l in fwd.constraints]
-        spec.requirements = [r for r in fwd.requirements if r.param in names and r.kind == "static"]
+        spec.requirements = [r for r in fwd.requirements if r.param in names and r.kind == "static"] + [
+            r for r in spec.requirements if r.param in self.saved]
         used_vars = []
         for p in spec.inputs + spec.outputs:
             if isinstance(p.dtype, DTypeVar) and p.dtype not in used_vars:
@@ -265,6 +273,24 @@ class _Derivation:
         spec.derived_from = fwd
         self._install_body(spec, keep_in, first)
         return spec
+
+    def _produced(self, o, keep_in):
+        """when= of the saved input of optional forward output `o`: whether the forward specialisation of the
+        backward's static attributes and (free) optional inputs outputs it."""
+        fwd = self.fwd
+        opts = [i.name for i in fwd.inputs if i.optional]
+        kept = {i.name for i in keep_in}
+        table: dict = {}
+        for key in fwd.keys():
+            free = tuple((n, p) for n, p in zip(opts, key.present) if n in kept)
+            table.setdefault((key.static, free), []).append(o in dict(fwd.graph(key).outputs))
+
+        def when(a, pr):
+            static = tuple(a[x.name] for x in fwd.static_attrs)
+            hits = [v for (st, free), vs in table.items() if st == static and all(
+                pr.get(n, p) == p for n, p in free if n in pr) for v in vs]
+            return any(hits)
+        return when
 
     def _out_shapes(self, od) -> list:
         if od.shape is not None:
@@ -297,7 +323,8 @@ class _Derivation:
             if key not in keys:   # an unread optional input: take the presence the forward allows
                 key = next(k for k in fwd.keys() if k.static == static and k.forms == forms and all(
                     p == q for i, p, q in zip(opts, k.present, present) if i.name in kept))
-            dg = self.derived(key)
+            absent = frozenset(o for o in self.saved if kw.get(o, 0) is None)
+            dg = self.derived(key, absent)
             return _replay(b, dg, kw)
 
         spec.body_fn = body
