@@ -487,3 +487,29 @@ def test_norm_rope_concat_grad_derived_equals_hand_written():
         assert set(got) == set(want), (attrs, sorted(got), sorted(want))
         for name in want:
             _close(got[name], np.asarray(want[name], dtype=np.float64), saved=True)
+
+
+@pytest.mark.parametrize("op,np_fn,torch_fn", [("tanh", np.tanh, torch.tanh),
+                                               ("sigmoid", lambda x: 1 / (1 + np.exp(-x)), torch.sigmoid),
+                                               ("erf", None, torch.erf)])
+def test_rules_of_math_functions_other_op_sets_add(monkeypatch, op, np_fn, torch_fn):
+    """tanh, sigmoid and erf have rules before opgen.ir.ops declares them: declared here for the test (a float
+    unary op, NumPy meaning), differentiated, interpreted, compared with torch autograd."""
+    import math
+
+    from opgen.interp import kernels
+    from opgen.ir import ops
+
+    if np_fn is None:
+        np_fn = np.vectorize(math.erf)
+    monkeypatch.setitem(ops.OPS, op, ops.OpDef(op, 1, {}, lambda ts, attrs: ts[0]))
+    monkeypatch.setitem(kernels.KERNELS, op, lambda ctx, x, a, ty: np_fn(x))
+
+    def body(b, x):
+        return {"y": b.emit(op, (x * 1.5,)) * x}
+
+    fwd, _ = _forward("Mf" + op.capitalize(), {"x": "N"}, body, "N")
+    x, dy = _f32(RNG.normal(size=7)), _f32(RNG.normal(size=7))
+    want = _autograd(lambda x: torch_fn(x * 1.5) * x, {"x": x}, ["x"], dy)
+    got = interpret(_derive(fwd, ["x"]), {"dy": dy, "x": x}, mode="exact")
+    _close(got["d_x"], want["x"])
