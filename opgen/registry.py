@@ -125,7 +125,7 @@ def _load_file(path: Path):
     key = str(path.resolve())
     snapshot = _snapshot(Path(key))
     hit = _CACHE.get(key)
-    if hit is not None and hit[0] == snapshot:
+    if hit is not None and hit[0] == snapshot + _derived_snapshot(hit[1]):
         return hit[1]
     from opgen.dsl.diagnostics import from_exception, spec_error, syntax_error
     from opgen.dsl.spec import OpSpec
@@ -161,9 +161,18 @@ def _load_file(path: Path):
         raise spec_error(f"{key}:1", "the file defines no `spec = OpSpec(...)`",
                          f"declare the operator at module level: {example}")
     s.finish()
-    s._source_digest = _Digest(snapshot)
-    _CACHE[key] = (snapshot, s)
+    _CACHE[key] = (snapshot + _derived_snapshot(s), s)
+    s._source_digest = _Digest(_CACHE[key][0])
     return s
+
+
+def _derived_snapshot(s) -> tuple:
+    """The files of the forward spec a derived spec (opgen.dsl.grad.derive_grad, `derived_from`) was derived from,
+    recursively, as `_snapshot` gives them: a change there changes the derived spec, so its digest covers them."""
+    fwd = getattr(s, "derived_from", None)
+    if fwd is None or not os.path.isfile(getattr(fwd, "file", "")):
+        return ()
+    return _snapshot(Path(fwd.file)) + _derived_snapshot(fwd)
 
 
 def _assignment_line(path: str, name: str) -> int:

@@ -215,6 +215,13 @@ class _Lowering:
             self.space[r] = "scalar"
             self.scalar_text[r] = rowprog._float_literal(n.attr("value"))
             return
+        if op == "dimval":   # the row length as a float (a mean's adjoint divides by it): the tiling's hidden_
+            if self.lay.flat or as_dim(n.attr("n")) != self.lay.hidden_extent() or n.attr("dtype") != DType.f32:
+                raise self.err(r, f"the value of dim {n.attr('n')}; the rows family reads only the row length "
+                               f"{self.lay.hidden_extent()} as an f32 scalar")
+            self.space[r] = "scalar"
+            self.scalar_text[r] = "static_cast<float>(hidden_)"
+            return
         if op in ("reshape", "broadcast"):
             x = n.inputs[0]
             src = self.use(x)

@@ -1,0 +1,573 @@
+"""Reverse-mode differentiation of a tensor-IR graph (docs/design.md "Backward from forward").
+
+`differentiate(g, wrt, grads, saved)` takes one specialisation of a forward operator and returns the graph of
+its gradients:
+
+* `grads`: {forward output name: incoming-gradient Value} -- the adjoint seeded at each differentiated output
+  (its dtype is the output's; it is widened to fp32 first);
+* `saved`: {forward output name: saved Value} -- a forward output the backward receives as an input. The value
+  that defines the output (through reshapes, permutes and float casts of it) is replaced by the saved input, so
+  a saved statistic is reused, never recomputed (rstd, not 1/sqrt(var + eps) again); whatever only fed it dies;
+* `wrt`: {forward input name: gradient output name}.
+
+Gradients are computed in fp32 whatever the forward dtypes are (primal operands of another float dtype are widened
+where a rule reads them); the caller casts them to the output dtype. Each rule's nodes carry the `loc` of the
+forward node they differentiate, so the printed graph names the forward spec line of every gradient node.
+
+The rules (one per op, in `RULES`) follow the textbook adjoints (Griewank & Walther, "Evaluating Derivatives",
+ch. 3) with these conventions, documented in docs/design.md "Backward from forward":
+
+* broadcasting operands: the adjoint is summed over the broadcast axes (leading axes dropped, size-1 axes kept);
+* reduce max: the adjoint is shared evenly among the elements equal to the maximum (PyTorch's amax, TensorFlow's
+  Max gradient); elementwise maximum/minimum follow CANN's MaximumGrad / MinimumGrad: ties go to the first operand
+  (dx1 = g * (x1 >= x2), dx2 = g * (x1 < x2); minimum with <= / >);
+* casts between float dtypes pass the adjoint through unchanged (a rounding has derivative 1 almost everywhere);
+  casts to or from integer/bool types carry no gradient; comparisons, iota, constants carry none;
+* slice: the adjoints of slices of one value that tile an axis are joined by one concat (zeros in the gaps);
+  a strided slice scatters its adjoint back with scatter_add;
+* gather -> scatter_add, scatter_add -> gather; matmul -> two matmuls with the transposes swapped.
+
+An op on the path from a differentiated input to a differentiated output without a rule raises `NoDerivative`,
+which carries the node (its `loc` is the forward spec line). To add an op: write `_rule(ad, node, g) -> {input
+index: adjoint}` and register it in `RULES` (an op with no gradient at all: `_none`).
+"""
+
+from __future__ import annotations
+
+from functools import reduce as _fold
+
+from opgen.errors import IRError
+from opgen.ir.core import Graph, Node, Param, TensorType, Value, canonical_attrs
+from opgen.ir.dims import Lit, Prod, Variadic, as_dim
+from opgen.ir.dtypes import DType, DTypeVar
+from opgen.ir.ops import OPS
+
+F32 = DType.f32
+
+__all__ = ["NoDerivative", "RULES", "differentiate", "saved_chain"]
+
+
+class NoDerivative(IRError):
+    """An op on the differentiated path has no derivative rule; `.node` is the forward node (its loc: the spec
+    line)."""
+
+    def __init__(self, node: Node, why: str):
+        super().__init__(why)
+        self.node = node
+
+
+def _is_float(dt) -> bool:
+    return isinstance(dt, DTypeVar) or dt.is_float
+
+
+class _Emitter:
+    """Builds the nodes of the derived graph: hash-consed (an identical node is shared), typed by the ops' type
+    rules, each with the loc of the forward node being copied or differentiated (`self.loc`)."""
+
+    def __init__(self, types: dict):
+        self.types = dict(types)      # value name -> TensorType (params, then every emitted value)
+        self.nodes: list[Node] = []
+        self._cse: dict = {}
+        self._n = 0
+        self.loc = ""
+
+    def emit(self, op: str, ins, **attrs) -> str:
+        """Append `op(ins) {attrs}` (ins: value names) and return its result's name. Raises IRError if the type
+        rule refuses it (a bug in a rule)."""
+        ins = tuple(ins)
+        cattrs = canonical_attrs(attrs)
+        key = (op, ins, cattrs)
+        hit = self._cse.get(key)
+        if hit is not None:
+            return hit
+        ty = OPS[op].infer([self.types[i] for i in ins], dict(cattrs))
+        self._n += 1
+        name = f"d{self._n}"
+        self.types[name] = ty
+        self.nodes.append(Node(op, ins, Value(name, ty), cattrs, self.loc))
+        self._cse[key] = name
+        return name
+
+    def copy(self, n: Node, ins) -> str:
+        """Re-emit forward node `n` with operands renamed to `ins`."""
+        self.loc = n.loc
+        return self.emit(n.op, ins, **dict(n.attrs))
+
+    def type(self, v: str) -> TensorType:
+        """The type of value `v`."""
+        return self.types[v]
+
+    # small helpers used by the rules
+    def const(self, x: float) -> str:
+        """fp32 scalar constant."""
+        return self.emit("const", (), value=float(x), dtype=F32)
+
+    def zeros(self, shape) -> str:
+        """fp32 zeros of `shape`."""
+        return self.emit("broadcast", (self.const(0.0),), shape=tuple(shape))
+
+    def f32(self, v: str) -> str:
+        """`v` widened to fp32 when it is another float dtype (exact); integer/bool values unchanged."""
+        dt = self.types[v].dtype
+        if dt != F32 and _is_float(dt):
+            return self.emit("cast", (v,), to=F32, round="none")
+        return v
+
+
+def _axes_of(shape, axes) -> list[int]:
+    """Reduce/concat axes as indices into `shape` (a variadic group counts as one entry; axes into a shape with a
+    group are negative, counted from the end)."""
+    return [a % len(shape) if a >= 0 else len(shape) + a for a in axes]
+
+
+def _unbroadcast(ad: _Emitter, g: str, target) -> str:
+    """Sum adjoint `g` over the axes along which a value of shape `target` was broadcast (opgen.ir.ops
+    broadcast_shapes), giving shape `target`: leading axes are summed away, size-1 axes summed and kept."""
+    target = tuple(target)
+    shape = tuple(ad.type(g).shape)
+    if shape == target:
+        return g
+    var = [k for k, d in enumerate(shape) if isinstance(d, Variadic)]
+    if var and not any(isinstance(d, Variadic) for d in target):
+        iv = var[0]   # the target only reaches into the fixed dims after the group: fold the group to one dim
+        shape = shape[:iv] + (Prod(shape[iv].name),) + shape[iv + 1:]
+        g = ad.emit("reshape", (g,), shape=shape)
+    lead = len(shape) - len(target)
+    if lead > 0:
+        g = ad.emit("reduce", (g,), kind="sum", axes=tuple(range(lead)), keepdims=False)
+        shape = shape[lead:]
+    ones = [k - len(shape) for k, (d, t) in enumerate(zip(shape, target)) if t == Lit(1) and d != Lit(1)]
+    if ones:
+        g = ad.emit("reduce", (g,), kind="sum", axes=tuple(ones), keepdims=True)
+    if tuple(ad.type(g).shape) != target:
+        g = ad.emit("reshape", (g,), shape=target)
+    return g
+
+
+def _count(ad: _Emitter, shape, axes) -> str:
+    """fp32 scalar: the number of elements over `axes` of `shape`."""
+    n = _fold(lambda a, b: a * b, [as_dim(shape[k]) for k in axes], Lit(1))
+    return ad.emit("dimval", (), n=n, dtype=F32)
+
+
+def _kept(ad: _Emitter, g: str, xshape, axes, keepdims) -> str:
+    """A reduction's adjoint in the keepdims shape (size 1 on the reduced axes)."""
+    if keepdims:
+        return g
+    shape = tuple(Lit(1) if k in axes else d for k, d in enumerate(xshape))
+    return ad.emit("reshape", (g,), shape=shape)
+
+
+# -- the rules: rule(ad, node, g, p) -> {input index: adjoint value}; p(name) is the primal value (renamed) ------
+
+def _none(ad, n, g, p):
+    return {}
+
+
+def _binary_rule(fn):
+    def rule(ad, n, g, p):
+        a, b = (ad.f32(p(i)) for i in n.inputs)
+        out = fn(ad, g, a, b, p(n.result.name))
+        return {k: _unbroadcast(ad, v, ad.type(p(n.inputs[k])).shape) for k, v in out.items() if v is not None}
+    return rule
+
+
+def _add(ad, g, a, b, y):
+    return {0: g, 1: g}
+
+
+def _sub(ad, g, a, b, y):
+    return {0: g, 1: ad.emit("neg", (g,))}
+
+
+def _mul(ad, g, a, b, y):
+    return {0: ad.emit("mul", (g, b)), 1: ad.emit("mul", (g, a))}
+
+
+def _div(ad, g, a, b, y):
+    ga = ad.emit("div", (g, b))
+    return {0: ga, 1: ad.emit("neg", (ad.emit("mul", (ga, ad.f32(y))),))}
+
+
+def _pick(cmp_first):
+    """maximum/minimum: the first operand takes the adjoint where `cmp_first(a, b)` holds (CANN's tie rule)."""
+    def fn(ad, g, a, b, y):
+        c = ad.emit(cmp_first, (a, b))
+        z = ad.const(0.0)
+        return {0: ad.emit("select", (c, g, z)), 1: ad.emit("select", (c, z, g))}
+    return fn
+
+
+def _unary(fn):
+    def rule(ad, n, g, p):
+        return {0: fn(ad, g, ad.f32(p(n.inputs[0])), ad.f32(p(n.result.name)))}
+    return rule
+
+
+def _neg(ad, g, x, y):
+    return ad.emit("neg", (g,))
+
+
+def _exp(ad, g, x, y):
+    return ad.emit("mul", (g, y))
+
+
+def _log(ad, g, x, y):
+    return ad.emit("div", (g, x))
+
+
+def _sqrt(ad, g, x, y):           # d sqrt(x) = 1 / (2 sqrt(x))
+    return ad.emit("div", (ad.emit("mul", (g, ad.const(0.5))), y))
+
+
+def _rsqrt(ad, g, x, y):          # d x^-1/2 = -1/2 x^-3/2 = -1/2 y^3
+    y3 = ad.emit("mul", (ad.emit("mul", (y, y)), y))
+    return ad.emit("mul", (g, ad.emit("mul", (y3, ad.const(-0.5)))))
+
+
+def _recip(ad, g, x, y):          # d 1/x = -1/x^2 = -y^2
+    return ad.emit("neg", (ad.emit("mul", (g, ad.emit("mul", (y, y)))),))
+
+
+def _abs(ad, g, x, y):            # sign(x) * g, 0 at x == 0 (PyTorch's convention)
+    z = ad.const(0.0)
+    neg = ad.emit("select", (ad.emit("lt", (x, z)), ad.emit("neg", (g,)), z))
+    return ad.emit("select", (ad.emit("gt", (x, z)), g, neg))
+
+
+def _tanh(ad, g, x, y):           # 1 - tanh^2
+    return ad.emit("mul", (g, ad.emit("sub", (ad.const(1.0), ad.emit("mul", (y, y))))))
+
+
+def _sigmoid(ad, g, x, y):        # s (1 - s)
+    return ad.emit("mul", (g, ad.emit("mul", (y, ad.emit("sub", (ad.const(1.0), y))))))
+
+
+def _erf(ad, g, x, y):            # 2 / sqrt(pi) exp(-x^2)
+    e = ad.emit("exp", (ad.emit("neg", (ad.emit("mul", (x, x)),)),))
+    return ad.emit("mul", (g, ad.emit("mul", (e, ad.const(1.1283791670955126)))))
+
+
+def _select(ad, n, g, p):
+    c = p(n.inputs[0])
+    z = ad.const(0.0)
+    out = {1: ad.emit("select", (c, g, z)), 2: ad.emit("select", (c, z, g))}
+    return {k: _unbroadcast(ad, v, ad.type(p(n.inputs[k])).shape) for k, v in out.items()}
+
+
+def _cast(ad, n, g, p):
+    src = ad.type(p(n.inputs[0])).dtype
+    if _is_float(src) and _is_float(n.attr("to")):
+        return {0: g}
+    return {}
+
+
+def _broadcast(ad, n, g, p):
+    return {0: _unbroadcast(ad, g, ad.type(p(n.inputs[0])).shape)}
+
+
+def _reduce(ad, n, g, p):
+    x = ad.f32(p(n.inputs[0]))
+    xshape = tuple(ad.type(x).shape)
+    axes = _axes_of(xshape, n.attr("axes"))
+    gk = _kept(ad, g, xshape, axes, n.attr("keepdims"))
+    kind = n.attr("kind")
+    if kind == "mean":
+        gk = ad.emit("div", (gk, _count(ad, xshape, axes)))
+    if kind in ("sum", "mean"):
+        return {0: ad.emit("broadcast", (gk,), shape=xshape)}
+    # max: the adjoint is shared evenly among the elements equal to the maximum
+    y = _kept(ad, ad.f32(p(n.result.name)), xshape, axes, n.attr("keepdims"))
+    m = ad.emit("cast", (ad.emit("eq", (x, y)),), to=F32, round="none")
+    cnt = ad.emit("reduce", (m,), kind="sum", axes=tuple(n.attr("axes")), keepdims=True)
+    return {0: ad.emit("mul", (m, ad.emit("div", (gk, cnt))))}
+
+
+def _reshape(ad, n, g, p):
+    return {0: ad.emit("reshape", (g,), shape=tuple(ad.type(p(n.inputs[0])).shape))}
+
+
+def _permute(ad, n, g, p):
+    perm = list(n.attr("perm"))
+    inv = [perm.index(k) for k in range(len(perm))]
+    return {0: ad.emit("permute", (g,), perm=tuple(inv))}
+
+
+def _concat(ad, n, g, p):
+    axis = n.attr("axis")
+    out, start = {}, Lit(0)
+    for k, i in enumerate(n.inputs):
+        shape = ad.type(p(i)).shape
+        size = as_dim(shape[_axes_of(shape, [axis])[0]])
+        out[k] = ad.emit("slice", (g,), axis=axis, start=start, stop=start + size, step=1)
+        start = start + size
+    return out
+
+
+class _SlicePiece:
+    """The adjoint of one slice of a value: `g` holds elements start..stop (step) of `axis`."""
+
+    def __init__(self, axis, start, stop, step, g):
+        self.axis, self.start, self.stop, self.step, self.g = axis, as_dim(start), as_dim(stop), step, g
+
+
+def _slice(ad, n, g, p):
+    return {0: _SlicePiece(n.attr("axis"), n.attr("start"), n.attr("stop"), n.attr("step"), g)}
+
+
+def _place_slices(ad: _Emitter, pieces: list, xshape) -> list:
+    """Adjoints of slices placed back into the sliced value's shape: pieces of one axis that tile it in order are
+    joined by one concat (zeros in the gaps); any others are padded with zeros (step 1) or scattered (strided)."""
+    out = []
+    by_axis: dict = {}
+    for pc in pieces:
+        by_axis.setdefault(pc.axis, []).append(pc)
+    for axis, group in by_axis.items():
+        ax = _axes_of(xshape, [axis])[0]
+        extent = as_dim(xshape[ax])
+        plain = [pc for pc in group if pc.step == 1]
+        for pc in group:
+            if pc.step != 1:
+                out.append(_scatter_strided(ad, pc, xshape, ax))
+        chain = _order(plain)
+        runs = [chain] if chain is not None else [[pc] for pc in plain]
+        for run in runs:
+            parts, at = [], Lit(0)
+            for pc in run:
+                if pc.start != at:
+                    parts.append(_zeros_like_axis(ad, xshape, ax, pc.start - at))
+                parts.append(pc.g)
+                at = pc.stop
+            if at != extent:
+                parts.append(_zeros_like_axis(ad, xshape, ax, extent - at))
+            out.append(parts[0] if len(parts) == 1 else ad.emit("concat", tuple(parts), axis=axis))
+    return out
+
+
+def _order(pieces):
+    """The pieces in axis order when they follow each other (each starts where another stops, once), else None."""
+    if not pieces:
+        return []
+    stops = {pc.stop for pc in pieces}
+    firsts = [pc for pc in pieces if pc.start not in stops]
+    if len(firsts) != 1:
+        return None
+    run, left = [firsts[0]], [pc for pc in pieces if pc is not firsts[0]]
+    while left:
+        nxt = [pc for pc in left if pc.start == run[-1].stop]
+        if len(nxt) != 1:
+            return None
+        run.append(nxt[0])
+        left.remove(nxt[0])
+    return run
+
+
+def _zeros_like_axis(ad, xshape, ax, size):
+    shape = list(xshape)
+    shape[ax] = size
+    return ad.zeros(shape)
+
+
+def _scatter_strided(ad, pc, xshape, ax):
+    """A strided slice's adjoint scattered back: index start + step * i along the axis."""
+    if any(isinstance(d, Variadic) for d in xshape):
+        raise IRError("the adjoint of a strided slice needs a fixed rank (reshape the value first)")
+    gshape = ad.type(pc.g).shape
+    n = as_dim(gshape[ax])
+    idx = ad.emit("iota", (), n=n, dtype=DType.i64)
+    idx = ad.emit("add", (ad.emit("mul", (idx, ad.emit("const", (), value=pc.step, dtype=DType.i64))),
+                          ad.emit("dimval", (), n=pc.start, dtype=DType.i64)))
+    idx = ad.emit("broadcast", (idx,), shape=tuple(gshape[:ax + 1]))
+    return ad.emit("scatter_add", (idx, pc.g), axis=ax, batch_dims=ax, size=as_dim(xshape[ax]))
+
+
+def _gather(ad, n, g, p):
+    x = p(n.inputs[0])
+    ax = n.attr("axis")
+    return {0: ad.emit("scatter_add", (p(n.inputs[1]), g), axis=ax, batch_dims=n.attr("batch_dims"),
+                       size=as_dim(ad.type(x).shape[ax]))}
+
+
+def _scatter_add(ad, n, g, p):
+    return {1: ad.emit("gather", (g, p(n.inputs[0])), axis=n.attr("axis"), batch_dims=n.attr("batch_dims"))}
+
+
+def _matmul(ad, n, g, p):
+    a, b = (ad.f32(p(i)) for i in n.inputs)
+    ta, tb = n.attr("transpose_a"), n.attr("transpose_b")
+    # C = op(A) op(B): dA = g op(B)^T (transposed back when ta), dB = op(A)^T g (transposed back when tb)
+    da = (ad.emit("matmul", (b, g), transpose_a=tb, transpose_b=True) if ta else
+          ad.emit("matmul", (g, b), transpose_a=False, transpose_b=not tb))
+    db = (ad.emit("matmul", (g, a), transpose_a=True, transpose_b=ta) if tb else
+          ad.emit("matmul", (a, g), transpose_a=not ta, transpose_b=False))
+    return {0: da, 1: db}
+
+
+RULES = {
+    "neg": _unary(_neg), "exp": _unary(_exp), "log": _unary(_log), "sqrt": _unary(_sqrt),
+    "rsqrt": _unary(_rsqrt), "recip": _unary(_recip), "abs": _unary(_abs),
+    # math functions other ops sets add (unused until opgen.ir.ops declares them)
+    "tanh": _unary(_tanh), "sigmoid": _unary(_sigmoid), "erf": _unary(_erf),
+    "add": _binary_rule(_add), "sub": _binary_rule(_sub), "mul": _binary_rule(_mul), "div": _binary_rule(_div),
+    "maximum": _binary_rule(_pick("ge")), "minimum": _binary_rule(_pick("le")),
+    "select": _select, "cast": _cast, "broadcast": _broadcast, "reduce": _reduce,
+    "reshape": _reshape, "permute": _permute, "concat": _concat, "slice": _slice,
+    "gather": _gather, "scatter_add": _scatter_add, "matmul": _matmul,
+    # no gradient: boolean results, integer sources, leaves
+    "lt": _none, "le": _none, "gt": _none, "ge": _none, "eq": _none, "ne": _none,
+    "not": _none, "and": _none, "or": _none, "const": _none, "iota": _none, "dimval": _none,
+}
+"""op name -> rule(ad, node, g, primal) -> {input index: adjoint}. The adjoint `g` has the node's result shape
+in fp32; a returned adjoint has its input's shape (or is a _SlicePiece)."""
+
+
+# -- saved outputs ---------------------------------------------------------------------------------------------
+
+_VIEWS = ("reshape", "permute", "cast", "recip", "neg")
+
+
+def saved_chain(g: Graph, out_value: str) -> list[Node]:
+    """The invertible nodes (reshape, permute, float-to-float cast, recip, neg) from a forward output back to the
+    value that defines it, outermost first: a saved output stands for every value of the chain (a saved rstd =
+    recip(std) gives std as recip(rstd), not sqrt(var + eps) again)."""
+    prod = g.producers()
+    chain, v = [], out_value
+    while v in prod and prod[v].op in _VIEWS:
+        n = prod[v]
+        if n.op == "cast":
+            t = g.values()[n.inputs[0]].type
+            if not (_is_float(t.dtype) and _is_float(n.attr("to"))):
+                break
+        chain.append(n)
+        v = n.inputs[0]
+    return chain
+
+
+def _replacements(ad: _Emitter, chain: list[Node], saved: str, types: dict, outv: str) -> dict:
+    """{forward value: its value from the saved input} for the output and every value of `chain`, each brought
+    back through the inverse of the nodes above it."""
+    v = ad.f32(saved) if chain and chain[0].op in ("recip", "neg") else saved
+    out = {outv: saved}
+    for n in chain:
+        src = types[n.inputs[0]]
+        if n.op == "reshape":
+            v = ad.emit("reshape", (v,), shape=tuple(src.shape))
+        elif n.op == "permute":
+            perm = list(n.attr("perm"))
+            v = ad.emit("permute", (v,), perm=tuple(perm.index(k) for k in range(len(perm))))
+        elif n.op in ("recip", "neg"):
+            v = ad.emit(n.op, (ad.f32(v),))
+        else:
+            have = ad.type(v).dtype
+            if have != src.dtype:
+                narrowing = src.dtype in (DType.f16, DType.bf16) or isinstance(src.dtype, DTypeVar)
+                v = ad.emit("cast", (v,), to=src.dtype, round="rint" if narrowing and have == F32 else "none")
+        out[n.inputs[0]] = v
+    return out
+
+
+# -- the transformation ----------------------------------------------------------------------------------------
+
+def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -> Graph:
+    """The gradient graph of forward graph `g` (one specialisation); see the module docstring.
+
+    wrt: {forward input name: gradient output name}; grads: {forward output name: incoming-gradient Value};
+    saved: {forward output name: saved-input Value}. The result's params are g's params followed by the grads'
+    and saved values (params no node reads are kept; the caller decides), its outputs the gradients in fp32
+    ({gradient name: value}, in `wrt` order). Raises NoDerivative for an op on the path without a rule, IRError
+    for an unknown name.
+    """
+    saved = saved or {}
+    outs = dict(g.outputs)
+    pnames = {p.value.name for p in g.params}
+    for n in list(wrt) :
+        if n not in pnames:
+            raise IRError(f"wrt: {n!r} is not an input of {g.name}")
+    for n in list(grads) + list(saved):
+        if n not in outs:
+            raise IRError(f"{n!r} is not an output of {g.name}")
+    extra = [Param(v, "input") for v in list(grads.values()) + list(saved.values())]
+    params = tuple(g.params) + tuple(extra)
+    types = {p.value.name: p.value.type for p in params}
+    fwd_types = {p.value.name: p.value.type for p in g.params}
+    for n in g.nodes:
+        fwd_types[n.result.name] = n.result.type
+    ad = _Emitter(types)
+
+    # primal copy, with each saved output's defining value replaced by the saved input
+    replace = {}
+    for out, sv in saved.items():
+        ad.loc = ""
+        for v, r in _replacements(ad, saved_chain(g, outs[out]), sv.name, fwd_types, outs[out]).items():
+            if v not in pnames and (ad.type(r) == fwd_types[v] or v == outs[out]):   # (an output's dtype may
+                replace[v] = r                                                         # differ: dtypes=)
+    ren = {p.value.name: p.value.name for p in g.params}
+    for n in g.nodes:
+        name = n.result.name
+        ren[name] = replace[name] if name in replace else ad.copy(n, [ren[i] for i in n.inputs])
+
+    def primal(v):
+        return ren[v]
+
+    # the nodes on a path from a differentiated input to a differentiated output
+    reach = set(wrt)
+    for n in g.nodes:
+        if any(i in reach for i in n.inputs):
+            reach.add(n.result.name)
+    live = {outs[o] for o in grads}
+    for n in reversed(g.nodes):
+        if n.result.name in live:
+            live.update(n.inputs)
+    active = reach & live
+
+    adj: dict[str, list] = {}
+    for out, gv in grads.items():
+        ad.loc = ""
+        adj.setdefault(outs[out], []).append(ad.f32(gv.name))
+
+    def total(v, shape):
+        parts = adj.get(v, [])
+        pieces = [x for x in parts if isinstance(x, _SlicePiece)]
+        vals = [x for x in parts if not isinstance(x, _SlicePiece)]
+        if pieces:
+            vals += _place_slices(ad, pieces, shape)
+        if not vals:
+            return None
+        uniq = list(dict.fromkeys(vals))    # a value used twice by one node (x * x) adds its adjoint twice: 2 * g
+        vals = [u if vals.count(u) == 1 else ad.emit("mul", (u, ad.const(vals.count(u)))) for u in uniq]
+        return _fold(lambda a, b: ad.emit("add", (a, b)), vals)
+
+    for n in reversed(g.nodes):
+        r = n.result.name
+        if r not in active or r not in adj:
+            continue
+        ad.loc = n.loc
+        gsum = total(r, fwd_types[r].shape)
+        rule = RULES.get(n.op)
+        if rule is None:
+            raise NoDerivative(n, f"{n.op} has no derivative rule (opgen.ir.autodiff.RULES)")
+        for k, contrib in rule(ad, n, gsum, primal).items():
+            i = n.inputs[k]
+            if i in active and _is_float(fwd_types[i].dtype):
+                adj.setdefault(i, []).append(contrib)
+
+    outputs = []
+    for x, name in wrt.items():
+        ad.loc = ""
+        gx = total(x, fwd_types[x].shape)
+        if gx is None:
+            gx = ad.zeros(fwd_types[x].shape)
+        outputs.append((name, gx))
+    nodes = _dce(ad.nodes, {v for _, v in outputs})
+    return Graph(g.name, params, tuple(nodes), tuple(outputs), g.constraints)
+
+
+def _dce(nodes, roots) -> list[Node]:
+    """The nodes `roots` depend on, in order."""
+    need = set(roots)
+    keep = []
+    for n in reversed(nodes):
+        if n.result.name in need:
+            keep.append(n)
+            need.update(n.inputs)
+    return keep[::-1]
