@@ -276,20 +276,36 @@ class _Derivation:
 
     def _produced(self, o, keep_in):
         """when= of the saved input of optional forward output `o`: whether the forward specialisation of the
-        backward's static attributes and (free) optional inputs outputs it."""
+        backward's static attributes and (free) optional inputs outputs it. It reads only the attributes and
+        presences that decide it (the emitted host checks are built from what a check reads)."""
         fwd = self.fwd
         opts = [i.name for i in fwd.inputs if i.optional]
-        kept = {i.name for i in keep_in}
-        table: dict = {}
+        kept = {i.name for i in keep_in if i.when is None}
+        rows = []
         for key in fwd.keys():
-            free = tuple((n, p) for n, p in zip(opts, key.present) if n in kept)
-            table.setdefault((key.static, free), []).append(o in dict(fwd.graph(key).outputs))
+            row = {("a", x.name): v for x, v in zip(fwd.static_attrs, key.static)}
+            row.update({("p", n): p for n, p in zip(opts, key.present) if n in kept})
+            rows.append((row, o in dict(fwd.graph(key).outputs)))
+        names = list(rows[0][0]) if rows else []
+        seen: dict = {}
+        for row, v in rows:
+            seen.setdefault(tuple(row[n] for n in names), set()).add(v)
+
+        def decides(n):
+            k = names.index(n)
+            groups: dict = {}
+            for vals, vs in seen.items():
+                groups.setdefault(vals[:k] + vals[k + 1:], set()).update((vals[k], v) for v in vs)
+            return any(len({v for _x, v in g}) > 1 for g in groups.values())
+
+        deciding = [n for n in names if decides(n)]
+        table: dict = {}
+        for row, v in rows:
+            table.setdefault(tuple(row[n] for n in deciding), set()).add(v)
 
         def when(a, pr):
-            static = tuple(a[x.name] for x in fwd.static_attrs)
-            hits = [v for (st, free), vs in table.items() if st == static and all(
-                pr.get(n, p) == p for n, p in free if n in pr) for v in vs]
-            return any(hits)
+            vals = tuple(a[n] if kind == "a" else pr[n] for kind, n in deciding)
+            return True in table.get(vals, ())
         return when
 
     def _out_shapes(self, od) -> list:
