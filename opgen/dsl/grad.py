@@ -168,7 +168,8 @@ class _Derivation:
         """The type of forward output `o` in specialisation `key` (from the traced forward graph)."""
         g = self.fwd.graph(key)
         v = dict(g.outputs)[o]
-        t = g.values()[v].type
+        t = next(n.result.type for n in reversed(g.nodes) if n.result.name == v) if v not in {
+            p.value.name for p in g.params} else next(p.value.type for p in g.params if p.value.name == v)
         return TensorType(dtype if dtype is not None else t.dtype, t.shape)
 
     def derived(self, key: SpecKey, absent: frozenset = frozenset()):

@@ -437,11 +437,12 @@ def saved_chain(g: Graph, out_value: str) -> list[Node]:
     value that defines it, outermost first: a saved output stands for every value of the chain (a saved rstd =
     recip(std) gives std as recip(rstd), not sqrt(var + eps) again)."""
     prod = g.producers()
+    types = g.values()
     chain, v = [], out_value
     while v in prod and prod[v].op in _VIEWS:
         n = prod[v]
         if n.op == "cast":
-            t = g.values()[n.inputs[0]].type
+            t = types[n.inputs[0]].type
             if not (_is_float(t.dtype) and _is_float(n.attr("to"))):
                 break
         chain.append(n)
