@@ -19,7 +19,7 @@ import os
 from opgen.dsl.builder import Tensor
 from opgen.dsl.diagnostics import caller_loc, spec_error
 from opgen.dsl.keys import SpecKey
-from opgen.dsl.spec import InputDecl, OpSpec, OutputDecl, Requirement, _ident_problem
+from opgen.dsl.spec import InputDecl, OpSpec, OutputDecl, Requirement, _ident_problem, _suggest
 from opgen.errors import IRError
 from opgen.ir.autodiff import NoDerivative, differentiate
 from opgen.ir.core import TensorType, Value
@@ -93,8 +93,8 @@ def derive_grad(forward, name: str, *, aclnn: str, wrt, grads, names, saved=(), 
                          arg="wrt")
     for x in wrt:
         if x not in ins:
-            raise spec_error(loc, f"derive_grad: wrt entry {x!r} is not an input of {fwd.name} "
-                             f"(inputs: {', '.join(ins)})", "name forward inputs", arg="wrt", token=x)
+            raise spec_error(loc, f"derive_grad: wrt entry {x!r} is not an input of {fwd.name}{_suggest(x, ins)}",
+                             f"name forward inputs ({', '.join(ins)})", arg="wrt", token=x)
         dt = ins[x].dtype
         if isinstance(dt, DType) and not dt.is_float:
             raise spec_error(loc, f"derive_grad: wrt entry {x!r} has dtype {dt!r}; only float inputs have gradients",
@@ -104,8 +104,8 @@ def derive_grad(forward, name: str, *, aclnn: str, wrt, grads, names, saved=(), 
                          arg="grads")
     for o in list(grads) + saved:
         if o not in outs:
-            raise spec_error(loc, f"derive_grad: {o!r} is not an output of {fwd.name} (outputs: {', '.join(outs)})",
-                             "name forward outputs in grads= and saved=", arg="grads" if o in grads else "saved",
+            raise spec_error(loc, f"derive_grad: {o!r} is not an output of {fwd.name}{_suggest(o, outs)}",
+                             f"name forward outputs in grads= and saved= ({', '.join(outs)})", arg="grads" if o in grads else "saved",
                              token=o)
     for o in grads:
         dt = outs[o].dtype
