@@ -19,7 +19,7 @@ import os
 from opgen.dsl.builder import Tensor
 from opgen.dsl.diagnostics import caller_loc, spec_error
 from opgen.dsl.keys import SpecKey
-from opgen.dsl.spec import InputDecl, OpSpec, OutputDecl, Requirement, _ident_problem
+from opgen.dsl.spec import InputDecl, OpSpec, OutputDecl, Requirement, _ident_problem, _suggest
 from opgen.errors import IRError
 from opgen.ir.autodiff import NoDerivative, differentiate
 from opgen.ir.core import TensorType, Value
@@ -93,8 +93,8 @@ def derive_grad(forward, name: str, *, aclnn: str, wrt, grads, names, saved=(), 
                          arg="wrt")
     for x in wrt:
         if x not in ins:
-            raise spec_error(loc, f"derive_grad: wrt entry {x!r} is not an input of {fwd.name} "
-                             f"(inputs: {', '.join(ins)})", "name forward inputs", arg="wrt", token=x)
+            raise spec_error(loc, f"derive_grad: wrt entry {x!r} is not an input of {fwd.name}{_suggest(x, ins)}",
+                             f"name forward inputs ({', '.join(ins)})", arg="wrt", token=x)
         dt = ins[x].dtype
         if isinstance(dt, DType) and not dt.is_float:
             raise spec_error(loc, f"derive_grad: wrt entry {x!r} has dtype {dt!r}; only float inputs have gradients",
@@ -104,8 +104,8 @@ def derive_grad(forward, name: str, *, aclnn: str, wrt, grads, names, saved=(), 
                          arg="grads")
     for o in list(grads) + saved:
         if o not in outs:
-            raise spec_error(loc, f"derive_grad: {o!r} is not an output of {fwd.name} (outputs: {', '.join(outs)})",
-                             "name forward outputs in grads= and saved=", arg="grads" if o in grads else "saved",
+            raise spec_error(loc, f"derive_grad: {o!r} is not an output of {fwd.name}{_suggest(o, outs)}",
+                             f"name forward outputs in grads= and saved= ({', '.join(outs)})", arg="grads" if o in grads else "saved",
                              token=o)
     for o in grads:
         dt = outs[o].dtype
@@ -168,7 +168,8 @@ class _Derivation:
         """The type of forward output `o` in specialisation `key` (from the traced forward graph)."""
         g = self.fwd.graph(key)
         v = dict(g.outputs)[o]
-        t = g.values()[v].type
+        t = next(n.result.type for n in reversed(g.nodes) if n.result.name == v) if v not in {
+            p.value.name for p in g.params} else next(p.value.type for p in g.params if p.value.name == v)
         return TensorType(dtype if dtype is not None else t.dtype, t.shape)
 
     def derived(self, key: SpecKey, absent: frozenset = frozenset()):
@@ -276,20 +277,36 @@ class _Derivation:
 
     def _produced(self, o, keep_in):
         """when= of the saved input of optional forward output `o`: whether the forward specialisation of the
-        backward's static attributes and (free) optional inputs outputs it."""
+        backward's static attributes and (free) optional inputs outputs it. It reads only the attributes and
+        presences that decide it (the emitted host checks are built from what a check reads)."""
         fwd = self.fwd
         opts = [i.name for i in fwd.inputs if i.optional]
-        kept = {i.name for i in keep_in}
-        table: dict = {}
+        kept = {i.name for i in keep_in if i.when is None}
+        rows = []
         for key in fwd.keys():
-            free = tuple((n, p) for n, p in zip(opts, key.present) if n in kept)
-            table.setdefault((key.static, free), []).append(o in dict(fwd.graph(key).outputs))
+            row = {("a", x.name): v for x, v in zip(fwd.static_attrs, key.static)}
+            row.update({("p", n): p for n, p in zip(opts, key.present) if n in kept})
+            rows.append((row, o in dict(fwd.graph(key).outputs)))
+        names = list(rows[0][0]) if rows else []
+        seen: dict = {}
+        for row, v in rows:
+            seen.setdefault(tuple(row[n] for n in names), set()).add(v)
+
+        def decides(n):
+            k = names.index(n)
+            groups: dict = {}
+            for vals, vs in seen.items():
+                groups.setdefault(vals[:k] + vals[k + 1:], set()).update((vals[k], v) for v in vs)
+            return any(len({v for _x, v in g}) > 1 for g in groups.values())
+
+        deciding = [n for n in names if decides(n)]
+        table: dict = {}
+        for row, v in rows:
+            table.setdefault(tuple(row[n] for n in deciding), set()).add(v)
 
         def when(a, pr):
-            static = tuple(a[x.name] for x in fwd.static_attrs)
-            hits = [v for (st, free), vs in table.items() if st == static and all(
-                pr.get(n, p) == p for n, p in free if n in pr) for v in vs]
-            return any(hits)
+            vals = tuple(a[n] if kind == "a" else pr[n] for kind, n in deciding)
+            return True in table.get(vals, ())
         return when
 
     def _out_shapes(self, od) -> list:

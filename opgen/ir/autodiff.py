@@ -40,7 +40,7 @@ from opgen.errors import IRError
 from opgen.ir.core import Graph, Node, Param, TensorType, Value, canonical_attrs
 from opgen.ir.dims import Lit, Prod, Variadic, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
-from opgen.ir.ops import OPS
+from opgen.ir.ops import OPS, broadcast_shapes
 
 F32 = DType.f32
 
@@ -127,6 +127,11 @@ def _unbroadcast(ad: _Emitter, g: str, target) -> str:
     shape = tuple(ad.type(g).shape)
     if shape == target:
         return g
+    try:
+        if broadcast_shapes(shape, target) == target:   # a lazily broadcast adjoint (_takes_lazy): already fits
+            return g
+    except IRError:
+        pass
     var = [k for k, d in enumerate(shape) if isinstance(d, Variadic)]
     if var and not any(isinstance(d, Variadic) for d in target):
         iv = var[0]   # the target only reaches into the fixed dims after the group: fold the group to one dim
@@ -274,8 +279,8 @@ def _reduce(ad, n, g, p):
     kind = n.attr("kind")
     if kind == "mean":
         gk = ad.emit("div", (gk, _count(ad, xshape, axes)))
-    if kind in ("sum", "mean"):
-        return {0: ad.emit("broadcast", (gk,), shape=xshape)}
+    if kind in ("sum", "mean"):   # left in the keepdims shape: it broadcasts where it is added or used (an
+        return {0: gk}              # explicit broadcast is made only when nothing else gives the full shape)
     # max: the adjoint is shared evenly among the elements equal to the maximum
     y = _kept(ad, ad.f32(p(n.result.name)), xshape, axes, n.attr("keepdims"))
     m = ad.emit("cast", (ad.emit("eq", (x, y)),), to=F32, round="none")
@@ -418,7 +423,8 @@ RULES = {
     "not": _none, "and": _none, "or": _none, "const": _none, "iota": _none, "dimval": _none,
 }
 """op name -> rule(ad, node, g, primal) -> {input index: adjoint}. The adjoint `g` has the node's result shape
-in fp32; a returned adjoint has its input's shape (or is a _SlicePiece)."""
+in fp32; a returned adjoint has its input's shape, a shape that broadcasts to it (a reduction's, summed with the
+others by broadcasting adds) or is a _SlicePiece."""
 
 
 # -- saved outputs ---------------------------------------------------------------------------------------------
@@ -431,11 +437,12 @@ def saved_chain(g: Graph, out_value: str) -> list[Node]:
     value that defines it, outermost first: a saved output stands for every value of the chain (a saved rstd =
     recip(std) gives std as recip(rstd), not sqrt(var + eps) again)."""
     prod = g.producers()
+    types = g.values()
     chain, v = [], out_value
     while v in prod and prod[v].op in _VIEWS:
         n = prod[v]
         if n.op == "cast":
-            t = g.values()[n.inputs[0]].type
+            t = types[n.inputs[0]].type
             if not (_is_float(t.dtype) and _is_float(n.attr("to"))):
                 break
         chain.append(n)
@@ -525,7 +532,7 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
         ad.loc = ""
         adj.setdefault(outs[out], []).append(ad.f32(gv.name))
 
-    def total(v, shape):
+    def total(v, shape, exact=True):
         parts = adj.get(v, [])
         pieces = [x for x in parts if isinstance(x, _SlicePiece)]
         vals = [x for x in parts if not isinstance(x, _SlicePiece)]
@@ -535,14 +542,19 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
             return None
         uniq = list(dict.fromkeys(vals))    # a value used twice by one node (x * x) adds its adjoint twice: 2 * g
         vals = [u if vals.count(u) == 1 else ad.emit("mul", (u, ad.const(vals.count(u)))) for u in uniq]
-        return _fold(lambda a, b: ad.emit("add", (a, b)), vals)
+        shape = tuple(shape)
+        vals.sort(key=lambda u: tuple(ad.type(u).shape) != shape)   # full-shaped first: the adds broadcast the rest
+        out = _fold(lambda a, b: ad.emit("add", (a, b)), vals)
+        if exact and tuple(ad.type(out).shape) != shape:
+            out = ad.emit("broadcast", (out,), shape=shape)
+        return out
 
     for n in reversed(g.nodes):
         r = n.result.name
         if r not in active or r not in adj:
             continue
         ad.loc = n.loc
-        gsum = total(r, fwd_types[r].shape)
+        gsum = total(r, fwd_types[r].shape, exact=not _takes_lazy(n, fwd_types))
         rule = RULES.get(n.op)
         if rule is None:
             raise NoDerivative(n, f"{n.op} has no derivative rule (opgen.ir.autodiff.RULES)")
@@ -560,6 +572,17 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
         outputs.append((name, gx))
     nodes = _dce(ad.nodes, {v for _, v in outputs})
     return Graph(g.name, params, tuple(nodes), tuple(outputs), g.constraints)
+
+
+_ELEMENTWISE = {"neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "tanh", "sigmoid", "erf", "cast", "add", "sub",
+                "mul", "div", "maximum", "minimum", "select"}
+
+
+def _takes_lazy(n: Node, types: dict) -> bool:
+    """Whether node n's rule may take its adjoint in a shape that only broadcasts to its result (a reduction's
+    keepdims adjoint): an elementwise op whose operands all have the result's shape (no operand is summed over
+    broadcast axes, where a lazily broadcast adjoint would be counted once instead of once per element)."""
+    return n.op in _ELEMENTWISE and all(types[i].shape == n.result.type.shape for i in n.inputs)
 
 
 def _dce(nodes, roots) -> list[Node]:

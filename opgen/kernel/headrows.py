@@ -48,8 +48,8 @@ import numpy as np
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph
-from opgen.ir.dims import Bounds, DimExpr, Lit, as_dim
-from opgen.ir.dtypes import dtype_name
+from opgen.ir.dims import Bounds, DimExpr, Lit, Sym, as_dim
+from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import at_suffix, stamp
 from opgen.ir.records import evolve
 from opgen.kernel import rowprog
@@ -695,6 +695,13 @@ class _PartEmit:
                 raise IRError(f"head-row kernel: %{v}: non-scalar constant inside a row")
             name = self.fresh(v, "scalar")
             self.scalar_text[name] = rowprog._float_literal(n.attr("value"))
+            return name
+        if op == "dimval":   # the head dim as a float (a mean's adjoint divides by it): the tiling's headDim_
+            if sp != "scalar" or as_dim(n.attr("n")) != Sym(self.low.lay.dim) or n.attr("dtype") != DType.f32:
+                raise IRError(f"head-row kernel: %{v}: the value of dim {n.attr('n')}; only the head dim "
+                              f"{self.low.lay.dim} is read, as an f32 scalar")
+            name = self.fresh(v, "scalar")
+            self.scalar_text[name] = "static_cast<float>(headDim_)"
             return name
         if op == "reduce":
             x = ins[0]
