@@ -188,3 +188,32 @@ def test_integer_arithmetic_wraps_to_its_type():
                                                              "b": np.array([100, -100], np.int8)}, attrs={})
     c = run_graph(g, bound, "device")["c"]
     assert c.dtype == np.int8 and c.tolist() == [-56, 56]
+
+
+def test_a_float_to_int_cast_without_rounding_is_a_spec_error(tmp_path):
+    """x.cast(i8) on a float names the rule and the fix at the spec line (AscendC has no float -> int CAST_NONE);
+    round="odd" outside float -> f16 is refused the same way."""
+    from opgen.errors import SpecError
+    from opgen.registry import load_spec
+
+    for expr, words in (("x.cast(i8)", 'rounds to an integer; name its rounding'),
+                        ('x.cast(i8, "odd")', "rounds to an integer"),
+                        ('x.cast(bf16, "odd")', "odd exists only for a float cast to f16")):
+        p = tmp_path / "castbad.py"
+        p.write_text(f'''
+from opgen.dsl import A2, A3, OpSpec, bf16, f32, i8
+
+spec = OpSpec("CastBad", aclnn="aclnnCastBad", socs=(A2, A3))
+N = spec.dim("N")
+spec.input("x", f32, [N])
+spec.output("y", f32, [N])
+
+
+@spec.body
+def _(b, x):
+    return {{"y": {expr}.cast(f32)}}
+''')
+        spec = load_spec(str(p))
+        with pytest.raises(SpecError, match=words) as e:
+            spec.graph(spec.keys()[0])
+        assert "castbad.py:12" in str(e.value) and "\n" not in str(e.value).strip().split("\n")[0]
