@@ -125,3 +125,15 @@ def _(b, x, m):
     got = interpret(load_spec(str(p)), {"x": np.array([1.0, 2.0, 3.0], np.float32),
                                         "m": np.array([0, 7, 1], np.uint8)}, mode="device")["y"]
     assert got.tolist() == [-1.0, 2.0, 3.0]
+
+
+def test_cli_saves_integer_outputs_in_their_dtype(tmp_path, capsys):
+    """`opgen interpret ... --out` stores DynamicQuant's y as int8 (not int64) and its scale as float32."""
+    from opgen.cli import main
+
+    out = tmp_path / "q.npz"
+    assert main(["interpret", str(EX / "dynamic_quant.py"), "--dims", "Bd=3,H=5", "--dtype", "T=float16",
+                 "--out", str(out)]) == 0
+    d = np.load(out)
+    assert d["y"].dtype == np.int8 and d["y"].shape == (3, 5) and d["scale"].dtype == np.float32
+    assert "y: [3, 5] int8 (stored as int8)" in capsys.readouterr().out
