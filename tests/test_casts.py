@@ -32,7 +32,10 @@ _RANGE = {DType.i8: (-128, 127), DType.u8: (0, 255), DType.i16: (-32768, 32767),
           DType.i32: (-2 ** 31, 2 ** 31 - 1), DType.i64: (-2 ** 63, 2 ** 63 - 1)}
 
 
-def _ref_one(v: float, mode: str, lo: int, hi: int) -> int:
+_BIG = 10 ** 30   # beyond every integer range: ±inf rounds to it, then saturates
+
+
+def _ref_one(v: float, mode: str, lo: int = -_BIG, hi: int = _BIG) -> int:
     if math.isnan(v):
         return 0
     if math.isinf(v):
@@ -92,10 +95,12 @@ _REF_CACHE: dict = {}
 
 
 def _ref_cached(key, x, mode, to):
-    k = (key, mode, to)
-    if k not in _REF_CACHE:
-        _REF_CACHE[k] = ref_int(x, mode, to)
-    return _REF_CACHE[k]
+    """ref_int(x, mode, to), the unsaturated integers computed once per (inputs, mode) and clipped per target."""
+    if (key, mode) not in _REF_CACHE:
+        vals = np.asarray(x).astype(np.float64).ravel().tolist()
+        _REF_CACHE[key, mode] = np.array([_ref_one(v, mode) for v in vals], dtype=object)
+    lo, hi = _RANGE[to]
+    return np.array([min(max(n, lo), hi) for n in _REF_CACHE[key, mode]], dtype=object)
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
