@@ -32,7 +32,10 @@ _RANGE = {DType.i8: (-128, 127), DType.u8: (0, 255), DType.i16: (-32768, 32767),
           DType.i32: (-2 ** 31, 2 ** 31 - 1), DType.i64: (-2 ** 63, 2 ** 63 - 1)}
 
 
-def _ref_one(v: float, mode: str, lo: int, hi: int) -> int:
+_BIG = 10 ** 30   # beyond every integer range: ±inf rounds to it, then saturates
+
+
+def _ref_one(v: float, mode: str, lo: int = -_BIG, hi: int = _BIG) -> int:
     if math.isnan(v):
         return 0
     if math.isinf(v):
@@ -92,10 +95,12 @@ _REF_CACHE: dict = {}
 
 
 def _ref_cached(key, x, mode, to):
-    k = (key, mode, to)
-    if k not in _REF_CACHE:
-        _REF_CACHE[k] = ref_int(x, mode, to)
-    return _REF_CACHE[k]
+    """ref_int(x, mode, to), the unsaturated integers computed once per (inputs, mode) and clipped per target."""
+    if (key, mode) not in _REF_CACHE:
+        vals = np.asarray(x).astype(np.float64).ravel().tolist()
+        _REF_CACHE[key, mode] = np.array([_ref_one(v, mode) for v in vals], dtype=object)
+    lo, hi = _RANGE[to]
+    return np.array([min(max(n, lo), hi) for n in _REF_CACHE[key, mode]], dtype=object)
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -188,3 +193,32 @@ def test_integer_arithmetic_wraps_to_its_type():
                                                              "b": np.array([100, -100], np.int8)}, attrs={})
     c = run_graph(g, bound, "device")["c"]
     assert c.dtype == np.int8 and c.tolist() == [-56, 56]
+
+
+def test_a_float_to_int_cast_without_rounding_is_a_spec_error(tmp_path):
+    """x.cast(i8) on a float names the rule and the fix at the spec line (AscendC has no float -> int CAST_NONE);
+    round="odd" outside float -> f16 is refused the same way."""
+    from opgen.errors import SpecError
+    from opgen.registry import load_spec
+
+    for expr, words in (("x.cast(i8)", 'rounds to an integer; name its rounding'),
+                        ('x.cast(i8, "odd")', "rounds to an integer"),
+                        ('x.cast(bf16, "odd")', "odd exists only for a float cast to f16")):
+        p = tmp_path / "castbad.py"
+        p.write_text(f'''
+from opgen.dsl import A2, A3, OpSpec, bf16, f32, i8
+
+spec = OpSpec("CastBad", aclnn="aclnnCastBad", socs=(A2, A3))
+N = spec.dim("N")
+spec.input("x", f32, [N])
+spec.output("y", f32, [N])
+
+
+@spec.body
+def _(b, x):
+    return {{"y": {expr}.cast(f32)}}
+''')
+        spec = load_spec(str(p))
+        with pytest.raises(SpecError, match=words) as e:
+            spec.graph(spec.keys()[0])
+        assert "castbad.py:12" in str(e.value) and "\n" not in str(e.value).strip().split("\n")[0]

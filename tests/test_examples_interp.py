@@ -125,3 +125,36 @@ def _(b, x, m):
     got = interpret(load_spec(str(p)), {"x": np.array([1.0, 2.0, 3.0], np.float32),
                                         "m": np.array([0, 7, 1], np.uint8)}, mode="device")["y"]
     assert got.tolist() == [-1.0, 2.0, 3.0]
+
+
+def test_cli_saves_integer_outputs_in_their_dtype(tmp_path, capsys):
+    """`opgen interpret ... --out` stores DynamicQuant's y as int8 (not int64) and its scale as float32."""
+    from opgen.cli import main
+
+    out = tmp_path / "q.npz"
+    assert main(["interpret", str(EX / "dynamic_quant.py"), "--dims", "Bd=3,H=5", "--dtype", "T=float16",
+                 "--out", str(out)]) == 0
+    d = np.load(out)
+    assert d["y"].dtype == np.int8 and d["y"].shape == (3, 5) and d["scale"].dtype == np.float32
+    assert "y: [3, 5] int8 (stored as int8)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name,inputs,attrs", [
+    ("dynamic_quant", {"x": (np.arange(-20, 20, dtype=np.float32).reshape(4, 10) * 0.37).astype(np.float16)}, {}),
+    ("leaky_relu", {"self": np.linspace(-2, 2, 12, dtype=np.float32)}, {"negative_slope": 0.1}),
+    ("one_hot", {"self": np.array([3, 0, 1], np.int64)}, {"num_classes": 4}),
+])
+def test_emitted_golden_equals_the_interpreter(name, inputs, attrs):
+    """The package's NumPy golden (tests/assets/golden.py, printed from the IR) gives the interpreter's device-mode
+    outputs bit for bit, integer casts and outputs in their dtype included."""
+    from opgen.codegen.golden import GOLDEN_PATH, emit_golden
+
+    spec = _spec(name)
+    ns: dict = {}
+    exec(compile(emit_golden(spec)[GOLDEN_PATH], "golden.py", "exec"), ns)   # the file's own code, run here
+    fn = next(v for k, v in ns.items() if k.endswith("_golden") and callable(v) and k != "__golden__")
+    got = fn(*inputs.values(), **attrs)
+    want = interpret(spec, inputs, attrs, mode="device")
+    for o, g in zip(spec.outputs, got):
+        w = want[o.name]
+        assert np.asarray(g).dtype == w.dtype and np.array_equal(np.asarray(g), w), (name, o.name)

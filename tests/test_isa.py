@@ -30,7 +30,8 @@ BASE = ["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", "-Wno-unused
 N = 320          # elements per operand buffer (a multiple of 32 B for every type, not of the 256-B repeat)
 COUNTS = (1, 63, 64, 65, 127, 200, 257, 300, 320)
 CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(ml_dtypes.bfloat16): "bfloat16_t",
-          np.dtype(np.uint32): "uint32_t", np.dtype(np.int32): "int32_t", np.dtype(np.uint8): "uint8_t"}
+          np.dtype(np.uint32): "uint32_t", np.dtype(np.int32): "int32_t", np.dtype(np.uint8): "uint8_t",
+          np.dtype(np.int8): "int8_t"}
 
 
 def _hexf(v: float) -> str:
@@ -132,7 +133,13 @@ def build_cases(seed: int = 7) -> list[Case]:
         sdt, ddt = NP_DTYPE[s], NP_DTYPE[d]
         for j, mode in enumerate(modes):
             c = COUNTS[(j + 5) % len(COUNTS)]
-            src = _cast_inputs(rng, ddt) if s == "float" else _floats(rng, lo=-100, hi=100).astype(sdt)
+            if s == "float":
+                src = _cast_inputs(rng, ddt)
+            elif d in ("int8_t", "uint8_t"):   # ties n + 1/2, values past the range (saturation), inf and NaN
+                src = np.concatenate([rng.integers(-300, 300, N - 8) + 0.5, [np.inf, -np.inf, np.nan, 127.5, -128.5,
+                                                                             255.5, -0.5, 0.0]]).astype(sdt)
+            else:
+                src = _floats(rng, lo=-100, hi=100).astype(sdt)
             dst = _floats(rng).astype(ddt)
             cases.append(Case(Op.CAST, {"dst": dst, "src": src},
                               {"mode": f"RoundMode::{mode}", "count": f"static_cast<uint32_t>({c})"},

@@ -408,3 +408,20 @@ def test_cast_graph_through_run_graph(dt):
     for k in ("away", "even", "back"):
         assert ex[k].dtype == np.float64
         np.testing.assert_array_equal(ex[k], x.astype(np.float64))
+
+
+@pytest.mark.parametrize("mode", MODES + ["none"])
+@pytest.mark.parametrize("dt", NARROW, ids=lambda d: d.value)
+def test_general_path_on_float64_input(dt, mode):
+    """round_float's neighbour path (taken for float64 input: integer sources, exact values) on float32 values held
+    as float64 — every midpoint with its neighbours, random bit patterns — equals the reference ("none" as "rint")."""
+    from opgen.interp.rounding import round_float
+
+    t = _table(dt)
+    mids = ((t[:-1] + t[1:]) / 2).astype(np.float32)
+    rng = np.random.default_rng(13)
+    bits = rng.integers(0, 2 ** 32, size=50_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x = np.concatenate([_with_neighbours(mids[::5]), bits, np.array([np.inf, -np.inf, np.nan], np.float32)])
+    got = round_float(x.astype(np.float64), dt, mode)
+    assert got.dtype == dt.np
+    _assert_same(got, ref_round(x, dt, "rint" if mode == "none" else mode), x)

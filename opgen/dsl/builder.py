@@ -41,6 +41,9 @@ _HINTS = (
     ("axis", "use an axis inside the operand's rank (negative axes count from the end)"),
     ("variadic", "reshape to a fixed rank first (x.reshape([Prod(\"Bd\"), S, H]))"),
     ("does not broadcast", "broadcast only dims of size 1 (or add them with reshape)"),
+    ("rounds to an integer", "name the rounding: x.cast(i8, \"rint\") (or round, floor, ceil, trunc); the value "
+                             "then saturates to the integer type's range"),
+    ("odd exists only", "use round=\"rint\" (ties to even) or round=\"round\" (ties away) for this cast"),
     ("round", "name the rounding of a narrowing cast: round=\"rint\" or round=\"round\""),
 )
 

@@ -57,6 +57,9 @@ def round_float(x, dtype: DType, mode: str) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype == npd:
         return x.copy()
+    if x.dtype == np.float32 and mode in ("none", "rint"):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return x.astype(npd)   # NumPy's / ml_dtypes' float32 conversions round to nearest even (tested)
     x64 = x.astype(np.float64)
     neg = np.signbit(x64)
     a = np.abs(x64)

@@ -41,7 +41,8 @@ BLOCK_BYTES = 32
 """Bytes of one data block (docs/reference/ascendc.md §1.9)."""
 
 NP_DTYPE = {"float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat16_t": np.dtype(ml_dtypes.bfloat16),
-            "int32_t": np.dtype(np.int32), "uint32_t": np.dtype(np.uint32), "uint8_t": np.dtype(np.uint8)}
+            "int32_t": np.dtype(np.int32), "uint32_t": np.dtype(np.uint32), "uint8_t": np.dtype(np.uint8),
+            "int8_t": np.dtype(np.int8)}
 """NumPy element type of each C++ element type an instruction's operands use."""
 
 ROUND_MODES = ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC", "CAST_ODD")
@@ -51,11 +52,13 @@ CAST_MODES = {("half", "float"): ("CAST_NONE",), ("bfloat16_t", "float"): ("CAST
               ("float", "half"): ROUND_MODES,
               ("float", "bfloat16_t"): ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
               ("float", "int32_t"): ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
-              ("int32_t", "float"): ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC")}
+              ("int32_t", "float"): ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
+              ("half", "int8_t"): ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
+              ("half", "uint8_t"): ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC")}
 """{(source type, destination type): round modes accepted} of the Cast conversions opgen emits (A2/A3,
 docs/reference/ascendc.md §1.9: half/bf16 -> float CAST_NONE only; float -> half every mode; float -> bf16 not
-CAST_NONE, and not CAST_ODD as the emulation enforces; float -> int32 a rounding mode, saturating, NaN -> 0, and
-int32 -> float rounding above 2^24, §1.12)."""
+CAST_NONE, and not CAST_ODD as the emulation enforces; float -> int32 a rounding mode, saturating, NaN -> 0,
+int32 -> float rounding above 2^24, half -> int8 / uint8 the modes (NONE = RINT) with saturation, §1.12)."""
 
 
 class Pipe(enum.Enum):
@@ -299,6 +302,9 @@ def _cast(env):
         dst[:c] = int_to_float(src[:c], DType.f32, ir_mode)
     elif src.dtype == np.float32 and dst.dtype == np.int32:
         dst[:c] = float_to_int(src[:c], DType.f32, DType.i32, ir_mode).astype(np.int32)
+    elif src.dtype == np.float16 and dst.dtype in (np.int8, np.uint8):
+        to = DType.i8 if dst.dtype == np.int8 else DType.u8
+        dst[:c] = float_to_int(src[:c], DType.f16, to, ir_mode).astype(dst.dtype)
     elif dst.dtype == np.float32:
         dst[:c] = src[:c].astype(np.float32)
     elif src.dtype == np.float32 and dst.dtype in (np.float16, ml_dtypes.bfloat16):

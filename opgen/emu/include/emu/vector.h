@@ -181,8 +181,8 @@ void Duplicate(const LocalTensor<T>& dst, const T& scalar, int32_t count, emu::S
 
 // ---- Cast. Supported pairs (A2/A3 rules, docs/reference/ascendc.md §1.9): half/bf16->float (CAST_NONE only),
 // float->half (all modes; NONE = RINT), float->bf16 (no CAST_NONE), float<->int32 (float->int32 needs an
-// explicit mode; out-of-range saturates, NaN -> 0 [assumption]), int32->float (NONE = RINT). Anything
-// else is a fault.
+// explicit mode; out-of-range saturates, NaN -> 0 [assumption]), int32->float (NONE = RINT), half->int8/uint8
+// (every mode but ODD, NONE = RINT, saturating: §1.12). Anything else is a fault.
 namespace emu_detail {
 inline emu::Round ToRound(RoundMode m)
 {
@@ -197,7 +197,8 @@ inline emu::Round ToRound(RoundMode m)
     default: emu::Fault("Cast: unknown round mode");
     }
 }
-inline int32_t FloatToInt(float f, emu::Round m)
+template <typename I = int32_t>
+inline I FloatToInt(float f, emu::Round m)
 {
     if (std::isnan(f)) return 0;
     double x = f, r;
@@ -212,9 +213,9 @@ inline int32_t FloatToInt(float f, emu::Round m)
         if (d > 0.5 || (d == 0.5 && std::fmod(r, 2.0) != 0.0)) r += 1.0;
     }
     }
-    if (r >= 2147483647.0) return std::numeric_limits<int32_t>::max();
-    if (r <= -2147483648.0) return std::numeric_limits<int32_t>::min();
-    return static_cast<int32_t>(r);
+    if (r >= double(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+    if (r <= double(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+    return static_cast<I>(r);
 }
 template <typename D, typename S>
 D CastOne(S v, RoundMode mode)
@@ -227,7 +228,9 @@ D CastOne(S v, RoundMode mode)
     } else if constexpr (sF && std::is_same<D, bfloat16_t>::value) {
         return bfloat16_t::FromBits(uint16_t(emu::RoundFloat(v, 7, 8, ToRound(mode))));
     } else if constexpr (sF && std::is_same<D, int32_t>::value) {
-        return FloatToInt(v, ToRound(mode));
+        return FloatToInt<int32_t>(v, ToRound(mode));
+    } else if constexpr (std::is_same<S, half>::value && (std::is_same<D, int8_t>::value || std::is_same<D, uint8_t>::value)) {
+        return FloatToInt<D>(float(v), ToRound(mode));   // half -> int8 / uint8: the mode, then saturation (§1.12)
     } else if constexpr (std::is_same<S, int32_t>::value && dF) {
         int64_t i = v;
         bool neg = i < 0;
@@ -256,6 +259,9 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode&
     if constexpr (sF && std::is_same<D, int32_t>::value) {
         if (mode == RoundMode::CAST_NONE || mode == RoundMode::CAST_ODD)
             emu::Fault("Cast float -> int32: needs CAST_RINT/FLOOR/CEIL/ROUND/TRUNC");
+    }
+    if constexpr (std::is_same<S, half>::value && (std::is_same<D, int8_t>::value || std::is_same<D, uint8_t>::value)) {
+        if (mode == RoundMode::CAST_ODD) emu::Fault("Cast half -> int8/uint8: CAST_ODD is not a mode of this conversion");
     }
     if (count == 0) return;
     emu_detail::CheckOperand(dst, count, "Cast");
