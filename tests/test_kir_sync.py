@@ -19,7 +19,7 @@ from opgen.kernel.kir import (Alloc, Barrier, Copy, DeQue, EnQue, FConst, For, F
                               GmView, If, InitBuffer, KernelClass, Local, Ref, SetFlag, SetValue, TensorVar, TPos,
                               WaitFlag, vec)
 
-from kir_programs import softmax_rows, sync_all_kernel
+from kir_programs import scale_rows, softmax_rows, sync_all_kernel
 from test_kir import rows_kernel
 
 NBLK = 4          # blocks of 8 floats (32 B) in the random programs' buffer
@@ -261,7 +261,9 @@ def test_the_pass_places_what_the_rows_kernel_needs_and_no_loop_edge_barrier():
      lambda: {"x": np.linspace(-2, 2, 5 * 70).astype(np.float32), "y": np.zeros(5 * 70, np.float32)}, 2, None),
     (sync_all_kernel, {}, {"per": 24}, lambda: {"x": np.ones(72, np.float32), "s": np.zeros(1, np.float32)}, 3,
      lambda: np.zeros(8, np.float32)),
-], ids=["rows", "softmax-half", "softmax-float", "sync-all"])
+    (scale_rows, {}, dict(rows=5, cols=20, colAlign=24),
+     lambda: {"x": np.linspace(-2, 2, 100).astype(np.float32), "y": np.zeros(100, np.float16)}, 1, None),
+], ids=["rows", "softmax-half", "softmax-float", "sync-all", "scale-template-fload"])
 def test_mutation_deleting_any_placed_sync_is_a_race(make, types, tiling, gm, cores, ws):
     k0 = make()
     k, ins = ks.place_syncs(k0, types)

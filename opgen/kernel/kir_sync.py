@@ -285,6 +285,9 @@ class _Analysis:
             for sync in self.inserted.get(p, ()):
                 for d in ds.values():
                     self.effect(d, sync)
+            loads = _floads_of(s)
+            if loads:            # FLoad: scalar reads of UB inside the statement's float expressions
+                self.access(ds, p, Pipe.S, [(r, 1) for r in loads], [], scope)
             ds = self.stmt(ds, s, p, scope)
         return ds
 
@@ -300,7 +303,7 @@ class _Analysis:
             else:
                 raise kir.IRError("the dependency analysis found no fixed point for a loop", s)
             lo, hi = kir.const_value(s.lo), kir.const_value(s.hi)
-            if lo is not None and hi is not None and lo < hi:
+            if lo is not None and hi is not None and (lo <= hi if getattr(s, "inclusive", False) else lo < hi):
                 return out        # runs at least once: the state after an iteration from the fixed point
             return head
         if isinstance(s, kir.Scope):
@@ -475,6 +478,30 @@ class _Analysis:
         ds = {(): _D()}
         ds = self.block(ds, self.k.init, ("Init",), {})
         self.block(ds, self.k.process, ("Process",), {})
+
+
+def _floads_of(s) -> list:
+    """The UB elements the float expressions of a simple statement read on the scalar unit (kir.FLoad)."""
+    fload = getattr(kir, "FLoad", None)
+    if fload is None or isinstance(s, (kir.For, kir.If, kir.Scope)):
+        return []
+    out: list = []
+
+    def f(x):
+        if isinstance(x, fload):
+            out.append(x.src)
+        elif isinstance(x, kir.FBin):
+            f(x.a)
+            f(x.b)
+        elif isinstance(x, kir.FCall):
+            f(x.arg)
+        elif isinstance(x, tuple):
+            for y in x:
+                f(y)
+
+    for v in vars(s).values():
+        f(v)
+    return out
 
 
 def _frozen(ds: dict):
