@@ -241,5 +241,7 @@ def test_a_kernel_with_a_template_parameter_needs_its_type():
     with pytest.raises(Exception, match="template parameter T needs an element type"):
         ki.run(softmax_rows(), dict(rows=1, cols=8, colAlign=16, rowsPerCore=1),
                {"x": np.zeros(8, np.float16), "y": np.zeros(8, np.float16)}, 1)
+    with pytest.raises(Exception, match="block_dim must be a positive integer"):
+        ki.run(rows_kernel(), {}, {}, 0)
     with pytest.raises(Exception, match="tiling field cols not given"):
         ki.run(replace(softmax_rows()), dict(rows=1), {}, 1, types={"T": "half"})

@@ -946,6 +946,10 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
     why = opaque(k)
     if why:
         raise NotKernelIR(f"kernel {k.name} is not Kernel IR throughout: {why}")
+    if not isinstance(block_dim, int) or block_dim < 1:
+        raise OpgenError(f"kernel IR interpreter: block_dim must be a positive integer, not {block_dim!r}")
+    if not isinstance(ub_bytes, int) or ub_bytes < BLOCK:
+        raise OpgenError(f"kernel IR interpreter: ub_bytes must be an integer of at least {BLOCK}, not {ub_bytes!r}")
     types = dict(types or {})
     for t in k.tparams:
         if types.get(t) not in NP_TYPES:
