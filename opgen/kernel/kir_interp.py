@@ -40,7 +40,7 @@ import ml_dtypes
 import numpy as np
 
 from opgen.errors import OpgenError
-from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
+from opgen.ir.dims import Bin, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe
 

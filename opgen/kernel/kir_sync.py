@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from opgen.ir.dims import as_dim
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe
 
@@ -232,7 +231,8 @@ class _Analysis:
                         self.conflicts.append(c)
                         break
                     self.put(pos, c.sync)
-                    self.apply(d, c.sync, pos)
+                    for x in c.sync:
+                        self.effect(d, x)
             for a in acc:
                 if a.pipe is Pipe.S and not a.write:
                     continue          # a scalar read is synchronous: nothing can overtake it
@@ -265,10 +265,6 @@ class _Analysis:
         for s in sync:
             lst.append(s)
         self.new += 1
-
-    def apply(self, d: _D, sync: tuple, pos):
-        for s in sync:
-            self.effect(d, s)
 
     def effect(self, d: _D, s):
         if isinstance(s, kir.Barrier):
