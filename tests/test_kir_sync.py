@@ -240,7 +240,7 @@ def test_the_hand_synchronised_rows_kernel_has_no_conflict_and_stripped_it_has_e
 
 
 def test_the_pass_places_what_the_rows_kernel_needs_and_no_loop_edge_barrier():
-    k, ins = ks.place_syncs(ks.strip_syncs(rows_kernel()))
+    k, ins = ks.place_syncs(ks.strip_syncs(rows_kernel()), hoist=False)
     got = {p: [type(s).__name__ + (f" {s.event}" if hasattr(s, "event") else f" {s.pipe.name}") for s in v]
            for p, v in ins.items()}
     assert got == {("Compute", 2, "b", 1): ["Barrier V"],                      # Adds reads Muls' o
@@ -249,6 +249,22 @@ def test_the_pass_places_what_the_rows_kernel_needs_and_no_loop_edge_barrier():
                    ("Compute", 2, "b", 4): ["SetFlag MTE3_S", "WaitFlag MTE3_S"],  # SetValue over stage copied out
                    ("CopyOut", 3): ["SetFlag S_MTE3", "WaitFlag S_MTE3"]}      # copy out of SetValue's stage
     assert ks.conflicts(k) == []
+
+
+def test_hoisting_moves_each_set_flag_to_just_after_what_it_must_cover():
+    k, ins = ks.place_syncs(ks.strip_syncs(rows_kernel()))
+    got = {p: [(type(s).__name__, s.event, s.id) for s in v if isinstance(s, (SetFlag, WaitFlag))]
+           for p, v in ins.items()}
+    # MTE3 read stage in the previous pass's CopyOut (before this pass's row loop): its SetFlag opens the loop
+    # body, its WaitFlag stays before the SetValue; S wrote stage in Compute: CopyOut's SetFlag opens CopyOut.
+    assert got[("Compute", 2, "b", 0)] == [("SetFlag", "MTE3_S", 7)]
+    assert got[("Compute", 2, "b", 4)] == [("WaitFlag", "MTE3_S", 7)]
+    assert got[("CopyOut", 0)] == [("SetFlag", "S_MTE3", 7)]
+    assert got[("CopyOut", 3)] == [("WaitFlag", "S_MTE3", 7)]
+    assert got[("Compute", 2, "b", 3)] == [("SetFlag", "V_S", 0), ("WaitFlag", "V_S", 0)]   # nothing to skip
+    assert ks.conflicts(k) == []
+    gm = {"x": np.ones((13, 37), np.float32), "y": np.zeros((13, 37), np.float32), "s": np.zeros(13, np.float32)}
+    assert ki.run(k, dict(rows=13, hidden=37, colAlign=40, rowsPerCore=5, **{"pass": 2}), gm, 3).ok
 
 
 @pytest.mark.parametrize("make, types, tiling, gm, cores, ws", [
