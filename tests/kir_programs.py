@@ -12,10 +12,11 @@ import ml_dtypes
 import numpy as np
 
 from opgen.codegen.env import template_env
-from opgen.ir.dims import Lit, fn
+from opgen.ir.dims import Constraint, Lit, Sym, fn
 from opgen.kernel.isa import Op
-from opgen.kernel.kir import (BLOCK_IDX, Copy, E, FBin, FConst, For, FRef, Get, GetValue, GmTensor, GmView,
-                              InitBuffer, KernelClass, Let, Local, Ref, SizeOf, SyncAll, TensorVar, to_cpp, vec)
+from opgen.kernel.kir import (BLOCK_IDX, Call, Copy, E, FBin, FConst, FLoad, For, FRef, Func, Get, GetValue, GmTensor,
+                              GmView, If, InitBuffer, KernelClass, Let, Local, Param, Ref, SizeOf, SyncAll, TensorVar,
+                              Vec, to_cpp, vec)
 
 from test_isa import BASE
 
@@ -78,8 +79,6 @@ def sync_all_kernel(name: str = "PartialSums") -> KernelClass:
         vec(Op.REDUCE_SUM, dst="red", src="v", tmp="tmp", count=per),
         Copy(GmView("gmW", BLOCK_IDX), Ref("red"), Lit(1), Lit(4)),
     )
-    from opgen.ir.dims import Constraint
-    from opgen.kernel.kir import If
     phase2 = (If((Constraint("==", BLOCK_IDX, Lit(0)),), (
         Copy(Ref("v"), GmView("gmW"), Lit(1), E("blockNum") * 4),
         vec(Op.REDUCE_SUM, dst="red", src="v", tmp="tmp", count=E("blockNum")),
@@ -162,3 +161,32 @@ def run_emu(tmp: Path, classes: list, struct: str, fields: list, tiling: dict, g
 def renamed(k: KernelClass, name: str) -> KernelClass:
     """k under another class name (to run several variants in one binary)."""
     return replace(k, name=name)
+
+
+def scale_rows(name: str = "ScaleRows") -> KernelClass:
+    """y[r, :] = half((x[r, :] * (x[r, 0] + 1)) * 2) for r in [0, rows - 1] (an inclusive loop): a template method
+    Scale<U>(v, n, twice) whose Muls scalar is a UB element read by the scalar unit (FLoad) and whose second Muls
+    runs under a bool parameter, then a method casting with a round-mode parameter. No synchronisation: the pass
+    places it."""
+    cols = E("cols")
+    scale = Func("Scale", (Param("v", "tensor", "U"), Param("n"), Param("twice", "bool")), (
+        vec(Op.MULS, dst="v", src0="v", scalar=FBin("+", FLoad(Ref("v")), FConst(1.0)), count=E("n")),
+        If((Sym("twice"),), (vec(Op.MULS, dst="v", src0="v", scalar=2.0, count=E("n")),)),
+    ), tparams=("U",))
+    to_half = Func("ToHalf", (Param("rm", "mode"), Param("n")), (
+        Vec(Op.CAST, (("dst", Ref("h")), ("src", Ref("t")), ("mode", Sym("rm")), ("count", E("n")))),
+    ))
+    row = (
+        Copy(Ref("t"), GmView("gmX", E("r") * cols), Lit(1), cols * 4),
+        Call("Scale", (Ref("t"), cols, True), targs=("float",)),
+        Call("ToHalf", ("CAST_RINT", cols)),
+        Copy(GmView("gmY", E("r") * cols), Ref("h"), Lit(1), cols * 2),
+    )
+    process = (InitBuffer("tBuf", E("colAlign") * 4), InitBuffer("hBuf", E("colAlign") * 2),
+               Get("t", "tBuf", "float"), Get("h", "hBuf", "half"),
+               For("r", Lit(0), E("rows") - 1, Lit(1), row, inclusive=True))
+    return KernelClass(name, "ScTiling", args=("x", "y"),
+                       gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "half", "y")),
+                       locals=(Local("tBuf"), Local("hBuf")),
+                       tensors=(TensorVar("t", "float"), TensorVar("h", "half")),
+                       fields=("rows", "cols", "colAlign"), process=process, methods=(scale, to_half))

@@ -11,7 +11,7 @@ import pytest
 from opgen.cli import build_parser
 from opgen.kernel import kir_interp as ki
 from opgen.kernel import kir_sync as ks
-from opgen.kernel.kir import Func, IRError, Verbatim
+from opgen.kernel.kir import IRError, Verbatim
 
 from inproc import cli
 from test_kir import rows_kernel

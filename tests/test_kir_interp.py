@@ -20,7 +20,7 @@ from opgen.kernel.kir import (BLOCK_IDX, Alloc, Copy, DeQue, E, EnQue, FConst, F
                               GmView, If, InitBuffer, KernelClass, Local, Ref, SetFlag, SyncAll, TensorVar, TPos,
                               WaitFlag, vec)
 
-from kir_programs import renamed, run_emu, softmax_ref, softmax_rows, sync_all_kernel
+from kir_programs import renamed, run_emu, scale_rows, softmax_ref, softmax_rows, sync_all_kernel
 from test_kir import rows_kernel
 
 
@@ -73,6 +73,17 @@ def test_softmax_kernel_placed_by_the_pass_matches_float64(dtype, ctype):
     want = softmax_ref(x)
     tol = 2 ** -10 if ctype == "half" else 1e-6
     assert np.all(np.abs(y.astype(np.float64) - want) <= tol * np.maximum(want, 2 ** -14) + 1e-7)
+
+
+def test_template_methods_scalar_reads_bool_branches_and_inclusive_loops():
+    k, _ = ks.place_syncs(scale_rows())
+    x = np.random.default_rng(2).uniform(-2, 2, (5, 20)).astype(np.float32)
+    y = np.zeros((5, 20), np.float16)
+    r = ki.run(k, dict(rows=5, cols=20, colAlign=24), {"x": x, "y": y}, 1)
+    assert r.ok, r.first_fault
+    # fp32 steps as the vector unit rounds them (x0 + 1, the product, the exact doubling), then RNE to half
+    want = ((x * (x[:, :1] + np.float32(1))) * np.float32(2)).astype(np.float16)
+    assert np.array_equal(y.view(np.uint16), want.view(np.uint16))
 
 
 def test_cores_meet_at_sync_all_and_exchange_through_the_workspace():
@@ -190,6 +201,24 @@ def test_the_interpreter_and_the_gpp_emulation_agree_bit_for_bit_and_fault_for_f
         else:
             assert _race_key(r.first_fault) == _race_key(fault), (r.first_fault, fault)
 
+    # a template method with a scalar read in its operand (FLoad), a bool branch, a round-mode parameter, an
+    # inclusive loop; its mutants
+    sc, ins = ks.place_syncs(scale_rows())
+    classes = [sc] + [renamed(ks.without(scale_rows(), ins, w), f"ScMut{i}") for i, w in enumerate(ks.placed(ins))]
+    x = np.random.default_rng(2).uniform(-2, 2, (5, 20)).astype(np.float32)
+    gm = {"x": x, "y": np.zeros((5, 20), np.float16)}
+    tiling = dict(rows=5, cols=20, colAlign=24)
+    emu = run_emu(tmp_path, classes, "ScTiling", ["rows", "cols", "colAlign"], tiling, gm, 1, {})
+    for k in classes:
+        g = {n: a.copy() for n, a in gm.items()}
+        r = ki.run(k, tiling, g, 1)
+        ok, fault, outs = emu[k.name]
+        assert r.ok == ok, (k.name, r.first_fault, fault)
+        if ok:
+            assert np.array_equal(g["y"].view(np.uint16), outs["y"].view(np.uint16)), k.name
+        else:
+            assert _race_key(r.first_fault) == _race_key(fault), (r.first_fault, fault)
+
     # the rows kernel (queues, a member loop, scalar staging), its two dropped syncs, float I/O
     gm, tiling = _rows_case(13, 37, 3, 5, 2)
     classes = [rows_kernel("RowsGood"), rows_kernel("RowsNoBarrier", barrier=False),
@@ -212,5 +241,7 @@ def test_a_kernel_with_a_template_parameter_needs_its_type():
     with pytest.raises(Exception, match="template parameter T needs an element type"):
         ki.run(softmax_rows(), dict(rows=1, cols=8, colAlign=16, rowsPerCore=1),
                {"x": np.zeros(8, np.float16), "y": np.zeros(8, np.float16)}, 1)
+    with pytest.raises(Exception, match="block_dim must be a positive integer"):
+        ki.run(rows_kernel(), {}, {}, 0)
     with pytest.raises(Exception, match="tiling field cols not given"):
         ki.run(replace(softmax_rows()), dict(rows=1), {}, 1, types={"T": "half"})

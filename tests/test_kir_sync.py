@@ -19,7 +19,7 @@ from opgen.kernel.kir import (Alloc, Barrier, Copy, DeQue, EnQue, FConst, For, F
                               GmView, If, InitBuffer, KernelClass, Local, Ref, SetFlag, SetValue, TensorVar, TPos,
                               WaitFlag, vec)
 
-from kir_programs import softmax_rows, sync_all_kernel
+from kir_programs import scale_rows, softmax_rows, sync_all_kernel
 from test_kir import rows_kernel
 
 NBLK = 4          # blocks of 8 floats (32 B) in the random programs' buffer
@@ -196,7 +196,7 @@ def _branchy_program(rng, depth: int) -> KernelClass:
                        process=process)
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(4))
 def test_random_programs_with_branches_and_a_double_buffered_queue_run_race_free(seed):
     # Soundness only: the analysis is path-insensitive (it joins the branches of every iteration), so on
     # parity-driven branches a placed sync may guard a path no run takes; minimality is shown where the analysis
@@ -240,7 +240,7 @@ def test_the_hand_synchronised_rows_kernel_has_no_conflict_and_stripped_it_has_e
 
 
 def test_the_pass_places_what_the_rows_kernel_needs_and_no_loop_edge_barrier():
-    k, ins = ks.place_syncs(ks.strip_syncs(rows_kernel()))
+    k, ins = ks.place_syncs(ks.strip_syncs(rows_kernel()), hoist=False)
     got = {p: [type(s).__name__ + (f" {s.event}" if hasattr(s, "event") else f" {s.pipe.name}") for s in v]
            for p, v in ins.items()}
     assert got == {("Compute", 2, "b", 1): ["Barrier V"],                      # Adds reads Muls' o
@@ -249,6 +249,22 @@ def test_the_pass_places_what_the_rows_kernel_needs_and_no_loop_edge_barrier():
                    ("Compute", 2, "b", 4): ["SetFlag MTE3_S", "WaitFlag MTE3_S"],  # SetValue over stage copied out
                    ("CopyOut", 3): ["SetFlag S_MTE3", "WaitFlag S_MTE3"]}      # copy out of SetValue's stage
     assert ks.conflicts(k) == []
+
+
+def test_hoisting_moves_each_set_flag_to_just_after_what_it_must_cover():
+    k, ins = ks.place_syncs(ks.strip_syncs(rows_kernel()))
+    got = {p: [(type(s).__name__, s.event, s.id) for s in v if isinstance(s, (SetFlag, WaitFlag))]
+           for p, v in ins.items()}
+    # MTE3 read stage in the previous pass's CopyOut (before this pass's row loop): its SetFlag opens the loop
+    # body, its WaitFlag stays before the SetValue; S wrote stage in Compute: CopyOut's SetFlag opens CopyOut.
+    assert got[("Compute", 2, "b", 0)] == [("SetFlag", "MTE3_S", 7)]
+    assert got[("Compute", 2, "b", 4)] == [("WaitFlag", "MTE3_S", 7)]
+    assert got[("CopyOut", 0)] == [("SetFlag", "S_MTE3", 7)]
+    assert got[("CopyOut", 3)] == [("WaitFlag", "S_MTE3", 7)]
+    assert got[("Compute", 2, "b", 3)] == [("SetFlag", "V_S", 0), ("WaitFlag", "V_S", 0)]   # nothing to skip
+    assert ks.conflicts(k) == []
+    gm = {"x": np.ones((13, 37), np.float32), "y": np.zeros((13, 37), np.float32), "s": np.zeros(13, np.float32)}
+    assert ki.run(k, dict(rows=13, hidden=37, colAlign=40, rowsPerCore=5, **{"pass": 2}), gm, 3).ok
 
 
 @pytest.mark.parametrize("make, types, tiling, gm, cores, ws", [
@@ -261,7 +277,9 @@ def test_the_pass_places_what_the_rows_kernel_needs_and_no_loop_edge_barrier():
      lambda: {"x": np.linspace(-2, 2, 5 * 70).astype(np.float32), "y": np.zeros(5 * 70, np.float32)}, 2, None),
     (sync_all_kernel, {}, {"per": 24}, lambda: {"x": np.ones(72, np.float32), "s": np.zeros(1, np.float32)}, 3,
      lambda: np.zeros(8, np.float32)),
-], ids=["rows", "softmax-half", "softmax-float", "sync-all"])
+    (scale_rows, {}, dict(rows=5, cols=20, colAlign=24),
+     lambda: {"x": np.linspace(-2, 2, 100).astype(np.float32), "y": np.zeros(100, np.float16)}, 1, None),
+], ids=["rows", "softmax-half", "softmax-float", "sync-all", "scale-template-fload"])
 def test_mutation_deleting_any_placed_sync_is_a_race(make, types, tiling, gm, cores, ws):
     k0 = make()
     k, ins = ks.place_syncs(k0, types)

@@ -40,7 +40,7 @@ import ml_dtypes
 import numpy as np
 
 from opgen.errors import OpgenError
-from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
+from opgen.ir.dims import Bin, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe
 
@@ -202,9 +202,12 @@ class _Core:
         self.stmts: list = []
         self.stmt_ids: dict = {}
         self.where = "Init"
+        self.tmaps: list = [{}]        # template arguments of the template methods being run (innermost last)
+        self.cur = None                # the statement being run (FLoad's scalar read names it)
 
     # -- names and values
     def dt(self, t: str) -> str:
+        t = self.tmaps[-1].get(t, t)
         return self.types.get(t, t)
 
     def env(self, frame) -> dict:
@@ -243,18 +246,22 @@ class _Core:
             return {"min": min, "max": max, "ceil_div": lambda a, b: -(-a // b),
                     "align_up": lambda a, b: -(-a // b) * b}[e.fn](*v)
         if isinstance(e, kir.Select):
-            return self.ev(as_dim(e.a), env) if self.holds(e.cond, env) else self.ev(as_dim(e.b), env)
+            conds = e.cond if isinstance(e.cond, tuple) else (e.cond,)
+            return self.ev(as_dim(e.a), env) if all(self.holds(c, env) for c in conds) else self.ev(as_dim(e.b), env)
         if isinstance(e, kir.Invoke):
             return self.invoke(e.method, [self.ev(as_dim(a), env) for a in e.args])
         return int(e.evaluate(env))
 
-    def holds(self, c: Constraint, env) -> bool:
+    def holds(self, c, env) -> bool:
+        if isinstance(c, Sym):          # a bool scalar
+            return bool(self.ev(c, env))
         return _CMPS[c.op](self.ev(as_dim(c.lhs), env), self.ev(as_dim(c.rhs), env))
 
     def invoke(self, method: str, values: list) -> int:
         """The int64 result of method(values...) inside an expression (runs its body; no SyncAll inside)."""
         m = self.methods[method]
-        frame = {"ints": {p.name: v for p, v in zip(m.params, values)}, "floats": {}, "tensors": {}, "gms": {}}
+        frame = {"ints": {p.name: v for p, v in zip(m.params, values)}, "floats": {}, "tensors": {}, "gms": {},
+                 "modes": {}}
         outer, self.where = self.where, method
         value = None
         try:
@@ -279,6 +286,8 @@ class _Core:
             a, b = self.fval(f.a, frame), self.fval(f.b, frame)
             with np.errstate(all="ignore"):
                 return np.float32({"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[f.op](a, b))
+        if isinstance(f, getattr(kir, "FLoad", ())):
+            return self.load(f.src, frame, self.cur)
         if isinstance(f, kir.FCall):
             a = self.fval(f.arg, frame)
             with np.errstate(all="ignore"):
@@ -418,6 +427,7 @@ class _Core:
             yield from self.stmt(s, frame)
 
     def stmt(self, s, frame):  # noqa: C901 - one case per node type
+        self.cur = s
         if isinstance(s, kir.Let):
             _define(frame["ints"], s.name, self.ival(s.value, frame))
         elif isinstance(s, kir.Assign):
@@ -441,10 +451,12 @@ class _Core:
                 store[s.var] = self.ival(s.lo, frame)
             else:
                 _define(frame["ints"], s.var, self.ival(s.lo, frame))
-            while store[s.var] < self.ival(s.hi, frame):
+            inclusive = getattr(s, "inclusive", False)
+            while store[s.var] < self.ival(s.hi, frame) + (1 if inclusive else 0):
                 inner = _sub(frame)
                 if s.tail:
-                    _define(inner["ints"], s.tail, min(self.ival(s.step, frame), self.ival(s.hi, frame) - store[s.var]))
+                    _define(inner["ints"], s.tail, min(self.ival(s.step, frame),
+                                                       self.ival(s.hi, frame) - store[s.var]))
                 before = store[s.var]
                 yield from self.block(s.body, inner)
                 if s.step is not None:
@@ -506,15 +518,7 @@ class _Core:
         elif isinstance(s, kir.Vec):
             self.vec(s, frame)
         elif isinstance(s, kir.GetValue):
-            t = self.tensor(kir.Ref(s.src.tensor, slot=s.src.slot), frame)
-            i = self.ival(s.src.offset, frame)
-            v, ok = self.read(t.at(i), 1)
-            sz = v.itemsize
-            self.touch(self.issue(_S, s), t.off + i * sz, sz, False)
-            if not ok[0]:
-                raise KirFault(f"GetValue: read of unwritten (poisoned) UB at byte address {t.off + i * sz} "
-                               f"(element {i}) ({self.where}: {kir.to_text_stmt(s)})")
-            _define(frame["floats"], s.name, np.float32(v[0]))
+            _define(frame["floats"], s.name, self.load(s.src, frame, s))
         elif isinstance(s, kir.SetValue):
             t = self.tensor(s.dst, frame)
             v = self.fval(s.value, frame)
@@ -553,13 +557,28 @@ class _Core:
         else:
             raise KirFault(f"unknown statement {type(s).__name__}")
 
+    def load(self, src: kir.Ref, frame, s) -> np.float32:
+        """A scalar read of one UB element on PIPE_S (GetValue, FLoad): the shadow, then the poison check."""
+        t = self.tensor(kir.Ref(src.tensor, slot=src.slot), frame)
+        i = self.ival(src.offset, frame)
+        v, ok = self.read(t.at(i), 1)
+        sz = v.itemsize
+        self.touch(self.issue(_S, s), t.off + i * sz, sz, False)
+        if not ok[0]:
+            raise KirFault(f"GetValue: read of unwritten (poisoned) UB at byte address {t.off + i * sz} "
+                           f"(element {i}) ({self.where}: {kir.to_text_stmt(s).strip()})")
+        return np.float32(v[0])
+
     def call(self, s: kir.Call, frame):
         m = self.methods[s.method]
         if m.extern:
             raise NotKernelIR(f"{self.where}: calls {s.method}, a method that is C++ text, not Kernel IR")
-        inner = {"ints": {}, "floats": {}, "tensors": {}, "gms": {}}
+        inner = {"ints": {}, "floats": {}, "tensors": {}, "gms": {}, "modes": {}}
+        tmap = {t: self.dt(a) for t, a in zip(getattr(m, "tparams", ()), getattr(s, "targs", ()))}
         for p, a in zip(m.params, s.args):
-            if p.kind == "tensor":
+            if p.kind == "mode":
+                inner["modes"][p.name] = frame["modes"].get(a.name, a.name) if isinstance(a, Sym) else a
+            elif p.kind == "tensor":
                 inner["tensors"][p.name] = self.tensor(a, frame)
             elif p.kind == "gm":
                 g, off = self.gm(a, frame)
@@ -571,12 +590,14 @@ class _Core:
             else:
                 inner["ints"][p.name] = self.ival(a, frame)
         outer, self.where = self.where, s.method
+        self.tmaps.append(tmap)
         value = None
         try:
             yield from self.block(m.body, inner)
         except _Return as r:
             value = r.value if not isinstance(r.value, (DimExpr, kir.FExpr)) else (
                 self.fval(r.value, inner) if isinstance(r.value, kir.FExpr) else self.ival(r.value, inner))
+        self.tmaps.pop()
         self.where = outer
         if s.result is not None:
             _define(frame["floats"] if m.ret == "float" else frame["ints"], s.result, value)
@@ -711,7 +732,8 @@ class _Core:
                     dtype = NP_TYPES[self.dt(tens["dst"].dtype)]
                     extra[o.name] = np.float32(np.asarray(self.fval(args[o.name], frame)).astype(dtype))
                 elif o.kind == "mode":
-                    extra[o.name] = args[o.name]
+                    v = args[o.name]
+                    extra[o.name] = frame["modes"][v.name] if isinstance(v, Sym) else v
             if count is None or count <= 0:
                 return
             srcs = tuple(n for n in tens if n != "dst")
@@ -812,7 +834,7 @@ class _Core:
 
     # -- the whole core
     def run(self):
-        frame = {"ints": {}, "floats": {}, "tensors": {}, "gms": {}}
+        frame = {"ints": {}, "floats": {}, "tensors": {}, "gms": {}, "modes": {}}
         self.where = "Init"
         yield from self.block(self.k.init, frame)
         self.where = "Process"
@@ -827,7 +849,7 @@ def _sub(frame) -> dict:
     """A nested scope: names defined inside do not leak out; assignments to outer names go to the outer scope's
     dict when the name lives there (the dicts are shared through ChainMap-like copying of references)."""
     return {"ints": _Scope(frame["ints"]), "floats": _Scope(frame["floats"]),
-            "tensors": _Scope(frame["tensors"]), "gms": frame["gms"]}
+            "tensors": _Scope(frame["tensors"]), "gms": frame["gms"], "modes": frame["modes"]}
 
 
 class _Scope(dict):
@@ -924,6 +946,10 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
     why = opaque(k)
     if why:
         raise NotKernelIR(f"kernel {k.name} is not Kernel IR throughout: {why}")
+    if not isinstance(block_dim, int) or block_dim < 1:
+        raise OpgenError(f"kernel IR interpreter: block_dim must be a positive integer, not {block_dim!r}")
+    if not isinstance(ub_bytes, int) or ub_bytes < BLOCK:
+        raise OpgenError(f"kernel IR interpreter: ub_bytes must be an integer of at least {BLOCK}, not {ub_bytes!r}")
     types = dict(types or {})
     for t in k.tparams:
         if types.get(t) not in NP_TYPES:

@@ -29,6 +29,9 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   The state is a set of disjuncts keyed by the queues' allocator states, so the blocks of a double-buffered
   queue stay apart across iterations.
 * After placement, each placed sync is removed in turn and kept removed when the analysis then finds no conflict.
+* Then each flag pair's SetFlag moves up its statement list, one statement at a time, while the analysis still
+  finds no conflict (so it follows the last access it must cover), under an event id of its own: the waiting pipe
+  no longer waits for the producing pipe's later, unrelated work (a prefetch, another operand's copy).
 
 Public: `strip_syncs` (a program without Barrier / SetFlag / WaitFlag), `conflicts` (the unordered conflicting
 pairs of a program: empty when it is synchronised), `place_syncs` (the pass) and `placed` (the syncs a placed
@@ -39,7 +42,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from opgen.ir.dims import as_dim
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe
 
@@ -232,7 +234,8 @@ class _Analysis:
                         self.conflicts.append(c)
                         break
                     self.put(pos, c.sync)
-                    self.apply(d, c.sync, pos)
+                    for x in c.sync:
+                        self.effect(d, x)
             for a in acc:
                 if a.pipe is Pipe.S and not a.write:
                     continue          # a scalar read is synchronous: nothing can overtake it
@@ -266,10 +269,6 @@ class _Analysis:
             lst.append(s)
         self.new += 1
 
-    def apply(self, d: _D, sync: tuple, pos):
-        for s in sync:
-            self.effect(d, s)
-
     def effect(self, d: _D, s):
         if isinstance(s, kir.Barrier):
             d.barrier(s.pipe)
@@ -285,6 +284,9 @@ class _Analysis:
             for sync in self.inserted.get(p, ()):
                 for d in ds.values():
                     self.effect(d, sync)
+            loads = _floads_of(s)
+            if loads:            # FLoad: scalar reads of UB inside the statement's float expressions
+                self.access(ds, p, Pipe.S, [(r, 1) for r in loads], [], scope)
             ds = self.stmt(ds, s, p, scope)
         return ds
 
@@ -300,7 +302,7 @@ class _Analysis:
             else:
                 raise kir.IRError("the dependency analysis found no fixed point for a loop", s)
             lo, hi = kir.const_value(s.lo), kir.const_value(s.hi)
-            if lo is not None and hi is not None and lo < hi:
+            if lo is not None and hi is not None and (lo <= hi if getattr(s, "inclusive", False) else lo < hi):
                 return out        # runs at least once: the state after an iteration from the fixed point
             return head
         if isinstance(s, kir.Scope):
@@ -477,6 +479,30 @@ class _Analysis:
         self.block(ds, self.k.process, ("Process",), {})
 
 
+def _floads_of(s) -> list:
+    """The UB elements the float expressions of a simple statement read on the scalar unit (kir.FLoad)."""
+    fload = getattr(kir, "FLoad", None)
+    if fload is None or isinstance(s, (kir.For, kir.If, kir.Scope)):
+        return []
+    out: list = []
+
+    def f(x):
+        if isinstance(x, fload):
+            out.append(x.src)
+        elif isinstance(x, kir.FBin):
+            f(x.a)
+            f(x.b)
+        elif isinstance(x, kir.FCall):
+            f(x.arg)
+        elif isinstance(x, tuple):
+            for y in x:
+                f(y)
+
+    for v in vars(s).values():
+        f(v)
+    return out
+
+
 def _frozen(ds: dict):
     return frozenset((k, d.frozen()) for k, d in ds.items())
 
@@ -561,11 +587,11 @@ def conflicts(k: kir.KernelClass, types: dict | None = None) -> list:
     return out
 
 
-def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = True) -> tuple:
+def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = True, hoist: bool = True) -> tuple:
     """The pass: (k with syncs placed, {position: [sync statements placed before it]}). Existing syncs and queue
     hand-offs of k are honoured (give `strip_syncs(k)` to place all). A position is (function name, index, ...)
-    with "b" / "t" / "e" stepping into a loop body / then / else. prune removes each placed sync the analysis
-    shows redundant. Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point."""
+    with "b" / "t" / "e" / "s" stepping into a loop body / then / else / scope. prune removes each placed sync the
+    analysis shows redundant; hoist moves each flag pair's SetFlag as early in its list as the analysis allows. Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point."""
     kir.verify(k)
     types = dict(types or {})
     used = _used_flags(k)
@@ -585,32 +611,100 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
                 s = lst[j - 1]
                 n = 2 if isinstance(s, kir.WaitFlag) else 1
                 trial = {**inserted, pos: lst[:j - n] + lst[j:]}
-                t = _Analysis(k, trial, False, types, used)
-                t.run()
-                if not t.conflicts:
+                if _clean(k, trial, types, used):
                     lst = lst[:j - n] + lst[j:]
                     inserted[pos] = lst
                 j -= n
         inserted = {p: v for p, v in inserted.items() if v}
+    if hoist:
+        inserted = _hoist(k, inserted, types, used)
     out = _with(k, inserted)
     kir.verify(out)
     return out, inserted
 
 
+def _clean(k, inserted, types, used) -> bool:
+    t = _Analysis(k, inserted, False, types, used)
+    t.run()
+    return not t.conflicts
+
+
+def _body_at(k: kir.KernelClass, base: tuple) -> tuple:
+    """The statement list at position prefix `base` (function name, then index / "b" / "t" / "e" / "s" steps)."""
+    funcs = {"Init": k.init, "Process": k.process, **{m.name: m.body for m in k.methods}}
+    body, s = funcs[base[0]], None
+    for x in base[1:]:
+        if isinstance(x, int):
+            s = body[x]
+        else:
+            body = {"b": lambda: s.body, "t": lambda: s.then, "e": lambda: s.orelse, "s": lambda: s.body}[x]()
+    return body
+
+
+def _hoist(k, inserted: dict, types, used) -> dict:
+    """Each adjacent SetFlag / WaitFlag pair gets its SetFlag moved as early in its statement list as the analysis
+    allows (right after the last access it must cover), with an event id of its own, so the waiting pipe does not
+    also wait for the producing pipe's later, unrelated work. A window holding a Return is not crossed."""
+    taken = set(used) | {(x.event, x.id) for v in inserted.values() for x in v if isinstance(x, kir.SetFlag)}
+    for pos in sorted(inserted, key=str):
+        j = 0
+        while j < len(inserted.get(pos, ())):
+            lst = inserted[pos]
+            s = lst[j]
+            if not (isinstance(s, kir.SetFlag) and j + 1 < len(lst) and isinstance(lst[j + 1], kir.WaitFlag)
+                    and lst[j + 1].event == s.event and lst[j + 1].id == s.id):
+                j += 1
+                continue
+            free = [i for i in range(8) if (s.event, i) not in taken]
+            base, idx = pos[:-1], pos[-1]
+            if not free or not isinstance(idx, int) or idx == 0:
+                j += 2
+                continue
+            body = _body_at(k, base)
+            nid = free[-1]
+            best = None
+            for i in range(idx - 1, -1, -1):
+                if any(isinstance(x, kir.Return) for x in kir.walk(body[i:idx])):
+                    break
+                setf, waitf = replace(s, id=nid), replace(lst[j + 1], id=nid)
+                trial = {**inserted, pos: lst[:j] + [waitf] + lst[j + 2:]}
+                at = base + (i,)
+                trial[at] = list(trial.get(at, [])) + [setf]
+                if not _clean(k, trial, types, used):
+                    break
+                best = trial
+            if best is None:
+                j += 2
+                continue
+            taken.add((s.event, nid))
+            inserted = best
+            j += 1
+    return inserted
+
+
 def placed(inserted: dict) -> list:
-    """The placed syncs one by one as (position, index in its list, number of statements: 2 for a flag pair)."""
-    out = []
+    """The placed syncs one by one, each as a tuple of its statements' locations (position, index in its list):
+    one for a barrier, two for a flag pair (adjacent, or a SetFlag hoisted to an earlier position)."""
+    out, lone = [], {}
     for pos, lst in inserted.items():
         j = 0
         while j < len(lst):
-            n = 2 if isinstance(lst[j], kir.SetFlag) else 1
-            out.append((pos, j, n))
-            j += n
+            x = lst[j]
+            nxt = lst[j + 1] if j + 1 < len(lst) else None
+            if isinstance(x, kir.SetFlag) and isinstance(nxt, kir.WaitFlag) and (nxt.event, nxt.id) == (x.event, x.id):
+                out.append(((pos, j), (pos, j + 1)))
+                j += 2
+                continue
+            if isinstance(x, (kir.SetFlag, kir.WaitFlag)):
+                lone.setdefault((x.event, x.id), []).append((pos, j))
+            else:
+                out.append(((pos, j),))
+            j += 1
+    out += [tuple(v) for v in lone.values()]
     return out
 
 
 def without(k: kir.KernelClass, inserted: dict, which: tuple) -> kir.KernelClass:
     """k (the pass's input) with every placed sync but `which` (an entry of `placed`): the mutation of a test."""
-    pos, j, n = which
-    lst = inserted[pos]
-    return _with(k, {**inserted, pos: lst[:j] + lst[j + n:]})
+    drop = set(which)
+    return _with(k, {p: [x for j, x in enumerate(v) if (p, j) not in drop] for p, v in inserted.items()})
