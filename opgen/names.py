@@ -4,7 +4,10 @@
 - `api_snake("aclnnAdaLayerNormBackward")` -> `aclnn_ada_layer_norm_backward` (aclnn header/source stems);
 - `aclnn_param(...)`: the C++ parameter name of an aclnn argument in CANN's style (lowerCamelCase, optional
   inputs end in `Optional`, outputs in `Out`); messages keep the OpDef spelling of the spec;
-- `c_string` / `c_format`: C string literals and printf format literals of arbitrary text.
+- `c_string` / `c_format`: C string literals and printf format literals of arbitrary text;
+- `cpp_name(name)`: the C++ identifier of a spec name where it stands bare (`v_<name>_` for a keyword, macro, type
+  or helper name: `cpp_hazard`); `kernel_entry(op)`: the kernel entry's symbol (off the C library's globals);
+  `op_name_problem(op)`: why an OpDef name cannot be used (docs/reference/names.md).
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ _MACRO_LIKE = re.compile(r"[A-Z0-9_]*[A-Z][A-Z0-9_]*[A-Z][A-Z0-9_]*|[A-Z][A-Z0-9
 capitals-only first word before a '_' (`M_PI`, `M_PIf`, `L_tmpnam`, `FOO_bar`), and inttypes.h's `PRI`/`SCN`
 followed by a lower-case letter or X (C17 7.31.5)."""
 
+
 def _renamed(name: str) -> str:
     """`v_<name>_`: lower-case first word (no macro by C's convention), a final '_' (no spec name, which may not end
     in '_', and no `_t` type), and no emitted internal name starts with `v_`."""
@@ -113,9 +117,8 @@ def cpp_name(name: str) -> str:
     """The C++ identifier the emitted code uses for spec name `name` (an input, output, attribute or dim) where it
     stands bare (kernel entry and Init parameters, host locals, struct fields): `name` itself when cpp_hazard finds
     nothing, else `v_<name>_` (`errno` -> `v_errno_`, `NAN` -> `v_NAN_`, `int` -> `v_int_`), which cpp_hazard never
-    flags and no spec name or internal name can be. Names the
-    emitters derive from it with an affix (`gm_<name>`, `<name>Shape`) use this spelling too. Strings (OpDef
-    names, messages, JSON) keep the spec's spelling.
+    flags and no spec name or internal name can be. Names the emitters derive with an affix (`gm_<name>`,
+    `<name>Shape`, `<name>Bits`) and strings (OpDef names, messages, JSON) keep the spec's spelling.
 
     Raises SpecError for a name that is not an ASCII C identifier."""
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
