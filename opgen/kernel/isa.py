@@ -110,6 +110,12 @@ class Op(enum.Enum):
     COPY_OUT = "DataCopy "   # same C++ name, the UB -> GM direction (distinct enum value)
 
 
+TYPE_PARAMS = frozenset({"T", "D", "S"})
+"""Operand element types that are the instruction's own C++ type parameters (T: its one type; D / S: a Cast's
+destination and source types), not concrete types: an operand of such a type may hold any element type the
+entry allows."""
+
+
 @dataclass(frozen=True)
 class Operand:
     """One operand of an instruction's C++ form.

@@ -92,7 +92,7 @@ from typing import Union
 
 from opgen.errors import OpgenError
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
-from opgen.kernel.isa import INSTRS, ROUND_MODES, Op, Pipe
+from opgen.kernel.isa import INSTRS, ROUND_MODES, TYPE_PARAMS, Op, Pipe
 
 
 class IRError(OpgenError):
@@ -1220,7 +1220,7 @@ class _Verifier:
                 if s.op in (Op.REDUCE_SUM, Op.REDUCE_MAX) and o.name == "dst":
                     n = Lit(1)
                 t = self.region(v, n, st, s)
-                want = o.dtype if o.dtype not in ("T", "D", "S") else None
+                want = o.dtype if o.dtype not in TYPE_PARAMS else None
                 if want and t.dtype != want:
                     raise IRError(f"{d.api}: operand {o.name} is {t.dtype}, the table wants {want}", s)
             elif o.kind == "gm":
