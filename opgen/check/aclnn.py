@@ -163,8 +163,9 @@ def device_dtypes(spec, inputs: dict, dtypes: dict) -> dict:
     """{input name: DType or numpy dtype name} the device tensor of each present input would have.
 
     A float container array (float32, float64) typed by a dtype variable takes the variable's binding
-    (--dtype, else inferred as the interpreter does); a 16-bit float, integer or bool array keeps its own
-    dtype, so a mismatch reaches the aclnn layer. A fixed-dtype input takes its dtype when the array's kind
+    (--dtype, else inferred as the interpreter does: float32 beside float16 for one variable binds nothing, so
+    each array keeps its own dtype and the aclnn layer refuses the combination, 161002, as CANN's does); a 16-bit
+    float, integer or bool array keeps its own dtype, so a mismatch reaches the aclnn layer. A fixed-dtype input takes its dtype when the array's kind
     converts to it (float -> float, integer -> integer), else keeps its own. Never raises for bad arrays."""
     from opgen.dsl.validate import _resolve_dtypes
 

@@ -81,14 +81,15 @@ def unused(name: str, like: str, *, optional: bool = False) -> ApiEntry:
 
 
 def _ident(entry: ApiEntry, ident_problem) -> None:
+    name_ok = isinstance(entry.name, str) and entry.name.isidentifier() and entry.name.isascii()
+    if name_ok and cpp_hazard(entry.name):
+        raise spec_error(entry.loc, f"aclnn parameter name {entry.name!r} is {cpp_hazard(entry.name)}",
+                         "the public name is emitted as written: choose another (CANN's are lowerCamelCase)", arg=0)
     problem = ident_problem(entry.name)
     if problem:
         raise spec_error(entry.loc, f"aclnn parameter name {entry.name!r} {problem}",
                          "use CANN's C++ parameter name: letters, digits and '_', not starting with a digit",
                          arg=0)
-    if cpp_hazard(entry.name):
-        raise spec_error(entry.loc, f"aclnn parameter name {entry.name!r} is {cpp_hazard(entry.name)}",
-                         "the public name is emitted as written: choose another (CANN's are lowerCamelCase)", arg=0)
     if entry.name in RESERVED:
         raise spec_error(entry.loc, f"aclnn parameter name {entry.name!r} is reserved by the emitted aclnn "
                          "implementation", "rename it; reserved: " + ", ".join(sorted(RESERVED)), arg=0)

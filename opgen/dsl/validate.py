@@ -12,9 +12,6 @@ from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, eval_shape, sha
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
 
 _BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
-CANN_DTYPE_REFUSAL = "CANN's aclnn layer refuses such a call with 161002 ACLNN_ERR_PARAM_INVALID"
-"""What the dtype-combination errors add: the status CANN's aclnn layer returns for a combination outside the
-OpDef's dtype lists (opbase's OP_CHECK_DTYPE_NOT_SUPPORT / OP_CHECK_DTYPE_NOT_SAME; docs/reference/names.md §4)."""
 
 
 def coerce_attr(a, v):
@@ -150,15 +147,13 @@ def _resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
         if var in assign:
             if d != assign[var] and not container:
                 raise ValidationError(i.name, f"dtype {d.long_name} conflicts with {var}={assign[var].long_name} "
-                                              f"(from {source[var]}): tensors of one dtype variable must have the "
-                                              f"same dtype; {CANN_DTYPE_REFUSAL}")
+                                              f"(from {source[var]})")
         elif d in allowed:
             assign[var], source[var] = d, i.name
             _check_rows(spec, assign, source)
         else:
             raise ValidationError(i.name, f"dtype {d.long_name} is not supported for {var} "
-                                          f"(allowed: {', '.join(a.long_name for a in allowed)}); "
-                                          f"{CANN_DTYPE_REFUSAL}")
+                                          f"(allowed: {', '.join(a.long_name for a in allowed)})")
     rows = _check_rows(spec, assign, source)
     # a variable no present tensor binds (AdaLayerNorm's U without weight/bias) defaults to float32 where a
     # row allows it, as CANN's aclnn layer fills absent weights in fp32 (docs/reference/ada_layer_norm.md §2.3)
