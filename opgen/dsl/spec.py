@@ -345,6 +345,9 @@ class OpSpec:
         self.repository: str = DEFAULT_REPOSITORY
         self.category: str = DEFAULT_CATEGORY
         self.package_notes: list[PackageNote] = []
+        self.empty_policy: str = "accept"
+        self.empty_reason: str = ""
+        self._empty_loc: str | None = None
         self._package_loc: str | None = None
         self._graphs: dict[SpecKey, Graph] = {}
         self._dtype_var_locs: dict[str, str] = {}
@@ -724,6 +727,25 @@ class OpSpec:
         self.aclnn_signature_ = check_signature(self, entries, _ident_problem, _suggest)
         self.aclnn_const_outputs = const_outputs
         self._signature_loc = loc
+
+    def empty_tensors(self, policy: str, reason: str) -> None:
+        """How a call with an empty tensor (a 0 extent) is treated. "accept" (the default, ops-nn's convention,
+        docs/design.md "Empty tensors"): a 0 extent passes the dims' min, and when every output is empty too the
+        call succeeds with workspace 0 and launches nothing (an output left non-empty is refused, 161002).
+        "reject": every dim keeps its declared min, so an empty tensor is refused (161002) — for an operator whose
+        CANN aclnn API rejects them. reason: a sentence (which CANN behaviour this follows), shown in the API
+        document. Raises SpecError for another policy, an empty reason or a second call."""
+        loc = _loc()
+        if self._empty_loc is not None:
+            raise spec_error(loc, f"empty_tensors() is called twice (first at {self._where(self._empty_loc)})",
+                             "declare the policy once")
+        if policy not in ("accept", "reject"):
+            raise spec_error(loc, f"empty_tensors: policy {policy!r} is not 'accept' or 'reject'",
+                             'use "accept" (ops-nn\'s convention) or "reject"', arg=(0, "policy"))
+        if not isinstance(reason, str) or not reason.strip():
+            raise spec_error(loc, f"empty_tensors: the reason {reason!r} is not a non-empty string",
+                             "say which CANN behaviour this follows, in a sentence", arg=(1, "reason"))
+        self.empty_policy, self.empty_reason, self._empty_loc = policy, " ".join(reason.split()), loc
 
     def package(self, repository: str = DEFAULT_REPOSITORY, category: str = DEFAULT_CATEGORY) -> None:
         """Where the generated package goes: `<repository>/<category>/<op_snake>/` of CANN's `ops-nn` or

@@ -6,7 +6,8 @@
 // interpreter, with its messages ("<OpDef name>: <rule>"): null pointers (161001); attribute values,
 // mode rules, dtypes, shapes and dims, host-array values, output shapes (161002). Then it builds the
 // executor: contiguous inputs, the kernel, ViewCopy into the outputs. Empty tensors never reach the
-// kernel (every dim must be >= 1).
+// kernel: every dim must be >= 1.
+// CANN's aclnnAdaLayerNormV2 rejects a zero B, S or H with 161002.
 
 #include <cstdarg>
 #include <cstdint>

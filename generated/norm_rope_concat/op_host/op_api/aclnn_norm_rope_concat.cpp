@@ -6,7 +6,8 @@
 // interpreter, with its messages ("<OpDef name>: <rule>"): null pointers (161001); attribute values,
 // mode rules, dtypes, shapes and dims, host-array values, output shapes (161002). Then it builds the
 // executor: contiguous inputs, the kernel, ViewCopy into the outputs. Empty tensors never reach the
-// kernel (every dim must be >= 1).
+// kernel: a call with an empty input whose outputs are all empty returns success with workspace 0 and
+// launches nothing (ops-nn's aclnn APIs do the same).
 
 #include <cstdarg>
 #include <cstdint>
@@ -620,6 +621,63 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     return ACLNN_SUCCESS;
 }
 
+// The first empty input tensor of the call (a 0 extent), or nullptr.
+const char* FirstEmptyTensor(const Params& p)
+{
+    if (p.query != nullptr && p.query->IsEmpty()) {
+        return "query";
+    }
+    if (p.key != nullptr && p.key->IsEmpty()) {
+        return "key";
+    }
+    if (p.value != nullptr && p.value->IsEmpty()) {
+        return "value";
+    }
+    return nullptr;
+}
+
+// An empty call: an empty input and every given output empty too.
+bool IsEmptyCall(const Params& p)
+{
+    if (FirstEmptyTensor(p) == nullptr) {
+        return false;
+    }
+    if (p.queryOutput != nullptr && !p.queryOutput->IsEmpty()) {
+        return false;
+    }
+    if (p.keyOutput != nullptr && !p.keyOutput->IsEmpty()) {
+        return false;
+    }
+    if (p.valueOutput != nullptr && !p.valueOutput->IsEmpty()) {
+        return false;
+    }
+    if (p.normQueryMean != nullptr && !p.normQueryMean->IsEmpty()) {
+        return false;
+    }
+    if (p.normQueryRstd != nullptr && !p.normQueryRstd->IsEmpty()) {
+        return false;
+    }
+    if (p.normKeyMean != nullptr && !p.normKeyMean->IsEmpty()) {
+        return false;
+    }
+    if (p.normKeyRstd != nullptr && !p.normKeyRstd->IsEmpty()) {
+        return false;
+    }
+    if (p.normAddedQueryMean != nullptr && !p.normAddedQueryMean->IsEmpty()) {
+        return false;
+    }
+    if (p.normAddedQueryRstd != nullptr && !p.normAddedQueryRstd->IsEmpty()) {
+        return false;
+    }
+    if (p.normAddedKeyMean != nullptr && !p.normAddedKeyMean->IsEmpty()) {
+        return false;
+    }
+    if (p.normAddedKeyRstd != nullptr && !p.normAddedKeyRstd->IsEmpty()) {
+        return false;
+    }
+    return true;
+}
+
 // query, form 0: [B, Sq, N, D]
 bool MatchQueryForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
@@ -1088,31 +1146,31 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     if (d.B.from != nullptr) {
-        if (d.B.value < 1) {
+        if (d.B.value < 1 && !(d.B.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: B=%ld must be >= 1", d.B.from, d.B.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.Sq.from != nullptr) {
-        if (d.Sq.value < 1) {
+        if (d.Sq.value < 1 && !(d.Sq.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Sq=%ld must be >= 1", d.Sq.from, d.Sq.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.Sk.from != nullptr) {
-        if (d.Sk.value < 1) {
+        if (d.Sk.value < 1 && !(d.Sk.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Sk=%ld must be >= 1", d.Sk.from, d.Sk.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.N.from != nullptr) {
-        if (d.N.value < 1) {
+        if (d.N.value < 1 && !(d.N.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: N=%ld must be >= 1", d.N.from, d.N.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.R.from != nullptr) {
-        if (d.R.value < 1) {
+        if (d.R.value < 1 && !(d.R.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: R=%ld must be >= 1", d.R.from, d.R.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -1121,7 +1179,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         d.Seq.value = 0;
         d.Seq.from = kAbsentInputs;
     } else if (d.Seq.from != kAbsentInputs) {
-        if (d.Seq.value < 1) {
+        if (d.Seq.value < 1 && !(d.Seq.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Seq=%ld must be >= 1", d.Seq.from, d.Seq.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -1130,13 +1188,13 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         d.Sek.value = 0;
         d.Sek.from = kAbsentInputs;
     } else if (d.Sek.from != kAbsentInputs) {
-        if (d.Sek.value < 1) {
+        if (d.Sek.value < 1 && !(d.Sek.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Sek=%ld must be >= 1", d.Sek.from, d.Sek.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.D.from != nullptr) {
-        if (d.D.value < 2) {
+        if (d.D.value < 2 && !(d.D.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: D=%ld must be >= 2", d.D.from, d.D.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -1287,6 +1345,74 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     return ACLNN_SUCCESS;
 }
 
+// A call with an empty input computes nothing, so every output must be empty too (an output left with
+// elements would hold a reduction over an empty extent, which is not supported).
+aclnnStatus CheckEmptyCall(const Params& p)
+{
+    const char* empty = FirstEmptyTensor(p);
+    if (empty == nullptr) {
+        return ACLNN_SUCCESS;
+    }
+    if (p.queryOutput != nullptr && !p.queryOutput->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output query_output is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.keyOutput != nullptr && !p.keyOutput->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output key_output is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.valueOutput != nullptr && !p.valueOutput->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output value_output is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.normQueryMean != nullptr && !p.normQueryMean->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output norm_query_mean is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.normQueryRstd != nullptr && !p.normQueryRstd->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output norm_query_rstd is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.normKeyMean != nullptr && !p.normKeyMean->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output norm_key_mean is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.normKeyRstd != nullptr && !p.normKeyRstd->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output norm_key_rstd is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.normAddedQueryMean != nullptr && !p.normAddedQueryMean->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output norm_added_query_mean is not (an empty call needs every output empty)",
+                empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.normAddedQueryRstd != nullptr && !p.normAddedQueryRstd->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output norm_added_query_rstd is not (an empty call needs every output empty)",
+                empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.normAddedKeyMean != nullptr && !p.normAddedKeyMean->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output norm_added_key_mean is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.normAddedKeyRstd != nullptr && !p.normAddedKeyRstd->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output norm_added_key_rstd is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    return ACLNN_SUCCESS;
+}
+
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
     aclnnStatus ret = CheckNotNull(p);
@@ -1313,7 +1439,11 @@ aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    return CheckOutputShapes(p, d);
+    ret = CheckOutputShapes(p, d);
+    if (ret != ACLNN_SUCCESS) {
+        return ret;
+    }
+    return CheckEmptyCall(p);
 }
 }  // namespace
 
@@ -1389,6 +1519,15 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
+
+    // An empty input: every output is empty too (checked above), so nothing is launched and the workspace is 0.
+    const char* empty = FirstEmptyTensor(p);
+    if (empty != nullptr) {
+        OP_LOGW("aclnnNormRopeConcat: %s is an empty tensor; nothing to compute", empty);
+        *workspaceSize = 0;
+        uniqueExecutor.ReleaseTo(executor);
+        return ACLNN_SUCCESS;
+    }
 
     // Inputs of the kernel op in OpDef order: made contiguous; host arrays
     // become int64 tensors.

@@ -6,7 +6,8 @@
 // interpreter, with its messages ("<OpDef name>: <rule>"): null pointers (161001); attribute values,
 // mode rules, dtypes, shapes and dims, host-array values, output shapes (161002). Then it builds the
 // executor: contiguous inputs, the kernel, ViewCopy into the outputs. Empty tensors never reach the
-// kernel (every dim must be >= 1).
+// kernel: a call with an empty input whose outputs are all empty returns success with workspace 0 and
+// launches nothing (ops-nn's aclnn APIs do the same).
 
 #include <cstdarg>
 #include <cstdint>
@@ -735,6 +736,78 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     return ACLNN_SUCCESS;
 }
 
+// The first empty input tensor of the call (a 0 extent), or nullptr.
+const char* FirstEmptyTensor(const Params& p)
+{
+    if (p.gradQueryOutput != nullptr && p.gradQueryOutput->IsEmpty()) {
+        return "grad_query_output";
+    }
+    if (p.gradKeyOutput != nullptr && p.gradKeyOutput->IsEmpty()) {
+        return "grad_key_output";
+    }
+    if (p.gradValueOutput != nullptr && p.gradValueOutput->IsEmpty()) {
+        return "grad_value_output";
+    }
+    if (p.query != nullptr && p.query->IsEmpty()) {
+        return "query";
+    }
+    if (p.key != nullptr && p.key->IsEmpty()) {
+        return "key";
+    }
+    return nullptr;
+}
+
+// An empty call: an empty input and every given output empty too.
+bool IsEmptyCall(const Params& p)
+{
+    if (FirstEmptyTensor(p) == nullptr) {
+        return false;
+    }
+    if (p.gradQuery != nullptr && !p.gradQuery->IsEmpty()) {
+        return false;
+    }
+    if (p.gradKey != nullptr && !p.gradKey->IsEmpty()) {
+        return false;
+    }
+    if (p.gradValue != nullptr && !p.gradValue->IsEmpty()) {
+        return false;
+    }
+    if (p.gradEncoderQuery != nullptr && !p.gradEncoderQuery->IsEmpty()) {
+        return false;
+    }
+    if (p.gradEncoderKey != nullptr && !p.gradEncoderKey->IsEmpty()) {
+        return false;
+    }
+    if (p.gradEncoderValue != nullptr && !p.gradEncoderValue->IsEmpty()) {
+        return false;
+    }
+    if (p.gradNormQueryWeight != nullptr && !p.gradNormQueryWeight->IsEmpty()) {
+        return false;
+    }
+    if (p.gradNormQueryBias != nullptr && !p.gradNormQueryBias->IsEmpty()) {
+        return false;
+    }
+    if (p.gradNormKeyWeight != nullptr && !p.gradNormKeyWeight->IsEmpty()) {
+        return false;
+    }
+    if (p.gradNormKeyBias != nullptr && !p.gradNormKeyBias->IsEmpty()) {
+        return false;
+    }
+    if (p.gradNormAddedQueryWeight != nullptr && !p.gradNormAddedQueryWeight->IsEmpty()) {
+        return false;
+    }
+    if (p.gradNormAddedQueryBias != nullptr && !p.gradNormAddedQueryBias->IsEmpty()) {
+        return false;
+    }
+    if (p.gradNormAddedKeyWeight != nullptr && !p.gradNormAddedKeyWeight->IsEmpty()) {
+        return false;
+    }
+    if (p.gradNormAddedKeyBias != nullptr && !p.gradNormAddedKeyBias->IsEmpty()) {
+        return false;
+    }
+    return true;
+}
+
 // grad_query_output, form 0: [B, N, Seq + Sq, D]
 bool MatchGradQueryOutputForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
@@ -1416,31 +1489,31 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     if (d.B.from != nullptr) {
-        if (d.B.value < 1) {
+        if (d.B.value < 1 && !(d.B.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: B=%ld must be >= 1", d.B.from, d.B.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.Sq.from != nullptr) {
-        if (d.Sq.value < 1) {
+        if (d.Sq.value < 1 && !(d.Sq.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Sq=%ld must be >= 1", d.Sq.from, d.Sq.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.Sk.from != nullptr) {
-        if (d.Sk.value < 1) {
+        if (d.Sk.value < 1 && !(d.Sk.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Sk=%ld must be >= 1", d.Sk.from, d.Sk.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.N.from != nullptr) {
-        if (d.N.value < 1) {
+        if (d.N.value < 1 && !(d.N.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: N=%ld must be >= 1", d.N.from, d.N.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.R.from != nullptr) {
-        if (d.R.value < 1) {
+        if (d.R.value < 1 && !(d.R.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: R=%ld must be >= 1", d.R.from, d.R.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -1449,7 +1522,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         d.Seq.value = 0;
         d.Seq.from = kAbsentInputs;
     } else if (d.Seq.from != kAbsentInputs) {
-        if (d.Seq.value < 1) {
+        if (d.Seq.value < 1 && !(d.Seq.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Seq=%ld must be >= 1", d.Seq.from, d.Seq.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -1458,13 +1531,13 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         d.Sek.value = 0;
         d.Sek.from = kAbsentInputs;
     } else if (d.Sek.from != kAbsentInputs) {
-        if (d.Sek.value < 1) {
+        if (d.Sek.value < 1 && !(d.Sek.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Sek=%ld must be >= 1", d.Sek.from, d.Sek.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.D.from != nullptr) {
-        if (d.D.value < 2) {
+        if (d.D.value < 2 && !(d.D.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: D=%ld must be >= 2", d.D.from, d.D.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -1655,6 +1728,92 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     return ACLNN_SUCCESS;
 }
 
+// A call with an empty input computes nothing, so every output must be empty too (an output left with
+// elements would hold a reduction over an empty extent, which is not supported).
+aclnnStatus CheckEmptyCall(const Params& p)
+{
+    const char* empty = FirstEmptyTensor(p);
+    if (empty == nullptr) {
+        return ACLNN_SUCCESS;
+    }
+    if (p.gradQuery != nullptr && !p.gradQuery->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_query is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradKey != nullptr && !p.gradKey->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_key is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradValue != nullptr && !p.gradValue->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_value is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradEncoderQuery != nullptr && !p.gradEncoderQuery->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_encoder_query is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradEncoderKey != nullptr && !p.gradEncoderKey->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_encoder_key is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradEncoderValue != nullptr && !p.gradEncoderValue->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_encoder_value is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradNormQueryWeight != nullptr && !p.gradNormQueryWeight->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_norm_query_weight is not (an empty call needs every output empty)",
+                empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradNormQueryBias != nullptr && !p.gradNormQueryBias->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_norm_query_bias is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradNormKeyWeight != nullptr && !p.gradNormKeyWeight->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_norm_key_weight is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradNormKeyBias != nullptr && !p.gradNormKeyBias->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_norm_key_bias is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradNormAddedQueryWeight != nullptr && !p.gradNormAddedQueryWeight->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_norm_added_query_weight is not (an empty call needs every output empty)",
+                empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradNormAddedQueryBias != nullptr && !p.gradNormAddedQueryBias->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_norm_added_query_bias is not (an empty call needs every output empty)",
+                empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradNormAddedKeyWeight != nullptr && !p.gradNormAddedKeyWeight->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_norm_added_key_weight is not (an empty call needs every output empty)",
+                empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.gradNormAddedKeyBias != nullptr && !p.gradNormAddedKeyBias->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output grad_norm_added_key_bias is not (an empty call needs every output empty)",
+                empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    return ACLNN_SUCCESS;
+}
+
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
     aclnnStatus ret = CheckNotNull(p);
@@ -1681,7 +1840,11 @@ aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    return CheckOutputShapes(p, d);
+    ret = CheckOutputShapes(p, d);
+    if (ret != ACLNN_SUCCESS) {
+        return ret;
+    }
+    return CheckEmptyCall(p);
 }
 }  // namespace
 
@@ -1767,6 +1930,15 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
+
+    // An empty input: every output is empty too (checked above), so nothing is launched and the workspace is 0.
+    const char* empty = FirstEmptyTensor(p);
+    if (empty != nullptr) {
+        OP_LOGW("aclnnNormRopeConcatBackward: %s is an empty tensor; nothing to compute", empty);
+        *workspaceSize = 0;
+        uniqueExecutor.ReleaseTo(executor);
+        return ACLNN_SUCCESS;
+    }
 
     // Inputs of the kernel op in OpDef order: made contiguous; host arrays
     // become int64 tensors.

@@ -6,7 +6,8 @@
 // interpreter, with its messages ("<OpDef name>: <rule>"): null pointers (161001); attribute values,
 // mode rules, dtypes, shapes and dims, host-array values, output shapes (161002). Then it builds the
 // executor: contiguous inputs, the kernel, ViewCopy into the outputs. Empty tensors never reach the
-// kernel (every dim must be >= 1).
+// kernel: a call with an empty input whose outputs are all empty returns success with workspace 0 and
+// launches nothing (ops-nn's aclnn APIs do the same).
 //
 // Not checked here: these need tensor data on the device. The emitted kernel checks them where it reads
 // the data and stops with AscendC::Trap() (the launch then fails); opgen's interpreter checks them before
@@ -433,6 +434,42 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     return ACLNN_SUCCESS;
 }
 
+// The first empty input tensor of the call (a 0 extent), or nullptr.
+const char* FirstEmptyTensor(const Params& p)
+{
+    if (p.query != nullptr && p.query->IsEmpty()) {
+        return "query";
+    }
+    if (p.key != nullptr && p.key->IsEmpty()) {
+        return "key";
+    }
+    if (p.value != nullptr && p.value->IsEmpty()) {
+        return "value";
+    }
+    if (p.topkIndices != nullptr && p.topkIndices->IsEmpty()) {
+        return "topk_indices";
+    }
+    return nullptr;
+}
+
+// An empty call: an empty input and every given output empty too.
+bool IsEmptyCall(const Params& p)
+{
+    if (FirstEmptyTensor(p) == nullptr) {
+        return false;
+    }
+    if (p.softmaxMaxOut != nullptr && !p.softmaxMaxOut->IsEmpty()) {
+        return false;
+    }
+    if (p.softmaxSumOut != nullptr && !p.softmaxSumOut->IsEmpty()) {
+        return false;
+    }
+    if (p.attentionOut != nullptr && !p.attentionOut->IsEmpty()) {
+        return false;
+    }
+    return true;
+}
+
 // query, form 0: [T1, N1, D]
 bool MatchQueryForm0(const std::vector<int64_t>& shape, Dims& d, std::string& err)
 {
@@ -670,19 +707,19 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (d.T1.from != nullptr) {
-        if (d.T1.value < 1) {
+        if (d.T1.value < 1 && !(d.T1.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: T1=%ld must be >= 1", d.T1.from, d.T1.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.T2.from != nullptr) {
-        if (d.T2.value < 1) {
+        if (d.T2.value < 1 && !(d.T2.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: T2=%ld must be >= 1", d.T2.from, d.T2.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.N2.from != nullptr) {
-        if (d.N2.value < 1) {
+        if (d.N2.value < 1 && !(d.N2.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: N2=%ld must be >= 1", d.N2.from, d.N2.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -698,13 +735,13 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     if (d.N1.from != nullptr) {
-        if (d.N1.value < 1) {
+        if (d.N1.value < 1 && !(d.N1.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: N1=%ld must be >= 1", d.N1.from, d.N1.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.D.from != nullptr) {
-        if (d.D.value < 1) {
+        if (d.D.value < 1 && !(d.D.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: D=%ld must be >= 1", d.D.from, d.D.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -718,7 +755,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     if (d.Dv.from != nullptr) {
-        if (d.Dv.value < 1) {
+        if (d.Dv.value < 1 && !(d.Dv.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: Dv=%ld must be >= 1", d.Dv.from, d.Dv.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -732,7 +769,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     if (d.CNT.from != nullptr) {
-        if (d.CNT.value < 1) {
+        if (d.CNT.value < 1 && !(d.CNT.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: CNT=%ld must be >= 1", d.CNT.from, d.CNT.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -756,13 +793,13 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         }
     }
     if (d.MS1.from != nullptr) {
-        if (d.MS1.value < 1) {
+        if (d.MS1.value < 1 && !(d.MS1.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: MS1=%ld must be >= 1", d.MS1.from, d.MS1.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (d.MS2.from != nullptr) {
-        if (d.MS2.value < 1) {
+        if (d.MS2.value < 1 && !(d.MS2.value == 0 && IsEmptyCall(p))) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: MS2=%ld must be >= 1", d.MS2.from, d.MS2.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -868,6 +905,32 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     return ACLNN_SUCCESS;
 }
 
+// A call with an empty input computes nothing, so every output must be empty too (an output left with
+// elements would hold a reduction over an empty extent, which is not supported).
+aclnnStatus CheckEmptyCall(const Params& p)
+{
+    const char* empty = FirstEmptyTensor(p);
+    if (empty == nullptr) {
+        return ACLNN_SUCCESS;
+    }
+    if (p.softmaxMaxOut != nullptr && !p.softmaxMaxOut->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output softmax_max is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.softmaxSumOut != nullptr && !p.softmaxSumOut->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output softmax_sum is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    if (p.attentionOut != nullptr && !p.attentionOut->IsEmpty()) {
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output attention_out is not (an empty call needs every output empty)", empty);
+        return ACLNN_ERR_PARAM_INVALID;
+    }
+    return ACLNN_SUCCESS;
+}
+
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
     aclnnStatus ret = CheckNotNull(p);
@@ -894,7 +957,11 @@ aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
-    return CheckOutputShapes(p, d);
+    ret = CheckOutputShapes(p, d);
+    if (ret != ACLNN_SUCCESS) {
+        return ret;
+    }
+    return CheckEmptyCall(p);
 }
 }  // namespace
 
@@ -945,6 +1012,15 @@ aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
+
+    // An empty input: every output is empty too (checked above), so nothing is launched and the workspace is 0.
+    const char* empty = FirstEmptyTensor(p);
+    if (empty != nullptr) {
+        OP_LOGW("aclnnNsaSelectedAttention: %s is an empty tensor; nothing to compute", empty);
+        *workspaceSize = 0;
+        uniqueExecutor.ReleaseTo(executor);
+        return ACLNN_SUCCESS;
+    }
 
     // Inputs of the kernel op in OpDef order: made contiguous; host arrays
     // become int64 tensors.
