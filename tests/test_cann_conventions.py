@@ -1,0 +1,66 @@
+"""What an ops-nn reviewer checks in the emitted host files, on the committed generated/ packages.
+
+Facts (ops-nn norm/rms_norm op_host/rms_norm_tiling.cpp and .h, opbase op_common/log/log.h, asc-devkit
+platform_ascendc.h): TilingParse fills a CompileInfo from the platform (GetCoreNumAiv, GetCoreMemSize(UB)) through
+TilingParseContext::GetCompiledInfo<T>() and TilingFunc reads it with TilingContext::GetCompileInfo<T>(), reading
+the platform itself when it is null; pointers from the context are checked with OP_CHECK_NULL_WITH_CONTEXT, other
+failures logged (OP_LOGE / OP_CHECK_IF) before GRAPH_FAILED; the system workspace is the platform's
+PlatformAscendC::GetLibApiWorkSpaceSize().
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TILINGS = sorted((ROOT / "generated").glob("*/op_host/*_tiling.cpp"))
+
+
+@pytest.mark.parametrize("path", TILINGS, ids=[p.parent.parent.name for p in TILINGS])
+def test_tiling_follows_canns_conventions(path):
+    text = path.read_text()
+    op = re.search(r"IMPL_OP_OPTILING\((\w+)\)", text).group(1)
+    # every failure is logged: GRAPH_FAILED only inside OP_CHECK_IF / OP_CHECK_NULL_WITH_CONTEXT or a ternary
+    for line in text.splitlines():
+        if "return ge::GRAPH_FAILED;" in line:
+            assert line.strip() != "return ge::GRAPH_FAILED;" and "//" not in line, line
+    assert "SYS_WORKSPACE_BYTES" not in text and "16777216" not in text
+    assert "platform.GetLibApiWorkSpaceSize()" in text
+    assert "compileInfo->sysWorkspaceSize" in text
+    # TilingParse fills the compile info; TilingFunc reads it (and the platform only without it)
+    parse = text[text.index("static ge::graphStatus TilingParse("):]
+    assert f"context->GetCompiledInfo<{op}CompileInfo>()" in parse
+    assert "OP_CHECK_NULL_WITH_CONTEXT(context, compileInfo);" in parse
+    func = text[text.index("static ge::graphStatus TilingFunc("):text.index("static ge::graphStatus TilingParse(")]
+    assert f"context->GetCompileInfo<{op}CompileInfo>()" in func
+    assert "GetCoreNumAiv" not in func and "compileInfo->coreNum" in func and "compileInfo->ubSize" in func
+    assert f".TilingParse<{op}CompileInfo>(TilingParse)" in text
+    assert re.search(rf"struct {op}CompileInfo {{\n(.*\n){{3}}}};", text)
+    # shapes, descs, attributes, tiling data and workspace pointers are null-checked before use
+    for var in re.findall(r"const gert::StorageShape\* (\w+Storage) =", func):
+        assert f"OP_CHECK_NULL_WITH_CONTEXT(context, {var});" in func
+    for var in re.findall(r"const gert::CompileTimeTensorDesc\* (\w+) =", func):
+        assert f"OP_CHECK_NULL_WITH_CONTEXT(context, {var});" in func
+    assert "GetInputShape(" not in func.replace("Storage = context->GetInputShape(", "")
+    assert "OP_CHECK_NULL_WITH_CONTEXT(context, tiling);" in func
+    assert "OP_CHECK_NULL_WITH_CONTEXT(context, workspaces);" in func
+    # no degenerate domain test (a || b over the same bound)
+    for name, lo, hi in re.findall(r"(\w+) < (-?\d+) \|\| \1 > (-?\d+)", func):
+        assert lo != hi, (name, lo)
+
+
+def test_ut_compile_info_has_the_op_hosts_layout():
+    """The tiling UT passes a CompileInfo the TilingFunc reads: it must have the op_host struct's fields in order."""
+    for path in TILINGS:
+        op = re.search(r"IMPL_OP_OPTILING\((\w+)\)", path.read_text()).group(1)
+        host = re.search(rf"struct {op}CompileInfo {{\n(.*?)\n}};", path.read_text(), re.S).group(1)
+        ut = next((path.parent.parent / "tests" / "ut" / "op_host").glob("test_*_tiling.cpp")).read_text()
+        test = re.search(r"struct CompileInfo {\n(.*?)\n};", ut, re.S).group(1)
+
+        def fields(body):
+            return [re.match(r"\s*(\w+) (\w+)", ln).groups() for ln in body.splitlines() if ln.strip()]
+
+        assert fields(host) == fields(test), path
