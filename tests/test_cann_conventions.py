@@ -64,3 +64,32 @@ def test_ut_compile_info_has_the_op_hosts_layout():
             return [re.match(r"\s*(\w+) (\w+)", ln).groups() for ln in body.splitlines() if ln.strip()]
 
         assert fields(host) == fields(test), path
+
+
+def test_replaced_directory_lists_what_it_loses():
+    """examples/specs/rms_norm.py replaces ops-nn's norm/rms_norm, whose op_host/rms_norm_tiling.cpp also registers
+    GemmaRmsNorm's tiling and which has arch35 paths (ops-nn snapshot e5c3fa9): the README says so, as a step
+    before the copy."""
+    from opgen.codegen.docs import emit_docs
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(ROOT / "examples" / "specs" / "rms_norm.py"))
+    readme = emit_docs(spec)["README.md"]
+    steps = readme[readme.index("## Dropping it into"):readme.index("## Files")]
+    remove = steps.index("Remove `norm/rms_norm`, which this package replaces")
+    lost = steps.index("`norm/rms_norm` registers or builds what this package does not; removing it loses: ")
+    assert remove < lost < steps.index("Copy this directory to `norm/rms_norm`.")
+    assert "GemmaRmsNorm" in steps[lost:] and "arch35" in steps[lost:]
+
+
+def test_replaces_lost_errors():
+    from opgen.dsl import A2, OpSpec
+    from opgen.errors import SpecError
+
+    spec = OpSpec("LostProbe", aclnn="aclnnLostProbe", socs=(A2,))
+    with pytest.raises(SpecError, match="lost='GemmaRmsNorm' is not a list of phrases"):
+        spec.replaces("norm/x", "why", lost="GemmaRmsNorm")
+    with pytest.raises(SpecError, match="lost entry 'a\\\\nb' is not a non-empty one-line string"):
+        spec.replaces("norm/x", "why", lost=("a\nb",))
+    spec.replaces("norm/x", "why", lost=("GemmaRmsNorm's tiling",))
+    assert spec.package_notes[0].lost == ("GemmaRmsNorm's tiling",)

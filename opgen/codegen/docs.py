@@ -119,14 +119,21 @@ def docs_context(spec) -> dict:
     combo = ", ".join(f"{k}={v.long_name}" for k, v in case["row"].items())
     repo = repository(spec)
     where = package_dir(spec)
-    notes = [{"kind": n.kind, "path": n.path, "reason": _md(n.reason)} for n in spec.package_notes]
+    notes = [{"kind": n.kind, "path": n.path, "reason": _md(n.reason), "lost": [_md(x) for x in n.lost]}
+             for n in spec.package_notes]
     steps = [f"If `{where}` already exists in your checkout, remove it first: the build globs every `*_tiling*.cpp`, "
              "`*_infershape*.cpp` and `op_api/*.cpp` of the directory, so files of another package left beside these "
-             "would be built (and registered) too.",
-             f"Copy this directory to `{where}`."]
+             "would be built (and registered) too."]
     for n in notes:
-        steps.append(f"Remove `{n['path']}`, which this package replaces: {n['reason']}" if n["kind"] == "replaces"
-                     else f"Edit `{n['path']}`: {n['reason']}")
+        if n["kind"] != "replaces":
+            continue
+        steps.append(f"Remove `{n['path']}`, which this package replaces: {n['reason']}")
+        if n["lost"]:
+            steps.append(f"`{n['path']}` registers or builds what this package does not; removing it loses: "
+                         + "; ".join(n["lost"]) + ". Keep those in another directory (or re-add them here) if your "
+                         "build still needs them.")
+    steps.append(f"Copy this directory to `{where}`.")
+    steps += [f"Edit `{n['path']}`: {n['reason']}" for n in notes if n["kind"] != "replaces"]
     if repo.binary_registry:
         entry = json.dumps({"name": m.op, "compute_units": m.socs, "auto_sync": False})
         steps.append(f"Kernel binaries are built only for ops listed in `{repo.binary_registry}` (outside this "

@@ -40,12 +40,15 @@ class PackageNote:
 
     kind: "replaces" (the package takes its place: remove it first) or "modifies" (it must be edited);
     path: its repository-relative path (`norm/ada_layer_norm`); reason: why, one or more sentences;
-    loc: the spec line that declared it."""
+    loc: the spec line that declared it; lost: what the displaced directory registers or builds that this package
+    does not (a replaced directory's other ops, SoC paths), one phrase each — declared by the spec, since opgen
+    cannot read another repository."""
 
     kind: str
     path: str
     reason: str
     loc: str = ""
+    lost: tuple = ()
 
 
 def category_problem(repository, category) -> str | None:

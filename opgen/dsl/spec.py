@@ -766,11 +766,22 @@ class OpSpec:
                              arg=(1, "category"))
         self.repository, self.category, self._package_loc = repository, category, loc
 
-    def replaces(self, path: str, reason: str) -> None:
+    def replaces(self, path: str, reason: str, *, lost=()) -> None:
         """Declare a directory of the destination repository (`norm/ada_layer_norm_v2`) that this package takes
         the place of: the README tells the developer to remove it before copying the package in, and why.
-        Raises SpecError for a malformed path or an empty reason."""
-        self._package_note("replaces", path, reason, _loc())
+        lost: what that directory registers or builds that this package does not (e.g. ops-nn's norm/rms_norm
+        also registers GemmaRmsNorm's tiling and has arch35 / 310P paths), one phrase each; the README lists them
+        as what is lost with the directory. Raises SpecError for a malformed path, an empty reason or a lost
+        entry that is not a non-empty single-line string."""
+        loc = _loc()
+        if isinstance(lost, str) or not isinstance(lost, (tuple, list)):
+            raise spec_error(loc, f"replaces({path!r}): lost={lost!r} is not a list of phrases",
+                             'pass lost=("GemmaRmsNorm\'s tiling", "the arch35 tiling")', arg="lost")
+        for item in lost:
+            if not isinstance(item, str) or not item.strip() or "\n" in item or "\r" in item:
+                raise spec_error(loc, f"replaces({path!r}): lost entry {item!r} is not a non-empty one-line string",
+                                 "name each registration in a short phrase", arg="lost")
+        self._package_note("replaces", path, reason, loc, tuple(" ".join(x.split()) for x in lost))
 
     def modifies(self, path: str, reason: str) -> None:
         """Declare a directory of the destination repository that must be edited when this package is dropped in
@@ -779,7 +790,7 @@ class OpSpec:
         a malformed path or an empty reason."""
         self._package_note("modifies", path, reason, _loc())
 
-    def _package_note(self, kind: str, path, reason, loc) -> None:
+    def _package_note(self, kind: str, path, reason, loc, lost: tuple = ()) -> None:
         problem = path_problem(path)
         if problem:
             raise spec_error(loc, f"{kind}(): {problem}",
@@ -792,7 +803,7 @@ class OpSpec:
         if any(n.path == path for n in self.package_notes):
             raise spec_error(loc, f"{kind}(): directory {path!r} is already declared",
                              "declare each displaced directory once", arg=(0, "path"))
-        self.package_notes.append(PackageNote(kind, path, " ".join(reason.split()), str(loc)))
+        self.package_notes.append(PackageNote(kind, path, " ".join(reason.split()), str(loc), lost))
 
     def example_call(self, dims: dict, attrs: dict | None = None) -> None:
         """The small, valid call the emitted example (examples/test_aclnn_<op>.cpp) makes: dim values ({"H": 8,
