@@ -93,3 +93,43 @@ def test_replaces_lost_errors():
         spec.replaces("norm/x", "why", lost=("a\nb",))
     spec.replaces("norm/x", "why", lost=("GemmaRmsNorm's tiling",))
     assert spec.package_notes[0].lost == ("GemmaRmsNorm's tiling",)
+
+
+def test_license_header_in_every_file(tmp_path):
+    """spec.package(..., license=...): an SPDX id, or a text escaped for each file's comment syntax (a `*/`, a
+    trailing backslash and a `-->` cannot end or extend the comment); JSON files are left as they are."""
+    from opgen.codegen.generation import render, with_license
+    from opgen.registry import load_spec
+
+    src = (ROOT / "examples" / "specs" / "gelu.py").read_text()
+    assert 'spec.package("ops-nn", "activation")' in src
+    path = tmp_path / "gelu.py"
+    path.write_text(src.replace('spec.package("ops-nn", "activation")',
+                                'spec.package("ops-nn", "activation", license="Apache-2.0")'))
+    files = render(load_spec(str(path)))
+    for name, text in files.items():
+        first = text.splitlines()[0]
+        if name.endswith((".cpp", ".h")):
+            assert first == "// SPDX-License-Identifier: Apache-2.0", name
+        elif name.endswith((".py", ".txt")):
+            assert first == "# SPDX-License-Identifier: Apache-2.0", name
+        elif name.endswith(".md"):
+            assert first == "<!-- SPDX-License-Identifier: Apache-2.0 -->", name
+        else:
+            assert name.endswith(".json") and "SPDX" not in text, name
+    hostile = ["Copyright (c) 2026 Example */ int x; /*", "ends with a backslash \\", "--> <script>"]
+    cpp = with_license(hostile, "op_host/a.cpp", "int y;\n").splitlines()
+    assert cpp[0].startswith("// ") and "*/" not in cpp[0] and not cpp[1].endswith("\\")
+    md = with_license(hostile, "README.md", "# t\n").splitlines()
+    assert all(ln.startswith("<!-- ") and ln.endswith(" -->") and "-->" not in ln[4:-4] for ln in md[:3])
+
+
+def test_license_errors():
+    from opgen.dsl import A2, OpSpec
+    from opgen.errors import SpecError
+
+    for bad, why in (("Apache2", "is not an SPDX id opgen knows"), ("", "is not a non-empty string"),
+                     ("line one\x07", "non-printable"), ("x y\n" * 41, "more than 40")):
+        spec = OpSpec("LicenseProbe", aclnn="aclnnLicenseProbe", socs=(A2,))
+        with pytest.raises(SpecError, match=why):
+            spec.package("ops-nn", "norm", license=bad)

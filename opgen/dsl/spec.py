@@ -36,7 +36,7 @@ from typing import Any, Callable
 import numpy as np
 
 from opgen.dsl.package import (DEFAULT_CATEGORY, DEFAULT_REPOSITORY, REPOSITORY_CATEGORIES, PackageNote,
-                                category_problem, path_problem)
+                                category_problem, license_lines, path_problem)
 from opgen.dsl.diagnostics import (Loc, caller_loc, from_exception, function_loc, locate_token, param_loc,
                                    return_loc, spec_error, traceback_loc)
 from opgen.dsl.aclnn import check_signature, complete_signature
@@ -345,6 +345,7 @@ class OpSpec:
         self.repository: str = DEFAULT_REPOSITORY
         self.category: str = DEFAULT_CATEGORY
         self.package_notes: list[PackageNote] = []
+        self.license_lines: list[str] = []
         self.empty_policy: str = "accept"
         self.empty_reason: str = ""
         self._empty_loc: str | None = None
@@ -747,11 +748,14 @@ class OpSpec:
                              "say which CANN behaviour this follows, in a sentence", arg=(1, "reason"))
         self.empty_policy, self.empty_reason, self._empty_loc = policy, " ".join(reason.split()), loc
 
-    def package(self, repository: str = DEFAULT_REPOSITORY, category: str = DEFAULT_CATEGORY) -> None:
+    def package(self, repository: str = DEFAULT_REPOSITORY, category: str = DEFAULT_CATEGORY, *,
+                license: str | None = None) -> None:
         """Where the generated package goes: `<repository>/<category>/<op_snake>/` of CANN's `ops-nn` or
         `ops-transformer` (docs/reference/ops_package.md §1-3; opgen.dsl.package). Without this call a spec goes to
-        ops-nn's `vfusion` (fused vector operators). Raises SpecError for an unknown repository, a category that
-        repository's build does not enter, or a second call."""
+        ops-nn's `vfusion` (fused vector operators). license: a known SPDX id ("Apache-2.0") or the licence text,
+        printed at the top of every emitted file in that file's comment syntax (opgen.dsl.package.license_lines;
+        JSON files, which have no comments, excepted). Raises SpecError for an unknown repository, a category that
+        repository's build does not enter, a licence refused by license_lines, or a second call."""
         loc = _loc()
         if self._package_loc is not None:
             raise spec_error(loc, f"spec.package() is called twice (first at {self._where(self._package_loc)})",
@@ -764,6 +768,12 @@ class OpSpec:
             raise spec_error(loc, f"package: {problem}",
                              "pick the category directory the operator belongs to; the build skips others",
                              arg=(1, "category"))
+        if license is not None:
+            lines, why = license_lines(license)
+            if why:
+                raise spec_error(loc, f"package: license {why}",
+                                 'give a known SPDX id (license="Apache-2.0") or the licence text', arg="license")
+            self.license_lines = lines
         self.repository, self.category, self._package_loc = repository, category, loc
 
     def replaces(self, path: str, reason: str, *, lost=()) -> None:
