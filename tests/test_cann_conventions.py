@@ -133,3 +133,12 @@ def test_license_errors():
         spec = OpSpec("LicenseProbe", aclnn="aclnnLicenseProbe", socs=(A2,))
         with pytest.raises(SpecError, match=why):
             spec.package("ops-nn", "norm", license=bad)
+
+
+def test_host_files_cite_facts_not_opgens_docs():
+    """A reader inside ops-nn cannot open opgen's docs/reference notes: the host, aclnn, example and golden files
+    name the CANN document (or the convention) instead."""
+    for path in sorted((ROOT / "generated").rglob("*")):
+        rel = path.relative_to(ROOT / "generated")
+        if path.is_file() and rel.parts[1] in ("op_host", "examples", "tests"):
+            assert "opgen's docs/reference" not in path.read_text(), rel
