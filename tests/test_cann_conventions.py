@@ -142,3 +142,18 @@ def test_host_files_cite_facts_not_opgens_docs():
         rel = path.relative_to(ROOT / "generated")
         if path.is_file() and rel.parts[1] in ("op_host", "examples", "tests"):
             assert "opgen's docs/reference" not in path.read_text(), rel
+
+
+def test_api_document_has_ops_nn_layout():
+    """ops-nn's docs/aclnn<Api>.md (e.g. norm/rms_norm/docs/aclnnRmsNorm.md) has, in order: 产品支持情况, 功能说明,
+    函数原型, a section per phase with 参数说明 and 返回值, 约束说明, 调用示例 with the example code inline."""
+    for doc in sorted((ROOT / "generated").glob("*/docs/aclnn*.md")):
+        text = doc.read_text()
+        api = doc.stem
+        heads = re.findall(r"^## (.+)$", text, re.M)
+        assert heads == ["产品支持情况", "功能说明", "函数原型", f"{api}GetWorkspaceSize", api, "约束说明", "调用示例"], doc
+        assert text.count("- **参数说明**") == 2 and text.count("- **返回值**") == 2
+        example = (doc.parent.parent / "examples").glob("test_*.cpp")
+        body = text[text.index("## 调用示例"):]
+        assert "```Cpp\n" in body and f"{api}GetWorkspaceSize(" in body and "aclrtSynchronizeStream" in body
+        assert next(example).name in body

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from opgen.codegen.aclnn import emit_aclnn
-from opgen.codegen.docs import emit_docs
+from opgen.codegen.docs import EXAMPLE_MARKER, emit_docs
 from opgen.codegen.example import emit_example
 from opgen.codegen.fmt import format_many
 from opgen.codegen.golden import emit_golden
@@ -48,6 +48,7 @@ def render(spec) -> dict[str, str]:
                 raise OpgenError(f"{spec.name}: {emit.__name__} and {owner[path]} both emit {path}")
             files[path] = text
             owner[path] = emit.__name__
+    _inline_example(files)
     if getattr(spec, "license_lines", None):
         files = {path: with_license(spec.license_lines, path, text) for path, text in files.items()}
     from opgen.codegen.provenance import RECORD, record_text
@@ -56,6 +57,16 @@ def render(spec) -> dict[str, str]:
         raise OpgenError(f"{spec.name}: {owner[RECORD]} emits {RECORD}, the package's provenance record")
     files[RECORD] = record_text(spec)   # what `opgen check` verifies first (docs/design.md "Stale packages")
     return files
+
+
+def _inline_example(files: dict) -> None:
+    """Put the call example (examples/test_<api>.cpp, as emitted) into the API document's 调用示例 section, in place
+    of opgen.codegen.docs.EXAMPLE_MARKER, as ops-nn's API documents carry their example inline."""
+    examples = [p for p in files if p.startswith("examples/test_") and p.endswith(".cpp")]
+    for path, text in list(files.items()):
+        if path.startswith("docs/") and EXAMPLE_MARKER in text:
+            body = files[examples[0]].rstrip("\n") if examples else "// (no call example emitted)"
+            files[path] = text.replace(EXAMPLE_MARKER, body.replace("```", "` ` `"))
 
 
 def with_license(lines: list[str], path: str, text: str) -> str:
