@@ -63,3 +63,6 @@ def _(b, x, scale, shift, weight, bias, epsilon):
         "mean": mean.reshape([Bd, S, 1]),
         "rstd": rstd.reshape([Bd, S, 1]),
     }
+
+# docs/reference/ada_layer_norm.md: the shape checks run before the empty-tensor branch
+spec.empty_tensors("reject", "CANN's aclnnAdaLayerNormV2 rejects a zero B, S or H with 161002")

@@ -21,6 +21,14 @@ spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 
 
 spec.package("ops-nn", "norm")  # where the package goes: ops-nn norm/<op_snake>
+# ops-nn already has norm/rms_norm (snapshot e5c3fa9): its tiling file also registers GemmaRmsNorm, and it builds
+# for more SoCs and paths than this package
+spec.replaces("norm/rms_norm", "CANN's own RmsNorm lives there; two registrations of RmsNorm clash.",
+              lost=("GemmaRmsNorm's tiling (IMPL_OP_OPTILING(GemmaRmsNorm) in op_host/rms_norm_tiling.cpp)",
+                    "the ascend950 (arch35, regbase) tiling and kernels (op_host/rms_norm_tiling_arch35.cpp, "
+                    "op_kernel/arch35/)",
+                    "the ascend310p, ascend910, kirinx90 and kirin9030 configs (float16 and float32 only)",
+                    "the ONNX plugin (framework/npu_rms_norm_onnx_plugin.cpp)"))
 
 
 @spec.body

@@ -319,11 +319,13 @@ def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound
     return out
 
 
-def run_runner(exe, lines: list[str], soc_enum: str | None = None, timeout: float = 120) -> list[tuple[int, str]]:
-    """Run the case runner `exe` on call lines; returns [(status code, message)] per line ("" on success).
-    soc_enum: op::SocVersion name the aclnn layer sees (default ASCEND910B). Raises OpgenError when the
-    runner fails, prints a wrong number of results or could not read a line (a malformed token: runtime.cpp
-    ReadFailed)."""
+def run_runner(exe, lines: list[str], soc_enum: str | None = None, timeout: float = 120,
+               launches: bool = False) -> list[tuple]:
+    """Run the case runner `exe` on call lines; returns [(status code, message)] per line ("" on success), or
+    with launches=True [(status code, message, kernel launches the call queued)] (0 for an accepted empty call,
+    which returns before the kernel, as ops-nn's aclnn APIs do). soc_enum: op::SocVersion name the aclnn layer
+    sees (default ASCEND910B). Raises OpgenError when the runner fails, prints a wrong number of results or
+    could not read a line (a malformed token: runtime.cpp ReadFailed)."""
     cmd = [str(exe)] + ([soc_enum] if soc_enum else [])
     try:
         r = subprocess.run(cmd, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=timeout)
@@ -335,8 +337,9 @@ def run_runner(exe, lines: list[str], soc_enum: str | None = None, timeout: floa
         raise OpgenError(f"aclnn case runner {exe} failed (exit {r.returncode}): {tail[0]}")
     out = []
     for line, res in zip(lines, results):
-        code, _, msg = res.partition("\t")
+        code, _, rest = res.partition("\t")
+        msg, _, count = rest.rpartition("\t") if rest.count("\t") else (rest, "", "0")
         if int(code) == -1 and msg.startswith("case runner: "):
             raise OpgenError(f"aclnn case runner {exe} could not read the call {line!r}: {msg[13:]}")
-        out.append((int(code), msg))
+        out.append((int(code), msg, int(count or 0)) if launches else (int(code), msg))
     return out

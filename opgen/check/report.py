@@ -12,9 +12,13 @@ def format_text(res) -> str:
     rel_linf, MERE, MARE against exact mode, max |diff| against device mode, PASS/FAIL and the rule or the
     reason, then the verdict's note: overflowed elements, a conditioning limit), GM bytes moved vs the minimum
     (and vs the reference's estimate for CANN's kernel where one exists), per-buffer GM traffic, faults, and the
-    verdict PASS / FAIL."""
+    verdict PASS / FAIL. An empty call (nothing launched, every output empty) says so in place of the outputs."""
     out = [f"{res.op} on {res.soc} ({res.variant} build): blockDim {res.block_dim}, tilingKey {res.tiling_key}, "
            f"workspace {res.workspace_bytes} B"]
+    if res.tiling_ok and not res.launched and res.arrays and all(getattr(a, "size", 1) == 0
+                                                                   for a in res.arrays.values()):
+        out.append("  empty tensors: the aclnn layer returned success with workspace 0 and launched nothing; "
+                   "every output is empty")
     if not res.tiling_ok:
         out.append(f"  TilingFunc failed: {res.tiling_error or 'no report'}; nothing launched")
     width = max([len(k) for k in list(res.outputs) + list(res.gm)] + [4])

@@ -263,6 +263,24 @@ def _run_driver(exe: Path, case: Path, out_dir: Path, asan: bool, timeout: float
     return r, problem
 
 
+def _empty_call_result(spec, res: CheckResult, bound, inputs: dict, attrs: dict, dtypes: dict) -> CheckResult:
+    """The result of a call the aclnn layer accepted without launching the kernel (an empty call): passed when
+    the interpreter agrees that every output is empty (its arrays, empty, are the outputs); otherwise a fault."""
+    from opgen.interp import run_graph  # lazy: start-up time
+
+    bound = bound if bound is not None else spec.bind(inputs, attrs, dtypes)
+    res.attrs = dict(bound.attrs)
+    out = run_graph(spec.graph(bound.key), bound, "device")
+    full = [n for n, a in out.items() if np.size(a) != 0]
+    if full:
+        res.faults.append(f"the aclnn layer launched nothing, but output {full[0]} is not empty")
+    else:
+        res.arrays = dict(out)
+    res.tiling_ok = True   # no TilingFunc runs for a call that launches nothing
+    res.passed = not res.faults
+    return res
+
+
 def aclnn_verdicts(op, calls: list, *, soc: str | None = None, gen_dir=None, build_root=None,
                    progress: bool = False) -> list[tuple[int, str]]:
     """Judge many calls with op's emitted aclnn layer (aclnnXxxGetWorkspaceSize), exactly as `run_check`'s
@@ -390,10 +408,13 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     call = encode_call(m, inputs, call_attrs(spec, inputs, attrs),
                        call_outputs(spec, inputs, attrs, dtypes, dev, bound0), names)
     res.builds.append(builder.build("aclnn/runner"))
-    [(code, msg)] = run_runner(builder.dir / "aclnn" / "runner", [call], SOC_ENUM.get(plat.soc_key))
+    [(code, msg, launches)] = run_runner(builder.dir / "aclnn" / "runner", [call], SOC_ENUM.get(plat.soc_key),
+                                         launches=True)
     res.seconds["aclnn"] = time.perf_counter() - t_phase
     if code != 0:
         raise AclnnRejected(spec.aclnn, code, msg)
+    if launches == 0:   # an empty call: success, workspace 0, nothing launched (docs/design.md "Empty tensors")
+        return _empty_call_result(spec, res, bound0, inputs, attrs, dtypes)
 
     # 2. the spec's own validation, then the interpreter. A broken rule on device data (which the aclnn layer
     # cannot read) goes on to the kernel, which must stop itself with AscendC::Trap().

@@ -14,9 +14,12 @@ interpreter's validation (opgen/dsl/validate.py) and with its messages ("<param>
                                   tensor's dtype variable: allowed values, consistency, the combination
                                   table; fixed dtypes); shapes (each input unified with its symbolic
                                   shape(s) — rank, variadic groups, literals, shared dims, alternative
-                                  forms — then dims bound by attributes, dim domains min/max/multiple_of,
-                                  non-empty variadic groups, dims written as expressions, `spec.require`
-                                  relations); host-array value checks; output shapes
+                                  forms — then dims bound by attributes, dim domains min/max/multiple_of
+                                  (a 0 extent passes: an empty tensor), dims written as expressions,
+                                  `spec.require` relations); host-array value checks; output shapes; an
+                                  output left non-empty by an empty tensor
+  0 ACLNN_SUCCESS                 with workspace 0 and no kernel launch when a tensor is empty and every
+                                  output is empty too (ops-nn's aclnn convention; docs/design.md "Empty tensors")
   361001 ACLNN_ERR_RUNTIME_ERROR  the current SoC is not one of the spec's SoCs
 
 Value checks that need device tensor data cannot run in the aclnn layer; they are listed in a comment.
@@ -40,6 +43,7 @@ from opgen.names import c_ident, c_printf, c_string, upper_camel
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, shape_str
 from opgen.ir.dtypes import DTypeVar
+from opgen.dsl.validate import extent_dims
 
 NULLPTR = "ACLNN_ERR_PARAM_NULLPTR"
 INVALID = "ACLNN_ERR_PARAM_INVALID"
@@ -121,6 +125,8 @@ class AclnnPlan:
     def __init__(self, spec):
         self.spec = spec
         self.m = m = OpModel(spec)
+        self.extents = extent_dims(spec)
+        self.accept_empty = spec.empty_policy == "accept"
         self.dims = [{"field": self.dim_field(n), "name": n} for n in spec.dims_]
         self.groups = [{"field": self.dim_field(n), "name": n} for n in spec.variadics]
         self.vars = [v.name for v in spec.dtype_table]
@@ -137,6 +143,7 @@ class AclnnPlan:
         self.constraint_checks = self._constraints()
         self.host_blocks, self.device_value_notes = self._value_checks()
         self.output_checks = self._output_checks()
+        self.empty_tensors, self.empty_checks = self._empty_tensors()
 
     # -- naming ------------------------------------------------------------------------------------
     @staticmethod
@@ -386,8 +393,10 @@ class AclnnPlan:
             f = self.dim_field(d.name)
             checks = []
             v = f"d.{f}.value"
-            if d.min is not None:
-                checks.append(Check(d.name, "dim_min", f"{v} < {d.min}",
+            if d.min is not None:   # a 0 extent is an empty tensor, accepted whatever the min (empty_call_rule)
+                zero_ok = d.name in self.extents and d.min > 0
+                checks.append(Check(d.name, "dim_min",
+                                    f"{v} < {d.min}" + (f" && !({v} == 0 && IsEmptyCall(p))" if zero_ok else ""),
                                     c_printf("", "%s", f": {d.name}=", "%ld", f" must be >= {d.min}"),
                                     [f"d.{f}.from", v]))
             if d.max is not None:
@@ -402,7 +411,11 @@ class AclnnPlan:
         return out
 
     def _group_checks(self) -> list[Check]:
+        """Checks of the variadic groups' entries: none when empty tensors are accepted (a 0 entry is an empty
+        tensor, empty_call_rule); every entry >= 1 under OpSpec.empty_tensors("reject")."""
         out = []
+        if self.accept_empty:
+            return out
         for g in self.spec.variadics:
             f = self.dim_field(g)
             out.append(Check(g, "group_empty", f"d.{f}.from != nullptr && !AllPositive(d.{f})",
@@ -410,6 +423,27 @@ class AclnnPlan:
                                       ": every dim must be >= 1 (empty tensors are not supported)"),
                              [f"d.{f}.from", f"ListText(d.{f}.dims).c_str()"]))
         return out
+
+    def _empty_tensors(self) -> tuple[list[dict], list[dict]]:
+        """(inputs whose emptiness makes an empty call, checks of the outputs that must then be empty) as template
+        data, in the order of opgen.dsl.validate.empty_call_rule (the spec's device inputs, its outputs)."""
+        tensors, outputs = [], []
+        if not self.accept_empty:
+            return [], []
+        by_name = {a.param.name: a for a in self.m.api_params
+                   if a.kind in ("input", "output") and a.param is not None}
+        for decl in list(self.spec.inputs) + list(self.spec.outputs):
+            a = by_name.get(decl.name)
+            if a is None or getattr(decl, "host", False):
+                continue
+            cond = f"p.{a.cpp} != nullptr && p.{a.cpp}->IsEmpty()"
+            (tensors if a.kind == "input" else outputs).append({"name": decl.name, "cpp": a.cpp, "cond": cond})
+        full = [{"cpp": o["cpp"], "check": Check(
+            o["name"], "empty_call", f"p.{o['cpp']} != nullptr && !p.{o['cpp']}->IsEmpty()",
+            c_printf("", "%s", f": is empty, but output {o['name']} is not (an empty call needs every output empty)"),
+            ["empty"])}
+            for o in outputs]
+        return tensors, full
 
     def _splice(self, shape) -> tuple[str, list[str]]:
         """C++ expression of the concrete shape of symbolic `shape` and the binding guards it needs."""
@@ -533,6 +567,7 @@ class AclnnPlan:
         for b in self.host_blocks:
             out += b["checks"]
         out += [c["check"] for c in self.output_checks]
+        out += [c["check"] for c in self.empty_checks]
         return out
 
     def helpers(self) -> set[str]:
@@ -579,7 +614,9 @@ class AclnnPlan:
             "composite_checks": self.composite_checks, "constraint_checks": self.constraint_checks,
             "host_blocks": self.host_blocks, "device_value_notes": self.device_value_notes,
             "kernel_traps": kernel_traps(self.spec),
-            "output_checks": self.output_checks, "socs": [{"key": s, "enum": SOC_ENUM[s]} for s in m.socs],
+            "output_checks": self.output_checks, "empty_tensors": self.empty_tensors,
+            "empty_checks": self.empty_checks, "accept_empty": self.accept_empty,
+            "empty_reason": _wrap(self.spec.empty_reason + ".", 110) if self.spec.empty_reason else [], "socs": [{"key": s, "enum": SOC_ENUM[s]} for s in m.socs],
             "soc_fail": c_printf(f"{m.op} is not supported on this SoC (supported: {', '.join(m.socs)})"),
             "kernel_ins": kernel_ins, "kernel_attrs": kernel_attrs, "kernel_outs": kernel_outs,
             "absent": ABSENT, "uses_host_inputs": any(p.decl.host for p in m.inputs),

@@ -65,7 +65,8 @@ def _constraints(spec) -> list[str]:
     for d in spec.dims_.values():
         out.append(f"{d.name} {_dim_rule(d)} (elements).")
     for v in spec.variadics.values():
-        out.append(f"{v.name}: {v.min_rank} to {v.max_rank} leading dims, each >= 1.")
+        out.append(f"{v.name}: {v.min_rank} to {v.max_rank} leading dims, each >= "
+                   f"{0 if spec.empty_policy == 'accept' else 1}.")
     for a in spec.attrs:
         if a.dim is not None:
             out.append(f"attribute {a.name} equals dim {a.dim.name}.")
@@ -97,6 +98,13 @@ def docs_context(spec) -> dict:
     params = [{"type": p["type"], "cpp": p["cpp"]} for p in actx["params"]]
     params += [{"type": "uint64_t*", "cpp": "workspaceSize"}, {"type": "aclOpExecutor**", "cpp": "executor"}]
     docs = [{"cpp": d["cpp"], "dir": d["dir"], "text": _md(d["text"])} for d in actx["docs"]]
+    decl_of = {a.cpp: a.param.decl for a in m.api_params if a.param is not None}
+    for d in docs:
+        decl = decl_of.get(d["cpp"])
+        shape = getattr(decl, "shapes", None) or ([decl.shape] if getattr(decl, "shape", None) else None)
+        d["dtype"] = _md(_dtype_text(spec, decl.dtype)) if hasattr(decl, "dtype") and not hasattr(decl, "type") else "-"
+        d["shape"] = (_md(" or ".join(shape_str(x) for x in shape)) if shape else
+                      (_md(f"the shape of {decl.like}") if getattr(decl, "like", None) else "-"))
     tensors = [(i.name, i.dtype) for i in spec.inputs if not i.host] + [(o.name, o.dtype) for o in spec.outputs]
     table = []
     for k, r in enumerate(spec.dtype_rows or [{}], start=1):
@@ -119,14 +127,21 @@ def docs_context(spec) -> dict:
     combo = ", ".join(f"{k}={v.long_name}" for k, v in case["row"].items())
     repo = repository(spec)
     where = package_dir(spec)
-    notes = [{"kind": n.kind, "path": n.path, "reason": _md(n.reason)} for n in spec.package_notes]
+    notes = [{"kind": n.kind, "path": n.path, "reason": _md(n.reason), "lost": [_md(x) for x in n.lost]}
+             for n in spec.package_notes]
     steps = [f"If `{where}` already exists in your checkout, remove it first: the build globs every `*_tiling*.cpp`, "
              "`*_infershape*.cpp` and `op_api/*.cpp` of the directory, so files of another package left beside these "
-             "would be built (and registered) too.",
-             f"Copy this directory to `{where}`."]
+             "would be built (and registered) too."]
     for n in notes:
-        steps.append(f"Remove `{n['path']}`, which this package replaces: {n['reason']}" if n["kind"] == "replaces"
-                     else f"Edit `{n['path']}`: {n['reason']}")
+        if n["kind"] != "replaces":
+            continue
+        steps.append(f"Remove `{n['path']}`, which this package replaces: {n['reason']}")
+        if n["lost"]:
+            steps.append(f"`{n['path']}` registers or builds what this package does not; removing it loses: "
+                         + "; ".join(n["lost"]) + ". Keep those in another directory (or re-add them here) if your "
+                         "build still needs them.")
+    steps.append(f"Copy this directory to `{where}`.")
+    steps += [f"Edit `{n['path']}`: {n['reason']}" for n in notes if n["kind"] != "replaces"]
     if repo.binary_registry:
         entry = json.dumps({"name": m.op, "compute_units": m.socs, "auto_sync": False})
         steps.append(f"Kernel binaries are built only for ops listed in `{repo.binary_registry}` (outside this "
@@ -148,7 +163,16 @@ def docs_context(spec) -> dict:
         "binary_configs": [binary_config_path(spec, s) for s in m.socs], "soc": m.socs[0], "ut_soc": kernel_ut_soc(spec),
         "nkeys": len(spec.keys()), "static": [a.name for a in spec.static_attrs], "api_doc": api_doc_path(spec),
         "tiling_header": repo.kernel_ut_tiling_header.format(op=m.snake),
+        "all_products": list(KNOWN_SOCS.items()), "supported": list(m.socs), "example_marker": EXAMPLE_MARKER,
+        "empty_rule": _md("a call whose input is empty succeeds with workspace 0 and launches nothing when every "
+                          "output is empty too; an empty input that would leave an output with elements is rejected "
+                          "(161002)." if spec.empty_policy == "accept" else
+                          f"not supported (161002): {spec.empty_reason}."),
     }
+
+
+EXAMPLE_MARKER = "@@opgen: the call example, inlined by opgen.codegen.generation.render@@"
+"""Line of docs/<api>.md that render() replaces with the text of examples/test_<api>.cpp (section 调用示例)."""
 
 
 def emit_docs(spec) -> dict[str, str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from opgen.codegen.aclnn import emit_aclnn
-from opgen.codegen.docs import emit_docs
+from opgen.codegen.docs import EXAMPLE_MARKER, emit_docs
 from opgen.codegen.example import emit_example
 from opgen.codegen.fmt import format_many
 from opgen.codegen.golden import emit_golden
@@ -22,6 +22,7 @@ from opgen.codegen.proto import emit_proto
 from opgen.codegen.ut import emit_ut
 from opgen.codegen.writer import diff_package, signals_deferred, write_package
 from opgen.errors import OpgenError
+from opgen.escape import cpp_comment, md_comment, py_comment
 from opgen.codegen.tilingfiles import emit_tiling_files
 
 Emitter = Callable[[object], dict]
@@ -47,12 +48,41 @@ def render(spec) -> dict[str, str]:
                 raise OpgenError(f"{spec.name}: {emit.__name__} and {owner[path]} both emit {path}")
             files[path] = text
             owner[path] = emit.__name__
+    _inline_example(files)
+    if getattr(spec, "license_lines", None):
+        files = {path: with_license(spec.license_lines, path, text) for path, text in files.items()}
     from opgen.codegen.provenance import RECORD, record_text
 
     if RECORD in files:
         raise OpgenError(f"{spec.name}: {owner[RECORD]} emits {RECORD}, the package's provenance record")
     files[RECORD] = record_text(spec)   # what `opgen check` verifies first (docs/design.md "Stale packages")
     return files
+
+
+def _inline_example(files: dict) -> None:
+    """Put the call example (examples/test_<api>.cpp, as emitted) into the API document's 调用示例 section, in place
+    of opgen.codegen.docs.EXAMPLE_MARKER, as ops-nn's API documents carry their example inline."""
+    examples = [p for p in files if p.startswith("examples/test_") and p.endswith(".cpp")]
+    for path, text in list(files.items()):
+        if path.startswith("docs/") and EXAMPLE_MARKER in text:
+            body = files[examples[0]].rstrip("\n") if examples else "// (no call example emitted)"
+            files[path] = text.replace(EXAMPLE_MARKER, body.replace("```", "` ` `"))
+
+
+def with_license(lines: list[str], path: str, text: str) -> str:
+    """`text` of emitted file `path` with the licence header `lines` (OpSpec.package(license=...)) on top, each line
+    escaped for the file's comment syntax: `//` for C/C++, `#` for Python and CMake, `<!-- -->` for Markdown.
+    JSON (no comments) is returned unchanged."""
+    name = path.rsplit("/", 1)[-1]
+    if name.endswith((".cpp", ".h", ".hpp", ".cc")):
+        head = [f"// {cpp_comment(ln)}".rstrip() for ln in lines]
+    elif name.endswith((".py", ".txt", ".cmake", ".ini")):
+        head = [f"# {py_comment(ln)}".rstrip() for ln in lines]
+    elif name.endswith(".md"):
+        head = [f"<!-- {md_comment(ln)} -->" for ln in lines]
+    else:
+        return text
+    return "\n".join(head) + "\n" + text
 
 
 def generate(spec) -> dict[str, str]:

@@ -13,7 +13,8 @@ from opgen.errors import SpecError
 from opgen.ir.dtypes import DTypeVar
 from opgen.names import op_snake, spec_path
 from opgen.passes.pipeline import kernel_build
-from opgen.tiling.emit import SYS_WORKSPACE_BYTES, _attr_key_cpp, dim_bounds, dim_cpp, float_bits
+from opgen.names import c_printf, cpp_name
+from opgen.tiling.emit import _attr_key_cpp, dim_bounds, dim_cpp, float_bits
 
 
 def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
@@ -37,8 +38,8 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
         elif isinstance(how, tuple) and how[0] == "dtype_key":
             reads.append((name, "DTypeKey(" + ", ".join(_first_desc(spec, c.name) for c in spec.dtype_table) + ")"))
         elif isinstance(how, tuple) and how[0] == "platform":
-            reads.append((name, {"coreNum": "static_cast<int64_t>(platform.GetCoreNumAiv())",
-                                 "ubBytes": "static_cast<int64_t>(ubSize)"}[how[1]]))
+            reads.append((name, {"coreNum": "static_cast<int64_t>(compileInfo->coreNum)",
+                                 "ubBytes": "static_cast<int64_t>(compileInfo->ubSize)"}[how[1]]))
         elif isinstance(how, tuple) and how[0] == "attr_key":
             reads.append((name, _attr_key_cpp(spec)))
         elif isinstance(how, tuple) and how[0] == "attr_bits":
@@ -54,17 +55,26 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
         else:
             reads.append((name, dim_cpp(spec, how)))
     rows = [[c.cann for c in (r[v.name] for v in spec.dtype_table)] for r in spec.dtype_rows]
+    reads, descs = _desc_vars(spec, reads)
+    consts = {n: int(e) for n, e in reads if re.fullmatch(r"-?\d+", e.strip())}   # inputs the spec fixes
     env = template_env()
     ctx = {
         "op": spec.name, "op_snake": op, "struct": f"{spec.name}TilingData", "spec_file": spec_path(spec),
         "guard": f"{op.upper()}_TILING_DATA_H_",
         "fields": [(n, doc) for n, _, doc in prog.stmts if n in prog.fields],
         "inputs": [(n, expr, prog.inputs[n]) for n, expr in reads],
-        "shapes": _shape_refs(spec, reads),
-        "bounds": [(n, lo, hi) for n, lo, hi in dim_bounds(spec, prog, inputs_map)],
+        "storages": [{"name": n, "idx": i, "optional": o} for n, i, o in _shape_refs(spec, reads)],
+        "descs": descs, "has_attrs": bool(spec.attrs),
+        "bounds": [_bound(n, lo, hi) for n, lo, hi in dim_bounds(spec, prog, inputs_map)
+                   if not _holds(consts.get(n), lo, hi)],
+        "attr_check": consts.get("attrKey") is None or consts["attrKey"] < 0,
+        "dtype_fail": c_printf(f"the dtype combination of {spec.name}'s tensors is not one of its supported rows"),
+        "attr_fail": c_printf(f"a static attribute of {spec.name} is absent or not one of its allowed values"),
+        "fits_fail": c_printf(f"no UB plan of {spec.name} holds this shape"),
+        "platform_fail": c_printf("the platform reports no AIV core or no UB"),
         "statements": prog.to_cpp(indent="    "),
         "dtype_rows": rows, "n_vars": len(spec.dtype_table),
-        "sys_workspace": SYS_WORKSPACE_BYTES, "source": doc,
+        "source": doc,
         "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values()),
         "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
     }
@@ -72,6 +82,43 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
         f"op_kernel/{op}_tiling_data.h": env.get_template("op_kernel/tiling_data.h.j2").render(**ctx),
         f"op_host/{op}_tiling.cpp": env.get_template("op_host/tiling.cpp.j2").render(**ctx),
     }
+
+
+def _holds(value, lo: int, hi) -> bool:
+    """True when a tiling input the spec fixes (`value`, None when read at run time) lies in [lo, hi]: its domain
+    check would be a constant test, so it is not emitted."""
+    return value is not None and value >= lo and (hi is None or value <= hi)
+
+
+def _bound(name: str, lo: int, hi) -> dict:
+    """Template data of one domain check of a tiling input read from a shape or an attribute: the failing condition
+    and its message (`name` is a C++ identifier of the tiling program; lo/hi in elements, hi None: unbounded)."""
+    var = cpp_name(name)   # the local's C++ spelling (opgen.names.cpp_name); the message keeps the spec's
+    if hi is not None and lo == hi:
+        cond, rule = f"{var} != {lo}", f"must be {lo}"
+    elif hi is None:
+        cond, rule = f"{var} < {lo}", f"must be >= {lo}"
+    else:
+        cond, rule = f"{var} < {lo} || {var} > {hi}", f"must be in [{lo}, {hi}]"
+    return {"name": var, "cond": cond, "fmt": c_printf(f"{name}=", "%ld", f" is outside the spec's domain: {rule}")}
+
+
+def _desc_vars(spec, reads):
+    """(reads with every required tensor desc taken from a local, [{var, getter, idx}] of those locals): the
+    TilingFunc null-checks a desc before it reads its dtype (optional ones are already tested for null)."""
+    names = {}
+    for idx, i in enumerate(spec.inputs):
+        names[f"context->GetInputDesc({idx})->"] = (f"{i.name}Desc", "GetInputDesc", idx)
+    for idx, o in enumerate(spec.outputs):
+        names[f"context->GetOutputDesc({idx})->"] = (f"{o.name}OutDesc", "GetOutputDesc", idx)
+    used, out = {}, []
+    for name, expr in reads:
+        for key, (var, getter, idx) in names.items():
+            if key in expr:
+                expr = expr.replace(key, f"{var}->")
+                used.setdefault(var, {"var": var, "getter": getter, "idx": idx})
+        out.append((name, expr))
+    return out, list(used.values())
 
 
 def _first_desc(spec, var):

@@ -247,7 +247,7 @@ def ut_context(spec) -> dict:
         "banner": m.banner(), "op": m.op, "op_snake": m.snake, "entry": m.entry, "struct": f"optiling::{m.op}TilingData",
         "any_value": repo.any_value, "attrs": attrs, "tiling_cases": tiling_cases, "bad": bad,
         "attr_key": ak, "infer_outputs": infer_outputs, "infer_case": tiling_cases[0],
-        "core_num": platform.aiv, "ub_size": platform.ub_bytes, "ut_soc": ut_soc, "platform": platform.name,
+        "core_num": platform.aiv, "ub_size": platform.ub_bytes, "sys_workspace": SYS_WORKSPACE_BYTES, "ut_soc": ut_soc, "platform": platform.name,
         "fields": fields, "block_dim": int(twin["blockDim"]),
         "workspace": int(twin["workspaceBytes"]) + SYS_WORKSPACE_BYTES, "buffers": buffers,
         "kernel_mode": "KernelMode::MIX_MODE" if mix else "KernelMode::AIV_MODE",

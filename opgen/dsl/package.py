@@ -40,12 +40,15 @@ class PackageNote:
 
     kind: "replaces" (the package takes its place: remove it first) or "modifies" (it must be edited);
     path: its repository-relative path (`norm/ada_layer_norm`); reason: why, one or more sentences;
-    loc: the spec line that declared it."""
+    loc: the spec line that declared it; lost: what the displaced directory registers or builds that this package
+    does not (a replaced directory's other ops, SoC paths), one phrase each — declared by the spec, since opgen
+    cannot read another repository."""
 
     kind: str
     path: str
     reason: str
     loc: str = ""
+    lost: tuple = ()
 
 
 def category_problem(repository, category) -> str | None:
@@ -70,3 +73,38 @@ def path_problem(path) -> str | None:
         return (f"{path!r} is not a repository-relative directory (1 to 3 components of a-z, 0-9 and '_' separated "
                 f"by '/', e.g. 'norm/ada_layer_norm')")
     return None
+
+
+# SPDX identifiers a package may name as its licence (https://spdx.org/licenses/); any other licence is given as text.
+KNOWN_SPDX = ("Apache-2.0", "MIT", "BSD-2-Clause", "BSD-3-Clause", "MPL-2.0", "GPL-2.0-only", "GPL-2.0-or-later",
+              "GPL-3.0-only", "GPL-3.0-or-later", "LGPL-2.1-only", "LGPL-2.1-or-later", "LGPL-3.0-only",
+              "LGPL-3.0-or-later", "BSL-1.0", "Unlicense", "0BSD", "ISC")
+LICENSE_MAX_LINES = 40
+LICENSE_MAX_LINE = 200
+_SPDX_LIKE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*")
+
+
+def license_lines(text) -> tuple[list[str] | None, str | None]:
+    """(the header lines of licence `text`, None) or (None, why it is refused). A known SPDX id (KNOWN_SPDX) gives
+    one line "SPDX-License-Identifier: <id>"; any other text (it must contain a space, so that a misspelt id is not
+    taken for a text) is kept line by line: at most LICENSE_MAX_LINES lines of at most LICENSE_MAX_LINE
+    characters, printable characters only (tabs become spaces). Each emitted file escapes the lines for its own
+    comment syntax."""
+    if not isinstance(text, str) or not text.strip():
+        return None, f"{text!r} is not a non-empty string"
+    t = text.strip()
+    if t in KNOWN_SPDX:
+        return [f"SPDX-License-Identifier: {t}"], None
+    if _SPDX_LIKE.fullmatch(t):
+        return None, f"{t!r} is not an SPDX id opgen knows (one of: {', '.join(KNOWN_SPDX)}); give other licences as text"
+    lines = [ln.rstrip().replace("\t", "    ") for ln in t.replace("\r\n", "\n").split("\n")]
+    if len(lines) > LICENSE_MAX_LINES:
+        return None, f"the text has {len(lines)} lines, more than {LICENSE_MAX_LINES}"
+    for k, ln in enumerate(lines, 1):
+        if len(ln) > LICENSE_MAX_LINE:
+            return None, f"line {k} has {len(ln)} characters, more than {LICENSE_MAX_LINE}"
+        bad = next((c for c in ln if not c.isprintable()), None)
+        if bad is not None:
+            return None, f"line {k} holds the non-printable character {bad!r}"
+    return lines, None
+

@@ -36,7 +36,7 @@ from typing import Any, Callable
 import numpy as np
 
 from opgen.dsl.package import (DEFAULT_CATEGORY, DEFAULT_REPOSITORY, REPOSITORY_CATEGORIES, PackageNote,
-                                category_problem, path_problem)
+                                category_problem, license_lines, path_problem)
 from opgen.dsl.diagnostics import (Loc, caller_loc, from_exception, function_loc, locate_token, param_loc,
                                    return_loc, spec_error, traceback_loc)
 from opgen.dsl.aclnn import check_signature, complete_signature
@@ -337,6 +337,10 @@ class OpSpec:
         self.repository: str = DEFAULT_REPOSITORY
         self.category: str = DEFAULT_CATEGORY
         self.package_notes: list[PackageNote] = []
+        self.license_lines: list[str] = []
+        self.empty_policy: str = "accept"
+        self.empty_reason: str = ""
+        self._empty_loc: str | None = None
         self._package_loc: str | None = None
         self._graphs: dict[SpecKey, Graph] = {}
         self._dtype_var_locs: dict[str, str] = {}
@@ -717,11 +721,33 @@ class OpSpec:
         self.aclnn_const_outputs = const_outputs
         self._signature_loc = loc
 
-    def package(self, repository: str = DEFAULT_REPOSITORY, category: str = DEFAULT_CATEGORY) -> None:
+    def empty_tensors(self, policy: str, reason: str) -> None:
+        """How a call with an empty tensor (a 0 extent) is treated. "accept" (the default, ops-nn's convention,
+        docs/design.md "Empty tensors"): a 0 extent passes the dims' min, and when every output is empty too the
+        call succeeds with workspace 0 and launches nothing (an output left non-empty is refused, 161002).
+        "reject": every dim keeps its declared min, so an empty tensor is refused (161002) — for an operator whose
+        CANN aclnn API rejects them. reason: a sentence (which CANN behaviour this follows), shown in the API
+        document. Raises SpecError for another policy, an empty reason or a second call."""
+        loc = _loc()
+        if self._empty_loc is not None:
+            raise spec_error(loc, f"empty_tensors() is called twice (first at {self._where(self._empty_loc)})",
+                             "declare the policy once")
+        if policy not in ("accept", "reject"):
+            raise spec_error(loc, f"empty_tensors: policy {policy!r} is not 'accept' or 'reject'",
+                             'use "accept" (ops-nn\'s convention) or "reject"', arg=(0, "policy"))
+        if not isinstance(reason, str) or not reason.strip():
+            raise spec_error(loc, f"empty_tensors: the reason {reason!r} is not a non-empty string",
+                             "say which CANN behaviour this follows, in a sentence", arg=(1, "reason"))
+        self.empty_policy, self.empty_reason, self._empty_loc = policy, " ".join(reason.split()), loc
+
+    def package(self, repository: str = DEFAULT_REPOSITORY, category: str = DEFAULT_CATEGORY, *,
+                license: str | None = None) -> None:
         """Where the generated package goes: `<repository>/<category>/<op_snake>/` of CANN's `ops-nn` or
         `ops-transformer` (docs/reference/ops_package.md §1-3; opgen.dsl.package). Without this call a spec goes to
-        ops-nn's `vfusion` (fused vector operators). Raises SpecError for an unknown repository, a category that
-        repository's build does not enter, or a second call."""
+        ops-nn's `vfusion` (fused vector operators). license: a known SPDX id ("Apache-2.0") or the licence text,
+        printed at the top of every emitted file in that file's comment syntax (opgen.dsl.package.license_lines;
+        JSON files, which have no comments, excepted). Raises SpecError for an unknown repository, a category that
+        repository's build does not enter, a licence refused by license_lines, or a second call."""
         loc = _loc()
         if self._package_loc is not None:
             raise spec_error(loc, f"spec.package() is called twice (first at {self._where(self._package_loc)})",
@@ -734,13 +760,30 @@ class OpSpec:
             raise spec_error(loc, f"package: {problem}",
                              "pick the category directory the operator belongs to; the build skips others",
                              arg=(1, "category"))
+        if license is not None:
+            lines, why = license_lines(license)
+            if why:
+                raise spec_error(loc, f"package: license {why}",
+                                 'give a known SPDX id (license="Apache-2.0") or the licence text', arg="license")
+            self.license_lines = lines
         self.repository, self.category, self._package_loc = repository, category, loc
 
-    def replaces(self, path: str, reason: str) -> None:
+    def replaces(self, path: str, reason: str, *, lost=()) -> None:
         """Declare a directory of the destination repository (`norm/ada_layer_norm_v2`) that this package takes
         the place of: the README tells the developer to remove it before copying the package in, and why.
-        Raises SpecError for a malformed path or an empty reason."""
-        self._package_note("replaces", path, reason, _loc())
+        lost: what that directory registers or builds that this package does not (e.g. ops-nn's norm/rms_norm
+        also registers GemmaRmsNorm's tiling and has arch35 / 310P paths), one phrase each; the README lists them
+        as what is lost with the directory. Raises SpecError for a malformed path, an empty reason or a lost
+        entry that is not a non-empty single-line string."""
+        loc = _loc()
+        if isinstance(lost, str) or not isinstance(lost, (tuple, list)):
+            raise spec_error(loc, f"replaces({path!r}): lost={lost!r} is not a list of phrases",
+                             'pass lost=("GemmaRmsNorm\'s tiling", "the arch35 tiling")', arg="lost")
+        for item in lost:
+            if not isinstance(item, str) or not item.strip() or "\n" in item or "\r" in item:
+                raise spec_error(loc, f"replaces({path!r}): lost entry {item!r} is not a non-empty one-line string",
+                                 "name each registration in a short phrase", arg="lost")
+        self._package_note("replaces", path, reason, loc, tuple(" ".join(x.split()) for x in lost))
 
     def modifies(self, path: str, reason: str) -> None:
         """Declare a directory of the destination repository that must be edited when this package is dropped in
@@ -749,7 +792,7 @@ class OpSpec:
         a malformed path or an empty reason."""
         self._package_note("modifies", path, reason, _loc())
 
-    def _package_note(self, kind: str, path, reason, loc) -> None:
+    def _package_note(self, kind: str, path, reason, loc, lost: tuple = ()) -> None:
         problem = path_problem(path)
         if problem:
             raise spec_error(loc, f"{kind}(): {problem}",
@@ -762,7 +805,7 @@ class OpSpec:
         if any(n.path == path for n in self.package_notes):
             raise spec_error(loc, f"{kind}(): directory {path!r} is already declared",
                              "declare each displaced directory once", arg=(0, "path"))
-        self.package_notes.append(PackageNote(kind, path, " ".join(reason.split()), str(loc)))
+        self.package_notes.append(PackageNote(kind, path, " ".join(reason.split()), str(loc), lost))
 
     def example_call(self, dims: dict, attrs: dict | None = None) -> None:
         """The small, valid call the emitted example (examples/test_aclnn_<op>.cpp) makes: dim values ({"H": 8,

@@ -232,6 +232,76 @@ def _unify(spec, name, shape, got, env, binder):
     return None
 
 
+def extent_dims(spec) -> set:
+    """Names of the dims and variadic groups that size a device tensor (a non-host input or an output): a 0 there
+    makes an empty tensor, which the call accepts whatever the dim's declared min (docs/design.md "Empty
+    tensors"); dims only an attribute or a host array binds keep their min."""
+    names = set()
+    if spec.empty_policy != "accept":
+        return names
+    for i in spec.inputs:
+        if not i.host:
+            for shape in i.shapes:
+                for d in shape:
+                    names |= as_dim(d).symbols() if not isinstance(d, Variadic) else {d.name}
+    for o in spec.outputs:
+        for d in o.shape or ():
+            names |= as_dim(d).symbols() if not isinstance(d, Variadic) else {d.name}
+    return names
+
+
+def output_shapes(spec, arrays, env) -> dict:
+    """{output name: concrete shape} for the outputs whose shape the bound dims determine (elements per axis)."""
+    out = {}
+    for o in spec.outputs:
+        if o.like:
+            if arrays.get(o.like) is not None:
+                out[o.name] = tuple(np.shape(arrays[o.like]))
+            continue
+        try:
+            out[o.name] = eval_shape(o.shape, env)
+        except (SpecError, KeyError, TypeError):
+            continue
+    return out
+
+
+def empty_call_rule(spec, arrays, env) -> tuple[str | None, str | None]:
+    """(name of an empty tensor, name of a non-empty output) of a call, each None when there is none.
+
+    A call with an empty input tensor (a present device input with a 0 extent) is accepted when every output is
+    empty too: nothing is computed and nothing is written, as ops-nn's aclnn APIs return success with workspace
+    0. An output that would still hold elements would need the value of a reduction over an empty extent; that
+    case is refused (docs/design.md "Empty tensors"). An output that is empty while every input holds elements
+    (its dims come from absent inputs or attributes) does not make the call empty."""
+    empty = next((i.name for i in spec.inputs if not i.host and arrays.get(i.name) is not None
+                  and np.size(arrays[i.name]) == 0), None)
+    if empty is None:
+        return None, None
+    shapes = output_shapes(spec, arrays, env)
+    return empty, next((n for n, s in shapes.items() if 0 not in s), None)
+
+
+def _empty_call_ok(spec, arrays, env) -> bool:
+    """True when the call is an empty call the spec accepts: an empty input and every output empty (the dims bound
+    so far; absent dims take their `absent` value)."""
+    full_env = dict(env)
+    for d in spec.dims_.values():
+        if d.name not in full_env and d.absent is not None:
+            full_env[d.name] = d.absent
+    empty, full = empty_call_rule(spec, arrays, full_env)
+    return empty is not None and full is None
+
+
+def _check_empty_call(spec, arrays, env) -> None:
+    """Raises ValidationError naming the output that an empty call would leave non-empty (empty_call_rule);
+    nothing under the spec's "reject" policy (OpSpec.empty_tensors), whose dims keep their min."""
+    if spec.empty_policy != "accept":
+        return
+    empty, full = empty_call_rule(spec, arrays, env)
+    if full is not None:
+        raise ValidationError(empty, f"is empty, but output {full} is not (an empty call needs every output empty)")
+
+
 def bind(spec, inputs, attrs, dtypes, skip=()):
     """See OpSpec.bind."""
     known = {i.name for i in spec.inputs}
@@ -292,6 +362,8 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
         else:
             env[a.dim.name] = v
             binder[a.dim.name] = a.name
+    extents = extent_dims(spec)
+    empty_ok = bool(extents) and _empty_call_ok(spec, arrays, env)
     for d in spec.dims_.values():
         if d.name not in env:
             if d.absent is None:
@@ -302,16 +374,17 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
         v = env[d.name]
         who = binder[d.name]
         if d.name in env and binder[d.name] != "absent inputs":
-            if v < d.min:
+            if v < d.min and not (v == 0 and d.name in extents and empty_ok):   # 0: an empty call (empty_call_rule)
                 raise ValidationError(who, f"{d.name}={v} must be >= {d.min}")
             if d.max is not None and v > d.max:
                 raise ValidationError(who, f"{d.name}={v} must be <= {d.max}")
             if d.multiple_of and v % d.multiple_of:
                 raise ValidationError(who, f"{d.name}={v} must be a multiple of {d.multiple_of}")
-    for name, val in env.items():
-        if name in spec.variadics and any(v < 1 for v in val):
-            raise ValidationError(binder[name], f"leading dims {name}={list(val)}: every dim must be >= 1 "
-                                                f"(empty tensors are not supported)")
+    if spec.empty_policy != "accept":   # OpSpec.empty_tensors("reject"): no 0 in a variadic group either
+        for name, val in env.items():
+            if name in spec.variadics and any(v < 1 for v in val):
+                raise ValidationError(binder[name], f"leading dims {name}={list(val)}: every dim must be >= 1 "
+                                                    f"(empty tensors are not supported)")
     for i in spec.inputs:  # dims written as expressions (Sq + Seq) once every symbol is bound
         a = arrays[i.name]
         if a is None:
@@ -332,6 +405,7 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
                 err = ValidationError(r.param, rule)
                 err.requirement = r
                 raise err
+    _check_empty_call(spec, arrays, env)
     opts = [i for i in spec.inputs if i.optional]
     used = {i.name: i.when is None or i.when(static_vals, present) for i in opts}
     for i in opts:  # inputs unused in this mode: validated above, then ignored

@@ -5,13 +5,12 @@
 #include <cstring>
 
 #include "../op_kernel/ada_layer_norm_v2_tiling_data.h"
+#include "log/log.h"
 #include "register/op_impl_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 
 namespace optiling {
 namespace {
-constexpr int64_t SYS_WORKSPACE_BYTES = 16777216;
-
 inline int64_t CeilDiv(int64_t a, int64_t b)
 {
     return (a + b - 1) / b;
@@ -35,7 +34,7 @@ template <typename T, size_t N>
 inline int64_t AttrIndex(gert::TilingContext* context, size_t index, const T (&choices)[N])
 {
     const gert::RuntimeAttrs* attrs = context->GetAttrs();
-    const T* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<T>(index);
+    const T* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<T>(index);  // absent: not allowed
     if (value == nullptr) {
         return -(static_cast<int64_t>(1) << 40);
     }
@@ -87,12 +86,42 @@ inline int64_t DTypeKey(ge::DataType v0, ge::DataType v1)
 }
 }  // namespace
 
+// What TilingParse reads from the platform once per node (graph mode). TilingFunc reads the platform itself when
+// no TilingParse ran (a single-op aclnn launch gives it no compile info).
+struct AdaLayerNormV2CompileInfo {
+    uint32_t coreNum = 0;           // AIV cores
+    uint64_t ubSize = 0;            // UB bytes per AIV core
+    uint32_t sysWorkspaceSize = 0;  // GM bytes AscendC's library APIs reserve (the system workspace)
+};
+
+static ge::graphStatus FillCompileInfo(fe::PlatFormInfos* platformInfo, AdaLayerNormV2CompileInfo& info)
+{
+    platform_ascendc::PlatformAscendC platform(platformInfo);
+    info.coreNum = platform.GetCoreNumAiv();
+    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, info.ubSize);
+    info.sysWorkspaceSize = platform.GetLibApiWorkSpaceSize();
+    return (info.coreNum == 0 || info.ubSize == 0) ? ge::GRAPH_FAILED : ge::GRAPH_SUCCESS;
+}
+
 static ge::graphStatus TilingFunc(gert::TilingContext* context)
 {
-    platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
-    uint64_t ubSize = 0;
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubSize);
-    const gert::Shape& xShape = context->GetInputShape(0)->GetStorageShape();
+    AdaLayerNormV2CompileInfo fromPlatform;
+    const AdaLayerNormV2CompileInfo* compileInfo = context->GetCompileInfo<AdaLayerNormV2CompileInfo>();
+    if (compileInfo == nullptr) {
+        fe::PlatFormInfos* platform = context->GetPlatformInfo();
+        OP_CHECK_NULL_WITH_CONTEXT(context, platform);
+        OP_CHECK_IF(FillCompileInfo(platform, fromPlatform) != ge::GRAPH_SUCCESS,
+                    OP_LOGE(context->GetNodeName(), "the platform reports no AIV core or no UB"),
+                    return ge::GRAPH_FAILED);
+        compileInfo = &fromPlatform;
+    }
+    const gert::StorageShape* xStorage = context->GetInputShape(0);
+    OP_CHECK_NULL_WITH_CONTEXT(context, xStorage);
+    const gert::Shape& xShape = xStorage->GetStorageShape();
+    const gert::CompileTimeTensorDesc* xDesc = context->GetInputDesc(0);
+    OP_CHECK_NULL_WITH_CONTEXT(context, xDesc);
+    const gert::RuntimeAttrs* attrs = context->GetAttrs();
+    OP_CHECK_NULL_WITH_CONTEXT(context, attrs);
     [[maybe_unused]] const int64_t rows =
         xShape.GetDim(xShape.GetDimNum() - 2) *
         ProdDims(xShape, 0, 2);  // rows of the anchor domain (product of its leading axes)
@@ -100,8 +129,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         xShape.GetDim(xShape.GetDimNum() - 2);  // rows per batch (product of the leading axes after the batch axes)
     [[maybe_unused]] const int64_t batch = ProdDims(xShape, 0, 2);  // batches (product of the batch axes)
     [[maybe_unused]] const int64_t hidden = xShape.GetDim(xShape.GetDimNum() - 1);  // elements of a row (the row axis)
-    [[maybe_unused]] const int64_t TBytes =
-        DTypeBytes(context->GetInputDesc(0)->GetDataType());  // bytes per element of dtype variable T
+    [[maybe_unused]] const int64_t TBytes = DTypeBytes(xDesc->GetDataType());  // bytes per element of dtype variable T
     [[maybe_unused]] const int64_t UBytes =
         DTypeBytes((context->GetOptionalInputDesc(3) != nullptr
                         ? context->GetOptionalInputDesc(3)->GetDataType()
@@ -109,33 +137,37 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                ? context->GetOptionalInputDesc(4)->GetDataType()
                                : ge::DT_UNDEFINED)));  // bytes per element of dtype variable U
     [[maybe_unused]] const int64_t dtypeKey = DTypeKey(
-        context->GetInputDesc(0)->GetDataType(),
+        xDesc->GetDataType(),
         (context->GetOptionalInputDesc(3) != nullptr
              ? context->GetOptionalInputDesc(3)->GetDataType()
              : (context->GetOptionalInputDesc(4) != nullptr ? context->GetOptionalInputDesc(4)->GetDataType()
                                                             : ge::DT_UNDEFINED)));  // 1-based row of the dtype table
     [[maybe_unused]] const int64_t attrKey =
         0;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
-    [[maybe_unused]] const int64_t coreNum =
-        static_cast<int64_t>(platform.GetCoreNumAiv());                     // AIV cores of the platform
-    [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(ubSize);  // UB bytes per AIV core
+    [[maybe_unused]] const int64_t coreNum = static_cast<int64_t>(compileInfo->coreNum);  // AIV cores of the platform
+    [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(compileInfo->ubSize);   // UB bytes per AIV core
     [[maybe_unused]] const int64_t epsilonAttr =
         AttrFloatBits(context, 0, 925353388);  // IEEE-754 bits of the float attribute epsilon
-    if (dtypeKey == 0 || attrKey < 0) {
-        return ge::GRAPH_FAILED;
-    }
-    if (rows < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (seq < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (batch < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (hidden < 1 || hidden > 131073) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
+    OP_CHECK_IF(dtypeKey == 0,
+                OP_LOGE(context->GetNodeName(),
+                        "the dtype combination of AdaLayerNormV2's tensors is not one of its supported rows"),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        rows < 1,
+        OP_LOGE(context->GetNodeName(), "rows=%ld is outside the spec's domain: must be >= 1", static_cast<long>(rows)),
+        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        seq < 1,
+        OP_LOGE(context->GetNodeName(), "seq=%ld is outside the spec's domain: must be >= 1", static_cast<long>(seq)),
+        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(batch < 1,
+                OP_LOGE(context->GetNodeName(), "batch=%ld is outside the spec's domain: must be >= 1",
+                        static_cast<long>(batch)),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(hidden < 1 || hidden > 131073,
+                OP_LOGE(context->GetNodeName(), "hidden=%ld is outside the spec's domain: must be in [1, 131073]",
+                        static_cast<long>(hidden)),
+                return ge::GRAPH_FAILED);
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
     const int64_t rowBytes =
         (((((2 * colAlign) * TBytes) + ((2 * colAlign) * TBytes)) + 8) + 16);  // UB bytes per resident row
@@ -186,10 +218,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t hiddenDim = hidden;                                            // elements of a row
     const int64_t rowNum = rows;                                                 // rows
     const int64_t epsilonBits = epsilonAttr;                                     // IEEE-754 bits of epsilon (float)
-    if (fits == 0) {
-        return ge::GRAPH_FAILED;  // no UB plan holds this shape
-    }
+    OP_CHECK_IF(fits == 0, OP_LOGE(context->GetNodeName(), "no UB plan of AdaLayerNormV2 holds this shape"),
+                return ge::GRAPH_FAILED);
     AdaLayerNormV2TilingData* tiling = context->GetTilingData<AdaLayerNormV2TilingData>();
+    OP_CHECK_NULL_WITH_CONTEXT(context, tiling);
     tiling->colAlign = colAlign;
     tiling->rowsPerCore = rowsPerCore;
     tiling->rowsTail = rowsTail;
@@ -213,13 +245,19 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     context->SetBlockDim(static_cast<uint32_t>(blockDim));
     context->SetTilingKey(static_cast<uint64_t>(tilingKey));
     size_t* workspaces = context->GetWorkspaceSizes(1);
-    workspaces[0] = static_cast<size_t>(workspaceBytes + SYS_WORKSPACE_BYTES);
+    OP_CHECK_NULL_WITH_CONTEXT(context, workspaces);
+    workspaces[0] = static_cast<size_t>(workspaceBytes) + static_cast<size_t>(compileInfo->sysWorkspaceSize);
     return ge::GRAPH_SUCCESS;
 }
 
-struct AdaLayerNormV2CompileInfo {};
-static ge::graphStatus TilingParse(gert::TilingParseContext*)
+static ge::graphStatus TilingParse(gert::TilingParseContext* context)
 {
+    AdaLayerNormV2CompileInfo* compileInfo = context->GetCompiledInfo<AdaLayerNormV2CompileInfo>();
+    OP_CHECK_NULL_WITH_CONTEXT(context, compileInfo);
+    fe::PlatFormInfos* platform = context->GetPlatformInfo();
+    OP_CHECK_NULL_WITH_CONTEXT(context, platform);
+    OP_CHECK_IF(FillCompileInfo(platform, *compileInfo) != ge::GRAPH_SUCCESS,
+                OP_LOGE(context->GetNodeName(), "the platform reports no AIV core or no UB"), return ge::GRAPH_FAILED);
     return ge::GRAPH_SUCCESS;
 }
 

@@ -5,13 +5,12 @@
 #include <cstring>
 
 #include "../op_kernel/norm_rope_concat_tiling_data.h"
+#include "log/log.h"
 #include "register/op_impl_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 
 namespace optiling {
 namespace {
-constexpr int64_t SYS_WORKSPACE_BYTES = 16777216;
-
 inline int64_t CeilDiv(int64_t a, int64_t b)
 {
     return (a + b - 1) / b;
@@ -35,7 +34,7 @@ template <typename T, size_t N>
 inline int64_t AttrIndex(gert::TilingContext* context, size_t index, const T (&choices)[N])
 {
     const gert::RuntimeAttrs* attrs = context->GetAttrs();
-    const T* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<T>(index);
+    const T* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<T>(index);  // absent: not allowed
     if (value == nullptr) {
         return -(static_cast<int64_t>(1) << 40);
     }
@@ -87,16 +86,48 @@ inline int64_t DTypeKey(ge::DataType v0)
 }
 }  // namespace
 
+// What TilingParse reads from the platform once per node (graph mode). TilingFunc reads the platform itself when
+// no TilingParse ran (a single-op aclnn launch gives it no compile info).
+struct NormRopeConcatCompileInfo {
+    uint32_t coreNum = 0;           // AIV cores
+    uint64_t ubSize = 0;            // UB bytes per AIV core
+    uint32_t sysWorkspaceSize = 0;  // GM bytes AscendC's library APIs reserve (the system workspace)
+};
+
+static ge::graphStatus FillCompileInfo(fe::PlatFormInfos* platformInfo, NormRopeConcatCompileInfo& info)
+{
+    platform_ascendc::PlatformAscendC platform(platformInfo);
+    info.coreNum = platform.GetCoreNumAiv();
+    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, info.ubSize);
+    info.sysWorkspaceSize = platform.GetLibApiWorkSpaceSize();
+    return (info.coreNum == 0 || info.ubSize == 0) ? ge::GRAPH_FAILED : ge::GRAPH_SUCCESS;
+}
+
 static ge::graphStatus TilingFunc(gert::TilingContext* context)
 {
-    platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
-    uint64_t ubSize = 0;
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubSize);
-    const gert::Shape& queryShape = context->GetInputShape(0)->GetStorageShape();
-    const gert::Shape& keyShape = context->GetInputShape(1)->GetStorageShape();
+    NormRopeConcatCompileInfo fromPlatform;
+    const NormRopeConcatCompileInfo* compileInfo = context->GetCompileInfo<NormRopeConcatCompileInfo>();
+    if (compileInfo == nullptr) {
+        fe::PlatFormInfos* platform = context->GetPlatformInfo();
+        OP_CHECK_NULL_WITH_CONTEXT(context, platform);
+        OP_CHECK_IF(FillCompileInfo(platform, fromPlatform) != ge::GRAPH_SUCCESS,
+                    OP_LOGE(context->GetNodeName(), "the platform reports no AIV core or no UB"),
+                    return ge::GRAPH_FAILED);
+        compileInfo = &fromPlatform;
+    }
+    const gert::StorageShape* queryStorage = context->GetInputShape(0);
+    OP_CHECK_NULL_WITH_CONTEXT(context, queryStorage);
+    const gert::Shape& queryShape = queryStorage->GetStorageShape();
+    const gert::StorageShape* keyStorage = context->GetInputShape(1);
+    OP_CHECK_NULL_WITH_CONTEXT(context, keyStorage);
+    const gert::Shape& keyShape = keyStorage->GetStorageShape();
     const gert::StorageShape* encoder_queryShapeOpt = context->GetOptionalInputShape(3);
     const gert::StorageShape* encoder_keyShapeOpt = context->GetOptionalInputShape(4);
     const gert::StorageShape* rope_sinShapeOpt = context->GetOptionalInputShape(14);
+    const gert::CompileTimeTensorDesc* queryDesc = context->GetInputDesc(0);
+    OP_CHECK_NULL_WITH_CONTEXT(context, queryDesc);
+    const gert::RuntimeAttrs* attrs = context->GetAttrs();
+    OP_CHECK_NULL_WITH_CONTEXT(context, attrs);
     [[maybe_unused]] const int64_t BDim = queryShape.GetDim(0);  // dim B
     [[maybe_unused]] const int64_t DDim = queryShape.GetDim(3);  // dim D
     [[maybe_unused]] const int64_t NDim = queryShape.GetDim(2);  // dim N
@@ -109,45 +140,57 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     [[maybe_unused]] const int64_t SkDim = keyShape.GetDim(1);                                        // dim Sk
     [[maybe_unused]] const int64_t SqDim = queryShape.GetDim(1);                                      // dim Sq
     [[maybe_unused]] const int64_t TBytes =
-        DTypeBytes(context->GetInputDesc(0)->GetDataType());  // bytes per element of dtype variable T
-    [[maybe_unused]] const int64_t dtypeKey =
-        DTypeKey(context->GetInputDesc(0)->GetDataType());  // 1-based row of the dtype table
+        DTypeBytes(queryDesc->GetDataType());  // bytes per element of dtype variable T
+    [[maybe_unused]] const int64_t dtypeKey = DTypeKey(queryDesc->GetDataType());  // 1-based row of the dtype table
     [[maybe_unused]] const int64_t attrKey =
         AttrIndex<int64_t>(context, 0, {0, 1, 2}) * 1 + AttrIndex<int64_t>(context, 1, {0, 1, 2}) * 3 +
         AttrIndex<int64_t>(context, 2, {0, 1, 2}) * 9 + AttrIndex<int64_t>(context, 3, {0, 1}) * 27 +
         AttrIndex<bool>(context, 5, {false, true}) *
             54;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
-    [[maybe_unused]] const int64_t coreNum = static_cast<int64_t>(platform.GetCoreNumAiv());  // AIV cores
-    [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(ubSize);                    // UB bytes per AIV core
+    [[maybe_unused]] const int64_t coreNum = static_cast<int64_t>(compileInfo->coreNum);  // AIV cores
+    [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(compileInfo->ubSize);   // UB bytes per AIV core
     [[maybe_unused]] const int64_t epsAttr =
         AttrFloatBits(context, 4, 925353388);  // IEEE-754 bits of the float attribute eps
-    if (dtypeKey == 0 || attrKey < 0) {
-        return ge::GRAPH_FAILED;
-    }
-    if (BDim < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (DDim < 2 || DDim > 1024) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (NDim < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (RDim < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (SekDim < 0) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (SeqDim < 0) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (SkDim < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (SqDim < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
+    OP_CHECK_IF(dtypeKey == 0,
+                OP_LOGE(context->GetNodeName(),
+                        "the dtype combination of NormRopeConcat's tensors is not one of its supported rows"),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(attrKey < 0,
+                OP_LOGE(context->GetNodeName(),
+                        "a static attribute of NormRopeConcat is absent or not one of its allowed values"),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        BDim < 1,
+        OP_LOGE(context->GetNodeName(), "BDim=%ld is outside the spec's domain: must be >= 1", static_cast<long>(BDim)),
+        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(DDim < 2 || DDim > 1024,
+                OP_LOGE(context->GetNodeName(), "DDim=%ld is outside the spec's domain: must be in [2, 1024]",
+                        static_cast<long>(DDim)),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        NDim < 1,
+        OP_LOGE(context->GetNodeName(), "NDim=%ld is outside the spec's domain: must be >= 1", static_cast<long>(NDim)),
+        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        RDim < 1,
+        OP_LOGE(context->GetNodeName(), "RDim=%ld is outside the spec's domain: must be >= 1", static_cast<long>(RDim)),
+        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(SekDim < 0,
+                OP_LOGE(context->GetNodeName(), "SekDim=%ld is outside the spec's domain: must be >= 0",
+                        static_cast<long>(SekDim)),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(SeqDim < 0,
+                OP_LOGE(context->GetNodeName(), "SeqDim=%ld is outside the spec's domain: must be >= 0",
+                        static_cast<long>(SeqDim)),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(SkDim < 1,
+                OP_LOGE(context->GetNodeName(), "SkDim=%ld is outside the spec's domain: must be >= 1",
+                        static_cast<long>(SkDim)),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(SqDim < 1,
+                OP_LOGE(context->GetNodeName(), "SqDim=%ld is outside the spec's domain: must be >= 1",
+                        static_cast<long>(SqDim)),
+                return ge::GRAPH_FAILED);
     const int64_t dAlign = AlignUp(DDim, 16);  // head row stride in UB (elements)
     const int64_t rowNum =
         ((BDim * NDim) * (((((SqDim + SkDim) + SkDim) + SeqDim) + SekDim) +
@@ -183,10 +226,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t dimSk = SkDim;                    // dim Sk
     const int64_t dimSq = SqDim;                    // dim Sq
     const int64_t epsBits = epsAttr;                // IEEE-754 bits of eps (float)
-    if (fits == 0) {
-        return ge::GRAPH_FAILED;  // no UB plan holds this shape
-    }
+    OP_CHECK_IF(fits == 0, OP_LOGE(context->GetNodeName(), "no UB plan of NormRopeConcat holds this shape"),
+                return ge::GRAPH_FAILED);
     NormRopeConcatTilingData* tiling = context->GetTilingData<NormRopeConcatTilingData>();
+    OP_CHECK_NULL_WITH_CONTEXT(context, tiling);
     tiling->dAlign = dAlign;
     tiling->rowNum = rowNum;
     tiling->rowsPerCore = rowsPerCore;
@@ -208,13 +251,19 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     context->SetBlockDim(static_cast<uint32_t>(blockDim));
     context->SetTilingKey(static_cast<uint64_t>(tilingKey));
     size_t* workspaces = context->GetWorkspaceSizes(1);
-    workspaces[0] = static_cast<size_t>(workspaceBytes + SYS_WORKSPACE_BYTES);
+    OP_CHECK_NULL_WITH_CONTEXT(context, workspaces);
+    workspaces[0] = static_cast<size_t>(workspaceBytes) + static_cast<size_t>(compileInfo->sysWorkspaceSize);
     return ge::GRAPH_SUCCESS;
 }
 
-struct NormRopeConcatCompileInfo {};
-static ge::graphStatus TilingParse(gert::TilingParseContext*)
+static ge::graphStatus TilingParse(gert::TilingParseContext* context)
 {
+    NormRopeConcatCompileInfo* compileInfo = context->GetCompiledInfo<NormRopeConcatCompileInfo>();
+    OP_CHECK_NULL_WITH_CONTEXT(context, compileInfo);
+    fe::PlatFormInfos* platform = context->GetPlatformInfo();
+    OP_CHECK_NULL_WITH_CONTEXT(context, platform);
+    OP_CHECK_IF(FillCompileInfo(platform, *compileInfo) != ge::GRAPH_SUCCESS,
+                OP_LOGE(context->GetNodeName(), "the platform reports no AIV core or no UB"), return ge::GRAPH_FAILED);
     return ge::GRAPH_SUCCESS;
 }
 

@@ -5,13 +5,12 @@
 #include <cstring>
 
 #include "../op_kernel/nsa_selected_attention_grad_tiling_data.h"
+#include "log/log.h"
 #include "register/op_impl_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 
 namespace optiling {
 namespace {
-constexpr int64_t SYS_WORKSPACE_BYTES = 16777216;
-
 inline int64_t CeilDiv(int64_t a, int64_t b)
 {
     return (a + b - 1) / b;
@@ -35,7 +34,7 @@ template <typename T, size_t N>
 inline int64_t AttrIndex(gert::TilingContext* context, size_t index, const T (&choices)[N])
 {
     const gert::RuntimeAttrs* attrs = context->GetAttrs();
-    const T* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<T>(index);
+    const T* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<T>(index);  // absent: not allowed
     if (value == nullptr) {
         return -(static_cast<int64_t>(1) << 40);
     }
@@ -107,16 +106,53 @@ inline int64_t DTypeKey(ge::DataType v0)
 }
 }  // namespace
 
+// What TilingParse reads from the platform once per node (graph mode). TilingFunc reads the platform itself when
+// no TilingParse ran (a single-op aclnn launch gives it no compile info).
+struct NsaSelectedAttentionGradCompileInfo {
+    uint32_t coreNum = 0;           // AIV cores
+    uint64_t ubSize = 0;            // UB bytes per AIV core
+    uint32_t sysWorkspaceSize = 0;  // GM bytes AscendC's library APIs reserve (the system workspace)
+};
+
+static ge::graphStatus FillCompileInfo(fe::PlatFormInfos* platformInfo, NsaSelectedAttentionGradCompileInfo& info)
+{
+    platform_ascendc::PlatformAscendC platform(platformInfo);
+    info.coreNum = platform.GetCoreNumAiv();
+    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, info.ubSize);
+    info.sysWorkspaceSize = platform.GetLibApiWorkSpaceSize();
+    return (info.coreNum == 0 || info.ubSize == 0) ? ge::GRAPH_FAILED : ge::GRAPH_SUCCESS;
+}
+
 static ge::graphStatus TilingFunc(gert::TilingContext* context)
 {
-    platform_ascendc::PlatformAscendC platform(context->GetPlatformInfo());
-    uint64_t ubSize = 0;
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubSize);
-    const gert::Shape& queryShape = context->GetInputShape(0)->GetStorageShape();
-    const gert::Shape& keyShape = context->GetInputShape(1)->GetStorageShape();
-    const gert::Shape& valueShape = context->GetInputShape(2)->GetStorageShape();
-    const gert::Shape& topkIndicesShape = context->GetInputShape(7)->GetStorageShape();
+    NsaSelectedAttentionGradCompileInfo fromPlatform;
+    const NsaSelectedAttentionGradCompileInfo* compileInfo =
+        context->GetCompileInfo<NsaSelectedAttentionGradCompileInfo>();
+    if (compileInfo == nullptr) {
+        fe::PlatFormInfos* platform = context->GetPlatformInfo();
+        OP_CHECK_NULL_WITH_CONTEXT(context, platform);
+        OP_CHECK_IF(FillCompileInfo(platform, fromPlatform) != ge::GRAPH_SUCCESS,
+                    OP_LOGE(context->GetNodeName(), "the platform reports no AIV core or no UB"),
+                    return ge::GRAPH_FAILED);
+        compileInfo = &fromPlatform;
+    }
+    const gert::StorageShape* queryStorage = context->GetInputShape(0);
+    OP_CHECK_NULL_WITH_CONTEXT(context, queryStorage);
+    const gert::Shape& queryShape = queryStorage->GetStorageShape();
+    const gert::StorageShape* keyStorage = context->GetInputShape(1);
+    OP_CHECK_NULL_WITH_CONTEXT(context, keyStorage);
+    const gert::Shape& keyShape = keyStorage->GetStorageShape();
+    const gert::StorageShape* valueStorage = context->GetInputShape(2);
+    OP_CHECK_NULL_WITH_CONTEXT(context, valueStorage);
+    const gert::Shape& valueShape = valueStorage->GetStorageShape();
+    const gert::StorageShape* topkIndicesStorage = context->GetInputShape(7);
+    OP_CHECK_NULL_WITH_CONTEXT(context, topkIndicesStorage);
+    const gert::Shape& topkIndicesShape = topkIndicesStorage->GetStorageShape();
     const gert::StorageShape* actualSeqQLenShapeOpt = context->GetOptionalInputShape(8);
+    const gert::CompileTimeTensorDesc* queryDesc = context->GetInputDesc(0);
+    OP_CHECK_NULL_WITH_CONTEXT(context, queryDesc);
+    const gert::RuntimeAttrs* attrs = context->GetAttrs();
+    OP_CHECK_NULL_WITH_CONTEXT(context, attrs);
     [[maybe_unused]] const int64_t T1 = queryShape.GetDim(0);  // query tokens (query dim 0)
     [[maybe_unused]] const int64_t N1 = queryShape.GetDim(1);  // query heads (query dim 1)
     [[maybe_unused]] const int64_t D = queryShape.GetDim(2);   // query/key head dim (elements)
@@ -129,50 +165,61 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         (actualSeqQLenShapeOpt != nullptr ? actualSeqQLenShapeOpt->GetStorageShape().GetDim(0)
                                           : 0);  // batches (length of the cumulative sequence arrays)
     [[maybe_unused]] const int64_t v_BS_ = AttrInt(context, 2, 1);  // selected block size (keys; the attribute)
-    [[maybe_unused]] const int64_t tBytes =
-        DTypeBytes(context->GetInputDesc(0)->GetDataType());  // bytes per element of T
-    [[maybe_unused]] const int64_t dtypeKey =
-        DTypeKey(context->GetInputDesc(0)->GetDataType());  // 1-based row of the dtype table
+    [[maybe_unused]] const int64_t tBytes = DTypeBytes(queryDesc->GetDataType());  // bytes per element of T
+    [[maybe_unused]] const int64_t dtypeKey = DTypeKey(queryDesc->GetDataType());  // 1-based row of the dtype table
     [[maybe_unused]] const int64_t attrKey =
         AttrIndex<int64_t>(context, 5, {0, 2}) *
         1;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
-    [[maybe_unused]] const int64_t coreNum =
-        static_cast<int64_t>(platform.GetCoreNumAiv());                     // AIV cores of the platform
-    [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(ubSize);  // UB bytes per AIV core
+    [[maybe_unused]] const int64_t coreNum = static_cast<int64_t>(compileInfo->coreNum);  // AIV cores of the platform
+    [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(compileInfo->ubSize);   // UB bytes per AIV core
     [[maybe_unused]] const int64_t scaleAttr =
         AttrFloatBits(context, 0, 1065353216);  // IEEE-754 bits of the float attribute scale
     [[maybe_unused]] const int64_t deterministic =
         DeterministicOf(context, 0);  // 1: the framework asks for deterministic computation (GetDeterministic())
-    if (dtypeKey == 0 || attrKey < 0) {
-        return ge::GRAPH_FAILED;
-    }
-    if (T1 < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (N1 < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (D < 1 || D > 768) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (T2 < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (N2 < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (Dv < 1 || Dv > 768) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (v_CNT_ < 1 || v_CNT_ > 128) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (Bn < 1) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
-    if (v_BS_ < 16 || v_BS_ > 128) {
-        return ge::GRAPH_FAILED;  // outside the spec's domain
-    }
+    OP_CHECK_IF(dtypeKey == 0,
+                OP_LOGE(context->GetNodeName(),
+                        "the dtype combination of NsaSelectedAttentionGrad's tensors is not one of its supported rows"),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(attrKey < 0,
+                OP_LOGE(context->GetNodeName(),
+                        "a static attribute of NsaSelectedAttentionGrad is absent or not one of its allowed values"),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        T1 < 1,
+        OP_LOGE(context->GetNodeName(), "T1=%ld is outside the spec's domain: must be >= 1", static_cast<long>(T1)),
+        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        N1 < 1,
+        OP_LOGE(context->GetNodeName(), "N1=%ld is outside the spec's domain: must be >= 1", static_cast<long>(N1)),
+        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(D < 1 || D > 768,
+                OP_LOGE(context->GetNodeName(), "D=%ld is outside the spec's domain: must be in [1, 768]",
+                        static_cast<long>(D)),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        T2 < 1,
+        OP_LOGE(context->GetNodeName(), "T2=%ld is outside the spec's domain: must be >= 1", static_cast<long>(T2)),
+        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        N2 < 1,
+        OP_LOGE(context->GetNodeName(), "N2=%ld is outside the spec's domain: must be >= 1", static_cast<long>(N2)),
+        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(Dv < 1 || Dv > 768,
+                OP_LOGE(context->GetNodeName(), "Dv=%ld is outside the spec's domain: must be in [1, 768]",
+                        static_cast<long>(Dv)),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(v_CNT_ < 1 || v_CNT_ > 128,
+                OP_LOGE(context->GetNodeName(), "CNT=%ld is outside the spec's domain: must be in [1, 128]",
+                        static_cast<long>(v_CNT_)),
+                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        Bn < 1,
+        OP_LOGE(context->GetNodeName(), "Bn=%ld is outside the spec's domain: must be >= 1", static_cast<long>(Bn)),
+        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(v_BS_ < 16 || v_BS_ > 128,
+                OP_LOGE(context->GetNodeName(), "BS=%ld is outside the spec's domain: must be in [16, 128]",
+                        static_cast<long>(v_BS_)),
+                return ge::GRAPH_FAILED);
     const int64_t tokens = T1;                                   // T1
     const int64_t qHeads = N1;                                   // N1
     const int64_t kvHeads = N2;                                  // N2
@@ -265,10 +312,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t tilingKey =
         (((attrKey * 100) + (dtypeKey * 10)) + strategy);  // attrKey * 100 + dtypeKey * 10 + strategy
     const int64_t workspaceBytes = (wsDvOffset + AlignUp((((T2 * N2) * Dv) * 4), 512));  // user workspace (bytes)
-    if (fits == 0) {
-        return ge::GRAPH_FAILED;  // no UB plan holds this shape
-    }
+    OP_CHECK_IF(fits == 0, OP_LOGE(context->GetNodeName(), "no UB plan of NsaSelectedAttentionGrad holds this shape"),
+                return ge::GRAPH_FAILED);
     NsaSelectedAttentionGradTilingData* tiling = context->GetTilingData<NsaSelectedAttentionGradTilingData>();
+    OP_CHECK_NULL_WITH_CONTEXT(context, tiling);
     tiling->tokens = tokens;
     tiling->qHeads = qHeads;
     tiling->kvHeads = kvHeads;
@@ -311,13 +358,19 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     context->SetBlockDim(static_cast<uint32_t>(blockDim));
     context->SetTilingKey(static_cast<uint64_t>(tilingKey));
     size_t* workspaces = context->GetWorkspaceSizes(1);
-    workspaces[0] = static_cast<size_t>(workspaceBytes + SYS_WORKSPACE_BYTES);
+    OP_CHECK_NULL_WITH_CONTEXT(context, workspaces);
+    workspaces[0] = static_cast<size_t>(workspaceBytes) + static_cast<size_t>(compileInfo->sysWorkspaceSize);
     return ge::GRAPH_SUCCESS;
 }
 
-struct NsaSelectedAttentionGradCompileInfo {};
-static ge::graphStatus TilingParse(gert::TilingParseContext*)
+static ge::graphStatus TilingParse(gert::TilingParseContext* context)
 {
+    NsaSelectedAttentionGradCompileInfo* compileInfo = context->GetCompiledInfo<NsaSelectedAttentionGradCompileInfo>();
+    OP_CHECK_NULL_WITH_CONTEXT(context, compileInfo);
+    fe::PlatFormInfos* platform = context->GetPlatformInfo();
+    OP_CHECK_NULL_WITH_CONTEXT(context, platform);
+    OP_CHECK_IF(FillCompileInfo(platform, *compileInfo) != ge::GRAPH_SUCCESS,
+                OP_LOGE(context->GetNodeName(), "the platform reports no AIV core or no UB"), return ge::GRAPH_FAILED);
     return ge::GRAPH_SUCCESS;
 }
 

@@ -187,8 +187,26 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     plat.aivNum = c.aivNum;
     plat.aicNum = c.aicNum;
     plat.ubBytes = static_cast<uint64_t>(c.ubBytes);
+    plat.libApiWorkspaceBytes = static_cast<uint32_t>(c.sysWorkspaceBytes);
     gert::TilingContext ctx;
     ctx.platform = &plat;
+    // TilingParse first, as the graph framework runs it once per node: it fills the compile info TilingFunc reads.
+    std::unique_ptr<void, void (*)(void*)> compileInfo(nullptr, [](void*) {});
+    auto parse = gert::TilingParseRegistry().find(opType);
+    if (parse != gert::TilingParseRegistry().end() && parse->second.parse != nullptr) {
+        compileInfo = std::unique_ptr<void, void (*)(void*)>(parse->second.create(), parse->second.destroy);
+        gert::TilingParseContext pctx;
+        pctx.platform = &plat;
+        pctx.compiledInfo = compileInfo.get();
+        if (parse->second.parse(&pctx) != ge::GRAPH_SUCCESS) {
+            say("tiling fail TilingParse returned GRAPH_FAILED");
+            say("launch 0");
+            say("end");
+            std::fclose(rep);
+            return 0;
+        }
+        ctx.compileInfo = compileInfo.get();
+    }
     ctx.deterministic = c.deterministic != 0 ? 1 : 0;
     std::vector<std::unique_ptr<gert::StorageShape>> shapes;
     std::vector<std::unique_ptr<gert::CompileTimeTensorDesc>> descs;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "opdev/op_executor.h"
 #include "opdev/op_log.h"
 #include "opdev/platform.h"
 #include "runtime.h"
@@ -190,6 +191,8 @@ const char* ReadString(std::istream& in)
 void ReportResult(aclnnStatus rc)
 {
     const std::string& msg = opgen_host::LastAclnnError().message;
-    std::cout << rc << "\t" << (rc == ACLNN_SUCCESS ? std::string() : msg) << std::endl;
+    std::cout << rc << "\t" << (rc == ACLNN_SUCCESS ? std::string() : msg) << "\t" << opgen_host::LaunchCount()
+              << std::endl;
     opgen_host::ClearAclnnError();
+    opgen_host::LaunchCount() = 0;
 }

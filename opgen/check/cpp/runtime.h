@@ -19,4 +19,5 @@ const char* ReadString(std::istream& in);
 // "-1<TAB>case runner: <what>" in place of its result and clears the error for the next line.
 bool ReadFailed(std::istream& in);
 void ReportReadError();
+// Prints "<status>\t<first logged error, empty on success>\t<kernel launches queued>" and resets both.
 void ReportResult(aclnnStatus rc);

@@ -41,6 +41,16 @@ struct aclTensor {
     void* data = nullptr;  // device memory of the emulation (not read by the emitted host code)
     const op::Shape& GetViewShape() const { return shape; }
     op::DataType GetDataType() const { return dtype; }
+    // CANN's aclTensor::IsEmpty (opbase common_types.h): the view shape holds no element.
+    bool IsEmpty() const
+    {
+        for (int64_t d : shape.dims) {
+            if (d == 0) {
+                return true;
+            }
+        }
+        return false;
+    }
 };
 
 struct aclIntArray {

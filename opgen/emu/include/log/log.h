@@ -20,10 +20,19 @@ __attribute__((format(printf, 2, 3))) inline void HostLogE(const char* node, con
 }  // namespace opgen_host
 
 #define OP_LOGE(node, ...) ::opgen_host::HostLogE(node, __VA_ARGS__)
-#define OP_CHECK_NULL_WITH_CONTEXT(context, ptr) \
+// As CANN's (op_common/log/log.h): logs "<ptr> is nullptr!" under the context's node name and fails.
+#define OP_CHECK_NULL_WITH_CONTEXT(context, ptr)                                                           \
+    do {                                                                                                   \
+        if ((ptr) == nullptr) {                                                                            \
+            ::opgen_host::HostLogE((context) == nullptr ? "nil" : (context)->GetNodeName(), "%s is nullptr!", \
+                                   #ptr);                                                                  \
+            return ge::GRAPH_FAILED;                                                                       \
+        }                                                                                                  \
+    } while (0)
+#define OP_CHECK_IF(condition, log, return_expr) \
     do {                                         \
-        if ((ptr) == nullptr) {                  \
-            (void)(context);                     \
-            return ge::GRAPH_FAILED;             \
+        if (condition) {                         \
+            log;                                 \
+            return_expr;                         \
         }                                        \
     } while (0)

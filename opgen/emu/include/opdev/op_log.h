@@ -38,6 +38,11 @@ __attribute__((format(printf, 2, 3))) inline void AclnnLogE(aclnnStatus code, co
 }  // namespace opgen_host
 
 #define OP_LOGE(code, ...) ::opgen_host::AclnnLogE(code, __VA_ARGS__)
+namespace opgen_host {
+// A warning: format-checked like OP_LOGE, not kept (CANN's OP_LOGW(fmt, ...) takes no code).
+__attribute__((format(printf, 1, 2))) inline void AclnnLogW(const char* /*fmt*/, ...) {}
+}  // namespace opgen_host
+#define OP_LOGW(...) ::opgen_host::AclnnLogW(__VA_ARGS__)
 #define CHECK_RET(cond, ret) \
     do {                     \
         if (!(cond)) {       \

@@ -24,6 +24,7 @@ public:
     int64_t aivNum = 48;
     int64_t aicNum = 24;
     uint64_t ubBytes = 196608;
+    uint32_t libApiWorkspaceBytes = 16 * 1024 * 1024;  // PlatformAscendC::GetLibApiWorkSpaceSize()
 };
 }  // namespace fe
 
@@ -156,6 +157,8 @@ public:
     std::vector<CompileTimeTensorDesc*> inputDescs;
     std::vector<CompileTimeTensorDesc*> outputDescs;
     fe::PlatFormInfos* platform = nullptr;
+    const void* compileInfo = nullptr;  // what TilingParse filled (nullptr: no TilingParse ran)
+    const char* nodeName = "node";
     int32_t deterministic = 0;  // the framework's deterministic-computation setting (1: required)
     uint32_t blockDim = 0;
     uint64_t tilingKey = 0;
@@ -171,6 +174,13 @@ public:
     const CompileTimeTensorDesc* GetOptionalInputDesc(size_t irIndex) const { return detail::At(inputDescs, irIndex); }
     const CompileTimeTensorDesc* GetOutputDesc(size_t index) const { return detail::At(outputDescs, index); }
     fe::PlatFormInfos* GetPlatformInfo() const { return platform; }
+    const void* GetCompileInfo() const { return compileInfo; }
+    template <typename T>
+    const T* GetCompileInfo() const
+    {
+        return reinterpret_cast<const T*>(compileInfo);
+    }
+    const char* GetNodeName() const { return nodeName; }
     int32_t GetDeterministic() const { return deterministic; }
     void SetBlockDim(uint32_t n) { blockDim = n; }
     void SetTilingKey(uint64_t key) { tilingKey = key; }
@@ -183,7 +193,21 @@ public:
         return reinterpret_cast<T*>(raw.GetData());
     }
 };
-class TilingParseContext {};
+// Input of TilingParse (graph mode, once per node): the platform in, the op's compile info out.
+class TilingParseContext {
+public:
+    fe::PlatFormInfos* platform = nullptr;
+    void* compiledInfo = nullptr;  // an instance of the CompileInfo type TilingParse<...> registered
+    const char* nodeName = "node";
+
+    template <typename T>
+    auto GetCompiledInfo() -> T*
+    {
+        return static_cast<T*>(compiledInfo);
+    }
+    fe::PlatFormInfos* GetPlatformInfo() const { return platform; }
+    const char* GetNodeName() const { return nodeName; }
+};
 
 // Input of InferShape: input shapes and attributes in, output shapes out.
 class InferShapeContext {
@@ -234,6 +258,14 @@ public:
 };
 
 using TilingFunc = ge::graphStatus (*)(TilingContext*);
+using TilingParseFunc = ge::graphStatus (*)(TilingParseContext*);
+
+// A registered TilingParse: the function and how to make / free its CompileInfo instance.
+struct TilingParseEntry {
+    TilingParseFunc parse = nullptr;
+    void* (*create)() = nullptr;
+    void (*destroy)(void*) = nullptr;
+};
 using InferShapeFunc = ge::graphStatus (*)(InferShapeContext*);
 using InferDataTypeFunc = ge::graphStatus (*)(InferDataTypeContext*);
 
@@ -241,6 +273,11 @@ using InferDataTypeFunc = ge::graphStatus (*)(InferDataTypeContext*);
 inline std::map<std::string, TilingFunc>& TilingRegistry()
 {
     static std::map<std::string, TilingFunc> registry;
+    return registry;
+}
+inline std::map<std::string, TilingParseEntry>& TilingParseRegistry()
+{
+    static std::map<std::string, TilingParseEntry> registry;
     return registry;
 }
 inline std::map<std::string, InferShapeFunc>& InferShapeRegistry()
@@ -262,9 +299,13 @@ public:
         TilingRegistry()[type_] = fn;
         return *this;
     }
-    template <typename CompileInfo, typename F>
-    OpImplRegister& TilingParse(F /*parse*/)
+    template <typename CompileInfo>
+    OpImplRegister& TilingParse(TilingParseFunc parse)
     {
+        TilingParseEntry& e = TilingParseRegistry()[type_];
+        e.parse = parse;
+        e.create = []() -> void* { return new CompileInfo(); };
+        e.destroy = [](void* p) { delete static_cast<CompileInfo*>(p); };
         return *this;
     }
     OpImplRegister& InferShape(InferShapeFunc fn)

@@ -16,10 +16,17 @@
 
 namespace ada_layer_norm_v2_tiling_ut {
 
-struct CompileInfo {};  // AdaLayerNormV2's TilingParse keeps no compile info
-
 constexpr uint64_t CORE_NUM = 48;  // ascend910b1
 constexpr uint64_t UB_SIZE = 196608;
+constexpr uint32_t SYS_WORKSPACE_SIZE = 16777216;  // the platform's library API workspace (bytes)
+
+// What AdaLayerNormV2's TilingParse fills from the platform: the layout of AdaLayerNormV2CompileInfo in
+// op_host/ada_layer_norm_v2_tiling.cpp.
+struct CompileInfo {
+    uint32_t coreNum = CORE_NUM;
+    uint64_t ubSize = UB_SIZE;
+    uint32_t sysWorkspaceSize = SYS_WORKSPACE_SIZE;
+};
 
 std::vector<gert::TilingContextPara::OpAttr> Attrs()
 {

@@ -12,6 +12,8 @@ public:
     uint32_t GetCoreNumAiv() const { return static_cast<uint32_t>(p_->aivNum); }
     uint32_t GetCoreNumAic() const { return static_cast<uint32_t>(p_->aicNum); }
     void GetCoreMemSize(CoreMemType t, uint64_t& size) const { size = t == CoreMemType::UB ? p_->ubBytes : 0; }
+    // Bytes of GM workspace AscendC's library APIs reserve (the platform's system workspace).
+    uint32_t GetLibApiWorkSpaceSize() const { return p_->libApiWorkspaceBytes; }
 private:
     fe::PlatFormInfos* p_;
 };

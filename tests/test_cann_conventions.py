@@ -1,0 +1,159 @@
+"""What an ops-nn reviewer checks in the emitted host files, on the committed generated/ packages.
+
+Facts (ops-nn norm/rms_norm op_host/rms_norm_tiling.cpp and .h, opbase op_common/log/log.h, asc-devkit
+platform_ascendc.h): TilingParse fills a CompileInfo from the platform (GetCoreNumAiv, GetCoreMemSize(UB)) through
+TilingParseContext::GetCompiledInfo<T>() and TilingFunc reads it with TilingContext::GetCompileInfo<T>(), reading
+the platform itself when it is null; pointers from the context are checked with OP_CHECK_NULL_WITH_CONTEXT, other
+failures logged (OP_LOGE / OP_CHECK_IF) before GRAPH_FAILED; the system workspace is the platform's
+PlatformAscendC::GetLibApiWorkSpaceSize().
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TILINGS = sorted((ROOT / "generated").glob("*/op_host/*_tiling.cpp"))
+
+
+@pytest.mark.parametrize("path", TILINGS, ids=[p.parent.parent.name for p in TILINGS])
+def test_tiling_follows_canns_conventions(path):
+    text = path.read_text()
+    op = re.search(r"IMPL_OP_OPTILING\((\w+)\)", text).group(1)
+    # every failure is logged: GRAPH_FAILED only inside OP_CHECK_IF / OP_CHECK_NULL_WITH_CONTEXT or a ternary
+    for line in text.splitlines():
+        if "return ge::GRAPH_FAILED;" in line:
+            assert line.strip() != "return ge::GRAPH_FAILED;" and "//" not in line, line
+    assert "SYS_WORKSPACE_BYTES" not in text and "16777216" not in text
+    assert "platform.GetLibApiWorkSpaceSize()" in text
+    assert "compileInfo->sysWorkspaceSize" in text
+    # TilingParse fills the compile info; TilingFunc reads it (and the platform only without it)
+    parse = text[text.index("static ge::graphStatus TilingParse("):]
+    assert f"context->GetCompiledInfo<{op}CompileInfo>()" in parse
+    assert "OP_CHECK_NULL_WITH_CONTEXT(context, compileInfo);" in parse
+    func = text[text.index("static ge::graphStatus TilingFunc("):text.index("static ge::graphStatus TilingParse(")]
+    assert f"context->GetCompileInfo<{op}CompileInfo>()" in func
+    assert "GetCoreNumAiv" not in func and "compileInfo->coreNum" in func and "compileInfo->ubSize" in func
+    assert f".TilingParse<{op}CompileInfo>(TilingParse)" in text
+    assert re.search(rf"struct {op}CompileInfo {{\n(.*\n){{3}}}};", text)
+    # shapes, descs, attributes, tiling data and workspace pointers are null-checked before use
+    for var in re.findall(r"const gert::StorageShape\* (\w+Storage) =", func):
+        assert f"OP_CHECK_NULL_WITH_CONTEXT(context, {var});" in func
+    for var in re.findall(r"const gert::CompileTimeTensorDesc\* (\w+) =", func):
+        assert f"OP_CHECK_NULL_WITH_CONTEXT(context, {var});" in func
+    assert "GetInputShape(" not in func.replace("Storage = context->GetInputShape(", "")
+    assert "OP_CHECK_NULL_WITH_CONTEXT(context, tiling);" in func
+    assert "OP_CHECK_NULL_WITH_CONTEXT(context, workspaces);" in func
+    # no degenerate domain test (a || b over the same bound)
+    for name, lo, hi in re.findall(r"(\w+) < (-?\d+) \|\| \1 > (-?\d+)", func):
+        assert lo != hi, (name, lo)
+
+
+def test_ut_compile_info_has_the_op_hosts_layout():
+    """The tiling UT passes a CompileInfo the TilingFunc reads: it must have the op_host struct's fields in order."""
+    for path in TILINGS:
+        op = re.search(r"IMPL_OP_OPTILING\((\w+)\)", path.read_text()).group(1)
+        host = re.search(rf"struct {op}CompileInfo {{\n(.*?)\n}};", path.read_text(), re.S).group(1)
+        ut = next((path.parent.parent / "tests" / "ut" / "op_host").glob("test_*_tiling.cpp")).read_text()
+        test = re.search(r"struct CompileInfo {\n(.*?)\n};", ut, re.S).group(1)
+
+        def fields(body):
+            return [re.match(r"\s*(\w+) (\w+)", ln).groups() for ln in body.splitlines() if ln.strip()]
+
+        assert fields(host) == fields(test), path
+
+
+def test_replaced_directory_lists_what_it_loses():
+    """examples/specs/rms_norm.py replaces ops-nn's norm/rms_norm, whose op_host/rms_norm_tiling.cpp also registers
+    GemmaRmsNorm's tiling and which has arch35 paths (ops-nn snapshot e5c3fa9): the README says so, as a step
+    before the copy."""
+    from opgen.codegen.docs import emit_docs
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(ROOT / "examples" / "specs" / "rms_norm.py"))
+    readme = emit_docs(spec)["README.md"]
+    steps = readme[readme.index("## Dropping it into"):readme.index("## Files")]
+    remove = steps.index("Remove `norm/rms_norm`, which this package replaces")
+    lost = steps.index("`norm/rms_norm` registers or builds what this package does not; removing it loses: ")
+    assert remove < lost < steps.index("Copy this directory to `norm/rms_norm`.")
+    assert "GemmaRmsNorm" in steps[lost:] and "arch35" in steps[lost:]
+
+
+def test_replaces_lost_errors():
+    from opgen.dsl import A2, OpSpec
+    from opgen.errors import SpecError
+
+    spec = OpSpec("LostProbe", aclnn="aclnnLostProbe", socs=(A2,))
+    with pytest.raises(SpecError, match="lost='GemmaRmsNorm' is not a list of phrases"):
+        spec.replaces("norm/x", "why", lost="GemmaRmsNorm")
+    with pytest.raises(SpecError, match="lost entry 'a\\\\nb' is not a non-empty one-line string"):
+        spec.replaces("norm/x", "why", lost=("a\nb",))
+    spec.replaces("norm/x", "why", lost=("GemmaRmsNorm's tiling",))
+    assert spec.package_notes[0].lost == ("GemmaRmsNorm's tiling",)
+
+
+def test_license_header_in_every_file(tmp_path):
+    """spec.package(..., license=...): an SPDX id, or a text escaped for each file's comment syntax (a `*/`, a
+    trailing backslash and a `-->` cannot end or extend the comment); JSON files are left as they are."""
+    from opgen.codegen.generation import render, with_license
+    from opgen.registry import load_spec
+
+    src = (ROOT / "examples" / "specs" / "gelu.py").read_text()
+    assert 'spec.package("ops-nn", "activation")' in src
+    path = tmp_path / "gelu.py"
+    path.write_text(src.replace('spec.package("ops-nn", "activation")',
+                                'spec.package("ops-nn", "activation", license="Apache-2.0")'))
+    files = render(load_spec(str(path)))
+    for name, text in files.items():
+        first = text.splitlines()[0]
+        if name.endswith((".cpp", ".h")):
+            assert first == "// SPDX-License-Identifier: Apache-2.0", name
+        elif name.endswith((".py", ".txt")):
+            assert first == "# SPDX-License-Identifier: Apache-2.0", name
+        elif name.endswith(".md"):
+            assert first == "<!-- SPDX-License-Identifier: Apache-2.0 -->", name
+        else:
+            assert name.endswith(".json") and "SPDX" not in text, name
+    hostile = ["Copyright (c) 2026 Example */ int x; /*", "ends with a backslash \\", "--> <script>"]
+    cpp = with_license(hostile, "op_host/a.cpp", "int y;\n").splitlines()
+    assert cpp[0].startswith("// ") and "*/" not in cpp[0] and not cpp[1].endswith("\\")
+    md = with_license(hostile, "README.md", "# t\n").splitlines()
+    assert all(ln.startswith("<!-- ") and ln.endswith(" -->") and "-->" not in ln[4:-4] for ln in md[:3])
+
+
+def test_license_errors():
+    from opgen.dsl import A2, OpSpec
+    from opgen.errors import SpecError
+
+    for bad, why in (("Apache2", "is not an SPDX id opgen knows"), ("", "is not a non-empty string"),
+                     ("line one\x07", "non-printable"), ("x y\n" * 41, "more than 40")):
+        spec = OpSpec("LicenseProbe", aclnn="aclnnLicenseProbe", socs=(A2,))
+        with pytest.raises(SpecError, match=why):
+            spec.package("ops-nn", "norm", license=bad)
+
+
+def test_host_files_cite_facts_not_opgens_docs():
+    """A reader inside ops-nn cannot open opgen's docs/reference notes: the host, aclnn, example and golden files
+    name the CANN document (or the convention) instead."""
+    for path in sorted((ROOT / "generated").rglob("*")):
+        rel = path.relative_to(ROOT / "generated")
+        if path.is_file() and rel.parts[1] in ("op_host", "examples", "tests"):
+            assert "opgen's docs/reference" not in path.read_text(), rel
+
+
+def test_api_document_has_ops_nn_layout():
+    """ops-nn's docs/aclnn<Api>.md (e.g. norm/rms_norm/docs/aclnnRmsNorm.md) has, in order: 产品支持情况, 功能说明,
+    函数原型, a section per phase with 参数说明 and 返回值, 约束说明, 调用示例 with the example code inline."""
+    for doc in sorted((ROOT / "generated").glob("*/docs/aclnn*.md")):
+        text = doc.read_text()
+        api = doc.stem
+        heads = re.findall(r"^## (.+)$", text, re.M)
+        assert heads == ["产品支持情况", "功能说明", "函数原型", f"{api}GetWorkspaceSize", api, "约束说明", "调用示例"], doc
+        assert text.count("- **参数说明**") == 2 and text.count("- **返回值**") == 2
+        example = (doc.parent.parent / "examples").glob("test_*.cpp")
+        body = text[text.index("## 调用示例"):]
+        assert "```Cpp\n" in body and f"{api}GetWorkspaceSize(" in body and "aclrtSynchronizeStream" in body
+        assert next(example).name in body
