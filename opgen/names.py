@@ -50,7 +50,8 @@ AscendC's `half`, `bfloat16_t`, ...; C's `FILE`, `jmp_buf`, ...; names ending in
 (docs/reference/names.md §1)."""
 
 EMITTED_SCOPE_NAMES = frozenset("""BitsToFloat GetUserWorkspace GetBlockIdx GetTaskRatio Min64 CeilDiv AlignUp ProdDims
-AttrIndex AttrFloatBits AttrInt DeterministicOf DTypeBytes DTypeKey TilingFunc TilingParse platform ubSize""".split())
+AttrIndex AttrFloatBits AttrInt DeterministicOf DTypeBytes DTypeKey TilingFunc TilingParse FillCompileInfo platform ubSize
+fromPlatform compileInfo attrs""".split())
 """Functions and locals the emitted code names unqualified in the scopes where spec names stand bare: the kernel
 classes' Init (templates/op_kernel/*_kernel.h.j2) and the host TilingFunc (templates/op_host/tiling.cpp.j2).
 tests/test_hardening_names.py reads those scopes of the templates and fails when a call there is missing here."""
