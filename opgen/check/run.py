@@ -30,7 +30,7 @@ import numpy as np
 from opgen.check import caseio
 from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_dtypes, encode_call,
                                harness_source, run_runner)
-from opgen.check.build import Builder, BuildRun, Sources
+from opgen.check.build import Builder, BuildRun, Sources, launch_variant
 from opgen.check.compare import OutputComparison, compare_output, rounded_intermediate_outputs
 from opgen.check.driver import driver_source, kernel_type
 from opgen.errors import OpgenError, ValidationError
@@ -53,7 +53,7 @@ class CheckResult:
     gm_bytes: bytes read + written over all buffers; gm_bytes_min: each present device input the specialisation reads (its graph consumes it) read once plus each
     produced output written once (bytes, from the tensors' sizes); block_dim, tiling_key; workspace_bytes:
     the whole workspace (system part included, bytes); faults: emulation faults and driver problems (one
-    line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "asan");
+    line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "quick" | "asan", build.launch_variant);
     build_dir; builds: the ninja runs (BuildRun) of this check, in order; ub_peak: the UB bytes the kernel's
     InitBuffer calls held at once (max over the AIV cores; what its buffer plan must cover); gm_reference / gm_reference_source: the
     reference's estimate of the GM bytes CANN's kernel moves for the same call (bytes; None for ops without one,
@@ -371,7 +371,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
 
         compile_unit(spec, until="lower", only_key0=True, verify_each=False)
     src.require(kernel=True)
-    variant = "asan" if asan else "debug"
+    variant = launch_variant(asan)
     res = CheckResult(spec.name, plat.name, variant, inputs=inputs)
     builder = Builder(src, {"driver.cpp": driver_source(m, kernel_type(src.kernel_cpp)),
                             "aclnn_harness.cpp": harness_source(m)}, build_root, progress)
