@@ -201,19 +201,31 @@ MUTATIONS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(MUTATIONS))
-def test_mutated_kernel_is_caught(name, tmp_path):
+@pytest.fixture(scope="module")
+def grad_copy(tmp_path_factory, session_build_root):
+    """A private copy of the committed AdaLayerNormGrad package that the mutation tests patch in turn and restore:
+    its aclnn runner, TilingFunc and driver are built once, each mutation recompiles the kernel only."""
     from opgen.codegen import default_out_dir
 
-    pattern, repl, expect = MUTATIONS[name]
-    gen = tmp_path / "generated"
+    gen = tmp_path_factory.mktemp("ada_grad") / "generated"
     shutil.copytree(default_out_dir() / "ada_layer_norm_grad", gen / "ada_layer_norm_grad")
+    return gen, session_build_root
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_mutated_kernel_is_caught(name, grad_copy):
+    pattern, repl, expect = MUTATIONS[name]
+    gen, build = grad_copy
     h = gen / "ada_layer_norm_grad" / "op_kernel" / "ada_layer_norm_grad.h"
-    text, n = re.subn(pattern, repl, h.read_text())
+    orig = h.read_text()
+    text, n = re.subn(pattern, repl, orig)
     assert n >= 1, f"mutation {name} did not apply"
     h.write_text(text)
-    r = run_check("AdaLayerNormGrad", dims=_dims((2,), 5, 40), dtypes=DTYPES[1], gen_dir=gen,
-                  build_root=tmp_path / "build", progress=False)
+    try:
+        r = run_check("AdaLayerNormGrad", dims=_dims((2,), 5, 40), dtypes=DTYPES[1], gen_dir=gen, build_root=build,
+                      progress=False)
+    finally:
+        h.write_text(orig)
     assert not r.passed
     blob = " ".join(r.faults) + " " + " ".join(r.failed_outputs())
     assert expect in blob, blob
