@@ -7,9 +7,9 @@ Steps (docs/design.md "CPU emulation of the emitted code"):
    data the aclnn layer cannot read (opgen.codegen.aclnn.device_value_requirements): inputs breaking one of
    those are launched without a golden, and the emitted kernel must stop itself with AscendC::Trap()
    (KernelTrapped; a kernel that runs on instead is a failed result);
-3. the launch driver (debug or asan variant) is built with ninja and run: TilingFunc, then the kernel on
-   blockDim simulated cores (opgen/check/cpp/check_driver.h); the interpreter computes the device and exact
-   results while the driver runs (a separate process);
+3. the launch driver (debug, quick or asan variant, build.launch_variant) is built with ninja and run:
+   TilingFunc, then the kernel on blockDim simulated cores (opgen/check/cpp/check_driver.h); the interpreter
+   computes the device and exact results while the driver runs (a separate process);
 4. every output is compared with the interpreter's exact (float64 golden) and device modes
    (opgen/check/compare.py; outputs downstream of an intermediate the op rounds to T may pass the
    rounded-intermediate rule, compare.rounded_intermediate_outputs).
