@@ -5,10 +5,10 @@ platform and compares every output with the interpreter (device and exact modes,
 the interpreter itself is checked against torch float64 autograd in tests/test_ada_layer_norm.py). A case
 passes only with zero emulation faults: UB poison, bounds, alignment, queue misuse, GM bounds.
 
-Coverage: a covering array (tests/covering.py) over dtype row x presence of the optional inputs x a shape
-set with tails — every pair of those values at least once, and every (dtype row, presence) pair on a COL_SPLIT
-shape as well as on a ROW_SPLIT one — (H = 1, 31, 33, 3440, 3441, S = 1, rank-0 and rank-2 batch groups, rows not divisible by
-the core count, batches split across cores) and both strategies (ROW_SPLIT, COL_SPLIT with one and two
+Coverage: a covering array (tests/covering.py) over dtype row x presence of the optional inputs x a shape set
+with tails (H = 1, 31, 33, 3440, 3441, S = 1, rank-0 and rank-2 batch groups, rows not divisible by the core
+count, batches split across cores): every pair of those values at least once, and every (dtype row, presence)
+pair on a COL_SPLIT shape; both strategies (ROW_SPLIT, COL_SPLIT with one and two
 row-sum levels); the scale form [Bd, 1, H]; a non-default epsilon; every platform; an AddressSanitizer
 subset. Mutations of the emitted kernel (a dropped tail, a misaligned copy, a UB overflow) are caught;
 a structural test checks the manual pipe synchronisation the emulation cannot observe.

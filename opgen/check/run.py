@@ -53,7 +53,8 @@ class CheckResult:
     gm_bytes: bytes read + written over all buffers; gm_bytes_min: each present device input the specialisation reads (its graph consumes it) read once plus each
     produced output written once (bytes, from the tensors' sizes); block_dim, tiling_key; workspace_bytes:
     the whole workspace (system part included, bytes); faults: emulation faults and driver problems (one
-    line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "quick" | "asan", build.launch_variant);
+    line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "quick" | "asan",
+    build.launch_variant);
     build_dir; builds: the ninja runs (BuildRun) of this check, in order; ub_peak: the UB bytes the kernel's
     InitBuffer calls held at once (max over the AIV cores; what its buffer plan must cover); gm_reference / gm_reference_source: the
     reference's estimate of the GM bytes CANN's kernel moves for the same call (bytes; None for ops without one,
