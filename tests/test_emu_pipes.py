@@ -198,27 +198,30 @@ ROW_SPLIT = dict(Bd=(4,), H=256)      # rows resident in UB (strategy 1)
 COL_SPLIT = dict(Bd=(3,), H=65536)    # columns over the cores (strategy 2)
 
 
-def test_rms_norm_unmutated_passes(rms):
+def test_rms_norm_unmutated_passes(rms, session_build_root):
     spec = ROOT / "examples" / "specs" / "rms_norm.py"
     for dims in (ROW_SPLIT, COL_SPLIT):
-        r = run_check(str(spec), dims=dims, gen_dir=rms / "gen", build_root=rms / "build", progress=False)
+        r = run_check(str(spec), dims=dims, gen_dir=rms / "gen", build_root=session_build_root, progress=False)
         assert r.passed and not r.faults, r.faults
 
 
 @pytest.mark.parametrize("what", ["barriers", "copyin"])
-def test_rms_norm_mutated_fails_with_a_race(rms, what):
-    gen = rms / what
-    shutil.copytree(rms / "gen", gen)
+def test_rms_norm_mutated_fails_with_a_race(rms, what, session_build_root):
+    gen = rms / "gen"   # mutated in place and restored: the aclnn runner, TilingFunc and driver are built once
+    orig = (gen / "rms_norm" / "op_kernel" / "rms_norm.h").read_text()
     h = mutate(gen, "rms_norm", **{what: True})
     spec = ROOT / "examples" / "specs" / "rms_norm.py"
-    for dims in (ROW_SPLIT, COL_SPLIT):
-        r = run_check(str(spec), dims=dims, gen_dir=gen, build_root=rms / f"build_{what}", progress=False)
-        assert not r.passed
-        m = assert_kernel_race(r.faults, h)
-        if what == "barriers":
-            assert m["sync"] == "PipeBarrier<PIPE_V>" and m["np"] == m["tp"] == "PIPE_V"
-        else:
-            assert m["tp"] == "PIPE_MTE2" and m["np"] in ("PIPE_V", "PIPE_S"), m.group(0)
+    try:
+        for dims in (ROW_SPLIT, COL_SPLIT):
+            r = run_check(str(spec), dims=dims, gen_dir=gen, build_root=session_build_root, progress=False)
+            assert not r.passed
+            m = assert_kernel_race(r.faults, h)
+            if what == "barriers":
+                assert m["sync"] == "PipeBarrier<PIPE_V>" and m["np"] == m["tp"] == "PIPE_V"
+            else:
+                assert m["tp"] == "PIPE_MTE2" and m["np"] in ("PIPE_V", "PIPE_S"), m.group(0)
+    finally:
+        h.write_text(orig)
 
 
 NRC_DIMS = dict(B=2, Sq=5, Sk=4, N=3, D=34, Seq=3, Sek=2, R=6)
@@ -226,12 +229,12 @@ NRC_ATTRS = dict(norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, is
 
 
 @pytest.mark.parametrize("what", ["barriers", "copyin"])
-def test_norm_rope_concat_mutated_fails_with_a_race(tmp_path, what):
+def test_norm_rope_concat_mutated_fails_with_a_race(tmp_path, what, session_build_root):
     """The bundled head-rows kernel (unmutated it passes in tests/test_kernels_nrc.py)."""
     shutil.copytree(ROOT / "generated" / "norm_rope_concat", tmp_path / "gen" / "norm_rope_concat")
     h = mutate(tmp_path / "gen", "norm_rope_concat", **{what: True})
     r = run_check("NormRopeConcat", dims=NRC_DIMS, attrs=NRC_ATTRS, dtypes={"T": "float16"}, gen_dir=tmp_path / "gen",
-                  build_root=tmp_path / "build", progress=False)
+                  build_root=session_build_root, progress=False)
     assert not r.passed
     m = assert_kernel_race(r.faults, h)
     if what == "copyin":
@@ -257,7 +260,7 @@ def test_site_parameter_accepts_no_argument(tmp_path, call, compiles):
 
 
 @pytest.mark.parametrize("what", ["barriers", "copyin"])
-def test_nsa_selected_attention_mutated_fails_with_a_race(tmp_path, what):
+def test_nsa_selected_attention_mutated_fails_with_a_race(tmp_path, what, session_build_root):
     """The bundled attention kernel (mixed AIC/AIV; unmutated it passes in tests/test_kernels_nsa.py): every
     PipeBarrier<PIPE_V> deleted, or its MTE2 -> V fences (the AIV's workspace tile loads) deleted."""
     import sys
@@ -275,7 +278,7 @@ def test_nsa_selected_attention_mutated_fails_with_a_race(tmp_path, what):
     assert n > 0
     h.write_text(text)
     inputs, attrs = fwd_args(make(SMALL))
-    r = run_check(FWD, inputs, attrs, {"T": SMALL.dtype}, gen_dir=tmp_path / "gen", build_root=tmp_path / "build",
+    r = run_check(FWD, inputs, attrs, {"T": SMALL.dtype}, gen_dir=tmp_path / "gen", build_root=session_build_root,
                   progress=False, timeout=120)
     assert not r.passed
     m = assert_kernel_race(r.faults, h)

@@ -7,9 +7,9 @@ Steps (docs/design.md "CPU emulation of the emitted code"):
    data the aclnn layer cannot read (opgen.codegen.aclnn.device_value_requirements): inputs breaking one of
    those are launched without a golden, and the emitted kernel must stop itself with AscendC::Trap()
    (KernelTrapped; a kernel that runs on instead is a failed result);
-3. the launch driver (debug or asan variant) is built with ninja and run: TilingFunc, then the kernel on
-   blockDim simulated cores (opgen/check/cpp/check_driver.h); the interpreter computes the device and exact
-   results while the driver runs (a separate process);
+3. the launch driver (debug, quick or asan variant, build.launch_variant) is built with ninja and run:
+   TilingFunc, then the kernel on blockDim simulated cores (opgen/check/cpp/check_driver.h); the interpreter
+   computes the device and exact results while the driver runs (a separate process);
 4. every output is compared with the interpreter's exact (float64 golden) and device modes
    (opgen/check/compare.py; outputs downstream of an intermediate the op rounds to T may pass the
    rounded-intermediate rule, compare.rounded_intermediate_outputs).
@@ -30,7 +30,7 @@ import numpy as np
 from opgen.check import caseio
 from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_dtypes, encode_call,
                                harness_source, run_runner)
-from opgen.check.build import Builder, BuildRun, Sources
+from opgen.check.build import Builder, BuildRun, Sources, launch_variant
 from opgen.check.compare import OutputComparison, compare_output, rounded_intermediate_outputs
 from opgen.check.driver import driver_source, kernel_type
 from opgen.errors import OpgenError, ValidationError
@@ -53,7 +53,8 @@ class CheckResult:
     gm_bytes: bytes read + written over all buffers; gm_bytes_min: each present device input the specialisation reads (its graph consumes it) read once plus each
     produced output written once (bytes, from the tensors' sizes); block_dim, tiling_key; workspace_bytes:
     the whole workspace (system part included, bytes); faults: emulation faults and driver problems (one
-    line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "asan");
+    line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "quick" | "asan",
+    build.launch_variant);
     build_dir; builds: the ninja runs (BuildRun) of this check, in order; ub_peak: the UB bytes the kernel's
     InitBuffer calls held at once (max over the AIV cores; what its buffer plan must cover); gm_reference / gm_reference_source: the
     reference's estimate of the GM bytes CANN's kernel moves for the same call (bytes; None for ops without one,
@@ -389,7 +390,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
 
         compile_unit(spec, until="lower", only_key0=True, verify_each=False)
     src.require(kernel=True)
-    variant = "asan" if asan else "debug"
+    variant = launch_variant(asan)
     res = CheckResult(spec.name, plat.name, variant, inputs=inputs)
     builder = Builder(src, {"driver.cpp": driver_source(m, kernel_type(src.kernel_cpp)),
                             "aclnn_harness.cpp": harness_source(m)}, build_root, progress)
