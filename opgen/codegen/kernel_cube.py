@@ -30,7 +30,7 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
                          for key in lowered.programs})
     keys, declared = [], []
     for r, row in enumerate(spec.dtype_rows, start=1):
-        dt = dtype_name(row[lay.dtype])
+        dt = lay.dtype if lay.fixed else dtype_name(row[lay.dtype])
         if dt not in ("f16", "bf16"):
             raise SpecError(f"{spec.name}: dtype row {r} binds {lay.dtype} to {dt}; the cube kernel takes f16 or "
                             f"bf16 operands")

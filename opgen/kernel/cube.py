@@ -46,8 +46,8 @@ FIELDS = ("M", "K", "N", "baseM", "baseN", "baseK", "nBlocks", "blocksPerCore", 
 @dataclass(frozen=True)
 class GemmLayout:
     """The roles of a plain matrix product: inputs a [M, K] and b [K, N], output `out` [M, N]; dims (M, K, N) as
-    spec dim names; `dtype` the dtype variable of a and b; `out_dtype` the output's dtype variable name or fixed
-    dtype name ("f32"); `epilogue` the ops between the matmul and the output (casts only)."""
+    spec dim names; `dtype` the dtype variable of a and b (or their fixed dtype's name when `fixed`); `out_dtype`
+    the output's dtype variable name or fixed dtype name (the operands' or "f32"); `epilogue` the ops between the matmul and the output (casts only)."""
 
     a: str
     b: str
@@ -56,6 +56,7 @@ class GemmLayout:
     dtype: str
     out_dtype: str
     epilogue: tuple = ()
+    fixed: bool = False   # dtype is a fixed dtype name (f16 / bf16), not a dtype variable
 
     def text(self) -> str:
         """One line (`--dump-after select_family`)."""
@@ -98,8 +99,10 @@ def gemm_layout(g) -> GemmLayout:
         raise Unsupported(mm.result.name, mm.loc, f"the shapes {[str(d) for d in sa]} x {[str(d) for d in sb]} are "
                           f"not [M, K] x [K, N] over three distinct plain dims")
     dta, dtb = vals[a].type.dtype, vals[b].type.dtype
-    if not isinstance(dta, DTypeVar) or dta != dtb:
-        raise Unsupported(mm.result.name, mm.loc, "the operands take one dtype variable (fp16 / bf16 rows)")
+    fixed = not isinstance(dta, DTypeVar)
+    if dta != dtb or fixed and dtype_name(dta) not in ("f16", "bf16"):
+        raise Unsupported(mm.result.name, mm.loc, "the operands take one dtype (a dtype variable of f16 / bf16 rows, "
+                          "or f16 or bf16)")
     v, epi = mm.result.name, []
     while True:
         us = uses.get(v, [])
@@ -120,10 +123,11 @@ def gemm_layout(g) -> GemmLayout:
                           f"cast")
     od = vals[v].type.dtype
     odt = od.name if isinstance(od, DTypeVar) else dtype_name(od)
-    if not isinstance(od, DTypeVar) and odt != "f32" or isinstance(od, DTypeVar) and od != dta:
+    if od != dta and odt != "f32":
         raise Unsupported(v, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     out = next(o for o, val in outs if val == v)
-    return GemmLayout(a, b, out, tuple(str(d) for d in dims), dta.name, odt, tuple(epi))
+    name = dtype_name(dta) if fixed else dta.name
+    return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed)
 
 
 def _fence(src: Pipe, dst: Pipe, doc: str) -> tuple:
@@ -137,7 +141,7 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
     S = Sym
     M, Kd, N = S("M"), S("K"), S("N")
     bm, bn, bk = S("baseM"), S("baseN"), S("baseK")
-    out_t = "T" if lay.out_dtype == lay.dtype else CTYPE[lay.out_dtype]
+    out_t = "T" if lay.out_dtype == lay.dtype else CTYPE[lay.out_dtype]   # the operands' type or f32
     gms = (K.GmTensor("aGm", "T", lay.a), K.GmTensor("bGm", "T", lay.b), K.GmTensor("cGm", out_t, lay.out))
     locs = (K.Local("l1A", K.TPos.A1), K.Local("l1B", K.TPos.B1), K.Local("l0A", K.TPos.A2),
             K.Local("l0B", K.TPos.B2), K.Local("l0C", K.TPos.CO1))

@@ -17,7 +17,7 @@ min(AI Cores, blocks); each AI Core takes blocksPerCore contiguous blocks, the f
 
 from __future__ import annotations
 
-from opgen.ir.dims import Sym
+from opgen.ir.dims import Lit, Sym
 from opgen.kernel import cube as kcube
 from opgen.kernel.family import Tiling
 from opgen.platforms import PLATFORMS
@@ -87,11 +87,11 @@ def gemm_program(name: str):
 
 def cube_tiling(spec, lowered, counts) -> Tiling:
     """The Tiling of a cube-family lowering: gemm_program, its inputs read from the layout's dims (the A input's
-    shape), the dtype variable's size and key, the platform's cores; the L1 / L0 plan."""
+    shape), the dtype variable's size (2 for a fixed f16 / bf16) and key, the platform's cores; the L1 / L0 plan."""
     lay = lowered.layout
     m, k, n = lay.dims
     prog, plan = gemm_program(spec.name)
-    inputs = {"dimM": Sym(m), "dimK": Sym(k), "dimN": Sym(n), "tBytes": ("bytes", lay.dtype),
+    inputs = {"dimM": Sym(m), "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "coreNum": ("platform", "coreNum")}
     doc = (f"Tiling of {spec.name}: cube family, one mixed launch (1 AIC : 2 AIV); output blocks of baseM x baseN "
            f"over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C.")
