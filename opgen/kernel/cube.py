@@ -57,12 +57,16 @@ class GemmLayout:
     out_dtype: str
     epilogue: tuple = ()
     fixed: bool = False   # dtype is a fixed dtype name (f16 / bf16), not a dtype variable
+    trans_a: bool = False   # a is stored [K, M] (the matmul's transpose_a)
+    trans_b: bool = False   # b is stored [N, K] (the matmul's transpose_b)
 
     def text(self) -> str:
         """One line (`--dump-after select_family`)."""
         m, k, n = self.dims
         epi = " -> ".join(self.epilogue) or "none"
-        return (f"layout cube: {self.out}[{m}, {n}] = {self.a}[{m}, {k}] x {self.b}[{k}, {n}] in {self.dtype}, "
+        a = f"{self.a}[{k}, {m}]ᵀ" if self.trans_a else f"{self.a}[{m}, {k}]"
+        b = f"{self.b}[{n}, {k}]ᵀ" if self.trans_b else f"{self.b}[{k}, {n}]"
+        return (f"layout cube: {self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
                 f"fp32 accumulate, out {self.out_dtype}; epilogue {epi}")
 
 
@@ -76,9 +80,7 @@ def gemm_layout(g) -> GemmLayout:
     if len(mms) != 1:
         raise Unsupported(where, "", f"{len(mms)} matmuls; the cube family lowers one matrix product")
     mm = mms[0]
-    if mm.attr("transpose_a") or mm.attr("transpose_b"):
-        raise Unsupported(mm.result.name, mm.loc, "a transposed matmul operand is not lowered yet (cube family "
-                          "first step: [M, K] x [K, N])")
+    ta, tb = bool(mm.attr("transpose_a")), bool(mm.attr("transpose_b"))
     seen = {mm.result.name}
 
     def root(v):
@@ -94,10 +96,11 @@ def gemm_layout(g) -> GemmLayout:
     if len(sa) != 2 or len(sb) != 2:
         raise Unsupported(mm.result.name, mm.loc, f"operands of rank {len(sa)} and {len(sb)}; the cube family "
                           f"lowers 2-D [M, K] x [K, N] (batch dims are the next step)")
-    dims = (sa[0], sa[1], sb[1])
-    if not all(isinstance(d, Sym) for d in dims) or str(sb[0]) != str(sa[1]) or len({str(d) for d in dims}) != 3:
-        raise Unsupported(mm.result.name, mm.loc, f"the shapes {[str(d) for d in sa]} x {[str(d) for d in sb]} are "
-                          f"not [M, K] x [K, N] over three distinct plain dims")
+    (dm, dka), (dkb, dn) = (sa[::-1] if ta else sa), (sb[::-1] if tb else sb)
+    dims = (dm, dka, dn)
+    if not all(isinstance(d, Sym) for d in dims) or str(dkb) != str(dka) or len({str(d) for d in dims}) != 3:
+        raise Unsupported(mm.result.name, mm.loc, f"the shapes {[str(d) for d in sa]} x {[str(d) for d in sb]} "
+                          f"(transposed: {ta}, {tb}) are not [M, K] x [K, N] over three distinct plain dims")
     dta, dtb = vals[a].type.dtype, vals[b].type.dtype
     fixed = not isinstance(dta, DTypeVar)
     if dta != dtb or fixed and dtype_name(dta) not in ("f16", "bf16"):
@@ -127,7 +130,7 @@ def gemm_layout(g) -> GemmLayout:
         raise Unsupported(v, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     out = next(o for o, val in outs if val == v)
     name = dtype_name(dta) if fixed else dta.name
-    return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed)
+    return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb)
 
 
 def _fence(src: Pipe, dst: Pipe, doc: str) -> tuple:
@@ -150,19 +153,33 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
     def fn(f, a, b):
         return Fn(f, (a, b))
 
+    m1, k1, n1 = S("mPad") // 16, S("kPad") // 16, S("nPad") // 16
+    if lay.trans_a:   # A^T tile [kt, mt] in L1: fractal (m, k) is fractal (k, m) transposed, in ZZ order already
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", S("k0") * M + S("m0")), S("kt"), S("mt"), M, S("kPad"),
+                        "Aᵀ tile [kt, mt] -> L1 NZ"),)
+        a_load = (K.LoadData(K.Ref("a2"), K.Ref("a1"), Lit(0), m1 * k1, Lit(1), True,
+                             "Aᵀ NZ -> A ZZ: every fractal transposed, in place order"),)
+    else:
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", S("m0") * Kd + S("k0")), S("mt"), S("kt"), Kd, S("mPad"),
+                        "A tile [mt, kt] -> L1 NZ"),)
+        a_load = (K.For("r", Lit(0), m1, Lit(1), (
+            K.LoadData(K.Ref("a2", S("r") * S("kPad") * 16), K.Ref("a1"), S("r"), k1, m1, False,
+                       "A fractal row r: NZ -> ZZ"),)),)
+    if lay.trans_b:   # B^T tile [nt, kt] in L1 is B's ZN layout already
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm", S("n0") * Kd + S("k0")), S("nt"), S("kt"), Kd, S("nPad"),
+                        "Bᵀ tile [nt, kt] -> L1 NZ"),)
+        b_load = (K.LoadData(K.Ref("b2"), K.Ref("b1"), Lit(0), k1 * n1, Lit(1), False, "Bᵀ NZ = B ZN: one load"),)
+    else:
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm", S("k0") * N + S("n0")), S("kt"), S("nt"), N, S("kPad"),
+                        "B tile [kt, nt] -> L1 NZ"),)
+        b_load = (K.For("r", Lit(0), k1, Lit(1), (
+            K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), S("r"), n1, k1, True,
+                       "B fractal row r: NZ -> ZN (each fractal transposed)"),)),)
     kloop = (
         K.Let("kPad", fn("align_up", S("kt"), Lit(16))),
-        K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", S("m0") * Kd + S("k0")), S("mt"), S("kt"), Kd, S("mPad"),
-                "A tile [mt, kt] -> L1 NZ"),
-        K.Nd2Nz(K.Ref("b1"), K.GmView("bGm", S("k0") * N + S("n0")), S("kt"), S("nt"), N, S("kPad"),
-                "B tile [kt, nt] -> L1 NZ"),
+        *a_in, *b_in,
         *_fence(Pipe.MTE2, Pipe.MTE1, "L1 tiles landed"),
-        K.For("r", Lit(0), S("mPad") // 16, Lit(1), (
-            K.LoadData(K.Ref("a2", S("r") * S("kPad") * 16), K.Ref("a1"), S("r"), S("kPad") // 16, S("mPad") // 16,
-                       False, "A fractal row r: NZ -> ZZ"),)),
-        K.For("r", Lit(0), S("kPad") // 16, Lit(1), (
-            K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), S("r"), S("nPad") // 16, S("kPad") // 16,
-                       True, "B fractal row r: NZ -> ZN (each fractal transposed)"),)),
+        *a_load, *b_load,
         *_fence(Pipe.MTE1, Pipe.MTE2, "L1 free for the next chunk"),
         *_fence(Pipe.MTE1, Pipe.M, "L0A / L0B loaded"),
         K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"), (Constraint("==", S("k0"), Lit(0)),),

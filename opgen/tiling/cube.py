@@ -9,7 +9,8 @@ k <= 4095; LoadData repeats <= 255).
 Base tiles: baseM = min(128, ceil16(M)), baseN = min(128, ceil16(N)), baseK = min(64, ceil16(K)) elements — so
 the A tile baseM x baseK and the B tile baseK x baseN (T) fit L1 and L0A / L0B, and the fp32 baseM x baseN block
 fits L0C, with room left for double buffering (the next step). `fits` states every bound for the shapes the spec
-allows, and opgen.tiling.ub_proof evaluates it over the spec's dim domain (the static L1 / L0 proof).
+allows, and opgen.tiling.ub_proof evaluates it over the spec's dim domain (the static L1 / L0 proof). A
+transposed operand's tile is the same size (Aᵀ: baseK x baseM, Bᵀ: baseN x baseK).
 
 Split: mBlocks = ceil(M / baseM), nBlocks = ceil(N / baseN) output blocks, numbered row-major; blockDim =
 min(AI Cores, blocks); each AI Core takes blocksPerCore contiguous blocks, the first blocksTail one more.
@@ -46,9 +47,10 @@ CUBE = _sizes()
 """On-chip bytes of the AIC: l1, l0a, l0b, l0c."""
 
 
-def gemm_program(name: str):
+def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
-    blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 allocations."""
+    blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 allocations. trans_a / trans_b:
+    A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz must fit)."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -79,7 +81,8 @@ def gemm_program(name: str):
     l0b = p.let("l0bBytes", plan[3].bytes(), "L0B bytes")
     l0c = p.let("l0cBytes", plan[4].bytes(), "L0C bytes")
     p.let("fits", (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) & (l0c <= CUBE["l0c"])
-          & (K <= ND2NZ_MAX) & (N <= ND2NZ_MAX), "1 when the tiles fit L1 / L0 and the pitches fit Nd2Nz", True)
+          & ((M if trans_a else K) <= ND2NZ_MAX) & ((K if trans_b else N) <= ND2NZ_MAX),
+          "1 when the tiles fit L1 / L0 and the operands' row pitches fit Nd2Nz", True)
     p.let("tilingKey", ak * 100 + key * 10 + STRATEGY, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     p.let("workspaceBytes", dm * 0, "no user workspace (bytes)", True)
     return p, plan
@@ -90,7 +93,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     shape), the dtype variable's size (2 for a fixed f16 / bf16) and key, the platform's cores; the L1 / L0 plan."""
     lay = lowered.layout
     m, k, n = lay.dims
-    prog, plan = gemm_program(spec.name)
+    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b)
     inputs = {"dimM": Sym(m), "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "coreNum": ("platform", "coreNum")}
     doc = (f"Tiling of {spec.name}: cube family, one mixed launch (1 AIC : 2 AIV); output blocks of baseM x baseN "
