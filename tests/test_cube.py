@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -217,3 +218,13 @@ def test_layout_is_read_off_the_graph(tmp_path):
     lay = kernel_build(_spec(tmp_path)).layout
     assert (lay.a, lay.b, lay.out, lay.dims, lay.dtype, lay.out_dtype) == ("x", "w", "y", ("M", "K", "N"), "U", "U")
     assert "y[M, N] = x[M, K] x w[K, N]" in lay.text()
+
+
+def test_batched_layout_and_blocks_cross_matrices():
+    spec = load_spec(str(Path(__file__).resolve().parents[1] / "examples" / "specs" / "batch_mat_mul.py"))
+    u = kernel_build(spec)
+    assert u.layout.batch == ("B",) and u.layout.dims == ("M", "K", "N")
+    k = next(iter(u.lowered.programs.values()))
+    assert "mnBlocks" in k.fields
+    lets = {s.name: s.value for s in K.walk(k.process) if isinstance(s, K.Let)}
+    assert lets["bi"] == Sym("blk") // Sym("mnBlocks") and lets["bb"] == Sym("blk") % Sym("mnBlocks")

@@ -146,7 +146,11 @@ def mat_mul(i, a):
     return {"out": _f(i["self"]) @ _f(i["mat2"])}
 
 
-ORACLES = {f.__name__: f for f in (mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
+def batch_mat_mul(i, a):
+    return {"out": np.matmul(_f(i["self"]), _f(i["mat2"]))}
+
+
+ORACLES = {f.__name__: f for f in (mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad)}
 
@@ -154,7 +158,7 @@ TERMS = {   # per output: which of its inputs' extents one element sums over (th
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
     "add_rms_norm": {"y": "row", "rstd": "row"}, "layer_norm_grad": {"pd_x": "row", "pd_gamma": "rows",
                                                                     "pd_beta": "rows"},
-    "softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
+    "softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
 }
 """K: the reduction length K of a matrix product; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
 (elementwise) sum nothing."""
@@ -228,6 +232,8 @@ CASES = [
     ("mat_mul", {"M": 37, "K": 50, "N": 45}, F16, {}, 1),                     # one block, every edge a tail
     ("mat_mul", {"M": 1000, "K": 333, "N": 500}, BF16, {}, 1),                # 8 x 4 blocks over 24 AI Cores
     ("mat_mul", {"M": 129, "K": 17, "N": 1}, F16, {}, 1),                     # a one-row tail block (not GEMV)
+    ("batch_mat_mul", {"B": 3, "M": 37, "K": 50, "N": 45}, F16, {}, 1),
+    ("batch_mat_mul", {"B": 7, "M": 200, "K": 40, "N": 130}, BF16, {}, 1),    # 28 blocks: core ranges cross matrices
 ]
 
 

@@ -41,6 +41,8 @@ CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
 
 FIELDS = ("M", "K", "N", "baseM", "baseN", "baseK", "nBlocks", "blocksPerCore", "blocksTail")
 """Tiling-data fields the kernel reads (opgen.tiling.cube computes them; elements and block counts)."""
+BATCH_FIELDS = ("mnBlocks",)
+"""The fields a batched kernel reads too: output blocks per matrix (its batch index is block // mnBlocks)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class GemmLayout:
     fixed: bool = False   # dtype is a fixed dtype name (f16 / bf16), not a dtype variable
     trans_a: bool = False   # a is stored [K, M] (the matmul's transpose_a)
     trans_b: bool = False   # b is stored [N, K] (the matmul's transpose_b)
+    batch: tuple = ()       # leading batch dims of a, b and the output (spec dim names; one matrix product each)
 
     def text(self) -> str:
         """One line (`--dump-after select_family`)."""
@@ -66,7 +69,8 @@ class GemmLayout:
         epi = " -> ".join(self.epilogue) or "none"
         a = f"{self.a}[{k}, {m}]ᵀ" if self.trans_a else f"{self.a}[{m}, {k}]"
         b = f"{self.b}[{n}, {k}]ᵀ" if self.trans_b else f"{self.b}[{k}, {n}]"
-        return (f"layout cube: {self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
+        bt = f"[{', '.join(self.batch)}] x " if self.batch else ""
+        return (f"layout cube: {bt}{self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
                 f"fp32 accumulate, out {self.out_dtype}; epilogue {epi}")
 
 
@@ -93,12 +97,15 @@ def gemm_layout(g) -> GemmLayout:
     if a is None or b is None or a == b:
         raise Unsupported(mm.result.name, mm.loc, "the matmul operands are not (casts of) two distinct inputs")
     sa, sb, sc = (list(vals[x].type.shape) for x in (a, b, mm.result.name))
-    if len(sa) != 2 or len(sb) != 2:
-        raise Unsupported(mm.result.name, mm.loc, f"operands of rank {len(sa)} and {len(sb)}; the cube family "
-                          f"lowers 2-D [M, K] x [K, N] (batch dims are the next step)")
-    (dm, dka), (dkb, dn) = (sa[::-1] if ta else sa), (sb[::-1] if tb else sb)
+    if len(sa) < 2 or len(sa) != len(sb) or [str(d) for d in sa[:-2]] != [str(d) for d in sb[:-2]]:
+        raise Unsupported(mm.result.name, mm.loc, f"operands of shapes {[str(d) for d in sa]} and "
+                          f"{[str(d) for d in sb]}: the cube family lowers [*batch, M, K] x [*batch, K, N] with the "
+                          f"same batch dims (a broadcast operand is the next step)")
+    batch = tuple(sa[:-2])
+    (dm, dka), (dkb, dn) = (sa[-2:][::-1] if ta else sa[-2:]), (sb[-2:][::-1] if tb else sb[-2:])
     dims = (dm, dka, dn)
-    if not all(isinstance(d, Sym) for d in dims) or str(dkb) != str(dka) or len({str(d) for d in dims}) != 3:
+    if not all(isinstance(d, Sym) for d in dims + batch) or str(dkb) != str(dka) \
+            or len({str(d) for d in dims + batch}) != 3 + len(batch):
         raise Unsupported(mm.result.name, mm.loc, f"the shapes {[str(d) for d in sa]} x {[str(d) for d in sb]} "
                           f"(transposed: {ta}, {tb}) are not [M, K] x [K, N] over three distinct plain dims")
     dta, dtb = vals[a].type.dtype, vals[b].type.dtype
@@ -130,7 +137,8 @@ def gemm_layout(g) -> GemmLayout:
         raise Unsupported(v, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     out = next(o for o, val in outs if val == v)
     name = dtype_name(dta) if fixed else dta.name
-    return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb)
+    return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
+                      tuple(str(d) for d in batch))
 
 
 def _fence(src: Pipe, dst: Pipe, doc: str) -> tuple:
@@ -153,24 +161,33 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
     def fn(f, a, b):
         return Fn(f, (a, b))
 
+    if lay.batch:   # block = (batch index, block of that matrix); each operand's matrices are contiguous
+        at = (K.Let("bi", S("blk") // S("mnBlocks")), K.Let("bb", S("blk") % S("mnBlocks")))
+        offs = (S("bi") * M * Kd, S("bi") * Kd * N, S("bi") * M * N)
+    else:
+        at, offs = (K.Let("bb", S("blk")),), None
+
+    def off(i, e):   # element offset e within operand i's matrix (0: A, 1: B, 2: the output) of this batch index
+        return e if offs is None else offs[i] + e
+
     m1, k1, n1 = S("mPad") // 16, S("kPad") // 16, S("nPad") // 16
     if lay.trans_a:   # A^T tile [kt, mt] in L1: fractal (m, k) is fractal (k, m) transposed, in ZZ order already
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", S("k0") * M + S("m0")), S("kt"), S("mt"), M, S("kPad"),
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", off(0, S("k0") * M + S("m0"))), S("kt"), S("mt"), M, S("kPad"),
                         "Aᵀ tile [kt, mt] -> L1 NZ"),)
         a_load = (K.LoadData(K.Ref("a2"), K.Ref("a1"), Lit(0), m1 * k1, Lit(1), True,
                              "Aᵀ NZ -> A ZZ: every fractal transposed, in place order"),)
     else:
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", S("m0") * Kd + S("k0")), S("mt"), S("kt"), Kd, S("mPad"),
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", off(0, S("m0") * Kd + S("k0"))), S("mt"), S("kt"), Kd, S("mPad"),
                         "A tile [mt, kt] -> L1 NZ"),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
             K.LoadData(K.Ref("a2", S("r") * S("kPad") * 16), K.Ref("a1"), S("r"), k1, m1, False,
                        "A fractal row r: NZ -> ZZ"),)),)
     if lay.trans_b:   # B^T tile [nt, kt] in L1 is B's ZN layout already
-        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm", S("n0") * Kd + S("k0")), S("nt"), S("kt"), Kd, S("nPad"),
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt"), Kd, S("nPad"),
                         "Bᵀ tile [nt, kt] -> L1 NZ"),)
         b_load = (K.LoadData(K.Ref("b2"), K.Ref("b1"), Lit(0), k1 * n1, Lit(1), False, "Bᵀ NZ = B ZN: one load"),)
     else:
-        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm", S("k0") * N + S("n0")), S("kt"), S("nt"), N, S("kPad"),
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm", off(1, S("k0") * N + S("n0"))), S("kt"), S("nt"), N, S("kPad"),
                         "B tile [kt, nt] -> L1 NZ"),)
         b_load = (K.For("r", Lit(0), k1, Lit(1), (
             K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), S("r"), n1, k1, True,
@@ -187,8 +204,9 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         *_fence(Pipe.M, Pipe.MTE1, "L0A / L0B free for the next chunk"),
     )
     block = (
-        K.Let("mi", S("blk") // S("nBlocks")),
-        K.Let("ni", S("blk") % S("nBlocks")),
+        *at,
+        K.Let("mi", S("bb") // S("nBlocks")),
+        K.Let("ni", S("bb") % S("nBlocks")),
         K.Let("m0", S("mi") * bm),
         K.Let("n0", S("ni") * bn),
         K.Let("mt", fn("min", bm, M - S("m0"))),
@@ -198,7 +216,7 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         K.Let("mm", fn("max", S("mt"), Lit(2))),
         K.For("k0", Lit(0), Kd, bk, kloop, tail="kt", doc="K chunks (the last a tail)"),
         *_fence(Pipe.M, Pipe.FIX, "L0C block complete"),
-        K.Fixpipe(K.GmView("cGm", S("m0") * N + S("n0")), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), N,
+        K.Fixpipe(K.GmView("cGm", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), N,
                   "L0C -> GM with the cast to the output type"),
         *_fence(Pipe.FIX, Pipe.M, "L0C free for the next block"),
     )
@@ -215,7 +233,8 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
     )
     process = (K.CoreIf("cube", cube, "the AIC: every block of this AI Core; the AIVs have no work yet"),)
     cls = K.KernelClass(f"{spec.name}CubeKernel", f"optiling::{spec.name}TilingData", args=tuple(
-        [i.name for i in spec.inputs] + [o.name for o in spec.outputs]), gms=gms, locals=locs, fields=FIELDS,
+        [i.name for i in spec.inputs] + [o.name for o in spec.outputs]), gms=gms, locals=locs, 
+        fields=FIELDS + (BATCH_FIELDS if lay.batch else ()),
         process=process, tparams=("T",),
         doc=f"{spec.name}: [M, K] x [K, N] on the cube, fp32 accumulation, Fixpipe cast to {out_t}")
     return K.verify(cls)

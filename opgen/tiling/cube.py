@@ -12,11 +12,14 @@ fits L0C, with room left for double buffering (the next step). `fits` states eve
 allows, and opgen.tiling.ub_proof evaluates it over the spec's dim domain (the static L1 / L0 proof). A
 transposed operand's tile is the same size (Aᵀ: baseK x baseM, Bᵀ: baseN x baseK).
 
-Split: mBlocks = ceil(M / baseM), nBlocks = ceil(N / baseN) output blocks, numbered row-major; blockDim =
+Split: mBlocks = ceil(M / baseM), nBlocks = ceil(N / baseN) output blocks per matrix (times the batch's matrices
+when batched: block // mnBlocks is the matrix), numbered row-major; blockDim =
 min(AI Cores, blocks); each AI Core takes blocksPerCore contiguous blocks, the first blocksTail one more.
 """
 
 from __future__ import annotations
+
+import functools
 
 from opgen.ir.dims import Lit, Sym
 from opgen.kernel import cube as kcube
@@ -47,10 +50,11 @@ CUBE = _sizes()
 """On-chip bytes of the AIC: l1, l0a, l0b, l0c."""
 
 
-def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False):
+def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 allocations. trans_a / trans_b:
-    A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz must fit)."""
+    A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz must fit); batched: a program
+    input `batch` (matrices) multiplies the blocks, and the field mnBlocks (blocks per matrix) is written."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -66,7 +70,12 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False):
     bk = p.let("baseK", emin(BASE_K, align_up(K, 16)), "K chunk (elements, a multiple of 16)", True)
     mb = p.let("mBlocks", ceil_div(M, bm), "blocks along M (the last a tail)")
     nb = p.let("nBlocks", ceil_div(N, bn), "blocks along N (the last a tail)", True)
-    blocks = p.let("blocks", mb * nb, "output blocks")
+    if batched:
+        bt = p.input("batch", "matrices (the product of the batch dims)")
+        mn = p.let("mnBlocks", mb * nb, "output blocks per matrix", True)
+        blocks = p.let("blocks", bt * mn, "output blocks of every matrix")
+    else:
+        blocks = p.let("blocks", mb * nb, "output blocks")
     aic = p.let("aicNum", emax(1, cores // 2), "AI Cores (1 AIC : 2 AIV)")
     bd = p.let("blockDim", emax(1, emin(aic, blocks)), "AI Cores launched", True)
     p.let("blocksPerCore", blocks // bd, "blocks of every AI Core", True)
@@ -93,9 +102,11 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     shape), the dtype variable's size (2 for a fixed f16 / bf16) and key, the platform's cores; the L1 / L0 plan."""
     lay = lowered.layout
     m, k, n = lay.dims
-    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b)
+    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch))
     inputs = {"dimM": Sym(m), "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "coreNum": ("platform", "coreNum")}
+    if lay.batch:
+        inputs["batch"] = functools.reduce(lambda x, y: x * y, [Sym(d) for d in lay.batch])
     doc = (f"Tiling of {spec.name}: cube family, one mixed launch (1 AIC : 2 AIV); output blocks of baseM x baseN "
            f"over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C.")
     return Tiling(prog, inputs, {STRATEGY: plan}, doc)
