@@ -228,3 +228,40 @@ def test_batched_layout_and_blocks_cross_matrices():
     assert "mnBlocks" in k.fields
     lets = {s.name: s.value for s in K.walk(k.process) if isinstance(s, K.Let)}
     assert lets["bi"] == Sym("blk") // Sym("mnBlocks") and lets["bb"] == Sym("blk") % Sym("mnBlocks")
+
+
+@pytest.mark.parametrize("trans, batch, m, k, n", [(False, 0, 37, 50, 45), (False, 0, 300, 130, 270),
+                                                   (True, 0, 150, 70, 33), (False, 3, 20, 40, 140)])
+def test_cube_schedule_interpreted_in_numpy_equals_float64_matmul(tmp_path, trans, batch, m, k, n):
+    """The schedule's copies, fractal loads, Mmads and Fixpipes (opgen.kernel.cubesem: the nodes' NumPy meanings,
+    unwritten L1 / L0 elements NaN) compute A @ B on every core's blocks: the layout arithmetic without g++."""
+    import numpy as np
+
+    from opgen.kernel.cubesem import run_cube
+
+    if batch:
+        spec = load_spec(str(Path(__file__).resolve().parents[1] / "examples" / "specs" / "batch_mat_mul.py"))
+    else:
+        spec = _trans_spec(tmp_path) if trans else _spec(tmp_path)
+    u = kernel_build(spec)
+    cls = next(iter(u.lowered.programs.values()))
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    plat = next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201")
+    env = {"M": m, "K": k, "N": n, **({"B": batch} if batch else {})}
+    var = spec.dtype_table[0].name
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, env,
+                                                 {var: parse_dtype("f16")}, plat, None))
+    rng = np.random.default_rng(m + k + n)
+    nb = max(batch, 1)
+    a = rng.uniform(-1, 1, (nb, m, k)).astype(np.float16)
+    b = rng.uniform(-1, 1, (nb, k, n)).astype(np.float16)
+    ga = np.swapaxes(a, 1, 2).ravel().copy() if trans else a.ravel().copy()
+    gb = np.swapaxes(b, 1, 2).ravel().copy() if trans else b.ravel().copy()
+    out = np.full(nb * m * n, np.nan, dtype=np.float16)
+    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm": ga, "bGm": gb, "cGm": out}, v["blockDim"])
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64)).ravel()
+    assert not np.isnan(out).any()   # every output element written, no unwritten L1 / L0 element read
+    assert np.all(np.abs(out.astype(np.float64) - ref) <= 2.0**-10 * np.abs(ref) + 2.0**-24 * 4 * k * np.abs(ref).max())
