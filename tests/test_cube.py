@@ -265,3 +265,34 @@ def test_cube_schedule_interpreted_in_numpy_equals_float64_matmul(tmp_path, tran
     ref = np.matmul(a.astype(np.float64), b.astype(np.float64)).ravel()
     assert not np.isnan(out).any()   # every output element written, no unwritten L1 / L0 element read
     assert np.all(np.abs(out.astype(np.float64) - ref) <= 2.0**-10 * np.abs(ref) + 2.0**-24 * 4 * k * np.abs(ref).max())
+
+
+def test_fp32_output_keeps_the_accumulator(tmp_path):
+    """A product written as f32 (no cast after the matmul): Fixpipe without quantisation (NoQuant), the float32
+    L0C values themselves, equal to float64 A @ B to fp32 accumulation accuracy."""
+    import numpy as np
+
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.kernel.cubesem import run_cube
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    text = SPEC.replace('spec.output("{c}", U, [{m}, {n}])', 'spec.output("{c}", f32, [{m}, {n}])').replace(
+        "import A2, OpSpec, bf16, f16", "import A2, OpSpec, bf16, f16, f32")
+    d = dict(op="GemmF", m="M", k="K", n="N", a="x", b="w", c="y", body="bb.matmul(x, w)")
+    p = tmp_path / "gemmf.py"
+    p.write_text(textwrap.dedent(text.format(**d)))
+    spec = load_spec(str(p))
+    u = kernel_build(spec)
+    cls = next(iter(u.lowered.programs.values()))
+    assert u.layout.out_dtype == "f32" and "QuantMode_t::NoQuant" in K.to_cpp(cls)
+    plat = next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201")
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": 40, "K": 300, "N": 20},
+                                                 {"U": parse_dtype("bf16")}, plat, None))
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, (40, 300)).astype(np.float16)
+    b = rng.uniform(-1, 1, (300, 20)).astype(np.float16)
+    out = np.full(800, np.nan, dtype=np.float32)
+    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm": a.ravel(), "bGm": b.ravel(), "cGm": out}, v["blockDim"])
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.allclose(out.reshape(40, 20), ref, rtol=0, atol=2.0**-24 * 4 * 300 * np.abs(ref).max())

@@ -1,5 +1,5 @@
-"""Kernel IR (KIR): one program representation of an AscendC vector kernel: its buffers, loops, copies, vector
-instructions, queue hand-offs, synchronisation and cross-core exchanges as frozen IR nodes, in the spirit of an
+"""Kernel IR (KIR): one program representation of an AscendC kernel (vector, and the cube path of a mixed one): its
+buffers, loops, copies, vector and cube instructions, queue hand-offs, synchronisation and cross-core exchanges as frozen IR nodes, in the spirit of an
 xDSL / MLIR operation definition (every node states its operands, which it reads and writes, and on which pipe).
 
 A kernel family lowers a specialisation into a `KernelClass`; `verify` checks it; `to_text` prints its canonical
