@@ -1,6 +1,6 @@
 """Kernel IR (KIR): one program representation of an AscendC kernel (vector, and the cube path of a mixed one): its
-buffers, loops, copies, vector and cube instructions, queue hand-offs, synchronisation and cross-core exchanges as frozen IR nodes, in the spirit of an
-xDSL / MLIR operation definition (every node states its operands, which it reads and writes, and on which pipe).
+buffers, loops, copies, vector and cube instructions, queue hand-offs, synchronisation and cross-core exchanges as
+frozen IR nodes, in the spirit of an xDSL / MLIR operation definition (every node states its operands, which it reads and writes, and on which pipe).
 
 A kernel family lowers a specialisation into a `KernelClass`; `verify` checks it; `to_text` prints its canonical
 text (`opgen graph --stage kernel`), `to_cpp` prints it as AscendC C++ (the one C++ printer). Facts: docs/reference/

@@ -6,9 +6,9 @@ L0C 128 KB on Atlas A2/A3, from opgen/platforms), §1.3 (blockDim counts AI Core
 2 x AI Cores), §1.10 (16 x 16 fractals; Nd2Nz counts are uint16: a source row pitch K or N <= 65535; Mmad m / n /
 k <= 4095; LoadData repeats <= 255).
 
-Base tiles: baseM = min(128, ceil16(M)), baseN = min(128, ceil16(N)), baseK = min(64, ceil16(K)) elements — so
+Base tiles: baseM = min(128, ceil16(M)), baseN = min(256, ceil16(N)), baseK = min(64, ceil16(K)) elements — so
 the A tile baseM x baseK and the B tile baseK x baseN (T) fit L1 and L0A / L0B, and the fp32 baseM x baseN block
-fits L0C, with room left for double buffering (the next step). `fits` states every bound for the shapes the spec
+fits L0C (double buffering, the next step, will trade L0C for overlap). `fits` states every bound for the shapes the spec
 allows, and opgen.tiling.ub_proof evaluates it over the spec's dim domain (the static L1 / L0 proof). A
 transposed operand's tile is the same size (Aᵀ: baseK x baseM, Bᵀ: baseN x baseK).
 
@@ -28,9 +28,9 @@ from opgen.platforms import PLATFORMS
 from opgen.tiling.buffers import Buffer, fixed_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin
 
-BASE_M, BASE_N, BASE_K = 128, 128, 64
-"""Largest base tile edges (elements): A tile 128 x 64, B tile 64 x 128 (16 KB each in fp16 / bf16), fp32 block
-128 x 128 (64 KB of L0C)."""
+BASE_M, BASE_N, BASE_K = 128, 256, 64
+"""Largest base tile edges (elements): A tile 128 x 64 (16 KB in fp16 / bf16), B tile 64 x 256 (32 KB), fp32 block
+128 x 256 (all 128 KB of L0C: the wider block reads A half as often)."""
 STRATEGY = 1
 """The tiling key's strategy digit of the one GEMM schedule."""
 ND2NZ_MAX = 65535
