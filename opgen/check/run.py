@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from opgen.check import caseio
+from opgen.check import caseio, cost
 from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_dtypes, encode_call,
                                harness_source, run_runner)
 from opgen.check.build import Builder, BuildRun, Sources, launch_variant
@@ -87,6 +87,7 @@ class CheckResult:
     # "exact", which run meanwhile), "kernel" (emu::Launch alone), "compare"
     cycles: dict = field(default_factory=dict)    # cost counters, max over cores: {"vector": n, "cube": n}
     ub_peak: int = 0   # UB bytes the kernel's InitBuffer calls held at once, max over the AIV cores
+    cost: dict = field(default_factory=dict)   # the cost model's estimate (opgen.check.cost.estimate; {} if none)
     gm_reference: int | None = None   # the reference's GM estimate for CANN's kernel on this call (OpSpec.gm_reference)
     gm_reference_source: str = ""     # which estimate (reference section / template)
 
@@ -103,7 +104,7 @@ class CheckResult:
         """The `opgen check --json` object: passed, outputs{name: {rel_l2, rel_linf, mere, mare, passed, ...}},
         gm_bytes, gm_bytes_min, gm_ratio, gm{name: {bytes, read, written}}, block_dim, tiling_key,
         workspace_bytes, faults, plus op, soc, variant, tiling_ok, tiling_error, launched, gm_reference,
-        gm_reference_source."""
+        gm_reference_source, cycles and cost (the cost model's estimate, floor and bound: opgen.check.cost)."""
         return {"op": self.op, "soc": self.soc, "variant": self.variant, "passed": self.passed,
                 "outputs": {k: c.to_json() for k, c in self.outputs.items()},
                 "gm_bytes": self.gm_bytes, "gm_bytes_min": self.gm_bytes_min, "gm_ratio": self.gm_ratio,
@@ -111,7 +112,8 @@ class CheckResult:
                 "block_dim": self.block_dim, "tiling_key": self.tiling_key, "workspace_bytes": self.workspace_bytes,
                 "faults": list(self.faults), "traps": list(self.traps), "tiling_ok": self.tiling_ok, "tiling_error": self.tiling_error,
                 "launched": self.launched, "seconds": dict(self.seconds), "gm_reference": self.gm_reference,
-                "gm_reference_source": self.gm_reference_source, "cycles": dict(self.cycles)}
+                "gm_reference_source": self.gm_reference_source, "cycles": dict(self.cycles),
+                "cost": dict(self.cost)}
 
 
 class KernelTrapped(OpgenError):
@@ -484,6 +486,8 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.seconds["kernel"] = rep.launch_seconds
     res.cycles = {"vector": rep.vec_cycles, "cube": rep.cube_cycles}
     res.ub_peak = rep.ub_peak
+    if rep.launched and rep.core_costs:
+        res.cost = cost.estimate([c or cost.CoreCost() for c in rep.core_costs], res.gm_bytes_min)
     res.gm_bytes = sum(x.read + x.written for x in rep.gm.values())
     res.faults = list(rep.faults)
     res.traps = list(rep.traps)

@@ -112,6 +112,14 @@ inline const char* MemName(MemKind k)
     return "?";
 }
 
+// Issue-cost counters of one core (docs/reference/kernel_cost.md §1): vector instruction issues (one per 255 repeats
+// of an instruction, at least one), PipeBarrier calls, WaitFlag calls (one intra-core pipe hand-off each), GM
+// bursts moved by DMA and their bytes rounded up to whole 32-B blocks, SyncAll calls, CrossCoreWaitFlag calls.
+struct IssueCounts {
+    uint64_t vecIssues = 0, barriers = 0, flagWaits = 0, bursts = 0, burstBytes32 = 0, syncAlls = 0, crossWaits = 0;
+};
+enum class IssueKind { Barrier, FlagWait, SyncAll, CrossWait };
+
 struct CoreContext;
 
 // ---------------------------------------------------------------- pipe asynchrony (race detector state)
@@ -215,6 +223,7 @@ struct CoreContext {
     // Instruction cost counters for the roofline estimate (opgen bench; docs/reference/ascendc.md §3):
     uint64_t vecCycles = 0;    // vector unit: one cycle per 256-byte repeat, Exp/Ln/Sqrt/Div at 32 lanes/cycle
     uint64_t cubeCycles = 0;   // cube unit: one cycle per 16x16x16 fractal multiply-accumulate
+    IssueCounts issue;         // issue-cost counters (docs/reference/kernel_cost.md §1)
     PipeState pipes;           // happens-before state of this core's pipes (emu/pipes.h)
 };
 
@@ -229,8 +238,28 @@ inline CoreContext& Core()
 // / 4 for half of Exp, Ln, Sqrt and Div (32 lanes per cycle instead of 256 bytes; docs/reference/ascendc.md §3).
 inline void CountVector(uint64_t elems, uint64_t bytes, bool slow = false)
 {
-    if (CoreContext* c = CurrentCorePtr())
-        c->vecCycles += (elems * bytes + 255) / 256 * (slow ? (bytes == 2 ? 4 : 2) : 1);
+    if (CoreContext* c = CurrentCorePtr()) {
+        const uint64_t repeats = (elems * bytes + 255) / 256;
+        c->vecCycles += repeats * (slow ? (bytes == 2 ? 4 : 2) : 1);
+        c->issue.vecIssues += repeats > 255 ? (repeats + 254) / 255 : 1;   // repeatTimes is at most 255
+    }
+}
+// One synchronisation call of `kind` on this core (docs/reference/kernel_cost.md §1).
+inline void CountIssue(IssueKind kind)
+{
+    if (CoreContext* c = CurrentCorePtr()) {
+        IssueCounts& n = c->issue;
+        (kind == IssueKind::Barrier ? n.barriers : kind == IssueKind::FlagWait ? n.flagWaits
+                                                : kind == IssueKind::SyncAll ? n.syncAlls : n.crossWaits) += 1;
+    }
+}
+// One DMA burst of `bytes` GM bytes (a contiguous run; docs/reference/kernel_cost.md §1): 32-B blocks, rounded up.
+inline void CountBurst(uint64_t bytes)
+{
+    if (CoreContext* c = CurrentCorePtr()) {
+        c->issue.bursts += 1;
+        c->issue.burstBytes32 += (bytes + 31) / 32 * 32;
+    }
 }
 // Cost of one Mmad of m x n x k: 16x16x16 fractal MACs (4096 MAC/cycle per AIC, docs/reference/ascendc.md §3).
 inline void CountCube(uint64_t m, uint64_t n, uint64_t k)

@@ -244,6 +244,7 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2Nz
                 std::memset(dbase + d + n * sizeof(T), 0, emu::kBlock - n * sizeof(T));
                 std::memset(wbase + d, 1, emu::kBlock);
                 src.Buffer()->bytesRead += n * sizeof(T);
+                emu::CountBurst(n * sizeof(T));
             }
         }
     }
@@ -488,6 +489,7 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
             }
         }
         dst.Buffer()->bytesWritten += cnt * sizeof(T);
+        emu::CountBurst(cnt * sizeof(T));
     };
     if (!nz) {
         row.resize(p.nSize);
