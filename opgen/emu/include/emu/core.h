@@ -125,13 +125,13 @@ struct ShadowAccess {
     int32_t stmt = -1;
 };
 // Shadow of one 32-byte block of an on-chip buffer (or of a GM buffer, per core): its last writer and, per pipe,
-// the latest reader since and the latest reader before that one (an instruction that reads and then writes the
-// block must be checked against the read before its own, emu/pipes.h TouchBlock).
+// the latest reader since; and PIPE_V's read before its latest one (an in-place vector instruction, reading then
+// writing the block, is checked against the read before its own, emu/pipes.h TouchBlock).
 struct BlockShadow {
     ShadowAccess w;
     int8_t wpipe = -1;
     ShadowAccess r[kPipes];
-    ShadowAccess prev[kPipes];
+    ShadowAccess prevV;
 };
 // The GM shadow of one core, allocated by pages of kGmPageBlocks blocks on first touch (emu/pipes.h TouchGm).
 constexpr uint64_t kGmPageBlocks = 128;

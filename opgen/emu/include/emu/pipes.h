@@ -161,8 +161,9 @@ inline bool Ordered(const PipeState& ps, int later, int earlier, uint32_t clock)
 // Exact with one reader per pipe: Ordered() is monotone in the earlier clock, so the latest read of a pipe is
 // ordered only if every earlier one is, and a write's earlier accesses were checked by it (happens-before is
 // transitive through the tokens). The one exception is the writing instruction's own read of the block (an
-// in-place Adds(t, t), a Mmad accumulating into L0C): it is no race with itself, so the pipe's read before it
-// (`prev`) is checked instead. `mem` / `gm` / `block` name the block in a fault (Race).
+// in-place Adds(t, t), a Mmad accumulating into L0C): it is no race with itself, so the pipe's read before it is
+// the one to check. Only PIPE_V needs it kept (`prevV`): on every other pipe an earlier read of the same pipe is
+// ordered anyway (in-order completion). `mem` / `gm` / `block` name the block in a fault (Race).
 inline void TouchBlock(const PipeState& ps, BlockShadow& sh, const Instr& in, bool write, const char* mem,
                        const GmBuffer* gm, uint64_t block)
 {
@@ -171,18 +172,21 @@ inline void TouchBlock(const PipeState& ps, BlockShadow& sh, const Instr& in, bo
     if (write) {
         for (int q = 1; q < kPipes; ++q) {   // q = 0 (S): scalar reads are synchronous, never overtaken
             const ShadowAccess* r = &sh.r[q];
-            if (q == in.pipe && r->clock == in.clock) r = &sh.prev[q];
+            if (q == in.pipe && r->clock == in.clock) {
+                if (q != kPipeV) continue;   // in order: the pipe's earlier reads completed before
+                r = &sh.prevV;
+            }
             if (r->clock && !Ordered(ps, in.pipe, q, r->clock)) Race(ps, mem, gm, block, in, write, q, *r, false);
         }
         sh.w.clock = in.clock;
         sh.w.stmt = in.stmt;
         sh.wpipe = int8_t(in.pipe);
         for (auto& r : sh.r) r = ShadowAccess{};
-        for (auto& r : sh.prev) r = ShadowAccess{};
+        sh.prevV = ShadowAccess{};
     } else {
         ShadowAccess& r = sh.r[in.pipe];
         if (r.clock != in.clock) {   // a second touch by the same instruction keeps the read before it
-            sh.prev[in.pipe] = r;
+            if (in.pipe == kPipeV) sh.prevV = r;
             r.clock = in.clock;
             r.stmt = in.stmt;
         }
