@@ -353,3 +353,17 @@ def test_the_gpp_emulation_agrees_on_in_place_war_and_gm_hazards(tmp_path):
                 assert np.array_equal(g[n], outs[n]), (k.name, n)
         else:
             assert _race_key(r.first_fault) == _race_key(fault), (r.first_fault, fault)
+
+
+def test_gm_shadow_pages_keep_byte_addresses_across_a_page_boundary():
+    """A store spanning two of the interpreter's GM shadow pages (ki._GM_PAGE bytes) and a reload of its second
+    block: the race names the GM bytes of that block (page origin added), not page-relative ones."""
+    at = ki._GM_PAGE // 4 - 8        # element where the store starts: 32 B before the page boundary
+    stmts = (InitBuffer("b", Lit(256)), Get("t", "b", "float"),
+             vec(Op.DUPLICATE, dst=Ref("t"), scalar=3.0, count=E("n")), *_flags(Pipe.V, Pipe.MTE3),
+             Copy(GmView("gmY", Lit(at)), Ref("t"), Lit(1), Lit(64)),
+             Copy(Ref("t", Lit(32)), GmView("gmY", Lit(at + 8)), Lit(1), Lit(32)))
+    gm = {"x": np.zeros(16, np.float32), "y": np.zeros(2 * ki._GM_PAGE // 4, np.float32)}
+    r = ki.run(_tiny(stmts), {"n": 16}, gm, 1, verify_first=False)
+    page = ki._GM_PAGE
+    assert f"race (read-after-write) on GM tensor 'gmY' bytes [{page}, {page + 32})" in r.first_fault, r.first_fault

@@ -54,6 +54,8 @@ PIPES = (Pipe.S, Pipe.V, Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.MTE3, Pipe.FIX)
 PIDX = {p: i for i, p in enumerate(PIPES)}
 _S, _V = PIDX[Pipe.S], PIDX[Pipe.V]
 _NP = len(PIPES)
+_GM_PAGE = 32768
+"""Bytes of GM one page of a core's GM shadow covers (made on first touch, _Core.touch_gm)."""
 
 NP_TYPES = {"float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat16_t": np.dtype(ml_dtypes.bfloat16),
             "int32_t": np.dtype(np.int32), "uint32_t": np.dtype(np.uint32), "int16_t": np.dtype(np.int16),
@@ -105,9 +107,9 @@ def needed_sync(earlier: int, later: int) -> str:
 # ------------------------------------------------------------------------------------------------ memory
 class Shadow:
     """The race detector's shadow of `nbytes` bytes of memory (a UB, or one GM buffer as one core sees it), per
-    32-B block: the last writer (pipe, clock, statement), each pipe's latest reader since and the reader before it
-    (`p_*`: what an instruction reading then writing the block is checked against, _Core.touch). `name` names the
-    memory in a race fault ("UB", "GM tensor 'gmY'")."""
+    32-B block: the last writer (pipe, clock, statement), each pipe's latest reader since and PIPE_V's reader
+    before its latest (`p_*`: what an in-place vector instruction, reading then writing the block, is checked
+    against, _Core.touch). `name` names the memory in a race fault ("UB", "GM tensor 'gmY'")."""
 
     def __init__(self, nbytes: int, name: str):
         self.name = name
@@ -117,8 +119,9 @@ class Shadow:
         self.w_stmt = np.full(nb, -1, dtype=np.int64)
         self.r_clock = np.zeros((nb, _NP), dtype=np.int64)
         self.r_stmt = np.full((nb, _NP), -1, dtype=np.int64)
-        self.p_clock = np.zeros((nb, _NP), dtype=np.int64)
-        self.p_stmt = np.full((nb, _NP), -1, dtype=np.int64)
+        self.p_clock = np.zeros(nb, dtype=np.int64)
+        self.p_stmt = np.full(nb, -1, dtype=np.int64)
+        self.origin = 0           # byte of the memory where this shadow starts (a GM page's)
 
 
 class Arena(Shadow):
@@ -213,7 +216,7 @@ class _Core:
         self.clk = np.zeros(_NP, dtype=np.int64)
         self.know = np.zeros((_NP, _NP), dtype=np.int64)
         self.flags: dict = {}
-        self.gm_shadow: dict = {}      # GM buffer address -> Shadow (this core's GM accesses)
+        self.gm_shadow: dict = {}      # (GM buffer address, page) -> Shadow (this core's GM accesses)
         self.stmts: list = []
         self.stmt_ids: dict = {}
         self.where = "Init"
@@ -379,10 +382,10 @@ class _Core:
             rc, rs = a.r_clock[sl], a.r_stmt[sl]
             for q in range(1, _NP):   # q = 0 (S): scalar reads are synchronous, never overtaken
                 c, st = rc[:, q], rs[:, q]
-                if q == pipe:         # its own read: the read before it
+                if q == pipe:         # its own read: V's read before it (in-order pipes: ordered anyway)
                     own = c == clock
-                    c = np.where(own, a.p_clock[sl, q], c)
-                    st = np.where(own, a.p_stmt[sl, q], st)
+                    c = np.where(own, a.p_clock[sl] if q == _V else 0, c)
+                    st = np.where(own, a.p_stmt[sl] if q == _V else -1, st)
                 badr = (c > 0) & ~self.ordered(pipe, np.full(c.shape, q), c)
                 if badr.any():
                     j = int(np.argmax(badr))
@@ -396,26 +399,37 @@ class _Core:
                 arr[sl] = -1
         else:
             rc, rs = a.r_clock[sl, pipe], a.r_stmt[sl, pipe]
-            new = rc != clock     # a second touch by the same instruction keeps the read before it
-            a.p_clock[sl, pipe] = np.where(new, rc, a.p_clock[sl, pipe])
-            a.p_stmt[sl, pipe] = np.where(new, rs, a.p_stmt[sl, pipe])
+            if pipe == _V:        # a second touch by the same instruction keeps the read before it
+                new = rc != clock
+                a.p_clock[sl] = np.where(new, rc, a.p_clock[sl])
+                a.p_stmt[sl] = np.where(new, rs, a.p_stmt[sl])
             a.r_clock[sl, pipe] = clock
             a.r_stmt[sl, pipe] = sid
 
     def touch_gm(self, ins, g: "_Gm", off: int, n: int, write: bool):
         """Instruction `ins` (an MTE2 load or MTE3 store) reads or writes bytes [off, off + n) of GM tensor g's
-        buffer (off from the buffer's start): this core's GM shadow of that buffer, made on first touch (one per
-        underlying array, so GM tensors sharing the workspace share it). Other cores' accesses are not checked
-        (SyncAll orders them), as in the emulation (opgen/emu/include/emu/pipes.h TouchGm)."""
+        buffer (off from the buffer's start): this core's GM shadow of that buffer, in pages of _GM_PAGE bytes
+        made on first touch (keyed by the underlying array, so GM tensors sharing the workspace share it). Other
+        cores' accesses are not checked (SyncAll orders them), as in the emulation (opgen/emu/include/emu/pipes.h
+        TouchGm)."""
+        if n <= 0:
+            return
         key = g.data.__array_interface__["data"][0]
-        sh = self.gm_shadow.get(key)
-        if sh is None:
-            sh = self.gm_shadow[key] = Shadow(g.data.size, f"GM tensor '{g.name}'")
-        self.touch(ins, off, n, write, sh)
+        end = off + n
+        while off < end:
+            page = off // _GM_PAGE
+            sh = self.gm_shadow.get((key, page))
+            if sh is None:
+                sh = self.gm_shadow[(key, page)] = Shadow(_GM_PAGE, f"GM tensor '{g.name}'")
+                sh.origin = page * _GM_PAGE
+            stop = min(end, (page + 1) * _GM_PAGE)
+            self.touch(ins, off - sh.origin, stop - off, write, sh)
+            off = stop
 
     def race(self, a: Shadow, block, ins, now_write, epipe, esid, ewrite):
         kind = ("write-after-write" if ewrite else "write-after-read") if now_write else "read-after-write"
-        raise KirFault(f"race ({kind}) on {a.name} bytes [{block * BLOCK}, {(block + 1) * BLOCK}): "
+        lo = a.origin + block * BLOCK
+        raise KirFault(f"race ({kind}) on {a.name} bytes [{lo}, {lo + BLOCK}): "
                        f"{self.stext(ins[2], ins[0])} {'writes' if now_write else 'reads'} what "
                        f"{self.stext(esid, epipe)} {'wrote' if ewrite else 'read'} with nothing ordering them: "
                        f"needs {needed_sync(epipe, ins[0])} between them (docs/reference/ascendc.md §1.6)")
