@@ -255,8 +255,8 @@ def test_gm_hazards_are_per_core():
 
 
 # ------------------------------------------------------------------------------------------------ the g++ emulation
-_RACE = re.compile(r"^\[core (\d+)\] race \(([a-z-]+)\) on (UB|GM)(?: tensor '\w+')? bytes \[(\d+), (\d+)\): .* needs (.*) "
-                   r"between them")
+_RACE = re.compile(r"^\[core (\d+)\] race \(([a-z-]+)\) on (UB|GM)(?: tensor '\w+')? bytes \[(\d+), (\d+)\): "
+                   r".* needs (.*) between them")
 
 
 def _race_key(msg: str):

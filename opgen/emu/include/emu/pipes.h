@@ -144,9 +144,9 @@ inline bool Ordered(const PipeState& ps, int later, int earlier, uint32_t clock)
 
 // `mem` names the on-chip memory ("UB", "L1", ...); a GM buffer `gm` is named "GM tensor '<name>'" instead (its
 // bytes then count from the buffer's start).
-[[noreturn]] [[gnu::noinline]] inline void Race(const PipeState& ps, const char* mem, const GmBuffer* gm, uint64_t block,
-                                              const Instr& now, bool nowWrite, int earlierPipe, const ShadowAccess& e,
-                                              bool earlierWrite)
+[[noreturn]] [[gnu::noinline]] inline void Race(const PipeState& ps, const char* mem, const GmBuffer* gm,
+                                              uint64_t block, const Instr& now, bool nowWrite, int earlierPipe,
+                                              const ShadowAccess& e, bool earlierWrite)
 {
     const char* kind = nowWrite ? (earlierWrite ? "write-after-write" : "write-after-read") : "read-after-write";
     const std::string where = gm ? Cat("GM tensor '", gm->name, "'") : std::string(mem);
