@@ -132,11 +132,19 @@ struct ShadowAccess {
     uint32_t clock = 0;
     int32_t stmt = -1;
 };
-// Shadow of one 32-byte block of an on-chip buffer: its last writer and, per pipe, the latest reader since.
+// Shadow of one 32-byte block of an on-chip buffer (or of a GM buffer, per core): its last writer and, per pipe,
+// the latest reader since; and PIPE_V's read before its latest one (an in-place vector instruction, reading then
+// writing the block, is checked against the read before its own, emu/pipes.h TouchBlock).
 struct BlockShadow {
     ShadowAccess w;
     int8_t wpipe = -1;
     ShadowAccess r[kPipes];
+    ShadowAccess prevV;
+};
+// The GM shadow of one core, allocated by pages of kGmPageBlocks blocks on first touch (emu/pipes.h TouchGm).
+constexpr uint64_t kGmPageBlocks = 128;
+struct GmShadowPage {
+    BlockShadow b[kGmPageBlocks];
 };
 // A statement of the kernel source: the emulated instruction's name and its call site (file basename, line).
 struct Stmt {
@@ -168,6 +176,11 @@ struct PipeState {
         }
     };
     std::unordered_map<Key, int32_t, KeyHash> index;
+    // GM shadow: (buffer id, page of kGmPageBlocks 32-byte blocks from the buffer's start) -> page; only touched
+    // pages exist. The last page used is cached (a copy touches consecutive blocks).
+    std::unordered_map<uint64_t, std::unique_ptr<GmShadowPage>> gm;
+    uint64_t gmLastKey = ~uint64_t(0);
+    GmShadowPage* gmLast = nullptr;
 };
 
 // One core's on-chip buffer (UB, or on an AIC one of L1/L0A/L0B/L0C/...): data bytes plus a per-byte "written"

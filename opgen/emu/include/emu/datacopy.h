@@ -47,6 +47,7 @@ void UbToGm(uint8_t* gm, emu::GmBuffer* buf, const LocalTensor<T>& src, uint64_t
     emu::UbArena* ub = src.Arena();
     if (ubOff + n > ub->Size()) emu::Fault(emu::Cat(what, ": UB read past the end of UB"));
     emu::Touch(in, ub, ubOff, n, false);
+    emu::TouchGm(in, buf, uint64_t(gm - buf->base), n, true);   // an atomic add writes too (read-modify-write)
     for (uint64_t i = 0; i < n; ++i)
         if (!ub->written[ubOff + i])
             emu::Fault(emu::Cat(what, ": copies unwritten (poisoned) UB byte at address ", ubOff + i,
@@ -78,6 +79,7 @@ void GmToUb(const LocalTensor<T>& dst, uint64_t ubOff, const uint8_t* gm, emu::G
     emu::UbArena* ub = dst.Arena();
     if (ubOff + n > ub->Size()) emu::Fault(emu::Cat(what, ": UB write past the end of UB"));
     emu::Touch(in, ub, ubOff, n, true);
+    emu::TouchGm(in, buf, uint64_t(gm - buf->base), n, false);
     std::memcpy(ub->data.data() + ubOff, gm, n);
     ub->MarkWritten(ubOff, n);
     buf->bytesRead += n;
