@@ -33,6 +33,7 @@ from opgen.kernel.rowprog import Instr, RowProgram, attr_names, instr_op, per_ro
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
+from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
 
@@ -108,6 +109,94 @@ def _operand(name: str, prog: RowProgram) -> str:
     if name in prog.col:
         return f"colv_[{prog.col.index(name)}]"
     raise SpecError(f"row kernel {prog.name}: operand {name} has no buffer")
+
+
+INT_MEMBERS = ("hidden_", "headDim_")
+"""The int64 members a row program's scalar text reads through static_cast<float> (opgen.kernel.rows)."""
+
+
+def _operand_ref(name: str, prog: RowProgram) -> kir.Ref:
+    """The Kernel-IR region of row-program operand `name` (the node form of `_operand`). Raises SpecError."""
+    if name.startswith("w") and name[1:].isdigit():
+        return kir.Ref("w_", slot=Lit(int(name[1:])))
+    if name in prog.brow:
+        return kir.Ref("brow_", slot=Lit(prog.brow.index(name)))
+    if name in prog.col:
+        return kir.Ref("colv_", slot=Lit(prog.col.index(name)))
+    raise SpecError(f"row kernel {prog.name}: operand {name} has no buffer")
+
+
+def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir.Ref | None = None,
+               doc: str = ""):
+    """The Kernel-IR node of row-program instruction `i` that the instruction table prints (opgen.kernel.isa,
+    opgen.kernel.rowprog.instr_op): a kir.Vec of its entry with `operand(name)` -> kir.Ref for UB operands, `n`
+    (a DimExpr) the lane count, `row_in` / `row_out` the UB rows a cast_in reads and a store writes, a scalar operand
+    as a kir.FExpr (opgen.kernel.rowfexpr); an `sexpr` as a kir.FLet. None for the kinds the printer addresses
+    itself (loads, stat loads and stores, row reductions). `doc` is the node's trace comment text."""
+    k = i.kind
+    if k == "sexpr":
+        return kir.FLet(i.dst, parse_scalar(i.arg, INT_MEMBERS), doc=doc)
+    op = instr_op(i)
+    if op is None:
+        return None
+    if k == "acc":
+        args = {"dst": operand(i.dst), "src0": operand(i.dst), "src1": operand(i.srcs[0]), "count": n}
+    elif k == "cast_in":
+        args = {"dst": operand(i.dst), "src": row_in, "count": n}
+    elif k == "store":
+        args = {"dst": row_out, "src": operand(i.srcs[0]), "mode": i.arg, "count": n}
+    elif k == "vgather":
+        args = {"dst": operand(i.dst), "src": operand(i.srcs[0]), "offset": operand(i.arg), "base": Lit(0),
+                "count": n}
+    else:
+        args = {"dst": operand(i.dst), "count": n}
+        for j, x in enumerate(i.srcs):
+            args[f"src{j}"] = operand(x)
+        if k in ("vscalar", "vdup"):
+            args["scalar"] = parse_scalar(i.arg, INT_MEMBERS)
+    return kir.vec(op, doc=doc, **args)
+
+
+def with_barriers(stream: list, tail: bool = True) -> list:
+    """Kernel-IR statements `stream` with a Barrier(PIPE_V) before each vector instruction that reads or writes a
+    region (tensor, slot) a vector instruction since the last barrier wrote, or writes one read (RAW / WAW / WAR;
+    the rule of opgen.kernel.vsync.place_barriers, over nodes): a Call of a method ending in a V->S wait (RowSum /
+    RowMax) completes its accesses; with `tail`, a barrier ends the stream while vector work is pending."""
+    out: list = []
+    reads: set = set()
+    writes: set = set()
+    for s in stream:
+        if isinstance(s, kir.Vec) and INSTRS[s.op].pipe is Pipe.V:
+            d = INSTRS[s.op]
+            rs = {_region_key(s.arg(x)) for x in d.reads() if _has(s, x)}
+            ws = {_region_key(s.arg(x)) for x in d.writes() if _has(s, x)}
+        elif isinstance(s, kir.Call) and s.args and isinstance(s.args[0], kir.Ref):
+            rs, ws = {_region_key(s.args[0])}, set()
+            if rs & writes:
+                out.append(kir.Barrier(Pipe.V))
+                reads, writes = set(), set()
+            out.append(s)
+            continue   # the reduction's result is read back after a V->S wait: nothing stays pending
+        else:
+            out.append(s)
+            continue
+        if rs & writes or ws & writes or ws & reads:
+            out.append(kir.Barrier(Pipe.V))
+            reads, writes = set(), set()
+        out.append(s)
+        reads |= rs
+        writes |= ws
+    if tail and (reads or writes):
+        out.append(kir.Barrier(Pipe.V))
+    return out
+
+
+def _has(v: kir.Vec, name: str) -> bool:
+    return any(n == name for n, _x in v.args)
+
+
+def _region_key(r) -> tuple:
+    return (r.tensor, None if r.slot is None else str(r.slot))
 
 
 def table_form(i: Instr, operand, n: str, row_in: str = "", row_out: str = ""):
@@ -249,6 +338,34 @@ class _Printer:
                 return [f"sums_.SetValue({self.level_slot[i.dst]} * groupStride_ + i, {fn}({op(i.srcs[0])}, n_));"]
             return [f"const float {i.dst} = tots_.GetValue({j} * groupStride_ + i);"]
         raise SpecError(f"row kernel {self.p.name}: no C++ for instruction {k}")
+
+    def row_nodes(self) -> list:
+        """ROW_SPLIT: every per-row instruction (stat/row space) in order as Kernel-IR nodes (`instr_node`; a stat
+        load a GetValue, a stat store a SetValue, a row reduction a Call of RowSum / RowMax), barriers by dependency
+        (`with_barriers`); each node's doc is its spec citation."""
+        op = lambda x: _operand_ref(x, self.p)  # noqa: E731
+        n, row = Sym("n_"), _kmul(Sym("i"), Sym("rowStride_"))
+        out = []
+        for i in self.p.instrs:
+            if not per_row(i):
+                continue
+            doc = spec_comment(self.cites.instr(i)).strip().removeprefix("//").strip()
+            k = i.kind
+            if k == "sload":
+                out.append(kir.GetValue(i.dst, kir.Ref(f"statIn_{i.gm}", Sym("i")), doc=doc))
+            elif k == "sstore":
+                out.append(kir.SetValue(kir.Ref(f"statStage_{i.gm}", Sym("i")),
+                                        parse_scalar(i.srcs[0], INT_MEMBERS), doc=doc))
+            elif k in ("rsum", "rmax"):
+                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=i.dst,
+                                    doc=doc))
+            else:
+                node = instr_node(i, op, n, kir.Ref(f"rowIn_{i.gm}", row) if k == "cast_in" else None,
+                                  kir.Ref(f"rowOut_{i.gm}", row) if k == "store" else None, doc=doc)
+                if node is None:
+                    raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
+                out.append(node)
+        return with_barriers(out)
 
     def row_body(self) -> list[str]:
         """ROW_SPLIT: every per-row instruction (stat/row space) in order, barriers by dependency
@@ -596,7 +713,8 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         temps=ctx["temps"], nbrow=ctx["nbrow"], ncol=ctx["ncol"], bufs=dict(ctx["bufs"]["row"]),
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
         load_cols=bool(ctx["load_cols"]), load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
-        zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_body"]),
+        zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
+        float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
@@ -652,7 +770,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
         "flush_row": flush_row, "flush_col": flush_col,
-        "row_body": row_pr.row_body(), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
+        "row_nodes": row_pr.row_nodes(), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
         "levels": [(lv, col_pr.phase_body(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],

@@ -18,7 +18,7 @@ from; conditions are `opgen.ir.dims.Constraint` (lhs op rhs), an `If` taking a c
 are int64 elements unless a field says bytes. A symbol names one of: a tiling-data field (`KernelClass.fields`,
 printed `td_->name`), a member scalar (`KernelClass.scalars`), a parameter of the enclosing `Func`, a `Let`, a loop
 variable or loop tail, or `BLOCK_IDX` / `BLOCK_NUM` (GetBlockIdx() / GetBlockNum(), this core's index and the
-core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, FBin, FCall).
+core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, FBin, FNeg, FMinMax, FCall, FLoad).
 
 What each node means operationally (pipe; reads; writes)
 -------------------------------------------------------
@@ -305,11 +305,13 @@ class FInt(FExpr):
 
 @dataclass(frozen=True)
 class FBin(FExpr):
-    """a op b with op one of + - * /."""
+    """a op b with op one of + - * /. `paren` (not compared) says whether the C++ printer brackets it: the row
+    programs' scalar texts are printed as written (opgen.kernel.rowfexpr)."""
 
     op: str
     a: FExpr
     b: FExpr
+    paren: bool = field(default=True, compare=False)
 
     def __post_init__(self):
         if self.op not in ("+", "-", "*", "/"):
@@ -336,6 +338,39 @@ class FCall(FExpr):
     def __post_init__(self):
         if self.fn not in _FCALLS:
             raise IRError(f"float function {self.fn!r} unknown")
+
+
+@dataclass(frozen=True)
+class FNeg(FExpr):
+    """-x (exact in IEEE fp32); `paren` (not compared): the C++ printer writes -(x) instead of -x."""
+
+    x: FExpr
+    paren: bool = field(default=False, compare=False)
+
+
+@dataclass(frozen=True)
+class FMinMax(FExpr):
+    """max(a, b) (fn "max") or min(a, b) (fn "min"), printed as the C++ conditional (a > b ? a : b) /
+    (a < b ? a : b): with a NaN operand it yields b, as the device's scalar unit does for that expression."""
+
+    fn: str
+    a: FExpr
+    b: FExpr
+
+    def __post_init__(self):
+        if self.fn not in ("max", "min"):
+            raise IRError(f"float min/max {self.fn!r} unknown")
+
+
+def fexpr_children(f) -> tuple:
+    """The float sub-expressions of float expression `f` (FBin, FNeg, FMinMax, FCall; none for the atoms)."""
+    if isinstance(f, (FBin, FMinMax)):
+        return (f.a, f.b)
+    if isinstance(f, FNeg):
+        return (f.x,)
+    if isinstance(f, FCall):
+        return (f.arg,)
+    return ()
 
 
 # ------------------------------------------------------------------------------------------------ declarations
@@ -433,6 +468,7 @@ class FLet:
     name: str
     value: FExpr
     mutable: bool = False
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -599,6 +635,7 @@ class GetValue:
 
     name: str
     src: Ref
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -607,6 +644,7 @@ class SetValue:
 
     dst: Ref
     value: FExpr
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -663,6 +701,7 @@ class Call:
     args: tuple = ()
     result: str | None = None
     targs: tuple = ()   # template arguments of a template method (element types)
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -771,21 +810,16 @@ def _fsyms(f) -> set:
         return set()
     if isinstance(f, FInt):
         return set(f.value.symbols())
-    if isinstance(f, FBin):
-        return _fsyms(f.a) | _fsyms(f.b)
-    if isinstance(f, FCall):
-        return _fsyms(f.arg)
-    return set()
+    out: set = set()
+    for c in fexpr_children(f):
+        out |= _fsyms(c)
+    return out
 
 
 def _floads(f) -> list:
     if isinstance(f, FLoad):
         return [f]
-    if isinstance(f, FBin):
-        return _floads(f.a) + _floads(f.b)
-    if isinstance(f, FCall):
-        return _floads(f.arg)
-    return []
+    return [x for c in fexpr_children(f) for x in _floads(c)]
 
 
 # ------------------------------------------------------------------------------------------------ the verifier
@@ -1334,6 +1368,10 @@ def _f_text(f) -> str:
         return f"({_f_text(f.a)} {f.op} {_f_text(f.b)})"
     if isinstance(f, FCall):
         return f"{f.fn}({_f_text(f.arg)})"
+    if isinstance(f, FNeg):
+        return f"-{_f_text(f.x)}"
+    if isinstance(f, FMinMax):
+        return f"{f.fn}({_f_text(f.a)}, {_f_text(f.b)})"
     if isinstance(f, FLoad):
         return f"load {_t_ref(f.src)}"
     raise IRError(f"not a float expression: {f!r}")
@@ -1523,7 +1561,13 @@ class CppPrinter:
         if isinstance(x, FInt):
             return f"static_cast<float>({self.e(x.value)})"
         if isinstance(x, FBin):
-            return f"({self.f(x.a)} {x.op} {self.f(x.b)})"
+            t = f"{self.f(x.a)} {x.op} {self.f(x.b)}"
+            return f"({t})" if x.paren else t
+        if isinstance(x, FNeg):
+            return f"-({self.f(x.x)})" if x.paren else f"-{self.f(x.x)}"
+        if isinstance(x, FMinMax):
+            a, b = self.f(x.a), self.f(x.b)
+            return f"({a} {'>' if x.fn == 'max' else '<'} {b} ? {a} : {b})"
         if isinstance(x, FCall):
             return f"{_FCALLS[x.fn]}({self.f(x.arg)})"
         if isinstance(x, FLoad):
@@ -1579,7 +1623,7 @@ class CppPrinter:
                 return [f"{p}{s.name} {v.op}= {self.e(v.rhs)};"]
             return [f"{p}{s.name} = {self.e(s.value)};"]
         if isinstance(s, FLet):
-            return [f"{p}{'' if s.mutable else 'const '}float {s.name} = {self.f(s.value)};"]
+            return [f"{p}{'' if s.mutable else 'const '}float {s.name} = {self.f(s.value)};{_doc(s)}"]
         if isinstance(s, FAssign):
             return [f"{p}{s.name} = {self.f(s.value)};"]
         if isinstance(s, For):
@@ -1629,10 +1673,10 @@ class CppPrinter:
             return [p + self.vec(s) + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, GetValue):
             return [f"{p}const float {s.name} = {self.ref(Ref(s.src.tensor, Lit(0), s.src.slot))}"
-                    f".GetValue({self.e(s.src.offset)});"]
+                    f".GetValue({self.e(s.src.offset)});{_doc(s)}"]
         if isinstance(s, SetValue):
             return [f"{p}{self.ref(Ref(s.dst.tensor, Lit(0), s.dst.slot))}.SetValue({self.e(s.dst.offset)}, "
-                    f"{self.f(s.value)});"]
+                    f"{self.f(s.value)});{_doc(s)}"]
         if isinstance(s, Barrier):
             return [f"{p}PipeBarrier<{s.pipe.value}>();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, SetFlag):
@@ -1646,8 +1690,8 @@ class CppPrinter:
             call = f"{s.method}{ta}({', '.join(self.arg(a) for a in s.args)})"
             if s.result:
                 m = self.k.method(s.method)
-                return [f"{p}const {m.ret} {s.result} = {call};"]
-            return [f"{p}{call};"]
+                return [f"{p}const {m.ret} {s.result} = {call};{_doc(s)}"]
+            return [f"{p}{call};{_doc(s)}"]
         if isinstance(s, Return):
             return [f"{p}return {self.arg(s.value)};"]
         if isinstance(s, Comment):
@@ -1682,8 +1726,8 @@ class CppPrinter:
                 t = self.e(v)
                 plain = const_value(v) is not None or s.op in _HELPERS
                 exprs[o.name] = t if plain else f"static_cast<{o.dtype}>({t})"
-            elif o.kind == "scalar":
-                exprs[o.name] = self.f(v)
+            elif o.kind == "scalar":   # the scalar is exactly T (§1.9): a literal is, an expression is cast
+                exprs[o.name] = self.f(v) if isinstance(v, FConst) else f"static_cast<float>({self.f(v)})"
             elif o.kind == "mode":
                 exprs[o.name] = v.name if isinstance(v, Sym) else f"RoundMode::{v}"
             elif isinstance(v, tuple):
@@ -1763,6 +1807,11 @@ _STRUCTS = {(Op.BRCB, "params"): "BrcbRepeatParams"}
 _HELPERS = frozenset({Op.CAST_FROM, Op.CAST_TO})
 """opgen's device helpers (templates/op_kernel/_helpers.h.j2): their count parameter is int64_t, passed as is."""
 """C++ struct type of each struct-valued ("value" kind given as a tuple) operand."""
+
+
+def _doc(s) -> str:
+    """The trailing C++ comment of statement `s` ("  // doc"), empty without a doc."""
+    return f"  // {_comment(s.doc)}" if getattr(s, "doc", "") else ""
 
 
 def _comment(text: str) -> str:

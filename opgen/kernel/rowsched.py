@@ -8,8 +8,10 @@ queue hand-offs, the MTE2->S flag before the scalar unit reads statistics, the p
 bookkeeping, the statistics' S->V flag and cast into their output queue) and CopyOut (each output queue to GM).
 `row_split_class` builds them from a `RowSchedule`: what the row program needs (its GM operands with their
 addresses as dim expressions, the buffers the strategy reads, the per-row instruction stream) and nothing of a
-particular operator. The per-row instruction stream, the batch flush and the cross-core epilogue arrive as
-`kir.Verbatim` lines printed by the rows printer (opgen.codegen.kernel): they are not IR nodes yet.
+particular operator. ROW_SPLIT's per-row instruction stream arrives as Kernel-IR statements (vector instructions,
+scalar reads / writes, row-reduction calls, float lets, barriers); COL_SPLIT's level and final streams, the batch
+flush and the cross-core epilogue still arrive as `kir.Verbatim` lines printed by the rows printer
+(opgen.codegen.kernel): they are not IR nodes yet.
 
 Facts: docs/reference/ascendc.md §1.5 (TQue depth and buffer count, TBuf), §1.6 (HardEvent flags), §1.8
 (DataCopyPad: blockLen bytes; the UB gap in 32-B blocks and the GM gap in bytes, on the side each lies).
@@ -105,7 +107,8 @@ class RowSchedule:
     flush_row: bool = False
     zero_batch: bool = False
     batch_index: bool = False
-    row_body: tuple = ()
+    row_body: tuple = ()       # the per-row stream: Kernel-IR statements (barriers placed)
+    float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init)
     cross_core: tuple = ()
     strided: tuple = ()        # names of the Off_<name>(r) address methods
     fields: tuple = ()         # the tiling-data fields the addresses read (dim<k>)
@@ -255,8 +258,7 @@ def _compute(s: RowSchedule) -> Func:
     row: list = []
     if s.batch_index:
         row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row else None)
-    if s.row_body:
-        row.append(Verbatim(tuple(s.row_body)))
+    row += list(s.row_body)
     body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
     body += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}") for t in s.row_out]
     for t in s.stat_out:
@@ -564,6 +566,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     return KernelClass(
         name, s.tiling_struct, args=tuple(gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
         locals=tuple(locals_),
-        tensors=tuple(tensors), scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS), fields=COL_FIELDS + ("rowsPerOwner",) + tuple(s.fields),
+        tensors=tuple(tensors),
+        scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(n, "float") for n in s.float_scalars), fields=COL_FIELDS + ("rowsPerOwner",) + tuple(s.fields),
         process=(If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),), (Call("ColSplit"),)),),
         methods=tuple(methods + ext), tparams=tuple(s.tparams), doc="ROW_SPLIT / COL_SPLIT schedule")

@@ -150,26 +150,26 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
+            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
+            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
+            Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], colv_[1], n_);  // spec: ada_layer_norm_v2.py:59
+            Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
@@ -630,24 +630,24 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
+            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
+            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
+            Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
@@ -1104,24 +1104,24 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
+            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
+            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:59
+            Add(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
@@ -1573,22 +1573,22 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
+            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
+            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
