@@ -340,15 +340,29 @@ class _Printer:
         raise SpecError(f"row kernel {self.p.name}: no C++ for instruction {k}")
 
     def row_nodes(self) -> list:
-        """ROW_SPLIT: every per-row instruction (stat/row space) in order as Kernel-IR nodes (`instr_node`; a stat
-        load a GetValue, a stat store a SetValue, a row reduction a Call of RowSum / RowMax), barriers by dependency
-        (`with_barriers`); each node's doc is its spec citation."""
+        """ROW_SPLIT: every per-row instruction (stat/row space) in order as Kernel-IR nodes (`nodes`)."""
+        return self.nodes([i for i in self.p.instrs if per_row(i)], None)
+
+    def phase_nodes(self, level: int | None) -> list:
+        """COL_SPLIT: the instructions of one phase (opgen.kernel.rowprog._assign_phases) as Kernel-IR nodes: for
+        level L the ancestors of its row reductions, for the final phase (None) those of every store and
+        accumulate."""
+        want = -1 if level is None else level
+        return self.nodes([i for i in self.p.instrs if per_row(i) and want in i.phases], level)
+
+    def nodes(self, instrs: list, phase: int | None) -> list:
+        """Instructions `instrs` inside the per-row loop (`i`, `n_`) as Kernel-IR nodes (`instr_node`; a stat load
+        a GetValue, a stat store a SetValue; a row reduction in ROW_SPLIT a Call of RowSum / RowMax with its result,
+        in COL_SPLIT's phase of its level that Call with its partial stored to sums_ (slot * groupStride_ + i), in a
+        later phase a GetValue of its total from tots_), barriers by dependency (`with_barriers`); each node's doc
+        is its spec citation."""
         op = lambda x: _operand_ref(x, self.p)  # noqa: E731
-        n, row = Sym("n_"), _kmul(Sym("i"), Sym("rowStride_"))
+        n = Sym("n_")
+        row = _kmul(Sym("i"), Sym("rowStride_"))
+        gs, i_ = Sym("groupStride_"), Sym("i")
+        src = "rowIn_" if self.mode == "row" else "res_"
         out = []
-        for i in self.p.instrs:
-            if not per_row(i):
-                continue
+        for i in instrs:
             doc = spec_comment(self.cites.instr(i)).strip().removeprefix("//").strip()
             k = i.kind
             if k == "sload":
@@ -356,36 +370,24 @@ class _Printer:
             elif k == "sstore":
                 out.append(kir.SetValue(kir.Ref(f"statStage_{i.gm}", Sym("i")),
                                         parse_scalar(i.srcs[0], INT_MEMBERS), doc=doc))
-            elif k in ("rsum", "rmax"):
+            elif k in ("rsum", "rmax") and self.mode == "row":
                 out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=i.dst,
                                     doc=doc))
+            elif k in ("rsum", "rmax") and phase is not None and i.level == phase:
+                part = f"part_{i.dst}"
+                out += [kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc),
+                        kir.SetValue(kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_)),
+                                     kir.FRef(part))]
+            elif k in ("rsum", "rmax"):
+                out.append(kir.GetValue(i.dst, kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[i.dst], gs), i_)),
+                                        doc=doc))
             else:
-                node = instr_node(i, op, n, kir.Ref(f"rowIn_{i.gm}", row) if k == "cast_in" else None,
+                node = instr_node(i, op, n, kir.Ref(f"{src}{i.gm}", row) if k == "cast_in" else None,
                                   kir.Ref(f"rowOut_{i.gm}", row) if k == "store" else None, doc=doc)
                 if node is None:
                     raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
                 out.append(node)
         return with_barriers(out)
-
-    def row_body(self) -> list[str]:
-        """ROW_SPLIT: every per-row instruction (stat/row space) in order, barriers by dependency
-        (opgen.kernel.vsync.place_barriers: one stream, a barrier at its end while vector work is pending)."""
-        out = []
-        for i in self.p.instrs:
-            if per_row(i):
-                out += self.instr(i)
-        return place_barriers(out)
-
-    def phase_body(self, level: int | None) -> list[str]:
-        """COL_SPLIT: the instructions of one phase (opgen.kernel.rowprog._assign_phases): for level L the
-        ancestors of its row reductions, for the final phase (None) those of every store and accumulate; barriers by
-        dependency as row_body."""
-        want = -1 if level is None else level
-        out = []
-        for i in self.p.instrs:
-            if per_row(i) and want in i.phases:
-                out += self.instr(i, level)
-        return place_barriers(out)
 
 
 def _load_row(line: str, dst: str):
@@ -718,7 +720,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
-        nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_body"]),
+        nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
         helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"]), ("TotalOwnedRows", ctx["levels"]),
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
@@ -771,10 +773,10 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
         "flush_row": flush_row, "flush_col": flush_col,
         "row_nodes": row_pr.row_nodes(), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
-        "levels": [(lv, col_pr.phase_body(lv),
+        "levels": [(lv, col_pr.phase_nodes(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],
-        "final_body": col_pr.phase_body(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
+        "final_nodes": col_pr.phase_nodes(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
         "float_attrs": sorted({x for i in p.instrs for x in attr_names(i.arg)}),
         "uses_max": any(i.kind == "rmax" for i in p.instrs), "uses_sum": any(i.kind == "rsum" for i in p.instrs),

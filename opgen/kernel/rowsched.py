@@ -8,9 +8,9 @@ queue hand-offs, the MTE2->S flag before the scalar unit reads statistics, the p
 bookkeeping, the statistics' S->V flag and cast into their output queue) and CopyOut (each output queue to GM).
 `row_split_class` builds them from a `RowSchedule`: what the row program needs (its GM operands with their
 addresses as dim expressions, the buffers the strategy reads, the per-row instruction stream) and nothing of a
-particular operator. ROW_SPLIT's per-row instruction stream arrives as Kernel-IR statements (vector instructions,
-scalar reads / writes, row-reduction calls, float lets, barriers); COL_SPLIT's level and final streams, the batch
-flush and the cross-core epilogue still arrive as `kir.Verbatim` lines printed by the rows printer
+particular operator. The per-row instruction streams (ROW_SPLIT's, COL_SPLIT's levels and final phase) arrive as
+Kernel-IR statements (vector instructions, scalar reads / writes, row-reduction calls, float lets, barriers); the
+concat-piece copies and the cross-core epilogues still arrive as `kir.Verbatim` lines printed by the rows printer
 (opgen.codegen.kernel): they are not IR nodes yet.
 
 Facts: docs/reference/ascendc.md §1.5 (TQue depth and buffer count, TBuf), §1.6 (HardEvent flags), §1.8
@@ -113,10 +113,10 @@ class RowSchedule:
     strided: tuple = ()        # names of the Off_<name>(r) address methods
     fields: tuple = ()         # the tiling-data fields the addresses read (dim<k>)
     bufs_col: dict = field(default_factory=dict)   # COL_SPLIT's fixed buffers ({FIXED_BUFS name: allocated})
-    levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body lines, ((slot, j, "Add"/"Max"), ...)))
+    levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body statements, ((slot, j, "Add"/"Max"), ...)))
     nlevel: int = 1            # partial reductions per level (the widest level)
     nsums: int = 1             # row reductions in all
-    final_body: tuple = ()     # COL_SPLIT's final per-row stream (C++ lines)
+    final_body: tuple = ()     # COL_SPLIT's final per-row stream (Kernel-IR statements, barriers placed)
     col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (C++ lines)
     flush_col: bool = False
     helpers: tuple = ()        # which of HELPER_METHODS the class has (the buffers they use are allocated)
@@ -386,7 +386,7 @@ def _col_split(s: RowSchedule) -> Func:
             SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     ws = "ws_"
     for lv, lines, slots in s.levels:
-        per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + [Verbatim(tuple(lines))]
+        per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(lines)
         grp += [Comment(f"row-reduction level {lv}: partial results of this core's columns, exchanged through "
                         "workspace"),
                 For("i", Lit(0), _K, Lit(1), tuple(per_row)),
@@ -407,8 +407,7 @@ def _col_split(s: RowSchedule) -> Func:
     final: list = []
     if s.flush_col or s.load_batch:
         final += _batch_steps(s, Sym("g0"), "FlushCol" if s.flush_col else None)
-    if s.final_body:
-        final.append(Verbatim(tuple(s.final_body)))
+    final += list(s.final_body)
     grp.append(For("i", Lit(0), _K, Lit(1), tuple(final)))
     for t in s.row_out:
         grp += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
