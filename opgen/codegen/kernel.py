@@ -725,7 +725,9 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"]), ("TotalOwnedRows", ctx["levels"]),
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
                                       ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
-                                      ("RowMax", ctx["uses_max"])) if on),
+                                      ("RowMax", ctx["uses_max"]), ("RowStartOf", True),
+                                      ("RunRows", ctx["strided"])) if on),
+        run_extent=dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1),
         tiling_struct=f"optiling::{spec.name}TilingData")
     return row_split_class(v.cls, sched)
 
@@ -799,8 +801,6 @@ def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec
     snake = op_snake(spec.name)
     dvars = [c.name for c in spec.dtype_table]
     classes = [class_context(spec, v, dims) for v in variants]
-    inner = dims.extent(len(dims.layout.extents) - 1) if dims.layout.extents and any(c["strided"] for c in classes) \
-        else "1"
     keys, declared = [], []
     attr_keys = sorted({k for v in variants for k, _c in v.serves})
     for ak in attr_keys:
@@ -815,7 +815,7 @@ def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec
         "op": spec.name, "op_snake": snake, "spec_file": spec_file, "dvars": dvars, "classes": classes,
         "entry": kernel_entry(spec.name),
         "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs], "keys": keys,
-        "struct": f"optiling::{spec.name}TilingData", "doc": doc, "inner_extent": inner,
+        "struct": f"optiling::{spec.name}TilingData", "doc": doc,
     }
     env = template_env()
     return {

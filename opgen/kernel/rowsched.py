@@ -120,6 +120,7 @@ class RowSchedule:
     col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (C++ lines)
     flush_col: bool = False
     helpers: tuple = ()        # which of HELPER_METHODS the class has (the buffers they use are allocated)
+    run_extent: DimExpr = Lit(1)   # RunRows: the rows of one run (the innermost leading extent)
     tparams: tuple = ()
     tiling_struct: str = "TilingData"
 
@@ -508,7 +509,28 @@ def _total_owned_rows(nlevel: int) -> Func:
            "every\ncore in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.")
 
 
-HELPER_METHODS = ("SumPartials", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax")
+def _row_start_of() -> Func:
+    """ROW_SPLIT's row partition (opgen.tiling.rowkernel): the first rowsTail cores take rowsPerCore + 1 rows, the
+    others rowsPerCore; the first row of core `core` (RowStartOf(blockNum) is the row count)."""
+    core, per, tail = Sym("core"), Sym("rowsPerCore"), Sym("rowsTail")
+    return Func("RowStartOf", (Param("core"),), (
+        Let("big", add(per, 1)),
+        Return(Select(Constraint("<", core, tail), mul(core, Sym("big")),
+                      add(mul(tail, Sym("big")), mul(sub(core, tail), per)))),
+    ), ret="int64_t", const=True)
+
+
+def _run_rows(extent: DimExpr) -> Func:
+    """Rows of [r, r + left) in r's run of the innermost leading axis (of `extent` rows, at one GM stride)."""
+    return Func("RunRows", (Param("r"), Param("left")), (
+        Let("m", sub(extent, Bin("%", Sym("r"), as_dim(extent)))),
+        Return(Fn("min", (Sym("m"), Sym("left")))),
+    ), ret="int64_t", const=True,
+        doc="Rows of [r, r + left) in r's run of the innermost leading axis (rows at one GM stride).")
+
+
+HELPER_METHODS = ("SumPartials", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax", "RowStartOf",
+                  "RunRows")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
 ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Compute", "CopyOut")
@@ -520,7 +542,8 @@ COL_FIELDS = ("strategy", "rowsPerPass", "colsPerCore", "colsTail", "colsPerPass
 def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     """The Kernel IR of class `name`'s ROW_SPLIT schedule: Process calls RowSplit; RowSplit, CopyIn (when there is
     an input), Compute and CopyOut (when there is an output) are IR; the methods the file skeleton prints (the
-    batch and column helpers, RowStartOf, RunRows, GapBlocks, the Off_<operand> address functions) are `extern`;
+    batch and column helpers, GapBlocks, the Off_<operand> address functions) are `extern` (RowStartOf and RunRows
+    are IR helpers);
     the members are declared for the verifier (the skeleton prints them)."""
     ops = {t.op: t for t in s.row_in + s.row_out + s.stat_in + s.stat_out}
     gms: dict = {}
@@ -548,14 +571,13 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         tensors.append(TensorVar("colv_", "float", s.ncol))
     ext = [Func("FlushRow", extern=True), Func("FlushCol", extern=True), Func("LoadColumns", extern=True), Func("ZeroBatchSums", extern=True),
            Func("LoadBatch", (Param("b"),), extern=True),
-           Func("RowStartOf", (Param("core"),), ret="int64_t", const=True, extern=True),
-           Func("RunRows", (Param("r"), Param("left")), ret="int64_t", const=True, extern=True),
            Func("GapBlocks", (Param("stride"), Param("len"), Param("bytes")), ret="int64_t", extern=True)]
     ext += [Func(f"Off_{n}", (Param("r"),), ret="int64_t", const=True, extern=True) for n in s.strided]
     methods = [_row_split(s), _col_split(s)]
     build = {"SumPartials": _sum_partials, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
              "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
-             "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX)}
+             "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX), "RowStartOf": _row_start_of,
+             "RunRows": lambda: _run_rows(s.run_extent)}
     methods += [build[h]() for h in HELPER_METHODS if h in s.helpers]
     if s.row_in or s.stat_in:
         methods.append(_copy_in(s))
@@ -566,6 +588,6 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         name, s.tiling_struct, args=tuple(gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
         locals=tuple(locals_),
         tensors=tuple(tensors),
-        scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(n, "float") for n in s.float_scalars), fields=COL_FIELDS + ("rowsPerOwner",) + tuple(s.fields),
+        scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(n, "float") for n in s.float_scalars), fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + tuple(s.fields),
         process=(If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),), (Call("ColSplit"),)),),
         methods=tuple(methods + ext), tparams=tuple(s.tparams), doc="ROW_SPLIT / COL_SPLIT schedule")
