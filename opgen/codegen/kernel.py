@@ -726,7 +726,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
                                       ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
                                       ("RowMax", ctx["uses_max"]), ("RowStartOf", True),
-                                      ("RunRows", ctx["strided"])) if on),
+                                      ("RunRows", ctx["strided"]), ("GapBlocks", True)) if on),
         run_extent=dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1),
         tiling_struct=f"optiling::{spec.name}TilingData")
     return row_split_class(v.cls, sched)

@@ -742,9 +742,10 @@ STMT_TYPES = (Let, Assign, FLet, FAssign, For, If, InitBuffer, Get, View, Alloc,
 
 @dataclass(frozen=True)
 class Func:
-    """A method: name, params, body (statements), ret ("void", "int64_t" or "float"), const, doc (a comment).
-    extern: a method the file skeleton prints (its body is not IR yet); a Call of it has unknown effects to the
-    verifier, and the printers print its signature only."""
+    """A method: name, params, body (statements), ret ("void", "int64_t", "uint32_t" (an int64 value printed
+    static_cast<uint32_t>, >= 0 by the caller's contract) or "float"), const, doc (a comment), static (a static
+    member function: it reads no member). extern: a method the file skeleton prints (its body is not IR yet); a
+    Call of it has unknown effects to the verifier, and the printers print its signature only."""
 
     name: str
     params: tuple = ()
@@ -754,6 +755,7 @@ class Func:
     doc: str = ""
     extern: bool = False
     tparams: tuple = ()   # a template method's type parameters
+    static: bool = False
 
 
 @dataclass(frozen=True)
@@ -958,7 +960,7 @@ class _Verifier:
                 raise IRError(f"symbol {n} used before it is {what}", node)
         for inv in invokes(e):
             m = self.methods.get(inv.method)
-            if m is None or m.ret != "int64_t" or len(m.params) != len(inv.args):
+            if m is None or m.ret not in ("int64_t", "uint32_t") or len(m.params) != len(inv.args):
                 raise IRError(f"{inv.method} is not an int64_t method of {len(inv.args)} argument(s)", node)
 
     def cond(self, c, st, node):
@@ -1693,6 +1695,8 @@ class CppPrinter:
                 return [f"{p}const {m.ret} {s.result} = {call};{_doc(s)}"]
             return [f"{p}{call};{_doc(s)}"]
         if isinstance(s, Return):
+            if getattr(self, "_ret", None) == "uint32_t":
+                return [f"{p}return static_cast<uint32_t>({self.arg(s.value)});"]
             return [f"{p}return {self.arg(s.value)};"]
         if isinstance(s, Comment):
             return [f"{p}// {_comment(s.text)}"]
@@ -1737,8 +1741,11 @@ class CppPrinter:
         return d.stmt(**exprs)
 
     # -- the class
-    def func(self, name, params, body, ret="void", const=False, doc="", depth=1, tparams=()) -> list[str]:
+    def func(self, name, params, body, ret="void", const=False, doc="", depth=1, tparams=(),
+             static=False) -> list[str]:
+        """The C++ lines of one method (its doc as // lines, the signature, the body at `depth`)."""
         p = self.ind * depth
+        self._ret = ret
         ps = []
         scope: dict = {}
         for q in params:
@@ -1751,7 +1758,8 @@ class CppPrinter:
         out = [f"{p}// {_comment(line)}" for line in doc.split("\n")] if doc else []
         if tparams:
             out.append(f"{p}template <{', '.join('typename ' + t for t in tparams)}>")
-        out.append(f"{p}__aicore__ inline {ret} {name}({', '.join(ps)}){' const' if const else ''}")
+        out.append(f"{p}{'static ' if static else ''}__aicore__ inline {ret} {name}({', '.join(ps)})"
+                   f"{' const' if const else ''}")
         out.append(f"{p}{{")
         out += self.body(body, depth + 1, scope)
         out.append(f"{p}}}")
@@ -1782,7 +1790,7 @@ class CppPrinter:
         for m in k.methods:
             if m.extern:
                 continue
-            out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams)
+            out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static)
             out.append("")
         out.append(f"{p}const {k.tiling_struct}* td_ = nullptr;")
         out.append(f"{p}TPipe pipe_;")
@@ -1830,7 +1838,7 @@ def methods_cpp(k: KernelClass, names, verify_first: bool = True) -> str:
         m = k.method(n)
         if m.extern:
             raise IRError(f"method {n} is printed by the skeleton")
-        out += pr.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams) + [""]
+        out += pr.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static) + [""]
     return "\n".join(out[:-1]) + "\n" if out else ""
 
 

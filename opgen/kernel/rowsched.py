@@ -529,8 +529,18 @@ def _run_rows(extent: DimExpr) -> Func:
         doc="Rows of [r, r + left) in r's run of the innermost leading axis (rows at one GM stride).")
 
 
+def _gap_blocks_func() -> Func:
+    """The UB gap in 32-B blocks between rows of `len` elements of `bytes` bytes stored `stride` elements apart (a
+    DataCopyPad's UB-side stride, docs/reference/ascendc.md §1.8: each UB burst starts on a 32-B block)."""
+    st, ln, by = Sym("stride"), Sym("len"), Sym("bytes")
+    return Func("GapBlocks", (Param("stride"), Param("len"), Param("bytes")), (
+        Return(div(sub(mul(st, by), Fn("align_up", (mul(ln, by), Lit(32)))), 32)),
+    ), ret="uint32_t", static=True,
+        doc="UB gap in 32-byte blocks between rows of `len` elements of `bytes` stored `stride` elements apart.")
+
+
 HELPER_METHODS = ("SumPartials", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax", "RowStartOf",
-                  "RunRows")
+                  "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
 ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Compute", "CopyOut")
@@ -542,8 +552,8 @@ COL_FIELDS = ("strategy", "rowsPerPass", "colsPerCore", "colsTail", "colsPerPass
 def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     """The Kernel IR of class `name`'s ROW_SPLIT schedule: Process calls RowSplit; RowSplit, CopyIn (when there is
     an input), Compute and CopyOut (when there is an output) are IR; the methods the file skeleton prints (the
-    batch and column helpers, GapBlocks, the Off_<operand> address functions) are `extern` (RowStartOf and RunRows
-    are IR helpers);
+    batch and column helpers, the Off_<operand> address functions) are `extern` (RowStartOf, RunRows and
+    GapBlocks are IR helpers);
     the members are declared for the verifier (the skeleton prints them)."""
     ops = {t.op: t for t in s.row_in + s.row_out + s.stat_in + s.stat_out}
     gms: dict = {}
@@ -571,13 +581,13 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         tensors.append(TensorVar("colv_", "float", s.ncol))
     ext = [Func("FlushRow", extern=True), Func("FlushCol", extern=True), Func("LoadColumns", extern=True), Func("ZeroBatchSums", extern=True),
            Func("LoadBatch", (Param("b"),), extern=True),
-           Func("GapBlocks", (Param("stride"), Param("len"), Param("bytes")), ret="int64_t", extern=True)]
+           ]
     ext += [Func(f"Off_{n}", (Param("r"),), ret="int64_t", const=True, extern=True) for n in s.strided]
     methods = [_row_split(s), _col_split(s)]
     build = {"SumPartials": _sum_partials, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
              "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
              "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX), "RowStartOf": _row_start_of,
-             "RunRows": lambda: _run_rows(s.run_extent)}
+             "RunRows": lambda: _run_rows(s.run_extent), "GapBlocks": _gap_blocks_func}
     methods += [build[h]() for h in HELPER_METHODS if h in s.helpers]
     if s.row_in or s.stat_in:
         methods.append(_copy_in(s))
