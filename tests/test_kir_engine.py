@@ -19,7 +19,7 @@ from test_kir import rows_kernel
 
 @pytest.mark.parametrize("spec, op", [("examples/specs/rms_norm.py", "RmsNorm"),
                                       ("examples/specs/add_rms_norm.py", "AddRmsNorm"),
-                                      ("examples/specs/softmax.py", "SoftmaxV2")])
+                                      ("examples/specs/layer_norm_grad.py", "LayerNormGradV3")])
 def test_check_engine_kir_refuses_a_kernel_with_cpp_text_in_one_line(spec, op):
     r = cli("check", spec, "--dims", "B=2,H=32", "--engine", "kir")
     assert r.returncode == 2, r.stderr
@@ -27,6 +27,19 @@ def test_check_engine_kir_refuses_a_kernel_with_cpp_text_in_one_line(spec, op):
     assert len(lines) == 1, r.stderr
     assert lines[0].startswith(f"opgen: error: --engine kir: {op}'s kernel class ")
     assert "is not Kernel IR throughout: " in lines[0] and "C++ text" in lines[0] and "use --engine emu" in lines[0]
+
+
+def test_softmax_is_kernel_ir_throughout_and_only_the_case_binding_is_missing():
+    """SoftmaxV2's rows kernel: the per-row stream, RowStartOf and GapBlocks are IR; nothing opaque is left."""
+    from opgen.check.kirengine import kernel_classes
+    from opgen.registry import load_spec
+
+    classes = kernel_classes(load_spec("examples/specs/softmax.py"))
+    assert classes and all(ki.opaque(k) is None for k in classes)
+    r = cli("check", "examples/specs/softmax.py", "--dims", "Bd=2,H=32", "--engine", "kir")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "SoftmaxV2's kernel is Kernel IR throughout" in lines[0], r.stderr
 
 
 def test_the_default_engine_is_the_emulation():

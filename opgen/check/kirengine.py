@@ -3,10 +3,11 @@ instead of the g++ emulation. Only a kernel whose every class is Kernel IR throu
 method: `kir_interp.opaque`) can run there; for any other the engine refuses with one line naming the first part
 that is not Kernel IR yet, so the user falls back to `--engine emu` (the default).
 
-Today the rows family's ROW_SPLIT and COL_SPLIT schedules are Kernel IR (opgen.kernel.rowsched) but their per-row
-instruction stream, batch flush and cross-core epilogue are still C++ text (kir.Verbatim) and some helpers are
-extern methods; the head-rows and attention families have no Kernel IR yet. So every bundled operator is refused
-with the reason; the gate is the contract the lowering work fills in.
+Today the rows family's ROW_SPLIT and COL_SPLIT schedules and their per-row instruction streams are Kernel IR
+(opgen.kernel.rowsched), but the batch load / flush bodies, the cross-core epilogues and concat-piece copies are
+still C++ text (kir.Verbatim) or extern methods; the head-rows and attention families have no Kernel IR yet. So
+most operators are refused with the reason, and one that is IR throughout (SoftmaxV2's rows kernel) with the
+missing piece: binding a check case (the tiling data, the GM arguments) to the interpreter.
 """
 
 from __future__ import annotations

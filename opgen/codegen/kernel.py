@@ -33,6 +33,7 @@ from opgen.kernel.rowprog import Instr, RowProgram, attr_names, instr_op, per_ro
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
+from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
 from opgen.codegen import kernel_cube  # noqa: F401,E402  installs the cube family's emission (opgen.kernel.cube)
@@ -109,6 +110,94 @@ def _operand(name: str, prog: RowProgram) -> str:
     if name in prog.col:
         return f"colv_[{prog.col.index(name)}]"
     raise SpecError(f"row kernel {prog.name}: operand {name} has no buffer")
+
+
+INT_MEMBERS = ("hidden_", "headDim_")
+"""The int64 members a row program's scalar text reads through static_cast<float> (opgen.kernel.rows)."""
+
+
+def _operand_ref(name: str, prog: RowProgram) -> kir.Ref:
+    """The Kernel-IR region of row-program operand `name` (the node form of `_operand`). Raises SpecError."""
+    if name.startswith("w") and name[1:].isdigit():
+        return kir.Ref("w_", slot=Lit(int(name[1:])))
+    if name in prog.brow:
+        return kir.Ref("brow_", slot=Lit(prog.brow.index(name)))
+    if name in prog.col:
+        return kir.Ref("colv_", slot=Lit(prog.col.index(name)))
+    raise SpecError(f"row kernel {prog.name}: operand {name} has no buffer")
+
+
+def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir.Ref | None = None,
+               doc: str = ""):
+    """The Kernel-IR node of row-program instruction `i` that the instruction table prints (opgen.kernel.isa,
+    opgen.kernel.rowprog.instr_op): a kir.Vec of its entry with `operand(name)` -> kir.Ref for UB operands, `n`
+    (a DimExpr) the lane count, `row_in` / `row_out` the UB rows a cast_in reads and a store writes, a scalar operand
+    as a kir.FExpr (opgen.kernel.rowfexpr); an `sexpr` as a kir.FLet. None for the kinds the printer addresses
+    itself (loads, stat loads and stores, row reductions). `doc` is the node's trace comment text."""
+    k = i.kind
+    if k == "sexpr":
+        return kir.FLet(i.dst, parse_scalar(i.arg, INT_MEMBERS), doc=doc)
+    op = instr_op(i)
+    if op is None:
+        return None
+    if k == "acc":
+        args = {"dst": operand(i.dst), "src0": operand(i.dst), "src1": operand(i.srcs[0]), "count": n}
+    elif k == "cast_in":
+        args = {"dst": operand(i.dst), "src": row_in, "count": n}
+    elif k == "store":
+        args = {"dst": row_out, "src": operand(i.srcs[0]), "mode": i.arg, "count": n}
+    elif k == "vgather":
+        args = {"dst": operand(i.dst), "src": operand(i.srcs[0]), "offset": operand(i.arg), "base": Lit(0),
+                "count": n}
+    else:
+        args = {"dst": operand(i.dst), "count": n}
+        for j, x in enumerate(i.srcs):
+            args[f"src{j}"] = operand(x)
+        if k in ("vscalar", "vdup"):
+            args["scalar"] = parse_scalar(i.arg, INT_MEMBERS)
+    return kir.vec(op, doc=doc, **args)
+
+
+def with_barriers(stream: list, tail: bool = True) -> list:
+    """Kernel-IR statements `stream` with a Barrier(PIPE_V) before each vector instruction that reads or writes a
+    region (tensor, slot) a vector instruction since the last barrier wrote, or writes one read (RAW / WAW / WAR;
+    the rule of opgen.kernel.vsync.place_barriers, over nodes): a Call of a method ending in a V->S wait (RowSum /
+    RowMax) completes its accesses; with `tail`, a barrier ends the stream while vector work is pending."""
+    out: list = []
+    reads: set = set()
+    writes: set = set()
+    for s in stream:
+        if isinstance(s, kir.Vec) and INSTRS[s.op].pipe is Pipe.V:
+            d = INSTRS[s.op]
+            rs = {_region_key(s.arg(x)) for x in d.reads() if _has(s, x)}
+            ws = {_region_key(s.arg(x)) for x in d.writes() if _has(s, x)}
+        elif isinstance(s, kir.Call) and s.args and isinstance(s.args[0], kir.Ref):
+            rs, ws = {_region_key(s.args[0])}, set()
+            if rs & writes:
+                out.append(kir.Barrier(Pipe.V))
+                reads, writes = set(), set()
+            out.append(s)
+            continue   # the reduction's result is read back after a V->S wait: nothing stays pending
+        else:
+            out.append(s)
+            continue
+        if rs & writes or ws & writes or ws & reads:
+            out.append(kir.Barrier(Pipe.V))
+            reads, writes = set(), set()
+        out.append(s)
+        reads |= rs
+        writes |= ws
+    if tail and (reads or writes):
+        out.append(kir.Barrier(Pipe.V))
+    return out
+
+
+def _has(v: kir.Vec, name: str) -> bool:
+    return any(n == name for n, _x in v.args)
+
+
+def _region_key(r) -> tuple:
+    return (r.tensor, None if r.slot is None else str(r.slot))
 
 
 def table_form(i: Instr, operand, n: str, row_in: str = "", row_out: str = ""):
@@ -251,25 +340,55 @@ class _Printer:
             return [f"const float {i.dst} = tots_.GetValue({j} * groupStride_ + i);"]
         raise SpecError(f"row kernel {self.p.name}: no C++ for instruction {k}")
 
-    def row_body(self) -> list[str]:
-        """ROW_SPLIT: every per-row instruction (stat/row space) in order, barriers by dependency
-        (opgen.kernel.vsync.place_barriers: one stream, a barrier at its end while vector work is pending)."""
-        out = []
-        for i in self.p.instrs:
-            if per_row(i):
-                out += self.instr(i)
-        return place_barriers(out)
+    def row_nodes(self) -> list:
+        """ROW_SPLIT: every per-row instruction (stat/row space) in order as Kernel-IR nodes (`nodes`)."""
+        return self.nodes([i for i in self.p.instrs if per_row(i)], None)
 
-    def phase_body(self, level: int | None) -> list[str]:
-        """COL_SPLIT: the instructions of one phase (opgen.kernel.rowprog._assign_phases): for level L the
-        ancestors of its row reductions, for the final phase (None) those of every store and accumulate; barriers by
-        dependency as row_body."""
+    def phase_nodes(self, level: int | None) -> list:
+        """COL_SPLIT: the instructions of one phase (opgen.kernel.rowprog._assign_phases) as Kernel-IR nodes: for
+        level L the ancestors of its row reductions, for the final phase (None) those of every store and
+        accumulate."""
         want = -1 if level is None else level
+        return self.nodes([i for i in self.p.instrs if per_row(i) and want in i.phases], level)
+
+    def nodes(self, instrs: list, phase: int | None) -> list:
+        """Instructions `instrs` inside the per-row loop (`i`, `n_`) as Kernel-IR nodes (`instr_node`; a stat load
+        a GetValue, a stat store a SetValue; a row reduction in ROW_SPLIT a Call of RowSum / RowMax with its result,
+        in COL_SPLIT's phase of its level that Call with its partial stored to sums_ (slot * groupStride_ + i), in a
+        later phase a GetValue of its total from tots_), barriers by dependency (`with_barriers`); each node's doc
+        is its spec citation."""
+        op = lambda x: _operand_ref(x, self.p)  # noqa: E731
+        n = Sym("n_")
+        row = _kmul(Sym("i"), Sym("rowStride_"))
+        gs, i_ = Sym("groupStride_"), Sym("i")
+        src = "rowIn_" if self.mode == "row" else "res_"
         out = []
-        for i in self.p.instrs:
-            if per_row(i) and want in i.phases:
-                out += self.instr(i, level)
-        return place_barriers(out)
+        for i in instrs:
+            doc = spec_comment(self.cites.instr(i)).strip().removeprefix("//").strip()
+            k = i.kind
+            if k == "sload":
+                out.append(kir.GetValue(i.dst, kir.Ref(f"statIn_{i.gm}", Sym("i")), doc=doc))
+            elif k == "sstore":
+                out.append(kir.SetValue(kir.Ref(f"statStage_{i.gm}", Sym("i")),
+                                        parse_scalar(i.srcs[0], INT_MEMBERS), doc=doc))
+            elif k in ("rsum", "rmax") and self.mode == "row":
+                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=i.dst,
+                                    doc=doc))
+            elif k in ("rsum", "rmax") and phase is not None and i.level == phase:
+                part = f"part_{i.dst}"
+                out += [kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc),
+                        kir.SetValue(kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_)),
+                                     kir.FRef(part))]
+            elif k in ("rsum", "rmax"):
+                out.append(kir.GetValue(i.dst, kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[i.dst], gs), i_)),
+                                        doc=doc))
+            else:
+                node = instr_node(i, op, n, kir.Ref(f"{src}{i.gm}", row) if k == "cast_in" else None,
+                                  kir.Ref(f"rowOut_{i.gm}", row) if k == "store" else None, doc=doc)
+                if node is None:
+                    raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
+                out.append(node)
+        return with_barriers(out)
 
 
 def _load_row(line: str, dst: str):
@@ -597,16 +716,19 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         temps=ctx["temps"], nbrow=ctx["nbrow"], ncol=ctx["ncol"], bufs=dict(ctx["bufs"]["row"]),
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
         load_cols=bool(ctx["load_cols"]), load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
-        zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_body"]),
+        zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
+        float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
-        nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_body"]),
+        nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
         helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"]), ("TotalOwnedRows", ctx["levels"]),
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
                                       ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
-                                      ("RowMax", ctx["uses_max"])) if on),
+                                      ("RowMax", ctx["uses_max"]), ("RowStartOf", True),
+                                      ("RunRows", ctx["strided"]), ("GapBlocks", True)) if on),
+        run_extent=dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1),
         tiling_struct=f"optiling::{spec.name}TilingData")
     return row_split_class(v.cls, sched)
 
@@ -653,11 +775,11 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
         "flush_row": flush_row, "flush_col": flush_col,
-        "row_body": row_pr.row_body(), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
-        "levels": [(lv, col_pr.phase_body(lv),
+        "row_nodes": row_pr.row_nodes(), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
+        "levels": [(lv, col_pr.phase_nodes(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],
-        "final_body": col_pr.phase_body(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
+        "final_nodes": col_pr.phase_nodes(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
         "float_attrs": sorted({x for i in p.instrs for x in attr_names(i.arg)}),
         "uses_max": any(i.kind == "rmax" for i in p.instrs), "uses_sum": any(i.kind == "rsum" for i in p.instrs),
@@ -680,8 +802,6 @@ def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec
     snake = op_snake(spec.name)
     dvars = [c.name for c in spec.dtype_table]
     classes = [class_context(spec, v, dims) for v in variants]
-    inner = dims.extent(len(dims.layout.extents) - 1) if dims.layout.extents and any(c["strided"] for c in classes) \
-        else "1"
     keys, declared = [], []
     attr_keys = sorted({k for v in variants for k, _c in v.serves})
     for ak in attr_keys:
@@ -696,7 +816,7 @@ def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec
         "op": spec.name, "op_snake": snake, "spec_file": spec_file, "dvars": dvars, "classes": classes,
         "entry": kernel_entry(spec.name),
         "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs], "keys": keys,
-        "struct": f"optiling::{spec.name}TilingData", "doc": doc, "inner_extent": inner,
+        "struct": f"optiling::{spec.name}TilingData", "doc": doc,
     }
     env = template_env()
     return {

@@ -18,7 +18,7 @@ from; conditions are `opgen.ir.dims.Constraint` (lhs op rhs), an `If` taking a c
 are int64 elements unless a field says bytes. A symbol names one of: a tiling-data field (`KernelClass.fields`,
 printed `td_->name`), a member scalar (`KernelClass.scalars`), a parameter of the enclosing `Func`, a `Let`, a loop
 variable or loop tail, or `BLOCK_IDX` / `BLOCK_NUM` (GetBlockIdx() / GetBlockNum(), this core's index and the
-core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, FBin, FCall).
+core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, FBin, FNeg, FMinMax, FCall, FLoad).
 
 What each node means operationally (pipe; reads; writes)
 -------------------------------------------------------
@@ -319,11 +319,13 @@ class FInt(FExpr):
 
 @dataclass(frozen=True)
 class FBin(FExpr):
-    """a op b with op one of + - * /."""
+    """a op b with op one of + - * /. `paren` (not compared) says whether the C++ printer brackets it: the row
+    programs' scalar texts are printed as written (opgen.kernel.rowfexpr)."""
 
     op: str
     a: FExpr
     b: FExpr
+    paren: bool = field(default=True, compare=False)
 
     def __post_init__(self):
         if self.op not in ("+", "-", "*", "/"):
@@ -350,6 +352,39 @@ class FCall(FExpr):
     def __post_init__(self):
         if self.fn not in _FCALLS:
             raise IRError(f"float function {self.fn!r} unknown")
+
+
+@dataclass(frozen=True)
+class FNeg(FExpr):
+    """-x (exact in IEEE fp32); `paren` (not compared): the C++ printer writes -(x) instead of -x."""
+
+    x: FExpr
+    paren: bool = field(default=False, compare=False)
+
+
+@dataclass(frozen=True)
+class FMinMax(FExpr):
+    """max(a, b) (fn "max") or min(a, b) (fn "min"), printed as the C++ conditional (a > b ? a : b) /
+    (a < b ? a : b): with a NaN operand it yields b, as the device's scalar unit does for that expression."""
+
+    fn: str
+    a: FExpr
+    b: FExpr
+
+    def __post_init__(self):
+        if self.fn not in ("max", "min"):
+            raise IRError(f"float min/max {self.fn!r} unknown")
+
+
+def fexpr_children(f) -> tuple:
+    """The float sub-expressions of float expression `f` (FBin, FNeg, FMinMax, FCall; none for the atoms)."""
+    if isinstance(f, (FBin, FMinMax)):
+        return (f.a, f.b)
+    if isinstance(f, FNeg):
+        return (f.x,)
+    if isinstance(f, FCall):
+        return (f.arg,)
+    return ()
 
 
 # ------------------------------------------------------------------------------------------------ declarations
@@ -447,6 +482,7 @@ class FLet:
     name: str
     value: FExpr
     mutable: bool = False
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -613,6 +649,7 @@ class GetValue:
 
     name: str
     src: Ref
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -621,6 +658,7 @@ class SetValue:
 
     dst: Ref
     value: FExpr
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -677,6 +715,7 @@ class Call:
     args: tuple = ()
     result: str | None = None
     targs: tuple = ()   # template arguments of a template method (element types)
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -802,9 +841,10 @@ STMT_TYPES = (Let, Assign, FLet, FAssign, For, If, InitBuffer, Get, View, Alloc,
 
 @dataclass(frozen=True)
 class Func:
-    """A method: name, params, body (statements), ret ("void", "int64_t" or "float"), const, doc (a comment).
-    extern: a method the file skeleton prints (its body is not IR yet); a Call of it has unknown effects to the
-    verifier, and the printers print its signature only."""
+    """A method: name, params, body (statements), ret ("void", "int64_t", "uint32_t" (an int64 value printed
+    static_cast<uint32_t>, >= 0 by the caller's contract) or "float"), const, doc (a comment), static (a static
+    member function: it reads no member). extern: a method the file skeleton prints (its body is not IR yet); a
+    Call of it has unknown effects to the verifier, and the printers print its signature only."""
 
     name: str
     params: tuple = ()
@@ -814,6 +854,7 @@ class Func:
     doc: str = ""
     extern: bool = False
     tparams: tuple = ()   # a template method's type parameters
+    static: bool = False
 
 
 @dataclass(frozen=True)
@@ -870,21 +911,16 @@ def _fsyms(f) -> set:
         return set()
     if isinstance(f, FInt):
         return set(f.value.symbols())
-    if isinstance(f, FBin):
-        return _fsyms(f.a) | _fsyms(f.b)
-    if isinstance(f, FCall):
-        return _fsyms(f.arg)
-    return set()
+    out: set = set()
+    for c in fexpr_children(f):
+        out |= _fsyms(c)
+    return out
 
 
 def _floads(f) -> list:
     if isinstance(f, FLoad):
         return [f]
-    if isinstance(f, FBin):
-        return _floads(f.a) + _floads(f.b)
-    if isinstance(f, FCall):
-        return _floads(f.arg)
-    return []
+    return [x for c in fexpr_children(f) for x in _floads(c)]
 
 
 # ------------------------------------------------------------------------------------------------ the verifier
@@ -1024,7 +1060,7 @@ class _Verifier:
                 raise IRError(f"symbol {n} used before it is {what}", node)
         for inv in invokes(e):
             m = self.methods.get(inv.method)
-            if m is None or m.ret != "int64_t" or len(m.params) != len(inv.args):
+            if m is None or m.ret not in ("int64_t", "uint32_t") or len(m.params) != len(inv.args):
                 raise IRError(f"{inv.method} is not an int64_t method of {len(inv.args)} argument(s)", node)
 
     def cond(self, c, st, node):
@@ -1497,6 +1533,10 @@ def _f_text(f) -> str:
         return f"({_f_text(f.a)} {f.op} {_f_text(f.b)})"
     if isinstance(f, FCall):
         return f"{f.fn}({_f_text(f.arg)})"
+    if isinstance(f, FNeg):
+        return f"-{_f_text(f.x)}"
+    if isinstance(f, FMinMax):
+        return f"{f.fn}({_f_text(f.a)}, {_f_text(f.b)})"
     if isinstance(f, FLoad):
         return f"load {_t_ref(f.src)}"
     raise IRError(f"not a float expression: {f!r}")
@@ -1702,7 +1742,13 @@ class CppPrinter:
         if isinstance(x, FInt):
             return f"static_cast<float>({self.e(x.value)})"
         if isinstance(x, FBin):
-            return f"({self.f(x.a)} {x.op} {self.f(x.b)})"
+            t = f"{self.f(x.a)} {x.op} {self.f(x.b)}"
+            return f"({t})" if x.paren else t
+        if isinstance(x, FNeg):
+            return f"-({self.f(x.x)})" if x.paren else f"-{self.f(x.x)}"
+        if isinstance(x, FMinMax):
+            a, b = self.f(x.a), self.f(x.b)
+            return f"({a} {'>' if x.fn == 'max' else '<'} {b} ? {a} : {b})"
         if isinstance(x, FCall):
             return f"{_FCALLS[x.fn]}({self.f(x.arg)})"
         if isinstance(x, FLoad):
@@ -1758,7 +1804,7 @@ class CppPrinter:
                 return [f"{p}{s.name} {v.op}= {self.e(v.rhs)};"]
             return [f"{p}{s.name} = {self.e(s.value)};"]
         if isinstance(s, FLet):
-            return [f"{p}{'' if s.mutable else 'const '}float {s.name} = {self.f(s.value)};"]
+            return [f"{p}{'' if s.mutable else 'const '}float {s.name} = {self.f(s.value)};{_doc(s)}"]
         if isinstance(s, FAssign):
             return [f"{p}{s.name} = {self.f(s.value)};"]
         if isinstance(s, For):
@@ -1808,10 +1854,10 @@ class CppPrinter:
             return [p + self.vec(s) + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, GetValue):
             return [f"{p}const float {s.name} = {self.ref(Ref(s.src.tensor, Lit(0), s.src.slot))}"
-                    f".GetValue({self.e(s.src.offset)});"]
+                    f".GetValue({self.e(s.src.offset)});{_doc(s)}"]
         if isinstance(s, SetValue):
             return [f"{p}{self.ref(Ref(s.dst.tensor, Lit(0), s.dst.slot))}.SetValue({self.e(s.dst.offset)}, "
-                    f"{self.f(s.value)});"]
+                    f"{self.f(s.value)});{_doc(s)}"]
         if isinstance(s, Barrier):
             return [f"{p}PipeBarrier<{s.pipe.value}>();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, SetFlag):
@@ -1825,9 +1871,11 @@ class CppPrinter:
             call = f"{s.method}{ta}({', '.join(self.arg(a) for a in s.args)})"
             if s.result:
                 m = self.k.method(s.method)
-                return [f"{p}const {m.ret} {s.result} = {call};"]
-            return [f"{p}{call};"]
+                return [f"{p}const {m.ret} {s.result} = {call};{_doc(s)}"]
+            return [f"{p}{call};{_doc(s)}"]
         if isinstance(s, Return):
+            if getattr(self, "_ret", None) == "uint32_t":
+                return [f"{p}return static_cast<uint32_t>({self.arg(s.value)});"]
             return [f"{p}return {self.arg(s.value)};"]
         if isinstance(s, Comment):
             return [f"{p}// {_comment(s.text)}"]
@@ -1892,8 +1940,8 @@ class CppPrinter:
                 t = self.e(v)
                 plain = const_value(v) is not None or s.op in _HELPERS
                 exprs[o.name] = t if plain else f"static_cast<{o.dtype}>({t})"
-            elif o.kind == "scalar":
-                exprs[o.name] = self.f(v)
+            elif o.kind == "scalar":   # the scalar is exactly T (§1.9): a literal is, an expression is cast
+                exprs[o.name] = self.f(v) if isinstance(v, FConst) else f"static_cast<float>({self.f(v)})"
             elif o.kind == "mode":
                 exprs[o.name] = v.name if isinstance(v, Sym) else f"RoundMode::{v}"
             elif isinstance(v, tuple):
@@ -1903,8 +1951,11 @@ class CppPrinter:
         return d.stmt(**exprs)
 
     # -- the class
-    def func(self, name, params, body, ret="void", const=False, doc="", depth=1, tparams=()) -> list[str]:
+    def func(self, name, params, body, ret="void", const=False, doc="", depth=1, tparams=(),
+             static=False) -> list[str]:
+        """The C++ lines of one method (its doc as // lines, the signature, the body at `depth`)."""
         p = self.ind * depth
+        self._ret = ret
         ps = []
         scope: dict = {}
         for q in params:
@@ -1917,7 +1968,8 @@ class CppPrinter:
         out = [f"{p}// {_comment(line)}" for line in doc.split("\n")] if doc else []
         if tparams:
             out.append(f"{p}template <{', '.join('typename ' + t for t in tparams)}>")
-        out.append(f"{p}__aicore__ inline {ret} {name}({', '.join(ps)}){' const' if const else ''}")
+        out.append(f"{p}{'static ' if static else ''}__aicore__ inline {ret} {name}({', '.join(ps)})"
+                   f"{' const' if const else ''}")
         out.append(f"{p}{{")
         out += self.body(body, depth + 1, scope)
         out.append(f"{p}}}")
@@ -1948,7 +2000,7 @@ class CppPrinter:
         for m in k.methods:
             if m.extern:
                 continue
-            out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams)
+            out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static)
             out.append("")
         out.append(f"{p}const {k.tiling_struct}* td_ = nullptr;")
         out.append(f"{p}TPipe pipe_;")
@@ -1978,6 +2030,11 @@ _HELPERS = frozenset({Op.CAST_FROM, Op.CAST_TO})
 """C++ struct type of each struct-valued ("value" kind given as a tuple) operand."""
 
 
+def _doc(s) -> str:
+    """The trailing C++ comment of statement `s` ("  // doc"), empty without a doc."""
+    return f"  // {_comment(s.doc)}" if getattr(s, "doc", "") else ""
+
+
 def _comment(text: str) -> str:
     """One line of comment text: newlines become spaces and a comment terminator cannot form."""
     return " ".join(str(text).split()).replace("*/", "* /")
@@ -1994,7 +2051,7 @@ def methods_cpp(k: KernelClass, names, verify_first: bool = True) -> str:
         m = k.method(n)
         if m.extern:
             raise IRError(f"method {n} is printed by the skeleton")
-        out += pr.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams) + [""]
+        out += pr.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static) + [""]
     return "\n".join(out[:-1]) + "\n" if out else ""
 
 

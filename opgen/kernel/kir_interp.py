@@ -306,6 +306,11 @@ class _Core:
                 return np.float32({"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[f.op](a, b))
         if isinstance(f, getattr(kir, "FLoad", ())):
             return self.load(f.src, frame, self.cur)
+        if isinstance(f, kir.FNeg):
+            return np.float32(-self.fval(f.x, frame))
+        if isinstance(f, kir.FMinMax):
+            a, b = self.fval(f.a, frame), self.fval(f.b, frame)
+            return a if (a > b if f.fn == "max" else a < b) else b
         if isinstance(f, kir.FCall):
             a = self.fval(f.arg, frame)
             with np.errstate(all="ignore"):

@@ -506,11 +506,9 @@ def _floads_of(s) -> list:
     def f(x):
         if isinstance(x, fload):
             out.append(x.src)
-        elif isinstance(x, kir.FBin):
-            f(x.a)
-            f(x.b)
-        elif isinstance(x, kir.FCall):
-            f(x.arg)
+        elif isinstance(x, kir.FExpr):
+            for c in kir.fexpr_children(x):
+                f(c)
         elif isinstance(x, tuple):
             for y in x:
                 f(y)

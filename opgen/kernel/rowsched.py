@@ -8,8 +8,10 @@ queue hand-offs, the MTE2->S flag before the scalar unit reads statistics, the p
 bookkeeping, the statistics' S->V flag and cast into their output queue) and CopyOut (each output queue to GM).
 `row_split_class` builds them from a `RowSchedule`: what the row program needs (its GM operands with their
 addresses as dim expressions, the buffers the strategy reads, the per-row instruction stream) and nothing of a
-particular operator. The per-row instruction stream, the batch flush and the cross-core epilogue arrive as
-`kir.Verbatim` lines printed by the rows printer (opgen.codegen.kernel): they are not IR nodes yet.
+particular operator. The per-row instruction streams (ROW_SPLIT's, COL_SPLIT's levels and final phase) arrive as
+Kernel-IR statements (vector instructions, scalar reads / writes, row-reduction calls, float lets, barriers); the
+concat-piece copies and the cross-core epilogues still arrive as `kir.Verbatim` lines printed by the rows printer
+(opgen.codegen.kernel): they are not IR nodes yet.
 
 Facts: docs/reference/ascendc.md §1.5 (TQue depth and buffer count, TBuf), §1.6 (HardEvent flags), §1.8
 (DataCopyPad: blockLen bytes; the UB gap in 32-B blocks and the GM gap in bytes, on the side each lies).
@@ -105,18 +107,20 @@ class RowSchedule:
     flush_row: bool = False
     zero_batch: bool = False
     batch_index: bool = False
-    row_body: tuple = ()
+    row_body: tuple = ()       # the per-row stream: Kernel-IR statements (barriers placed)
+    float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init)
     cross_core: tuple = ()
     strided: tuple = ()        # names of the Off_<name>(r) address methods
     fields: tuple = ()         # the tiling-data fields the addresses read (dim<k>)
     bufs_col: dict = field(default_factory=dict)   # COL_SPLIT's fixed buffers ({FIXED_BUFS name: allocated})
-    levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body lines, ((slot, j, "Add"/"Max"), ...)))
+    levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body statements, ((slot, j, "Add"/"Max"), ...)))
     nlevel: int = 1            # partial reductions per level (the widest level)
     nsums: int = 1             # row reductions in all
-    final_body: tuple = ()     # COL_SPLIT's final per-row stream (C++ lines)
+    final_body: tuple = ()     # COL_SPLIT's final per-row stream (Kernel-IR statements, barriers placed)
     col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (C++ lines)
     flush_col: bool = False
     helpers: tuple = ()        # which of HELPER_METHODS the class has (the buffers they use are allocated)
+    run_extent: DimExpr = Lit(1)   # RunRows: the rows of one run (the innermost leading extent)
     tparams: tuple = ()
     tiling_struct: str = "TilingData"
 
@@ -255,8 +259,7 @@ def _compute(s: RowSchedule) -> Func:
     row: list = []
     if s.batch_index:
         row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row else None)
-    if s.row_body:
-        row.append(Verbatim(tuple(s.row_body)))
+    row += list(s.row_body)
     body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
     body += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}") for t in s.row_out]
     for t in s.stat_out:
@@ -384,7 +387,7 @@ def _col_split(s: RowSchedule) -> Func:
             SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     ws = "ws_"
     for lv, lines, slots in s.levels:
-        per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + [Verbatim(tuple(lines))]
+        per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(lines)
         grp += [Comment(f"row-reduction level {lv}: partial results of this core's columns, exchanged through "
                         "workspace"),
                 For("i", Lit(0), _K, Lit(1), tuple(per_row)),
@@ -405,8 +408,7 @@ def _col_split(s: RowSchedule) -> Func:
     final: list = []
     if s.flush_col or s.load_batch:
         final += _batch_steps(s, Sym("g0"), "FlushCol" if s.flush_col else None)
-    if s.final_body:
-        final.append(Verbatim(tuple(s.final_body)))
+    final += list(s.final_body)
     grp.append(For("i", Lit(0), _K, Lit(1), tuple(final)))
     for t in s.row_out:
         grp += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
@@ -507,7 +509,38 @@ def _total_owned_rows(nlevel: int) -> Func:
            "every\ncore in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.")
 
 
-HELPER_METHODS = ("SumPartials", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax")
+def _row_start_of() -> Func:
+    """ROW_SPLIT's row partition (opgen.tiling.rowkernel): the first rowsTail cores take rowsPerCore + 1 rows, the
+    others rowsPerCore; the first row of core `core` (RowStartOf(blockNum) is the row count)."""
+    core, per, tail = Sym("core"), Sym("rowsPerCore"), Sym("rowsTail")
+    return Func("RowStartOf", (Param("core"),), (
+        Let("big", add(per, 1)),
+        Return(Select(Constraint("<", core, tail), mul(core, Sym("big")),
+                      add(mul(tail, Sym("big")), mul(sub(core, tail), per)))),
+    ), ret="int64_t", const=True)
+
+
+def _run_rows(extent: DimExpr) -> Func:
+    """Rows of [r, r + left) in r's run of the innermost leading axis (of `extent` rows, at one GM stride)."""
+    return Func("RunRows", (Param("r"), Param("left")), (
+        Let("m", sub(extent, Bin("%", Sym("r"), as_dim(extent)))),
+        Return(Fn("min", (Sym("m"), Sym("left")))),
+    ), ret="int64_t", const=True,
+        doc="Rows of [r, r + left) in r's run of the innermost leading axis (rows at one GM stride).")
+
+
+def _gap_blocks_func() -> Func:
+    """The UB gap in 32-B blocks between rows of `len` elements of `bytes` bytes stored `stride` elements apart (a
+    DataCopyPad's UB-side stride, docs/reference/ascendc.md §1.8: each UB burst starts on a 32-B block)."""
+    st, ln, by = Sym("stride"), Sym("len"), Sym("bytes")
+    return Func("GapBlocks", (Param("stride"), Param("len"), Param("bytes")), (
+        Return(div(sub(mul(st, by), Fn("align_up", (mul(ln, by), Lit(32)))), 32)),
+    ), ret="uint32_t", static=True,
+        doc="UB gap in 32-byte blocks between rows of `len` elements of `bytes` stored `stride` elements apart.")
+
+
+HELPER_METHODS = ("SumPartials", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax", "RowStartOf",
+                  "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
 ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Compute", "CopyOut")
@@ -519,7 +552,8 @@ COL_FIELDS = ("strategy", "rowsPerPass", "colsPerCore", "colsTail", "colsPerPass
 def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     """The Kernel IR of class `name`'s ROW_SPLIT schedule: Process calls RowSplit; RowSplit, CopyIn (when there is
     an input), Compute and CopyOut (when there is an output) are IR; the methods the file skeleton prints (the
-    batch and column helpers, RowStartOf, RunRows, GapBlocks, the Off_<operand> address functions) are `extern`;
+    batch and column helpers, the Off_<operand> address functions) are `extern` (RowStartOf, RunRows and
+    GapBlocks are IR helpers);
     the members are declared for the verifier (the skeleton prints them)."""
     ops = {t.op: t for t in s.row_in + s.row_out + s.stat_in + s.stat_out}
     gms: dict = {}
@@ -547,14 +581,13 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         tensors.append(TensorVar("colv_", "float", s.ncol))
     ext = [Func("FlushRow", extern=True), Func("FlushCol", extern=True), Func("LoadColumns", extern=True), Func("ZeroBatchSums", extern=True),
            Func("LoadBatch", (Param("b"),), extern=True),
-           Func("RowStartOf", (Param("core"),), ret="int64_t", const=True, extern=True),
-           Func("RunRows", (Param("r"), Param("left")), ret="int64_t", const=True, extern=True),
-           Func("GapBlocks", (Param("stride"), Param("len"), Param("bytes")), ret="int64_t", extern=True)]
+           ]
     ext += [Func(f"Off_{n}", (Param("r"),), ret="int64_t", const=True, extern=True) for n in s.strided]
     methods = [_row_split(s), _col_split(s)]
     build = {"SumPartials": _sum_partials, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
              "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
-             "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX)}
+             "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX), "RowStartOf": _row_start_of,
+             "RunRows": lambda: _run_rows(s.run_extent), "GapBlocks": _gap_blocks_func}
     methods += [build[h]() for h in HELPER_METHODS if h in s.helpers]
     if s.row_in or s.stat_in:
         methods.append(_copy_in(s))
@@ -564,6 +597,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     return KernelClass(
         name, s.tiling_struct, args=tuple(gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
         locals=tuple(locals_),
-        tensors=tuple(tensors), scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS), fields=COL_FIELDS + ("rowsPerOwner",) + tuple(s.fields),
+        tensors=tuple(tensors),
+        scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(n, "float") for n in s.float_scalars), fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + tuple(s.fields),
         process=(If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),), (Call("ColSplit"),)),),
         methods=tuple(methods + ext), tparams=tuple(s.tparams), doc="ROW_SPLIT / COL_SPLIT schedule")

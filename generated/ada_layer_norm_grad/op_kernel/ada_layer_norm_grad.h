@@ -220,40 +220,43 @@ private:
             const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
             PipeBarrier<PIPE_V>();
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);       // spec: ada_layer_norm_grad.py:60
+            Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                 static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:66
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
-            Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-            Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
+            Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+            Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
-            Add(colv_[2], colv_[2], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
-            Mul(w_[3], w_[2], colv_[0], n_);     // spec: ada_layer_norm_grad.py:68
+            Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+            Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:68
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
+            Mul(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
             PipeBarrier<PIPE_V>();
-            Add(colv_[3], colv_[3], w_[2], n_);  // spec: ada_layer_norm_grad.py:77
-            const float s0 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
+            Add(colv_[3], colv_[3], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+            const float s0 = RowSum(w_[3], n_);                        // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-            Mul(w_[2], w_[0], colv_[0], n_);     // spec: ada_layer_norm_grad.py:70
+            const float s1 = RowSum(w_[2], n_);                     // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
             PipeBarrier<PIPE_V>();
-            Add(w_[2], w_[2], colv_[1], n_);  // spec: ada_layer_norm_grad.py:71
+            Add(w_[2], w_[2], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
+            Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
-            const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-            Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-            const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-            Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
+            Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:71
+            const float s2 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            Adds(w_[3], w_[3], static_cast<float>(-(s2)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+            const float s3 = s1 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            Muls(w_[0], w_[0], static_cast<float>(s3), static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Sub(w_[3], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+            Sub(w_[3], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
+            Muls(w_[3], w_[3], static_cast<float>(s_rstd),
+                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
             PipeBarrier<PIPE_V>();
@@ -412,19 +415,23 @@ private:
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
+                    Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
+                    Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[3], n_));  // spec: ada_layer_norm_grad.py:69
-                    Mul(w_[2], w_[3], w_[0], n_);                             // spec: ada_layer_norm_grad.py:69
+                    const float part_s0 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
+                    sums_.SetValue(0 * groupStride_ + i, part_s0);
+                    Mul(w_[2], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[2], n_));  // spec: ada_layer_norm_grad.py:69
+                    const float part_s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+                    sums_.SetValue(1 * groupStride_ + i, part_s1);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -464,38 +471,43 @@ private:
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-                    Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
+                    Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                    Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[2], colv_[2], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
-                    Mul(w_[3], w_[2], colv_[0], n_);     // spec: ada_layer_norm_grad.py:68
+                    Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                    Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:68
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
+                    Mul(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[3], colv_[3], w_[2], n_);                     // spec: ada_layer_norm_grad.py:77
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                    const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    Add(colv_[3], colv_[3], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
+                    const float s1 = tots_.GetValue(1 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[0], colv_[0], n_);  // spec: ada_layer_norm_grad.py:70
+                    Mul(w_[2], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
                     PipeBarrier<PIPE_V>();
-                    Add(w_[2], w_[2], colv_[1], n_);  // spec: ada_layer_norm_grad.py:71
+                    Add(w_[2], w_[2], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
+                    Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
-                    const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                    Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
+                    Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                    const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
+                    Adds(w_[3], w_[3], static_cast<float>(-(s2)),
+                         static_cast<int32_t>(n_));                     // spec: ada_layer_norm_grad.py:69
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[0], w_[0], static_cast<float>(s3),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Sub(w_[3], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+                    Sub(w_[3], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[3], w_[3], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT,
                            n_);  // spec: ada_layer_norm_grad.py:27
@@ -835,38 +847,41 @@ private:
             const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
             PipeBarrier<PIPE_V>();
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);       // spec: ada_layer_norm_grad.py:60
+            Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                 static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:66
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
-            Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-            Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
+            Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+            Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
-            Add(colv_[1], colv_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
-            Mul(w_[3], w_[2], colv_[0], n_);     // spec: ada_layer_norm_grad.py:68
+            Add(colv_[1], colv_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+            Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:68
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
+            Mul(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
             PipeBarrier<PIPE_V>();
-            Add(colv_[2], colv_[2], w_[2], n_);  // spec: ada_layer_norm_grad.py:77
-            const float s0 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
+            Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+            const float s0 = RowSum(w_[3], n_);                        // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-            Mul(w_[2], w_[0], colv_[0], n_);     // spec: ada_layer_norm_grad.py:70
+            const float s1 = RowSum(w_[2], n_);                     // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
+            Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
-            const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-            Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-            const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-            Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
+            Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:71
+            const float s2 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            Adds(w_[3], w_[3], static_cast<float>(-(s2)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+            const float s3 = s1 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            Muls(w_[0], w_[0], static_cast<float>(s3), static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Sub(w_[3], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+            Sub(w_[3], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
+            Muls(w_[3], w_[3], static_cast<float>(s_rstd),
+                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
             PipeBarrier<PIPE_V>();
@@ -1025,19 +1040,23 @@ private:
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
+                    Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[3], w_[2], colv_[0], n_);  // spec: ada_layer_norm_grad.py:68
+                    Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[3], n_));  // spec: ada_layer_norm_grad.py:69
-                    Mul(w_[2], w_[3], w_[0], n_);                             // spec: ada_layer_norm_grad.py:69
+                    const float part_s0 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
+                    sums_.SetValue(0 * groupStride_ + i, part_s0);
+                    Mul(w_[2], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[2], n_));  // spec: ada_layer_norm_grad.py:69
+                    const float part_s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+                    sums_.SetValue(1 * groupStride_ + i, part_s1);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1077,36 +1096,41 @@ private:
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-                    Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
+                    Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                    Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[1], colv_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
-                    Mul(w_[3], w_[2], colv_[0], n_);     // spec: ada_layer_norm_grad.py:68
+                    Add(colv_[1], colv_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                    Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:68
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:77
+                    Mul(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[2], colv_[2], w_[2], n_);                     // spec: ada_layer_norm_grad.py:77
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                    const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
+                    const float s1 = tots_.GetValue(1 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[0], colv_[0], n_);  // spec: ada_layer_norm_grad.py:70
+                    Mul(w_[2], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:71
+                    Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
-                    const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                    Adds(w_[3], w_[3], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
+                    Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                    const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
+                    Adds(w_[3], w_[3], static_cast<float>(-(s2)),
+                         static_cast<int32_t>(n_));                     // spec: ada_layer_norm_grad.py:69
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[0], w_[0], static_cast<float>(s3),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Sub(w_[3], w_[3], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+                    Sub(w_[3], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[3], w_[3], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[3], w_[3], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT,
                            n_);  // spec: ada_layer_norm_grad.py:27
@@ -1444,34 +1468,37 @@ private:
             const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
             PipeBarrier<PIPE_V>();
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);       // spec: ada_layer_norm_grad.py:60
+            Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                 static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:66
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
-            Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-            Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
+            Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+            Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-            Add(colv_[1], colv_[1], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
-            Mul(w_[3], w_[2], w_[0], n_);        // spec: ada_layer_norm_grad.py:69
+            const float s0 = RowSum(w_[2], n_);                        // spec: ada_layer_norm_grad.py:69
+            Add(colv_[1], colv_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+            Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-            Add(colv_[2], colv_[2], w_[3], n_);  // spec: ada_layer_norm_grad.py:77
+            const float s1 = RowSum(w_[3], n_);                        // spec: ada_layer_norm_grad.py:69
+            Add(colv_[2], colv_[2], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
             PipeBarrier<PIPE_V>();
-            Add(w_[3], w_[0], colv_[0], n_);  // spec: ada_layer_norm_grad.py:71
+            Add(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[3], n_);  // spec: ada_layer_norm_grad.py:71
+            Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
-            const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-            Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-            const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-            Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
+            Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:71
+            const float s2 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            Adds(w_[2], w_[2], static_cast<float>(-(s2)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+            const float s3 = s1 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            Muls(w_[0], w_[0], static_cast<float>(s3), static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Sub(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+            Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
+            Muls(w_[2], w_[2], static_cast<float>(s_rstd),
+                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
             PipeBarrier<PIPE_V>();
@@ -1630,17 +1657,21 @@ private:
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
+                    Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[2], n_));  // spec: ada_layer_norm_grad.py:69
-                    Mul(w_[3], w_[2], w_[0], n_);                             // spec: ada_layer_norm_grad.py:69
+                    const float part_s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+                    sums_.SetValue(0 * groupStride_ + i, part_s0);
+                    Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[3], n_));  // spec: ada_layer_norm_grad.py:69
+                    const float part_s1 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
+                    sums_.SetValue(1 * groupStride_ + i, part_s1);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1680,34 +1711,39 @@ private:
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[2], brow_[2], w_[1], n_);                     // spec: ada_layer_norm_grad.py:72
-                    Mul(w_[2], w_[1], brow_[1], n_);                        // spec: ada_layer_norm_grad.py:67
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                    Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[1], colv_[1], w_[2], n_);                     // spec: ada_layer_norm_grad.py:78
-                    Mul(w_[3], w_[2], w_[0], n_);                           // spec: ada_layer_norm_grad.py:69
-                    const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                    Add(colv_[1], colv_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                    Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:69
+                    const float s1 = tots_.GetValue(1 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[2], colv_[2], w_[3], n_);  // spec: ada_layer_norm_grad.py:77
+                    Add(colv_[2], colv_[2], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
                     PipeBarrier<PIPE_V>();
-                    Add(w_[3], w_[0], colv_[0], n_);  // spec: ada_layer_norm_grad.py:71
+                    Add(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[1], w_[3], n_);  // spec: ada_layer_norm_grad.py:71
+                    Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);                 // spec: ada_layer_norm_grad.py:71
-                    const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                    Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
+                    Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                    const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
+                    Adds(w_[2], w_[2], static_cast<float>(-(s2)),
+                         static_cast<int32_t>(n_));                     // spec: ada_layer_norm_grad.py:69
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[0], w_[0], static_cast<float>(s3),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Sub(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+                    Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[2], w_[2], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
                            n_);  // spec: ada_layer_norm_grad.py:27
@@ -2045,32 +2081,35 @@ private:
             const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
             PipeBarrier<PIPE_V>();
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
             PipeBarrier<PIPE_V>();
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);       // spec: ada_layer_norm_grad.py:60
+            Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                 static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:66
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
             PipeBarrier<PIPE_V>();
-            Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-            Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
+            Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+            Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[0], n_);  // spec: ada_layer_norm_grad.py:71
+            Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], n_);  // spec: ada_layer_norm_grad.py:71
-            const float s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-            Add(colv_[0], colv_[0], w_[2], n_);  // spec: ada_layer_norm_grad.py:78
+            Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+            const float s0 = RowSum(w_[2], n_);                        // spec: ada_layer_norm_grad.py:69
+            Add(colv_[0], colv_[0], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+            Mul(w_[1], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_grad.py:69
-            Add(colv_[1], colv_[1], w_[1], n_);                 // spec: ada_layer_norm_grad.py:77
-            const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-            Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
-            const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-            Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
+            const float s1 = RowSum(w_[1], n_);                                       // spec: ada_layer_norm_grad.py:69
+            Add(colv_[1], colv_[1], w_[1], static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:77
+            const float s2 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            Adds(w_[2], w_[2], static_cast<float>(-(s2)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+            const float s3 = s1 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            Muls(w_[0], w_[0], static_cast<float>(s3), static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Sub(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+            Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
-            Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
+            Muls(w_[2], w_[2], static_cast<float>(s_rstd),
+                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
             PipeBarrier<PIPE_V>();
@@ -2229,17 +2268,21 @@ private:
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[2], w_[1], brow_[1], n_);  // spec: ada_layer_norm_grad.py:67
+                    Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[2], n_));  // spec: ada_layer_norm_grad.py:69
-                    Mul(w_[1], w_[2], w_[0], n_);                             // spec: ada_layer_norm_grad.py:69
+                    const float part_s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+                    sums_.SetValue(0 * groupStride_ + i, part_s0);
+                    Mul(w_[1], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(1 * groupStride_ + i, RowSum(w_[1], n_));  // spec: ada_layer_norm_grad.py:69
+                    const float part_s1 = RowSum(w_[1], n_);  // spec: ada_layer_norm_grad.py:69
+                    sums_.SetValue(1 * groupStride_ + i, part_s1);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -2279,32 +2322,37 @@ private:
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)), n_);  // spec: ada_layer_norm_grad.py:66
+                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:66
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);         // spec: ada_layer_norm_grad.py:60
+                    Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
+                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[2], brow_[2], w_[1], n_);  // spec: ada_layer_norm_grad.py:72
-                    Mul(w_[2], w_[1], brow_[1], n_);     // spec: ada_layer_norm_grad.py:67
+                    Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                    Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[1], w_[0], n_);  // spec: ada_layer_norm_grad.py:71
+                    Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     PipeBarrier<PIPE_V>();
-                    Add(brow_[3], brow_[3], w_[1], n_);                     // spec: ada_layer_norm_grad.py:71
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                    Add(colv_[0], colv_[0], w_[2], n_);                     // spec: ada_layer_norm_grad.py:78
+                    Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                    const float s0 = tots_.GetValue(0 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
+                    Add(colv_[0], colv_[0], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[2], w_[0], n_);                           // spec: ada_layer_norm_grad.py:69
+                    Mul(w_[1], w_[2], w_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
                     const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Add(colv_[1], colv_[1], w_[1], n_);                 // spec: ada_layer_norm_grad.py:77
-                    const float s2 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                    Adds(w_[2], w_[2], static_cast<float>(-(s2)), n_);  // spec: ada_layer_norm_grad.py:69
+                    Add(colv_[1], colv_[1], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                    const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
+                    Adds(w_[2], w_[2], static_cast<float>(-(s2)),
+                         static_cast<int32_t>(n_));                     // spec: ada_layer_norm_grad.py:69
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                    Muls(w_[0], w_[0], static_cast<float>(s3), n_);     // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[0], w_[0], static_cast<float>(s3),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Sub(w_[2], w_[2], w_[0], n_);  // spec: ada_layer_norm_grad.py:69
+                    Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[2], w_[2], static_cast<float>(s_rstd), n_);  // spec: ada_layer_norm_grad.py:69
+                    Muls(w_[2], w_[2], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
                            n_);  // spec: ada_layer_norm_grad.py:27

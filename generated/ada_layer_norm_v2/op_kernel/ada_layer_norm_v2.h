@@ -150,26 +150,26 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
+            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
+            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
+            Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], colv_[1], n_);  // spec: ada_layer_norm_v2.py:59
+            Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
@@ -291,7 +291,8 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));  // spec: ada_layer_norm_v2.py:51
+                    const float part_s0 = RowSum(w_[0], n_);  // spec: ada_layer_norm_v2.py:51
+                    sums_.SetValue(0 * groupStride_ + i, part_s0);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -318,11 +319,13 @@ private:
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+                    Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));  // spec: ada_layer_norm_v2.py:53
+                    const float part_s2 = RowSum(w_[1], n_);  // spec: ada_layer_norm_v2.py:53
+                    sums_.SetValue(0 * groupStride_ + i, part_s2);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -351,22 +354,24 @@ private:
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                         static_cast<int32_t>(n_));                         // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
+                    Muls(w_[0], w_[0], static_cast<float>(s5),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
+                    Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], colv_[1], n_);  // spec: ada_layer_norm_v2.py:59
+                    Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+                    Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+                    Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
                            n_);                      // spec: ada_layer_norm_v2.py:26
@@ -630,24 +635,24 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
+            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
+            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
+            Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
@@ -769,7 +774,8 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));  // spec: ada_layer_norm_v2.py:51
+                    const float part_s0 = RowSum(w_[0], n_);  // spec: ada_layer_norm_v2.py:51
+                    sums_.SetValue(0 * groupStride_ + i, part_s0);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -796,11 +802,13 @@ private:
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+                    Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));  // spec: ada_layer_norm_v2.py:53
+                    const float part_s2 = RowSum(w_[1], n_);  // spec: ada_layer_norm_v2.py:53
+                    sums_.SetValue(0 * groupStride_ + i, part_s2);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -829,20 +837,22 @@ private:
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                         static_cast<int32_t>(n_));                         // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
+                    Muls(w_[0], w_[0], static_cast<float>(s5),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:57
+                    Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+                    Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+                    Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
                            n_);                      // spec: ada_layer_norm_v2.py:26
@@ -1104,24 +1114,24 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
+            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
+            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:59
+            Add(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
@@ -1243,7 +1253,8 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));  // spec: ada_layer_norm_v2.py:51
+                    const float part_s0 = RowSum(w_[0], n_);  // spec: ada_layer_norm_v2.py:51
+                    sums_.SetValue(0 * groupStride_ + i, part_s0);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1270,11 +1281,13 @@ private:
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+                    Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));  // spec: ada_layer_norm_v2.py:53
+                    const float part_s2 = RowSum(w_[1], n_);  // spec: ada_layer_norm_v2.py:53
+                    sums_.SetValue(0 * groupStride_ + i, part_s2);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1303,20 +1316,22 @@ private:
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                         static_cast<int32_t>(n_));                         // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
+                    Muls(w_[0], w_[0], static_cast<float>(s5),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], colv_[0], n_);  // spec: ada_layer_norm_v2.py:59
+                    Add(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+                    Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+                    Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
                            n_);                      // spec: ada_layer_norm_v2.py:26
@@ -1573,22 +1588,22 @@ private:
             }
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                     // spec: ada_layer_norm_v2.py:27
+            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                 // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), n_);     // spec: ada_layer_norm_v2.py:55
+            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
@@ -1705,7 +1720,8 @@ private:
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[0], n_));  // spec: ada_layer_norm_v2.py:51
+                    const float part_s0 = RowSum(w_[0], n_);  // spec: ada_layer_norm_v2.py:51
+                    sums_.SetValue(0 * groupStride_ + i, part_s0);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1732,11 +1748,13 @@ private:
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);  // spec: ada_layer_norm_v2.py:52
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[1], w_[0], w_[0], n_);  // spec: ada_layer_norm_v2.py:53
+                    Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
                     PipeBarrier<PIPE_V>();
-                    sums_.SetValue(0 * groupStride_ + i, RowSum(w_[1], n_));  // spec: ada_layer_norm_v2.py:53
+                    const float part_s2 = RowSum(w_[1], n_);  // spec: ada_layer_norm_v2.py:53
+                    sums_.SetValue(0 * groupStride_ + i, part_s2);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -1765,18 +1783,20 @@ private:
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
                     PipeBarrier<PIPE_V>();
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)), n_);      // spec: ada_layer_norm_v2.py:52
+                    Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                         static_cast<int32_t>(n_));                         // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
                     const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
                     PipeBarrier<PIPE_V>();
-                    Muls(w_[0], w_[0], static_cast<float>(s5), n_);  // spec: ada_layer_norm_v2.py:55
+                    Muls(w_[0], w_[0], static_cast<float>(s5),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
                     PipeBarrier<PIPE_V>();
-                    Mul(w_[0], w_[0], brow_[1], n_);  // spec: ada_layer_norm_v2.py:60
+                    Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
-                    Add(w_[0], w_[0], brow_[2], n_);  // spec: ada_layer_norm_v2.py:60
+                    Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                     PipeBarrier<PIPE_V>();
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
                            n_);                      // spec: ada_layer_norm_v2.py:26
