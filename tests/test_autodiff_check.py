@@ -1,6 +1,6 @@
 """Derived backward kernels through the whole compiler: the derived RmsNormGrad (examples/specs/derived/) generated,
 its kernel emulated by `opgen check`, its outputs compared with torch autograd of RmsNorm in float64 on the inputs
-the kernel got, and its GM traffic against the minimum (issue 25: at most 1.10x). One build: the hand-written
+the kernel got, and its GM traffic against the minimum (at most 1.10x, the target for derived kernels). One build: the hand-written
 kernel's traffic on the same cases was measured equal (README "Backward operators derived from the forward")."""
 
 from __future__ import annotations
