@@ -269,6 +269,26 @@ def _save_npz(path: str, arrays: dict, binding: dict | None = None) -> None:
             os.unlink(tmp)
 
 
+def _note_nonfinite_attrs(spec, attrs: dict) -> None:
+    """Print one `opgen: note:` line on standard error per float attribute given as NaN or ±inf (`--attr
+    epsilon=nan`). Not refused: CANN's aclnn layers do not check such attributes (docs/reference/ada_layer_norm.md
+    §2: epsilon's range is not checked; NsaSelectedAttentionGrad's scaleValue=nan reaches the kernel), so the
+    spec's own checks decide (a spec refuses them with spec.check(name, fn, on="static")). Text that is not a
+    number is left to the spec's validation."""
+    import math
+
+    for a in spec.attrs:
+        if a.type is not float or a.name not in attrs:
+            continue
+        try:
+            v = float(attrs[a.name])
+        except (TypeError, ValueError):
+            continue
+        if not math.isfinite(v):
+            print(f"opgen: note: --attr {a.name}={attrs[a.name]} is not finite; unless a check of {spec.name}'s spec "
+                  "refuses it, it is used as given and the outputs may be NaN or inf", file=sys.stderr)
+
+
 def cmd_list(args) -> int:
     """`opgen list`: one line per bundled operator (OpDef, aclnn API, counts, SoCs) plus its dtype rows."""
     from opgen.registry import all_specs
@@ -292,6 +312,7 @@ def cmd_interpret(args) -> int:
     spec = load_spec(args.op)
     attrs = _kv(args.attr, "--attr")
     dtypes = _kv(args.dtype, "--dtype")
+    _note_nonfinite_attrs(spec, attrs)
     if (args.inputs is None) == (args.dims is None):
         raise OpgenError("give exactly one of --inputs FILE.npz or --dims NAME=VALUE,...")
     if args.save_inputs and args.inputs is not None:
@@ -663,6 +684,7 @@ def cmd_check(args) -> int:
     spec = load_spec(args.op)
     attrs = _kv(args.attr, "--attr")
     dtypes = _kv(args.dtype, "--dtype")
+    _note_nonfinite_attrs(spec, attrs)
     if args.engine == "kir":
         from opgen.check.kirengine import require_kernel_ir  # lazy: start-up time
 

@@ -553,3 +553,27 @@ def test_check_gen_dir_given_the_package_directory(tmp_path):
         p = opgen("check", "AdaLayerNormGrad", "--dims", ADA_DIMS, "--gen-dir", d)
         assert p.returncode == 2 and p.stdout == "", p.stderr
         assert p.stderr.splitlines() == [p.stderr.splitlines()[0]] and f"--gen-dir: {d} {rule}" in p.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_nonfinite_float_attr_is_noted_not_refused(tmp_path, value):
+    """`--attr epsilon=nan|inf|-inf`: runs as given (CANN's aclnn layer does not check epsilon's range,
+    docs/reference/ada_layer_norm.md §2) with one `opgen: note:` line naming the attribute; a finite one prints no
+    note. The outputs are what Python's interpret gives with that epsilon."""
+    inputs = {"x": _rng(4).standard_normal((2, 3, 8)).astype(np.float32),
+              "scale": _rng(5).standard_normal((2, 8)).astype(np.float32),
+              "shift": _rng(6).standard_normal((2, 8)).astype(np.float32)}
+    _save(tmp_path / "in.npz", inputs)
+    p = opgen("interpret", "AdaLayerNormV2", "--inputs", tmp_path / "in.npz", "--attr", f"epsilon={value}",
+              "--out", tmp_path / "o.npz")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.splitlines() == [f"opgen: note: --attr epsilon={value} is not finite; unless a check of "
+                                     "AdaLayerNormV2's spec refuses it, it is used as given and the outputs may be NaN "
+                                     "or inf"]
+    py = interpret("AdaLayerNormV2", dict(inputs), {"epsilon": float(value)})
+    got = _load(tmp_path / "o.npz")
+    for k, v in py.items():
+        np.testing.assert_array_equal(got[k], np.asarray(v, np.float32), err_msg=k)
+    p = opgen("interpret", "AdaLayerNormV2", "--inputs", tmp_path / "in.npz", "--attr", "epsilon=1e-3", "-q",
+              "--out", tmp_path / "o.npz")
+    assert p.returncode == 0 and p.stderr == ""
