@@ -25,6 +25,13 @@ def test_roofline_takes_the_slowest_resource():
     assert roofline("Op", "case", r)["ratio"] == pytest.approx(10.0)
 
 
+def test_roofline_is_the_cost_model_when_the_counters_are_there():
+    est = {"estimate_us": 3.0, "floor_us": 1.0, "ratio": 3.0, "bound": "issue", "issue_us": 2.5}
+    r = SimpleNamespace(gm_bytes=1, gm_bytes_min=1, cycles={}, cost=est)
+    got = roofline("Op", "case", r, H=7)
+    assert got["bound"] == "issue" and got["ratio"] == 3.0 and got["H"] == 7 and got["op"] == "Op"
+
+
 def test_report_tables_and_files(tmp_path):
     res = {"command": "opgen bench --quick", "repeat": 1, "machine": {"cpus": 2, "python": "3.11", "machine": "x"},
            "interp": [{"case": "A", "numpy_s": 1.0, "interpret_s": 0.5, "ratio": 0.5, "rel_l2_vs_numpy": 0.0}],

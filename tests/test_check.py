@@ -37,7 +37,7 @@ from precision import assert_cann_precision_floored  # noqa: E402
 
 from opgen.check import AclnnRejected, compare_output, run_check  # noqa: E402
 from opgen.check import run as run_mod  # noqa: E402
-from opgen.check.build import Builder, Sources, write_if_changed  # noqa: E402
+from opgen.check.build import Builder, Sources, launch_variant, write_if_changed  # noqa: E402
 from opgen.check.caseio import parse_report  # noqa: E402
 from opgen.check.driver import driver_source  # noqa: E402
 from opgen.codegen.model import OpModel  # noqa: E402
@@ -233,6 +233,10 @@ def test_passing_case_json(env):
     assert {"aclnn", "interpret", "build", "launch", "kernel", "compare"} <= set(js["seconds"])
     assert all(v >= 0 for v in js["seconds"].values()) and js["seconds"]["kernel"] <= js["seconds"]["launch"]
     assert "opgen check" not in r.stderr   # a pipe: no progress line unless --progress
+    c = js["cost"]   # the cost model (opgen.check.cost): estimate >= every term, floor from the minimum bytes
+    assert c["bound"] in ("memory", "vector", "issue", "cube") and c["bursts"] >= 1
+    assert c["estimate_us"] >= max(c["memory_us"], c["vector_us"] + c["issue_us"], c["cube_us"]) > 0
+    assert c["floor_us"] == pytest.approx(js["gm_bytes_min"] / 1.6e12 * 1e6)
     names = ["pd_x", "pd_scale", "pd_shift", "pd_gamma", "pd_beta"]
     assert list(js["outputs"]) == names
     for k in names:
@@ -318,11 +322,12 @@ def test_second_build_does_no_work(env):
     from opgen.check.aclnn import harness_source
 
     b = Builder(src, {"driver.cpp": driver_source(m), "aclnn_harness.cpp": harness_source(m)}, env.build)
-    b.build("debug/check")
-    for target in ("aclnn/runner", "debug/check"):
+    variant = launch_variant()   # the one the checks above built (quick under the test suite)
+    b.build(f"{variant}/check")
+    for target in ("aclnn/runner", f"{variant}/check"):
         again = b.build(target)
         assert not again.rebuilt and "no work to do" in again.output, again.output
-    assert (b.dir / "debug" / "check").is_file() and (b.dir / "build.ninja").is_file()
+    assert (b.dir / variant / "check").is_file() and (b.dir / "build.ninja").is_file()
 
 
 def _no_launch(monkeypatch):
@@ -427,7 +432,7 @@ def test_compile_error_is_one_line(env):
     r = cli(env, "--dims", DIMS)
     last = r.stderr.strip().splitlines()[-1]
     assert r.returncode == 2 and r.stdout == ""
-    assert last.startswith(f"opgen: error: build of {OP} debug/check failed: ") and f"{SNAKE}.cpp:" in last
+    assert last.startswith(f"opgen: error: build of {OP} {launch_variant()}/check failed: ") and f"{SNAKE}.cpp:" in last
     assert "error: expected primary-expression" in last and "last_build.log" in last
     _write_kernel(env)
 

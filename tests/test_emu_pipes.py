@@ -5,7 +5,10 @@ Two parts:
 - tests/cpp/emu_races.cpp: tiny hand-written kernels, one per rule: dependent vector instructions with and
   without PipeBarrier<PIPE_V>, a copy-in through a TBuf with and without MTE2_V flags, queue hand-offs that need
   no flag, V -> S GetValue without V_S, S -> V, a WaitFlag with no SetFlag, a SetFlag never consumed or set twice,
-  MTE3 still reading a tile V overwrites (WAR), the cube chain MTE2 -> MTE1 -> M -> FIX with each link missing.
+  MTE3 still reading a tile V overwrites (WAR), an in-place vector write after another instruction's read of the
+  same block (WAR although the latest read is the writer's own), the cube chain MTE2 -> MTE1 -> M -> FIX with each
+  link missing, and GM inside one core: an MTE2 reload of bytes MTE3 stored (RAW; MTE3_MTE2 or PIPE_ALL orders
+  it), an MTE3 store over bytes MTE2 loaded (WAR; MTE2_MTE3, or MTE2_V + V_MTE3 transitively, orders it).
   A failing scenario's fault must name both statements by instruction and by the line of the `// @tag` comment
   that marks them in the source (found here by reading the file, not copied from the emulation).
 - emitted kernels: RmsNorm (examples/specs/rms_norm.py, a rows kernel) generated into a temporary directory and
@@ -33,7 +36,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not ava
 
 # "race (<kind>) on <buffer> bytes [a, b): <I1> (<file>:<line>, PIPE_X) reads|writes what <I2> (<file>:<line>, PIPE_Y)
 # wrote|read with nothing ordering them: needs <sync>"
-RACE = re.compile(r"race \((?P<kind>[a-z-]+)\) on (?P<buf>\w+) bytes \[(?P<lo>\d+), (?P<hi>\d+)\): "
+RACE = re.compile(r"race \((?P<kind>[a-z-]+)\) on (?P<buf>\w+|GM tensor '\w+') bytes \[(?P<lo>\d+), (?P<hi>\d+)\): "
                   r"(?P<now>[A-Za-z][\w ()>-]*?) \((?P<nf>[\w.]+):(?P<nl>\d+), (?P<np>PIPE_\w+)\) "
                   r"(?:reads|writes) what "
                   r"(?P<then>[A-Za-z][\w ()>-]*?) \((?P<tf>[\w.]+):(?P<tl>\d+), (?P<tp>PIPE_\w+)\) (?:wrote|read) "
@@ -69,7 +72,8 @@ def run(exe, name):
 
 PASSING = ["v_dep_barrier", "v_inplace", "tbuf_copyin_flag", "scalar_wait_orders_later", "pipe_all", "mte2_in_order",
            "queue_pipeline", "queue_bind", "v_s_flag", "s_read_then_v_write", "war_mte3_v_flag", "syncall_barrier",
-           "cube_ok"]
+           "cube_ok", "v_war_inplace_barrier", "gm_raw_mte3_mte2_flag", "gm_raw_pipe_all", "gm_disjoint",
+           "gm_war_chain"]
 
 
 @pytest.mark.parametrize("name", PASSING)
@@ -83,6 +87,7 @@ def test_values_still_computed(races):
     ones-matmul gives 16)."""
     assert "val v 5" in run(races, "v_s_flag")[2]
     assert "val c0 16" in run(races, "cube_ok")[2]
+    assert "val u 3" in run(races, "gm_raw_mte3_mte2_flag")[2]   # the reload sees the stored tile
 
 
 # name: (kind, buffer, later instruction, its tag, earlier instruction, its tag, needed sync)
@@ -111,6 +116,13 @@ RACES = {
                        "SetFlag/WaitFlag<HardEvent::MTE1_M>"),
     "cube_no_m_fix": ("read-after-write", "L0C", "Fixpipe", "fixpipe", "Mmad", "mmad",
                       "SetFlag/WaitFlag<HardEvent::M_FIX>"),
+    # the pipe's latest read of the block is the writer's own: the read before it is checked
+    "v_war_inplace": ("write-after-read", "UB", "Adds", "adds", "Mul", "mul", "PipeBarrier<PIPE_V>"),
+    # GM inside one core, per 32-byte block of the GM buffer (the emulation names the registered buffer)
+    "gm_raw_mte3_mte2": ("read-after-write", "GM tensor 'y'", "DataCopy GM->UB", "reload", "DataCopy UB->GM", "store",
+                         "SetFlag/WaitFlag<HardEvent::MTE3_MTE2>"),
+    "gm_war_mte2_mte3": ("write-after-read", "GM tensor 'x'", "DataCopy UB->GM", "store", "DataCopy GM->UB", "load",
+                         "SetFlag/WaitFlag<HardEvent::MTE2_MTE3>"),
 }
 
 
@@ -198,27 +210,30 @@ ROW_SPLIT = dict(Bd=(4,), H=256)      # rows resident in UB (strategy 1)
 COL_SPLIT = dict(Bd=(3,), H=65536)    # columns over the cores (strategy 2)
 
 
-def test_rms_norm_unmutated_passes(rms):
+def test_rms_norm_unmutated_passes(rms, session_build_root):
     spec = ROOT / "examples" / "specs" / "rms_norm.py"
     for dims in (ROW_SPLIT, COL_SPLIT):
-        r = run_check(str(spec), dims=dims, gen_dir=rms / "gen", build_root=rms / "build", progress=False)
+        r = run_check(str(spec), dims=dims, gen_dir=rms / "gen", build_root=session_build_root, progress=False)
         assert r.passed and not r.faults, r.faults
 
 
 @pytest.mark.parametrize("what", ["barriers", "copyin"])
-def test_rms_norm_mutated_fails_with_a_race(rms, what):
-    gen = rms / what
-    shutil.copytree(rms / "gen", gen)
+def test_rms_norm_mutated_fails_with_a_race(rms, what, session_build_root):
+    gen = rms / "gen"   # mutated in place and restored: the aclnn runner, TilingFunc and driver are built once
+    orig = (gen / "rms_norm" / "op_kernel" / "rms_norm.h").read_text()
     h = mutate(gen, "rms_norm", **{what: True})
     spec = ROOT / "examples" / "specs" / "rms_norm.py"
-    for dims in (ROW_SPLIT, COL_SPLIT):
-        r = run_check(str(spec), dims=dims, gen_dir=gen, build_root=rms / f"build_{what}", progress=False)
-        assert not r.passed
-        m = assert_kernel_race(r.faults, h)
-        if what == "barriers":
-            assert m["sync"] == "PipeBarrier<PIPE_V>" and m["np"] == m["tp"] == "PIPE_V"
-        else:
-            assert m["tp"] == "PIPE_MTE2" and m["np"] in ("PIPE_V", "PIPE_S"), m.group(0)
+    try:
+        for dims in (ROW_SPLIT, COL_SPLIT):
+            r = run_check(str(spec), dims=dims, gen_dir=gen, build_root=session_build_root, progress=False)
+            assert not r.passed
+            m = assert_kernel_race(r.faults, h)
+            if what == "barriers":
+                assert m["sync"] == "PipeBarrier<PIPE_V>" and m["np"] == m["tp"] == "PIPE_V"
+            else:
+                assert m["tp"] == "PIPE_MTE2" and m["np"] in ("PIPE_V", "PIPE_S"), m.group(0)
+    finally:
+        h.write_text(orig)
 
 
 NRC_DIMS = dict(B=2, Sq=5, Sk=4, N=3, D=34, Seq=3, Sek=2, R=6)
@@ -226,12 +241,12 @@ NRC_ATTRS = dict(norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, is
 
 
 @pytest.mark.parametrize("what", ["barriers", "copyin"])
-def test_norm_rope_concat_mutated_fails_with_a_race(tmp_path, what):
+def test_norm_rope_concat_mutated_fails_with_a_race(tmp_path, what, session_build_root):
     """The bundled head-rows kernel (unmutated it passes in tests/test_kernels_nrc.py)."""
     shutil.copytree(ROOT / "generated" / "norm_rope_concat", tmp_path / "gen" / "norm_rope_concat")
     h = mutate(tmp_path / "gen", "norm_rope_concat", **{what: True})
     r = run_check("NormRopeConcat", dims=NRC_DIMS, attrs=NRC_ATTRS, dtypes={"T": "float16"}, gen_dir=tmp_path / "gen",
-                  build_root=tmp_path / "build", progress=False)
+                  build_root=session_build_root, progress=False)
     assert not r.passed
     m = assert_kernel_race(r.faults, h)
     if what == "copyin":
@@ -257,7 +272,7 @@ def test_site_parameter_accepts_no_argument(tmp_path, call, compiles):
 
 
 @pytest.mark.parametrize("what", ["barriers", "copyin"])
-def test_nsa_selected_attention_mutated_fails_with_a_race(tmp_path, what):
+def test_nsa_selected_attention_mutated_fails_with_a_race(tmp_path, what, session_build_root):
     """The bundled attention kernel (mixed AIC/AIV; unmutated it passes in tests/test_kernels_nsa.py): every
     PipeBarrier<PIPE_V> deleted, or its MTE2 -> V fences (the AIV's workspace tile loads) deleted."""
     import sys
@@ -275,7 +290,7 @@ def test_nsa_selected_attention_mutated_fails_with_a_race(tmp_path, what):
     assert n > 0
     h.write_text(text)
     inputs, attrs = fwd_args(make(SMALL))
-    r = run_check(FWD, inputs, attrs, {"T": SMALL.dtype}, gen_dir=tmp_path / "gen", build_root=tmp_path / "build",
+    r = run_check(FWD, inputs, attrs, {"T": SMALL.dtype}, gen_dir=tmp_path / "gen", build_root=session_build_root,
                   progress=False, timeout=120)
     assert not r.passed
     m = assert_kernel_race(r.faults, h)

@@ -142,7 +142,15 @@ def joint_concat(i, a):
     return {"out": np.concatenate([_f(i["txt"]), _f(i["img"])], axis=1) * _f(i["gamma"])}
 
 
-ORACLES = {f.__name__: f for f in (rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
+def mat_mul(i, a):
+    return {"out": _f(i["self"]) @ _f(i["mat2"])}
+
+
+def batch_mat_mul(i, a):
+    return {"out": np.matmul(_f(i["self"]), _f(i["mat2"]))}
+
+
+ORACLES = {f.__name__: f for f in (mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad)}
 
@@ -150,9 +158,9 @@ TERMS = {   # per output: which of its inputs' extents one element sums over (th
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
     "add_rms_norm": {"y": "row", "rstd": "row"}, "layer_norm_grad": {"pd_x": "row", "pd_gamma": "rows",
                                                                     "pd_beta": "rows"},
-    "softmax": {"y": "row"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
+    "softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
 }
-"""row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
+"""K: the reduction length K of a matrix product; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
 (elementwise) sum nothing."""
 
 
@@ -160,6 +168,8 @@ def _terms(op, name, dims) -> int:
     """Terms one element of output `name` of `op` sums over at `dims` (TERMS), 1 when it sums nothing."""
     kind = TERMS.get(op, {}).get(name)
     size = {k: int(np.prod(v)) if isinstance(v, tuple) else v for k, v in dims.items()}
+    if kind == "K":
+        return size["K"]
     if kind == "row":
         return size["H"]
     if kind == "seq":
@@ -219,6 +229,11 @@ CASES = [
     ("swiglu_grad", {"Bd": (3, 7), "H": 21}, F32, {}, 1),                      # dx written as two column windows
     ("swiglu_grad", {"Bd": (2,), "H": 9000}, BF16, {}, 2),
     ("swiglu_grad", {"Bd": (53,), "H": 1}, F16, {}, None),
+    ("mat_mul", {"M": 37, "K": 50, "N": 45}, F16, {}, 1),                     # one block, every edge a tail
+    ("mat_mul", {"M": 1000, "K": 333, "N": 500}, BF16, {}, 1),                # 8 x 4 blocks over 24 AI Cores
+    ("mat_mul", {"M": 129, "K": 17, "N": 1}, F16, {}, 1),                     # a one-row tail block (not GEMV)
+    ("batch_mat_mul", {"B": 3, "M": 37, "K": 50, "N": 45}, F16, {}, 1),
+    ("batch_mat_mul", {"B": 7, "M": 200, "K": 40, "N": 130}, BF16, {}, 1),    # 28 blocks: core ranges cross matrices
 ]
 
 
@@ -344,7 +359,7 @@ def test_every_reduction_length_names_a_summing_output():
                 if n is None or x in seen:
                     continue
                 seen.add(x)
-                if n.op == "reduce" and n.attr("kind") in ("sum", "mean"):
+                if n.op == "reduce" and n.attr("kind") in ("sum", "mean") or n.op == "matmul":
                     sums.add(name)
                 stack += list(n.inputs)
         assert set(TERMS.get(op, {})) == sums, (op, sorted(sums), sorted(TERMS.get(op, {})))

@@ -58,11 +58,12 @@ def _(b, x):
     t = (x * 2.0).permute(0, 2, 1, 3)
     return {"y": t + t.max(-1)}
 ''', "t = (x * 2.0).permute", "permute of a computed value", "rows"),
-    # a plain matrix product: the attention family claims matmuls but needs its gather/softmax pattern
-    "PlainMatmul": ('''
+    # a matrix product with a bias: the attention family needs its gather/softmax pattern, the cube family lowers
+    # only a cast after the product so far; both say why, on one line
+    "MatmulBias": ('''
 from opgen.dsl import A2, OpSpec, f16
 
-spec = OpSpec("PlainMatmul", aclnn="aclnnPlainMatmul", socs=(A2,))
+spec = OpSpec("MatmulBias", aclnn="aclnnMatmulBias", socs=(A2,))
 M, K, N = spec.dims("M K N")
 spec.input("lhs", f16, [M, K])
 spec.input("rhs", f16, [K, N])
@@ -71,8 +72,8 @@ spec.output("c", f16, [M, N])
 
 @spec.body
 def _(b, lhs, rhs):
-    return {"c": b.matmul(lhs, rhs).cast(f16, "rint")}
-''', "b.matmul(lhs, rhs)", "no score matmul", "attention"),
+    return {"c": (b.matmul(lhs, rhs) + 1.0).cast(f16, "rint")}
+''', "b.matmul(lhs, rhs)", "no score matmul Q Kselᵀ whose result reaches a softmax exp [attention family]; %v", "cube"),
 }
 
 
@@ -101,7 +102,7 @@ def test_a_pattern_no_family_covers_fails_cleanly(name, tmp_path):
 
 
 def _dims(name):
-    return {"ColumnMax": "R=3,H=4", "MixedOrder": "B=1,S=2,N=3,D=4", "PlainMatmul": "M=16,K=16,N=16"}[name]
+    return {"ColumnMax": "R=3,H=4", "MixedOrder": "B=1,S=2,N=3,D=4", "MatmulBias": "M=16,K=16,N=16"}[name]
 
 
 # ------------------------------------------------------------------------------------------------ renaming
@@ -256,7 +257,7 @@ def test_families_are_one_list_and_each_bundled_op_finds_its_own():
     from opgen.kernel.family import families
     from opgen.passes.pipeline import compile_unit
 
-    assert [f.name for f in families()] == ["attention", "rows"]
+    assert [f.name for f in families()] == ["attention", "cube", "rows"]
     got = {op: compile_unit(load_spec(op), until="select_family", only_key0=True).family.name for op in OPS}
     assert got == {"AdaLayerNormGrad": "rows", "AdaLayerNormV2": "rows", "NormRopeConcat": "rows",
                    "NormRopeConcatGrad": "rows", "NsaSelectedAttention": "attention",

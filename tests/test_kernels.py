@@ -5,9 +5,10 @@ platform and compares every output with the interpreter (device and exact modes,
 the interpreter itself is checked against torch float64 autograd in tests/test_ada_layer_norm.py). A case
 passes only with zero emulation faults: UB poison, bounds, alignment, queue misuse, GM bounds.
 
-Coverage: every dtype row x every presence of the optional inputs x a shape
-set with tails (H = 1, 31, 33, 3440, 3441, S = 1, rank-0 and rank-2 batch groups, rows not divisible by
-the core count, batches split across cores) and both strategies (ROW_SPLIT, COL_SPLIT with one and two
+Coverage: a covering array (tests/covering.py) over dtype row x presence of the optional inputs x a shape set
+with tails (H = 1, 31, 33, 3440, 3441, S = 1, rank-0 and rank-2 batch groups, rows not divisible by the core
+count, batches split across cores): every pair of those values at least once, and every (dtype row, presence)
+pair on a COL_SPLIT shape; both strategies (ROW_SPLIT, COL_SPLIT with one and two
 row-sum levels); the scale form [Bd, 1, H]; a non-default epsilon; every platform; an AddressSanitizer
 subset. Mutations of the emitted kernel (a dropped tail, a misaligned copy, a UB overflow) are caught;
 a structural test checks the manual pipe synchronisation the emulation cannot observe.
@@ -15,15 +16,20 @@ a structural test checks the manual pipe synchronisation the emulation cannot ob
 
 from __future__ import annotations
 
-import itertools
 import re
 import shutil
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from opgen.check import AclnnRejected, run_check
-from opgen.platforms import PLATFORMS
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from covering import pairwise, uncovered  # noqa: E402
+
+from opgen.check import AclnnRejected, run_check  # noqa: E402
+from opgen.platforms import PLATFORMS  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")]
 
@@ -46,10 +52,42 @@ def _assert_ok(r, what):
         f"{k}: {c.to_json()}" for k, c in r.outputs.items() if not c.passed)
 
 
+COL_SHAPE = ((2, 3), 5, 3441)   # COL_SPLIT for every dtype row
+V2_SHAPES = SHAPES + [((2,), 3, 20000)]   # COL_SPLIT with two row-sum levels (mean, then variance)
+
+
+def _cases(shapes, presences):
+    """The (dtype row index, shape, presence) cases of one op: a pairwise covering array over the three factors
+    (tests/covering.py) that also holds every (dtype row, presence) pair on COL_SHAPE (each strategy meets each
+    presence in each dtype row; the ROW_SPLIT ones come from the pairs). 5 x 8 x 4 = 160 cases become about 45."""
+    factors = {"dt": list(range(len(DTYPES))), "shape": list(shapes), "present": list(presences)}
+    must = [{"dt": d, "shape": COL_SHAPE, "present": p} for d in factors["dt"] for p in presences]
+    rows = pairwise(factors, must=must)
+    assert not uncovered(rows, factors)
+    return rows
+
+
+GRAD_CASES = _cases(SHAPES, GRAD_PRESENCE)
+V2_CASES = _cases(V2_SHAPES, V2_PRESENCE)
+
+
+def test_the_case_arrays_cover_every_pair_and_are_smaller_than_the_products():
+    """Independent of covering.py's own check: every (dtype, shape), (dtype, presence), (shape, presence) pair is
+    some case's, and every (dtype, presence) pair runs on the COL_SPLIT shape."""
+    for cases, shapes, pres in ((GRAD_CASES, SHAPES, GRAD_PRESENCE), (V2_CASES, V2_SHAPES, V2_PRESENCE)):
+        got = {(c["dt"], c["shape"], c["present"]) for c in cases}
+        for d in range(len(DTYPES)):
+            assert all(any(g[0] == d and g[1] == sh for g in got) for sh in shapes)
+            assert all((d, COL_SHAPE, p) in got for p in pres)
+        assert all(any(g[1] == sh and g[2] == p for g in got) for sh in shapes for p in pres)
+        assert len(cases) < len(DTYPES) * len(shapes) * len(pres) // 2
+
+
 @pytest.mark.parametrize("dt", DTYPES, ids=lambda d: f"{d['T']}-{d['U']}")
 def test_ada_layer_norm_grad_every_dtype_presence_and_shape(dt):
     strategies = set()
-    for (bd, s, h), present in itertools.product(SHAPES, GRAD_PRESENCE):
+    for case in (c for c in GRAD_CASES if DTYPES[c["dt"]] == dt):
+        (bd, s, h), present = case["shape"], case["present"]
         r = run_check("AdaLayerNormGrad", dims=_dims(bd, s, h), dtypes=dt, present=present, seed=h + s,
                       progress=False)
         _assert_ok(r, f"{dt} {bd} S={s} H={h} {present}")
@@ -61,8 +99,8 @@ def test_ada_layer_norm_grad_every_dtype_presence_and_shape(dt):
 @pytest.mark.parametrize("dt", DTYPES, ids=lambda d: f"{d['T']}-{d['U']}")
 def test_ada_layer_norm_v2_every_dtype_presence_and_shape(dt):
     strategies = set()
-    shapes = SHAPES + [((2,), 3, 20000)]   # COL_SPLIT with two row-sum levels (mean, then variance)
-    for (bd, s, h), present in itertools.product(shapes, V2_PRESENCE):
+    for case in (c for c in V2_CASES if DTYPES[c["dt"]] == dt):
+        (bd, s, h), present = case["shape"], case["present"]
         r = run_check("AdaLayerNormV2", dims=_dims(bd, s, h), dtypes=dt, present=present, seed=h + s,
                       progress=False)
         _assert_ok(r, f"{dt} {bd} S={s} H={h} {present}")
@@ -163,19 +201,31 @@ MUTATIONS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(MUTATIONS))
-def test_mutated_kernel_is_caught(name, tmp_path):
+@pytest.fixture(scope="module")
+def grad_copy(tmp_path_factory, session_build_root):
+    """A private copy of the committed AdaLayerNormGrad package that the mutation tests patch in turn and restore:
+    its aclnn runner, TilingFunc and driver are built once, each mutation recompiles the kernel only."""
     from opgen.codegen import default_out_dir
 
-    pattern, repl, expect = MUTATIONS[name]
-    gen = tmp_path / "generated"
+    gen = tmp_path_factory.mktemp("ada_grad") / "generated"
     shutil.copytree(default_out_dir() / "ada_layer_norm_grad", gen / "ada_layer_norm_grad")
+    return gen, session_build_root
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_mutated_kernel_is_caught(name, grad_copy):
+    pattern, repl, expect = MUTATIONS[name]
+    gen, build = grad_copy
     h = gen / "ada_layer_norm_grad" / "op_kernel" / "ada_layer_norm_grad.h"
-    text, n = re.subn(pattern, repl, h.read_text())
+    orig = h.read_text()
+    text, n = re.subn(pattern, repl, orig)
     assert n >= 1, f"mutation {name} did not apply"
     h.write_text(text)
-    r = run_check("AdaLayerNormGrad", dims=_dims((2,), 5, 40), dtypes=DTYPES[1], gen_dir=gen,
-                  build_root=tmp_path / "build", progress=False)
+    try:
+        r = run_check("AdaLayerNormGrad", dims=_dims((2,), 5, 40), dtypes=DTYPES[1], gen_dir=gen, build_root=build,
+                      progress=False)
+    finally:
+        h.write_text(orig)
     assert not r.passed
     blob = " ".join(r.faults) + " " + " ".join(r.failed_outputs())
     assert expect in blob, blob

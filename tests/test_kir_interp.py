@@ -16,7 +16,7 @@ from opgen.ir.dims import Constraint, Lit
 from opgen.kernel import kir_interp as ki
 from opgen.kernel import kir_sync as ks
 from opgen.kernel.isa import Op, Pipe
-from opgen.kernel.kir import (BLOCK_IDX, Alloc, Copy, DeQue, E, EnQue, FConst, Free, Get, GetValue, GmTensor,
+from opgen.kernel.kir import (BLOCK_IDX, Alloc, Barrier, Copy, DeQue, E, EnQue, FConst, Free, Get, GetValue, GmTensor,
                               GmView, If, InitBuffer, KernelClass, Local, Ref, SetFlag, SyncAll, TensorVar, TPos,
                               WaitFlag, vec)
 
@@ -168,8 +168,95 @@ def test_a_race_through_a_queue_needs_no_flag_but_a_tbuf_does():
     assert _run_tiny(_tiny(ok)).ok
 
 
+# ------------------------------------------------------------------------------------------------ exact WAR, GM hazards
+def _flags(src, dst):
+    return (SetFlag(src, dst), WaitFlag(src, dst))
+
+
+def _inplace(barrier: bool):
+    """Mul reads t[0:16], then an in-place Adds reads and writes it: its own read is no race with its write, but
+    Mul's read before it is one unless a PipeBarrier<PIPE_V> separates them (docs/reference/ascendc.md §1.6)."""
+    return (InitBuffer("b", Lit(256)), Get("t", "b", "float"),
+            vec(Op.DUPLICATE, dst=Ref("t"), scalar=1.0, count=E("n")),
+            vec(Op.DUPLICATE, dst=Ref("t", Lit(16)), scalar=2.0, count=E("n")),
+            Barrier(Pipe.V),
+            vec(Op.MUL, dst=Ref("t", Lit(32)), src0=Ref("t"), src1=Ref("t", Lit(16)), count=E("n")),
+            *((Barrier(Pipe.V),) if barrier else ()),
+            vec(Op.ADDS, dst=Ref("t"), src0=Ref("t"), scalar=1.0, count=E("n")))
+
+
+def _gm_raw(sync: str):
+    """t stored to gmY by MTE3, then loaded back by MTE2: the load needs MTE3_MTE2 or a PIPE_ALL barrier (sync:
+    "flag", "all", "" or "disjoint": the load reads the other 32-B block of gmY)."""
+    load_at = Lit(8) if sync == "disjoint" else Lit(0)
+    return (InitBuffer("b", Lit(256)), Get("t", "b", "float"),
+            vec(Op.DUPLICATE, dst=Ref("t"), scalar=3.0, count=E("n")), *_flags(Pipe.V, Pipe.MTE3),
+            Copy(GmView("gmY"), Ref("t"), Lit(1), Lit(32)),
+            *(_flags(Pipe.MTE3, Pipe.MTE2) if sync == "flag" else (Barrier(Pipe.ALL),) if sync == "all" else ()),
+            Copy(Ref("t", Lit(32)), GmView("gmY", load_at), Lit(1), Lit(32)))
+
+
+def _gm_war(chain: bool):
+    """t loaded from gmX by MTE2, then gmX overwritten by MTE3 from u: the store must wait for the load (MTE2_MTE3);
+    when u is computed from t, MTE2_V and V_MTE3 order them already (transitively)."""
+    return (InitBuffer("b", Lit(256)), Get("t", "b", "float"),
+            Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32)),
+            *(_flags(Pipe.MTE2, Pipe.V) if chain else ()),
+            (vec(Op.MULS, dst=Ref("t", Lit(32)), src0=Ref("t"), scalar=2.0, count=E("n")) if chain else
+             vec(Op.DUPLICATE, dst=Ref("t", Lit(32)), scalar=2.0, count=E("n"))),
+            *_flags(Pipe.V, Pipe.MTE3),
+            Copy(GmView("gmX"), Ref("t", Lit(32)), Lit(1), Lit(32)))
+
+
+# name: (statements, expected first fault or None); n = 8 floats (one 32-B block)
+SHADOW_CASES = {
+    "InplaceWar": (_inplace(False), r"race \(write-after-read\) on UB bytes \[0, 32\): v\.Adds.* writes what "
+                   r"v\.Mul.* read with nothing ordering them: needs PipeBarrier<PIPE_V> between them"),
+    "InplaceBarrier": (_inplace(True), None),
+    "GmRaw": (_gm_raw(""), r"race \(read-after-write\) on GM tensor 'gmY' bytes \[0, 32\): .*PIPE_MTE2\) reads "
+              r"what .*PIPE_MTE3\) wrote with nothing ordering them: needs SetFlag/WaitFlag<HardEvent::MTE3_MTE2>"),
+    "GmRawFlag": (_gm_raw("flag"), None),
+    "GmRawAll": (_gm_raw("all"), None),
+    "GmDisjoint": (_gm_raw("disjoint"), None),
+    "GmWar": (_gm_war(False), r"race \(write-after-read\) on GM tensor 'gmX' bytes \[0, 32\): .*PIPE_MTE3\) "
+              r"writes what .*PIPE_MTE2\) read with nothing ordering them: needs "
+              r"SetFlag/WaitFlag<HardEvent::MTE2_MTE3>"),
+    "GmWarChain": (_gm_war(True), None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHADOW_CASES))
+def test_war_after_an_in_place_read_and_gm_hazards_inside_a_core(name):
+    stmts, want = SHADOW_CASES[name]
+    gm = {"x": np.arange(16, dtype=np.float32), "y": np.zeros(16, np.float32)}
+    r = ki.run(_tiny(stmts), {"n": 8}, gm, 1, verify_first=False)
+    if want is None:
+        assert r.ok, r.first_fault
+        if name in ("GmRawFlag", "GmRawAll"):
+            assert np.array_equal(gm["y"][:8], np.full(8, 3, np.float32))
+        if name == "GmWarChain":
+            assert np.array_equal(gm["x"][:8], 2.0 * np.arange(8, dtype=np.float32))
+    else:
+        assert not r.ok and re.search(want, r.first_fault), r.first_fault
+
+
+def test_gm_hazards_are_per_core():
+    """Core 1 loads the gmY block core 0 stored, with SyncAll between: ordered (the in-core barrier of SyncAll);
+    other cores' accesses are not in a core's GM shadow."""
+    stmts = (InitBuffer("b", Lit(256)), Get("t", "b", "float"),
+             If((Constraint("==", BLOCK_IDX, Lit(0)),), (
+                 vec(Op.DUPLICATE, dst=Ref("t"), scalar=3.0, count=E("n")), *_flags(Pipe.V, Pipe.MTE3),
+                 Copy(GmView("gmY"), Ref("t"), Lit(1), Lit(32)))),
+             SyncAll(),
+             Copy(Ref("t", Lit(32)), GmView("gmY"), Lit(1), Lit(32)))
+    gm = {"x": np.arange(16, dtype=np.float32), "y": np.zeros(16, np.float32)}
+    r = ki.run(_tiny(stmts), {"n": 8}, gm, 2, verify_first=False)
+    assert r.ok, r.first_fault
+
+
 # ------------------------------------------------------------------------------------------------ the g++ emulation
-_RACE = re.compile(r"^\[core (\d+)\] race \(([a-z-]+)\) on UB bytes \[(\d+), (\d+)\): .* needs (.*) between them")
+_RACE = re.compile(r"^\[core (\d+)\] race \(([a-z-]+)\) on (UB|GM)(?: tensor '\w+')? bytes \[(\d+), (\d+)\): "
+                   r".* needs (.*) between them")
 
 
 def _race_key(msg: str):
@@ -245,3 +332,38 @@ def test_a_kernel_with_a_template_parameter_needs_its_type():
         ki.run(rows_kernel(), {}, {}, 0)
     with pytest.raises(Exception, match="tiling field cols not given"):
         ki.run(replace(softmax_rows()), dict(rows=1), {}, 1, types={"T": "half"})
+
+
+@pytest.mark.slow
+def test_the_gpp_emulation_agrees_on_in_place_war_and_gm_hazards(tmp_path):
+    """SHADOW_CASES printed as C++ and run in the g++ emulation: the same race (kind, memory, block, needed sync)
+    or the same pass, and the same GM outputs."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not available")
+    classes = [replace(_tiny(stmts), name=f"Sh{name}") for name, (stmts, _) in SHADOW_CASES.items()]
+    gm = {"x": np.arange(16, dtype=np.float32), "y": np.zeros(16, np.float32)}
+    emu = run_emu(tmp_path, classes, "TinyTiling", ["n"], {"n": 8}, gm, 1, {})
+    for k in classes:
+        g = {n: a.copy() for n, a in gm.items()}
+        r = ki.run(k, {"n": 8}, g, 1, verify_first=False)
+        ok, fault, outs = emu[k.name]
+        assert r.ok == ok, (k.name, r.first_fault, fault)
+        if ok:
+            for n in ("x", "y"):
+                assert np.array_equal(g[n], outs[n]), (k.name, n)
+        else:
+            assert _race_key(r.first_fault) == _race_key(fault), (r.first_fault, fault)
+
+
+def test_gm_shadow_pages_keep_byte_addresses_across_a_page_boundary():
+    """A store spanning two of the interpreter's GM shadow pages (ki._GM_PAGE bytes) and a reload of its second
+    block: the race names the GM bytes of that block (page origin added), not page-relative ones."""
+    at = ki._GM_PAGE // 4 - 8        # element where the store starts: 32 B before the page boundary
+    stmts = (InitBuffer("b", Lit(256)), Get("t", "b", "float"),
+             vec(Op.DUPLICATE, dst=Ref("t"), scalar=3.0, count=E("n")), *_flags(Pipe.V, Pipe.MTE3),
+             Copy(GmView("gmY", Lit(at)), Ref("t"), Lit(1), Lit(64)),
+             Copy(Ref("t", Lit(32)), GmView("gmY", Lit(at + 8)), Lit(1), Lit(32)))
+    gm = {"x": np.zeros(16, np.float32), "y": np.zeros(2 * ki._GM_PAGE // 4, np.float32)}
+    r = ki.run(_tiny(stmts), {"n": 16}, gm, 1, verify_first=False)
+    page = ki._GM_PAGE
+    assert f"race (read-after-write) on GM tensor 'gmY' bytes [{page}, {page + 32})" in r.first_fault, r.first_fault

@@ -307,3 +307,26 @@ def test_existing_syncs_are_honoured_and_flag_ids_do_not_collide():
     placed = [s for v in ins.values() for s in v]
     assert any(isinstance(s, SetFlag) and s.event == "MTE2_V" and s.id == 1 for s in placed), placed
     assert _run(k).ok
+
+
+@pytest.mark.parametrize("loop", [False, True])
+def test_a_gm_round_trip_inside_a_core_gets_mte3_mte2_and_each_placed_sync_is_needed(loop):
+    """A tile stored to gmY by MTE3 and loaded back by MTE2 on the same core: the detector's per-core GM shadow
+    (EMU.md "Pipes and races") needs MTE3_MTE2 between them; the pass places it, and deleting any placed sync is
+    a race in the interpreter."""
+    ops = (Copy(GmView("gmY"), Ref("t"), Lit(1), Lit(32)),
+           Copy(Ref("t", Lit(8)), GmView("gmY"), Lit(1), Lit(32)),
+           vec(Op.ADDS, dst=Ref("t", Lit(16)), src0=Ref("t", Lit(8)), scalar=1.0, count=8),
+           Copy(GmView("gmX", Lit(16)), Ref("t", Lit(16)), Lit(1), Lit(32)))
+    k0 = _program(ops, loop=loop)
+    k, ins = ks.place_syncs(k0)
+    placed = [s for v in ins.values() for s in v]
+    assert any(isinstance(s, SetFlag) and s.event == "MTE3_MTE2" for s in placed), placed
+    gm = {"x": np.arange(8 * NBLK, dtype=np.float32), "y": np.zeros(8 * NBLK, np.float32)}
+    r = ki.run(k, {}, gm, 1)
+    assert r.ok, r.first_fault
+    x0 = np.arange(8, dtype=np.float32)
+    assert np.array_equal(gm["y"][:8], x0) and np.array_equal(gm["x"][16:24], x0 + 1)
+    for w in ks.placed(ins):
+        r = _run(ks.without(k0, ins, w))
+        assert not r.ok and "race" in r.first_fault, (w, r.first_fault)

@@ -12,10 +12,9 @@ The cases are the workloads' tables (bench/workloads.py):
    interpretation is timed on its own).
 3. NSA_GM: the NSA mixed kernels' counted bytes next to the minimum, the gather minimum (every unit reads its L
    selected K/V rows once; the rest once) and the reference's estimate for CANN's kernels (declared by the spec).
-4. A roofline estimate for Atlas A2 from the counted bytes and the emulation's cost counters (emu/core.h
-   CountVector / CountCube: 256-byte vector repeats, Exp/Ln/Sqrt/Div at 32 lanes, 16x16x16 cube fractals):
-   estimate = max(bytes / 1.6 TB/s, vector cycles / 1.8 GHz, cube cycles / 1.8 GHz) (max over cores), over the
-   memory-bound floor = minimum bytes / 1.6 TB/s (docs/reference/ascendc.md §3).
+4. The cost model's estimate for Atlas A2 (opgen.check.cost; docs/reference/kernel_cost.md): counted bursts with
+   their per-burst overhead over HBM bandwidth, the busiest core's vector cycles plus its issue, barrier, flag and
+   SyncAll cost, cube fractals; over the memory-bound floor = minimum bytes / 1.6 TB/s, with the bound named.
 
 Run: python bench/bench_emu.py [--repeat 3] [--json] [--quick]   (or `opgen bench`)
 Medians of --repeat runs; the build is cached (ninja) and not timed. Machine size is printed.
@@ -44,7 +43,11 @@ def _median_check(repeat, *args, **kw):
 
 
 def roofline(op: str, case: str, r, **extra) -> dict:
-    """Roofline estimate of one check result `r` (module docstring, item 5); times in microseconds."""
+    """Cost estimate of one check result `r` (module docstring, item 4); times in microseconds. With the per-core
+    counters (r.cost, opgen.check.cost.estimate) the row holds the model's estimate, floor, bound and issue terms;
+    without them (a failed launch) the older roofline from the summed bytes and the busiest core's cycles."""
+    if getattr(r, "cost", None):
+        return {"op": op, "case": case, **r.cost, **extra}
     mem = r.gm_bytes / HBM_BYTES_PER_S * 1e6
     vec = r.cycles.get("vector", 0) / CLOCK_HZ * 1e6
     cube = r.cycles.get("cube", 0) / CLOCK_HZ * 1e6

@@ -133,15 +133,17 @@ def markdown(res: dict) -> str:
                 "; the gather minimum and CANN's estimate are computed from the same dims "
                 "(opgen.bench.emu.gather_min_bytes and the estimate the spec declares with OpSpec.gm_reference).", ""]
     if res.get("roofline"):
-        out += ["## Roofline estimate, Atlas A2 (1.6 TB/s HBM, 1.8 GHz, 48 AIV; docs/reference/ascendc.md §3)", "",
-                "| kernel | case | memory floor µs | memory µs | vector µs | cube µs | estimate µs | estimate / floor |",
-                "|---|---|---|---|---|---|---|---|"]
+        out += ["## Cost estimate, Atlas A2 (1.6 TB/s HBM, 1.8 GHz, 48 AIV; docs/reference/kernel_cost.md)", "",
+                "| kernel | case | memory floor µs | memory µs | vector µs | issue µs | cube µs | estimate µs | "
+                "estimate / floor | bound |", "|---|---|---|---|---|---|---|---|---|---|"]
         out += [f"| {r['op']} | {r['case']} | {_fmt(r['floor_us'], 1)} | {_fmt(r['memory_us'], 1)} | "
-                f"{_fmt(r['vector_us'], 1)} | {_fmt(r.get('cube_us', 0.0), 1)} | {_fmt(r['estimate_us'], 1)} | "
-                f"{_fmt(r['ratio'])} |" for r in res["roofline"]]
-        out += ["", "estimate = max(counted bytes / HBM bandwidth, busiest core's vector cycles, busiest core's cube "
-                "cycles) with the emulation's cost counters (opgen/emu/include/emu/core.h); floor = minimum bytes / "
-                "HBM bandwidth. How: from the same `opgen check` runs as the tables above.", ""]
+                f"{_fmt(r['vector_us'], 1)} | {_fmt(r.get('issue_us'), 1)} | {_fmt(r.get('cube_us', 0.0), 1)} | "
+                f"{_fmt(r['estimate_us'], 1)} | {_fmt(r['ratio'])} | {r.get('bound', '')} |" for r in res["roofline"]]
+        out += ["", "estimate = max(memory: counted bursts plus a per-burst overhead / HBM bandwidth, the busiest "
+                "core's vector cycles + issue cycles (vector issues, barriers, flag waits, SyncAll, cross-core waits), "
+                "cube cycles) from the emulation's counters (opgen.check.cost, docs/reference/kernel_cost.md); floor = "
+                "minimum bytes / HBM bandwidth; bound = the term that sets the estimate. How: from the same "
+                "`opgen check` runs as the tables above.", ""]
     if res.get("plots"):
         out += ["## Plots", ""] + [f"![{p}]({p})" for p in res["plots"]] + [""]
     elif res.get("plots_skipped"):

@@ -6,6 +6,8 @@ aclnn_harness.cpp (rewritten only when their text changes, so a second build is 
 
     aclnn/runner   aclnn case runner: op_host/op_api/aclnn_<api>.cpp + L0 <op>.cpp + runtime.cpp + harness (-O0 -g)
     debug/check    launch driver: driver.cpp + op_host/<op>_tiling.cpp + op_kernel/<op>.cpp (-O1 -g)
+    quick/check    the same at -O0 -g: about a third of the compiler's CPU, slower kernels (launch_variant():
+                   OPGEN_CHECK_OPT=0, which the test suite sets; its cases are small)
     asan/check     the same with -fsanitize=address,undefined
 
 What does not depend on the op is compiled once per build root, in `<root>/shared-<hash of the C++ directories and
@@ -46,10 +48,27 @@ EMU_INCLUDE = PKG / "emu" / "include"
 CHECK_CPP = Path(__file__).resolve().parent / "cpp"
 VARIANTS = {
     "debug": "-O1 -g",
+    "quick": "-O0 -g",
     "asan": "-O0 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all",
 }
 """Compiler flags of the launch-driver variants (besides -std=c++17 -pthread). The sanitizer build is -O0: it
-compiles in about 0.4x the time of -O1 and no access is optimised away from its checks."""
+compiles in about 0.4x the time of -O1 and no access is optimised away from its checks. "quick" is "debug" at -O0:
+the kernel's object takes 0.3x the compiler CPU of -O1 -g (4.8 s against 16.3 s for AdaLayerNormV2's kernel), and
+the emulated kernel runs a few times slower (docs/design.md "Build variants")."""
+OPT_ENV = "OPGEN_CHECK_OPT"
+"""Environment variable choosing the launch driver of a check without --asan: "1" (default) the debug variant
+(-O1), "0" the quick variant (-O0)."""
+
+
+def launch_variant(asan: bool = False) -> str:
+    """The driver variant a check launches: "asan" when asked, else by $OPGEN_CHECK_OPT ("0": "quick", "1" or
+    unset: "debug"). Raises OpgenError naming the variable for any other value."""
+    if asan:
+        return "asan"
+    opt = os.environ.get(OPT_ENV, "1").strip()
+    if opt not in ("0", "1"):
+        raise OpgenError(f"{OPT_ENV}={opt!r}: must be 0 (build the check driver at -O0) or 1 (-O1, the default)")
+    return "quick" if opt == "0" else "debug"
 ACLNN_FLAGS = "-O0 -g"
 PROGRESS_AFTER = 2.0
 """Seconds after which a running build echoes its progress to stderr."""
@@ -271,9 +290,12 @@ def ninja_file(src: Sources, cxx: str) -> str:
                   f"  inc = {_ninja_value(inc)}"]
         objs.append(f"aclnn/{name}.o")
     lines += [f"build aclnn/runner: link {' '.join(objs)}", f"  flags = {ACLNN_FLAGS}", ""]
-    lines += ["build debug/driver.o: cxx driver.cpp", f"  flags = {VARIANTS['debug']}", f"  inc = {_ninja_value(kinc)}"]
+    for variant in ("debug", "quick"):   # the harness's driver.o: at -O1 for debug and asan, at -O0 for quick
+        lines += [f"build {variant}/driver.o: cxx driver.cpp", f"  flags = {VARIANTS[variant]}",
+                  f"  inc = {_ninja_value(kinc)}"]
     for variant, flags in VARIANTS.items():
-        objs = ["debug/driver.o", f"{shared}/check_main.o"]  # opgen's own harness: not instrumented (module doc)
+        driver = "quick/driver.o" if variant == "quick" else "debug/driver.o"
+        objs = [driver, f"{shared}/check_main.o"]  # opgen's own harness: not instrumented (module doc)
         for name, path in (("tiling", src.tiling_cpp), ("kernel", src.kernel_cpp)):
             lines += [f"build {variant}/{name}.o: cxx {_ninja_path(path)}", f"  flags = {flags}",
                       f"  inc = {_ninja_value(kinc)}"]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from opgen.check.cost import parse_core_cost
 from opgen.errors import OpgenError
 from opgen.ir.dtypes import DType
 
@@ -116,13 +117,15 @@ class DriverReport:
     vec_cycles: int = 0           # max over cores of the vector cost counter (emu/core.h CountVector)
     cube_cycles: int = 0          # max over cores of the cube cost counter (16x16x16 fractals)
     ub_peak: int = 0              # max over AIV cores of the UB bytes the kernel's TPipe held at once (emu/tensor.h)
+    core_costs: list = field(default_factory=list)   # per core (launch order): opgen.check.cost.CoreCost
 
 
 def parse_report(text: str) -> DriverReport:
     """Parse the driver's report. Lines: `tiling ok` | `tiling fail <why>`, `block_dim N`, `tiling_key K`,
     `workspace_bytes W`, `tiling_bytes T`, `launch 0|1`, `ok 0|1`, `fault <message>` and `trap <core>` (repeatable),
     `gm <name> <bytes> <read> <written>` (repeatable), `seconds S` (launch wall time), `cycles VEC CUBE` (cost
-    counters, max over cores), `ub_peak B` (UB bytes allocated at once, max over AIV cores), `end`. Unknown lines are ignored."""
+    counters, max over cores), `ub_peak B` (UB bytes allocated at once, max over AIV cores), `core_cost <core>
+    <counters>` (per core, opgen.check.cost.FIELDS), `end`. Unknown lines are ignored."""
     r = DriverReport()
     for line in text.splitlines():
         head, _, rest = line.partition(" ")
@@ -147,6 +150,10 @@ def parse_report(text: str) -> DriverReport:
             r.vec_cycles, r.cube_cycles = int(vec), int(cube)
         elif head == "ub_peak":
             r.ub_peak = int(rest)
+        elif head == "core_cost":
+            k, c = parse_core_cost(rest)
+            r.core_costs += [None] * (k + 1 - len(r.core_costs))
+            r.core_costs[k] = c
         elif head == "end":
             r.complete = True
     return r

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from opgen.check.cost import format_cost
+
 
 def _num(v) -> str:
     return "nan" if v is None or v != v else f"{v:.3g}"
@@ -11,8 +13,9 @@ def format_text(res) -> str:
     """Lines: header (op, SoC, variant, blockDim, tilingKey, workspace bytes), the dtype binding, one line per output (rel_l2,
     rel_linf, MERE, MARE against exact mode, max |diff| against device mode, PASS/FAIL and the rule or the
     reason, then the verdict's note: overflowed elements, a conditioning limit), GM bytes moved vs the minimum
-    (and vs the reference's estimate for CANN's kernel where one exists), per-buffer GM traffic, faults, and the
-    verdict PASS / FAIL. An empty call (nothing launched, every output empty) says so in place of the outputs."""
+    (and vs the reference's estimate for CANN's kernel where one exists), per-buffer GM traffic, the cost model's
+    estimate, floor and bound (opgen.check.cost), faults, and the verdict PASS / FAIL. An empty call (nothing
+    launched, every output empty) says so in place of the outputs."""
     out = [f"{res.op} on {res.soc} ({res.variant} build): blockDim {res.block_dim}, tilingKey {res.tiling_key}, "
            f"workspace {res.workspace_bytes} B"]
     if getattr(res, "dtypes", None):
@@ -42,6 +45,8 @@ def format_text(res) -> str:
                        f"{res.gm_reference} ({res.gm_bytes / res.gm_reference:.2f}x of it moved here)")
         for name, g in res.gm.items():
             out.append(f"  {name:<{width}}  read {g.read:>12}  written {g.written:>12}  (buffer {g.bytes} B)")
+    if getattr(res, "cost", None):
+        out.append(format_cost(res.cost))
     for f in res.faults:
         out.append(f"FAULT {f}")
     for t in res.traps:

@@ -7,9 +7,9 @@ Steps (docs/design.md "CPU emulation of the emitted code"):
    data the aclnn layer cannot read (opgen.codegen.aclnn.device_value_requirements): inputs breaking one of
    those are launched without a golden, and the emitted kernel must stop itself with AscendC::Trap()
    (KernelTrapped; a kernel that runs on instead is a failed result);
-3. the launch driver (debug or asan variant) is built with ninja and run: TilingFunc, then the kernel on
-   blockDim simulated cores (opgen/check/cpp/check_driver.h); the interpreter computes the device and exact
-   results while the driver runs (a separate process);
+3. the launch driver (debug, quick or asan variant, build.launch_variant) is built with ninja and run:
+   TilingFunc, then the kernel on blockDim simulated cores (opgen/check/cpp/check_driver.h); the interpreter
+   computes the device and exact results while the driver runs (a separate process);
 4. every output is compared with the interpreter's exact (float64 golden) and device modes
    (opgen/check/compare.py; outputs downstream of an intermediate the op rounds to T may pass the
    rounded-intermediate rule, compare.rounded_intermediate_outputs).
@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from opgen.check import caseio
+from opgen.check import caseio, cost
 from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_dtypes, encode_call,
                                harness_source, run_runner)
-from opgen.check.build import Builder, BuildRun, Sources
+from opgen.check.build import Builder, BuildRun, Sources, launch_variant
 from opgen.check.compare import OutputComparison, compare_output, rounded_intermediate_outputs
 from opgen.check.driver import driver_source, kernel_type
 from opgen.errors import OpgenError, ValidationError
@@ -53,7 +53,8 @@ class CheckResult:
     gm_bytes: bytes read + written over all buffers; gm_bytes_min: each present device input the specialisation reads (its graph consumes it) read once plus each
     produced output written once (bytes, from the tensors' sizes); block_dim, tiling_key; workspace_bytes:
     the whole workspace (system part included, bytes); faults: emulation faults and driver problems (one
-    line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "asan");
+    line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "quick" | "asan",
+    build.launch_variant);
     build_dir; builds: the ninja runs (BuildRun) of this check, in order; ub_peak: the UB bytes the kernel's
     InitBuffer calls held at once (max over the AIV cores; what its buffer plan must cover); gm_reference / gm_reference_source: the
     reference's estimate of the GM bytes CANN's kernel moves for the same call (bytes; None for ops without one,
@@ -87,6 +88,7 @@ class CheckResult:
     # "exact", which run meanwhile), "kernel" (emu::Launch alone), "compare"
     cycles: dict = field(default_factory=dict)    # cost counters, max over cores: {"vector": n, "cube": n}
     ub_peak: int = 0   # UB bytes the kernel's InitBuffer calls held at once, max over the AIV cores
+    cost: dict = field(default_factory=dict)   # the cost model's estimate (opgen.check.cost.estimate; {} if none)
     gm_reference: int | None = None   # the reference's GM estimate for CANN's kernel on this call (OpSpec.gm_reference)
     gm_reference_source: str = ""     # which estimate (reference section / template)
 
@@ -103,7 +105,8 @@ class CheckResult:
         """The `opgen check --json` object: passed, outputs{name: {rel_l2, rel_linf, mere, mare, passed, ...}},
         gm_bytes, gm_bytes_min, gm_ratio, gm{name: {bytes, read, written}}, block_dim, tiling_key,
         workspace_bytes, faults, plus op, soc, variant, tiling_ok, tiling_error, launched, gm_reference,
-        gm_reference_source, dtypes ({variable: dtype name})."""
+        gm_reference_source, cycles and cost (the cost model's estimate, floor and bound: opgen.check.cost), dtypes
+        ({variable: dtype name})."""
         return {"op": self.op, "soc": self.soc, "variant": self.variant, "passed": self.passed,
                 "outputs": {k: c.to_json() for k, c in self.outputs.items()},
                 "gm_bytes": self.gm_bytes, "gm_bytes_min": self.gm_bytes_min, "gm_ratio": self.gm_ratio,
@@ -112,7 +115,7 @@ class CheckResult:
                 "faults": list(self.faults), "traps": list(self.traps), "tiling_ok": self.tiling_ok, "tiling_error": self.tiling_error,
                 "launched": self.launched, "seconds": dict(self.seconds), "gm_reference": self.gm_reference,
                 "gm_reference_source": self.gm_reference_source, "cycles": dict(self.cycles),
-                "dtypes": dict(self.dtypes)}
+                "cost": dict(self.cost), "dtypes": dict(self.dtypes)}
 
 
 class KernelTrapped(OpgenError):
@@ -393,7 +396,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
 
         compile_unit(spec, until="lower", only_key0=True, verify_each=False)
     src.require(kernel=True)
-    variant = "asan" if asan else "debug"
+    variant = launch_variant(asan)
     res = CheckResult(spec.name, plat.name, variant, inputs=inputs)
     builder = Builder(src, {"driver.cpp": driver_source(m, kernel_type(src.kernel_cpp)),
                             "aclnn_harness.cpp": harness_source(m)}, build_root, progress)
@@ -488,6 +491,8 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.seconds["kernel"] = rep.launch_seconds
     res.cycles = {"vector": rep.vec_cycles, "cube": rep.cube_cycles}
     res.ub_peak = rep.ub_peak
+    if rep.launched and rep.core_costs:
+        res.cost = cost.estimate([c or cost.CoreCost() for c in rep.core_costs], res.gm_bytes_min)
     res.gm_bytes = sum(x.read + x.written for x in rep.gm.values())
     res.faults = list(rep.faults)
     res.traps = list(rep.traps)

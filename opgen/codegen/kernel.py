@@ -35,6 +35,7 @@ from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
+from opgen.codegen import kernel_cube  # noqa: F401,E402  installs the cube family's emission (opgen.kernel.cube)
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t"}
 """C++ element type of each dtype a rows kernel reads or writes (opgen.kernel.rows.READS, WRITES)."""

@@ -133,8 +133,8 @@ def families() -> list[Family]:
 
 def choose(spec, g, plan) -> tuple[Family, object]:
     """The first family that claims the launch plan `plan` of fused graph `g` (one specialisation of `spec`) and
-    whose match returns a layout, and the layout. Raises NoKernel with the rule of the family that claims the plan
-    (of the last family tried when none does)."""
+    whose match returns a layout, and the layout. Raises NoKernel with the rule of every family that claims the
+    plan, in order, on one line (of the last family tried when none does)."""
     fams = families()
     failures = []
     for fam in fams:
@@ -153,7 +153,12 @@ def choose(spec, g, plan) -> tuple[Family, object]:
     if not claim:
         raise NoKernel(spec.name, g.outputs[0][1] if g.outputs else "?", "", "no family applies", "none")
     fam, e = claim[0]
-    raise NoKernel(spec.name, e.value, _rel(e.loc), e.why, fam.name)
+    why = e.why
+    for f2, e2 in claim[1:]:   # every family that claims the plan says why it does not lower it, on one line
+        where = f" ({_rel(e2.loc)})" if e2.loc else ""
+        why += f" [{fam.name} family]; %{e2.value}{where}: {e2.why}"
+        fam = f2
+    raise NoKernel(spec.name, e.value, _rel(e.loc), why, fam.name)
 
 
 def _rel(loc: str) -> str:

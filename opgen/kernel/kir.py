@@ -1,6 +1,6 @@
-"""Kernel IR (KIR): one program representation of an AscendC vector kernel: its buffers, loops, copies, vector
-instructions, queue hand-offs, synchronisation and cross-core exchanges as frozen IR nodes, in the spirit of an
-xDSL / MLIR operation definition (every node states its operands, which it reads and writes, and on which pipe).
+"""Kernel IR (KIR): one program representation of an AscendC kernel (vector, and the cube path of a mixed one): its
+buffers, loops, copies, vector and cube instructions, queue hand-offs, synchronisation and cross-core exchanges as
+frozen IR nodes, in the spirit of an xDSL / MLIR operation definition (every node states its operands, which it reads and writes, and on which pipe).
 
 A kernel family lowers a specialisation into a `KernelClass`; `verify` checks it; `to_text` prints its canonical
 text (`opgen graph --stage kernel`), `to_cpp` prints it as AscendC C++ (the one C++ printer). Facts: docs/reference/
@@ -66,6 +66,20 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
   Return(value)                     a method's int64 (DimExpr) or float (FExpr) result.
   Comment(text)                     no effect; printed as a C++ comment.
   Scope(body)                       a nested block: names defined inside do not outlive it.
+  CoreIf(unit, body)                S: body runs on the AIC (unit "cube", `if ASCEND_IS_AIC`) or the AIVs ("vector")
+                                    of a mixed launch only; cube instructions live only under unit "cube".
+  Nd2Nz(dst, src, rows, cols, src_pitch, pad_rows)
+                                    MTE2: GM ND rows x cols (pitch src_pitch elements) -> L1 (A1/B1) NZ fractals,
+                                    pad_rows (a multiple of 16) rows per fractal column (DataCopy + Nd2NzParams).
+  LoadData(dst, src, start, repeat, src_stride, transpose)
+                                    MTE1: `repeat` 512-B fractals L1 -> L0A/L0B, source fractal start + r *
+                                    src_stride, destination contiguous; transpose each 16 x 16 fractal (LoadData2D).
+  Mmad(dst, a, b, m, n, k, init)    M: L0C (CO1, fp32) [+]= L0A (A2) x L0B (B2); init (a conjunction) = the
+                                    cmatrixInitVal flag (true: C starts at 0, false: accumulate).
+  Fixpipe(dst, src, rows, cols, src_rows, dst_pitch)
+                                    FIX: L0C NZ (src_rows = the Mmad's ceil16(m)) -> GM ND rows x cols (row pitch
+                                    dst_pitch elements), cast to dst's element type (NoQuant / F322F16 / F322BF16).
+                                    Facts of the cube nodes: docs/reference/ascendc.md §1.10 (cube path, layouts).
   Verbatim(lines)                   C++ lines a family printer made that are not nodes yet (the rows family's
                                     per-row stream, batch flush and cross-core epilogue): OPAQUE, any pipe may
                                     read or write anything in it; the verifier does not look inside.
@@ -696,8 +710,93 @@ class Verbatim:
     lines: tuple
 
 
+# ------------------------------------------------------------------------------------------------ cube statements
+@dataclass(frozen=True)
+class Nd2Nz:
+    """MTE2: GM ND -> L1 NZ (DataCopy with Nd2NzParams, docs/reference/ascendc.md §1.10 step 2): `rows` x `cols`
+    elements of `src` (row pitch `src_pitch` elements) into `dst` (a Ref in an A1 / B1 buffer) as 16-row x C0
+    fractals, column of fractals after column; `pad_rows` (a multiple of 16, >= rows) is the fractal column's
+    height (dstNzC0Stride, in 32-B blocks = rows). Reads GM src; writes dst[0, ceil(cols / C0) * pad_rows * C0).
+    Every count is uint16 on the device (rows <= 16384, cols and src_pitch <= 65535)."""
+
+    dst: Ref
+    src: GmView
+    rows: DimExpr
+    cols: DimExpr
+    src_pitch: DimExpr
+    pad_rows: DimExpr
+    doc: str = ""
+    pipe = Pipe.MTE2
+
+
+@dataclass(frozen=True)
+class LoadData:
+    """MTE1: L1 -> L0A / L0B (LoadData with LoadData2DParams, §1.10 step 3): `repeat` 512-B fractals from `src`
+    (an A1 / B1 Ref), fractal r from src fractal start + r * src_stride, to dst (an A2 / B2 Ref) fractal r
+    (contiguous); `transpose` transposes each 16 x 16 fractal (2-byte types). Units: fractals; repeat <= 255."""
+
+    dst: Ref
+    src: Ref
+    start: DimExpr
+    repeat: DimExpr
+    src_stride: DimExpr
+    transpose: bool = False
+    doc: str = ""
+    pipe = Pipe.MTE1
+
+
+@dataclass(frozen=True)
+class Mmad:
+    """M: C (m x n, fp32 in L0C at `dst`, a CO1 Ref) = A (m x k, L0A ZZ at `a`) x B (k x n, L0B ZN at `b`), plus C
+    when the conjunction `init` is false (cmatrixInitVal = init; §1.10 step 5). m, n, k elements, each <= 4095;
+    m = 1 selects GEMV mode on the device, so a lowering passes m >= 2. Reads a, b (and dst when accumulating);
+    writes dst."""
+
+    dst: Ref
+    a: Ref
+    b: Ref
+    m: DimExpr
+    n: DimExpr
+    k: DimExpr
+    init: tuple = ()
+    doc: str = ""
+    pipe = Pipe.M
+
+
+@dataclass(frozen=True)
+class Fixpipe:
+    """FIX: L0C -> GM (Fixpipe with FixpipeParamsV220, CFG_ROW_MAJOR: NZ -> ND, §1.10 step 6): `rows` x `cols`
+    fp32 elements of `src` (a CO1 Ref whose Mmad had ceil16(m) = `src_rows` rows) into `dst` (row pitch
+    `dst_pitch` elements), converted to dst's element type (quantPre NoQuant / F322F16 / F322BF16, round to
+    nearest even). Reads src; writes GM dst. cols <= 4095, rows <= 8192."""
+
+    dst: GmView
+    src: Ref
+    rows: DimExpr
+    cols: DimExpr
+    src_rows: DimExpr
+    dst_pitch: DimExpr
+    doc: str = ""
+    pipe = Pipe.FIX
+
+
+@dataclass(frozen=True)
+class CoreIf:
+    """S: `body` runs on the cores of one kind of a mixed launch only: unit "cube" (the AIC, `if ASCEND_IS_AIC`)
+    or "vector" (the AIVs, `if ASCEND_IS_AIV`). The test is a compile-time constant of each core's build
+    (docs/reference/ascendc.md §1.3), so cube instructions may appear only under unit "cube"."""
+
+    unit: str
+    body: tuple
+    doc: str = ""
+
+
+CUBE_STMTS = (Nd2Nz, LoadData, Mmad, Fixpipe)
+"""The cube statement types (their `pipe` is a class attribute)."""
+
+
 STMT_TYPES = (Let, Assign, FLet, FAssign, For, If, InitBuffer, Get, View, Alloc, EnQue, DeQue, Free, Copy, Vec,
-              GetValue, SetValue, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim)
+              GetValue, SetValue, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim) + CUBE_STMTS + (CoreIf,)
 """Every statement node type."""
 
 
@@ -749,7 +848,7 @@ class KernelClass:
 # ------------------------------------------------------------------------------------------------ walking helpers
 def children(s) -> list[tuple]:
     """The nested statement lists of a statement (a For's body, an If's branches, a Scope's body)."""
-    if isinstance(s, (For, Scope)):
+    if isinstance(s, (For, Scope, CoreIf)):
         return [s.body]
     if isinstance(s, If):
         return [s.then, s.orelse]
@@ -807,11 +906,12 @@ class _State:
     flags: set = field(default_factory=set)        # pending (event, id)
     gmp: dict = field(default_factory=dict)        # GM tensor parameters of the method: name -> GmTensor
     tmap: dict = field(default_factory=dict)       # a template method's type parameters -> element types
+    unit: str | None = None                        # inside a CoreIf: its unit
 
     def copy(self) -> "_State":
         return _State(dict(self.scalars), set(self.mutable), dict(self.tensors), dict(self.inited),
                       {k: list(v) for k, v in self.queues.items()}, set(self.flags), dict(self.gmp),
-                      dict(self.tmap))
+                      dict(self.tmap), self.unit)
 
 
 class _Verifier:
@@ -966,6 +1066,57 @@ class _Verifier:
             raise IRError(f"region {r.tensor}[{off}:{off + n}] lies outside its buffer of {t.elems - t.start} "
                           f"element(s)", node)
         return t
+
+    _CUBE_POS = {"l1": (TPos.A1, TPos.B1), "l0": (TPos.A2, TPos.B2), "a2": (TPos.A2,), "b2": (TPos.B2,),
+                 "co1": (TPos.CO1,)}
+
+    def cube_operand(self, r, where, st, node) -> _Tensor:
+        """A cube operand Ref whose buffer lies in the memory `where` names (_CUBE_POS)."""
+        t = self.tensor(r, st, node)
+        pos = self.locals[t.buf].pos if t.buf in self.locals else None
+        if pos not in self._CUBE_POS[where]:
+            raise IRError(f"{r.tensor} lies in {pos.value if pos else 'an unknown buffer'}, not in "
+                          f"{' / '.join(p.value for p in self._CUBE_POS[where])}", node)
+        return t
+
+    def cube(self, s, st) -> None:
+        """The operand rules of the cube statements (their docstrings); only inside a CoreIf of unit cube."""
+        if st.unit != "cube":
+            raise IRError("a cube instruction outside a cube-core branch (CoreIf unit cube)", s)
+        if isinstance(s, Nd2Nz):
+            t, g = self.cube_operand(s.dst, "l1", st, s), self.gm(s.src, st, s)
+            if t.dtype != g.dtype:
+                raise IRError(f"Nd2Nz from {g.dtype} GM into {t.dtype} L1", s)
+            exprs = (s.rows, s.cols, s.src_pitch, s.pad_rows)
+        elif isinstance(s, LoadData):
+            a, b = self.cube_operand(s.dst, "l0", st, s), self.cube_operand(s.src, "l1", st, s)
+            if a.dtype != b.dtype:
+                raise IRError(f"LoadData from {b.dtype} into {a.dtype}", s)
+            if s.transpose and ELEM_BYTES.get(a.dtype, 2) != 2:
+                raise IRError("LoadData transposes 2-byte fractals only", s)
+            exprs = (s.start, s.repeat, s.src_stride)
+        elif isinstance(s, Mmad):
+            c = self.cube_operand(s.dst, "co1", st, s)
+            a, b = self.cube_operand(s.a, "a2", st, s), self.cube_operand(s.b, "b2", st, s)
+            if c.dtype != "float" or a.dtype != b.dtype:
+                raise IRError(f"Mmad {a.dtype} x {b.dtype} -> {c.dtype}: fp32 result of equal input types", s)
+            exprs = (s.m, s.n, s.k)
+            for x in s.init:
+                for e in ((x,) if isinstance(x, Sym) else (x.lhs, x.rhs)):
+                    self.expr(e, st, s)
+        else:
+            c, g = self.cube_operand(s.src, "co1", st, s), self.gm(s.dst, st, s)
+            if c.dtype != "float" or (g.dtype not in _QUANT and g.dtype not in self.k.tparams):
+                raise IRError(f"Fixpipe of {c.dtype} L0C into {g.dtype} GM", s)
+            exprs = (s.rows, s.cols, s.src_rows, s.dst_pitch)
+        for e in exprs:
+            self.expr(e, st, s)
+        for e, lim in zip(exprs, (16384, 65535, 65535, 65535) if isinstance(s, Nd2Nz) else
+                          (65535, 255, 65535) if isinstance(s, LoadData) else (4095, 4095, 4095) if isinstance(s, Mmad)
+                          else (8192, 4095, 65535, 2 ** 32 - 1)):
+            v = const_value(e)
+            if v is not None and not 0 <= v <= lim:
+                raise IRError(f"{type(s).__name__} count {e} = {v} outside [0, {lim}]", s)
 
     def gm(self, v, st, node):
         if not isinstance(v, GmView) or (v.tensor not in self.gms and v.tensor not in st.gmp):
@@ -1158,6 +1309,8 @@ class _Verifier:
                 self.region(ub, ((n - 1) * per + ln) // sz if n else 0, st, s)
         elif isinstance(s, Vec):
             self.vec(s, st)
+        elif isinstance(s, CUBE_STMTS):
+            self.cube(s, st)
         elif isinstance(s, GetValue):
             self.region(s.src, 1, st, s)
             self.define(s.name, "float", st, s)
@@ -1190,6 +1343,16 @@ class _Verifier:
         elif isinstance(s, Comment):
             if not isinstance(s.text, str):
                 raise IRError("a comment is text", s)
+        elif isinstance(s, CoreIf):
+            if s.unit not in ("cube", "vector"):
+                raise IRError(f"core kind {s.unit!r} is neither cube nor vector", s)
+            if st.unit is not None:
+                raise IRError("a core branch inside a core branch", s)
+            inner = st.copy()
+            inner.unit = s.unit
+            self.block(s.body, inner, "core branch")
+            st.inited.update(inner.inited)
+            st.queues, st.flags = inner.queues, inner.flags
         elif isinstance(s, Scope):
             inner = st.copy()
             self.block(s.body, inner, "scope")
@@ -1421,6 +1584,22 @@ def to_text_stmt(s, indent: str = "") -> str:
         return "\n".join([f"{i}{{"] + [to_text_stmt(x, i + "  ") for x in s.body] + [f"{i}}}"])
     if isinstance(s, Verbatim):
         return "\n".join(f"{i}cpp {ln.strip()}" for ln in s.lines)
+    if isinstance(s, CoreIf):
+        doc = f"  // {s.doc}" if s.doc else ""
+        return "\n".join([f"{i}on {s.unit} {{{doc}"] + [to_text_stmt(x, i + "  ") for x in s.body] + [f"{i}}}"])
+    if isinstance(s, CUBE_STMTS):
+        doc = f"  // {s.doc}" if s.doc else ""
+        if isinstance(s, Nd2Nz):
+            a = f"{_t_ref(s.dst)} <- {_t_ref(s.src)} rows={s.rows} cols={s.cols} pitch={s.src_pitch} pad_rows={s.pad_rows}"
+        elif isinstance(s, LoadData):
+            a = (f"{_t_ref(s.dst)} <- {_t_ref(s.src)} start={s.start} repeat={s.repeat} src_stride={s.src_stride}"
+                 + (" transpose" if s.transpose else ""))
+        elif isinstance(s, Mmad):
+            a = (f"{_t_ref(s.dst)} <- {_t_ref(s.a)} x {_t_ref(s.b)} m={s.m} n={s.n} k={s.k} "
+                 f"init={_t_cond(s.init) if s.init else 'false'}")
+        else:
+            a = f"{_t_ref(s.dst)} <- {_t_ref(s.src)} rows={s.rows} cols={s.cols} src_rows={s.src_rows} pitch={s.dst_pitch}"
+        return f"{i}{s.pipe.name.lower()}.{type(s).__name__} {a}{doc}"
     raise IRError(f"unknown statement {type(s).__name__}")
 
 
@@ -1656,7 +1835,38 @@ class CppPrinter:
             return [f"{p}{{"] + self.body(s.body, depth + 1, dict(scope)) + [f"{p}}}"]
         if isinstance(s, Verbatim):
             return [f"{p}{ln}" for ln in s.lines]
+        if isinstance(s, CoreIf):
+            doc = f"  // {_comment(s.doc)}" if s.doc else ""
+            test = "ASCEND_IS_AIC" if s.unit == "cube" else "ASCEND_IS_AIV"
+            return [f"{p}if {test} {{{doc}"] + self.body(s.body, depth + 1, dict(scope)) + [f"{p}}}"]
+        if isinstance(s, CUBE_STMTS):
+            return [p + self.cube(s, scope) + (f"  // {_comment(s.doc)}" if s.doc else "")]
         raise IRError(f"unknown statement {type(s).__name__}", s)
+
+    def u16(self, x) -> str:
+        """A uint16 parameter: a constant as is, else static_cast<uint16_t>(...)."""
+        return self.e(x) if const_value(x) is not None else f"static_cast<uint16_t>({self.e(x)})"
+
+    def cube(self, s, scope) -> str:
+        """The AscendC call of a cube statement (docs/reference/ascendc.md §1.10)."""
+        u = self.u16
+        if isinstance(s, Nd2Nz):
+            return (f"DataCopy({self.ref(s.dst)}, {self.ref(s.src)}, Nd2NzParams(1, {u(s.rows)}, {u(s.cols)}, 0, "
+                    f"{u(s.src_pitch)}, {u(s.pad_rows)}, 1, 0));")
+        if isinstance(s, LoadData):
+            rep = self.e(s.repeat) if const_value(s.repeat) is not None else f"static_cast<uint8_t>({self.e(s.repeat)})"
+            return (f"LoadData({self.ref(s.dst)}, {self.ref(s.src)}, LoadData2DParams({u(s.start)}, {rep}, "
+                    f"{u(s.src_stride)}, 0, 0, {'true' if s.transpose else 'false'}, 0));")
+        if isinstance(s, Mmad):
+            init = self.cond(s.init) if s.init else "false"
+            return (f"Mmad({self.ref(s.dst)}, {self.ref(s.a)}, {self.ref(s.b)}, MmadParams({u(s.m)}, {u(s.n)}, "
+                    f"{u(s.k)}, 0, false, {init}));")
+        dt = self.dtype_of(s.dst, scope)
+        quant = _QUANT.get(dt, f"CubeQuantOf<{dt}>()")
+        pitch = self.e(s.dst_pitch) if const_value(s.dst_pitch) is not None else \
+            f"static_cast<uint32_t>({self.e(s.dst_pitch)})"
+        return (f"Fixpipe<{dt}, float, CFG_ROW_MAJOR>({self.ref(s.dst)}, {self.ref(s.src)}, FixpipeParamsV220("
+                f"{u(s.cols)}, {u(s.rows)}, {u(s.src_rows)}, {pitch}, false, {quant}, 0, 1, 0, 0, 0));")
 
     def copy(self, s: Copy, p: str, scope) -> list[str]:
         gm_src = isinstance(s.src, GmView)
@@ -1759,6 +1969,9 @@ class CppPrinter:
         return "\n".join(out) + "\n"
 
 
+_QUANT = {"float": "QuantMode_t::NoQuant", "half": "QuantMode_t::F322F16", "bfloat16_t": "QuantMode_t::F322BF16"}
+"""Fixpipe's quantPre by destination element type (a template parameter prints CubeQuantOf<T>(), a helper the
+cube family's file skeleton defines)."""
 _STRUCTS = {(Op.BRCB, "params"): "BrcbRepeatParams"}
 _HELPERS = frozenset({Op.CAST_FROM, Op.CAST_TO})
 """opgen's device helpers (templates/op_kernel/_helpers.h.j2): their count parameter is int64_t, passed as is."""

@@ -18,9 +18,11 @@ instructions):
   completes out of order (ordered only by PipeBarrier<PIPE_V>), every other pipe in order. PipeBarrier, SetFlag /
   WaitFlag tokens (a wait on S orders every pipe), queue hand-offs (EnQue -> DeQue, FreeTensor -> the next
   AllocTensor of that block; VECIN MTE2 -> V, VECOUT V -> MTE3, VECCALC none) and SyncAll (PIPE_ALL) update it.
-  Shadow memory per 32-B block of UB: last writer and each pipe's latest reader; an access unordered with a
-  conflicting earlier one (RAW, WAW, WAR; scalar reads never overtaken) is a race fault naming both statements and
-  the synchronisation that would order them.
+  Shadow memory per 32-B block of UB: last writer and each pipe's latest reader (and the one before it, for an
+  instruction reading then writing the block); an access unordered with a conflicting earlier one (RAW, WAW, WAR;
+  scalar reads never overtaken) is a race fault naming both statements and the synchronisation that would order
+  them. The same shadow per 32-B block of each GM buffer a core's copies touch finds GM hazards inside one core
+  (an MTE2 reload of bytes MTE3 stored needs MTE3_MTE2); other cores' GM accesses are ordered by SyncAll.
 * Faults (KirFault, the message as the emulation words it): UB overflow, GM / UB out of bounds, unaligned UB
   operands, queue misuse (AllocTensor with every block in use, EnQue beyond depth, DeQue of an empty queue,
   FreeTensor of a free block, a tensor not from the queue), a WaitFlag with no SetFlag, a SetFlag still set, a flag
@@ -52,6 +54,8 @@ PIPES = (Pipe.S, Pipe.V, Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.MTE3, Pipe.FIX)
 PIDX = {p: i for i, p in enumerate(PIPES)}
 _S, _V = PIDX[Pipe.S], PIDX[Pipe.V]
 _NP = len(PIPES)
+_GM_PAGE = 32768
+"""Bytes of GM one page of a core's GM shadow covers (made on first touch, _Core.touch_gm)."""
 
 NP_TYPES = {"float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat16_t": np.dtype(ml_dtypes.bfloat16),
             "int32_t": np.dtype(np.int32), "uint32_t": np.dtype(np.uint32), "int16_t": np.dtype(np.int16),
@@ -101,19 +105,32 @@ def needed_sync(earlier: int, later: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ memory
-class Arena:
-    """A core's UB: `size` bytes, a written map per byte and the race shadow per 32-B block."""
+class Shadow:
+    """The race detector's shadow of `nbytes` bytes of memory (a UB, or one GM buffer as one core sees it), per
+    32-B block: the last writer (pipe, clock, statement), each pipe's latest reader since and PIPE_V's reader
+    before its latest (`p_*`: what an in-place vector instruction, reading then writing the block, is checked
+    against, _Core.touch). `name` names the memory in a race fault ("UB", "GM tensor 'gmY'")."""
 
-    def __init__(self, size: int, name: str = "UB"):
+    def __init__(self, nbytes: int, name: str):
         self.name = name
-        self.data = np.zeros(size, dtype=np.uint8)
-        self.written = np.zeros(size, dtype=bool)
-        nb = -(-size // BLOCK)
+        nb = -(-nbytes // BLOCK)
         self.w_clock = np.zeros(nb, dtype=np.int64)
         self.w_pipe = np.zeros(nb, dtype=np.int64)
         self.w_stmt = np.full(nb, -1, dtype=np.int64)
         self.r_clock = np.zeros((nb, _NP), dtype=np.int64)
         self.r_stmt = np.full((nb, _NP), -1, dtype=np.int64)
+        self.p_clock = np.zeros(nb, dtype=np.int64)
+        self.p_stmt = np.full(nb, -1, dtype=np.int64)
+        self.origin = 0           # byte of the memory where this shadow starts (a GM page's)
+
+
+class Arena(Shadow):
+    """A core's UB: `size` bytes, a written map per byte and the race shadow per 32-B block (Shadow)."""
+
+    def __init__(self, size: int, name: str = "UB"):
+        super().__init__(size, name)
+        self.data = np.zeros(size, dtype=np.uint8)
+        self.written = np.zeros(size, dtype=bool)
         self.used = 0
 
     @property
@@ -199,6 +216,7 @@ class _Core:
         self.clk = np.zeros(_NP, dtype=np.int64)
         self.know = np.zeros((_NP, _NP), dtype=np.int64)
         self.flags: dict = {}
+        self.gm_shadow: dict = {}      # (GM buffer address, page) -> Shadow (this core's GM accesses)
         self.stmts: list = []
         self.stmt_ids: dict = {}
         self.where = "Init"
@@ -343,11 +361,15 @@ class _Core:
         known = self.know[later][pipes] >= clocks
         return np.where(pipes == later, (later != _V) | known, known)
 
-    def touch(self, ins, off: int, n: int, write: bool):
-        """Instruction `ins` reads or writes UB bytes [off, off + n): checks the shadow, then records the access."""
+    def touch(self, ins, off: int, n: int, write: bool, a: Shadow | None = None):
+        """Instruction `ins` reads or writes bytes [off, off + n) of the memory shadowed by `a` (default: the UB):
+        checks the shadow, then records the access. A read checks the last writer (RAW), a write the last writer
+        (WAW) and each pipe's latest reader since (WAR); exact with one reader per pipe because `ordered` is
+        monotone in the earlier clock, except for the writer's own read of the block (in place), where the pipe's
+        read before it is checked instead (the emulation's TouchBlock, opgen/emu/include/emu/pipes.h)."""
         if n <= 0:
             return
-        a = self.ub
+        a = self.ub if a is None else a
         pipe, clock, sid = ins
         b0, b1 = off // BLOCK, min((off + n - 1) // BLOCK, a.w_clock.size - 1)
         sl = slice(b0, b1 + 1)
@@ -355,27 +377,59 @@ class _Core:
         bad = (wc > 0) & ~((wp == pipe) & (wc == clock)) & ~self.ordered(pipe, wp, wc)
         if bad.any():
             j = int(np.argmax(bad))
-            self.race(b0 + j, ins, write, int(wp[j]), int(a.w_stmt[b0 + j]), True)
+            self.race(a, b0 + j, ins, write, int(wp[j]), int(a.w_stmt[b0 + j]), True)
         if write:
-            rc = a.r_clock[sl]
+            rc, rs = a.r_clock[sl], a.r_stmt[sl]
             for q in range(1, _NP):   # q = 0 (S): scalar reads are synchronous, never overtaken
-                c = rc[:, q]
-                badr = (c > 0) & ~((q == pipe) & (c == clock)) & ~self.ordered(pipe, np.full(c.shape, q), c)
+                c, st = rc[:, q], rs[:, q]
+                if q == pipe:         # its own read: V's read before it (in-order pipes: ordered anyway)
+                    own = c == clock
+                    c = np.where(own, a.p_clock[sl] if q == _V else 0, c)
+                    st = np.where(own, a.p_stmt[sl] if q == _V else -1, st)
+                badr = (c > 0) & ~self.ordered(pipe, np.full(c.shape, q), c)
                 if badr.any():
                     j = int(np.argmax(badr))
-                    self.race(b0 + j, ins, write, q, int(a.r_stmt[b0 + j, q]), False)
+                    self.race(a, b0 + j, ins, write, q, int(st[j]), False)
             a.w_clock[sl] = clock
             a.w_stmt[sl] = sid
             a.w_pipe[sl] = pipe
-            a.r_clock[sl] = 0
-            a.r_stmt[sl] = -1
+            for arr in (a.r_clock, a.p_clock):
+                arr[sl] = 0
+            for arr in (a.r_stmt, a.p_stmt):
+                arr[sl] = -1
         else:
+            rc, rs = a.r_clock[sl, pipe], a.r_stmt[sl, pipe]
+            if pipe == _V:        # a second touch by the same instruction keeps the read before it
+                new = rc != clock
+                a.p_clock[sl] = np.where(new, rc, a.p_clock[sl])
+                a.p_stmt[sl] = np.where(new, rs, a.p_stmt[sl])
             a.r_clock[sl, pipe] = clock
             a.r_stmt[sl, pipe] = sid
 
-    def race(self, block, ins, now_write, epipe, esid, ewrite):
+    def touch_gm(self, ins, g: "_Gm", off: int, n: int, write: bool):
+        """Instruction `ins` (an MTE2 load or MTE3 store) reads or writes bytes [off, off + n) of GM tensor g's
+        buffer (off from the buffer's start): this core's GM shadow of that buffer, in pages of _GM_PAGE bytes
+        made on first touch (keyed by the underlying array, so GM tensors sharing the workspace share it). Other
+        cores' accesses are not checked (SyncAll orders them), as in the emulation (opgen/emu/include/emu/pipes.h
+        TouchGm)."""
+        if n <= 0:
+            return
+        key = g.data.__array_interface__["data"][0]
+        end = off + n
+        while off < end:
+            page = off // _GM_PAGE
+            sh = self.gm_shadow.get((key, page))
+            if sh is None:
+                sh = self.gm_shadow[(key, page)] = Shadow(_GM_PAGE, f"GM tensor '{g.name}'")
+                sh.origin = page * _GM_PAGE
+            stop = min(end, (page + 1) * _GM_PAGE)
+            self.touch(ins, off - sh.origin, stop - off, write, sh)
+            off = stop
+
+    def race(self, a: Shadow, block, ins, now_write, epipe, esid, ewrite):
         kind = ("write-after-write" if ewrite else "write-after-read") if now_write else "read-after-write"
-        raise KirFault(f"race ({kind}) on {self.ub.name} bytes [{block * BLOCK}, {(block + 1) * BLOCK}): "
+        lo = a.origin + block * BLOCK
+        raise KirFault(f"race ({kind}) on {a.name} bytes [{lo}, {lo + BLOCK}): "
                        f"{self.stext(ins[2], ins[0])} {'writes' if now_write else 'reads'} what "
                        f"{self.stext(esid, epipe)} {'wrote' if ewrite else 'read'} with nothing ordering them: "
                        f"needs {needed_sync(epipe, ins[0])} between them (docs/reference/ascendc.md §1.6)")
@@ -685,6 +739,7 @@ class _Core:
                                    f"UB address {t.off}")
                 a = t.off + ub
                 self.touch(ins, a, blk, True)
+                self.touch_gm(ins, g, gm, ln, False)
                 self.ub.data[a:a + ln] = g.data[gm:gm + ln]
                 self.ub.written[a:a + ln] = True
                 gm += ln + sstr
@@ -699,6 +754,7 @@ class _Core:
                     bad = a + int(np.argmin(self.ub.written[a:a + ln]))
                     raise KirFault(f"{what}: copies unwritten (poisoned) UB byte at address {bad} to GM tensor "
                                    f"'{g.name}' byte {gm + bad - a} ({self.where}: {kir.to_text_stmt(s).strip()})")
+                self.touch_gm(ins, g, gm, ln, True)
                 g.data[gm:gm + ln] = self.ub.data[a:a + ln]
                 gm += ln + dstr
                 ub += blk + sstr * BLOCK

@@ -16,7 +16,8 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   (the detector's granularity): the base is a TBuf or one block of a queue (the queue allocator is simulated:
   round-robin over its InitBuffer blocks, so double buffering is exact), offsets are constants when the IR's
   expressions are, else the region runs from its start to the end of the base (or covers the whole base):
-  regions not proven disjoint overlap (sound).
+  regions not proven disjoint overlap (sound). A copy's GM side is a region too: its whole GM buffer (so an MTE2
+  reload of a buffer MTE3 stored to on the core gets MTE3_MTE2, as the detector's per-core GM shadow requires).
 * The state holds every access not yet ordered before every pipe, each with the set of pipes it is ordered
   before, plus the tokens of pending flags and queue blocks. A new access conflicting with an unordered one gets a
   sync placed immediately before it (Barrier(V) for V after V, else SetFlag(Q, P) + WaitFlag(Q, P); PIPE_ALL for a
@@ -56,6 +57,9 @@ _CONS = {kir.TPos.VECIN: Pipe.V, kir.TPos.VECOUT: Pipe.MTE3}
 _SYNC_TYPES = (kir.Barrier, kir.SetFlag, kir.WaitFlag)
 _UNKNOWN = ("?",)
 """The base of a region whose buffer the analysis cannot name: it overlaps every region."""
+_GM_UNKNOWN = ("gm", "?")
+"""The base of a GM region whose buffer the analysis cannot name (a method's GM parameter): it overlaps every GM
+region."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,11 @@ class Region:
 
     def overlaps(self, o: "Region") -> bool:
         """Whether the two regions may share a 32-B block (unknown bases and bounds overlap)."""
+        if (self.base[0] == "gm") != (o.base[0] == "gm"):
+            return False          # GM and on-chip memory never share a block
         if self.base == _UNKNOWN or o.base == _UNKNOWN:
+            return True
+        if _GM_UNKNOWN in (self.base, o.base) and self.base[0] == o.base[0] == "gm":
             return True
         if self.base != o.base:
             return False
@@ -189,6 +197,7 @@ class _Analysis:
         self.locals = {b.name: b for b in k.locals}
         self.methods = {m.name: m for m in k.methods}
         self.member_dtypes = {t.name: t.dtype for t in k.tensors}
+        self.gm_bases = {g.name: ("gm", "<workspace>" if g.workspace else g.arg) for g in k.gms}
 
     # -- helpers
     def size(self, dtype: str) -> int | None:
@@ -210,7 +219,15 @@ class _Analysis:
             return (base, None, dt)
         return (base, start + off * sz, dt)
 
-    def region(self, d: _D, r: kir.Ref, scope: dict, elems) -> Region:
+    def gm_region(self, v: kir.GmView) -> Region:
+        """The GM a copy touches, as the whole GM buffer of its view (the GM arguments by name, every workspace
+        tensor as one buffer, a method's GM parameter as any GM buffer): coarse, so sound. The detector checks GM
+        per core (EMU.md "Pipes and races": an MTE2 reload of bytes MTE3 stored needs MTE3_MTE2)."""
+        return Region(self.gm_bases.get(v.tensor, _GM_UNKNOWN), None, None)
+
+    def region(self, d: _D, r, scope: dict, elems) -> Region:
+        if isinstance(r, kir.GmView):
+            return self.gm_region(r)
         base, start, dt = self.bind_of(d, r, scope)
         n = kir.const_value(elems) if elems is not None else None
         sz = self.size(dt)
@@ -392,9 +409,9 @@ class _Analysis:
             return _merge(out)
         if isinstance(s, kir.Copy):
             if isinstance(s.src, kir.GmView):
-                self.access(ds, pos, Pipe.MTE2, [], [(s.dst, self.copy_elems(s, ds, scope))], scope)
+                self.access(ds, pos, Pipe.MTE2, [(s.src, None)], [(s.dst, self.copy_elems(s, ds, scope))], scope)
             else:
-                self.access(ds, pos, Pipe.MTE3, [(s.src, self.copy_elems(s, ds, scope))], [], scope)
+                self.access(ds, pos, Pipe.MTE3, [(s.src, self.copy_elems(s, ds, scope))], [(s.dst, None)], scope)
             return ds
         if isinstance(s, kir.Vec):
             self.vec(ds, s, pos, scope)

@@ -24,7 +24,7 @@ from opgen.ir.core import Graph
 from opgen.ir.dims import Lit, as_dim
 from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import stamp
-from opgen.kernel import rowprog
+from opgen.kernel import rowalg, rowprog
 from opgen.kernel.headlower import full_keys, lower_spec
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, Unsupported, analyse, keys_of, store_view,
                                     view_of)
@@ -63,6 +63,7 @@ class _Lowering:
         self.taken = {pr.value.name for pr in g.params} | {o for o, _ in g.outputs}
         self.used_ops: set[str] = set()
         self.sums: dict[str, str] = {}           # value -> the sum over rows (acc) it is (or is a view of)
+        self.passes = None                       # kernel-level algebra run by `run` (lower)
 
     def err(self, v: str, why: str) -> Unsupported:
         """Unsupported naming value v and its spec line."""
@@ -107,6 +108,7 @@ class _Lowering:
         p = self.p
         order = {n: k for k, n in enumerate([pr.value.name for pr in self.g.params] + [o for o, _ in self.g.outputs])}
         p.gm.sort(key=lambda t: (t.role != "in", order.get(t.gm, len(order)), t.name))
+        rowalg.optimize(p, self.passes)   # kernel-level algebra (opgen.kernel.rowalg.ROW_PASSES)
         rowprog._assign_levels(p)
         p.instrs = rowprog._schedule(p.instrs)
         rowprog._assign_phases(p)
@@ -408,9 +410,12 @@ def _batch_flat(view, lay: RowLayout) -> bool:
     return all(as_dim(s) == Lit(0) for s in view.strides[lay.split:])
 
 
-def lower(g: Graph, layout: RowLayout) -> RowProgram:
-    """Lower optimized graph `g` (one specialisation) on `layout` to a verified row program. Raises Unsupported."""
-    p = _Lowering(g, layout).run()
+def lower(g: Graph, layout: RowLayout, passes=None) -> RowProgram:
+    """Lower optimized graph `g` (one specialisation) on `layout` to a verified row program, running the kernel-level
+    algebra `passes` on it (None: opgen.kernel.rowalg.ROW_PASSES; [] for none). Raises Unsupported."""
+    low = _Lowering(g, layout)
+    low.passes = passes
+    p = low.run()
     rowprog.verify_program(p)
     return p
 

@@ -261,6 +261,8 @@ def tile(unit: Unit) -> Unit:
     """The tiling program derived from the counts and the layout, with how the TilingFunc reads its inputs."""
     from opgen.kernel.family import NoKernel, _rel
     from opgen.kernel.rowlayout import Unsupported
+    # Importing the tiling package installs the families' tiling parts that live there (opgen/tiling/__init__.py).
+    import opgen.tiling.ub_proof  # noqa: F401  # lazy: start-up time
 
     try:
         unit.tiling = unit.family.tile(unit.spec, unit.lowered, unit.counts)

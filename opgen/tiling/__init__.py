@@ -9,7 +9,11 @@ its lowered programs and its layout (opgen.passes.pipeline `tile` and `plan_buff
     rows.py        the row split and the column split shared by the vector kernels
     rowkernel.py   the rows family's program and plans (ROW_SPLIT / COL_SPLIT) from RowCounts
     headkernel.py  the parts schedule's program and plan from HeadCounts
+    cube.py        the cube family's GEMM program and L1 / L0 plan
     nsa.py         the attention family's forward / backward programs and plans from NsaCounts
     emit.py        the emitted TilingFunc and tiling data; the Python twin `evaluate`
     ub_proof.py    the proof that every plan fits for every shape the spec allows
 """
+
+# The cube family's tiling installs itself into opgen.kernel.cube (the kernel stage may not import this one).
+from opgen.tiling import cube  # noqa: E402,F401  isort: skip

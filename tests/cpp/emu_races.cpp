@@ -64,6 +64,20 @@ int main(int argc, char** argv)
             Mul(d, a, c, 256);  // @mul
             Duplicate(a, 3.0f, 256);  // @dup2
         });
+    } else if (s == "v_war_inplace" || s == "v_war_inplace_barrier") {
+        // Mul reads a, then an in-place Adds reads and writes a: its own read is no race with its write, but Mul's
+        // read before it is (the write-after-read needs a barrier although the latest read of a is Adds' own).
+        const bool barrier = s == "v_war_inplace_barrier";
+        vec([&](TPipe& pipe, GlobalTensor<float>&, GlobalTensor<float>&) {
+            TBuf<> b; pipe.InitBuffer(b, 3072);
+            LocalTensor<float> a = b.Get<float>(), c = a[256], d = a[512];
+            Duplicate(a, 1.0f, 256);
+            Duplicate(c, 2.0f, 256);
+            PipeBarrier<PIPE_V>();
+            Mul(d, a, c, 256);  // @mul
+            if (barrier) PipeBarrier<PIPE_V>();
+            Adds(a, a, 1.0f, 256);  // @adds
+        });
     } else if (s == "v_inplace") {
         // One instruction reading and writing the same blocks is no race (dst == src, docs/reference/ascendc.md §1.9).
         vec([&](TPipe& pipe, GlobalTensor<float>&, GlobalTensor<float>&) {
@@ -220,6 +234,39 @@ int main(int argc, char** argv)
                 SetFlag<HardEvent::V_MTE3>(EVENT_ID0); WaitFlag<HardEvent::V_MTE3>(EVENT_ID0);
                 DataCopy(gy[tile * 256], t, 256);  // @copyout
             }
+        });
+
+    // ------------------------------------------------------------ GM hazards inside one core
+    } else if (s == "gm_raw_mte3_mte2" || s == "gm_raw_mte3_mte2_flag" || s == "gm_raw_pipe_all" ||
+               s == "gm_disjoint") {
+        // A tile stored to GM by MTE3 and loaded back by MTE2 (a workspace round trip): the reload must wait for
+        // the store (MTE3_MTE2, or a PIPE_ALL barrier); a load of other GM blocks needs nothing.
+        vec([&](TPipe& pipe, GlobalTensor<float>&, GlobalTensor<float>& gy) {
+            TBuf<> b; pipe.InitBuffer(b, 2048);
+            LocalTensor<float> t = b.Get<float>(), u = t[256];
+            Duplicate(t, 3.0f, 256);
+            SetFlag<HardEvent::V_MTE3>(EVENT_ID0); WaitFlag<HardEvent::V_MTE3>(EVENT_ID0);
+            DataCopy(gy, t, 256);  // @store
+            if (s == "gm_raw_mte3_mte2_flag") {
+                SetFlag<HardEvent::MTE3_MTE2>(EVENT_ID0); WaitFlag<HardEvent::MTE3_MTE2>(EVENT_ID0);
+            }
+            if (s == "gm_raw_pipe_all") PipeBarrier<PIPE_ALL>();
+            DataCopy(u, gy[s == "gm_disjoint" ? 256 : 0], 256);  // @reload
+            SetFlag<HardEvent::MTE2_S>(EVENT_ID0); WaitFlag<HardEvent::MTE2_S>(EVENT_ID0);
+            if (s != "gm_disjoint") std::printf("val u %g\n", u.GetValue(5));
+        });
+    } else if (s == "gm_war_mte2_mte3" || s == "gm_war_chain") {
+        // MTE2 loads x, then MTE3 overwrites the same x bytes: the store must wait for the load (MTE2_MTE3). With
+        // the stored tile computed from the loaded one, MTE2_V and V_MTE3 order them already (transitively).
+        const bool chain = s == "gm_war_chain";
+        vec([&](TPipe& pipe, GlobalTensor<float>& gx, GlobalTensor<float>&) {
+            TBuf<> b; pipe.InitBuffer(b, 2048);
+            LocalTensor<float> t = b.Get<float>(), u = t[256];
+            DataCopy(t, gx, 256);  // @load
+            if (chain) { SetFlag<HardEvent::MTE2_V>(EVENT_ID0); WaitFlag<HardEvent::MTE2_V>(EVENT_ID0); }
+            if (chain) Muls(u, t, 2.0f, 256); else Duplicate(u, 2.0f, 256);
+            SetFlag<HardEvent::V_MTE3>(EVENT_ID0); WaitFlag<HardEvent::V_MTE3>(EVENT_ID0);
+            DataCopy(gx, u, 256);  // @store
         });
 
     // ------------------------------------------------------------ flag pairing

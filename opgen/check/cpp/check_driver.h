@@ -307,6 +307,14 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     say("seconds " + std::to_string(seconds));
     say("cycles " + std::to_string(res.MaxVecCycles()) + " " + std::to_string(res.MaxCubeCycles()));
     say("ub_peak " + std::to_string(res.MaxUbPeak()));
+    for (size_t i = 0; i < res.issue.size(); ++i) {   // issue-cost counters per core (docs/reference/kernel_cost.md §1)
+        const emu::IssueCounts& n = res.issue[i];
+        std::string line = "core_cost " + std::to_string(i);
+        for (uint64_t v : {res.vecCycles[i], res.cubeCycles[i], n.vecIssues, n.barriers, n.flagWaits, n.bursts,
+                           n.burstBytes32, n.syncAlls, n.crossWaits})
+            line += " " + std::to_string(v);
+        say(line);
+    }
     for (auto& f : res.faults) say("fault " + OneLine(f));
     for (auto& t : res.traps) say("trap " + OneLine(t));
     for (auto& g : res.gm)

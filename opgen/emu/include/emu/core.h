@@ -112,6 +112,14 @@ inline const char* MemName(MemKind k)
     return "?";
 }
 
+// Issue-cost counters of one core (docs/reference/kernel_cost.md §1): vector instruction issues (one per 255 repeats
+// of an instruction, at least one), PipeBarrier calls, WaitFlag calls (one intra-core pipe hand-off each), GM
+// bursts moved by DMA and their bytes rounded up to whole 32-B blocks, SyncAll calls, CrossCoreWaitFlag calls.
+struct IssueCounts {
+    uint64_t vecIssues = 0, barriers = 0, flagWaits = 0, bursts = 0, burstBytes32 = 0, syncAlls = 0, crossWaits = 0;
+};
+enum class IssueKind { Barrier, FlagWait, SyncAll, CrossWait };
+
 struct CoreContext;
 
 // ---------------------------------------------------------------- pipe asynchrony (race detector state)
@@ -124,11 +132,19 @@ struct ShadowAccess {
     uint32_t clock = 0;
     int32_t stmt = -1;
 };
-// Shadow of one 32-byte block of an on-chip buffer: its last writer and, per pipe, the latest reader since.
+// Shadow of one 32-byte block of an on-chip buffer (or of a GM buffer, per core): its last writer and, per pipe,
+// the latest reader since; and PIPE_V's read before its latest one (an in-place vector instruction, reading then
+// writing the block, is checked against the read before its own, emu/pipes.h TouchBlock).
 struct BlockShadow {
     ShadowAccess w;
     int8_t wpipe = -1;
     ShadowAccess r[kPipes];
+    ShadowAccess prevV;
+};
+// The GM shadow of one core, allocated by pages of kGmPageBlocks blocks on first touch (emu/pipes.h TouchGm).
+constexpr uint64_t kGmPageBlocks = 128;
+struct GmShadowPage {
+    BlockShadow b[kGmPageBlocks];
 };
 // A statement of the kernel source: the emulated instruction's name and its call site (file basename, line).
 struct Stmt {
@@ -160,6 +176,11 @@ struct PipeState {
         }
     };
     std::unordered_map<Key, int32_t, KeyHash> index;
+    // GM shadow: (buffer id, page of kGmPageBlocks 32-byte blocks from the buffer's start) -> page; only touched
+    // pages exist. The last page used is cached (a copy touches consecutive blocks).
+    std::unordered_map<uint64_t, std::unique_ptr<GmShadowPage>> gm;
+    uint64_t gmLastKey = ~uint64_t(0);
+    GmShadowPage* gmLast = nullptr;
 };
 
 // One core's on-chip buffer (UB, or on an AIC one of L1/L0A/L0B/L0C/...): data bytes plus a per-byte "written"
@@ -215,6 +236,7 @@ struct CoreContext {
     // Instruction cost counters for the roofline estimate (opgen bench; docs/reference/ascendc.md §3):
     uint64_t vecCycles = 0;    // vector unit: one cycle per 256-byte repeat, Exp/Ln/Sqrt/Div at 32 lanes/cycle
     uint64_t cubeCycles = 0;   // cube unit: one cycle per 16x16x16 fractal multiply-accumulate
+    IssueCounts issue;         // issue-cost counters (docs/reference/kernel_cost.md §1)
     PipeState pipes;           // happens-before state of this core's pipes (emu/pipes.h)
 };
 
@@ -229,8 +251,28 @@ inline CoreContext& Core()
 // / 4 for half of Exp, Ln, Sqrt and Div (32 lanes per cycle instead of 256 bytes; docs/reference/ascendc.md §3).
 inline void CountVector(uint64_t elems, uint64_t bytes, bool slow = false)
 {
-    if (CoreContext* c = CurrentCorePtr())
-        c->vecCycles += (elems * bytes + 255) / 256 * (slow ? (bytes == 2 ? 4 : 2) : 1);
+    if (CoreContext* c = CurrentCorePtr()) {
+        const uint64_t repeats = (elems * bytes + 255) / 256;
+        c->vecCycles += repeats * (slow ? (bytes == 2 ? 4 : 2) : 1);
+        c->issue.vecIssues += repeats > 255 ? (repeats + 254) / 255 : 1;   // repeatTimes is at most 255
+    }
+}
+// One synchronisation call of `kind` on this core (docs/reference/kernel_cost.md §1).
+inline void CountIssue(IssueKind kind)
+{
+    if (CoreContext* c = CurrentCorePtr()) {
+        IssueCounts& n = c->issue;
+        (kind == IssueKind::Barrier ? n.barriers : kind == IssueKind::FlagWait ? n.flagWaits
+                                                : kind == IssueKind::SyncAll ? n.syncAlls : n.crossWaits) += 1;
+    }
+}
+// One DMA burst of `bytes` GM bytes (a contiguous run; docs/reference/kernel_cost.md §1): 32-B blocks, rounded up.
+inline void CountBurst(uint64_t bytes)
+{
+    if (CoreContext* c = CurrentCorePtr()) {
+        c->issue.bursts += 1;
+        c->issue.burstBytes32 += (bytes + 31) / 32 * 32;
+    }
 }
 // Cost of one Mmad of m x n x k: 16x16x16 fractal MACs (4096 MAC/cycle per AIC, docs/reference/ascendc.md §3).
 inline void CountCube(uint64_t m, uint64_t n, uint64_t k)

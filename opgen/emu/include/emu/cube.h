@@ -240,10 +240,12 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2Nz
                 hit[d / emu::kBlock] = 1;
                 emu::Touch(in, a, dst.Offset() + d, emu::kBlock, true);
                 const uint8_t* g = src.CheckBytes(srcElem * int64_t(sizeof(T)), n * sizeof(T), what);
+                emu::TouchGm(in, src.Buffer(), uint64_t(g - src.Buffer()->base), n * sizeof(T), false);
                 std::memcpy(dbase + d, g, n * sizeof(T));
                 std::memset(dbase + d + n * sizeof(T), 0, emu::kBlock - n * sizeof(T));
                 std::memset(wbase + d, 1, emu::kBlock);
                 src.Buffer()->bytesRead += n * sizeof(T);
+                emu::CountBurst(n * sizeof(T));
             }
         }
     }
@@ -448,6 +450,7 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
     if (atomic && atomic != emu_detail::AtomicKind<T>())
         emu::Fault(emu::Cat(what, ": atomic add type does not match the destination element type"));
     const uint64_t srcElems = src.GetSize();
+    const emu::Instr fin = emu::Issue(emu::kPipeFIX, what, site);
     {
         // The L0C elements read, as one span from the tensor's start (the last row of the last 16-column block).
         const uint64_t lastBlock = (uint64_t(p.nSize) - 1) / 16;
@@ -455,7 +458,7 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
                               : (p.ndNum - 1) * uint64_t(p.srcNdStride) * 1024 / sizeof(U) +
                                     (lastBlock * p.srcStride + p.mSize) * 16;
         if (endElem > srcElems) endElem = srcElems;   // readC faults on the first element past the end
-        emu::Touch(emu::Issue(emu::kPipeFIX, what, site), ca, src.Offset(), endElem * sizeof(U), false);
+        emu::Touch(fin, ca, src.Offset(), endElem * sizeof(U), false);
     }
     auto readC = [&](uint64_t e, uint64_t row, uint64_t col) -> float {
         if (e >= srcElems)
@@ -477,6 +480,7 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
     };
     std::vector<T> row;
     auto store = [&](uint8_t* g, const T* vals, uint64_t cnt) {
+        emu::TouchGm(fin, dst.Buffer(), uint64_t(g - dst.Buffer()->base), cnt * sizeof(T), true);
         if (!atomic) {
             std::memcpy(g, vals, cnt * sizeof(T));
         } else {
@@ -488,6 +492,7 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
             }
         }
         dst.Buffer()->bytesWritten += cnt * sizeof(T);
+        emu::CountBurst(cnt * sizeof(T));
     };
     if (!nz) {
         row.resize(p.nSize);

@@ -47,6 +47,7 @@ void UbToGm(uint8_t* gm, emu::GmBuffer* buf, const LocalTensor<T>& src, uint64_t
     emu::UbArena* ub = src.Arena();
     if (ubOff + n > ub->Size()) emu::Fault(emu::Cat(what, ": UB read past the end of UB"));
     emu::Touch(in, ub, ubOff, n, false);
+    emu::TouchGm(in, buf, uint64_t(gm - buf->base), n, true);   // an atomic add writes too (read-modify-write)
     for (uint64_t i = 0; i < n; ++i)
         if (!ub->written[ubOff + i])
             emu::Fault(emu::Cat(what, ": copies unwritten (poisoned) UB byte at address ", ubOff + i,
@@ -69,6 +70,7 @@ void UbToGm(uint8_t* gm, emu::GmBuffer* buf, const LocalTensor<T>& src, uint64_t
         }
     }
     buf->bytesWritten += n;
+    emu::CountBurst(n);
 }
 template <typename T>
 void GmToUb(const LocalTensor<T>& dst, uint64_t ubOff, const uint8_t* gm, emu::GmBuffer* buf, uint64_t n, const char* what,
@@ -77,9 +79,11 @@ void GmToUb(const LocalTensor<T>& dst, uint64_t ubOff, const uint8_t* gm, emu::G
     emu::UbArena* ub = dst.Arena();
     if (ubOff + n > ub->Size()) emu::Fault(emu::Cat(what, ": UB write past the end of UB"));
     emu::Touch(in, ub, ubOff, n, true);
+    emu::TouchGm(in, buf, uint64_t(gm - buf->base), n, false);
     std::memcpy(ub->data.data() + ubOff, gm, n);
     ub->MarkWritten(ubOff, n);
     buf->bytesRead += n;
+    emu::CountBurst(n);
 }
 template <typename T>
 void CheckUbSpan(const LocalTensor<T>& t, uint64_t endByte, const char* what)
@@ -254,6 +258,7 @@ enum : int { EVENT_ID0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, E
 template <pipe_t p> inline void PipeBarrier(emu::Site site = emu::Site::Here())
 {
     (void)site;
+    emu::CountIssue(emu::IssueKind::Barrier);
     emu::BarrierOn(p == PIPE_ALL ? -1 : p == PIPE_FIX ? emu::kPipeFIX : int(p));
 }
 template <HardEvent e> inline void SetFlag(int32_t id, emu::Site site = emu::Site::Here())
@@ -264,6 +269,7 @@ template <HardEvent e> inline void SetFlag(int32_t id, emu::Site site = emu::Sit
 template <HardEvent e> inline void WaitFlag(int32_t id, emu::Site site = emu::Site::Here())
 {
     if (id < 0 || id > 7) emu::Fault(emu::Cat("WaitFlag: event id ", id, " outside 0..7"));
+    emu::CountIssue(emu::IssueKind::FlagWait);
     emu::FlagWait(int(e), id, site);
 }
 
@@ -287,6 +293,7 @@ inline int64_t GetTaskRation() { return GetTaskRatio(); }   // older spelling us
 template <bool isAIVOnly = true>
 inline void SyncAll()
 {
+    emu::CountIssue(emu::IssueKind::SyncAll);
     emu::BarrierOn(-1);
     emu::Core().launch->SyncAll(isAIVOnly);
 }

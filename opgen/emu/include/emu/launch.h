@@ -29,6 +29,7 @@ struct LaunchResult {
     std::vector<uint64_t> vecCycles;     // per core (launch order): vector cycles of the cost model (core.h)
     std::vector<uint64_t> cubeCycles;    // per core: cube cycles (16x16x16 fractals)
     std::vector<uint64_t> ubPeak;        // per core: the most UB bytes its TPipe(s) held at once (0 on an AIC)
+    std::vector<IssueCounts> issue;      // per core: issue-cost counters (core.h IssueCounts)
     uint64_t MaxUbPeak() const { uint64_t m = 0; for (auto c : ubPeak) m = c > m ? c : m; return m; }
     uint64_t MaxVecCycles() const { uint64_t m = 0; for (auto c : vecCycles) m = c > m ? c : m; return m; }
     uint64_t MaxCubeCycles() const { uint64_t m = 0; for (auto c : cubeCycles) m = c > m ? c : m; return m; }
@@ -99,6 +100,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
     st.barrier[1].members = aivCount;
     std::vector<std::string> faults(n), traps(n);
     std::vector<uint64_t> vecCycles(n, 0), cubeCycles(n, 0), ubPeak(n, 0);
+    std::vector<IssueCounts> issue(n);
     std::vector<std::thread> threads;
     threads.reserve(n);
     for (int i = 0; i < n; ++i) {
@@ -162,6 +164,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
             CurrentCorePtr() = nullptr;
             vecCycles[i] = ctx.vecCycles;
             cubeCycles[i] = ctx.cubeCycles;
+            issue[i] = ctx.issue;
             ubPeak[i] = ub ? ub->peak : 0;
             st.CoreFinished(i);
             std::lock_guard<std::mutex> l(st.mu);
@@ -181,6 +184,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
     res.vecCycles = vecCycles;
     res.cubeCycles = cubeCycles;
     res.ubPeak = ubPeak;
+    res.issue = issue;
     return res;
 }
 }  // namespace detail

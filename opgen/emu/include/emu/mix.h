@@ -192,6 +192,7 @@ inline void CrossCoreWait(int mode, int flag)
     using namespace mix_detail;
     const char* what = "CrossCoreWaitFlag";
     CoreContext& c = Core();
+    CountIssue(IssueKind::CrossWait);
     CheckMode(mode, what);
     CheckFlagId(flag, what);
     LaunchState& st = *c.launch;

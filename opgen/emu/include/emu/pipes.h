@@ -21,9 +21,13 @@
 //  * Scalar reads (GetValue) are synchronous: the scalar unit waits for the value, so nothing issued later can
 //    overtake one; scalar writes (SetValue) are posted and need S_* flags like any other pipe.
 //  * Shadow memory: per 32-byte block of UB / L1 / L0A / L0B / L0C, the last writer (pipe, clock, statement) and
-//    the latest reader of each pipe since. A read races with an unordered earlier write (RAW), a write with an
-//    unordered earlier write (WAW) or read (WAR). Tensors start 32-byte aligned (§1.2), so a block is the finest
-//    unit two instructions can share without touching the same bytes' neighbours; sharing a block is a conflict.
+//    the latest reader of each pipe since (and the one before it, for an instruction reading then writing the
+//    block). A read races with an unordered earlier write (RAW), a write with an unordered earlier write (WAW) or
+//    read (WAR). Tensors start 32-byte aligned (§1.2), so a block is the finest unit two instructions can share
+//    without touching the same bytes' neighbours; sharing a block is a conflict.
+//  * GM, per core: the same shadow per 32-byte block of each GM buffer this core's DMAs touched (MTE2 reads, MTE3
+//    and FIX writes), so a reload of bytes the core stored needs MTE3_MTE2 (or FIX_MTE2). Other cores' accesses
+//    are not checked (SyncAll and the cross-core flags order them).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -138,14 +142,55 @@ inline bool Ordered(const PipeState& ps, int later, int earlier, uint32_t clock)
     return "PipeBarrier<PIPE_ALL>";
 }
 
-[[noreturn]] [[gnu::noinline]] inline void Race(const PipeState& ps, const UbArena& a, uint64_t block, const Instr& now, bool nowWrite,
-                              int earlierPipe, const ShadowAccess& e, bool earlierWrite)
+// `mem` names the on-chip memory ("UB", "L1", ...); a GM buffer `gm` is named "GM tensor '<name>'" instead (its
+// bytes then count from the buffer's start).
+[[noreturn]] [[gnu::noinline]] inline void Race(const PipeState& ps, const char* mem, const GmBuffer* gm,
+                                              uint64_t block, const Instr& now, bool nowWrite, int earlierPipe,
+                                              const ShadowAccess& e, bool earlierWrite)
 {
     const char* kind = nowWrite ? (earlierWrite ? "write-after-write" : "write-after-read") : "read-after-write";
-    Fault(Cat("race (", kind, ") on ", a.name, " bytes [", block * kBlock, ", ", (block + 1) * kBlock, "): ",
+    const std::string where = gm ? Cat("GM tensor '", gm->name, "'") : std::string(mem);
+    Fault(Cat("race (", kind, ") on ", where, " bytes [", block * kBlock, ", ", (block + 1) * kBlock, "): ",
               StmtText(ps, now.stmt), nowWrite ? " writes" : " reads", " what ", StmtText(ps, e.stmt),
               earlierWrite ? " wrote" : " read", " with nothing ordering them: needs ", NeededSync(earlierPipe, now.pipe),
               " between them (docs/reference/ascendc.md §1.6)"));
+}
+
+// Checks instruction `in` reading or writing one 32-byte block against the block's shadow, then records it.
+// A read checks the last writer (RAW); a write the last writer (WAW) and every pipe's latest reader since (WAR).
+// Exact with one reader per pipe: Ordered() is monotone in the earlier clock, so the latest read of a pipe is
+// ordered only if every earlier one is, and a write's earlier accesses were checked by it (happens-before is
+// transitive through the tokens). The one exception is the writing instruction's own read of the block (an
+// in-place Adds(t, t), a Mmad accumulating into L0C): it is no race with itself, so the pipe's read before it is
+// the one to check. Only PIPE_V needs it kept (`prevV`): on every other pipe an earlier read of the same pipe is
+// ordered anyway (in-order completion). `mem` / `gm` / `block` name the block in a fault (Race).
+inline void TouchBlock(const PipeState& ps, BlockShadow& sh, const Instr& in, bool write, const char* mem,
+                       const GmBuffer* gm, uint64_t block)
+{
+    if (sh.w.clock && !(sh.wpipe == in.pipe && sh.w.clock == in.clock) && !Ordered(ps, in.pipe, sh.wpipe, sh.w.clock))
+        Race(ps, mem, gm, block, in, write, sh.wpipe, sh.w, true);
+    if (write) {
+        for (int q = 1; q < kPipes; ++q) {   // q = 0 (S): scalar reads are synchronous, never overtaken
+            const ShadowAccess* r = &sh.r[q];
+            if (q == in.pipe && r->clock == in.clock) {
+                if (q != kPipeV) continue;   // in order: the pipe's earlier reads completed before
+                r = &sh.prevV;
+            }
+            if (r->clock && !Ordered(ps, in.pipe, q, r->clock)) Race(ps, mem, gm, block, in, write, q, *r, false);
+        }
+        sh.w.clock = in.clock;
+        sh.w.stmt = in.stmt;
+        sh.wpipe = int8_t(in.pipe);
+        for (auto& r : sh.r) r = ShadowAccess{};
+        sh.prevV = ShadowAccess{};
+    } else {
+        ShadowAccess& r = sh.r[in.pipe];
+        if (r.clock != in.clock) {   // a second touch by the same instruction keeps the read before it
+            if (in.pipe == kPipeV) sh.prevV = r;
+            r.clock = in.clock;
+            r.stmt = in.stmt;
+        }
+    }
 }
 
 // Records instruction `in` reading (write = false) or writing bytes [off, off + n) of on-chip buffer a, checking
@@ -156,24 +201,28 @@ inline bool Ordered(const PipeState& ps, int later, int earlier, uint32_t clock)
     const PipeState& ps = CurrentCorePtr()->pipes;
     uint64_t b0 = off / kBlock, b1 = (off + n - 1) / kBlock;
     if (b1 >= a->shadow.size()) b1 = a->shadow.size() - 1;
+    for (uint64_t b = b0; b <= b1; ++b) TouchBlock(ps, a->shadow[b], in, write, a->name, nullptr, b);
+}
+
+// Records instruction `in` reading or writing bytes [off, off + n) of GM buffer `buf` (off from the buffer's start),
+// on the calling core's GM shadow: per 32-byte block of the buffer (GM allocations are 32-byte aligned on the
+// device), the same rules as on-chip (TouchBlock), so an MTE2 reload of bytes an MTE3 copy-out wrote needs
+// MTE3_MTE2 (docs/reference/ascendc.md §1.6). Only this core's accesses are seen: other cores' GM accesses are
+// ordered by SyncAll / cross-core flags and not checked here. Pages of the shadow are made on first touch.
+[[gnu::noinline]] inline void TouchGm(const Instr& in, const GmBuffer* buf, uint64_t off, uint64_t n, bool write)
+{
+    if (in.pipe < 0 || !buf || n == 0) return;
+    PipeState& ps = CurrentCorePtr()->pipes;
+    const uint64_t b0 = off / kBlock, b1 = (off + n - 1) / kBlock;
     for (uint64_t b = b0; b <= b1; ++b) {
-        BlockShadow& sh = a->shadow[b];
-        if (sh.w.clock && !(sh.wpipe == in.pipe && sh.w.clock == in.clock) && !Ordered(ps, in.pipe, sh.wpipe, sh.w.clock))
-            Race(ps, *a, b, in, write, sh.wpipe, sh.w, true);
-        if (write) {
-            for (int q = 1; q < kPipes; ++q) {   // q = 0 (S): scalar reads are synchronous, never overtaken
-                const ShadowAccess& r = sh.r[q];
-                if (r.clock && !(q == in.pipe && r.clock == in.clock) && !Ordered(ps, in.pipe, q, r.clock))
-                    Race(ps, *a, b, in, write, q, r, false);
-            }
-            sh.w.clock = in.clock;
-            sh.w.stmt = in.stmt;
-            sh.wpipe = int8_t(in.pipe);
-            for (auto& r : sh.r) r = ShadowAccess{};
-        } else {
-            sh.r[in.pipe].clock = in.clock;
-            sh.r[in.pipe].stmt = in.stmt;
+        const uint64_t key = (uint64_t(uint32_t(buf->id)) << 40) | (b / kGmPageBlocks);
+        if (key != ps.gmLastKey) {
+            std::unique_ptr<GmShadowPage>& pg = ps.gm[key];
+            if (!pg) pg.reset(new GmShadowPage());
+            ps.gmLast = pg.get();
+            ps.gmLastKey = key;
         }
+        TouchBlock(ps, ps.gmLast->b[b % kGmPageBlocks], in, write, "GM", buf, b);
     }
 }
 // Touch through a LocalTensor's arena (byte offset relative to the arena).

@@ -1,0 +1,110 @@
+"""The kernel cost model: an Atlas A2 time estimate of one emulated launch from the emulation's counters.
+
+The emulation counts per core (opgen/emu/include/emu/core.h `IssueCounts`, `CountVector`, `CountCube`; reported by
+the check driver as `core_cost` lines): vector cycles (256-byte repeats, slow ops at 32 lanes), cube cycles
+(16x16x16 fractals), vector instruction issues (one per 255 repeats), PipeBarrier, WaitFlag, GM bursts and their
+bytes in whole 32-byte blocks, SyncAll and CrossCoreWaitFlag calls. `estimate` prices them with the constants of
+docs/reference/kernel_cost.md §2 (the sources and which are estimates are named there):
+
+  memory   = sum over cores and bursts of (bytes rounded up to 32 + BURST_OVERHEAD_BYTES) / HBM bandwidth
+  vector   = the busiest core's vector cycles / clock
+  issue    = the busiest core's (issues * VEC_ISSUE + barriers * BARRIER + waits * FLAG_WAIT + SyncAll * SYNC_ALL +
+             cross-core waits * CROSS_WAIT) cycles / clock
+  cube     = the busiest core's cube cycles / clock
+  estimate = max(memory, max over cores of (vector + issue), cube)     (the vector pipe issues in order: issue
+             overhead adds to its lanes; DMA overlaps with double buffering)
+  floor    = minimum GM bytes (each input read once, each output written once) / HBM bandwidth
+  bound    = the term that sets the estimate: "memory", "vector", "cube" or "issue" (scalar / issue)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CLOCK_HZ = 1.8e9
+"""AI Core clock of Atlas A2 (docs/reference/ascendc.md §3)."""
+HBM_BYTES_PER_S = 1.6e12
+"""HBM bandwidth of Atlas A2 (docs/reference/ascendc.md §3)."""
+BURST_OVERHEAD_BYTES = 256
+"""Bytes of HBM time one DMA burst costs beyond its data (an estimate, docs/reference/kernel_cost.md §2)."""
+VEC_ISSUE_CYCLES = 8
+"""Cycles one vector instruction issue costs beyond its repeats (an estimate, docs/reference/kernel_cost.md §2)."""
+BARRIER_CYCLES = 16
+"""Cycles one PipeBarrier costs (draining the vector pipeline; an estimate, docs/reference/kernel_cost.md §2)."""
+FLAG_WAIT_CYCLES = 32
+"""Cycles one SetFlag/WaitFlag hand-off between pipes costs (an estimate, docs/reference/kernel_cost.md §2)."""
+SYNC_ALL_CYCLES = 1800
+"""Cycles one SyncAll costs (1 µs; an estimate, docs/reference/kernel_cost.md §2)."""
+CROSS_WAIT_CYCLES = 900
+"""Cycles one CrossCoreWaitFlag hand-off costs (0.5 µs; an estimate, docs/reference/kernel_cost.md §2)."""
+
+FIELDS = ("vector_cycles", "cube_cycles", "vec_issues", "barriers", "flag_waits", "bursts", "burst_bytes32",
+          "sync_alls", "cross_waits")
+"""The per-core counters in the order of the driver's `core_cost <core> ...` line."""
+
+
+@dataclass(frozen=True)
+class CoreCost:
+    """One core's counters (FIELDS; counts, bytes for burst_bytes32)."""
+
+    vector_cycles: int = 0
+    cube_cycles: int = 0
+    vec_issues: int = 0
+    barriers: int = 0
+    flag_waits: int = 0
+    bursts: int = 0
+    burst_bytes32: int = 0
+    sync_alls: int = 0
+    cross_waits: int = 0
+
+    @property
+    def issue_cycles(self) -> int:
+        """Cycles of issue overhead and synchronisation on this core (module docstring)."""
+        return (self.vec_issues * VEC_ISSUE_CYCLES + self.barriers * BARRIER_CYCLES
+                + self.flag_waits * FLAG_WAIT_CYCLES + self.sync_alls * SYNC_ALL_CYCLES
+                + self.cross_waits * CROSS_WAIT_CYCLES)
+
+
+def parse_core_cost(rest: str) -> tuple[int, CoreCost]:
+    """The core index and counters of one driver line `core_cost <core> <FIELDS...>` (without its head). Raises
+    ValueError for a line of the wrong length."""
+    vals = [int(x) for x in rest.split()]
+    if len(vals) != 1 + len(FIELDS):
+        raise ValueError(f"core_cost line with {len(vals)} numbers, expected {1 + len(FIELDS)}")
+    return vals[0], CoreCost(*vals[1:])
+
+
+def estimate(cores: list[CoreCost], min_bytes: int) -> dict:
+    """The cost model over per-core counters `cores` with the minimum GM bytes `min_bytes` (module docstring).
+    Returns {"estimate_us", "floor_us", "ratio" (estimate / floor, None when the floor is 0), "bound", "memory_us",
+    "vector_us", "issue_us", "cube_us", "vec_issues", "barriers", "flag_waits", "bursts", "sync_alls",
+    "cross_waits"} (times in microseconds; the counts are the busiest core's, bursts the total)."""
+    us = 1e6
+    mem = sum(c.burst_bytes32 + c.bursts * BURST_OVERHEAD_BYTES for c in cores) / HBM_BYTES_PER_S * us
+    busiest = max(cores, key=lambda c: c.vector_cycles + c.issue_cycles, default=CoreCost())
+    vec = busiest.vector_cycles / CLOCK_HZ * us
+    issue = busiest.issue_cycles / CLOCK_HZ * us
+    cube = max((c.cube_cycles for c in cores), default=0) / CLOCK_HZ * us
+    est = max(mem, vec + issue, cube)
+    if est == mem:
+        bound = "memory"
+    elif est == cube:
+        bound = "cube"
+    else:
+        bound = "vector" if vec >= issue else "issue"
+    floor = min_bytes / HBM_BYTES_PER_S * us
+    return {"estimate_us": est, "floor_us": floor, "ratio": est / floor if floor else None, "bound": bound,
+            "memory_us": mem, "vector_us": vec, "issue_us": issue, "cube_us": cube,
+            "vec_issues": busiest.vec_issues, "barriers": busiest.barriers, "flag_waits": busiest.flag_waits,
+            "bursts": sum(c.bursts for c in cores), "sync_alls": busiest.sync_alls,
+            "cross_waits": busiest.cross_waits}
+
+
+def format_cost(c: dict) -> str:
+    """One line of text for `estimate`'s result (what `opgen check` prints)."""
+    ratio = "n/a" if c["ratio"] is None else f"{c['ratio']:.2f}x"
+    return (f"Cost (Atlas A2 model, docs/reference/kernel_cost.md): estimate {c['estimate_us']:.3g} us, floor "
+            f"{c['floor_us']:.3g} us ({ratio}), bound {c['bound']}; memory {c['memory_us']:.3g} us ({c['bursts']} "
+            f"bursts), busiest core: vector {c['vector_us']:.3g} us, issue {c['issue_us']:.3g} us "
+            f"({c['vec_issues']} vector issues, {c['barriers']} barriers, {c['flag_waits']} flag waits, "
+            f"{c['sync_alls']} SyncAll, {c['cross_waits']} cross-core waits), cube {c['cube_us']:.3g} us")

@@ -1,0 +1,212 @@
+"""Kernel-level algebra on row programs: small named rewrites of a RowProgram's instruction list.
+
+The rows family lowers a specialisation's tensor IR to a row program (opgen.kernel.rowprog) one node at a time, so
+the instruction stream can hold what no tensor pass sees: a per-row scalar broadcast with Duplicate only to divide
+by it, two Muls by per-row scalars in a row, an instruction computed twice, a scalar copied. `ROW_PASSES` is the
+one list of rewrites; `optimize` (the pass manager of this level) runs them in order on the program as lowered
+(single-assignment names, graph order: before scheduling, phases and buffer allocation) and returns what each
+changed. Every rewrite is a function `rewrite(p: RowProgram) -> int` (the number of rewrites made) that keeps the
+program's meaning within the precision bound stated in its docstring (docs/reference/kernel_cost.md §4).
+
+Rows are fp32 in UB (docs/reference/ada_layer_norm.md §1.2); CANN's tightest precision criterion on any output is
+the fp32 one, MERE and MARE thresholds of 2^-13 (opgen.check.compare.THRESHOLD). A rewrite that adds at most four
+fp32 roundings (relative 2^-24 each) per element stays 2^9 below it; a rewrite whose error is not bounded
+relatively (reassociating additions: cancellation) is not made.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from opgen.ir.records import evolve
+from opgen.kernel.rowprog import ROW_REDUCE, RowProgram, _names_in, _rename, is_vector
+
+FP32_UNIT_ROUNDOFF = 2.0 ** -24
+"""u: the largest relative error of one fp32 round-to-nearest (docs/reference/kernel_cost.md §4)."""
+
+RECIPROCAL_REL_BOUND = 2 * FP32_UNIT_ROUNDOFF + FP32_UNIT_ROUNDOFF ** 2
+"""Bound of |x * RN(1/s) - x/s| / |x/s| before the final rounding of the product: (1 + u)^2 - 1 (two roundings,
+docs/reference/kernel_cost.md §4). The rounded product is then within 3u of x/s, i.e. within 2^-22.4 relative:
+at most 2 ulp of fp32 from the correctly rounded quotient."""
+
+
+def _uses(p: RowProgram) -> dict[str, int]:
+    """{value name: number of instructions naming it (operand or scalar text)}."""
+    n: dict[str, int] = {}
+    for i in p.instrs:
+        for x in _names_in(i):
+            n[x] = n.get(x, 0) + 1
+    return n
+
+
+def _fresh(p: RowProgram, base: str) -> str:
+    """A value name not yet defined or used in `p` (base, base_1, ...)."""
+    taken = {i.dst for i in p.instrs} | {x for i in p.instrs for x in _names_in(i)} | {t.name for t in p.gm}
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    return name
+
+
+def _replace_uses(p: RowProgram, where: dict[str, str]) -> None:
+    """Rename every use (operand and scalar text) of the values in `where`; definitions are kept."""
+    if not where:
+        return
+    p.instrs = [evolve(i, srcs=tuple(where.get(x, x) for x in i.srcs),
+                       arg=_rename(i.arg, where) if i.kind in ("sexpr", "vscalar", "vdup") else i.arg)
+                for i in p.instrs]
+    p.accs = {where.get(k, k): v for k, v in p.accs.items()}
+
+
+def reciprocal_of_broadcast_divisor(p: RowProgram) -> int:
+    """x / s with s a per-row or scalar value (lowered as Duplicate of s, then Div) -> x * r with r = 1 / s computed
+    once per row on the scalar unit (a C++ float expression) and applied with Muls: one vector instruction
+    (Duplicate) less per row and a Div (32 lanes per cycle) becomes a Muls (64; docs/reference/ascendc.md §3).
+
+    Precision: RN(x * RN(1/s)) is within 3u relative of x/s (RECIPROCAL_REL_BOUND plus the final rounding; u =
+    2^-24), at most 2 fp32 ulp from the correctly rounded quotient, more than 2^9 below CANN's tightest criterion
+    (2^-13): the rows compute in fp32 whatever the tensors' dtypes, so the rewrite is made for every spec. Only
+    row-space divisions (once per row) are rewritten; a Duplicate with another user stays. Returns the number of
+    divisions rewritten."""
+    dups = {i.dst: i for i in p.instrs if i.kind == "vdup" and i.space == "row"}
+    uses = _uses(p)
+    divs = {}
+    for i in p.instrs:
+        if i.kind == "vbin" and i.op == "Div" and i.space == "row" and len(i.srcs) == 2:
+            d = i.srcs[1]
+            if d in dups and i.srcs[0] != d:
+                divs.setdefault(d, []).append(i)
+    done = 0
+    out = []
+    rcp_of: dict[str, str] = {}
+    for i in p.instrs:
+        if i.kind == "vdup" and i.dst in divs and uses.get(i.dst, 0) == len(divs[i.dst]):
+            r = _fresh(p, f"rcp_{i.dst}")
+            rcp_of[i.dst] = r
+            out.append(evolve(i, kind="sexpr", dst=r, srcs=(), op="", arg=f"(1.0f / ({i.arg}))", space="stat"))
+            continue
+        if i.kind == "vbin" and i.op == "Div" and i.srcs[1:] and i.srcs[1] in rcp_of:
+            out.append(evolve(i, kind="vscalar", srcs=(i.srcs[0],), op="Muls", arg=rcp_of[i.srcs[1]]))
+            done += 1
+            continue
+        out.append(i)
+    p.instrs = out
+    return done
+
+
+def fold_multiply_chains(p: RowProgram) -> int:
+    """Muls(Muls(x, a), b) -> Muls(x, a * b) when the inner product has no other user: the scalar product is one C++
+    float multiply per row on the scalar unit, one vector instruction less per row.
+
+    Precision: RN(RN(x a) b) and RN(x RN(a b)) are both within (1 + u)^2 - 1 of x a b (u = 2^-24), so they differ by
+    at most about 4u relative: 2^8 below CANN's tightest criterion (2^-13). Chains of Adds are not folded (their
+    error is not bounded relatively: x + a + b may cancel). Only row-space instructions (once per row) are folded.
+    Returns the number of folds."""
+    done = 0
+    while True:
+        uses = _uses(p)
+        defs = {i.dst: k for k, i in enumerate(p.instrs) if i.dst}
+        hit = None
+        for k, i in enumerate(p.instrs):
+            if not (i.kind == "vscalar" and i.op == "Muls" and i.space == "row"):
+                continue
+            j = defs.get(i.srcs[0])
+            if j is None:
+                continue
+            inner = p.instrs[j]
+            if inner.kind == "vscalar" and inner.op == "Muls" and inner.space == "row" and uses.get(inner.dst) == 1:
+                hit = (j, k)
+                break
+        if hit is None:
+            return done
+        j, k = hit
+        inner, outer = p.instrs[j], p.instrs[k]
+        s = _fresh(p, f"k_{outer.dst}")
+        prod = evolve(outer, kind="sexpr", dst=s, srcs=(), op="", arg=f"(({inner.arg}) * ({outer.arg}))",
+                      space="stat")
+        new = evolve(outer, srcs=inner.srcs, arg=s)
+        p.instrs = p.instrs[:j] + p.instrs[j + 1:k] + [prod, new] + p.instrs[k + 1:]
+        done += 1
+
+
+def propagate_scalar_copies(p: RowProgram) -> int:
+    """A per-row scalar that only copies another value (`s2 = s1`) is dropped and its users read the value itself.
+    Exact (no arithmetic changes). Returns the number of copies removed."""
+    ident = re.compile(r"\(?\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)?")
+    where: dict[str, str] = {}
+    keep = []
+    for i in p.instrs:
+        m = ident.fullmatch(i.arg or "") if i.kind == "sexpr" and i.space == "stat" else None
+        if m and i.dst not in p.accs:
+            src = where.get(m.group(1), m.group(1))
+            defined = any(j.dst == src for j in keep) or any(t.name == src for t in p.gm)
+            if defined:
+                where[i.dst] = src
+                continue
+        keep.append(i)
+    p.instrs = keep
+    _replace_uses(p, where)
+    return len(where)
+
+
+_PURE = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "sexpr", "sload", "rsum", "rmax")
+"""Kinds whose result depends only on their operands (and, for cast_in / sload, the current row of a GM input,
+which the kernel does not write): two of them with equal operands compute the same value."""
+
+
+def reuse_computed_values(p: RowProgram) -> int:
+    """Common subexpressions on the instruction stream: an instruction equal to an earlier one (kind, op, operands,
+    scalar text, GM tensor, space) is dropped and its users read the earlier result (no Exp, no cast of an input,
+    no product computed twice per row). Exact. Loads into brow/col buffers, accumulations and stores are never
+    merged. Returns the number of instructions removed."""
+    seen: dict[tuple, str] = {}
+    where: dict[str, str] = {}
+    keep = []
+    for i in p.instrs:
+        srcs = tuple(where.get(x, x) for x in i.srcs)
+        arg = _rename(i.arg, where) if i.kind in ("sexpr", "vscalar", "vdup") else i.arg
+        i = evolve(i, srcs=srcs, arg=arg)
+        if i.kind in _PURE and i.dst and i.dst not in p.accs:
+            key = (i.kind, i.op, srcs, arg, i.gm, i.space)
+            if key in seen:
+                where[i.dst] = seen[key]
+                continue
+            seen[key] = i.dst
+        keep.append(i)
+    p.instrs = keep
+    _replace_uses(p, where)
+    return len(where)
+
+
+def remove_dead_values(p: RowProgram) -> int:
+    """Drop pure instructions (see reuse_computed_values) whose result nothing reads, repeatedly. Exact. Returns the
+    number removed."""
+    done = 0
+    while True:
+        uses = _uses(p)
+        keep = [i for i in p.instrs if not (i.kind in _PURE and i.dst and i.dst not in p.accs and not uses.get(i.dst))]
+        if len(keep) == len(p.instrs):
+            return done
+        done += len(p.instrs) - len(keep)
+        p.instrs = keep
+
+
+RowPass = Callable[[RowProgram], int]
+
+ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, reciprocal_of_broadcast_divisor,
+                             fold_multiply_chains, reuse_computed_values, remove_dead_values]
+"""The kernel-level algebra run on every row program of the rows family, in order (module docstring)."""
+
+
+def optimize(p: RowProgram, passes: list[RowPass] | None = None) -> list[tuple[str, int]]:
+    """Run `passes` (default ROW_PASSES) in order on row program `p` (as lowered: single-assignment names, before
+    scheduling and allocation), in place. Returns [(pass name, rewrites made)] in order."""
+    return [(f.__name__, f(p)) for f in (ROW_PASSES if passes is None else passes)]
+
+
+def vector_instrs_per_row(p: RowProgram) -> int:
+    """Vector (PIPE_V) instructions a row program issues once per row: its row-space vector instructions, row
+    reductions and accumulations (one row's work; brow/col instructions run per batch or per kernel)."""
+    return sum(1 for i in p.instrs
+               if (i.space == "row" and is_vector(i)) or i.kind in ROW_REDUCE or i.kind == "acc")

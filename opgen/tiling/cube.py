@@ -1,0 +1,115 @@
+"""Tiling of the cube family's GEMM (opgen.kernel.cube): base tiles, the block split over the AI Cores, the
+L1 / L0 plan and its fit.
+
+Units: elements, blocks and bytes as named. Facts: docs/reference/ascendc.md §1.2 (L1 512 KB, L0A / L0B 64 KB,
+L0C 128 KB on Atlas A2/A3, from opgen/platforms), §1.3 (blockDim counts AI Cores in a mixed launch; AIV cores =
+2 x AI Cores), §1.10 (16 x 16 fractals; Nd2Nz counts are uint16: a source row pitch K or N <= 65535; Mmad m / n /
+k <= 4095; LoadData repeats <= 255).
+
+Base tiles: baseM = min(128, ceil16(M)), baseN = min(256, ceil16(N)), baseK = min(64, ceil16(K)) elements — so
+the A tile baseM x baseK and the B tile baseK x baseN (T) fit L1 and L0A / L0B, and the fp32 baseM x baseN block
+fits L0C (double buffering, the next step, will trade L0C for overlap). `fits` states every bound for the shapes the spec
+allows, and opgen.tiling.ub_proof evaluates it over the spec's dim domain (the static L1 / L0 proof). A
+transposed operand's tile is the same size (Aᵀ: baseK x baseM, Bᵀ: baseN x baseK).
+
+Split: mBlocks = ceil(M / baseM), nBlocks = ceil(N / baseN) output blocks per matrix (times the batch's matrices
+when batched: block // mnBlocks is the matrix), numbered row-major; blockDim =
+min(AI Cores, blocks); each AI Core takes blocksPerCore contiguous blocks, the first blocksTail one more.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from opgen.ir.dims import Lit, Sym
+from opgen.kernel import cube as kcube
+from opgen.kernel.family import Tiling
+from opgen.platforms import PLATFORMS
+from opgen.tiling.buffers import Buffer, fixed_bytes
+from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin
+
+BASE_M, BASE_N, BASE_K = 128, 256, 64
+"""Largest base tile edges (elements): A tile 128 x 64 (16 KB in fp16 / bf16), B tile 64 x 256 (32 KB), fp32 block
+128 x 256 (all 128 KB of L0C: the wider block reads A half as often)."""
+STRATEGY = 1
+"""The tiling key's strategy digit of the one GEMM schedule."""
+ND2NZ_MAX = 65535
+"""Largest Nd2Nz source row pitch (uint16 srcDValue, elements): bounds K (A's pitch) and N (B's pitch)."""
+
+
+def _sizes() -> dict:
+    """L1 / L0 bytes of the cube's SoC family (Atlas A2/A3, arch dav-2201), from opgen/platforms."""
+    plats = [p for p in PLATFORMS.values() if p.arch == "dav-2201"]
+    sizes = {(p.l1_bytes, p.l0a_bytes, p.l0b_bytes, p.l0c_bytes) for p in plats}
+    assert len(sizes) == 1, "Atlas A2/A3 platforms disagree on L1/L0 sizes"
+    l1, l0a, l0b, l0c = sizes.pop()
+    return {"l1": l1, "l0a": l0a, "l0b": l0b, "l0c": l0c}
+
+
+CUBE = _sizes()
+"""On-chip bytes of the AIC: l1, l0a, l0b, l0c."""
+
+
+def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False):
+    """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
+    blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 allocations. trans_a / trans_b:
+    A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz must fit); batched: a program
+    input `batch` (matrices) multiplies the blocks, and the field mnBlocks (blocks per matrix) is written."""
+    p = TilingProgram(name)
+    dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
+        p.input("dimN", "columns of B and of the output")
+    tb = p.input("tBytes", "bytes per element of the operands")
+    key = p.input("dtypeKey", "1-based row of the dtype table")
+    ak = p.input("attrKey", "mixed-radix index of the static attribute values")
+    cores = p.input("coreNum", "AIV cores of the platform")
+    M = p.let("M", dm + 0, "output rows (elements)", True)
+    K = p.let("K", dk + 0, "reduction length (elements)", True)
+    N = p.let("N", dn + 0, "output columns (elements)", True)
+    bm = p.let("baseM", emin(BASE_M, align_up(M, 16)), "rows of a block (elements, a multiple of 16)", True)
+    bn = p.let("baseN", emin(BASE_N, align_up(N, 16)), "columns of a block (elements, a multiple of 16)", True)
+    bk = p.let("baseK", emin(BASE_K, align_up(K, 16)), "K chunk (elements, a multiple of 16)", True)
+    mb = p.let("mBlocks", ceil_div(M, bm), "blocks along M (the last a tail)")
+    nb = p.let("nBlocks", ceil_div(N, bn), "blocks along N (the last a tail)", True)
+    if batched:
+        bt = p.input("batch", "matrices (the product of the batch dims)")
+        mn = p.let("mnBlocks", mb * nb, "output blocks per matrix", True)
+        blocks = p.let("blocks", bt * mn, "output blocks of every matrix")
+    else:
+        blocks = p.let("blocks", mb * nb, "output blocks")
+    aic = p.let("aicNum", emax(1, cores // 2), "AI Cores (1 AIC : 2 AIV)")
+    bd = p.let("blockDim", emax(1, emin(aic, blocks)), "AI Cores launched", True)
+    p.let("blocksPerCore", blocks // bd, "blocks of every AI Core", True)
+    p.let("blocksTail", blocks % bd, "the first blocksTail AI Cores take one more block", True)
+    plan = [Buffer("l1A", "TBuf<A1>", 1, False, bm * bk, tb, "A tile, NZ"),
+            Buffer("l1B", "TBuf<B1>", 1, False, bk * bn, tb, "B tile, NZ"),
+            Buffer("l0A", "TBuf<A2>", 1, False, bm * bk, tb, "A tile, ZZ"),
+            Buffer("l0B", "TBuf<B2>", 1, False, bk * bn, tb, "B tile, ZN"),
+            Buffer("l0C", "TBuf<CO1>", 1, False, bm * bn, 4, "fp32 block, NZ")]
+    l1 = p.let("l1Bytes", fixed_bytes(plan[:2]), "L1 bytes")
+    l0a = p.let("l0aBytes", plan[2].bytes(), "L0A bytes")
+    l0b = p.let("l0bBytes", plan[3].bytes(), "L0B bytes")
+    l0c = p.let("l0cBytes", plan[4].bytes(), "L0C bytes")
+    p.let("fits", (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) & (l0c <= CUBE["l0c"])
+          & ((M if trans_a else K) <= ND2NZ_MAX) & ((K if trans_b else N) <= ND2NZ_MAX),
+          "1 when the tiles fit L1 / L0 and the operands' row pitches fit Nd2Nz", True)
+    p.let("tilingKey", ak * 100 + key * 10 + STRATEGY, "attrKey * 100 + dtypeKey * 10 + strategy", True)
+    p.let("workspaceBytes", dm * 0, "no user workspace (bytes)", True)
+    return p, plan
+
+
+def cube_tiling(spec, lowered, counts) -> Tiling:
+    """The Tiling of a cube-family lowering: gemm_program, its inputs read from the layout's dims (the A input's
+    shape), the dtype variable's size (2 for a fixed f16 / bf16) and key, the platform's cores; the L1 / L0 plan."""
+    lay = lowered.layout
+    m, k, n = lay.dims
+    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch))
+    inputs = {"dimM": Sym(m), "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
+              "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "coreNum": ("platform", "coreNum")}
+    if lay.batch:
+        inputs["batch"] = functools.reduce(lambda x, y: x * y, [Sym(d) for d in lay.batch])
+    doc = (f"Tiling of {spec.name}: cube family, one mixed launch (1 AIC : 2 AIV); output blocks of baseM x baseN "
+           f"over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C.")
+    return Tiling(prog, inputs, {STRATEGY: plan}, doc)
+
+
+kcube.install(tile=cube_tiling)

@@ -1,0 +1,69 @@
+"""The launch driver's build variants (opgen/check/build.py, docs/design.md "Build variants"): OPGEN_CHECK_OPT picks
+debug (-O1) or quick (-O0); a bad value is one error line before anything is built."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from inproc import cli  # noqa: E402
+
+from opgen.check.build import OPT_ENV, Sources, launch_variant, ninja_file  # noqa: E402
+from opgen.errors import OpgenError  # noqa: E402
+
+
+@pytest.mark.parametrize("value, want", [("0", "quick"), ("1", "debug"), (None, "debug"), (" 0 ", "quick")])
+def test_the_variable_picks_the_variant(monkeypatch, value, want):
+    if value is None:
+        monkeypatch.delenv(OPT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(OPT_ENV, value)
+    assert launch_variant() == want
+    assert launch_variant(asan=True) == "asan"   # --asan wins over the variable
+
+
+@pytest.mark.parametrize("value", ["2", "O1", "", "-O0"])
+def test_a_bad_value_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv(OPT_ENV, value)
+    with pytest.raises(OpgenError, match=f"^{OPT_ENV}=.*must be 0 .* or 1 "):
+        launch_variant()
+
+
+def _statements(text: str) -> dict:
+    """{output: (rule, inputs, flags)} of a build.ninja's build statements (a small reader for this test)."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        if line.startswith("build "):
+            head, _, rest = line[len("build "):].partition(": ")
+            rule, *ins = rest.split()
+            cur = out[head] = [rule, ins, ""]
+        elif cur is not None and line.startswith("  flags = "):
+            cur[2] = line[len("  flags = "):]
+    return out
+
+
+def test_quick_compiles_the_kernel_tiling_and_driver_at_O0_and_links_its_own_objects(tmp_path):
+    src = Sources("Op", "op", "aclnn_op", tmp_path / "op")
+    st = _statements(ninja_file(src, "/usr/bin/g++"))
+    for obj in ("quick/kernel.o", "quick/tiling.o", "quick/driver.o"):
+        assert "-O0" in shlex.split(st[obj][2]) and "-O1" not in st[obj][2], (obj, st[obj])
+    for obj in ("debug/kernel.o", "debug/tiling.o", "debug/driver.o"):
+        assert "-O1" in shlex.split(st[obj][2]), (obj, st[obj])
+    quick = st["quick/check"][1]
+    assert {"quick/driver.o", "quick/tiling.o", "quick/kernel.o"} <= set(quick)
+    assert not any(x.startswith(("debug/", "asan/")) for x in quick)
+
+
+def test_cli_check_with_a_bad_value_exits_2_with_one_line(tmp_path):
+    r = cli("check", "AdaLayerNormV2", "--dims", "Bd=2,S=3,H=64",
+            env={**os.environ, OPT_ENV: "3", "OPGEN_BUILD_DIR": str(tmp_path / "build")})
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [f"opgen: error: {OPT_ENV}='3': must be 0 (build the check driver at -O0) "
+                                             f"or 1 (-O1, the default)"]
+    assert not (tmp_path / "build").exists()   # nothing built

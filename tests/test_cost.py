@@ -1,0 +1,87 @@
+"""The kernel cost model (opgen.check.cost, docs/reference/kernel_cost.md): the emulation's issue-cost counters on a
+hand-made kernel (tests/cpp/emu_cost.cpp) against counts worked out by hand, and the estimate, floor and bound
+against arithmetic from the constants of the reference note's §2 table (written out here, not read from the
+module)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from opgen.check import cost
+from opgen.check.caseio import parse_report
+
+ROOT = Path(__file__).resolve().parents[1]
+INC = ROOT / "opgen" / "emu" / "include"
+
+# docs/reference/kernel_cost.md §2
+CLOCK, HBM = 1.8e9, 1.6e12
+BURST, ISSUE, BARRIER, FLAG, SYNC_ALL, CROSS = 256, 8, 16, 32, 1800, 900
+
+
+def test_constants_are_those_of_the_reference_note():
+    assert (cost.CLOCK_HZ, cost.HBM_BYTES_PER_S) == (CLOCK, HBM)
+    assert (cost.BURST_OVERHEAD_BYTES, cost.VEC_ISSUE_CYCLES, cost.BARRIER_CYCLES, cost.FLAG_WAIT_CYCLES,
+            cost.SYNC_ALL_CYCLES, cost.CROSS_WAIT_CYCLES) == (BURST, ISSUE, BARRIER, FLAG, SYNC_ALL, CROSS)
+
+
+def test_memory_bound_estimate():
+    # 48 cores, each 64 bursts of 8 KB and 1 vector pass of 8 KB per burst (32 repeats, 1 issue)
+    c = cost.CoreCost(vector_cycles=64 * 32, vec_issues=64, bursts=64, burst_bytes32=64 * 8192)
+    r = cost.estimate([c] * 48, 48 * 64 * 8192)
+    mem = 48 * 64 * (8192 + BURST) / HBM * 1e6
+    assert r["memory_us"] == pytest.approx(mem) and r["bound"] == "memory" and r["estimate_us"] == pytest.approx(mem)
+    assert r["floor_us"] == pytest.approx(48 * 64 * 8192 / HBM * 1e6)
+    assert r["ratio"] == pytest.approx((8192 + BURST) / 8192)
+    assert r["issue_us"] == pytest.approx(64 * ISSUE / CLOCK * 1e6)
+
+
+def test_issue_vector_and_cube_bounds():
+    # one row per instruction of 1 KB rows: 4 repeats, 1 issue + 1 barrier each; 1000 instructions
+    c = cost.CoreCost(vector_cycles=4000, vec_issues=1000, barriers=1000, bursts=1, burst_bytes32=1024)
+    r = cost.estimate([c], 1024)
+    assert r["bound"] == "issue"
+    assert r["issue_us"] == pytest.approx(1000 * (ISSUE + BARRIER) / CLOCK * 1e6)
+    assert r["estimate_us"] == pytest.approx((4000 + 1000 * (ISSUE + BARRIER)) / CLOCK * 1e6)
+    r = cost.estimate([cost.CoreCost(vector_cycles=10 ** 6, vec_issues=10, sync_alls=2, cross_waits=1)], 0)
+    assert r["bound"] == "vector" and r["ratio"] is None
+    assert r["issue_us"] == pytest.approx((10 * ISSUE + 2 * SYNC_ALL + CROSS) / CLOCK * 1e6)
+    r = cost.estimate([cost.CoreCost(cube_cycles=10 ** 6), cost.CoreCost(vector_cycles=10)], 64)
+    assert r["bound"] == "cube" and r["cube_us"] == pytest.approx(10 ** 6 / CLOCK * 1e6)
+    # the busiest core is the one with the most vector + issue time
+    r = cost.estimate([cost.CoreCost(vector_cycles=100), cost.CoreCost(vector_cycles=50, flag_waits=10)], 0)
+    assert r["flag_waits"] == 10 and r["vector_us"] == pytest.approx(50 / CLOCK * 1e6)
+
+
+def test_report_lines_parse():
+    rep = parse_report("ok 1\ncore_cost 1 5 0 2 1 0 3 96 0 0\ncore_cost 0 7 0 1 0 0 1 32 0 0\nend\n")
+    assert rep.core_costs == [cost.CoreCost(7, 0, 1, 0, 0, 1, 32, 0, 0), cost.CoreCost(5, 0, 2, 1, 0, 3, 96, 0, 0)]
+    with pytest.raises(ValueError, match="core_cost line with 3 numbers"):
+        cost.parse_core_cost("0 1 2")
+    line = cost.format_cost(cost.estimate(rep.core_costs, 64))
+    assert "bound " in line and "floor" in line
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_emulation_counters_on_a_hand_made_kernel(tmp_path):
+    exe = tmp_path / "cost"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}",
+                    str(ROOT / "tests" / "cpp" / "emu_cost.cpp"), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert "ok 1" in out
+    rows = [line.split()[1:] for line in out.splitlines() if line.startswith("cost ")]
+    # per core, by hand: Muls 2048 fp32 = 32 repeats; Exp 32 repeats at 32 lanes = 64 cycles; Duplicate 16384 fp32
+    # = 256 repeats = 256 cycles in 2 issues (255 + 1); 1 PipeBarrier; 2 WaitFlag; bursts: one of 8192 B in, four
+    # of 100 B (128 B in 32-B blocks) out; 1 SyncAll
+    per_core = [32 + 64 + 256, 0, 1 + 1 + 2, 1, 2, 1 + 4, 8192 + 4 * 128, 1, 0]
+    assert [[int(v) for v in r] for r in rows] == [[0] + per_core, [1] + per_core]
+    r = cost.estimate([cost.CoreCost(*per_core)] * 2, 2 * 2048 * 4 + 2 * 400)
+    assert r["memory_us"] == pytest.approx(2 * (8192 + BURST + 4 * (128 + BURST)) / HBM * 1e6)
+    issue = 4 * ISSUE + BARRIER + 2 * FLAG + SYNC_ALL
+    assert r["issue_us"] == pytest.approx(issue / CLOCK * 1e6) and r["bound"] == "issue"
+    assert r["estimate_us"] == pytest.approx((352 + issue) / CLOCK * 1e6)
+    assert r["floor_us"] == pytest.approx((2 * 8192 + 800) / HBM * 1e6)

@@ -1,0 +1,298 @@
+"""The cube family (opgen.kernel.cube) and the Kernel IR cube nodes: matching by structure (renamed specs behave
+the same; epilogues not lowered yet are refused with the rule), the verifier's operand rules for Nd2Nz / LoadData /
+Mmad / Fixpipe, the printed AscendC calls, and the tiling: every output block owned by exactly one AI Core and the
+L1 / L0 tiles within the platform sizes of docs/reference/ascendc.md §1.2 (512 KB L1, 64 KB L0A / L0B, 128 KB
+L0C) for shapes the spec allows. The emulated kernel against float64 NumPy: tests/test_examples.py (mat_mul)."""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from opgen.ir.dims import Constraint, Lit, Sym
+from opgen.kernel import kir as K
+from opgen.kernel.cube import FIELDS, gemm_layout
+from opgen.kernel.family import NoKernel
+from opgen.kernel.isa import Pipe
+from opgen.passes.pipeline import kernel_build
+from opgen.registry import load_spec
+
+SPEC = """
+from opgen.dsl import A2, OpSpec, bf16, f16
+spec = OpSpec("{op}", aclnn="aclnn{op}", socs=(A2,), round="rint")
+{m} = spec.dim("{m}", max=4096)
+{k} = spec.dim("{k}", max=4096)
+{n} = spec.dim("{n}", max=4096)
+(U,) = spec.dtype_vars("U")
+spec.input("{a}", U, [{m}, {k}])
+spec.input("{b}", U, [{k}, {n}])
+spec.output("{c}", U, [{m}, {n}])
+spec.dtypes((U,), [(f16,), (bf16,)])
+spec.example_call({{"{m}": 5, "{k}": 7, "{n}": 9}})
+
+
+@spec.body
+def _(bb, {a}, {b}):
+    return {{"{c}": {body}}}
+"""
+
+
+def _spec(tmp_path, body="bb.matmul({a}, {b}).cast(U, 'rint')", **names):
+    d = dict(op="Gemm", m="M", k="K", n="N", a="x", b="w", c="y")
+    d.update(names)
+    d["body"] = body.format(**d)
+    p = tmp_path / f"{d['op'].lower()}.py"
+    p.write_text(textwrap.dedent(SPEC.format(**d)))
+    return load_spec(str(p))
+
+
+def test_renamed_spec_gets_the_same_kernel(tmp_path):
+    u1 = kernel_build(_spec(tmp_path))
+    u2 = kernel_build(_spec(tmp_path, op="Other", m="Rows", k="Red", n="Cols", a="lhs", b="rhs", c="res"))
+    assert u1.family.name == u2.family.name == "cube"
+    t1 = K.to_text(next(iter(u1.lowered.programs.values())))
+    t2 = K.to_text(next(iter(u2.lowered.programs.values())))
+    norm = {"GemmCubeKernel": "X", "OtherCubeKernel": "X", "GemmTilingData": "S", "OtherTilingData": "S", "x": "A", "lhs": "A", "w": "B", "rhs": "B", "y": "C", "res": "C"}
+    def canon(t):
+        return re.sub(r"\b(\w+)\b", lambda m: norm.get(m.group(1), m.group(1)), t)
+
+    assert canon(t1) == canon(t2)
+    lay = u2.layout
+    assert (lay.a, lay.b, lay.out, lay.dims) == ("lhs", "rhs", "res", ("Rows", "Red", "Cols"))
+
+
+def test_epilogues_not_lowered_yet_are_refused_with_the_rule(tmp_path):
+    spec = _spec(tmp_path, body="(bb.matmul({a}, {b}) + 1.0).cast(U, 'rint')")
+    with pytest.raises(NoKernel) as e:
+        kernel_build(spec)
+    msg = str(e.value)
+    assert "feeds add" in msg and msg.endswith("[cube family]") and "\n" not in msg
+
+
+TRANS = SPEC.replace("[{m}, {k}])\nspec.input", "[{k}, {m}])\nspec.input").replace("[{k}, {n}])\nspec.output",
+                                                                                  "[{n}, {k}])\nspec.output")
+
+
+def _trans_spec(tmp_path):
+    d = dict(op="GemmT", m="M", k="K", n="N", a="x", b="w", c="y",
+             body="bb.matmul(x, w, transpose_a=True, transpose_b=True).cast(U, 'rint')")
+    p = tmp_path / "gemmt.py"
+    p.write_text(textwrap.dedent(TRANS.format(**d)))
+    return load_spec(str(p))
+
+
+def test_transposed_operands_are_layouts_not_copies(tmp_path):
+    u = kernel_build(_trans_spec(tmp_path))
+    lay = u.layout
+    assert (lay.trans_a, lay.trans_b, lay.dims) == (True, True, ("M", "K", "N"))
+    k = next(iter(u.lowered.programs.values()))
+    loads = [s for s in K.walk(k.process) if isinstance(s, K.LoadData)]
+    # Aᵀ: one transposing load of every fractal; Bᵀ is B's ZN layout already: one plain load
+    assert [(s.dst.tensor, s.transpose) for s in loads] == [("a2", True), ("b2", False)]
+    copies = [s for s in K.walk(k.process) if isinstance(s, K.Nd2Nz)]
+    assert [(c.rows, c.cols, c.src_pitch) for c in copies] == [(Sym("kt"), Sym("mt"), Sym("M")),
+                                                               (Sym("nt"), Sym("kt"), Sym("K"))]
+
+
+@pytest.mark.slow
+def test_transposed_gemm_emulated_matches_float64(tmp_path):
+    import numpy as np
+
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    spec = _trans_spec(tmp_path)
+    out = tmp_path / "gen"
+    write_ops([spec.file], out)
+    r = run_check(spec.file, dims={"M": 150, "K": 70, "N": 33}, dtypes={"U": "bfloat16"}, gen_dir=out, seed=3,
+                  progress=False)
+    assert not r.faults and r.passed
+    x, w = (np.asarray(r.inputs[n], dtype=np.float64) for n in ("x", "w"))
+    ref = x.T @ w.T
+    got = np.asarray(r.arrays["y"], dtype=np.float64)
+    bound = (2.0**-8 * 4 + 2.0**-24 * 4 * 70) * (np.abs(ref) + np.abs(ref).mean())
+    assert got.shape == ref.shape and np.all(np.abs(got - ref) <= bound)
+
+
+def _cls(process, locals_=None):
+    locs = locals_ or (K.Local("l1", K.TPos.A1), K.Local("l0a", K.TPos.A2), K.Local("l0b", K.TPos.B2),
+                       K.Local("l0c", K.TPos.CO1), K.Local("ub", K.TPos.VECCALC))
+    return K.KernelClass("C", "S", args=("a", "c"), gms=(K.GmTensor("aGm", "half", "a"), K.GmTensor("cGm", "half", "c")),
+                         locals=locs, process=process)
+
+
+def _gets():
+    return (K.InitBuffer("l1", Lit(8192)), K.InitBuffer("l0a", Lit(8192)), K.InitBuffer("l0b", Lit(8192)),
+            K.InitBuffer("l0c", Lit(16384)), K.InitBuffer("ub", Lit(1024)),
+            K.Get("a1", "l1", "half"), K.Get("a2", "l0a", "half"), K.Get("b2", "l0b", "half"),
+            K.Get("c1", "l0c", "float"), K.Get("u", "ub", "half"))
+
+
+def _mm(a="a2", b="b2", c="c1"):
+    return K.Mmad(K.Ref(c), K.Ref(a), K.Ref(b), Lit(16), Lit(16), Lit(16), (Constraint("==", Lit(0), Lit(0)),))
+
+
+def test_verifier_accepts_the_cube_path_and_prints_the_ascendc_calls():
+    body = _gets() + (
+        K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", Lit(0)), Lit(16), Lit(16), Lit(16), Lit(16)),
+        K.SetFlag(Pipe.MTE2, Pipe.MTE1), K.WaitFlag(Pipe.MTE2, Pipe.MTE1),
+        K.LoadData(K.Ref("a2"), K.Ref("a1"), Lit(0), Lit(1), Lit(1)),
+        K.LoadData(K.Ref("b2"), K.Ref("a1"), Lit(0), Lit(1), Lit(1), True),
+        K.SetFlag(Pipe.MTE1, Pipe.M), K.WaitFlag(Pipe.MTE1, Pipe.M),
+        _mm(),
+        K.SetFlag(Pipe.M, Pipe.FIX), K.WaitFlag(Pipe.M, Pipe.FIX),
+        K.Fixpipe(K.GmView("cGm", Lit(0)), K.Ref("c1"), Lit(16), Lit(16), Lit(16), Lit(16)),
+    )
+    cpp = K.to_cpp(_cls((K.CoreIf("cube", body),)))
+    assert "if ASCEND_IS_AIC {" in cpp
+    assert "DataCopy(a1, aGm, Nd2NzParams(1, 16, 16, 0, 16, 16, 1, 0));" in cpp
+    assert "LoadData(b2, a1, LoadData2DParams(0, 1, 1, 0, 0, true, 0));" in cpp
+    assert "Mmad(c1, a2, b2, MmadParams(16, 16, 16, 0, false, 0 == 0));" in cpp
+    assert ("Fixpipe<half, float, CFG_ROW_MAJOR>(cGm, c1, FixpipeParamsV220(16, 16, 16, 16, false, "
+            "QuantMode_t::F322F16, 0, 1, 0, 0, 0));") in cpp
+    text = K.to_text(_cls((K.CoreIf("cube", body),)))
+    assert "on cube {" in text and "m.Mmad c1[0] <- a2[0] x b2[0]" in text and "fix.Fixpipe" in text
+
+
+@pytest.mark.parametrize("stmt, rule", [
+    (_mm(a="b2", b="a2"), "b2 lies in B2, not in A2"),               # operands swapped
+    (_mm(c="u"), "u lies in VECCALC, not in CO1"),                    # result in UB
+    (K.LoadData(K.Ref("a2"), K.Ref("u"), Lit(0), Lit(1), Lit(1)), "u lies in VECCALC, not in A1 / B1"),
+    (K.Fixpipe(K.GmView("cGm", Lit(0)), K.Ref("a2"), Lit(16), Lit(16), Lit(16), Lit(16)), "a2 lies in A2, not in CO1"),
+    (K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), Lit(4096), Lit(16), Lit(16)), "outside [0, 4095]"),
+    (K.LoadData(K.Ref("a2"), K.Ref("a1"), Lit(0), Lit(256), Lit(1)), "outside [0, 255]"),
+])
+def test_verifier_refuses_cube_operands_in_the_wrong_memory_or_out_of_range(stmt, rule):
+    with pytest.raises(K.IRError, match=rule.replace("[", r"\[").replace("]", r"\]")):
+        K.verify(_cls((K.CoreIf("cube", _gets() + (stmt,)),)))
+
+
+def test_cube_instructions_run_only_on_the_cube_core():
+    with pytest.raises(K.IRError, match="outside a cube-core branch"):
+        K.verify(_cls(_gets() + (_mm(),)))
+    with pytest.raises(K.IRError, match="outside a cube-core branch"):
+        K.verify(_cls((K.CoreIf("vector", _gets() + (_mm(),)),)))
+
+
+def _tiling(u, m, k, n, aiv=48):
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    plat = next(p for p in PLATFORMS.values() if p.aiv == aiv and p.arch == "dav-2201")
+    t = u.tiling
+    from opgen.ir.dtypes import parse_dtype
+
+    vals = program_inputs(u.spec, t.program, t.inputs, {"M": m, "K": k, "N": n}, {"U": parse_dtype("bf16")}, plat,
+                          None)
+    return t.program.evaluate(vals)
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (37, 50, 45), (1000, 333, 500), (129, 17, 1), (4096, 4096, 4096),
+                                     (16, 4096, 3000)])
+def test_every_block_has_one_owner_and_tiles_fit_the_cube_memories(tmp_path, m, k, n):
+    u = kernel_build(_spec(tmp_path))
+    v = _tiling(u, m, k, n)
+    assert set(FIELDS) <= set(v)
+    bm, bn, bk = v["baseM"], v["baseN"], v["baseK"]
+    assert bm % 16 == bn % 16 == bk % 16 == 0 and bm >= min(m, 16) and bn >= min(n, 16)
+    blocks = math.ceil(m / bm) * math.ceil(n / bn)
+    owners = [0] * blocks
+    for core in range(v["blockDim"]):   # the schedule's first / last (opgen.kernel.cube.lower_gemm)
+        first = core * v["blocksPerCore"] + min(core, v["blocksTail"])
+        last = first + v["blocksPerCore"] + (1 if core < v["blocksTail"] else 0)
+        for b in range(first, last):
+            owners[b] += 1
+    assert owners == [1] * blocks
+    assert v["blockDim"] <= 24   # Atlas A2 910B1: 24 AI Cores (48 AIV)
+    elem = 2
+    assert (bm * bk + bk * bn) * elem <= 512 * 1024 and bm * bk * elem <= 64 * 1024 and bk * bn * elem <= 64 * 1024
+    assert bm * bn * 4 <= 128 * 1024 and v["fits"] == 1
+    assert v["tilingKey"] % 10 == 1
+
+
+def test_layout_is_read_off_the_graph(tmp_path):
+    lay = kernel_build(_spec(tmp_path)).layout
+    assert (lay.a, lay.b, lay.out, lay.dims, lay.dtype, lay.out_dtype) == ("x", "w", "y", ("M", "K", "N"), "U", "U")
+    assert "y[M, N] = x[M, K] x w[K, N]" in lay.text()
+
+
+def test_batched_layout_and_blocks_cross_matrices():
+    spec = load_spec(str(Path(__file__).resolve().parents[1] / "examples" / "specs" / "batch_mat_mul.py"))
+    u = kernel_build(spec)
+    assert u.layout.batch == ("B",) and u.layout.dims == ("M", "K", "N")
+    k = next(iter(u.lowered.programs.values()))
+    assert "mnBlocks" in k.fields
+    lets = {s.name: s.value for s in K.walk(k.process) if isinstance(s, K.Let)}
+    assert lets["bi"] == Sym("blk") // Sym("mnBlocks") and lets["bb"] == Sym("blk") % Sym("mnBlocks")
+
+
+@pytest.mark.parametrize("trans, batch, m, k, n", [(False, 0, 37, 50, 45), (False, 0, 300, 130, 270),
+                                                   (True, 0, 150, 70, 33), (False, 3, 20, 40, 140)])
+def test_cube_schedule_interpreted_in_numpy_equals_float64_matmul(tmp_path, trans, batch, m, k, n):
+    """The schedule's copies, fractal loads, Mmads and Fixpipes (opgen.kernel.cubesem: the nodes' NumPy meanings,
+    unwritten L1 / L0 elements NaN) compute A @ B on every core's blocks: the layout arithmetic without g++."""
+    import numpy as np
+
+    from opgen.kernel.cubesem import run_cube
+
+    if batch:
+        spec = load_spec(str(Path(__file__).resolve().parents[1] / "examples" / "specs" / "batch_mat_mul.py"))
+    else:
+        spec = _trans_spec(tmp_path) if trans else _spec(tmp_path)
+    u = kernel_build(spec)
+    cls = next(iter(u.lowered.programs.values()))
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    plat = next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201")
+    env = {"M": m, "K": k, "N": n, **({"B": batch} if batch else {})}
+    var = spec.dtype_table[0].name
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, env,
+                                                 {var: parse_dtype("f16")}, plat, None))
+    rng = np.random.default_rng(m + k + n)
+    nb = max(batch, 1)
+    a = rng.uniform(-1, 1, (nb, m, k)).astype(np.float16)
+    b = rng.uniform(-1, 1, (nb, k, n)).astype(np.float16)
+    ga = np.swapaxes(a, 1, 2).ravel().copy() if trans else a.ravel().copy()
+    gb = np.swapaxes(b, 1, 2).ravel().copy() if trans else b.ravel().copy()
+    out = np.full(nb * m * n, np.nan, dtype=np.float16)
+    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm": ga, "bGm": gb, "cGm": out}, v["blockDim"])
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64)).ravel()
+    assert not np.isnan(out).any()   # every output element written, no unwritten L1 / L0 element read
+    assert np.all(np.abs(out.astype(np.float64) - ref) <= 2.0**-10 * np.abs(ref) + 2.0**-24 * 4 * k * np.abs(ref).max())
+
+
+def test_fp32_output_keeps_the_accumulator(tmp_path):
+    """A product written as f32 (no cast after the matmul): Fixpipe without quantisation (NoQuant), the float32
+    L0C values themselves, equal to float64 A @ B to fp32 accumulation accuracy."""
+    import numpy as np
+
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.kernel.cubesem import run_cube
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    text = SPEC.replace('spec.output("{c}", U, [{m}, {n}])', 'spec.output("{c}", f32, [{m}, {n}])').replace(
+        "import A2, OpSpec, bf16, f16", "import A2, OpSpec, bf16, f16, f32")
+    d = dict(op="GemmF", m="M", k="K", n="N", a="x", b="w", c="y", body="bb.matmul(x, w)")
+    p = tmp_path / "gemmf.py"
+    p.write_text(textwrap.dedent(text.format(**d)))
+    spec = load_spec(str(p))
+    u = kernel_build(spec)
+    cls = next(iter(u.lowered.programs.values()))
+    assert u.layout.out_dtype == "f32" and "QuantMode_t::NoQuant" in K.to_cpp(cls)
+    plat = next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201")
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": 40, "K": 300, "N": 20},
+                                                 {"U": parse_dtype("bf16")}, plat, None))
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, (40, 300)).astype(np.float16)
+    b = rng.uniform(-1, 1, (300, 20)).astype(np.float16)
+    out = np.full(800, np.nan, dtype=np.float32)
+    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm": a.ravel(), "bGm": b.ravel(), "cGm": out}, v["blockDim"])
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.allclose(out.reshape(40, 20), ref, rtol=0, atol=2.0**-24 * 4 * 300 * np.abs(ref).max())
