@@ -2,8 +2,8 @@
 
     opgen list
     opgen interpret OP (--inputs in.npz | --dims B=2,S=128 [--seed N]) --out out.npz
-                    [--attr k=v]... [--dtype T=bfloat16]... [--mode device|exact] [--save-inputs in.npz]
-                    [--print-ir]
+                    [--attr k=v]... [--dtype T=bfloat16]... [--present NAME,...] [--mode device|exact]
+                    [--save-inputs in.npz] [--print-ir]
     opgen graph OP [--stage spec|optimized|fused|tiled|kernel] [--format text|dot|svg] [--attr k=v]... [--present NAME,...]
                    [--dump-after PASS]
     opgen generate [OP...] [--out DIR]
@@ -149,12 +149,13 @@ def _npz_headers(path: str) -> list[tuple[str, tuple, np.dtype, int]]:
     return out
 
 
-def _load_npz(path: str) -> dict:
+def _load_npz(path: str, keep_binding: bool = False) -> dict:
     """The arrays of an .npz file, C-contiguous (Fortran-order arrays give the same bits as C-order ones).
 
     Checked before anything is allocated: the file is a zip of .npy arrays, each of a real numeric dtype (bool,
     integers, floats; a 2-byte unstructured void is how np.savez stores ml_dtypes bfloat16), whose declared shape
-    x itemsize the archive member holds and the available memory can take. Raises OpgenError / ValidationError
+    x itemsize the archive member holds and the available memory can take. The reserved DTYPES_ENTRY is left out
+    (keep_binding: kept; _load_inputs reads it). Raises OpgenError / ValidationError
     naming --inputs (and the array) and the rule."""
     from opgen.resources import human_bytes, require_memory
 
@@ -163,6 +164,11 @@ def _load_npz(path: str) -> dict:
     _require_regular("--inputs", path, must_exist=True)   # a FIFO or /dev/zero would hang the read
     total = 0
     for name, shape, dtype, held in _npz_headers(path):
+        if name == DTYPES_ENTRY:
+            if dtype.kind != "U" or len(shape) != 1 or shape[0] > 64 or dtype.itemsize > 4 * 128:
+                raise ValidationError(f"--inputs: {name}", "the reserved dtype-binding entry must be a 1-D array of "
+                                      "at most 64 'VAR=dtype' strings (written by --save-inputs)")
+            continue
         if dtype.names is not None or dtype.kind not in "biufV" or (dtype.kind == "V" and dtype.itemsize != 2) \
                 or dtype.subdtype is not None:
             raise ValidationError(f"--inputs: {name}", f"array dtype {dtype} is not a real numeric dtype (bool, "
@@ -179,6 +185,8 @@ def _load_npz(path: str) -> dict:
         out = {}
         with np.load(path, allow_pickle=False) as z:
             for k in z.files:
+                if k == DTYPES_ENTRY and not keep_binding:
+                    continue
                 a = z[k]
                 out[k] = a if a.flags.c_contiguous else np.ascontiguousarray(a)
         return out
@@ -188,14 +196,64 @@ def _load_npz(path: str) -> dict:
         raise OpgenError(f"--inputs: {path} is not a readable .npz file ({type(e).__name__}: {e})") from None
 
 
-def _save_npz(path: str, arrays: dict) -> None:
-    """Write atomically: a failure leaves no partial file. Floats are written as float32."""
+DTYPES_ENTRY = "_opgen_dtypes"
+"""Reserved .npz entry where --save-inputs records the dtype binding the inputs were made for: a 1-D unicode
+array of `VAR=dtype` strings (`T=bfloat16`). No spec input can have this name (a parameter name may not start
+with '_', opgen.dsl.spec._ident_problem), and the loaders never treat it as an input (docs/design.md
+"Command line")."""
+
+
+def _load_inputs(path: str) -> tuple[dict, dict]:
+    """(arrays, dtype binding) of an --inputs .npz: the arrays as _load_npz, and {VAR: dtype name} recorded by
+    --save-inputs in the reserved DTYPES_ENTRY ({} when the file has none). Raises OpgenError / ValidationError
+    naming --inputs for a malformed entry."""
+    arrays = _load_npz(path, keep_binding=True)
+    entry = arrays.pop(DTYPES_ENTRY, None)
+    binding = {}
+    for item in ([] if entry is None else [str(x) for x in entry]):
+        var, sep, name = item.partition("=")
+        if not sep or not var or not name or var in binding:
+            raise ValidationError(f"--inputs: {DTYPES_ENTRY}", f"expected distinct VAR=dtype strings, got {item!r}")
+        binding[var] = name
+    return arrays, binding
+
+
+def _merge_binding(given: dict, recorded: dict, path: str) -> dict:
+    """The dtype binding of a run: --dtype `given` plus the binding `recorded` in the --inputs file `path`.
+    Raises ValidationError naming --dtype when the two bind one variable to different dtypes."""
+    from opgen.ir.dtypes import parse_dtype  # lazy: start-up time
+
+    def same(a, b):
+        try:
+            return parse_dtype(a) == parse_dtype(b)
+        except KeyError:
+            return a == b
+
+    for k, v in given.items():
+        if k in recorded and not same(v, recorded[k]):
+            raise ValidationError("--dtype", f"{k}={v} conflicts with {k}={recorded[k]} recorded in --inputs {path} "
+                                  f"(the binding its inputs were saved for); drop --dtype {k} or give {k}={recorded[k]}")
+    return {**recorded, **given}
+
+
+def _binding_text(binding: dict) -> str:
+    """`dtypes: T=float16, U=float32` for the text summaries ({VAR: DType or name})."""
+    return "dtypes: " + (", ".join(f"{k}={getattr(v, 'long_name', v)}" for k, v in binding.items()) or "(none)")
+
+
+def _save_npz(path: str, arrays: dict, binding: dict | None = None) -> None:
+    """Write atomically: a failure leaves no partial file. Without `binding` (outputs) floats are written as
+    float32. With `binding` ({VAR: DType or name}, --save-inputs) float16 stays float16, bfloat16 (which .npz
+    cannot hold natively) is written as float32, and the binding goes to the reserved DTYPES_ENTRY, so a later
+    --inputs run uses the same one."""
     out = {}
     for k, a in arrays.items():
         a = np.asarray(a)
-        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        if (a.dtype.kind == "f" or a.dtype.name == "bfloat16") and not (binding is not None and a.dtype == np.float16):
             a = a.astype(np.float32)
         out[k] = a
+    if binding is not None:
+        out[DTYPES_ENTRY] = np.array([f"{k}={getattr(v, 'long_name', v)}" for k, v in binding.items()], dtype=str)
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
         raise OpgenError(f"--out: directory {d} does not exist")
@@ -209,6 +267,26 @@ def _save_npz(path: str, arrays: dict) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _note_nonfinite_attrs(spec, attrs: dict) -> None:
+    """Print one `opgen: note:` line on standard error per float attribute given as NaN or ±inf (`--attr
+    epsilon=nan`). Not refused: CANN's aclnn layers do not check such attributes (docs/reference/ada_layer_norm.md
+    §2: epsilon's range is not checked; NsaSelectedAttentionGrad's scaleValue=nan reaches the kernel), so the
+    spec's own checks decide (a spec refuses them with spec.check(name, fn, on="static")). Text that is not a
+    number is left to the spec's validation."""
+    import math
+
+    for a in spec.attrs:
+        if a.type is not float or a.name not in attrs:
+            continue
+        try:
+            v = float(attrs[a.name])
+        except (TypeError, ValueError):
+            continue
+        if not math.isfinite(v):
+            print(f"opgen: note: --attr {a.name}={attrs[a.name]} is not finite; unless a check of {spec.name}'s spec "
+                  "refuses it, it is used as given and the outputs may be NaN or inf", file=sys.stderr)
 
 
 def cmd_list(args) -> int:
@@ -226,7 +304,7 @@ def cmd_list(args) -> int:
 def cmd_interpret(args) -> int:
     """`opgen interpret`: validate, run the interpreter, write outputs (float32) to --out. Raises OpgenError."""
     from opgen.dsl.examples import implied_attrs, parse_dims, random_inputs
-    from opgen.interp import interpret
+    from opgen.interp import run_graph
     from opgen.registry import load_spec
 
     if args.mode not in ("device", "exact"):
@@ -234,11 +312,15 @@ def cmd_interpret(args) -> int:
     spec = load_spec(args.op)
     attrs = _kv(args.attr, "--attr")
     dtypes = _kv(args.dtype, "--dtype")
+    _note_nonfinite_attrs(spec, attrs)
     if (args.inputs is None) == (args.dims is None):
         raise OpgenError("give exactly one of --inputs FILE.npz or --dims NAME=VALUE,...")
+    if args.save_inputs and args.inputs is not None:
+        raise OpgenError("--save-inputs: only with --dims")
     _check_out_files(args, "--out", "--save-inputs")
     if args.inputs is not None:
-        inputs = _load_npz(args.inputs)
+        inputs, recorded = _load_inputs(args.inputs)
+        dtypes = _merge_binding(dtypes, recorded, args.inputs)
     else:
         dims = parse_dims(args.dims)
         try:
@@ -246,16 +328,22 @@ def cmd_interpret(args) -> int:
         except ValueError as e:
             raise ValidationError("--dims", str(e)) from None
         attrs = implied_attrs(spec, dims, attrs)
-        if args.save_inputs:
-            _save_npz(args.save_inputs, inputs)
+    if args.present is not None:
+        from opgen.check.run import select_present  # lazy: start-up time
+
+        inputs = select_present(spec, {k: v for k, v in inputs.items() if v is not None}, args.present)
+    bound = spec.bind(inputs, attrs, dtypes)
+    if args.save_inputs:
+        _save_npz(args.save_inputs, inputs, bound.dtypes)
     if args.print_ir:
         from opgen.ir import print_graph
 
-        print(print_graph(spec.graph(spec.bind(inputs, attrs, dtypes).key), locs=True), end="")
-    outputs = interpret(spec, inputs, attrs, dtypes, args.mode)
+        print(print_graph(spec.graph(bound.key), locs=True), end="")
+    outputs = run_graph(spec.graph(bound.key), bound, args.mode)   # as interpret(), bound once
     if args.out is not None:
         _save_npz(args.out, outputs)
     if not args.quiet or args.out is None:
+        print(_binding_text(bound.dtypes))
         for k, v in outputs.items():
             line = f"{k}: {list(v.shape)} {v.dtype.name}"
             if args.out is not None:
@@ -549,6 +637,36 @@ def cmd_diff(args) -> int:
     return 1 if differs else 0
 
 
+def _gen_root(gen_dir: str, spec) -> str:
+    """The generated tree `opgen check --gen-dir` reads (the directory holding <op_snake>/). A `gen_dir` that is
+    itself this op's package (named <op_snake>, holding opgen_package.json, op_host/ or op_kernel/, and no
+    <op_snake>/ of its own) is accepted as its parent's; any other package directory is refused. Raises
+    ValidationError naming --gen-dir: "pass its parent" for a renamed package of this op, the op whose package
+    it is for another op's."""
+    import json
+
+    from opgen.codegen.provenance import RECORD  # lazy: start-up time
+    from opgen.names import op_snake  # lazy: start-up time
+
+    d = Path(gen_dir)
+    snake = op_snake(spec.name)
+    if not d.is_dir() or (d / snake).is_dir():
+        return gen_dir
+    if not any((d / x).exists() for x in (RECORD, "op_host", "op_kernel")):
+        return gen_dir
+    try:
+        owner = json.loads((d / RECORD).read_text()).get("op")
+    except (OSError, ValueError, AttributeError):
+        owner = None
+    if isinstance(owner, str) and owner != spec.name:
+        raise ValidationError("--gen-dir", f"{gen_dir} is the package of {owner}, not of {spec.name}; give the tree "
+                              f"that holds {snake}/ (the directory `opgen generate --out` wrote)")
+    if d.resolve().name == snake:
+        return str(d.resolve().parent)
+    raise ValidationError("--gen-dir", f"{gen_dir} is a package directory itself, not the tree that holds {snake}/; "
+                          f"pass its parent ({os.path.join(gen_dir, '..')}) after naming the package {snake}")
+
+
 def cmd_check(args) -> int:
     """`opgen check`: run the op's emitted TilingFunc and kernel on the CPU emulation and compare with the
     interpreter (opgen.check.run_check). Prints per-output metrics (or one JSON object with --json); writes
@@ -566,6 +684,7 @@ def cmd_check(args) -> int:
     spec = load_spec(args.op)
     attrs = _kv(args.attr, "--attr")
     dtypes = _kv(args.dtype, "--dtype")
+    _note_nonfinite_attrs(spec, attrs)
     if args.engine == "kir":
         from opgen.check.kirengine import require_kernel_ir  # lazy: start-up time
 
@@ -575,7 +694,12 @@ def cmd_check(args) -> int:
     if args.save_inputs and args.inputs is not None:
         raise OpgenError("--save-inputs: only with --dims")
     _check_out_files(args, "--out", "--save-inputs")
-    inputs = _load_npz(args.inputs) if args.inputs is not None else None
+    if args.gen_dir is not None:
+        args.gen_dir = _gen_root(args.gen_dir, spec)
+    inputs = None
+    if args.inputs is not None:
+        inputs, recorded = _load_inputs(args.inputs)
+        dtypes = _merge_binding(dtypes, recorded, args.inputs)
     dims = parse_dims(args.dims) if args.dims is not None else None
     from opgen.progress import Progress
 
@@ -599,7 +723,7 @@ def cmd_check(args) -> int:
     finally:
         progress.done()
     if args.save_inputs:
-        _save_npz(args.save_inputs, res.inputs)
+        _save_npz(args.save_inputs, res.inputs, res.dtypes)
     if args.out and res.arrays:
         _save_npz(args.out, res.arrays)
     if args.json:
@@ -623,11 +747,15 @@ def build_parser() -> argparse.ArgumentParser:
     ip.add_argument("--inputs", help=".npz with arrays named by the spec's inputs (absent = null)")
     ip.add_argument("--dims", help="make valid random inputs instead: NAME=VALUE,... (Bd=2x3 for batch dims)")
     ip.add_argument("--seed", type=int, default=0, help="seed for --dims")
-    ip.add_argument("--save-inputs", help="with --dims: also write the generated inputs (.npz)")
+    ip.add_argument("--save-inputs", help="with --dims: also write the generated inputs (.npz; float16 as float16, "
+                    "bfloat16 as float32, with the dtype binding recorded so a later --inputs run uses it)")
     ip.add_argument("--out", help="output .npz (floats written as float32); without it the outputs' shapes, dtypes "
                     "and min/max/mean are printed and nothing is written")
     ip.add_argument("--attr", action="append", metavar="K=V", help="attribute value (repeatable)")
     ip.add_argument("--dtype", action="append", metavar="T=DTYPE", help="dtype variable binding (repeatable)")
+    ip.add_argument("--present", action="append", metavar="NAME,...", help="optional inputs that are present "
+                    "(repeatable; the others are absent; --present \"\" drops every optional input; default: all "
+                    "given, with --dims every optional input whose dims are known)")
     ip.add_argument("--mode", default="device", metavar="{device,exact}",
                     help="device (default: inputs in their declared dtypes, fp32 compute, outputs rounded as the "
                     "device rounds them) or exact (float64 throughout)")
@@ -696,12 +824,14 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--inputs", help=".npz with arrays named by the spec's inputs (absent = null)")
     cp.add_argument("--dims", help="make valid random inputs instead: NAME=VALUE,... (Bd=2x3 for batch dims)")
     cp.add_argument("--seed", type=int, default=0, help="seed for --dims")
-    cp.add_argument("--save-inputs", help="with --dims: also write the generated inputs (.npz)")
+    cp.add_argument("--save-inputs", help="with --dims: also write the generated inputs (.npz; float16 as float16, "
+                    "bfloat16 as float32, with the dtype binding recorded so a later --inputs run uses it)")
     cp.add_argument("--out", help="write the kernel's outputs (.npz, floats as float32)")
     cp.add_argument("--attr", action="append", metavar="K=V", help="attribute value (repeatable)")
     cp.add_argument("--dtype", action="append", metavar="T=DTYPE", help="dtype variable binding (repeatable)")
     cp.add_argument("--present", action="append", metavar="NAME,...", help="optional inputs that are present "
-                    "(repeatable; the others are absent; default: all given)")
+                    "(repeatable; the others are absent; --present \"\" drops every optional input; default: all "
+                    "given, with --dims every optional input whose dims are known)")
     cp.add_argument("--soc", default=DEFAULT, choices=sorted(PLATFORMS), help=f"platform (default {DEFAULT})")
     cp.add_argument("--asan", action="store_true", help="run the AddressSanitizer + UBSan build")
     cp.add_argument("--deterministic", action="store_true", help="tell the TilingFunc the framework asks for "
@@ -710,8 +840,9 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--engine", choices=("emu", "kir"), default="emu",
                     help="run the kernel in the g++ emulation (emu, default) or the Kernel IR interpreter (kir: only "
                          "a kernel that is Kernel IR throughout; others are refused with the reason)")
-    cp.add_argument("--gen-dir", help="generated tree holding <op_snake>/op_host and op_kernel "
-                    "(default: generated/ at the project root)")
+    cp.add_argument("--gen-dir", help="generated tree holding <op_snake>/op_host and op_kernel (the --out of "
+                    "`opgen generate`; this op's package directory <op_snake>/ itself is also accepted; default: "
+                    "generated/ at the project root)")
     cp.set_defaults(fn=cmd_check)
     for name in ("generate", "check", "bench"):
         sub.choices[name].add_argument("--progress", action="store_true", help="print a progress line on standard "

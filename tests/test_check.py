@@ -293,6 +293,27 @@ def test_out_file_and_present(env, tmp_path):
     assert res.arrays["pd_x"].dtype == np.float16 and res.arrays["pd_gamma"].dtype == np.float32
 
 
+def test_saved_inputs_keep_the_tiling_key(env, tmp_path):
+    """`check --dims --dtype T=<t> --save-inputs` then `check --inputs` without --dtype runs the same binding (the
+    stand-in's tiling key: dtype row index + 1 in the tens, (f16, f16) 2x, (bf16, bf16) 4x), names it in the text
+    summary, and a contradicting --dtype exits 2; --gen-dir given the package directory itself is read as its
+    parent."""
+    _write_kernel(env)
+    for t, key in (("float16", "2"), ("bfloat16", "4")):
+        saved = tmp_path / f"{t}.npz"
+        r = cli(env, "--dims", DIMS, "--dtype", f"T={t}", "--save-inputs", saved, "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        first = json.loads(r.stdout)
+        assert str(first["tiling_key"])[-2] == key and first["dtypes"] == {"T": t, "U": t}
+        penv = {**os.environ, "OPGEN_BUILD_DIR": str(env.build)}
+        r = subprocess.run([*OPGEN, "check", OP, "--gen-dir", str(env.gen / SNAKE), "--inputs", str(saved)],
+                           capture_output=True, text=True, timeout=300, cwd=env.dir, env=penv)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"tilingKey {first['tiling_key']}," in r.stdout and f"dtypes: T={t}, U={t}" in r.stdout
+        r = cli(env, "--inputs", saved, "--dtype", "T=float32")
+        assert r.returncode == 2 and f"--dtype: T=float32 conflicts with T={t}" in r.stderr
+
+
 def test_second_build_does_no_work(env):
     """ninja is incremental: after a check, building the same targets again runs nothing."""
     _write_kernel(env)

@@ -450,3 +450,130 @@ def test_a_signal_after_the_command_finished_leaves_its_status():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.rstrip().endswith("survived")
+
+
+# =====================================================================================
+# saved inputs carry their dtype binding; interpret --present; check --gen-dir on a package directory
+# =====================================================================================
+
+ADA_DIMS = "Bd=2,S=3,H=8"
+
+
+@pytest.mark.parametrize("t", ["float16", "bfloat16"])
+def test_saved_inputs_carry_their_dtype_binding(tmp_path, t):
+    """`interpret --dtype T=<t> --save-inputs` keeps fp16 as float16 (bf16, which .npz cannot hold, as float32) and
+    records the binding; `interpret --inputs` without --dtype then runs that binding (what Python's interpret gives
+    with it, and says `dtypes: ...`); a contradicting --dtype exits 2 with one line naming the rule, an agreeing
+    one runs (docs/design.md "Command line")."""
+    from opgen.cli import DTYPES_ENTRY
+
+    saved, a, b = tmp_path / "in.npz", tmp_path / "a.npz", tmp_path / "b.npz"
+    p = opgen("interpret", "AdaLayerNormGrad", "--dims", ADA_DIMS, "--dtype", f"T={t}", "--save-inputs", saved,
+              "--out", a)
+    assert p.returncode == 0, p.stderr
+    raw = _load(saved)
+    assert list(raw[DTYPES_ENTRY]) == [f"T={t}", f"U={t}"]   # --dims: the first dtype row with T=<t>
+    assert raw["dy"].dtype == raw["gamma"].dtype == (np.float16 if t == "float16" else np.float32)
+    p = opgen("interpret", "AdaLayerNormGrad", "--inputs", saved, "--out", b)
+    assert p.returncode == 0, p.stderr
+    assert f"dtypes: T={t}, U={t}" in p.stdout
+    inputs = {k: v for k, v in raw.items() if k != DTYPES_ENTRY}
+    py = interpret("AdaLayerNormGrad", inputs, {}, {"T": t, "U": t})
+    assert py["pd_x"].dtype == (np.float16 if t == "float16" else ml_dtypes.bfloat16)
+    _assert_same_as_python(_load(b), py)
+    _assert_same_as_python(_load(a), py)
+    p = opgen("interpret", "AdaLayerNormGrad", "--inputs", saved, "--dtype", "T=float32")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.splitlines() == [f"opgen: error: --dtype: T=float32 conflicts with T={t} recorded in --inputs "
+                                     f"{saved} (the binding its inputs were saved for); drop --dtype T or give T={t}"]
+    assert opgen("interpret", "AdaLayerNormGrad", "--inputs", saved, "--dtype", f"T={t}").returncode == 0
+
+
+def test_dtype_entry_name_is_reserved_and_validated(tmp_path):
+    """No spec input can be named like the binding entry, and a malformed entry is refused naming it (exit 2)."""
+    from opgen.cli import DTYPES_ENTRY
+    from opgen.dsl.spec import _ident_problem
+
+    assert _ident_problem(DTYPES_ENTRY) is not None
+    inputs = ada_grad_inputs()
+    for bad in (np.array(["T"]), np.array(["T=float16", "T=float32"]), np.zeros(2, np.float32)):
+        np.savez(tmp_path / "in.npz", **inputs, **{DTYPES_ENTRY: bad})
+        p = opgen("interpret", "AdaLayerNormGrad", "--inputs", tmp_path / "in.npz")
+        assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, p.stderr
+        assert f"--inputs: {DTYPES_ENTRY}" in p.stderr, p.stderr
+    np.savez(tmp_path / "in.npz", **inputs, **{DTYPES_ENTRY: np.array(["T=float16", "U=float32"])})
+    p = opgen("interpret", "AdaLayerNormGrad", "--inputs", tmp_path / "in.npz", "--out", tmp_path / "o.npz")
+    assert p.returncode == 0 and "dtypes: T=float16, U=float32" in p.stdout, p.stderr
+    _assert_same_as_python(_load(tmp_path / "o.npz"),
+                           interpret("AdaLayerNormGrad", dict(inputs), {}, {"T": "float16", "U": "float32"}))
+
+
+@pytest.mark.parametrize("present,kept", [("gamma", {"gamma"}), ("", set()), ("gamma,beta", {"gamma", "beta"})])
+def test_interpret_present_drops_the_other_optionals(tmp_path, present, kept):
+    """`interpret --present` keeps only the named optional inputs (`--present ""` none), as `check --present`: the
+    outputs are Python's interpret of the random inputs without the dropped ones, and --save-inputs holds what ran."""
+    from opgen.dsl.examples import random_inputs
+    from opgen.registry import load_spec
+
+    spec = load_spec("AdaLayerNormGrad")
+    full = random_inputs(spec, {"Bd": (2,), "S": 3, "H": 8}, {}, {}, 0)
+    assert {"gamma", "beta"} <= set(full)
+    p = opgen("interpret", "AdaLayerNormGrad", "--dims", ADA_DIMS, "--present", present, "--out", tmp_path / "o.npz",
+              "--save-inputs", tmp_path / "in.npz")
+    assert p.returncode == 0, p.stderr
+    want = {k: v for k, v in full.items() if k not in ("gamma", "beta") or k in kept}
+    assert set(_load(tmp_path / "in.npz")) - {"_opgen_dtypes"} == set(want)
+    _assert_same_as_python(_load(tmp_path / "o.npz"), interpret("AdaLayerNormGrad", want))
+    p = opgen("interpret", "AdaLayerNormGrad", "--dims", ADA_DIMS, "--present", "nosuch")
+    assert p.returncode == 2 and "--present: nosuch is not an input of AdaLayerNormGrad" in p.stderr
+
+
+def test_check_gen_dir_given_the_package_directory(tmp_path):
+    """`check --gen-dir DIR/<op_snake>` (the package itself) is read as DIR; another op's package or a renamed
+    package directory is refused with one line naming --gen-dir (nothing built)."""
+    import json
+
+    from opgen.cli import _gen_root
+    from opgen.registry import load_spec
+
+    spec = load_spec("AdaLayerNormGrad")
+    pkg = tmp_path / "gen" / "ada_layer_norm_grad"
+    (pkg / "op_kernel").mkdir(parents=True)
+    (pkg / "opgen_package.json").write_text(json.dumps({"op": "AdaLayerNormGrad"}))
+    assert Path(_gen_root(str(pkg), spec)) == (tmp_path / "gen").resolve()
+    assert _gen_root(str(tmp_path / "gen"), spec) == str(tmp_path / "gen")   # the tree itself: unchanged
+    other = tmp_path / "gen" / "ada_layer_norm_v2"
+    (other / "op_host").mkdir(parents=True)
+    (other / "opgen_package.json").write_text(json.dumps({"op": "AdaLayerNormV2"}))
+    renamed = tmp_path / "mine"
+    (renamed / "op_kernel").mkdir(parents=True)
+    for d, rule in ((other, "is the package of AdaLayerNormV2, not of AdaLayerNormGrad"),
+                    (renamed, "is a package directory itself, not the tree that holds ada_layer_norm_grad/; "
+                              "pass its parent")):
+        p = opgen("check", "AdaLayerNormGrad", "--dims", ADA_DIMS, "--gen-dir", d)
+        assert p.returncode == 2 and p.stdout == "", p.stderr
+        assert p.stderr.splitlines() == [p.stderr.splitlines()[0]] and f"--gen-dir: {d} {rule}" in p.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_nonfinite_float_attr_is_noted_not_refused(tmp_path, value):
+    """`--attr epsilon=nan|inf|-inf`: runs as given (CANN's aclnn layer does not check epsilon's range,
+    docs/reference/ada_layer_norm.md §2) with one `opgen: note:` line naming the attribute; a finite one prints no
+    note. The outputs are what Python's interpret gives with that epsilon."""
+    inputs = {"x": _rng(4).standard_normal((2, 3, 8)).astype(np.float32),
+              "scale": _rng(5).standard_normal((2, 8)).astype(np.float32),
+              "shift": _rng(6).standard_normal((2, 8)).astype(np.float32)}
+    _save(tmp_path / "in.npz", inputs)
+    p = opgen("interpret", "AdaLayerNormV2", "--inputs", tmp_path / "in.npz", "--attr", f"epsilon={value}",
+              "--out", tmp_path / "o.npz")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.splitlines() == [f"opgen: note: --attr epsilon={value} is not finite; unless a check of "
+                                     "AdaLayerNormV2's spec refuses it, it is used as given and the outputs may be NaN "
+                                     "or inf"]
+    py = interpret("AdaLayerNormV2", dict(inputs), {"epsilon": float(value)})
+    got = _load(tmp_path / "o.npz")
+    for k, v in py.items():
+        np.testing.assert_array_equal(got[k], np.asarray(v, np.float32), err_msg=k)
+    p = opgen("interpret", "AdaLayerNormV2", "--inputs", tmp_path / "in.npz", "--attr", "epsilon=1e-3", "-q",
+              "--out", tmp_path / "o.npz")
+    assert p.returncode == 0 and p.stderr == ""

@@ -48,7 +48,7 @@ class CheckResult:
     passed: TilingFunc ok, launched, no fault, every produced output passes (compare_output).
     outputs: {output name: OutputComparison} of the outputs the kernel produced (spec order).
     arrays: {output name: kernel output in its declared dtype}; inputs: the inputs used (arrays by name; None
-    = absent); attrs: every attribute's value after validation.
+    = absent); attrs: every attribute's value after validation; dtypes: {dtype variable: dtype name} bound.
     gm: {buffer name: caseio.GmStat} (inputs, outputs, "workspace", "tiling"; bytes moved in the launch);
     gm_bytes: bytes read + written over all buffers; gm_bytes_min: each present device input the specialisation reads (its graph consumes it) read once plus each
     produced output written once (bytes, from the tensors' sizes); block_dim, tiling_key; workspace_bytes:
@@ -68,6 +68,7 @@ class CheckResult:
     arrays: dict = field(default_factory=dict)
     inputs: dict = field(default_factory=dict)
     attrs: dict = field(default_factory=dict)
+    dtypes: dict = field(default_factory=dict)
     gm: dict = field(default_factory=dict)
     gm_bytes: int = 0
     gm_bytes_min: int = 0
@@ -104,7 +105,8 @@ class CheckResult:
         """The `opgen check --json` object: passed, outputs{name: {rel_l2, rel_linf, mere, mare, passed, ...}},
         gm_bytes, gm_bytes_min, gm_ratio, gm{name: {bytes, read, written}}, block_dim, tiling_key,
         workspace_bytes, faults, plus op, soc, variant, tiling_ok, tiling_error, launched, gm_reference,
-        gm_reference_source, cycles and cost (the cost model's estimate, floor and bound: opgen.check.cost)."""
+        gm_reference_source, cycles and cost (the cost model's estimate, floor and bound: opgen.check.cost), dtypes
+        ({variable: dtype name})."""
         return {"op": self.op, "soc": self.soc, "variant": self.variant, "passed": self.passed,
                 "outputs": {k: c.to_json() for k, c in self.outputs.items()},
                 "gm_bytes": self.gm_bytes, "gm_bytes_min": self.gm_bytes_min, "gm_ratio": self.gm_ratio,
@@ -113,7 +115,7 @@ class CheckResult:
                 "faults": list(self.faults), "traps": list(self.traps), "tiling_ok": self.tiling_ok, "tiling_error": self.tiling_error,
                 "launched": self.launched, "seconds": dict(self.seconds), "gm_reference": self.gm_reference,
                 "gm_reference_source": self.gm_reference_source, "cycles": dict(self.cycles),
-                "cost": dict(self.cost)}
+                "cost": dict(self.cost), "dtypes": dict(self.dtypes)}
 
 
 class KernelTrapped(OpgenError):
@@ -273,6 +275,8 @@ def _empty_call_result(spec, res: CheckResult, bound, inputs: dict, attrs: dict,
 
     bound = bound if bound is not None else spec.bind(inputs, attrs, dtypes)
     res.attrs = dict(bound.attrs)
+    res.dtypes = {k: v.long_name for k, v in bound.dtypes.items()}
+    res.dtypes = {k: v.long_name for k, v in bound.dtypes.items()}
     out = run_graph(spec.graph(bound.key), bound, "device")
     full = [n for n, a in out.items() if np.size(a) != 0]
     if full:
@@ -433,6 +437,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         violation = e
         bound = spec.bind(inputs, attrs, dtypes, skip=device_reqs)
     res.attrs = dict(bound.attrs)
+    res.dtypes = {k: v.long_name for k, v in bound.dtypes.items()}
     g = spec.graph(bound.key)
     golden_out = {}
 
