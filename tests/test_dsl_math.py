@@ -49,6 +49,9 @@ CASES = {
     "pow2": ("x ** 2", lambda t: torch.pow(t, 2), (2.5e-7, 0)),
     "pow3": ("b.pow(x, 3)", lambda t: torch.pow(t, 3), (4e-7, 0)),
     "pow_m2": ("b.pow(x, -2)", lambda t: torch.pow(t, -2), (4e-7, 0)),
+    # integer |p| > 4: binary exponentiation, exact in sign for x < 0 ((-2) ** 5 = -32; exp(p log x) gave NaN)
+    "pow5": ("b.pow(x, 5)", lambda t: torch.pow(t, 5), (8e-7, 0)),
+    "pow_m5": ("b.pow(x, -5)", lambda t: torch.pow(t, -5), (8e-7, 0)),
     "pow_half": ("b.pow(b.abs(x), 0.5)", lambda t: torch.pow(t.abs(), 0.5), (1.2e-7, 0)),
     "pow_1_7": ("b.pow(b.abs(x), 1.7)", lambda t: torch.pow(t.abs(), 1.7), (2e-6, 0)),
     "pow0": ("b.pow(x, 0)", lambda t: torch.pow(t, 0), (0, 0)),
@@ -96,7 +99,7 @@ def test_lowerable_forms_use_only_rows_ops(specs):
     from opgen.kernel.rows import ELEMENTWISE   # lazy: start-up time
 
     ok = ELEMENTWISE | {"const", "cast", "broadcast"}
-    for name in ("sigmoid", "silu", "gelu_tanh", "softplus", "softplus_beta2", "pow3", "pow_m2", "pow_1_7",
+    for name in ("sigmoid", "silu", "gelu_tanh", "softplus", "softplus_beta2", "pow3", "pow_m2", "pow5", "pow_m5", "pow_1_7",
                  "clamp"):
         spec = specs[name]
         ops = {n.op for n in spec.graph(spec.keys()[0]).nodes}

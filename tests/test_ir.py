@@ -587,6 +587,8 @@ def _bad_graphs():
                             r"kind must be sum, max or mean"),
         "float op on ints": (_graph1([_node("exp", ["i"], "a", _f(B, N, dt=I64))], params=[i_]),
                              r"exp: operand must be floating point"),
+        "integer division": (_graph1([_node("div", ["i", "i"], "a", _f(B, N, dt=I64))], params=[i_]),
+                             r"div: integer division of i64 operands is not defined; cast to a float dtype first"),
         "select non-bool condition": (_graph1([_node("select", ["x", "x", "x"], "a", _f(S, H))]),
                                       r"condition must be bool"),
         "iota float dtype": (_graph1([_node("iota", [], "a", _f(S), n=S, dtype=F32)]), r"iota: dtype must be i32"),

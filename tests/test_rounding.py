@@ -425,3 +425,24 @@ def test_general_path_on_float64_input(dt, mode):
     got = round_float(x.astype(np.float64), dt, mode)
     assert got.dtype == dt.np
     _assert_same(got, ref_round(x, dt, "rint" if mode == "none" else mode), x)
+
+
+def _ties_away_exact(v: float) -> float:
+    """Python's exact decimal rounding, half away from zero (independent of NumPy's float arithmetic)."""
+    import decimal
+    return float(decimal.Decimal(v).to_integral_value(rounding=decimal.ROUND_HALF_UP))
+
+
+def test_round_integral_ties_away_is_exact():
+    from opgen.interp.rounding import round_integral
+    hard = [0.49999999999999994, -0.49999999999999994, 4503599627370497.0, -4503599627370497.0, 0.5, -0.5, 1.5,
+            -2.5, 2.0 ** 53 + 2, 1e300, 0.0, 2.4999999999999996]
+    rng = np.random.default_rng(7)
+    rand = np.concatenate([rng.standard_normal(2000) * 10.0 ** rng.integers(-3, 17, 2000),
+                           rng.integers(-10 ** 6, 10 ** 6, 500) + 0.5])
+    v = np.array(hard + list(rand), dtype=np.float64)
+    got = round_integral(v, "round")
+    want = np.array([_ties_away_exact(float(x)) for x in v])
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(round_integral(np.array([np.inf, -np.inf]), "round"), [np.inf, -np.inf])
+    assert np.isnan(round_integral(np.array([np.nan]), "round"))[0]

@@ -205,8 +205,10 @@ class Builder:
 
     def pow(self, x, p):
         """x ** p for a Python number p, elementwise (float), chosen by p: 0 -> ones; 1 -> x; 2, 3, 4 -> repeated
-        mul; 0.5 -> sqrt; -0.5 -> rsqrt; -1 -> recip; -2, -3, -4 -> recip of the product; otherwise
-        exp(p * log(x)) (NaN for x < 0, as torch for a non-integer p; relative error about |p log x| ulps).
+        mul; 0.5 -> sqrt; -0.5 -> rsqrt; -1 -> recip; -2, -3, -4 -> recip of the product; any other integer p with
+        |p| <= 64 -> binary exponentiation (squarings and muls, recip of the product for p < 0: exact in sign, so
+        (-2) ** 5 = -32 as torch); otherwise exp(p * log(x)) (NaN for x < 0 — as torch for a non-integer p, but an
+        integer |p| > 64 also gives NaN there where torch gives +-|x|^p; relative error about |p log x| ulps).
         Every form uses ops the rows family lowers. Raises SpecError for a non-number p (use exp/log for a tensor)."""
         if isinstance(p, bool) or not isinstance(p, (int, float)):
             raise spec_error(caller_loc(), f"pow: the exponent must be a number, got {p!r}",
@@ -227,6 +229,15 @@ class Builder:
             return r if p > 0 else self.recip(r)
         if p == -1.0:
             return self.recip(x)
+        if p == int(p) and abs(p) <= 64:
+            n, base, r = int(abs(p)), x, None
+            while n:
+                if n & 1:
+                    r = base if r is None else r * base
+                n >>= 1
+                if n:
+                    base = base * base
+            return r if p > 0 else self.recip(r)
         return self.exp(p * self.log(x))
 
     def clamp(self, x, min=None, max=None):

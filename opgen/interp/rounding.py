@@ -120,14 +120,18 @@ def round_to(x: np.ndarray, dtype: DType, mode: str) -> np.ndarray:
 
 def round_integral(v: np.ndarray, mode: str) -> np.ndarray:
     """float64 values `v` rounded to integral float64 values with `mode` ("none" as "rint"; "odd" is refused).
-    Exact: every float64 above 2^52 is already integral. Raises ValueError for "odd" or an unknown mode."""
+    Exact: every float64 above 2^52 is already integral, and "round" (ties away from zero) compares the exact
+    fraction v - trunc(v) with 0.5 (floor(|v| + 0.5) would round 0.49999999999999994 and 2^52 + 1 wrongly, the
+    addition rounding first). Raises ValueError for "odd" or an unknown mode."""
     _check_mode(mode)
     if mode == "odd":
         raise ValueError("round mode odd has no meaning for a cast to an integer")
     if mode in ("none", "rint"):
         return np.rint(v)
     if mode == "round":
-        return np.copysign(np.floor(np.abs(v) + 0.5), v)
+        t = np.trunc(v)
+        with np.errstate(invalid="ignore"):   # inf - inf: NaN, not >= 0.5, so inf stays inf
+            return np.where(np.abs(v - t) >= 0.5, t + np.sign(v), t)
     return {"floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}[mode](v)
 
 

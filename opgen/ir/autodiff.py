@@ -244,10 +244,6 @@ def _tanh(ad, g, x, y):           # 1 - tanh^2
     return ad.emit("mul", (g, ad.emit("sub", (ad.const(1.0), ad.emit("mul", (y, y))))))
 
 
-def _sigmoid(ad, g, x, y):        # s (1 - s)
-    return ad.emit("mul", (g, ad.emit("mul", (y, ad.emit("sub", (ad.const(1.0), y))))))
-
-
 def _erf(ad, g, x, y):            # 2 / sqrt(pi) exp(-x^2)
     e = ad.emit("exp", (ad.emit("neg", (ad.emit("mul", (x, x)),)),))
     return ad.emit("mul", (g, ad.emit("mul", (e, ad.const(1.1283791670955126)))))
@@ -411,8 +407,8 @@ def _matmul(ad, n, g, p):
 RULES = {
     "neg": _unary(_neg), "exp": _unary(_exp), "log": _unary(_log), "sqrt": _unary(_sqrt),
     "rsqrt": _unary(_rsqrt), "recip": _unary(_recip), "abs": _unary(_abs),
-    # math functions other ops sets add (unused until opgen.ir.ops declares them)
-    "tanh": _unary(_tanh), "sigmoid": _unary(_sigmoid), "erf": _unary(_erf),
+    # (sigmoid is no op: the builder composes it from exp, add and recip, whose rules differentiate it)
+    "tanh": _unary(_tanh), "erf": _unary(_erf),
     "add": _binary_rule(_add), "sub": _binary_rule(_sub), "mul": _binary_rule(_mul), "div": _binary_rule(_div),
     "maximum": _binary_rule(_pick("ge")), "minimum": _binary_rule(_pick("le")),
     "select": _select, "cast": _cast, "broadcast": _broadcast, "reduce": _reduce,
@@ -574,7 +570,7 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
     return Graph(g.name, params, tuple(nodes), tuple(outputs), g.constraints)
 
 
-_ELEMENTWISE = {"neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "tanh", "sigmoid", "erf", "cast", "add", "sub",
+_ELEMENTWISE = {"neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "tanh", "erf", "cast", "add", "sub",
                 "mul", "div", "maximum", "minimum", "select"}
 
 

@@ -6,7 +6,8 @@ and the verifier) and a type rule `infer(input_types, attrs) -> TensorType` that
 
 Op set:
   unary       neg exp log sqrt rsqrt recip abs not tanh erf
-  binary      add sub mul div maximum minimum and or     (NumPy broadcasting, right-aligned)
+  binary      add sub mul div maximum minimum and or     (NumPy broadcasting, right-aligned; div: float only, an
+                                                         integer division must cast to a float dtype first)
   compare     lt le gt ge eq ne                          -> bool
   select      select(cond, a, b)
   cast        cast(x) {to, round}   round: none | rint | round | floor | ceil | trunc | odd (AscendC's Cast modes,
@@ -127,6 +128,8 @@ def _binary(name, result=None, kinds="num"):
             raise IRError(f"{name}: operands must be bool, got {dt!r}")
         if kinds == "num" and dt == DType.bool:
             raise IRError(f"{name}: operands must be numeric, got bool")
+        if kinds == "float" and not _is_float(dt):
+            raise IRError(f"{name}: integer division of {dt!r} operands is not defined; cast to a float dtype first")
         return TensorType(result or dt, broadcast_shapes(ts[0].shape, ts[1].shape, name))
 
     _register(name, 2, {}, infer)
@@ -144,8 +147,9 @@ def _not(ts, attrs):
 
 
 _register("not", 1, {}, _not)
-for _n in ("add", "sub", "mul", "div", "maximum", "minimum"):
+for _n in ("add", "sub", "mul", "maximum", "minimum"):
     _binary(_n)
+_binary("div", kinds="float")   # no integer division: no floor/trunc rule nor divide-by-zero rule is defined
 for _n in ("and", "or"):
     _binary(_n, kinds="bool")
 for _n in ("lt", "le", "gt", "ge", "eq", "ne"):

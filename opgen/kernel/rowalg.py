@@ -3,7 +3,7 @@
 The rows family lowers a specialisation's tensor IR to a row program (opgen.kernel.rowprog) one node at a time, so
 the instruction stream can hold what no tensor pass sees: a per-row scalar broadcast with Duplicate only to divide
 by it, two Muls by per-row scalars in a row, an instruction computed twice, a scalar copied. `ROW_PASSES` is the
-one list of rewrites; `optimize` (the pass manager of this level) runs them in order on the program as lowered
+default list of rewrites (the exact ones; `FAST_ROW_PASSES` adds the inexact, opt-in ones); `optimize` (the pass manager of this level) runs them in order on the program as lowered
 (single-assignment names, graph order: before scheduling, phases and buffer allocation) and returns what each
 changed. Every rewrite is a function `rewrite(p: RowProgram) -> int` (the number of rewrites made) that keeps the
 program's meaning within the precision bound stated in its docstring (docs/reference/kernel_cost.md §4).
@@ -194,9 +194,17 @@ def remove_dead_values(p: RowProgram) -> int:
 
 RowPass = Callable[[RowProgram], int]
 
-ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, reciprocal_of_broadcast_divisor,
-                             fold_multiply_chains, reuse_computed_values, remove_dead_values]
-"""The kernel-level algebra run on every row program of the rows family, in order (module docstring)."""
+ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, remove_dead_values]
+"""The kernel-level algebra run on every row program of the rows family, in order (module docstring): the exact
+rewrites only, so the kernel computes the interpreter's device-mode values."""
+
+FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, reciprocal_of_broadcast_divisor,
+                                  fold_multiply_chains, reuse_computed_values, remove_dead_values]
+"""Opt-in (pass as `passes`): ROW_PASSES plus the inexact rewrites reciprocal_of_broadcast_divisor and
+fold_multiply_chains. Their relative bounds hold only while 1/s and a*b stay normal fp32: for |s| > 2^126 the
+reciprocal is subnormal (flushed to 0 by the device), for |s| < 2^-128 it overflows to inf, and a product of two
+scalars may overflow or underflow where x*a*b does not, so nothing proves the divisor's range from the program and
+they are not run by default."""
 
 
 def optimize(p: RowProgram, passes: list[RowPass] | None = None) -> list[tuple[str, int]]:
