@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import ml_dtypes
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,3 +159,45 @@ def test_api_document_has_ops_nn_layout():
         body = text[text.index("## 调用示例"):]
         assert "```Cpp\n" in body and f"{api}GetWorkspaceSize(" in body and "aclrtSynchronizeStream" in body
         assert next(example).name in body
+
+
+# ge::DataType enumerators and their element types (CANN graph/types.h; docs/reference/ascendc.md §2.3)
+_GE_TYPES = {"DT_FLOAT": np.float32, "DT_FLOAT16": np.float16, "DT_BF16": ml_dtypes.bfloat16, "DT_INT8": np.int8,
+             "DT_UINT8": np.uint8, "DT_INT16": np.int16, "DT_INT32": np.int32, "DT_INT64": np.int64,
+             "DT_BOOL": np.bool_}
+
+
+@pytest.mark.parametrize("path", TILINGS, ids=[p.parent.parent.name for p in TILINGS])
+def test_tiling_dtype_bytes_and_rank_checks(path):
+    """DTypeBytes gives each ge::DataType's element size (not 2 for every non-float32 type); every input shape the
+    TilingFunc reads is rank-checked against its spec shape forms before its first GetDim."""
+    text = path.read_text()
+    body = text[text.index("inline int64_t DTypeBytes("):]
+    body = body[:body.index("\n}\n")]
+    cases = dict(re.findall(r"case ge::(\w+):\s*return (\d+);", body))
+    assert {k: int(v) for k, v in cases.items()} == {k: np.dtype(t).itemsize for k, t in _GE_TYPES.items()}
+    func = text[text.index("static ge::graphStatus TilingFunc("):text.index("static ge::graphStatus TilingParse(")]
+    for name in re.findall(r"const gert::Shape& (\w+)Shape =", func) + re.findall(r"(\w+)ShapeOpt =", func):
+        check = re.search(rf"OP_CHECK_IF\(.*{name}Shape(?:Opt->GetStorageShape\(\))?\.GetDimNum\(\) (<|!=) (\d+)"
+                          rf"(?: \|\| \S+ > (\d+))?\)?,\n.*\"{name}: rank %zu, expected [^\"]* for ([^\"]*)\"", func)
+        assert check, name
+        first_get = re.search(rf"\b{name}Shape(?:Opt->GetStorageShape\(\))?\.GetDim\(", func)
+        assert first_get is None or first_get.start() > check.end(), name
+        # the bound from the shape form's text: named dims count one, a *group none (at least) or its declared axes
+        form = check.group(4).split(" or ")[0]
+        dims = [d.strip() for d in form.strip("[]").split(",")]
+        fixed = sum(1 for d in dims if not d.startswith("*"))
+        assert int(check.group(2)) >= fixed and (check.group(1) == "!=") == (len(dims) == fixed), (name, form)
+
+
+API_SOURCES = sorted((ROOT / "generated").glob("*/op_host/op_api/aclnn_*.cpp"))
+
+
+@pytest.mark.parametrize("path", API_SOURCES, ids=[p.name for p in API_SOURCES])
+def test_aclnn_dtype_names_cover_every_type(path):
+    """The aclnn DtypeName table names every ge::DataType opgen knows (int8/int16 were "unsupported")."""
+    text = path.read_text()
+    body = text[text.index("const char* DtypeName("):]
+    body = body[:body.index("\n}\n")]
+    names = dict(re.findall(r"case op::DataType::(\w+):\s*return \"(\w+)\";", body))
+    assert names == {k: np.dtype(t).name for k, t in _GE_TYPES.items()}

@@ -45,14 +45,15 @@ def driver(tmp_path_factory):
     return exe
 
 
-def _case_line(spec, env, dtypes, present, plat, attrs=None):
+def _case_line(spec, env, dtypes, present, plat, attrs=None, shapes=None):
     """Driver input for one call: every input's presence, dtype and shape, the attributes (OpDef order;
-    defaults where not given, strings as 0), the outputs' dtypes."""
+    defaults where not given, strings as 0), the outputs' dtypes; `shapes` {input: shape} overrides the shape
+    the spec's first form gives under `env`."""
     parts = [spec.name, str(plat.aiv), str(plat.ub_bytes), str(len(spec.inputs))]
     for i in spec.inputs:
         dt = dtypes.get(i.dtype.name, DType.f32) if isinstance(i.dtype, DTypeVar) else i.dtype
         ok = present.get(i.name, not i.optional)
-        shape = eval_shape(i.shapes[0], env) if ok else ()
+        shape = (tuple((shapes or {}).get(i.name, ())) or eval_shape(i.shapes[0], env)) if ok else ()
         parts += [str(int(ok)), str(CANN[dt]), str(len(shape))] + [str(x) for x in shape]
     attrs = attrs or {}
     parts.append(str(len(spec.attrs)))
@@ -153,6 +154,18 @@ def test_unsupported_dtype_combination_fails_in_cpp(driver):
                       {"gamma": True, "beta": True}, PLATFORMS["ascend910b1"])
     out = subprocess.run([str(driver)], input=line + "\n", capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "fail"
+
+
+@pytest.mark.parametrize("x_shape", [(8,), (2, 3, 4, 5, 6), (1,) * 9], ids=["rank1", "rank5", "rank9"])
+def test_wrong_rank_fails_in_cpp(driver, x_shape):
+    """AdaLayerNormV2's x is [*Bd, S, H] with Bd of 0..6 axes (specs/ada_layer_norm_v2.py): rank 2..8. A rank-1 x
+    must fail before the TilingFunc reads dim GetDimNum() - 2 (it would underflow); rank 9 exceeds the group."""
+    spec = load_spec("AdaLayerNormV2")
+    line = _case_line(spec, {"Bd": (2,), "S": 3, "H": 8}, {"T": DType.f16, "U": DType.f16},
+                      {}, PLATFORMS["ascend910b1"], shapes={"x": x_shape})
+    out = subprocess.run([str(driver)], input=line + "\n", capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert (out.stdout.strip() == "fail") == (not 2 <= len(x_shape) <= 8)
 
 
 def test_v2_ub_plan_fits():

@@ -23,6 +23,7 @@ import jinja2
 
 from opgen.escape import FILTERS
 from opgen.names import c_format, cpp_name
+from opgen.ir.dtypes import DType
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
 _OPTIONS = dict(keep_trailing_newline=True, autoescape=False, trim_blocks=True, lstrip_blocks=True)
@@ -65,7 +66,10 @@ def template_env() -> jinja2.Environment:
     Filters (opgen.escape): `cstr` (C string literal), `cfmt` (printf format literal of verbatim text),
     `ccomment` (one line of a C++ comment), `py` (Python literal), `pystr` (Python string literal), `pycomment`
     (one line of a Python comment), `md` (one line of Markdown), `mdcomment` (inside an HTML comment); `cpp` (the
-    bare C++ identifier of a spec name, opgen.names.cpp_name)."""
+    bare C++ identifier of a spec name, opgen.names.cpp_name).
+
+    Global `dtypes`: every opgen.ir.dtypes.DType as {cann: ge::DataType enumerator name, bytes: element bytes,
+    name: command-line name}, so the emitted dtype tables (DTypeBytes, DtypeName) cover every type opgen knows."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
         undefined=jinja2.StrictUndefined,
@@ -75,6 +79,7 @@ def template_env() -> jinja2.Environment:
     env.filters.update(FILTERS)
     env.filters["cfmt"] = c_format
     env.filters["cpp"] = cpp_name
+    env.globals["dtypes"] = [{"cann": d.cann, "bytes": d.itemsize, "name": d.long_name} for d in DType]
     return env
 
 

@@ -53,6 +53,21 @@ def _positions(shape):
     return var[0], len(shape) - var[0] - 1
 
 
+def rank_bounds(shapes, variadics: dict) -> tuple[int, int | None]:
+    """(minimum, maximum) rank a tensor may have under its spec shape forms `shapes`, dims counted; `variadics`
+    {name: VariadicDecl} (spec.variadics): a variadic group adds its [min_rank, max_rank] dims (an undeclared one
+    0..unbounded, maximum None). The emitted InferShape and TilingFunc reject a shape outside these bounds before
+    they index a dim (GetDim(GetDimNum() - k) would underflow on a lower rank)."""
+    los, his = [], []
+    for s in shapes:
+        vpos, _ = _positions(s)
+        fixed = len(s) - (1 if vpos is not None else 0)
+        decl = variadics.get(s[vpos].name) if vpos is not None else None
+        los.append(fixed + (decl.min_rank if decl is not None else 0))
+        his.append(fixed if vpos is None else (fixed + decl.max_rank if decl is not None else None))
+    return min(los), (None if None in his else max(his))
+
+
 def _axis_expr(shape, pos, shp: str) -> str | None:
     """C++ index of entry `pos` of `shape` in a concrete shape `shp` (None if not expressible)."""
     vpos, _ = _positions(shape)
@@ -168,13 +183,8 @@ def infershape_context(m: OpModel) -> dict:
         if p.name not in used_inputs:
             continue
         shapes = p.decl.shapes
-        ranks = []
-        for s in shapes:
-            vpos, _ = _positions(s)
-            fixed = len(s) - (1 if vpos is not None else 0)
-            ranks.append((fixed, vpos is not None))
-        min_rank = min(r for r, _ in ranks)
-        exact = all(not v for _, v in ranks) and len({r for r, _ in ranks}) == 1
+        min_rank, max_rank = rank_bounds(shapes, m.spec.variadics)
+        exact = min_rank == max_rank
         shape_text = " or ".join(shape_str(s) for s in shapes)
         msg = c_printf(f"{p.name}: rank ", "%zu", f", expected {'' if exact else 'at least '}{min_rank} for {shape_text}")
         inputs.append({"name": p.name, "var": _shape_var(p), "getter": _getter(m, p, "Shape"), "optional": p.optional,

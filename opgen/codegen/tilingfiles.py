@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 from opgen.codegen.env import template_env
+from opgen.codegen.infershape import rank_bounds
 from opgen.errors import SpecError
+from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
 from opgen.names import op_snake, spec_path
 from opgen.passes.pipeline import kernel_build
@@ -63,7 +65,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
         "guard": f"{op.upper()}_TILING_DATA_H_",
         "fields": [(n, doc) for n, _, doc in prog.stmts if n in prog.fields],
         "inputs": [(n, expr, prog.inputs[n]) for n, expr in reads],
-        "storages": [{"name": n, "idx": i, "optional": o} for n, i, o in _shape_refs(spec, reads)],
+        "storages": [_storage(spec, n, i, o) for n, i, o in _shape_refs(spec, reads)],
         "descs": descs, "has_attrs": bool(spec.attrs),
         "bounds": [_bound(n, lo, hi) for n, lo, hi in dim_bounds(spec, prog, inputs_map)
                    if not _holds(consts.get(n), lo, hi)],
@@ -101,6 +103,22 @@ def _bound(name: str, lo: int, hi) -> dict:
     else:
         cond, rule = f"{var} < {lo} || {var} > {hi}", f"must be in [{lo}, {hi}]"
     return {"name": var, "cond": cond, "fmt": c_printf(f"{name}=", "%ld", f" is outside the spec's domain: {rule}")}
+
+
+def _storage(spec, name: str, idx: int, optional: bool) -> dict:
+    """Template data of one input shape the TilingFunc reads (`name` the spec input, `idx` its IR index): its rank
+    check, the failing condition on the local `<name>Shape` and its message, from the spec's shape forms
+    (opgen.codegen.infershape.rank_bounds; docs/design.md "Host-side checks"). The check runs before any GetDim."""
+    var = name   # the locals opgen.tiling.emit.dim_cpp reads: <input>Shape, <input>ShapeOpt
+    lo, hi = rank_bounds(spec.inputs[idx].shapes, spec.variadics)
+    dims = f"{var}Shape.GetDimNum()" if not optional else f"{var}ShapeOpt->GetStorageShape().GetDimNum()"
+    cond = f"{dims} < {lo}" if hi is None else (f"{dims} != {lo}" if lo == hi else f"{dims} < {lo} || {dims} > {hi}")
+    if optional:
+        cond = f"{var}ShapeOpt != nullptr && ({cond})"
+    rule = f"at least {lo}" if hi is None else (f"{lo}" if lo == hi else f"in [{lo}, {hi}]")
+    shapes = " or ".join(shape_str(s) for s in spec.inputs[idx].shapes)
+    return {"name": name, "idx": idx, "optional": optional, "rank_cond": cond, "rank_dims": dims,
+            "rank_fail": c_printf(f"{name}: rank ", "%zu", f", expected {rule} for {shapes}")}
 
 
 def _desc_vars(spec, reads):

@@ -60,9 +60,32 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     return static_cast<int64_t>(bits);
 }
 
+// Bytes per element of a dtype (opgen.ir.dtypes); DT_UNDEFINED (a dtype variable whose tensors are all absent)
+// counts as float32, the row a free variable prefers.
 inline int64_t DTypeBytes(ge::DataType dt)
 {
-    return dt == ge::DT_FLOAT ? 4 : 2;
+    switch (dt) {
+        case ge::DT_FLOAT:
+            return 4;
+        case ge::DT_FLOAT16:
+            return 2;
+        case ge::DT_BF16:
+            return 2;
+        case ge::DT_INT8:
+            return 1;
+        case ge::DT_UINT8:
+            return 1;
+        case ge::DT_INT16:
+            return 2;
+        case ge::DT_INT32:
+            return 4;
+        case ge::DT_INT64:
+            return 8;
+        case ge::DT_BOOL:
+            return 1;
+        default:
+            return 4;
+    }
 }
 
 // 1-based row of the dtype-combination table, 0 when the combination is not supported
@@ -118,6 +141,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const gert::StorageShape* xStorage = context->GetInputShape(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, xStorage);
     const gert::Shape& xShape = xStorage->GetStorageShape();
+    OP_CHECK_IF(xShape.GetDimNum() < 2 || xShape.GetDimNum() > 8,
+                OP_LOGE(context->GetNodeName(), "x: rank %zu, expected in [2, 8] for [*Bd, S, H]",
+                        static_cast<size_t>(xShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::CompileTimeTensorDesc* xDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, xDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();

@@ -60,9 +60,32 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     return static_cast<int64_t>(bits);
 }
 
+// Bytes per element of a dtype (opgen.ir.dtypes); DT_UNDEFINED (a dtype variable whose tensors are all absent)
+// counts as float32, the row a free variable prefers.
 inline int64_t DTypeBytes(ge::DataType dt)
 {
-    return dt == ge::DT_FLOAT ? 4 : 2;
+    switch (dt) {
+        case ge::DT_FLOAT:
+            return 4;
+        case ge::DT_FLOAT16:
+            return 2;
+        case ge::DT_BF16:
+            return 2;
+        case ge::DT_INT8:
+            return 1;
+        case ge::DT_UINT8:
+            return 1;
+        case ge::DT_INT16:
+            return 2;
+        case ge::DT_INT32:
+            return 4;
+        case ge::DT_INT64:
+            return 8;
+        case ge::DT_BOOL:
+            return 1;
+        default:
+            return 4;
+    }
 }
 
 // 1-based row of the dtype-combination table, 0 when the combination is not supported
@@ -118,12 +141,32 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const gert::StorageShape* queryStorage = context->GetInputShape(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryStorage);
     const gert::Shape& queryShape = queryStorage->GetStorageShape();
+    OP_CHECK_IF(queryShape.GetDimNum() != 4,
+                OP_LOGE(context->GetNodeName(), "query: rank %zu, expected 4 for [B, Sq, N, D]",
+                        static_cast<size_t>(queryShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* keyStorage = context->GetInputShape(1);
     OP_CHECK_NULL_WITH_CONTEXT(context, keyStorage);
     const gert::Shape& keyShape = keyStorage->GetStorageShape();
+    OP_CHECK_IF(keyShape.GetDimNum() != 4,
+                OP_LOGE(context->GetNodeName(), "key: rank %zu, expected 4 for [B, Sk, N, D]",
+                        static_cast<size_t>(keyShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* encoder_queryShapeOpt = context->GetOptionalInputShape(3);
+    OP_CHECK_IF(encoder_queryShapeOpt != nullptr && (encoder_queryShapeOpt->GetStorageShape().GetDimNum() != 4),
+                OP_LOGE(context->GetNodeName(), "encoder_query: rank %zu, expected 4 for [B, Seq, N, D]",
+                        static_cast<size_t>(encoder_queryShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* encoder_keyShapeOpt = context->GetOptionalInputShape(4);
+    OP_CHECK_IF(encoder_keyShapeOpt != nullptr && (encoder_keyShapeOpt->GetStorageShape().GetDimNum() != 4),
+                OP_LOGE(context->GetNodeName(), "encoder_key: rank %zu, expected 4 for [B, Sek, N, D]",
+                        static_cast<size_t>(encoder_keyShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* rope_sinShapeOpt = context->GetOptionalInputShape(14);
+    OP_CHECK_IF(rope_sinShapeOpt != nullptr && (rope_sinShapeOpt->GetStorageShape().GetDimNum() != 2),
+                OP_LOGE(context->GetNodeName(), "rope_sin: rank %zu, expected 2 for [R, D]",
+                        static_cast<size_t>(rope_sinShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::CompileTimeTensorDesc* queryDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();

@@ -147,12 +147,16 @@ const char* DtypeName(op::DataType dtype)
             return "float16";
         case op::DataType::DT_BF16:
             return "bfloat16";
+        case op::DataType::DT_INT8:
+            return "int8";
+        case op::DataType::DT_UINT8:
+            return "uint8";
+        case op::DataType::DT_INT16:
+            return "int16";
         case op::DataType::DT_INT32:
             return "int32";
         case op::DataType::DT_INT64:
             return "int64";
-        case op::DataType::DT_UINT8:
-            return "uint8";
         case op::DataType::DT_BOOL:
             return "bool";
         default:
