@@ -87,13 +87,13 @@ def test_rows_kernel_statements_cite_the_line_defining_their_value(trace_kernel)
     cast is made there), the row store the output's (the narrowing cast)."""
     f = TRACE.name
     want = {
-        r"^Mul\((w_\[\d\]), (w_\[\d\]), \2, n_\);": "square = x * x",                    # x * x: one source twice
+        r"^Mul\((w_\[\d\]), (w_\[\d\]), \2, static_cast<int32_t>\(n_\)\);": "square = x * x",                    # x * x: one source twice
         r"RowSum\(w_\[\d\], n_\)": "mean_square = square.mean(-1)",
         r"= s\d+ / static_cast<float>\(hidden_\);": "mean_square = square.mean(-1)",   # mean = sum / H
         r"= \(s\d+ \+ attr_epsilon\);": "inv_rms = b.rsqrt(mean_square + epsilon)",
         r"Std::sqrt\(": "inv_rms = b.rsqrt(mean_square + epsilon)",
-        r"^Muls\(w_\[\d\], w_\[\d\], static_cast<float>\(s\d+\), n_\);": "normed = x * inv_rms",
-        r"^Mul\(w_\[\d\], w_\[\d\], colv_\[0\], n_\);": "scaled = normed * gamma",
+        r"^Muls\(w_\[\d\], w_\[\d\], static_cast<float>\(s\d+\), static_cast<int32_t>\(n_\)\);": "normed = x * inv_rms",
+        r"^Mul\(w_\[\d\], w_\[\d\], colv_\[0\], static_cast<int32_t>\(n_\)\);": "scaled = normed * gamma",
         r"^CastFrom\(w_\[\d\], (rowIn|res)_x\[": 'spec.input("x"',
         r"^LoadRow<T>\(colv_\[0\], gm_gamma\[": 'spec.input("gamma"',
         r"^CastTo\(rowOut_y\[": 'spec.output("y"',
@@ -102,7 +102,7 @@ def test_rows_kernel_statements_cite_the_line_defining_their_value(trace_kernel)
     for pattern, stmt in want.items():
         got = cited(trace_kernel, pattern)
         assert set(got) == {f"{f}:{line_of(TRACE, stmt)}"}, (pattern, got)
-    assert len(cited(trace_kernel, r"^Mul\((w_\[\d\]), (w_\[\d\]), \2, n_\);")) == 2   # ROW_SPLIT and COL_SPLIT
+    assert len(cited(trace_kernel, r"^Mul\((w_\[\d\]), (w_\[\d\]), \2, static_cast<int32_t>\(n_\)\);")) == 2   # ROW_SPLIT and COL_SPLIT
 
 
 def test_rows_kernel_copies_cite_their_operands_loads_and_stores(trace_kernel):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel.isa import Op, Pipe
+from opgen.names import cpp_name
 from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local, Param, Ref, ScalarVar,
                               Scope, SetFlag, SizeOf, TensorVar, TPos, Verbatim, View, WaitFlag, vec)
@@ -559,7 +560,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     gms: dict = {}
     for t in ops.values():
         if t.layout != "pieces":
-            gms.setdefault(t.gm, GmTensor(f"gm_{t.gm}", "float" if t in s.stat_in else t.ctype, t.gm))
+            gms.setdefault(t.gm, GmTensor(f"gm_{t.gm}", "float" if t in s.stat_in else t.ctype, cpp_name(t.gm)))
     locals_ = [Local(f"rowInQue_{t.op}", TPos.VECIN, True) for t in s.row_in]
     locals_ += [Local(f"rowOutQue_{t.op}", TPos.VECOUT, True) for t in s.row_out]
     locals_ += [Local(f"statInQue_{t.op}", TPos.VECIN, True) for t in s.stat_in]
@@ -595,7 +596,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     if s.row_out or s.stat_out:
         methods.append(_copy_out(s))
     return KernelClass(
-        name, s.tiling_struct, args=tuple(gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
+        name, s.tiling_struct, args=tuple(cpp_name(g) for g in gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
         locals=tuple(locals_),
         tensors=tuple(tensors),
         scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(n, "float") for n in s.float_scalars), fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + tuple(s.fields),
