@@ -296,3 +296,19 @@ def test_fp32_output_keeps_the_accumulator(tmp_path):
     run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm": a.ravel(), "bGm": b.ravel(), "cGm": out}, v["blockDim"])
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.allclose(out.reshape(40, 20), ref, rtol=0, atol=2.0**-24 * 4 * 300 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("body, words", [
+    # an intermediate rounding Fixpipe would skip: it rounds once, straight to the output dtype
+    ("bb.matmul({a}, {b}).cast(U, 'rint').cast(U, 'rint')", "a second cast after the matmul"),
+    # Fixpipe rounds to nearest even only: ties away from zero would differ from the interpreter
+    ("bb.matmul({a}, {b}).cast(U, 'round')", "round='round'"),
+])
+def test_epilogue_casts_fixpipe_cannot_do_are_refused_at_the_cast_line(tmp_path, body, words):
+    spec = _spec(tmp_path, body=body)
+    with pytest.raises(NoKernel) as e:
+        kernel_build(spec)
+    msg = str(e.value)
+    line = next(i for i, t in enumerate(Path(spec.file).read_text().splitlines(), 1) if "bb.matmul" in t)
+    cube = msg.split("; ")[-1]
+    assert words in cube and f"(gemm.py:{line})" in cube and "\n" not in msg and msg.endswith("[cube family]")

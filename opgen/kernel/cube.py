@@ -2,8 +2,9 @@
 
 `GemmLayout` is read off the fused graph's structure, never off names: the graph's one `matmul` whose operands are
 (casts of) two 2-D inputs A [M, K] and B [K, N] of one dtype variable, and whose result reaches exactly one output
-through a chain of casts (the epilogue this first step lowers: the fp32 -> output-dtype rounding, which Fixpipe
-does on the way out). Anything else on the result (bias, activation, scale) or a transposed / batched operand is
+through at most one cast with round "rint" or "none" (the epilogue this first step lowers: the fp32 ->
+output-dtype rounding, which Fixpipe does on the way out, once and to nearest even). A chain of casts (an
+intermediate rounding Fixpipe would skip) or another round mode is refused. Anything else on the result (bias, activation, scale) or a transposed / batched operand is
 refused with the rule (Unsupported), so no spec is mis-lowered.
 
 Schedule (one Kernel IR class, `lower`; facts: docs/reference/ascendc.md §1.10 cube path and layouts, §1.6 pipes
@@ -49,7 +50,7 @@ BATCH_FIELDS = ("mnBlocks",)
 class GemmLayout:
     """The roles of a plain matrix product: inputs a [M, K] and b [K, N], output `out` [M, N]; dims (M, K, N) as
     spec dim names; `dtype` the dtype variable of a and b (or their fixed dtype's name when `fixed`); `out_dtype`
-    the output's dtype variable name or fixed dtype name (the operands' or "f32"); `epilogue` the ops between the matmul and the output (casts only)."""
+    the output's dtype variable name or fixed dtype name (the operands' or "f32"); `epilogue` the ops between the matmul and the output (at most one cast, round rint / none)."""
 
     a: str
     b: str
@@ -124,7 +125,15 @@ def gemm_layout(g) -> GemmLayout:
             raise Unsupported(v, us[0].loc if us else "", f"the matmul result feeds {what}; this step of the cube "
                               f"family lowers a matmul whose result is only cast to one output (vector epilogues "
                               f"are the next step)")
-        v = us[0].result.name
+        c = us[0]
+        if epi:
+            raise Unsupported(c.result.name, c.loc, "a second cast after the matmul: Fixpipe rounds once, straight "
+                              "to the output dtype, so the cube family takes at most one cast of the matmul result")
+        mode = c.attr("round") or "none"
+        if mode not in ("rint", "none"):
+            raise Unsupported(c.result.name, c.loc, f"cast of the matmul result with round={mode!r}: Fixpipe rounds "
+                              f"to nearest even only (round 'rint', or 'none' for an exact cast)")
+        v = c.result.name
         seen.add(v)
         epi.append("cast")
     extra = [n for n in g.nodes if n.result.name not in seen]
