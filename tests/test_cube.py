@@ -312,3 +312,17 @@ def test_epilogue_casts_fixpipe_cannot_do_are_refused_at_the_cast_line(tmp_path,
     line = next(i for i, t in enumerate(Path(spec.file).read_text().splitlines(), 1) if "bb.matmul" in t)
     cube = msg.split("; ")[-1]
     assert words in cube and f"(gemm.py:{line})" in cube and "\n" not in msg and msg.endswith("[cube family]")
+
+
+def test_an_f32_dtype_row_is_refused_at_the_input_line(tmp_path):
+    # the cube reads f16 / bf16 operands only (docs/reference/ascendc.md §1.10): an f32 row is refused while matching,
+    # at the first operand's declaration, not late in emission
+    text = SPEC.replace("bf16, f16", "bf16, f16, f32").replace("[(f16,), (bf16,)]", "[(f16,), (f32,)]")
+    d = dict(op="Gemm", m="M", k="K", n="N", a="x", b="w", c="y", body="bb.matmul(x, w).cast(U, 'rint')")
+    p = tmp_path / "gemm.py"
+    p.write_text(textwrap.dedent(text.format(**d)))
+    with pytest.raises(NoKernel) as e:
+        kernel_build(load_spec(str(p)))
+    line = next(i for i, t in enumerate(p.read_text().splitlines(), 1) if 'spec.input("x"' in t)
+    cube = str(e.value).split("; ")[-1]
+    assert "dtype row 2 binds U to f32" in cube and f"gemm.py:{line})" in cube and cube.startswith("%x ")

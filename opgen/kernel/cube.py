@@ -75,8 +75,10 @@ class GemmLayout:
                 f"fp32 accumulate, out {self.out_dtype}; epilogue {epi}")
 
 
-def gemm_layout(g) -> GemmLayout:
-    """The GemmLayout of fused graph `g` (module docstring). Raises Unsupported naming the value and the rule."""
+def gemm_layout(g, spec=None) -> GemmLayout:
+    """The GemmLayout of fused graph `g` (module docstring). With `spec`, every dtype row must bind the operands'
+    dtype variable to f16 or bf16 (the cube reads no other type). Raises Unsupported naming the value (or the
+    input, at its spec line) and the rule."""
     vals, prod, uses = g.values(), g.producers(), g.uses()
     params = {p.value.name: p for p in g.params if p.kind == "input"}
     outs = g.outputs
@@ -146,6 +148,14 @@ def gemm_layout(g) -> GemmLayout:
         raise Unsupported(v, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     out = next(o for o, val in outs if val == v)
     name = dtype_name(dta) if fixed else dta.name
+    if spec is not None and not fixed:
+        decl = next((i for i in spec.inputs if i.name == a), None)
+        for r, row in enumerate(spec.dtype_rows, start=1):
+            dt = row.get(name)
+            dt = dtype_name(dt) if dt is not None else "?"
+            if dt not in ("f16", "bf16"):
+                raise Unsupported(a, decl.loc if decl else "", f"dtype row {r} binds {name} to {dt}, but the cube "
+                                  f"family reads f16 or bf16 operands")
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
                       tuple(str(d) for d in batch))
 
@@ -293,7 +303,7 @@ class CubeFamily(Family):
 
     def match(self, spec, g, plan):
         """The GemmLayout of `g` (gemm_layout). Raises Unsupported."""
-        return gemm_layout(g)
+        return gemm_layout(g, spec)
 
     def keys(self, spec, layout) -> list:
         """Every specialisation of the spec."""
@@ -305,7 +315,7 @@ class CubeFamily(Family):
         for key, g in graphs.items():
             if only is not None and key != only:
                 continue
-            lay = gemm_layout(g)
+            lay = gemm_layout(g, spec)
             if lay != layout:
                 raise Unsupported(g.outputs[0][1], "", f"the specialisation {spec.key_text(key)} has another "
                                   f"layout ({lay.text()}) than the first ({layout.text()})")
