@@ -261,7 +261,7 @@ def test_cube_schedule_interpreted_in_numpy_equals_float64_matmul(tmp_path, tran
     ga = np.swapaxes(a, 1, 2).ravel().copy() if trans else a.ravel().copy()
     gb = np.swapaxes(b, 1, 2).ravel().copy() if trans else b.ravel().copy()
     out = np.full(nb * m * n, np.nan, dtype=np.float16)
-    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm": ga, "bGm": gb, "cGm": out}, v["blockDim"])
+    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm_": ga, "bGm_": gb, "cGm_": out}, v["blockDim"])
     ref = np.matmul(a.astype(np.float64), b.astype(np.float64)).ravel()
     assert not np.isnan(out).any()   # every output element written, no unwritten L1 / L0 element read
     assert np.all(np.abs(out.astype(np.float64) - ref) <= 2.0**-10 * np.abs(ref) + 2.0**-24 * 4 * k * np.abs(ref).max())
@@ -293,7 +293,7 @@ def test_fp32_output_keeps_the_accumulator(tmp_path):
     a = rng.uniform(-1, 1, (40, 300)).astype(np.float16)
     b = rng.uniform(-1, 1, (300, 20)).astype(np.float16)
     out = np.full(800, np.nan, dtype=np.float32)
-    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm": a.ravel(), "bGm": b.ravel(), "cGm": out}, v["blockDim"])
+    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm_": a.ravel(), "bGm_": b.ravel(), "cGm_": out}, v["blockDim"])
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.allclose(out.reshape(40, 20), ref, rtol=0, atol=2.0**-24 * 4 * 300 * np.abs(ref).max())
 
@@ -326,3 +326,20 @@ def test_an_f32_dtype_row_is_refused_at_the_input_line(tmp_path):
     line = next(i for i, t in enumerate(p.read_text().splitlines(), 1) if 'spec.input("x"' in t)
     cube = str(e.value).split("; ")[-1]
     assert "dtype row 2 binds U to f32" in cube and f"gemm.py:{line})" in cube and cube.startswith("%x ")
+
+
+def test_spec_names_equal_to_the_kernels_old_member_names_do_not_collide(tmp_path):
+    # aGm / bGm / cGm are valid spec names; the kernel's own members end in '_', which no spec name may
+    u = kernel_build(_spec(tmp_path, a="aGm", b="bGm", c="cGm"))
+    cls = next(iter(u.lowered.programs.values()))
+    assert cls.args == ("aGm", "bGm", "cGm")
+    assert {g.name for g in cls.gms} == {"aGm_", "bGm_", "cGm_"}
+    cpp = K.to_cpp(cls)
+    assert "aGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(aGm));" in cpp
+
+
+def test_a_member_named_like_an_argument_is_refused_with_an_article_that_fits():
+    cls = K.KernelClass("C", "S", args=("a", "c"), gms=(K.GmTensor("a", "half", "a"),), locals=(), fields=(),
+                        process=(), tparams=())
+    with pytest.raises(Exception, match=r"GM tensor name a is also an argument"):
+        K.verify(cls)

@@ -19,6 +19,9 @@ waited in place: this first step does not overlap the pipes (one L1 / L0 buffer 
 launch have nothing to do (the vector epilogue is the next step). A Mmad of one row would select GEMV mode on
 the device, so a tail of one row runs as two (the second row's result is never read).
 
+The class's own members (GM tensors aGm_ / bGm_ / cGm_, buffers l1A_ ... l0C_) end in '_', which no spec name may
+(opgen.dsl.spec), so an input or output of any valid name never collides with them.
+
 The tiling program (opgen.tiling.cube) chooses baseM / baseN / baseK so the L1, L0A, L0B and L0C tiles fit for
 every shape (its `fits`, proven by opgen.tiling.ub_proof); the op_kernel files are the class printed by
 opgen.kernel.kir.to_cpp inside a file skeleton (opgen.codegen.kernel_cube). Both install themselves into this
@@ -172,9 +175,9 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
     M, Kd, N = S("M"), S("K"), S("N")
     bm, bn, bk = S("baseM"), S("baseN"), S("baseK")
     out_t = "T" if lay.out_dtype == lay.dtype else CTYPE[lay.out_dtype]   # the operands' type or f32
-    gms = (K.GmTensor("aGm", "T", lay.a), K.GmTensor("bGm", "T", lay.b), K.GmTensor("cGm", out_t, lay.out))
-    locs = (K.Local("l1A", K.TPos.A1), K.Local("l1B", K.TPos.B1), K.Local("l0A", K.TPos.A2),
-            K.Local("l0B", K.TPos.B2), K.Local("l0C", K.TPos.CO1))
+    gms = (K.GmTensor("aGm_", "T", lay.a), K.GmTensor("bGm_", "T", lay.b), K.GmTensor("cGm_", out_t, lay.out))
+    locs = (K.Local("l1A_", K.TPos.A1), K.Local("l1B_", K.TPos.B1), K.Local("l0A_", K.TPos.A2),
+            K.Local("l0B_", K.TPos.B2), K.Local("l0C_", K.TPos.CO1))
     sz = K.SizeOf("T")
 
     def fn(f, a, b):
@@ -191,22 +194,22 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
 
     m1, k1, n1 = S("mPad") // 16, S("kPad") // 16, S("nPad") // 16
     if lay.trans_a:   # A^T tile [kt, mt] in L1: fractal (m, k) is fractal (k, m) transposed, in ZZ order already
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", off(0, S("k0") * M + S("m0"))), S("kt"), S("mt"), M, S("kPad"),
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("k0") * M + S("m0"))), S("kt"), S("mt"), M, S("kPad"),
                         "Aᵀ tile [kt, mt] -> L1 NZ"),)
         a_load = (K.LoadData(K.Ref("a2"), K.Ref("a1"), Lit(0), m1 * k1, Lit(1), True,
                              "Aᵀ NZ -> A ZZ: every fractal transposed, in place order"),)
     else:
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", off(0, S("m0") * Kd + S("k0"))), S("mt"), S("kt"), Kd, S("mPad"),
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("m0") * Kd + S("k0"))), S("mt"), S("kt"), Kd, S("mPad"),
                         "A tile [mt, kt] -> L1 NZ"),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
             K.LoadData(K.Ref("a2", S("r") * S("kPad") * 16), K.Ref("a1"), S("r"), k1, m1, False,
                        "A fractal row r: NZ -> ZZ"),)),)
     if lay.trans_b:   # B^T tile [nt, kt] in L1 is B's ZN layout already
-        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt"), Kd, S("nPad"),
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt"), Kd, S("nPad"),
                         "Bᵀ tile [nt, kt] -> L1 NZ"),)
         b_load = (K.LoadData(K.Ref("b2"), K.Ref("b1"), Lit(0), k1 * n1, Lit(1), False, "Bᵀ NZ = B ZN: one load"),)
     else:
-        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm", off(1, S("k0") * N + S("n0"))), S("kt"), S("nt"), N, S("kPad"),
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("k0") * N + S("n0"))), S("kt"), S("nt"), N, S("kPad"),
                         "B tile [kt, nt] -> L1 NZ"),)
         b_load = (K.For("r", Lit(0), k1, Lit(1), (
             K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), S("r"), n1, k1, True,
@@ -235,16 +238,16 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         K.Let("mm", fn("max", S("mt"), Lit(2))),
         K.For("k0", Lit(0), Kd, bk, kloop, tail="kt", doc="K chunks (the last a tail)"),
         *_fence(Pipe.M, Pipe.FIX, "L0C block complete"),
-        K.Fixpipe(K.GmView("cGm", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), N,
+        K.Fixpipe(K.GmView("cGm_", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), N,
                   "L0C -> GM with the cast to the output type"),
         *_fence(Pipe.FIX, Pipe.M, "L0C free for the next block"),
     )
     cube = (
-        K.InitBuffer("l1A", bm * bk * sz), K.InitBuffer("l1B", bk * bn * sz),
-        K.InitBuffer("l0A", bm * bk * sz), K.InitBuffer("l0B", bk * bn * sz),
-        K.InitBuffer("l0C", bm * bn * 4),
-        K.Get("a1", "l1A", "T"), K.Get("b1", "l1B", "T"), K.Get("a2", "l0A", "T"), K.Get("b2", "l0B", "T"),
-        K.Get("c1", "l0C", "float"),
+        K.InitBuffer("l1A_", bm * bk * sz), K.InitBuffer("l1B_", bk * bn * sz),
+        K.InitBuffer("l0A_", bm * bk * sz), K.InitBuffer("l0B_", bk * bn * sz),
+        K.InitBuffer("l0C_", bm * bn * 4),
+        K.Get("a1", "l1A_", "T"), K.Get("b1", "l1B_", "T"), K.Get("a2", "l0A_", "T"), K.Get("b2", "l0B_", "T"),
+        K.Get("c1", "l0C_", "float"),
         K.Let("first", K.BLOCK_IDX * S("blocksPerCore") + fn("min", K.BLOCK_IDX, S("blocksTail"))),
         K.Let("last", S("first") + S("blocksPerCore")
               + K.Select((Constraint("<", K.BLOCK_IDX, S("blocksTail")),), Lit(1), Lit(0))),
