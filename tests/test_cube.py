@@ -343,3 +343,23 @@ def test_a_member_named_like_an_argument_is_refused_with_an_article_that_fits():
                         process=(), tparams=())
     with pytest.raises(Exception, match=r"GM tensor name a is also an argument"):
         K.verify(cls)
+
+
+def test_ai_cores_are_read_from_the_platform_and_the_fit_error_names_l1_l0(tmp_path):
+    import dataclasses
+
+    from opgen.codegen.tilingfiles import emit_tiling_files
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    spec = _spec(tmp_path)
+    u = kernel_build(spec)
+    plat = next(p for p in PLATFORMS.values() if p.arch == "dav-2201")
+    odd = dataclasses.replace(plat, aic=20, aiv=48)   # an AIC count that is not AIV / 2: the launch follows the AIC
+    vals = program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": 4096, "K": 64, "N": 4096},
+                          {"U": parse_dtype("f16")}, odd, None)
+    assert u.tiling.program.evaluate(vals)["blockDim"] == 20
+    host = next(t for p, t in emit_tiling_files(spec).items() if p.endswith("_tiling.cpp"))
+    assert "info.aicNum = platform.GetCoreNumAic();" in host   # CANN's PlatformAscendC call for the AI Core count
+    assert "no L1/L0 tiling of Gemm holds this shape" in host and "no UB plan" not in host
