@@ -363,3 +363,17 @@ def test_ai_cores_are_read_from_the_platform_and_the_fit_error_names_l1_l0(tmp_p
     host = next(t for p, t in emit_tiling_files(spec).items() if p.endswith("_tiling.cpp"))
     assert "info.aicNum = platform.GetCoreNumAic();" in host   # CANN's PlatformAscendC call for the AI Core count
     assert "no L1/L0 tiling of Gemm holds this shape" in host and "no UB plan" not in host
+
+
+def test_the_entry_is_cube_only_and_named_as_the_opdef_looks_it_up(tmp_path):
+    import opgen.codegen.kernel_cube  # noqa: F401  (installs the cube family's emit stage)
+    from opgen.check.driver import LAUNCH, kernel_type
+
+    spec = _trans_spec(tmp_path)   # GemmT: snake gemm_t ends in _t (reserved for types), so the entry is gemm_t_entry
+    u = kernel_build(spec)
+    files = u.family.emit(spec, u.lowered, u.tiling)
+    cpp = tmp_path / "k.cpp"
+    cpp.write_text(files["op_kernel/gemm_t.cpp"])
+    assert 'extern "C" __global__ __aicore__ void gemm_t_entry(' in cpp.read_text()
+    # no AIV has work: the launch is AIC-only (docs/reference/ascendc.md §1.3), which opgen check launches
+    assert kernel_type(cpp) == "KERNEL_TYPE_AIC_ONLY" and "KERNEL_TYPE_AIC_ONLY" in LAUNCH

@@ -12,7 +12,7 @@ from opgen.errors import SpecError
 from opgen.ir.dtypes import dtype_name
 from opgen.kernel import cube as kcube
 from opgen.kernel import kir
-from opgen.names import op_snake, spec_path
+from opgen.names import kernel_entry, op_snake, spec_path
 
 
 def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
@@ -40,7 +40,8 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
             declared.append(tk)
             keys.append((tk.macro(spec), kcube.CTYPE[dt]))
     env = template_env()
-    ctx = {"op": spec.name, "op_snake": snake, "spec_file": spec_path(spec), "doc": tiling.doc,
+    ctx = {"op": spec.name, "op_snake": snake, "entry": kernel_entry(spec.name), "spec_file": spec_path(spec),
+           "doc": tiling.doc,
            "class_cpp": kir.to_cpp(cls), "cls": cls.name, "args": list(cls.args), "keys": keys,
            "struct": cls.tiling_struct}
     return {

@@ -15,8 +15,8 @@ ranges (the first `blocksTail` cores take one more). Per block, K in chunks of b
 and L0B (ZN: one transposing LoadData per 16-row fractal row of B), Mmad into the fp32 L0C block (init on the first
 chunk, accumulate after: fp32 accumulation over all of K), then Fixpipe L0C -> GM with the cast to the output
 type. Every hand-off between pipes is a flag (MTE2 -> MTE1 -> M -> FIX and back for the buffer reuse), set and
-waited in place: this first step does not overlap the pipes (one L1 / L0 buffer each). The AIVs of the mixed
-launch have nothing to do (the vector epilogue is the next step). A Mmad of one row would select GEMV mode on
+waited in place: this first step does not overlap the pipes (one L1 / L0 buffer each). The kernel is launched
+cube-only (KERNEL_TYPE_AIC_ONLY, blockDim AIC cores): no AIV has work until the vector epilogue (the next step). A Mmad of one row would select GEMV mode on
 the device, so a tail of one row runs as two (the second row's result is never read).
 
 The class's own members (GM tensors aGm_ / bGm_ / cGm_, buffers l1A_ ... l0C_) end in '_', which no spec name may

@@ -2,8 +2,8 @@
 L1 / L0 plan and its fit.
 
 Units: elements, blocks and bytes as named. Facts: docs/reference/ascendc.md §1.2 (L1 512 KB, L0A / L0B 64 KB,
-L0C 128 KB on Atlas A2/A3, from opgen/platforms), §1.3 (blockDim counts AI Cores in a mixed launch; AIV cores =
-2 x AI Cores), §1.10 (16 x 16 fractals; Nd2Nz counts are uint16: a source row pitch K or N <= 65535; Mmad m / n /
+L0C 128 KB on Atlas A2/A3, from opgen/platforms), §1.3 (blockDim of the cube-only launch counts AIC cores, read
+from the platform's GetCoreNumAic), §1.10 (16 x 16 fractals; Nd2Nz counts are uint16: a source row pitch K or N <= 65535; Mmad m / n /
 k <= 4095; LoadData repeats <= 255).
 
 Base tiles: baseM = min(128, ceil16(M)), baseN = min(256, ceil16(N)), baseK = min(64, ceil16(K)) elements — so
@@ -106,7 +106,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum")}
     if lay.batch:
         inputs["batch"] = functools.reduce(lambda x, y: x * y, [Sym(d) for d in lay.batch])
-    doc = (f"Tiling of {spec.name}: cube family, one mixed launch (1 AIC : 2 AIV); output blocks of baseM x baseN "
+    doc = (f"Tiling of {spec.name}: cube family, one cube-only launch (blockDim AIC cores); output blocks of baseM x baseN "
            f"over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C.")
     return Tiling(prog, inputs, {STRATEGY: plan}, doc, "no L1/L0 tiling of {op} holds this shape")
 
