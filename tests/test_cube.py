@@ -377,3 +377,5 @@ def test_the_entry_is_cube_only_and_named_as_the_opdef_looks_it_up(tmp_path):
     assert 'extern "C" __global__ __aicore__ void gemm_t_entry(' in cpp.read_text()
     # no AIV has work: the launch is AIC-only (docs/reference/ascendc.md §1.3), which opgen check launches
     assert kernel_type(cpp) == "KERNEL_TYPE_AIC_ONLY" and "KERNEL_TYPE_AIC_ONLY" in LAUNCH
+    # the family states it (the kernel UT's KernelMode follows it: AIC_MODE)
+    assert u.family.kernel_type == "KERNEL_TYPE_AIC_ONLY"

@@ -298,6 +298,7 @@ class CubeFamily(Family):
     """A matrix product on the cube with Fixpipe's cast as its epilogue (module docstring)."""
 
     name = "cube"
+    kernel_type = "KERNEL_TYPE_AIC_ONLY"   # the output cast is Fixpipe's: no AIV work (templates/op_kernel/cube_kernel.cpp.j2)
     doc = "one matmul [M, K] x [K, N] on the cube (GM -> L1 NZ -> L0A/L0B -> Mmad -> L0C -> Fixpipe)"
 
     def claims(self, plan) -> bool:

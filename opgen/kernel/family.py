@@ -71,6 +71,10 @@ class Family:
 
     name = ""
     doc = ""
+    kernel_type = ""
+    """The KERNEL_TYPE_* the family's kernel entry declares when it differs from the launch plan's (opgen.passes.fuse
+    annotates by units; a family may fold a vector op into the cube path, as the cube family folds the output
+    cast into Fixpipe); "" follows the plan."""
 
     def claims(self, plan) -> bool:
         """Whether launch plan `plan` (opgen.kernel.KernelPlan) is of the family's kind."""
