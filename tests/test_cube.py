@@ -261,7 +261,7 @@ def test_cube_schedule_interpreted_in_numpy_equals_float64_matmul(tmp_path, tran
     ga = np.swapaxes(a, 1, 2).ravel().copy() if trans else a.ravel().copy()
     gb = np.swapaxes(b, 1, 2).ravel().copy() if trans else b.ravel().copy()
     out = np.full(nb * m * n, np.nan, dtype=np.float16)
-    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm": ga, "bGm": gb, "cGm": out}, v["blockDim"])
+    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm_": ga, "bGm_": gb, "cGm_": out}, v["blockDim"])
     ref = np.matmul(a.astype(np.float64), b.astype(np.float64)).ravel()
     assert not np.isnan(out).any()   # every output element written, no unwritten L1 / L0 element read
     assert np.all(np.abs(out.astype(np.float64) - ref) <= 2.0**-10 * np.abs(ref) + 2.0**-24 * 4 * k * np.abs(ref).max())
@@ -293,6 +293,89 @@ def test_fp32_output_keeps_the_accumulator(tmp_path):
     a = rng.uniform(-1, 1, (40, 300)).astype(np.float16)
     b = rng.uniform(-1, 1, (300, 20)).astype(np.float16)
     out = np.full(800, np.nan, dtype=np.float32)
-    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm": a.ravel(), "bGm": b.ravel(), "cGm": out}, v["blockDim"])
+    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm_": a.ravel(), "bGm_": b.ravel(), "cGm_": out}, v["blockDim"])
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.allclose(out.reshape(40, 20), ref, rtol=0, atol=2.0**-24 * 4 * 300 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("body, words", [
+    # an intermediate rounding Fixpipe would skip: it rounds once, straight to the output dtype
+    ("bb.matmul({a}, {b}).cast(U, 'rint').cast(U, 'rint')", "a second cast after the matmul"),
+    # Fixpipe rounds to nearest even only: ties away from zero would differ from the interpreter
+    ("bb.matmul({a}, {b}).cast(U, 'round')", "round='round'"),
+])
+def test_epilogue_casts_fixpipe_cannot_do_are_refused_at_the_cast_line(tmp_path, body, words):
+    spec = _spec(tmp_path, body=body)
+    with pytest.raises(NoKernel) as e:
+        kernel_build(spec)
+    msg = str(e.value)
+    line = next(i for i, t in enumerate(Path(spec.file).read_text().splitlines(), 1) if "bb.matmul" in t)
+    cube = msg.split("; ")[-1]
+    assert words in cube and f"(gemm.py:{line})" in cube and "\n" not in msg and msg.endswith("[cube family]")
+
+
+def test_an_f32_dtype_row_is_refused_at_the_input_line(tmp_path):
+    # the cube reads f16 / bf16 operands only (docs/reference/ascendc.md §1.10): an f32 row is refused while matching,
+    # at the first operand's declaration, not late in emission
+    text = SPEC.replace("bf16, f16", "bf16, f16, f32").replace("[(f16,), (bf16,)]", "[(f16,), (f32,)]")
+    d = dict(op="Gemm", m="M", k="K", n="N", a="x", b="w", c="y", body="bb.matmul(x, w).cast(U, 'rint')")
+    p = tmp_path / "gemm.py"
+    p.write_text(textwrap.dedent(text.format(**d)))
+    with pytest.raises(NoKernel) as e:
+        kernel_build(load_spec(str(p)))
+    line = next(i for i, t in enumerate(p.read_text().splitlines(), 1) if 'spec.input("x"' in t)
+    cube = str(e.value).split("; ")[-1]
+    assert "dtype row 2 binds U to f32" in cube and f"gemm.py:{line})" in cube and cube.startswith("%x ")
+
+
+def test_spec_names_equal_to_the_kernels_old_member_names_do_not_collide(tmp_path):
+    # aGm / bGm / cGm are valid spec names; the kernel's own members end in '_', which no spec name may
+    u = kernel_build(_spec(tmp_path, a="aGm", b="bGm", c="cGm"))
+    cls = next(iter(u.lowered.programs.values()))
+    assert cls.args == ("aGm", "bGm", "cGm")
+    assert {g.name for g in cls.gms} == {"aGm_", "bGm_", "cGm_"}
+    cpp = K.to_cpp(cls)
+    assert "aGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(aGm));" in cpp
+
+
+def test_a_member_named_like_an_argument_is_refused_with_an_article_that_fits():
+    cls = K.KernelClass("C", "S", args=("a", "c"), gms=(K.GmTensor("a", "half", "a"),), locals=(), fields=(),
+                        process=(), tparams=())
+    with pytest.raises(Exception, match=r"GM tensor name a is also an argument"):
+        K.verify(cls)
+
+
+def test_ai_cores_are_read_from_the_platform_and_the_fit_error_names_l1_l0(tmp_path):
+    import dataclasses
+
+    from opgen.codegen.tilingfiles import emit_tiling_files
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    spec = _spec(tmp_path)
+    u = kernel_build(spec)
+    plat = next(p for p in PLATFORMS.values() if p.arch == "dav-2201")
+    odd = dataclasses.replace(plat, aic=20, aiv=48)   # an AIC count that is not AIV / 2: the launch follows the AIC
+    vals = program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": 4096, "K": 64, "N": 4096},
+                          {"U": parse_dtype("f16")}, odd, None)
+    assert u.tiling.program.evaluate(vals)["blockDim"] == 20
+    host = next(t for p, t in emit_tiling_files(spec).items() if p.endswith("_tiling.cpp"))
+    assert "info.aicNum = platform.GetCoreNumAic();" in host   # CANN's PlatformAscendC call for the AI Core count
+    assert "no L1/L0 tiling of Gemm holds this shape" in host and "no UB plan" not in host
+
+
+def test_the_entry_is_cube_only_and_named_as_the_opdef_looks_it_up(tmp_path):
+    import opgen.codegen.kernel_cube  # noqa: F401  (installs the cube family's emit stage)
+    from opgen.check.driver import LAUNCH, kernel_type
+
+    spec = _trans_spec(tmp_path)   # GemmT: snake gemm_t ends in _t (reserved for types), so the entry is gemm_t_entry
+    u = kernel_build(spec)
+    files = u.family.emit(spec, u.lowered, u.tiling)
+    cpp = tmp_path / "k.cpp"
+    cpp.write_text(files["op_kernel/gemm_t.cpp"])
+    assert 'extern "C" __global__ __aicore__ void gemm_t_entry(' in cpp.read_text()
+    # no AIV has work: the launch is AIC-only (docs/reference/ascendc.md §1.3), which opgen check launches
+    assert kernel_type(cpp) == "KERNEL_TYPE_AIC_ONLY" and "KERNEL_TYPE_AIC_ONLY" in LAUNCH
+    # the family states it (the kernel UT's KernelMode follows it: AIC_MODE)
+    assert u.family.kernel_type == "KERNEL_TYPE_AIC_ONLY"

@@ -10,8 +10,8 @@ opgen.names.kernel_entry: the op's snake_case name unless that is a C library gl
 (absent optional inputs, and outputs the specialisation does not produce, are passed as nullptr) and hands it
 to opgen_check::Main (opgen/check/cpp/check_driver.h; called as opgen_check::SharedMain of check_main.h, compiled
 once per build root and linked into every op's driver: opgen/check/build.py), which does the rest: case file, TilingFunc, GM
-buffers, emu::Launch (KERNEL_TYPE_AIV_ONLY) or emu::LaunchMix (KERNEL_TYPE_MIX_AIC_1_2: blockDim AI Cores, each
-1 AIC + 2 AIV) as the kernel entry declares it (kernel_type), report. Linked with op_host/<op>_tiling.cpp and op_kernel/<op>.cpp.
+buffers, emu::Launch (KERNEL_TYPE_AIV_ONLY), emu::LaunchMix (KERNEL_TYPE_MIX_AIC_1_2: blockDim AI Cores, each
+1 AIC + 2 AIV) or emu::LaunchCube (KERNEL_TYPE_AIC_ONLY: blockDim AIC cores) as the kernel entry declares it (kernel_type), report. Linked with op_host/<op>_tiling.cpp and op_kernel/<op>.cpp.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from __future__ import annotations
 from opgen.names import c_string
 
 
-LAUNCH = {"KERNEL_TYPE_AIV_ONLY": "0 /* LaunchKind::AivOnly */", "KERNEL_TYPE_MIX_AIC_1_2": "1 /* LaunchKind::Mix12 */"}
-"""How the driver launches a kernel of each declared type (emu::Launch / emu::LaunchMix, docs/reference/ascendc.md §1.3):
+LAUNCH = {"KERNEL_TYPE_AIV_ONLY": "0 /* LaunchKind::AivOnly */", "KERNEL_TYPE_MIX_AIC_1_2": "1 /* LaunchKind::Mix12 */",
+          "KERNEL_TYPE_AIC_ONLY": "2 /* LaunchKind::AicOnly */"}
+"""How the driver launches a kernel of each declared type (emu::Launch / emu::LaunchMix / emu::LaunchCube, docs/reference/ascendc.md §1.3):
 the launchKind argument of opgen_check::SharedMain (opgen/check/cpp/check_main.h)."""
 
 

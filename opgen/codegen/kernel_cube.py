@@ -18,7 +18,8 @@ from opgen.names import kernel_entry, op_snake, spec_path
 def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
     """{path: text} of op_kernel/<op>.h, op_kernel/<op>.cpp and the tiling-key header of a cube-family lowering
     (`lowered`: the GemmLayout and {key: KernelClass}). Raises SpecError when the specialisations' classes differ
-    (one class serves every key) or a dtype row binds the operands to a type the cube does not take."""
+    (one class serves every key) or a dtype row binds the operands to a type the cube does not take (a guard:
+    gemm_layout refuses such a row as Unsupported at the input's line while matching)."""
     classes = {kir.to_text(c): c for c in lowered.programs.values()}
     if len(classes) != 1:
         raise SpecError(f"{spec.name}: the cube family expects one kernel class for every specialisation, got "
@@ -39,7 +40,8 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
             declared.append(tk)
             keys.append((tk.macro(spec), kcube.CTYPE[dt]))
     env = template_env()
-    ctx = {"op": spec.name, "op_snake": snake, "entry": kernel_entry(spec.name), "spec_file": spec_path(spec), "doc": tiling.doc,
+    ctx = {"op": spec.name, "op_snake": snake, "entry": kernel_entry(spec.name), "spec_file": spec_path(spec),
+           "doc": tiling.doc,
            "class_cpp": kir.to_cpp(cls), "cls": cls.name, "args": list(cls.args), "keys": keys,
            "struct": cls.tiling_struct}
     return {

@@ -19,10 +19,10 @@ from opgen.names import c_printf, cpp_name
 from opgen.tiling.emit import _attr_key_cpp, dim_bounds, dim_cpp, float_bits
 
 
-def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
+def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> dict[str, str]:
     """{path: text} of op_kernel/<op>_tiling_data.h and op_host/<op>_tiling.cpp for `spec` with tiling program `prog`;
     `inputs_map`: {program input name: dim expression | ("bytes", var) | ("dtype_key",) |
-    ("platform", "coreNum"|"ubBytes") | ("attr_key",) | ("attr_bits", float attr) |
+    ("platform", "coreNum"|"aicNum"|"ubBytes") | ("attr_key",) | ("attr_bits", float attr) |
     ("attr_dim", int attr, dim) | ("deterministic",)}; `doc`: one line naming the strategy and its reference.
 
     ("attr_dim", attr, dim) reads an integer attribute that binds a spec dim (spec.attr(..., dim=BS)): the
@@ -41,6 +41,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
             reads.append((name, "DTypeKey(" + ", ".join(_first_desc(spec, c.name) for c in spec.dtype_table) + ")"))
         elif isinstance(how, tuple) and how[0] == "platform":
             reads.append((name, {"coreNum": "static_cast<int64_t>(compileInfo->coreNum)",
+                                 "aicNum": "static_cast<int64_t>(compileInfo->aicNum)",
                                  "ubBytes": "static_cast<int64_t>(compileInfo->ubSize)"}[how[1]]))
         elif isinstance(how, tuple) and how[0] == "attr_key":
             reads.append((name, _attr_key_cpp(spec)))
@@ -72,8 +73,9 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str) -> dict[str, str]:
         "attr_check": consts.get("attrKey") is None or consts["attrKey"] < 0,
         "dtype_fail": c_printf(f"the dtype combination of {spec.name}'s tensors is not one of its supported rows"),
         "attr_fail": c_printf(f"a static attribute of {spec.name} is absent or not one of its allowed values"),
-        "fits_fail": c_printf(f"no UB plan of {spec.name} holds this shape"),
+        "fits_fail": c_printf((fits_fail or "no UB plan of {op} holds this shape").replace("{op}", spec.name)),
         "platform_fail": c_printf("the platform reports no AIV core or no UB"),
+        "uses_aic": any(how == ("platform", "aicNum") for how in inputs_map.values()),
         "statements": prog.to_cpp(indent="    "),
         "dtype_rows": rows, "n_vars": len(spec.dtype_table),
         "source": doc,
@@ -171,4 +173,4 @@ def emit_tiling_files(spec) -> dict[str, str]:
 
     Raises NoKernel (no family lowers the spec) or SpecError (UB overflow at the dim's declaration line)."""
     t = kernel_build(spec).tiling
-    return emit_tiling(spec, t.program, t.inputs, t.doc)
+    return emit_tiling(spec, t.program, t.inputs, t.doc, t.fits_fail)

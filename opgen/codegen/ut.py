@@ -233,7 +233,8 @@ def ut_context(spec) -> dict:
         buffers.append({"name": cpp_name(o.name), "absent": False, "ctype": _HOST_CTYPE[dt], "input": False,
                         "count": int(np.prod(shp, dtype=np.int64))})
     u = kernel_build(spec)
-    kinds = {k.kernel_type for g in u.graphs.values() for k in g.graph["plan"].kernels}
+    kinds = {u.family.kernel_type} if u.family.kernel_type else \
+        {k.kernel_type for g in u.graphs.values() for k in g.graph["plan"].kernels}
     mix = any("MIX" in k for k in kinds)
     a, d, s = _key_parts(int(twin["tilingKey"]))
     dims = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in c0.env.items())
@@ -250,7 +251,8 @@ def ut_context(spec) -> dict:
         "core_num": platform.aiv, "ub_size": platform.ub_bytes, "sys_workspace": SYS_WORKSPACE_BYTES, "ut_soc": ut_soc, "platform": platform.name,
         "fields": fields, "block_dim": int(twin["blockDim"]),
         "workspace": int(twin["workspaceBytes"]) + SYS_WORKSPACE_BYTES, "buffers": buffers,
-        "kernel_mode": "KernelMode::MIX_MODE" if mix else "KernelMode::AIV_MODE",
+        "kernel_mode": ("KernelMode::AIC_MODE" if kinds == {"KERNEL_TYPE_AIC_ONLY"} else "KernelMode::MIX_MODE" if mix
+                        else "KernelMode::AIV_MODE"),
         "kernel_key": TilingKey(a, d, s, "").macro(spec), "tiling_header": repo.kernel_ut_tiling_header.format(op=m.snake),
         "guard": f"{m.snake.upper()}_UT_TILING_DEF_H_", "combo": tiling_cases[0]["combo"],
         "dims": ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in c0.env.items()),

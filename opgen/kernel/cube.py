@@ -2,8 +2,9 @@
 
 `GemmLayout` is read off the fused graph's structure, never off names: the graph's one `matmul` whose operands are
 (casts of) two 2-D inputs A [M, K] and B [K, N] of one dtype variable, and whose result reaches exactly one output
-through a chain of casts (the epilogue this first step lowers: the fp32 -> output-dtype rounding, which Fixpipe
-does on the way out). Anything else on the result (bias, activation, scale) or a transposed / batched operand is
+through at most one cast with round "rint" or "none" (the epilogue this first step lowers: the fp32 ->
+output-dtype rounding, which Fixpipe does on the way out, once and to nearest even). A chain of casts (an
+intermediate rounding Fixpipe would skip) or another round mode is refused. Anything else on the result (bias, activation, scale) or a transposed / batched operand is
 refused with the rule (Unsupported), so no spec is mis-lowered.
 
 Schedule (one Kernel IR class, `lower`; facts: docs/reference/ascendc.md §1.10 cube path and layouts, §1.6 pipes
@@ -14,9 +15,12 @@ ranges (the first `blocksTail` cores take one more). Per block, K in chunks of b
 and L0B (ZN: one transposing LoadData per 16-row fractal row of B), Mmad into the fp32 L0C block (init on the first
 chunk, accumulate after: fp32 accumulation over all of K), then Fixpipe L0C -> GM with the cast to the output
 type. Every hand-off between pipes is a flag (MTE2 -> MTE1 -> M -> FIX and back for the buffer reuse), set and
-waited in place: this first step does not overlap the pipes (one L1 / L0 buffer each). The AIVs of the mixed
-launch have nothing to do (the vector epilogue is the next step). A Mmad of one row would select GEMV mode on
+waited in place: this first step does not overlap the pipes (one L1 / L0 buffer each). The kernel is launched
+cube-only (KERNEL_TYPE_AIC_ONLY, blockDim AIC cores): no AIV has work until the vector epilogue (the next step). A Mmad of one row would select GEMV mode on
 the device, so a tail of one row runs as two (the second row's result is never read).
+
+The class's own members (GM tensors aGm_ / bGm_ / cGm_, buffers l1A_ ... l0C_) end in '_', which no spec name may
+(opgen.dsl.spec), so an input or output of any valid name never collides with them.
 
 The tiling program (opgen.tiling.cube) chooses baseM / baseN / baseK so the L1, L0A, L0B and L0C tiles fit for
 every shape (its `fits`, proven by opgen.tiling.ub_proof); the op_kernel files are the class printed by
@@ -49,7 +53,7 @@ BATCH_FIELDS = ("mnBlocks",)
 class GemmLayout:
     """The roles of a plain matrix product: inputs a [M, K] and b [K, N], output `out` [M, N]; dims (M, K, N) as
     spec dim names; `dtype` the dtype variable of a and b (or their fixed dtype's name when `fixed`); `out_dtype`
-    the output's dtype variable name or fixed dtype name (the operands' or "f32"); `epilogue` the ops between the matmul and the output (casts only)."""
+    the output's dtype variable name or fixed dtype name (the operands' or "f32"); `epilogue` the ops between the matmul and the output (at most one cast, round rint / none)."""
 
     a: str
     b: str
@@ -74,8 +78,10 @@ class GemmLayout:
                 f"fp32 accumulate, out {self.out_dtype}; epilogue {epi}")
 
 
-def gemm_layout(g) -> GemmLayout:
-    """The GemmLayout of fused graph `g` (module docstring). Raises Unsupported naming the value and the rule."""
+def gemm_layout(g, spec=None) -> GemmLayout:
+    """The GemmLayout of fused graph `g` (module docstring). With `spec`, every dtype row must bind the operands'
+    dtype variable to f16 or bf16 (the cube reads no other type). Raises Unsupported naming the value (or the
+    input, at its spec line) and the rule."""
     vals, prod, uses = g.values(), g.producers(), g.uses()
     params = {p.value.name: p for p in g.params if p.kind == "input"}
     outs = g.outputs
@@ -124,7 +130,15 @@ def gemm_layout(g) -> GemmLayout:
             raise Unsupported(v, us[0].loc if us else "", f"the matmul result feeds {what}; this step of the cube "
                               f"family lowers a matmul whose result is only cast to one output (vector epilogues "
                               f"are the next step)")
-        v = us[0].result.name
+        c = us[0]
+        if epi:
+            raise Unsupported(c.result.name, c.loc, "a second cast after the matmul: Fixpipe rounds once, straight "
+                              "to the output dtype, so the cube family takes at most one cast of the matmul result")
+        mode = c.attr("round") or "none"
+        if mode not in ("rint", "none"):
+            raise Unsupported(c.result.name, c.loc, f"cast of the matmul result with round={mode!r}: Fixpipe rounds "
+                              f"to nearest even only (round 'rint', or 'none' for an exact cast)")
+        v = c.result.name
         seen.add(v)
         epi.append("cast")
     extra = [n for n in g.nodes if n.result.name not in seen]
@@ -137,6 +151,14 @@ def gemm_layout(g) -> GemmLayout:
         raise Unsupported(v, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     out = next(o for o, val in outs if val == v)
     name = dtype_name(dta) if fixed else dta.name
+    if spec is not None and not fixed:
+        decl = next((i for i in spec.inputs if i.name == a), None)
+        for r, row in enumerate(spec.dtype_rows, start=1):
+            dt = row.get(name)
+            dt = dtype_name(dt) if dt is not None else "?"
+            if dt not in ("f16", "bf16"):
+                raise Unsupported(a, decl.loc if decl else "", f"dtype row {r} binds {name} to {dt}, but the cube "
+                                  f"family reads f16 or bf16 operands")
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
                       tuple(str(d) for d in batch))
 
@@ -153,9 +175,9 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
     M, Kd, N = S("M"), S("K"), S("N")
     bm, bn, bk = S("baseM"), S("baseN"), S("baseK")
     out_t = "T" if lay.out_dtype == lay.dtype else CTYPE[lay.out_dtype]   # the operands' type or f32
-    gms = (K.GmTensor("aGm", "T", lay.a), K.GmTensor("bGm", "T", lay.b), K.GmTensor("cGm", out_t, lay.out))
-    locs = (K.Local("l1A", K.TPos.A1), K.Local("l1B", K.TPos.B1), K.Local("l0A", K.TPos.A2),
-            K.Local("l0B", K.TPos.B2), K.Local("l0C", K.TPos.CO1))
+    gms = (K.GmTensor("aGm_", "T", lay.a), K.GmTensor("bGm_", "T", lay.b), K.GmTensor("cGm_", out_t, lay.out))
+    locs = (K.Local("l1A_", K.TPos.A1), K.Local("l1B_", K.TPos.B1), K.Local("l0A_", K.TPos.A2),
+            K.Local("l0B_", K.TPos.B2), K.Local("l0C_", K.TPos.CO1))
     sz = K.SizeOf("T")
 
     def fn(f, a, b):
@@ -172,22 +194,22 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
 
     m1, k1, n1 = S("mPad") // 16, S("kPad") // 16, S("nPad") // 16
     if lay.trans_a:   # A^T tile [kt, mt] in L1: fractal (m, k) is fractal (k, m) transposed, in ZZ order already
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", off(0, S("k0") * M + S("m0"))), S("kt"), S("mt"), M, S("kPad"),
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("k0") * M + S("m0"))), S("kt"), S("mt"), M, S("kPad"),
                         "Aᵀ tile [kt, mt] -> L1 NZ"),)
         a_load = (K.LoadData(K.Ref("a2"), K.Ref("a1"), Lit(0), m1 * k1, Lit(1), True,
                              "Aᵀ NZ -> A ZZ: every fractal transposed, in place order"),)
     else:
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm", off(0, S("m0") * Kd + S("k0"))), S("mt"), S("kt"), Kd, S("mPad"),
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("m0") * Kd + S("k0"))), S("mt"), S("kt"), Kd, S("mPad"),
                         "A tile [mt, kt] -> L1 NZ"),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
             K.LoadData(K.Ref("a2", S("r") * S("kPad") * 16), K.Ref("a1"), S("r"), k1, m1, False,
                        "A fractal row r: NZ -> ZZ"),)),)
     if lay.trans_b:   # B^T tile [nt, kt] in L1 is B's ZN layout already
-        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt"), Kd, S("nPad"),
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt"), Kd, S("nPad"),
                         "Bᵀ tile [nt, kt] -> L1 NZ"),)
         b_load = (K.LoadData(K.Ref("b2"), K.Ref("b1"), Lit(0), k1 * n1, Lit(1), False, "Bᵀ NZ = B ZN: one load"),)
     else:
-        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm", off(1, S("k0") * N + S("n0"))), S("kt"), S("nt"), N, S("kPad"),
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("k0") * N + S("n0"))), S("kt"), S("nt"), N, S("kPad"),
                         "B tile [kt, nt] -> L1 NZ"),)
         b_load = (K.For("r", Lit(0), k1, Lit(1), (
             K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), S("r"), n1, k1, True,
@@ -216,16 +238,16 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         K.Let("mm", fn("max", S("mt"), Lit(2))),
         K.For("k0", Lit(0), Kd, bk, kloop, tail="kt", doc="K chunks (the last a tail)"),
         *_fence(Pipe.M, Pipe.FIX, "L0C block complete"),
-        K.Fixpipe(K.GmView("cGm", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), N,
+        K.Fixpipe(K.GmView("cGm_", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), N,
                   "L0C -> GM with the cast to the output type"),
         *_fence(Pipe.FIX, Pipe.M, "L0C free for the next block"),
     )
     cube = (
-        K.InitBuffer("l1A", bm * bk * sz), K.InitBuffer("l1B", bk * bn * sz),
-        K.InitBuffer("l0A", bm * bk * sz), K.InitBuffer("l0B", bk * bn * sz),
-        K.InitBuffer("l0C", bm * bn * 4),
-        K.Get("a1", "l1A", "T"), K.Get("b1", "l1B", "T"), K.Get("a2", "l0A", "T"), K.Get("b2", "l0B", "T"),
-        K.Get("c1", "l0C", "float"),
+        K.InitBuffer("l1A_", bm * bk * sz), K.InitBuffer("l1B_", bk * bn * sz),
+        K.InitBuffer("l0A_", bm * bk * sz), K.InitBuffer("l0B_", bk * bn * sz),
+        K.InitBuffer("l0C_", bm * bn * 4),
+        K.Get("a1", "l1A_", "T"), K.Get("b1", "l1B_", "T"), K.Get("a2", "l0A_", "T"), K.Get("b2", "l0B_", "T"),
+        K.Get("c1", "l0C_", "float"),
         K.Let("first", K.BLOCK_IDX * S("blocksPerCore") + fn("min", K.BLOCK_IDX, S("blocksTail"))),
         K.Let("last", S("first") + S("blocksPerCore")
               + K.Select((Constraint("<", K.BLOCK_IDX, S("blocksTail")),), Lit(1), Lit(0))),
@@ -276,6 +298,7 @@ class CubeFamily(Family):
     """A matrix product on the cube with Fixpipe's cast as its epilogue (module docstring)."""
 
     name = "cube"
+    kernel_type = "KERNEL_TYPE_AIC_ONLY"   # the output cast is Fixpipe's: no AIV work (templates/op_kernel/cube_kernel.cpp.j2)
     doc = "one matmul [M, K] x [K, N] on the cube (GM -> L1 NZ -> L0A/L0B -> Mmad -> L0C -> Fixpipe)"
 
     def claims(self, plan) -> bool:
@@ -284,7 +307,7 @@ class CubeFamily(Family):
 
     def match(self, spec, g, plan):
         """The GemmLayout of `g` (gemm_layout). Raises Unsupported."""
-        return gemm_layout(g)
+        return gemm_layout(g, spec)
 
     def keys(self, spec, layout) -> list:
         """Every specialisation of the spec."""
@@ -296,7 +319,7 @@ class CubeFamily(Family):
         for key, g in graphs.items():
             if only is not None and key != only:
                 continue
-            lay = gemm_layout(g)
+            lay = gemm_layout(g, spec)
             if lay != layout:
                 raise Unsupported(g.outputs[0][1], "", f"the specialisation {spec.key_text(key)} has another "
                                   f"layout ({lay.text()}) than the first ({layout.text()})")

@@ -44,12 +44,15 @@ class NoKernel(OpgenError):
 @dataclass
 class Tiling:
     """The host tiling of a kernel: the TilingProgram, {program input: how the TilingFunc reads it}
-    (opgen.tiling.emit), the buffer plans {strategy: [Buffer]} and a one-line doc of the strategy."""
+    (opgen.tiling.emit), the buffer plans {strategy: [Buffer]}, a one-line doc of the strategy and `fits_fail`: the
+    family's own words for the emitted tiling's error when the program's `fits` is 0 ("{op}" stands for the operator;
+    "" gives the UB families' "no UB plan of {op} holds this shape")."""
 
     program: object
     inputs: dict
     plans: dict
     doc: str
+    fits_fail: str = ""
 
 
 @dataclass
@@ -68,6 +71,10 @@ class Family:
 
     name = ""
     doc = ""
+    kernel_type = ""
+    """The KERNEL_TYPE_* the family's kernel entry declares when it differs from the launch plan's (opgen.passes.fuse
+    annotates by units; a family may fold a vector op into the cube path, as the cube family folds the output
+    cast into Fixpipe); "" follows the plan."""
 
     def claims(self, plan) -> bool:
         """Whether launch plan `plan` (opgen.kernel.KernelPlan) is of the family's kind."""

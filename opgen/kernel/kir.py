@@ -974,7 +974,8 @@ class _Verifier:
             for n in names:
                 check_name(n, what)
                 if n in seen and not (what == "field" and seen[n] == "field"):
-                    raise IRError(f"{what} name {n} is also a {seen[n]}")
+                    art = "an" if seen[n][0] in "aeiou" else "a"
+                    raise IRError(f"{what} name {n} is also {art} {seen[n]}")
                 seen[n] = what
         for g in k.gms:
             self.dtype(g.dtype, g)

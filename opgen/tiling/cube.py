@@ -2,8 +2,8 @@
 L1 / L0 plan and its fit.
 
 Units: elements, blocks and bytes as named. Facts: docs/reference/ascendc.md §1.2 (L1 512 KB, L0A / L0B 64 KB,
-L0C 128 KB on Atlas A2/A3, from opgen/platforms), §1.3 (blockDim counts AI Cores in a mixed launch; AIV cores =
-2 x AI Cores), §1.10 (16 x 16 fractals; Nd2Nz counts are uint16: a source row pitch K or N <= 65535; Mmad m / n /
+L0C 128 KB on Atlas A2/A3, from opgen/platforms), §1.3 (blockDim of the cube-only launch counts AIC cores, read
+from the platform's GetCoreNumAic), §1.10 (16 x 16 fractals; Nd2Nz counts are uint16: a source row pitch K or N <= 65535; Mmad m / n /
 k <= 4095; LoadData repeats <= 255).
 
 Base tiles: baseM = min(128, ceil16(M)), baseN = min(256, ceil16(N)), baseK = min(64, ceil16(K)) elements — so
@@ -61,7 +61,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     tb = p.input("tBytes", "bytes per element of the operands")
     key = p.input("dtypeKey", "1-based row of the dtype table")
     ak = p.input("attrKey", "mixed-radix index of the static attribute values")
-    cores = p.input("coreNum", "AIV cores of the platform")
+    aic = p.input("aicNum", "AI Cores (AIC) of the platform (GetCoreNumAic)")
     M = p.let("M", dm + 0, "output rows (elements)", True)
     K = p.let("K", dk + 0, "reduction length (elements)", True)
     N = p.let("N", dn + 0, "output columns (elements)", True)
@@ -76,7 +76,6 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
         blocks = p.let("blocks", bt * mn, "output blocks of every matrix")
     else:
         blocks = p.let("blocks", mb * nb, "output blocks")
-    aic = p.let("aicNum", emax(1, cores // 2), "AI Cores (1 AIC : 2 AIV)")
     bd = p.let("blockDim", emax(1, emin(aic, blocks)), "AI Cores launched", True)
     p.let("blocksPerCore", blocks // bd, "blocks of every AI Core", True)
     p.let("blocksTail", blocks % bd, "the first blocksTail AI Cores take one more block", True)
@@ -104,12 +103,12 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     m, k, n = lay.dims
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch))
     inputs = {"dimM": Sym(m), "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
-              "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "coreNum": ("platform", "coreNum")}
+              "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum")}
     if lay.batch:
         inputs["batch"] = functools.reduce(lambda x, y: x * y, [Sym(d) for d in lay.batch])
-    doc = (f"Tiling of {spec.name}: cube family, one mixed launch (1 AIC : 2 AIV); output blocks of baseM x baseN "
+    doc = (f"Tiling of {spec.name}: cube family, one cube-only launch (blockDim AIC cores); output blocks of baseM x baseN "
            f"over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C.")
-    return Tiling(prog, inputs, {STRATEGY: plan}, doc)
+    return Tiling(prog, inputs, {STRATEGY: plan}, doc, "no L1/L0 tiling of {op} holds this shape")
 
 
 kcube.install(tile=cube_tiling)

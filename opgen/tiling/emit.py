@@ -126,7 +126,7 @@ def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platfo
             f32 = [k for k in match if all(spec.dtype_rows[k - 1][v] == DType.f32 for v in free)]
             vals[name] = (f32 or match or [0])[0]  # a free variable prefers float32, like the interpreter
         elif isinstance(how, tuple) and how[0] == "platform":
-            vals[name] = {"coreNum": platform.aiv, "ubBytes": platform.ub_bytes}[how[1]]
+            vals[name] = {"coreNum": platform.aiv, "aicNum": platform.aic, "ubBytes": platform.ub_bytes}[how[1]]
         elif isinstance(how, tuple) and how[0] == "attr_key":
             vals[name] = attr_key(spec, attrs or {})
         elif isinstance(how, tuple) and how[0] == "attr_bits":

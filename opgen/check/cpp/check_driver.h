@@ -152,8 +152,9 @@ using Kernel = std::function<void(const std::vector<uint8_t*>& args)>;
 
 // How the kernel is launched: the type its entry declares with KERNEL_TASK_TYPE_DEFAULT (opgen/check/driver.py).
 // AivOnly: emu::Launch on blockDim AIV cores; Mix12: emu::LaunchMix, blockDim AI Cores of 1 AIC + 2 AIV with the
-// platform's UB and the Atlas A2 cube buffers (emu::CoreMem).
-enum class LaunchKind { AivOnly, Mix12 };
+// platform's UB and the Atlas A2 cube buffers (emu::CoreMem); AicOnly: emu::LaunchCube, blockDim AIC cores with
+// those cube buffers.
+enum class LaunchKind { AivOnly, Mix12, AicOnly };
 
 // The driver: see the file comment. inputNames / outputNames: the spec's parameter names in OpDef order;
 // kernel: calls the op's entry with (inputs..., outputs..., workspace, tiling).
@@ -299,6 +300,10 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
         emu::CoreMem mem = emu::CoreMem::Ascend910B();
         mem.ub = static_cast<uint64_t>(c.ubBytes);
         res = emu::LaunchMix(ctx.blockDim, mem, [&] { kernel(args); }, ctx.tilingKey);
+    } else if (launchKind == LaunchKind::AicOnly) {
+        emu::CoreMem mem = emu::CoreMem::Ascend910B();
+        mem.ub = static_cast<uint64_t>(c.ubBytes);
+        res = emu::LaunchCube(ctx.blockDim, mem, [&] { kernel(args); }, ctx.tilingKey);
     } else {
         res = emu::Launch(ctx.blockDim, static_cast<uint64_t>(c.ubBytes), [&] { kernel(args); }, ctx.tilingKey);
     }

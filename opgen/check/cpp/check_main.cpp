@@ -6,5 +6,5 @@ int opgen_check::SharedMain(int argc, char** argv, const char* opType, const std
                             const std::vector<std::string>& outputNames, const Kernel& kernel, int launchKind)
 {
     return Main(argc, argv, opType, inputNames, outputNames, kernel,
-                launchKind == 1 ? LaunchKind::Mix12 : LaunchKind::AivOnly);
+                launchKind == 1 ? LaunchKind::Mix12 : launchKind == 2 ? LaunchKind::AicOnly : LaunchKind::AivOnly);
 }

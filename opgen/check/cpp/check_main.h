@@ -14,7 +14,7 @@
 
 namespace opgen_check {
 
-// launchKind: 0 = LaunchKind::AivOnly, 1 = LaunchKind::Mix12 (check_driver.h); the rest as Main.
+// launchKind: 0 = LaunchKind::AivOnly, 1 = LaunchKind::Mix12, 2 = LaunchKind::AicOnly (check_driver.h); the rest as Main.
 int SharedMain(int argc, char** argv, const char* opType, const std::vector<std::string>& inputNames,
                const std::vector<std::string>& outputNames,
                const std::function<void(const std::vector<uint8_t*>& args)>& kernel, int launchKind);
