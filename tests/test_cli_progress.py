@@ -132,7 +132,7 @@ def test_interpret_without_out_prints_the_summary(tmp_path):
     r = subprocess.run([sys.executable, "-m", "opgen.cli", "interpret", "AdaLayerNormV2", "--dims", "Bd=2,S=3,H=8"],
                        capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("out: [2, 3, 8] float32 min ") and "nothing written" in r.stderr
+    assert r.stdout.startswith("dtypes: T=float32, U=float32\nout: [2, 3, 8] float32 min ") and "nothing written" in r.stderr
     assert list(tmp_path.iterdir()) == []
 
 
