@@ -13,7 +13,11 @@ from opgen.kernel import kir_interp as ki
 from opgen.kernel import kir_sync as ks
 from opgen.kernel.kir import IRError, Verbatim
 
+from pathlib import Path
+
 from inproc import cli
+
+ROOT = Path(__file__).resolve().parent.parent
 from test_kir import rows_kernel
 
 
@@ -61,3 +65,12 @@ def test_opaque_names_verbatim_text_and_extern_calls():
         ks.place_syncs(vk)
     ek = replace(k, methods=(replace(k.methods[0], extern=True, body=()),) + k.methods[1:])
     assert ki.opaque(ek) == "Process calls CopyIn, which is C++ text"
+
+
+def test_engine_kir_names_the_family_it_does_not_read():
+    """A kernel of another family than rows (MatMul: the cube family, chosen by its one matmul) is refused in one
+    line naming that family, not called "template C++" (its schedule is Kernel IR, the engine reads rows only)."""
+    r = cli("check", ROOT / "examples/specs/mat_mul.py", "--dims", "M=4,K=4,N=4", "--engine", "kir")
+    assert r.returncode == 2
+    assert "MatMul's kernel is of the cube family" in r.stderr and "use --engine emu" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -34,8 +34,11 @@ def require_kernel_ir(spec) -> list:
     line, exit 2 in the CLI) naming the operator, the class and the first part that is not Kernel IR."""
     classes = kernel_classes(spec)
     if not classes:
-        raise NotKernelIR(f"--engine kir: {spec.name}'s kernel is not Kernel IR yet (its family's schedule is still "
-                          "template C++); use --engine emu")
+        from opgen.passes.pipeline import kernel_build  # lazy: start-up time
+
+        family = kernel_build(spec).family.name
+        raise NotKernelIR(f"--engine kir: {spec.name}'s kernel is of the {family} family; the Kernel-IR engine "
+                          "reads the rows family's kernel classes only so far; use --engine emu")
     for k in classes:
         kir.verify(k)
         why = opaque(k)
