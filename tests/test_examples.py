@@ -150,7 +150,37 @@ def batch_mat_mul(i, a):
     return {"out": np.matmul(_f(i["self"]), _f(i["mat2"]))}
 
 
-ORACLES = {f.__name__: f for f in (mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
+def leaky_relu(i, a):
+    x = _f(i["self"])
+    slope = float(np.float32(a.get("negative_slope", 0.01)))   # a float attribute reaches the kernel as fp32
+    return {"out": np.where(x > 0, x, slope * x)}
+
+
+def maximum_grad(i, a):
+    g, x1, x2 = _f(i["grads"]), _f(i["x1"]), _f(i["x2"])
+    return {"y1": g * (x1 >= x2), "y2": g * (x1 < x2)}
+
+
+def threshold_backward(i, a):
+    t = float(np.float32(a.get("threshold", 0.0)))
+    return {"out": np.where(_f(i["self"]) > t, _f(i["gradOutput"]), 0.0)}
+
+
+def smooth_l1_loss(i, a):
+    beta = float(np.float32(a.get("beta", 1.0)))
+    d = _f(i["self"]) - _f(i["target"])
+    ad = np.abs(d)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        quad = 0.5 * d * d / beta
+    return {"out": (np.where(ad < beta, quad, ad - 0.5 * beta), np.maximum(ad, 0.5 * beta))}
+
+
+def prelu(i, a):
+    x = _f(i["self"])
+    return {"out": np.where(x > 0, x, _f(i["weight"]) * x)}
+
+
+ORACLES = {f.__name__: f for f in (prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad)}
 
@@ -229,6 +259,21 @@ CASES = [
     ("swiglu_grad", {"Bd": (3, 7), "H": 21}, F32, {}, 1),                      # dx written as two column windows
     ("swiglu_grad", {"Bd": (2,), "H": 9000}, BF16, {}, 2),
     ("swiglu_grad", {"Bd": (53,), "H": 1}, F16, {}, None),
+    ("leaky_relu", {"Bd": (3, 77)}, F16, {"negative_slope": 0.2}, None),     # compare / select: whole repeats
+    ("leaky_relu", {"Bd": (1,)}, F32, {}, None),                              # one element: one repeat of 64 lanes
+    ("leaky_relu", {"Bd": (5, 30001)}, BF16, {}, 2),
+    ("maximum_grad", {"Bd": (7, 65)}, F32, {}, None),                         # two tensors compared, masks as numbers
+    ("maximum_grad", {"Bd": (2, 50001)}, F16, {}, 2),
+    ("maximum_grad", {"Bd": (1,)}, BF16, {}, None),
+    ("threshold_backward", {"Bd": (4, 3, 5)}, BF16, {"threshold": 0.25}, None),
+    ("threshold_backward", {"Bd": (100003,)}, F32, {}, 2),                   # one run split over the cores
+    ("threshold_backward", {"Bd": (2, 1)}, F16, {"threshold": -1.0}, None),
+    ("smooth_l1_loss", {"Bd": (9,), "H": 33}, F32, {"beta": 0.5}, None),
+    ("prelu", {"N": 97, "C": 33}, F32, {}, 1),                                  # rows of 33 in 64-lane strides, tails
+    ("prelu", {"N": 3, "C": 1}, BF16, {}, None),
+    ("prelu", {"N": 2, "C": 30000}, F16, {}, 2),
+    ("smooth_l1_loss", {"Bd": (97,), "H": 1}, F16, {"beta": 0.0}, None),    # beta 0: the L1 loss; H = 1
+    ("smooth_l1_loss", {"Bd": (3,), "H": 40000}, BF16, {"beta": 2.0}, 2),
     ("mat_mul", {"M": 37, "K": 50, "N": 45}, F16, {}, 1),                     # one block, every edge a tail
     ("mat_mul", {"M": 1000, "K": 333, "N": 500}, BF16, {}, 1),                # 8 x 4 blocks over 24 AI Cores
     ("mat_mul", {"M": 129, "K": 17, "N": 1}, F16, {}, 1),                     # a one-row tail block (not GEMV)

@@ -14,7 +14,7 @@ from opgen.kernel.family import NoKernel
 from opgen.passes.pipeline import compile_unit
 from opgen.registry import load_spec
 
-HEAD = "from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i32, i64\n\n"
+HEAD = "from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, i32, i64\n\n"
 
 
 def _spec(tmp_path, name, body):
@@ -147,9 +147,22 @@ spec.dtypes((T,), [(f16,), (i64,)])
 def _(b, x):
     return {"y": x * 2.0}
 ''', 'spec.input("x"', "input x has dtype i64 (dtype variable T); the rows family reads f32, f16, bf16, i32 inputs"),
-    # a compare and select (LeakyRelu written with where): the refusal names the spec's construct
-    "WhereGt": ('''
-spec = OpSpec("WhereGt", aclnn="aclnnWhereGt", socs=(A2, A3))
+    # a select by a mask input (masks computed by a comparison are lowered): the refusal names the input
+    "WhereMaskInput": ('''
+spec = OpSpec("WhereMaskInput", aclnn="aclnnWhereMaskInput", socs=(A2, A3))
+R, H = spec.dims("R H")
+spec.input("x", f32, [R, H])
+spec.input("m", boolean, [R, H])
+spec.output("y", f32, [R, H])
+
+
+@spec.body
+def _(b, x, m):
+    return {"y": b.where(m, x, 0.0)}
+''', "b.where(m", "`b.where` over the mask input m"),
+    # a comparison of per-row statistics: no vector form
+    "CompareStats": ('''
+spec = OpSpec("CompareStats", aclnn="aclnnCompareStats", socs=(A2, A3))
 R, H = spec.dims("R H")
 spec.input("x", f32, [R, H])
 spec.output("y", f32, [R, H])
@@ -157,8 +170,8 @@ spec.output("y", f32, [R, H])
 
 @spec.body
 def _(b, x):
-    return {"y": b.where(x > 0.0, x, x * 0.1)}
-''', "x > 0.0", "a comparison `>`: the rows family does not lower it yet"),
+    return {"y": b.where(x.sum(-1) > 0.0, x, 0.0)}
+''', "x.sum(-1", "a comparison `>` of per-row statistics"),
     # an integer output
     "IntOut": ('''
 spec = OpSpec("IntOut", aclnn="aclnnIntOut", socs=(A2, A3))

@@ -19,17 +19,19 @@ data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.8 (DataCopyPad units: blockLen 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
-from opgen.ir.dims import Bin, Lit, Sym, as_dim
+from opgen.ir.dims import Bin, Fn, Lit, Sym, as_dim
 from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe, float_scalar
-from opgen.kernel.rowprog import Instr, RowProgram, attr_names, instr_op, per_row
+from opgen.kernel.rowprog import (MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, attr_names, instr_op,
+                                  per_row)
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
@@ -149,6 +151,21 @@ def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir
     elif k == "vgather":
         args = {"dst": operand(i.dst), "src": operand(i.srcs[0]), "offset": operand(i.arg), "base": Lit(0),
                 "count": n}
+    elif k in MASK_KINDS or k in SELECT_KINDS:
+        whole = Fn("align_up", (as_dim(n), Lit(MASK_LANES)))   # whole 256-B repeats (rowprog.MASK_LANES)
+        mask = lambda x: dataclasses.replace(operand(x), as_dtype="uint8_t")  # noqa: E731 - the bit mask's bytes
+        if k in MASK_KINDS:
+            args = {"dst": mask(i.dst), "src0": operand(i.srcs[0]), "mode": i.op, "count": whole}
+            if k == "vcmp":
+                args["src1"] = operand(i.srcs[1])
+            else:
+                args["scalar"] = parse_scalar(i.arg, INT_MEMBERS)
+        else:
+            args = {"dst": operand(i.dst), "mask": mask(i.srcs[0]), "src0": operand(i.srcs[1]), "count": whole}
+            if k == "vsel":
+                args["src1"] = operand(i.srcs[2])
+            else:
+                args["scalar"] = parse_scalar(i.arg, INT_MEMBERS)
     else:
         args = {"dst": operand(i.dst), "count": n}
         for j, x in enumerate(i.srcs):
@@ -208,6 +225,8 @@ def table_form(i: Instr, operand, n: str, row_in: str = "", row_out: str = ""):
     op = instr_op(i)
     if op is None:
         return None
+    if i.kind in MASK_KINDS or i.kind in SELECT_KINDS:
+        raise SpecError(f"row kernel {i.dst}: a compare or select is printed through Kernel IR only (instr_node)")
     d, k = INSTRS[op], i.kind
     if k == "acc":
         return d, {"dst": operand(i.dst), "src0": operand(i.dst), "src1": operand(i.srcs[0]), "count": n}
@@ -729,6 +748,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
                                       ("RowMax", ctx["uses_max"]), ("RowStartOf", True),
                                       ("RunRows", ctx["strided"]), ("GapBlocks", True)) if on),
         run_extent=dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1),
+        zero_fill=any(i.kind in MASK_KINDS or i.kind in SELECT_KINDS for i in p.instrs),
         tiling_struct=f"optiling::{spec.name}TilingData")
     return row_split_class(v.cls, sched)
 

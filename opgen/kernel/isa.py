@@ -122,7 +122,7 @@ class Operand:
 
     name: its placeholder in the form ("dst", "src0", "scalar", "count", ...); kind: "ub" (a LocalTensor in UB),
     "gm" (a GlobalTensor), "scalar" (a C++ value of the element type), "count" (an element count), "mode" (a
-    RoundMode), "value" (another by-value argument: byte base, repeat time, repeat params); access: "r", "w" or
+    RoundMode), "cmp" (a CMPMODE enumerator: LT GT EQ LE GE NE), "value" (another by-value argument: byte base, repeat time, repeat params); access: "r", "w" or
     "rw" for tensors (a "w" destination keeps the lanes the instruction does not write), "" for values; dtype: the
     C++ element type ("T": the instruction's type parameter)."""
 
@@ -551,11 +551,11 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
     _def(Op.BRCB, (_DST, _SRC, Operand("repeat", "value", dtype="uint8_t"), Operand("params", "value")),
          "Brcb({dst}, {src}, {repeat}, {params})", _brcb,
          doc=f"each repeat broadcasts 8 source elements to 8 blocks ({_SEC})"),
-    _def(Op.COMPARE, (Operand("dst", "ub", "w", "uint8_t"), _S0, _S1, Operand("mode", "value"),
+    _def(Op.COMPARE, (Operand("dst", "ub", "w", "uint8_t"), _S0, _S1, Operand("mode", "cmp"),
                       Operand("count", "count", dtype="uint32_t")),
          "Compare({dst}, {src0}, {src1}, {mode}, {count})", _compare(False),
          doc=f"bit i of dst = src0[i] CMPMODE src1[i], whole 256-B repeats ({_SEC})"),
-    _def(Op.COMPARE_SCALAR, (Operand("dst", "ub", "w", "uint8_t"), _S0, _SC, Operand("mode", "value"),
+    _def(Op.COMPARE_SCALAR, (Operand("dst", "ub", "w", "uint8_t"), _S0, _SC, Operand("mode", "cmp"),
                              Operand("count", "count", dtype="uint32_t")),
          "CompareScalar({dst}, {src0}, {scalar}, {mode}, {count})", _compare(True),
          doc=f"bit i of dst = src0[i] CMPMODE scalar, whole 256-B repeats ({_SEC})"),

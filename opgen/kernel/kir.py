@@ -106,7 +106,7 @@ from typing import Union
 
 from opgen.errors import OpgenError
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
-from opgen.kernel.isa import INSTRS, ROUND_MODES, TYPE_PARAMS, Op, Pipe
+from opgen.kernel.isa import CMP_MODES, INSTRS, ROUND_MODES, TYPE_PARAMS, Op, Pipe
 
 
 class IRError(OpgenError):
@@ -440,11 +440,14 @@ class ScalarVar:
 
 @dataclass(frozen=True)
 class Ref:
-    """A UB region operand: tensor variable `tensor` (slot `slot` of a member array), from element `offset`."""
+    """A UB region operand: tensor variable `tensor` (slot `slot` of a member array), from element `offset`; with
+    `as_dtype` the same bytes read as that element type (LocalTensor::ReinterpretCast: a Compare's uint8_t bit mask
+    kept in an fp32 row temporary, docs/reference/ascendc.md §1.9)."""
 
     tensor: str
     offset: DimExpr = Lit(0)
     slot: DimExpr | None = None
+    as_dtype: str | None = None
 
 
 @dataclass(frozen=True)
@@ -605,8 +608,8 @@ class Copy:
 @dataclass(frozen=True)
 class Vec:
     """One instruction of the table: INSTRS[op] with args ((operand name, value), ...): a Ref for a "ub" operand,
-    a DimExpr for "count" / "value", an FExpr for "scalar", a round mode name for "mode", a tuple of DimExprs for
-    a struct-valued "value" operand (Brcb's params)."""
+    a DimExpr for "count" / "value", an FExpr for "scalar", a round mode name for "mode", a CMPMODE enumerator name
+    for "cmp" ("GT", ...), a tuple of DimExprs for a struct-valued "value" operand (Brcb's params)."""
 
     op: Op
     args: tuple
@@ -1091,6 +1094,11 @@ class _Verifier:
         elif m is not None and m.count is not None:
             raise IRError(f"tensor array {r.tensor} used without a slot", node)
         self.expr(r.offset, st, node)
+        if r.as_dtype is not None:
+            want = self.dtype(st.tmap.get(r.as_dtype, r.as_dtype), node)
+            if want not in ELEM_BYTES or st.tmap.get(t.dtype, t.dtype) not in ELEM_BYTES:
+                raise IRError(f"{r.tensor} reinterpreted as {r.as_dtype}: both element types must be known", node)
+            return _Tensor(want, t.buf, None, None)   # element offsets of another type: no constant region check
         return t
 
     def region(self, r, count, st, node, elem_bytes: int | None = None):
@@ -1429,6 +1437,9 @@ class _Verifier:
                 self.expr(v, st, s)
             elif o.kind == "scalar":
                 self.expr(v, st, s, "float")
+            elif o.kind == "cmp":
+                if v not in CMP_MODES:
+                    raise IRError(f"{d.api}: compare mode {v!r} unknown (one of {', '.join(CMP_MODES)})", s)
             elif o.kind == "mode":
                 if isinstance(v, Sym) and st.scalars.get(v.name) == "mode":
                     continue
@@ -1549,7 +1560,8 @@ def _t_ref(r) -> str:
         return f"{r.tensor}[{r.offset}]{st}"
     if isinstance(r, Ref):
         slot = f"<{r.slot}>" if r.slot is not None else ""
-        return f"{r.tensor}{slot}[{r.offset}]"
+        cast = f" as {r.as_dtype}" if r.as_dtype else ""
+        return f"{r.tensor}{slot}[{r.offset}]{cast}"
     return _t_expr(r)
 
 
@@ -1762,7 +1774,8 @@ class CppPrinter:
             off = const_value(r.offset)
             return r.tensor if off == 0 else f"{r.tensor}[{self.e(r.offset)}]"
         base = r.tensor if r.slot is None else f"{r.tensor}[{self.e(r.slot)}]"
-        return base if const_value(r.offset) == 0 else f"{base}[{self.e(r.offset)}]"
+        text = base if const_value(r.offset) == 0 else f"{base}[{self.e(r.offset)}]"
+        return text if r.as_dtype is None else f"{text}.template ReinterpretCast<{r.as_dtype}>()"
 
     def arg(self, a) -> str:
         if isinstance(a, bool):
@@ -1945,6 +1958,8 @@ class CppPrinter:
                 exprs[o.name] = self.f(v) if isinstance(v, FConst) else f"static_cast<float>({self.f(v)})"
             elif o.kind == "mode":
                 exprs[o.name] = v.name if isinstance(v, Sym) else f"RoundMode::{v}"
+            elif o.kind == "cmp":
+                exprs[o.name] = f"CMPMODE::{v}"
             elif isinstance(v, tuple):
                 exprs[o.name] = f"{_STRUCTS[(s.op, o.name)]}({', '.join(self.e(x) for x in v)})"
             else:

@@ -326,7 +326,11 @@ class _Core:
                 t = t[self.ival(r.slot, frame)]
         if t is None:
             raise KirFault(f"{self.where}: tensor {r.tensor} is not allocated")
-        return t.at(self.ival(r.offset, frame))
+        t = t.at(self.ival(r.offset, frame))
+        if r.as_dtype is not None:   # ReinterpretCast: the same bytes as another element type
+            nb = t.size * NP_TYPES[self.dt(t.dtype)].itemsize
+            t = LT(t.off, nb // NP_TYPES[self.dt(r.as_dtype)].itemsize, r.as_dtype, t.queue, t.tag)
+        return t
 
     def bind(self, var: str, t: LT, frame):
         if var in frame["tensors"] or var not in self.mtensors:
@@ -786,6 +790,8 @@ class _Core:
             self.gather(s, frame, tens, count)
         elif s.op is Op.BRCB:
             self.brcb(s, frame, tens)
+        elif s.op in (Op.COMPARE, Op.COMPARE_SCALAR, Op.SELECT, Op.SELECT_SCALAR):
+            self.masked(s, frame, tens, count, args)
         else:
             extra = {}
             for o in d.operands:
@@ -820,6 +826,41 @@ class _Core:
         env["count"] = count
         out = meaning(env)["dst"]
         self.write(dst, out[:count], ok)
+
+    def masked(self, s, frame, tens, count, args):
+        """Compare / CompareScalar (bit i of a uint8 mask = src0[i] op src1[i]) and Select (dst[i] = bit i ? src0[i]
+        : src1[i]): whole 256-B repeats (the table's meaning raises otherwise); a mask byte is written when its 8
+        source lanes are, a selected lane when its sources and its mask byte are (EMU.md "Poison")."""
+        d = INSTRS[s.op]
+        if count is None or count <= 0:
+            return
+        mask_name = "dst" if s.op in (Op.COMPARE, Op.COMPARE_SCALAR) else "mask"
+        for n, t in tens.items():
+            self.aligned(t, d.api)
+            self.read(t, count // 8 if n == mask_name else count)
+        ins = self.issue(_V, s)
+        env, ok = {}, np.ones(count, dtype=bool)
+        for n, t in tens.items():
+            k = count // 8 if n == mask_name else count
+            self.touch(ins, t.off, k * NP_TYPES[self.dt(t.dtype)].itemsize, n == "dst")
+            env[n], w = self.read(t, k)
+            if n != "dst":
+                ok &= np.repeat(w, 8)[:count] if n == mask_name else w
+        for o in d.operands:
+            if o.kind == "scalar":
+                env[o.name] = np.asarray(self.fval(args[o.name], frame)).astype(
+                    NP_TYPES[self.dt(tens["src0"].dtype)])
+            elif o.kind == "cmp":
+                env[o.name] = args[o.name]
+        env["count"] = count
+        try:
+            out = d.meaning(env)["dst"]
+        except ValueError as e:
+            raise KirFault(f"{self.where}: {e}") from None
+        if mask_name == "dst":
+            self.write(tens["dst"], out[:count // 8], ok.reshape(-1, 8).all(axis=1))
+        else:
+            self.write(tens["dst"], out[:count], ok)
 
     def reduce(self, s, frame, tens, count):
         if count is None or count <= 0:

@@ -212,8 +212,11 @@ class _Analysis:
         b = d.binds.get(name) if name is not None else None
         dtype = b[2] if b else self.member_dtypes.get(r.tensor, "float")
         if b is None:
-            return (_UNKNOWN, None, dtype)
+            return (_UNKNOWN, None, r.as_dtype or dtype)
         base, start, dt = b
+        if r.as_dtype is not None:   # a ReinterpretCast view: the offset counts the source's elements
+            off, sz = kir.const_value(r.offset), self.size(dt)
+            return (base, None if start is None or off is None or sz is None else start + off * sz, r.as_dtype)
         off, sz = kir.const_value(r.offset), self.size(dt)
         if start is None or off is None or sz is None:
             return (base, None, dt)

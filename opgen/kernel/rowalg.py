@@ -20,7 +20,8 @@ import re
 from typing import Callable
 
 from opgen.ir.records import evolve
-from opgen.kernel.rowprog import ROW_REDUCE, RowProgram, _names_in, _rename, is_vector
+from opgen.kernel.rowprog import (MASK_KINDS, ROW_REDUCE, SCALAR_ARG_KINDS, SELECT_KINDS, RowProgram, _names_in,
+                                 _rename, is_vector)
 
 FP32_UNIT_ROUNDOFF = 2.0 ** -24
 """u: the largest relative error of one fp32 round-to-nearest (docs/reference/kernel_cost.md §4)."""
@@ -54,7 +55,7 @@ def _replace_uses(p: RowProgram, where: dict[str, str]) -> None:
     if not where:
         return
     p.instrs = [evolve(i, srcs=tuple(where.get(x, x) for x in i.srcs),
-                       arg=_rename(i.arg, where) if i.kind in ("sexpr", "vscalar", "vdup") else i.arg)
+                       arg=_rename(i.arg, where) if i.kind in SCALAR_ARG_KINDS else i.arg)
                 for i in p.instrs]
     p.accs = {where.get(k, k): v for k, v in p.accs.items()}
 
@@ -150,7 +151,7 @@ def propagate_scalar_copies(p: RowProgram) -> int:
     return len(where)
 
 
-_PURE = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "sexpr", "sload", "rsum", "rmax")
+_PURE = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "sexpr", "sload", "rsum", "rmax", *MASK_KINDS, *SELECT_KINDS)
 """Kinds whose result depends only on their operands (and, for cast_in / sload, the current row of a GM input,
 which the kernel does not write): two of them with equal operands compute the same value."""
 
@@ -165,7 +166,7 @@ def reuse_computed_values(p: RowProgram) -> int:
     keep = []
     for i in p.instrs:
         srcs = tuple(where.get(x, x) for x in i.srcs)
-        arg = _rename(i.arg, where) if i.kind in ("sexpr", "vscalar", "vdup") else i.arg
+        arg = _rename(i.arg, where) if i.kind in SCALAR_ARG_KINDS else i.arg
         i = evolve(i, srcs=srcs, arg=arg)
         if i.kind in _PURE and i.dst and i.dst not in p.accs:
             key = (i.kind, i.op, srcs, arg, i.gm, i.space)

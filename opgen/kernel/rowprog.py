@@ -46,11 +46,28 @@ ROW_REDUCE = ("rsum", "rmax")
 VECTOR_SPACES = ("row", "brow", "col", "table")
 """Spaces whose values are UB rows (vector operands); "table" is a head-row kernel's RoPE table row
 (opgen.kernel.headrows)."""
-NO_INPLACE = ("vgather",)
-"""Instruction kinds whose destination must not be one of their sources (Gather permutes lanes)."""
+NO_INPLACE = ("vgather", "vcmp", "vcmps")
+"""Instruction kinds whose destination must not be one of their sources (Gather permutes lanes; a compare writes a
+bit mask of another element size over the row it reads)."""
+MASK_KINDS = ("vcmp", "vcmps")
+"""Kinds whose result is a bit mask (bit i of byte i / 8 for lane i, in an fp32 row temporary's bytes; AscendC
+Compare / CompareScalar, docs/reference/ascendc.md §1.9): only a select reads it, as its srcs[0]."""
+SELECT_KINDS = ("vsel", "vsels")
+"""Kinds that read a bit mask (srcs[0]) and choose per lane between srcs[1] and srcs[2] or the scalar arg."""
+CMP_OPS = {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "NE"}
+"""AscendC's CMPMODE of each comparison op of the IR (opgen.ir.ops)."""
+CMP_SWAP = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "EQ": "EQ", "NE": "NE"}
+"""The mode of the comparison with its operands swapped (s < x is x > s), for CompareScalar's scalar-second form."""
+SCALAR_ARG_KINDS = ("sexpr", "vscalar", "vdup", "vcmps", "vsels")
+"""Kinds whose `arg` is a C++ float expression over scalar names (renamed and scanned for uses with the operands)."""
+MASK_LANES = 64
+"""Lanes a compare or select covers per 256-B repeat of fp32: their counts are rounded up to a multiple of it (whole
+repeats, docs/reference/ascendc.md §1.9), and a kernel using them zero-fills its row temporaries once so the lanes
+past the row are written (opgen.kernel.rowsched)."""
 ROUND_MODES = {m: f"CAST_{m.upper()}" for m in ("none", "rint", "round", "floor", "ceil", "trunc", "odd")}
 """AscendC's RoundMode enumerator of each round mode of the IR's cast (opgen.ir.ops.ROUND_MODES)."""
-KIND_OPS = {"cast_in": Op.CAST_FROM, "vdup": Op.DUPLICATE, "vgather": Op.GATHER, "acc": Op.ADD, "store": Op.CAST_TO}
+KIND_OPS = {"cast_in": Op.CAST_FROM, "vdup": Op.DUPLICATE, "vgather": Op.GATHER, "acc": Op.ADD, "store": Op.CAST_TO,
+            "vcmp": Op.COMPARE, "vcmps": Op.COMPARE_SCALAR, "vsel": Op.SELECT, "vsels": Op.SELECT_SCALAR}
 """The instruction-table entry (opgen.kernel.isa) of each kind printed as one table instruction; vbin, vscalar and
 vunary name theirs in `Instr.op` (the AscendC name: "Add", "Muls", "Exp", ...)."""
 TABLE_KINDS = ("vbin", "vscalar", "vunary")
@@ -88,7 +105,7 @@ def vector_cost(instrs, n: int) -> Cost:
     return Cost(rep, cyc)
 
 
-VECTOR_KINDS = tuple(k for k in ("cast_in", *TABLE_KINDS, "vdup", "vgather", "acc", "store")
+VECTOR_KINDS = tuple(k for k in ("cast_in", *TABLE_KINDS, "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS, "acc", "store")
                      if k in TABLE_KINDS or INSTRS[KIND_OPS[k]].pipe is Pipe.V)
 """Instruction kinds printed as vector (PIPE_V) instructions (their table entries' pipe). The vector pipe issues in
 order but does not complete in order, so a dependent vector instruction must wait (docs/reference/ascendc.md §1.6):
@@ -128,6 +145,10 @@ class Instr:
     vunary      dst = op(srcs[0])                            (Exp/Ln/Sqrt/Rsqrt/Abs/Relu)
     vdup        dst = scalar arg broadcast                   (Duplicate)
     vgather     dst = srcs[0] with its lanes permuted by the UB offset table `arg`  (Gather; never in place)
+    vcmp        mask dst = srcs[0] <op> srcs[1]               (Compare, op a CMPMODE "GT"...; never in place)
+    vcmps       mask dst = srcs[0] <op> scalar arg            (CompareScalar)
+    vsel        dst = mask srcs[0] ? srcs[1] : srcs[2]       (Select, VSEL_TENSOR_TENSOR_MODE)
+    vsels       dst = mask srcs[0] ? srcs[1] : scalar arg    (Select, VSEL_TENSOR_SCALAR_MODE)
     rsum        scalar dst = sum of srcs[0] over the row     (ReduceSum; partial per core in COL_SPLIT)
     rmax        scalar dst = max of srcs[0] over the row     (ReduceMax; partial per core in COL_SPLIT)
     sexpr       scalar dst = C++ float expression arg over scalar names
@@ -292,7 +313,7 @@ def _names_in(i: Instr) -> list[str]:
     import re
 
     names = list(i.srcs)
-    if i.kind in ("sexpr", "vscalar", "vdup"):
+    if i.kind in SCALAR_ARG_KINDS:
         names += re.findall(r"[A-Za-z_][A-Za-z0-9_]*", i.arg)
     return names
 
@@ -351,7 +372,7 @@ def _assign_phases(p: RowProgram) -> None:
 def _allocate(p: RowProgram) -> None:
     """Name every UB operand: row values -> w<k> by liveness (in place when an operand dies at this
     instruction), brow/col values and accumulators -> their own buffers. Rewrites p.instrs."""
-    row_kinds = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "vgather")
+    row_kinds = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS)
     last: dict[str, int] = {}
     for k, i in enumerate(p.instrs):
         for x in _names_in(i):
@@ -364,7 +385,8 @@ def _allocate(p: RowProgram) -> None:
         srcs = tuple(where.get(x, x) for x in i.srcs)
         dst = i.dst
         if i.space == "row" and i.kind in row_kinds:
-            dying = [x for x in i.srcs if x in where and last.get(x) == k]
+            data = i.srcs[1:] if i.kind in SELECT_KINDS else i.srcs   # a select never overwrites its mask
+            dying = [x for x in data if x in where and last.get(x) == k]
             if dying and i.kind not in NO_INPLACE:
                 dst = where[dying[0]]
             else:
@@ -458,6 +480,14 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = Duplicate({i.arg})"
     if i.kind == "vgather":
         return f"{i.dst} = Gather({a}, {i.arg})"
+    if i.kind == "vcmp":
+        return f"{i.dst} = Compare({', '.join(i.srcs)}, {i.op})"
+    if i.kind == "vcmps":
+        return f"{i.dst} = CompareScalar({a}, {i.arg}, {i.op})"
+    if i.kind == "vsel":
+        return f"{i.dst} = Select({', '.join(i.srcs)})"
+    if i.kind == "vsels":
+        return f"{i.dst} = Select({', '.join(i.srcs)}, {i.arg})"
     if i.kind == "rsum":
         return f"{i.dst} = ReduceSum({a})"
     if i.kind == "rmax":

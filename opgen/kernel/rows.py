@@ -63,6 +63,7 @@ class _Lowering:
         self.taken = {pr.value.name for pr in g.params} | {o for o, _ in g.outputs}
         self.used_ops: set[str] = set()
         self.sums: dict[str, str] = {}           # value -> the sum over rows (acc) it is (or is a view of)
+        self.masks: set[str] = set()             # values that are bit masks of a comparison (rowprog.MASK_KINDS)
         self.passes = None                       # kernel-level algebra run by `run` (lower)
 
     def err(self, v: str, why: str) -> Unsupported:
@@ -242,6 +243,11 @@ class _Lowering:
             self.alias[r] = src
             if x in self.scalar_text:
                 self.scalar_text[r] = self.scalar_text[x]
+            if x in self.masks:
+                self.masks.add(r)
+            return
+        if op == "cast" and n.inputs[0] in self.masks:
+            self.mask_to_number(n)
             return
         if op == "cast":
             x = n.inputs[0]
@@ -260,6 +266,12 @@ class _Lowering:
         if op == "reduce":
             self.reduce(n)
             return
+        if op in rowprog.CMP_OPS:
+            self.compare(n)
+            return
+        if op == "select":
+            self.select(n)
+            return
         if op in ELEMENTWISE:
             for x in n.inputs:   # loads the operands an input chain ends in (lower_elementwise reads their names)
                 self.use(x, r)
@@ -275,6 +287,96 @@ class _Lowering:
             return
         what = _CONSTRUCT.get(op, f"op {op}")
         raise self.err(r, f"{what}: the rows family does not lower it yet (`opgen interpret` runs it)")
+
+    def _vector_space(self, n, what: str) -> str:
+        """The space of node n's result, which must be a vector space (a row of the domain, a batch or column row).
+        Raises Unsupported naming `what` otherwise."""
+        r = n.result.name
+        try:
+            sp = self.lay.space(n.result.type.shape)
+        except IRError as e:
+            raise self.err(r, str(e)) from None
+        if sp not in rowprog.VECTOR_SPACES:
+            raise self.err(r, f"{what} of {SPACE_WORDS[sp]}: the rows family compares and selects whole rows (a "
+                           f"comparison of per-row statistics or scalars has no vector form; compare the row "
+                           f"itself)")
+        return sp
+
+    def _scalar_of(self, x: str) -> str | None:
+        """The C++ float text of operand x when it is a per-row or scalar value, None when it is a row."""
+        if self.space[x] in ("stat", "scalar"):
+            return self.scalar_text.get(x, self.operand(x))
+        return None
+
+    def compare(self, n) -> None:
+        """A comparison (< <= > >= .eq .ne) of rows, or of a row and a scalar: a bit mask (Compare / CompareScalar,
+        rowprog.MASK_KINDS) that only a select (or a cast to a number) may read."""
+        r, (a, b) = n.result.name, n.inputs
+        what = _CONSTRUCT[n.op]
+        for x in (a, b):
+            self.use(x, r)
+            if x in self.masks:
+                raise self.err(r, f"{what} of a mask; compare numbers (a mask as a number: b.where(m, 1.0, 0.0))")
+        sp = self._vector_space(n, what)
+        for x in (a, b):
+            dt = self.vals[x].type.dtype
+            if isinstance(dt, DType) and dtype_name(dt) != "f32":
+                raise self.err(r, f"{what} of a {dtype_name(dt)} value; the rows family compares fp32 rows (cast "
+                               f"the operands to f32 first)")
+        mode = rowprog.CMP_OPS[n.op]
+        sa, sb = self._scalar_of(a), self._scalar_of(b)
+        emit = self.p.instrs.append
+        if sa is None and sb is None:
+            emit(Instr("vcmp", r, (self.operand(a), self.operand(b)), mode, space=sp))
+        elif sb is not None:
+            emit(Instr("vcmps", r, (self.operand(a),), mode, sb, space=sp))
+        else:
+            emit(Instr("vcmps", r, (self.operand(b),), rowprog.CMP_SWAP[mode], sa, space=sp))
+        self.space[r] = sp
+        self.masks.add(r)
+
+    def select(self, n) -> None:
+        """b.where(mask, a, b) on rows: Select with the mask of a comparison; a scalar second branch is Select's
+        scalar form (mask ? row : scalar), a scalar first branch a Duplicate of it."""
+        r, (c, a, b) = n.result.name, n.inputs
+        if self.ch.is_load(c):
+            raise self.err(r, f"`b.where` over the mask input {self.ch.root[c]}: the rows family selects by masks it "
+                           f"computes with a comparison (mask inputs are not read yet)")
+        for x in (c, a, b):
+            self.use(x, r)
+        if c not in self.masks:
+            raise self.err(r, "`b.where` over a condition that is not a comparison of rows")
+        for x in (a, b):
+            if x in self.masks:
+                raise self.err(r, "`b.where` choosing between masks; choose between numbers")
+        sp = self._vector_space(n, "`b.where`")
+        self._select_into(r, sp, self.operand(c), a, b)
+
+    def _select_into(self, r: str, sp: str, mask: str, a: str | None, b: str | None, sa: str | None = None,
+                     sb: str | None = None) -> None:
+        """Value r = mask ? a : b, each branch a value name or (a None name) the scalar text sa / sb."""
+        emit = self.p.instrs.append
+        ta = sa if a is None else self._scalar_of(a)
+        tb = sb if b is None else self._scalar_of(b)
+        if ta is not None:   # Select's scalar form takes the scalar second: a scalar first branch is broadcast
+            emit(Instr("vdup", f"dup_{r}", arg=ta, space=sp))
+            va = f"dup_{r}"
+        else:
+            va = self.operand(a)
+        if tb is None:
+            emit(Instr("vsel", r, (mask, va, self.operand(b)), space=sp))
+        else:
+            emit(Instr("vsels", r, (mask, va), arg=tb, space=sp))
+        self.space[r] = sp
+
+    def mask_to_number(self, n) -> None:
+        """A cast of a comparison's mask to a number: 1.0 where set, 0.0 elsewhere (a Select of a row of ones)."""
+        r, x = n.result.name, n.inputs[0]
+        self.use(x, r)
+        to = dtype_name(n.attr("to"))
+        if to != "f32":
+            raise self.err(r, f"a cast of a mask to {to}; the rows family computes in fp32 (cast the mask to f32)")
+        self._select_into(r, self.space[x], self.operand(x), None, None, "1.0f", "0.0f")
 
     def reduce(self, n) -> None:
         r, x = n.result.name, n.inputs[0]

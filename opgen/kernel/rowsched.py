@@ -124,6 +124,7 @@ class RowSchedule:
     run_extent: DimExpr = Lit(1)   # RunRows: the rows of one run (the innermost leading extent)
     tparams: tuple = ()
     tiling_struct: str = "TilingData"
+    zero_fill: bool = False    # zero the row, batch and column rows once (a compare / select reads whole repeats)
 
 
 def _spec(text: str) -> str:
@@ -176,12 +177,20 @@ def _fixed_buffers(s: RowSchedule, bufs: dict) -> tuple:
     """A strategy's fixed UB buffers (`bufs`: only those it reads) and the views into them."""
     out: list = []
     f4 = SizeOf("float")
+    filled = False
     rows = (("workBuf", "w_", s.temps), ("browBuf", "brow_", s.nbrow), ("colBuf", "colv_", s.ncol))
     for buf, arr, n in rows:
         if bufs.get(buf):
             out.append(InitBuffer(f"{buf}_", mul(n, Sym("rowStride_"), f4)))
             out.append(For("j", Lit(0), Lit(n), Lit(1), (
                 Get(arr, f"{buf}_", "float", mul(Sym("j"), Sym("rowStride_")), slot=Sym("j")),)))
+            if s.zero_fill:   # lanes past the row are written once: a compare / select covers whole repeats
+                out.append(For("j", Lit(0), Lit(n), Lit(1), (
+                    vec(Op.DUPLICATE, dst=Ref(arr, slot=Sym("j")), scalar=FConst(0.0), count=Sym("rowStride_")),),
+                    doc="the lanes a compare or select reads past the row hold defined values"))
+                filled = True
+    if filled:
+        out.append(Barrier(Pipe.V, doc="the zero fill is done before the rows are written"))
     for q in ("paramQue", "accOutQue"):
         if bufs.get(q):
             out.append(InitBuffer(f"{q}_", mul(Sym("rowStride_"), f4), 1))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from opgen.kernel.rowprog import MASK_KINDS, MASK_LANES, SELECT_KINDS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
@@ -46,7 +47,8 @@ class RowCounts:
     rows / column rows (values and accumulators); brow_acc/col_acc: accumulators among them (cross-core partial
     rows in ROW_SPLIT); rsums: row reductions; rsums_per_level: the most of one level (exchanged together in
     COL_SPLIT); levels: row-reduction levels (0: COL_SPLIT chunks the slice, nothing stays resident); loads: batch
-    and column rows loaded from GM (staged through paramQue)."""
+    and column rows loaded from GM (staged through paramQue); masks: compares and selects (their counts cover whole
+    256-B repeats, so row strides and column slices are multiples of 64 elements: opgen.kernel.rowprog.MASK_LANES)."""
 
     row_in: tuple
     row_out: tuple
@@ -61,13 +63,15 @@ class RowCounts:
     rsums_per_level: int
     levels: int
     loads: int = 0
+    masks: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out as {dtype: count})."""
         return {"row_in": dict(self.row_in), "row_out": dict(self.row_out), "stat_in": self.stat_in,
                 "stat_out": self.stat_out, "temps": self.temps, "brow": self.brow, "col": self.col,
                 "brow_acc": self.brow_acc, "col_acc": self.col_acc, "rsums": self.rsums,
-                "rsums_per_level": self.rsums_per_level, "levels": self.levels, "loads": self.loads}
+                "rsums_per_level": self.rsums_per_level, "levels": self.levels, "loads": self.loads,
+                "masks": self.masks}
 
 
 def program_counts(p) -> dict:
@@ -90,6 +94,7 @@ def program_counts(p) -> dict:
         "col_acc": sum(1 for v in p.accs.values() if v[0] == "col"),
         "rsums": len(p.rsums()), "rsums_per_level": max(per_level.values(), default=0), "levels": p.levels,
         "loads": sum(1 for i in p.instrs if i.kind == "load"),
+        "masks": sum(1 for i in p.instrs if i.kind in MASK_KINDS or i.kind in SELECT_KINDS),
     }
 
 
@@ -234,10 +239,11 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     def bytes_of(d: str):
         return sizes[d] if d in sizes else lit({"f32": 4, "f16": 2, "bf16": 2, "i32": 4}.get(d, 4))
 
-    col_align = p.let("colAlign", align_up(H, 16), "row stride in UB (elements; 32-byte aligned)", True)
+    lanes = MASK_LANES if c.masks else 16   # a compare / select covers whole 256-B repeats of the row
+    col_align = p.let("colAlign", align_up(H, lanes), "row stride in UB (elements; 32-byte aligned)", True)
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of)}
     rows_fit, row_cores = row_split(p, R, cores, ub, plans[ROW_SPLIT])
-    cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), 16), "columns per core (COL_SPLIT)", True)
+    cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
     if c.levels:
         cols_pass = p.let("colsPerPass", cols_core + 0, "columns per COL_SPLIT pass: the whole slice stays resident",
@@ -247,9 +253,9 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         per_col = p.let("passColBytes", row_bytes(one) + fixed_bytes(one) - fixed_bytes(none),
                         "UB bytes per column of a one-row COL_SPLIT pass")
         fixed0 = fixed_bytes(none) + PASS_SLACK_BYTES
-        cols_fit = p.let("passColsFit", select(ub > fixed0, (ub - fixed0) // per_col, 0) // 16 * 16,
-                         "columns of a one-row COL_SPLIT pass that fit (multiple of 16)")
-        cols_pass = p.let("colsPerPass", emax(16, emin(cols_core, cols_fit)),
+        cols_fit = p.let("passColsFit", select(ub > fixed0, (ub - fixed0) // per_col, 0) // lanes * lanes,
+                         f"columns of a one-row COL_SPLIT pass that fit (multiple of {lanes})")
+        cols_pass = p.let("colsPerPass", emax(lanes, emin(cols_core, cols_fit)),
                           "columns per COL_SPLIT pass (no row reduction: the slice is walked in chunks)", True)
     grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of),
                                                            cols_core, col_cores, cols_pass)

@@ -1,6 +1,7 @@
 """LeakyRelu (aclnnLeakyRelu): y = x where x > 0, else negative_slope * x — written with a compare and `b.where`.
 
-Interpreted (`opgen interpret`); no kernel family lowers a compare and select yet.
+The rows family lowers the compare to CompareScalar (a bit mask) and the choice to Select; pure elementwise, the
+kernel sees the whole tensor as one run of elements split over the cores.
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
