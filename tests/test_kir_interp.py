@@ -367,3 +367,51 @@ def test_gm_shadow_pages_keep_byte_addresses_across_a_page_boundary():
     r = ki.run(_tiny(stmts), {"n": 16}, gm, 1, verify_first=False)
     page = ki._GM_PAGE
     assert f"race (read-after-write) on GM tensor 'gmY' bytes [{page}, {page + 32})" in r.first_fault, r.first_fault
+
+
+# ------------------------------------------------------------------------------------------------ compare / select
+def _threshold_kernel(fill: bool) -> KernelClass:
+    """y[:n] = x[:n] where x > 0 else 0.0 (n < 128, one row): copy in, CompareScalar GT into a bit mask kept in the
+    bytes of a second fp32 buffer (Ref.as_dtype), Select's scalar form, copy out; counts rounded up to 64 lanes
+    (whole 256-B repeats). With `fill`, both buffers are zeroed first, so the lanes past n are written."""
+    n64 = E("n64")
+    body = [InitBuffer("b", Lit(128 * 4)), InitBuffer("m", Lit(128 * 4)), Get("t", "b", "float"),
+            Get("k", "m", "float")]
+    if fill:
+        body += [vec(Op.DUPLICATE, dst="t", scalar=0.0, count=Lit(128)),
+                 vec(Op.DUPLICATE, dst="k", scalar=0.0, count=Lit(128)), Barrier(Pipe.V),
+                 SetFlag(Pipe.V, Pipe.MTE2), WaitFlag(Pipe.V, Pipe.MTE2)]
+    body += [Copy(Ref("t"), GmView("gmX"), Lit(1), E("n") * 4, pad_value=None),
+             SetFlag(Pipe.MTE2, Pipe.V), WaitFlag(Pipe.MTE2, Pipe.V),
+             vec(Op.COMPARE_SCALAR, dst=Ref("k", as_dtype="uint8_t"), src0="t", scalar=0.0, mode="GT", count=n64),
+             Barrier(Pipe.V),
+             vec(Op.SELECT_SCALAR, dst="t", mask=Ref("k", as_dtype="uint8_t"), src0="t", scalar=0.0, count=n64),
+             SetFlag(Pipe.V, Pipe.MTE3), WaitFlag(Pipe.V, Pipe.MTE3),
+             Copy(GmView("gmY"), Ref("t"), Lit(1), E("n") * 4)]
+    return KernelClass("Thr", "ThrTiling", args=("x", "y"),
+                       gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "float", "y")),
+                       locals=(Local("b"), Local("m")), tensors=(TensorVar("t", "float"), TensorVar("k", "float")),
+                       fields=("n", "n64"), process=tuple(body))
+
+
+@pytest.mark.parametrize("n", [1, 64, 77])
+def test_compare_and_select_through_a_reinterpreted_mask_match_float64(n):
+    """The bit mask of CompareScalar read by Select (rows family's compare / select, opgen.kernel.rowprog
+    MASK_KINDS) gives float64's where(x > 0, x, 0) on every lane up to n, NaN and -0.0 included."""
+    x = np.random.default_rng(n).uniform(-2, 2, 128).astype(np.float32)
+    x[:3] = [np.nan, -0.0, 0.0][:3]
+    y = np.full(128, -7, np.float32)
+    r = ki.run(_threshold_kernel(True), {"n": n, "n64": -(-n // 64) * 64}, {"x": x, "y": y}, 1)
+    assert r.ok, r.first_fault
+    x64 = x[:n].astype(np.float64)
+    np.testing.assert_array_equal(y[:n], np.where(x64 > 0, x64, 0.0))
+    assert np.all(y[n:] == -7)
+
+
+def test_select_over_mask_bytes_of_unwritten_lanes_is_poison():
+    """Without the zero fill, the mask byte of lanes 72..79 covers unwritten lanes 77..79 (n = 77): the byte is
+    unwritten, so are the selected lanes 72..76, and copying them out faults — what the rows family's one-time
+    zero fill of its row temporaries prevents (opgen.kernel.rowsched)."""
+    x = np.ones(128, np.float32)
+    r = ki.run(_threshold_kernel(False), {"n": 77, "n64": 128}, {"x": x, "y": np.zeros(128, np.float32)}, 1)
+    assert not r.ok and "unwritten (poisoned)" in r.first_fault, r.first_fault
