@@ -372,7 +372,7 @@ def _col_split(s: RowSchedule) -> Func:
         body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
                  Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
     body += list(_fixed_buffers(s, s.bufs_col))
-    body.append(Let("totBase", mul(cores, Lit(s.nlevel), g)))
+    body.append(Let("totBase", mul(cores, Lit(s.nlevel), gs)))
     chunk: list = [
         Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), rs))),
         If((Constraint(">", Sym("c0_"), Sym("cBegin")),), (SetFlag(Pipe.V, Pipe.MTE2, 0), WaitFlag(Pipe.V, Pipe.MTE2, 0)),
@@ -403,14 +403,14 @@ def _col_split(s: RowSchedule) -> Func:
                 For("i", Lit(0), _K, Lit(1), tuple(per_row)),
                 SetFlag(Pipe.S, Pipe.MTE3, 0), WaitFlag(Pipe.S, Pipe.MTE3, 0)]
         for slot, _j, _c in slots:
-            grp.append(Copy(GmView(ws, mul(add(mul(core, Lit(s.nlevel)), Lit(slot)), g)),
+            grp.append(Copy(GmView(ws, mul(add(mul(core, Lit(s.nlevel)), Lit(slot)), gs)),
                             Ref("sums_", mul(Lit(slot), gs)), Lit(1), mul(_K, f4)))
         grp += [Barrier(Pipe.ALL), SyncAll()]
         for slot, j, comb in slots:
-            grp.append(Call("TotalOwnedRows", (Lit(slot), add(Sym("totBase"), mul(Lit(j), g)), _K, comb == "Max")))
+            grp.append(Call("TotalOwnedRows", (Lit(slot), add(Sym("totBase"), mul(Lit(j), gs)), _K, comb == "Max")))
         grp += [Barrier(Pipe.ALL), SyncAll()]
         for _slot, j, _c in slots:
-            grp.append(Copy(Ref("tots_", mul(Lit(j), gs)), GmView(ws, add(Sym("totBase"), mul(Lit(j), g))), Lit(1),
+            grp.append(Copy(Ref("tots_", mul(Lit(j), gs)), GmView(ws, add(Sym("totBase"), mul(Lit(j), gs))), Lit(1),
                             mul(_K, f4), pad_value=FConst(0.0)))
         grp += [SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     grp += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
@@ -500,7 +500,7 @@ def _sum_partials() -> Func:
 def _total_owned_rows(nlevel: int) -> Func:
     """COL_SPLIT's exchange: each core totals the partial row reductions of the group rows it owns."""
     w0, w1, m, k, o0, o = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("m"), Sym("k"), Sym("o0"), Sym("o")
-    per, gr = Sym("rowsPerOwner"), Sym("groupRows")
+    per, gr = Sym("rowsPerOwner"), Sym("groupStride_")   # workspace slots start on 32-byte blocks
     return Func("TotalOwnedRows", (Param("slot"), Param("dst"), Param("k"), Param("isMax", "bool")), (
         Let("cores", BLOCK_NUM),
         Let("o0", mul(BLOCK_IDX, per)),

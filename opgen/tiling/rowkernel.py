@@ -271,8 +271,8 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     per_core = c.col_acc + 2 * c.brow_acc
     ws_rows = p.let("wsRowBytes", block_dim * (per_core * col_align * 4) if per_core else 0 * block_dim,
                     "ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums")
-    ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * group_rows * 4,
-                    "COL_SPLIT: partial row reductions of every core and their totals (fp32)")
+    ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * align_up(group_rows, 8) * 4,
+                    "COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte aligned")
     p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, ws_cols), "user workspace (bytes)", True)
     p.let("seqLen", S + 0, "rows per batch", True)
     p.let("batchNum", B + 0, "batches", True)

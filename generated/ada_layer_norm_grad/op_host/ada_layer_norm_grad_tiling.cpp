@@ -238,8 +238,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t wsRowBytes =
         (blockDim * ((6 * colAlign) *
                      4));  // ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums
-    const int64_t wsColBytes = ((((blockDim * 2) + 2) * groupRows) *
-                                4);  // COL_SPLIT: partial row reductions of every core and their totals (fp32)
+    const int64_t wsColBytes =
+        ((((blockDim * 2) + 2) * AlignUp(groupRows, 8)) *
+         4);  // COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte aligned
     const int64_t workspaceBytes = ((strategy == 1) ? wsRowBytes : wsColBytes);  // user workspace (bytes)
     const int64_t seqLen = seq;                                                  // rows per batch
     const int64_t batchNum = batch;                                              // batches

@@ -362,7 +362,7 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
-        const int64_t totBase = cores * 2 * G;
+        const int64_t totBase = cores * 2 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
             if (c0_ > cBegin) {  // the previous chunk's vector work on the column rows is done
@@ -435,20 +435,20 @@ private:
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
-                DataCopyPad(ws_[(core * 2 + 0) * G], sums_[0 * groupStride_],
+                DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-                DataCopyPad(ws_[(core * 2 + 1) * G], sums_[1 * groupStride_],
+                DataCopyPad(ws_[(core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * G, k, false);
-                TotalOwnedRows(1, totBase + 1 * G, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
+                TotalOwnedRows(1, totBase + 1 * groupStride_, k, false);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G],
+                DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * G],
+                DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 SetFlag<HardEvent::MTE2_S>(0);
@@ -542,9 +542,9 @@ private:
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
-            LoadRow<float>(w_[0], ws_[slot * td_->groupRows + o0 + o], m);
+            LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
-                LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
+                LoadRow<float>(w_[1], ws_[(c * 2 + slot) * groupStride_ + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
                     PipeBarrier<PIPE_V>();
@@ -987,7 +987,7 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
-        const int64_t totBase = cores * 2 * G;
+        const int64_t totBase = cores * 2 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
             if (c0_ > cBegin) {  // the previous chunk's vector work on the column rows is done
@@ -1060,20 +1060,20 @@ private:
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
-                DataCopyPad(ws_[(core * 2 + 0) * G], sums_[0 * groupStride_],
+                DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-                DataCopyPad(ws_[(core * 2 + 1) * G], sums_[1 * groupStride_],
+                DataCopyPad(ws_[(core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * G, k, false);
-                TotalOwnedRows(1, totBase + 1 * G, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
+                TotalOwnedRows(1, totBase + 1 * groupStride_, k, false);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G],
+                DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * G],
+                DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 SetFlag<HardEvent::MTE2_S>(0);
@@ -1165,9 +1165,9 @@ private:
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
-            LoadRow<float>(w_[0], ws_[slot * td_->groupRows + o0 + o], m);
+            LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
-                LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
+                LoadRow<float>(w_[1], ws_[(c * 2 + slot) * groupStride_ + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
                     PipeBarrier<PIPE_V>();
@@ -1604,7 +1604,7 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
-        const int64_t totBase = cores * 2 * G;
+        const int64_t totBase = cores * 2 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
             if (c0_ > cBegin) {  // the previous chunk's vector work on the column rows is done
@@ -1675,20 +1675,20 @@ private:
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
-                DataCopyPad(ws_[(core * 2 + 0) * G], sums_[0 * groupStride_],
+                DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-                DataCopyPad(ws_[(core * 2 + 1) * G], sums_[1 * groupStride_],
+                DataCopyPad(ws_[(core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * G, k, false);
-                TotalOwnedRows(1, totBase + 1 * G, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
+                TotalOwnedRows(1, totBase + 1 * groupStride_, k, false);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G],
+                DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * G],
+                DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 SetFlag<HardEvent::MTE2_S>(0);
@@ -1778,9 +1778,9 @@ private:
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
-            LoadRow<float>(w_[0], ws_[slot * td_->groupRows + o0 + o], m);
+            LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
-                LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
+                LoadRow<float>(w_[1], ws_[(c * 2 + slot) * groupStride_ + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
                     PipeBarrier<PIPE_V>();
@@ -2215,7 +2215,7 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
-        const int64_t totBase = cores * 2 * G;
+        const int64_t totBase = cores * 2 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
             if (c0_ > cBegin) {  // the previous chunk's vector work on the column rows is done
@@ -2286,20 +2286,20 @@ private:
                 }
                 SetFlag<HardEvent::S_MTE3>(0);
                 WaitFlag<HardEvent::S_MTE3>(0);
-                DataCopyPad(ws_[(core * 2 + 0) * G], sums_[0 * groupStride_],
+                DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-                DataCopyPad(ws_[(core * 2 + 1) * G], sums_[1 * groupStride_],
+                DataCopyPad(ws_[(core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * G, k, false);
-                TotalOwnedRows(1, totBase + 1 * G, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
+                TotalOwnedRows(1, totBase + 1 * groupStride_, k, false);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * G],
+                DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * G],
+                DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 SetFlag<HardEvent::MTE2_S>(0);
@@ -2387,9 +2387,9 @@ private:
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
-            LoadRow<float>(w_[0], ws_[slot * td_->groupRows + o0 + o], m);
+            LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
-                LoadRow<float>(w_[1], ws_[(c * 2 + slot) * td_->groupRows + o0 + o], m);
+                LoadRow<float>(w_[1], ws_[(c * 2 + slot) * groupStride_ + o0 + o], m);
                 if (isMax) {
                     Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
                     PipeBarrier<PIPE_V>();
