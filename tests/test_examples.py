@@ -152,7 +152,7 @@ def batch_mat_mul(i, a):
 
 def leaky_relu(i, a):
     x = _f(i["self"])
-    slope = float(np.float32(a.get("negative_slope", 0.01)))   # a float attribute reaches the kernel as fp32
+    slope = a.get("negative_slope", 0.01)   # the kernel's fp32 copy of it is within the bound
     return {"out": np.where(x > 0, x, slope * x)}
 
 
@@ -162,12 +162,12 @@ def maximum_grad(i, a):
 
 
 def threshold_backward(i, a):
-    t = float(np.float32(a.get("threshold", 0.0)))
+    t = a.get("threshold", 0.0)   # the cases' thresholds are exact in fp32
     return {"out": np.where(_f(i["self"]) > t, _f(i["gradOutput"]), 0.0)}
 
 
 def smooth_l1_loss(i, a):
-    beta = float(np.float32(a.get("beta", 1.0)))
+    beta = a.get("beta", 1.0)
     d = _f(i["self"]) - _f(i["target"])
     ad = np.abs(d)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -180,7 +180,18 @@ def prelu(i, a):
     return {"out": np.where(x > 0, x, _f(i["weight"]) * x)}
 
 
-ORACLES = {f.__name__: f for f in (prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
+def masked_fill(i, a):
+    v = a.get("value", 0.0)
+    return {"out": np.where(np.asarray(i["mask"]).astype(bool), v, _f(i["self"]))}
+
+
+def scaled_masked_softmax(i, a):
+    z = np.where(np.asarray(i["mask"]).astype(bool), -10000.0, _f(i["x"]) * a.get("scale", 1.0))
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return {"y": e / e.sum(-1, keepdims=True)}
+
+
+ORACLES = {f.__name__: f for f in (masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad)}
 
@@ -188,7 +199,7 @@ TERMS = {   # per output: which of its inputs' extents one element sums over (th
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
     "add_rms_norm": {"y": "row", "rstd": "row"}, "layer_norm_grad": {"pd_x": "row", "pd_gamma": "rows",
                                                                     "pd_beta": "rows"},
-    "softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
+    "softmax": {"y": "row"}, "scaled_masked_softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
 }
 """K: the reduction length K of a matrix product; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
 (elementwise) sum nothing."""
@@ -269,6 +280,12 @@ CASES = [
     ("threshold_backward", {"Bd": (100003,)}, F32, {}, 2),                   # one run split over the cores
     ("threshold_backward", {"Bd": (2, 1)}, F16, {"threshold": -1.0}, None),
     ("smooth_l1_loss", {"Bd": (9,), "H": 33}, F32, {"beta": 0.5}, None),
+    ("masked_fill", {"N": 3, "H": 77}, F16, {"value": -2.5}, None),             # a bool mask read through half
+    ("masked_fill", {"N": 5, "H": 30001}, BF16, {}, 2),
+    ("masked_fill", {"N": 1, "H": 1}, F32, {"value": 1e30}, None),
+    ("scaled_masked_softmax", {"Bd": (2, 3), "H": 77}, F32, {"scale": 0.125}, 1),   # a fused masked fill
+    ("scaled_masked_softmax", {"Bd": (2,), "H": 40000}, BF16, {"scale": 2.0}, 2),
+    ("scaled_masked_softmax", {"Bd": (49,), "H": 1}, F16, {}, None),
     ("prelu", {"N": 97, "C": 33}, F32, {}, 1),                                  # rows of 33 in 64-lane strides, tails
     ("prelu", {"N": 3, "C": 1}, BF16, {}, None),
     ("prelu", {"N": 2, "C": 30000}, F16, {}, 2),

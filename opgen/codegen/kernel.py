@@ -40,7 +40,8 @@ from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
 from opgen.codegen import kernel_cube  # noqa: F401,E402  installs the cube family's emission (opgen.kernel.cube)
 
-CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t"}
+CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "bool": "uint8_t", "u8": "uint8_t",
+         "i8": "int8_t"}
 """C++ element type of each dtype a rows kernel reads or writes (opgen.kernel.rows.READS, WRITES)."""
 
 
@@ -144,6 +145,12 @@ def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir
         return None
     if k == "acc":
         args = {"dst": operand(i.dst), "src0": operand(i.dst), "src1": operand(i.srcs[0]), "count": n}
+    elif k == "cast_in" and i.op == "half":   # a byte row cast to half into a row temp (rowprog.BYTE_DTYPES)
+        args = {"dst": dataclasses.replace(operand(i.dst), as_dtype="half"), "src": row_in, "mode": "CAST_NONE",
+                "count": n}
+    elif k == "vwiden":
+        args = {"dst": operand(i.dst), "src": dataclasses.replace(operand(i.srcs[0]), as_dtype="half"),
+                "mode": "CAST_NONE", "count": n}
     elif k == "cast_in":
         args = {"dst": operand(i.dst), "src": row_in, "count": n}
     elif k == "store":
@@ -225,8 +232,9 @@ def table_form(i: Instr, operand, n: str, row_in: str = "", row_out: str = ""):
     op = instr_op(i)
     if op is None:
         return None
-    if i.kind in MASK_KINDS or i.kind in SELECT_KINDS:
-        raise SpecError(f"row kernel {i.dst}: a compare or select is printed through Kernel IR only (instr_node)")
+    if i.kind in MASK_KINDS or i.kind in SELECT_KINDS or i.kind == "vwiden" or (i.kind == "cast_in" and i.op):
+        raise SpecError(f"row kernel {i.dst}: a compare, select or byte row is printed through Kernel IR only "
+                        f"(instr_node)")
     d, k = INSTRS[op], i.kind
     if k == "acc":
         return d, {"dst": operand(i.dst), "src0": operand(i.dst), "src1": operand(i.srcs[0]), "count": n}

@@ -311,6 +311,8 @@ def _cast(env):
     elif src.dtype == np.float16 and dst.dtype in (np.int8, np.uint8):
         to = DType.i8 if dst.dtype == np.int8 else DType.u8
         dst[:c] = float_to_int(src[:c], DType.f16, to, ir_mode).astype(dst.dtype)
+    elif src.dtype in (np.int8, np.uint8) and dst.dtype == np.float16:
+        dst[:c] = src[:c].astype(np.float16)   # exact: every int8 / uint8 value is a half
     elif dst.dtype == np.float32:
         dst[:c] = src[:c].astype(np.float32)
     elif src.dtype == np.float32 and dst.dtype in (np.float16, ml_dtypes.bfloat16):

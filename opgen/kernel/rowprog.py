@@ -46,9 +46,14 @@ ROW_REDUCE = ("rsum", "rmax")
 VECTOR_SPACES = ("row", "brow", "col", "table")
 """Spaces whose values are UB rows (vector operands); "table" is a head-row kernel's RoPE table row
 (opgen.kernel.headrows)."""
-NO_INPLACE = ("vgather", "vcmp", "vcmps")
+NO_INPLACE = ("vgather", "vcmp", "vcmps", "vwiden")
 """Instruction kinds whose destination must not be one of their sources (Gather permutes lanes; a compare writes a
-bit mask of another element size over the row it reads)."""
+bit mask of another element size over the row it reads; a widening Cast writes wider lanes over the narrow ones it
+reads)."""
+BYTE_DTYPES = ("bool", "u8", "i8")
+"""IR dtypes of one byte per element (a bool tensor is 0 / 1 bytes, read as uint8_t): their rows reach fp32 through a
+half temporary (there is no uint8 / int8 -> float Cast, docs/reference/ascendc.md §1.12): `cast_in` with op "half"
+then `vwiden`."""
 MASK_KINDS = ("vcmp", "vcmps")
 """Kinds whose result is a bit mask (bit i of byte i / 8 for lane i, in an fp32 row temporary's bytes; AscendC
 Compare / CompareScalar, docs/reference/ascendc.md §1.9): only a select reads it, as its srcs[0]."""
@@ -67,7 +72,8 @@ past the row are written (opgen.kernel.rowsched)."""
 ROUND_MODES = {m: f"CAST_{m.upper()}" for m in ("none", "rint", "round", "floor", "ceil", "trunc", "odd")}
 """AscendC's RoundMode enumerator of each round mode of the IR's cast (opgen.ir.ops.ROUND_MODES)."""
 KIND_OPS = {"cast_in": Op.CAST_FROM, "vdup": Op.DUPLICATE, "vgather": Op.GATHER, "acc": Op.ADD, "store": Op.CAST_TO,
-            "vcmp": Op.COMPARE, "vcmps": Op.COMPARE_SCALAR, "vsel": Op.SELECT, "vsels": Op.SELECT_SCALAR}
+            "vcmp": Op.COMPARE, "vcmps": Op.COMPARE_SCALAR, "vsel": Op.SELECT, "vsels": Op.SELECT_SCALAR,
+            "vwiden": Op.CAST}
 """The instruction-table entry (opgen.kernel.isa) of each kind printed as one table instruction; vbin, vscalar and
 vunary name theirs in `Instr.op` (the AscendC name: "Add", "Muls", "Exp", ...)."""
 TABLE_KINDS = ("vbin", "vscalar", "vunary")
@@ -78,6 +84,8 @@ def instr_op(i) -> Op | None:
     """The instruction-table entry printed for row-program instruction `i` (opgen.kernel.isa), None for the kinds
     printed otherwise (GM loads and stores of stats, row reductions, scalar expressions). Raises KeyError for an
     `op` the table does not hold."""
+    if i.kind == "cast_in" and i.op == "half":
+        return Op.CAST
     if i.kind in TABLE_KINDS:
         return entry(i.op).op
     return KIND_OPS.get(i.kind)
@@ -105,7 +113,8 @@ def vector_cost(instrs, n: int) -> Cost:
     return Cost(rep, cyc)
 
 
-VECTOR_KINDS = tuple(k for k in ("cast_in", *TABLE_KINDS, "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS, "acc", "store")
+VECTOR_KINDS = tuple(k for k in ("cast_in", "vwiden", *TABLE_KINDS, "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS, "acc",
+                                  "store")
                      if k in TABLE_KINDS or INSTRS[KIND_OPS[k]].pipe is Pipe.V)
 """Instruction kinds printed as vector (PIPE_V) instructions (their table entries' pipe). The vector pipe issues in
 order but does not complete in order, so a dependent vector instruction must wait (docs/reference/ascendc.md §1.6):
@@ -139,7 +148,9 @@ class Instr:
 
     kind        meaning (n = the row's element count, all UB operands fp32)
     load        dst (brow/col buffer) <- GM tensor `gm` (its batch row or the whole row), cast to fp32
-    cast_in     dst (row temp) <- the current row of GM tensor `gm`, cast to fp32
+    cast_in     dst (row temp) <- the current row of GM tensor `gm`, cast to fp32 (op "half": a byte tensor's row
+                cast to half, the row temp holding halves; BYTE_DTYPES)
+    vwiden      dst = srcs[0]'s halves cast to fp32           (Cast; never in place)
     vbin        dst = srcs[0] <op> srcs[1]                   (AscendC Add/Sub/Mul/Div/Max/Min, count n)
     vscalar     dst = srcs[0] <op> scalar arg                (Adds/Muls)
     vunary      dst = op(srcs[0])                            (Exp/Ln/Sqrt/Rsqrt/Abs/Relu)
@@ -372,7 +383,7 @@ def _assign_phases(p: RowProgram) -> None:
 def _allocate(p: RowProgram) -> None:
     """Name every UB operand: row values -> w<k> by liveness (in place when an operand dies at this
     instruction), brow/col values and accumulators -> their own buffers. Rewrites p.instrs."""
-    row_kinds = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS)
+    row_kinds = ("cast_in", "vwiden", "vbin", "vscalar", "vunary", "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS)
     last: dict[str, int] = {}
     for k, i in enumerate(p.instrs):
         for x in _names_in(i):
@@ -469,7 +480,10 @@ def _instr_text(i: Instr) -> str:
     """One instruction as text (print_program)."""
     a = i.srcs[0] if i.srcs else ""
     if i.kind in ("load", "cast_in", "sload"):
-        return f"{i.dst} = {i.kind}({i.gm})"
+        via = " as half" if i.op == "half" else ""
+        return f"{i.dst} = {i.kind}({i.gm}){via}"
+    if i.kind == "vwiden":
+        return f"{i.dst} = Cast({a} as half)"
     if i.kind == "vbin":
         return f"{i.dst} = {i.op}({', '.join(i.srcs)})"
     if i.kind == "vscalar":

@@ -38,8 +38,8 @@ _CONSTRUCT = {"lt": "a comparison `<`", "le": "a comparison `<=`", "gt": "a comp
               "gather": "a gather by index", "scatter_add": "a scatter-add by index", "matmul": "a matmul",
               "dimval": "a dim used as a number"}
 """The spec construct each op the rows family refuses comes from, named in its refusal."""
-READS = ("f32", "f16", "bf16", "i32")
-"""Dtypes the rows kernel reads (Cast to fp32 in UB; opgen.codegen.kernel.CTYPE)."""
+READS = ("f32", "f16", "bf16", "i32", "bool", "u8", "i8")
+"""Dtypes the rows kernel reads (Cast to fp32 in UB, the byte dtypes through half; opgen.codegen.kernel.CTYPE)."""
 WRITES = ("f32", "f16", "bf16")
 """Dtypes the rows kernel writes (Cast from fp32 with the output's round mode)."""
 SPACE_WORDS = {"row": "rows", "stat": "per-row statistics", "brow": "per-batch rows", "col": "column rows",
@@ -193,9 +193,16 @@ class _Lowering:
         name = self._gm_name(root)
         self.p.gm.append(GmTensor(name, "in", sp, dt, view, root))
         self.space[x] = sp
-        if sp == "row":
+        if sp == "row" and dt in rowprog.BYTE_DTYPES:   # no byte -> float Cast: through a half temporary
+            self.p.instrs.append(Instr("cast_in", f"h_{x}", gm=name, space="row", op="half"))
+            self.p.instrs.append(Instr("vwiden", x, (f"h_{x}",), space="row"))
+            self.loaded[x] = x
+        elif sp == "row":
             self.p.instrs.append(Instr("cast_in", x, gm=name, space="row"))
             self.loaded[x] = x
+        elif dt in rowprog.BYTE_DTYPES:
+            raise self.err(x, f"input {root} of dtype {dt} read as {SPACE_WORDS[sp]}; the rows family reads byte "
+                           f"tensors (masks) with the shape of the rows only")
         elif sp in ("brow", "col"):
             if sp == "brow" and not _batch_flat(view, self.lay):
                 raise self.err(x, f"input {root}: its batch rows are not laid out in batch order")
@@ -339,18 +346,21 @@ class _Lowering:
         """b.where(mask, a, b) on rows: Select with the mask of a comparison; a scalar second branch is Select's
         scalar form (mask ? row : scalar), a scalar first branch a Duplicate of it."""
         r, (c, a, b) = n.result.name, n.inputs
-        if self.ch.is_load(c):
-            raise self.err(r, f"`b.where` over the mask input {self.ch.root[c]}: the rows family selects by masks it "
-                           f"computes with a comparison (mask inputs are not read yet)")
         for x in (c, a, b):
             self.use(x, r)
-        if c not in self.masks:
-            raise self.err(r, "`b.where` over a condition that is not a comparison of rows")
+        if c not in self.masks and self.ch.is_load(c):   # a bool / integer mask input, read as 0 / 1 numbers
+            sp = self._vector_space(n, "`b.where` over a mask input")
+            self.p.instrs.append(Instr("vcmps", f"m_{c}", (self.operand(c),), "NE", "0.0f", space=sp))
+            mask = f"m_{c}"
+        elif c not in self.masks:
+            raise self.err(r, "`b.where` over a condition that is not a comparison of rows or a mask input")
+        else:
+            mask = self.operand(c)
         for x in (a, b):
             if x in self.masks:
                 raise self.err(r, "`b.where` choosing between masks; choose between numbers")
         sp = self._vector_space(n, "`b.where`")
-        self._select_into(r, sp, self.operand(c), a, b)
+        self._select_into(r, sp, mask, a, b)
 
     def _select_into(self, r: str, sp: str, mask: str, a: str | None, b: str | None, sa: str | None = None,
                      sb: str | None = None) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opgen.kernel.rowprog import MASK_KINDS, MASK_LANES, SELECT_KINDS
+from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, MASK_LANES, SELECT_KINDS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
@@ -94,7 +94,8 @@ def program_counts(p) -> dict:
         "col_acc": sum(1 for v in p.accs.values() if v[0] == "col"),
         "rsums": len(p.rsums()), "rsums_per_level": max(per_level.values(), default=0), "levels": p.levels,
         "loads": sum(1 for i in p.instrs if i.kind == "load"),
-        "masks": sum(1 for i in p.instrs if i.kind in MASK_KINDS or i.kind in SELECT_KINDS),
+        "masks": sum(1 for i in p.instrs if i.kind in MASK_KINDS or i.kind in SELECT_KINDS)
+        + sum(1 for t in p.gm if t.space == "row" and t.dtype in BYTE_DTYPES),   # byte rows: 32-B aligned UB rows
     }
 
 
@@ -237,7 +238,8 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     extras = [(p.input(f"{n}Dim", d), n, d) for n, d in extra]
 
     def bytes_of(d: str):
-        return sizes[d] if d in sizes else lit({"f32": 4, "f16": 2, "bf16": 2, "i32": 4}.get(d, 4))
+        return sizes[d] if d in sizes else lit({"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "bool": 1, "u8": 1,
+                                                "i8": 1}.get(d, 4))
 
     lanes = MASK_LANES if c.masks else 16   # a compare / select covers whole 256-B repeats of the row
     col_align = p.let("colAlign", align_up(H, lanes), "row stride in UB (elements; 32-byte aligned)", True)

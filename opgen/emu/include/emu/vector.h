@@ -231,6 +231,9 @@ D CastOne(S v, RoundMode mode)
         return FloatToInt<int32_t>(v, ToRound(mode));
     } else if constexpr (std::is_same<S, half>::value && (std::is_same<D, int8_t>::value || std::is_same<D, uint8_t>::value)) {
         return FloatToInt<D>(float(v), ToRound(mode));   // half -> int8 / uint8: the mode, then saturation (§1.12)
+    } else if constexpr ((std::is_same<S, uint8_t>::value || std::is_same<S, int8_t>::value) &&
+                         std::is_same<D, half>::value) {
+        return half(float(v));   // uint8 / int8 -> half: exact (every value is a half), CAST_NONE (§1.12)
     } else if constexpr (std::is_same<S, int32_t>::value && dF) {
         int64_t i = v;
         bool neg = i < 0;
@@ -262,6 +265,9 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode&
     }
     if constexpr (std::is_same<S, half>::value && (std::is_same<D, int8_t>::value || std::is_same<D, uint8_t>::value)) {
         if (mode == RoundMode::CAST_ODD) emu::Fault("Cast half -> int8/uint8: CAST_ODD is not a mode of this conversion");
+    }
+    if constexpr ((std::is_same<S, uint8_t>::value || std::is_same<S, int8_t>::value) && std::is_same<D, half>::value) {
+        if (mode != RoundMode::CAST_NONE) emu::Fault("Cast int8/uint8 -> half: only CAST_NONE (the conversion is exact)");
     }
     if (count == 0) return;
     emu_detail::CheckOperand(dst, count, "Cast");
