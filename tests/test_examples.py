@@ -182,6 +182,8 @@ def prelu(i, a):
 
 def masked_fill(i, a):
     v = a.get("value", 0.0)
+    m = np.asarray(i["mask"]).astype(bool)
+    assert m.size < 2 or (m.any() and not m.all()), "the example hook makes masks with both values"
     return {"out": np.where(np.asarray(i["mask"]).astype(bool), v, _f(i["self"]))}
 
 
@@ -191,7 +193,12 @@ def scaled_masked_softmax(i, a):
     return {"y": e / e.sum(-1, keepdims=True)}
 
 
-ORACLES = {f.__name__: f for f in (masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
+def hardtanh_grad(i, a):
+    x = _f(i["self"])
+    return {"out": np.where((x > a.get("minVal", -1.0)) & (x < a.get("maxVal", 1.0)), _f(i["gradOutput"]), 0.0)}
+
+
+ORACLES = {f.__name__: f for f in (hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad)}
 
@@ -280,6 +287,9 @@ CASES = [
     ("threshold_backward", {"Bd": (100003,)}, F32, {}, 2),                   # one run split over the cores
     ("threshold_backward", {"Bd": (2, 1)}, F16, {"threshold": -1.0}, None),
     ("smooth_l1_loss", {"Bd": (9,), "H": 33}, F32, {"beta": 0.5}, None),
+    ("hardtanh_grad", {"Bd": (5, 13)}, F32, {"minVal": -0.5, "maxVal": 0.75}, None),   # masks combined: & ~
+    ("hardtanh_grad", {"Bd": (3, 30001)}, F16, {}, 2),
+    ("hardtanh_grad", {"Bd": (1,)}, BF16, {"minVal": 0.0, "maxVal": 0.25}, None),
     ("masked_fill", {"N": 3, "H": 77}, F16, {"value": -2.5}, None),             # a bool mask read through half
     ("masked_fill", {"N": 5, "H": 30001}, BF16, {}, 2),
     ("masked_fill", {"N": 1, "H": 1}, F32, {"value": 1e30}, None),

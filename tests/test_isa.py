@@ -31,7 +31,7 @@ N = 320          # elements per operand buffer (a multiple of 32 B for every typ
 COUNTS = (1, 63, 64, 65, 127, 200, 257, 300, 320)
 CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "half", np.dtype(ml_dtypes.bfloat16): "bfloat16_t",
           np.dtype(np.uint32): "uint32_t", np.dtype(np.int32): "int32_t", np.dtype(np.uint8): "uint8_t",
-          np.dtype(np.int8): "int8_t"}
+          np.dtype(np.int8): "int8_t", np.dtype(np.uint16): "uint16_t", np.dtype(np.int16): "int16_t"}
 
 
 def _hexf(v: float) -> str:
@@ -135,6 +135,8 @@ def build_cases(seed: int = 7) -> list[Case]:
             c = COUNTS[(j + 5) % len(COUNTS)]
             if s == "float":
                 src = _cast_inputs(rng, ddt)
+            elif s in ("int8_t", "uint8_t"):   # every byte value
+                src = np.arange(N).astype(sdt)
             elif d in ("int8_t", "uint8_t"):   # ties n + 1/2, values past the range (saturation), inf and NaN
                 src = np.concatenate([rng.integers(-300, 300, N - 8) + 0.5, [np.inf, -np.inf, np.nan, 127.5, -128.5,
                                                                              255.5, -0.5, 0.0]]).astype(sdt)
@@ -192,6 +194,12 @@ def build_cases(seed: int = 7) -> list[Case]:
             s = float(np.float32(rng.uniform(-3, 3)))
             cases.append(Case(Op.SELECT_SCALAR, {"dst": _floats(rng), "mask": mask, "src0": a},
                               {"count": f"static_cast<uint32_t>({c})", "scalar": _hexf(s)}, {"count": c, "scalar": s}))
+    for j, (dt, c) in enumerate([(np.uint16, 4), (np.uint16, 64), (np.int16, 37)]):   # bit masks as 16-bit words
+        words = [rng.integers(0, 1 << 16, N).astype(np.uint16).view(dt) for _ in range(3)]
+        for op in (Op.AND, Op.OR):
+            cases.append(Case(op, {"dst": words[0], "src0": words[1], "src1": words[2]}, {"count": str(c)},
+                              {"count": c}))
+        cases.append(Case(Op.NOT, {"dst": words[0], "src0": words[1]}, {"count": str(c)}, {"count": c}))
     for op in (Op.COPY_IN, Op.COPY_OUT):
         for c in (8, 64, 312):
             cases.append(Case(op, {"dst": _floats(rng), "src": _floats(rng)},

@@ -132,7 +132,7 @@ spec.output("y", f32, [R, H])
 @spec.body
 def _(b, x, m):
     return {"y": x * m.cast(f32, "rint")}
-''', "return", "input m has dtype i64; the rows family reads f32, f16, bf16, i32 inputs"),
+''', "return", "input m has dtype i64; the rows family reads f32, f16, bf16, i32, bool, u8, i8 inputs"),
     # a dtype variable one of whose rows is a dtype the kernel cannot read
     "VarRows": ('''
 spec = OpSpec("VarRows", aclnn="aclnnVarRows", socs=(A2, A3))
@@ -146,20 +146,21 @@ spec.dtypes((T,), [(f16,), (i64,)])
 @spec.body
 def _(b, x):
     return {"y": x * 2.0}
-''', 'spec.input("x"', "input x has dtype i64 (dtype variable T); the rows family reads f32, f16, bf16, i32 inputs"),
-    # a select by a mask input (masks computed by a comparison are lowered): the refusal names the input
-    "WhereMaskInput": ('''
-spec = OpSpec("WhereMaskInput", aclnn="aclnnWhereMaskInput", socs=(A2, A3))
+''', 'spec.input("x"', "input x has dtype i64 (dtype variable T); the rows family reads f32, f16, bf16, i32, bool, u8, i8 inputs"),
+    # a mask input broadcast over the rows (masks of the rows' own shape are read): the refusal names the input
+    "WhereColumnMask": ('''
+spec = OpSpec("WhereColumnMask", aclnn="aclnnWhereColumnMask", socs=(A2, A3))
 R, H = spec.dims("R H")
 spec.input("x", f32, [R, H])
-spec.input("m", boolean, [R, H])
+spec.input("m", boolean, [H])
 spec.output("y", f32, [R, H])
 
 
 @spec.body
 def _(b, x, m):
     return {"y": b.where(m, x, 0.0)}
-''', "b.where(m", "`b.where` over the mask input m"),
+''', "b.where(m", "input m of dtype bool read as column rows; the rows family reads byte tensors (masks) with the "
+       "shape of the rows only"),
     # a comparison of per-row statistics: no vector form
     "CompareStats": ('''
 spec = OpSpec("CompareStats", aclnn="aclnnCompareStats", socs=(A2, A3))
@@ -319,3 +320,46 @@ def test_int32_rows_and_an_optional_batch_row(opt_int, tmp_path):
         assert got.shape == want.shape
         assert np.abs(got - want).max() <= 1e-6 * np.abs(want).max(), sorted(ins)
         assert r.passed and not r.faults
+
+
+MASK_LOGIC = '''
+spec = OpSpec("MaskLogic", aclnn="aclnnMaskLogic", socs=(A2, A3))
+R, H = spec.dims("R H")
+spec.input("x", f32, [R, H])
+spec.input("m", boolean, [R, H])
+spec.output("y", f32, [R, H])
+
+
+@spec.body
+def _(b, x, m):
+    return {"y": b.where((x > 0.5) | ~m, x, -x)}
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    inputs["m"] = rng.random(inputs["m"].shape) < 0.5
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_mask_logic_with_a_mask_input_lowers_and_runs(tmp_path):
+    """`|` and `~` over a comparison and a bool mask input: the input's bytes reach fp32 through half and are
+    compared with 0, the masks combined with Or / Not as uint16 words; the emulated kernel equals float64 math."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "MaskLogic", MASK_LOGIC)
+    u = compile_unit(load_spec(str(path)), until="lower")
+    (prog,) = u.lowered.programs.values()
+    from opgen.kernel.rowprog import print_program
+
+    text = print_program(prog)
+    for want in ("cast_in(m) as half", "CompareScalar(", "NE)", "Not(", "Or("):
+        assert want in text, text
+    write_ops([str(path)], tmp_path / "gen")
+    r = run_check(str(path), dims={"R": 7, "H": 100}, gen_dir=tmp_path / "gen", seed=2, progress=False)
+    assert not r.faults and r.passed, r.faults[:3]
+    x, m = np.asarray(r.inputs["x"], np.float64), np.asarray(r.inputs["m"]).astype(bool)
+    assert m.any() and not m.all()
+    np.testing.assert_array_equal(np.asarray(r.arrays["y"], np.float64), np.where((x > 0.5) | ~m, x, -x))

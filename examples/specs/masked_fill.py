@@ -20,3 +20,9 @@ spec.package("ops-nn", "index")
 @spec.body
 def _(b, self, mask, value):
     return {"out": b.where(mask, value, self)}
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    """A mask with both values (random inputs are all true otherwise)."""
+    inputs["mask"] = rng.random(inputs["mask"].shape) < 0.5

@@ -30,3 +30,9 @@ def _(b, x, mask, scale):
     z = b.where(mask, FILL, x * scale)
     e = b.exp(z - z.max(-1))
     return {"y": e / e.sum(-1)}
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    """About a third of the logits masked (random inputs are all true otherwise: every logit masked)."""
+    inputs["mask"] = rng.random(inputs["mask"].shape) < 0.3

@@ -158,6 +158,11 @@ def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir
     elif k == "vgather":
         args = {"dst": operand(i.dst), "src": operand(i.srcs[0]), "offset": operand(i.arg), "base": Lit(0),
                 "count": n}
+    elif k == "vlogic":   # the masks' bits as uint16 words: 16 lanes a word
+        word = lambda x: dataclasses.replace(operand(x), as_dtype="uint16_t")  # noqa: E731
+        args = {"dst": word(i.dst), "count": Bin("//", Fn("align_up", (as_dim(n), Lit(MASK_LANES))), Lit(16))}
+        for j, x in enumerate(i.srcs):
+            args[f"src{j}"] = word(x)
     elif k in MASK_KINDS or k in SELECT_KINDS:
         whole = Fn("align_up", (as_dim(n), Lit(MASK_LANES)))   # whole 256-B repeats (rowprog.MASK_LANES)
         mask = lambda x: dataclasses.replace(operand(x), as_dtype="uint8_t")  # noqa: E731 - the bit mask's bytes

@@ -42,7 +42,7 @@ BLOCK_BYTES = 32
 
 NP_DTYPE = {"float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat16_t": np.dtype(ml_dtypes.bfloat16),
             "int32_t": np.dtype(np.int32), "uint32_t": np.dtype(np.uint32), "uint8_t": np.dtype(np.uint8),
-            "int8_t": np.dtype(np.int8)}
+            "int8_t": np.dtype(np.int8), "uint16_t": np.dtype(np.uint16), "int16_t": np.dtype(np.int16)}
 """NumPy element type of each C++ element type an instruction's operands use."""
 
 ROUND_MODES = ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC", "CAST_ODD")
@@ -54,11 +54,13 @@ CAST_MODES = {("half", "float"): ("CAST_NONE",), ("bfloat16_t", "float"): ("CAST
               ("float", "int32_t"): ("CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
               ("int32_t", "float"): ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
               ("half", "int8_t"): ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
-              ("half", "uint8_t"): ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC")}
+              ("half", "uint8_t"): ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC"),
+              ("uint8_t", "half"): ("CAST_NONE",), ("int8_t", "half"): ("CAST_NONE",)}
 """{(source type, destination type): round modes accepted} of the Cast conversions opgen emits (A2/A3,
 docs/reference/ascendc.md §1.9: half/bf16 -> float CAST_NONE only; float -> half every mode; float -> bf16 not
 CAST_NONE, and not CAST_ODD as the emulation enforces; float -> int32 a rounding mode, saturating, NaN -> 0,
-int32 -> float rounding above 2^24, half -> int8 / uint8 the modes (NONE = RINT) with saturation, §1.12)."""
+int32 -> float rounding above 2^24, half -> int8 / uint8 the modes (NONE = RINT) with saturation, uint8 / int8 -> half
+exact with CAST_NONE, §1.12)."""
 
 
 class Pipe(enum.Enum):
@@ -102,6 +104,9 @@ class Op(enum.Enum):
     REDUCE_MAX = "ReduceMax"
     GATHER = "Gather"
     BRCB = "Brcb"
+    AND = "And"
+    OR = "Or"
+    NOT = "Not"
     COMPARE = "Compare"
     COMPARE_SCALAR = "CompareScalar"
     SELECT = "Select"
@@ -233,6 +238,22 @@ def _lanewise(f, nsrc: int, scalar: bool = False):
             args.append(np.float32(env["scalar"]))
         with np.errstate(all="ignore"):
             dst[:c] = np.asarray(f(*args), dtype=np.float32).astype(dst.dtype)
+        return {"dst": dst}
+
+    return meaning
+
+
+def _bitwise(f, nsrc: int):
+    """Meaning of And / Or / Not (count form, int16 / uint16 operands): dst[:count] = f(src...[:count]) bit by bit
+    (docs/reference/ascendc.md §1.9)."""
+
+    def meaning(env):
+        dst = np.array(env["dst"], copy=True)
+        c = _count(env, dst.size)
+        args = [np.asarray(env[f"src{k}"])[:c] for k in range(nsrc)]
+        if dst.dtype not in (np.int16, np.uint16):
+            raise ValueError(f"bitwise instruction on {dst.dtype}: int16 or uint16 operands only")
+        dst[:c] = np.asarray(f(*args)).astype(dst.dtype)
         return {"dst": dst}
 
     return meaning
@@ -553,6 +574,9 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
     _def(Op.BRCB, (_DST, _SRC, Operand("repeat", "value", dtype="uint8_t"), Operand("params", "value")),
          "Brcb({dst}, {src}, {repeat}, {params})", _brcb,
          doc=f"each repeat broadcasts 8 source elements to 8 blocks ({_SEC})"),
+    _def(Op.AND, _BIN, _BIN_FORM, _bitwise(np.bitwise_and, 2), doc=f"dst = src0 & src1, int16 / uint16 ({_SEC})"),
+    _def(Op.OR, _BIN, _BIN_FORM, _bitwise(np.bitwise_or, 2), doc=f"dst = src0 | src1, int16 / uint16 ({_SEC})"),
+    _def(Op.NOT, _UN, _UN_FORM, _bitwise(np.invert, 1), doc=f"dst = ~src0, int16 / uint16 ({_SEC})"),
     _def(Op.COMPARE, (Operand("dst", "ub", "w", "uint8_t"), _S0, _S1, Operand("mode", "cmp"),
                       Operand("count", "count", dtype="uint32_t")),
          "Compare({dst}, {src0}, {src1}, {mode}, {count})", _compare(False),

@@ -54,9 +54,10 @@ BYTE_DTYPES = ("bool", "u8", "i8")
 """IR dtypes of one byte per element (a bool tensor is 0 / 1 bytes, read as uint8_t): their rows reach fp32 through a
 half temporary (there is no uint8 / int8 -> float Cast, docs/reference/ascendc.md §1.12): `cast_in` with op "half"
 then `vwiden`."""
-MASK_KINDS = ("vcmp", "vcmps")
+MASK_KINDS = ("vcmp", "vcmps", "vlogic")
 """Kinds whose result is a bit mask (bit i of byte i / 8 for lane i, in an fp32 row temporary's bytes; AscendC
-Compare / CompareScalar, docs/reference/ascendc.md §1.9): only a select reads it, as its srcs[0]."""
+Compare / CompareScalar; And / Or / Not of masks as uint16 words, docs/reference/ascendc.md §1.9): only a select or
+mask logic reads it."""
 SELECT_KINDS = ("vsel", "vsels")
 """Kinds that read a bit mask (srcs[0]) and choose per lane between srcs[1] and srcs[2] or the scalar arg."""
 CMP_OPS = {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "NE"}
@@ -74,6 +75,8 @@ ROUND_MODES = {m: f"CAST_{m.upper()}" for m in ("none", "rint", "round", "floor"
 KIND_OPS = {"cast_in": Op.CAST_FROM, "vdup": Op.DUPLICATE, "vgather": Op.GATHER, "acc": Op.ADD, "store": Op.CAST_TO,
             "vcmp": Op.COMPARE, "vcmps": Op.COMPARE_SCALAR, "vsel": Op.SELECT, "vsels": Op.SELECT_SCALAR,
             "vwiden": Op.CAST}
+LOGIC_OPS = {"And": Op.AND, "Or": Op.OR, "Not": Op.NOT}
+"""The table entry of each `vlogic` op."""
 """The instruction-table entry (opgen.kernel.isa) of each kind printed as one table instruction; vbin, vscalar and
 vunary name theirs in `Instr.op` (the AscendC name: "Add", "Muls", "Exp", ...)."""
 TABLE_KINDS = ("vbin", "vscalar", "vunary")
@@ -86,6 +89,8 @@ def instr_op(i) -> Op | None:
     `op` the table does not hold."""
     if i.kind == "cast_in" and i.op == "half":
         return Op.CAST
+    if i.kind == "vlogic":
+        return LOGIC_OPS[i.op]
     if i.kind in TABLE_KINDS:
         return entry(i.op).op
     return KIND_OPS.get(i.kind)
@@ -115,7 +120,7 @@ def vector_cost(instrs, n: int) -> Cost:
 
 VECTOR_KINDS = tuple(k for k in ("cast_in", "vwiden", *TABLE_KINDS, "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS, "acc",
                                   "store")
-                     if k in TABLE_KINDS or INSTRS[KIND_OPS[k]].pipe is Pipe.V)
+                     if k in TABLE_KINDS or k == "vlogic" or INSTRS[KIND_OPS[k]].pipe is Pipe.V)
 """Instruction kinds printed as vector (PIPE_V) instructions (their table entries' pipe). The vector pipe issues in
 order but does not complete in order, so a dependent vector instruction must wait (docs/reference/ascendc.md §1.6):
 the barrier pass (opgen.kernel.vsync) puts PipeBarrier<PIPE_V>() before one only where an operand depends; the
@@ -158,6 +163,7 @@ class Instr:
     vgather     dst = srcs[0] with its lanes permuted by the UB offset table `arg`  (Gather; never in place)
     vcmp        mask dst = srcs[0] <op> srcs[1]               (Compare, op a CMPMODE "GT"...; never in place)
     vcmps       mask dst = srcs[0] <op> scalar arg            (CompareScalar)
+    vlogic      mask dst = And / Or of masks srcs, Not of srcs[0]  (op; on the masks as uint16 words)
     vsel        dst = mask srcs[0] ? srcs[1] : srcs[2]       (Select, VSEL_TENSOR_TENSOR_MODE)
     vsels       dst = mask srcs[0] ? srcs[1] : scalar arg    (Select, VSEL_TENSOR_SCALAR_MODE)
     rsum        scalar dst = sum of srcs[0] over the row     (ReduceSum; partial per core in COL_SPLIT)
@@ -498,6 +504,8 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = Compare({', '.join(i.srcs)}, {i.op})"
     if i.kind == "vcmps":
         return f"{i.dst} = CompareScalar({a}, {i.arg}, {i.op})"
+    if i.kind == "vlogic":
+        return f"{i.dst} = {i.op}({', '.join(i.srcs)})"
     if i.kind == "vsel":
         return f"{i.dst} = Select({', '.join(i.srcs)})"
     if i.kind == "vsels":

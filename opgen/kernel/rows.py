@@ -123,7 +123,12 @@ class _Lowering:
         load-chain value on first use. Raises Unsupported when a computation reads a sum over rows: an
         accumulator is complete only after the last row, so the rows family only stores it."""
         if self.ch.is_load(x):
-            return self.load(x)
+            try:
+                return self.load(x)
+            except Unsupported as e:   # a bare input has no spec line of its own: cite the line reading it
+                if e.loc or by is None or self.prod.get(by) is None:
+                    raise
+                raise self.err(by, f"{e.why}") from None
         if x not in self.space:
             raise self.err(x, "is used before the rows lowering defined it")
         if by is not None and x in self.sums:
@@ -279,6 +284,9 @@ class _Lowering:
         if op == "select":
             self.select(n)
             return
+        if op in ("and", "or", "not"):
+            self.logic(n)
+            return
         if op in ELEMENTWISE:
             for x in n.inputs:   # loads the operands an input chain ends in (lower_elementwise reads their names)
                 self.use(x, r)
@@ -348,19 +356,37 @@ class _Lowering:
         r, (c, a, b) = n.result.name, n.inputs
         for x in (c, a, b):
             self.use(x, r)
-        if c not in self.masks and self.ch.is_load(c):   # a bool / integer mask input, read as 0 / 1 numbers
-            sp = self._vector_space(n, "`b.where` over a mask input")
-            self.p.instrs.append(Instr("vcmps", f"m_{c}", (self.operand(c),), "NE", "0.0f", space=sp))
-            mask = f"m_{c}"
-        elif c not in self.masks:
-            raise self.err(r, "`b.where` over a condition that is not a comparison of rows or a mask input")
-        else:
-            mask = self.operand(c)
+        mask = self._mask(c, r, self._vector_space(n, "`b.where`"), "`b.where`")
         for x in (a, b):
             if x in self.masks:
                 raise self.err(r, "`b.where` choosing between masks; choose between numbers")
         sp = self._vector_space(n, "`b.where`")
         self._select_into(r, sp, mask, a, b)
+
+    def _mask(self, c: str, r: str, sp: str, what: str) -> str:
+        """The bit-mask operand of bool value c read by the computation of r: a comparison's (or mask logic's) mask,
+        or a bool / integer mask input's rows (read as 0 / 1 numbers) compared with 0 once. Raises Unsupported."""
+        if c in self.masks:
+            return self.operand(c)
+        if self.ch.is_load(c):
+            m = f"m_{self.operand(c)}"
+            if m not in self.masks:
+                self.p.instrs.append(Instr("vcmps", m, (self.operand(c),), "NE", "0.0f", space=sp))
+                self.masks.add(m)
+            return m
+        raise self.err(r, f"{what} over a condition that is not a comparison of rows or a mask input")
+
+    def logic(self, n) -> None:
+        """`&`, `|` and `~` of masks: AscendC And / Or / Not on the bit masks as uint16 words (rowprog MASK_KINDS)."""
+        r = n.result.name
+        what = _CONSTRUCT[n.op]
+        for x in n.inputs:
+            self.use(x, r)
+        sp = self._vector_space(n, what)
+        ms = tuple(self._mask(x, r, sp, what) for x in n.inputs)
+        self.p.instrs.append(Instr("vlogic", r, ms, {"and": "And", "or": "Or", "not": "Not"}[n.op], space=sp))
+        self.space[r] = sp
+        self.masks.add(r)
 
     def _select_into(self, r: str, sp: str, mask: str, a: str | None, b: str | None, sa: str | None = None,
                      sb: str | None = None) -> None:

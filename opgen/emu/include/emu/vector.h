@@ -167,6 +167,29 @@ EMU_UNARY(Abs, std::fabs(a))
 EMU_UNARY(Relu, a > 0.0f ? a : 0.0f)
 #undef EMU_UNARY
 
+// ---- And / Or / Not count forms (docs/reference/ascendc.md §1.9): bitwise per element, int16_t / uint16_t operands
+// only (a Compare's bit mask is combined as uint16_t words: count = mask bits / 16).
+template <typename T>
+void And(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, int32_t count,
+         emu::Site site = emu::Site::Here())
+{
+    static_assert(std::is_same<T, int16_t>::value || std::is_same<T, uint16_t>::value, "And: int16_t or uint16_t operands");
+    emu_detail::Binary(dst, src0, src1, count, "And", [](T a, T b) -> T { return static_cast<T>(a & b); }, site);
+}
+template <typename T>
+void Or(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, int32_t count,
+        emu::Site site = emu::Site::Here())
+{
+    static_assert(std::is_same<T, int16_t>::value || std::is_same<T, uint16_t>::value, "Or: int16_t or uint16_t operands");
+    emu_detail::Binary(dst, src0, src1, count, "Or", [](T a, T b) -> T { return static_cast<T>(a | b); }, site);
+}
+template <typename T>
+void Not(const LocalTensor<T>& dst, const LocalTensor<T>& src, int32_t count, emu::Site site = emu::Site::Here())
+{
+    static_assert(std::is_same<T, int16_t>::value || std::is_same<T, uint16_t>::value, "Not: int16_t or uint16_t operands");
+    emu_detail::Unary(dst, src, count, "Not", [](T a) -> T { return static_cast<T>(~a); }, site);
+}
+
 template <typename T>
 void Duplicate(const LocalTensor<T>& dst, const T& scalar, int32_t count, emu::Site site = emu::Site::Here())
 {
