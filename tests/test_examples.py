@@ -435,3 +435,29 @@ def test_every_reduction_length_names_a_summing_output():
                     sums.add(name)
                 stack += list(n.inputs)
         assert set(TERMS.get(op, {})) == sums, (op, sorted(sums), sorted(TERMS.get(op, {})))
+
+
+@pytest.mark.parametrize("dims, dtypes, strategy", [
+    ({"Bd": (3,), "H": 77}, F16, 1),
+    ({"Bd": (2,), "H": 40000}, BF16, 2),     # the row's maximum exchanged between cores
+    ({"Bd": (97,), "H": 1}, F16, 1),
+])
+def test_dynamic_quant_kernel_writes_int8_against_float64(dims, dtypes, strategy, gen):
+    """DynamicQuant's emulated kernel (an int8 output written from fp32 through half with CAST_ODD, then int8 with
+    the mode): scale = max|x| / 127 within one fp32 rounding, y = rint(x / scale) saturated to int8, off by one only
+    where the fp32 quotient and the float64 one straddle a tie; a zero row gives scale 0 and y 0."""
+    r = run_check(str(EX / "dynamic_quant.py"), dims=dims, dtypes=dtypes, gen_dir=gen, seed=7, progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    assert r.tiling_key % 10 == strategy, r.tiling_key
+    x = _f(r.inputs["x"])
+    s_ref = np.abs(x).max(-1) / 127.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = x / s_ref[..., None]
+    y_ref = np.clip(np.where(np.isnan(q), 0.0, np.rint(q)), -128, 127)
+    y, s = np.asarray(r.arrays["y"]), _f(r.arrays["scale"])
+    assert y.dtype == np.int8
+    np.testing.assert_allclose(s, s_ref, rtol=2.0**-23, atol=0)
+    diff = y.astype(np.int64) - y_ref.astype(np.int64)
+    near_tie = np.abs(np.abs(q - np.floor(q)) - 0.5) < 1e-5 * np.maximum(np.abs(q), 1.0)
+    assert np.all(np.abs(diff) <= 1) and np.all((diff == 0) | near_tie)
+    assert np.abs(y).max() == 127 or dims["H"] == 1   # the row's maximum maps to +-127

@@ -14,7 +14,7 @@ from opgen.kernel.family import NoKernel
 from opgen.passes.pipeline import compile_unit
 from opgen.registry import load_spec
 
-HEAD = "from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, i32, i64\n\n"
+HEAD = "from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, i32, i64, u8\n\n"
 
 
 def _spec(tmp_path, name, body):
@@ -173,18 +173,18 @@ spec.output("y", f32, [R, H])
 def _(b, x):
     return {"y": b.where(x.sum(-1) > 0.0, x, 0.0)}
 ''', "x.sum(-1", "a comparison `>` of per-row statistics"),
-    # an integer output
-    "IntOut": ('''
-spec = OpSpec("IntOut", aclnn="aclnnIntOut", socs=(A2, A3))
+    # an int64 output (int32, int8 and uint8 outputs are written)
+    "LongOut": ('''
+spec = OpSpec("LongOut", aclnn="aclnnLongOut", socs=(A2, A3))
 R, H = spec.dims("R H")
 spec.input("x", f32, [R, H])
-spec.output("y", i32, [R, H])
+spec.output("y", i64, [R, H])
 
 
 @spec.body
 def _(b, x):
-    return {"y": (x * 2.0).cast(i32, "rint")}
-''', "return", "output y has dtype i32; the rows family writes f32, f16, bf16 outputs"),
+    return {"y": (x * 2.0).cast(i64, "rint")}
+''', "return", "output y has dtype i64; the rows family writes f32, f16, bf16, i32, i8, u8 outputs"),
 }
 
 
@@ -363,3 +363,41 @@ def test_mask_logic_with_a_mask_input_lowers_and_runs(tmp_path):
     x, m = np.asarray(r.inputs["x"], np.float64), np.asarray(r.inputs["m"]).astype(bool)
     assert m.any() and not m.all()
     np.testing.assert_array_equal(np.asarray(r.arrays["y"], np.float64), np.where((x > 0.5) | ~m, x, -x))
+
+
+INT_OUT = '''
+spec = OpSpec("IntOut", aclnn="aclnnIntOut", socs=(A2, A3))
+R, H = spec.dims("R H")
+spec.input("x", f32, [R, H])
+spec.output("y", i32, [R, H])
+spec.output("z", u8, [R, H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": (x * 1000.0).cast(i32, "floor"), "z": (x * 100.0).cast(u8, "round")}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_integer_outputs_are_rounded_and_saturated(tmp_path):
+    """int32 and uint8 outputs written by the rows kernel: float -> int32 with the mode (floor), float -> half
+    (CAST_ODD) -> uint8 with the mode (round: ties away from zero) saturating at 0 and 255, against float64 math."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "IntOut", INT_OUT)
+    write_ops([str(path)], tmp_path / "gen")
+    r = run_check(str(path), dims={"R": 5, "H": 70}, gen_dir=tmp_path / "gen", seed=3, progress=False)
+    assert not r.faults and r.passed, r.faults[:3]
+    x = np.asarray(r.inputs["x"], np.float64)
+    y, z = np.asarray(r.arrays["y"]), np.asarray(r.arrays["z"])
+    assert y.dtype == np.int32 and z.dtype == np.uint8
+    np.testing.assert_array_equal(y, np.floor(np.float32(x * 1000.0)).astype(np.int64))
+    v = np.float32(x * 100.0).astype(np.float64)
+    want = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), 0, 255)
+    diff = z.astype(np.int64) - want
+    near_tie = np.abs(np.abs(v - np.floor(v)) - 0.5) < 2.0**-10 * np.maximum(np.abs(v), 1.0)   # half's rounding
+    assert np.all((diff == 0) | near_tie), (z[diff != 0], want[diff != 0])
+    assert (z == 0).any() and (z == 255).any()

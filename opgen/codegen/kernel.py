@@ -153,6 +153,12 @@ def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir
                 "mode": "CAST_NONE", "count": n}
     elif k == "cast_in":
         args = {"dst": operand(i.dst), "src": row_in, "count": n}
+    elif k == "store" and i.op == "half":   # halves to a byte output with its round mode (rowprog.BYTE_DTYPES)
+        args = {"dst": row_out, "src": dataclasses.replace(operand(i.srcs[0]), as_dtype="half"), "mode": i.arg,
+                "count": n}
+    elif k == "vnarrow":
+        args = {"dst": dataclasses.replace(operand(i.dst), as_dtype="half"), "src": operand(i.srcs[0]),
+                "mode": "CAST_ODD", "count": n}
     elif k == "store":
         args = {"dst": row_out, "src": operand(i.srcs[0]), "mode": i.arg, "count": n}
     elif k == "vgather":
@@ -237,7 +243,7 @@ def table_form(i: Instr, operand, n: str, row_in: str = "", row_out: str = ""):
     op = instr_op(i)
     if op is None:
         return None
-    if i.kind in MASK_KINDS or i.kind in SELECT_KINDS or i.kind == "vwiden" or (i.kind == "cast_in" and i.op):
+    if i.kind in (*MASK_KINDS, *SELECT_KINDS, "vwiden", "vnarrow") or (i.kind in ("cast_in", "store") and i.op):
         raise SpecError(f"row kernel {i.dst}: a compare, select or byte row is printed through Kernel IR only "
                         f"(instr_node)")
     d, k = INSTRS[op], i.kind

@@ -46,14 +46,15 @@ ROW_REDUCE = ("rsum", "rmax")
 VECTOR_SPACES = ("row", "brow", "col", "table")
 """Spaces whose values are UB rows (vector operands); "table" is a head-row kernel's RoPE table row
 (opgen.kernel.headrows)."""
-NO_INPLACE = ("vgather", "vcmp", "vcmps", "vwiden")
+NO_INPLACE = ("vgather", "vcmp", "vcmps", "vwiden", "vnarrow")
 """Instruction kinds whose destination must not be one of their sources (Gather permutes lanes; a compare writes a
 bit mask of another element size over the row it reads; a widening Cast writes wider lanes over the narrow ones it
 reads)."""
 BYTE_DTYPES = ("bool", "u8", "i8")
 """IR dtypes of one byte per element (a bool tensor is 0 / 1 bytes, read as uint8_t): their rows reach fp32 through a
 half temporary (there is no uint8 / int8 -> float Cast, docs/reference/ascendc.md §1.12): `cast_in` with op "half"
-then `vwiden`."""
+then `vwiden`. A byte output is stored from fp32 through half the same way back: `vnarrow` (fp32 -> half with CAST_ODD)
+then `store` with op "half" (half -> int8 / uint8 with the output's round mode, saturating, §1.12)."""
 MASK_KINDS = ("vcmp", "vcmps", "vlogic")
 """Kinds whose result is a bit mask (bit i of byte i / 8 for lane i, in an fp32 row temporary's bytes; AscendC
 Compare / CompareScalar; And / Or / Not of masks as uint16 words, docs/reference/ascendc.md §1.9): only a select or
@@ -74,7 +75,7 @@ ROUND_MODES = {m: f"CAST_{m.upper()}" for m in ("none", "rint", "round", "floor"
 """AscendC's RoundMode enumerator of each round mode of the IR's cast (opgen.ir.ops.ROUND_MODES)."""
 KIND_OPS = {"cast_in": Op.CAST_FROM, "vdup": Op.DUPLICATE, "vgather": Op.GATHER, "acc": Op.ADD, "store": Op.CAST_TO,
             "vcmp": Op.COMPARE, "vcmps": Op.COMPARE_SCALAR, "vsel": Op.SELECT, "vsels": Op.SELECT_SCALAR,
-            "vwiden": Op.CAST}
+            "vwiden": Op.CAST, "vnarrow": Op.CAST}
 LOGIC_OPS = {"And": Op.AND, "Or": Op.OR, "Not": Op.NOT}
 """The table entry of each `vlogic` op."""
 """The instruction-table entry (opgen.kernel.isa) of each kind printed as one table instruction; vbin, vscalar and
@@ -87,7 +88,7 @@ def instr_op(i) -> Op | None:
     """The instruction-table entry printed for row-program instruction `i` (opgen.kernel.isa), None for the kinds
     printed otherwise (GM loads and stores of stats, row reductions, scalar expressions). Raises KeyError for an
     `op` the table does not hold."""
-    if i.kind == "cast_in" and i.op == "half":
+    if i.kind in ("cast_in", "store") and i.op == "half":
         return Op.CAST
     if i.kind == "vlogic":
         return LOGIC_OPS[i.op]
@@ -118,7 +119,7 @@ def vector_cost(instrs, n: int) -> Cost:
     return Cost(rep, cyc)
 
 
-VECTOR_KINDS = tuple(k for k in ("cast_in", "vwiden", *TABLE_KINDS, "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS, "acc",
+VECTOR_KINDS = tuple(k for k in ("cast_in", "vwiden", "vnarrow", *TABLE_KINDS, "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS, "acc",
                                   "store")
                      if k in TABLE_KINDS or k == "vlogic" or INSTRS[KIND_OPS[k]].pipe is Pipe.V)
 """Instruction kinds printed as vector (PIPE_V) instructions (their table entries' pipe). The vector pipe issues in
@@ -156,6 +157,7 @@ class Instr:
     cast_in     dst (row temp) <- the current row of GM tensor `gm`, cast to fp32 (op "half": a byte tensor's row
                 cast to half, the row temp holding halves; BYTE_DTYPES)
     vwiden      dst = srcs[0]'s halves cast to fp32           (Cast; never in place)
+    vnarrow     dst (halves) = srcs[0] cast to half with CAST_ODD  (Cast; never in place; a byte output's first step)
     vbin        dst = srcs[0] <op> srcs[1]                   (AscendC Add/Sub/Mul/Div/Max/Min, count n)
     vscalar     dst = srcs[0] <op> scalar arg                (Adds/Muls)
     vunary      dst = op(srcs[0])                            (Exp/Ln/Sqrt/Rsqrt/Abs/Relu)
@@ -171,7 +173,8 @@ class Instr:
     sexpr       scalar dst = C++ float expression arg over scalar names
     sload       scalar dst = GM stat tensor `gm` at this row
     acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel)
-    store       GM row tensor `gm` <- srcs[0] cast to its dtype with round mode arg
+    store       GM row tensor `gm` <- srcs[0] cast to its dtype with round mode arg (op "half": srcs[0] holds halves,
+                cast to the byte dtype; BYTE_DTYPES)
     sstore      GM stat tensor `gm` <- scalar srcs[0] cast with round mode arg
 
     `loc` ("file.py:28", not compared) is the spec line of the tensor-IR node it was lowered from: a load's is the
@@ -389,7 +392,7 @@ def _assign_phases(p: RowProgram) -> None:
 def _allocate(p: RowProgram) -> None:
     """Name every UB operand: row values -> w<k> by liveness (in place when an operand dies at this
     instruction), brow/col values and accumulators -> their own buffers. Rewrites p.instrs."""
-    row_kinds = ("cast_in", "vwiden", "vbin", "vscalar", "vunary", "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS)
+    row_kinds = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vunary", "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS)
     last: dict[str, int] = {}
     for k, i in enumerate(p.instrs):
         for x in _names_in(i):
@@ -490,6 +493,8 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = {i.kind}({i.gm}){via}"
     if i.kind == "vwiden":
         return f"{i.dst} = Cast({a} as half)"
+    if i.kind == "vnarrow":
+        return f"{i.dst} = Cast({a} to half, CAST_ODD)"
     if i.kind == "vbin":
         return f"{i.dst} = {i.op}({', '.join(i.srcs)})"
     if i.kind == "vscalar":
@@ -518,4 +523,5 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = {i.arg}"
     if i.kind == "acc":
         return f"{i.dst} += {a}"
-    return f"{i.kind} {i.gm} <- {a} ({i.arg})"
+    via = " as half" if i.op == "half" else ""
+    return f"{i.kind} {i.gm} <- {a}{via} ({i.arg})"

@@ -40,8 +40,9 @@ _CONSTRUCT = {"lt": "a comparison `<`", "le": "a comparison `<=`", "gt": "a comp
 """The spec construct each op the rows family refuses comes from, named in its refusal."""
 READS = ("f32", "f16", "bf16", "i32", "bool", "u8", "i8")
 """Dtypes the rows kernel reads (Cast to fp32 in UB, the byte dtypes through half; opgen.codegen.kernel.CTYPE)."""
-WRITES = ("f32", "f16", "bf16")
-"""Dtypes the rows kernel writes (Cast from fp32 with the output's round mode)."""
+WRITES = ("f32", "f16", "bf16", "i32", "i8", "u8")
+"""Dtypes the rows kernel writes (Cast from fp32 with the output's round mode; int8 / uint8 through half with CAST_ODD
+first, as the interpreter's device mode: docs/reference/ascendc.md §1.12)."""
 SPACE_WORDS = {"row": "rows", "stat": "per-row statistics", "brow": "per-batch rows", "col": "column rows",
                "scalar": "scalars"}
 
@@ -478,7 +479,14 @@ class _Lowering:
                     self.p.instrs.append(Instr("vscalar", f"bc_{s}", (src,), "Adds", "0.0f", space="row"))
                     src = f"bc_{s}"
                 self.p.gm.append(GmTensor(gm, "out", "row", dtype, view, name))
-                self.p.instrs.append(Instr("store", "", (src,), arg=rnd, gm=gm, space="row"))
+                if dtype in rowprog.BYTE_DTYPES:   # fp32 -> half (CAST_ODD) -> the byte dtype with the mode
+                    self.p.instrs.append(Instr("vnarrow", f"h_{gm}", (src,), space="row"))
+                    self.p.instrs.append(Instr("store", "", (f"h_{gm}",), arg=rnd, gm=gm, space="row", op="half"))
+                else:
+                    self.p.instrs.append(Instr("store", "", (src,), arg=rnd, gm=gm, space="row"))
+            elif dtype in rowprog.BYTE_DTYPES:
+                raise self.err(v, f"output {name} of dtype {dtype} is {SPACE_WORDS[sp]}; the rows family writes byte "
+                               f"outputs as rows only")
             elif sp == "stat":
                 if not view.flat:
                     raise self.err(v, f"output {name}: per-row statistics must be written in row order")

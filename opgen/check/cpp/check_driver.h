@@ -53,7 +53,7 @@ inline size_t ElementBytes(int32_t dtype)
 {
     switch (dtype) {
         case ge::DT_FLOAT: case ge::DT_INT32: return 4;
-        case ge::DT_FLOAT16: case ge::DT_BF16: return 2;
+        case ge::DT_FLOAT16: case ge::DT_BF16: case ge::DT_INT16: return 2;
         case ge::DT_INT64: return 8;
         default: return 1;  // DT_INT8, DT_UINT8, DT_BOOL
     }

@@ -68,6 +68,8 @@ static ge::DataType ParseDtype(const std::string& name)
     if (name == "int32") return ge::DT_INT32;
     if (name == "int64") return ge::DT_INT64;
     if (name == "uint8") return ge::DT_UINT8;
+    if (name == "int8") return ge::DT_INT8;
+    if (name == "int16") return ge::DT_INT16;
     if (name == "bool") return ge::DT_BOOL;
     return ge::DT_UNDEFINED;
 }

@@ -1,7 +1,8 @@
 """DynamicQuant (aclnnDynamicQuant), symmetric per-token int8 quantisation: for each row of x,
 scale = max(|x|) / 127 and y = round(x / scale) to int8 (ties to even, saturated), the scale returned in fp32.
 
-Interpreted (`opgen interpret`); no kernel family writes an int8 output yet. An all-zero row has scale 0 and
+The rows kernel writes y from fp32 through half (CAST_ODD, then int8 with the mode), as ops-nn's quantising kernels
+do; the interpreter's device mode rounds the same way. An all-zero row has scale 0 and
 x / scale = NaN, which the cast turns into 0 (docs/reference/ascendc.md §1.12).
 """
 
