@@ -249,6 +249,7 @@ CASES = [
     ("softmax", {"Bd": (2,), "H": 40000}, F16, {}, 2),                        # partial maxima and sums exchanged
     ("softmax", {"Bd": (3, 17), "H": 1}, BF16, {}, None),
     ("softmax", {"Bd": (53,), "H": 1000}, BF16, {}, 1),
+    ("softmax", {"Bd": (2,), "H": 262144}, F16, {}, 2),                       # SoftmaxV2 over 262144 columns
     ("swiglu", {"Bd": (3,), "H": 21}, F32, {}, 1),
     ("swiglu", {"Bd": (2,), "H": 11008}, BF16, {}, 2),                        # column chunks of both halves
     ("swiglu", {"Bd": (61,), "H": 1}, F16, {}, None),

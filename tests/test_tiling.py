@@ -228,6 +228,15 @@ def test_ub_overflow_is_a_spec_error_at_the_dim_line(tmp_path):
     assert f"{path}:{line}" in msg and "UB overflow" in msg and "lower max= of H to" in msg
     largest = int(msg.split("lower max= of H to ")[1].split()[0])
     assert 65536 <= largest < 400000
+    # the suggested bound holds on every platform and dtype row of the spec: the proof accepts it, and one more
+    # is refused somewhere
+    fixed = tmp_path / "ada_layer_norm_grad_suggested.py"
+    fixed.write_text(text.replace("max=400000", f"max={largest}"))
+    assert prove_ub(_load_file(fixed), prog, inputs)
+    over = tmp_path / "ada_layer_norm_grad_over.py"
+    over.write_text(text.replace("max=400000", f"max={largest + 1}"))
+    with pytest.raises(SpecError):
+        prove_ub(_load_file(over), prog, inputs)
 
 
 def test_ub_proof_needs_a_bound_on_dims_the_plan_depends_on(tmp_path):

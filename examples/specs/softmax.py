@@ -9,7 +9,7 @@ from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
 spec = OpSpec("SoftmaxV2", aclnn="aclnnSoftmax", socs=(A2, A3), round="rint",
               doc="Softmax over the last axis.")
 Bd = spec.variadic("Bd", max_rank=7)
-H = spec.dim("H", max=131072)
+H = spec.dim("H", max=262144)
 (T,) = spec.dtype_vars("T")
 
 spec.input("x", T, [Bd, H])

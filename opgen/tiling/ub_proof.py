@@ -6,7 +6,8 @@ bounded dim at its declared maximum and at probe values below it (powers of two 
 neighbours), the other dims at 1. The plans' UB footprints grow monotonically with the bounded dims
 (column slices and row strides are non-decreasing in H or D), so the maximum is the worst case; the
 probes guard that argument. A failure is a SpecError at the dim's declaration line naming the platform,
-the dtype row, the bound and the largest value that fits (binary search).
+the dtype row, the bound and the largest value that fits on every platform and dtype row of the spec (binary
+search), so the suggested bound is accepted.
 """
 
 from __future__ import annotations
@@ -38,6 +39,24 @@ def _eval(spec, prog, inputs_map, env, dtypes, plat) -> dict:
     from opgen.tiling.emit import program_inputs
 
     return prog.evaluate(program_inputs(spec, prog, inputs_map, env, dtypes, plat, None))
+
+
+def _largest_fit(spec, prog, inputs_map, plats, name: str, hi: int, multiple_of) -> int:
+    """The largest value of dim `name` up to `hi` whose plan fits on every platform of `plats` and every dtype row
+    (binary search per combination, each bounded by the previous answer, footprints assumed monotonic), rounded
+    down to `multiple_of`: a bound the proof suggests holds for the whole spec. 0 when even 1 does not fit."""
+    best = hi
+    for plat in plats:
+        for row in spec.dtype_rows:
+            lo, top = 0, best
+            while lo < top:
+                mid = (lo + top + 1) // 2
+                ok = _eval(spec, prog, inputs_map, _env(spec, {name: mid}), dict(row), plat)["fits"]
+                lo, top = (mid, top) if ok else (lo, mid - 1)
+            best = lo
+    if multiple_of:
+        best -= best % multiple_of
+    return best
 
 
 def prove_ub(spec, prog, inputs_map) -> list[str]:
@@ -79,11 +98,7 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                         continue
                     tl = _eval(spec, prog, inputs_map, _env(spec, {name: v}), dict(row), plat)
                     if not tl.get("fits", 1):
-                        lo, hi = 1, v  # largest value that fits, assuming monotonic footprints
-                        while lo < hi:
-                            mid = (lo + hi + 1) // 2
-                            ok = _eval(spec, prog, inputs_map, _env(spec, {name: mid}), dict(row), plat)["fits"]
-                            lo, hi = (mid, hi) if ok else (lo, mid - 1)
+                        lo = _largest_fit(spec, prog, inputs_map, plats, name, v - 1, d.multiple_of)
                         combo = ", ".join(f"{k}={t.long_name}" for k, t in row.items())
                         raise spec_error(
                             d.loc, f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB) with {combo} the tiling "
