@@ -150,52 +150,70 @@ def batch_mat_mul(i, a):
     return {"out": np.matmul(_f(i["self"]), _f(i["mat2"]))}
 
 
-def leaky_relu(i, a):
-    x = _f(i["self"])
-    slope = a.get("negative_slope", 0.01)   # the kernel's fp32 copy of it is within the bound
-    return {"out": np.where(x > 0, x, slope * x)}
+def _t(a):
+    import torch
 
-
-def maximum_grad(i, a):
-    g, x1, x2 = _f(i["grads"]), _f(i["x1"]), _f(i["x2"])
-    return {"y1": g * (x1 >= x2), "y2": g * (x1 < x2)}
-
-
-def threshold_backward(i, a):
-    t = a.get("threshold", 0.0)   # the cases' thresholds are exact in fp32
-    return {"out": np.where(_f(i["self"]) > t, _f(i["gradOutput"]), 0.0)}
-
-
-def smooth_l1_loss(i, a):
-    beta = a.get("beta", 1.0)
-    d = _f(i["self"]) - _f(i["target"])
-    ad = np.abs(d)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        quad = 0.5 * d * d / beta
-    return {"out": (np.where(ad < beta, quad, ad - 0.5 * beta), np.maximum(ad, 0.5 * beta))}
-
-
-def prelu(i, a):
-    x = _f(i["self"])
-    return {"out": np.where(x > 0, x, _f(i["weight"]) * x)}
-
-
-def masked_fill(i, a):
-    v = a.get("value", 0.0)
-    m = np.asarray(i["mask"]).astype(bool)
-    assert m.size < 2 or (m.any() and not m.all()), "the example hook makes masks with both values"
-    return {"out": np.where(np.asarray(i["mask"]).astype(bool), v, _f(i["self"]))}
-
-
-def scaled_masked_softmax(i, a):
-    z = np.where(np.asarray(i["mask"]).astype(bool), -10000.0, _f(i["x"]) * a.get("scale", 1.0))
-    e = np.exp(z - z.max(-1, keepdims=True))
-    return {"y": e / e.sum(-1, keepdims=True)}
+    return torch.tensor(_f(a), dtype=torch.float64)
 
 
 def hardtanh_grad(i, a):
-    x = _f(i["self"])
-    return {"out": np.where((x > a.get("minVal", -1.0)) & (x < a.get("maxVal", 1.0)), _f(i["gradOutput"]), 0.0)}
+    """ops-nn's HardtanhGrad mask: (min < x < max) or x is NaN selects the gradient (torch's CPU kernel is no oracle
+    here: its vectorised and scalar paths disagree on NaN)."""
+    x, g = _f(i["self"]), _f(i["gradOutput"])
+    keep = ((x > a.get("minVal", -1.0)) & (x < a.get("maxVal", 1.0))) | np.isnan(x)
+    return {"out": np.where(keep, g, 0.0)}
+
+
+def masked_fill(i, a):
+    import torch
+
+    m = np.asarray(i["mask"]).astype(bool)
+    assert m.size < 2 or (m.any() and not m.all()), "the example hook makes masks with both values"
+    return {"out": torch.masked_fill(_t(i["self"]), torch.tensor(m), a.get("value", 0.0)).numpy()}
+
+
+def scaled_masked_softmax(i, a):
+    """torch_npu's documented reference: softmax((x * scale).masked_fill(mask, -10000)) (Megatron's fill)."""
+    import torch
+
+    z = torch.masked_fill(_t(i["x"]) * a.get("scale", 1.0), torch.tensor(np.asarray(i["mask"]).astype(bool)), -10000.0)
+    return {"y": torch.softmax(z, -1).numpy()}
+
+
+def prelu(i, a):
+    import torch
+
+    return {"out": torch.prelu(_t(i["self"]), _t(i["weight"])).numpy()}
+
+
+def leaky_relu(i, a):
+    import torch
+
+    return {"out": torch.nn.functional.leaky_relu(_t(i["self"]), a.get("negative_slope", 0.01)).numpy()}
+
+
+def maximum_grad(i, a):
+    """ops-math's MaximumGrad formula (ties to x1) as TensorFlow's select; torch splits ties, so NumPy here."""
+    g, x1, x2 = _f(i["grads"]), _f(i["x1"]), _f(i["x2"])
+    return {"y1": np.where(x1 >= x2, g, 0.0), "y2": np.where(x1 < x2, g, 0.0)}
+
+
+def threshold_backward(i, a):
+    """ATen's threshold_backward in float64 (the cases' thresholds are exact in fp32)."""
+    import torch
+
+    return {"out": torch.ops.aten.threshold_backward(_t(i["gradOutput"]), _t(i["self"]),
+                                                     a.get("threshold", 0.0)).numpy()}
+
+
+def smooth_l1_loss(i, a):
+    """torch's smooth_l1_loss, reduction none (beta 0: the L1 loss), and the terms the loss is a difference of."""
+    import torch
+
+    beta = a.get("beta", 1.0)
+    d = _f(i["self"]) - _f(i["target"])
+    out = torch.nn.functional.smooth_l1_loss(_t(i["self"]), _t(i["target"]), reduction="none", beta=beta).numpy()
+    return {"out": (out, np.maximum(np.abs(d), 0.5 * beta))}
 
 
 ORACLES = {f.__name__: f for f in (hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
@@ -445,8 +463,9 @@ def test_every_reduction_length_names_a_summing_output():
 ])
 def test_dynamic_quant_kernel_writes_int8_against_float64(dims, dtypes, strategy, gen):
     """DynamicQuant's emulated kernel (an int8 output written from fp32 through half with CAST_ODD, then int8 with
-    the mode): scale = max|x| / 127 within one fp32 rounding, y = rint(x / scale) saturated to int8, off by one only
-    where the fp32 quotient and the float64 one straddle a tie; a zero row gives scale 0 and y 0."""
+    the mode): against float64 math, scale = max|x| / 127 within one fp32 rounding and y = rint(x / scale) saturated
+    to int8 off by one only where the quotient straddles a tie; against the same steps in NumPy fp32 (the fp32
+    scale, the fp32 quotient, then rint: round-to-odd to half then rint is exact for |q| < 256, §1.12) exactly."""
     r = run_check(str(EX / "dynamic_quant.py"), dims=dims, dtypes=dtypes, gen_dir=gen, seed=7, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     assert r.tiling_key % 10 == strategy, r.tiling_key
@@ -462,3 +481,9 @@ def test_dynamic_quant_kernel_writes_int8_against_float64(dims, dtypes, strategy
     near_tie = np.abs(np.abs(q - np.floor(q)) - 0.5) < 1e-5 * np.maximum(np.abs(q), 1.0)
     assert np.all(np.abs(diff) <= 1) and np.all((diff == 0) | near_tie)
     assert np.abs(y).max() == 127 or dims["H"] == 1   # the row's maximum maps to +-127
+    x32 = np.asarray(r.inputs["x"], np.float64).astype(np.float32)
+    s32 = np.abs(x32).max(-1) / np.float32(127.0)
+    np.testing.assert_array_equal(np.asarray(r.arrays["scale"]), s32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q32 = (x32 / s32[..., None]).astype(np.float64)
+    np.testing.assert_array_equal(y, np.clip(np.where(np.isnan(q32), 0.0, np.rint(q32)), -128, 127))

@@ -132,7 +132,7 @@ def test_cli_saves_integer_outputs_in_their_dtype(tmp_path, capsys):
     from opgen.cli import main
 
     out = tmp_path / "q.npz"
-    assert main(["interpret", str(EX / "dynamic_quant.py"), "--dims", "Bd=3,H=5", "--dtype", "T=float16",
+    assert main(["interpret", str(EX.parent / "dynamic_quant.py"), "--dims", "Bd=3,H=5", "--dtype", "T=float16",
                  "--out", str(out)]) == 0
     d = np.load(out)
     assert d["y"].dtype == np.int8 and d["y"].shape == (3, 5) and d["scale"].dtype == np.float32

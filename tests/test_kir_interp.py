@@ -371,7 +371,7 @@ def test_gm_shadow_pages_keep_byte_addresses_across_a_page_boundary():
 
 # ------------------------------------------------------------------------------------------------ compare / select
 def _threshold_kernel(fill: bool) -> KernelClass:
-    """y[:n] = x[:n] where x > 0 else 0.0 (n < 128, one row): copy in, CompareScalar GT into a bit mask kept in the
+    """y[:n] = x[:n] where x > 0 else 0.0 (n < 128, one row): copy in, Compares GT into a bit mask kept in the
     bytes of a second fp32 buffer (Ref.as_dtype), Select's scalar form, copy out; counts rounded up to 64 lanes
     (whole 256-B repeats). With `fill`, both buffers are zeroed first, so the lanes past n are written."""
     n64 = E("n64")
@@ -396,7 +396,7 @@ def _threshold_kernel(fill: bool) -> KernelClass:
 
 @pytest.mark.parametrize("n", [1, 64, 77])
 def test_compare_and_select_through_a_reinterpreted_mask_match_float64(n):
-    """The bit mask of CompareScalar read by Select (rows family's compare / select, opgen.kernel.rowprog
+    """The bit mask of Compares read by Select (rows family's compare / select, opgen.kernel.rowprog
     MASK_KINDS) gives float64's where(x > 0, x, 0) on every lane up to n, NaN and -0.0 included."""
     x = np.random.default_rng(n).uniform(-2, 2, 128).astype(np.float32)
     x[:3] = [np.nan, -0.0, 0.0][:3]

@@ -1,8 +1,9 @@
 """DynamicQuant (aclnnDynamicQuant), symmetric per-token int8 quantisation: for each row of x,
 scale = max(|x|) / 127 and y = round(x / scale) to int8 (ties to even, saturated), the scale returned in fp32.
 
-The rows kernel writes y from fp32 through half (CAST_ODD, then int8 with the mode), as ops-nn's quantising kernels
-do; the interpreter's device mode rounds the same way. An all-zero row has scale 0 and
+The rows kernel writes y from fp32 through half (CAST_ODD, then int8 with the mode: the correctly rounded, saturated
+integer), the interpreter's device mode the same. ops-nn's A2 kernel computes 127 / max and multiplies, then goes
+through int32 and half: its y and scale are not bit-identical to this spec's x / (max / 127). An all-zero row has scale 0 and
 x / scale = NaN, which the cast turns into 0 (docs/reference/ascendc.md §1.12).
 """
 

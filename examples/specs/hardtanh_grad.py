@@ -1,8 +1,7 @@
-"""HardtanhGrad (aclnnHardtanhBackward): out = gradOutput where minVal < self < maxVal, 0 elsewhere (NaN in self
-gives 0).
+"""HardtanhGrad (aclnnHardtanhBackward): out = 0 where self <= minVal or self >= maxVal, gradOutput elsewhere (a NaN
+in self passes the gradient, as ops-nn's kernel and ATen's scalar definition do).
 
-Two comparisons with the attributes combined as masks (`&` and `~`: AscendC And / Not on the bit masks), then
-Select's scalar form.
+Two comparisons with the attributes combined as masks (`|`: AscendC Or on the bit masks), then a Select.
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
@@ -23,5 +22,16 @@ spec.package("ops-nn", "activation")
 
 @spec.body
 def _(b, gradOutput, self, minVal, maxVal):
-    inside = (self > minVal) & ~(self >= maxVal)
-    return {"out": b.where(inside, gradOutput, 0.0)}
+    outside = (self <= minVal) | (self >= maxVal)
+    return {"out": b.where(outside, 0.0, gradOutput)}
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    """NaN and infinities among the inputs of Hardtanh (their gradients are defined)."""
+    import numpy as np
+
+    flat = inputs["self"].reshape(-1)
+    flat[::7] = np.nan
+    flat[3::11] = np.inf
+    flat[5::13] = -np.inf

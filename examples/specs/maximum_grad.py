@@ -1,8 +1,9 @@
-"""MaximumGrad (the gradient of Maximum, ops-math's math/maximum_grad): y1 = grads * (x1 >= x2),
-y2 = grads * (x1 < x2) — the gradient goes to the input that won, ties to x1.
+"""MaximumGrad (the gradient of Maximum, ops-math's math/maximum_grad): y1 = grads where x1 >= x2, y2 = grads where
+x1 < x2, 0 elsewhere — the gradient goes to the input that won, ties to x1 (a select, as the TensorFlow graph the op
+replaces: an infinite gradient stays out of the loser, where grads * (x1 >= x2) would make it NaN).
 
 CANN offers MaximumGrad to graph mode only; opgen names its aclnn layer after the OpDef. The comparisons of two
-tensors are Compare bit masks; each mask used as a number (1.0 / 0.0) is a Select between a row of ones and 0.0.
+tensors are Compare bit masks, each read by Select's scalar form.
 ops-math's categories are not among the repositories opgen lays packages out for: the package goes to ops-nn's
 vfusion.
 """
@@ -24,4 +25,4 @@ spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 
 @spec.body
 def _(b, grads, x1, x2):
-    return {"y1": grads * b.cast(x1 >= x2, f32), "y2": grads * b.cast(x1 < x2, f32)}
+    return {"y1": b.where(x1 >= x2, grads, 0.0), "y2": b.where(x1 < x2, grads, 0.0)}

@@ -1,7 +1,8 @@
 """ThresholdGradV2D (aclnnThresholdBackward, the gradient of Threshold and of Relu at threshold 0):
-out = gradOutput where self > threshold, 0 elsewhere.
+out = 0 where self <= threshold, gradOutput elsewhere (a NaN in self passes the gradient, as ATen's
+threshold_backward and ops-nn's kernel do).
 
-The comparison with the attribute is a CompareScalar; the choice Select's scalar form (mask ? row : 0.0).
+The comparison with the attribute is a CompareScalar; the choice a Select (the zero broadcast first).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
@@ -21,4 +22,15 @@ spec.package("ops-nn", "activation")
 
 @spec.body
 def _(b, gradOutput, self, threshold):
-    return {"out": b.where(self > threshold, gradOutput, 0.0)}
+    return {"out": b.where(self <= threshold, 0.0, gradOutput)}
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    """NaN and infinities among the inputs of Threshold (their gradients are defined)."""
+    import numpy as np
+
+    flat = inputs["self"].reshape(-1)
+    flat[::7] = np.nan
+    flat[3::11] = np.inf
+    flat[5::13] = -np.inf

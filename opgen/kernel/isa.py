@@ -108,7 +108,7 @@ class Op(enum.Enum):
     OR = "Or"
     NOT = "Not"
     COMPARE = "Compare"
-    COMPARE_SCALAR = "CompareScalar"
+    COMPARE_SCALAR = "Compares"   # CANN's name (CompareScalar is its deprecated alias)
     SELECT = "Select"
     SELECT_SCALAR = "Select "   # same C++ name, the tensor-scalar form (distinct enum value)
     COPY_IN = "DataCopy"
@@ -434,7 +434,7 @@ def _whole_repeats(c: int, elem: np.dtype, what: str) -> None:
 
 
 def _compare(scalar: bool):
-    """Compare / CompareScalar count form: bit i of the uint8 dst (bit i % 8 of byte i / 8) = src0[i] op src1[i]
+    """Compare / Compares count form: bit i of the uint8 dst (bit i % 8 of byte i / 8) = src0[i] op src1[i]
     (or op scalar) for i < count; count·sizeof(T) a multiple of 256 B (docs/reference/ascendc.md §1.9). int32
     operands: EQ only. Raises ValueError for a partial repeat or int32 with another mode."""
 
@@ -583,7 +583,7 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
          doc=f"bit i of dst = src0[i] CMPMODE src1[i], whole 256-B repeats ({_SEC})"),
     _def(Op.COMPARE_SCALAR, (Operand("dst", "ub", "w", "uint8_t"), _S0, _SC, Operand("mode", "cmp"),
                              Operand("count", "count", dtype="uint32_t")),
-         "CompareScalar({dst}, {src0}, {scalar}, {mode}, {count})", _compare(True),
+         "Compares({dst}, {src0}, {scalar}, {mode}, {count})", _compare(True),
          doc=f"bit i of dst = src0[i] CMPMODE scalar, whole 256-B repeats ({_SEC})"),
     _def(Op.SELECT, (_DST, Operand("mask", "ub", "r", "uint8_t"), _S0, _S1, Operand("count", "count",
                                                                                    dtype="uint32_t")),

@@ -828,7 +828,7 @@ class _Core:
         self.write(dst, out[:count], ok)
 
     def masked(self, s, frame, tens, count, args):
-        """Compare / CompareScalar (bit i of a uint8 mask = src0[i] op src1[i]) and Select (dst[i] = bit i ? src0[i]
+        """Compare / Compares (bit i of a uint8 mask = src0[i] op src1[i]) and Select (dst[i] = bit i ? src0[i]
         : src1[i]): whole 256-B repeats (the table's meaning raises otherwise); a mask byte is written when its 8
         source lanes are, a selected lane when its sources and its mask byte are (EMU.md "Poison")."""
         d = INSTRS[s.op]

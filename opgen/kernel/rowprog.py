@@ -57,14 +57,14 @@ then `vwiden`. A byte output is stored from fp32 through half the same way back:
 then `store` with op "half" (half -> int8 / uint8 with the output's round mode, saturating, §1.12)."""
 MASK_KINDS = ("vcmp", "vcmps", "vlogic")
 """Kinds whose result is a bit mask (bit i of byte i / 8 for lane i, in an fp32 row temporary's bytes; AscendC
-Compare / CompareScalar; And / Or / Not of masks as uint16 words, docs/reference/ascendc.md §1.9): only a select or
+Compare / Compares; And / Or / Not of masks as uint16 words, docs/reference/ascendc.md §1.9): only a select or
 mask logic reads it."""
 SELECT_KINDS = ("vsel", "vsels")
 """Kinds that read a bit mask (srcs[0]) and choose per lane between srcs[1] and srcs[2] or the scalar arg."""
 CMP_OPS = {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "NE"}
 """AscendC's CMPMODE of each comparison op of the IR (opgen.ir.ops)."""
 CMP_SWAP = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "EQ": "EQ", "NE": "NE"}
-"""The mode of the comparison with its operands swapped (s < x is x > s), for CompareScalar's scalar-second form."""
+"""The mode of the comparison with its operands swapped (s < x is x > s), for Compares' scalar-second form."""
 SCALAR_ARG_KINDS = ("sexpr", "vscalar", "vdup", "vcmps", "vsels")
 """Kinds whose `arg` is a C++ float expression over scalar names (renamed and scanned for uses with the operands)."""
 MASK_LANES = 64
@@ -164,7 +164,7 @@ class Instr:
     vdup        dst = scalar arg broadcast                   (Duplicate)
     vgather     dst = srcs[0] with its lanes permuted by the UB offset table `arg`  (Gather; never in place)
     vcmp        mask dst = srcs[0] <op> srcs[1]               (Compare, op a CMPMODE "GT"...; never in place)
-    vcmps       mask dst = srcs[0] <op> scalar arg            (CompareScalar)
+    vcmps       mask dst = srcs[0] <op> scalar arg            (Compares)
     vlogic      mask dst = And / Or of masks srcs, Not of srcs[0]  (op; on the masks as uint16 words)
     vsel        dst = mask srcs[0] ? srcs[1] : srcs[2]       (Select, VSEL_TENSOR_TENSOR_MODE)
     vsels       dst = mask srcs[0] ? srcs[1] : scalar arg    (Select, VSEL_TENSOR_SCALAR_MODE)
@@ -508,7 +508,7 @@ def _instr_text(i: Instr) -> str:
     if i.kind == "vcmp":
         return f"{i.dst} = Compare({', '.join(i.srcs)}, {i.op})"
     if i.kind == "vcmps":
-        return f"{i.dst} = CompareScalar({a}, {i.arg}, {i.op})"
+        return f"{i.dst} = Compares({a}, {i.arg}, {i.op})"
     if i.kind == "vlogic":
         return f"{i.dst} = {i.op}({', '.join(i.srcs)})"
     if i.kind == "vsel":

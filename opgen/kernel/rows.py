@@ -325,7 +325,7 @@ class _Lowering:
         return None
 
     def compare(self, n) -> None:
-        """A comparison (< <= > >= .eq .ne) of rows, or of a row and a scalar: a bit mask (Compare / CompareScalar,
+        """A comparison (< <= > >= .eq .ne) of rows, or of a row and a scalar: a bit mask (Compare / Compares,
         rowprog.MASK_KINDS) that only a select (or a cast to a number) may read."""
         r, (a, b) = n.result.name, n.inputs
         what = _CONSTRUCT[n.op]
@@ -334,11 +334,11 @@ class _Lowering:
             if x in self.masks:
                 raise self.err(r, f"{what} of a mask; compare numbers (a mask as a number: b.where(m, 1.0, 0.0))")
         sp = self._vector_space(n, what)
-        for x in (a, b):
+        for x in (a, b):   # operands are fp32 in UB: exact for floats and bytes, not for wider integers
             dt = self.vals[x].type.dtype
-            if isinstance(dt, DType) and dtype_name(dt) != "f32":
-                raise self.err(r, f"{what} of a {dtype_name(dt)} value; the rows family compares fp32 rows (cast "
-                               f"the operands to f32 first)")
+            if isinstance(dt, DType) and not dt.is_float and dtype_name(dt) not in rowprog.BYTE_DTYPES:
+                raise self.err(r, f"{what} of a {dtype_name(dt)} value; the rows family compares in fp32, where "
+                               f"{dtype_name(dt)} values above 2^24 round (cast the operands to f32 first)")
         mode = rowprog.CMP_OPS[n.op]
         sa, sb = self._scalar_of(a), self._scalar_of(b)
         emit = self.p.instrs.append
@@ -455,7 +455,11 @@ class _Lowering:
         dtype = dtype_name(self.vals[v].type.dtype)
         if isinstance(self.vals[v].type.dtype, DType) and dtype not in WRITES:   # variables: _check_dtype_rows
             raise self.err(v, f"output {name} has dtype {dtype}; the rows family writes {', '.join(WRITES)} outputs")
-        rnd = ROUND_MODES[self._round_of(v)]
+        mode = self._round_of(v)
+        if mode == "none" and isinstance(self.vals[v].type.dtype, DType) and not self.vals[v].type.dtype.is_float:
+            raise self.err(v, f"output {name} of dtype {dtype} is not a cast of a computed float value; the rows "
+                           f"kernel computes in fp32 (integers above 2^24 round): write b.cast(value, {dtype}, mode)")
+        rnd = ROUND_MODES[mode]
         try:
             pieces = store_view(self.ch, v, self.lay, self.vals, name)
         except IRError as e:

@@ -34,6 +34,9 @@ from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, 
 from opgen.tiling.rows import col_split, row_split
 
 ROW_SPLIT, COL_SPLIT = 1, 2
+SELECT_SCRATCH_BYTES = 8192
+"""UB kept free by a kernel that uses Select in its tensor-scalar or tensor-tensor mode: on A2/A3 the instruction uses
+a scratch block at 184 KB of the 192 KB UB (docs/reference/ascendc.md §1.9, Select's constraints: reserve 8 KB)."""
 PASS_SLACK_BYTES = 1024
 """UB bytes kept free when the column chunk of a COL_SPLIT pass is sized (rounding of the sum buffers)."""
 
@@ -48,7 +51,8 @@ class RowCounts:
     rows in ROW_SPLIT); rsums: row reductions; rsums_per_level: the most of one level (exchanged together in
     COL_SPLIT); levels: row-reduction levels (0: COL_SPLIT chunks the slice, nothing stays resident); loads: batch
     and column rows loaded from GM (staged through paramQue); masks: compares and selects (their counts cover whole
-    256-B repeats, so row strides and column slices are multiples of 64 elements: opgen.kernel.rowprog.MASK_LANES)."""
+    256-B repeats, so row strides and column slices are multiples of 64 elements: opgen.kernel.rowprog.MASK_LANES);
+    selects: Selects (their tensor-scalar / tensor-tensor modes use UB above SELECT_SCRATCH_BYTES as scratch)."""
 
     row_in: tuple
     row_out: tuple
@@ -64,6 +68,7 @@ class RowCounts:
     levels: int
     loads: int = 0
     masks: int = 0
+    selects: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out as {dtype: count})."""
@@ -71,7 +76,7 @@ class RowCounts:
                 "stat_out": self.stat_out, "temps": self.temps, "brow": self.brow, "col": self.col,
                 "brow_acc": self.brow_acc, "col_acc": self.col_acc, "rsums": self.rsums,
                 "rsums_per_level": self.rsums_per_level, "levels": self.levels, "loads": self.loads,
-                "masks": self.masks}
+                "masks": self.masks, "selects": self.selects}
 
 
 def program_counts(p) -> dict:
@@ -96,6 +101,7 @@ def program_counts(p) -> dict:
         "loads": sum(1 for i in p.instrs if i.kind == "load"),
         "masks": sum(1 for i in p.instrs if i.kind in MASK_KINDS or i.kind in SELECT_KINDS)
         + sum(1 for t in p.gm if t.space == "row" and t.dtype in BYTE_DTYPES),   # byte rows: 32-B aligned UB rows
+        "selects": sum(1 for i in p.instrs if i.kind in SELECT_KINDS),
     }
 
 
@@ -242,6 +248,9 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                                                 "i8": 1}.get(d, 4))
 
     lanes = MASK_LANES if c.masks else 16   # a compare / select covers whole 256-B repeats of the row
+    if c.selects:   # Select's scratch at the top of UB stays free
+        ub = p.let("ubUsable", select(ub > SELECT_SCRATCH_BYTES, ub - SELECT_SCRATCH_BYTES, 0),
+                   "UB bytes the buffers may take: Select's 8 KB scratch kept free")
     col_align = p.let("colAlign", align_up(H, lanes), "row stride in UB (elements; 32-byte aligned)", True)
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of)}
     rows_fit, row_cores = row_split(p, R, cores, ub, plans[ROW_SPLIT])

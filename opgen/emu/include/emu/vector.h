@@ -301,14 +301,15 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode&
     emu_detail::Lanewise(dst, src, count, [mode](S v) { return emu_detail::CastOne<D, S>(v, mode); });
 }
 
-// ---- Compare / CompareScalar / Select count forms (docs/reference/ascendc.md §1.9): the compare writes one bit
+// ---- Compare / Compares (CompareScalar) / Select count forms (docs/reference/ascendc.md §1.9): the compare writes one bit
 // per element into a uint8_t mask, element i in bit i % 8 of byte i / 8; Select reads the same layout (modes 1 and
 // 2 consume 256 / sizeof(T) bits a repeat, so in a count form bit i belongs to element i). Types: half / float every
 // mode, int32_t EQ only (Compare; CompareScalar takes int32_t too on arch 220). The count must cover whole
 // 256-byte repeats: the documented rule for Compare (a partial repeat is ignored on the device), taken for
-// CompareScalar and Select too (chosen: stricter than any documented tail behaviour). A mask byte whose source
+// Compares and Select too (chosen: stricter than any documented tail behaviour). A mask byte whose source
 // lanes are not all written stays unwritten (poison).
 enum class CMPMODE : uint8_t { LT = 0, GT, EQ, LE, GE, NE };
+constexpr uint64_t kSelectScratchOffset = 184 * 1024;   // Select modes 1 / 2 scratch on A2/A3 (8 KB reserved)
 enum class SELMODE : uint8_t { VSEL_CMPMASK_SPR = 0, VSEL_TENSOR_SCALAR_MODE, VSEL_TENSOR_TENSOR_MODE };
 
 namespace emu_detail {
@@ -377,12 +378,19 @@ void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const LocalT
 }
 
 template <typename T, typename U>
+void Compares(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const T src1Scalar, CMPMODE cmpMode,
+              uint32_t count, emu::Site site = emu::Site::Here())
+{
+    static_assert(std::is_same<U, uint8_t>::value, "Compares: the destination is a uint8_t bit mask");
+    emu_detail::CompareImpl<T>(dst, src0, [&](uint32_t, bool&) { return src1Scalar; }, cmpMode, count,
+                               "Compares", site);
+}
+// CompareScalar: CANN's deprecated name of Compares (kept so older kernels build).
+template <typename T, typename U>
 void CompareScalar(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const T src1Scalar, CMPMODE cmpMode,
                    uint32_t count, emu::Site site = emu::Site::Here())
 {
-    static_assert(std::is_same<U, uint8_t>::value, "CompareScalar: the destination is a uint8_t bit mask");
-    emu_detail::CompareImpl<T>(dst, src0, [&](uint32_t, bool&) { return src1Scalar; }, cmpMode, count,
-                               "CompareScalar", site);
+    Compares(dst, src0, src1Scalar, cmpMode, count, site);
 }
 
 namespace emu_detail {
@@ -393,6 +401,11 @@ void SelectImpl(const LocalTensor<T>& dst, const LocalTensor<U>& mask, const Loc
     static_assert(std::is_same<U, uint8_t>::value, "Select: the mask is a uint8_t bit mask");
     static_assert(std::is_same<T, half>::value || std::is_same<T, float>::value, "Select: half or float operands");
     CheckWholeRepeats<T>(count, what);
+    // Modes 1 and 2 use a scratch block at UB byte 184 KB on A2/A3 (Select's constraints: keep 8 KB of UB free):
+    // a kernel whose buffers reach past it would have a live buffer overwritten.
+    if (dst.Arena()->kind == emu::MemKind::UB && dst.Arena()->used > kSelectScratchOffset)
+        emu::Fault(emu::Cat(what, ": the kernel's UB buffers take ", dst.Arena()->used, " bytes, past byte ",
+                            kSelectScratchOffset, " where Select keeps its scratch on A2/A3 (reserve 8 KB of UB)"));
     if (count == 0) return;
     emu::CountVector(count, sizeof(T));
     CheckOperand(dst, count, what);
