@@ -124,6 +124,14 @@ def bias_add_grad(i, a):
     return {"db": dy.reshape(-1, dy.shape[-1]).sum(0)}
 
 
+def reduce_mean(i, a):
+    return {"out": _f(i["self"]).mean(-2)}
+
+
+def reduce_max(i, a):
+    return {"out": _f(i["self"]).max(-2)}
+
+
 def scaled_transpose(i, a):
     return {"y": _f(i["x"]).transpose(0, 2, 1, 3) * float(a.get("scale", 1.0))}
 
@@ -152,15 +160,16 @@ def batch_mat_mul(i, a):
 
 ORACLES = {f.__name__: f for f in (mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
-                                   swiglu_grad)}
+                                   swiglu_grad, reduce_mean, reduce_max)}
 
 TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
     "add_rms_norm": {"y": "row", "rstd": "row"}, "layer_norm_grad": {"pd_x": "row", "pd_gamma": "rows",
                                                                     "pd_beta": "rows"},
     "softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
+    "reduce_mean": {"out": "M"},
 }
-"""K: the reduction length K of a matrix product; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
+"""K, M: the reduction length K of a matrix product, the reduced middle axis M; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
 (elementwise) sum nothing."""
 
 
@@ -168,8 +177,8 @@ def _terms(op, name, dims) -> int:
     """Terms one element of output `name` of `op` sums over at `dims` (TERMS), 1 when it sums nothing."""
     kind = TERMS.get(op, {}).get(name)
     size = {k: int(np.prod(v)) if isinstance(v, tuple) else v for k, v in dims.items()}
-    if kind == "K":
-        return size["K"]
+    if kind in ("K", "M"):
+        return size[kind]
     if kind == "row":
         return size["H"]
     if kind == "seq":
@@ -220,6 +229,12 @@ CASES = [
     ("bias_add_grad", {"Bd": (50, 3), "H": 70}, BF16, {}, 1),
     ("bias_add_grad", {"Bd": (3,), "H": 40000}, F32, {}, 2),
     ("bias_add_grad", {"Bd": (), "H": 5}, F16, {}, None),
+    ("reduce_mean", {"Bd": (3,), "M": 37, "H": 33}, F16, {}, 1),                # batches split across cores
+    ("reduce_mean", {"Bd": (2, 3), "M": 1, "H": 1}, F32, {}, None),             # M = 1, H = 1
+    ("reduce_mean", {"Bd": (), "M": 5, "H": 20000}, BF16, {}, 2),               # few rows: the row over cores
+    ("reduce_max", {"Bd": (5,), "M": 29, "H": 17}, BF16, {}, 1),
+    ("reduce_max", {"Bd": (1,), "M": 3, "H": 9001}, F16, {}, 2),
+    ("reduce_max", {"Bd": (97,), "M": 1, "H": 2}, F32, {}, 1),                  # a tail over 48 cores
     ("scaled_transpose", {"B": 2, "S": 7, "N": 3, "D": 20}, F32, {"scale": 0.5}, 1),
     ("scaled_transpose", {"B": 1, "S": 33, "N": 5, "D": 1}, F16, {"scale": -2.0}, None),
     ("scaled_transpose", {"B": 2, "S": 3, "N": 2, "D": 9000}, BF16, {"scale": 0.125}, 2),

@@ -49,7 +49,7 @@ spec.output("y", f32, [B, S, H])
 def _(b, x):
     m = x.sum(1) * (1.0 / 7.0)
     return {"y": x - m}
-''', "m = x.sum(1)", "reads the sum over rows %v"),
+''', "return", "reads the sum over rows %v"),
     # a column sum broadcast to every row of an output
     "ColSumRows": ('''
 spec = OpSpec("ColSumRows", aclnn="aclnnColSumRows", socs=(A2, A3))
@@ -171,6 +171,31 @@ spec.output("y", i32, [R, H])
 def _(b, x):
     return {"y": (x * 2.0).cast(i32, "rint")}
 ''', "return", "output y has dtype i32; the rows family writes f32, f16, bf16 outputs"),
+    # two reductions over rows combined: each is complete only after the last row, they are finished one at a time
+    "TwoReductions": ('''
+spec = OpSpec("TwoReductions", aclnn="aclnnTwoReductions", socs=(A2, A3))
+S, H = spec.dims("S H")
+spec.input("x", f32, [S, H])
+spec.output("y", f32, [H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x.max(0, keepdims=False) - x.mean(0, keepdims=False)}
+''', "return", "combines the reductions over rows %v"),
+    # a dim used as a number that is not an extent of the kernel's axes (the batch count)
+    "BatchCount": ('''
+spec = OpSpec("BatchCount", aclnn="aclnnBatchCount", socs=(A2, A3))
+A, M, H = spec.dims("A M H")
+spec.input("x", f32, [A, M, H])
+spec.output("y", f32, [A, H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x.sum(1, keepdims=False) / A}
+''', "return", "the value of dim A; the rows family reads as numbers the extents of the kernel's axes [H], [A, M], "
+                  "[M] (alone or times the row length H)"),
 }
 
 
@@ -306,3 +331,50 @@ def test_int32_rows_and_an_optional_batch_row(opt_int, tmp_path):
         assert got.shape == want.shape
         assert np.abs(got - want).max() <= 1e-6 * np.abs(want).max(), sorted(ins)
         assert r.passed and not r.faults
+
+
+_LEAD_STATS = '''
+spec = OpSpec("LeadStats", aclnn="aclnnLeadStats", socs=(A2, A3), round="rint")
+A, M = spec.dims("A M")
+H = spec.dim("H", max=65536)
+spec.attr("alpha", float, 2.0)
+spec.input("x", f32, [A, M, H])
+spec.output("bmean", f32, [A, H])
+spec.output("cmax", f32, [H])
+spec.output("cmean", f16, [H])
+
+
+@spec.body
+def _(b, x, alpha):
+    return {"bmean": 1.0 - x.sum(1, keepdims=False) / M * alpha, "cmax": x.max((0, 1), keepdims=False),
+            "cmean": x.mean((0, 1), keepdims=False).cast(f16, "rint")}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_means_maxima_and_finishing_steps_over_leading_axes(tmp_path):
+    """A per-batch sum finished by scalar arithmetic with a dim and a runtime attribute (`1 - sum / M * alpha`), a
+    column maximum (from -inf, partials combined with Max) and a column mean in one kernel, against float64 NumPy:
+    batches and rows split across cores with tails (ROW_SPLIT), M = 1, and rows past the core count's columns
+    (COL_SPLIT). One build, three runs."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "lead_stats", _LEAD_STATS)
+    write_ops([str(path)], tmp_path / "gen")
+    for dims, alpha, strategy in (({"A": 3, "M": 37, "H": 33}, 0.7, 1), ({"A": 5, "M": 1, "H": 1}, -3.0, None),
+                                  ({"A": 2, "M": 2, "H": 5000}, 1.5, 2)):
+        r = run_check(str(path), dims=dims, attrs={"alpha": alpha}, gen_dir=tmp_path / "gen", seed=dims["H"],
+                      progress=False)
+        assert not r.faults and r.passed, (dims, r.faults[:3], r.failed_outputs())
+        if strategy is not None:
+            assert r.tiling_key % 10 == strategy, r.tiling_key
+        x = np.asarray(r.inputs["x"], dtype=np.float64)
+        want = {"bmean": 1.0 - x.sum(1) / dims["M"] * alpha, "cmax": x.max((0, 1)), "cmean": x.mean((0, 1))}
+        for name, ref in want.items():
+            got = np.asarray(r.arrays[name], dtype=np.float64)
+            unit = 2.0**-11 if name == "cmean" else 2.0**-24 * (4 + x.shape[0] * x.shape[1])
+            assert got.shape == ref.shape and np.all(np.abs(got - ref) <= 4 * unit * (np.abs(ref) + np.abs(ref).mean()
+                                                                                     + 1e-30)), (dims, name)
+        assert np.array_equal(np.asarray(r.arrays["cmax"], dtype=np.float64), want["cmax"])   # a max is exact

@@ -29,7 +29,7 @@ from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe, float_scalar
-from opgen.kernel.rowprog import Instr, RowProgram, attr_names, instr_op, per_row
+from opgen.kernel.rowprog import ACC_INIT, Instr, RowProgram, all_instrs, attr_names, instr_op, per_row
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
@@ -112,7 +112,7 @@ def _operand(name: str, prog: RowProgram) -> str:
     raise SpecError(f"row kernel {prog.name}: operand {name} has no buffer")
 
 
-INT_MEMBERS = ("hidden_", "headDim_")
+INT_MEMBERS = ("hidden_", "headDim_", "rowNum_", "seqLen_")
 """The int64 members a row program's scalar text reads through static_cast<float> (opgen.kernel.rows)."""
 
 
@@ -593,11 +593,31 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> lis
 
 
 def _zero_lines(prog: RowProgram, space: str, cites: Cites) -> list[str]:
-    """Zero the accumulators of `space` (brow: at each new batch, col: once per column chunk)."""
+    """Start the accumulators of `space` (brow: at each new batch, col: once per column chunk) from the identity
+    of their kind (rowprog.ACC_INIT: 0 for a sum or mean, -inf for a maximum)."""
     d = INSTRS[Op.DUPLICATE]
     return [instr_stmt(d, d.stmt(**ex) + spec_comment(cites.acc(a)), ex)
             for a, (sp, _n, _r) in prog.accs.items() if sp == space
-            for ex in [{"dst": _operand(a, prog), "scalar": "0.0f", "count": "n_"}]]
+            for ex in [{"dst": _operand(a, prog), "scalar": ACC_INIT[prog.acc_kinds.get(a, "sum")], "count": "n_"}]]
+
+
+def _finish_lines(prog: RowProgram, a: str, buf: str, tmp: str, n: str, cites: Cites) -> list:
+    """What completes accumulator `a` (held in UB row `buf`, `n` lanes) before it is stored: its finishing
+    instructions (RowProgram.acc_post: a mean's division by the count of rows it summed, read from tiling data --
+    a true division, as the interpreter's sum / count --, or the scalar arithmetic of the spec after the
+    reduction) with the row `x` printed as `buf` and the scratch row `t` as `tmp` (a row free at that point)."""
+    out = []
+    operand = lambda name: buf if name == "x" else tmp  # noqa: E731
+    c = spec_comment(cites.acc(a))
+    for i in prog.acc_post.get(a, ()):
+        out += vector_stmt(i, [compute_line(i, operand, n) + c], operand, n)
+    return out
+
+
+def _partials(prog: RowProgram, a: str) -> str:
+    """The cross-core combining helper of accumulator `a` (opgen.kernel.rowsched: SumPartials for a sum or mean,
+    MaxPartials for a maximum): the exchange applies the accumulator's own operation, in core order."""
+    return "MaxPartials" if prog.acc_kinds.get(a) == "max" else "SumPartials"
 
 
 def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list[str]:
@@ -608,9 +628,11 @@ def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list
         return []
     ncol = sum(1 for v in prog.accs.values() if v[0] == "col")
     out = []
-    direct = [_store_row(f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
-                         f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, RoundMode::{rm}, n_);"
-                         + spec_comment(cites.acc(a)), _operand(a, prog)) for a, (_sp, name, rm) in accs]
+    direct = [x for a, (_sp, name, rm) in accs
+              for x in _finish_lines(prog, a, _operand(a, prog), "w_[0]", "n_", cites)
+              + [_store_row(f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
+                            f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, RoundMode::{rm}, "
+                            f"n_);" + spec_comment(cites.acc(a)), _operand(a, prog))]]
     if mode == "col":
         return direct
     out.append("const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;")
@@ -646,7 +668,9 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     out.append("if (rn > 0) {")
     for j, (a, (_sp, name, rm)) in enumerate(cols):
         t = prog.tensor(name)
-        out.append(_sum_partials(f"SumPartials({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);"))
+        out.append(_sum_partials(f"{_partials(prog, a)}({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, "
+                                 f"-1);"))
+        out += _finish_lines(prog, a, "w_[0]", "w_[1]", "rn", cites)
         out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
                               f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
     if brows:
@@ -659,8 +683,9 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
         out.append("const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;")
         for j, (a, (_sp, name, rm)) in enumerate(brows):
             t = prog.tensor(name)
-            out.append(_sum_partials(f"SumPartials({len(cols) + j}, {len(brows)}, r0, rn, CoreOfRow(b * seqLen_), "
-                                     f"CoreOfRow(last), b);"))
+            out.append(_sum_partials(f"{_partials(prog, a)}({len(cols) + j}, {len(brows)}, r0, rn, "
+                                     f"CoreOfRow(b * seqLen_), CoreOfRow(last), b);"))
+            out += _finish_lines(prog, a, "w_[0]", "w_[1]", "rn", cites)
             out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.brow(name, 'b'), 'r0'])}], w_[0], "
                                   f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
         out.append("}")
@@ -674,6 +699,7 @@ def _col_final_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     for a, (sp, name, rm) in prog.accs.items():
         if sp == "col":
             t = prog.tensor(name)
+            out += _finish_lines(prog, a, _operand(a, prog), "w_[0]", "n_", cites)
             out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'c0_'])}], "
                                   f"{_operand(a, prog)}, RoundMode::{rm}, n_);{spec_comment(cites.acc(a))}",
                                   _operand(a, prog)))
@@ -723,7 +749,8 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
-        helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"]), ("TotalOwnedRows", ctx["levels"]),
+        helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"] and ctx["sum_accs"]),
+                                      ("MaxPartials", ctx["cross_core"] and ctx["max_accs"]), ("TotalOwnedRows", ctx["levels"]),
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
                                       ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
                                       ("RowMax", ctx["uses_max"]), ("RowStartOf", True),
@@ -770,6 +797,8 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "bufs": bufs, "any_buf": {k: any(b[k] for b in bufs.values()) for k in bufs["row"]},
         "batch_index": bool(load_batch or flush_row),
         "brow_accs": any(v[0] == "brow" for v in p.accs.values()),
+        "sum_accs": any(_partials(p, a) == "SumPartials" for a in p.accs),
+        "max_accs": any(_partials(p, a) == "MaxPartials" for a in p.accs),
         "ws_rows_per_core": sum(1 for x in p.accs.values() if x[0] == "col")
         + 2 * sum(1 for x in p.accs.values() if x[0] == "brow"),
         "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
@@ -781,7 +810,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
                    for lv in levels],
         "final_nodes": col_pr.phase_nodes(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
-        "float_attrs": sorted({x for i in p.instrs for x in attr_names(i.arg)}),
+        "float_attrs": sorted({x for i in all_instrs(p) for x in attr_names(i.arg)}),
         "uses_max": any(i.kind == "rmax" for i in p.instrs), "uses_sum": any(i.kind == "rsum" for i in p.instrs),
         "strided": any(o for o in addr.off_funcs()),
     }

@@ -57,6 +57,8 @@ def _replace_uses(p: RowProgram, where: dict[str, str]) -> None:
                        arg=_rename(i.arg, where) if i.kind in ("sexpr", "vscalar", "vdup") else i.arg)
                 for i in p.instrs]
     p.accs = {where.get(k, k): v for k, v in p.accs.items()}
+    p.acc_kinds = {where.get(k, k): v for k, v in p.acc_kinds.items()}
+    p.acc_post = {where.get(k, k): v for k, v in p.acc_post.items()}
 
 
 def reciprocal_of_broadcast_divisor(p: RowProgram) -> int:

@@ -55,13 +55,24 @@ KIND_OPS = {"cast_in": Op.CAST_FROM, "vdup": Op.DUPLICATE, "vgather": Op.GATHER,
 vunary name theirs in `Instr.op` (the AscendC name: "Add", "Muls", "Exp", ...)."""
 TABLE_KINDS = ("vbin", "vscalar", "vunary")
 """Kinds whose table entry is `Instr.op`."""
+ACC_KINDS = ("sum", "mean", "max")
+"""What a reduction over rows computes (the IR reduce kinds of opgen.ir.ops): a sum, a mean (an accumulated sum
+divided by the count of rows it summed once it is complete: RowProgram.acc_post) or a maximum
+(RowProgram.acc_kinds)."""
+ACC_OPS = {"sum": "", "mean": "", "max": "Max"}
+"""The combining instruction of each accumulator kind (`Instr.op` of its `acc`: "" is Add), also used to combine
+the cross-core partials, so every core and the exchange apply the same operation."""
+ACC_INIT = {"sum": "0.0f", "mean": "0.0f", "max": "-__builtin_inff()"}
+"""The C++ fp32 value an accumulator of each kind starts from: the identity of its combining op (-inf for a
+maximum: `__builtin_inff` is the compiler built-in both g++ and the device compiler (Clang-based) provide; device
+code has no std::numeric_limits, docs/reference/ascendc.md §1.4)."""
 
 
 def instr_op(i) -> Op | None:
     """The instruction-table entry printed for row-program instruction `i` (opgen.kernel.isa), None for the kinds
     printed otherwise (GM loads and stores of stats, row reductions, scalar expressions). Raises KeyError for an
     `op` the table does not hold."""
-    if i.kind in TABLE_KINDS:
+    if i.kind in TABLE_KINDS or i.kind == "acc" and i.op:
         return entry(i.op).op
     return KIND_OPS.get(i.kind)
 
@@ -132,7 +143,8 @@ class Instr:
     rmax        scalar dst = max of srcs[0] over the row     (ReduceMax; partial per core in COL_SPLIT)
     sexpr       scalar dst = C++ float expression arg over scalar names
     sload       scalar dst = GM stat tensor `gm` at this row
-    acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel)
+    acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel; op "Max": dst =
+                                                             Max(dst, srcs[0]), RowProgram.acc_kinds)
     store       GM row tensor `gm` <- srcs[0] cast to its dtype with round mode arg
     sstore      GM stat tensor `gm` <- scalar srcs[0] cast with round mode arg
 
@@ -157,7 +169,10 @@ class RowProgram:
     """A lowered row kernel: GM tensors, instructions in execution order, and the UB buffers they use.
 
     row_temps: number of fp32 row temporaries (w0..); brow/col: names of per-batch / per-kernel fp32 UB
-    rows (values and accumulators); accs: {accumulator: (space, output name, round mode)}; levels: number
+    rows (values and accumulators); accs: {accumulator: (space, output name, round mode)}; acc_kinds:
+    {accumulator: "max"} for those that are not sums (ACC_KINDS); acc_post: {accumulator: finishing
+    instructions} run once on the complete accumulator before it is stored (a mean's division by the count of rows,
+    `x.sum(0) / M`): vector instructions over its row `x` and a scratch row `t`; levels: number
     of row-sum levels (cross-core exchanges per row group when H is split over cores)."""
 
     name: str
@@ -168,6 +183,8 @@ class RowProgram:
     brow: list[str] = field(default_factory=list)
     col: list[str] = field(default_factory=list)
     accs: dict = field(default_factory=dict)
+    acc_kinds: dict = field(default_factory=dict)
+    acc_post: dict = field(default_factory=dict)
     levels: int = 0
     consts: list = field(default_factory=list)   # predefined UB operands (head-row kernels: slots, lane tables)
 
@@ -241,6 +258,12 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vdup", f"dup_{r}", arg=s, space=sp))
         pair = (a, f"dup_{r}") if vec_first else (f"dup_{r}", a)
         emit(Instr("vbin", r, pair, VECTOR_BINARY[op], space=sp))
+
+
+def all_instrs(p: RowProgram) -> list[Instr]:
+    """The program's instructions followed by its accumulators' finishing instructions (RowProgram.acc_post): every
+    instruction whose scalar text the kernel evaluates (the attributes it reads)."""
+    return list(p.instrs) + [i for steps in p.acc_post.values() for i in steps]
 
 
 def attr_names(text: str) -> list[str]:
@@ -434,7 +457,9 @@ def print_program(p: RowProgram, locs: bool = False) -> str:
     if p.consts:
         lines.append(f"  const {', '.join(p.consts)}")
     for a, (sp, name, rm) in p.accs.items():
-        lines.append(f"  acc {a} -> {name} ({sp}, {rm})")
+        kind = f", {p.acc_kinds[a]}" if a in p.acc_kinds else ""
+        then = "".join(f"; {_instr_text(i)}" for i in p.acc_post.get(a, ()))
+        lines.append(f"  acc {a} -> {name} ({sp}, {rm}{kind}){' then' + then[1:] if then else ''}")
     for i in p.instrs:
         body = _instr_text(i)
         ph = ",".join("F" if x == -1 else f"P{x}" for x in i.phases)
@@ -465,5 +490,5 @@ def _instr_text(i: Instr) -> str:
     if i.kind == "sexpr":
         return f"{i.dst} = {i.arg}"
     if i.kind == "acc":
-        return f"{i.dst} += {a}"
+        return f"{i.dst} = {i.op}({i.dst}, {a})" if i.op else f"{i.dst} += {a}"
     return f"{i.kind} {i.gm} <- {a} ({i.arg})"

@@ -63,6 +63,8 @@ class _Lowering:
         self.taken = {pr.value.name for pr in g.params} | {o for o, _ in g.outputs}
         self.used_ops: set[str] = set()
         self.sums: dict[str, str] = {}           # value -> the sum over rows (acc) it is (or is a view of)
+        self.post: dict[str, tuple] = {}         # value -> the finishing instructions turning its acc into it
+        self.kind: dict[str, str] = {}           # acc -> the reduce kind it accumulates (sum, mean, max)
         self.passes = None                       # kernel-level algebra run by `run` (lower)
 
     def err(self, v: str, why: str) -> Unsupported:
@@ -129,9 +131,10 @@ class _Lowering:
             s = self.sums[x]
             n = self.prod.get(s)
             where = f" ({n.loc.rsplit('/', 1)[-1]})" if n is not None and n.loc else ""
-            raise self.err(by, f"reads the sum over rows %{s}{where} while the rows are still being summed; the "
-                           f"rows family only stores sums over rows (a sum used by per-row arithmetic needs a "
-                           f"second pass over the rows)")
+            kind = self.kind.get(s, "sum")
+            raise self.err(by, f"reads the {kind} over rows %{s}{where} while the rows are still being reduced; "
+                           f"the rows family only stores reductions over rows (a {kind} used by per-row arithmetic "
+                           f"needs a second pass over the rows)")
         return self.operand(x)
 
     def load(self, x: str) -> str:
@@ -217,18 +220,15 @@ class _Lowering:
             self.space[r] = "scalar"
             self.scalar_text[r] = rowprog._float_literal(n.attr("value"))
             return
-        if op == "dimval":   # the row length as a float (a mean's adjoint divides by it): the tiling's hidden_
-            if self.lay.flat or as_dim(n.attr("n")) != self.lay.hidden_extent() or n.attr("dtype") != DType.f32:
-                raise self.err(r, f"the value of dim {n.attr('n')}; the rows family reads only the row length "
-                               f"{self.lay.hidden_extent()} as an f32 scalar")
+        if op == "dimval":   # a dim's value as a float (a mean's adjoint, `x.sum(1) / M`): tiling data
             self.space[r] = "scalar"
-            self.scalar_text[r] = "static_cast<float>(hidden_)"
+            self.scalar_text[r] = self.dimval(r, as_dim(n.attr("n")), n.attr("dtype"))
             return
         if op in ("reshape", "broadcast"):
             x = n.inputs[0]
             src = self.use(x)
             if x in self.sums:
-                self.sums[r] = self.sums[x]
+                self.sums[r], self.post[r] = self.sums[x], self.post[x]
             if op == "reshape":
                 try:
                     sp = self.lay.space(n.result.type.shape)
@@ -247,7 +247,7 @@ class _Lowering:
             x = n.inputs[0]
             src = self.use(x)
             if x in self.sums:
-                self.sums[r] = self.sums[x]
+                self.sums[r], self.post[r] = self.sums[x], self.post[x]
             to = dtype_name(n.attr("to"))
             if to != "f32":
                 raise self.err(r, f"a cast to {to} that feeds a computation; the rows kernel computes in fp32 "
@@ -259,6 +259,9 @@ class _Lowering:
             return
         if op == "reduce":
             self.reduce(n)
+            return
+        if op in ELEMENTWISE and any(x in self.sums for x in n.inputs):
+            self.finish(n)
             return
         if op in ELEMENTWISE:
             for x in n.inputs:   # loads the operands an input chain ends in (lower_elementwise reads their names)
@@ -275,6 +278,34 @@ class _Lowering:
             return
         what = _CONSTRUCT.get(op, f"op {op}")
         raise self.err(r, f"{what}: the rows family does not lower it yet (`opgen interpret` runs it)")
+
+    def dimval(self, r: str, e, dtype) -> str:
+        """The C++ fp32 text of dim expression `e` used as a number (value r): a literal, or the extent it is of the
+        layout read from tiling data -- the row length (hidden_), the rows (rowNum_), the rows of a batch (seqLen_),
+        or one of these times the row length (a product of two fp32 values each exact below 2^24 is rounded once,
+        as the interpreter's fp32 of the exact product). Raises Unsupported for another dim or a non-f32 dtype."""
+        if dtype != DType.f32:
+            raise self.err(r, f"the value of dim {e} as {dtype_name(dtype)}; the rows family reads dims as f32 "
+                           f"scalars")
+        if isinstance(e, Lit):
+            return rowprog._float_literal(e.value)
+        lay = self.lay
+        h = "static_cast<float>(hidden_)"
+        known = [(lay.hidden_extent(), h)]
+        if not lay.flat:
+            known += [(lay.rows_extent(), "static_cast<float>(rowNum_)"),
+                      (lay.rows_extent() * lay.row_extent, f"(static_cast<float>(rowNum_) * {h})")]
+            if 0 < lay.split < len(lay.axes):
+                known += [(lay.seq_extent(), "static_cast<float>(seqLen_)"),
+                          (lay.seq_extent() * lay.row_extent, f"(static_cast<float>(seqLen_) * {h})")]
+        for ext, text in known:
+            if as_dim(ext) == e:
+                return text
+        names = [f"[{lay.row}]"] if lay.flat else [f"[{lay.row}]", f"[{', '.join(lay.axes)}]"]
+        if not lay.flat and 0 < lay.split < len(lay.axes):
+            names.append(f"[{', '.join(lay.axes[lay.split:])}]")
+        raise self.err(r, f"the value of dim {e}; the rows family reads as numbers the extents of the kernel's axes "
+                       f"{', '.join(names)} (alone or times the row length {lay.row})")
 
     def reduce(self, n) -> None:
         r, x = n.result.name, n.inputs[0]
@@ -295,19 +326,76 @@ class _Lowering:
             arg = f"sum_{r} / static_cast<float>(hidden_)" if kind == "mean" else f"sum_{r}"
             self.p.instrs.append(Instr("sexpr", r, arg=arg, space="stat"))
             return
-        if kind != "sum":
-            raise self.err(r, f"a {kind} over rows; the rows family sums over rows, it does not take their {kind}")
+        if kind not in rowprog.ACC_KINDS:
+            raise self.err(r, f"a {kind} over the axes [{', '.join(k for k in ks if k not in res)}]; the rows "
+                           f"family takes the {', '.join(rowprog.ACC_KINDS)} over leading axes")
         if res == (lay.row,):
             target = "col"
         elif 0 < lay.split < len(lay.axes) and res == lay.axes[:lay.split] + (lay.row,):
             target = "brow"
         else:
-            raise self.err(r, f"a sum of [{', '.join(ks)}] over the axes [{', '.join(k for k in ks if k not in res)}]"
-                           f"; the rows family sums over the row axis, over all leading axes or over the rows of a "
-                           f"batch")
+            hint = (f" (permuting the input so that the reduced axes come right before {lay.row} makes them the rows "
+                    f"of a batch)" if lay.row in res else "")
+            raise self.err(r, f"a {kind} of [{', '.join(ks)}] over the axes [{', '.join(k for k in ks if k not in res)}]"
+                           f"; the rows family reduces over the row axis [{lay.row}], over all leading axes "
+                           f"[{', '.join(lay.axes)}] or over the rows of a batch{hint}")
         self.space[r] = target
         self.sums[r] = r
-        self.p.instrs.append(Instr("acc", r, (src,), space=target))
+        self.post[r] = ()
+        self.kind[r] = kind
+        if kind == "mean":   # the sum, divided once complete by the count of rows it summed (tiling data)
+            cnt = f"static_cast<float>({'seqLen_' if target == 'brow' else 'rowNum_'})"
+            self.post[r] = (Instr("vdup", "t", arg=cnt, space=target), Instr("vbin", "x", ("x", "t"), "Div",
+                                                                             space=target))
+        elif kind != "sum":
+            self.p.acc_kinds[r] = kind
+        self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space=target))
+
+    def finish(self, n) -> None:
+        """Elementwise node n reads a reduction over rows (an accumulator, complete only after the last row): when
+        its other operands are scalars (constants, attributes, dims) it is a *finishing* step, applied once to the
+        complete accumulator before it is stored (`x.sum(1) / M`, `x.mean(0) * scale`): appended to the value's
+        finishing instructions, over the accumulator's row `x` and a scratch row `t` (RowProgram.acc_post).
+        Raises Unsupported when it reads two reductions or a row, batch or column value."""
+        r, op, ins = n.result.name, n.op, list(n.inputs)
+        accs = {self.sums[x] for x in ins if x in self.sums}
+        a = next(x for x in ins if x in self.sums)
+        kind = self.kind[self.sums[a]]
+        if len(accs) > 1:
+            raise self.err(r, f"combines the reductions over rows {', '.join('%' + x for x in sorted(accs))}; the "
+                           f"rows family finishes one reduction over rows at a time")
+        for x in ins:
+            if x in self.sums:
+                continue
+            if self.ch.is_load(x):
+                try:
+                    sp = self.lay.space(self.vals[x].type.shape)
+                except IRError:
+                    sp = "row"
+            else:
+                self.use(x, r)   # raises for a value not lowered yet
+                sp = self.space[x]
+            if sp != "scalar":
+                raise self.err(r, f"reads the {kind} over rows %{self.sums[a]} with the {SPACE_WORDS.get(sp, sp)} "
+                               f"value %{x} while the rows are still being reduced; the rows family finishes a "
+                               f"reduction over rows with scalars only (a {kind} used by per-row arithmetic needs a "
+                               f"second pass over the rows)")
+        if keys_of(n.result.type.shape) != keys_of(self.vals[a].type.shape):
+            raise self.err(r, f"broadcasts the {kind} over rows %{self.sums[a]} while the rows are still being "
+                           f"reduced")
+        target = self.space[a]
+        ctx = _FinishCtx(self, {x for x in ins if x in self.sums}, target)
+        try:
+            lower_elementwise(ctx, "x", target, op, ins)
+        except IRError as e:
+            raise self.err(r, str(e).removeprefix("row kernel: ")) from None
+        ren = {"dup_x": "t", "neg_x": "x"}
+        steps = tuple(dataclasses.replace(i, dst=ren.get(i.dst, i.dst), srcs=tuple(ren.get(x, x) for x in i.srcs))
+                      for i in ctx.p.instrs)
+        self.space[r] = target
+        self.sums[r] = self.sums[a]
+        self.post[r] = self.post[a] + steps
+        self.alias[r] = self.operand(a)
 
     # ---------------------------------------------------------------- outputs
     def output(self, name: str, v: str) -> None:
@@ -349,6 +437,12 @@ class _Lowering:
             elif sp in ("brow", "col"):
                 if not any(i.kind == "acc" and i.dst == src for i in self.p.instrs):
                     raise self.err(v, f"output {name} is a {sp} value that is not a sum over rows")
+                if src in self.p.accs:
+                    raise self.err(v, f"output {name} stores the reduction over rows %{self.sums.get(s, s)} that "
+                                   f"output {self.p.accs[src][1]} stores too; the rows family stores each reduction "
+                                   f"over rows once (compute it twice, or cast one output from the other)")
+                if self.post.get(s):
+                    self.p.acc_post[src] = self.post[s]
                 if sp == "brow" and not _batch_flat(view, self.lay):
                     raise self.err(v, f"output {name}: its rows are not laid out in batch order")
                 if sp == "col" and not all(as_dim(x) == Lit(0) for x in view.strides):
@@ -373,6 +467,21 @@ class _Lowering:
         return "none"
 
 
+class _FinishCtx:
+    """The lower_elementwise context of a finishing step (_Lowering.finish): the reduction's operands are the
+    accumulator row `x`, the others the lowering's scalars; the instructions go to a list of their own."""
+
+    def __init__(self, low: _Lowering, acc_vals: set, target: str):
+        self.low, self.acc_vals = low, acc_vals
+        self.space = {**low.space, **{x: target for x in acc_vals}}
+        self.scalar_text = low.scalar_text
+        self.p = RowProgram(low.p.name, low.lay)
+
+    def operand(self, v: str) -> str:
+        """`x` for the reduction, the lowering's own name otherwise."""
+        return "x" if v in self.acc_vals else self.low.operand(v)
+
+
 def _canonical_names(p: RowProgram) -> None:
     """Rename the program's values by role and first definition (batch rows b<k>, column rows c<k>, per-row and
     scalar values s<k>), so programs that compute alike print alike whatever the tensor IR's value names (two
@@ -392,6 +501,8 @@ def _canonical_names(p: RowProgram) -> None:
     p.brow = [ren(x) for x in p.brow]
     p.col = [ren(x) for x in p.col]
     p.accs = {ren(k): v for k, v in p.accs.items()}
+    p.acc_kinds = {ren(k): v for k, v in p.acc_kinds.items()}
+    p.acc_post = {ren(k): v for k, v in p.acc_post.items()}
 
 
 def _subsequence(ks, full) -> bool:
@@ -619,7 +730,7 @@ def rows_tiling(spec, lowered, counts):
     dims = DimFields(lay)
     for v in variants:       # register every dim the addressing prints, in emission order
         class_context(spec, v, dims)
-    attrs = sorted({a for v in variants for i in v.prog.instrs for a in rowprog.attr_names(i.arg)})
+    attrs = sorted({a for v in variants for i in rowprog.all_instrs(v.prog) for a in rowprog.attr_names(i.arg)})
     decl = {a.name: a for a in spec.attrs}
     for a in attrs:
         if decl[a].type is not float:
