@@ -132,6 +132,11 @@ def reduce_max(i, a):
     return {"out": _f(i["self"]).max(-2)}
 
 
+def mse_loss(i, a):
+    sq = (_f(i["self"]) - _f(i["target"])) ** 2
+    return {"out": np.asarray(sq.mean() if int(a.get("reduction", 1)) == 1 else sq.sum())}
+
+
 def scaled_transpose(i, a):
     return {"y": _f(i["x"]).transpose(0, 2, 1, 3) * float(a.get("scale", 1.0))}
 
@@ -160,16 +165,16 @@ def batch_mat_mul(i, a):
 
 ORACLES = {f.__name__: f for f in (mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
-                                   swiglu_grad, reduce_mean, reduce_max)}
+                                   swiglu_grad, reduce_mean, reduce_max, mse_loss)}
 
 TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
     "add_rms_norm": {"y": "row", "rstd": "row"}, "layer_norm_grad": {"pd_x": "row", "pd_gamma": "rows",
                                                                     "pd_beta": "rows"},
     "softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
-    "reduce_mean": {"out": "M"},
+    "reduce_mean": {"out": "M"}, "mse_loss": {"out": "all"},
 }
-"""K, M: the reduction length K of a matrix product, the reduced middle axis M; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
+"""K, M: the reduction length K of a matrix product, the reduced middle axis M; all: every element; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
 (elementwise) sum nothing."""
 
 
@@ -183,6 +188,8 @@ def _terms(op, name, dims) -> int:
         return size["H"]
     if kind == "seq":
         return size["S"]
+    if kind == "all":
+        return int(np.prod(list(size.values())))
     if kind == "rows":
         return int(np.prod([v for k, v in size.items() if k != "H"]))
     return 1
@@ -235,6 +242,10 @@ CASES = [
     ("reduce_max", {"Bd": (5,), "M": 29, "H": 17}, BF16, {}, 1),
     ("reduce_max", {"Bd": (1,), "M": 3, "H": 9001}, F16, {}, 2),
     ("reduce_max", {"Bd": (97,), "M": 1, "H": 2}, F32, {}, 1),                  # a tail over 48 cores
+    ("mse_loss", {"Bd": (3, 5), "H": 33}, F16, {}, 1),                        # a mean of every element
+    ("mse_loss", {"Bd": (2,), "H": 20000}, F32, {}, 2),                         # partial totals per column slice
+    ("mse_loss", {"Bd": (), "H": 1}, BF16, {"reduction": 2}, None),             # one element
+    ("mse_loss", {"Bd": (97,), "H": 3}, BF16, {"reduction": 2}, 1),             # a sum, rows with a tail over cores
     ("scaled_transpose", {"B": 2, "S": 7, "N": 3, "D": 20}, F32, {"scale": 0.5}, 1),
     ("scaled_transpose", {"B": 1, "S": 33, "N": 5, "D": 1}, F16, {"scale": -2.0}, None),
     ("scaled_transpose", {"B": 2, "S": 3, "N": 2, "D": 9000}, BF16, {"scale": 0.125}, 2),

@@ -597,7 +597,7 @@ def _zero_lines(prog: RowProgram, space: str, cites: Cites) -> list[str]:
     of their kind (rowprog.ACC_INIT: 0 for a sum or mean, -inf for a maximum)."""
     d = INSTRS[Op.DUPLICATE]
     return [instr_stmt(d, d.stmt(**ex) + spec_comment(cites.acc(a)), ex)
-            for a, (sp, _n, _r) in prog.accs.items() if sp == space
+            for a, (sp, _n, _r) in prog.accs.items() if sp == space or (sp, space) == ("total", "col")
             for ex in [{"dst": _operand(a, prog), "scalar": ACC_INIT[prog.acc_kinds.get(a, "sum")], "count": "n_"}]]
 
 
@@ -612,6 +612,27 @@ def _finish_lines(prog: RowProgram, a: str, buf: str, tmp: str, n: str, cites: C
     for i in prog.acc_post.get(a, ()):
         out += vector_stmt(i, [compute_line(i, operand, n) + c], operand, n)
     return out
+
+
+def _totals(prog: RowProgram) -> list:
+    """[(accumulator, (space, output, round mode))] of the reductions over every axis (space "total"), in order."""
+    return [(a, v) for a, v in prog.accs.items() if v[0] == "total"]
+
+
+def _total_part(prog: RowProgram, a: str, j: int) -> list:
+    """`part<j>`: accumulator `a`'s column row (this core's rows or columns) reduced over its n_ columns by its kind
+    (RowSum / RowMax: the vector work on it is complete when it returns, after its V->S wait)."""
+    red = "RowMax" if prog.acc_kinds.get(a) == "max" else "RowSum"
+    return [vstmt(f"const float part{j} = {red}({_operand(a, prog)}, n_);", reads=[_operand(a, prog)],
+                  after="barrier")]
+
+
+def _total_store(prog: RowProgram, a: str, name: str, rm: str, cites: Cites) -> list:
+    """The combined total in w_[0] (lane 0): finished (w_[1] scratch) and written as output `name`'s one element."""
+    t = prog.tensor(name)
+    return _finish_lines(prog, a, "w_[0]", "w_[1]", "1", cites) + [
+        _store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[0], w_[0], RoundMode::{rm}, 1);"
+                   f"{spec_comment(cites.acc(a))}", "w_[0]")]
 
 
 def _partials(prog: RowProgram, a: str) -> str:
@@ -653,13 +674,21 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     slice over the cores in core order (column outputs and the batches split across cores)."""
     cols = [(a, v) for a, v in prog.accs.items() if v[0] == "col"]
     brows = [(a, v) for a, v in prog.accs.items() if v[0] == "brow"]
-    if not cols and not brows:
+    tots = _totals(prog)
+    if not cols and not brows and not tots:
         return []
     out = []
     for j, (a, _v) in enumerate(cols):
         out.append(_store_row(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {j}) * colAlign_], "
                               f"{_operand(a, prog)}, RoundMode::CAST_NONE, n_);{spec_comment(cites.acc(a))}",
                               _operand(a, prog)))
+    base = len(cols) + 2 * len(brows)   # the workspace rows of the totals: after the column and batch partials
+    d = INSTRS[Op.DUPLICATE]
+    for j, (a, _v) in enumerate(tots):   # this core's partial total: its column row reduced, one element
+        ex = {"dst": "w_[0]", "scalar": f"part{j}", "count": "1"}
+        out += _total_part(prog, a, j) + [instr_stmt(d, d.stmt(**ex), ex)]
+        out.append(_store_row(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {base + j}) * colAlign_], "
+                              f"w_[0], RoundMode::CAST_NONE, 1);{spec_comment(cites.acc(a))}", "w_[0]"))
     out.append("PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them")
     out.append("SyncAll();")
     out.append("const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;")
@@ -690,12 +719,55 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
                                   f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
         out.append("}")
     out.append("}")
+    if tots:   # core 0 combines the cores' partial totals in core order and writes each total
+        out.append("if (GetBlockIdx() == 0) {")
+        for j, (a, (_sp, name, rm)) in enumerate(tots):
+            out.append(_sum_partials(f"{_partials(prog, a)}({base + j}, 0, 0, 1, 0, "
+                                     f"static_cast<int64_t>(GetBlockNum()) - 1, -1);"))
+            out += _total_store(prog, a, name, rm, cites)
+        out.append("}")
     return out
 
 
+def _col_total_lines(prog: RowProgram, cites: Cites) -> tuple[list, list]:
+    """COL_SPLIT's totals (reductions over every axis): (the lines before the column chunks, declaring this core's
+    partial tot<j>_ from its kind's identity; the lines after them: each partial to workspace after the
+    row-reduction exchange's region, as ROW_SPLIT's partial rows are (a row of colAlign_ per core and total), SyncAll,
+    core 0 combines the cores' partials in core order with the accumulator's op (SumPartials / MaxPartials),
+    finishes and writes each total). The per-chunk step is in _col_final_lines."""
+    tots = _totals(prog)
+    if not tots:
+        return [], []
+    init = [f"float tot{j}_ = {ACC_INIT[prog.acc_kinds.get(a, 'sum')]};" for j, (a, _v) in enumerate(tots)]
+    nsums, nlevel = len(prog.rsums()), max([len(prog.rsums(lv)) for lv in {i.level for i in prog.rsums()}],
+                                           default=0)
+    at = f"(cores * {max(nlevel, 1)} + {max(nsums, 1)}) * G"   # after the level partials and totals (tiling: wsColBytes)
+    d = INSTRS[Op.DUPLICATE]
+    end = [f"wsRowsPerCore_ = {len(tots)};", f"const int64_t totAt = {at};"]
+    for j, (a, _v) in enumerate(tots):
+        ex = {"dst": "w_[0]", "scalar": f"tot{j}_", "count": "1"}
+        end += [instr_stmt(d, d.stmt(**ex), ex),
+                _store_row(f"StoreRow<float>(ws_[(core * wsRowsPerCore_ + {j}) * colAlign_ + totAt], w_[0], "
+                           f"RoundMode::CAST_NONE, 1);{spec_comment(cites.acc(a))}", "w_[0]")]
+    end += ["PipeBarrier<PIPE_ALL>();  // the partial totals are in GM before core 0 reads them", "SyncAll();",
+            "if (core == 0) {"]
+    for j, (a, (_sp, name, rm)) in enumerate(tots):
+        end.append(_sum_partials(f"{_partials(prog, a)}({j}, 0, totAt, 1, 0, cores - 1, -1);"))
+        end += _total_store(prog, a, name, rm, cites)
+    end.append("}")
+    return init, end
+
+
 def _col_final_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
-    """COL_SPLIT epilogue of a column chunk: the core owns its columns, so column sums are written directly."""
+    """COL_SPLIT epilogue of a column chunk: the core owns its columns, so column sums are written directly; a
+    total's column row is reduced over the chunk's columns into this core's partial tot<j>_ (_col_total_lines)."""
     out = []
+    for j, (a, _v) in enumerate(_totals(prog)):
+        out += _total_part(prog, a, j)
+        if prog.acc_kinds.get(a) == "max":
+            out.append(f"tot{j}_ = part{j} > tot{j}_ ? part{j} : tot{j}_;{spec_comment(cites.acc(a))}")
+        else:
+            out.append(f"tot{j}_ = tot{j}_ + part{j};{spec_comment(cites.acc(a))}")
     for a, (sp, name, rm) in prog.accs.items():
         if sp == "col":
             t = prog.tensor(name)
@@ -749,6 +821,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
+        col_total_init=tuple(ctx["col_total"][0]), col_total_end=tuple(ctx["col_total"][1]),
         helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"] and ctx["sum_accs"]),
                                       ("MaxPartials", ctx["cross_core"] and ctx["max_accs"]), ("TotalOwnedRows", ctx["levels"]),
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
@@ -782,6 +855,8 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     counts = program_counts(p)
     bufs = {"row": fixed_needs(counts, ROW_SPLIT), "col": fixed_needs(counts, COL_SPLIT)}
     load_batch = place_barriers(_setup_lines(p, "brow", addr, cites))
+    tots = _totals(p)
+    col_total = _col_total_lines(p, cites)
     flush_row = place_barriers(_flush_lines(p, "row", addr, cites))
     flush_col = place_barriers(_flush_lines(p, "col", addr, cites))
     ctx = {
@@ -800,7 +875,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "sum_accs": any(_partials(p, a) == "SumPartials" for a in p.accs),
         "max_accs": any(_partials(p, a) == "MaxPartials" for a in p.accs),
         "ws_rows_per_core": sum(1 for x in p.accs.values() if x[0] == "col")
-        + 2 * sum(1 for x in p.accs.values() if x[0] == "brow"),
+        + 2 * sum(1 for x in p.accs.values() if x[0] == "brow") + len(tots),
         "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
         "flush_row": flush_row, "flush_col": flush_col,
@@ -809,9 +884,11 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],
         "final_nodes": col_pr.phase_nodes(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
+        "col_total": (col_total[0], place_barriers(col_total[1])),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
         "float_attrs": sorted({x for i in all_instrs(p) for x in attr_names(i.arg)}),
-        "uses_max": any(i.kind == "rmax" for i in p.instrs), "uses_sum": any(i.kind == "rsum" for i in p.instrs),
+        "uses_max": any(i.kind == "rmax" for i in p.instrs) or any(p.acc_kinds.get(a) == "max" for a, _v in tots),
+        "uses_sum": any(i.kind == "rsum" for i in p.instrs) or any(p.acc_kinds.get(a) != "max" for a, _v in tots),
         "strided": any(o for o in addr.off_funcs()),
     }
     k = row_split_ir(spec, v, dims, ctx)

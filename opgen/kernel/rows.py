@@ -65,6 +65,7 @@ class _Lowering:
         self.sums: dict[str, str] = {}           # value -> the sum over rows (acc) it is (or is a view of)
         self.post: dict[str, tuple] = {}         # value -> the finishing instructions turning its acc into it
         self.kind: dict[str, str] = {}           # acc -> the reduce kind it accumulates (sum, mean, max)
+        self.totals: set[str] = set()            # accs reduced over their columns too (to one element)
         self.passes = None                       # kernel-level algebra run by `run` (lower)
 
     def err(self, v: str, why: str) -> Unsupported:
@@ -236,7 +237,7 @@ class _Lowering:
                     raise self.err(r, str(e)) from None
                 if keys_of(n.result.type.shape) != keys_of(self.vals[x].type.shape):
                     raise self.err(r, "a reshape that regroups the axes of a computed value")
-                if sp != self.space[x]:
+                if sp != self.space[x] and self.sums.get(x) not in self.totals:   # a total: any size-1 dims
                     raise self.err(r, f"a reshape from a {self.space[x]} to a {sp} value")
             self.space[r] = self.space[x]
             self.alias[r] = src
@@ -312,7 +313,9 @@ class _Lowering:
         src = self.use(x, r)
         kind = n.attr("kind")
         if self.space[x] != "row":
-            raise self.err(r, f"a reduction of a {self.space[x]} value")
+            raise self.err(r, f"a {n.attr('kind')} of the {SPACE_WORDS.get(self.space[x], self.space[x])} %{x}; the "
+                           f"rows family reduces row values (a reduction over every axis at once, "
+                           f"x.sum((0, 1)) for x.sum(1).sum(0), lowers)")
         ks, res = keys_of(self.vals[x].type.shape), keys_of(n.result.type.shape)
         lay = self.lay
         if res == lay.axes:   # over the row axis
@@ -325,6 +328,9 @@ class _Lowering:
             self.p.instrs.append(Instr("rsum", f"sum_{r}", (src,), space="stat"))
             arg = f"sum_{r} / static_cast<float>(hidden_)" if kind == "mean" else f"sum_{r}"
             self.p.instrs.append(Instr("sexpr", r, arg=arg, space="stat"))
+            return
+        if not res and lay.axes:   # over every axis: a column accumulator reduced over its columns once complete
+            self.total(n, src, kind)
             return
         if kind not in rowprog.ACC_KINDS:
             raise self.err(r, f"a {kind} over the axes [{', '.join(k for k in ks if k not in res)}]; the rows "
@@ -350,6 +356,28 @@ class _Lowering:
         elif kind != "sum":
             self.p.acc_kinds[r] = kind
         self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space=target))
+
+    def total(self, n, src: str, kind: str) -> None:
+        """Reduction node n over every axis of the row value `src` (a 0-d result, or size-1 dims only): an
+        accumulator over rows in a column row (space "col"; its kind's op, from its identity), reduced over its
+        columns (ReduceSum / ReduceMax) once the rows are done, the cores' partial results combined with the same
+        op in core order, then finished and stored as one element (RowProgram.accs space "total"; a mean divides
+        by the element count rows x row length read from tiling data)."""
+        r = n.result.name
+        if kind not in rowprog.ACC_KINDS:
+            raise self.err(r, f"a {kind} over every axis; the rows family takes the {', '.join(rowprog.ACC_KINDS)}")
+        self.space[r] = "col"
+        self.sums[r] = r
+        self.kind[r] = kind
+        self.totals.add(r)
+        self.post[r] = ()
+        if kind == "mean":
+            cnt = "static_cast<float>(rowNum_) * static_cast<float>(hidden_)"
+            self.post[r] = (Instr("vdup", "t", arg=cnt, space="col"), Instr("vbin", "x", ("x", "t"), "Div",
+                                                                          space="col"))
+        elif kind != "sum":
+            self.p.acc_kinds[r] = kind
+        self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space="col"))
 
     def finish(self, n) -> None:
         """Elementwise node n reads a reduction over rows (an accumulator, complete only after the last row): when
@@ -443,6 +471,11 @@ class _Lowering:
                                    f"over rows once (compute it twice, or cast one output from the other)")
                 if self.post.get(s):
                     self.p.acc_post[src] = self.post[s]
+                if self.sums.get(s) in self.totals:
+                    if ks:
+                        raise self.err(v, f"output {name} broadcasts the reduction over every axis %{self.sums[s]}; "
+                                       f"the rows family stores it as one element")
+                    sp = "total"
                 if sp == "brow" and not _batch_flat(view, self.lay):
                     raise self.err(v, f"output {name}: its rows are not laid out in batch order")
                 if sp == "col" and not all(as_dim(x) == Lit(0) for x in view.strides):

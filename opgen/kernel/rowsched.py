@@ -119,6 +119,8 @@ class RowSchedule:
     nsums: int = 1             # row reductions in all
     final_body: tuple = ()     # COL_SPLIT's final per-row stream (Kernel-IR statements, barriers placed)
     col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (C++ lines)
+    col_total_init: tuple = ()   # COL_SPLIT: before the column chunks, the partial totals declared (C++ lines)
+    col_total_end: tuple = ()    # COL_SPLIT: after them, the totals exchanged, combined and written (C++ lines)
     flush_col: bool = False
     helpers: tuple = ()        # which of HELPER_METHODS the class has (the buffers they use are allocated)
     run_extent: DimExpr = Lit(1)   # RunRows: the rows of one run (the innermost leading extent)
@@ -430,7 +432,11 @@ def _col_split(s: RowSchedule) -> Func:
         chunk.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushCol"),)))
     if s.col_final:
         chunk.append(Verbatim(tuple(s.col_final)))
+    if s.col_total_init:
+        body.append(Verbatim(tuple(s.col_total_init)))
     body.append(For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of this core's slice"))
+    if s.col_total_end:
+        body.append(Verbatim(tuple(s.col_total_end)))
     return Func("ColSplit", (), tuple(body))
 
 

@@ -61,13 +61,15 @@ class RowCounts:
     rsums_per_level: int
     levels: int
     loads: int = 0
+    total_acc: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out as {dtype: count})."""
         return {"row_in": dict(self.row_in), "row_out": dict(self.row_out), "stat_in": self.stat_in,
                 "stat_out": self.stat_out, "temps": self.temps, "brow": self.brow, "col": self.col,
                 "brow_acc": self.brow_acc, "col_acc": self.col_acc, "rsums": self.rsums,
-                "rsums_per_level": self.rsums_per_level, "levels": self.levels, "loads": self.loads}
+                "rsums_per_level": self.rsums_per_level, "levels": self.levels, "loads": self.loads,
+                "total_acc": self.total_acc}
 
 
 def program_counts(p) -> dict:
@@ -90,6 +92,7 @@ def program_counts(p) -> dict:
         "col_acc": sum(1 for v in p.accs.values() if v[0] == "col"),
         "rsums": len(p.rsums()), "rsums_per_level": max(per_level.values(), default=0), "levels": p.levels,
         "loads": sum(1 for i in p.instrs if i.kind == "load"),
+        "total_acc": sum(1 for v in p.accs.values() if v[0] == "total"),
     }
 
 
@@ -184,11 +187,12 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
     if strategy not in (ROW_SPLIT, COL_SPLIT):
         raise ValueError(f"rows kernel strategy {strategy}: 1 (ROW_SPLIT) or 2 (COL_SPLIT)")
     get = c.get if isinstance(c, dict) else lambda k: getattr(c, k)
-    accs = get("brow_acc") + get("col_acc")
-    exchange = accs if strategy == ROW_SPLIT else get("levels")
+    tot = c.get("total_acc", 0) if isinstance(c, dict) else getattr(c, "total_acc", 0)
+    accs = get("brow_acc") + get("col_acc") + tot
+    exchange = accs if strategy == ROW_SPLIT else get("levels") + tot
     return {"workBuf": max(get("temps"), 2), "browBuf": get("brow"), "colBuf": get("col"),
             "paramQue": int(bool(get("loads") or exchange)), "accOutQue": int(bool(accs or exchange)),
-            "reduceBuf": int(bool(get("rsums")))}
+            "reduceBuf": int(bool(get("rsums") or tot))}
 
 
 def _fixed_plan(c: RowCounts, cols, strategy: int) -> list[Buffer]:
@@ -262,11 +266,17 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, grp_fit >= 1), "1 when the chosen plan fits UB", True)
     block_dim = p.let("blockDim", select(strategy.eq(ROW_SPLIT), row_cores, col_cores), "AIV cores launched", True)
     p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
-    per_core = c.col_acc + 2 * c.brow_acc
+    per_core = c.col_acc + 2 * c.brow_acc + c.total_acc
     ws_rows = p.let("wsRowBytes", block_dim * (per_core * col_align * 4) if per_core else 0 * block_dim,
                     "ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums")
-    ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * group_rows * 4,
-                    "COL_SPLIT: partial row reductions of every core and their totals (fp32)")
+    if c.total_acc:   # the partial totals of every core after the level region (opgen.codegen.kernel._col_total_lines)
+        ws_cols = p.let("wsColBytes", (block_dim * max(c.rsums_per_level, 1) + max(c.rsums, 1)) * group_rows * 4
+                        + block_dim * (c.total_acc * col_align * 4),
+                        "COL_SPLIT: partial row reductions of every core and their totals, then each core's partial "
+                        "reductions over every axis, a row each (fp32)")
+    else:
+        ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * group_rows * 4,
+                        "COL_SPLIT: partial row reductions of every core and their totals (fp32)")
     p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, ws_cols), "user workspace (bytes)", True)
     p.let("seqLen", S + 0, "rows per batch", True)
     p.let("batchNum", B + 0, "batches", True)
