@@ -25,9 +25,9 @@ def _spec(tmp_path, name, body):
 
 # ------------------------------------------------------------------------------------------------ refusals
 REFUSED = {
-    # a column sum read by per-row arithmetic (the accumulator is complete only after the last row)
-    "ColSumUse": ('''
-spec = OpSpec("ColSumUse", aclnn="aclnnColSumUse", socs=(A2, A3))
+    # a sum over every axis read by per-row arithmetic (only column reductions are read back in a second pass)
+    "TotalUse": ('''
+spec = OpSpec("TotalUse", aclnn="aclnnTotalUse", socs=(A2, A3))
 S, H = spec.dims("S H")
 spec.input("x", f32, [S, H])
 spec.output("y", f32, [S, H])
@@ -35,7 +35,7 @@ spec.output("y", f32, [S, H])
 
 @spec.body
 def _(b, x):
-    return {"y": x - x.sum(0)}
+    return {"y": x - x.sum((0, 1))}
 ''', "return", "reads the sum over rows %v"),
     # a per-batch sum read by per-row arithmetic
     "BatchMeanUse": ('''
@@ -183,6 +183,19 @@ spec.output("y", f32, [H])
 def _(b, x):
     return {"y": x.max(0, keepdims=False) - x.mean(0, keepdims=False)}
 ''', "return", "combines the reductions over rows %v"),
+    # a column reduction read into a column value (computed before the rows, in LoadColumns)
+    "ColValueUse": ('''
+spec = OpSpec("ColValueUse", aclnn="aclnnColValueUse", socs=(A2, A3))
+S, H = spec.dims("S H")
+spec.input("x", f32, [S, H])
+spec.input("g", f32, [H])
+spec.output("y", f32, [S, H])
+
+
+@spec.body
+def _(b, x, g):
+    return {"y": x * (x.sum(0, keepdims=False) * g)}
+''', "return", "into per-row arithmetic only, not into a column value (apply it to the rows first"),
     # a dim used as a number that is not an extent of the kernel's axes (the batch count)
     "BatchCount": ('''
 spec = OpSpec("BatchCount", aclnn="aclnnBatchCount", socs=(A2, A3))
@@ -382,3 +395,49 @@ def test_means_maxima_and_finishing_steps_over_leading_axes(tmp_path):
                                                                                      + 1e-30)), (dims, name)
         for name in ("cmax", "tmax"):   # a max is exact (and halving it)
             assert np.array_equal(np.asarray(r.arrays[name], dtype=np.float64), want[name]), (dims, name)
+
+
+_CENTRE = '''
+spec = OpSpec("Centre", aclnn="aclnnCentre", socs=(A2, A3), round="rint")
+S = spec.dim("S", max=100000)
+H = spec.dim("H", max=4096)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [S, H])
+spec.output("y", T, [S, H])
+spec.output("z", f32, [S, H])
+spec.output("mean", f32, [H])
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x):
+    xf = x.f32()
+    m = xf.mean(0, keepdims=False)
+    return {"y": ((xf - m) * 2.0).cast(T, "rint"), "z": xf - xf.max(0), "mean": m}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_a_column_reduction_read_by_per_row_arithmetic_takes_a_second_pass(tmp_path):
+    """`x - x.mean(0)` and `x - x.max(0)`: the first pass accumulates the column mean and maximum, the cross-core
+    exchange completes them (each core its column slice, in core order) and writes them back through workspace,
+    the second pass reads them complete; against float64 NumPy with rows split across cores with tails, one row of
+    one element, and rows of 4000 (the tiling keeps ROW_SPLIT for a two-pass kernel). One build."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "centre", _CENTRE)
+    write_ops([str(path)], tmp_path / "gen")
+    for dims, dt in (({"S": 111, "H": 33}, "float16"), ({"S": 1, "H": 1}, "bfloat16"), ({"S": 5, "H": 4000}, "float32")):
+        r = run_check(str(path), dims=dims, dtypes={"T": dt}, gen_dir=tmp_path / "gen", seed=dims["S"],
+                      progress=False)
+        assert not r.faults and r.passed, (dims, r.faults[:3], r.failed_outputs())
+        assert r.tiling_key % 10 == 1, r.tiling_key
+        x = np.asarray(r.inputs["x"], dtype=np.float64)
+        m = x.mean(0)
+        unit = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}[dt] * 4 + 2.0**-24 * 4 * dims["S"]
+        for name, ref in (("y", (x - m) * 2.0), ("z", x - x.max(0)), ("mean", m)):
+            got = np.asarray(r.arrays[name], dtype=np.float64)
+            scale = np.maximum(np.abs(ref), np.abs(x).max())   # differences cancel: bound by the terms' size
+            assert got.shape == ref.shape and np.all(np.abs(got - ref) <= unit * (scale + 1e-30)), (dims, name)

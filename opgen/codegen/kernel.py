@@ -29,7 +29,8 @@ from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe, float_scalar
-from opgen.kernel.rowprog import ACC_INIT, Instr, RowProgram, all_instrs, attr_names, instr_op, per_row
+from opgen.kernel.rowprog import (ACC_INIT, Instr, RowProgram, all_instrs, attr_names, instr_op, per_row,
+                                   row_passes)
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
@@ -592,12 +593,18 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> lis
     return out
 
 
+def _acc_items(prog: RowProgram) -> list:
+    """[(accumulator, (space, output or None, round mode or None))]: the stored accumulators (RowProgram.accs), then
+    the column accumulators only read by a second pass over the rows (RowProgram.acc_reads)."""
+    return list(prog.accs.items()) + [(a, ("col", None, None)) for a in prog.acc_reads if a not in prog.accs]
+
+
 def _zero_lines(prog: RowProgram, space: str, cites: Cites) -> list[str]:
     """Start the accumulators of `space` (brow: at each new batch, col: once per column chunk) from the identity
     of their kind (rowprog.ACC_INIT: 0 for a sum or mean, -inf for a maximum)."""
     d = INSTRS[Op.DUPLICATE]
     return [instr_stmt(d, d.stmt(**ex) + spec_comment(cites.acc(a)), ex)
-            for a, (sp, _n, _r) in prog.accs.items() if sp == space or (sp, space) == ("total", "col")
+            for a, (sp, _n, _r) in _acc_items(prog) if sp == space or (sp, space) == ("total", "col")
             for ex in [{"dst": _operand(a, prog), "scalar": ACC_INIT[prog.acc_kinds.get(a, "sum")], "count": "n_"}]]
 
 
@@ -672,7 +679,7 @@ def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list
 def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     """ROW_SPLIT epilogue: partial column sums to workspace, SyncAll, then each core sums its column
     slice over the cores in core order (column outputs and the batches split across cores)."""
-    cols = [(a, v) for a, v in prog.accs.items() if v[0] == "col"]
+    cols = [(a, v) for a, v in _acc_items(prog) if v[0] == "col"]
     brows = [(a, v) for a, v in prog.accs.items() if v[0] == "brow"]
     tots = _totals(prog)
     if not cols and not brows and not tots:
@@ -696,12 +703,17 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
                "td_->colsPerReduceCore) : 0;")
     out.append("if (rn > 0) {")
     for j, (a, (_sp, name, rm)) in enumerate(cols):
-        t = prog.tensor(name)
         out.append(_sum_partials(f"{_partials(prog, a)}({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, "
                                  f"-1);"))
         out += _finish_lines(prog, a, "w_[0]", "w_[1]", "rn", cites)
-        out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
-                              f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
+        if name is not None:
+            t = prog.tensor(name)
+            out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
+                                  f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
+        if a in prog.acc_reads:   # the complete slice, for every core's second pass (after the exchange region)
+            out.append(_store_row(f"StoreRow<float>(ws_[(static_cast<int64_t>(GetBlockNum()) * wsRowsPerCore_ + "
+                                  f"{prog.acc_reads.index(a)}) * colAlign_ + r0], w_[0], RoundMode::CAST_NONE, rn);"
+                                  f"{spec_comment(cites.acc(a))}", "w_[0]"))
     if brows:
         out.append("int64_t lastBatch = -1;")
         out.append("for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {")
@@ -726,6 +738,12 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
                                      f"static_cast<int64_t>(GetBlockNum()) - 1, -1);"))
             out += _total_store(prog, a, name, rm, cites)
         out.append("}")
+    if prog.acc_reads:   # every core reads the complete column reductions back for the second pass over its rows
+        out += ["PipeBarrier<PIPE_ALL>();  // the complete slices are in GM before any core reads them", "SyncAll();"]
+        for q, a in enumerate(prog.acc_reads):
+            out.append(_load_row(f"LoadRow<float>({_operand(a, prog)}, ws_[(static_cast<int64_t>(GetBlockNum()) * "
+                                 f"wsRowsPerCore_ + {q}) * colAlign_], hidden_);{spec_comment(cites.acc(a))}",
+                                 _operand(a, prog)))
     return out
 
 
@@ -815,6 +833,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
         load_cols=bool(ctx["load_cols"]), load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
         zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
+        acc_body=tuple(ctx["acc_nodes"]),
         float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
@@ -857,6 +876,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     load_batch = place_barriers(_setup_lines(p, "brow", addr, cites))
     tots = _totals(p)
     col_total = _col_total_lines(p, cites)
+    passes = row_passes(p) if p.acc_reads else ([], [])
     flush_row = place_barriers(_flush_lines(p, "row", addr, cites))
     flush_col = place_barriers(_flush_lines(p, "col", addr, cites))
     ctx = {
@@ -872,14 +892,15 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "bufs": bufs, "any_buf": {k: any(b[k] for b in bufs.values()) for k in bufs["row"]},
         "batch_index": bool(load_batch or flush_row),
         "brow_accs": any(v[0] == "brow" for v in p.accs.values()),
-        "sum_accs": any(_partials(p, a) == "SumPartials" for a in p.accs),
-        "max_accs": any(_partials(p, a) == "MaxPartials" for a in p.accs),
-        "ws_rows_per_core": sum(1 for x in p.accs.values() if x[0] == "col")
+        "sum_accs": any(_partials(p, a) == "SumPartials" for a, _v in _acc_items(p)),
+        "max_accs": any(_partials(p, a) == "MaxPartials" for a, _v in _acc_items(p)),
+        "ws_rows_per_core": sum(1 for _a, x in _acc_items(p) if x[0] == "col")
         + 2 * sum(1 for x in p.accs.values() if x[0] == "brow") + len(tots),
         "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
         "flush_row": flush_row, "flush_col": flush_col,
-        "row_nodes": row_pr.row_nodes(), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
+        "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
+        "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [], "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
         "levels": [(lv, col_pr.phase_nodes(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],

@@ -161,6 +161,7 @@ class Instr:
     space: str = "row"
     level: int = 0
     phases: tuple = ()   # COL_SPLIT phases that execute it: row-sum levels it feeds, and -1 (the final phase)
+    passes: tuple = ()   # a two-pass kernel's passes over the rows that execute it (1, 2; assign_row_passes)
     loc: str = field(default="", compare=False)   # spec file:line of the tensor-IR value it was lowered from
 
 
@@ -172,7 +173,9 @@ class RowProgram:
     rows (values and accumulators); accs: {accumulator: (space, output name, round mode)}; acc_kinds:
     {accumulator: "max"} for those that are not sums (ACC_KINDS); acc_post: {accumulator: finishing
     instructions} run once on the complete accumulator before it is stored (a mean's division by the count of rows,
-    `x.sum(0) / M`): vector instructions over its row `x` and a scratch row `t`; levels: number
+    `x.sum(0) / M`): vector instructions over its row `x` and a scratch row `t`; acc_reads: the column
+    accumulators per-row arithmetic reads (complete only after the last row: the kernel then runs two passes over
+    the rows, `row_passes`); levels: number
     of row-sum levels (cross-core exchanges per row group when H is split over cores)."""
 
     name: str
@@ -185,6 +188,7 @@ class RowProgram:
     accs: dict = field(default_factory=dict)
     acc_kinds: dict = field(default_factory=dict)
     acc_post: dict = field(default_factory=dict)
+    acc_reads: list = field(default_factory=list)
     levels: int = 0
     consts: list = field(default_factory=list)   # predefined UB operands (head-row kernels: slots, lane tables)
 
@@ -264,6 +268,47 @@ def all_instrs(p: RowProgram) -> list[Instr]:
     """The program's instructions followed by its accumulators' finishing instructions (RowProgram.acc_post): every
     instruction whose scalar text the kernel evaluates (the attributes it reads)."""
     return list(p.instrs) + [i for steps in p.acc_post.values() for i in steps]
+
+
+def assign_row_passes(p: RowProgram) -> None:
+    """Mark the per-row instructions of the two passes over the rows of a program whose per-row arithmetic reads
+    column accumulators (RowProgram.acc_reads; run on value names, before buffer assignment): `Instr.passes` holds 1
+    for the ancestors of every accumulate (the first pass), 2 for the ancestors of every store (the second,
+    reading those accumulators complete; each accumulate left out). An instruction both need (a load) runs in
+    both. A subsequence closed under its operands keeps the buffer assignment valid (no instruction in it writes a
+    buffer between a value's definition and its last use). Raises IRError when an accumulate itself depends on a
+    read accumulator (a third pass)."""
+    if not p.acc_reads:
+        return
+    instrs = p.instrs
+    defs = {i.dst: k for k, i in enumerate(instrs) if i.dst and i.kind != "acc" and per_row(i)}
+
+    def closure(roots: list[int]) -> set[int]:
+        seen, stack = set(), list(roots)
+        while stack:
+            k = stack.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            stack += [defs[x] for x in _names_in(instrs[k]) if x in defs]
+        return seen
+
+    first = closure([k for k, i in enumerate(instrs) if i.kind == "acc"])
+    second = closure([k for k, i in enumerate(instrs) if i.kind in ("store", "sstore")])
+    reads = set(p.acc_reads)
+    for k in first:
+        bad = next((x for x in _names_in(instrs[k]) if x in reads), None)
+        if bad is not None:
+            raise IRError(f"a reduction over rows of a value that reads the reduction over rows %{bad} (a third pass "
+                          f"over the rows)")
+    p.instrs = [evolve(i, passes=tuple(n for n, s in ((1, first), (2, second)) if k in s))
+                for k, i in enumerate(instrs)]
+
+
+def row_passes(p: RowProgram) -> tuple[list[Instr], list[Instr]]:
+    """(the first pass's per-row instructions, the second's) of a two-pass program (assign_row_passes), in order."""
+    rows = [i for i in p.instrs if per_row(i)]
+    return [i for i in rows if 1 in i.passes], [i for i in rows if 2 in i.passes]
 
 
 def attr_names(text: str) -> list[str]:
@@ -460,10 +505,17 @@ def print_program(p: RowProgram, locs: bool = False) -> str:
         kind = f", {p.acc_kinds[a]}" if a in p.acc_kinds else ""
         then = "".join(f"; {_instr_text(i)}" for i in p.acc_post.get(a, ()))
         lines.append(f"  acc {a} -> {name} ({sp}, {rm}{kind}){' then' + then[1:] if then else ''}")
+    for a in p.acc_reads:
+        if a not in p.accs:
+            then = "".join(f"; {_instr_text(i)}" for i in p.acc_post.get(a, ()))
+            lines.append(f"  acc {a} (col, read){' then' + then[1:] if then else ''}")
+    if p.acc_reads:
+        lines.append(f"  second pass over the rows reads {', '.join(p.acc_reads)} complete")
     for i in p.instrs:
         body = _instr_text(i)
         ph = ",".join("F" if x == -1 else f"P{x}" for x in i.phases)
-        lines.append(f"  [{i.space} L{i.level}{' ' + ph if ph else ''}] {body}{at_suffix(i.loc) if locs else ''}")
+        ps = f" pass {','.join(map(str, i.passes))}" if i.passes else ""
+        lines.append(f"  [{i.space} L{i.level}{' ' + ph if ph else ''}{ps}] {body}{at_suffix(i.loc) if locs else ''}")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -115,6 +115,10 @@ class _Lowering:
         rowprog._assign_levels(p)
         p.instrs = rowprog._schedule(p.instrs)
         rowprog._assign_phases(p)
+        try:
+            rowprog.assign_row_passes(p)
+        except IRError as e:
+            raise Unsupported(p.acc_reads[0], "", str(e)) from None
         rowprog._allocate(p)
         _canonical_names(p)
         return p
@@ -122,20 +126,30 @@ class _Lowering:
     # ---------------------------------------------------------------- operands
     def use(self, x: str, by: str | None = None) -> str:
         """Value x as an operand of the computation of value `by` (None: a store of x, or a view of x): loads a
-        load-chain value on first use. Raises Unsupported when a computation reads a sum over rows: an
-        accumulator is complete only after the last row, so the rows family only stores it."""
+        load-chain value on first use. A computation reading a column reduction over rows (complete only after the
+        last row) makes the kernel run two passes over the rows (RowProgram.acc_reads: the reduction is finished,
+        exchanged and read back between them). Raises Unsupported for any other reduction over rows read by a
+        computation (per-batch, over every axis, or finished two ways)."""
         if self.ch.is_load(x):
             return self.load(x)
         if x not in self.space:
             raise self.err(x, "is used before the rows lowering defined it")
+        if by is not None and x in self.sums and self._second_pass(x, by):
+            return self.operand(x)
         if by is not None and x in self.sums:
             s = self.sums[x]
             n = self.prod.get(s)
             where = f" ({n.loc.rsplit('/', 1)[-1]})" if n is not None and n.loc else ""
             kind = self.kind.get(s, "sum")
+            if s in self.totals or self.space.get(s) != "col":
+                what = "a reduction over every axis" if s in self.totals else "a per-batch reduction"
+                rule = (f"the rows family reads back only reductions over all leading axes (to [{self.lay.row}]) in a "
+                        f"second pass over the rows, not {what}")
+            else:
+                rule = ("the rows family reads it back in a second pass over the rows into per-row arithmetic only, "
+                        "not into a column value (apply it to the rows first: x * s * g, not x * (s * g))")
             raise self.err(by, f"reads the {kind} over rows %{s}{where} while the rows are still being reduced; "
-                           f"the rows family only stores reductions over rows (a {kind} used by per-row arithmetic "
-                           f"needs a second pass over the rows)")
+                           f"{rule}")
         return self.operand(x)
 
     def load(self, x: str) -> str:
@@ -261,7 +275,7 @@ class _Lowering:
         if op == "reduce":
             self.reduce(n)
             return
-        if op in ELEMENTWISE and any(x in self.sums for x in n.inputs):
+        if op in ELEMENTWISE and any(x in self.sums for x in n.inputs) and self._finishing(n):
             self.finish(n)
             return
         if op in ELEMENTWISE:
@@ -357,6 +371,30 @@ class _Lowering:
             self.p.acc_kinds[r] = kind
         self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space=target))
 
+    def _second_pass(self, x: str, by: str) -> bool:
+        """Whether value x, a reduction over rows (or a finishing step of one), can be read by the computation of
+        `by` in a second pass over the rows: a column accumulator (the reduction over every leading axis; not a
+        per-batch one nor one over every axis) whose finishing steps are those of any output storing it.
+        Records the read (RowProgram.acc_reads, acc_post). Raises Unsupported when the accumulator is finished two
+        ways."""
+        a = self.sums[x]
+        if self.space.get(a) != "col" or a in self.totals:
+            return False
+        try:   # a column value computed from it would run before the first pass (LoadColumns): rows only
+            if self.lay.space(self.vals[by].type.shape) not in ("row", "stat"):
+                return False
+        except IRError:
+            return False
+        post = self.post.get(x, ())
+        if self.p.acc_post.get(a, post) != post or (post and a in self.p.accs and a not in self.p.acc_post):
+            raise self.err(by, f"reads the {self.kind[a]} over rows %{a} finished another way than where it is "
+                           f"stored or read elsewhere; the rows family finishes a reduction over rows one way")
+        if post:
+            self.p.acc_post[a] = post
+        if a not in self.p.acc_reads:
+            self.p.acc_reads.append(a)
+        return True
+
     def total(self, n, src: str, kind: str) -> None:
         """Reduction node n over every axis of the row value `src` (a 0-d result, or size-1 dims only): an
         accumulator over rows in a column row (space "col"; its kind's op, from its identity), reduced over its
@@ -378,6 +416,15 @@ class _Lowering:
         elif kind != "sum":
             self.p.acc_kinds[r] = kind
         self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space="col"))
+
+    def _finishing(self, n) -> bool:
+        """Whether elementwise node n, which reads a reduction over rows, is a finishing step (module `finish`):
+        its other operands are scalars, or the reduction cannot be read in a second pass (finish refuses it)."""
+        others = [x for x in n.inputs if x not in self.sums]
+        if all(not self.ch.is_load(x) and self.space.get(x) == "scalar" for x in others):
+            return True
+        a = self.sums[next(x for x in n.inputs if x in self.sums)]
+        return self.space.get(a) != "col" or a in self.totals
 
     def finish(self, n) -> None:
         """Elementwise node n reads a reduction over rows (an accumulator, complete only after the last row): when
@@ -404,10 +451,11 @@ class _Lowering:
                 self.use(x, r)   # raises for a value not lowered yet
                 sp = self.space[x]
             if sp != "scalar":
+                what = "a reduction over every axis" if self.sums[a] in self.totals else "a per-batch reduction"
                 raise self.err(r, f"reads the {kind} over rows %{self.sums[a]} with the {SPACE_WORDS.get(sp, sp)} "
-                               f"value %{x} while the rows are still being reduced; the rows family finishes a "
-                               f"reduction over rows with scalars only (a {kind} used by per-row arithmetic needs a "
-                               f"second pass over the rows)")
+                               f"value %{x} while the rows are still being reduced; the rows family reads back only "
+                               f"reductions over all leading axes (to [{self.lay.row}]) in a second pass over the "
+                               f"rows, not {what}")
         if keys_of(n.result.type.shape) != keys_of(self.vals[a].type.shape):
             raise self.err(r, f"broadcasts the {kind} over rows %{self.sums[a]} while the rows are still being "
                            f"reduced")
@@ -469,6 +517,10 @@ class _Lowering:
                     raise self.err(v, f"output {name} stores the reduction over rows %{self.sums.get(s, s)} that "
                                    f"output {self.p.accs[src][1]} stores too; the rows family stores each reduction "
                                    f"over rows once (compute it twice, or cast one output from the other)")
+                if src in self.p.acc_reads and self.p.acc_post.get(src, ()) != self.post.get(s, ()):
+                    raise self.err(v, f"output {name} stores the reduction over rows %{self.sums.get(s, s)} finished "
+                                   f"another way than the per-row arithmetic reads it; the rows family finishes a "
+                                   f"reduction over rows one way")
                 if self.post.get(s):
                     self.p.acc_post[src] = self.post[s]
                 if self.sums.get(s) in self.totals:
@@ -536,6 +588,7 @@ def _canonical_names(p: RowProgram) -> None:
     p.accs = {ren(k): v for k, v in p.accs.items()}
     p.acc_kinds = {ren(k): v for k, v in p.acc_kinds.items()}
     p.acc_post = {ren(k): v for k, v in p.acc_post.items()}
+    p.acc_reads = [ren(k) for k in p.acc_reads]
 
 
 def _subsequence(ks, full) -> bool:

@@ -109,6 +109,7 @@ class RowSchedule:
     zero_batch: bool = False
     batch_index: bool = False
     row_body: tuple = ()       # the per-row stream: Kernel-IR statements (barriers placed)
+    acc_body: tuple = ()       # two passes over the rows: the first pass's stream (accumulates; row_body the second)
     float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init)
     cross_core: tuple = ()
     strided: tuple = ()        # names of the Off_<name>(r) address methods
@@ -223,13 +224,23 @@ def _row_split(s: RowSchedule) -> Func:
     if s.load_cols:
         body.append(Call("LoadColumns"))
     body += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
-    loop: list = []
-    if s.row_in or s.stat_in:
-        loop.append(Call("CopyIn", (Sym("r0"), _K)))
+    copy_in = [Call("CopyIn", (Sym("r0"), _K))] if s.row_in or s.stat_in else []
+    if s.acc_body:   # the first pass over this core's rows accumulates; the exchange completes the reductions
+        body.append(For("r0", Sym("rowStart_"), Sym("rowEnd_"), ps,
+                        tuple(copy_in + [Call("Accumulate", (Sym("r0"), _K))]), tail="k",
+                        doc="first pass: the reductions over rows"))
+        if s.flush_row:
+            body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
+        body.append(Verbatim(tuple(s.cross_core)))
+        body.append(Assign("valBatch_", Lit(-1)))
+    loop: list = list(copy_in)
     loop.append(Call("Compute", (Sym("r0"), _K)))
     if s.row_out or s.stat_out:
         loop.append(Call("CopyOut", (Sym("r0"), _K)))
-    body.append(For("r0", Sym("rowStart_"), Sym("rowEnd_"), ps, tuple(loop), tail="k"))
+    body.append(For("r0", Sym("rowStart_"), Sym("rowEnd_"), ps, tuple(loop), tail="k",
+                    doc="second pass: the per-row arithmetic reading them complete" if s.acc_body else ""))
+    if s.acc_body:
+        return Func("RowSplit", (), tuple(body))
     if s.flush_row:
         body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
     if s.cross_core:
@@ -251,6 +262,23 @@ def _copy_in(s: RowSchedule) -> Func:
     return Func("CopyIn", (Param("r0"), Param("k")), tuple(body))
 
 
+def _accumulate(s: RowSchedule) -> Func:
+    """The first pass of a two-pass ROW_SPLIT (RowSchedule.acc_body): the rows' accumulates, no outputs."""
+    body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
+    body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", "float") for t in s.stat_in]
+    if s.stat_in:
+        body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
+                 WaitFlag(Pipe.MTE2, Pipe.S, 0)]
+    row: list = []
+    if s.batch_index:
+        row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row else None)
+    row += list(s.acc_body)
+    body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
+    body += [Free(f"rowInQue_{t.op}", f"rowIn_{t.op}") for t in s.row_in]
+    body += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
+    return Func("Accumulate", (Param("r0"), Param("k")), tuple(body))
+
+
 def _compute(s: RowSchedule) -> Func:
     body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
     body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", "float") for t in s.stat_in]
@@ -260,8 +288,8 @@ def _compute(s: RowSchedule) -> Func:
     body += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
     body += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     row: list = []
-    if s.batch_index:
-        row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row else None)
+    if s.batch_index:   # a two-pass kernel flushes its batch sums in the first pass
+        row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row and not s.acc_body else None)
     row += list(s.row_body)
     body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
     body += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}") for t in s.row_out]
@@ -342,7 +370,10 @@ def _col_copy_out(t: GmRows) -> tuple:
 def _col_split(s: RowSchedule) -> Func:
     """COL_SPLIT: this core's column slice in chunks of colsPerPass; per chunk, groups of groupRows resident rows;
     per group the row-reduction levels (partial sums of this core's columns to workspace, SyncAll, each core totals
-    the rows it owns, SyncAll, totals read back), then the final per-row stream and the outputs."""
+    the rows it owns, SyncAll, totals read back), then the final per-row stream and the outputs. A two-pass kernel
+    (RowSchedule.acc_body) has none: its tiling always takes ROW_SPLIT (opgen.tiling.rowkernel)."""
+    if s.acc_body:
+        return Func("ColSplit", (), (Comment("two passes over the rows: the tiling never selects COL_SPLIT"),))
     f4 = SizeOf("float")
     core, cores, g, gs, rs = Sym("core"), Sym("cores"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
     body: list = [
@@ -569,7 +600,7 @@ HELPER_METHODS = ("SumPartials", "MaxPartials", "TotalOwnedRows", "LoadRow", "St
                   "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
-ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Compute", "CopyOut")
+ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Accumulate", "Compute", "CopyOut")
 """The methods of the ROW_SPLIT schedule, in the order a class prints them."""
 COL_FIELDS = ("strategy", "rowsPerPass", "colsPerCore", "colsTail", "colsPerPass", "groupRows")
 """The tiling-data fields the schedule reads (opgen.tiling.rowkernel)."""
@@ -617,6 +648,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     methods += [build[h]() for h in HELPER_METHODS if h in s.helpers]
     if s.row_in or s.stat_in:
         methods.append(_copy_in(s))
+    if s.acc_body:
+        methods.append(_accumulate(s))
     methods.append(_compute(s))
     if s.row_out or s.stat_out:
         methods.append(_copy_out(s))
