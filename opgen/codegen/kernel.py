@@ -749,10 +749,9 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
 
 def _col_total_lines(prog: RowProgram, cites: Cites) -> tuple[list, list]:
     """COL_SPLIT's totals (reductions over every axis): (the lines before the column chunks, declaring this core's
-    partial tot<j>_ from its kind's identity; the lines after them: each partial to workspace after the
-    row-reduction exchange's region, as ROW_SPLIT's partial rows are (a row of colAlign_ per core and total), SyncAll,
-    core 0 combines the cores' partials in core order with the accumulator's op (SumPartials / MaxPartials),
-    finishes and writes each total). The per-chunk step is in _col_final_lines."""
+    partial tot<j>_ from its kind's identity; the lines after them: each partial to its own 32-byte workspace slot
+    after the row-reduction exchange's region, SyncAll, core 0 combines the cores' partials in core order with the
+    accumulator's op (CombineTotals), finishes and writes each total). The per-chunk step is in _col_final_lines."""
     tots = _totals(prog)
     if not tots:
         return [], []
@@ -761,16 +760,17 @@ def _col_total_lines(prog: RowProgram, cites: Cites) -> tuple[list, list]:
                                            default=0)
     at = f"(cores * {max(nlevel, 1)} + {max(nsums, 1)}) * G"   # after the level partials and totals (tiling: wsColBytes)
     d = INSTRS[Op.DUPLICATE]
-    end = [f"wsRowsPerCore_ = {len(tots)};", f"const int64_t totAt = {at};"]
+    end = [f"const int64_t totAt = {at};"]
     for j, (a, _v) in enumerate(tots):
         ex = {"dst": "w_[0]", "scalar": f"tot{j}_", "count": "1"}
         end += [instr_stmt(d, d.stmt(**ex), ex),
-                _store_row(f"StoreRow<float>(ws_[(core * wsRowsPerCore_ + {j}) * colAlign_ + totAt], w_[0], "
-                           f"RoundMode::CAST_NONE, 1);{spec_comment(cites.acc(a))}", "w_[0]")]
+                _store_row(f"StoreRow<float>(ws_[totAt + (core * {len(tots)} + {j}) * 8], w_[0], RoundMode::CAST_NONE, "
+                           f"1);{spec_comment(cites.acc(a))}", "w_[0]")]
     end += ["PipeBarrier<PIPE_ALL>();  // the partial totals are in GM before core 0 reads them", "SyncAll();",
             "if (core == 0) {"]
     for j, (a, (_sp, name, rm)) in enumerate(tots):
-        end.append(_sum_partials(f"{_partials(prog, a)}({j}, 0, totAt, 1, 0, cores - 1, -1);"))
+        is_max = "true" if prog.acc_kinds.get(a) == "max" else "false"
+        end.append(_sum_partials(f"CombineTotals(totAt, {j}, {len(tots)}, cores - 1, {is_max});"))
         end += _total_store(prog, a, name, rm, cites)
     end.append("}")
     return init, end
@@ -842,7 +842,8 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
         col_total_init=tuple(ctx["col_total"][0]), col_total_end=tuple(ctx["col_total"][1]),
         helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"] and ctx["sum_accs"]),
-                                      ("MaxPartials", ctx["cross_core"] and ctx["max_accs"]), ("TotalOwnedRows", ctx["levels"]),
+                                      ("MaxPartials", ctx["cross_core"] and ctx["max_accs"]),
+                                      ("CombineTotals", bool(ctx["col_total"][1])), ("TotalOwnedRows", ctx["levels"]),
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
                                       ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
                                       ("RowMax", ctx["uses_max"]), ("RowStartOf", True),

@@ -544,6 +544,23 @@ def _max_partials() -> Func:
            "cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].")
 
 
+def _combine_totals() -> Func:
+    """COL_SPLIT's exchange of the partial reductions over every axis: core 0 combines the cores' one-element
+    partials (8 floats apart, a 32-byte block each) in core order, the first taken as it is."""
+    w0, w1, c = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("c")
+    return Func("CombineTotals", (Param("at"), Param("j"), Param("n"), Param("cLast"), Param("isMax", "bool")), (
+        For("c", Lit(0), Sym("cLast"), Lit(1), (
+            Call("LoadRow", (w1, GmView("ws_", add(Sym("at"), mul(add(mul(c, Sym("n")), Sym("j")), Lit(8)))), Lit(1)),
+                 targs=("float",)),
+            If((Constraint("==", c, Lit(0)),), (vec(Op.MAX, dst=w0, src0=w1, src1=w1, count=Lit(1)),),
+               (If((Sym("isMax"),), (vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=Lit(1)),),
+                   (vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=Lit(1)),)),)),
+            Barrier(Pipe.V),
+        ), inclusive=True),
+    ), doc="The partial reduction `j` of `n` of cores 0..cLast (workspace at + (core * n + j) * 8), combined in\n"
+           "core order (the maximum when isMax, else the sum) into w_[0] lane 0.")
+
+
 def _total_owned_rows(nlevel: int) -> Func:
     """COL_SPLIT's exchange: each core totals the partial row reductions of the group rows it owns."""
     w0, w1, m, k, o0, o = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("m"), Sym("k"), Sym("o0"), Sym("o")
@@ -596,7 +613,7 @@ def _gap_blocks_func() -> Func:
         doc="UB gap in 32-byte blocks between rows of `len` elements of `bytes` stored `stride` elements apart.")
 
 
-HELPER_METHODS = ("SumPartials", "MaxPartials", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax", "RowStartOf",
+HELPER_METHODS = ("SumPartials", "MaxPartials", "CombineTotals", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax", "RowStartOf",
                   "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
@@ -641,7 +658,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
            ]
     ext += [Func(f"Off_{n}", (Param("r"),), ret="int64_t", const=True, extern=True) for n in s.strided]
     methods = [_row_split(s), _col_split(s)]
-    build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
+    build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials, "CombineTotals": _combine_totals, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
              "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
              "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX), "RowStartOf": _row_start_of,
              "RunRows": lambda: _run_rows(s.run_extent), "GapBlocks": _gap_blocks_func}

@@ -278,9 +278,9 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                     + ("; then the complete column reductions the second pass reads" if c.acc_reads else ""))
     if c.total_acc:   # the partial totals of every core after the level region (opgen.codegen.kernel._col_total_lines)
         ws_cols = p.let("wsColBytes", (block_dim * max(c.rsums_per_level, 1) + max(c.rsums, 1)) * group_rows * 4
-                        + block_dim * (c.total_acc * col_align * 4),
+                        + block_dim * (c.total_acc * 32),
                         "COL_SPLIT: partial row reductions of every core and their totals, then each core's partial "
-                        "reductions over every axis, a row each (fp32)")
+                        "reductions over every axis in 32-byte slots (fp32)")
     else:
         ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * group_rows * 4,
                         "COL_SPLIT: partial row reductions of every core and their totals (fp32)")
