@@ -37,19 +37,19 @@ spec.output("y", f32, [S, H])
 def _(b, x):
     return {"y": x - x.sum((0, 1))}
 ''', "return", "reads the sum over rows %v"),
-    # a per-batch sum read by per-row arithmetic
+    # a per-batch sum of values that read a per-batch sum (a variance around the mean: a third pass)
     "BatchMeanUse": ('''
 spec = OpSpec("BatchMeanUse", aclnn="aclnnBatchMeanUse", socs=(A2, A3))
 B, S, H = spec.dims("B S H")
 spec.input("x", f32, [B, S, H])
-spec.output("y", f32, [B, S, H])
+spec.output("y", f32, [B, 1, H])
 
 
 @spec.body
 def _(b, x):
     m = x.sum(1) * (1.0 / 7.0)
-    return {"y": x - m}
-''', "return", "reads the sum over rows %v"),
+    return {"y": (x - m).sum(1)}
+''', "return", "a reduction over rows of a value that reads the reduction over rows %"),
     # a column sum broadcast to every row of an output
     "ColSumRows": ('''
 spec = OpSpec("ColSumRows", aclnn="aclnnColSumRows", socs=(A2, A3))
@@ -440,4 +440,50 @@ def test_a_column_reduction_read_by_per_row_arithmetic_takes_a_second_pass(tmp_p
         for name, ref in (("y", (x - m) * 2.0), ("z", x - x.max(0)), ("mean", m)):
             got = np.asarray(r.arrays[name], dtype=np.float64)
             scale = np.maximum(np.abs(ref), np.abs(x).max())   # differences cancel: bound by the terms' size
+            assert got.shape == ref.shape and np.all(np.abs(got - ref) <= unit * (scale + 1e-30)), (dims, name)
+
+
+_BATCH_CENTRE = '''
+spec = OpSpec("BatchCentre", aclnn="aclnnBatchCentre", socs=(A2, A3), round="rint")
+B = spec.dim("B", max=1000)
+S = spec.dim("S", max=100000)
+H = spec.dim("H", max=4096)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [B, S, H])
+spec.output("y", T, [B, S, H])
+spec.output("m", f32, [B, H])
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x):
+    xf = x.f32()
+    m = xf.mean(1, keepdims=False)
+    return {"y": (xf - xf.max(1) + m.reshape([B, 1, H])).cast(T, "rint"), "m": m}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_a_per_batch_reduction_read_by_per_row_arithmetic_takes_a_second_pass(tmp_path):
+    """`x - x.max(1) + x.mean(1)` of [B, S, H]: the first pass accumulates each batch's maximum and mean, whole
+    batches are written complete to workspace when flushed, batches split across cores after the exchange; the
+    second pass reads each batch's complete rows back at a new batch. Against float64 NumPy: batches split across
+    cores, one row per batch with 97 batches, rows of 4000. One build."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "batch_centre", _BATCH_CENTRE)
+    write_ops([str(path)], tmp_path / "gen")
+    for dims, dt in (({"B": 3, "S": 37, "H": 33}, "float16"), ({"B": 97, "S": 1, "H": 1}, "bfloat16"),
+                     ({"B": 2, "S": 3, "H": 4000}, "float32")):
+        r = run_check(str(path), dims=dims, dtypes={"T": dt}, gen_dir=tmp_path / "gen", seed=dims["S"],
+                      progress=False)
+        assert not r.faults and r.passed, (dims, r.faults[:3], r.failed_outputs())
+        x = np.asarray(r.inputs["x"], dtype=np.float64)
+        m = x.mean(1)
+        unit = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}[dt] * 4 + 2.0**-24 * 4 * dims["S"]
+        for name, ref in (("y", x - x.max(1, keepdims=True) + m[:, None, :]), ("m", m)):
+            got = np.asarray(r.arrays[name], dtype=np.float64)
+            scale = np.maximum(np.abs(ref), np.abs(x).max())
             assert got.shape == ref.shape and np.all(np.abs(got - ref) <= unit * (scale + 1e-30)), (dims, name)

@@ -596,8 +596,20 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> lis
 def _acc_items(prog: RowProgram) -> list:
     """[(accumulator, (space, output or None, round mode or None))]: the stored accumulators (RowProgram.accs), then
     the column accumulators only read by a second pass over the rows (RowProgram.acc_reads)."""
-    return list(prog.accs.items()) + [(a, ("col", None, None)) for a in prog.acc_reads if a not in prog.accs]
+    return list(prog.accs.items()) + [(a, ("brow" if a in prog.brow else "col", None, None))
+                                      for a in prog.acc_reads if a not in prog.accs]
 
+
+def _read_at(prog: RowProgram, a: str, b: str = "") -> str:
+    """The workspace element where the complete (finished) value of read accumulator `a` lives for the second pass
+    over the rows (after every core's partial rows): a column reduction's row, or batch `b`'s row of a per-batch
+    one (one row per batch: rowNum_ / seqLen_ of them)."""
+    cols = [x for x in prog.acc_reads if x not in prog.brow]
+    brows = [x for x in prog.acc_reads if x in prog.brow]
+    row = "static_cast<int64_t>(GetBlockNum()) * wsRowsPerCore_"
+    if a in cols:
+        return f"ws_[({row} + {cols.index(a)}) * colAlign_"
+    return f"ws_[({row} + {len(cols)} + {brows.index(a)} * (rowNum_ / seqLen_) + {b}) * colAlign_"
 
 def _zero_lines(prog: RowProgram, space: str, cites: Cites) -> list[str]:
     """Start the accumulators of `space` (brow: at each new batch, col: once per column chunk) from the identity
@@ -651,16 +663,21 @@ def _partials(prog: RowProgram, a: str) -> str:
 def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list[str]:
     """FlushBatch body: write the batch sums (direct when this core saw the whole batch or owns its
     columns; else fp32 partial rows to workspace, slot 0 = first batch of the core, 1 = last)."""
-    accs = [(a, v) for a, v in prog.accs.items() if v[0] == "brow"]
+    accs = [(a, v) for a, v in _acc_items(prog) if v[0] == "brow"]
     if not accs:
         return []
-    ncol = sum(1 for v in prog.accs.values() if v[0] == "col")
+    ncol = sum(1 for _a, v in _acc_items(prog) if v[0] == "col")
     out = []
-    direct = [x for a, (_sp, name, rm) in accs
-              for x in _finish_lines(prog, a, _operand(a, prog), "w_[0]", "n_", cites)
-              + [_store_row(f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
-                            f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, RoundMode::{rm}, "
-                            f"n_);" + spec_comment(cites.acc(a)), _operand(a, prog))]]
+    direct = []
+    for a, (_sp, name, rm) in accs:
+        direct += _finish_lines(prog, a, _operand(a, prog), "w_[0]", "n_", cites)
+        if name is not None:
+            direct.append(_store_row(f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
+                                     f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, "
+                                     f"RoundMode::{rm}, n_);" + spec_comment(cites.acc(a)), _operand(a, prog)))
+        if a in prog.acc_reads:   # the complete batch row, for the second pass over the rows
+            direct.append(_store_row(f"StoreRow<float>({_read_at(prog, a, 'curBatch_')}], {_operand(a, prog)}, "
+                                     f"RoundMode::CAST_NONE, n_);" + spec_comment(cites.acc(a)), _operand(a, prog)))
     if mode == "col":
         return direct
     out.append("const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;")
@@ -680,7 +697,7 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     """ROW_SPLIT epilogue: partial column sums to workspace, SyncAll, then each core sums its column
     slice over the cores in core order (column outputs and the batches split across cores)."""
     cols = [(a, v) for a, v in _acc_items(prog) if v[0] == "col"]
-    brows = [(a, v) for a, v in prog.accs.items() if v[0] == "brow"]
+    brows = [(a, v) for a, v in _acc_items(prog) if v[0] == "brow"]
     tots = _totals(prog)
     if not cols and not brows and not tots:
         return []
@@ -711,8 +728,7 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
             out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
                                   f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
         if a in prog.acc_reads:   # the complete slice, for every core's second pass (after the exchange region)
-            out.append(_store_row(f"StoreRow<float>(ws_[(static_cast<int64_t>(GetBlockNum()) * wsRowsPerCore_ + "
-                                  f"{prog.acc_reads.index(a)}) * colAlign_ + r0], w_[0], RoundMode::CAST_NONE, rn);"
+            out.append(_store_row(f"StoreRow<float>({_read_at(prog, a)} + r0], w_[0], RoundMode::CAST_NONE, rn);"
                                   f"{spec_comment(cites.acc(a))}", "w_[0]"))
     if brows:
         out.append("int64_t lastBatch = -1;")
@@ -723,12 +739,16 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
         out.append("lastBatch = b;")
         out.append("const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;")
         for j, (a, (_sp, name, rm)) in enumerate(brows):
-            t = prog.tensor(name)
             out.append(_sum_partials(f"{_partials(prog, a)}({len(cols) + j}, {len(brows)}, r0, rn, "
                                      f"CoreOfRow(b * seqLen_), CoreOfRow(last), b);"))
             out += _finish_lines(prog, a, "w_[0]", "w_[1]", "rn", cites)
-            out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.brow(name, 'b'), 'r0'])}], w_[0], "
-                                  f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
+            if name is not None:
+                t = prog.tensor(name)
+                out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.brow(name, 'b'), 'r0'])}], "
+                                      f"w_[0], RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
+            if a in prog.acc_reads:
+                out.append(_store_row(f"StoreRow<float>({_read_at(prog, a, 'b')} + r0], w_[0], RoundMode::CAST_NONE, "
+                                      f"rn);{spec_comment(cites.acc(a))}", "w_[0]"))
         out.append("}")
     out.append("}")
     if tots:   # core 0 combines the cores' partial totals in core order and writes each total
@@ -740,11 +760,17 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
         out.append("}")
     if prog.acc_reads:   # every core reads the complete column reductions back for the second pass over its rows
         out += ["PipeBarrier<PIPE_ALL>();  // the complete slices are in GM before any core reads them", "SyncAll();"]
-        for q, a in enumerate(prog.acc_reads):
-            out.append(_load_row(f"LoadRow<float>({_operand(a, prog)}, ws_[(static_cast<int64_t>(GetBlockNum()) * "
-                                 f"wsRowsPerCore_ + {q}) * colAlign_], hidden_);{spec_comment(cites.acc(a))}",
-                                 _operand(a, prog)))
+        for a in prog.acc_reads:
+            if a not in prog.brow:   # per-batch ones: at each batch of the second pass (_reload_lines)
+                out.append(_load_row(f"LoadRow<float>({_operand(a, prog)}, {_read_at(prog, a)}], hidden_);"
+                                     f"{spec_comment(cites.acc(a))}", _operand(a, prog)))
     return out
+
+
+def _reload_lines(prog: RowProgram, cites: Cites) -> list:
+    """The second pass's reads of the complete per-batch reductions at a new batch `b` (RowSchedule.reload_batch)."""
+    return [_load_row(f"LoadRow<float>({_operand(a, prog)}, {_read_at(prog, a, 'b')}], hidden_);"
+                      f"{spec_comment(cites.acc(a))}", _operand(a, prog)) for a in prog.acc_reads if a in prog.brow]
 
 
 def _col_total_lines(prog: RowProgram, cites: Cites) -> tuple[list, list]:
@@ -833,7 +859,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
         load_cols=bool(ctx["load_cols"]), load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
         zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
-        acc_body=tuple(ctx["acc_nodes"]),
+        acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
         float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
@@ -891,17 +917,18 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "off_funcs": addr.off_funcs(),
         "temps": max(p.row_temps, 2), "nbrow": len(p.brow), "ncol": len(p.col),
         "bufs": bufs, "any_buf": {k: any(b[k] for b in bufs.values()) for k in bufs["row"]},
-        "batch_index": bool(load_batch or flush_row),
-        "brow_accs": any(v[0] == "brow" for v in p.accs.values()),
+        "batch_index": bool(load_batch or flush_row or _reload_lines(p, cites)),
+        "brow_accs": any(v[0] == "brow" for _a, v in _acc_items(p)),
         "sum_accs": any(_partials(p, a) == "SumPartials" for a, _v in _acc_items(p)),
         "max_accs": any(_partials(p, a) == "MaxPartials" for a, _v in _acc_items(p)),
         "ws_rows_per_core": sum(1 for _a, x in _acc_items(p) if x[0] == "col")
-        + 2 * sum(1 for x in p.accs.values() if x[0] == "brow") + len(tots),
+        + 2 * sum(1 for _a, x in _acc_items(p) if x[0] == "brow") + len(tots),
         "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
         "flush_row": flush_row, "flush_col": flush_col,
         "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
-        "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [], "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
+        "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
+        "reload_batch": place_barriers(_reload_lines(p, cites)), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
         "levels": [(lv, col_pr.phase_nodes(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],

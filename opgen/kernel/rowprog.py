@@ -299,8 +299,10 @@ def assign_row_passes(p: RowProgram) -> None:
     for k in first:
         bad = next((x for x in _names_in(instrs[k]) if x in reads), None)
         if bad is not None:
-            raise IRError(f"a reduction over rows of a value that reads the reduction over rows %{bad} (a third pass "
-                          f"over the rows)")
+            e = IRError(f"a reduction over rows of a value that reads the reduction over rows %{bad} while it is still "
+                        f"being reduced (a third pass over the rows: write a variance as mean(x * x) - mean(x) ** 2)")
+            e.value, e.loc = instrs[k].dst, instrs[k].loc   # where: the accumulate (rows.lower names it)
+            raise e
     p.instrs = [evolve(i, passes=tuple(n for n, s in ((1, first), (2, second)) if k in s))
                 for k, i in enumerate(instrs)]
 
@@ -508,7 +510,7 @@ def print_program(p: RowProgram, locs: bool = False) -> str:
     for a in p.acc_reads:
         if a not in p.accs:
             then = "".join(f"; {_instr_text(i)}" for i in p.acc_post.get(a, ()))
-            lines.append(f"  acc {a} (col, read){' then' + then[1:] if then else ''}")
+            lines.append(f"  acc {a} ({'brow' if a in p.brow else 'col'}, read){' then' + then[1:] if then else ''}")
     if p.acc_reads:
         lines.append(f"  second pass over the rows reads {', '.join(p.acc_reads)} complete")
     for i in p.instrs:

@@ -118,7 +118,7 @@ class _Lowering:
         try:
             rowprog.assign_row_passes(p)
         except IRError as e:
-            raise Unsupported(p.acc_reads[0], "", str(e)) from None
+            raise Unsupported(getattr(e, "value", p.acc_reads[0]), getattr(e, "loc", ""), str(e)) from None
         rowprog._allocate(p)
         _canonical_names(p)
         return p
@@ -141,13 +141,13 @@ class _Lowering:
             n = self.prod.get(s)
             where = f" ({n.loc.rsplit('/', 1)[-1]})" if n is not None and n.loc else ""
             kind = self.kind.get(s, "sum")
-            if s in self.totals or self.space.get(s) != "col":
-                what = "a reduction over every axis" if s in self.totals else "a per-batch reduction"
-                rule = (f"the rows family reads back only reductions over all leading axes (to [{self.lay.row}]) in a "
-                        f"second pass over the rows, not {what}")
+            if s in self.totals:
+                rule = (f"the rows family reads back only reductions over all leading axes (to [{self.lay.row}]) or "
+                        f"over a batch's rows in a second pass over the rows, not a reduction over every axis")
             else:
-                rule = ("the rows family reads it back in a second pass over the rows into per-row arithmetic only, "
-                        "not into a column value (apply it to the rows first: x * s * g, not x * (s * g))")
+                rule = (f"the rows family reads it back in a second pass over the rows into per-row arithmetic only, "
+                        f"not into a {'per-batch row' if self.space.get(s) == 'brow' else 'column'} value (apply it to the rows first: "
+                        f"x * s * g, not x * (s * g))")
             raise self.err(by, f"reads the {kind} over rows %{s}{where} while the rows are still being reduced; "
                            f"{rule}")
         return self.operand(x)
@@ -378,7 +378,7 @@ class _Lowering:
         Records the read (RowProgram.acc_reads, acc_post). Raises Unsupported when the accumulator is finished two
         ways."""
         a = self.sums[x]
-        if self.space.get(a) != "col" or a in self.totals:
+        if self.space.get(a) not in ("col", "brow") or a in self.totals:
             return False
         try:   # a column value computed from it would run before the first pass (LoadColumns): rows only
             if self.lay.space(self.vals[by].type.shape) not in ("row", "stat"):
@@ -424,7 +424,7 @@ class _Lowering:
         if all(not self.ch.is_load(x) and self.space.get(x) == "scalar" for x in others):
             return True
         a = self.sums[next(x for x in n.inputs if x in self.sums)]
-        return self.space.get(a) != "col" or a in self.totals
+        return self.space.get(a) not in ("col", "brow") or a in self.totals
 
     def finish(self, n) -> None:
         """Elementwise node n reads a reduction over rows (an accumulator, complete only after the last row): when
@@ -451,11 +451,10 @@ class _Lowering:
                 self.use(x, r)   # raises for a value not lowered yet
                 sp = self.space[x]
             if sp != "scalar":
-                what = "a reduction over every axis" if self.sums[a] in self.totals else "a per-batch reduction"
                 raise self.err(r, f"reads the {kind} over rows %{self.sums[a]} with the {SPACE_WORDS.get(sp, sp)} "
                                f"value %{x} while the rows are still being reduced; the rows family reads back only "
-                               f"reductions over all leading axes (to [{self.lay.row}]) in a second pass over the "
-                               f"rows, not {what}")
+                               f"reductions over all leading axes (to [{self.lay.row}]) or over a batch's rows in a "
+                               f"second pass over the rows, not a reduction over every axis")
         if keys_of(n.result.type.shape) != keys_of(self.vals[a].type.shape):
             raise self.err(r, f"broadcasts the {kind} over rows %{self.sums[a]} while the rows are still being "
                            f"reduced")

@@ -110,6 +110,7 @@ class RowSchedule:
     batch_index: bool = False
     row_body: tuple = ()       # the per-row stream: Kernel-IR statements (barriers placed)
     acc_body: tuple = ()       # two passes over the rows: the first pass's stream (accumulates; row_body the second)
+    reload_batch: tuple = ()   # the second pass: complete per-batch reductions read at a new batch b (C++ lines)
     float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init)
     cross_core: tuple = ()
     strided: tuple = ()        # names of the Off_<name>(r) address methods
@@ -288,8 +289,8 @@ def _compute(s: RowSchedule) -> Func:
     body += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
     body += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     row: list = []
-    if s.batch_index:   # a two-pass kernel flushes its batch sums in the first pass
-        row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row and not s.acc_body else None)
+    if s.batch_index:   # a two-pass kernel flushes its batch sums in the first pass, reads them in the second
+        row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row and not s.acc_body else None, bool(s.acc_body))
     row += list(s.row_body)
     body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
     body += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}") for t in s.row_out]
@@ -318,9 +319,10 @@ def _copy_out(s: RowSchedule) -> Func:
     return Func("CopyOut", (Param("r0"), Param("k")), tuple(body))
 
 
-def _batch_steps(s: RowSchedule, row0, flush: str | None) -> list:
+def _batch_steps(s: RowSchedule, row0, flush: str | None, reload: bool = False) -> list:
     """The batch bookkeeping at the top of a per-row loop: b = (row0 + i) / seqLen_; a new batch flushes the last
-    (method `flush`) and zeroes its sums; a new batch's rows are loaded."""
+    (method `flush`) and zeroes its sums; a new batch's rows are loaded (and with `reload`, in a two-pass kernel's
+    second pass, its complete per-batch reductions read back: RowSchedule.reload_batch)."""
     b, cur, val = Sym("b"), Sym("curBatch_"), Sym("valBatch_")
     out: list = [Let("b", div(add(row0, Sym("i")), Sym("seqLen_")))]
     if flush:
@@ -328,8 +330,10 @@ def _batch_steps(s: RowSchedule, row0, flush: str | None) -> list:
         if s.zero_batch:
             then.append(Call("ZeroBatchSums"))
         out.append(If((Constraint("!=", b, cur),), tuple(then)))
-    if s.load_batch:
-        out.append(If((Constraint("!=", b, val),), (Assign("valBatch_", b), Call("LoadBatch", (b,)))))
+    if s.load_batch or (reload and s.reload_batch):
+        then = [Assign("valBatch_", b)] + ([Call("LoadBatch", (b,))] if s.load_batch else [])
+        then += [Verbatim(tuple(s.reload_batch))] if reload and s.reload_batch else []
+        out.append(If((Constraint("!=", b, val),), tuple(then)))
     return out
 
 

@@ -63,6 +63,7 @@ class RowCounts:
     loads: int = 0
     total_acc: int = 0
     acc_reads: int = 0
+    brow_reads: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out as {dtype: count})."""
@@ -70,7 +71,7 @@ class RowCounts:
                 "stat_out": self.stat_out, "temps": self.temps, "brow": self.brow, "col": self.col,
                 "brow_acc": self.brow_acc, "col_acc": self.col_acc, "rsums": self.rsums,
                 "rsums_per_level": self.rsums_per_level, "levels": self.levels, "loads": self.loads,
-                "total_acc": self.total_acc, "acc_reads": self.acc_reads}
+                "total_acc": self.total_acc, "acc_reads": self.acc_reads, "brow_reads": self.brow_reads}
 
 
 def program_counts(p) -> dict:
@@ -89,12 +90,15 @@ def program_counts(p) -> dict:
         "stat_in": sum(1 for t in p.gm if t.role == "in" and t.space == "stat"),
         "stat_out": sum(1 for t in p.gm if t.role == "out" and t.space == "stat"),
         "temps": p.row_temps, "brow": len(p.brow), "col": len(p.col),
-        "brow_acc": sum(1 for v in p.accs.values() if v[0] == "brow"),
-        "col_acc": sum(1 for v in p.accs.values() if v[0] == "col") + sum(1 for a in p.acc_reads if a not in p.accs),
+        "col_acc": sum(1 for v in p.accs.values() if v[0] == "col")
+        + sum(1 for a in p.acc_reads if a not in p.accs and a not in p.brow),
+        "brow_acc": sum(1 for v in p.accs.values() if v[0] == "brow")
+        + sum(1 for a in p.acc_reads if a not in p.accs and a in p.brow),
         "rsums": len(p.rsums()), "rsums_per_level": max(per_level.values(), default=0), "levels": p.levels,
         "loads": sum(1 for i in p.instrs if i.kind == "load"),
         "total_acc": sum(1 for v in p.accs.values() if v[0] == "total"),
         "acc_reads": len(p.acc_reads),
+        "brow_reads": sum(1 for a in p.acc_reads if a in p.brow),
     }
 
 
@@ -273,9 +277,10 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     per_core = c.col_acc + 2 * c.brow_acc + c.total_acc
     ws_rows = p.let("wsRowBytes", (block_dim * (per_core * col_align * 4) if per_core else 0 * block_dim)
-                    + (c.acc_reads * col_align * 4 if c.acc_reads else 0),
+                    + ((c.acc_reads - c.brow_reads + B * c.brow_reads) * col_align * 4 if c.acc_reads else 0),
                     "ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums"
-                    + ("; then the complete column reductions the second pass reads" if c.acc_reads else ""))
+                    + ("; then the complete column (and per-batch) reductions the second pass reads" if c.acc_reads
+                       else ""))
     if c.total_acc:   # the partial totals of every core after the level region (opgen.codegen.kernel._col_total_lines)
         ws_cols = p.let("wsColBytes", (block_dim * max(c.rsums_per_level, 1) + max(c.rsums, 1)) * group_rows * 4
                         + block_dim * (c.total_acc * 32),
