@@ -171,7 +171,7 @@ spec.output("y", i32, [R, H])
 def _(b, x):
     return {"y": (x * 2.0).cast(i32, "rint")}
 ''', "return", "output y has dtype i32; the rows family writes f32, f16, bf16 outputs"),
-    # two reductions over rows combined: each is complete only after the last row, they are finished one at a time
+    # a reduction over every axis combined with another: only column and per-batch ones are read back
     "TwoReductions": ('''
 spec = OpSpec("TwoReductions", aclnn="aclnnTwoReductions", socs=(A2, A3))
 S, H = spec.dims("S H")
@@ -181,21 +181,21 @@ spec.output("y", f32, [H])
 
 @spec.body
 def _(b, x):
-    return {"y": x.max(0, keepdims=False) - x.mean(0, keepdims=False)}
+    return {"y": x.max(0, keepdims=False) - x.sum((0, 1), keepdims=False)}
 ''', "return", "combines the reductions over rows %v"),
-    # a column reduction read into a column value (computed before the rows, in LoadColumns)
-    "ColValueUse": ('''
-spec = OpSpec("ColValueUse", aclnn="aclnnColValueUse", socs=(A2, A3))
-S, H = spec.dims("S H")
-spec.input("x", f32, [S, H])
-spec.input("g", f32, [H])
-spec.output("y", f32, [S, H])
+    # a per-batch reduction read into a per-batch value (computed at each new batch, before the batch is complete)
+    "BatchValueUse": ('''
+spec = OpSpec("BatchValueUse", aclnn="aclnnBatchValueUse", socs=(A2, A3))
+B, S, H = spec.dims("B S H")
+spec.input("x", f32, [B, S, H])
+spec.input("g", f32, [B, 1, H])
+spec.output("y", f32, [B, S, H])
 
 
 @spec.body
 def _(b, x, g):
-    return {"y": x * (x.sum(0, keepdims=False) * g)}
-''', "return", "into per-row arithmetic only, not into a column value (apply it to the rows first"),
+    return {"y": x * (x.sum(1) * g)}
+''', "return", "into per-row arithmetic only, not into a per-batch row value (apply it to the rows first"),
     # a dim used as a number that is not an extent of the kernel's axes (the batch count)
     "BatchCount": ('''
 spec = OpSpec("BatchCount", aclnn="aclnnBatchCount", socs=(A2, A3))

@@ -577,7 +577,7 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> lis
     """LoadBatch / LoadColumns bodies: loads, brow/col compute, zeroed accumulators."""
     out = []
     for i in prog.instrs:
-        if i.space != space:
+        if i.space != space or i.dst in prog.late:   # late: after the exchange (_cross_core_lines)
             continue
         if i.kind == "load":
             t = prog.tensor(i.gm)
@@ -764,6 +764,17 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
             if a not in prog.brow:   # per-batch ones: at each batch of the second pass (_reload_lines)
                 out.append(_load_row(f"LoadRow<float>({_operand(a, prog)}, {_read_at(prog, a)}], hidden_);"
                                      f"{spec_comment(cites.acc(a))}", _operand(a, prog)))
+        pr = _Printer(prog, "row", cites)
+        for i in prog.instrs:   # the column values of complete reductions, every core the whole row
+            if i.space == "col" and i.dst in prog.late:
+                out += pr.instr(i)
+        if prog.late_stores:
+            out.append("if (GetBlockIdx() == 0) {")
+            for v, g, rm in prog.late_stores:
+                t = prog.tensor(g)
+                out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{addr.col(g)}], {_operand(v, prog)}, "
+                                      f"RoundMode::{rm}, hidden_);", _operand(v, prog)))
+            out.append("}")
     return out
 
 

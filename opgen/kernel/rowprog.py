@@ -175,7 +175,8 @@ class RowProgram:
     instructions} run once on the complete accumulator before it is stored (a mean's division by the count of rows,
     `x.sum(0) / M`): vector instructions over its row `x` and a scratch row `t`; acc_reads: the column
     accumulators per-row arithmetic reads (complete only after the last row: the kernel then runs two passes over
-    the rows, `row_passes`); levels: number
+    the rows, `row_passes`); late: the column values computed from those once complete (after the exchange,
+    before the second pass); late_stores: [(late value, output operand, round mode)]; levels: number
     of row-sum levels (cross-core exchanges per row group when H is split over cores)."""
 
     name: str
@@ -189,6 +190,8 @@ class RowProgram:
     acc_kinds: dict = field(default_factory=dict)
     acc_post: dict = field(default_factory=dict)
     acc_reads: list = field(default_factory=list)
+    late: list = field(default_factory=list)
+    late_stores: list = field(default_factory=list)
     levels: int = 0
     consts: list = field(default_factory=list)   # predefined UB operands (head-row kernels: slots, lane tables)
 
@@ -295,7 +298,7 @@ def assign_row_passes(p: RowProgram) -> None:
 
     first = closure([k for k, i in enumerate(instrs) if i.kind == "acc"])
     second = closure([k for k, i in enumerate(instrs) if i.kind in ("store", "sstore")])
-    reads = set(p.acc_reads)
+    reads = set(p.acc_reads) | set(p.late)
     for k in first:
         bad = next((x for x in _names_in(instrs[k]) if x in reads), None)
         if bad is not None:
@@ -513,6 +516,10 @@ def print_program(p: RowProgram, locs: bool = False) -> str:
             lines.append(f"  acc {a} ({'brow' if a in p.brow else 'col'}, read){' then' + then[1:] if then else ''}")
     if p.acc_reads:
         lines.append(f"  second pass over the rows reads {', '.join(p.acc_reads)} complete")
+    if p.late:
+        lines.append(f"  after the exchange: {', '.join(p.late)}")
+    for v, g, rm in p.late_stores:
+        lines.append(f"  store {g} <- {v} ({rm}) after the exchange")
     for i in p.instrs:
         body = _instr_text(i)
         ph = ",".join("F" if x == -1 else f"P{x}" for x in i.phases)

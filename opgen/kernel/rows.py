@@ -112,6 +112,8 @@ class _Lowering:
         order = {n: k for k, n in enumerate([pr.value.name for pr in self.g.params] + [o for o, _ in self.g.outputs])}
         p.gm.sort(key=lambda t: (t.role != "in", order.get(t.gm, len(order)), t.name))
         rowalg.optimize(p, self.passes)   # kernel-level algebra (opgen.kernel.rowalg.ROW_PASSES)
+        defined = {i.dst for i in p.instrs}
+        p.late = [v for v in p.late if v in defined]   # merged or dropped by the algebra
         rowprog._assign_levels(p)
         p.instrs = rowprog._schedule(p.instrs)
         rowprog._assign_phases(p)
@@ -290,6 +292,8 @@ class _Lowering:
                 lower_elementwise(self, r, sp, op, list(n.inputs))
             except IRError as e:
                 raise self.err(r, str(e).removeprefix("row kernel: ")) from None
+            if sp == "col" and any(x in self.sums or x in self.p.late for x in n.inputs):
+                self.p.late.append(r)   # a column value of complete reductions: computed after the exchange
             return
         what = _CONSTRUCT.get(op, f"op {op}")
         raise self.err(r, f"{what}: the rows family does not lower it yet (`opgen interpret` runs it)")
@@ -373,17 +377,18 @@ class _Lowering:
 
     def _second_pass(self, x: str, by: str) -> bool:
         """Whether value x, a reduction over rows (or a finishing step of one), can be read by the computation of
-        `by` in a second pass over the rows: a column accumulator (the reduction over every leading axis; not a
-        per-batch one nor one over every axis) whose finishing steps are those of any output storing it.
-        Records the read (RowProgram.acc_reads, acc_post). Raises Unsupported when the accumulator is finished two
-        ways."""
+        `by` in a second pass over the rows: a column or per-batch accumulator (not one over every axis) whose
+        finishing steps are those of any output storing it, read by a row or per-row value, or (a column one) by a
+        column value, then computed once after the exchange (RowProgram.late). Records the read
+        (RowProgram.acc_reads, acc_post). Raises Unsupported when the accumulator is finished two ways."""
         a = self.sums[x]
         if self.space.get(a) not in ("col", "brow") or a in self.totals:
             return False
-        try:   # a column value computed from it would run before the first pass (LoadColumns): rows only
-            if self.lay.space(self.vals[by].type.shape) not in ("row", "stat"):
-                return False
+        try:   # a batch value computed from it would run before the first pass (LoadBatch)
+            sp = self.lay.space(self.vals[by].type.shape)
         except IRError:
+            return False
+        if sp not in ("row", "stat") and (sp, self.space.get(a)) != ("col", "col"):
             return False
         post = self.post.get(x, ())
         if self.p.acc_post.get(a, post) != post or (post and a in self.p.accs and a not in self.p.acc_post):
@@ -421,10 +426,16 @@ class _Lowering:
         """Whether elementwise node n, which reads a reduction over rows, is a finishing step (module `finish`):
         its other operands are scalars, or the reduction cannot be read in a second pass (finish refuses it)."""
         others = [x for x in n.inputs if x not in self.sums]
+        if len({self.sums[x] for x in n.inputs if x in self.sums}) > 1:   # two reductions: read in a second pass
+            return not all(self.space.get(self.sums[x]) in ("col", "brow") and self.sums[x] not in self.totals
+                           for x in n.inputs if x in self.sums)
+        a = self.sums[next(x for x in n.inputs if x in self.sums)]
+        readable = self.space.get(a) in ("col", "brow") and a not in self.totals
+        if not others and len(n.inputs) > 1:   # m * m: read in a second pass when it can be
+            return not readable
         if all(not self.ch.is_load(x) and self.space.get(x) == "scalar" for x in others):
             return True
-        a = self.sums[next(x for x in n.inputs if x in self.sums)]
-        return self.space.get(a) not in ("col", "brow") or a in self.totals
+        return not readable
 
     def finish(self, n) -> None:
         """Elementwise node n reads a reduction over rows (an accumulator, complete only after the last row): when
@@ -509,6 +520,11 @@ class _Lowering:
                     raise self.err(v, f"output {name}: per-row statistics must be written in row order")
                 self.p.gm.append(GmTensor(gm, "out", "stat", dtype, view, name))
                 self.p.instrs.append(Instr("sstore", "", (src,), arg=rnd, gm=gm, space="stat"))
+            elif sp == "col" and src in self.p.late:   # written once computed, after the exchange
+                if not all(as_dim(x) == Lit(0) for x in view.strides):
+                    raise self.err(v, f"output {name}: a column value written along a leading axis")
+                self.p.gm.append(GmTensor(gm, "out", "col", dtype, view, name))
+                self.p.late_stores.append((src, gm, rnd))
             elif sp in ("brow", "col"):
                 if not any(i.kind == "acc" and i.dst == src for i in self.p.instrs):
                     raise self.err(v, f"output {name} is a {sp} value that is not a sum over rows")
@@ -588,6 +604,8 @@ def _canonical_names(p: RowProgram) -> None:
     p.acc_kinds = {ren(k): v for k, v in p.acc_kinds.items()}
     p.acc_post = {ren(k): v for k, v in p.acc_post.items()}
     p.acc_reads = [ren(k) for k in p.acc_reads]
+    p.late = [ren(k) for k in p.late]
+    p.late_stores = [(ren(k), g, r) for k, g, r in p.late_stores]
 
 
 def _subsequence(ks, full) -> bool:

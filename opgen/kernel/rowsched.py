@@ -233,6 +233,8 @@ def _row_split(s: RowSchedule) -> Func:
         if s.flush_row:
             body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
         body.append(Verbatim(tuple(s.cross_core)))
+        if not (s.row_out or s.stat_out):   # only column values read the reductions: no second pass is needed
+            return Func("RowSplit", (), tuple(body))
         body.append(Assign("valBatch_", Lit(-1)))
     loop: list = list(copy_in)
     loop.append(Call("Compute", (Sym("r0"), _K)))
@@ -375,9 +377,9 @@ def _col_split(s: RowSchedule) -> Func:
     """COL_SPLIT: this core's column slice in chunks of colsPerPass; per chunk, groups of groupRows resident rows;
     per group the row-reduction levels (partial sums of this core's columns to workspace, SyncAll, each core totals
     the rows it owns, SyncAll, totals read back), then the final per-row stream and the outputs. A two-pass kernel
-    (RowSchedule.acc_body) has none: its tiling always takes ROW_SPLIT (opgen.tiling.rowkernel)."""
+    (RowSchedule.acc_body) runs ROW_SPLIT here: its tiling always selects it (opgen.tiling.rowkernel)."""
     if s.acc_body:
-        return Func("ColSplit", (), (Comment("two passes over the rows: the tiling never selects COL_SPLIT"),))
+        return Func("ColSplit", (), (Call("RowSplit", doc="two passes over the rows: ROW_SPLIT only"),))
     f4 = SizeOf("float")
     core, cores, g, gs, rs = Sym("core"), Sym("cores"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
     body: list = [
@@ -671,7 +673,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         methods.append(_copy_in(s))
     if s.acc_body:
         methods.append(_accumulate(s))
-    methods.append(_compute(s))
+    if not s.acc_body or s.row_out or s.stat_out:   # a two-pass kernel without row outputs has no second pass
+        methods.append(_compute(s))
     if s.row_out or s.stat_out:
         methods.append(_copy_out(s))
     return KernelClass(
