@@ -124,6 +124,31 @@ def bias_add_grad(i, a):
     return {"db": dy.reshape(-1, dy.shape[-1]).sum(0)}
 
 
+def reduce_mean(i, a):
+    return {"out": _f(i["self"]).mean(-2)}
+
+
+def reduce_max(i, a):
+    return {"out": _f(i["self"]).max(-2)}
+
+
+def mse_loss(i, a):
+    sq = (_f(i["self"]) - _f(i["target"])) ** 2
+    return {"out": np.asarray(sq.mean() if int(a.get("reduction", 1)) == 1 else sq.sum())}
+
+
+def batch_norm(i, a):
+    """torch.nn.functional.batch_norm's training-mode formula (biased variance around the mean), float64. The
+    kernel's variance is mean(x * x) - mean ** 2 (the spec's, as CANN's), which cancels: an fp32 error of a few
+    units of mean(x * x) moves invstd by r ** 3 / 2 times it, so the bounds' scale carries that conditioning."""
+    x, w, bb = _f(i["input"]), _f(i["weight"]), _f(i["bias"])
+    m = x.mean(0)
+    r = 1.0 / np.sqrt(((x - m) ** 2).mean(0) + float(a.get("eps", 1e-5)))
+    dr = 2.0 * r**3 * (x * x).mean(0)   # invstd's sensitivity to the variance's rounding, with the bound's unit
+    scale = (np.abs(x) + np.abs(m)) * (r + dr) * np.abs(w) + np.abs(bb)   # the terms the output is a difference of
+    return {"output": ((x - m) * r * w + bb, scale), "saveMean": m, "saveInvstd": (r, r + dr)}
+
+
 def scaled_transpose(i, a):
     return {"y": _f(i["x"]).transpose(0, 2, 1, 3) * float(a.get("scale", 1.0))}
 
@@ -218,15 +243,17 @@ def smooth_l1_loss(i, a):
 
 ORACLES = {f.__name__: f for f in (hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
-                                   swiglu_grad)}
+                                   swiglu_grad, reduce_mean, reduce_max, mse_loss, batch_norm)}
 
 TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
     "add_rms_norm": {"y": "row", "rstd": "row"}, "layer_norm_grad": {"pd_x": "row", "pd_gamma": "rows",
                                                                     "pd_beta": "rows"},
     "softmax": {"y": "row"}, "scaled_masked_softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
+    "reduce_mean": {"out": "M"}, "mse_loss": {"out": "all"},
+    "batch_norm": {"output": "N", "saveMean": "N", "saveInvstd": "N"},
 }
-"""K: the reduction length K of a matrix product; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
+"""K, M, N: the reduction length K of a matrix product, the reduced axis M or N; all: every element; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
 (elementwise) sum nothing."""
 
 
@@ -234,12 +261,14 @@ def _terms(op, name, dims) -> int:
     """Terms one element of output `name` of `op` sums over at `dims` (TERMS), 1 when it sums nothing."""
     kind = TERMS.get(op, {}).get(name)
     size = {k: int(np.prod(v)) if isinstance(v, tuple) else v for k, v in dims.items()}
-    if kind == "K":
-        return size["K"]
+    if kind in ("K", "M", "N"):
+        return size[kind]
     if kind == "row":
         return size["H"]
     if kind == "seq":
         return size["S"]
+    if kind == "all":
+        return int(np.prod(list(size.values())))
     if kind == "rows":
         return int(np.prod([v for k, v in size.items() if k != "H"]))
     return 1
@@ -287,6 +316,19 @@ CASES = [
     ("bias_add_grad", {"Bd": (50, 3), "H": 70}, BF16, {}, 1),
     ("bias_add_grad", {"Bd": (3,), "H": 40000}, F32, {}, 2),
     ("bias_add_grad", {"Bd": (), "H": 5}, F16, {}, None),
+    ("reduce_mean", {"Bd": (3,), "M": 37, "H": 33}, F16, {}, 1),                # batches split across cores
+    ("reduce_mean", {"Bd": (2, 3), "M": 1, "H": 1}, F32, {}, None),             # M = 1, H = 1
+    ("reduce_mean", {"Bd": (), "M": 5, "H": 20000}, BF16, {}, 2),               # few rows: the row over cores
+    ("reduce_max", {"Bd": (5,), "M": 29, "H": 17}, BF16, {}, 1),
+    ("reduce_max", {"Bd": (1,), "M": 3, "H": 9001}, F16, {}, 2),
+    ("reduce_max", {"Bd": (97,), "M": 1, "H": 2}, F32, {}, 1),                  # a tail over 48 cores
+    ("mse_loss", {"Bd": (3, 5), "H": 33}, F16, {}, 1),                        # a mean of every element
+    ("mse_loss", {"Bd": (2,), "H": 20000}, F32, {}, 2),                         # partial totals per column slice
+    ("mse_loss", {"Bd": (), "H": 1}, BF16, {"reduction": 2}, None),             # one element
+    ("mse_loss", {"Bd": (97,), "H": 3}, BF16, {"reduction": 2}, 1),             # a sum, rows with a tail over cores
+    ("batch_norm", {"N": 111, "C": 33}, F16, {}, 1),                            # two passes, rows over 48 cores
+    ("batch_norm", {"N": 3, "C": 2000}, F32, {"eps": 0.01}, 1),                 # few long rows: still ROW_SPLIT
+    ("batch_norm", {"N": 1, "C": 1}, BF16, {}, 1),
     ("scaled_transpose", {"B": 2, "S": 7, "N": 3, "D": 20}, F32, {"scale": 0.5}, 1),
     ("scaled_transpose", {"B": 1, "S": 33, "N": 5, "D": 1}, F16, {"scale": -2.0}, None),
     ("scaled_transpose", {"B": 2, "S": 3, "N": 2, "D": 9000}, BF16, {"scale": 0.125}, 2),

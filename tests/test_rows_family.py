@@ -25,9 +25,9 @@ def _spec(tmp_path, name, body):
 
 # ------------------------------------------------------------------------------------------------ refusals
 REFUSED = {
-    # a column sum read by per-row arithmetic (the accumulator is complete only after the last row)
-    "ColSumUse": ('''
-spec = OpSpec("ColSumUse", aclnn="aclnnColSumUse", socs=(A2, A3))
+    # a sum over every axis read by per-row arithmetic (only column reductions are read back in a second pass)
+    "TotalUse": ('''
+spec = OpSpec("TotalUse", aclnn="aclnnTotalUse", socs=(A2, A3))
 S, H = spec.dims("S H")
 spec.input("x", f32, [S, H])
 spec.output("y", f32, [S, H])
@@ -35,21 +35,21 @@ spec.output("y", f32, [S, H])
 
 @spec.body
 def _(b, x):
-    return {"y": x - x.sum(0)}
+    return {"y": x - x.sum((0, 1))}
 ''', "return", "reads the sum over rows %v"),
-    # a per-batch sum read by per-row arithmetic
+    # a per-batch sum of values that read a per-batch sum (a variance around the mean: a third pass)
     "BatchMeanUse": ('''
 spec = OpSpec("BatchMeanUse", aclnn="aclnnBatchMeanUse", socs=(A2, A3))
 B, S, H = spec.dims("B S H")
 spec.input("x", f32, [B, S, H])
-spec.output("y", f32, [B, S, H])
+spec.output("y", f32, [B, 1, H])
 
 
 @spec.body
 def _(b, x):
     m = x.sum(1) * (1.0 / 7.0)
-    return {"y": x - m}
-''', "m = x.sum(1)", "reads the sum over rows %v"),
+    return {"y": (x - m).sum(1)}
+''', "return", "a reduction over rows of a value that reads the reduction over rows %"),
     # a column sum broadcast to every row of an output
     "ColSumRows": ('''
 spec = OpSpec("ColSumRows", aclnn="aclnnColSumRows", socs=(A2, A3))
@@ -185,6 +185,44 @@ spec.output("y", i64, [R, H])
 def _(b, x):
     return {"y": (x * 2.0).cast(i64, "rint")}
 ''', "return", "output y has dtype i64; the rows family writes f32, f16, bf16, i32, i8, u8 outputs"),
+    # a reduction over every axis combined with another: only column and per-batch ones are read back
+    "TwoReductions": ('''
+spec = OpSpec("TwoReductions", aclnn="aclnnTwoReductions", socs=(A2, A3))
+S, H = spec.dims("S H")
+spec.input("x", f32, [S, H])
+spec.output("y", f32, [H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x.max(0, keepdims=False) - x.sum((0, 1), keepdims=False)}
+''', "return", "combines the reductions over rows %v"),
+    # a per-batch reduction read into a per-batch value (computed at each new batch, before the batch is complete)
+    "BatchValueUse": ('''
+spec = OpSpec("BatchValueUse", aclnn="aclnnBatchValueUse", socs=(A2, A3))
+B, S, H = spec.dims("B S H")
+spec.input("x", f32, [B, S, H])
+spec.input("g", f32, [B, 1, H])
+spec.output("y", f32, [B, S, H])
+
+
+@spec.body
+def _(b, x, g):
+    return {"y": x * (x.sum(1) * g)}
+''', "return", "into per-row arithmetic only, not into a per-batch row value (apply it to the rows first"),
+    # a dim used as a number that is not an extent of the kernel's axes (the batch count)
+    "BatchCount": ('''
+spec = OpSpec("BatchCount", aclnn="aclnnBatchCount", socs=(A2, A3))
+A, M, H = spec.dims("A M H")
+spec.input("x", f32, [A, M, H])
+spec.output("y", f32, [A, H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x.sum(1, keepdims=False) / A}
+''', "return", "the value of dim A; the rows family reads as numbers the extents of the kernel's axes [H], [A, M], "
+                  "[M] (alone or times the row length H)"),
 }
 
 
@@ -320,6 +358,149 @@ def test_int32_rows_and_an_optional_batch_row(opt_int, tmp_path):
         assert got.shape == want.shape
         assert np.abs(got - want).max() <= 1e-6 * np.abs(want).max(), sorted(ins)
         assert r.passed and not r.faults
+
+
+_LEAD_STATS = '''
+spec = OpSpec("LeadStats", aclnn="aclnnLeadStats", socs=(A2, A3), round="rint")
+A, M = spec.dims("A M")
+H = spec.dim("H", max=65536)
+spec.attr("alpha", float, 2.0)
+spec.input("x", f32, [A, M, H])
+spec.output("bmean", f32, [A, H])
+spec.output("cmax", f32, [H])
+spec.output("cmean", f16, [H])
+spec.output("tmax", f32, [1])
+
+
+@spec.body
+def _(b, x, alpha):
+    return {"bmean": 1.0 - x.sum(1, keepdims=False) / M * alpha, "cmax": x.max((0, 1), keepdims=False),
+            "cmean": x.mean((0, 1), keepdims=False).cast(f16, "rint"), "tmax": x.max((0, 1, 2)).reshape([1]) * 0.5}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_means_maxima_and_finishing_steps_over_leading_axes(tmp_path):
+    """A per-batch sum finished by scalar arithmetic with a dim and a runtime attribute (`1 - sum / M * alpha`), a
+    column maximum (from -inf, partials combined with Max), a column mean and a maximum over every axis (a [1]
+    output, halved once complete) in one kernel, against float64 NumPy:
+    batches and rows split across cores with tails (ROW_SPLIT), M = 1, and rows past the core count's columns
+    (COL_SPLIT). One build, three runs."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "lead_stats", _LEAD_STATS)
+    write_ops([str(path)], tmp_path / "gen")
+    for dims, alpha, strategy in (({"A": 3, "M": 37, "H": 33}, 0.7, 1), ({"A": 5, "M": 1, "H": 1}, -3.0, None),
+                                  ({"A": 2, "M": 2, "H": 5000}, 1.5, 2)):
+        r = run_check(str(path), dims=dims, attrs={"alpha": alpha}, gen_dir=tmp_path / "gen", seed=dims["H"],
+                      progress=False)
+        assert not r.faults and r.passed, (dims, r.faults[:3], r.failed_outputs())
+        if strategy is not None:
+            assert r.tiling_key % 10 == strategy, r.tiling_key
+        x = np.asarray(r.inputs["x"], dtype=np.float64)
+        want = {"bmean": 1.0 - x.sum(1) / dims["M"] * alpha, "cmax": x.max((0, 1)), "cmean": x.mean((0, 1)),
+                "tmax": x.max().reshape(1) * 0.5}
+        for name, ref in want.items():
+            got = np.asarray(r.arrays[name], dtype=np.float64)
+            unit = 2.0**-11 if name == "cmean" else 2.0**-24 * (4 + x.shape[0] * x.shape[1])
+            assert got.shape == ref.shape and np.all(np.abs(got - ref) <= 4 * unit * (np.abs(ref) + np.abs(ref).mean()
+                                                                                     + 1e-30)), (dims, name)
+        for name in ("cmax", "tmax"):   # a max is exact (and halving it)
+            assert np.array_equal(np.asarray(r.arrays[name], dtype=np.float64), want[name]), (dims, name)
+
+
+_CENTRE = '''
+spec = OpSpec("Centre", aclnn="aclnnCentre", socs=(A2, A3), round="rint")
+S = spec.dim("S", max=100000)
+H = spec.dim("H", max=4096)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [S, H])
+spec.output("y", T, [S, H])
+spec.output("z", f32, [S, H])
+spec.output("mean", f32, [H])
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x):
+    xf = x.f32()
+    m = xf.mean(0, keepdims=False)
+    return {"y": ((xf - m) * 2.0).cast(T, "rint"), "z": xf - xf.max(0), "mean": m}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_a_column_reduction_read_by_per_row_arithmetic_takes_a_second_pass(tmp_path):
+    """`x - x.mean(0)` and `x - x.max(0)`: the first pass accumulates the column mean and maximum, the cross-core
+    exchange completes them (each core its column slice, in core order) and writes them back through workspace,
+    the second pass reads them complete; against float64 NumPy with rows split across cores with tails, one row of
+    one element, and rows of 4000 (the tiling keeps ROW_SPLIT for a two-pass kernel). One build."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "centre", _CENTRE)
+    write_ops([str(path)], tmp_path / "gen")
+    for dims, dt in (({"S": 111, "H": 33}, "float16"), ({"S": 1, "H": 1}, "bfloat16"), ({"S": 5, "H": 4000}, "float32")):
+        r = run_check(str(path), dims=dims, dtypes={"T": dt}, gen_dir=tmp_path / "gen", seed=dims["S"],
+                      progress=False)
+        assert not r.faults and r.passed, (dims, r.faults[:3], r.failed_outputs())
+        assert r.tiling_key % 10 == 1, r.tiling_key
+        x = np.asarray(r.inputs["x"], dtype=np.float64)
+        m = x.mean(0)
+        unit = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}[dt] * 4 + 2.0**-24 * 4 * dims["S"]
+        for name, ref in (("y", (x - m) * 2.0), ("z", x - x.max(0)), ("mean", m)):
+            got = np.asarray(r.arrays[name], dtype=np.float64)
+            scale = np.maximum(np.abs(ref), np.abs(x).max())   # differences cancel: bound by the terms' size
+            assert got.shape == ref.shape and np.all(np.abs(got - ref) <= unit * (scale + 1e-30)), (dims, name)
+
+
+_BATCH_CENTRE = '''
+spec = OpSpec("BatchCentre", aclnn="aclnnBatchCentre", socs=(A2, A3), round="rint")
+B = spec.dim("B", max=1000)
+S = spec.dim("S", max=100000)
+H = spec.dim("H", max=4096)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [B, S, H])
+spec.output("y", T, [B, S, H])
+spec.output("m", f32, [B, H])
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x):
+    xf = x.f32()
+    m = xf.mean(1, keepdims=False)
+    return {"y": (xf - xf.max(1) + m.reshape([B, 1, H])).cast(T, "rint"), "m": m}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_a_per_batch_reduction_read_by_per_row_arithmetic_takes_a_second_pass(tmp_path):
+    """`x - x.max(1) + x.mean(1)` of [B, S, H]: the first pass accumulates each batch's maximum and mean, whole
+    batches are written complete to workspace when flushed, batches split across cores after the exchange; the
+    second pass reads each batch's complete rows back at a new batch. Against float64 NumPy: batches split across
+    cores, one row per batch with 97 batches, rows of 4000. One build."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "batch_centre", _BATCH_CENTRE)
+    write_ops([str(path)], tmp_path / "gen")
+    for dims, dt in (({"B": 3, "S": 37, "H": 33}, "float16"), ({"B": 97, "S": 1, "H": 1}, "bfloat16"),
+                     ({"B": 2, "S": 3, "H": 4000}, "float32")):
+        r = run_check(str(path), dims=dims, dtypes={"T": dt}, gen_dir=tmp_path / "gen", seed=dims["S"],
+                      progress=False)
+        assert not r.faults and r.passed, (dims, r.faults[:3], r.failed_outputs())
+        x = np.asarray(r.inputs["x"], dtype=np.float64)
+        m = x.mean(1)
+        unit = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}[dt] * 4 + 2.0**-24 * 4 * dims["S"]
+        for name, ref in (("y", x - x.max(1, keepdims=True) + m[:, None, :]), ("m", m)):
+            got = np.asarray(r.arrays[name], dtype=np.float64)
+            scale = np.maximum(np.abs(ref), np.abs(x).max())
+            assert got.shape == ref.shape and np.all(np.abs(got - ref) <= unit * (scale + 1e-30)), (dims, name)
 
 
 MASK_LOGIC = '''

@@ -30,8 +30,8 @@ from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe, float_scalar
-from opgen.kernel.rowprog import (MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, attr_names, instr_op,
-                                  per_row)
+from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
+                                  attr_names, instr_op, per_row, row_passes)
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
@@ -115,7 +115,7 @@ def _operand(name: str, prog: RowProgram) -> str:
     raise SpecError(f"row kernel {prog.name}: operand {name} has no buffer")
 
 
-INT_MEMBERS = ("hidden_", "headDim_")
+INT_MEMBERS = ("hidden_", "headDim_", "rowNum_", "seqLen_")
 """The int64 members a row program's scalar text reads through static_cast<float> (opgen.kernel.rows)."""
 
 
@@ -614,7 +614,7 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> lis
     """LoadBatch / LoadColumns bodies: loads, brow/col compute, zeroed accumulators."""
     out = []
     for i in prog.instrs:
-        if i.space != space:
+        if i.space != space or i.dst in prog.late:   # late: after the exchange (_cross_core_lines)
             continue
         if i.kind == "load":
             t = prog.tensor(i.gm)
@@ -630,25 +630,91 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> lis
     return out
 
 
+def _acc_items(prog: RowProgram) -> list:
+    """[(accumulator, (space, output or None, round mode or None))]: the stored accumulators (RowProgram.accs), then
+    the column accumulators only read by a second pass over the rows (RowProgram.acc_reads)."""
+    return list(prog.accs.items()) + [(a, ("brow" if a in prog.brow else "col", None, None))
+                                      for a in prog.acc_reads if a not in prog.accs]
+
+
+def _read_at(prog: RowProgram, a: str, b: str = "") -> str:
+    """The workspace element where the complete (finished) value of read accumulator `a` lives for the second pass
+    over the rows (after every core's partial rows): a column reduction's row, or batch `b`'s row of a per-batch
+    one (one row per batch: rowNum_ / seqLen_ of them)."""
+    cols = [x for x in prog.acc_reads if x not in prog.brow]
+    brows = [x for x in prog.acc_reads if x in prog.brow]
+    row = "static_cast<int64_t>(GetBlockNum()) * wsRowsPerCore_"
+    if a in cols:
+        return f"ws_[({row} + {cols.index(a)}) * colAlign_"
+    return f"ws_[({row} + {len(cols)} + {brows.index(a)} * (rowNum_ / seqLen_) + {b}) * colAlign_"
+
 def _zero_lines(prog: RowProgram, space: str, cites: Cites) -> list[str]:
-    """Zero the accumulators of `space` (brow: at each new batch, col: once per column chunk)."""
+    """Start the accumulators of `space` (brow: at each new batch, col: once per column chunk) from the identity
+    of their kind (rowprog.ACC_INIT: 0 for a sum or mean, -inf for a maximum)."""
     d = INSTRS[Op.DUPLICATE]
     return [instr_stmt(d, d.stmt(**ex) + spec_comment(cites.acc(a)), ex)
-            for a, (sp, _n, _r) in prog.accs.items() if sp == space
-            for ex in [{"dst": _operand(a, prog), "scalar": "0.0f", "count": "n_"}]]
+            for a, (sp, _n, _r) in _acc_items(prog) if sp == space or (sp, space) == ("total", "col")
+            for ex in [{"dst": _operand(a, prog), "scalar": ACC_INIT[prog.acc_kinds.get(a, "sum")], "count": "n_"}]]
+
+
+def _finish_lines(prog: RowProgram, a: str, buf: str, tmp: str, n: str, cites: Cites) -> list:
+    """What completes accumulator `a` (held in UB row `buf`, `n` lanes) before it is stored: its finishing
+    instructions (RowProgram.acc_post: a mean's division by the count of rows it summed, read from tiling data --
+    a true division, as the interpreter's sum / count --, or the scalar arithmetic of the spec after the
+    reduction) with the row `x` printed as `buf` and the scratch row `t` as `tmp` (a row free at that point)."""
+    out = []
+    operand = lambda name: buf if name == "x" else tmp  # noqa: E731
+    c = spec_comment(cites.acc(a))
+    for i in prog.acc_post.get(a, ()):
+        out += vector_stmt(i, [compute_line(i, operand, n) + c], operand, n)
+    return out
+
+
+def _totals(prog: RowProgram) -> list:
+    """[(accumulator, (space, output, round mode))] of the reductions over every axis (space "total"), in order."""
+    return [(a, v) for a, v in prog.accs.items() if v[0] == "total"]
+
+
+def _total_part(prog: RowProgram, a: str, j: int) -> list:
+    """`part<j>`: accumulator `a`'s column row (this core's rows or columns) reduced over its n_ columns by its kind
+    (RowSum / RowMax: the vector work on it is complete when it returns, after its V->S wait)."""
+    red = "RowMax" if prog.acc_kinds.get(a) == "max" else "RowSum"
+    return [vstmt(f"const float part{j} = {red}({_operand(a, prog)}, n_);", reads=[_operand(a, prog)],
+                  after="barrier")]
+
+
+def _total_store(prog: RowProgram, a: str, name: str, rm: str, cites: Cites) -> list:
+    """The combined total in w_[0] (lane 0): finished (w_[1] scratch) and written as output `name`'s one element."""
+    t = prog.tensor(name)
+    return _finish_lines(prog, a, "w_[0]", "w_[1]", "1", cites) + [
+        _store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[0], w_[0], RoundMode::{rm}, 1);"
+                   f"{spec_comment(cites.acc(a))}", "w_[0]")]
+
+
+def _partials(prog: RowProgram, a: str) -> str:
+    """The cross-core combining helper of accumulator `a` (opgen.kernel.rowsched: SumPartials for a sum or mean,
+    MaxPartials for a maximum): the exchange applies the accumulator's own operation, in core order."""
+    return "MaxPartials" if prog.acc_kinds.get(a) == "max" else "SumPartials"
 
 
 def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list[str]:
     """FlushBatch body: write the batch sums (direct when this core saw the whole batch or owns its
     columns; else fp32 partial rows to workspace, slot 0 = first batch of the core, 1 = last)."""
-    accs = [(a, v) for a, v in prog.accs.items() if v[0] == "brow"]
+    accs = [(a, v) for a, v in _acc_items(prog) if v[0] == "brow"]
     if not accs:
         return []
-    ncol = sum(1 for v in prog.accs.values() if v[0] == "col")
+    ncol = sum(1 for _a, v in _acc_items(prog) if v[0] == "col")
     out = []
-    direct = [_store_row(f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
-                         f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, RoundMode::{rm}, n_);"
-                         + spec_comment(cites.acc(a)), _operand(a, prog)) for a, (_sp, name, rm) in accs]
+    direct = []
+    for a, (_sp, name, rm) in accs:
+        direct += _finish_lines(prog, a, _operand(a, prog), "w_[0]", "n_", cites)
+        if name is not None:
+            direct.append(_store_row(f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
+                                     f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, "
+                                     f"RoundMode::{rm}, n_);" + spec_comment(cites.acc(a)), _operand(a, prog)))
+        if a in prog.acc_reads:   # the complete batch row, for the second pass over the rows
+            direct.append(_store_row(f"StoreRow<float>({_read_at(prog, a, 'curBatch_')}], {_operand(a, prog)}, "
+                                     f"RoundMode::CAST_NONE, n_);" + spec_comment(cites.acc(a)), _operand(a, prog)))
     if mode == "col":
         return direct
     out.append("const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;")
@@ -667,15 +733,23 @@ def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list
 def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     """ROW_SPLIT epilogue: partial column sums to workspace, SyncAll, then each core sums its column
     slice over the cores in core order (column outputs and the batches split across cores)."""
-    cols = [(a, v) for a, v in prog.accs.items() if v[0] == "col"]
-    brows = [(a, v) for a, v in prog.accs.items() if v[0] == "brow"]
-    if not cols and not brows:
+    cols = [(a, v) for a, v in _acc_items(prog) if v[0] == "col"]
+    brows = [(a, v) for a, v in _acc_items(prog) if v[0] == "brow"]
+    tots = _totals(prog)
+    if not cols and not brows and not tots:
         return []
     out = []
     for j, (a, _v) in enumerate(cols):
         out.append(_store_row(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {j}) * colAlign_], "
                               f"{_operand(a, prog)}, RoundMode::CAST_NONE, n_);{spec_comment(cites.acc(a))}",
                               _operand(a, prog)))
+    base = len(cols) + 2 * len(brows)   # the workspace rows of the totals: after the column and batch partials
+    d = INSTRS[Op.DUPLICATE]
+    for j, (a, _v) in enumerate(tots):   # this core's partial total: its column row reduced, one element
+        ex = {"dst": "w_[0]", "scalar": f"part{j}", "count": "1"}
+        out += _total_part(prog, a, j) + [instr_stmt(d, d.stmt(**ex), ex)]
+        out.append(_store_row(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {base + j}) * colAlign_], "
+                              f"w_[0], RoundMode::CAST_NONE, 1);{spec_comment(cites.acc(a))}", "w_[0]"))
     out.append("PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them")
     out.append("SyncAll();")
     out.append("const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;")
@@ -683,10 +757,16 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
                "td_->colsPerReduceCore) : 0;")
     out.append("if (rn > 0) {")
     for j, (a, (_sp, name, rm)) in enumerate(cols):
-        t = prog.tensor(name)
-        out.append(_sum_partials(f"SumPartials({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);"))
-        out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
-                              f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
+        out.append(_sum_partials(f"{_partials(prog, a)}({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, "
+                                 f"-1);"))
+        out += _finish_lines(prog, a, "w_[0]", "w_[1]", "rn", cites)
+        if name is not None:
+            t = prog.tensor(name)
+            out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
+                                  f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
+        if a in prog.acc_reads:   # the complete slice, for every core's second pass (after the exchange region)
+            out.append(_store_row(f"StoreRow<float>({_read_at(prog, a)} + r0], w_[0], RoundMode::CAST_NONE, rn);"
+                                  f"{spec_comment(cites.acc(a))}", "w_[0]"))
     if brows:
         out.append("int64_t lastBatch = -1;")
         out.append("for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {")
@@ -696,22 +776,95 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
         out.append("lastBatch = b;")
         out.append("const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;")
         for j, (a, (_sp, name, rm)) in enumerate(brows):
-            t = prog.tensor(name)
-            out.append(_sum_partials(f"SumPartials({len(cols) + j}, {len(brows)}, r0, rn, CoreOfRow(b * seqLen_), "
-                                     f"CoreOfRow(last), b);"))
-            out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.brow(name, 'b'), 'r0'])}], w_[0], "
-                                  f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
+            out.append(_sum_partials(f"{_partials(prog, a)}({len(cols) + j}, {len(brows)}, r0, rn, "
+                                     f"CoreOfRow(b * seqLen_), CoreOfRow(last), b);"))
+            out += _finish_lines(prog, a, "w_[0]", "w_[1]", "rn", cites)
+            if name is not None:
+                t = prog.tensor(name)
+                out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.brow(name, 'b'), 'r0'])}], "
+                                      f"w_[0], RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
+            if a in prog.acc_reads:
+                out.append(_store_row(f"StoreRow<float>({_read_at(prog, a, 'b')} + r0], w_[0], RoundMode::CAST_NONE, "
+                                      f"rn);{spec_comment(cites.acc(a))}", "w_[0]"))
         out.append("}")
     out.append("}")
+    if tots:   # core 0 combines the cores' partial totals in core order and writes each total
+        out.append("if (GetBlockIdx() == 0) {")
+        for j, (a, (_sp, name, rm)) in enumerate(tots):
+            out.append(_sum_partials(f"{_partials(prog, a)}({base + j}, 0, 0, 1, 0, "
+                                     f"static_cast<int64_t>(GetBlockNum()) - 1, -1);"))
+            out += _total_store(prog, a, name, rm, cites)
+        out.append("}")
+    if prog.acc_reads:   # every core reads the complete column reductions back for the second pass over its rows
+        out += ["PipeBarrier<PIPE_ALL>();  // the complete slices are in GM before any core reads them", "SyncAll();"]
+        for a in prog.acc_reads:
+            if a not in prog.brow:   # per-batch ones: at each batch of the second pass (_reload_lines)
+                out.append(_load_row(f"LoadRow<float>({_operand(a, prog)}, {_read_at(prog, a)}], hidden_);"
+                                     f"{spec_comment(cites.acc(a))}", _operand(a, prog)))
+        pr = _Printer(prog, "row", cites)
+        for i in prog.instrs:   # the column values of complete reductions, every core the whole row
+            if i.space == "col" and i.dst in prog.late:
+                out += pr.instr(i)
+        if prog.late_stores:
+            out.append("if (GetBlockIdx() == 0) {")
+            for v, g, rm in prog.late_stores:
+                t = prog.tensor(g)
+                out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{addr.col(g)}], {_operand(v, prog)}, "
+                                      f"RoundMode::{rm}, hidden_);", _operand(v, prog)))
+            out.append("}")
     return out
 
 
+def _reload_lines(prog: RowProgram, cites: Cites) -> list:
+    """The second pass's reads of the complete per-batch reductions at a new batch `b` (RowSchedule.reload_batch)."""
+    return [_load_row(f"LoadRow<float>({_operand(a, prog)}, {_read_at(prog, a, 'b')}], hidden_);"
+                      f"{spec_comment(cites.acc(a))}", _operand(a, prog)) for a in prog.acc_reads if a in prog.brow]
+
+
+def _col_total_lines(prog: RowProgram, cites: Cites) -> tuple[list, list]:
+    """COL_SPLIT's totals (reductions over every axis): (the lines before the column chunks, declaring this core's
+    partial tot<j>_ from its kind's identity; the lines after them: each partial to its own 32-byte workspace slot
+    after the row-reduction exchange's region, SyncAll, core 0 combines the cores' partials in core order with the
+    accumulator's op (CombineTotals), finishes and writes each total). The per-chunk step is in _col_final_lines."""
+    tots = _totals(prog)
+    if not tots:
+        return [], []
+    init = [f"float tot{j}_ = {ACC_INIT[prog.acc_kinds.get(a, 'sum')]};" for j, (a, _v) in enumerate(tots)]
+    nsums, nlevel = len(prog.rsums()), max([len(prog.rsums(lv)) for lv in {i.level for i in prog.rsums()}],
+                                           default=0)
+    at = f"(cores * {max(nlevel, 1)} + {max(nsums, 1)}) * groupStride_"   # after the level partials and totals
+    # (32-byte slots of groupStride_ = AlignUp(G, 8) floats; tiling: wsColBytes)
+    d = INSTRS[Op.DUPLICATE]
+    end = [f"const int64_t totAt = {at};"]
+    for j, (a, _v) in enumerate(tots):
+        ex = {"dst": "w_[0]", "scalar": f"tot{j}_", "count": "1"}
+        end += [instr_stmt(d, d.stmt(**ex), ex),
+                _store_row(f"StoreRow<float>(ws_[totAt + (core * {len(tots)} + {j}) * 8], w_[0], RoundMode::CAST_NONE, "
+                           f"1);{spec_comment(cites.acc(a))}", "w_[0]")]
+    end += ["PipeBarrier<PIPE_ALL>();  // the partial totals are in GM before core 0 reads them", "SyncAll();",
+            "if (core == 0) {"]
+    for j, (a, (_sp, name, rm)) in enumerate(tots):
+        is_max = "true" if prog.acc_kinds.get(a) == "max" else "false"
+        end.append(_sum_partials(f"CombineTotals(totAt, {j}, {len(tots)}, cores - 1, {is_max});"))
+        end += _total_store(prog, a, name, rm, cites)
+    end.append("}")
+    return init, end
+
+
 def _col_final_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
-    """COL_SPLIT epilogue of a column chunk: the core owns its columns, so column sums are written directly."""
+    """COL_SPLIT epilogue of a column chunk: the core owns its columns, so column sums are written directly; a
+    total's column row is reduced over the chunk's columns into this core's partial tot<j>_ (_col_total_lines)."""
     out = []
+    for j, (a, _v) in enumerate(_totals(prog)):
+        out += _total_part(prog, a, j)
+        if prog.acc_kinds.get(a) == "max":
+            out.append(f"tot{j}_ = part{j} > tot{j}_ ? part{j} : tot{j}_;{spec_comment(cites.acc(a))}")
+        else:
+            out.append(f"tot{j}_ = tot{j}_ + part{j};{spec_comment(cites.acc(a))}")
     for a, (sp, name, rm) in prog.accs.items():
         if sp == "col":
             t = prog.tensor(name)
+            out += _finish_lines(prog, a, _operand(a, prog), "w_[0]", "n_", cites)
             out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'c0_'])}], "
                                   f"{_operand(a, prog)}, RoundMode::{rm}, n_);{spec_comment(cites.acc(a))}",
                                   _operand(a, prog)))
@@ -755,13 +908,17 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
         load_cols=bool(ctx["load_cols"]), load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
         zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
+        acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
         float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
-        helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"]), ("TotalOwnedRows", ctx["levels"]),
+        col_total_init=tuple(ctx["col_total"][0]), col_total_end=tuple(ctx["col_total"][1]),
+        helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"] and ctx["sum_accs"]),
+                                      ("MaxPartials", ctx["cross_core"] and ctx["max_accs"]),
+                                      ("CombineTotals", bool(ctx["col_total"][1])), ("TotalOwnedRows", ctx["levels"]),
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
                                       ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
                                       ("RowMax", ctx["uses_max"]), ("RowStartOf", True),
@@ -794,6 +951,9 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     counts = program_counts(p)
     bufs = {"row": fixed_needs(counts, ROW_SPLIT), "col": fixed_needs(counts, COL_SPLIT)}
     load_batch = place_barriers(_setup_lines(p, "brow", addr, cites))
+    tots = _totals(p)
+    col_total = _col_total_lines(p, cites)
+    passes = row_passes(p) if p.acc_reads else ([], [])
     flush_row = place_barriers(_flush_lines(p, "row", addr, cites))
     flush_col = place_barriers(_flush_lines(p, "col", addr, cites))
     ctx = {
@@ -807,21 +967,27 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "off_funcs": addr.off_funcs(),
         "temps": max(p.row_temps, 2), "nbrow": len(p.brow), "ncol": len(p.col),
         "bufs": bufs, "any_buf": {k: any(b[k] for b in bufs.values()) for k in bufs["row"]},
-        "batch_index": bool(load_batch or flush_row),
-        "brow_accs": any(v[0] == "brow" for v in p.accs.values()),
-        "ws_rows_per_core": sum(1 for x in p.accs.values() if x[0] == "col")
-        + 2 * sum(1 for x in p.accs.values() if x[0] == "brow"),
+        "batch_index": bool(load_batch or flush_row or _reload_lines(p, cites)),
+        "brow_accs": any(v[0] == "brow" for _a, v in _acc_items(p)),
+        "sum_accs": any(_partials(p, a) == "SumPartials" for a, _v in _acc_items(p)),
+        "max_accs": any(_partials(p, a) == "MaxPartials" for a, _v in _acc_items(p)),
+        "ws_rows_per_core": sum(1 for _a, x in _acc_items(p) if x[0] == "col")
+        + 2 * sum(1 for _a, x in _acc_items(p) if x[0] == "brow") + len(tots),
         "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
         "flush_row": flush_row, "flush_col": flush_col,
-        "row_nodes": row_pr.row_nodes(), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
+        "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
+        "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
+        "reload_batch": place_barriers(_reload_lines(p, cites)), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
         "levels": [(lv, col_pr.phase_nodes(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],
         "final_nodes": col_pr.phase_nodes(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
+        "col_total": (col_total[0], place_barriers(col_total[1])),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
-        "float_attrs": sorted({x for i in p.instrs for x in attr_names(i.arg)}),
-        "uses_max": any(i.kind == "rmax" for i in p.instrs), "uses_sum": any(i.kind == "rsum" for i in p.instrs),
+        "float_attrs": sorted({x for i in all_instrs(p) for x in attr_names(i.arg)}),
+        "uses_max": any(i.kind == "rmax" for i in p.instrs) or any(p.acc_kinds.get(a) == "max" for a, _v in tots),
+        "uses_sum": any(i.kind == "rsum" for i in p.instrs) or any(p.acc_kinds.get(a) != "max" for a, _v in tots),
         "strided": any(o for o in addr.off_funcs()),
     }
     k = row_split_ir(spec, v, dims, ctx)

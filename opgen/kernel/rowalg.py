@@ -58,6 +58,9 @@ def _replace_uses(p: RowProgram, where: dict[str, str]) -> None:
                        arg=_rename(i.arg, where) if i.kind in SCALAR_ARG_KINDS else i.arg)
                 for i in p.instrs]
     p.accs = {where.get(k, k): v for k, v in p.accs.items()}
+    p.acc_kinds = {where.get(k, k): v for k, v in p.acc_kinds.items()}
+    p.acc_post = {where.get(k, k): v for k, v in p.acc_post.items()}
+    p.late_stores = [(where.get(v, v), g, r) for v, g, r in p.late_stores]
 
 
 def reciprocal_of_broadcast_divisor(p: RowProgram) -> int:
@@ -186,7 +189,9 @@ def remove_dead_values(p: RowProgram) -> int:
     done = 0
     while True:
         uses = _uses(p)
-        keep = [i for i in p.instrs if not (i.kind in _PURE and i.dst and i.dst not in p.accs and not uses.get(i.dst))]
+        stored = {v for v, _g, _r in p.late_stores}   # column values written after the exchange
+        keep = [i for i in p.instrs if not (i.kind in _PURE and i.dst and i.dst not in p.accs and not uses.get(i.dst)
+                                            and i.dst not in stored)]
         if len(keep) == len(p.instrs):
             return done
         done += len(p.instrs) - len(keep)

@@ -82,6 +82,17 @@ LOGIC_OPS = {"And": Op.AND, "Or": Op.OR, "Not": Op.NOT}
 vunary name theirs in `Instr.op` (the AscendC name: "Add", "Muls", "Exp", ...)."""
 TABLE_KINDS = ("vbin", "vscalar", "vunary")
 """Kinds whose table entry is `Instr.op`."""
+ACC_KINDS = ("sum", "mean", "max")
+"""What a reduction over rows computes (the IR reduce kinds of opgen.ir.ops): a sum, a mean (an accumulated sum
+divided by the count of rows it summed once it is complete: RowProgram.acc_post) or a maximum
+(RowProgram.acc_kinds)."""
+ACC_OPS = {"sum": "", "mean": "", "max": "Max"}
+"""The combining instruction of each accumulator kind (`Instr.op` of its `acc`: "" is Add), also used to combine
+the cross-core partials, so every core and the exchange apply the same operation."""
+ACC_INIT = {"sum": "0.0f", "mean": "0.0f", "max": "-__builtin_inff()"}
+"""The C++ fp32 value an accumulator of each kind starts from: the identity of its combining op (-inf for a
+maximum: `__builtin_inff` is the compiler built-in both g++ and the device compiler (Clang-based) provide; device
+code has no std::numeric_limits, docs/reference/ascendc.md §1.4)."""
 
 
 def instr_op(i) -> Op | None:
@@ -92,7 +103,7 @@ def instr_op(i) -> Op | None:
         return Op.CAST
     if i.kind == "vlogic":
         return LOGIC_OPS[i.op]
-    if i.kind in TABLE_KINDS:
+    if i.kind in TABLE_KINDS or i.kind == "acc" and i.op:
         return entry(i.op).op
     return KIND_OPS.get(i.kind)
 
@@ -172,7 +183,8 @@ class Instr:
     rmax        scalar dst = max of srcs[0] over the row     (ReduceMax; partial per core in COL_SPLIT)
     sexpr       scalar dst = C++ float expression arg over scalar names
     sload       scalar dst = GM stat tensor `gm` at this row
-    acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel)
+    acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel; op "Max": dst =
+                                                             Max(dst, srcs[0]), RowProgram.acc_kinds)
     store       GM row tensor `gm` <- srcs[0] cast to its dtype with round mode arg (op "half": srcs[0] holds halves,
                 cast to the byte dtype; BYTE_DTYPES)
     sstore      GM stat tensor `gm` <- scalar srcs[0] cast with round mode arg
@@ -190,6 +202,7 @@ class Instr:
     space: str = "row"
     level: int = 0
     phases: tuple = ()   # COL_SPLIT phases that execute it: row-sum levels it feeds, and -1 (the final phase)
+    passes: tuple = ()   # a two-pass kernel's passes over the rows that execute it (1, 2; assign_row_passes)
     loc: str = field(default="", compare=False)   # spec file:line of the tensor-IR value it was lowered from
 
 
@@ -198,7 +211,13 @@ class RowProgram:
     """A lowered row kernel: GM tensors, instructions in execution order, and the UB buffers they use.
 
     row_temps: number of fp32 row temporaries (w0..); brow/col: names of per-batch / per-kernel fp32 UB
-    rows (values and accumulators); accs: {accumulator: (space, output name, round mode)}; levels: number
+    rows (values and accumulators); accs: {accumulator: (space, output name, round mode)}; acc_kinds:
+    {accumulator: "max"} for those that are not sums (ACC_KINDS); acc_post: {accumulator: finishing
+    instructions} run once on the complete accumulator before it is stored (a mean's division by the count of rows,
+    `x.sum(0) / M`): vector instructions over its row `x` and a scratch row `t`; acc_reads: the column
+    accumulators per-row arithmetic reads (complete only after the last row: the kernel then runs two passes over
+    the rows, `row_passes`); late: the column values computed from those once complete (after the exchange,
+    before the second pass); late_stores: [(late value, output operand, round mode)]; levels: number
     of row-sum levels (cross-core exchanges per row group when H is split over cores)."""
 
     name: str
@@ -209,6 +228,11 @@ class RowProgram:
     brow: list[str] = field(default_factory=list)
     col: list[str] = field(default_factory=list)
     accs: dict = field(default_factory=dict)
+    acc_kinds: dict = field(default_factory=dict)
+    acc_post: dict = field(default_factory=dict)
+    acc_reads: list = field(default_factory=list)
+    late: list = field(default_factory=list)
+    late_stores: list = field(default_factory=list)
     levels: int = 0
     consts: list = field(default_factory=list)   # predefined UB operands (head-row kernels: slots, lane tables)
 
@@ -282,6 +306,55 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vdup", f"dup_{r}", arg=s, space=sp))
         pair = (a, f"dup_{r}") if vec_first else (f"dup_{r}", a)
         emit(Instr("vbin", r, pair, VECTOR_BINARY[op], space=sp))
+
+
+def all_instrs(p: RowProgram) -> list[Instr]:
+    """The program's instructions followed by its accumulators' finishing instructions (RowProgram.acc_post): every
+    instruction whose scalar text the kernel evaluates (the attributes it reads)."""
+    return list(p.instrs) + [i for steps in p.acc_post.values() for i in steps]
+
+
+def assign_row_passes(p: RowProgram) -> None:
+    """Mark the per-row instructions of the two passes over the rows of a program whose per-row arithmetic reads
+    column accumulators (RowProgram.acc_reads; run on value names, before buffer assignment): `Instr.passes` holds 1
+    for the ancestors of every accumulate (the first pass), 2 for the ancestors of every store (the second,
+    reading those accumulators complete; each accumulate left out). An instruction both need (a load) runs in
+    both. A subsequence closed under its operands keeps the buffer assignment valid (no instruction in it writes a
+    buffer between a value's definition and its last use). Raises IRError when an accumulate itself depends on a
+    read accumulator (a third pass)."""
+    if not p.acc_reads:
+        return
+    instrs = p.instrs
+    defs = {i.dst: k for k, i in enumerate(instrs) if i.dst and i.kind != "acc" and per_row(i)}
+
+    def closure(roots: list[int]) -> set[int]:
+        seen, stack = set(), list(roots)
+        while stack:
+            k = stack.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            stack += [defs[x] for x in _names_in(instrs[k]) if x in defs]
+        return seen
+
+    first = closure([k for k, i in enumerate(instrs) if i.kind == "acc"])
+    second = closure([k for k, i in enumerate(instrs) if i.kind in ("store", "sstore")])
+    reads = set(p.acc_reads) | set(p.late)
+    for k in first:
+        bad = next((x for x in _names_in(instrs[k]) if x in reads), None)
+        if bad is not None:
+            e = IRError(f"a reduction over rows of a value that reads the reduction over rows %{bad} while it is still "
+                        f"being reduced (a third pass over the rows: write a variance as mean(x * x) - mean(x) ** 2)")
+            e.value, e.loc = instrs[k].dst, instrs[k].loc   # where: the accumulate (rows.lower names it)
+            raise e
+    p.instrs = [evolve(i, passes=tuple(n for n, s in ((1, first), (2, second)) if k in s))
+                for k, i in enumerate(instrs)]
+
+
+def row_passes(p: RowProgram) -> tuple[list[Instr], list[Instr]]:
+    """(the first pass's per-row instructions, the second's) of a two-pass program (assign_row_passes), in order."""
+    rows = [i for i in p.instrs if per_row(i)]
+    return [i for i in rows if 1 in i.passes], [i for i in rows if 2 in i.passes]
 
 
 def attr_names(text: str) -> list[str]:
@@ -476,11 +549,24 @@ def print_program(p: RowProgram, locs: bool = False) -> str:
     if p.consts:
         lines.append(f"  const {', '.join(p.consts)}")
     for a, (sp, name, rm) in p.accs.items():
-        lines.append(f"  acc {a} -> {name} ({sp}, {rm})")
+        kind = f", {p.acc_kinds[a]}" if a in p.acc_kinds else ""
+        then = "".join(f"; {_instr_text(i)}" for i in p.acc_post.get(a, ()))
+        lines.append(f"  acc {a} -> {name} ({sp}, {rm}{kind}){' then' + then[1:] if then else ''}")
+    for a in p.acc_reads:
+        if a not in p.accs:
+            then = "".join(f"; {_instr_text(i)}" for i in p.acc_post.get(a, ()))
+            lines.append(f"  acc {a} ({'brow' if a in p.brow else 'col'}, read){' then' + then[1:] if then else ''}")
+    if p.acc_reads:
+        lines.append(f"  second pass over the rows reads {', '.join(p.acc_reads)} complete")
+    if p.late:
+        lines.append(f"  after the exchange: {', '.join(p.late)}")
+    for v, g, rm in p.late_stores:
+        lines.append(f"  store {g} <- {v} ({rm}) after the exchange")
     for i in p.instrs:
         body = _instr_text(i)
         ph = ",".join("F" if x == -1 else f"P{x}" for x in i.phases)
-        lines.append(f"  [{i.space} L{i.level}{' ' + ph if ph else ''}] {body}{at_suffix(i.loc) if locs else ''}")
+        ps = f" pass {','.join(map(str, i.passes))}" if i.passes else ""
+        lines.append(f"  [{i.space} L{i.level}{' ' + ph if ph else ''}{ps}] {body}{at_suffix(i.loc) if locs else ''}")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -522,6 +608,6 @@ def _instr_text(i: Instr) -> str:
     if i.kind == "sexpr":
         return f"{i.dst} = {i.arg}"
     if i.kind == "acc":
-        return f"{i.dst} += {a}"
+        return f"{i.dst} = {i.op}({i.dst}, {a})" if i.op else f"{i.dst} += {a}"
     via = " as half" if i.op == "half" else ""
     return f"{i.kind} {i.gm} <- {a}{via} ({i.arg})"

@@ -65,6 +65,9 @@ class _Lowering:
         self.used_ops: set[str] = set()
         self.sums: dict[str, str] = {}           # value -> the sum over rows (acc) it is (or is a view of)
         self.masks: set[str] = set()             # values that are bit masks of a comparison (rowprog.MASK_KINDS)
+        self.post: dict[str, tuple] = {}         # value -> the finishing instructions turning its acc into it
+        self.kind: dict[str, str] = {}           # acc -> the reduce kind it accumulates (sum, mean, max)
+        self.totals: set[str] = set()            # accs reduced over their columns too (to one element)
         self.passes = None                       # kernel-level algebra run by `run` (lower)
 
     def err(self, v: str, why: str) -> Unsupported:
@@ -111,9 +114,15 @@ class _Lowering:
         order = {n: k for k, n in enumerate([pr.value.name for pr in self.g.params] + [o for o, _ in self.g.outputs])}
         p.gm.sort(key=lambda t: (t.role != "in", order.get(t.gm, len(order)), t.name))
         rowalg.optimize(p, self.passes)   # kernel-level algebra (opgen.kernel.rowalg.ROW_PASSES)
+        defined = {i.dst for i in p.instrs}
+        p.late = [v for v in p.late if v in defined]   # merged or dropped by the algebra
         rowprog._assign_levels(p)
         p.instrs = rowprog._schedule(p.instrs)
         rowprog._assign_phases(p)
+        try:
+            rowprog.assign_row_passes(p)
+        except IRError as e:
+            raise Unsupported(getattr(e, "value", p.acc_reads[0]), getattr(e, "loc", ""), str(e)) from None
         rowprog._allocate(p)
         _canonical_names(p)
         return p
@@ -121,8 +130,10 @@ class _Lowering:
     # ---------------------------------------------------------------- operands
     def use(self, x: str, by: str | None = None) -> str:
         """Value x as an operand of the computation of value `by` (None: a store of x, or a view of x): loads a
-        load-chain value on first use. Raises Unsupported when a computation reads a sum over rows: an
-        accumulator is complete only after the last row, so the rows family only stores it."""
+        load-chain value on first use. A computation reading a column reduction over rows (complete only after the
+        last row) makes the kernel run two passes over the rows (RowProgram.acc_reads: the reduction is finished,
+        exchanged and read back between them). Raises Unsupported for any other reduction over rows read by a
+        computation (per-batch, over every axis, or finished two ways)."""
         if self.ch.is_load(x):
             try:
                 return self.load(x)
@@ -132,13 +143,22 @@ class _Lowering:
                 raise self.err(by, f"{e.why}") from None
         if x not in self.space:
             raise self.err(x, "is used before the rows lowering defined it")
+        if by is not None and x in self.sums and self._second_pass(x, by):
+            return self.operand(x)
         if by is not None and x in self.sums:
             s = self.sums[x]
             n = self.prod.get(s)
             where = f" ({n.loc.rsplit('/', 1)[-1]})" if n is not None and n.loc else ""
-            raise self.err(by, f"reads the sum over rows %{s}{where} while the rows are still being summed; the "
-                           f"rows family only stores sums over rows (a sum used by per-row arithmetic needs a "
-                           f"second pass over the rows)")
+            kind = self.kind.get(s, "sum")
+            if s in self.totals:
+                rule = (f"the rows family reads back only reductions over all leading axes (to [{self.lay.row}]) or "
+                        f"over a batch's rows in a second pass over the rows, not a reduction over every axis")
+            else:
+                rule = (f"the rows family reads it back in a second pass over the rows into per-row arithmetic only, "
+                        f"not into a {'per-batch row' if self.space.get(s) == 'brow' else 'column'} value (apply it to the rows first: "
+                        f"x * s * g, not x * (s * g))")
+            raise self.err(by, f"reads the {kind} over rows %{s}{where} while the rows are still being reduced; "
+                           f"{rule}")
         return self.operand(x)
 
     def load(self, x: str) -> str:
@@ -231,18 +251,15 @@ class _Lowering:
             self.space[r] = "scalar"
             self.scalar_text[r] = rowprog._float_literal(n.attr("value"))
             return
-        if op == "dimval":   # the row length as a float (a mean's adjoint divides by it): the tiling's hidden_
-            if self.lay.flat or as_dim(n.attr("n")) != self.lay.hidden_extent() or n.attr("dtype") != DType.f32:
-                raise self.err(r, f"the value of dim {n.attr('n')}; the rows family reads only the row length "
-                               f"{self.lay.hidden_extent()} as an f32 scalar")
+        if op == "dimval":   # a dim's value as a float (a mean's adjoint, `x.sum(1) / M`): tiling data
             self.space[r] = "scalar"
-            self.scalar_text[r] = "static_cast<float>(hidden_)"
+            self.scalar_text[r] = self.dimval(r, as_dim(n.attr("n")), n.attr("dtype"))
             return
         if op in ("reshape", "broadcast"):
             x = n.inputs[0]
             src = self.use(x)
             if x in self.sums:
-                self.sums[r] = self.sums[x]
+                self.sums[r], self.post[r] = self.sums[x], self.post[x]
             if op == "reshape":
                 try:
                     sp = self.lay.space(n.result.type.shape)
@@ -250,7 +267,7 @@ class _Lowering:
                     raise self.err(r, str(e)) from None
                 if keys_of(n.result.type.shape) != keys_of(self.vals[x].type.shape):
                     raise self.err(r, "a reshape that regroups the axes of a computed value")
-                if sp != self.space[x]:
+                if sp != self.space[x] and self.sums.get(x) not in self.totals:   # a total: any size-1 dims
                     raise self.err(r, f"a reshape from a {self.space[x]} to a {sp} value")
             self.space[r] = self.space[x]
             self.alias[r] = src
@@ -266,7 +283,7 @@ class _Lowering:
             x = n.inputs[0]
             src = self.use(x)
             if x in self.sums:
-                self.sums[r] = self.sums[x]
+                self.sums[r], self.post[r] = self.sums[x], self.post[x]
             to = dtype_name(n.attr("to"))
             if to != "f32":
                 raise self.err(r, f"a cast to {to} that feeds a computation; the rows kernel computes in fp32 "
@@ -288,6 +305,9 @@ class _Lowering:
         if op in ("and", "or", "not"):
             self.logic(n)
             return
+        if op in ELEMENTWISE and any(x in self.sums for x in n.inputs) and self._finishing(n):
+            self.finish(n)
+            return
         if op in ELEMENTWISE:
             for x in n.inputs:   # loads the operands an input chain ends in (lower_elementwise reads their names)
                 self.use(x, r)
@@ -300,6 +320,8 @@ class _Lowering:
                 lower_elementwise(self, r, sp, op, list(n.inputs))
             except IRError as e:
                 raise self.err(r, str(e).removeprefix("row kernel: ")) from None
+            if sp == "col" and any(x in self.sums or x in self.p.late for x in n.inputs):
+                self.p.late.append(r)   # a column value of complete reductions: computed after the exchange
             return
         what = _CONSTRUCT.get(op, f"op {op}")
         raise self.err(r, f"{what}: the rows family does not lower it yet (`opgen interpret` runs it)")
@@ -415,12 +437,42 @@ class _Lowering:
             raise self.err(r, f"a cast of a mask to {to}; the rows family computes in fp32 (cast the mask to f32)")
         self._select_into(r, self.space[x], self.operand(x), None, None, "1.0f", "0.0f")
 
+    def dimval(self, r: str, e, dtype) -> str:
+        """The C++ fp32 text of dim expression `e` used as a number (value r): a literal, or the extent it is of the
+        layout read from tiling data -- the row length (hidden_), the rows (rowNum_), the rows of a batch (seqLen_),
+        or one of these times the row length (a product of two fp32 values each exact below 2^24 is rounded once,
+        as the interpreter's fp32 of the exact product). Raises Unsupported for another dim or a non-f32 dtype."""
+        if dtype != DType.f32:
+            raise self.err(r, f"the value of dim {e} as {dtype_name(dtype)}; the rows family reads dims as f32 "
+                           f"scalars")
+        if isinstance(e, Lit):
+            return rowprog._float_literal(e.value)
+        lay = self.lay
+        h = "static_cast<float>(hidden_)"
+        known = [(lay.hidden_extent(), h)]
+        if not lay.flat:
+            known += [(lay.rows_extent(), "static_cast<float>(rowNum_)"),
+                      (lay.rows_extent() * lay.row_extent, f"(static_cast<float>(rowNum_) * {h})")]
+            if 0 < lay.split < len(lay.axes):
+                known += [(lay.seq_extent(), "static_cast<float>(seqLen_)"),
+                          (lay.seq_extent() * lay.row_extent, f"(static_cast<float>(seqLen_) * {h})")]
+        for ext, text in known:
+            if as_dim(ext) == e:
+                return text
+        names = [f"[{lay.row}]"] if lay.flat else [f"[{lay.row}]", f"[{', '.join(lay.axes)}]"]
+        if not lay.flat and 0 < lay.split < len(lay.axes):
+            names.append(f"[{', '.join(lay.axes[lay.split:])}]")
+        raise self.err(r, f"the value of dim {e}; the rows family reads as numbers the extents of the kernel's axes "
+                       f"{', '.join(names)} (alone or times the row length {lay.row})")
+
     def reduce(self, n) -> None:
         r, x = n.result.name, n.inputs[0]
         src = self.use(x, r)
         kind = n.attr("kind")
         if self.space[x] != "row":
-            raise self.err(r, f"a reduction of a {self.space[x]} value")
+            raise self.err(r, f"a {n.attr('kind')} of the {SPACE_WORDS.get(self.space[x], self.space[x])} %{x}; the "
+                           f"rows family reduces row values (a reduction over every axis at once, "
+                           f"x.sum((0, 1)) for x.sum(1).sum(0), lowers)")
         ks, res = keys_of(self.vals[x].type.shape), keys_of(n.result.type.shape)
         lay = self.lay
         if res == lay.axes:   # over the row axis
@@ -434,19 +486,141 @@ class _Lowering:
             arg = f"sum_{r} / static_cast<float>(hidden_)" if kind == "mean" else f"sum_{r}"
             self.p.instrs.append(Instr("sexpr", r, arg=arg, space="stat"))
             return
-        if kind != "sum":
-            raise self.err(r, f"a {kind} over rows; the rows family sums over rows, it does not take their {kind}")
+        if not res and lay.axes:   # over every axis: a column accumulator reduced over its columns once complete
+            self.total(n, src, kind)
+            return
+        if kind not in rowprog.ACC_KINDS:
+            raise self.err(r, f"a {kind} over the axes [{', '.join(k for k in ks if k not in res)}]; the rows "
+                           f"family takes the {', '.join(rowprog.ACC_KINDS)} over leading axes")
         if res == (lay.row,):
             target = "col"
         elif 0 < lay.split < len(lay.axes) and res == lay.axes[:lay.split] + (lay.row,):
             target = "brow"
         else:
-            raise self.err(r, f"a sum of [{', '.join(ks)}] over the axes [{', '.join(k for k in ks if k not in res)}]"
-                           f"; the rows family sums over the row axis, over all leading axes or over the rows of a "
-                           f"batch")
+            hint = (f" (permuting the input so that the reduced axes come right before {lay.row} makes them the rows "
+                    f"of a batch)" if lay.row in res else "")
+            raise self.err(r, f"a {kind} of [{', '.join(ks)}] over the axes [{', '.join(k for k in ks if k not in res)}]"
+                           f"; the rows family reduces over the row axis [{lay.row}], over all leading axes "
+                           f"[{', '.join(lay.axes)}] or over the rows of a batch{hint}")
         self.space[r] = target
         self.sums[r] = r
-        self.p.instrs.append(Instr("acc", r, (src,), space=target))
+        self.post[r] = ()
+        self.kind[r] = kind
+        if kind == "mean":   # the sum, divided once complete by the count of rows it summed (tiling data)
+            cnt = f"static_cast<float>({'seqLen_' if target == 'brow' else 'rowNum_'})"
+            self.post[r] = (Instr("vdup", "t", arg=cnt, space=target), Instr("vbin", "x", ("x", "t"), "Div",
+                                                                             space=target))
+        elif kind != "sum":
+            self.p.acc_kinds[r] = kind
+        self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space=target))
+
+    def _second_pass(self, x: str, by: str) -> bool:
+        """Whether value x, a reduction over rows (or a finishing step of one), can be read by the computation of
+        `by` in a second pass over the rows: a column or per-batch accumulator (not one over every axis) whose
+        finishing steps are those of any output storing it, read by a row or per-row value, or (a column one) by a
+        column value, then computed once after the exchange (RowProgram.late). Records the read
+        (RowProgram.acc_reads, acc_post). Raises Unsupported when the accumulator is finished two ways."""
+        a = self.sums[x]
+        if self.space.get(a) not in ("col", "brow") or a in self.totals:
+            return False
+        try:   # a batch value computed from it would run before the first pass (LoadBatch)
+            sp = self.lay.space(self.vals[by].type.shape)
+        except IRError:
+            return False
+        if sp not in ("row", "stat") and (sp, self.space.get(a)) != ("col", "col"):
+            return False
+        post = self.post.get(x, ())
+        if self.p.acc_post.get(a, post) != post or (post and a in self.p.accs and a not in self.p.acc_post):
+            raise self.err(by, f"reads the {self.kind[a]} over rows %{a} finished another way than where it is "
+                           f"stored or read elsewhere; the rows family finishes a reduction over rows one way")
+        if post:
+            self.p.acc_post[a] = post
+        if a not in self.p.acc_reads:
+            self.p.acc_reads.append(a)
+        return True
+
+    def total(self, n, src: str, kind: str) -> None:
+        """Reduction node n over every axis of the row value `src` (a 0-d result, or size-1 dims only): an
+        accumulator over rows in a column row (space "col"; its kind's op, from its identity), reduced over its
+        columns (ReduceSum / ReduceMax) once the rows are done, the cores' partial results combined with the same
+        op in core order, then finished and stored as one element (RowProgram.accs space "total"; a mean divides
+        by the element count rows x row length read from tiling data)."""
+        r = n.result.name
+        if kind not in rowprog.ACC_KINDS:
+            raise self.err(r, f"a {kind} over every axis; the rows family takes the {', '.join(rowprog.ACC_KINDS)}")
+        self.space[r] = "col"
+        self.sums[r] = r
+        self.kind[r] = kind
+        self.totals.add(r)
+        self.post[r] = ()
+        if kind == "mean":
+            cnt = "static_cast<float>(rowNum_) * static_cast<float>(hidden_)"
+            self.post[r] = (Instr("vdup", "t", arg=cnt, space="col"), Instr("vbin", "x", ("x", "t"), "Div",
+                                                                          space="col"))
+        elif kind != "sum":
+            self.p.acc_kinds[r] = kind
+        self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space="col"))
+
+    def _finishing(self, n) -> bool:
+        """Whether elementwise node n, which reads a reduction over rows, is a finishing step (module `finish`):
+        its other operands are scalars, or the reduction cannot be read in a second pass (finish refuses it)."""
+        others = [x for x in n.inputs if x not in self.sums]
+        if len({self.sums[x] for x in n.inputs if x in self.sums}) > 1:   # two reductions: read in a second pass
+            return not all(self.space.get(self.sums[x]) in ("col", "brow") and self.sums[x] not in self.totals
+                           for x in n.inputs if x in self.sums)
+        a = self.sums[next(x for x in n.inputs if x in self.sums)]
+        readable = self.space.get(a) in ("col", "brow") and a not in self.totals
+        if not others and len(n.inputs) > 1:   # m * m: read in a second pass when it can be
+            return not readable
+        if all(not self.ch.is_load(x) and self.space.get(x) == "scalar" for x in others):
+            return True
+        return not readable
+
+    def finish(self, n) -> None:
+        """Elementwise node n reads a reduction over rows (an accumulator, complete only after the last row): when
+        its other operands are scalars (constants, attributes, dims) it is a *finishing* step, applied once to the
+        complete accumulator before it is stored (`x.sum(1) / M`, `x.mean(0) * scale`): appended to the value's
+        finishing instructions, over the accumulator's row `x` and a scratch row `t` (RowProgram.acc_post).
+        Raises Unsupported when it reads two reductions or a row, batch or column value."""
+        r, op, ins = n.result.name, n.op, list(n.inputs)
+        accs = {self.sums[x] for x in ins if x in self.sums}
+        a = next(x for x in ins if x in self.sums)
+        kind = self.kind[self.sums[a]]
+        if len(accs) > 1:
+            raise self.err(r, f"combines the reductions over rows {', '.join('%' + x for x in sorted(accs))}; the "
+                           f"rows family finishes one reduction over rows at a time")
+        for x in ins:
+            if x in self.sums:
+                continue
+            if self.ch.is_load(x):
+                try:
+                    sp = self.lay.space(self.vals[x].type.shape)
+                except IRError:
+                    sp = "row"
+            else:
+                self.use(x, r)   # raises for a value not lowered yet
+                sp = self.space[x]
+            if sp != "scalar":
+                raise self.err(r, f"reads the {kind} over rows %{self.sums[a]} with the {SPACE_WORDS.get(sp, sp)} "
+                               f"value %{x} while the rows are still being reduced; the rows family reads back only "
+                               f"reductions over all leading axes (to [{self.lay.row}]) or over a batch's rows in a "
+                               f"second pass over the rows, not a reduction over every axis")
+        if keys_of(n.result.type.shape) != keys_of(self.vals[a].type.shape):
+            raise self.err(r, f"broadcasts the {kind} over rows %{self.sums[a]} while the rows are still being "
+                           f"reduced")
+        target = self.space[a]
+        ctx = _FinishCtx(self, {x for x in ins if x in self.sums}, target)
+        try:
+            lower_elementwise(ctx, "x", target, op, ins)
+        except IRError as e:
+            raise self.err(r, str(e).removeprefix("row kernel: ")) from None
+        ren = {"dup_x": "t", "neg_x": "x"}
+        steps = tuple(dataclasses.replace(i, dst=ren.get(i.dst, i.dst), srcs=tuple(ren.get(x, x) for x in i.srcs))
+                      for i in ctx.p.instrs)
+        self.space[r] = target
+        self.sums[r] = self.sums[a]
+        self.post[r] = self.post[a] + steps
+        self.alias[r] = self.operand(a)
 
     # ---------------------------------------------------------------- outputs
     def output(self, name: str, v: str) -> None:
@@ -496,9 +670,29 @@ class _Lowering:
                     raise self.err(v, f"output {name}: per-row statistics must be written in row order")
                 self.p.gm.append(GmTensor(gm, "out", "stat", dtype, view, name))
                 self.p.instrs.append(Instr("sstore", "", (src,), arg=rnd, gm=gm, space="stat"))
+            elif sp == "col" and src in self.p.late:   # written once computed, after the exchange
+                if not all(as_dim(x) == Lit(0) for x in view.strides):
+                    raise self.err(v, f"output {name}: a column value written along a leading axis")
+                self.p.gm.append(GmTensor(gm, "out", "col", dtype, view, name))
+                self.p.late_stores.append((src, gm, rnd))
             elif sp in ("brow", "col"):
                 if not any(i.kind == "acc" and i.dst == src for i in self.p.instrs):
                     raise self.err(v, f"output {name} is a {sp} value that is not a sum over rows")
+                if src in self.p.accs:
+                    raise self.err(v, f"output {name} stores the reduction over rows %{self.sums.get(s, s)} that "
+                                   f"output {self.p.accs[src][1]} stores too; the rows family stores each reduction "
+                                   f"over rows once (compute it twice, or cast one output from the other)")
+                if src in self.p.acc_reads and self.p.acc_post.get(src, ()) != self.post.get(s, ()):
+                    raise self.err(v, f"output {name} stores the reduction over rows %{self.sums.get(s, s)} finished "
+                                   f"another way than the per-row arithmetic reads it; the rows family finishes a "
+                                   f"reduction over rows one way")
+                if self.post.get(s):
+                    self.p.acc_post[src] = self.post[s]
+                if self.sums.get(s) in self.totals:
+                    if ks:
+                        raise self.err(v, f"output {name} broadcasts the reduction over every axis %{self.sums[s]}; "
+                                       f"the rows family stores it as one element")
+                    sp = "total"
                 if sp == "brow" and not _batch_flat(view, self.lay):
                     raise self.err(v, f"output {name}: its rows are not laid out in batch order")
                 if sp == "col" and not all(as_dim(x) == Lit(0) for x in view.strides):
@@ -523,6 +717,21 @@ class _Lowering:
         return "none"
 
 
+class _FinishCtx:
+    """The lower_elementwise context of a finishing step (_Lowering.finish): the reduction's operands are the
+    accumulator row `x`, the others the lowering's scalars; the instructions go to a list of their own."""
+
+    def __init__(self, low: _Lowering, acc_vals: set, target: str):
+        self.low, self.acc_vals = low, acc_vals
+        self.space = {**low.space, **{x: target for x in acc_vals}}
+        self.scalar_text = low.scalar_text
+        self.p = RowProgram(low.p.name, low.lay)
+
+    def operand(self, v: str) -> str:
+        """`x` for the reduction, the lowering's own name otherwise."""
+        return "x" if v in self.acc_vals else self.low.operand(v)
+
+
 def _canonical_names(p: RowProgram) -> None:
     """Rename the program's values by role and first definition (batch rows b<k>, column rows c<k>, per-row and
     scalar values s<k>), so programs that compute alike print alike whatever the tensor IR's value names (two
@@ -542,6 +751,11 @@ def _canonical_names(p: RowProgram) -> None:
     p.brow = [ren(x) for x in p.brow]
     p.col = [ren(x) for x in p.col]
     p.accs = {ren(k): v for k, v in p.accs.items()}
+    p.acc_kinds = {ren(k): v for k, v in p.acc_kinds.items()}
+    p.acc_post = {ren(k): v for k, v in p.acc_post.items()}
+    p.acc_reads = [ren(k) for k in p.acc_reads]
+    p.late = [ren(k) for k in p.late]
+    p.late_stores = [(ren(k), g, r) for k, g, r in p.late_stores]
 
 
 def _subsequence(ks, full) -> bool:
@@ -769,7 +983,7 @@ def rows_tiling(spec, lowered, counts):
     dims = DimFields(lay)
     for v in variants:       # register every dim the addressing prints, in emission order
         class_context(spec, v, dims)
-    attrs = sorted({a for v in variants for i in v.prog.instrs for a in rowprog.attr_names(i.arg)})
+    attrs = sorted({a for v in variants for i in rowprog.all_instrs(v.prog) for a in rowprog.attr_names(i.arg)})
     decl = {a.name: a for a in spec.attrs}
     for a in attrs:
         if decl[a].type is not float:

@@ -109,6 +109,8 @@ class RowSchedule:
     zero_batch: bool = False
     batch_index: bool = False
     row_body: tuple = ()       # the per-row stream: Kernel-IR statements (barriers placed)
+    acc_body: tuple = ()       # two passes over the rows: the first pass's stream (accumulates; row_body the second)
+    reload_batch: tuple = ()   # the second pass: complete per-batch reductions read at a new batch b (C++ lines)
     float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init)
     cross_core: tuple = ()
     strided: tuple = ()        # names of the Off_<name>(r) address methods
@@ -119,6 +121,8 @@ class RowSchedule:
     nsums: int = 1             # row reductions in all
     final_body: tuple = ()     # COL_SPLIT's final per-row stream (Kernel-IR statements, barriers placed)
     col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (C++ lines)
+    col_total_init: tuple = ()   # COL_SPLIT: before the column chunks, the partial totals declared (C++ lines)
+    col_total_end: tuple = ()    # COL_SPLIT: after them, the totals exchanged, combined and written (C++ lines)
     flush_col: bool = False
     helpers: tuple = ()        # which of HELPER_METHODS the class has (the buffers they use are allocated)
     run_extent: DimExpr = Lit(1)   # RunRows: the rows of one run (the innermost leading extent)
@@ -230,13 +234,25 @@ def _row_split(s: RowSchedule) -> Func:
     if s.load_cols:
         body.append(Call("LoadColumns"))
     body += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
-    loop: list = []
-    if s.row_in or s.stat_in:
-        loop.append(Call("CopyIn", (Sym("r0"), _K)))
+    copy_in = [Call("CopyIn", (Sym("r0"), _K))] if s.row_in or s.stat_in else []
+    if s.acc_body:   # the first pass over this core's rows accumulates; the exchange completes the reductions
+        body.append(For("r0", Sym("rowStart_"), Sym("rowEnd_"), ps,
+                        tuple(copy_in + [Call("Accumulate", (Sym("r0"), _K))]), tail="k",
+                        doc="first pass: the reductions over rows"))
+        if s.flush_row:
+            body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
+        body.append(Verbatim(tuple(s.cross_core)))
+        if not (s.row_out or s.stat_out):   # only column values read the reductions: no second pass is needed
+            return Func("RowSplit", (), tuple(body))
+        body.append(Assign("valBatch_", Lit(-1)))
+    loop: list = list(copy_in)
     loop.append(Call("Compute", (Sym("r0"), _K)))
     if s.row_out or s.stat_out:
         loop.append(Call("CopyOut", (Sym("r0"), _K)))
-    body.append(For("r0", Sym("rowStart_"), Sym("rowEnd_"), ps, tuple(loop), tail="k"))
+    body.append(For("r0", Sym("rowStart_"), Sym("rowEnd_"), ps, tuple(loop), tail="k",
+                    doc="second pass: the per-row arithmetic reading them complete" if s.acc_body else ""))
+    if s.acc_body:
+        return Func("RowSplit", (), tuple(body))
     if s.flush_row:
         body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
     if s.cross_core:
@@ -258,6 +274,23 @@ def _copy_in(s: RowSchedule) -> Func:
     return Func("CopyIn", (Param("r0"), Param("k")), tuple(body))
 
 
+def _accumulate(s: RowSchedule) -> Func:
+    """The first pass of a two-pass ROW_SPLIT (RowSchedule.acc_body): the rows' accumulates, no outputs."""
+    body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
+    body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", "float") for t in s.stat_in]
+    if s.stat_in:
+        body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
+                 WaitFlag(Pipe.MTE2, Pipe.S, 0)]
+    row: list = []
+    if s.batch_index:
+        row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row else None)
+    row += list(s.acc_body)
+    body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
+    body += [Free(f"rowInQue_{t.op}", f"rowIn_{t.op}") for t in s.row_in]
+    body += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
+    return Func("Accumulate", (Param("r0"), Param("k")), tuple(body))
+
+
 def _compute(s: RowSchedule) -> Func:
     body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
     body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", "float") for t in s.stat_in]
@@ -267,8 +300,8 @@ def _compute(s: RowSchedule) -> Func:
     body += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
     body += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     row: list = []
-    if s.batch_index:
-        row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row else None)
+    if s.batch_index:   # a two-pass kernel flushes its batch sums in the first pass, reads them in the second
+        row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row and not s.acc_body else None, bool(s.acc_body))
     row += list(s.row_body)
     body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
     body += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}") for t in s.row_out]
@@ -297,9 +330,10 @@ def _copy_out(s: RowSchedule) -> Func:
     return Func("CopyOut", (Param("r0"), Param("k")), tuple(body))
 
 
-def _batch_steps(s: RowSchedule, row0, flush: str | None) -> list:
+def _batch_steps(s: RowSchedule, row0, flush: str | None, reload: bool = False) -> list:
     """The batch bookkeeping at the top of a per-row loop: b = (row0 + i) / seqLen_; a new batch flushes the last
-    (method `flush`) and zeroes its sums; a new batch's rows are loaded."""
+    (method `flush`) and zeroes its sums; a new batch's rows are loaded (and with `reload`, in a two-pass kernel's
+    second pass, its complete per-batch reductions read back: RowSchedule.reload_batch)."""
     b, cur, val = Sym("b"), Sym("curBatch_"), Sym("valBatch_")
     out: list = [Let("b", div(add(row0, Sym("i")), Sym("seqLen_")))]
     if flush:
@@ -307,8 +341,10 @@ def _batch_steps(s: RowSchedule, row0, flush: str | None) -> list:
         if s.zero_batch:
             then.append(Call("ZeroBatchSums"))
         out.append(If((Constraint("!=", b, cur),), tuple(then)))
-    if s.load_batch:
-        out.append(If((Constraint("!=", b, val),), (Assign("valBatch_", b), Call("LoadBatch", (b,)))))
+    if s.load_batch or (reload and s.reload_batch):
+        then = [Assign("valBatch_", b)] + ([Call("LoadBatch", (b,))] if s.load_batch else [])
+        then += [Verbatim(tuple(s.reload_batch))] if reload and s.reload_batch else []
+        out.append(If((Constraint("!=", b, val),), tuple(then)))
     return out
 
 
@@ -349,7 +385,10 @@ def _col_copy_out(t: GmRows) -> tuple:
 def _col_split(s: RowSchedule) -> Func:
     """COL_SPLIT: this core's column slice in chunks of colsPerPass; per chunk, groups of groupRows resident rows;
     per group the row-reduction levels (partial sums of this core's columns to workspace, SyncAll, each core totals
-    the rows it owns, SyncAll, totals read back), then the final per-row stream and the outputs."""
+    the rows it owns, SyncAll, totals read back), then the final per-row stream and the outputs. A two-pass kernel
+    (RowSchedule.acc_body) runs ROW_SPLIT here: its tiling always selects it (opgen.tiling.rowkernel)."""
+    if s.acc_body:
+        return Func("ColSplit", (), (Call("RowSplit", doc="two passes over the rows: ROW_SPLIT only"),))
     f4 = SizeOf("float")
     core, cores, g, gs, rs = Sym("core"), Sym("cores"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
     body: list = [
@@ -439,7 +478,11 @@ def _col_split(s: RowSchedule) -> Func:
         chunk.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushCol"),)))
     if s.col_final:
         chunk.append(Verbatim(tuple(s.col_final)))
+    if s.col_total_init:
+        body.append(Verbatim(tuple(s.col_total_init)))
     body.append(For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of this core's slice"))
+    if s.col_total_end:
+        body.append(Verbatim(tuple(s.col_total_end)))
     return Func("ColSplit", (), tuple(body))
 
 
@@ -497,6 +540,42 @@ def _sum_partials() -> Func:
            "cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].")
 
 
+def _max_partials() -> Func:
+    """The cross-core maximum of ROW_SPLIT's partial rows (SumPartials' exchange with Max): the first core's row is
+    taken as it is (Max of a row with itself), then each later core's in core order, so no identity is needed."""
+    w0, w1, rn, c = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("rn"), Sym("c")
+    slot = Select((Constraint(">=", Sym("b"), Lit(0)),
+                   Constraint("!=", Sym("b"), div(Invoke("RowStartOf", (c,)), Sym("seqLen_")))), Lit(1), Lit(0))
+    row = add(mul(add(mul(c, Sym("wsRowsPerCore_")), Sym("row"), mul(Sym("slot"), Sym("slotStride"))), _COLA), Sym("r0"))
+    return Func("MaxPartials", tuple(Param(n) for n in ("row", "slotStride", "r0", "rn", "cFirst", "cLast", "b")), (
+        For("c", Sym("cFirst"), Sym("cLast"), Lit(1), (
+            Let("slot", slot),
+            Call("LoadRow", (w1, GmView("ws_", row), rn), targs=("float",)),
+            If((Constraint("==", c, Sym("cFirst")),), (vec(Op.MAX, dst=w0, src0=w1, src1=w1, count=rn),),
+               (vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=rn),)),
+            Barrier(Pipe.V),
+        ), inclusive=True),
+    ), doc="Maximum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores\n"
+           "cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].")
+
+
+def _combine_totals() -> Func:
+    """COL_SPLIT's exchange of the partial reductions over every axis: core 0 combines the cores' one-element
+    partials (8 floats apart, a 32-byte block each) in core order, the first taken as it is."""
+    w0, w1, c = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("c")
+    return Func("CombineTotals", (Param("at"), Param("j"), Param("n"), Param("cLast"), Param("isMax", "bool")), (
+        For("c", Lit(0), Sym("cLast"), Lit(1), (
+            Call("LoadRow", (w1, GmView("ws_", add(Sym("at"), mul(add(mul(c, Sym("n")), Sym("j")), Lit(8)))), Lit(1)),
+                 targs=("float",)),
+            If((Constraint("==", c, Lit(0)),), (vec(Op.MAX, dst=w0, src0=w1, src1=w1, count=Lit(1)),),
+               (If((Sym("isMax"),), (vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=Lit(1)),),
+                   (vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=Lit(1)),)),)),
+            Barrier(Pipe.V),
+        ), inclusive=True),
+    ), doc="The partial reduction `j` of `n` of cores 0..cLast (workspace at + (core * n + j) * 8), combined in\n"
+           "core order (the maximum when isMax, else the sum) into w_[0] lane 0.")
+
+
 def _total_owned_rows(nlevel: int) -> Func:
     """COL_SPLIT's exchange: each core totals the partial row reductions of the group rows it owns."""
     w0, w1, m, k, o0, o = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("m"), Sym("k"), Sym("o0"), Sym("o")
@@ -549,11 +628,11 @@ def _gap_blocks_func() -> Func:
         doc="UB gap in 32-byte blocks between rows of `len` elements of `bytes` stored `stride` elements apart.")
 
 
-HELPER_METHODS = ("SumPartials", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax", "RowStartOf",
+HELPER_METHODS = ("SumPartials", "MaxPartials", "CombineTotals", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax", "RowStartOf",
                   "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
-ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Compute", "CopyOut")
+ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Accumulate", "Compute", "CopyOut")
 """The methods of the ROW_SPLIT schedule, in the order a class prints them."""
 COL_FIELDS = ("strategy", "rowsPerPass", "colsPerCore", "colsTail", "colsPerPass", "groupRows")
 """The tiling-data fields the schedule reads (opgen.tiling.rowkernel)."""
@@ -594,14 +673,17 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
            ]
     ext += [Func(f"Off_{n}", (Param("r"),), ret="int64_t", const=True, extern=True) for n in s.strided]
     methods = [_row_split(s), _col_split(s)]
-    build = {"SumPartials": _sum_partials, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
+    build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials, "CombineTotals": _combine_totals, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
              "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
              "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX), "RowStartOf": _row_start_of,
              "RunRows": lambda: _run_rows(s.run_extent), "GapBlocks": _gap_blocks_func}
     methods += [build[h]() for h in HELPER_METHODS if h in s.helpers]
     if s.row_in or s.stat_in:
         methods.append(_copy_in(s))
-    methods.append(_compute(s))
+    if s.acc_body:
+        methods.append(_accumulate(s))
+    if not s.acc_body or s.row_out or s.stat_out:   # a two-pass kernel without row outputs has no second pass
+        methods.append(_compute(s))
     if s.row_out or s.stat_out:
         methods.append(_copy_out(s))
     return KernelClass(

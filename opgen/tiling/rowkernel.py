@@ -69,6 +69,9 @@ class RowCounts:
     loads: int = 0
     masks: int = 0
     selects: int = 0
+    total_acc: int = 0
+    acc_reads: int = 0
+    brow_reads: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out as {dtype: count})."""
@@ -76,7 +79,8 @@ class RowCounts:
                 "stat_out": self.stat_out, "temps": self.temps, "brow": self.brow, "col": self.col,
                 "brow_acc": self.brow_acc, "col_acc": self.col_acc, "rsums": self.rsums,
                 "rsums_per_level": self.rsums_per_level, "levels": self.levels, "loads": self.loads,
-                "masks": self.masks, "selects": self.selects}
+                "masks": self.masks, "selects": self.selects, "total_acc": self.total_acc,
+                "acc_reads": self.acc_reads, "brow_reads": self.brow_reads}
 
 
 def program_counts(p) -> dict:
@@ -95,13 +99,18 @@ def program_counts(p) -> dict:
         "stat_in": sum(1 for t in p.gm if t.role == "in" and t.space == "stat"),
         "stat_out": sum(1 for t in p.gm if t.role == "out" and t.space == "stat"),
         "temps": p.row_temps, "brow": len(p.brow), "col": len(p.col),
-        "brow_acc": sum(1 for v in p.accs.values() if v[0] == "brow"),
-        "col_acc": sum(1 for v in p.accs.values() if v[0] == "col"),
+        "col_acc": sum(1 for v in p.accs.values() if v[0] == "col")
+        + sum(1 for a in p.acc_reads if a not in p.accs and a not in p.brow),
+        "brow_acc": sum(1 for v in p.accs.values() if v[0] == "brow")
+        + sum(1 for a in p.acc_reads if a not in p.accs and a in p.brow),
         "rsums": len(p.rsums()), "rsums_per_level": max(per_level.values(), default=0), "levels": p.levels,
         "loads": sum(1 for i in p.instrs if i.kind == "load"),
         "masks": sum(1 for i in p.instrs if i.kind in MASK_KINDS or i.kind in SELECT_KINDS)
         + sum(1 for t in p.gm if t.space == "row" and t.dtype in BYTE_DTYPES),   # byte rows: 32-B aligned UB rows
         "selects": sum(1 for i in p.instrs if i.kind in SELECT_KINDS),
+        "total_acc": sum(1 for v in p.accs.values() if v[0] == "total"),
+        "acc_reads": len(p.acc_reads),
+        "brow_reads": sum(1 for a in p.acc_reads if a in p.brow),
     }
 
 
@@ -196,11 +205,12 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
     if strategy not in (ROW_SPLIT, COL_SPLIT):
         raise ValueError(f"rows kernel strategy {strategy}: 1 (ROW_SPLIT) or 2 (COL_SPLIT)")
     get = c.get if isinstance(c, dict) else lambda k: getattr(c, k)
-    accs = get("brow_acc") + get("col_acc")
-    exchange = accs if strategy == ROW_SPLIT else get("levels")
+    tot = c.get("total_acc", 0) if isinstance(c, dict) else getattr(c, "total_acc", 0)
+    accs = get("brow_acc") + get("col_acc") + tot
+    exchange = accs if strategy == ROW_SPLIT else get("levels") + tot
     return {"workBuf": max(get("temps"), 2), "browBuf": get("brow"), "colBuf": get("col"),
             "paramQue": int(bool(get("loads") or exchange)), "accOutQue": int(bool(accs or exchange)),
-            "reduceBuf": int(bool(get("rsums")))}
+            "reduceBuf": int(bool(get("rsums") or tot))}
 
 
 def _fixed_plan(c: RowCounts, cols, strategy: int) -> list[Buffer]:
@@ -272,18 +282,31 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                                                            cols_core, col_cores, cols_pass)
     # rows stay whole when they fit, unless nothing is reduced per row and there are fewer rows than column slices
     prefer_rows = (rows_fit >= 1) if c.levels else (rows_fit >= 1) & (R >= col_cores)
-    strategy = p.let("strategy", select(prefer_rows | (grp_fit < 1), ROW_SPLIT, COL_SPLIT), "1 ROW_SPLIT, 2 COL_SPLIT",
-                     True)
+    if c.acc_reads:   # two passes over the rows around the cross-core exchange: ROW_SPLIT only
+        strategy = p.let("strategy", lit(ROW_SPLIT) + 0, "1 ROW_SPLIT (two passes over the rows: always)", True)
+    else:
+        strategy = p.let("strategy", select(prefer_rows | (grp_fit < 1), ROW_SPLIT, COL_SPLIT),
+                         "1 ROW_SPLIT, 2 COL_SPLIT", True)
     p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
           "columns each core sums in the cross-core reduction (ROW_SPLIT)", True)
     p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, grp_fit >= 1), "1 when the chosen plan fits UB", True)
     block_dim = p.let("blockDim", select(strategy.eq(ROW_SPLIT), row_cores, col_cores), "AIV cores launched", True)
     p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
-    per_core = c.col_acc + 2 * c.brow_acc
-    ws_rows = p.let("wsRowBytes", block_dim * (per_core * col_align * 4) if per_core else 0 * block_dim,
-                    "ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums")
-    ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * align_up(group_rows, 8) * 4,
-                    "COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte aligned")
+    per_core = c.col_acc + 2 * c.brow_acc + c.total_acc
+    ws_rows = p.let("wsRowBytes", (block_dim * (per_core * col_align * 4) if per_core else 0 * block_dim)
+                    + ((c.acc_reads - c.brow_reads + B * c.brow_reads) * col_align * 4 if c.acc_reads else 0),
+                    "ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums"
+                    + ("; then the complete column (and per-batch) reductions the second pass reads" if c.acc_reads
+                       else ""))
+    if c.total_acc:   # the partial totals of every core after the level region (opgen.codegen.kernel._col_total_lines)
+        ws_cols = p.let("wsColBytes", (block_dim * max(c.rsums_per_level, 1) + max(c.rsums, 1))
+                        * align_up(group_rows, 8) * 4 + block_dim * (c.total_acc * 32),
+                        "COL_SPLIT: partial row reductions of every core and their totals, then each core's partial "
+                        "reductions over every axis in 32-byte slots (fp32)")
+    else:
+        ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * align_up(group_rows, 8) * 4,
+                        "COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte "
+                        "aligned")
     p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, ws_cols), "user workspace (bytes)", True)
     p.let("seqLen", S + 0, "rows per batch", True)
     p.let("batchNum", B + 0, "batches", True)
