@@ -116,3 +116,26 @@ def test_bad_arguments_are_one_line_spec_errors(tmp_path):
         with pytest.raises(SpecError, match=words) as e:
             spec.graph(spec.keys()[0])
         assert "bad.py:12" in str(e.value)
+
+
+def test_softplus_takes_a_runtime_attribute(tmp_path):
+    """b.softplus(x, beta) with beta a float attribute (a tensor, not a Python number) against float64 math."""
+    p = tmp_path / "softplus_attr.py"
+    p.write_text(textwrap.dedent("""
+        from opgen.dsl import A2, A3, OpSpec, f32
+
+        spec = OpSpec("SoftplusAttr", aclnn="aclnnSoftplusAttr", socs=(A2, A3))
+        N = spec.dim("N")
+        spec.input("x", f32, [N])
+        spec.attr("beta", float, 1.0)
+        spec.output("y", f32, [N])
+
+
+        @spec.body
+        def _(b, x, beta):
+            return {"y": b.softplus(x, beta)}
+        """))
+    x = _inputs()
+    want = np.logaddexp(0.0, 2.5 * x.astype(np.float64)) / 2.5
+    got = interpret(load_spec(str(p)), {"x": x}, {"beta": 2.5}, mode="device")["y"]
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=6e-7, atol=1.2e-7)

@@ -205,6 +205,12 @@ def scaled_masked_softmax(i, a):
     return {"y": torch.softmax(z, -1).numpy()}
 
 
+def log_softmax(i, a):
+    import torch
+
+    return {"y": torch.log_softmax(_t(i["x"]), -1).numpy()}
+
+
 def prelu(i, a):
     import torch
 
@@ -241,7 +247,7 @@ def smooth_l1_loss(i, a):
     return {"out": (out, np.maximum(np.abs(d), 0.5 * beta))}
 
 
-ORACLES = {f.__name__: f for f in (hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
+ORACLES = {f.__name__: f for f in (log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad, reduce_mean, reduce_max, mse_loss, batch_norm)}
 
@@ -249,7 +255,7 @@ TERMS = {   # per output: which of its inputs' extents one element sums over (th
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
     "add_rms_norm": {"y": "row", "rstd": "row"}, "layer_norm_grad": {"pd_x": "row", "pd_gamma": "rows",
                                                                     "pd_beta": "rows"},
-    "softmax": {"y": "row"}, "scaled_masked_softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
+    "softmax": {"y": "row"}, "scaled_masked_softmax": {"y": "row"}, "log_softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
     "reduce_mean": {"out": "M"}, "mse_loss": {"out": "all"},
     "batch_norm": {"output": "N", "saveMean": "N", "saveInvstd": "N"},
 }
@@ -297,6 +303,9 @@ CASES = [
     ("softmax", {"Bd": (3, 17), "H": 1}, BF16, {}, None),
     ("softmax", {"Bd": (53,), "H": 1000}, BF16, {}, 1),
     ("softmax", {"Bd": (2,), "H": 262144}, F16, {}, 2),                       # SoftmaxV2 over 262144 columns
+    ("log_softmax", {"Bd": (3, 5), "H": 45}, F16, {}, 1),                     # the per-row sum's log: a Duplicate
+    ("log_softmax", {"Bd": (2,), "H": 20000}, BF16, {}, 2),
+    ("log_softmax", {"Bd": (7,), "H": 1}, F32, {}, None),
     ("swiglu", {"Bd": (3,), "H": 21}, F32, {}, 1),
     ("swiglu", {"Bd": (2,), "H": 11008}, BF16, {}, 2),                        # column chunks of both halves
     ("swiglu", {"Bd": (61,), "H": 1}, F16, {}, None),

@@ -198,10 +198,14 @@ class Builder:
         """log(1 + exp(beta x)) / beta, elementwise (float), in the overflow-free form
         (max(beta x, 0) + log(1 + exp(-|beta x|))) / beta with maximum, abs, neg, exp, add, log — ops the rows family
         lowers. Matches torch's softplus (whose threshold only skips a term below one ulp) to an absolute 6e-8 / beta
-        where softplus itself is below that (log(1 + tiny) rounds to 0 in fp32)."""
-        y = x if beta == 1.0 else x * float(beta)
-        r = self.maximum(y, 0.0) + self.log(1.0 + self.exp(-self.abs(y)))
-        return r if beta == 1.0 else r * (1.0 / float(beta))
+        where softplus itself is below that (log(1 + tiny) rounds to 0 in fp32). `beta` is a Python number or a
+        scalar tensor (a runtime attribute: then divided by, not multiplied with its reciprocal)."""
+        if isinstance(beta, (int, float)) and not isinstance(beta, bool):
+            y = x if beta == 1.0 else x * float(beta)
+            r = self.maximum(y, 0.0) + self.log(1.0 + self.exp(-self.abs(y)))
+            return r if beta == 1.0 else r * (1.0 / float(beta))
+        y = x * beta
+        return (self.maximum(y, 0.0) + self.log(1.0 + self.exp(-self.abs(y)))) / beta
 
     def pow(self, x, p):
         """x ** p for a Python number p, elementwise (float), chosen by p: 0 -> ones; 1 -> x; 2, 3, 4 -> repeated

@@ -267,7 +267,8 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
             expr = SCALAR_UNARY[op].format(texts[0])
         elif op in ("exp", "log"):
             raise IRError(f"row kernel: a {'per-row' if sp == 'stat' else 'scalar'} {op} (%{r}): the AIV scalar unit "
-                          f"has no {op} (docs/reference/ascendc.md §1.4); take the {op} of a row instead")
+                          f"has no {op} (docs/reference/ascendc.md §1.4); take the {op} of a row instead (broadcast the value to "
+                          f"the row's shape first: v.broadcast_to(shape), a Duplicate)")
         else:
             raise IRError(f"row kernel: scalar {op} (%{r}) is not supported")
         if sp == "scalar":
@@ -278,7 +279,11 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
     vec = [i for i in ins if ctx.space[i] in VECTOR_SPACES]
     sca = [i for i in ins if ctx.space[i] in ("stat", "scalar")]
     if op in VECTOR_UNARY:
-        emit(Instr("vunary", r, (ctx.operand(ins[0]),), VECTOR_UNARY[op], space=sp))
+        src = ctx.operand(ins[0])
+        if ctx.space[ins[0]] in ("stat", "scalar"):   # a per-row value broadcast to the row: Duplicate it first
+            emit(Instr("vdup", f"dup_{r}", arg=ctx.scalar_text.get(ins[0], src), space=sp))
+            src = f"dup_{r}"
+        emit(Instr("vunary", r, (src,), VECTOR_UNARY[op], space=sp))
         return
     if op == "neg":
         emit(Instr("vscalar", r, (ctx.operand(ins[0]),), "Muls", "-1.0f", space=sp))
