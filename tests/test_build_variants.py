@@ -67,3 +67,22 @@ def test_cli_check_with_a_bad_value_exits_2_with_one_line(tmp_path):
     assert r.stderr.strip().splitlines() == [f"opgen: error: {OPT_ENV}='3': must be 0 (build the check driver at -O0) "
                                              f"or 1 (-O1, the default)"]
     assert not (tmp_path / "build").exists()   # nothing built
+
+
+def test_every_build_root_links_the_one_shared_directory_of_the_default_root(tmp_path, monkeypatch):
+    """The op-independent objects (runtime.o, check_main.o) are compiled once in $OPGEN_BUILD_DIR's shared-<hash>/,
+    whichever root an op's build uses (opgen/check/build.py shared_dir): the build files of two roots name that
+    directory's objects by absolute path. A default root whose path a ninja build statement cannot express (a `|`)
+    leaves each root its own."""
+    from opgen.check.build import shared_dir, shared_dir_name
+
+    monkeypatch.setenv("OPGEN_BUILD_DIR", str(tmp_path / "default"))
+    want = (tmp_path / "default").resolve() / shared_dir_name("/usr/bin/g++")
+    src = Sources("Op", "op", "aclnn_op", tmp_path / "op")
+    for root in (tmp_path / "a", tmp_path / "b"):
+        shared = shared_dir("/usr/bin/g++", root)
+        assert shared == want
+        st = _statements(ninja_file(src, "/usr/bin/g++", shared))
+        assert f"{want}/check_main.o" in st["quick/check"][1] and f"{want}/runtime.o" in st["aclnn/runner"][1]
+    monkeypatch.setenv("OPGEN_BUILD_DIR", str(tmp_path / "de|fault"))
+    assert shared_dir("/usr/bin/g++", tmp_path / "a") == (tmp_path / "a").resolve() / shared_dir_name("/usr/bin/g++")

@@ -169,57 +169,65 @@ def test_cpp_is_clang_format_clean(packages):
     assert "BasedOnStyle: Google" in style and "IndentWidth: 4" in style and "ColumnLimit: 120" in style
 
 
-@pytest.mark.skipif(GXX is None, reason="g++ not installed")
-def test_cpp_compiles_against_host_emulation(packages, tmp_path):
+@pytest.fixture(scope="module")
+def host_objects(packages, tmp_path_factory):
+    """Every emitted C++ source of every op (UT sources aside: tests/test_ut_sources.py) compiled once, as the two
+    tests below need it: {path of the source: (g++'s CompletedProcess, path of its object)}. Flags: -std=c++17 -O0
+    -Wall -Wextra -Werror=format against opgen/emu/include, the source's own directory and an include/ holding
+    aclnnop/ (the example includes "aclnnop/aclnn_<api>.h")."""
+    if GXX is None:
+        pytest.skip("g++ not installed")
+    tmp = tmp_path_factory.mktemp("host")
     jobs = []
     for op, files in packages.items():
-        root = tmp_path / op_snake(op)
+        root = tmp / op_snake(op)
         for path, text in files.items():
             p = root / path
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
         inc = root / "include"
         inc.mkdir()
-        (inc / "aclnnop").symlink_to(root / "op_host" / "op_api")  # the example includes "aclnnop/aclnn_<api>.h"
+        (inc / "aclnnop").symlink_to(root / "op_host" / "op_api")
         for path in files:
-            if path.endswith(".cpp") and not path.startswith("tests/"):  # UT sources: tests/test_ut_sources.py
-                jobs.append([GXX, "-std=c++17", "-c", "-o", os.devnull, "-Wall", "-Wextra", "-Werror=format",
-                             f"-I{EMU_INCLUDE}", f"-I{(root / path).parent}", f"-I{inc}", str(root / path)])
+            if path.endswith(".cpp") and not path.startswith("tests/"):
+                src = root / path
+                obj = src.with_suffix(".o")
+                jobs.append((src, obj, [GXX, "-std=c++17", "-O0", "-c", "-o", str(obj), "-Wall", "-Wextra",
+                                        "-Werror=format", f"-I{EMU_INCLUDE}", f"-I{src.parent}", f"-I{inc}", str(src)]))
+
+    def run(job):
+        src, obj, cmd = job
+        return str(src), (subprocess.run(cmd, capture_output=True, text=True), obj)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        return dict(pool.map(run, jobs))
+
+
+def test_cpp_compiles_against_host_emulation(packages, host_objects):
     tiled = sum(any(p.endswith("_tiling.cpp") for p in files) for files in packages.values())
     assert tiled == 6  # the four vector ops and the two NSA mixed kernels have a TilingFunc (tests/test_tiling.py)
     kernels = sum(any(p.startswith("op_kernel/") and p.endswith(".cpp") for p in files) for files in packages.values())
     assert kernels >= 2  # the row kernels (tests/test_kernels.py runs them in the emulation)
-    assert len(jobs) == 5 * len(packages) + tiled + kernels  # def, infershape, aclnn, L0, example (+ tiling, kernel)
-
-    def run(cmd):
-        return cmd[-1], subprocess.run(cmd, capture_output=True, text=True)
-
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
-        for path, r in pool.map(run, jobs):
-            assert r.returncode == 0 and "warning" not in r.stderr, f"{path}\n{r.stderr[:3000]}"
+    # def, infershape, aclnn, L0, example (+ tiling, kernel)
+    assert len(host_objects) == 5 * len(packages) + tiled + kernels
+    for path, (r, _) in host_objects.items():
+        assert r.returncode == 0 and "warning" not in r.stderr, f"{path}\n{r.stderr[:3000]}"
 
 
-@pytest.mark.skipif(GXX is None, reason="g++ not installed")
-def test_host_files_link_into_one_binary(packages, tmp_path):
+def test_host_files_link_into_one_binary(packages, host_objects, tmp_path):
     """One stub set serves every host file: the OpDef, InferShape, TilingFunc and aclnn (L2 + L0) files of
-    all ops link together against opgen/emu/include, and each op registers its InferShape / InferDataType
-    (and TilingFunc where it has one) at static initialisation."""
-    srcs, incs = [], []
-    for op, files in packages.items():
-        root = tmp_path / op_snake(op)
-        for path, text in files.items():
-            (root / path).parent.mkdir(parents=True, exist_ok=True)
-            (root / path).write_text(text)
-            if path.startswith("op_host/") and path.endswith(".cpp"):
-                srcs.append(str(root / path))
-        incs += [f"-I{root / 'op_host'}", f"-I{root / 'op_host' / 'op_api'}"]
+    all ops (their objects from host_objects) link together against opgen/emu/include, and each op registers its
+    InferShape / InferDataType (and TilingFunc where it has one) at static initialisation."""
+    objs = [str(obj) for path, (r, obj) in host_objects.items() if "/op_host/" in path]
+    assert all(host_objects[p][0].returncode == 0 for p in host_objects if "/op_host/" in p)
+    assert len(objs) >= 4 * len(packages)   # def, infershape, aclnn, L0 of every op
     main = tmp_path / "main.cpp"
     main.write_text('#include <iostream>\n#include "register/op_impl_registry.h"\nint main()\n{\n'
                     '    for (auto& r : gert::InferShapeRegistry()) std::cout << "infershape " << r.first << "\\n";\n'
                     '    for (auto& r : gert::InferDataTypeRegistry()) std::cout << "dtype " << r.first << "\\n";\n'
                     '    for (auto& r : gert::TilingRegistry()) std::cout << "tiling " << r.first << "\\n";\n}\n')
     exe = tmp_path / "host"
-    r = subprocess.run([GXX, "-std=c++17", "-O0", "-Wall", "-Wextra", f"-I{EMU_INCLUDE}", *incs, *srcs, str(main),
+    r = subprocess.run([GXX, "-std=c++17", "-O0", "-Wall", "-Wextra", f"-I{EMU_INCLUDE}", *objs, str(main),
                         "-o", str(exe)], capture_output=True, text=True)
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[:3000]
     got = set(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines())

@@ -165,8 +165,8 @@ def _mk_binary(b, op):
         x = b.make(BOOL)
     elif op in ("eq", "ne", "lt", "le", "gt", "ge"):
         x = b.pick()
-    elif op == "div":   # no integer division (opgen.ir.ops): a float operand
-        x = b.pick(lambda t: t.dtype != BOOL and _floaty(t)) or b.make(F32)
+    elif op == "div":   # float only (opgen/ir/ops.py): an integer operand would leave no div to force
+        x = b.pick(lambda t: t.dtype in FLOAT_DTYPES) or b.make(F32)
     else:
         x = b.pick(lambda t: t.dtype != BOOL) or b.make(F32)
     b.add(op, [x, b.draw(st.sampled_from(_compatible(b, x)))])

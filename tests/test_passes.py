@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import subprocess
 import sys
 import textwrap
 
@@ -693,12 +692,13 @@ def test_select_key():
     assert select_key(nsa, {}, ["actual_seq_qlen", "actual_seq_kvlen"]).static == (0, "TND")
 
 
-_SCRIPT = shutil.which("opgen") or os.path.join(os.path.dirname(sys.executable), "opgen")
-OPGEN = [_SCRIPT] if os.path.exists(_SCRIPT) else [sys.executable, "-m", "opgen.cli"]
-
-
 def _cli(*args):
-    return subprocess.run([*OPGEN, *args], capture_output=True, text=True, timeout=120)
+    """`opgen ARGS...` in this process (tests/inproc.py): a child process would prove nothing more here (the console
+    script and start-up are tests/test_cli.py's and tests/test_startup.py's)."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    from inproc import cli
+
+    return cli(*args)
 
 
 @pytest.mark.slow

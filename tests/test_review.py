@@ -58,14 +58,17 @@ def _spec(tmp_path, name, **changes) -> Path:
 
 
 def _opgen(*args, cwd=ROOT, env=None, code_root=None):
-    """Run the CLI in a fresh process; `code_root`: import opgen from that directory (a scratch checkout)."""
+    """Run the CLI: in this process (tests/inproc.py), or, with `code_root`, in a fresh process importing opgen from
+    that directory (a scratch checkout)."""
     env = {**os.environ, **(env or {})}
-    if code_root is not None:
-        env["PYTHONPATH"] = str(code_root)
-        cmd = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); import opgen.cli; "
-               "sys.exit(opgen.cli.main(sys.argv[1:]))", str(code_root)]
-    else:
-        cmd = [sys.executable, "-m", "opgen.cli"]
+    if code_root is None:   # a child process would prove nothing more than the call
+        sys.path.insert(0, os.path.dirname(__file__))
+        from inproc import cli
+
+        return cli(*args, cwd=cwd, env=env)
+    env["PYTHONPATH"] = str(code_root)
+    cmd = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); import opgen.cli; "
+           "sys.exit(opgen.cli.main(sys.argv[1:]))", str(code_root)]
     return subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
 
 

@@ -10,8 +10,9 @@ aclnn_harness.cpp (rewritten only when their text changes, so a second build is 
                    OPGEN_CHECK_OPT=0, which the test suite sets; its cases are small)
     asan/check     the same with -fsanitize=address,undefined
 
-What does not depend on the op is compiled once per build root, in `<root>/shared-<hash of the C++ directories and
-the compiler>/` (its own build.ninja and lock) and linked by every op: runtime.o (the aclnn case reader, aclnn
+What does not depend on the op is compiled once per user, whichever build root an op's build uses: in
+`<default root>/shared-<hash of the C++ directories and the compiler>/` (default_build_root(): $OPGEN_BUILD_DIR or
+~/.cache/opgen/build; its own build.ninja and lock; shared_dir) and linked by every op: runtime.o (the aclnn case reader, aclnn
 flags) and check_main.o (opgen_check::Main of check_driver.h, debug flags; an op's driver.cpp only declares the
 kernel and calls it through check_main.h). An op's build brings them up to date first and holds the shared
 directory's lock (shared mode) while it links them.
@@ -153,6 +154,17 @@ def shared_dir_name(cxx: str) -> str:
     return f"shared-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
 
+def shared_dir(cxx: str, root: Path | None = None) -> Path:
+    """The shared directory an op build under `root` links (module doc): shared_dir_name(cxx) in the default build
+    root (absolute), whatever `root` is -- its objects depend on neither the op nor the root, and check_main.o alone
+    is ~6 s of compiler CPU; in `root` itself when the default root's path holds a line break or a `|`, which a ninja
+    build statement cannot express."""
+    base = default_build_root().resolve()
+    if any(c in str(base) for c in "\n\r|"):
+        base = Path(root or base).resolve()
+    return base / shared_dir_name(cxx)
+
+
 def _ninja_head(what: str, cxx: str) -> list[str]:
     """The lines every build file of opgen check starts with: a comment saying `what` the file builds, the compiler
     and the C++ dialect, and the compile rule (depfiles, so header edits rebuild what includes them)."""
@@ -270,8 +282,9 @@ def ninja_binary() -> str:
     return exe
 
 
-def ninja_file(src: Sources, cxx: str) -> str:
-    """Text of build.ninja for `src` (module doc); paths relative to the build directory for outputs."""
+def ninja_file(src: Sources, cxx: str, shared: Path | None = None) -> str:
+    """Text of build.ninja for `src` (module doc); paths relative to the build directory for outputs. `shared`: the
+    shared directory whose objects it links (shared_dir; default: shared_dir_name(cxx) beside the build directory)."""
     host = src.op_dir / "op_host"
     kinc = _inc(EMU_INCLUDE, host, src.op_dir / "op_kernel", CHECK_CPP)
     ainc = _inc(EMU_INCLUDE, host / "op_api", CHECK_CPP)
@@ -282,7 +295,8 @@ def ninja_file(src: Sources, cxx: str) -> str:
         "  description = LINK $out",
         "",
     ]
-    shared = f"../{shared_dir_name(cxx)}"   # the op-independent objects (module doc)
+    # the op-independent objects (module doc)
+    shared = _ninja_path(shared) if shared is not None else f"../{shared_dir_name(cxx)}"
     objs = [f"{shared}/runtime.o"]
     for name, path, inc in (("api", src.aclnn_cpp, ainc), ("l0", src.l0_cpp, ainc),
                             ("harness", "aclnn_harness.cpp", ainc)):
@@ -344,9 +358,9 @@ class Builder:
         cxx = compiler()
         ninja = ninja_binary()
         self.dir.mkdir(parents=True, exist_ok=True)
-        text = ninja_file(_ninja_safe(self.src, self.dir), cxx)
-        shared = self.dir.parent / shared_dir_name(cxx)
-        needed = [t for t in SHARED_TARGETS if f"../{shared.name}/{t}" in text]
+        shared = shared_dir(cxx, self.dir.parent)
+        text = ninja_file(_ninja_safe(self.src, self.dir), cxx, shared)
+        needed = [t for t in SHARED_TARGETS if f"{_ninja_path(shared)}/{t}" in text]
         with contextlib.ExitStack() as locks:
             if needed:
                 locks.enter_context(self._shared_built(shared, cxx, ninja, needed))
