@@ -136,6 +136,9 @@ def _replace(k: KernelClass, method: str, body) -> KernelClass:
      "src1 missing"),
     (lambda k: _replace(k, "Compute", lambda b: b + (vec(Op.DUPLICATE, dst=Ref("red", Lit(60)), scalar=0.0,
                                                          count=Lit(8)),)), "outside its buffer"),
+    # a reinterpreted region is checked in bytes: 24 halves from float 56 end 16 bytes past the block
+    (lambda k: _replace(k, "Compute", lambda b: b + (vec(Op.DUPLICATE, dst=Ref("red", Lit(56), as_dtype="half"),
+                                                         scalar=0.0, count=Lit(24)),)), "outside its buffer"),
     (lambda k: _replace(k, "Compute", lambda b: b + (SetFlag(Pipe.V, Pipe.V),)), "V_V does not exist"),
     (lambda k: KernelClass(**{**k.__dict__, "name": "Bad Name"}), "not a usable C\\+\\+ identifier"),
     (lambda k: KernelClass(**{**k.__dict__, "process": k.process[:2] + k.process[3:]}), "before its InitBuffer"),
@@ -144,6 +147,13 @@ def _replace(k: KernelClass, method: str, body) -> KernelClass:
 def test_the_verifier_names_the_rule_a_malformed_program_breaks(mutate, rule):
     with pytest.raises(IRError, match=rule):
         verify(mutate(rows_kernel()))
+
+
+def test_a_reinterpreted_region_inside_its_block_verifies():
+    """16 halves from float 56 end exactly at the 64-float block's end: accepted (the bound is in bytes)."""
+    k = _replace(rows_kernel(), "Compute", lambda b: b + (vec(Op.DUPLICATE, dst=Ref("red", Lit(56), as_dtype="half"),
+                                                               scalar=0.0, count=Lit(16)),))
+    verify(k)
 
 
 def test_if_branches_and_assignments():

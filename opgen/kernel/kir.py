@@ -1096,15 +1096,26 @@ class _Verifier:
         self.expr(r.offset, st, node)
         if r.as_dtype is not None:
             want = self.dtype(st.tmap.get(r.as_dtype, r.as_dtype), node)
-            if want not in ELEM_BYTES or st.tmap.get(t.dtype, t.dtype) not in ELEM_BYTES:
+            have = st.tmap.get(t.dtype, t.dtype)
+            if want not in ELEM_BYTES or have not in ELEM_BYTES:
                 raise IRError(f"{r.tensor} reinterpreted as {r.as_dtype}: both element types must be known", node)
-            return _Tensor(want, t.buf, None, None)   # element offsets of another type: no constant region check
+            off = const_value(r.offset)
+            if t.start is None or t.elems is None or off is None:
+                return _Tensor(want, t.buf, None, None)
+            first, end = (t.start + off) * ELEM_BYTES[have], t.elems * ELEM_BYTES[have]   # bytes of the block
+            if first % ELEM_BYTES[want]:
+                raise IRError(f"{r.tensor}[{off}] reinterpreted as {r.as_dtype} starts inside an element", node)
+            # in the new element type, the region starts at `first` (its own offset already counted: region()
+            # adds none for a reinterpreted reference)
+            return _Tensor(want, t.buf, first // ELEM_BYTES[want], end // ELEM_BYTES[want])
         return t
 
     def region(self, r, count, st, node, elem_bytes: int | None = None):
         """A constant region [offset, offset + count) must lie inside its buffer block."""
         t = self.tensor(r, st, node)
         off, n = const_value(r.offset), const_value(count) if count is not None else None
+        if r.as_dtype is not None:   # tensor() counted the offset in the source type's elements
+            off = 0
         if t.elems is None or t.start is None or off is None or n is None:
             return t
         if off < 0 or t.start + off + n > t.elems:
