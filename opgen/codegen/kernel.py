@@ -730,6 +730,22 @@ def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list
     return out
 
 
+def _exchanged_acc_lines(prog: RowProgram, a: str, name, rm: str, combine: str, out_at, read_at,
+                         cites: Cites) -> list:
+    """ROW_SPLIT's cross-core step for accumulator `a` over columns [r0, r0 + rn): the cores' partials combined into
+    w_[0] (the C++ call `combine`), finished (_finish_lines), stored to its output `name` (when it has one) at the
+    offset `out_at()` gives, and, when a second pass reads it, to its read-back region at `read_at()`."""
+    out = [_sum_partials(combine)] + _finish_lines(prog, a, "w_[0]", "w_[1]", "rn", cites)
+    if name is not None:
+        t = prog.tensor(name)
+        out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([out_at(), 'r0'])}], w_[0], "
+                              f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
+    if a in prog.acc_reads:   # the complete slice, for every core's second pass (after the exchange region)
+        out.append(_store_row(f"StoreRow<float>({read_at()} + r0], w_[0], RoundMode::CAST_NONE, rn);"
+                              f"{spec_comment(cites.acc(a))}", "w_[0]"))
+    return out
+
+
 def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     """ROW_SPLIT epilogue: partial column sums to workspace, SyncAll, then each core sums its column
     slice over the cores in core order (column outputs and the batches split across cores)."""
@@ -757,16 +773,9 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
                "td_->colsPerReduceCore) : 0;")
     out.append("if (rn > 0) {")
     for j, (a, (_sp, name, rm)) in enumerate(cols):
-        out.append(_sum_partials(f"{_partials(prog, a)}({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, "
-                                 f"-1);"))
-        out += _finish_lines(prog, a, "w_[0]", "w_[1]", "rn", cites)
-        if name is not None:
-            t = prog.tensor(name)
-            out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'r0'])}], w_[0], "
-                                  f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
-        if a in prog.acc_reads:   # the complete slice, for every core's second pass (after the exchange region)
-            out.append(_store_row(f"StoreRow<float>({_read_at(prog, a)} + r0], w_[0], RoundMode::CAST_NONE, rn);"
-                                  f"{spec_comment(cites.acc(a))}", "w_[0]"))
+        out += _exchanged_acc_lines(
+            prog, a, name, rm, f"{_partials(prog, a)}({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);",
+            lambda: addr.col(name), lambda: _read_at(prog, a), cites)
     if brows:
         out.append("int64_t lastBatch = -1;")
         out.append("for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {")
@@ -776,16 +785,10 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
         out.append("lastBatch = b;")
         out.append("const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;")
         for j, (a, (_sp, name, rm)) in enumerate(brows):
-            out.append(_sum_partials(f"{_partials(prog, a)}({len(cols) + j}, {len(brows)}, r0, rn, "
-                                     f"CoreOfRow(b * seqLen_), CoreOfRow(last), b);"))
-            out += _finish_lines(prog, a, "w_[0]", "w_[1]", "rn", cites)
-            if name is not None:
-                t = prog.tensor(name)
-                out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.brow(name, 'b'), 'r0'])}], "
-                                      f"w_[0], RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
-            if a in prog.acc_reads:
-                out.append(_store_row(f"StoreRow<float>({_read_at(prog, a, 'b')} + r0], w_[0], RoundMode::CAST_NONE, "
-                                      f"rn);{spec_comment(cites.acc(a))}", "w_[0]"))
+            out += _exchanged_acc_lines(
+                prog, a, name, rm, f"{_partials(prog, a)}({len(cols) + j}, {len(brows)}, r0, rn, "
+                f"CoreOfRow(b * seqLen_), CoreOfRow(last), b);", lambda: addr.brow(name, "b"),
+                lambda: _read_at(prog, a, "b"), cites)
         out.append("}")
     out.append("}")
     if tots:   # core 0 combines the cores' partial totals in core order and writes each total

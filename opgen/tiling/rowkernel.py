@@ -26,7 +26,7 @@ Units: elements unless a name ends in Bytes. Facts: docs/reference/ascendc.md §
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, MASK_LANES, SELECT_KINDS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
@@ -75,12 +75,8 @@ class RowCounts:
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out as {dtype: count})."""
-        return {"row_in": dict(self.row_in), "row_out": dict(self.row_out), "stat_in": self.stat_in,
-                "stat_out": self.stat_out, "temps": self.temps, "brow": self.brow, "col": self.col,
-                "brow_acc": self.brow_acc, "col_acc": self.col_acc, "rsums": self.rsums,
-                "rsums_per_level": self.rsums_per_level, "levels": self.levels, "loads": self.loads,
-                "masks": self.masks, "selects": self.selects, "total_acc": self.total_acc,
-                "acc_reads": self.acc_reads, "brow_reads": self.brow_reads}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**out, "row_in": dict(self.row_in), "row_out": dict(self.row_out)}
 
 
 def program_counts(p) -> dict:
