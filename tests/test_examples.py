@@ -149,6 +149,31 @@ def batch_norm(i, a):
     return {"output": ((x - m) * r * w + bb, scale), "saveMean": m, "saveInvstd": (r, r + dr)}
 
 
+def instance_norm(i, a):
+    """torch.nn.functional.instance_norm's formula (biased variance around the mean over H, W per (n, c)) with
+    per-channel gamma / beta, float64; mean and variance as aclnnInstanceNorm returns them ([N, C, 1, 1])."""
+    x, g, bb = _f(i["x"]), _f(i["gamma"])[:, None, None], _f(i["beta"])[:, None, None]
+    m = x.mean((2, 3), keepdims=True)
+    v = ((x - m) ** 2).mean((2, 3), keepdims=True)
+    r = 1.0 / np.sqrt(v + float(a.get("eps", 1e-5)))
+    scale = (np.abs(x) + np.abs(m)) * r * np.abs(g) + np.abs(bb)   # the terms y is a difference of
+    return {"y": ((x - m) * r * g + bb, scale), "mean": (m, np.abs(x).mean((2, 3), keepdims=True)), "variance": v}
+
+
+def layer_norm_v4(i, a):
+    """torch.nn.functional.layer_norm over the last two axes (normalized_shape [S, H]), float64, with its mean and
+    rstd ([B, 1, 1])."""
+    import torch
+
+    x, g, bb = _f(i["x"]), _f(i["gamma"]), _f(i["beta"])
+    eps = float(a.get("epsilon", 1e-5))
+    y = torch.nn.functional.layer_norm(_t(x), x.shape[-2:], _t(g), _t(bb), eps=eps).numpy()
+    m = x.mean((1, 2), keepdims=True)
+    r = 1.0 / np.sqrt(((x - m) ** 2).mean((1, 2), keepdims=True) + eps)
+    scale = (np.abs(x) + np.abs(m)) * r * np.abs(g) + np.abs(bb)
+    return {"y": (y, scale), "mean": (m, np.abs(x).mean((1, 2), keepdims=True)), "rstd": r}
+
+
 def scaled_transpose(i, a):
     return {"y": _f(i["x"]).transpose(0, 2, 1, 3) * float(a.get("scale", 1.0))}
 
@@ -249,7 +274,8 @@ def smooth_l1_loss(i, a):
 
 ORACLES = {f.__name__: f for f in (log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
-                                   swiglu_grad, reduce_mean, reduce_max, mse_loss, batch_norm)}
+                                   swiglu_grad, reduce_mean, reduce_max, mse_loss, batch_norm,
+                                   instance_norm, layer_norm_v4)}
 
 TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
@@ -258,8 +284,11 @@ TERMS = {   # per output: which of its inputs' extents one element sums over (th
     "softmax": {"y": "row"}, "scaled_masked_softmax": {"y": "row"}, "log_softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
     "reduce_mean": {"out": "M"}, "mse_loss": {"out": "all"},
     "batch_norm": {"output": "N", "saveMean": "N", "saveInvstd": "N"},
+    "instance_norm": {"y": ("H", "W"), "mean": ("H", "W"), "variance": ("H", "W")},
+    "layer_norm_v4": {"y": ("S", "H"), "mean": ("S", "H"), "rstd": ("S", "H")},
 }
-"""K, M, N: the reduction length K of a matrix product, the reduced axis M or N; all: every element; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
+"""K, M, N: the reduction length K of a matrix product, the reduced axis M or N; a tuple of dims: their product (a
+reduction over several axes); all: every element; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
 (elementwise) sum nothing."""
 
 
@@ -267,6 +296,8 @@ def _terms(op, name, dims) -> int:
     """Terms one element of output `name` of `op` sums over at `dims` (TERMS), 1 when it sums nothing."""
     kind = TERMS.get(op, {}).get(name)
     size = {k: int(np.prod(v)) if isinstance(v, tuple) else v for k, v in dims.items()}
+    if isinstance(kind, tuple):
+        return int(np.prod([size[k] for k in kind]))
     if kind in ("K", "M", "N"):
         return size[kind]
     if kind == "row":
@@ -338,6 +369,15 @@ CASES = [
     ("batch_norm", {"N": 111, "C": 33}, F16, {}, 1),                            # two passes, rows over 48 cores
     ("batch_norm", {"N": 3, "C": 2000}, F32, {"eps": 0.01}, 1),                 # few long rows: still ROW_SPLIT
     ("batch_norm", {"N": 1, "C": 1}, BF16, {}, 1),
+    ("instance_norm", {"N": 3, "C": 5, "H": 7, "W": 9}, F16, {}, 1),            # per-channel gamma: 15 rows
+    ("instance_norm", {"N": 2, "C": 3, "H": 150, "W": 301}, F32, {"eps": 0.01}, 2),   # rows of H * W over cores
+    ("instance_norm", {"N": 7, "C": 11, "H": 1, "W": 1}, F16, {}, 1),           # H = W = 1; 77 rows: a tail
+    ("instance_norm", {"N": 1, "C": 97, "H": 3, "W": 1}, F32, {}, 1),           # the channel wraps within a core
+    ("layer_norm_v4", {"B": 3, "S": 5, "H": 7}, {"T": "float16", "U": "float32"}, {}, 1),
+    ("layer_norm_v4", {"B": 2, "S": 100, "H": 301}, {"T": "bfloat16", "U": "bfloat16"}, {}, 2),
+    ("layer_norm_v4", {"B": 49, "S": 1, "H": 1}, {"T": "float32", "U": "float32"}, {}, 1),
+    ("layer_norm_v4", {"B": 5, "S": 33, "H": 1}, {"T": "float16", "U": "float16"}, {"epsilon": 0.1}, 1),
+    ("layer_norm_v4", {"B": 97, "S": 3, "H": 17}, {"T": "bfloat16", "U": "float32"}, {}, 1),
     ("scaled_transpose", {"B": 2, "S": 7, "N": 3, "D": 20}, F32, {"scale": 0.5}, 1),
     ("scaled_transpose", {"B": 1, "S": 33, "N": 5, "D": 1}, F16, {"scale": -2.0}, None),
     ("scaled_transpose", {"B": 2, "S": 3, "N": 2, "D": 9000}, BF16, {"scale": 0.125}, 2),

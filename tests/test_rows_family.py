@@ -113,13 +113,14 @@ R, H = spec.dims("R H")
 spec.input("x", T, [R, H])
 spec.input("s", T, [R, 1])
 spec.output("y", T, [R, H])
-spec.dtypes((T,), [(f16,), (f32,)])
+spec.dtypes((T,), [(bf16,), (f32,)])
 
 
 @spec.body
 def _(b, x, s):
     return {"y": x * s}
-''', 'spec.input("s"', "per-row statistic input s has dtype T; the rows family reads per-row statistics as f32"),
+''', 'spec.input("s"', "input s (read as a per-row value) has dtype bf16 (dtype variable T); the rows family "
+                       "reads f32, f16 inputs that way"),
     # an int64 row input
     "LongRows": ('''
 spec = OpSpec("LongRows", aclnn="aclnnLongRows", socs=(A2, A3))

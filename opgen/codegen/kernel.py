@@ -30,7 +30,7 @@ from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe, float_scalar
-from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
+from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, gathered_stat, RowProgram, all_instrs,
                                   attr_names, instr_op, per_row, row_passes)
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowsched import mul as _kmul
@@ -886,6 +886,10 @@ def _gm_rows(prog: RowProgram, addr: _Addr, role: str, space: str, ctx: list[dic
         if c["pieces"]:
             out.append(GmRows(t.name, t.gm, ct, "pieces", spec=c["spec"], pieces=tuple(c["copy_row"]),
                               pieces_col=tuple(c["copy_col"])))
+            continue
+        if gathered_stat(t):   # read row by row by the scalar unit at each row's offset
+            out.append(GmRows(t.name, t.gm, ct, "gather", spec=c["spec"],
+                              at=addr.row(t.name, "r0 + j"), at_g0=addr.row(t.name, "g0 + j")))
             continue
         runs = v.flat or v.runs
         stride = addr.dims.sym(v.pitch if v.flat else v.strides[-1])

@@ -7,7 +7,8 @@ carry no axis. `analyse(graph)` finds the anchor and returns a `RowLayout`; ever
 *space* (`RowLayout.space`), read off which anchor axes its shape spans:
 
   row     all leading axes and the row axis     one fp32 UB row per anchor row
-  stat    all leading axes, no row axis          one fp32 scalar per row (last-axis sum / mean / max)
+  stat    all leading axes, no row axis          one fp32 scalar per row (last-axis sum / mean / max);
+          or some of them (an input [C] of rows [N, C]: each row reads the element of its coordinates)
   brow    the batch axes (a prefix) + row axis   one UB row per batch, reused by its rows
   col     only the row axis                      one UB row for the whole kernel ([H] weights, their sums)
   scalar  no axis                                constants, runtime attributes
@@ -176,8 +177,8 @@ class RowLayout:
             return "scalar"
         if ks == full:
             return "row"
-        if ks == self.axes:
-            return "stat"
+        if ks == self.axes or _subsequence(ks, self.axes):
+            return "stat"   # a value of some leading axes (a per-channel weight): read per row, stride 0 elsewhere
         if ks == (self.row,):
             return "col"
         if 0 < self.split < len(self.axes) and ks == self.axes[:self.split] + (self.row,):
@@ -208,6 +209,12 @@ class RowLayout:
         lead = ", ".join(self.axes)
         batch = f", batch rows over [{', '.join(self.axes[:self.split])}]" if 0 < self.split < len(self.axes) else ""
         return f"layout rows [{lead}{', ' if lead else ''}{self.row}]: {self.rows_extent()} rows of {self.row_extent}{batch}"
+
+
+def _subsequence(ks: tuple, axes: tuple) -> bool:
+    """Whether the keys ks are some of `axes` in their order."""
+    it = iter(axes)
+    return bool(ks) and all(k in it for k in ks)
 
 
 def _prod(es) -> DimExpr:

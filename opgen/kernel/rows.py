@@ -26,6 +26,7 @@ from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import stamp
 from opgen.kernel import rowalg, rowprog
 from opgen.kernel.headlower import full_keys, lower_spec
+from opgen.kernel.rowmerge import merge_trailing
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, Unsupported, analyse, keys_of, store_view,
                                     view_of)
 from opgen.names import cpp_name
@@ -195,9 +196,9 @@ class _Lowering:
                 raise self.err(x, f"a concat of inputs of different dtypes ("
                                f"{', '.join(f'{t}: {d}' for t, d in zip(names, dts))}); the rows family reads the "
                                f"rows of a concat with one dtype (cast them in a separate operator)")
-        if sp == "stat" and dt != "f32":
-            raise self.err(x, f"per-row statistic input {root} has dtype {dt}; the rows family reads per-row "
-                           f"statistics as f32")
+        if sp == "stat" and dt not in ("f32", "f16") and isinstance(self.vals[root].type.dtype, DType):
+            raise self.err(x, f"per-row value input {root} has dtype {dt}; the rows family reads per-row values "
+                           f"(statistics, weights over leading axes) of f32 or f16")
         same = self.by_view.get((root, view, sp))
         if same is not None:   # another chain to the same rows of the same tensor (a reshape of it): one load
             self.space[x] = sp
@@ -234,9 +235,7 @@ class _Lowering:
                 raise self.err(x, f"input {root}: its batch rows are not laid out in batch order")
             self.p.instrs.append(Instr("load", x, gm=name, space=sp))
             self.loaded[x] = x
-        else:   # stat
-            if not view.flat:
-                raise self.err(x, f"input {root}: per-row statistics must be laid out in row order")
+        else:   # stat: contiguous f32 statistics are copied in a block, others read row by row (gathered_stat)
             self.p.instrs.append(Instr("sload", f"s_{name}", gm=name, space="stat"))
             self.loaded[x] = f"s_{name}"
             self.alias[x] = f"s_{name}"
@@ -813,7 +812,7 @@ class RowsFamily(Family):
             raise Unsupported(odd.result.name, odd.loc, f"a {odd.op}: the rows family addresses rows by their "
                               f"coordinates, not by index tensors")
         try:
-            return analyse(g)
+            return analyse(merge_trailing(g))
         except Unsupported as first:
             from opgen.kernel.headrows import parts_layout
 
@@ -846,6 +845,7 @@ class RowsFamily(Family):
             low = lower_spec(spec, graphs, layout)
             return Lowered(self.name, layout, {k: hp for k, (_a, _ak, hp) in zip(graphs, low.programs)},
                            {"heads": low})
+        graphs = {key: merge_trailing(g) for key, g in graphs.items()}   # reductions over trailing axes: one row
         layout = common_layout(spec, {key: analyse(g) for key, g in graphs.items()}, graphs)
         progs = {key: lower(g, layout) for key, g in graphs.items()}
         for p in progs.values():
@@ -923,14 +923,17 @@ def _check_dtype_rows(spec, p) -> None:
     decl = {d.name: d for d in list(spec.inputs) + list(spec.outputs)}
     for t in p.gm:
         ok = READS if t.role == "in" else WRITES
+        if rowprog.gathered_stat(t):
+            ok = ("f32", "f16")   # read by the scalar unit, converted to float (no bf16 scalar conversion)
         got = sorted({dtype_name(r[t.dtype]) for r in spec.dtype_rows if t.dtype in r} or {t.dtype})
         bad = [d for d in got if d not in ok]
         if bad:
             what = "input" if t.role == "in" else "output"
             via = f" (dtype variable {t.dtype})" if bad != [t.dtype] else ""
-            raise Unsupported(t.gm, getattr(decl.get(t.gm), "loc", ""), f"{what} {t.gm} has dtype {bad[0]}{via}; "
-                              f"the rows family {'reads' if t.role == 'in' else 'writes'} {', '.join(ok)} "
-                              f"{what}s")
+            kind = " (read as a per-row value)" if rowprog.gathered_stat(t) else ""
+            raise Unsupported(t.gm, getattr(decl.get(t.gm), "loc", ""), f"{what} {t.gm}{kind} has dtype {bad[0]}"
+                              f"{via}; the rows family {'reads' if t.role == 'in' else 'writes'} {', '.join(ok)} "
+                              f"{what}s{' that way' if kind else ''}")
 
 
 def variants_of(spec, lowered) -> list:

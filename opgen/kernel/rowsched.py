@@ -67,7 +67,8 @@ class GmRows:
     """One GM operand of the schedule: `op` names its queue and tensor members (rowInQue_<op>, rowIn_<op>, ...), `gm`
     its GM tensor (member gm_<gm>), ctype its element type (a C++ type or template parameter). layout "flat" (row
     r0 at off_r0, k rows one copy), "runs" (a run of up to RunRows(r, k - j) rows at GM distance `stride` from row r
-    at off_r), "single" (row by row), "pieces" (a concat: `pieces`, the copy's C++ lines from the rows printer).
+    at off_r), "single" (row by row), "pieces" (a concat: `pieces`, the copy's C++ lines from the rows printer),
+    "gather" (a per-row value read element by element by the scalar unit at offset `at`, converted to float).
     gap: the GM gap in bytes between the rows of a run (Lit(0) when they touch). spec: the citation comment text
     of the instructions that read or write it; rm: the round mode of a statistic output."""
 
@@ -84,6 +85,8 @@ class GmRows:
     off_g0: DimExpr = Lit(0)     # COL_SPLIT: element offset of group row g0 (column 0)
     gap_col: DimExpr = Lit(0)    # COL_SPLIT: GM gap in bytes between the n_-element slices of a run
     pieces_col: tuple = ()       # COL_SPLIT: a concat's copy lines
+    at: str = ""                 # layout "gather": C++ element offset of row r0 + j (ROW_SPLIT)
+    at_g0: str = ""              # layout "gather": C++ element offset of row g0 + j (COL_SPLIT)
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,16 @@ def _row_split(s: RowSchedule) -> Func:
     return Func("RowSplit", (), tuple(body))
 
 
+def _gather_stat(t: GmRows, at: str) -> Verbatim:
+    """The per-row values of the k rows of a CopyIn (`j` the row within them, `at` its GM element offset) read by the
+    scalar unit from GM tensor gm_<gm> and converted to float into the statistic buffer `t` (layout "gather": a
+    weight over some leading axes, or a statistic of another dtype than fp32)."""
+    conv = "" if t.ctype == "float" else "static_cast<float>"
+    return Verbatim((f"for (int64_t j = 0; j < k; ++j) {{  // {t.op}: one value per row at its coordinates{_spec(t.spec) and ' ' + _spec(t.spec)}",
+                     f"    t.SetValue(j, {conv}(gm_{t.gm}.GetValue({at})));",
+                     "}"))
+
+
 def _copy_in(s: RowSchedule) -> Func:
     body: list = []
     for t in s.row_in:
@@ -268,6 +281,7 @@ def _copy_in(s: RowSchedule) -> Func:
     for t in s.stat_in:
         body.append(Scope((
             Alloc("t", f"statInQue_{t.op}", "float"),
+            _gather_stat(t, t.at) if t.layout == "gather" else
             Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), Lit(1), mul(_K, SizeOf("float")), doc=_spec(t.spec),
                  pad_value=FConst(0.0)),
             EnQue(f"statInQue_{t.op}", "t"))))
@@ -428,6 +442,7 @@ def _col_split(s: RowSchedule) -> Func:
     for t in s.stat_in:
         grp.append(Scope((
             Alloc("t", f"statInQue_{t.op}", "float"),
+            _gather_stat(t, t.at_g0) if t.layout == "gather" else
             Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_g0), Lit(1), mul(_K, f4), doc=_spec(t.spec),
                  pad_value=FConst(0.0)),
             EnQue(f"statInQue_{t.op}", "t"),
@@ -648,7 +663,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     gms: dict = {}
     for t in ops.values():
         if t.layout != "pieces":
-            gms.setdefault(t.gm, GmTensor(f"gm_{t.gm}", "float" if t in s.stat_in else t.ctype, cpp_name(t.gm)))
+            gms.setdefault(t.gm, GmTensor(f"gm_{t.gm}", "float" if t in s.stat_in and t.layout != "gather"
+                                          else t.ctype, cpp_name(t.gm)))
     locals_ = [Local(f"rowInQue_{t.op}", TPos.VECIN, True) for t in s.row_in]
     locals_ += [Local(f"rowOutQue_{t.op}", TPos.VECOUT, True) for t in s.row_out]
     locals_ += [Local(f"statInQue_{t.op}", TPos.VECIN, True) for t in s.stat_in]

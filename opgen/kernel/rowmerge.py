@@ -1,0 +1,133 @@
+"""Merging of trailing axes for the rows family: a reduction over several trailing axes becomes one over a row.
+
+InstanceNorm reduces [N, C, H, W] over (H, W), LayerNorm over two normalised axes reduces [B, S, H] over (S, H).
+The rows family reduces over one row axis, the innermost and contiguous one. When every reduction of a graph
+that spans several axes spans the same run of trailing axes (the *group*, e.g. H, W) and keeps at least one
+leading axis (a reduction of every element keeps its rows: per-core partials of any length), and every value of the
+graph either carries that whole run at its end or has size 1 on all of it (a value with fewer axes than the run
+is kept as it is, unless an elementwise op broadcasts it onto the run: shapes align on the right), the run is one contiguous block of every
+tensor that carries it (tensors are row-major): the graph is rewritten with the run merged into a single axis
+(extent H * W, or 1) in every shape, every reduction's axes and every reshape / broadcast target. GM
+addressing is unchanged: a row of the merged axis is the same run of elements of the tensor.
+
+`merge_trailing(g)` returns the rewritten graph, or `g` itself when there is nothing to merge or the graph does
+not keep the run together (a [W] weight, a permute, a slice ...): the rows analysis then refuses it with its own
+message. Facts: row-major addressing, docs/design.md "Kernel families" (the rows family's anchor domain).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from opgen.ir.core import Graph, Node, Param, TensorType, Value
+from opgen.ir.dims import Lit, Variadic, as_dim
+
+_SHAPE_OPS = {"reduce", "reshape", "broadcast", "cast", "const"}
+"""Ops with shape-dependent attributes the rewrite understands (besides elementwise ops, which have none)."""
+_AXIS_OPS = {"permute", "slice", "concat", "gather", "scatter_add", "matmul", "iota", "dimval"}
+"""Ops whose attributes name axes or sizes the rewrite does not remap: a graph with one is left as it is."""
+
+
+def _norm(axes, rank: int) -> tuple[int, ...]:
+    return tuple(sorted(a % rank for a in axes))
+
+
+def _group_of(g: Graph):
+    """(m, extents) of the run of trailing axes every multi-axis reduction of g spans, None when there is none or
+    two reductions span different runs. m: the run's length in dims; extents: its dims (each not 1)."""
+    vals = g.values()
+    found = None
+    for n in g.nodes:
+        if n.op != "reduce":
+            continue
+        shape = vals[n.inputs[0]].type.shape
+        if any(isinstance(d, Variadic) for d in shape):
+            continue
+        rank = len(shape)
+        axes = _norm(n.attr("axes"), rank)
+        real = [a for a in axes if as_dim(shape[a]) != Lit(1)]
+        if len(real) < 2:
+            continue
+        k = min(real)
+        if real != [i for i in range(k, rank) if as_dim(shape[i]) != Lit(1)]:
+            return None   # not a trailing run (a reduction over the middle axes keeps its own refusal)
+        if all(as_dim(d) == Lit(1) for d in shape[:k]):
+            return None   # a reduction of every element keeps the rows (per-core partials of any size)
+        run = tuple(as_dim(d) for d in shape[k:])
+        if found is not None and found != run:
+            return None
+        found = run
+    if found is None:
+        return None
+    return len(found), found
+
+
+def _merge_shape(shape, m: int, run):
+    """shape with its last m dims merged (None: shape does not keep the run together)."""
+    shape = tuple(shape)
+    if any(isinstance(d, Variadic) for d in shape[-m:]) if len(shape) >= m else False:
+        return None
+    if len(shape) < m:
+        return shape   # broadcast against the run only if all 1 (merge_trailing checks its uses)
+    tail = tuple(as_dim(d) for d in shape[-m:])
+    if tail == run:
+        prod = Lit(1)
+        for d in run:
+            prod = prod * d
+        return shape[:-m] + (prod,)
+    if all(d == Lit(1) for d in tail):
+        return shape[:-m] + (Lit(1),)
+    return None
+
+
+def merge_trailing(g: Graph) -> Graph:
+    """g with the trailing run of axes its reductions span merged into one axis (module docstring); g itself when
+    nothing is merged. Never raises: a graph the rewrite does not hold is returned unchanged."""
+    grp = _group_of(g)
+    if grp is None or any(n.op in _AXIS_OPS for n in g.nodes):
+        return g
+    m, run = grp
+
+    def ty(v: Value):
+        s = _merge_shape(v.type.shape, m, run)
+        return None if s is None else Value(v.name, TensorType(v.type.dtype, s))
+
+    params = []
+    for p in g.params:
+        v = ty(p.value)
+        if v is None:
+            return g
+        params.append(Param(v, p.kind))
+    vals = g.values()
+    nodes = []
+    for n in g.nodes:
+        r = ty(n.result)
+        if r is None:
+            return g
+        attrs = dict(n.attrs)
+        if n.op not in ("reshape", "cast", "reduce") and len(n.result.type.shape) >= m and any(
+                len(vals[x].type.shape) < m and any(as_dim(d) != Lit(1) for d in vals[x].type.shape)
+                for x in n.inputs):
+            return g   # a short operand broadcast onto the run's axes (aligned on the right)
+        if n.op == "reduce":
+            rank = len(vals[n.inputs[0]].type.shape)
+            if rank < m:
+                return g
+            axes = _norm(n.attr("axes"), rank)
+            inner = [a for a in axes if a < rank - m]
+            shape = vals[n.inputs[0]].type.shape
+            big = [a for a in range(rank - m, rank) if as_dim(shape[a]) != Lit(1)]
+            took = [a for a in big if a in axes]
+            if took and took != big:
+                return g   # part of the run reduced, part kept
+            new = inner + ([rank - m] if took or any(a >= rank - m for a in axes) else [])
+            attrs["axes"] = tuple(new)
+        elif n.op in ("reshape", "broadcast"):
+            s = _merge_shape(attrs["shape"], m, run)
+            if s is None:
+                return g
+            attrs["shape"] = tuple(s)
+        elif n.op not in _SHAPE_OPS and any(isinstance(v, (list, tuple)) for v in attrs.values()):
+            return g
+        nodes.append(dataclasses.replace(n, result=r, attrs=tuple(sorted(attrs.items()))))
+    return Graph(g.name, tuple(params), tuple(nodes), g.outputs, g.constraints)

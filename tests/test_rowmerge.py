@@ -1,0 +1,87 @@
+"""opgen.kernel.rowmerge: reductions over a run of trailing axes become reductions over one merged row axis, on
+the graph the rows family analyses; graphs that do not keep the run together are left as they are (and keep the
+analysis' own refusal). No C++ is built here (the kernels are emulated in tests/test_examples.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from opgen.kernel.rowlayout import analyse
+from opgen.kernel.rowmerge import merge_trailing
+from opgen.passes.graph import from_nx
+from opgen.passes.pipeline import _run_nx
+from opgen.registry import load_spec
+
+HEAD = "from opgen.dsl import A2, A3, OpSpec, f16, f32\n\n"
+
+
+def _graph(tmp_path, body: str, name="Norm"):
+    p = tmp_path / f"{name.lower()}.py"
+    p.write_text(HEAD + body.lstrip())
+    spec = load_spec(str(p))
+    return from_nx(_run_nx(spec.graph(list(spec.keys())[0]), None))
+
+
+NORM = '''
+spec = OpSpec("Norm", aclnn="aclnnNorm", socs=(A2, A3))
+{a}, {b}, {c}, {d} = spec.dims("{a} {b} {c} {d}")
+spec.input("x", f32, [{a}, {b}, {c}, {d}])
+spec.input("w", f32, [{b}])
+spec.output("y", f32, [{a}, {b}, {c}, {d}])
+spec.output("m", f32, [{a}, {b}, 1, 1])
+
+
+@spec.body
+def _(b, x, w):
+    m = x.mean((2, 3))
+    return {{"y": (x - m) * w.reshape([{b}, 1, 1]), "m": m}}
+'''
+
+
+@pytest.mark.parametrize("names", [("N", "C", "H", "W"), ("Q", "P", "A", "Z")])
+def test_a_reduction_over_two_trailing_axes_becomes_one_row(tmp_path, names):
+    """[N, C, H, W] reduced over (H, W): rows [N, C] of H * W elements; the [C] weight is a per-row value. Renaming
+    the dims changes nothing but the names."""
+    a, b, c, d = names
+    g = _graph(tmp_path, NORM.format(a=a, b=b, c=c, d=d))
+    assert analyse(g).row == d   # unmerged: the row would be the last axis alone
+    m = merge_trailing(g)
+    lay = analyse(m)
+    assert (lay.axes, lay.row) == ((a, b), f"{c} * {d}"), lay.text()
+    vals = m.values()
+    assert [str(x) for x in vals["x"].type.shape] == [a, b, f"{c} * {d}"]
+    red = [n for n in m.nodes if n.op == "reduce"]
+    assert [n.attr("axes") for n in red] == [(2,)] and [str(x) for x in red[0].result.type.shape] == [a, b, "1"]
+    assert lay.space(vals["w"].type.shape) == "stat"
+
+
+def test_a_weight_over_one_of_the_merged_axes_keeps_the_graph(tmp_path):
+    """A [W] weight broadcast onto the run: the run is not one block of every value; the graph is returned as it is."""
+    g = _graph(tmp_path, NORM.format(a="N", b="C", c="H", d="W").replace('spec.input("w", f32, [C])',
+                                                                        'spec.input("w", f32, [W])')
+               .replace('w.reshape([C, 1, 1])', 'w'))
+    assert merge_trailing(g) is g
+
+
+def test_a_reduction_of_every_element_keeps_its_rows(tmp_path):
+    """A sum over every axis keeps the rows (per-core partials of any length), not one row of every element."""
+    g = _graph(tmp_path, '''
+spec = OpSpec("Total", aclnn="aclnnTotal", socs=(A2, A3))
+S, H = spec.dims("S H")
+spec.input("x", f32, [S, H])
+spec.output("y", f32, [1])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x.sum((0, 1)).reshape([1])}
+''', "Total")
+    assert merge_trailing(g) is g
+
+
+def test_a_reduction_over_middle_axes_keeps_the_graph(tmp_path):
+    """(C, H) of [N, C, H, W] is no trailing run."""
+    g = _graph(tmp_path, NORM.format(a="N", b="C", c="H", d="W").replace("x.mean((2, 3))", "x.mean((1, 2))")
+               .replace('spec.output("m", f32, [N, C, 1, 1])', 'spec.output("m", f32, [N, 1, 1, W])')
+               .replace("(x - m) * w.reshape([C, 1, 1])", "x - m"))
+    assert merge_trailing(g) is g
