@@ -132,6 +132,10 @@ def reduce_max(i, a):
     return {"out": _f(i["self"]).max(-2)}
 
 
+def reduce_min(i, a):
+    return {"out": _f(i["self"]).min(-2)}
+
+
 def mse_loss(i, a):
     sq = (_f(i["self"]) - _f(i["target"])) ** 2
     return {"out": np.asarray(sq.mean() if int(a.get("reduction", 1)) == 1 else sq.sum())}
@@ -275,7 +279,7 @@ def smooth_l1_loss(i, a):
 ORACLES = {f.__name__: f for f in (log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad, reduce_mean, reduce_max, mse_loss, batch_norm,
-                                   instance_norm, layer_norm_v4)}
+                                   instance_norm, layer_norm_v4, reduce_min)}
 
 TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
@@ -362,6 +366,9 @@ CASES = [
     ("reduce_max", {"Bd": (5,), "M": 29, "H": 17}, BF16, {}, 1),
     ("reduce_max", {"Bd": (1,), "M": 3, "H": 9001}, F16, {}, 2),
     ("reduce_max", {"Bd": (97,), "M": 1, "H": 2}, F32, {}, 1),                  # a tail over 48 cores
+    ("reduce_min", {"Bd": (5,), "M": 29, "H": 17}, BF16, {}, 1),               # -max(-x): batches across cores
+    ("reduce_min", {"Bd": (1,), "M": 3, "H": 9001}, F16, {}, 2),
+    ("reduce_min", {"Bd": (97,), "M": 1, "H": 2}, F32, {}, 1),                  # M = 1, a tail over 48 cores
     ("mse_loss", {"Bd": (3, 5), "H": 33}, F16, {}, 1),                        # a mean of every element
     ("mse_loss", {"Bd": (2,), "H": 20000}, F32, {}, 2),                         # partial totals per column slice
     ("mse_loss", {"Bd": (), "H": 1}, BF16, {"reduction": 2}, None),             # one element

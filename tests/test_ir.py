@@ -586,7 +586,7 @@ def _bad_graphs():
         "reduce repeated axis": (_graph1([_node("reduce", ["x"], "a", _f(H), kind="sum", axes=[0, -2],
                                                 keepdims=False)]), r"repeated axis"),
         "reduce bad kind": (_graph1([_node("reduce", ["x"], "a", _f(H), kind="prod", axes=[0], keepdims=False)]),
-                            r"kind must be sum, max or mean"),
+                            r"kind must be sum, max, min or mean"),
         "float op on ints": (_graph1([_node("exp", ["i"], "a", _f(B, N, dt=I64))], params=[i_]),
                              r"exp: operand must be floating point"),
         "integer division": (_graph1([_node("div", ["i", "i"], "a", _f(B, N, dt=I64))], params=[i_]),

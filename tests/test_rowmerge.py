@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from opgen.kernel.rowlayout import analyse
-from opgen.kernel.rowmerge import merge_trailing
+from opgen.kernel.rowmerge import merge_trailing, min_as_max, prepare
 from opgen.passes.graph import from_nx
 from opgen.passes.pipeline import _run_nx
 from opgen.registry import load_spec
@@ -85,3 +85,37 @@ def test_a_reduction_over_middle_axes_keeps_the_graph(tmp_path):
                .replace('spec.output("m", f32, [N, C, 1, 1])', 'spec.output("m", f32, [N, 1, 1, W])')
                .replace("(x - m) * w.reshape([C, 1, 1])", "x - m"))
     assert merge_trailing(g) is g
+
+
+def test_a_minimum_is_a_negated_maximum_of_the_negation(tmp_path):
+    """x.min over any axes: neg(reduce max(neg(x))) with the node's own result name, type and spec line; the
+    interpreter's minimum is NumPy's."""
+    import numpy as np
+
+    from opgen.interp.run import interpret
+
+    g = _graph(tmp_path, '''
+spec = OpSpec("Lo", aclnn="aclnnLo", socs=(A2, A3))
+A, H = spec.dims("A H")
+spec.input("x", f32, [A, H])
+spec.output("y", f32, [A, 1])
+spec.output("z", f32, [H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x.min(-1), "z": x.min(0, keepdims=False)}
+''', "Lo")
+    m = min_as_max(g)
+    reds = [n for n in m.nodes if n.op == "reduce"]
+    assert [n.attr("kind") for n in reds] == ["max", "max"]
+    outs = dict(g.outputs)
+    prod = m.producers()
+    for o in ("y", "z"):
+        n = prod[outs[o]]
+        assert n.op == "neg" and prod[n.inputs[0]].op == "reduce" and prod[prod[n.inputs[0]].inputs[0]].op == "neg"
+        assert n.result == g.producers()[outs[o]].result and n.loc == g.producers()[outs[o]].loc
+    assert prepare(g).nodes == m.nodes   # nothing to merge here
+    x = np.random.default_rng(1).standard_normal((5, 7)).astype(np.float32)
+    got = interpret(load_spec(str(tmp_path / "lo.py")), {"x": x})
+    assert np.array_equal(got["y"], x.min(-1, keepdims=True)) and np.array_equal(got["z"], x.min(0))

@@ -371,12 +371,16 @@ spec.output("bmean", f32, [A, H])
 spec.output("cmax", f32, [H])
 spec.output("cmean", f16, [H])
 spec.output("tmax", f32, [1])
+spec.output("cmin", f32, [H])
+spec.output("tmin", f32, [1])
+spec.output("span", f32, [A, M, H])
 
 
 @spec.body
 def _(b, x, alpha):
     return {"bmean": 1.0 - x.sum(1, keepdims=False) / M * alpha, "cmax": x.max((0, 1), keepdims=False),
-            "cmean": x.mean((0, 1), keepdims=False).cast(f16, "rint"), "tmax": x.max((0, 1, 2)).reshape([1]) * 0.5}
+            "cmean": x.mean((0, 1), keepdims=False).cast(f16, "rint"), "tmax": x.max((0, 1, 2)).reshape([1]) * 0.5,
+            "cmin": x.min((0, 1), keepdims=False), "tmin": x.min((0, 1, 2)).reshape([1]), "span": x - x.min(-1)}
 '''
 
 
@@ -385,7 +389,8 @@ def _(b, x, alpha):
 def test_means_maxima_and_finishing_steps_over_leading_axes(tmp_path):
     """A per-batch sum finished by scalar arithmetic with a dim and a runtime attribute (`1 - sum / M * alpha`), a
     column maximum (from -inf, partials combined with Max), a column mean and a maximum over every axis (a [1]
-    output, halved once complete) in one kernel, against float64 NumPy:
+    output, halved once complete), and minima over the same axes and over the row (min: -max(-x)) in one kernel,
+    against float64 NumPy:
     batches and rows split across cores with tails (ROW_SPLIT), M = 1, and rows past the core count's columns
     (COL_SPLIT). One build, three runs."""
     from opgen.check import run_check
@@ -402,14 +407,18 @@ def test_means_maxima_and_finishing_steps_over_leading_axes(tmp_path):
             assert r.tiling_key % 10 == strategy, r.tiling_key
         x = np.asarray(r.inputs["x"], dtype=np.float64)
         want = {"bmean": 1.0 - x.sum(1) / dims["M"] * alpha, "cmax": x.max((0, 1)), "cmean": x.mean((0, 1)),
-                "tmax": x.max().reshape(1) * 0.5}
+                "tmax": x.max().reshape(1) * 0.5, "cmin": x.min((0, 1)), "tmin": x.min().reshape(1),
+                "span": x - x.min(-1, keepdims=True)}
+        x32 = np.asarray(r.inputs["x"], dtype=np.float32)
+        span32 = (x32 - x32.min(-1, keepdims=True)).astype(np.float64)   # one fp32 rounding of an exact minimum
         for name, ref in want.items():
             got = np.asarray(r.arrays[name], dtype=np.float64)
             unit = 2.0**-11 if name == "cmean" else 2.0**-24 * (4 + x.shape[0] * x.shape[1])
             assert got.shape == ref.shape and np.all(np.abs(got - ref) <= 4 * unit * (np.abs(ref) + np.abs(ref).mean()
                                                                                      + 1e-30)), (dims, name)
-        for name in ("cmax", "tmax"):   # a max is exact (and halving it)
+        for name in ("cmax", "tmax", "cmin", "tmin"):   # a max / min is exact (and halving it)
             assert np.array_equal(np.asarray(r.arrays[name], dtype=np.float64), want[name]), (dims, name)
+        assert np.array_equal(np.asarray(r.arrays["span"], dtype=np.float64), span32), dims
 
 
 _CENTRE = '''

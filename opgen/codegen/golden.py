@@ -131,7 +131,7 @@ class _Printer:
         if op == "broadcast":
             return f"np.broadcast_to({x[0]}, {self.shape(a['shape'])})"
         if op == "reduce":
-            fn = {"sum": "np.sum", "max": "np.max", "mean": "np.mean"}[a["kind"]]
+            fn = {"sum": "np.sum", "max": "np.max", "min": "np.min", "mean": "np.mean"}[a["kind"]]
             return f"{fn}({x[0]}, axis={tuple(a['axes'])!r}, keepdims={a['keepdims']!r})"
         if op == "reshape":
             return f"np.reshape({x[0]}, {self.shape(a['shape'])})"

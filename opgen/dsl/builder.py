@@ -454,6 +454,10 @@ class Tensor:
         """Maximum over `axes`; keeps reduced axes as 1 by default."""
         return self.b.emit("reduce", (self,), kind="max", axes=tuple(_axes(axes)), keepdims=keepdims)
 
+    def min(self, axes, keepdims=True):
+        """Minimum over `axes`; keeps reduced axes as 1 by default."""
+        return self.b.emit("reduce", (self,), kind="min", axes=tuple(_axes(axes)), keepdims=keepdims)
+
     def mean(self, axes, keepdims=True):
         """Mean over `axes` (sum / count); keeps reduced axes as 1 by default."""
         return self.b.emit("reduce", (self,), kind="mean", axes=tuple(_axes(axes)), keepdims=keepdims)

@@ -79,6 +79,8 @@ def _reduce(ctx, x, a, ty):
         return np.sum(x, axis=axes, keepdims=kd)
     if k == "max":
         return np.max(x, axis=axes, keepdims=kd)
+    if k == "min":
+        return np.min(x, axis=axes, keepdims=kd)
     return np.mean(x, axis=axes, keepdims=kd)
 
 

@@ -18,8 +18,8 @@ The rules (one per op, in `RULES`) follow the textbook adjoints (Griewank & Walt
 ch. 3) with these conventions, documented in docs/design.md "Backward from forward":
 
 * broadcasting operands: the adjoint is summed over the broadcast axes (leading axes dropped, size-1 axes kept);
-* reduce max: the adjoint is shared evenly among the elements equal to the maximum (PyTorch's amax, TensorFlow's
-  Max gradient); elementwise maximum/minimum follow CANN's MaximumGrad / MinimumGrad: ties go to the first operand
+* reduce max / min: the adjoint is shared evenly among the elements equal to the maximum / minimum (PyTorch's
+  amax / amin, TensorFlow's Max / Min gradient); elementwise maximum/minimum follow CANN's MaximumGrad / MinimumGrad: ties go to the first operand
   (dx1 = g * (x1 >= x2), dx2 = g * (x1 < x2); minimum with <= / >);
 * casts between float dtypes pass the adjoint through unchanged (a rounding has derivative 1 almost everywhere);
   casts to or from integer/bool types carry no gradient; comparisons, iota, constants carry none;
@@ -277,7 +277,7 @@ def _reduce(ad, n, g, p):
         gk = ad.emit("div", (gk, _count(ad, xshape, axes)))
     if kind in ("sum", "mean"):   # left in the keepdims shape: it broadcasts where it is added or used (an
         return {0: gk}              # explicit broadcast is made only when nothing else gives the full shape)
-    # max: the adjoint is shared evenly among the elements equal to the maximum
+    # max / min: the adjoint is shared evenly among the elements equal to the maximum (minimum)
     y = _kept(ad, ad.f32(p(n.result.name)), xshape, axes, n.attr("keepdims"))
     m = ad.emit("cast", (ad.emit("eq", (x, y)),), to=F32, round="none")
     cnt = ad.emit("reduce", (m,), kind="sum", axes=tuple(n.attr("axes")), keepdims=True)

@@ -252,8 +252,8 @@ def _norm_axes(axes, shape, opname):
 
 def _reduce(ts, attrs):
     (t,) = ts
-    if attrs["kind"] not in ("sum", "max", "mean"):
-        raise IRError(f"reduce: kind must be sum, max or mean, got {attrs['kind']!r}")
+    if attrs["kind"] not in ("sum", "max", "min", "mean"):
+        raise IRError(f"reduce: kind must be sum, max, min or mean, got {attrs['kind']!r}")
     if t.dtype == DType.bool:
         raise IRError("reduce: operand must be numeric, got bool")
     axes = _norm_axes(attrs["axes"], t.shape, "reduce")

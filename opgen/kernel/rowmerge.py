@@ -1,4 +1,10 @@
-"""Merging of trailing axes for the rows family: a reduction over several trailing axes becomes one over a row.
+"""Graph rewrites the rows family runs before its analysis: a minimum as a negated maximum, and a reduction over
+several trailing axes as one over a row.
+
+`min_as_max(g)`: a `reduce` of kind min becomes -max(-x) over the same axes (negation is exact in IEEE arithmetic,
+so the values are the minimum's; the kernel runs it with ReduceMax, the Max accumulators from -inf and the Max
+combine of partials across cores, two Muls by -1 more). Only the sign of a zero or a NaN can differ from a direct
+minimum, which the comparison of outputs does not see.
 
 InstanceNorm reduces [N, C, H, W] over (H, W), LayerNorm over two normalised axes reduces [B, S, H] over (S, H).
 The rows family reduces over one row axis, the innermost and contiguous one. When every reduction of a graph
@@ -78,6 +84,40 @@ def _merge_shape(shape, m: int, run):
     if all(d == Lit(1) for d in tail):
         return shape[:-m] + (Lit(1),)
     return None
+
+
+def min_as_max(g: Graph) -> Graph:
+    """g with every `reduce` of kind min rewritten as neg(reduce max(neg(x))) (module docstring); the new values get
+    fresh names (<result>_neg<k>), the node keeps its result name, type and spec line. g itself when it has none."""
+    if not any(n.op == "reduce" and n.attr("kind") == "min" for n in g.nodes):
+        return g
+    taken = set(g.values())
+
+    def fresh(base: str) -> str:
+        k = 0
+        while f"{base}_neg{k}" in taken:
+            k += 1
+        taken.add(f"{base}_neg{k}")
+        return f"{base}_neg{k}"
+
+    vals = g.values()
+    nodes = []
+    for n in g.nodes:
+        if n.op != "reduce" or n.attr("kind") != "min":
+            nodes.append(n)
+            continue
+        x = vals[n.inputs[0]]
+        a, m = fresh(n.result.name), fresh(n.result.name)
+        attrs = dict(n.attrs, kind="max")
+        nodes += [Node("neg", (x.name,), Value(a, x.type), (), n.loc),
+                  Node("reduce", (a,), Value(m, n.result.type), tuple(sorted(attrs.items())), n.loc),
+                  Node("neg", (m,), n.result, (), n.loc)]
+    return Graph(g.name, g.params, tuple(nodes), g.outputs, g.constraints)
+
+
+def prepare(g: Graph) -> Graph:
+    """The graph the rows family analyses and lowers: min_as_max, then merge_trailing."""
+    return merge_trailing(min_as_max(g))
 
 
 def merge_trailing(g: Graph) -> Graph:

@@ -26,7 +26,7 @@ from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import stamp
 from opgen.kernel import rowalg, rowprog
 from opgen.kernel.headlower import full_keys, lower_spec
-from opgen.kernel.rowmerge import merge_trailing
+from opgen.kernel.rowmerge import prepare
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, Unsupported, analyse, keys_of, store_view,
                                     view_of)
 from opgen.names import cpp_name
@@ -812,7 +812,7 @@ class RowsFamily(Family):
             raise Unsupported(odd.result.name, odd.loc, f"a {odd.op}: the rows family addresses rows by their "
                               f"coordinates, not by index tensors")
         try:
-            return analyse(merge_trailing(g))
+            return analyse(prepare(g))
         except Unsupported as first:
             from opgen.kernel.headrows import parts_layout
 
@@ -845,7 +845,7 @@ class RowsFamily(Family):
             low = lower_spec(spec, graphs, layout)
             return Lowered(self.name, layout, {k: hp for k, (_a, _ak, hp) in zip(graphs, low.programs)},
                            {"heads": low})
-        graphs = {key: merge_trailing(g) for key, g in graphs.items()}   # reductions over trailing axes: one row
+        graphs = {key: prepare(g) for key, g in graphs.items()}   # min as -max(-x); trailing axes merged to a row
         layout = common_layout(spec, {key: analyse(g) for key, g in graphs.items()}, graphs)
         progs = {key: lower(g, layout) for key, g in graphs.items()}
         for p in progs.values():
