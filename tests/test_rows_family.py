@@ -105,6 +105,25 @@ spec.output("y", f32, [A + C, H])
 def _(b, x, p, q):
     return {"y": x * b.concat([p, q], 0)}
 ''', "return", "a concat of inputs p, q read as per-row statistics"),
+    # statistics per group of channels read back with a per-channel weight (GroupNorm written naturally): a
+    # reshape that regroups axes between computations, named as such (not as a permute)
+    "GroupStats": ('''
+spec = OpSpec("GroupStats", aclnn="aclnnGroupStats", socs=(A2, A3))
+N, C, L = spec.dims("N C L")
+G = spec.dim("G", max=64)
+spec.input("x", f32, [N, C, L])
+spec.input("w", f32, [C])
+spec.attr("group", int, 1, dim=G)
+spec.require((C % G).eq(0), "group", "C must be a multiple of group")
+spec.output("y", f32, [N, C, L])
+
+
+@spec.body
+def _(b, x, w, group):
+    xg = x.reshape([N, G, C // G * L])
+    return {"y": (xg - xg.mean(-1)).reshape([N, C, L]) * w.reshape([C, 1])}
+''', "xg = x.reshape", "a reshape regroups the axes [N, C, L] as [N, G, C // G * L] between computations that use "
+                     "both groupings"),
     # a per-row statistic input of a 16-bit dtype
     "HalfStat": ('''
 spec = OpSpec("HalfStat", aclnn="aclnnHalfStat", socs=(A2, A3))

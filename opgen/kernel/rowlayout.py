@@ -418,6 +418,14 @@ def analyse(g: Graph) -> RowLayout:
             tops.setdefault(k, (shape, v))
     if len(tops) > 1:
         (k1, (_s1, v1)), (k2, (_s2, v2)) = list(tops.items())[:2]
+        regroup = _regrouping_reshape(g, set(k for k, _s, _v in cands))
+        if regroup is not None:
+            n, src, dst = regroup
+            raise Unsupported(n.result.name, n.loc, f"a reshape regroups the axes [{', '.join(src)}] as "
+                              f"[{', '.join(dst)}] between computations that use both groupings (a reduction over "
+                              f"part of an axis, such as a group of channels, read back per element of the other "
+                              f"grouping, such as a per-channel weight); the rows family computes in one axis "
+                              f"order: reshape only operator inputs or outputs, or merge whole trailing axes")
         raise Unsupported(v2, _loc(g, v2), f"values in two axis orders, [{', '.join(k1)}] (%{v1}) and "
                           f"[{', '.join(k2)}]; permute only operator inputs or outputs")
     keys, (shape, _v) = next(iter(tops.items()))
@@ -440,6 +448,20 @@ def analyse(g: Graph) -> RowLayout:
     if _is_flat(g, ch, lay):
         return RowLayout(lay.axes, lay.extents, lay.row, lay.row_extent, len(lay.axes), True)
     return lay
+
+
+def _regrouping_reshape(g: Graph, used: set):
+    """(node, source keys, result keys) of the first reshape of g between two axis groupings that computed values
+    use (`used`: their axis keys), neither a renaming nor size-1 dims added or dropped (the keys differ as sets:
+    not a permute); None when there is none."""
+    vals = g.values()
+    for n in g.nodes:
+        if n.op != "reshape":
+            continue
+        src, dst = keys_of(vals[n.inputs[0]].type.shape), keys_of(n.result.type.shape)
+        if set(src) != set(dst) and src in used and dst in used:
+            return n, src, dst
+    return None
 
 
 def _is_flat(g: Graph, ch: Chains, lay: RowLayout) -> bool:
