@@ -166,16 +166,16 @@ def instance_norm(i, a):
 
 def layer_norm_v4(i, a):
     """torch.nn.functional.layer_norm over the last two axes (normalized_shape [S, H]), float64, with its mean and
-    rstd ([B, 1, 1])."""
+    rstd ([*Bd, 1, 1])."""
     import torch
 
     x, g, bb = _f(i["x"]), _f(i["gamma"]), _f(i["beta"])
     eps = float(a.get("epsilon", 1e-5))
     y = torch.nn.functional.layer_norm(_t(x), x.shape[-2:], _t(g), _t(bb), eps=eps).numpy()
-    m = x.mean((1, 2), keepdims=True)
-    r = 1.0 / np.sqrt(((x - m) ** 2).mean((1, 2), keepdims=True) + eps)
+    m = x.mean((-2, -1), keepdims=True)
+    r = 1.0 / np.sqrt(((x - m) ** 2).mean((-2, -1), keepdims=True) + eps)
     scale = (np.abs(x) + np.abs(m)) * r * np.abs(g) + np.abs(bb)
-    return {"y": (y, scale), "mean": (m, np.abs(x).mean((1, 2), keepdims=True)), "rstd": r}
+    return {"y": (y, scale), "mean": (m, np.abs(x).mean((-2, -1), keepdims=True)), "rstd": r}
 
 
 def scaled_transpose(i, a):
@@ -380,11 +380,11 @@ CASES = [
     ("instance_norm", {"N": 2, "C": 3, "H": 150, "W": 301}, F32, {"eps": 0.01}, 2),   # rows of H * W over cores
     ("instance_norm", {"N": 7, "C": 11, "H": 1, "W": 1}, F16, {}, 1),           # H = W = 1; 77 rows: a tail
     ("instance_norm", {"N": 1, "C": 97, "H": 3, "W": 1}, F32, {}, 1),           # the channel wraps within a core
-    ("layer_norm_v4", {"B": 3, "S": 5, "H": 7}, {"T": "float16", "U": "float32"}, {}, 1),
-    ("layer_norm_v4", {"B": 2, "S": 100, "H": 301}, {"T": "bfloat16", "U": "bfloat16"}, {}, 2),
-    ("layer_norm_v4", {"B": 49, "S": 1, "H": 1}, {"T": "float32", "U": "float32"}, {}, 1),
-    ("layer_norm_v4", {"B": 5, "S": 33, "H": 1}, {"T": "float16", "U": "float16"}, {"epsilon": 0.1}, 1),
-    ("layer_norm_v4", {"B": 97, "S": 3, "H": 17}, {"T": "bfloat16", "U": "float32"}, {}, 1),
+    ("layer_norm_v4", {"Bd": (3,), "S": 5, "H": 7}, {"T": "float16", "U": "float32"}, {}, 1),
+    ("layer_norm_v4", {"Bd": (2,), "S": 100, "H": 301}, {"T": "bfloat16", "U": "bfloat16"}, {}, 2),
+    ("layer_norm_v4", {"Bd": (7, 7), "S": 1, "H": 1}, {"T": "float32", "U": "float32"}, {}, 1),
+    ("layer_norm_v4", {"Bd": (), "S": 33, "H": 1}, {"T": "float16", "U": "float16"}, {"epsilon": 0.1}, None),
+    ("layer_norm_v4", {"Bd": (97,), "S": 3, "H": 17}, {"T": "bfloat16", "U": "float32"}, {}, 1),
     ("scaled_transpose", {"B": 2, "S": 7, "N": 3, "D": 20}, F32, {"scale": 0.5}, 1),
     ("scaled_transpose", {"B": 1, "S": 33, "N": 5, "D": 1}, F16, {"scale": -2.0}, None),
     ("scaled_transpose", {"B": 2, "S": 3, "N": 2, "D": 9000}, BF16, {"scale": 0.125}, 2),

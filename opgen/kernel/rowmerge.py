@@ -47,17 +47,18 @@ def _group_of(g: Graph):
         if n.op != "reduce":
             continue
         shape = vals[n.inputs[0]].type.shape
-        if any(isinstance(d, Variadic) for d in shape):
-            continue
-        rank = len(shape)
+        rank = len(shape)   # entries: a variadic group is one (its axes are negative: opgen.ir.ops)
         axes = _norm(n.attr("axes"), rank)
+        if any(isinstance(shape[a], Variadic) for a in axes):
+            return None
         real = [a for a in axes if as_dim(shape[a]) != Lit(1)]
         if len(real) < 2:
             continue
         k = min(real)
-        if real != [i for i in range(k, rank) if as_dim(shape[i]) != Lit(1)]:
+        if any(isinstance(d, Variadic) for d in shape[k:]) or real != [
+                i for i in range(k, rank) if as_dim(shape[i]) != Lit(1)]:
             return None   # not a trailing run (a reduction over the middle axes keeps its own refusal)
-        if all(as_dim(d) == Lit(1) for d in shape[:k]):
+        if all(not isinstance(d, Variadic) and as_dim(d) == Lit(1) for d in shape[:k]):
             return None   # a reduction of every element keeps the rows (per-core partials of any size)
         run = tuple(as_dim(d) for d in shape[k:])
         if found is not None and found != run:
@@ -146,7 +147,8 @@ def merge_trailing(g: Graph) -> Graph:
             return g
         attrs = dict(n.attrs)
         if n.op not in ("reshape", "cast", "reduce") and len(n.result.type.shape) >= m and any(
-                len(vals[x].type.shape) < m and any(as_dim(d) != Lit(1) for d in vals[x].type.shape)
+                len(vals[x].type.shape) < m and any(isinstance(d, Variadic) or as_dim(d) != Lit(1)
+                                                    for d in vals[x].type.shape)
                 for x in n.inputs):
             return g   # a short operand broadcast onto the run's axes (aligned on the right)
         if n.op == "reduce":
@@ -161,6 +163,8 @@ def merge_trailing(g: Graph) -> Graph:
             if took and took != big:
                 return g   # part of the run reduced, part kept
             new = inner + ([rank - m] if took or any(a >= rank - m for a in axes) else [])
+            if any(isinstance(d, Variadic) for d in shape):   # axes after a variadic group count from the end
+                new = [a - (rank - m + 1) for a in new]
             attrs["axes"] = tuple(new)
         elif n.op in ("reshape", "broadcast"):
             s = _merge_shape(attrs["shape"], m, run)
