@@ -11,8 +11,8 @@ The rows family reduces over one row axis, the innermost and contiguous one. Whe
 that spans several axes spans the same run of trailing axes (the *group*, e.g. H, W) and keeps at least one
 leading axis (a reduction of every element keeps its rows: per-core partials of any length), and every value of the
 graph either carries that whole run at its end or has size 1 on all of it (a value with fewer axes than the run
-is kept as it is, unless an elementwise op broadcasts it onto the run: shapes align on the right), the run is one contiguous block of every
-tensor that carries it (tensors are row-major): the graph is rewritten with the run merged into a single axis
+is kept as it is, unless an elementwise op broadcasts it onto the run: shapes align on the right), the run is one
+contiguous block of every tensor that carries it (tensors are row-major): the graph is rewritten with the run merged into a single axis
 (extent H * W, or 1) in every shape, every reduction's axes and every reshape / broadcast target. GM
 addressing is unchanged: a row of the merged axis is the same run of elements of the tensor.
 

@@ -268,7 +268,8 @@ def _gather_stat(t: GmRows, at: str) -> Verbatim:
     scalar unit from GM tensor gm_<gm> and converted to float into the statistic buffer `t` (layout "gather": a
     weight over some leading axes, or a statistic of another dtype than fp32)."""
     conv = "" if t.ctype == "float" else "static_cast<float>"
-    return Verbatim((f"for (int64_t j = 0; j < k; ++j) {{  // {t.op}: one value per row at its coordinates{_spec(t.spec) and ' ' + _spec(t.spec)}",
+    cite = f" {_spec(t.spec)}" if t.spec else ""
+    return Verbatim((f"for (int64_t j = 0; j < k; ++j) {{  // {t.op}: one value per row at its coordinates{cite}",
                      f"    t.SetValue(j, {conv}(gm_{t.gm}.GetValue({at})));",
                      "}"))
 
