@@ -142,3 +142,23 @@ def _(b, x, w):
     assert lay.axes == ("*Bd",) and sorted(lay.row.split(" * ")) == ["H", "S"], lay.text()   # canonical product
     assert [n.attr("axes") for n in m.nodes if n.op == "reduce"] == [(-1,)]
     assert lay.space(m.values()["w"].type.shape) == "col"
+
+
+def test_a_dim_used_as_a_number_keeps_the_merge(tmp_path):
+    """`x.sum((-2, -1)) / (S * H)`: the dim value S * H is the merged row's length (read from tiling data)."""
+    g = _graph(tmp_path, '''
+spec = OpSpec("Ln3", aclnn="aclnnLn3", socs=(A2, A3))
+B, S, H = spec.dims("B S H")
+spec.input("x", f32, [B, S, H])
+spec.output("y", f32, [B, S, H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x - x.sum((-2, -1)) / (S * H)}
+''', "Ln3")
+    assert any(n.op == "dimval" for n in g.nodes)
+    m = merge_trailing(g)
+    row = analyse(m).row
+    assert m is not g and sorted(row.split(" * ")) == ["H", "S"]
+    assert [str(d) for d in m.values()["x"].type.shape] == ["B", row]

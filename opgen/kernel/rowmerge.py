@@ -30,7 +30,7 @@ from opgen.ir.dims import Lit, Variadic, as_dim
 
 _SHAPE_OPS = {"reduce", "reshape", "broadcast", "cast", "const"}
 """Ops with shape-dependent attributes the rewrite understands (besides elementwise ops, which have none)."""
-_AXIS_OPS = {"permute", "slice", "concat", "gather", "scatter_add", "matmul", "iota", "dimval"}
+_AXIS_OPS = {"permute", "slice", "concat", "gather", "scatter_add", "matmul", "iota"}
 """Ops whose attributes name axes or sizes the rewrite does not remap: a graph with one is left as it is."""
 
 
