@@ -124,6 +124,20 @@ def _(b, x, w, group):
     return {"y": (xg - xg.mean(-1)).reshape([N, C, L]) * w.reshape([C, 1])}
 ''', "xg = x.reshape", "a reshape regroups the axes [N, C, L] as [N, G, C // G * L] between computations that use "
                      "both groupings"),
+    # a reduction over two trailing axes whose weight carries only one of them: the axes stay apart, and the
+    # refusal says which value keeps them apart
+    "PartRun": ('''
+spec = OpSpec("PartRun", aclnn="aclnnPartRun", socs=(A2, A3))
+N, C, H, W = spec.dims("N C H W")
+spec.input("x", f32, [N, C, H, W])
+spec.input("w", f32, [W])
+spec.output("y", f32, [N, C, H, W])
+
+
+@spec.body
+def _(b, x, w):
+    return {"y": (x - x.mean((2, 3))) * w}
+''', "return", "the reduced axes [H, W] are not merged into one row: input w of shape [W] carries part of them"),
     # a per-row statistic input of a 16-bit dtype
     "HalfStat": ('''
 spec = OpSpec("HalfStat", aclnn="aclnnHalfStat", socs=(A2, A3))

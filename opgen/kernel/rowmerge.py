@@ -124,10 +124,32 @@ def prepare(g: Graph) -> Graph:
 def merge_trailing(g: Graph) -> Graph:
     """g with the trailing run of axes its reductions span merged into one axis (module docstring); g itself when
     nothing is merged. Never raises: a graph the rewrite does not hold is returned unchanged."""
+    out, _why = _merge(g)
+    return out
+
+
+def merge_blocker(g: Graph) -> str:
+    """Why the reductions of g over a run of trailing axes could not be merged into one row, in the spec's terms
+    (the value carrying part of the run, or the op that names axes); "" when they were or there are none."""
+    return _merge(g)[1]
+
+
+def _merge(g: Graph) -> tuple[Graph, str]:
     grp = _group_of(g)
-    if grp is None or any(n.op in _AXIS_OPS for n in g.nodes):
-        return g
+    if grp is None:
+        return g, ""
     m, run = grp
+    names = ", ".join(str(d) for d in run)
+    odd = next((n for n in g.nodes if n.op in _AXIS_OPS), None)
+    if odd is not None:
+        return g, f"the reduced axes [{names}] are not merged into one row: the graph has a {odd.op} (%{odd.result.name})"
+
+    inputs = {p.value.name for p in g.params}
+
+    def part(v: Value) -> str:
+        what = f"input {v.name}" if v.name in inputs else f"%{v.name}"
+        return (f"the reduced axes [{names}] are not merged into one row: {what} of shape "
+                f"[{', '.join(str(d) for d in v.type.shape)}] carries part of them")
 
     def ty(v: Value):
         s = _merge_shape(v.type.shape, m, run)
@@ -137,31 +159,30 @@ def merge_trailing(g: Graph) -> Graph:
     for p in g.params:
         v = ty(p.value)
         if v is None:
-            return g
+            return g, part(p.value)
         params.append(Param(v, p.kind))
     vals = g.values()
     nodes = []
     for n in g.nodes:
         r = ty(n.result)
         if r is None:
-            return g
+            return g, part(n.result)
         attrs = dict(n.attrs)
-        if n.op not in ("reshape", "cast", "reduce") and len(n.result.type.shape) >= m and any(
-                len(vals[x].type.shape) < m and any(isinstance(d, Variadic) or as_dim(d) != Lit(1)
-                                                    for d in vals[x].type.shape)
-                for x in n.inputs):
-            return g   # a short operand broadcast onto the run's axes (aligned on the right)
+        short = next((x for x in n.inputs if len(vals[x].type.shape) < m and any(
+            isinstance(d, Variadic) or as_dim(d) != Lit(1) for d in vals[x].type.shape)), None)
+        if n.op not in ("reshape", "cast", "reduce") and len(n.result.type.shape) >= m and short is not None:
+            return g, part(vals[short])   # a short operand broadcast onto the run's axes (aligned on the right)
         if n.op == "reduce":
             rank = len(vals[n.inputs[0]].type.shape)
             if rank < m:
-                return g
+                return g, part(vals[n.inputs[0]])
             axes = _norm(n.attr("axes"), rank)
             inner = [a for a in axes if a < rank - m]
             shape = vals[n.inputs[0]].type.shape
             big = [a for a in range(rank - m, rank) if as_dim(shape[a]) != Lit(1)]
             took = [a for a in big if a in axes]
             if took and took != big:
-                return g   # part of the run reduced, part kept
+                return g, part(n.result)   # part of the run reduced, part kept
             new = inner + ([rank - m] if took or any(a >= rank - m for a in axes) else [])
             if any(isinstance(d, Variadic) for d in shape):   # axes after a variadic group count from the end
                 new = [a - (rank - m + 1) for a in new]
@@ -169,9 +190,9 @@ def merge_trailing(g: Graph) -> Graph:
         elif n.op in ("reshape", "broadcast"):
             s = _merge_shape(attrs["shape"], m, run)
             if s is None:
-                return g
+                return g, part(n.result)
             attrs["shape"] = tuple(s)
         elif n.op not in _SHAPE_OPS and any(isinstance(v, (list, tuple)) for v in attrs.values()):
-            return g
+            return g, f"the reduced axes [{names}] are not merged into one row: %{n.result.name} ({n.op})"
         nodes.append(dataclasses.replace(n, result=r, attrs=tuple(sorted(attrs.items()))))
-    return Graph(g.name, tuple(params), tuple(nodes), g.outputs, g.constraints)
+    return Graph(g.name, tuple(params), tuple(nodes), g.outputs, g.constraints), ""

@@ -26,7 +26,7 @@ from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import stamp
 from opgen.kernel import rowalg, rowprog
 from opgen.kernel.headlower import full_keys, lower_spec
-from opgen.kernel.rowmerge import prepare
+from opgen.kernel.rowmerge import merge_blocker, min_as_max, prepare
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, Unsupported, analyse, keys_of, store_view,
                                     view_of)
 from opgen.names import cpp_name
@@ -845,9 +845,15 @@ class RowsFamily(Family):
             low = lower_spec(spec, graphs, layout)
             return Lowered(self.name, layout, {k: hp for k, (_a, _ak, hp) in zip(graphs, low.programs)},
                            {"heads": low})
-        graphs = {key: prepare(g) for key, g in graphs.items()}   # min as -max(-x); trailing axes merged to a row
-        layout = common_layout(spec, {key: analyse(g) for key, g in graphs.items()}, graphs)
-        progs = {key: lower(g, layout) for key, g in graphs.items()}
+        orig, graphs = graphs, {key: prepare(g) for key, g in graphs.items()}   # min as -max(-x); axes merged
+        try:
+            layout = common_layout(spec, {key: analyse(g) for key, g in graphs.items()}, graphs)
+            progs = {key: lower(g, layout) for key, g in graphs.items()}
+        except Unsupported as e:   # say why a reduction over several trailing axes kept them apart
+            why = next((w for w in (merge_blocker(min_as_max(g)) for g in orig.values()) if w), "")
+            if not why:
+                raise
+            raise Unsupported(e.value, e.loc, f"{e.why} ({why})") from None
         for p in progs.values():
             _check_dtype_rows(spec, p)
         return Lowered(self.name, layout, progs)
