@@ -12,8 +12,8 @@ that spans several axes spans the same run of trailing axes (the *group*, e.g. H
 leading axis (a reduction of every element keeps its rows: per-core partials of any length), and every value of the
 graph either carries that whole run at its end or has size 1 on all of it (a value with fewer axes than the run
 is kept as it is, unless an elementwise op broadcasts it onto the run: shapes align on the right), the run is one
-contiguous block of every tensor that carries it (tensors are row-major): the graph is rewritten with the run merged into a single axis
-(extent H * W, or 1) in every shape, every reduction's axes and every reshape / broadcast target. GM
+contiguous block of every tensor that carries it (tensors are row-major): the graph is rewritten with the run
+merged into a single axis (extent H * W, or 1) in every shape, every reduction's axes and every reshape / broadcast target. GM
 addressing is unchanged: a row of the merged axis is the same run of elements of the tensor.
 
 `merge_trailing(g)` returns the rewritten graph, or `g` itself when there is nothing to merge or the graph does
@@ -142,7 +142,8 @@ def _merge(g: Graph) -> tuple[Graph, str]:
     names = ", ".join(str(d) for d in run)
     odd = next((n for n in g.nodes if n.op in _AXIS_OPS), None)
     if odd is not None:
-        return g, f"the reduced axes [{names}] are not merged into one row: the graph has a {odd.op} (%{odd.result.name})"
+        return g, (f"the reduced axes [{names}] are not merged into one row: the graph has a {odd.op} "
+                   f"(%{odd.result.name})")
 
     inputs = {p.value.name for p in g.params}
 
