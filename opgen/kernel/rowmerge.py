@@ -13,12 +13,12 @@ leading axis (a reduction of every element keeps its rows: per-core partials of 
 graph either carries that whole run at its end or has size 1 on all of it (a value with fewer axes than the run
 is kept as it is, unless an elementwise op broadcasts it onto the run: shapes align on the right), the run is one
 contiguous block of every tensor that carries it (tensors are row-major): the graph is rewritten with the run
-merged into a single axis (extent H * W, or 1) in every shape, every reduction's axes and every reshape / broadcast target. GM
-addressing is unchanged: a row of the merged axis is the same run of elements of the tensor.
+merged into a single axis (extent H * W, or 1) in every shape, every reduction's axes and every reshape /
+broadcast target. GM addressing is unchanged: a row of the merged axis is the same run of elements of the tensor.
 
 `merge_trailing(g)` returns the rewritten graph, or `g` itself when there is nothing to merge or the graph does
 not keep the run together (a [W] weight, a permute, a slice ...): the rows analysis then refuses it with its own
-message. Facts: row-major addressing, docs/design.md "Kernel families" (the rows family's anchor domain).
+message, to which the family adds `merge_blocker(g)` (which value kept the axes apart). Facts: row-major addressing, docs/design.md "Kernel families" (the rows family's anchor domain).
 """
 
 from __future__ import annotations
