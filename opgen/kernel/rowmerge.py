@@ -18,7 +18,8 @@ broadcast target. GM addressing is unchanged: a row of the merged axis is the sa
 
 `merge_trailing(g)` returns the rewritten graph, or `g` itself when there is nothing to merge or the graph does
 not keep the run together (a [W] weight, a permute, a slice ...): the rows analysis then refuses it with its own
-message, to which the family adds `merge_blocker(g)` (which value kept the axes apart). Facts: row-major addressing, docs/design.md "Kernel families" (the rows family's anchor domain).
+message, to which the family adds `merge_blocker(g)` (which value kept the axes apart). Facts: row-major
+addressing, docs/design.md "Kernel families" (the rows family's anchor domain).
 """
 
 from __future__ import annotations
