@@ -1,8 +1,8 @@
 """ReduceMin (aclnnAmin) over the middle axis M of [Bd, M, H], keepDim off: out[b, h] = min over m of self[b, m, h].
 
-A minimum over leading axes: the rows family runs it as -max(-x) (opgen.kernel.rowmerge.min_as_max: negation is
-exact), each batch's negated rows combined with Max into a per-batch fp32 row from -inf, a batch split across cores
-taking the maximum of the cores' partial rows in core order through workspace, the result negated once complete.
+A minimum over leading axes: each batch's rows are combined with Min into a per-batch fp32 row that starts at
++inf; a batch split across cores takes the minimum of the cores' partial rows in core order through workspace
+(MinPartials). (A minimum over the last axis runs as -max(-x): opgen.kernel.rowmerge.min_as_max.)
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32

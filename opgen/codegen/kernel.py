@@ -693,8 +693,9 @@ def _total_store(prog: RowProgram, a: str, name: str, rm: str, cites: Cites) -> 
 
 def _partials(prog: RowProgram, a: str) -> str:
     """The cross-core combining helper of accumulator `a` (opgen.kernel.rowsched: SumPartials for a sum or mean,
-    MaxPartials for a maximum): the exchange applies the accumulator's own operation, in core order."""
-    return "MaxPartials" if prog.acc_kinds.get(a) == "max" else "SumPartials"
+    MaxPartials / MinPartials for a maximum / minimum): the exchange applies the accumulator's own operation, in
+    core order."""
+    return {"max": "MaxPartials", "min": "MinPartials"}.get(prog.acc_kinds.get(a), "SumPartials")
 
 
 def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list[str]:
@@ -925,6 +926,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         col_total_init=tuple(ctx["col_total"][0]), col_total_end=tuple(ctx["col_total"][1]),
         helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"] and ctx["sum_accs"]),
                                       ("MaxPartials", ctx["cross_core"] and ctx["max_accs"]),
+                                      ("MinPartials", ctx["cross_core"] and ctx["min_accs"]),
                                       ("CombineTotals", bool(ctx["col_total"][1])), ("TotalOwnedRows", ctx["levels"]),
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
                                       ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
@@ -978,6 +980,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "brow_accs": any(v[0] == "brow" for _a, v in _acc_items(p)),
         "sum_accs": any(_partials(p, a) == "SumPartials" for a, _v in _acc_items(p)),
         "max_accs": any(_partials(p, a) == "MaxPartials" for a, _v in _acc_items(p)),
+        "min_accs": any(_partials(p, a) == "MinPartials" for a, _v in _acc_items(p)),
         "ws_rows_per_core": sum(1 for _a, x in _acc_items(p) if x[0] == "col")
         + 2 * sum(1 for _a, x in _acc_items(p) if x[0] == "brow") + len(tots),
         "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),

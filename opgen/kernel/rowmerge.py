@@ -1,9 +1,11 @@
 """Graph rewrites the rows family runs before its analysis: a minimum as a negated maximum, and a reduction over
 several trailing axes as one over a row.
 
-`min_as_max(g)`: a `reduce` of kind min becomes -max(-x) over the same axes (negation is exact in IEEE arithmetic,
-so the values are the minimum's; the kernel runs it with ReduceMax, the Max accumulators from -inf and the Max
-combine of partials across cores, two Muls by -1 more). Only the sign of a zero or a NaN can differ from a direct
+`min_as_max(g)`: a `reduce` of kind min over the last axis (a row minimum, or one over every axis) becomes
+-max(-x) over the same axes (negation is exact in IEEE arithmetic, so the values are the minimum's; the kernel runs
+it with ReduceMax and, over every axis, the Max combine of partials across cores: two Muls by -1 more). A minimum
+over leading axes stays one: its accumulator starts at +inf and takes Min, partials combined with Min in core
+order (MinPartials). Only the sign of a zero or a NaN can differ from a direct
 minimum, which the comparison of outputs does not see.
 
 InstanceNorm reduces [N, C, H, W] over (H, W), LayerNorm over two normalised axes reduces [B, S, H] over (S, H).
@@ -91,7 +93,15 @@ def _merge_shape(shape, m: int, run):
 def min_as_max(g: Graph) -> Graph:
     """g with every `reduce` of kind min rewritten as neg(reduce max(neg(x))) (module docstring); the new values get
     fresh names (<result>_neg<k>), the node keeps its result name, type and spec line. g itself when it has none."""
-    if not any(n.op == "reduce" and n.attr("kind") == "min" for n in g.nodes):
+    vals = g.values()
+
+    def over_last(n) -> bool:   # a row or whole-tensor minimum (leading-axis ones accumulate with Min from +inf)
+        if n.op != "reduce" or n.attr("kind") != "min":
+            return False
+        rank = len(vals[n.inputs[0]].type.shape)
+        return (rank - 1) in {a % rank for a in n.attr("axes")}
+
+    if not any(over_last(n) for n in g.nodes):
         return g
     taken = set(g.values())
 
@@ -102,10 +112,9 @@ def min_as_max(g: Graph) -> Graph:
         taken.add(f"{base}_neg{k}")
         return f"{base}_neg{k}"
 
-    vals = g.values()
     nodes = []
     for n in g.nodes:
-        if n.op != "reduce" or n.attr("kind") != "min":
+        if not over_last(n):
             nodes.append(n)
             continue
         x = vals[n.inputs[0]]

@@ -82,16 +82,16 @@ LOGIC_OPS = {"And": Op.AND, "Or": Op.OR, "Not": Op.NOT}
 vunary name theirs in `Instr.op` (the AscendC name: "Add", "Muls", "Exp", ...)."""
 TABLE_KINDS = ("vbin", "vscalar", "vunary")
 """Kinds whose table entry is `Instr.op`."""
-ACC_KINDS = ("sum", "mean", "max")
+ACC_KINDS = ("sum", "mean", "max", "min")
 """What a reduction over rows computes (the IR reduce kinds of opgen.ir.ops): a sum, a mean (an accumulated sum
-divided by the count of rows it summed once it is complete: RowProgram.acc_post) or a maximum
+divided by the count of rows it summed once it is complete: RowProgram.acc_post), a maximum or a minimum
 (RowProgram.acc_kinds)."""
-ACC_OPS = {"sum": "", "mean": "", "max": "Max"}
+ACC_OPS = {"sum": "", "mean": "", "max": "Max", "min": "Min"}
 """The combining instruction of each accumulator kind (`Instr.op` of its `acc`: "" is Add), also used to combine
 the cross-core partials, so every core and the exchange apply the same operation."""
-ACC_INIT = {"sum": "0.0f", "mean": "0.0f", "max": "-__builtin_inff()"}
+ACC_INIT = {"sum": "0.0f", "mean": "0.0f", "max": "-__builtin_inff()", "min": "__builtin_inff()"}
 """The C++ fp32 value an accumulator of each kind starts from: the identity of its combining op (-inf for a
-maximum: `__builtin_inff` is the compiler built-in both g++ and the device compiler (Clang-based) provide; device
+maximum, +inf for a minimum: `__builtin_inff` is the compiler built-in both g++ and the device compiler (Clang-based) provide; device
 code has no std::numeric_limits, docs/reference/ascendc.md §1.4)."""
 
 

@@ -545,8 +545,8 @@ class _Lowering:
         op in core order, then finished and stored as one element (RowProgram.accs space "total"; a mean divides
         by the element count rows x row length read from tiling data)."""
         r = n.result.name
-        if kind not in rowprog.ACC_KINDS:
-            raise self.err(r, f"a {kind} over every axis; the rows family takes the {', '.join(rowprog.ACC_KINDS)}")
+        if kind not in rowprog.ACC_KINDS or kind == "min":   # a minimum over every axis arrives as -max(-x)
+            raise self.err(r, f"a {kind} over every axis; the rows family takes the sum, mean or max")
         self.space[r] = "col"
         self.sums[r] = r
         self.kind[r] = kind

@@ -556,22 +556,23 @@ def _sum_partials() -> Func:
            "cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].")
 
 
-def _max_partials() -> Func:
-    """The cross-core maximum of ROW_SPLIT's partial rows (SumPartials' exchange with Max): the first core's row is
-    taken as it is (Max of a row with itself), then each later core's in core order, so no identity is needed."""
+def _max_partials(name: str = "MaxPartials", op: Op = Op.MAX, what: str = "Maximum") -> Func:
+    """The cross-core maximum (or, with name MinPartials and op Min, minimum) of ROW_SPLIT's partial rows
+    (SumPartials' exchange with Max / Min): the first core's row is taken as it is (the op of a row with itself),
+    then each later core's in core order, so no identity is needed."""
     w0, w1, rn, c = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("rn"), Sym("c")
     slot = Select((Constraint(">=", Sym("b"), Lit(0)),
                    Constraint("!=", Sym("b"), div(Invoke("RowStartOf", (c,)), Sym("seqLen_")))), Lit(1), Lit(0))
     row = add(mul(add(mul(c, Sym("wsRowsPerCore_")), Sym("row"), mul(Sym("slot"), Sym("slotStride"))), _COLA), Sym("r0"))
-    return Func("MaxPartials", tuple(Param(n) for n in ("row", "slotStride", "r0", "rn", "cFirst", "cLast", "b")), (
+    return Func(name, tuple(Param(n) for n in ("row", "slotStride", "r0", "rn", "cFirst", "cLast", "b")), (
         For("c", Sym("cFirst"), Sym("cLast"), Lit(1), (
             Let("slot", slot),
             Call("LoadRow", (w1, GmView("ws_", row), rn), targs=("float",)),
-            If((Constraint("==", c, Sym("cFirst")),), (vec(Op.MAX, dst=w0, src0=w1, src1=w1, count=rn),),
-               (vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=rn),)),
+            If((Constraint("==", c, Sym("cFirst")),), (vec(op, dst=w0, src0=w1, src1=w1, count=rn),),
+               (vec(op, dst=w0, src0=w0, src1=w1, count=rn),)),
             Barrier(Pipe.V),
         ), inclusive=True),
-    ), doc="Maximum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores\n"
+    ), doc=f"{what} of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores\n"
            "cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].")
 
 
@@ -644,7 +645,7 @@ def _gap_blocks_func() -> Func:
         doc="UB gap in 32-byte blocks between rows of `len` elements of `bytes` stored `stride` elements apart.")
 
 
-HELPER_METHODS = ("SumPartials", "MaxPartials", "CombineTotals", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax", "RowStartOf",
+HELPER_METHODS = ("SumPartials", "MaxPartials", "MinPartials", "CombineTotals", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax", "RowStartOf",
                   "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
@@ -690,7 +691,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
            ]
     ext += [Func(f"Off_{n}", (Param("r"),), ret="int64_t", const=True, extern=True) for n in s.strided]
     methods = [_row_split(s), _col_split(s)]
-    build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials, "CombineTotals": _combine_totals, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
+    build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials,
+             "MinPartials": lambda: _max_partials("MinPartials", Op.MIN, "Minimum"), "CombineTotals": _combine_totals, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
              "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
              "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX), "RowStartOf": _row_start_of,
              "RunRows": lambda: _run_rows(s.run_extent), "GapBlocks": _gap_blocks_func}
