@@ -192,8 +192,8 @@ class Instr:
     rmax        scalar dst = max of srcs[0] over the row     (ReduceMax; partial per core in COL_SPLIT)
     sexpr       scalar dst = C++ float expression arg over scalar names
     sload       scalar dst = GM stat tensor `gm` at this row
-    acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel; op "Max": dst =
-                                                             Max(dst, srcs[0]), RowProgram.acc_kinds)
+    acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel; op "Max" / "Min":
+                                                             dst = Max / Min(dst, srcs[0]), RowProgram.acc_kinds)
     store       GM row tensor `gm` <- srcs[0] cast to its dtype with round mode arg (op "half": srcs[0] holds halves,
                 cast to the byte dtype; BYTE_DTYPES)
     sstore      GM stat tensor `gm` <- scalar srcs[0] cast with round mode arg
