@@ -91,8 +91,8 @@ ACC_OPS = {"sum": "", "mean": "", "max": "Max", "min": "Min"}
 the cross-core partials, so every core and the exchange apply the same operation."""
 ACC_INIT = {"sum": "0.0f", "mean": "0.0f", "max": "-__builtin_inff()", "min": "__builtin_inff()"}
 """The C++ fp32 value an accumulator of each kind starts from: the identity of its combining op (-inf for a
-maximum, +inf for a minimum: `__builtin_inff` is the compiler built-in both g++ and the device compiler (Clang-based) provide; device
-code has no std::numeric_limits, docs/reference/ascendc.md §1.4)."""
+maximum, +inf for a minimum: `__builtin_inff` is the compiler built-in both g++ and the device compiler (Clang-based)
+provide; device code has no std::numeric_limits, docs/reference/ascendc.md §1.4)."""
 
 
 def instr_op(i) -> Op | None:
