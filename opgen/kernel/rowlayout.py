@@ -12,7 +12,7 @@ carry no axis. `analyse(graph)` finds the anchor and returns a `RowLayout`; ever
   col     only the row axis                      one UB row for the whole kernel ([H] weights, their sums)
   scalar  no axis                                constants, runtime attributes
 
-Views (reshape, permute of leading axes, slice of the row axis, concat along the row axis) on the way from an
+Views (reshape, permute of leading axes, a slice of any axis, concat along the row axis) on the way from an
 operator input to its first computation, or from the last computation to an operator output, are not computed:
 they become the GM *view* of that tensor (`View`: the element offset of anchor row (a_1..a_k), column c, is
 sum_i a_i * strides[i] + col + c). Broadcasts of inputs over leading axes that are not a batch prefix are views
@@ -291,20 +291,24 @@ class Chains:
                 return
             at = _positions(src_shape)   # shape index -> index among the axes (by position: keys may repeat)
             new = tuple(axes[at[p]] for p in perm if at[p] is not None)
-        elif n.op == "slice":
+        elif n.op == "slice":   # a window of one axis: that axis's extent shrinks, the base offset moves
             shape = self.vals[x].type.shape
-            if n.attr("step", 1) != 1 or n.attr("axis") % len(shape) != len(shape) - 1 or not axes:
+            if n.attr("step", 1) != 1 or not shape or not axes:
                 return
-            last = axes[-1]
-            if axis_key(shape[-1]) != last.key:
+            ax = n.attr("axis") % len(shape)
+            pos = _positions(shape)[ax]
+            if pos is None or isinstance(shape[ax], Variadic) or len(axes) != len(keys_of(shape)):
+                return
+            this = axes[pos]
+            if axis_key(shape[ax]) != this.key:
                 return
             start, stop = as_dim(n.attr("start")), as_dim(n.attr("stop"))
             ext = stop - start
             key = axis_key(ext)
             if key is None:
                 return
-            new = axes[:-1] + (Ax(key, ext, last.stride),)
-            col = col + start * last.stride
+            new = axes[:pos] + (Ax(key, ext, this.stride),) + axes[pos + 1:]
+            col = col + start * this.stride
         else:
             return
         self.load[r], self.col[r], self.root[r] = new, col, self.root[x]
@@ -556,8 +560,8 @@ def _view_rule(op: str) -> str:
     return {
         "permute": "permute of a computed value; the rows family permutes only operator inputs and outputs "
                    "(as GM addressing)",
-        "slice": "slice of a computed value or along a leading axis; the rows family slices only the row axis of "
-                 "operator inputs",
+        "slice": "slice of a computed value or with a step; the rows family slices operator inputs only, by a "
+                 "step of 1 (as GM addressing)",
         "concat": "concat of computed values other than along the row axis of an output",
     }[op]
 
