@@ -24,6 +24,10 @@ def markdown(res: dict) -> str:
            f"Measured by `{res.get('command', 'opgen bench')}` on {m.get('cpus', '?')} CPUs "
            f"({m.get('machine', '?')}, Python {m.get('python', '?')}); medians of {res.get('repeat', '?')} runs "
            f"unless stated; all figures of one run, side by side.", ""]
+    by = res.get("measured_by") or {}
+    if by and len(set(by.values())) > 1:   # a re-measure of some phases (opgen bench --only) kept the others
+        out[-1:] = ["Phases re-measured apart (each phase's figures are of one run): " +
+                    "; ".join(f"{p} by `{c}`" for p, c in by.items()) + ".", ""]
     if res.get("startup"):
         st = res["startup"]
         out += ["## The command line as a whole process vs plain Python doing the same work", "",
