@@ -125,7 +125,7 @@ def bias_add_grad(i, a):
 
 
 def reduce_mean(i, a):
-    return {"out": _f(i["self"]).mean(-2)}
+    return {"out": _f(i["self"]).mean(-2, keepdims=bool(a.get("keepDim", False)))}
 
 
 def reduce_max(i, a):
@@ -326,7 +326,7 @@ CASES = [
     ("bias_add_grad", {"Bd": (3,), "H": 40000}, F32, {}, 2),
     ("bias_add_grad", {"Bd": (), "H": 5}, F16, {}, None),
     ("reduce_mean", {"Bd": (3,), "M": 37, "H": 33}, F16, {}, 1),                # batches split across cores
-    ("reduce_mean", {"Bd": (2, 3), "M": 1, "H": 1}, F32, {}, None),             # M = 1, H = 1
+    ("reduce_mean", {"Bd": (2, 3), "M": 1, "H": 1}, F32, {"keepDim": True}, None),   # M = 1, H = 1, out [Bd, 1, H]
     ("reduce_mean", {"Bd": (), "M": 5, "H": 20000}, BF16, {}, 2),               # few rows: the row over cores
     ("reduce_max", {"Bd": (5,), "M": 29, "H": 17}, BF16, {}, 1),
     ("reduce_max", {"Bd": (1,), "M": 3, "H": 9001}, F16, {}, 2),

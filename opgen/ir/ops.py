@@ -232,14 +232,21 @@ _register("broadcast", 1, {"shape": "shape"}, _broadcast)
 
 
 def _norm_axes(axes, shape, opname):
-    """Normalise axes against a shape; with a variadic group only negative axes into the fixed tail."""
+    """Normalise axes against a shape (indices into it); with a variadic group, an axis is a non-negative one
+    into the fixed dims before it or a negative one into the fixed dims after it (either names the same axis at
+    every rank of the group)."""
     var = [i for i, d in enumerate(shape) if isinstance(d, Variadic)]
     out = []
     for a in axes:
         if var:
             tail = len(shape) - 1 - var[0]
+            if 0 <= a < var[0]:
+                out.append(a)
+                continue
             if not (-tail <= a < 0):
-                raise IRError(f"{opname}: axis {a} must be negative and within the {tail} dims after *{shape[var[0]].name}")
+                head = f"0..{var[0] - 1} or " if var[0] else ""
+                raise IRError(f"{opname}: axis {a} must be {head}negative and within the {tail} dims after "
+                              f"*{shape[var[0]].name}")
             out.append(len(shape) + a)
         else:
             if not (-len(shape) <= a < len(shape)):

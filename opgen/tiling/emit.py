@@ -24,14 +24,35 @@ def _dim_in(spec, index: int, sym: str, ref: str):
     """C++ reading dim (or variadic group product) `sym` from input number `index` whose gert::Shape is
     `ref`, or None when that input does not carry it (opgen.dsl.dimsource)."""
 
+    pick = lambda attr, exprs: _pick_form(spec, attr, exprs)   # noqa: E731
     if sym in spec.variadics:
         g = group_location(spec, sym)
-        return f"ProdDims({ref}, {g[1]}, {g[2]})" if g is not None and g[0] == index else None
+        if g is None or g.index != index:
+            return None
+        lead, tail = g.bounds(pick)
+        return f"ProdDims({ref}, {lead}, {tail})"
     for loc in sym_locations(spec, sym):
         if loc.index == index:
-            return loc.cpp(f"{ref}.GetDim({loc.k})" if loc.where == "front" else
-                           f"{ref}.GetDim({ref}.GetDimNum() - {loc.k})")
+            return loc.read(lambda where, k: f"{ref}.GetDim({k})" if where == "front" else
+                            f"{ref}.GetDim({ref}.GetDimNum() - {k})", pick)
     return None
+
+
+def _pick_form(spec, attr: str, exprs: list[str]) -> str:
+    """C++ selecting exprs[k] when static attribute `attr` holds its k-th choice (an input's shape form picked
+    by the attribute, InputDecl.form_by); the TilingFunc rejects a value outside the choices before it reads a
+    dim (its attrKey check)."""
+    if len(set(exprs)) == 1:
+        return exprs[0]
+    a = next(a for a in spec.attrs if a.name == attr)
+    idx = next(k for k, x in enumerate(spec.attrs) if x.name == attr)
+    ctype = "bool" if a.type is bool else "int64_t"
+    vals = ", ".join(("true" if c else "false") if a.type is bool else str(c) for c in a.choices)
+    sel = f"AttrIndex<{ctype}>(context, {idx}, {{{vals}}})"
+    out = exprs[-1]
+    for k in range(len(exprs) - 2, -1, -1):
+        out = f"({sel} == {k} ? {exprs[k]} : {out})"
+    return out
 
 
 def _dim_access(spec, sym: str) -> str:

@@ -1,0 +1,140 @@
+"""Shapes a static attribute picks (`form_by`, docs/design.md "Shapes an attribute picks"): the declaration's rules, the
+interpreter against float64 NumPy (a GLU halving dim -1 or dim 0; ReduceMean keeping or dropping its axis), the
+aclnn layer / InferShape / TilingFunc reading the picked form, and the rows family's refusal when the forms put the
+rows on different axes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen.errors import SpecError, ValidationError
+from opgen.interp import interpret
+from opgen.registry import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAD = "from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32\n\n"
+
+GLU = HEAD + '''
+spec = OpSpec("GluByDim", aclnn="aclnnGluByDim", socs=(A2, A3), round="rint")
+Bd = spec.variadic("Bd", max_rank=7)
+H = spec.dim("H", max=65536)
+(T,) = spec.dtype_vars("T")
+spec.attr("dim", int, -1, choices=(-1, 0), static=True, doc="the halved axis")
+spec.input("x", T, {-1: [Bd, 2 * H], 0: [2 * H, Bd]}, form_by="dim")
+spec.output("y", T, {-1: [Bd, H], 0: [H, Bd]}, form_by="dim")
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x, dim):
+    a = x.slice(dim, 0, H)
+    g = x.slice(dim, H, 2 * H)
+    return {"y": a / (1.0 + b.exp(-a)) * g}
+'''
+
+
+def _glu(tmp_path):
+    path = tmp_path / "glu_by_dim.py"
+    path.write_text(GLU)
+    return load_spec(str(path))
+
+
+def _swish_glu(a, g):
+    return a / (1.0 + np.exp(-a)) * g
+
+
+def test_the_attribute_picks_the_shape_the_interpreter_checks_and_computes(tmp_path):
+    spec = _glu(tmp_path)
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((6, 4, 5)).astype(np.float32)      # dim 0: H = 3 over [4, 5]
+    y0 = interpret(spec, {"x": x0}, {"dim": 0})["y"]
+    want0 = _swish_glu(x0[:3].astype(np.float64), x0[3:].astype(np.float64))
+    assert y0.shape == (3, 4, 5) and np.allclose(y0, want0, rtol=2e-6, atol=1e-7)
+    x1 = rng.standard_normal((4, 5, 6)).astype(np.float32)      # dim -1: H = 3 over [4, 5]
+    y1 = interpret(spec, {"x": x1}, {"dim": -1})["y"]
+    want1 = _swish_glu(x1[..., :3].astype(np.float64), x1[..., 3:].astype(np.float64))
+    assert y1.shape == (4, 5, 3) and np.allclose(y1, want1, rtol=2e-6, atol=1e-7)
+    # [5, 6] fits the dim=-1 form only: with dim=0 its first axis (5) is not 2 * H
+    with pytest.raises(ValidationError, match=r"x.*the shape for dim=0 is \[2 \* H, \*Bd\]"):
+        interpret(spec, {"x": np.zeros((5, 6), np.float32)}, {"dim": 0})
+    assert [k.forms for k in spec.keys()] == [(0,), (1,)]      # one specialisation per value, not per product
+
+
+def test_keepdim_picks_the_output_shape_of_reduce_mean():
+    spec = load_spec(str(ROOT / "examples" / "specs" / "reduce_mean.py"))
+    x = np.random.default_rng(1).standard_normal((2, 3, 7, 5)).astype(np.float32)
+    want = x.astype(np.float64).mean(-2)
+    for keep, shape in ((False, (2, 3, 5)), (True, (2, 3, 1, 5))):
+        got = interpret(spec, {"self": x}, {"keepDim": keep}, {"T": "float32"})["out"]
+        assert got.shape == shape
+        assert np.allclose(got.reshape(want.shape), want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("decl, rule", [
+    ('spec.input("x", f32, {-1: [S]}, form_by="dim")', "form_by='dim' is not a static attribute declared above"),
+    ('spec.attr("dim", int, 0, choices=(0, 1), static=True)\nspec.input("x", f32, {0: [S]}, form_by="dim")',
+     r"the shapes by dim have keys \[0\], its choices are \[0, 1\]"),
+    ('spec.input("x", f32, {0: [S]})', "a shape per attribute value needs form_by="),
+    ('spec.attr("dim", int, 0, choices=(0,), static=True)\nspec.input("x", f32, [S], form_by="dim")',
+     "the shape is a dict from each value of dim"),
+    ('spec.attr("dim", int, 0, choices=(0,), static=True)\nspec.input("x", f32, [S])\n'
+     'spec.output("y", f32, {0: [S]}, like="x", form_by="dim")', "give form_by= with shapes, or like=, not both"),
+])
+def test_bad_declarations_name_the_rule(tmp_path, decl, rule):
+    path = tmp_path / "bad.py"
+    path.write_text(HEAD + 'spec = OpSpec("Bad", aclnn="aclnnBad", socs=(A2, A3))\nS = spec.dim("S")\n' + decl + "\n")
+    with pytest.raises(SpecError, match=rule):
+        load_spec(str(path))
+
+
+def test_host_code_reads_dims_from_the_picked_form(tmp_path):
+    """The TilingFunc reads H from x's last axis for dim=-1 and from its first for dim=0 (selected by the
+    attribute's choice index), and the rows family refuses the spec naming both specialisations' row domains
+    (one kernel serves one domain)."""
+    from opgen.ir.dims import Sym
+    from opgen.kernel.family import NoKernel
+    from opgen.passes.pipeline import compile_unit
+    from opgen.tiling.emit import dim_cpp
+
+    spec = _glu(tmp_path)
+    text = dim_cpp(spec, Sym("H"))
+    assert text == ("(AttrIndex<int64_t>(context, 0, {-1, 0}) == 0 ? xShape.GetDim(xShape.GetDimNum() - 1) / 2 "
+                    ": xShape.GetDim(0) / 2)")
+    with pytest.raises(NoKernel, match=r"dim=0, x \[2 \* H, \*Bd\].*another anchor domain"):
+        compile_unit(spec)
+
+
+GXX = shutil.which("g++")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(GXX is None, reason="g++ not available")
+def test_emitted_infershape_follows_keepdim(tmp_path):
+    """ReduceMean's emitted InferShape, compiled against the emulation's registry and run: out is [2, 3, 5] for
+    keepDim false and [2, 3, 1, 5] for keepDim true from self [2, 3, 7, 5]."""
+    from opgen.codegen import write_ops
+
+    write_ops([str(ROOT / "examples" / "specs" / "reduce_mean.py")], str(tmp_path / "gen"))
+    src = tmp_path / "gen" / "reduce_mean" / "op_host" / "reduce_mean_infershape.cpp"
+    main = tmp_path / "main.cpp"
+    main.write_text('#include <cstdio>\n#include "register/op_impl_registry.h"\nint main()\n{\n'
+                    '    for (int keep = 0; keep < 2; ++keep) {\n'
+                    '        gert::Shape self({2, 3, 7, 5});\n        gert::Shape out;\n'
+                    '        gert::InferShapeContext ctx;\n        ctx.inputShapes = {&self};\n'
+                    '        ctx.outputShapes = {&out};\n        ctx.attrs.Set(0, -2);\n        ctx.attrs.Set(1, keep);\n'
+                    '        auto& fn = gert::InferShapeRegistry().at("ReduceMean");\n'
+                    '        if (fn(&ctx) != ge::GRAPH_SUCCESS) return 1;\n'
+                    '        for (size_t i = 0; i < out.GetDimNum(); ++i) std::printf("%ld ", (long)out.GetDim(i));\n'
+                    '        std::printf("\\n");\n    }\n}\n')
+    inc = ROOT / "opgen" / "emu" / "include"
+    exe = tmp_path / "infer"
+    r = subprocess.run([GXX, "-std=c++17", "-O0", f"-I{inc}", str(src), str(main), "-o", str(exe)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[:3000]
+    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.split("\n")[:2] == ["2 3 5 ", "2 3 1 5 "], out.stdout
