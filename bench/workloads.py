@@ -200,6 +200,9 @@ GM += [
      "dtypes": {"T": "bfloat16", "U": "bfloat16"}, "time_interp": True},
     {"op": str(EXAMPLES / "swiglu.py"), "case": "SwiGlu [4096, 2 x 11008] bf16", "dims": {"Bd": (4096,), "H": 11008},
      "quick_dims": {"Bd": (128,), "H": 11008}, "dtypes": {"T": "bfloat16"}, "time_interp": True},
+    {"op": str(EXAMPLES / "swiglu.py"), "case": "SwiGlu dim 0 [2 x 4096, 8, 1376] bf16",
+     "dims": {"Bd": (8, 1376), "H": 4096}, "quick_dims": {"Bd": (8, 1376), "H": 64}, "attrs": {"dim": 0},
+     "dtypes": {"T": "bfloat16"}},
     # row-wise operators of ops-nn's catalogue (compare / select, integer outputs, reductions over leading axes and
     # to a scalar, rows longer than most UBs)
     {"op": str(EXAMPLES / "leaky_relu.py"), "case": "LeakyRelu [4096, 4096] bf16", "dims": {"Bd": (4096, 4096)},

@@ -94,10 +94,9 @@ def test_bad_declarations_name_the_rule(tmp_path, decl, rule):
 
 def test_host_code_reads_dims_from_the_picked_form(tmp_path):
     """The TilingFunc reads H from x's last axis for dim=-1 and from its first for dim=0 (selected by the
-    attribute's choice index), and the rows family refuses the spec naming both specialisations' row domains
-    (one kernel serves one domain)."""
+    attribute's choice index); the rows family lowers each value on its own row domain and the tiling's row count
+    and row length follow the attrKey."""
     from opgen.ir.dims import Sym
-    from opgen.kernel.family import NoKernel
     from opgen.passes.pipeline import compile_unit
     from opgen.tiling.emit import dim_cpp
 
@@ -105,8 +104,33 @@ def test_host_code_reads_dims_from_the_picked_form(tmp_path):
     text = dim_cpp(spec, Sym("H"))
     assert text == ("(AttrIndex<int64_t>(context, 0, {-1, 0}) == 0 ? xShape.GetDim(xShape.GetDimNum() - 1) / 2 "
                     ": xShape.GetDim(0) / 2)")
-    with pytest.raises(NoKernel, match=r"dim=0, x \[2 \* H, \*Bd\].*another anchor domain"):
-        compile_unit(spec)
+    u = compile_unit(spec)
+    layouts = {k.static: lay.text() for k, lay in u.lowered.extra["layouts"].items()}
+    assert layouts == {(-1,): "layout rows [*Bd, H]: prod(Bd) rows of H",
+                       (0,): "layout rows [H, *Bd]: H rows of prod(Bd)"}
+    assert u.tiling.inputs["hidden"][0] == "by_attr_key" and u.tiling.inputs["rows"][0] == "by_attr_key"
+
+
+def test_one_attrkey_on_two_row_domains_is_refused(tmp_path):
+    """Shape forms the tensor picks (not an attribute) that put the rows on different axes cannot be told apart by
+    the tiling key: refused, naming both specialisations and their domains."""
+    from opgen.kernel.family import NoKernel
+    from opgen.passes.pipeline import compile_unit
+
+    path = tmp_path / "two_forms.py"
+    path.write_text(HEAD + """
+spec = OpSpec("TwoForms", aclnn="aclnnTwoForms", socs=(A2, A3))
+S, H = spec.dims("S H")
+spec.input("x", f32, [[S, H], [H, 3, S]])
+spec.output("y", f32, like="x")
+
+
+@spec.body
+def _(b, x):
+    return {"y": x - x.max(-1)}
+""")
+    with pytest.raises(NoKernel, match=r"x \[H, 3, S\] has another anchor domain .* than x \[S, H\]"):
+        compile_unit(load_spec(str(path)))
 
 
 GXX = shutil.which("g++")
@@ -138,3 +162,31 @@ def test_emitted_infershape_follows_keepdim(tmp_path):
     assert r.returncode == 0, r.stderr[:3000]
     out = subprocess.run([str(exe)], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.split("\n")[:2] == ["2 3 5 ", "2 3 1 5 "], out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(GXX is None, reason="g++ not available")
+def test_derived_swiglu_grad_kernel_on_every_dim(tmp_path):
+    """SwiGluGrad derived from SwiGlu: one package, three row domains (dim -1: rows of H; dim 0 and 1: rows of
+    prod(Bd), the two halves of dx stored at their row offsets); the emulated kernel against torch autograd, in
+    ROW_SPLIT and COL_SPLIT."""
+    import torch
+
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    spec = str(ROOT / "examples" / "specs" / "derived" / "swiglu_grad.py")
+    write_ops([spec], str(tmp_path / "gen"))
+    for dim, dims, strategy in ((0, {"H": 7, "Bd": (5, 3)}, 1), (1, {"A": 2, "H": 3, "Bd": (33,)}, 1),
+                                (0, {"H": 2, "Bd": (20000,)}, 2), (-1, {"H": 9, "Bd": (4,)}, 1)):
+        r = run_check(spec, dims=dims, attrs={"dim": dim}, dtypes={"T": "float32"}, gen_dir=tmp_path / "gen",
+                      seed=dims["H"], progress=False)
+        assert not r.faults and r.passed, (dim, dims, r.faults[:3], r.failed_outputs())
+        assert r.tiling_key % 10 == strategy, (dim, r.tiling_key)
+        x = torch.tensor(np.asarray(r.inputs["x"], dtype=np.float64), requires_grad=True)
+        a, g = x.chunk(2, dim)
+        (torch.nn.functional.silu(a) * g).backward(torch.tensor(np.asarray(r.inputs["dy"], dtype=np.float64)))
+        want = x.grad.numpy()
+        got = np.asarray(r.arrays["dx"], dtype=np.float64)
+        assert got.shape == want.shape
+        assert np.all(np.abs(got - want) <= 2.0**-20 * (np.abs(want) + np.abs(want).mean())), (dim, dims)

@@ -45,7 +45,8 @@ class DimLocation:
 @dataclass(frozen=True)
 class FormDimLocation:
     """A dim of an input whose shape static attribute `attr` picks (InputDecl.form_by): `places[k]` is its
-    DimLocation in the form of choice k (`choices` order), `index` the input's number."""
+    DimLocation in the form of choice k (`choices` order; None when that form lacks it), `index` the input's
+    number."""
 
     index: int
     attr: str
@@ -54,8 +55,8 @@ class FormDimLocation:
 
     def read(self, entry, pick) -> str:
         """C++ of the dim: `entry(where, k)` prints the shape entry at a place, `pick(attr, [expr per form])` the
-        selection of the picked form's expression."""
-        return pick(self.attr, [p.read(entry, pick) for p in self.places])
+        selection of the picked form's expression (0 for a form without the dim: nothing reads it there)."""
+        return pick(self.attr, [p.read(entry, pick) if p is not None else "0" for p in self.places])
 
 
 @dataclass(frozen=True)
@@ -114,15 +115,14 @@ def sym_locations(spec, name: str) -> list[DimLocation]:
                 break
             found.add(loc)
             per_form.append(loc)
-        if None in found:
-            continue
         decl = spec.inputs[i]
-        if len(found) > 1 and decl.form_by is not None:   # its place follows the attribute that picks the form
-            places = tuple(DimLocation(i, *loc) for loc in per_form)
-            scaled = any((p.scale, p.offset) != (1, 0) for p in places)
+        if decl.form_by is not None and len(found - {None}) > 1 or decl.form_by is not None and None in found \
+                and found != {None}:   # its place follows the attribute that picks the form (None: not in it)
+            places = tuple(DimLocation(i, *loc) if loc is not None else None for loc in per_form)
+            scaled = any((p.scale, p.offset) != (1, 0) for p in places if p is not None)
             (affine if scaled else plain).append(FormDimLocation(i, decl.form_by, decl.choices, places))
             continue
-        if len(found) != 1:
+        if None in found or len(found) != 1:
             continue
         (where, k, scale, off), = found
         (plain if (scale, off) == (1, 0) else affine).append(DimLocation(i, where, k, scale, off))

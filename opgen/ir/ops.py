@@ -305,12 +305,16 @@ def _concat(ts, attrs):
     if any(len(sh) != n for sh in shapes):
         raise IRError("concat: operands need the same rank")
     var = [k for k, d in enumerate(shapes[0]) if isinstance(d, Variadic)]
-    if var:   # a variadic group: the axis counts from the end, among the fixed dims after the group
+    if var:   # a variadic group: a fixed dim before it (from 0) or after it (from the end, negative)
         a = attrs["axis"]
-        if not isinstance(a, int) or a >= 0 or -a > n - 1 - var[-1]:
-            raise IRError(f"concat: axis {a} must be negative and within the {n - 1 - var[-1]} dims after "
+        if isinstance(a, int) and 0 <= a < var[0]:
+            ax = a
+        elif not isinstance(a, int) or a >= 0 or -a > n - 1 - var[-1]:
+            head = f"0..{var[0] - 1} or " if var[0] else ""
+            raise IRError(f"concat: axis {a} must be {head}negative and within the {n - 1 - var[-1]} dims after "
                           f"*{shapes[0][var[-1]].name}")
-        ax = n + a
+        else:
+            ax = n + a
     else:
         ax = _norm_axes([attrs["axis"]], ts[0].shape, "concat")[0]
     total: DimExpr = Lit(0)

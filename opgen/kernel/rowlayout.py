@@ -322,9 +322,9 @@ class Chains:
             if not users and r not in self.out_of:
                 continue
             ok = all(u.op in ("reshape", "permute", "cast") and u.result.name in out
-                     or u.op == "concat" and _last_axis(u, self.vals) and u.result.name in out for u in users)
+                     or u.op == "concat" and _fixed_axis(u, self.vals) and u.result.name in out for u in users)
             if ok and n.op in ("reshape", "permute", "cast", "concat"):
-                if n.op == "concat" and not _last_axis(n, self.vals):
+                if n.op == "concat" and not _fixed_axis(n, self.vals):
                     continue
                 out.add(r)
         return out
@@ -369,9 +369,11 @@ def _positions(shape) -> list:
     return out
 
 
-def _last_axis(n, vals) -> bool:
-    rank = len(vals[n.result.name].type.shape)
-    return rank > 0 and n.attr("axis") % rank == rank - 1
+def _fixed_axis(n, vals) -> bool:
+    """A concat whose axis is a fixed dim of its result (not a variadic group): its pieces are stored side by side
+    along that axis (the row axis: column windows; a leading axis: row offsets)."""
+    shape = vals[n.result.name].type.shape
+    return bool(shape) and not isinstance(shape[n.attr("axis") % len(shape)], Variadic)
 
 
 def _reshape_axes(axes: tuple[Ax, ...], new_shape) -> tuple[Ax, ...] | None:
@@ -544,13 +546,18 @@ def _store_walk(ch, v, axes, col, lay, vals, tensor):
         src_of = {p: j for j, p in enumerate(perm)}
         new = tuple(axes[at[src_of[p]]] for p in range(len(perm)) if at[src_of[p]] is not None)
         return _store_walk(ch, src, new, col, lay, vals, tensor)
-    if n.op == "concat":
+    if n.op == "concat":   # the pieces side by side along the concat axis: each at its offset times its stride
+        shape = vals[v].type.shape
+        ax = n.attr("axis") % len(shape)
+        pos = _positions(shape)[ax]
         out, off = [], Lit(0)
-        last = axes[-1]
         for x in n.inputs:
-            e = axis_extent(vals[x].type.shape[-1])
-            piece = axes[:-1] + (Ax(axis_key(e) or "1", e, last.stride),)
-            out += _store_walk(ch, x, piece, col + off * last.stride, lay, vals, tensor)
+            e = axis_extent(vals[x].type.shape[ax])
+            if pos is None:   # a concat of extent-1 pieces along a size-1 dim: nothing to address
+                raise IRError(f"%{v}: a concat along a dim of size 1")
+            here = axes[pos]
+            piece = axes[:pos] + (Ax(axis_key(e) or "1", e, here.stride),) + axes[pos + 1:]
+            out += _store_walk(ch, x, piece, col + off * here.stride, lay, vals, tensor)
             off = off + e
         return out
     return [(v, _view(tensor[0], axes, col, lay, tensor[1], ch.bounds))]

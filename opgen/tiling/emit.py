@@ -154,6 +154,9 @@ def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platfo
             vals[name] = float_bits(_attr_value(spec, how[1], attrs))
         elif isinstance(how, tuple) and how[0] == "attr_dim":
             vals[name] = int(env[how[2]])  # the dim the integer attribute binds (spec.attr(..., dim=...))
+        elif isinstance(how, tuple) and how[0] == "by_attr_key":
+            ak = attr_key(spec, attrs or {})
+            vals[name] = as_dim(dict(how[1])[ak]).evaluate(env)
         else:
             vals[name] = as_dim(how).evaluate(env)
     return vals
@@ -188,4 +191,19 @@ def dim_bounds(spec, prog, inputs_map) -> list[tuple[str, int, int | None]]:
         elif how[0] == "attr_dim":
             lo, hi = _bounds(spec, Sym(how[2]))
             out.append((name, lo, hi))
+        elif how[0] == "by_attr_key":   # the widest range over the specialisations' expressions
+            rng = [_bounds(spec, e) for _ak, e in how[1]]
+            his = [h for _l, h in rng]
+            out.append((name, min(lo for lo, _h in rng), None if None in his else max(his)))
+    return out
+
+
+def by_attr_key_cpp(spec, picks) -> str:
+    """C++ of a ("by_attr_key", ((attrKey, dim expression), ...)) tiling input: the expression of the
+    specialisation whose attrKey the call has (the last one for any other key: the TilingFunc has refused a value
+    outside the choices before)."""
+    key = _attr_key_cpp(spec)
+    out = dim_cpp(spec, picks[-1][1])
+    for ak, e in reversed(picks[:-1]):
+        out = f"(({key}) == {ak} ? {dim_cpp(spec, e)} : {out})"
     return out
