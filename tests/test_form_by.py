@@ -84,6 +84,8 @@ def test_keepdim_picks_the_output_shape_of_reduce_mean():
      "the shape is a dict from each value of dim"),
     ('spec.attr("dim", int, 0, choices=(0,), static=True)\nspec.input("x", f32, [S])\n'
      'spec.output("y", f32, {0: [S]}, like="x", form_by="dim")', "give form_by= with shapes, or like=, not both"),
+    ('spec.attr("layout", str, "BH", choices=("BH",), static=True)\nspec.input("x", f32, {"BH": [S]}, '
+     'form_by="layout")', "form_by='layout' is a string attribute"),
 ])
 def test_bad_declarations_name_the_rule(tmp_path, decl, rule):
     path = tmp_path / "bad.py"
@@ -131,6 +133,54 @@ def _(b, x):
 """)
     with pytest.raises(NoKernel, match=r"x \[H, 3, S\] has another anchor domain .* than x \[S, H\]"):
         compile_unit(load_spec(str(path)))
+
+
+PICKS = HEAD + """
+spec = OpSpec("Picks", aclnn="aclnnPicks", socs=(A2, A3), round="rint")
+Bd = spec.variadic("Bd", max_rank=4)
+H = spec.dim("H", max=4096)
+A = spec.dim("A", max=4096)
+(T,) = spec.dtype_vars("T")
+spec.attr("act", int, 0, choices=(0, 1), static=True)
+spec.attr("dim", int, -1, choices=(-1, 1), static=True)
+spec.input("x", T, {-1: [Bd, 2 * H], 1: [A, 2 * H, Bd]}, form_by="dim")
+spec.input("s", T, [A, H])
+spec.output("y", T, {-1: [A, H], 1: [A, H, Bd]}, form_by="dim")
+spec.dtypes((T,), [(f32,), (f16,)])
+spec.check("act", lambda a, pr: "act 1 only with dim -1" if a["act"] == 1 and a["dim"] != -1 else None)
+
+
+@spec.body
+def _(b, x, s, act, dim):
+    if dim == -1:
+        return {"y": s * 2.0 if act == 0 else s}
+    return {"y": x.slice(dim, 0, H) * x.slice(dim, H, 2 * H)}
+"""
+
+
+def test_dims_come_from_a_form_that_has_them_and_the_proof_skips_refused_combinations(tmp_path):
+    """A is in x's dim=1 form only but in s always: the TilingFunc and InferShape read it from s. The UB proof
+    evaluates the attribute combinations a specialisation has (act=1 with dim=1 is refused by a check) and the
+    tiling's twin runs for both domains."""
+    from opgen.codegen.infershape import emit_infershape
+    from opgen.ir.dims import Sym
+    from opgen.passes.pipeline import compile_unit
+    from opgen.tiling.emit import dim_cpp, evaluate
+    from opgen.platforms import PLATFORMS
+    from opgen.ir.dtypes import DType
+
+    path = tmp_path / "picks.py"
+    path.write_text(PICKS)
+    spec = load_spec(str(path))
+    assert dim_cpp(spec, Sym("A")) == "sShape.GetDim(0)"
+    text = next(iter(emit_infershape(spec).values()))
+    assert "const int64_t dimA = sShape->GetDim(0);" in text
+    u = compile_unit(spec)   # raised KeyError when the proof tried act=1 with dim=1
+    plat = next(iter(PLATFORMS.values()))
+    for attrs, env, rows, hidden in (({"act": 0, "dim": -1}, {"Bd": (3,), "H": 5, "A": 4}, 4, 5),
+                                     ({"act": 0, "dim": 1}, {"Bd": (3, 2), "H": 5, "A": 4}, 20, 6)):
+        got = evaluate(spec, u.tiling.program, u.tiling.inputs, env, {"T": DType.f32}, plat, attrs)
+        assert (got["rows"], got["hidden"]) == (rows, hidden), attrs
 
 
 GXX = shutil.which("g++")

@@ -51,7 +51,9 @@ def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench", 
     from opgen.bench import check, emu, generate, interp, startup  # lazy: start-up time
 
     res = {k: v for k, v in (base or {}).items() if k not in ("plots", "plots_skipped")}
-    measured_by = dict(res.get("measured_by") or {p: res.get("command", "opgen bench") for p in PHASES if base})
+    phase_keys = {"interp": "interp", "startup": "startup", "generate": "generate", "emu": "gm", "check": "check"}
+    measured_by = dict(res.get("measured_by") or {p: res.get("command", "opgen bench") for p in PHASES
+                                                  if base and phase_keys.get(p) in base})
     res.update({"command": command, "repeat": repeat, "quick": quick,
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                             "machine": platform.machine()}})

@@ -218,17 +218,30 @@ def infershape_context(m: OpModel) -> dict:
                                                        else "")})
         outputs.append({"index": p.index, "name": p.name, "var": var, "optional": p.optional, "like": False,
                         "forms": forms, "shape": "; ".join(f["shape"] for f in forms)})
-    inputs = []
+    inputs, form_ranks = [], []
     for p in m.inputs:
         if p.name not in used_inputs:
             continue
         shapes = p.decl.shapes   # (a shape picked by an attribute: the bounds over its forms, then per form below)
         min_rank, max_rank = rank_bounds(shapes, m.spec.variadics)
         exact = min_rank == max_rank
-        shape_text = " or ".join(shape_str(s) for s in shapes)
+        shape_text = p.decl.shape_text()
         msg = c_printf(f"{p.name}: rank ", "%zu", f", expected {'' if exact else 'at least '}{min_rank} for {shape_text}")
         inputs.append({"name": p.name, "var": _shape_var(p), "getter": _getter(m, p, "Shape"), "optional": p.optional,
                        "min_rank": min_rank, "exact": exact, "shape": shape_text, "msg": msg})
+        if p.decl.form_by is not None:   # the rank of the form the attribute picks, before any GetDim of it
+            pick(p.decl.form_by, ["0", "1"])
+            sel = selectors[p.decl.form_by]["var"]
+            for k, (c, shape) in enumerate(zip(p.decl.choices, shapes)):
+                lo, hi = rank_bounds([shape], m.spec.variadics)
+                rank = f"{_shape_var(p)}->GetDimNum()"
+                bad = f"{rank} != {lo}" if lo == hi else (f"{rank} < {lo}" if hi is None else
+                                                           f"{rank} < {lo} || {rank} > {hi}")
+                rule = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
+                form_ranks.append({"cond": f"{sel} == {k} && ({bad})", "var": _shape_var(p),
+                                   "optional": p.optional,
+                                   "msg": c_printf(f"{p.name}: rank ", "%zu", f", expected {rule} for {shape_str(shape)} "
+                                                   f"when {p.decl.form_by}={choice_text(c)}")})
     dtypes = []
     for p in m.outputs:
         dt = p.decl.dtype
@@ -256,7 +269,7 @@ def infershape_context(m: OpModel) -> dict:
         if not e["group"])
     return {"banner": m.banner(), "op": m.op, "inputs": inputs, "dims": dims, "outputs": outputs, "dtypes": dtypes,
             "attrs_needed": bool(attrs_needed), "fn_suffix": upper_camel(m.op), "needs_prod": needs_prod,
-            "selectors": list(selectors.values())}
+            "selectors": list(selectors.values()), "form_ranks": form_ranks}
 
 
 def emit_infershape(spec) -> dict[str, str]:

@@ -69,6 +69,7 @@ class DimFields:
         one extends (specialisations on different domains, opgen.kernel.rows.layout_groups)."""
         self.layout = layout
         self.fields: dict[str, tuple[str, object]] = shared.fields if shared is not None else {}
+        self.used: set[str] = set()   # the fields this domain's addressing reads
 
     def cpp(self, e) -> str:
         """C++ int64 expression of dim expression e inside the kernel class."""
@@ -80,6 +81,7 @@ class DimFields:
         key = str(e)
         if key not in self.fields:
             self.fields[key] = (f"dim{len(self.fields)}", e)
+        self.used.add(self.fields[key][0])
         return f"td_->{self.fields[key][0]}"
 
     def sym(self, e):

@@ -126,7 +126,10 @@ def sym_locations(spec, name: str) -> list[DimLocation]:
             continue
         (where, k, scale, off), = found
         (plain if (scale, off) == (1, 0) else affine).append(DimLocation(i, where, k, scale, off))
-    return plain + affine
+    def complete(loc):   # a place in every form before a form-picked one that lacks the dim in some form
+        return not isinstance(loc, FormDimLocation) or None not in loc.places
+
+    return sorted(plain, key=complete, reverse=True) + sorted(affine, key=complete, reverse=True)
 
 
 def group_location(spec, name: str) -> GroupPlace | None:

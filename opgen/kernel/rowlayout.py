@@ -569,7 +569,7 @@ def _view_rule(op: str) -> str:
                    "(as GM addressing)",
         "slice": "slice of a computed value or with a step; the rows family slices operator inputs only, by a "
                  "step of 1 (as GM addressing)",
-        "concat": "concat of computed values other than along the row axis of an output",
+        "concat": "concat of computed values other than into an output (along a fixed axis)",
     }[op]
 
 

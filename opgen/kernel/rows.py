@@ -1045,5 +1045,14 @@ def rows_tiling(spec, lowered, counts):
         inputs[f"{a}Attr"] = ("attr_bits", a)
     for n, e, _doc in dims.items():
         inputs[f"{n}Dim"] = e
+    if layouts:   # a field only some domains address is read for their attrKeys only (0 for the others)
+        users = {}
+        for v in variants:
+            for ak, _cond in v.serves:
+                users.setdefault(ak, set()).update(v.dims.used)
+        for n, e, _doc in dims.items():
+            if not all(n in used for used in users.values()):
+                inputs[f"{n}Dim"] = ("by_attr_key", tuple((ak, e if n in used else Lit(0))
+                                                          for ak, used in sorted(users.items())))
     lowered.extra.update(variants=variants, dims=dims)
     return Tiling(prog, inputs, plans, doc)

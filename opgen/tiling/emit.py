@@ -61,6 +61,10 @@ def _dim_access(spec, sym: str) -> str:
     or 0, when that input is null). Raises SpecError when no input carries it."""
     order = [k for k, i in enumerate(spec.inputs) if not i.optional] + [k for k, i in enumerate(spec.inputs)
                                                                          if i.optional]
+    if sym not in spec.variadics:   # the inputs in sym_locations' order (a place in every form first)
+        ranked = list(dict.fromkeys(loc.index for loc in sym_locations(spec, sym)))
+        order = [k for k in order if not spec.inputs[k].optional and k in ranked]
+        order = sorted(order, key=ranked.index) + [k for k, i in enumerate(spec.inputs) if i.optional]
     for k in order:
         i = spec.inputs[k]
         ref = f"{i.name}Shape" if not i.optional else f"{i.name}ShapeOpt->GetStorageShape()"

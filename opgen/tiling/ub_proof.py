@@ -38,14 +38,12 @@ def _eval(spec, prog, inputs_map, env, dtypes, plat) -> dict:
     `fits` itself and may probe values outside a dim's max). When an input depends on the attrKey (specialisations
     on different row domains), every static attribute combination is evaluated and the first that does not fit is
     returned (else the last)."""
-    import itertools
-
     from opgen.tiling.emit import program_inputs
 
     combos = [None]
     if any(isinstance(h, tuple) and h[0] == "by_attr_key" for h in inputs_map.values()):
-        names = [a.name for a in spec.static_attrs]
-        combos = [dict(zip(names, c)) for c in itertools.product(*[a.choices for a in spec.static_attrs])]
+        names = [a.name for a in spec.static_attrs]   # the combinations a specialisation has (checks pass)
+        combos = [dict(zip(names, c)) for c in dict.fromkeys(k.static for k in spec.keys())]
     out = {}
     for attrs in combos:
         out = prog.evaluate(program_inputs(spec, prog, inputs_map, env, dtypes, plat, attrs))
