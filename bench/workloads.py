@@ -200,6 +200,33 @@ GM += [
      "dtypes": {"T": "bfloat16", "U": "bfloat16"}, "time_interp": True},
     {"op": str(EXAMPLES / "swiglu.py"), "case": "SwiGlu [4096, 2 x 11008] bf16", "dims": {"Bd": (4096,), "H": 11008},
      "quick_dims": {"Bd": (128,), "H": 11008}, "dtypes": {"T": "bfloat16"}, "time_interp": True},
+    {"op": str(EXAMPLES / "swiglu.py"), "case": "SwiGlu dim 0 [2 x 4096, 8, 1376] bf16",
+     "dims": {"Bd": (8, 1376), "H": 4096}, "quick_dims": {"Bd": (8, 1376), "H": 64}, "attrs": {"dim": 0},
+     "dtypes": {"T": "bfloat16"}},
+    # row-wise operators of ops-nn's catalogue (compare / select, integer outputs, reductions over leading axes and
+    # to a scalar, rows longer than most UBs)
+    {"op": str(EXAMPLES / "leaky_relu.py"), "case": "LeakyRelu [4096, 4096] bf16", "dims": {"Bd": (4096, 4096)},
+     "quick_dims": {"Bd": (64, 4096)}, "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "masked_fill.py"), "case": "MaskedFill [4096, 4096] fp16, bool mask",
+     "dims": {"N": 4096, "H": 4096}, "quick_dims": {"N": 64, "H": 4096}, "dtypes": {"T": "float16"}},
+    {"op": str(EXAMPLES / "smooth_l1_loss.py"), "case": "SmoothL1Loss [4096, 4096] bf16",
+     "dims": {"Bd": (4096,), "H": 4096}, "quick_dims": {"Bd": (64,), "H": 4096}, "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "dynamic_quant.py"), "case": "DynamicQuant [4096, 4096] fp16 -> int8 + fp32 scale",
+     "dims": {"Bd": (4096,), "H": 4096}, "quick_dims": {"Bd": (64,), "H": 4096}, "dtypes": {"T": "float16"}},
+    {"op": str(EXAMPLES / "scaled_masked_softmax.py"), "case": "ScaledMaskedSoftmax [4096, 2048] fp16",
+     "dims": {"Bd": (4096,), "H": 2048}, "quick_dims": {"Bd": (64,), "H": 2048}, "dtypes": {"T": "float16"}},
+    {"op": str(EXAMPLES / "log_softmax.py"), "case": "LogSoftmaxV2 [4096, 4096] bf16",
+     "dims": {"Bd": (4096,), "H": 4096}, "quick_dims": {"Bd": (64,), "H": 4096}, "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "softmax.py"), "case": "SoftmaxV2 [48, 262144] fp32",
+     "dims": {"Bd": (48,), "H": 262144}, "quick_dims": {"Bd": (2,), "H": 262144}, "dtypes": {"T": "float32"}},
+    {"op": str(EXAMPLES / "reduce_mean.py"), "case": "ReduceMean [32, 1024, 1024] bf16 over the middle axis",
+     "dims": {"Bd": (32,), "M": 1024, "H": 1024}, "quick_dims": {"Bd": (2,), "M": 64, "H": 1024},
+     "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "mse_loss.py"), "case": "MseLoss [4096, 4096] bf16 to a scalar mean",
+     "dims": {"Bd": (4096,), "H": 4096}, "quick_dims": {"Bd": (64,), "H": 4096}, "attrs": {"reduction": 1},
+     "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "batch_norm.py"), "case": "BatchNorm training [65536, 512] fp32",
+     "dims": {"N": 65536, "C": 512}, "quick_dims": {"N": 512, "C": 512}, "dtypes": {"T": "float32"}},
 ]
 
 NSA_GM = [  # (label, dims) at the reference's defaults D 192 / Dv 128, bs 64, cnt 16 (L = 1024), 2 batches

@@ -483,7 +483,8 @@ def cmd_bench(args) -> int:
     side by side and write results.json, README.md (the table) and PNG plots to DIR (default bench/results; with
     --quick bench/quick, see quick_out_dir). One line per phase on standard error as it starts and ends (elapsed
     seconds); results.json and README.md are rewritten after each phase, so an interrupted run keeps what it
-    measured. --json prints the results object instead of the table."""
+    measured. With --only, the other phases keep the figures DIR's results.json has (a re-measure of one phase;
+    `measured_by` names each phase's command). --json prints the results object instead of the table."""
     import json
     import time
 
@@ -505,8 +506,16 @@ def cmd_bench(args) -> int:
     def phase_line(text):
         print(f"opgen bench: {text} (elapsed {time.monotonic() - t0:.1f} s)", file=sys.stderr, flush=True)
 
+    base = None
+    if only and (out / "results.json").is_file():   # some phases: update the earlier figures, keep the others
+        try:
+            base = json.loads((out / "results.json").read_text())
+        except (OSError, ValueError):
+            base = None
+        if not isinstance(base, dict) or bool(base.get("quick")) != bool(args.quick):
+            base = None
     res = run_all(repeat, args.quick, cmd, progress=phase_line, only=only or None,
-                  on_phase=lambda r: write_partial(r, out))
+                  on_phase=lambda r: write_partial(r, out), base=base)
     written = write(res, out)
     if args.json:
         print(json.dumps(res, indent=1, sort_keys=True, default=str))

@@ -101,16 +101,19 @@ def test_layer_norm_grad_against_autograd(shape):
     _close(got["pd_beta"], want["beta"], saved=True)
 
 
-@pytest.mark.parametrize("shape", [(3, 8), (2, 2, 2)])
-def test_swiglu_grad_against_autograd(shape):
-    x, dy = _f32(RNG.normal(size=shape)), _f32(RNG.normal(size=shape[:-1] + (shape[-1] // 2,)))
+@pytest.mark.parametrize("shape, dim", [((3, 8), -1), ((2, 2, 2), -1), ((6, 4, 3), 0), ((3, 4, 5), 1)])
+def test_swiglu_grad_against_autograd(shape, dim):
+    """The derived SwiGluGrad halving the last, the first or the second axis (the forward's dim picks x's shape)."""
+    half = list(shape)
+    half[dim] //= 2
+    x, dy = _f32(RNG.normal(size=shape)), _f32(RNG.normal(size=tuple(half)))
 
     def fwd(x):
-        a, g = x.chunk(2, -1)
+        a, g = x.chunk(2, dim)
         return torch.nn.functional.silu(a) * g
 
     want = _autograd(fwd, {"x": x}, ["x"], dy)
-    got = interpret(str(DER / "swiglu_grad.py"), {"dy": dy, "x": x}, mode="exact")
+    got = interpret(str(DER / "swiglu_grad.py"), {"dy": dy, "x": x}, {"dim": dim}, mode="exact")
     _close(got["dx"], want["x"])
 
 

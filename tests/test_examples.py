@@ -90,10 +90,10 @@ def softmax(i, a):
 
 
 def swiglu(i, a):
-    x = _f(i["x"])
+    x = np.moveaxis(_f(i["x"]), a.get("dim", -1), -1)   # the halved axis last
     h = x.shape[-1] // 2
     p, q = x[..., :h], x[..., h:]
-    return {"y": p / (1.0 + np.exp(-p)) * q}
+    return {"y": np.moveaxis(p / (1.0 + np.exp(-p)) * q, -1, a.get("dim", -1))}
 
 
 def gelu(i, a):
@@ -125,7 +125,7 @@ def bias_add_grad(i, a):
 
 
 def reduce_mean(i, a):
-    return {"out": _f(i["self"]).mean(-2)}
+    return {"out": _f(i["self"]).mean(-2, keepdims=bool(a.get("keepDim", False)))}
 
 
 def reduce_max(i, a):
@@ -344,6 +344,10 @@ CASES = [
     ("swiglu", {"Bd": (3,), "H": 21}, F32, {}, 1),
     ("swiglu", {"Bd": (2,), "H": 11008}, BF16, {}, 2),                        # column chunks of both halves
     ("swiglu", {"Bd": (61,), "H": 1}, F16, {}, None),
+    ("swiglu", {"Bd": (5, 7), "H": 37}, F32, {"dim": 0}, 1),                 # halves of the first axis
+    ("swiglu", {"Bd": (30000,), "H": 2}, BF16, {"dim": 0}, 2),               # rows of prod(Bd) over the cores
+    ("swiglu", {"A": 3, "Bd": (4, 3), "H": 5}, F16, {"dim": 1}, 1),         # each of the A blocks halved
+    ("swiglu", {"A": 1, "Bd": (), "H": 1}, F32, {"dim": 1}, None),
     ("gelu", {"Bd": (3, 4, 5)}, F32, {}, None),
     ("gelu", {"Bd": ()}, F16, {}, None),                                       # a 0-d tensor
     ("gelu", {"Bd": (100003,)}, BF16, {}, 2),                                  # one run split over the cores
@@ -361,7 +365,7 @@ CASES = [
     ("bias_add_grad", {"Bd": (3,), "H": 40000}, F32, {}, 2),
     ("bias_add_grad", {"Bd": (), "H": 5}, F16, {}, None),
     ("reduce_mean", {"Bd": (3,), "M": 37, "H": 33}, F16, {}, 1),                # batches split across cores
-    ("reduce_mean", {"Bd": (2, 3), "M": 1, "H": 1}, F32, {}, None),             # M = 1, H = 1
+    ("reduce_mean", {"Bd": (2, 3), "M": 1, "H": 1}, F32, {"keepDim": True}, None),   # M = 1, H = 1, out [Bd, 1, H]
     ("reduce_mean", {"Bd": (), "M": 5, "H": 20000}, BF16, {}, 2),               # few rows: the row over cores
     ("reduce_max", {"Bd": (5,), "M": 29, "H": 17}, BF16, {}, 1),
     ("reduce_max", {"Bd": (1,), "M": 3, "H": 9001}, F16, {}, 2),

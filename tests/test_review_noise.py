@@ -208,3 +208,30 @@ def test_quick_bench_writes_its_own_file_by_phase(tmp_path, monkeypatch, capsys)
 def test_quick_bench_refuses_an_unknown_phase(capsys):
     assert main(["bench", "--quick", "--only", "nonsense"]) == 2
     assert "unknown benchmark phase nonsense" in capsys.readouterr().err
+
+
+def test_bench_of_some_phases_keeps_the_other_phases_figures(tmp_path, monkeypatch, capsys):
+    """`opgen bench --only startup` into a directory holding a full run's results.json re-measures that phase and
+    keeps every other phase's figures (here the committed results, with the startup phase stubbed)."""
+    import copy
+    import json
+
+    from opgen.bench import startup
+
+    out = tmp_path / "results"
+    out.mkdir()
+    base = json.loads((ROOT / "bench" / "results" / "results.json").read_text())
+    base.pop("measured_by", None)
+    (out / "results.json").write_text(json.dumps(base))
+    fresh = copy.deepcopy(base["startup"])
+    fresh["interpret"]["opgen_s"] = 12345.0
+    monkeypatch.setattr(startup, "run", lambda *a, **k: fresh)
+    assert main(["bench", "--only", "startup", "--out", str(out), "--repeat", "1"]) == 0
+    capsys.readouterr()
+    res = json.loads((out / "results.json").read_text())
+    assert res["startup"]["interpret"]["opgen_s"] == 12345.0
+    for kept in ("gm", "emu_time", "interp", "generate", "nsa_gm"):
+        assert res[kept] == base[kept], kept
+    assert res["measured_by"]["startup"] == "opgen bench --repeat 1 --only startup"
+    assert res["measured_by"]["emu"] == base["command"]
+    assert "startup by `opgen bench --repeat 1 --only startup`" in (out / "README.md").read_text()

@@ -633,3 +633,56 @@ def test_integer_outputs_are_rounded_and_saturated(tmp_path):
     # §1.12); beyond, both saturate: exact equality
     np.testing.assert_array_equal(z, np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), 0, 255))
     assert (z == 0).any() and (z == 255).any()
+
+
+_LEAD_SLICES = '''
+spec = OpSpec("GluLead", aclnn="aclnnGluLead", socs=(A2, A3), round="rint")
+A = spec.dim("A", max=4096)
+H = spec.dim("H", max=4096)
+W = spec.dim("W", max=65536)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [A, 2 * H, W])
+spec.input("w", T, [2 * H, A, W])
+spec.output("y", T, [A, H, W])
+spec.output("z", f32, [A, H, W])
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x, w):
+    a = x.slice(1, 0, H)
+    g = x.slice(1, H, 2 * H)
+    u = w.slice(0, H, 2 * H).permute(1, 0, 2)
+    return {"y": (a / (1.0 + b.exp(-a)) * g).cast(T, "rint"), "z": a * u}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_windows_of_leading_axes_are_gm_views(tmp_path):
+    """Slices of a middle axis (a GLU's halves on dim 1) and of the first axis of a permuted input are GM views
+    (a base offset of start * the axis's stride), not copies: every element of x read once, w's used half read
+    once; the kernel's outputs equal float64 NumPy for odd sizes, H = 1 and a row of one element. One build."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "glu_lead", _LEAD_SLICES)
+    write_ops([str(path)], tmp_path / "gen")
+    for dims, dt in (({"A": 3, "H": 37, "W": 35}, "f32"), ({"A": 2, "H": 1, "W": 1}, "f32"),
+                     ({"A": 5, "H": 19, "W": 33}, "f16")):
+        r = run_check(str(path), dims=dims, dtypes={"T": dt}, gen_dir=tmp_path / "gen", seed=dims["H"],
+                      progress=False)
+        assert not r.faults and r.passed, (dims, r.faults[:3], r.failed_outputs())
+        x = np.asarray(r.inputs["x"], dtype=np.float64)
+        w = np.asarray(r.inputs["w"], dtype=np.float64)
+        H = dims["H"]
+        a, g = x[:, :H], x[:, H:]
+        z = a * np.transpose(w[H:], (1, 0, 2))
+        y = a / (1.0 + np.exp(-a)) * g
+        eps = 2.0**-23 if dt == "f32" else 2.0**-10
+        got_z = np.asarray(r.arrays["z"], dtype=np.float64)
+        assert got_z.shape == z.shape and np.all(np.abs(got_z - z) <= 2.0**-23 * np.abs(z) + 1e-30), dims
+        got_y = np.asarray(r.arrays["y"], dtype=np.float64)
+        assert got_y.shape == y.shape and np.all(np.abs(got_y - y) <= 8 * eps * (np.abs(y) + 1e-3)), dims
+        assert r.gm["x"].read == x.size * (4 if dt == "f32" else 2)
+        assert r.gm["w"].read == w.size // 2 * (4 if dt == "f32" else 2)

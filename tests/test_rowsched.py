@@ -25,7 +25,8 @@ def _irs(name: str):
     if u.family.name != "rows":
         return spec, u, None
     ex = u.lowered.extra
-    return spec, u, [row_split_ir(spec, v, ex["dims"], class_context(spec, v, ex["dims"])) for v in ex["variants"]]
+    return spec, u, [row_split_ir(spec, v, v.dims or ex["dims"], class_context(spec, v, v.dims or ex["dims"]))
+                     for v in ex["variants"]]
 
 
 def _scopes(k: kir.KernelClass, method: str) -> list:

@@ -35,7 +35,8 @@ def _brute_force_keys(spec) -> list:
                 present = {**base, **{i.name: p for i, p in zip(gated, gp)}}
                 if any(r.fn(attrs, present) for r in spec.requirements if r.kind == "static"):
                     continue
-                for forms in itertools.product(*[range(len(i.shapes)) for i in multi]):
+                for forms in itertools.product(*[range(len(i.shapes)) if i.form_by is None else
+                                                 (i.form_of(attrs),) for i in multi]):
                     out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms)))
     return out
 

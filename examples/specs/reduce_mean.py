@@ -1,4 +1,6 @@
-"""ReduceMean (aclnnMean) over the middle axis M of [Bd, M, H], keepDim off: out[b, h] = mean over m of self[b, m, h].
+"""ReduceMean (aclnnMean) over the middle axis M of [Bd, M, H]: out[b, h] = mean over m of self[b, m, h], the reduced
+axis dropped (keepDim false: out [Bd, H]) or kept as 1 (keepDim true: out [Bd, 1, H]) — the attribute picks the output's
+shape (`form_by`); both shapes address the same elements, so one kernel serves both.
 
 A mean over leading axes: the rows of each batch (the M rows of one b) are summed into a per-batch fp32 row, and
 the complete sum is divided by the count of rows it summed (M, read from tiling data) before it is written; a
@@ -16,8 +18,8 @@ H = spec.dim("H", max=65536)
 
 spec.input("self", T, [Bd, M, H])
 spec.attr("dim", int, -2, choices=(-2,), static=True, doc="the reduced axis: opgen's kernel takes the middle one")
-spec.attr("keepDim", bool, False, choices=(False,), static=True, doc="the reduced axis is dropped")
-spec.output("out", T, [Bd, H])
+spec.attr("keepDim", bool, False, static=True, doc="the reduced axis is kept as 1 (true) or dropped (false)")
+spec.output("out", T, {False: [Bd, H], True: [Bd, 1, H]}, form_by="keepDim")
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 
 

@@ -30,12 +30,14 @@ PHASES = ("interp", "startup", "generate", "emu", "check")
 
 
 def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench", progress=None, only=None,
-            on_phase=None) -> dict:
+            on_phase=None, base: dict | None = None) -> dict:
     """Every benchmark (or the PHASES named in `only`); the dict opgen.bench.report writes. `quick`: smaller cases
     and fewer workloads (bench/workloads.py QUICK; a smoke run, not the figures of record; README "Benchmarks").
     progress: called with one line as each phase starts and as it ends (with its seconds); on_phase: called with
-    the results so far after each phase, so an interrupted run keeps what it measured. Raises OpgenError for a
-    phase name not in PHASES."""
+    the results so far after each phase, so an interrupted run keeps what it measured. base: the results of an
+    earlier full run (its results.json) that a run of some phases updates — the phases not run keep their figures,
+    and `measured_by` records which command measured each phase. Raises OpgenError for a phase name not in
+    PHASES."""
     import time
 
     from opgen.errors import OpgenError
@@ -48,8 +50,13 @@ def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench", 
         raise OpgenError(f"unknown benchmark phase {', '.join(bad)}: choose from {', '.join(PHASES)}")
     from opgen.bench import check, emu, generate, interp, startup  # lazy: start-up time
 
-    res = {"command": command, "repeat": repeat, "quick": quick,
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}}
+    res = {k: v for k, v in (base or {}).items() if k not in ("plots", "plots_skipped")}
+    phase_keys = {"interp": "interp", "startup": "startup", "generate": "generate", "emu": "gm", "check": "check"}
+    measured_by = dict(res.get("measured_by") or {p: res.get("command", "opgen bench") for p in PHASES
+                                                  if base and phase_keys.get(p) in base})
+    res.update({"command": command, "repeat": repeat, "quick": quick,
+                "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                            "machine": platform.machine()}})
     w = load_workloads()
 
     def _generate():
@@ -75,6 +82,8 @@ def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench", 
         t0 = time.monotonic()
         res.update(fn())
         res["phases_run"].append({"phase": name, "seconds": round(time.monotonic() - t0, 2)})
+        measured_by[name] = command
+        res["measured_by"] = measured_by
         step(f"{i}/{len(phases)} {name}: done in {time.monotonic() - t0:.1f} s")
         done(res)
     return res

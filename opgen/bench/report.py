@@ -24,6 +24,11 @@ def markdown(res: dict) -> str:
            f"Measured by `{res.get('command', 'opgen bench')}` on {m.get('cpus', '?')} CPUs "
            f"({m.get('machine', '?')}, Python {m.get('python', '?')}); medians of {res.get('repeat', '?')} runs "
            f"unless stated; all figures of one run, side by side.", ""]
+    by = res.get("measured_by") or {}
+    if by and len(set(by.values())) > 1:   # a re-measure of some phases (opgen bench --only) kept the others
+        out[2:] = [f"Measured on {m.get('cpus', '?')} CPUs ({m.get('machine', '?')}, Python {m.get('python', '?')}) "
+                   "phase by phase: " + "; ".join(f"{p} by `{c}`" for p, c in by.items()) + ". The figures of one "
+                   "phase are of one run, side by side; phases re-measured apart are not.", ""]
     if res.get("startup"):
         st = res["startup"]
         out += ["## The command line as a whole process vs plain Python doing the same work", "",

@@ -140,7 +140,7 @@ def _env_of(spec, inputs: dict) -> dict:
         a = inputs.get(i.name)
         if a is None or i.host:
             continue
-        for shape in i.shapes:
+        for shape in i.shapes:   # (a form an attribute picks: every form tried, best effort)
             trial, tb = dict(env), dict(binder)
             if _unify(spec, i.name, shape, np.shape(a), trial, tb) is None:
                 env, binder = trial, tb
@@ -281,19 +281,22 @@ def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound
             if o.name not in produced:
                 continue
             dt = bound.dtypes[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
-            shape = np.shape(inputs[o.like]) if o.like else eval_shape(o.shape, bound.env)
+            shape = np.shape(inputs[o.like]) if o.like else eval_shape(
+                o.shape_for(spec.static_values(bound.key)), bound.env)
             out[o.name] = (dt.long_name, tuple(int(s) for s in shape))
         return out
     env: dict = {}
     binder: dict = {}
     var_dt = {}
+    static = {a.name: attrs.get(a.name, a.default) for a in spec.static_attrs}
     for i in spec.inputs:
         a = inputs.get(i.name)
         if a is None:
             continue
         if isinstance(i.dtype, DTypeVar) and isinstance(dev.get(i.name), DType):
             var_dt.setdefault(i.dtype.name, dev[i.name])
-        for shape in i.shapes:
+        picked = i.form_of(static)
+        for shape in (i.shapes if picked is None else [i.shapes[picked]]):
             trial, tb = dict(env), dict(binder)
             if _unify(spec, i.name, shape, np.shape(a), trial, tb) is None:
                 env, binder = trial, tb
@@ -312,7 +315,7 @@ def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound
             continue
         dt = var_dt.get(o.dtype.name, DType.f32) if isinstance(o.dtype, DTypeVar) else o.dtype
         try:
-            shape = np.shape(inputs[o.like]) if o.like else eval_shape(o.shape, env)
+            shape = np.shape(inputs[o.like]) if o.like else eval_shape(o.shape_for(static), env)
         except (KeyError, TypeError, ValueError, OpgenError):
             shape = (1,)
         out[o.name] = (dt.long_name, tuple(int(s) for s in shape))

@@ -26,7 +26,8 @@ def kernel_classes(spec) -> list:
     ex = unit.lowered.extra
     if "variants" not in ex:
         return []
-    return [row_split_ir(spec, v, ex["dims"], class_context(spec, v, ex["dims"])) for v in ex["variants"]]
+    return [row_split_ir(spec, v, v.dims or ex["dims"], class_context(spec, v, v.dims or ex["dims"]))
+            for v in ex["variants"]]
 
 
 def require_kernel_ir(spec) -> list:

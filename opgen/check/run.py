@@ -224,7 +224,8 @@ def _output_slots(spec, bound) -> list:
             slots.append(None)
             continue
         dt = bound.dtypes[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
-        shape = bound.arrays[o.like].shape if o.like else eval_shape(o.shape, bound.env)
+        shape = bound.arrays[o.like].shape if o.like else eval_shape(o.shape_for(spec.static_values(bound.key)),
+                                                                     bound.env)
         slots.append((dt, tuple(int(s) for s in shape)))
     return slots
 

@@ -44,6 +44,7 @@ from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, shape_str
 from opgen.ir.dtypes import DTypeVar
 from opgen.dsl.validate import extent_dims
+from opgen.dsl.spec import choice_text
 
 NULLPTR = "ACLNN_ERR_PARAM_NULLPTR"
 INVALID = "ACLNN_ERR_PARAM_INVALID"
@@ -353,6 +354,22 @@ class AclnnPlan:
         """Shape forms of a checked tensor (an OpDef input, or an `unused` tensor: its `like` input's)."""
         return (a.like if a.kind == "unused" else a.param).decl.shapes
 
+    def _form_sel(self, attr: str) -> str:
+        """C++ of the index of static attribute `attr`'s value among its choices (the shape form it picks,
+        InputDecl.form_by); CheckAttrs has rejected any other value before the shapes are checked."""
+        p = next(p for p in self.m.attrs if p.decl.name == attr)
+        a = p.decl
+        lit = [("true" if c else "false") if a.type is bool else str(c) for c in a.choices]
+        out = "0"
+        for k in range(len(lit) - 1, 0, -1):
+            out = f"(p.{p.cpp} == {lit[k]} ? {k} : {out})"
+        return out
+
+    def _form_by(self, a):
+        """The static attribute picking the shape form of checked tensor `a` (its `like` input's for an `unused`
+        tensor), or None."""
+        return (a.like if a.kind == "unused" else a.param).decl.form_by
+
     def _unification(self):
         matchers, unify = [], []
         for p in self._checked_inputs():
@@ -362,6 +379,19 @@ class AclnnPlan:
                 matchers.append(mt)
                 names.append(mt["name"])
             pats = " or ".join(shape_str(s) for s in self._shapes(p))
+            by = self._form_by(p)
+            if by is not None:   # the attribute picks the one form to match
+                decl = (p.like if p.kind == "unused" else p.param).decl
+                pats = decl.shape_text()
+                attr = next(a for a in self.m.attrs if a.decl.name == by)
+                value = (f'(p.{attr.cpp} ? "true" : "false")' if attr.decl.type is bool else
+                         f"std::to_string(p.{attr.cpp}).c_str()")
+                fail = Check(p.name, "shape", "form < 0",
+                             c_printf(f"{p.name}: shape ", "%s", f" (the shape for {by}=", "%s", "): ", "%s"),
+                             ["ListText(shape).c_str()", value, "err.c_str()"])
+                unify.append({"param": p.name, "tensor": f"p.{p.cpp}", "optional": p.optional, "forms": names,
+                              "pattern": pats, "fail": fail, "pick": self._form_sel(by)})
+                continue
             if len(names) == 1:
                 fail = Check(p.name, "shape", "form < 0",
                              c_printf(f"{p.name}: shape ", "%s", ": ", "%s"),
@@ -463,14 +493,16 @@ class AclnnPlan:
     def _composite_checks(self) -> list[dict]:
         out = []
         for p in self._checked_inputs():
+            by = self._form_by(p)
             for k, shape in enumerate(self._shapes(p)):
                 if all(isinstance(d, (Variadic, Sym, Lit)) or isinstance(as_dim(d), (Sym, Lit)) for d in shape):
                     continue
-                if len(self._shapes(p)) != 1:
+                if len(self._shapes(p)) != 1 and by is None:
                     raise SpecError(f"{self.spec.file}: {p.name}: a dim expression in an alternative shape form is not "
                                     f"supported by the aclnn emitter")
                 expr, guards = self._splice(shape)
-                cond = " && ".join(guards + [f"ShapeOf(p.{p.cpp}) != {expr}"])
+                picked = [f"{self._form_sel(by)} == {k}"] if by is not None else []
+                cond = " && ".join(picked + guards + [f"ShapeOf(p.{p.cpp}) != {expr}"])
                 out.append({"tensor": f"p.{p.cpp}", "optional": p.optional, "check": Check(
                     p.name, "shape_expr", cond,
                     c_printf(f"{p.name}: shape ", "%s", " must be ", "%s", f" ({shape_str(shape)})"),
@@ -543,14 +575,17 @@ class AclnnPlan:
                     c_printf(f"{p.name}: shape ", "%s", " must be ", "%s", f" (the shape of {src.name})"),
                     [f"ListText(ShapeOf({t})).c_str()", f"ListText(ShapeOf(p.{src.cpp})).c_str()"])})
                 continue
-            expr, guards = self._splice(o.shape)
-            produced = [f"d.{self.dim_field(d.name)}.from != {ABSENT}" for d in o.shape
-                        if isinstance(d, Sym) and d.name in absent_dims]
-            cond = " && ".join(guards + produced + [f"ShapeOf({t}) != {expr}"])
-            out.append({"tensor": t, "check": Check(
-                p.name, "out_shape", cond,
-                c_printf(f"{p.name}: shape ", "%s", " must be ", "%s", f" ({shape_str(o.shape)})"),
-                [f"ListText(ShapeOf({t})).c_str()", f"ListText({expr}).c_str()"])})
+            for k, shape in enumerate(o.all_shapes()):
+                expr, guards = self._splice(shape)
+                produced = [f"d.{self.dim_field(d.name)}.from != {ABSENT}" for d in shape
+                            if isinstance(d, Sym) and d.name in absent_dims]
+                picked = [f"{self._form_sel(o.form_by)} == {k}"] if o.form_by is not None else []
+                when = f" when {o.form_by}={choice_text(o.choices[k])}" if o.form_by is not None else ""
+                cond = " && ".join(picked + guards + produced + [f"ShapeOf({t}) != {expr}"])
+                out.append({"tensor": t, "check": Check(
+                    p.name, "out_shape", cond,
+                    c_printf(f"{p.name}: shape ", "%s", " must be ", "%s", f" ({shape_str(shape)}{when})"),
+                    [f"ListText(ShapeOf({t})).c_str()", f"ListText({expr}).c_str()"])})
         return out
 
     # -- everything the templates need -------------------------------------------------------------------
@@ -662,7 +697,7 @@ class AclnnPlan:
         if a.kind == "unused":
             return {"cpp": a.cpp, "dir": "in", "text": f"{'optional ' if a.optional else ''}input accepted and "
                     f"validated as \"{a.like.name}\" is ({self._dtype_doc(a.dtype)}, shape "
-                    f"{' or '.join(shape_str(s) for s in a.like.decl.shapes)}); its values are never read"}
+                    f"{a.like.decl.shape_text()}); its values are never read"}
         p = a.param
         if a.kind == "attr":
             at = p.decl
@@ -673,7 +708,7 @@ class AclnnPlan:
                     f"{extra}{bind})"}
         if a.kind == "output":
             o = p.decl
-            shape = f"the shape of {o.like}" if o.like else f"shape {shape_str(o.shape)}"
+            shape = o.shape_text() if o.like else f"shape {o.shape_text()}"
             return {"cpp": a.cpp, "dir": "out", "text": f"{'optional ' if p.optional else ''}output "
                     f"\"{p.name}\", {self._dtype_doc(o.dtype)}, {shape}"}
         cast = ""
@@ -681,7 +716,7 @@ class AclnnPlan:
             cast = f", cast to {self._dtype_doc(p.decl.dtype)} for the kernel"
         return {"cpp": a.cpp, "dir": "in", "text": f"{'optional ' if p.optional else ''}"
                 f"{'host array' if p.decl.host else 'input'} \"{p.name}\", {self._dtype_doc(a.dtype)}{cast}, "
-                f"shape {' or '.join(shape_str(s) for s in p.decl.shapes)}"}
+                f"shape {p.decl.shape_text()}"}
 
     def _cast_target(self, a) -> str:
         """C++ op::DataType the kernel takes for input `a`, whose public dtype differs (api.param(dtype=)): the

@@ -101,10 +101,8 @@ def docs_context(spec) -> dict:
     decl_of = {a.cpp: a.param.decl for a in m.api_params if a.param is not None}
     for d in docs:
         decl = decl_of.get(d["cpp"])
-        shape = getattr(decl, "shapes", None) or ([decl.shape] if getattr(decl, "shape", None) else None)
         d["dtype"] = _md(_dtype_text(spec, decl.dtype)) if hasattr(decl, "dtype") and not hasattr(decl, "type") else "-"
-        d["shape"] = (_md(" or ".join(shape_str(x) for x in shape)) if shape else
-                      (_md(f"the shape of {decl.like}") if getattr(decl, "like", None) else "-"))
+        d["shape"] = _md(decl.shape_text()) if hasattr(decl, "shape_text") else "-"
     tensors = [(i.name, i.dtype) for i in spec.inputs if not i.host] + [(o.name, o.dtype) for o in spec.outputs]
     table = []
     for k, r in enumerate(spec.dtype_rows or [{}], start=1):
@@ -114,10 +112,10 @@ def docs_context(spec) -> dict:
     summary = (_md(spec.doc) if spec.doc else f"The {m.op} operator.") + (
         f" Facts: {_md(spec.source)}." if spec.source else "")
     shapes = [{"name": i.name, "kind": ("optional " if i.optional else "") + ("host array" if i.host else "input"),
-               "shape": _md(" or ".join(shape_str(s) for s in i.shapes)), "dtype": _md(_dtype_text(spec, i.dtype))}
+               "shape": _md(i.shape_text()), "dtype": _md(_dtype_text(spec, i.dtype))}
               for i in spec.inputs]
     shapes += [{"name": o.name, "kind": ("optional " if o.optional else "") + "output",
-                "shape": _md(f"the shape of {o.like}" if o.like else shape_str(o.shape)),
+                "shape": _md(o.shape_text()),
                 "dtype": _md(_dtype_text(spec, o.dtype))} for o in spec.outputs]
     required = [p.name for p in m.inputs if not p.optional] + [p.name for p in m.outputs if not p.optional]
     required += [p.name for p in m.attrs if p.decl.type is str and p.decl.default is None]

@@ -150,7 +150,7 @@ def example_context(spec) -> dict:
                 args.append("nullptr")
                 continue
             dt = row[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
-            shape = list(np.shape(case["inputs"][o.like])) if o.like else list(eval_shape(o.shape, bound.env))
+            shape = list(np.shape(case["inputs"][o.like])) if o.like else list(eval_shape(o.shape_for(spec.static_values(bound.key)), bound.env))
             helpers.add(_TO_FLOAT[dt])
             size = int(np.prod(shape, dtype=np.int64))
             outputs.append({"name": a.cpp, "spec_name": o.name, "shape": ", ".join(map(str, shape)),

@@ -469,6 +469,7 @@ def golden_context(spec) -> dict:
             "(no opgen).", width=110, break_on_hyphens=False),
         "static": [a.name for a in spec.static_attrs], "optional": [i.name for i in opts],
         "multi": [i.name for i in multi], "shapes": _pformat(shapes),
+        "form_by": _pformat({i.name: (i.form_by, list(i.choices)) for i in spec.inputs if i.form_by is not None}),
         "attr_dims": _pformat({a.name: a.dim.name for a in spec.attrs if a.dim is not None}),
         "absent": _pformat({d.name: d.absent for d in spec.dims_.values() if d.absent is not None}),
         "vars": [v.name for v in spec.dtype_table], "defaults": repr(defaults),

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from opgen.ir.dimprint import dim_cpp
 from opgen.dsl.dimsource import group_location, sym_locations
+from opgen.dsl.spec import choice_text
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel
 from opgen.names import c_printf, upper_camel
@@ -77,23 +78,39 @@ def _axis_expr(shape, pos, shp: str) -> str | None:
     return f"{shp}->GetDimNum() - {back}"
 
 
-def _sym_sources(m: OpModel, name: str) -> list[_Src]:
+def _sym_sources(m: OpModel, name: str, pick) -> list[_Src]:
     out = []
     for loc in sym_locations(m.spec, name):
         p = m.inputs[loc.index]
         shp = _shape_var(p)
-        out.append(_Src(p, loc.cpp(f"{shp}->GetDim({loc.k})" if loc.where == "front" else
-                                   f"{shp}->GetDim({shp}->GetDimNum() - {loc.k})")))
+        out.append(_Src(p, loc.read(lambda where, k: f"{shp}->GetDim({k})" if where == "front" else
+                                    f"{shp}->GetDim({shp}->GetDimNum() - {k})", pick)))
     return out
 
 
-def _group_source(m: OpModel, name: str):
+def _group_source(m: OpModel, name: str, pick):
     loc = group_location(m.spec, name)
     if loc is None:
-        raise SpecError(f"{m.spec.file}: variadic dims {name} are not carried by a single-form input; "
-                        f"InferShape cannot copy them")
-    i, vpos, after = loc
-    return m.inputs[i], vpos, after
+        raise SpecError(f"{m.spec.file}: variadic dims {name} are not carried by a single-form input or an input "
+                        f"whose shape an attribute picks; InferShape cannot copy them")
+    begin, after = loc.bounds(pick)
+    return m.inputs[loc.index], begin, after
+
+
+def _form_selector(m: OpModel, attr: str) -> dict:
+    """Template data of the local holding which choice static attribute `attr` has (the index of the shape form
+    it picks, InputDecl.form_by / OutputDecl.form_by), checked against the choices; the local is named by the
+    attribute's OpDef index, never by its spec name."""
+    p = next(p for p in m.attrs if p.decl.name == attr)
+    a = p.decl
+    ctype = "bool" if a.type is bool else "int64_t"
+    lit = [("true" if c else "false") if a.type is bool else str(c) for c in a.choices]
+    var = f"formOfAttr{p.index}"
+    expr = " : ".join(f"*{var}Ptr == {v} ? {k}" for k, v in enumerate(lit)) + " : -1"
+    choices = ", ".join(lit)
+    return {"var": var, "index": p.index, "ctype": ctype, "expr": expr,
+            "msg": c_printf(f"{a.name}: ", "%ld", f" is not one of {choices}"),
+            "value": f"static_cast<int64_t>(*{var}Ptr)"}
 
 
 def infershape_context(m: OpModel) -> dict:
@@ -108,7 +125,7 @@ def infershape_context(m: OpModel) -> dict:
     def need_sym(name: str) -> str:
         if name in dim_var:
             return dim_var[name]
-        srcs = _sym_sources(m, name)
+        srcs = _sym_sources(m, name, pick)
         decl = spec.dims_.get(name)
         fallback = None
         if decl is not None and decl.absent is not None:
@@ -138,12 +155,26 @@ def infershape_context(m: OpModel) -> dict:
     def need_group(name: str) -> dict:
         if name in groups:
             return groups[name]
-        p, vpos, after = _group_source(m, name)
+        p, begin, after = _group_source(m, name, pick)
         used_inputs[p.name] = p
         shp = _shape_var(p)
-        g = {"name": name, "src": shp, "begin": vpos, "end": f"{shp}->GetDimNum() - {after}"}
+        g = {"name": name, "src": shp, "begin": begin, "end": f"{shp}->GetDimNum() - {after}"}
         groups[name] = g
         return g
+
+    selectors: dict[str, dict] = {}
+
+    def pick(attr: str, exprs: list[str]) -> str:
+        if len(set(exprs)) == 1:
+            return exprs[0]
+        sel = selectors.get(attr)
+        if sel is None:
+            sel = selectors[attr] = _form_selector(m, attr)
+            attrs_needed.append(attr)
+        out = exprs[-1]
+        for k in range(len(exprs) - 2, -1, -1):
+            out = f"({sel['var']} == {k} ? {exprs[k]} : {out})"
+        return out
 
     attrs_needed: list = []
     outputs = []
@@ -157,38 +188,60 @@ def infershape_context(m: OpModel) -> dict:
                             "src": _shape_var(src), "src_optional": src.optional, "src_name": src.name,
                             "shape": f"like {src.name}"})
             continue
-        entries = []
-        for d in o.shape:
-            if isinstance(d, Variadic):
-                g = need_group(d.name)
-                entries.append({"group": True, "src": g["src"], "begin": g["begin"], "end": g["end"]})
-            else:
-                e = as_dim(d)
-                for s in sorted(e.symbols()):
-                    if s in spec.variadics:
-                        need_group(s)
-                    else:
-                        need_sym(s)
-                expr = dim_cpp(e, lambda n: dim_var[n], lambda n: f"ProdDims({groups[n]['src']}, "
-                               f"{groups[n]['begin']}, {groups[n]['end']})")
-                entries.append({"group": False, "expr": expr})
-        fixed = sum(1 for e in entries if not e["group"])
-        group_sizes = [f"({e['end']})" if e["begin"] == 0 else f"({e['end']} - {e['begin']})"
-                       for e in entries if e["group"]]
-        rank = " + ".join(group_sizes + [str(fixed)]) if group_sizes else str(fixed)
+        forms = []
+        for k, shape in enumerate(o.all_shapes()):
+            entries = []
+            for d in shape:
+                if isinstance(d, Variadic):
+                    g = need_group(d.name)
+                    entries.append({"group": True, "src": g["src"], "begin": g["begin"], "end": g["end"]})
+                else:
+                    e = as_dim(d)
+                    for s in sorted(e.symbols()):
+                        if s in spec.variadics:
+                            need_group(s)
+                        else:
+                            need_sym(s)
+                    expr = dim_cpp(e, lambda n: dim_var[n], lambda n: f"ProdDims({groups[n]['src']}, "
+                                   f"{groups[n]['begin']}, {groups[n]['end']})")
+                    entries.append({"group": False, "expr": expr})
+            fixed = sum(1 for e in entries if not e["group"])
+            group_sizes = [f"({e['end']})" if e["begin"] in (0, "0") else f"({e['end']} - {e['begin']})"
+                           for e in entries if e["group"]]
+            rank = " + ".join(group_sizes + [str(fixed)]) if group_sizes else str(fixed)
+            cond = None
+            if o.form_by is not None:
+                pick(o.form_by, ["0", "1"])   # declares the selector
+                cond = f"{selectors[o.form_by]['var']} == {k}"
+            forms.append({"cond": cond, "entries": entries, "rank": rank,
+                          "shape": shape_str(shape) + (f" when {o.form_by}={choice_text(o.choices[k])}" if cond
+                                                       else "")})
         outputs.append({"index": p.index, "name": p.name, "var": var, "optional": p.optional, "like": False,
-                        "entries": entries, "rank": rank, "shape": shape_str(o.shape)})
-    inputs = []
+                        "forms": forms, "shape": "; ".join(f["shape"] for f in forms)})
+    inputs, form_ranks = [], []
     for p in m.inputs:
         if p.name not in used_inputs:
             continue
-        shapes = p.decl.shapes
+        shapes = p.decl.shapes   # (a shape picked by an attribute: the bounds over its forms, then per form below)
         min_rank, max_rank = rank_bounds(shapes, m.spec.variadics)
         exact = min_rank == max_rank
-        shape_text = " or ".join(shape_str(s) for s in shapes)
+        shape_text = p.decl.shape_text()
         msg = c_printf(f"{p.name}: rank ", "%zu", f", expected {'' if exact else 'at least '}{min_rank} for {shape_text}")
         inputs.append({"name": p.name, "var": _shape_var(p), "getter": _getter(m, p, "Shape"), "optional": p.optional,
                        "min_rank": min_rank, "exact": exact, "shape": shape_text, "msg": msg})
+        if p.decl.form_by is not None:   # the rank of the form the attribute picks, before any GetDim of it
+            pick(p.decl.form_by, ["0", "1"])
+            sel = selectors[p.decl.form_by]["var"]
+            for k, (c, shape) in enumerate(zip(p.decl.choices, shapes)):
+                lo, hi = rank_bounds([shape], m.spec.variadics)
+                rank = f"{_shape_var(p)}->GetDimNum()"
+                bad = f"{rank} != {lo}" if lo == hi else (f"{rank} < {lo}" if hi is None else
+                                                           f"{rank} < {lo} || {rank} > {hi}")
+                rule = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
+                form_ranks.append({"cond": f"{sel} == {k} && ({bad})", "var": _shape_var(p),
+                                   "optional": p.optional,
+                                   "msg": c_printf(f"{p.name}: rank ", "%zu", f", expected {rule} for {shape_str(shape)} "
+                                                   f"when {p.decl.form_by}={choice_text(c)}")})
     dtypes = []
     for p in m.outputs:
         dt = p.decl.dtype
@@ -212,9 +265,11 @@ def infershape_context(m: OpModel) -> dict:
                 break
         d["chain"] = cut
     needs_prod = any("ProdDims(" in d["expr"] for d in dims) or any(
-        "ProdDims(" in e["expr"] for o in outputs if not o["like"] for e in o["entries"] if not e["group"])
+        "ProdDims(" in e["expr"] for o in outputs if not o["like"] for f in o["forms"] for e in f["entries"]
+        if not e["group"])
     return {"banner": m.banner(), "op": m.op, "inputs": inputs, "dims": dims, "outputs": outputs, "dtypes": dtypes,
-            "attrs_needed": bool(attrs_needed), "fn_suffix": upper_camel(m.op), "needs_prod": needs_prod}
+            "attrs_needed": bool(attrs_needed), "fn_suffix": upper_camel(m.op), "needs_prod": needs_prod,
+            "selectors": list(selectors.values()), "form_ranks": form_ranks}
 
 
 def emit_infershape(spec) -> dict[str, str]:

@@ -56,6 +56,7 @@ class Variant:
     prog: RowProgram
     serves: list = field(default_factory=list)
     also: list = field(default_factory=list)
+    dims: object = None   # its DimFields when the specialisations of one kernel lower on different row domains
 
 
 class DimFields:
@@ -63,9 +64,12 @@ class DimFields:
     distinct dim expression that is neither a literal nor the row length, plus the leading extents a strided view
     decomposes rows with (`extent<i>`). `cpp(e)` prints a dim expression as C++ over them."""
 
-    def __init__(self, layout):
+    def __init__(self, layout, shared: "DimFields | None" = None):
+        """`shared`: the DimFields of another row domain of the same kernel, whose fields (one tiling struct) this
+        one extends (specialisations on different domains, opgen.kernel.rows.layout_groups)."""
         self.layout = layout
-        self.fields: dict[str, tuple[str, object]] = {}
+        self.fields: dict[str, tuple[str, object]] = shared.fields if shared is not None else {}
+        self.used: set[str] = set()   # the fields this domain's addressing reads
 
     def cpp(self, e) -> str:
         """C++ int64 expression of dim expression e inside the kernel class."""
@@ -77,6 +81,7 @@ class DimFields:
         key = str(e)
         if key not in self.fields:
             self.fields[key] = (f"dim{len(self.fields)}", e)
+        self.used.add(self.fields[key][0])
         return f"td_->{self.fields[key][0]}"
 
     def sym(self, e):
@@ -1016,7 +1021,7 @@ def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec
 
     snake = op_snake(spec.name)
     dvars = [c.name for c in spec.dtype_table]
-    classes = [class_context(spec, v, dims) for v in variants]
+    classes = [class_context(spec, v, v.dims or dims) for v in variants]
     keys, declared = [], []
     attr_keys = sorted({k for v in variants for k, _c in v.serves})
     for ak in attr_keys:
@@ -1061,7 +1066,8 @@ def schedule_text(spec, unit, key) -> str:
     prog = unit.lowered.programs[key]
     for v in ex["variants"]:
         if v.prog is prog or any(p is prog for p in v.also):
-            return kir.to_text(row_split_ir(spec, v, ex["dims"], class_context(spec, v, ex["dims"])))
+            d = v.dims or ex["dims"]
+            return kir.to_text(row_split_ir(spec, v, d, class_context(spec, v, d)))
     return ""
 
 

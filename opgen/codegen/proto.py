@@ -40,14 +40,14 @@ def proto_context(spec) -> dict:
     m = OpModel(spec)
     tensors = []
     for i in spec.inputs:
-        shapes = " or ".join(shape_str(s) for s in i.shapes)
+        shapes = i.shape_text()
         tensors.append({"macro": "OPTIONAL_INPUT" if i.optional else "INPUT", "name": i.name,
                         "types": tensor_types(spec, i.dtype), "kind": "input",
                         "doc": _comment(f"{i.name}: {'optional ' if i.optional else ''}input, shape {shapes}"
                                         f"{' (a host array)' if i.host else ''}{'. ' + i.doc if i.doc else ''}")})
     outs = []
     for o in spec.outputs:
-        shape = f"the shape of {o.like}" if o.like else f"shape {shape_str(o.shape)}"
+        shape = o.shape_text() if o.like else f"shape {o.shape_text()}"
         outs.append({"macro": "OUTPUT", "name": o.name, "types": tensor_types(spec, o.dtype), "kind": "output",
                      "doc": _comment(f"{o.name}: {'optional ' if o.optional else ''}output, {shape}"
                                      f"{'. ' + o.doc if o.doc else ''}")})

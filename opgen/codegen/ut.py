@@ -104,7 +104,7 @@ def ut_cases(spec) -> list[UtCase]:
                 src = inputs.get(o.like)
                 outputs[o.name] = None if src is None else tuple(np.shape(src))
             else:
-                outputs[o.name] = tuple(eval_shape(o.shape, bound.env))
+                outputs[o.name] = tuple(eval_shape(o.shape_for(spec.static_values(bound.key)), bound.env))
             if o.name not in produced:
                 outputs[o.name] = (outputs[o.name], False)
             else:

@@ -2,7 +2,9 @@
 
 One rule for every emitter that reads dims from input shapes at run time (InferShape, the TilingFunc):
 candidates are ordered required before optional, single-form before multi-form inputs, then in OpDef
-order; a multi-form input counts only when the dim sits at the same position in every form. A position
+order; a multi-form input counts only when the dim sits at the same position in every form, or when a static
+attribute picks its form (InputDecl.form_by): the place is then read per form (FormDimLocation, GroupPlace.by)
+and the emitters select it by the attribute's value. A position
 is counted from the front when it precedes the variadic group (or there is none), else from the back.
 Reference: docs/reference/ascendc.md §2.5-§2.6 (shapes read from the tiling / infershape context).
 """
@@ -34,6 +36,50 @@ class DimLocation:
             f"({entry} + {-self.offset})"
         return x if self.scale == 1 else f"{x} / {self.scale}"
 
+    def read(self, entry, pick=None) -> str:
+        """C++ of the dim from `entry(where, k)`, the C++ of the shape entry at a place (`pick`: unused here,
+        see FormDimLocation.read)."""
+        return self.cpp(entry(self.where, self.k))
+
+
+@dataclass(frozen=True)
+class FormDimLocation:
+    """A dim of an input whose shape static attribute `attr` picks (InputDecl.form_by): `places[k]` is its
+    DimLocation in the form of choice k (`choices` order; None when that form lacks it), `index` the input's
+    number."""
+
+    index: int
+    attr: str
+    choices: tuple
+    places: tuple
+
+    def read(self, entry, pick) -> str:
+        """C++ of the dim: `entry(where, k)` prints the shape entry at a place, `pick(attr, [expr per form])` the
+        selection of the picked form's expression (0 for a form without the dim: nothing reads it there)."""
+        return pick(self.attr, [p.read(entry, pick) if p is not None else "0" for p in self.places])
+
+
+@dataclass(frozen=True)
+class GroupPlace:
+    """Where variadic group `name` sits in input number `index`: entries [begin, rank - after). For an input whose
+    shape a static attribute picks, `by` is (attr, choices, ((begin, after) per form)); begin/after are then those
+    of the first form."""
+
+    index: int
+    begin: int
+    after: int
+    by: tuple | None = None
+
+    def bounds(self, pick) -> tuple[str, str]:
+        """(C++ of begin, C++ of after): plain numbers, or `pick(attr, [text per form])` selections."""
+        if self.by is None:
+            return str(self.begin), str(self.after)
+        attr, _choices, places = self.by
+        return pick(attr, [str(b) for b, _a in places]), pick(attr, [str(a) for _b, a in places])
+
+    def __getitem__(self, k):   # the (index, begin, after) triple of the single-form case
+        return (self.index, self.begin, self.after)[k]
+
 
 def _variadic_pos(shape):
     var = [k for k, d in enumerate(shape) if isinstance(d, Variadic)]
@@ -51,6 +97,7 @@ def sym_locations(spec, name: str) -> list[DimLocation]:
     plain, affine = [], []
     for i in _order(spec):
         found = set()
+        per_form = []
         for shape in spec.inputs[i].shapes:
             loc = None
             for pos, d in enumerate(shape):
@@ -67,21 +114,44 @@ def sym_locations(spec, name: str) -> list[DimLocation]:
                 loc = (("front", pos) if v is None or pos < v else ("back", len(shape) - pos)) + aff
                 break
             found.add(loc)
+            per_form.append(loc)
+        decl = spec.inputs[i]
+        if decl.form_by is not None and len(found - {None}) > 1 or decl.form_by is not None and None in found \
+                and found != {None}:   # its place follows the attribute that picks the form (None: not in it)
+            places = tuple(DimLocation(i, *loc) if loc is not None else None for loc in per_form)
+            scaled = any((p.scale, p.offset) != (1, 0) for p in places if p is not None)
+            (affine if scaled else plain).append(FormDimLocation(i, decl.form_by, decl.choices, places))
+            continue
         if None in found or len(found) != 1:
             continue
         (where, k, scale, off), = found
         (plain if (scale, off) == (1, 0) else affine).append(DimLocation(i, where, k, scale, off))
-    return plain + affine
+    def complete(loc):   # a place in every form before a form-picked one that lacks the dim in some form
+        return not isinstance(loc, FormDimLocation) or None not in loc.places
+
+    return sorted(plain, key=complete, reverse=True) + sorted(affine, key=complete, reverse=True)
 
 
-def group_location(spec, name: str) -> tuple[int, int, int] | None:
-    """(input index, variadic position, entries after it) of the best single-form input holding variadic
-    group `name`, or None."""
+def group_location(spec, name: str) -> GroupPlace | None:
+    """Where variadic group `name` is read: the best single-form input holding it, else an input whose shape
+    a static attribute picks and whose every form holds it (GroupPlace.by); None when no input does."""
     for i in _order(spec):
         shapes = spec.inputs[i].shapes
         if len(shapes) != 1:
             continue
         v = _variadic_pos(shapes[0])
         if v is not None and shapes[0][v].name == name:
-            return i, v, len(shapes[0]) - v - 1
+            return GroupPlace(i, v, len(shapes[0]) - v - 1)
+    for i in _order(spec):
+        decl = spec.inputs[i]
+        if decl.form_by is None:
+            continue
+        places = []
+        for shape in decl.shapes:
+            v = _variadic_pos(shape)
+            if v is None or shape[v].name != name:
+                break
+            places.append((v, len(shape) - v - 1))
+        else:
+            return GroupPlace(i, places[0][0], places[0][1], (decl.form_by, decl.choices, tuple(places)))
     return None

@@ -50,7 +50,14 @@ GENERATION_BYTES_PER_ELEMENT = 8
 copies are smaller and made one after the other)."""
 
 
-def _require_memory_for(spec, env: dict, present: dict, row: dict) -> None:
+def _form(i, static: dict) -> tuple:
+    """The shape input declaration `i` has under the static attribute values `static` (its first form when no
+    attribute picks it)."""
+    k = i.form_of(static)
+    return i.shapes[k if k is not None else 0]
+
+
+def _require_memory_for(spec, env: dict, present: dict, row: dict, static: dict) -> None:
     """Raise ValidationError naming --dims when the inputs of `env` would not fit the available memory: every
     input in its dtype plus the generation peak of the largest (opgen.resources). Shapes are multiplied as
     Python ints, so no overflow."""
@@ -61,7 +68,7 @@ def _require_memory_for(spec, env: dict, present: dict, row: dict) -> None:
         if not present[i.name]:
             continue
         n = 1
-        for d in eval_shape(i.shapes[0], env):
+        for d in eval_shape(_form(i, static), env):
             n *= int(d)
         dtype = row[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
         total += n * dtype.np.itemsize
@@ -132,7 +139,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
     present = {}
     for i in spec.inputs:
         syms = set()
-        for d in i.shapes[0]:
+        for d in _form(i, static):
             syms |= {d.name} if isinstance(d, Variadic) else as_dim(d).symbols()
         if i.optional:
             present[i.name] = syms <= given
@@ -144,12 +151,12 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
     for i in spec.inputs:
         if i.optional and present[i.name] and i.when is not None and not i.when(static, present):
             present[i.name] = False
-    _require_memory_for(spec, env, present, row)
+    _require_memory_for(spec, env, present, row, static)
     inputs = {}
     for i in spec.inputs:
         if not present[i.name]:
             continue
-        shape = eval_shape(i.shapes[0], env)
+        shape = eval_shape(_form(i, static), env)
         dtype = row[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
         if dtype.is_float:
             inputs[i.name] = rng.standard_normal(shape).astype(np.float32).astype(dtype.np)

@@ -231,14 +231,16 @@ class _Derivation:
         for o, n in self.grads.items():
             od = next(x for x in fwd.outputs if x.name == o)
             spec.inputs.append(InputDecl(n, od.dtype, self._out_shapes(od), False, False,
-                                         f"gradient of {fwd.name}'s output {o}", str(self.loc)))
+                                         f"gradient of {fwd.name}'s output {o}", str(self.loc), None,
+                                         *self._picked_by(od)))
         for i in keep_in:
             spec.inputs.append(copy.copy(i))
         for o in self.saved:
             od = next(x for x in fwd.outputs if x.name == o)
             when = self._produced(o, keep_in) if od.optional else None
             spec.inputs.append(InputDecl(o, self.dtypes.get(o, od.dtype), self._out_shapes(od), od.optional, False,
-                                         f"{fwd.name}'s output {o}, saved by the forward", str(self.loc), when))
+                                         f"{fwd.name}'s output {o}, saved by the forward", str(self.loc), when,
+                                         *self._picked_by(od)))
             if when is not None:
                 spec.requirements.append(Requirement(
                     o, lambda a, pr, o=o, when=when: f"required where {self.fwd.name} outputs it" if
@@ -247,7 +249,10 @@ class _Derivation:
         for x in self.wrt:
             i = fwd.input_decl(x)
             dt = self.dtypes.get(self.names[x], i.dtype)
-            if len(i.shapes) > 1:
+            if i.form_by is not None:   # the gradient has x's shape in each form the attribute picks
+                od = OutputDecl(self.names[x], dt, None, None, i.optional, f"gradient of {x}", str(self.loc),
+                                i.form_by, list(i.shapes), i.choices)
+            elif len(i.shapes) > 1:
                 od = OutputDecl(self.names[x], dt, None, x, i.optional, f"gradient of {x}", str(self.loc))
             else:
                 od = OutputDecl(self.names[x], dt, i.shapes[0], None, i.optional, f"gradient of {x}", str(self.loc))
@@ -310,9 +315,21 @@ class _Derivation:
         return when
 
     def _out_shapes(self, od) -> list:
+        if od.form_by is not None:
+            return [tuple(s) for s in od.shapes]
         if od.shape is not None:
             return [tuple(od.shape)]
         return list(self.fwd.input_decl(od.like).shapes)
+
+    def _picked_by(self, od) -> tuple:
+        """(form_by, choices) of an input made from forward output `od`: an output whose shape an attribute picks
+        stays picked by it; the shapes of a `like=` output follow its input's."""
+        if od.form_by is not None:
+            return od.form_by, od.choices
+        if od.like is not None:
+            i = self.fwd.input_decl(od.like)
+            return i.form_by, i.choices
+        return None, ()
 
     def _presence_matters(self, i) -> bool:
         """Whether an optional forward input the derivative never reads still changes the derived graph."""
@@ -334,7 +351,9 @@ class _Derivation:
         def body(b, **kw):
             static = tuple(kw[a.name] for a in fwd.static_attrs)
             present = tuple((kw[i.name] is not None) if i.name in kept else False for i in opts)
-            forms = tuple(i.shapes.index(tuple(kw[i.name].shape)) if i.name in kept and kw[i.name] is not None
+            picked = {a.name: v for a, v in zip(fwd.static_attrs, static)}
+            forms = tuple(i.form_of(picked) if i.form_by is not None else
+                          i.shapes.index(tuple(kw[i.name].shape)) if i.name in kept and kw[i.name] is not None
                           and tuple(kw[i.name].shape) in i.shapes else 0 for i in multi)
             key = SpecKey(static, present, forms)
             if key not in keys:   # an unread optional input: take the presence the forward allows

@@ -159,6 +159,11 @@ class VariadicDecl:
     loc: str = ""
 
 
+def choice_text(value) -> str:
+    """An attribute value as messages and emitted comments spell it (CANN's `true`/`false` for a bool)."""
+    return ("true" if value else "false") if isinstance(value, bool) else repr(value)
+
+
 @dataclass
 class InputDecl:
     """An operator input: OpDef name, dtype (concrete or variable), shape form(s), optional, host array."""
@@ -171,11 +176,27 @@ class InputDecl:
     doc: str = ""
     loc: str = ""
     when: Callable | None = None
+    form_by: str | None = None   # a static attribute whose value picks the form: shapes[choices.index(value)]
+    choices: tuple = ()          # that attribute's choices
+
+    def shape_text(self) -> str:
+        """The declared shape(s) in words: `[Bd, H]`, `[S, H] or [H]`, `[Bd, 2 * H] when dim=-1; [2 * H, Bd] when
+        dim=0` (a shape an attribute picks)."""
+        if self.form_by is not None:
+            return "; ".join(f"{shape_str(s)} when {self.form_by}={choice_text(c)}"
+                             for c, s in zip(self.choices, self.shapes))
+        return " or ".join(shape_str(s) for s in self.shapes)
+
+    def form_of(self, static: dict) -> int | None:
+        """The index of the shape form the static attribute values `static` ({name: value}) pick, or None when
+        the form is matched against the tensor's shape (no form_by)."""
+        return None if self.form_by is None else self.choices.index(static[self.form_by])
 
 
 @dataclass
 class OutputDecl:
-    """An operator output: name, dtype, shape (or `like` another input's shape), optional."""
+    """An operator output: name, dtype, shape (or `like` another input's shape), optional; or, with `form_by`, one
+    shape per value of that static attribute (`shapes`, in the order of its choices; `shape` is None)."""
 
     name: str
     dtype: Any
@@ -184,6 +205,28 @@ class OutputDecl:
     optional: bool = False
     doc: str = ""
     loc: str = ""
+    form_by: str | None = None
+    shapes: list | None = None
+    choices: tuple = ()
+
+    def shape_text(self) -> str:
+        """The declared shape in words (`the shape of x` for like=; one per choice when an attribute picks it)."""
+        if self.like is not None:
+            return f"the shape of {self.like}"
+        if self.form_by is not None:
+            return "; ".join(f"{shape_str(s)} when {self.form_by}={choice_text(c)}"
+                             for c, s in zip(self.choices, self.shapes))
+        return shape_str(self.shape)
+
+    def shape_for(self, static: dict) -> tuple | None:
+        """The declared shape under the static attribute values `static` ({name: value}); None for `like=`."""
+        if self.form_by is None:
+            return self.shape
+        return self.shapes[self.choices.index(static[self.form_by])]
+
+    def all_shapes(self) -> list:
+        """Every shape the output may be declared with (its forms; [] for `like=`)."""
+        return list(self.shapes) if self.form_by is not None else ([self.shape] if self.shape is not None else [])
 
 
 @dataclass
@@ -423,14 +466,60 @@ class OpSpec:
             out.append(DTypeVar(n))
         return tuple(out)
 
-    def input(self, name, dtype, shape, *, optional=False, host=False, when=None, doc="") -> None:
-        """Declare an input (OpDef spelling). `shape` is one shape or a list of alternative forms.
+    def _forms_by(self, what: str, name: str, shape, form_by, loc) -> tuple:
+        """(shapes in the order of the attribute's choices, its choices) of a declaration whose shape is picked by
+        static attribute `form_by` ({value: shape}); ((), ()) without form_by. Raises SpecError for a form_by
+        that is not a static attribute declared before, or a dict whose keys are not its choices."""
+        if form_by is None:
+            if isinstance(shape, dict):
+                raise spec_error(loc, f"{what} {name}: a shape per attribute value needs form_by=",
+                                 'name the static attribute whose value picks the shape: form_by="dim"',
+                                 arg=(2, "shape"))
+            return (), ()
+        a = next((a for a in self.attrs if a.name == form_by), None)
+        if a is None or not a.static:
+            statics = [a.name for a in self.attrs if a.static]
+            raise spec_error(loc, f"{what} {name}: form_by={form_by!r} is not a static attribute declared above it"
+                             f"{_suggest(form_by, statics)}",
+                             "declare the attribute first, with static=True and its choices", arg="form_by")
+        if a.type is str:
+            raise spec_error(loc, f"{what} {name}: form_by={form_by!r} is a string attribute; the emitted host code "
+                             "selects forms by int or bool attributes", "use an int or bool static attribute",
+                             arg="form_by")
+        if not isinstance(shape, dict):
+            raise spec_error(loc, f"{what} {name}: with form_by={form_by!r} the shape is a dict from each value of "
+                             f"{form_by} to a shape", f"write {{{a.choices[0]!r}: [...], ...}} with a key per choice "
+                             f"{tuple(a.choices)}", arg=(2, "shape"))
+        keys = list(shape)
+        missing = [c for c in a.choices if c not in keys]
+        extra = [k for k in keys if k not in a.choices]
+        if missing or extra:
+            raise spec_error(loc, f"{what} {name}: the shapes by {form_by} have keys {keys}, its choices are "
+                             f"{list(a.choices)}", "give exactly one shape per choice", arg=(2, "shape"))
+        for c in a.choices:
+            if not isinstance(shape[c], (list, tuple)):
+                raise spec_error(loc, f"{what} {name}: the shape for {form_by}={c!r} is not a list of dims",
+                                 "give each shape as a list such as [Bd, H]", arg=(2, "shape"))
+        return [tuple(shape[c]) for c in a.choices], tuple(a.choices)
+
+    def input(self, name, dtype, shape, *, optional=False, host=False, when=None, doc="", form_by=None) -> None:
+        """Declare an input (OpDef spelling). `shape` is one shape or a list of alternative forms (the first one
+        the tensor matches is taken), or, with `form_by` (a static attribute declared before), a dict from each of
+        that attribute's choices to the shape the input has then (an axis chosen by an attribute: a GLU halving
+        dim -1 or dim 0; docs/design.md "Shapes an attribute picks").
 
         `when(static_attrs, present) -> bool` marks an optional input used only in some modes (LayerNorm
         weights only for normType 2); elsewhere a given tensor is validated, then ignored."""
         loc = _loc()
         self._check_param_name(name, loc, "input")
         self._check_dtype(dtype, loc)
+        by_shapes, choices = self._forms_by("input", name, shape, form_by, loc)
+        if form_by is not None:
+            for s in by_shapes:
+                self._check_shape(s, loc)
+            self.inputs.append(InputDecl(name, dtype, [_norm_shape(s) for s in by_shapes], optional, host, doc, loc,
+                                         when, form_by, choices))
+            return
         if not isinstance(shape, (list, tuple)):
             raise spec_error(loc, f"input {name}: shape {shape!r} is not a list of dims",
                              "give the shape as a list such as [Bd, S, H] (or a list of such lists for "
@@ -447,11 +536,22 @@ class OpSpec:
                              'write e.g. when=lambda a, pr: a["norm_type"] == 2', arg="when")
         self.inputs.append(InputDecl(name, dtype, shapes, optional, host, doc, loc, when))
 
-    def output(self, name, dtype, shape=None, *, like=None, optional=False, doc="") -> None:
-        """Declare an output with a shape, or `like=` an input whose (chosen form of the) shape it takes."""
+    def output(self, name, dtype, shape=None, *, like=None, optional=False, doc="", form_by=None) -> None:
+        """Declare an output with a shape, or `like=` an input whose (chosen form of the) shape it takes, or, with
+        `form_by` (a static attribute declared before), a dict from each of its choices to the shape."""
         loc = _loc()
         self._check_param_name(name, loc, "output")
         self._check_dtype(dtype, loc)
+        if form_by is not None and like is not None:
+            raise spec_error(loc, f"output {name}: give form_by= with shapes, or like=, not both",
+                             "drop like= and give a shape per value of the attribute", arg="like")
+        by_shapes, choices = self._forms_by("output", name, shape, form_by, loc)
+        if form_by is not None:
+            for s in by_shapes:
+                self._check_shape(s, loc)
+            self.outputs.append(OutputDecl(name, dtype, None, None, optional, doc, loc, form_by,
+                                           [_norm_shape(s) for s in by_shapes], choices))
+            return
         if (shape is None) == (like is None):
             raise spec_error(loc, f"output {name}: give exactly one of shape= or like=",
                              'declare its shape ([Bd, S, H]) or like="<input>" to take an input\'s shape, not both',
@@ -953,6 +1053,10 @@ class OpSpec:
         self._keys_cache = tuple(out)
         return out
 
+    def static_values(self, key: SpecKey) -> dict:
+        """{static attribute name: value} of specialisation `key`."""
+        return dict(zip((a.name for a in self.static_attrs), key.static))
+
     def key_text(self, key: SpecKey) -> str:
         """One specialisation in words, for messages: its static attributes, the presence of the optional inputs
         and the shape form of each multi-form input (`mode=1, shift absent, scale [Bd, 1, H]`)."""
@@ -1005,7 +1109,8 @@ class OpSpec:
                 return
             if fails(attrs, present):
                 return
-            for forms in itertools.product(*[range(len(i.shapes)) for i in multi]):
+            for forms in itertools.product(*[range(len(i.shapes)) if i.form_by is None else (i.form_of(attrs),)
+                                             for i in multi]):
                 out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms)))
 
         for st in itertools.product(*[a.choices for a in self.static_attrs]):
@@ -1230,7 +1335,7 @@ class OpSpec:
                                  f"{_suggest(name, declared)}",
                                  f"return only declared outputs ({', '.join(declared)}), or declare it: "
                                  f"spec.output({name!r}, ...)")
-            want = shapes[o.like] if o.like else o.shape
+            want = shapes[o.like] if o.like else o.shape_for(self.static_values(key))
             want = tuple(d if isinstance(d, Variadic) else subst(as_dim(d), absent) for d in want)
             if not isinstance(t, Tensor):
                 raise spec_error(site(), f"output {name}: the body gives {t!r}, not a tensor",

@@ -245,13 +245,15 @@ def extent_dims(spec) -> set:
                 for d in shape:
                     names |= as_dim(d).symbols() if not isinstance(d, Variadic) else {d.name}
     for o in spec.outputs:
-        for d in o.shape or ():
-            names |= as_dim(d).symbols() if not isinstance(d, Variadic) else {d.name}
+        for shape in o.all_shapes():
+            for d in shape:
+                names |= as_dim(d).symbols() if not isinstance(d, Variadic) else {d.name}
     return names
 
 
-def output_shapes(spec, arrays, env) -> dict:
-    """{output name: concrete shape} for the outputs whose shape the bound dims determine (elements per axis)."""
+def output_shapes(spec, arrays, env, static=None) -> dict:
+    """{output name: concrete shape} for the outputs whose shape the bound dims (and, for a shape picked by an
+    attribute, the static attribute values `static`) determine (elements per axis)."""
     out = {}
     for o in spec.outputs:
         if o.like:
@@ -259,13 +261,13 @@ def output_shapes(spec, arrays, env) -> dict:
                 out[o.name] = tuple(np.shape(arrays[o.like]))
             continue
         try:
-            out[o.name] = eval_shape(o.shape, env)
+            out[o.name] = eval_shape(o.shape_for(static or {}), env)
         except (SpecError, KeyError, TypeError):
             continue
     return out
 
 
-def empty_call_rule(spec, arrays, env) -> tuple[str | None, str | None]:
+def empty_call_rule(spec, arrays, env, static=None) -> tuple[str | None, str | None]:
     """(name of an empty tensor, name of a non-empty output) of a call, each None when there is none.
 
     A call with an empty input tensor (a present device input with a 0 extent) is accepted when every output is
@@ -277,27 +279,27 @@ def empty_call_rule(spec, arrays, env) -> tuple[str | None, str | None]:
                   and np.size(arrays[i.name]) == 0), None)
     if empty is None:
         return None, None
-    shapes = output_shapes(spec, arrays, env)
+    shapes = output_shapes(spec, arrays, env, static)
     return empty, next((n for n, s in shapes.items() if 0 not in s), None)
 
 
-def _empty_call_ok(spec, arrays, env) -> bool:
+def _empty_call_ok(spec, arrays, env, static=None) -> bool:
     """True when the call is an empty call the spec accepts: an empty input and every output empty (the dims bound
     so far; absent dims take their `absent` value)."""
     full_env = dict(env)
     for d in spec.dims_.values():
         if d.name not in full_env and d.absent is not None:
             full_env[d.name] = d.absent
-    empty, full = empty_call_rule(spec, arrays, full_env)
+    empty, full = empty_call_rule(spec, arrays, full_env, static)
     return empty is not None and full is None
 
 
-def _check_empty_call(spec, arrays, env) -> None:
+def _check_empty_call(spec, arrays, env, static=None) -> None:
     """Raises ValidationError naming the output that an empty call would leave non-empty (empty_call_rule);
     nothing under the spec's "reject" policy (OpSpec.empty_tensors), whose dims keep their min."""
     if spec.empty_policy != "accept":
         return
-    empty, full = empty_call_rule(spec, arrays, env)
+    empty, full = empty_call_rule(spec, arrays, env, static)
     if full is not None:
         raise ValidationError(empty, f"is empty, but output {full} is not (an empty call needs every output empty)")
 
@@ -335,7 +337,10 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
         if a is None:
             continue
         errors = []
+        picked = i.form_of(static_vals)
         for k, shape in enumerate(i.shapes):
+            if picked is not None and k != picked:
+                continue
             trial, tb = dict(env), dict(binder)
             err = _unify(spec, i.name, shape, a.shape, trial, tb)
             if err is None:
@@ -344,6 +349,9 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
                 break
             errors.append(err)
         else:
+            if picked is not None:
+                raise ValidationError(i.name, f"shape {list(a.shape)}: {errors[0]} (the shape for "
+                                              f"{i.form_by}={static_vals[i.form_by]!r} is {shape_str(i.shapes[picked])})")
             if len(i.shapes) == 1:
                 raise ValidationError(i.name, f"shape {list(a.shape)}: {errors[0]}")
             alts = " or ".join(shape_str(s) for s in i.shapes)
@@ -363,7 +371,7 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
             env[a.dim.name] = v
             binder[a.dim.name] = a.name
     extents = extent_dims(spec)
-    empty_ok = bool(extents) and _empty_call_ok(spec, arrays, env)
+    empty_ok = bool(extents) and _empty_call_ok(spec, arrays, env, static_vals)
     for d in spec.dims_.values():
         if d.name not in env:
             if d.absent is None:
@@ -405,7 +413,7 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
                 err = ValidationError(r.param, rule)
                 err.requirement = r
                 raise err
-    _check_empty_call(spec, arrays, env)
+    _check_empty_call(spec, arrays, env, static_vals)
     opts = [i for i in spec.inputs if i.optional]
     used = {i.name: i.when is None or i.when(static_vals, present) for i in opts}
     for i in opts:  # inputs unused in this mode: validated above, then ignored

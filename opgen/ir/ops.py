@@ -232,14 +232,21 @@ _register("broadcast", 1, {"shape": "shape"}, _broadcast)
 
 
 def _norm_axes(axes, shape, opname):
-    """Normalise axes against a shape; with a variadic group only negative axes into the fixed tail."""
+    """Normalise axes against a shape (indices into it); with a variadic group, an axis is a non-negative one
+    into the fixed dims before it or a negative one into the fixed dims after it (either names the same axis at
+    every rank of the group)."""
     var = [i for i, d in enumerate(shape) if isinstance(d, Variadic)]
     out = []
     for a in axes:
         if var:
             tail = len(shape) - 1 - var[0]
+            if 0 <= a < var[0]:
+                out.append(a)
+                continue
             if not (-tail <= a < 0):
-                raise IRError(f"{opname}: axis {a} must be negative and within the {tail} dims after *{shape[var[0]].name}")
+                head = f"0..{var[0] - 1} or " if var[0] else ""
+                raise IRError(f"{opname}: axis {a} must be {head}negative and within the {tail} dims after "
+                              f"*{shape[var[0]].name}")
             out.append(len(shape) + a)
         else:
             if not (-len(shape) <= a < len(shape)):
@@ -298,12 +305,16 @@ def _concat(ts, attrs):
     if any(len(sh) != n for sh in shapes):
         raise IRError("concat: operands need the same rank")
     var = [k for k, d in enumerate(shapes[0]) if isinstance(d, Variadic)]
-    if var:   # a variadic group: the axis counts from the end, among the fixed dims after the group
+    if var:   # a variadic group: a fixed dim before it (from 0) or after it (from the end, negative)
         a = attrs["axis"]
-        if not isinstance(a, int) or a >= 0 or -a > n - 1 - var[-1]:
-            raise IRError(f"concat: axis {a} must be negative and within the {n - 1 - var[-1]} dims after "
+        if isinstance(a, int) and 0 <= a < var[0]:
+            ax = a
+        elif not isinstance(a, int) or a >= 0 or -a > n - 1 - var[-1]:
+            head = f"0..{var[0] - 1} or " if var[0] else ""
+            raise IRError(f"concat: axis {a} must be {head}negative and within the {n - 1 - var[-1]} dims after "
                           f"*{shapes[0][var[-1]].name}")
-        ax = n + a
+        else:
+            ax = n + a
     else:
         ax = _norm_axes([attrs["axis"]], ts[0].shape, "concat")[0]
     total: DimExpr = Lit(0)

@@ -13,7 +13,7 @@ carry no axis. `analyse(graph)` finds the anchor and returns a `RowLayout`; ever
   col     only the row axis                      one UB row for the whole kernel ([H] weights, their sums)
   scalar  no axis                                constants, runtime attributes
 
-Views (reshape, permute of leading axes, slice of the row axis, concat along the row axis) on the way from an
+Views (reshape, permute of leading axes, a slice of any axis, concat along the row axis) on the way from an
 operator input to its first computation, or from the last computation to an operator output, are not computed:
 they become the GM *view* of that tensor (`View`: the element offset of anchor row (a_1..a_k), column c, is
 sum_i a_i * strides[i] + col + c). Broadcasts of inputs over leading axes that are not a batch prefix are views
@@ -298,20 +298,24 @@ class Chains:
                 return
             at = _positions(src_shape)   # shape index -> index among the axes (by position: keys may repeat)
             new = tuple(axes[at[p]] for p in perm if at[p] is not None)
-        elif n.op == "slice":
+        elif n.op == "slice":   # a window of one axis: that axis's extent shrinks, the base offset moves
             shape = self.vals[x].type.shape
-            if n.attr("step", 1) != 1 or n.attr("axis") % len(shape) != len(shape) - 1 or not axes:
+            if n.attr("step", 1) != 1 or not shape or not axes:
                 return
-            last = axes[-1]
-            if axis_key(shape[-1]) != last.key:
+            ax = n.attr("axis") % len(shape)
+            pos = _positions(shape)[ax]
+            if pos is None or isinstance(shape[ax], Variadic) or len(axes) != len(keys_of(shape)):
+                return
+            this = axes[pos]
+            if axis_key(shape[ax]) != this.key:
                 return
             start, stop = as_dim(n.attr("start")), as_dim(n.attr("stop"))
             ext = stop - start
             key = axis_key(ext)
             if key is None:
                 return
-            new = axes[:-1] + (Ax(key, ext, last.stride),)
-            col = col + start * last.stride
+            new = axes[:pos] + (Ax(key, ext, this.stride),) + axes[pos + 1:]
+            col = col + start * this.stride
         else:
             return
         self.load[r], self.col[r], self.root[r] = new, col, self.root[x]
@@ -325,9 +329,9 @@ class Chains:
             if not users and r not in self.out_of:
                 continue
             ok = all(u.op in ("reshape", "permute", "cast") and u.result.name in out
-                     or u.op == "concat" and _last_axis(u, self.vals) and u.result.name in out for u in users)
+                     or u.op == "concat" and _fixed_axis(u, self.vals) and u.result.name in out for u in users)
             if ok and n.op in ("reshape", "permute", "cast", "concat"):
-                if n.op == "concat" and not _last_axis(n, self.vals):
+                if n.op == "concat" and not _fixed_axis(n, self.vals):
                     continue
                 out.add(r)
         return out
@@ -372,9 +376,11 @@ def _positions(shape) -> list:
     return out
 
 
-def _last_axis(n, vals) -> bool:
-    rank = len(vals[n.result.name].type.shape)
-    return rank > 0 and n.attr("axis") % rank == rank - 1
+def _fixed_axis(n, vals) -> bool:
+    """A concat whose axis is a fixed dim of its result (not a variadic group): its pieces are stored side by side
+    along that axis (the row axis: column windows; a leading axis: row offsets)."""
+    shape = vals[n.result.name].type.shape
+    return bool(shape) and not isinstance(shape[n.attr("axis") % len(shape)], Variadic)
 
 
 def _reshape_axes(axes: tuple[Ax, ...], new_shape) -> tuple[Ax, ...] | None:
@@ -569,13 +575,18 @@ def _store_walk(ch, v, axes, col, lay, vals, tensor):
         src_of = {p: j for j, p in enumerate(perm)}
         new = tuple(axes[at[src_of[p]]] for p in range(len(perm)) if at[src_of[p]] is not None)
         return _store_walk(ch, src, new, col, lay, vals, tensor)
-    if n.op == "concat":
+    if n.op == "concat":   # the pieces side by side along the concat axis: each at its offset times its stride
+        shape = vals[v].type.shape
+        ax = n.attr("axis") % len(shape)
+        pos = _positions(shape)[ax]
         out, off = [], Lit(0)
-        last = axes[-1]
         for x in n.inputs:
-            e = axis_extent(vals[x].type.shape[-1])
-            piece = axes[:-1] + (Ax(axis_key(e) or "1", e, last.stride),)
-            out += _store_walk(ch, x, piece, col + off * last.stride, lay, vals, tensor)
+            e = axis_extent(vals[x].type.shape[ax])
+            if pos is None:   # a concat of extent-1 pieces along a size-1 dim: nothing to address
+                raise IRError(f"%{v}: a concat along a dim of size 1")
+            here = axes[pos]
+            piece = axes[:pos] + (Ax(axis_key(e) or "1", e, here.stride),) + axes[pos + 1:]
+            out += _store_walk(ch, x, piece, col + off * here.stride, lay, vals, tensor)
             off = off + e
         return out
     return [(v, _view(tensor[0], axes, col, lay, tensor[1], ch.bounds))]
@@ -585,9 +596,9 @@ def _view_rule(op: str) -> str:
     return {
         "permute": "permute of a computed value; the rows family permutes only operator inputs and outputs "
                    "(as GM addressing)",
-        "slice": "slice of a computed value or along a leading axis; the rows family slices only the row axis of "
-                 "operator inputs",
-        "concat": "concat of computed values other than along the row axis of an output",
+        "slice": "slice of a computed value or with a step; the rows family slices operator inputs only, by a "
+                 "step of 1 (as GM addressing)",
+        "concat": "concat of computed values other than into an output (along a fixed axis)",
     }[op]
 
 

@@ -847,8 +847,12 @@ class RowsFamily(Family):
                            {"heads": low})
         orig, graphs = graphs, {key: prepare(g) for key, g in graphs.items()}   # min as -max(-x); axes merged
         try:
-            layout = common_layout(spec, {key: analyse(g) for key, g in graphs.items()}, graphs)
-            progs = {key: lower(g, layout) for key, g in graphs.items()}
+            groups = layout_groups(spec, {key: analyse(g) for key, g in graphs.items()}, graphs)
+            progs, layouts = {}, {}
+            for lay, keys in groups:
+                for key in keys:
+                    progs[key] = lower(graphs[key], lay)
+                    layouts[key] = lay
         except Unsupported as e:   # say why a reduction over several trailing axes kept them apart
             why = next((w for w in (merge_blocker(min_as_max(g)) for g in orig.values()) if w), "")
             if not why:
@@ -856,7 +860,7 @@ class RowsFamily(Family):
             raise Unsupported(e.value, e.loc, f"{e.why} ({why})") from None
         for p in progs.values():
             _check_dtype_rows(spec, p)
-        return Lowered(self.name, layout, progs)
+        return Lowered(self.name, groups[0][0], progs, {"layouts": layouts} if len(groups) > 1 else {})
 
     def counts(self, lowered):
         """RowCounts (rows) or HeadCounts (parts): the maxima over the lowered programs."""
@@ -895,6 +899,26 @@ class RowsFamily(Family):
 
             return print_head_program(lowered.programs[key], locs=True)
         return rowprog.print_program(lowered.programs[key], locs=True)
+
+
+def layout_groups(spec, lays: dict, graphs: dict) -> list[tuple[RowLayout, list]]:
+    """[(RowLayout, its keys)]: the specialisations grouped by anchor domain, each group on one common_layout. Keys
+    whose static attribute values differ may lower on different domains (a GLU halving dim -1 or dim 0: rows of H
+    or of the trailing dims), since the tiling key's attrKey tells them apart at run time; keys with the same values
+    (presence, shape forms) share one domain. Raises Unsupported naming two specialisations of one attrKey whose
+    domains differ."""
+    def domain(lay):
+        return (lay.axes, tuple(str(e) for e in lay.extents), lay.row, str(lay.row_extent))
+
+    by_dom: dict = {}
+    static_dom: dict = {}
+    for key, lay in lays.items():
+        d = domain(lay)
+        first = static_dom.setdefault(key.static, (d, key))
+        if first[0] != d:
+            common_layout(spec, {first[1]: lays[first[1]], key: lay}, graphs)   # raises, naming both
+        by_dom.setdefault(d, {})[key] = lay
+    return [(common_layout(spec, group, graphs), list(group)) for group in by_dom.values()]
 
 
 def common_layout(spec, lays: dict, graphs: dict) -> RowLayout:
@@ -990,8 +1014,14 @@ def rows_tiling(spec, lowered, counts):
     lay = lowered.layout
     variants = variants_of(spec, lowered)
     dims = DimFields(lay)
+    layouts = lowered.extra.get("layouts")
+    if layouts:              # specialisations on several row domains: one DimFields per domain, one set of fields
+        per = {}
+        for v in variants:
+            key = next(k for k, p in lowered.programs.items() if p is v.prog)
+            v.dims = per.setdefault(id(layouts[key]), DimFields(layouts[key], dims))
     for v in variants:       # register every dim the addressing prints, in emission order
-        class_context(spec, v, dims)
+        class_context(spec, v, v.dims or dims)
     attrs = sorted({a for v in variants for i in rowprog.all_instrs(v.prog) for a in rowprog.attr_names(i.arg)})
     decl = {a.name: a for a in spec.attrs}
     for a in attrs:
@@ -1006,11 +1036,32 @@ def rows_tiling(spec, lowered, counts):
     inputs = {"rows": lay.rows_extent(), "seq": lay.seq_extent(), "batch": lay.batch_extent(),
               "hidden": lay.hidden_extent(), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
               "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")}
+    if layouts:   # the domain's extents of the specialisation that runs, chosen by its attrKey
+        names = [a.name for a in spec.static_attrs]
+        by_ak = {}
+        for key, kl in layouts.items():
+            by_ak.setdefault(attr_key(spec, dict(zip(names, key.static))), kl)
+        doc = (f"Tiling of {spec.name}: rows family, by attrKey: " +
+               "; ".join(f"{ak}: {kl.text()}" for ak, kl in sorted(by_ak.items())) + "; ROW_SPLIT / COL_SPLIT.")
+        for name, ext in (("rows", RowLayout.rows_extent), ("seq", RowLayout.seq_extent),
+                          ("batch", RowLayout.batch_extent), ("hidden", RowLayout.hidden_extent)):
+            picks = tuple((ak, ext(kl)) for ak, kl in sorted(by_ak.items()))
+            if len({str(e) for _ak, e in picks}) > 1:
+                inputs[name] = ("by_attr_key", picks)
     for v in dvars:
         inputs[f"{v}Bytes"] = ("bytes", v)
     for a in attrs:
         inputs[f"{a}Attr"] = ("attr_bits", a)
     for n, e, _doc in dims.items():
         inputs[f"{n}Dim"] = e
+    if layouts:   # a field only some domains address is read for their attrKeys only (0 for the others)
+        users = {}
+        for v in variants:
+            for ak, _cond in v.serves:
+                users.setdefault(ak, set()).update(v.dims.used)
+        for n, e, _doc in dims.items():
+            if not all(n in used for used in users.values()):
+                inputs[f"{n}Dim"] = ("by_attr_key", tuple((ak, e if n in used else Lit(0))
+                                                          for ak, used in sorted(users.items())))
     lowered.extra.update(variants=variants, dims=dims)
     return Tiling(prog, inputs, plans, doc)

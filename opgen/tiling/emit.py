@@ -24,14 +24,35 @@ def _dim_in(spec, index: int, sym: str, ref: str):
     """C++ reading dim (or variadic group product) `sym` from input number `index` whose gert::Shape is
     `ref`, or None when that input does not carry it (opgen.dsl.dimsource)."""
 
+    pick = lambda attr, exprs: _pick_form(spec, attr, exprs)   # noqa: E731
     if sym in spec.variadics:
         g = group_location(spec, sym)
-        return f"ProdDims({ref}, {g[1]}, {g[2]})" if g is not None and g[0] == index else None
+        if g is None or g.index != index:
+            return None
+        lead, tail = g.bounds(pick)
+        return f"ProdDims({ref}, {lead}, {tail})"
     for loc in sym_locations(spec, sym):
         if loc.index == index:
-            return loc.cpp(f"{ref}.GetDim({loc.k})" if loc.where == "front" else
-                           f"{ref}.GetDim({ref}.GetDimNum() - {loc.k})")
+            return loc.read(lambda where, k: f"{ref}.GetDim({k})" if where == "front" else
+                            f"{ref}.GetDim({ref}.GetDimNum() - {k})", pick)
     return None
+
+
+def _pick_form(spec, attr: str, exprs: list[str]) -> str:
+    """C++ selecting exprs[k] when static attribute `attr` holds its k-th choice (an input's shape form picked
+    by the attribute, InputDecl.form_by); the TilingFunc rejects a value outside the choices before it reads a
+    dim (its attrKey check)."""
+    if len(set(exprs)) == 1:
+        return exprs[0]
+    a = next(a for a in spec.attrs if a.name == attr)
+    idx = next(k for k, x in enumerate(spec.attrs) if x.name == attr)
+    ctype = "bool" if a.type is bool else "int64_t"
+    vals = ", ".join(("true" if c else "false") if a.type is bool else str(c) for c in a.choices)
+    sel = f"AttrIndex<{ctype}>(context, {idx}, {{{vals}}})"
+    out = exprs[-1]
+    for k in range(len(exprs) - 2, -1, -1):
+        out = f"({sel} == {k} ? {exprs[k]} : {out})"
+    return out
 
 
 def _dim_access(spec, sym: str) -> str:
@@ -40,6 +61,10 @@ def _dim_access(spec, sym: str) -> str:
     or 0, when that input is null). Raises SpecError when no input carries it."""
     order = [k for k, i in enumerate(spec.inputs) if not i.optional] + [k for k, i in enumerate(spec.inputs)
                                                                          if i.optional]
+    if sym not in spec.variadics:   # the inputs in sym_locations' order (a place in every form first)
+        ranked = list(dict.fromkeys(loc.index for loc in sym_locations(spec, sym)))
+        order = [k for k in order if not spec.inputs[k].optional and k in ranked]
+        order = sorted(order, key=ranked.index) + [k for k, i in enumerate(spec.inputs) if i.optional]
     for k in order:
         i = spec.inputs[k]
         ref = f"{i.name}Shape" if not i.optional else f"{i.name}ShapeOpt->GetStorageShape()"
@@ -133,6 +158,9 @@ def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platfo
             vals[name] = float_bits(_attr_value(spec, how[1], attrs))
         elif isinstance(how, tuple) and how[0] == "attr_dim":
             vals[name] = int(env[how[2]])  # the dim the integer attribute binds (spec.attr(..., dim=...))
+        elif isinstance(how, tuple) and how[0] == "by_attr_key":
+            ak = attr_key(spec, attrs or {})
+            vals[name] = as_dim(dict(how[1])[ak]).evaluate(env)
         else:
             vals[name] = as_dim(how).evaluate(env)
     return vals
@@ -167,4 +195,19 @@ def dim_bounds(spec, prog, inputs_map) -> list[tuple[str, int, int | None]]:
         elif how[0] == "attr_dim":
             lo, hi = _bounds(spec, Sym(how[2]))
             out.append((name, lo, hi))
+        elif how[0] == "by_attr_key":   # the widest range over the specialisations' expressions
+            rng = [_bounds(spec, e) for _ak, e in how[1]]
+            his = [h for _l, h in rng]
+            out.append((name, min(lo for lo, _h in rng), None if None in his else max(his)))
+    return out
+
+
+def by_attr_key_cpp(spec, picks) -> str:
+    """C++ of a ("by_attr_key", ((attrKey, dim expression), ...)) tiling input: the expression of the
+    specialisation whose attrKey the call has (the last one for any other key: the TilingFunc has refused a value
+    outside the choices before)."""
+    key = _attr_key_cpp(spec)
+    out = dim_cpp(spec, picks[-1][1])
+    for ak, e in reversed(picks[:-1]):
+        out = f"(({key}) == {ak} ? {dim_cpp(spec, e)} : {out})"
     return out

@@ -35,10 +35,21 @@ def _env(spec, bounded: dict) -> dict:
 
 def _eval(spec, prog, inputs_map, env, dtypes, plat) -> dict:
     """The tiling program's variables without the domain and fit checks of `evaluate` (the proof judges
-    `fits` itself and may probe values outside a dim's max)."""
+    `fits` itself and may probe values outside a dim's max). When an input depends on the attrKey (specialisations
+    on different row domains), every static attribute combination is evaluated and the first that does not fit is
+    returned (else the last)."""
     from opgen.tiling.emit import program_inputs
 
-    return prog.evaluate(program_inputs(spec, prog, inputs_map, env, dtypes, plat, None))
+    combos = [None]
+    if any(isinstance(h, tuple) and h[0] == "by_attr_key" for h in inputs_map.values()):
+        names = [a.name for a in spec.static_attrs]   # the combinations a specialisation has (checks pass)
+        combos = [dict(zip(names, c)) for c in dict.fromkeys(k.static for k in spec.keys())]
+    out = {}
+    for attrs in combos:
+        out = prog.evaluate(program_inputs(spec, prog, inputs_map, env, dtypes, plat, attrs))
+        if not out.get("fits", 1):
+            return out
+    return out
 
 
 def _largest_fit(spec, prog, inputs_map, plats, name: str, hi: int, multiple_of) -> int:

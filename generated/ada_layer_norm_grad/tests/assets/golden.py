@@ -51,6 +51,8 @@ _SHAPES = {'dy': [[('var', 'Bd', 0, 6), ('sym', 'S'), ('sym', 'H')]],
  'scale': [[('var', 'Bd', 0, 6), ('sym', 'H')], [('var', 'Bd', 0, 6), ('lit', 1), ('sym', 'H')]],
  'gamma': [[('sym', 'H')]],
  'beta': [[('sym', 'H')]]}
+# Inputs whose form a static attribute picks: {input: (attribute, its choices)}; only that form is matched.
+_FORM_BY = {}
 _ATTR_DIMS = {}
 _ABSENT_DIMS = {}
 
@@ -102,7 +104,10 @@ def _bind(inputs, attrs):
         a = inputs[name]
         if a is None:
             continue
+        picked = _FORM_BY[name][1].index(attrs[_FORM_BY[name][0]]) if name in _FORM_BY else None
         for k, pattern in enumerate(_SHAPES[name]):
+            if picked is not None and k != picked:
+                continue
             got = _match(np.shape(a), pattern, env)
             if got is not None:
                 env, forms[name] = got, k

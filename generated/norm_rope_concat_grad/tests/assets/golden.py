@@ -144,6 +144,8 @@ _SHAPES = {'grad_query_output': [[('sym', 'B'), ('sym', 'N'), ('expr', 'Seq + Sq
  'norm_added_key_rstd': [[('sym', 'B'), ('sym', 'Sek'), ('sym', 'N'), ('lit', 1)]],
  'rope_sin': [[('sym', 'R'), ('sym', 'D')]],
  'rope_cos': [[('sym', 'R'), ('sym', 'D')]]}
+# Inputs whose form a static attribute picks: {input: (attribute, its choices)}; only that form is matched.
+_FORM_BY = {}
 _ATTR_DIMS = {}
 _ABSENT_DIMS = {'Seq': 0, 'Sek': 0}
 
@@ -195,7 +197,10 @@ def _bind(inputs, attrs):
         a = inputs[name]
         if a is None:
             continue
+        picked = _FORM_BY[name][1].index(attrs[_FORM_BY[name][0]]) if name in _FORM_BY else None
         for k, pattern in enumerate(_SHAPES[name]):
+            if picked is not None and k != picked:
+                continue
             got = _match(np.shape(a), pattern, env)
             if got is not None:
                 env, forms[name] = got, k

@@ -63,6 +63,8 @@ _SHAPES = {'query': [[('sym', 'T1'), ('sym', 'N1'), ('sym', 'D')]],
  'actualSeqQLen': [[('sym', 'Bn')]],
  'actualSeqKVLlen': [[('sym', 'Bn')]],
  'attenMsk': [[('sym', 'MS1'), ('sym', 'MS2')]]}
+# Inputs whose form a static attribute picks: {input: (attribute, its choices)}; only that form is matched.
+_FORM_BY = {}
 _ATTR_DIMS = {'selectedBlockCount': 'CNT', 'selectedBlockSize': 'BS', 'headNum': 'N1'}
 _ABSENT_DIMS = {}
 
@@ -114,7 +116,10 @@ def _bind(inputs, attrs):
         a = inputs[name]
         if a is None:
             continue
+        picked = _FORM_BY[name][1].index(attrs[_FORM_BY[name][0]]) if name in _FORM_BY else None
         for k, pattern in enumerate(_SHAPES[name]):
+            if picked is not None and k != picked:
+                continue
             got = _match(np.shape(a), pattern, env)
             if got is not None:
                 env, forms[name] = got, k
