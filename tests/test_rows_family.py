@@ -111,15 +111,16 @@ spec = OpSpec("HalfStat", aclnn="aclnnHalfStat", socs=(A2, A3))
 R, H = spec.dims("R H")
 (T,) = spec.dtype_vars("T")
 spec.input("x", T, [R, H])
-spec.input("s", T, [R, 1])
+spec.input("s", u8, [R, 1])
 spec.output("y", T, [R, H])
 spec.dtypes((T,), [(f16,), (f32,)])
 
 
 @spec.body
 def _(b, x, s):
-    return {"y": x * s}
-''', 'spec.input("s"', "per-row statistic input s has dtype T; the rows family reads per-row statistics as f32"),
+    return {"y": (x.f32() * s.f32()).cast(T, "rint")}
+''', 'return', "per-row statistic input s has dtype u8; the rows family reads per-row statistics as f32, "
+                         "f16 or bf16 and per-row indices as i32 or i64"),
     # an int64 row input
     "LongRows": ('''
 spec = OpSpec("LongRows", aclnn="aclnnLongRows", socs=(A2, A3))
@@ -223,6 +224,32 @@ def _(b, x):
     return {"y": x.sum(1, keepdims=False) / A}
 ''', "return", "the value of dim A; the rows family reads as numbers the extents of the kernel's axes [H], [A, M], "
                   "[M] (alone or times the row length H)"),
+    # an iota of another length than the row axis
+    "IotaLength": ('''
+spec = OpSpec("IotaLength", aclnn="aclnnIotaLength", socs=(A2, A3))
+N, H = spec.dims("N H")
+spec.input("x", f32, [N, H])
+spec.output("y", f32, [N, H])
+
+
+@spec.body
+def _(b, x):
+    k = b.iota(N).reshape([N, 1]).f32()
+    return {"y": x * k}
+''', "k = b.iota", "`b.iota(N)`: the rows family numbers the columns of its row axis H only (`b.iota(H)`)"),
+    # several indices per row
+    "GatherMany": ('''
+spec = OpSpec("GatherMany", aclnn="aclnnGatherMany", socs=(A2, A3))
+N, H, K = spec.dims("N H K")
+spec.input("x", f32, [N, H])
+spec.input("idx", i64, [N, K])
+spec.output("y", f32, [N, K])
+
+
+@spec.body
+def _(b, x, idx):
+    return {"y": b.gather(x, idx, axis=1)}
+''', "return", "by one i32 or i64 index per row"),
 }
 
 

@@ -202,6 +202,30 @@ void Duplicate(const LocalTensor<T>& dst, const T& scalar, int32_t count, emu::S
     dst.Arena()->MarkWritten(dst.Offset(), uint64_t(count) * sizeof(T));
 }
 
+// CreateVecIndex (docs/reference/ascendc.md §1.9): dst[i] = firstValue + i for i < count; T half / int16_t / float /
+// int32_t (the device asserts the type). Float sums are rounded once to T (exact for integers below 2^24 / 2^11).
+// Emulated as one PIPE_V write (the device writes its first block on the scalar unit, then Adds on PIPE_V).
+template <typename T>
+void CreateVecIndex(LocalTensor<T> dst, const T& firstValue, uint32_t count, emu::Site site = emu::Site::Here())
+{
+    static_assert(std::is_same<T, half>::value || std::is_same<T, int16_t>::value || std::is_same<T, float>::value ||
+                      std::is_same<T, int32_t>::value,
+                  "CreateVecIndex: dst half / int16_t / float / int32_t");
+    if (count == 0) return;
+    emu::CountVector(uint64_t(count), sizeof(T));
+    emu_detail::CheckOperand(dst, int32_t(count), "CreateVecIndex");
+    emu_detail::VWrite(emu::Issue(emu::kPipeV, "CreateVecIndex", site), dst, uint64_t(count));
+    uint8_t* d = dst.Arena()->data.data() + dst.Offset();
+    for (uint32_t i = 0; i < count; ++i) {
+        T v;
+        if constexpr (std::is_same<T, half>::value) v = half(float(double(float(firstValue)) + double(i)));
+        else if constexpr (std::is_same<T, float>::value) v = float(double(firstValue) + double(i));
+        else v = static_cast<T>(int64_t(firstValue) + int64_t(i));
+        std::memcpy(d + uint64_t(i) * sizeof(T), &v, sizeof(T));
+    }
+    dst.Arena()->MarkWritten(dst.Offset(), uint64_t(count) * sizeof(T));
+}
+
 // ---- Cast. Supported pairs (A2/A3 rules, docs/reference/ascendc.md §1.9): half/bf16->float (CAST_NONE only),
 // float->half (all modes; NONE = RINT), float->bf16 (no CAST_NONE), float<->int32 (float->int32 needs an
 // explicit mode; out-of-range saturates, NaN -> 0 [assumption]), int32->float (NONE = RINT), half->int8/uint8
