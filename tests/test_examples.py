@@ -538,3 +538,89 @@ def test_dynamic_quant_kernel_writes_int8_against_float64(dims, dtypes, strategy
     with np.errstate(invalid="ignore", divide="ignore"):
         q32 = (x32 / s32[..., None]).astype(np.float64)
     np.testing.assert_array_equal(y, np.clip(np.where(np.isnan(q32), 0.0, np.rint(q32)), -128, 127))
+
+
+def _ce_inputs(n, c, seed):
+    """Logits (spread so some rows are near one-hot), class targets with every fifth row ignored (-100), and
+    positive class weights."""
+    rng = np.random.default_rng(seed)
+    t = rng.integers(0, c, n).astype(np.int64)
+    t[::5] = -100
+    return (rng.normal(0.0, 3.0, (n, c)).astype(np.float32), t, rng.uniform(0.25, 2.0, c).astype(np.float32))
+
+
+@pytest.mark.parametrize("n, c, dtype, strategy", [
+    (97, 33, "float32", 1),        # a tail over 48 cores, ignored rows, rows shorter than a 64-lane repeat
+    (5, 1, "bfloat16", None),      # C = 1: the only class, or ignored
+    (3, 12001, "float16", 2),      # COL_SPLIT: each target lane lies in one core's column slice
+    (49, 1000, "bfloat16", 1),
+])
+def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, gen):
+    """CrossEntropyLoss (reduction none) against torch.nn.functional.cross_entropy / log_softmax in float64 on the
+    kernel's own inputs; CrossEntropyLossGrad from the forward kernel's logProb against the closed form
+    g * w[t] * (exp(logProb) - onehot(t)) (0 on ignored rows), which equals torch autograd of the forward (checked
+    here in float64)."""
+    import torch
+
+    x, t, w = _ce_inputs(n, c, n + c)
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w}, dtypes={"T": dtype},
+                  gen_dir=gen, progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items() if not v.passed})
+    if strategy is not None:
+        assert r.tiling_key % 10 == strategy, r.tiling_key
+    x64, w64, tt = _t(r.inputs["input"]), _t(r.inputs["weight"]), torch.tensor(t)
+    want = {"lossOut": torch.nn.functional.cross_entropy(x64, tt, weight=w64, reduction="none",
+                                                         ignore_index=-100).numpy(),
+            "logProb": torch.log_softmax(x64, -1).numpy()}
+    for name, ref in want.items():
+        got = _f(r.arrays[name])
+        bound = _bound(ref, dtype, c, np.abs(want["logProb"]).max(-1) if name == "lossOut" else None)
+        assert np.all(np.abs(got - ref) <= bound), (name, float(np.abs(got - ref).max()))
+    assert np.all(_f(r.arrays["lossOut"])[t == -100] == 0.0)
+
+    g = np.random.default_rng(c).normal(0.0, 1.0, n).astype(np.float32)
+    lp = np.asarray(r.arrays["logProb"], np.float32)
+    rg = run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": g, "logProb": lp, "target": t, "weight": w},
+                   dtypes={"T": dtype}, gen_dir=gen, progress=False)
+    assert not rg.faults and rg.passed, (rg.faults[:3], {k: v.to_json() for k, v in rg.outputs.items()})
+    keep = t != -100
+    tk = np.where(keep, t, 0)
+    s = _f(rg.inputs["gradLoss"]) * _f(w)[tk] * keep
+    onehot = (np.arange(c)[None, :] == tk[:, None]) & keep[:, None]
+    ref = s[:, None] * (np.exp(_f(rg.inputs["logProb"])) - onehot)
+    got = _f(rg.arrays["xGrad"])
+    assert np.all(np.abs(got - ref) <= _bound(ref, dtype, 1, np.abs(s)[:, None])), float(np.abs(got - ref).max())
+    # the closed form is torch autograd of the forward (float64, logits x: logProb = log_softmax(x))
+    xa = torch.tensor(_f(x), dtype=torch.float64, requires_grad=True)
+    torch.nn.functional.cross_entropy(xa, tt, weight=torch.tensor(_f(w)), reduction="none",
+                                      ignore_index=-100).backward(torch.tensor(_f(g)))
+    lp64 = torch.log_softmax(torch.tensor(_f(x)), -1).numpy()
+    s64 = _f(g) * _f(w)[tk] * keep
+    np.testing.assert_allclose(s64[:, None] * (np.exp(lp64) - onehot), xa.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_cross_entropy_targets_out_of_range_stop_the_kernel(gen):
+    """A target outside [0, C) that is not ignoreIndex (device data, which the aclnn layer cannot read): both
+    kernels stop themselves with AscendC::Trap() on the core holding that row (run_check raises KernelTrapped
+    naming the rule); -100 and C - 1 are legal."""
+    from opgen.check import KernelTrapped
+
+    x, t, w = _ce_inputs(30, 40, 1)
+    for bad in (40, -1):
+        t2 = t.copy()
+        t2[7] = bad
+        with pytest.raises(KernelTrapped) as e:
+            run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w},
+                      dtypes={"T": "float32"}, gen_dir=gen, progress=False)
+        assert e.value.traps and "target[7]" in str(e.value), e.value
+    lp = x - np.log(np.exp(x).sum(-1, keepdims=True))
+    t2 = t.copy()
+    t2[3] = 40
+    with pytest.raises(KernelTrapped):
+        run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": x[:, 0].copy(), "logProb": lp, "target": t2,
+                                                            "weight": w}, dtypes={"T": "float32"}, gen_dir=gen,
+                  progress=False)
+    t2[3] = 39
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w},
+                  dtypes={"T": "float32"}, gen_dir=gen, progress=False)
+    assert r.passed and not r.faults
