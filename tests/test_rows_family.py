@@ -617,3 +617,45 @@ def test_integer_outputs_are_rounded_and_saturated(tmp_path):
     # §1.12); beyond, both saturate: exact equality
     np.testing.assert_array_equal(z, np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), 0, 255))
     assert (z == 0).any() and (z == 255).any()
+
+
+IOTA_PICK = '''
+spec = OpSpec("IotaPick", aclnn="aclnnIotaPick", socs=(A2, A3))
+R, H = spec.dims("R H")
+spec.input("x", f32, [R, H])
+spec.input("t", i32, [R])
+spec.output("y", f32, [R, H])
+spec.output("z", f32, [R, H])
+
+
+@spec.body
+def _(b, x, t):
+    lane = b.iota(H, i32).reshape([1, H])
+    k = t.reshape([R, 1])
+    return {"y": b.where(lane.eq(k), x, 0.0) + lane.f32(), "z": b.where(lane < k, x, -1.0)}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("rows, h, strategy", [(7, 300, 1), (3, 20000, 2)])
+def test_iota_along_the_row_against_a_per_row_index(tmp_path, rows, h, strategy):
+    """`b.iota` of the row axis (CreateVecIndex from the chunk's first column) compared with a per-row int32 value:
+    a one-hot pick (.eq) and a prefix mask (<), and the lane index as a number; exact against NumPy, ROW_SPLIT and
+    COL_SPLIT (each core's column slice numbered from its own first column)."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "IotaPick", IOTA_PICK)
+    write_ops([str(path)], tmp_path / "gen")
+    rng = np.random.default_rng(rows)
+    x = rng.uniform(-2, 2, (rows, h)).astype(np.float32)
+    t = rng.integers(0, h, rows).astype(np.int32)
+    t[0], t[-1] = 0, h - 1
+    r = run_check(str(path), {"x": x, "t": t}, gen_dir=tmp_path / "gen", progress=False)
+    assert not r.faults and r.passed, r.faults[:3]
+    assert r.tiling_key % 10 == strategy, r.tiling_key
+    lane = np.arange(h)[None, :]
+    pick = np.where(lane == t[:, None], x, np.float32(0.0))
+    np.testing.assert_array_equal(np.asarray(r.arrays["y"]), pick + lane.astype(np.float32))   # one fp32 add
+    np.testing.assert_array_equal(np.asarray(r.arrays["z"]), np.where(lane < t[:, None], x, -1.0))
