@@ -549,13 +549,13 @@ def _ce_inputs(n, c, seed):
     return (rng.normal(0.0, 3.0, (n, c)).astype(np.float32), t, rng.uniform(0.25, 2.0, c).astype(np.float32))
 
 
-@pytest.mark.parametrize("n, c, dtype, strategy", [
-    (97, 33, "float32", 1),        # a tail over 48 cores, ignored rows, rows shorter than a 64-lane repeat
-    (5, 1, "bfloat16", None),      # C = 1: the only class, or ignored
-    (3, 12001, "float16", 2),      # COL_SPLIT: each target lane lies in one core's column slice
-    (49, 1000, "bfloat16", 1),
+@pytest.mark.parametrize("n, c, dtype, strategy, weighted", [
+    (97, 33, "float32", 1, True),        # a tail over 48 cores, ignored rows, rows shorter than a 64-lane repeat
+    (5, 1, "bfloat16", None, False),     # C = 1: the only class, or ignored; weight absent
+    (3, 12001, "float16", 2, True),      # COL_SPLIT: each target lane lies in one core's column slice
+    (49, 1000, "bfloat16", 1, False),
 ])
-def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, gen):
+def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weighted, gen):
     """CrossEntropyLoss (reduction none) against torch.nn.functional.cross_entropy / log_softmax in float64 on the
     kernel's own inputs; CrossEntropyLossGrad from the forward kernel's logProb against the closed form
     g * w[t] * (exp(logProb) - onehot(t)) (0 on ignored rows), which equals torch autograd of the forward (checked
@@ -563,12 +563,14 @@ def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, gen)
     import torch
 
     x, t, w = _ce_inputs(n, c, n + c)
-    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w}, dtypes={"T": dtype},
-                  gen_dir=gen, progress=False)
+    if not weighted:
+        w = np.ones_like(w)   # the oracle's weights; the kernels get none
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w if weighted else None},
+                  dtypes={"T": dtype}, gen_dir=gen, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items() if not v.passed})
     if strategy is not None:
         assert r.tiling_key % 10 == strategy, r.tiling_key
-    x64, w64, tt = _t(r.inputs["input"]), _t(r.inputs["weight"]), torch.tensor(t)
+    x64, w64, tt = _t(r.inputs["input"]), _t(w), torch.tensor(t)
     want = {"lossOut": torch.nn.functional.cross_entropy(x64, tt, weight=w64, reduction="none",
                                                          ignore_index=-100).numpy(),
             "logProb": torch.log_softmax(x64, -1).numpy()}
@@ -580,7 +582,8 @@ def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, gen)
 
     g = np.random.default_rng(c).normal(0.0, 1.0, n).astype(np.float32)
     lp = np.asarray(r.arrays["logProb"], np.float32)
-    rg = run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": g, "logProb": lp, "target": t, "weight": w},
+    rg = run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": g, "logProb": lp, "target": t,
+                                                             "weight": w if weighted else None},
                    dtypes={"T": dtype}, gen_dir=gen, progress=False)
     assert not rg.faults and rg.passed, (rg.faults[:3], {k: v.to_json() for k, v in rg.outputs.items()})
     keep = t != -100

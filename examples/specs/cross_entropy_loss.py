@@ -1,12 +1,13 @@
 """CrossEntropyLoss (aclnnCrossEntropyLoss) with class-index targets, reduction 'none': per row n of input [N, C],
 logProb[n, c] = x[n, c] - lse_n with lse_n = log(sum_c exp(x[n, c])), and
-lossOut[n] = -weight[target[n]] * logProb[n, target[n]], 0 where target[n] == ignoreIndex.
+lossOut[n] = -weight[target[n]] * logProb[n, target[n]] (weight absent: 1), 0 where target[n] == ignoreIndex.
 
-The target is one int64 index per row: the kernel reads it on the scalar unit, checks 0 <= target < C (Trap()
-otherwise; the interpreter raises) and picks logProb[n, target[n]] and weight[target[n]] by comparing the row's
+The target is one int64 index per row: the kernel reads it on the scalar unit, checks 0 <= target < C or the
+ignored index (the spec's device check: Trap() otherwise; the aclnn layer cannot read device data) and picks logProb[n, target[n]] and weight[target[n]] by comparing the row's
 lane indices (CreateVecIndex) with it. An ignored row gathers at class 0 and is multiplied by 0 (a row whose
 logProb there is -inf would give NaN, not 0). Not declared here: reduction 'mean' / 'sum' (a 0-d lossOut),
-labelSmoothing, the z-loss outputs (zloss, lseForZloss) and an absent weight.
+labelSmoothing, the z-loss outputs (zloss, lseForZloss). ignoreIndex is a float attribute here (CANN: int64; the
+rows kernel reads float attributes), compared exactly for integers below 2^24.
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
@@ -19,7 +20,7 @@ C = spec.dim("C", max=16384)
 
 spec.input("input", T, [N, C])
 spec.input("target", i64, [N])
-spec.input("weight", f32, [C])
+spec.input("weight", f32, [C], optional=True, doc="weightOptional: per-class weights; absent = ones")
 spec.attr("ignoreIndex", float, -100.0, doc="a target value that contributes no loss (an integer)")
 spec.output("lossOut", T, [N])
 spec.output("logProb", T, [N, C])
@@ -47,6 +48,8 @@ def _(b, input, target, weight, ignoreIndex):
     lp = z - b.log(b.exp(z).sum(-1).broadcast_to([N, C]))
     keep = target.f32().ne(ignoreIndex).cast(i64)
     t = target * keep                       # an ignored row reads class 0, then counts 0
-    picked = b.gather(lp, t, axis=1) * b.gather(weight, t, axis=0)
+    picked = b.gather(lp, t, axis=1)
+    if weight is not None:                  # absent: every class weighs 1
+        picked = picked * b.gather(weight, t, axis=0)
     loss = -picked * keep.f32()
     return {"lossOut": loss.cast(T, "rint"), "logProb": lp.cast(T, "rint")}
