@@ -14,7 +14,7 @@ from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
 spec = OpSpec("CrossEntropyLossGrad", aclnn="aclnnCrossEntropyLossGrad", socs=(A2, A3), round="rint",
               doc="Gradient of the cross-entropy loss (reduction none) with respect to the logits.")
 N = spec.dim("N")
-C = spec.dim("C", max=16384)
+C = spec.dim("C", max=131072)
 (T,) = spec.dtype_vars("T")
 
 spec.input("gradLoss", T, [N])
