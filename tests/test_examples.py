@@ -627,3 +627,35 @@ def test_cross_entropy_targets_out_of_range_stop_the_kernel(gen):
     r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w},
                   dtypes={"T": "float32"}, gen_dir=gen, progress=False)
     assert r.passed and not r.faults
+
+
+@pytest.mark.parametrize("n, c, dtype, strategy", [
+    (97, 33, "float32", 1),      # 97 rows over 48 cores: partial sums in core order
+    (3, 20000, "bfloat16", 2),   # COL_SPLIT: only the core owning column 0 counts each row's term
+    (1, 1, "float16", None),
+])
+def test_nll_loss_sums_match_torch(n, c, dtype, strategy, gen):
+    """NLLLoss (reduction sum): per-row gathers by the target summed over the rows to 0-d outputs, against
+    torch.nn.functional.nll_loss (float64, the kernel's inputs) and sum of weight[target] over kept rows."""
+    import torch
+
+    rng = np.random.default_rng(n + c)
+    x = rng.normal(-3.0, 1.0, (n, c)).astype(np.float32)
+    t = rng.integers(0, c, n).astype(np.int64)
+    t[1::4] = -100
+    w = rng.uniform(0.5, 2.0, c).astype(np.float32)
+    r = run_check(str(EX / "nll_loss.py"), {"self": x, "target": t, "weight": w}, dtypes={"T": dtype}, gen_dir=gen,
+                  progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items() if not v.passed})
+    if strategy is not None:
+        assert r.tiling_key % 10 == strategy, r.tiling_key
+    x64, w64 = _f(r.inputs["self"]), _f(r.inputs["weight"])
+    out = torch.nn.functional.nll_loss(torch.tensor(x64), torch.tensor(t), weight=torch.tensor(w64), reduction="sum",
+                                       ignore_index=-100).item()
+    keep = t != -100
+    total = w64[t[keep]].sum()
+    scale = np.abs(x64[keep, t[keep]] * w64[t[keep]]).sum()
+    for name, ref, mag in (("out", out, scale), ("totalWeight", total, total)):
+        got = float(_f(r.arrays[name]))
+        assert np.asarray(r.arrays[name]).shape == ()
+        assert abs(got - ref) <= UNIT[dtype] * 4 * mag + 2.0**-24 * 4 * n * mag, (name, got, ref)

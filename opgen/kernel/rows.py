@@ -608,6 +608,9 @@ class _Lowering:
         r, x = n.result.name, n.inputs[0]
         src = self.use(x, r)
         kind = n.attr("kind")
+        if self.space[x] == "stat" and not keys_of(n.result.type.shape) and self.lay.axes and kind in ("sum", "mean"):
+            self.stat_total(n, x, kind)
+            return
         if self.space[x] != "row":
             raise self.err(r, f"a {n.attr('kind')} of the {SPACE_WORDS.get(self.space[x], self.space[x])} %{x}; the "
                            f"rows family reduces row values (a reduction over every axis at once, "
@@ -699,6 +702,22 @@ class _Lowering:
         elif kind != "sum":
             self.p.acc_kinds[r] = kind
         self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space="col"))
+
+    def stat_total(self, n, x: str, kind: str) -> None:
+        """A sum (or mean) of the per-row value x over every row, to one element (a loss summed over its rows): x
+        placed in lane 0 of a row (the lane index compared with 0 -- in COL_SPLIT only the core owning column 0
+        has it -- Select of x there, 0 elsewhere), then the reduction over every axis of that row (`total`: exact
+        placement, the same fp32 sums in core order); a mean divides by the rows (tiling data)."""
+        r = n.result.name
+        first = f"first_{r}"
+        self.p.instrs.append(Instr("vcmps", first, (self._lane_index(),), "EQ", "0.0f", space="row"))
+        self.masks.add(first)
+        self._select_into(f"lane0_{r}", "row", first, None, None, self._scalar_of(x), "0.0f")
+        self.total(n, f"lane0_{r}", "sum")
+        if kind == "mean":
+            self.kind[r] = "mean"
+            self.post[r] = (Instr("vdup", "t", arg="static_cast<float>(rowNum_)", space="col"),
+                            Instr("vbin", "x", ("x", "t"), "Div", space="col"))
 
     def _finishing(self, n) -> bool:
         """Whether elementwise node n, which reads a reduction over rows, is a finishing step (module `finish`):
