@@ -200,6 +200,12 @@ GM += [
      "dtypes": {"T": "bfloat16", "U": "bfloat16"}, "time_interp": True},
     {"op": str(EXAMPLES / "swiglu.py"), "case": "SwiGlu [4096, 2 x 11008] bf16", "dims": {"Bd": (4096,), "H": 11008},
      "quick_dims": {"Bd": (128,), "H": 11008}, "dtypes": {"T": "bfloat16"}, "time_interp": True},
+    {"op": str(EXAMPLES / "cross_entropy_loss.py"), "case": "CrossEntropyLoss [1024, 32000] bf16 (int64 targets)",
+     "dims": {"N": 1024, "C": 32000}, "quick_dims": {"N": 64, "C": 32000}, "dtypes": {"T": "bfloat16"},
+     "time_interp": True},
+    {"op": str(EXAMPLES / "cross_entropy_loss_grad.py"), "case": "CrossEntropyLossGrad [1024, 32000] bf16",
+     "dims": {"N": 1024, "C": 32000}, "quick_dims": {"N": 64, "C": 32000}, "dtypes": {"T": "bfloat16"},
+     "time_interp": True},
 ]
 
 NSA_GM = [  # (label, dims) at the reference's defaults D 192 / Dv 128, bs 64, cnt 16 (L = 1024), 2 batches
