@@ -549,15 +549,15 @@ def _ce_inputs(n, c, seed):
     return (rng.normal(0.0, 3.0, (n, c)).astype(np.float32), t, rng.uniform(0.25, 2.0, c).astype(np.float32))
 
 
-@pytest.mark.parametrize("n, c, dtype, strategy, weighted", [
-    (97, 33, "float32", 1, True),        # a tail over 48 cores, ignored rows, rows shorter than a 64-lane repeat
-    (5, 1, "bfloat16", None, False),     # C = 1: the only class, or ignored; weight absent
-    (3, 12001, "float16", 2, True),      # COL_SPLIT: each target lane lies in one core's column slice
-    (49, 1000, "bfloat16", 1, False),
+@pytest.mark.parametrize("n, c, dtype, strategy, weighted, eps", [
+    (97, 33, "float32", 1, True, 0.0),        # a tail over 48 cores, ignored rows, rows shorter than 64 lanes
+    (5, 1, "bfloat16", None, False, 0.2),     # C = 1: the only class, or ignored; weight absent
+    (3, 12001, "float16", 2, True, 0.1),      # COL_SPLIT: each target lane lies in one core's column slice
+    (49, 1000, "bfloat16", 1, False, 0.05),
 ])
-def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weighted, gen):
-    """CrossEntropyLoss (reduction none) against torch.nn.functional.cross_entropy / log_softmax in float64 on the
-    kernel's own inputs; CrossEntropyLossGrad from the forward kernel's logProb against the closed form
+def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weighted, eps, gen):
+    """CrossEntropyLoss (reduction none, label smoothing) against torch.nn.functional.cross_entropy / log_softmax in
+    float64 on the kernel's own inputs; CrossEntropyLossGrad from the forward kernel's logProb against the closed form
     g * w[t] * (exp(logProb) - onehot(t)) (0 on ignored rows), which equals torch autograd of the forward (checked
     here in float64)."""
     import torch
@@ -566,13 +566,13 @@ def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weig
     if not weighted:
         w = np.ones_like(w)   # the oracle's weights; the kernels get none
     r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w if weighted else None},
-                  dtypes={"T": dtype}, gen_dir=gen, progress=False)
+                  {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=gen, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items() if not v.passed})
     if strategy is not None:
         assert r.tiling_key % 10 == strategy, r.tiling_key
     x64, w64, tt = _t(r.inputs["input"]), _t(w), torch.tensor(t)
-    want = {"lossOut": torch.nn.functional.cross_entropy(x64, tt, weight=w64, reduction="none",
-                                                         ignore_index=-100).numpy(),
+    want = {"lossOut": torch.nn.functional.cross_entropy(x64, tt, weight=w64, reduction="none", ignore_index=-100,
+                                                         label_smoothing=eps).numpy(),
             "logProb": torch.log_softmax(x64, -1).numpy()}
     for name, ref in want.items():
         got = _f(r.arrays[name])
