@@ -584,22 +584,27 @@ def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weig
     lp = np.asarray(r.arrays["logProb"], np.float32)
     rg = run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": g, "logProb": lp, "target": t,
                                                              "weight": w if weighted else None},
-                   dtypes={"T": dtype}, gen_dir=gen, progress=False)
+                   {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=gen, progress=False)
     assert not rg.faults and rg.passed, (rg.faults[:3], {k: v.to_json() for k, v in rg.outputs.items()})
     keep = t != -100
     tk = np.where(keep, t, 0)
-    s = _f(rg.inputs["gradLoss"]) * _f(w)[tk] * keep
     onehot = (np.arange(c)[None, :] == tk[:, None]) & keep[:, None]
-    ref = s[:, None] * (np.exp(_f(rg.inputs["logProb"])) - onehot)
+
+    def closed(gl, lps):   # g * [(1 - eps) w_t (p - onehot) + eps / C (p sum(w) - w)], 0 on ignored rows
+        p, w64 = np.exp(lps), _f(w)
+        gk = (_f(gl) * keep)[:, None]
+        return gk * ((1 - eps) * w64[tk][:, None] * (p - onehot) + eps / c * (p * w64.sum() - w64[None, :]))
+
+    ref = closed(rg.inputs["gradLoss"], _f(rg.inputs["logProb"]))
     got = _f(rg.arrays["xGrad"])
-    assert np.all(np.abs(got - ref) <= _bound(ref, dtype, 1, np.abs(s)[:, None])), float(np.abs(got - ref).max())
+    mag = np.abs(_f(g) * keep)[:, None] * (_f(w).max() + eps * _f(w).sum() / c)
+    assert np.all(np.abs(got - ref) <= _bound(ref, dtype, 1, mag)), float(np.abs(got - ref).max())
     # the closed form is torch autograd of the forward (float64, logits x: logProb = log_softmax(x))
     xa = torch.tensor(_f(x), dtype=torch.float64, requires_grad=True)
-    torch.nn.functional.cross_entropy(xa, tt, weight=torch.tensor(_f(w)), reduction="none",
-                                      ignore_index=-100).backward(torch.tensor(_f(g)))
+    torch.nn.functional.cross_entropy(xa, tt, weight=torch.tensor(_f(w)), reduction="none", ignore_index=-100,
+                                      label_smoothing=eps).backward(torch.tensor(_f(g)))
     lp64 = torch.log_softmax(torch.tensor(_f(x)), -1).numpy()
-    s64 = _f(g) * _f(w)[tk] * keep
-    np.testing.assert_allclose(s64[:, None] * (np.exp(lp64) - onehot), xa.grad.numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(closed(g, lp64), xa.grad.numpy(), rtol=1e-10, atol=1e-13)
 
 
 def test_cross_entropy_targets_out_of_range_stop_the_kernel(gen):

@@ -611,7 +611,8 @@ class _Lowering:
         if self.space[x] == "stat" and not keys_of(n.result.type.shape) and self.lay.axes and kind in ("sum", "mean"):
             self.stat_total(n, x, kind)
             return
-        if self.space[x] != "row":
+        over_row = keys_of(n.result.type.shape) == self.lay.axes
+        if self.space[x] != "row" and not (self.space[x] == "col" and over_row and kind in ("sum", "mean", "max")):
             raise self.err(r, f"a {n.attr('kind')} of the {SPACE_WORDS.get(self.space[x], self.space[x])} %{x}; the "
                            f"rows family reduces row values (a reduction over every axis at once, "
                            f"x.sum((0, 1)) for x.sum(1).sum(0), lowers)")
