@@ -638,11 +638,11 @@ def _(b, x, t):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-@pytest.mark.parametrize("rows, h, strategy", [(7, 300, 1), (3, 20000, 2)])
-def test_iota_along_the_row_against_a_per_row_index(tmp_path, rows, h, strategy):
+def test_iota_along_the_row_against_a_per_row_index(tmp_path):
     """`b.iota` of the row axis (CreateVecIndex from the chunk's first column) compared with a per-row int32 value:
-    a one-hot pick (.eq) and a prefix mask (<), and the lane index as a number; exact against NumPy, ROW_SPLIT and
-    COL_SPLIT (each core's column slice numbered from its own first column)."""
+    a one-hot pick (.eq) and a prefix mask (<), and the lane index as a number; exact against NumPy in COL_SPLIT
+    (each core's column slice numbered from its own first column; ROW_SPLIT: the CrossEntropyLoss examples)."""
+    rows, h, strategy = 3, 20000, 2
     from opgen.check import run_check
     from opgen.codegen import write_ops
 
