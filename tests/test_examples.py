@@ -632,6 +632,11 @@ def test_cross_entropy_targets_out_of_range_stop_the_kernel(gen):
     r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w},
                   dtypes={"T": "float32"}, gen_dir=gen, progress=False)
     assert r.passed and not r.faults
+    # a non-integer ignoreIndex matches no target: every row counts (the per-row .ne is exact, not |t - 0.5|)
+    t3 = np.where(t2 < 0, 0, t2)
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t3, "weight": w}, {"ignoreIndex": 0.5},
+                  dtypes={"T": "float32"}, gen_dir=gen, progress=False)
+    assert r.passed and not r.faults and np.all(_f(r.arrays["lossOut"]) > 0)
 
 
 @pytest.mark.parametrize("n, c, dtype, strategy", [

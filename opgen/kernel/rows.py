@@ -423,13 +423,16 @@ class _Lowering:
         return self.space.get(x) == "scalar" and isinstance(dt, DType) and dtype_name(dt) in INDEX_DTYPES
 
     def index_compare(self, n) -> None:
-        """`.eq` / `.ne` of per-row integers (indices read as fp32, exact below 2^24; an integer attribute such as
-        an ignored index): a 0 / 1 number on the scalar unit, 1 - min(|a - b|, 1) for eq, min(|a - b|, 1) for ne
-        (exact for integers). It is a number, not a mask: `x * m` or a cast of it uses it."""
+        """`.eq` / `.ne` of a per-row integer (an index read as fp32, exact below 2^24) and a per-row or scalar value
+        (an ignored index): a 0 / 1 number on the scalar unit, ne = min(min(|a - b| * 2^100, 1) * 2^49, 1) and
+        eq = 1 - ne. Exact for any fp32 operands: a nonzero difference is at least 2^-149, scaled by powers of two
+        (exact) it reaches 1; an infinite or NaN difference gives 1 (the conditional picks 1). It is a number, not a
+        mask: `x * m` or a cast of it uses it."""
         r, (a, b) = n.result.name, n.inputs
         ta, tb = (self.scalar_text.get(x, self.operand(x)) for x in (a, b))
-        d = f"Std::abs({ta} - {tb})"
-        ne = f"({d} < 1.0f ? {d} : 1.0f)"
+        d = f"Std::abs({ta} - {tb}) * 1.2676506002282294e30f"    # 2^100
+        m = f"({d} < 1.0f ? {d} : 1.0f) * 562949953421312.0f"     # 2^49
+        ne = f"({m} < 1.0f ? {m} : 1.0f)"
         self.p.instrs.append(Instr("sexpr", r, arg=ne if n.op == "ne" else f"1.0f - {ne}", space="stat"))
         self.space[r] = "stat"
         self.whole.add(r)
