@@ -347,6 +347,9 @@ class _Printer:
         row-reduction level being exchanged (None: the final phase)."""
         lines = cite(self._instr(i, phase), self.cites.instr(i))
         op = lambda x: _operand(x, self.p)  # noqa: E731
+        if i.kind == "viota":   # CreateVecIndex writes its first block on the scalar unit: earlier vector reads first
+            return (["SetFlag<HardEvent::V_S>(0);  // CreateVecIndex's first block is a scalar write",
+                     "WaitFlag<HardEvent::V_S>(0);"] + vector_stmt(i, lines, op, "n_"))
         if i.kind in ("rsum", "rmax") and (self.mode == "row" or (phase is not None and i.level == phase)):
             return [vstmt(lines, reads=[op(i.srcs[0])], writes=["red_", "redTmp_"], after="done")]
         return vector_stmt(i, lines, op, "n_", self.row_ref(i.gm) if i.kind == "cast_in" else "",
