@@ -227,6 +227,12 @@ GM += [
      "dtypes": {"T": "bfloat16"}},
     {"op": str(EXAMPLES / "batch_norm.py"), "case": "BatchNorm training [65536, 512] fp32",
      "dims": {"N": 65536, "C": 512}, "quick_dims": {"N": 512, "C": 512}, "dtypes": {"T": "float32"}},
+    {"op": str(EXAMPLES / "cross_entropy_loss.py"), "case": "CrossEntropyLoss [1024, 32000] bf16 (int64 targets)",
+     "dims": {"N": 1024, "C": 32000}, "quick_dims": {"N": 64, "C": 32000}, "dtypes": {"T": "bfloat16"},
+     "time_interp": True},
+    {"op": str(EXAMPLES / "cross_entropy_loss_grad.py"), "case": "CrossEntropyLossGrad [1024, 32000] bf16",
+     "dims": {"N": 1024, "C": 32000}, "quick_dims": {"N": 64, "C": 32000}, "dtypes": {"T": "bfloat16"},
+     "time_interp": True},
 ]
 
 NSA_GM = [  # (label, dims) at the reference's defaults D 192 / Dv 128, bs 64, cnt 16 (L = 1024), 2 batches

@@ -589,3 +589,162 @@ def test_dynamic_quant_kernel_writes_int8_against_float64(dims, dtypes, strategy
     with np.errstate(invalid="ignore", divide="ignore"):
         q32 = (x32 / s32[..., None]).astype(np.float64)
     np.testing.assert_array_equal(y, np.clip(np.where(np.isnan(q32), 0.0, np.rint(q32)), -128, 127))
+
+
+def _ce_inputs(n, c, seed):
+    """Logits (spread so some rows are near one-hot), class targets with every fifth row ignored (-100), and
+    positive class weights."""
+    rng = np.random.default_rng(seed)
+    t = rng.integers(0, c, n).astype(np.int64)
+    t[::5] = -100
+    return (rng.normal(0.0, 3.0, (n, c)).astype(np.float32), t, rng.uniform(0.25, 2.0, c).astype(np.float32))
+
+
+@pytest.mark.parametrize("n, c, dtype, strategy, weighted, eps", [
+    (97, 33, "float32", 1, True, 0.0),        # a tail over 48 cores, ignored rows, rows shorter than 64 lanes
+    (5, 1, "bfloat16", None, False, 0.2),     # C = 1: the only class, or ignored; weight absent
+    (3, 12001, "float16", 2, True, 0.1),      # COL_SPLIT: each target lane lies in one core's column slice
+    (49, 1000, "bfloat16", 1, False, 0.05),
+])
+def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weighted, eps, gen):
+    """CrossEntropyLoss (reduction none, label smoothing) against torch.nn.functional.cross_entropy / log_softmax in
+    float64 on the kernel's own inputs; CrossEntropyLossGrad from the forward kernel's logProb against the closed form
+    g * w[t] * (exp(logProb) - onehot(t)) (0 on ignored rows), which equals torch autograd of the forward (checked
+    here in float64)."""
+    import torch
+
+    x, t, w = _ce_inputs(n, c, n + c)
+    if not weighted:
+        w = np.ones_like(w)   # the oracle's weights; the kernels get none
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w if weighted else None},
+                  {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=gen, progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items() if not v.passed})
+    if strategy is not None:
+        assert r.tiling_key % 10 == strategy, r.tiling_key
+    x64, w64, tt = _t(r.inputs["input"]), _t(w), torch.tensor(t)
+    want = {"lossOut": torch.nn.functional.cross_entropy(x64, tt, weight=w64, reduction="none", ignore_index=-100,
+                                                         label_smoothing=eps).numpy(),
+            "logProb": torch.log_softmax(x64, -1).numpy()}
+    for name, ref in want.items():
+        got = _f(r.arrays[name])
+        bound = _bound(ref, dtype, c, np.abs(want["logProb"]).max(-1) if name == "lossOut" else None)
+        assert np.all(np.abs(got - ref) <= bound), (name, float(np.abs(got - ref).max()))
+    assert np.all(_f(r.arrays["lossOut"])[t == -100] == 0.0)
+
+    g = np.random.default_rng(c).normal(0.0, 1.0, n).astype(np.float32)
+    lp = np.asarray(r.arrays["logProb"], np.float32)
+    rg = run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": g, "logProb": lp, "target": t,
+                                                             "weight": w if weighted else None},
+                   {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=gen, progress=False)
+    assert not rg.faults and rg.passed, (rg.faults[:3], {k: v.to_json() for k, v in rg.outputs.items()})
+    keep = t != -100
+    tk = np.where(keep, t, 0)
+    onehot = (np.arange(c)[None, :] == tk[:, None]) & keep[:, None]
+
+    def closed(gl, lps):   # g * [(1 - eps) w_t (p - onehot) + eps / C (p sum(w) - w)], 0 on ignored rows
+        p, w64 = np.exp(lps), _f(w)
+        gk = (_f(gl) * keep)[:, None]
+        return gk * ((1 - eps) * w64[tk][:, None] * (p - onehot) + eps / c * (p * w64.sum() - w64[None, :]))
+
+    ref = closed(rg.inputs["gradLoss"], _f(rg.inputs["logProb"]))
+    got = _f(rg.arrays["xGrad"])
+    mag = np.abs(_f(g) * keep)[:, None] * (_f(w).max() + eps * _f(w).sum() / c)
+    assert np.all(np.abs(got - ref) <= _bound(ref, dtype, 1, mag)), float(np.abs(got - ref).max())
+    # the closed form is torch autograd of the forward (float64, logits x: logProb = log_softmax(x))
+    xa = torch.tensor(_f(x), dtype=torch.float64, requires_grad=True)
+    torch.nn.functional.cross_entropy(xa, tt, weight=torch.tensor(_f(w)), reduction="none", ignore_index=-100,
+                                      label_smoothing=eps).backward(torch.tensor(_f(g)))
+    lp64 = torch.log_softmax(torch.tensor(_f(x)), -1).numpy()
+    np.testing.assert_allclose(closed(g, lp64), xa.grad.numpy(), rtol=1e-10, atol=1e-13)
+
+
+def test_cross_entropy_targets_out_of_range_stop_the_kernel(gen):
+    """A target outside [0, C) that is not ignoreIndex (device data, which the aclnn layer cannot read): both
+    kernels stop themselves with AscendC::Trap() on the core holding that row (run_check raises KernelTrapped
+    naming the rule); -100 and C - 1 are legal."""
+    from opgen.check import KernelTrapped
+
+    x, t, w = _ce_inputs(30, 40, 1)
+    for bad in (40, -1):
+        t2 = t.copy()
+        t2[7] = bad
+        with pytest.raises(KernelTrapped) as e:
+            run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w},
+                      dtypes={"T": "float32"}, gen_dir=gen, progress=False)
+        assert e.value.traps and "target[7]" in str(e.value), e.value
+    lp = x - np.log(np.exp(x).sum(-1, keepdims=True))
+    t2 = t.copy()
+    t2[3] = 40
+    with pytest.raises(KernelTrapped):
+        run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": x[:, 0].copy(), "logProb": lp, "target": t2,
+                                                            "weight": w}, dtypes={"T": "float32"}, gen_dir=gen,
+                  progress=False)
+    t2[3] = 39
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w},
+                  dtypes={"T": "float32"}, gen_dir=gen, progress=False)
+    assert r.passed and not r.faults
+    # a non-integer ignoreIndex matches no target: every row counts (the per-row .ne is exact, not |t - 0.5|)
+    t3 = np.where(t2 < 0, 0, t2)
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t3, "weight": w}, {"ignoreIndex": 0.5},
+                  dtypes={"T": "float32"}, gen_dir=gen, progress=False)
+    assert r.passed and not r.faults and np.all(_f(r.arrays["lossOut"]) > 0)
+
+
+@pytest.mark.parametrize("n, c, dtype, strategy", [
+    (97, 33, "float32", 1),      # 97 rows over 48 cores: partial sums in core order
+    (3, 20000, "bfloat16", 2),   # COL_SPLIT: only the core owning column 0 counts each row's term
+    (1, 1, "float16", None),
+])
+def test_nll_loss_sums_match_torch(n, c, dtype, strategy, gen):
+    """NLLLoss (reduction sum): per-row gathers by the target summed over the rows to 0-d outputs, against
+    torch.nn.functional.nll_loss (float64, the kernel's inputs) and sum of weight[target] over kept rows."""
+    import torch
+
+    rng = np.random.default_rng(n + c)
+    x = rng.normal(-3.0, 1.0, (n, c)).astype(np.float32)
+    t = rng.integers(0, c, n).astype(np.int64)
+    t[1::4] = -100
+    w = rng.uniform(0.5, 2.0, c).astype(np.float32)
+    r = run_check(str(EX / "nll_loss.py"), {"self": x, "target": t, "weight": w}, dtypes={"T": dtype}, gen_dir=gen,
+                  progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items() if not v.passed})
+    if strategy is not None:
+        assert r.tiling_key % 10 == strategy, r.tiling_key
+    x64, w64 = _f(r.inputs["self"]), _f(r.inputs["weight"])
+    out = torch.nn.functional.nll_loss(torch.tensor(x64), torch.tensor(t), weight=torch.tensor(w64), reduction="sum",
+                                       ignore_index=-100).item()
+    keep = t != -100
+    total = w64[t[keep]].sum()
+    scale = np.abs(x64[keep, t[keep]] * w64[t[keep]]).sum()
+    for name, ref, mag in (("out", out, scale), ("totalWeight", total, total)):
+        got = float(_f(r.arrays[name]))
+        assert np.asarray(r.arrays[name]).shape == ()
+        assert abs(got - ref) <= UNIT[dtype] * 4 * mag + 2.0**-24 * 4 * n * mag, (name, got, ref)
+
+
+def test_derived_cross_entropy_grad_scatters_along_the_row(tmp_path):
+    """derive_grad of CrossEntropyLoss: the gather's adjoint is a scatter-add along the row (opgen.ir.autodiff),
+    which the rows family lowers as where(lane == target, g, 0); the emulated kernel equals torch autograd of
+    cross_entropy (float64, weights, ignored rows) on a tail over the cores."""
+    import torch
+
+    from opgen.codegen import write_ops
+
+    (tmp_path / "derived").mkdir()
+    (tmp_path / "cross_entropy_loss.py").write_text((EX / "cross_entropy_loss.py").read_text())
+    path = tmp_path / "derived" / "ce_grad.py"
+    path.write_text('from opgen.dsl import derive_grad\n\nspec = derive_grad("../cross_entropy_loss.py", '
+                    '"CrossEntropyLossGradDerived", aclnn="aclnnCrossEntropyLossGradDerived", wrt=["input"], '
+                    'grads={"lossOut": "gradLoss"}, names={"input": "xGrad"})\n')
+    write_ops([str(path)], tmp_path / "gen")
+    x, t, w = _ce_inputs(53, 70, 3)
+    g = np.random.default_rng(5).normal(0.0, 1.0, 53).astype(np.float32)
+    r = run_check(str(path), {"input": x, "target": t, "weight": w, "gradLoss": g}, dtypes={"T": "float32"},
+                  gen_dir=tmp_path / "gen", progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items()})
+    want = _torch_grad(lambda input, weight: torch.nn.functional.cross_entropy(
+        input, torch.tensor(t), weight=weight, reduction="none", ignore_index=-100),
+        {"input": x, "weight": w}, ["input"], g)["input"]
+    got = _f(r.arrays["xGrad"])
+    assert np.all(np.abs(got - want) <= _bound(want, "float32", 70, np.abs(g * 2.0)[:, None])), \
+        float(np.abs(got - want).max())

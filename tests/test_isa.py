@@ -129,6 +129,12 @@ def build_cases(seed: int = 7) -> list[Case]:
         c, s = cnt(j + 4), float(np.float32(rng.uniform(-3, 3)))
         cases.append(Case(Op.DUPLICATE, {"dst": _floats(rng)}, {"count": str(c), "scalar": _hexf(s)},
                           {"count": c, "scalar": s}))
+    for j, (dt, first) in enumerate(((np.float32, 0.0), (np.float32, 37.0), (np.int32, 5), (np.float16, 3.0),
+                                     (np.int16, -7))):   # CreateVecIndex: the first value, every element type
+        c = cnt(j + 3)
+        text = _hexf(first) if dt is np.float32 else f"static_cast<{CTYPES[np.dtype(dt)]}>({first})"
+        cases.append(Case(Op.CREATE_VEC_INDEX, {"dst": _floats(rng, lo=-50, hi=50).astype(dt)},
+                          {"count": f"static_cast<uint32_t>({c})", "scalar": text}, {"count": c, "scalar": first}))
     for (s, d), modes in CAST_MODES.items():
         sdt, ddt = NP_DTYPE[s], NP_DTYPE[d]
         for j, mode in enumerate(modes):
@@ -455,12 +461,23 @@ def test_every_vector_call_of_the_emitted_kernels_is_in_the_table():
     from opgen.kernel.isa import BY_API
 
     api = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Adds", "Muls", "Maxs", "Mins", "Exp", "Ln", "Sqrt", "Rsqrt",
-           "Abs", "Reciprocal", "Relu", "Duplicate", "Cast", "CastFrom", "CastTo", "ReduceSum", "ReduceMax",
+           "Abs", "Reciprocal", "Relu", "Duplicate", "CreateVecIndex", "Cast", "CastFrom", "CastTo", "ReduceSum", "ReduceMax",
            "WholeReduceSum", "BlockReduceSum", "Brcb", "Gather", "Axpy", "Compare", "Select", "Transpose"}
     seen = set()
     for h in default_out_dir().glob("*/op_kernel/*.h"):
         seen |= {m for m in re.findall(r"^\s*([A-Z][A-Za-z]*)\(", h.read_text(), re.M) if m in api}
     assert seen and seen <= set(BY_API), seen - set(BY_API)
+
+
+def test_create_vec_index_meaning_is_first_plus_lane():
+    """CreateVecIndex (docs/reference/ascendc.md §1.9): lanes [0, count) hold first + i, the others keep their value;
+    fp32 integers stay exact up to 2^24."""
+    dst = np.full(300, -1.0, np.float32)
+    out = INSTRS[Op.CREATE_VEC_INDEX].meaning({"dst": dst, "scalar": 100.0, "count": 257})["dst"]
+    assert out[:257].tolist() == [100.0 + i for i in range(257)] and (out[257:] == -1.0).all()
+    big = INSTRS[Op.CREATE_VEC_INDEX].meaning({"dst": np.zeros(64, np.float32), "scalar": 2.0 ** 24 - 64,
+                                               "count": 64})["dst"]
+    assert big[-1] == 2.0 ** 24 - 1
 
 
 def test_compare_and_select_refuse_a_partial_repeat():

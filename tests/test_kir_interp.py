@@ -415,3 +415,18 @@ def test_select_over_mask_bytes_of_unwritten_lanes_is_poison():
     x = np.ones(128, np.float32)
     r = ki.run(_threshold_kernel(False), {"n": 77, "n64": 128}, {"x": x, "y": np.zeros(128, np.float32)}, 1)
     assert not r.ok and "unwritten (poisoned)" in r.first_fault, r.first_fault
+
+
+def test_trap_unless_stops_the_core_outside_its_bound():
+    """TrapUnless, the rows family's index check (docs/reference/ascendc.md §1.9, Trap): the core stops when the
+    index read from UB lies outside [0, bound) and runs on at the boundary inside it; the C++ form calls Trap()."""
+    from opgen.kernel.kir import CppPrinter, FRef, TrapUnless
+
+    body = _INIT + (Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32)), SetFlag(Pipe.MTE2, Pipe.S),
+                    WaitFlag(Pipe.MTE2, Pipe.S), GetValue("v", Ref("t", Lit(5))), TrapUnless(FRef("v"), E("n")))
+    k = _tiny(body, (Local("b"),))
+    assert _run_tiny(k, n=6).ok                          # x[5] = 5 < 6
+    r = _run_tiny(k, n=5)
+    assert not r.ok and "Trap()" in r.first_fault and "index 5 outside [0, 5)" in r.first_fault, r.first_fault
+    text = "\n".join(CppPrinter(k).body((body[-1],), 1, {}))
+    assert "if (!(v >= 0.0f && v < static_cast<float>(td_->n))) {" in text and "Trap();" in text, text

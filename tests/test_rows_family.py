@@ -144,16 +144,16 @@ spec = OpSpec("HalfStat", aclnn="aclnnHalfStat", socs=(A2, A3))
 R, H = spec.dims("R H")
 (T,) = spec.dtype_vars("T")
 spec.input("x", T, [R, H])
-spec.input("s", T, [R, 1])
+spec.input("s", u8, [R, 1])
 spec.output("y", T, [R, H])
 spec.dtypes((T,), [(bf16,), (f32,)])
 
 
 @spec.body
 def _(b, x, s):
-    return {"y": x * s}
-''', 'spec.input("s"', "input s (read as a per-row value) has dtype bf16 (dtype variable T); the rows family "
-                       "reads f32, f16 inputs that way"),
+    return {"y": (x.f32() * s.f32()).cast(T, "rint")}
+''', 'return', "per-row statistic input s has dtype u8; the rows family reads per-row statistics as f32, "
+                         "f16 or bf16 and per-row indices as i32 or i64"),
     # an int64 row input
     "LongRows": ('''
 spec = OpSpec("LongRows", aclnn="aclnnLongRows", socs=(A2, A3))
@@ -257,6 +257,32 @@ def _(b, x):
     return {"y": x.sum(1, keepdims=False) / A}
 ''', "return", "the value of dim A; the rows family reads as numbers the extents of the kernel's axes [H], [A, M], "
                   "[M] (alone or times the row length H)"),
+    # an iota of another length than the row axis
+    "IotaLength": ('''
+spec = OpSpec("IotaLength", aclnn="aclnnIotaLength", socs=(A2, A3))
+N, H = spec.dims("N H")
+spec.input("x", f32, [N, H])
+spec.output("y", f32, [N, H])
+
+
+@spec.body
+def _(b, x):
+    k = b.iota(N).reshape([N, 1]).f32()
+    return {"y": x * k}
+''', "k = b.iota", "`b.iota(N)`: the rows family numbers the columns of its row axis H only (`b.iota(H)`)"),
+    # several indices per row
+    "GatherMany": ('''
+spec = OpSpec("GatherMany", aclnn="aclnnGatherMany", socs=(A2, A3))
+N, H, K = spec.dims("N H K")
+spec.input("x", f32, [N, H])
+spec.input("idx", i64, [N, K])
+spec.output("y", f32, [N, K])
+
+
+@spec.body
+def _(b, x, idx):
+    return {"y": b.gather(x, idx, axis=1)}
+''', "return", "by one i32 or i64 index per row"),
 }
 
 
@@ -686,3 +712,45 @@ def test_windows_of_leading_axes_are_gm_views(tmp_path):
         assert got_y.shape == y.shape and np.all(np.abs(got_y - y) <= 8 * eps * (np.abs(y) + 1e-3)), dims
         assert r.gm["x"].read == x.size * (4 if dt == "f32" else 2)
         assert r.gm["w"].read == w.size // 2 * (4 if dt == "f32" else 2)
+
+
+IOTA_PICK = '''
+spec = OpSpec("IotaPick", aclnn="aclnnIotaPick", socs=(A2, A3))
+R, H = spec.dims("R H")
+spec.input("x", f32, [R, H])
+spec.input("t", i32, [R])
+spec.output("y", f32, [R, H])
+spec.output("z", f32, [R, H])
+
+
+@spec.body
+def _(b, x, t):
+    lane = b.iota(H, i32).reshape([1, H])
+    k = t.reshape([R, 1])
+    return {"y": b.where(lane.eq(k), x, 0.0) + lane.f32(), "z": b.where(lane < k, x, -1.0)}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_iota_along_the_row_against_a_per_row_index(tmp_path):
+    """`b.iota` of the row axis (CreateVecIndex from the chunk's first column) compared with a per-row int32 value:
+    a one-hot pick (.eq) and a prefix mask (<), and the lane index as a number; exact against NumPy in COL_SPLIT
+    (each core's column slice numbered from its own first column; ROW_SPLIT: the CrossEntropyLoss examples)."""
+    rows, h, strategy = 3, 20000, 2
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "IotaPick", IOTA_PICK)
+    write_ops([str(path)], tmp_path / "gen")
+    rng = np.random.default_rng(rows)
+    x = rng.uniform(-2, 2, (rows, h)).astype(np.float32)
+    t = rng.integers(0, h, rows).astype(np.int32)
+    t[0], t[-1] = 0, h - 1
+    r = run_check(str(path), {"x": x, "t": t}, gen_dir=tmp_path / "gen", progress=False)
+    assert not r.faults and r.passed, r.faults[:3]
+    assert r.tiling_key % 10 == strategy, r.tiling_key
+    lane = np.arange(h)[None, :]
+    pick = np.where(lane == t[:, None], x, np.float32(0.0))
+    np.testing.assert_array_equal(np.asarray(r.arrays["y"]), pick + lane.astype(np.float32))   # one fp32 add
+    np.testing.assert_array_equal(np.asarray(r.arrays["z"]), np.where(lane < t[:, None], x, -1.0))

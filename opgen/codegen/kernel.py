@@ -41,7 +41,7 @@ from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_co
 from opgen.codegen import kernel_cube  # noqa: F401,E402  installs the cube family's emission (opgen.kernel.cube)
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "bool": "uint8_t", "u8": "uint8_t",
-         "i8": "int8_t"}
+         "i8": "int8_t", "i64": "int64_t"}
 """C++ element type of each dtype a rows kernel reads or writes (opgen.kernel.rows.READS, WRITES)."""
 
 
@@ -120,7 +120,7 @@ def _operand(name: str, prog: RowProgram) -> str:
     raise SpecError(f"row kernel {prog.name}: operand {name} has no buffer")
 
 
-INT_MEMBERS = ("hidden_", "headDim_", "rowNum_", "seqLen_")
+INT_MEMBERS = ("hidden_", "headDim_", "rowNum_", "seqLen_", "c0_")
 """The int64 members a row program's scalar text reads through static_cast<float> (opgen.kernel.rows)."""
 
 
@@ -193,7 +193,7 @@ def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir
         args = {"dst": operand(i.dst), "count": n}
         for j, x in enumerate(i.srcs):
             args[f"src{j}"] = operand(x)
-        if k in ("vscalar", "vdup"):
+        if k in ("vscalar", "vdup", "viota"):
             args["scalar"] = parse_scalar(i.arg, INT_MEMBERS)
     return kir.vec(op, doc=doc, **args)
 
@@ -264,7 +264,7 @@ def table_form(i: Instr, operand, n: str, row_in: str = "", row_out: str = ""):
     ops = {"dst": operand(i.dst), "count": n}
     for j, x in enumerate(i.srcs):
         ops[f"src{j}"] = operand(x)
-    if k in ("vscalar", "vdup"):
+    if k in ("vscalar", "vdup", "viota"):
         ops["scalar"] = float_scalar(i.arg)
     return d, ops
 
@@ -276,7 +276,7 @@ def compute_line(i: Instr, operand, n: str) -> str | None:
     the kinds whose addressing is the printer's own (loads, stores, row reductions)."""
     if i.kind == "sexpr":
         return f"const float {i.dst} = {i.arg};"
-    if i.kind not in ("vbin", "vscalar", "vunary", "vdup", "acc"):
+    if i.kind not in ("vbin", "vscalar", "vunary", "vdup", "viota", "acc"):
         return None
     d, exprs = table_form(i, operand, n)
     return d.stmt(**exprs)
@@ -352,6 +352,9 @@ class _Printer:
         row-reduction level being exchanged (None: the final phase)."""
         lines = cite(self._instr(i, phase), self.cites.instr(i))
         op = lambda x: _operand(x, self.p)  # noqa: E731
+        if i.kind == "viota":   # CreateVecIndex writes its first block on the scalar unit: earlier vector reads first
+            return (["SetFlag<HardEvent::V_S>(0);  // CreateVecIndex's first block is a scalar write",
+                     "WaitFlag<HardEvent::V_S>(0);"] + vector_stmt(i, lines, op, "n_"))
         if i.kind in ("rsum", "rmax") and (self.mode == "row" or (phase is not None and i.level == phase)):
             return [vstmt(lines, reads=[op(i.srcs[0])], writes=["red_", "redTmp_"], after="done")]
         return vector_stmt(i, lines, op, "n_", self.row_ref(i.gm) if i.kind == "cast_in" else "",
@@ -368,6 +371,10 @@ class _Printer:
             return [common]
         if k == "sload":
             return [f"const float {i.dst} = statIn_{i.gm}.GetValue(i);"]
+        if k == "scheck":
+            x = i.srcs[0]
+            return [f"if (!({x} >= 0.0f && {x} < static_cast<float>(hidden_))) {{", "    Trap();", "}",
+                    f"const float {i.dst} = {x};"]
         if k == "store":
             d, ex = table_form(i, op, "n_", row_out=self.row_out(i.gm))
             return [d.stmt(**ex)]
@@ -414,6 +421,9 @@ class _Printer:
             elif k == "sstore":
                 out.append(kir.SetValue(kir.Ref(f"statStage_{i.gm}", Sym("i")),
                                         parse_scalar(i.srcs[0], INT_MEMBERS), doc=doc))
+            elif k == "scheck":   # an index into the row: Trap() outside [0, hidden_), then its checked value
+                out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
+                        kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
             elif k in ("rsum", "rmax") and self.mode == "row":
                 out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=i.dst,
                                     doc=doc))

@@ -97,6 +97,7 @@ class Op(enum.Enum):
     RECIPROCAL = "Reciprocal"
     RELU = "Relu"
     DUPLICATE = "Duplicate"
+    CREATE_VEC_INDEX = "CreateVecIndex"
     CAST = "Cast"
     CAST_FROM = "CastFrom"
     CAST_TO = "CastTo"
@@ -262,6 +263,19 @@ def _bitwise(f, nsrc: int):
 def _dup(env):
     dst = np.array(env["dst"], copy=True)
     dst[:_count(env, dst.size)] = np.asarray(env["scalar"]).astype(dst.dtype)
+    return {"dst": dst}
+
+
+def _vec_index(env):
+    """CreateVecIndex: dst[i] = firstValue + i for i < count, computed in the element type (fp32 / half: the sum
+    rounded once, exact for integers below 2^24 / 2^11; int16 / int32 exact)."""
+    dst = np.array(env["dst"], copy=True)
+    c = _count(env, dst.size)
+    if dst.dtype.kind == "f":
+        vals = np.float64(env["scalar"]) + np.arange(c, dtype=np.float64)
+    else:
+        vals = int(env["scalar"]) + np.arange(c, dtype=np.int64)
+    dst[:c] = vals.astype(dst.dtype)
     return {"dst": dst}
 
 
@@ -552,6 +566,9 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
          doc=f"dst = src0 > 0 ? src0 : 0 ({_SEC})"),
     _def(Op.DUPLICATE, (_DST, _SC, _CNT), "Duplicate({dst}, {scalar}, {count})", _dup,
          doc=f"dst[:count] = scalar ({_SEC})"),
+    _def(Op.CREATE_VEC_INDEX, (_DST, _SC, Operand("count", "count", dtype="uint32_t")),
+         "CreateVecIndex({dst}, {scalar}, {count})", _vec_index,
+         doc=f"dst[i] = scalar + i for i < count; half / int16 / float / int32 ({_SEC}, CreateVecIndex)"),
     _def(Op.CAST, (Operand("dst", "ub", "w", "D"), Operand("src", "ub", "r", "S"), Operand("mode", "mode"),
                    Operand("count", "count", dtype="uint32_t")),
          "Cast({dst}, {src}, {mode}, {count})", _cast,

@@ -56,6 +56,8 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
                                     their offset, `count` elements where the entry has a count).
   GetValue(name, src)               S: a float scalar = src's element (reads UB on the scalar pipe).
   SetValue(dst, value)              S: writes one UB element from the scalar pipe.
+  TrapUnless(value, bound)          S: AscendC::Trap() unless 0 <= value < bound (float value, int64 bound): an
+                                    index check; the core stops and the launch fails (ascendc.md §1.9, Trap).
   Barrier(pipe)                     PipeBarrier<pipe>: later instructions of that pipe wait for earlier ones
                                     (PIPE_ALL: every pipe).
   SetFlag(src, dst, id) / WaitFlag  HardEvent src_dst: `dst` pipe waits until `src` pipe's work issued before the
@@ -665,6 +667,16 @@ class SetValue:
 
 
 @dataclass(frozen=True)
+class TrapUnless:
+    """Trap() unless 0 <= value < bound: `value` a float scalar expression (an index read as fp32), `bound` an int64
+    expression (the indexed axis' length). Scalar unit only; no UB access."""
+
+    value: FExpr
+    bound: DimExpr
+    doc: str = ""
+
+
+@dataclass(frozen=True)
 class Barrier:
     """PipeBarrier<pipe>."""
 
@@ -838,7 +850,7 @@ CUBE_STMTS = (Nd2Nz, LoadData, Mmad, Fixpipe)
 
 
 STMT_TYPES = (Let, Assign, FLet, FAssign, For, If, InitBuffer, Get, View, Alloc, EnQue, DeQue, Free, Copy, Vec,
-              GetValue, SetValue, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim) + CUBE_STMTS + (CoreIf,)
+              GetValue, SetValue, TrapUnless, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim) + CUBE_STMTS + (CoreIf,)
 """Every statement node type."""
 
 
@@ -1373,6 +1385,9 @@ class _Verifier:
         elif isinstance(s, SetValue):
             self.region(s.dst, 1, st, s)
             self.expr(s.value, st, s, "float")
+        elif isinstance(s, TrapUnless):
+            self.expr(s.value, st, s, "float")
+            self.expr(s.bound, st, s)
         elif isinstance(s, Barrier):
             if not isinstance(s.pipe, Pipe):
                 raise IRError("a barrier names a Pipe", s)
@@ -1629,6 +1644,8 @@ def to_text_stmt(s, indent: str = "") -> str:
         return f"{i}flet {s.name} = get_value {_t_ref(s.src)}"
     if isinstance(s, SetValue):
         return f"{i}set_value {_t_ref(s.dst)} = {_f_text(s.value)}"
+    if isinstance(s, TrapUnless):
+        return f"{i}trap_unless 0 <= {_f_text(s.value)} < {_t_expr(s.bound)}"
     if isinstance(s, Barrier):
         return f"{i}barrier {s.pipe.name}"
     if isinstance(s, SetFlag):
@@ -1883,6 +1900,10 @@ class CppPrinter:
         if isinstance(s, SetValue):
             return [f"{p}{self.ref(Ref(s.dst.tensor, Lit(0), s.dst.slot))}.SetValue({self.e(s.dst.offset)}, "
                     f"{self.f(s.value)});{_doc(s)}"]
+        if isinstance(s, TrapUnless):
+            v = self.f(s.value)
+            return [f"{p}if (!({v} >= 0.0f && {v} < static_cast<float>({self.e(s.bound)}))) {{{_doc(s)}",
+                    f"{p}    Trap();", f"{p}}}"]
         if isinstance(s, Barrier):
             return [f"{p}PipeBarrier<{s.pipe.value}>();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, SetFlag):

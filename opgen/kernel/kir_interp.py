@@ -588,6 +588,10 @@ class _Core:
             self.read(t, 1)   # bounds
             self.touch(self.issue(_S, s), t.off, NP_TYPES[self.dt(t.dtype)].itemsize, True)
             self.write(t, np.asarray([v], dtype=np.float32), True)
+        elif isinstance(s, kir.TrapUnless):
+            v, hi = float(self.fval(s.value, frame)), self.ival(s.bound, frame)
+            if not (0.0 <= v < hi):
+                raise KirFault(f"Trap() in {self.where}: index {v:g} outside [0, {hi}) ({s.doc or 'index check'})")
         elif isinstance(s, kir.Barrier):
             self.barrier(s.pipe)
         elif isinstance(s, kir.SetFlag):

@@ -425,6 +425,8 @@ class _Analysis:
         if isinstance(s, kir.SetValue):
             self.access(ds, pos, Pipe.S, [], [(s.dst, 1)], scope)
             return ds
+        if isinstance(s, kir.TrapUnless):   # scalar values only
+            return ds
         if isinstance(s, _SYNC_TYPES):
             for d in ds.values():
                 self.effect(d, s)

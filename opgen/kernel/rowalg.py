@@ -154,7 +154,7 @@ def propagate_scalar_copies(p: RowProgram) -> int:
     return len(where)
 
 
-_PURE = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vunary", "vdup", "sexpr", "sload", "rsum", "rmax", *MASK_KINDS, *SELECT_KINDS)
+_PURE = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vunary", "vdup", "viota", "sexpr", "sload", "rsum", "rmax", *MASK_KINDS, *SELECT_KINDS)
 """Kinds whose result depends only on their operands (and, for cast_in / sload, the current row of a GM input,
 which the kernel does not write): two of them with equal operands compute the same value."""
 

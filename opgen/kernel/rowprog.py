@@ -65,7 +65,7 @@ CMP_OPS = {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "NE
 """AscendC's CMPMODE of each comparison op of the IR (opgen.ir.ops)."""
 CMP_SWAP = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "EQ": "EQ", "NE": "NE"}
 """The mode of the comparison with its operands swapped (s < x is x > s), for Compares' scalar-second form."""
-SCALAR_ARG_KINDS = ("sexpr", "vscalar", "vdup", "vcmps", "vsels")
+SCALAR_ARG_KINDS = ("sexpr", "vscalar", "vdup", "viota", "vcmps", "vsels")
 """Kinds whose `arg` is a C++ float expression over scalar names (renamed and scanned for uses with the operands)."""
 MASK_LANES = 64
 """Lanes a compare or select covers per 256-B repeat of fp32: their counts are rounded up to a multiple of it (whole
@@ -73,7 +73,7 @@ repeats, docs/reference/ascendc.md §1.9), and a kernel using them zero-fills it
 past the row are written (opgen.kernel.rowsched)."""
 ROUND_MODES = {m: f"CAST_{m.upper()}" for m in ("none", "rint", "round", "floor", "ceil", "trunc", "odd")}
 """AscendC's RoundMode enumerator of each round mode of the IR's cast (opgen.ir.ops.ROUND_MODES)."""
-KIND_OPS = {"cast_in": Op.CAST_FROM, "vdup": Op.DUPLICATE, "vgather": Op.GATHER, "acc": Op.ADD, "store": Op.CAST_TO,
+KIND_OPS = {"cast_in": Op.CAST_FROM, "vdup": Op.DUPLICATE, "viota": Op.CREATE_VEC_INDEX, "vgather": Op.GATHER, "acc": Op.ADD, "store": Op.CAST_TO,
             "vcmp": Op.COMPARE, "vcmps": Op.COMPARE_SCALAR, "vsel": Op.SELECT, "vsels": Op.SELECT_SCALAR,
             "vwiden": Op.CAST, "vnarrow": Op.CAST}
 LOGIC_OPS = {"And": Op.AND, "Or": Op.OR, "Not": Op.NOT}
@@ -130,7 +130,7 @@ def vector_cost(instrs, n: int) -> Cost:
     return Cost(rep, cyc)
 
 
-VECTOR_KINDS = tuple(k for k in ("cast_in", "vwiden", "vnarrow", *TABLE_KINDS, "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS, "acc",
+VECTOR_KINDS = tuple(k for k in ("cast_in", "vwiden", "vnarrow", *TABLE_KINDS, "vdup", "viota", "vgather", *MASK_KINDS, *SELECT_KINDS, "acc",
                                   "store")
                      if k in TABLE_KINDS or k == "vlogic" or INSTRS[KIND_OPS[k]].pipe is Pipe.V)
 """Instruction kinds printed as vector (PIPE_V) instructions (their table entries' pipe). The vector pipe issues in
@@ -182,6 +182,7 @@ class Instr:
     vscalar     dst = srcs[0] <op> scalar arg                (Adds/Muls)
     vunary      dst = op(srcs[0])                            (Exp/Ln/Sqrt/Rsqrt/Abs/Relu)
     vdup        dst = scalar arg broadcast                   (Duplicate)
+    viota       dst lane j = scalar arg + j                  (CreateVecIndex; arg the first column's index)
     vgather     dst = srcs[0] with its lanes permuted by the UB offset table `arg`  (Gather; never in place)
     vcmp        mask dst = srcs[0] <op> srcs[1]               (Compare, op a CMPMODE "GT"...; never in place)
     vcmps       mask dst = srcs[0] <op> scalar arg            (Compares)
@@ -191,7 +192,8 @@ class Instr:
     rsum        scalar dst = sum of srcs[0] over the row     (ReduceSum; partial per core in COL_SPLIT)
     rmax        scalar dst = max of srcs[0] over the row     (ReduceMax; partial per core in COL_SPLIT)
     sexpr       scalar dst = C++ float expression arg over scalar names
-    sload       scalar dst = GM stat tensor `gm` at this row
+    sload       scalar dst = GM stat tensor `gm` at this row (an int32 / int64 index converted to fp32)
+    scheck      Trap() unless 0 <= scalar srcs[0] < the row length (an index into the row, checked on the scalar unit)
     acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel; op "Max" / "Min":
                                                              dst = Max / Min(dst, srcs[0]), RowProgram.acc_kinds)
     store       GM row tensor `gm` <- srcs[0] cast to its dtype with round mode arg (op "half": srcs[0] holds halves,
@@ -479,7 +481,7 @@ def _assign_phases(p: RowProgram) -> None:
 def _allocate(p: RowProgram) -> None:
     """Name every UB operand: row values -> w<k> by liveness (in place when an operand dies at this
     instruction), brow/col values and accumulators -> their own buffers. Rewrites p.instrs."""
-    row_kinds = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vunary", "vdup", "vgather", *MASK_KINDS, *SELECT_KINDS)
+    row_kinds = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vunary", "vdup", "viota", "vgather", *MASK_KINDS, *SELECT_KINDS)
     last: dict[str, int] = {}
     for k, i in enumerate(p.instrs):
         for x in _names_in(i):
@@ -605,6 +607,10 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = Duplicate({i.arg})"
     if i.kind == "vgather":
         return f"{i.dst} = Gather({a}, {i.arg})"
+    if i.kind == "viota":
+        return f"{i.dst} = CreateVecIndex({i.arg})"
+    if i.kind == "scheck":
+        return f"check 0 <= {a} < row length"
     if i.kind == "vcmp":
         return f"{i.dst} = Compare({', '.join(i.srcs)}, {i.op})"
     if i.kind == "vcmps":

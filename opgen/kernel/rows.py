@@ -44,6 +44,10 @@ READS = ("f32", "f16", "bf16", "i32", "bool", "u8", "i8")
 WRITES = ("f32", "f16", "bf16", "i32", "i8", "u8")
 """Dtypes the rows kernel writes (Cast from fp32 with the output's round mode; int8 / uint8 through half with CAST_ODD
 first, as the interpreter's device mode: docs/reference/ascendc.md §1.12)."""
+INDEX_DTYPES = ("i32", "i64")
+"""Integer dtypes the rows kernel reads as per-row indices (one per row: a gather or scatter-add along the row, a
+comparison with `b.iota`): loaded as int32 / int64 and converted to fp32 on the scalar unit, exact below 2^24; an
+index of 2^24 or more converts to a float of at least 2^24 and so still falls outside any row (rows are shorter)."""
 SPACE_WORDS = {"row": "rows", "stat": "per-row statistics", "brow": "per-batch rows", "col": "column rows",
                "scalar": "scalars"}
 
@@ -69,6 +73,9 @@ class _Lowering:
         self.post: dict[str, tuple] = {}         # value -> the finishing instructions turning its acc into it
         self.kind: dict[str, str] = {}           # acc -> the reduce kind it accumulates (sum, mean, max)
         self.totals: set[str] = set()            # accs reduced over their columns too (to one element)
+        self.iotas: set[str] = set()             # column values that are `b.iota` of the row axis (exact in fp32)
+        self.whole: set[str] = set()             # per-row integer values (indices, their 0 / 1 comparisons)
+        self.iota_col: str | None = None         # the one column row of lane indices a gather / scatter compares
         self.passes = None                       # kernel-level algebra run by `run` (lower)
 
     def err(self, v: str, why: str) -> Unsupported:
@@ -180,7 +187,8 @@ class _Lowering:
         if sp == "scalar":
             raise self.err(x, f"input {root} is a 0-d tensor; pass it as an attribute")
         dt = dtype_name(self.vals[root].type.dtype)
-        if isinstance(self.vals[root].type.dtype, DType) and dt not in READS:   # variables: _check_dtype_rows
+        index = sp == "stat" and dt in INDEX_DTYPES   # a per-row index (INDEX_DTYPES)
+        if isinstance(self.vals[root].type.dtype, DType) and dt not in READS and not index:   # variables: _check_dtype_rows
             raise self.err(x, f"input {root} has dtype {dt}; the rows family reads {', '.join(READS)} inputs")
         try:
             view = view_of(self.ch, x, self.lay, self.vals)
@@ -196,9 +204,10 @@ class _Lowering:
                 raise self.err(x, f"a concat of inputs of different dtypes ("
                                f"{', '.join(f'{t}: {d}' for t, d in zip(names, dts))}); the rows family reads the "
                                f"rows of a concat with one dtype (cast them in a separate operator)")
-        if sp == "stat" and dt not in ("f32", "f16") and isinstance(self.vals[root].type.dtype, DType):
-            raise self.err(x, f"per-row value input {root} has dtype {dt}; the rows family reads per-row values "
-                           f"(statistics, weights over leading axes) of f32 or f16")
+        if sp == "stat" and dt not in ("f32", "f16", "bf16") and isinstance(self.vals[root].type.dtype, DType) \
+                and not index:
+            raise self.err(x, f"per-row statistic input {root} has dtype {dt}; the rows family reads per-row "
+                           f"statistics as f32, f16 or bf16 and per-row indices as {' or '.join(INDEX_DTYPES)}")
         same = self.by_view.get((root, view, sp))
         if same is not None:   # another chain to the same rows of the same tensor (a reshape of it): one load
             self.space[x] = sp
@@ -239,6 +248,8 @@ class _Lowering:
             self.p.instrs.append(Instr("sload", f"s_{name}", gm=name, space="stat"))
             self.loaded[x] = f"s_{name}"
             self.alias[x] = f"s_{name}"
+            if dt in INDEX_DTYPES:
+                self.whole.add(x)
         return self.loaded[x]
 
     # ---------------------------------------------------------------- nodes
@@ -274,6 +285,25 @@ class _Lowering:
                 self.scalar_text[r] = self.scalar_text[x]
             if x in self.masks:
                 self.masks.add(r)
+            if x in self.iotas:
+                self.iotas.add(r)
+            return
+        if op == "iota":
+            self.iota(n)
+            return
+        if op == "gather":
+            self.gather(n)
+            return
+        if op == "scatter_add":
+            self.scatter_add(n)
+            return
+        if op == "cast" and n.inputs[0] in self.whole:   # a per-row integer as a number or another integer
+            x = n.inputs[0]
+            self.use(x, r)
+            self.space[r], self.alias[r] = self.space[x], self.operand(x)
+            if x in self.scalar_text:
+                self.scalar_text[r] = self.scalar_text[x]
+            self.whole.add(r)
             return
         if op == "cast" and n.inputs[0] in self.masks:
             self.mask_to_number(n)
@@ -284,13 +314,17 @@ class _Lowering:
             if x in self.sums:
                 self.sums[r], self.post[r] = self.sums[x], self.post[x]
             to = dtype_name(n.attr("to"))
-            if to != "f32":
+            if to in INDEX_DTYPES and self.space.get(x) == "stat" and x in self.whole:
+                self.whole.add(r)   # an integer-valued per-row value (an index, a 0 / 1 comparison) stays exact
+            elif to != "f32":
                 raise self.err(r, f"a cast to {to} that feeds a computation; the rows kernel computes in fp32 "
                                f"and rounds outputs only")
             self.space[r] = self.space[x]
             self.alias[r] = src
             if x in self.scalar_text:
                 self.scalar_text[r] = self.scalar_text[x]
+            if x in self.iotas:
+                self.iotas.add(r)
             return
         if op == "reduce":
             self.reduce(n)
@@ -321,6 +355,9 @@ class _Lowering:
                 raise self.err(r, str(e).removeprefix("row kernel: ")) from None
             if sp == "col" and any(x in self.sums or x in self.p.late for x in n.inputs):
                 self.p.late.append(r)   # a column value of complete reductions: computed after the exchange
+            if op in ("mul", "add", "sub", "neg") and sp == "stat" and all(x in self.whole or self._int_const(x)
+                                                                          for x in n.inputs):
+                self.whole.add(r)   # integer arithmetic on indices (exact in fp32 below 2^24)
             return
         what = _CONSTRUCT.get(op, f"op {op}")
         raise self.err(r, f"{what}: the rows family does not lower it yet (`opgen interpret` runs it)")
@@ -352,12 +389,19 @@ class _Lowering:
         what = _CONSTRUCT[n.op]
         for x in (a, b):
             self.use(x, r)
+        if n.op in ("eq", "ne") and self.space[a] in ("stat", "scalar") and self.space[b] in ("stat", "scalar") \
+                and all(x in self.whole or self.space[x] == "scalar" for x in (a, b)) \
+                and any(x in self.whole for x in (a, b)):
+            self.index_compare(n)
+            return
+        for x in (a, b):
             if x in self.masks:
                 raise self.err(r, f"{what} of a mask; compare numbers (a mask as a number: b.where(m, 1.0, 0.0))")
         sp = self._vector_space(n, what)
+        lanes = a in self.iotas or b in self.iotas   # lane indices are exact: an integer compares exactly with them
         for x in (a, b):   # operands are fp32 in UB: exact for floats and bytes, not for wider integers
             dt = self.vals[x].type.dtype
-            if isinstance(dt, DType) and not dt.is_float and dtype_name(dt) not in rowprog.BYTE_DTYPES:
+            if isinstance(dt, DType) and not dt.is_float and dtype_name(dt) not in rowprog.BYTE_DTYPES and not lanes:
                 raise self.err(r, f"{what} of a {dtype_name(dt)} value; the rows family compares in fp32, where "
                                f"{dtype_name(dt)} values above 2^24 round (cast the operands to f32 first)")
         mode = rowprog.CMP_OPS[n.op]
@@ -371,6 +415,104 @@ class _Lowering:
             emit(Instr("vcmps", r, (self.operand(b),), rowprog.CMP_SWAP[mode], sa, space=sp))
         self.space[r] = sp
         self.masks.add(r)
+
+    def _int_const(self, x: str) -> bool:
+        """Whether value x is a scalar constant or attribute of an integer dtype."""
+        dt = self.vals[x].type.dtype
+        return self.space.get(x) == "scalar" and isinstance(dt, DType) and dtype_name(dt) in INDEX_DTYPES
+
+    def index_compare(self, n) -> None:
+        """`.eq` / `.ne` of a per-row integer (an index read as fp32, exact below 2^24) and a per-row or scalar value
+        (an ignored index): a 0 / 1 number on the scalar unit, ne = min(min(|a - b| * 2^100, 1) * 2^49, 1) and
+        eq = 1 - ne. Exact for any fp32 operands: a nonzero difference is at least 2^-149, scaled by powers of two
+        (exact) it reaches 1; an infinite or NaN difference gives 1 (the conditional picks 1). It is a number, not a
+        mask: `x * m` or a cast of it uses it."""
+        r, (a, b) = n.result.name, n.inputs
+        ta, tb = (self.scalar_text.get(x, self.operand(x)) for x in (a, b))
+        d = f"Std::abs({ta} - {tb}) * 1.2676506002282294e30f"    # 2^100
+        m = f"({d} < 1.0f ? {d} : 1.0f) * 562949953421312.0f"     # 2^49
+        ne = f"({m} < 1.0f ? {m} : 1.0f)"
+        self.p.instrs.append(Instr("sexpr", r, arg=ne if n.op == "ne" else f"1.0f - {ne}", space="stat"))
+        self.space[r] = "stat"
+        self.whole.add(r)
+
+    def iota(self, n) -> None:
+        """`b.iota(n)` along the row axis: a column row of lane indices (CreateVecIndex from the chunk's first column
+        c0_, 0 in ROW_SPLIT), fp32, exact below 2^24. Raises Unsupported for an iota of another length."""
+        r = n.result.name
+        try:
+            sp = self.lay.space(n.result.type.shape)
+        except IRError:
+            sp = None
+        if sp != "col":
+            raise self.err(r, f"`b.iota({n.attr('n')})`: the rows family numbers the columns of its row axis "
+                           f"{self.lay.row} only (`b.iota({self.lay.row})`)")
+        self.p.instrs.append(Instr("viota", r, arg="static_cast<float>(c0_)", space="col"))
+        self.space[r] = "col"
+        self.iotas.add(r)
+
+    def _lane_index(self) -> str:
+        """The column row of lane indices shared by the gathers and scatters of the program (made once)."""
+        if self.iota_col is None:
+            self.iota_col = "lane_index_"
+            self.p.instrs.append(Instr("viota", self.iota_col, arg="static_cast<float>(c0_)", space="col"))
+            self.space[self.iota_col] = "col"
+        return self.iota_col
+
+    def _row_index(self, n, idx: str, what: str) -> str:
+        """The checked per-row index of a gather or scatter (node n, index value idx): a `scheck` (Trap() unless
+        0 <= index < the row length) whose result the comparison reads. Raises Unsupported unless idx is one
+        integer per row."""
+        r = n.result.name
+        self.use(idx, r)
+        dt = self.vals[idx].type.dtype
+        if self.space.get(idx) != "stat" or not (isinstance(dt, DType) and dtype_name(dt) in INDEX_DTYPES):
+            raise self.err(r, f"{what} by %{idx}: the rows family {what.split()[1]}s along the row axis "
+                           f"{self.lay.row} by one {' or '.join(INDEX_DTYPES)} index per row (an index tensor "
+                           f"shaped like the rows, [{', '.join(self.lay.axes)}])")
+        chk = f"ix_{r}"
+        self.p.instrs.append(Instr("scheck", chk, (self.operand(idx),), space="stat"))
+        self.space[chk] = "stat"
+        return chk
+
+    def gather(self, n) -> None:
+        """x[..., idx[...]] along the row axis, one index per row: Trap() unless 0 <= idx < the row length, then the
+        row's lanes compared with the index (Compares EQ against the lane indices), the hit lane selected (others
+        0) and the row summed (one nonzero lane: exact). x a row or a column row ([row axis] tensor); the result is
+        per row. Raises Unsupported for another axis or index shape."""
+        r, (x, idx) = n.result.name, n.inputs
+        xs = keys_of(self.vals[x].type.shape)
+        if n.attr("axis") != len(self.vals[x].type.shape) - 1 or xs[-1:] != (self.lay.row,):
+            raise self.err(r, f"a gather along axis {n.attr('axis')} of %{x}: the rows family gathers along its row "
+                           f"axis {self.lay.row} (the last axis) only")
+        self.use(x, r)
+        if self.space[x] not in ("row", "col"):
+            raise self.err(r, f"a gather from the {SPACE_WORDS.get(self.space[x], self.space[x])} %{x}; the rows "
+                           f"family gathers from rows or column rows")
+        chk = self._row_index(n, idx, "a gather")
+        emit = self.p.instrs.append
+        emit(Instr("vcmps", f"hit_{r}", (self._lane_index(),), "EQ", chk, space="row"))
+        emit(Instr("vsels", f"pick_{r}", (f"hit_{r}", self.operand(x)), arg="0.0f", space="row"))
+        emit(Instr("rsum", r, (f"pick_{r}",), space="stat"))
+        self.space[r] = "stat"
+
+    def scatter_add(self, n) -> None:
+        """out[..., idx[...]] += src[...] along the row axis, one index and one value per row (the gradient of a
+        gather): Trap() unless 0 <= idx < the row length, then b.where(lane == idx, src, 0) (Compares, Select).
+        Raises Unsupported for another axis or index shape."""
+        r, (idx, src) = n.result.name, n.inputs
+        ks = keys_of(n.result.type.shape)
+        if n.attr("axis") != len(n.result.type.shape) - 1 or ks[-1:] != (self.lay.row,):
+            raise self.err(r, f"a scatter-add along axis {n.attr('axis')}: the rows family scatters along its row "
+                           f"axis {self.lay.row} (the last axis) only")
+        chk = self._row_index(n, idx, "a scatter-add")
+        self.use(src, r)
+        if self.space[src] not in ("stat", "scalar"):
+            raise self.err(r, f"a scatter-add of %{src}: the rows family scatters one value per row")
+        sp = self._vector_space(n, "a scatter-add")
+        emit = self.p.instrs.append
+        emit(Instr("vcmps", f"hit_{r}", (self._lane_index(),), "EQ", chk, space=sp))
+        self._select_into(r, sp, f"hit_{r}", None, None, self._scalar_of(src), "0.0f")
 
     def select(self, n) -> None:
         """b.where(mask, a, b) on rows: Select with the mask of a comparison; a scalar second branch is Select's
@@ -468,7 +610,11 @@ class _Lowering:
         r, x = n.result.name, n.inputs[0]
         src = self.use(x, r)
         kind = n.attr("kind")
-        if self.space[x] != "row":
+        if self.space[x] == "stat" and not keys_of(n.result.type.shape) and self.lay.axes and kind in ("sum", "mean"):
+            self.stat_total(n, x, kind)
+            return
+        over_row = keys_of(n.result.type.shape) == self.lay.axes
+        if self.space[x] != "row" and not (self.space[x] == "col" and over_row and kind in ("sum", "mean", "max")):
             raise self.err(r, f"a {n.attr('kind')} of the {SPACE_WORDS.get(self.space[x], self.space[x])} %{x}; the "
                            f"rows family reduces row values (a reduction over every axis at once, "
                            f"x.sum((0, 1)) for x.sum(1).sum(0), lowers)")
@@ -559,6 +705,22 @@ class _Lowering:
         elif kind != "sum":
             self.p.acc_kinds[r] = kind
         self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space="col"))
+
+    def stat_total(self, n, x: str, kind: str) -> None:
+        """A sum (or mean) of the per-row value x over every row, to one element (a loss summed over its rows): x
+        placed in lane 0 of a row (the lane index compared with 0 -- in COL_SPLIT only the core owning column 0
+        has it -- Select of x there, 0 elsewhere), then the reduction over every axis of that row (`total`: exact
+        placement, the same fp32 sums in core order); a mean divides by the rows (tiling data)."""
+        r = n.result.name
+        first = f"first_{r}"
+        self.p.instrs.append(Instr("vcmps", first, (self._lane_index(),), "EQ", "0.0f", space="row"))
+        self.masks.add(first)
+        self._select_into(f"lane0_{r}", "row", first, None, None, self._scalar_of(x), "0.0f")
+        self.total(n, f"lane0_{r}", "sum")
+        if kind == "mean":
+            self.kind[r] = "mean"
+            self.post[r] = (Instr("vdup", "t", arg="static_cast<float>(rowNum_)", space="col"),
+                            Instr("vbin", "x", ("x", "t"), "Div", space="col"))
 
     def _finishing(self, n) -> bool:
         """Whether elementwise node n, which reads a reduction over rows, is a finishing step (module `finish`):
@@ -806,11 +968,8 @@ class RowsFamily(Family):
 
     def match(self, spec, g, plan):
         """A RowLayout, else a parts layout (opgen.kernel.headrows.parts_layout). Raises the rows analysis'
-        Unsupported when neither holds (and for a gather or scatter, which the family has no addressing for)."""
-        odd = next((n for n in g.nodes if n.op in ("gather", "scatter_add")), None)
-        if odd is not None:
-            raise Unsupported(odd.result.name, odd.loc, f"a {odd.op}: the rows family addresses rows by their "
-                              f"coordinates, not by index tensors")
+        Unsupported when neither holds (a gather or scatter other than one index per row along the row axis is
+        refused by the lowering)."""
         try:
             return analyse(prepare(g))
         except Unsupported as first:
@@ -818,6 +977,7 @@ class RowsFamily(Family):
 
             lay = parts_layout(g)
             if lay is None:
+                _refuse_index_ops(g)
                 raise first from None
             return lay
 
@@ -921,6 +1081,24 @@ def layout_groups(spec, lays: dict, graphs: dict) -> list[tuple[RowLayout, list]
     return [(common_layout(spec, group, graphs), list(group)) for group in by_dom.values()]
 
 
+def _refuse_index_ops(g: Graph) -> None:
+    """When no layout holds graph g: a gather or scatter-add whose index is not one per row of its source (the
+    only form the rows family lowers, `_Lowering.gather`) is named as the reason. Raises Unsupported; returns
+    otherwise."""
+    vals = g.values()
+    for n in g.nodes:
+        if n.op not in ("gather", "scatter_add"):
+            continue
+        idx, other = (n.inputs[1], n.inputs[0]) if n.op == "gather" else n.inputs
+        lead = keys_of(vals[other].type.shape if n.op == "gather" else n.result.type.shape)[:-1]
+        if keys_of(vals[idx].type.shape) != lead:
+            what = "a gather" if n.op == "gather" else "a scatter-add"
+            raise Unsupported(n.result.name, n.loc, f"{what} by %{idx} of shape "
+                              f"[{', '.join(keys_of(vals[idx].type.shape))}]: the rows family {what.split()[1]}s "
+                              f"along the row axis by one i32 or i64 index per row (an index shaped "
+                              f"[{', '.join(lead)}])")
+
+
 def common_layout(spec, lays: dict, graphs: dict) -> RowLayout:
     """The one RowLayout every specialisation is lowered on, from {key: its own layout}: the same anchor domain
     for all; flat only when every specialisation is flat (a flat one lowers on the rows domain as well); the batch
@@ -952,7 +1130,7 @@ def _check_dtype_rows(spec, p) -> None:
     kernel reads (inputs) or writes (outputs). Raises Unsupported naming the tensor and its declaration."""
     decl = {d.name: d for d in list(spec.inputs) + list(spec.outputs)}
     for t in p.gm:
-        ok = READS if t.role == "in" else WRITES
+        ok = (READS + INDEX_DTYPES if t.space == "stat" else READS) if t.role == "in" else WRITES
         if rowprog.gathered_stat(t):
             ok = ("f32", "f16")   # read by the scalar unit, converted to float (no bf16 scalar conversion)
         got = sorted({dtype_name(r[t.dtype]) for r in spec.dtype_rows if t.dtype in r} or {t.dtype})

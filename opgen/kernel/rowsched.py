@@ -228,7 +228,7 @@ def _row_split(s: RowSchedule) -> Func:
     body += [InitBuffer(f"rowInQue_{t.op}", mul(ps, _COLA, SizeOf(t.ctype)), 2) for t in s.row_in]
     body += [InitBuffer(f"rowOutQue_{t.op}", mul(ps, _COLA, SizeOf(t.ctype)), 2) for t in s.row_out]
     stat_bytes = mul(_align8(ps), f4)
-    body += [InitBuffer(f"statInQue_{t.op}", stat_bytes, 2) for t in s.stat_in]
+    body += [InitBuffer(f"statInQue_{t.op}", mul(_align8(ps), SizeOf(_qtype(t))), 2) for t in s.stat_in]
     for t in s.stat_out:
         body += [InitBuffer(f"statStageBuf_{t.op}", stat_bytes), InitBuffer(f"statOutQue_{t.op}", stat_bytes, 2)]
     body += list(_fixed_buffers(s, s.bufs))
@@ -274,6 +274,12 @@ def _gather_stat(t: GmRows, at: str) -> Verbatim:
                      "}"))
 
 
+def _qtype(t) -> str:
+    """The element type of a per-row input's UB queue: float for one the scalar unit gathers and converts (layout
+    "gather"), else the tensor's own type (fp32 statistics, int32 / int64 indices copied as they are)."""
+    return "float" if t.layout == "gather" else t.ctype
+
+
 def _copy_in(s: RowSchedule) -> Func:
     body: list = []
     for t in s.row_in:
@@ -281,10 +287,10 @@ def _copy_in(s: RowSchedule) -> Func:
                           + (EnQue(f"rowInQue_{t.op}", "t"),)))
     for t in s.stat_in:
         body.append(Scope((
-            Alloc("t", f"statInQue_{t.op}", "float"),
+            Alloc("t", f"statInQue_{t.op}", _qtype(t)),
             _gather_stat(t, t.at) if t.layout == "gather" else
-            Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), Lit(1), mul(_K, SizeOf("float")), doc=_spec(t.spec),
-                 pad_value=FConst(0.0)),
+            Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec),
+                 pad_value=FConst(0.0) if t.ctype == "float" else None),
             EnQue(f"statInQue_{t.op}", "t"))))
     return Func("CopyIn", (Param("r0"), Param("k")), tuple(body))
 
@@ -292,7 +298,7 @@ def _copy_in(s: RowSchedule) -> Func:
 def _accumulate(s: RowSchedule) -> Func:
     """The first pass of a two-pass ROW_SPLIT (RowSchedule.acc_body): the rows' accumulates, no outputs."""
     body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
-    body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", "float") for t in s.stat_in]
+    body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)) for t in s.stat_in]
     if s.stat_in:
         body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
                  WaitFlag(Pipe.MTE2, Pipe.S, 0)]
@@ -308,7 +314,7 @@ def _accumulate(s: RowSchedule) -> Func:
 
 def _compute(s: RowSchedule) -> Func:
     body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
-    body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", "float") for t in s.stat_in]
+    body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)) for t in s.stat_in]
     if s.stat_in:
         body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
                  WaitFlag(Pipe.MTE2, Pipe.S, 0)]
@@ -419,7 +425,7 @@ def _col_split(s: RowSchedule) -> Func:
         body += [InitBuffer(f"resBuf_{t.op}", mul(g, rs, SizeOf(t.ctype))),
                  Get(f"res_{t.op}", f"resBuf_{t.op}", t.ctype)]
     body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 1) for t in s.row_out]
-    body += [InitBuffer(f"statInQue_{t.op}", mul(gs, f4), 2) for t in s.stat_in]
+    body += [InitBuffer(f"statInQue_{t.op}", mul(gs, SizeOf(_qtype(t))), 2) for t in s.stat_in]
     for t in s.stat_out:
         body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)), InitBuffer(f"statOutQue_{t.op}", mul(gs, f4), 2)]
     if s.levels:
@@ -442,12 +448,12 @@ def _col_split(s: RowSchedule) -> Func:
         grp += list(_col_copy_in(t))
     for t in s.stat_in:
         grp.append(Scope((
-            Alloc("t", f"statInQue_{t.op}", "float"),
+            Alloc("t", f"statInQue_{t.op}", _qtype(t)),
             _gather_stat(t, t.at_g0) if t.layout == "gather" else
-            Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_g0), Lit(1), mul(_K, f4), doc=_spec(t.spec),
-                 pad_value=FConst(0.0)),
+            Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_g0), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec),
+                 pad_value=FConst(0.0) if t.ctype == "float" else None),
             EnQue(f"statInQue_{t.op}", "t"),
-            DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", "float"))))
+            DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)))))
     grp += [SetFlag(Pipe.MTE2, Pipe.V, 0), WaitFlag(Pipe.MTE2, Pipe.V, 0),
             SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     ws = "ws_"
@@ -665,8 +671,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     gms: dict = {}
     for t in ops.values():
         if t.layout != "pieces":
-            gms.setdefault(t.gm, GmTensor(f"gm_{t.gm}", "float" if t in s.stat_in and t.layout != "gather"
-                                          else t.ctype, cpp_name(t.gm)))
+            gms.setdefault(t.gm, GmTensor(f"gm_{t.gm}", t.ctype, cpp_name(t.gm)))
     locals_ = [Local(f"rowInQue_{t.op}", TPos.VECIN, True) for t in s.row_in]
     locals_ += [Local(f"rowOutQue_{t.op}", TPos.VECOUT, True) for t in s.row_out]
     locals_ += [Local(f"statInQue_{t.op}", TPos.VECIN, True) for t in s.stat_in]
@@ -677,7 +682,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
                 Local("accOutQue_", TPos.VECOUT, True), Local("reduceBuf_")]
     tensors = [TensorVar(f"rowIn_{t.op}", t.ctype) for t in s.row_in]
     tensors += [TensorVar(f"rowOut_{t.op}", t.ctype) for t in s.row_out]
-    tensors += [TensorVar(f"statIn_{t.op}", "float") for t in s.stat_in]
+    tensors += [TensorVar(f"statIn_{t.op}", _qtype(t)) for t in s.stat_in]
     tensors += [TensorVar(f"statStage_{t.op}", "float") for t in s.stat_out]
     tensors += [TensorVar(f"res_{t.op}", t.ctype) for t in s.row_in]
     tensors += [TensorVar("w_", "float", max(s.temps, 1)), TensorVar("red_", "float"), TensorVar("redTmp_", "float"),

@@ -45,8 +45,8 @@ PASS_SLACK_BYTES = 1024
 class RowCounts:
     """What a rows kernel holds in UB (maxima over its specialisations).
 
-    row_in/row_out: ((IR dtype name, count), ...) of the row operands read/written, by dtype; stat_in: fp32
-    per-row inputs; stat_out: per-row outputs (staged in fp32); temps: fp32 row temporaries; brow/col: fp32 batch
+    row_in/row_out: ((IR dtype name, count), ...) of the row operands read/written, by dtype; stat_in: per-row
+    inputs in 4-byte words (an fp32 or int32 input is one, an int64 index two); stat_out: per-row outputs (staged in fp32); temps: fp32 row temporaries; brow/col: fp32 batch
     rows / column rows (values and accumulators); brow_acc/col_acc: accumulators among them (cross-core partial
     rows in ROW_SPLIT); rsums: row reductions; rsums_per_level: the most of one level (exchanged together in
     COL_SPLIT); levels: row-reduction levels (0: COL_SPLIT chunks the slice, nothing stays resident); loads: batch
@@ -92,7 +92,7 @@ def program_counts(p) -> dict:
             d[t.dtype] = d.get(t.dtype, 0) + 1
     return {
         "row_in": rin, "row_out": rout,
-        "stat_in": sum(1 for t in p.gm if t.role == "in" and t.space == "stat"),
+        "stat_in": sum(2 if t.dtype == "i64" else 1 for t in p.gm if t.role == "in" and t.space == "stat"),
         "stat_out": sum(1 for t in p.gm if t.role == "out" and t.space == "stat"),
         "temps": p.row_temps, "brow": len(p.brow), "col": len(p.col),
         "col_acc": sum(1 for v in p.accs.values() if v[0] == "col")

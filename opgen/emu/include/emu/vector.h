@@ -202,6 +202,37 @@ void Duplicate(const LocalTensor<T>& dst, const T& scalar, int32_t count, emu::S
     dst.Arena()->MarkWritten(dst.Offset(), uint64_t(count) * sizeof(T));
 }
 
+// CreateVecIndex (docs/reference/ascendc.md §1.9): dst[i] = firstValue + i for i < count; T half / int16_t / float /
+// int32_t (the device asserts the type). Float sums are rounded once to T (exact for integers below 2^24 / 2^11).
+// The device writes the first 32-B block with SetValue on the scalar unit, syncs S -> V itself (its own
+// SetFlag / WaitFlag<S_V>), then fills the rest with Adds on PIPE_V reading that block: emulated as a scalar write of
+// the first block (a vector instruction still reading it without a V -> S wait is a race), the S -> V hand-off, and a
+// PIPE_V write of all count elements.
+template <typename T>
+void CreateVecIndex(LocalTensor<T> dst, const T& firstValue, uint32_t count, emu::Site site = emu::Site::Here())
+{
+    static_assert(std::is_same<T, half>::value || std::is_same<T, int16_t>::value || std::is_same<T, float>::value ||
+                      std::is_same<T, int32_t>::value,
+                  "CreateVecIndex: dst half / int16_t / float / int32_t");
+    if (count == 0) return;
+    emu::CountVector(uint64_t(count), sizeof(T));
+    emu_detail::CheckOperand(dst, int32_t(count), "CreateVecIndex");
+    const uint64_t first = std::min<uint64_t>(count, 32 / sizeof(T));
+    emu::Touch(emu::Issue(emu::kPipeS, "CreateVecIndex (first block: SetValue)", site), dst.Arena(), dst.Offset(),
+               first * sizeof(T), true);
+    emu::JoinToken(emu::kPipeV, emu::MakeToken(emu::kPipeS));
+    emu_detail::VWrite(emu::Issue(emu::kPipeV, "CreateVecIndex", site), dst, uint64_t(count));
+    uint8_t* d = dst.Arena()->data.data() + dst.Offset();
+    for (uint32_t i = 0; i < count; ++i) {
+        T v;
+        if constexpr (std::is_same<T, half>::value) v = half(float(double(float(firstValue)) + double(i)));
+        else if constexpr (std::is_same<T, float>::value) v = float(double(firstValue) + double(i));
+        else v = static_cast<T>(int64_t(firstValue) + int64_t(i));
+        std::memcpy(d + uint64_t(i) * sizeof(T), &v, sizeof(T));
+    }
+    dst.Arena()->MarkWritten(dst.Offset(), uint64_t(count) * sizeof(T));
+}
+
 // ---- Cast. Supported pairs (A2/A3 rules, docs/reference/ascendc.md §1.9): half/bf16->float (CAST_NONE only),
 // float->half (all modes; NONE = RINT), float->bf16 (no CAST_NONE), float<->int32 (float->int32 needs an
 // explicit mode; out-of-range saturates, NaN -> 0 [assumption]), int32->float (NONE = RINT), half->int8/uint8
