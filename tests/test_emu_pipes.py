@@ -32,7 +32,8 @@ from opgen.cli import main as cli_main
 ROOT = Path(__file__).resolve().parents[1]
 INC = ROOT / "opgen" / "emu" / "include"
 SRC = ROOT / "tests" / "cpp" / "emu_races.cpp"
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+# every test here builds C++ (the scenarios' program, or a check of a package): the full tier only
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")]
 
 # "race (<kind>) on <buffer> bytes [a, b): <I1> (<file>:<line>, PIPE_X) reads|writes what <I2> (<file>:<line>, PIPE_Y)
 # wrote|read with nothing ordering them: needs <sync>"

@@ -317,6 +317,7 @@ def _ulp_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(ia - ib)
 
 
+@pytest.mark.slow   # the `emulated` fixture builds and runs a C++ program
 @pytest.mark.parametrize("op", list(Op), ids=lambda o: o.name)
 def test_entry_meaning_matches_its_cpp_form_in_the_emulation(emulated, op):
     cases, results, faults = emulated
