@@ -20,7 +20,6 @@ Covered, each with its numbers:
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -44,10 +43,12 @@ TH16, TH32 = 2.0**-10, 2.0**-13
 
 
 def _cli(*args, timeout=300):
-    """Run `python -m opgen.cli ARGS` (the repository on PYTHONPATH); (exit status, stdout, stderr)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    r = subprocess.run([sys.executable, "-m", "opgen.cli", *args], capture_output=True, text=True, env=env,
-                       timeout=timeout, cwd=ROOT)
+    """`opgen ARGS` run in this process from the repository's root (tests/inproc.py: the exit status and the one
+    error line are what these tests read; a child process proves nothing more); (exit status, stdout, stderr).
+    `timeout` is kept for the callers and unused."""
+    from inproc import cli
+
+    r = cli(*args, cwd=ROOT)
     return r.returncode, r.stdout, r.stderr
 
 
