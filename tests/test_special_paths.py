@@ -124,6 +124,7 @@ def test_ninja_values_and_paths_are_escaped(tmp_path):
         ninja_file(Sources("RmsNorm", "rms_norm", "aclnn_rms_norm", tmp_path / "a|b" / "rms_norm"), "/usr/bin/g++")
 
 
+@pytest.mark.slow   # builds and runs the check
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
 @pytest.mark.parametrize("odd", ["a$b c:d", "new\nline", "pipe|bar"])
 def test_gen_dir_with_odd_characters_checks(odd, tmp_path, monkeypatch, capsys):

@@ -65,6 +65,7 @@ def test_record_names_the_spec_and_opgen(work):
                    "opgen": opgen.__version__}
 
 
+@pytest.mark.slow   # the regenerated package is built and checked
 def test_edited_math_then_regenerate(work, capsys):
     _edit(work / "my_norm.py", 'return {"y": x * rstd * gamma,', 'return {"y": x * rstd * gamma * 2.0,')
     cmd = _assert_stale(*_check(capsys), work)
