@@ -161,11 +161,11 @@ class GmTensor:
 
 def gathered_stat(t: GmTensor) -> bool:
     """Whether per-row input `t` is read row by row (the scalar unit reads GM at each row's view offset and converts
-    to float) rather than copied as one block of fp32 values in row order: an input over some of the leading axes
-    (a per-channel weight [C] of rows [N, C]: stride 0 along N), or one of another dtype than f32."""
+    to float) rather than copied as one block in row order (in its own type: fp32, f16 / bf16 values, int32 / int64
+    indices): an input over some of the leading axes (a per-channel weight [C] of rows [N, C]: stride 0 along N)."""
     if t.role != "in" or t.space != "stat" or t.view is None:
         return False
-    return not getattr(t.view, "flat", True) or t.dtype != "f32"
+    return not getattr(t.view, "flat", True)
 
 
 @dataclass(frozen=True)
