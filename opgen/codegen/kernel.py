@@ -617,6 +617,7 @@ def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str, cites: Ci
         stride = addr.inner_stride(t.name)
         runs = v.flat or v.runs
         out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": v.flat, "pieces": False, "spec": spec,
+                    "qt": "float" if gathered_stat(t) else ct,   # a gathered per-row value: converted
                     "run": "k" if v.flat else ("RunRows(r, k - j)" if runs else "1"),
                     "off_r0": addr.row(t.name, "r0"), "off_g0": addr.row(t.name, "g0"), "off_r": addr.row(t.name, "r"),
                     "gap_row": "0" if stride == "hidden_" or not runs else f"({stride} - hidden_) * sizeof({ct})",
