@@ -96,6 +96,11 @@ def swiglu(i, a):
     return {"y": np.moveaxis(p / (1.0 + np.exp(-p)) * q, -1, a.get("dim", -1))}
 
 
+def tanh(i, a):
+    """float64 tanh; the kernel's AscendC formula is about 1e-7 off in absolute terms (the terms bound below)."""
+    return {"out": (np.tanh(_f(i["self"])), np.ones_like(_f(i["self"])))}
+
+
 def gelu(i, a):
     return {"out": _gelu_tanh(_f(i["self"]))}
 
@@ -276,7 +281,7 @@ def smooth_l1_loss(i, a):
     return {"out": (out, np.maximum(np.abs(d), 0.5 * beta))}
 
 
-ORACLES = {f.__name__: f for f in (log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
+ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad, reduce_mean, reduce_max, mse_loss, batch_norm,
                                    instance_norm, layer_norm_v4, reduce_min)}
@@ -348,6 +353,9 @@ CASES = [
     ("swiglu", {"Bd": (30000,), "H": 2}, BF16, {"dim": 0}, 2),               # rows of prod(Bd) over the cores
     ("swiglu", {"A": 3, "Bd": (4, 3), "H": 5}, F16, {"dim": 1}, 1),         # each of the A blocks halved
     ("swiglu", {"A": 1, "Bd": (), "H": 1}, F32, {"dim": 1}, None),
+    ("tanh", {"Bd": (7, 33)}, F32, {}, None),
+    ("tanh", {"Bd": (100003,)}, BF16, {}, 2),                                  # one run split over the cores
+    ("tanh", {"Bd": ()}, F16, {}, None),                                        # a 0-d tensor
     ("gelu", {"Bd": (3, 4, 5)}, F32, {}, None),
     ("gelu", {"Bd": ()}, F16, {}, None),                                       # a 0-d tensor
     ("gelu", {"Bd": (100003,)}, BF16, {}, 2),                                  # one run split over the cores

@@ -37,7 +37,7 @@ from opgen.ir.dtypes import DType, DTypeVar
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
            "eq": "==", "ne": "!="}
-_NPFN = {"neg": "np.negative", "exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "abs": "np.abs", "tanh": "np.tanh",
+_NPFN = {"neg": "np.negative", "exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "abs": "np.abs",
          "not": "np.logical_not", "maximum": "np.maximum", "minimum": "np.minimum", "and": "np.logical_and",
          "or": "np.logical_or"}
 
@@ -98,6 +98,9 @@ class _Printer:
             return f"{_NPFN[op]}({', '.join(x)})"
         if op == "rsqrt":
             return f"1.0 / np.sqrt({x[0]})"
+        if op == "tanh":   # as opgen/interp/kernels.py: AscendC's Tanh on A2 / A3, clipped, exp(2x), in float32
+            return (f"(lambda _t: (_t - np.float32(1.0)) / (_t + np.float32(1.0)))(np.exp(np.maximum(np.minimum("
+                    f"{x[0]}, np.float32(8.8)), np.float32(-8.8)) * np.float32(2.0)))")
         if op == "erf":   # as opgen/interp/kernels.py: math.erf in float64, rounded once to the operand's type
             return (f"np.vectorize(__import__('math').erf, otypes=[np.float64])(np.asarray({x[0]}, "
                     f"dtype=np.float64)).astype(np.asarray({x[0]}).dtype)")

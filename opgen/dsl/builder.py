@@ -160,8 +160,9 @@ class Builder:
         return self.emit("abs", (x,))
 
     def tanh(self, x):
-        """Elementwise tanh (float), an op of its own (`tanh`): NumPy's tanh in the interpreter (fp32 in device mode,
-        float64 in exact mode). No kernel family lowers it yet; `sigmoid` covers 0.5 * (1 + tanh(y)) = sigmoid(2y)."""
+        """Elementwise tanh (float), an op of its own (`tanh`). Device mode (fp32): as AscendC's Tanh computes it on
+        Atlas A2 / A3 (x clipped to [-8.8, 8.8], t = exp(2x), (t - 1) / (t + 1); docs/reference/ascendc.md §1.9),
+        which the rows family lowers as those vector steps; exact mode: float64 tanh."""
         return self.emit("tanh", (x,))
 
     def erf(self, x):

@@ -137,6 +137,19 @@ def _erf(ctx, x, a, ty):
     return r.astype(x.dtype) if x.dtype.kind == "f" else r
 
 
+def _tanh(ctx, x, a, ty):
+    """tanh. float32 (device mode): as AscendC's Tanh on Atlas A2 / A3 computes it (docs/reference/ascendc.md §1.9):
+    x clipped to [-8.8, 8.8], t = exp(2x), (t - 1) / (t + 1), each step rounded to float32 (about 1e-7 absolute, so
+    up to ~1e-3 relative for |x| ~ 1e-4; saturates to +-1 exactly past the clip). float64 (exact mode): NumPy's
+    tanh."""
+    x = np.asarray(x)
+    if x.dtype != np.float32:
+        return np.tanh(x)
+    c = np.maximum(np.minimum(x, np.float32(8.8)), np.float32(-8.8))
+    t = np.exp(c * np.float32(2.0))
+    return (t - np.float32(1.0)) / (t + np.float32(1.0))
+
+
 def _rsqrt(ctx, x, a, ty):
     return 1.0 / np.sqrt(x)
 
@@ -149,7 +162,7 @@ KERNELS = {
     "rsqrt": _rsqrt,
     "recip": lambda c, x, a, t: 1.0 / x,
     "abs": lambda c, x, a, t: np.abs(x),
-    "tanh": lambda c, x, a, t: np.tanh(x),
+    "tanh": _tanh,
     "erf": _erf,
     "not": lambda c, x, a, t: np.logical_not(x),
     "add": lambda c, x, y, a, t: x + y,

@@ -126,9 +126,55 @@ def min_as_max(g: Graph) -> Graph:
     return Graph(g.name, g.params, tuple(nodes), g.outputs, g.constraints)
 
 
+TANH_CLIP = 8.8
+"""AscendC's Tanh on Atlas A2 / A3 clips x to [-8.8, 8.8] before exp(2x) (its INTRINSIC algorithm,
+docs/reference/ascendc.md §1.9)."""
+
+
+def tanh_as_exp(g: Graph) -> Graph:
+    """g with every `tanh` written as AscendC's Tanh computes it on Atlas A2 / A3 (docs/reference/ascendc.md §1.9):
+    c = max(min(x, 8.8), -8.8), t = exp(2 c), (t - 1) / (t + 1), in fp32 — vector instructions the rows family
+    lowers (Mins, Maxs, Muls, Exp, Adds, Div), the same steps the interpreter's device mode takes. New values get
+    fresh names (<result>_th<k>); the last node keeps the result's name, type and spec line."""
+    if not any(n.op == "tanh" for n in g.nodes):
+        return g
+    taken = set(g.values())
+
+    def fresh(base: str) -> str:
+        k = 0
+        while f"{base}_th{k}" in taken:
+            k += 1
+        taken.add(f"{base}_th{k}")
+        return f"{base}_th{k}"
+
+    nodes = []
+    for n in g.nodes:
+        if n.op != "tanh":
+            nodes.append(n)
+            continue
+        ty, loc = n.result.type, n.loc
+        scalar = TensorType(ty.dtype, ())
+
+        def const(v, base=n.result.name):
+            c = Value(fresh(base), scalar)
+            nodes.append(Node("const", (), c, (("dtype", ty.dtype), ("value", float(v))), loc))
+            return c.name
+
+        def step(op, a, b=None):
+            v = Value(fresh(n.result.name), ty)
+            nodes.append(Node(op, (a,) if b is None else (a, b), v, (), loc))
+            return v.name
+
+        lo = step("maximum", step("minimum", n.inputs[0], const(TANH_CLIP)), const(-TANH_CLIP))
+        t = step("exp", step("mul", lo, const(2.0)))
+        num, den = step("add", t, const(-1.0)), step("add", t, const(1.0))
+        nodes.append(Node("div", (num, den), n.result, (), loc))
+    return Graph(g.name, g.params, tuple(nodes), g.outputs, g.constraints)
+
+
 def prepare(g: Graph) -> Graph:
-    """The graph the rows family analyses and lowers: min_as_max, then merge_trailing."""
-    return merge_trailing(min_as_max(g))
+    """The graph the rows family analyses and lowers: tanh_as_exp, min_as_max, then merge_trailing."""
+    return merge_trailing(min_as_max(tanh_as_exp(g)))
 
 
 def merge_trailing(g: Graph) -> Graph:

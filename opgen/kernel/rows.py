@@ -35,7 +35,7 @@ from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower
 ELEMENTWISE = set(rowprog.VECTOR_BINARY) | set(rowprog.VECTOR_UNARY) | {"neg"}
 _CONSTRUCT = {"lt": "a comparison `<`", "le": "a comparison `<=`", "gt": "a comparison `>`", "ge": "a comparison `>=`",
               "eq": "a comparison `.eq`", "ne": "a comparison `.ne`", "and": "a mask `&`", "or": "a mask `|`",
-              "not": "a mask `~`", "select": "`b.where`", "iota": "`b.iota`", "tanh": "`b.tanh`", "erf": "`b.erf`",
+              "not": "a mask `~`", "select": "`b.where`", "iota": "`b.iota`", "erf": "`b.erf`",
               "gather": "a gather by index", "scatter_add": "a scatter-add by index", "matmul": "a matmul",
               "dimval": "a dim used as a number"}
 """The spec construct each op the rows family refuses comes from, named in its refusal."""
