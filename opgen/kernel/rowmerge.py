@@ -90,6 +90,20 @@ def _merge_shape(shape, m: int, run):
     return None
 
 
+def _namer(g: Graph, tag: str):
+    """A function giving fresh value names `<base>_<tag><k>` that no value of g (nor an earlier call) has."""
+    taken = set(g.values())
+
+    def fresh(base: str) -> str:
+        k = 0
+        while f"{base}_{tag}{k}" in taken:
+            k += 1
+        taken.add(f"{base}_{tag}{k}")
+        return f"{base}_{tag}{k}"
+
+    return fresh
+
+
 def min_as_max(g: Graph) -> Graph:
     """g with every `reduce` of kind min rewritten as neg(reduce max(neg(x))) (module docstring); the new values get
     fresh names (<result>_neg<k>), the node keeps its result name, type and spec line. g itself when it has none."""
@@ -103,14 +117,7 @@ def min_as_max(g: Graph) -> Graph:
 
     if not any(over_last(n) for n in g.nodes):
         return g
-    taken = set(g.values())
-
-    def fresh(base: str) -> str:
-        k = 0
-        while f"{base}_neg{k}" in taken:
-            k += 1
-        taken.add(f"{base}_neg{k}")
-        return f"{base}_neg{k}"
+    fresh = _namer(g, "neg")
 
     nodes = []
     for n in g.nodes:
@@ -138,14 +145,7 @@ def tanh_as_exp(g: Graph) -> Graph:
     fresh names (<result>_th<k>); the last node keeps the result's name, type and spec line."""
     if not any(n.op == "tanh" for n in g.nodes):
         return g
-    taken = set(g.values())
-
-    def fresh(base: str) -> str:
-        k = 0
-        while f"{base}_th{k}" in taken:
-            k += 1
-        taken.add(f"{base}_th{k}")
-        return f"{base}_th{k}"
+    fresh = _namer(g, "th")
 
     nodes = []
     for n in g.nodes:
