@@ -51,9 +51,11 @@ AscendC's `half`, `bfloat16_t`, ...; C's `FILE`, `jmp_buf`, ...; names ending in
 
 EMITTED_SCOPE_NAMES = frozenset("""BitsToFloat GetUserWorkspace GetBlockIdx GetTaskRatio Min64 CeilDiv AlignUp ProdDims
 AttrIndex AttrFloatBits AttrInt DeterministicOf DTypeBytes DTypeKey TilingFunc TilingParse FillCompileInfo platform ubSize
-fromPlatform compileInfo attrs""".split())
+fromPlatform compileInfo attrs IsNullptr CheckType""".split())
 """Functions and locals the emitted code names unqualified in the scopes where spec names stand bare: the kernel
-classes' Init (templates/op_kernel/*_kernel.h.j2) and the host TilingFunc (templates/op_host/tiling.cpp.j2).
+classes' Init (templates/op_kernel/*_kernel.h.j2), the host TilingFunc (templates/op_host/tiling.cpp.j2) and the
+aclnn checks whose parameters are named after the spec (opbase's OP_CHECK_NULL / OP_CHECK_DTYPE_NOT_SUPPORT call
+IsNullptr / CheckType there).
 tests/test_hardening_names.py reads those scopes of the templates and fails when a call there is missing here."""
 
 BARE_HEADER_STEMS = frozenset("""kernel_operator aclnn_util tikicpulib runtime check_main check_driver
@@ -110,7 +112,7 @@ def cpp_hazard(name: str) -> str | None:
     if name in C_TYPE_NAMES or name.endswith("_t"):
         return "a type name of AscendC, the C library or POSIX"
     if name in EMITTED_SCOPE_NAMES:
-        return "a function or local the emitted kernel Init or TilingFunc uses"
+        return "a function or local the emitted kernel Init, TilingFunc or aclnn checks use"
     return None
 
 

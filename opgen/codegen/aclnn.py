@@ -39,7 +39,7 @@ from opgen.ir.dimprint import dim_cpp
 from opgen.codegen.env import render
 from opgen.codegen.logic import cpp_condition, failing_cubes
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
-from opgen.names import c_ident, c_printf, c_string, upper_camel
+from opgen.names import c_ident, c_printf, c_string, cpp_name, upper_camel
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, shape_str
 from opgen.ir.dtypes import DTypeVar
@@ -133,6 +133,7 @@ class AclnnPlan:
         self.vars = [v.name for v in spec.dtype_table]
         self.params = self._params()
         self.null_checks = self._null_checks()
+        self.null_params = self._null_params()
         self.attr_checks = self._attr_checks()
         self.mode_checks = self._mode_checks()
         self.dtype_steps = self._dtype_steps()
@@ -195,16 +196,27 @@ class AclnnPlan:
 
     # -- 161001 ------------------------------------------------------------------------------------
     def _null_checks(self) -> list[Check]:
+        """161001 of a required string attribute (no opbase macro covers a char pointer); the required tensors and
+        host arrays are null-checked by OP_CHECK_NULL (_null_params)."""
         out = []
         for a in self.m.api_params:
-            what = {"input": "input", "output": "output", "int_array": "host array", "unused": "input"}.get(a.kind)
-            if a.kind == "attr":
-                if a.param.decl.type is str and a.param.decl.default is None:
-                    out.append(Check(a.name, "null", f"p.{a.cpp} == nullptr",
-                                     c_printf(f"{a.name}: required attribute is missing"), code=NULLPTR))
-            elif what is not None and not a.optional:
+            if a.kind == "attr" and a.param.decl.type is str and a.param.decl.default is None:
                 out.append(Check(a.name, "null", f"p.{a.cpp} == nullptr",
-                                 c_printf(f"{a.name}: required {what} is missing (null)"), code=NULLPTR))
+                                 c_printf(f"{a.name}: required attribute is missing"), code=NULLPTR))
+        return out
+
+    def _null_params(self) -> list[dict]:
+        """The required tensors and host arrays in API order, as the parameters of CheckNotNull: opbase's
+        OP_CHECK_NULL prints the argument as written, so each parameter is named after the spec's name
+        (opgen.names.cpp_name; opgen.dsl.validate prints the same name in the interpreter's message)."""
+        out = []
+        for a in self.m.api_params:
+            host = a.kind == "int_array" or (a.kind in ("input", "unused") and getattr(
+                (a.like if a.kind == "unused" else a.param).decl, "host", False))
+            if a.kind not in ("input", "output", "int_array", "unused") or a.optional:
+                continue
+            ctype = "const aclIntArray*" if host else "const aclTensor*"
+            out.append({"name": cpp_name(a.name), "type": ctype, "arg": f"p.{a.cpp}", "param": a.name})
         return out
 
     # -- attributes ----------------------------------------------------------------------------------
@@ -265,11 +277,9 @@ class AclnnPlan:
                 allowed = self.m.allowed(v)
                 steps.append({
                     "param": p.name, "tensor": t, "optional": p.optional, "var": v, "fixed": None, "state": state[v],
+                    "index": len(steps), "local": cpp_name(p.name), "support": f"kDtypeSupport{self.vars.index(v)}",
                     "conflict": c_printf(f"{p.name}: dtype ", "%s", f" conflicts with {v}=", "%s", " (from ", "%s",
                                          ")"),
-                    "allowed_cond": " || ".join(f"dt == op::DataType::{d.cann}" for d in allowed),
-                    "unsupported": c_printf(f"{p.name}: dtype ", "%s", f" is not supported for {v} (allowed: "
-                                            f"{', '.join(d.long_name for d in allowed)})"),
                     "kind": kind,
                 })
                 if not p.optional:
@@ -643,7 +653,10 @@ class AclnnPlan:
             "params": self.params, "docs": docs, "notes": notes,
             "doc": textwrap.wrap(self.spec.doc, width=112) if self.spec.doc else [],
             "dims": self.dims, "groups": self.groups, "vars": self.vars, "dtype_table": self.dtype_table(),
-            "null_checks": self.null_checks, "attr_checks": self.attr_checks, "mode_checks": self.mode_checks,
+            "null_checks": self.null_checks, "null_params": self.null_params,
+            "dtype_support": [{"name": f"kDtypeSupport{k}", "var": v,
+                               "dtypes": [f"op::DataType::{d.cann}" for d in self.m.allowed(v)]}
+                              for k, v in enumerate(self.vars)], "attr_checks": self.attr_checks, "mode_checks": self.mode_checks,
             "dtype_steps": self.dtype_steps, "matchers": self.matchers, "unify": self.unify,
             "attr_dims": self.attr_dims, "dim_domains": self.dim_domains, "group_checks": self.group_checks,
             "composite_checks": self.composite_checks, "constraint_checks": self.constraint_checks,

@@ -20,6 +20,7 @@
 #include "aclnn_ada_layer_norm_backward.h"
 #include "ada_layer_norm_grad.h"
 #include "aclnn_kernels/cast.h"
+#include "aclnn_kernels/common/op_error_check.h"
 #include "aclnn_kernels/contiguous.h"
 #include "opdev/common_types.h"
 #include "opdev/op_dfx.h"
@@ -282,57 +283,25 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required pointers.
-aclnnStatus CheckNotNull(const Params& p)
+// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
+// names it, which the message prints).
+aclnnStatus CheckNotNull(const aclTensor* dy, const aclTensor* x, const aclIntArray* normalizedShape,
+                         const aclTensor* rstd, const aclTensor* mean, const aclTensor* scale, const aclTensor* shift,
+                         const aclTensor* pd_x, const aclTensor* pd_scale, const aclTensor* pd_shift,
+                         const aclTensor* pd_gamma, const aclTensor* pd_beta)
 {
-    if (p.gradOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "dy: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.input == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "x: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.normalizedShape == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "normalizedShape: required host array is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.rstd == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "rstd: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.mean == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "mean: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.scale == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "scale: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.shift == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "shift: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.gradInputOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "pd_x: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.gradScaleOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "pd_scale: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.gradShiftOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "pd_shift: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.gradWeightOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "pd_gamma: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.gradBiasOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "pd_beta: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_NULL(dy, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(x, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(normalizedShape, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(rstd, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(mean, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(scale, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(shift, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(pd_x, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(pd_scale, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(pd_shift, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(pd_gamma, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(pd_beta, return ACLNN_ERR_PARAM_NULLPTR);
     return ACLNN_SUCCESS;
 }
 
@@ -350,6 +319,45 @@ aclnnStatus CheckModes(const Params& p)
     return ACLNN_SUCCESS;
 }
 
+// The dtypes T takes in some row of the dtype table.
+const std::initializer_list<op::DataType> kDtypeSupport0 = {op::DataType::DT_BF16, op::DataType::DT_FLOAT16,
+                                                            op::DataType::DT_FLOAT};
+// The dtypes U takes in some row of the dtype table.
+const std::initializer_list<op::DataType> kDtypeSupport1 = {op::DataType::DT_BF16, op::DataType::DT_FLOAT16,
+                                                            op::DataType::DT_FLOAT};
+
+// dy's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported0(const aclTensor* dy)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(dy, kDtypeSupport0, return false);
+    return true;
+}
+
+// gamma's dtype is one U takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported6(const aclTensor* gamma)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(gamma, kDtypeSupport1, return false);
+    return true;
+}
+
+// beta's dtype is one U takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported7(const aclTensor* beta)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(beta, kDtypeSupport1, return false);
+    return true;
+}
+
+// pd_gamma's dtype is one U takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported11(const aclTensor* pd_gamma)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(pd_gamma, kDtypeSupport1, return false);
+    return true;
+}
+
 // Dtypes: each tensor's dtype variable (allowed values, one binding per variable, the combination table)
 // or its fixed dtype. Outputs after inputs.
 aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
@@ -357,16 +365,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     // dy: dtype variable T
     {
         const op::DataType dt = p.gradOut->GetDataType();
-        if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16 || dt == op::DataType::DT_FLOAT) {
+        {
+            if (!DtypeSupported0(p.gradOut)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.T.dtype = dt;
             t.T.from = "dy";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "dy: dtype %s is not supported for T (allowed: bfloat16, float16, float32)", DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // x: dtype variable T
@@ -417,16 +424,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     // gamma: dtype variable U
     if (p.weightOptional != nullptr) {
         const op::DataType dt = p.weightOptional->GetDataType();
-        if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16 || dt == op::DataType::DT_FLOAT) {
+        {
+            if (!DtypeSupported6(p.weightOptional)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.U.dtype = dt;
             t.U.from = "gamma";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "gamma: dtype %s is not supported for U (allowed: bfloat16, float16, float32)", DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // beta: dtype variable U
@@ -438,16 +444,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
                         DtypeName(t.U.dtype), t.U.from);
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16 || dt == op::DataType::DT_FLOAT) {
+        } else {
+            if (!DtypeSupported7(p.biasOptional)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.U.dtype = dt;
             t.U.from = "beta";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "beta: dtype %s is not supported for U (allowed: bfloat16, float16, float32)", DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // pd_x: dtype variable T
@@ -486,16 +491,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
                         DtypeName(t.U.dtype), t.U.from);
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16 || dt == op::DataType::DT_FLOAT) {
+        } else {
+            if (!DtypeSupported11(p.gradWeightOut)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.U.dtype = dt;
             t.U.from = "pd_gamma";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "pd_gamma: dtype %s is not supported for U (allowed: bfloat16, float16, float32)", DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // pd_beta: dtype variable U
@@ -885,7 +889,8 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret = CheckNotNull(p);
+    aclnnStatus ret = CheckNotNull(p.gradOut, p.input, p.normalizedShape, p.rstd, p.mean, p.scale, p.shift,
+                                   p.gradInputOut, p.gradScaleOut, p.gradShiftOut, p.gradWeightOut, p.gradBiasOut);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }

@@ -19,6 +19,7 @@
 
 #include "aclnn_ada_layer_norm_v2.h"
 #include "ada_layer_norm_v2.h"
+#include "aclnn_kernels/common/op_error_check.h"
 #include "aclnn_kernels/contiguous.h"
 #include "opdev/common_types.h"
 #include "opdev/op_dfx.h"
@@ -267,25 +268,14 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required pointers.
-aclnnStatus CheckNotNull(const Params& p)
+// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
+// names it, which the message prints).
+aclnnStatus CheckNotNull(const aclTensor* x, const aclTensor* scale, const aclTensor* shift, const aclTensor* out)
 {
-    if (p.x == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "x: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.scale == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "scale: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.shift == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "shift: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.out == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "out: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_NULL(x, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(scale, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(shift, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(out, return ACLNN_ERR_PARAM_NULLPTR);
     return ACLNN_SUCCESS;
 }
 
@@ -303,6 +293,37 @@ aclnnStatus CheckModes(const Params& p)
     return ACLNN_SUCCESS;
 }
 
+// The dtypes T takes in some row of the dtype table.
+const std::initializer_list<op::DataType> kDtypeSupport0 = {op::DataType::DT_BF16, op::DataType::DT_FLOAT16,
+                                                            op::DataType::DT_FLOAT};
+// The dtypes U takes in some row of the dtype table.
+const std::initializer_list<op::DataType> kDtypeSupport1 = {op::DataType::DT_BF16, op::DataType::DT_FLOAT16,
+                                                            op::DataType::DT_FLOAT};
+
+// x's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported0(const aclTensor* x)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(x, kDtypeSupport0, return false);
+    return true;
+}
+
+// weight's dtype is one U takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported3(const aclTensor* weight)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(weight, kDtypeSupport1, return false);
+    return true;
+}
+
+// bias's dtype is one U takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported4(const aclTensor* bias)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(bias, kDtypeSupport1, return false);
+    return true;
+}
+
 // Dtypes: each tensor's dtype variable (allowed values, one binding per variable, the combination table)
 // or its fixed dtype. Outputs after inputs.
 aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
@@ -310,16 +331,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     // x: dtype variable T
     {
         const op::DataType dt = p.x->GetDataType();
-        if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16 || dt == op::DataType::DT_FLOAT) {
+        {
+            if (!DtypeSupported0(p.x)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.T.dtype = dt;
             t.T.from = "x";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "x: dtype %s is not supported for T (allowed: bfloat16, float16, float32)",
-                    DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // scale: dtype variable T
@@ -343,16 +363,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     // weight: dtype variable U
     if (p.weightOptional != nullptr) {
         const op::DataType dt = p.weightOptional->GetDataType();
-        if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16 || dt == op::DataType::DT_FLOAT) {
+        {
+            if (!DtypeSupported3(p.weightOptional)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.U.dtype = dt;
             t.U.from = "weight";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "weight: dtype %s is not supported for U (allowed: bfloat16, float16, float32)", DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // bias: dtype variable U
@@ -364,16 +383,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
                         DtypeName(t.U.dtype), t.U.from);
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16 || dt == op::DataType::DT_FLOAT) {
+        } else {
+            if (!DtypeSupported4(p.biasOptional)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.U.dtype = dt;
             t.U.from = "bias";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "bias: dtype %s is not supported for U (allowed: bfloat16, float16, float32)", DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // out: dtype variable T
@@ -660,7 +678,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret = CheckNotNull(p);
+    aclnnStatus ret = CheckNotNull(p.x, p.scale, p.shift, p.out);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }

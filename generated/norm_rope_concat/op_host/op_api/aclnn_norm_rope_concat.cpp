@@ -19,6 +19,7 @@
 
 #include "aclnn_norm_rope_concat.h"
 #include "norm_rope_concat.h"
+#include "aclnn_kernels/common/op_error_check.h"
 #include "aclnn_kernels/contiguous.h"
 #include "opdev/common_types.h"
 #include "opdev/op_dfx.h"
@@ -257,33 +258,17 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required pointers.
-aclnnStatus CheckNotNull(const Params& p)
+// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
+// names it, which the message prints).
+aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const aclTensor* value,
+                         const aclTensor* query_output, const aclTensor* key_output, const aclTensor* value_output)
 {
-    if (p.query == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "query: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.key == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "key: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.value == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "value: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.queryOutput == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "query_output: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.keyOutput == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "key_output: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.valueOutput == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "value_output: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_NULL(query, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(key, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(value, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(query_output, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(key_output, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(value_output, return ACLNN_ERR_PARAM_NULLPTR);
     return ACLNN_SUCCESS;
 }
 
@@ -377,6 +362,18 @@ aclnnStatus CheckModes(const Params& p)
     return ACLNN_SUCCESS;
 }
 
+// The dtypes T takes in some row of the dtype table.
+const std::initializer_list<op::DataType> kDtypeSupport0 = {op::DataType::DT_BF16, op::DataType::DT_FLOAT16,
+                                                            op::DataType::DT_FLOAT};
+
+// query's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported0(const aclTensor* query)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(query, kDtypeSupport0, return false);
+    return true;
+}
+
 // Dtypes: each tensor's dtype variable (allowed values, one binding per variable, the combination table)
 // or its fixed dtype. Outputs after inputs.
 aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
@@ -384,16 +381,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     // query: dtype variable T
     {
         const op::DataType dt = p.query->GetDataType();
-        if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16 || dt == op::DataType::DT_FLOAT) {
+        {
+            if (!DtypeSupported0(p.query)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.T.dtype = dt;
             t.T.from = "query";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "query: dtype %s is not supported for T (allowed: bfloat16, float16, float32)", DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // key: dtype variable T
@@ -1419,7 +1415,7 @@ aclnnStatus CheckEmptyCall(const Params& p)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret = CheckNotNull(p);
+    aclnnStatus ret = CheckNotNull(p.query, p.key, p.value, p.queryOutput, p.keyOutput, p.valueOutput);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }

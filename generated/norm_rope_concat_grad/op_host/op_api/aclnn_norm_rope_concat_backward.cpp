@@ -19,6 +19,7 @@
 
 #include "aclnn_norm_rope_concat_backward.h"
 #include "norm_rope_concat_grad.h"
+#include "aclnn_kernels/common/op_error_check.h"
 #include "aclnn_kernels/contiguous.h"
 #include "opdev/common_types.h"
 #include "opdev/op_dfx.h"
@@ -273,41 +274,20 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required pointers.
-aclnnStatus CheckNotNull(const Params& p)
+// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
+// names it, which the message prints).
+aclnnStatus CheckNotNull(const aclTensor* grad_query_output, const aclTensor* grad_key_output,
+                         const aclTensor* grad_value_output, const aclTensor* query, const aclTensor* key,
+                         const aclTensor* grad_query, const aclTensor* grad_key, const aclTensor* grad_value)
 {
-    if (p.gradQueryOutput == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "grad_query_output: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.gradKeyOutput == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "grad_key_output: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.gradValueOutput == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "grad_value_output: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.query == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "query: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.key == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "key: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.gradQuery == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "grad_query: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.gradKey == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "grad_key: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.gradValue == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "grad_value: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_NULL(grad_query_output, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(grad_key_output, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(grad_value_output, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(query, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(key, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(grad_query, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(grad_key, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(grad_value, return ACLNN_ERR_PARAM_NULLPTR);
     return ACLNN_SUCCESS;
 }
 
@@ -419,6 +399,18 @@ aclnnStatus CheckModes(const Params& p)
     return ACLNN_SUCCESS;
 }
 
+// The dtypes T takes in some row of the dtype table.
+const std::initializer_list<op::DataType> kDtypeSupport0 = {op::DataType::DT_BF16, op::DataType::DT_FLOAT16,
+                                                            op::DataType::DT_FLOAT};
+
+// grad_query_output's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported0(const aclTensor* grad_query_output)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(grad_query_output, kDtypeSupport0, return false);
+    return true;
+}
+
 // Dtypes: each tensor's dtype variable (allowed values, one binding per variable, the combination table)
 // or its fixed dtype. Outputs after inputs.
 aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
@@ -426,17 +418,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     // grad_query_output: dtype variable T
     {
         const op::DataType dt = p.gradQueryOutput->GetDataType();
-        if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16 || dt == op::DataType::DT_FLOAT) {
+        {
+            if (!DtypeSupported0(p.gradQueryOutput)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.T.dtype = dt;
             t.T.from = "grad_query_output";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "grad_query_output: dtype %s is not supported for T (allowed: bfloat16, float16, float32)",
-                    DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // grad_key_output: dtype variable T
@@ -1820,7 +1810,8 @@ aclnnStatus CheckEmptyCall(const Params& p)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret = CheckNotNull(p);
+    aclnnStatus ret = CheckNotNull(p.gradQueryOutput, p.gradKeyOutput, p.gradValueOutput, p.query, p.key, p.gradQuery,
+                                   p.gradKey, p.gradValue);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }

@@ -25,6 +25,7 @@
 
 #include "aclnn_nsa_selected_attention.h"
 #include "nsa_selected_attention.h"
+#include "aclnn_kernels/common/op_error_check.h"
 #include "aclnn_kernels/contiguous.h"
 #include "opdev/common_types.h"
 #include "opdev/op_dfx.h"
@@ -282,39 +283,27 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required pointers.
-aclnnStatus CheckNotNull(const Params& p)
+// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
+// names it, which the message prints).
+aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const aclTensor* value,
+                         const aclTensor* topk_indices, const aclTensor* softmax_max, const aclTensor* softmax_sum,
+                         const aclTensor* attention_out)
 {
-    if (p.query == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "query: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.key == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "key: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.value == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "value: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.topkIndices == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "topk_indices: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_NULL(query, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(key, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(value, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(topk_indices, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(softmax_max, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(softmax_sum, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(attention_out, return ACLNN_ERR_PARAM_NULLPTR);
+    return ACLNN_SUCCESS;
+}
+
+// 161001: null required string attributes.
+aclnnStatus CheckNullAttrs(const Params& p)
+{
     if (p.inputLayout == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "input_layout: required attribute is missing");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.softmaxMaxOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "softmax_max: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.softmaxSumOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "softmax_sum: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.attentionOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "attention_out: required output is missing (null)");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
     return ACLNN_SUCCESS;
@@ -350,6 +339,27 @@ aclnnStatus CheckModes(const Params& p)
     return ACLNN_SUCCESS;
 }
 
+// The dtypes T takes in some row of the dtype table.
+const std::initializer_list<op::DataType> kDtypeSupport0 = {op::DataType::DT_BF16, op::DataType::DT_FLOAT16};
+// The dtypes M takes in some row of the dtype table.
+const std::initializer_list<op::DataType> kDtypeSupport1 = {op::DataType::DT_BOOL, op::DataType::DT_UINT8};
+
+// query's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported0(const aclTensor* query)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(query, kDtypeSupport0, return false);
+    return true;
+}
+
+// atten_mask's dtype is one M takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported4(const aclTensor* atten_mask)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(atten_mask, kDtypeSupport1, return false);
+    return true;
+}
+
 // Dtypes: each tensor's dtype variable (allowed values, one binding per variable, the combination table)
 // or its fixed dtype. Outputs after inputs.
 aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
@@ -357,16 +367,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     // query: dtype variable T
     {
         const op::DataType dt = p.query->GetDataType();
-        if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16) {
+        {
+            if (!DtypeSupported0(p.query)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.T.dtype = dt;
             t.T.from = "query";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "query: dtype %s is not supported for T (allowed: bfloat16, float16)",
-                    DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // key: dtype variable T
@@ -398,16 +407,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     // atten_mask: dtype variable M
     if (p.attenMaskOptional != nullptr) {
         const op::DataType dt = p.attenMaskOptional->GetDataType();
-        if (dt == op::DataType::DT_BOOL || dt == op::DataType::DT_UINT8) {
+        {
+            if (!DtypeSupported4(p.attenMaskOptional)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.M.dtype = dt;
             t.M.from = "atten_mask";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "atten_mask: dtype %s is not supported for M (allowed: bool, uint8)",
-                    DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // softmax_max: fixed dtype
@@ -937,7 +945,12 @@ aclnnStatus CheckEmptyCall(const Params& p)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret = CheckNotNull(p);
+    aclnnStatus ret =
+        CheckNotNull(p.query, p.key, p.value, p.topkIndices, p.softmaxMaxOut, p.softmaxSumOut, p.attentionOut);
+    if (ret != ACLNN_SUCCESS) {
+        return ret;
+    }
+    ret = CheckNullAttrs(p);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }

@@ -25,6 +25,7 @@
 
 #include "aclnn_nsa_selected_attention_grad.h"
 #include "nsa_selected_attention_grad.h"
+#include "aclnn_kernels/common/op_error_check.h"
 #include "aclnn_kernels/contiguous.h"
 #include "opdev/common_types.h"
 #include "opdev/op_dfx.h"
@@ -293,53 +294,24 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required pointers.
-aclnnStatus CheckNotNull(const Params& p)
+// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
+// names it, which the message prints).
+aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const aclTensor* value,
+                         const aclTensor* attentionOut, const aclTensor* attentionOutGrad, const aclTensor* softmaxMax,
+                         const aclTensor* softmaxSum, const aclTensor* topkIndices, const aclTensor* dq,
+                         const aclTensor* dk, const aclTensor* dv)
 {
-    if (p.query == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "query: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.key == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "key: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.value == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "value: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.attentionOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "attentionOut: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.attentionOutGrad == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "attentionOutGrad: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.softmaxMax == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "softmaxMax: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.softmaxSum == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "softmaxSum: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.topkIndices == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "topkIndices: required input is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.dqOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "dq: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.dkOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "dk: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
-    if (p.dvOut == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "dv: required output is missing (null)");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_NULL(query, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(key, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(value, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(attentionOut, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(attentionOutGrad, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(softmaxMax, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(softmaxSum, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(topkIndices, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(dq, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(dk, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(dv, return ACLNN_ERR_PARAM_NULLPTR);
     return ACLNN_SUCCESS;
 }
 
@@ -373,6 +345,17 @@ aclnnStatus CheckModes(const Params& p)
     return ACLNN_SUCCESS;
 }
 
+// The dtypes T takes in some row of the dtype table.
+const std::initializer_list<op::DataType> kDtypeSupport0 = {op::DataType::DT_BF16, op::DataType::DT_FLOAT16};
+
+// query's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
+// the spec names it, which the message prints).
+bool DtypeSupported0(const aclTensor* query)
+{
+    OP_CHECK_DTYPE_NOT_SUPPORT(query, kDtypeSupport0, return false);
+    return true;
+}
+
 // Dtypes: each tensor's dtype variable (allowed values, one binding per variable, the combination table)
 // or its fixed dtype. Outputs after inputs.
 aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
@@ -380,16 +363,15 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     // query: dtype variable T
     {
         const op::DataType dt = p.query->GetDataType();
-        if (dt == op::DataType::DT_BF16 || dt == op::DataType::DT_FLOAT16) {
+        {
+            if (!DtypeSupported0(p.query)) {
+                return ACLNN_ERR_PARAM_INVALID;
+            }
             t.T.dtype = dt;
             t.T.from = "query";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
-        } else {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "query: dtype %s is not supported for T (allowed: bfloat16, float16)",
-                    DtypeName(dt));
-            return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // key: dtype variable T
@@ -1121,7 +1103,8 @@ aclnnStatus CheckEmptyCall(const Params& p)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret = CheckNotNull(p);
+    aclnnStatus ret = CheckNotNull(p.query, p.key, p.value, p.attentionOut, p.attentionOutGrad, p.softmaxMax,
+                                   p.softmaxSum, p.topkIndices, p.dqOut, p.dkOut, p.dvOut);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }

@@ -1,0 +1,28 @@
+"""What the emitted aclnn layer prints for a rule the interpreter words as "<name>: <rule>": the same text, except
+where the emitted check is one of opbase's check macros (aclnn_kernels/common/op_error_check.h), which print CANN's
+own text. Shared by the tests that compare the two."""
+
+from __future__ import annotations
+
+import re
+
+from opgen.ir.dtypes import parse_dtype
+from opgen.names import cpp_name
+
+
+def as_opbase_prints(verdict: str, spec) -> str:
+    """The aclnn layer's message for the interpreter's `verdict`: the same text, except where the emitted check is
+    one of opbase's macros, which print CANN's own text (OP_CHECK_NULL: a null tensor or host array;
+    OP_CHECK_DTYPE_NOT_SUPPORT: a dtype outside its variable's column, the list in DType order)."""
+    name, _, rule = verdict.partition(": ")
+    decl = next((i for i in spec.inputs if i.name == name), None)
+    if rule == "required input is missing (null)":
+        if getattr(decl, "host", False):
+            return f"Expected a value of type List[int] for argument {cpp_name(name)} but instead found type null."
+        return f"Expected a proper Tensor but got null for argument {cpp_name(name)}."
+    m = re.fullmatch(r"dtype (\w+) is not supported for (\w+) \(allowed: .*\)", rule)
+    if m and decl is not None:
+        allowed = sorted({r[m.group(2)] for r in spec.dtype_rows}, key=lambda d: d.value)
+        return (f"Tensor {cpp_name(name)} not implemented for {parse_dtype(m.group(1)).cann}, should be in dtype "
+                f"support list [{''.join(a.cann + ',' for a in allowed)}].")
+    return verdict
