@@ -105,8 +105,9 @@ spec.output("y", f32, [A + C, H])
 def _(b, x, p, q):
     return {"y": x * b.concat([p, q], 0)}
 ''', "return", "a concat of inputs p, q read as per-row statistics"),
-    # statistics per group of channels read back with a per-channel weight (GroupNorm written naturally): a
-    # reshape that regroups axes between computations, named as such (not as a permute)
+    # statistics per group of channels then per channel (a reduction on each grouping): a reshape that regroups
+    # axes between computations, named as such (not as a permute); GroupNorm's per-channel affine lowers
+    # (examples/specs/group_norm.py), a second reduction per channel does not
     "GroupStats": ('''
 spec = OpSpec("GroupStats", aclnn="aclnnGroupStats", socs=(A2, A3))
 N, C, L = spec.dims("N C L")
@@ -121,7 +122,8 @@ spec.output("y", f32, [N, C, L])
 @spec.body
 def _(b, x, w, group):
     xg = x.reshape([N, G, C // G * L])
-    return {"y": (xg - xg.mean(-1)).reshape([N, C, L]) * w.reshape([C, 1])}
+    z = (xg - xg.mean(-1)).reshape([N, C, L]) * w.reshape([C, 1])
+    return {"y": z - z.mean(-1)}
 ''', "xg = x.reshape", "a reshape regroups the axes [N, C, L] as [N, G, C // G * L] between computations that use "
                      "both groupings"),
     # a reduction over two trailing axes whose weight carries only one of them: the axes stay apart, and the

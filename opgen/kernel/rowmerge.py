@@ -27,6 +27,7 @@ addressing, docs/design.md "Kernel families" (the rows family's anchor domain).
 from __future__ import annotations
 
 import dataclasses
+import random
 
 from opgen.ir.core import Graph, Node, Param, TensorType, Value
 from opgen.ir.dims import Lit, Variadic, as_dim
@@ -173,8 +174,9 @@ def tanh_as_exp(g: Graph) -> Graph:
 
 
 def prepare(g: Graph) -> Graph:
-    """The graph the rows family analyses and lowers: tanh_as_exp, min_as_max, then merge_trailing."""
-    return merge_trailing(min_as_max(tanh_as_exp(g)))
+    """The graph the rows family analyses and lowers: tanh_as_exp, min_as_max, merge_trailing, then
+    regroup_segments."""
+    return regroup_segments(merge_trailing(min_as_max(tanh_as_exp(g))))
 
 
 def merge_trailing(g: Graph) -> Graph:
@@ -253,3 +255,154 @@ def _merge(g: Graph) -> tuple[Graph, str]:
             return g, f"the reduced axes [{names}] are not merged into one row: %{n.result.name} ({n.op})"
         nodes.append(dataclasses.replace(n, result=r, attrs=tuple(sorted(attrs.items()))))
     return Graph(g.name, tuple(params), tuple(nodes), g.outputs, g.constraints), ""
+
+
+# ------------------------------------------------------------------------------------------------ segments
+SEGMENT_OP = "segment"
+"""The rows family's own op (never in a spec's graph; made by `regroup_segments`): its one operand is a per-channel
+value v of shape [..., C, 1]; its result, of the rows' shape [..., G, M], reads v[g * (C // G) + col // L] at row
+coordinate g and column col (attributes `channels` C, `groups` G, `seglen` L). The row program applies it segment
+by segment (opgen.kernel.rows: instruction `vseg`)."""
+_EW = {"add", "sub", "mul", "div", "maximum", "minimum", "exp", "log", "sqrt", "rsqrt", "abs", "recip", "neg", "cast"}
+"""Elementwise ops a regrouped value may flow through before it is stored (no attribute names an axis)."""
+
+
+def _same_dim(a, b, env_syms, relate) -> bool:
+    """Whether dim expressions a and b are equal for every binding the relation `relate(env)` allows: checked at
+    several bindings of their symbols (a symbolic identity of products and quotients of dims, e.g.
+    C // G * L == L * (C // G) once C is a multiple of G)."""
+    rnd = random.Random(0)
+    for _ in range(6):
+        env = {s: rnd.randint(1, 97) for s in env_syms}
+        relate(env)
+        try:
+            if as_dim(a).evaluate(env) != as_dim(b).evaluate(env):
+                return False
+        except Exception:   # noqa: BLE001 - an expression we cannot evaluate is not shown equal
+            return False
+    return True
+
+
+def _regroup_of(g: Graph, n: Node):
+    """(prefix, (G, M), (C, L)) when node n reshapes a value of shape [*prefix, G, M] to [*prefix, C, L] with
+    C % G == 0 a relation of the spec and M == C // G * L (a regrouping of the channels into G groups of C // G
+    channels of L elements: the same elements in the same order); None otherwise."""
+    if n.op != "reshape":
+        return None
+    src = tuple(g.values()[n.inputs[0]].type.shape)
+    dst = tuple(n.result.type.shape)
+    if len(src) != len(dst) or len(src) < 2 or any(isinstance(d, Variadic) for d in src + dst):
+        return None
+    if tuple(as_dim(d) for d in src[:-2]) != tuple(as_dim(d) for d in dst[:-2]):
+        return None
+    gg, m = as_dim(src[-2]), as_dim(src[-1])
+    c, ln = as_dim(dst[-2]), as_dim(dst[-1])
+    if (gg, m) == (c, ln) or Lit(1) in (gg, m, c, ln):
+        return None
+    if not any(k.op == "==" and as_dim(k.rhs) == Lit(0) and as_dim(k.lhs) == c % gg for k in g.constraints):
+        return None
+    syms = sorted(gg.symbols() | m.symbols() | c.symbols() | ln.symbols())
+
+    def relate(env):   # C a multiple of G
+        env[str(c)] = gg.evaluate(env) * env[str(c)]
+
+    if c.symbols() != {str(c)} or str(c) in gg.symbols() or not _same_dim(m, c // gg * ln, syms, relate):
+        return None
+    return src[:-2], (gg, m), (c, ln)
+
+
+def regroup_segments(g: Graph) -> Graph:
+    """g with the per-channel affine of a group normalisation computed on the groups' rows (docs/design.md
+    "Kernel families", the rows family's segments): when a computed value of shape [*P, G, M] is reshaped to
+    [*P, C, L] (`_regroup_of`: C = G groups of C // G channels, M = C // G * L) and the reshaped value only flows
+    through elementwise ops into outputs, those ops are rewritten on the rows' shape [*P, G, M] (the same elements
+    in the same order), an operand of shape [..., C, 1] (a per-channel weight) becomes a `segment` of it
+    (SEGMENT_OP), and each output is stored through a reshape back to [*P, C, L] (a view of the same memory).
+    Returns g itself when there is no such reshape or a use of the regrouped values is anything else (the rows
+    analysis then refuses the graph naming the reshape)."""
+    vals = g.values()
+    uses = g.uses()
+    for r in g.nodes:
+        grp = _regroup_of(g, r)
+        if grp is not None:
+            break
+    else:
+        return g
+    prefix, (gg, m), (c, ln) = grp
+    fine = tuple(r.result.type.shape)
+    coarse = tuple(vals[r.inputs[0]].type.shape)
+    rank = len(fine)
+
+    def operand_kind(v: Value) -> str | None:
+        """"seg" for a per-channel operand [..., C, 1], "plain" for one constant over (C, L), None otherwise."""
+        s = tuple(v.type.shape)
+        if len(s) > rank:
+            return None
+        pad = (Lit(1),) * (rank - len(s)) + tuple(as_dim(d) if not isinstance(d, Variadic) else d for d in s)
+        if any(isinstance(d, Variadic) for d in pad):
+            return None
+        if pad[-1] != Lit(1):
+            return None
+        if any(d != Lit(1) and d != as_dim(f) for d, f in zip(pad[:-2], fine[:-2])):
+            return None
+        if pad[-2] == Lit(1):
+            return "plain"
+        return "seg" if pad[-2] == c else None
+
+    moved = {r.result.name}
+    outs = {v for _n, v in g.outputs}
+    order = [r.result.name]
+    for n in g.nodes:
+        if n.result.name in moved or not any(x in moved for x in n.inputs):
+            continue
+        if n.op not in _EW or _dims(n.result.type.shape) != _dims(fine):
+            return g
+        for x in n.inputs:
+            if x not in moved and operand_kind(vals[x]) is None:
+                return g
+        moved.add(n.result.name)
+        order.append(n.result.name)
+    for v in moved:   # every use of a regrouped value is one of the rewritten ops or an output
+        for u in uses.get(v, []):
+            if u.result.name not in moved:
+                return g
+    fresh = _namer(g, "seg")
+    segs: dict[str, str] = {}
+    nodes = []
+    for n in g.nodes:
+        if n is r:
+            nodes.append(dataclasses.replace(n, result=Value(n.result.name, TensorType(n.result.type.dtype, coarse)),
+                                             attrs=tuple(sorted(dict(n.attrs, shape=coarse).items()))))
+            continue
+        if n.result.name not in moved:
+            nodes.append(n)
+            continue
+        ins = []
+        for x in n.inputs:
+            if x not in moved and operand_kind(vals[x]) == "seg":
+                if x not in segs:
+                    segs[x] = fresh(x)
+                    attrs = (("channels", c), ("groups", gg), ("seglen", ln))
+                    nodes.append(Node(SEGMENT_OP, (x,), Value(segs[x], TensorType(vals[x].type.dtype, coarse)),
+                                      attrs, n.loc))
+                ins.append(segs[x])
+            else:
+                ins.append(x)
+        nodes.append(dataclasses.replace(n, inputs=tuple(ins),
+                                         result=Value(n.result.name, TensorType(n.result.type.dtype, coarse))))
+    outputs = []
+    back: dict[str, str] = {}
+    for name, v in g.outputs:
+        if v in moved:
+            if v not in back:
+                back[v] = fresh(v)
+                nodes.append(Node("reshape", (v,), Value(back[v], TensorType(vals[v].type.dtype, fine)),
+                                  (("shape", fine),), g.producers()[v].loc))
+            outputs.append((name, back[v]))
+        else:
+            outputs.append((name, v))
+    return Graph(g.name, g.params, tuple(nodes), tuple(outputs), g.constraints)
+
+
+def _dims(shape) -> tuple:
+    return tuple(d if isinstance(d, Variadic) else as_dim(d) for d in shape)
