@@ -317,9 +317,10 @@ def regroup_segments(g: Graph) -> Graph:
     [*P, C, L] (`_regroup_of`: C = G groups of C // G channels, M = C // G * L) and the reshaped value only flows
     through elementwise ops into outputs, those ops are rewritten on the rows' shape [*P, G, M] (the same elements
     in the same order), an operand of shape [..., C, 1] (a per-channel weight) becomes a `segment` of it
-    (SEGMENT_OP), and each output is stored through a reshape back to [*P, C, L] (a view of the same memory).
-    Returns g itself when there is no such reshape or a use of the regrouped values is anything else (the rows
-    analysis then refuses the graph naming the reshape)."""
+    (SEGMENT_OP; it must be an operator input seen through casts and reshapes), and each output is stored through a
+    reshape back to [*P, C, L] (a view of the same memory). Returns g itself when there is no such reshape, a use of
+    the regrouped values is anything else or a per-channel operand is computed (the rows analysis then refuses the
+    graph naming the reshape)."""
     vals = g.values()
     uses = g.uses()
     for r in g.nodes:
@@ -349,8 +350,18 @@ def regroup_segments(g: Graph) -> Graph:
             return "plain"
         return "seg" if pad[-2] == c else None
 
+    prod = g.producers()
+    inputs = {p.value.name for p in g.params if p.kind == "input"}
+
+    def from_input(v: str) -> bool:   # an operator input seen through casts and reshapes (read from GM per segment)
+        while v not in inputs:
+            n = prod.get(v)
+            if n is None or n.op not in ("cast", "reshape") or len(n.inputs) != 1:
+                return False
+            v = n.inputs[0]
+        return True
+
     moved = {r.result.name}
-    outs = {v for _n, v in g.outputs}
     order = [r.result.name]
     for n in g.nodes:
         if n.result.name in moved or not any(x in moved for x in n.inputs):
@@ -358,7 +369,8 @@ def regroup_segments(g: Graph) -> Graph:
         if n.op not in _EW or _dims(n.result.type.shape) != _dims(fine):
             return g
         for x in n.inputs:
-            if x not in moved and operand_kind(vals[x]) is None:
+            kind = None if x in moved else operand_kind(vals[x])
+            if x not in moved and (kind is None or kind == "seg" and not from_input(x)):
                 return g
         moved.add(n.result.name)
         order.append(n.result.name)
