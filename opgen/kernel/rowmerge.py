@@ -27,7 +27,6 @@ addressing, docs/design.md "Kernel families" (the rows family's anchor domain).
 from __future__ import annotations
 
 import dataclasses
-import random
 
 from opgen.ir.core import Graph, Node, Param, TensorType, Value
 from opgen.ir.dims import Lit, Variadic, as_dim
@@ -267,25 +266,10 @@ _EW = {"add", "sub", "mul", "div", "maximum", "minimum", "exp", "log", "sqrt", "
 """Elementwise ops a regrouped value may flow through before it is stored (no attribute names an axis)."""
 
 
-def _same_dim(a, b, env_syms, relate) -> bool:
-    """Whether dim expressions a and b are equal for every binding the relation `relate(env)` allows: checked at
-    several bindings of their symbols (a symbolic identity of products and quotients of dims, e.g.
-    C // G * L == L * (C // G) once C is a multiple of G)."""
-    rnd = random.Random(0)
-    for _ in range(6):
-        env = {s: rnd.randint(1, 97) for s in env_syms}
-        relate(env)
-        try:
-            if as_dim(a).evaluate(env) != as_dim(b).evaluate(env):
-                return False
-        except Exception:   # noqa: BLE001 - an expression we cannot evaluate is not shown equal
-            return False
-    return True
-
-
 def _regroup_of(g: Graph, n: Node):
     """(prefix, (G, M), (C, L)) when node n reshapes a value of shape [*prefix, G, M] to [*prefix, C, L] with
-    C % G == 0 a relation of the spec and M == C // G * L (a regrouping of the channels into G groups of C // G
+    C % G == 0 a relation of the spec and M == C // G * L as dim polynomials (opgen.ir.dims keeps + - * canonical,
+    C // G an atom: any order of the factors; a regrouping of the channels into G groups of C // G
     channels of L elements: the same elements in the same order); None otherwise."""
     if n.op != "reshape":
         return None
@@ -301,12 +285,7 @@ def _regroup_of(g: Graph, n: Node):
         return None
     if not any(k.op == "==" and as_dim(k.rhs) == Lit(0) and as_dim(k.lhs) == c % gg for k in g.constraints):
         return None
-    syms = sorted(gg.symbols() | m.symbols() | c.symbols() | ln.symbols())
-
-    def relate(env):   # C a multiple of G
-        env[str(c)] = gg.evaluate(env) * env[str(c)]
-
-    if c.symbols() != {str(c)} or str(c) in gg.symbols() or not _same_dim(m, c // gg * ln, syms, relate):
+    if m != c // gg * ln:   # canonical polynomials
         return None
     return src[:-2], (gg, m), (c, ln)
 
