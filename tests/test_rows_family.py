@@ -127,8 +127,10 @@ def _(b, x, w, group):
     xg = x.reshape([N, G, C // G * L])
     z = (xg - xg.mean(-1)).reshape([N, C, L]) * w.reshape([C, 1])
     return {"y": z - z.mean(-1)}
-''', "xg = x.reshape", "a reshape regroups the axes [N, C, L] as [N, G, C // G * L] between computations that use "
-                     "both groupings"),
+''', "xg = x.reshape", "groupings (a reduction over part of an axis, such as a group of channels, read back per "
+                     "element of the other grouping, such as a per-channel weight); the rows family computes in one "
+                     "axis order: reshape only operator inputs or outputs, or merge whole trailing axes (a reduction "
+                     "(%v7 at groupstats.py:17) of the values regrouped as [N, C, L]"),
     # a reduction over two trailing axes whose weight carries only one of them: the axes stay apart, and the
     # refusal says which value keeps them apart
     "PartRun": ('''
@@ -305,7 +307,8 @@ spec.output("y", f32, [N, C, L])
 def _(b, x, w, group):
     xg = x.reshape([N, G, C // G * L])
     return {"y": (xg - xg.mean(-1)).reshape([N, C, L]) * b.exp(w.reshape([C, 1]))}
-''', "xg = x.reshape", "a reshape regroups the axes [N, C, L] as [N, G, C // G * L] between computations"),
+''', "xg = x.reshape", "is computed in the kernel; the rows family applies only elementwise ops with per-channel "
+                     "operator inputs [C, 1] to values regrouped as [N, C, L]"),
     # a per-channel operand minus the regrouped rows (Muls / Adds apply x * w, x + b, x - b only)
     "SegMinus": ('''
 spec = OpSpec("SegMinus", aclnn="aclnnSegMinus", socs=(A2, A3))

@@ -299,15 +299,33 @@ def regroup_segments(g: Graph) -> Graph:
     (SEGMENT_OP; it must be an operator input seen through casts and reshapes), and each output is stored through a
     reshape back to [*P, C, L] (a view of the same memory). Returns g itself when there is no such reshape, a use of
     the regrouped values is anything else or a per-channel operand is computed (the rows analysis then refuses the
-    graph naming the reshape)."""
+    graph naming the reshape, with `regroup_blocker`'s reason)."""
+    return _regroup(g)[0]
+
+
+def regroup_blocker(g: Graph) -> str:
+    """Why `regroup_segments` left a regrouping of g as it is, in the spec's terms (the op or operand in the way,
+    with its spec line); "" when it rewrote it or there is none."""
+    return _regroup(g)[1]
+
+
+_WHAT = {"reduce": "a reduction", "reshape": "a reshape", "permute": "a permute", "slice": "a slice",
+         "concat": "a concat", "broadcast": "a broadcast", "select": "`b.where`", "gather": "a gather by index"}
+"""The spec construct of an op that keeps a regrouping apart, named in regroup_blocker's reason."""
+
+
+def _where(n) -> str:
+    return f" at {n.loc.rsplit('/', 1)[-1]}" if n is not None and n.loc else ""
+
+
+def _regroup(g: Graph) -> tuple[Graph, str]:
     vals = g.values()
-    uses = g.uses()
     for r in g.nodes:
         grp = _regroup_of(g, r)
         if grp is not None:
             break
     else:
-        return g
+        return g, ""
     prefix, (gg, m), (c, ln) = grp
     fine = tuple(r.result.type.shape)
     coarse = tuple(vals[r.inputs[0]].type.shape)
@@ -340,23 +358,27 @@ def regroup_segments(g: Graph) -> Graph:
             v = n.inputs[0]
         return True
 
+    grouped = f"[{', '.join(str(d) for d in fine)}]"
+    rule = (f"the rows family applies only elementwise ops with per-channel operator inputs [{c}, 1] to values "
+            f"regrouped as {grouped} (the per-channel affine of a group normalisation) on their way to the outputs")
     moved = {r.result.name}
-    order = [r.result.name]
     for n in g.nodes:
         if n.result.name in moved or not any(x in moved for x in n.inputs):
             continue
         if n.op not in _EW or _dims(n.result.type.shape) != _dims(fine):
-            return g
+            what = _WHAT.get(n.op, f"op {n.op}")
+            return g, f"{what} (%{n.result.name}{_where(n)}) of the values regrouped as {grouped}; {rule}"
         for x in n.inputs:
-            kind = None if x in moved else operand_kind(vals[x])
-            if x not in moved and (kind is None or kind == "seg" and not from_input(x)):
-                return g
+            if x in moved:
+                continue
+            kind = operand_kind(vals[x])
+            if kind is None:
+                shape = ", ".join(str(d) for d in vals[x].type.shape)
+                return g, (f"operand %{x} [{shape}] of %{n.result.name}{_where(n)} is neither per channel "
+                           f"[{c}, 1] nor constant over [{c}, {ln}]; {rule}")
+            if kind == "seg" and not from_input(x):
+                return g, (f"the per-channel operand %{x}{_where(prod.get(x))} is computed in the kernel; {rule}")
         moved.add(n.result.name)
-        order.append(n.result.name)
-    for v in moved:   # every use of a regrouped value is one of the rewritten ops or an output
-        for u in uses.get(v, []):
-            if u.result.name not in moved:
-                return g
     fresh = _namer(g, "seg")
     segs: dict[str, str] = {}
     nodes = []
@@ -392,7 +414,7 @@ def regroup_segments(g: Graph) -> Graph:
             outputs.append((name, back[v]))
         else:
             outputs.append((name, v))
-    return Graph(g.name, g.params, tuple(nodes), tuple(outputs), g.constraints)
+    return Graph(g.name, g.params, tuple(nodes), tuple(outputs), g.constraints), ""
 
 
 def _dims(shape) -> tuple:

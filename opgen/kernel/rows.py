@@ -26,7 +26,8 @@ from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import stamp
 from opgen.kernel import rowalg, rowprog
 from opgen.kernel.headlower import full_keys, lower_spec
-from opgen.kernel.rowmerge import SEGMENT_OP, merge_blocker, min_as_max, prepare
+from opgen.kernel.rowmerge import (SEGMENT_OP, merge_blocker, merge_trailing, min_as_max, prepare, regroup_blocker,
+                                   tanh_as_exp)
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, SegView, Unsupported, analyse, keys_of,
                                     store_view, view_of)
 from opgen.names import cpp_name
@@ -421,7 +422,8 @@ class _Lowering:
         seg = a if a in self.segs else b
         other = b if seg == a else a
         if op not in ("mul", "add", "sub") or other is None or other in self.segs or (op == "sub" and seg == a):
-            raise self.err(r, f"op {op} with the per-channel operand %{seg} of regrouped rows; the rows family "
+            src = self.prod[seg].inputs[0] if seg in self.prod else seg
+            raise self.err(r, f"op {op} with the per-channel operand %{src} of regrouped rows; the rows family "
                            f"multiplies, adds or subtracts a per-channel operand (x * w, x + b, x - b) only")
         self.use(other, r)
         try:
@@ -1051,6 +1053,9 @@ class RowsFamily(Family):
             lay = parts_layout(g)
             if lay is None:
                 _refuse_index_ops(g)
+                why = regroup_blocker(merge_trailing(min_as_max(tanh_as_exp(g))))
+                if why:   # say what kept a regrouping of the channels from the groups' rows
+                    raise Unsupported(first.value, first.loc, f"{first.why} ({why})") from None
                 raise first from None
             return lay
 
