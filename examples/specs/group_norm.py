@@ -1,6 +1,7 @@
 """GroupNorm (aclnnGroupNorm) on self [N, C, HxW]: the C channels in `group` groups of C / group consecutive
 channels; per (n, g), over the (C / group) x HxW elements of the group, mean = E[x], rstd = 1 / sqrt(E[(x - mean)^2]
-+ eps) (the biased variance, as torch.nn.functional.group_norm), then the per-channel affine
++ eps) (the biased variance, as CANN's kernel and torch.nn.functional.group_norm: docs/reference/group_norm.md §2),
+then the per-channel affine
 out = (x - mean) * rstd * gamma[c] + beta[c]. meanOut and rstdOut are [N, group] in self's dtype, as
 aclnnGroupNorm declares them. N, C and HxW are attributes of aclnnGroupNorm too: the aclnn layer refuses a call
 whose attributes disagree with self's shape, and one whose C is not a multiple of group.
@@ -9,7 +10,7 @@ Written naturally: the statistics on self regrouped as [N, G, C // G * HxW], the
 family computes both on the rows of the groups (one row of C // G * HxW elements per (n, g)): gamma and beta become
 per-segment operands, one value per HxW columns of the row (opgen.kernel.rowmerge.regroup_segments; read C // G
 values of each once per row). Not declared here: self of rank other than 3 (flatten the spatial dims into HxW),
-gamma and beta absent.
+eps <= 0 refused (CANN's 161002: accepted here).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
