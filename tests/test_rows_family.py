@@ -374,6 +374,32 @@ def test_group_norm_lowers_on_the_rows_of_its_groups_whatever_the_names(tmp_path
     assert strip(back) == strip(text)
 
 
+def test_group_norm_over_several_spatial_axes_lowers_on_the_groups_rows(tmp_path):
+    """x [N, C, H, W] regrouped as [N, G, C // G * H * W], the affine on [N, C, H, W] with weights [C, 1, 1]: the same
+    rows of the groups, segments of H * W columns."""
+    path = _spec(tmp_path, "GroupNorm4", '''
+spec = OpSpec("GroupNorm4", aclnn="aclnnGroupNorm4", socs=(A2, A3))
+N = spec.dim("N")
+C, H, W = spec.dims("C H W", max=256)
+G = spec.dim("G", max=64)
+spec.input("x", f32, [N, C, H, W])
+spec.input("w", f32, [C])
+spec.attr("groups", int, required=True, dim=G)
+spec.require((C % G).eq(0), "groups", "C must be a multiple of groups")
+spec.output("y", f32, [N, C, H, W])
+
+
+@spec.body
+def _(b, x, w, groups):
+    xg = x.reshape([N, G, C // G * H * W])
+    return {"y": (xg - xg.mean(2)).reshape([N, C, H, W]) * w.reshape([C, 1, 1])}
+''')
+    text = _kernel_text(path)
+    assert "layout rows [N, G, C // G * H * W]: G * N rows of C // G * H * W" in text, text
+    assert "gm in w: f32 seg at w[a1 * C // G + (col / (H * W))]" in text, text
+    assert "gm out y: f32 row at y[" in text and "= Muls(w0, w per segment)" in text, text
+
+
 def test_a_reshape_by_an_inexact_quotient_is_refused_at_the_spec_line(tmp_path):
     """[N, C, L] -> [N, G, C // G * L] keeps the elements only when C % G == 0: without that relation the spec is
     refused at the reshape's line, naming the relation to declare."""

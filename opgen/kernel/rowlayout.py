@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from opgen.errors import IRError
 from opgen.ir.core import Graph
 from opgen.ir.dtypes import dtype_name
-from opgen.ir.dims import Bounds, DimExpr, Lit, Prod, Variadic, as_dim
+from opgen.ir.dims import Bounds, DimExpr, Lit, Prod, Sym, Variadic, as_dim
 
 
 class Unsupported(IRError):
@@ -127,7 +127,8 @@ class SegView(View):
     def text(self) -> str:
         """Canonical text: the first value's offset, then per segment j of seglen columns its element."""
         base = super().text()
-        return f"{base[:-1]} + (col / {self.seglen}){'' if str(self.step) == '1' else f' * {self.step}'}]"
+        seg = str(self.seglen) if isinstance(as_dim(self.seglen), (Sym, Lit)) else f"({self.seglen})"
+        return f"{base[:-1]} + (col / {seg}){'' if str(self.step) == '1' else f' * {self.step}'}]"
 
 
 @dataclass(frozen=True)

@@ -267,27 +267,31 @@ _EW = {"add", "sub", "mul", "div", "maximum", "minimum", "exp", "log", "sqrt", "
 
 
 def _regroup_of(g: Graph, n: Node):
-    """(prefix, (G, M), (C, L)) when node n reshapes a value of shape [*prefix, G, M] to [*prefix, C, L] with
-    C % G == 0 a relation of the spec and M == C // G * L as dim polynomials (opgen.ir.dims keeps + - * canonical,
-    C // G an atom: any order of the factors; a regrouping of the channels into G groups of C // G
-    channels of L elements: the same elements in the same order); None otherwise."""
+    """(prefix, (G, M), (C, tail)) when node n reshapes a value of shape [*prefix, G, M] to [*prefix, C, *tail] with
+    C % G == 0 a relation of the spec and M == C // G * prod(tail) as dim polynomials (opgen.ir.dims keeps + - *
+    canonical, C // G an atom: any order of the factors): a regrouping of the channels into G groups of C // G
+    channels of L = prod(tail) elements (HxW, or H, W), the same elements in the same order; None otherwise."""
     if n.op != "reshape":
         return None
     src = tuple(g.values()[n.inputs[0]].type.shape)
     dst = tuple(n.result.type.shape)
-    if len(src) != len(dst) or len(src) < 2 or any(isinstance(d, Variadic) for d in src + dst):
+    if len(src) < 2 or len(dst) < len(src) or any(isinstance(d, Variadic) for d in src + dst):
         return None
-    if tuple(as_dim(d) for d in src[:-2]) != tuple(as_dim(d) for d in dst[:-2]):
+    k = len(src) - 2
+    if tuple(as_dim(d) for d in src[:k]) != tuple(as_dim(d) for d in dst[:k]):
         return None
     gg, m = as_dim(src[-2]), as_dim(src[-1])
-    c, ln = as_dim(dst[-2]), as_dim(dst[-1])
+    c, tail = as_dim(dst[k]), tuple(as_dim(d) for d in dst[k + 1:])
+    ln = Lit(1)
+    for d in tail:
+        ln = ln * d
     if (gg, m) == (c, ln) or Lit(1) in (gg, m, c, ln):
         return None
-    if not any(k.op == "==" and as_dim(k.rhs) == Lit(0) and as_dim(k.lhs) == c % gg for k in g.constraints):
+    if not any(k_.op == "==" and as_dim(k_.rhs) == Lit(0) and as_dim(k_.lhs) == c % gg for k_ in g.constraints):
         return None
     if m != c // gg * ln:   # canonical polynomials
         return None
-    return src[:-2], (gg, m), (c, ln)
+    return src[:k], (gg, m), (c, tail)
 
 
 def regroup_segments(g: Graph) -> Graph:
@@ -326,26 +330,30 @@ def _regroup(g: Graph) -> tuple[Graph, str]:
             break
     else:
         return g, ""
-    prefix, (gg, m), (c, ln) = grp
+    prefix, (gg, m), (c, tail) = grp
+    ln = Lit(1)
+    for d in tail:
+        ln = ln * d
     fine = tuple(r.result.type.shape)
     coarse = tuple(vals[r.inputs[0]].type.shape)
-    rank = len(fine)
+    rank, k = len(fine), len(prefix)
 
     def operand_kind(v: Value) -> str | None:
-        """"seg" for a per-channel operand [..., C, 1], "plain" for one constant over (C, L), None otherwise."""
+        """"seg" for a per-channel operand [..., C, 1, ...], "plain" for one constant over (C, *tail), None
+        otherwise (shapes align on the right, as elementwise ops broadcast)."""
         s = tuple(v.type.shape)
         if len(s) > rank:
             return None
         pad = (Lit(1),) * (rank - len(s)) + tuple(as_dim(d) if not isinstance(d, Variadic) else d for d in s)
         if any(isinstance(d, Variadic) for d in pad):
             return None
-        if pad[-1] != Lit(1):
+        if any(d != Lit(1) for d in pad[k + 1:]):
             return None
-        if any(d != Lit(1) and d != as_dim(f) for d, f in zip(pad[:-2], fine[:-2])):
+        if any(d != Lit(1) and d != as_dim(f) for d, f in zip(pad[:k], fine[:k])):
             return None
-        if pad[-2] == Lit(1):
+        if pad[k] == Lit(1):
             return "plain"
-        return "seg" if pad[-2] == c else None
+        return "seg" if pad[k] == c else None
 
     prod = g.producers()
     inputs = {p.value.name for p in g.params if p.kind == "input"}
@@ -359,7 +367,8 @@ def _regroup(g: Graph) -> tuple[Graph, str]:
         return True
 
     grouped = f"[{', '.join(str(d) for d in fine)}]"
-    rule = (f"the rows family applies only elementwise ops with per-channel operator inputs [{c}, 1] to values "
+    per_channel = f"[{c}{', 1' * len(tail)}]"
+    rule = (f"the rows family applies only elementwise ops with per-channel operator inputs {per_channel} to values "
             f"regrouped as {grouped} (the per-channel affine of a group normalisation) on their way to the outputs")
     moved = {r.result.name}
     for n in g.nodes:
@@ -375,7 +384,7 @@ def _regroup(g: Graph) -> tuple[Graph, str]:
             if kind is None:
                 shape = ", ".join(str(d) for d in vals[x].type.shape)
                 return g, (f"operand %{x} [{shape}] of %{n.result.name}{_where(n)} is neither per channel "
-                           f"[{c}, 1] nor constant over [{c}, {ln}]; {rule}")
+                           f"{per_channel} nor constant over [{', '.join(str(d) for d in (c, *tail))}]; {rule}")
             if kind == "seg" and not from_input(x):
                 return g, (f"the per-channel operand %{x}{_where(prod.get(x))} is computed in the kernel; {rule}")
         moved.add(n.result.name)
