@@ -78,7 +78,7 @@ def declare_public_api(spec, names: str) -> None:
     if len(public) != len(opdef):
         raise ValueError(f"declare_public_api: {len(public)} public names for {len(opdef)} OpDef parameters; give one per parameter")
     spec.aclnn_signature(*(api.param(n, p) for n, p in zip(public, opdef)), const_outputs=True)
-    spec.aclnn_note("Stricter than CANN (docs/reference/norm_rope_concat.md §3.3): CANN's aclnn layer checks only null "
+    spec.aclnn_note("Stricter than CANN's aclnn layer of this op: CANN's aclnn layer checks only null "
                     "pointers and dtypes and leaves the rest to infershape and tiling (a later 561xxx) or to nobody; "
                     "here every rule of the recommended validation set fails with 161002: 4-D BSND inputs with common "
                     "B, N and D; D even and at most 1024; Sk == Sv; an encoder key exactly when an encoder value; "

@@ -10,7 +10,7 @@ from opgen.dsl import A2, A3, OpSpec, Prod, api, bf16, f16, f32
 
 spec = OpSpec("AdaLayerNormGrad", aclnn="aclnnAdaLayerNormBackward", socs=(A2, A3), round="rint",
               doc="Backward of out = LayerNorm(x) * (1 + scale) + shift with saved per-row mean/rstd.",
-              source="docs/reference/ada_layer_norm.md §1.2")
+              source="the backward formulas of CANN's aclnnAdaLayerNormBackward (ops-nn norm/ada_layer_norm_grad)")
 Bd = spec.variadic("Bd", max_rank=6)
 S = spec.dim("S")
 H = spec.dim("H", max=65536)  # the UB plans are proven up to this bound (opgen.tiling.ub_proof)
@@ -43,11 +43,11 @@ spec.aclnn_signature(
     api.param("weightOptional", "gamma"), api.param("biasOptional", "beta"),
     api.param("gradInputOut", "pd_x"), api.param("gradScaleOut", "pd_scale"), api.param("gradShiftOut", "pd_shift"),
     api.param("gradWeightOut", "pd_gamma"), api.param("gradBiasOut", "pd_beta"))
-spec.opdef_note("Deliberate difference from CANN's def (docs/reference/ops_package.md §4): gamma and beta are OPTIONAL, "
+spec.opdef_note("Deliberate difference from CANN's def (ops-nn norm/ada_layer_norm_grad/op_host): gamma and beta are OPTIONAL, "
                 "not REQUIRED. CANN's aclnn layer fills absent ones (ones/zeros) before the launch; this kernel "
                 "treats an absent gamma as ones and beta as zeros itself, so no fill runs and a graph that passes "
                 "both still matches.")
-spec.aclnn_note("Stricter than CANN (docs/reference/ada_layer_norm.md §2.3): all five gradient outputs are required "
+spec.aclnn_note("Stricter than CANN's aclnnAdaLayerNormBackward: all five gradient outputs are required "
                 "(CANN documents them as optional, does nothing when all five are null and dereferences a null "
                 "gradInputOut, gradScaleOut or gradShiftOut); weightOptional and biasOptional must be [H] (CANN "
                 "checks only their rank); gradWeightOut and gradBiasOut must be [H] (CANN accepts any shape of H "

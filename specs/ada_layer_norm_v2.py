@@ -10,7 +10,7 @@ from opgen.dsl import A2, A3, OpSpec, Prod, api, bf16, f16, f32
 
 spec = OpSpec("AdaLayerNormV2", aclnn="aclnnAdaLayerNormV2", socs=(A2, A3), round="rint",
               doc="Adaptive LayerNorm forward that also outputs the per-row mean and rstd.",
-              source="docs/reference/ada_layer_norm.md §1.1")
+              source="the forward formulas of CANN's aclnnAdaLayerNormV2 (ops-nn norm/ada_layer_norm_v2)")
 Bd = spec.variadic("Bd", max_rank=6)
 S = spec.dim("S")
 H = spec.dim("H", max=131073)  # the UB plans are proven up to this bound (opgen.tiling.ub_proof)
@@ -36,7 +36,7 @@ spec.modifies("norm/ada_layer_norm",
               "in op_host/ada_layer_norm_tiling.cpp, REGISTER_TILING_DATA_CLASS(AdaLayerNormV2, ...) in "
               "op_host/ada_layer_norm_tiling.h), because CANN's AdaLayerNormV2 has no tiling of its own. This "
               "package brings its own, so delete those two registrations there, or AdaLayerNormV2's tiling is "
-              "registered twice (docs/reference/ops_package.md §1).")
+              "registered twice.")
 spec.example_call({"Bd": (2,), "S": 4, "H": 8})
 # CANN's public signature (docs/reference/ada_layer_norm.md §2.2): mean and rstd outputs may be null.
 spec.aclnn_signature(

@@ -14,7 +14,7 @@ from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
 
 spec = OpSpec("NormRopeConcat", aclnn="aclnnNormRopeConcat", socs=(A2, A3), round="round",
               doc="LayerNorm + concat + transpose + RoPE of query/key (value: concat + transpose).",
-              source="docs/reference/norm_rope_concat.md §1")
+              source="CANN's NormRopeConcat (ops-transformer posembedding/norm_rope_concat: its docs and golden script)")
 B, Sq, Sk, N, R = spec.dims("B Sq Sk N R")
 Seq, Sek = spec.dims("Seq Sek", absent=0)
 D = spec.dim("D", min=2, max=1024, multiple_of=2)

@@ -13,7 +13,7 @@ from opgen.dsl import A2, A3, A5, OpSpec, bf16, f16, f32
 
 spec = OpSpec("NormRopeConcatGrad", aclnn="aclnnNormRopeConcatBackward", socs=(A2, A3, A5), round="round",
               doc="Backward of NormRopeConcat: RoPE adjoint, split, transpose back, LayerNorm backward.",
-              source="docs/reference/norm_rope_concat.md §2")
+              source="CANN's NormRopeConcatGrad (ops-transformer posembedding/norm_rope_concat_grad: its docs and golden script)")
 B, Sq, Sk, N, R = spec.dims("B Sq Sk N R")
 Seq, Sek = spec.dims("Seq Sek", absent=0)
 D = spec.dim("D", min=2, max=1024, multiple_of=2)

@@ -16,7 +16,7 @@ from opgen.dsl import A2, A3, OpSpec, api, bf16, boolean, f16, f32, i32, i64, u8
 
 spec = OpSpec("NsaSelectedAttention", aclnn="aclnnNsaSelectedAttention", socs=(A2, A3), round="round",
               doc="Selected-block sparse attention of Native Sparse Attention (forward).",
-              source="docs/reference/nsa_selected_attention.md §2.4")
+              source="CANN's aclnnNsaSelectedAttention document (ops-transformer attention/nsa_selected_attention)")
 T1, T2, N2 = spec.dims("T1 T2 N2")
 Bn = spec.dim("Bn", max=1024)
 N1 = spec.dim("N1")
@@ -66,7 +66,7 @@ spec.aclnn_signature(
     api.param("selectedBlockCount", "selected_block_count"), api.param("softmaxMaxOut", "softmax_max"),
     api.param("softmaxSumOut", "softmax_sum"), api.param("attentionOut", "attention_out"),
     const_outputs=True)
-spec.aclnn_note("Stricter than CANN (docs/reference/nsa_selected_attention.md §3.2): actualSeqQLenOptional and "
+spec.aclnn_note("Stricter than CANN's aclnnNsaSelectedAttention: actualSeqQLenOptional and "
                 "actualSeqKvLenOptional are required despite their names (CANN fails later, with 561103), and "
                 "the rules listed in the spec's docstring are checked here rather than left to the kernel.")
 

@@ -15,7 +15,7 @@ from opgen.dsl import A2, A3, OpSpec, api, bf16, boolean, f16, f32, i32, i64
 
 spec = OpSpec("NsaSelectedAttentionGrad", aclnn="aclnnNsaSelectedAttentionGrad", socs=(A2, A3), round="round",
               doc="Backward of NsaSelectedAttention (TND, GQA).",
-              source="docs/reference/nsa_selected_attention.md §2.5")
+              source="CANN's aclnnNsaSelectedAttentionGrad document (ops-transformer attention/nsa_selected_attention_grad)")
 T1, T2, N2, Bn = spec.dims("T1 T2 N2 Bn")
 N1 = spec.dim("N1")
 D = spec.dim("D", max=768, multiple_of=16)
@@ -67,7 +67,7 @@ spec.aclnn_signature(
     api.param("selectedBlockCount"), api.param("headNum"), api.param("inputLayout", ctype="char*"),
     api.param("sparseMode"), api.param("dqOut", "dq"), api.param("dkOut", "dk"), api.param("dvOut", "dv"),
     const_outputs=True)
-spec.aclnn_note("Stricter than CANN (docs/reference/nsa_selected_attention.md §3.3-3.4): actualSeqQLenOptional and "
+spec.aclnn_note("Stricter than CANN's aclnnNsaSelectedAttentionGrad: actualSeqQLenOptional and "
                 "actualSeqKvLenOptional are required despite their names, and the rules listed in the spec's "
                 "docstring are checked here.")
 

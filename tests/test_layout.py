@@ -53,6 +53,7 @@ set(UT_TEST_ALL ON)
 set(BUILD_OPEN_PROJECT ON)
 set(OP_TILING_MODULE_NAME tiling_ut)
 set(OP_INFERSHAPE_MODULE_NAME infershape_ut)
+set(OP_API_MODULE_NAME opapi_ut)
 set(OPHOST_NAME ophost)
 function(record)
   string(REPLACE ";" "," line "${ARGN}")
@@ -90,6 +91,8 @@ function(add_modules_ut_sources)
     glob_record("ut_tiling:${M_DIR}" ${M_DIR}/test_*_tiling.cpp)
   elseif(module STREQUAL OP_INFERSHAPE_MODULE_NAME)
     glob_record("ut_infershape:${M_DIR}" ${M_DIR}/test_*_infershape.cpp)
+  elseif(module STREQUAL OP_API_MODULE_NAME)
+    glob_record("ut_opapi:${M_DIR}" ${M_DIR}/test_aclnn_*.cpp)
   else()
     record("ut_unknown_module=${module}")
   endif()
@@ -282,6 +285,7 @@ def test_every_package_is_entered_and_globs_its_files(laid_out):
             assert _value(record, f"ut_tiling:{ut}") == [f"{rel}/tests/ut/op_host/test_{m.snake}_tiling.cpp"]
             assert _value(record, f"ut_infershape:{ut}") == [f"{rel}/tests/ut/op_host/test_{m.snake}_infershape.cpp"]
             assert _value(record, f"ut_kernel:{m.snake}") == [f"{rel}/tests/ut/op_kernel/test_{m.snake}.cpp"]
+            assert _value(record, f"ut_opapi:{ut}/op_api") == [f"{rel}/tests/ut/op_host/op_api/test_{m.api_snake}.cpp"]
             if repo == "ops-transformer":
                 assert f"compiled_op={rel}" in record
                 assert f"target_sources=op_host_aclnnExc,{host}/{m.snake}_def.cpp" in record

@@ -9,6 +9,9 @@ declaring only the gtest macros the sources use):
 - op_graph/<op>_proto.h of every package against ge's graph/operator_reg.h;
 - tests/ut/op_host/test_*_tiling.cpp and test_*_infershape.cpp of the ops-nn packages against ops-nn's
   tests/ut/common fakers and executors (ops-transformer's framework headers are not among the sources);
+- tests/ut/op_host/op_api/test_aclnn_<op>.cpp of every package against ops-nn's op_api UT framework
+  (tests/ut/op_api/op_api_ut_common), which also needs nlohmann/json.hpp (`$OPGEN_CANN_SRC/nlohmann-json/include`,
+  from github nlohmann/json's single_include; skipped without it);
 - tests/ut/op_kernel/test_<op>.cpp of every package in the CPU-debug mode of asc-devkit + asc-tools (tikicpulib.h),
   with the package's force-included tiling header.
 Skipped when the sources are not there.
@@ -87,6 +90,16 @@ def test_host_uts_compile_against_the_ops_nn_ut_helpers():
     jobs = [(f, _host_flags()) for s, d in _dirs() if s.repository == "ops-nn"
             for f in sorted((d / "tests" / "ut" / "op_host").glob("test_*.cpp"))]
     assert len(jobs) == 4
+    assert [(p.name, e) for p, e in _run(jobs) if e] == []
+
+
+@pytest.mark.skipif(not (SRC / "nlohmann-json/include/nlohmann/json.hpp").is_file(),
+                    reason=f"nlohmann/json.hpp not under {SRC}/nlohmann-json/include")
+def test_op_api_uts_compile_against_the_op_api_ut_framework():
+    flags = _host_flags() + [f"-I{SRC / 'ops-nn/tests/ut/op_api/op_api_ut_common/inc'}",
+                             f"-I{SRC / 'nlohmann-json/include'}"]
+    jobs = [(f, flags) for _s, d in _dirs() for f in sorted((d / "tests/ut/op_host/op_api").glob("test_aclnn_*.cpp"))]
+    assert len(jobs) == 6
     assert [(p.name, e) for p, e in _run(jobs) if e] == []
 
 

@@ -457,7 +457,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
                 declared.append(tk)
                 keys.append((tk.macro(spec), ctype, _dedupe(vs)))
     env = template_env()
-    consts = [("L0A_BYTES", tnsa.CUBE["l0a"], "L0A bytes (docs/reference/ascendc.md §1.2)"),
+    consts = [("L0A_BYTES", tnsa.CUBE["l0a"], "L0A bytes on Atlas A2/A3"),
               ("L0B_BYTES", tnsa.CUBE["l0b"], "L0B bytes"),
               ("L0C_BYTES", tnsa.CUBE["l0c"], "L0C bytes"),
               ("L0C_ACC_BYTES", tnsa.L0C_ACC, "L0C bytes of the accumulator region (the tile region follows)"),

@@ -13,7 +13,9 @@ ops-transformer build (docs/reference/ops_package.md §2-3), for the repository 
     tests/CMakeLists.txt, tests/ut/CMakeLists.txt
                                     enter tests/ut/op_host and tests/ut/op_kernel (ops-transformer file(READ)s
                                     tests/CMakeLists.txt of every op it builds)
-    tests/ut/op_host/CMakeLists.txt add_modules_ut_sources for the tiling and infershape UT modules
+    tests/ut/op_host/CMakeLists.txt add_modules_ut_sources for the tiling and infershape UT modules; enters op_api/
+    tests/ut/op_host/op_api/CMakeLists.txt
+                                    add_modules_ut_sources for the op_api UT module (with UT_TEST_ALL or OP_API_UT)
     tests/ut/op_kernel/CMakeLists.txt
                                     AddOpTestCase(<op_snake> ...)
 
@@ -90,7 +92,8 @@ def kernel_ut_soc(spec) -> str:
 def _cmake_context(spec) -> dict:
     m = OpModel(spec)
     repo = repository(spec)
-    return {"banner": m.banner("#"), "op": m.op, "op_snake": m.snake, "repository": repo.name,
+    return {"banner": m.banner("#"), "op": m.op, "op_snake": m.snake, "api": m.api, "api_snake": m.api_snake,
+            "repository": repo.name,
             "category": spec.category, "ut_module_kw": repo.ut_module_kw, "ut_soc": kernel_ut_soc(spec),
             "tiling_sources": [f"op_host/{m.snake}_tiling.cpp"] if repo.kernel_ut_tiling_sources else [],
 }
@@ -107,6 +110,7 @@ def emit_cmake(spec) -> dict[str, str]:
         "tests/CMakeLists.txt": "cmake/subdirs.txt.j2",
         "tests/ut/CMakeLists.txt": "cmake/subdirs.txt.j2",
         "tests/ut/op_host/CMakeLists.txt": "cmake/ut_op_host.txt.j2",
+        "tests/ut/op_host/op_api/CMakeLists.txt": "cmake/ut_op_api.txt.j2",
         "tests/ut/op_kernel/CMakeLists.txt": f"cmake/ut_op_kernel_{r}.txt.j2",
     }
     return {path: render(tpl, path=path, **ctx) for path, tpl in files.items()}

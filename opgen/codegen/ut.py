@@ -9,6 +9,13 @@ AddOpTestCase):
                                                core count, are the ones opgen's tiling twin computes; a dtype outside
                                                the table fails
     tests/ut/op_host/test_<op>_infershape.cpp  gtest case of InferShape on the example: the output shapes of the spec
+    tests/ut/op_host/op_api/test_aclnn_<op>.cpp
+                                               gtest cases of <api>GetWorkspaceSize through the repository's op_api UT
+                                               framework (OP_API_UT, TensorDesc): the example in every dtype row
+                                               returns ACLNN_SUCCESS; each required tensor passed as null
+                                               ACLNN_ERR_PARAM_NULLPTR; a dtype outside the table and an output of the
+                                               wrong shape ACLNN_ERR_PARAM_INVALID (docs/design.md "Emission":
+                                               the codes the emitted checks return)
     tests/ut/op_kernel/test_<op>.cpp           gtest case running the kernel entry in the CPU-debug build (tikicpulib:
                                                GmAlloc, ICPU_SET_TILING_KEY, ICPU_RUN_KF) on the example's inputs with
                                                the tiling data the TilingFunc writes for it on the UT's SoC
@@ -19,7 +26,8 @@ AddOpTestCase):
 The values (shapes, dtypes, attribute values, tiling fields, keys, block dim, workspace) are computed here from the
 spec: its example call (opgen.codegen.example.example_case) and the tiling program's Python twin
 (opgen.tiling.emit.evaluate) on the platform of the UT's SoC (opgen.platforms). The sources cannot run without the
-repositories' UT frameworks; opgen only checks that they are well-formed.
+repositories' UT frameworks; opgen checks that they are well-formed, and runs the op_api UT against the emitted
+aclnn layer in its host emulation with a stand-in of the framework (tests/test_op_api_ut.py).
 """
 
 from __future__ import annotations
@@ -30,12 +38,13 @@ import textwrap
 import numpy as np
 
 from opgen.codegen.env import render
-from opgen.codegen.model import OpModel
+from opgen.codegen.model import ACL_DTYPE, OpModel
 from opgen.codegen.tilingkey import TilingKey
 from opgen.errors import OpgenError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
-from opgen.names import cpp_name
+from opgen.codegen.example import int_array_values
+from opgen.names import c_string, cpp_name
 
 # Platform (opgen/platforms/platforms.json) of the SoC a kernel UT runs as (opgen.codegen.layout.KERNEL_UT_SOC).
 UT_PLATFORM = {"ascend910B1": "ascend910b1", "ascend950pr_9599": "ascend950"}
@@ -245,7 +254,7 @@ def ut_context(spec) -> dict:
         break_on_hyphens=False)
     return {
         "kernel_intro": kernel_intro,
-        "banner": m.banner(), "op": m.op, "op_snake": m.snake, "entry": m.entry, "struct": f"optiling::{m.op}TilingData",
+        "banner": m.banner(), "op": m.op, "op_snake": m.snake, "api_snake": m.api_snake, "entry": m.entry, "struct": f"optiling::{m.op}TilingData",
         "any_value": repo.any_value, "attrs": attrs, "tiling_cases": tiling_cases, "bad": bad,
         "attr_key": ak, "infer_outputs": infer_outputs, "infer_case": tiling_cases[0],
         "core_num": platform.aiv, "ub_size": platform.ub_bytes, "sys_workspace": SYS_WORKSPACE_BYTES, "ut_soc": ut_soc, "platform": platform.name,
@@ -259,6 +268,121 @@ def ut_context(spec) -> dict:
     }
 
 
+# Dtypes tried, in order, for "a dtype outside the table" (the first one the tensor's column lacks).
+_FOREIGN_DTYPES = (DType.i16, DType.i8, DType.u8, DType.i32, DType.i64, DType.f16, DType.f32, DType.bf16, DType.bool)
+
+
+def _int_vector(values) -> str:
+    return "vector<int64_t>{" + ", ".join(str(int(v)) for v in values) + "}"
+
+
+def _tensor_desc(shape, dt) -> str:
+    return f"TensorDesc({{{', '.join(str(int(d)) for d in shape)}}}, {ACL_DTYPE[dt]}, ACL_FORMAT_ND)"
+
+
+def op_api_context(spec) -> dict:
+    """Template data of tests/ut/op_host/op_api/test_aclnn_<op>.cpp: the public parameters of every case as C++
+    argument expressions (TensorDesc / IntArrayDesc / literals / nullptr) in the API's order, with the status code
+    the emitted aclnn layer must return (docs/design.md "Emission": 161001 null, 161002 invalid). No spec name
+    becomes an identifier: arguments are temporaries, cases are numbered, names appear in comments only.
+    Raises SpecError when the example is not valid for the spec."""
+    m = OpModel(spec)
+    ucases = ut_cases(spec)
+
+    def args(c: UtCase, override: dict | None = None) -> tuple[list, list]:
+        row = spec.dtype_rows[c.row - 1] if spec.dtype_rows else {}
+        ins, outs = [], []
+        for k, a in enumerate(m.api_params):
+            dt = a.dtype
+            if isinstance(dt, DTypeVar):
+                dt = row[dt.name]
+            if a.kind == "int_array":
+                expr = f"IntArrayDesc({_int_vector(int_array_values(a, c.env))})"
+            elif a.kind in ("input", "optional", "unused"):
+                decl = (a.like if a.kind == "unused" else a.param).decl
+                arr = c.inputs.get(decl.name)
+                if arr is None:
+                    expr = "nullptr"
+                elif decl.host:
+                    expr = f"IntArrayDesc({_int_vector(np.asarray(arr).ravel())})"
+                else:
+                    expr = _tensor_desc(np.shape(arr), dt)
+            elif a.kind == "attr":
+                at, v = a.param.decl, c.attrs[a.param.decl.name]
+                if at.type is float:
+                    expr = f"static_cast<double>({float(v)!r})"
+                elif at.type is bool:
+                    expr = "true" if v else "false"
+                elif at.type is int:
+                    expr = f"static_cast<int64_t>({int(v)})"
+                else:
+                    expr = c_string(str(v))
+                    if a.ctype == "char*":   # CANN's header takes a mutable string
+                        expr = f"const_cast<char*>({expr})"
+            else:
+                shape, made = c.outputs[a.param.decl.name]
+                expr = _tensor_desc(shape, dt) if made and shape is not None else "nullptr"
+            if override and k in override:
+                expr = override[k](expr, a, dt)
+            (outs if a.kind == "output" else ins).append({"name": a.name, "expr": expr})
+        return ins, outs
+
+    ok, bad = "ACLNN_SUCCESS", "ACLNN_ERR_PARAM_INVALID"
+    cases = []
+    for c in ucases:
+        ins, outs = args(c)
+        combo = ", ".join(f"{k}={v}" for k, v in c.dtypes.items()) or "fixed dtypes"
+        cases.append({"name": "_".join(["example"] + list(c.dtypes.values())), "inputs": ins, "outputs": outs,
+                      "code": ok, "doc": f"The example in dtype row {c.row} ({combo}) is accepted."})
+    c0 = ucases[0]
+    params = list(m.api_params)
+    for k, a in enumerate(params):
+        if a.optional or a.kind not in ("input", "unused", "int_array", "output"):
+            continue
+        if a.kind == "output" and not c0.outputs[a.param.decl.name][1]:
+            continue
+        ins, outs = args(c0, {k: lambda e, a, dt: "nullptr"})
+        cases.append({"name": f"null_argument_{k}", "inputs": ins, "outputs": outs, "code": "ACLNN_ERR_PARAM_NULLPTR",
+                      "doc": f"{a.name} (argument {k}) passed as null is refused."})
+    row0 = spec.dtype_rows[0] if spec.dtype_rows else {}
+    for k, a in enumerate(params):
+        if a.kind not in ("input", "optional") or not isinstance(a.dtype, DTypeVar) or a.param.decl.host:
+            continue
+        if c0.inputs.get(a.param.decl.name) is None:
+            continue
+        column = {r[a.dtype.name] for r in spec.dtype_rows}
+        foreign = next((d for d in _FOREIGN_DTYPES if d not in column), None)
+        if foreign is None:
+            continue
+        shape = np.shape(c0.inputs[a.param.decl.name])
+        ins, outs = args(c0, {k: lambda e, a, dt: _tensor_desc(shape, foreign)})
+        cases.append({"name": "dtype_outside_the_table", "inputs": ins, "outputs": outs, "code": bad,
+                      "doc": f"{a.name} as {foreign.long_name}, a dtype no row of the table gives "
+                             f"{a.dtype.name}, is refused."})
+        break
+    for k, a in enumerate(params):
+        if a.kind != "output":
+            continue
+        shape, made = c0.outputs[a.param.decl.name]
+        if not made or not shape:
+            continue
+        wrong = tuple(shape[:-1]) + (int(shape[-1]) + 1,)
+        dt = row0[a.dtype.name] if isinstance(a.dtype, DTypeVar) else a.dtype
+        ins, outs = args(c0, {k: lambda e, a, d: _tensor_desc(wrong, dt)})
+        cases.append({"name": "output_of_the_wrong_shape", "inputs": ins, "outputs": outs, "code": bad,
+                      "doc": f"{a.name} of shape {list(wrong)} where the call gives {list(shape)} is refused."})
+        break
+    dims = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in c0.env.items())
+    intro = textwrap.wrap(
+        f"op_api UT of {m.op}: {m.api}GetWorkspaceSize on the spec's example ({dims}) with the status codes its "
+        f"checks return: ACLNN_SUCCESS in every dtype row; ACLNN_ERR_PARAM_NULLPTR (161001) for each required tensor "
+        f"passed as null; ACLNN_ERR_PARAM_INVALID (161002) for a dtype outside the table and for an output of the "
+        f"wrong shape. Built by the repository's op_api UT framework (OP_API_UT, TensorDesc).", width=110,
+        break_on_hyphens=False)
+    return {"banner": m.banner(), "op": m.op, "op_snake": m.snake, "api": m.api, "api_snake": m.api_snake,
+            "intro": intro, "cases": cases}
+
+
 def emit_ut(spec) -> dict[str, str]:
     """{path: text} of the UT sources (module doc; unformatted). Raises SpecError / OpgenError as the example and
     the tiling twin do."""
@@ -269,6 +393,8 @@ def emit_ut(spec) -> dict[str, str]:
     return {
         f"tests/ut/op_host/test_{s}_tiling.cpp": render("tests/ut/tiling_test.cpp.j2", **ctx),
         f"tests/ut/op_host/test_{s}_infershape.cpp": render("tests/ut/infershape_test.cpp.j2", **ctx),
+        f"tests/ut/op_host/op_api/test_{ctx['api_snake']}.cpp": render("tests/ut/op_api_test.cpp.j2",
+                                                                        **op_api_context(spec)),
         f"tests/ut/op_kernel/test_{s}.cpp": render("tests/ut/kernel_test.cpp.j2", **ctx),
         f"tests/ut/op_kernel/{ctx['tiling_header']}": render("tests/ut/tiling_def.h.j2", **ctx),
     }

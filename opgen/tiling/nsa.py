@@ -116,7 +116,7 @@ def _common(p: TilingProgram):
     p.let("batches", v["Bn"] + 0, "batches (cumulative sequence arrays' length)", True)
     v["G"] = p.let("groupSize", N1 // N2, "G = N1 / N2 query heads per kv head", True)
     v["L"] = p.let("selKeys", CNT * BS, "L = CNT * BS selected keys per unit", True)
-    v["aic"] = p.let("aicNum", emax(1, v["cores"] // 2), "AI Cores (1 AIC : 2 AIV on Atlas A2/A3, §1.1)")
+    v["aic"] = p.let("aicNum", emax(1, v["cores"] // 2), "AI Cores (1 AIC : 2 AIV on Atlas A2/A3)")
     v["gCap"] = p.let("gCap", emax(16, emin(G_CAP_MAX, _align_down16(lit(L0C_ACC) // (D * 4)))),
                       "most heads per unit: fp32 gTile x D accumulator in half of L0C")
     v["gRows"] = p.let("gRows", emax(1, emin(v["G"], v["gCap"])), "query heads (M rows) per unit", True)

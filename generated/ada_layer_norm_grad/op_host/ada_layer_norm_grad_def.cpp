@@ -10,9 +10,9 @@
 //   3: T=bfloat16, U=bfloat16
 //   4: T=bfloat16, U=float32
 
-// Deliberate difference from CANN's def (docs/reference/ops_package.md §4): gamma and beta are OPTIONAL, not
-// REQUIRED. CANN's aclnn layer fills absent ones (ones/zeros) before the launch; this kernel treats an absent
-// gamma as ones and beta as zeros itself, so no fill runs and a graph that passes both still matches.
+// Deliberate difference from CANN's def (ops-nn norm/ada_layer_norm_grad/op_host): gamma and beta are OPTIONAL,
+// not REQUIRED. CANN's aclnn layer fills absent ones (ones/zeros) before the launch; this kernel treats an
+// absent gamma as ones and beta as zeros itself, so no fill runs and a graph that passes both still matches.
 
 #include "register/op_def_registry.h"
 

@@ -2,7 +2,7 @@
 // Tiling of AdaLayerNormGrad: rows family, layout rows [*Bd, S, H]: S * prod(Bd) rows of H, batch rows over [*Bd]; ROW_SPLIT / COL_SPLIT.
 // Tiling data of AdaLayerNormGrad: written by the host TilingFunc (op_host/ada_layer_norm_grad_tiling.cpp includes this file as
 // ../op_kernel/ada_layer_norm_grad_tiling_data.h) and read by the kernel (GET_TILING_DATA_WITH_STRUCT). It lives in
-// op_kernel/ because the kernel build copies only op_kernel/* (opgen's docs/reference/ops_package.md §2.3).
+// op_kernel/ because the kernel build copies only op_kernel/* (the repository's kernel build).
 #ifndef ADA_LAYER_NORM_GRAD_TILING_DATA_H_
 #define ADA_LAYER_NORM_GRAD_TILING_DATA_H_
 #include <cstdint>

@@ -2,7 +2,7 @@
 // Tiling of NormRopeConcatGrad: rows family, parts schedule: the head rows of 6 part slots laid end to end and split over the AIV cores.
 // Tiling data of NormRopeConcatGrad: written by the host TilingFunc (op_host/norm_rope_concat_grad_tiling.cpp includes this file as
 // ../op_kernel/norm_rope_concat_grad_tiling_data.h) and read by the kernel (GET_TILING_DATA_WITH_STRUCT). It lives in
-// op_kernel/ because the kernel build copies only op_kernel/* (opgen's docs/reference/ops_package.md §2.3).
+// op_kernel/ because the kernel build copies only op_kernel/* (the repository's kernel build).
 #ifndef NORM_ROPE_CONCAT_GRAD_TILING_DATA_H_
 #define NORM_ROPE_CONCAT_GRAD_TILING_DATA_H_
 #include <cstdint>

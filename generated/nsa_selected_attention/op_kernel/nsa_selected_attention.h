@@ -20,7 +20,7 @@ constexpr int32_t FLAG_V2C = 2;           // AIVs -> their AIC: the item's vecto
 constexpr int32_t FLAG_ZERO = 3;          // AIVs -> their AIC: the atomic targets are zero everywhere
 constexpr int32_t FLAG_DONE = 4;          // AIC -> its AIVs: all atomic adds of this AI Core are done
 constexpr int32_t FLAG_TURN = 5;          // all AICs (mode 0): the deterministic schedule's turn barrier
-constexpr int64_t L0A_BYTES = 65536;      // L0A bytes (docs/reference/ascendc.md §1.2)
+constexpr int64_t L0A_BYTES = 65536;      // L0A bytes on Atlas A2/A3
 constexpr int64_t L0B_BYTES = 65536;      // L0B bytes
 constexpr int64_t L0C_BYTES = 131072;     // L0C bytes
 constexpr int64_t L0C_ACC_BYTES = 65536;  // L0C bytes of the accumulator region (the tile region follows)
@@ -128,7 +128,7 @@ public:
         batches_ = td->batches;
         vecRows_ = td->vecRows;
         scale_ = BitsToFloat(td->scaleBits);
-        if ASCEND_IS_AIC {  // the AI Core (opgen's docs/reference/ascendc.md §1.3); an AIV's is its block index over the task ratio
+        if ASCEND_IS_AIC {  // the AI Core (GetBlockIdx on the AIC); an AIV's is its block index over the task ratio
             core_ = GetBlockIdx();
         } else {
             core_ = GetBlockIdx() / GetTaskRatio();
@@ -151,7 +151,7 @@ public:
     }
 
 private:
-    // One work unit: token t, kv head n2, query heads h0 .. h0 + rows - 1 (opgen's docs/reference/ascendc.md §2.1); s = in-batch position
+    // One work unit: token t, kv head n2, query heads h0 .. h0 + rows - 1 (GQA: the G query heads of a kv head share its keys); s = in-batch position
     // of t, kv0 = first key row of its batch; mPad = Mmad rows (>= 2: m = 1 would select GEMV mode); blk = its
     // selected block indices (the topk row; kept per unit because the AIC works on two units at a time).
     struct Unit {
@@ -293,7 +293,7 @@ private:
     }
 
     // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered straight into L1 NZ (one ND ->
-    // NZ copy per selected block; C0 stride = the chunk's keys) opgen's docs/reference/ascendc.md §2.2.
+    // NZ copy per selected block; C0 stride = the chunk's keys) (the AscendC matmul data path).
     __aicore__ inline void Gather(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x,
                                   int64_t c, int64_t keys)
     {
@@ -323,7 +323,7 @@ private:
     }
 
     // Atomic fp32 add of the per-block rows of an L0C [keys, nn] result (C0 stride keys) into the [T2, N2, E]
-    // workspace at the selected rows, columns n0 .. n0 + nn (opgen's docs/reference/ascendc.md §2.2 scatter: duplicates accumulate).
+    // workspace at the selected rows, columns n0 .. n0 + nn (a scatter: duplicate indices accumulate).
     __aicore__ inline void ScatterAdd(const GlobalTensor<float>& dst, const LocalTensor<float>& src, int64_t e,
                                       const Unit& x, int64_t c, int64_t keys, int64_t n0, int64_t nn)
     {
@@ -560,7 +560,7 @@ public:
         batches_ = td->batches;
         vecRows_ = td->vecRows;
         scale_ = BitsToFloat(td->scaleBits);
-        if ASCEND_IS_AIC {  // the AI Core (opgen's docs/reference/ascendc.md §1.3); an AIV's is its block index over the task ratio
+        if ASCEND_IS_AIC {  // the AI Core (GetBlockIdx on the AIC); an AIV's is its block index over the task ratio
             core_ = GetBlockIdx();
         } else {
             core_ = GetBlockIdx() / GetTaskRatio();
@@ -583,7 +583,7 @@ public:
     }
 
 private:
-    // One work unit: token t, kv head n2, query heads h0 .. h0 + rows - 1 (opgen's docs/reference/ascendc.md §2.1); s = in-batch position
+    // One work unit: token t, kv head n2, query heads h0 .. h0 + rows - 1 (GQA: the G query heads of a kv head share its keys); s = in-batch position
     // of t, kv0 = first key row of its batch; mPad = Mmad rows (>= 2: m = 1 would select GEMV mode); blk = its
     // selected block indices (the topk row; kept per unit because the AIC works on two units at a time).
     struct Unit {
@@ -725,7 +725,7 @@ private:
     }
 
     // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered straight into L1 NZ (one ND ->
-    // NZ copy per selected block; C0 stride = the chunk's keys) opgen's docs/reference/ascendc.md §2.2.
+    // NZ copy per selected block; C0 stride = the chunk's keys) (the AscendC matmul data path).
     __aicore__ inline void Gather(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x,
                                   int64_t c, int64_t keys)
     {
@@ -755,7 +755,7 @@ private:
     }
 
     // Atomic fp32 add of the per-block rows of an L0C [keys, nn] result (C0 stride keys) into the [T2, N2, E]
-    // workspace at the selected rows, columns n0 .. n0 + nn (opgen's docs/reference/ascendc.md §2.2 scatter: duplicates accumulate).
+    // workspace at the selected rows, columns n0 .. n0 + nn (a scatter: duplicate indices accumulate).
     __aicore__ inline void ScatterAdd(const GlobalTensor<float>& dst, const LocalTensor<float>& src, int64_t e,
                                       const Unit& x, int64_t c, int64_t keys, int64_t n0, int64_t nn)
     {
@@ -992,7 +992,7 @@ public:
         batches_ = td->batches;
         vecRows_ = td->vecRows;
         scale_ = BitsToFloat(td->scaleBits);
-        if ASCEND_IS_AIC {  // the AI Core (opgen's docs/reference/ascendc.md §1.3); an AIV's is its block index over the task ratio
+        if ASCEND_IS_AIC {  // the AI Core (GetBlockIdx on the AIC); an AIV's is its block index over the task ratio
             core_ = GetBlockIdx();
         } else {
             core_ = GetBlockIdx() / GetTaskRatio();
@@ -1015,7 +1015,7 @@ public:
     }
 
 private:
-    // One work unit: token t, kv head n2, query heads h0 .. h0 + rows - 1 (opgen's docs/reference/ascendc.md §2.1); s = in-batch position
+    // One work unit: token t, kv head n2, query heads h0 .. h0 + rows - 1 (GQA: the G query heads of a kv head share its keys); s = in-batch position
     // of t, kv0 = first key row of its batch; mPad = Mmad rows (>= 2: m = 1 would select GEMV mode); blk = its
     // selected block indices (the topk row; kept per unit because the AIC works on two units at a time).
     struct Unit {
@@ -1163,7 +1163,7 @@ private:
     }
 
     // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered straight into L1 NZ (one ND ->
-    // NZ copy per selected block; C0 stride = the chunk's keys) opgen's docs/reference/ascendc.md §2.2.
+    // NZ copy per selected block; C0 stride = the chunk's keys) (the AscendC matmul data path).
     __aicore__ inline void Gather(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x,
                                   int64_t c, int64_t keys)
     {
@@ -1193,7 +1193,7 @@ private:
     }
 
     // Atomic fp32 add of the per-block rows of an L0C [keys, nn] result (C0 stride keys) into the [T2, N2, E]
-    // workspace at the selected rows, columns n0 .. n0 + nn (opgen's docs/reference/ascendc.md §2.2 scatter: duplicates accumulate).
+    // workspace at the selected rows, columns n0 .. n0 + nn (a scatter: duplicate indices accumulate).
     __aicore__ inline void ScatterAdd(const GlobalTensor<float>& dst, const LocalTensor<float>& src, int64_t e,
                                       const Unit& x, int64_t c, int64_t keys, int64_t n0, int64_t nn)
     {
@@ -1298,8 +1298,8 @@ private:
         return r;
     }
 
-    // Keys of chunk c whose in-batch position idx * bs + j exceeds the token's position s get `fill` (reference
-    // §2.3): whole future blocks by Duplicate; the diagonal block by scalar lanes up to a 32-byte boundary, then
+    // Keys of chunk c whose in-batch position idx * bs + j exceeds the token's position s get `fill` (the
+    // causal mask of sparseMode 2): whole future blocks by Duplicate; the diagonal block by scalar lanes up to a 32-byte boundary, then
     // Duplicate.
     __aicore__ inline void MaskFuture(const LocalTensor<float>& dst, int64_t keys, const Unit& x, int64_t c, float fill)
     {

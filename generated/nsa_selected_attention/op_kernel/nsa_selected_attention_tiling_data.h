@@ -2,7 +2,7 @@
 // Tiling of NsaSelectedAttention: attention family, forward mixed AIC/AIV kernel (1 AIC : 2 AIV), units of (token, kv head, head group).
 // Tiling data of NsaSelectedAttention: written by the host TilingFunc (op_host/nsa_selected_attention_tiling.cpp includes this file as
 // ../op_kernel/nsa_selected_attention_tiling_data.h) and read by the kernel (GET_TILING_DATA_WITH_STRUCT). It lives in
-// op_kernel/ because the kernel build copies only op_kernel/* (opgen's docs/reference/ops_package.md §2.3).
+// op_kernel/ because the kernel build copies only op_kernel/* (the repository's kernel build).
 #ifndef NSA_SELECTED_ATTENTION_TILING_DATA_H_
 #define NSA_SELECTED_ATTENTION_TILING_DATA_H_
 #include <cstdint>

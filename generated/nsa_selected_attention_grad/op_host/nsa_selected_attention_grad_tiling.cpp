@@ -274,7 +274,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t batches = Bn;                                  // batches (cumulative sequence arrays' length)
     const int64_t groupSize = (N1 / N2);                         // G = N1 / N2 query heads per kv head
     const int64_t selKeys = (v_CNT_ * v_BS_);                    // L = CNT * BS selected keys per unit
-    const int64_t aicNum = std::max<int64_t>(1, (coreNum / 2));  // AI Cores (1 AIC : 2 AIV on Atlas A2/A3, §1.1)
+    const int64_t aicNum = std::max<int64_t>(1, (coreNum / 2));  // AI Cores (1 AIC : 2 AIV on Atlas A2/A3)
     const int64_t gCap = std::max<int64_t>(
         16, std::min<int64_t>(64, (((65536 / (D * 4)) / 16) *
                                    16)));  // most heads per unit: fp32 gTile x D accumulator in half of L0C

@@ -14,11 +14,11 @@
 // to dtype float32); shift (validated like scale, never read); weightOptional (= gamma); biasOptional (= beta);
 // gradInputOut (= pd_x); gradScaleOut (= pd_scale); gradShiftOut (= pd_shift); gradWeightOut (= pd_gamma);
 // gradBiasOut (= pd_beta).
-// Stricter than CANN (docs/reference/ada_layer_norm.md §2.3): all five gradient outputs are required (CANN
-// documents them as optional, does nothing when all five are null and dereferences a null gradInputOut,
-// gradScaleOut or gradShiftOut); weightOptional and biasOptional must be [H] (CANN checks only their rank);
-// gradWeightOut and gradBiasOut must be [H] (CANN accepts any shape of H elements); every SoC other than the
-// spec's is rejected with 361001 (CANN returns success without computing).
+// Stricter than CANN's aclnnAdaLayerNormBackward: all five gradient outputs are required (CANN documents them as
+// optional, does nothing when all five are null and dereferences a null gradInputOut, gradScaleOut or
+// gradShiftOut); weightOptional and biasOptional must be [H] (CANN checks only their rank); gradWeightOut and
+// gradBiasOut must be [H] (CANN accepts any shape of H elements); every SoC other than the spec's is rejected
+// with 361001 (CANN returns success without computing).
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other

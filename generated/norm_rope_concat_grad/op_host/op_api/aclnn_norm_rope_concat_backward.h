@@ -23,11 +23,11 @@
 // gradNormAddedQueryWeight (= grad_norm_added_query_weight); gradNormAddedQueryBias (=
 // grad_norm_added_query_bias); gradNormAddedKeyWeight (= grad_norm_added_key_weight); gradNormAddedKeyBias (=
 // grad_norm_added_key_bias). Output tensors are const aclTensor* as in CANN's header.
-// Stricter than CANN (docs/reference/norm_rope_concat.md §3.3): CANN's aclnn layer checks only null pointers and
-// dtypes and leaves the rest to infershape and tiling (a later 561xxx) or to nobody; here every rule of the
-// recommended validation set fails with 161002: 4-D BSND inputs with common B, N and D; D even and at most 1024;
-// Sk == Sv; an encoder key exactly when an encoder value; weights for norm type 2; ropeSin and ropeCos both
-// given with 1 <= R <= min(SQ, SK); outputs of exactly the inferred shapes. Optional outputs may be null.
+// Stricter than CANN's aclnn layer of this op: CANN's aclnn layer checks only null pointers and dtypes and
+// leaves the rest to infershape and tiling (a later 561xxx) or to nobody; here every rule of the recommended
+// validation set fails with 161002: 4-D BSND inputs with common B, N and D; D even and at most 1024; Sk == Sv;
+// an encoder key exactly when an encoder value; weights for norm type 2; ropeSin and ropeCos both given with 1
+// <= R <= min(SQ, SK); outputs of exactly the inferred shapes. Optional outputs may be null.
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other

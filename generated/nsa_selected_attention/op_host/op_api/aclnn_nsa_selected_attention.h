@@ -14,9 +14,9 @@
 // input_layout); sparseMode (= sparse_mode); selectedBlockSize (= selected_block_size); selectedBlockCount (=
 // selected_block_count); softmaxMaxOut (= softmax_max); softmaxSumOut (= softmax_sum); attentionOut (=
 // attention_out). Output tensors are const aclTensor* as in CANN's header.
-// Stricter than CANN (docs/reference/nsa_selected_attention.md §3.2): actualSeqQLenOptional and
-// actualSeqKvLenOptional are required despite their names (CANN fails later, with 561103), and the rules listed
-// in the spec's docstring are checked here rather than left to the kernel.
+// Stricter than CANN's aclnnNsaSelectedAttention: actualSeqQLenOptional and actualSeqKvLenOptional are required
+// despite their names (CANN fails later, with 561103), and the rules listed in the spec's docstring are checked
+// here rather than left to the kernel.
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other

@@ -11,9 +11,8 @@
 // inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping:
 // actualSeqQLenOptional (= actualSeqQLen); actualSeqKvLenOptional (= actualSeqKVLlen); attenMaskOptional (=
 // attenMsk); dqOut (= dq); dkOut (= dk); dvOut (= dv). Output tensors are const aclTensor* as in CANN's header.
-// Stricter than CANN (docs/reference/nsa_selected_attention.md §3.3-3.4): actualSeqQLenOptional and
-// actualSeqKvLenOptional are required despite their names, and the rules listed in the spec's docstring are
-// checked here.
+// Stricter than CANN's aclnnNsaSelectedAttentionGrad: actualSeqQLenOptional and actualSeqKvLenOptional are
+// required despite their names, and the rules listed in the spec's docstring are checked here.
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other

@@ -1,0 +1,117 @@
+"""The emitted op_api UT (tests/ut/op_host/op_api/test_aclnn_<op>.cpp, opgen.codegen.ut.op_api_context) runs against
+the emitted aclnn layer in opgen's host emulation, with opgen's stand-ins of gtest and of the repositories' op_api UT
+framework (tests/stubs/gtest, tests/stubs/op_api_ut): every case's expected status code is the one the aclnn layer returns.
+
+The expected codes come from the rules (null tensor 161001, dtype outside the table or wrong output shape 161002,
+docs/design.md "Emission"), the returned ones from the emitted checks; a flipped expectation must fail (the
+last test), so the run can tell them apart. The packages: the bundled ops as committed in generated/ and examples
+with each kind of attribute (str, float, int, bool), a form picked by an attribute, integer and optional inputs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from opgen.codegen import default_out_dir
+from opgen.codegen.model import OpModel
+from opgen.registry import all_specs, load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+EX = ROOT / "examples" / "specs"
+EXAMPLES = ["instance_norm", "reduce_mean", "cross_entropy_loss"]
+# one bundled op of each repository (ops-nn: AdaLayerNormV2; ops-transformer, host arrays: NsaSelectedAttention)
+BUNDLED = ["AdaLayerNormV2", "NsaSelectedAttention"]
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")]
+
+MAIN = """#include "gtest/gtest.h"
+int main() { return opgen_gtest_stub::RunAll() == 0 ? 0 : 1; }
+"""
+
+
+@pytest.fixture(scope="module")
+def example_pkgs(tmp_path_factory):
+    from opgen.codegen import write_ops
+
+    out = tmp_path_factory.mktemp("op-api-ut")
+    write_ops([str(EX / f"{n}.py") for n in EXAMPLES], out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def common_objs(tmp_path_factory):
+    """The emulation's case runtime and the stand-in main, compiled once for the module."""
+    d = tmp_path_factory.mktemp("op-api-ut-common")
+    (d / "main.cpp").write_text(MAIN)
+    objs = []
+    for src in (ROOT / "opgen/check/cpp/runtime.cpp", d / "main.cpp"):
+        objs.append(_compile(src, d / (src.stem + ".o"), []))
+    return objs
+
+
+def _compile(src: Path, obj: Path, inc: list) -> Path:
+    cmd = ["g++", "-std=c++17", "-O0", "-w", f"-I{ROOT / 'opgen/emu/include'}", *[f"-I{i}" for i in inc],
+           f"-I{ROOT / 'opgen/check/cpp'}", f"-I{ROOT / 'tests/stubs'}",
+           f"-I{ROOT / 'tests/stubs/op_api_ut'}", "-c", str(src), "-o", str(obj)]
+    built = subprocess.run(cmd, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]
+    return obj
+
+
+def _run_ut(pkg: Path, spec, work: Path, common: list, source: Path | None = None) -> subprocess.CompletedProcess:
+    """Compile the package's op_api UT (or `source`) with its aclnn layer, the emulation and the stand-ins; run it."""
+    m = OpModel(spec)
+    api = pkg / "op_host" / "op_api"
+    ut = source or pkg / "tests" / "ut" / "op_host" / "op_api" / f"test_{m.api_snake}.cpp"
+    objs = [_compile(src, work / f"{k}.o", [api]) for k, src in
+            enumerate((ut, api / f"{m.api_snake}.cpp", api / f"{m.snake}.cpp"))]
+    exe = work / "op_api_ut"
+    linked = subprocess.run(["g++", *map(str, objs + common), "-o", str(exe)], capture_output=True, text=True)
+    assert linked.returncode == 0, linked.stderr[-3000:]
+    return subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_op_api_ut_passes(name, tmp_path, common_objs):
+    spec = next(s for s in all_specs() if s.name == name)
+    pkg = default_out_dir() / OpModel(spec).snake
+    r = _run_ut(pkg, spec, tmp_path, common_objs)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines and all(ln.startswith("[     OK ]") for ln in lines), r.stdout
+    assert any(".null_argument_" in ln for ln in lines) and any(".example_" in ln for ln in lines), r.stdout
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_op_api_ut_passes(name, example_pkgs, tmp_path, common_objs):
+    spec = load_spec(str(EX / f"{name}.py"))
+    r = _run_ut(example_pkgs / OpModel(spec).snake, spec, tmp_path, common_objs)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    # every case of the file ran: the example rows, the nulls, the foreign dtype and the wrong output shape
+    src = (example_pkgs / OpModel(spec).snake / "tests/ut/op_host/op_api" / f"test_{OpModel(spec).api_snake}.cpp")
+    assert len(lines) == src.read_text().count("TEST_F("), r.stdout
+    assert any("dtype_outside_the_table" in ln for ln in lines) and any("output_of_the_wrong_shape" in ln
+                                                                         for ln in lines), r.stdout
+
+
+def test_a_flipped_expectation_fails(example_pkgs, tmp_path, common_objs):
+    """The run is not vacuous: the same UT with one expected code changed fails on that case only."""
+    spec = load_spec(str(EX / "reduce_mean.py"))
+    m = OpModel(spec)
+    src = example_pkgs / m.snake / "tests/ut/op_host/op_api" / f"test_{m.api_snake}.cpp"
+    text = src.read_text()
+    assert "EXPECT_EQ(ret, ACLNN_ERR_PARAM_NULLPTR);" in text
+    flipped = tmp_path / src.name
+    flipped.write_text(text.replace("EXPECT_EQ(ret, ACLNN_ERR_PARAM_NULLPTR);", "EXPECT_EQ(ret, ACLNN_SUCCESS);", 1))
+    # the include of the aclnn header is relative to the UT's place in the package
+    shutil.copy(flipped, src.parent / "flipped_ut.cpp")
+    r = _run_ut(example_pkgs / m.snake, spec, tmp_path, common_objs, source=src.parent / "flipped_ut.cpp")
+    (src.parent / "flipped_ut.cpp").unlink()
+    assert r.returncode == 1, r.stdout + r.stderr
+    failed = [ln for ln in r.stdout.splitlines() if ln.startswith("[ FAILED ]")]
+    assert len(failed) == 1 and "null_argument_" in failed[0], r.stdout
