@@ -169,6 +169,27 @@ def instance_norm(i, a):
     return {"y": ((x - m) * r * g + bb, scale), "mean": (m, np.abs(x).mean((2, 3), keepdims=True)), "variance": v}
 
 
+def group_norm(i, a):
+    """Group normalisation in float64 written out: self [N, C, L] as [N, G, C / G * L], the biased variance around
+    the mean per (n, g), then gamma[c] and beta[c] per channel; meanOut and rstdOut [N, G]. torch's
+    functional.group_norm (an independent implementation) must agree to 1e-10."""
+    import torch
+
+    x, g, bb = _f(i["self"]), _f(i["gamma"]), _f(i["beta"])
+    n, c, ln = x.shape
+    grp = int(a["group"])
+    eps = float(a.get("eps", 1e-5))
+    xg = x.reshape(n, grp, c // grp * ln)
+    m = xg.mean(-1, keepdims=True)
+    r = 1.0 / np.sqrt(((xg - m) ** 2).mean(-1, keepdims=True) + eps)
+    y = ((xg - m) * r).reshape(n, c, ln) * g[:, None] + bb[:, None]
+    ref = torch.nn.functional.group_norm(_t(x), grp, _t(g), _t(bb), eps=eps).numpy()
+    assert np.allclose(y, ref, rtol=1e-10, atol=1e-10)
+    mag = np.broadcast_to(np.abs(xg) + np.abs(m), xg.shape).reshape(n, c, ln)
+    scale = mag * np.repeat(r.reshape(n, grp), c // grp, axis=1)[:, :, None] * np.abs(g)[:, None] + np.abs(bb)[:, None]
+    return {"out": (y, scale), "meanOut": (m.reshape(n, grp), np.abs(xg).mean(-1)), "rstdOut": r.reshape(n, grp)}
+
+
 def layer_norm_v4(i, a):
     """torch.nn.functional.layer_norm over the last two axes (normalized_shape [S, H]), float64, with its mean and
     rstd ([*Bd, 1, 1])."""
@@ -284,7 +305,7 @@ def smooth_l1_loss(i, a):
 ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad, reduce_mean, reduce_max, mse_loss, batch_norm,
-                                   instance_norm, layer_norm_v4, reduce_min)}
+                                   instance_norm, layer_norm_v4, reduce_min, group_norm)}
 
 TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
@@ -295,6 +316,7 @@ TERMS = {   # per output: which of its inputs' extents one element sums over (th
     "batch_norm": {"output": "N", "saveMean": "N", "saveInvstd": "N"},
     "instance_norm": {"y": ("H", "W"), "mean": ("H", "W"), "variance": ("H", "W")},
     "layer_norm_v4": {"y": ("S", "H"), "mean": ("S", "H"), "rstd": ("S", "H")},
+    "group_norm": {"out": ("Cg", "HxW"), "meanOut": ("Cg", "HxW"), "rstdOut": ("Cg", "HxW")},
 }
 """K, M, N: the reduction length K of a matrix product, the reduced axis M or N; a tuple of dims: their product (a
 reduction over several axes); all: every element; row: the row length H; rows: every row (the product of the other dims); seq: a batch's rows S; other outputs
@@ -305,6 +327,8 @@ def _terms(op, name, dims) -> int:
     """Terms one element of output `name` of `op` sums over at `dims` (TERMS), 1 when it sums nothing."""
     kind = TERMS.get(op, {}).get(name)
     size = {k: int(np.prod(v)) if isinstance(v, tuple) else v for k, v in dims.items()}
+    if "C" in size and "G" in size:
+        size["Cg"] = size["C"] // size["G"]   # channels per group
     if isinstance(kind, tuple):
         return int(np.prod([size[k] for k in kind]))
     if kind in ("K", "M", "N"):
@@ -430,6 +454,12 @@ CASES = [
     ("prelu", {"N": 2, "C": 30000}, F16, {}, 2),
     ("smooth_l1_loss", {"Bd": (97,), "H": 1}, F16, {"beta": 0.0}, None),    # beta 0: the L1 loss; H = 1
     ("smooth_l1_loss", {"Bd": (3,), "H": 40000}, BF16, {"beta": 2.0}, 2),
+    ("group_norm", {"N": 3, "C": 6, "HxW": 7, "G": 3}, F16, {"group": 3}, 1),     # segments of 7: unaligned ends
+    ("group_norm", {"N": 2, "C": 4, "HxW": 30001, "G": 2}, F32, {"group": 2, "eps": 0.01}, 2),   # rows over cores
+    ("group_norm", {"N": 5, "C": 12, "HxW": 1, "G": 4}, BF16, {"group": 4}, 1),   # HxW = 1: one column a channel
+    ("group_norm", {"N": 97, "C": 5, "HxW": 9, "G": 1}, F32, {"group": 1}, 1),    # one group: LayerNorm over C * HxW
+    ("group_norm", {"N": 2, "C": 7, "HxW": 33, "G": 7}, BF16, {"group": 7}, 1),   # a group a channel: InstanceNorm
+    ("group_norm", {"N": 1, "C": 320, "HxW": 64, "G": 32}, BF16, {"group": 32}, 1),   # aligned segments of 64
     ("mat_mul", {"M": 37, "K": 50, "N": 45}, F16, {}, 1),                     # one block, every edge a tail
     ("mat_mul", {"M": 1000, "K": 333, "N": 500}, BF16, {}, 1),                # 8 x 4 blocks over 24 AI Cores
     ("mat_mul", {"M": 129, "K": 17, "N": 1}, F16, {}, 1),                     # a one-row tail block (not GEMV)

@@ -158,3 +158,51 @@ def test_emitted_golden_equals_the_interpreter(name, inputs, attrs):
     for o, g in zip(spec.outputs, got):
         w = want[o.name]
         assert np.asarray(g).dtype == w.dtype and np.array_equal(np.asarray(g), w), (name, o.name)
+
+
+def test_group_norm_interpreted_and_its_group_relation_checked():
+    """GroupNorm (examples/specs/group_norm.py) in exact mode equals float64 group normalisation written here (odd
+    sizes: 7 channels in 7 groups of 1, HxW = 5; 6 channels in 2 groups); C not a multiple of group is refused naming
+    `group` (the interpreter's check, as the aclnn layer's 161002)."""
+    from opgen.errors import ValidationError
+
+    spec = _spec("group_norm")
+    rng = np.random.default_rng(4)
+    for n, c, hw, grp in ((2, 7, 5, 7), (3, 6, 5, 2)):
+        x, g, b = rng.standard_normal((n, c, hw)), rng.standard_normal(c), rng.standard_normal(c)
+        attrs = {"N": n, "C": c, "HxW": hw, "group": grp}
+        got = interpret(spec, {"self": x.astype(np.float32), "gamma": g.astype(np.float32), "beta": b.astype(np.float32)},
+                        attrs, mode="exact")
+        x32 = {k: v.astype(np.float32).astype(np.float64) for k, v in (("x", x), ("g", g), ("b", b))}   # as passed
+        xg = x32["x"].reshape(n, grp, -1)
+        m = xg.mean(-1, keepdims=True)
+        r = 1.0 / np.sqrt(((xg - m) ** 2).mean(-1, keepdims=True) + float(np.float32(1e-5)))
+        want = ((xg - m) * r).reshape(n, c, hw) * x32["g"][:, None] + x32["b"][:, None]
+        np.testing.assert_allclose(got["out"], want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got["meanOut"], m.reshape(n, grp), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got["rstdOut"], r.reshape(n, grp), rtol=1e-12, atol=0)
+    x = np.zeros((2, 7, 5), np.float32)
+    with pytest.raises(ValidationError) as e:
+        interpret(spec, {"self": x, "gamma": np.zeros(7, np.float32), "beta": np.zeros(7, np.float32)},
+                  {"N": 2, "C": 7, "HxW": 5, "group": 3}, mode="exact")
+    assert "group" in str(e.value) and "C must be a multiple of group" in str(e.value)
+
+
+def test_a_reshape_the_dims_do_not_keep_is_refused_at_its_line(tmp_path):
+    """A reshape whose element count differs at the call's dims is one error at the reshape's spec line, not a
+    NumPy traceback."""
+    from opgen.errors import SpecError
+
+    path = tmp_path / "bad_reshape.py"
+    path.write_text('from opgen.dsl import A2, A3, OpSpec, f32\n\n'
+                    'spec = OpSpec("BadReshape", aclnn="aclnnBadReshape", socs=(A2, A3))\n'
+                    'N, C, L = spec.dims("N C L")\n'
+                    'spec.input("x", f32, [N, C, L])\n'
+                    'spec.output("y", f32, [N, C * L + 1])\n\n\n'
+                    '@spec.body\n'
+                    'def _(b, x):\n'
+                    '    return {"y": x.reshape([N, C * L + 1])}\n')
+    with pytest.raises(SpecError) as e:
+        interpret(load_spec(str(path)), {"x": np.zeros((2, 3, 4), np.float32)}, {}, mode="exact")
+    msg = str(e.value)
+    assert "bad_reshape.py:11" in msg and "24 elements" in msg and "26 elements" in msg and "\n" not in msg, msg

@@ -14,6 +14,9 @@ from opgen.kernel.family import NoKernel
 from opgen.passes.pipeline import compile_unit
 from opgen.registry import load_spec
 
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 HEAD = "from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, i8, i32, i64, u8\n\n"
 
 
@@ -105,8 +108,9 @@ spec.output("y", f32, [A + C, H])
 def _(b, x, p, q):
     return {"y": x * b.concat([p, q], 0)}
 ''', "return", "a concat of inputs p, q read as per-row statistics"),
-    # statistics per group of channels read back with a per-channel weight (GroupNorm written naturally): a
-    # reshape that regroups axes between computations, named as such (not as a permute)
+    # statistics per group of channels then per channel (a reduction on each grouping): a reshape that regroups
+    # axes between computations, named as such (not as a permute); GroupNorm's per-channel affine lowers
+    # (examples/specs/group_norm.py), a second reduction per channel does not
     "GroupStats": ('''
 spec = OpSpec("GroupStats", aclnn="aclnnGroupStats", socs=(A2, A3))
 N, C, L = spec.dims("N C L")
@@ -121,9 +125,12 @@ spec.output("y", f32, [N, C, L])
 @spec.body
 def _(b, x, w, group):
     xg = x.reshape([N, G, C // G * L])
-    return {"y": (xg - xg.mean(-1)).reshape([N, C, L]) * w.reshape([C, 1])}
-''', "xg = x.reshape", "a reshape regroups the axes [N, C, L] as [N, G, C // G * L] between computations that use "
-                     "both groupings"),
+    z = (xg - xg.mean(-1)).reshape([N, C, L]) * w.reshape([C, 1])
+    return {"y": z - z.mean(-1)}
+''', "xg = x.reshape", "groupings (a reduction over part of an axis, such as a group of channels, read back per "
+                     "element of the other grouping, such as a per-channel weight); the rows family computes in one "
+                     "axis order: reshape only operator inputs or outputs, or merge whole trailing axes (a reduction "
+                     "(%v7 at groupstats.py:17) of the values regrouped as [N, C, L]"),
     # a reduction over two trailing axes whose weight carries only one of them: the axes stay apart, and the
     # refusal says which value keeps them apart
     "PartRun": ('''
@@ -283,6 +290,42 @@ spec.output("y", f32, [N, K])
 def _(b, x, idx):
     return {"y": b.gather(x, idx, axis=1)}
 ''', "return", "by one i32 or i64 index per row"),
+    # a per-channel operand of regrouped rows computed in the kernel (only operator inputs are read per segment):
+    # the regrouping stays refused
+    "SegComputed": ('''
+spec = OpSpec("SegComputed", aclnn="aclnnSegComputed", socs=(A2, A3))
+N, C, L = spec.dims("N C L")
+G = spec.dim("G", max=64)
+spec.input("x", f32, [N, C, L])
+spec.input("w", f32, [C])
+spec.attr("group", int, 1, dim=G)
+spec.require((C % G).eq(0), "group", "C must be a multiple of group")
+spec.output("y", f32, [N, C, L])
+
+
+@spec.body
+def _(b, x, w, group):
+    xg = x.reshape([N, G, C // G * L])
+    return {"y": (xg - xg.mean(-1)).reshape([N, C, L]) * b.exp(w.reshape([C, 1]))}
+''', "xg = x.reshape", "is computed in the kernel; the rows family applies only elementwise ops with per-channel "
+                     "operator inputs [C, 1] to values regrouped as [N, C, L]"),
+    # a per-channel operand minus the regrouped rows (Muls / Adds apply x * w, x + b, x - b only)
+    "SegMinus": ('''
+spec = OpSpec("SegMinus", aclnn="aclnnSegMinus", socs=(A2, A3))
+N, C, L = spec.dims("N C L")
+G = spec.dim("G", max=64)
+spec.input("x", f32, [N, C, L])
+spec.input("w", f32, [C])
+spec.attr("group", int, 1, dim=G)
+spec.require((C % G).eq(0), "group", "C must be a multiple of group")
+spec.output("y", f32, [N, C, L])
+
+
+@spec.body
+def _(b, x, w, group):
+    xg = x.reshape([N, G, C // G * L])
+    return {"y": w.reshape([C, 1]) - (xg - xg.mean(-1)).reshape([N, C, L])}
+''', "return", "multiplies, adds or subtracts a per-channel operand (x * w, x + b, x - b) only"),
 }
 
 
@@ -303,6 +346,86 @@ def test_refused_at_lowering_with_the_rule(name, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ supported
+def _kernel_text(path) -> str:
+    unit = compile_unit(load_spec(str(path)))
+    return unit.family.program_text(unit.lowered, next(iter(unit.lowered.programs)))
+
+
+def test_group_norm_lowers_on_the_rows_of_its_groups_whatever_the_names(tmp_path):
+    """GroupNorm (examples/specs/group_norm.py) lowers on rows [N, G] of C // G * HxW elements, gamma and beta read
+    one value per segment of HxW columns at the row's group (vseg); the spec with every dim, input and attribute
+    renamed lowers to the same program under the new names (nothing in opgen knows the operator)."""
+    src = (ROOT / "examples" / "specs" / "group_norm.py").read_text()
+    text = _kernel_text(ROOT / "examples" / "specs" / "group_norm.py")
+    assert "layout rows [N, G, C // G * HxW]: G * N rows of C // G * HxW" in text, text
+    assert "gm in gamma: T seg at gamma[a1 * C // G + (col / HxW)]" in text, text
+    assert len(re.findall(r"= (Muls|Adds)\(w\d, (gamma|beta) per segment\)", text)) == 2, text
+    names = {"C": "Ch", "G": "Grp", "HxW": "Sp", "gamma": "weight", "beta": "bias", "group": "num_groups",
+             "GroupNorm": "GroupNormRenamed"}
+    renamed = src
+    for a, b in names.items():
+        renamed = re.sub(rf"\b{a}\b", b, renamed)
+    path = tmp_path / "group_norm_renamed.py"
+    path.write_text(renamed)
+    back = _kernel_text(path)
+    for a, b in names.items():
+        back = re.sub(rf"\b{b}\b", a, back)
+    strip = lambda t: re.sub(r"@ \S+:\d+", "", t)  # noqa: E731 - the spec file names differ
+    assert strip(back) == strip(text)
+
+
+def test_group_norm_over_several_spatial_axes_lowers_on_the_groups_rows(tmp_path):
+    """x [N, C, H, W] regrouped as [N, G, C // G * H * W], the affine on [N, C, H, W] with weights [C, 1, 1]: the same
+    rows of the groups, segments of H * W columns."""
+    path = _spec(tmp_path, "GroupNorm4", '''
+spec = OpSpec("GroupNorm4", aclnn="aclnnGroupNorm4", socs=(A2, A3))
+N = spec.dim("N")
+C, H, W = spec.dims("C H W", max=256)
+G = spec.dim("G", max=64)
+spec.input("x", f32, [N, C, H, W])
+spec.input("w", f32, [C])
+spec.attr("groups", int, required=True, dim=G)
+spec.require((C % G).eq(0), "groups", "C must be a multiple of groups")
+spec.output("y", f32, [N, C, H, W])
+
+
+@spec.body
+def _(b, x, w, groups):
+    xg = x.reshape([N, G, C // G * H * W])
+    return {"y": (xg - xg.mean(2)).reshape([N, C, H, W]) * w.reshape([C, 1, 1])}
+''')
+    text = _kernel_text(path)
+    assert "layout rows [N, G, C // G * H * W]: G * N rows of C // G * H * W" in text, text
+    assert "gm in w: f32 seg at w[a1 * C // G + (col / (H * W))]" in text, text
+    assert "gm out y: f32 row at y[" in text and "= Muls(w0, w per segment)" in text, text
+
+
+def test_a_reshape_by_an_inexact_quotient_is_refused_at_the_spec_line(tmp_path):
+    """[N, C, L] -> [N, G, C // G * L] keeps the elements only when C % G == 0: without that relation the spec is
+    refused at the reshape's line, naming the relation to declare."""
+    from opgen.errors import SpecError
+
+    path = _spec(tmp_path, "NoRelation", '''
+spec = OpSpec("NoRelation", aclnn="aclnnNoRelation", socs=(A2, A3))
+N, C, L = spec.dims("N C L")
+G = spec.dim("G", max=64)
+spec.input("x", f32, [N, C, L])
+spec.attr("group", int, 1, dim=G)
+spec.output("y", f32, [N, G, 1])
+
+
+@spec.body
+def _(b, x, group):
+    return {"y": x.reshape([N, G, C // G * L]).mean(-1)}
+''')
+    with pytest.raises(SpecError) as e:
+        compile_unit(load_spec(str(path)))
+    msg = str(e.value)
+    assert "C // G is exact only when C % G == 0" in msg and "spec.require((C % G).eq(0)" in msg, msg
+    line = next(k for k, t in enumerate(path.read_text().splitlines(), 1) if "x.reshape" in t)
+    assert f"norelation.py:{line}: error" in msg, msg
+
+
 def test_a_strided_view_copies_runs_of_rows():
     """ScaledTranspose's x (BSND read in BNSD order) has rows D apart along S: N * D - D >= D - D holds for N >= 1,
     so a run of rows along S is one DataCopyPad (the view's `runs`), not one copy per row."""

@@ -329,8 +329,8 @@ class _Printer:
     mode "row": ROW_SPLIT (rows staged in queues, row reductions in UB);
     mode "col": COL_SPLIT (resident slices; partial row reductions staged, totals read back)."""
 
-    def __init__(self, prog: RowProgram, mode: str, cites: Cites | None = None):
-        self.p, self.mode = prog, mode
+    def __init__(self, prog: RowProgram, mode: str, cites: Cites | None = None, addr: "_Addr | None" = None):
+        self.p, self.mode, self.addr = prog, mode, addr
         self.cites = cites or Cites([prog])
         self.rsum_index = {i.dst: k for k, i in enumerate(prog.rsums())}
         by_level: dict[int, list[str]] = {}
@@ -390,6 +390,57 @@ class _Printer:
             return [f"const float {i.dst} = tots_.GetValue({j} * groupStride_ + i);"]
         raise SpecError(f"row kernel {self.p.name}: no C++ for instruction {k}")
 
+    def seg_lines(self, i: Instr, doc: str) -> list[str]:
+        """C++ of a `vseg` (opgen.kernel.rowprog) in the per-row loop: for each segment of L columns that the row's
+        columns [c0_, c0_ + n_) cover, its value read by the scalar unit from GM (the operand's SegView: Off_<gm>
+        of the row, then one value per segment) and applied with Muls / Adds on the segment's 32-byte-aligned
+        interior (a vector instruction's UB operands start on 32-byte boundaries, docs/reference/ascendc.md §1.9),
+        then, after the vector work is done (V->S), on the at most 7 + 7 elements at the segment's ends by the
+        scalar unit (the same fp32 product or sum), and S->V before the next vector instruction. GM reads: the
+        C // G values of each row once (in COL_SPLIT those of the chunk's segments)."""
+        if self.addr is None:
+            raise SpecError(f"row kernel {self.p.name}: a per-segment operand needs the addressing")
+        t = self.p.tensor(i.gm)
+        v = t.view
+        dst, src = _operand(i.dst, self.p), _operand(i.srcs[0], self.p)
+        row = "r0 + i" if self.mode == "row" else "g0 + i"
+        seglen, step = self.addr.dims.cpp(v.seglen), self.addr.dims.cpp(v.step)
+        at = "segBase + j" if step == "1" else f"segBase + j * {step}"
+        conv = "" if _ctype(t.dtype) == "float" else "static_cast<float>"
+        vec = {"Muls": ("Muls", "v"), "Adds": ("Adds", "v"), "Subs": ("Adds", "-v")}[i.op]
+        sca = {"Muls": "*", "Adds": "+", "Subs": "-"}[i.op]
+        bounds = [f"        const float v = {conv}(gm_{t.gm}.GetValue({at}));",
+                  "        const int64_t lo = (j * segLen > c0_ ? j * segLen - c0_ : 0);",
+                  "        const int64_t hi = ((j + 1) * segLen < c0_ + n_ ? (j + 1) * segLen - c0_ : n_);",
+                  "        const int64_t a = ((lo + 7) / 8 * 8 < hi ? (lo + 7) / 8 * 8 : hi);",
+                  "        const int64_t b = (hi / 8 * 8 > a ? hi / 8 * 8 : a);"]
+        cite = f"  // {doc}" if doc else ""
+        return [f"{{  // {i.gm}: one value per segment of {seglen} columns{cite.replace('  //', ';')}",
+                "    PipeBarrier<PIPE_V>();",
+                f"    const int64_t segLen = {seglen};",
+                f"    const int64_t segBase = {self.addr.row(i.gm, f'({row})')};",
+                "    const int64_t jEnd = (c0_ + n_ - 1) / segLen;",
+                "    for (int64_t j = c0_ / segLen; j <= jEnd; ++j) {",
+                *bounds,
+                "        if (b > a) {",
+                f"            {vec[0]}({dst}[a], {src}[a], {vec[1]}, static_cast<int32_t>(b - a));",
+                "        }",
+                "    }",
+                "    SetFlag<HardEvent::V_S>(0);  // the segments' vector work is done before the scalar unit's ends",
+                "    WaitFlag<HardEvent::V_S>(0);",
+                "    for (int64_t j = c0_ / segLen; j <= jEnd; ++j) {",
+                *bounds,
+                "        for (int64_t e = lo; e < a; ++e) {",
+                f"            {dst}.SetValue(e, {src}.GetValue(e) {sca} v);",
+                "        }",
+                "        for (int64_t e = b; e < hi; ++e) {",
+                f"            {dst}.SetValue(e, {src}.GetValue(e) {sca} v);",
+                "        }",
+                "    }",
+                "    SetFlag<HardEvent::S_V>(0);  // the scalar unit's writes are done before the next vector instruction",
+                "    WaitFlag<HardEvent::S_V>(0);",
+                "}"]
+
     def row_nodes(self) -> list:
         """ROW_SPLIT: every per-row instruction (stat/row space) in order as Kernel-IR nodes (`nodes`)."""
         return self.nodes([i for i in self.p.instrs if per_row(i)], None)
@@ -435,6 +486,8 @@ class _Printer:
             elif k in ("rsum", "rmax"):
                 out.append(kir.GetValue(i.dst, kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[i.dst], gs), i_)),
                                         doc=doc))
+            elif k == "vseg":
+                out.append(kir.Verbatim(tuple(self.seg_lines(i, doc))))
             else:
                 node = instr_node(i, op, n, kir.Ref(f"{src}{i.gm}", row) if k == "cast_in" else None,
                                   kir.Ref(f"rowOut_{i.gm}", row) if k == "store" else None, doc=doc)
@@ -538,7 +591,7 @@ class _Addr:
                 for k, pc in enumerate(v.pieces):
                     out.append((f"{t.name}_{k}", self._decompose(pc.view, (v.axis, pc.start))))
                 continue
-            if v is None or v.flat or t.space not in ("row", "stat"):
+            if v is None or v.flat or t.space not in ("row", "stat", "seg"):
                 continue
             out.append((t.name, self._decompose(v)))
         return out
@@ -959,7 +1012,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     p = v.prog
     addr = _Addr(p, dims)
     cites = Cites([p, *v.also])
-    row_pr, col_pr = _Printer(p, "row", cites), _Printer(p, "col", cites)
+    row_pr, col_pr = _Printer(p, "row", cites, addr), _Printer(p, "col", cites, addr)
     levels = sorted({i.level for i in p.rsums()})
     tensors = []
     for t in p.gm:

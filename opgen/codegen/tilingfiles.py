@@ -81,7 +81,8 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         "statements": prog.to_cpp(indent="    "),
         "dtype_rows": rows, "n_vars": len(spec.dtype_table),
         "source": doc,
-        "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values()),
+        "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values())
+        or any("AttrInt(" in e for _n, e in reads),
         "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
     }
     return {

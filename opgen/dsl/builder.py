@@ -10,7 +10,7 @@ import sys
 from opgen.dsl.diagnostics import caller_loc, spec_error
 from opgen.errors import IRError
 from opgen.ir.core import Node, TensorType, Value, canonical_attrs
-from opgen.ir.dims import DimExpr, Lit, as_dim
+from opgen.ir.dims import Bin, DimExpr, Lit, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.ir.ops import OPS
 
@@ -104,6 +104,22 @@ class Builder:
                                  f"follow from the dims' declared ranges",
                                  "slice inside the axis (0 <= start <= stop <= extent), or declare the dims' min=/max= "
                                  "or spec.require(...) the relation")
+
+    def check_reshape(self, shape) -> None:
+        """Prove every floor division a // b in a reshape's target `shape` exact (a % b == 0 from the spec's
+        `require` relations or the dims' multiple_of): a regrouping such as [N, C, L] -> [N, G, C // G * L] keeps
+        the element count only then. Raises SpecError at the spec line naming the relation to declare."""
+        if self.bounds is None:
+            return
+        for d in shape:
+            if not isinstance(d, DimExpr):
+                continue
+            for q in _floordivs(as_dim(d)):
+                if not self.bounds.nonneg(Lit(0) - (q.lhs % q.rhs)):
+                    raise spec_error(caller_loc(), f"reshape to [{', '.join(str(x) for x in shape)}]: {q} is exact "
+                                     f"only when {q.lhs % q.rhs} == 0, which does not follow from the spec",
+                                     f"declare it: spec.require(({q.lhs % q.rhs}).eq(0), \"<the attribute or input "
+                                     f"that sets {q.rhs}>\"), or multiple_of= on the dim")
 
     def _as_tensor(self, x):
         if isinstance(x, Tensor):
@@ -464,8 +480,11 @@ class Tensor:
         return self.b.emit("reduce", (self,), kind="mean", axes=tuple(_axes(axes)), keepdims=keepdims)
 
     def reshape(self, shape):
-        """Same elements in a new symbolic shape (row-major)."""
-        return self.b.emit("reshape", (self,), shape=tuple(_shape(shape)))
+        """Same elements in a new symbolic shape (row-major). A floor division in the shape (C // G) must be exact
+        by the spec's relations (Builder.check_reshape: SpecError otherwise)."""
+        out = self.b.emit("reshape", (self,), shape=tuple(_shape(shape)))
+        self.b.check_reshape(tuple(_shape(shape)))
+        return out
 
     def permute(self, *perm):
         """Transpose axes: result axis i is input axis perm[i]."""
@@ -490,6 +509,14 @@ class Tensor:
     def f32(self):
         """Widen to float32 (exact)."""
         return self.b.cast(self, F32)
+
+
+def _floordivs(e) -> list:
+    """The floor divisions (Bin "//") inside dim expression e, outermost first."""
+    if not isinstance(e, Bin):
+        return []
+    here = [e] if e.op == "//" and as_dim(e.rhs) != Lit(1) else []
+    return here + _floordivs(e.lhs) + _floordivs(e.rhs)
 
 
 def _axes(axes):

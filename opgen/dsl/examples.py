@@ -119,7 +119,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
             raise ValidationError("--dims", f"{k} is not a dim of {spec.name} (dims: {', '.join(sorted(known))})")
     _check_dim_values(spec, dims)
     seed = check_seed(seed)
-    attr_vals = _resolve_attrs(spec, attrs or {})
+    attr_vals = _resolve_attrs(spec, implied_attrs(spec, dims, attrs))   # a required dim-bound one --dims fixes
     env = {k: ((v,) if k in spec.variadics and isinstance(v, int) else v) for k, v in dims.items()}
     for a in spec.attrs:  # an attribute bound to a dim and a dim given in --dims must agree
         if a.dim is None:

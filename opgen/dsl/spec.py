@@ -1381,6 +1381,8 @@ class OpSpec:
                for n, d in self.dims_.items()}
         dom.update({str(Rank(v.name)): (v.min_rank, v.max_rank) for v in self.variadics.values()})
         rel = [Constraint(c.op, subst(c.lhs, absent), subst(c.rhs, absent)) for c, _p, _r, _l in self.constraints]
+        rel += [Constraint("==", Sym(n) % d.multiple_of, Lit(0)) for n, d in self.dims_.items()
+                if d.multiple_of and n not in absent]
         return Bounds.of(rel, dom)
 
     def _ir_constraints(self, absent: dict, used: set) -> tuple:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from opgen.errors import OpgenError
+from opgen.errors import OpgenError, SpecError
 from opgen.interp.rounding import float_to_int, int_to_float, int_to_int, round_float
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
@@ -150,6 +150,18 @@ def _tanh(ctx, x, a, ty):
     return (t - np.float32(1.0)) / (t + np.float32(1.0))
 
 
+def _reshape(ctx, x, a):
+    """The reshape op (row-major). Raises SpecError when the dims of this call give the target another element
+    count than x (a reshape the spec's relations do not keep exact, e.g. [N, C * L + 1] from [N, C, L])."""
+    shape = ctx.shape(a["shape"])
+    x = np.asarray(x)
+    if int(np.prod(shape, dtype=np.int64)) != x.size:
+        raise SpecError(f"reshape of {list(x.shape)} ({x.size} elements) to [{', '.join(str(d) for d in a['shape'])}] = "
+                        f"{list(shape)} ({int(np.prod(shape, dtype=np.int64))} elements) at these dims: a reshape keeps "
+                        f"the element count; fix the spec's shape or require the relation that makes it hold")
+    return np.reshape(x, shape)
+
+
 def _rsqrt(ctx, x, a, ty):
     return 1.0 / np.sqrt(x)
 
@@ -187,7 +199,7 @@ KERNELS = {
     "iota": lambda c, a, t: np.arange(a["n"].evaluate(c.env), dtype=np.int64),
     "broadcast": lambda c, x, a, t: np.broadcast_to(x, c.shape(a["shape"])),
     "reduce": _reduce,
-    "reshape": lambda c, x, a, t: np.reshape(x, c.shape(a["shape"])),
+    "reshape": lambda c, x, a, t: _reshape(c, x, a),
     "permute": lambda c, x, a, t: np.transpose(x, a["perm"]),
     "concat": None,  # variadic, handled in run.py
     "slice": _slice,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opgen.errors import OpgenError
+from opgen.errors import OpgenError, SpecError
 from opgen.interp.kernels import KERNELS, Ctx
 from opgen.ir.core import Graph
 from opgen.ir.dims import eval_shape
@@ -52,7 +52,12 @@ def run_graph(g: Graph, bound, mode: str = "device") -> dict:
             r = np.concatenate(args, axis=a["axis"])
         else:
             with np.errstate(all="ignore"):
-                r = KERNELS[n.op](ctx, *args, a, n.result.type)
+                try:
+                    r = KERNELS[n.op](ctx, *args, a, n.result.type)
+                except SpecError as e:   # a shape the call's dims do not keep (a reshape): at the spec line
+                    if not n.loc:
+                        raise
+                    raise SpecError(f"{n.loc}: {e}") from None
         rdt = ctx.dtype(n.result.type.dtype)
         if rdt.is_int and rdt != DType.i64 and np.asarray(r).dtype.kind in "iu":
             r = np.asarray(r).astype(rdt.np).astype(np.int64)

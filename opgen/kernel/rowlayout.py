@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from opgen.errors import IRError
 from opgen.ir.core import Graph
 from opgen.ir.dtypes import dtype_name
-from opgen.ir.dims import Bounds, DimExpr, Lit, Prod, Variadic, as_dim
+from opgen.ir.dims import Bounds, DimExpr, Lit, Prod, Sym, Variadic, as_dim
 
 
 class Unsupported(IRError):
@@ -112,6 +112,23 @@ class View:
         if str(self.col) != "0":
             terms.append(str(self.col))
         return f"{self.tensor}[{' + '.join(terms) or '0'}]"
+
+
+@dataclass(frozen=True)
+class SegView(View):
+    """The GM addressing of a per-channel operand of regrouped rows (opgen.kernel.rowmerge.regroup_segments): the
+    values of anchor row (a_1..a_k) start at sum_i a_i * strides[i] + col (the row's group coordinate g weighted by
+    C // G times the channel stride), one per segment of `seglen` columns of the row, `step` elements apart
+    (elements)."""
+
+    seglen: DimExpr = Lit(1)
+    step: DimExpr = Lit(1)
+
+    def text(self) -> str:
+        """Canonical text: the first value's offset, then per segment j of seglen columns its element."""
+        base = super().text()
+        seg = str(self.seglen) if isinstance(as_dim(self.seglen), (Sym, Lit)) else f"({self.seglen})"
+        return f"{base[:-1]} + (col / {seg}){'' if str(self.step) == '1' else f' * {self.step}'}]"
 
 
 @dataclass(frozen=True)
@@ -288,7 +305,7 @@ class Chains:
                 return
             new = axes
         elif n.op == "reshape":
-            new = _reshape_axes(axes, n.result.type.shape)
+            new = _reshape_axes(axes, n.result.type.shape, self.vals[x].type.shape)
             if new is None:
                 return
         elif n.op == "permute":
@@ -383,13 +400,18 @@ def _fixed_axis(n, vals) -> bool:
     return bool(shape) and not isinstance(shape[n.attr("axis") % len(shape)], Variadic)
 
 
-def _reshape_axes(axes: tuple[Ax, ...], new_shape) -> tuple[Ax, ...] | None:
-    """The axes after a reshape that only adds or drops size-1 dims or renames a variadic group as its product;
-    None for any other reshape."""
+def _reshape_axes(axes: tuple[Ax, ...], new_shape, old_shape=None) -> tuple[Ax, ...] | None:
+    """The axes after a reshape that only adds or drops size-1 dims or renames a variadic group as its product, or
+    (given `old_shape`, the shape before it) regroups the axes of a compact tensor: when `axes` are exactly the
+    row-major axes of old_shape (no permute or window before it), the elements keep their order and the new shape's
+    row-major axes address them (GroupNorm's [N, C, L] read as [N, G, C // G * L]); None for any other reshape."""
     ks = keys_of(new_shape)
-    if ks != tuple(a.key for a in axes):
-        return None
-    return axes
+    if ks == tuple(a.key for a in axes):
+        return axes
+    if old_shape is not None and not any(isinstance(d, Variadic) for d in (*old_shape, *new_shape)) \
+            and tuple(axes) == tensor_axes(old_shape):
+        return tensor_axes(new_shape)
+    return None
 
 
 # ------------------------------------------------------------------------------------------------ analysis
@@ -563,7 +585,7 @@ def _store_walk(ch, v, axes, col, lay, vals, tensor):
         return _store_walk(ch, n.inputs[0], axes, col, lay, vals, tensor)
     if n.op == "reshape":
         src = n.inputs[0]
-        new = _reshape_axes(axes, vals[src].type.shape)
+        new = _reshape_axes(axes, vals[src].type.shape, vals[v].type.shape)
         if new is None:
             raise IRError(f"%{v}: reshape [{_txt(vals[src].type.shape)}] -> [{_txt(vals[v].type.shape)}] changes "
                           f"the rows of an output")

@@ -173,8 +173,9 @@ def tanh_as_exp(g: Graph) -> Graph:
 
 
 def prepare(g: Graph) -> Graph:
-    """The graph the rows family analyses and lowers: tanh_as_exp, min_as_max, then merge_trailing."""
-    return merge_trailing(min_as_max(tanh_as_exp(g)))
+    """The graph the rows family analyses and lowers: tanh_as_exp, min_as_max, merge_trailing, then
+    regroup_segments."""
+    return regroup_segments(merge_trailing(min_as_max(tanh_as_exp(g))))
 
 
 def merge_trailing(g: Graph) -> Graph:
@@ -253,3 +254,177 @@ def _merge(g: Graph) -> tuple[Graph, str]:
             return g, f"the reduced axes [{names}] are not merged into one row: %{n.result.name} ({n.op})"
         nodes.append(dataclasses.replace(n, result=r, attrs=tuple(sorted(attrs.items()))))
     return Graph(g.name, tuple(params), tuple(nodes), g.outputs, g.constraints), ""
+
+
+# ------------------------------------------------------------------------------------------------ segments
+SEGMENT_OP = "segment"
+"""The rows family's own op (never in a spec's graph; made by `regroup_segments`): its one operand is a per-channel
+value v of shape [..., C, 1]; its result, of the rows' shape [..., G, M], reads v[g * (C // G) + col // L] at row
+coordinate g and column col (attributes `channels` C, `groups` G, `seglen` L). The row program applies it segment
+by segment (opgen.kernel.rows: instruction `vseg`)."""
+_EW = {"add", "sub", "mul", "div", "maximum", "minimum", "exp", "log", "sqrt", "rsqrt", "abs", "recip", "neg", "cast"}
+"""Elementwise ops a regrouped value may flow through before it is stored (no attribute names an axis)."""
+
+
+def _regroup_of(g: Graph, n: Node):
+    """(prefix, (G, M), (C, tail)) when node n reshapes a value of shape [*prefix, G, M] to [*prefix, C, *tail] with
+    C % G == 0 a relation of the spec and M == C // G * prod(tail) as dim polynomials (opgen.ir.dims keeps + - *
+    canonical, C // G an atom: any order of the factors): a regrouping of the channels into G groups of C // G
+    channels of L = prod(tail) elements (HxW, or H, W), the same elements in the same order; None otherwise."""
+    if n.op != "reshape":
+        return None
+    src = tuple(g.values()[n.inputs[0]].type.shape)
+    dst = tuple(n.result.type.shape)
+    if len(src) < 2 or len(dst) < len(src) or any(isinstance(d, Variadic) for d in src + dst):
+        return None
+    k = len(src) - 2
+    if tuple(as_dim(d) for d in src[:k]) != tuple(as_dim(d) for d in dst[:k]):
+        return None
+    gg, m = as_dim(src[-2]), as_dim(src[-1])
+    c, tail = as_dim(dst[k]), tuple(as_dim(d) for d in dst[k + 1:])
+    ln = Lit(1)
+    for d in tail:
+        ln = ln * d
+    if (gg, m) == (c, ln) or Lit(1) in (gg, m, c, ln):
+        return None
+    if not any(k_.op == "==" and as_dim(k_.rhs) == Lit(0) and as_dim(k_.lhs) == c % gg for k_ in g.constraints):
+        return None
+    if m != c // gg * ln:   # canonical polynomials
+        return None
+    return src[:k], (gg, m), (c, tail)
+
+
+def regroup_segments(g: Graph) -> Graph:
+    """g with the per-channel affine of a group normalisation computed on the groups' rows (docs/design.md
+    "Kernel families", the rows family's segments): when a computed value of shape [*P, G, M] is reshaped to
+    [*P, C, L] (`_regroup_of`: C = G groups of C // G channels, M = C // G * L) and the reshaped value only flows
+    through elementwise ops into outputs, those ops are rewritten on the rows' shape [*P, G, M] (the same elements
+    in the same order), an operand of shape [..., C, 1] (a per-channel weight) becomes a `segment` of it
+    (SEGMENT_OP; it must be an operator input seen through casts and reshapes), and each output is stored through a
+    reshape back to [*P, C, L] (a view of the same memory). Returns g itself when there is no such reshape, a use of
+    the regrouped values is anything else or a per-channel operand is computed (the rows analysis then refuses the
+    graph naming the reshape, with `regroup_blocker`'s reason)."""
+    return _regroup(g)[0]
+
+
+def regroup_blocker(g: Graph) -> str:
+    """Why `regroup_segments` left a regrouping of g as it is, in the spec's terms (the op or operand in the way,
+    with its spec line); "" when it rewrote it or there is none."""
+    return _regroup(g)[1]
+
+
+_WHAT = {"reduce": "a reduction", "reshape": "a reshape", "permute": "a permute", "slice": "a slice",
+         "concat": "a concat", "broadcast": "a broadcast", "select": "`b.where`", "gather": "a gather by index"}
+"""The spec construct of an op that keeps a regrouping apart, named in regroup_blocker's reason."""
+
+
+def _where(n) -> str:
+    return f" at {n.loc.rsplit('/', 1)[-1]}" if n is not None and n.loc else ""
+
+
+def _regroup(g: Graph) -> tuple[Graph, str]:
+    vals = g.values()
+    for r in g.nodes:
+        grp = _regroup_of(g, r)
+        if grp is not None:
+            break
+    else:
+        return g, ""
+    prefix, (gg, m), (c, tail) = grp
+    ln = Lit(1)
+    for d in tail:
+        ln = ln * d
+    fine = tuple(r.result.type.shape)
+    coarse = tuple(vals[r.inputs[0]].type.shape)
+    rank, k = len(fine), len(prefix)
+
+    def operand_kind(v: Value) -> str | None:
+        """"seg" for a per-channel operand [..., C, 1, ...], "plain" for one constant over (C, *tail), None
+        otherwise (shapes align on the right, as elementwise ops broadcast)."""
+        s = tuple(v.type.shape)
+        if len(s) > rank:
+            return None
+        pad = (Lit(1),) * (rank - len(s)) + tuple(as_dim(d) if not isinstance(d, Variadic) else d for d in s)
+        if any(isinstance(d, Variadic) for d in pad):
+            return None
+        if any(d != Lit(1) for d in pad[k + 1:]):
+            return None
+        if any(d != Lit(1) and d != as_dim(f) for d, f in zip(pad[:k], fine[:k])):
+            return None
+        if pad[k] == Lit(1):
+            return "plain"
+        return "seg" if pad[k] == c else None
+
+    prod = g.producers()
+    inputs = {p.value.name for p in g.params if p.kind == "input"}
+
+    def from_input(v: str) -> bool:   # an operator input seen through casts and reshapes (read from GM per segment)
+        while v not in inputs:
+            n = prod.get(v)
+            if n is None or n.op not in ("cast", "reshape") or len(n.inputs) != 1:
+                return False
+            v = n.inputs[0]
+        return True
+
+    grouped = f"[{', '.join(str(d) for d in fine)}]"
+    per_channel = f"[{c}{', 1' * len(tail)}]"
+    rule = (f"the rows family applies only elementwise ops with per-channel operator inputs {per_channel} to values "
+            f"regrouped as {grouped} (the per-channel affine of a group normalisation) on their way to the outputs")
+    moved = {r.result.name}
+    for n in g.nodes:
+        if n.result.name in moved or not any(x in moved for x in n.inputs):
+            continue
+        if n.op not in _EW or _dims(n.result.type.shape) != _dims(fine):
+            what = _WHAT.get(n.op, f"op {n.op}")
+            return g, f"{what} (%{n.result.name}{_where(n)}) of the values regrouped as {grouped}; {rule}"
+        for x in n.inputs:
+            if x in moved:
+                continue
+            kind = operand_kind(vals[x])
+            if kind is None:
+                shape = ", ".join(str(d) for d in vals[x].type.shape)
+                return g, (f"operand %{x} [{shape}] of %{n.result.name}{_where(n)} is neither per channel "
+                           f"{per_channel} nor constant over [{', '.join(str(d) for d in (c, *tail))}]; {rule}")
+            if kind == "seg" and not from_input(x):
+                return g, (f"the per-channel operand %{x}{_where(prod.get(x))} is computed in the kernel; {rule}")
+        moved.add(n.result.name)
+    fresh = _namer(g, "seg")
+    segs: dict[str, str] = {}
+    nodes = []
+    for n in g.nodes:
+        if n is r:
+            nodes.append(dataclasses.replace(n, result=Value(n.result.name, TensorType(n.result.type.dtype, coarse)),
+                                             attrs=tuple(sorted(dict(n.attrs, shape=coarse).items()))))
+            continue
+        if n.result.name not in moved:
+            nodes.append(n)
+            continue
+        ins = []
+        for x in n.inputs:
+            if x not in moved and operand_kind(vals[x]) == "seg":
+                if x not in segs:
+                    segs[x] = fresh(x)
+                    attrs = (("channels", c), ("groups", gg), ("seglen", ln))
+                    nodes.append(Node(SEGMENT_OP, (x,), Value(segs[x], TensorType(vals[x].type.dtype, coarse)),
+                                      attrs, n.loc))
+                ins.append(segs[x])
+            else:
+                ins.append(x)
+        nodes.append(dataclasses.replace(n, inputs=tuple(ins),
+                                         result=Value(n.result.name, TensorType(n.result.type.dtype, coarse))))
+    outputs = []
+    back: dict[str, str] = {}
+    for name, v in g.outputs:
+        if v in moved:
+            if v not in back:
+                back[v] = fresh(v)
+                nodes.append(Node("reshape", (v,), Value(back[v], TensorType(vals[v].type.dtype, fine)),
+                                  (("shape", fine),), g.producers()[v].loc))
+            outputs.append((name, back[v]))
+        else:
+            outputs.append((name, v))
+    return Graph(g.name, g.params, tuple(nodes), tuple(outputs), g.constraints), ""
+
+
+def _dims(shape) -> tuple:
+    return tuple(d if isinstance(d, Variadic) else as_dim(d) for d in shape)

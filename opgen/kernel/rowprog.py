@@ -31,7 +31,7 @@ from opgen.ir.locs import at_suffix
 from opgen.ir.records import evolve
 from opgen.kernel.isa import INSTRS, Cost, Op, Pipe, entry
 
-SPACES = ("row", "stat", "brow", "col", "scalar")
+SPACES = ("row", "stat", "brow", "col", "scalar", "seg")
 VECTOR_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Max", "minimum": "Min"}
 VECTOR_UNARY = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "abs": "Abs", "recip": "Reciprocal"}
 SCALAR_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
@@ -180,6 +180,9 @@ class Instr:
     vnarrow     dst (halves) = srcs[0] cast to half with CAST_ODD  (Cast; never in place; a byte output's first step)
     vbin        dst = srcs[0] <op> srcs[1]                   (AscendC Add/Sub/Mul/Div/Max/Min, count n)
     vscalar     dst = srcs[0] <op> scalar arg                (Adds/Muls)
+    vseg        dst = srcs[0] <op> the value of each segment of the row (op Muls / Adds / Subs; GM operand `gm`
+                of space "seg": one value per segment of seglen columns, rowlayout.SegView; printed as a loop
+                over the segments the row or chunk covers, opgen.codegen.kernel)
     vunary      dst = op(srcs[0])                            (Exp/Ln/Sqrt/Rsqrt/Abs/Relu)
     vdup        dst = scalar arg broadcast                   (Duplicate)
     viota       dst lane j = scalar arg + j                  (CreateVecIndex; arg the first column's index)
@@ -481,7 +484,8 @@ def _assign_phases(p: RowProgram) -> None:
 def _allocate(p: RowProgram) -> None:
     """Name every UB operand: row values -> w<k> by liveness (in place when an operand dies at this
     instruction), brow/col values and accumulators -> their own buffers. Rewrites p.instrs."""
-    row_kinds = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vunary", "vdup", "viota", "vgather", *MASK_KINDS, *SELECT_KINDS)
+    row_kinds = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vseg", "vunary", "vdup", "viota", "vgather", *MASK_KINDS,
+                 *SELECT_KINDS)
     last: dict[str, int] = {}
     for k, i in enumerate(p.instrs):
         for x in _names_in(i):
@@ -539,7 +543,7 @@ def verify_program(p: RowProgram) -> None:
             raise IRError(f"row program {p.name}: {i.dst} outside the {p.row_temps} row temporaries")
         if i.kind in NO_INPLACE and i.dst in i.srcs:
             raise IRError(f"row program {p.name}: instruction {k} ({i.kind} {i.dst}) overwrites its own source")
-        if i.kind in ("store", "sstore", "load", "cast_in", "sload"):
+        if i.kind in ("store", "sstore", "load", "cast_in", "sload", "vseg"):
             p.tensor(i.gm)
         if i.dst:
             defined.add(i.dst)
@@ -603,6 +607,8 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = {i.op}({a}, {i.arg})"
     if i.kind == "vunary":
         return f"{i.dst} = {i.op}({a})"
+    if i.kind == "vseg":
+        return f"{i.dst} = {i.op}({a}, {i.gm} per segment)"
     if i.kind == "vdup":
         return f"{i.dst} = Duplicate({i.arg})"
     if i.kind == "vgather":

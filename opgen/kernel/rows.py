@@ -26,9 +26,10 @@ from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import stamp
 from opgen.kernel import rowalg, rowprog
 from opgen.kernel.headlower import full_keys, lower_spec
-from opgen.kernel.rowmerge import merge_blocker, min_as_max, prepare
-from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, Unsupported, analyse, keys_of, store_view,
-                                    view_of)
+from opgen.kernel.rowmerge import (SEGMENT_OP, merge_blocker, merge_trailing, min_as_max, prepare, regroup_blocker,
+                                   tanh_as_exp)
+from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, SegView, Unsupported, analyse, keys_of,
+                                    store_view, view_of)
 from opgen.names import cpp_name
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
@@ -76,6 +77,7 @@ class _Lowering:
         self.iotas: set[str] = set()             # column values that are `b.iota` of the row axis (exact in fp32)
         self.whole: set[str] = set()             # per-row integer values (indices, their 0 / 1 comparisons)
         self.iota_col: str | None = None         # the one column row of lane indices a gather / scatter compares
+        self.segs: dict[str, str] = {}           # per-channel operands of regrouped rows -> their GM operand (seg)
         self.passes = None                       # kernel-level algebra run by `run` (lower)
 
     def err(self, v: str, why: str) -> Unsupported:
@@ -288,6 +290,12 @@ class _Lowering:
             if x in self.iotas:
                 self.iotas.add(r)
             return
+        if op == SEGMENT_OP:
+            self.segment(n)
+            return
+        if op in ELEMENTWISE and any(x in self.segs for x in n.inputs):
+            self.seg_apply(n)
+            return
         if op == "iota":
             self.iota(n)
             return
@@ -361,6 +369,73 @@ class _Lowering:
             return
         what = _CONSTRUCT.get(op, f"op {op}")
         raise self.err(r, f"{what}: the rows family does not lower it yet (`opgen interpret` runs it)")
+
+    def segment(self, n) -> None:
+        """A per-channel operand [..., C, 1] of a regrouped row (rowmerge.SEGMENT_OP): not loaded; a GM operand of
+        space "seg" whose SegView gives, for anchor row (a_1..a_k), where its C // G values for that row start (the
+        row's group coordinate g times C // G channels) and their stride; `vseg` reads them one per segment of L
+        columns. Raises Unsupported when the operand is computed (only an operator input, seen through casts and
+        views, is read per segment)."""
+        r, x = n.result.name, n.inputs[0]
+        c, grp, ln = n.attr("channels"), n.attr("groups"), n.attr("seglen")
+        if not self.ch.is_load(x):
+            raise self.err(r, f"a per-channel value %{x} of [{', '.join(str(d) for d in self.vals[x].type.shape)}] "
+                           f"computed in the kernel, applied to rows regrouped as {grp} groups of {c} // {grp} "
+                           f"channels; the rows family reads per-channel operands from operator inputs only")
+        root = self.ch.root[x]
+        dt = dtype_name(self.vals[root].type.dtype)
+        if isinstance(self.vals[root].type.dtype, DType) and dt not in ("f32", "f16", "bf16"):
+            raise self.err(r, f"per-channel input {root} has dtype {dt}; the rows family reads per-channel operands "
+                           f"as f32, f16 or bf16")
+        if x in self.ch.pieces:
+            raise self.err(r, f"a per-channel operand that is a concat of inputs; read it from one input")
+        axes = self.ch.load[x]
+        by = {a.key: a for a in axes}
+        ckey = keys_of([c])[0]
+        if ckey not in by:
+            raise self.err(r, f"per-channel input {root} has no channel axis {c}")
+        gkey = keys_of([grp])[0]
+        strides = []
+        for k in self.lay.axes:
+            if k == gkey:
+                strides.append(as_dim(c) // as_dim(grp) * by[ckey].stride)
+            elif k in by:
+                strides.append(by[k].stride)
+            else:
+                strides.append(Lit(0))
+        if gkey not in self.lay.axes or any(a.key not in self.lay.axes and a.key != ckey for a in axes):
+            raise self.err(r, f"per-channel input {root}: its axes [{', '.join(a.key for a in axes)}] are not the "
+                           f"kernel's rows [{', '.join(self.lay.axes)}] with channel axis {c}")
+        view = SegView(root, tuple(strides), self.ch.col[x], Lit(1), False, False, as_dim(ln), by[ckey].stride)
+        name = self._gm_name(root)
+        self.p.gm.append(GmTensor(name, "in", "seg", dt, view, root))
+        self.space[r] = "seg"
+        self.segs[r] = name
+
+    def seg_apply(self, n) -> None:
+        """row * seg, seg * row, row + seg, seg + row, row - seg: `vseg` (per segment of L columns, the row's
+        elements times / plus / minus that segment's value: Muls / Adds on the 32-byte-aligned part of the segment,
+        the scalar unit on the few elements at its ends; opgen.codegen.kernel). Raises Unsupported for any other
+        use of a per-channel operand."""
+        r, op = n.result.name, n.op
+        a, b = n.inputs if len(n.inputs) == 2 else (n.inputs[0], None)
+        seg = a if a in self.segs else b
+        other = b if seg == a else a
+        if op not in ("mul", "add", "sub") or other is None or other in self.segs or (op == "sub" and seg == a):
+            src = self.prod[seg].inputs[0] if seg in self.prod else seg
+            raise self.err(r, f"op {op} with the per-channel operand %{src} of regrouped rows; the rows family "
+                           f"multiplies, adds or subtracts a per-channel operand (x * w, x + b, x - b) only")
+        self.use(other, r)
+        try:
+            sp = self.lay.space(n.result.type.shape)
+        except IRError as e:
+            raise self.err(r, str(e)) from None
+        if sp != "row" or self.space.get(other) != "row":
+            raise self.err(r, f"op {op} of a per-channel operand with a {SPACE_WORDS.get(self.space.get(other), 'value')}"
+                           f"; the rows family applies per-channel operands to whole rows")
+        kind = {"mul": "Muls", "add": "Adds", "sub": "Subs"}[op]
+        self.p.instrs.append(Instr("vseg", r, (self.operand(other),), kind, gm=self.segs[seg], space="row"))
+        self.space[r] = "row"
 
     def _vector_space(self, n, what: str) -> str:
         """The space of node n's result, which must be a vector space (a row of the domain, a batch or column row).
@@ -978,6 +1053,9 @@ class RowsFamily(Family):
             lay = parts_layout(g)
             if lay is None:
                 _refuse_index_ops(g)
+                why = regroup_blocker(merge_trailing(min_as_max(tanh_as_exp(g))))
+                if why:   # say what kept a regrouping of the channels from the groups' rows
+                    raise Unsupported(first.value, first.loc, f"{first.why} ({why})") from None
                 raise first from None
             return lay
 

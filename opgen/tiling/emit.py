@@ -75,6 +75,9 @@ def _dim_access(spec, sym: str) -> str:
             absent = spec.dims_[sym].absent if sym in spec.dims_ else None
             absent = 0 if absent is None else absent
             return f"({i.name}ShapeOpt != nullptr ? {got} : {absent})"
+    for k, a in enumerate(spec.attrs):   # a dim an integer attribute binds (spec.attr(..., dim=G)): that attribute
+        if a.dim is not None and a.dim.name == sym:
+            return f"AttrInt(context, {k}, {int(a.default) if a.default is not None else 0})"
     raise SpecError(f"{spec.file}: dim {sym} is not carried by any input; the tiling cannot read it")
 
 

@@ -33,6 +33,18 @@ def _env(spec, bounded: dict) -> dict:
     return env
 
 
+def _valid(spec, env) -> bool:
+    """Whether the dims of `env` satisfy every relation the spec requires (spec.require): a probe that breaks one
+    is a call the aclnn layer refuses before any tiling."""
+    for c, *_rest in getattr(spec, "constraints", ()):
+        try:
+            if not c.holds(env):
+                return False
+        except Exception:   # noqa: BLE001 - a relation over dims the probe leaves unbound: not judged here
+            continue
+    return True
+
+
 def _eval(spec, prog, inputs_map, env, dtypes, plat) -> dict:
     """The tiling program's variables without the domain and fit checks of `evaluate` (the proof judges
     `fits` itself and may probe values outside a dim's max). When an input depends on the attrKey (specialisations
@@ -107,6 +119,8 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                 for v in _probe_values(d.max):
                     if d.multiple_of and v % d.multiple_of:
                         continue
+                    if not _valid(spec, _env(spec, {name: v})):
+                        continue   # a call the spec's relations refuse (C % G == 0 with G > C) has no plan
                     tl = _eval(spec, prog, inputs_map, _env(spec, {name: v}), dict(row), plat)
                     if not tl.get("fits", 1):
                         lo = _largest_fit(spec, prog, inputs_map, plats, name, v - 1, d.multiple_of)
