@@ -6,8 +6,9 @@ across combinations to *part slots* (parts whose part-sized tensors overlap; slo
 those tensors), which fixes the kernel's row space. The emitted code is one class per dtype, with:
 
 * a *body* per distinct part computation (`opgen.kernel.headrows.body_text`: query and key with the same
-  norm and RoPE share one), printed instruction by instruction from the part's row programs, with the
-  row conditions (`s < cond`: RoPE rows) as if/else;
+  norm and RoPE share one): Kernel IR (opgen.kernel.headsched, `body_func`) built instruction by instruction
+  from the part's row programs as instruction-table nodes, with the row conditions (`s < cond`: RoPE rows) as
+  If / else and the vector barriers placed by dependency, verified and printed by the one KIR C++ printer;
 * an *addressing* function per part slot and distinct set of offsets (`SlotBinding`): each slot binds the
   union of the GM tensors its parts touch over all combinations (parts are renumbered to that binding,
   `bind_slots`), says where row (b, s, n) of each is (printed from the RowMaps' dim expressions over the
@@ -34,12 +35,15 @@ import re
 
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
+from opgen.codegen.kernel import instr_node
 from opgen.ir.dimprint import dim_cpp
-from opgen.ir.dims import Lit
+from opgen.ir.dims import Bin, Lit, Sym
+from opgen.ir.locs import spec_comment
+from opgen.kernel import headsched as hs
+from opgen.kernel import kir
 from opgen.kernel.headlower import (Lowered, SlotBinding, _entry, accumulated_outputs, addressing_dims, bind_slots,
                                     check_presence_variants, data_dtype, full_keys, lower_spec)
 from opgen.kernel.headrows import PERMS, SIGNS, HeadPart, body_text
-from opgen.kernel.vsync import place_barriers, vstmt
 from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.tiling.headkernel import head_needs
 
@@ -47,91 +51,70 @@ CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
 _BUF = {"w": "w_", "tab": "tab_", "col": "col_", "acc": "acc_", "perm": "perm_", "sign": "sign_"}
 
 
-# ---------------------------------------------------------------- C++ printing
-def _operand(x: str) -> str:
-    m = re.fullmatch(r"(w|tab|col|acc|perm|sign)(\d+)", x)
-    if not m:
-        raise SpecError(f"head-row kernel: operand {x} has no UB buffer")
-    return f"{_BUF[m.group(1)]}[{m.group(2)}]"
-
-
+# ---------------------------------------------------------------- Kernel IR of the bodies
 def _slot_index(slot: str) -> str:
     return re.fullmatch(r"[a-z]+(\d+)", slot).group(1)
 
 
-def instr_lines(i, locs=None) -> list:
-    """Stream statements of one row-program instruction inside a body's row loop (`i`: row of the pass, headDim_
-    lanes), ending with the spec comment of `locs` (default: the instruction's own location; a body shared by several
-    parts cites the instructions of all of them): a vector instruction as a VStmt with its operands' regions (its
-    instruction-table entry, opgen.codegen.kernel.vector_stmt), RowSum as one whose accesses are done after it (the
-    scalar unit reads its result), the others as lines; opgen.kernel.vsync.place_barriers places the barriers."""
-    from opgen.codegen.kernel import cite, vector_stmt
-
-    lines = cite(_instr_lines(i), [i.loc] if locs is None else locs)
-    if i.kind == "rsum":
-        return [vstmt(lines, reads=[_operand(i.srcs[0])], writes=["red_", "redTmp_"], after="done")]
-    return vector_stmt(i, lines, _operand, "headDim_", _row_in(i) if i.kind == "cast_in" else "",
-                       _row_out(i) if i.kind == "store" else "")
+def _node_operand(x: str) -> kir.Ref:
+    """The Kernel-IR region of body operand `x` (w3 -> w_[3], tab0 -> tab_[0], ...). Raises SpecError."""
+    m = re.fullmatch(r"(w|tab|col|acc|perm|sign)(\d+)", x)
+    if not m:
+        raise SpecError(f"head-row kernel: operand {x} has no UB buffer")
+    return kir.Ref(_BUF[m.group(1)], slot=Lit(int(m.group(2))))
 
 
-def _row_in(i) -> str:
-    return f"rowIn_[{_slot_index(i.gm)}][i * dAlign_]"
+def _cite(locs) -> str:
+    """The citation text of `locs` ("spec: a.py:3"), "" without a location."""
+    return spec_comment(locs).strip().removeprefix("//").strip()
 
 
-def _row_out(i) -> str:
-    return f"rowOut_[{_slot_index(i.gm)}][i * dAlign_]"
-
-
-def _instr_lines(i) -> list[str]:
-    k, n = i.kind, "headDim_"
+def instr_nodes(i, locs=None) -> list:
+    """The Kernel-IR statements of one row-program instruction inside a body's row loop (`i`: row of the pass,
+    headDim_ lanes; opgen.kernel.headsched): a vector instruction as a kir.Vec of its instruction-table entry
+    (opgen.codegen.kernel.instr_node: cast_in reads rowIn_[slot] at row i, store writes rowOut_[slot]), a
+    per-row statistic read / write as GetValue / SetValue of statIn_ / statStage_ at row i, RowSum as a Call bound
+    to a float, a scalar expression as a float let; each cites `locs` (default: the instruction's own location; a
+    body shared by several parts cites the instructions of all of them). Raises SpecError for another kind."""
+    doc = _cite([i.loc] if locs is None else locs)
+    k, row = i.kind, Bin("*", Sym("i"), Sym("dAlign_"))
     if k == "sload":
-        return [f"const float {i.dst} = statIn_[{_slot_index(i.gm)}].GetValue(i);"]
-    from opgen.codegen.kernel import compute_line, table_form
-
-    common = compute_line(i, _operand, n)
-    if common is not None:
-        return [common]
-    if k in ("cast_in", "vgather", "store"):
-        d, ex = table_form(i, _operand, n, _row_in(i) if k == "cast_in" else "", _row_out(i) if k == "store" else "")
-        return [d.stmt(**ex)]
-    if k == "rsum":
-        return [f"const float {i.dst} = RowSum({_operand(i.srcs[0])}, {n});"]
+        return [kir.GetValue(i.dst, kir.Ref("statIn_", Sym("i"), slot=Lit(int(_slot_index(i.gm)))), doc=doc)]
     if k == "sstore":
-        return [f"statStage_[{_slot_index(i.gm)}].SetValue(i, {i.srcs[0]});"]
-    raise SpecError(f"head-row kernel: no C++ for instruction {k}")
+        return [kir.SetValue(kir.Ref("statStage_", Sym("i"), slot=Lit(int(_slot_index(i.gm)))),
+                             kir.FRef(i.srcs[0]), doc=doc)]
+    if k == "rsum":
+        return [kir.Call("RowSum", (_node_operand(i.srcs[0]), Sym("headDim_")), result=i.dst, doc=doc)]
+    row_in = kir.Ref("rowIn_", row, slot=Lit(int(_slot_index(i.gm)))) if k == "cast_in" else None
+    row_out = kir.Ref("rowOut_", row, slot=Lit(int(_slot_index(i.gm)))) if k == "store" else None
+    node = instr_node(i, _node_operand, Sym("headDim_"), row_in, row_out, doc=doc)
+    if node is None:
+        raise SpecError(f"head-row kernel: no Kernel IR for instruction {k}")
+    return [node]
 
 
-def body_lines(part: HeadPart, sharing=None) -> list[str]:
-    """The body of a part: the loop over the pass's rows, the row conditions as if/else, each case's
-    table-row loads then its instructions, barriers by dependency (opgen.kernel.vsync.place_barriers: each branch
-    and the loop body a stream of its own). `sharing`: every part this body serves (equal body_text; default just
-    `part`): each statement cites the spec lines of the corresponding instruction of all of them."""
+def uses_seq(part: HeadPart) -> bool:
+    """Whether the body of `part` reads the sequence position of its rows (row conditions, RoPE table rows)."""
+    return bool(part.conds) or any(c.startswith("tab") for case in part.cases for c in case.prog.consts)
+
+
+def body_func(index: int, part: HeadPart, sharing=None) -> kir.Func:
+    """The Kernel IR of body `index` serving `part` (opgen.kernel.headsched.body_func): the loop over the pass's
+    rows, the row conditions as If / else, each case's table-row loads then its instructions (`instr_nodes`),
+    barriers by dependency. `sharing`: every part this body serves (equal body_text; default just `part`): each
+    statement cites the spec lines of the corresponding instruction of all of them."""
     members = list(sharing) if sharing else [part]
     member_cases = [{c.truth: c for c in m.cases} for m in members]
-    uses_tab = any(c.startswith("tab") for case in part.cases for c in case.prog.consts)
-    uses_p = bool(part.conds) or uses_tab
-    out = [] if uses_p else ["(void)p;"]
-    out.append("for (int64_t i = 0; i < k; ++i) {")
-    if uses_p:
-        out.append("const int64_t seqPos = (r0 + i) / heads_ % p.seq;")
-    else:
-        out.append("(void)r0;")
     cases = {c.truth: c for c in part.cases}
 
-    def emit(j, prefix):
-        if j == len(part.conds):
-            case = cases[prefix]
-            lines = [vstmt(f"TableRow({_slot_index(c)}, p, seqPos);", writes=[_operand(c)], after="done")
-                     for c in case.prog.consts if c.startswith("tab")]   # LoadRow when the row changes: own barrier
-            for k, ins in enumerate(case.prog.instrs):
-                lines += instr_lines(ins, [mc[prefix].prog.instrs[k].loc for mc in member_cases])
-            return lines
-        return ([f"if (seqPos < p.cond[{j}]) {{"] + emit(j + 1, prefix + (True,)) + ["} else {"]
-                + emit(j + 1, prefix + (False,)) + ["}"])
+    def case(truth):
+        out: list = [kir.Call("TableRow", (Lit(int(_slot_index(c))), Sym("p"), Sym("seqPos")))
+                     for c in cases[truth].prog.consts if c.startswith("tab")]
+        for k, ins in enumerate(cases[truth].prog.instrs):
+            out += instr_nodes(ins, [mc[truth].prog.instrs[k].loc for mc in member_cases])
+        return out
 
-    out += emit(0, ())
-    out.append("}")
-    return place_barriers(out)
+    return hs.body_func(index, body_doc(part), hs.row_conditions(len(part.conds), case), uses_seq(part))
 
 
 def body_doc(part: HeadPart) -> str:
@@ -248,6 +231,31 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
     opgen.tiling.headkernel.dim_fields); `doc`: the tiling's one-line description. Raises SpecError (unsupported
     dims or dtypes)."""
     from opgen.codegen.env import template_env
+
+    ctx = head_context(spec, low, counts, fields, doc)
+    snake = ctx["op_snake"]
+    env = template_env()
+    return {
+        f"op_kernel/{snake}.h": env.get_template("op_kernel/head_kernel.h.j2").render(**ctx),
+        f"op_kernel/{snake}.cpp": env.get_template("op_kernel/head_kernel.cpp.j2").render(**ctx),
+        **emit_tiling_keys(spec, ctx["declared"]),
+    }
+
+
+def schedule_text(spec, unit) -> str:
+    """The Kernel IR text (opgen.kernel.kir.to_text) of the head kernel class of a full kernel build `unit`
+    (opgen.passes.pipeline.kernel_build) of a head-rows lowering: what of its schedule is IR (the bodies, their
+    barriers and the helpers they call); "" for another lowering."""
+    ex = unit.lowered.extra
+    if "heads" not in ex:
+        return ""
+    ctx = head_context(spec, ex["heads"], ex["counts"], ex["fields"], "")
+    return kir.to_text(ctx["sched"])
+
+
+def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
+    """The template context of the head kernel files of `low` (emit_head_kernel's arguments), with the class's
+    Kernel IR ("sched", a verified kir.KernelClass) and its declared tiling keys ("declared"). Raises SpecError."""
     from opgen.names import spec_path
 
     loc = "opgen.tiling.headkernel.spec_counts"
@@ -344,6 +352,9 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
         declared += tks
         dtype_keys.append((CTYPE[str(getattr(dt, "value", dt))], [tk.macro(spec) for tk in tks]))
     cls = f"{spec.name}Kernel"
+    body_funcs = [body_func(k, p, body_members[k]) for k, p in enumerate(body_parts)]
+    sched = hs.head_class(cls, {k: max(v, 1) for k, v in cmap.items()}, body_funcs,
+                          sorted({a for _a, _k, hp in low.programs for a in hp.attrs}))
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_path(spec), "cls": cls,
         "doc": doc, "struct": f"optiling::{spec.name}TilingData",
@@ -362,16 +373,12 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
         "perm_families": [(k, f, PERMS[f][0]) for k, f in enumerate(perm_fams)],
         "sign_families": [(k, f, SIGNS[f][0]) for k, f in enumerate(sign_fams)],
         "addr_funcs": [(k, doc, lines) for k, (doc, lines) in enumerate(addr_list)],
-        "bodies": [(k, body_doc(p), body_lines(p, body_members[k])) for k, p in enumerate(body_parts)],
+        "bodies": [(k, "p, r0, k" if uses_seq(p) else "k") for k, p in enumerate(body_parts)],
+        "bodies_cpp": kir.methods_cpp(sched, [f.name for f in body_funcs]).rstrip("\n"),
         "float_attrs": sorted({a for _a, _k, hp in low.programs for a in hp.attrs}),
-        "dtype_keys": dtype_keys,
+        "dtype_keys": dtype_keys, "sched": sched, "declared": declared,
     }
-    env = template_env()
-    return {
-        f"op_kernel/{snake}.h": env.get_template("op_kernel/head_kernel.h.j2").render(**ctx),
-        f"op_kernel/{snake}.cpp": env.get_template("op_kernel/head_kernel.cpp.j2").render(**ctx),
-        **emit_tiling_keys(spec, declared),
-    }
+    return ctx
 
 
 def _radices(spec):
@@ -391,5 +398,5 @@ def _check_dtypes(spec, part: HeadPart, dvar: str) -> None:
                             f"kernel expects {want}")
 
 
-__all__ = ["Lowered", "data_dtype", "full_keys", "lower_spec", "check_presence_variants", "emit_head_kernel", "instr_lines",
-           "body_lines", "addr_lines", "accumulated_outputs", "addressing_dims"]
+__all__ = ["Lowered", "data_dtype", "full_keys", "lower_spec", "check_presence_variants", "emit_head_kernel", "head_context", "schedule_text", "instr_nodes",
+           "body_func", "addr_lines", "accumulated_outputs", "addressing_dims"]

@@ -127,6 +127,8 @@ def _brief(node) -> str:
 
 # ------------------------------------------------------------------------------------------------ names and types
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+STRUCT_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?$")
+"""A symbol reading an int64 field of a struct parameter (Param kind "struct"): `p.seq`, `p.cond[0]`."""
 _CPP_RESERVED = frozenset({
     "alignas", "alignof", "and", "asm", "auto", "bool", "break", "case", "catch", "char", "class", "const",
     "constexpr", "continue", "default", "delete", "do", "double", "else", "enum", "explicit", "extern", "false",
@@ -454,8 +456,10 @@ class Ref:
 
 @dataclass(frozen=True)
 class Param:
-    """A method parameter: kind "int" (int64_t), "float", "bool", "tensor" (const LocalTensor<dtype>&) or "gm"
-    (const GlobalTensor<dtype>&)."""
+    """A method parameter: kind "int" (int64_t), "float", "bool", "tensor" (const LocalTensor<dtype>&), "gm"
+    (const GlobalTensor<dtype>&) or "struct" (const dtype&: a plain struct the file skeleton declares, e.g. the head
+    kernel's Part; its int64 fields are read as symbols `name.field` or `name.field[N]`, STRUCT_FIELD, and it is
+    passed on as Sym(name))."""
 
     name: str
     kind: str = "int"
@@ -1048,8 +1052,10 @@ class _Verifier:
                 elif p.kind == "gm":
                     probe.gmp[f"__{p.name}"] = GmTensor(f"__{p.name}", p.dtype if p.dtype not in m.tparams
                                                         else "float")
+                elif p.kind == "struct":
+                    probe.scalars[f"__{p.name}"] = "struct"
             args = tuple(Ref(f"__{p.name}") if p.kind == "tensor" else GmView(f"__{p.name}") if p.kind == "gm"
-                         else a for p, a in zip(m.params, args))
+                         else Sym(f"__{p.name}") if p.kind == "struct" else a for p, a in zip(m.params, args))
             call = Call(m.name, args, None, tuple("float" for _t in m.tparams))
             if m.ret != "void":
                 call = Call(m.name, args, f"__result_{m.name}", call.targs)
@@ -1071,6 +1077,9 @@ class _Verifier:
         if not isinstance(e, DimExpr):
             raise IRError(f"not an expression: {e!r}", node)
         for n in e.symbols():
+            m = STRUCT_FIELD.match(n)
+            if m and st.scalars.get(m.group(1)) == "struct":   # an int64 field of a struct parameter
+                continue
             if st.scalars.get(n) not in ("int", "bool"):
                 what = "defined" if n not in st.scalars else "an integer"
                 raise IRError(f"symbol {n} used before it is {what}", node)
@@ -1512,6 +1521,11 @@ class _Verifier:
                 inner.scalars[check_name(p.name, "parameter")] = "mode"
             elif p.kind == "bool" and isinstance(a, bool):
                 inner.scalars[check_name(p.name, "parameter")] = "bool"
+            elif p.kind == "struct":
+                if not (isinstance(a, Sym) and st.scalars.get(a.name) == "struct"):
+                    raise IRError(f"{s.method}: argument {p.name} is not a struct parameter: {a!r}", s)
+                check_name(p.dtype, "struct type")
+                inner.scalars[check_name(p.name, "parameter")] = "struct"
             elif p.kind in ("int", "float", "bool"):
                 self.expr(a, st, s, "float" if p.kind == "float" else "int")
                 inner.scalars[check_name(p.name, "parameter")] = p.kind
@@ -2010,6 +2024,8 @@ class CppPrinter:
             if q.kind in ("tensor", "gm"):
                 ps.append(f"const {'LocalTensor' if q.kind == 'tensor' else 'GlobalTensor'}<{q.dtype}>& {q.name}")
                 scope[q.name] = q.dtype
+            elif q.kind == "struct":
+                ps.append(f"const {q.dtype}& {q.name}")
             else:
                 ctype = {'int': 'int64_t', 'float': 'float', 'bool': 'bool', 'mode': 'RoundMode'}[q.kind]
                 ps.append(f"{ctype} {q.name}")

@@ -795,13 +795,13 @@ private:
         }
         switch (p.body) {
             case 0:
-                Body0(p, r0, k);
+                Body0(k);
                 break;
             case 1:
-                Body1(p, r0, k);
+                Body1(k);
                 break;
             case 2:
-                Body2(p, r0, k);
+                Body2(k);
                 break;
             case 3:
                 Body3(p, r0, k);
@@ -822,10 +822,10 @@ private:
                 Body8(p, r0, k);
                 break;
             case 9:
-                Body9(p, r0, k);
+                Body9(k);
                 break;
             case 10:
-                Body10(p, r0, k);
+                Body10(k);
                 break;
             case 11:
                 Body11(p, r0, k);
@@ -964,11 +964,9 @@ private:
     }
 
     // Body 0: reads in0; writes out0; 1 fp32 temporaries
-    __aicore__ inline void Body0(const Part& p, int64_t r0, int64_t k)
+    __aicore__ inline void Body0(int64_t k)
     {
-        (void)p;
         for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,25,26,27,28
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
@@ -978,26 +976,25 @@ private:
     }
 
     // Body 1: reads in0; writes out0; 2 fp32 temporaries
-    __aicore__ inline void Body1(const Part& p, int64_t r0, int64_t k)
+    __aicore__ inline void Body1(int64_t k)
     {
-        (void)p;
         for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+            const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
+            Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
             PipeBarrier<PIPE_V>();
@@ -1005,30 +1002,29 @@ private:
     }
 
     // Body 2: reads col0, col1, in0; writes out0; 2 fp32 temporaries
-    __aicore__ inline void Body2(const Part& p, int64_t r0, int64_t k)
+    __aicore__ inline void Body2(int64_t k)
     {
-        (void)p;
         for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+            const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
+            Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
+            Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
+            Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
             PipeBarrier<PIPE_V>();
@@ -1045,14 +1041,14 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1077,28 +1073,30 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1106,19 +1104,21 @@ private:
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1137,32 +1137,34 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1170,23 +1172,25 @@ private:
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1205,14 +1209,14 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1237,28 +1241,30 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1266,19 +1272,21 @@ private:
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1297,32 +1305,34 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1330,23 +1340,25 @@ private:
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1356,29 +1368,28 @@ private:
     }
 
     // Body 9: reads in0; writes out0, sout0, sout1; 2 fp32 temporaries
-    __aicore__ inline void Body9(const Part& p, int64_t r0, int64_t k)
+    __aicore__ inline void Body9(int64_t k)
     {
-        (void)p;
         for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-            statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
+            const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+            statStage_[0].SetValue(i, s1);         // spec: norm_rope_concat.py:85
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-            const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-            statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
+            const float s6 = (1.0f / s5);                                              // spec: norm_rope_concat.py:93
+            statStage_[1].SetValue(i, s6);                                             // spec: norm_rope_concat.py:93
+            Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
             PipeBarrier<PIPE_V>();
@@ -1386,33 +1397,32 @@ private:
     }
 
     // Body 10: reads col0, col1, in0; writes out0, sout0, sout1; 2 fp32 temporaries
-    __aicore__ inline void Body10(const Part& p, int64_t r0, int64_t k)
+    __aicore__ inline void Body10(int64_t k)
     {
-        (void)p;
         for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-            statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
+            const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+            statStage_[0].SetValue(i, s1);         // spec: norm_rope_concat.py:85
             PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
             PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-            const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-            statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
+            const float s6 = (1.0f / s5);                                              // spec: norm_rope_concat.py:93
+            statStage_[1].SetValue(i, s6);                                             // spec: norm_rope_concat.py:93
+            Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
+            Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
             PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
+            Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
             PipeBarrier<PIPE_V>();
@@ -1429,12 +1439,13 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);         // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
@@ -1442,18 +1453,19 @@ private:
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1461,12 +1473,13 @@ private:
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);         // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
@@ -1474,9 +1487,10 @@ private:
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1495,12 +1509,13 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);         // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
@@ -1508,22 +1523,23 @@ private:
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1531,12 +1547,13 @@ private:
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);         // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
@@ -1544,13 +1561,14 @@ private:
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1569,12 +1587,13 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);         // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
@@ -1582,18 +1601,19 @@ private:
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1601,12 +1621,13 @@ private:
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);         // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
@@ -1614,9 +1635,10 @@ private:
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1635,12 +1657,13 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);         // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
@@ -1648,22 +1671,23 @@ private:
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
@@ -1671,12 +1695,13 @@ private:
             } else {
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage_[0].SetValue(i, s1);         // spec: norm_rope_concat.py:85
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
@@ -1684,13 +1709,14 @@ private:
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
                 statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46

@@ -741,13 +741,13 @@ private:
         }
         switch (p.body) {
             case 0:
-                Body0(p, r0, k);
+                Body0(k);
                 break;
             case 1:
-                Body1(p, r0, k);
+                Body1(k);
                 break;
             case 2:
-                Body2(p, r0, k);
+                Body2(k);
                 break;
             case 3:
                 Body3(p, r0, k);
@@ -880,11 +880,9 @@ private:
     }
 
     // Body 0: reads in0; writes out0; 1 fp32 temporaries
-    __aicore__ inline void Body0(const Part& p, int64_t r0, int64_t k)
+    __aicore__ inline void Body0(int64_t k)
     {
-        (void)p;
         for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23,24
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
@@ -894,11 +892,9 @@ private:
     }
 
     // Body 1: reads in0, in1, sin0, sin1; writes out0; 3 fp32 temporaries
-    __aicore__ inline void Body1(const Part& p, int64_t r0, int64_t k)
+    __aicore__ inline void Body1(int64_t k)
     {
-        (void)p;
         for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
             const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
             const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
@@ -906,21 +902,26 @@ private:
             const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
             CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
             PipeBarrier<PIPE_V>();
-            Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
+            Adds(w_[1], w_[1], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
             PipeBarrier<PIPE_V>();
-            Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
+            Muls(w_[1], w_[1], static_cast<float>(s0),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
             PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
+            Mul(w_[2], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
-            const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-            Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-            const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-            Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
+            const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
+            const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+            Adds(w_[0], w_[0], static_cast<float>(-(s4)),
+                 static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+            const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+            Muls(w_[1], w_[1], static_cast<float>(s5),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
+            Sub(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
+            Muls(w_[0], w_[0], static_cast<float>(s0),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                    headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
@@ -929,40 +930,43 @@ private:
     }
 
     // Body 2: reads col0, in0, in1, sin0, sin1; writes out0, acc0, acc1; 3 fp32 temporaries
-    __aicore__ inline void Body2(const Part& p, int64_t r0, int64_t k)
+    __aicore__ inline void Body2(int64_t k)
     {
-        (void)p;
         for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
             const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
             const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
             CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
             PipeBarrier<PIPE_V>();
-            Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
-            Mul(w_[1], w_[0], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
+            Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
+            Mul(w_[1], w_[0], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
             PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
             CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
             PipeBarrier<PIPE_V>();
-            Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
+            Adds(w_[2], w_[2], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
             PipeBarrier<PIPE_V>();
-            Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
+            Muls(w_[2], w_[2], static_cast<float>(s0),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
+            Mul(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
             PipeBarrier<PIPE_V>();
-            Add(acc_[0], acc_[0], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:52
+            Add(acc_[0], acc_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
             PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
+            Mul(w_[0], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
-            const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-            Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-            const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-            Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
+            const float s3 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat_grad.py:110
+            const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+            Adds(w_[1], w_[1], static_cast<float>(-(s4)),
+                 static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+            const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+            Muls(w_[2], w_[2], static_cast<float>(s5),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
+            Sub(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
-            Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
+            Muls(w_[1], w_[1], static_cast<float>(s0),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
             PipeBarrier<PIPE_V>();
             CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                    headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
@@ -980,15 +984,15 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:27
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
@@ -1015,34 +1019,39 @@ private:
                 const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:27
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[0], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Mul(w_[2], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
+                const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Sub(w_[1], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
@@ -1055,21 +1064,26 @@ private:
                 const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Adds(w_[1], w_[1], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Mul(w_[2], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
+                const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Sub(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
@@ -1090,41 +1104,46 @@ private:
                 const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:27
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:27
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:53
-                Mul(w_[0], w_[1], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
+                Add(acc_[1], acc_[1], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
+                Mul(w_[0], w_[1], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Muls(w_[2], w_[2], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
+                Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
                 PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:52
+                Add(acc_[0], acc_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Mul(w_[1], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[1], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
+                const float s3 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Sub(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
@@ -1134,31 +1153,36 @@ private:
                 const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
-                Mul(w_[1], w_[0], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
+                Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
+                Mul(w_[1], w_[0], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Muls(w_[2], w_[2], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
+                Mul(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
                 PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:52
+                Add(acc_[0], acc_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Mul(w_[0], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
+                const float s3 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Sub(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
@@ -1177,15 +1201,15 @@ private:
                 TableRow(1, p, seqPos);
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:29
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
@@ -1212,34 +1236,39 @@ private:
                 const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:29
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[0], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Mul(w_[2], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
+                const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Sub(w_[1], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
@@ -1252,21 +1281,26 @@ private:
                 const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Adds(w_[1], w_[1], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Mul(w_[2], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
+                const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Sub(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
@@ -1287,41 +1321,46 @@ private:
                 const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:29
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:29
                 PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
                 PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:53
-                Mul(w_[0], w_[1], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
+                Add(acc_[1], acc_[1], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
+                Mul(w_[0], w_[1], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Muls(w_[2], w_[2], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
+                Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
                 PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:52
+                Add(acc_[0], acc_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
                 PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Mul(w_[1], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[1], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
+                const float s3 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Sub(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
@@ -1331,31 +1370,36 @@ private:
                 const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
-                Mul(w_[1], w_[0], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
+                Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
+                Mul(w_[1], w_[0], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
                 PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
+                Muls(w_[2], w_[2], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
+                Mul(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
                 PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:52
+                Add(acc_[0], acc_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
                 PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Mul(w_[0], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
+                const float s3 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
+                Sub(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49

@@ -1,0 +1,132 @@
+"""The head-rows schedule as Kernel IR (opgen.kernel.headsched, opgen.codegen.headkernel): the vector barriers a body
+gets by dependency (expected placements derived by hand from the RAW / WAW / WAR rule of docs/reference/ascendc.md
+§1.6), the struct parameter of the Kernel IR (kir.Param kind "struct"), and the bundled kernels' bodies as
+instruction-table nodes that the verifier accepts and `opgen graph --stage kernel` prints."""
+
+from __future__ import annotations
+
+import io
+import re
+from contextlib import redirect_stdout
+
+import pytest
+
+from opgen.cli import main as cli_main
+from opgen.ir.dims import Constraint, Lit, Sym
+from opgen.kernel import kir
+from opgen.kernel.headsched import body_func, head_class, place_vbarriers, row_conditions
+from opgen.kernel.isa import Op, Pipe
+
+N = Sym("headDim_")
+
+
+def w(j):
+    return kir.Ref("w_", slot=Lit(j))
+
+
+def mul(d, a, b):
+    return kir.vec(Op.MUL, dst=d, src0=a, src1=b, count=N)
+
+
+def shape(stmts) -> list:
+    """The statements as short tags: "B" a V barrier, "Mul w2" a vector op and its destination slot, nested lists for
+    loop bodies and branches."""
+    out = []
+    for s in stmts:
+        if isinstance(s, kir.Barrier):
+            out.append("B")
+        elif isinstance(s, kir.Vec):
+            d = s.arg("dst")
+            out.append(f"{kir.INSTRS[s.op].api} {d.tensor[0]}{kir.const_value(d.slot)}")
+        elif isinstance(s, kir.Call):
+            out.append(f"call {s.method}")
+        elif isinstance(s, kir.For):
+            out.append(["for", shape(s.body)])
+        elif isinstance(s, kir.If):
+            out.append(["if", shape(s.then), shape(s.orelse)])
+        else:
+            out.append(type(s).__name__)
+    return out
+
+
+def test_barriers_by_dependency_in_a_straight_stream():
+    # w1 = w0 * t1 and w2 = gather(w0) only read w0 (RAR): no barrier between them; w2 *= sign reads and writes w2,
+    # which the gather wrote (RAW): a barrier; w1 += w2 reads w2 written since (RAW): another; the tail: one.
+    t1, s0, p0 = kir.Ref("tab_", slot=Lit(1)), kir.Ref("sign_", slot=Lit(0)), kir.Ref("perm_", slot=Lit(0))
+    stream = (mul(w(1), w(0), t1),
+              kir.vec(Op.GATHER, dst=w(2), src=w(0), offset=p0, base=Lit(0), count=N),
+              mul(w(2), w(2), s0),
+              kir.vec(Op.ADD, dst=w(1), src0=w(1), src1=w(2), count=N))
+    assert shape(place_vbarriers(stream)) == ["Mul w1", "Gather w2", "B", "Mul w2", "B", "Add w1", "B"]
+
+
+def test_war_and_waw_and_disjoint_slots():
+    # w1 = w0 * w0 reads w0; w0 = w2 * w2 then writes it (WAR): a barrier; w3 = ... is independent of both.
+    stream = (mul(w(1), w(0), w(0)), mul(w(3), w(2), w(2)), mul(w(0), w(2), w(2)), mul(w(0), w(2), w(2)))
+    assert shape(place_vbarriers(stream)) == ["Mul w1", "Mul w3", "B", "Mul w0", "B", "Mul w0", "B"]
+
+
+def test_queue_rows_are_one_region_and_given_barriers_are_rederived():
+    # two stores into different slots of rowOut_ (queue blocks, not fixed-stride views): taken as overlapping (WAW)
+    out0 = kir.Ref("rowOut_", Sym("i"), slot=Lit(0))
+    out1 = kir.Ref("rowOut_", Sym("i"), slot=Lit(1))
+    stream = (kir.Barrier(Pipe.V),
+              kir.vec(Op.CAST_TO, dst=out0, src=w(0), mode="CAST_ROUND", count=N),
+              kir.Barrier(Pipe.V),
+              kir.vec(Op.CAST_TO, dst=out1, src=w(1), mode="CAST_ROUND", count=N))
+    assert shape(place_vbarriers(stream)) == ["CastTo r0", "B", "CastTo r1", "B"]
+
+
+def test_branches_and_loops_are_streams_and_helpers_complete():
+    # RowSum reads w0 which the Mul wrote: a barrier before it, nothing pending after it (its V->S wait);
+    # each branch ends with a barrier while work is pending; work pending before a branch gets one first
+    rs = kir.Call("RowSum", (w(0), N), result="s0")
+    then = (kir.Call("TableRow", (Lit(0), Sym("p"), Sym("seqPos"))), mul(w(0), w(1), kir.Ref("tab_", slot=Lit(0))), rs)
+    orelse = (mul(w(0), w(1), w(1)),)
+    body = (mul(w(1), w(2), w(2)), kir.If((Constraint("<", Sym("seqPos"), Sym("p.cond[0]")),), then, orelse))
+    got = shape(place_vbarriers((kir.For("i", Lit(0), Sym("k"), Lit(1), body),)))
+    assert got == [["for", ["Mul w1", "B", ["if", ["call TableRow", "Mul w0", "B", "call RowSum"], ["Mul w0", "B"]]]]]
+
+
+def _class(bodies):
+    counts = {k: 2 for k in ("kIn", "kOut", "kStatIn", "kStatOut", "kTemps", "kTab", "kCol", "kAcc", "kPerm",
+                             "kSign")}
+    return head_class("K", counts, bodies, ("eps",))
+
+
+def test_a_body_with_row_conditions_verifies_and_prints():
+    def case(truth):
+        out = [kir.Call("TableRow", (Lit(0), Sym("p"), Sym("seqPos")))] if truth[0] else []
+        return out + [mul(w(0), w(1), kir.Ref("tab_", slot=Lit(0)) if truth[0] else w(1))]
+    f = body_func(0, "doc", row_conditions(1, case), True)
+    text = kir.methods_cpp(_class([f]), ["Body0"])
+    assert "__aicore__ inline void Body0(const Part& p, int64_t r0, int64_t k)" in text
+    assert "const int64_t seqPos = (r0 + i) / heads_ % p.seq;" in text
+    assert "if (seqPos < p.cond[0]) {" in text and "TableRow(0, p, seqPos);" in text
+    g = body_func(1, "doc", (mul(w(0), w(1), w(1)),), False)
+    assert "inline void Body1(int64_t k)" in kir.methods_cpp(_class([g]), ["Body1"])
+
+
+def test_struct_parameter_rules():
+    # a field of something that is not a struct parameter is an undefined symbol
+    bad = body_func(0, "doc", (kir.Let("x", Sym("q.seq")),), True)
+    with pytest.raises(kir.IRError, match="q.seq"):
+        kir.verify(_class([bad]))
+    # a struct parameter is passed only a struct parameter
+    wrong = body_func(0, "doc", (kir.Call("TableRow", (Lit(0), Sym("r0"), Sym("seqPos"))),), True)
+    with pytest.raises(kir.IRError, match="not a struct parameter"):
+        kir.verify(_class([wrong]))
+
+
+@pytest.mark.slow
+def test_graph_stage_kernel_prints_the_head_bodies():
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli_main(["graph", "NormRopeConcat", "--stage", "kernel", "--present", "rope_sin,rope_cos"]) == 0
+    text = out.getvalue()
+    sched = text[text.index("schedule (Kernel IR"):]
+    bodies = re.findall(r"^  func (Body\d+)\(", sched, re.M)
+    assert len(bodies) >= 10
+    # a RoPE body: the rotation's Gather through the lane table, under the row condition, a barrier before its use
+    assert re.search(r"if seqPos < p\.cond\[0\] \{\n(?:.*\n)*?\s+v\.Gather dst=w_<(\d)>.*\n\s+barrier V\n"
+                     r"\s+v\.Mul dst=w_<\1>", sched)
