@@ -14,7 +14,8 @@ import pytest
 from opgen.cli import main as cli_main
 from opgen.ir.dims import Constraint, Lit, Sym
 from opgen.kernel import kir
-from opgen.kernel.headsched import body_func, head_class, place_vbarriers, row_conditions
+from opgen.codegen.headkernel import table_row
+from opgen.kernel.headsched import HeadSchedule, body_func, head_class, place_vbarriers, row_conditions
 from opgen.kernel.isa import Op, Pipe
 
 N = Sym("headDim_")
@@ -78,44 +79,67 @@ def test_queue_rows_are_one_region_and_given_barriers_are_rederived():
 
 
 def test_branches_and_loops_are_streams_and_helpers_complete():
-    # RowSum reads w0 which the Mul wrote: a barrier before it, nothing pending after it (its V->S wait);
-    # each branch ends with a barrier while work is pending; work pending before a branch gets one first
+    # RowSum reads w0 which the Mul wrote: a barrier before it, nothing pending after it (its V->S wait); LoadRow
+    # writes tab_[0] which the Mul before it read (WAR): a barrier before it, nothing pending after it (it ends with
+    # one); each branch ends with a barrier while work is pending; work pending before a branch gets one first
     rs = kir.Call("RowSum", (w(0), N), result="s0")
-    then = (kir.Call("TableRow", (Lit(0), Sym("p"), Sym("seqPos"))), mul(w(0), w(1), kir.Ref("tab_", slot=Lit(0))), rs)
+    t0 = kir.Ref("tab_", slot=Lit(0))
+    load = kir.Call("LoadRow", (t0, kir.GmView("gm_x"), N), targs=("T",))
+    then = (mul(w(0), w(1), t0), load, mul(w(3), w(1), t0), rs)
     orelse = (mul(w(0), w(1), w(1)),)
     body = (mul(w(1), w(2), w(2)), kir.If((Constraint("<", Sym("seqPos"), Sym("p.cond[0]")),), then, orelse))
     got = shape(place_vbarriers((kir.For("i", Lit(0), Sym("k"), Lit(1), body),)))
-    assert got == [["for", ["Mul w1", "B", ["if", ["call TableRow", "Mul w0", "B", "call RowSum"], ["Mul w0", "B"]]]]]
+    assert got == [["for", ["Mul w1", "B", ["if", ["Mul w0", "B", "call LoadRow", "Mul w3", "call RowSum"],
+                                            ["Mul w0", "B"]]]]]
 
 
-def _class(bodies):
+def _class(bodies, uses_p=None):
     counts = {k: 2 for k in ("kIn", "kOut", "kStatIn", "kStatOut", "kTemps", "kTab", "kCol", "kAcc", "kPerm",
-                             "kSign")}
-    return head_class("K", counts, bodies, ("eps",))
+                             "kSign", "kCond")}
+    s = HeadSchedule(counts, tuple(bodies), tuple(uses_p or [True] * len(bodies)), accs=(("dw", "CAST_RINT"),),
+                     lanes=True, needs={"paramQue": True, "accOutQue": True, "reduceBuf": True},
+                     float_attrs=("eps",), gms=(("x", "T"),), args=("x", "dw"))
+    return head_class("K", s)
 
 
 def test_a_body_with_row_conditions_verifies_and_prints():
     def case(truth):
-        out = [kir.Call("TableRow", (Lit(0), Sym("p"), Sym("seqPos")))] if truth[0] else []
-        return out + [mul(w(0), w(1), kir.Ref("tab_", slot=Lit(0)) if truth[0] else w(1))]
+        out = table_row(1) if truth[0] else []
+        return out + [mul(w(0), w(1), kir.Ref("tab_", slot=Lit(1)) if truth[0] else w(1))]
     f = body_func(0, "doc", row_conditions(1, case), True)
-    text = kir.methods_cpp(_class([f]), ["Body0"])
+    g = body_func(1, "doc", (mul(w(0), w(1), w(1)),), False)
+    k = _class([f, g], [True, False])
+    text = kir.methods_cpp(k, ["Body0", "Body1", "Compute"])
     assert "__aicore__ inline void Body0(const Part& p, int64_t r0, int64_t k)" in text
     assert "const int64_t seqPos = (r0 + i) / heads_ % p.seq;" in text
-    assert "if (seqPos < p.cond[0]) {" in text and "TableRow(0, p, seqPos);" in text
-    g = body_func(1, "doc", (mul(w(0), w(1), w(1)),), False)
-    assert "inline void Body1(int64_t k)" in kir.methods_cpp(_class([g]), ["Body1"])
+    assert "if (seqPos < p.cond[0]) {" in text
+    assert "const int64_t tabRow1 = seqPos + p.tabOff[1];" in text and "if (tabRow1 != tabRow1_) {" in text
+    assert "LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);" in text
+    assert "inline void Body1(int64_t k)" in text
+    # Compute runs the part's body by its index, with the arguments each takes
+    assert "if (p.body == 0) {\n            Body0(p, r0, k);" in text and "Body1(k);" in text
 
 
 def test_struct_parameter_rules():
-    # a field of something that is not a struct parameter is an undefined symbol
-    bad = body_func(0, "doc", (kir.Let("x", Sym("q.seq")),), True)
-    with pytest.raises(kir.IRError, match="q.seq"):
+    # a field of something that is not a struct parameter, or that the struct does not declare, or out of its
+    # array, or an array used without its index, is rejected
+    for sym in ("q.seq", "p.nope", "p.cond[2]", "p.cond", "p.in[0]"):
+        bad = body_func(0, "doc", (kir.Let("x", Sym(sym)),), True)
+        with pytest.raises(kir.IRError, match=re.escape(sym.split("[")[0])):
+            kir.verify(_class([bad]))
+    # a GM tensor field is a GmView's tensor; an int field is not
+    ok = body_func(0, "doc", (kir.Call("LoadRow", (w(0), kir.GmView("p.col[1]"), N), targs=("T",)),), True)
+    kir.verify(_class([ok]))
+    bad = body_func(0, "doc", (kir.Call("LoadRow", (w(0), kir.GmView("p.seq"), N), targs=("T",)),), True)
+    with pytest.raises(kir.IRError, match="not a gm field"):
         kir.verify(_class([bad]))
     # a struct parameter is passed only a struct parameter
-    wrong = body_func(0, "doc", (kir.Call("TableRow", (Lit(0), Sym("r0"), Sym("seqPos"))),), True)
+    k = _class([])
+    wrong = kir.Call("CopyIn", (Sym("r0"), Sym("r0"), Sym("k")))
+    f = kir.Func("Body0", (kir.Param("r0"), kir.Param("k")), (wrong,))
     with pytest.raises(kir.IRError, match="not a struct parameter"):
-        kir.verify(_class([wrong]))
+        kir.verify(kir.KernelClass(k.name, k.tiling_struct, k.args, k.gms, k.locals, k.tensors, k.scalars, k.fields,
+                                   k.init, k.process, k.methods + (f,), k.tparams, k.doc, k.structs))
 
 
 @pytest.mark.slow

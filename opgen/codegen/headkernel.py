@@ -37,7 +37,7 @@ from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.codegen.kernel import instr_node
 from opgen.ir.dimprint import dim_cpp
-from opgen.ir.dims import Bin, Lit, Sym
+from opgen.ir.dims import Bin, Constraint, Lit, Sym
 from opgen.ir.locs import spec_comment
 from opgen.kernel import headsched as hs
 from opgen.kernel import kir
@@ -72,21 +72,20 @@ def _cite(locs) -> str:
 def instr_nodes(i, locs=None) -> list:
     """The Kernel-IR statements of one row-program instruction inside a body's row loop (`i`: row of the pass,
     headDim_ lanes; opgen.kernel.headsched): a vector instruction as a kir.Vec of its instruction-table entry
-    (opgen.codegen.kernel.instr_node: cast_in reads rowIn_[slot] at row i, store writes rowOut_[slot]), a
-    per-row statistic read / write as GetValue / SetValue of statIn_ / statStage_ at row i, RowSum as a Call bound
+    (opgen.codegen.kernel.instr_node: cast_in reads rowIn<slot>_ at row i, store writes rowOut<slot>_), a
+    per-row statistic read / write as GetValue / SetValue of statIn<slot>_ / statStage<slot>_ at row i, RowSum as a Call bound
     to a float, a scalar expression as a float let; each cites `locs` (default: the instruction's own location; a
     body shared by several parts cites the instructions of all of them). Raises SpecError for another kind."""
     doc = _cite([i.loc] if locs is None else locs)
     k, row = i.kind, Bin("*", Sym("i"), Sym("dAlign_"))
     if k == "sload":
-        return [kir.GetValue(i.dst, kir.Ref("statIn_", Sym("i"), slot=Lit(int(_slot_index(i.gm)))), doc=doc)]
+        return [kir.GetValue(i.dst, kir.Ref(f"statIn{_slot_index(i.gm)}_", Sym("i")), doc=doc)]
     if k == "sstore":
-        return [kir.SetValue(kir.Ref("statStage_", Sym("i"), slot=Lit(int(_slot_index(i.gm)))),
-                             kir.FRef(i.srcs[0]), doc=doc)]
+        return [kir.SetValue(kir.Ref(f"statStage{_slot_index(i.gm)}_", Sym("i")), kir.FRef(i.srcs[0]), doc=doc)]
     if k == "rsum":
         return [kir.Call("RowSum", (_node_operand(i.srcs[0]), Sym("headDim_")), result=i.dst, doc=doc)]
-    row_in = kir.Ref("rowIn_", row, slot=Lit(int(_slot_index(i.gm)))) if k == "cast_in" else None
-    row_out = kir.Ref("rowOut_", row, slot=Lit(int(_slot_index(i.gm)))) if k == "store" else None
+    row_in = kir.Ref(f"rowIn{_slot_index(i.gm)}_", row) if k == "cast_in" else None
+    row_out = kir.Ref(f"rowOut{_slot_index(i.gm)}_", row) if k == "store" else None
     node = instr_node(i, _node_operand, Sym("headDim_"), row_in, row_out, doc=doc)
     if node is None:
         raise SpecError(f"head-row kernel: no Kernel IR for instruction {k}")
@@ -108,13 +107,26 @@ def body_func(index: int, part: HeadPart, sharing=None) -> kir.Func:
     cases = {c.truth: c for c in part.cases}
 
     def case(truth):
-        out: list = [kir.Call("TableRow", (Lit(int(_slot_index(c))), Sym("p"), Sym("seqPos")))
-                     for c in cases[truth].prog.consts if c.startswith("tab")]
+        out: list = []
+        for c in cases[truth].prog.consts:
+            if c.startswith("tab"):
+                out += table_row(int(_slot_index(c)))
         for k, ins in enumerate(cases[truth].prog.instrs):
             out += instr_nodes(ins, [mc[truth].prog.instrs[k].loc for mc in member_cases])
         return out
 
     return hs.body_func(index, body_doc(part), hs.row_conditions(len(part.conds), case), uses_seq(part))
+
+
+def table_row(j: int) -> list:
+    """Table slot j holds the fp32 row of the row's sequence position seqPos (table row seqPos + p.tabOff[j]),
+    reloaded (LoadRow) only when that row changes (tabRow<j>_: the row it holds, -1 at the start of a part)."""
+    row = Sym(f"tabRow{j}")
+    return [kir.Let(f"tabRow{j}", Bin("+", Sym("seqPos"), Sym(f"p.tabOff[{j}]"))),
+            kir.If((Constraint("!=", row, Sym(f"tabRow{j}_")),), (
+                kir.Call("LoadRow", (kir.Ref("tab_", slot=Lit(j)), kir.GmView(f"p.tab[{j}]", Bin("*", row, Sym("headDim_"))),
+                                     Sym("headDim_")), targs=("T",)),
+                kir.Assign(f"tabRow{j}_", row)), doc=f"table slot {j}: the row of this sequence position")]
 
 
 def body_doc(part: HeadPart) -> str:
@@ -186,8 +198,9 @@ def addr_lines(bd: SlotBinding, variant: dict, acc_index: dict, fields: dict) ->
         off = _dim(variant.get(e) or Lit(0), fields)
         if prefix in ("in", "out"):
             lines.append(f"p.{prefix}[{j}] = gm_{t};")
-            lines.append(f"p.{prefix}Map[{j}] = HeadMap{{{_dim(extent, fields)}, {off}, "
-                         f"{'true' if layout == 'bnsd' else 'false'}}};")
+            lines.append(f"p.{prefix}Extent[{j}] = {_dim(extent, fields)};")
+            lines.append(f"p.{prefix}Offset[{j}] = {off};")
+            lines.append(f"p.{prefix}Bnsd[{j}] = {1 if layout == 'bnsd' else 0};")
         elif prefix in ("sin", "sout"):
             lines.append(f"p.{'statIn' if prefix == 'sin' else 'statOut'}[{j}] = gm_{t};")
         elif prefix == "tab":
@@ -353,8 +366,14 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
         dtype_keys.append((CTYPE[str(getattr(dt, "value", dt))], [tk.macro(spec) for tk in tks]))
     cls = f"{spec.name}Kernel"
     body_funcs = [body_func(k, p, body_members[k]) for k, p in enumerate(body_parts)]
-    sched = hs.head_class(cls, {k: max(v, 1) for k, v in cmap.items()}, body_funcs,
-                          sorted({a for _a, _k, hp in low.programs for a in hp.attrs}))
+    hsched = hs.HeadSchedule(
+        counts={k: v for k, v in cmap.items() if k in hs.COUNTS}, bodies=tuple(body_funcs),
+        body_uses_p=tuple(uses_seq(p) for p in body_parts), accs=tuple((o, acc_round[o]) for o in acc_outs),
+        lanes=bool(nperm + nsign), needs=head_needs(counts),
+        float_attrs=tuple(sorted({a for _a, _k, hp in low.programs for a in hp.attrs})), gms=tuple(gm),
+        has=tuple(has), args=tuple(order))
+    sched = kir.verify(hs.head_class(cls, hsched))
+    names = {m.name for m in sched.methods if not m.extern}
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_path(spec), "cls": cls,
         "doc": doc, "struct": f"optiling::{spec.name}TilingData",
@@ -373,8 +392,10 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
         "perm_families": [(k, f, PERMS[f][0]) for k, f in enumerate(perm_fams)],
         "sign_families": [(k, f, SIGNS[f][0]) for k, f in enumerate(sign_fams)],
         "addr_funcs": [(k, doc, lines) for k, (doc, lines) in enumerate(addr_list)],
-        "bodies": [(k, "p, r0, k" if uses_seq(p) else "k") for k, p in enumerate(body_parts)],
-        "bodies_cpp": kir.methods_cpp(sched, [f.name for f in body_funcs]).rstrip("\n"),
+        "schedule_cpp": kir.methods_cpp(sched, [n for n in hs.SCHEDULE_METHODS if n in names]
+                                        + [f.name for f in body_funcs], verify_first=False).rstrip("\n"),
+        "process_cpp": kir.process_cpp(sched, verify_first=False).rstrip("\n"),
+        "members_cpp": kir.members_cpp(sched).rstrip("\n"), "process_doc": hs.PROCESS_DOC,
         "float_attrs": sorted({a for _a, _k, hp in low.programs for a in hp.attrs}),
         "dtype_keys": dtype_keys, "sched": sched, "declared": declared,
     }

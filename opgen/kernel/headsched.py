@@ -23,19 +23,26 @@ Facts: docs/reference/ascendc.md §1.6 (PipeBarrier<PIPE_V>: later vector instru
 
 from __future__ import annotations
 
-from opgen.ir.dims import Bin, Constraint, Lit, Sym
-from opgen.kernel.isa import INSTRS, Pipe
-from opgen.kernel.kir import (Barrier, Call, For, Func, If, KernelClass, Let, Param, Ref, ScalarVar, TensorVar, Vec,
-                              const_value)
+from dataclasses import dataclass, field
+
+from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym
+from opgen.kernel.isa import INSTRS, Op, Pipe
+from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue, FConst, For,
+                              Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local,
+                              Param, Ref, ScalarVar, Scope, Select, SetFlag, SizeOf, StructDecl, SyncAll, TensorVar,
+                              TPos, Vec, View, WaitFlag, const_value, vec)
+from opgen.kernel.rowsched import (_gap_blocks_func, _load_row, _row_reduce, _row_start_of, _store_row, add, div,
+                                   mul, sub)
 from opgen.kernel.vsync import SLOT_ARRAYS
+from opgen.names import cpp_name
 
 PART = "Part"
 """The C++ struct type of a part (declared by the file skeleton): seq, cond[], tab[], tabOff[], ... ."""
 
-BODY_CALLS = {"RowSum": ("reads", 0), "TableRow": ("writes", "tab_")}
-"""The skeleton's helpers a body calls and the UB region each touches on the vector pipe: RowSum reads its first
-argument (a V->S wait reads the result back, so nothing it did is pending after it); TableRow(j, p, s) writes table
-row tab_[j] (its LoadRow ends with a barrier). Both leave no vector work pending."""
+BODY_CALLS = {"RowSum": "reads", "LoadRow": "writes"}
+"""The helpers a body calls and how each touches its first argument's UB region on the vector pipe: RowSum reads it
+(a V->S wait reads the result back, so nothing it did is pending after it); LoadRow writes it (its cast ends with a
+barrier). Both leave no vector work pending."""
 
 
 def region(r: Ref):
@@ -52,10 +59,9 @@ def _call_access(c: Call):
     """(reads, writes) on the vector pipe of a Call of a BODY_CALLS helper; None for any other call."""
     if c.method not in BODY_CALLS:
         return None
-    how, what = BODY_CALLS[c.method]
-    if how == "reads":
-        return {region(c.args[what])}, set()
-    return set(), {region(Ref(what, slot=c.args[0]))}
+    if BODY_CALLS[c.method] == "reads":
+        return {region(c.args[0])}, set()
+    return set(), {region(c.args[0])}
 
 
 def place_vbarriers(stmts) -> tuple:
@@ -132,30 +138,331 @@ def row_conditions(conds: int, case) -> tuple:
     return emit(0, ())
 
 
-MEMBER_SCALARS = ("heads_", "headDim_", "dAlign_")
-"""The int64 members a body reads (set in Init from the tiling data)."""
+MEMBER_SCALARS = ("attrKey_", "heads_", "headDim_", "dAlign_", "rowStart_", "rowEnd_", "accMask_")
+"""The int64 members of a head kernel class (set in Init from the tiling data, or by Process)."""
+FIELDS = ("tilingKey", "headNum", "headDimLen", "dAlign", "rowsPerCore", "rowsTail", "rowsPerPass",
+          "colsPerReduceCore", "workspaceBytes", "batchNum")
+"""The tiling-data fields the schedule reads (opgen.tiling.headkernel)."""
+COUNTS = ("kIn", "kOut", "kStatIn", "kStatOut", "kTemps", "kTab", "kCol", "kAcc", "kPerm", "kSign", "kCond")
+"""The slot counts of a head kernel class (opgen.tiling.headkernel.HeadCounts, by their C++ names)."""
 
 
-def head_class(name: str, counts: dict, bodies: list, float_attrs=()) -> KernelClass:
-    """The Kernel IR of head kernel class `name` as far as it is IR: the bodies (`bodies`, Funcs of `body_func`);
-    `counts` the slot counts of the class ({"kIn", "kOut", "kStatIn", "kStatOut", "kTemps", "kTab", "kCol",
-    "kAcc", "kPerm", "kSign"}: array lengths, at least 1); `float_attrs` the float attribute members (attr_<a>).
-    The members and the skeleton's helpers are declared for the verifier; Process runs nothing (the skeleton's
-    Process calls the bodies), so each body is verified on its own."""
-    c = counts
-    tensors = (TensorVar("w_", "float", c["kTemps"]), TensorVar("tab_", "float", c["kTab"]),
-               TensorVar("col_", "float", c["kCol"]), TensorVar("acc_", "float", c["kAcc"]),
-               TensorVar("sign_", "float", c["kSign"]), TensorVar("perm_", "uint32_t", c["kPerm"]),
-               TensorVar("rowIn_", "T", c["kIn"]), TensorVar("rowOut_", "T", c["kOut"]),
-               TensorVar("statIn_", "float", c["kStatIn"]), TensorVar("statStage_", "float", c["kStatOut"]),
-               TensorVar("red_", "float"), TensorVar("redTmp_", "float"))
-    ext = (Func("RowSum", (Param("src", "tensor", "float"), Param("n")), ret="float", extern=True),
-           Func("TableRow", (Param("j"), Param("p", "struct", PART), Param("s")), extern=True))
-    return KernelClass(name, "TilingData", tensors=tensors,
-                       scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS)
-                       + tuple(ScalarVar(f"attr_{a}", "float") for a in float_attrs),
-                       methods=tuple(bodies) + ext, tparams=("T",), doc="head-rows schedule")
+@dataclass(frozen=True)
+class HeadSchedule:
+    """What the schedule of one head kernel class needs (opgen.codegen.headkernel builds it from the lowering):
+    `counts` ({COUNTS name: slots}, 0 when none), `bodies` (Funcs of `body_func`, Body<k> for body k),
+    `body_uses_p` (per body: whether it takes (p, r0, k) or just k), `accs` ((output, round mode) of each column
+    output summed across cores, in output order), `lanes` (some body reads Gather offset tables or sign rows:
+    the skeleton's PrepareLanes builds them), `needs` (opgen.tiling.headkernel.head_needs: paramQue, accOutQue,
+    reduceBuf), `float_attrs` (attr_<a> members), `gms` ((name, ctype): the GM tensors the parts bind),
+    `has` (the optional inputs whose presence is tested) and `args` (every GM_ADDR argument, in order)."""
+
+    counts: dict
+    bodies: tuple
+    body_uses_p: tuple
+    accs: tuple = ()
+    lanes: bool = False
+    needs: dict = field(default_factory=dict)
+    float_attrs: tuple = ()
+    gms: tuple = ()
+    has: tuple = ()
+    args: tuple = ()
 
 
-__all__ = ["BODY_CALLS", "MEMBER_SCALARS", "PART", "body_func", "head_class", "place_vbarriers", "region",
-           "row_conditions"]
+def _n(c: dict, k: str) -> int:
+    return max(c.get(k, 0), 1)
+
+
+def part_decl(c: dict) -> StructDecl:
+    """The Part struct as Kernel IR reads it (the skeleton declares it): one part of the row space."""
+    f = [("seq", "int", "", None), ("body", "int", "", None)]
+    for use, k in (("useIn", "kIn"), ("useOut", "kOut"), ("useStatIn", "kStatIn"), ("useStatOut", "kStatOut"),
+                   ("useCol", "kCol"), ("useAcc", "kAcc")):
+        f.append((use, "int", "", _n(c, k)))
+    f += [("in", "gm", "T", _n(c, "kIn")), ("out", "gm", "T", _n(c, "kOut")), ("tab", "gm", "T", _n(c, "kTab")),
+          ("col", "gm", "T", _n(c, "kCol")), ("statIn", "gm", "float", _n(c, "kStatIn")),
+          ("statOut", "gm", "float", _n(c, "kStatOut"))]
+    for side, k in (("in", "kIn"), ("out", "kOut")):
+        f += [(f"{side}Extent", "int", "", _n(c, k)), (f"{side}Offset", "int", "", _n(c, k)),
+              (f"{side}Bnsd", "int", "", _n(c, k))]
+    f += [("tabOff", "int", "", _n(c, "kTab")), ("cond", "int", "", _n(c, "kCond")), ("acc", "int", "", _n(c, "kAcc"))]
+    return StructDecl(PART, tuple(f))
+
+
+def _use(kind: str, j: int) -> tuple:
+    return (Constraint("!=", Sym(f"p.{kind}[{j}]"), Lit(0)),)
+
+
+_K, _R0, _P = Sym("k"), Sym("r0"), Sym("p")
+_HD, _DA = Sym("headDim_"), Sym("dAlign_")
+
+
+def _copy_rows(to_gm: bool) -> Func:
+    """CopyRowsIn / CopyRowsOut: part rows [r0, r0 + k) between GM tensor g (sequence length `extent`, part row s at
+    sequence index s + offset, [B, N, extent, E] when bnsd else [B, extent, N, E]) and UB rows dAlign_ apart, one
+    DataCopyPad per run of rows equally spaced in GM: the heads of one (b, s) of a BNSD tensor (GM gap
+    (extent - 1) * D elements), the rows of one batch of a BSND tensor, the whole pass when the tensor is the part
+    itself (docs/reference/ascendc.md §1.8: blockLen bytes, the UB gap in 32-B blocks, the GM gap in bytes)."""
+    i, r, n, s_, b = Sym("i"), Sym("r"), Sym("n"), Sym("s"), Sym("b")
+    ext, off, seq = Sym("extent"), Sym("offset"), Sym("p.seq")
+    left = sub(_K, i)
+    sz = SizeOf("T")
+    ub, gm = Ref("ub", mul(i, _DA)), GmView("g", Sym("gmOff"))
+    gap_bytes = mul(Sym("gap"), sz)
+    copy = (Copy(gm, ub, Sym("run"), mul(_HD, sz), Sym("ubGap"), gap_bytes) if to_gm else
+            Copy(ub, gm, Sym("run"), mul(_HD, sz), gap_bytes, Sym("ubGap")))
+    loop = (
+        Let("r", add(_R0, i)),
+        Let("n", Bin("%", r, Sym("heads_"))),
+        Let("s", Bin("%", div(r, Sym("heads_")), seq)),
+        Let("b", div(div(r, Sym("heads_")), seq)),
+        Let("run", Lit(0), mutable=True), Let("gmOff", Lit(0), mutable=True), Let("gap", Lit(0), mutable=True),
+        If((Constraint("!=", Sym("bnsd"), Lit(0)),), (
+            Assign("run", Fn("min", (left, sub(Sym("heads_"), n)))),
+            Assign("gmOff", mul(add(mul(add(mul(b, Sym("heads_")), n), ext), s_, off), _HD)),
+            Assign("gap", mul(sub(ext, 1), _HD)),
+        ), (
+            Assign("run", Select((Constraint("==", ext, seq), Constraint("==", off, Lit(0))), left,
+                                 Fn("min", (left, sub(mul(sub(seq, s_), Sym("heads_")), n))))),
+            Assign("gmOff", mul(add(mul(add(mul(b, ext), s_, off), Sym("heads_")), n), _HD)),
+        )),
+        copy,
+        Assign("i", add(i, Sym("run"))),
+    )
+    body = (Let("ubGap", Invoke("GapBlocks", (_DA, _HD, sz))),
+            For("i", Lit(0), _K, None, loop, doc="one DataCopyPad per run of rows at one GM stride"))
+    params = (Param("g", "gm", "T"), Param("extent"), Param("offset"), Param("bnsd"), Param("ub", "tensor", "T"),
+              Param("p", "struct", PART), Param("r0"), Param("k"))
+    return Func("CopyRowsOut" if to_gm else "CopyRowsIn", params, body,
+                doc=("UB -> GM" if to_gm else "GM -> UB") + " of part rows [r0, r0 + k): one DataCopyPad per run of "
+                "rows equally spaced in GM\n(the heads of one (b, s) of a BNSD tensor, the rows of one batch of a "
+                "BSND tensor, the whole pass\nwhen the tensor is the part itself).")
+
+
+def _copy_in(c: dict) -> Func:
+    body: list = []
+    for j in range(c.get("kIn", 0)):
+        copy = Call("CopyRowsIn", (GmView(f"p.in[{j}]"), Sym(f"p.inExtent[{j}]"), Sym(f"p.inOffset[{j}]"),
+                                   Sym(f"p.inBnsd[{j}]"), Ref("t"), _P, _R0, _K))
+        body.append(Scope((Alloc("t", f"inQue{j}_", "T"), If(_use("useIn", j), (copy,)), EnQue(f"inQue{j}_", "t"))))
+    for j in range(c.get("kStatIn", 0)):
+        copy = Copy(Ref("t"), GmView(f"p.statIn[{j}]", _R0), Lit(1), mul(_K, SizeOf("float")))
+        body.append(Scope((Alloc("t", f"statInQue{j}_", "float"), If(_use("useStatIn", j), (copy,)),
+                           EnQue(f"statInQue{j}_", "t"))))
+    return Func("CopyIn", (Param("p", "struct", PART), Param("r0"), Param("k")), tuple(body),
+                doc="Every input slot's queue gets a block (the part's slots are copied into; the others pass "
+                    "through unwritten).")
+
+
+def _compute(c: dict, s: HeadSchedule) -> Func:
+    body: list = [DeQue(f"rowIn{j}_", f"inQue{j}_", "T") for j in range(c.get("kIn", 0))]
+    body += [DeQue(f"statIn{j}_", f"statInQue{j}_", "float") for j in range(c.get("kStatIn", 0))]
+    body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
+             WaitFlag(Pipe.MTE2, Pipe.S, 0)]
+    body += [Alloc(f"rowOut{j}_", f"outQue{j}_", "T") for j in range(c.get("kOut", 0))]
+    body += [Get(f"statStage{j}_", f"statStageBuf{j}_", "float") for j in range(c.get("kStatOut", 0))]
+    for k, (f, uses_p) in enumerate(zip(s.bodies, s.body_uses_p)):
+        body.append(If((Constraint("==", Sym("p.body"), Lit(k)),), (Call(f.name, (_P, _R0, _K) if uses_p else (_K,)),)))
+    body += [EnQue(f"outQue{j}_", f"rowOut{j}_") for j in range(c.get("kOut", 0))]
+    for j in range(c.get("kStatOut", 0)):
+        body.append(Scope((
+            Alloc("t", f"statOutQue{j}_", "float"),
+            If(_use("useStatOut", j), (
+                SetFlag(Pipe.S, Pipe.V, 0, doc="the scalar unit wrote the staged statistics"),
+                WaitFlag(Pipe.S, Pipe.V, 0),
+                vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage{j}_"), mode="CAST_NONE", count=_K))),
+            EnQue(f"statOutQue{j}_", "t"))))
+    body += [Free(f"inQue{j}_", f"rowIn{j}_") for j in range(c.get("kIn", 0))]
+    body += [Free(f"statInQue{j}_", f"statIn{j}_") for j in range(c.get("kStatIn", 0))]
+    return Func("Compute", (Param("p", "struct", PART), Param("r0"), Param("k")), tuple(body),
+                doc="The queue hand-offs around the part's body (its rows one at a time in fp32).")
+
+
+def _copy_out(c: dict) -> Func:
+    body: list = []
+    for j in range(c.get("kOut", 0)):
+        copy = Call("CopyRowsOut", (GmView(f"p.out[{j}]"), Sym(f"p.outExtent[{j}]"), Sym(f"p.outOffset[{j}]"),
+                                    Sym(f"p.outBnsd[{j}]"), Ref("t"), _P, _R0, _K))
+        body.append(Scope((DeQue("t", f"outQue{j}_", "T"), If(_use("useOut", j), (copy,)),
+                           Free(f"outQue{j}_", "t"))))
+    for j in range(c.get("kStatOut", 0)):
+        copy = Copy(GmView(f"p.statOut[{j}]", _R0), Ref("t"), Lit(1), mul(_K, SizeOf("float")))
+        body.append(Scope((DeQue("t", f"statOutQue{j}_", "float"), If(_use("useStatOut", j), (copy,)),
+                           Free(f"statOutQue{j}_", "t"))))
+    return Func("CopyOut", (Param("p", "struct", PART), Param("r0"), Param("k")), tuple(body))
+
+
+def _run_part(c: dict, s: HeadSchedule) -> Func:
+    lo, hi = Sym("lo"), Sym("hi")
+    body: list = [
+        Let("lo", sub(Fn("max", (Sym("rowStart_"), Sym("start"))), Sym("start"))),
+        Let("hi", sub(Fn("min", (Sym("rowEnd_"), add(Sym("start"), Sym("rows")))), Sym("start"))),
+    ]
+    for j in range(c.get("kAcc", 0)):
+        body.append(If(_use("useAcc", j), (
+            vec(Op.DUPLICATE, dst=Ref("acc_", slot=Lit(j)), scalar=FConst(0.0), count=_HD),
+            Barrier(Pipe.V, doc="the zeroed sums are written before the rows add to them"))))
+    rows: list = []
+    for j in range(c.get("kCol", 0)):
+        rows.append(If(_use("useCol", j), (
+            Call("LoadRow", (Ref("col_", slot=Lit(j)), GmView(f"p.col[{j}]"), _HD), targs=("T",)),)))
+    rows += [Assign(f"tabRow{j}_", Lit(-1)) for j in range(c.get("kTab", 0))]
+    if s.lanes:
+        rows.append(Call("PrepareLanes", (Sym("p.body"),)))
+    rows.append(Let("pass", Sym("rowsPerPass")))
+    rows.append(For("r", lo, hi, Sym("pass"), (Call("CopyIn", (_P, Sym("r"), _K)), Call("Compute", (_P, Sym("r"), _K)),
+                                               Call("CopyOut", (_P, Sym("r"), _K))), tail="k"))
+    body.append(If((Constraint(">", hi, lo),), tuple(rows)))
+    for j in range(c.get("kAcc", 0)):
+        at = mul(add(mul(BLOCK_IDX, Lit(len(s.accs))), Sym(f"p.acc[{j}]")), _DA)
+        body.append(If(_use("useAcc", j), (
+            Call("StoreRow", (GmView("ws_", at), Ref("acc_", slot=Lit(j)), "CAST_NONE", _HD), targs=("float",)),)))
+    return Func("RunPart", (Param("p", "struct", PART), Param("start"), Param("rows")), tuple(body),
+                doc="This core's rows [rowStart_, rowEnd_) of the part whose rows start at `start`: passes of "
+                    "rowsPerPass\nrows; the part's column sums (if any) go to this core's workspace rows even when "
+                    "it has no rows.")
+
+
+def _reduce_accs(s: HeadSchedule) -> Func:
+    g_n = len(s.accs)
+    c0, cn, c = Sym("c0"), Sym("cn"), Sym("c")
+    w0, w1 = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1))
+    per: list = []
+    for g, (_out, rm) in enumerate(s.accs):
+        at = add(mul(add(mul(c, Lit(g_n)), Lit(g)), _DA), c0)
+        per.append(If((Constraint("!=", Bin("%", div(Sym("accMask_"), Lit(1 << g)), Lit(2)), Lit(0)),), (
+            vec(Op.DUPLICATE, dst=w0, scalar=FConst(0.0), count=cn),
+            Barrier(Pipe.V),
+            For("c", Lit(0), BLOCK_NUM, Lit(1), (
+                Call("LoadRow", (w1, GmView("ws_", at), cn), targs=("float",)),
+                vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=cn),
+                Barrier(Pipe.V),
+            )),
+            Call("StoreRow", (GmView(f"accOut{g}_", c0), w0, rm, cn), targs=("T",)),
+        ), doc=f"column output {g}"))
+    body = (If((Constraint("!=", Sym("accMask_"), Lit(0)),), (
+        Barrier(Pipe.ALL, doc="the partial rows are in GM before any core reads them"),
+        SyncAll(),
+        Let("c0", mul(BLOCK_IDX, Sym("colsPerReduceCore"))),
+        If((Constraint("<", c0, _HD),), (
+            Let("cn", Fn("min", (sub(_HD, c0), Sym("colsPerReduceCore")))),
+        ) + tuple(per)),
+    )),)
+    return Func("ReduceAccs", (), body,
+                doc="After SyncAll every core sums its columns [c0, c0 + colsPerReduceCore) of the partial rows of "
+                    "every\ncore, in core order (deterministic), and writes them in T.")
+
+
+def _init_buffers(c: dict, s: HeadSchedule) -> Func:
+    f4, ps = SizeOf("float"), Sym("pass")
+    stat = mul(Fn("align_up", (ps, Lit(8))), f4)
+    body: list = [Let("pass", Sym("rowsPerPass"))]
+    body += [InitBuffer(f"inQue{j}_", mul(ps, _DA, SizeOf("T")), 2) for j in range(c.get("kIn", 0))]
+    body += [InitBuffer(f"outQue{j}_", mul(ps, _DA, SizeOf("T")), 2) for j in range(c.get("kOut", 0))]
+    body += [InitBuffer(f"statInQue{j}_", stat, 2) for j in range(c.get("kStatIn", 0))]
+    for j in range(c.get("kStatOut", 0)):
+        body += [InitBuffer(f"statStageBuf{j}_", stat), InitBuffer(f"statOutQue{j}_", stat, 2)]
+    for buf, arr, k in (("workBuf_", "w_", "kTemps"), ("tabBuf_", "tab_", "kTab"), ("colBuf_", "col_", "kCol"),
+                        ("accBuf_", "acc_", "kAcc")):
+        if c.get(k, 0):
+            body.append(InitBuffer(buf, mul(Lit(c[k]), _DA, f4)))
+            body.append(For("j", Lit(0), Lit(c[k]), Lit(1), (Get(arr, buf, "float", mul(Sym("j"), _DA), slot=Sym("j")),)))
+    if s.lanes:
+        np_, ns = c.get("kPerm", 0), c.get("kSign", 0)
+        body.append(InitBuffer("laneBuf_", mul(Lit(np_ + ns), _DA, f4)))
+        if np_:
+            body.append(For("j", Lit(0), Lit(np_), Lit(1), (
+                Get("perm_", "laneBuf_", "uint32_t", mul(Sym("j"), _DA), slot=Sym("j")),)))
+        if ns:
+            body.append(For("j", Lit(0), Lit(ns), Lit(1), (
+                Get("sign_", "laneBuf_", "float", mul(add(Lit(np_), Sym("j")), _DA), slot=Sym("j")),)))
+    if s.needs.get("paramQue"):
+        body.append(InitBuffer("paramQue_", mul(_DA, f4), 1))
+    if s.needs.get("accOutQue"):
+        body.append(InitBuffer("accOutQue_", mul(_DA, f4), 1))
+    if s.needs.get("reduceBuf"):
+        red = add(Fn("align_up", (div(add(_DA, 63), 64), Lit(8))), 8)
+        body += [InitBuffer("reduceBuf_", mul(red, f4)), Get("red_", "reduceBuf_", "float"),
+                 View("redTmp_", Ref("red_", Lit(8)))]
+    return Func("InitBuffers", (), tuple(body))
+
+
+def _members(c: dict, s: HeadSchedule) -> tuple:
+    """(locals, tensors, scalars) of the class."""
+    locals_ = [Local(f"inQue{j}_", TPos.VECIN, True) for j in range(c.get("kIn", 0))]
+    locals_ += [Local(f"outQue{j}_", TPos.VECOUT, True) for j in range(c.get("kOut", 0))]
+    locals_ += [Local(f"statInQue{j}_", TPos.VECIN, True) for j in range(c.get("kStatIn", 0))]
+    for j in range(c.get("kStatOut", 0)):
+        locals_ += [Local(f"statStageBuf{j}_"), Local(f"statOutQue{j}_", TPos.VECOUT, True)]
+    locals_ += [Local(b) for b, k in (("workBuf_", "kTemps"), ("tabBuf_", "kTab"), ("colBuf_", "kCol"),
+                                      ("accBuf_", "kAcc")) if c.get(k, 0)]
+    if s.lanes:
+        locals_.append(Local("laneBuf_"))
+    if s.needs.get("paramQue"):
+        locals_.append(Local("paramQue_", TPos.VECIN, True))
+    if s.needs.get("accOutQue"):
+        locals_.append(Local("accOutQue_", TPos.VECOUT, True))
+    if s.needs.get("reduceBuf"):
+        locals_.append(Local("reduceBuf_"))
+    tensors = [TensorVar(f"rowIn{j}_", "T") for j in range(c.get("kIn", 0))]
+    tensors += [TensorVar(f"rowOut{j}_", "T") for j in range(c.get("kOut", 0))]
+    tensors += [TensorVar(f"statIn{j}_", "float") for j in range(c.get("kStatIn", 0))]
+    tensors += [TensorVar(f"statStage{j}_", "float") for j in range(c.get("kStatOut", 0))]
+    tensors += [TensorVar(a, "float", c[k]) for a, k in (("w_", "kTemps"), ("tab_", "kTab"), ("col_", "kCol"),
+                                                         ("acc_", "kAcc"), ("sign_", "kSign")) if c.get(k, 0)]
+    if c.get("kPerm", 0):
+        tensors.append(TensorVar("perm_", "uint32_t", c["kPerm"]))
+    if s.needs.get("reduceBuf"):
+        tensors += [TensorVar("red_", "float"), TensorVar("redTmp_", "float")]
+    scalars = [ScalarVar(n) for n in MEMBER_SCALARS]
+    scalars += [ScalarVar(f"tabRow{j}_") for j in range(c.get("kTab", 0))]
+    scalars += [ScalarVar(f"has_{n}", "bool") for n in s.has]
+    scalars += [ScalarVar(f"attr_{a}", "float") for a in s.float_attrs]
+    return tuple(locals_), tuple(tensors), tuple(scalars)
+
+
+PROCESS_DOC = "the part loop (RunParts, the skeleton's: each part slot's Part from the attribute tables)"
+
+
+def head_class(name: str, s: HeadSchedule) -> KernelClass:
+    """The Kernel IR of head kernel class `name` (template parameter T) from `s`: Process (this core's rows, the
+    buffers, the parts, the column outputs' cross-core sums), InitBuffers, RunPart, CopyIn, Compute, CopyOut,
+    CopyRowsIn / CopyRowsOut, ReduceAccs, the bodies and the helpers LoadRow, StoreRow, RowSum, RowStartOf and
+    GapBlocks. The part loop RunParts and PrepareLanes are the skeleton's (`extern`): they read the constexpr
+    attribute tables. Members are printed by kir.members_cpp."""
+    c = s.counts
+    locals_, tensors, scalars = _members(c, s)
+    gms = tuple(GmTensor(f"gm_{n}", ct, cpp_name(n)) for n, ct in s.gms)
+    gms += tuple(GmTensor(f"accOut{g}_", "T", cpp_name(o)) for g, (o, _rm) in enumerate(s.accs))
+    gms += (GmTensor("ws_", "float", workspace=True),)
+    helpers = [_row_start_of(), _gap_blocks_func(), _copy_rows(False), _copy_rows(True), _init_buffers(c, s),
+               _run_part(c, s), _copy_in(c), _compute(c, s), _copy_out(c)]
+    if s.accs:
+        helpers.append(_reduce_accs(s))
+    if s.needs.get("paramQue"):
+        helpers.append(_load_row())
+    if s.needs.get("accOutQue"):
+        helpers.append(_store_row())
+    if s.needs.get("reduceBuf"):
+        helpers.append(_row_reduce("RowSum", Op.REDUCE_SUM))
+    ext = [Func("RunParts", extern=True, doc=PROCESS_DOC)]
+    if s.lanes:
+        ext.append(Func("PrepareLanes", (Param("body"),), extern=True))
+    process = (Assign("rowStart_", Invoke("RowStartOf", (BLOCK_IDX,))),
+               Assign("rowEnd_", Invoke("RowStartOf", (add(BLOCK_IDX, 1),))),
+               Call("InitBuffers"), Call("RunParts"))
+    if s.accs:
+        process += (Call("ReduceAccs"),)
+    args = tuple(cpp_name(a) for a in s.args)
+    return KernelClass(name, "TilingData", args=args, gms=gms, locals=locals_, tensors=tensors, scalars=scalars,
+                       fields=FIELDS, process=process, methods=tuple(helpers) + tuple(s.bodies) + tuple(ext),
+                       tparams=("T",), doc="head-rows schedule", structs=(part_decl(c),))
+
+
+SCHEDULE_METHODS = ("InitBuffers", "RunPart", "CopyIn", "Compute", "CopyOut", "CopyRowsIn", "CopyRowsOut",
+                    "ReduceAccs", "LoadRow", "StoreRow", "RowSum", "RowStartOf", "GapBlocks")
+"""The IR methods of a head kernel class other than the bodies, in the order the class prints them (those it has)."""
+
+
+__all__ = ["BODY_CALLS", "COUNTS", "FIELDS", "HeadSchedule", "MEMBER_SCALARS", "PART", "SCHEDULE_METHODS",
+           "body_func", "head_class", "part_decl", "place_vbarriers", "region", "row_conditions"]

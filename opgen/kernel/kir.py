@@ -127,8 +127,9 @@ def _brief(node) -> str:
 
 # ------------------------------------------------------------------------------------------------ names and types
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-STRUCT_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\.[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?$")
-"""A symbol reading an int64 field of a struct parameter (Param kind "struct"): `p.seq`, `p.cond[0]`."""
+STRUCT_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)(?:\[([0-9]+)\])?$")
+"""A field of a struct parameter (Param kind "struct", its type a KernelClass.structs StructDecl): an int64 or bool
+symbol `p.seq`, `p.cond[0]`, or the tensor of a GmView `p.in[0]`."""
 _CPP_RESERVED = frozenset({
     "alignas", "alignof", "and", "asm", "auto", "bool", "break", "case", "catch", "char", "class", "const",
     "constexpr", "continue", "default", "delete", "do", "double", "else", "enum", "explicit", "extern", "false",
@@ -458,12 +459,30 @@ class Ref:
 class Param:
     """A method parameter: kind "int" (int64_t), "float", "bool", "tensor" (const LocalTensor<dtype>&), "gm"
     (const GlobalTensor<dtype>&) or "struct" (const dtype&: a plain struct the file skeleton declares, e.g. the head
-    kernel's Part; its int64 fields are read as symbols `name.field` or `name.field[N]`, STRUCT_FIELD, and it is
-    passed on as Sym(name))."""
+    kernel's Part, described by a StructDecl of KernelClass.structs; its fields are read as symbols `name.field` or
+    `name.field[N]` (STRUCT_FIELD), its GM tensor fields as GmView("name.field[N]"), and it is passed on as
+    Sym(name))."""
 
     name: str
     kind: str = "int"
     dtype: str = "float"
+
+
+@dataclass(frozen=True)
+class StructDecl:
+    """A plain struct type the file skeleton declares, as far as Kernel IR reads it through a struct parameter:
+    `fields` ((name, kind, dtype, count), ...): kind "int" (int64_t) or "bool" (read as an int64 / bool symbol), or
+    "gm" (a GlobalTensor<dtype>, the tensor of a GmView); count None for a scalar field, else the array length."""
+
+    name: str
+    fields: tuple = ()
+
+    def field(self, name: str):
+        """(kind, dtype, count) of field `name`, or None."""
+        for f in self.fields:
+            if f[0] == name:
+                return f[1:]
+        return None
 
 
 # ------------------------------------------------------------------------------------------------ statements
@@ -881,7 +900,8 @@ class KernelClass:
     """The unit both printers print: class `name` (template parameters tparams, type names) whose Init takes one
     GM_ADDR per `args` entry, then `workspace` and `const tiling_struct* td`, binds `gms`, then runs `init`;
     Process runs `process`; `methods` are private. `fields` are the tiling-data fields the program reads
-    (symbols printed td_->field); `locals`, `tensors` and `scalars` are members."""
+    (symbols printed td_->field); `locals`, `tensors` and `scalars` are members; `structs` describe the types of
+    struct parameters (StructDecl)."""
 
     name: str
     tiling_struct: str
@@ -896,6 +916,7 @@ class KernelClass:
     methods: tuple = ()
     tparams: tuple = ()
     doc: str = ""
+    structs: tuple = ()   # StructDecls of the struct parameters' types
 
     def method(self, name: str) -> Func:
         """The method `name`. Raises IRError."""
@@ -976,6 +997,7 @@ class _Verifier:
         self.gms = {g.name: g for g in k.gms}
         self.methods = {m.name: m for m in k.methods}
         self.member_tensors = {t.name: t for t in k.tensors}
+        self.structs = {d.name: d for d in k.structs}
         self.stack: list[str] = []
         self.reached: set = set()
 
@@ -1002,6 +1024,19 @@ class _Verifier:
                 raise IRError(f"GM tensor {g.name} is bound to {g.arg!r}, not an argument", g)
         for t in k.tensors:
             self.dtype(t.dtype, t)
+        for d in k.structs:
+            check_name(d.name, "struct type")
+            for fname, kind, dtype, count in d.fields:
+                check_name(fname, "struct field")
+                if kind not in ("int", "bool", "gm") or (count is not None and count < 1):
+                    raise IRError(f"struct {d.name}: field {fname} has kind {kind!r} / count {count!r}", d)
+                if kind == "gm":
+                    self.dtype(dtype, d)
+        for m in k.methods:
+            for p in m.params:
+                if p.kind == "struct" and p.dtype not in self.structs:
+                    raise IRError(f"{m.name}: parameter {p.name} has struct type {p.dtype}, which no StructDecl "
+                                  f"declares", m)
         for s in k.scalars:
             if s.ctype not in SCALAR_CTYPES:
                 raise IRError(f"scalar {s.name} has type {s.ctype}, not one of {SCALAR_CTYPES}", s)
@@ -1053,7 +1088,7 @@ class _Verifier:
                     probe.gmp[f"__{p.name}"] = GmTensor(f"__{p.name}", p.dtype if p.dtype not in m.tparams
                                                         else "float")
                 elif p.kind == "struct":
-                    probe.scalars[f"__{p.name}"] = "struct"
+                    probe.scalars[f"__{p.name}"] = f"struct:{p.dtype}"
             args = tuple(Ref(f"__{p.name}") if p.kind == "tensor" else GmView(f"__{p.name}") if p.kind == "gm"
                          else Sym(f"__{p.name}") if p.kind == "struct" else a for p, a in zip(m.params, args))
             call = Call(m.name, args, None, tuple("float" for _t in m.tparams))
@@ -1077,8 +1112,8 @@ class _Verifier:
         if not isinstance(e, DimExpr):
             raise IRError(f"not an expression: {e!r}", node)
         for n in e.symbols():
-            m = STRUCT_FIELD.match(n)
-            if m and st.scalars.get(m.group(1)) == "struct":   # an int64 field of a struct parameter
+            if STRUCT_FIELD.match(n):   # an int64 / bool field of a struct parameter
+                self.struct_field(n, ("int", "bool"), st, node)
                 continue
             if st.scalars.get(n) not in ("int", "bool"):
                 what = "defined" if n not in st.scalars else "an integer"
@@ -1195,7 +1230,26 @@ class _Verifier:
             if v is not None and not 0 <= v <= lim:
                 raise IRError(f"{type(s).__name__} count {e} = {v} outside [0, {lim}]", s)
 
+    def struct_field(self, name: str, kinds, st, node):
+        """The (kind, dtype, count) of struct-parameter field `name` (`p.f` or `p.f[N]`), of one of `kinds`; else
+        IRError."""
+        m = STRUCT_FIELD.match(name)
+        root = st.scalars.get(m.group(1), "") if m else ""
+        decl = self.structs.get(root.removeprefix("struct:")) if root.startswith("struct:") else None
+        f = decl.field(m.group(2)) if decl else None
+        if f is None or f[0] not in kinds:
+            raise IRError(f"{name} is not a {' / '.join(kinds)} field of a struct parameter", node)
+        kind, _dtype, count = f
+        if (count is None) != (m.group(3) is None) or (count is not None and not int(m.group(3)) < count):
+            raise IRError(f"{name}: field {m.group(2)} is {'a scalar' if count is None else f'an array of {count}'}",
+                          node)
+        return f
+
     def gm(self, v, st, node):
+        if isinstance(v, GmView) and STRUCT_FIELD.match(v.tensor):   # a GM tensor field of a struct parameter
+            _k, dtype, _c = self.struct_field(v.tensor, ("gm",), st, node)
+            self.expr(v.offset, st, node)
+            return GmTensor(v.tensor, st.tmap.get(dtype, dtype))
         if not isinstance(v, GmView) or (v.tensor not in self.gms and v.tensor not in st.gmp):
             raise IRError(f"not a GM view of a declared tensor: {v!r}", node)
         self.expr(v.offset, st, node)
@@ -1522,10 +1576,10 @@ class _Verifier:
             elif p.kind == "bool" and isinstance(a, bool):
                 inner.scalars[check_name(p.name, "parameter")] = "bool"
             elif p.kind == "struct":
-                if not (isinstance(a, Sym) and st.scalars.get(a.name) == "struct"):
-                    raise IRError(f"{s.method}: argument {p.name} is not a struct parameter: {a!r}", s)
-                check_name(p.dtype, "struct type")
-                inner.scalars[check_name(p.name, "parameter")] = "struct"
+                if not (isinstance(a, Sym) and st.scalars.get(a.name) == f"struct:{p.dtype}"):
+                    raise IRError(f"{s.method}: argument {p.name} is not a struct parameter of type {p.dtype}: "
+                                  f"{a!r}", s)
+                inner.scalars[check_name(p.name, "parameter")] = f"struct:{p.dtype}"
             elif p.kind in ("int", "float", "bool"):
                 self.expr(a, st, s, "float" if p.kind == "float" else "int")
                 inner.scalars[check_name(p.name, "parameter")] = p.kind
@@ -1745,6 +1799,7 @@ class CppPrinter:
         self.local_bufs = {b.name: b for b in k.locals}
         self.gms = {g.name: g for g in k.gms}
         self.member_scalars = {s.name for s in k.scalars}
+        self.structs = {d.name: d for d in k.structs}
 
     # -- expressions
     def e(self, x, top: bool = True) -> str:
@@ -1844,6 +1899,9 @@ class CppPrinter:
         return f"LocalTensor<{dtype}> {var} = {rhs};"
 
     def dtype_of(self, r, scope) -> str:
+        m = STRUCT_FIELD.match(r.tensor) if isinstance(r, GmView) else None
+        if m and isinstance(scope.get(m.group(1)), tuple):   # a GM tensor field of a struct parameter
+            return self.structs[scope[m.group(1)][1]].field(m.group(2))[1]
         if isinstance(r, GmView):
             return self.gms[r.tensor].dtype if r.tensor in self.gms else scope[r.tensor]
         if r.tensor in self.member_tensors:
@@ -2026,6 +2084,7 @@ class CppPrinter:
                 scope[q.name] = q.dtype
             elif q.kind == "struct":
                 ps.append(f"const {q.dtype}& {q.name}")
+                scope[q.name] = ("struct", q.dtype)
             else:
                 ctype = {'int': 'int64_t', 'float': 'float', 'bool': 'bool', 'mode': 'RoundMode'}[q.kind]
                 ps.append(f"{ctype} {q.name}")
@@ -2067,7 +2126,14 @@ class CppPrinter:
             out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static)
             out.append("")
         out.append(f"{p}const {k.tiling_struct}* td_ = nullptr;")
-        out.append(f"{p}TPipe pipe_;")
+        out += self.members()
+        out.append("};")
+        return "\n".join(out) + "\n"
+
+    def members(self) -> list[str]:
+        """The member declarations after td_: the TPipe, GM tensors, TPipe allocations, tensors and scalars."""
+        k, p = self.k, self.ind
+        out = [f"{p}TPipe pipe_;"]
         for g in k.gms:
             out.append(f"{p}GlobalTensor<{g.dtype}> {g.name};")
         for b in k.locals:
@@ -2081,8 +2147,7 @@ class CppPrinter:
             init = (f"{float(s.init)!r}f" if s.ctype == "float" else
                     ("true" if s.init else "false") if s.ctype == "bool" else str(int(s.init)))
             out.append(f"{p}{s.ctype} {s.name} = {init};")
-        out.append("};")
-        return "\n".join(out) + "\n"
+        return out
 
 
 _QUANT = {"float": "QuantMode_t::NoQuant", "half": "QuantMode_t::F322F16", "bfloat16_t": "QuantMode_t::F322BF16"}
@@ -2117,6 +2182,19 @@ def methods_cpp(k: KernelClass, names, verify_first: bool = True) -> str:
             raise IRError(f"method {n} is printed by the skeleton")
         out += pr.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static) + [""]
     return "\n".join(out[:-1]) + "\n" if out else ""
+
+
+def members_cpp(k: KernelClass) -> str:
+    """The C++ member declarations of `k` (TPipe, GM tensors, TPipe allocations, tensors, scalars; one per line,
+    indented one level), for a file skeleton that prints the rest of the class."""
+    return "\n".join(CppPrinter(k).members()) + "\n"
+
+
+def process_cpp(k: KernelClass, verify_first: bool = True) -> str:
+    """The C++ of `k`'s public Process() (verified first unless verify_first=False), for a file skeleton."""
+    if verify_first:
+        verify(k)
+    return "\n".join(CppPrinter(k).func("Process", (), k.process)) + "\n"
 
 
 def to_cpp(k: KernelClass, verify_first: bool = True) -> str:
