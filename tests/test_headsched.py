@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
 from contextlib import redirect_stdout
+from pathlib import Path
 
 import pytest
 
@@ -78,10 +80,11 @@ def test_queue_rows_are_one_region_and_given_barriers_are_rederived():
     assert shape(place_vbarriers(stream)) == ["CastTo r0", "B", "CastTo r1", "B"]
 
 
-def test_branches_and_loops_are_streams_and_helpers_complete():
-    # RowSum reads w0 which the Mul wrote: a barrier before it, nothing pending after it (its V->S wait); LoadRow
-    # writes tab_[0] which the Mul before it read (WAR): a barrier before it, nothing pending after it (it ends with
-    # one); each branch ends with a barrier while work is pending; work pending before a branch gets one first
+def test_pending_work_flows_through_branches_and_around_loops():
+    # RowSum reads w0 which a Mul wrote: a barrier before it unless one came since, nothing pending after it (its V->S
+    # wait); LoadRow writes tab_[0] which the Mul before it read (WAR): a barrier before it, nothing pending after it
+    # (it ends with one). The else branch leaves w1 read and w0 written pending: it flows around the loop, so the
+    # next iteration's Mul w1 (WAR on w1) needs a barrier at the loop head, and one ends the stream.
     rs = kir.Call("RowSum", (w(0), N), result="s0")
     t0 = kir.Ref("tab_", slot=Lit(0))
     load = kir.Call("LoadRow", (t0, kir.GmView("gm_x"), N), targs=("T",))
@@ -89,8 +92,19 @@ def test_branches_and_loops_are_streams_and_helpers_complete():
     orelse = (mul(w(0), w(1), w(1)),)
     body = (mul(w(1), w(2), w(2)), kir.If((Constraint("<", Sym("seqPos"), Sym("p.cond[0]")),), then, orelse))
     got = shape(place_vbarriers((kir.For("i", Lit(0), Sym("k"), Lit(1), body),)))
-    assert got == [["for", ["Mul w1", "B", ["if", ["Mul w0", "B", "call LoadRow", "Mul w3", "call RowSum"],
-                                            ["Mul w0", "B"]]]]]
+    assert got == [["for", ["B", "Mul w1", ["if", ["B", "Mul w0", "B", "call LoadRow", "Mul w3", "call RowSum"],
+                                                 ["B", "Mul w0"]]]], "B"]
+
+
+def test_a_loop_without_a_carried_dependency_gets_no_barrier_at_its_head():
+    # each iteration's work ends with RowSum (nothing pending): no barrier at the loop head or after the loop
+    body = (mul(w(3), w(0), w(0)), kir.Call("RowSum", (w(3), N), result="s0"))
+    assert shape(place_vbarriers((kir.For("i", Lit(0), Sym("k"), Lit(1), body),))) == [["for", ["Mul w3", "B",
+                                                                                                "call RowSum"]]]
+    # a branch that skips its work leaves the work before it pending after the If (the join of both paths)
+    skip = (mul(w(1), w(0), w(0)), kir.If((Sym("flag"),), (kir.Call("RowSum", (w(2), N), result="s1"),)),
+            mul(w(0), w(2), w(2)))
+    assert shape(place_vbarriers(skip)) == ["Mul w1", ["if", ["call RowSum"], []], "B", "Mul w0", "B"]
 
 
 def _class(bodies, uses_p=None):
@@ -154,3 +168,109 @@ def test_graph_stage_kernel_prints_the_head_bodies():
     # a RoPE body: the rotation's Gather through the lane table, under the row condition, a barrier before its use
     assert re.search(r"if seqPos < p\.cond\[0\] \{\n(?:.*\n)*?\s+v\.Gather dst=w_<(\d)>.*\n\s+barrier V\n"
                      r"\s+v\.Mul dst=w_<\1>", sched)
+
+
+# ------------------------------------------------------------------ the emitted kernel: every placed sync is needed
+_GUARD = """#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+// Test harness only (tests/test_headsched.py): sync site i runs unless OPGEN_MUTANT = i; the sites reached are
+// appended to the file OPGEN_MUTANT_LOG names.
+static inline bool OpgenKeep(int i)
+{
+    static const int cut = [] { const char* e = std::getenv("OPGEN_MUTANT"); return e ? std::atoi(e) : -1; }();
+    static const char* log = std::getenv("OPGEN_MUTANT_LOG");
+    static bool seen[4096] = {};
+    static std::mutex mu;
+    if (log != nullptr) {
+        std::lock_guard<std::mutex> g(mu);
+        if (!seen[i]) {
+            seen[i] = true;
+            if (FILE* f = std::fopen(log, "a")) {
+                std::fprintf(f, "%d\\n", i);
+                std::fclose(f);
+            }
+        }
+    }
+    return i != cut;
+}
+"""
+_SYNC = re.compile(r"^(\s*)(PipeBarrier<PIPE_V>\(\);|SetFlag<HardEvent::\w+>\(\w+\);)(.*)$")
+
+
+def _code(line: str) -> str:
+    return line.split("//")[0].strip()
+
+
+def guard_syncs(text: str) -> tuple[str, list]:
+    """`text` (an emitted head kernel header) with each flag pair (SetFlag + WaitFlag) and each PipeBarrier<PIPE_V>
+    between two vector instructions of one straight-line run of a body (the previous statement a call, not a scalar
+    let; the next one not the end of a block) guarded by OpgenKeep(i); and [(i, line, statement)] of the sites.
+    The barriers at a block's start or end are left alone: they order work across a branch or loop edge or the
+    function's end, which one run of the kernel does not always exercise."""
+    lines = text.split("\n")
+    out, sites, body = [], [], False
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        if re.match(r"\s*__aicore__ inline \w+ (\w+)\(", ln):
+            body = re.match(r"\s*__aicore__ inline \w+ Body\d+\(", ln) is not None
+        m = _SYNC.match(ln)
+        take = False
+        if m and m.group(2).startswith("SetFlag"):
+            take = "WaitFlag" in lines[i + 1]
+        elif m and body:
+            prev = next(_code(x) for x in reversed(lines[:i]) if _code(x))
+            nxt = next(_code(x) for x in lines[i + 1:] if _code(x))
+            take = prev.endswith(");") and not prev.startswith("const ") and not nxt.startswith("}")
+        if take:
+            stmt = m.group(2) + (" " + _code(lines[i + 1]) if m.group(2).startswith("SetFlag") else "")
+            k = len(sites)
+            sites.append((k, i + 1, stmt))
+            out.append(f"{m.group(1)}if (OpgenKeep({k})) {{ {stmt} }}{m.group(3)}")
+            i += 2 if m.group(2).startswith("SetFlag") else 1
+            continue
+        out.append(ln)
+        i += 1
+    text = "\n".join(out).replace('#include "kernel_operator.h"\n', '#include "kernel_operator.h"\n' + _GUARD, 1)
+    return text, sites
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_deleting_any_one_placed_sync_of_norm_rope_concat_is_a_race(tmp_path, monkeypatch, session_build_root):
+    """The bundled NormRopeConcat kernel (float16, RoPE and both norms): built once with every flag pair and every
+    barrier the dependency rule placed between two vector instructions of a body guarded, it passes unmutated; then,
+    for each such site the run reaches, the same binary with only that site skipped fails `check` with a race
+    fault (the emulation's race detector: opgen/emu/include/EMU.md "Pipes and races")."""
+    from opgen.check import run_check
+
+    root = Path(__file__).resolve().parents[1]
+    snake = "norm_rope_concat"
+    shutil.copytree(root / "generated" / snake, tmp_path / "gen" / snake)
+    h = tmp_path / "gen" / snake / "op_kernel" / f"{snake}.h"
+    text, sites = guard_syncs(h.read_text())
+    h.write_text(text)
+    assert sum("SetFlag" in s for _k, _l, s in sites) >= 3 and sum("PipeBarrier" in s for _k, _l, s in sites) >= 50
+    dims = dict(B=2, Sq=5, Sk=4, N=3, D=34, Seq=3, Sek=2, R=6)
+    attrs = dict(norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, is_training=True)
+
+    def check():
+        return run_check("NormRopeConcat", dims=dims, attrs=attrs, dtypes={"T": "float16"}, gen_dir=tmp_path / "gen",
+                         build_root=session_build_root, progress=False)
+
+    log = tmp_path / "reached.txt"
+    monkeypatch.setenv("OPGEN_MUTANT_LOG", str(log))
+    r = check()
+    assert r.passed and not r.faults, r.faults
+    monkeypatch.delenv("OPGEN_MUTANT_LOG")
+    reached = sorted({int(x) for x in log.read_text().split()})
+    flags = {sites[k][2].split("(")[0] for k in reached if "SetFlag" in sites[k][2]}
+    assert len(reached) >= 25 and {"SetFlag<HardEvent::S_V>", "SetFlag<HardEvent::V_S>"} <= flags, flags
+    survivors = []
+    for k in reached:
+        monkeypatch.setenv("OPGEN_MUTANT", str(k))
+        r = check()
+        if r.passed or not any("race (" in f for f in r.faults):
+            survivors.append((sites[k][1], sites[k][2], r.faults[:1]))
+    assert not survivors, survivors

@@ -44,7 +44,7 @@ from opgen.kernel import kir
 from opgen.kernel.headlower import (Lowered, SlotBinding, _entry, accumulated_outputs, addressing_dims, bind_slots,
                                     check_presence_variants, data_dtype, full_keys, lower_spec)
 from opgen.kernel.headrows import PERMS, SIGNS, HeadPart, body_text
-from opgen.names import cpp_name, kernel_entry, op_snake
+from opgen.names import cpp_name, kernel_entry, op_snake, spec_path
 from opgen.tiling.headkernel import head_needs
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
@@ -269,7 +269,6 @@ def schedule_text(spec, unit) -> str:
 def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
     """The template context of the head kernel files of `low` (emit_head_kernel's arguments), with the class's
     Kernel IR ("sched", a verified kir.KernelClass) and its declared tiling keys ("declared"). Raises SpecError."""
-    from opgen.names import spec_path
 
     loc = "opgen.tiling.headkernel.spec_counts"
     snake = op_snake(spec.name)
@@ -371,7 +370,7 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
         body_uses_p=tuple(uses_seq(p) for p in body_parts), accs=tuple((o, acc_round[o]) for o in acc_outs),
         lanes=bool(nperm + nsign), needs=head_needs(counts),
         float_attrs=tuple(sorted({a for _a, _k, hp in low.programs for a in hp.attrs})), gms=tuple(gm),
-        has=tuple(has), args=tuple(order))
+        has=tuple(has), args=tuple(order), nparts=nslots)
     sched = kir.verify(hs.head_class(cls, hsched))
     names = {m.name for m in sched.methods if not m.extern}
     ctx = {
@@ -395,7 +394,7 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
         "schedule_cpp": kir.methods_cpp(sched, [n for n in hs.SCHEDULE_METHODS if n in names]
                                         + [f.name for f in body_funcs], verify_first=False).rstrip("\n"),
         "process_cpp": kir.process_cpp(sched, verify_first=False).rstrip("\n"),
-        "members_cpp": kir.members_cpp(sched).rstrip("\n"), "process_doc": hs.PROCESS_DOC,
+        "members_cpp": kir.members_cpp(sched).rstrip("\n"),
         "float_attrs": sorted({a for _a, _k, hp in low.programs for a in hp.attrs}),
         "dtype_keys": dtype_keys, "sched": sched, "declared": declared,
     }

@@ -29,7 +29,8 @@ from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym
 from opgen.kernel.isa import INSTRS, Op, Pipe
 from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue, FConst, For,
                               Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local,
-                              Param, Ref, ScalarVar, Scope, Select, SetFlag, SizeOf, StructDecl, SyncAll, TensorVar,
+                              Param, Ref, ScalarVar, Scope, Select, SetFlag, SizeOf, StructDecl, StructLet, SyncAll,
+                              TensorVar,
                               TPos, Vec, View, WaitFlag, const_value, vec)
 from opgen.kernel.rowsched import (_gap_blocks_func, _load_row, _row_reduce, _row_start_of, _store_row, add, div,
                                    mul, sub)
@@ -66,52 +67,74 @@ def _call_access(c: Call):
 
 def place_vbarriers(stmts) -> tuple:
     """`stmts` (Kernel-IR statements) with a Barrier(PIPE_V) before each vector instruction that reads or writes a
-    region (`region`) a vector instruction since the last barrier wrote, or writes one read (RAW / WAW / WAR);
-    each loop body and If branch is a stream of its own that starts with no pending vector work and ends with a
-    barrier while work is pending (so does `stmts`), and a barrier goes before a loop or branch while work is
-    pending (its context is unknown to it). Barriers given in the input are dropped (every one is re-derived).
-    A Call of a BODY_CALLS helper reads / writes its region and completes every pending access; other statements
-    (scalar lets, GetValue / SetValue, calls) have no vector access."""
+    region (`region`) an unfinished vector instruction wrote, or writes one such an instruction reads (RAW / WAW /
+    WAR), and one at the end while vector work is pending (the caller's next vector work is unknown here).
+    Flow-sensitive: what is pending flows into a branch (the join of both branches flows out) and around a loop (the
+    pending accesses at the end of its body flow into its next iteration; the body is placed for the union of
+    what can reach its head, a fixed point), so a barrier sits only where an operand depends, not at every branch
+    or loop edge. Barriers given in the input are dropped (every one is re-derived). A Call of a BODY_CALLS helper
+    reads / writes its region and completes every pending access; a Call of any other method is opaque (a barrier
+    before it while work is pending; nothing pending after it); other statements (scalar lets, GetValue /
+    SetValue) have no vector access."""
+    out, reads, writes = _stream(tuple(stmts), frozenset(), frozenset())
+    if reads or writes:
+        out += (Barrier(Pipe.V),)
+    return out
+
+
+def _stream(stmts, reads: frozenset, writes: frozenset) -> tuple:
+    """(statements with barriers, regions read, regions written by vector work still pending at the end), given
+    what is pending at the start (place_vbarriers)."""
     out: list = []
-    reads: set = set()
-    writes: set = set()
     for s in stmts:
-        if isinstance(s, Barrier) and s.pipe is Pipe.V:
+        if isinstance(s, Barrier):
+            if s.pipe is Pipe.V:
+                continue
+            out.append(s)   # PIPE_ALL: every access is complete after it
+            reads, writes = frozenset(), frozenset()
             continue
-        if isinstance(s, (For, If)):
-            if reads or writes:
-                out.append(Barrier(Pipe.V))
-                reads, writes = set(), set()
-            if isinstance(s, For):
-                out.append(For(s.var, s.lo, s.hi, s.step, place_vbarriers(s.body), s.tail, s.doc, s.inclusive))
-            else:
-                out.append(If(s.cond, place_vbarriers(s.then), place_vbarriers(s.orelse) if s.orelse else (),
-                              s.doc))
+        if isinstance(s, For):
+            r_in, w_in = reads, writes
+            for _ in range(64):   # the sets only grow, over finitely many regions
+                body, r_end, w_end = _stream(s.body, r_in, w_in)
+                if r_end <= r_in and w_end <= w_in:
+                    break
+                r_in, w_in = r_in | r_end, w_in | w_end
+            out.append(For(s.var, s.lo, s.hi, s.step, body, s.tail, s.doc, s.inclusive))
+            reads, writes = r_in | r_end, w_in | w_end   # zero iterations or some
+            continue
+        if isinstance(s, If):
+            then, rt, wt = _stream(s.then, reads, writes)
+            orelse, re_, we = _stream(s.orelse, reads, writes)
+            out.append(If(s.cond, then, orelse, s.doc))
+            reads, writes = rt | re_, wt | we
             continue
         if isinstance(s, Vec) and INSTRS[s.op].pipe is Pipe.V:
             d = INSTRS[s.op]
             names = {n for n, _v in s.args}
-            rs = {region(s.arg(x)) for x in d.reads() if x in names}
-            ws = {region(s.arg(x)) for x in d.writes() if x in names}
-            after_done = False
+            rs = frozenset(region(s.arg(x)) for x in d.reads() if x in names)
+            ws = frozenset(region(s.arg(x)) for x in d.writes() if x in names)
+            done = False
         elif isinstance(s, Call) and _call_access(s) is not None:
-            rs, ws = _call_access(s)
-            after_done = True
+            rs, ws = (frozenset(x) for x in _call_access(s))
+            done = True
+        elif isinstance(s, Call):   # an opaque method: its vector work is unknown
+            rs, ws, done = frozenset(), frozenset(), True
+            if reads or writes:
+                out.append(Barrier(Pipe.V))
+                reads, writes = frozenset(), frozenset()
         else:
             out.append(s)
             continue
         if rs & writes or ws & writes or ws & reads:
             out.append(Barrier(Pipe.V))
-            reads, writes = set(), set()
+            reads, writes = frozenset(), frozenset()
         out.append(s)
-        if after_done:
-            reads, writes = set(), set()
+        if done:
+            reads, writes = frozenset(), frozenset()
         else:
-            reads |= rs
-            writes |= ws
-    if reads or writes:
-        out.append(Barrier(Pipe.V))
-    return tuple(out)
+            reads, writes = reads | rs, writes | ws
+    return tuple(out), reads, writes
 
 
 def body_func(index: int, doc: str, rows: tuple, uses_p: bool) -> Func:
@@ -155,7 +178,8 @@ class HeadSchedule:
     output summed across cores, in output order), `lanes` (some body reads Gather offset tables or sign rows:
     the skeleton's PrepareLanes builds them), `needs` (opgen.tiling.headkernel.head_needs: paramQue, accOutQue,
     reduceBuf), `float_attrs` (attr_<a> members), `gms` ((name, ctype): the GM tensors the parts bind),
-    `has` (the optional inputs whose presence is tested) and `args` (every GM_ADDR argument, in order)."""
+    `has` (the optional inputs whose presence is tested), `args` (every GM_ADDR argument, in order) and `nparts`
+    (the part slots of the row space)."""
 
     counts: dict
     bodies: tuple
@@ -167,6 +191,7 @@ class HeadSchedule:
     gms: tuple = ()
     has: tuple = ()
     args: tuple = ()
+    nparts: int = 0
 
 
 def _n(c: dict, k: str) -> int:
@@ -257,20 +282,25 @@ def _copy_in(c: dict) -> Func:
 def _compute(c: dict, s: HeadSchedule) -> Func:
     body: list = [DeQue(f"rowIn{j}_", f"inQue{j}_", "T") for j in range(c.get("kIn", 0))]
     body += [DeQue(f"statIn{j}_", f"statInQue{j}_", "float") for j in range(c.get("kStatIn", 0))]
-    body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
-             WaitFlag(Pipe.MTE2, Pipe.S, 0)]
+    if c.get("kStatIn", 0):
+        body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
+                 WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     body += [Alloc(f"rowOut{j}_", f"outQue{j}_", "T") for j in range(c.get("kOut", 0))]
     body += [Get(f"statStage{j}_", f"statStageBuf{j}_", "float") for j in range(c.get("kStatOut", 0))]
     for k, (f, uses_p) in enumerate(zip(s.bodies, s.body_uses_p)):
         body.append(If((Constraint("==", Sym("p.body"), Lit(k)),), (Call(f.name, (_P, _R0, _K) if uses_p else (_K,)),)))
     body += [EnQue(f"outQue{j}_", f"rowOut{j}_") for j in range(c.get("kOut", 0))]
-    for j in range(c.get("kStatOut", 0)):
+    nso = c.get("kStatOut", 0)
+    if nso:
+        any_stat = add(*[Sym(f"p.useStatOut[{j}]") for j in range(nso)]) if nso > 1 else Sym("p.useStatOut[0]")
+        body.append(If((Constraint("!=", any_stat, Lit(0)),), (
+            SetFlag(Pipe.S, Pipe.V, 0, doc="the scalar unit wrote the staged statistics"),
+            WaitFlag(Pipe.S, Pipe.V, 0))))
+    for j in range(nso):
         body.append(Scope((
             Alloc("t", f"statOutQue{j}_", "float"),
             If(_use("useStatOut", j), (
-                SetFlag(Pipe.S, Pipe.V, 0, doc="the scalar unit wrote the staged statistics"),
-                WaitFlag(Pipe.S, Pipe.V, 0),
-                vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage{j}_"), mode="CAST_NONE", count=_K))),
+                vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage{j}_"), mode="CAST_NONE", count=_K),)),
             EnQue(f"statOutQue{j}_", "t"))))
     body += [Free(f"inQue{j}_", f"rowIn{j}_") for j in range(c.get("kIn", 0))]
     body += [Free(f"statInQue{j}_", f"statIn{j}_") for j in range(c.get("kStatIn", 0))]
@@ -421,15 +451,29 @@ def _members(c: dict, s: HeadSchedule) -> tuple:
     return tuple(locals_), tuple(tensors), tuple(scalars)
 
 
-PROCESS_DOC = "the part loop (RunParts, the skeleton's: each part slot's Part from the attribute tables)"
+def _run_parts(s: HeadSchedule) -> Func:
+    """The part slots in row-space order: each slot's Part for this attribute key (SetupPart, the skeleton's: it reads
+    the constexpr attribute tables; 0 when the slot has no part), its rows after the previous parts' rows."""
+    rows = mul(Sym("batchNum"), Sym("heads_"), Sym("p.seq"))
+    return Func("RunParts", (), (
+        Let("start", Lit(0), mutable=True),
+        For("j", Lit(0), Lit(s.nparts), Lit(1), (
+            StructLet("p", PART),
+            Call("SetupPart", (Sym("j"), _P), result="found"),
+            If((Constraint("!=", Sym("found"), Lit(0)),), (
+                Let("rows", rows),
+                Call("RunPart", (_P, Sym("start"), Sym("rows"))),
+                Assign("start", add(Sym("start"), Sym("rows"))))),
+        )),
+    ), doc="The parts in row-space order, each after the rows of the ones before it.")
 
 
 def head_class(name: str, s: HeadSchedule) -> KernelClass:
     """The Kernel IR of head kernel class `name` (template parameter T) from `s`: Process (this core's rows, the
     buffers, the parts, the column outputs' cross-core sums), InitBuffers, RunPart, CopyIn, Compute, CopyOut,
-    CopyRowsIn / CopyRowsOut, ReduceAccs, the bodies and the helpers LoadRow, StoreRow, RowSum, RowStartOf and
-    GapBlocks. The part loop RunParts and PrepareLanes are the skeleton's (`extern`): they read the constexpr
-    attribute tables. Members are printed by kir.members_cpp."""
+    CopyRowsIn / CopyRowsOut, ReduceAccs, RunParts, the bodies and the helpers LoadRow, StoreRow, RowSum,
+    RowStartOf and GapBlocks. SetupPart (a part slot's Part) and PrepareLanes are the skeleton's (`extern`): they
+    read the constexpr attribute tables. Members are printed by kir.members_cpp."""
     c = s.counts
     locals_, tensors, scalars = _members(c, s)
     gms = tuple(GmTensor(f"gm_{n}", ct, cpp_name(n)) for n, ct in s.gms)
@@ -445,7 +489,8 @@ def head_class(name: str, s: HeadSchedule) -> KernelClass:
         helpers.append(_store_row())
     if s.needs.get("reduceBuf"):
         helpers.append(_row_reduce("RowSum", Op.REDUCE_SUM))
-    ext = [Func("RunParts", extern=True, doc=PROCESS_DOC)]
+    helpers.append(_run_parts(s))
+    ext = [Func("SetupPart", (Param("j"), Param("p", "struct", PART)), ret="int64_t", extern=True)]
     if s.lanes:
         ext.append(Func("PrepareLanes", (Param("body"),), extern=True))
     process = (Assign("rowStart_", Invoke("RowStartOf", (BLOCK_IDX,))),
@@ -459,7 +504,7 @@ def head_class(name: str, s: HeadSchedule) -> KernelClass:
                        tparams=("T",), doc="head-rows schedule", structs=(part_decl(c),))
 
 
-SCHEDULE_METHODS = ("InitBuffers", "RunPart", "CopyIn", "Compute", "CopyOut", "CopyRowsIn", "CopyRowsOut",
+SCHEDULE_METHODS = ("InitBuffers", "RunParts", "RunPart", "CopyIn", "Compute", "CopyOut", "CopyRowsIn", "CopyRowsOut",
                     "ReduceAccs", "LoadRow", "StoreRow", "RowSum", "RowStartOf", "GapBlocks")
 """The IR methods of a head kernel class other than the bodies, in the order the class prints them (those it has)."""
 

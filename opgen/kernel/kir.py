@@ -68,6 +68,8 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
   Return(value)                     a method's int64 (DimExpr) or float (FExpr) result.
   Comment(text)                     no effect; printed as a C++ comment.
   Scope(body)                       a nested block: names defined inside do not outlive it.
+  StructLet(name, struct)           S: a local variable of a struct type the class declares (StructDecl), for a
+                                    struct parameter of a method (the file skeleton's methods may fill it).
   CoreIf(unit, body)                S: body runs on the AIC (unit "cube", `if ASCEND_IS_AIC`) or the AIVs ("vector")
                                     of a mixed launch only; cube instructions live only under unit "cube".
   Nd2Nz(dst, src, rows, cols, src_pitch, pad_rows)
@@ -764,6 +766,15 @@ class Return:
 
 
 @dataclass(frozen=True)
+class StructLet:
+    """S: a local struct variable `name` of type `struct` (a StructDecl of the class), value-initialised; it can be
+    passed to a struct parameter (a method of the file skeleton may fill it)."""
+
+    name: str
+    struct: str
+
+
+@dataclass(frozen=True)
 class Comment:
     """A comment line (no effect)."""
 
@@ -873,7 +884,7 @@ CUBE_STMTS = (Nd2Nz, LoadData, Mmad, Fixpipe)
 
 
 STMT_TYPES = (Let, Assign, FLet, FAssign, For, If, InitBuffer, Get, View, Alloc, EnQue, DeQue, Free, Copy, Vec,
-              GetValue, SetValue, TrapUnless, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim) + CUBE_STMTS + (CoreIf,)
+              GetValue, SetValue, TrapUnless, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim) + CUBE_STMTS + (CoreIf, StructLet)
 """Every statement node type."""
 
 
@@ -1470,6 +1481,10 @@ class _Verifier:
                 st.flags.discard(key)
         elif isinstance(s, SyncAll):
             pass
+        elif isinstance(s, StructLet):
+            if s.struct not in self.structs:
+                raise IRError(f"struct type {s.struct} is not declared (KernelClass.structs)", s)
+            self.define(s.name, f"struct:{s.struct}", st, s)
         elif isinstance(s, Call):
             self.call(s, st)
         elif isinstance(s, Return):
@@ -1722,6 +1737,8 @@ def to_text_stmt(s, indent: str = "") -> str:
         return f"{i}wait_flag {s.src.name}->{s.dst.name} #{s.id}"
     if isinstance(s, SyncAll):
         return f"{i}sync_all"
+    if isinstance(s, StructLet):
+        return f"{i}struct {s.name}: {s.struct}"
     if isinstance(s, Call):
         res = f"{s.result} = " if s.result else ""
         return f"{i}{res}call {s.method}({', '.join(_t_ref(a) for a in s.args)})"
@@ -1984,6 +2001,9 @@ class CppPrinter:
             return [f"{p}WaitFlag<HardEvent::{s.event}>({s.id});" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, SyncAll):
             return [f"{p}SyncAll();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
+        if isinstance(s, StructLet):
+            scope[s.name] = ("struct", s.struct)
+            return [f"{p}{s.struct} {s.name};"]
         if isinstance(s, Call):
             ta = f"<{', '.join(s.targs)}>" if s.targs else ""
             call = f"{s.method}{ta}({', '.join(self.arg(a) for a in s.args)})"

@@ -411,23 +411,8 @@ public:
     }
 
 private:
-    // the part loop (RunParts, the skeleton's: each part slot's Part from the attribute tables)
-    __aicore__ inline void RunParts()
-    {
-        int64_t start = 0;
-        for (int64_t j = 0; j < kParts; ++j) {
-            Part p;
-            if (!SetupPart(j, p)) {
-                continue;
-            }
-            const int64_t rows = td_->batchNum * heads_ * p.seq;
-            RunPart(p, start, rows);
-            start += rows;
-        }
-    }
-
-    // The part in slot j for this attribute key (false: none); its rows, GM tensors and body.
-    __aicore__ inline bool SetupPart(int64_t j, Part& p)
+    // The part in slot j for this attribute key (0: none); its rows, GM tensors and body.
+    __aicore__ inline int64_t SetupPart(int64_t j, Part& p)
     {
         switch (kAddr[attrKey_][j]) {
             case 0:
@@ -467,7 +452,7 @@ private:
                 Addr11(p);
                 break;
             default:
-                return false;
+                return 0;
         }
         p.body = kBody[attrKey_][j];
         if (p.body >= 0) {
@@ -479,7 +464,7 @@ private:
             UseBits(p.useCol, kCol, u[4]);
             UseBits(p.useAcc, kAcc, u[5]);
         }
-        return true;
+        return 1;
     }
 
     // query: rows [B, Sq, N]; RoPE rows s < R
@@ -799,6 +784,21 @@ private:
         redTmp_ = red_[8];
     }
 
+    // The parts in row-space order, each after the rows of the ones before it.
+    __aicore__ inline void RunParts()
+    {
+        int64_t start = 0;
+        for (int64_t j = 0; j < 6; ++j) {
+            Part p;
+            const int64_t found = SetupPart(j, p);
+            if (found != 0) {
+                const int64_t rows = td_->batchNum * heads_ * p.seq;
+                RunPart(p, start, rows);
+                start += rows;
+            }
+        }
+    }
+
     // This core's rows [rowStart_, rowEnd_) of the part whose rows start at `start`: passes of rowsPerPass
     // rows; the part's column sums (if any) go to this core's workspace rows even when it has no rows.
     __aicore__ inline void RunPart(const Part& p, int64_t start, int64_t rows)
@@ -841,8 +841,6 @@ private:
     __aicore__ inline void Compute(const Part& p, int64_t r0, int64_t k)
     {
         rowIn0_ = inQue0_.template DeQue<T>();
-        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
-        WaitFlag<HardEvent::MTE2_S>(0);
         rowOut0_ = outQue0_.template AllocTensor<T>();
         statStage0_ = statStageBuf0_.template Get<float>();
         statStage1_ = statStageBuf1_.template Get<float>();
@@ -892,11 +890,13 @@ private:
             Body14(p, r0, k);
         }
         outQue0_.EnQue(rowOut0_);
+        if (p.useStatOut[0] + p.useStatOut[1] != 0) {
+            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+            WaitFlag<HardEvent::S_V>(0);
+        }
         {
             LocalTensor<float> t = statOutQue0_.template AllocTensor<float>();
             if (p.useStatOut[0] != 0) {
-                SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-                WaitFlag<HardEvent::S_V>(0);
                 CastTo(t, statStage0_, RoundMode::CAST_NONE, k);
             }
             statOutQue0_.EnQue(t);
@@ -904,8 +904,6 @@ private:
         {
             LocalTensor<float> t = statOutQue1_.template AllocTensor<float>();
             if (p.useStatOut[1] != 0) {
-                SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-                WaitFlag<HardEvent::S_V>(0);
                 CastTo(t, statStage1_, RoundMode::CAST_NONE, k);
             }
             statOutQue1_.EnQue(t);
@@ -1038,18 +1036,20 @@ private:
     __aicore__ inline void Body0(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
             CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,25,26,27,28
             PipeBarrier<PIPE_V>();
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                    headDim_);  // spec: norm_rope_concat.py:45,46,47
-            PipeBarrier<PIPE_V>();
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 1: reads in0; writes out0; 2 fp32 temporaries
     __aicore__ inline void Body1(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
             CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1068,14 +1068,15 @@ private:
             Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
-            PipeBarrier<PIPE_V>();
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 2: reads col0, col1, in0; writes out0; 2 fp32 temporaries
     __aicore__ inline void Body2(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
             CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1098,8 +1099,8 @@ private:
             Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
             PipeBarrier<PIPE_V>();
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
-            PipeBarrier<PIPE_V>();
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 3: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
@@ -1118,6 +1119,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
@@ -1131,15 +1133,15 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 4: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
@@ -1158,6 +1160,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1187,8 +1190,8 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1209,9 +1212,9 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 5: reads col0, col1, in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
@@ -1230,6 +1233,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1263,8 +1267,8 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1289,9 +1293,9 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 6: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
@@ -1310,6 +1314,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
@@ -1323,15 +1328,15 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 7: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
@@ -1350,6 +1355,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1379,8 +1385,8 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1401,9 +1407,9 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 8: reads col0, col1, in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
@@ -1422,6 +1428,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1455,8 +1462,8 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1481,15 +1488,16 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 9: reads in0; writes out0, sout0, sout1; 2 fp32 temporaries
     __aicore__ inline void Body9(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
             CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1511,14 +1519,15 @@ private:
             Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
             PipeBarrier<PIPE_V>();
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
-            PipeBarrier<PIPE_V>();
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 10: reads col0, col1, in0; writes out0, sout0, sout1; 2 fp32 temporaries
     __aicore__ inline void Body10(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
             CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
             PipeBarrier<PIPE_V>();
             const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1544,8 +1553,8 @@ private:
             Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
             PipeBarrier<PIPE_V>();
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
-            PipeBarrier<PIPE_V>();
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 11: reads in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
@@ -1564,6 +1573,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1596,8 +1606,8 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1621,9 +1631,9 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 12: reads col0, col1, in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
@@ -1642,6 +1652,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1678,8 +1689,8 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1707,9 +1718,9 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 13: reads in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
@@ -1728,6 +1739,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1760,8 +1772,8 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1785,9 +1797,9 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 14: reads col0, col1, in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
@@ -1806,6 +1818,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1842,8 +1855,8 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1871,9 +1884,9 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     const optiling::NormRopeConcatTilingData* td_ = nullptr;

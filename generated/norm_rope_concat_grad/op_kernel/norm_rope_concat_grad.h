@@ -315,23 +315,8 @@ public:
     }
 
 private:
-    // the part loop (RunParts, the skeleton's: each part slot's Part from the attribute tables)
-    __aicore__ inline void RunParts()
-    {
-        int64_t start = 0;
-        for (int64_t j = 0; j < kParts; ++j) {
-            Part p;
-            if (!SetupPart(j, p)) {
-                continue;
-            }
-            const int64_t rows = td_->batchNum * heads_ * p.seq;
-            RunPart(p, start, rows);
-            start += rows;
-        }
-    }
-
-    // The part in slot j for this attribute key (false: none); its rows, GM tensors and body.
-    __aicore__ inline bool SetupPart(int64_t j, Part& p)
+    // The part in slot j for this attribute key (0: none); its rows, GM tensors and body.
+    __aicore__ inline int64_t SetupPart(int64_t j, Part& p)
     {
         switch (kAddr[attrKey_][j]) {
             case 0:
@@ -371,7 +356,7 @@ private:
                 Addr11(p);
                 break;
             default:
-                return false;
+                return 0;
         }
         p.body = kBody[attrKey_][j];
         if (p.body >= 0) {
@@ -383,7 +368,7 @@ private:
             UseBits(p.useCol, kCol, u[4]);
             UseBits(p.useAcc, kAcc, u[5]);
         }
-        return true;
+        return 1;
     }
 
     // query: rows [B, Sq, N]; RoPE rows s < R
@@ -741,6 +726,21 @@ private:
         redTmp_ = red_[8];
     }
 
+    // The parts in row-space order, each after the rows of the ones before it.
+    __aicore__ inline void RunParts()
+    {
+        int64_t start = 0;
+        for (int64_t j = 0; j < 6; ++j) {
+            Part p;
+            const int64_t found = SetupPart(j, p);
+            if (found != 0) {
+                const int64_t rows = td_->batchNum * heads_ * p.seq;
+                RunPart(p, start, rows);
+                start += rows;
+            }
+        }
+    }
+
     // This core's rows [rowStart_, rowEnd_) of the part whose rows start at `start`: passes of rowsPerPass
     // rows; the part's column sums (if any) go to this core's workspace rows even when it has no rows.
     __aicore__ inline void RunPart(const Part& p, int64_t start, int64_t rows)
@@ -1075,20 +1075,22 @@ private:
     __aicore__ inline void Body0(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
             CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23,24
             PipeBarrier<PIPE_V>();
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                    headDim_);  // spec: norm_rope_concat_grad.py:45,46,47,48,49,50
-            PipeBarrier<PIPE_V>();
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 1: reads in0, in1, sin0, sin1; writes out0; 3 fp32 temporaries
     __aicore__ inline void Body1(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
-            const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
-            const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+            const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
+            const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
+            PipeBarrier<PIPE_V>();
             CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
             PipeBarrier<PIPE_V>();
             const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
@@ -1117,8 +1119,8 @@ private:
             PipeBarrier<PIPE_V>();
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                    headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-            PipeBarrier<PIPE_V>();
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 2: reads col0, in0, in1, sin0, sin1; writes out0, acc0, acc1; 3 fp32 temporaries
@@ -1162,8 +1164,8 @@ private:
             PipeBarrier<PIPE_V>();
             CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                    headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-            PipeBarrier<PIPE_V>();
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 3: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
@@ -1182,6 +1184,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1196,15 +1199,15 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 4: reads in0, in1, sin0, sin1, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
@@ -1223,8 +1226,9 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1263,10 +1267,10 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             } else {
-                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
@@ -1295,9 +1299,9 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 5: reads col0, in0, in1, sin0, sin1, tab0, tab1; writes out0, acc0, acc1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
@@ -1316,8 +1320,9 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1363,10 +1368,10 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             } else {
-                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
@@ -1402,9 +1407,9 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 6: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
@@ -1423,6 +1428,7 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1437,15 +1443,15 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             } else {
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 7: reads in0, in1, sin0, sin1, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
@@ -1464,8 +1470,9 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1504,10 +1511,10 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             } else {
-                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
@@ -1536,9 +1543,9 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     // Body 8: reads col0, in0, in1, sin0, sin1, tab0, tab1; writes out0, acc0, acc1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
@@ -1557,8 +1564,9 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1604,10 +1612,10 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             } else {
-                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
@@ -1643,9 +1651,9 @@ private:
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
             }
         }
+        PipeBarrier<PIPE_V>();
     }
 
     const optiling::NormRopeConcatGradTilingData* td_ = nullptr;
