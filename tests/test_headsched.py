@@ -112,7 +112,8 @@ def _class(bodies, uses_p=None):
                              "kSign", "kCond")}
     s = HeadSchedule(counts, tuple(bodies), tuple(uses_p or [True] * len(bodies)), accs=(("dw", "CAST_RINT"),),
                      lanes=True, needs={"paramQue": True, "accOutQue": True, "reduceBuf": True},
-                     float_attrs=("eps",), gms=(("x", "T"),), args=("x", "dw"))
+                     float_attrs=("eps",), gms=(("x", "T"),), args=("x", "dw"),
+                     body_lanes=((("perm", 0, 1, "half_swap"), ("sign", 1, 0, "low_half")),) * len(bodies))
     return head_class("K", s)
 
 
@@ -154,6 +155,26 @@ def test_struct_parameter_rules():
     with pytest.raises(kir.IRError, match="not a struct parameter"):
         kir.verify(kir.KernelClass(k.name, k.tiling_struct, k.args, k.gms, k.locals, k.tensors, k.scalars, k.fields,
                                    k.init, k.process, k.methods + (f,), k.tparams, k.doc, k.structs))
+
+
+@pytest.mark.parametrize("table", ["perms", "signs"])
+def test_lane_families_in_the_kernel_are_the_python_maps(table):
+    # the dim expressions PrepareLanes prints, evaluated lane by lane, against the maps the lowering matched
+    from opgen.kernel.headrows import PERMS, SIGNS
+
+    for name, (expr, py) in (PERMS if table == "perms" else SIGNS).items():
+        for d in (2, 4, 6, 34, 128):
+            e = expr(Sym("l"), Sym("d"))
+            assert [e.evaluate({"l": j, "d": d}) for j in range(d)] == [py(j, d) for j in range(d)], (name, d)
+
+
+def test_prepare_lanes_writes_the_tables_by_the_scalar_unit_then_flags():
+    text = kir.methods_cpp(_class([body_func(0, "doc", (mul(w(0), w(1), w(1)),), True)]), ["PrepareLanes"])
+    assert "if (p.permWant[0] >= 0 && p.permWant[0] != permFamily0_) {" in text
+    assert ("perm_[0].SetValue(l, static_cast<uint32_t>((l + headDim_ / 2) % headDim_ * sizeof(float)));"
+            in text)
+    assert "sign_[1].SetValue(l, static_cast<float>(l < headDim_ / 2 ? -1 : 1));" in text
+    assert text.index("signFamily1_ = p.signWant[1];") < text.index("SetFlag<HardEvent::S_V>(0);")
 
 
 @pytest.mark.slow

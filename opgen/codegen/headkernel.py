@@ -43,7 +43,7 @@ from opgen.kernel import headsched as hs
 from opgen.kernel import kir
 from opgen.kernel.headlower import (Lowered, SlotBinding, _entry, accumulated_outputs, addressing_dims, bind_slots,
                                     check_presence_variants, data_dtype, full_keys, lower_spec)
-from opgen.kernel.headrows import PERMS, SIGNS, HeadPart, body_text
+from opgen.kernel.headrows import HeadPart, body_text
 from opgen.names import cpp_name, kernel_entry, op_snake, spec_path
 from opgen.tiling.headkernel import head_needs
 
@@ -337,12 +337,16 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
         body_rows.append((f"{key}: {comment}", brow))
         addr_rows.append((f"{key}", [-1 if a == -1 else addr_ids[a] for a in arow]))
     nperm, nsign = counts.perms, counts.signs
-    body_perms, body_signs = [], []
+    body_perms, body_signs = [], []   # per body and lane slot: the family id it reads (-1: none)
     for part in body_parts:
-        perms = [perm_fams.index(f) for k, f in part.lanes.values() if k == "perm"]
-        signs = [sign_fams.index(f) for k, f in part.lanes.values() if k == "sign"]
-        body_perms.append(perms + [-1] * (nperm - len(perms)))
-        body_signs.append(signs + [-1] * (nsign - len(signs)))
+        perms, signs = [-1] * nperm, [-1] * nsign
+        for c, (kind, f) in part.lanes.items():
+            if kind == "perm":
+                perms[int(_slot_index(c))] = perm_fams.index(f)
+            else:
+                signs[int(_slot_index(c))] = sign_fams.index(f)
+        body_perms.append(perms)
+        body_signs.append(signs)
 
     gm = sorted(((n, c) for n, c in gm_used.items()), key=lambda t: order.index(t[0]))
     used = {n for n, _c in gm} | set(acc_outs)
@@ -370,7 +374,9 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
         body_uses_p=tuple(uses_seq(p) for p in body_parts), accs=tuple((o, acc_round[o]) for o in acc_outs),
         lanes=bool(nperm + nsign), needs=head_needs(counts),
         float_attrs=tuple(sorted({a for _a, _k, hp in low.programs for a in hp.attrs})), gms=tuple(gm),
-        has=tuple(has), args=tuple(order), nparts=nslots)
+        has=tuple(has), args=tuple(order), nparts=nslots,
+        body_lanes=tuple(tuple((kind, int(_slot_index(c)), (perm_fams if kind == "perm" else sign_fams).index(f), f)
+                               for c, (kind, f) in sorted(p.lanes.items())) for p in body_parts))
     sched = kir.verify(hs.head_class(cls, hsched))
     names = {m.name for m in sched.methods if not m.extern}
     ctx = {
@@ -386,10 +392,8 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
             f"index({a.name})" + (f" * {r}" if r > 1 else "") for a, r in _radices(spec)),
         "body_rows": body_rows, "addr_rows": addr_rows, "acc_masks": masks,
         "acc_outputs": list(enumerate(acc_outs)), "acc_rounds": [acc_round[o] for o in acc_outs],
-        "nbodies": len(body_parts), "nperm": nperm, "nsign": nsign, "body_perms": body_perms,
-        "body_signs": body_signs, "body_uses": [use_masks(p) for p in body_parts],
-        "perm_families": [(k, f, PERMS[f][0]) for k, f in enumerate(perm_fams)],
-        "sign_families": [(k, f, SIGNS[f][0]) for k, f in enumerate(sign_fams)],
+        "nbodies": len(body_parts), "body_uses": [use_masks(p) for p in body_parts], "nperm": nperm,
+        "nsign": nsign, "body_perms": body_perms, "body_signs": body_signs,
         "addr_funcs": [(k, doc, lines) for k, (doc, lines) in enumerate(addr_list)],
         "schedule_cpp": kir.methods_cpp(sched, [n for n in hs.SCHEDULE_METHODS if n in names]
                                         + [f.name for f in body_funcs], verify_first=False).rstrip("\n"),

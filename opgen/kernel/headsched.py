@@ -26,10 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym
+from opgen.kernel.headrows import PERMS, SIGNS
 from opgen.kernel.isa import INSTRS, Op, Pipe
 from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue, FConst, For,
-                              Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local,
-                              Param, Ref, ScalarVar, Scope, Select, SetFlag, SizeOf, StructDecl, StructLet, SyncAll,
+                              FInt, Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local,
+                              Param, Ref, ScalarVar, Scope, Select, SetFlag, SetValue, SizeOf, StructDecl, StructLet, SyncAll,
                               TensorVar,
                               TPos, Vec, View, WaitFlag, const_value, vec)
 from opgen.kernel.rowsched import (_gap_blocks_func, _load_row, _row_reduce, _row_start_of, _store_row, add, div,
@@ -178,8 +179,9 @@ class HeadSchedule:
     output summed across cores, in output order), `lanes` (some body reads Gather offset tables or sign rows:
     the skeleton's PrepareLanes builds them), `needs` (opgen.tiling.headkernel.head_needs: paramQue, accOutQue,
     reduceBuf), `float_attrs` (attr_<a> members), `gms` ((name, ctype): the GM tensors the parts bind),
-    `has` (the optional inputs whose presence is tested), `args` (every GM_ADDR argument, in order) and `nparts`
-    (the part slots of the row space)."""
+    `has` (the optional inputs whose presence is tested), `args` (every GM_ADDR argument, in order), `nparts`
+    (the part slots of the row space) and `body_lanes` (per body: ((kind "perm" | "sign", slot j, family id,
+    family name of opgen.kernel.headrows.PERMS / SIGNS), ...): the lane tables it reads)."""
 
     counts: dict
     bodies: tuple
@@ -192,6 +194,7 @@ class HeadSchedule:
     has: tuple = ()
     args: tuple = ()
     nparts: int = 0
+    body_lanes: tuple = ()
 
 
 def _n(c: dict, k: str) -> int:
@@ -210,7 +213,8 @@ def part_decl(c: dict) -> StructDecl:
     for side, k in (("in", "kIn"), ("out", "kOut")):
         f += [(f"{side}Extent", "int", "", _n(c, k)), (f"{side}Offset", "int", "", _n(c, k)),
               (f"{side}Bnsd", "int", "", _n(c, k))]
-    f += [("tabOff", "int", "", _n(c, "kTab")), ("cond", "int", "", _n(c, "kCond")), ("acc", "int", "", _n(c, "kAcc"))]
+    f += [("tabOff", "int", "", _n(c, "kTab")), ("cond", "int", "", _n(c, "kCond")), ("acc", "int", "", _n(c, "kAcc")),
+          ("permWant", "int", "", _n(c, "kPerm")), ("signWant", "int", "", _n(c, "kSign"))]
     return StructDecl(PART, tuple(f))
 
 
@@ -338,7 +342,7 @@ def _run_part(c: dict, s: HeadSchedule) -> Func:
             Call("LoadRow", (Ref("col_", slot=Lit(j)), GmView(f"p.col[{j}]"), _HD), targs=("T",)),)))
     rows += [Assign(f"tabRow{j}_", Lit(-1)) for j in range(c.get("kTab", 0))]
     if s.lanes:
-        rows.append(Call("PrepareLanes", (Sym("p.body"),)))
+        rows.append(Call("PrepareLanes", (_P,)))
     rows.append(Let("pass", Sym("rowsPerPass")))
     rows.append(For("r", lo, hi, Sym("pass"), (Call("CopyIn", (_P, Sym("r"), _K)), Call("Compute", (_P, Sym("r"), _K)),
                                                Call("CopyOut", (_P, Sym("r"), _K))), tail="k"))
@@ -446,9 +450,42 @@ def _members(c: dict, s: HeadSchedule) -> tuple:
         tensors += [TensorVar("red_", "float"), TensorVar("redTmp_", "float")]
     scalars = [ScalarVar(n) for n in MEMBER_SCALARS]
     scalars += [ScalarVar(f"tabRow{j}_") for j in range(c.get("kTab", 0))]
+    if s.lanes:
+        scalars += [ScalarVar(f"permFamily{j}_", init=-1) for j in range(c.get("kPerm", 0))]
+        scalars += [ScalarVar(f"signFamily{j}_", init=-1) for j in range(c.get("kSign", 0))]
     scalars += [ScalarVar(f"has_{n}", "bool") for n in s.has]
     scalars += [ScalarVar(f"attr_{a}", "float") for a in s.float_attrs]
     return tuple(locals_), tuple(tensors), tuple(scalars)
+
+
+def _prepare_lanes(s: HeadSchedule) -> Func:
+    """PrepareLanes(p): the Gather byte-offset tables (perm_[j]: lane l reads source lane PERMS[f](l, D), 4 bytes a
+    lane) and sign rows (sign_[j]: SIGNS[f](l, D)) the part's body reads (p.permWant[j] / p.signWant[j]: the family
+    id, -1 for none; SetupPart takes them from the attribute tables), written by the scalar unit when slot j holds
+    another family (permFamily<j>_ / signFamily<j>_: the id it holds, -1 at first); then S->V, the vector unit
+    reads them (docs/reference/ascendc.md §1.6, §1.9 Gather)."""
+    l, d = Sym("l"), _HD
+    fams: dict = {}   # (kind, slot) -> {(family id, family)}
+    for tables in s.body_lanes:
+        for kind, j, fid, fam in tables:
+            fams.setdefault((kind, j), set()).add((fid, fam))
+    body: list = []
+    for (kind, j), used in sorted(fams.items()):
+        held, want = Sym(f"{kind}Family{j}_"), Sym(f"p.{kind}Want[{j}]")
+        fills: list = []
+        for fid, fam in sorted(used):
+            if kind == "perm":
+                put = SetValue(Ref("perm_", l, slot=Lit(j)), mul(PERMS[fam][0](l, d), SizeOf("float")),
+                               doc=f"{fam}: the source lane's byte offset")
+            else:
+                put = SetValue(Ref("sign_", l, slot=Lit(j)), FInt(SIGNS[fam][0](l, d)), doc=f"{fam}: the lane's sign")
+            fills.append(If((Constraint("==", want, Lit(fid)),), (For("l", Lit(0), d, Lit(1), (put,)),)))
+        body.append(If((Constraint(">=", want, Lit(0)), Constraint("!=", want, held)),
+                       tuple(fills) + (Assign(held.name, want),)))
+    body += [SetFlag(Pipe.S, Pipe.V, 0, doc="the vector unit reads the tables"), WaitFlag(Pipe.S, Pipe.V, 0)]
+    return Func("PrepareLanes", (Param("p", "struct", PART),), tuple(body),
+                doc="The Gather byte-offset tables and sign rows of the part's body, written by the scalar unit "
+                    "when they change.")
 
 
 def _run_parts(s: HeadSchedule) -> Func:
@@ -472,8 +509,8 @@ def head_class(name: str, s: HeadSchedule) -> KernelClass:
     """The Kernel IR of head kernel class `name` (template parameter T) from `s`: Process (this core's rows, the
     buffers, the parts, the column outputs' cross-core sums), InitBuffers, RunPart, CopyIn, Compute, CopyOut,
     CopyRowsIn / CopyRowsOut, ReduceAccs, RunParts, the bodies and the helpers LoadRow, StoreRow, RowSum,
-    RowStartOf and GapBlocks. SetupPart (a part slot's Part) and PrepareLanes are the skeleton's (`extern`): they
-    read the constexpr attribute tables. Members are printed by kir.members_cpp."""
+    RowStartOf and GapBlocks, PrepareLanes. SetupPart (a part slot's Part) is the skeleton's (`extern`): it reads
+    the constexpr attribute tables. Members are printed by kir.members_cpp."""
     c = s.counts
     locals_, tensors, scalars = _members(c, s)
     gms = tuple(GmTensor(f"gm_{n}", ct, cpp_name(n)) for n, ct in s.gms)
@@ -490,9 +527,9 @@ def head_class(name: str, s: HeadSchedule) -> KernelClass:
     if s.needs.get("reduceBuf"):
         helpers.append(_row_reduce("RowSum", Op.REDUCE_SUM))
     helpers.append(_run_parts(s))
-    ext = [Func("SetupPart", (Param("j"), Param("p", "struct", PART)), ret="int64_t", extern=True)]
     if s.lanes:
-        ext.append(Func("PrepareLanes", (Param("body"),), extern=True))
+        helpers.append(_prepare_lanes(s))
+    ext = [Func("SetupPart", (Param("j"), Param("p", "struct", PART)), ret="int64_t", extern=True)]
     process = (Assign("rowStart_", Invoke("RowStartOf", (BLOCK_IDX,))),
                Assign("rowEnd_", Invoke("RowStartOf", (add(BLOCK_IDX, 1),))),
                Call("InitBuffers"), Call("RunParts"))
@@ -504,7 +541,7 @@ def head_class(name: str, s: HeadSchedule) -> KernelClass:
                        tparams=("T",), doc="head-rows schedule", structs=(part_decl(c),))
 
 
-SCHEDULE_METHODS = ("InitBuffers", "RunParts", "RunPart", "CopyIn", "Compute", "CopyOut", "CopyRowsIn", "CopyRowsOut",
+SCHEDULE_METHODS = ("InitBuffers", "RunParts", "RunPart", "PrepareLanes", "CopyIn", "Compute", "CopyOut", "CopyRowsIn", "CopyRowsOut",
                     "ReduceAccs", "LoadRow", "StoreRow", "RowSum", "RowStartOf", "GapBlocks")
 """The IR methods of a head kernel class other than the bodies, in the order the class prints them (those it has)."""
 

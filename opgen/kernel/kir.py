@@ -55,7 +55,8 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
                                     operands the table marks "r", writes those marked "w" (Ref regions, from
                                     their offset, `count` elements where the entry has a count).
   GetValue(name, src)               S: a float scalar = src's element (reads UB on the scalar pipe).
-  SetValue(dst, value)              S: writes one UB element from the scalar pipe.
+  SetValue(dst, value)              S: writes one UB element from the scalar pipe (a float, or an integer
+                                    converted to dst's element type).
   TrapUnless(value, bound)          S: AscendC::Trap() unless 0 <= value < bound (float value, int64 bound): an
                                     index check; the core stops and the launch fails (ascendc.md §1.9, Trap).
   Barrier(pipe)                     PipeBarrier<pipe>: later instructions of that pipe wait for earlier ones
@@ -684,10 +685,11 @@ class GetValue:
 
 @dataclass(frozen=True)
 class SetValue:
-    """dst's element = value (scalar pipe write of UB)."""
+    """dst's element = value (scalar pipe write of UB): a float expression, or an integer DimExpr converted to dst's
+    element type (a Gather offset table's uint32 byte offsets)."""
 
     dst: Ref
-    value: FExpr
+    value: Union[FExpr, DimExpr]
     doc: str = ""
 
 
@@ -1458,7 +1460,7 @@ class _Verifier:
             self.define(s.name, "float", st, s)
         elif isinstance(s, SetValue):
             self.region(s.dst, 1, st, s)
-            self.expr(s.value, st, s, "float")
+            self.expr(s.value, st, s, "int" if isinstance(s.value, DimExpr) else "float")
         elif isinstance(s, TrapUnless):
             self.expr(s.value, st, s, "float")
             self.expr(s.bound, st, s)
@@ -1726,7 +1728,7 @@ def to_text_stmt(s, indent: str = "") -> str:
     if isinstance(s, GetValue):
         return f"{i}flet {s.name} = get_value {_t_ref(s.src)}"
     if isinstance(s, SetValue):
-        return f"{i}set_value {_t_ref(s.dst)} = {_f_text(s.value)}"
+        return f"{i}set_value {_t_ref(s.dst)} = {_t_expr(s.value)}"
     if isinstance(s, TrapUnless):
         return f"{i}trap_unless 0 <= {_f_text(s.value)} < {_t_expr(s.bound)}"
     if isinstance(s, Barrier):
@@ -1987,8 +1989,10 @@ class CppPrinter:
             return [f"{p}const float {s.name} = {self.ref(Ref(s.src.tensor, Lit(0), s.src.slot))}"
                     f".GetValue({self.e(s.src.offset)});{_doc(s)}"]
         if isinstance(s, SetValue):
+            v = (f"static_cast<{self.dtype_of(s.dst, scope)}>({self.e(s.value)})" if isinstance(s.value, DimExpr)
+                 else self.f(s.value))
             return [f"{p}{self.ref(Ref(s.dst.tensor, Lit(0), s.dst.slot))}.SetValue({self.e(s.dst.offset)}, "
-                    f"{self.f(s.value)});{_doc(s)}"]
+                    f"{v});{_doc(s)}"]
         if isinstance(s, TrapUnless):
             v = self.f(s.value)
             return [f"{p}if (!({v} >= 0.0f && {v} < static_cast<float>({self.e(s.bound)}))) {{{_doc(s)}",

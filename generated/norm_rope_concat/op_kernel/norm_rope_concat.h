@@ -256,7 +256,9 @@ constexpr uint8_t kBodyUse[15][6] = {{1, 1, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0}, {1,
                                      {1, 1, 0, 0, 0, 0}, {1, 1, 0, 0, 3, 0}, {1, 1, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0},
                                      {1, 1, 0, 0, 3, 0}, {1, 1, 0, 3, 0, 0}, {1, 1, 0, 3, 3, 0}, {1, 1, 0, 3, 0, 0},
                                      {1, 1, 0, 3, 3, 0}, {1, 1, 0, 3, 0, 0}, {1, 1, 0, 3, 3, 0}};
+// Per body and Gather offset table slot: the lane permutation family it reads (-1: none; opgen.kernel.headrows.PERMS).
 constexpr int8_t kBodyPerm[15][1] = {{-1}, {-1}, {-1}, {0}, {0}, {0}, {1}, {1}, {1}, {-1}, {-1}, {0}, {0}, {1}, {1}};
+// Per body and sign row slot: the sign family it reads (-1: none; opgen.kernel.headrows.SIGNS).
 constexpr int8_t kBodySign[15][1] = {{-1}, {-1}, {-1}, {0}, {0}, {0}, {1}, {1}, {1}, {-1}, {-1}, {0}, {0}, {1}, {1}};
 
 // fp32 -> D with round mode rm (a copy when D is float).
@@ -301,33 +303,6 @@ __aicore__ inline void UseBits(int64_t* use, int64_t n, uint32_t mask)
     }
 }
 
-// Source lane of lane j in a row of d lanes, per Gather permutation family (opgen.kernel.headrows.PERMS).
-__aicore__ inline int64_t PermSource(int64_t family, int64_t j, int64_t d)
-{
-    switch (family) {
-        case 0:  // pair_swap
-            return j ^ 1;
-        case 1:  // half_swap
-            return (j + d / 2) % d;
-        default:
-            return j;
-    }
-}
-
-// Sign of lane j in a row of d lanes, per sign family (opgen.kernel.headrows.SIGNS).
-__aicore__ inline float SignOf(int64_t family, int64_t j, int64_t d)
-{
-    (void)d;
-    switch (family) {
-        case 0:  // even
-            return j % 2 == 0 ? -1.0f : 1.0f;
-        case 1:  // low_half
-            return j < d / 2 ? -1.0f : 1.0f;
-        default:
-            return 1.0f;
-    }
-}
-
 template <typename T>
 class NormRopeConcatKernel {
 public:
@@ -343,9 +318,10 @@ public:
         GlobalTensor<float> statIn[1], statOut[2];
         int64_t inExtent[1] = {}, inOffset[1] = {}, inBnsd[1] = {};
         int64_t outExtent[1] = {}, outOffset[1] = {}, outBnsd[1] = {};
-        int64_t tabOff[2] = {};  // table row of part row s: s + tabOff
-        int64_t cond[1] = {};    // row condition j of part row s: s < cond[j]
-        int64_t acc[1] = {};     // accumulator output index of acc slot j
+        int64_t tabOff[2] = {};                      // table row of part row s: s + tabOff
+        int64_t cond[1] = {};                        // row condition j of part row s: s < cond[j]
+        int64_t acc[1] = {};                         // accumulator output index of acc slot j
+        int64_t permWant[1] = {}, signWant[1] = {};  // lane table families of the body
     };
 
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR encoder_query, GM_ADDR encoder_key,
@@ -463,6 +439,12 @@ private:
             UseBits(p.useStatOut, kStatOut, u[3]);
             UseBits(p.useCol, kCol, u[4]);
             UseBits(p.useAcc, kAcc, u[5]);
+        }
+        for (int64_t l = 0; l < kPerm; ++l) {
+            p.permWant[l] = p.body < 0 ? -1 : kBodyPerm[p.body][l];
+        }
+        for (int64_t l = 0; l < kSign; ++l) {
+            p.signWant[l] = p.body < 0 ? -1 : kBodySign[p.body][l];
         }
         return 1;
     }
@@ -725,31 +707,6 @@ private:
         p.outBnsd[0] = 1;
     }
 
-    // The Gather byte-offset tables and sign rows of `body`, built with scalar writes when they change.
-    __aicore__ inline void PrepareLanes(int64_t body)
-    {
-        for (int64_t j = 0; j < kPerm; ++j) {
-            const int64_t f = body < 0 ? -1 : kBodyPerm[body][j];
-            if (f >= 0 && f != permFamily_[j]) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    perm_[j].SetValue(l, static_cast<uint32_t>(PermSource(f, l, headDim_) * sizeof(float)));
-                }
-                permFamily_[j] = f;
-            }
-        }
-        for (int64_t j = 0; j < kSign; ++j) {
-            const int64_t f = body < 0 ? -1 : kBodySign[body][j];
-            if (f >= 0 && f != signFamily_[j]) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    sign_[j].SetValue(l, SignOf(f, l, headDim_));
-                }
-                signFamily_[j] = f;
-            }
-        }
-        SetFlag<HardEvent::S_V>(0);
-        WaitFlag<HardEvent::S_V>(0);
-    }
-
     __aicore__ inline void InitBuffers()
     {
         const int64_t pass = td_->rowsPerPass;
@@ -814,7 +771,7 @@ private:
             }
             tabRow0_ = -1;
             tabRow1_ = -1;
-            PrepareLanes(p.body);
+            PrepareLanes(p);
             const int64_t pass = td_->rowsPerPass;
             for (int64_t r = lo; r < hi; r += pass) {
                 const int64_t k = hi - r < pass ? hi - r : pass;
@@ -823,6 +780,43 @@ private:
                 CopyOut(p, r, k);
             }
         }
+    }
+
+    // The Gather byte-offset tables and sign rows of the part's body, written by the scalar unit when they change.
+    __aicore__ inline void PrepareLanes(const Part& p)
+    {
+        if (p.permWant[0] >= 0 && p.permWant[0] != permFamily0_) {
+            if (p.permWant[0] == 0) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    perm_[0].SetValue(
+                        l, static_cast<uint32_t>((l + 1 - 2 * (l % 2)) *
+                                                 sizeof(float)));  // pair_swap: the source lane's byte offset
+                }
+            }
+            if (p.permWant[0] == 1) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    perm_[0].SetValue(
+                        l, static_cast<uint32_t>((l + headDim_ / 2) % headDim_ *
+                                                 sizeof(float)));  // half_swap: the source lane's byte offset
+                }
+            }
+            permFamily0_ = p.permWant[0];
+        }
+        if (p.signWant[0] >= 0 && p.signWant[0] != signFamily0_) {
+            if (p.signWant[0] == 0) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    sign_[0].SetValue(l, static_cast<float>(l % 2 == 0 ? -1 : 1));  // even: the lane's sign
+                }
+            }
+            if (p.signWant[0] == 1) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    sign_[0].SetValue(l, static_cast<float>(l < headDim_ / 2 ? -1 : 1));  // low_half: the lane's sign
+                }
+            }
+            signFamily0_ = p.signWant[0];
+        }
+        SetFlag<HardEvent::S_V>(0);  // the vector unit reads the tables
+        WaitFlag<HardEvent::S_V>(0);
     }
 
     // Every input slot's queue gets a block (the part's slots are copied into; the others pass through unwritten).
@@ -1951,11 +1945,11 @@ private:
     int64_t accMask_ = 0;
     int64_t tabRow0_ = 0;
     int64_t tabRow1_ = 0;
+    int64_t permFamily0_ = -1;
+    int64_t signFamily0_ = -1;
     bool has_encoder_query = false;
     bool has_encoder_key = false;
     bool has_encoder_value = false;
     float attr_eps = 0.0f;
-    int64_t permFamily_[kPerm] = {-1};
-    int64_t signFamily_[kSign] = {-1};
 };
 }  // namespace norm_rope_concat_kernel

@@ -151,7 +151,9 @@ constexpr uint32_t kAccMask[kAttrKeys] = {
 constexpr uint8_t kBodyUse[9][6] = {{1, 1, 0, 0, 0, 0}, {3, 1, 3, 0, 0, 0}, {3, 1, 3, 0, 1, 3},
                                     {1, 1, 0, 0, 0, 0}, {3, 1, 3, 0, 0, 0}, {3, 1, 3, 0, 1, 3},
                                     {1, 1, 0, 0, 0, 0}, {3, 1, 3, 0, 0, 0}, {3, 1, 3, 0, 1, 3}};
+// Per body and Gather offset table slot: the lane permutation family it reads (-1: none; opgen.kernel.headrows.PERMS).
 constexpr int8_t kBodyPerm[9][1] = {{-1}, {-1}, {-1}, {0}, {0}, {0}, {1}, {1}, {1}};
+// Per body and sign row slot: the sign family it reads (-1: none; opgen.kernel.headrows.SIGNS).
 constexpr int8_t kBodySign[9][1] = {{-1}, {-1}, {-1}, {0}, {0}, {0}, {1}, {1}, {1}};
 
 // fp32 -> D with round mode rm (a copy when D is float).
@@ -196,33 +198,6 @@ __aicore__ inline void UseBits(int64_t* use, int64_t n, uint32_t mask)
     }
 }
 
-// Source lane of lane j in a row of d lanes, per Gather permutation family (opgen.kernel.headrows.PERMS).
-__aicore__ inline int64_t PermSource(int64_t family, int64_t j, int64_t d)
-{
-    switch (family) {
-        case 0:  // pair_swap
-            return j ^ 1;
-        case 1:  // half_swap
-            return (j + d / 2) % d;
-        default:
-            return j;
-    }
-}
-
-// Sign of lane j in a row of d lanes, per sign family (opgen.kernel.headrows.SIGNS).
-__aicore__ inline float SignOf(int64_t family, int64_t j, int64_t d)
-{
-    (void)d;
-    switch (family) {
-        case 0:  // odd
-            return j % 2 == 1 ? -1.0f : 1.0f;
-        case 1:  // high_half
-            return j >= d / 2 ? -1.0f : 1.0f;
-        default:
-            return 1.0f;
-    }
-}
-
 template <typename T>
 class NormRopeConcatGradKernel {
 public:
@@ -238,9 +213,10 @@ public:
         GlobalTensor<float> statIn[2], statOut[1];
         int64_t inExtent[2] = {}, inOffset[2] = {}, inBnsd[2] = {};
         int64_t outExtent[1] = {}, outOffset[1] = {}, outBnsd[1] = {};
-        int64_t tabOff[2] = {};  // table row of part row s: s + tabOff
-        int64_t cond[1] = {};    // row condition j of part row s: s < cond[j]
-        int64_t acc[2] = {};     // accumulator output index of acc slot j
+        int64_t tabOff[2] = {};                      // table row of part row s: s + tabOff
+        int64_t cond[1] = {};                        // row condition j of part row s: s < cond[j]
+        int64_t acc[2] = {};                         // accumulator output index of acc slot j
+        int64_t permWant[1] = {}, signWant[1] = {};  // lane table families of the body
     };
 
     __aicore__ inline void Init(
@@ -367,6 +343,12 @@ private:
             UseBits(p.useStatOut, kStatOut, u[3]);
             UseBits(p.useCol, kCol, u[4]);
             UseBits(p.useAcc, kAcc, u[5]);
+        }
+        for (int64_t l = 0; l < kPerm; ++l) {
+            p.permWant[l] = p.body < 0 ? -1 : kBodyPerm[p.body][l];
+        }
+        for (int64_t l = 0; l < kSign; ++l) {
+            p.signWant[l] = p.body < 0 ? -1 : kBodySign[p.body][l];
         }
         return 1;
     }
@@ -663,31 +645,6 @@ private:
         p.outBnsd[0] = 0;
     }
 
-    // The Gather byte-offset tables and sign rows of `body`, built with scalar writes when they change.
-    __aicore__ inline void PrepareLanes(int64_t body)
-    {
-        for (int64_t j = 0; j < kPerm; ++j) {
-            const int64_t f = body < 0 ? -1 : kBodyPerm[body][j];
-            if (f >= 0 && f != permFamily_[j]) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    perm_[j].SetValue(l, static_cast<uint32_t>(PermSource(f, l, headDim_) * sizeof(float)));
-                }
-                permFamily_[j] = f;
-            }
-        }
-        for (int64_t j = 0; j < kSign; ++j) {
-            const int64_t f = body < 0 ? -1 : kBodySign[body][j];
-            if (f >= 0 && f != signFamily_[j]) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    sign_[j].SetValue(l, SignOf(f, l, headDim_));
-                }
-                signFamily_[j] = f;
-            }
-        }
-        SetFlag<HardEvent::S_V>(0);
-        WaitFlag<HardEvent::S_V>(0);
-    }
-
     __aicore__ inline void InitBuffers()
     {
         const int64_t pass = td_->rowsPerPass;
@@ -761,7 +718,7 @@ private:
             }
             tabRow0_ = -1;
             tabRow1_ = -1;
-            PrepareLanes(p.body);
+            PrepareLanes(p);
             const int64_t pass = td_->rowsPerPass;
             for (int64_t r = lo; r < hi; r += pass) {
                 const int64_t k = hi - r < pass ? hi - r : pass;
@@ -776,6 +733,43 @@ private:
         if (p.useAcc[1] != 0) {
             StoreRow<float>(ws_[(GetBlockIdx() * 8 + p.acc[1]) * dAlign_], acc_[1], RoundMode::CAST_NONE, headDim_);
         }
+    }
+
+    // The Gather byte-offset tables and sign rows of the part's body, written by the scalar unit when they change.
+    __aicore__ inline void PrepareLanes(const Part& p)
+    {
+        if (p.permWant[0] >= 0 && p.permWant[0] != permFamily0_) {
+            if (p.permWant[0] == 0) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    perm_[0].SetValue(
+                        l, static_cast<uint32_t>((l + 1 - 2 * (l % 2)) *
+                                                 sizeof(float)));  // pair_swap: the source lane's byte offset
+                }
+            }
+            if (p.permWant[0] == 1) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    perm_[0].SetValue(
+                        l, static_cast<uint32_t>((l + headDim_ / 2) % headDim_ *
+                                                 sizeof(float)));  // half_swap: the source lane's byte offset
+                }
+            }
+            permFamily0_ = p.permWant[0];
+        }
+        if (p.signWant[0] >= 0 && p.signWant[0] != signFamily0_) {
+            if (p.signWant[0] == 0) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    sign_[0].SetValue(l, static_cast<float>(l % 2 == 1 ? -1 : 1));  // odd: the lane's sign
+                }
+            }
+            if (p.signWant[0] == 1) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    sign_[0].SetValue(l, static_cast<float>(l >= headDim_ / 2 ? -1 : 1));  // high_half: the lane's sign
+                }
+            }
+            signFamily0_ = p.signWant[0];
+        }
+        SetFlag<HardEvent::S_V>(0);  // the vector unit reads the tables
+        WaitFlag<HardEvent::S_V>(0);
     }
 
     // Every input slot's queue gets a block (the part's slots are copied into; the others pass through unwritten).
@@ -1729,9 +1723,9 @@ private:
     int64_t accMask_ = 0;
     int64_t tabRow0_ = 0;
     int64_t tabRow1_ = 0;
+    int64_t permFamily0_ = -1;
+    int64_t signFamily0_ = -1;
     bool has_encoder_query = false;
     bool has_encoder_key = false;
-    int64_t permFamily_[kPerm] = {-1};
-    int64_t signFamily_[kSign] = {-1};
 };
 }  // namespace norm_rope_concat_grad_kernel
