@@ -2,23 +2,30 @@
 
 A head-rows kernel class (one per dtype, template parameter T) runs the parts of the row space one after another;
 per part this core's rows are copied in `rowsPerPass` at a time, computed one head row at a time in fp32 UB rows
-and copied out (docs/design.md, "Head rows"). What is Kernel IR here:
+and copied out; the column sums of a backward kernel are exchanged through workspace after a SyncAll.
+`head_class` builds the whole schedule from a `HeadSchedule` (what opgen.codegen.headkernel derives from the
+lowering): Process, InitBuffers, RunParts (the part slots in row-space order), RunPart (this core's rows of one
+part, the passes with their tail, the column rows and accumulators), CopyIn / Compute / CopyOut (the queue
+hand-offs of every slot, unrolled: slot j's queue is inQue<j>_; a slot the part does not use passes its block
+through unwritten, so the queue order is the same whatever the part and only the copy is conditional),
+CopyRowsIn / CopyRowsOut (one DataCopyPad per run of rows at one GM stride), PrepareLanes (the Gather offset
+tables and sign rows), ReduceAccs (the cross-core column sums) and the helpers (LoadRow, StoreRow, RowSum,
+RowStartOf, GapBlocks: opgen.kernel.rowsched's builders).
 
-* the compute *bodies* (`body_func`): one per distinct part computation; the loop over the pass's rows (`k` rows
-  from part row `r0`), the sequence position of a row (`seqPos`, read only when a row condition or a RoPE table
-  needs it), the row conditions as If / else, each case's table-row loads (a Call of the skeleton's TableRow) and
-  its instructions as `kir.Vec` nodes of the instruction table (opgen.kernel.isa), scalar reads / writes of the
-  per-row statistics (GetValue / SetValue), row sums (a Call of RowSum bound to a float) and float lets;
-* the vector-pipe barriers inside them, placed by dependency (`place_vbarriers`: the rule of
-  opgen.kernel.vsync.place_barriers over nodes).
+The compute *bodies* (`body_func`), one per distinct part computation: the loop over the pass's rows (`k` rows from
+part row `r0`), the sequence position of a row (`seqPos`, only when a row condition or a RoPE table reads it), the
+row conditions as If / else, each case's table-row loads (LoadRow when the row changes) and its instructions as
+`kir.Vec` nodes of the instruction table (opgen.kernel.isa), scalar reads / writes of the per-row statistics
+(GetValue / SetValue), row sums (a Call of RowSum bound to a float) and float lets; the vector-pipe barriers inside
+them are placed by dependency (`place_vbarriers`). The flags are placed where the scalar unit and the vector unit
+exchange data (MTE2->S before statistics are read, S->V after they or the lane tables are written, V->S in RowSum).
 
-`head_class` collects them in a `KernelClass` whose members are declared for the verifier (the file skeleton,
-templates/op_kernel/head_kernel.h.j2, prints the members, the rest of the class and the entry point): the Part
-struct a body reads (its row count `p.seq`, its row conditions `p.cond[j]`) is a struct parameter (kir.Param
-kind "struct"); the skeleton's helpers a body calls (TableRow, RowSum) are `extern`.
+The Part struct the methods read (its row count `p.seq`, its slots' use flags, GM tensors and addressing, its row
+conditions) is a struct parameter (kir.Param kind "struct", declared by `part_decl`); the file skeleton
+(templates/op_kernel/head_kernel.h.j2) declares it and fills it in SetupPart from the attribute tables (`extern`).
 
-Facts: docs/reference/ascendc.md §1.6 (PipeBarrier<PIPE_V>: later vector instructions wait for earlier ones),
-§1.9 (the count-form vector calls, Gather, Cast round modes, ReduceSum).
+Facts: docs/reference/ascendc.md §1.5 (TQue / TBuf, the queue hand-offs), §1.6 (PipeBarrier, SetFlag / WaitFlag,
+SyncAll), §1.8 (DataCopyPad units), §1.9 (the count-form vector calls, Gather, Cast round modes, ReduceSum).
 """
 
 from __future__ import annotations
