@@ -1787,6 +1787,10 @@ def to_text(k: KernelClass) -> str:
         out.append(f"  tensor {t.name}: {t.dtype}" + (f"[{t.count}]" if t.count is not None else ""))
     for s in k.scalars:
         out.append(f"  scalar {s.name}: {s.ctype} = {s.init!r}")
+    for d in k.structs:
+        fields = ", ".join(f"{n}: {kind if kind != 'gm' else 'gm<' + dt + '>'}" + (f"[{c}]" if c is not None else "")
+                           for n, kind, dt, c in d.fields)
+        out.append(f"  struct {d.name} {{ {fields} }}")
     for name, params, body, ret, ext in ([("Init", (), k.init, "void", False),
                                           ("Process", (), k.process, "void", False)]
                                          + [(m.name, m.params, m.body, m.ret, m.extern) for m in k.methods]):
