@@ -84,7 +84,8 @@ def test_pending_work_flows_through_branches_and_around_loops():
     # RowSum reads w0 which a Mul wrote: a barrier before it unless one came since, nothing pending after it (its V->S
     # wait); LoadRow writes tab_[0] which the Mul before it read (WAR): a barrier before it, nothing pending after it
     # (it ends with one). The else branch leaves w1 read and w0 written pending: it flows around the loop, so the
-    # next iteration's Mul w1 (WAR on w1) needs a barrier at the loop head, and one ends the stream.
+    # next iteration's Mul w1 (WAR on w1) needs a barrier at the loop head, and one ends the stream. The Mul w1
+    # before the If costs both branches a barrier (each starts by reading w1): one goes before the If instead.
     rs = kir.Call("RowSum", (w(0), N), result="s0")
     t0 = kir.Ref("tab_", slot=Lit(0))
     load = kir.Call("LoadRow", (t0, kir.GmView("gm_x"), N), targs=("T",))
@@ -92,8 +93,8 @@ def test_pending_work_flows_through_branches_and_around_loops():
     orelse = (mul(w(0), w(1), w(1)),)
     body = (mul(w(1), w(2), w(2)), kir.If((Constraint("<", Sym("seqPos"), Sym("p.cond[0]")),), then, orelse))
     got = shape(place_vbarriers((kir.For("i", Lit(0), Sym("k"), Lit(1), body),)))
-    assert got == [["for", ["B", "Mul w1", ["if", ["B", "Mul w0", "B", "call LoadRow", "Mul w3", "call RowSum"],
-                                                 ["B", "Mul w0"]]]], "B"]
+    assert got == [["for", ["B", "Mul w1", "B", ["if", ["Mul w0", "B", "call LoadRow", "Mul w3", "call RowSum"],
+                                                      ["Mul w0"]]]], "B"]
 
 
 def test_a_loop_without_a_carried_dependency_gets_no_barrier_at_its_head():

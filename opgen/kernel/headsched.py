@@ -39,7 +39,7 @@ from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Assign, Barrier, Call
                               FInt, Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local,
                               Param, Ref, ScalarVar, Scope, Select, SetFlag, SetValue, SizeOf, StructDecl, StructLet, SyncAll,
                               TensorVar,
-                              TPos, Vec, View, WaitFlag, const_value, vec)
+                              TPos, Vec, View, WaitFlag, const_value, vec, walk)
 from opgen.kernel.rowsched import (_gap_blocks_func, _load_row, _row_reduce, _row_start_of, _store_row, add, div,
                                    mul, sub)
 from opgen.kernel.vsync import SLOT_ARRAYS
@@ -80,7 +80,8 @@ def place_vbarriers(stmts) -> tuple:
     Flow-sensitive: what is pending flows into a branch (the join of both branches flows out) and around a loop (the
     pending accesses at the end of its body flow into its next iteration; the body is placed for the union of
     what can reach its head, a fixed point), so a barrier sits only where an operand depends, not at every branch
-    or loop edge. Barriers given in the input are dropped (every one is re-derived). A Call of a BODY_CALLS helper
+    or loop edge; when work pending before an If costs each branch a barrier, one goes before the If instead.
+    Barriers given in the input are dropped (every one is re-derived). A Call of a BODY_CALLS helper
     reads / writes its region and completes every pending access; a Call of any other method is opaque (a barrier
     before it while work is pending; nothing pending after it); other statements (scalar lets, GetValue /
     SetValue) have no vector access."""
@@ -114,6 +115,12 @@ def _stream(stmts, reads: frozenset, writes: frozenset) -> tuple:
         if isinstance(s, If):
             then, rt, wt = _stream(s.then, reads, writes)
             orelse, re_, we = _stream(s.orelse, reads, writes)
+            if reads or writes:   # pending work costs each branch a barrier: one before the If instead
+                t0, rt0, wt0 = _stream(s.then, frozenset(), frozenset())
+                e0, re0, we0 = _stream(s.orelse, frozenset(), frozenset())
+                if _barriers(then) > _barriers(t0) and _barriers(orelse) > _barriers(e0):
+                    out.append(Barrier(Pipe.V))
+                    then, rt, wt, orelse, re_, we = t0, rt0, wt0, e0, re0, we0
             out.append(If(s.cond, then, orelse, s.doc))
             reads, writes = rt | re_, wt | we
             continue
@@ -143,6 +150,11 @@ def _stream(stmts, reads: frozenset, writes: frozenset) -> tuple:
         else:
             reads, writes = reads | rs, writes | ws
     return tuple(out), reads, writes
+
+
+def _barriers(stmts) -> int:
+    """The V barriers among `stmts`, nested ones included."""
+    return sum(1 for x in walk(stmts) if isinstance(x, Barrier) and x.pipe is Pipe.V)
 
 
 def body_func(index: int, doc: str, rows: tuple, uses_p: bool) -> Func:

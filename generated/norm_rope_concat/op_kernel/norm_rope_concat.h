@@ -1102,6 +1102,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1113,7 +1114,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
@@ -1128,7 +1128,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
@@ -1143,6 +1142,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1154,7 +1154,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1185,7 +1184,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1216,6 +1214,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1227,7 +1226,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1262,7 +1260,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1297,6 +1294,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1308,7 +1306,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
@@ -1323,7 +1320,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
@@ -1338,6 +1334,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1349,7 +1346,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1380,7 +1376,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1411,6 +1406,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1422,7 +1418,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1457,7 +1452,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1556,6 +1550,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1567,7 +1562,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1601,7 +1595,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1635,6 +1628,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1646,7 +1640,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1684,7 +1677,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1722,6 +1714,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1733,7 +1726,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1767,7 +1759,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1801,6 +1792,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1812,7 +1804,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
@@ -1850,7 +1841,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
                 PipeBarrier<PIPE_V>();
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85

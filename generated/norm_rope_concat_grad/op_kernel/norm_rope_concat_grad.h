@@ -1167,6 +1167,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1178,7 +1179,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1194,7 +1194,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
@@ -1209,6 +1208,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1220,9 +1220,8 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1262,9 +1261,8 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
-                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
@@ -1303,6 +1301,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1314,9 +1313,8 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1363,9 +1361,8 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
-                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
@@ -1411,6 +1408,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1422,7 +1420,6 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1438,7 +1435,6 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
-                PipeBarrier<PIPE_V>();
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
@@ -1453,6 +1449,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1464,9 +1461,8 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1506,9 +1502,8 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
-                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
@@ -1547,6 +1542,7 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1558,9 +1554,8 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
@@ -1607,9 +1602,8 @@ private:
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
-                const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
                 PipeBarrier<PIPE_V>();
                 Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
