@@ -398,7 +398,10 @@ def cmd_graph(args) -> int:
             from opgen.codegen.kernel import schedule_text  # lazy: start-up time
             from opgen.passes.pipeline import kernel_build
 
-            sched = schedule_text(spec, kernel_build(spec), u.key0)
+            from opgen.codegen.headkernel import schedule_text as head_schedule_text  # lazy: start-up time
+
+            unit = kernel_build(spec)
+            sched = schedule_text(spec, unit, u.key0) or head_schedule_text(spec, unit)
             if sched:
                 sys.stdout.write("schedule (Kernel IR; the op_kernel class is printed from it):\n" + sched)
         else:

@@ -142,7 +142,8 @@ def test_head_row_kernel_cites_the_layer_norm_lines():
     text = kernel_header(generate(load_spec("NormRopeConcat")))
     std, div = line_of(path, "std = b.sqrt("), line_of(path, "y = xc / std")
     assert set(cited(text, r"= Std::sqrt\(s\d+\);")) == {f"{path.name}:{std}"}
-    assert set(cited(text, r"^Div\(w_\[\d\], w_\[\d\], w_\[\d\], headDim_\);")) == {f"{path.name}:{div}"}
+    assert set(cited(text, r"^Div\(w_\[\d\], w_\[\d\], w_\[\d\], static_cast<int32_t>\(headDim_\)\);")) == {
+        f"{path.name}:{div}"}
 
 
 def test_nsa_kernel_cites_the_softmax_and_matmul_lines():

@@ -6,8 +6,9 @@ across combinations to *part slots* (parts whose part-sized tensors overlap; slo
 those tensors), which fixes the kernel's row space. The emitted code is one class per dtype, with:
 
 * a *body* per distinct part computation (`opgen.kernel.headrows.body_text`: query and key with the same
-  norm and RoPE share one), printed instruction by instruction from the part's row programs, with the
-  row conditions (`s < cond`: RoPE rows) as if/else;
+  norm and RoPE share one): Kernel IR (opgen.kernel.headsched, `body_func`) built instruction by instruction
+  from the part's row programs as instruction-table nodes, with the row conditions (`s < cond`: RoPE rows) as
+  If / else and the vector barriers placed by dependency, verified and printed by the one KIR C++ printer;
 * an *addressing* function per part slot and distinct set of offsets (`SlotBinding`): each slot binds the
   union of the GM tensors its parts touch over all combinations (parts are renumbered to that binding,
   `bind_slots`), says where row (b, s, n) of each is (printed from the RowMaps' dim expressions over the
@@ -34,104 +35,98 @@ import re
 
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
+from opgen.codegen.kernel import instr_node
 from opgen.ir.dimprint import dim_cpp
-from opgen.ir.dims import Lit
+from opgen.ir.dims import Bin, Constraint, Lit, Sym
+from opgen.ir.locs import spec_comment
+from opgen.kernel import headsched as hs
+from opgen.kernel import kir
 from opgen.kernel.headlower import (Lowered, SlotBinding, _entry, accumulated_outputs, addressing_dims, bind_slots,
                                     check_presence_variants, data_dtype, full_keys, lower_spec)
-from opgen.kernel.headrows import PERMS, SIGNS, HeadPart, body_text
-from opgen.kernel.vsync import place_barriers, vstmt
-from opgen.names import cpp_name, kernel_entry, op_snake
+from opgen.kernel.headrows import HeadPart, body_text
+from opgen.names import cpp_name, kernel_entry, op_snake, spec_path
 from opgen.tiling.headkernel import head_needs
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
 _BUF = {"w": "w_", "tab": "tab_", "col": "col_", "acc": "acc_", "perm": "perm_", "sign": "sign_"}
 
 
-# ---------------------------------------------------------------- C++ printing
-def _operand(x: str) -> str:
-    m = re.fullmatch(r"(w|tab|col|acc|perm|sign)(\d+)", x)
-    if not m:
-        raise SpecError(f"head-row kernel: operand {x} has no UB buffer")
-    return f"{_BUF[m.group(1)]}[{m.group(2)}]"
-
-
+# ---------------------------------------------------------------- Kernel IR of the bodies
 def _slot_index(slot: str) -> str:
     return re.fullmatch(r"[a-z]+(\d+)", slot).group(1)
 
 
-def instr_lines(i, locs=None) -> list:
-    """Stream statements of one row-program instruction inside a body's row loop (`i`: row of the pass, headDim_
-    lanes), ending with the spec comment of `locs` (default: the instruction's own location; a body shared by several
-    parts cites the instructions of all of them): a vector instruction as a VStmt with its operands' regions (its
-    instruction-table entry, opgen.codegen.kernel.vector_stmt), RowSum as one whose accesses are done after it (the
-    scalar unit reads its result), the others as lines; opgen.kernel.vsync.place_barriers places the barriers."""
-    from opgen.codegen.kernel import cite, vector_stmt
-
-    lines = cite(_instr_lines(i), [i.loc] if locs is None else locs)
-    if i.kind == "rsum":
-        return [vstmt(lines, reads=[_operand(i.srcs[0])], writes=["red_", "redTmp_"], after="done")]
-    return vector_stmt(i, lines, _operand, "headDim_", _row_in(i) if i.kind == "cast_in" else "",
-                       _row_out(i) if i.kind == "store" else "")
+def _node_operand(x: str) -> kir.Ref:
+    """The Kernel-IR region of body operand `x` (w3 -> w_[3], tab0 -> tab_[0], ...). Raises SpecError."""
+    m = re.fullmatch(r"(w|tab|col|acc|perm|sign)(\d+)", x)
+    if not m:
+        raise SpecError(f"head-row kernel: operand {x} has no UB buffer")
+    return kir.Ref(_BUF[m.group(1)], slot=Lit(int(m.group(2))))
 
 
-def _row_in(i) -> str:
-    return f"rowIn_[{_slot_index(i.gm)}][i * dAlign_]"
+def _cite(locs) -> str:
+    """The citation text of `locs` ("spec: a.py:3"), "" without a location."""
+    return spec_comment(locs).strip().removeprefix("//").strip()
 
 
-def _row_out(i) -> str:
-    return f"rowOut_[{_slot_index(i.gm)}][i * dAlign_]"
-
-
-def _instr_lines(i) -> list[str]:
-    k, n = i.kind, "headDim_"
+def instr_nodes(i, locs=None) -> list:
+    """The Kernel-IR statements of one row-program instruction inside a body's row loop (`i`: row of the pass,
+    headDim_ lanes; opgen.kernel.headsched): a vector instruction as a kir.Vec of its instruction-table entry
+    (opgen.codegen.kernel.instr_node: cast_in reads rowIn<slot>_ at row i, store writes rowOut<slot>_), a
+    per-row statistic read / write as GetValue / SetValue of statIn<slot>_ / statStage<slot>_ at row i, RowSum as a Call bound
+    to a float, a scalar expression as a float let; each cites `locs` (default: the instruction's own location; a
+    body shared by several parts cites the instructions of all of them). Raises SpecError for another kind."""
+    doc = _cite([i.loc] if locs is None else locs)
+    k, row = i.kind, Bin("*", Sym("i"), Sym("dAlign_"))
     if k == "sload":
-        return [f"const float {i.dst} = statIn_[{_slot_index(i.gm)}].GetValue(i);"]
-    from opgen.codegen.kernel import compute_line, table_form
-
-    common = compute_line(i, _operand, n)
-    if common is not None:
-        return [common]
-    if k in ("cast_in", "vgather", "store"):
-        d, ex = table_form(i, _operand, n, _row_in(i) if k == "cast_in" else "", _row_out(i) if k == "store" else "")
-        return [d.stmt(**ex)]
-    if k == "rsum":
-        return [f"const float {i.dst} = RowSum({_operand(i.srcs[0])}, {n});"]
+        return [kir.GetValue(i.dst, kir.Ref(f"statIn{_slot_index(i.gm)}_", Sym("i")), doc=doc)]
     if k == "sstore":
-        return [f"statStage_[{_slot_index(i.gm)}].SetValue(i, {i.srcs[0]});"]
-    raise SpecError(f"head-row kernel: no C++ for instruction {k}")
+        return [kir.SetValue(kir.Ref(f"statStage{_slot_index(i.gm)}_", Sym("i")), kir.FRef(i.srcs[0]), doc=doc)]
+    if k == "rsum":
+        return [kir.Call("RowSum", (_node_operand(i.srcs[0]), Sym("headDim_")), result=i.dst, doc=doc)]
+    row_in = kir.Ref(f"rowIn{_slot_index(i.gm)}_", row) if k == "cast_in" else None
+    row_out = kir.Ref(f"rowOut{_slot_index(i.gm)}_", row) if k == "store" else None
+    node = instr_node(i, _node_operand, Sym("headDim_"), row_in, row_out, doc=doc)
+    if node is None:
+        raise SpecError(f"head-row kernel: no Kernel IR for instruction {k}")
+    return [node]
 
 
-def body_lines(part: HeadPart, sharing=None) -> list[str]:
-    """The body of a part: the loop over the pass's rows, the row conditions as if/else, each case's
-    table-row loads then its instructions, barriers by dependency (opgen.kernel.vsync.place_barriers: each branch
-    and the loop body a stream of its own). `sharing`: every part this body serves (equal body_text; default just
-    `part`): each statement cites the spec lines of the corresponding instruction of all of them."""
+def uses_seq(part: HeadPart) -> bool:
+    """Whether the body of `part` reads the sequence position of its rows (row conditions, RoPE table rows)."""
+    return bool(part.conds) or any(c.startswith("tab") for case in part.cases for c in case.prog.consts)
+
+
+def body_func(index: int, part: HeadPart, sharing=None) -> kir.Func:
+    """The Kernel IR of body `index` serving `part` (opgen.kernel.headsched.body_func): the loop over the pass's
+    rows, the row conditions as If / else, each case's table-row loads then its instructions (`instr_nodes`),
+    barriers by dependency. `sharing`: every part this body serves (equal body_text; default just `part`): each
+    statement cites the spec lines of the corresponding instruction of all of them."""
     members = list(sharing) if sharing else [part]
     member_cases = [{c.truth: c for c in m.cases} for m in members]
-    uses_tab = any(c.startswith("tab") for case in part.cases for c in case.prog.consts)
-    uses_p = bool(part.conds) or uses_tab
-    out = [] if uses_p else ["(void)p;"]
-    out.append("for (int64_t i = 0; i < k; ++i) {")
-    if uses_p:
-        out.append("const int64_t seqPos = (r0 + i) / heads_ % p.seq;")
-    else:
-        out.append("(void)r0;")
     cases = {c.truth: c for c in part.cases}
 
-    def emit(j, prefix):
-        if j == len(part.conds):
-            case = cases[prefix]
-            lines = [vstmt(f"TableRow({_slot_index(c)}, p, seqPos);", writes=[_operand(c)], after="done")
-                     for c in case.prog.consts if c.startswith("tab")]   # LoadRow when the row changes: own barrier
-            for k, ins in enumerate(case.prog.instrs):
-                lines += instr_lines(ins, [mc[prefix].prog.instrs[k].loc for mc in member_cases])
-            return lines
-        return ([f"if (seqPos < p.cond[{j}]) {{"] + emit(j + 1, prefix + (True,)) + ["} else {"]
-                + emit(j + 1, prefix + (False,)) + ["}"])
+    def case(truth):
+        out: list = []
+        for c in cases[truth].prog.consts:
+            if c.startswith("tab"):
+                out += table_row(int(_slot_index(c)))
+        for k, ins in enumerate(cases[truth].prog.instrs):
+            out += instr_nodes(ins, [mc[truth].prog.instrs[k].loc for mc in member_cases])
+        return out
 
-    out += emit(0, ())
-    out.append("}")
-    return place_barriers(out)
+    return hs.body_func(index, body_doc(part), hs.row_conditions(len(part.conds), case), uses_seq(part))
+
+
+def table_row(j: int) -> list:
+    """Table slot j holds the fp32 row of the row's sequence position seqPos (table row seqPos + p.tabOff[j]),
+    reloaded (LoadRow) only when that row changes (tabRow<j>_: the row it holds, -1 at the start of a part)."""
+    row = Sym(f"tabRow{j}")
+    return [kir.Let(f"tabRow{j}", Bin("+", Sym("seqPos"), Sym(f"p.tabOff[{j}]"))),
+            kir.If((Constraint("!=", row, Sym(f"tabRow{j}_")),), (
+                kir.Call("LoadRow", (kir.Ref("tab_", slot=Lit(j)), kir.GmView(f"p.tab[{j}]", Bin("*", row, Sym("headDim_"))),
+                                     Sym("headDim_")), targs=("T",)),
+                kir.Assign(f"tabRow{j}_", row)), doc=f"table slot {j}: the row of this sequence position")]
 
 
 def body_doc(part: HeadPart) -> str:
@@ -203,8 +198,9 @@ def addr_lines(bd: SlotBinding, variant: dict, acc_index: dict, fields: dict) ->
         off = _dim(variant.get(e) or Lit(0), fields)
         if prefix in ("in", "out"):
             lines.append(f"p.{prefix}[{j}] = gm_{t};")
-            lines.append(f"p.{prefix}Map[{j}] = HeadMap{{{_dim(extent, fields)}, {off}, "
-                         f"{'true' if layout == 'bnsd' else 'false'}}};")
+            lines.append(f"p.{prefix}Extent[{j}] = {_dim(extent, fields)};")
+            lines.append(f"p.{prefix}Offset[{j}] = {off};")
+            lines.append(f"p.{prefix}Bnsd[{j}] = {1 if layout == 'bnsd' else 0};")
         elif prefix in ("sin", "sout"):
             lines.append(f"p.{'statIn' if prefix == 'sin' else 'statOut'}[{j}] = gm_{t};")
         elif prefix == "tab":
@@ -248,7 +244,31 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
     opgen.tiling.headkernel.dim_fields); `doc`: the tiling's one-line description. Raises SpecError (unsupported
     dims or dtypes)."""
     from opgen.codegen.env import template_env
-    from opgen.names import spec_path
+
+    ctx = head_context(spec, low, counts, fields, doc)
+    snake = ctx["op_snake"]
+    env = template_env()
+    return {
+        f"op_kernel/{snake}.h": env.get_template("op_kernel/head_kernel.h.j2").render(**ctx),
+        f"op_kernel/{snake}.cpp": env.get_template("op_kernel/head_kernel.cpp.j2").render(**ctx),
+        **emit_tiling_keys(spec, ctx["declared"]),
+    }
+
+
+def schedule_text(spec, unit) -> str:
+    """The Kernel IR text (opgen.kernel.kir.to_text) of the head kernel class of a full kernel build `unit`
+    (opgen.passes.pipeline.kernel_build) of a head-rows lowering: what of its schedule is IR (the bodies, their
+    barriers and the helpers they call); "" for another lowering."""
+    ex = unit.lowered.extra
+    if "heads" not in ex:
+        return ""
+    ctx = head_context(spec, ex["heads"], ex["counts"], ex["fields"], "")
+    return kir.to_text(ctx["sched"])
+
+
+def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
+    """The template context of the head kernel files of `low` (emit_head_kernel's arguments), with the class's
+    Kernel IR ("sched", a verified kir.KernelClass) and its declared tiling keys ("declared"). Raises SpecError."""
 
     loc = "opgen.tiling.headkernel.spec_counts"
     snake = op_snake(spec.name)
@@ -317,12 +337,16 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
         body_rows.append((f"{key}: {comment}", brow))
         addr_rows.append((f"{key}", [-1 if a == -1 else addr_ids[a] for a in arow]))
     nperm, nsign = counts.perms, counts.signs
-    body_perms, body_signs = [], []
+    body_perms, body_signs = [], []   # per body and lane slot: the family id it reads (-1: none)
     for part in body_parts:
-        perms = [perm_fams.index(f) for k, f in part.lanes.values() if k == "perm"]
-        signs = [sign_fams.index(f) for k, f in part.lanes.values() if k == "sign"]
-        body_perms.append(perms + [-1] * (nperm - len(perms)))
-        body_signs.append(signs + [-1] * (nsign - len(signs)))
+        perms, signs = [-1] * nperm, [-1] * nsign
+        for c, (kind, f) in part.lanes.items():
+            if kind == "perm":
+                perms[int(_slot_index(c))] = perm_fams.index(f)
+            else:
+                signs[int(_slot_index(c))] = sign_fams.index(f)
+        body_perms.append(perms)
+        body_signs.append(signs)
 
     gm = sorted(((n, c) for n, c in gm_used.items()), key=lambda t: order.index(t[0]))
     used = {n for n, _c in gm} | set(acc_outs)
@@ -344,6 +368,17 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
         declared += tks
         dtype_keys.append((CTYPE[str(getattr(dt, "value", dt))], [tk.macro(spec) for tk in tks]))
     cls = f"{spec.name}Kernel"
+    body_funcs = [body_func(k, p, body_members[k]) for k, p in enumerate(body_parts)]
+    hsched = hs.HeadSchedule(
+        counts={k: v for k, v in cmap.items() if k in hs.COUNTS}, bodies=tuple(body_funcs),
+        body_uses_p=tuple(uses_seq(p) for p in body_parts), accs=tuple((o, acc_round[o]) for o in acc_outs),
+        lanes=bool(nperm + nsign), needs=head_needs(counts),
+        float_attrs=tuple(sorted({a for _a, _k, hp in low.programs for a in hp.attrs})), gms=tuple(gm),
+        has=tuple(has), args=tuple(order), nparts=nslots,
+        body_lanes=tuple(tuple((kind, int(_slot_index(c)), (perm_fams if kind == "perm" else sign_fams).index(f), f)
+                               for c, (kind, f) in sorted(p.lanes.items())) for p in body_parts))
+    sched = kir.verify(hs.head_class(cls, hsched))
+    names = {m.name for m in sched.methods if not m.extern}
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_path(spec), "cls": cls,
         "doc": doc, "struct": f"optiling::{spec.name}TilingData",
@@ -357,21 +392,17 @@ def emit_head_kernel(spec, low: Lowered, counts, fields: dict, doc: str) -> dict
             f"index({a.name})" + (f" * {r}" if r > 1 else "") for a, r in _radices(spec)),
         "body_rows": body_rows, "addr_rows": addr_rows, "acc_masks": masks,
         "acc_outputs": list(enumerate(acc_outs)), "acc_rounds": [acc_round[o] for o in acc_outs],
-        "nbodies": len(body_parts), "nperm": nperm, "nsign": nsign, "body_perms": body_perms,
-        "body_signs": body_signs, "body_uses": [use_masks(p) for p in body_parts],
-        "perm_families": [(k, f, PERMS[f][0]) for k, f in enumerate(perm_fams)],
-        "sign_families": [(k, f, SIGNS[f][0]) for k, f in enumerate(sign_fams)],
+        "nbodies": len(body_parts), "body_uses": [use_masks(p) for p in body_parts], "nperm": nperm,
+        "nsign": nsign, "body_perms": body_perms, "body_signs": body_signs,
         "addr_funcs": [(k, doc, lines) for k, (doc, lines) in enumerate(addr_list)],
-        "bodies": [(k, body_doc(p), body_lines(p, body_members[k])) for k, p in enumerate(body_parts)],
+        "schedule_cpp": kir.methods_cpp(sched, [n for n in hs.SCHEDULE_METHODS if n in names]
+                                        + [f.name for f in body_funcs], verify_first=False).rstrip("\n"),
+        "process_cpp": kir.process_cpp(sched, verify_first=False).rstrip("\n"),
+        "members_cpp": kir.members_cpp(sched).rstrip("\n"),
         "float_attrs": sorted({a for _a, _k, hp in low.programs for a in hp.attrs}),
-        "dtype_keys": dtype_keys,
+        "dtype_keys": dtype_keys, "sched": sched, "declared": declared,
     }
-    env = template_env()
-    return {
-        f"op_kernel/{snake}.h": env.get_template("op_kernel/head_kernel.h.j2").render(**ctx),
-        f"op_kernel/{snake}.cpp": env.get_template("op_kernel/head_kernel.cpp.j2").render(**ctx),
-        **emit_tiling_keys(spec, declared),
-    }
+    return ctx
 
 
 def _radices(spec):
@@ -391,5 +422,5 @@ def _check_dtypes(spec, part: HeadPart, dvar: str) -> None:
                             f"kernel expects {want}")
 
 
-__all__ = ["Lowered", "data_dtype", "full_keys", "lower_spec", "check_presence_variants", "emit_head_kernel", "instr_lines",
-           "body_lines", "addr_lines", "accumulated_outputs", "addressing_dims"]
+__all__ = ["Lowered", "data_dtype", "full_keys", "lower_spec", "check_presence_variants", "emit_head_kernel", "head_context", "schedule_text", "instr_nodes",
+           "body_func", "addr_lines", "accumulated_outputs", "addressing_dims"]

@@ -48,34 +48,46 @@ import numpy as np
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph
-from opgen.ir.dims import Bounds, DimExpr, Lit, Sym, as_dim
+from opgen.ir.dims import Bin, Bounds, Constraint, DimExpr, Lit, Sym, as_dim
 from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import at_suffix, stamp
 from opgen.ir.records import evolve
 from opgen.kernel import rowprog
+from opgen.kernel.kir import Select
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
 SAMPLE_D = (2, 4, 6, 8, 10, 34, 128)
 """Head dims at which lane maps are evaluated to recognise a rotation family (all even; 2 is ambiguous
 between the families, the others are not)."""
 
+def _sel(cond, a: int, b: int):
+    return Select(cond, Lit(a), Lit(b))
+
+
 PERMS = {
-    "identity": ("j", lambda j, d: j),
-    "pair_swap": ("j ^ 1", lambda j, d: j ^ 1),
-    "half_swap": ("(j + d / 2) % d", lambda j, d: (j + d // 2) % d),
+    "identity": (lambda j, d: j, lambda j, d: j),
+    "pair_swap": (lambda j, d: Bin("-", Bin("+", j, Lit(1)), Bin("*", Lit(2), Bin("%", j, Lit(2)))),
+                  lambda j, d: j ^ 1),
+    "half_swap": (lambda j, d: Bin("%", Bin("+", j, Bin("//", d, Lit(2))), d), lambda j, d: (j + d // 2) % d),
 }
-"""Lane permutation families: name -> (C++ int64 expression of the source lane of lane j in a row of d
-lanes, the same in Python). pair_swap is the interleave rotation, half_swap the half rotation."""
+"""Lane permutation families: name -> (the source lane of lane j in a row of d lanes as a dim expression of the
+expressions j and d (the kernel's, opgen.kernel.headsched.PrepareLanes; j ^ 1 written j + 1 - 2 * (j % 2) for
+j >= 0), the same in Python on ints). pair_swap is the interleave rotation, half_swap the half rotation."""
 
 SIGNS = {
-    "none": ("1.0f", lambda j, d: 1),
-    "all": ("-1.0f", lambda j, d: -1),
-    "even": ("j % 2 == 0 ? -1.0f : 1.0f", lambda j, d: -1 if j % 2 == 0 else 1),
-    "odd": ("j % 2 == 1 ? -1.0f : 1.0f", lambda j, d: -1 if j % 2 == 1 else 1),
-    "low_half": ("j < d / 2 ? -1.0f : 1.0f", lambda j, d: -1 if j < d // 2 else 1),
-    "high_half": ("j >= d / 2 ? -1.0f : 1.0f", lambda j, d: -1 if j >= d // 2 else 1),
+    "none": (lambda j, d: Lit(1), lambda j, d: 1),
+    "all": (lambda j, d: Lit(-1), lambda j, d: -1),
+    "even": (lambda j, d: _sel(Constraint("==", Bin("%", j, Lit(2)), Lit(0)), -1, 1),
+             lambda j, d: -1 if j % 2 == 0 else 1),
+    "odd": (lambda j, d: _sel(Constraint("==", Bin("%", j, Lit(2)), Lit(1)), -1, 1),
+            lambda j, d: -1 if j % 2 == 1 else 1),
+    "low_half": (lambda j, d: _sel(Constraint("<", j, Bin("//", d, Lit(2))), -1, 1),
+                 lambda j, d: -1 if j < d // 2 else 1),
+    "high_half": (lambda j, d: _sel(Constraint(">=", j, Bin("//", d, Lit(2))), -1, 1),
+                  lambda j, d: -1 if j >= d // 2 else 1),
 }
-"""Lane sign families: name -> (C++ float expression of lane j's sign in a row of d lanes, Python)."""
+"""Lane sign families: name -> (lane j's sign (+-1) in a row of d lanes as a dim expression of j and d, the same
+in Python on ints)."""
 
 ROLE_PREFIX = {("in", "row"): "in", ("in", "stat"): "sin", ("in", "table"): "tab", ("in", "col"): "col",
                ("out", "row"): "out", ("out", "stat"): "sout", ("out", "col"): "acc"}
@@ -849,7 +861,7 @@ def _slot_key(name: str):
 
 
 def _family(table: dict, flat: dict, fn, v: str, what: str) -> str:
-    for name, (_cpp, py) in table.items():
+    for name, (_expr, py) in table.items():
         if all(all(fn(m, j) == py(j, d) for j in range(d)) for d, m in flat.items()):
             return name
     raise IRError(f"head-row kernel: %{v}: the lane {what} along D is not one of {', '.join(table)}")

@@ -55,7 +55,8 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
                                     operands the table marks "r", writes those marked "w" (Ref regions, from
                                     their offset, `count` elements where the entry has a count).
   GetValue(name, src)               S: a float scalar = src's element (reads UB on the scalar pipe).
-  SetValue(dst, value)              S: writes one UB element from the scalar pipe.
+  SetValue(dst, value)              S: writes one UB element from the scalar pipe (a float, or an integer
+                                    converted to dst's element type).
   TrapUnless(value, bound)          S: AscendC::Trap() unless 0 <= value < bound (float value, int64 bound): an
                                     index check; the core stops and the launch fails (ascendc.md §1.9, Trap).
   Barrier(pipe)                     PipeBarrier<pipe>: later instructions of that pipe wait for earlier ones
@@ -68,6 +69,8 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
   Return(value)                     a method's int64 (DimExpr) or float (FExpr) result.
   Comment(text)                     no effect; printed as a C++ comment.
   Scope(body)                       a nested block: names defined inside do not outlive it.
+  StructLet(name, struct)           S: a local variable of a struct type the class declares (StructDecl), for a
+                                    struct parameter of a method (the file skeleton's methods may fill it).
   CoreIf(unit, body)                S: body runs on the AIC (unit "cube", `if ASCEND_IS_AIC`) or the AIVs ("vector")
                                     of a mixed launch only; cube instructions live only under unit "cube".
   Nd2Nz(dst, src, rows, cols, src_pitch, pad_rows)
@@ -127,6 +130,9 @@ def _brief(node) -> str:
 
 # ------------------------------------------------------------------------------------------------ names and types
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+STRUCT_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)(?:\[([0-9]+)\])?$")
+"""A field of a struct parameter (Param kind "struct", its type a KernelClass.structs StructDecl): an int64 or bool
+symbol `p.seq`, `p.cond[0]`, or the tensor of a GmView `p.in[0]`."""
 _CPP_RESERVED = frozenset({
     "alignas", "alignof", "and", "asm", "auto", "bool", "break", "case", "catch", "char", "class", "const",
     "constexpr", "continue", "default", "delete", "do", "double", "else", "enum", "explicit", "extern", "false",
@@ -454,12 +460,32 @@ class Ref:
 
 @dataclass(frozen=True)
 class Param:
-    """A method parameter: kind "int" (int64_t), "float", "bool", "tensor" (const LocalTensor<dtype>&) or "gm"
-    (const GlobalTensor<dtype>&)."""
+    """A method parameter: kind "int" (int64_t), "float", "bool", "tensor" (const LocalTensor<dtype>&), "gm"
+    (const GlobalTensor<dtype>&) or "struct" (const dtype&: a plain struct the file skeleton declares, e.g. the head
+    kernel's Part, described by a StructDecl of KernelClass.structs; its fields are read as symbols `name.field` or
+    `name.field[N]` (STRUCT_FIELD), its GM tensor fields as GmView("name.field[N]"), and it is passed on as
+    Sym(name))."""
 
     name: str
     kind: str = "int"
     dtype: str = "float"
+
+
+@dataclass(frozen=True)
+class StructDecl:
+    """A plain struct type the file skeleton declares, as far as Kernel IR reads it through a struct parameter:
+    `fields` ((name, kind, dtype, count), ...): kind "int" (int64_t) or "bool" (read as an int64 / bool symbol), or
+    "gm" (a GlobalTensor<dtype>, the tensor of a GmView); count None for a scalar field, else the array length."""
+
+    name: str
+    fields: tuple = ()
+
+    def field(self, name: str):
+        """(kind, dtype, count) of field `name`, or None."""
+        for f in self.fields:
+            if f[0] == name:
+                return f[1:]
+        return None
 
 
 # ------------------------------------------------------------------------------------------------ statements
@@ -659,10 +685,11 @@ class GetValue:
 
 @dataclass(frozen=True)
 class SetValue:
-    """dst's element = value (scalar pipe write of UB)."""
+    """dst's element = value (scalar pipe write of UB): a float expression, or an integer DimExpr converted to dst's
+    element type (a Gather offset table's uint32 byte offsets)."""
 
     dst: Ref
-    value: FExpr
+    value: Union[FExpr, DimExpr]
     doc: str = ""
 
 
@@ -738,6 +765,15 @@ class Return:
     """return value (a DimExpr or an FExpr)."""
 
     value: Union[DimExpr, FExpr]
+
+
+@dataclass(frozen=True)
+class StructLet:
+    """S: a local struct variable `name` of type `struct` (a StructDecl of the class), value-initialised; it can be
+    passed to a struct parameter (a method of the file skeleton may fill it)."""
+
+    name: str
+    struct: str
 
 
 @dataclass(frozen=True)
@@ -850,7 +886,7 @@ CUBE_STMTS = (Nd2Nz, LoadData, Mmad, Fixpipe)
 
 
 STMT_TYPES = (Let, Assign, FLet, FAssign, For, If, InitBuffer, Get, View, Alloc, EnQue, DeQue, Free, Copy, Vec,
-              GetValue, SetValue, TrapUnless, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim) + CUBE_STMTS + (CoreIf,)
+              GetValue, SetValue, TrapUnless, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim) + CUBE_STMTS + (CoreIf, StructLet)
 """Every statement node type."""
 
 
@@ -877,7 +913,8 @@ class KernelClass:
     """The unit both printers print: class `name` (template parameters tparams, type names) whose Init takes one
     GM_ADDR per `args` entry, then `workspace` and `const tiling_struct* td`, binds `gms`, then runs `init`;
     Process runs `process`; `methods` are private. `fields` are the tiling-data fields the program reads
-    (symbols printed td_->field); `locals`, `tensors` and `scalars` are members."""
+    (symbols printed td_->field); `locals`, `tensors` and `scalars` are members; `structs` describe the types of
+    struct parameters (StructDecl)."""
 
     name: str
     tiling_struct: str
@@ -892,6 +929,7 @@ class KernelClass:
     methods: tuple = ()
     tparams: tuple = ()
     doc: str = ""
+    structs: tuple = ()   # StructDecls of the struct parameters' types
 
     def method(self, name: str) -> Func:
         """The method `name`. Raises IRError."""
@@ -972,6 +1010,7 @@ class _Verifier:
         self.gms = {g.name: g for g in k.gms}
         self.methods = {m.name: m for m in k.methods}
         self.member_tensors = {t.name: t for t in k.tensors}
+        self.structs = {d.name: d for d in k.structs}
         self.stack: list[str] = []
         self.reached: set = set()
 
@@ -998,6 +1037,19 @@ class _Verifier:
                 raise IRError(f"GM tensor {g.name} is bound to {g.arg!r}, not an argument", g)
         for t in k.tensors:
             self.dtype(t.dtype, t)
+        for d in k.structs:
+            check_name(d.name, "struct type")
+            for fname, kind, dtype, count in d.fields:
+                check_name(fname, "struct field")
+                if kind not in ("int", "bool", "gm") or (count is not None and count < 1):
+                    raise IRError(f"struct {d.name}: field {fname} has kind {kind!r} / count {count!r}", d)
+                if kind == "gm":
+                    self.dtype(dtype, d)
+        for m in k.methods:
+            for p in m.params:
+                if p.kind == "struct" and p.dtype not in self.structs:
+                    raise IRError(f"{m.name}: parameter {p.name} has struct type {p.dtype}, which no StructDecl "
+                                  f"declares", m)
         for s in k.scalars:
             if s.ctype not in SCALAR_CTYPES:
                 raise IRError(f"scalar {s.name} has type {s.ctype}, not one of {SCALAR_CTYPES}", s)
@@ -1048,8 +1100,10 @@ class _Verifier:
                 elif p.kind == "gm":
                     probe.gmp[f"__{p.name}"] = GmTensor(f"__{p.name}", p.dtype if p.dtype not in m.tparams
                                                         else "float")
+                elif p.kind == "struct":
+                    probe.scalars[f"__{p.name}"] = f"struct:{p.dtype}"
             args = tuple(Ref(f"__{p.name}") if p.kind == "tensor" else GmView(f"__{p.name}") if p.kind == "gm"
-                         else a for p, a in zip(m.params, args))
+                         else Sym(f"__{p.name}") if p.kind == "struct" else a for p, a in zip(m.params, args))
             call = Call(m.name, args, None, tuple("float" for _t in m.tparams))
             if m.ret != "void":
                 call = Call(m.name, args, f"__result_{m.name}", call.targs)
@@ -1071,6 +1125,9 @@ class _Verifier:
         if not isinstance(e, DimExpr):
             raise IRError(f"not an expression: {e!r}", node)
         for n in e.symbols():
+            if STRUCT_FIELD.match(n):   # an int64 / bool field of a struct parameter
+                self.struct_field(n, ("int", "bool"), st, node)
+                continue
             if st.scalars.get(n) not in ("int", "bool"):
                 what = "defined" if n not in st.scalars else "an integer"
                 raise IRError(f"symbol {n} used before it is {what}", node)
@@ -1186,7 +1243,26 @@ class _Verifier:
             if v is not None and not 0 <= v <= lim:
                 raise IRError(f"{type(s).__name__} count {e} = {v} outside [0, {lim}]", s)
 
+    def struct_field(self, name: str, kinds, st, node):
+        """The (kind, dtype, count) of struct-parameter field `name` (`p.f` or `p.f[N]`), of one of `kinds`; else
+        IRError."""
+        m = STRUCT_FIELD.match(name)
+        root = st.scalars.get(m.group(1), "") if m else ""
+        decl = self.structs.get(root.removeprefix("struct:")) if root.startswith("struct:") else None
+        f = decl.field(m.group(2)) if decl else None
+        if f is None or f[0] not in kinds:
+            raise IRError(f"{name} is not a {' / '.join(kinds)} field of a struct parameter", node)
+        kind, _dtype, count = f
+        if (count is None) != (m.group(3) is None) or (count is not None and not int(m.group(3)) < count):
+            raise IRError(f"{name}: field {m.group(2)} is {'a scalar' if count is None else f'an array of {count}'}",
+                          node)
+        return f
+
     def gm(self, v, st, node):
+        if isinstance(v, GmView) and STRUCT_FIELD.match(v.tensor):   # a GM tensor field of a struct parameter
+            _k, dtype, _c = self.struct_field(v.tensor, ("gm",), st, node)
+            self.expr(v.offset, st, node)
+            return GmTensor(v.tensor, st.tmap.get(dtype, dtype))
         if not isinstance(v, GmView) or (v.tensor not in self.gms and v.tensor not in st.gmp):
             raise IRError(f"not a GM view of a declared tensor: {v!r}", node)
         self.expr(v.offset, st, node)
@@ -1384,7 +1460,7 @@ class _Verifier:
             self.define(s.name, "float", st, s)
         elif isinstance(s, SetValue):
             self.region(s.dst, 1, st, s)
-            self.expr(s.value, st, s, "float")
+            self.expr(s.value, st, s, "int" if isinstance(s.value, DimExpr) else "float")
         elif isinstance(s, TrapUnless):
             self.expr(s.value, st, s, "float")
             self.expr(s.bound, st, s)
@@ -1407,6 +1483,10 @@ class _Verifier:
                 st.flags.discard(key)
         elif isinstance(s, SyncAll):
             pass
+        elif isinstance(s, StructLet):
+            if s.struct not in self.structs:
+                raise IRError(f"struct type {s.struct} is not declared (KernelClass.structs)", s)
+            self.define(s.name, f"struct:{s.struct}", st, s)
         elif isinstance(s, Call):
             self.call(s, st)
         elif isinstance(s, Return):
@@ -1512,6 +1592,11 @@ class _Verifier:
                 inner.scalars[check_name(p.name, "parameter")] = "mode"
             elif p.kind == "bool" and isinstance(a, bool):
                 inner.scalars[check_name(p.name, "parameter")] = "bool"
+            elif p.kind == "struct":
+                if not (isinstance(a, Sym) and st.scalars.get(a.name) == f"struct:{p.dtype}"):
+                    raise IRError(f"{s.method}: argument {p.name} is not a struct parameter of type {p.dtype}: "
+                                  f"{a!r}", s)
+                inner.scalars[check_name(p.name, "parameter")] = f"struct:{p.dtype}"
             elif p.kind in ("int", "float", "bool"):
                 self.expr(a, st, s, "float" if p.kind == "float" else "int")
                 inner.scalars[check_name(p.name, "parameter")] = p.kind
@@ -1643,7 +1728,7 @@ def to_text_stmt(s, indent: str = "") -> str:
     if isinstance(s, GetValue):
         return f"{i}flet {s.name} = get_value {_t_ref(s.src)}"
     if isinstance(s, SetValue):
-        return f"{i}set_value {_t_ref(s.dst)} = {_f_text(s.value)}"
+        return f"{i}set_value {_t_ref(s.dst)} = {_t_expr(s.value)}"
     if isinstance(s, TrapUnless):
         return f"{i}trap_unless 0 <= {_f_text(s.value)} < {_t_expr(s.bound)}"
     if isinstance(s, Barrier):
@@ -1654,6 +1739,8 @@ def to_text_stmt(s, indent: str = "") -> str:
         return f"{i}wait_flag {s.src.name}->{s.dst.name} #{s.id}"
     if isinstance(s, SyncAll):
         return f"{i}sync_all"
+    if isinstance(s, StructLet):
+        return f"{i}struct {s.name}: {s.struct}"
     if isinstance(s, Call):
         res = f"{s.result} = " if s.result else ""
         return f"{i}{res}call {s.method}({', '.join(_t_ref(a) for a in s.args)})"
@@ -1700,6 +1787,10 @@ def to_text(k: KernelClass) -> str:
         out.append(f"  tensor {t.name}: {t.dtype}" + (f"[{t.count}]" if t.count is not None else ""))
     for s in k.scalars:
         out.append(f"  scalar {s.name}: {s.ctype} = {s.init!r}")
+    for d in k.structs:
+        fields = ", ".join(f"{n}: {kind if kind != 'gm' else 'gm<' + dt + '>'}" + (f"[{c}]" if c is not None else "")
+                           for n, kind, dt, c in d.fields)
+        out.append(f"  struct {d.name} {{ {fields} }}")
     for name, params, body, ret, ext in ([("Init", (), k.init, "void", False),
                                           ("Process", (), k.process, "void", False)]
                                          + [(m.name, m.params, m.body, m.ret, m.extern) for m in k.methods]):
@@ -1731,6 +1822,7 @@ class CppPrinter:
         self.local_bufs = {b.name: b for b in k.locals}
         self.gms = {g.name: g for g in k.gms}
         self.member_scalars = {s.name for s in k.scalars}
+        self.structs = {d.name: d for d in k.structs}
 
     # -- expressions
     def e(self, x, top: bool = True) -> str:
@@ -1830,6 +1922,9 @@ class CppPrinter:
         return f"LocalTensor<{dtype}> {var} = {rhs};"
 
     def dtype_of(self, r, scope) -> str:
+        m = STRUCT_FIELD.match(r.tensor) if isinstance(r, GmView) else None
+        if m and isinstance(scope.get(m.group(1)), tuple):   # a GM tensor field of a struct parameter
+            return self.structs[scope[m.group(1)][1]].field(m.group(2))[1]
         if isinstance(r, GmView):
             return self.gms[r.tensor].dtype if r.tensor in self.gms else scope[r.tensor]
         if r.tensor in self.member_tensors:
@@ -1898,8 +1993,10 @@ class CppPrinter:
             return [f"{p}const float {s.name} = {self.ref(Ref(s.src.tensor, Lit(0), s.src.slot))}"
                     f".GetValue({self.e(s.src.offset)});{_doc(s)}"]
         if isinstance(s, SetValue):
+            v = (f"static_cast<{self.dtype_of(s.dst, scope)}>({self.e(s.value)})" if isinstance(s.value, DimExpr)
+                 else self.f(s.value))
             return [f"{p}{self.ref(Ref(s.dst.tensor, Lit(0), s.dst.slot))}.SetValue({self.e(s.dst.offset)}, "
-                    f"{self.f(s.value)});{_doc(s)}"]
+                    f"{v});{_doc(s)}"]
         if isinstance(s, TrapUnless):
             v = self.f(s.value)
             return [f"{p}if (!({v} >= 0.0f && {v} < static_cast<float>({self.e(s.bound)}))) {{{_doc(s)}",
@@ -1912,6 +2009,9 @@ class CppPrinter:
             return [f"{p}WaitFlag<HardEvent::{s.event}>({s.id});" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, SyncAll):
             return [f"{p}SyncAll();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
+        if isinstance(s, StructLet):
+            scope[s.name] = ("struct", s.struct)
+            return [f"{p}{s.struct} {s.name};"]
         if isinstance(s, Call):
             ta = f"<{', '.join(s.targs)}>" if s.targs else ""
             call = f"{s.method}{ta}({', '.join(self.arg(a) for a in s.args)})"
@@ -2010,6 +2110,9 @@ class CppPrinter:
             if q.kind in ("tensor", "gm"):
                 ps.append(f"const {'LocalTensor' if q.kind == 'tensor' else 'GlobalTensor'}<{q.dtype}>& {q.name}")
                 scope[q.name] = q.dtype
+            elif q.kind == "struct":
+                ps.append(f"const {q.dtype}& {q.name}")
+                scope[q.name] = ("struct", q.dtype)
             else:
                 ctype = {'int': 'int64_t', 'float': 'float', 'bool': 'bool', 'mode': 'RoundMode'}[q.kind]
                 ps.append(f"{ctype} {q.name}")
@@ -2051,7 +2154,14 @@ class CppPrinter:
             out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static)
             out.append("")
         out.append(f"{p}const {k.tiling_struct}* td_ = nullptr;")
-        out.append(f"{p}TPipe pipe_;")
+        out += self.members()
+        out.append("};")
+        return "\n".join(out) + "\n"
+
+    def members(self) -> list[str]:
+        """The member declarations after td_: the TPipe, GM tensors, TPipe allocations, tensors and scalars."""
+        k, p = self.k, self.ind
+        out = [f"{p}TPipe pipe_;"]
         for g in k.gms:
             out.append(f"{p}GlobalTensor<{g.dtype}> {g.name};")
         for b in k.locals:
@@ -2065,8 +2175,7 @@ class CppPrinter:
             init = (f"{float(s.init)!r}f" if s.ctype == "float" else
                     ("true" if s.init else "false") if s.ctype == "bool" else str(int(s.init)))
             out.append(f"{p}{s.ctype} {s.name} = {init};")
-        out.append("};")
-        return "\n".join(out) + "\n"
+        return out
 
 
 _QUANT = {"float": "QuantMode_t::NoQuant", "half": "QuantMode_t::F322F16", "bfloat16_t": "QuantMode_t::F322BF16"}
@@ -2101,6 +2210,19 @@ def methods_cpp(k: KernelClass, names, verify_first: bool = True) -> str:
             raise IRError(f"method {n} is printed by the skeleton")
         out += pr.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static) + [""]
     return "\n".join(out[:-1]) + "\n" if out else ""
+
+
+def members_cpp(k: KernelClass) -> str:
+    """The C++ member declarations of `k` (TPipe, GM tensors, TPipe allocations, tensors, scalars; one per line,
+    indented one level), for a file skeleton that prints the rest of the class."""
+    return "\n".join(CppPrinter(k).members()) + "\n"
+
+
+def process_cpp(k: KernelClass, verify_first: bool = True) -> str:
+    """The C++ of `k`'s public Process() (verified first unless verify_first=False), for a file skeleton."""
+    if verify_first:
+        verify(k)
+    return "\n".join(CppPrinter(k).func("Process", (), k.process)) + "\n"
 
 
 def to_cpp(k: KernelClass, verify_first: bool = True) -> str:

@@ -584,10 +584,13 @@ class _Core:
             _define(frame["floats"], s.name, self.load(s.src, frame, s))
         elif isinstance(s, kir.SetValue):
             t = self.tensor(s.dst, frame)
-            v = self.fval(s.value, frame)
+            if isinstance(s.value, kir.FExpr):
+                v = np.asarray([self.fval(s.value, frame)], dtype=np.float32)
+            else:   # an integer converted to the element type
+                v = np.asarray([self.ival(s.value, frame)]).astype(NP_TYPES[self.dt(t.dtype)])
             self.read(t, 1)   # bounds
             self.touch(self.issue(_S, s), t.off, NP_TYPES[self.dt(t.dtype)].itemsize, True)
-            self.write(t, np.asarray([v], dtype=np.float32), True)
+            self.write(t, v, True)
         elif isinstance(s, kir.TrapUnless):
             v, hi = float(self.fval(s.value, frame)), self.ival(s.bound, frame)
             if not (0.0 <= v < hi):

@@ -29,13 +29,6 @@ constexpr int64_t kSign = 1;        // sign rows
 constexpr int64_t kCond = 1;        // row conditions of a part
 constexpr int64_t kAccOutputs = 0;  // column outputs summed across cores
 
-// Where row (b, s, n) of a part lives in a GM tensor (opgen.kernel.headrows.RowMap).
-struct HeadMap {
-    int64_t extent = 0;  // the tensor's sequence length
-    int64_t offset = 0;  // its sequence index of part row s is s + offset
-    bool bnsd = false;   // [B, N, extent, E]; else [B, extent, N, E]
-};
-
 // Per attribute key (attrKey = index(norm_type) + index(norm_added_type) * 3 + index(rope_type) * 9 + index(concat_order) * 27 + index(is_training) * 54): the compute body of each part slot (-1: no part), its row
 // addressing variant, and the column outputs summed across cores (bit g: accumulator output g).
 constexpr int8_t kBody[kAttrKeys][kParts] = {
@@ -263,7 +256,9 @@ constexpr uint8_t kBodyUse[15][6] = {{1, 1, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0}, {1,
                                      {1, 1, 0, 0, 0, 0}, {1, 1, 0, 0, 3, 0}, {1, 1, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0},
                                      {1, 1, 0, 0, 3, 0}, {1, 1, 0, 3, 0, 0}, {1, 1, 0, 3, 3, 0}, {1, 1, 0, 3, 0, 0},
                                      {1, 1, 0, 3, 3, 0}, {1, 1, 0, 3, 0, 0}, {1, 1, 0, 3, 3, 0}};
+// Per body and Gather offset table slot: the lane permutation family it reads (-1: none; opgen.kernel.headrows.PERMS).
 constexpr int8_t kBodyPerm[15][1] = {{-1}, {-1}, {-1}, {0}, {0}, {0}, {1}, {1}, {1}, {-1}, {-1}, {0}, {0}, {1}, {1}};
+// Per body and sign row slot: the sign family it reads (-1: none; opgen.kernel.headrows.SIGNS).
 constexpr int8_t kBodySign[15][1] = {{-1}, {-1}, {-1}, {0}, {0}, {0}, {1}, {1}, {1}, {-1}, {-1}, {0}, {0}, {1}, {1}};
 
 // fp32 -> D with round mode rm (a copy when D is float).
@@ -299,60 +294,34 @@ __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
 {
     return (a + b - 1) / b * b;
 }
-__aicore__ inline int64_t Min(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
-}
-__aicore__ inline int64_t Max(int64_t a, int64_t b)
-{
-    return a > b ? a : b;
-}
-__aicore__ inline bool Uses(uint32_t mask, int64_t j)
-{
-    return ((mask >> j) & 1U) != 0;
-}
 
-// Source lane of lane j in a row of d lanes, per Gather permutation family (opgen.kernel.headrows.PERMS).
-__aicore__ inline int64_t PermSource(int64_t family, int64_t j, int64_t d)
+// use[j] = bit j of mask (the slots a body uses), j < n.
+__aicore__ inline void UseBits(int64_t* use, int64_t n, uint32_t mask)
 {
-    switch (family) {
-        case 0:  // pair_swap
-            return j ^ 1;
-        case 1:  // half_swap
-            return (j + d / 2) % d;
-        default:
-            return j;
-    }
-}
-
-// Sign of lane j in a row of d lanes, per sign family (opgen.kernel.headrows.SIGNS).
-__aicore__ inline float SignOf(int64_t family, int64_t j, int64_t d)
-{
-    (void)d;
-    switch (family) {
-        case 0:  // even
-            return j % 2 == 0 ? -1.0f : 1.0f;
-        case 1:  // low_half
-            return j < d / 2 ? -1.0f : 1.0f;
-        default:
-            return 1.0f;
+    for (int64_t j = 0; j < n; ++j) {
+        use[j] = (mask >> j) & 1U;
     }
 }
 
 template <typename T>
 class NormRopeConcatKernel {
 public:
-    // One part of the row space: `seq` rows per (b, n), rows ordered (b, s, n), its GM tensors by slot.
+    // One part of the row space: `seq` rows per (b, n), rows ordered (b, s, n), its GM tensors by slot; a slot's
+    // rows of a GM tensor: sequence length extent, part row s at sequence index s + offset, [B, N, extent, E]
+    // when bnsd, else [B, extent, N, E] (opgen.kernel.headrows.RowMap).
     struct Part {
         int64_t seq = 0;
         int64_t body = -1;
-        uint32_t useIn = 0, useOut = 0, useStatIn = 0, useStatOut = 0, useCol = 0, useAcc = 0;  // slots the body uses
+        int64_t useIn[1] = {}, useOut[1] = {}, useStatIn[1] = {};  // slots the body uses (0 / 1)
+        int64_t useStatOut[2] = {}, useCol[2] = {}, useAcc[1] = {};
         GlobalTensor<T> in[1], out[1], tab[2], col[2];
         GlobalTensor<float> statIn[1], statOut[2];
-        HeadMap inMap[1], outMap[1];
-        int64_t tabOff[2] = {};  // table row of part row s: s + tabOff
-        int64_t cond[1] = {};    // row condition j of part row s: s < cond[j]
-        int64_t acc[1] = {};     // accumulator output index of acc slot j
+        int64_t inExtent[1] = {}, inOffset[1] = {}, inBnsd[1] = {};
+        int64_t outExtent[1] = {}, outOffset[1] = {}, outBnsd[1] = {};
+        int64_t tabOff[2] = {};                      // table row of part row s: s + tabOff
+        int64_t cond[1] = {};                        // row condition j of part row s: s < cond[j]
+        int64_t acc[1] = {};                         // accumulator output index of acc slot j
+        int64_t permWant[1] = {}, signWant[1] = {};  // lane table families of the body
     };
 
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR encoder_query, GM_ADDR encoder_key,
@@ -414,61 +383,12 @@ public:
         rowStart_ = RowStartOf(GetBlockIdx());
         rowEnd_ = RowStartOf(GetBlockIdx() + 1);
         InitBuffers();
-        int64_t start = 0;
-        for (int64_t j = 0; j < kParts; ++j) {
-            Part p;
-            if (!SetupPart(j, p)) {
-                continue;
-            }
-            const int64_t rows = td_->batchNum * heads_ * p.seq;
-            RunPart(p, start, rows);
-            start += rows;
-        }
+        RunParts();
     }
 
 private:
-    __aicore__ inline void InitBuffers()
-    {
-        const int64_t pass = td_->rowsPerPass;
-        for (int64_t j = 0; j < kIn; ++j) {
-            pipe_.InitBuffer(inQue_[j], 2, pass * dAlign_ * sizeof(T));
-        }
-        for (int64_t j = 0; j < kOut; ++j) {
-            pipe_.InitBuffer(outQue_[j], 2, pass * dAlign_ * sizeof(T));
-        }
-        for (int64_t j = 0; j < kStatOut; ++j) {
-            pipe_.InitBuffer(statStageBuf_[j], AlignUp(pass, 8) * sizeof(float));
-            pipe_.InitBuffer(statOutQue_[j], 2, AlignUp(pass, 8) * sizeof(float));
-        }
-        pipe_.InitBuffer(workBuf_, kTemps * dAlign_ * sizeof(float));
-        for (int64_t j = 0; j < kTemps; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * dAlign_];
-        }
-        pipe_.InitBuffer(tabBuf_, kTab * dAlign_ * sizeof(float));
-        for (int64_t j = 0; j < kTab; ++j) {
-            tab_[j] = tabBuf_.template Get<float>()[j * dAlign_];
-        }
-        pipe_.InitBuffer(colBuf_, kCol * dAlign_ * sizeof(float));
-        for (int64_t j = 0; j < kCol; ++j) {
-            col_[j] = colBuf_.template Get<float>()[j * dAlign_];
-        }
-        pipe_.InitBuffer(laneBuf_, (kPerm + kSign) * dAlign_ * sizeof(float));
-        for (int64_t j = 0; j < kPerm; ++j) {
-            perm_[j] = laneBuf_.template Get<uint32_t>()[j * dAlign_];
-            permFamily_[j] = -1;
-        }
-        for (int64_t j = 0; j < kSign; ++j) {
-            sign_[j] = laneBuf_.template Get<float>()[(kPerm + j) * dAlign_];
-            signFamily_[j] = -1;
-        }
-        pipe_.InitBuffer(paramQue_, 1, dAlign_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((dAlign_ + 63) / 64, 8) + 8) * sizeof(float));
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-    }
-
-    // The part in slot j for this attribute key (false: none); its rows, GM tensors and body.
-    __aicore__ inline bool SetupPart(int64_t j, Part& p)
+    // The part in slot j for this attribute key (0: none); its rows, GM tensors and body.
+    __aicore__ inline int64_t SetupPart(int64_t j, Part& p)
     {
         switch (kAddr[attrKey_][j]) {
             case 0:
@@ -508,19 +428,25 @@ private:
                 Addr11(p);
                 break;
             default:
-                return false;
+                return 0;
         }
         p.body = kBody[attrKey_][j];
         if (p.body >= 0) {
             const uint8_t* u = kBodyUse[p.body];
-            p.useIn = u[0];
-            p.useOut = u[1];
-            p.useStatIn = u[2];
-            p.useStatOut = u[3];
-            p.useCol = u[4];
-            p.useAcc = u[5];
+            UseBits(p.useIn, kIn, u[0]);
+            UseBits(p.useOut, kOut, u[1]);
+            UseBits(p.useStatIn, kStatIn, u[2]);
+            UseBits(p.useStatOut, kStatOut, u[3]);
+            UseBits(p.useCol, kCol, u[4]);
+            UseBits(p.useAcc, kAcc, u[5]);
         }
-        return true;
+        for (int64_t l = 0; l < kPerm; ++l) {
+            p.permWant[l] = p.body < 0 ? -1 : kBodyPerm[p.body][l];
+        }
+        for (int64_t l = 0; l < kSign; ++l) {
+            p.signWant[l] = p.body < 0 ? -1 : kBodySign[p.body][l];
+        }
+        return 1;
     }
 
     // query: rows [B, Sq, N]; RoPE rows s < R
@@ -528,7 +454,9 @@ private:
     {
         p.seq = td_->dimSq;
         p.in[0] = gm_query;
-        p.inMap[0] = HeadMap{td_->dimSq, 0, false};
+        p.inExtent[0] = td_->dimSq;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.tab[0] = gm_rope_sin;
         p.tabOff[0] = 0;
         p.tab[1] = gm_rope_cos;
@@ -536,7 +464,9 @@ private:
         p.col[0] = gm_norm_query_weight;
         p.col[1] = gm_norm_query_bias;
         p.out[0] = gm_query_output;
-        p.outMap[0] = HeadMap{td_->dimSeq + td_->dimSq, 0, true};
+        p.outExtent[0] = td_->dimSeq + td_->dimSq;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
         p.statOut[0] = gm_norm_query_mean;
         p.statOut[1] = gm_norm_query_rstd;
         p.cond[0] = td_->dimR;
@@ -547,7 +477,9 @@ private:
     {
         p.seq = td_->dimSq;
         p.in[0] = gm_query;
-        p.inMap[0] = HeadMap{td_->dimSq, 0, false};
+        p.inExtent[0] = td_->dimSq;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.tab[0] = gm_rope_sin;
         p.tabOff[0] = td_->dimSeq;
         p.tab[1] = gm_rope_cos;
@@ -555,7 +487,9 @@ private:
         p.col[0] = gm_norm_query_weight;
         p.col[1] = gm_norm_query_bias;
         p.out[0] = gm_query_output;
-        p.outMap[0] = HeadMap{td_->dimSeq + td_->dimSq, td_->dimSeq, true};
+        p.outExtent[0] = td_->dimSeq + td_->dimSq;
+        p.outOffset[0] = td_->dimSeq;
+        p.outBnsd[0] = 1;
         p.statOut[0] = gm_norm_query_mean;
         p.statOut[1] = gm_norm_query_rstd;
         p.cond[0] = td_->dimR - td_->dimSeq;
@@ -566,7 +500,9 @@ private:
     {
         p.seq = td_->dimSk;
         p.in[0] = gm_key;
-        p.inMap[0] = HeadMap{td_->dimSk, 0, false};
+        p.inExtent[0] = td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.tab[0] = gm_rope_sin;
         p.tabOff[0] = 0;
         p.tab[1] = gm_rope_cos;
@@ -574,7 +510,9 @@ private:
         p.col[0] = gm_norm_key_weight;
         p.col[1] = gm_norm_key_bias;
         p.out[0] = gm_key_output;
-        p.outMap[0] = HeadMap{td_->dimSek + td_->dimSk, 0, true};
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
         p.statOut[0] = gm_norm_key_mean;
         p.statOut[1] = gm_norm_key_rstd;
         p.cond[0] = td_->dimR;
@@ -585,7 +523,9 @@ private:
     {
         p.seq = td_->dimSk;
         p.in[0] = gm_key;
-        p.inMap[0] = HeadMap{td_->dimSk, 0, false};
+        p.inExtent[0] = td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.tab[0] = gm_rope_sin;
         p.tabOff[0] = td_->dimSek;
         p.tab[1] = gm_rope_cos;
@@ -593,7 +533,9 @@ private:
         p.col[0] = gm_norm_key_weight;
         p.col[1] = gm_norm_key_bias;
         p.out[0] = gm_key_output;
-        p.outMap[0] = HeadMap{td_->dimSek + td_->dimSk, td_->dimSek, true};
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = td_->dimSek;
+        p.outBnsd[0] = 1;
         p.statOut[0] = gm_norm_key_mean;
         p.statOut[1] = gm_norm_key_rstd;
         p.cond[0] = td_->dimR - td_->dimSek;
@@ -604,9 +546,13 @@ private:
     {
         p.seq = td_->dimSk;
         p.in[0] = gm_value;
-        p.inMap[0] = HeadMap{td_->dimSk, 0, false};
+        p.inExtent[0] = td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.out[0] = gm_value_output;
-        p.outMap[0] = HeadMap{td_->dimSek + td_->dimSk, 0, true};
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
     }
 
     // value: rows [B, Sk, N]; value_output at s + Sek
@@ -614,9 +560,13 @@ private:
     {
         p.seq = td_->dimSk;
         p.in[0] = gm_value;
-        p.inMap[0] = HeadMap{td_->dimSk, 0, false};
+        p.inExtent[0] = td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.out[0] = gm_value_output;
-        p.outMap[0] = HeadMap{td_->dimSek + td_->dimSk, td_->dimSek, true};
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = td_->dimSek;
+        p.outBnsd[0] = 1;
     }
 
     // encoder_query: rows [B, Seq, N]; rope_sin row s + Sq, rope_cos row s + Sq, query_output at s + Sq; RoPE rows s < R - Sq
@@ -627,7 +577,9 @@ private:
             p.seq = 0;  // absent: no rows
         }
         p.in[0] = gm_encoder_query;
-        p.inMap[0] = HeadMap{td_->dimSeq, 0, false};
+        p.inExtent[0] = td_->dimSeq;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.tab[0] = gm_rope_sin;
         p.tabOff[0] = td_->dimSq;
         p.tab[1] = gm_rope_cos;
@@ -635,7 +587,9 @@ private:
         p.col[0] = gm_norm_added_query_weight;
         p.col[1] = gm_norm_added_query_bias;
         p.out[0] = gm_query_output;
-        p.outMap[0] = HeadMap{td_->dimSeq + td_->dimSq, td_->dimSq, true};
+        p.outExtent[0] = td_->dimSeq + td_->dimSq;
+        p.outOffset[0] = td_->dimSq;
+        p.outBnsd[0] = 1;
         p.statOut[0] = gm_norm_added_query_mean;
         p.statOut[1] = gm_norm_added_query_rstd;
         p.cond[0] = td_->dimR - td_->dimSq;
@@ -649,7 +603,9 @@ private:
             p.seq = 0;  // absent: no rows
         }
         p.in[0] = gm_encoder_query;
-        p.inMap[0] = HeadMap{td_->dimSeq, 0, false};
+        p.inExtent[0] = td_->dimSeq;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.tab[0] = gm_rope_sin;
         p.tabOff[0] = 0;
         p.tab[1] = gm_rope_cos;
@@ -657,7 +613,9 @@ private:
         p.col[0] = gm_norm_added_query_weight;
         p.col[1] = gm_norm_added_query_bias;
         p.out[0] = gm_query_output;
-        p.outMap[0] = HeadMap{td_->dimSeq + td_->dimSq, 0, true};
+        p.outExtent[0] = td_->dimSeq + td_->dimSq;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
         p.statOut[0] = gm_norm_added_query_mean;
         p.statOut[1] = gm_norm_added_query_rstd;
         p.cond[0] = td_->dimR;
@@ -671,7 +629,9 @@ private:
             p.seq = 0;  // absent: no rows
         }
         p.in[0] = gm_encoder_key;
-        p.inMap[0] = HeadMap{td_->dimSek, 0, false};
+        p.inExtent[0] = td_->dimSek;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.tab[0] = gm_rope_sin;
         p.tabOff[0] = td_->dimSk;
         p.tab[1] = gm_rope_cos;
@@ -679,7 +639,9 @@ private:
         p.col[0] = gm_norm_added_key_weight;
         p.col[1] = gm_norm_added_key_bias;
         p.out[0] = gm_key_output;
-        p.outMap[0] = HeadMap{td_->dimSek + td_->dimSk, td_->dimSk, true};
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = td_->dimSk;
+        p.outBnsd[0] = 1;
         p.statOut[0] = gm_norm_added_key_mean;
         p.statOut[1] = gm_norm_added_key_rstd;
         p.cond[0] = td_->dimR - td_->dimSk;
@@ -693,7 +655,9 @@ private:
             p.seq = 0;  // absent: no rows
         }
         p.in[0] = gm_encoder_key;
-        p.inMap[0] = HeadMap{td_->dimSek, 0, false};
+        p.inExtent[0] = td_->dimSek;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.tab[0] = gm_rope_sin;
         p.tabOff[0] = 0;
         p.tab[1] = gm_rope_cos;
@@ -701,7 +665,9 @@ private:
         p.col[0] = gm_norm_added_key_weight;
         p.col[1] = gm_norm_added_key_bias;
         p.out[0] = gm_key_output;
-        p.outMap[0] = HeadMap{td_->dimSek + td_->dimSk, 0, true};
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
         p.statOut[0] = gm_norm_added_key_mean;
         p.statOut[1] = gm_norm_added_key_rstd;
         p.cond[0] = td_->dimR;
@@ -715,9 +681,13 @@ private:
             p.seq = 0;  // absent: no rows
         }
         p.in[0] = gm_encoder_value;
-        p.inMap[0] = HeadMap{td_->dimSek, 0, false};
+        p.inExtent[0] = td_->dimSek;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.out[0] = gm_value_output;
-        p.outMap[0] = HeadMap{td_->dimSek + td_->dimSk, td_->dimSk, true};
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = td_->dimSk;
+        p.outBnsd[0] = 1;
     }
 
     // encoder_value: rows [B, Sek, N]
@@ -728,30 +698,83 @@ private:
             p.seq = 0;  // absent: no rows
         }
         p.in[0] = gm_encoder_value;
-        p.inMap[0] = HeadMap{td_->dimSek, 0, false};
+        p.inExtent[0] = td_->dimSek;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
         p.out[0] = gm_value_output;
-        p.outMap[0] = HeadMap{td_->dimSek + td_->dimSk, 0, true};
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
+    }
+
+    __aicore__ inline void InitBuffers()
+    {
+        const int64_t pass = td_->rowsPerPass;
+        pipe_.InitBuffer(inQue0_, 2, pass * dAlign_ * sizeof(T));
+        pipe_.InitBuffer(outQue0_, 2, pass * dAlign_ * sizeof(T));
+        pipe_.InitBuffer(statStageBuf0_, AlignUp(pass, 8) * sizeof(float));
+        pipe_.InitBuffer(statOutQue0_, 2, AlignUp(pass, 8) * sizeof(float));
+        pipe_.InitBuffer(statStageBuf1_, AlignUp(pass, 8) * sizeof(float));
+        pipe_.InitBuffer(statOutQue1_, 2, AlignUp(pass, 8) * sizeof(float));
+        pipe_.InitBuffer(workBuf_, 3 * dAlign_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * dAlign_];
+        }
+        pipe_.InitBuffer(tabBuf_, 2 * dAlign_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            tab_[j] = tabBuf_.template Get<float>()[j * dAlign_];
+        }
+        pipe_.InitBuffer(colBuf_, 2 * dAlign_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            col_[j] = colBuf_.template Get<float>()[j * dAlign_];
+        }
+        pipe_.InitBuffer(laneBuf_, 2 * dAlign_ * sizeof(float));
+        for (int64_t j = 0; j < 1; ++j) {
+            perm_[j] = laneBuf_.template Get<uint32_t>()[j * dAlign_];
+        }
+        for (int64_t j = 0; j < 1; ++j) {
+            sign_[j] = laneBuf_.template Get<float>()[(1 + j) * dAlign_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, dAlign_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((dAlign_ + 63) / 64, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
+    }
+
+    // The parts in row-space order, each after the rows of the ones before it.
+    __aicore__ inline void RunParts()
+    {
+        int64_t start = 0;
+        for (int64_t j = 0; j < 6; ++j) {
+            Part p;
+            const int64_t found = SetupPart(j, p);
+            if (found != 0) {
+                const int64_t rows = td_->batchNum * heads_ * p.seq;
+                RunPart(p, start, rows);
+                start += rows;
+            }
+        }
     }
 
     // This core's rows [rowStart_, rowEnd_) of the part whose rows start at `start`: passes of rowsPerPass
     // rows; the part's column sums (if any) go to this core's workspace rows even when it has no rows.
     __aicore__ inline void RunPart(const Part& p, int64_t start, int64_t rows)
     {
-        const int64_t lo = Max(rowStart_, start) - start;
-        const int64_t hi = Min(rowEnd_, start + rows) - start;
+        const int64_t lo = (rowStart_ > start ? rowStart_ : start) - start;
+        const int64_t hi = (rowEnd_ < start + rows ? rowEnd_ : start + rows) - start;
         if (hi > lo) {
-            for (int64_t j = 0; j < kCol; ++j) {
-                if (Uses(p.useCol, j)) {
-                    LoadRow<T>(col_[j], p.col[j], headDim_);
-                }
+            if (p.useCol[0] != 0) {
+                LoadRow<T>(col_[0], p.col[0], headDim_);
             }
-            for (int64_t j = 0; j < kTab; ++j) {
-                tabRow_[j] = -1;
+            if (p.useCol[1] != 0) {
+                LoadRow<T>(col_[1], p.col[1], headDim_);
             }
-            PrepareLanes(p.body);
+            tabRow0_ = -1;
+            tabRow1_ = -1;
+            PrepareLanes(p);
             const int64_t pass = td_->rowsPerPass;
             for (int64_t r = lo; r < hi; r += pass) {
-                const int64_t k = Min(pass, hi - r);
+                const int64_t k = hi - r < pass ? hi - r : pass;
                 CopyIn(p, r, k);
                 Compute(p, r, k);
                 CopyOut(p, r, k);
@@ -759,146 +782,162 @@ private:
         }
     }
 
+    // The Gather byte-offset tables and sign rows of the part's body, written by the scalar unit when they change.
+    __aicore__ inline void PrepareLanes(const Part& p)
+    {
+        if (p.permWant[0] >= 0 && p.permWant[0] != permFamily0_) {
+            if (p.permWant[0] == 0) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    perm_[0].SetValue(
+                        l, static_cast<uint32_t>((l + 1 - 2 * (l % 2)) *
+                                                 sizeof(float)));  // pair_swap: the source lane's byte offset
+                }
+            }
+            if (p.permWant[0] == 1) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    perm_[0].SetValue(
+                        l, static_cast<uint32_t>((l + headDim_ / 2) % headDim_ *
+                                                 sizeof(float)));  // half_swap: the source lane's byte offset
+                }
+            }
+            permFamily0_ = p.permWant[0];
+        }
+        if (p.signWant[0] >= 0 && p.signWant[0] != signFamily0_) {
+            if (p.signWant[0] == 0) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    sign_[0].SetValue(l, static_cast<float>(l % 2 == 0 ? -1 : 1));  // even: the lane's sign
+                }
+            }
+            if (p.signWant[0] == 1) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    sign_[0].SetValue(l, static_cast<float>(l < headDim_ / 2 ? -1 : 1));  // low_half: the lane's sign
+                }
+            }
+            signFamily0_ = p.signWant[0];
+        }
+        SetFlag<HardEvent::S_V>(0);  // the vector unit reads the tables
+        WaitFlag<HardEvent::S_V>(0);
+    }
+
+    // Every input slot's queue gets a block (the part's slots are copied into; the others pass through unwritten).
     __aicore__ inline void CopyIn(const Part& p, int64_t r0, int64_t k)
     {
-        for (int64_t j = 0; j < kIn; ++j) {
-            if (!Uses(p.useIn, j)) {
-                continue;
+        {
+            LocalTensor<T> t = inQue0_.template AllocTensor<T>();
+            if (p.useIn[0] != 0) {
+                CopyRowsIn(p.in[0], p.inExtent[0], p.inOffset[0], p.inBnsd[0], t, p, r0, k);
             }
-            LocalTensor<T> t = inQue_[j].template AllocTensor<T>();
-            CopyRows<false>(p.in[j], p.inMap[j], t, p, r0, k);
-            inQue_[j].EnQue(t);
+            inQue0_.EnQue(t);
         }
     }
 
+    // The queue hand-offs around the part's body (its rows one at a time in fp32).
     __aicore__ inline void Compute(const Part& p, int64_t r0, int64_t k)
     {
-        for (int64_t j = 0; j < kIn; ++j) {
-            if (!Uses(p.useIn, j)) {
-                continue;
-            }
-            rowIn_[j] = inQue_[j].template DeQue<T>();
+        rowIn0_ = inQue0_.template DeQue<T>();
+        rowOut0_ = outQue0_.template AllocTensor<T>();
+        statStage0_ = statStageBuf0_.template Get<float>();
+        statStage1_ = statStageBuf1_.template Get<float>();
+        if (p.body == 0) {
+            Body0(k);
         }
-        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
-        WaitFlag<HardEvent::MTE2_S>(0);
-        for (int64_t j = 0; j < kOut; ++j) {
-            if (!Uses(p.useOut, j)) {
-                continue;
-            }
-            rowOut_[j] = outQue_[j].template AllocTensor<T>();
+        if (p.body == 1) {
+            Body1(k);
         }
-        for (int64_t j = 0; j < kStatOut; ++j) {
-            if (!Uses(p.useStatOut, j)) {
-                continue;
-            }
-            statStage_[j] = statStageBuf_[j].template Get<float>();
+        if (p.body == 2) {
+            Body2(k);
         }
-        switch (p.body) {
-            case 0:
-                Body0(p, r0, k);
-                break;
-            case 1:
-                Body1(p, r0, k);
-                break;
-            case 2:
-                Body2(p, r0, k);
-                break;
-            case 3:
-                Body3(p, r0, k);
-                break;
-            case 4:
-                Body4(p, r0, k);
-                break;
-            case 5:
-                Body5(p, r0, k);
-                break;
-            case 6:
-                Body6(p, r0, k);
-                break;
-            case 7:
-                Body7(p, r0, k);
-                break;
-            case 8:
-                Body8(p, r0, k);
-                break;
-            case 9:
-                Body9(p, r0, k);
-                break;
-            case 10:
-                Body10(p, r0, k);
-                break;
-            case 11:
-                Body11(p, r0, k);
-                break;
-            case 12:
-                Body12(p, r0, k);
-                break;
-            case 13:
-                Body13(p, r0, k);
-                break;
-            case 14:
-                Body14(p, r0, k);
-                break;
-            default:
-                break;
+        if (p.body == 3) {
+            Body3(p, r0, k);
         }
-        for (int64_t j = 0; j < kOut; ++j) {
-            if (!Uses(p.useOut, j)) {
-                continue;
-            }
-            outQue_[j].EnQue(rowOut_[j]);
+        if (p.body == 4) {
+            Body4(p, r0, k);
         }
-        if (p.useStatOut != 0) {
-            SetFlag<HardEvent::S_V>(0);
-            WaitFlag<HardEvent::S_V>(0);
+        if (p.body == 5) {
+            Body5(p, r0, k);
         }
-        for (int64_t j = 0; j < kStatOut; ++j) {
-            if (!Uses(p.useStatOut, j)) {
-                continue;
-            }
+        if (p.body == 6) {
+            Body6(p, r0, k);
+        }
+        if (p.body == 7) {
+            Body7(p, r0, k);
+        }
+        if (p.body == 8) {
+            Body8(p, r0, k);
+        }
+        if (p.body == 9) {
+            Body9(k);
+        }
+        if (p.body == 10) {
+            Body10(k);
+        }
+        if (p.body == 11) {
+            Body11(p, r0, k);
+        }
+        if (p.body == 12) {
+            Body12(p, r0, k);
+        }
+        if (p.body == 13) {
+            Body13(p, r0, k);
+        }
+        if (p.body == 14) {
+            Body14(p, r0, k);
+        }
+        outQue0_.EnQue(rowOut0_);
+        if (p.useStatOut[0] + p.useStatOut[1] != 0) {
             SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
             WaitFlag<HardEvent::S_V>(0);
-            LocalTensor<float> t = statOutQue_[j].template AllocTensor<float>();
-            CastTo(t, statStage_[j], RoundMode::CAST_NONE, k);
-            statOutQue_[j].EnQue(t);
         }
-        for (int64_t j = 0; j < kIn; ++j) {
-            if (!Uses(p.useIn, j)) {
-                continue;
+        {
+            LocalTensor<float> t = statOutQue0_.template AllocTensor<float>();
+            if (p.useStatOut[0] != 0) {
+                CastTo(t, statStage0_, RoundMode::CAST_NONE, k);
             }
-            inQue_[j].FreeTensor(rowIn_[j]);
+            statOutQue0_.EnQue(t);
         }
+        {
+            LocalTensor<float> t = statOutQue1_.template AllocTensor<float>();
+            if (p.useStatOut[1] != 0) {
+                CastTo(t, statStage1_, RoundMode::CAST_NONE, k);
+            }
+            statOutQue1_.EnQue(t);
+        }
+        inQue0_.FreeTensor(rowIn0_);
     }
 
     __aicore__ inline void CopyOut(const Part& p, int64_t r0, int64_t k)
     {
-        for (int64_t j = 0; j < kOut; ++j) {
-            if (!Uses(p.useOut, j)) {
-                continue;
+        {
+            LocalTensor<T> t = outQue0_.template DeQue<T>();
+            if (p.useOut[0] != 0) {
+                CopyRowsOut(p.out[0], p.outExtent[0], p.outOffset[0], p.outBnsd[0], t, p, r0, k);
             }
-            LocalTensor<T> t = outQue_[j].template DeQue<T>();
-            CopyRows<true>(p.out[j], p.outMap[j], t, p, r0, k);
-            outQue_[j].FreeTensor(t);
+            outQue0_.FreeTensor(t);
         }
-        for (int64_t j = 0; j < kStatOut; ++j) {
-            if (!Uses(p.useStatOut, j)) {
-                continue;
+        {
+            LocalTensor<float> t = statOutQue0_.template DeQue<float>();
+            if (p.useStatOut[0] != 0) {
+                DataCopyPad(p.statOut[0][r0], t, DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
             }
-            LocalTensor<float> t = statOutQue_[j].template DeQue<float>();
-            DataCopyPad(p.statOut[j][r0], t, DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-            statOutQue_[j].FreeTensor(t);
+            statOutQue0_.FreeTensor(t);
+        }
+        {
+            LocalTensor<float> t = statOutQue1_.template DeQue<float>();
+            if (p.useStatOut[1] != 0) {
+                DataCopyPad(p.statOut[1][r0], t, DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+            }
+            statOutQue1_.FreeTensor(t);
         }
     }
 
-    // Part rows [r0, r0 + k) between GM tensor g (addressed by m) and UB rows dAlign_ apart, one DataCopyPad
-    // per run of rows equally spaced in GM: the heads of one (b, s) of a BNSD tensor (gap (extent - 1) * D),
-    // the rows of one batch of a BSND tensor, the whole pass when the tensor is the part itself.
-    template <bool toGm>
-    __aicore__ inline void CopyRows(const GlobalTensor<T>& g, const HeadMap& m, const LocalTensor<T>& ub, const Part& p,
-                                    int64_t r0, int64_t k)
+    // GM -> UB of part rows [r0, r0 + k): one DataCopyPad per run of rows equally spaced in GM
+    // (the heads of one (b, s) of a BNSD tensor, the rows of one batch of a BSND tensor, the whole pass
+    // when the tensor is the part itself).
+    __aicore__ inline void CopyRowsIn(const GlobalTensor<T>& g, int64_t extent, int64_t offset, int64_t bnsd,
+                                      const LocalTensor<T>& ub, const Part& p, int64_t r0, int64_t k)
     {
-        const uint32_t ubGap = GapBlocks(dAlign_, headDim_, sizeof(T));
-        for (int64_t i = 0; i < k;) {
+        const int64_t ubGap = GapBlocks(dAlign_, headDim_, sizeof(T));
+        for (int64_t i = 0; i < k;) {  // one DataCopyPad per run of rows at one GM stride
             const int64_t r = r0 + i;
             const int64_t n = r % heads_;
             const int64_t s = r / heads_ % p.seq;
@@ -906,800 +945,55 @@ private:
             int64_t run = 0;
             int64_t gmOff = 0;
             int64_t gap = 0;
-            if (m.bnsd) {
-                run = Min(k - i, heads_ - n);
-                gmOff = ((b * heads_ + n) * m.extent + s + m.offset) * headDim_;
-                gap = (m.extent - 1) * headDim_;
+            if (bnsd != 0) {
+                run = k - i < heads_ - n ? k - i : heads_ - n;
+                gmOff = ((b * heads_ + n) * extent + s + offset) * headDim_;
+                gap = (extent - 1) * headDim_;
             } else {
-                run = (m.extent == p.seq && m.offset == 0) ? k - i : Min(k - i, (p.seq - s) * heads_ - n);
-                gmOff = ((b * m.extent + s + m.offset) * heads_ + n) * headDim_;
+                run = (extent == p.seq && offset == 0)
+                          ? k - i
+                          : (k - i < (p.seq - s) * heads_ - n ? k - i : (p.seq - s) * heads_ - n);
+                gmOff = ((b * extent + s + offset) * heads_ + n) * headDim_;
             }
-            if constexpr (toGm) {
-                DataCopyPad(
-                    g[gmOff], ub[i * dAlign_],
-                    DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), ubGap, gap * sizeof(T), 0));
-            } else {
-                DataCopyPad(
-                    ub[i * dAlign_], g[gmOff],
-                    DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), gap * sizeof(T), ubGap, 0),
-                    DataCopyPadExtParams<T>(false, 0, 0, T{}));
-            }
+            DataCopyPad(ub[i * dAlign_], g[gmOff],
+                        DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), gap * sizeof(T), ubGap, 0),
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
             i += run;
         }
     }
 
-    // Table slot j holds the fp32 row of part row s (table row s + tabOff[j]); reloaded when it changes.
-    __aicore__ inline void TableRow(int64_t j, const Part& p, int64_t s)
+    // UB -> GM of part rows [r0, r0 + k): one DataCopyPad per run of rows equally spaced in GM
+    // (the heads of one (b, s) of a BNSD tensor, the rows of one batch of a BSND tensor, the whole pass
+    // when the tensor is the part itself).
+    __aicore__ inline void CopyRowsOut(const GlobalTensor<T>& g, int64_t extent, int64_t offset, int64_t bnsd,
+                                       const LocalTensor<T>& ub, const Part& p, int64_t r0, int64_t k)
     {
-        const int64_t row = s + p.tabOff[j];
-        if (row != tabRow_[j]) {
-            LoadRow<T>(tab_[j], p.tab[j][row * headDim_], headDim_);
-            tabRow_[j] = row;
-        }
-    }
-
-    // The Gather byte-offset tables and sign rows of `body`, built with scalar writes when they change.
-    __aicore__ inline void PrepareLanes(int64_t body)
-    {
-        for (int64_t j = 0; j < kPerm; ++j) {
-            const int64_t f = body < 0 ? -1 : kBodyPerm[body][j];
-            if (f >= 0 && f != permFamily_[j]) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    perm_[j].SetValue(l, static_cast<uint32_t>(PermSource(f, l, headDim_) * sizeof(float)));
-                }
-                permFamily_[j] = f;
-            }
-        }
-        for (int64_t j = 0; j < kSign; ++j) {
-            const int64_t f = body < 0 ? -1 : kBodySign[body][j];
-            if (f >= 0 && f != signFamily_[j]) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    sign_[j].SetValue(l, SignOf(f, l, headDim_));
-                }
-                signFamily_[j] = f;
-            }
-        }
-        SetFlag<HardEvent::S_V>(0);
-        WaitFlag<HardEvent::S_V>(0);
-    }
-
-    // Body 0: reads in0; writes out0; 1 fp32 temporaries
-    __aicore__ inline void Body0(const Part& p, int64_t r0, int64_t k)
-    {
-        (void)p;
-        for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,25,26,27,28
-            PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                   headDim_);  // spec: norm_rope_concat.py:45,46,47
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
-    // Body 1: reads in0; writes out0; 2 fp32 temporaries
-    __aicore__ inline void Body1(const Part& p, int64_t r0, int64_t k)
-    {
-        (void)p;
-        for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-            PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-            PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
-    // Body 2: reads col0, col1, in0; writes out0; 2 fp32 temporaries
-    __aicore__ inline void Body2(const Part& p, int64_t r0, int64_t k)
-    {
-        (void)p;
-        for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-            PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-            PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
-            PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
-            PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
-    // Body 3: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
-    __aicore__ inline void Body3(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
+        const int64_t ubGap = GapBlocks(dAlign_, headDim_, sizeof(T));
+        for (int64_t i = 0; i < k;) {  // one DataCopyPad per run of rows at one GM stride
+            const int64_t r = r0 + i;
+            const int64_t n = r % heads_;
+            const int64_t s = r / heads_ % p.seq;
+            const int64_t b = r / heads_ / p.seq;
+            int64_t run = 0;
+            int64_t gmOff = 0;
+            int64_t gap = 0;
+            if (bnsd != 0) {
+                run = k - i < heads_ - n ? k - i : heads_ - n;
+                gmOff = ((b * heads_ + n) * extent + s + offset) * headDim_;
+                gap = (extent - 1) * headDim_;
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
+                run = (extent == p.seq && offset == 0)
+                          ? k - i
+                          : (k - i < (p.seq - s) * heads_ - n ? k - i : (p.seq - s) * heads_ - n);
+                gmOff = ((b * extent + s + offset) * heads_ + n) * headDim_;
             }
+            DataCopyPad(g[gmOff], ub[i * dAlign_],
+                        DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), ubGap, gap * sizeof(T), 0));
+            i += run;
         }
     }
 
-    // Body 4: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
-    __aicore__ inline void Body4(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 5: reads col0, col1, in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
-    __aicore__ inline void Body5(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 6: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
-    __aicore__ inline void Body6(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 7: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
-    __aicore__ inline void Body7(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 8: reads col0, col1, in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
-    __aicore__ inline void Body8(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 9: reads in0; writes out0, sout0, sout1; 2 fp32 temporaries
-    __aicore__ inline void Body9(const Part& p, int64_t r0, int64_t k)
-    {
-        (void)p;
-        for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-            PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-            statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
-            PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-            const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-            statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
-    // Body 10: reads col0, col1, in0; writes out0, sout0, sout1; 2 fp32 temporaries
-    __aicore__ inline void Body10(const Part& p, int64_t r0, int64_t k)
-    {
-        (void)p;
-        for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-            PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-            const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-            statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
-            PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-            const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-            statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-            Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
-            PipeBarrier<PIPE_V>();
-            Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
-            PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
-    // Body 11: reads in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
-    __aicore__ inline void Body11(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 12: reads col0, col1, in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
-    __aicore__ inline void Body12(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 13: reads in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
-    __aicore__ inline void Body13(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 14: reads col0, col1, in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
-    __aicore__ inline void Body14(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);                                // spec: norm_rope_concat.py:101
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], tab_[0], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
-                const float s0 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat.py:85
-                const float s1 = s0 / static_cast<float>(headDim_);       // spec: norm_rope_concat.py:85
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat.py:86
-                statStage_[0].SetValue(i, s1);                            // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[0], headDim_);  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
-                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
-                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
-                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
-                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
-                statStage_[1].SetValue(i, s6);                       // spec: norm_rope_concat.py:93
-                Duplicate(w_[1], static_cast<float>(s5), headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Div(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], col_[0], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                Add(w_[0], w_[0], col_[1], headDim_);  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat.py:45,46
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // GM row (T or fp32) -> fp32 UB row, n elements.
+    // GM row (T, U or fp32) -> fp32 UB row, n elements.
     template <typename S>
     __aicore__ inline void LoadRow(const LocalTensor<float>& dst, const GlobalTensor<S>& src, int64_t n)
     {
@@ -1732,6 +1026,853 @@ private:
         return static_cast<uint32_t>((stride * bytes - AlignUp(len * bytes, 32)) / 32);
     }
 
+    // Body 0: reads in0; writes out0; 1 fp32 temporaries
+    __aicore__ inline void Body0(int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,25,26,27,28
+            PipeBarrier<PIPE_V>();
+            CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                   headDim_);  // spec: norm_rope_concat.py:45,46,47
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 1: reads in0; writes out0; 2 fp32 temporaries
+    __aicore__ inline void Body1(int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+            PipeBarrier<PIPE_V>();
+            const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+            PipeBarrier<PIPE_V>();
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+            PipeBarrier<PIPE_V>();
+            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
+            Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+            PipeBarrier<PIPE_V>();
+            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+            PipeBarrier<PIPE_V>();
+            CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 2: reads col0, col1, in0; writes out0; 2 fp32 temporaries
+    __aicore__ inline void Body2(int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+            PipeBarrier<PIPE_V>();
+            const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+            PipeBarrier<PIPE_V>();
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+            PipeBarrier<PIPE_V>();
+            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
+            Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+            PipeBarrier<PIPE_V>();
+            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+            PipeBarrier<PIPE_V>();
+            Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+            PipeBarrier<PIPE_V>();
+            Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+            PipeBarrier<PIPE_V>();
+            CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 3: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
+    __aicore__ inline void Body3(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 4: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
+    __aicore__ inline void Body4(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 5: reads col0, col1, in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
+    __aicore__ inline void Body5(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 6: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
+    __aicore__ inline void Body6(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 7: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
+    __aicore__ inline void Body7(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 8: reads col0, col1, in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
+    __aicore__ inline void Body8(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 9: reads in0; writes out0, sout0, sout1; 2 fp32 temporaries
+    __aicore__ inline void Body9(int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+            PipeBarrier<PIPE_V>();
+            const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+            statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
+            PipeBarrier<PIPE_V>();
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+            PipeBarrier<PIPE_V>();
+            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
+            const float s6 = (1.0f / s5);                                              // spec: norm_rope_concat.py:93
+            statStage1_.SetValue(i, s6);                                               // spec: norm_rope_concat.py:93
+            Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+            PipeBarrier<PIPE_V>();
+            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+            PipeBarrier<PIPE_V>();
+            CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 10: reads col0, col1, in0; writes out0, sout0, sout1; 2 fp32 temporaries
+    __aicore__ inline void Body10(int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+            PipeBarrier<PIPE_V>();
+            const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+            const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+            Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+            statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
+            PipeBarrier<PIPE_V>();
+            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+            PipeBarrier<PIPE_V>();
+            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
+            const float s6 = (1.0f / s5);                                              // spec: norm_rope_concat.py:93
+            statStage1_.SetValue(i, s6);                                               // spec: norm_rope_concat.py:93
+            Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+            PipeBarrier<PIPE_V>();
+            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+            PipeBarrier<PIPE_V>();
+            Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+            PipeBarrier<PIPE_V>();
+            Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+            PipeBarrier<PIPE_V>();
+            CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 11: reads in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
+    __aicore__ inline void Body11(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 12: reads col0, col1, in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
+    __aicore__ inline void Body12(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 13: reads in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
+    __aicore__ inline void Body13(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 14: reads col0, col1, in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
+    __aicore__ inline void Body14(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();
+                const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
+                const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
+                statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
+                const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
+                const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
+                const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
+                const float s6 = (1.0f / s5);                        // spec: norm_rope_concat.py:93
+                statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
+                Duplicate(w_[1], static_cast<float>(s5),
+                          static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat.py:45,46
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
     const optiling::NormRopeConcatTilingData* td_ = nullptr;
     TPipe pipe_;
     GlobalTensor<T> gm_query;
@@ -1761,22 +1902,44 @@ private:
     GlobalTensor<float> gm_norm_added_query_rstd;
     GlobalTensor<float> gm_norm_added_key_mean;
     GlobalTensor<float> gm_norm_added_key_rstd;
+    GlobalTensor<float> ws_;
+    TQue<TPosition::VECIN, 1> inQue0_;
+    TQue<TPosition::VECOUT, 1> outQue0_;
+    TBuf<TPosition::VECCALC> statStageBuf0_;
+    TQue<TPosition::VECOUT, 1> statOutQue0_;
+    TBuf<TPosition::VECCALC> statStageBuf1_;
+    TQue<TPosition::VECOUT, 1> statOutQue1_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> tabBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> laneBuf_;
+    TQue<TPosition::VECIN, 1> paramQue_;
+    TBuf<TPosition::VECCALC> reduceBuf_;
+    LocalTensor<T> rowIn0_;
+    LocalTensor<T> rowOut0_;
+    LocalTensor<float> statStage0_;
+    LocalTensor<float> statStage1_;
+    LocalTensor<float> w_[3];
+    LocalTensor<float> tab_[2];
+    LocalTensor<float> col_[2];
+    LocalTensor<float> sign_[1];
+    LocalTensor<uint32_t> perm_[1];
+    LocalTensor<float> red_;
+    LocalTensor<float> redTmp_;
+    int64_t attrKey_ = 0;
+    int64_t heads_ = 0;
+    int64_t headDim_ = 0;
+    int64_t dAlign_ = 0;
+    int64_t rowStart_ = 0;
+    int64_t rowEnd_ = 0;
+    int64_t accMask_ = 0;
+    int64_t tabRow0_ = 0;
+    int64_t tabRow1_ = 0;
+    int64_t permFamily0_ = -1;
+    int64_t signFamily0_ = -1;
     bool has_encoder_query = false;
     bool has_encoder_key = false;
     bool has_encoder_value = false;
-    GlobalTensor<float> ws_;
-    TQue<TPosition::VECIN, 1> inQue_[1], statInQue_[1];
-    TQue<TPosition::VECOUT, 1> outQue_[1], statOutQue_[2];
-    TQue<TPosition::VECIN, 1> paramQue_;
-    TBuf<TPosition::VECCALC> statStageBuf_[2], workBuf_, tabBuf_, colBuf_, accBuf_, laneBuf_;
-    TBuf<TPosition::VECCALC> reduceBuf_;
-    LocalTensor<float> red_, redTmp_;
-    LocalTensor<T> rowIn_[1], rowOut_[1];
-    LocalTensor<float> statIn_[1], statStage_[2];
-    LocalTensor<float> w_[kTemps], tab_[2], col_[2], acc_[1], sign_[1];
-    LocalTensor<uint32_t> perm_[1];
-    int64_t tabRow_[2] = {}, permFamily_[1] = {}, signFamily_[1] = {};
     float attr_eps = 0.0f;
-    int64_t attrKey_ = 0, heads_ = 0, headDim_ = 0, dAlign_ = 0, rowStart_ = 0, rowEnd_ = 0;
 };
 }  // namespace norm_rope_concat_kernel

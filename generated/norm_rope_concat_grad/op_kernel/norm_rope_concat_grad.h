@@ -29,13 +29,6 @@ constexpr int64_t kSign = 1;        // sign rows
 constexpr int64_t kCond = 1;        // row conditions of a part
 constexpr int64_t kAccOutputs = 8;  // column outputs summed across cores
 
-// Where row (b, s, n) of a part lives in a GM tensor (opgen.kernel.headrows.RowMap).
-struct HeadMap {
-    int64_t extent = 0;  // the tensor's sequence length
-    int64_t offset = 0;  // its sequence index of part row s is s + offset
-    bool bnsd = false;   // [B, N, extent, E]; else [B, extent, N, E]
-};
-
 // Per attribute key (attrKey = index(norm_type) + index(norm_added_type) * 3 + index(rope_type) * 9 + index(concat_order) * 27): the compute body of each part slot (-1: no part), its row
 // addressing variant, and the column outputs summed across cores (bit g: accumulator output g).
 constexpr int8_t kBody[kAttrKeys][kParts] = {
@@ -158,7 +151,9 @@ constexpr uint32_t kAccMask[kAttrKeys] = {
 constexpr uint8_t kBodyUse[9][6] = {{1, 1, 0, 0, 0, 0}, {3, 1, 3, 0, 0, 0}, {3, 1, 3, 0, 1, 3},
                                     {1, 1, 0, 0, 0, 0}, {3, 1, 3, 0, 0, 0}, {3, 1, 3, 0, 1, 3},
                                     {1, 1, 0, 0, 0, 0}, {3, 1, 3, 0, 0, 0}, {3, 1, 3, 0, 1, 3}};
+// Per body and Gather offset table slot: the lane permutation family it reads (-1: none; opgen.kernel.headrows.PERMS).
 constexpr int8_t kBodyPerm[9][1] = {{-1}, {-1}, {-1}, {0}, {0}, {0}, {1}, {1}, {1}};
+// Per body and sign row slot: the sign family it reads (-1: none; opgen.kernel.headrows.SIGNS).
 constexpr int8_t kBodySign[9][1] = {{-1}, {-1}, {-1}, {0}, {0}, {0}, {1}, {1}, {1}};
 
 // fp32 -> D with round mode rm (a copy when D is float).
@@ -194,60 +189,34 @@ __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
 {
     return (a + b - 1) / b * b;
 }
-__aicore__ inline int64_t Min(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
-}
-__aicore__ inline int64_t Max(int64_t a, int64_t b)
-{
-    return a > b ? a : b;
-}
-__aicore__ inline bool Uses(uint32_t mask, int64_t j)
-{
-    return ((mask >> j) & 1U) != 0;
-}
 
-// Source lane of lane j in a row of d lanes, per Gather permutation family (opgen.kernel.headrows.PERMS).
-__aicore__ inline int64_t PermSource(int64_t family, int64_t j, int64_t d)
+// use[j] = bit j of mask (the slots a body uses), j < n.
+__aicore__ inline void UseBits(int64_t* use, int64_t n, uint32_t mask)
 {
-    switch (family) {
-        case 0:  // pair_swap
-            return j ^ 1;
-        case 1:  // half_swap
-            return (j + d / 2) % d;
-        default:
-            return j;
-    }
-}
-
-// Sign of lane j in a row of d lanes, per sign family (opgen.kernel.headrows.SIGNS).
-__aicore__ inline float SignOf(int64_t family, int64_t j, int64_t d)
-{
-    (void)d;
-    switch (family) {
-        case 0:  // odd
-            return j % 2 == 1 ? -1.0f : 1.0f;
-        case 1:  // high_half
-            return j >= d / 2 ? -1.0f : 1.0f;
-        default:
-            return 1.0f;
+    for (int64_t j = 0; j < n; ++j) {
+        use[j] = (mask >> j) & 1U;
     }
 }
 
 template <typename T>
 class NormRopeConcatGradKernel {
 public:
-    // One part of the row space: `seq` rows per (b, n), rows ordered (b, s, n), its GM tensors by slot.
+    // One part of the row space: `seq` rows per (b, n), rows ordered (b, s, n), its GM tensors by slot; a slot's
+    // rows of a GM tensor: sequence length extent, part row s at sequence index s + offset, [B, N, extent, E]
+    // when bnsd, else [B, extent, N, E] (opgen.kernel.headrows.RowMap).
     struct Part {
         int64_t seq = 0;
         int64_t body = -1;
-        uint32_t useIn = 0, useOut = 0, useStatIn = 0, useStatOut = 0, useCol = 0, useAcc = 0;  // slots the body uses
+        int64_t useIn[2] = {}, useOut[1] = {}, useStatIn[2] = {};  // slots the body uses (0 / 1)
+        int64_t useStatOut[1] = {}, useCol[1] = {}, useAcc[2] = {};
         GlobalTensor<T> in[2], out[1], tab[2], col[1];
         GlobalTensor<float> statIn[2], statOut[1];
-        HeadMap inMap[2], outMap[1];
-        int64_t tabOff[2] = {};  // table row of part row s: s + tabOff
-        int64_t cond[1] = {};    // row condition j of part row s: s < cond[j]
-        int64_t acc[2] = {};     // accumulator output index of acc slot j
+        int64_t inExtent[2] = {}, inOffset[2] = {}, inBnsd[2] = {};
+        int64_t outExtent[1] = {}, outOffset[1] = {}, outBnsd[1] = {};
+        int64_t tabOff[2] = {};                      // table row of part row s: s + tabOff
+        int64_t cond[1] = {};                        // row condition j of part row s: s < cond[j]
+        int64_t acc[2] = {};                         // accumulator output index of acc slot j
+        int64_t permWant[1] = {}, signWant[1] = {};  // lane table families of the body
     };
 
     __aicore__ inline void Init(
@@ -296,14 +265,15 @@ public:
         gm_grad_encoder_value.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_encoder_value));
         has_encoder_query = encoder_query != nullptr;
         has_encoder_key = encoder_key != nullptr;
-        accOut_[0].SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_query_weight));
-        accOut_[1].SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_query_bias));
-        accOut_[2].SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_key_weight));
-        accOut_[3].SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_key_bias));
-        accOut_[4].SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_added_query_weight));
-        accOut_[5].SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_added_query_bias));
-        accOut_[6].SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_added_key_weight));
-        accOut_[7].SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_added_key_bias));
+        accOut0_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_query_weight));
+        accOut1_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_query_bias));
+        accOut2_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_key_weight));
+        accOut3_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_key_bias));
+        accOut4_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_added_query_weight));
+        accOut5_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_added_query_bias));
+        accOut6_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_added_key_weight));
+        accOut7_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_added_key_bias));
+        accMask_ = kAccMask[attrKey_];
         if (td->workspaceBytes > 0) {
             ws_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
         } else {
@@ -316,66 +286,13 @@ public:
         rowStart_ = RowStartOf(GetBlockIdx());
         rowEnd_ = RowStartOf(GetBlockIdx() + 1);
         InitBuffers();
-        int64_t start = 0;
-        for (int64_t j = 0; j < kParts; ++j) {
-            Part p;
-            if (!SetupPart(j, p)) {
-                continue;
-            }
-            const int64_t rows = td_->batchNum * heads_ * p.seq;
-            RunPart(p, start, rows);
-            start += rows;
-        }
+        RunParts();
         ReduceAccs();
     }
 
 private:
-    __aicore__ inline void InitBuffers()
-    {
-        const int64_t pass = td_->rowsPerPass;
-        for (int64_t j = 0; j < kIn; ++j) {
-            pipe_.InitBuffer(inQue_[j], 2, pass * dAlign_ * sizeof(T));
-        }
-        for (int64_t j = 0; j < kOut; ++j) {
-            pipe_.InitBuffer(outQue_[j], 2, pass * dAlign_ * sizeof(T));
-        }
-        for (int64_t j = 0; j < kStatIn; ++j) {
-            pipe_.InitBuffer(statInQue_[j], 2, AlignUp(pass, 8) * sizeof(float));
-        }
-        pipe_.InitBuffer(workBuf_, kTemps * dAlign_ * sizeof(float));
-        for (int64_t j = 0; j < kTemps; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * dAlign_];
-        }
-        pipe_.InitBuffer(tabBuf_, kTab * dAlign_ * sizeof(float));
-        for (int64_t j = 0; j < kTab; ++j) {
-            tab_[j] = tabBuf_.template Get<float>()[j * dAlign_];
-        }
-        pipe_.InitBuffer(colBuf_, kCol * dAlign_ * sizeof(float));
-        for (int64_t j = 0; j < kCol; ++j) {
-            col_[j] = colBuf_.template Get<float>()[j * dAlign_];
-        }
-        pipe_.InitBuffer(accBuf_, kAcc * dAlign_ * sizeof(float));
-        for (int64_t j = 0; j < kAcc; ++j) {
-            acc_[j] = accBuf_.template Get<float>()[j * dAlign_];
-        }
-        pipe_.InitBuffer(laneBuf_, (kPerm + kSign) * dAlign_ * sizeof(float));
-        for (int64_t j = 0; j < kPerm; ++j) {
-            perm_[j] = laneBuf_.template Get<uint32_t>()[j * dAlign_];
-            permFamily_[j] = -1;
-        }
-        for (int64_t j = 0; j < kSign; ++j) {
-            sign_[j] = laneBuf_.template Get<float>()[(kPerm + j) * dAlign_];
-            signFamily_[j] = -1;
-        }
-        pipe_.InitBuffer(paramQue_, 1, dAlign_ * sizeof(float));
-        pipe_.InitBuffer(accOutQue_, 1, dAlign_ * sizeof(float));
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((dAlign_ + 63) / 64, 8) + 8) * sizeof(float));
-        red_ = reduceBuf_.template Get<float>();
-        redTmp_ = red_[8];
-    }
-
-    // The part in slot j for this attribute key (false: none); its rows, GM tensors and body.
-    __aicore__ inline bool SetupPart(int64_t j, Part& p)
+    // The part in slot j for this attribute key (0: none); its rows, GM tensors and body.
+    __aicore__ inline int64_t SetupPart(int64_t j, Part& p)
     {
         switch (kAddr[attrKey_][j]) {
             case 0:
@@ -415,19 +332,25 @@ private:
                 Addr11(p);
                 break;
             default:
-                return false;
+                return 0;
         }
         p.body = kBody[attrKey_][j];
         if (p.body >= 0) {
             const uint8_t* u = kBodyUse[p.body];
-            p.useIn = u[0];
-            p.useOut = u[1];
-            p.useStatIn = u[2];
-            p.useStatOut = u[3];
-            p.useCol = u[4];
-            p.useAcc = u[5];
+            UseBits(p.useIn, kIn, u[0]);
+            UseBits(p.useOut, kOut, u[1]);
+            UseBits(p.useStatIn, kStatIn, u[2]);
+            UseBits(p.useStatOut, kStatOut, u[3]);
+            UseBits(p.useCol, kCol, u[4]);
+            UseBits(p.useAcc, kAcc, u[5]);
         }
-        return true;
+        for (int64_t l = 0; l < kPerm; ++l) {
+            p.permWant[l] = p.body < 0 ? -1 : kBodyPerm[p.body][l];
+        }
+        for (int64_t l = 0; l < kSign; ++l) {
+            p.signWant[l] = p.body < 0 ? -1 : kBodySign[p.body][l];
+        }
+        return 1;
     }
 
     // query: rows [B, Sq, N]; RoPE rows s < R
@@ -435,9 +358,13 @@ private:
     {
         p.seq = td_->dimSq;
         p.in[0] = gm_grad_query_output;
-        p.inMap[0] = HeadMap{td_->dimSeq + td_->dimSq, 0, true};
+        p.inExtent[0] = td_->dimSeq + td_->dimSq;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 1;
         p.in[1] = gm_query;
-        p.inMap[1] = HeadMap{td_->dimSq, 0, false};
+        p.inExtent[1] = td_->dimSq;
+        p.inOffset[1] = 0;
+        p.inBnsd[1] = 0;
         p.statIn[0] = gm_norm_query_mean;
         p.statIn[1] = gm_norm_query_rstd;
         p.tab[0] = gm_rope_sin;
@@ -446,7 +373,9 @@ private:
         p.tabOff[1] = 0;
         p.col[0] = gm_norm_query_weight;
         p.out[0] = gm_grad_query;
-        p.outMap[0] = HeadMap{td_->dimSq, 0, false};
+        p.outExtent[0] = td_->dimSq;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
         p.acc[0] = 0;  // grad_norm_query_weight
         p.acc[1] = 1;  // grad_norm_query_bias
         p.cond[0] = td_->dimR;
@@ -457,9 +386,13 @@ private:
     {
         p.seq = td_->dimSq;
         p.in[0] = gm_grad_query_output;
-        p.inMap[0] = HeadMap{td_->dimSeq + td_->dimSq, td_->dimSeq, true};
+        p.inExtent[0] = td_->dimSeq + td_->dimSq;
+        p.inOffset[0] = td_->dimSeq;
+        p.inBnsd[0] = 1;
         p.in[1] = gm_query;
-        p.inMap[1] = HeadMap{td_->dimSq, 0, false};
+        p.inExtent[1] = td_->dimSq;
+        p.inOffset[1] = 0;
+        p.inBnsd[1] = 0;
         p.statIn[0] = gm_norm_query_mean;
         p.statIn[1] = gm_norm_query_rstd;
         p.tab[0] = gm_rope_sin;
@@ -468,7 +401,9 @@ private:
         p.tabOff[1] = td_->dimSeq;
         p.col[0] = gm_norm_query_weight;
         p.out[0] = gm_grad_query;
-        p.outMap[0] = HeadMap{td_->dimSq, 0, false};
+        p.outExtent[0] = td_->dimSq;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
         p.acc[0] = 0;  // grad_norm_query_weight
         p.acc[1] = 1;  // grad_norm_query_bias
         p.cond[0] = td_->dimR - td_->dimSeq;
@@ -479,9 +414,13 @@ private:
     {
         p.seq = td_->dimSk;
         p.in[0] = gm_grad_key_output;
-        p.inMap[0] = HeadMap{td_->dimSek + td_->dimSk, 0, true};
+        p.inExtent[0] = td_->dimSek + td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 1;
         p.in[1] = gm_key;
-        p.inMap[1] = HeadMap{td_->dimSk, 0, false};
+        p.inExtent[1] = td_->dimSk;
+        p.inOffset[1] = 0;
+        p.inBnsd[1] = 0;
         p.statIn[0] = gm_norm_key_mean;
         p.statIn[1] = gm_norm_key_rstd;
         p.tab[0] = gm_rope_sin;
@@ -490,7 +429,9 @@ private:
         p.tabOff[1] = 0;
         p.col[0] = gm_norm_key_weight;
         p.out[0] = gm_grad_key;
-        p.outMap[0] = HeadMap{td_->dimSk, 0, false};
+        p.outExtent[0] = td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
         p.acc[0] = 2;  // grad_norm_key_weight
         p.acc[1] = 3;  // grad_norm_key_bias
         p.cond[0] = td_->dimR;
@@ -501,9 +442,13 @@ private:
     {
         p.seq = td_->dimSk;
         p.in[0] = gm_grad_key_output;
-        p.inMap[0] = HeadMap{td_->dimSek + td_->dimSk, td_->dimSek, true};
+        p.inExtent[0] = td_->dimSek + td_->dimSk;
+        p.inOffset[0] = td_->dimSek;
+        p.inBnsd[0] = 1;
         p.in[1] = gm_key;
-        p.inMap[1] = HeadMap{td_->dimSk, 0, false};
+        p.inExtent[1] = td_->dimSk;
+        p.inOffset[1] = 0;
+        p.inBnsd[1] = 0;
         p.statIn[0] = gm_norm_key_mean;
         p.statIn[1] = gm_norm_key_rstd;
         p.tab[0] = gm_rope_sin;
@@ -512,7 +457,9 @@ private:
         p.tabOff[1] = td_->dimSek;
         p.col[0] = gm_norm_key_weight;
         p.out[0] = gm_grad_key;
-        p.outMap[0] = HeadMap{td_->dimSk, 0, false};
+        p.outExtent[0] = td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
         p.acc[0] = 2;  // grad_norm_key_weight
         p.acc[1] = 3;  // grad_norm_key_bias
         p.cond[0] = td_->dimR - td_->dimSek;
@@ -526,9 +473,13 @@ private:
             p.seq = 0;  // absent: no rows
         }
         p.in[0] = gm_grad_query_output;
-        p.inMap[0] = HeadMap{td_->dimSeq + td_->dimSq, td_->dimSq, true};
+        p.inExtent[0] = td_->dimSeq + td_->dimSq;
+        p.inOffset[0] = td_->dimSq;
+        p.inBnsd[0] = 1;
         p.in[1] = gm_encoder_query;
-        p.inMap[1] = HeadMap{td_->dimSeq, 0, false};
+        p.inExtent[1] = td_->dimSeq;
+        p.inOffset[1] = 0;
+        p.inBnsd[1] = 0;
         p.statIn[0] = gm_norm_added_query_mean;
         p.statIn[1] = gm_norm_added_query_rstd;
         p.tab[0] = gm_rope_sin;
@@ -537,7 +488,9 @@ private:
         p.tabOff[1] = td_->dimSq;
         p.col[0] = gm_norm_added_query_weight;
         p.out[0] = gm_grad_encoder_query;
-        p.outMap[0] = HeadMap{td_->dimSeq, 0, false};
+        p.outExtent[0] = td_->dimSeq;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
         p.acc[0] = 4;  // grad_norm_added_query_weight
         p.acc[1] = 5;  // grad_norm_added_query_bias
         p.cond[0] = td_->dimR - td_->dimSq;
@@ -551,9 +504,13 @@ private:
             p.seq = 0;  // absent: no rows
         }
         p.in[0] = gm_grad_query_output;
-        p.inMap[0] = HeadMap{td_->dimSeq + td_->dimSq, 0, true};
+        p.inExtent[0] = td_->dimSeq + td_->dimSq;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 1;
         p.in[1] = gm_encoder_query;
-        p.inMap[1] = HeadMap{td_->dimSeq, 0, false};
+        p.inExtent[1] = td_->dimSeq;
+        p.inOffset[1] = 0;
+        p.inBnsd[1] = 0;
         p.statIn[0] = gm_norm_added_query_mean;
         p.statIn[1] = gm_norm_added_query_rstd;
         p.tab[0] = gm_rope_sin;
@@ -562,7 +519,9 @@ private:
         p.tabOff[1] = 0;
         p.col[0] = gm_norm_added_query_weight;
         p.out[0] = gm_grad_encoder_query;
-        p.outMap[0] = HeadMap{td_->dimSeq, 0, false};
+        p.outExtent[0] = td_->dimSeq;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
         p.acc[0] = 4;  // grad_norm_added_query_weight
         p.acc[1] = 5;  // grad_norm_added_query_bias
         p.cond[0] = td_->dimR;
@@ -576,9 +535,13 @@ private:
             p.seq = 0;  // absent: no rows
         }
         p.in[0] = gm_grad_key_output;
-        p.inMap[0] = HeadMap{td_->dimSek + td_->dimSk, td_->dimSk, true};
+        p.inExtent[0] = td_->dimSek + td_->dimSk;
+        p.inOffset[0] = td_->dimSk;
+        p.inBnsd[0] = 1;
         p.in[1] = gm_encoder_key;
-        p.inMap[1] = HeadMap{td_->dimSek, 0, false};
+        p.inExtent[1] = td_->dimSek;
+        p.inOffset[1] = 0;
+        p.inBnsd[1] = 0;
         p.statIn[0] = gm_norm_added_key_mean;
         p.statIn[1] = gm_norm_added_key_rstd;
         p.tab[0] = gm_rope_sin;
@@ -587,7 +550,9 @@ private:
         p.tabOff[1] = td_->dimSk;
         p.col[0] = gm_norm_added_key_weight;
         p.out[0] = gm_grad_encoder_key;
-        p.outMap[0] = HeadMap{td_->dimSek, 0, false};
+        p.outExtent[0] = td_->dimSek;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
         p.acc[0] = 6;  // grad_norm_added_key_weight
         p.acc[1] = 7;  // grad_norm_added_key_bias
         p.cond[0] = td_->dimR - td_->dimSk;
@@ -601,9 +566,13 @@ private:
             p.seq = 0;  // absent: no rows
         }
         p.in[0] = gm_grad_key_output;
-        p.inMap[0] = HeadMap{td_->dimSek + td_->dimSk, 0, true};
+        p.inExtent[0] = td_->dimSek + td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 1;
         p.in[1] = gm_encoder_key;
-        p.inMap[1] = HeadMap{td_->dimSek, 0, false};
+        p.inExtent[1] = td_->dimSek;
+        p.inOffset[1] = 0;
+        p.inBnsd[1] = 0;
         p.statIn[0] = gm_norm_added_key_mean;
         p.statIn[1] = gm_norm_added_key_rstd;
         p.tab[0] = gm_rope_sin;
@@ -612,7 +581,9 @@ private:
         p.tabOff[1] = 0;
         p.col[0] = gm_norm_added_key_weight;
         p.out[0] = gm_grad_encoder_key;
-        p.outMap[0] = HeadMap{td_->dimSek, 0, false};
+        p.outExtent[0] = td_->dimSek;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
         p.acc[0] = 6;  // grad_norm_added_key_weight
         p.acc[1] = 7;  // grad_norm_added_key_bias
         p.cond[0] = td_->dimR;
@@ -623,9 +594,13 @@ private:
     {
         p.seq = td_->dimSk;
         p.in[0] = gm_grad_value_output;
-        p.inMap[0] = HeadMap{td_->dimSek + td_->dimSk, 0, true};
+        p.inExtent[0] = td_->dimSek + td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 1;
         p.out[0] = gm_grad_value;
-        p.outMap[0] = HeadMap{td_->dimSk, 0, false};
+        p.outExtent[0] = td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
     }
 
     // grad_value: rows [B, Sk, N]; grad_value_output at s + Sek
@@ -633,9 +608,13 @@ private:
     {
         p.seq = td_->dimSk;
         p.in[0] = gm_grad_value_output;
-        p.inMap[0] = HeadMap{td_->dimSek + td_->dimSk, td_->dimSek, true};
+        p.inExtent[0] = td_->dimSek + td_->dimSk;
+        p.inOffset[0] = td_->dimSek;
+        p.inBnsd[0] = 1;
         p.out[0] = gm_grad_value;
-        p.outMap[0] = HeadMap{td_->dimSk, 0, false};
+        p.outExtent[0] = td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
     }
 
     // grad_encoder_value: rows [B, Sek, N]; grad_value_output at s + Sk
@@ -643,9 +622,13 @@ private:
     {
         p.seq = td_->dimSek;
         p.in[0] = gm_grad_value_output;
-        p.inMap[0] = HeadMap{td_->dimSek + td_->dimSk, td_->dimSk, true};
+        p.inExtent[0] = td_->dimSek + td_->dimSk;
+        p.inOffset[0] = td_->dimSk;
+        p.inBnsd[0] = 1;
         p.out[0] = gm_grad_encoder_value;
-        p.outMap[0] = HeadMap{td_->dimSek, 0, false};
+        p.outExtent[0] = td_->dimSek;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
     }
 
     // grad_encoder_value: rows [B, Sek, N]
@@ -653,168 +636,240 @@ private:
     {
         p.seq = td_->dimSek;
         p.in[0] = gm_grad_value_output;
-        p.inMap[0] = HeadMap{td_->dimSek + td_->dimSk, 0, true};
+        p.inExtent[0] = td_->dimSek + td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 1;
         p.out[0] = gm_grad_encoder_value;
-        p.outMap[0] = HeadMap{td_->dimSek, 0, false};
+        p.outExtent[0] = td_->dimSek;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 0;
+    }
+
+    __aicore__ inline void InitBuffers()
+    {
+        const int64_t pass = td_->rowsPerPass;
+        pipe_.InitBuffer(inQue0_, 2, pass * dAlign_ * sizeof(T));
+        pipe_.InitBuffer(inQue1_, 2, pass * dAlign_ * sizeof(T));
+        pipe_.InitBuffer(outQue0_, 2, pass * dAlign_ * sizeof(T));
+        pipe_.InitBuffer(statInQue0_, 2, AlignUp(pass, 8) * sizeof(float));
+        pipe_.InitBuffer(statInQue1_, 2, AlignUp(pass, 8) * sizeof(float));
+        pipe_.InitBuffer(workBuf_, 3 * dAlign_ * sizeof(float));
+        for (int64_t j = 0; j < 3; ++j) {
+            w_[j] = workBuf_.template Get<float>()[j * dAlign_];
+        }
+        pipe_.InitBuffer(tabBuf_, 2 * dAlign_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            tab_[j] = tabBuf_.template Get<float>()[j * dAlign_];
+        }
+        pipe_.InitBuffer(colBuf_, 1 * dAlign_ * sizeof(float));
+        for (int64_t j = 0; j < 1; ++j) {
+            col_[j] = colBuf_.template Get<float>()[j * dAlign_];
+        }
+        pipe_.InitBuffer(accBuf_, 2 * dAlign_ * sizeof(float));
+        for (int64_t j = 0; j < 2; ++j) {
+            acc_[j] = accBuf_.template Get<float>()[j * dAlign_];
+        }
+        pipe_.InitBuffer(laneBuf_, 2 * dAlign_ * sizeof(float));
+        for (int64_t j = 0; j < 1; ++j) {
+            perm_[j] = laneBuf_.template Get<uint32_t>()[j * dAlign_];
+        }
+        for (int64_t j = 0; j < 1; ++j) {
+            sign_[j] = laneBuf_.template Get<float>()[(1 + j) * dAlign_];
+        }
+        pipe_.InitBuffer(paramQue_, 1, dAlign_ * sizeof(float));
+        pipe_.InitBuffer(accOutQue_, 1, dAlign_ * sizeof(float));
+        pipe_.InitBuffer(reduceBuf_, (AlignUp((dAlign_ + 63) / 64, 8) + 8) * sizeof(float));
+        red_ = reduceBuf_.template Get<float>();
+        redTmp_ = red_[8];
+    }
+
+    // The parts in row-space order, each after the rows of the ones before it.
+    __aicore__ inline void RunParts()
+    {
+        int64_t start = 0;
+        for (int64_t j = 0; j < 6; ++j) {
+            Part p;
+            const int64_t found = SetupPart(j, p);
+            if (found != 0) {
+                const int64_t rows = td_->batchNum * heads_ * p.seq;
+                RunPart(p, start, rows);
+                start += rows;
+            }
+        }
     }
 
     // This core's rows [rowStart_, rowEnd_) of the part whose rows start at `start`: passes of rowsPerPass
     // rows; the part's column sums (if any) go to this core's workspace rows even when it has no rows.
     __aicore__ inline void RunPart(const Part& p, int64_t start, int64_t rows)
     {
-        const int64_t lo = Max(rowStart_, start) - start;
-        const int64_t hi = Min(rowEnd_, start + rows) - start;
-        for (int64_t j = 0; j < kAcc; ++j) {
-            if (Uses(p.useAcc, j)) {
-                Duplicate(acc_[j], 0.0f, static_cast<int32_t>(headDim_));
-                PipeBarrier<PIPE_V>();
-            }
+        const int64_t lo = (rowStart_ > start ? rowStart_ : start) - start;
+        const int64_t hi = (rowEnd_ < start + rows ? rowEnd_ : start + rows) - start;
+        if (p.useAcc[0] != 0) {
+            Duplicate(acc_[0], 0.0f, static_cast<int32_t>(headDim_));
+            PipeBarrier<PIPE_V>();  // the zeroed sums are written before the rows add to them
+        }
+        if (p.useAcc[1] != 0) {
+            Duplicate(acc_[1], 0.0f, static_cast<int32_t>(headDim_));
+            PipeBarrier<PIPE_V>();  // the zeroed sums are written before the rows add to them
         }
         if (hi > lo) {
-            for (int64_t j = 0; j < kCol; ++j) {
-                if (Uses(p.useCol, j)) {
-                    LoadRow<T>(col_[j], p.col[j], headDim_);
-                }
+            if (p.useCol[0] != 0) {
+                LoadRow<T>(col_[0], p.col[0], headDim_);
             }
-            for (int64_t j = 0; j < kTab; ++j) {
-                tabRow_[j] = -1;
-            }
-            PrepareLanes(p.body);
+            tabRow0_ = -1;
+            tabRow1_ = -1;
+            PrepareLanes(p);
             const int64_t pass = td_->rowsPerPass;
             for (int64_t r = lo; r < hi; r += pass) {
-                const int64_t k = Min(pass, hi - r);
+                const int64_t k = hi - r < pass ? hi - r : pass;
                 CopyIn(p, r, k);
                 Compute(p, r, k);
                 CopyOut(p, r, k);
             }
         }
-        for (int64_t j = 0; j < kAcc; ++j) {
-            if (Uses(p.useAcc, j)) {
-                StoreRow<float>(ws_[(GetBlockIdx() * kAccOutputs + p.acc[j]) * dAlign_], acc_[j], RoundMode::CAST_NONE,
-                                headDim_);
-            }
+        if (p.useAcc[0] != 0) {
+            StoreRow<float>(ws_[(GetBlockIdx() * 8 + p.acc[0]) * dAlign_], acc_[0], RoundMode::CAST_NONE, headDim_);
+        }
+        if (p.useAcc[1] != 0) {
+            StoreRow<float>(ws_[(GetBlockIdx() * 8 + p.acc[1]) * dAlign_], acc_[1], RoundMode::CAST_NONE, headDim_);
         }
     }
 
+    // The Gather byte-offset tables and sign rows of the part's body, written by the scalar unit when they change.
+    __aicore__ inline void PrepareLanes(const Part& p)
+    {
+        if (p.permWant[0] >= 0 && p.permWant[0] != permFamily0_) {
+            if (p.permWant[0] == 0) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    perm_[0].SetValue(
+                        l, static_cast<uint32_t>((l + 1 - 2 * (l % 2)) *
+                                                 sizeof(float)));  // pair_swap: the source lane's byte offset
+                }
+            }
+            if (p.permWant[0] == 1) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    perm_[0].SetValue(
+                        l, static_cast<uint32_t>((l + headDim_ / 2) % headDim_ *
+                                                 sizeof(float)));  // half_swap: the source lane's byte offset
+                }
+            }
+            permFamily0_ = p.permWant[0];
+        }
+        if (p.signWant[0] >= 0 && p.signWant[0] != signFamily0_) {
+            if (p.signWant[0] == 0) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    sign_[0].SetValue(l, static_cast<float>(l % 2 == 1 ? -1 : 1));  // odd: the lane's sign
+                }
+            }
+            if (p.signWant[0] == 1) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    sign_[0].SetValue(l, static_cast<float>(l >= headDim_ / 2 ? -1 : 1));  // high_half: the lane's sign
+                }
+            }
+            signFamily0_ = p.signWant[0];
+        }
+        SetFlag<HardEvent::S_V>(0);  // the vector unit reads the tables
+        WaitFlag<HardEvent::S_V>(0);
+    }
+
+    // Every input slot's queue gets a block (the part's slots are copied into; the others pass through unwritten).
     __aicore__ inline void CopyIn(const Part& p, int64_t r0, int64_t k)
     {
-        for (int64_t j = 0; j < kIn; ++j) {
-            if (!Uses(p.useIn, j)) {
-                continue;
+        {
+            LocalTensor<T> t = inQue0_.template AllocTensor<T>();
+            if (p.useIn[0] != 0) {
+                CopyRowsIn(p.in[0], p.inExtent[0], p.inOffset[0], p.inBnsd[0], t, p, r0, k);
             }
-            LocalTensor<T> t = inQue_[j].template AllocTensor<T>();
-            CopyRows<false>(p.in[j], p.inMap[j], t, p, r0, k);
-            inQue_[j].EnQue(t);
+            inQue0_.EnQue(t);
         }
-        for (int64_t j = 0; j < kStatIn; ++j) {
-            if (!Uses(p.useStatIn, j)) {
-                continue;
+        {
+            LocalTensor<T> t = inQue1_.template AllocTensor<T>();
+            if (p.useIn[1] != 0) {
+                CopyRowsIn(p.in[1], p.inExtent[1], p.inOffset[1], p.inBnsd[1], t, p, r0, k);
             }
-            LocalTensor<float> t = statInQue_[j].template AllocTensor<float>();
-            DataCopyPad(t, p.statIn[j][r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-            statInQue_[j].EnQue(t);
+            inQue1_.EnQue(t);
+        }
+        {
+            LocalTensor<float> t = statInQue0_.template AllocTensor<float>();
+            if (p.useStatIn[0] != 0) {
+                DataCopyPad(t, p.statIn[0][r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
+                            DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            }
+            statInQue0_.EnQue(t);
+        }
+        {
+            LocalTensor<float> t = statInQue1_.template AllocTensor<float>();
+            if (p.useStatIn[1] != 0) {
+                DataCopyPad(t, p.statIn[1][r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
+                            DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            }
+            statInQue1_.EnQue(t);
         }
     }
 
+    // The queue hand-offs around the part's body (its rows one at a time in fp32).
     __aicore__ inline void Compute(const Part& p, int64_t r0, int64_t k)
     {
-        for (int64_t j = 0; j < kIn; ++j) {
-            if (!Uses(p.useIn, j)) {
-                continue;
-            }
-            rowIn_[j] = inQue_[j].template DeQue<T>();
-        }
-        for (int64_t j = 0; j < kStatIn; ++j) {
-            if (!Uses(p.useStatIn, j)) {
-                continue;
-            }
-            statIn_[j] = statInQue_[j].template DeQue<float>();
-        }
+        rowIn0_ = inQue0_.template DeQue<T>();
+        rowIn1_ = inQue1_.template DeQue<T>();
+        statIn0_ = statInQue0_.template DeQue<float>();
+        statIn1_ = statInQue1_.template DeQue<float>();
         SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
         WaitFlag<HardEvent::MTE2_S>(0);
-        for (int64_t j = 0; j < kOut; ++j) {
-            if (!Uses(p.useOut, j)) {
-                continue;
-            }
-            rowOut_[j] = outQue_[j].template AllocTensor<T>();
+        rowOut0_ = outQue0_.template AllocTensor<T>();
+        if (p.body == 0) {
+            Body0(k);
         }
-        switch (p.body) {
-            case 0:
-                Body0(p, r0, k);
-                break;
-            case 1:
-                Body1(p, r0, k);
-                break;
-            case 2:
-                Body2(p, r0, k);
-                break;
-            case 3:
-                Body3(p, r0, k);
-                break;
-            case 4:
-                Body4(p, r0, k);
-                break;
-            case 5:
-                Body5(p, r0, k);
-                break;
-            case 6:
-                Body6(p, r0, k);
-                break;
-            case 7:
-                Body7(p, r0, k);
-                break;
-            case 8:
-                Body8(p, r0, k);
-                break;
-            default:
-                break;
+        if (p.body == 1) {
+            Body1(k);
         }
-        for (int64_t j = 0; j < kOut; ++j) {
-            if (!Uses(p.useOut, j)) {
-                continue;
-            }
-            outQue_[j].EnQue(rowOut_[j]);
+        if (p.body == 2) {
+            Body2(k);
         }
-        if (p.useStatOut != 0) {
-            SetFlag<HardEvent::S_V>(0);
-            WaitFlag<HardEvent::S_V>(0);
+        if (p.body == 3) {
+            Body3(p, r0, k);
         }
-        for (int64_t j = 0; j < kIn; ++j) {
-            if (!Uses(p.useIn, j)) {
-                continue;
-            }
-            inQue_[j].FreeTensor(rowIn_[j]);
+        if (p.body == 4) {
+            Body4(p, r0, k);
         }
-        for (int64_t j = 0; j < kStatIn; ++j) {
-            if (!Uses(p.useStatIn, j)) {
-                continue;
-            }
-            statInQue_[j].FreeTensor(statIn_[j]);
+        if (p.body == 5) {
+            Body5(p, r0, k);
         }
+        if (p.body == 6) {
+            Body6(p, r0, k);
+        }
+        if (p.body == 7) {
+            Body7(p, r0, k);
+        }
+        if (p.body == 8) {
+            Body8(p, r0, k);
+        }
+        outQue0_.EnQue(rowOut0_);
+        inQue0_.FreeTensor(rowIn0_);
+        inQue1_.FreeTensor(rowIn1_);
+        statInQue0_.FreeTensor(statIn0_);
+        statInQue1_.FreeTensor(statIn1_);
     }
 
     __aicore__ inline void CopyOut(const Part& p, int64_t r0, int64_t k)
     {
-        for (int64_t j = 0; j < kOut; ++j) {
-            if (!Uses(p.useOut, j)) {
-                continue;
+        {
+            LocalTensor<T> t = outQue0_.template DeQue<T>();
+            if (p.useOut[0] != 0) {
+                CopyRowsOut(p.out[0], p.outExtent[0], p.outOffset[0], p.outBnsd[0], t, p, r0, k);
             }
-            LocalTensor<T> t = outQue_[j].template DeQue<T>();
-            CopyRows<true>(p.out[j], p.outMap[j], t, p, r0, k);
-            outQue_[j].FreeTensor(t);
+            outQue0_.FreeTensor(t);
         }
     }
 
-    // Part rows [r0, r0 + k) between GM tensor g (addressed by m) and UB rows dAlign_ apart, one DataCopyPad
-    // per run of rows equally spaced in GM: the heads of one (b, s) of a BNSD tensor (gap (extent - 1) * D),
-    // the rows of one batch of a BSND tensor, the whole pass when the tensor is the part itself.
-    template <bool toGm>
-    __aicore__ inline void CopyRows(const GlobalTensor<T>& g, const HeadMap& m, const LocalTensor<T>& ub, const Part& p,
-                                    int64_t r0, int64_t k)
+    // GM -> UB of part rows [r0, r0 + k): one DataCopyPad per run of rows equally spaced in GM
+    // (the heads of one (b, s) of a BNSD tensor, the rows of one batch of a BSND tensor, the whole pass
+    // when the tensor is the part itself).
+    __aicore__ inline void CopyRowsIn(const GlobalTensor<T>& g, int64_t extent, int64_t offset, int64_t bnsd,
+                                      const LocalTensor<T>& ub, const Part& p, int64_t r0, int64_t k)
     {
-        const uint32_t ubGap = GapBlocks(dAlign_, headDim_, sizeof(T));
-        for (int64_t i = 0; i < k;) {
+        const int64_t ubGap = GapBlocks(dAlign_, headDim_, sizeof(T));
+        for (int64_t i = 0; i < k;) {  // one DataCopyPad per run of rows at one GM stride
             const int64_t r = r0 + i;
             const int64_t n = r % heads_;
             const int64_t s = r / heads_ % p.seq;
@@ -822,545 +877,51 @@ private:
             int64_t run = 0;
             int64_t gmOff = 0;
             int64_t gap = 0;
-            if (m.bnsd) {
-                run = Min(k - i, heads_ - n);
-                gmOff = ((b * heads_ + n) * m.extent + s + m.offset) * headDim_;
-                gap = (m.extent - 1) * headDim_;
+            if (bnsd != 0) {
+                run = k - i < heads_ - n ? k - i : heads_ - n;
+                gmOff = ((b * heads_ + n) * extent + s + offset) * headDim_;
+                gap = (extent - 1) * headDim_;
             } else {
-                run = (m.extent == p.seq && m.offset == 0) ? k - i : Min(k - i, (p.seq - s) * heads_ - n);
-                gmOff = ((b * m.extent + s + m.offset) * heads_ + n) * headDim_;
+                run = (extent == p.seq && offset == 0)
+                          ? k - i
+                          : (k - i < (p.seq - s) * heads_ - n ? k - i : (p.seq - s) * heads_ - n);
+                gmOff = ((b * extent + s + offset) * heads_ + n) * headDim_;
             }
-            if constexpr (toGm) {
-                DataCopyPad(
-                    g[gmOff], ub[i * dAlign_],
-                    DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), ubGap, gap * sizeof(T), 0));
-            } else {
-                DataCopyPad(
-                    ub[i * dAlign_], g[gmOff],
-                    DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), gap * sizeof(T), ubGap, 0),
-                    DataCopyPadExtParams<T>(false, 0, 0, T{}));
-            }
+            DataCopyPad(ub[i * dAlign_], g[gmOff],
+                        DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), gap * sizeof(T), ubGap, 0),
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
             i += run;
         }
     }
 
-    // Table slot j holds the fp32 row of part row s (table row s + tabOff[j]); reloaded when it changes.
-    __aicore__ inline void TableRow(int64_t j, const Part& p, int64_t s)
+    // UB -> GM of part rows [r0, r0 + k): one DataCopyPad per run of rows equally spaced in GM
+    // (the heads of one (b, s) of a BNSD tensor, the rows of one batch of a BSND tensor, the whole pass
+    // when the tensor is the part itself).
+    __aicore__ inline void CopyRowsOut(const GlobalTensor<T>& g, int64_t extent, int64_t offset, int64_t bnsd,
+                                       const LocalTensor<T>& ub, const Part& p, int64_t r0, int64_t k)
     {
-        const int64_t row = s + p.tabOff[j];
-        if (row != tabRow_[j]) {
-            LoadRow<T>(tab_[j], p.tab[j][row * headDim_], headDim_);
-            tabRow_[j] = row;
-        }
-    }
-
-    // The Gather byte-offset tables and sign rows of `body`, built with scalar writes when they change.
-    __aicore__ inline void PrepareLanes(int64_t body)
-    {
-        for (int64_t j = 0; j < kPerm; ++j) {
-            const int64_t f = body < 0 ? -1 : kBodyPerm[body][j];
-            if (f >= 0 && f != permFamily_[j]) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    perm_[j].SetValue(l, static_cast<uint32_t>(PermSource(f, l, headDim_) * sizeof(float)));
-                }
-                permFamily_[j] = f;
-            }
-        }
-        for (int64_t j = 0; j < kSign; ++j) {
-            const int64_t f = body < 0 ? -1 : kBodySign[body][j];
-            if (f >= 0 && f != signFamily_[j]) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    sign_[j].SetValue(l, SignOf(f, l, headDim_));
-                }
-                signFamily_[j] = f;
-            }
-        }
-        SetFlag<HardEvent::S_V>(0);
-        WaitFlag<HardEvent::S_V>(0);
-    }
-
-    // Body 0: reads in0; writes out0; 1 fp32 temporaries
-    __aicore__ inline void Body0(const Part& p, int64_t r0, int64_t k)
-    {
-        (void)p;
-        for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23,24
-            PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                   headDim_);  // spec: norm_rope_concat_grad.py:45,46,47,48,49,50
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
-    // Body 1: reads in0, in1, sin0, sin1; writes out0; 3 fp32 temporaries
-    __aicore__ inline void Body1(const Part& p, int64_t r0, int64_t k)
-    {
-        (void)p;
-        for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
-            const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
-            const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
-            CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-            PipeBarrier<PIPE_V>();
-            Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
-            PipeBarrier<PIPE_V>();
-            Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
-            PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
-            const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-            Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-            const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-            Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                   headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
-    // Body 2: reads col0, in0, in1, sin0, sin1; writes out0, acc0, acc1; 3 fp32 temporaries
-    __aicore__ inline void Body2(const Part& p, int64_t r0, int64_t k)
-    {
-        (void)p;
-        for (int64_t i = 0; i < k; ++i) {
-            (void)r0;
-            const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
-            const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
-            CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-            PipeBarrier<PIPE_V>();
-            Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
-            Mul(w_[1], w_[0], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
-            CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-            PipeBarrier<PIPE_V>();
-            Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
-            PipeBarrier<PIPE_V>();
-            Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
-            PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
-            PipeBarrier<PIPE_V>();
-            Add(acc_[0], acc_[0], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:52
-            PipeBarrier<PIPE_V>();
-            Mul(w_[0], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
-            const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-            Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-            const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-            Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                   headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-            PipeBarrier<PIPE_V>();
-        }
-    }
-
-    // Body 3: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
-    __aicore__ inline void Body3(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
+        const int64_t ubGap = GapBlocks(dAlign_, headDim_, sizeof(T));
+        for (int64_t i = 0; i < k;) {  // one DataCopyPad per run of rows at one GM stride
+            const int64_t r = r0 + i;
+            const int64_t n = r % heads_;
+            const int64_t s = r / heads_ % p.seq;
+            const int64_t b = r / heads_ / p.seq;
+            int64_t run = 0;
+            int64_t gmOff = 0;
+            int64_t gap = 0;
+            if (bnsd != 0) {
+                run = k - i < heads_ - n ? k - i : heads_ - n;
+                gmOff = ((b * heads_ + n) * extent + s + offset) * headDim_;
+                gap = (extent - 1) * headDim_;
             } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
+                run = (extent == p.seq && offset == 0)
+                          ? k - i
+                          : (k - i < (p.seq - s) * heads_ - n ? k - i : (p.seq - s) * heads_ - n);
+                gmOff = ((b * extent + s + offset) * heads_ + n) * headDim_;
             }
-        }
-    }
-
-    // Body 4: reads in0, in1, sin0, sin1, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
-    __aicore__ inline void Body4(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
-                CastFrom(w_[0], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
-            } else {
-                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
-                CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
-                Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 5: reads col0, in0, in1, sin0, sin1, tab0, tab1; writes out0, acc0, acc1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
-    __aicore__ inline void Body5(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:53
-                Mul(w_[0], w_[1], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
-                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
-                PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:52
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[1], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
-            } else {
-                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
-                Mul(w_[1], w_[0], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
-                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
-                PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:52
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 6: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
-    __aicore__ inline void Body6(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
-            } else {
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 7: reads in0, in1, sin0, sin1, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
-    __aicore__ inline void Body7(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
-                CastFrom(w_[0], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
-                Adds(w_[0], w_[0], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[0], w_[0], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
-            } else {
-                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
-                CastFrom(w_[1], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
-                Adds(w_[1], w_[1], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[2], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[1], w_[1], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    // Body 8: reads col0, in0, in1, sin0, sin1, tab0, tab1; writes out0, acc0, acc1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
-    __aicore__ inline void Body8(const Part& p, int64_t r0, int64_t k)
-    {
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            if (seqPos < p.cond[0]) {
-                TableRow(0, p, seqPos);
-                TableRow(1, p, seqPos);
-                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], tab_[1], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], tab_[0], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
-                Mul(w_[2], w_[2], sign_[0], headDim_);  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
-                Add(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:53
-                Mul(w_[0], w_[1], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[0], headDim_);           // spec: norm_rope_concat_grad.py:110
-                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
-                PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[1], headDim_);  // spec: norm_rope_concat_grad.py:52
-                PipeBarrier<PIPE_V>();
-                Mul(w_[1], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[1], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[0], w_[0], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Sub(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Muls(w_[0], w_[0], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[0], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
-            } else {
-                const float s0 = statIn_[1].GetValue(i);            // spec: norm_rope_concat_grad.py:110
-                const float s1 = statIn_[0].GetValue(i);            // spec: norm_rope_concat_grad.py:105
-                CastFrom(w_[0], rowIn_[0][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
-                Add(acc_[1], acc_[1], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:53
-                Mul(w_[1], w_[0], col_[0], headDim_);    // spec: norm_rope_concat_grad.py:109
-                PipeBarrier<PIPE_V>();
-                const float s2 = RowSum(w_[1], headDim_);           // spec: norm_rope_concat_grad.py:110
-                CastFrom(w_[2], rowIn_[1][i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
-                Adds(w_[2], w_[2], static_cast<float>(-(s1)), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Muls(w_[2], w_[2], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[0], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:107
-                PipeBarrier<PIPE_V>();
-                Add(acc_[0], acc_[0], w_[0], headDim_);  // spec: norm_rope_concat_grad.py:52
-                PipeBarrier<PIPE_V>();
-                Mul(w_[0], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                const float s3 = RowSum(w_[0], headDim_);                 // spec: norm_rope_concat_grad.py:110
-                const float s4 = s2 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Adds(w_[1], w_[1], static_cast<float>(-(s4)), headDim_);  // spec: norm_rope_concat_grad.py:110
-                const float s5 = s3 / static_cast<float>(headDim_);       // spec: norm_rope_concat_grad.py:110
-                Muls(w_[2], w_[2], static_cast<float>(s5), headDim_);     // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Sub(w_[1], w_[1], w_[2], headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                Muls(w_[1], w_[1], static_cast<float>(s0), headDim_);  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
-                CastTo(rowOut_[0][i * dAlign_], w_[1], RoundMode::CAST_ROUND,
-                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
-                PipeBarrier<PIPE_V>();
-            }
+            DataCopyPad(g[gmOff], ub[i * dAlign_],
+                        DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), ubGap, gap * sizeof(T), 0));
+            i += run;
         }
     }
 
@@ -1368,33 +929,97 @@ private:
     // core, in core order (deterministic), and writes them in T.
     __aicore__ inline void ReduceAccs()
     {
-        const uint32_t mask = kAccMask[attrKey_];
-        if (mask == 0) {
-            return;
-        }
-        PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
-        SyncAll();
-        const int64_t c0 = GetBlockIdx() * td_->colsPerReduceCore;
-        if (c0 >= headDim_) {
-            return;
-        }
-        const int64_t cn = Min(headDim_ - c0, td_->colsPerReduceCore);
-        for (int64_t g = 0; g < kAccOutputs; ++g) {
-            if (((mask >> g) & 1U) == 0) {
-                continue;
+        if (accMask_ != 0) {
+            PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
+            SyncAll();
+            const int64_t c0 = GetBlockIdx() * td_->colsPerReduceCore;
+            if (c0 < headDim_) {
+                const int64_t cn = headDim_ - c0 < td_->colsPerReduceCore ? headDim_ - c0 : td_->colsPerReduceCore;
+                if (accMask_ / 1 % 2 != 0) {  // column output 0
+                    Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
+                    PipeBarrier<PIPE_V>();
+                    for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        LoadRow<float>(w_[1], ws_[(c * 8 + 0) * dAlign_ + c0], cn);
+                        Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
+                        PipeBarrier<PIPE_V>();
+                    }
+                    StoreRow<T>(accOut0_[c0], w_[0], RoundMode::CAST_ROUND, cn);
+                }
+                if (accMask_ / 2 % 2 != 0) {  // column output 1
+                    Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
+                    PipeBarrier<PIPE_V>();
+                    for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        LoadRow<float>(w_[1], ws_[(c * 8 + 1) * dAlign_ + c0], cn);
+                        Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
+                        PipeBarrier<PIPE_V>();
+                    }
+                    StoreRow<T>(accOut1_[c0], w_[0], RoundMode::CAST_ROUND, cn);
+                }
+                if (accMask_ / 4 % 2 != 0) {  // column output 2
+                    Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
+                    PipeBarrier<PIPE_V>();
+                    for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        LoadRow<float>(w_[1], ws_[(c * 8 + 2) * dAlign_ + c0], cn);
+                        Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
+                        PipeBarrier<PIPE_V>();
+                    }
+                    StoreRow<T>(accOut2_[c0], w_[0], RoundMode::CAST_ROUND, cn);
+                }
+                if (accMask_ / 8 % 2 != 0) {  // column output 3
+                    Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
+                    PipeBarrier<PIPE_V>();
+                    for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        LoadRow<float>(w_[1], ws_[(c * 8 + 3) * dAlign_ + c0], cn);
+                        Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
+                        PipeBarrier<PIPE_V>();
+                    }
+                    StoreRow<T>(accOut3_[c0], w_[0], RoundMode::CAST_ROUND, cn);
+                }
+                if (accMask_ / 16 % 2 != 0) {  // column output 4
+                    Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
+                    PipeBarrier<PIPE_V>();
+                    for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        LoadRow<float>(w_[1], ws_[(c * 8 + 4) * dAlign_ + c0], cn);
+                        Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
+                        PipeBarrier<PIPE_V>();
+                    }
+                    StoreRow<T>(accOut4_[c0], w_[0], RoundMode::CAST_ROUND, cn);
+                }
+                if (accMask_ / 32 % 2 != 0) {  // column output 5
+                    Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
+                    PipeBarrier<PIPE_V>();
+                    for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        LoadRow<float>(w_[1], ws_[(c * 8 + 5) * dAlign_ + c0], cn);
+                        Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
+                        PipeBarrier<PIPE_V>();
+                    }
+                    StoreRow<T>(accOut5_[c0], w_[0], RoundMode::CAST_ROUND, cn);
+                }
+                if (accMask_ / 64 % 2 != 0) {  // column output 6
+                    Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
+                    PipeBarrier<PIPE_V>();
+                    for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        LoadRow<float>(w_[1], ws_[(c * 8 + 6) * dAlign_ + c0], cn);
+                        Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
+                        PipeBarrier<PIPE_V>();
+                    }
+                    StoreRow<T>(accOut6_[c0], w_[0], RoundMode::CAST_ROUND, cn);
+                }
+                if (accMask_ / 128 % 2 != 0) {  // column output 7
+                    Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
+                    PipeBarrier<PIPE_V>();
+                    for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        LoadRow<float>(w_[1], ws_[(c * 8 + 7) * dAlign_ + c0], cn);
+                        Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
+                        PipeBarrier<PIPE_V>();
+                    }
+                    StoreRow<T>(accOut7_[c0], w_[0], RoundMode::CAST_ROUND, cn);
+                }
             }
-            Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
-            PipeBarrier<PIPE_V>();
-            for (int64_t c = 0; c < static_cast<int64_t>(GetBlockNum()); ++c) {
-                LoadRow<float>(w_[1], ws_[(c * kAccOutputs + g) * dAlign_ + c0], cn);
-                Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
-                PipeBarrier<PIPE_V>();
-            }
-            StoreRow<T>(accOut_[g][c0], w_[0], kAccRound[g], cn);
         }
     }
 
-    // GM row (T or fp32) -> fp32 UB row, n elements.
+    // GM row (T, U or fp32) -> fp32 UB row, n elements.
     template <typename S>
     __aicore__ inline void LoadRow(const LocalTensor<float>& dst, const GlobalTensor<S>& src, int64_t n)
     {
@@ -1440,6 +1065,585 @@ private:
         return static_cast<uint32_t>((stride * bytes - AlignUp(len * bytes, 32)) / 32);
     }
 
+    // Body 0: reads in0; writes out0; 1 fp32 temporaries
+    __aicore__ inline void Body0(int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            PipeBarrier<PIPE_V>();
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23,24
+            PipeBarrier<PIPE_V>();
+            CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                   headDim_);  // spec: norm_rope_concat_grad.py:45,46,47,48,49,50
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 1: reads in0, in1, sin0, sin1; writes out0; 3 fp32 temporaries
+    __aicore__ inline void Body1(int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
+            const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
+            PipeBarrier<PIPE_V>();
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+            PipeBarrier<PIPE_V>();
+            const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
+            CastFrom(w_[1], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
+            PipeBarrier<PIPE_V>();
+            Adds(w_[1], w_[1], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+            PipeBarrier<PIPE_V>();
+            Muls(w_[1], w_[1], static_cast<float>(s0),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+            PipeBarrier<PIPE_V>();
+            Mul(w_[2], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();
+            const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
+            const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+            Adds(w_[0], w_[0], static_cast<float>(-(s4)),
+                 static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+            const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+            Muls(w_[1], w_[1], static_cast<float>(s5),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();
+            Sub(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();
+            Muls(w_[0], w_[0], static_cast<float>(s0),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();
+            CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                   headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 2: reads col0, in0, in1, sin0, sin1; writes out0, acc0, acc1; 3 fp32 temporaries
+    __aicore__ inline void Body2(int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+            const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+            PipeBarrier<PIPE_V>();
+            Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
+            Mul(w_[1], w_[0], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
+            PipeBarrier<PIPE_V>();
+            const float s2 = RowSum(w_[1], headDim_);         // spec: norm_rope_concat_grad.py:110
+            CastFrom(w_[2], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
+            PipeBarrier<PIPE_V>();
+            Adds(w_[2], w_[2], static_cast<float>(-(s1)),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+            PipeBarrier<PIPE_V>();
+            Muls(w_[2], w_[2], static_cast<float>(s0),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+            PipeBarrier<PIPE_V>();
+            Mul(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
+            PipeBarrier<PIPE_V>();
+            Add(acc_[0], acc_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
+            PipeBarrier<PIPE_V>();
+            Mul(w_[0], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();
+            const float s3 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat_grad.py:110
+            const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+            Adds(w_[1], w_[1], static_cast<float>(-(s4)),
+                 static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+            const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+            Muls(w_[2], w_[2], static_cast<float>(s5),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();
+            Sub(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();
+            Muls(w_[1], w_[1], static_cast<float>(s0),
+                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();
+            CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                   headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 3: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
+    __aicore__ inline void Body3(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:27
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 4: reads in0, in1, sin0, sin1, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
+    __aicore__ inline void Body4(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:27
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);         // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[0], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
+                PipeBarrier<PIPE_V>();
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Sub(w_[1], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            } else {
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[1], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
+                PipeBarrier<PIPE_V>();
+                Adds(w_[1], w_[1], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Sub(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 5: reads col0, in0, in1, sin0, sin1, tab0, tab1; writes out0, acc0, acc1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
+    __aicore__ inline void Body5(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:27
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Add(acc_[1], acc_[1], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
+                Mul(w_[0], w_[1], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[2], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
+                PipeBarrier<PIPE_V>();
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Muls(w_[2], w_[2], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
+                PipeBarrier<PIPE_V>();
+                Add(acc_[0], acc_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                const float s3 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Sub(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            } else {
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
+                Mul(w_[1], w_[0], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);         // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[2], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
+                PipeBarrier<PIPE_V>();
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Muls(w_[2], w_[2], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
+                PipeBarrier<PIPE_V>();
+                Add(acc_[0], acc_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                const float s3 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Sub(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 6: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
+    __aicore__ inline void Body6(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:29
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            } else {
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 7: reads in0, in1, sin0, sin1, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
+    __aicore__ inline void Body7(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:29
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);         // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[0], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
+                PipeBarrier<PIPE_V>();
+                Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[0], w_[0], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Sub(w_[1], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            } else {
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[1], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
+                PipeBarrier<PIPE_V>();
+                Adds(w_[1], w_[1], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[1], w_[1], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Sub(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
+    // Body 8: reads col0, in0, in1, sin0, sin1, tab0, tab1; writes out0, acc0, acc1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
+    __aicore__ inline void Body8(const Part& p, int64_t r0, int64_t k)
+    {
+        for (int64_t i = 0; i < k; ++i) {
+            const int64_t seqPos = (r0 + i) / heads_ % p.seq;
+            PipeBarrier<PIPE_V>();
+            if (seqPos < p.cond[0]) {
+                const int64_t tabRow0 = seqPos + p.tabOff[0];
+                if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
+                    LoadRow<T>(tab_[0], p.tab[0][tabRow0 * headDim_], headDim_);
+                    tabRow0_ = tabRow0;
+                }
+                const int64_t tabRow1 = seqPos + p.tabOff[1];
+                if (tabRow1 != tabRow1_) {  // table slot 1: the row of this sequence position
+                    LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
+                    tabRow1_ = tabRow1;
+                }
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
+                PipeBarrier<PIPE_V>();
+                Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:29
+                PipeBarrier<PIPE_V>();
+                Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
+                PipeBarrier<PIPE_V>();
+                Add(acc_[1], acc_[1], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
+                Mul(w_[0], w_[1], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[2], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
+                PipeBarrier<PIPE_V>();
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Muls(w_[2], w_[2], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
+                PipeBarrier<PIPE_V>();
+                Add(acc_[0], acc_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
+                PipeBarrier<PIPE_V>();
+                Mul(w_[1], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                const float s3 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[0], w_[0], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Sub(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Muls(w_[0], w_[0], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            } else {
+                const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+                const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
+                PipeBarrier<PIPE_V>();
+                Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
+                Mul(w_[1], w_[0], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
+                PipeBarrier<PIPE_V>();
+                const float s2 = RowSum(w_[1], headDim_);         // spec: norm_rope_concat_grad.py:110
+                CastFrom(w_[2], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
+                PipeBarrier<PIPE_V>();
+                Adds(w_[2], w_[2], static_cast<float>(-(s1)),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Muls(w_[2], w_[2], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
+                PipeBarrier<PIPE_V>();
+                Add(acc_[0], acc_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
+                PipeBarrier<PIPE_V>();
+                Mul(w_[0], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                const float s3 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat_grad.py:110
+                const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Adds(w_[1], w_[1], static_cast<float>(-(s4)),
+                     static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
+                const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+                Muls(w_[2], w_[2], static_cast<float>(s5),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Sub(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                Muls(w_[1], w_[1], static_cast<float>(s0),
+                     static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
+                PipeBarrier<PIPE_V>();
+                CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
+                       headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
+            }
+        }
+        PipeBarrier<PIPE_V>();
+    }
+
     const optiling::NormRopeConcatGradTilingData* td_ = nullptr;
     TPipe pipe_;
     GlobalTensor<T> gm_grad_query_output;
@@ -1469,25 +1673,53 @@ private:
     GlobalTensor<T> gm_grad_encoder_query;
     GlobalTensor<T> gm_grad_encoder_key;
     GlobalTensor<T> gm_grad_encoder_value;
-    bool has_encoder_query = false;
-    bool has_encoder_key = false;
-    GlobalTensor<T> accOut_[kAccOutputs];
-    static constexpr RoundMode kAccRound[kAccOutputs] = {
-        RoundMode::CAST_ROUND, RoundMode::CAST_ROUND, RoundMode::CAST_ROUND, RoundMode::CAST_ROUND,
-        RoundMode::CAST_ROUND, RoundMode::CAST_ROUND, RoundMode::CAST_ROUND, RoundMode::CAST_ROUND};
+    GlobalTensor<T> accOut0_;
+    GlobalTensor<T> accOut1_;
+    GlobalTensor<T> accOut2_;
+    GlobalTensor<T> accOut3_;
+    GlobalTensor<T> accOut4_;
+    GlobalTensor<T> accOut5_;
+    GlobalTensor<T> accOut6_;
+    GlobalTensor<T> accOut7_;
     GlobalTensor<float> ws_;
-    TQue<TPosition::VECIN, 1> inQue_[2], statInQue_[2];
-    TQue<TPosition::VECOUT, 1> outQue_[1], statOutQue_[1];
+    TQue<TPosition::VECIN, 1> inQue0_;
+    TQue<TPosition::VECIN, 1> inQue1_;
+    TQue<TPosition::VECOUT, 1> outQue0_;
+    TQue<TPosition::VECIN, 1> statInQue0_;
+    TQue<TPosition::VECIN, 1> statInQue1_;
+    TBuf<TPosition::VECCALC> workBuf_;
+    TBuf<TPosition::VECCALC> tabBuf_;
+    TBuf<TPosition::VECCALC> colBuf_;
+    TBuf<TPosition::VECCALC> accBuf_;
+    TBuf<TPosition::VECCALC> laneBuf_;
     TQue<TPosition::VECIN, 1> paramQue_;
     TQue<TPosition::VECOUT, 1> accOutQue_;
-    TBuf<TPosition::VECCALC> statStageBuf_[1], workBuf_, tabBuf_, colBuf_, accBuf_, laneBuf_;
     TBuf<TPosition::VECCALC> reduceBuf_;
-    LocalTensor<float> red_, redTmp_;
-    LocalTensor<T> rowIn_[2], rowOut_[1];
-    LocalTensor<float> statIn_[2], statStage_[1];
-    LocalTensor<float> w_[kTemps], tab_[2], col_[1], acc_[2], sign_[1];
+    LocalTensor<T> rowIn0_;
+    LocalTensor<T> rowIn1_;
+    LocalTensor<T> rowOut0_;
+    LocalTensor<float> statIn0_;
+    LocalTensor<float> statIn1_;
+    LocalTensor<float> w_[3];
+    LocalTensor<float> tab_[2];
+    LocalTensor<float> col_[1];
+    LocalTensor<float> acc_[2];
+    LocalTensor<float> sign_[1];
     LocalTensor<uint32_t> perm_[1];
-    int64_t tabRow_[2] = {}, permFamily_[1] = {}, signFamily_[1] = {};
-    int64_t attrKey_ = 0, heads_ = 0, headDim_ = 0, dAlign_ = 0, rowStart_ = 0, rowEnd_ = 0;
+    LocalTensor<float> red_;
+    LocalTensor<float> redTmp_;
+    int64_t attrKey_ = 0;
+    int64_t heads_ = 0;
+    int64_t headDim_ = 0;
+    int64_t dAlign_ = 0;
+    int64_t rowStart_ = 0;
+    int64_t rowEnd_ = 0;
+    int64_t accMask_ = 0;
+    int64_t tabRow0_ = 0;
+    int64_t tabRow1_ = 0;
+    int64_t permFamily0_ = -1;
+    int64_t signFamily0_ = -1;
+    bool has_encoder_query = false;
+    bool has_encoder_key = false;
 };
 }  // namespace norm_rope_concat_grad_kernel

@@ -1,0 +1,569 @@
+"""The schedule of the head-rows family (opgen.kernel.headrows) as Kernel IR (opgen.kernel.kir).
+
+A head-rows kernel class (one per dtype, template parameter T) runs the parts of the row space one after another;
+per part this core's rows are copied in `rowsPerPass` at a time, computed one head row at a time in fp32 UB rows
+and copied out; the column sums of a backward kernel are exchanged through workspace after a SyncAll.
+`head_class` builds the whole schedule from a `HeadSchedule` (what opgen.codegen.headkernel derives from the
+lowering): Process, InitBuffers, RunParts (the part slots in row-space order), RunPart (this core's rows of one
+part, the passes with their tail, the column rows and accumulators), CopyIn / Compute / CopyOut (the queue
+hand-offs of every slot, unrolled: slot j's queue is inQue<j>_; a slot the part does not use passes its block
+through unwritten, so the queue order is the same whatever the part and only the copy is conditional),
+CopyRowsIn / CopyRowsOut (one DataCopyPad per run of rows at one GM stride), PrepareLanes (the Gather offset
+tables and sign rows), ReduceAccs (the cross-core column sums) and the helpers (LoadRow, StoreRow, RowSum,
+RowStartOf, GapBlocks: opgen.kernel.rowsched's builders).
+
+The compute *bodies* (`body_func`), one per distinct part computation: the loop over the pass's rows (`k` rows from
+part row `r0`), the sequence position of a row (`seqPos`, only when a row condition or a RoPE table reads it), the
+row conditions as If / else, each case's table-row loads (LoadRow when the row changes) and its instructions as
+`kir.Vec` nodes of the instruction table (opgen.kernel.isa), scalar reads / writes of the per-row statistics
+(GetValue / SetValue), row sums (a Call of RowSum bound to a float) and float lets; the vector-pipe barriers inside
+them are placed by dependency (`place_vbarriers`). The flags are placed where the scalar unit and the vector unit
+exchange data (MTE2->S before statistics are read, S->V after they or the lane tables are written, V->S in RowSum).
+
+The Part struct the methods read (its row count `p.seq`, its slots' use flags, GM tensors and addressing, its row
+conditions) is a struct parameter (kir.Param kind "struct", declared by `part_decl`); the file skeleton
+(templates/op_kernel/head_kernel.h.j2) declares it and fills it in SetupPart from the attribute tables (`extern`).
+
+Facts: docs/reference/ascendc.md §1.5 (TQue / TBuf, the queue hand-offs), §1.6 (PipeBarrier, SetFlag / WaitFlag,
+SyncAll), §1.8 (DataCopyPad units), §1.9 (the count-form vector calls, Gather, Cast round modes, ReduceSum).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym
+from opgen.kernel.headrows import PERMS, SIGNS
+from opgen.kernel.isa import INSTRS, Op, Pipe
+from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue, FConst, For,
+                              FInt, Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local,
+                              Param, Ref, ScalarVar, Scope, Select, SetFlag, SetValue, SizeOf, StructDecl, StructLet, SyncAll,
+                              TensorVar,
+                              TPos, Vec, View, WaitFlag, const_value, vec, walk)
+from opgen.kernel.rowsched import (_gap_blocks_func, _load_row, _row_reduce, _row_start_of, _store_row, add, div,
+                                   mul, sub)
+from opgen.kernel.vsync import SLOT_ARRAYS
+from opgen.names import cpp_name
+
+PART = "Part"
+"""The C++ struct type of a part (declared by the file skeleton): seq, cond[], tab[], tabOff[], ... ."""
+
+BODY_CALLS = {"RowSum": "reads", "LoadRow": "writes"}
+"""The helpers a body calls and how each touches its first argument's UB region on the vector pipe: RowSum reads it
+(a V->S wait reads the result back, so nothing it did is pending after it); LoadRow writes it (its cast ends with a
+barrier). Both leave no vector work pending."""
+
+
+def region(r: Ref):
+    """The region key of UB operand `r` for the barrier rule (opgen.kernel.vsync.region): a slot of one of the
+    fixed-stride view arrays (SLOT_ARRAYS) at a constant slot is its own region; any other view is its whole
+    tensor (views of one tensor at run-time offsets, or slots of the queue blocks' arrays, are taken as
+    overlapping)."""
+    if r.tensor in SLOT_ARRAYS and r.slot is not None and const_value(r.slot) is not None:
+        return (r.tensor, const_value(r.slot))
+    return r.tensor
+
+
+def _call_access(c: Call):
+    """(reads, writes) on the vector pipe of a Call of a BODY_CALLS helper; None for any other call."""
+    if c.method not in BODY_CALLS:
+        return None
+    if BODY_CALLS[c.method] == "reads":
+        return {region(c.args[0])}, set()
+    return set(), {region(c.args[0])}
+
+
+def place_vbarriers(stmts) -> tuple:
+    """`stmts` (Kernel-IR statements) with a Barrier(PIPE_V) before each vector instruction that reads or writes a
+    region (`region`) an unfinished vector instruction wrote, or writes one such an instruction reads (RAW / WAW /
+    WAR), and one at the end while vector work is pending (the caller's next vector work is unknown here).
+    Flow-sensitive: what is pending flows into a branch (the join of both branches flows out) and around a loop (the
+    pending accesses at the end of its body flow into its next iteration; the body is placed for the union of
+    what can reach its head, a fixed point), so a barrier sits only where an operand depends, not at every branch
+    or loop edge; when work pending before an If costs each branch a barrier, one goes before the If instead.
+    Barriers given in the input are dropped (every one is re-derived). A Call of a BODY_CALLS helper
+    reads / writes its region and completes every pending access; a Call of any other method is opaque (a barrier
+    before it while work is pending; nothing pending after it); other statements (scalar lets, GetValue /
+    SetValue) have no vector access."""
+    out, reads, writes = _stream(tuple(stmts), frozenset(), frozenset())
+    if reads or writes:
+        out += (Barrier(Pipe.V),)
+    return out
+
+
+def _stream(stmts, reads: frozenset, writes: frozenset) -> tuple:
+    """(statements with barriers, regions read, regions written by vector work still pending at the end), given
+    what is pending at the start (place_vbarriers)."""
+    out: list = []
+    for s in stmts:
+        if isinstance(s, Barrier):
+            if s.pipe is Pipe.V:
+                continue
+            out.append(s)   # PIPE_ALL: every access is complete after it
+            reads, writes = frozenset(), frozenset()
+            continue
+        if isinstance(s, For):
+            r_in, w_in = reads, writes
+            for _ in range(64):   # the sets only grow, over finitely many regions
+                body, r_end, w_end = _stream(s.body, r_in, w_in)
+                if r_end <= r_in and w_end <= w_in:
+                    break
+                r_in, w_in = r_in | r_end, w_in | w_end
+            out.append(For(s.var, s.lo, s.hi, s.step, body, s.tail, s.doc, s.inclusive))
+            reads, writes = r_in | r_end, w_in | w_end   # zero iterations or some
+            continue
+        if isinstance(s, If):
+            then, rt, wt = _stream(s.then, reads, writes)
+            orelse, re_, we = _stream(s.orelse, reads, writes)
+            if reads or writes:   # pending work costs each branch a barrier: one before the If instead
+                t0, rt0, wt0 = _stream(s.then, frozenset(), frozenset())
+                e0, re0, we0 = _stream(s.orelse, frozenset(), frozenset())
+                if _barriers(then) > _barriers(t0) and _barriers(orelse) > _barriers(e0):
+                    out.append(Barrier(Pipe.V))
+                    then, rt, wt, orelse, re_, we = t0, rt0, wt0, e0, re0, we0
+            out.append(If(s.cond, then, orelse, s.doc))
+            reads, writes = rt | re_, wt | we
+            continue
+        if isinstance(s, Vec) and INSTRS[s.op].pipe is Pipe.V:
+            d = INSTRS[s.op]
+            names = {n for n, _v in s.args}
+            rs = frozenset(region(s.arg(x)) for x in d.reads() if x in names)
+            ws = frozenset(region(s.arg(x)) for x in d.writes() if x in names)
+            done = False
+        elif isinstance(s, Call) and _call_access(s) is not None:
+            rs, ws = (frozenset(x) for x in _call_access(s))
+            done = True
+        elif isinstance(s, Call):   # an opaque method: its vector work is unknown
+            rs, ws, done = frozenset(), frozenset(), True
+            if reads or writes:
+                out.append(Barrier(Pipe.V))
+                reads, writes = frozenset(), frozenset()
+        else:
+            out.append(s)
+            continue
+        if rs & writes or ws & writes or ws & reads:
+            out.append(Barrier(Pipe.V))
+            reads, writes = frozenset(), frozenset()
+        out.append(s)
+        if done:
+            reads, writes = frozenset(), frozenset()
+        else:
+            reads, writes = reads | rs, writes | ws
+    return tuple(out), reads, writes
+
+
+def _barriers(stmts) -> int:
+    """The V barriers among `stmts`, nested ones included."""
+    return sum(1 for x in walk(stmts) if isinstance(x, Barrier) and x.pipe is Pipe.V)
+
+
+def body_func(index: int, doc: str, rows: tuple, uses_p: bool) -> Func:
+    """Body<index>: the loop over the k rows of a pass from part row r0, `rows` the statements of one row (row `i`
+    of the pass; with `uses_p`, `seqPos` is its sequence position, read by its row conditions and table loads),
+    barriers placed by `place_vbarriers`. Parameters (p: Part, r0, k) when uses_p, else (k)."""
+    row: list = []
+    if uses_p:
+        row.append(Let("seqPos", Bin("%", Bin("//", Bin("+", Sym("r0"), Sym("i")), Sym("heads_")), Sym("p.seq"))))
+    row += list(rows)
+    body = place_vbarriers((For("i", Lit(0), Sym("k"), Lit(1), tuple(row)),))
+    params = (Param("p", "struct", PART), Param("r0"), Param("k")) if uses_p else (Param("k"),)
+    return Func(f"Body{index}", params, body, doc=f"Body {index}: {doc}")
+
+
+def row_conditions(conds: int, case) -> tuple:
+    """The statements of one row under `conds` row conditions (condition j: seqPos < p.cond[j]): If / else nests
+    whose leaves are `case(truth)` (truth: a tuple of bools, one per condition)."""
+    def emit(j, prefix):
+        if j == conds:
+            return tuple(case(prefix))
+        return (If((Constraint("<", Sym("seqPos"), Sym(f"p.cond[{j}]")),), emit(j + 1, prefix + (True,)),
+                   emit(j + 1, prefix + (False,))),)
+    return emit(0, ())
+
+
+MEMBER_SCALARS = ("attrKey_", "heads_", "headDim_", "dAlign_", "rowStart_", "rowEnd_", "accMask_")
+"""The int64 members of a head kernel class (set in Init from the tiling data, or by Process)."""
+FIELDS = ("tilingKey", "headNum", "headDimLen", "dAlign", "rowsPerCore", "rowsTail", "rowsPerPass",
+          "colsPerReduceCore", "workspaceBytes", "batchNum")
+"""The tiling-data fields the schedule reads (opgen.tiling.headkernel)."""
+COUNTS = ("kIn", "kOut", "kStatIn", "kStatOut", "kTemps", "kTab", "kCol", "kAcc", "kPerm", "kSign", "kCond")
+"""The slot counts of a head kernel class (opgen.tiling.headkernel.HeadCounts, by their C++ names)."""
+
+
+@dataclass(frozen=True)
+class HeadSchedule:
+    """What the schedule of one head kernel class needs (opgen.codegen.headkernel builds it from the lowering):
+    `counts` ({COUNTS name: slots}, 0 when none), `bodies` (Funcs of `body_func`, Body<k> for body k),
+    `body_uses_p` (per body: whether it takes (p, r0, k) or just k), `accs` ((output, round mode) of each column
+    output summed across cores, in output order), `lanes` (some body reads Gather offset tables or sign rows:
+    the skeleton's PrepareLanes builds them), `needs` (opgen.tiling.headkernel.head_needs: paramQue, accOutQue,
+    reduceBuf), `float_attrs` (attr_<a> members), `gms` ((name, ctype): the GM tensors the parts bind),
+    `has` (the optional inputs whose presence is tested), `args` (every GM_ADDR argument, in order), `nparts`
+    (the part slots of the row space) and `body_lanes` (per body: ((kind "perm" | "sign", slot j, family id,
+    family name of opgen.kernel.headrows.PERMS / SIGNS), ...): the lane tables it reads)."""
+
+    counts: dict
+    bodies: tuple
+    body_uses_p: tuple
+    accs: tuple = ()
+    lanes: bool = False
+    needs: dict = field(default_factory=dict)
+    float_attrs: tuple = ()
+    gms: tuple = ()
+    has: tuple = ()
+    args: tuple = ()
+    nparts: int = 0
+    body_lanes: tuple = ()
+
+
+def _n(c: dict, k: str) -> int:
+    return max(c.get(k, 0), 1)
+
+
+def part_decl(c: dict) -> StructDecl:
+    """The Part struct as Kernel IR reads it (the skeleton declares it): one part of the row space."""
+    f = [("seq", "int", "", None), ("body", "int", "", None)]
+    for use, k in (("useIn", "kIn"), ("useOut", "kOut"), ("useStatIn", "kStatIn"), ("useStatOut", "kStatOut"),
+                   ("useCol", "kCol"), ("useAcc", "kAcc")):
+        f.append((use, "int", "", _n(c, k)))
+    f += [("in", "gm", "T", _n(c, "kIn")), ("out", "gm", "T", _n(c, "kOut")), ("tab", "gm", "T", _n(c, "kTab")),
+          ("col", "gm", "T", _n(c, "kCol")), ("statIn", "gm", "float", _n(c, "kStatIn")),
+          ("statOut", "gm", "float", _n(c, "kStatOut"))]
+    for side, k in (("in", "kIn"), ("out", "kOut")):
+        f += [(f"{side}Extent", "int", "", _n(c, k)), (f"{side}Offset", "int", "", _n(c, k)),
+              (f"{side}Bnsd", "int", "", _n(c, k))]
+    f += [("tabOff", "int", "", _n(c, "kTab")), ("cond", "int", "", _n(c, "kCond")), ("acc", "int", "", _n(c, "kAcc")),
+          ("permWant", "int", "", _n(c, "kPerm")), ("signWant", "int", "", _n(c, "kSign"))]
+    return StructDecl(PART, tuple(f))
+
+
+def _use(kind: str, j: int) -> tuple:
+    return (Constraint("!=", Sym(f"p.{kind}[{j}]"), Lit(0)),)
+
+
+_K, _R0, _P = Sym("k"), Sym("r0"), Sym("p")
+_HD, _DA = Sym("headDim_"), Sym("dAlign_")
+
+
+def _copy_rows(to_gm: bool) -> Func:
+    """CopyRowsIn / CopyRowsOut: part rows [r0, r0 + k) between GM tensor g (sequence length `extent`, part row s at
+    sequence index s + offset, [B, N, extent, E] when bnsd else [B, extent, N, E]) and UB rows dAlign_ apart, one
+    DataCopyPad per run of rows equally spaced in GM: the heads of one (b, s) of a BNSD tensor (GM gap
+    (extent - 1) * D elements), the rows of one batch of a BSND tensor, the whole pass when the tensor is the part
+    itself (docs/reference/ascendc.md §1.8: blockLen bytes, the UB gap in 32-B blocks, the GM gap in bytes)."""
+    i, r, n, s_, b = Sym("i"), Sym("r"), Sym("n"), Sym("s"), Sym("b")
+    ext, off, seq = Sym("extent"), Sym("offset"), Sym("p.seq")
+    left = sub(_K, i)
+    sz = SizeOf("T")
+    ub, gm = Ref("ub", mul(i, _DA)), GmView("g", Sym("gmOff"))
+    gap_bytes = mul(Sym("gap"), sz)
+    copy = (Copy(gm, ub, Sym("run"), mul(_HD, sz), Sym("ubGap"), gap_bytes) if to_gm else
+            Copy(ub, gm, Sym("run"), mul(_HD, sz), gap_bytes, Sym("ubGap")))
+    loop = (
+        Let("r", add(_R0, i)),
+        Let("n", Bin("%", r, Sym("heads_"))),
+        Let("s", Bin("%", div(r, Sym("heads_")), seq)),
+        Let("b", div(div(r, Sym("heads_")), seq)),
+        Let("run", Lit(0), mutable=True), Let("gmOff", Lit(0), mutable=True), Let("gap", Lit(0), mutable=True),
+        If((Constraint("!=", Sym("bnsd"), Lit(0)),), (
+            Assign("run", Fn("min", (left, sub(Sym("heads_"), n)))),
+            Assign("gmOff", mul(add(mul(add(mul(b, Sym("heads_")), n), ext), s_, off), _HD)),
+            Assign("gap", mul(sub(ext, 1), _HD)),
+        ), (
+            Assign("run", Select((Constraint("==", ext, seq), Constraint("==", off, Lit(0))), left,
+                                 Fn("min", (left, sub(mul(sub(seq, s_), Sym("heads_")), n))))),
+            Assign("gmOff", mul(add(mul(add(mul(b, ext), s_, off), Sym("heads_")), n), _HD)),
+        )),
+        copy,
+        Assign("i", add(i, Sym("run"))),
+    )
+    body = (Let("ubGap", Invoke("GapBlocks", (_DA, _HD, sz))),
+            For("i", Lit(0), _K, None, loop, doc="one DataCopyPad per run of rows at one GM stride"))
+    params = (Param("g", "gm", "T"), Param("extent"), Param("offset"), Param("bnsd"), Param("ub", "tensor", "T"),
+              Param("p", "struct", PART), Param("r0"), Param("k"))
+    return Func("CopyRowsOut" if to_gm else "CopyRowsIn", params, body,
+                doc=("UB -> GM" if to_gm else "GM -> UB") + " of part rows [r0, r0 + k): one DataCopyPad per run of "
+                "rows equally spaced in GM\n(the heads of one (b, s) of a BNSD tensor, the rows of one batch of a "
+                "BSND tensor, the whole pass\nwhen the tensor is the part itself).")
+
+
+def _copy_in(c: dict) -> Func:
+    body: list = []
+    for j in range(c.get("kIn", 0)):
+        copy = Call("CopyRowsIn", (GmView(f"p.in[{j}]"), Sym(f"p.inExtent[{j}]"), Sym(f"p.inOffset[{j}]"),
+                                   Sym(f"p.inBnsd[{j}]"), Ref("t"), _P, _R0, _K))
+        body.append(Scope((Alloc("t", f"inQue{j}_", "T"), If(_use("useIn", j), (copy,)), EnQue(f"inQue{j}_", "t"))))
+    for j in range(c.get("kStatIn", 0)):
+        copy = Copy(Ref("t"), GmView(f"p.statIn[{j}]", _R0), Lit(1), mul(_K, SizeOf("float")))
+        body.append(Scope((Alloc("t", f"statInQue{j}_", "float"), If(_use("useStatIn", j), (copy,)),
+                           EnQue(f"statInQue{j}_", "t"))))
+    return Func("CopyIn", (Param("p", "struct", PART), Param("r0"), Param("k")), tuple(body),
+                doc="Every input slot's queue gets a block (the part's slots are copied into; the others pass "
+                    "through unwritten).")
+
+
+def _compute(c: dict, s: HeadSchedule) -> Func:
+    body: list = [DeQue(f"rowIn{j}_", f"inQue{j}_", "T") for j in range(c.get("kIn", 0))]
+    body += [DeQue(f"statIn{j}_", f"statInQue{j}_", "float") for j in range(c.get("kStatIn", 0))]
+    if c.get("kStatIn", 0):
+        body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
+                 WaitFlag(Pipe.MTE2, Pipe.S, 0)]
+    body += [Alloc(f"rowOut{j}_", f"outQue{j}_", "T") for j in range(c.get("kOut", 0))]
+    body += [Get(f"statStage{j}_", f"statStageBuf{j}_", "float") for j in range(c.get("kStatOut", 0))]
+    for k, (f, uses_p) in enumerate(zip(s.bodies, s.body_uses_p)):
+        body.append(If((Constraint("==", Sym("p.body"), Lit(k)),), (Call(f.name, (_P, _R0, _K) if uses_p else (_K,)),)))
+    body += [EnQue(f"outQue{j}_", f"rowOut{j}_") for j in range(c.get("kOut", 0))]
+    nso = c.get("kStatOut", 0)
+    if nso:
+        any_stat = add(*[Sym(f"p.useStatOut[{j}]") for j in range(nso)]) if nso > 1 else Sym("p.useStatOut[0]")
+        body.append(If((Constraint("!=", any_stat, Lit(0)),), (
+            SetFlag(Pipe.S, Pipe.V, 0, doc="the scalar unit wrote the staged statistics"),
+            WaitFlag(Pipe.S, Pipe.V, 0))))
+    for j in range(nso):
+        body.append(Scope((
+            Alloc("t", f"statOutQue{j}_", "float"),
+            If(_use("useStatOut", j), (
+                vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage{j}_"), mode="CAST_NONE", count=_K),)),
+            EnQue(f"statOutQue{j}_", "t"))))
+    body += [Free(f"inQue{j}_", f"rowIn{j}_") for j in range(c.get("kIn", 0))]
+    body += [Free(f"statInQue{j}_", f"statIn{j}_") for j in range(c.get("kStatIn", 0))]
+    return Func("Compute", (Param("p", "struct", PART), Param("r0"), Param("k")), tuple(body),
+                doc="The queue hand-offs around the part's body (its rows one at a time in fp32).")
+
+
+def _copy_out(c: dict) -> Func:
+    body: list = []
+    for j in range(c.get("kOut", 0)):
+        copy = Call("CopyRowsOut", (GmView(f"p.out[{j}]"), Sym(f"p.outExtent[{j}]"), Sym(f"p.outOffset[{j}]"),
+                                    Sym(f"p.outBnsd[{j}]"), Ref("t"), _P, _R0, _K))
+        body.append(Scope((DeQue("t", f"outQue{j}_", "T"), If(_use("useOut", j), (copy,)),
+                           Free(f"outQue{j}_", "t"))))
+    for j in range(c.get("kStatOut", 0)):
+        copy = Copy(GmView(f"p.statOut[{j}]", _R0), Ref("t"), Lit(1), mul(_K, SizeOf("float")))
+        body.append(Scope((DeQue("t", f"statOutQue{j}_", "float"), If(_use("useStatOut", j), (copy,)),
+                           Free(f"statOutQue{j}_", "t"))))
+    return Func("CopyOut", (Param("p", "struct", PART), Param("r0"), Param("k")), tuple(body))
+
+
+def _run_part(c: dict, s: HeadSchedule) -> Func:
+    lo, hi = Sym("lo"), Sym("hi")
+    body: list = [
+        Let("lo", sub(Fn("max", (Sym("rowStart_"), Sym("start"))), Sym("start"))),
+        Let("hi", sub(Fn("min", (Sym("rowEnd_"), add(Sym("start"), Sym("rows")))), Sym("start"))),
+    ]
+    for j in range(c.get("kAcc", 0)):
+        body.append(If(_use("useAcc", j), (
+            vec(Op.DUPLICATE, dst=Ref("acc_", slot=Lit(j)), scalar=FConst(0.0), count=_HD),
+            Barrier(Pipe.V, doc="the zeroed sums are written before the rows add to them"))))
+    rows: list = []
+    for j in range(c.get("kCol", 0)):
+        rows.append(If(_use("useCol", j), (
+            Call("LoadRow", (Ref("col_", slot=Lit(j)), GmView(f"p.col[{j}]"), _HD), targs=("T",)),)))
+    rows += [Assign(f"tabRow{j}_", Lit(-1)) for j in range(c.get("kTab", 0))]
+    if s.lanes:
+        rows.append(Call("PrepareLanes", (_P,)))
+    rows.append(Let("pass", Sym("rowsPerPass")))
+    rows.append(For("r", lo, hi, Sym("pass"), (Call("CopyIn", (_P, Sym("r"), _K)), Call("Compute", (_P, Sym("r"), _K)),
+                                               Call("CopyOut", (_P, Sym("r"), _K))), tail="k"))
+    body.append(If((Constraint(">", hi, lo),), tuple(rows)))
+    for j in range(c.get("kAcc", 0)):
+        at = mul(add(mul(BLOCK_IDX, Lit(len(s.accs))), Sym(f"p.acc[{j}]")), _DA)
+        body.append(If(_use("useAcc", j), (
+            Call("StoreRow", (GmView("ws_", at), Ref("acc_", slot=Lit(j)), "CAST_NONE", _HD), targs=("float",)),)))
+    return Func("RunPart", (Param("p", "struct", PART), Param("start"), Param("rows")), tuple(body),
+                doc="This core's rows [rowStart_, rowEnd_) of the part whose rows start at `start`: passes of "
+                    "rowsPerPass\nrows; the part's column sums (if any) go to this core's workspace rows even when "
+                    "it has no rows.")
+
+
+def _reduce_accs(s: HeadSchedule) -> Func:
+    g_n = len(s.accs)
+    c0, cn, c = Sym("c0"), Sym("cn"), Sym("c")
+    w0, w1 = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1))
+    per: list = []
+    for g, (_out, rm) in enumerate(s.accs):
+        at = add(mul(add(mul(c, Lit(g_n)), Lit(g)), _DA), c0)
+        per.append(If((Constraint("!=", Bin("%", div(Sym("accMask_"), Lit(1 << g)), Lit(2)), Lit(0)),), (
+            vec(Op.DUPLICATE, dst=w0, scalar=FConst(0.0), count=cn),
+            Barrier(Pipe.V),
+            For("c", Lit(0), BLOCK_NUM, Lit(1), (
+                Call("LoadRow", (w1, GmView("ws_", at), cn), targs=("float",)),
+                vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=cn),
+                Barrier(Pipe.V),
+            )),
+            Call("StoreRow", (GmView(f"accOut{g}_", c0), w0, rm, cn), targs=("T",)),
+        ), doc=f"column output {g}"))
+    body = (If((Constraint("!=", Sym("accMask_"), Lit(0)),), (
+        Barrier(Pipe.ALL, doc="the partial rows are in GM before any core reads them"),
+        SyncAll(),
+        Let("c0", mul(BLOCK_IDX, Sym("colsPerReduceCore"))),
+        If((Constraint("<", c0, _HD),), (
+            Let("cn", Fn("min", (sub(_HD, c0), Sym("colsPerReduceCore")))),
+        ) + tuple(per)),
+    )),)
+    return Func("ReduceAccs", (), body,
+                doc="After SyncAll every core sums its columns [c0, c0 + colsPerReduceCore) of the partial rows of "
+                    "every\ncore, in core order (deterministic), and writes them in T.")
+
+
+def _init_buffers(c: dict, s: HeadSchedule) -> Func:
+    f4, ps = SizeOf("float"), Sym("pass")
+    stat = mul(Fn("align_up", (ps, Lit(8))), f4)
+    body: list = [Let("pass", Sym("rowsPerPass"))]
+    body += [InitBuffer(f"inQue{j}_", mul(ps, _DA, SizeOf("T")), 2) for j in range(c.get("kIn", 0))]
+    body += [InitBuffer(f"outQue{j}_", mul(ps, _DA, SizeOf("T")), 2) for j in range(c.get("kOut", 0))]
+    body += [InitBuffer(f"statInQue{j}_", stat, 2) for j in range(c.get("kStatIn", 0))]
+    for j in range(c.get("kStatOut", 0)):
+        body += [InitBuffer(f"statStageBuf{j}_", stat), InitBuffer(f"statOutQue{j}_", stat, 2)]
+    for buf, arr, k in (("workBuf_", "w_", "kTemps"), ("tabBuf_", "tab_", "kTab"), ("colBuf_", "col_", "kCol"),
+                        ("accBuf_", "acc_", "kAcc")):
+        if c.get(k, 0):
+            body.append(InitBuffer(buf, mul(Lit(c[k]), _DA, f4)))
+            body.append(For("j", Lit(0), Lit(c[k]), Lit(1), (Get(arr, buf, "float", mul(Sym("j"), _DA), slot=Sym("j")),)))
+    if s.lanes:
+        np_, ns = c.get("kPerm", 0), c.get("kSign", 0)
+        body.append(InitBuffer("laneBuf_", mul(Lit(np_ + ns), _DA, f4)))
+        if np_:
+            body.append(For("j", Lit(0), Lit(np_), Lit(1), (
+                Get("perm_", "laneBuf_", "uint32_t", mul(Sym("j"), _DA), slot=Sym("j")),)))
+        if ns:
+            body.append(For("j", Lit(0), Lit(ns), Lit(1), (
+                Get("sign_", "laneBuf_", "float", mul(add(Lit(np_), Sym("j")), _DA), slot=Sym("j")),)))
+    if s.needs.get("paramQue"):
+        body.append(InitBuffer("paramQue_", mul(_DA, f4), 1))
+    if s.needs.get("accOutQue"):
+        body.append(InitBuffer("accOutQue_", mul(_DA, f4), 1))
+    if s.needs.get("reduceBuf"):
+        red = add(Fn("align_up", (div(add(_DA, 63), 64), Lit(8))), 8)
+        body += [InitBuffer("reduceBuf_", mul(red, f4)), Get("red_", "reduceBuf_", "float"),
+                 View("redTmp_", Ref("red_", Lit(8)))]
+    return Func("InitBuffers", (), tuple(body))
+
+
+def _members(c: dict, s: HeadSchedule) -> tuple:
+    """(locals, tensors, scalars) of the class."""
+    locals_ = [Local(f"inQue{j}_", TPos.VECIN, True) for j in range(c.get("kIn", 0))]
+    locals_ += [Local(f"outQue{j}_", TPos.VECOUT, True) for j in range(c.get("kOut", 0))]
+    locals_ += [Local(f"statInQue{j}_", TPos.VECIN, True) for j in range(c.get("kStatIn", 0))]
+    for j in range(c.get("kStatOut", 0)):
+        locals_ += [Local(f"statStageBuf{j}_"), Local(f"statOutQue{j}_", TPos.VECOUT, True)]
+    locals_ += [Local(b) for b, k in (("workBuf_", "kTemps"), ("tabBuf_", "kTab"), ("colBuf_", "kCol"),
+                                      ("accBuf_", "kAcc")) if c.get(k, 0)]
+    if s.lanes:
+        locals_.append(Local("laneBuf_"))
+    if s.needs.get("paramQue"):
+        locals_.append(Local("paramQue_", TPos.VECIN, True))
+    if s.needs.get("accOutQue"):
+        locals_.append(Local("accOutQue_", TPos.VECOUT, True))
+    if s.needs.get("reduceBuf"):
+        locals_.append(Local("reduceBuf_"))
+    tensors = [TensorVar(f"rowIn{j}_", "T") for j in range(c.get("kIn", 0))]
+    tensors += [TensorVar(f"rowOut{j}_", "T") for j in range(c.get("kOut", 0))]
+    tensors += [TensorVar(f"statIn{j}_", "float") for j in range(c.get("kStatIn", 0))]
+    tensors += [TensorVar(f"statStage{j}_", "float") for j in range(c.get("kStatOut", 0))]
+    tensors += [TensorVar(a, "float", c[k]) for a, k in (("w_", "kTemps"), ("tab_", "kTab"), ("col_", "kCol"),
+                                                         ("acc_", "kAcc"), ("sign_", "kSign")) if c.get(k, 0)]
+    if c.get("kPerm", 0):
+        tensors.append(TensorVar("perm_", "uint32_t", c["kPerm"]))
+    if s.needs.get("reduceBuf"):
+        tensors += [TensorVar("red_", "float"), TensorVar("redTmp_", "float")]
+    scalars = [ScalarVar(n) for n in MEMBER_SCALARS]
+    scalars += [ScalarVar(f"tabRow{j}_") for j in range(c.get("kTab", 0))]
+    if s.lanes:
+        scalars += [ScalarVar(f"permFamily{j}_", init=-1) for j in range(c.get("kPerm", 0))]
+        scalars += [ScalarVar(f"signFamily{j}_", init=-1) for j in range(c.get("kSign", 0))]
+    scalars += [ScalarVar(f"has_{n}", "bool") for n in s.has]
+    scalars += [ScalarVar(f"attr_{a}", "float") for a in s.float_attrs]
+    return tuple(locals_), tuple(tensors), tuple(scalars)
+
+
+def _prepare_lanes(s: HeadSchedule) -> Func:
+    """PrepareLanes(p): the Gather byte-offset tables (perm_[j]: lane l reads source lane PERMS[f](l, D), 4 bytes a
+    lane) and sign rows (sign_[j]: SIGNS[f](l, D)) the part's body reads (p.permWant[j] / p.signWant[j]: the family
+    id, -1 for none; SetupPart takes them from the attribute tables), written by the scalar unit when slot j holds
+    another family (permFamily<j>_ / signFamily<j>_: the id it holds, -1 at first); then S->V, the vector unit
+    reads them (docs/reference/ascendc.md §1.6, §1.9 Gather)."""
+    l, d = Sym("l"), _HD
+    fams: dict = {}   # (kind, slot) -> {(family id, family)}
+    for tables in s.body_lanes:
+        for kind, j, fid, fam in tables:
+            fams.setdefault((kind, j), set()).add((fid, fam))
+    body: list = []
+    for (kind, j), used in sorted(fams.items()):
+        held, want = Sym(f"{kind}Family{j}_"), Sym(f"p.{kind}Want[{j}]")
+        fills: list = []
+        for fid, fam in sorted(used):
+            if kind == "perm":
+                put = SetValue(Ref("perm_", l, slot=Lit(j)), mul(PERMS[fam][0](l, d), SizeOf("float")),
+                               doc=f"{fam}: the source lane's byte offset")
+            else:
+                put = SetValue(Ref("sign_", l, slot=Lit(j)), FInt(SIGNS[fam][0](l, d)), doc=f"{fam}: the lane's sign")
+            fills.append(If((Constraint("==", want, Lit(fid)),), (For("l", Lit(0), d, Lit(1), (put,)),)))
+        body.append(If((Constraint(">=", want, Lit(0)), Constraint("!=", want, held)),
+                       tuple(fills) + (Assign(held.name, want),)))
+    body += [SetFlag(Pipe.S, Pipe.V, 0, doc="the vector unit reads the tables"), WaitFlag(Pipe.S, Pipe.V, 0)]
+    return Func("PrepareLanes", (Param("p", "struct", PART),), tuple(body),
+                doc="The Gather byte-offset tables and sign rows of the part's body, written by the scalar unit "
+                    "when they change.")
+
+
+def _run_parts(s: HeadSchedule) -> Func:
+    """The part slots in row-space order: each slot's Part for this attribute key (SetupPart, the skeleton's: it reads
+    the constexpr attribute tables; 0 when the slot has no part), its rows after the previous parts' rows."""
+    rows = mul(Sym("batchNum"), Sym("heads_"), Sym("p.seq"))
+    return Func("RunParts", (), (
+        Let("start", Lit(0), mutable=True),
+        For("j", Lit(0), Lit(s.nparts), Lit(1), (
+            StructLet("p", PART),
+            Call("SetupPart", (Sym("j"), _P), result="found"),
+            If((Constraint("!=", Sym("found"), Lit(0)),), (
+                Let("rows", rows),
+                Call("RunPart", (_P, Sym("start"), Sym("rows"))),
+                Assign("start", add(Sym("start"), Sym("rows"))))),
+        )),
+    ), doc="The parts in row-space order, each after the rows of the ones before it.")
+
+
+def head_class(name: str, s: HeadSchedule) -> KernelClass:
+    """The Kernel IR of head kernel class `name` (template parameter T) from `s`: Process (this core's rows, the
+    buffers, the parts, the column outputs' cross-core sums), InitBuffers, RunPart, CopyIn, Compute, CopyOut,
+    CopyRowsIn / CopyRowsOut, ReduceAccs, RunParts, the bodies and the helpers LoadRow, StoreRow, RowSum,
+    RowStartOf and GapBlocks, PrepareLanes. SetupPart (a part slot's Part) is the skeleton's (`extern`): it reads
+    the constexpr attribute tables. Members are printed by kir.members_cpp."""
+    c = s.counts
+    locals_, tensors, scalars = _members(c, s)
+    gms = tuple(GmTensor(f"gm_{n}", ct, cpp_name(n)) for n, ct in s.gms)
+    gms += tuple(GmTensor(f"accOut{g}_", "T", cpp_name(o)) for g, (o, _rm) in enumerate(s.accs))
+    gms += (GmTensor("ws_", "float", workspace=True),)
+    helpers = [_row_start_of(), _gap_blocks_func(), _copy_rows(False), _copy_rows(True), _init_buffers(c, s),
+               _run_part(c, s), _copy_in(c), _compute(c, s), _copy_out(c)]
+    if s.accs:
+        helpers.append(_reduce_accs(s))
+    if s.needs.get("paramQue"):
+        helpers.append(_load_row())
+    if s.needs.get("accOutQue"):
+        helpers.append(_store_row())
+    if s.needs.get("reduceBuf"):
+        helpers.append(_row_reduce("RowSum", Op.REDUCE_SUM))
+    helpers.append(_run_parts(s))
+    if s.lanes:
+        helpers.append(_prepare_lanes(s))
+    ext = [Func("SetupPart", (Param("j"), Param("p", "struct", PART)), ret="int64_t", extern=True)]
+    process = (Assign("rowStart_", Invoke("RowStartOf", (BLOCK_IDX,))),
+               Assign("rowEnd_", Invoke("RowStartOf", (add(BLOCK_IDX, 1),))),
+               Call("InitBuffers"), Call("RunParts"))
+    if s.accs:
+        process += (Call("ReduceAccs"),)
+    args = tuple(cpp_name(a) for a in s.args)
+    return KernelClass(name, "TilingData", args=args, gms=gms, locals=locals_, tensors=tensors, scalars=scalars,
+                       fields=FIELDS, process=process, methods=tuple(helpers) + tuple(s.bodies) + tuple(ext),
+                       tparams=("T",), doc="head-rows schedule", structs=(part_decl(c),))
+
+
+SCHEDULE_METHODS = ("InitBuffers", "RunParts", "RunPart", "PrepareLanes", "CopyIn", "Compute", "CopyOut", "CopyRowsIn", "CopyRowsOut",
+                    "ReduceAccs", "LoadRow", "StoreRow", "RowSum", "RowStartOf", "GapBlocks")
+"""The IR methods of a head kernel class other than the bodies, in the order the class prints them (those it has)."""
+
+
+__all__ = ["BODY_CALLS", "COUNTS", "FIELDS", "HeadSchedule", "MEMBER_SCALARS", "PART", "SCHEDULE_METHODS",
+           "body_func", "head_class", "part_decl", "place_vbarriers", "region", "row_conditions"]
