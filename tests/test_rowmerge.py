@@ -160,3 +160,42 @@ def _(b, x):
     row = analyse(m).row
     assert m is not g and sorted(row.split(" * ")) == ["H", "S"]
     assert [str(d) for d in m.values()["x"].type.shape] == ["B", row]
+
+
+MERGED_MAX = '''
+spec = OpSpec("Norm", aclnn="aclnnNorm", socs=(A2, A3))
+N = spec.dim("N", max=64)
+C = spec.dim("C", max=64)
+H = spec.dim("H", max=8192)
+W = spec.dim("W", max=8192)
+{require}
+spec.input("x", f32, [N, C, H, W])
+spec.output("y", f32, [N, C, H, W])
+
+
+@spec.body
+def _(b, x):
+    m = x.mean((2, 3))
+    return {{"y": x - m}}
+'''
+
+
+def test_the_ub_proof_probes_a_merged_row_at_both_maxima(tmp_path):
+    """A row of H * W elements fits with either dim at its max and the other at 1, but not with both at 8192
+    (67M fp32 elements): the proof probes the pair together and names both; a relation bounding the product is
+    probed where it binds (H at its max, W lowered to what the relation allows) and accepted."""
+    from opgen.codegen import write_ops
+    from opgen.errors import SpecError
+
+    p = tmp_path / "norm.py"
+    p.write_text(HEAD + MERGED_MAX.format(require=""))
+    with pytest.raises(SpecError) as e:
+        write_ops([str(p)], tmp_path / "out")
+    msg = str(e.value)
+    assert "H=8192 and W=8192 together" in msg and "spec.require(H * W <= N" in msg, msg
+    p.write_text(HEAD + MERGED_MAX.format(require='spec.require(H * W <= 65536, "x", "H * W at most 65536")'))
+    write_ops([str(p)], tmp_path / "out")
+    # a bound above what fits is refused again: it allows both maxima, which are probed
+    p.write_text(HEAD + MERGED_MAX.format(require='spec.require(H * W <= (1 << 26), "x", "too long")'))
+    with pytest.raises(SpecError):
+        write_ops([str(p)], tmp_path / "out2")

@@ -5,7 +5,10 @@ minimum (the base case), with every unbounded dim at 2^31 - 1 (it must not break
 bounded dim at its declared maximum and at probe values below it (powers of two and their
 neighbours), the other dims at 1. The plans' UB footprints grow monotonically with the bounded dims
 (column slices and row strides are non-decreasing in H or D), so the maximum is the worst case; the
-probes guard that argument. A failure is a SpecError at the dim's declaration line naming the platform,
+probes guard that argument. A row can be a product of dims (merged trailing axes H * W, a group's C / G * L), so
+every pair of bounded dims is also probed at its maxima together (the others at their minimum); where the spec's
+relations (spec.require) refuse that corner, each of the two is lowered in turn to the largest value they accept,
+so a bound on the product is probed where it binds. A failure is a SpecError at the dim's declaration line naming the platform,
 the dtype row, the bound and the largest value that fits on every platform and dtype row of the spec (binary
 search), so the suggested bound is accepted.
 """
@@ -130,4 +133,44 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                                    f"plan does not fit for {name}={v} (declared max={d.max})",
                             f"lower max= of {name} to {lo} or give the tiling a plan for longer rows", arg="max")
                     checked.append(f"{plat.name} {row} {name}={v}")
+    for a, b, env in _pair_corners(spec, bounded):
+        for plat in plats:
+            for row in spec.dtype_rows:
+                tl = _eval(spec, prog, inputs_map, env, dict(row), plat)
+                if not tl.get("fits", 1):
+                    combo = ", ".join(f"{k}={t.long_name}" for k, t in row.items())
+                    raise spec_error(
+                        bounded[b].loc, f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB) with {combo} the tiling "
+                                        f"plan does not fit for {a}={env[a]} and {b}={env[b]} together (each fits "
+                                        f"alone at its max)",
+                        f"bound what they make together, e.g. spec.require({a} * {b} <= N, ...) with the largest N "
+                        f"that fits, or lower max= of {a} or {b}")
+                checked.append(f"{plat.name} {row} {a}={env[a]},{b}={env[b]}")
     return checked
+
+
+def _pair_corners(spec, bounded: dict) -> list[tuple[str, str, dict]]:
+    """(a, b, env) for every pair of bounded dims: both at their max, the others at their minimum; when the spec's
+    relations refuse that, each of the two lowered in turn (binary search, relations assumed monotonic in it) to
+    the largest value they accept with the other at its max. Deduplicated."""
+    out, seen = [], set()
+    names = sorted(bounded)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            top = {a: bounded[a].max, b: bounded[b].max}
+            envs = [_env(spec, top)]
+            if not _valid(spec, envs[0]):
+                envs = []
+                for low, high in ((a, b), (b, a)):
+                    lo, hi = 0, bounded[low].max
+                    while lo < hi:
+                        mid = (lo + hi + 1) // 2
+                        lo, hi = (mid, hi) if _valid(spec, _env(spec, {**top, low: mid})) else (lo, mid - 1)
+                    if lo >= 1:
+                        envs.append(_env(spec, {**top, low: lo}))
+            for env in envs:
+                key = tuple(sorted(env.items(), key=str))
+                if key not in seen:
+                    seen.add(key)
+                    out.append((a, b, env))
+    return out
