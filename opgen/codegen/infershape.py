@@ -137,8 +137,12 @@ def infershape_context(m: OpModel) -> dict:
             used_inputs[req[0].input.name] = req[0].input
         else:
             if fallback is None and attr is not None:
-                fallback = f"*attrs->GetAttrPointer<int64_t>({attr.index})"
+                fallback = f"*attrValue{attr.index}"
                 attrs_needed.append(attr)
+                lo = max(1, decl.min if decl is not None and decl.min is not None else 1)
+                dim_attrs[attr.index] = {
+                    "var": f"attrValue{attr.index}", "index": attr.index, "min": lo,
+                    "msg": c_printf(f"{attr.decl.name}: ", "%lld", f" is not a valid {name} (at least {lo})")}
             if fallback is None:
                 raise SpecError(f"{spec.file}: output dim {name} is carried by no required input and has no "
                                 f"absent value or attribute; InferShape cannot derive it")
@@ -177,6 +181,7 @@ def infershape_context(m: OpModel) -> dict:
         return out
 
     attrs_needed: list = []
+    dim_attrs: dict = {}   # integer attributes a dim is read from: null-checked and range-checked before use
     outputs = []
     for p in m.outputs:
         o = p.decl
@@ -269,7 +274,8 @@ def infershape_context(m: OpModel) -> dict:
         if not e["group"])
     return {"banner": m.banner(), "op": m.op, "inputs": inputs, "dims": dims, "outputs": outputs, "dtypes": dtypes,
             "attrs_needed": bool(attrs_needed), "fn_suffix": upper_camel(m.op), "needs_prod": needs_prod,
-            "selectors": list(selectors.values()), "form_ranks": form_ranks}
+            "selectors": list(selectors.values()), "form_ranks": form_ranks,
+            "dim_attrs": [dim_attrs[k] for k in sorted(dim_attrs)]}
 
 
 def emit_infershape(spec) -> dict[str, str]:

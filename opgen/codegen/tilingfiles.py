@@ -84,11 +84,30 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values())
         or any("AttrInt(" in e for _n, e in reads),
         "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
+        "dim_attrs": _dim_attrs(spec, reads),
     }
     return {
         f"op_kernel/{op}_tiling_data.h": env.get_template("op_kernel/tiling_data.h.j2").render(**ctx),
         f"op_host/{op}_tiling.cpp": env.get_template("op_host/tiling.cpp.j2").render(**ctx),
     }
+
+
+def _dim_attrs(spec, reads) -> list[dict]:
+    """The integer attributes binding a dim that the tiling reads (AttrInt(context, k, ...)), with the dim's
+    minimum (at least 1): checked before any tiling input is computed, since a dim may divide another (C // G) and
+    graph mode calls the TilingFunc without the aclnn layer's checks in front of it. A missing required attribute
+    reads as 0 and fails the check."""
+    out = []
+    for k, a in enumerate(spec.attrs):
+        if a.dim is None or not any(f"AttrInt(context, {k}," in e for _n, e in reads):
+            continue
+        d = spec.dims_.get(a.dim.name)
+        lo = max(1, d.min if d is not None and d.min is not None else 1)
+        default = int(a.default) if a.default is not None else 0
+        out.append({"read": f"AttrInt(context, {k}, {default})", "min": lo,
+                    "fail": c_printf(f"{a.name}: ", "%lld", f" is not a valid {a.dim.name} (at least {lo}), or the "
+                                     f"attribute is absent")})
+    return out
 
 
 def _holds(value, lo: int, hi) -> bool:

@@ -196,6 +196,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     OP_CHECK_NULL_WITH_CONTEXT(context, queryDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();
     OP_CHECK_NULL_WITH_CONTEXT(context, attrs);
+    OP_CHECK_IF(AttrInt(context, 2, 1) < 16,
+                OP_LOGE(context->GetNodeName(),
+                        "selectedBlockSize: %lld is not a valid BS (at least 16), or the attribute is absent",
+                        static_cast<long long>(AttrInt(context, 2, 1))),
+                return ge::GRAPH_FAILED);
     [[maybe_unused]] const int64_t T1 = queryShape.GetDim(0);  // query tokens (query dim 0)
     [[maybe_unused]] const int64_t N1 = queryShape.GetDim(1);  // query heads (query dim 1)
     [[maybe_unused]] const int64_t D = queryShape.GetDim(2);   // query/key head dim (elements)
