@@ -140,13 +140,14 @@ def test_license_errors():
 def test_emitted_files_cite_facts_not_opgens_docs():
     """A reader inside ops-nn cannot open opgen's notes: no file of a package (host, aclnn, kernel, tiling data,
     API document, README, example, UT, golden) cites opgen's docs/ or a section sign; they name the CANN document
-    or state the fact."""
+    or state the fact; nor does it name opgen's own modules (opgen.x.y)."""
     for path in sorted((ROOT / "generated").rglob("*")):
         rel = path.relative_to(ROOT / "generated")
         if path.is_file():
             text = path.read_text()
             for bad in ("docs/reference", "docs/design", "§"):
                 assert bad not in text, (rel, bad)
+            assert not re.search(r"\bopgen\.[a-z_]+\.", text), (rel, re.search(r"\bopgen\.[a-z_.]+", text))
 
 
 def test_api_document_has_ops_nn_layout():

@@ -152,7 +152,7 @@ def head_tiling(spec, lowered, counts):
     env = {s: p.input(f"{s}Dim", f"dim {s}") for s in fields}
     tB = p.input(f"{dvar}Bytes", f"bytes per element of dtype variable {dvar}")
     dk = p.input("dtypeKey", "1-based row of the dtype table")
-    ak = p.input("attrKey", "mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)")
+    ak = p.input("attrKey", "mixed-radix index of the static attribute values (first attribute fastest)")
     cores = p.input("coreNum", "AIV cores")
     ub = p.input("ubBytes", "UB bytes per AIV core")
     bits = [p.input(f"{a}Attr", f"IEEE-754 bits of the float attribute {a}") for a in attrs]

@@ -100,7 +100,7 @@ def _common(p: TilingProgram):
     v["BS"] = p.input("BS", "selected block size (keys; the attribute)")
     v["tB"] = p.input("tBytes", "bytes per element of T")
     v["dk"] = p.input("dtypeKey", "1-based row of the dtype table")
-    v["ak"] = p.input("attrKey", "mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)")
+    v["ak"] = p.input("attrKey", "mixed-radix index of the static attribute values (first attribute fastest)")
     v["cores"] = p.input("coreNum", "AIV cores of the platform")
     v["ub"] = p.input("ubBytes", "UB bytes per AIV core")
     v["scale"] = p.input("scaleAttr", "IEEE-754 bits of the float attribute scale")

@@ -243,7 +243,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     H = p.input("hidden", "elements of a row (the row axis)")
     sizes = {v: p.input(f"{v}Bytes", f"bytes per element of dtype variable {v}") for v in dvars}
     dk = p.input("dtypeKey", "1-based row of the dtype table")
-    ak = p.input("attrKey", "mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)")
+    ak = p.input("attrKey", "mixed-radix index of the static attribute values (first attribute fastest)")
     cores = p.input("coreNum", "AIV cores of the platform")
     ub = p.input("ubBytes", "UB bytes per AIV core")
     attrs = [p.input(f"{a}Attr", f"IEEE-754 bits of the float attribute {a}") for a in float_attrs]

@@ -60,7 +60,7 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     return static_cast<int64_t>(bits);
 }
 
-// Bytes per element of a dtype (opgen.ir.dtypes); DT_UNDEFINED (a dtype variable whose tensors are all absent)
+// Bytes per element of a dtype; DT_UNDEFINED (a dtype variable whose tensors are all absent)
 // counts as float32, the row a free variable prefers.
 inline int64_t DTypeBytes(ge::DataType dt)
 {
@@ -171,7 +171,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                            ? context->GetOptionalInputDesc(6)->GetDataType()
                                            : pd_gammaOutDesc->GetDataType())));  // 1-based row of the dtype table
     [[maybe_unused]] const int64_t attrKey =
-        0;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
+        0;  // mixed-radix index of the static attribute values (first attribute fastest)
     [[maybe_unused]] const int64_t coreNum = static_cast<int64_t>(compileInfo->coreNum);  // AIV cores of the platform
     [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(compileInfo->ubSize);   // UB bytes per AIV core
     OP_CHECK_IF(dtypeKey == 0,

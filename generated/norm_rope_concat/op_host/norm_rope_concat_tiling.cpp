@@ -60,7 +60,7 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     return static_cast<int64_t>(bits);
 }
 
-// Bytes per element of a dtype (opgen.ir.dtypes); DT_UNDEFINED (a dtype variable whose tensors are all absent)
+// Bytes per element of a dtype; DT_UNDEFINED (a dtype variable whose tensors are all absent)
 // counts as float32, the row a free variable prefers.
 inline int64_t DTypeBytes(ge::DataType dt)
 {
@@ -189,7 +189,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         AttrIndex<int64_t>(context, 0, {0, 1, 2}) * 1 + AttrIndex<int64_t>(context, 1, {0, 1, 2}) * 3 +
         AttrIndex<int64_t>(context, 2, {0, 1, 2}) * 9 + AttrIndex<int64_t>(context, 3, {0, 1}) * 27 +
         AttrIndex<bool>(context, 5, {false, true}) *
-            54;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
+            54;  // mixed-radix index of the static attribute values (first attribute fastest)
     [[maybe_unused]] const int64_t coreNum = static_cast<int64_t>(compileInfo->coreNum);  // AIV cores
     [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(compileInfo->ubSize);   // UB bytes per AIV core
     [[maybe_unused]] const int64_t epsAttr =

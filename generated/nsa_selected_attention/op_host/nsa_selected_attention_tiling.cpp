@@ -68,7 +68,7 @@ inline int64_t AttrInt(gert::TilingContext* context, size_t index, int64_t defau
     return value == nullptr ? defaultValue : *value;
 }
 
-// Bytes per element of a dtype (opgen.ir.dtypes); DT_UNDEFINED (a dtype variable whose tensors are all absent)
+// Bytes per element of a dtype; DT_UNDEFINED (a dtype variable whose tensors are all absent)
 // counts as float32, the row a free variable prefers.
 inline int64_t DTypeBytes(ge::DataType dt)
 {
@@ -209,7 +209,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                                               : ge::DT_UNDEFINED));  // 1-based row of the dtype table
     [[maybe_unused]] const int64_t attrKey =
         AttrIndex<int64_t>(context, 2, {0, 2}) *
-        1;  // mixed-radix index of the static attribute values (opgen.tiling.emit.attr_key)
+        1;  // mixed-radix index of the static attribute values (first attribute fastest)
     [[maybe_unused]] const int64_t coreNum = static_cast<int64_t>(compileInfo->coreNum);  // AIV cores of the platform
     [[maybe_unused]] const int64_t ubBytes = static_cast<int64_t>(compileInfo->ubSize);   // UB bytes per AIV core
     [[maybe_unused]] const int64_t scaleAttr =
