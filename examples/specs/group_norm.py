@@ -10,7 +10,10 @@ Written naturally: the statistics on self regrouped as [N, G, C // G * HxW], the
 family computes both on the rows of the groups (one row of C // G * HxW elements per (n, g)): gamma and beta become
 per-segment operands, one value per HxW columns of the row (opgen.kernel.rowmerge.regroup_segments; read C // G
 values of each once per row). Not declared here: self of rank other than 3 (flatten the spatial dims into HxW),
-eps <= 0 refused (CANN's 161002: accepted here).
+eps <= 0 refused (CANN's 161002: accepted here), gamma and beta absent (optional in CANN's API: required here).
+ops-nn's norm/group_norm already registers an OpDef GroupNorm with other attributes (num_groups, data_format, eps,
+is_training) under aclnnGroupNorm: this package is a different OpDef of the same name, so it goes in place of that
+directory only with its graph-mode users moved, or under another OpDef name.
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
@@ -41,6 +44,8 @@ spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 
 
 spec.package("ops-nn", "norm")  # where the package goes: ops-nn norm/<op_snake>
+# distinct values, so that a call with its attributes swapped does not pass (C / group = 2 > 1 channels per group)
+spec.example_call({"N": 2, "C": 6, "HxW": 5, "G": 3})
 
 
 @spec.body

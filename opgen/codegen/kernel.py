@@ -405,11 +405,24 @@ class _Printer:
         dst, src = _operand(i.dst, self.p), _operand(i.srcs[0], self.p)
         row = "r0 + i" if self.mode == "row" else "g0 + i"
         seglen, step = self.addr.dims.cpp(v.seglen), self.addr.dims.cpp(v.step)
-        at = "segBase + j" if step == "1" else f"segBase + j * {step}"
-        conv = "" if _ctype(t.dtype) == "float" else "static_cast<float>"
+        # a bfloat16 scalar goes through AscendC's ToFloat (the scalar unit of Atlas A2/A3 has no bf16 conversion);
+        # for a dtype variable (a class template parameter) the choice is made per instantiation
+        ct = _ctype(t.dtype)
+        read = f"gm_{t.gm}.GetValue({'segBase + j' if self.addr.dims.cpp(v.step) == '1' else 'segBase + j * ' + self.addr.dims.cpp(v.step)})"
+        if ct == "float":
+            value = [f"        const float v = {read};"]
+        elif ct in ("bfloat16_t", "half"):
+            value = [f"        const float v = {'ToFloat' if ct == 'bfloat16_t' else 'static_cast<float>'}({read});"]
+        else:
+            value = ["        float v = 0.0f;",
+                     f"        if constexpr (IsSameType<{ct}, bfloat16_t>::value) {{",
+                     f"            v = ToFloat({read});",
+                     "        } else {",
+                     f"            v = static_cast<float>({read});",
+                     "        }"]
         vec = {"Muls": ("Muls", "v"), "Adds": ("Adds", "v"), "Subs": ("Adds", "-v")}[i.op]
         sca = {"Muls": "*", "Adds": "+", "Subs": "-"}[i.op]
-        bounds = [f"        const float v = {conv}(gm_{t.gm}.GetValue({at}));",
+        bounds = [*value,
                   "        const int64_t lo = (j * segLen > c0_ ? j * segLen - c0_ : 0);",
                   "        const int64_t hi = ((j + 1) * segLen < c0_ + n_ ? (j + 1) * segLen - c0_ : n_);",
                   "        const int64_t a = ((lo + 7) / 8 * 8 < hi ? (lo + 7) / 8 * 8 : hi);",

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "emu/types.h"
+
 namespace AscendC {
 
 // Compile-time type equality: IsSameType<T, U>::value.
@@ -64,4 +66,13 @@ inline T abs(const T src)
     }
 }
 }  // namespace Std
+// A bfloat16 scalar as float on the scalar unit (asc-devkit kernel_scalar_convert.h: ToFloat(const bfloat16_t&),
+// the bits shifted into a float's upper half on Atlas A2/A3). Only bfloat16_t, as the real overload.
+template <typename T>
+inline float ToFloat(const T& value)
+{
+    static_assert(IsSameType<T, bfloat16_t>::value, "ToFloat only supports bfloat16_t on Atlas A2/A3");
+    return static_cast<float>(value);
+}
+
 }  // namespace AscendC
