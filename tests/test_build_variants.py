@@ -86,3 +86,68 @@ def test_every_build_root_links_the_one_shared_directory_of_the_default_root(tmp
         assert f"{want}/check_main.o" in st["quick/check"][1] and f"{want}/runtime.o" in st["aclnn/runner"][1]
     monkeypatch.setenv("OPGEN_BUILD_DIR", str(tmp_path / "de|fault"))
     assert shared_dir("/usr/bin/g++", tmp_path / "a") == (tmp_path / "a").resolve() / shared_dir_name("/usr/bin/g++")
+
+
+def test_each_variant_compiles_its_kernel_with_the_precompiled_header_of_its_own_flags(tmp_path):
+    """docs/design.md "Build variants": a kernel object searches its variant's pch directory first, depends on that
+    directory's .gch, and the shared build file precompiles the header with exactly the kernel's flags (GCC uses a
+    .gch only when they match; -Winvalid-pch says when it does not)."""
+    from opgen.check.build import PCH_HEADER, pch_dir, pch_target, shared_ninja_file
+
+    src = Sources("Op", "op", "aclnn_op", tmp_path / "op")
+    shared = tmp_path / "shared"
+    text = ninja_file(src, "/usr/bin/g++", shared)
+    st = _statements(text)
+    pch = _statements(shared_ninja_file("/usr/bin/g++"))
+    for variant in ("debug", "quick", "asan"):
+        rule, ins, flags = st[f"{variant}/kernel.o"]
+        assert ins[-2:] == ["|", f"{shared}/{pch_target(variant)}"], ins
+        inc = next(ln for ln in text.split(f"build {variant}/kernel.o:")[1].splitlines() if ln.startswith("  inc = "))
+        assert shlex.split(inc[len("  inc = "):])[0] == f"-I{shared / pch_dir(variant)}"
+        p_rule, p_ins, p_flags = pch[pch_target(variant)]
+        assert p_rule == "pch" and p_ins == [f"{pch_dir(variant)}/{PCH_HEADER}"]
+        assert shlex.split(flags) == shlex.split(p_flags) + ["-Winvalid-pch"], (flags, p_flags)
+        assert f"{shared}/{pch_target(variant)}" not in st[f"{variant}/tiling.o"][1]   # the TilingFunc: no
+
+
+@pytest.mark.slow
+def test_the_precompiled_header_is_used_and_changes_no_instruction(tmp_path, session_build_root):
+    """A generated kernel's object built by `opgen check` comes from the precompiled emulation header (its recorded
+    dependencies are the pch wrapper, none of the emulation's headers: GCC read the .gch) and has the same machine
+    code and relocations, instruction for instruction, as the same compile without it (objdump -d -r, both)."""
+    import shutil
+    import subprocess
+
+    from opgen.check.build import Builder, ninja_binary
+    from opgen.codegen import generate_cached
+    from opgen.codegen.model import OpModel
+    from opgen.registry import load_spec
+
+    if shutil.which("g++") is None or shutil.which("objdump") is None:
+        pytest.skip("g++ or objdump not installed")
+    spec = load_spec(str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "leaky_relu.py"))
+    m = OpModel(spec)
+    for rel, body in generate_cached(spec)[1].items():
+        if rel.startswith(("op_host/", "op_kernel/")):
+            f = tmp_path / "gen" / m.snake / rel
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(body)
+    b = Builder(Sources(m.op, m.snake, m.api_snake, tmp_path / "gen" / m.snake), {}, session_build_root,
+                progress=False)
+    b.build("quick/kernel.o")
+    deps = subprocess.run([ninja_binary(), "-C", str(b.dir), "-t", "deps", "quick/kernel.o"], capture_output=True,
+                          text=True, check=True).stdout
+    assert "pch-quick/kernel_operator.h" in deps and "/emu/include/" not in deps, deps
+    cmd = subprocess.run([ninja_binary(), "-C", str(b.dir), "-t", "commands", "quick/kernel.o"], capture_output=True,
+                         text=True, check=True).stdout.strip().splitlines()[-1]
+    args = shlex.split(cmd)
+    plain = [a for a in args if "pch-quick" not in a]
+    plain[plain.index("-o") + 1] = str(tmp_path / "plain.o")
+    plain = [a for i, a in enumerate(plain) if a not in ("-MMD",) and plain[i - 1] != "-MF" and a != "-MF"]
+    subprocess.run(plain, cwd=b.dir, check=True)
+
+    def code(obj):
+        out = subprocess.run(["objdump", "-d", "-r", str(obj)], capture_output=True, text=True, check=True).stdout
+        return out.split("\n", 3)[3]   # past the file-name line
+
+    assert code(b.dir / "quick" / "kernel.o") == code(tmp_path / "plain.o")

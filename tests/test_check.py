@@ -449,8 +449,9 @@ def test_driver_source_declares_the_abi():
     """The driver declares the kernel with the CANN ABI: inputs, outputs (OpDef order), workspace, tiling."""
     src = driver_source(OpModel(load_spec(OP)))
     assert f'extern "C" void {SNAKE}(' + ", ".join(["GM_ADDR"] * 14) + ");" in src
-    assert '{"dy", "x", "rstd", "mean", "scale", "gamma", "beta"}' in src
-    assert '{"pd_x", "pd_scale", "pd_shift", "pd_gamma", "pd_beta"}' in src
+    assert '{"dy", "x", "rstd", "mean", "scale", "gamma", "beta", nullptr}' in src
+    assert '{"pd_x", "pd_scale", "pd_shift", "pd_gamma", "pd_beta", nullptr}' in src
+    assert "kInputs, 7, kOutputs, 5, Call" in src
 
 
 def test_report_of_a_crashed_driver_is_incomplete():

@@ -219,15 +219,11 @@ READER_MAIN = r"""
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
-#include <sstream>
-#include <string>
 #include "runtime.h"
 int main()
 {
-    std::string line;
-    while (std::getline(std::cin, line)) {
-        std::istringstream in(line);
+    while (CaseLine* line = NextCaseLine()) {
+        CaseLine& in = *line;
         const double a = ReadDouble(in);
         const int64_t b = ReadInt(in);
         if (ReadFailed(in)) {

@@ -25,6 +25,7 @@ import pytest
 pytestmark = pytest.mark.slow   # builds C++ or runs many processes (the fast tier: -m "not slow")
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 GELU = ROOT / "examples" / "specs" / "gelu.py"
 
 
@@ -92,12 +93,19 @@ NEEDLES = {"terabyte header": ["self", "400000000000000 bytes", "truncated or co
 
 @pytest.mark.parametrize("command", ["interpret", "check"])
 @pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_malformed_npz(tmp_path, command, case):
+def test_malformed_npz(tmp_path, command, case, monkeypatch):
+    """In-process (tests/inproc.py: exit status, stderr and files are what a process shows; an exception escaping
+    main fails the test as a traceback would), with an empty $OPGEN_BUILD_DIR: `check` refuses the file before
+    anything is built, so the build root stays absent."""
+    from inproc import cli as inproc_cli
+
+    build = tmp_path / "build"
+    monkeypatch.setenv("OPGEN_BUILD_DIR", str(build))
     path = MALFORMED[case](tmp_path)
     out = tmp_path / "out.npz"
-    r = cli(command, GELU, "--inputs", path, "--out", out)
+    r = inproc_cli(command, GELU, "--inputs", path, "--out", out)
     assert_clean_error(r, "--inputs", *NEEDLES.get(case, []))
-    assert not out.exists()
+    assert not out.exists() and not build.exists()
 
 
 def test_header_beyond_available_memory(tmp_path):

@@ -448,9 +448,9 @@ def test_hazard_names_compile_and_check(tmp_path):
     inc = tmp_path / "inc" / "aclnnop"
     inc.mkdir(parents=True)
     (inc / "aclnn_main.h").symlink_to(pkg / "op_host/op_api/aclnn_main.h")
-    for rel in ["op_host/op_api/aclnn_main.cpp", "op_host/op_api/main.cpp", "op_host/main_def.cpp",
-                "op_host/main_tiling.cpp", "op_host/main_infershape.cpp", "op_kernel/main.cpp",
-                "examples/test_aclnn_main.cpp"]:
+    # the files `opgen check` below does not compile (the aclnn API, L0, TilingFunc and kernel it compiles and links
+    # itself, so a compile error there fails the check)
+    for rel in ["op_host/main_def.cpp", "op_host/main_infershape.cpp", "examples/test_aclnn_main.cpp"]:
         r = subprocess.run([GXX, "-std=c++17", "-fsyntax-only", f"-I{EMU}", f"-I{tmp_path / 'inc'}",
                             f"-I{pkg / 'op_host'}", f"-I{pkg / 'op_host/op_api'}", f"-I{pkg / 'op_kernel'}",
                             "-x", "c++", str(pkg / rel)], capture_output=True, text=True)

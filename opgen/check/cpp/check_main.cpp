@@ -2,9 +2,12 @@
 #include "check_driver.h"
 #include "check_main.h"
 
-int opgen_check::SharedMain(int argc, char** argv, const char* opType, const std::vector<std::string>& inputNames,
-                            const std::vector<std::string>& outputNames, const Kernel& kernel, int launchKind)
+int opgen_check::SharedMain(int argc, char** argv, const char* opType, const char* const* inputNames, int nInputs,
+                            const char* const* outputNames, int nOutputs, KernelCall kernel, int launchKind)
 {
-    return Main(argc, argv, opType, inputNames, outputNames, kernel,
+    const std::vector<std::string> ins(inputNames, inputNames + nInputs);
+    const std::vector<std::string> outs(outputNames, outputNames + nOutputs);
+    const Kernel call = [kernel](const std::vector<uint8_t*>& args) { kernel(args.data()); };
+    return Main(argc, argv, opType, ins, outs, call,
                 launchKind == 1 ? LaunchKind::Mix12 : launchKind == 2 ? LaunchKind::AicOnly : LaunchKind::AivOnly);
 }

@@ -41,6 +41,22 @@ bool ApplySocArgument(int argc, char** argv)
 
 // ---- the case reader of the test harness --------------------------------------------------------
 
+struct CaseLine {
+    std::istringstream in;
+};
+
+CaseLine* NextCaseLine()
+{
+    static CaseLine line;
+    std::string text;
+    if (!std::getline(std::cin, text)) {
+        return nullptr;
+    }
+    line.in.clear();
+    line.in.str(text);
+    return &line;
+}
+
 // The first malformed token of the current line ("" when every token parsed); see ReadFailed.
 static std::string g_readError;
 
@@ -95,8 +111,9 @@ static bool ParseList(const std::string& text, std::vector<int64_t>& out)
 }
 
 // "null" or "<dtype>:<d0,d1,...>" (a scalar: "<dtype>:")
-aclTensor* ReadTensor(std::istream& in)
+aclTensor* ReadTensor(CaseLine& line)
 {
+    std::istream& in = line.in;
     const std::string tok = NextToken(in, "tensor");
     if (tok == "null") {
         return nullptr;
@@ -112,8 +129,9 @@ aclTensor* ReadTensor(std::istream& in)
 }
 
 // "null" or "a:<v0,v1,...>"
-aclIntArray* ReadIntArray(std::istream& in)
+aclIntArray* ReadIntArray(CaseLine& line)
 {
+    std::istream& in = line.in;
     const std::string tok = NextToken(in, "int array");
     if (tok == "null") {
         return nullptr;
@@ -129,8 +147,9 @@ aclIntArray* ReadIntArray(std::istream& in)
 // nan, inf, -inf; subnormals and values that round to 0 or overflow to inf keep strtod's result (its ERANGE is
 // not an error: the token still named a double). Anything else is a read error (ReadFailed), not a silent 0
 // that leaves the stream out of step with the parameters.
-double ReadDouble(std::istream& in)
+double ReadDouble(CaseLine& line)
 {
+    std::istream& in = line.in;
     const std::string tok = NextToken(in, "double");
     if (tok.empty()) {
         return 0.0;
@@ -144,8 +163,9 @@ double ReadDouble(std::istream& in)
     return v;
 }
 
-int64_t ReadInt(std::istream& in)
+int64_t ReadInt(CaseLine& line)
 {
+    std::istream& in = line.in;
     const std::string tok = NextToken(in, "integer");
     if (tok.empty()) {
         return 0;
@@ -160,13 +180,14 @@ int64_t ReadInt(std::istream& in)
     return static_cast<int64_t>(v);
 }
 
-bool ReadBool(std::istream& in)
+bool ReadBool(CaseLine& line)
 {
-    return ReadInt(in) != 0;
+    return ReadInt(line) != 0;
 }
 
-bool ReadFailed(std::istream& in)
+bool ReadFailed(CaseLine& line)
 {
+    std::istream& in = line.in;
     std::string extra;
     if (g_readError.empty() && (in >> extra)) {
         g_readError = "unexpected token '" + extra + "' after the last parameter";
@@ -181,8 +202,9 @@ void ReportReadError()
 }
 
 // "null" or the text itself (no spaces)
-const char* ReadString(std::istream& in)
+const char* ReadString(CaseLine& line)
 {
+    std::istream& in = line.in;
     const std::string tok = NextToken(in, "string");
     if (tok == "null") {
         return nullptr;

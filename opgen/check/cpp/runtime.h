@@ -1,23 +1,30 @@
 // Case reader of the aclnn case runner (opgen/check/cpp/runtime.cpp), shared by `opgen check` and
-// tests/test_codegen.py.
+// tests/test_codegen.py. Plain declarations: a runner's main (opgen/check/aclnn.py harness_source) includes this and
+// the aclnn API's header and nothing of the C++ library, so it compiles in a fraction of a second.
 #pragma once
-#include <istream>
+#include <cstdint>
 
 #include "aclnn/aclnn_base.h"
+
+// One call line of the runner's standard input (defined in runtime.cpp).
+struct CaseLine;
 
 // argv[1], when given, is the op::SocVersion name (ASCEND910B, ASCEND910_93, ASCEND910_95) the aclnn layer
 // sees; false (and a message on stderr) for an unknown name.
 bool ApplySocArgument(int argc, char** argv);
-aclTensor* ReadTensor(std::istream& in);
-aclIntArray* ReadIntArray(std::istream& in);
-double ReadDouble(std::istream& in);
-int64_t ReadInt(std::istream& in);
-bool ReadBool(std::istream& in);
-const char* ReadString(std::istream& in);
+// The next line of standard input, whose tokens the Read* functions take in order; nullptr at the end of the
+// input. The same object is returned for every line (the previous line's tokens are gone).
+CaseLine* NextCaseLine();
+aclTensor* ReadTensor(CaseLine& in);
+aclIntArray* ReadIntArray(CaseLine& in);
+double ReadDouble(CaseLine& in);
+int64_t ReadInt(CaseLine& in);
+bool ReadBool(CaseLine& in);
+const char* ReadString(CaseLine& in);
 // True when a token of the current line was missing or malformed (ReadDouble/ReadInt/ReadBool/ReadString) or the
 // line holds more tokens than the parameters; the call must then not be made: ReportReadError prints
 // "-1<TAB>case runner: <what>" in place of its result and clears the error for the next line.
-bool ReadFailed(std::istream& in);
+bool ReadFailed(CaseLine& in);
 void ReportReadError();
 // Prints "<status>\t<first logged error, empty on success>\t<kernel launches queued>" and resets both.
 void ReportResult(aclnnStatus rc);
