@@ -237,6 +237,11 @@ CASES = [
      [("def _(b, x, gamma, eps, mode):", "def _(b, x, gama, eps, mode):")],
      "def _(b,", "gama", "body parameter 'gama' is not an input or attribute of Tiny (did you mean 'gamma'?)",
      "rename it to a declared input or attribute", 1, False),
+    ("body-parameter-a-runtime-bool-attribute",
+     [('spec.attr("eps", float, 1e-5)', 'spec.attr("eps", float, 1e-5)\nspec.attr("flag", bool, False)'),
+      ("def _(b, x, gamma, eps, mode):", "def _(b, x, gamma, eps, mode, flag):")],
+     "def _(b,", "flag", "body parameter 'flag' is a runtime bool attribute of Tiny: the body is not passed runtime "
+     "bool attributes", "declare it with static=True", 1, False),
     ("body-misses-an-input-parameter",
      [("def _(b, x, gamma, eps, mode):", "def _(b, x, eps, mode):")],
      "def _(b,", "def _(b, x, eps, mode):", "the body of Tiny does not take input 'gamma'",

@@ -714,8 +714,10 @@ class AclnnPlan:
         p = a.param
         if a.kind == "attr":
             at = p.decl
-            extra = f", one of {', '.join(map(repr, at.choices))}" if at.choices else ""
-            dflt = f", default {at.default!r}" if at.default is not None else ", required"
+            lit = (lambda v: ("true" if v else "false") if at.type is bool else c_string(v) if at.type is str
+                   else repr(v))   # C++ spellings: the doc is read beside a C++ signature
+            extra = f", one of {', '.join(map(lit, at.choices))}" if at.choices else ""
+            dflt = f", default {lit(at.default)}" if at.default is not None else ", required"
             bind = f", equals dim {at.dim.name}" if at.dim is not None else ""
             return {"cpp": a.cpp, "dir": "in", "text": f"attribute \"{at.name}\" ({at.type.__name__}{dflt}"
                     f"{extra}{bind})"}

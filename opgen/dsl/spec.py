@@ -1170,6 +1170,15 @@ class OpSpec:
                                  "inputs and attributes are passed by name: remove the `/`")
             if p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY):
                 named.add(p.name)
+                held = next((a for a in self.runtime_attrs if a.name == p.name), None)
+                if held is not None and p.name not in passed and p.default is P.empty:
+                    kind = {bool: "bool", str: "string"}.get(held.type, held.type.__name__)
+                    raise spec_error(param_loc(fn, p.name) or function_loc(fn),
+                                     f"body parameter {p.name!r} is a runtime {kind} attribute of {self.name}: the body "
+                                     f"is not passed runtime {kind} attributes (only inputs, static attributes, numeric "
+                                     f"runtime attributes and attributes that bind a dim)",
+                                     f"declare it with static=True to branch on it in the body, or remove {p.name} from "
+                                     f"the body's parameters")
                 if p.name not in passed and p.default is P.empty:
                     raise spec_error(param_loc(fn, p.name) or function_loc(fn),
                                      f"body parameter {p.name!r} is not an input or attribute of {self.name}"

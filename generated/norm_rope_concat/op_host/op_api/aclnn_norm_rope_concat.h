@@ -76,7 +76,7 @@ extern "C" {
  * @param [in] ropeType: attribute "rope_type" (int, default 0, one of 0, 1, 2).
  * @param [in] concatOrder: attribute "concat_order" (int, default 0, one of 0, 1).
  * @param [in] eps: attribute "eps" (float, default 1e-05).
- * @param [in] isTraining: attribute "is_training" (bool, default False, one of False, True).
+ * @param [in] isTraining: attribute "is_training" (bool, default false, one of false, true).
  * @param [out] queryOutput: output "query_output", dtype T (bfloat16, float16, float32), shape
  *     [B, N, Seq + Sq, D].
  * @param [out] keyOutput: output "key_output", dtype T (bfloat16, float16, float32), shape [B, N, Sek + Sk, D].

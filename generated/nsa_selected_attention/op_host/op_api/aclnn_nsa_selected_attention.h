@@ -48,7 +48,7 @@ extern "C" {
  * @param [in] actualSeqKvLenOptional: optional host array "actual_seq_kvlen", dtype int64, shape [Bn].
  * @param [in] scaleValue: attribute "scale_value" (float, default 1.0).
  * @param [in] headNum: attribute "head_num" (int, default 1, equals dim N1).
- * @param [in] inputLayout: attribute "input_layout" (str, required, one of 'TND').
+ * @param [in] inputLayout: attribute "input_layout" (str, required, one of "TND").
  * @param [in] sparseMode: attribute "sparse_mode" (int, default 0, one of 0, 2).
  * @param [in] selectedBlockSize: attribute "selected_block_size" (int, default 64, equals dim BS).
  * @param [in] selectedBlockCount: attribute "selected_block_count" (int, default 16, equals dim CNT).

@@ -50,7 +50,7 @@ extern "C" {
  * @param [in] selectedBlockSize: attribute "selectedBlockSize" (int, default 1, equals dim BS).
  * @param [in] selectedBlockCount: attribute "selectedBlockCount" (int, default 1, equals dim CNT).
  * @param [in] headNum: attribute "headNum" (int, default 1, equals dim N1).
- * @param [in] inputLayout: attribute "inputLayout" (str, default 'TND', one of 'TND').
+ * @param [in] inputLayout: attribute "inputLayout" (str, default "TND", one of "TND").
  * @param [in] sparseMode: attribute "sparseMode" (int, default 0, one of 0, 2).
  * @param [out] dqOut: output "dq", dtype T (bfloat16, float16), shape [T1, N1, D].
  * @param [out] dkOut: output "dk", dtype T (bfloat16, float16), shape [T2, N2, D].
