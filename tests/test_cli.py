@@ -526,6 +526,8 @@ def test_interpret_present_drops_the_other_optionals(tmp_path, present, kept):
     _assert_same_as_python(_load(tmp_path / "o.npz"), interpret("AdaLayerNormGrad", want))
     p = opgen("interpret", "AdaLayerNormGrad", "--dims", ADA_DIMS, "--present", "nosuch")
     assert p.returncode == 2 and "--present: nosuch is not an input of AdaLayerNormGrad" in p.stderr
+    p = opgen("interpret", "AdaLayerNormGrad", "--dims", ADA_DIMS, "--present", "gamma,dy")   # dy is required
+    assert p.returncode == 2 and "--present: dy is a required input (always present)" in p.stderr, p.stderr
 
 
 def test_check_gen_dir_given_the_package_directory(tmp_path):

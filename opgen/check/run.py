@@ -145,13 +145,16 @@ def make_inputs(spec, dims: dict, attrs: dict, dtypes: dict, seed: int = 0) -> t
 
 def select_present(spec, inputs: dict, present) -> dict:
     """`inputs` with only the optional inputs named in `present` (names, or "a,b" strings); required inputs are
-    kept. Raises ValidationError("--present", ...) for an unknown name or a named input that has no array."""
+    kept. Raises ValidationError("--present", ...) for an unknown name, a required input (always present: naming it
+    is a mistake, as `opgen graph --present` says) or a named input that has no array."""
     names = [n.strip() for item in present for n in str(item).split(",") if n.strip()]
     known = {i.name: i for i in spec.inputs}
     for n in names:
         if n not in known:
             raise ValidationError("--present", f"{n} is not an input of {spec.name} "
                                                f"(inputs: {', '.join(known)})")
+        if not known[n].optional:
+            raise ValidationError("--present", f"{n} is a required input (always present)")
         if inputs.get(n) is None:
             raise ValidationError("--present", f"{n}: no array for it (give it in --inputs, or the dims it needs "
                                                f"in --dims)")
