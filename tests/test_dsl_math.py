@@ -44,10 +44,13 @@ CASES = {
     # torch's own 0.5 x (1 + tanh(.)) flushes the far negative tail to -0 where this form keeps a tiny value
     "gelu_tanh": ('b.gelu(x, approximate="tanh")', lambda t: F.gelu(t, approximate="tanh"), (4e-6, 1e-10)),
     # softplus as float64 math (log(1 + e^(beta x)) / beta = logaddexp(0, beta x) / beta): torch's threshold
-    # returns x itself past beta x > 20, a float64 difference of e^-20
-    "softplus": ("b.softplus(x)", lambda t: torch.logaddexp(torch.zeros_like(t), t), (4e-7, 1.2e-7)),
+    # returns x itself past beta x > 20, a float64 difference of e^-20; relative also where it is tiny (x = -40:
+    # 4e-18; log(1 + tiny) would round to 0 there), through log1p
+    "softplus": ("b.softplus(x)", lambda t: torch.logaddexp(torch.zeros_like(t), t), (6e-7, 1e-30)),
     "softplus_beta2": ("b.softplus(x, beta=2.0)", lambda t: torch.logaddexp(torch.zeros_like(t), 2 * t) / 2,
-                       (4e-7, 1.2e-7)),
+                       (6e-7, 1e-30)),
+    "log1p": ("b.log1p(b.abs(x) * 0.01 - 0.5)", lambda t: torch.log1p(t.abs() * 0.01 - 0.5), (4e-7, 1e-30)),
+    "log1p_tiny": ("b.log1p(x * 1e-9)", lambda t: torch.log1p(t * 1e-9), (2e-7, 1e-30)),
     "pow2": ("x ** 2", lambda t: torch.pow(t, 2), (2.5e-7, 0)),
     "pow3": ("b.pow(x, 3)", lambda t: torch.pow(t, 3), (4e-7, 0)),
     "pow_m2": ("b.pow(x, -2)", lambda t: torch.pow(t, -2), (4e-7, 0)),
@@ -110,11 +113,16 @@ def test_tanh_in_device_mode_saturates_like_ascendc_and_lowers(specs):
 
 
 def test_lowerable_forms_use_only_rows_ops(specs):
-    """sigmoid, silu, gelu(tanh), softplus, pow and clamp are built from ops the rows family lowers (no new op)."""
+    """sigmoid, silu, gelu(tanh), softplus, log1p, pow and clamp are built from ops the rows family lowers (no new
+    op): the elementwise ones, and the compare and select log1p uses (AscendC's Compare / Select); softplus and
+    log1p build a rows kernel."""
     from opgen.kernel.rows import ELEMENTWISE   # lazy: start-up time
+    from opgen.passes.pipeline import kernel_build   # lazy: start-up time
 
-    ok = ELEMENTWISE | {"const", "cast", "broadcast"}
-    for name in ("sigmoid", "silu", "gelu_tanh", "softplus", "softplus_beta2", "pow3", "pow_m2", "pow5", "pow_m5", "pow_1_7",
+    ok = ELEMENTWISE | {"const", "cast", "broadcast", "eq", "select"}
+    for name in ("softplus", "log1p"):
+        assert kernel_build(specs[name]).family.name == "rows", name
+    for name in ("sigmoid", "silu", "gelu_tanh", "softplus", "softplus_beta2", "log1p", "pow3", "pow_m2", "pow5", "pow_m5", "pow_1_7",
                  "clamp"):
         spec = specs[name]
         ops = {n.op for n in spec.graph(spec.keys()[0]).nodes}
