@@ -162,3 +162,23 @@ def test_softplus_takes_a_runtime_attribute(tmp_path):
     want = np.logaddexp(0.0, 2.5 * x.astype(np.float64)) / 2.5
     got = interpret(load_spec(str(p)), {"x": x}, {"beta": 2.5}, mode="device")["y"]
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=6e-7, atol=1.2e-7)
+
+
+@pytest.mark.slow
+def test_softplus_kernel_keeps_relative_accuracy_far_below_zero(specs, tmp_path):
+    """The emitted softplus kernel (the rows family: exp, compare and select of log1p) in the emulation against float64
+    logaddexp over [-40, 40]: a few fp32 ulps relative wherever the value is a normal fp32 number (log(1 + tiny)
+    would give 0 for x < -16.6, a relative error of 1 that check's floored rule let pass)."""
+    from opgen.check import run_check   # lazy: start-up time
+    from opgen.codegen import write_ops   # lazy: start-up time
+
+    spec = specs["softplus"]
+    write_ops([spec.file], tmp_path / "gen")
+    x = np.concatenate([np.linspace(-40.0, 40.0, 4001), [-87.0, -16.7, -16.5, 0.0]]).astype(np.float32)
+    r = run_check(spec.file, {"x": x}, gen_dir=tmp_path / "gen", progress=False)
+    assert r.passed and not r.faults, r.faults[:3]
+    got = r.arrays["y"].astype(np.float64)
+    want = np.logaddexp(0.0, x.astype(np.float64))
+    normal = np.abs(want) > np.finfo(np.float32).tiny
+    rel = np.abs(got[normal] - want[normal]) / want[normal]
+    assert rel.max() < 1e-6, (rel.max(), x[normal][rel.argmax()])
