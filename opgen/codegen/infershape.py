@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opgen.ir.dimprint import dim_cpp
-from opgen.dsl.dimsource import group_location, sym_locations
+from opgen.dsl.dimsource import attr_dim_min, group_location, sym_locations
 from opgen.dsl.spec import choice_text
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel
@@ -139,7 +139,7 @@ def infershape_context(m: OpModel) -> dict:
             if fallback is None and attr is not None:
                 fallback = f"*attrValue{attr.index}"
                 attrs_needed.append(attr)
-                lo = max(1, decl.min if decl is not None and decl.min is not None else 1)
+                lo = attr_dim_min(spec, attr.decl)
                 dim_attrs[attr.index] = {
                     "var": f"attrValue{attr.index}", "index": attr.index, "min": lo,
                     "msg": c_printf(f"{attr.decl.name}: ", "%lld", f" is not a valid {name} (at least {lo})")}

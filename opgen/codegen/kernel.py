@@ -408,7 +408,7 @@ class _Printer:
         # a bfloat16 scalar goes through AscendC's ToFloat (the scalar unit of Atlas A2/A3 has no bf16 conversion);
         # for a dtype variable (a class template parameter) the choice is made per instantiation
         ct = _ctype(t.dtype)
-        read = f"gm_{t.gm}.GetValue({'segBase + j' if self.addr.dims.cpp(v.step) == '1' else 'segBase + j * ' + self.addr.dims.cpp(v.step)})"
+        read = f"gm_{t.gm}.GetValue({'segBase + j' if step == '1' else f'segBase + j * {step}'})"
         if ct == "float":
             value = [f"        const float v = {read};"]
         elif ct in ("bfloat16_t", "half"):

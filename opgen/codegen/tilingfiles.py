@@ -10,6 +10,7 @@ import re
 
 from opgen.codegen.env import template_env
 from opgen.codegen.infershape import rank_bounds
+from opgen.dsl.dimsource import attr_dim_min
 from opgen.errors import SpecError
 from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
@@ -101,8 +102,7 @@ def _dim_attrs(spec, reads) -> list[dict]:
     for k, a in enumerate(spec.attrs):
         if a.dim is None or not any(f"AttrInt(context, {k}," in e for _n, e in reads):
             continue
-        d = spec.dims_.get(a.dim.name)
-        lo = max(1, d.min if d is not None and d.min is not None else 1)
+        lo = attr_dim_min(spec, a)
         default = int(a.default) if a.default is not None else 0
         out.append({"read": f"AttrInt(context, {k}, {default})", "min": lo,
                     "fail": c_printf(f"{a.name}: ", "%lld", f" is not a valid {a.dim.name} (at least {lo}), or the "

@@ -155,3 +155,12 @@ def group_location(spec, name: str) -> GroupPlace | None:
         else:
             return GroupPlace(i, places[0][0], places[0][1], (decl.form_by, decl.choices, tuple(places)))
     return None
+
+
+def attr_dim_min(spec, attr) -> int:
+    """The least value integer attribute `attr` (declared with dim=) may take: its dim's min=, at least 1 (a dim
+    may divide another, C // G). Host code reading the dim from the attribute (TilingFunc, InferShape) checks it
+    before any use, since graph mode runs them without the aclnn layer's checks in front."""
+    d = spec.dims_.get(attr.dim.name)
+    return max(1, d.min if d is not None and d.min is not None else 1)
+
