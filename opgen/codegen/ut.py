@@ -38,7 +38,7 @@ import textwrap
 import numpy as np
 
 from opgen.codegen.env import render
-from opgen.codegen.model import ACL_DTYPE, OpModel
+from opgen.codegen.model import ACL_DTYPE, OpModel, cpp_literal
 from opgen.codegen.tilingkey import TilingKey
 from opgen.errors import OpgenError
 from opgen.ir.dims import eval_shape
@@ -66,8 +66,6 @@ def _attr_literal(v, t) -> str:
         return str(int(v))
     if t is float:
         return f"{float(v)!r}f"
-    from opgen.names import c_string
-
     return c_string(str(v))
 
 
@@ -308,17 +306,12 @@ def op_api_context(spec) -> dict:
                 else:
                     expr = _tensor_desc(np.shape(arr), dt)
             elif a.kind == "attr":
-                at, v = a.param.decl, c.attrs[a.param.decl.name]
-                if at.type is float:
-                    expr = f"static_cast<double>({float(v)!r})"
-                elif at.type is bool:
-                    expr = "true" if v else "false"
-                elif at.type is int:
-                    expr = f"static_cast<int64_t>({int(v)})"
-                else:
-                    expr = c_string(str(v))
-                    if a.ctype == "char*":   # CANN's header takes a mutable string
-                        expr = f"const_cast<char*>({expr})"
+                at = a.param.decl
+                expr = cpp_literal(c.attrs[at.name], at.type)
+                if at.type in (int, float):   # the API's own parameter type, not the literal's (int, double)
+                    expr = f"static_cast<{'int64_t' if at.type is int else 'double'}>({expr})"
+                elif at.type is str and a.ctype == "char*":   # CANN's header takes a mutable string
+                    expr = f"const_cast<char*>({expr})"
             else:
                 shape, made = c.outputs[a.param.decl.name]
                 expr = _tensor_desc(shape, dt) if made and shape is not None else "nullptr"
