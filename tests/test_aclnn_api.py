@@ -257,6 +257,8 @@ def _(b, x, alpha):
         'spec.aclnn_signature(api.param("x"), api.param("alpha"), api.param("y"), api.unused("s", like="q"))':
             "like='q' is not a declared device input",
         'spec.aclnn_signature("x", api.param("alpha"), api.param("y"))': "is not an aclnn parameter",
+        'spec.aclnn_signature(api.scalar("x"), api.param("alpha"), api.param("y"))':
+            "'x' is not a float, int or bool attribute",
     }
     for k, (line, want) in enumerate(bad.items()):
         f = tmp_path / f"sig{k}.py"
@@ -369,3 +371,66 @@ def test_signature_on_an_example_spec(tmp_path):
     got = _run(runner, [c[0] for c in cases])
     for (_, code, msg), (rc, text) in zip(cases, got):
         assert rc == code and text.startswith(msg), (code, msg, rc, text)
+
+
+# ---- scalar operands (api.scalar: const aclScalar*) -------------------------------------------------------------
+
+def test_scalar_operands_follow_canns_signature():
+    """HardtanhGrad declares CANN's aclnnHardtanhBackward(gradOutput, self, const aclScalar* min, const aclScalar*
+    max, out) (ops-nn activation/hardtanh_grad/op_api/aclnn_hardtanh_backward.h); the header, the call example
+    (aclCreateScalar / aclDestroyScalar) and the case runner (ReadScalar) follow it."""
+    from pathlib import Path
+
+    from opgen.check.aclnn import harness_source
+    from opgen.codegen import generate_cached
+
+    spec = load_spec(str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "hardtanh_grad.py"))
+    assert _header_params(spec) == (_seq(T_IN, "gradOutput self") + _seq("const aclScalar*", "min max") +
+                                    [("out", "aclTensor*")])
+    m = OpModel(spec)
+    example = generate_cached(spec)[1][f"examples/test_{m.api_snake}.cpp"]
+    for name, value in (("min", "-1.0f"), ("max", "1.0f")):
+        assert f"float {name}Value = {value};" in example
+        assert f"aclScalar* {name} = aclCreateScalar(&{name}Value, aclDataType::ACL_FLOAT);" in example
+        assert f"aclDestroyScalar({name});" in example
+    assert re.findall(r"^\s+(.+?) a(\d+) = ReadScalar\(in\);", harness_source(m), re.M) == \
+        [("const aclScalar*", "2"), ("const aclScalar*", "3")]
+
+
+@pytestmark_gxx
+def test_scalar_operands_through_the_emitted_aclnn_layer(tmp_path):
+    """A null scalar is 161001 with opbase's text for a scalar, before any other check; a scalar of any numeric
+    dtype is read with the attribute's accessor (ToDouble) and its value reaches the kernel launch as the OpDef
+    attribute (the emulation records OP_ATTR), in the OpDef's order although the public names differ."""
+    from pathlib import Path
+
+    from opgen.check.aclnn import launched_attr_mismatches, run_runner
+    from opgen.codegen import write_ops
+
+    path = str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "hardtanh_grad.py")
+    spec = load_spec(path)
+    write_ops([spec], tmp_path)
+    m, runner, base, _ = _call(path, {"Bd": (3, 5)}, attrs={"minVal": -0.5, "maxVal": 0.75}, gen_dir=tmp_path)
+    k = {n: _at(m, n) for n in ("min", "max", "self")}
+    assert base[k["min"]] == f"float64:{(-0.5).hex()}" and base[k["max"]] == f"float64:{0.75.hex()}"
+
+    def with_(**tok):
+        t = list(base)
+        for n, v in tok.items():
+            t[k[n]] = v
+        return t
+
+    cases = [
+        (with_(), 0, "", {"minVal": -0.5, "maxVal": 0.75}),
+        (with_(min="float32:-0.25", max="int64:2"), 0, "", {"minVal": -0.25, "maxVal": 2.0}),
+        (with_(max="bool:1"), 0, "", {"minVal": -0.5, "maxVal": 1.0}),
+        (with_(min="null"), 161001,
+         "Expected a value of type number for argument minVal but instead found type null.", None),
+        (with_(min="null", self="null"), 161001, "Expected a proper Tensor but got null for argument self.", None),
+    ]
+    got = run_runner(runner, [" ".join(c[0]) for c in cases], launches=True)
+    for (_, code, msg, attrs), (rc, text, launches, launched) in zip(cases, got):
+        assert rc == code and text == msg, (code, msg, rc, text)
+        if attrs is not None:
+            assert launches == 1 and launched_attr_mismatches(spec, attrs, launched) == [], launched
+            assert launched_attr_mismatches(spec, {"minVal": attrs["maxVal"], "maxVal": attrs["minVal"]}, launched)

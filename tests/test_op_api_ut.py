@@ -6,7 +6,8 @@ The expected codes come from the rules (null tensor 161001, dtype outside the ta
 docs/design.md "Emission"), the returned ones from the emitted checks; a flipped expectation must fail (the
 last test), so the run can tell them apart. The packages: the bundled ops as committed in generated/ and examples
 with each kind of attribute (str, float, int, bool), a form picked by an attribute, integer and optional inputs,
-attributes that bind dims (GroupNorm: N, C, HxW, group, at distinct values so a swap is caught).
+attributes that bind dims (GroupNorm: N, C, HxW, group, at distinct values so a swap is caught), scalar operands
+(HardtanhGrad's min / max as ScalarDesc, each also passed as null).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from opgen.registry import all_specs, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples" / "specs"
-EXAMPLES = ["instance_norm", "reduce_mean", "cross_entropy_loss", "group_norm"]
+EXAMPLES = ["instance_norm", "reduce_mean", "cross_entropy_loss", "group_norm", "hardtanh_grad"]
 # one bundled op of each repository (ops-nn: AdaLayerNormV2; ops-transformer, host arrays: NsaSelectedAttention)
 BUNDLED = ["AdaLayerNormV2", "NsaSelectedAttention"]
 

@@ -95,11 +95,16 @@ def test_host_uts_compile_against_the_ops_nn_ut_helpers():
 
 @pytest.mark.skipif(not (SRC / "nlohmann-json/include/nlohmann/json.hpp").is_file(),
                     reason=f"nlohmann/json.hpp not under {SRC}/nlohmann-json/include")
-def test_op_api_uts_compile_against_the_op_api_ut_framework():
+def test_op_api_uts_compile_against_the_op_api_ut_framework(tmp_path):
+    """The bundled ops' op_api UTs, and an example's whose API takes scalar operands (HardtanhGrad: ScalarDesc)."""
+    from opgen.codegen import write_ops
+
+    write_ops([str(Path(__file__).resolve().parent.parent / "examples/specs/hardtanh_grad.py")], tmp_path)
     flags = _host_flags() + [f"-I{SRC / 'ops-nn/tests/ut/op_api/op_api_ut_common/inc'}",
                              f"-I{SRC / 'nlohmann-json/include'}"]
-    jobs = [(f, flags) for _s, d in _dirs() for f in sorted((d / "tests/ut/op_host/op_api").glob("test_aclnn_*.cpp"))]
-    assert len(jobs) == 6
+    dirs = [d for _s, d in _dirs()] + [tmp_path / "hardtanh_grad"]
+    jobs = [(f, flags) for d in dirs for f in sorted((d / "tests/ut/op_host/op_api").glob("test_aclnn_*.cpp"))]
+    assert len(jobs) == 7
     assert [(p.name, e) for p, e in _run(jobs) if e] == []
 
 

@@ -4,7 +4,7 @@ in self passes the gradient, as ops-nn's kernel and ATen's scalar definition do)
 Two comparisons with the attributes combined as masks (`|`: AscendC Or on the bit masks), then a Select.
 """
 
-from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
+from opgen.dsl import A2, A3, OpSpec, api, bf16, f16, f32
 
 spec = OpSpec("HardtanhGrad", aclnn="aclnnHardtanhBackward", socs=(A2, A3), round="rint",
               doc="Gradient of Hardtanh: the incoming gradient inside (minVal, maxVal).")
@@ -16,6 +16,9 @@ spec.input("self", T, [Bd], doc="Hardtanh's input")
 spec.attr("minVal", float, -1.0, doc="lower end of the linear range")
 spec.attr("maxVal", float, 1.0, doc="upper end of the linear range")
 spec.output("out", T, [Bd])
+# CANN's API: aclnnHardtanhBackward(gradOutput, self, const aclScalar* min, const aclScalar* max, out)
+spec.aclnn_signature(api.param("gradOutput"), api.param("self"), api.scalar("min", "minVal"),
+                     api.scalar("max", "maxVal"), api.param("out"))
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 spec.package("ops-nn", "activation")
 

@@ -5,7 +5,7 @@ threshold_backward and ops-nn's kernel do).
 The comparison with the attribute is a CompareScalar; the choice a Select (the zero broadcast first).
 """
 
-from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
+from opgen.dsl import A2, A3, OpSpec, api, bf16, f16, f32
 
 spec = OpSpec("ThresholdGradV2D", aclnn="aclnnThresholdBackward", socs=(A2, A3), round="rint",
               doc="Gradient of Threshold: the incoming gradient where the input exceeded the threshold.")
@@ -16,6 +16,8 @@ spec.input("gradOutput", T, [Bd], doc="gradient of Threshold's output")
 spec.input("self", T, [Bd], doc="Threshold's input")
 spec.attr("threshold", float, 0.0, doc="the threshold (0: Relu's gradient)")
 spec.output("out", T, [Bd])
+# CANN's API: aclnnThresholdBackward(gradOutput, self, const aclScalar* threshold, out)
+spec.aclnn_signature(api.param("gradOutput"), api.param("self"), api.scalar("threshold"), api.param("out"))
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 spec.package("ops-nn", "activation")
 

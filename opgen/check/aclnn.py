@@ -14,6 +14,7 @@ an extra one is reported as status -1 `case runner: <what>` and the call is not 
 
 from __future__ import annotations
 
+import math
 import subprocess
 
 import numpy as np
@@ -42,7 +43,9 @@ def harness_source(m) -> str:
              "    while (CaseLine* line = NextCaseLine()) {", "        CaseLine& in = *line;"]
     args = []
     for k, p in enumerate(m.api_params):
-        if p.kind == "attr":
+        if p.scalar:
+            fn = "ReadScalar"
+        elif p.kind == "attr":
             fn = {float: "ReadDouble", int: "ReadInt", bool: "ReadBool", str: "ReadString"}[p.param.decl.type]
         elif p.ctype == "const aclIntArray*":
             fn = "ReadIntArray"
@@ -103,11 +106,45 @@ def encode_call(m, inputs: dict, attrs: dict, outputs: dict | None, dtype_of: di
             toks.append("null" if o is None else f"{o[0]}:" + ",".join(map(str, o[1])))
         else:
             v = attrs[p.name]
-            if p.param.decl.type is str:
+            if p.scalar:   # an aclScalar of the attribute's own type (float64 / int64 / bool), None = null
+                t = p.param.decl.type
+                if v is None:
+                    toks.append("null")
+                elif t is float:
+                    toks.append(f"float64:{float(v).hex()}")
+                else:
+                    toks.append(f"{'bool' if t is bool else 'int64'}:{int(v)}")
+            elif p.param.decl.type is str:
                 toks.append("null" if v is None else str(v))
             else:
                 toks.append(float(v).hex() if p.param.decl.type is float else str(int(v)))
     return " ".join(toks)
+
+
+def launched_attr_mismatches(spec, attrs: dict, launched: list[str]) -> list[str]:
+    """Attributes the emitted aclnn layer passed to the kernel (run_runner's launch texts, in OpDef order) that
+    differ from the call's `attrs` ({name: value}): a float as the kernel receives it (rounded to fp32, the L0
+    attribute type), an int or bool exactly, a string as given. Returns one "name = got (the call gave want)"
+    text per difference (a missing or extra attribute is one too)."""
+    out = []
+    if len(launched) != len(spec.attrs):
+        return [f"{len(launched)} attribute values reached the kernel where the OpDef has {len(spec.attrs)}"]
+    for a, text in zip(spec.attrs, launched):
+        v = attrs.get(a.name, a.default)
+        if a.type is float:
+            want = float(np.float32(v))
+            try:
+                got = float.fromhex(text)
+            except ValueError:
+                got = None
+            same = got is not None and (got == want or (math.isnan(got) and math.isnan(want)))
+        elif a.type in (int, bool):
+            same, want = text == str(int(v)), int(v)
+        else:
+            same, want = text == ("null" if v is None else str(v)), v
+        if not same:
+            out.append(f"{a.name} = {text} (the call gave {want!r})")
+    return out
 
 
 def _public_dtype(m, p, inputs: dict, dtype_of: dict) -> str:
@@ -325,8 +362,9 @@ def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound
 def run_runner(exe, lines: list[str], soc_enum: str | None = None, timeout: float = 120,
                launches: bool = False) -> list[tuple]:
     """Run the case runner `exe` on call lines; returns [(status code, message)] per line ("" on success), or
-    with launches=True [(status code, message, kernel launches the call queued)] (0 for an accepted empty call,
-    which returns before the kernel, as ops-nn's aclnn APIs do). soc_enum: op::SocVersion name the aclnn layer
+    with launches=True [(status code, message, kernel launches the call queued, attribute texts of the last
+    launch)] (0 launches for an accepted empty call, which returns before the kernel, as ops-nn's aclnn APIs do;
+    the texts as the emulation's OP_ATTR records them: opgen/emu/include/opdev/op_executor.h LaunchAttrs). soc_enum: op::SocVersion name the aclnn layer
     sees (default ASCEND910B). Raises OpgenError when the runner fails, prints a wrong number of results or
     could not read a line (a malformed token: runtime.cpp ReadFailed)."""
     cmd = [str(exe)] + ([soc_enum] if soc_enum else [])
@@ -341,8 +379,9 @@ def run_runner(exe, lines: list[str], soc_enum: str | None = None, timeout: floa
     out = []
     for line, res in zip(lines, results):
         code, _, rest = res.partition("\t")
-        msg, _, count = rest.rpartition("\t") if rest.count("\t") else (rest, "", "0")
+        msg, count, attrs = rest.rsplit("\t", 2) if rest.count("\t") >= 2 else (rest, "0", "")
         if int(code) == -1 and msg.startswith("case runner: "):
             raise OpgenError(f"aclnn case runner {exe} could not read the call {line!r}: {msg[13:]}")
-        out.append((int(code), msg, int(count or 0)) if launches else (int(code), msg))
+        out.append((int(code), msg, int(count or 0), attrs.split("\x1f") if attrs else [])
+                   if launches else (int(code), msg))
     return out

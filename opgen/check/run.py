@@ -29,7 +29,7 @@ import numpy as np
 
 from opgen.check import caseio, cost
 from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_dtypes, encode_call,
-                               harness_source, run_runner)
+                               harness_source, launched_attr_mismatches, run_runner)
 from opgen.check.build import Builder, BuildRun, Sources, launch_variant
 from opgen.check.compare import OutputComparison, compare_output, rounded_intermediate_outputs
 from opgen.check.driver import driver_source, kernel_type
@@ -419,11 +419,15 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     call = encode_call(m, inputs, call_attrs(spec, inputs, attrs),
                        call_outputs(spec, inputs, attrs, dtypes, dev, bound0), names)
     res.builds.append(builder.build("aclnn/runner"))
-    [(code, msg, launches)] = run_runner(builder.dir / "aclnn" / "runner", [call], SOC_ENUM.get(plat.soc_key),
-                                         launches=True)
+    [(code, msg, launches, launched)] = run_runner(builder.dir / "aclnn" / "runner", [call],
+                                                   SOC_ENUM.get(plat.soc_key), launches=True)
     res.seconds["aclnn"] = time.perf_counter() - t_phase
     if code != 0:
         raise AclnnRejected(spec.aclnn, code, msg)
+    wrong = launched_attr_mismatches(spec, call_attrs(spec, inputs, attrs), launched) if launches else []
+    if wrong:   # the kernel below is launched with the call's attributes directly: the aclnn layer's are checked here
+        raise OpgenError(f"{spec.aclnn}: the aclnn layer passes the kernel " + "; ".join(wrong) +
+                         " — a fault of the emitted aclnn layer (op_host/op_api)")
     if launches == 0:   # an empty call: success, workspace 0, nothing launched (docs/design.md "Empty tensors")
         return _empty_call_result(spec, res, bound0, inputs, attrs, dtypes)
 

@@ -39,6 +39,7 @@ from opgen.ir.dimprint import dim_cpp
 from opgen.codegen.env import render
 from opgen.codegen.logic import cpp_condition, failing_cubes
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
+from opgen.dsl.aclnn import SCALAR_CTYPE, SCALAR_READ
 from opgen.names import c_ident, c_printf, c_string, cpp_name, upper_camel
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, shape_str
@@ -176,7 +177,10 @@ class AclnnPlan:
                                                                            getattr(a.param.decl, "host", False))}
             if a.kind == "attr":
                 at = a.param.decl
-                if at.type is str and at.default is not None:
+                if a.scalar:   # CheckNotNull has refused a null scalar before Params is built
+                    d["store"] = attr_cpp_type(at.type)
+                    d["init"] = f"{a.cpp}->{SCALAR_READ[at.type]}()"
+                elif at.type is str and at.default is not None:
                     d["init"] = f"{a.cpp} != nullptr ? {a.cpp} : {c_string(at.default)}"
             out.append(d)
         return out
@@ -206,17 +210,21 @@ class AclnnPlan:
         return out
 
     def _null_params(self) -> list[dict]:
-        """The required tensors and host arrays in API order, as the parameters of CheckNotNull: opbase's
+        """The required tensors, host arrays and scalars (api.scalar) in API order, as the parameters of
+        CheckNotNull, which GetWorkspaceSize calls with its own arguments before anything reads them: opbase's
         OP_CHECK_NULL prints the argument as written, so each parameter is named after the spec's name
         (opgen.names.cpp_name; opgen.dsl.validate prints the same name in the interpreter's message)."""
         out = []
         for a in self.m.api_params:
             host = a.kind == "int_array" or (a.kind in ("input", "unused") and getattr(
                 (a.like if a.kind == "unused" else a.param).decl, "host", False))
-            if a.kind not in ("input", "output", "int_array", "unused") or a.optional:
+            if a.scalar:
+                ctype = SCALAR_CTYPE
+            elif a.kind not in ("input", "output", "int_array", "unused") or a.optional:
                 continue
-            ctype = "const aclIntArray*" if host else "const aclTensor*"
-            out.append({"name": cpp_name(a.name), "type": ctype, "arg": f"p.{a.cpp}", "param": a.name})
+            else:
+                ctype = "const aclIntArray*" if host else "const aclTensor*"
+            out.append({"name": cpp_name(a.name), "type": ctype, "arg": a.cpp, "param": a.name})
         return out
 
     # -- attributes ----------------------------------------------------------------------------------
@@ -719,8 +727,10 @@ class AclnnPlan:
             extra = f", one of {', '.join(map(lit, at.choices))}" if at.choices else ""
             dflt = f", default {lit(at.default)}" if at.default is not None else ", required"
             bind = f", equals dim {at.dim.name}" if at.dim is not None else ""
-            return {"cpp": a.cpp, "dir": "in", "text": f"attribute \"{at.name}\" ({at.type.__name__}{dflt}"
-                    f"{extra}{bind})"}
+            held = f"scalar holding attribute \"{at.name}\" (read as {at.type.__name__}" if a.scalar else \
+                f"attribute \"{at.name}\" ({at.type.__name__}"
+            dflt = ", required" if a.scalar else dflt   # a null scalar is refused; no default applies
+            return {"cpp": a.cpp, "dir": "in", "text": f"{held}{dflt}{extra}{bind})"}
         if a.kind == "output":
             o = p.decl
             shape = o.shape_text() if o.like else f"shape {o.shape_text()}"

@@ -12,6 +12,8 @@ tensors and every integer tensor are embedded exactly; larger float tensors are 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from opgen.codegen.env import render
@@ -56,6 +58,12 @@ def int_array_values(a, env: dict) -> list[int]:
 
 
 def _float_literal(v: float) -> str:
+    """C++ float literal of `v` (6 significant digits); NaN and infinities through std::numeric_limits (<limits>,
+    which the example includes when a value needs it: example_context's "nonfinite")."""
+    if math.isnan(v):
+        return "std::numeric_limits<float>::quiet_NaN()"
+    if math.isinf(v):
+        return ("-" if v < 0 else "") + "std::numeric_limits<float>::infinity()"
     s = f"{float(v):.6g}"
     if "e" not in s and "." not in s and "n" not in s:
         s += ".0"
@@ -96,7 +104,8 @@ def example_context(spec) -> dict:
     case = example_case(spec)
     bound, row = case["bound"], case["row"]
     helpers = set()
-    tensors, host_arrays, attrs, outputs, args = [], [], [], [], []
+    tensors, host_arrays, scalars, attrs, outputs, args = [], [], [], [], [], []
+    nonfinite = [False]   # a NaN or infinity among the embedded values
 
     def tensor(name, arr, dt):
         values = np.asarray(arr)
@@ -105,7 +114,9 @@ def example_context(spec) -> dict:
              "size": int(values.size), "from_float": _FROM_FLOAT.get(dt, ""), "output": False}
         if dt.is_float:
             if values.size <= EMBED_LIMIT:
-                t["data"] = ", ".join(_float_literal(v) for v in values.astype(np.float32).ravel())
+                flat = values.astype(np.float32).ravel()
+                t["data"] = ", ".join(_float_literal(v) for v in flat)
+                nonfinite[0] = nonfinite[0] or not bool(np.isfinite(flat).all())
             else:
                 t["data"] = None
                 helpers.add("Pattern")
@@ -129,6 +140,13 @@ def example_context(spec) -> dict:
                 host_arrays.append({"name": a.cpp, "data": ", ".join(str(int(v)) for v in np.asarray(arr).ravel())})
             else:
                 tensor(a.cpp, arr, row[a.dtype.name] if isinstance(a.dtype, DTypeVar) else a.dtype)
+        elif a.scalar:   # created as CANN's examples create scalar operands: a float as ACL_FLOAT
+            at = a.param.decl
+            v = case["attrs"][at.name]
+            host, acl, lit = {float: ("float", "ACL_FLOAT", f"{float(v)!r}f"),
+                              int: ("int64_t", "ACL_INT64", str(int(v))),
+                              bool: ("bool", "ACL_BOOL", "true" if v else "false")}[at.type]
+            scalars.append({"name": a.cpp, "host": host, "acl": acl, "value": lit})
         elif a.kind == "attr":
             at = a.param.decl
             v = case["attrs"][at.name]
@@ -159,8 +177,8 @@ def example_context(spec) -> dict:
     dims_text = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in case["dims"].items())
     combo = ", ".join(f"{k}={v.long_name}" for k, v in row.items())
     return {"banner": m.banner(), "op": m.op, "api": m.api, "api_snake": m.api_snake, "tensors": tensors,
-            "host_arrays": host_arrays, "attrs": attrs, "outputs": outputs, "args": args, "dims": dims_text,
-            "combo": combo, "helpers": sorted(helpers), "socs": ", ".join(m.socs)}
+            "host_arrays": host_arrays, "scalars": scalars, "attrs": attrs, "outputs": outputs,
+            "nonfinite": nonfinite[0], "args": args, "dims": dims_text, "combo": combo, "helpers": sorted(helpers), "socs": ", ".join(m.socs)}
 
 
 def emit_example(spec) -> dict[str, str]:

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from opgen.dsl.aclnn import RESERVED, SCALAR_CTYPE
 from opgen.names import aclnn_param, api_snake, c_string, kernel_entry, op_snake
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dtypes import DType, DTypeVar
@@ -94,6 +95,11 @@ class ApiParam:
         return self.kind == "output" and self.optional and not self.param.optional
 
     @property
+    def scalar(self) -> bool:
+        """An attribute the public API takes as `const aclScalar*` (opgen.dsl.api.scalar)."""
+        return self.kind == "attr" and self.ctype == SCALAR_CTYPE
+
+    @property
     def name(self) -> str:
         """The spec's name of the parameter (OpDef spelling; the public name for an extra one)."""
         return self.param.name if self.param is not None else self.cpp
@@ -106,8 +112,6 @@ def _dtype_of(p: ParamInfo):
 def derived_cpp(name: str, role: str) -> str:
     """The aclnn C++ name of OpDef parameter `name` when the spec declares no signature: CANN's style
     (opgen.names.aclnn_param), with `Value` appended to a name the emitted implementation reserves."""
-    from opgen.dsl.aclnn import RESERVED
-
     c = aclnn_param(name, role)
     return c + "Value" if c in RESERVED else c
 

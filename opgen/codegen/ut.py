@@ -305,6 +305,11 @@ def op_api_context(spec) -> dict:
                     expr = f"IntArrayDesc({_int_vector(np.asarray(arr).ravel())})"
                 else:
                     expr = _tensor_desc(np.shape(arr), dt)
+            elif a.scalar:   # the repository's ScalarDesc, its dtype from the argument's C++ type
+                at = a.param.decl
+                v = c.attrs[at.name]
+                expr = "ScalarDesc(" + {float: f"{float(v)!r}f", int: f"static_cast<int64_t>({int(v)})",
+                                        bool: "true" if v else "false"}[at.type] + ")"
             elif a.kind == "attr":
                 at = a.param.decl
                 expr = cpp_literal(c.attrs[at.name], at.type)
@@ -330,7 +335,7 @@ def op_api_context(spec) -> dict:
     c0 = ucases[0]
     params = list(m.api_params)
     for k, a in enumerate(params):
-        if a.optional or a.kind not in ("input", "unused", "int_array", "output"):
+        if not a.scalar and (a.optional or a.kind not in ("input", "unused", "int_array", "output")):
             continue
         if a.kind == "output" and not c0.outputs[a.param.decl.name][1]:
             continue
@@ -369,7 +374,8 @@ def op_api_context(spec) -> dict:
     intro = textwrap.wrap(
         f"op_api UT of {m.op}: {m.api}GetWorkspaceSize on the spec's example ({dims}) with the status codes its "
         f"checks return: ACLNN_SUCCESS in every dtype row; ACLNN_ERR_PARAM_NULLPTR (161001) for each required tensor "
-        f"passed as null; ACLNN_ERR_PARAM_INVALID (161002) for a dtype outside the table and for an output of the "
+        f"{'or scalar ' if any(a.scalar for a in params) else ''}passed as null; ACLNN_ERR_PARAM_INVALID (161002) "
+        f"for a dtype outside the table and for an output of the "
         f"wrong shape. Built by the repository's op_api UT framework (OP_API_UT, TensorDesc).", width=110,
         break_on_hyphens=False)
     return {"banner": m.banner(), "op": m.op, "op_snake": m.snake, "api": m.api, "api_snake": m.api_snake,

@@ -8,6 +8,7 @@ CANN's aclnn functions have their own parameter order, names and types, fixed by
     api.param("rstd", "rstd", dtype=T)         ... accepted in dtype T, cast to the OpDef dtype before the kernel
     api.int_array("normalizedShape", [H])      an extra host aclIntArray* whose values must equal the dims
     api.unused("shift", like="scale")          an extra tensor validated as `scale` is, never read
+    api.scalar("negativeSlope", "negative_slope")   attribute negative_slope passed as `const aclScalar*`
 
 Every OpDef input, attribute and output appears exactly once; without a signature the aclnn layer takes
 the OpDef's parameters in its order (inputs, attributes, outputs) with CANN-style derived names.
@@ -51,6 +52,9 @@ class ApiEntry:
 
 
 STRING_CTYPES = ("char*", "const char*")
+SCALAR_CTYPE = "const aclScalar*"
+# The aclScalar accessor that reads an attribute of each type (opbase's aclScalar: ToDouble, ToInt64, ToBool).
+SCALAR_READ = {float: "ToDouble", int: "ToInt64", bool: "ToBool"}
 
 
 def param(name: str, of: str | None = None, *, dtype=None, ctype: str | None = None,
@@ -63,6 +67,15 @@ def param(name: str, of: str | None = None, *, dtype=None, ctype: str | None = N
     the executor that nobody reads."""
     return ApiEntry("param", name, of if of is not None else name, dtype, optional=optional, ctype=ctype,
                     loc=caller_loc())
+
+
+def scalar(name: str, of: str | None = None) -> ApiEntry:
+    """The float, int or bool attribute `of` (default: `name`) passed as CANN passes a scalar operand: a
+    `const aclScalar*` named `name` (aclnnLeakyRelu's negativeSlope, aclnnHardtanhBackward's min / max). The
+    emitted aclnn layer null-checks it with the tensors (161001) and reads its value with the accessor of the
+    attribute's type (ToDouble / ToInt64 / ToBool, whatever dtype the caller's scalar holds) before any other
+    check; the kernel receives the value as the OpDef attribute, as before."""
+    return ApiEntry("param", name, of if of is not None else name, ctype=SCALAR_CTYPE, loc=caller_loc())
 
 
 def int_array(name: str, dims) -> ApiEntry:
@@ -99,6 +112,7 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
     """Validate the entries of `spec.aclnn_signature` against what the spec has declared so far; returns them.
 
     Raises a located SpecError for: an entry that is not made by opgen.dsl.api; a bad or reserved public name;
+    an api.scalar of anything but a float, int or bool attribute;
     two entries with one public name; an OpDef parameter unknown (with a suggestion) or listed twice; a cast
     dtype that is neither a declared dtype variable nor a dtype, or given for a non-tensor; an int_array dim that
     is not declared; an `unused` whose `like` is not an input (a tensor, not a host array)."""
@@ -124,8 +138,13 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
                 raise spec_error(e.loc, f"aclnn parameter {e.name}: OpDef parameter {e.of!r} is already passed as "
                                  f"{ofs[e.of].name!r}", "list every OpDef parameter once", arg=1)
             ofs[e.of] = e
-            if e.ctype is not None and (getattr(params[e.of], "type", None) is not str or
-                                        e.ctype not in STRING_CTYPES):
+            if e.ctype == SCALAR_CTYPE:
+                if params[e.of] not in spec.attrs or params[e.of].type not in SCALAR_READ:
+                    raise spec_error(e.loc, f"aclnn parameter {e.name}: {e.of!r} is not a float, int or bool "
+                                     "attribute", "api.scalar passes a numeric attribute as const aclScalar*; use "
+                                     "api.param for tensors and string attributes", arg=1)
+            elif e.ctype is not None and (getattr(params[e.of], "type", None) is not str or
+                                          e.ctype not in STRING_CTYPES):
                 raise spec_error(e.loc, f"aclnn parameter {e.name}: ctype={e.ctype!r} is not supported",
                                  'ctype= is for string attributes: "char*" or "const char*"', arg="ctype")
             if e.optional and (params[e.of] not in spec.outputs or params[e.of].optional):

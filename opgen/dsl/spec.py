@@ -806,7 +806,7 @@ class OpSpec:
 
     def aclnn_signature(self, *entries, const_outputs: bool = False) -> None:
         """The public aclnn parameter list, in CANN's order, where it differs from the OpDef's (opgen.dsl.aclnn;
-        README "The aclnn API"): entries api.param / api.int_array / api.unused; const_outputs: outputs are
+        README "The aclnn API"): entries api.param / api.scalar / api.int_array / api.unused; const_outputs: outputs are
         `const aclTensor*` (CANN's ops-transformer APIs). Every OpDef input, attribute and output must appear
         once (checked when the spec is finished). Raises SpecError for a bad entry (opgen.dsl.aclnn.check_signature)
         or a second declaration."""

@@ -212,11 +212,58 @@ const char* ReadString(CaseLine& line)
     return (new std::string(tok))->c_str();
 }
 
+const aclScalar* ReadScalar(CaseLine& line)
+{
+    std::istream& in = line.in;
+    const std::string tok = NextToken(in, "scalar");
+    if (tok.empty() || tok == "null") {
+        return nullptr;
+    }
+    const size_t colon = tok.find(':');
+    const std::string type = colon == std::string::npos ? "" : tok.substr(0, colon);
+    const std::string text = colon == std::string::npos ? "" : tok.substr(colon + 1);
+    char* end = nullptr;
+    errno = 0;
+    if (type == "float64" || type == "float32") {
+        const double v = std::strtod(text.c_str(), &end);
+        if (!text.empty() && end == text.c_str() + text.size()) {
+            if (type == "float32") {
+                float f = static_cast<float>(v);
+                return aclCreateScalar(&f, ACL_FLOAT);
+            }
+            double d = v;
+            return aclCreateScalar(&d, ACL_DOUBLE);
+        }
+    } else if (type == "int64" || type == "int32" || type == "bool") {
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (!text.empty() && end == text.c_str() + text.size() && errno != ERANGE) {
+            if (type == "int64") {
+                int64_t i = v;
+                return aclCreateScalar(&i, ACL_INT64);
+            }
+            if (type == "int32") {
+                int32_t i = static_cast<int32_t>(v);
+                return aclCreateScalar(&i, ACL_INT32);
+            }
+            uint8_t b = v != 0 ? 1 : 0;
+            return aclCreateScalar(&b, ACL_BOOL);
+        }
+    }
+    BadToken(tok, "a scalar (<float64|float32|int64|int32|bool>:<value> or null)");
+    return nullptr;
+}
+
 void ReportResult(aclnnStatus rc)
 {
     const std::string& msg = opgen_host::LastAclnnError().message;
     std::cout << rc << "\t" << (rc == ACLNN_SUCCESS ? std::string() : msg) << "\t" << opgen_host::LaunchCount()
-              << std::endl;
+              << "\t";
+    const std::vector<std::string>& attrs = opgen_host::LaunchAttrs();
+    for (size_t i = 0; i < attrs.size(); ++i) {
+        std::cout << (i == 0 ? "" : "\x1f") << attrs[i];
+    }
+    std::cout << std::endl;
     opgen_host::ClearAclnnError();
     opgen_host::LaunchCount() = 0;
+    opgen_host::LaunchAttrs().clear();
 }

@@ -21,10 +21,14 @@ double ReadDouble(CaseLine& in);
 int64_t ReadInt(CaseLine& in);
 bool ReadBool(CaseLine& in);
 const char* ReadString(CaseLine& in);
+// "null" or "<dtype>:<value>" with dtype float64, float32, int64, int32 or bool (a value as ReadDouble / ReadInt
+// take it): an aclScalar created as a caller would (aclCreateScalar).
+const aclScalar* ReadScalar(CaseLine& in);
 // True when a token of the current line was missing or malformed (ReadDouble/ReadInt/ReadBool/ReadString) or the
 // line holds more tokens than the parameters; the call must then not be made: ReportReadError prints
 // "-1<TAB>case runner: <what>" in place of its result and clears the error for the next line.
 bool ReadFailed(CaseLine& in);
 void ReportReadError();
-// Prints "<status>\t<first logged error, empty on success>\t<kernel launches queued>" and resets both.
+// Prints "<status>\t<first logged error, empty on success>\t<kernel launches queued>\t<attributes of the last
+// launch, as opgen_host::LaunchAttrs spells them, separated by \x1f>" and resets all three.
 void ReportResult(aclnnStatus rc);

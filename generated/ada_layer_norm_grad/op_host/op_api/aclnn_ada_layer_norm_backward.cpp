@@ -283,8 +283,8 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
-// names it, which the message prints).
+// 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
+// the spec names it, which the message prints).
 aclnnStatus CheckNotNull(const aclTensor* dy, const aclTensor* x, const aclIntArray* normalizedShape,
                          const aclTensor* rstd, const aclTensor* mean, const aclTensor* scale, const aclTensor* shift,
                          const aclTensor* pd_x, const aclTensor* pd_scale, const aclTensor* pd_shift,
@@ -889,12 +889,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret = CheckNotNull(p.gradOut, p.input, p.normalizedShape, p.rstd, p.mean, p.scale, p.shift,
-                                   p.gradInputOut, p.gradScaleOut, p.gradShiftOut, p.gradWeightOut, p.gradBiasOut);
-    if (ret != ACLNN_SUCCESS) {
-        return ret;
-    }
-    ret = CheckAttrs(p);
+    aclnnStatus ret = CheckAttrs(p);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
@@ -938,13 +933,16 @@ aclnnStatus aclnnAdaLayerNormBackwardGetWorkspaceSize(
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 
+    aclnnStatus ret = CheckNotNull(gradOut, input, normalizedShape, rstd, mean, scale, shift, gradInputOut,
+                                   gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut);
+    CHECK_RET(ret == ACLNN_SUCCESS, ret);
     const Params p{
         gradOut,        input,        normalizedShape, rstd,         mean,         scale,         shift,
         weightOptional, biasOptional, gradInputOut,    gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut,
     };
     Dtypes t;
     Dims d;
-    aclnnStatus ret = CheckParams(p, t, d);
+    ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);

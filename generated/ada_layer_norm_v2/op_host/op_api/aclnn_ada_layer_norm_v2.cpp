@@ -268,8 +268,8 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
-// names it, which the message prints).
+// 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
+// the spec names it, which the message prints).
 aclnnStatus CheckNotNull(const aclTensor* x, const aclTensor* scale, const aclTensor* shift, const aclTensor* out)
 {
     OP_CHECK_NULL(x, return ACLNN_ERR_PARAM_NULLPTR);
@@ -678,11 +678,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret = CheckNotNull(p.x, p.scale, p.shift, p.out);
-    if (ret != ACLNN_SUCCESS) {
-        return ret;
-    }
-    ret = CheckAttrs(p);
+    aclnnStatus ret = CheckAttrs(p);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
@@ -725,12 +721,14 @@ aclnnStatus aclnnAdaLayerNormV2GetWorkspaceSize(const aclTensor* x, const aclTen
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 
+    aclnnStatus ret = CheckNotNull(x, scale, shift, out);
+    CHECK_RET(ret == ACLNN_SUCCESS, ret);
     const Params p{
         x, scale, shift, weightOptional, biasOptional, epsilon, out, meanOutOptional, rstdOutOptional,
     };
     Dtypes t;
     Dims d;
-    aclnnStatus ret = CheckParams(p, t, d);
+    ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);

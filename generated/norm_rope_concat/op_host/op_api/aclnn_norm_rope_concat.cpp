@@ -258,8 +258,8 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
-// names it, which the message prints).
+// 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
+// the spec names it, which the message prints).
 aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const aclTensor* value,
                          const aclTensor* query_output, const aclTensor* key_output, const aclTensor* value_output)
 {
@@ -1415,11 +1415,7 @@ aclnnStatus CheckEmptyCall(const Params& p)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret = CheckNotNull(p.query, p.key, p.value, p.queryOutput, p.keyOutput, p.valueOutput);
-    if (ret != ACLNN_SUCCESS) {
-        return ret;
-    }
-    ret = CheckAttrs(p);
+    aclnnStatus ret = CheckAttrs(p);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
@@ -1478,6 +1474,8 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 
+    aclnnStatus ret = CheckNotNull(query, key, value, queryOutput, keyOutput, valueOutput);
+    CHECK_RET(ret == ACLNN_SUCCESS, ret);
     const Params p{
         query,
         key,
@@ -1515,7 +1513,7 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
     };
     Dtypes t;
     Dims d;
-    aclnnStatus ret = CheckParams(p, t, d);
+    ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);

@@ -274,8 +274,8 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
-// names it, which the message prints).
+// 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
+// the spec names it, which the message prints).
 aclnnStatus CheckNotNull(const aclTensor* grad_query_output, const aclTensor* grad_key_output,
                          const aclTensor* grad_value_output, const aclTensor* query, const aclTensor* key,
                          const aclTensor* grad_query, const aclTensor* grad_key, const aclTensor* grad_value)
@@ -1810,12 +1810,7 @@ aclnnStatus CheckEmptyCall(const Params& p)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret = CheckNotNull(p.gradQueryOutput, p.gradKeyOutput, p.gradValueOutput, p.query, p.key, p.gradQuery,
-                                   p.gradKey, p.gradValue);
-    if (ret != ACLNN_SUCCESS) {
-        return ret;
-    }
-    ret = CheckAttrs(p);
+    aclnnStatus ret = CheckAttrs(p);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
@@ -1878,6 +1873,9 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 
+    aclnnStatus ret =
+        CheckNotNull(gradQueryOutput, gradKeyOutput, gradValueOutput, query, key, gradQuery, gradKey, gradValue);
+    CHECK_RET(ret == ACLNN_SUCCESS, ret);
     const Params p{
         gradQueryOutput,
         gradKeyOutput,
@@ -1921,7 +1919,7 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
     };
     Dtypes t;
     Dims d;
-    aclnnStatus ret = CheckParams(p, t, d);
+    ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);

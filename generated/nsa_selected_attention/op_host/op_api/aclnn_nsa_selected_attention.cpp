@@ -283,8 +283,8 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
-// names it, which the message prints).
+// 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
+// the spec names it, which the message prints).
 aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const aclTensor* value,
                          const aclTensor* topk_indices, const aclTensor* softmax_max, const aclTensor* softmax_sum,
                          const aclTensor* attention_out)
@@ -945,12 +945,7 @@ aclnnStatus CheckEmptyCall(const Params& p)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret =
-        CheckNotNull(p.query, p.key, p.value, p.topkIndices, p.softmaxMaxOut, p.softmaxSumOut, p.attentionOut);
-    if (ret != ACLNN_SUCCESS) {
-        return ret;
-    }
-    ret = CheckNullAttrs(p);
+    aclnnStatus ret = CheckNullAttrs(p);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
@@ -1005,6 +1000,8 @@ aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 
+    aclnnStatus ret = CheckNotNull(query, key, value, topkIndices, softmaxMaxOut, softmaxSumOut, attentionOut);
+    CHECK_RET(ret == ACLNN_SUCCESS, ret);
     const Params p{
         query,
         key,
@@ -1025,7 +1022,7 @@ aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
     };
     Dtypes t;
     Dims d;
-    aclnnStatus ret = CheckParams(p, t, d);
+    ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);

@@ -294,8 +294,8 @@ aclnnStatus CheckSoc()
     return ACLNN_SUCCESS;
 }
 
-// 161001: null required tensors and host arrays (opbase's OP_CHECK_NULL; each parameter is named as the spec
-// names it, which the message prints).
+// 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
+// the spec names it, which the message prints).
 aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const aclTensor* value,
                          const aclTensor* attentionOut, const aclTensor* attentionOutGrad, const aclTensor* softmaxMax,
                          const aclTensor* softmaxSum, const aclTensor* topkIndices, const aclTensor* dq,
@@ -1103,12 +1103,7 @@ aclnnStatus CheckEmptyCall(const Params& p)
 
 aclnnStatus CheckParams(const Params& p, Dtypes& t, Dims& d)
 {
-    aclnnStatus ret = CheckNotNull(p.query, p.key, p.value, p.attentionOut, p.attentionOutGrad, p.softmaxMax,
-                                   p.softmaxSum, p.topkIndices, p.dqOut, p.dkOut, p.dvOut);
-    if (ret != ACLNN_SUCCESS) {
-        return ret;
-    }
-    ret = CheckAttrs(p);
+    aclnnStatus ret = CheckAttrs(p);
     if (ret != ACLNN_SUCCESS) {
         return ret;
     }
@@ -1160,6 +1155,9 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 
+    aclnnStatus ret = CheckNotNull(query, key, value, attentionOut, attentionOutGrad, softmaxMax, softmaxSum,
+                                   topkIndices, dqOut, dkOut, dvOut);
+    CHECK_RET(ret == ACLNN_SUCCESS, ret);
     const Params p{
         query,
         key,
@@ -1184,7 +1182,7 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
     };
     Dtypes t;
     Dims d;
-    aclnnStatus ret = CheckParams(p, t, d);
+    ret = CheckParams(p, t, d);
     CHECK_RET(ret == ACLNN_SUCCESS, ret);
     ret = CheckSoc();
     CHECK_RET(ret == ACLNN_SUCCESS, ret);

@@ -3,8 +3,10 @@
 // their shape, dtype and values as data members so an emulated aclnn layer can run the emitted checks;
 // the emitted code only calls the methods.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "graph/types.h"
@@ -59,6 +61,70 @@ struct aclIntArray {
     const int64_t& operator[](size_t index) const { return values[index]; }
 };
 
+// A scalar operand (opbase's aclScalar, opdev/common_types.h): one value of a dtype, read by the To* accessors,
+// which convert from whatever dtype the caller created it with. The emulation keeps the value as a double (every
+// dtype it accepts converts to one exactly) and implements the accessors the emitted code calls.
+class aclScalar {
+public:
+    aclScalar(const void* data, op::DataType dataType) : dataType_(dataType)
+    {
+        switch (dataType) {
+            case ge::DT_FLOAT: value_ = Load<float>(data); break;
+            case ge::DT_DOUBLE: value_ = Load<double>(data); break;
+            case ge::DT_FLOAT16: value_ = HalfBits(Load<uint16_t>(data)); break;
+            case ge::DT_BF16: value_ = Bf16Bits(Load<uint16_t>(data)); break;
+            case ge::DT_INT8: value_ = Load<int8_t>(data); break;
+            case ge::DT_UINT8: value_ = Load<uint8_t>(data); break;
+            case ge::DT_INT16: value_ = Load<int16_t>(data); break;
+            case ge::DT_INT32: value_ = Load<int32_t>(data); break;
+            case ge::DT_INT64: int_ = Load<int64_t>(data); value_ = static_cast<double>(int_); isInt64_ = true; break;
+            case ge::DT_BOOL: value_ = Load<uint8_t>(data) != 0 ? 1.0 : 0.0; break;
+            default: value_ = 0.0; break;
+        }
+    }
+    op::DataType GetDataType() const { return dataType_; }
+    float ToFloat() const { return static_cast<float>(value_); }
+    double ToDouble() const { return value_; }
+    bool ToBool() const { return value_ != 0.0; }
+    int32_t ToInt32() const { return static_cast<int32_t>(ToInt64()); }
+    int64_t ToInt64() const { return isInt64_ ? int_ : static_cast<int64_t>(value_); }
+
+private:
+    template <typename T>
+    static T Load(const void* data)
+    {
+        T v;
+        std::memcpy(&v, data, sizeof(T));
+        return v;
+    }
+    static double Bf16Bits(uint16_t bits)
+    {
+        const uint32_t word = static_cast<uint32_t>(bits) << 16;
+        float f;
+        std::memcpy(&f, &word, sizeof(f));
+        return f;
+    }
+    static double HalfBits(uint16_t bits)   // IEEE binary16: sign, 5-bit exponent (bias 15), 10-bit fraction
+    {
+        const int exponent = (bits >> 10) & 0x1f;
+        const int fraction = bits & 0x3ff;
+        double magnitude;
+        if (exponent == 0) {
+            magnitude = std::ldexp(fraction, -24);   // subnormal
+        } else if (exponent == 0x1f) {
+            magnitude = fraction == 0 ? HUGE_VAL : NAN;
+        } else {
+            magnitude = (1024 + fraction) * std::ldexp(1.0, exponent - 25);
+        }
+        return (bits & 0x8000) != 0 ? -magnitude : magnitude;
+    }
+
+    op::DataType dataType_;
+    double value_ = 0.0;
+    int64_t int_ = 0;
+    bool isInt64_ = false;
+};
+
 struct aclOpExecutor;
 
 // Same numbering as ge::DataType for the types opgen uses.
@@ -70,6 +136,7 @@ enum aclDataType {
     ACL_UINT8 = 4,
     ACL_INT16 = 6,
     ACL_INT64 = 9,
+    ACL_DOUBLE = 11,
     ACL_BOOL = 12,
     ACL_BF16 = 27,
 };
@@ -91,6 +158,16 @@ inline aclIntArray* aclCreateIntArray(const int64_t* value, uint64_t size)
     aclIntArray* a = new aclIntArray;
     a->values.assign(value, value + size);
     return a;
+}
+// The value is copied at creation (CANN's aclCreateScalar reads `value` as `dataType`).
+inline aclScalar* aclCreateScalar(void* value, aclDataType dataType)
+{
+    return value == nullptr ? nullptr : new aclScalar(value, static_cast<ge::DataType>(dataType));
+}
+inline aclnnStatus aclDestroyScalar(const aclScalar* scalar)
+{
+    delete scalar;
+    return ACLNN_SUCCESS;
 }
 inline aclnnStatus aclDestroyTensor(const aclTensor* tensor)
 {

@@ -13,6 +13,7 @@ enum DataType {
     DT_UINT8 = 4,
     DT_INT16 = 6,
     DT_INT64 = 9,
+    DT_DOUBLE = 11,
     DT_BOOL = 12,
     DT_BF16 = 27,
     DT_UNDEFINED = 28,

@@ -4,7 +4,11 @@
 // running an emitted aclnn API exercises its checks and its L0 calls (codes and messages), not a kernel.
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <deque>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "aclnn/aclnn_base.h"
 
@@ -52,6 +56,35 @@ LaunchArgs Pack(const Args&...)
 {
     return {};
 }
+// The attribute values of the last kernel launch (OP_ATTR), as text: a floating value in C99 hex ("%a"), an integer
+// or bool in decimal, a string as it is. `opgen check` compares them with the call's attributes, so an aclnn layer
+// that reads, converts or orders an attribute wrongly fails there, although the kernel is launched separately.
+inline std::vector<std::string>& LaunchAttrs()
+{
+    static thread_local std::vector<std::string> attrs;
+    return attrs;
+}
+inline std::string AttrText(const char* v) { return v == nullptr ? "null" : v; }
+template <typename T>
+std::string AttrText(const T& v)
+{
+    char buf[64];
+    if constexpr (std::is_same_v<T, bool>) {
+        std::snprintf(buf, sizeof(buf), "%d", v ? 1 : 0);
+    } else if constexpr (std::is_floating_point_v<T>) {
+        std::snprintf(buf, sizeof(buf), "%a", static_cast<double>(v));
+    } else {
+        static_assert(std::is_integral_v<T>, "OP_ATTR takes numbers, bools and strings");
+        std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(v));
+    }
+    return buf;
+}
+template <typename... Args>
+LaunchArgs PackAttrs(const Args&... values)
+{
+    LaunchAttrs() = {AttrText(values)...};
+    return {};
+}
 // Kernel launches the aclnn layer queued since the last ResetLaunchCount() (what opgen check reads to tell an
 // empty call, which launches nothing, from a real one).
 inline int& LaunchCount()
@@ -78,5 +111,5 @@ inline aclnnStatus CommonOpExecutorRun(void* /*workspace*/, uint64_t /*workspace
 #define OP_TYPE_REGISTER(opType) static const char* const g_op_type_##opType = #opType
 #define OP_INPUT(...) ::opgen_host::Pack(__VA_ARGS__)
 #define OP_OUTPUT(...) ::opgen_host::Pack(__VA_ARGS__)
-#define OP_ATTR(...) ::opgen_host::Pack(__VA_ARGS__)
+#define OP_ATTR(...) ::opgen_host::PackAttrs(__VA_ARGS__)
 #define ADD_TO_LAUNCHER_LIST_AICORE(opType, ...) ::opgen_host::Launch(#opType, __VA_ARGS__)

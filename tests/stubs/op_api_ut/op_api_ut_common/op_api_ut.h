@@ -9,11 +9,13 @@
 
 #include "aclnn/aclnn_base.h"
 #include "op_api_ut_common/array_desc.h"
+#include "op_api_ut_common/scalar_desc.h"
 #include "op_api_ut_common/tensor_desc.h"
 
 namespace opgen_op_api_ut {
 inline aclTensor* Arg(const TensorDesc& d) { return d.ToAclTypeRawPtr(); }
 inline aclIntArray* Arg(const IntArrayDesc& d) { return d.ToAclTypeRawPtr(); }
+inline aclScalar* Arg(const ScalarDesc& d) { return d.ToAclTypeRawPtr(); }
 inline std::nullptr_t Arg(std::nullptr_t) { return nullptr; }
 template <typename T>
 T Arg(T value)

@@ -19,6 +19,16 @@ inline bool IsNullptr(const aclTensor* tensor, const char* name)
     return false;
 }
 
+inline bool IsNullptr(const aclScalar* scalar, const char* name)
+{
+    if (scalar == nullptr) {
+        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "Expected a value of type number for argument %s but instead found type null.",
+                name);
+        return true;
+    }
+    return false;
+}
+
 inline bool IsNullptr(const aclIntArray* array, const char* name)
 {
     if (array == nullptr) {
