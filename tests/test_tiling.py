@@ -156,7 +156,7 @@ def test_unsupported_dtype_combination_fails_in_cpp(driver):
     assert out.stdout.strip() == "fail"
 
 
-@pytest.mark.parametrize("x_shape", [(8,), (2, 3, 4, 5, 6), (1,) * 9], ids=["rank1", "rank5", "rank9"])
+@pytest.mark.parametrize("x_shape", [(8,), (2, 3, 4, 5, 8), (1,) * 9], ids=["rank1", "rank5", "rank9"])
 def test_wrong_rank_fails_in_cpp(driver, x_shape):
     """AdaLayerNormV2's x is [*Bd, S, H] with Bd of 0..6 axes (specs/ada_layer_norm_v2.py): rank 2..8. A rank-1 x
     must fail before the TilingFunc reads dim GetDimNum() - 2 (it would underflow); rank 9 exceeds the group."""
@@ -435,3 +435,58 @@ def test_a_dim_read_from_an_attribute_is_checked_before_use(tmp_path):
     got = out.stdout.splitlines()
     assert len(got) == 3 and got[0] != "fail" and got[1:] == ["fail", "fail"], got
     assert "group: 0 is not a valid G (at least 1)" in out.stderr, out.stderr
+
+
+def test_a_dim_two_inputs_carry_must_agree_in_the_tiling_func(driver):
+    """Graph mode calls the TilingFunc without the aclnn layer's cross-input checks: AdaLayerNormV2's H, carried by
+    x, scale, shift and the optional weight / bias, must agree in all present ones (SameDim) or the TilingFunc
+    fails naming both, before a kernel is tiled from x's H and reads past a shorter weight."""
+    spec = load_spec("AdaLayerNormV2")
+    env = {"Bd": (2,), "S": 3, "H": 8}
+    plat = PLATFORMS["ascend910b1"]
+    dt = {"T": DType.f16, "U": DType.f16}
+    cases = [({}, {}, True), ({"scale": (2, 7)}, {}, False), ({"weight": (9,)}, {"weight": True}, False),
+             ({"weight": (8,), "bias": (8,)}, {"weight": True, "bias": True}, True)]
+    lines = [_case_line(spec, env, dt, present, plat, shapes=shapes) for shapes, present, _ok in cases]
+    out = subprocess.run([str(driver)], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = out.stdout.splitlines()
+    assert [g != "fail" for g in got] == [ok for *_, ok in cases], got
+    assert "H: x has 8 but scale has 7; they must be equal" in out.stderr
+    assert "H: x has 8 but weight has 9; they must be equal" in out.stderr
+
+
+def test_a_dim_two_inputs_carry_must_agree_in_infer_shape(tmp_path):
+    """The emitted InferShape of MatMul (examples/specs/mat_mul.py: self [M, K], mat2 [K, N]) refuses a K that
+    differs between the operands, naming both, and leaves an unknown extent (-1, a dynamic dim GE has not resolved)
+    to later."""
+    from opgen.codegen.infershape import emit_infershape
+
+    spec = load_spec(str(ROOT / "examples/specs/mat_mul.py"))
+    (src,) = emit_infershape(spec).values()
+    (tmp_path / "infershape.cpp").write_text(src)
+    (tmp_path / "main.cpp").write_text('''#include <cstdio>
+#include "register/op_impl_registry.h"
+int main()
+{
+    const long long cases[][4] = {{4, 5, 5, 6}, {4, 5, 7, 6}, {4, -1, 5, 6}};
+    for (const auto& c : cases) {
+        gert::Shape a({c[0], c[1]}), b({c[2], c[3]}), out;
+        gert::InferShapeContext ctx;
+        ctx.inputShapes = {&a, &b};
+        ctx.outputShapes = {&out};
+        const bool ok = gert::InferShapeRegistry().at("MatMul")(&ctx) == ge::GRAPH_SUCCESS;
+        std::printf("%d %zu\\n", ok ? 1 : 0, out.GetDimNum());
+    }
+    return 0;
+}
+''')
+    exe = tmp_path / "infer"
+    r = subprocess.run(["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"),
+                        str(tmp_path / "infershape.cpp"), str(tmp_path / "main.cpp"), "-o", str(exe)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["1 2", "0 0", "1 2"], out.stdout
+    assert "K: self has 5 but mat2 has 7; they must be equal" in out.stderr, out.stderr

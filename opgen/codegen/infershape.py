@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opgen.ir.dimprint import dim_cpp
-from opgen.dsl.dimsource import attr_dim_min, group_location, sym_locations
+from opgen.dsl.dimsource import attr_dim_min, group_location, shared_dims, sym_locations
 from opgen.dsl.spec import choice_text
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel
@@ -223,6 +223,17 @@ def infershape_context(m: OpModel) -> dict:
                                                        else "")})
         outputs.append({"index": p.index, "name": p.name, "var": var, "optional": p.optional, "like": False,
                         "forms": forms, "shape": "; ".join(f["shape"] for f in forms)})
+    equal_dims = []   # a dim two inputs carry agrees in all of them (shared_dims); SameDim skips an unknown (-1)
+    for name, places in shared_dims(spec):
+        items = []
+        for loc in places:
+            p = m.inputs[loc.index]
+            used_inputs[p.name] = p
+            shp = _shape_var(p)
+            e = loc.read(lambda where, k: f"{shp}->GetDim({k})" if where == "front" else
+                         f"{shp}->GetDim({shp}->GetDimNum() - {k})")
+            items.append({"input": p.name, "extent": f"{shp} != nullptr ? {e} : -1" if p.optional else e})
+        equal_dims.append({"dim": name, "places": items})
     inputs, form_ranks = [], []
     for p in m.inputs:
         if p.name not in used_inputs:
@@ -274,7 +285,7 @@ def infershape_context(m: OpModel) -> dict:
         if not e["group"])
     return {"banner": m.banner(), "op": m.op, "inputs": inputs, "dims": dims, "outputs": outputs, "dtypes": dtypes,
             "attrs_needed": bool(attrs_needed), "fn_suffix": upper_camel(m.op), "needs_prod": needs_prod,
-            "selectors": list(selectors.values()), "form_ranks": form_ranks,
+            "selectors": list(selectors.values()), "form_ranks": form_ranks, "equal_dims": equal_dims,
             "dim_attrs": [dim_attrs[k] for k in sorted(dim_attrs)]}
 
 

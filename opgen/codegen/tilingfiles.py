@@ -10,7 +10,7 @@ import re
 
 from opgen.codegen.env import template_env
 from opgen.codegen.infershape import rank_bounds
-from opgen.dsl.dimsource import attr_dim_min
+from opgen.dsl.dimsource import attr_dim_min, shared_dims
 from opgen.errors import SpecError
 from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
@@ -63,13 +63,16 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
     rows = [[c.cann for c in (r[v.name] for v in spec.dtype_table)] for r in spec.dtype_rows]
     reads, descs = _desc_vars(spec, reads)
     consts = {n: int(e) for n, e in reads if re.fullmatch(r"-?\d+", e.strip())}   # inputs the spec fixes
+    equal = _equal_dims(spec)
+    equal_reads = [("", p["extent"]) for e in equal for p in e["places"]]
     env = template_env()
     ctx = {
         "op": spec.name, "op_snake": op, "struct": f"{spec.name}TilingData", "spec_file": spec_path(spec),
         "guard": f"{op.upper()}_TILING_DATA_H_",
         "fields": [(n, doc) for n, _, doc in prog.stmts if n in prog.fields],
         "inputs": [(n, expr, prog.inputs[n]) for n, expr in reads],
-        "storages": [_storage(spec, n, i, o) for n, i, o in _shape_refs(spec, reads)],
+        "storages": [_storage(spec, n, i, o) for n, i, o in _shape_refs(spec, reads + equal_reads)],
+        "equal_dims": equal,
         "descs": descs, "has_attrs": bool(spec.attrs),
         "bounds": [_bound(n, lo, hi) for n, lo, hi in dim_bounds(spec, prog, inputs_map)
                    if not _holds(consts.get(n), lo, hi)],
@@ -91,6 +94,24 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         f"op_kernel/{op}_tiling_data.h": env.get_template("op_kernel/tiling_data.h.j2").render(**ctx),
         f"op_host/{op}_tiling.cpp": env.get_template("op_host/tiling.cpp.j2").render(**ctx),
     }
+
+
+def _equal_dims(spec) -> list[dict]:
+    """A dim two inputs carry must be equal in both (opgen.dsl.dimsource.shared_dims): graph mode calls the
+    TilingFunc without the aclnn layer's cross-input checks, and a kernel tiled from one input's extent would read
+    past the other's. Per dim: its places as (input name, C++ extent), an absent optional input's extent -1 (the
+    emitted SameDim skips it)."""
+    out = []
+    for name, places in shared_dims(spec):
+        items = []
+        for loc in places:
+            i = spec.inputs[loc.index]
+            ref = f"{i.name}ShapeOpt->GetStorageShape()" if i.optional else f"{i.name}Shape"
+            e = loc.read(lambda where, k: f"{ref}.GetDim({k})" if where == "front" else
+                         f"{ref}.GetDim({ref}.GetDimNum() - {k})")
+            items.append({"input": i.name, "extent": f"{i.name}ShapeOpt != nullptr ? {e} : -1" if i.optional else e})
+        out.append({"dim": name, "places": items})
+    return out
 
 
 def _dim_attrs(spec, reads) -> list[dict]:

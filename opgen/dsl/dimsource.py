@@ -164,3 +164,20 @@ def attr_dim_min(spec, attr) -> int:
     d = spec.dims_.get(attr.dim.name)
     return max(1, d.min if d is not None and d.min is not None else 1)
 
+
+
+def shared_dims(spec) -> list[tuple[str, list[DimLocation]]]:
+    """[(dim name, its places)] for every dim two or more inputs carry plainly (the dim itself, at one place in
+    each of the input's shape forms), one place per input in sym_locations' order: the shapes must agree there.
+    The aclnn layer checks this for every place; graph mode reaches InferShape and the TilingFunc without it, so
+    they compare these (docs/design.md "Emission"). Places an attribute picks or that carry an affine entry
+    (2 * H) are left to the aclnn layer."""
+    out = []
+    for name in spec.dims_:
+        places = {}
+        for loc in sym_locations(spec, name):
+            if isinstance(loc, DimLocation) and (loc.scale, loc.offset) == (1, 0):
+                places.setdefault(loc.index, loc)
+        if len(places) >= 2:
+            out.append((name, list(places.values())))
+    return out

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "../op_kernel/ada_layer_norm_grad_tiling_data.h"
 #include "log/log.h"
@@ -58,6 +59,30 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     uint32_t bits = 0;
     std::memcpy(&bits, value, sizeof(bits));
     return static_cast<int64_t>(bits);
+}
+
+// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
+// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+struct DimPlace {
+    const char* input;
+    int64_t extent;
+};
+inline bool SameDim(gert::TilingContext* context, const char* dim, std::initializer_list<DimPlace> places)
+{
+    const DimPlace* first = nullptr;
+    for (const DimPlace& place : places) {
+        if (place.extent < 0) {
+            continue;
+        }
+        if (first == nullptr) {
+            first = &place;
+        } else if (place.extent != first->extent) {
+            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            return false;
+        }
+    }
+    return true;
 }
 
 // Bytes per element of a dtype; DT_UNDEFINED (a dtype variable whose tensors are all absent)
@@ -145,6 +170,59 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "dy: rank %zu, expected in [2, 8] for [*Bd, S, H]",
                         static_cast<size_t>(dyShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
+    const gert::StorageShape* xStorage = context->GetInputShape(1);
+    OP_CHECK_NULL_WITH_CONTEXT(context, xStorage);
+    const gert::Shape& xShape = xStorage->GetStorageShape();
+    OP_CHECK_IF(xShape.GetDimNum() < 2 || xShape.GetDimNum() > 8,
+                OP_LOGE(context->GetNodeName(), "x: rank %zu, expected in [2, 8] for [*Bd, S, H]",
+                        static_cast<size_t>(xShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* rstdStorage = context->GetInputShape(2);
+    OP_CHECK_NULL_WITH_CONTEXT(context, rstdStorage);
+    const gert::Shape& rstdShape = rstdStorage->GetStorageShape();
+    OP_CHECK_IF(rstdShape.GetDimNum() < 2 || rstdShape.GetDimNum() > 8,
+                OP_LOGE(context->GetNodeName(), "rstd: rank %zu, expected in [2, 8] for [*Bd, S, 1]",
+                        static_cast<size_t>(rstdShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* meanStorage = context->GetInputShape(3);
+    OP_CHECK_NULL_WITH_CONTEXT(context, meanStorage);
+    const gert::Shape& meanShape = meanStorage->GetStorageShape();
+    OP_CHECK_IF(meanShape.GetDimNum() < 2 || meanShape.GetDimNum() > 8,
+                OP_LOGE(context->GetNodeName(), "mean: rank %zu, expected in [2, 8] for [*Bd, S, 1]",
+                        static_cast<size_t>(meanShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* scaleStorage = context->GetInputShape(4);
+    OP_CHECK_NULL_WITH_CONTEXT(context, scaleStorage);
+    const gert::Shape& scaleShape = scaleStorage->GetStorageShape();
+    OP_CHECK_IF(scaleShape.GetDimNum() < 1 || scaleShape.GetDimNum() > 8,
+                OP_LOGE(context->GetNodeName(), "scale: rank %zu, expected in [1, 8] for [*Bd, H] or [*Bd, 1, H]",
+                        static_cast<size_t>(scaleShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* gammaShapeOpt = context->GetOptionalInputShape(5);
+    OP_CHECK_IF(gammaShapeOpt != nullptr && (gammaShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "gamma: rank %zu, expected 1 for [H]",
+                        static_cast<size_t>(gammaShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* betaShapeOpt = context->GetOptionalInputShape(6);
+    OP_CHECK_IF(betaShapeOpt != nullptr && (betaShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "beta: rank %zu, expected 1 for [H]",
+                        static_cast<size_t>(betaShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    if (!SameDim(context, "S",
+                 {{"dy", dyShape.GetDim(dyShape.GetDimNum() - 2)},
+                  {"x", xShape.GetDim(xShape.GetDimNum() - 2)},
+                  {"rstd", rstdShape.GetDim(rstdShape.GetDimNum() - 2)},
+                  {"mean", meanShape.GetDim(meanShape.GetDimNum() - 2)}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "H",
+                 {{"dy", dyShape.GetDim(dyShape.GetDimNum() - 1)},
+                  {"x", xShape.GetDim(xShape.GetDimNum() - 1)},
+                  {"scale", scaleShape.GetDim(scaleShape.GetDimNum() - 1)},
+                  {"gamma", gammaShapeOpt != nullptr ? gammaShapeOpt->GetStorageShape().GetDim(0) : -1},
+                  {"beta", betaShapeOpt != nullptr ? betaShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
     const gert::CompileTimeTensorDesc* dyDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, dyDesc);
     const gert::CompileTimeTensorDesc* pd_gammaOutDesc = context->GetOutputDesc(3);

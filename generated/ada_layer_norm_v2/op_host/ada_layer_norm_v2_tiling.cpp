@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "../op_kernel/ada_layer_norm_v2_tiling_data.h"
 #include "log/log.h"
@@ -58,6 +59,30 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     uint32_t bits = 0;
     std::memcpy(&bits, value, sizeof(bits));
     return static_cast<int64_t>(bits);
+}
+
+// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
+// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+struct DimPlace {
+    const char* input;
+    int64_t extent;
+};
+inline bool SameDim(gert::TilingContext* context, const char* dim, std::initializer_list<DimPlace> places)
+{
+    const DimPlace* first = nullptr;
+    for (const DimPlace& place : places) {
+        if (place.extent < 0) {
+            continue;
+        }
+        if (first == nullptr) {
+            first = &place;
+        } else if (place.extent != first->extent) {
+            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            return false;
+        }
+    }
+    return true;
 }
 
 // Bytes per element of a dtype; DT_UNDEFINED (a dtype variable whose tensors are all absent)
@@ -145,6 +170,38 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "x: rank %zu, expected in [2, 8] for [*Bd, S, H]",
                         static_cast<size_t>(xShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
+    const gert::StorageShape* scaleStorage = context->GetInputShape(1);
+    OP_CHECK_NULL_WITH_CONTEXT(context, scaleStorage);
+    const gert::Shape& scaleShape = scaleStorage->GetStorageShape();
+    OP_CHECK_IF(scaleShape.GetDimNum() < 1 || scaleShape.GetDimNum() > 8,
+                OP_LOGE(context->GetNodeName(), "scale: rank %zu, expected in [1, 8] for [*Bd, H] or [*Bd, 1, H]",
+                        static_cast<size_t>(scaleShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* shiftStorage = context->GetInputShape(2);
+    OP_CHECK_NULL_WITH_CONTEXT(context, shiftStorage);
+    const gert::Shape& shiftShape = shiftStorage->GetStorageShape();
+    OP_CHECK_IF(shiftShape.GetDimNum() < 1 || shiftShape.GetDimNum() > 8,
+                OP_LOGE(context->GetNodeName(), "shift: rank %zu, expected in [1, 8] for [*Bd, H] or [*Bd, 1, H]",
+                        static_cast<size_t>(shiftShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* weightShapeOpt = context->GetOptionalInputShape(3);
+    OP_CHECK_IF(weightShapeOpt != nullptr && (weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "weight: rank %zu, expected 1 for [H]",
+                        static_cast<size_t>(weightShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* biasShapeOpt = context->GetOptionalInputShape(4);
+    OP_CHECK_IF(biasShapeOpt != nullptr && (biasShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "bias: rank %zu, expected 1 for [H]",
+                        static_cast<size_t>(biasShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    if (!SameDim(context, "H",
+                 {{"x", xShape.GetDim(xShape.GetDimNum() - 1)},
+                  {"scale", scaleShape.GetDim(scaleShape.GetDimNum() - 1)},
+                  {"shift", shiftShape.GetDim(shiftShape.GetDimNum() - 1)},
+                  {"weight", weightShapeOpt != nullptr ? weightShapeOpt->GetStorageShape().GetDim(0) : -1},
+                  {"bias", biasShapeOpt != nullptr ? biasShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
     const gert::CompileTimeTensorDesc* xDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, xDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();

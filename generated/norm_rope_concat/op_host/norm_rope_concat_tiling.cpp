@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "../op_kernel/norm_rope_concat_tiling_data.h"
 #include "log/log.h"
@@ -58,6 +59,30 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     uint32_t bits = 0;
     std::memcpy(&bits, value, sizeof(bits));
     return static_cast<int64_t>(bits);
+}
+
+// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
+// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+struct DimPlace {
+    const char* input;
+    int64_t extent;
+};
+inline bool SameDim(gert::TilingContext* context, const char* dim, std::initializer_list<DimPlace> places)
+{
+    const DimPlace* first = nullptr;
+    for (const DimPlace& place : places) {
+        if (place.extent < 0) {
+            continue;
+        }
+        if (first == nullptr) {
+            first = &place;
+        } else if (place.extent != first->extent) {
+            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            return false;
+        }
+    }
+    return true;
 }
 
 // Bytes per element of a dtype; DT_UNDEFINED (a dtype variable whose tensors are all absent)
@@ -152,6 +177,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "key: rank %zu, expected 4 for [B, Sk, N, D]",
                         static_cast<size_t>(keyShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
+    const gert::StorageShape* valueStorage = context->GetInputShape(2);
+    OP_CHECK_NULL_WITH_CONTEXT(context, valueStorage);
+    const gert::Shape& valueShape = valueStorage->GetStorageShape();
+    OP_CHECK_IF(valueShape.GetDimNum() != 4,
+                OP_LOGE(context->GetNodeName(), "value: rank %zu, expected 4 for [B, Sk, N, D]",
+                        static_cast<size_t>(valueShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* encoder_queryShapeOpt = context->GetOptionalInputShape(3);
     OP_CHECK_IF(encoder_queryShapeOpt != nullptr && (encoder_queryShapeOpt->GetStorageShape().GetDimNum() != 4),
                 OP_LOGE(context->GetNodeName(), "encoder_query: rank %zu, expected 4 for [B, Seq, N, D]",
@@ -162,11 +194,137 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "encoder_key: rank %zu, expected 4 for [B, Sek, N, D]",
                         static_cast<size_t>(encoder_keyShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
+    const gert::StorageShape* encoder_valueShapeOpt = context->GetOptionalInputShape(5);
+    OP_CHECK_IF(encoder_valueShapeOpt != nullptr && (encoder_valueShapeOpt->GetStorageShape().GetDimNum() != 4),
+                OP_LOGE(context->GetNodeName(), "encoder_value: rank %zu, expected 4 for [B, Sek, N, D]",
+                        static_cast<size_t>(encoder_valueShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_query_weightShapeOpt = context->GetOptionalInputShape(6);
+    OP_CHECK_IF(norm_query_weightShapeOpt != nullptr && (norm_query_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "norm_query_weight: rank %zu, expected 1 for [D]",
+                        static_cast<size_t>(norm_query_weightShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_query_biasShapeOpt = context->GetOptionalInputShape(7);
+    OP_CHECK_IF(norm_query_biasShapeOpt != nullptr && (norm_query_biasShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "norm_query_bias: rank %zu, expected 1 for [D]",
+                        static_cast<size_t>(norm_query_biasShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_key_weightShapeOpt = context->GetOptionalInputShape(8);
+    OP_CHECK_IF(norm_key_weightShapeOpt != nullptr && (norm_key_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "norm_key_weight: rank %zu, expected 1 for [D]",
+                        static_cast<size_t>(norm_key_weightShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_key_biasShapeOpt = context->GetOptionalInputShape(9);
+    OP_CHECK_IF(norm_key_biasShapeOpt != nullptr && (norm_key_biasShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "norm_key_bias: rank %zu, expected 1 for [D]",
+                        static_cast<size_t>(norm_key_biasShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_added_query_weightShapeOpt = context->GetOptionalInputShape(10);
+    OP_CHECK_IF(norm_added_query_weightShapeOpt != nullptr &&
+                    (norm_added_query_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "norm_added_query_weight: rank %zu, expected 1 for [D]",
+                        static_cast<size_t>(norm_added_query_weightShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_added_query_biasShapeOpt = context->GetOptionalInputShape(11);
+    OP_CHECK_IF(
+        norm_added_query_biasShapeOpt != nullptr && (norm_added_query_biasShapeOpt->GetStorageShape().GetDimNum() != 1),
+        OP_LOGE(context->GetNodeName(), "norm_added_query_bias: rank %zu, expected 1 for [D]",
+                static_cast<size_t>(norm_added_query_biasShapeOpt->GetStorageShape().GetDimNum())),
+        return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_added_key_weightShapeOpt = context->GetOptionalInputShape(12);
+    OP_CHECK_IF(
+        norm_added_key_weightShapeOpt != nullptr && (norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+        OP_LOGE(context->GetNodeName(), "norm_added_key_weight: rank %zu, expected 1 for [D]",
+                static_cast<size_t>(norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum())),
+        return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_added_key_biasShapeOpt = context->GetOptionalInputShape(13);
+    OP_CHECK_IF(
+        norm_added_key_biasShapeOpt != nullptr && (norm_added_key_biasShapeOpt->GetStorageShape().GetDimNum() != 1),
+        OP_LOGE(context->GetNodeName(), "norm_added_key_bias: rank %zu, expected 1 for [D]",
+                static_cast<size_t>(norm_added_key_biasShapeOpt->GetStorageShape().GetDimNum())),
+        return ge::GRAPH_FAILED);
     const gert::StorageShape* rope_sinShapeOpt = context->GetOptionalInputShape(14);
     OP_CHECK_IF(rope_sinShapeOpt != nullptr && (rope_sinShapeOpt->GetStorageShape().GetDimNum() != 2),
                 OP_LOGE(context->GetNodeName(), "rope_sin: rank %zu, expected 2 for [R, D]",
                         static_cast<size_t>(rope_sinShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
+    const gert::StorageShape* rope_cosShapeOpt = context->GetOptionalInputShape(15);
+    OP_CHECK_IF(rope_cosShapeOpt != nullptr && (rope_cosShapeOpt->GetStorageShape().GetDimNum() != 2),
+                OP_LOGE(context->GetNodeName(), "rope_cos: rank %zu, expected 2 for [R, D]",
+                        static_cast<size_t>(rope_cosShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    if (!SameDim(
+            context, "B",
+            {{"query", queryShape.GetDim(0)},
+             {"key", keyShape.GetDim(0)},
+             {"value", valueShape.GetDim(0)},
+             {"encoder_query",
+              encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"encoder_value",
+              encoder_valueShapeOpt != nullptr ? encoder_valueShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "Sk", {{"key", keyShape.GetDim(1)}, {"value", valueShape.GetDim(1)}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(
+            context, "N",
+            {{"query", queryShape.GetDim(2)},
+             {"key", keyShape.GetDim(2)},
+             {"value", valueShape.GetDim(2)},
+             {"encoder_query",
+              encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(2) : -1},
+             {"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(2) : -1},
+             {"encoder_value",
+              encoder_valueShapeOpt != nullptr ? encoder_valueShapeOpt->GetStorageShape().GetDim(2) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "R",
+                 {{"rope_sin", rope_sinShapeOpt != nullptr ? rope_sinShapeOpt->GetStorageShape().GetDim(0) : -1},
+                  {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(
+            context, "Sek",
+            {{"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(1) : -1},
+             {"encoder_value",
+              encoder_valueShapeOpt != nullptr ? encoder_valueShapeOpt->GetStorageShape().GetDim(1) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(
+            context, "D",
+            {{"query", queryShape.GetDim(3)},
+             {"key", keyShape.GetDim(3)},
+             {"value", valueShape.GetDim(3)},
+             {"encoder_query",
+              encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(3) : -1},
+             {"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(3) : -1},
+             {"encoder_value",
+              encoder_valueShapeOpt != nullptr ? encoder_valueShapeOpt->GetStorageShape().GetDim(3) : -1},
+             {"norm_query_weight",
+              norm_query_weightShapeOpt != nullptr ? norm_query_weightShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_query_bias",
+              norm_query_biasShapeOpt != nullptr ? norm_query_biasShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_key_weight",
+              norm_key_weightShapeOpt != nullptr ? norm_key_weightShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_key_bias",
+              norm_key_biasShapeOpt != nullptr ? norm_key_biasShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_added_query_weight", norm_added_query_weightShapeOpt != nullptr
+                                             ? norm_added_query_weightShapeOpt->GetStorageShape().GetDim(0)
+                                             : -1},
+             {"norm_added_query_bias", norm_added_query_biasShapeOpt != nullptr
+                                           ? norm_added_query_biasShapeOpt->GetStorageShape().GetDim(0)
+                                           : -1},
+             {"norm_added_key_weight", norm_added_key_weightShapeOpt != nullptr
+                                           ? norm_added_key_weightShapeOpt->GetStorageShape().GetDim(0)
+                                           : -1},
+             {"norm_added_key_bias",
+              norm_added_key_biasShapeOpt != nullptr ? norm_added_key_biasShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"rope_sin", rope_sinShapeOpt != nullptr ? rope_sinShapeOpt->GetStorageShape().GetDim(1) : -1},
+             {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(1) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
     const gert::CompileTimeTensorDesc* queryDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();

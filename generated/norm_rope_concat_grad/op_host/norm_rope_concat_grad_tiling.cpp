@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "../op_kernel/norm_rope_concat_grad_tiling_data.h"
 #include "log/log.h"
@@ -58,6 +59,30 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     uint32_t bits = 0;
     std::memcpy(&bits, value, sizeof(bits));
     return static_cast<int64_t>(bits);
+}
+
+// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
+// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+struct DimPlace {
+    const char* input;
+    int64_t extent;
+};
+inline bool SameDim(gert::TilingContext* context, const char* dim, std::initializer_list<DimPlace> places)
+{
+    const DimPlace* first = nullptr;
+    for (const DimPlace& place : places) {
+        if (place.extent < 0) {
+            continue;
+        }
+        if (first == nullptr) {
+            first = &place;
+        } else if (place.extent != first->extent) {
+            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            return false;
+        }
+    }
+    return true;
 }
 
 // Bytes per element of a dtype; DT_UNDEFINED (a dtype variable whose tensors are all absent)
@@ -145,6 +170,20 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "grad_query_output: rank %zu, expected 4 for [B, N, Seq + Sq, D]",
                         static_cast<size_t>(grad_query_outputShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
+    const gert::StorageShape* grad_key_outputStorage = context->GetInputShape(1);
+    OP_CHECK_NULL_WITH_CONTEXT(context, grad_key_outputStorage);
+    const gert::Shape& grad_key_outputShape = grad_key_outputStorage->GetStorageShape();
+    OP_CHECK_IF(grad_key_outputShape.GetDimNum() != 4,
+                OP_LOGE(context->GetNodeName(), "grad_key_output: rank %zu, expected 4 for [B, N, Sek + Sk, D]",
+                        static_cast<size_t>(grad_key_outputShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* grad_value_outputStorage = context->GetInputShape(2);
+    OP_CHECK_NULL_WITH_CONTEXT(context, grad_value_outputStorage);
+    const gert::Shape& grad_value_outputShape = grad_value_outputStorage->GetStorageShape();
+    OP_CHECK_IF(grad_value_outputShape.GetDimNum() != 4,
+                OP_LOGE(context->GetNodeName(), "grad_value_output: rank %zu, expected 4 for [B, N, Sek + Sk, D]",
+                        static_cast<size_t>(grad_value_outputShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* queryStorage = context->GetInputShape(3);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryStorage);
     const gert::Shape& queryShape = queryStorage->GetStorageShape();
@@ -169,11 +208,210 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "encoder_key: rank %zu, expected 4 for [B, Sek, N, D]",
                         static_cast<size_t>(encoder_keyShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_query_weightShapeOpt = context->GetOptionalInputShape(7);
+    OP_CHECK_IF(norm_query_weightShapeOpt != nullptr && (norm_query_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "norm_query_weight: rank %zu, expected 1 for [D]",
+                        static_cast<size_t>(norm_query_weightShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_query_meanShapeOpt = context->GetOptionalInputShape(8);
+    OP_CHECK_IF(norm_query_meanShapeOpt != nullptr && (norm_query_meanShapeOpt->GetStorageShape().GetDimNum() != 4),
+                OP_LOGE(context->GetNodeName(), "norm_query_mean: rank %zu, expected 4 for [B, Sq, N, 1]",
+                        static_cast<size_t>(norm_query_meanShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_query_rstdShapeOpt = context->GetOptionalInputShape(9);
+    OP_CHECK_IF(norm_query_rstdShapeOpt != nullptr && (norm_query_rstdShapeOpt->GetStorageShape().GetDimNum() != 4),
+                OP_LOGE(context->GetNodeName(), "norm_query_rstd: rank %zu, expected 4 for [B, Sq, N, 1]",
+                        static_cast<size_t>(norm_query_rstdShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_key_weightShapeOpt = context->GetOptionalInputShape(10);
+    OP_CHECK_IF(norm_key_weightShapeOpt != nullptr && (norm_key_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "norm_key_weight: rank %zu, expected 1 for [D]",
+                        static_cast<size_t>(norm_key_weightShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_key_meanShapeOpt = context->GetOptionalInputShape(11);
+    OP_CHECK_IF(norm_key_meanShapeOpt != nullptr && (norm_key_meanShapeOpt->GetStorageShape().GetDimNum() != 4),
+                OP_LOGE(context->GetNodeName(), "norm_key_mean: rank %zu, expected 4 for [B, Sk, N, 1]",
+                        static_cast<size_t>(norm_key_meanShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_key_rstdShapeOpt = context->GetOptionalInputShape(12);
+    OP_CHECK_IF(norm_key_rstdShapeOpt != nullptr && (norm_key_rstdShapeOpt->GetStorageShape().GetDimNum() != 4),
+                OP_LOGE(context->GetNodeName(), "norm_key_rstd: rank %zu, expected 4 for [B, Sk, N, 1]",
+                        static_cast<size_t>(norm_key_rstdShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_added_query_weightShapeOpt = context->GetOptionalInputShape(13);
+    OP_CHECK_IF(norm_added_query_weightShapeOpt != nullptr &&
+                    (norm_added_query_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "norm_added_query_weight: rank %zu, expected 1 for [D]",
+                        static_cast<size_t>(norm_added_query_weightShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_added_query_meanShapeOpt = context->GetOptionalInputShape(14);
+    OP_CHECK_IF(
+        norm_added_query_meanShapeOpt != nullptr && (norm_added_query_meanShapeOpt->GetStorageShape().GetDimNum() != 4),
+        OP_LOGE(context->GetNodeName(), "norm_added_query_mean: rank %zu, expected 4 for [B, Seq, N, 1]",
+                static_cast<size_t>(norm_added_query_meanShapeOpt->GetStorageShape().GetDimNum())),
+        return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_added_query_rstdShapeOpt = context->GetOptionalInputShape(15);
+    OP_CHECK_IF(
+        norm_added_query_rstdShapeOpt != nullptr && (norm_added_query_rstdShapeOpt->GetStorageShape().GetDimNum() != 4),
+        OP_LOGE(context->GetNodeName(), "norm_added_query_rstd: rank %zu, expected 4 for [B, Seq, N, 1]",
+                static_cast<size_t>(norm_added_query_rstdShapeOpt->GetStorageShape().GetDimNum())),
+        return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_added_key_weightShapeOpt = context->GetOptionalInputShape(16);
+    OP_CHECK_IF(
+        norm_added_key_weightShapeOpt != nullptr && (norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+        OP_LOGE(context->GetNodeName(), "norm_added_key_weight: rank %zu, expected 1 for [D]",
+                static_cast<size_t>(norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum())),
+        return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_added_key_meanShapeOpt = context->GetOptionalInputShape(17);
+    OP_CHECK_IF(
+        norm_added_key_meanShapeOpt != nullptr && (norm_added_key_meanShapeOpt->GetStorageShape().GetDimNum() != 4),
+        OP_LOGE(context->GetNodeName(), "norm_added_key_mean: rank %zu, expected 4 for [B, Sek, N, 1]",
+                static_cast<size_t>(norm_added_key_meanShapeOpt->GetStorageShape().GetDimNum())),
+        return ge::GRAPH_FAILED);
+    const gert::StorageShape* norm_added_key_rstdShapeOpt = context->GetOptionalInputShape(18);
+    OP_CHECK_IF(
+        norm_added_key_rstdShapeOpt != nullptr && (norm_added_key_rstdShapeOpt->GetStorageShape().GetDimNum() != 4),
+        OP_LOGE(context->GetNodeName(), "norm_added_key_rstd: rank %zu, expected 4 for [B, Sek, N, 1]",
+                static_cast<size_t>(norm_added_key_rstdShapeOpt->GetStorageShape().GetDimNum())),
+        return ge::GRAPH_FAILED);
     const gert::StorageShape* rope_sinShapeOpt = context->GetOptionalInputShape(19);
     OP_CHECK_IF(rope_sinShapeOpt != nullptr && (rope_sinShapeOpt->GetStorageShape().GetDimNum() != 2),
                 OP_LOGE(context->GetNodeName(), "rope_sin: rank %zu, expected 2 for [R, D]",
                         static_cast<size_t>(rope_sinShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
+    const gert::StorageShape* rope_cosShapeOpt = context->GetOptionalInputShape(20);
+    OP_CHECK_IF(rope_cosShapeOpt != nullptr && (rope_cosShapeOpt->GetStorageShape().GetDimNum() != 2),
+                OP_LOGE(context->GetNodeName(), "rope_cos: rank %zu, expected 2 for [R, D]",
+                        static_cast<size_t>(rope_cosShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    if (!SameDim(
+            context, "B",
+            {{"grad_query_output", grad_query_outputShape.GetDim(0)},
+             {"grad_key_output", grad_key_outputShape.GetDim(0)},
+             {"grad_value_output", grad_value_outputShape.GetDim(0)},
+             {"query", queryShape.GetDim(0)},
+             {"key", keyShape.GetDim(0)},
+             {"encoder_query",
+              encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_query_mean",
+              norm_query_meanShapeOpt != nullptr ? norm_query_meanShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_query_rstd",
+              norm_query_rstdShapeOpt != nullptr ? norm_query_rstdShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_key_mean",
+              norm_key_meanShapeOpt != nullptr ? norm_key_meanShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_key_rstd",
+              norm_key_rstdShapeOpt != nullptr ? norm_key_rstdShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_added_query_mean", norm_added_query_meanShapeOpt != nullptr
+                                           ? norm_added_query_meanShapeOpt->GetStorageShape().GetDim(0)
+                                           : -1},
+             {"norm_added_query_rstd", norm_added_query_rstdShapeOpt != nullptr
+                                           ? norm_added_query_rstdShapeOpt->GetStorageShape().GetDim(0)
+                                           : -1},
+             {"norm_added_key_mean",
+              norm_added_key_meanShapeOpt != nullptr ? norm_added_key_meanShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_added_key_rstd", norm_added_key_rstdShapeOpt != nullptr
+                                         ? norm_added_key_rstdShapeOpt->GetStorageShape().GetDim(0)
+                                         : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "Sq",
+                 {{"query", queryShape.GetDim(1)},
+                  {"norm_query_mean",
+                   norm_query_meanShapeOpt != nullptr ? norm_query_meanShapeOpt->GetStorageShape().GetDim(1) : -1},
+                  {"norm_query_rstd",
+                   norm_query_rstdShapeOpt != nullptr ? norm_query_rstdShapeOpt->GetStorageShape().GetDim(1) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "Sk",
+                 {{"key", keyShape.GetDim(1)},
+                  {"norm_key_mean",
+                   norm_key_meanShapeOpt != nullptr ? norm_key_meanShapeOpt->GetStorageShape().GetDim(1) : -1},
+                  {"norm_key_rstd",
+                   norm_key_rstdShapeOpt != nullptr ? norm_key_rstdShapeOpt->GetStorageShape().GetDim(1) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(
+            context, "N",
+            {{"grad_query_output", grad_query_outputShape.GetDim(1)},
+             {"grad_key_output", grad_key_outputShape.GetDim(1)},
+             {"grad_value_output", grad_value_outputShape.GetDim(1)},
+             {"query", queryShape.GetDim(2)},
+             {"key", keyShape.GetDim(2)},
+             {"encoder_query",
+              encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(2) : -1},
+             {"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(2) : -1},
+             {"norm_query_mean",
+              norm_query_meanShapeOpt != nullptr ? norm_query_meanShapeOpt->GetStorageShape().GetDim(2) : -1},
+             {"norm_query_rstd",
+              norm_query_rstdShapeOpt != nullptr ? norm_query_rstdShapeOpt->GetStorageShape().GetDim(2) : -1},
+             {"norm_key_mean",
+              norm_key_meanShapeOpt != nullptr ? norm_key_meanShapeOpt->GetStorageShape().GetDim(2) : -1},
+             {"norm_key_rstd",
+              norm_key_rstdShapeOpt != nullptr ? norm_key_rstdShapeOpt->GetStorageShape().GetDim(2) : -1},
+             {"norm_added_query_mean", norm_added_query_meanShapeOpt != nullptr
+                                           ? norm_added_query_meanShapeOpt->GetStorageShape().GetDim(2)
+                                           : -1},
+             {"norm_added_query_rstd", norm_added_query_rstdShapeOpt != nullptr
+                                           ? norm_added_query_rstdShapeOpt->GetStorageShape().GetDim(2)
+                                           : -1},
+             {"norm_added_key_mean",
+              norm_added_key_meanShapeOpt != nullptr ? norm_added_key_meanShapeOpt->GetStorageShape().GetDim(2) : -1},
+             {"norm_added_key_rstd", norm_added_key_rstdShapeOpt != nullptr
+                                         ? norm_added_key_rstdShapeOpt->GetStorageShape().GetDim(2)
+                                         : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "R",
+                 {{"rope_sin", rope_sinShapeOpt != nullptr ? rope_sinShapeOpt->GetStorageShape().GetDim(0) : -1},
+                  {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "Seq",
+                 {{"encoder_query",
+                   encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(1) : -1},
+                  {"norm_added_query_mean", norm_added_query_meanShapeOpt != nullptr
+                                                ? norm_added_query_meanShapeOpt->GetStorageShape().GetDim(1)
+                                                : -1},
+                  {"norm_added_query_rstd", norm_added_query_rstdShapeOpt != nullptr
+                                                ? norm_added_query_rstdShapeOpt->GetStorageShape().GetDim(1)
+                                                : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(
+            context, "Sek",
+            {{"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(1) : -1},
+             {"norm_added_key_mean",
+              norm_added_key_meanShapeOpt != nullptr ? norm_added_key_meanShapeOpt->GetStorageShape().GetDim(1) : -1},
+             {"norm_added_key_rstd", norm_added_key_rstdShapeOpt != nullptr
+                                         ? norm_added_key_rstdShapeOpt->GetStorageShape().GetDim(1)
+                                         : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(
+            context, "D",
+            {{"grad_query_output", grad_query_outputShape.GetDim(3)},
+             {"grad_key_output", grad_key_outputShape.GetDim(3)},
+             {"grad_value_output", grad_value_outputShape.GetDim(3)},
+             {"query", queryShape.GetDim(3)},
+             {"key", keyShape.GetDim(3)},
+             {"encoder_query",
+              encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(3) : -1},
+             {"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(3) : -1},
+             {"norm_query_weight",
+              norm_query_weightShapeOpt != nullptr ? norm_query_weightShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_key_weight",
+              norm_key_weightShapeOpt != nullptr ? norm_key_weightShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"norm_added_query_weight", norm_added_query_weightShapeOpt != nullptr
+                                             ? norm_added_query_weightShapeOpt->GetStorageShape().GetDim(0)
+                                             : -1},
+             {"norm_added_key_weight", norm_added_key_weightShapeOpt != nullptr
+                                           ? norm_added_key_weightShapeOpt->GetStorageShape().GetDim(0)
+                                           : -1},
+             {"rope_sin", rope_sinShapeOpt != nullptr ? rope_sinShapeOpt->GetStorageShape().GetDim(1) : -1},
+             {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(1) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
     const gert::CompileTimeTensorDesc* grad_query_outputDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, grad_query_outputDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();

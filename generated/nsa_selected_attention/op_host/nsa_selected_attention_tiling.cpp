@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "../op_kernel/nsa_selected_attention_tiling_data.h"
 #include "log/log.h"
@@ -66,6 +67,30 @@ inline int64_t AttrInt(gert::TilingContext* context, size_t index, int64_t defau
     const gert::RuntimeAttrs* attrs = context->GetAttrs();
     const int64_t* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<int64_t>(index);
     return value == nullptr ? defaultValue : *value;
+}
+
+// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
+// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+struct DimPlace {
+    const char* input;
+    int64_t extent;
+};
+inline bool SameDim(gert::TilingContext* context, const char* dim, std::initializer_list<DimPlace> places)
+{
+    const DimPlace* first = nullptr;
+    for (const DimPlace& place : places) {
+        if (place.extent < 0) {
+            continue;
+        }
+        if (first == nullptr) {
+            first = &place;
+        } else if (place.extent != first->extent) {
+            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            return false;
+        }
+    }
+    return true;
 }
 
 // Bytes per element of a dtype; DT_UNDEFINED (a dtype variable whose tensors are all absent)
@@ -181,6 +206,34 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "actual_seq_qlen: rank %zu, expected 1 for [Bn]",
                         static_cast<size_t>(actual_seq_qlenShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
+    const gert::StorageShape* actual_seq_kvlenShapeOpt = context->GetOptionalInputShape(6);
+    OP_CHECK_IF(actual_seq_kvlenShapeOpt != nullptr && (actual_seq_kvlenShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "actual_seq_kvlen: rank %zu, expected 1 for [Bn]",
+                        static_cast<size_t>(actual_seq_kvlenShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    if (!SameDim(context, "T1", {{"query", queryShape.GetDim(0)}, {"topk_indices", topk_indicesShape.GetDim(0)}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "T2", {{"key", keyShape.GetDim(0)}, {"value", valueShape.GetDim(0)}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "N2",
+                 {{"key", keyShape.GetDim(1)},
+                  {"value", valueShape.GetDim(1)},
+                  {"topk_indices", topk_indicesShape.GetDim(1)}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(
+            context, "Bn",
+            {{"actual_seq_qlen",
+              actual_seq_qlenShapeOpt != nullptr ? actual_seq_qlenShapeOpt->GetStorageShape().GetDim(0) : -1},
+             {"actual_seq_kvlen",
+              actual_seq_kvlenShapeOpt != nullptr ? actual_seq_kvlenShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "D", {{"query", queryShape.GetDim(2)}, {"key", keyShape.GetDim(2)}})) {
+        return ge::GRAPH_FAILED;
+    }
     const gert::CompileTimeTensorDesc* queryDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "../op_kernel/nsa_selected_attention_grad_tiling_data.h"
 #include "log/log.h"
@@ -79,6 +80,30 @@ inline int64_t AttrInt(gert::TilingContext* context, size_t index, int64_t defau
     const gert::RuntimeAttrs* attrs = context->GetAttrs();
     const int64_t* value = attrs == nullptr ? nullptr : attrs->GetAttrPointer<int64_t>(index);
     return value == nullptr ? defaultValue : *value;
+}
+
+// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
+// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+struct DimPlace {
+    const char* input;
+    int64_t extent;
+};
+inline bool SameDim(gert::TilingContext* context, const char* dim, std::initializer_list<DimPlace> places)
+{
+    const DimPlace* first = nullptr;
+    for (const DimPlace& place : places) {
+        if (place.extent < 0) {
+            continue;
+        }
+        if (first == nullptr) {
+            first = &place;
+        } else if (place.extent != first->extent) {
+            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            return false;
+        }
+    }
+    return true;
 }
 
 // Bytes per element of a dtype; DT_UNDEFINED (a dtype variable whose tensors are all absent)
@@ -180,6 +205,34 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "value: rank %zu, expected 3 for [T2, N2, Dv]",
                         static_cast<size_t>(valueShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
+    const gert::StorageShape* attentionOutStorage = context->GetInputShape(3);
+    OP_CHECK_NULL_WITH_CONTEXT(context, attentionOutStorage);
+    const gert::Shape& attentionOutShape = attentionOutStorage->GetStorageShape();
+    OP_CHECK_IF(attentionOutShape.GetDimNum() != 3,
+                OP_LOGE(context->GetNodeName(), "attentionOut: rank %zu, expected 3 for [T1, N1, Dv]",
+                        static_cast<size_t>(attentionOutShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* attentionOutGradStorage = context->GetInputShape(4);
+    OP_CHECK_NULL_WITH_CONTEXT(context, attentionOutGradStorage);
+    const gert::Shape& attentionOutGradShape = attentionOutGradStorage->GetStorageShape();
+    OP_CHECK_IF(attentionOutGradShape.GetDimNum() != 3,
+                OP_LOGE(context->GetNodeName(), "attentionOutGrad: rank %zu, expected 3 for [T1, N1, Dv]",
+                        static_cast<size_t>(attentionOutGradShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* softmaxMaxStorage = context->GetInputShape(5);
+    OP_CHECK_NULL_WITH_CONTEXT(context, softmaxMaxStorage);
+    const gert::Shape& softmaxMaxShape = softmaxMaxStorage->GetStorageShape();
+    OP_CHECK_IF(softmaxMaxShape.GetDimNum() != 3,
+                OP_LOGE(context->GetNodeName(), "softmaxMax: rank %zu, expected 3 for [T1, N1, 8]",
+                        static_cast<size_t>(softmaxMaxShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
+    const gert::StorageShape* softmaxSumStorage = context->GetInputShape(6);
+    OP_CHECK_NULL_WITH_CONTEXT(context, softmaxSumStorage);
+    const gert::Shape& softmaxSumShape = softmaxSumStorage->GetStorageShape();
+    OP_CHECK_IF(softmaxSumShape.GetDimNum() != 3,
+                OP_LOGE(context->GetNodeName(), "softmaxSum: rank %zu, expected 3 for [T1, N1, 8]",
+                        static_cast<size_t>(softmaxSumShape.GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* topkIndicesStorage = context->GetInputShape(7);
     OP_CHECK_NULL_WITH_CONTEXT(context, topkIndicesStorage);
     const gert::Shape& topkIndicesShape = topkIndicesStorage->GetStorageShape();
@@ -192,6 +245,53 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "actualSeqQLen: rank %zu, expected 1 for [Bn]",
                         static_cast<size_t>(actualSeqQLenShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
+    const gert::StorageShape* actualSeqKVLlenShapeOpt = context->GetOptionalInputShape(9);
+    OP_CHECK_IF(actualSeqKVLlenShapeOpt != nullptr && (actualSeqKVLlenShapeOpt->GetStorageShape().GetDimNum() != 1),
+                OP_LOGE(context->GetNodeName(), "actualSeqKVLlen: rank %zu, expected 1 for [Bn]",
+                        static_cast<size_t>(actualSeqKVLlenShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
+    if (!SameDim(context, "T1",
+                 {{"query", queryShape.GetDim(0)},
+                  {"attentionOut", attentionOutShape.GetDim(0)},
+                  {"attentionOutGrad", attentionOutGradShape.GetDim(0)},
+                  {"softmaxMax", softmaxMaxShape.GetDim(0)},
+                  {"softmaxSum", softmaxSumShape.GetDim(0)},
+                  {"topkIndices", topkIndicesShape.GetDim(0)}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "T2", {{"key", keyShape.GetDim(0)}, {"value", valueShape.GetDim(0)}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "N2",
+                 {{"key", keyShape.GetDim(1)},
+                  {"value", valueShape.GetDim(1)},
+                  {"topkIndices", topkIndicesShape.GetDim(1)}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "Bn",
+                 {{"actualSeqQLen",
+                   actualSeqQLenShapeOpt != nullptr ? actualSeqQLenShapeOpt->GetStorageShape().GetDim(0) : -1},
+                  {"actualSeqKVLlen",
+                   actualSeqKVLlenShapeOpt != nullptr ? actualSeqKVLlenShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "N1",
+                 {{"query", queryShape.GetDim(1)},
+                  {"attentionOut", attentionOutShape.GetDim(1)},
+                  {"attentionOutGrad", attentionOutGradShape.GetDim(1)},
+                  {"softmaxMax", softmaxMaxShape.GetDim(1)},
+                  {"softmaxSum", softmaxSumShape.GetDim(1)}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "D", {{"query", queryShape.GetDim(2)}, {"key", keyShape.GetDim(2)}})) {
+        return ge::GRAPH_FAILED;
+    }
+    if (!SameDim(context, "Dv",
+                 {{"value", valueShape.GetDim(2)},
+                  {"attentionOut", attentionOutShape.GetDim(2)},
+                  {"attentionOutGrad", attentionOutGradShape.GetDim(2)}})) {
+        return ge::GRAPH_FAILED;
+    }
     const gert::CompileTimeTensorDesc* queryDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();
