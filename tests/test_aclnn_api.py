@@ -259,6 +259,13 @@ def _(b, x, alpha):
         'spec.aclnn_signature("x", api.param("alpha"), api.param("y"))': "is not an aclnn parameter",
         'spec.aclnn_signature(api.scalar("x"), api.param("alpha"), api.param("y"))':
             "'x' is not a float, int or bool attribute",
+        'spec.aclnn_signature(api.param("x"), api.fixed("alhpa", 1.0), api.param("y"))':
+            "api.fixed: 'alhpa' is not a declared attribute",
+        'spec.aclnn_signature(api.param("x"), api.param("alpha"), api.fixed("alpha", 1.0), api.param("y"))':
+            "attribute 'alpha' is already passed as 'alpha'",
+        'spec.aclnn_signature(api.param("x"), api.fixed("alpha", "one"), api.param("y"))':
+            "'one' is not a float value for attribute alpha",
+        'spec.aclnn_signature(api.param("x"), api.fixed("x", 1.0), api.param("y"))': "'x' is not a declared attribute",
     }
     for k, (line, want) in enumerate(bad.items()):
         f = tmp_path / f"sig{k}.py"
@@ -400,8 +407,9 @@ def test_scalar_operands_follow_canns_signature():
 @pytestmark_gxx
 def test_scalar_operands_through_the_emitted_aclnn_layer(tmp_path):
     """A null scalar is 161001 with opbase's text for a scalar, before any other check; a scalar of any numeric
-    dtype is read with the attribute's accessor (ToDouble) and its value reaches the kernel launch as the OpDef
-    attribute (the emulation records OP_ATTR), in the OpDef's order although the public names differ."""
+    dtype is read with the attribute's accessor (ToFloat, as CANN's op_api code reads these) and its value reaches
+    the kernel launch as the OpDef attribute (the emulation records OP_ATTR), in the OpDef's order although the
+    public names differ."""
     from pathlib import Path
 
     from opgen.check.aclnn import launched_attr_mismatches, run_runner
@@ -412,7 +420,7 @@ def test_scalar_operands_through_the_emitted_aclnn_layer(tmp_path):
     write_ops([spec], tmp_path)
     m, runner, base, _ = _call(path, {"Bd": (3, 5)}, attrs={"minVal": -0.5, "maxVal": 0.75}, gen_dir=tmp_path)
     k = {n: _at(m, n) for n in ("min", "max", "self")}
-    assert base[k["min"]] == f"float64:{(-0.5).hex()}" and base[k["max"]] == f"float64:{0.75.hex()}"
+    assert base[k["min"]] == f"float32:{(-0.5).hex()}" and base[k["max"]] == f"float32:{0.75.hex()}"
 
     def with_(**tok):
         t = list(base)
@@ -422,7 +430,8 @@ def test_scalar_operands_through_the_emitted_aclnn_layer(tmp_path):
 
     cases = [
         (with_(), 0, "", {"minVal": -0.5, "maxVal": 0.75}),
-        (with_(min="float32:-0.25", max="int64:2"), 0, "", {"minVal": -0.25, "maxVal": 2.0}),
+        (with_(min="float32:-0.3", max="int64:2"), 0, "", {"minVal": -0.3, "maxVal": 2.0}),   # -0.3 inexact in fp32
+        (with_(min="float64:-0.3"), 0, "", {"minVal": -0.3, "maxVal": 0.75}),
         (with_(max="bool:1"), 0, "", {"minVal": -0.5, "maxVal": 1.0}),
         (with_(min="null"), 161001,
          "Expected a value of type number for argument minVal but instead found type null.", None),
@@ -434,3 +443,70 @@ def test_scalar_operands_through_the_emitted_aclnn_layer(tmp_path):
         if attrs is not None:
             assert launches == 1 and launched_attr_mismatches(spec, attrs, launched) == [], launched
             assert launched_attr_mismatches(spec, {"minVal": attrs["maxVal"], "maxVal": attrs["minVal"]}, launched)
+
+
+# ---- attributes the public API leaves out (api.fixed) ------------------------------------------------------------
+
+def test_fixed_attributes_are_not_public(tmp_path):
+    """HardSigmoid declares CANN's aclnnHardsigmoid(self, out) (ops-nn activation/hard_sigmoid/op_api/
+    aclnn_hardsigmoid.h) while its OpDef keeps alpha (1/6) and beta (0.5): the header, call example and case runner
+    take two parameters, the header says what the kernel receives, the golden's aclnn entry passes the fixed values,
+    and check refuses another value for them before anything is built."""
+    from pathlib import Path
+
+    from opgen.check.aclnn import harness_source
+    from opgen.check.run import run_check
+    from opgen.codegen import generate_cached
+    from opgen.errors import ValidationError
+
+    path = str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "hard_sigmoid.py")
+    spec = load_spec(path)
+    assert [a.name for a in spec.attrs] == ["alpha", "beta"]
+    assert _header_params(spec) == [("self", T_IN), ("out", T_OUT)]
+    m = OpModel(spec)
+    files = generate_cached(spec)[1]
+    header = files[f"op_host/op_api/{m.api_snake}.h"]
+    assert 'attribute "alpha" is not a parameter: the kernel always receives 0.16666666666666666.' in header
+    assert "ReadDouble" not in harness_source(m) and harness_source(m).count("ReadTensor(in)") == 2
+    assert re.search(r"aclnnHardsigmoidGetWorkspaceSize\(self, out, &workspaceSize", files[
+        f"examples/test_{m.api_snake}.cpp"])
+    ns = {}
+    exec(compile(files["tests/assets/golden.py"], "golden.py", "exec"), ns)
+    x = np.array([-4.0, -1.5, 0.0, 0.75, 2.9, 3.5], np.float32)
+    y = ns[ns["__golden__"]["aclnn"]["aclnnHardsigmoid"]](x)
+    y = y[0] if isinstance(y, (list, tuple)) else y
+    np.testing.assert_allclose(np.asarray(y, np.float64), np.clip(x.astype(np.float64) / 6 + 0.5, 0, 1), rtol=1e-6)
+    with pytest.raises(ValidationError, match="alpha: is fixed at 0.16666666666666666 by aclnnHardsigmoid"):
+        run_check(spec, dims={"Bd": (3,)}, attrs={"alpha": "0.3"}, gen_dir=tmp_path, progress=False)
+
+
+@pytestmark_gxx
+def test_a_float_scalar_with_choices_is_compared_in_fp32(tmp_path):
+    """A float attribute with choices passed as a scalar: the caller's ACL_FLOAT 0.1f (not 0.1 in double) is the
+    choice 0.1, another value is 161002 (CANN's callers create float scalars; the check compares in fp32)."""
+    from opgen.check.aclnn import run_runner
+    from opgen.codegen import write_ops
+
+    src = '''from opgen.dsl import A2, OpSpec, api, f32
+spec = OpSpec("LeakyReluC", aclnn="aclnnLeakyReluC", socs=(A2,))
+H = spec.dim("H")
+spec.input("self", f32, [H])
+spec.attr("negative_slope", float, 0.1, choices=(0.1, 0.2))
+spec.output("out", f32, [H])
+spec.aclnn_signature(api.param("self"), api.scalar("negativeSlope", "negative_slope"), api.param("out"))
+
+
+@spec.body
+def _(b, self, negative_slope):
+    return {"out": b.where(self > 0.0, self, self * negative_slope)}
+'''
+    path = tmp_path / "lrc.py"
+    path.write_text(src)
+    write_ops([str(path)], tmp_path / "gen")
+    m, runner, base, _ = _call(str(path), {"H": 5}, attrs={"negative_slope": 0.2}, gen_dir=tmp_path / "gen")
+    k = _at(m, "negativeSlope")
+    assert base[k] == f"float32:{float(np.float32(0.2)).hex()}"
+    lines = [base, base[:k] + ["float32:0.1"] + base[k + 1:], base[:k] + ["float64:0.1"] + base[k + 1:],
+             base[:k] + ["float32:0.3"] + base[k + 1:]]
+    got = [rc for rc, _ in run_runner(runner, [" ".join(t) for t in lines])]
+    assert got == [0, 0, 0, 161002], got

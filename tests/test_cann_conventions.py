@@ -182,7 +182,7 @@ def test_tiling_dtype_bytes_and_rank_checks(path):
     assert {k: int(v) for k, v in cases.items()} == {k: np.dtype(t).itemsize for k, t in _GE_TYPES.items()}
     func = text[text.index("static ge::graphStatus TilingFunc("):text.index("static ge::graphStatus TilingParse(")]
     for name in re.findall(r"const gert::Shape& (\w+)Shape =", func) + re.findall(r"(\w+)ShapeOpt =", func):
-        check = re.search(rf"OP_CHECK_IF\(.*{name}Shape(?:Opt->GetStorageShape\(\))?\.GetDimNum\(\) (<|!=) (\d+)"
+        check = re.search(rf"OP_CHECK_IF\([^;]*?{name}Shape(?:Opt->GetStorageShape\(\))?\.GetDimNum\(\) (<|!=) (\d+)"
                           rf"(?: \|\| \S+ > (\d+))?\)?,\n.*\"{name}: rank %zu, expected [^\"]* for ([^\"]*)\"", func)
         assert check, name
         first_get = re.search(rf"\b{name}Shape(?:Opt->GetStorageShape\(\))?\.GetDim\(", func)

@@ -278,6 +278,13 @@ def leaky_relu(i, a):
     return {"out": torch.nn.functional.leaky_relu(_t(i["self"]), a.get("negative_slope", 0.01)).numpy()}
 
 
+def hard_sigmoid(i, a):
+    """torch's hardsigmoid (relu6(x + 3) / 6, CANN's alpha 1/6 and beta 0.5: the values aclnnHardsigmoid fixes)."""
+    import torch
+
+    return {"output_y": torch.nn.functional.hardsigmoid(_t(i["input_x"])).numpy()}
+
+
 def maximum_grad(i, a):
     """ops-math's MaximumGrad formula (ties to x1) as TensorFlow's select; torch splits ties, so NumPy here."""
     g, x1, x2 = _f(i["grads"]), _f(i["x1"]), _f(i["x2"])
@@ -302,7 +309,7 @@ def smooth_l1_loss(i, a):
     return {"out": (out, np.maximum(np.abs(d), 0.5 * beta))}
 
 
-ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
+ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, hard_sigmoid, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad, reduce_mean, reduce_max, mse_loss, batch_norm,
                                    instance_norm, layer_norm_v4, reduce_min, group_norm)}
@@ -433,6 +440,8 @@ CASES = [
     ("leaky_relu", {"Bd": (3, 77)}, F16, {"negative_slope": 0.2}, None),     # compare / select: whole repeats
     ("leaky_relu", {"Bd": (1,)}, F32, {}, None),                              # one element: one repeat of 64 lanes
     ("leaky_relu", {"Bd": (5, 30001)}, BF16, {}, 2),
+    ("hard_sigmoid", {"Bd": (6, 513)}, F16, {}, None),                        # attributes fixed by the API
+    ("hard_sigmoid", {"Bd": (3,)}, BF16, {}, None),
     ("maximum_grad", {"Bd": (7, 65)}, F32, {}, None),                         # two tensors compared, masks as numbers
     ("maximum_grad", {"Bd": (2, 50001)}, F16, {}, 2),
     ("maximum_grad", {"Bd": (1,)}, BF16, {}, None),

@@ -106,12 +106,12 @@ def encode_call(m, inputs: dict, attrs: dict, outputs: dict | None, dtype_of: di
             toks.append("null" if o is None else f"{o[0]}:" + ",".join(map(str, o[1])))
         else:
             v = attrs[p.name]
-            if p.scalar:   # an aclScalar of the attribute's own type (float64 / int64 / bool), None = null
+            if p.scalar:   # an aclScalar as CANN's callers create one (a float as ACL_FLOAT), None = null
                 t = p.param.decl.type
                 if v is None:
                     toks.append("null")
                 elif t is float:
-                    toks.append(f"float64:{float(v).hex()}")
+                    toks.append(f"float32:{float(np.float32(v)).hex()}")
                 else:
                     toks.append(f"{'bool' if t is bool else 'int64'}:{int(v)}")
             elif p.param.decl.type is str:
@@ -295,6 +295,24 @@ def call_attrs(spec, inputs: dict, attrs: dict) -> dict:
         else:
             v = None if a.type is str else a.type(0)
         out[a.name] = v
+    return out
+
+
+def with_fixed_attrs(spec, attrs: dict) -> dict:
+    """`attrs` with every attribute the public API leaves out (api.fixed) at its fixed value: the aclnn layer
+    always passes that value, so the call is judged with it. Raises ValidationError when `attrs` gives another
+    value (parsed as the attribute's type) for such an attribute."""
+    from opgen.dsl.validate import coerce_attr
+
+    out = dict(attrs)
+    for e in spec.aclnn_signature_ or []:
+        if e.kind != "fixed":
+            continue
+        a = next(a for a in spec.attrs if a.name == e.of)
+        if out.get(e.of) is not None and coerce_attr(a, out[e.of]) != e.value:
+            raise ValidationError(e.of, f"is fixed at {e.value!r} by {spec.aclnn} (its public API does not take it); "
+                                  f"got {out[e.of]!r}")
+        out[e.of] = e.value
     return out
 
 

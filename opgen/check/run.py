@@ -29,7 +29,8 @@ import numpy as np
 
 from opgen.check import caseio, cost
 from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_dtypes, encode_call,
-                               harness_source, launched_attr_mismatches, run_runner)
+                               harness_source, launched_attr_mismatches, run_runner,
+                               with_fixed_attrs)
 from opgen.check.build import Builder, BuildRun, Sources, launch_variant
 from opgen.check.compare import OutputComparison, compare_output, rounded_intermediate_outputs
 from opgen.check.driver import driver_source, kernel_type
@@ -383,7 +384,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
 
     spec = load_spec(op) if not hasattr(op, "bind") else op
     plat = get_platform(soc or DEFAULT)
-    attrs = dict(attrs or {})
+    attrs = with_fixed_attrs(spec, dict(attrs or {}))   # what the aclnn API passes for the ones it leaves out
     dtypes = dict(dtypes or {})
     if (inputs is None) == (dims is None):
         raise OpgenError("give exactly one of inputs (--inputs FILE.npz) or dims (--dims NAME=VALUE,...)")

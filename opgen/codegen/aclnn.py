@@ -178,11 +178,23 @@ class AclnnPlan:
             if a.kind == "attr":
                 at = a.param.decl
                 if a.scalar:   # CheckNotNull has refused a null scalar before Params is built
-                    d["store"] = attr_cpp_type(at.type)
-                    d["init"] = f"{a.cpp}->{SCALAR_READ[at.type]}()"
+                    read, ctype = SCALAR_READ[at.type]
+                    d["store"] = ctype
+                    d["init"] = f"{a.cpp}->{read}()"
                 elif at.type is str and at.default is not None:
                     d["init"] = f"{a.cpp} != nullptr ? {a.cpp} : {c_string(at.default)}"
             out.append(d)
+        return out
+
+    def _fixed(self) -> list[dict]:
+        """Members of Params for the attributes the public API leaves out (api.fixed), after the parameters: the
+        C++ literal of the fixed value in the type the signature would give the attribute."""
+        out = []
+        for p in self.m.attrs:
+            if p.name in self.m.fixed_attrs:
+                t = p.decl.type
+                out.append({"name": p.name, "cpp": p.cpp, "store": attr_cpp_type(t),
+                            "init": cpp_literal(self.m.fixed_attrs[p.name], t)})
         return out
 
     def _api(self, name: str):
@@ -248,10 +260,11 @@ class AclnnPlan:
                 cond = " && ".join(f"{v} != {c}" for c in a.choices)
                 fmt = c_printf(f"{a.name}: must be one of {allowed}, got ", "%ld")
                 args = [v]
-            else:
-                cond = " && ".join(f"{v} != {cpp_literal(c, float)}" for c in a.choices)
+            else:   # a scalar operand holds the value as fp32 (ToFloat): compare with the choices in fp32
+                fp32 = any(x.scalar for x in self.m.api_params if x.param is p)
+                cond = " && ".join(f"{v} != {cpp_literal(c, float)}{'f' if fp32 else ''}" for c in a.choices)
                 fmt = c_printf(f"{a.name}: must be one of {allowed}, got ", "%g")
-                args = [v]
+                args = [f"static_cast<double>({v})" if fp32 else v]
             out.append(Check(a.name, "attr_choice", cond, fmt, args))
         return out
 
@@ -634,7 +647,9 @@ class AclnnPlan:
     def context(self) -> dict:
         """Template data of the four files."""
         m = self.m
-        notes = [ln for n in self.spec.aclnn_notes for ln in _wrap(" ".join(n.split()), 110)]
+        fixed = [f"OpDef attribute \"{n}\" is not a parameter: the kernel always receives "
+                 f"{cpp_literal(v, next(a.type for a in self.spec.attrs if a.name == n))}." for n, v in m.fixed_attrs.items()]
+        notes = [ln for n in list(self.spec.aclnn_notes) + fixed for ln in _wrap(" ".join(n.split()), 110)]
         docs = [self._param_doc(a) for a in m.api_params]
         for d in docs:
             d["lines"] = _wrap(f"@param [{d['dir']}] {d['cpp']}: {d['text']}.", 112, "    ")
@@ -658,7 +673,7 @@ class AclnnPlan:
         return {
             "banner": m.banner(), "op": m.op, "op_snake": m.snake, "api": m.api, "api_snake": m.api_snake,
             "guard": f"OP_API_INC_{m.api_snake.upper()}_H_", "l0_guard": f"OP_API_INC_LEVEL0_{m.snake.upper()}_H_",
-            "params": self.params, "docs": docs, "notes": notes,
+            "params": self.params, "fixed": self._fixed(), "docs": docs, "notes": notes,
             "doc": textwrap.wrap(self.spec.doc, width=112) if self.spec.doc else [],
             "dims": self.dims, "groups": self.groups, "vars": self.vars, "dtype_table": self.dtype_table(),
             "null_checks": self.null_checks, "null_params": self.null_params,

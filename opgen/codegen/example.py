@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from opgen.codegen.env import render
-from opgen.codegen.model import ACL_DTYPE, OpModel
+from opgen.codegen.model import ACL_DTYPE, OpModel, cpp_literal
 from opgen.names import c_string
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import eval_shape
@@ -143,9 +143,9 @@ def example_context(spec) -> dict:
         elif a.scalar:   # created as CANN's examples create scalar operands: a float as ACL_FLOAT
             at = a.param.decl
             v = case["attrs"][at.name]
-            host, acl, lit = {float: ("float", "ACL_FLOAT", f"{float(v)!r}f"),
-                              int: ("int64_t", "ACL_INT64", str(int(v))),
-                              bool: ("bool", "ACL_BOOL", "true" if v else "false")}[at.type]
+            host, acl = {float: ("float", "ACL_FLOAT"), int: ("int64_t", "ACL_INT64"),
+                         bool: ("bool", "ACL_BOOL")}[at.type]
+            lit = cpp_literal(v, at.type) + ("f" if at.type is float else "")   # SpecError for a non-finite value
             scalars.append({"name": a.cpp, "host": host, "acl": acl, "value": lit})
         elif a.kind == "attr":
             at = a.param.decl

@@ -515,6 +515,8 @@ def _api_golden(spec, m) -> dict:
             ins[a.name] = expr
         elif a.kind == "attr":
             attrs.append({"name": a.name, "value": a.cpp})
+    for name, value in m.fixed_attrs.items():   # not public (api.fixed): the value the aclnn layer always passes
+        attrs.append({"name": name, "value": repr(value)})
     return {"name": f"{m.api_snake}_golden", "args": args, "inputs": [ins[i.name] for i in spec.inputs],
             "attrs": attrs, "outputs": outs}
 

@@ -223,12 +223,17 @@ def infershape_context(m: OpModel) -> dict:
                                                        else "")})
         outputs.append({"index": p.index, "name": p.name, "var": var, "optional": p.optional, "like": False,
                         "forms": forms, "shape": "; ".join(f["shape"] for f in forms)})
-    equal_dims = []   # a dim two inputs carry agrees in all of them (shared_dims); SameDim skips an unknown (-1)
+    # a dim two of the inputs InferShape reads carries agrees in all of them (shared_dims; SameDim skips a negative,
+    # unknown extent). Inputs it does not read stay unread (their ranks unchecked, as CANN's InferShapes leave them):
+    # the TilingFunc compares every input.
+    equal_dims = []
     for name, places in shared_dims(spec):
+        places = [loc for loc in places if m.inputs[loc.index].name in used_inputs]
+        if len(places) < 2:
+            continue
         items = []
         for loc in places:
             p = m.inputs[loc.index]
-            used_inputs[p.name] = p
             shp = _shape_var(p)
             e = loc.read(lambda where, k: f"{shp}->GetDim({k})" if where == "front" else
                          f"{shp}->GetDim({shp}->GetDimNum() - {k})")

@@ -184,6 +184,8 @@ class OpModel:
         self.attrs = [ParamInfo(a.name, "attr", cpp(a.name, "attr"), k, a) for k, a in enumerate(spec.attrs)]
         self.const_outputs = spec.aclnn_const_outputs
         self.api_params = self._api_params()
+        # attributes the public API leaves out (api.fixed): {attribute name: the value the aclnn layer passes}
+        self.fixed_attrs = {e.of: e.value for e in (spec.aclnn_signature_ or []) if e.kind == "fixed"}
         names = [p.cpp for p in self.api_params]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -199,6 +201,8 @@ class OpModel:
                 out.append(ApiParam(p.cpp, p.role, p, None, self._ctype(p), _dtype_of(p)))
             return out
         for e in entries:
+            if e.kind == "fixed":   # not a public parameter (OpModel.fixed_attrs)
+                continue
             if e.kind == "param":
                 p = by_name[e.of]
                 dt = e.dtype if e.dtype is not None else _dtype_of(p)

@@ -308,8 +308,9 @@ def op_api_context(spec) -> dict:
             elif a.scalar:   # the repository's ScalarDesc, its dtype from the argument's C++ type
                 at = a.param.decl
                 v = c.attrs[at.name]
-                expr = "ScalarDesc(" + {float: f"{float(v)!r}f", int: f"static_cast<int64_t>({int(v)})",
-                                        bool: "true" if v else "false"}[at.type] + ")"
+                lit = cpp_literal(v, at.type)   # SpecError for a non-finite value
+                expr = f"ScalarDesc({lit}f)" if at.type is float else \
+                    f"ScalarDesc(static_cast<int64_t>({lit}))" if at.type is int else f"ScalarDesc({lit})"
             elif a.kind == "attr":
                 at = a.param.decl
                 expr = cpp_literal(c.attrs[at.name], at.type)

@@ -9,8 +9,9 @@ CANN's aclnn functions have their own parameter order, names and types, fixed by
     api.int_array("normalizedShape", [H])      an extra host aclIntArray* whose values must equal the dims
     api.unused("shift", like="scale")          an extra tensor validated as `scale` is, never read
     api.scalar("negativeSlope", "negative_slope")   attribute negative_slope passed as `const aclScalar*`
+    api.fixed("alpha", 1 / 6)                  OpDef attribute alpha not in the public API: always 1/6
 
-Every OpDef input, attribute and output appears exactly once; without a signature the aclnn layer takes
+Every OpDef input, attribute and output appears exactly once (a fixed attribute counts); without a signature the aclnn layer takes
 the OpDef's parameters in its order (inputs, attributes, outputs) with CANN-style derived names.
 """
 
@@ -19,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from opgen.dsl.diagnostics import caller_loc, spec_error
+from opgen.dsl.validate import coerce_attr
+from opgen.errors import ValidationError
 from opgen.ir.dims import Sym, Variadic, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.names import cpp_hazard
@@ -38,8 +41,9 @@ class ApiEntry:
     tensor, validated, not passed to the kernel); name: the public C++ name; of: the OpDef parameter (param)
     or the input it is validated like (unused); dtype: public dtype of a cast param (None: the OpDef's);
     dims: the dims an int_array's values must equal, in order; optional: an unused tensor may be null;
-    ctype: C type of a string attribute as CANN's header spells it ("char*" or "const char*"; None: const char*);
-    loc: where the entry was written."""
+    ctype: C type of a string attribute as CANN's header spells it ("char*" or "const char*"; None: const char*),
+    or SCALAR_CTYPE (api.scalar); value: the value of a "fixed" attribute (api.fixed); loc: where the entry was
+    written."""
 
     kind: str
     name: str
@@ -48,13 +52,15 @@ class ApiEntry:
     dims: tuple = ()
     optional: bool = False
     ctype: str | None = None
+    value: object = None
     loc: object = field(default=None, compare=False)
 
 
 STRING_CTYPES = ("char*", "const char*")
 SCALAR_CTYPE = "const aclScalar*"
-# The aclScalar accessor that reads an attribute of each type (opbase's aclScalar: ToDouble, ToInt64, ToBool).
-SCALAR_READ = {float: "ToDouble", int: "ToInt64", bool: "ToBool"}
+# The aclScalar accessor that reads an attribute of each type and the C++ type it returns (opbase's aclScalar;
+# CANN's op_api code reads float scalars with ToFloat, e.g. aclnn_leaky_relu.cpp, aclnn_hardtanh_backward.cpp).
+SCALAR_READ = {float: ("ToFloat", "float"), int: ("ToInt64", "int64_t"), bool: ("ToBool", "bool")}
 
 
 def param(name: str, of: str | None = None, *, dtype=None, ctype: str | None = None,
@@ -76,6 +82,14 @@ def scalar(name: str, of: str | None = None) -> ApiEntry:
     attribute's type (ToDouble / ToInt64 / ToBool, whatever dtype the caller's scalar holds) before any other
     check; the kernel receives the value as the OpDef attribute, as before."""
     return ApiEntry("param", name, of if of is not None else name, ctype=SCALAR_CTYPE, loc=caller_loc())
+
+
+def fixed(of: str, value) -> ApiEntry:
+    """OpDef attribute `of` left out of the public API, as CANN's aclnnHardsigmoid(self, out) leaves HardSigmoid's
+    alpha and beta: the emitted aclnn layer always passes `value` to the kernel (graph mode still takes any value the
+    OpDef allows). `opgen check` runs with it and refuses another value for the attribute (the API cannot carry it);
+    `opgen interpret` follows the OpDef. The value must be of the attribute's type and one of its choices."""
+    return ApiEntry("fixed", of, of, value=value, loc=caller_loc())
 
 
 def int_array(name: str, dims) -> ApiEntry:
@@ -125,6 +139,11 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
             raise spec_error(caller_loc(), f"aclnn_signature: {e!r} is not an aclnn parameter",
                              'write api.param("gradOut", "dy"), api.int_array("normalizedShape", [H]) or '
                              'api.unused("shift", like="scale") (from opgen.dsl import api)')
+        if e.kind == "fixed":
+            _check_fixed(spec, e, params, ofs, suggest)
+            ofs[e.of] = e
+            out.append(e)
+            continue
         _ident(e, ident_problem)
         if e.name in names:
             raise spec_error(e.loc, f"aclnn parameter {e.name!r} is listed twice", "give every parameter one entry",
@@ -181,13 +200,35 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
     return out
 
 
+def _check_fixed(spec, e: ApiEntry, params: dict, ofs: dict, suggest) -> None:
+    """Validate an api.fixed entry: an attribute not passed otherwise, a value of its type among its choices."""
+    a = params.get(e.of)
+    if a is None or a not in spec.attrs:
+        raise spec_error(e.loc, f"api.fixed: {e.of!r} is not a declared attribute{suggest(e.of, params)}",
+                         "name the OpDef attribute the API leaves out", arg=0)
+    if e.of in ofs:
+        raise spec_error(e.loc, f"api.fixed: attribute {e.of!r} is already passed as {ofs[e.of].name!r}",
+                         "list every OpDef parameter once", arg=0)
+    try:
+        v = coerce_attr(a, e.value)
+    except ValidationError:
+        v = None
+    if v is None or isinstance(e.value, str) and a.type is not str:
+        raise spec_error(e.loc, f"api.fixed: {e.value!r} is not a {a.type.__name__} value for attribute {a.name}",
+                         f"give a {a.type.__name__}", arg=1)
+    if a.choices is not None and v not in a.choices:
+        raise spec_error(e.loc, f"api.fixed: {v!r} is not one of {a.name}'s choices {list(a.choices)}",
+                         "fix the attribute at one of its choices", arg=1)
+    object.__setattr__(e, "value", v)
+
+
 def complete_signature(spec) -> None:
     """Whole-spec check of a declared signature (run by OpSpec.finish): every OpDef parameter is passed once.
     Raises a located SpecError naming the missing ones."""
     sig = spec.aclnn_signature_
     if sig is None:
         return
-    passed = {e.of for e in sig if e.kind == "param"}
+    passed = {e.of for e in sig if e.kind in ("param", "fixed")}
     missing = [p.name for p in spec.inputs + spec.attrs + spec.outputs if p.name not in passed]
     if missing:
         raise spec_error(spec._signature_loc, "aclnn_signature does not pass " + ", ".join(missing),

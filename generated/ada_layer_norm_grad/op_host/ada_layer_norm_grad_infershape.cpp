@@ -7,20 +7,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
+#include <string>
 
 #include "register/op_impl_registry.h"
 #include "log/log.h"
 
 namespace ops {
 namespace {
-// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
-// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+// A dim several inputs carry: true when the extents of the present ones are all equal (a negative extent, an
+// absent optional input or a dim not known yet, is not compared); else false with `why` naming the first two that
+// differ.
 struct DimPlace {
     const char* input;
     int64_t extent;
 };
-inline bool SameDim(gert::InferShapeContext* context, const char* dim, std::initializer_list<DimPlace> places)
+inline bool SameDim(std::string& why, const char* dim, std::initializer_list<DimPlace> places)
 {
     const DimPlace* first = nullptr;
     for (const DimPlace& place : places) {
@@ -30,8 +33,10 @@ inline bool SameDim(gert::InferShapeContext* context, const char* dim, std::init
         if (first == nullptr) {
             first = &place;
         } else if (place.extent != first->extent) {
-            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
-                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            char text[256];
+            std::snprintf(text, sizeof(text), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                          static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            why = text;
             return false;
         }
     }
@@ -47,27 +52,6 @@ ge::graphStatus InferShapeAdaLayerNormGrad(gert::InferShapeContext* context)
         OP_LOGE(context->GetNodeName(), "dy: rank %zu, expected at least 2 for [*Bd, S, H]", dyShape->GetDimNum());
         return ge::GRAPH_FAILED;
     }
-    // x: [*Bd, S, H]
-    const gert::Shape* xShape = context->GetInputShape(1);
-    OP_CHECK_NULL_WITH_CONTEXT(context, xShape);
-    if (xShape->GetDimNum() < 2) {
-        OP_LOGE(context->GetNodeName(), "x: rank %zu, expected at least 2 for [*Bd, S, H]", xShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // rstd: [*Bd, S, 1]
-    const gert::Shape* rstdShape = context->GetInputShape(2);
-    OP_CHECK_NULL_WITH_CONTEXT(context, rstdShape);
-    if (rstdShape->GetDimNum() < 2) {
-        OP_LOGE(context->GetNodeName(), "rstd: rank %zu, expected at least 2 for [*Bd, S, 1]", rstdShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // mean: [*Bd, S, 1]
-    const gert::Shape* meanShape = context->GetInputShape(3);
-    OP_CHECK_NULL_WITH_CONTEXT(context, meanShape);
-    if (meanShape->GetDimNum() < 2) {
-        OP_LOGE(context->GetNodeName(), "mean: rank %zu, expected at least 2 for [*Bd, S, 1]", meanShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
     // scale: [*Bd, H] or [*Bd, 1, H]
     const gert::Shape* scaleShape = context->GetInputShape(4);
     OP_CHECK_NULL_WITH_CONTEXT(context, scaleShape);
@@ -76,31 +60,11 @@ ge::graphStatus InferShapeAdaLayerNormGrad(gert::InferShapeContext* context)
                 scaleShape->GetDimNum());
         return ge::GRAPH_FAILED;
     }
-    // gamma: [H] (optional)
-    const gert::Shape* gammaShape = context->GetOptionalInputShape(5);
-    if (gammaShape != nullptr && gammaShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "gamma: rank %zu, expected 1 for [H]", gammaShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // beta: [H] (optional)
-    const gert::Shape* betaShape = context->GetOptionalInputShape(6);
-    if (betaShape != nullptr && betaShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "beta: rank %zu, expected 1 for [H]", betaShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "S",
-                 {{"dy", dyShape->GetDim(dyShape->GetDimNum() - 2)},
-                  {"x", xShape->GetDim(xShape->GetDimNum() - 2)},
-                  {"rstd", rstdShape->GetDim(rstdShape->GetDimNum() - 2)},
-                  {"mean", meanShape->GetDim(meanShape->GetDimNum() - 2)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "H",
+    std::string dimMismatch;
+    if (!SameDim(dimMismatch, "H",
                  {{"dy", dyShape->GetDim(dyShape->GetDimNum() - 1)},
-                  {"x", xShape->GetDim(xShape->GetDimNum() - 1)},
-                  {"scale", scaleShape->GetDim(scaleShape->GetDimNum() - 1)},
-                  {"gamma", gammaShape != nullptr ? gammaShape->GetDim(0) : -1},
-                  {"beta", betaShape != nullptr ? betaShape->GetDim(0) : -1}})) {
+                  {"scale", scaleShape->GetDim(scaleShape->GetDimNum() - 1)}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
     const int64_t dimS = dyShape->GetDim(dyShape->GetDimNum() - 2);

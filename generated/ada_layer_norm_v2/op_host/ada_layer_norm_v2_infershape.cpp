@@ -7,37 +7,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 
 #include "register/op_impl_registry.h"
 #include "log/log.h"
 
 namespace ops {
 namespace {
-// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
-// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
-struct DimPlace {
-    const char* input;
-    int64_t extent;
-};
-inline bool SameDim(gert::InferShapeContext* context, const char* dim, std::initializer_list<DimPlace> places)
-{
-    const DimPlace* first = nullptr;
-    for (const DimPlace& place : places) {
-        if (place.extent < 0) {
-            continue;
-        }
-        if (first == nullptr) {
-            first = &place;
-        } else if (place.extent != first->extent) {
-            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
-                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
-            return false;
-        }
-    }
-    return true;
-}
-
 ge::graphStatus InferShapeAdaLayerNormV2(gert::InferShapeContext* context)
 {
     // x: [*Bd, S, H]
@@ -45,42 +20,6 @@ ge::graphStatus InferShapeAdaLayerNormV2(gert::InferShapeContext* context)
     OP_CHECK_NULL_WITH_CONTEXT(context, xShape);
     if (xShape->GetDimNum() < 2) {
         OP_LOGE(context->GetNodeName(), "x: rank %zu, expected at least 2 for [*Bd, S, H]", xShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // scale: [*Bd, H] or [*Bd, 1, H]
-    const gert::Shape* scaleShape = context->GetInputShape(1);
-    OP_CHECK_NULL_WITH_CONTEXT(context, scaleShape);
-    if (scaleShape->GetDimNum() < 1) {
-        OP_LOGE(context->GetNodeName(), "scale: rank %zu, expected at least 1 for [*Bd, H] or [*Bd, 1, H]",
-                scaleShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // shift: [*Bd, H] or [*Bd, 1, H]
-    const gert::Shape* shiftShape = context->GetInputShape(2);
-    OP_CHECK_NULL_WITH_CONTEXT(context, shiftShape);
-    if (shiftShape->GetDimNum() < 1) {
-        OP_LOGE(context->GetNodeName(), "shift: rank %zu, expected at least 1 for [*Bd, H] or [*Bd, 1, H]",
-                shiftShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // weight: [H] (optional)
-    const gert::Shape* weightShape = context->GetOptionalInputShape(3);
-    if (weightShape != nullptr && weightShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "weight: rank %zu, expected 1 for [H]", weightShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // bias: [H] (optional)
-    const gert::Shape* biasShape = context->GetOptionalInputShape(4);
-    if (biasShape != nullptr && biasShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "bias: rank %zu, expected 1 for [H]", biasShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "H",
-                 {{"x", xShape->GetDim(xShape->GetDimNum() - 1)},
-                  {"scale", scaleShape->GetDim(scaleShape->GetDimNum() - 1)},
-                  {"shift", shiftShape->GetDim(shiftShape->GetDimNum() - 1)},
-                  {"weight", weightShape != nullptr ? weightShape->GetDim(0) : -1},
-                  {"bias", biasShape != nullptr ? biasShape->GetDim(0) : -1}})) {
         return ge::GRAPH_FAILED;
     }
     const int64_t dimS = xShape->GetDim(xShape->GetDimNum() - 2);

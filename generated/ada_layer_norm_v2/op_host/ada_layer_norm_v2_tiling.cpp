@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <cstdio>
 #include <initializer_list>
+#include <string>
 
 #include "../op_kernel/ada_layer_norm_v2_tiling_data.h"
 #include "log/log.h"
@@ -61,13 +63,14 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     return static_cast<int64_t>(bits);
 }
 
-// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
-// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+// A dim several inputs carry: true when the extents of the present ones are all equal (a negative extent, an
+// absent optional input or a dim not known yet, is not compared); else false with `why` naming the first two that
+// differ.
 struct DimPlace {
     const char* input;
     int64_t extent;
 };
-inline bool SameDim(gert::TilingContext* context, const char* dim, std::initializer_list<DimPlace> places)
+inline bool SameDim(std::string& why, const char* dim, std::initializer_list<DimPlace> places)
 {
     const DimPlace* first = nullptr;
     for (const DimPlace& place : places) {
@@ -77,8 +80,10 @@ inline bool SameDim(gert::TilingContext* context, const char* dim, std::initiali
         if (first == nullptr) {
             first = &place;
         } else if (place.extent != first->extent) {
-            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
-                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            char text[256];
+            std::snprintf(text, sizeof(text), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                          static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            why = text;
             return false;
         }
     }
@@ -194,14 +199,14 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "bias: rank %zu, expected 1 for [H]",
                         static_cast<size_t>(biasShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
-    if (!SameDim(context, "H",
-                 {{"x", xShape.GetDim(xShape.GetDimNum() - 1)},
-                  {"scale", scaleShape.GetDim(scaleShape.GetDimNum() - 1)},
-                  {"shift", shiftShape.GetDim(shiftShape.GetDimNum() - 1)},
-                  {"weight", weightShapeOpt != nullptr ? weightShapeOpt->GetStorageShape().GetDim(0) : -1},
-                  {"bias", biasShapeOpt != nullptr ? biasShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
+    std::string dimMismatch;
+    OP_CHECK_IF(!SameDim(dimMismatch, "H",
+                         {{"x", xShape.GetDim(xShape.GetDimNum() - 1)},
+                          {"scale", scaleShape.GetDim(scaleShape.GetDimNum() - 1)},
+                          {"shift", shiftShape.GetDim(shiftShape.GetDimNum() - 1)},
+                          {"weight", weightShapeOpt != nullptr ? weightShapeOpt->GetStorageShape().GetDim(0) : -1},
+                          {"bias", biasShapeOpt != nullptr ? biasShapeOpt->GetStorageShape().GetDim(0) : -1}}),
+                OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
     const gert::CompileTimeTensorDesc* xDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, xDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();

@@ -7,20 +7,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
+#include <string>
 
 #include "register/op_impl_registry.h"
 #include "log/log.h"
 
 namespace ops {
 namespace {
-// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
-// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+// A dim several inputs carry: true when the extents of the present ones are all equal (a negative extent, an
+// absent optional input or a dim not known yet, is not compared); else false with `why` naming the first two that
+// differ.
 struct DimPlace {
     const char* input;
     int64_t extent;
 };
-inline bool SameDim(gert::InferShapeContext* context, const char* dim, std::initializer_list<DimPlace> places)
+inline bool SameDim(std::string& why, const char* dim, std::initializer_list<DimPlace> places)
 {
     const DimPlace* first = nullptr;
     for (const DimPlace& place : places) {
@@ -30,8 +33,10 @@ inline bool SameDim(gert::InferShapeContext* context, const char* dim, std::init
         if (first == nullptr) {
             first = &place;
         } else if (place.extent != first->extent) {
-            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
-                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            char text[256];
+            std::snprintf(text, sizeof(text), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                          static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            why = text;
             return false;
         }
     }
@@ -52,13 +57,6 @@ ge::graphStatus InferShapeNormRopeConcat(gert::InferShapeContext* context)
     OP_CHECK_NULL_WITH_CONTEXT(context, keyShape);
     if (keyShape->GetDimNum() != 4) {
         OP_LOGE(context->GetNodeName(), "key: rank %zu, expected 4 for [B, Sk, N, D]", keyShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // value: [B, Sk, N, D]
-    const gert::Shape* valueShape = context->GetInputShape(2);
-    OP_CHECK_NULL_WITH_CONTEXT(context, valueShape);
-    if (valueShape->GetDimNum() != 4) {
-        OP_LOGE(context->GetNodeName(), "value: rank %zu, expected 4 for [B, Sk, N, D]", valueShape->GetDimNum());
         return ge::GRAPH_FAILED;
     }
     // encoder_query: [B, Seq, N, D] (optional)
@@ -82,123 +80,38 @@ ge::graphStatus InferShapeNormRopeConcat(gert::InferShapeContext* context)
                 encoderValueShape->GetDimNum());
         return ge::GRAPH_FAILED;
     }
-    // norm_query_weight: [D] (optional)
-    const gert::Shape* normQueryWeightShape = context->GetOptionalInputShape(6);
-    if (normQueryWeightShape != nullptr && normQueryWeightShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_query_weight: rank %zu, expected 1 for [D]",
-                normQueryWeightShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_query_bias: [D] (optional)
-    const gert::Shape* normQueryBiasShape = context->GetOptionalInputShape(7);
-    if (normQueryBiasShape != nullptr && normQueryBiasShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_query_bias: rank %zu, expected 1 for [D]",
-                normQueryBiasShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_key_weight: [D] (optional)
-    const gert::Shape* normKeyWeightShape = context->GetOptionalInputShape(8);
-    if (normKeyWeightShape != nullptr && normKeyWeightShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_key_weight: rank %zu, expected 1 for [D]",
-                normKeyWeightShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_key_bias: [D] (optional)
-    const gert::Shape* normKeyBiasShape = context->GetOptionalInputShape(9);
-    if (normKeyBiasShape != nullptr && normKeyBiasShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_key_bias: rank %zu, expected 1 for [D]", normKeyBiasShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_added_query_weight: [D] (optional)
-    const gert::Shape* normAddedQueryWeightShape = context->GetOptionalInputShape(10);
-    if (normAddedQueryWeightShape != nullptr && normAddedQueryWeightShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_added_query_weight: rank %zu, expected 1 for [D]",
-                normAddedQueryWeightShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_added_query_bias: [D] (optional)
-    const gert::Shape* normAddedQueryBiasShape = context->GetOptionalInputShape(11);
-    if (normAddedQueryBiasShape != nullptr && normAddedQueryBiasShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_added_query_bias: rank %zu, expected 1 for [D]",
-                normAddedQueryBiasShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_added_key_weight: [D] (optional)
-    const gert::Shape* normAddedKeyWeightShape = context->GetOptionalInputShape(12);
-    if (normAddedKeyWeightShape != nullptr && normAddedKeyWeightShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_added_key_weight: rank %zu, expected 1 for [D]",
-                normAddedKeyWeightShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_added_key_bias: [D] (optional)
-    const gert::Shape* normAddedKeyBiasShape = context->GetOptionalInputShape(13);
-    if (normAddedKeyBiasShape != nullptr && normAddedKeyBiasShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_added_key_bias: rank %zu, expected 1 for [D]",
-                normAddedKeyBiasShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // rope_sin: [R, D] (optional)
-    const gert::Shape* ropeSinShape = context->GetOptionalInputShape(14);
-    if (ropeSinShape != nullptr && ropeSinShape->GetDimNum() != 2) {
-        OP_LOGE(context->GetNodeName(), "rope_sin: rank %zu, expected 2 for [R, D]", ropeSinShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // rope_cos: [R, D] (optional)
-    const gert::Shape* ropeCosShape = context->GetOptionalInputShape(15);
-    if (ropeCosShape != nullptr && ropeCosShape->GetDimNum() != 2) {
-        OP_LOGE(context->GetNodeName(), "rope_cos: rank %zu, expected 2 for [R, D]", ropeCosShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "B",
+    std::string dimMismatch;
+    if (!SameDim(dimMismatch, "B",
                  {{"query", queryShape->GetDim(0)},
                   {"key", keyShape->GetDim(0)},
-                  {"value", valueShape->GetDim(0)},
                   {"encoder_query", encoderQueryShape != nullptr ? encoderQueryShape->GetDim(0) : -1},
                   {"encoder_key", encoderKeyShape != nullptr ? encoderKeyShape->GetDim(0) : -1},
                   {"encoder_value", encoderValueShape != nullptr ? encoderValueShape->GetDim(0) : -1}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
-    if (!SameDim(context, "Sk", {{"key", keyShape->GetDim(1)}, {"value", valueShape->GetDim(1)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "N",
+    if (!SameDim(dimMismatch, "N",
                  {{"query", queryShape->GetDim(2)},
                   {"key", keyShape->GetDim(2)},
-                  {"value", valueShape->GetDim(2)},
                   {"encoder_query", encoderQueryShape != nullptr ? encoderQueryShape->GetDim(2) : -1},
                   {"encoder_key", encoderKeyShape != nullptr ? encoderKeyShape->GetDim(2) : -1},
                   {"encoder_value", encoderValueShape != nullptr ? encoderValueShape->GetDim(2) : -1}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
-    if (!SameDim(context, "R",
-                 {{"rope_sin", ropeSinShape != nullptr ? ropeSinShape->GetDim(0) : -1},
-                  {"rope_cos", ropeCosShape != nullptr ? ropeCosShape->GetDim(0) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Sek",
+    if (!SameDim(dimMismatch, "Sek",
                  {{"encoder_key", encoderKeyShape != nullptr ? encoderKeyShape->GetDim(1) : -1},
                   {"encoder_value", encoderValueShape != nullptr ? encoderValueShape->GetDim(1) : -1}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
-    if (!SameDim(
-            context, "D",
-            {{"query", queryShape->GetDim(3)},
-             {"key", keyShape->GetDim(3)},
-             {"value", valueShape->GetDim(3)},
-             {"encoder_query", encoderQueryShape != nullptr ? encoderQueryShape->GetDim(3) : -1},
-             {"encoder_key", encoderKeyShape != nullptr ? encoderKeyShape->GetDim(3) : -1},
-             {"encoder_value", encoderValueShape != nullptr ? encoderValueShape->GetDim(3) : -1},
-             {"norm_query_weight", normQueryWeightShape != nullptr ? normQueryWeightShape->GetDim(0) : -1},
-             {"norm_query_bias", normQueryBiasShape != nullptr ? normQueryBiasShape->GetDim(0) : -1},
-             {"norm_key_weight", normKeyWeightShape != nullptr ? normKeyWeightShape->GetDim(0) : -1},
-             {"norm_key_bias", normKeyBiasShape != nullptr ? normKeyBiasShape->GetDim(0) : -1},
-             {"norm_added_query_weight",
-              normAddedQueryWeightShape != nullptr ? normAddedQueryWeightShape->GetDim(0) : -1},
-             {"norm_added_query_bias", normAddedQueryBiasShape != nullptr ? normAddedQueryBiasShape->GetDim(0) : -1},
-             {"norm_added_key_weight", normAddedKeyWeightShape != nullptr ? normAddedKeyWeightShape->GetDim(0) : -1},
-             {"norm_added_key_bias", normAddedKeyBiasShape != nullptr ? normAddedKeyBiasShape->GetDim(0) : -1},
-             {"rope_sin", ropeSinShape != nullptr ? ropeSinShape->GetDim(1) : -1},
-             {"rope_cos", ropeCosShape != nullptr ? ropeCosShape->GetDim(1) : -1}})) {
+    if (!SameDim(dimMismatch, "D",
+                 {{"query", queryShape->GetDim(3)},
+                  {"key", keyShape->GetDim(3)},
+                  {"encoder_query", encoderQueryShape != nullptr ? encoderQueryShape->GetDim(3) : -1},
+                  {"encoder_key", encoderKeyShape != nullptr ? encoderKeyShape->GetDim(3) : -1},
+                  {"encoder_value", encoderValueShape != nullptr ? encoderValueShape->GetDim(3) : -1}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
     const int64_t dimB = queryShape->GetDim(0);

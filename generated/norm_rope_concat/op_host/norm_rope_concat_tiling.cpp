@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <cstdio>
 #include <initializer_list>
+#include <string>
 
 #include "../op_kernel/norm_rope_concat_tiling_data.h"
 #include "log/log.h"
@@ -61,13 +63,14 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     return static_cast<int64_t>(bits);
 }
 
-// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
-// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+// A dim several inputs carry: true when the extents of the present ones are all equal (a negative extent, an
+// absent optional input or a dim not known yet, is not compared); else false with `why` naming the first two that
+// differ.
 struct DimPlace {
     const char* input;
     int64_t extent;
 };
-inline bool SameDim(gert::TilingContext* context, const char* dim, std::initializer_list<DimPlace> places)
+inline bool SameDim(std::string& why, const char* dim, std::initializer_list<DimPlace> places)
 {
     const DimPlace* first = nullptr;
     for (const DimPlace& place : places) {
@@ -77,8 +80,10 @@ inline bool SameDim(gert::TilingContext* context, const char* dim, std::initiali
         if (first == nullptr) {
             first = &place;
         } else if (place.extent != first->extent) {
-            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
-                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            char text[256];
+            std::snprintf(text, sizeof(text), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                          static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            why = text;
             return false;
         }
     }
@@ -253,8 +258,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "rope_cos: rank %zu, expected 2 for [R, D]",
                         static_cast<size_t>(rope_cosShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
-    if (!SameDim(
-            context, "B",
+    std::string dimMismatch;
+    OP_CHECK_IF(
+        !SameDim(
+            dimMismatch, "B",
             {{"query", queryShape.GetDim(0)},
              {"key", keyShape.GetDim(0)},
              {"value", valueShape.GetDim(0)},
@@ -262,14 +269,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
               encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(0) : -1},
              {"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(0) : -1},
              {"encoder_value",
-              encoder_valueShapeOpt != nullptr ? encoder_valueShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Sk", {{"key", keyShape.GetDim(1)}, {"value", valueShape.GetDim(1)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(
-            context, "N",
+              encoder_valueShapeOpt != nullptr ? encoder_valueShapeOpt->GetStorageShape().GetDim(0) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(!SameDim(dimMismatch, "Sk", {{"key", keyShape.GetDim(1)}, {"value", valueShape.GetDim(1)}}),
+                OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        !SameDim(
+            dimMismatch, "N",
             {{"query", queryShape.GetDim(2)},
              {"key", keyShape.GetDim(2)},
              {"value", valueShape.GetDim(2)},
@@ -277,23 +283,23 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
               encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(2) : -1},
              {"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(2) : -1},
              {"encoder_value",
-              encoder_valueShapeOpt != nullptr ? encoder_valueShapeOpt->GetStorageShape().GetDim(2) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "R",
+              encoder_valueShapeOpt != nullptr ? encoder_valueShapeOpt->GetStorageShape().GetDim(2) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        !SameDim(dimMismatch, "R",
                  {{"rope_sin", rope_sinShapeOpt != nullptr ? rope_sinShapeOpt->GetStorageShape().GetDim(0) : -1},
-                  {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(
-            context, "Sek",
+                  {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(0) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        !SameDim(
+            dimMismatch, "Sek",
             {{"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(1) : -1},
              {"encoder_value",
-              encoder_valueShapeOpt != nullptr ? encoder_valueShapeOpt->GetStorageShape().GetDim(1) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(
-            context, "D",
+              encoder_valueShapeOpt != nullptr ? encoder_valueShapeOpt->GetStorageShape().GetDim(1) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        !SameDim(
+            dimMismatch, "D",
             {{"query", queryShape.GetDim(3)},
              {"key", keyShape.GetDim(3)},
              {"value", valueShape.GetDim(3)},
@@ -322,9 +328,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
              {"norm_added_key_bias",
               norm_added_key_biasShapeOpt != nullptr ? norm_added_key_biasShapeOpt->GetStorageShape().GetDim(0) : -1},
              {"rope_sin", rope_sinShapeOpt != nullptr ? rope_sinShapeOpt->GetStorageShape().GetDim(1) : -1},
-             {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(1) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
+             {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(1) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
     const gert::CompileTimeTensorDesc* queryDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();

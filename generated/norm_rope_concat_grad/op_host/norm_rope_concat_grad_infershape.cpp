@@ -7,20 +7,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
+#include <string>
 
 #include "register/op_impl_registry.h"
 #include "log/log.h"
 
 namespace ops {
 namespace {
-// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
-// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+// A dim several inputs carry: true when the extents of the present ones are all equal (a negative extent, an
+// absent optional input or a dim not known yet, is not compared); else false with `why` naming the first two that
+// differ.
 struct DimPlace {
     const char* input;
     int64_t extent;
 };
-inline bool SameDim(gert::InferShapeContext* context, const char* dim, std::initializer_list<DimPlace> places)
+inline bool SameDim(std::string& why, const char* dim, std::initializer_list<DimPlace> places)
 {
     const DimPlace* first = nullptr;
     for (const DimPlace& place : places) {
@@ -30,8 +33,10 @@ inline bool SameDim(gert::InferShapeContext* context, const char* dim, std::init
         if (first == nullptr) {
             first = &place;
         } else if (place.extent != first->extent) {
-            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
-                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            char text[256];
+            std::snprintf(text, sizeof(text), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                          static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            why = text;
             return false;
         }
     }
@@ -46,22 +51,6 @@ ge::graphStatus InferShapeNormRopeConcatGrad(gert::InferShapeContext* context)
     if (gradQueryOutputShape->GetDimNum() != 4) {
         OP_LOGE(context->GetNodeName(), "grad_query_output: rank %zu, expected 4 for [B, N, Seq + Sq, D]",
                 gradQueryOutputShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // grad_key_output: [B, N, Sek + Sk, D]
-    const gert::Shape* gradKeyOutputShape = context->GetInputShape(1);
-    OP_CHECK_NULL_WITH_CONTEXT(context, gradKeyOutputShape);
-    if (gradKeyOutputShape->GetDimNum() != 4) {
-        OP_LOGE(context->GetNodeName(), "grad_key_output: rank %zu, expected 4 for [B, N, Sek + Sk, D]",
-                gradKeyOutputShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // grad_value_output: [B, N, Sek + Sk, D]
-    const gert::Shape* gradValueOutputShape = context->GetInputShape(2);
-    OP_CHECK_NULL_WITH_CONTEXT(context, gradValueOutputShape);
-    if (gradValueOutputShape->GetDimNum() != 4) {
-        OP_LOGE(context->GetNodeName(), "grad_value_output: rank %zu, expected 4 for [B, N, Sek + Sk, D]",
-                gradValueOutputShape->GetDimNum());
         return ge::GRAPH_FAILED;
     }
     // query: [B, Sq, N, D]
@@ -92,55 +81,6 @@ ge::graphStatus InferShapeNormRopeConcatGrad(gert::InferShapeContext* context)
                 encoderKeyShape->GetDimNum());
         return ge::GRAPH_FAILED;
     }
-    // norm_query_weight: [D] (optional)
-    const gert::Shape* normQueryWeightShape = context->GetOptionalInputShape(7);
-    if (normQueryWeightShape != nullptr && normQueryWeightShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_query_weight: rank %zu, expected 1 for [D]",
-                normQueryWeightShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_query_mean: [B, Sq, N, 1] (optional)
-    const gert::Shape* normQueryMeanShape = context->GetOptionalInputShape(8);
-    if (normQueryMeanShape != nullptr && normQueryMeanShape->GetDimNum() != 4) {
-        OP_LOGE(context->GetNodeName(), "norm_query_mean: rank %zu, expected 4 for [B, Sq, N, 1]",
-                normQueryMeanShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_query_rstd: [B, Sq, N, 1] (optional)
-    const gert::Shape* normQueryRstdShape = context->GetOptionalInputShape(9);
-    if (normQueryRstdShape != nullptr && normQueryRstdShape->GetDimNum() != 4) {
-        OP_LOGE(context->GetNodeName(), "norm_query_rstd: rank %zu, expected 4 for [B, Sq, N, 1]",
-                normQueryRstdShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_key_weight: [D] (optional)
-    const gert::Shape* normKeyWeightShape = context->GetOptionalInputShape(10);
-    if (normKeyWeightShape != nullptr && normKeyWeightShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_key_weight: rank %zu, expected 1 for [D]",
-                normKeyWeightShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_key_mean: [B, Sk, N, 1] (optional)
-    const gert::Shape* normKeyMeanShape = context->GetOptionalInputShape(11);
-    if (normKeyMeanShape != nullptr && normKeyMeanShape->GetDimNum() != 4) {
-        OP_LOGE(context->GetNodeName(), "norm_key_mean: rank %zu, expected 4 for [B, Sk, N, 1]",
-                normKeyMeanShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_key_rstd: [B, Sk, N, 1] (optional)
-    const gert::Shape* normKeyRstdShape = context->GetOptionalInputShape(12);
-    if (normKeyRstdShape != nullptr && normKeyRstdShape->GetDimNum() != 4) {
-        OP_LOGE(context->GetNodeName(), "norm_key_rstd: rank %zu, expected 4 for [B, Sk, N, 1]",
-                normKeyRstdShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_added_query_weight: [D] (optional)
-    const gert::Shape* normAddedQueryWeightShape = context->GetOptionalInputShape(13);
-    if (normAddedQueryWeightShape != nullptr && normAddedQueryWeightShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_added_query_weight: rank %zu, expected 1 for [D]",
-                normAddedQueryWeightShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
     // norm_added_query_mean: [B, Seq, N, 1] (optional)
     const gert::Shape* normAddedQueryMeanShape = context->GetOptionalInputShape(14);
     if (normAddedQueryMeanShape != nullptr && normAddedQueryMeanShape->GetDimNum() != 4) {
@@ -153,13 +93,6 @@ ge::graphStatus InferShapeNormRopeConcatGrad(gert::InferShapeContext* context)
     if (normAddedQueryRstdShape != nullptr && normAddedQueryRstdShape->GetDimNum() != 4) {
         OP_LOGE(context->GetNodeName(), "norm_added_query_rstd: rank %zu, expected 4 for [B, Seq, N, 1]",
                 normAddedQueryRstdShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // norm_added_key_weight: [D] (optional)
-    const gert::Shape* normAddedKeyWeightShape = context->GetOptionalInputShape(16);
-    if (normAddedKeyWeightShape != nullptr && normAddedKeyWeightShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "norm_added_key_weight: rank %zu, expected 1 for [D]",
-                normAddedKeyWeightShape->GetDimNum());
         return ge::GRAPH_FAILED;
     }
     // norm_added_key_mean: [B, Sek, N, 1] (optional)
@@ -176,103 +109,58 @@ ge::graphStatus InferShapeNormRopeConcatGrad(gert::InferShapeContext* context)
                 normAddedKeyRstdShape->GetDimNum());
         return ge::GRAPH_FAILED;
     }
-    // rope_sin: [R, D] (optional)
-    const gert::Shape* ropeSinShape = context->GetOptionalInputShape(19);
-    if (ropeSinShape != nullptr && ropeSinShape->GetDimNum() != 2) {
-        OP_LOGE(context->GetNodeName(), "rope_sin: rank %zu, expected 2 for [R, D]", ropeSinShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // rope_cos: [R, D] (optional)
-    const gert::Shape* ropeCosShape = context->GetOptionalInputShape(20);
-    if (ropeCosShape != nullptr && ropeCosShape->GetDimNum() != 2) {
-        OP_LOGE(context->GetNodeName(), "rope_cos: rank %zu, expected 2 for [R, D]", ropeCosShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
+    std::string dimMismatch;
     if (!SameDim(
-            context, "B",
+            dimMismatch, "B",
             {{"grad_query_output", gradQueryOutputShape->GetDim(0)},
-             {"grad_key_output", gradKeyOutputShape->GetDim(0)},
-             {"grad_value_output", gradValueOutputShape->GetDim(0)},
              {"query", queryShape->GetDim(0)},
              {"key", keyShape->GetDim(0)},
              {"encoder_query", encoderQueryShape != nullptr ? encoderQueryShape->GetDim(0) : -1},
              {"encoder_key", encoderKeyShape != nullptr ? encoderKeyShape->GetDim(0) : -1},
-             {"norm_query_mean", normQueryMeanShape != nullptr ? normQueryMeanShape->GetDim(0) : -1},
-             {"norm_query_rstd", normQueryRstdShape != nullptr ? normQueryRstdShape->GetDim(0) : -1},
-             {"norm_key_mean", normKeyMeanShape != nullptr ? normKeyMeanShape->GetDim(0) : -1},
-             {"norm_key_rstd", normKeyRstdShape != nullptr ? normKeyRstdShape->GetDim(0) : -1},
              {"norm_added_query_mean", normAddedQueryMeanShape != nullptr ? normAddedQueryMeanShape->GetDim(0) : -1},
              {"norm_added_query_rstd", normAddedQueryRstdShape != nullptr ? normAddedQueryRstdShape->GetDim(0) : -1},
              {"norm_added_key_mean", normAddedKeyMeanShape != nullptr ? normAddedKeyMeanShape->GetDim(0) : -1},
              {"norm_added_key_rstd", normAddedKeyRstdShape != nullptr ? normAddedKeyRstdShape->GetDim(0) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Sq",
-                 {{"query", queryShape->GetDim(1)},
-                  {"norm_query_mean", normQueryMeanShape != nullptr ? normQueryMeanShape->GetDim(1) : -1},
-                  {"norm_query_rstd", normQueryRstdShape != nullptr ? normQueryRstdShape->GetDim(1) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Sk",
-                 {{"key", keyShape->GetDim(1)},
-                  {"norm_key_mean", normKeyMeanShape != nullptr ? normKeyMeanShape->GetDim(1) : -1},
-                  {"norm_key_rstd", normKeyRstdShape != nullptr ? normKeyRstdShape->GetDim(1) : -1}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
     if (!SameDim(
-            context, "N",
+            dimMismatch, "N",
             {{"grad_query_output", gradQueryOutputShape->GetDim(1)},
-             {"grad_key_output", gradKeyOutputShape->GetDim(1)},
-             {"grad_value_output", gradValueOutputShape->GetDim(1)},
              {"query", queryShape->GetDim(2)},
              {"key", keyShape->GetDim(2)},
              {"encoder_query", encoderQueryShape != nullptr ? encoderQueryShape->GetDim(2) : -1},
              {"encoder_key", encoderKeyShape != nullptr ? encoderKeyShape->GetDim(2) : -1},
-             {"norm_query_mean", normQueryMeanShape != nullptr ? normQueryMeanShape->GetDim(2) : -1},
-             {"norm_query_rstd", normQueryRstdShape != nullptr ? normQueryRstdShape->GetDim(2) : -1},
-             {"norm_key_mean", normKeyMeanShape != nullptr ? normKeyMeanShape->GetDim(2) : -1},
-             {"norm_key_rstd", normKeyRstdShape != nullptr ? normKeyRstdShape->GetDim(2) : -1},
              {"norm_added_query_mean", normAddedQueryMeanShape != nullptr ? normAddedQueryMeanShape->GetDim(2) : -1},
              {"norm_added_query_rstd", normAddedQueryRstdShape != nullptr ? normAddedQueryRstdShape->GetDim(2) : -1},
              {"norm_added_key_mean", normAddedKeyMeanShape != nullptr ? normAddedKeyMeanShape->GetDim(2) : -1},
              {"norm_added_key_rstd", normAddedKeyRstdShape != nullptr ? normAddedKeyRstdShape->GetDim(2) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "R",
-                 {{"rope_sin", ropeSinShape != nullptr ? ropeSinShape->GetDim(0) : -1},
-                  {"rope_cos", ropeCosShape != nullptr ? ropeCosShape->GetDim(0) : -1}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
     if (!SameDim(
-            context, "Seq",
+            dimMismatch, "Seq",
             {{"encoder_query", encoderQueryShape != nullptr ? encoderQueryShape->GetDim(1) : -1},
              {"norm_added_query_mean", normAddedQueryMeanShape != nullptr ? normAddedQueryMeanShape->GetDim(1) : -1},
              {"norm_added_query_rstd",
               normAddedQueryRstdShape != nullptr ? normAddedQueryRstdShape->GetDim(1) : -1}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
-    if (!SameDim(context, "Sek",
+    if (!SameDim(dimMismatch, "Sek",
                  {{"encoder_key", encoderKeyShape != nullptr ? encoderKeyShape->GetDim(1) : -1},
                   {"norm_added_key_mean", normAddedKeyMeanShape != nullptr ? normAddedKeyMeanShape->GetDim(1) : -1},
                   {"norm_added_key_rstd", normAddedKeyRstdShape != nullptr ? normAddedKeyRstdShape->GetDim(1) : -1}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
-    if (!SameDim(
-            context, "D",
-            {{"grad_query_output", gradQueryOutputShape->GetDim(3)},
-             {"grad_key_output", gradKeyOutputShape->GetDim(3)},
-             {"grad_value_output", gradValueOutputShape->GetDim(3)},
-             {"query", queryShape->GetDim(3)},
-             {"key", keyShape->GetDim(3)},
-             {"encoder_query", encoderQueryShape != nullptr ? encoderQueryShape->GetDim(3) : -1},
-             {"encoder_key", encoderKeyShape != nullptr ? encoderKeyShape->GetDim(3) : -1},
-             {"norm_query_weight", normQueryWeightShape != nullptr ? normQueryWeightShape->GetDim(0) : -1},
-             {"norm_key_weight", normKeyWeightShape != nullptr ? normKeyWeightShape->GetDim(0) : -1},
-             {"norm_added_query_weight",
-              normAddedQueryWeightShape != nullptr ? normAddedQueryWeightShape->GetDim(0) : -1},
-             {"norm_added_key_weight", normAddedKeyWeightShape != nullptr ? normAddedKeyWeightShape->GetDim(0) : -1},
-             {"rope_sin", ropeSinShape != nullptr ? ropeSinShape->GetDim(1) : -1},
-             {"rope_cos", ropeCosShape != nullptr ? ropeCosShape->GetDim(1) : -1}})) {
+    if (!SameDim(dimMismatch, "D",
+                 {{"grad_query_output", gradQueryOutputShape->GetDim(3)},
+                  {"query", queryShape->GetDim(3)},
+                  {"key", keyShape->GetDim(3)},
+                  {"encoder_query", encoderQueryShape != nullptr ? encoderQueryShape->GetDim(3) : -1},
+                  {"encoder_key", encoderKeyShape != nullptr ? encoderKeyShape->GetDim(3) : -1}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
     const int64_t dimB = gradQueryOutputShape->GetDim(0);

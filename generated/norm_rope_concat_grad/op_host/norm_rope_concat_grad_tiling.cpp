@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <cstdio>
 #include <initializer_list>
+#include <string>
 
 #include "../op_kernel/norm_rope_concat_grad_tiling_data.h"
 #include "log/log.h"
@@ -61,13 +63,14 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     return static_cast<int64_t>(bits);
 }
 
-// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
-// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+// A dim several inputs carry: true when the extents of the present ones are all equal (a negative extent, an
+// absent optional input or a dim not known yet, is not compared); else false with `why` naming the first two that
+// differ.
 struct DimPlace {
     const char* input;
     int64_t extent;
 };
-inline bool SameDim(gert::TilingContext* context, const char* dim, std::initializer_list<DimPlace> places)
+inline bool SameDim(std::string& why, const char* dim, std::initializer_list<DimPlace> places)
 {
     const DimPlace* first = nullptr;
     for (const DimPlace& place : places) {
@@ -77,8 +80,10 @@ inline bool SameDim(gert::TilingContext* context, const char* dim, std::initiali
         if (first == nullptr) {
             first = &place;
         } else if (place.extent != first->extent) {
-            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
-                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            char text[256];
+            std::snprintf(text, sizeof(text), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                          static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            why = text;
             return false;
         }
     }
@@ -284,8 +289,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "rope_cos: rank %zu, expected 2 for [R, D]",
                         static_cast<size_t>(rope_cosShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
-    if (!SameDim(
-            context, "B",
+    std::string dimMismatch;
+    OP_CHECK_IF(
+        !SameDim(
+            dimMismatch, "B",
             {{"grad_query_output", grad_query_outputShape.GetDim(0)},
              {"grad_key_output", grad_key_outputShape.GetDim(0)},
              {"grad_value_output", grad_value_outputShape.GetDim(0)},
@@ -310,29 +317,28 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                            : -1},
              {"norm_added_key_mean",
               norm_added_key_meanShapeOpt != nullptr ? norm_added_key_meanShapeOpt->GetStorageShape().GetDim(0) : -1},
-             {"norm_added_key_rstd", norm_added_key_rstdShapeOpt != nullptr
-                                         ? norm_added_key_rstdShapeOpt->GetStorageShape().GetDim(0)
-                                         : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Sq",
+             {"norm_added_key_rstd",
+              norm_added_key_rstdShapeOpt != nullptr ? norm_added_key_rstdShapeOpt->GetStorageShape().GetDim(0) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        !SameDim(dimMismatch, "Sq",
                  {{"query", queryShape.GetDim(1)},
                   {"norm_query_mean",
                    norm_query_meanShapeOpt != nullptr ? norm_query_meanShapeOpt->GetStorageShape().GetDim(1) : -1},
                   {"norm_query_rstd",
-                   norm_query_rstdShapeOpt != nullptr ? norm_query_rstdShapeOpt->GetStorageShape().GetDim(1) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Sk",
+                   norm_query_rstdShapeOpt != nullptr ? norm_query_rstdShapeOpt->GetStorageShape().GetDim(1) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        !SameDim(dimMismatch, "Sk",
                  {{"key", keyShape.GetDim(1)},
                   {"norm_key_mean",
                    norm_key_meanShapeOpt != nullptr ? norm_key_meanShapeOpt->GetStorageShape().GetDim(1) : -1},
                   {"norm_key_rstd",
-                   norm_key_rstdShapeOpt != nullptr ? norm_key_rstdShapeOpt->GetStorageShape().GetDim(1) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(
-            context, "N",
+                   norm_key_rstdShapeOpt != nullptr ? norm_key_rstdShapeOpt->GetStorageShape().GetDim(1) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        !SameDim(
+            dimMismatch, "N",
             {{"grad_query_output", grad_query_outputShape.GetDim(1)},
              {"grad_key_output", grad_key_outputShape.GetDim(1)},
              {"grad_value_output", grad_value_outputShape.GetDim(1)},
@@ -357,39 +363,36 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                            : -1},
              {"norm_added_key_mean",
               norm_added_key_meanShapeOpt != nullptr ? norm_added_key_meanShapeOpt->GetStorageShape().GetDim(2) : -1},
-             {"norm_added_key_rstd", norm_added_key_rstdShapeOpt != nullptr
-                                         ? norm_added_key_rstdShapeOpt->GetStorageShape().GetDim(2)
-                                         : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "R",
+             {"norm_added_key_rstd",
+              norm_added_key_rstdShapeOpt != nullptr ? norm_added_key_rstdShapeOpt->GetStorageShape().GetDim(2) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        !SameDim(dimMismatch, "R",
                  {{"rope_sin", rope_sinShapeOpt != nullptr ? rope_sinShapeOpt->GetStorageShape().GetDim(0) : -1},
-                  {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Seq",
-                 {{"encoder_query",
-                   encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(1) : -1},
-                  {"norm_added_query_mean", norm_added_query_meanShapeOpt != nullptr
-                                                ? norm_added_query_meanShapeOpt->GetStorageShape().GetDim(1)
-                                                : -1},
-                  {"norm_added_query_rstd", norm_added_query_rstdShapeOpt != nullptr
-                                                ? norm_added_query_rstdShapeOpt->GetStorageShape().GetDim(1)
-                                                : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(
-            context, "Sek",
+                  {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(0) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(!SameDim(dimMismatch, "Seq",
+                         {{"encoder_query",
+                           encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(1) : -1},
+                          {"norm_added_query_mean", norm_added_query_meanShapeOpt != nullptr
+                                                        ? norm_added_query_meanShapeOpt->GetStorageShape().GetDim(1)
+                                                        : -1},
+                          {"norm_added_query_rstd", norm_added_query_rstdShapeOpt != nullptr
+                                                        ? norm_added_query_rstdShapeOpt->GetStorageShape().GetDim(1)
+                                                        : -1}}),
+                OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        !SameDim(
+            dimMismatch, "Sek",
             {{"encoder_key", encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(1) : -1},
              {"norm_added_key_mean",
               norm_added_key_meanShapeOpt != nullptr ? norm_added_key_meanShapeOpt->GetStorageShape().GetDim(1) : -1},
-             {"norm_added_key_rstd", norm_added_key_rstdShapeOpt != nullptr
-                                         ? norm_added_key_rstdShapeOpt->GetStorageShape().GetDim(1)
-                                         : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(
-            context, "D",
+             {"norm_added_key_rstd",
+              norm_added_key_rstdShapeOpt != nullptr ? norm_added_key_rstdShapeOpt->GetStorageShape().GetDim(1) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        !SameDim(
+            dimMismatch, "D",
             {{"grad_query_output", grad_query_outputShape.GetDim(3)},
              {"grad_key_output", grad_key_outputShape.GetDim(3)},
              {"grad_value_output", grad_value_outputShape.GetDim(3)},
@@ -409,9 +412,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                            ? norm_added_key_weightShapeOpt->GetStorageShape().GetDim(0)
                                            : -1},
              {"rope_sin", rope_sinShapeOpt != nullptr ? rope_sinShapeOpt->GetStorageShape().GetDim(1) : -1},
-             {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(1) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
+             {"rope_cos", rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(1) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
     const gert::CompileTimeTensorDesc* grad_query_outputDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, grad_query_outputDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();

@@ -7,37 +7,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 
 #include "register/op_impl_registry.h"
 #include "log/log.h"
 
 namespace ops {
 namespace {
-// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
-// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
-struct DimPlace {
-    const char* input;
-    int64_t extent;
-};
-inline bool SameDim(gert::InferShapeContext* context, const char* dim, std::initializer_list<DimPlace> places)
-{
-    const DimPlace* first = nullptr;
-    for (const DimPlace& place : places) {
-        if (place.extent < 0) {
-            continue;
-        }
-        if (first == nullptr) {
-            first = &place;
-        } else if (place.extent != first->extent) {
-            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
-                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
-            return false;
-        }
-    }
-    return true;
-}
-
 ge::graphStatus InferShapeNsaSelectedAttention(gert::InferShapeContext* context)
 {
     // query: [T1, N1, D]
@@ -47,60 +22,11 @@ ge::graphStatus InferShapeNsaSelectedAttention(gert::InferShapeContext* context)
         OP_LOGE(context->GetNodeName(), "query: rank %zu, expected 3 for [T1, N1, D]", queryShape->GetDimNum());
         return ge::GRAPH_FAILED;
     }
-    // key: [T2, N2, D]
-    const gert::Shape* keyShape = context->GetInputShape(1);
-    OP_CHECK_NULL_WITH_CONTEXT(context, keyShape);
-    if (keyShape->GetDimNum() != 3) {
-        OP_LOGE(context->GetNodeName(), "key: rank %zu, expected 3 for [T2, N2, D]", keyShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
     // value: [T2, N2, Dv]
     const gert::Shape* valueShape = context->GetInputShape(2);
     OP_CHECK_NULL_WITH_CONTEXT(context, valueShape);
     if (valueShape->GetDimNum() != 3) {
         OP_LOGE(context->GetNodeName(), "value: rank %zu, expected 3 for [T2, N2, Dv]", valueShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // topk_indices: [T1, N2, CNT]
-    const gert::Shape* topkIndicesShape = context->GetInputShape(3);
-    OP_CHECK_NULL_WITH_CONTEXT(context, topkIndicesShape);
-    if (topkIndicesShape->GetDimNum() != 3) {
-        OP_LOGE(context->GetNodeName(), "topk_indices: rank %zu, expected 3 for [T1, N2, CNT]",
-                topkIndicesShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // actual_seq_qlen: [Bn] (optional)
-    const gert::Shape* actualSeqQlenShape = context->GetOptionalInputShape(5);
-    if (actualSeqQlenShape != nullptr && actualSeqQlenShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "actual_seq_qlen: rank %zu, expected 1 for [Bn]",
-                actualSeqQlenShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // actual_seq_kvlen: [Bn] (optional)
-    const gert::Shape* actualSeqKvlenShape = context->GetOptionalInputShape(6);
-    if (actualSeqKvlenShape != nullptr && actualSeqKvlenShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "actual_seq_kvlen: rank %zu, expected 1 for [Bn]",
-                actualSeqKvlenShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "T1", {{"query", queryShape->GetDim(0)}, {"topk_indices", topkIndicesShape->GetDim(0)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "T2", {{"key", keyShape->GetDim(0)}, {"value", valueShape->GetDim(0)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "N2",
-                 {{"key", keyShape->GetDim(1)},
-                  {"value", valueShape->GetDim(1)},
-                  {"topk_indices", topkIndicesShape->GetDim(1)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Bn",
-                 {{"actual_seq_qlen", actualSeqQlenShape != nullptr ? actualSeqQlenShape->GetDim(0) : -1},
-                  {"actual_seq_kvlen", actualSeqKvlenShape != nullptr ? actualSeqKvlenShape->GetDim(0) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "D", {{"query", queryShape->GetDim(2)}, {"key", keyShape->GetDim(2)}})) {
         return ge::GRAPH_FAILED;
     }
     const int64_t dimT1 = queryShape->GetDim(0);

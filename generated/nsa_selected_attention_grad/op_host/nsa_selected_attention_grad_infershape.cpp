@@ -7,20 +7,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
+#include <string>
 
 #include "register/op_impl_registry.h"
 #include "log/log.h"
 
 namespace ops {
 namespace {
-// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
-// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+// A dim several inputs carry: true when the extents of the present ones are all equal (a negative extent, an
+// absent optional input or a dim not known yet, is not compared); else false with `why` naming the first two that
+// differ.
 struct DimPlace {
     const char* input;
     int64_t extent;
 };
-inline bool SameDim(gert::InferShapeContext* context, const char* dim, std::initializer_list<DimPlace> places)
+inline bool SameDim(std::string& why, const char* dim, std::initializer_list<DimPlace> places)
 {
     const DimPlace* first = nullptr;
     for (const DimPlace& place : places) {
@@ -30,8 +33,10 @@ inline bool SameDim(gert::InferShapeContext* context, const char* dim, std::init
         if (first == nullptr) {
             first = &place;
         } else if (place.extent != first->extent) {
-            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
-                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            char text[256];
+            std::snprintf(text, sizeof(text), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                          static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            why = text;
             return false;
         }
     }
@@ -61,98 +66,17 @@ ge::graphStatus InferShapeNsaSelectedAttentionGrad(gert::InferShapeContext* cont
         OP_LOGE(context->GetNodeName(), "value: rank %zu, expected 3 for [T2, N2, Dv]", valueShape->GetDimNum());
         return ge::GRAPH_FAILED;
     }
-    // attentionOut: [T1, N1, Dv]
-    const gert::Shape* attentionOutShape = context->GetInputShape(3);
-    OP_CHECK_NULL_WITH_CONTEXT(context, attentionOutShape);
-    if (attentionOutShape->GetDimNum() != 3) {
-        OP_LOGE(context->GetNodeName(), "attentionOut: rank %zu, expected 3 for [T1, N1, Dv]",
-                attentionOutShape->GetDimNum());
+    std::string dimMismatch;
+    if (!SameDim(dimMismatch, "T2", {{"key", keyShape->GetDim(0)}, {"value", valueShape->GetDim(0)}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
-    // attentionOutGrad: [T1, N1, Dv]
-    const gert::Shape* attentionOutGradShape = context->GetInputShape(4);
-    OP_CHECK_NULL_WITH_CONTEXT(context, attentionOutGradShape);
-    if (attentionOutGradShape->GetDimNum() != 3) {
-        OP_LOGE(context->GetNodeName(), "attentionOutGrad: rank %zu, expected 3 for [T1, N1, Dv]",
-                attentionOutGradShape->GetDimNum());
+    if (!SameDim(dimMismatch, "N2", {{"key", keyShape->GetDim(1)}, {"value", valueShape->GetDim(1)}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
-    // softmaxMax: [T1, N1, 8]
-    const gert::Shape* softmaxMaxShape = context->GetInputShape(5);
-    OP_CHECK_NULL_WITH_CONTEXT(context, softmaxMaxShape);
-    if (softmaxMaxShape->GetDimNum() != 3) {
-        OP_LOGE(context->GetNodeName(), "softmaxMax: rank %zu, expected 3 for [T1, N1, 8]",
-                softmaxMaxShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // softmaxSum: [T1, N1, 8]
-    const gert::Shape* softmaxSumShape = context->GetInputShape(6);
-    OP_CHECK_NULL_WITH_CONTEXT(context, softmaxSumShape);
-    if (softmaxSumShape->GetDimNum() != 3) {
-        OP_LOGE(context->GetNodeName(), "softmaxSum: rank %zu, expected 3 for [T1, N1, 8]",
-                softmaxSumShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // topkIndices: [T1, N2, CNT]
-    const gert::Shape* topkIndicesShape = context->GetInputShape(7);
-    OP_CHECK_NULL_WITH_CONTEXT(context, topkIndicesShape);
-    if (topkIndicesShape->GetDimNum() != 3) {
-        OP_LOGE(context->GetNodeName(), "topkIndices: rank %zu, expected 3 for [T1, N2, CNT]",
-                topkIndicesShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // actualSeqQLen: [Bn] (optional)
-    const gert::Shape* actualSeqQLenShape = context->GetOptionalInputShape(8);
-    if (actualSeqQLenShape != nullptr && actualSeqQLenShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "actualSeqQLen: rank %zu, expected 1 for [Bn]",
-                actualSeqQLenShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    // actualSeqKVLlen: [Bn] (optional)
-    const gert::Shape* actualSeqKVLlenShape = context->GetOptionalInputShape(9);
-    if (actualSeqKVLlenShape != nullptr && actualSeqKVLlenShape->GetDimNum() != 1) {
-        OP_LOGE(context->GetNodeName(), "actualSeqKVLlen: rank %zu, expected 1 for [Bn]",
-                actualSeqKVLlenShape->GetDimNum());
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "T1",
-                 {{"query", queryShape->GetDim(0)},
-                  {"attentionOut", attentionOutShape->GetDim(0)},
-                  {"attentionOutGrad", attentionOutGradShape->GetDim(0)},
-                  {"softmaxMax", softmaxMaxShape->GetDim(0)},
-                  {"softmaxSum", softmaxSumShape->GetDim(0)},
-                  {"topkIndices", topkIndicesShape->GetDim(0)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "T2", {{"key", keyShape->GetDim(0)}, {"value", valueShape->GetDim(0)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "N2",
-                 {{"key", keyShape->GetDim(1)},
-                  {"value", valueShape->GetDim(1)},
-                  {"topkIndices", topkIndicesShape->GetDim(1)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Bn",
-                 {{"actualSeqQLen", actualSeqQLenShape != nullptr ? actualSeqQLenShape->GetDim(0) : -1},
-                  {"actualSeqKVLlen", actualSeqKVLlenShape != nullptr ? actualSeqKVLlenShape->GetDim(0) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "N1",
-                 {{"query", queryShape->GetDim(1)},
-                  {"attentionOut", attentionOutShape->GetDim(1)},
-                  {"attentionOutGrad", attentionOutGradShape->GetDim(1)},
-                  {"softmaxMax", softmaxMaxShape->GetDim(1)},
-                  {"softmaxSum", softmaxSumShape->GetDim(1)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "D", {{"query", queryShape->GetDim(2)}, {"key", keyShape->GetDim(2)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Dv",
-                 {{"value", valueShape->GetDim(2)},
-                  {"attentionOut", attentionOutShape->GetDim(2)},
-                  {"attentionOutGrad", attentionOutGradShape->GetDim(2)}})) {
+    if (!SameDim(dimMismatch, "D", {{"query", queryShape->GetDim(2)}, {"key", keyShape->GetDim(2)}})) {
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str());
         return ge::GRAPH_FAILED;
     }
     const int64_t dimT1 = queryShape->GetDim(0);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <cstdio>
 #include <initializer_list>
+#include <string>
 
 #include "../op_kernel/nsa_selected_attention_grad_tiling_data.h"
 #include "log/log.h"
@@ -82,13 +84,14 @@ inline int64_t AttrInt(gert::TilingContext* context, size_t index, int64_t defau
     return value == nullptr ? defaultValue : *value;
 }
 
-// A dim several inputs carry: false, with a log naming the first two that differ, when their extents are not
-// all equal. A negative extent (an absent optional input, or a dim not known yet) is not compared.
+// A dim several inputs carry: true when the extents of the present ones are all equal (a negative extent, an
+// absent optional input or a dim not known yet, is not compared); else false with `why` naming the first two that
+// differ.
 struct DimPlace {
     const char* input;
     int64_t extent;
 };
-inline bool SameDim(gert::TilingContext* context, const char* dim, std::initializer_list<DimPlace> places)
+inline bool SameDim(std::string& why, const char* dim, std::initializer_list<DimPlace> places)
 {
     const DimPlace* first = nullptr;
     for (const DimPlace& place : places) {
@@ -98,8 +101,10 @@ inline bool SameDim(gert::TilingContext* context, const char* dim, std::initiali
         if (first == nullptr) {
             first = &place;
         } else if (place.extent != first->extent) {
-            OP_LOGE(context->GetNodeName(), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
-                    static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            char text[256];
+            std::snprintf(text, sizeof(text), "%s: %s has %lld but %s has %lld; they must be equal", dim, first->input,
+                          static_cast<long long>(first->extent), place.input, static_cast<long long>(place.extent));
+            why = text;
             return false;
         }
     }
@@ -250,48 +255,43 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "actualSeqKVLlen: rank %zu, expected 1 for [Bn]",
                         static_cast<size_t>(actualSeqKVLlenShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
-    if (!SameDim(context, "T1",
-                 {{"query", queryShape.GetDim(0)},
-                  {"attentionOut", attentionOutShape.GetDim(0)},
-                  {"attentionOutGrad", attentionOutGradShape.GetDim(0)},
-                  {"softmaxMax", softmaxMaxShape.GetDim(0)},
-                  {"softmaxSum", softmaxSumShape.GetDim(0)},
-                  {"topkIndices", topkIndicesShape.GetDim(0)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "T2", {{"key", keyShape.GetDim(0)}, {"value", valueShape.GetDim(0)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "N2",
-                 {{"key", keyShape.GetDim(1)},
-                  {"value", valueShape.GetDim(1)},
-                  {"topkIndices", topkIndicesShape.GetDim(1)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Bn",
+    std::string dimMismatch;
+    OP_CHECK_IF(!SameDim(dimMismatch, "T1",
+                         {{"query", queryShape.GetDim(0)},
+                          {"attentionOut", attentionOutShape.GetDim(0)},
+                          {"attentionOutGrad", attentionOutGradShape.GetDim(0)},
+                          {"softmaxMax", softmaxMaxShape.GetDim(0)},
+                          {"softmaxSum", softmaxSumShape.GetDim(0)},
+                          {"topkIndices", topkIndicesShape.GetDim(0)}}),
+                OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(!SameDim(dimMismatch, "T2", {{"key", keyShape.GetDim(0)}, {"value", valueShape.GetDim(0)}}),
+                OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(!SameDim(dimMismatch, "N2",
+                         {{"key", keyShape.GetDim(1)},
+                          {"value", valueShape.GetDim(1)},
+                          {"topkIndices", topkIndicesShape.GetDim(1)}}),
+                OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        !SameDim(dimMismatch, "Bn",
                  {{"actualSeqQLen",
                    actualSeqQLenShapeOpt != nullptr ? actualSeqQLenShapeOpt->GetStorageShape().GetDim(0) : -1},
                   {"actualSeqKVLlen",
-                   actualSeqKVLlenShapeOpt != nullptr ? actualSeqKVLlenShapeOpt->GetStorageShape().GetDim(0) : -1}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "N1",
-                 {{"query", queryShape.GetDim(1)},
-                  {"attentionOut", attentionOutShape.GetDim(1)},
-                  {"attentionOutGrad", attentionOutGradShape.GetDim(1)},
-                  {"softmaxMax", softmaxMaxShape.GetDim(1)},
-                  {"softmaxSum", softmaxSumShape.GetDim(1)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "D", {{"query", queryShape.GetDim(2)}, {"key", keyShape.GetDim(2)}})) {
-        return ge::GRAPH_FAILED;
-    }
-    if (!SameDim(context, "Dv",
-                 {{"value", valueShape.GetDim(2)},
-                  {"attentionOut", attentionOutShape.GetDim(2)},
-                  {"attentionOutGrad", attentionOutGradShape.GetDim(2)}})) {
-        return ge::GRAPH_FAILED;
-    }
+                   actualSeqKVLlenShapeOpt != nullptr ? actualSeqKVLlenShapeOpt->GetStorageShape().GetDim(0) : -1}}),
+        OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(!SameDim(dimMismatch, "N1",
+                         {{"query", queryShape.GetDim(1)},
+                          {"attentionOut", attentionOutShape.GetDim(1)},
+                          {"attentionOutGrad", attentionOutGradShape.GetDim(1)},
+                          {"softmaxMax", softmaxMaxShape.GetDim(1)},
+                          {"softmaxSum", softmaxSumShape.GetDim(1)}}),
+                OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(!SameDim(dimMismatch, "D", {{"query", queryShape.GetDim(2)}, {"key", keyShape.GetDim(2)}}),
+                OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(!SameDim(dimMismatch, "Dv",
+                         {{"value", valueShape.GetDim(2)},
+                          {"attentionOut", attentionOutShape.GetDim(2)},
+                          {"attentionOutGrad", attentionOutGradShape.GetDim(2)}}),
+                OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
     const gert::CompileTimeTensorDesc* queryDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();

@@ -3,6 +3,7 @@
 // their shape, dtype and values as data members so an emulated aclnn layer can run the emitted checks;
 // the emitted code only calls the methods.
 #pragma once
+#include <cfloat>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -83,9 +84,15 @@ public:
         }
     }
     op::DataType GetDataType() const { return dataType_; }
-    float ToFloat() const { return static_cast<float>(value_); }
+    float ToFloat() const { return isInt64_ ? static_cast<float>(int_) : static_cast<float>(value_); }
     double ToDouble() const { return value_; }
-    bool ToBool() const { return value_ != 0.0; }
+    // opbase's ToBool: a floating value is true from fp32's epsilon in magnitude, an integer when not 0
+    bool ToBool() const
+    {
+        const bool floating = dataType_ == ge::DT_FLOAT || dataType_ == ge::DT_DOUBLE || dataType_ == ge::DT_FLOAT16 ||
+                              dataType_ == ge::DT_BF16;
+        return floating ? std::fabs(value_) >= static_cast<double>(FLT_EPSILON) : value_ != 0.0;
+    }
     int32_t ToInt32() const { return static_cast<int32_t>(ToInt64()); }
     int64_t ToInt64() const { return isInt64_ ? int_ : static_cast<int64_t>(value_); }
 
