@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
-from opgen.ir.dims import Bin, Fn, Lit, Sym, as_dim
+from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym, as_dim
 from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
@@ -57,6 +57,7 @@ class Variant:
     serves: list = field(default_factory=list)
     also: list = field(default_factory=list)
     dims: object = None   # its DimFields when the specialisations of one kernel lower on different row domains
+    stream: bool = False  # the class has COL_STREAM (opgen.tiling.rowkernel): the spec's rows can outgrow UB
 
 
 class DimFields:
@@ -458,19 +459,22 @@ class _Printer:
         """ROW_SPLIT: every per-row instruction (stat/row space) in order as Kernel-IR nodes (`nodes`)."""
         return self.nodes([i for i in self.p.instrs if per_row(i)], None)
 
-    def phase_nodes(self, level: int | None) -> list:
+    def phase_nodes(self, level: int | None, stream: bool = False) -> list:
         """COL_SPLIT: the instructions of one phase (opgen.kernel.rowprog._assign_phases) as Kernel-IR nodes: for
         level L the ancestors of its row reductions, for the final phase (None) those of every store and
-        accumulate."""
+        accumulate. With `stream` (COL_STREAM: the phase runs once per column chunk) a partial row reduction is
+        combined with the chunks before it (`nodes`)."""
         want = -1 if level is None else level
-        return self.nodes([i for i in self.p.instrs if per_row(i) and want in i.phases], level)
+        return self.nodes([i for i in self.p.instrs if per_row(i) and want in i.phases], level, stream)
 
-    def nodes(self, instrs: list, phase: int | None) -> list:
+    def nodes(self, instrs: list, phase: int | None, stream: bool = False) -> list:
         """Instructions `instrs` inside the per-row loop (`i`, `n_`) as Kernel-IR nodes (`instr_node`; a stat load
         a GetValue, a stat store a SetValue; a row reduction in ROW_SPLIT a Call of RowSum / RowMax with its result,
         in COL_SPLIT's phase of its level that Call with its partial stored to sums_ (slot * groupStride_ + i), in a
         later phase a GetValue of its total from tots_), barriers by dependency (`with_barriers`); each node's doc
-        is its spec citation."""
+        is its spec citation. With `stream` the partial of the chunk [c0_, c0_ + n_) is stored at the slice's first
+        chunk (c0_ == cBegin) and combined into the stored one at the next (a sum adds, a maximum keeps the larger,
+        in chunk order: deterministic)."""
         op = lambda x: _operand_ref(x, self.p)  # noqa: E731
         n = Sym("n_")
         row = _kmul(Sym("i"), Sym("rowStride_"))
@@ -493,9 +497,18 @@ class _Printer:
                                     doc=doc))
             elif k in ("rsum", "rmax") and phase is not None and i.level == phase:
                 part = f"part_{i.dst}"
-                out += [kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc),
-                        kir.SetValue(kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_)),
-                                     kir.FRef(part))]
+                at = kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_))
+                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc))
+                if stream:
+                    prev = f"prev_{i.dst}"
+                    both = (kir.FBin("+", kir.FRef(prev), kir.FRef(part)) if k == "rsum"
+                            else kir.FMinMax("max", kir.FRef(prev), kir.FRef(part)))
+                    out.append(kir.If((Constraint("==", Sym("c0_"), Sym("cBegin")),),
+                                      (kir.SetValue(at, kir.FRef(part)),),
+                                      (kir.FLet(prev, kir.FLoad(at)), kir.SetValue(at, both)),
+                                      doc="the slice's first chunk; a later one combines with the chunks before"))
+                else:
+                    out.append(kir.SetValue(at, kir.FRef(part)))
             elif k in ("rsum", "rmax"):
                 out.append(kir.GetValue(i.dst, kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[i.dst], gs), i_)),
                                         doc=doc))
@@ -1004,6 +1017,8 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
+        stream_levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["stream_levels"]),
+        col_phases=tuple(ctx["col_phases"]),
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
         col_total_init=tuple(ctx["col_total"][0]), col_total_end=tuple(ctx["col_total"][1]),
         helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"] and ctx["sum_accs"]),
@@ -1074,6 +1089,11 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "levels": [(lv, col_pr.phase_nodes(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],
+        "stream": v.stream,
+        "col_phases": sorted({ph for i in p.instrs if per_row(i) and set(i.srcs) & set(p.col) for ph in i.phases}),
+        "stream_levels": [(lv, col_pr.phase_nodes(lv, stream=True),
+                           [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
+                          for lv in levels] if v.stream else [],
         "final_nodes": col_pr.phase_nodes(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
         "col_total": (col_total[0], place_barriers(col_total[1])),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
@@ -1084,7 +1104,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     }
     k = row_split_ir(spec, v, dims, ctx)
     ctx["row_split"] = kir.methods_cpp(k, [m for m in ROW_SPLIT_METHODS if any(f.name == m for f in k.methods)])
-    ctx["col_split"] = kir.methods_cpp(k, ["ColSplit"], verify_first=False)
+    ctx["col_split"] = kir.methods_cpp(k, ["ColSplit"] + (["ColStream"] if v.stream else []), verify_first=False)
     ctx["process"] = "\n".join(kir.CppPrinter(k).func("Process", (), k.process))
     ctx["helpers"] = {m.name: kir.methods_cpp(k, [m.name], verify_first=False).rstrip("\n") for m in k.methods
                       if m.name in HELPER_METHODS}
@@ -1105,7 +1125,8 @@ def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec
         serving = [(c, cond) for v, c in zip(variants, classes) for k, cond in v.serves if k == ak]
         for r, row in enumerate(spec.dtype_rows, start=1):
             types = [CTYPE[str(row[d].value) if hasattr(row[d], "value") else str(row[d])] for d in dvars]
-            for strategy, name in ((1, "ROW_SPLIT"), (2, "COL_SPLIT")):
+            for strategy, name in ((1, "ROW_SPLIT"), (2, "COL_SPLIT"), (3, "COL_STREAM"))[
+                    :3 if any(v.stream for v in variants) else 2]:
                 tk = TilingKey(ak, r, strategy, name)
                 declared.append(tk)
                 keys.append((tk.macro(spec), types, [(c["name"], cond) for c, cond in serving]))
