@@ -4,7 +4,8 @@ and its emitted kernel emulated by `opgen check`, against float64 NumPy math or 
 Every spec is written with the public DSL only. One case list per operator covers its kind in the rows family
 (last-axis reductions, leading-axis sums, broadcasts, row-axis slices, leading-axis permutes and
 concats as GM addressing, static attributes): odd sizes, H = 1, rows past UB (the row split over cores: COL_SPLIT, column chunks when nothing
-is reduced per row, partial maxima / sums exchanged when something is), tails over cores (row counts that do not
+is reduced per row, partial maxima / sums exchanged when something is; COL_STREAM, a core's slice longer than UB
+walked in chunks re-read per row-reduction level), tails over cores (row counts that do not
 divide the 48 cores), several dtype rows. The kernel's outputs are compared with the oracle evaluated on the
 inputs the kernel got (in their declared dtypes, widened to float64), with a bound by output dtype: a few units
 of the dtype's rounding (2^-24 fp32, 2^-11 fp16, 2^-8 bf16) relative to the larger of the value and the mean
@@ -345,7 +346,7 @@ def _terms(op, name, dims) -> int:
 
 
 F32, F16, BF16 = ({"T": "float32"}, {"T": "float16"}, {"T": "bfloat16"})
-# (op, dims, dtypes, attrs, strategies the case must take: 1 ROW_SPLIT, 2 COL_SPLIT, None either)
+# (op, dims, dtypes, attrs, strategies the case must take: 1 ROW_SPLIT, 2 COL_SPLIT, 3 COL_STREAM, None either)
 CASES = [
     ("rms_norm", {"Bd": (3, 5), "H": 33}, F32, {}, 1),
     ("rms_norm", {"Bd": (2,), "H": 1}, F16, {}, None),
@@ -367,9 +368,13 @@ CASES = [
     ("softmax", {"Bd": (3, 17), "H": 1}, BF16, {}, None),
     ("softmax", {"Bd": (53,), "H": 1000}, BF16, {}, 1),
     ("softmax", {"Bd": (2,), "H": 262144}, F16, {}, 2),                       # SoftmaxV2 over 262144 columns
+    ("softmax", {"Bd": (3,), "H": 400001}, F32, {}, 3),        # COL_STREAM: a core's slice in chunks, a tail chunk
+    ("softmax", {"Bd": (2,), "H": 500001}, BF16, {}, 3),
     ("log_softmax", {"Bd": (3, 5), "H": 45}, F16, {}, 1),                     # the per-row sum's log: a Duplicate
     ("log_softmax", {"Bd": (2,), "H": 20000}, BF16, {}, 2),
     ("log_softmax", {"Bd": (7,), "H": 1}, F32, {}, None),
+    ("log_softmax", {"Bd": (3,), "H": 393217}, F32, {}, 3),    # COL_STREAM: rows of 393216 + 1
+    ("log_softmax", {"Bd": (2,), "H": 500001}, F16, {}, 3),
     ("swiglu", {"Bd": (3,), "H": 21}, F32, {}, 1),
     ("swiglu", {"Bd": (2,), "H": 11008}, BF16, {}, 2),                        # column chunks of both halves
     ("swiglu", {"Bd": (61,), "H": 1}, F16, {}, None),

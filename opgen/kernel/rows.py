@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from opgen.dsl.keys import attr_key
-from opgen.errors import IRError, SpecError
+from opgen.errors import IRError
 from opgen.ir.core import Graph
 from opgen.ir.dims import Lit, as_dim
 from opgen.ir.dtypes import DType, dtype_name
@@ -1265,7 +1265,7 @@ def rows_tiling(spec, lowered, counts):
     extents, the dtype variables, the float attributes the programs use and the dim fields of the views."""
     from opgen.codegen.kernel import DimFields, class_context
     from opgen.kernel.family import Tiling
-    from opgen.tiling.rowkernel import program, streamable
+    from opgen.tiling.rowkernel import program, streamable, with_streaming
 
     lay = lowered.layout
     variants = variants_of(spec, lowered)
@@ -1319,23 +1319,14 @@ def rows_tiling(spec, lowered, counts):
             if not all(n in used for used in users.values()):
                 inputs[f"{n}Dim"] = ("by_attr_key", tuple((ak, e if n in used else Lit(0))
                                                           for ak, used in sorted(users.items())))
-    if streamable(counts) and not _fits_without_streaming(spec, prog, inputs):
-        prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, stream=True)
-        doc = doc.removesuffix("; ROW_SPLIT / COL_SPLIT.") + "; ROW_SPLIT / COL_SPLIT / COL_STREAM."
-        for v in variants:
-            v.stream = True
+    if streamable(counts):
+        prog, plans, proven = with_streaming(spec, inputs, prog, plans, lambda: program(
+            spec.name, counts, dvars, tuple(attrs), extra, stream=True))
+        if proven is None:   # the spec's rows can outgrow UB: every class has COL_STREAM
+            doc = doc.removesuffix("; ROW_SPLIT / COL_SPLIT.") + "; ROW_SPLIT / COL_SPLIT / COL_STREAM."
+            for v in variants:
+                v.stream = True
+    else:
+        proven = None
     lowered.extra.update(variants=variants, dims=dims)
-    return Tiling(prog, inputs, plans, doc)
-
-
-def _fits_without_streaming(spec, prog, inputs) -> bool:
-    """Whether the ROW_SPLIT / COL_SPLIT plans of tiling program `prog` fit UB for every shape the spec allows (the
-    UB proof, opgen.tiling.ub_proof, passes). A kernel whose rows fit at the spec's bounds gets no streaming
-    schedule: COL_STREAM is added only where a row's slice can outgrow UB."""
-    from opgen.tiling.ub_proof import prove_ub  # lazy: start-up time
-
-    try:
-        prove_ub(spec, prog, inputs)
-    except SpecError as e:
-        return "UB overflow" not in str(e)
-    return True
+    return Tiling(prog, inputs, plans, doc, proven=proven)

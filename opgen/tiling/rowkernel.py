@@ -28,10 +28,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from opgen.errors import SpecError
 from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, MASK_LANES, SELECT_KINDS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
+from opgen.tiling.ub_proof import prove_ub
 
 ROW_SPLIT, COL_SPLIT, COL_STREAM = 1, 2, 3
 STREAM_PROBE_COLS = 4096
@@ -235,6 +237,20 @@ def streamable(c: RowCounts) -> bool:
     holds nothing across the column chunks of a group but its per-row partial reductions — no two-pass
     reductions over rows (acc_reads), no sums over rows (column / batch accumulators, totals over every axis)."""
     return bool(c.levels) and not (c.acc_reads or c.col_acc or c.brow_acc or c.total_acc)
+
+
+def with_streaming(spec, inputs: dict, prog, plans: dict, streaming) -> tuple:
+    """(program, plans, proven): the ROW_SPLIT / COL_SPLIT tiling program `prog` (plans `plans`) with the UB
+    proof's checked cases when it fits every shape spec `spec` allows (opgen.tiling.ub_proof, its inputs read as
+    `inputs`); when it fails with a UB overflow, `streaming()` — the program with COL_STREAM — and None (the
+    pipeline proves that one). A kernel whose rows fit at the spec's bounds so has no streaming schedule. Another
+    SpecError of the proof: (prog, plans, None), the pipeline's proof reports it."""
+    try:
+        return prog, plans, prove_ub(spec, prog, inputs)
+    except SpecError as e:
+        if "UB overflow" not in str(e):
+            return prog, plans, None
+    return (*streaming(), None)
 
 
 def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[str, ...] = (),
