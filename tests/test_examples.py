@@ -421,6 +421,8 @@ CASES = [
     ("instance_norm", {"N": 2, "C": 3, "H": 150, "W": 301}, F32, {"eps": 0.01}, 2),   # rows of H * W over cores
     ("instance_norm", {"N": 7, "C": 11, "H": 1, "W": 1}, F16, {}, 1),           # H = W = 1; 77 rows: a tail
     ("instance_norm", {"N": 1, "C": 97, "H": 3, "W": 1}, F32, {}, 1),           # the channel wraps within a core
+    ("instance_norm", {"N": 1, "C": 2, "H": 501, "W": 1001}, F16, {}, 3),       # rows of 501501: COL_STREAM
+    ("layer_norm_v4", {"Bd": (2,), "S": 63, "H": 8001}, {"T": "bfloat16", "U": "float32"}, {}, 3),   # streamed
     ("layer_norm_v4", {"Bd": (3,), "S": 5, "H": 7}, {"T": "float16", "U": "float32"}, {}, 1),
     ("layer_norm_v4", {"Bd": (2,), "S": 100, "H": 301}, {"T": "bfloat16", "U": "bfloat16"}, {}, 2),
     ("layer_norm_v4", {"Bd": (7, 7), "S": 1, "H": 1}, {"T": "float32", "U": "float32"}, {}, 1),
@@ -461,6 +463,7 @@ CASES = [
     ("smooth_l1_loss", {"Bd": (3,), "H": 40000}, BF16, {"beta": 2.0}, 2),
     ("group_norm", {"N": 3, "C": 6, "HxW": 7, "G": 3}, F16, {"group": 3}, 1),     # segments of 7: unaligned ends
     ("group_norm", {"N": 2, "C": 4, "HxW": 30001, "G": 2}, F32, {"group": 2, "eps": 0.01}, 2),   # rows over cores
+    ("group_norm", {"N": 2, "C": 4, "HxW": 250001, "G": 2}, F32, {"group": 2}, 3),   # streamed: segments per chunk
     ("group_norm", {"N": 5, "C": 12, "HxW": 1, "G": 4}, BF16, {"group": 4}, 1),   # HxW = 1: one column a channel
     ("group_norm", {"N": 97, "C": 5, "HxW": 9, "G": 1}, F32, {"group": 1}, 1),    # one group: LayerNorm over C * HxW
     ("group_norm", {"N": 2, "C": 7, "HxW": 33, "G": 7}, BF16, {"group": 7}, 1),   # a group a channel: InstanceNorm

@@ -20,6 +20,12 @@ stay resident while, per row-reduction level, partial row sums / maxima are exch
 each core combines `rowsPerOwner` rows in core order, SyncAll), then computes its output slices. The core owns
 its columns for every row: no cross-core column sums. Inputs are read from GM once.
 
+COL_STREAM (strategy 3; only in a kernel whose spec lets a core's slice outgrow UB: `with_streaming`), when even
+a core's resident slice of one row does not fit: the slice walked in `colsPerPass` chunks (whole 32-byte blocks,
+the last a tail) of `groupRows` rows, re-read from GM for each row-reduction level (partials combined over the
+chunks in chunk order, then exchanged as in COL_SPLIT) and once more for the outputs: the row inputs are read
+(levels + 1) times (docs/design.md, COL_STREAM).
+
 Units: elements unless a name ends in Bytes. Facts: docs/reference/ascendc.md §1.5 (TQue/TBuf, double buffering),
 §1.7-§1.8 (DataCopyPad, 32-byte UB alignment), §2.5 (blockDim, tails), §3 (UB sizes).
 """
@@ -243,7 +249,7 @@ def with_streaming(spec, inputs: dict, prog, plans: dict, streaming) -> tuple:
     """(program, plans, proven): the ROW_SPLIT / COL_SPLIT tiling program `prog` (plans `plans`) with the UB
     proof's checked cases when it fits every shape spec `spec` allows (opgen.tiling.ub_proof, its inputs read as
     `inputs`); when it fails with a UB overflow, `streaming()` — the program with COL_STREAM — and None (the
-    pipeline proves that one). A kernel whose rows fit at the spec's bounds so has no streaming schedule. Another
+    pipeline proves that one). So a kernel whose rows fit at the spec's bounds has no streaming schedule. Another
     SpecError of the proof: (prog, plans, None), the pipeline's proof reports it."""
     try:
         return prog, plans, prove_ub(spec, prog, inputs)
