@@ -142,3 +142,54 @@ def test_renaming_changes_nothing(tmp_path, softmax):
                 b = _tiling(rspec, runit, rows, h, dt, PLATFORMS[plat], "Cols", "Lead")
                 assert {k: a[k] for k in ("strategy", "colsPerPass", "groupRows", "blockDim", "workspaceBytes")} == \
                     {k: b[k] for k in ("strategy", "colsPerPass", "groupRows", "blockDim", "workspaceBytes")}
+
+
+def test_online_max_and_sum_is_found_by_the_program_shape():
+    """The online maximum and sum (one pass for the maximum and the sum of exponentials) is taken for softmax-like
+    chains — SoftmaxV2, LogSoftmaxV2, and CrossEntropyLoss's row — and not for reductions of another shape."""
+    from opgen.codegen.kernel import online_pair
+    from opgen.passes.pipeline import kernel_build
+    from opgen.registry import load_spec
+
+    def pairs(name):
+        u = kernel_build(load_spec(str(EX / f"{name}.py")))
+        return [online_pair(v.prog) for v in u.lowered.extra["variants"]]
+
+    for name in ("softmax", "log_softmax"):
+        (m, s), = pairs(name)
+        assert (m.kind, s.kind, s.level) == ("rmax", "rsum", m.level + 1)
+    assert any(pairs("cross_entropy_loss"))
+    for name in ("rms_norm", "layer_norm_v4", "group_norm"):
+        assert not any(pairs(name)), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype,h", [("float32", 400001), ("bfloat16", 500001)])
+def test_streamed_softmax_with_a_growing_maximum(tmp_path, dtype, h):
+    """Rows whose maximum grows chunk after chunk and core after core (x ascending up to 200: exp(200) overflows
+    fp32, so a sum not rescaled to the running maximum would be inf) and a row descending from 150: the streamed
+    kernel (COL_STREAM, online maximum and sum: x read twice) equals float64 softmax within a few units of the
+    dtype's rounding, and every row sums to 1."""
+    import ml_dtypes
+    import numpy as np
+
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    x = np.stack([np.linspace(-50.0, 200.0, h), np.linspace(150.0, -100.0, h),
+                  np.random.default_rng(7).standard_normal(h) * 30.0])
+    if dtype == "bfloat16":
+        x = x.astype(ml_dtypes.bfloat16).astype(np.float32)
+    else:
+        x = x.astype(np.float32)
+    write_ops([str(EX / "softmax.py")], tmp_path)
+    r = run_check(str(EX / "softmax.py"), inputs={"x": x}, dtypes={"T": dtype}, gen_dir=tmp_path, progress=False)
+    assert not r.faults and r.passed and r.tiling_key % 10 == 3
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    got = np.asarray(r.arrays["y"], dtype=np.float64)
+    unit = 2.0**-24 if dtype == "float32" else 2.0**-8
+    assert np.all(np.abs(got - want) <= 8 * unit * want + 1e-30 + 2.0**-24 * 64 * want)
+    assert np.allclose(got.sum(-1), 1.0, rtol=0, atol=1e-3 if dtype == "float32" else 2e-2)
+    assert r.gm_ratio < 1.51   # x read twice, y written once

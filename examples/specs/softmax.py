@@ -2,7 +2,7 @@
 
 Two row reductions of two levels (the maximum, then the sum of the shifted exponentials); rows longer than UB
 are split over the cores with the partial maxima and sums exchanged through workspace, and a core's slice longer
-than UB is streamed (COL_STREAM: x read three times, once per level and once for y).
+than UB is streamed (COL_STREAM: x read twice, once for the online maximum and sum, once for y).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32

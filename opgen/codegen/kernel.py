@@ -20,6 +20,7 @@ data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.8 (DataCopyPad units: blockLen 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from opgen.names import cpp_name, kernel_entry, op_snake
@@ -467,7 +468,60 @@ class _Printer:
         want = -1 if level is None else level
         return self.nodes([i for i in self.p.instrs if per_row(i) and want in i.phases], level, stream)
 
-    def nodes(self, instrs: list, phase: int | None, stream: bool = False) -> list:
+    def online_nodes(self, pair: tuple) -> list:
+        """COL_STREAM with an online maximum and sum (`online_pair`: a level-a row maximum m, the level-(a+1) row
+        sum s of exp(v - m)): the instructions of phases a and a + 1 in program order (a valid stream: each phase
+        holds the ancestors of its reductions) run once per chunk. The chunk's maximum is combined with the running
+        one (sums_, slot of m) and the new running maximum stands for m in the sum's phase; the chunk's sum of
+        exp(v - running max) is added to the running sum (tots_, slot of s, until the exchange) after that is
+        rescaled by exp(old running max - new), computed by a vector Exp on 8 lanes of red_ (the scalar unit has
+        no exp). Exact in real arithmetic: exp(v - M) = exp(v - m') * exp(m' - M)."""
+        m, s = pair
+        a = m.level
+        instrs = [i for i in self.p.instrs if per_row(i) and (a in i.phases or a + 1 in i.phases)]
+        return self.nodes(instrs, a, stream=True, online=pair)
+
+    def online_rescale(self, pair: tuple) -> list:
+        """After the exchange of the maximum m: for each of the group's rows, this core's running sum (tots_ slot
+        of s) times exp(core's maximum - total maximum) into sums_ (the slot the exchange of s sends)."""
+        m, s = pair
+        gs, i_ = Sym("groupStride_"), Sym("i")
+        at = lambda buf, k: kir.Ref(buf, Bin("+", _kmul(k, gs), i_))  # noqa: E731
+        red = kir.Ref("red_")
+        return [kir.For("i", Lit(0), Sym("k"), Lit(1), (
+            kir.FLet("dm", kir.FBin("-", kir.FLoad(at("sums_", self.level_slot[m.dst])),
+                                    kir.FLoad(at("tots_", self.rsum_index[m.dst])))),
+            kir.vec(Op.DUPLICATE, dst=red, scalar=kir.FRef("dm"), count=Lit(8)),
+            kir.Barrier(Pipe.V),
+            kir.vec(Op.EXP, dst=red, src0=red, count=Lit(8)),
+            kir.SetFlag(Pipe.V, Pipe.S, 0), kir.WaitFlag(Pipe.V, Pipe.S, 0),
+            kir.SetValue(at("sums_", self.level_slot[s.dst]),
+                         kir.FBin("*", kir.FLoad(at("tots_", self.rsum_index[s.dst])), kir.FLoad(red))),
+        ), doc="this core's sums rescaled to the total maximum")]
+
+    def _online_steps(self, i: Instr, pair: tuple, part: str, doc: str) -> list:
+        """The running maximum / sum update after the chunk's partial `part` of reduction `i` (online_nodes)."""
+        m, s = pair
+        gs, i_ = Sym("groupStride_"), Sym("i")
+        later = (Constraint(">", Sym("c0_"), Sym("cBegin")),)
+        if i is m:
+            at = kir.Ref("sums_", Bin("+", _kmul(self.level_slot[m.dst], gs), i_))
+            return [kir.FLet("mOld", kir.FRef(part), mutable=True),
+                    kir.If(later, (kir.FAssign("mOld", kir.FLoad(at)),), doc="the running maximum of the chunks before"),
+                    kir.FLet(m.dst, kir.FMinMax("max", kir.FRef("mOld"), kir.FRef(part)), doc=doc),
+                    kir.SetValue(at, kir.FRef(m.dst))]
+        at = kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[s.dst], gs), i_))
+        red = kir.Ref("red_")
+        return [kir.vec(Op.DUPLICATE, dst=red, scalar=kir.FBin("-", kir.FRef("mOld"), kir.FRef(m.dst)),
+                        count=Lit(8), doc="exp(old running maximum - new) on the vector unit"),
+                kir.vec(Op.EXP, dst=red, src0=red, count=Lit(8)),
+                kir.SetFlag(Pipe.V, Pipe.S, 0), kir.WaitFlag(Pipe.V, Pipe.S, 0),
+                kir.FLet("sOld", kir.FConst(0.0), mutable=True),
+                kir.If(later, (kir.FAssign("sOld", kir.FLoad(at)),), doc="the running sum of the chunks before"),
+                kir.SetValue(at, kir.FBin("+", kir.FBin("*", kir.FRef("sOld"), kir.FLoad(red)), kir.FRef(part)),
+                             doc=doc)]
+
+    def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None) -> list:
         """Instructions `instrs` inside the per-row loop (`i`, `n_`) as Kernel-IR nodes (`instr_node`; a stat load
         a GetValue, a stat store a SetValue; a row reduction in ROW_SPLIT a Call of RowSum / RowMax with its result,
         in COL_SPLIT's phase of its level that Call with its partial stored to sums_ (slot * groupStride_ + i), in a
@@ -495,6 +549,10 @@ class _Printer:
             elif k in ("rsum", "rmax") and self.mode == "row":
                 out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=i.dst,
                                     doc=doc))
+            elif online is not None and any(i is x for x in online):
+                part = f"part_{i.dst}"
+                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc))
+                out += self._online_steps(i, online, part, doc)
             elif k in ("rsum", "rmax") and phase is not None and i.level == phase:
                 part = f"part_{i.dst}"
                 at = kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_))
@@ -521,6 +579,44 @@ class _Printer:
                     raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
                 out.append(node)
         return with_barriers(out)
+
+
+def online_pair(p: RowProgram) -> tuple | None:
+    """(m, s) when row program `p`'s reductions allow COL_STREAM's online maximum and sum: m the only row reduction
+    of its level a, a maximum; s the only one of level a + 1, a sum whose phase reads m only as s's operand
+    exp(v - m) — one `Adds(v, -(m))` read only by one Exp read only by s (a softmax's denominator). Then
+    sum(exp(v - M)) over chunks with running maxima m' is sum(exp(v - m')) * exp(m' - M), and the two levels share
+    one pass over the chunks. None otherwise."""
+    for m in p.rsums():
+        nxt = p.rsums(m.level + 1)
+        if m.kind != "rmax" or len(p.rsums(m.level)) != 1 or len(nxt) != 1 or nxt[0].kind != "rsum":
+            continue
+        s = nxt[0]
+        phase = [i for i in p.instrs if per_row(i) and m.level + 1 in i.phases]
+        uses: dict = {}   # instruction index -> the instructions reading the value it defines
+        last: dict = {}
+        for k, i in enumerate(phase):
+            for x in i.srcs:
+                if x in last:
+                    uses.setdefault(last[x], []).append(i)
+            if i.dst:
+                last[i.dst] = k
+        token = re.compile(rf"\b{re.escape(m.dst)}\b")
+        readers = [i for i in phase if m.dst in i.srcs or token.search(i.arg or "")]
+        if len(readers) != 1:
+            continue
+        r = readers[0]
+        if not (r.kind == "vscalar" and r.op == "Adds" and r.arg.replace(" ", "") == f"-({m.dst})"):
+            continue
+        ku = phase.index(r)
+        e = uses.get(ku, [])
+        if len(e) != 1 or not (e[0].kind == "vunary" and e[0].op == "Exp" and e[0].srcs == (r.dst,)):
+            continue
+        after = uses.get(phase.index(e[0]), [])
+        if len(after) != 1 or after[0] is not s or s.srcs != (e[0].dst,):
+            continue
+        return m, s
+    return None
 
 
 def _load_row(line: str, dst: str):
@@ -1018,7 +1114,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
         stream_levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["stream_levels"]),
-        col_phases=tuple(ctx["col_phases"]),
+        col_phases=tuple(ctx["col_phases"]), online=ctx["online"],
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
         col_total_init=tuple(ctx["col_total"][0]), col_total_end=tuple(ctx["col_total"][1]),
         helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"] and ctx["sum_accs"]),
@@ -1090,6 +1186,8 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],
         "stream": v.stream,
+        "online": ((pair[0].level, col_pr.online_nodes(pair), col_pr.online_rescale(pair))
+                   if v.stream and (pair := online_pair(p)) else ()),
         "col_phases": sorted({ph for i in p.instrs if per_row(i) and set(i.srcs) & set(p.col) for ph in i.phases}),
         "stream_levels": [(lv, col_pr.phase_nodes(lv, stream=True),
                            [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])

@@ -125,6 +125,7 @@ class RowSchedule:
     final_body: tuple = ()     # COL_SPLIT's final per-row stream (Kernel-IR statements, barriers placed)
     stream_levels: tuple = ()  # COL_STREAM's levels (as `levels`, partials combined over the chunks); () = no COL_STREAM
     col_phases: tuple = ()     # COL_STREAM: the phases (levels, -1 the final one) that read column rows
+    online: tuple = ()         # COL_STREAM: (level a, the fused stream of levels a and a + 1, the rescale loop)
     col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (C++ lines)
     col_total_init: tuple = ()   # COL_SPLIT: before the column chunks, the partial totals declared (C++ lines)
     col_total_end: tuple = ()    # COL_SPLIT: after them, the totals exchanged, combined and written (C++ lines)
@@ -553,8 +554,11 @@ def _col_stream(s: RowSchedule) -> Func:
     each chunk's inputs re-read from GM and the level's partial row reductions combined over the chunks in chunk
     order (RowSchedule.stream_levels); the core's partials are exchanged through workspace as COL_SPLIT does
     (SyncAll, each core totals the rows it owns in core order, SyncAll, totals read back); then the output phase
-    walks the chunks again, reads the inputs once more and writes each output chunk. GM traffic: the row inputs
-    are read (levels + 1) times, the outputs written once."""
+    walks the chunks again, reads the inputs once more and writes each output chunk. With RowSchedule.online (a
+    row maximum and the next level's sum of exponentials of the row minus it) the two levels share one pass:
+    the fused stream keeps a running maximum and sum, the core's sums are rescaled to the total maximum between the
+    two exchanges (opgen.codegen.kernel.online_pair). GM traffic: the row inputs are read (levels + 1) times (one
+    less with the online pass), the outputs written once."""
     core, rs = Sym("core"), Sym("rowStride_")
     body = _col_buffers(s)
     grp: list = []
@@ -566,13 +570,21 @@ def _col_stream(s: RowSchedule) -> Func:
                  pad_value=FConst(0.0) if t.ctype == "float" else None),
             EnQue(f"statInQue_{t.op}", "t"),
             DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)))))
+    by_level = {lv: slots for lv, _b, slots in s.stream_levels}
+    online = s.online[0] if s.online else None
     for lv, lines, slots in s.stream_levels:
-        per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(lines)
+        if online is not None and lv == online + 1:
+            continue   # computed in level lv - 1's pass (online maximum and sum)
+        fused = online is not None and lv == online
+        per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(s.online[1] if fused else lines)
         chunk = _stream_chunk_in(s, lv) + [For("i", Lit(0), _K, Lit(1), tuple(per_row))]
-        grp += [Comment(f"row-reduction level {lv}: this core's partials, combined over its column chunks, "
+        grp += [Comment(f"row-reduction level{'s' if fused else ''} {lv}{f' and {lv + 1}' if fused else ''}: this "
+                        f"core's partials, combined over its column chunks{' (an online maximum and sum)' if fused else ''}, "
                         "exchanged through workspace"),
                 For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of this core's slice")]
         grp += _exchange(s, slots)
+        if fused:
+            grp += list(s.online[2]) + _exchange(s, by_level[lv + 1])
     grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     final: list = _stream_chunk_in(s, -1)
     final += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]

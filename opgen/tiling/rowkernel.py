@@ -23,8 +23,8 @@ its columns for every row: no cross-core column sums. Inputs are read from GM on
 COL_STREAM (strategy 3; only in a kernel whose spec lets a core's slice outgrow UB: `with_streaming`), when even
 a core's resident slice of one row does not fit: the slice walked in `colsPerPass` chunks (whole 32-byte blocks,
 the last a tail) of `groupRows` rows, re-read from GM for each row-reduction level (partials combined over the
-chunks in chunk order, then exchanged as in COL_SPLIT) and once more for the outputs: the row inputs are read
-(levels + 1) times (docs/design.md, COL_STREAM).
+chunks in chunk order, then exchanged as in COL_SPLIT; a softmax's maximum and sum in one online pass) and once
+more for the outputs: the row inputs are read at most (levels + 1) times (docs/design.md, COL_STREAM).
 
 Units: elements unless a name ends in Bytes. Facts: docs/reference/ascendc.md §1.5 (TQue/TBuf, double buffering),
 §1.7-§1.8 (DataCopyPad, 32-byte UB alignment), §2.5 (blockDim, tails), §3 (UB sizes).
