@@ -352,6 +352,7 @@ CASES = [
     ("rms_norm", {"Bd": (2,), "H": 1}, F16, {}, None),
     ("rms_norm", {"Bd": (7,), "H": 20000}, F32, {"epsilon": 0.01}, 2),      # rows past UB: the row over cores
     ("rms_norm", {"Bd": (97,), "H": 130}, BF16, {}, 1),                     # 97 rows: a tail over 48 cores
+    ("rms_norm", {"Bd": (3,), "H": 393217}, F16, {}, 3),       # COL_STREAM: gamma per chunk, rstd written once
     ("rms_norm_grad", {"Bd": (5, 11), "H": 33}, F32, {}, 1),
     ("rms_norm_grad", {"Bd": (3,), "H": 9000}, BF16, {}, 2),
     ("rms_norm_grad", {"Bd": (1,), "H": 1}, F16, {}, None),
