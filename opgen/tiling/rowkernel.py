@@ -45,6 +45,11 @@ ROW_SPLIT, COL_SPLIT, COL_STREAM = 1, 2, 3
 STREAM_PROBE_COLS = 4096
 """Columns at which a streaming chunk's UB bytes per column are measured (a multiple of 256: the reduction scratch
 of `row_reduce_elems` is exact there, one pair per 64 columns)."""
+STREAM_GROUP_ROWS, STREAM_MIN_COLS = 8, 2048
+"""COL_STREAM sizes its chunk for up to STREAM_GROUP_ROWS rows at once (weights and batch rows are re-read once per
+group, and each group costs its exchanges' SyncAlls) unless that leaves fewer than STREAM_MIN_COLS columns (short
+copies; then the chunk is sized for one row), and only while a row's GM stride in bytes stays below 2^32 (the
+DataCopyPad stride field of a copy of several rows is 32 bits, docs/reference/ascendc.md §1.8)."""
 SELECT_SCRATCH_BYTES = 8192
 """UB kept free by a kernel that uses Select in its tensor-scalar or tensor-tensor mode: on A2/A3 the instruction uses
 a scratch block at 184 KB of the 192 KB UB (docs/reference/ascendc.md §1.9, Select's constraints: reserve 8 KB)."""
@@ -373,11 +378,21 @@ def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_
     res_fit = p.let("residentFit", select(ub > res_fixed, (ub - res_fixed) // res_row, 0),
                     "rows of a resident COL_SPLIT slice that fit")
     none, probe = plan_for(lit(0)), plan_for(lit(STREAM_PROBE_COLS))
-    probe_bytes = p.let("streamProbeBytes", row_bytes(probe) + fixed_bytes(probe) - fixed_bytes(none),
-                        f"UB bytes of {STREAM_PROBE_COLS} columns of a one-row COL_STREAM chunk")
+    probe_row = p.let("streamProbeRowBytes", row_bytes(probe),
+                      f"UB bytes of one row of {STREAM_PROBE_COLS} columns of a COL_STREAM chunk")
+    probe_fixed = p.let("streamProbeFixedBytes", fixed_bytes(probe) - fixed_bytes(none),
+                        f"UB bytes held once that grow with {STREAM_PROBE_COLS} columns of a COL_STREAM chunk")
     fixed0 = fixed_bytes(none) + PASS_SLACK_BYTES
-    stream_cols = p.let("streamColsFit", select(ub > fixed0, (ub - fixed0) * STREAM_PROBE_COLS // probe_bytes, 0)
-                        // lanes * lanes, f"columns of a one-row COL_STREAM chunk that fit (multiple of {lanes})")
+    want = p.let("streamRows", select(H < (1 << 28), emax(1, emin(R, STREAM_GROUP_ROWS)), 1),
+                 "rows a COL_STREAM chunk is sized for (one when a row's GM stride could pass 2^32 bytes)")
+    free = select(ub > fixed0, (ub - fixed0) * STREAM_PROBE_COLS, 0)
+    cols_many = p.let("streamColsMany", free // (probe_row * want + probe_fixed) // lanes * lanes,
+                      f"columns of a COL_STREAM chunk of streamRows rows that fit (multiple of {lanes})")
+    cols_one = p.let("streamColsOne", free // (probe_row + probe_fixed) // lanes * lanes,
+                     f"columns of a one-row COL_STREAM chunk that fit (multiple of {lanes})")
+    stream_cols = p.let("streamColsFit", select(cols_many >= STREAM_MIN_COLS, cols_many, cols_one),
+                        f"columns of a COL_STREAM chunk: streamRows rows at once unless that leaves fewer than "
+                        f"{STREAM_MIN_COLS}")
     prefer_rows = rows_fit >= 1
     strategy = p.let("strategy", select(prefer_rows | (res_fit < 1) & (stream_cols < lanes), ROW_SPLIT,
                                         select(res_fit >= 1, COL_SPLIT, COL_STREAM)),
