@@ -507,7 +507,8 @@ class _Printer:
         if i is m:
             at = kir.Ref("sums_", Bin("+", _kmul(self.level_slot[m.dst], gs), i_))
             return [kir.FLet("mOld", kir.FRef(part), mutable=True),
-                    kir.If(later, (kir.FAssign("mOld", kir.FLoad(at)),), doc="the running maximum of the chunks before"),
+                    kir.If(later, (kir.FAssign("mOld", kir.FLoad(at)),),
+                           doc="the running maximum of the chunks before"),
                     kir.FLet(m.dst, kir.FMinMax("max", kir.FRef("mOld"), kir.FRef(part)), doc=doc),
                     kir.SetValue(at, kir.FRef(m.dst))]
         at = kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[s.dst], gs), i_))

@@ -123,7 +123,7 @@ class RowSchedule:
     nlevel: int = 1            # partial reductions per level (the widest level)
     nsums: int = 1             # row reductions in all
     final_body: tuple = ()     # COL_SPLIT's final per-row stream (Kernel-IR statements, barriers placed)
-    stream_levels: tuple = ()  # COL_STREAM's levels (as `levels`, partials combined over the chunks); () = no COL_STREAM
+    stream_levels: tuple = ()  # COL_STREAM's levels (as `levels`, partials combined over the chunks); (): none
     col_phases: tuple = ()     # COL_STREAM: the phases (levels, -1 the final one) that read column rows
     online: tuple = ()         # COL_STREAM: (level a, the fused stream of levels a and a + 1, the rescale loop)
     col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (C++ lines)
@@ -578,8 +578,9 @@ def _col_stream(s: RowSchedule) -> Func:
         fused = online is not None and lv == online
         per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(s.online[1] if fused else lines)
         chunk = _stream_chunk_in(s, lv) + [For("i", Lit(0), _K, Lit(1), tuple(per_row))]
-        grp += [Comment(f"row-reduction level{'s' if fused else ''} {lv}{f' and {lv + 1}' if fused else ''}: this "
-                        f"core's partials, combined over its column chunks{' (an online maximum and sum)' if fused else ''}, "
+        what = f"levels {lv} and {lv + 1}" if fused else f"level {lv}"
+        how = " (an online maximum and sum)" if fused else ""
+        grp += [Comment(f"row-reduction {what}: this core's partials, combined over its column chunks{how}, "
                         "exchanged through workspace"),
                 For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of this core's slice")]
         grp += _exchange(s, slots)

@@ -317,8 +317,8 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         cols_pass = p.let("colsPerPass", emax(lanes, emin(cols_core, cols_fit)),
                           "columns per COL_SPLIT pass (no row reduction: the slice is walked in chunks)", True)
     if stream:
-        return _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit,
-                               row_cores, plans, bytes_of, float_attrs, attrs, extras)
+        return _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, cols_core, col_cores, rows_fit, row_cores,
+                               plans, bytes_of, float_attrs, attrs, extras)
     grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of),
                                                            cols_core, col_cores, cols_pass)
     # rows stay whole when they fit, unless nothing is reduced per row and there are fewer rows than column slices
@@ -365,8 +365,8 @@ def _tail_fields(p, S, B, H, R, float_attrs, attrs, extras) -> None:
         p.let(n, v + 0, d, True)
 
 
-def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit, row_cores,
-                    plans, bytes_of, float_attrs, attrs, extras):
+def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, cols_core, col_cores, rows_fit, row_cores, plans,
+                    bytes_of, float_attrs, attrs, extras):
     """The strategies of a streaming rows tiling (`program` with stream): ROW_SPLIT when a row fits, else
     COL_SPLIT when a core's resident slice of one row fits, else COL_STREAM — the slice walked in chunks of
     `colsPerPass` columns (a multiple of the row's lane quantum, the last chunk a tail) re-read from GM for each
