@@ -4,7 +4,9 @@ Python decides every statement: the family lowers each specialisation of the spe
 of optional inputs) to a row program; equal programs share one class. Its instructions are printed as AscendC
 calls for the two strategies of opgen.tiling.rowkernel — ROW_SPLIT (rows over cores, `rowsPerPass` rows per
 CopyIn/Compute/CopyOut pass) and COL_SPLIT (the row axis over cores, column chunks, resident row groups and
-row reductions exchanged through workspace per level) — and every GM access through its operand's view
+row reductions exchanged through workspace per level), and for a spec whose rows can outgrow a core's UB slice
+COL_STREAM (the slice in chunks re-read per level, `online_pair` for a softmax's maximum and sum) — and every GM
+access through its operand's view
 (opgen.kernel.rowlayout.View): contiguous rows as one DataCopyPad per pass, strided rows (a permuted tensor, a
 broadcast over leading axes) one DataCopyPad per run along the innermost leading axis, the row-axis slices of
 a tensor at a column offset. The dim values the addressing needs travel in the tiling data (`DimFields`). The two
