@@ -4,7 +4,8 @@ and its emitted kernel emulated by `opgen check`, against float64 NumPy math or 
 Every spec is written with the public DSL only. One case list per operator covers its kind in the rows family
 (last-axis reductions, leading-axis sums, broadcasts, row-axis slices, leading-axis permutes and
 concats as GM addressing, static attributes): odd sizes, H = 1, rows past UB (the row split over cores: COL_SPLIT, column chunks when nothing
-is reduced per row, partial maxima / sums exchanged when something is), tails over cores (row counts that do not
+is reduced per row, partial maxima / sums exchanged when something is; COL_STREAM, a core's slice longer than UB
+walked in chunks re-read per row-reduction level), tails over cores (row counts that do not
 divide the 48 cores), several dtype rows. The kernel's outputs are compared with the oracle evaluated on the
 inputs the kernel got (in their declared dtypes, widened to float64), with a bound by output dtype: a few units
 of the dtype's rounding (2^-24 fp32, 2^-11 fp16, 2^-8 bf16) relative to the larger of the value and the mean
@@ -352,12 +353,13 @@ def _terms(op, name, dims) -> int:
 
 
 F32, F16, BF16 = ({"T": "float32"}, {"T": "float16"}, {"T": "bfloat16"})
-# (op, dims, dtypes, attrs, strategies the case must take: 1 ROW_SPLIT, 2 COL_SPLIT, None either)
+# (op, dims, dtypes, attrs, strategies the case must take: 1 ROW_SPLIT, 2 COL_SPLIT, 3 COL_STREAM, None either)
 CASES = [
     ("rms_norm", {"Bd": (3, 5), "H": 33}, F32, {}, 1),
     ("rms_norm", {"Bd": (2,), "H": 1}, F16, {}, None),
     ("rms_norm", {"Bd": (7,), "H": 20000}, F32, {"epsilon": 0.01}, 2),      # rows past UB: the row over cores
     ("rms_norm", {"Bd": (97,), "H": 130}, BF16, {}, 1),                     # 97 rows: a tail over 48 cores
+    ("rms_norm", {"Bd": (3,), "H": 393217}, F16, {}, 3),       # COL_STREAM: gamma per chunk, rstd written once
     ("rms_norm_grad", {"Bd": (5, 11), "H": 33}, F32, {}, 1),
     ("rms_norm_grad", {"Bd": (3,), "H": 9000}, BF16, {}, 2),
     ("rms_norm_grad", {"Bd": (1,), "H": 1}, F16, {}, None),
@@ -374,9 +376,13 @@ CASES = [
     ("softmax", {"Bd": (3, 17), "H": 1}, BF16, {}, None),
     ("softmax", {"Bd": (53,), "H": 1000}, BF16, {}, 1),
     ("softmax", {"Bd": (2,), "H": 262144}, F16, {}, 2),                       # SoftmaxV2 over 262144 columns
+    ("softmax", {"Bd": (3,), "H": 400001}, F32, {}, 3),        # COL_STREAM: a core's slice in chunks, a tail chunk
+    ("softmax", {"Bd": (2,), "H": 500001}, BF16, {}, 3),
     ("log_softmax", {"Bd": (3, 5), "H": 45}, F16, {}, 1),                     # the per-row sum's log: a Duplicate
     ("log_softmax", {"Bd": (2,), "H": 20000}, BF16, {}, 2),
     ("log_softmax", {"Bd": (7,), "H": 1}, F32, {}, None),
+    ("log_softmax", {"Bd": (3,), "H": 393217}, F32, {}, 3),    # COL_STREAM: rows of 393216 + 1
+    ("log_softmax", {"Bd": (2,), "H": 500001}, F16, {}, 3),
     ("swiglu", {"Bd": (3,), "H": 21}, F32, {}, 1),
     ("swiglu", {"Bd": (2,), "H": 11008}, BF16, {}, 2),                        # column chunks of both halves
     ("swiglu", {"Bd": (61,), "H": 1}, F16, {}, None),
@@ -423,6 +429,8 @@ CASES = [
     ("instance_norm", {"N": 2, "C": 3, "H": 150, "W": 301}, F32, {"eps": 0.01}, 2),   # rows of H * W over cores
     ("instance_norm", {"N": 7, "C": 11, "H": 1, "W": 1}, F16, {}, 1),           # H = W = 1; 77 rows: a tail
     ("instance_norm", {"N": 1, "C": 97, "H": 3, "W": 1}, F32, {}, 1),           # the channel wraps within a core
+    ("instance_norm", {"N": 1, "C": 2, "H": 501, "W": 1001}, F16, {}, 3),       # rows of 501501: COL_STREAM
+    ("layer_norm_v4", {"Bd": (2,), "S": 63, "H": 8001}, {"T": "bfloat16", "U": "float32"}, {}, 3),   # streamed
     ("layer_norm_v4", {"Bd": (3,), "S": 5, "H": 7}, {"T": "float16", "U": "float32"}, {}, 1),
     ("layer_norm_v4", {"Bd": (2,), "S": 100, "H": 301}, {"T": "bfloat16", "U": "bfloat16"}, {}, 2),
     ("layer_norm_v4", {"Bd": (7, 7), "S": 1, "H": 1}, {"T": "float32", "U": "float32"}, {}, 1),
@@ -458,6 +466,7 @@ CASES = [
     ("scaled_masked_softmax", {"Bd": (2, 3), "H": 77}, F32, {"scale": 0.125}, 1),   # a fused masked fill
     ("scaled_masked_softmax", {"Bd": (2,), "H": 40000}, BF16, {"scale": 2.0}, 2),
     ("scaled_masked_softmax", {"Bd": (49,), "H": 1}, F16, {}, None),
+    ("scaled_masked_softmax", {"Bd": (3,), "H": 393217}, F32, {"scale": 0.5}, 3),   # streamed: masks per chunk
     ("prelu", {"N": 97, "C": 33}, F32, {}, 1),                                  # rows of 33 in 64-lane strides, tails
     ("prelu", {"N": 3, "C": 1}, BF16, {}, None),
     ("prelu", {"N": 2, "C": 30000}, F16, {}, 2),
@@ -465,6 +474,7 @@ CASES = [
     ("smooth_l1_loss", {"Bd": (3,), "H": 40000}, BF16, {"beta": 2.0}, 2),
     ("group_norm", {"N": 3, "C": 6, "HxW": 7, "G": 3}, F16, {"group": 3}, 1),     # segments of 7: unaligned ends
     ("group_norm", {"N": 2, "C": 4, "HxW": 30001, "G": 2}, F32, {"group": 2, "eps": 0.01}, 2),   # rows over cores
+    ("group_norm", {"N": 2, "C": 4, "HxW": 250001, "G": 2}, F32, {"group": 2}, 3),   # streamed: segments per chunk
     ("group_norm", {"N": 5, "C": 12, "HxW": 1, "G": 4}, BF16, {"group": 4}, 1),   # HxW = 1: one column a channel
     ("group_norm", {"N": 97, "C": 5, "HxW": 9, "G": 1}, F32, {"group": 1}, 1),    # one group: LayerNorm over C * HxW
     ("group_norm", {"N": 2, "C": 7, "HxW": 33, "G": 7}, BF16, {"group": 7}, 1),   # a group a channel: InstanceNorm

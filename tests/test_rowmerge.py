@@ -180,22 +180,31 @@ def _(b, x):
 '''
 
 
-def test_the_ub_proof_probes_a_merged_row_at_both_maxima(tmp_path):
+def test_the_ub_proof_probes_a_merged_row_at_both_maxima(tmp_path, monkeypatch):
     """A row of H * W elements fits with either dim at its max and the other at 1, but not with both at 8192
-    (67M fp32 elements): the proof probes the pair together and names both; a relation bounding the product is
-    probed where it binds (H at its max, W lowered to what the relation allows) and accepted."""
+    (67M fp32 elements) when a core's slice must stay resident: the proof probes the pair together and names both; a
+    relation bounding the product is probed where it binds (H at its max, W lowered to what the relation allows)
+    and accepted. With the streaming schedule allowed (the default for this program), the same spec is proven at
+    both maxima and its kernel streams."""
     from opgen.codegen import write_ops
     from opgen.errors import SpecError
+    from opgen.passes.pipeline import kernel_build
+    from opgen.registry import _load_file
 
+    monkeypatch.setattr("opgen.tiling.rowkernel.streamable", lambda c: False)   # a core's slice stays resident
     p = tmp_path / "norm.py"
     p.write_text(HEAD + MERGED_MAX.format(require=""))
     with pytest.raises(SpecError) as e:
-        write_ops([str(p)], tmp_path / "out")
+        kernel_build(_load_file(p))   # in this process: the patch holds
     msg = str(e.value)
     assert "H=8192 and W=8192 together" in msg and "spec.require(H * W <= N" in msg, msg
     p.write_text(HEAD + MERGED_MAX.format(require='spec.require(H * W <= 65536, "x", "H * W at most 65536")'))
-    write_ops([str(p)], tmp_path / "out")
+    assert kernel_build(_load_file(p)).proven
     # a bound above what fits is refused again: it allows both maxima, which are probed
     p.write_text(HEAD + MERGED_MAX.format(require='spec.require(H * W <= (1 << 26), "x", "too long")'))
     with pytest.raises(SpecError):
-        write_ops([str(p)], tmp_path / "out2")
+        kernel_build(_load_file(p))
+    monkeypatch.undo()
+    p.write_text(HEAD + MERGED_MAX.format(require=""))
+    write_ops([str(p)], tmp_path / "streamed")
+    assert "ColStream" in (tmp_path / "streamed" / "norm" / "op_kernel" / "norm.h").read_text()

@@ -35,8 +35,9 @@ spec.attr("HxW", int, required=True, dim=HxW, doc="the spatial size (self's dim 
 spec.attr("group", int, required=True, dim=G, doc="the number of groups")
 spec.attr("eps", float, 1e-5, doc="added to the variance")
 spec.require((C % G).eq(0), "group", "C must be a multiple of group")
-# one row of C / group * HxW elements is held across the cores (no streaming schedule for longer rows yet)
-spec.require(C // G * HxW <= 262144, "self", "C / group * HxW must be at most 262144 (the longest row the kernel holds)")
+# one row of C / group * HxW elements is split over the cores, a core's slice streamed when it outgrows UB
+spec.require(C // G * HxW <= 1048576, "self", "C / group * HxW must be at most 1048576 (the longest row the kernel "
+             "takes)")
 spec.output("out", T, [N, C, HxW])
 spec.output("meanOut", T, [N, G], doc="E[x] per sample and group")
 spec.output("rstdOut", T, [N, G], doc="1 / sqrt(Var[x] + eps) per sample and group")

@@ -1,7 +1,8 @@
 """RmsNorm (aclnnRmsNorm): y = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2 over the last axis) + epsilon).
 
 A last-axis reduction per row with a [H] weight broadcast over the rows; the per-row rstd is a second output in
-fp32, as CANN's RmsNorm returns it. One dtype variable: x, gamma and y share T.
+fp32, as CANN's RmsNorm returns it. One dtype variable: x, gamma and y share T. Rows up to 2^20: a core's slice
+longer than UB is streamed (COL_STREAM: x read twice, gamma once per chunk of the output pass).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
@@ -9,7 +10,7 @@ from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
 spec = OpSpec("RmsNorm", aclnn="aclnnRmsNorm", socs=(A2, A3), round="rint",
               doc="Root-mean-square normalisation over the last axis with a learned scale.")
 Bd = spec.variadic("Bd", max_rank=7)
-H = spec.dim("H", max=65536)
+H = spec.dim("H", max=1048576)
 (T,) = spec.dtype_vars("T")
 
 spec.input("x", T, [Bd, H])

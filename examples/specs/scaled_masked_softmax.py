@@ -4,7 +4,8 @@ masked positions filled with -10000 first (Megatron's masked fill, which the op 
 A fused masked fill: the bool mask (one byte per element) is read through half, compared with 0 and selected
 between the fill value and the scaled row before the row max and sum. This spec takes a mask of x's own shape
 (CANN's op also broadcasts a [B or 1, N or 1, S, S] mask); fixed_triu_mask is CANN's reserved attribute, left out.
-CANN offers the op to torch_npu without an aclnn API; opgen names its aclnn layer after the OpDef.
+CANN offers the op to torch_npu without an aclnn API; opgen names its aclnn layer after the OpDef. Rows up to 2^20:
+a core's slice longer than UB is streamed (COL_STREAM, the row maximum and sum in one online pass).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32
@@ -12,7 +13,7 @@ from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32
 spec = OpSpec("ScaledMaskedSoftmax", aclnn="aclnnScaledMaskedSoftmax", socs=(A2, A3), round="rint",
               doc="Softmax of scaled logits with masked positions filled.")
 Bd = spec.variadic("Bd", max_rank=7)
-H = spec.dim("H", max=65536)
+H = spec.dim("H", max=1048576)
 (T,) = spec.dtype_vars("T")
 
 spec.input("x", T, [Bd, H], doc="logits")

@@ -1,7 +1,8 @@
 """SoftmaxV2 (aclnnSoftmax) over the last axis: y = exp(x - max(x)) / sum(exp(x - max(x))).
 
 Two row reductions of two levels (the maximum, then the sum of the shifted exponentials); rows longer than UB
-are split over the cores with the partial maxima and sums exchanged through workspace.
+are split over the cores with the partial maxima and sums exchanged through workspace, and a core's slice longer
+than UB is streamed (COL_STREAM: x read twice, once for the online maximum and sum, once for y).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
@@ -9,7 +10,7 @@ from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
 spec = OpSpec("SoftmaxV2", aclnn="aclnnSoftmax", socs=(A2, A3), round="rint",
               doc="Softmax over the last axis.")
 Bd = spec.variadic("Bd", max_rank=7)
-H = spec.dim("H", max=262144)
+H = spec.dim("H", max=1048576)
 (T,) = spec.dtype_vars("T")
 
 spec.input("x", T, [Bd, H])

@@ -104,7 +104,8 @@ def markdown(res: dict) -> str:
                 f"simulated cores; interpreter s is `opgen.interp.run_graph` in device mode on the same inputs; "
                 f"median of {n} runs.", ""]
     if res.get("gm"):
-        out += ["## GM bytes moved (counted by the emulation) / minimum — goal ≤ 1.10 for the vector ops", "",
+        out += ["## GM bytes moved (counted by the emulation) / minimum — goal ≤ 1.10 for the vector ops "
+                "(a streamed case states its re-read bound)", "",
                 "| kernel | case | strategy | bytes | minimum | ratio | CANN (reference notes) |",
                 "|---|---|---|---|---|---|---|"]
         out += [f"| {r.get('op', '')} | {r.get('case', 'H=' + str(r.get('H')))} | {r.get('strategy', '')} | "

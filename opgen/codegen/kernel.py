@@ -4,7 +4,9 @@ Python decides every statement: the family lowers each specialisation of the spe
 of optional inputs) to a row program; equal programs share one class. Its instructions are printed as AscendC
 calls for the two strategies of opgen.tiling.rowkernel — ROW_SPLIT (rows over cores, `rowsPerPass` rows per
 CopyIn/Compute/CopyOut pass) and COL_SPLIT (the row axis over cores, column chunks, resident row groups and
-row reductions exchanged through workspace per level) — and every GM access through its operand's view
+row reductions exchanged through workspace per level), and for a spec whose rows can outgrow a core's UB slice
+COL_STREAM (the slice in chunks re-read per level, `online_pair` for a softmax's maximum and sum) — and every GM
+access through its operand's view
 (opgen.kernel.rowlayout.View): contiguous rows as one DataCopyPad per pass, strided rows (a permuted tensor, a
 broadcast over leading axes) one DataCopyPad per run along the innermost leading axis, the row-axis slices of
 a tensor at a column offset. The dim values the addressing needs travel in the tiling data (`DimFields`). The two
@@ -20,12 +22,13 @@ data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.8 (DataCopyPad units: blockLen 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
-from opgen.ir.dims import Bin, Fn, Lit, Sym, as_dim
+from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym, as_dim
 from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
@@ -57,6 +60,7 @@ class Variant:
     serves: list = field(default_factory=list)
     also: list = field(default_factory=list)
     dims: object = None   # its DimFields when the specialisations of one kernel lower on different row domains
+    stream: bool = False  # the class has COL_STREAM (opgen.tiling.rowkernel): the spec's rows can outgrow UB
 
 
 class DimFields:
@@ -458,19 +462,76 @@ class _Printer:
         """ROW_SPLIT: every per-row instruction (stat/row space) in order as Kernel-IR nodes (`nodes`)."""
         return self.nodes([i for i in self.p.instrs if per_row(i)], None)
 
-    def phase_nodes(self, level: int | None) -> list:
+    def phase_nodes(self, level: int | None, stream: bool = False) -> list:
         """COL_SPLIT: the instructions of one phase (opgen.kernel.rowprog._assign_phases) as Kernel-IR nodes: for
         level L the ancestors of its row reductions, for the final phase (None) those of every store and
-        accumulate."""
+        accumulate. With `stream` (COL_STREAM: the phase runs once per column chunk) a partial row reduction is
+        combined with the chunks before it (`nodes`)."""
         want = -1 if level is None else level
-        return self.nodes([i for i in self.p.instrs if per_row(i) and want in i.phases], level)
+        return self.nodes([i for i in self.p.instrs if per_row(i) and want in i.phases], level, stream)
 
-    def nodes(self, instrs: list, phase: int | None) -> list:
+    def online_nodes(self, pair: tuple) -> list:
+        """COL_STREAM with an online maximum and sum (`online_pair`: a level-a row maximum m, the level-(a+1) row
+        sum s of exp(v - m)): the instructions of phases a and a + 1 in program order (a valid stream: each phase
+        holds the ancestors of its reductions) run once per chunk. The chunk's maximum is combined with the running
+        one (sums_, slot of m) and the new running maximum stands for m in the sum's phase; the chunk's sum of
+        exp(v - running max) is added to the running sum (tots_, slot of s, until the exchange) after that is
+        rescaled by exp(old running max - new), computed by a vector Exp on 8 lanes of red_ (the scalar unit has
+        no exp). Exact in real arithmetic: exp(v - M) = exp(v - m') * exp(m' - M)."""
+        m, s = pair
+        a = m.level
+        instrs = [i for i in self.p.instrs if per_row(i) and (a in i.phases or a + 1 in i.phases)]
+        return self.nodes(instrs, a, stream=True, online=pair)
+
+    def online_rescale(self, pair: tuple) -> list:
+        """After the exchange of the maximum m: for each of the group's rows, this core's running sum (tots_ slot
+        of s) times exp(core's maximum - total maximum) into sums_ (the slot the exchange of s sends)."""
+        m, s = pair
+        gs, i_ = Sym("groupStride_"), Sym("i")
+        at = lambda buf, k: kir.Ref(buf, Bin("+", _kmul(k, gs), i_))  # noqa: E731
+        red = kir.Ref("red_")
+        return [kir.For("i", Lit(0), Sym("k"), Lit(1), (
+            kir.FLet("dm", kir.FBin("-", kir.FLoad(at("sums_", self.level_slot[m.dst])),
+                                    kir.FLoad(at("tots_", self.rsum_index[m.dst])))),
+            kir.vec(Op.DUPLICATE, dst=red, scalar=kir.FRef("dm"), count=Lit(8)),
+            kir.Barrier(Pipe.V),
+            kir.vec(Op.EXP, dst=red, src0=red, count=Lit(8)),
+            kir.SetFlag(Pipe.V, Pipe.S, 0), kir.WaitFlag(Pipe.V, Pipe.S, 0),
+            kir.SetValue(at("sums_", self.level_slot[s.dst]),
+                         kir.FBin("*", kir.FLoad(at("tots_", self.rsum_index[s.dst])), kir.FLoad(red))),
+        ), doc="this core's sums rescaled to the total maximum")]
+
+    def _online_steps(self, i: Instr, pair: tuple, part: str, doc: str) -> list:
+        """The running maximum / sum update after the chunk's partial `part` of reduction `i` (online_nodes)."""
+        m, s = pair
+        gs, i_ = Sym("groupStride_"), Sym("i")
+        later = (Constraint(">", Sym("c0_"), Sym("cBegin")),)
+        if i is m:
+            at = kir.Ref("sums_", Bin("+", _kmul(self.level_slot[m.dst], gs), i_))
+            return [kir.FLet("mOld", kir.FRef(part), mutable=True),
+                    kir.If(later, (kir.FAssign("mOld", kir.FLoad(at)),),
+                           doc="the running maximum of the chunks before"),
+                    kir.FLet(m.dst, kir.FMinMax("max", kir.FRef("mOld"), kir.FRef(part)), doc=doc),
+                    kir.SetValue(at, kir.FRef(m.dst))]
+        at = kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[s.dst], gs), i_))
+        red = kir.Ref("red_")
+        return [kir.vec(Op.DUPLICATE, dst=red, scalar=kir.FBin("-", kir.FRef("mOld"), kir.FRef(m.dst)),
+                        count=Lit(8), doc="exp(old running maximum - new) on the vector unit"),
+                kir.vec(Op.EXP, dst=red, src0=red, count=Lit(8)),
+                kir.SetFlag(Pipe.V, Pipe.S, 0), kir.WaitFlag(Pipe.V, Pipe.S, 0),
+                kir.FLet("sOld", kir.FConst(0.0), mutable=True),
+                kir.If(later, (kir.FAssign("sOld", kir.FLoad(at)),), doc="the running sum of the chunks before"),
+                kir.SetValue(at, kir.FBin("+", kir.FBin("*", kir.FRef("sOld"), kir.FLoad(red)), kir.FRef(part)),
+                             doc=doc)]
+
+    def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None) -> list:
         """Instructions `instrs` inside the per-row loop (`i`, `n_`) as Kernel-IR nodes (`instr_node`; a stat load
         a GetValue, a stat store a SetValue; a row reduction in ROW_SPLIT a Call of RowSum / RowMax with its result,
         in COL_SPLIT's phase of its level that Call with its partial stored to sums_ (slot * groupStride_ + i), in a
         later phase a GetValue of its total from tots_), barriers by dependency (`with_barriers`); each node's doc
-        is its spec citation."""
+        is its spec citation. With `stream` the partial of the chunk [c0_, c0_ + n_) is stored at the slice's first
+        chunk (c0_ == cBegin) and combined into the stored one at the next (a sum adds, a maximum keeps the larger,
+        in chunk order: deterministic)."""
         op = lambda x: _operand_ref(x, self.p)  # noqa: E731
         n = Sym("n_")
         row = _kmul(Sym("i"), Sym("rowStride_"))
@@ -491,11 +552,24 @@ class _Printer:
             elif k in ("rsum", "rmax") and self.mode == "row":
                 out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=i.dst,
                                     doc=doc))
+            elif online is not None and any(i is x for x in online):
+                part = f"part_{i.dst}"
+                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc))
+                out += self._online_steps(i, online, part, doc)
             elif k in ("rsum", "rmax") and phase is not None and i.level == phase:
                 part = f"part_{i.dst}"
-                out += [kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc),
-                        kir.SetValue(kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_)),
-                                     kir.FRef(part))]
+                at = kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_))
+                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc))
+                if stream:
+                    prev = f"prev_{i.dst}"
+                    both = (kir.FBin("+", kir.FRef(prev), kir.FRef(part)) if k == "rsum"
+                            else kir.FMinMax("max", kir.FRef(prev), kir.FRef(part)))
+                    out.append(kir.If((Constraint("==", Sym("c0_"), Sym("cBegin")),),
+                                      (kir.SetValue(at, kir.FRef(part)),),
+                                      (kir.FLet(prev, kir.FLoad(at)), kir.SetValue(at, both)),
+                                      doc="the slice's first chunk; a later one combines with the chunks before"))
+                else:
+                    out.append(kir.SetValue(at, kir.FRef(part)))
             elif k in ("rsum", "rmax"):
                 out.append(kir.GetValue(i.dst, kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[i.dst], gs), i_)),
                                         doc=doc))
@@ -508,6 +582,44 @@ class _Printer:
                     raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
                 out.append(node)
         return with_barriers(out)
+
+
+def online_pair(p: RowProgram) -> tuple | None:
+    """(m, s) when row program `p`'s reductions allow COL_STREAM's online maximum and sum: m the only row reduction
+    of its level a, a maximum; s the only one of level a + 1, a sum whose phase reads m only as s's operand
+    exp(v - m) — one `Adds(v, -(m))` read only by one Exp read only by s (a softmax's denominator). Then
+    sum(exp(v - M)) over chunks with running maxima m' is sum(exp(v - m')) * exp(m' - M), and the two levels share
+    one pass over the chunks. None otherwise."""
+    for m in p.rsums():
+        nxt = p.rsums(m.level + 1)
+        if m.kind != "rmax" or len(p.rsums(m.level)) != 1 or len(nxt) != 1 or nxt[0].kind != "rsum":
+            continue
+        s = nxt[0]
+        phase = [i for i in p.instrs if per_row(i) and m.level + 1 in i.phases]
+        uses: dict = {}   # instruction index -> the instructions reading the value it defines
+        last: dict = {}
+        for k, i in enumerate(phase):
+            for x in i.srcs:
+                if x in last:
+                    uses.setdefault(last[x], []).append(i)
+            if i.dst:
+                last[i.dst] = k
+        token = re.compile(rf"\b{re.escape(m.dst)}\b")
+        readers = [i for i in phase if m.dst in i.srcs or token.search(i.arg or "")]
+        if len(readers) != 1:
+            continue
+        r = readers[0]
+        if not (r.kind == "vscalar" and r.op == "Adds" and r.arg.replace(" ", "") == f"-({m.dst})"):
+            continue
+        ku = phase.index(r)
+        e = uses.get(ku, [])
+        if len(e) != 1 or not (e[0].kind == "vunary" and e[0].op == "Exp" and e[0].srcs == (r.dst,)):
+            continue
+        after = uses.get(phase.index(e[0]), [])
+        if len(after) != 1 or after[0] is not s or s.srcs != (e[0].dst,):
+            continue
+        return m, s
+    return None
 
 
 def _load_row(line: str, dst: str):
@@ -1004,6 +1116,8 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
+        stream_levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["stream_levels"]),
+        col_phases=tuple(ctx["col_phases"]), online=ctx["online"],
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
         col_total_init=tuple(ctx["col_total"][0]), col_total_end=tuple(ctx["col_total"][1]),
         helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"] and ctx["sum_accs"]),
@@ -1074,6 +1188,13 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "levels": [(lv, col_pr.phase_nodes(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],
+        "stream": v.stream,
+        "online": ((pair[0].level, col_pr.online_nodes(pair), col_pr.online_rescale(pair))
+                   if v.stream and (pair := online_pair(p)) else ()),
+        "col_phases": sorted({ph for i in p.instrs if per_row(i) and set(i.srcs) & set(p.col) for ph in i.phases}),
+        "stream_levels": [(lv, col_pr.phase_nodes(lv, stream=True),
+                           [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
+                          for lv in levels] if v.stream else [],
         "final_nodes": col_pr.phase_nodes(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
         "col_total": (col_total[0], place_barriers(col_total[1])),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
@@ -1084,7 +1205,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     }
     k = row_split_ir(spec, v, dims, ctx)
     ctx["row_split"] = kir.methods_cpp(k, [m for m in ROW_SPLIT_METHODS if any(f.name == m for f in k.methods)])
-    ctx["col_split"] = kir.methods_cpp(k, ["ColSplit"], verify_first=False)
+    ctx["col_split"] = kir.methods_cpp(k, ["ColSplit"] + (["ColStream"] if v.stream else []), verify_first=False)
     ctx["process"] = "\n".join(kir.CppPrinter(k).func("Process", (), k.process))
     ctx["helpers"] = {m.name: kir.methods_cpp(k, [m.name], verify_first=False).rstrip("\n") for m in k.methods
                       if m.name in HELPER_METHODS}
@@ -1105,7 +1226,8 @@ def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec
         serving = [(c, cond) for v, c in zip(variants, classes) for k, cond in v.serves if k == ak]
         for r, row in enumerate(spec.dtype_rows, start=1):
             types = [CTYPE[str(row[d].value) if hasattr(row[d], "value") else str(row[d])] for d in dvars]
-            for strategy, name in ((1, "ROW_SPLIT"), (2, "COL_SPLIT")):
+            for strategy, name in ((1, "ROW_SPLIT"), (2, "COL_SPLIT"), (3, "COL_STREAM"))[
+                    :3 if any(v.stream for v in variants) else 2]:
                 tk = TilingKey(ak, r, strategy, name)
                 declared.append(tk)
                 keys.append((tk.macro(spec), types, [(c["name"], cond) for c, cond in serving]))

@@ -46,13 +46,15 @@ class Tiling:
     """The host tiling of a kernel: the TilingProgram, {program input: how the TilingFunc reads it}
     (opgen.tiling.emit), the buffer plans {strategy: [Buffer]}, a one-line doc of the strategy and `fits_fail`: the
     family's own words for the emitted tiling's error when the program's `fits` is 0 ("{op}" stands for the operator;
-    "" gives the UB families' "no UB plan of {op} holds this shape")."""
+    "" gives the UB families' "no UB plan of {op} holds this shape"); `proven`: the UB proof's checked cases when
+    the family already ran it on this program (opgen.tiling.ub_proof.prove_ub; None: not run)."""
 
     program: object
     inputs: dict
     plans: dict
     doc: str
     fits_fail: str = ""
+    proven: list | None = None
 
 
 @dataclass

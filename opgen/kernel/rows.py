@@ -1265,7 +1265,7 @@ def rows_tiling(spec, lowered, counts):
     extents, the dtype variables, the float attributes the programs use and the dim fields of the views."""
     from opgen.codegen.kernel import DimFields, class_context
     from opgen.kernel.family import Tiling
-    from opgen.tiling.rowkernel import program
+    from opgen.tiling.rowkernel import program, streamable, with_streaming
 
     lay = lowered.layout
     variants = variants_of(spec, lowered)
@@ -1319,5 +1319,14 @@ def rows_tiling(spec, lowered, counts):
             if not all(n in used for used in users.values()):
                 inputs[f"{n}Dim"] = ("by_attr_key", tuple((ak, e if n in used else Lit(0))
                                                           for ak, used in sorted(users.items())))
+    if streamable(counts):
+        prog, plans, proven = with_streaming(spec, inputs, prog, plans, lambda: program(
+            spec.name, counts, dvars, tuple(attrs), extra, stream=True))
+        if proven is None:   # the spec's rows can outgrow UB: every class has COL_STREAM
+            doc = doc.removesuffix("; ROW_SPLIT / COL_SPLIT.") + "; ROW_SPLIT / COL_SPLIT / COL_STREAM."
+            for v in variants:
+                v.stream = True
+    else:
+        proven = None
     lowered.extra.update(variants=variants, dims=dims)
-    return Tiling(prog, inputs, plans, doc)
+    return Tiling(prog, inputs, plans, doc, proven=proven)

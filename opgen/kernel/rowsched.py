@@ -123,6 +123,9 @@ class RowSchedule:
     nlevel: int = 1            # partial reductions per level (the widest level)
     nsums: int = 1             # row reductions in all
     final_body: tuple = ()     # COL_SPLIT's final per-row stream (Kernel-IR statements, barriers placed)
+    stream_levels: tuple = ()  # COL_STREAM's levels (as `levels`, partials combined over the chunks); (): none
+    col_phases: tuple = ()     # COL_STREAM: the phases (levels, -1 the final one) that read column rows
+    online: tuple = ()         # COL_STREAM: (level a, the fused stream of levels a and a + 1, the rescale loop)
     col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (C++ lines)
     col_total_init: tuple = ()   # COL_SPLIT: before the column chunks, the partial totals declared (C++ lines)
     col_total_end: tuple = ()    # COL_SPLIT: after them, the totals exchanged, combined and written (C++ lines)
@@ -410,29 +413,8 @@ def _col_split(s: RowSchedule) -> Func:
     (RowSchedule.acc_body) runs ROW_SPLIT here: its tiling always selects it (opgen.tiling.rowkernel)."""
     if s.acc_body:
         return Func("ColSplit", (), (Call("RowSplit", doc="two passes over the rows: ROW_SPLIT only"),))
-    f4 = SizeOf("float")
-    core, cores, g, gs, rs = Sym("core"), Sym("cores"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
-    body: list = [
-        Let("core", BLOCK_IDX), Let("cores", BLOCK_NUM),
-        Let("cBegin", mul(core, Sym("colsPerCore"))),
-        Let("cEnd", add(Sym("cBegin"), Select(Constraint("==", core, sub(cores, 1)), Sym("colsTail"),
-                                              Sym("colsPerCore")))),
-        Assign("rowStride_", Sym("colsPerPass")),
-        Let("G", Sym("groupRows")),
-        Assign("groupStride_", Fn("align_up", (g, Lit(8)))),
-    ]
-    for t in s.row_in:
-        body += [InitBuffer(f"resBuf_{t.op}", mul(g, rs, SizeOf(t.ctype))),
-                 Get(f"res_{t.op}", f"resBuf_{t.op}", t.ctype)]
-    body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 1) for t in s.row_out]
-    body += [InitBuffer(f"statInQue_{t.op}", mul(gs, SizeOf(_qtype(t))), 2) for t in s.stat_in]
-    for t in s.stat_out:
-        body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)), InitBuffer(f"statOutQue_{t.op}", mul(gs, f4), 2)]
-    if s.levels:
-        body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
-                 Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
-    body += list(_fixed_buffers(s, s.bufs_col))
-    body.append(Let("totBase", mul(cores, Lit(s.nlevel), gs)))
+    core, g, rs = Sym("core"), Sym("G"), Sym("rowStride_")
+    body = _col_buffers(s, bool(s.levels))
     chunk: list = [
         Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), rs))),
         If((Constraint(">", Sym("c0_"), Sym("cBegin")),), (SetFlag(Pipe.V, Pipe.MTE2, 0), WaitFlag(Pipe.V, Pipe.MTE2, 0)),
@@ -456,24 +438,12 @@ def _col_split(s: RowSchedule) -> Func:
             DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)))))
     grp += [SetFlag(Pipe.MTE2, Pipe.V, 0), WaitFlag(Pipe.MTE2, Pipe.V, 0),
             SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
-    ws = "ws_"
     for lv, lines, slots in s.levels:
         per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(lines)
         grp += [Comment(f"row-reduction level {lv}: partial results of this core's columns, exchanged through "
                         "workspace"),
-                For("i", Lit(0), _K, Lit(1), tuple(per_row)),
-                SetFlag(Pipe.S, Pipe.MTE3, 0), WaitFlag(Pipe.S, Pipe.MTE3, 0)]
-        for slot, _j, _c in slots:
-            grp.append(Copy(GmView(ws, mul(add(mul(core, Lit(s.nlevel)), Lit(slot)), gs)),
-                            Ref("sums_", mul(Lit(slot), gs)), Lit(1), mul(_K, f4)))
-        grp += [Barrier(Pipe.ALL), SyncAll()]
-        for slot, j, comb in slots:
-            grp.append(Call("TotalOwnedRows", (Lit(slot), add(Sym("totBase"), mul(Lit(j), gs)), _K, comb == "Max")))
-        grp += [Barrier(Pipe.ALL), SyncAll()]
-        for _slot, j, _c in slots:
-            grp.append(Copy(Ref("tots_", mul(Lit(j), gs)), GmView(ws, add(Sym("totBase"), mul(Lit(j), gs))), Lit(1),
-                            mul(_K, f4), pad_value=FConst(0.0)))
-        grp += [SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
+                For("i", Lit(0), _K, Lit(1), tuple(per_row))]
+        grp += _exchange(s, slots)
     grp += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
     grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     final: list = []
@@ -506,6 +476,139 @@ def _col_split(s: RowSchedule) -> Func:
     if s.col_total_end:
         body.append(Verbatim(tuple(s.col_total_end)))
     return Func("ColSplit", (), tuple(body))
+
+
+def _exchange(s: RowSchedule, slots) -> list:
+    """A row-reduction level's exchange (COL_SPLIT, COL_STREAM): this core's partials of the group's k rows (sums_
+    slots) to workspace, SyncAll, each core totals the rows it owns in core order (TotalOwnedRows), SyncAll, the
+    totals read back into tots_. `slots`: ((slot, j, "Add" / "Max"), ...)."""
+    f4, core, gs, ws = SizeOf("float"), Sym("core"), Sym("groupStride_"), "ws_"
+    out: list = [SetFlag(Pipe.S, Pipe.MTE3, 0), WaitFlag(Pipe.S, Pipe.MTE3, 0)]
+    for slot, _j, _c in slots:
+        out.append(Copy(GmView(ws, mul(add(mul(core, Lit(s.nlevel)), Lit(slot)), gs)),
+                        Ref("sums_", mul(Lit(slot), gs)), Lit(1), mul(_K, f4)))
+    out += [Barrier(Pipe.ALL), SyncAll()]
+    for slot, j, comb in slots:
+        out.append(Call("TotalOwnedRows", (Lit(slot), add(Sym("totBase"), mul(Lit(j), gs)), _K, comb == "Max")))
+    out += [Barrier(Pipe.ALL), SyncAll()]
+    for _slot, j, _c in slots:
+        out.append(Copy(Ref("tots_", mul(Lit(j), gs)), GmView(ws, add(Sym("totBase"), mul(Lit(j), gs))), Lit(1),
+                        mul(_K, f4), pad_value=FConst(0.0)))
+    out += [SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
+    return out
+
+
+def _col_buffers(s: RowSchedule, sums: bool = True) -> list:
+    """The prologue shared by COL_SPLIT and COL_STREAM: this core's column slice [cBegin, cEnd), the chunk width
+    (rowStride_ = colsPerPass), the group of G = groupRows rows, and the UB buffers of a group's chunk (`sums`:
+    the partial and total row reductions too)."""
+    f4 = SizeOf("float")
+    core, cores, g, gs, rs = Sym("core"), Sym("cores"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
+    body: list = [
+        Let("core", BLOCK_IDX), Let("cores", BLOCK_NUM),
+        Let("cBegin", mul(core, Sym("colsPerCore"))),
+        Let("cEnd", add(Sym("cBegin"), Select(Constraint("==", core, sub(cores, 1)), Sym("colsTail"),
+                                              Sym("colsPerCore")))),
+        Assign("rowStride_", Sym("colsPerPass")),
+        Let("G", Sym("groupRows")),
+        Assign("groupStride_", Fn("align_up", (g, Lit(8)))),
+    ]
+    for t in s.row_in:
+        body += [InitBuffer(f"resBuf_{t.op}", mul(g, rs, SizeOf(t.ctype))),
+                 Get(f"res_{t.op}", f"resBuf_{t.op}", t.ctype)]
+    body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 1) for t in s.row_out]
+    body += [InitBuffer(f"statInQue_{t.op}", mul(gs, SizeOf(_qtype(t))), 2) for t in s.stat_in]
+    for t in s.stat_out:
+        body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)), InitBuffer(f"statOutQue_{t.op}", mul(gs, f4), 2)]
+    if sums:
+        body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
+                 Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
+    body += list(_fixed_buffers(s, s.bufs_col))
+    body.append(Let("totBase", mul(cores, Lit(s.nlevel), gs)))
+    return body
+
+
+def _stream_chunk_in(s: RowSchedule, phase: int) -> list:
+    """COL_STREAM: the head of one column chunk [c0_, c0_ + n_) of the group's rows in `phase` (a level, -1 the
+    output phase): the chunk's width, the previous chunk's vector and scalar work on the UB rows done (V->MTE2,
+    S->MTE2: the rows are overwritten), the column rows of the chunk (LoadColumns) when the phase reads them, the
+    batch rows reloaded at the chunk's first row, the row inputs' chunk copied in (MTE2->V, MTE2->S)."""
+    out: list = [
+        Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), Sym("rowStride_")))),
+        SetFlag(Pipe.V, Pipe.MTE2, 0), WaitFlag(Pipe.V, Pipe.MTE2, 0),
+        SetFlag(Pipe.S, Pipe.MTE2, 0), WaitFlag(Pipe.S, Pipe.MTE2, 0),
+    ]
+    if s.load_cols and phase in s.col_phases:
+        out.append(Call("LoadColumns"))
+    out += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
+    for t in s.row_in:
+        out += list(_col_copy_in(t))
+    out += [SetFlag(Pipe.MTE2, Pipe.V, 0), WaitFlag(Pipe.MTE2, Pipe.V, 0),
+            SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
+    return out
+
+
+def _col_stream(s: RowSchedule) -> Func:
+    """COL_STREAM (opgen.tiling.rowkernel): this core's column slice is longer than UB. Per group of groupRows
+    rows: for each row-reduction level, the slice is walked in chunks of colsPerPass columns (the last a tail),
+    each chunk's inputs re-read from GM and the level's partial row reductions combined over the chunks in chunk
+    order (RowSchedule.stream_levels); the core's partials are exchanged through workspace as COL_SPLIT does
+    (SyncAll, each core totals the rows it owns in core order, SyncAll, totals read back); then the output phase
+    walks the chunks again, reads the inputs once more and writes each output chunk. With RowSchedule.online (a
+    row maximum and the next level's sum of exponentials of the row minus it) the two levels share one pass:
+    the fused stream keeps a running maximum and sum, the core's sums are rescaled to the total maximum between the
+    two exchanges (opgen.codegen.kernel.online_pair). GM traffic: the row inputs are read (levels + 1) times (one
+    less with the online pass), the outputs written once."""
+    core, rs = Sym("core"), Sym("rowStride_")
+    body = _col_buffers(s)
+    grp: list = []
+    for t in s.stat_in:
+        grp.append(Scope((
+            Alloc("t", f"statInQue_{t.op}", _qtype(t)),
+            _gather_stat(t, t.at_g0) if t.layout == "gather" else
+            Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_g0), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec),
+                 pad_value=FConst(0.0) if t.ctype == "float" else None),
+            EnQue(f"statInQue_{t.op}", "t"),
+            DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)))))
+    by_level = {lv: slots for lv, _b, slots in s.stream_levels}
+    online = s.online[0] if s.online else None
+    for lv, lines, slots in s.stream_levels:
+        if online is not None and lv == online + 1:
+            continue   # computed in level lv - 1's pass (online maximum and sum)
+        fused = online is not None and lv == online
+        per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(s.online[1] if fused else lines)
+        chunk = _stream_chunk_in(s, lv) + [For("i", Lit(0), _K, Lit(1), tuple(per_row))]
+        what = f"levels {lv} and {lv + 1}" if fused else f"level {lv}"
+        how = " (an online maximum and sum)" if fused else ""
+        grp += [Comment(f"row-reduction {what}: this core's partials, combined over its column chunks{how}, "
+                        "exchanged through workspace"),
+                For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of this core's slice")]
+        grp += _exchange(s, slots)
+        if fused:
+            grp += list(s.online[2]) + _exchange(s, by_level[lv + 1])
+    grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
+    final: list = _stream_chunk_in(s, -1)
+    final += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
+    per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(s.final_body)
+    final.append(For("i", Lit(0), _K, Lit(1), tuple(per_row)))
+    for t in s.row_out:
+        final += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
+                  Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
+                        + (Free(f"rowOutQue_{t.op}", "t"),))]
+    grp += [Comment("the output phase: the inputs re-read chunk by chunk, each output chunk written"),
+            For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(final), doc="column chunks of this core's slice")]
+    for t in s.stat_out:
+        grp.append(If((Constraint("==", core, Lit(0)),), (
+            SetFlag(Pipe.S, Pipe.V, 0), WaitFlag(Pipe.S, Pipe.V, 0),
+            Alloc("t", f"statOutQue_{t.op}", t.ctype),
+            vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
+            EnQue(f"statOutQue_{t.op}", "t"),
+            DeQue("t", f"statOutQue_{t.op}", t.ctype),
+            Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
+            Free(f"statOutQue_{t.op}", "t"))))
+    grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
+    body.append(For("g0", Lit(0), Sym("rowNum_"), Sym("G"), tuple(grp), tail="k"))
+    return Func("ColStream", (), tuple(body))
 
 
 def _load_row() -> Func:
@@ -695,7 +798,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
            Func("LoadBatch", (Param("b"),), extern=True),
            ]
     ext += [Func(f"Off_{n}", (Param("r"),), ret="int64_t", const=True, extern=True) for n in s.strided]
-    methods = [_row_split(s), _col_split(s)]
+    methods = [_row_split(s), _col_split(s)] + ([_col_stream(s)] if s.stream_levels else [])
     build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials,
              "MinPartials": lambda: _max_partials("MinPartials", Op.MIN, "Minimum"), "CombineTotals": _combine_totals, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
              "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
@@ -715,5 +818,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         locals=tuple(locals_),
         tensors=tuple(tensors),
         scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(n, "float") for n in s.float_scalars), fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + tuple(s.fields),
-        process=(If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),), (Call("ColSplit"),)),),
+        process=(If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),),
+                    (If((Constraint("==", Sym("strategy"), Lit(3)),), (Call("ColStream"),), (Call("ColSplit"),)),)
+                    if s.stream_levels else (Call("ColSplit"),)),),
         methods=tuple(methods + ext), tparams=tuple(s.tparams), doc="ROW_SPLIT / COL_SPLIT schedule")

@@ -277,7 +277,7 @@ def plan_buffers(unit: Unit) -> Unit:
     from opgen.tiling.ub_proof import prove_ub
 
     t = unit.tiling
-    unit.proven = prove_ub(unit.spec, t.program, t.inputs)
+    unit.proven = t.proven if t.proven is not None else prove_ub(unit.spec, t.program, t.inputs)
     return unit
 
 

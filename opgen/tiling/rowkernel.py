@@ -20,6 +20,12 @@ stay resident while, per row-reduction level, partial row sums / maxima are exch
 each core combines `rowsPerOwner` rows in core order, SyncAll), then computes its output slices. The core owns
 its columns for every row: no cross-core column sums. Inputs are read from GM once.
 
+COL_STREAM (strategy 3; only in a kernel whose spec lets a core's slice outgrow UB: `with_streaming`), when even
+a core's resident slice of one row does not fit: the slice walked in `colsPerPass` chunks (whole 32-byte blocks,
+the last a tail) of `groupRows` rows, re-read from GM for each row-reduction level (partials combined over the
+chunks in chunk order, then exchanged as in COL_SPLIT; a softmax's maximum and sum in one online pass) and once
+more for the outputs: the row inputs are read at most (levels + 1) times (docs/design.md, COL_STREAM).
+
 Units: elements unless a name ends in Bytes. Facts: docs/reference/ascendc.md §1.5 (TQue/TBuf, double buffering),
 §1.7-§1.8 (DataCopyPad, 32-byte UB alignment), §2.5 (blockDim, tails), §3 (UB sizes).
 """
@@ -28,12 +34,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from opgen.errors import SpecError
 from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, MASK_LANES, SELECT_KINDS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
+from opgen.tiling.ub_proof import prove_ub
 
-ROW_SPLIT, COL_SPLIT = 1, 2
+ROW_SPLIT, COL_SPLIT, COL_STREAM = 1, 2, 3
+STREAM_PROBE_COLS = 4096
+"""Columns at which a streaming chunk's UB bytes per column are measured (a multiple of 256: the reduction scratch
+of `row_reduce_elems` is exact there, one pair per 64 columns)."""
+STREAM_GROUP_ROWS, STREAM_MIN_COLS = 8, 2048
+"""COL_STREAM sizes its chunk for up to STREAM_GROUP_ROWS rows at once (weights and batch rows are re-read once per
+group, and each group costs its exchanges' SyncAlls) unless that leaves fewer than STREAM_MIN_COLS columns (short
+copies; then the chunk is sized for one row), and only while a row's GM stride in bytes stays below 2^32 (the
+DataCopyPad stride field of a copy of several rows is 32 bits, docs/reference/ascendc.md §1.8)."""
 SELECT_SCRATCH_BYTES = 8192
 """UB kept free by a kernel that uses Select in its tensor-scalar or tensor-tensor mode: on A2/A3 the instruction uses
 a scratch block at 184 KB of the 192 KB UB (docs/reference/ascendc.md §1.9, Select's constraints: reserve 8 KB)."""
@@ -227,10 +243,32 @@ def _fixed_plan(c: RowCounts, cols, strategy: int) -> list[Buffer]:
     return out
 
 
+def streamable(c: RowCounts) -> bool:
+    """Whether a rows kernel of counts `c` can run COL_STREAM (module docstring): it reduces rows (levels), and
+    holds nothing across the column chunks of a group but its per-row partial reductions — no two-pass
+    reductions over rows (acc_reads), no sums over rows (column / batch accumulators, totals over every axis)."""
+    return bool(c.levels) and not (c.acc_reads or c.col_acc or c.brow_acc or c.total_acc)
+
+
+def with_streaming(spec, inputs: dict, prog, plans: dict, streaming) -> tuple:
+    """(program, plans, proven): the ROW_SPLIT / COL_SPLIT tiling program `prog` (plans `plans`) with the UB
+    proof's checked cases when it fits every shape spec `spec` allows (opgen.tiling.ub_proof, its inputs read as
+    `inputs`); when it fails with a UB overflow, `streaming()` — the program with COL_STREAM — and None (the
+    pipeline proves that one). So a kernel whose rows fit at the spec's bounds has no streaming schedule. Another
+    SpecError of the proof: (prog, plans, None), the pipeline's proof reports it."""
+    try:
+        return prog, plans, prove_ub(spec, prog, inputs)
+    except SpecError as e:
+        if "UB overflow" not in str(e):
+            return prog, plans, None
+    return (*streaming(), None)
+
+
 def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[str, ...] = (),
-            extra: tuple[tuple[str, str], ...] = ()) -> tuple[TilingProgram, dict]:
+            extra: tuple[tuple[str, str], ...] = (), stream: bool = False) -> tuple[TilingProgram, dict]:
     """The tiling program of rows kernel `name` (module docstring) for counts `c`, and its buffer plans
-    {strategy: [Buffer]}.
+    {strategy: [Buffer]}. With `stream` (only when `streamable(c)`; raises ValueError otherwise) the program has a
+    third strategy, COL_STREAM, chosen when neither a row nor a core's resident slice of one row fits UB.
 
     Inputs: rows, seq, batch, hidden (from the layout), `<var>Bytes` per dtype variable in `dvars`, dtypeKey,
     attrKey, coreNum, ubBytes, one `<attr>Attr` per float attribute (its IEEE-754 bits, copied to the tiling field
@@ -253,6 +291,8 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         return sizes[d] if d in sizes else lit({"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "bool": 1, "u8": 1,
                                                 "i8": 1}.get(d, 4))
 
+    if stream and not streamable(c):
+        raise ValueError(f"rows kernel {name}: COL_STREAM needs row reductions and no sums over rows")
     lanes = MASK_LANES if c.masks else 16   # a compare / select covers whole 256-B repeats of the row
     if c.selects:   # Select's scratch at the top of UB stays free
         ub = p.let("ubUsable", select(ub > SELECT_SCRATCH_BYTES, ub - SELECT_SCRATCH_BYTES, 0),
@@ -262,7 +302,9 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     rows_fit, row_cores = row_split(p, R, cores, ub, plans[ROW_SPLIT])
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
-    if c.levels:
+    if stream:
+        cols_pass = None   # after the strategy: the resident slice (COL_SPLIT) or the streaming chunk (COL_STREAM)
+    elif c.levels:
         cols_pass = p.let("colsPerPass", cols_core + 0, "columns per COL_SPLIT pass: the whole slice stays resident",
                           True)
     else:
@@ -274,6 +316,9 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                          f"columns of a one-row COL_SPLIT pass that fit (multiple of {lanes})")
         cols_pass = p.let("colsPerPass", emax(lanes, emin(cols_core, cols_fit)),
                           "columns per COL_SPLIT pass (no row reduction: the slice is walked in chunks)", True)
+    if stream:
+        return _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, cols_core, col_cores, rows_fit, row_cores,
+                               plans, bytes_of, float_attrs, attrs, extras)
     grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of),
                                                            cols_core, col_cores, cols_pass)
     # rows stay whole when they fit, unless nothing is reduced per row and there are fewer rows than column slices
@@ -304,6 +349,12 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                         "COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte "
                         "aligned")
     p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, ws_cols), "user workspace (bytes)", True)
+    _tail_fields(p, S, B, H, R, float_attrs, attrs, extras)
+    return p, plans
+
+
+def _tail_fields(p, S, B, H, R, float_attrs, attrs, extras) -> None:
+    """The fields every rows tiling ends with: the extents, the float attributes' bits, the view dims."""
     p.let("seqLen", S + 0, "rows per batch", True)
     p.let("batchNum", B + 0, "batches", True)
     p.let("hiddenDim", H + 0, "elements of a row", True)
@@ -312,4 +363,55 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         p.let(f"{a}Bits", v + 0, f"IEEE-754 bits of {a} (float)", True)
     for v, n, d in extras:
         p.let(n, v + 0, d, True)
+
+
+def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, cols_core, col_cores, rows_fit, row_cores, plans,
+                    bytes_of, float_attrs, attrs, extras):
+    """The strategies of a streaming rows tiling (`program` with stream): ROW_SPLIT when a row fits, else
+    COL_SPLIT when a core's resident slice of one row fits, else COL_STREAM — the slice walked in chunks of
+    `colsPerPass` columns (a multiple of the row's lane quantum, the last chunk a tail) re-read from GM for each
+    row-reduction level and for the output phase, `groupRows` rows per chunk. Returns (program, plans)."""
+    plan_for = lambda cols: col_plan(c, cols, bytes_of)   # noqa: E731
+    res = plan_for(cols_core)
+    res_row = p.let("residentRowBytes", row_bytes(res), "UB bytes per resident row of a COL_SPLIT slice")
+    res_fixed = p.let("residentFixedBytes", fixed_bytes(res), "UB bytes held once by COL_SPLIT")
+    res_fit = p.let("residentFit", select(ub > res_fixed, (ub - res_fixed) // res_row, 0),
+                    "rows of a resident COL_SPLIT slice that fit")
+    none, probe = plan_for(lit(0)), plan_for(lit(STREAM_PROBE_COLS))
+    probe_row = p.let("streamProbeRowBytes", row_bytes(probe),
+                      f"UB bytes of one row of {STREAM_PROBE_COLS} columns of a COL_STREAM chunk")
+    probe_fixed = p.let("streamProbeFixedBytes", fixed_bytes(probe) - fixed_bytes(none),
+                        f"UB bytes held once that grow with {STREAM_PROBE_COLS} columns of a COL_STREAM chunk")
+    fixed0 = fixed_bytes(none) + PASS_SLACK_BYTES
+    want = p.let("streamRows", select(H < (1 << 28), emax(1, emin(R, STREAM_GROUP_ROWS)), 1),
+                 "rows a COL_STREAM chunk is sized for (one when a row's GM stride could pass 2^32 bytes)")
+    free = select(ub > fixed0, (ub - fixed0) * STREAM_PROBE_COLS, 0)
+    cols_many = p.let("streamColsMany", free // (probe_row * want + probe_fixed) // lanes * lanes,
+                      f"columns of a COL_STREAM chunk of streamRows rows that fit (multiple of {lanes})")
+    cols_one = p.let("streamColsOne", free // (probe_row + probe_fixed) // lanes * lanes,
+                     f"columns of a one-row COL_STREAM chunk that fit (multiple of {lanes})")
+    stream_cols = p.let("streamColsFit", select(cols_many >= STREAM_MIN_COLS, cols_many, cols_one),
+                        f"columns of a COL_STREAM chunk: streamRows rows at once unless that leaves fewer than "
+                        f"{STREAM_MIN_COLS}")
+    prefer_rows = rows_fit >= 1
+    strategy = p.let("strategy", select(prefer_rows | (res_fit < 1) & (stream_cols < lanes), ROW_SPLIT,
+                                        select(res_fit >= 1, COL_SPLIT, COL_STREAM)),
+                     "1 ROW_SPLIT, 2 COL_SPLIT, 3 COL_STREAM (the slice of one row does not fit UB)", True)
+    cols_pass = p.let("colsPerPass", select(strategy.eq(COL_STREAM), emin(cols_core, emax(lanes, stream_cols)),
+                                            cols_core),
+                      "columns per COL_SPLIT pass (the whole slice stays resident) or COL_STREAM chunk", True)
+    grp_fit, _cores, group_rows, plans[COL_SPLIT] = col_split(p, H, R, cores, ub, plan_for, cols_core, col_cores,
+                                                           cols_pass)
+    plans[COL_STREAM] = plans[COL_SPLIT]
+    p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
+          "columns each core sums in the cross-core reduction (ROW_SPLIT)", True)
+    p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, grp_fit >= 1), "1 when the chosen plan fits UB", True)
+    block_dim = p.let("blockDim", select(strategy.eq(ROW_SPLIT), row_cores, col_cores), "AIV cores launched", True)
+    p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
+    ws_rows = p.let("wsRowBytes", 0 * block_dim, "ROW_SPLIT: no cross-core sums")
+    ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * align_up(group_rows, 8) * 4,
+                    "COL_SPLIT / COL_STREAM: partial row reductions of every core and their totals (fp32), each slot "
+                    "32-byte aligned")
+    p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, ws_cols), "user workspace (bytes)", True)
+    _tail_fields(p, S, B, H, R, float_attrs, attrs, extras)
     return p, plans
