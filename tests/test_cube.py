@@ -22,7 +22,7 @@ from opgen.passes.pipeline import kernel_build
 from opgen.registry import load_spec
 
 SPEC = """
-from opgen.dsl import A2, OpSpec, bf16, f16
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
 spec = OpSpec("{op}", aclnn="aclnn{op}", socs=(A2,), round="rint")
 {m} = spec.dim("{m}", max=4096)
 {k} = spec.dim("{k}", max=4096)
@@ -65,12 +65,40 @@ def test_renamed_spec_gets_the_same_kernel(tmp_path):
     assert (lay.a, lay.b, lay.out, lay.dims) == ("lhs", "rhs", "res", ("Rows", "Red", "Cols"))
 
 
-def test_epilogues_not_lowered_yet_are_refused_with_the_rule(tmp_path):
-    spec = _spec(tmp_path, body="(bb.matmul({a}, {b}) + 1.0).cast(U, 'rint')")
+def test_a_reduction_in_the_epilogue_is_refused_in_the_users_terms(tmp_path):
+    spec = _spec(tmp_path, body="(lambda t: t - t.sum(-1))(bb.matmul({a}, {b})).cast(U, 'rint')")
     with pytest.raises(NoKernel) as e:
         kernel_build(spec)
     msg = str(e.value)
-    assert "feeds add" in msg and msg.endswith("[cube family]") and "\n" not in msg
+    assert "a reduction (sum over N) in the matmul's epilogue" in msg and "epilogue" in msg and msg.endswith("[cube family]") \
+        and "\n" not in msg
+
+
+def test_a_matmul_operand_read_again_in_the_epilogue_is_refused(tmp_path):
+    spec = _spec(tmp_path, body="(bb.matmul({a}, {b}) + bb.exp({a}.cast(f32)).sum(-1)).cast(U, 'rint')")
+    with pytest.raises(NoKernel) as e:
+        kernel_build(spec)
+    assert "a matmul operand (%v1) read again in the matmul's epilogue" in str(e.value)
+
+
+def test_an_elementwise_epilogue_is_lowered_on_the_aivs(tmp_path):
+    u = kernel_build(_spec(tmp_path, body="bb.silu(bb.matmul({a}, {b}) * 0.5 + 1.0).cast(U, 'rint')"))
+    assert u.family.name == "cube" and u.family.entry_kernel_type(u.lowered) == "KERNEL_TYPE_MIX_AIC_1_2"
+    assert [st[0] for st in u.layout.steps][0] == "acc" and u.layout.steps[-1] == ("store", u.layout.steps[-2][1],
+                                                                                 "CAST_RINT")
+    k = next(iter(u.lowered.programs.values()))
+    units = [s.unit for s in k.process if isinstance(s, K.CoreIf)]
+    assert units == ["cube", "vector"]
+    # two slots: the AIC waits for a slot's free flag (ids 2, 3) and raises its ready flag (ids 0, 1); the AIVs
+    # the other way round
+    cube, vec = (s for s in k.process if isinstance(s, K.CoreIf))
+    sets = lambda body: sorted({s.id for s in K.walk(body) if isinstance(s, K.CrossCoreSetFlag)})  # noqa: E731
+    waits = lambda body: sorted({s.id for s in K.walk(body) if isinstance(s, K.CrossCoreWaitFlag)})  # noqa: E731
+    assert (sets(cube.body), waits(cube.body), sets(vec.body), waits(vec.body)) == ([0, 1], [2, 3], [2, 3], [0, 1])
+    assert "CrossCoreSetFlag<2, PIPE_FIX>(0);" in K.to_cpp(k) and "GetSubBlockIdx()" in K.to_cpp(k)
+    # the plain GEMM keeps its cube-only kernel
+    u0 = kernel_build(_spec(tmp_path / "p" if (tmp_path / "p").mkdir() is None else tmp_path))
+    assert u0.family.entry_kernel_type(u0.lowered) == "KERNEL_TYPE_AIC_ONLY" and not u0.layout.steps
 
 
 TRANS = SPEC.replace("[{m}, {k}])\nspec.input", "[{k}, {m}])\nspec.input").replace("[{k}, {n}])\nspec.output",
