@@ -7,6 +7,8 @@ L0C) for shapes the spec allows. The emulated kernel against float64 NumPy: test
 from __future__ import annotations
 
 import math
+
+import numpy as np
 import re
 import textwrap
 from pathlib import Path
@@ -407,3 +409,56 @@ def test_the_entry_is_cube_only_and_named_as_the_opdef_looks_it_up(tmp_path):
     assert kernel_type(cpp) == "KERNEL_TYPE_AIC_ONLY" and "KERNEL_TYPE_AIC_ONLY" in LAUNCH
     # the family states it (the kernel UT's KernelMode follows it: AIC_MODE)
     assert u.family.kernel_type == "KERNEL_TYPE_AIC_ONLY"
+
+
+def _gelu_tanh(y):
+    """GELU, tanh form, in float64 (torch.nn.functional.gelu(approximate="tanh"))."""
+    return 0.5 * y * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (y + 0.044715 * y ** 3)))
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "specs"
+
+
+@pytest.mark.slow
+def test_matmul_bias_gelu_emulated_matches_float64(tmp_path):
+    """MatmulGelu on the mixed launch against float64 NumPy: odd M / N / K, a tail block of one row (its second
+    AIV has no rows) and of odd rows (halves of 23 / 22), fp16 and bf16; one build serves both runs."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    spec = load_spec(str(EXAMPLES / "matmul_gelu.py"))
+    out = tmp_path / "gen"
+    write_ops([spec.file], out)
+    for dims, dt, ulp in (({"M": 257, "K": 70, "N": 290}, "bfloat16", 2.0**-8),
+                          ({"M": 301, "K": 33, "N": 45}, "float16", 2.0**-11)):
+        r = run_check(spec.file, dims=dims, dtypes={"T": dt}, gen_dir=out, seed=5, progress=False)
+        assert not r.faults and r.passed and r.block_dim > 1
+        x, w, b = (np.asarray(r.inputs[n], dtype=np.float64) for n in ("x", "weight", "bias"))
+        ref = _gelu_tanh(x @ w + b)
+        got = np.asarray(r.arrays["output"], dtype=np.float64)
+        assert got.shape == ref.shape
+        assert np.all(np.abs(got - ref) <= ulp * np.abs(ref) + 1e-3 * np.abs(ref).mean())
+
+
+@pytest.mark.slow
+def test_batched_matmul_bias_residual_emulated_matches_float64(tmp_path):
+    """FusedMatMul ("add": + bias + x3) with 60 matrices over the AI Cores: cores taking three blocks reuse a
+    workspace slot (the AIC waits for its AIVs' free flag), tails on every edge; against float64 NumPy."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    from opgen.tiling.emit import SYS_WORKSPACE_BYTES
+
+    spec = load_spec(str(EXAMPLES / "fused_mat_mul.py"))
+    out = tmp_path / "gen"
+    write_ops([spec.file], out)
+    r = run_check(spec.file, dims={"B": 60, "M": 37, "K": 50, "N": 45}, dtypes={"T": "bfloat16"}, gen_dir=out,
+                  seed=2, progress=False)
+    assert not r.faults and r.passed
+    # two fp32 slots of a 48 x 48 block (baseM = ceil16(37), baseN = ceil16(45)) per AI Core, beside the library's
+    assert 1 < r.block_dim < 60 and r.workspace_bytes - SYS_WORKSPACE_BYTES == r.block_dim * 2 * 48 * 48 * 4
+    x1, x2, b, x3 = (np.asarray(r.inputs[n], dtype=np.float64) for n in ("x1", "x2", "bias", "x3"))
+    ref = x1 @ x2 + b + x3
+    got = np.asarray(r.arrays["y"], dtype=np.float64)
+    assert got.shape == ref.shape
+    assert np.all(np.abs(got - ref) <= 2.0**-8 * np.abs(ref) + 1e-3 * np.abs(ref).mean())
