@@ -208,6 +208,41 @@ def test_cube_instructions_run_only_on_the_cube_core():
         K.verify(_cls((K.CoreIf("vector", _gets() + (_mm(),)),)))
 
 
+def test_cross_core_flags_print_as_ascendc_and_keep_to_the_device_rules():
+    """CrossCoreSetFlag<mode, pipe>(id) / CrossCoreWaitFlag(id) (docs/reference/ascendc.md §1.6; the emulation's
+    rules in opgen/emu/include/emu/mix.h): ids 0..10, not on PIPE_S / PIPE_ALL or a pipe the core kind lacks, mode 1
+    on the AIVs only, only inside a core branch."""
+    ok = (K.CoreIf("cube", (K.CrossCoreSetFlag(2, Pipe.FIX, 0), K.CrossCoreWaitFlag(2))),
+          K.CoreIf("vector", (K.CrossCoreWaitFlag(0), K.CrossCoreSetFlag(2, Pipe.MTE2, 2))))
+    cpp = K.to_cpp(_cls(ok))
+    assert "CrossCoreSetFlag<2, PIPE_FIX>(0);" in cpp and "CrossCoreWaitFlag(2);" in cpp \
+        and "CrossCoreSetFlag<2, PIPE_MTE2>(2);" in cpp
+    assert "cross_set mode=2 FIX #0" in K.to_text(_cls(ok))
+    for process, rule in (
+            ((K.CrossCoreWaitFlag(0),), "outside a core branch"),
+            ((K.CoreIf("cube", (K.CrossCoreWaitFlag(11),)),), "id 11 outside 0..10"),
+            ((K.CoreIf("cube", (K.CrossCoreSetFlag(2, Pipe.V, 0),)),), "pipe V, which the cube core"),
+            ((K.CoreIf("vector", (K.CrossCoreSetFlag(2, Pipe.FIX, 0),)),), "pipe FIX, which the vector core"),
+            ((K.CoreIf("vector", (K.CrossCoreSetFlag(2, Pipe.S, 0),)),), "pipe S"),
+            ((K.CoreIf("cube", (K.CrossCoreSetFlag(1, Pipe.FIX, 0),)),), "mode 1 on the cube core")):
+        with pytest.raises(K.IRError, match=rule):
+            K.verify(_cls(process))
+
+
+def test_the_epilogue_workspace_and_ub_fit_in_the_tiling(tmp_path):
+    """workspaceBytes = blockDim x 2 slots x baseM x baseN x 4 (fp32); epiRows at most half a block and its pass
+    within the 192 KB UB of an Atlas A2 AIV (docs/reference/ascendc.md §1.2)."""
+    u = kernel_build(_spec(tmp_path, body="(bb.matmul({a}, {b}) * 0.5).cast(U, 'rint')"))
+    c = u.counts
+    assert c.epi_row_bytes > 0
+    for m, k, n in ((37, 50, 45), (4096, 4096, 4096), (1, 1, 1)):
+        v = _tiling(u, m, k, n)
+        assert v["fits"] == 1
+        assert v["workspaceBytes"] == v["blockDim"] * 2 * v["baseM"] * v["baseN"] * 4
+        assert 1 <= v["epiRows"] <= (v["baseM"] + 1) // 2
+        assert v["epiRows"] * v["baseN"] * c.epi_row_bytes + v["baseN"] * c.epi_col_bytes <= 192 * 1024
+
+
 def _tiling(u, m, k, n, aiv=48):
     from opgen.platforms import PLATFORMS
     from opgen.tiling.emit import program_inputs

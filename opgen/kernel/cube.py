@@ -2,10 +2,10 @@
 
 `GemmLayout` is read off the fused graph's structure, never off names: the graph's one `matmul` whose operands are
 (casts of) two 2-D inputs A [M, K] and B [K, N] of one dtype variable, and whose result reaches exactly one output
-through at most one cast with round "rint" or "none" (the epilogue this first step lowers: the fp32 ->
-output-dtype rounding, which Fixpipe does on the way out, once and to nearest even). A chain of casts (an
-intermediate rounding Fixpipe would skip) or another round mode is refused. Anything else on the result (bias, activation, scale) or a transposed / batched operand is
-refused with the rule (Unsupported), so no spec is mis-lowered.
+either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
+of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
+on [*batch, M, N] and [N] / [1, N] inputs and scalar constants, ending in at most one cast. Anything else (a
+reduction, another shape, a runtime attribute) is refused naming the construct (Unsupported).
 
 Schedule (one Kernel IR class, `lower`; facts: docs/reference/ascendc.md §1.10 cube path and layouts, §1.6 pipes
 and HardEvent flags, §1.3 block index; docs/design.md "Cube family"): the output is cut into baseM x baseN blocks
@@ -15,8 +15,11 @@ ranges (the first `blocksTail` cores take one more). Per block, K in chunks of b
 and L0B (ZN: one transposing LoadData per 16-row fractal row of B), Mmad into the fp32 L0C block (init on the first
 chunk, accumulate after: fp32 accumulation over all of K), then Fixpipe L0C -> GM with the cast to the output
 type. Every hand-off between pipes is a flag (MTE2 -> MTE1 -> M -> FIX and back for the buffer reuse), set and
-waited in place: this first step does not overlap the pipes (one L1 / L0 buffer each). The kernel is launched
-cube-only (KERNEL_TYPE_AIC_ONLY, blockDim AIC cores): no AIV has work until the vector epilogue (the next step). A Mmad of one row would select GEMV mode on
+waited in place: this first step does not overlap the pipes (one L1 / L0 buffer each). Without a vector epilogue the
+kernel is launched cube-only (KERNEL_TYPE_AIC_ONLY, blockDim AIC cores). With one it is mixed
+(KERNEL_TYPE_MIX_AIC_1_2): Fixpipe writes the fp32 block to one of two workspace slots of the AI Core, handed to its
+two AIVs and back by cross-core flags (FLAG_READY, FLAG_FREE), and each AIV runs the epilogue on half of the block's
+rows (`_vector_part`; docs/design.md "Cube family"). A Mmad of one row would select GEMV mode on
 the device, so a tail of one row runs as two (the second row's result is never read).
 
 The class's own members (GM tensors aGm_ / bGm_ / cGm_, buffers l1A_ ... l0C_) end in '_', which no spec name may

@@ -12,6 +12,9 @@ fits L0C (double buffering, the next step, will trade L0C for overlap). `fits` s
 allows, and opgen.tiling.ub_proof evaluates it over the spec's dim domain (the static L1 / L0 proof). A
 transposed operand's tile is the same size (Aᵀ: baseK x baseM, Bᵀ: baseN x baseK).
 
+A vector epilogue (opgen.kernel.cube.EpiProgram) adds epiRows (rows of an AIV pass: at most half a block, as many
+as the AIV's UB holds), its UB bytes to `fits`, and a workspace of two fp32 block slots per AI Core (bytes).
+
 Split: mBlocks = ceil(M / baseM), nBlocks = ceil(N / baseN) output blocks per matrix (times the batch's matrices
 when batched: block // mnBlocks is the matrix), numbered row-major; blockDim =
 min(AI Cores, blocks); each AI Core takes blocksPerCore contiguous blocks, the first blocksTail one more.
