@@ -497,3 +497,39 @@ def test_batched_matmul_bias_residual_emulated_matches_float64(tmp_path):
     got = np.asarray(r.arrays["y"], dtype=np.float64)
     assert got.shape == ref.shape
     assert np.all(np.abs(got - ref) <= 2.0**-8 * np.abs(ref) + 1e-3 * np.abs(ref).mean())
+
+
+@pytest.mark.slow
+def test_relu_of_a_scaled_matmul_kept_fp32_emulated_matches_float64(tmp_path):
+    """relu(0.25 * x @ w) - 1 written as fp32 (no final cast: the AIVs store their fp32 rows), fixed bf16 operands
+    (no dtype variable), renamed dims; against float64 NumPy."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    p = tmp_path / "mm_relu.py"
+    p.write_text(textwrap.dedent('''
+        from opgen.dsl import A2, OpSpec, bf16, f32
+        spec = OpSpec("MmRelu", aclnn="aclnnMmRelu", socs=(A2,), round="rint")
+        R = spec.dim("R", max=4096)
+        C = spec.dim("C", max=4096)
+        D = spec.dim("D", max=4096)
+        spec.input("lhs", bf16, [R, D])
+        spec.input("rhs", bf16, [D, C])
+        spec.output("res", f32, [R, C])
+        spec.example_call({"R": 5, "D": 7, "C": 9})
+
+
+        @spec.body
+        def _(bb, lhs, rhs):
+            return {"res": bb.maximum(bb.matmul(lhs, rhs) * 0.25, 0.0) - 1.0}
+    '''))
+    spec = load_spec(str(p))
+    out = tmp_path / "gen"
+    write_ops([spec.file], out)
+    r = run_check(spec.file, dims={"R": 131, "D": 45, "C": 270}, gen_dir=out, seed=4, progress=False)
+    assert not r.faults and r.passed
+    x, w = (np.asarray(r.inputs[n], dtype=np.float64) for n in ("lhs", "rhs"))
+    ref = np.maximum(0.25 * (x @ w), 0.0) - 1.0
+    got = np.asarray(r.arrays["res"], dtype=np.float64)
+    assert got.dtype == np.float64 and str(r.arrays["res"].dtype) == "float32" and got.shape == ref.shape
+    assert np.all(np.abs(got - ref) <= 2.0**-20 * (np.abs(ref) + np.abs(x) @ np.abs(w)))
