@@ -533,3 +533,14 @@ def test_relu_of_a_scaled_matmul_kept_fp32_emulated_matches_float64(tmp_path):
     got = np.asarray(r.arrays["res"], dtype=np.float64)
     assert got.dtype == np.float64 and str(r.arrays["res"].dtype) == "float32" and got.shape == ref.shape
     assert np.all(np.abs(got - ref) <= 2.0**-20 * (np.abs(ref) + np.abs(x) @ np.abs(w)))
+
+
+def test_the_kernel_ir_engine_refuses_the_mixed_cube_kernel_in_one_line():
+    """`opgen check --engine kir` reads rows-family classes only: the mixed cube class is refused with the reason
+    (NotKernelIR, exit 2 in the CLI), not run half-way."""
+    from opgen.check.kirengine import require_kernel_ir
+    from opgen.kernel.kir_interp import NotKernelIR
+
+    with pytest.raises(NotKernelIR) as e:
+        require_kernel_ir(load_spec(str(EXAMPLES / "matmul_gelu.py")))
+    assert "cube family" in str(e.value) and "--engine emu" in str(e.value) and "\n" not in str(e.value)
