@@ -501,8 +501,9 @@ def test_batched_matmul_bias_residual_emulated_matches_float64(tmp_path):
 
 @pytest.mark.slow
 def test_relu_of_a_scaled_matmul_kept_fp32_emulated_matches_float64(tmp_path):
-    """relu(0.25 * x @ w) - 1 written as fp32 (no final cast: the AIVs store their fp32 rows), fixed bf16 operands
-    (no dtype variable), renamed dims; against float64 NumPy."""
+    """relu(alpha * x @ w) - 1 written as fp32 (no final cast: the AIVs store their fp32 rows), alpha a runtime float
+    attribute (its bits through the tiling data), fixed bf16 operands (no dtype variable), renamed dims; against
+    float64 NumPy."""
     from opgen.check import run_check
     from opgen.codegen import write_ops
 
@@ -516,20 +517,22 @@ def test_relu_of_a_scaled_matmul_kept_fp32_emulated_matches_float64(tmp_path):
         spec.input("lhs", bf16, [R, D])
         spec.input("rhs", bf16, [D, C])
         spec.output("res", f32, [R, C])
+        spec.attr("alpha", float, 0.25)
         spec.example_call({"R": 5, "D": 7, "C": 9})
 
 
         @spec.body
-        def _(bb, lhs, rhs):
-            return {"res": bb.maximum(bb.matmul(lhs, rhs) * 0.25, 0.0) - 1.0}
+        def _(bb, lhs, rhs, alpha):
+            return {"res": bb.maximum(bb.matmul(lhs, rhs) * alpha, 0.0) - 1.0}
     '''))
     spec = load_spec(str(p))
     out = tmp_path / "gen"
     write_ops([spec.file], out)
-    r = run_check(spec.file, dims={"R": 131, "D": 45, "C": 270}, gen_dir=out, seed=4, progress=False)
+    r = run_check(spec.file, dims={"R": 131, "D": 45, "C": 270}, attrs={"alpha": -0.375}, gen_dir=out, seed=4,
+                  progress=False)
     assert not r.faults and r.passed
     x, w = (np.asarray(r.inputs[n], dtype=np.float64) for n in ("lhs", "rhs"))
-    ref = np.maximum(0.25 * (x @ w), 0.0) - 1.0
+    ref = np.maximum(-0.375 * (x @ w), 0.0) - 1.0
     got = np.asarray(r.arrays["res"], dtype=np.float64)
     assert got.dtype == np.float64 and str(r.arrays["res"].dtype) == "float32" and got.shape == ref.shape
     assert np.all(np.abs(got - ref) <= 2.0**-20 * (np.abs(ref) + np.abs(x) @ np.abs(w)))

@@ -4,8 +4,8 @@
 (casts of) two 2-D inputs A [M, K] and B [K, N] of one dtype variable, and whose result reaches exactly one output
 either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
 of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
-on [*batch, M, N] and [N] / [1, N] inputs and scalar constants, ending in at most one cast. Anything else (a
-reduction, another shape, a runtime attribute) is refused naming the construct (Unsupported).
+on [*batch, M, N] and [N] / [1, N] inputs, scalar constants and float attributes, ending in at most one cast. Anything else (a
+reduction, another shape, a non-float attribute) is refused naming the construct (Unsupported).
 
 Schedule (one Kernel IR class, `lower`; facts: docs/reference/ascendc.md §1.10 cube path and layouts, §1.6 pipes
 and HardEvent flags, §1.3 block index; docs/design.md "Cube family"): the output is cut into baseM x baseN blocks
@@ -151,7 +151,7 @@ EPI_OPS = frozenset(set(VECTOR_BINARY) | set(VECTOR_UNARY) | {"neg"})
 (opgen.kernel.rowprog.lower_elementwise); `tanh` is rewritten into them first (opgen.kernel.rowmerge.tanh_as_exp)."""
 EPI_STEPS = """The vector epilogue as steps (GemmLayout.steps), in graph order: ("acc", value) the matmul's fp32 result,
 ("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], "col": [N] or [1, N]),
-("const", value, C++ float literal), ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
+("const", value, C++ float literal), ("attr", name) a runtime float attribute, ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
 the output written from `value` (round: the cast's round mode; "" for an fp32 output)."""
 _CONSTRUCTS = {"reduce": "a reduction", "matmul": "a second matmul", "erf": "`b.erf` (GELU's erf form)",
                "select": "`b.where`", "gather": "a gather by index", "transpose": "a transpose",
@@ -166,6 +166,8 @@ def _step_text(st) -> str:
         return f"{st[1]} = load {st[2]} ({st[3]})"
     if st[0] == "const":
         return f"{st[1]} = {st[2]}"
+    if st[0] == "attr":
+        return f"{st[1]} = attribute"
     if st[0] == "op":
         return f"{st[1]} = {st[2]}({', '.join(st[3])})"
     return f"store {st[1]}" + (f" ({st[2]})" if st[2] else "")
@@ -254,9 +256,13 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
             continue
         if n.op in EPI_OPS:
             for x in n.inputs:
-                if x in attrs:
-                    raise Unsupported(v, n.loc, f"the runtime attribute {x} in the matmul's epilogue (constants "
-                                      f"only so far)")
+                if x in attrs and x not in space:
+                    if list(vals[x].type.shape) or isinstance(vals[x].type.dtype, DTypeVar) \
+                            or dtype_name(vals[x].type.dtype) != "f32":
+                        raise Unsupported(v, n.loc, f"the attribute {x} in the matmul's epilogue: a float attribute "
+                                          f"only")
+                    space[x] = "scalar"
+                    steps.append(("attr", x))
                 if x not in space and x in params:
                     sd = vals[x].type.dtype
                     if isinstance(sd, DTypeVar) or dtype_name(sd) != "f32":
@@ -417,7 +423,7 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
     cls = K.KernelClass(f"{spec.name}CubeKernel", f"optiling::{spec.name}TilingData", args=tuple(
         [i.name for i in spec.inputs] + [o.name for o in spec.outputs]),
         gms=gms + (K.GmTensor("wsGm_", "float", workspace=True),) + vec_gms, locals=locs + vec_locs,
-        fields=FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS,
+        fields=FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + tuple(f"{a}Bits" for a in epi_attrs(lay)),
         process=process, tparams=("T",),
         doc=f"{spec.name}: [M, K] x [K, N] on the cube (fp32 blocks to a two-slot workspace), the epilogue on the "
             f"AIVs, output {out_t}")
@@ -429,6 +435,11 @@ FLAG_READY, FLAG_FREE = 0, 2
 -> the AIC: slot s is read and may be overwritten); s = 0, 1."""
 EPI_FIELDS = ("epiRows",)
 """The tiling-data field a kernel with a vector epilogue reads too: rows of a block half per AIV pass."""
+
+
+def epi_attrs(lay: GemmLayout) -> tuple:
+    """The runtime float attributes the vector epilogue reads (their tiling fields are <name>Bits)."""
+    return tuple(st[1] for st in lay.steps if st[0] == "attr")
 
 
 def _by_slot(make) -> K.If:
@@ -505,6 +516,9 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
         elif st[0] == "const":
             ctx.space[st[1]] = "scalar"
             ctx.scalar_text[st[1]] = st[2]
+        elif st[0] == "attr":
+            ctx.space[st[1]] = "scalar"
+            ctx.scalar_text[st[1]] = f"attr_{st[1]}"
         elif st[0] == "op":
             _k, v, op, ins, sp = st
             ctx.space[v] = sp
@@ -636,7 +650,8 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         K.For("c0", S("r0"), S("r1"), R, chunk, tail="rows", doc="passes over this AIV's rows of the block"),
         _by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.MTE2, FLAG_FREE + i, "this AIV is done reading slot s")),
     )
-    vector = (*gets, K.Let("core", K.BLOCK_IDX // K.TASK_RATIO), *_range(S("core")),
+    attrs = tuple(K.FLet(f"attr_{a}", K.FBits(S(f"{a}Bits")), doc=f"the attribute {a}") for a in epi_attrs(lay))
+    vector = (*gets, *attrs, K.Let("core", K.BLOCK_IDX // K.TASK_RATIO), *_range(S("core")),
               K.For("blk", S("first"), S("last"), Lit(1), block, doc="this AI Core's output blocks"))
     return tuple(locs), tuple(gms), vector
 

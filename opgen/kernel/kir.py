@@ -18,7 +18,7 @@ from; conditions are `opgen.ir.dims.Constraint` (lhs op rhs), an `If` taking a c
 are int64 elements unless a field says bytes. A symbol names one of: a tiling-data field (`KernelClass.fields`,
 printed `td_->name`), a member scalar (`KernelClass.scalars`), a parameter of the enclosing `Func`, a `Let`, a loop
 variable or loop tail, or `BLOCK_IDX` / `BLOCK_NUM` (GetBlockIdx() / GetBlockNum(), this core's index and the
-core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, FBin, FNeg, FMinMax, FCall, FLoad).
+core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, FBits, FBin, FNeg, FMinMax, FCall, FLoad).
 
 What each node means operationally (pipe; reads; writes)
 -------------------------------------------------------
@@ -334,6 +334,14 @@ class FRef(FExpr):
 @dataclass(frozen=True)
 class FInt(FExpr):
     """An integer expression converted to float."""
+
+    value: DimExpr
+
+
+@dataclass(frozen=True)
+class FBits(FExpr):
+    """The float whose IEEE-754 bits are the low 32 bits of an integer expression (a float attribute carried in a
+    tiling-data field as its bits; BitsToFloat of templates/op_kernel/_scalar.h.j2)."""
 
     value: DimExpr
 
@@ -998,7 +1006,7 @@ def _fsyms(f) -> set:
         return {f.name}
     if isinstance(f, FLoad):
         return set()
-    if isinstance(f, FInt):
+    if isinstance(f, (FInt, FBits)):
         return set(f.value.symbols())
     out: set = set()
     for c in fexpr_children(f):
@@ -1700,6 +1708,8 @@ def _f_text(f) -> str:
         return f.name
     if isinstance(f, FInt):
         return f"float({f.value})"
+    if isinstance(f, FBits):
+        return f"bits_to_float({f.value})"
     if isinstance(f, FBin):
         return f"({_f_text(f.a)} {f.op} {_f_text(f.b)})"
     if isinstance(f, FCall):
@@ -1926,6 +1936,8 @@ class CppPrinter:
             return x.name
         if isinstance(x, FInt):
             return f"static_cast<float>({self.e(x.value)})"
+        if isinstance(x, FBits):
+            return f"BitsToFloat({self.e(x.value)})"
         if isinstance(x, FBin):
             t = f"{self.f(x.a)} {x.op} {self.f(x.b)}"
             return f"({t})" if x.paren else t

@@ -53,14 +53,16 @@ CUBE = _sizes()
 """On-chip bytes of the AIC: l1, l0a, l0b, l0c."""
 
 
-def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None):
+def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
+                 attrs: tuple = ()):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 allocations. trans_a / trans_b:
     A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz must fit); batched: a program
     input `batch` (matrices) multiplies the blocks, and the field mnBlocks (blocks per matrix) is written. epi:
     (UB bytes per element of a pass row, UB bytes per element of the column rows) of a vector epilogue
     (opgen.kernel.cube.EpiProgram): then the field epiRows (rows per AIV pass, the most that fit the UB, at most
-    half a block) and the workspace of two fp32 block slots per AI Core."""
+    half a block) and the workspace of two fp32 block slots per AI Core; attrs: the runtime float attributes it
+    reads (inputs <name>Attr, fields <name>Bits: their IEEE-754 bits)."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -114,6 +116,9 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
           True)
     p.let("tilingKey", ak * 100 + key * 10 + STRATEGY, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     p.let("workspaceBytes", bd * 2 * bm * bn * 4, "two fp32 block slots per AI Core (bytes)", True)
+    for a in attrs:
+        v = p.input(f"{a}Attr", f"IEEE-754 bits of the attribute {a}")
+        p.let(f"{a}Bits", v + 0, f"IEEE-754 bits of {a} (float)", True)
     return p, plan
 
 
@@ -123,11 +128,13 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     lay = lowered.layout
     m, k, n = lay.dims
     epi = (counts.epi_row_bytes, counts.epi_col_bytes) if lay.steps else None
-    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi)
+    attrs = kcube.epi_attrs(lay)
+    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs)
     inputs = {"dimM": Sym(m), "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum")}
     if epi is not None:
         inputs["ubBytes"] = ("platform", "ubBytes")
+    inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
     if lay.batch:
         inputs["batch"] = functools.reduce(lambda x, y: x * y, [Sym(d) for d in lay.batch])
     doc = (f"Tiling of {spec.name}: cube family, one cube-only launch (blockDim AIC cores); output blocks of baseM x baseN "
