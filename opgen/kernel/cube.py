@@ -543,7 +543,8 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     """(UB locals, GM tensors of the epilogue's inputs, the AIV statements) of the vector epilogue (module
     docstring): per block of this AI Core, wait for its slot, then passes of up to epiRows rows of this AIV's half
     (rows h * sub .. of h = ceil(mt / 2)): copy the fp32 rows and the inputs in, run each instruction over the
-    pass's rows (instruction-major, a PIPE_V barrier between instructions), cast, copy out; free the slot."""
+    pass's rows (instruction-major, a PIPE_V barrier between instructions; one instruction over all rows of the pass
+    when they touch, nt = baseN, and it reads no column row), cast, copy out; free the slot."""
     S = Sym
     bn, N, R = S("baseN"), S("N"), S("epiRows")
     row = S("r") * bn    # element offset of row r of a pass in every row buffer (pitch baseN)
@@ -602,11 +603,16 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         var, is_row = ref[x]
         return K.Ref(var, r if is_row else Lit(0))
 
+    def is_col(x):
+        return x in prog.col or (x in ref and not ref[x][1])
+
     col_ops, row_ops = [], []
     for i in prog.instrs:
         is_row = i.space == "row"
         r = row if is_row else Lit(0)
-        nt = S("nt")
+        # an instruction reading no column row runs over the whole pass at once when its rows touch (nt = baseN)
+        flat = is_row and not any(is_col(x) for x in i.srcs)
+        nt = S("cnt") if flat else S("nt")
         if i.kind == "cast_in":
             var, _ = ref[("in", i.gm)]
             node = K.vec(Op.CAST, dst=operand(i.dst, r), src=K.Ref(var, r), mode="CAST_NONE", count=nt,
@@ -624,13 +630,16 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
                 args["scalar"] = parse_scalar(i.arg)
             node = K.vec(instr_op(i), **args)
         if is_row:
-            row_ops += [K.For("r", Lit(0), S("rows"), Lit(1), (node,)), K.Barrier(Pipe.V)]
+            row_ops += [K.For("r", Lit(0), S("iters") if flat else S("rows"), Lit(1), (node,)), K.Barrier(Pipe.V)]
         else:
             col_ops += [node, K.Barrier(Pipe.V)]
     src_out = K.Ref("eo") if rnd else operand(sv, Lit(0))
     store = K.Copy(K.GmView("cGm_", off(2, (S("m0") + S("c0")) * N + S("n0"))), src_out, S("rows"), S("nt") * osz,
                    _gap(S("nt"), osz, bn), (N - S("nt")) * osz, "the pass's output rows")
+    whole = (Constraint("==", S("nt"), bn),)
     chunk = (
+        K.Let("iters", K.Select(whole, Lit(1), S("rows"))),
+        K.Let("cnt", K.Select(whole, S("rows") * S("nt"), S("nt"))),
         *col_in, *copies_in,
         *_fence(Pipe.MTE2, Pipe.V, "rows and columns landed"),
         *col_ops, *row_ops,
