@@ -289,7 +289,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
             what = f"a reduction ({n.attr('kind')} over {over})"
         raise Unsupported(v, n.loc, f"{what} in the matmul's epilogue: the cube family's vector epilogue is "
                           f"elementwise math on the result ({', '.join(sorted(EPI_OPS))}, casts, [N] / [M, N] "
-                          f"inputs, constants)")
+                          f"inputs, constants, float attributes)")
     if not stored:
         if space.get(ov) != "row" or dtype_name(vals[ov].type.dtype) != "f32":
             raise Unsupported(ov, "", "the output is not computed from the matmul result")
@@ -541,7 +541,8 @@ def _gap(n, sz, pitch) -> object:
 
 def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off) -> tuple:
     """(UB locals, GM tensors of the epilogue's inputs, the AIV statements) of the vector epilogue (module
-    docstring): per block of this AI Core, wait for its slot, then passes of up to epiRows rows of this AIV's half
+    docstring): per block of this AI Core, wait for its slot, the column rows (a bias) in and finished, then passes
+    of up to epiRows rows of this AIV's half
     (rows h * sub .. of h = ceil(mt / 2)): copy the fp32 rows and the inputs in, run each instruction over the
     pass's rows (instruction-major, a PIPE_V barrier between instructions; one instruction over all rows of the pass
     when they touch, nt = baseN, and it reads no column row), cast, copy out; free the slot."""
@@ -640,14 +641,17 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     chunk = (
         K.Let("iters", K.Select(whole, Lit(1), S("rows"))),
         K.Let("cnt", K.Select(whole, S("rows") * S("nt"), S("nt"))),
-        *col_in, *copies_in,
-        *_fence(Pipe.MTE2, Pipe.V, "rows and columns landed"),
-        *col_ops, *row_ops,
+        *copies_in,
+        *_fence(Pipe.MTE2, Pipe.V, "rows landed"),
+        *row_ops,
         *_fence(Pipe.V, Pipe.MTE3, "output rows computed"),
         store,
         *_fence(Pipe.MTE3, Pipe.V, "output staging free for the next pass"),
         *_fence(Pipe.V, Pipe.MTE2, "input rows free for the next pass"),
     )
+    # the column rows (a bias) once per block: loaded and finished before the passes, free after them
+    cols = (*col_in, *_fence(Pipe.MTE2, Pipe.V, "columns landed"), *col_ops) if col_in or col_ops else ()
+    cols_done = _fence(Pipe.V, Pipe.MTE2, "column rows free for the next block") if cols else ()
     block = (
         *lets,
         K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
@@ -656,7 +660,9 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         K.Let("r0", K.SUB_BLOCK_IDX * S("half")),
         K.Let("r1", Fn("min", (S("mt"), S("r0") + S("half")))),
         _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_READY + i, "the AIC has written slot s")),
+        *cols,
         K.For("c0", S("r0"), S("r1"), R, chunk, tail="rows", doc="passes over this AIV's rows of the block"),
+        *cols_done,
         _by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.MTE2, FLAG_FREE + i, "this AIV is done reading slot s")),
     )
     attrs = tuple(K.FLet(f"attr_{a}", K.FBits(S(f"{a}Bits")), doc=f"the attribute {a}") for a in epi_attrs(lay))
