@@ -67,6 +67,20 @@ def test_renamed_spec_gets_the_same_kernel(tmp_path):
     assert (lay.a, lay.b, lay.out, lay.dims) == ("lhs", "rhs", "res", ("Rows", "Red", "Cols"))
 
 
+def test_renamed_spec_with_an_epilogue_gets_the_same_kernel(tmp_path):
+    body = "bb.silu(bb.matmul({a}, {b}) * 0.5 - 1.0).cast(U, 'rint')"
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    u1 = kernel_build(_spec(tmp_path / "one", body=body))
+    u2 = kernel_build(_spec(tmp_path / "two", body=body, op="Other", m="Rows", k="Red", n="Cols", a="lhs", b="rhs",
+                            c="res"))
+    norm = {"GemmCubeKernel": "X", "OtherCubeKernel": "X", "GemmTilingData": "S", "OtherTilingData": "S", "x": "A",
+            "lhs": "A", "w": "B", "rhs": "B", "y": "C", "res": "C"}
+    t1, t2 = (re.sub(r"\b(\w+)\b", lambda m: norm.get(m.group(1), m.group(1)),
+                     K.to_text(next(iter(u.lowered.programs.values())))) for u in (u1, u2))
+    assert t1 == t2 and "cross_wait" in t1
+
+
 def test_a_reduction_in_the_epilogue_is_refused_in_the_users_terms(tmp_path):
     spec = _spec(tmp_path, body="(lambda t: t - t.sum(-1))(bb.matmul({a}, {b})).cast(U, 'rint')")
     with pytest.raises(NoKernel) as e:
