@@ -7,6 +7,8 @@ L0C) for shapes the spec allows. The emulated kernel against float64 NumPy: test
 from __future__ import annotations
 
 import math
+
+import numpy as np
 import re
 import textwrap
 from pathlib import Path
@@ -22,7 +24,7 @@ from opgen.passes.pipeline import kernel_build
 from opgen.registry import load_spec
 
 SPEC = """
-from opgen.dsl import A2, OpSpec, bf16, f16
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
 spec = OpSpec("{op}", aclnn="aclnn{op}", socs=(A2,), round="rint")
 {m} = spec.dim("{m}", max=4096)
 {k} = spec.dim("{k}", max=4096)
@@ -65,12 +67,55 @@ def test_renamed_spec_gets_the_same_kernel(tmp_path):
     assert (lay.a, lay.b, lay.out, lay.dims) == ("lhs", "rhs", "res", ("Rows", "Red", "Cols"))
 
 
-def test_epilogues_not_lowered_yet_are_refused_with_the_rule(tmp_path):
-    spec = _spec(tmp_path, body="(bb.matmul({a}, {b}) + 1.0).cast(U, 'rint')")
+def test_renamed_spec_with_an_epilogue_gets_the_same_kernel(tmp_path):
+    body = "bb.silu(bb.matmul({a}, {b}) * 0.5 - 1.0).cast(U, 'rint')"
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    u1 = kernel_build(_spec(tmp_path / "one", body=body))
+    u2 = kernel_build(_spec(tmp_path / "two", body=body, op="Other", m="Rows", k="Red", n="Cols", a="lhs", b="rhs",
+                            c="res"))
+    norm = {"GemmCubeKernel": "X", "OtherCubeKernel": "X", "GemmTilingData": "S", "OtherTilingData": "S", "x": "A",
+            "lhs": "A", "w": "B", "rhs": "B", "y": "C", "res": "C"}
+    t1, t2 = (re.sub(r"\b(\w+)\b", lambda m: norm.get(m.group(1), m.group(1)),
+                     K.to_text(next(iter(u.lowered.programs.values())))) for u in (u1, u2))
+    assert t1 == t2 and "cross_wait" in t1
+
+
+def test_a_reduction_in_the_epilogue_is_refused_in_the_users_terms(tmp_path):
+    spec = _spec(tmp_path, body="(lambda t: t - t.sum(-1))(bb.matmul({a}, {b})).cast(U, 'rint')")
     with pytest.raises(NoKernel) as e:
         kernel_build(spec)
     msg = str(e.value)
-    assert "feeds add" in msg and msg.endswith("[cube family]") and "\n" not in msg
+    assert "a reduction (sum over N) in the matmul's epilogue" in msg and "epilogue" in msg and msg.endswith("[cube family]") \
+        and "\n" not in msg
+
+
+def test_a_matmul_operand_read_again_in_the_epilogue_is_refused(tmp_path):
+    spec = _spec(tmp_path, body="(bb.matmul({a}, {b}) + bb.exp({a}.cast(f32)).sum(-1)).cast(U, 'rint')")
+    with pytest.raises(NoKernel) as e:
+        kernel_build(spec)
+    assert "a matmul operand (%v1) read again in the matmul's epilogue" in str(e.value)
+
+
+def test_an_elementwise_epilogue_is_lowered_on_the_aivs(tmp_path):
+    u = kernel_build(_spec(tmp_path, body="bb.silu(bb.matmul({a}, {b}) * 0.5 + 1.0).cast(U, 'rint')"))
+    assert u.family.name == "cube" and u.family.entry_kernel_type(u.lowered) == "KERNEL_TYPE_MIX_AIC_1_2"
+    assert [st[0] for st in u.layout.steps][0] == "acc" and u.layout.steps[-1] == ("store", u.layout.steps[-2][1],
+                                                                                 "CAST_RINT")
+    k = next(iter(u.lowered.programs.values()))
+    units = [s.unit for s in k.process if isinstance(s, K.CoreIf)]
+    assert units == ["cube", "vector"]
+    # two slots: the AIC waits for a slot's free flag (ids 2, 3) and raises its ready flag (ids 0, 1); the AIVs
+    # the other way round
+    cube, vec = (s for s in k.process if isinstance(s, K.CoreIf))
+    sets = lambda body: sorted({s.id for s in K.walk(body) if isinstance(s, K.CrossCoreSetFlag)})  # noqa: E731
+    waits = lambda body: sorted({s.id for s in K.walk(body) if isinstance(s, K.CrossCoreWaitFlag)})  # noqa: E731
+    assert (sets(cube.body), waits(cube.body), sets(vec.body), waits(vec.body)) == ([0, 1], [2, 3], [2, 3], [0, 1])
+    assert "CrossCoreSetFlag<2, PIPE_FIX>(0);" in K.to_cpp(k) and "GetSubBlockIdx()" in K.to_cpp(k)
+    # the plain GEMM keeps its cube-only kernel
+    (tmp_path / "plain").mkdir()
+    u0 = kernel_build(_spec(tmp_path / "plain"))
+    assert u0.family.entry_kernel_type(u0.lowered) == "KERNEL_TYPE_AIC_ONLY" and not u0.layout.steps
 
 
 TRANS = SPEC.replace("[{m}, {k}])\nspec.input", "[{k}, {m}])\nspec.input").replace("[{k}, {n}])\nspec.output",
@@ -176,6 +221,41 @@ def test_cube_instructions_run_only_on_the_cube_core():
         K.verify(_cls(_gets() + (_mm(),)))
     with pytest.raises(K.IRError, match="outside a cube-core branch"):
         K.verify(_cls((K.CoreIf("vector", _gets() + (_mm(),)),)))
+
+
+def test_cross_core_flags_print_as_ascendc_and_keep_to_the_device_rules():
+    """CrossCoreSetFlag<mode, pipe>(id) / CrossCoreWaitFlag(id) (docs/reference/ascendc.md §1.6; the emulation's
+    rules in opgen/emu/include/emu/mix.h): ids 0..10, not on PIPE_S / PIPE_ALL or a pipe the core kind lacks, mode 1
+    on the AIVs only, only inside a core branch."""
+    ok = (K.CoreIf("cube", (K.CrossCoreSetFlag(2, Pipe.FIX, 0), K.CrossCoreWaitFlag(2))),
+          K.CoreIf("vector", (K.CrossCoreWaitFlag(0), K.CrossCoreSetFlag(2, Pipe.MTE2, 2))))
+    cpp = K.to_cpp(_cls(ok))
+    assert "CrossCoreSetFlag<2, PIPE_FIX>(0);" in cpp and "CrossCoreWaitFlag(2);" in cpp \
+        and "CrossCoreSetFlag<2, PIPE_MTE2>(2);" in cpp
+    assert "cross_set mode=2 FIX #0" in K.to_text(_cls(ok))
+    for process, rule in (
+            ((K.CrossCoreWaitFlag(0),), "outside a core branch"),
+            ((K.CoreIf("cube", (K.CrossCoreWaitFlag(11),)),), "id 11 outside 0..10"),
+            ((K.CoreIf("cube", (K.CrossCoreSetFlag(2, Pipe.V, 0),)),), "pipe V, which the cube core"),
+            ((K.CoreIf("vector", (K.CrossCoreSetFlag(2, Pipe.FIX, 0),)),), "pipe FIX, which the vector core"),
+            ((K.CoreIf("vector", (K.CrossCoreSetFlag(2, Pipe.S, 0),)),), "pipe S"),
+            ((K.CoreIf("cube", (K.CrossCoreSetFlag(1, Pipe.FIX, 0),)),), "mode 1 on the cube core")):
+        with pytest.raises(K.IRError, match=rule):
+            K.verify(_cls(process))
+
+
+def test_the_epilogue_workspace_and_ub_fit_in_the_tiling(tmp_path):
+    """workspaceBytes = blockDim x 2 slots x baseM x baseN x 4 (fp32); epiRows at most half a block and its pass
+    within the 192 KB UB of an Atlas A2 AIV (docs/reference/ascendc.md §1.2)."""
+    u = kernel_build(_spec(tmp_path, body="(bb.matmul({a}, {b}) * 0.5).cast(U, 'rint')"))
+    c = u.counts
+    assert c.epi_row_bytes > 0
+    for m, k, n in ((37, 50, 45), (4096, 4096, 4096), (1, 1, 1)):
+        v = _tiling(u, m, k, n)
+        assert v["fits"] == 1
+        assert v["workspaceBytes"] == v["blockDim"] * 2 * v["baseM"] * v["baseN"] * 4
+        assert 1 <= v["epiRows"] <= (v["baseM"] + 1) // 2
+        assert v["epiRows"] * v["baseN"] * c.epi_row_bytes + v["baseN"] * c.epi_col_bytes <= 192 * 1024
 
 
 def _tiling(u, m, k, n, aiv=48):
@@ -379,3 +459,106 @@ def test_the_entry_is_cube_only_and_named_as_the_opdef_looks_it_up(tmp_path):
     assert kernel_type(cpp) == "KERNEL_TYPE_AIC_ONLY" and "KERNEL_TYPE_AIC_ONLY" in LAUNCH
     # the family states it (the kernel UT's KernelMode follows it: AIC_MODE)
     assert u.family.kernel_type == "KERNEL_TYPE_AIC_ONLY"
+
+
+def _gelu_tanh(y):
+    """GELU, tanh form, in float64 (torch.nn.functional.gelu(approximate="tanh"))."""
+    return 0.5 * y * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (y + 0.044715 * y ** 3)))
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "specs"
+
+
+@pytest.mark.slow
+def test_matmul_bias_gelu_emulated_matches_float64(tmp_path):
+    """MatmulGelu on the mixed launch against float64 NumPy: odd M / N / K, a tail block of one row (its second
+    AIV has no rows) and of odd rows (halves of 23 / 22), fp16 and bf16; one build serves both runs."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    spec = load_spec(str(EXAMPLES / "matmul_gelu.py"))
+    out = tmp_path / "gen"
+    write_ops([spec.file], out)
+    for dims, dt, ulp in (({"M": 257, "K": 70, "N": 290}, "bfloat16", 2.0**-8),
+                          ({"M": 301, "K": 33, "N": 45}, "float16", 2.0**-11)):
+        r = run_check(spec.file, dims=dims, dtypes={"T": dt}, gen_dir=out, seed=5, progress=False)
+        assert not r.faults and r.passed and r.block_dim > 1
+        x, w, b = (np.asarray(r.inputs[n], dtype=np.float64) for n in ("x", "weight", "bias"))
+        ref = _gelu_tanh(x @ w + b)
+        got = np.asarray(r.arrays["output"], dtype=np.float64)
+        assert got.shape == ref.shape
+        assert np.all(np.abs(got - ref) <= ulp * np.abs(ref) + 1e-3 * np.abs(ref).mean())
+
+
+@pytest.mark.slow
+def test_batched_matmul_bias_residual_emulated_matches_float64(tmp_path):
+    """FusedMatMul ("add": + bias + x3) with 60 matrices over the AI Cores: cores taking three blocks reuse a
+    workspace slot (the AIC waits for its AIVs' free flag), tails on every edge; against float64 NumPy."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    from opgen.tiling.emit import SYS_WORKSPACE_BYTES
+
+    spec = load_spec(str(EXAMPLES / "fused_mat_mul.py"))
+    out = tmp_path / "gen"
+    write_ops([spec.file], out)
+    r = run_check(spec.file, dims={"B": 60, "M": 37, "K": 50, "N": 45}, dtypes={"T": "bfloat16"}, gen_dir=out,
+                  seed=2, progress=False)
+    assert not r.faults and r.passed
+    # two fp32 slots of a 48 x 48 block (baseM = ceil16(37), baseN = ceil16(45)) per AI Core, beside the library's
+    assert 1 < r.block_dim < 60 and r.workspace_bytes - SYS_WORKSPACE_BYTES == r.block_dim * 2 * 48 * 48 * 4
+    x1, x2, b, x3 = (np.asarray(r.inputs[n], dtype=np.float64) for n in ("x1", "x2", "bias", "x3"))
+    ref = x1 @ x2 + b + x3
+    got = np.asarray(r.arrays["y"], dtype=np.float64)
+    assert got.shape == ref.shape
+    assert np.all(np.abs(got - ref) <= 2.0**-8 * np.abs(ref) + 1e-3 * np.abs(ref).mean())
+
+
+@pytest.mark.slow
+def test_relu_of_a_scaled_matmul_kept_fp32_emulated_matches_float64(tmp_path):
+    """relu(alpha * x @ w) - 1 written as fp32 (no final cast: the AIVs store their fp32 rows), alpha a runtime float
+    attribute (its bits through the tiling data), fixed bf16 operands (no dtype variable), renamed dims; against
+    float64 NumPy."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    p = tmp_path / "mm_relu.py"
+    p.write_text(textwrap.dedent('''
+        from opgen.dsl import A2, OpSpec, bf16, f32
+        spec = OpSpec("MmRelu", aclnn="aclnnMmRelu", socs=(A2,), round="rint")
+        R = spec.dim("R", max=4096)
+        C = spec.dim("C", max=4096)
+        D = spec.dim("D", max=4096)
+        spec.input("lhs", bf16, [R, D])
+        spec.input("rhs", bf16, [D, C])
+        spec.output("res", f32, [R, C])
+        spec.attr("alpha", float, 0.25)
+        spec.example_call({"R": 5, "D": 7, "C": 9})
+
+
+        @spec.body
+        def _(bb, lhs, rhs, alpha):
+            return {"res": bb.maximum(bb.matmul(lhs, rhs) * alpha, 0.0) - 1.0}
+    '''))
+    spec = load_spec(str(p))
+    out = tmp_path / "gen"
+    write_ops([spec.file], out)
+    r = run_check(spec.file, dims={"R": 131, "D": 45, "C": 270}, attrs={"alpha": -0.375}, gen_dir=out, seed=4,
+                  progress=False)
+    assert not r.faults and r.passed
+    x, w = (np.asarray(r.inputs[n], dtype=np.float64) for n in ("lhs", "rhs"))
+    ref = np.maximum(-0.375 * (x @ w), 0.0) - 1.0
+    got = np.asarray(r.arrays["res"], dtype=np.float64)
+    assert got.dtype == np.float64 and str(r.arrays["res"].dtype) == "float32" and got.shape == ref.shape
+    assert np.all(np.abs(got - ref) <= 2.0**-20 * (np.abs(ref) + np.abs(x) @ np.abs(w)))
+
+
+def test_the_kernel_ir_engine_refuses_the_mixed_cube_kernel_in_one_line():
+    """`opgen check --engine kir` reads rows-family classes only: the mixed cube class is refused with the reason
+    (NotKernelIR, exit 2 in the CLI), not run half-way."""
+    from opgen.check.kirengine import require_kernel_ir
+    from opgen.kernel.kir_interp import NotKernelIR
+
+    with pytest.raises(NotKernelIR) as e:
+        require_kernel_ir(load_spec(str(EXAMPLES / "matmul_gelu.py")))
+    assert "cube family" in str(e.value) and "--engine emu" in str(e.value) and "\n" not in str(e.value)

@@ -231,6 +231,15 @@ def batch_mat_mul(i, a):
     return {"out": np.matmul(_f(i["self"]), _f(i["mat2"]))}
 
 
+def matmul_gelu(i, a):
+    y = _f(i["x"]) @ _f(i["weight"]) + _f(i["bias"])
+    return {"output": 0.5 * y * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (y + 0.044715 * y ** 3)))}
+
+
+def fused_mat_mul(i, a):
+    return {"y": np.matmul(_f(i["x1"]), _f(i["x2"])) + _f(i["bias"]) + _f(i["x3"])}
+
+
 def _t(a):
     import torch
 
@@ -310,7 +319,10 @@ def smooth_l1_loss(i, a):
     return {"out": (out, np.maximum(np.abs(d), 0.5 * beta))}
 
 
-ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu, leaky_relu, hard_sigmoid, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul, batch_mat_mul, rms_norm, rms_norm_grad, add_rms_norm, layer_norm_grad, softmax, swiglu, gelu,
+ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu,
+                                   leaky_relu, hard_sigmoid, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul,
+                                   batch_mat_mul, matmul_gelu, fused_mat_mul, rms_norm, rms_norm_grad, add_rms_norm,
+                                   layer_norm_grad, softmax, swiglu, gelu,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad, reduce_mean, reduce_max, mse_loss, batch_norm,
                                    instance_norm, layer_norm_v4, reduce_min, group_norm)}
@@ -319,7 +331,7 @@ TERMS = {   # per output: which of its inputs' extents one element sums over (th
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
     "add_rms_norm": {"y": "row", "rstd": "row"}, "layer_norm_grad": {"pd_x": "row", "pd_gamma": "rows",
                                                                     "pd_beta": "rows"},
-    "softmax": {"y": "row"}, "scaled_masked_softmax": {"y": "row"}, "log_softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
+    "softmax": {"y": "row"}, "scaled_masked_softmax": {"y": "row"}, "log_softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "matmul_gelu": {"output": "K"}, "fused_mat_mul": {"y": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
     "reduce_mean": {"out": "M"}, "mse_loss": {"out": "all"},
     "batch_norm": {"output": "N", "saveMean": "N", "saveInvstd": "N"},
     "instance_norm": {"y": ("H", "W"), "mean": ("H", "W"), "variance": ("H", "W")},
@@ -484,6 +496,10 @@ CASES = [
     ("mat_mul", {"M": 129, "K": 17, "N": 1}, F16, {}, 1),                     # a one-row tail block (not GEMV)
     ("batch_mat_mul", {"B": 3, "M": 37, "K": 50, "N": 45}, F16, {}, 1),
     ("batch_mat_mul", {"B": 7, "M": 200, "K": 40, "N": 130}, BF16, {}, 1),    # 28 blocks: core ranges cross matrices
+    ("matmul_gelu", {"M": 37, "K": 50, "N": 45}, F16, {}, 1),                 # the epilogue on the AIVs
+    ("matmul_gelu", {"M": 130, "K": 19, "N": 300}, BF16, {}, 1),              # 2 x 2 blocks, tails of 2 rows / 44 cols
+    ("fused_mat_mul", {"B": 3, "M": 37, "K": 50, "N": 45}, F16, {}, 1),       # + bias + a residual, batched
+    ("fused_mat_mul", {"B": 2, "M": 17, "K": 9, "N": 300}, BF16, {}, 1),
 ]
 
 

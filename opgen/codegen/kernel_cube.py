@@ -43,7 +43,7 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
     ctx = {"op": spec.name, "op_snake": snake, "entry": kernel_entry(spec.name), "spec_file": spec_path(spec),
            "doc": tiling.doc,
            "class_cpp": kir.to_cpp(cls), "cls": cls.name, "args": list(cls.args), "keys": keys,
-           "struct": cls.tiling_struct}
+           "struct": cls.tiling_struct, "kernel_type": kcube.CubeFamily().entry_kernel_type(lowered)}
     return {
         f"op_kernel/{snake}.h": env.get_template("op_kernel/cube_kernel.h.j2").render(**ctx),
         f"op_kernel/{snake}.cpp": env.get_template("op_kernel/cube_kernel.cpp.j2").render(**ctx),

@@ -240,7 +240,8 @@ def ut_context(spec) -> dict:
         buffers.append({"name": cpp_name(o.name), "absent": False, "ctype": _HOST_CTYPE[dt], "input": False,
                         "count": int(np.prod(shp, dtype=np.int64))})
     u = kernel_build(spec)
-    kinds = {u.family.kernel_type} if u.family.kernel_type else \
+    kt = u.family.entry_kernel_type(u.lowered)
+    kinds = {kt} if kt else \
         {k.kernel_type for g in u.graphs.values() for k in g.graph["plan"].kernels}
     mix = any("MIX" in k for k in kinds)
     a, d, s = _key_parts(int(twin["tilingKey"]))

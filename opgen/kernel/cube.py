@@ -2,10 +2,10 @@
 
 `GemmLayout` is read off the fused graph's structure, never off names: the graph's one `matmul` whose operands are
 (casts of) two 2-D inputs A [M, K] and B [K, N] of one dtype variable, and whose result reaches exactly one output
-through at most one cast with round "rint" or "none" (the epilogue this first step lowers: the fp32 ->
-output-dtype rounding, which Fixpipe does on the way out, once and to nearest even). A chain of casts (an
-intermediate rounding Fixpipe would skip) or another round mode is refused. Anything else on the result (bias, activation, scale) or a transposed / batched operand is
-refused with the rule (Unsupported), so no spec is mis-lowered.
+either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
+of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
+on [*batch, M, N] and [N] / [1, N] inputs, scalar constants and float attributes, ending in at most one cast. Anything else (a
+reduction, another shape, a non-float attribute) is refused naming the construct (Unsupported).
 
 Schedule (one Kernel IR class, `lower`; facts: docs/reference/ascendc.md §1.10 cube path and layouts, §1.6 pipes
 and HardEvent flags, §1.3 block index; docs/design.md "Cube family"): the output is cut into baseM x baseN blocks
@@ -15,8 +15,11 @@ ranges (the first `blocksTail` cores take one more). Per block, K in chunks of b
 and L0B (ZN: one transposing LoadData per 16-row fractal row of B), Mmad into the fp32 L0C block (init on the first
 chunk, accumulate after: fp32 accumulation over all of K), then Fixpipe L0C -> GM with the cast to the output
 type. Every hand-off between pipes is a flag (MTE2 -> MTE1 -> M -> FIX and back for the buffer reuse), set and
-waited in place: this first step does not overlap the pipes (one L1 / L0 buffer each). The kernel is launched
-cube-only (KERNEL_TYPE_AIC_ONLY, blockDim AIC cores): no AIV has work until the vector epilogue (the next step). A Mmad of one row would select GEMV mode on
+waited in place: this first step does not overlap the pipes (one L1 / L0 buffer each). Without a vector epilogue the
+kernel is launched cube-only (KERNEL_TYPE_AIC_ONLY, blockDim AIC cores). With one it is mixed
+(KERNEL_TYPE_MIX_AIC_1_2): Fixpipe writes the fp32 block to one of two workspace slots of the AI Core, handed to its
+two AIVs and back by cross-core flags (FLAG_READY, FLAG_FREE), and each AIV runs the epilogue on half of the block's
+rows (`_vector_part`; docs/design.md "Cube family"). A Mmad of one row would select GEMV mode on
 the device, so a tail of one row runs as two (the second row's result is never read).
 
 The class's own members (GM tensors aGm_ / bGm_ / cGm_, buffers l1A_ ... l0C_) end in '_', which no spec name may
@@ -37,8 +40,12 @@ from opgen.ir.dims import Constraint, Fn, Lit, Sym
 from opgen.ir.dtypes import DTypeVar, dtype_name
 from opgen.kernel import kir as K
 from opgen.kernel.family import Family, Lowered, register
-from opgen.kernel.isa import Pipe
+from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.rowlayout import Unsupported
+from opgen.kernel.rowmerge import tanh_as_exp
+from opgen.kernel.rowfexpr import parse as parse_scalar
+from opgen.kernel.rowprog import (ROUND_MODES, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram, _allocate,
+                                  _float_literal, instr_op, lower_elementwise)
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
 """C++ element type of each dtype the cube kernel reads (f16 / bf16) or writes (also f32)."""
@@ -66,11 +73,14 @@ class GemmLayout:
     trans_a: bool = False   # a is stored [K, M] (the matmul's transpose_a)
     trans_b: bool = False   # b is stored [N, K] (the matmul's transpose_b)
     batch: tuple = ()       # leading batch dims of a, b and the output (spec dim names; one matrix product each)
+    steps: tuple = ()       # the vector epilogue (EPI_STEPS), () when Fixpipe's cast is all of it
 
     def text(self) -> str:
         """One line (`--dump-after select_family`)."""
         m, k, n = self.dims
         epi = " -> ".join(self.epilogue) or "none"
+        if self.steps:
+            epi = "on the AIVs: " + "; ".join(_step_text(st) for st in self.steps)
         a = f"{self.a}[{k}, {m}]ᵀ" if self.trans_a else f"{self.a}[{m}, {k}]"
         b = f"{self.b}[{n}, {k}]ᵀ" if self.trans_b else f"{self.b}[{k}, {n}]"
         bt = f"[{', '.join(self.batch)}] x " if self.batch else ""
@@ -82,7 +92,8 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     """The GemmLayout of fused graph `g` (module docstring). With `spec`, every dtype row must bind the operands'
     dtype variable to f16 or bf16 (the cube reads no other type). Raises Unsupported naming the value (or the
     input, at its spec line) and the rule."""
-    vals, prod, uses = g.values(), g.producers(), g.uses()
+    g = tanh_as_exp(g)   # tanh as AscendC's Tanh computes it: vector steps the epilogue lowers
+    vals, prod = g.values(), g.producers()
     params = {p.value.name: p for p in g.params if p.kind == "input"}
     outs = g.outputs
     mms = [n for n in g.nodes if n.op == "matmul"]
@@ -119,37 +130,9 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     if dta != dtb or fixed and dtype_name(dta) not in ("f16", "bf16"):
         raise Unsupported(mm.result.name, mm.loc, "the operands take one dtype (a dtype variable of f16 / bf16 rows, "
                           "or f16 or bf16)")
-    v, epi = mm.result.name, []
-    while True:
-        us = uses.get(v, [])
-        done = [o for o, val in outs if val == v]
-        if done and not us:
-            break
-        if len(us) != 1 or us[0].op != "cast" or done:
-            what = us[0].op if len(us) == 1 else f"{len(us)} uses"
-            raise Unsupported(v, us[0].loc if us else "", f"the matmul result feeds {what}; this step of the cube "
-                              f"family lowers a matmul whose result is only cast to one output (vector epilogues "
-                              f"are the next step)")
-        c = us[0]
-        if epi:
-            raise Unsupported(c.result.name, c.loc, "a second cast after the matmul: Fixpipe rounds once, straight "
-                              "to the output dtype, so the cube family takes at most one cast of the matmul result")
-        mode = c.attr("round") or "none"
-        if mode not in ("rint", "none"):
-            raise Unsupported(c.result.name, c.loc, f"cast of the matmul result with round={mode!r}: Fixpipe rounds "
-                              f"to nearest even only (round 'rint', or 'none' for an exact cast)")
-        v = c.result.name
-        seen.add(v)
-        epi.append("cast")
-    extra = [n for n in g.nodes if n.result.name not in seen]
-    if extra:
-        raise Unsupported(extra[0].result.name, extra[0].loc, f"{extra[0].op} outside the matrix product and its "
-                          f"cast")
-    od = vals[v].type.dtype
-    odt = od.name if isinstance(od, DTypeVar) else dtype_name(od)
+    od, odt, out, epi, steps = _epilogue(g, mm, seen, params, dims, batch, dta)
     if od != dta and odt != "f32":
-        raise Unsupported(v, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
-    out = next(o for o, val in outs if val == v)
+        raise Unsupported(out, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     name = dtype_name(dta) if fixed else dta.name
     if spec is not None and not fixed:
         decl = next((i for i in spec.inputs if i.name == a), None)
@@ -160,7 +143,159 @@ def gemm_layout(g, spec=None) -> GemmLayout:
                 raise Unsupported(a, decl.loc if decl else "", f"dtype row {r} binds {name} to {dt}, but the cube "
                                   f"family reads f16 or bf16 operands")
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
-                      tuple(str(d) for d in batch))
+                      tuple(str(d) for d in batch), steps)
+
+
+EPI_OPS = frozenset(set(VECTOR_BINARY) | set(VECTOR_UNARY) | {"neg"})
+"""Elementwise ops of the vector epilogue: those the rows family's instruction lowering takes
+(opgen.kernel.rowprog.lower_elementwise); `tanh` is rewritten into them first (opgen.kernel.rowmerge.tanh_as_exp)."""
+EPI_STEPS = """The vector epilogue as steps (GemmLayout.steps), in graph order: ("acc", value) the matmul's fp32 result,
+("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], "col": [N] or [1, N]),
+("const", value, C++ float literal), ("attr", name) a runtime float attribute, ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
+the output written from `value` (round: the cast's round mode; "" for an fp32 output)."""
+_CONSTRUCTS = {"reduce": "a reduction", "matmul": "a second matmul", "erf": "`b.erf` (GELU's erf form)",
+               "select": "`b.where`", "gather": "a gather by index", "transpose": "a transpose",
+               "broadcast": "a broadcast", "reshape": "a reshape", "concat": "a concat"}
+"""The user's name of an op the epilogue refuses (else the op's own name)."""
+
+
+def _step_text(st) -> str:
+    if st[0] == "acc":
+        return f"{st[1]} = workspace fp32"
+    if st[0] == "load":
+        return f"{st[1]} = load {st[2]} ({st[3]})"
+    if st[0] == "const":
+        return f"{st[1]} = {st[2]}"
+    if st[0] == "attr":
+        return f"{st[1]} = attribute"
+    if st[0] == "op":
+        return f"{st[1]} = {st[2]}({', '.join(st[3])})"
+    return f"store {st[1]}" + (f" ({st[2]})" if st[2] else "")
+
+
+def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
+    """(output dtype, its name, output name, Fixpipe epilogue, vector steps) of the ops after matmul `mm` in `g`:
+    a matmul result only cast to the output is Fixpipe's (steps ()); anything else must be elementwise math on
+    [*batch, M, N] rows, [N] / [1, N] column inputs and constants ending in at most one cast (EPI_STEPS). Raises
+    Unsupported naming the value and the construct."""
+    vals, prod, uses, outs = g.values(), g.producers(), g.uses(), g.outputs
+    r = mm.result.name
+    if len(outs) != 1:
+        raise Unsupported(outs[-1][1] if outs else r, "", f"{len(outs)} outputs; the cube family writes one")
+    out, ov = outs[0]
+    down, stack = set(), [r]
+    while stack:
+        for n in uses.get(stack.pop(), []):
+            if n.result.name not in down:
+                down.add(n.result.name)
+                stack.append(n.result.name)
+    rest = [n for n in g.nodes if n.result.name not in seen]
+    if all(n.op == "cast" and n.result.name in down for n in rest):   # Fixpipe's cast (or nothing)
+        v, epi = r, []
+        while True:
+            us = uses.get(v, [])
+            if v == ov and not us:
+                break
+            if len(us) != 1 or v == ov:
+                raise Unsupported(v, us[0].loc if us else "", f"the matmul result feeds {len(us)} uses; the cube "
+                                  f"family reads it once")
+            c = us[0]
+            if epi:
+                raise Unsupported(c.result.name, c.loc, "a second cast after the matmul: Fixpipe rounds once, "
+                                  "straight to the output dtype, so the cube family takes at most one cast of the "
+                                  "matmul result")
+            mode = c.attr("round") or "none"
+            if mode not in ("rint", "none"):
+                raise Unsupported(c.result.name, c.loc, f"cast of the matmul result with round={mode!r}: Fixpipe "
+                                  f"rounds to nearest even only (round 'rint', or 'none' for an exact cast)")
+            v = c.result.name
+            epi.append("cast")
+        od = vals[v].type.dtype
+        return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, epi, ()
+    dm, dn = str(dims[0]), str(dims[2])
+    row_shape = [str(d) for d in batch] + [dm, dn]
+    attrs = {p.value.name for p in g.params if p.kind != "input"}
+
+    def space_of(v, loc):
+        shp = [str(d) for d in vals[v].type.shape]
+        if shp == row_shape:
+            return "row"
+        if shp and shp[-1] == dn and all(d == "1" for d in shp[:-1]):
+            return "col"
+        raise Unsupported(v, loc, f"an operand of shape [{', '.join(shp)}] in the matmul's epilogue: it reads "
+                          f"[{', '.join(row_shape)}] tensors, [{dn}] / [1, {dn}] column vectors and constants")
+
+    space, steps, stored = {r: "row"}, [("acc", r)], False
+    for n in rest:
+        v = n.result.name
+        if n.op == "const":
+            if list(vals[v].type.shape):
+                raise Unsupported(v, n.loc, "a constant tensor in the matmul's epilogue (a scalar constant only)")
+            steps.append(("const", v, _float_literal(n.attr("value"))))
+            space[v] = "scalar"
+            continue
+        if n.op == "cast" and v not in down:
+            src = n.inputs[0]
+            to = n.attr("to")
+            if src not in params or dtype_name(to) != "f32":
+                raise Unsupported(v, n.loc, "a cast in the matmul's epilogue other than an input's to f32 or the "
+                                  "final one to the output")
+            sd = vals[src].type.dtype
+            if sd != dta and (isinstance(sd, DTypeVar) or dtype_name(sd) != "f32"):
+                raise Unsupported(src, n.loc, "an epilogue input of another dtype than the matmul operands' or f32")
+            space[v] = space_of(src, n.loc)
+            steps.append(("load", v, src, space[v], "T" if sd == dta else "f32"))
+            continue
+        if n.op == "cast" and v == ov:
+            mode = n.attr("round") or "none"
+            src = n.inputs[0]
+            if space.get(src) != "row" or mode not in ROUND_MODES:
+                raise Unsupported(v, n.loc, f"the output cast (round={mode!r}) of a value that is not an [M, N] row")
+            steps.append(("store", src, ROUND_MODES[mode]))
+            stored = True
+            continue
+        if n.op in EPI_OPS:
+            for x in n.inputs:
+                if x in attrs and x not in space:
+                    if list(vals[x].type.shape) or isinstance(vals[x].type.dtype, DTypeVar) \
+                            or dtype_name(vals[x].type.dtype) != "f32":
+                        raise Unsupported(v, n.loc, f"the attribute {x} in the matmul's epilogue: a float attribute "
+                                          f"only")
+                    space[x] = "scalar"
+                    steps.append(("attr", x))
+                if x not in space and x in params:
+                    sd = vals[x].type.dtype
+                    if isinstance(sd, DTypeVar) or dtype_name(sd) != "f32":
+                        raise Unsupported(x, n.loc, "an epilogue input used without a cast to f32")
+                    space[x] = space_of(x, n.loc)
+                    steps.append(("load", x, x, space[x], "f32"))
+                if x in seen and x not in space:
+                    raise Unsupported(v, n.loc, f"a matmul operand (%{x}) read again in the matmul's epilogue, "
+                                      f"which reads [M, N] tensors, [N] column vectors and constants")
+                if x not in space:
+                    raise Unsupported(v, n.loc, f"%{x} in the matmul's epilogue is not an input, a constant or "
+                                      f"elementwise math on them")
+            sps = {space[x] for x in n.inputs}
+            space[v] = "row" if "row" in sps else "col" if "col" in sps else "scalar"
+            if space[v] != "scalar" and space_of(v, n.loc) != space[v]:
+                raise Unsupported(v, n.loc, "a broadcast in the matmul's epilogue other than a column vector over "
+                                  "the rows")
+            steps.append(("op", v, n.op, tuple(n.inputs), space[v]))
+            continue
+        what = _CONSTRUCTS.get(n.op, f"`{n.op}`")
+        if n.op == "reduce":
+            shp = [str(d) for d in vals[n.inputs[0]].type.shape]
+            over = ", ".join(shp[a] for a in (n.attr("axes") or ()) if -len(shp) <= a < len(shp))
+            what = f"a reduction ({n.attr('kind')} over {over})"
+        raise Unsupported(v, n.loc, f"{what} in the matmul's epilogue: the cube family's vector epilogue is "
+                          f"elementwise math on the result ({', '.join(sorted(EPI_OPS))}, casts, [N] / [M, N] "
+                          f"inputs, constants, float attributes)")
+    if not stored:
+        if space.get(ov) != "row" or dtype_name(vals[ov].type.dtype) != "f32":
+            raise Unsupported(ov, "", "the output is not computed from the matmul result")
+        steps.append(("store", ov, ""))
+    od = vals[ov].type.dtype
+    return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, ["vector"], tuple(steps)
 
 
 def _fence(src: Pipe, dst: Pipe, doc: str) -> tuple:
@@ -225,7 +360,7 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
                "fp32 accumulate over K"),
         *_fence(Pipe.M, Pipe.MTE1, "L0A / L0B free for the next chunk"),
     )
-    block = (
+    lets = (
         *at,
         K.Let("mi", S("bb") // S("nBlocks")),
         K.Let("ni", S("bb") % S("nBlocks")),
@@ -233,14 +368,31 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         K.Let("n0", S("ni") * bn),
         K.Let("mt", fn("min", bm, M - S("m0"))),
         K.Let("nt", fn("min", bn, N - S("n0"))),
+    )
+    mixed = bool(lay.steps)
+    if mixed:   # the fp32 block to this AI Core's workspace slot s (the AIVs finish it), dense rows of nt
+        slot = (K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
+                K.Let("wsOff", (S("core") * 2 + S("s")) * bm * bn))
+        free = (K.If((Constraint(">=", S("j"), Lit(2)),), (_by_slot(lambda i: K.CrossCoreWaitFlag(
+            FLAG_FREE + i, "the AIVs have read this slot's previous block")),)),)
+        fix = K.Fixpipe(K.GmView("wsGm_", S("wsOff")), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), S("nt"),
+                        "L0C -> workspace slot s, fp32")
+        ready = (_by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.FIX, FLAG_READY + i, "slot s holds the block")),)
+    else:
+        slot, free, ready = (), (), ()
+        fix = K.Fixpipe(K.GmView("cGm_", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"), S("mPad"),
+                        N, "L0C -> GM with the cast to the output type")
+    block = (
+        *lets,
         K.Let("mPad", fn("align_up", S("mt"), Lit(16))),
         K.Let("nPad", fn("align_up", S("nt"), Lit(16))),
         K.Let("mm", fn("max", S("mt"), Lit(2))),
+        *slot, *free,
         K.For("k0", Lit(0), Kd, bk, kloop, tail="kt", doc="K chunks (the last a tail)"),
         *_fence(Pipe.M, Pipe.FIX, "L0C block complete"),
-        K.Fixpipe(K.GmView("cGm_", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), N,
-                  "L0C -> GM with the cast to the output type"),
+        fix,
         *_fence(Pipe.FIX, Pipe.M, "L0C free for the next block"),
+        *ready,
     )
     cube = (
         K.InitBuffer("l1A_", bm * bk * sz), K.InitBuffer("l1B_", bk * bn * sz),
@@ -248,18 +400,275 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         K.InitBuffer("l0C_", bm * bn * 4),
         K.Get("a1", "l1A_", "T"), K.Get("b1", "l1B_", "T"), K.Get("a2", "l0A_", "T"), K.Get("b2", "l0B_", "T"),
         K.Get("c1", "l0C_", "float"),
-        K.Let("first", K.BLOCK_IDX * S("blocksPerCore") + fn("min", K.BLOCK_IDX, S("blocksTail"))),
-        K.Let("last", S("first") + S("blocksPerCore")
-              + K.Select((Constraint("<", K.BLOCK_IDX, S("blocksTail")),), Lit(1), Lit(0))),
+        *_range(K.BLOCK_IDX),
         K.For("blk", S("first"), S("last"), Lit(1), block, doc="this AI Core's output blocks"),
     )
-    process = (K.CoreIf("cube", cube, "the AIC: every block of this AI Core; the AIVs have no work yet"),)
+    if not mixed:
+        process = (K.CoreIf("cube", cube, "the AIC: every block of this AI Core; the AIVs have no work yet"),)
+        cls = K.KernelClass(f"{spec.name}CubeKernel", f"optiling::{spec.name}TilingData", args=tuple(
+            [i.name for i in spec.inputs] + [o.name for o in spec.outputs]), gms=gms, locals=locs,
+            fields=FIELDS + (BATCH_FIELDS if lay.batch else ()),
+            process=process, tparams=("T",),
+            doc=f"{spec.name}: [M, K] x [K, N] on the cube, fp32 accumulation, Fixpipe cast to {out_t}")
+        return K.verify(cls)
+    drain = (K.For("j", fn("max", S("last") - S("first") - 2, Lit(0)), S("last") - S("first"), Lit(1), (
+        K.Let("s", S("j") % 2),
+        _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_FREE + i, "the AIVs' last reads of the slots")),),
+        doc="consume the last two slots' free flags"),)
+    prog = epilogue_program(lay)
+    vec_locs, vec_gms, vector = _vector_part(lay, prog, lets, out_t, off)
+    process = (K.CoreIf("cube", (K.Let("core", K.BLOCK_IDX), *cube, *drain),
+                        "the AIC: the fp32 blocks of this AI Core into the two workspace slots in turn"),
+               K.CoreIf("vector", vector, "the two AIVs: half of each block's rows each, the epilogue, the output"))
     cls = K.KernelClass(f"{spec.name}CubeKernel", f"optiling::{spec.name}TilingData", args=tuple(
-        [i.name for i in spec.inputs] + [o.name for o in spec.outputs]), gms=gms, locals=locs, 
-        fields=FIELDS + (BATCH_FIELDS if lay.batch else ()),
+        [i.name for i in spec.inputs] + [o.name for o in spec.outputs]),
+        gms=gms + (K.GmTensor("wsGm_", "float", workspace=True),) + vec_gms, locals=locs + vec_locs,
+        fields=FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + tuple(f"{a}Bits" for a in epi_attrs(lay)),
         process=process, tparams=("T",),
-        doc=f"{spec.name}: [M, K] x [K, N] on the cube, fp32 accumulation, Fixpipe cast to {out_t}")
+        doc=f"{spec.name}: [M, K] x [K, N] on the cube (fp32 blocks to a two-slot workspace), the epilogue on the "
+            f"AIVs, output {out_t}")
     return K.verify(cls)
+
+
+FLAG_READY, FLAG_FREE = 0, 2
+"""Cross-core flag ids: FLAG_READY + s (AIC -> its AIVs: workspace slot s holds a block), FLAG_FREE + s (both AIVs
+-> the AIC: slot s is read and may be overwritten); s = 0, 1."""
+EPI_FIELDS = ("epiRows",)
+"""The tiling-data field a kernel with a vector epilogue reads too: rows of a block half per AIV pass."""
+
+
+def epi_attrs(lay: GemmLayout) -> tuple:
+    """The runtime float attributes the vector epilogue reads (their tiling fields are <name>Bits)."""
+    return tuple(st[1] for st in lay.steps if st[0] == "attr")
+
+
+def _by_slot(make) -> K.If:
+    """make(0) when the slot s (a Let) is 0, else make(1): the flag of each slot has its own constant id."""
+    return K.If((Constraint("==", Sym("s"), Lit(0)),), (make(0),), (make(1),))
+
+
+def _range(core) -> tuple:
+    """Lets `first` / `last`: the output blocks of AI Core `core` (contiguous ranges, the first blocksTail cores
+    one more)."""
+    return (K.Let("first", core * Sym("blocksPerCore") + Fn("min", (core, Sym("blocksTail")))),
+            K.Let("last", Sym("first") + Sym("blocksPerCore")
+                  + K.Select((Constraint("<", core, Sym("blocksTail")),), Lit(1), Lit(0))))
+
+
+class _EpiCtx:
+    """The context rowprog.lower_elementwise lowers into (its protocol): spaces, scalar texts, the program."""
+
+    def __init__(self, name: str):
+        self.p = RowProgram(name, None)
+        self.space: dict = {}
+        self.scalar_text: dict = {}
+
+    def operand(self, v: str) -> str:
+        """Values are their own operand names until the buffer assignment (rowprog._allocate)."""
+        return v
+
+
+@dataclass(frozen=True)
+class EpiProgram:
+    """The vector epilogue as a row program (opgen.kernel.rowprog, on fp32 UB rows of a block's columns): `instrs`
+    after the buffer assignment (row temporaries w<k>, column values `col`), `pre` {value: (space, input)} the
+    fp32 values read straight from GM (the matmul's block: input ""), `loads` ((value, input, space), ...) the
+    inputs read in the operands' type T and cast, `store` (value, round mode or "")."""
+
+    instrs: tuple
+    row_temps: int
+    col: tuple
+    pre: tuple
+    loads: tuple
+    store: tuple
+
+    def row_bytes(self) -> int:
+        """UB bytes per element of one row of a pass (fp32 temporaries and staged rows, T staging, the output
+        staging), T taken as 2 bytes (f16 / bf16) and a cast output as at most 4."""
+        nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp == "row")
+        nt = sum(1 for _v, _i, sp in self.loads if sp == "row")
+        return 4 * nf + 2 * nt + (4 if self.store[1] else 0)
+
+    def col_bytes(self) -> int:
+        """UB bytes per element of the column rows (kept for a pass: fp32 column values and staged inputs)."""
+        nf = len(self.col) + sum(1 for _v, (sp, _i) in self.pre if sp == "col")
+        nt = sum(1 for _v, _i, sp in self.loads if sp == "col")
+        return 4 * nf + 2 * nt
+
+
+def epilogue_program(lay: GemmLayout) -> EpiProgram:
+    """The EpiProgram of the layout's vector steps: each op through the rows family's instruction lowering
+    (rowprog.lower_elementwise), the rows' buffers by its liveness assignment (rowprog._allocate)."""
+    ctx = _EpiCtx(lay.out)
+    pre, loads, store = {}, [], None
+    for st in lay.steps:
+        if st[0] == "acc":
+            ctx.space[st[1]] = "row"
+            pre[st[1]] = ("row", "")
+        elif st[0] == "load":
+            _k, v, inp, sp, dt = st
+            ctx.space[v] = sp
+            if dt == "f32":
+                pre[v] = (sp, inp)
+            else:
+                loads.append((v, inp, sp))
+                ctx.p.instrs.append(Instr("cast_in", v, gm=inp, space=sp))
+        elif st[0] == "const":
+            ctx.space[st[1]] = "scalar"
+            ctx.scalar_text[st[1]] = st[2]
+        elif st[0] == "attr":
+            ctx.space[st[1]] = "scalar"
+            ctx.scalar_text[st[1]] = f"attr_{st[1]}"
+        elif st[0] == "op":
+            _k, v, op, ins, sp = st
+            ctx.space[v] = sp
+            lower_elementwise(ctx, v, sp, op, ins)
+        else:
+            store = (st[1], st[2])
+            ctx.p.instrs.append(Instr("store", "", (st[1],), arg=st[2], gm=lay.out, space="row"))
+    p = ctx.p
+    _allocate(p)
+    sv = p.instrs[-1].srcs[0]
+    return EpiProgram(tuple(p.instrs), p.row_temps, tuple(p.col), tuple(pre.items()), tuple(loads), (sv, store[1]))
+
+
+
+def _gap(n, sz, pitch) -> object:
+    """UB gap (32-B blocks) between bursts of n elements of sz bytes landing at a row pitch of `pitch` elements
+    (DataCopyPad rounds each burst up to 32 B, docs/reference/ascendc.md §1.8)."""
+    return (pitch * sz - Fn("align_up", (n * sz, Lit(32)))) // 32
+
+
+def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off) -> tuple:
+    """(UB locals, GM tensors of the epilogue's inputs, the AIV statements) of the vector epilogue (module
+    docstring): per block of this AI Core, wait for its slot, the column rows (a bias) in and finished, then passes
+    of up to epiRows rows of this AIV's half
+    (rows h * sub .. of h = ceil(mt / 2)): copy the fp32 rows and the inputs in, run each instruction over the
+    pass's rows (instruction-major, a PIPE_V barrier between instructions; one instruction over all rows of the pass
+    when they touch, nt = baseN, and it reads no column row), cast, copy out; free the slot."""
+    S = Sym
+    bn, N, R = S("baseN"), S("N"), S("epiRows")
+    row = S("r") * bn    # element offset of row r of a pass in every row buffer (pitch baseN)
+    locs, gms, gets, copies_in = [], [], [], []
+    col_in = []
+    inputs = sorted({i for _v, (_sp, i) in prog.pre if i} | {i for _v, i, _sp in prog.loads})
+    gm_of = {i: f"eGm{k}_" for k, i in enumerate(inputs)}   # member names of the inputs (never a spec name)
+    for i in inputs:
+        dt = "float" if any(inp == i for _v, (_sp, inp) in prog.pre) else "T"
+        gms.append(K.GmTensor(gm_of[i], dt, i))
+
+    def buf(name, var, dtype, elems, esz):
+        locs.append(K.Local(name, K.TPos.VECCALC))
+        gets.extend((K.InitBuffer(name, elems * esz), K.Get(var, name, dtype)))
+
+    buf("epiW_", "ew", "float", Lit(max(prog.row_temps, 1)) * R * bn, 4)
+    if prog.col:
+        buf("epiC_", "ec", "float", Lit(len(prog.col)) * bn, 4)
+    ref = {}   # value or staged input -> (tensor var, is a row buffer)
+    for k, (v, (sp, inp)) in enumerate(prog.pre):
+        var = f"ep{k}"
+        buf(f"epiP{k}_", var, "float", (R if sp == "row" else Lit(1)) * bn, 4)
+        ref[v] = (var, sp == "row")
+        if not inp:
+            src = K.GmView("wsGm_", S("wsOff") + S("c0") * S("nt"))
+            copies_in.append(K.Copy(K.Ref(var), src, S("rows"), S("nt") * 4, Lit(0), _gap(S("nt"), 4, bn),
+                                    "fp32 rows of the block from the workspace slot"))
+        elif sp == "row":
+            copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], off(2, (S("m0") + S("c0")) * N + S("n0"))),
+                                    S("rows"), S("nt") * 4, (N - S("nt")) * 4, _gap(S("nt"), 4, bn), f"rows of {inp}"))
+        else:
+            col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("n0")), Lit(1), S("nt") * 4, Lit(0), Lit(0),
+                                 f"columns of {inp}"))
+    tsz = K.SizeOf("T")
+    for k, (v, inp, sp) in enumerate(prog.loads):
+        var = f"et{k}"
+        buf(f"epiT{k}_", var, "T", (R if sp == "row" else Lit(1)) * bn, tsz)
+        ref[("in", inp)] = (var, sp == "row")
+        if sp == "row":
+            copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], off(2, (S("m0") + S("c0")) * N + S("n0"))),
+                                    S("rows"), S("nt") * tsz, (N - S("nt")) * tsz, _gap(S("nt"), tsz, bn),
+                                    f"rows of {inp}"))
+        else:
+            col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("n0")), Lit(1), S("nt") * tsz, Lit(0), Lit(0),
+                                 f"columns of {inp}"))
+    sv, rnd = prog.store
+    osz = K.SizeOf(out_t)
+    if rnd:
+        buf("epiO_", "eo", out_t, R * bn, osz)
+
+    def operand(x, r):
+        if x.startswith("w") and x[1:].isdigit():
+            return K.Ref("ew", Lit(int(x[1:])) * R * bn + r)
+        if x in prog.col:
+            return K.Ref("ec", Lit(prog.col.index(x)) * bn)
+        var, is_row = ref[x]
+        return K.Ref(var, r if is_row else Lit(0))
+
+    def is_col(x):
+        return x in prog.col or (x in ref and not ref[x][1])
+
+    col_ops, row_ops = [], []
+    for i in prog.instrs:
+        is_row = i.space == "row"
+        r = row if is_row else Lit(0)
+        # an instruction reading no column row runs over the whole pass at once when its rows touch (nt = baseN)
+        flat = is_row and not any(is_col(x) for x in i.srcs)
+        nt = S("cnt") if flat else S("nt")
+        if i.kind == "cast_in":
+            var, _ = ref[("in", i.gm)]
+            node = K.vec(Op.CAST, dst=operand(i.dst, r), src=K.Ref(var, r), mode="CAST_NONE", count=nt,
+                         doc=f"{i.gm} to fp32")
+        elif i.kind == "store":
+            if not rnd:
+                continue
+            node = K.vec(Op.CAST, dst=K.Ref("eo", r), src=operand(i.srcs[0], r), mode=rnd, count=nt,
+                         doc=f"to the output type ({rnd})")
+        else:
+            args = {"dst": operand(i.dst, r), "count": nt}
+            for j, x in enumerate(i.srcs):
+                args[f"src{j}"] = operand(x, r)
+            if i.kind in ("vscalar", "vdup"):
+                args["scalar"] = parse_scalar(i.arg)
+            node = K.vec(instr_op(i), **args)
+        if is_row:
+            row_ops += [K.For("r", Lit(0), S("iters") if flat else S("rows"), Lit(1), (node,)), K.Barrier(Pipe.V)]
+        else:
+            col_ops += [node, K.Barrier(Pipe.V)]
+    src_out = K.Ref("eo") if rnd else operand(sv, Lit(0))
+    store = K.Copy(K.GmView("cGm_", off(2, (S("m0") + S("c0")) * N + S("n0"))), src_out, S("rows"), S("nt") * osz,
+                   _gap(S("nt"), osz, bn), (N - S("nt")) * osz, "the pass's output rows")
+    whole = (Constraint("==", S("nt"), bn),)
+    chunk = (
+        K.Let("iters", K.Select(whole, Lit(1), S("rows"))),
+        K.Let("cnt", K.Select(whole, S("rows") * S("nt"), S("nt"))),
+        *copies_in,
+        *_fence(Pipe.MTE2, Pipe.V, "rows landed"),
+        *row_ops,
+        *_fence(Pipe.V, Pipe.MTE3, "output rows computed"),
+        store,
+        *_fence(Pipe.MTE3, Pipe.V, "output staging free for the next pass"),
+        *_fence(Pipe.V, Pipe.MTE2, "input rows free for the next pass"),
+    )
+    # the column rows (a bias) once per block: loaded and finished before the passes, free after them
+    cols = (*col_in, *_fence(Pipe.MTE2, Pipe.V, "columns landed"), *col_ops) if col_in or col_ops else ()
+    cols_done = _fence(Pipe.V, Pipe.MTE2, "column rows free for the next block") if cols else ()
+    block = (
+        *lets,
+        K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
+        K.Let("wsOff", (S("core") * 2 + S("s")) * S("baseM") * bn),
+        K.Let("half", (S("mt") + 1) // 2),
+        K.Let("r0", K.SUB_BLOCK_IDX * S("half")),
+        K.Let("r1", Fn("min", (S("mt"), S("r0") + S("half")))),
+        _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_READY + i, "the AIC has written slot s")),
+        *cols,
+        K.For("c0", S("r0"), S("r1"), R, chunk, tail="rows", doc="passes over this AIV's rows of the block"),
+        *cols_done,
+        _by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.MTE2, FLAG_FREE + i, "this AIV is done reading slot s")),
+    )
+    attrs = tuple(K.FLet(f"attr_{a}", K.FBits(S(f"{a}Bits")), doc=f"the attribute {a}") for a in epi_attrs(lay))
+    vector = (*gets, *attrs, K.Let("core", K.BLOCK_IDX // K.TASK_RATIO), *_range(S("core")),
+              K.For("blk", S("first"), S("last"), Lit(1), block, doc="this AI Core's output blocks"))
+    return tuple(locs), tuple(gms), vector
 
 
 _BACKEND: dict = {}
@@ -287,10 +696,15 @@ class CubeCounts:
 
     buffers: int = 5
     out_f32: bool = False
+    epi_row_bytes: int = 0   # UB bytes per element of an epilogue pass row (EpiProgram.row_bytes), 0: no epilogue
+    epi_col_bytes: int = 0   # UB bytes per element of its column rows (EpiProgram.col_bytes)
 
     def as_dict(self) -> dict:
         """{field: value} for `--dump-after count`."""
-        return {"buffers": self.buffers, "out_f32": int(self.out_f32)}
+        d = {"buffers": self.buffers, "out_f32": int(self.out_f32)}
+        if self.epi_row_bytes:
+            d.update(epi_row_bytes=self.epi_row_bytes, epi_col_bytes=self.epi_col_bytes)
+        return d
 
 
 @register
@@ -300,6 +714,11 @@ class CubeFamily(Family):
     name = "cube"
     kernel_type = "KERNEL_TYPE_AIC_ONLY"   # the output cast is Fixpipe's: no AIV work (templates/op_kernel/cube_kernel.cpp.j2)
     doc = "one matmul [M, K] x [K, N] on the cube (GM -> L1 NZ -> L0A/L0B -> Mmad -> L0C -> Fixpipe)"
+
+    def entry_kernel_type(self, lowered) -> str:
+        """KERNEL_TYPE_MIX_AIC_1_2 when the layout has a vector epilogue (the AIVs finish the blocks), else
+        KERNEL_TYPE_AIC_ONLY (Fixpipe's cast is all of it)."""
+        return "KERNEL_TYPE_MIX_AIC_1_2" if lowered.layout.steps else "KERNEL_TYPE_AIC_ONLY"
 
     def claims(self, plan) -> bool:
         """Plans whose launch has a cube stage."""
@@ -328,7 +747,11 @@ class CubeFamily(Family):
 
     def counts(self, lowered):
         """CubeCounts of the lowered class."""
-        return CubeCounts(out_f32=lowered.layout.out_dtype == "f32")
+        lay = lowered.layout
+        if not lay.steps:
+            return CubeCounts(out_f32=lay.out_dtype == "f32")
+        ep = epilogue_program(lay)
+        return CubeCounts(out_f32=lay.out_dtype == "f32", epi_row_bytes=ep.row_bytes(), epi_col_bytes=ep.col_bytes())
 
     def tile(self, spec, lowered, counts):
         """opgen.tiling.cube's program (installed)."""

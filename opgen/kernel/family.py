@@ -78,6 +78,11 @@ class Family:
     annotates by units; a family may fold a vector op into the cube path, as the cube family folds the output
     cast into Fixpipe); "" follows the plan."""
 
+    def entry_kernel_type(self, lowered) -> str:
+        """The KERNEL_TYPE_* of the kernel entry of `lowered` ("" follows the plan): the family's kernel_type unless
+        a family's lowering decides it."""
+        return self.kernel_type
+
     def claims(self, plan) -> bool:
         """Whether launch plan `plan` (opgen.kernel.KernelPlan) is of the family's kind."""
         raise NotImplementedError

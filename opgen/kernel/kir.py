@@ -18,7 +18,7 @@ from; conditions are `opgen.ir.dims.Constraint` (lhs op rhs), an `If` taking a c
 are int64 elements unless a field says bytes. A symbol names one of: a tiling-data field (`KernelClass.fields`,
 printed `td_->name`), a member scalar (`KernelClass.scalars`), a parameter of the enclosing `Func`, a `Let`, a loop
 variable or loop tail, or `BLOCK_IDX` / `BLOCK_NUM` (GetBlockIdx() / GetBlockNum(), this core's index and the
-core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, FBin, FNeg, FMinMax, FCall, FLoad).
+core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, FBits, FBin, FNeg, FMinMax, FCall, FLoad).
 
 What each node means operationally (pipe; reads; writes)
 -------------------------------------------------------
@@ -63,6 +63,13 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
                                     (PIPE_ALL: every pipe).
   SetFlag(src, dst, id) / WaitFlag  HardEvent src_dst: `dst` pipe waits until `src` pipe's work issued before the
                                     SetFlag is done. A flag is set once before it is waited once.
+  CrossCoreSetFlag(mode, pipe, id) / CrossCoreWaitFlag(id)
+                                    cross-core flag counters of a mixed launch (docs/reference/ascendc.md §1.6):
+                                    the set is issued on `pipe` after that pipe's earlier work; mode 2 raises the
+                                    counter of the other side of one AI Core (an AIC set: both its AIVs; both AIVs'
+                                    sets: the AIC); the wait blocks while this core's counter of id is 0, then
+                                    decrements it. GM written before the set is visible after the wait. No in-core
+                                    ordering. Only inside a CoreIf; ids 0..10.
   SyncAll()                         every core of the launch reaches this point (GM writes before it are visible
                                     to every core after it); the workspace exchange primitive.
   Call(method, args)                runs a method of the class (its statements, in order).
@@ -185,7 +192,13 @@ BLOCK_IDX = Sym("blockIdx")
 """This core's index, 0 .. BLOCK_NUM - 1 (GetBlockIdx(), docs/reference/ascendc.md §1.3)."""
 BLOCK_NUM = Sym("blockNum")
 """The number of cores of the launch (GetBlockNum())."""
-_SPECIAL = {"blockIdx": "GetBlockIdx()", "blockNum": "GetBlockNum()"}
+SUB_BLOCK_IDX = Sym("subBlockIdx")
+"""On an AIV of a mixed launch: which of its AI Core's two AIVs it is, 0 or 1 (GetSubBlockIdx(), §1.3)."""
+TASK_RATIO = Sym("taskRatio")
+"""AIVs per AIC of a mixed launch (GetTaskRatio(): 2 for KERNEL_TYPE_MIX_AIC_1_2, §1.3); an AIV's AI Core is
+BLOCK_IDX // TASK_RATIO."""
+_SPECIAL = {"blockIdx": "GetBlockIdx()", "blockNum": "GetBlockNum()", "subBlockIdx": "GetSubBlockIdx()",
+            "taskRatio": "GetTaskRatio()"}
 
 
 @dataclass(frozen=True, eq=True)
@@ -321,6 +334,14 @@ class FRef(FExpr):
 @dataclass(frozen=True)
 class FInt(FExpr):
     """An integer expression converted to float."""
+
+    value: DimExpr
+
+
+@dataclass(frozen=True)
+class FBits(FExpr):
+    """The float whose IEEE-754 bits are the low 32 bits of an integer expression (a float attribute carried in a
+    tiling-data field as its bits; BitsToFloat of templates/op_kernel/_scalar.h.j2)."""
 
     value: DimExpr
 
@@ -741,6 +762,29 @@ class WaitFlag:
         return f"{self.src.name}_{self.dst.name}"
 
 
+CROSS_FLAG_IDS = range(0, 11)
+"""Cross-core flag ids of Atlas A2 / A3 (0..10, the CANN API pages; opgen/emu/include/emu/mix.h)."""
+
+
+@dataclass(frozen=True)
+class CrossCoreSetFlag:
+    """CrossCoreSetFlag<mode, pipe>(id): raise the cross-core counter `id` (module docstring; mode 0 all cores of
+    this kind, 1 the two AIVs of an AI Core, 2 AIC <-> its AIVs), issued on `pipe` after its earlier work."""
+
+    mode: int
+    pipe: Pipe
+    id: int
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class CrossCoreWaitFlag:
+    """CrossCoreWaitFlag(id): block until this core's counter `id` is positive, then decrement it."""
+
+    id: int
+    doc: str = ""
+
+
 @dataclass(frozen=True)
 class SyncAll:
     """SyncAll(): every core reaches this point (cross-core exchange through GM workspace)."""
@@ -886,7 +930,7 @@ CUBE_STMTS = (Nd2Nz, LoadData, Mmad, Fixpipe)
 
 
 STMT_TYPES = (Let, Assign, FLet, FAssign, For, If, InitBuffer, Get, View, Alloc, EnQue, DeQue, Free, Copy, Vec,
-              GetValue, SetValue, TrapUnless, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim) + CUBE_STMTS + (CoreIf, StructLet)
+              GetValue, SetValue, TrapUnless, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim) + CUBE_STMTS + (CoreIf, StructLet, CrossCoreSetFlag, CrossCoreWaitFlag)
 """Every statement node type."""
 
 
@@ -962,7 +1006,7 @@ def _fsyms(f) -> set:
         return {f.name}
     if isinstance(f, FLoad):
         return set()
-    if isinstance(f, FInt):
+    if isinstance(f, (FInt, FBits)):
         return set(f.value.symbols())
     out: set = set()
     for c in fexpr_children(f):
@@ -1070,7 +1114,7 @@ class _Verifier:
             st.scalars[s.name] = {"int64_t": "int", "uint32_t": "int", "int32_t": "int"}.get(s.ctype,
                                                                                                s.ctype)
             st.mutable.add(s.name)
-        st.scalars.update({"blockIdx": "int", "blockNum": "int"})
+        st.scalars.update({"blockIdx": "int", "blockNum": "int", "subBlockIdx": "int", "taskRatio": "int"})
         for t in self.k.tensors:
             st.tensors[t.name] = _Tensor(t.dtype)
         return st
@@ -1483,6 +1527,18 @@ class _Verifier:
                 st.flags.discard(key)
         elif isinstance(s, SyncAll):
             pass
+        elif isinstance(s, (CrossCoreSetFlag, CrossCoreWaitFlag)):
+            if st.unit is None:
+                raise IRError("a cross-core flag outside a core branch (CoreIf)", s)
+            if s.id not in CROSS_FLAG_IDS:
+                raise IRError(f"cross-core flag id {s.id} outside 0..10", s)
+            if isinstance(s, CrossCoreSetFlag):
+                if s.mode not in (0, 1, 2) or (s.mode == 1 and st.unit != "vector"):
+                    raise IRError(f"cross-core mode {s.mode} on the {st.unit} core (0, 2; 1 on the AIVs only)", s)
+                bad = (Pipe.V,) if st.unit == "cube" else (Pipe.M, Pipe.MTE1, Pipe.FIX)
+                if not isinstance(s.pipe, Pipe) or s.pipe in bad + (Pipe.S, Pipe.ALL):
+                    raise IRError(f"CrossCoreSetFlag on pipe {getattr(s.pipe, 'name', s.pipe)}, which the {st.unit} "
+                                  f"core cannot set from", s)
         elif isinstance(s, StructLet):
             if s.struct not in self.structs:
                 raise IRError(f"struct type {s.struct} is not declared (KernelClass.structs)", s)
@@ -1570,7 +1626,7 @@ class _Verifier:
             raise IRError(f"{s.method} takes {len(m.tparams)} template argument(s), given {len(s.targs)}", s)
         tmap = {t: self.dtype(st.tmap.get(a, a), s) for t, a in zip(m.tparams, s.targs)}
         inner = _State(dict((k, v) for k, v in st.scalars.items() if k in self.k.fields or k in
-                            {x.name for x in self.k.scalars} or k in ("blockIdx", "blockNum")),
+                            {x.name for x in self.k.scalars} or k in _SPECIAL),
                        {x for x in st.mutable if x in {y.name for y in self.k.scalars}},
                        {k: v for k, v in st.tensors.items() if k in self.member_tensors},
                        st.inited, st.queues, st.flags, {}, tmap)
@@ -1652,6 +1708,8 @@ def _f_text(f) -> str:
         return f.name
     if isinstance(f, FInt):
         return f"float({f.value})"
+    if isinstance(f, FBits):
+        return f"bits_to_float({f.value})"
     if isinstance(f, FBin):
         return f"({_f_text(f.a)} {f.op} {_f_text(f.b)})"
     if isinstance(f, FCall):
@@ -1739,6 +1797,10 @@ def to_text_stmt(s, indent: str = "") -> str:
         return f"{i}wait_flag {s.src.name}->{s.dst.name} #{s.id}"
     if isinstance(s, SyncAll):
         return f"{i}sync_all"
+    if isinstance(s, CrossCoreSetFlag):
+        return f"{i}cross_set mode={s.mode} {s.pipe.name} #{s.id}" + (f"  // {s.doc}" if s.doc else "")
+    if isinstance(s, CrossCoreWaitFlag):
+        return f"{i}cross_wait #{s.id}" + (f"  // {s.doc}" if s.doc else "")
     if isinstance(s, StructLet):
         return f"{i}struct {s.name}: {s.struct}"
     if isinstance(s, Call):
@@ -1874,6 +1936,8 @@ class CppPrinter:
             return x.name
         if isinstance(x, FInt):
             return f"static_cast<float>({self.e(x.value)})"
+        if isinstance(x, FBits):
+            return f"BitsToFloat({self.e(x.value)})"
         if isinstance(x, FBin):
             t = f"{self.f(x.a)} {x.op} {self.f(x.b)}"
             return f"({t})" if x.paren else t
@@ -2009,6 +2073,10 @@ class CppPrinter:
             return [f"{p}WaitFlag<HardEvent::{s.event}>({s.id});" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, SyncAll):
             return [f"{p}SyncAll();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
+        if isinstance(s, CrossCoreSetFlag):
+            return [f"{p}CrossCoreSetFlag<{s.mode}, {s.pipe.value}>({s.id});" + (f"  // {_comment(s.doc)}" if s.doc else "")]
+        if isinstance(s, CrossCoreWaitFlag):
+            return [f"{p}CrossCoreWaitFlag({s.id});" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, StructLet):
             scope[s.name] = ("struct", s.struct)
             return [f"{p}{s.struct} {s.name};"]

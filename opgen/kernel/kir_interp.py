@@ -300,6 +300,8 @@ class _Core:
             return np.float32(self.members[f.name])
         if isinstance(f, kir.FInt):
             return np.float32(self.ival(f.value, frame))
+        if isinstance(f, kir.FBits):
+            return np.array([self.ival(f.value, frame) & 0xFFFFFFFF], dtype=np.uint32).view(np.float32)[0]
         if isinstance(f, kir.FBin):
             a, b = self.fval(f.a, frame), self.fval(f.b, frame)
             with np.errstate(all="ignore"):

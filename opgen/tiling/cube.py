@@ -12,6 +12,9 @@ fits L0C (double buffering, the next step, will trade L0C for overlap). `fits` s
 allows, and opgen.tiling.ub_proof evaluates it over the spec's dim domain (the static L1 / L0 proof). A
 transposed operand's tile is the same size (Aᵀ: baseK x baseM, Bᵀ: baseN x baseK).
 
+A vector epilogue (opgen.kernel.cube.EpiProgram) adds epiRows (rows of an AIV pass: at most half a block, as many
+as the AIV's UB holds), its UB bytes to `fits`, and a workspace of two fp32 block slots per AI Core (bytes).
+
 Split: mBlocks = ceil(M / baseM), nBlocks = ceil(N / baseN) output blocks per matrix (times the batch's matrices
 when batched: block // mnBlocks is the matrix), numbered row-major; blockDim =
 min(AI Cores, blocks); each AI Core takes blocksPerCore contiguous blocks, the first blocksTail one more.
@@ -50,11 +53,16 @@ CUBE = _sizes()
 """On-chip bytes of the AIC: l1, l0a, l0b, l0c."""
 
 
-def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False):
+def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
+                 attrs: tuple = ()):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 allocations. trans_a / trans_b:
     A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz must fit); batched: a program
-    input `batch` (matrices) multiplies the blocks, and the field mnBlocks (blocks per matrix) is written."""
+    input `batch` (matrices) multiplies the blocks, and the field mnBlocks (blocks per matrix) is written. epi:
+    (UB bytes per element of a pass row, UB bytes per element of the column rows) of a vector epilogue
+    (opgen.kernel.cube.EpiProgram): then the field epiRows (rows per AIV pass, the most that fit the UB, at most
+    half a block) and the workspace of two fp32 block slots per AI Core; attrs: the runtime float attributes it
+    reads (inputs <name>Attr, fields <name>Bits: their IEEE-754 bits)."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -88,11 +96,29 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     l0a = p.let("l0aBytes", plan[2].bytes(), "L0A bytes")
     l0b = p.let("l0bBytes", plan[3].bytes(), "L0B bytes")
     l0c = p.let("l0cBytes", plan[4].bytes(), "L0C bytes")
-    p.let("fits", (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) & (l0c <= CUBE["l0c"])
-          & ((M if trans_a else K) <= ND2NZ_MAX) & ((K if trans_b else N) <= ND2NZ_MAX),
-          "1 when the tiles fit L1 / L0 and the operands' row pitches fit Nd2Nz", True)
+    fits = (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) & (l0c <= CUBE["l0c"]) \
+        & ((M if trans_a else K) <= ND2NZ_MAX) & ((K if trans_b else N) <= ND2NZ_MAX)
+    if epi is None:
+        p.let("fits", fits, "1 when the tiles fit L1 / L0 and the operands' row pitches fit Nd2Nz", True)
+        p.let("tilingKey", ak * 100 + key * 10 + STRATEGY, "attrKey * 100 + dtypeKey * 10 + strategy", True)
+        p.let("workspaceBytes", dm * 0, "no user workspace (bytes)", True)
+        return p, plan
+    rb, cb = epi
+    ub = p.input("ubBytes", "UB bytes of an AIV (GetCoreMemSize UB)")
+    half = p.let("halfRows", (bm + 1) // 2, "rows of a block an AIV takes at most")
+    room = p.let("epiRoom", (ub - bn * cb) // (bn * rb), "pass rows the UB holds beside the column rows")
+    er = p.let("epiRows", emax(1, emin(half, room)), "rows of an AIV pass (elements of baseN each)", True)
+    plan += [Buffer("epiRows", "TBuf<VECCALC>", 1, False, er * bn, rb, "the pass's fp32 / T / output rows"),
+             Buffer("epiCols", "TBuf<VECCALC>", 1, False, bn, cb, "the column rows (bias)")]
+    ubb = p.let("ubEpiBytes", fixed_bytes(plan[5:]), "UB bytes of the epilogue")
+    p.let("fits", fits & (ubb <= ub),
+          "1 when the tiles fit L1 / L0, the operands' row pitches fit Nd2Nz and the epilogue's pass fits the UB",
+          True)
     p.let("tilingKey", ak * 100 + key * 10 + STRATEGY, "attrKey * 100 + dtypeKey * 10 + strategy", True)
-    p.let("workspaceBytes", dm * 0, "no user workspace (bytes)", True)
+    p.let("workspaceBytes", bd * 2 * bm * bn * 4, "two fp32 block slots per AI Core (bytes)", True)
+    for a in attrs:
+        v = p.input(f"{a}Attr", f"IEEE-754 bits of the attribute {a}")
+        p.let(f"{a}Bits", v + 0, f"IEEE-754 bits of {a} (float)", True)
     return p, plan
 
 
@@ -101,13 +127,23 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     shape), the dtype variable's size (2 for a fixed f16 / bf16) and key, the platform's cores; the L1 / L0 plan."""
     lay = lowered.layout
     m, k, n = lay.dims
-    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch))
+    epi = (counts.epi_row_bytes, counts.epi_col_bytes) if lay.steps else None
+    attrs = kcube.epi_attrs(lay)
+    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs)
     inputs = {"dimM": Sym(m), "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum")}
+    if epi is not None:
+        inputs["ubBytes"] = ("platform", "ubBytes")
+    inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
     if lay.batch:
         inputs["batch"] = functools.reduce(lambda x, y: x * y, [Sym(d) for d in lay.batch])
     doc = (f"Tiling of {spec.name}: cube family, one cube-only launch (blockDim AIC cores); output blocks of baseM x baseN "
            f"over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C.")
+    if epi is not None:
+        doc = (f"Tiling of {spec.name}: cube family, one mixed launch (blockDim AI Cores, 1 AIC : 2 AIV); output "
+               f"blocks of baseM x baseN over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C, each "
+               f"block to one of two fp32 workspace slots; each AIV finishes half of a block's rows in passes of "
+               f"epiRows rows.")
     return Tiling(prog, inputs, {STRATEGY: plan}, doc, "no L1/L0 tiling of {op} holds this shape")
 
 
