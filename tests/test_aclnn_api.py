@@ -510,3 +510,33 @@ def _(b, self, negative_slope):
              base[:k] + ["float32:0.3"] + base[k + 1:]]
     got = [rc for rc, _ in run_runner(runner, [" ".join(t) for t in lines])]
     assert got == [0, 0, 0, 161002], got
+
+
+def test_example_locals_never_collide(tmp_path):
+    """The call example declares xShape / xHost / alphaValue beside each parameter: a spec whose public names
+    would make two of them one identifier (a tensor alphaValue beside a scalar alpha; a tensor outShape beside the
+    output out) is refused naming both, not emitted as C++ that does not compile."""
+    from opgen.codegen import write_ops
+    from opgen.errors import OpgenError
+
+    head = '''from opgen.dsl import A2, OpSpec, api, f32
+spec = OpSpec("Coll", aclnn="aclnnColl", socs=(A2,))
+H = spec.dim("H")
+spec.input("a", f32, [H])
+spec.attr("alpha", float, 0.5)
+spec.output("out", f32, [H])
+
+
+@spec.body
+def _(b, a, alpha):
+    return {"out": a * alpha}
+'''
+    cases = {'spec.aclnn_signature(api.param("alphaValue", "a"), api.scalar("alpha"), api.param("out"))':
+             "'alphaValue' for parameter alpha and for parameter alphaValue",
+             'spec.aclnn_signature(api.param("outShape", "a"), api.param("alpha"), api.param("out"))':
+             "'outShape' for parameter out and for parameter outShape"}
+    for k, (line, clash) in enumerate(cases.items()):
+        f = tmp_path / f"coll{k}.py"
+        f.write_text(head.replace("\n\n@spec.body", "\n" + line + "\n\n\n@spec.body"))
+        with pytest.raises(OpgenError, match=clash):
+            write_ops([str(f)], tmp_path / "gen")

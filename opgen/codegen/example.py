@@ -174,11 +174,45 @@ def example_context(spec) -> dict:
             outputs.append({"name": a.cpp, "spec_name": o.name, "shape": ", ".join(map(str, shape)),
                             "host": _HOST[dt], "acl": ACL_DTYPE[dt], "size": size, "to_float": _TO_FLOAT[dt]})
         args.append(a.cpp)
+    _check_locals(spec, tensors, host_arrays, scalars, attrs, outputs)
     dims_text = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in case["dims"].items())
     combo = ", ".join(f"{k}={v.long_name}" for k, v in row.items())
     return {"banner": m.banner(), "op": m.op, "api": m.api, "api_snake": m.api_snake, "tensors": tensors,
             "host_arrays": host_arrays, "scalars": scalars, "attrs": attrs, "outputs": outputs,
             "nonfinite": nonfinite[0], "args": args, "dims": dims_text, "combo": combo, "helpers": sorted(helpers), "socs": ", ".join(m.socs)}
+
+
+# Locals of the example's main besides those named after parameters (templates/examples/test_aclnn.cpp.j2).
+_MAIN_LOCALS = ("deviceId", "stream", "ret", "workspaceSize", "executor", "workspaceAddr")
+
+
+def _check_locals(spec, tensors, host_arrays, scalars, attrs, outputs) -> None:
+    """The example's main declares each public parameter under its name plus locals derived from it (xShape,
+    xValues, xHost, xDevice, alphaValue): two of these must not be one identifier (a tensor `alphaValue` beside a
+    scalar `alpha`). Raises SpecError naming both."""
+    owner: dict[str, str] = {n: "the example's own local" for n in _MAIN_LOCALS}
+
+    def declare(name: str, of: str) -> None:
+        if name in owner and owner[name] != of:
+            raise SpecError(f"{spec.file}: the call example declares {name!r} for {of} and for {owner[name]}; "
+                            f"rename one of the aclnn parameters (aclnn_signature)")
+        owner[name] = of
+
+    for t in tensors:
+        for suffix in ("", "Shape", "Values", "Host", "Device"):
+            declare(t["name"] + suffix, f"parameter {t['name']}")
+    for h in host_arrays:
+        for suffix in ("", "Host"):
+            declare(h["name"] + suffix, f"parameter {h['name']}")
+    for c in scalars:
+        for suffix in ("", "Value"):
+            declare(c["name"] + suffix, f"parameter {c['name']}")
+    for a in attrs:
+        name = a["name"].removesuffix("[]")
+        declare(name, f"parameter {name}")
+    for o in outputs:
+        for suffix in ("", "Shape", "Host", "Device"):
+            declare(o["name"] + suffix, f"parameter {o['name']}")
 
 
 def emit_example(spec) -> dict[str, str]:
