@@ -540,3 +540,17 @@ def _(b, a, alpha):
         f.write_text(head.replace("\n\n@spec.body", "\n" + line + "\n\n\n@spec.body"))
         with pytest.raises(OpgenError, match=clash):
             write_ops([str(f)], tmp_path / "gen")
+
+
+def test_check_refuses_a_misnamed_input_before_the_aclnn_layer(tmp_path):
+    """An array saved under another name (self for LeakyRelu's self is right; `x` is not an input) is refused as
+    the interpreter refuses it, naming it and the inputs, instead of reaching the aclnn layer as a null tensor
+    (a new user's trial: "Expected a proper Tensor but got null for argument self")."""
+    from pathlib import Path
+
+    from opgen.check.run import run_check
+    from opgen.errors import ValidationError
+
+    path = str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "leaky_relu.py")
+    with pytest.raises(ValidationError, match=r"x: unknown input of LeakyRelu \(inputs: self\)"):
+        run_check(path, inputs={"x": np.ones((2, 3), np.float32)}, gen_dir=tmp_path, progress=False)

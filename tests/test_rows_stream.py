@@ -193,3 +193,32 @@ def test_streamed_softmax_with_a_growing_maximum(tmp_path, dtype, h):
     assert np.all(np.abs(got - want) <= 8 * unit * want + 1e-30 + 2.0**-24 * 64 * want)
     assert np.allclose(got.sum(-1), 1.0, rtol=0, atol=1e-3 if dtype == "float32" else 2e-2)
     assert r.gm_ratio < 1.51   # x read twice, y written once
+
+
+@pytest.mark.slow
+def test_streamed_softmax_with_masked_stretches(tmp_path):
+    """A causal / padding mask on a long row: -inf over the first half of one row and the second half of another
+    (whole chunks and whole cores' slices of -inf). The online maximum must not compute -inf - -inf: the streamed
+    kernel equals float64 softmax there (review: these rows came out NaN), and a row that is -inf throughout is NaN
+    as in exp(x - max x)."""
+    import numpy as np
+
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    h = 400001
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, h)) * 4.0).astype(np.float32)
+    x[0, : h // 2] = -np.inf
+    x[1, h // 2:] = -np.inf
+    x[2, :] = -np.inf
+    write_ops([str(EX / "softmax.py")], tmp_path)
+    r = run_check(str(EX / "softmax.py"), inputs={"x": x}, dtypes={"T": "float32"}, gen_dir=tmp_path, progress=False)
+    assert not r.faults and r.passed and r.tiling_key % 10 == 3
+    x64 = x[:2].astype(np.float64)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    got = np.asarray(r.arrays["y"], dtype=np.float64)
+    assert np.all(np.isfinite(got[:2])) and np.all(got[0, : h // 2] == 0) and np.all(got[1, h // 2:] == 0)
+    assert np.all(np.abs(got[:2] - want) <= 2.0**-16 * want + 1e-30)   # fp32 sums of 200000 terms
+    assert np.all(np.isnan(got[2]))

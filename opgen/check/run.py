@@ -34,6 +34,7 @@ from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_d
 from opgen.check.build import Builder, BuildRun, Sources, launch_variant
 from opgen.check.compare import OutputComparison, compare_output, rounded_intermediate_outputs
 from opgen.check.driver import driver_source, kernel_type
+from opgen.dsl.validate import check_input_names
 from opgen.errors import OpgenError, ValidationError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
@@ -390,6 +391,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         raise OpgenError("give exactly one of inputs (--inputs FILE.npz) or dims (--dims NAME=VALUE,...)")
     if dims is not None:
         inputs, attrs = make_inputs(spec, dims, attrs, dtypes, seed)
+    check_input_names(spec, inputs)   # before the aclnn layer would take a misnamed array for a null input
     inputs = {k: v for k, v in inputs.items() if v is not None}
     if present is not None:
         inputs = select_present(spec, inputs, present)

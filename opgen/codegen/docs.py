@@ -117,7 +117,10 @@ def docs_context(spec) -> dict:
     shapes += [{"name": o.name, "kind": ("optional " if o.optional else "") + "output",
                 "shape": _md(o.shape_text()),
                 "dtype": _md(_dtype_text(spec, o.dtype))} for o in spec.outputs]
-    required = [p.name for p in m.inputs if not p.optional] + [p.name for p in m.outputs if not p.optional]
+    # what the aclnn layer null-checks, by the public names a caller passes (161001)
+    required = [a.cpp for a in m.api_params if a.scalar or (a.kind in ("input", "output", "int_array", "unused")
+                                                             and not a.optional)
+                or (a.kind == "attr" and a.param.decl.type is str and a.param.decl.default is None)]
     required += [p.name for p in m.attrs if p.decl.type is str and p.decl.default is None]
     case = example_case(spec)
     dims = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in case["dims"].items())

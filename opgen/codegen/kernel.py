@@ -43,6 +43,9 @@ from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
 from opgen.codegen import kernel_cube  # noqa: F401,E402  installs the cube family's emission (opgen.kernel.cube)
 
+FLT_MAX = 3.4028234663852886e38
+"""The largest finite fp32 value (the floor of COL_STREAM's running maximum, online_nodes)."""
+
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "bool": "uint8_t", "u8": "uint8_t",
          "i8": "int8_t", "i64": "int64_t"}
 """C++ element type of each dtype a rows kernel reads or writes (opgen.kernel.rows.READS, WRITES)."""
@@ -477,7 +480,10 @@ class _Printer:
         one (sums_, slot of m) and the new running maximum stands for m in the sum's phase; the chunk's sum of
         exp(v - running max) is added to the running sum (tots_, slot of s, until the exchange) after that is
         rescaled by exp(old running max - new), computed by a vector Exp on 8 lanes of red_ (the scalar unit has
-        no exp). Exact in real arithmetic: exp(v - M) = exp(v - m') * exp(m' - M)."""
+        no exp). Exact in real arithmetic: exp(v - M) = exp(v - m') * exp(m' - M). The running maximum is kept at
+        least -FLT_MAX: a chunk (or a core's slice) whose every value is -inf (a masked stretch of the row) then
+        adds exp(-inf) = 0 and rescales by exp(-inf) = 0, where -inf - -inf would make the whole row NaN; a row
+        that is -inf throughout still gives NaN, as exp(x - max x) does."""
         m, s = pair
         a = m.level
         instrs = [i for i in self.p.instrs if per_row(i) and (a in i.phases or a + 1 in i.phases)]
@@ -511,7 +517,8 @@ class _Printer:
             return [kir.FLet("mOld", kir.FRef(part), mutable=True),
                     kir.If(later, (kir.FAssign("mOld", kir.FLoad(at)),),
                            doc="the running maximum of the chunks before"),
-                    kir.FLet(m.dst, kir.FMinMax("max", kir.FRef("mOld"), kir.FRef(part)), doc=doc),
+                    kir.FLet(m.dst, kir.FMinMax("max", kir.FMinMax("max", kir.FRef("mOld"), kir.FRef(part)),
+                                                kir.FConst(-FLT_MAX)), doc=doc),
                     kir.SetValue(at, kir.FRef(m.dst))]
         at = kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[s.dst], gs), i_))
         red = kir.Ref("red_")

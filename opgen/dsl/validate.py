@@ -304,12 +304,18 @@ def _check_empty_call(spec, arrays, env, static=None) -> None:
         raise ValidationError(empty, f"is empty, but output {full} is not (an empty call needs every output empty)")
 
 
-def bind(spec, inputs, attrs, dtypes, skip=()):
-    """See OpSpec.bind."""
+def check_input_names(spec, inputs) -> None:
+    """Every key of `inputs` names an input of `spec` (a misspelt or renamed array is refused, never taken for an
+    absent input). Raises ValidationError naming the first unknown one and the inputs."""
     known = {i.name for i in spec.inputs}
     for k in inputs:
         if k not in known:
             raise ValidationError(k, f"unknown input of {spec.name} (inputs: {', '.join(i.name for i in spec.inputs)})")
+
+
+def bind(spec, inputs, attrs, dtypes, skip=()):
+    """See OpSpec.bind."""
+    check_input_names(spec, inputs)
     attr_vals = _resolve_attrs(spec, attrs)
     present = {i.name: inputs.get(i.name) is not None for i in spec.inputs}
     for i in spec.inputs:

@@ -387,9 +387,10 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         K.Let("mPad", fn("align_up", S("mt"), Lit(16))),
         K.Let("nPad", fn("align_up", S("nt"), Lit(16))),
         K.Let("mm", fn("max", S("mt"), Lit(2))),
-        *slot, *free,
+        *slot,
         K.For("k0", Lit(0), Kd, bk, kloop, tail="kt", doc="K chunks (the last a tail)"),
         *_fence(Pipe.M, Pipe.FIX, "L0C block complete"),
+        *free,   # only the Fixpipe writes the slot: the loads and Mmads of this block overlap the AIVs' work
         fix,
         *_fence(Pipe.FIX, Pipe.M, "L0C free for the next block"),
         *ready,
