@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -562,3 +563,42 @@ def test_the_kernel_ir_engine_refuses_the_mixed_cube_kernel_in_one_line():
     with pytest.raises(NotKernelIR) as e:
         require_kernel_ir(load_spec(str(EXAMPLES / "matmul_gelu.py")))
     assert "cube family" in str(e.value) and "--engine emu" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_deleting_any_cross_core_wait_of_the_epilogue_kernel_faults(tmp_path, monkeypatch, session_build_root):
+    """MatmulGelu's mixed kernel (examples/specs/matmul_gelu.py), built once with each CrossCoreWaitFlag guarded:
+    unmutated it passes; with any one wait skipped (the AIVs' READY waits, the AIC's slot-reuse and final waits)
+    `check` faults, because the emulation requires every CrossCoreSetFlag to be consumed by kernel end (CANN: sets
+    and waits in pairs, undefined behaviour otherwise; review: a deleted wait passed or failed by timing before)."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+    from test_headsched import _GUARD
+
+    spec = str(Path(__file__).resolve().parents[1] / "examples" / "specs" / "matmul_gelu.py")
+    write_ops([spec], tmp_path / "gen")
+    h = tmp_path / "gen" / "matmul_gelu" / "op_kernel" / "matmul_gelu.h"
+    sites = []
+
+    def guard(m):
+        sites.append(m.group(2))
+        return f"{m.group(1)}if (OpgenKeep({len(sites) - 1})) {{ {m.group(2)} }}"
+
+    text = re.sub(r"^(\s*)(CrossCoreWaitFlag\(\d+\);)", guard, h.read_text(), flags=re.M)
+    h.write_text(text.replace('#include "kernel_operator.h"\n', '#include "kernel_operator.h"\n' + _GUARD, 1))
+    assert len(sites) >= 6, sites
+
+    def check():   # 16 x 6 blocks of 128 x 256 over 24 AI Cores: 4 per core, so each slot is reused
+        return run_check(spec, dims={"M": 1950, "K": 40, "N": 1300}, dtypes={"T": "bfloat16"}, gen_dir=tmp_path / "gen",
+                         build_root=session_build_root, progress=False)
+
+    r = check()
+    assert r.passed and not r.faults, r.faults
+    survivors = []
+    for k in range(len(sites)):
+        monkeypatch.setenv("OPGEN_MUTANT", str(k))
+        r = check()
+        if r.passed or not r.faults:
+            survivors.append((k, sites[k]))
+    assert not survivors, survivors

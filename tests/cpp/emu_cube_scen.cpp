@@ -363,6 +363,8 @@ int main(int argc, char** argv)
                     CubeTile(step, gx[(i % 4) * 16 * 64], 64, gw, gws[(c * 2 + i % 2) * 16 * 32], 32, 32, 32);
                     CrossCoreSetFlag<2, PIPE_FIX>(1);
                 }
+                CrossCoreWaitFlag(0);   // the releases of the last two items: every set is waited for by the end
+                CrossCoreWaitFlag(0);
             } else {
                 const int c = GetBlockIdx() / 2, sub = GetSubBlockIdx();
                 TBuf<> b; pipe.InitBuffer(b, 8 * 32 * 4);

@@ -174,6 +174,23 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
     for (auto& t : threads) t.join();
     for (auto& f : faults)
         if (!f.empty()) res.faults.push_back(f);
+    // CrossCore flags balanced at kernel end: a set no wait consumed leaves a counter (or an unmatched group set)
+    // behind, which CANN calls undefined behaviour (CrossCoreSetFlag: sets and waits must be used in pairs).
+    if (res.faults.empty() && !st.aborted) {
+        for (int i = 0; i < n; ++i) {
+            for (int f = 0; f < LaunchState::kFlags; ++f) {
+                if (st.flagCount[i][f] != 0)
+                    res.faults.push_back(Cat("[", st.labels[i], "] CrossCore flag ", f, ": ", st.flagCount[i][f],
+                                             " set(s) for this core never waited for at kernel end (each "
+                                             "CrossCoreSetFlag needs its CrossCoreWaitFlag)"));
+                for (int mode = 0; mode < 3; ++mode)
+                    if (st.flagPending[i][mode][f] != 0)
+                        res.faults.push_back(Cat("[", st.labels[i], "] CrossCore flag ", f, " (mode ", mode, "): ",
+                                                 st.flagPending[i][mode][f], " set(s) whose group never completed "
+                                                 "at kernel end"));
+            }
+        }
+    }
     for (auto& t : traps)
         if (!t.empty()) res.traps.push_back(t);
     res.ok = res.faults.empty() && res.traps.empty();

@@ -16,8 +16,10 @@
 //           AIC's counter goes up by 1 (mix launch);
 //   mode 4 (Ascend 950 only: AIC <-> one AIV) is not emulated and faults.
 // Deliberately strict (faults where hardware would hang or misbehave):
-//   * flag ids outside 0..10 (the range CANN documents for Atlas A2/A3; docs/reference/ascendc.md §1.6 says 0-15, the CANN 8.x
-//     API pages say 0-10 — ids above 10 are reserved there);
+//   * flag ids outside 0..10 (CANN's CrossCoreSetFlag page allows 0-15 in modes 0/1/2, but SyncAll uses 11-14
+//     itself; opgen keeps its kernels' ids below those);
+//   * a flag set no wait consumed by the end of the launch (CANN: sets and waits used in pairs, undefined
+//     behaviour otherwise): emu/launch.h faults naming the core and the id;
 //   * a counter (or a count of unmatched sets) that would exceed 15 (CANN: "the counter of one flagId can be set
 //     at most 15 times" without a matching wait);
 //   * CrossCoreSetFlag with pipe PIPE_S or PIPE_ALL (not allowed by the CANN doc), or with a pipe the core kind
