@@ -442,7 +442,10 @@ def _aclnn_inc_dirs(src: Sources) -> tuple:
 
 def host_pchs(src: Sources, cxx: str) -> dict:
     """{object of build.ninja: HostPch} for the host translation units of `src` that get a precompiled header
-    (host_pch): every variant's TilingFunc, the aclnn API and its L0 wrapper."""
+    (host_pch): every variant's TilingFunc, the aclnn API and its L0 wrapper. Empty for an object without an op
+    directory (a stand-in)."""
+    if getattr(src, "op_dir", None) is None:
+        return {}
     out = {}
     for variant, flags in VARIANTS.items():
         out[f"{variant}/tiling.o"] = host_pch(src.tiling_cpp, _kernel_inc_dirs(src), flags, cxx)
@@ -556,13 +559,13 @@ class Builder:
         self.dir.mkdir(parents=True, exist_ok=True)
         shared = shared_dir(cxx, self.dir.parent)
         src = _ninja_safe(self.src, self.dir)
-        host = host_pchs(src, cxx)
-        text = ninja_file(src, cxx, shared, host)
+        text = ninja_file(src, cxx, shared)
         needed = [t for t in shared_targets(target) if f"{_ninja_path(shared)}/{t}" in text]
+        host = [p for p in host_pchs_for(target, host_pchs(src, cxx)) if f"{_ninja_path(shared)}/{p.gch}" in text]
         with contextlib.ExitStack() as locks:
             if needed:
                 locks.enter_context(self._shared_built(shared, cxx, ninja, needed))
-            for p in host_pchs_for(target, host):   # each in its own directory (HostPch), same locking
+            for p in host:   # each in its own directory (HostPch), locked as the shared one
                 shared.mkdir(parents=True, exist_ok=True)
                 locks.enter_context(self._prebuilt(shared / p.dir, p.ninja(cxx), {HOST_PCH_HEADER: p.text}, ninja,
                                                    [f"{HOST_PCH_HEADER}.gch"]))
