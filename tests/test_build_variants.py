@@ -135,19 +135,78 @@ def test_the_precompiled_header_is_used_and_changes_no_instruction(tmp_path, ses
     b = Builder(Sources(m.op, m.snake, m.api_snake, tmp_path / "gen" / m.snake), {}, session_build_root,
                 progress=False)
     b.build("quick/kernel.o")
-    deps = subprocess.run([ninja_binary(), "-C", str(b.dir), "-t", "deps", "quick/kernel.o"], capture_output=True,
-                          text=True, check=True).stdout
-    assert "pch-quick/kernel_operator.h" in deps and "/emu/include/" not in deps, deps
-    cmd = subprocess.run([ninja_binary(), "-C", str(b.dir), "-t", "commands", "quick/kernel.o"], capture_output=True,
-                         text=True, check=True).stdout.strip().splitlines()[-1]
-    args = shlex.split(cmd)
-    plain = [a for a in args if "pch-quick" not in a]
-    plain[plain.index("-o") + 1] = str(tmp_path / "plain.o")
-    plain = [a for i, a in enumerate(plain) if a not in ("-MMD",) and plain[i - 1] != "-MF" and a != "-MF"]
-    subprocess.run(plain, cwd=b.dir, check=True)
+    b.build("quick/tiling.o")
+
+    def deps(obj):
+        return subprocess.run([ninja_binary(), "-C", str(b.dir), "-t", "deps", obj], capture_output=True, text=True,
+                              check=True).stdout
+
+    def plain(obj, drop):
+        """The object's own compile command run without the arguments `drop` names (its precompiled header; an
+        option's value goes with it), without its depfile, into plain.o."""
+        cmd = subprocess.run([ninja_binary(), "-C", str(b.dir), "-t", "commands", obj], capture_output=True,
+                             text=True, check=True).stdout.strip().splitlines()[-1]
+        args, skip = [], False
+        for a in shlex.split(cmd):
+            if skip or drop(a) or a == "-MMD":
+                skip = a in ("-include", "-MF") and not skip
+                continue
+            args.append(a)
+            skip = False
+        args[args.index("-o") + 1] = str(tmp_path / "plain.o")
+        subprocess.run(args, cwd=b.dir, check=True)
+        return tmp_path / "plain.o"
 
     def code(obj):
         out = subprocess.run(["objdump", "-d", "-r", str(obj)], capture_output=True, text=True, check=True).stdout
         return out.split("\n", 3)[3]   # past the file-name line
 
-    assert code(b.dir / "quick" / "kernel.o") == code(tmp_path / "plain.o")
+    assert "pch-quick/kernel_operator.h" in deps("quick/kernel.o") and "/emu/include/" not in deps("quick/kernel.o")
+    assert code(b.dir / "quick" / "kernel.o") == code(plain("quick/kernel.o", lambda a: "pch-quick" in a or a == "-MF"))
+    # the TilingFunc's host precompiled header (host_pch): GCC read the .gch (no emulation header among its
+    # dependencies; -Winvalid-pch would have said why not), and the code is the same without it
+    assert "/emu/include/" not in deps("quick/tiling.o"), deps("quick/tiling.o")
+    assert code(b.dir / "quick" / "tiling.o") == code(plain("quick/tiling.o", lambda a: a in ("-include", "-MF")))
+
+
+def test_a_host_file_precompiles_the_emulation_and_library_headers_its_leading_includes_name(tmp_path):
+    """docs/design.md "Build variants": a host file's precompiled header (opgen/check/build.py host_pch) holds, in
+    order, the leading `#include`s that resolve to opgen/emu/include or to the C++ library; an include of the op's
+    own tree (found first in the file's directory or an earlier `-I` directory) is left out, and nothing after the
+    first line of code is read. The build statement forces it first with the file's flags plus -Winvalid-pch and
+    depends on its .gch; a file whose leading includes name no such header has none."""
+    from opgen.check.build import EMU_INCLUDE, HOST_PCH_HEADER, host_pch, host_pchs
+
+    op = tmp_path / "op"
+    (op / "op_host" / "op_api").mkdir(parents=True)
+    (op / "op_kernel").mkdir()
+    (op / "op_kernel" / "op_tiling_data.h").write_text("#pragma once\n")
+    (op / "op_host" / "log").mkdir()
+    tiling = op / "op_host" / "op_tiling.cpp"
+    tiling.write_text('// head\n#include <algorithm>\n\n#include "../op_kernel/op_tiling_data.h"\n'
+                      '#include "log/log.h"   // shadowed? no: op_host/log/ holds no log.h\n'
+                      '#include "register/op_impl_registry.h"\nnamespace x {}\n#include "opdev/op_log.h"\n')
+    dirs = (EMU_INCLUDE, op / "op_host", op / "op_kernel")
+    p = host_pch(tiling, dirs, "-O0 -g", "/usr/bin/g++")
+    body = [ln for ln in p.text.splitlines() if not ln.startswith("//")]
+    assert body == ["#include <algorithm>", '#include "log/log.h"', '#include "register/op_impl_registry.h"']
+    assert p.flags == "-O0 -g" and p.gch == f"{p.dir}/{HOST_PCH_HEADER}.gch" and p.dir.startswith("hostpch-")
+    assert host_pch(tiling, dirs, "-O1 -g", "/usr/bin/g++").dir != p.dir   # one per flag set
+    (op / "op_host" / "log" / "log.h").write_text("#pragma once\n")   # now the op's own log/log.h comes first
+    assert '"log/log.h"' not in host_pch(tiling, dirs, "-O0 -g", "/usr/bin/g++").text
+    l0 = op / "op_host" / "op_api" / "op.cpp"
+    l0.write_text('#include "op.h"\nint x;\n')
+    (op / "op_host" / "op_api" / "op.h").write_text("#pragma once\n")
+    assert host_pch(l0, (EMU_INCLUDE, op / "op_host" / "op_api"), "-O0 -g", "/usr/bin/g++") is None
+
+    src = Sources("Op", "op", "aclnn_op", op)
+    shared = tmp_path / "shared"
+    host = host_pchs(src, "/usr/bin/g++")
+    assert set(host) == {"debug/tiling.o", "quick/tiling.o", "asan/tiling.o"}   # no aclnn file, l0 has none
+    st = _statements(ninja_file(src, "/usr/bin/g++", shared))
+    for obj, pch in host.items():
+        rule, ins, flags = st[obj]
+        assert ins[-2:] == ["|", f"{shared}/{pch.gch}"], ins
+        assert shlex.split(flags) == shlex.split(pch.flags) + ["-Winvalid-pch", "-include",
+                                                                 f"{shared}/{pch.dir}/{HOST_PCH_HEADER}"]
+    assert "-include" not in st["aclnn/harness.o"][2] and "-include" not in st["quick/driver.o"][2]

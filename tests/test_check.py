@@ -194,7 +194,15 @@ def env(tmp_path_factory):
     shutil.copy(HOST.parent / "op_kernel" / f"{SNAKE}_tiling_data.h", kernel_dir)
     e = SimpleNamespace(dir=d, gen=gen, build=d / "build")
     _write_kernel(e)
-    return e
+    # The CLI tests' processes build under OPGEN_BUILD_DIR=e.build (cli below), and so do this module's in-process
+    # checks: one shared directory, so the build file of e.build's op does not switch between two (which recompiles
+    # the objects made with a precompiled header). Its aclnn runner is built here, so that no test's one-line stderr
+    # depends on whether it is the first to build it (a build running past 2 s echoes its progress).
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPGEN_BUILD_DIR", str(e.build))
+    run_mod.aclnn_runner(OP, gen_dir=gen, build_root=e.build)
+    yield e
+    mp.undo()
 
 
 def cli(env, *args):
@@ -323,8 +331,7 @@ def test_second_build_does_no_work(env):
 
     b = Builder(src, {"driver.cpp": driver_source(m), "aclnn_harness.cpp": harness_source(m)}, env.build)
     variant = launch_variant()   # the one the checks above built (quick under the test suite)
-    # built first here: the CLI checks above ran with $OPGEN_BUILD_DIR = env.build, whose shared objects
-    # (opgen/check/build.py shared_dir) differ from this process's, so the runner is relinked once
+    # built first here (whatever the checks before left: under xdist, another worker may have run them)
     for target in ("aclnn/runner", f"{variant}/check"):
         b.build(target)
     for target in ("aclnn/runner", f"{variant}/check"):

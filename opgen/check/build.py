@@ -20,7 +20,10 @@ mode) while it links them. The shared directory also holds the emulation's kerne
 variant, with that variant's flags (pch-<variant>/kernel_operator.h.gch, built on first use): a kernel's compile
 searches pch-<variant>/ first, so GCC reads the .gch for the kernel's first `#include "kernel_operator.h"` (every
 emitted kernel starts with it; ~0.3 of a kernel object's compiler CPU at -O0) and the real header through the
-wrapper in any other case; the machine code is the same (tests/test_build_variants.py).
+wrapper in any other case; the machine code is the same (tests/test_build_variants.py). The host files (each
+variant's TilingFunc, the aclnn API and L0 files) are compiled with a precompiled header of the emulation and
+library headers their own leading includes name (host_pch), forced first with -include: hostpch-<hash>/ of the shared
+directory, one per distinct header list and flag set, each with its own build.ninja and lock.
 
 All with `g++ -std=c++17 -pthread -I opgen/emu/include -I generated/<op>/op_host -I generated/<op>/op_kernel ...`
 (the tiling-data struct is op_kernel/<op>_tiling_data.h: the TilingFunc includes it as ../op_kernel/...); header dependencies
@@ -191,6 +194,94 @@ def shared_targets(target: str) -> list[str]:
     return out
 
 
+HOST_PCH_HEADER = "opgen_host_pch.h"
+"""Name of the header a host precompiled header is made from, in its directory hostpch-<key>/ of the shared
+directory (host_pch)."""
+_INCLUDE = re.compile(r'\s*#\s*include\s*([<"])([^>"]+)[>"]\s*(?://.*)?$')
+
+
+@dataclass(frozen=True)
+class HostPch:
+    """A precompiled header for one host translation unit (a TilingFunc or aclnn file; docs/design.md "Build
+    variants"): the library and emulation headers the unit's leading `#include` lines name, in their order,
+    compiled with the unit's own flags. dir: its directory's name in the shared directory, hostpch-<10 hex digits of
+    a hash of the compiler, flags, include options and header lines>; text: the header; flags, inc: its compile
+    options (inc: `-I` options, shell-quoted)."""
+
+    dir: str
+    text: str
+    flags: str
+    inc: str
+
+    @property
+    def gch(self) -> str:
+        """Shared-directory path of the precompiled header: hostpch-<key>/opgen_host_pch.h.gch."""
+        return f"{self.dir}/{HOST_PCH_HEADER}.gch"
+
+    def ninja(self, cxx: str) -> str:
+        """Text of the build.ninja in its directory: the one pch statement."""
+        return "\n".join([*_ninja_head("a host precompiled header of the emulation and library headers", cxx), "",
+                          "rule pch", "  command = $cxx $std $flags $inc -x c++-header -MMD -MF $out.d $in -o $out",
+                          "  depfile = $out.d", "  deps = gcc", "  description = PCH $out", "",
+                          f"build {HOST_PCH_HEADER}.gch: pch {HOST_PCH_HEADER}", f"  flags = {self.flags}",
+                          f"  inc = {_ninja_value(self.inc)}"]) + "\n"
+
+
+def _resolve(name: str, dirs) -> Path | None:
+    """The first of dirs / name that is a file (GCC's search order through the given directories), else None."""
+    for d in dirs:
+        f = Path(d) / name
+        if f.is_file():
+            return f
+    return None
+
+
+def host_pch(tu: Path, inc_dirs: tuple, flags: str, cxx: str) -> HostPch | None:
+    """The precompiled header a host translation unit `tu` (compiled with `flags` and `-I` `inc_dirs`, in order)
+    is built with, or None when it would have none.
+
+    Only the unit's leading block is read: its first lines that are `#include` lines, comments or blank, up to the
+    first other line (no conditional, no macro defined before them). Of those includes it keeps the ones GCC
+    resolves, for this unit, to the emulation (`<...>` or `"..."` found first in opgen/emu/include; `"..."` is
+    searched in the unit's own directory first) or to the C++ library (`<...>` in none of `inc_dirs`), in their
+    order; the others (the op's own headers) stay where they are. None when it keeps no header, a path holds a
+    character a `#include "..."` cannot hold, or the file cannot be read. The unit includes every header the
+    precompiled one holds (include guards make its own second include of each add nothing); what changes is that
+    its own headers before the last kept one see the kept ones earlier (they are opgen's emitted headers, each
+    compiled on its own without this in tests/test_codegen.py)."""
+    try:
+        lines = tu.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    emu = EMU_INCLUDE.resolve()
+    keep = []
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("//"):
+            continue
+        m = _INCLUDE.fullmatch(line)
+        if m is None:
+            break
+        quote, name = m.groups()
+        if name == HOST_PCH_HEADER or any(c in name for c in '"\n\r\\'):
+            continue
+        dirs = ((tu.parent,) if quote == '"' else ()) + tuple(inc_dirs)
+        found = _resolve(name, dirs)
+        if found is None:
+            if quote == "<":
+                keep.append(f"#include <{name}>")
+        elif found.resolve().is_relative_to(emu):
+            keep.append(f"#include {quote}{name}{'>' if quote == '<' else quote}")
+    inc = _inc(EMU_INCLUDE)
+    if not keep or any(c in inc for c in "\n\r"):
+        return None
+    body = "\n".join(keep)
+    key = hashlib.sha1("\n".join((cxx, flags, inc, body)).encode()).hexdigest()[:10]
+    text = ("// Generated by opgen check (opgen/check/build.py host_pch): the emulation and library headers a host\n"
+            "// file's leading includes name, precompiled with its flags.\n" + body + "\n")
+    return HostPch(f"hostpch-{key}", text, flags, inc)
+
+
 def shared_dir_name(cxx: str) -> str:
     """Name of the shared directory beside the op build directories: shared-<10 hex digits of a hash of the
     emulation and harness directories and the compiler>."""
@@ -339,13 +430,45 @@ def ninja_binary() -> str:
     return exe
 
 
-def ninja_file(src: Sources, cxx: str, shared: Path | None = None) -> str:
+def _kernel_inc_dirs(src: Sources) -> tuple:
+    """The `-I` directories of the launch driver's objects (kernel, TilingFunc, driver), in order."""
+    return (EMU_INCLUDE, src.op_dir / "op_host", src.op_dir / "op_kernel", CHECK_CPP)
+
+
+def _aclnn_inc_dirs(src: Sources) -> tuple:
+    """The `-I` directories of the aclnn runner's objects, in order."""
+    return (EMU_INCLUDE, src.op_dir / "op_host" / "op_api", CHECK_CPP)
+
+
+def host_pchs(src: Sources, cxx: str) -> dict:
+    """{object of build.ninja: HostPch} for the host translation units of `src` that get a precompiled header
+    (host_pch): every variant's TilingFunc, the aclnn API and its L0 wrapper. Empty for an object without an op
+    directory (a stand-in)."""
+    if getattr(src, "op_dir", None) is None:
+        return {}
+    out = {}
+    for variant, flags in VARIANTS.items():
+        out[f"{variant}/tiling.o"] = host_pch(src.tiling_cpp, _kernel_inc_dirs(src), flags, cxx)
+    for name, path in (("api", src.aclnn_cpp), ("l0", src.l0_cpp)):
+        out[f"aclnn/{name}.o"] = host_pch(path, _aclnn_inc_dirs(src), ACLNN_FLAGS, cxx)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def host_pchs_for(target: str, pchs: dict) -> list:
+    """The HostPch values of `pchs` (host_pchs) a build of `target` (ninja targets, space separated) may need: those
+    of the objects in the same subdirectory (aclnn/ for the runner, <variant>/ for a launch driver), in name order."""
+    heads = {t.split("/", 1)[0] for t in target.split()}
+    return sorted({p for obj, p in pchs.items() if obj.split("/", 1)[0] in heads}, key=lambda p: p.dir)
+
+
+def ninja_file(src: Sources, cxx: str, shared: Path | None = None, host: dict | None = None) -> str:
     """Text of build.ninja for `src` (module doc); paths relative to the build directory for outputs. `shared`: the
-    shared directory whose objects it links (shared_dir; default: shared_dir_name(cxx) beside the build directory)."""
-    host = src.op_dir / "op_host"
-    kinc_dirs = (EMU_INCLUDE, host, src.op_dir / "op_kernel", CHECK_CPP)
+    shared directory whose objects it links (shared_dir; default: shared_dir_name(cxx) beside the build directory).
+    host: host_pchs(src, cxx) when already computed (default: computed here)."""
+    host = host_pchs(src, cxx) if host is None else host
+    kinc_dirs = _kernel_inc_dirs(src)
     kinc = _inc(*kinc_dirs)
-    ainc = _inc(EMU_INCLUDE, host / "op_api", CHECK_CPP)
+    ainc = _inc(*_aclnn_inc_dirs(src))
     lines = [
         *_ninja_head("rewritten when the tree or the flags change", cxx),
         "rule link",
@@ -357,10 +480,21 @@ def ninja_file(src: Sources, cxx: str, shared: Path | None = None) -> str:
     shared_inc = str(shared) if shared is not None else f"../{shared_dir_name(cxx)}"   # -I runs in the build dir
     shared = _ninja_path(shared) if shared is not None else f"../{shared_dir_name(cxx)}"
     objs = [f"{shared}/runtime.o"]
+
+    def compile_host(obj: str, path, flags: str, inc: str) -> list:
+        """The build statement of a host object, with its precompiled header (host_pch) when it has one: forced
+        first (-include; GCC takes the .gch beside it when the flags match, -Winvalid-pch says when not), the .gch
+        an implicit input."""
+        p = host.get(obj)
+        if p is None:
+            return [f"build {obj}: cxx {_ninja_path(path)}", f"  flags = {flags}", f"  inc = {_ninja_value(inc)}"]
+        forced = shlex.quote(str(Path(shared_inc) / p.dir / HOST_PCH_HEADER))
+        return [f"build {obj}: cxx {_ninja_path(path)} | {shared}/{p.gch}",
+                f"  flags = {flags} -Winvalid-pch -include {_ninja_value(forced)}", f"  inc = {_ninja_value(inc)}"]
+
     for name, path, inc in (("api", src.aclnn_cpp, ainc), ("l0", src.l0_cpp, ainc),
                             ("harness", "aclnn_harness.cpp", ainc)):
-        lines += [f"build aclnn/{name}.o: cxx {_ninja_path(path)}", f"  flags = {ACLNN_FLAGS}",
-                  f"  inc = {_ninja_value(inc)}"]
+        lines += compile_host(f"aclnn/{name}.o", path, ACLNN_FLAGS, inc)
         objs.append(f"aclnn/{name}.o")
     lines += [f"build aclnn/runner: link {' '.join(objs)}", f"  flags = {ACLNN_FLAGS}", ""]
     for variant in ("debug", "quick"):   # the harness's driver.o: at -O1 for debug and asan, at -O0 for quick
@@ -369,8 +503,7 @@ def ninja_file(src: Sources, cxx: str, shared: Path | None = None) -> str:
     for variant, flags in VARIANTS.items():
         driver = "quick/driver.o" if variant == "quick" else "debug/driver.o"
         objs = [driver, f"{shared}/check_main.o"]  # opgen's own harness: not instrumented (module doc)
-        lines += [f"build {variant}/tiling.o: cxx {_ninja_path(src.tiling_cpp)}", f"  flags = {flags}",
-                  f"  inc = {_ninja_value(kinc)}"]
+        lines += compile_host(f"{variant}/tiling.o", src.tiling_cpp, flags, kinc)
         if pch_wrapper() is None:
             lines += [f"build {variant}/kernel.o: cxx {_ninja_path(src.kernel_cpp)}", f"  flags = {flags}",
                       f"  inc = {_ninja_value(kinc)}"]
@@ -425,11 +558,17 @@ class Builder:
         ninja = ninja_binary()
         self.dir.mkdir(parents=True, exist_ok=True)
         shared = shared_dir(cxx, self.dir.parent)
-        text = ninja_file(_ninja_safe(self.src, self.dir), cxx, shared)
+        src = _ninja_safe(self.src, self.dir)
+        text = ninja_file(src, cxx, shared)
         needed = [t for t in shared_targets(target) if f"{_ninja_path(shared)}/{t}" in text]
+        host = [p for p in host_pchs_for(target, host_pchs(src, cxx)) if f"{_ninja_path(shared)}/{p.gch}" in text]
         with contextlib.ExitStack() as locks:
             if needed:
                 locks.enter_context(self._shared_built(shared, cxx, ninja, needed))
+            for p in host:   # each in its own directory (HostPch), locked as the shared one
+                shared.mkdir(parents=True, exist_ok=True)
+                locks.enter_context(self._prebuilt(shared / p.dir, p.ninja(cxx), {HOST_PCH_HEADER: p.text}, ninja,
+                                                   [f"{HOST_PCH_HEADER}.gch"]))
             lock = locks.enter_context(open(self.dir / ".lock", "w"))
             fcntl.flock(lock, fcntl.LOCK_EX)  # another opgen check on the same tree waits here
             for name, body in self.files.items():
@@ -447,18 +586,24 @@ class Builder:
         when the objects are current (the usual case) concurrent builds of other ops proceed together; only a stale
         or missing object takes it exclusively to rebuild (flock converts by unlocking first, so two converters
         cannot deadlock)."""
-        shared.mkdir(parents=True, exist_ok=True)
-        text = shared_ninja_file(cxx)
-        with open(shared / ".lock", "w") as lock:
+        wrapper = pch_wrapper()
+        files = {f"{pch_dir(v)}/{PCH_HEADER}": wrapper for v in VARIANTS} if wrapper is not None else {}
+        with self._prebuilt(shared, shared_ninja_file(cxx), files, ninja, targets):
+            yield
+
+    @contextlib.contextmanager
+    def _prebuilt(self, where: Path, text: str, files: dict, ninja: str, targets: list):
+        """Bring `targets` of the op-independent directory `where` (build file `text`; `files`: {relative path:
+        text} written beside it) up to date, then hold its lock in shared mode (_shared_built)."""
+        where.mkdir(parents=True, exist_ok=True)
+        with open(where / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_SH)
-            if not self._shared_current(shared, text, ninja, targets):
+            if not self._shared_current(where, text, ninja, targets):
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                wrapper = pch_wrapper()
-                if wrapper is not None:
-                    for variant in VARIANTS:
-                        write_if_changed(shared / pch_dir(variant) / PCH_HEADER, wrapper)
-                write_if_changed(shared / "build.ninja", text)
-                self._run(ninja, " ".join(targets), shared)
+                for rel, body in files.items():
+                    write_if_changed(where / rel, body)
+                write_if_changed(where / "build.ninja", text)
+                self._run(ninja, " ".join(targets), where)
                 fcntl.flock(lock, fcntl.LOCK_SH)
             yield
 
