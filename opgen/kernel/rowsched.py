@@ -428,14 +428,7 @@ def _col_split(s: RowSchedule) -> Func:
                     doc="the previous group's vector reads of the resident slices are done")]
     for t in s.row_in:
         grp += list(_col_copy_in(t))
-    for t in s.stat_in:
-        grp.append(Scope((
-            Alloc("t", f"statInQue_{t.op}", _qtype(t)),
-            _gather_stat(t, t.at_g0) if t.layout == "gather" else
-            Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_g0), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec),
-                 pad_value=FConst(0.0) if t.ctype == "float" else None),
-            EnQue(f"statInQue_{t.op}", "t"),
-            DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)))))
+    grp += _group_stat_loads(s)
     grp += [SetFlag(Pipe.MTE2, Pipe.V, 0), WaitFlag(Pipe.MTE2, Pipe.V, 0),
             SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     for lv, lines, slots in s.levels:
@@ -548,6 +541,19 @@ def _stream_chunk_in(s: RowSchedule, phase: int) -> list:
     return out
 
 
+def _group_stat_loads(s) -> list:
+    """The group's per-row statistics inputs (s.stat_in) loaded into their queues at the group's first row (g0):
+    one Copy of _K values (a gather for a gathered one), padded with 0.0 for float, then EnQue / DeQue. COL_SPLIT and
+    COL_STREAM load them alike."""
+    return [Scope((
+        Alloc("t", f"statInQue_{t.op}", _qtype(t)),
+        _gather_stat(t, t.at_g0) if t.layout == "gather" else
+        Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_g0), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec),
+             pad_value=FConst(0.0) if t.ctype == "float" else None),
+        EnQue(f"statInQue_{t.op}", "t"),
+        DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)))) for t in s.stat_in]
+
+
 def _col_stream(s: RowSchedule) -> Func:
     """COL_STREAM (opgen.tiling.rowkernel): this core's column slice is longer than UB. Per group of groupRows
     rows: for each row-reduction level, the slice is walked in chunks of colsPerPass columns (the last a tail),
@@ -562,14 +568,7 @@ def _col_stream(s: RowSchedule) -> Func:
     core, rs = Sym("core"), Sym("rowStride_")
     body = _col_buffers(s)
     grp: list = []
-    for t in s.stat_in:
-        grp.append(Scope((
-            Alloc("t", f"statInQue_{t.op}", _qtype(t)),
-            _gather_stat(t, t.at_g0) if t.layout == "gather" else
-            Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_g0), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec),
-                 pad_value=FConst(0.0) if t.ctype == "float" else None),
-            EnQue(f"statInQue_{t.op}", "t"),
-            DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)))))
+    grp += _group_stat_loads(s)
     by_level = {lv: slots for lv, _b, slots in s.stream_levels}
     online = s.online[0] if s.online else None
     for lv, lines, slots in s.stream_levels:
