@@ -462,6 +462,7 @@ CASES = [
     ("leaky_relu", {"Bd": (5, 30001)}, BF16, {}, 2),
     ("hard_sigmoid", {"Bd": (6, 513)}, F16, {}, None),                        # attributes fixed by the API
     ("hard_sigmoid", {"Bd": (3,)}, BF16, {}, None),
+    ("hard_sigmoid", {"Bd": (2, 3, 41)}, F32, {}, None),
     ("maximum_grad", {"Bd": (7, 65)}, F32, {}, None),                         # two tensors compared, masks as numbers
     ("maximum_grad", {"Bd": (2, 50001)}, F16, {}, 2),
     ("maximum_grad", {"Bd": (1,)}, BF16, {}, None),

@@ -60,20 +60,20 @@ def _(b, x):
 ''', "t = (x * 2.0).permute", "permute of a computed value", "rows"),
     # a matrix product with a bias: the attention family needs its gather/softmax pattern, the cube family lowers
     # only a cast after the product so far; both say why, on one line
-    "MatmulBias": ('''
-from opgen.dsl import A2, OpSpec, f16
+    "MatmulRowSum": ('''
+from opgen.dsl import A2, OpSpec, f16, f32
 
-spec = OpSpec("MatmulBias", aclnn="aclnnMatmulBias", socs=(A2,))
+spec = OpSpec("MatmulRowSum", aclnn="aclnnMatmulRowSum", socs=(A2,))
 M, K, N = spec.dims("M K N")
 spec.input("lhs", f16, [M, K])
 spec.input("rhs", f16, [K, N])
-spec.output("c", f16, [M, N])
+spec.output("c", f32, [M])
 
 
 @spec.body
 def _(b, lhs, rhs):
-    return {"c": (b.matmul(lhs, rhs) + 1.0).cast(f16, "rint")}
-''', "b.matmul(lhs, rhs)", "no score matmul Q Kselᵀ whose result reaches a softmax exp [attention family]; %v", "cube"),
+    return {"c": b.matmul(lhs, rhs).sum(-1, keepdims=False)}
+''', "b.matmul(lhs, rhs)", "a reduction (sum over N) in the matmul's epilogue", "cube"),
 }
 
 
@@ -102,7 +102,7 @@ def test_a_pattern_no_family_covers_fails_cleanly(name, tmp_path):
 
 
 def _dims(name):
-    return {"OuterMax": "R=3,S=2,H=4", "MixedOrder": "B=1,S=2,N=3,D=4", "MatmulBias": "M=16,K=16,N=16"}[name]
+    return {"OuterMax": "R=3,S=2,H=4", "MixedOrder": "B=1,S=2,N=3,D=4", "MatmulRowSum": "M=16,K=16,N=16"}[name]
 
 
 # ------------------------------------------------------------------------------------------------ renaming
