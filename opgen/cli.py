@@ -269,6 +269,27 @@ def _save_npz(path: str, arrays: dict, binding: dict | None = None) -> None:
             os.unlink(tmp)
 
 
+def _note_container_dtypes(spec, inputs: dict, given: dict, binding: dict) -> None:
+    """One `opgen: note:` line on standard error per dtype variable that neither --dtype nor an array of a dtype
+    opgen models bound, while an array typed by it came in another dtype (float64, NumPy's default): such arrays
+    are containers (opgen.dsl.validate._resolve_dtypes), so the variable took a row of the table (float32 where one
+    allows it, else the first) — said here, since the user may have expected their data's precision. `binding`:
+    {VAR: DType or long name} as bound."""
+    from opgen.ir.dtypes import DTypeVar, dtype_of_array   # lazy: start-up time
+
+    for var in spec.dtype_vars_:
+        if var in given or var not in binding:
+            continue
+        arrays = [(i.name, np.asarray(inputs[i.name])) for i in spec.inputs
+                  if isinstance(i.dtype, DTypeVar) and i.dtype.name == var and inputs.get(i.name) is not None]
+        if not arrays or any(dtype_of_array(a) is not None for _n, a in arrays):
+            continue
+        name, a = arrays[0]
+        got = getattr(binding[var], "long_name", binding[var])
+        print(f"opgen: note: {name} is {a.dtype.name}, not a dtype of {spec.name}: {var} taken as {got} (a row of its "
+              f"dtype table); give --dtype {var}=... to choose", file=sys.stderr)
+
+
 def _note_nonfinite_attrs(spec, attrs: dict) -> None:
     """Print one `opgen: note:` line on standard error per float attribute given as NaN or ±inf (`--attr
     epsilon=nan`). Not refused: CANN's aclnn layers do not check such attributes (docs/reference/ada_layer_norm.md
@@ -333,6 +354,8 @@ def cmd_interpret(args) -> int:
 
         inputs = select_present(spec, {k: v for k, v in inputs.items() if v is not None}, args.present)
     bound = spec.bind(inputs, attrs, dtypes)
+    if args.inputs is not None:
+        _note_container_dtypes(spec, inputs, dtypes, bound.dtypes)
     if args.save_inputs:
         _save_npz(args.save_inputs, inputs, bound.dtypes)
     if args.print_ir:
@@ -734,6 +757,8 @@ def cmd_check(args) -> int:
         raise
     finally:
         progress.done()
+    if args.inputs is not None and getattr(res, "dtypes", None):
+        _note_container_dtypes(spec, inputs, dtypes, res.dtypes)
     if args.save_inputs:
         _save_npz(args.save_inputs, res.inputs, res.dtypes)
     if args.out and res.arrays:

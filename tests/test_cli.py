@@ -579,3 +579,19 @@ def test_nonfinite_float_attr_is_noted_not_refused(tmp_path, value):
     p = opgen("interpret", "AdaLayerNormV2", "--inputs", tmp_path / "in.npz", "--attr", "epsilon=1e-3", "-q",
               "--out", tmp_path / "o.npz")
     assert p.returncode == 0 and p.stderr == ""
+
+
+def test_float64_inputs_are_said_to_take_a_row(tmp_path, capsys):
+    """float64 arrays (NumPy's default) are containers: the dtype variable they would bind takes a row of the table.
+    interpret says so on standard error, naming the input, the variable and the dtype taken (a new user's data was
+    checked in another precision without a word); with --dtype there is nothing to say."""
+    from opgen.cli import main
+
+    path = tmp_path / "in.npz"
+    np.savez(path, self=np.linspace(-3.0, 3.0, 12).reshape(3, 4))
+    spec = str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "leaky_relu.py")
+    assert main(["interpret", spec, "--inputs", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "opgen: note: self is float64, not a dtype of LeakyRelu: T taken as float32" in err, err
+    assert main(["interpret", spec, "--inputs", str(path), "--dtype", "T=float16"]) == 0
+    assert "note" not in capsys.readouterr().err
