@@ -440,8 +440,10 @@ def test_scalar_operands_through_the_emitted_aclnn_layer(tmp_path):
     got = run_runner(runner, [" ".join(c[0]) for c in cases], launches=True)
     for (_, code, msg, attrs), (rc, text, launches, launched) in zip(cases, got):
         assert rc == code and text == msg, (code, msg, rc, text)
-        if attrs is not None:
-            assert launches == 1 and launched_attr_mismatches(spec, attrs, launched) == [], launched
+        if attrs is not None:   # the launch's OpDef attributes, minVal then maxVal, as the fp32 the L0 op takes
+            assert launches == 1 and [float.fromhex(t) for t in launched] == \
+                [float(np.float32(attrs["minVal"])), float(np.float32(attrs["maxVal"]))], launched
+            assert launched_attr_mismatches(spec, attrs, launched) == []
             assert launched_attr_mismatches(spec, {"minVal": attrs["maxVal"], "maxVal": attrs["minVal"]}, launched)
 
 
