@@ -32,7 +32,7 @@ from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym, as_dim
 from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
-from opgen.kernel.isa import INSTRS, Op, Pipe, float_scalar
+from opgen.kernel.isa import FP32_MAX, INSTRS, Op, Pipe, float_scalar
 from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
                                   attr_names, gathered_stat, instr_op, per_row, row_passes)
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
@@ -42,9 +42,6 @@ from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
 from opgen.codegen import kernel_cube  # noqa: F401,E402  installs the cube family's emission (opgen.kernel.cube)
-
-FLT_MAX = 3.4028234663852886e38
-"""The largest finite fp32 value (the floor of COL_STREAM's running maximum, online_nodes)."""
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "bool": "uint8_t", "u8": "uint8_t",
          "i8": "int8_t", "i64": "int64_t"}
@@ -481,7 +478,7 @@ class _Printer:
         exp(v - running max) is added to the running sum (tots_, slot of s, until the exchange) after that is
         rescaled by exp(old running max - new), computed by a vector Exp on 8 lanes of red_ (the scalar unit has
         no exp). Exact in real arithmetic: exp(v - M) = exp(v - m') * exp(m' - M). The running maximum is kept at
-        least -FLT_MAX: a chunk (or a core's slice) whose every value is -inf (a masked stretch of the row) then
+        least -FP32_MAX (-FLT_MAX): a chunk (or a core's slice) whose every value is -inf (a masked stretch of the row) then
         adds exp(-inf) = 0 and rescales by exp(-inf) = 0, where -inf - -inf would make the whole row NaN; a row
         that is -inf throughout still gives NaN, as exp(x - max x) does."""
         m, s = pair
@@ -518,7 +515,7 @@ class _Printer:
                     kir.If(later, (kir.FAssign("mOld", kir.FLoad(at)),),
                            doc="the running maximum of the chunks before"),
                     kir.FLet(m.dst, kir.FMinMax("max", kir.FMinMax("max", kir.FRef("mOld"), kir.FRef(part)),
-                                                kir.FConst(-FLT_MAX)), doc=doc),
+                                                kir.FConst(-FP32_MAX)), doc=doc),
                     kir.SetValue(at, kir.FRef(m.dst))]
         at = kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[s.dst], gs), i_))
         red = kir.Ref("red_")

@@ -35,6 +35,10 @@ import numpy as np
 from opgen.interp.rounding import float_to_int, int_to_float
 from opgen.ir.dtypes import DType
 
+FP32_MAX = float(np.finfo(np.float32).max)
+"""The largest finite fp32 value (FLT_MAX): the floor of a running maximum that must stay finite (COL_STREAM's
+online softmax, opgen.codegen.kernel) and NSA's masked score value (printed as FLT_MAX_VALUE)."""
+
 REPEAT_BYTES = 256
 """Bytes one vector repeat covers: 8 blocks of 32 B (docs/reference/ascendc.md §1.9)."""
 BLOCK_BYTES = 32

@@ -48,7 +48,7 @@ from opgen.errors import IRError
 from opgen.ir.core import Graph
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import at_suffix, stamp
-from opgen.kernel.isa import Op
+from opgen.kernel.isa import FP32_MAX, Op
 from opgen.kernel.rowprog import ROUND_MODES
 
 FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
@@ -186,7 +186,7 @@ def shape_key(shape, tokens: dict) -> str:
 
 def _float_literal(v) -> str:
     f = float(v)
-    if f == -3.4028234663852886e38:
+    if f == -FP32_MAX:
         return "-FLT_MAX_VALUE"
     return repr(f) + "f"
 
