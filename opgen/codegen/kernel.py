@@ -478,8 +478,8 @@ class _Printer:
         exp(v - running max) is added to the running sum (tots_, slot of s, until the exchange) after that is
         rescaled by exp(old running max - new), computed by a vector Exp on 8 lanes of red_ (the scalar unit has
         no exp). Exact in real arithmetic: exp(v - M) = exp(v - m') * exp(m' - M). The running maximum is kept at
-        least -FP32_MAX (-FLT_MAX): a chunk (or a core's slice) whose every value is -inf (a masked stretch of the row) then
-        adds exp(-inf) = 0 and rescales by exp(-inf) = 0, where -inf - -inf would make the whole row NaN; a row
+        least -FP32_MAX (-FLT_MAX): a chunk (or a core's slice) whose every value is -inf (a masked stretch of the
+        row) then adds exp(-inf) = 0 and rescales by exp(-inf) = 0, where -inf - -inf would make the whole row NaN; a row
         that is -inf throughout still gives NaN, as exp(x - max x) does."""
         m, s = pair
         a = m.level
