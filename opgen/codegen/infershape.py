@@ -97,6 +97,27 @@ def _group_source(m: OpModel, name: str, pick):
     return m.inputs[loc.index], begin, after
 
 
+def same_dim_places(spec, access, present, keep=lambda index: True) -> list[dict]:
+    """Template data of the SameDim checks (templates/op_host/_same_dim.j2): per dim two or more kept inputs carry
+    (opgen.dsl.dimsource.shared_dims), {"dim", "places": [{"input", "extent"}]}, each extent the C++ reading the
+    dim from input number i's shape through `access(i)` ("xShape->" / "xShape.", then GetDim), an optional input's
+    guarded by `present(i)` and -1 when absent (SameDim skips a negative extent). InferShape and the TilingFunc
+    print their shapes differently; the places are the same."""
+    out = []
+    for name, places in shared_dims(spec):
+        places = [loc for loc in places if keep(loc.index)]
+        if len(places) < 2:
+            continue
+        items = []
+        for loc in places:
+            a, i = access(loc.index), spec.inputs[loc.index]
+            e = loc.read(lambda where, k: f"{a}GetDim({k})" if where == "front" else
+                         f"{a}GetDim({a}GetDimNum() - {k})")
+            items.append({"input": i.name, "extent": f"{present(loc.index)} ? {e} : -1" if i.optional else e})
+        out.append({"dim": name, "places": items})
+    return out
+
+
 def _form_selector(m: OpModel, attr: str) -> dict:
     """Template data of the local holding which choice static attribute `attr` has (the index of the shape form
     it picks, InputDecl.form_by / OutputDecl.form_by), checked against the choices; the local is named by the
@@ -226,19 +247,9 @@ def infershape_context(m: OpModel) -> dict:
     # a dim two of the inputs InferShape reads carries agrees in all of them (shared_dims; SameDim skips a negative,
     # unknown extent). Inputs it does not read stay unread (their ranks unchecked, as CANN's InferShapes leave them):
     # the TilingFunc compares every input.
-    equal_dims = []
-    for name, places in shared_dims(spec):
-        places = [loc for loc in places if m.inputs[loc.index].name in used_inputs]
-        if len(places) < 2:
-            continue
-        items = []
-        for loc in places:
-            p = m.inputs[loc.index]
-            shp = _shape_var(p)
-            e = loc.read(lambda where, k: f"{shp}->GetDim({k})" if where == "front" else
-                         f"{shp}->GetDim({shp}->GetDimNum() - {k})")
-            items.append({"input": p.name, "extent": f"{shp} != nullptr ? {e} : -1" if p.optional else e})
-        equal_dims.append({"dim": name, "places": items})
+    equal_dims = same_dim_places(spec, lambda i: f"{_shape_var(m.inputs[i])}->",
+                                 lambda i: f"{_shape_var(m.inputs[i])} != nullptr",
+                                 keep=lambda i: m.inputs[i].name in used_inputs)
     inputs, form_ranks = [], []
     for p in m.inputs:
         if p.name not in used_inputs:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 from opgen.codegen.env import template_env
-from opgen.codegen.infershape import rank_bounds
-from opgen.dsl.dimsource import attr_dim_min, shared_dims
+from opgen.codegen.infershape import rank_bounds, same_dim_places
+from opgen.dsl.dimsource import attr_dim_min
 from opgen.errors import SpecError
 from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
@@ -97,21 +97,14 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
 
 
 def _equal_dims(spec) -> list[dict]:
-    """A dim two inputs carry must be equal in both (opgen.dsl.dimsource.shared_dims): graph mode calls the
-    TilingFunc without the aclnn layer's cross-input checks, and a kernel tiled from one input's extent would read
-    past the other's. Per dim: its places as (input name, C++ extent), an absent optional input's extent -1 (the
-    emitted SameDim skips it)."""
-    out = []
-    for name, places in shared_dims(spec):
-        items = []
-        for loc in places:
-            i = spec.inputs[loc.index]
-            ref = f"{i.name}ShapeOpt->GetStorageShape()" if i.optional else f"{i.name}Shape"
-            e = loc.read(lambda where, k: f"{ref}.GetDim({k})" if where == "front" else
-                         f"{ref}.GetDim({ref}.GetDimNum() - {k})")
-            items.append({"input": i.name, "extent": f"{i.name}ShapeOpt != nullptr ? {e} : -1" if i.optional else e})
-        out.append({"dim": name, "places": items})
-    return out
+    """A dim two inputs carry must be equal in both (infershape.same_dim_places): graph mode calls the TilingFunc
+    without the aclnn layer's cross-input checks, and a kernel tiled from one input's extent would read past the
+    other's."""
+    def access(k):
+        i = spec.inputs[k]
+        return f"{i.name}ShapeOpt->GetStorageShape()." if i.optional else f"{i.name}Shape."
+
+    return same_dim_places(spec, access, lambda k: f"{spec.inputs[k].name}ShapeOpt != nullptr")
 
 
 def _dim_attrs(spec, reads) -> list[dict]:
