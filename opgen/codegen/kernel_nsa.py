@@ -164,6 +164,12 @@ class _Printer:
     def _acc_out(self, c) -> list[str]:
         n = MEMBER[c.n]
         at = spec_comment(c.loc)
+        if self.p.keyset == "dense":   # BNSD: the unit's head rows are S1 rows apart
+            if c.dest != "out":
+                raise SpecError(f"{self.spec.name}: a dense-key attention output through a workspace is not supported")
+            ct = _ctype(self.spec, c.target, self.data)
+            return [f"FixRows<{ct}>(gm_{c.target}[((x.b * N1_ + x.h0) * S1_ + x.s) * {n}], acc_, x.rows, {n}, x.mPad, "
+                    f"S1_ * {n});{at}"]
         if c.dest == "out":
             ct = _ctype(self.spec, c.target, self.data)
             return [f"FixRows<{ct}>(gm_{c.target}[(x.t * N1_ + x.h0) * {n}], acc_, x.rows, {n}, x.mPad, {n});{at}"]
@@ -319,6 +325,9 @@ class _Printer:
             j = p.regs[i.dst][1]
             pre.append(INSTRS[Op.COPY_IN].stmt(dst=f"Reg({j})", src=f"{i.arg}[{self.slot_off(i.arg)} + p0 * keys]",
                                                count="static_cast<uint32_t>(k * keys)"))
+            if p.keyset == "dense":   # the pad keys after S2 (the row is whole 16-key blocks) never win the softmax
+                body.append(vstmt(f"MaskAfter({self.reg(i.dst)}, keys, S2_ - 1, -FLT_MAX_VALUE);",
+                                  writes=[self.reg(i.dst)]))
         elif k == "mask":
             if p.regs[i.dst] != p.regs[i.srcs[0]]:
                 body.append(self._vec(Op.ADDS, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), scalar="0.0f", count=n))
@@ -350,10 +359,14 @@ class _Printer:
             q = self.stat_que[i.arg]
             pre.append(f"LocalTensor<float> {q}T = {q}.template AllocTensor<float>();")
             body.append(self._vec(Op.DUPLICATE, dst=f"{q}T[i * 8]", scalar=f"st_{i.srcs[0]}", count="8"))
-            post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<float>();",
-                     INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[(x.t * N1_ + x.h0 + p0) * 8]", src=f"{q}T",
-                                              count="static_cast<uint32_t>(k * 8)"),
-                     f"{q}.FreeTensor({q}T);"]
+            if p.keyset == "dense":   # BNSD: one 8-float row per head, S1 rows apart
+                copy = ["for (int64_t i = 0; i < k; ++i) {",
+                        INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[((x.b * N1_ + x.h0 + p0 + i) * S1_ + x.s) * 8]",
+                                                 src=f"{q}T[i * 8]", count="8"), "}"]
+            else:
+                copy = [INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[(x.t * N1_ + x.h0 + p0) * 8]", src=f"{q}T",
+                                                 count="static_cast<uint32_t>(k * 8)")]
+            post += [f"{q}.EnQue({q}T);", f"{q}T = {q}.template DeQue<float>();", *copy, f"{q}.FreeTensor({q}T);"]
         else:
             raise SpecError(f"{self.spec.name}: no item-scope C++ for {k}")
 
@@ -401,7 +414,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
 
     lay = lowered.layout
     snake = op_snake(spec.name)
-    topk, (cuq, cukv) = lay.topk, lay.cumulative
+    topk, (cuq, cukv) = (lay.topk, lay.cumulative) if lay.keyset == "selected" else ("", ("", ""))
     opts = [i for i in spec.inputs if i.optional]
     classes, by_text = [], {}
     variants: dict[int, list] = {}
@@ -418,7 +431,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
                 raise SpecError(f"{spec.name}: scatter-adds need the serial schedule and phase 2")
             pre, body, post = pr.vec_item()
             zero, fin = pr.post_ranges()
-            used = set(p.gm) | {topk, cuq, cukv}
+            used = set(p.gm) | ({topk, cuq, cukv} if lay.keyset == "selected" else set())
             names = [i.name for i in spec.inputs] + [o.name for o in spec.outputs]
             cls = f"{spec.name}Kernel{len(classes)}"
             by_text[text] = cls
@@ -430,7 +443,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
                 "regions": pr.regions(), "slots": counts.slots, "pipelined": pipe, "full_rows": p.full_rows,
                 "l1": [(b.name, "A1" if b.role != "gather" else "B1",
                         _l1_elems(b, p)) for b in p.l1],
-                "cube1": cube1, "cube2": cube2, "causal": p.causal,
+                "cube1": cube1, "cube2": cube2, "causal": p.causal, "dense": p.keyset == "dense",
                 "scatter": scatter, "cube_scatter": pr.cube(2, set(), scatter=True) if scatter else [],
                 "det": scatter and "deterministic" in tiling.inputs,
                 "nrow": max(p.nregs.get("row", 0), 1), "nhead": p.nregs.get("head", 0),
@@ -461,7 +474,10 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
               ("L0B_BYTES", tnsa.CUBE["l0b"], "L0B bytes"),
               ("L0C_BYTES", tnsa.CUBE["l0c"], "L0C bytes"),
               ("L0C_ACC_BYTES", tnsa.L0C_ACC, "L0C bytes of the accumulator region (the tile region follows)"),
-              ("MAX_BLOCKS", spec.dims_[lay.dim("CNT")].max, "most selected blocks per unit (the spec's CNT bound)")]
+              ]
+    if lay.keyset == "selected":
+        consts.append(("MAX_BLOCKS", spec.dims_[lay.dim("CNT")].max, "most selected blocks per unit (the spec's CNT "
+                                                                       "bound)"))
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_path(spec), "classes": classes,
         "entry": kernel_entry(spec.name),

@@ -1,7 +1,13 @@
-"""The attention family: selected-block attention on the cube and the vector unit (mixed AIC/AIV kernels).
+"""The attention family: attention over a key set on the cube and the vector unit (mixed AIC/AIV kernels).
+
+The key set is a parameter of the structure (`AttentionLayout.keyset`): "dense" — every key of the unit's batch
+and kv head (FlashAttentionScore's forward) — or "selected" — the blocks an index table selects (NSA).
 
 `AttentionLayout` is read off the fused graph's structure, never off dim or tensor names: the matmul whose
-result reaches `exp` (through the scale and the mask) is the score product S = Q Kselᵀ; its A operand is the
+result reaches `exp` (through the scale and the mask) is the score product S = Q Kᵀ. Dense: both its operands
+are views of inputs (query [B, N1, S1, D] grouped as [B, N2, G, S1, D], key [B, N2, S2, D] broadcast over the G
+heads), the other matmul's B operand is the value [B, N2, S2, Dv]; a causal mask is `key position > query
+position` over iotas (docs/design.md "Attention"). Selected: its A operand is the
 query [T1, N1, D] (grouped as [T1, N2, G, D]), its B operand a gather of the key [T2, N2, D]; the other gathered
 input is the value [T2, N2, Dv]; the integer input the gather rows are computed from is the topk table
 [T1, N2, CNT]; the int64 inputs are the cumulative sequence arrays [Bn], the query ends being the one compared with
@@ -27,16 +33,22 @@ from opgen.kernel.family import Family, Lowered, register
 from opgen.kernel.rowlayout import Unsupported
 
 ROLES = ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "BS", "Bn")
-"""Role names of the attention layout: the reference's terms (docs/reference/nsa_selected_attention.md §1.1)."""
+"""Role names of the selected-block (TND) layout: the reference's terms (docs/reference/nsa_selected_attention.md
+§1.1)."""
+DENSE_ROLES = ("B", "N1", "S1", "D", "N2", "S2", "Dv")
+"""Role names of the dense (BNSD) layout: query [B, N1, S1, D], key [B, N2, S2, D], value [B, N2, S2, Dv]."""
 
 
 @dataclass(frozen=True)
 class AttentionLayout:
-    """The dims of the attention roles ({role: dim symbol name}), the query/key/value/topk inputs, the cumulative
-    sequence arrays (query ends, kv ends), the integer attribute that binds the block size (None when BS is a
-    shape dim) and the dtype variable of the data (the query's)."""
+    """The dims of the attention roles ({role: dim symbol name}), the query/key/value inputs, the key set and the
+    dtype variable of the data (the query's).
 
-    dims: tuple          # ((role, symbol), ...) in ROLES order
+    `keyset` "selected": the keys of a unit are the blocks an int32 topk table selects (TND; `topk`, the
+    cumulative sequence arrays (query ends, kv ends), the integer attribute binding the block size);
+    "dense": every key of the unit's batch and kv head (BNSD; topk "" and no cumulative arrays)."""
+
+    dims: tuple          # ((role, symbol), ...) in ROLES / DENSE_ROLES order
     query: str
     key: str
     value: str
@@ -44,6 +56,7 @@ class AttentionLayout:
     cumulative: tuple    # (query ends, kv ends)
     block_attr: str | None
     dtype: str = ""
+    keyset: str = "selected"
 
     def dim(self, role: str) -> str:
         """The spec dim symbol of `role`."""
@@ -53,6 +66,9 @@ class AttentionLayout:
     def tokens(self) -> dict:
         """{dim text: role letter} for opgen.kernel.nsa.shape_key."""
         d = {r: Sym(s) for r, s in self.dims}
+        if self.keyset == "dense":   # the batch dim has no letter (dropped); D wins over Dv when they are one dim
+            return {str(d["B"]): "", str(d["S1"]): "t", str(d["S2"]): "T", str(d["N2"]): "n",
+                    str(d["N1"] // d["N2"]): "g", str(d["N1"]): "h", str(d["Dv"]): "v", str(d["D"]): "d", "8": "8"}
         out = {str(d["T1"]): "t", str(d["T2"]): "T", str(d["N2"]): "n", str(d["N1"] // d["N2"]): "g",
                str(d["N1"]): "h", str(d["CNT"] * d["BS"]): "l", str(d["D"]): "d", str(d["Dv"]): "v", "8": "8",
                str(d["Bn"]): "b", str(d["CNT"]): "c", str(d["BS"]): "s", str(d["Bn"] - 1): "b"}
@@ -61,6 +77,8 @@ class AttentionLayout:
     def text(self) -> str:
         """One line (`--dump-after select_family`)."""
         roles = ", ".join(f"{r}={s}" for r, s in self.dims)
+        if self.keyset == "dense":
+            return f"layout attention: dense keys, query {self.query}, key {self.key}, value {self.value}; {roles}"
         return (f"layout attention: query {self.query}, key {self.key}, value {self.value}, topk {self.topk}; {roles}")
 
 
@@ -95,8 +113,11 @@ def attention_layout(g) -> AttentionLayout:
     gsel = prod.get(s.inputs[1])
     while gsel is not None and gsel.op in ("reshape", "cast", "permute"):
         gsel = prod.get(gsel.inputs[0])
+    if q is not None and root(s.inputs[1]) is not None and not any(n.op == "gather" for n in g.nodes):
+        return _dense_layout(g, s, q, root(s.inputs[1]), root, vals)
     if q is None or gsel is None or gsel.op != "gather" or root(gsel.inputs[0]) is None:
-        raise Unsupported(s.result.name, s.loc, "the score matmul is not an input's rows against gathered input rows")
+        raise Unsupported(s.result.name, s.loc, "the score matmul is neither an input's rows against another input's "
+                          "rows (dense attention) nor against gathered input rows (selected attention)")
     k = root(gsel.inputs[0])
     gathers = {root(n.inputs[0]) for n in g.nodes if n.op == "gather" and root(n.inputs[0]) is not None}
     others = sorted(gathers - {k})
@@ -149,6 +170,35 @@ def attention_layout(g) -> AttentionLayout:
     return AttentionLayout(tuple((r, roles[r]) for r in ROLES), q, k, v, topk[0], cumulative, None, qdt.name)
 
 
+def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
+    """The dense (BNSD) attention layout once the score matmul `s` reads input `q`'s rows against input `k`'s
+    (no gather): the value is the input the other matmul reads as its B operand; query [B, N1, S1, D], key
+    [B, N2, S2, D], value [B, N2, S2, Dv], read off the inputs' shapes by position. Raises Unsupported."""
+    others = [n for n in g.nodes if n.op == "matmul" and n is not s]
+    vs = [root(n.inputs[1]) for n in others]
+    if len(others) != 1 or vs[0] is None or vs[0] in (q, k):
+        raise Unsupported(s.result.name, s.loc, "dense attention has one more matmul, of the probabilities against "
+                          "a value input")
+    v = vs[0]
+    qdt = vals[q].type.dtype
+    if not isinstance(qdt, DTypeVar):
+        raise Unsupported(s.result.name, s.loc, f"the query has the fixed dtype {dtype_name(qdt)}; the attention kernel "
+                          f"takes its data in a dtype variable")
+    qs, ks_, vs_ = ([str(d) for d in vals[x].type.shape] for x in (q, k, v))
+    if len(qs) != 4 or len(ks_) != 4 or len(vs_) != 4:
+        raise Unsupported(s.result.name, s.loc, "dense attention reads query, key and value in the BNSD layout "
+                          "([batch, heads, sequence, head dim]); other layouts are not supported yet")
+    if ks_[:3] != vs_[:3] or qs[0] != ks_[0] or qs[3] != ks_[3]:
+        raise Unsupported(s.result.name, s.loc, f"query {qs}, key {ks_} and value {vs_} do not share the batch, the "
+                          f"kv heads / kv sequence and the head dim of a BNSD attention")
+    roles = {"B": qs[0], "N1": qs[1], "S1": qs[2], "D": qs[3], "N2": ks_[1], "S2": ks_[2], "Dv": vs_[3]}
+    texts = [str(Sym(roles[r])) for r in DENSE_ROLES if r != "Dv" or roles["Dv"] != roles["D"]]
+    if len(set(texts)) != len(texts) or not all(x.isidentifier() for x in roles.values()):
+        raise Unsupported(s.result.name, s.loc, f"the attention roles need distinct plain dims, got "
+                          f"{', '.join(f'{r}={d}' for r, d in roles.items())}")
+    return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", (), None, qdt.name, "dense")
+
+
 def nsa_counts(programs, pipelined) -> object:
     """NsaCounts (opgen.tiling.nsa) of lowered programs: the maxima over them of registers, queues, workspace tiles
     and L1 buffers; slots = 2 when the AIC pipelines two units; post when an output is finished from a workspace."""
@@ -177,16 +227,17 @@ def nsa_counts(programs, pipelined) -> object:
                 elif c == "D":
                     acc[j] = "D"
     top["post"] = bool(top.get("post"))
+    top["dense"] = any(p.keyset == "dense" for p in programs)
     return NsaCounts(l1_heads=tuple(heads), l1_gathers=tuple(gathers),
                      **{k: top.get(k, 0) for k in NsaCounts.__dataclass_fields__ if k not in ("l1_heads", "l1_gathers")})
 
 
 @register
 class AttentionFamily(Family):
-    """Selected-block sparse attention (module docstring)."""
+    """Attention over a key set, dense or selected blocks (module docstring)."""
 
     name = "attention"
-    doc = "gather by indices, matmuls on the cube, softmax(-grad) on the vector unit, scatter-add"
+    doc = "matmuls on the cube over a key set (dense or gathered by indices), softmax(-grad) on the vector unit"
 
     def claims(self, plan) -> bool:
         """Plans whose launch has a cube stage (a mixed AIC/AIV kernel: the matmuls on the cube)."""
@@ -196,12 +247,13 @@ class AttentionFamily(Family):
         """The AttentionLayout, with the block-size attribute of the spec; confirmed by lowering `g`. Raises
         Unsupported."""
         lay = attention_layout(g)
-        bs = [a.name for a in spec.attrs if a.dim is not None and a.dim.name == lay.dim("BS")]
-        lay = dataclasses.replace(lay, block_attr=bs[0] if bs else None)
+        if lay.keyset == "selected":
+            bs = [a.name for a in spec.attrs if a.dim is not None and a.dim.name == lay.dim("BS")]
+            lay = dataclasses.replace(lay, block_attr=bs[0] if bs else None)
         from opgen.kernel import nsa
 
         try:
-            nsa.lower(g, lay.tokens, lay.dtype)
+            nsa.lower(g, lay.tokens, lay.dtype, lay.keyset)
         except IRError as e:
             raise Unsupported(getattr(e, "value", g.outputs[0][1]), "", str(e)) from None
         return lay
@@ -218,7 +270,7 @@ class AttentionFamily(Family):
         progs = {}
         for key, g in graphs.items():
             try:
-                progs[key] = nsa.lower(g, layout.tokens, layout.dtype)
+                progs[key] = nsa.lower(g, layout.tokens, layout.dtype, layout.keyset)
             except Unsupported:
                 raise
             except IRError as e:

@@ -163,6 +163,7 @@ class NsaProgram:
     nregs: dict = field(default_factory=dict)
     stats: list[str] = field(default_factory=list)
     scalars: dict = field(default_factory=dict)   # float attribute name -> IR param
+    keyset: str = "selected"   # "dense": every key of the unit's batch and kv head; "selected": gathered blocks
 
     def phase(self, k: int) -> list[CubeOp]:
         """The cube ops of phase k, in program order."""
@@ -184,6 +185,23 @@ def shape_key(shape, tokens: dict) -> str:
     return "".join(tokens.get(str(d), "?" + str(d)) for d in shape if str(d) != "1")
 
 
+DENSE_BLOCK = 16
+"""Keys per block of a dense key set: the cube's fractal rows (the key row is padded to whole blocks, the pad keys
+masked)."""
+KEY_FORMS = {
+    "selected": {"heads": ("tngd", "tngv"), "major": ("thd", "thv"), "stat": "th", "stat8": "th8", "statg": "tng",
+                 "keysrc": ("nTd", "nTv"), "keyrows": ("ntld", "ntlv"), "keypos": "tnl", "qpos": "t",
+                 "mask": "tnl"},
+    "dense": {"heads": ("ngtd", "ngtv"), "major": ("htd", "htv"), "stat": "ht", "stat8": "ht8", "statg": "ngt",
+              "keysrc": ("nTd", "nTv"), "keyrows": ("ngTd", "ngTv"), "keypos": "T", "qpos": "t", "mask": "tT"},
+}
+"""The shape keys (shape_key letters) of each value class by key set: `heads` a unit's query-head rows (grouped
+by kv head), `major` a head-major tensor, `stat` / `stat8` / `statg` per-row stats (plain, 8 copies, grouped),
+`keysrc` a key / value tensor the keys are read from, `keyrows` its rows of the unit's key set (gathered: selected;
+broadcast over the G heads: dense), `keypos` / `qpos` the key and query positions the causal mask compares and
+`mask` the mask's shape. Selected: TND with the token dim first; dense: BNSD, the batch dim dropped (no letter)."""
+
+
 def _float_literal(v) -> str:
     f = float(v)
     if f == -FP32_MAX:
@@ -196,9 +214,10 @@ class _Lowering:
     handler `op_<op>` per tensor-IR op either classifies its result (views, index values, matmuls) or appends
     vector instructions; `output` decides each output's path, `finish` scopes, registers and L1 buffers."""
 
-    def __init__(self, g: Graph, tokens: dict, data: str):
+    def __init__(self, g: Graph, tokens: dict, data: str, keyset: str = "selected"):
         self.g, self.tokens, self.data = g, tokens, data
-        self.p = NsaProgram(g.name)
+        self.f = KEY_FORMS[keyset]
+        self.p = NsaProgram(g.name, keyset=keyset)
         self.kind: dict[str, tuple] = {}
         self.vals = g.values()
         self.uses = g.uses()
@@ -265,7 +284,7 @@ class _Lowering:
             self.emit("ld_tile", v, arg=tile, loc=self.loc_of(v))
             self.kind[v] = ("row",)
             return ("row",)
-        if k[0] == "gm" and k[2] in ("tngd", "tngv"):
+        if k[0] == "gm" and k[2] in self.f["heads"]:
             if v not in self.heads_loaded:   # the GM view stays a cube operand too (dO of dP = dO Vᵀ)
                 self.heads_loaded.add(v)
                 self.emit("ld_head", v, arg=k[1], space="head", loc=self.loc_of(v))
@@ -307,10 +326,11 @@ class _Lowering:
             self.kind[r] = ("scalar", _float_literal(n.attr("value")))
             return
         if dt == "bool":
-            if op == "gt" and all(k[0] == "idx" for k in ks) and self.key(ins[0]) == "tnl" and self.key(ins[1]) == "t":
+            if (op == "gt" and all(k[0] == "idx" for k in ks) and self.key(ins[0]) == self.f["keypos"]
+                    and self.key(ins[1]) == self.f["qpos"]):
                 self.kind[r] = ("keymask",)
                 return
-            if op == "reshape" and ks[0][0] == "keymask" and key == "tnl":
+            if op == "reshape" and ks[0][0] == "keymask" and key == self.f["mask"]:
                 self.kind[r] = ("keymask",)
                 return
             if all(k[0] == "idx" for k in ks):
@@ -350,17 +370,19 @@ class _Lowering:
         if k[0] == "idx":
             self.kind[r] = k
         elif k[0] == "gm":
-            if k[2] in ("thd", "thv") and key in ("tngd", "tngv"):
+            if k[2] in self.f["major"] and key in self.f["heads"]:
                 self.kind[r] = ("gm", k[1], key)
-            elif k[2] == "th" and key == "tng":     # stats column 0
+            elif k[2] in self.f["keysrc"] and key == k[2]:   # a size-1 dim added (before the broadcast over G)
+                self.kind[r] = k
+            elif k[2] == self.f["stat"] and key == self.f["statg"]:     # stats column 0
                 self.kind[r] = ("gmstat", k[1])
             else:
                 raise self.err(n, f"reshape of GM tensor {k[1]} from {k[2]} to {key}")
-        elif k[0] == "gmstat" and key == "tng":
+        elif k[0] == "gmstat" and key == self.f["statg"]:
             self.kind[r] = k
-        elif k[0] == "cube" and k[1].m == "rows" and key in ("thd", "thv"):
+        elif k[0] == "cube" and k[1].m == "rows" and key in self.f["major"]:
             self.kind[r] = ("cubeout", k[1], ())
-        elif k[0] in ("stat",) and key == "th":
+        elif k[0] in ("stat",) and key == self.f["stat"]:
             self.kind[r] = ("statout", ins[0], ())
         elif k[0] in ("row", "stat", "head"):
             self.kind[r] = k
@@ -393,8 +415,8 @@ class _Lowering:
         k = ks[0]
         if k[0] == "idx":
             self.kind[r] = k
-        elif k[0] == "gm" and k[2] == "th8" and key == "th" and str(n.attr("start")) == "0":
-            self.kind[r] = ("gm", k[1], "th")
+        elif k[0] == "gm" and k[2] == self.f["stat8"] and key == self.f["stat"] and str(n.attr("start")) == "0":
+            self.kind[r] = ("gm", k[1], key)
         else:
             raise self.err(n, f"slice of a {k[0]} value")
 
@@ -408,14 +430,17 @@ class _Lowering:
         k = ks[0]
         if k[0] == "idx":
             self.kind[r] = k
-        elif k[0] == "statout" and key == "th8":
+        elif k[0] == "gm" and k[2] in self.f["keysrc"] and key in self.f["keyrows"] and self.p.keyset == "dense":
+            self.kind[r] = ("gather", k[1], "D" if key.endswith("d") else "Dv")   # every key row, for each head
+        elif k[0] == "statout" and key == self.f["stat8"]:
             self.kind[r] = k[:-1] + (k[-1] + (("x8",),),)
         else:
             raise self.err(n, f"broadcast of a {k[0]} value")
 
     def op_gather(self, n, r, ins, ks, key):
         src, idx = ks
-        if src[0] == "gm" and idx[0] == "idx" and src[2] in ("nTd", "nTv") and key in ("ntld", "ntlv"):
+        if (src[0] == "gm" and idx[0] == "idx" and src[2] in self.f["keysrc"] and key in self.f["keyrows"]
+                and self.p.keyset == "selected"):
             self.kind[r] = ("gather", src[1], "D" if key.endswith("d") else "Dv")
             return
         if src[0] == "idx":
@@ -430,7 +455,7 @@ class _Lowering:
             raise self.err(n, "matmul with both operands transposed")
 
         def operand(k, v):
-            if k[0] == "gm" and k[2] in ("tngd", "tngv"):
+            if k[0] == "gm" and k[2] in self.f["heads"]:
                 return Operand("heads", k[1], "D" if k[2].endswith("d") else "Dv")
             if k[0] == "gather":
                 return Operand("gather", k[1], k[2])
@@ -650,12 +675,13 @@ class _Lowering:
             p.l1.append(L1Buffer(f"tileL1_{k}", "tile", "keys", (t,)))
 
 
-def lower(g: Graph, tokens: dict, data: str) -> NsaProgram:
+def lower(g: Graph, tokens: dict, data: str, keyset: str = "selected") -> NsaProgram:
     """Lower the optimized graph of a selected-attention specialisation to its NsaProgram (module doc); `tokens`
     names each dim's role (opgen.kernel.attention.AttentionLayout.tokens), `data` is the dtype variable of the data
     (AttentionLayout.dtype: what rounded key rows and outputs are cast to). Raises IRError naming the value when a
-    node has no lowering (the kernel does not support that spec shape)."""
-    return _Lowering(g, tokens, data).run()
+    node has no lowering (the kernel does not support that spec shape). `keyset`: "selected" (keys gathered by an
+    index table, TND) or "dense" (every key of the unit's batch and kv head, BNSD; KEY_FORMS)."""
+    return _Lowering(g, tokens, data, keyset).run()
 
 
 def verify_program(p: NsaProgram) -> None:
@@ -707,7 +733,7 @@ def print_program(p: NsaProgram, locs: bool = False) -> str:
     (`  @ file.py:line`, `opgen graph --stage kernel`), the default text (what comparisons use) has none."""
     lines = [f"nsa_kernel {p.name} KERNEL_TYPE_MIX_AIC_1_2 {{",
              f"  item {'unit (whole key rows)' if p.full_rows else 'unit x key chunk'}"
-             f"{', causal' if p.causal else ''}",
+             f"{', causal' if p.causal else ''}{', dense keys' if p.keyset == 'dense' else ''}",
              "  gm " + ", ".join(f"{k}:{v}" for k, v in p.gm.items()),
              "  workspace tiles " + ", ".join(f"{k}:{v}" for k, v in p.tiles.items()),
              "  l1 " + ", ".join(f"{b.name}[{b.role} x {b.cols}]={'|'.join(b.operands)}" for b in p.l1)]

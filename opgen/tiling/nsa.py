@@ -46,7 +46,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opgen.ir.dims import Sym
+from opgen.errors import SpecError
+from opgen.ir.dims import Lit, Sym
+from opgen.kernel.nsa import DENSE_BLOCK
 from opgen.platforms import PLATFORMS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
@@ -86,8 +88,10 @@ def _align_down16(x):
     return (x // 16) * 16
 
 
-def _common(p: TilingProgram):
-    """Inputs and the unit split shared by both directions; returns a dict of variables."""
+def _common(p: TilingProgram, dense: bool = False):
+    """Inputs and the unit split shared by both directions; returns a dict of variables. `dense`: a dense key set
+    (BNSD; T1 = B * S1 tokens, CNT = ceil(S2 / 16) blocks of 16 keys, the last padded), which reads S1 and S2
+    too."""
     v = {}
     v["T1"] = p.input("T1", "query tokens (query dim 0)")
     v["N1"] = p.input("N1", "query heads (query dim 1)")
@@ -104,6 +108,9 @@ def _common(p: TilingProgram):
     v["cores"] = p.input("coreNum", "AIV cores of the platform")
     v["ub"] = p.input("ubBytes", "UB bytes per AIV core")
     v["scale"] = p.input("scaleAttr", "IEEE-754 bits of the float attribute scale")
+    if dense:   # BNSD: tokens are (batch, query row) pairs, T1 = B * S1; the kernel reads the sequence lengths
+        p.let("qSeq", p.input("S1", "query sequence (query dim 2)") + 0, "S1 query rows per (batch, head)", True)
+        p.let("kvSeq", p.input("S2", "kv sequence (key dim 2)") + 0, "S2 keys per (batch, kv head)", True)
     T1, N1, N2, D, Dv, CNT, BS = (v[k] for k in ("T1", "N1", "N2", "D", "Dv", "CNT", "BS"))
     p.let("tokens", T1 + 0, "T1", True)
     p.let("qHeads", N1 + 0, "N1", True)
@@ -192,6 +199,7 @@ class NsaCounts:
     l1_heads: tuple
     l1_gathers: tuple
     l1_tiles: int
+    dense: bool = False   # a dense key set (opgen.kernel.nsa.NsaProgram.keyset)
 
 
 def ub_plan(c: NsaCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
@@ -235,7 +243,7 @@ def _slot_bytes(c: NsaCounts, rows, keys, t_bytes):
 def fwd_program(name: str, c: NsaCounts):
     """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the forward kernel `name` for counts `c` (module doc)."""
     p = TilingProgram(name)
-    v = _common(p)
+    v = _common(p, c.dense)
     D, Dv, tB, gTile, L = v["D"], v["Dv"], v["tB"], v["gTile"], v["L"]
     keys_fit = p.let("l1KeysFit", select(gTile * D * tB < CUBE["l1"],
                                          (lit(CUBE["l1"]) - gTile * D * tB) // (D * tB + gTile * tB), 0),
@@ -300,12 +308,18 @@ def program_inputs(layout, spec, deterministic: bool = False) -> dict:
     """How the emitted TilingFunc reads each program input (opgen.tiling.emit): the role dims of the attention
     layout (opgen.kernel.attention.AttentionLayout), the block size through the integer attribute that binds it,
     the dtype, key, platform and scale inputs; `deterministic`: the framework's flag (the backward)."""
-    d = {r: Sym(layout.dim(r)) for r in ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "Bn")}
     scale = [a.name for a in spec.runtime_attrs if a.type is float]
     dvar = layout.dtype
     out = {"deterministic": ("deterministic",)} if deterministic else {}
-    out.update(d)
-    out["BS"] = ("attr_dim", layout.block_attr, layout.dim("BS")) if layout.block_attr else Sym(layout.dim("BS"))
+    if layout.keyset == "dense":
+        r = {k: Sym(layout.dim(k)) for k in ("B", "N1", "S1", "D", "N2", "S2", "Dv")}
+        blk = DENSE_BLOCK
+        out.update({"T1": r["B"] * r["S1"], "N1": r["N1"], "D": r["D"], "T2": r["B"] * r["S2"], "N2": r["N2"],
+                    "Dv": r["Dv"], "CNT": (r["S2"] + (blk - 1)) // blk, "Bn": r["B"], "BS": Lit(blk),
+                    "S1": r["S1"], "S2": r["S2"]})
+    else:
+        out.update({r: Sym(layout.dim(r)) for r in ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "Bn")})
+        out["BS"] = ("attr_dim", layout.block_attr, layout.dim("BS")) if layout.block_attr else Sym(layout.dim("BS"))
     out.update({"tBytes": ("bytes", dvar), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
                 "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")})
     if len(scale) != 1:

@@ -1,0 +1,82 @@
+"""FlashAttentionScore (aclnnFlashAttentionScore), forward: attention_out = softmax(mask(scale * Q Kᵀ)) V over
+every key of the sequence (a dense key set), BNSD layout, GQA (N1 = G * N2), optional causal masking.
+
+Facts (CANN's aclnnFlashAttentionScore document): query [B, N1, S1, D], key / value [B, N2, S2, D] in the BNSD
+layout; the scale is applied before the mask; softmax_max and softmax_sum are fp32 [B, N1, S1, 8] (8 equal
+copies of the row's max of the scaled, masked scores and of its sum of exp(score - max)); sparse_mode 2 is
+leftUpCausal (query row s sees keys 0 .. s) and takes the atten_mask tensor only for its presence.
+
+The subset this spec supports (everything else is refused with a message, or not declared):
+  * input_layout "BNSD" only; fp16 and bf16; D a multiple of 16 (the cube's fractal);
+  * sparse_mode 0 without atten_mask (no masking) or sparse_mode 2 with atten_mask (causal: the mask's values are
+    never read); an explicit mask (sparse_mode 0 with a mask) is refused;
+  * no dropout (keep_prob is not declared: 1), no pse / drop mask / padding mask / prefix inputs (not
+    declared); pre_tokens and next_tokens are not declared (sparse modes 0 and 2 do not read them);
+  * softmax_out is not produced (CANN returns it empty as well);
+  * the parameter list is therefore a subset of CANN's (realShiftOptional, dropMaskOptional, paddingMaskOptional,
+    prefixOptional, keepProb, preTokens, nextTokens, innerPrecise and softmaxOutOut are left out).
+P = softmax(...) is rounded to the data type before P V (the cube reads 2-byte operands); attention_out leaves the
+cube through Fixpipe (rint).
+"""
+
+from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, u8
+
+FLT_MAX = 3.4028234663852886e38
+
+spec = OpSpec("FlashAttentionScore", aclnn="aclnnFlashAttentionScore", socs=(A2, A3), round="round",
+              doc="Dense attention forward (FlashAttention), BNSD, GQA, optional causal mask.",
+              source="CANN's aclnnFlashAttentionScore document (ops-transformer attention/flash_attention_score)")
+B, N2, S1 = spec.dims("B N2 S1")
+S2 = spec.dim("S2", max=8192)   # a whole score row is kept in UB (no online softmax yet)
+N1 = spec.dim("N1")
+D = spec.dim("D", max=512, multiple_of=16)
+MS1, MS2 = spec.dims("MS1 MS2")
+T, M = spec.dtype_vars("T M")
+
+spec.input("query", T, [B, N1, S1, D])
+spec.input("key", T, [B, N2, S2, D])
+spec.input("value", T, [B, N2, S2, D])
+spec.input("atten_mask", M, [MS1, MS2], optional=True,
+           doc="values never read: its presence with sparse_mode 2 selects causal masking")
+
+spec.attr("scale_value", float, 1.0)
+spec.attr("head_num", int, 1, dim=N1, doc="must equal query.shape[1]")
+spec.attr("input_layout", str, None, choices=("BNSD",), static=True, required=True)
+spec.attr("sparse_mode", int, 0, choices=(0, 2), static=True, doc="0: no mask; 2: leftUpCausal (needs atten_mask)")
+
+spec.output("softmax_max", f32, [B, N1, S1, 8])
+spec.output("softmax_sum", f32, [B, N1, S1, 8])
+spec.output("attention_out", T, [B, N1, S1, D])
+
+spec.dtypes((T, M), [(f16, boolean), (f16, u8), (bf16, boolean), (bf16, u8)])
+
+spec.require((N1 % N2).eq(0), "query", "query heads N1 must be a multiple of the kv heads N2 (GQA)")
+spec.check("atten_mask", lambda a, pr: None if not (a["sparse_mode"] == 0 and pr["atten_mask"]) else
+           "an explicit mask (sparse_mode 0 with atten_mask) is not supported; use sparse_mode 2 for causal masking")
+spec.check("atten_mask", lambda a, pr: None if not (a["sparse_mode"] == 2 and not pr["atten_mask"]) else
+           "sparse_mode 2 (leftUpCausal) needs the atten_mask tensor")
+
+spec.package("ops-transformer", "attention")
+spec.example_call({"B": 1, "N1": 2, "N2": 1, "S1": 5, "S2": 37, "D": 16})
+
+
+@spec.body
+def _(b, query, key, value, atten_mask, scale_value, head_num, input_layout, sparse_mode):
+    G = N1 // N2
+    qg = query.reshape([B, N2, G, S1, D])
+    kg = key.reshape([B, N2, 1, S2, D]).broadcast_to([B, N2, G, S2, D])
+    vg = value.reshape([B, N2, 1, S2, D]).broadcast_to([B, N2, G, S2, D])
+    scores = b.matmul(qg, kg, transpose_b=True) * scale_value                    # [B, N2, G, S1, S2]
+    if sparse_mode == 2 and atten_mask is not None:
+        future = b.iota(S2).reshape([1, S2]) > b.iota(S1).reshape([S1, 1])     # key after the query row
+        scores = b.where(future.reshape([1, 1, 1, S1, S2]), -FLT_MAX, scores)
+    m = scores.max(-1)
+    e = b.exp(scores - m)
+    lsum = e.sum(-1)
+    p = b.quantize(e / lsum, T, "round")                                       # P cast to T for the cube
+    out = b.matmul(p, vg).reshape([B, N1, S1, D]).cast(T, "rint")              # Fixpipe rounds to nearest even
+    return {
+        "softmax_max": m.reshape([B, N1, S1, 1]).broadcast_to([B, N1, S1, 8]),
+        "softmax_sum": lsum.reshape([B, N1, S1, 1]).broadcast_to([B, N1, S1, 8]),
+        "attention_out": out,
+    }

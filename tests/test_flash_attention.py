@@ -1,0 +1,216 @@
+"""FlashAttentionScore (examples/specs/flash_attention_score.py): dense attention forward through the attention
+family (a dense key set), against float64 NumPy math written here.
+
+The oracle (`oracle`): S = scale * Q Kᵀ per (batch, query head, kv head = head // G), leftUpCausal masking (key j
+after query row s is excluded) under sparse_mode 2, m = max_j S, l = sum_j exp(S - m), O = sum_j exp(S - m) / l V.
+
+Error bounds (derived, not measured): the inputs are T-representable, so a product q_d k_d is exact in fp32 and S
+carries only fp32 accumulation over D terms, |dS| <= (D + 2) 2^-24 scale sum_d |q_d k_d| (plus the scale's own
+rounding); m inherits that bound. l sums exp(S - m) over S2 keys: a relative error of 2 |dS| (each exponent moves by
+at most two |dS|) plus S2 fp32 additions. O: P is rounded to T before P V and O is rounded to T by Fixpipe, each a
+relative perturbation <= u_T per term, so |dO| <= 2 u_T sum_j P_j |V_j| (+ fp32 terms); the bound below takes 4 u_T.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import os
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from opgen.check import run_check  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "examples" / "specs" / "flash_attention_score.py"
+UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
+NP_T = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+U32 = 2.0**-24
+
+
+def oracle(q, k, v, scale: float, causal: bool) -> dict:
+    """float64 forward of BNSD attention with GQA (module doc): {softmax_max, softmax_sum, attention_out, and the
+    bound helpers abs_scores [B, N1, S1] (max_j sum_d |q k| scale) and abs_out [B, N1, S1, D] (sum_j P |V|)}."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    b, n1, s1, _d = q.shape
+    n2, s2 = k.shape[1], k.shape[2]
+    g = n1 // n2
+    kk, vv = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)     # head h reads kv head h // g
+    s = scale * q @ kk.transpose(0, 1, 3, 2)
+    if causal:
+        s = np.where(np.arange(s2)[None, :] > np.arange(s1)[:, None], -np.inf, s)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - m)
+    lsum = e.sum(-1, keepdims=True)
+    p = e / lsum
+    return {"softmax_max": np.broadcast_to(m, (b, n1, s1, 8)), "softmax_sum": np.broadcast_to(lsum, (b, n1, s1, 8)),
+            "attention_out": p @ vv, "abs_scores": (abs(scale) * np.abs(q) @ np.abs(kk).transpose(0, 1, 3, 2)).max(-1),
+            "abs_out": p @ np.abs(vv)}
+
+
+def assert_close(got: dict, want: dict, dtype: str, d: int, s2: int):
+    """The module doc's bounds, elementwise."""
+    ds = (d + 4) * U32 * want["abs_scores"][..., None] + 1e-30
+    checks = {"softmax_max": ds + U32 * np.abs(want["softmax_max"]),
+              "softmax_sum": want["softmax_sum"] * (4 * ds + (s2 + 4) * U32),
+              "attention_out": 4 * UNIT[dtype] * want["abs_out"] + 1e-6}
+    for name, bound in checks.items():
+        g, w = np.asarray(got[name], np.float64), want[name]
+        assert g.shape == w.shape, (name, g.shape, w.shape)
+        err = np.abs(g - w)
+        assert np.all(err <= bound), (name, float(err.max()), float(np.broadcast_to(bound, err.shape).flat[err.argmax()]))
+
+
+def test_oracle_is_softmax_attention():
+    """The oracle against a direct per-row transcription (loops), GQA and causal."""
+    rng = np.random.default_rng(1)
+    q, k, v = rng.standard_normal((1, 4, 3, 8)), rng.standard_normal((1, 2, 5, 8)), rng.standard_normal((1, 2, 5, 8))
+    got = oracle(q, k, v, 0.5, True)
+    for h in range(4):
+        for s in range(3):
+            sc = np.array([0.5 * q[0, h, s] @ k[0, h // 2, j] for j in range(s + 1)])
+            w = np.exp(sc - sc.max()) / np.exp(sc - sc.max()).sum()
+            assert np.allclose(got["attention_out"][0, h, s], w @ v[0, h // 2, : s + 1], rtol=1e-12)
+            assert np.isclose(got["softmax_max"][0, h, s, 3], sc.max())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_interpreter_matches_the_oracle(dtype, causal):
+    """The spec's interpretation (device mode) is within the bounds of the float64 oracle."""
+    from opgen.check.run import make_inputs
+    from opgen.interp import run_graph
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(SPEC))
+    dims = {"B": 2, "N1": 4, "N2": 2, "S1": 7, "S2": 45, "D": 32, "MS1": 7, "MS2": 45}
+    attrs = {"sparse_mode": 2 if causal else 0, "input_layout": "BNSD", "scale_value": 0.25}
+    present = causal
+    inputs, full = make_inputs(spec, dims, dict(attrs), {"T": dtype}, 3)
+    if not present:
+        inputs["atten_mask"] = None
+    bound = spec.bind(inputs, full, {"T": dtype})
+    got = run_graph(spec.graph(bound.key), bound)
+    a = bound.arrays
+    assert_close(got, oracle(a["query"], a["key"], a["value"], 0.25, causal), dtype, 32, 45)
+
+
+def _kernel_text(spec_path) -> tuple[str, str]:
+    """(layout line, program text without spec locations) of `opgen graph --stage kernel` for the causal
+    specialisation."""
+    import re
+
+    from inproc import cli
+
+    r = cli("graph", str(spec_path), "--stage", "kernel", "--attr", "sparse_mode=2", "--attr", "input_layout=BNSD",
+            "--present", "atten_mask")
+    assert r.returncode == 0, r.stderr
+    first, _, rest = r.stdout.partition("\n")
+    return first, re.sub(r"  @ \S+", "", rest)
+
+
+def test_dense_layout_is_read_off_the_structure(tmp_path):
+    """The dense key set is recognised from the graph (matmul of two inputs' rows, a softmax, a matmul with a third
+    input), not from names: renaming every dim gives the same program."""
+    import re
+
+    renamed = SPEC.read_text()
+    for old, new in (("B", "Zb"), ("N2", "Kh"), ("S1", "Qs"), ("S2", "Ks"), ("N1", "Qh"), ("D", "Hd")):
+        renamed = re.sub(rf"(?<![\w]){old}(?![\w])", new, renamed)
+    p = tmp_path / "renamed_attention.py"
+    p.write_text(renamed.replace("FlashAttentionScore", "RenamedAttention"))
+    lay1, t1 = _kernel_text(SPEC)
+    lay2, t2 = _kernel_text(p)
+    assert "dense keys" in lay1 and "S2=S2" in lay1 and "S2=Ks" in lay2 and "D=Hd" in lay2, (lay1, lay2)
+    assert t1 == t2.replace("RenamedAttention", "FlashAttentionScore")
+    assert "causal, dense keys" in t1 and "mmad.NT(heads:query, gather:key)" in t1
+
+
+@pytest.mark.parametrize("what, attrs, present, msg", [
+    ("explicit mask", {"sparse_mode": 0}, True, "explicit mask"),
+    ("causal without mask", {"sparse_mode": 2}, False, "needs the atten_mask"),
+])
+def test_unsupported_modes_are_refused_in_the_users_terms(what, attrs, present, msg):
+    """An explicit mask and a causal mode without its mask tensor are refused by the spec's checks, one message."""
+    from opgen.errors import ValidationError
+    from opgen.interp import interpret
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 2, 3, 16)).astype(np.float32)
+    inputs = {"query": x, "key": x, "value": x, "atten_mask": np.zeros((3, 3), np.bool_) if present else None}
+    with pytest.raises(ValidationError, match=msg):
+        interpret(str(SPEC), inputs, {"input_layout": "BNSD", "head_num": 2, **attrs}, {"T": "float16"})
+
+
+def test_bsh_layout_is_refused_naming_the_layout(tmp_path):
+    """A dense attention written over [B, S, H] tensors (no head axis) is refused by the attention family naming the
+    layout it supports."""
+    from opgen.errors import OpgenError
+    from opgen.kernel.attention import attention_layout
+    from opgen.kernel.rowlayout import Unsupported
+    from opgen.registry import load_spec
+
+    src = '''
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
+spec = OpSpec("BshAttention", aclnn="aclnnBshAttention", socs=(A2,), doc="x")
+B, S, H = spec.dims("B S H")
+(T,) = spec.dtype_vars("T")
+spec.input("q", T, [B, S, H])
+spec.input("k", T, [B, S, H])
+spec.input("v", T, [B, S, H])
+spec.output("o", T, [B, S, H])
+spec.dtypes((T,), [(f16,), (bf16,)])
+@spec.body
+def _(b, q, k, v):
+    s = b.matmul(q, k, transpose_b=True)
+    e = b.exp(s - s.max(-1))
+    p = (e / e.sum(-1)).cast(T, "round").cast(f32)
+    return {"o": b.matmul(p, v).cast(T, "rint")}
+'''
+    p = tmp_path / "bsh_attention.py"
+    p.write_text(src)
+    spec = load_spec(str(p))
+    with pytest.raises((Unsupported, OpgenError), match="BNSD"):
+        attention_layout(spec.graph(spec.keys()[0]))
+
+
+# ------------------------------------------------------------------------------------------------ emulated kernels
+CASES = [   # (id, dims, dtype, causal, scale)
+    ("g2_causal_f16_s1odd_s2tail", dict(B=2, N1=4, N2=2, S1=5, S2=37, D=32), "float16", True, 0.3),
+    ("g2_dense_bf16_s2tail", dict(B=3, N1=6, N2=3, S1=9, S2=131, D=48), "bfloat16", False, 0.125),
+    ("g2_causal_bf16_core_tails", dict(B=1, N1=2, N2=1, S1=67, S2=300, D=64), "bfloat16", True, 0.125),
+    ("g1_dense_f16_aligned", dict(B=2, N1=2, N2=2, S1=3, S2=16, D=16), "float16", False, 1.5),
+]
+
+
+@pytest.fixture(scope="module")
+def gen(tmp_path_factory):
+    """The spec's package generated into a fresh tree."""
+    from opgen.codegen import write_ops
+
+    out = tmp_path_factory.mktemp("fas")
+    write_ops([str(SPEC)], out)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_kernel_matches_the_float64_oracle(case, gen):
+    """The emitted mixed kernel (emulated, zero faults, opgen's own CANN-rule comparison) within the float64
+    oracle's bounds: odd S1, S2 not a multiple of the 16-key block, GQA G = 2, causal and not, fp16 and bf16, units
+    that do not divide the AI Cores."""
+    _id, dims, dtype, causal, scale = case
+    attrs = {"sparse_mode": 2 if causal else 0, "input_layout": "BNSD", "scale_value": scale}
+    full = {**dims, "MS1": dims["S1"], "MS2": dims["S2"]}
+    r = run_check(str(SPEC), dims=full, dtypes={"T": dtype}, attrs=attrs, gen_dir=gen, seed=sum(dims.values()),
+                  present=["atten_mask"] if causal else [], progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    a = r.inputs
+    assert_close(r.arrays, oracle(a["query"], a["key"], a["value"], scale, causal), dtype, dims["D"], dims["S2"])
