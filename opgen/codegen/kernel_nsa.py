@@ -64,6 +64,8 @@ class _Printer:
     def __init__(self, spec, p: NsaProgram, counts, slots: int, tokens: dict, data: str):
         self.spec, self.p, self.counts, self.slots, self.tokens, self.data = spec, p, counts, slots, tokens, data
         self.row_cap = "L_" if p.full_rows else "Lc_"
+        self.dense = p.keyset == "dense"
+        self.pitch = "x.keys" if self.dense else "L_"   # the row pitch of a whole-row workspace tile
         self.tile_que = {}
         self.stat_que = {}
         for i in p.vector:
@@ -129,7 +131,7 @@ class _Printer:
                     chunk.append(f"Gather({buf}, gm_{o.tensor}, {MEMBER[o.cols]}, x, c, keys);{at}")
                 else:
                     src = f"{o.tensor}[{self.slot_off(o.tensor)}{' + c * Lc_' if self.p.full_rows else ''}]"
-                    chunk.append(f"TileIn({buf}, {src}, x, keys, {'L_' if self.p.full_rows else 'keys'});{at}")
+                    chunk.append(f"TileIn({buf}, {src}, x, keys, {self.pitch if self.p.full_rows else 'keys'});{at}")
         return unit, chunk
 
     def _mmad(self, c) -> list[str]:
@@ -145,7 +147,7 @@ class _Printer:
         if c.form == "NT":
             k = MEMBER[c.k]
             lines = [f"MmadNT(tile_, {a}, {b}, x.mPad, gTile_, keys, {k}, {base}, true);"]
-            pitch = "L_" if self.p.full_rows else "keys"
+            pitch = self.pitch if self.p.full_rows else "keys"
             col = " + c * Lc_" if self.p.full_rows else ""
             lines.append(f"FixRows<float>({c.target}[{self.slot_off(c.target)}{col}], tile_, x.rows, keys, x.mPad, "
                          f"{pitch});")
@@ -168,8 +170,9 @@ class _Printer:
             if c.dest != "out":
                 raise SpecError(f"{self.spec.name}: a dense-key attention output through a workspace is not supported")
             ct = _ctype(self.spec, c.target, self.data)
-            return [f"FixRows<{ct}>(gm_{c.target}[((x.b * N1_ + x.h0) * S1_ + x.s) * {n}], acc_, x.rows, {n}, x.mPad, "
-                    f"S1_ * {n});{at}"]
+            return ["for (int64_t i = 0; i < x.nh; ++i) {",
+                    f"FixRows<{ct}>(gm_{c.target}[((x.b * N1_ + x.h0 + i) * S1_ + x.s) * {n}], acc_[i * x.qr * 16], "
+                    f"x.qr, {n}, x.mPad, {n});{at}", "}"]
         if c.dest == "out":
             ct = _ctype(self.spec, c.target, self.data)
             return [f"FixRows<{ct}>(gm_{c.target}[(x.t * N1_ + x.h0) * {n}], acc_, x.rows, {n}, x.mPad, {n});{at}"]
@@ -203,7 +206,8 @@ class _Printer:
         for c in ops:
             body += self._mmad(c)
         if self.p.full_rows:
-            lines = unit + ["for (c = 0; c < chunks_; ++c) {", "const int64_t keys = ChunkKeys(c);"]
+            lines = unit + (["for (c = 0; c < x.chunks; ++c) {", "const int64_t keys = ChunkKeys(x, c);"] if self.dense
+                            else ["for (c = 0; c < chunks_; ++c) {", "const int64_t keys = ChunkKeys(c);"])
             lines += chunk + body + ["}"]
             for c in accs:
                 lines += self._acc_out(c)
@@ -331,7 +335,8 @@ class _Printer:
         elif k == "mask":
             if p.regs[i.dst] != p.regs[i.srcs[0]]:
                 body.append(self._vec(Op.ADDS, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), scalar="0.0f", count=n))
-            body.append(vstmt(f"MaskFuture({self.reg(i.dst)}, keys, x, c, {self.scalar(i.arg)});",
+            body.append(vstmt(f"MaskFuture({self.reg(i.dst)}, keys, x, {'row' if self.dense else 'c'}, "
+                              f"{self.scalar(i.arg)});",
                               writes=[self.reg(i.dst)]))
         elif k in ("muls", "adds"):
             body.append(self._vec(KIND_OPS[k], dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
@@ -359,10 +364,10 @@ class _Printer:
             q = self.stat_que[i.arg]
             pre.append(f"LocalTensor<float> {q}T = {q}.template AllocTensor<float>();")
             body.append(self._vec(Op.DUPLICATE, dst=f"{q}T[i * 8]", scalar=f"st_{i.srcs[0]}", count="8"))
-            if p.keyset == "dense":   # BNSD: one 8-float row per head, S1 rows apart
+            if p.keyset == "dense":   # BNSD: row r of the unit is (head h0 + r / qr, query row s + r % qr)
+                at_row = "((x.b * N1_ + x.h0 + (p0 + i) / x.qr) * S1_ + x.s + (p0 + i) % x.qr) * 8"
                 copy = ["for (int64_t i = 0; i < k; ++i) {",
-                        INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[((x.b * N1_ + x.h0 + p0 + i) * S1_ + x.s) * 8]",
-                                                 src=f"{q}T[i * 8]", count="8"), "}"]
+                        INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[{at_row}]", src=f"{q}T[i * 8]", count="8"), "}"]
             else:
                 copy = [INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[(x.t * N1_ + x.h0 + p0) * 8]", src=f"{q}T",
                                                  count="static_cast<uint32_t>(k * 8)")]

@@ -109,7 +109,8 @@ def _common(p: TilingProgram, dense: bool = False):
     v["ub"] = p.input("ubBytes", "UB bytes per AIV core")
     v["scale"] = p.input("scaleAttr", "IEEE-754 bits of the float attribute scale")
     if dense:   # BNSD: tokens are (batch, query row) pairs, T1 = B * S1; the kernel reads the sequence lengths
-        p.let("qSeq", p.input("S1", "query sequence (query dim 2)") + 0, "S1 query rows per (batch, head)", True)
+        v["S1"] = p.let("qSeq", p.input("S1", "query sequence (query dim 2)") + 0, "S1 query rows per (batch, head)",
+                        True)
         p.let("kvSeq", p.input("S2", "kv sequence (key dim 2)") + 0, "S2 keys per (batch, kv head)", True)
     T1, N1, N2, D, Dv, CNT, BS = (v[k] for k in ("T1", "N1", "N2", "D", "Dv", "CNT", "BS"))
     p.let("tokens", T1 + 0, "T1", True)
@@ -126,16 +127,36 @@ def _common(p: TilingProgram, dense: bool = False):
     v["aic"] = p.let("aicNum", emax(1, v["cores"] // 2), "AI Cores (1 AIC : 2 AIV on Atlas A2/A3)")
     v["gCap"] = p.let("gCap", emax(16, emin(G_CAP_MAX, _align_down16(lit(L0C_ACC) // (D * 4)))),
                       "most heads per unit: fp32 gTile x D accumulator in half of L0C")
-    v["gRows"] = p.let("gRows", emax(1, emin(v["G"], v["gCap"])), "query heads (M rows) per unit", True)
-    v["gTile"] = p.let("gTile", align_up(v["gRows"], 16), "M tile rows (16-row fractals)", True)
-    v["gChunks"] = p.let("gChunks", ceil_div(v["G"], v["gRows"]), "head groups per (token, kv head)", True)
-    v["units"] = p.let("units", T1 * N2 * v["gChunks"], "work units (token, kv head, head group)", True)
+    if dense:
+        _dense_units(p, v)
+    else:
+        v["gRows"] = p.let("gRows", emax(1, emin(v["G"], v["gCap"])), "query heads (M rows) per unit", True)
+        v["gTile"] = p.let("gTile", align_up(v["gRows"], 16), "M tile rows (16-row fractals)", True)
+        v["gChunks"] = p.let("gChunks", ceil_div(v["G"], v["gRows"]), "head groups per (token, kv head)", True)
+        v["units"] = p.let("units", T1 * N2 * v["gChunks"], "work units (token, kv head, head group)", True)
     v["blockDim"] = p.let("blockDim", emax(1, emin(v["aic"], v["units"])), "AI Cores launched", True)
     p.let("unitsPerCore", v["units"] // v["blockDim"], "units of every AI Core", True)
     p.let("unitsTail", v["units"] % v["blockDim"], "the first unitsTail AI Cores take one more unit", True)
     p.let("subRows", ceil_div(v["gRows"], 2), "rows of a unit the AIV sub-block 0 takes (sub-block 1: the rest)", True)
     p.let("scaleBits", v["scale"] + 0, "IEEE-754 bits of the score scale (float)", True)
     return v
+
+
+def _dense_units(p: TilingProgram, v: dict):
+    """The units of a dense key set: (batch, kv head, block of `qRows` query rows, group of `headRows` heads); M =
+    headRows * qRows rows (head-major: row r is head h0 + r / qr, query row s0 + r % qr) within gCap; qRows as large
+    as the cap allows while the units still cover the AI Cores (the K / V rows a unit reads serve all its rows)."""
+    G, S1 = v["G"], v["S1"]
+    hr = p.let("headRows", emax(1, emin(G, v["gCap"])), "query heads per unit", True)
+    v["gChunks"] = p.let("gChunks", ceil_div(G, hr), "head groups per (batch, kv head)", True)
+    spread = p.let("qRowsSpread", emax(1, (v["Bn"] * v["N2"] * v["gChunks"] * S1) // v["aic"]),
+                   "query rows per unit that still give every AI Core a unit")
+    qr = p.let("qRows", emax(1, emin(emin(v["gCap"] // hr, S1), spread)), "query rows per unit (an S1 block)", True)
+    v["gRows"] = p.let("gRows", hr * qr, "M rows per unit (headRows x qRows)", True)
+    v["gTile"] = p.let("gTile", align_up(v["gRows"], 16), "M tile rows (16-row fractals)", True)
+    qb = p.let("qBlocks", ceil_div(S1, qr), "S1 blocks per (batch, head)", True)
+    v["units"] = p.let("units", v["Bn"] * v["N2"] * qb * v["gChunks"],
+                       "work units (batch, kv head, S1 block, head group)", True)
 
 
 def _chunking(p: TilingProgram, v: dict, keys_fit):
