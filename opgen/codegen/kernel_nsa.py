@@ -1,4 +1,6 @@
-"""Emission of op_kernel/<op>.h and op_kernel/<op>.cpp for the NSA mixed kernels (opgen.kernel.nsa).
+"""Emission of op_kernel/<op>.h and op_kernel/<op>.cpp for the attention family's mixed kernels (opgen.kernel.nsa),
+selected-block (NSA) or dense key sets (the template's `dense` class flag: BNSD addressing, units of an S1 block,
+pad keys masked by MaskAfter, per-unit key counts under causal masking).
 
 Python decides every statement: each specialisation of the spec (static attributes x presence of the optional
 inputs) is lowered to an NsaProgram by the attention family (opgen.kernel.attention: the tiling's plan is built from

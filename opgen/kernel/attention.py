@@ -7,7 +7,7 @@ and kv head (FlashAttentionScore's forward) — or "selected" — the blocks an 
 result reaches `exp` (through the scale and the mask) is the score product S = Q Kᵀ. Dense: both its operands
 are views of inputs (query [B, N1, S1, D] grouped as [B, N2, G, S1, D], key [B, N2, S2, D] broadcast over the G
 heads), the other matmul's B operand is the value [B, N2, S2, Dv]; a causal mask is `key position > query
-position` over iotas (docs/design.md "Attention"). Selected: its A operand is the
+position` over iotas (docs/design.md "Kernel families", its attention paragraph). Selected: its A operand is the
 query [T1, N1, D] (grouped as [T1, N2, G, D]), its B operand a gather of the key [T2, N2, D]; the other gathered
 input is the value [T2, N2, Dv]; the integer input the gather rows are computed from is the topk table
 [T1, N2, CNT]; the int64 inputs are the cumulative sequence arrays [Bn], the query ends being the one compared with

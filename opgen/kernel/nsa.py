@@ -1,7 +1,13 @@
-"""NSA programs: the Kernel IR of the mixed (cube + vector) NsaSelectedAttention kernels.
+"""Attention programs: the Kernel IR of the mixed (cube + vector) attention kernels, over a key set.
+
+The key set (`NsaProgram.keyset`, KEY_FORMS): "selected" — the key blocks an index table selects (NSA, TND) — or
+"dense" — every key of the unit's batch and kv head (FlashAttentionScore, BNSD; the batch dim has no letter, the
+key / value rows are the key tensor broadcast over the G heads instead of a gather). Both share every rule below;
+only the shape keys of each class differ.
 
 A selected-attention kernel works on *units*: one query token t, one kv head n2 and a group of the G query heads
-of n2 (the M rows of every matmul; docs/reference/nsa_selected_attention.md §2.1). Every tensor-IR value of the
+of n2 (the M rows of every matmul; docs/reference/nsa_selected_attention.md §2.1); a dense one on (batch, kv head,
+block of query rows, group of heads) (opgen.tiling.nsa). Every tensor-IR value of the
 optimized graph is classified by its shape (T1, N2, G, L = CNT * BS keys, D, Dv) and its producer:
 
   gm      an operator input (or a f32/reshaped/permuted view of one): Q / dO / O head rows [T1, N2, G, E], the

@@ -1,4 +1,11 @@
-"""Tiling of NsaSelectedAttention and NsaSelectedAttentionGrad: one mixed AIC/AIV launch each (1 AIC : 2 AIV).
+"""Tiling of the attention family's kernels (NsaSelectedAttention and NsaSelectedAttentionGrad: selected key blocks;
+FlashAttentionScore: a dense key set): one mixed AIC/AIV launch each (1 AIC : 2 AIV).
+
+Dense key set (forward; `_dense_units`): the inputs are read by role (B, S1, S2 as well), T1 = B * S1, the keys of
+a unit are CNT = ceil(S2 / 16) blocks of 16 (BS = 16, the last padded). A unit is (batch, kv head, block of
+`qRows` query rows, group of `headRows` heads of the kv head): M = headRows * qRows rows within gCap (the fp32
+O accumulator in half of L0C), qRows no larger than what still gives every AI Core a unit. Under causal masking a
+unit's keys end at the first 16-multiple past its last row's last visible key (the kernel's Decode).
 
 Units: keys, rows and elements unless a name ends in Bytes. Facts: docs/reference/nsa_selected_attention.md §2.1
 (work unit (token, kv head), the G query heads of a kv head are the M dimension), §2.2 (gather of L = cnt * bs
