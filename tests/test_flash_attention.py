@@ -215,3 +215,61 @@ def test_kernel_matches_the_float64_oracle(case, gen):
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     a = r.inputs
     assert_close(r.arrays, oracle(a["query"], a["key"], a["value"], scale, causal), dtype, dims["D"], dims["S2"])
+
+
+MHA_SPEC = '''
+from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
+
+spec = OpSpec("MhaForward", aclnn="aclnnMhaForward", socs=(A2, A3), round="round", doc="Plain multi-head attention.")
+B, N, S1 = spec.dims("B N S1")
+S2 = spec.dim("S2", max=8192)
+D = spec.dim("D", max=256, multiple_of=16)
+(T,) = spec.dtype_vars("T")
+spec.input("q", T, [B, N, S1, D])
+spec.input("k", T, [B, N, S2, D])
+spec.input("v", T, [B, N, S2, D])
+spec.attr("scale", float, 1.0)
+spec.output("o", T, [B, N, S1, D])
+spec.dtypes((T,), [(f16,), (bf16,)])
+
+
+@spec.body
+def _(b, q, k, v, scale):
+    s = b.matmul(q, k, transpose_b=True) * scale
+    e = b.exp(s - s.max(-1))
+    p = b.quantize(e / e.sum(-1), T, "round")
+    return {"o": b.matmul(p, v).cast(T, "rint")}
+'''
+"""Multi-head attention as a user writes it without GQA: one head dim for query and key (no reshape, no
+broadcast), the matmul result cast straight to the output."""
+
+
+def test_plain_multi_head_attention_is_a_dense_key_set(tmp_path):
+    """softmax(Q Kᵀ scale) V over [B, N, S, D] tensors with one head dim lowers as a dense key set: Q's rows against
+    K's rows (no broadcast), O written by Fixpipe."""
+    p = tmp_path / "mha.py"
+    p.write_text(MHA_SPEC)
+    from inproc import cli
+
+    r = cli("graph", str(p), "--stage", "kernel")
+    assert r.returncode == 0, r.stderr
+    assert "dense keys" in r.stdout and "N1=N" in r.stdout and "N2=N" in r.stdout
+    assert "mmad.NT(heads:q, gather:k)" in r.stdout and "mmad.NN(tile:" in r.stdout and "-> out:o" in r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_plain_multi_head_attention_kernel_matches_the_oracle(tmp_path):
+    """The MHA spec's emitted kernel (emulated) within the float64 oracle's bounds (bf16, S1 and S2 odd)."""
+    from opgen.codegen import write_ops
+
+    p = tmp_path / "mha.py"
+    p.write_text(MHA_SPEC)
+    write_ops([str(p)], tmp_path / "gen")
+    r = run_check(str(p), dims={"B": 2, "N": 3, "S1": 33, "S2": 70, "D": 64}, dtypes={"T": "bfloat16"},
+                  attrs={"scale": 0.125}, gen_dir=tmp_path / "gen", seed=7, progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    a = r.inputs
+    want = oracle(a["q"], a["k"], a["v"], 0.125, False)
+    assert_close({"attention_out": r.arrays["o"], "softmax_max": want["softmax_max"],
+                  "softmax_sum": want["softmax_sum"]}, want, "bfloat16", 64, 70)

@@ -67,8 +67,11 @@ class AttentionLayout:
         """{dim text: role letter} for opgen.kernel.nsa.shape_key."""
         d = {r: Sym(s) for r, s in self.dims}
         if self.keyset == "dense":   # the batch dim has no letter (dropped); D wins over Dv when they are one dim
-            return {str(d["B"]): "", str(d["S1"]): "t", str(d["S2"]): "T", str(d["N2"]): "n",
-                    str(d["N1"] // d["N2"]): "g", str(d["N1"]): "h", str(d["Dv"]): "v", str(d["D"]): "d", "8": "8"}
+            out = {str(d["B"]): "", str(d["S1"]): "t", str(d["S2"]): "T", str(d["N1"] // d["N2"]): "g",
+                   str(d["N1"]): "h", str(d["N2"]): "n", str(d["Dv"]): "v", str(d["D"]): "d", "8": "8"}
+            if d["N1"] == d["N2"]:   # one head dim (no GQA): heads are kv heads, the group dim (N // N) is 1
+                out[str(d["N1"] // d["N2"])] = ""
+            return out
         out = {str(d["T1"]): "t", str(d["T2"]): "T", str(d["N2"]): "n", str(d["N1"] // d["N2"]): "g",
                str(d["N1"]): "h", str(d["CNT"] * d["BS"]): "l", str(d["D"]): "d", str(d["Dv"]): "v", "8": "8",
                str(d["Bn"]): "b", str(d["CNT"]): "c", str(d["BS"]): "s", str(d["Bn"] - 1): "b"}
@@ -192,7 +195,8 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
         raise Unsupported(s.result.name, s.loc, f"query {qs}, key {ks_} and value {vs_} do not share the batch, the "
                           f"kv heads / kv sequence and the head dim of a BNSD attention")
     roles = {"B": qs[0], "N1": qs[1], "S1": qs[2], "D": qs[3], "N2": ks_[1], "S2": ks_[2], "Dv": vs_[3]}
-    texts = [str(Sym(roles[r])) for r in DENSE_ROLES if r != "Dv" or roles["Dv"] != roles["D"]]
+    texts = [str(Sym(roles[r])) for r in DENSE_ROLES
+             if not (r == "Dv" and roles["Dv"] == roles["D"]) and not (r == "N2" and roles["N2"] == roles["N1"])]
     if len(set(texts)) != len(texts) or not all(x.isidentifier() for x in roles.values()):
         raise Unsupported(s.result.name, s.loc, f"the attention roles need distinct plain dims, got "
                           f"{', '.join(f'{r}={d}' for r, d in roles.items())}")

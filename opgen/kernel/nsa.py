@@ -223,6 +223,9 @@ class _Lowering:
     def __init__(self, g: Graph, tokens: dict, data: str, keyset: str = "selected"):
         self.g, self.tokens, self.data = g, tokens, data
         self.f = KEY_FORMS[keyset]
+        if keyset == "dense" and "h" not in tokens.values():   # no GQA: query heads are kv heads, no group dim
+            self.f = {k: (tuple(x.replace("g", "").replace("h", "n") for x in v) if isinstance(v, tuple)
+                          else v.replace("g", "").replace("h", "n")) for k, v in self.f.items()}
         self.p = NsaProgram(g.name, keyset=keyset)
         self.kind: dict[str, tuple] = {}
         self.vals = g.values()
@@ -354,6 +357,9 @@ class _Lowering:
         if k[0] == "gm" and to == "f32":
             self.kind[r] = k[:2] + (key,)
             return
+        if k[0] == "cube" and k[1].m == "rows" and k[1].n in ("D", "Dv") and to == self.data:
+            self.kind[r] = ("cubeout", k[1], (("cast", rnd),))   # a head-dim result cast on its way out (Fixpipe)
+            return
         if k[0] in ("row", "cube") and to == self.data and rnd != "none":
             kk = self.as_vec(ins[0])
             if kk[0] != "row":
@@ -465,6 +471,8 @@ class _Lowering:
                 return Operand("heads", k[1], "D" if k[2].endswith("d") else "Dv")
             if k[0] == "gather":
                 return Operand("gather", k[1], k[2])
+            if k[0] == "gm" and self.p.keyset == "dense" and k[2] in self.f["keyrows"]:   # no GQA: no broadcast
+                return Operand("gather", k[1], "D" if k[2].endswith("d") else "Dv")
             if k[0] == "quant":
                 return Operand("tile", k[1], "keys")
             raise self.err(n, f"matmul operand %{v} is a {k[0]} value")
