@@ -187,6 +187,7 @@ CASES = [   # (id, dims, dtype, causal, scale)
     ("g2_causal_bf16_core_tails", dict(B=1, N1=2, N2=1, S1=67, S2=300, D=64), "bfloat16", True, 0.125),
     ("g1_dense_f16_aligned", dict(B=2, N1=2, N2=2, S1=3, S2=16, D=16), "float16", False, 1.5),
     ("g2_causal_f16_s1_blocks", dict(B=1, N1=4, N2=2, S1=301, S2=250, D=32), "float16", True, 0.2),
+    ("g2_causal_bf16_128_rows", dict(B=1, N1=2, N2=1, S1=2600, S2=300, D=64), "bfloat16", True, 0.125),
 ]
 
 
@@ -206,7 +207,8 @@ def gen(tmp_path_factory):
 def test_kernel_matches_the_float64_oracle(case, gen):
     """The emitted mixed kernel (emulated, zero faults, opgen's own CANN-rule comparison) within the float64
     oracle's bounds: odd S1, S2 not a multiple of the 16-key block, GQA G = 2, causal and not, fp16 and bf16, units
-    that do not divide the AI Cores, S1 blocks of several query rows with a tail block, causal rows past S2."""
+    that do not divide the AI Cores, S1 blocks of several query rows with a tail block, causal rows past S2, units
+    of 128 M rows (2 heads x 64 query rows) over 128-key chunks."""
     _id, dims, dtype, causal, scale = case
     attrs = {"sparse_mode": 2 if causal else 0, "input_layout": "BNSD", "scale_value": scale}
     full = {**dims, "MS1": dims["S1"], "MS2": dims["S2"]}

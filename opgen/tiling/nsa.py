@@ -81,6 +81,9 @@ CHUNK_KEYS_MAX = 256
 """Most keys of one chunk (the fp32 S tile of 64 rows x 256 keys is L0C_TILE)."""
 G_CAP_MAX = 64
 """Most query heads of one unit (M of every matmul, 4 fractal rows)."""
+DENSE_ROWS_MAX = 128
+"""Most M rows (heads x query rows) of a dense unit: 8 fractal rows; its S chunk then holds L0C_TILE / (128 * 4) =
+128 keys (`fwd_program`)."""
 POST_ELEMS = 2048
 """Elements per UB pass of the backward's final scale-and-cast pass (fp32 in, T out)."""
 WS_ALIGN = 512
@@ -132,8 +135,12 @@ def _common(p: TilingProgram, dense: bool = False):
     v["G"] = p.let("groupSize", N1 // N2, "G = N1 / N2 query heads per kv head", True)
     v["L"] = p.let("selKeys", CNT * BS, "L = CNT * BS selected keys per unit", True)
     v["aic"] = p.let("aicNum", emax(1, v["cores"] // 2), "AI Cores (1 AIC : 2 AIV on Atlas A2/A3)")
-    v["gCap"] = p.let("gCap", emax(16, emin(G_CAP_MAX, _align_down16(lit(L0C_ACC) // (D * 4)))),
-                      "most heads per unit: fp32 gTile x D accumulator in half of L0C")
+    if dense:
+        v["gCap"] = p.let("gCap", emax(16, emin(DENSE_ROWS_MAX, _align_down16(lit(L0C_ACC) // (D * 4)))),
+                          "most M rows per unit: fp32 gTile x D accumulator in half of L0C")
+    else:
+        v["gCap"] = p.let("gCap", emax(16, emin(G_CAP_MAX, _align_down16(lit(L0C_ACC) // (D * 4)))),
+                          "most heads per unit: fp32 gTile x D accumulator in half of L0C")
     if dense:
         _dense_units(p, v)
     else:
@@ -276,6 +283,9 @@ def fwd_program(name: str, c: NsaCounts):
     keys_fit = p.let("l1KeysFit", select(gTile * D * tB < CUBE["l1"],
                                          (lit(CUBE["l1"]) - gTile * D * tB) // (D * tB + gTile * tB), 0),
                      "keys of one chunk the L1 plan holds")
+    if c.dense:   # up to DENSE_ROWS_MAX rows: the S chunk (fp32 gTile x keys) must fit the L0C tile region too
+        keys_fit = p.let("l0cKeysFit", emin(keys_fit, lit(L0C_TILE) // (gTile * 4)),
+                         "keys of one chunk the L1 plan and the L0C tile region hold")
     _chunking(p, v, keys_fit)
     Lc = v["Lc"]
     k1 = _k_tile(p, "baseKs", D, Lc, "k tile of S = Q Kselᵀ (head dim)")
