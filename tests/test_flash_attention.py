@@ -275,3 +275,30 @@ def test_plain_multi_head_attention_kernel_matches_the_oracle(tmp_path):
     want = oracle(a["q"], a["k"], a["v"], 0.125, False)
     assert_close({"attention_out": r.arrays["o"], "softmax_max": want["softmax_max"],
                   "softmax_sum": want["softmax_sum"]}, want, "bfloat16", 64, 70)
+
+
+@pytest.mark.parametrize("what, edits, msg", [
+    ("pse", [('spec.input("v", T, [B, N, S2, D])', 'spec.input("v", T, [B, N, S2, D])\nspec.input("pse", T, [B, N, S1, S2])'),
+             ("def _(b, q, k, v, scale):", "def _(b, q, k, v, pse, scale):"),
+             ("s = b.matmul(q, k, transpose_b=True) * scale",
+              "s = (b.matmul(q, k, transpose_b=True) + pse.cast(f32)) * scale")], "position bias / pse"),
+    ("explicit mask", [('spec.input("v", T, [B, N, S2, D])', 'spec.input("v", T, [B, N, S2, D])\nspec.input("mask", boolean, [S1, S2])'),
+                       ("def _(b, q, k, v, scale):", "def _(b, q, k, v, mask, scale):"),
+                       ("bf16, f16, f32", "bf16, boolean, f16, f32"),
+                       ("s = b.matmul(q, k, transpose_b=True) * scale",
+                        "s = b.where(mask, -3.0e38, b.matmul(q, k, transpose_b=True) * scale)")], "explicit mask tensor"),
+])
+def test_unsupported_attention_constructs_are_refused_naming_them(what, edits, msg, tmp_path):
+    """A spec adding a tensor to the scores (pse) or masking them with a mask input gets one line naming the
+    construct (exit 2), not a traceback."""
+    src = MHA_SPEC
+    for old, new in edits:
+        assert old in src
+        src = src.replace(old, new)
+    p = tmp_path / "attn.py"
+    p.write_text(src)
+    from inproc import cli
+
+    r = cli("graph", str(p), "--stage", "kernel")
+    assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -241,7 +241,7 @@ class _Lowering:
 
     def err(self, n, why: str):
         """IRError naming node n."""
-        return IRError(f"NSA kernel {self.g.name}: %{n.result.name} = {n.op}(...): {why}")
+        return IRError(f"attention kernel {self.g.name}: %{n.result.name} = {n.op}(...): {why}")
 
     # ---------------------------------------------------------------- driver
     def run(self) -> NsaProgram:
@@ -499,7 +499,9 @@ class _Lowering:
 
     def op_select(self, n, r, ins, ks, key):
         if ks[0][0] != "keymask" or ks[1][0] != "scalar":
-            raise self.err(n, "select other than the causal mask with a constant fill")
+            raise self.err(n, "a mask other than the causal one (key position > query position, built from iotas) "
+                           "with a constant fill: an explicit mask tensor or a computed mask is not supported by the "
+                           "attention kernel yet")
         src = self.as_vec(ins[2])
         if src[0] != "row":
             raise self.err(n, "masking of a non-row value")
@@ -528,6 +530,10 @@ class _Lowering:
                 self.emit("muls", r, (ins[0],), arg=f"1.0f / ({s})", space=a[0])
             self.kind[r] = (a[0],)
             return
+        if "gm" in (a[0], b[0]) and "row" in (a[0], b[0]):
+            raise self.err(n, f"{n.op} of a tensor input and the scores (a position bias / pse, or a dropout mask): "
+                           f"the attention kernel takes a scale (a float attribute or constant) and the causal mask "
+                           f"only")
         raise self.err(n, f"{n.op} of {a[0]} and {b[0]} values")
 
     def stat_of(self, v, k) -> str:
