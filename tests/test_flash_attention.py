@@ -302,3 +302,26 @@ def test_unsupported_attention_constructs_are_refused_naming_them(what, edits, m
     r = cli("graph", str(p), "--stage", "kernel")
     assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_bsnd_inputs_permuted_to_bnsd_are_refused(tmp_path):
+    """Query / key / value stored [B, S, N, D] and permuted to BNSD in the body are refused naming the layout (the
+    kernel addresses its inputs as stored): a positional reading of the shapes would take S for the heads."""
+    src = MHA_SPEC
+    for old, new in (('spec.input("q", T, [B, N, S1, D])', 'spec.input("q", T, [B, S1, N, D])'),
+                     ('spec.input("k", T, [B, N, S2, D])', 'spec.input("k", T, [B, S2, N, D])'),
+                     ('spec.input("v", T, [B, N, S2, D])', 'spec.input("v", T, [B, S2, N, D])'),
+                     ('spec.output("o", T, [B, N, S1, D])', 'spec.output("o", T, [B, S1, N, D])'),
+                     ("    s = b.matmul(q, k, transpose_b=True) * scale",
+                      "    q, k, v = q.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)\n"
+                      "    s = b.matmul(q, k, transpose_b=True) * scale"),
+                     ('return {"o": b.matmul(p, v).cast(T, "rint")}',
+                      'return {"o": b.matmul(p, v).permute(0, 2, 1, 3).cast(T, "rint")}')):
+        assert old in src
+        src = src.replace(old, new)
+    p = tmp_path / "bsnd.py"
+    p.write_text(src)
+    from inproc import cli
+
+    r = cli("graph", str(p), "--stage", "kernel")
+    assert r.returncode == 2 and "BSND" in r.stderr and "Traceback" not in r.stderr, r.stderr

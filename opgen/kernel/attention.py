@@ -194,6 +194,11 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
     if ks_[:3] != vs_[:3] or qs[0] != ks_[0] or qs[3] != ks_[3]:
         raise Unsupported(s.result.name, s.loc, f"query {qs}, key {ks_} and value {vs_} do not share the batch, the "
                           f"kv heads / kv sequence and the head dim of a BNSD attention")
+    rs = [str(d) for d in s.result.type.shape]   # [..., S1, S2]: the sequences as the score matmul sees them
+    if rs[-2:] != [qs[2], ks_[2]]:
+        raise Unsupported(s.result.name, s.loc, f"the score matmul multiplies the query rows {rs[-2]} by the key rows "
+                          f"{rs[-1]}, which are not the inputs' dim 2 ({qs[2]}, {ks_[2]}): only the BNSD layout "
+                          f"([batch, heads, sequence, head dim]) is supported yet, not BSND / BSH (a permuted input)")
     roles = {"B": qs[0], "N1": qs[1], "S1": qs[2], "D": qs[3], "N2": ks_[1], "S2": ks_[2], "Dv": vs_[3]}
     texts = [str(Sym(roles[r])) for r in DENSE_ROLES
              if not (r == "Dv" and roles["Dv"] == roles["D"]) and not (r == "N2" and roles["N2"] == roles["N1"])]

@@ -414,6 +414,9 @@ class _Lowering:
 
     def op_permute(self, n, r, ins, ks, key):
         k = ks[0]
+        if k[0] == "gm" and self.p.keyset == "dense":   # the kernel addresses the inputs as stored (BNSD)
+            raise self.err(n, "a permuted input: the dense attention kernel reads query / key / value in the BNSD "
+                           "layout as stored (BSND / BSH are not supported yet)")
         if k[0] in ("gm", "idx", "gather"):
             self.kind[r] = k if k[0] != "gm" else ("gm", k[1], key)
         elif k[0] == "cube" and k[1].m == "keys":
