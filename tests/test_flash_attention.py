@@ -325,3 +325,38 @@ def test_bsnd_inputs_permuted_to_bnsd_are_refused(tmp_path):
 
     r = cli("graph", str(p), "--stage", "kernel")
     assert r.returncode == 2 and "BSND" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+FUTURE = "future = b.iota(S2).reshape([1, S2]) > b.iota(S1).reshape([S1, 1])"
+WHERE = "scores = b.where(future.reshape([1, 1, 1, S1, S2]), -FLT_MAX, scores)"
+
+
+@pytest.mark.parametrize("what, edits", [
+    ("lt swapped", [(FUTURE, "future = b.iota(S1).reshape([S1, 1]) < b.iota(S2).reshape([1, S2])")]),
+    ("keep mask", [(FUTURE, "keep = b.iota(S2).reshape([1, S2]) <= b.iota(S1).reshape([S1, 1])"),
+                   (WHERE, "scores = b.where(keep.reshape([1, 1, 1, S1, S2]), scores, -FLT_MAX)")]),
+])
+def test_causal_mask_written_other_ways_lowers_the_same(what, edits, tmp_path):
+    """`iota(S1) < iota(S2)` and `where(iota(S2) <= iota(S1), scores, fill)` are the same causal mask: the same
+    program as the spec's `iota(S2) > iota(S1)`."""
+    src = SPEC.read_text()
+    for old, new in edits:
+        assert old in src
+        src = src.replace(old, new)
+    p = tmp_path / "fas_variant.py"
+    p.write_text(src)
+    _lay, want = _kernel_text(SPEC)
+    _lay, got = _kernel_text(p)
+    assert got == want
+
+
+def test_a_shifted_position_is_not_taken_for_the_causal_mask(tmp_path):
+    """A sliding-window-like mask (`iota(S2) > iota(S1) + 4`) is not the causal mask: refused, not lowered as one."""
+    src = SPEC.read_text().replace(FUTURE, "future = b.iota(S2).reshape([1, S2]) > b.iota(S1).reshape([S1, 1]) + 4")
+    p = tmp_path / "fas_window.py"
+    p.write_text(src)
+    from inproc import cli
+
+    r = cli("graph", str(p), "--stage", "kernel", "--attr", "sparse_mode=2", "--attr", "input_layout=BNSD",
+            "--present", "atten_mask")
+    assert r.returncode == 2 and "a mask other than the causal one" in r.stderr, r.stderr

@@ -335,12 +335,12 @@ class _Lowering:
             self.kind[r] = ("scalar", _float_literal(n.attr("value")))
             return
         if dt == "bool":
-            if (op == "gt" and all(k[0] == "idx" for k in ks) and self.key(ins[0]) == self.f["keypos"]
-                    and self.key(ins[1]) == self.f["qpos"]):
-                self.kind[r] = ("keymask",)
+            mask = self.causal_compare(op, ins, ks)
+            if mask:
+                self.kind[r] = (mask,)
                 return
-            if op == "reshape" and ks[0][0] == "keymask" and key == self.f["mask"]:
-                self.kind[r] = ("keymask",)
+            if op == "reshape" and ks[0][0] in ("keymask", "keepmask") and key == self.f["mask"]:
+                self.kind[r] = ks[0]
                 return
             if all(k[0] == "idx" for k in ks):
                 self.kind[r] = ("idx",)
@@ -350,6 +350,28 @@ class _Lowering:
         if h is None:
             raise self.err(n, f"no NSA lowering for {op}")
         h(n, r, ins, ks, key)
+
+    def causal_compare(self, op, ins, ks) -> str:
+        """"keymask" when comparison `op` of `ins` is `key position > query position` (gt, or lt with the operands
+        swapped), "keepmask" when it is its negation `key position <= query position` (le, or ge swapped), else "".
+        Selected keys: the positions are index values of the unit's key and token shapes (§2.3); dense keys: they
+        must be iotas over the key and query sequences (through reshapes), so a shifted or scaled position (a
+        sliding window) is not taken for the causal mask."""
+        if op not in ("gt", "lt", "le", "ge") or not all(k[0] == "idx" for k in ks):
+            return ""
+        kp, qp = (ins[0], ins[1]) if op in ("gt", "le") else (ins[1], ins[0])
+        if self.key(kp) != self.f["keypos"] or self.key(qp) != self.f["qpos"]:
+            return ""
+        if self.p.keyset == "dense" and not (self._iota_of(kp, self.f["keypos"]) and self._iota_of(qp, self.f["qpos"])):
+            return ""
+        return "keymask" if op in ("gt", "lt") else "keepmask"
+
+    def _iota_of(self, v: str, letter: str) -> bool:
+        """v is (a reshape / cast of) an iota over the dim whose shape_key letter is `letter`."""
+        n = self.prod.get(v)
+        while n is not None and n.op in ("reshape", "cast"):
+            n = self.prod.get(n.inputs[0])
+        return n is not None and n.op == "iota" and self.key(n.result.name) == letter
 
     def op_cast(self, n, r, ins, ks, key):
         k = ks[0]
@@ -501,6 +523,8 @@ class _Lowering:
         self.kind[r] = ("cube", op)
 
     def op_select(self, n, r, ins, ks, key):
+        if ks[0][0] == "keepmask" and ks[2][0] == "scalar":   # where(key <= query, scores, fill)
+            ks, ins = [("keymask",), ks[2], ks[1]], [ins[0], ins[2], ins[1]]   # = where(key > query, fill, scores)
         if ks[0][0] != "keymask" or ks[1][0] != "scalar":
             raise self.err(n, "a mask other than the causal one (key position > query position, built from iotas) "
                            "with a constant fill: an explicit mask tensor or a computed mask is not supported by the "
