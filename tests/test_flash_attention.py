@@ -304,27 +304,70 @@ def test_unsupported_attention_constructs_are_refused_naming_them(what, edits, m
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
-def test_bsnd_inputs_permuted_to_bnsd_are_refused(tmp_path):
-    """Query / key / value stored [B, S, N, D] and permuted to BNSD in the body are refused naming the layout (the
-    kernel addresses its inputs as stored): a positional reading of the shapes would take S for the heads."""
+BSND_EDITS = (('spec.input("q", T, [B, N, S1, D])', 'spec.input("q", T, [B, S1, N, D])'),
+              ('spec.input("k", T, [B, N, S2, D])', 'spec.input("k", T, [B, S2, N, D])'),
+              ('spec.input("v", T, [B, N, S2, D])', 'spec.input("v", T, [B, S2, N, D])'),
+              ('spec.output("o", T, [B, N, S1, D])', 'spec.output("o", T, [B, S1, N, D])'),
+              ("    s = b.matmul(q, k, transpose_b=True) * scale",
+               "    q, k, v = q.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)\n"
+               "    s = b.matmul(q, k, transpose_b=True) * scale"),
+              ('return {"o": b.matmul(p, v).cast(T, "rint")}',
+               'return {"o": b.matmul(p, v).permute(0, 2, 1, 3).cast(T, "rint")}'))
+"""The MHA spec with query / key / value / output stored [B, S, N, D] (BSND), permuted to BNSD in the body."""
+
+
+def _edited(edits, tmp_path, name="attn.py"):
     src = MHA_SPEC
-    for old, new in (('spec.input("q", T, [B, N, S1, D])', 'spec.input("q", T, [B, S1, N, D])'),
-                     ('spec.input("k", T, [B, N, S2, D])', 'spec.input("k", T, [B, S2, N, D])'),
-                     ('spec.input("v", T, [B, N, S2, D])', 'spec.input("v", T, [B, S2, N, D])'),
-                     ('spec.output("o", T, [B, N, S1, D])', 'spec.output("o", T, [B, S1, N, D])'),
-                     ("    s = b.matmul(q, k, transpose_b=True) * scale",
-                      "    q, k, v = q.permute(0, 2, 1, 3), k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)\n"
-                      "    s = b.matmul(q, k, transpose_b=True) * scale"),
-                     ('return {"o": b.matmul(p, v).cast(T, "rint")}',
-                      'return {"o": b.matmul(p, v).permute(0, 2, 1, 3).cast(T, "rint")}')):
+    for old, new in edits:
         assert old in src
         src = src.replace(old, new)
-    p = tmp_path / "bsnd.py"
+    p = tmp_path / name
     p.write_text(src)
+    return p
+
+
+def test_bsnd_inputs_are_read_as_stored(tmp_path):
+    """BSND query / key / value permuted to BNSD in the body lower as a dense key set of form BSND: the roles are read
+    off the score matmul (S would be taken for the heads by a positional reading)."""
     from inproc import cli
 
-    r = cli("graph", str(p), "--stage", "kernel")
-    assert r.returncode == 2 and "BSND" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = cli("graph", str(_edited(BSND_EDITS, tmp_path)), "--stage", "kernel")
+    assert r.returncode == 0, r.stderr
+    assert "dense keys, BSND" in r.stdout and "N1=N" in r.stdout and "S1=S1" in r.stdout
+
+
+@pytest.mark.parametrize("what, edits, msg", [
+    ("a BNSD attention with a permuted output", [('spec.output("o", T, [B, N, S1, D])', 'spec.output("o", T, [B, S1, N, D])'),
+                                                 ('return {"o": b.matmul(p, v).cast(T, "rint")}',
+                                                  'return {"o": b.matmul(p, v).permute(0, 2, 1, 3).cast(T, "rint")}')],
+     "not stored BNSD like the inputs"),
+    ("a BSND attention with a BNSD output", BSND_EDITS[:3] + BSND_EDITS[4:5], "not stored BSND like the inputs"),
+])
+def test_mixed_layouts_are_refused(what, edits, msg, tmp_path):
+    """An output stored otherwise than the inputs is refused naming the layout (the kernel's Fixpipe addressing)."""
+    from inproc import cli
+
+    r = cli("graph", str(_edited(edits, tmp_path)), "--stage", "kernel")
+    assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_bsnd_kernel_matches_the_oracle(tmp_path):
+    """The BSND spec's emitted kernel (emulated) within the float64 oracle's bounds, the oracle fed the inputs
+    permuted to BNSD and its output permuted back."""
+    from opgen.codegen import write_ops
+
+    p = _edited(BSND_EDITS, tmp_path)
+    write_ops([str(p)], tmp_path / "gen")
+    r = run_check(str(p), dims={"B": 2, "N": 3, "S1": 33, "S2": 70, "D": 64}, dtypes={"T": "float16"},
+                  attrs={"scale": 0.125}, gen_dir=tmp_path / "gen", seed=11, progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    a = {k: np.asarray(r.inputs[k], np.float64).transpose(0, 2, 1, 3) for k in ("q", "k", "v")}
+    want = oracle(a["q"], a["k"], a["v"], 0.125, False)
+    got = np.asarray(r.arrays["o"], np.float64).transpose(0, 2, 1, 3)
+    assert_close({"attention_out": got, "softmax_max": want["softmax_max"], "softmax_sum": want["softmax_sum"]},
+                 want, "float16", 64, 70)
 
 
 FUTURE = "future = b.iota(S2).reshape([1, S2]) > b.iota(S1).reshape([S1, 1])"

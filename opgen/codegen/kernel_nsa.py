@@ -172,9 +172,12 @@ class _Printer:
             if c.dest != "out":
                 raise SpecError(f"{self.spec.name}: a dense-key attention output through a workspace is not supported")
             ct = _ctype(self.spec, c.target, self.data)
+            if self.p.form == "BSND":   # a head's query rows are N1 rows apart
+                dst, pitch = f"((x.b * S1_ + x.s) * N1_ + x.h0 + i) * {n}", f"N1_ * {n}"
+            else:
+                dst, pitch = f"((x.b * N1_ + x.h0 + i) * S1_ + x.s) * {n}", n
             return ["for (int64_t i = 0; i < x.nh; ++i) {",
-                    f"FixRows<{ct}>(gm_{c.target}[((x.b * N1_ + x.h0 + i) * S1_ + x.s) * {n}], acc_[i * x.qr * 16], "
-                    f"x.qr, {n}, x.mPad, {n});{at}", "}"]
+                    f"FixRows<{ct}>(gm_{c.target}[{dst}], acc_[i * x.qr * 16], x.qr, {n}, x.mPad, {pitch});{at}", "}"]
         if c.dest == "out":
             ct = _ctype(self.spec, c.target, self.data)
             return [f"FixRows<{ct}>(gm_{c.target}[(x.t * N1_ + x.h0) * {n}], acc_, x.rows, {n}, x.mPad, {n});{at}"]
@@ -451,6 +454,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
                 "l1": [(b.name, "A1" if b.role != "gather" else "B1",
                         _l1_elems(b, p)) for b in p.l1],
                 "cube1": cube1, "cube2": cube2, "causal": p.causal, "dense": p.keyset == "dense",
+                "bsnd": p.form == "BSND",
                 "scatter": scatter, "cube_scatter": pr.cube(2, set(), scatter=True) if scatter else [],
                 "det": scatter and "deterministic" in tiling.inputs,
                 "nrow": max(p.nregs.get("row", 0), 1), "nhead": p.nregs.get("head", 0),

@@ -57,6 +57,7 @@ class AttentionLayout:
     block_attr: str | None
     dtype: str = ""
     keyset: str = "selected"
+    form: str = "TND"    # how query / key / value / the output are stored: TND (selected), BNSD or BSND (dense)
 
     def dim(self, role: str) -> str:
         """The spec dim symbol of `role`."""
@@ -81,7 +82,8 @@ class AttentionLayout:
         """One line (`--dump-after select_family`)."""
         roles = ", ".join(f"{r}={s}" for r, s in self.dims)
         if self.keyset == "dense":
-            return f"layout attention: dense keys, query {self.query}, key {self.key}, value {self.value}; {roles}"
+            return (f"layout attention: dense keys, {self.form}, query {self.query}, key {self.key}, value {self.value}; "
+                    f"{roles}")
         return (f"layout attention: query {self.query}, key {self.key}, value {self.value}, topk {self.topk}; {roles}")
 
 
@@ -189,23 +191,28 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
                           f"takes its data in a dtype variable")
     qs, ks_, vs_ = ([str(d) for d in vals[x].type.shape] for x in (q, k, v))
     if len(qs) != 4 or len(ks_) != 4 or len(vs_) != 4:
-        raise Unsupported(s.result.name, s.loc, "dense attention reads query, key and value in the BNSD layout "
-                          "([batch, heads, sequence, head dim]); other layouts are not supported yet")
+        raise Unsupported(s.result.name, s.loc, "dense attention reads query, key and value in the BNSD or BSND "
+                          "layout ([batch, heads, sequence, head dim] or [batch, sequence, heads, head dim]); other "
+                          "layouts are not supported yet")
     if ks_[:3] != vs_[:3] or qs[0] != ks_[0] or qs[3] != ks_[3]:
         raise Unsupported(s.result.name, s.loc, f"query {qs}, key {ks_} and value {vs_} do not share the batch, the "
-                          f"kv heads / kv sequence and the head dim of a BNSD attention")
+                          f"kv heads / kv sequence and the head dim of a BNSD / BSND attention")
     rs = [str(d) for d in s.result.type.shape]   # [..., S1, S2]: the sequences as the score matmul sees them
-    if rs[-2:] != [qs[2], ks_[2]]:
+    if rs[-2:] == [qs[2], ks_[2]]:
+        form, seq = "BNSD", 2
+    elif rs[-2:] == [qs[1], ks_[1]]:
+        form, seq = "BSND", 1
+    else:
         raise Unsupported(s.result.name, s.loc, f"the score matmul multiplies the query rows {rs[-2]} by the key rows "
-                          f"{rs[-1]}, which are not the inputs' dim 2 ({qs[2]}, {ks_[2]}): only the BNSD layout "
-                          f"([batch, heads, sequence, head dim]) is supported yet, not BSND / BSH (a permuted input)")
-    roles = {"B": qs[0], "N1": qs[1], "S1": qs[2], "D": qs[3], "N2": ks_[1], "S2": ks_[2], "Dv": vs_[3]}
+                          f"{rs[-1]}, which are neither the inputs' dim 2 (BNSD) nor dim 1 (BSND)")
+    hd = 3 - seq
+    roles = {"B": qs[0], "N1": qs[hd], "S1": qs[seq], "D": qs[3], "N2": ks_[hd], "S2": ks_[seq], "Dv": vs_[3]}
     texts = [str(Sym(roles[r])) for r in DENSE_ROLES
              if not (r == "Dv" and roles["Dv"] == roles["D"]) and not (r == "N2" and roles["N2"] == roles["N1"])]
     if len(set(texts)) != len(texts) or not all(x.isidentifier() for x in roles.values()):
         raise Unsupported(s.result.name, s.loc, f"the attention roles need distinct plain dims, got "
                           f"{', '.join(f'{r}={d}' for r, d in roles.items())}")
-    return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", (), None, qdt.name, "dense")
+    return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", (), None, qdt.name, "dense", form)
 
 
 def nsa_counts(programs, pipelined) -> object:
@@ -262,7 +269,7 @@ class AttentionFamily(Family):
         from opgen.kernel import nsa
 
         try:
-            nsa.lower(g, lay.tokens, lay.dtype, lay.keyset)
+            nsa.lower(g, lay.tokens, lay.dtype, lay.keyset, lay.form)
         except IRError as e:
             raise Unsupported(getattr(e, "value", g.outputs[0][1]), "", str(e)) from None
         return lay
@@ -279,7 +286,7 @@ class AttentionFamily(Family):
         progs = {}
         for key, g in graphs.items():
             try:
-                progs[key] = nsa.lower(g, layout.tokens, layout.dtype, layout.keyset)
+                progs[key] = nsa.lower(g, layout.tokens, layout.dtype, layout.keyset, layout.form)
             except Unsupported:
                 raise
             except IRError as e:

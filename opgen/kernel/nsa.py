@@ -170,6 +170,7 @@ class NsaProgram:
     stats: list[str] = field(default_factory=list)
     scalars: dict = field(default_factory=dict)   # float attribute name -> IR param
     keyset: str = "selected"   # "dense": every key of the unit's batch and kv head; "selected": gathered blocks
+    form: str = "TND"          # how the head-row tensors are stored: TND (selected), BNSD or BSND (dense)
 
     def phase(self, k: int) -> list[CubeOp]:
         """The cube ops of phase k, in program order."""
@@ -199,13 +200,18 @@ KEY_FORMS = {
                  "keysrc": ("nTd", "nTv"), "keyrows": ("ntld", "ntlv"), "keypos": "tnl", "qpos": "t",
                  "mask": "tnl"},
     "dense": {"heads": ("ngtd", "ngtv"), "major": ("htd", "htv"), "stat": "ht", "stat8": "ht8", "statg": "ngt",
-              "keysrc": ("nTd", "nTv"), "keyrows": ("ngTd", "ngTv"), "keypos": "T", "qpos": "t", "mask": "tT"},
+              "keysrc": ("nTd", "nTv"), "keyrows": ("ngTd", "ngTv"), "keypos": "T", "qpos": "t", "mask": "tT",
+              "stored": ("htd", "htv", "nTd", "nTv")},
 }
 """The shape keys (shape_key letters) of each value class by key set: `heads` a unit's query-head rows (grouped
 by kv head), `major` a head-major tensor, `stat` / `stat8` / `statg` per-row stats (plain, 8 copies, grouped),
 `keysrc` a key / value tensor the keys are read from, `keyrows` its rows of the unit's key set (gathered: selected;
 broadcast over the G heads: dense), `keypos` / `qpos` the key and query positions the causal mask compares and
-`mask` the mask's shape. Selected: TND with the token dim first; dense: BNSD, the batch dim dropped (no letter)."""
+`mask` the mask's shape, `stored` the query / key / value / output shapes as the kernel addresses them. Selected:
+TND with the token dim first; dense: BNSD, the batch dim dropped (no letter); BSND inputs (`BSND_STORED`) are
+permuted to BNSD in the spec and the output permuted back."""
+BSND_STORED = {"thd": "htd", "thv": "htv", "Tnd": "nTd", "Tnv": "nTv"}
+"""BSND shape keys of the dense query / key / value / output -> their BNSD keys (the permute (0, 2, 1, 3))."""
 
 
 def _float_literal(v) -> str:
@@ -220,13 +226,17 @@ class _Lowering:
     handler `op_<op>` per tensor-IR op either classifies its result (views, index values, matmuls) or appends
     vector instructions; `output` decides each output's path, `finish` scopes, registers and L1 buffers."""
 
-    def __init__(self, g: Graph, tokens: dict, data: str, keyset: str = "selected"):
+    def __init__(self, g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str = "TND"):
         self.g, self.tokens, self.data = g, tokens, data
-        self.f = KEY_FORMS[keyset]
+        self.f = dict(KEY_FORMS[keyset])
+        self.bsnd = dict(BSND_STORED)
         if keyset == "dense" and "h" not in tokens.values():   # no GQA: query heads are kv heads, no group dim
-            self.f = {k: (tuple(x.replace("g", "").replace("h", "n") for x in v) if isinstance(v, tuple)
-                          else v.replace("g", "").replace("h", "n")) for k, v in self.f.items()}
-        self.p = NsaProgram(g.name, keyset=keyset)
+            def one(x):
+                return x.replace("g", "").replace("h", "n")
+
+            self.f = {k: (tuple(one(x) for x in v) if isinstance(v, tuple) else one(v)) for k, v in self.f.items()}
+            self.bsnd = {one(k): one(v) for k, v in self.bsnd.items()}
+        self.p = NsaProgram(g.name, keyset=keyset, form=form)
         self.kind: dict[str, tuple] = {}
         self.vals = g.values()
         self.uses = g.uses()
@@ -436,13 +446,16 @@ class _Lowering:
 
     def op_permute(self, n, r, ins, ks, key):
         k = ks[0]
-        if k[0] == "gm" and self.p.keyset == "dense":   # the kernel addresses the inputs as stored (BNSD)
-            raise self.err(n, "a permuted input: the dense attention kernel reads query / key / value in the BNSD "
-                           "layout as stored (BSND / BSH are not supported yet)")
+        if k[0] == "gm" and self.p.keyset == "dense":   # the kernel addresses the inputs as stored
+            if not (self.p.form == "BSND" and self.bsnd.get(k[2]) == key and list(n.attr("perm")) == [0, 2, 1, 3]):
+                raise self.err(n, f"a permuted input: the dense attention kernel reads query / key / value as stored "
+                               f"({self.p.form}), a BSND input only through the permute (0, 2, 1, 3) to BNSD")
+            self.kind[r] = ("gm", k[1], key)
+            return
         if k[0] in ("gm", "idx", "gather"):
             self.kind[r] = k if k[0] != "gm" else ("gm", k[1], key)
-        elif k[0] == "cube" and k[1].m == "keys":
-            self.kind[r] = ("cubeout", k[1], ())
+        elif k[0] == "cube" and (k[1].m == "keys" or (self.p.keyset == "dense" and k[1].n in ("D", "Dv"))):
+            self.kind[r] = ("cubeout", k[1], ())   # dense: a head-dim result permuted to its stored layout (output)
         elif k[0] == "cubeout":
             self.kind[r] = k
         else:
@@ -611,9 +624,17 @@ class _Lowering:
     # ---------------------------------------------------------------- outputs
     def output(self, out: str, v: str):
         """The path of output `out`: a per-row value stored as 8 copies, or a matmul result written by Fixpipe
-        (`out`), accumulated to a workspace (`acc`) or scatter-added (`scatter`) and finished by a post op."""
+        (`out`), accumulated to a workspace (`acc`) or scatter-added (`scatter`) and finished by a post op. A dense
+        matmul output must be stored as the inputs are (BNSD or BSND: the kernel's Fixpipe addressing)."""
         k = self.kind.get(v, ("?",))
         self.p.gm[out] = "out"
+        if self.p.keyset == "dense" and k[0] == "cubeout":
+            okey = self.key(v)
+            want = self.f["major"] if self.p.form == "BNSD" else tuple(a for a, b in self.bsnd.items()
+                                                                       if b in self.f["major"])
+            if okey not in want:
+                raise IRError(f"attention kernel {self.g.name}: output {out} is not stored {self.p.form} like the "
+                              f"inputs (a permuted output of a {self.p.form} attention is not supported)")
         if k[0] == "statout":
             chain = k[2]
             if ("x8",) not in chain:
@@ -722,13 +743,14 @@ class _Lowering:
             p.l1.append(L1Buffer(f"tileL1_{k}", "tile", "keys", (t,)))
 
 
-def lower(g: Graph, tokens: dict, data: str, keyset: str = "selected") -> NsaProgram:
+def lower(g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str = "TND") -> NsaProgram:
     """Lower the optimized graph of a selected-attention specialisation to its NsaProgram (module doc); `tokens`
     names each dim's role (opgen.kernel.attention.AttentionLayout.tokens), `data` is the dtype variable of the data
     (AttentionLayout.dtype: what rounded key rows and outputs are cast to). Raises IRError naming the value when a
     node has no lowering (the kernel does not support that spec shape). `keyset`: "selected" (keys gathered by an
-    index table, TND) or "dense" (every key of the unit's batch and kv head, BNSD; KEY_FORMS)."""
-    return _Lowering(g, tokens, data, keyset).run()
+    index table, TND) or "dense" (every key of the unit's batch and kv head; KEY_FORMS) with `form` BNSD or BSND
+    (how the inputs and the output are stored)."""
+    return _Lowering(g, tokens, data, keyset, form).run()
 
 
 def verify_program(p: NsaProgram) -> None:
@@ -780,7 +802,7 @@ def print_program(p: NsaProgram, locs: bool = False) -> str:
     (`  @ file.py:line`, `opgen graph --stage kernel`), the default text (what comparisons use) has none."""
     lines = [f"nsa_kernel {p.name} KERNEL_TYPE_MIX_AIC_1_2 {{",
              f"  item {'unit (whole key rows)' if p.full_rows else 'unit x key chunk'}"
-             f"{', causal' if p.causal else ''}{', dense keys' if p.keyset == 'dense' else ''}",
+             f"{', causal' if p.causal else ''}{', dense keys ' + p.form if p.keyset == 'dense' else ''}",
              "  gm " + ", ".join(f"{k}:{v}" for k, v in p.gm.items()),
              "  workspace tiles " + ", ".join(f"{k}:{v}" for k, v in p.tiles.items()),
              "  l1 " + ", ".join(f"{b.name}[{b.role} x {b.cols}]={'|'.join(b.operands)}" for b in p.l1)]
