@@ -242,6 +242,12 @@ GM += [
     {"op": str(EXAMPLES / "cross_entropy_loss_grad.py"), "case": "CrossEntropyLossGrad [1024, 32000] bf16",
      "dims": {"N": 1024, "C": 32000}, "quick_dims": {"N": 64, "C": 32000}, "dtypes": {"T": "bfloat16"},
      "time_interp": True},
+    # dense attention (a key set of every key): the S / P tiles go through the GM workspace (cube <-> vector), K / V
+    # are read once per S1 block of a unit
+    {"op": str(EXAMPLES / "flash_attention_score.py"), "case": "FlashAttentionScore B 1, N 4, S 1024, D 128 bf16, causal",
+     "dims": {"B": 1, "N1": 4, "N2": 4, "S1": 1024, "S2": 1024, "D": 128, "MS1": 1024, "MS2": 1024},
+     "quick_dims": {"B": 1, "N1": 4, "N2": 4, "S1": 128, "S2": 128, "D": 128, "MS1": 128, "MS2": 128},
+     "attrs": {"sparse_mode": 2, "input_layout": "BNSD", "scale_value": 0.088}, "dtypes": {"T": "bfloat16"}},
 ]
 
 NSA_GM = [  # (label, dims) at the reference's defaults D 192 / Dv 128, bs 64, cnt 16 (L = 1024), 2 batches

@@ -369,10 +369,12 @@ class _Printer:
             q = self.stat_que[i.arg]
             pre.append(f"LocalTensor<float> {q}T = {q}.template AllocTensor<float>();")
             body.append(self._vec(Op.DUPLICATE, dst=f"{q}T[i * 8]", scalar=f"st_{i.srcs[0]}", count="8"))
-            if p.keyset == "dense":   # BNSD: row r of the unit is (head h0 + r / qr, query row s + r % qr)
+            if p.keyset == "dense":   # row r of the unit is (head h0 + r / qr, query row s + r % qr): one copy per head
                 at_row = "((x.b * N1_ + x.h0 + (p0 + i) / x.qr) * S1_ + x.s + (p0 + i) % x.qr) * 8"
-                copy = ["for (int64_t i = 0; i < k; ++i) {",
-                        INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[{at_row}]", src=f"{q}T[i * 8]", count="8"), "}"]
+                copy = ["for (int64_t i = 0, n = 0; i < k; i += n) {",
+                        "n = Min64(k - i, x.qr - (p0 + i) % x.qr);",
+                        INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[{at_row}]", src=f"{q}T[i * 8]",
+                                                 count="static_cast<uint32_t>(n * 8)"), "}"]
             else:
                 copy = [INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[(x.t * N1_ + x.h0 + p0) * 8]", src=f"{q}T",
                                                  count="static_cast<uint32_t>(k * 8)")]
