@@ -770,11 +770,20 @@ def cmd_check(args) -> int:
     return 0 if res.passed else 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with a usage error on one line (`opgen interpret: error: argument --seed: invalid int
+    value: 'abc' (opgen interpret -h shows the usage)`, exit 2) instead of the whole usage block before it; its
+    subcommand parsers are of this class too."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} -h shows the usage)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of the `opgen` command."""
-    p = argparse.ArgumentParser(prog="opgen", description="Operator compiler for Ascend NPUs.")
+    """The argparse parser of the `opgen` command (usage errors: one line, exit 2)."""
+    p = _Parser(prog="opgen", description="Operator compiler for Ascend NPUs.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     sub.add_parser("list", help="list the bundled operators",
                    description="One line per bundled operator (OpDef name, aclnn API, inputs/attributes/outputs, "
                    "SoCs) and its dtype rows. The specs directory is $OPGEN_SPECS, else specs/ of the "
