@@ -50,7 +50,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from opgen.errors import OpgenError, SpecError, ValidationError
+from opgen.errors import ManyErrors, OpgenError, SpecError, ValidationError
 
 
 def _kv(items, flag):
@@ -969,10 +969,13 @@ def _run(args) -> int:
     except OpgenError as e:
         if args.debug:
             raise
-        if isinstance(e, SpecError) and e.located:
-            print(e.diagnostic(), file=sys.stderr)
-        else:
-            print(f"opgen: error: {e}", file=sys.stderr)
+        for one in (e.errors if isinstance(e, ManyErrors) else [e]):
+            if isinstance(one, SpecError) and one.located:
+                print(one.diagnostic(), file=sys.stderr)
+            else:
+                print(f"opgen: error: {one}", file=sys.stderr)
+        if isinstance(e, ManyErrors):
+            print(f"opgen: error: {len(e.errors)} of {e.total} ops failed; nothing was written", file=sys.stderr)
         return 2
     except MemoryError:
         if args.debug:
