@@ -50,7 +50,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from opgen.errors import OpgenError, SpecError, ValidationError
+from opgen.errors import ManyErrors, OpgenError, SpecError, ValidationError
 
 
 def _kv(items, flag):
@@ -770,11 +770,20 @@ def cmd_check(args) -> int:
     return 0 if res.passed else 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with a usage error on one line (`opgen interpret: error: argument --seed: invalid int
+    value: 'abc' (opgen interpret -h shows the usage)`, exit 2) instead of the whole usage block before it; its
+    subcommand parsers are of this class too."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} -h shows the usage)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of the `opgen` command."""
-    p = argparse.ArgumentParser(prog="opgen", description="Operator compiler for Ascend NPUs.")
+    """The argparse parser of the `opgen` command (usage errors: one line, exit 2)."""
+    p = _Parser(prog="opgen", description="Operator compiler for Ascend NPUs.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     sub.add_parser("list", help="list the bundled operators",
                    description="One line per bundled operator (OpDef name, aclnn API, inputs/attributes/outputs, "
                    "SoCs) and its dtype rows. The specs directory is $OPGEN_SPECS, else specs/ of the "
@@ -960,10 +969,13 @@ def _run(args) -> int:
     except OpgenError as e:
         if args.debug:
             raise
-        if isinstance(e, SpecError) and e.located:
-            print(e.diagnostic(), file=sys.stderr)
-        else:
-            print(f"opgen: error: {e}", file=sys.stderr)
+        for one in (e.errors if isinstance(e, ManyErrors) else [e]):
+            if isinstance(one, SpecError) and one.located:
+                print(one.diagnostic(), file=sys.stderr)
+            else:
+                print(f"opgen: error: {one}", file=sys.stderr)
+        if isinstance(e, ManyErrors):
+            print(f"opgen: error: {len(e.errors)} of {e.total} ops failed; nothing was written", file=sys.stderr)
         return 2
     except MemoryError:
         if args.debug:

@@ -30,6 +30,17 @@ class ValidationError(OpgenError):
         super().__init__(f"{param}: {rule}" if param else rule)
 
 
+class ManyErrors(OpgenError):
+    """Several ops of one command failed (`opgen generate A B C`, `opgen diff`): `errors` holds each op's own
+    OpgenError in the order of the ops, `total` the number of ops. The CLI prints each error as it prints a single
+    one, then one summary line; nothing is written."""
+
+    def __init__(self, errors: list, total: int):
+        self.errors, self.total = list(errors), total
+        super().__init__(f"{len(self.errors)} of {total} ops failed (nothing was written): "
+                         + " | ".join(str(e) for e in self.errors))
+
+
 def display_path(path: str) -> str:
     """`path` relative to the working directory when it lies below it, else unchanged."""
     try:

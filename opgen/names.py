@@ -3,7 +3,8 @@
 - `op_snake("AdaLayerNormGrad")` -> `ada_layer_norm_grad` (file stems and the package directory);
 - `api_snake("aclnnAdaLayerNormBackward")` -> `aclnn_ada_layer_norm_backward` (aclnn header/source stems);
 - `aclnn_param(...)`: the C++ parameter name of an aclnn argument in CANN's style (lowerCamelCase, optional
-  inputs end in `Optional`, outputs in `Out`); messages keep the OpDef spelling of the spec;
+  inputs end in `Optional`, outputs in `Out`); the aclnn layer's messages print these names, the graph-mode
+  files the OpDef spelling;
 - `c_string` / `c_format`: C string literals and printf format literals of arbitrary text;
 - `cpp_name(name)`: the C++ identifier of a spec name where it stands bare (`v_<name>_` for a keyword, macro, type
   or helper name: `cpp_hazard`); `kernel_entry(op)`: the kernel entry's symbol (off the C library's globals);

@@ -6,23 +6,36 @@ from __future__ import annotations
 
 import re
 
+from opgen.codegen.model import OpModel
 from opgen.ir.dtypes import parse_dtype
-from opgen.names import cpp_name
+
+# where the interpreter's rules name a second parameter (validate.py's texts): "(from x)", "(the shape of x)",
+# "output y is", "(the shape for mode="
+_NAMED = re.compile(r"(\(from |\(the shape of |output |\(the shape for )(\w+)")
+
+
+def public_names(spec) -> dict:
+    """{spec parameter name: the public C++ name the aclnn layer's messages give it} (OpModel.api_params)."""
+    return {a.param.name: a.cpp for a in OpModel(spec).api_params if a.param is not None}
 
 
 def as_opbase_prints(verdict: str, spec) -> str:
-    """The aclnn layer's message for the interpreter's `verdict`: the same text, except where the emitted check is
-    one of opbase's macros, which print CANN's own text (OP_CHECK_NULL: a null tensor or host array;
-    OP_CHECK_DTYPE_NOT_SUPPORT: a dtype outside its variable's column, the list in DType order)."""
+    """The aclnn layer's message for the interpreter's `verdict`: the same text with each parameter named as the
+    caller passed it (its public name), except where the emitted check is one of opbase's macros, which print
+    CANN's own text (OP_CHECK_NULL: a null tensor or host array; OP_CHECK_DTYPE_NOT_SUPPORT: a dtype outside its
+    variable's column, the list in DType order)."""
+    said = public_names(spec)
     name, _, rule = verdict.partition(": ")
     decl = next((i for i in spec.inputs if i.name == name), None)
+    pub = said.get(name, name)
     if rule == "required input is missing (null)":
         if getattr(decl, "host", False):
-            return f"Expected a value of type List[int] for argument {cpp_name(name)} but instead found type null."
-        return f"Expected a proper Tensor but got null for argument {cpp_name(name)}."
+            return f"Expected a value of type List[int] for argument {pub} but instead found type null."
+        return f"Expected a proper Tensor but got null for argument {pub}."
     m = re.fullmatch(r"dtype (\w+) is not supported for (\w+) \(allowed: .*\)", rule)
     if m and decl is not None:
         allowed = sorted({r[m.group(2)] for r in spec.dtype_rows}, key=lambda d: d.value)
-        return (f"Tensor {cpp_name(name)} not implemented for {parse_dtype(m.group(1)).cann}, should be in dtype "
+        return (f"Tensor {pub} not implemented for {parse_dtype(m.group(1)).cann}, should be in dtype "
                 f"support list [{''.join(a.cann + ',' for a in allowed)}].")
-    return verdict
+    rule = _NAMED.sub(lambda mm: mm.group(1) + said.get(mm.group(2), mm.group(2)), rule)
+    return f"{pub}: {rule}" if rule or verdict.endswith(": ") else verdict

@@ -25,11 +25,10 @@ import pytest
 from opgen.check.run import aclnn_verdicts
 from opgen.errors import ValidationError
 from opgen.interp import interpret
-from opgen.names import cpp_name
 from opgen.registry import load_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from opbase_texts import as_opbase_prints  # noqa: E402
+from opbase_texts import as_opbase_prints, public_names  # noqa: E402
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")]
@@ -77,9 +76,10 @@ def test_reference_bad_inputs_return_canns_codes():
             want = 161001 if re.search(r"required (input|attribute) is missing", rule) else 161002   # null
             assert code == want, f"{case.id}: aclnn returned {code} {msg!r}; the interpreter says {rule!r}"
             names = {ei.value.param} | {i.name for i in spec.inputs if getattr(i.dtype, "name", None) == ei.value.param}
-            names |= {cpp_name(n) for n in names}
+            said = public_names(spec)
+            names = {said.get(n, n) for n in names}   # the layer names each parameter as the caller passed it
             assert _named(msg) in names, f"{case.id}: {msg!r} vs {rule!r}"   # a dtype variable: its tensors
-            if _named(msg) in (ei.value.param, cpp_name(ei.value.param)):
+            if _named(msg) == said.get(ei.value.param, ei.value.param):
                 exact += msg == as_opbase_prints(rule, spec)
             judged += 1
     print(f"aclnn-level: {judged} rejected with CANN's code ({exact} with the interpreter's exact message), "

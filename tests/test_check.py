@@ -348,20 +348,21 @@ def _no_launch(monkeypatch):
 
 
 def test_bad_shape_is_rejected_by_aclnn_first(env, tmp_path, monkeypatch):
-    """x with the wrong S: the emitted aclnn layer answers 161002 with its message; exit 2, one stderr line,
-    no stdout, no --out file; in-process: AclnnRejected and no launch."""
+    """x with the wrong S: the emitted aclnn layer answers 161002 with its message, which names the parameters as
+    the public API does (x is `input`, dy `gradOut`); exit 2, one stderr line, no stdout, no --out file;
+    in-process: AclnnRejected and no launch."""
     inputs = _inputs()
     inputs["x"] = inputs["x"][:, :7]
     np.savez(tmp_path / "bad.npz", **inputs)
     r = cli(env, "--inputs", tmp_path / "bad.npz", "--out", tmp_path / "o.npz")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.splitlines() == [
-        "opgen: aclnnAdaLayerNormBackward: 161002 x: shape [2, 7, 24]: dim 1 is 7, expected S=8 (from dy)"]
+        "opgen: aclnnAdaLayerNormBackward: 161002 input: shape [2, 7, 24]: dim 1 is 7, expected S=8 (from gradOut)"]
     assert not (tmp_path / "o.npz").exists()
     _no_launch(monkeypatch)
     with pytest.raises(AclnnRejected) as e:
         run_check(OP, inputs, gen_dir=env.gen, build_root=env.build)
-    assert e.value.code == 161002 and e.value.message.startswith("x: shape [2, 7, 24]")
+    assert e.value.code == 161002 and e.value.message.startswith("input: shape [2, 7, 24]")
 
 
 def test_null_required_input_is_161001(env, tmp_path, monkeypatch):
@@ -372,7 +373,7 @@ def test_null_required_input_is_161001(env, tmp_path, monkeypatch):
     r = cli(env, "--inputs", tmp_path / "null.npz")
     assert r.returncode == 2
     assert r.stderr.strip() == ("opgen: aclnnAdaLayerNormBackward: 161001 Expected a proper Tensor but got null for "
-                                 "argument x.")
+                                 "argument input.")
     _no_launch(monkeypatch)
     with pytest.raises(AclnnRejected) as e:
         run_check(OP, inputs, gen_dir=env.gen, build_root=env.build)
@@ -393,7 +394,7 @@ def test_python_invalid_arrays_reach_the_aclnn_layer(env, monkeypatch):
     inputs["dy"] = inputs["dy"].astype(np.int32)
     with pytest.raises(AclnnRejected) as e:
         run_check(OP, inputs, gen_dir=env.gen, build_root=env.build)
-    assert (e.value.code, e.value.message) == (161002, "Tensor dy not implemented for DT_INT32, should be in "
+    assert (e.value.code, e.value.message) == (161002, "Tensor gradOut not implemented for DT_INT32, should be in "
                                                        "dtype support list [DT_BF16,DT_FLOAT16,DT_FLOAT,].")
     with pytest.raises(AclnnRejected) as e:
         run_check(OP, _inputs(), soc="ascend950", gen_dir=env.gen, build_root=env.build)

@@ -38,7 +38,7 @@ from opgen.codegen.aclnn import AclnnPlan
 
 from opgen.codegen.fmt import format_cpp, is_cpp
 from opgen.codegen.model import OpModel
-from opgen.names import cpp_name, op_snake
+from opgen.names import op_snake
 from opgen.codegen.writer import diff_package, write_package
 from opgen.dsl.examples import random_inputs
 from opgen.errors import OpgenError, ValidationError
@@ -366,24 +366,27 @@ def test_every_rule_has_its_check(packages):
         def has(prefix):
             return any(f.startswith(prefix) for f in inval)
 
-        public = {a.name: a for a in m.api_params}
+        public = {a.name: a for a in m.api_params}   # each message names the parameter as the caller passes it
+
+        def said(n):
+            return public[n].cpp if n in public else n
         for i in spec.inputs:
             if not i.optional:
-                assert f"OP_CHECK_NULL({cpp_name(i.name)}, return ACLNN_ERR_PARAM_NULLPTR);" in text, (spec.name, i.name)
+                assert f"OP_CHECK_NULL({public[i.name].cpp}, return ACLNN_ERR_PARAM_NULLPTR);" in text, (spec.name, i.name)
             if not i.host:
                 if isinstance(public[i.name].dtype, DTypeVar):   # the dtype CANN's API takes
-                    assert has(f"{i.name}: dtype %s conflicts with") or \
-                        f"OP_CHECK_DTYPE_NOT_SUPPORT({cpp_name(i.name)}, " in text, (spec.name, i.name)
+                    assert has(f"{public[i.name].cpp}: dtype %s conflicts with") or \
+                        f"OP_CHECK_DTYPE_NOT_SUPPORT({public[i.name].cpp}, " in text, (spec.name, i.name)
                 else:
-                    assert has(f"{i.name}: dtype %s must be {i.dtype.long_name}"), (spec.name, i.name)
-            assert has(f"{i.name}: shape %s"), (spec.name, i.name)
+                    assert has(f"{public[i.name].cpp}: dtype %s must be {i.dtype.long_name}"), (spec.name, i.name)
+            assert has(f"{public[i.name].cpp}: shape %s"), (spec.name, i.name)
             for s in i.shapes:  # every form has its rank check
                 assert f"for shape {shape_str(s)}\"" in text, (spec.name, i.name, shape_str(s))
         for o in spec.outputs:
             if not public[o.name].optional:
-                assert f"OP_CHECK_NULL({cpp_name(o.name)}, return ACLNN_ERR_PARAM_NULLPTR);" in text, (spec.name, o.name)
-            assert has(f"{o.name}: shape %s must be %s"), (spec.name, o.name)
-            assert has(f"{o.name}: dtype %s"), (spec.name, o.name)
+                assert f"OP_CHECK_NULL({public[o.name].cpp}, return ACLNN_ERR_PARAM_NULLPTR);" in text, (spec.name, o.name)
+            assert has(f"{public[o.name].cpp}: shape %s must be %s"), (spec.name, o.name)
+            assert has(f"{public[o.name].cpp}: dtype %s"), (spec.name, o.name)
         for d in spec.dims_.values():
             if d.min is not None:
                 assert f"%s: {d.name}=%ld must be >= {d.min}" in inval
@@ -395,19 +398,19 @@ def test_every_rule_has_its_check(packages):
             assert has(f"%s: leading dims {g}=%s: every dim must be >= 1") == (spec.empty_policy == "reject")
         if spec.empty_policy == "accept":   # an output left non-empty by an empty input (empty_call_rule)
             for o in spec.outputs:
-                assert has(f"%s: is empty, but output {o.name} is not (an empty call needs every output empty)"), (spec.name, o.name)
+                assert has(f"%s: is empty, but output {public[o.name].cpp} is not (an empty call needs every output empty)"), (spec.name, o.name)
         for c, param, rule, _ in spec.constraints:
-            assert has(f"{param}: {rule} ({c} ("), (spec.name, rule)
+            assert has(f"{said(param)}: {rule} ({c} ("), (spec.name, rule)
         for a in spec.attrs:
             if a.choices and a.type is not bool:
-                assert has(f"{a.name}: must be one of {', '.join(map(repr, a.choices))}"), (spec.name, a.name)
+                assert has(f"{said(a.name)}: must be one of {', '.join(map(repr, a.choices))}"), (spec.name, a.name)
             if a.dim is not None:
-                assert has(f"{a.name}: is %ld, must equal {a.dim.name}=%ld"), (spec.name, a.name)
+                assert has(f"{said(a.name)}: is %ld, must equal {a.dim.name}=%ld"), (spec.name, a.name)
             if a.type is str and a.default is None:
-                assert f"{a.name}: required attribute is missing" in null
+                assert f"{said(a.name)}: required attribute is missing" in null
         for r in spec.requirements:
             if r.kind == "static":
-                assert any(f.startswith(f"{r.param}: ") and "dtype" not in f and "shape" not in f for f in inval), \
+                assert any(f.startswith(f"{said(r.param)}: ") and "dtype" not in f and "shape" not in f for f in inval), \
                     (spec.name, r.param)
         if spec.dtype_rows:
             assert has(f"%s: dtype combination (%s) is not supported by {spec.name}; allowed: ")
@@ -418,9 +421,11 @@ def test_every_rule_has_its_check(packages):
 
 
 def test_host_and_device_value_checks(packages):
+    """The host-array value checks name the arrays as the public API does (actualSeqQLenOptional, the OpDef's
+    actualSeqQLen); the checks needing device data are listed in a comment, and the kernel traps on them."""
     text = packages["NsaSelectedAttentionGrad"]["op_host/op_api/aclnn_nsa_selected_attention_grad.cpp"]
-    assert "actualSeqQLen: cumulative ends must be strictly increasing and positive, got %s" in text
-    assert "actualSeqKVLlen: last cumulative end %ld must equal T2=%ld" in text
+    assert "actualSeqQLenOptional: cumulative ends must be strictly increasing and positive, got %s" in text
+    assert "actualSeqKvLenOptional: last cumulative end %ld must equal T2=%ld" in text
     # value checks that need device data are listed, not emitted
     assert re.search(r"Not checked here.*\n.*\n.*\n//   topkIndices: Every selected block lies inside its batch", text)
     assert "AscendC::Trap()" in text
@@ -613,11 +618,11 @@ def test_emitted_checks_agree_with_the_interpreter(packages, tmp_path):
             lines = [encode_call(m, cases[0][1], cases[0][2], x) for x in (bad, bad_dtype, null)]
             run = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True)
             r_shape, r_dtype, r_null = run.stdout.splitlines()
-            assert r_shape.startswith(f"161002\t{o.name}: shape ["), r_shape
-            assert r_dtype.startswith(f"161002\t{o.name}: dtype int32 "), r_dtype
-            optional = next(a for a in m.api_params if a.name == o.name).optional   # as CANN's API declares it
-            want_null = "0\t" if optional else \
-                f"161001\tExpected a proper Tensor but got null for argument {cpp_name(o.name)}."
+            pub = next(a for a in m.api_params if a.name == o.name)   # as CANN's API declares it
+            assert r_shape.startswith(f"161002\t{pub.cpp}: shape ["), r_shape
+            assert r_dtype.startswith(f"161002\t{pub.cpp}: dtype int32 "), r_dtype
+            want_null = "0\t" if pub.optional else \
+                f"161001\tExpected a proper Tensor but got null for argument {pub.cpp}."
             assert "\t".join(r_null.split("\t")[:2]) == want_null, r_null   # (then the kernel launches)
     assert checked > 300
 

@@ -213,3 +213,31 @@ def test_evolve_of_a_dataclass_with_a_slotted_base_goes_through_replace():
 
     x = _FromSlotted(1, 2)
     assert evolve(x, b=3) == dataclasses.replace(x, b=3) == _FromSlotted(1, 3)
+
+
+def test_every_failing_op_is_reported_and_nothing_written(empty_cache, tmp_path, capsys):
+    """Two broken specs among good ones: `opgen generate` renders every op and reports both errors, each as it
+    reports a single one (a located diagnostic), then one summary line; exit 2 and --out untouched. The
+    library raises ManyErrors holding each op's own error in order, the same with workers as without."""
+    from opgen.cli import main
+    from opgen.codegen.generation import generate_all
+    from opgen.errors import ManyErrors
+
+    bad1, bad2 = tmp_path / "geglu.py", tmp_path / "swiglu.py"
+    bad1.write_text((EX / "geglu.py").read_text().replace("return {", "return {'x': undefined_name_xyz, ", 1))
+    bad2.write_text((EX / "swiglu.py").read_text().replace('return {"y"', 'return {"w"', 1))
+    ops = [str(bad1), SPECS[0], str(bad2)]
+    got = []
+    for jobs in (2, 1):
+        with pytest.raises(ManyErrors) as e:
+            generate_all(ops, jobs=jobs)
+        got.append([str(x) for x in e.value.errors])
+        assert e.value.total == 3
+    assert got[0] == got[1] and len(got[0]) == 2
+    assert "undefined_name_xyz" in got[0][0] and "'w'" in got[0][1]
+    out = tmp_path / "out"
+    assert main(["generate", *ops, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad1}:" in err and f"{bad2}:" in err and "undefined_name_xyz" in err and "'w'" in err
+    assert err.rstrip().splitlines()[-1] == "opgen: error: 2 of 3 ops failed; nothing was written"
+    assert not out.exists()

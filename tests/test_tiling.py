@@ -490,3 +490,54 @@ int main()
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:3] == ["1 2", "0 0", "1 2"], out.stdout
     assert "K: self has 5 but mat2 has 7; they must be equal" in out.stderr, out.stderr
+
+
+def test_a_dim_one_input_carries_twice_must_agree_in_infer_shape(tmp_path):
+    """A square input (a [N, N] matrix times x [N]): graph mode's InferShape compares both extents of the matrix,
+    naming its axes, as the aclnn layer's shape unification does; an unknown extent (-1) is left to later; x, which
+    InferShape does not read, is the TilingFunc's to compare (review finding: only the first place of each input
+    was compared)."""
+    from opgen.codegen.infershape import emit_infershape
+
+    path = tmp_path / "square_mv.py"
+    path.write_text('''from opgen.dsl import A2, OpSpec, f32
+spec = OpSpec("SquareMv", aclnn="aclnnSquareMv", socs=(A2,))
+N = spec.dim("N")
+spec.input("a", f32, [N, N])
+spec.input("x", f32, [N])
+spec.output("y", f32, [N])
+spec.dtypes((), [()])
+
+
+@spec.body
+def _(b, a, x):
+    return {"y": (a * x).sum(-1)}
+''')
+    spec = load_spec(str(path))
+    (src,) = emit_infershape(spec).values()
+    (tmp_path / "infershape.cpp").write_text(src)
+    (tmp_path / "main.cpp").write_text('''#include <cstdio>
+#include "register/op_impl_registry.h"
+int main()
+{
+    const long long cases[][3] = {{4, 4, 4}, {4, 5, 4}, {4, 4, 5}, {4, -1, 4}};
+    for (const auto& c : cases) {
+        gert::Shape a({c[0], c[1]}), x({c[2]}), out;
+        gert::InferShapeContext ctx;
+        ctx.inputShapes = {&a, &x};
+        ctx.outputShapes = {&out};
+        const bool ok = gert::InferShapeRegistry().at("SquareMv")(&ctx) == ge::GRAPH_SUCCESS;
+        std::printf("%d\\n", ok ? 1 : 0);
+    }
+    return 0;
+}
+''')
+    exe = tmp_path / "infer"
+    r = subprocess.run(["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"),
+                        str(tmp_path / "infershape.cpp"), str(tmp_path / "main.cpp"), "-o", str(exe)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[:4] == ["1", "0", "1", "1"], out.stdout
+    assert "N: a dim 0 has 4 but a dim 1 has 5; they must be equal" in out.stderr, out.stderr

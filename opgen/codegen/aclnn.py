@@ -73,17 +73,18 @@ def _cumulative(plan, fn, name: str, total_dim: str) -> list[dict]:
     p = plan.m.param(name)
     arr = f"p.{p.cpp}"
     tot = plan.dim_field(total_dim)
+    said = plan._say(name)
     checks = [
         Check(name, "host_value", f"{arr}->Size() == 0",
-              c_printf(f"{name}: must be a non-empty 1-D array of cumulative sequence ends")),
+              c_printf(f"{said}: must be a non-empty 1-D array of cumulative sequence ends")),
         Check(name, "host_value", f"!IsIncreasingPositive({arr})",
-              c_printf(f"{name}: cumulative ends must be strictly increasing and positive, got ", "%s"),
+              c_printf(f"{said}: cumulative ends must be strictly increasing and positive, got ", "%s"),
               [f"ListText(ValuesOf({arr}, 8)).c_str()"]),
         Check(name, "host_value", f"d.{tot}.from != nullptr && LastValue({arr}) != d.{tot}.value",
-              c_printf(f"{name}: last cumulative end ", "%ld", f" must equal {total_dim}=", "%ld"),
+              c_printf(f"{said}: last cumulative end ", "%ld", f" must equal {total_dim}=", "%ld"),
               [f"LastValue({arr})", f"d.{tot}.value"]),
     ]
-    return [{"guard": f"{arr} != nullptr", "comment": f"{name}: cumulative sequence ends (host array)",
+    return [{"guard": f"{arr} != nullptr", "comment": f"{said}: cumulative sequence ends (host array)",
              "checks": checks}]
 
 
@@ -132,6 +133,9 @@ class AclnnPlan:
         self.dims = [{"field": self.dim_field(n), "name": n} for n in spec.dims_]
         self.groups = [{"field": self.dim_field(n), "name": n} for n in spec.variadics]
         self.vars = [v.name for v in spec.dtype_table]
+        # the name each message gives a parameter: what the caller passed, the public C++ name (an OpDef
+        # parameter the API leaves out, api.fixed, keeps the spec's name)
+        self.said = {a.param.name: a.cpp for a in m.api_params if a.param is not None}
         self.params = self._params()
         self.null_checks = self._null_checks()
         self.null_params = self._null_params()
@@ -165,6 +169,11 @@ class AclnnPlan:
 
     def _bound(self, e) -> list[str]:
         return [f"d.{self.dim_field(s)}.from != nullptr" for s in sorted(as_dim(e).symbols())]
+
+    def _say(self, name: str) -> str:
+        """The name the aclnn layer's messages give spec parameter `name`: its public C++ name, the argument the
+        caller passed (a parameter the API leaves out keeps the spec's name)."""
+        return self.said.get(name, name)
 
     # -- parameters --------------------------------------------------------------------------------
     def _params(self) -> list[dict]:
@@ -218,7 +227,7 @@ class AclnnPlan:
         for a in self.m.api_params:
             if a.kind == "attr" and a.param.decl.type is str and a.param.decl.default is None:
                 out.append(Check(a.name, "null", f"p.{a.cpp} == nullptr",
-                                 c_printf(f"{a.name}: required attribute is missing"), code=NULLPTR))
+                                 c_printf(f"{a.cpp}: required attribute is missing"), code=NULLPTR))
         return out
 
     def _null_params(self) -> list[dict]:
@@ -236,7 +245,7 @@ class AclnnPlan:
                 continue
             else:
                 ctype = "const aclIntArray*" if host else "const aclTensor*"
-            out.append({"name": cpp_name(a.name), "type": ctype, "arg": a.cpp, "param": a.name})
+            out.append({"name": a.cpp, "type": ctype, "arg": a.cpp, "param": a.name})
         return out
 
     # -- attributes ----------------------------------------------------------------------------------
@@ -248,22 +257,23 @@ class AclnnPlan:
                 continue
             allowed = ", ".join(map(repr, a.choices))
             v = f"p.{p.cpp}"
+            said = self._say(a.name)
             if a.type is str:
                 cond = " && ".join(f"std::strcmp({v}, {c_string(c)}) != 0" for c in a.choices)
-                fmt = c_printf(f"{a.name}: must be one of {allowed}, got '", "%s", "'")
+                fmt = c_printf(f"{said}: must be one of {allowed}, got '", "%s", "'")
                 args = [v]
             elif a.type is bool:
                 cond = " && ".join(f"{v} != {cpp_literal(c, bool)}" for c in a.choices)
-                fmt = c_printf(f"{a.name}: must be one of {allowed}, got ", "%d")
+                fmt = c_printf(f"{said}: must be one of {allowed}, got ", "%d")
                 args = [f"static_cast<int>({v})"]
             elif a.type is int:
                 cond = " && ".join(f"{v} != {c}" for c in a.choices)
-                fmt = c_printf(f"{a.name}: must be one of {allowed}, got ", "%ld")
+                fmt = c_printf(f"{said}: must be one of {allowed}, got ", "%ld")
                 args = [v]
             else:   # a scalar operand holds the value as fp32 (ToFloat): compare with the choices in fp32
                 fp32 = any(x.scalar for x in self.m.api_params if x.param is p)
                 cond = " && ".join(f"{v} != {cpp_literal(c, float)}{'f' if fp32 else ''}" for c in a.choices)
-                fmt = c_printf(f"{a.name}: must be one of {allowed}, got ", "%g")
+                fmt = c_printf(f"{said}: must be one of {allowed}, got ", "%g")
                 args = [f"static_cast<double>({v})" if fp32 else v]
             out.append(Check(a.name, "attr_choice", cond, fmt, args))
         return out
@@ -279,7 +289,7 @@ class AclnnPlan:
             for rule, cubes in groups:
                 cond = cpp_condition(variables, cubes, lambda n: f"p.{self.m.param(n).cpp}",
                                      lambda n: f"p.{self.m.param(n).cpp}", types.get)
-                out.append(Check(r.param, "mode", cond, c_printf(f"{r.param}: {rule}"),
+                out.append(Check(r.param, "mode", cond, c_printf(f"{self._say(r.param)}: {rule}"),
                                  comment=f"mode rule of {_file_of(r.loc)}"))
         return out
 
@@ -298,8 +308,8 @@ class AclnnPlan:
                 allowed = self.m.allowed(v)
                 steps.append({
                     "param": p.name, "tensor": t, "optional": p.optional, "var": v, "fixed": None, "state": state[v],
-                    "index": len(steps), "local": cpp_name(p.name), "support": f"kDtypeSupport{self.vars.index(v)}",
-                    "conflict": c_printf(f"{p.name}: dtype ", "%s", f" conflicts with {v}=", "%s", " (from ", "%s",
+                    "index": len(steps), "local": p.cpp, "support": f"kDtypeSupport{self.vars.index(v)}",
+                    "said": p.cpp, "conflict": c_printf(f"{p.cpp}: dtype ", "%s", f" conflicts with {v}=", "%s", " (from ", "%s",
                                          ")"),
                     "kind": kind,
                 })
@@ -310,7 +320,7 @@ class AclnnPlan:
             else:
                 steps.append({"param": p.name, "tensor": t, "optional": p.optional, "var": None,
                               "fixed": f"op::DataType::{dt.cann}", "kind": kind,
-                              "mismatch": c_printf(f"{p.name}: dtype ", "%s", f" must be {dt.long_name}")})
+                              "mismatch": c_printf(f"{p.cpp}: dtype ", "%s", f" must be {dt.long_name}")})
         return steps
 
     def dtype_table(self) -> dict:
@@ -354,12 +364,12 @@ class AclnnPlan:
             if isinstance(d, Variadic):
                 f = self.dim_field(d.name)
                 steps.append({"kind": "call", "expr": f"BindGroup(d.{f}, {c_string(d.name)}, shape, {vpos}, n{f}, "
-                                                      f"{c_string(p.name)}, err)"})
+                                                      f"{c_string(p.cpp)}, err)"})
                 continue
             d = as_dim(d)
             if isinstance(d, Sym):
                 steps.append({"kind": "call", "expr": f"BindDim(d.{self.dim_field(d.name)}, {c_string(d.name)}, "
-                                                      f"shape, {axis(j)}, {c_string(p.name)}, err)"})
+                                                      f"shape, {axis(j)}, {c_string(p.cpp)}, err)"})
             elif isinstance(d, Lit):
                 steps.append({"kind": "call", "expr": f"ExpectDim(shape, {axis(j)}, {d.value}, {c_string(pat)}, err)"})
             else:
@@ -370,7 +380,7 @@ class AclnnPlan:
             if aff is not None:   # binds the dim from scale * dim + offset, or checks it (validate._unify)
                 sym, scale, off = aff
                 steps.append({"kind": "call", "expr": f"BindAffine(d.{self.dim_field(sym)}, {c_string(sym)}, shape, "
-                                                      f"{ax}, {scale}, {off}, {c_string(str(d))}, {c_string(p.name)}, "
+                                                      f"{ax}, {scale}, {off}, {c_string(str(d))}, {c_string(p.cpp)}, "
                                                       f"err)"})
                 continue
             cond = " && ".join(self._bound(d) + [f"shape[{ax}] != {self._expr(d)}"])
@@ -418,18 +428,18 @@ class AclnnPlan:
                 value = (f'(p.{attr.cpp} ? "true" : "false")' if attr.decl.type is bool else
                          f"std::to_string(p.{attr.cpp}).c_str()")
                 fail = Check(p.name, "shape", "form < 0",
-                             c_printf(f"{p.name}: shape ", "%s", f" (the shape for {by}=", "%s", "): ", "%s"),
+                             c_printf(f"{p.cpp}: shape ", "%s", f" (the shape for {self._say(by)}=", "%s", "): ", "%s"),
                              ["ListText(shape).c_str()", value, "err.c_str()"])
                 unify.append({"param": p.name, "tensor": f"p.{p.cpp}", "optional": p.optional, "forms": names,
                               "pattern": pats, "fail": fail, "pick": self._form_sel(by)})
                 continue
             if len(names) == 1:
                 fail = Check(p.name, "shape", "form < 0",
-                             c_printf(f"{p.name}: shape ", "%s", ": ", "%s"),
+                             c_printf(f"{p.cpp}: shape ", "%s", ": ", "%s"),
                              ["ListText(shape).c_str()", "err.c_str()"])
             else:
                 fail = Check(p.name, "shape", "form < 0",
-                             c_printf(f"{p.name}: shape ", "%s", f" matches none of {pats} (", "%s", ")"),
+                             c_printf(f"{p.cpp}: shape ", "%s", f" matches none of {pats} (", "%s", ")"),
                              ["ListText(shape).c_str()", "err.c_str()"])
             unify.append({"param": p.name, "tensor": f"p.{p.cpp}", "optional": p.optional, "forms": names,
                           "pattern": pats, "fail": fail})
@@ -442,9 +452,9 @@ class AclnnPlan:
             if a.dim is None:
                 continue
             f = self.dim_field(a.dim.name)
-            out.append({"attr": a.name, "value": f"p.{p.cpp}", "field": f, "check": Check(
+            out.append({"attr": p.cpp, "value": f"p.{p.cpp}", "field": f, "check": Check(
                 a.name, "attr_dim", f"p.{p.cpp} != d.{f}.value",
-                c_printf(f"{a.name}: is ", "%ld", f", must equal {a.dim.name}=", "%ld", " (from ", "%s", ")"),
+                c_printf(f"{self._say(a.name)}: is ", "%ld", f", must equal {a.dim.name}=", "%ld", " (from ", "%s", ")"),
                 [f"p.{p.cpp}", f"d.{f}.value", f"d.{f}.from"])})
         return out
 
@@ -501,7 +511,7 @@ class AclnnPlan:
             (tensors if a.kind == "input" else outputs).append({"name": decl.name, "cpp": a.cpp, "cond": cond})
         full = [{"cpp": o["cpp"], "check": Check(
             o["name"], "empty_call", f"p.{o['cpp']} != nullptr && !p.{o['cpp']}->IsEmpty()",
-            c_printf("", "%s", f": is empty, but output {o['name']} is not (an empty call needs every output empty)"),
+            c_printf("", "%s", f": is empty, but output {o['cpp']} is not (an empty call needs every output empty)"),
             ["empty"])}
             for o in outputs]
         return tensors, full
@@ -536,7 +546,7 @@ class AclnnPlan:
                 cond = " && ".join(picked + guards + [f"ShapeOf(p.{p.cpp}) != {expr}"])
                 out.append({"tensor": f"p.{p.cpp}", "optional": p.optional, "check": Check(
                     p.name, "shape_expr", cond,
-                    c_printf(f"{p.name}: shape ", "%s", " must be ", "%s", f" ({shape_str(shape)})"),
+                    c_printf(f"{p.cpp}: shape ", "%s", " must be ", "%s", f" ({shape_str(shape)})"),
                     [f"ListText(ShapeOf(p.{p.cpp})).c_str()", f"ListText({expr}).c_str()"])})
         return out
 
@@ -548,7 +558,7 @@ class AclnnPlan:
             lhs, rhs = self._expr(c.lhs), self._expr(c.rhs)
             cond = " && ".join(guards + [f"!({lhs} {ops[c.op]} {rhs})"])
             out.append(Check(param, "constraint", cond,
-                             c_printf(f"{param}: {rule} ({c} (", "%ld", f" {c.op} ", "%ld", "))"),
+                             c_printf(f"{self._say(param)}: {rule} ({c} (", "%ld", f" {c.op} ", "%ld", "))"),
                              [f"static_cast<long>({lhs})", f"static_cast<long>({rhs})"],
                              comment=f"relation of {_file_of(loc)}"))
         return out
@@ -603,7 +613,7 @@ class AclnnPlan:
                     cond = f"p.{src.cpp} != nullptr && {cond}"
                 out.append({"tensor": t, "check": Check(
                     p.name, "out_shape", cond,
-                    c_printf(f"{p.name}: shape ", "%s", " must be ", "%s", f" (the shape of {src.name})"),
+                    c_printf(f"{p.cpp}: shape ", "%s", " must be ", "%s", f" (the shape of {src.cpp})"),
                     [f"ListText(ShapeOf({t})).c_str()", f"ListText(ShapeOf(p.{src.cpp})).c_str()"])})
                 continue
             for k, shape in enumerate(o.all_shapes()):
@@ -611,11 +621,11 @@ class AclnnPlan:
                 produced = [f"d.{self.dim_field(d.name)}.from != {ABSENT}" for d in shape
                             if isinstance(d, Sym) and d.name in absent_dims]
                 picked = [f"{self._form_sel(o.form_by)} == {k}"] if o.form_by is not None else []
-                when = f" when {o.form_by}={choice_text(o.choices[k])}" if o.form_by is not None else ""
+                when = f" when {self._say(o.form_by)}={choice_text(o.choices[k])}" if o.form_by is not None else ""
                 cond = " && ".join(picked + guards + produced + [f"ShapeOf({t}) != {expr}"])
                 out.append({"tensor": t, "check": Check(
                     p.name, "out_shape", cond,
-                    c_printf(f"{p.name}: shape ", "%s", " must be ", "%s", f" ({shape_str(shape)}{when})"),
+                    c_printf(f"{p.cpp}: shape ", "%s", " must be ", "%s", f" ({shape_str(shape)}{when})"),
                     [f"ListText(ShapeOf({t})).c_str()", f"ListText({expr}).c_str()"])})
         return out
 

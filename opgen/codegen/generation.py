@@ -21,7 +21,7 @@ from opgen.codegen.opdef import emit_def
 from opgen.codegen.proto import emit_proto
 from opgen.codegen.ut import emit_ut
 from opgen.codegen.writer import diff_package, signals_deferred, write_package
-from opgen.errors import OpgenError
+from opgen.errors import ManyErrors, OpgenError
 from opgen.escape import cpp_comment, md_comment, py_comment
 from opgen.codegen.tilingfiles import emit_tiling_files
 
@@ -281,8 +281,10 @@ def generate_all(specs, progress=None, jobs=1) -> list[tuple[str, dict[str, str]
     process; forked, so they share the loaded specs and opgen's imports): rendering is independent per op and deterministic, so the files are the same as one
     process renders them. Each op's clang-format process starts as soon as its rendering is back, beside the
     rendering of the ops after it; then the results are collected in order. An op a worker could not render is
-    rendered again here, so its error is the one a single process gives. On an error the workers and the
-    running formatters are stopped and nothing is returned. progress: an opgen.progress.Progress told each
+    rendered again here, so its error is the one a single process gives. An op's OpgenError does not stop the
+    others: when every op is done, one failure is raised as it is and several as opgen.errors.ManyErrors (each
+    op's error, in order), and nothing is returned; any other exception stops the workers and the running
+    formatters at once. progress: an opgen.progress.Progress told each
     step. Raises as generate_cached, and OpgenError for a bad `jobs`."""
     from opgen.codegen import cache
 
@@ -299,6 +301,7 @@ def generate_all(specs, progress=None, jobs=1) -> list[tuple[str, dict[str, str]
     todo = [k for k in range(len(specs)) if k not in hits]
     workers = None
     started = []
+    errors = []   # (position, OpgenError) of the ops that failed
     try:
         if jobs > 1 and len(todo) > 1 and _Renderers.usable():
             workers = _Renderers(specs, todo, min(jobs, len(todo)))
@@ -311,12 +314,26 @@ def generate_all(specs, progress=None, jobs=1) -> list[tuple[str, dict[str, str]
                 started.append(lambda hit=hit: hit)
                 continue
             got = workers.get(k) if workers is not None else None
-            started.append(_start_format(spec, *got) if got is not None else start_generation(spec))
+            try:
+                started.append(_start_format(spec, *got) if got is not None else start_generation(spec))
+            except OpgenError as e:   # this op's error; the others still render, so every failure is reported
+                errors.append((k, e))
+                started.append(None)
         out = []
         for k, finish in enumerate(started):
+            if finish is None:
+                continue
             if progress is not None:
                 progress.step(f"formatting {k + 1}/{len(started)}")
-            out.append(finish())
+            try:
+                out.append(finish())
+            except OpgenError as e:
+                errors.append((k, e))
+        if errors:
+            errors.sort(key=lambda ke: ke[0])
+            if len(errors) == 1:
+                raise errors[0][1]
+            raise ManyErrors([e for _k, e in errors], len(specs))
         return out
     except BaseException:
         for finish in started:

@@ -98,8 +98,8 @@ def _group_source(m: OpModel, name: str, pick):
 
 
 def same_dim_places(spec, access, present, keep=lambda index: True) -> list[dict]:
-    """Template data of the SameDim checks (templates/op_host/_same_dim.j2): per dim two or more kept inputs carry
-    (opgen.dsl.dimsource.shared_dims), {"dim", "places": [{"input", "extent"}]}, each extent the C++ reading the
+    """Template data of the SameDim checks (templates/op_host/_same_dim.j2): per dim carried at two or more places
+    of the kept inputs (opgen.dsl.dimsource.shared_dims; twice in one input: its places named with the axis), {"dim", "places": [{"input", "extent"}]}, each extent the C++ reading the
     dim from input number i's shape through `access(i)` ("xShape->" / "xShape.", then GetDim), an optional input's
     guarded by `present(i)` and -1 when absent (SameDim skips a negative extent). InferShape and the TilingFunc
     print their shapes differently; the places are the same."""
@@ -109,11 +109,14 @@ def same_dim_places(spec, access, present, keep=lambda index: True) -> list[dict
         if len(places) < 2:
             continue
         items = []
+        twice = {loc.index for loc in places if sum(p.index == loc.index for p in places) > 1}
         for loc in places:
             a, i = access(loc.index), spec.inputs[loc.index]
             e = loc.read(lambda where, k: f"{a}GetDim({k})" if where == "front" else
                          f"{a}GetDim({a}GetDimNum() - {k})")
-            items.append({"input": i.name, "extent": f"{present(loc.index)} ? {e} : -1" if i.optional else e})
+            # an input carrying the dim twice ([N, N]) is told apart by the axis: "x dim 0", "x dim -1"
+            label = i.name if loc.index not in twice else f"{i.name} dim {loc.k if loc.where == 'front' else -loc.k}"
+            items.append({"input": label, "extent": f"{present(loc.index)} ? {e} : -1" if i.optional else e})
         out.append({"dim": name, "places": items})
     return out
 

@@ -167,17 +167,35 @@ def attr_dim_min(spec, attr) -> int:
 
 
 def shared_dims(spec) -> list[tuple[str, list[DimLocation]]]:
-    """[(dim name, its places)] for every dim two or more inputs carry plainly (the dim itself, at one place in
-    each of the input's shape forms), one place per input in sym_locations' order: the shapes must agree there.
+    """[(dim name, its places)] for every dim carried plainly (the dim itself, at one place in each of the input's
+    shape forms) at two places or more — by two inputs, or twice by one single-form input ([N, N]) — each input's
+    places in sym_locations' order: the shapes must agree there.
     The aclnn layer checks this for every place; graph mode reaches InferShape and the TilingFunc without it, so
     they compare these (docs/design.md "Emission"). Places an attribute picks or that carry an affine entry
     (2 * H) are left to the aclnn layer."""
     out = []
     for name in spec.dims_:
-        places = {}
+        places = []
         for loc in sym_locations(spec, name):
             if isinstance(loc, DimLocation) and (loc.scale, loc.offset) == (1, 0):
-                places.setdefault(loc.index, loc)
+                places.append(loc)
+                places += _more_places(spec, loc.index, name, loc)
         if len(places) >= 2:
-            out.append((name, list(places.values())))
+            out.append((name, places))
+    return out
+
+
+def _more_places(spec, i: int, name: str, first: DimLocation) -> list[DimLocation]:
+    """The places after `first` where single-form input number `i` carries dim `name` itself again (a square
+    [N, N] input: both extents must agree)."""
+    if len(spec.inputs[i].shapes) != 1:
+        return []
+    shape = spec.inputs[i].shapes[0]
+    v = _variadic_pos(shape)
+    out = []
+    for pos, d in enumerate(shape):
+        if isinstance(d, Sym) and d.name == name:
+            loc = DimLocation(i, *(("front", pos) if v is None or pos < v else ("back", len(shape) - pos)))
+            if (loc.where, loc.k) != (first.where, first.k):
+                out.append(loc)
     return out

@@ -146,8 +146,9 @@ def _resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
         container = d == DType.f32 and source.get(var) == var   # float32 data for an explicit --dtype binding
         if var in assign:
             if d != assign[var] and not container:
+                origin = "given explicitly" if source[var] == var else f"from {source[var]}"   # --dtype / dtypes=
                 raise ValidationError(i.name, f"dtype {d.long_name} conflicts with {var}={assign[var].long_name} "
-                                              f"(from {source[var]})")
+                                              f"({origin})")
         elif d in allowed:
             assign[var], source[var] = d, i.name
             _check_rows(spec, assign, source)

@@ -148,7 +148,9 @@ def families() -> list[Family]:
 def choose(spec, g, plan) -> tuple[Family, object]:
     """The first family that claims the launch plan `plan` of fused graph `g` (one specialisation of `spec`) and
     whose match returns a layout, and the layout. Raises NoKernel with the rule of every family that claims the
-    plan, in order, on one line (of the last family tried when none does)."""
+    plan on one line, the family that got furthest first: the one refused at the latest IR value of the graph
+    (its reason is about the construct that stops the spec, where the others stop at what they never take),
+    ties in the order of the list."""
     fams = families()
     failures = []
     for fam in fams:
@@ -164,6 +166,7 @@ def choose(spec, g, plan) -> tuple[Family, object]:
         if lay is not None:
             return fam, lay
     claim = [(f, e) for f, e in failures if f.claims(plan)] or failures
+    claim.sort(key=lambda fe: -_progress(g, fe[1].value))   # stable: ties keep the order of the list
     if not claim:
         raise NoKernel(spec.name, g.outputs[0][1] if g.outputs else "?", "", "no family applies", "none")
     fam, e = claim[0]
@@ -173,6 +176,15 @@ def choose(spec, g, plan) -> tuple[Family, object]:
         why += f" [{fam.name} family]; %{e2.value}{where}: {e2.why}"
         fam = f2
     raise NoKernel(spec.name, e.value, _rel(e.loc), why, fam.name)
+
+
+def _progress(g, value: str) -> int:
+    """How far a family got in graph `g` before refusing at IR value `value`: the position of the node defining
+    it (a parameter, or a value not in the graph: -1)."""
+    for k, n in enumerate(g.nodes):
+        if n.result.name == value:
+            return k
+    return -1
 
 
 def _rel(loc: str) -> str:

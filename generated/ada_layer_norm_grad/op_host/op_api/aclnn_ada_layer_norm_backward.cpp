@@ -3,7 +3,8 @@
 //
 // aclnn two-phase API of AdaLayerNormGrad (section "aclnn适配" of ops-nn's AI Core operator development guide).
 // aclnnAdaLayerNormBackwardGetWorkspaceSize checks every rule of the spec in the order of opgen's
-// interpreter, with its messages ("<OpDef name>: <rule>"): null pointers (161001); attribute values,
+// interpreter, with its messages ("<public name>: <rule>", each parameter named as the caller passed it):
+// null pointers (161001); attribute values,
 // mode rules, dtypes, shapes and dims, host-array values, output shapes (161002). Then it builds the
 // executor: contiguous inputs, the kernel, ViewCopy into the outputs. Empty tensors never reach the
 // kernel: every dim must be >= 1.
@@ -37,7 +38,7 @@ const char* const kAbsentInputs = "absent inputs";  // binder of a dim that take
 // A dim of the spec, bound by the first parameter that carries it.
 struct DimVar {
     int64_t value = 0;
-    const char* from = nullptr;  // OpDef name of the binding parameter; nullptr: not bound yet
+    const char* from = nullptr;  // public name of the binding parameter; nullptr: not bound yet
 };
 
 // A variadic group of dims (e.g. the leading batch dims).
@@ -284,24 +285,24 @@ aclnnStatus CheckSoc()
 }
 
 // 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
-// the spec names it, which the message prints).
-aclnnStatus CheckNotNull(const aclTensor* dy, const aclTensor* x, const aclIntArray* normalizedShape,
+// the public API names it, which the message prints).
+aclnnStatus CheckNotNull(const aclTensor* gradOut, const aclTensor* input, const aclIntArray* normalizedShape,
                          const aclTensor* rstd, const aclTensor* mean, const aclTensor* scale, const aclTensor* shift,
-                         const aclTensor* pd_x, const aclTensor* pd_scale, const aclTensor* pd_shift,
-                         const aclTensor* pd_gamma, const aclTensor* pd_beta)
+                         const aclTensor* gradInputOut, const aclTensor* gradScaleOut, const aclTensor* gradShiftOut,
+                         const aclTensor* gradWeightOut, const aclTensor* gradBiasOut)
 {
-    OP_CHECK_NULL(dy, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(x, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradOut, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(input, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(normalizedShape, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(rstd, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(mean, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(scale, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(shift, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(pd_x, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(pd_scale, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(pd_shift, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(pd_gamma, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(pd_beta, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradInputOut, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradScaleOut, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradShiftOut, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradWeightOut, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradBiasOut, return ACLNN_ERR_PARAM_NULLPTR);
     return ACLNN_SUCCESS;
 }
 
@@ -327,34 +328,34 @@ const std::initializer_list<op::DataType> kDtypeSupport1 = {op::DataType::DT_BF1
                                                             op::DataType::DT_FLOAT};
 
 // dy's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
-bool DtypeSupported0(const aclTensor* dy)
+// the public API names it, which the message prints).
+bool DtypeSupported0(const aclTensor* gradOut)
 {
-    OP_CHECK_DTYPE_NOT_SUPPORT(dy, kDtypeSupport0, return false);
+    OP_CHECK_DTYPE_NOT_SUPPORT(gradOut, kDtypeSupport0, return false);
     return true;
 }
 
 // gamma's dtype is one U takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
-bool DtypeSupported6(const aclTensor* gamma)
+// the public API names it, which the message prints).
+bool DtypeSupported6(const aclTensor* weightOptional)
 {
-    OP_CHECK_DTYPE_NOT_SUPPORT(gamma, kDtypeSupport1, return false);
+    OP_CHECK_DTYPE_NOT_SUPPORT(weightOptional, kDtypeSupport1, return false);
     return true;
 }
 
 // beta's dtype is one U takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
-bool DtypeSupported7(const aclTensor* beta)
+// the public API names it, which the message prints).
+bool DtypeSupported7(const aclTensor* biasOptional)
 {
-    OP_CHECK_DTYPE_NOT_SUPPORT(beta, kDtypeSupport1, return false);
+    OP_CHECK_DTYPE_NOT_SUPPORT(biasOptional, kDtypeSupport1, return false);
     return true;
 }
 
 // pd_gamma's dtype is one U takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
-bool DtypeSupported11(const aclTensor* pd_gamma)
+// the public API names it, which the message prints).
+bool DtypeSupported11(const aclTensor* gradWeightOut)
 {
-    OP_CHECK_DTYPE_NOT_SUPPORT(pd_gamma, kDtypeSupport1, return false);
+    OP_CHECK_DTYPE_NOT_SUPPORT(gradWeightOut, kDtypeSupport1, return false);
     return true;
 }
 
@@ -370,7 +371,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
                 return ACLNN_ERR_PARAM_INVALID;
             }
             t.T.dtype = dt;
-            t.T.from = "dy";
+            t.T.from = "gradOut";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
@@ -380,7 +381,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.input->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "x: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "input: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -429,7 +430,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
                 return ACLNN_ERR_PARAM_INVALID;
             }
             t.U.dtype = dt;
-            t.U.from = "gamma";
+            t.U.from = "weightOptional";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
@@ -440,7 +441,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         const op::DataType dt = p.biasOptional->GetDataType();
         if (t.U.from != nullptr) {
             if (dt != t.U.dtype) {
-                OP_LOGE(ACLNN_ERR_PARAM_INVALID, "beta: dtype %s conflicts with U=%s (from %s)", DtypeName(dt),
+                OP_LOGE(ACLNN_ERR_PARAM_INVALID, "biasOptional: dtype %s conflicts with U=%s (from %s)", DtypeName(dt),
                         DtypeName(t.U.dtype), t.U.from);
                 return ACLNN_ERR_PARAM_INVALID;
             }
@@ -449,7 +450,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
                 return ACLNN_ERR_PARAM_INVALID;
             }
             t.U.dtype = dt;
-            t.U.from = "beta";
+            t.U.from = "biasOptional";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
@@ -459,7 +460,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.gradInputOut->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_x: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradInputOut: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -468,7 +469,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.gradScaleOut->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_scale: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradScaleOut: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -477,7 +478,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.gradShiftOut->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_shift: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradShiftOut: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -487,7 +488,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         const op::DataType dt = p.gradWeightOut->GetDataType();
         if (t.U.from != nullptr) {
             if (dt != t.U.dtype) {
-                OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_gamma: dtype %s conflicts with U=%s (from %s)", DtypeName(dt),
+                OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradWeightOut: dtype %s conflicts with U=%s (from %s)", DtypeName(dt),
                         DtypeName(t.U.dtype), t.U.from);
                 return ACLNN_ERR_PARAM_INVALID;
             }
@@ -496,7 +497,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
                 return ACLNN_ERR_PARAM_INVALID;
             }
             t.U.dtype = dt;
-            t.U.from = "pd_gamma";
+            t.U.from = "gradWeightOut";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
@@ -506,7 +507,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.gradBiasOut->GetDataType();
         if (dt != t.U.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_beta: dtype %s conflicts with U=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradBiasOut: dtype %s conflicts with U=%s (from %s)", DtypeName(dt),
                     DtypeName(t.U.dtype), t.U.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -523,13 +524,13 @@ bool MatchGradOutForm0(const std::vector<int64_t>& shape, Dims& d, std::string& 
         return false;
     }
     const size_t nBd = rank - 2;
-    if (!BindGroup(d.Bd, "Bd", shape, 0, nBd, "dy", err)) {
+    if (!BindGroup(d.Bd, "Bd", shape, 0, nBd, "gradOut", err)) {
         return false;
     }
-    if (!BindDim(d.S, "S", shape, nBd, "dy", err)) {
+    if (!BindDim(d.S, "S", shape, nBd, "gradOut", err)) {
         return false;
     }
-    if (!BindDim(d.H, "H", shape, nBd + 1, "dy", err)) {
+    if (!BindDim(d.H, "H", shape, nBd + 1, "gradOut", err)) {
         return false;
     }
     return true;
@@ -544,13 +545,13 @@ bool MatchInputForm0(const std::vector<int64_t>& shape, Dims& d, std::string& er
         return false;
     }
     const size_t nBd = rank - 2;
-    if (!BindGroup(d.Bd, "Bd", shape, 0, nBd, "x", err)) {
+    if (!BindGroup(d.Bd, "Bd", shape, 0, nBd, "input", err)) {
         return false;
     }
-    if (!BindDim(d.S, "S", shape, nBd, "x", err)) {
+    if (!BindDim(d.S, "S", shape, nBd, "input", err)) {
         return false;
     }
-    if (!BindDim(d.H, "H", shape, nBd + 1, "x", err)) {
+    if (!BindDim(d.H, "H", shape, nBd + 1, "input", err)) {
         return false;
     }
     return true;
@@ -684,7 +685,7 @@ bool MatchWeightOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::s
         err = Format("rank %zu, expected 1 for shape [H]", rank);
         return false;
     }
-    if (!BindDim(d.H, "H", shape, 0, "gamma", err)) {
+    if (!BindDim(d.H, "H", shape, 0, "weightOptional", err)) {
         return false;
     }
     return true;
@@ -698,7 +699,7 @@ bool MatchBiasOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::str
         err = Format("rank %zu, expected 1 for shape [H]", rank);
         return false;
     }
-    if (!BindDim(d.H, "H", shape, 0, "beta", err)) {
+    if (!BindDim(d.H, "H", shape, 0, "biasOptional", err)) {
         return false;
     }
     return true;
@@ -715,7 +716,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dy: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradOut: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -726,7 +727,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "x: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "input: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -783,7 +784,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gamma: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "weightOptional: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -794,7 +795,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "beta: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "biasOptional: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -850,7 +851,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.gradInputOut != nullptr) {
         if (d.Bd.from != nullptr && d.S.from != nullptr && d.H.from != nullptr &&
             ShapeOf(p.gradInputOut) != Splice({}, &d.Bd, {d.S.value, d.H.value})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_x: shape %s must be %s ([*Bd, S, H])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradInputOut: shape %s must be %s ([*Bd, S, H])",
                     ListText(ShapeOf(p.gradInputOut)).c_str(),
                     ListText(Splice({}, &d.Bd, {d.S.value, d.H.value})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -858,28 +859,28 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     }
     if (p.gradScaleOut != nullptr) {
         if (ShapeOf(p.gradScaleOut) != ShapeOf(p.scale)) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_scale: shape %s must be %s (the shape of scale)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradScaleOut: shape %s must be %s (the shape of scale)",
                     ListText(ShapeOf(p.gradScaleOut)).c_str(), ListText(ShapeOf(p.scale)).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (p.gradShiftOut != nullptr) {
         if (ShapeOf(p.gradShiftOut) != ShapeOf(p.scale)) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_shift: shape %s must be %s (the shape of scale)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradShiftOut: shape %s must be %s (the shape of scale)",
                     ListText(ShapeOf(p.gradShiftOut)).c_str(), ListText(ShapeOf(p.scale)).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (p.gradWeightOut != nullptr) {
         if (d.H.from != nullptr && ShapeOf(p.gradWeightOut) != Splice({d.H.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_gamma: shape %s must be %s ([H])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradWeightOut: shape %s must be %s ([H])",
                     ListText(ShapeOf(p.gradWeightOut)).c_str(), ListText(Splice({d.H.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (p.gradBiasOut != nullptr) {
         if (d.H.from != nullptr && ShapeOf(p.gradBiasOut) != Splice({d.H.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "pd_beta: shape %s must be %s ([H])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradBiasOut: shape %s must be %s ([H])",
                     ListText(ShapeOf(p.gradBiasOut)).c_str(), ListText(Splice({d.H.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }

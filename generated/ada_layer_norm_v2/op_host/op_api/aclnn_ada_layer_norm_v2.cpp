@@ -3,7 +3,8 @@
 //
 // aclnn two-phase API of AdaLayerNormV2 (section "aclnn适配" of ops-nn's AI Core operator development guide).
 // aclnnAdaLayerNormV2GetWorkspaceSize checks every rule of the spec in the order of opgen's
-// interpreter, with its messages ("<OpDef name>: <rule>"): null pointers (161001); attribute values,
+// interpreter, with its messages ("<public name>: <rule>", each parameter named as the caller passed it):
+// null pointers (161001); attribute values,
 // mode rules, dtypes, shapes and dims, host-array values, output shapes (161002). Then it builds the
 // executor: contiguous inputs, the kernel, ViewCopy into the outputs. Empty tensors never reach the
 // kernel: every dim must be >= 1.
@@ -36,7 +37,7 @@ const char* const kAbsentInputs = "absent inputs";  // binder of a dim that take
 // A dim of the spec, bound by the first parameter that carries it.
 struct DimVar {
     int64_t value = 0;
-    const char* from = nullptr;  // OpDef name of the binding parameter; nullptr: not bound yet
+    const char* from = nullptr;  // public name of the binding parameter; nullptr: not bound yet
 };
 
 // A variadic group of dims (e.g. the leading batch dims).
@@ -269,7 +270,7 @@ aclnnStatus CheckSoc()
 }
 
 // 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
-// the spec names it, which the message prints).
+// the public API names it, which the message prints).
 aclnnStatus CheckNotNull(const aclTensor* x, const aclTensor* scale, const aclTensor* shift, const aclTensor* out)
 {
     OP_CHECK_NULL(x, return ACLNN_ERR_PARAM_NULLPTR);
@@ -301,7 +302,7 @@ const std::initializer_list<op::DataType> kDtypeSupport1 = {op::DataType::DT_BF1
                                                             op::DataType::DT_FLOAT};
 
 // x's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
+// the public API names it, which the message prints).
 bool DtypeSupported0(const aclTensor* x)
 {
     OP_CHECK_DTYPE_NOT_SUPPORT(x, kDtypeSupport0, return false);
@@ -309,18 +310,18 @@ bool DtypeSupported0(const aclTensor* x)
 }
 
 // weight's dtype is one U takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
-bool DtypeSupported3(const aclTensor* weight)
+// the public API names it, which the message prints).
+bool DtypeSupported3(const aclTensor* weightOptional)
 {
-    OP_CHECK_DTYPE_NOT_SUPPORT(weight, kDtypeSupport1, return false);
+    OP_CHECK_DTYPE_NOT_SUPPORT(weightOptional, kDtypeSupport1, return false);
     return true;
 }
 
 // bias's dtype is one U takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
-bool DtypeSupported4(const aclTensor* bias)
+// the public API names it, which the message prints).
+bool DtypeSupported4(const aclTensor* biasOptional)
 {
-    OP_CHECK_DTYPE_NOT_SUPPORT(bias, kDtypeSupport1, return false);
+    OP_CHECK_DTYPE_NOT_SUPPORT(biasOptional, kDtypeSupport1, return false);
     return true;
 }
 
@@ -368,7 +369,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
                 return ACLNN_ERR_PARAM_INVALID;
             }
             t.U.dtype = dt;
-            t.U.from = "weight";
+            t.U.from = "weightOptional";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
@@ -379,7 +380,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
         const op::DataType dt = p.biasOptional->GetDataType();
         if (t.U.from != nullptr) {
             if (dt != t.U.dtype) {
-                OP_LOGE(ACLNN_ERR_PARAM_INVALID, "bias: dtype %s conflicts with U=%s (from %s)", DtypeName(dt),
+                OP_LOGE(ACLNN_ERR_PARAM_INVALID, "biasOptional: dtype %s conflicts with U=%s (from %s)", DtypeName(dt),
                         DtypeName(t.U.dtype), t.U.from);
                 return ACLNN_ERR_PARAM_INVALID;
             }
@@ -388,7 +389,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
                 return ACLNN_ERR_PARAM_INVALID;
             }
             t.U.dtype = dt;
-            t.U.from = "bias";
+            t.U.from = "biasOptional";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
@@ -407,7 +408,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.meanOutOptional != nullptr) {
         const op::DataType dt = p.meanOutOptional->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "mean: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "meanOutOptional: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -416,7 +417,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.rstdOutOptional != nullptr) {
         const op::DataType dt = p.rstdOutOptional->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rstd: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rstdOutOptional: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -531,7 +532,7 @@ bool MatchWeightOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::s
         err = Format("rank %zu, expected 1 for shape [H]", rank);
         return false;
     }
-    if (!BindDim(d.H, "H", shape, 0, "weight", err)) {
+    if (!BindDim(d.H, "H", shape, 0, "weightOptional", err)) {
         return false;
     }
     return true;
@@ -545,7 +546,7 @@ bool MatchBiasOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std::str
         err = Format("rank %zu, expected 1 for shape [H]", rank);
         return false;
     }
-    if (!BindDim(d.H, "H", shape, 0, "bias", err)) {
+    if (!BindDim(d.H, "H", shape, 0, "biasOptional", err)) {
         return false;
     }
     return true;
@@ -597,7 +598,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "weight: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "weightOptional: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -608,7 +609,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "bias: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "biasOptional: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -660,7 +661,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.meanOutOptional != nullptr) {
         if (d.Bd.from != nullptr && d.S.from != nullptr &&
             ShapeOf(p.meanOutOptional) != Splice({}, &d.Bd, {d.S.value, 1})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "mean: shape %s must be %s ([*Bd, S, 1])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "meanOutOptional: shape %s must be %s ([*Bd, S, 1])",
                     ListText(ShapeOf(p.meanOutOptional)).c_str(), ListText(Splice({}, &d.Bd, {d.S.value, 1})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -668,7 +669,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.rstdOutOptional != nullptr) {
         if (d.Bd.from != nullptr && d.S.from != nullptr &&
             ShapeOf(p.rstdOutOptional) != Splice({}, &d.Bd, {d.S.value, 1})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rstd: shape %s must be %s ([*Bd, S, 1])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rstdOutOptional: shape %s must be %s ([*Bd, S, 1])",
                     ListText(ShapeOf(p.rstdOutOptional)).c_str(), ListText(Splice({}, &d.Bd, {d.S.value, 1})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }

@@ -3,7 +3,8 @@
 //
 // aclnn two-phase API of NormRopeConcat (section "aclnn适配" of ops-nn's AI Core operator development guide).
 // aclnnNormRopeConcatGetWorkspaceSize checks every rule of the spec in the order of opgen's
-// interpreter, with its messages ("<OpDef name>: <rule>"): null pointers (161001); attribute values,
+// interpreter, with its messages ("<public name>: <rule>", each parameter named as the caller passed it):
+// null pointers (161001); attribute values,
 // mode rules, dtypes, shapes and dims, host-array values, output shapes (161002). Then it builds the
 // executor: contiguous inputs, the kernel, ViewCopy into the outputs. Empty tensors never reach the
 // kernel: a call with an empty input whose outputs are all empty returns success with workspace 0 and
@@ -36,7 +37,7 @@ const char* const kAbsentInputs = "absent inputs";  // binder of a dim that take
 // A dim of the spec, bound by the first parameter that carries it.
 struct DimVar {
     int64_t value = 0;
-    const char* from = nullptr;  // OpDef name of the binding parameter; nullptr: not bound yet
+    const char* from = nullptr;  // public name of the binding parameter; nullptr: not bound yet
 };
 
 // A variadic group of dims (e.g. the leading batch dims).
@@ -259,16 +260,16 @@ aclnnStatus CheckSoc()
 }
 
 // 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
-// the spec names it, which the message prints).
+// the public API names it, which the message prints).
 aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const aclTensor* value,
-                         const aclTensor* query_output, const aclTensor* key_output, const aclTensor* value_output)
+                         const aclTensor* queryOutput, const aclTensor* keyOutput, const aclTensor* valueOutput)
 {
     OP_CHECK_NULL(query, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(key, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(value, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(query_output, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(key_output, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(value_output, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(queryOutput, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(keyOutput, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(valueOutput, return ACLNN_ERR_PARAM_NULLPTR);
     return ACLNN_SUCCESS;
 }
 
@@ -276,19 +277,19 @@ aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const acl
 aclnnStatus CheckAttrs(const Params& p)
 {
     if (p.normType != 0 && p.normType != 1 && p.normType != 2) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_type: must be one of 0, 1, 2, got %ld", p.normType);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normType: must be one of 0, 1, 2, got %ld", p.normType);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.normAddedType != 0 && p.normAddedType != 1 && p.normAddedType != 2) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_type: must be one of 0, 1, 2, got %ld", p.normAddedType);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedType: must be one of 0, 1, 2, got %ld", p.normAddedType);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.ropeType != 0 && p.ropeType != 1 && p.ropeType != 2) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_type: must be one of 0, 1, 2, got %ld", p.ropeType);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "ropeType: must be one of 0, 1, 2, got %ld", p.ropeType);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.concatOrder != 0 && p.concatOrder != 1) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "concat_order: must be one of 0, 1, got %ld", p.concatOrder);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "concatOrder: must be one of 0, 1, got %ld", p.concatOrder);
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
@@ -300,63 +301,63 @@ aclnnStatus CheckModes(const Params& p)
     // mode rule of _nrc_common.py
     if (p.ropeSin == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "rope_sin: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
+                "ropeSin: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.ropeCos == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "rope_cos: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
+                "ropeCos: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normQueryWeight == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryWeight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normQueryBias == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_bias: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryBias: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normKeyWeight == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyWeight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normKeyBias == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_bias: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyBias: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderQuery != nullptr && p.normAddedQueryWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_query_weight: required when norm_added_type == 2 and encoder_query is given");
+                "normAddedQueryWeight: required when norm_added_type == 2 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderQuery != nullptr && p.normAddedQueryBias == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_query_bias: required when norm_added_type == 2 and encoder_query is given");
+                "normAddedQueryBias: required when norm_added_type == 2 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderKey != nullptr && p.normAddedKeyWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_key_weight: required when norm_added_type == 2 and encoder_key is given");
+                "normAddedKeyWeight: required when norm_added_type == 2 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderKey != nullptr && p.normAddedKeyBias == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_key_bias: required when norm_added_type == 2 and encoder_key is given");
+                "normAddedKeyBias: required when norm_added_type == 2 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of norm_rope_concat.py
     if ((p.encoderKey != nullptr && p.encoderValue == nullptr) ||
         (p.encoderKey == nullptr && p.encoderValue != nullptr)) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_value: must be given exactly when encoder_key is given");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderValue: must be given exactly when encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
@@ -367,7 +368,7 @@ const std::initializer_list<op::DataType> kDtypeSupport0 = {op::DataType::DT_BF1
                                                             op::DataType::DT_FLOAT};
 
 // query's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
+// the public API names it, which the message prints).
 bool DtypeSupported0(const aclTensor* query)
 {
     OP_CHECK_DTYPE_NOT_SUPPORT(query, kDtypeSupport0, return false);
@@ -414,7 +415,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.encoderQuery != nullptr) {
         const op::DataType dt = p.encoderQuery->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_query: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderQuery: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -423,7 +424,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.encoderKey != nullptr) {
         const op::DataType dt = p.encoderKey->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_key: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderKey: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -432,7 +433,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.encoderValue != nullptr) {
         const op::DataType dt = p.encoderValue->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_value: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderValue: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -441,7 +442,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normQueryWeight != nullptr) {
         const op::DataType dt = p.normQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryWeight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -450,7 +451,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normQueryBias != nullptr) {
         const op::DataType dt = p.normQueryBias->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_bias: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryBias: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -459,7 +460,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normKeyWeight != nullptr) {
         const op::DataType dt = p.normKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyWeight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -468,7 +469,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normKeyBias != nullptr) {
         const op::DataType dt = p.normKeyBias->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_bias: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyBias: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -477,7 +478,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedQueryWeight != nullptr) {
         const op::DataType dt = p.normAddedQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_weight: dtype %s conflicts with T=%s (from %s)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryWeight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -486,7 +487,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedQueryBias != nullptr) {
         const op::DataType dt = p.normAddedQueryBias->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_bias: dtype %s conflicts with T=%s (from %s)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryBias: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -495,7 +496,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedKeyWeight != nullptr) {
         const op::DataType dt = p.normAddedKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_weight: dtype %s conflicts with T=%s (from %s)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyWeight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -504,8 +505,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedKeyBias != nullptr) {
         const op::DataType dt = p.normAddedKeyBias->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_bias: dtype %s conflicts with T=%s (from %s)",
-                    DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyBias: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+                    DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -513,7 +514,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.ropeSin != nullptr) {
         const op::DataType dt = p.ropeSin->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_sin: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "ropeSin: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -522,7 +523,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.ropeCos != nullptr) {
         const op::DataType dt = p.ropeCos->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_cos: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "ropeCos: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -531,7 +532,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.queryOutput->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "query_output: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "queryOutput: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -540,7 +541,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.keyOutput->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "key_output: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "keyOutput: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -549,7 +550,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.valueOutput->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "value_output: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "valueOutput: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -558,7 +559,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normQueryMean != nullptr) {
         const op::DataType dt = p.normQueryMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_mean: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryMean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -566,7 +567,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normQueryRstd != nullptr) {
         const op::DataType dt = p.normQueryRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_rstd: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryRstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -574,7 +575,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normKeyMean != nullptr) {
         const op::DataType dt = p.normKeyMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_mean: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyMean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -582,7 +583,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normKeyRstd != nullptr) {
         const op::DataType dt = p.normKeyRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_rstd: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyRstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -590,7 +591,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedQueryMean != nullptr) {
         const op::DataType dt = p.normAddedQueryMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_mean: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryMean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -598,7 +599,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedQueryRstd != nullptr) {
         const op::DataType dt = p.normAddedQueryRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_rstd: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryRstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -606,7 +607,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedKeyMean != nullptr) {
         const op::DataType dt = p.normAddedKeyMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_mean: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyMean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -614,7 +615,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedKeyRstd != nullptr) {
         const op::DataType dt = p.normAddedKeyRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_rstd: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyRstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -755,16 +756,16 @@ bool MatchEncoderQueryForm0(const std::vector<int64_t>& shape, Dims& d, std::str
         err = Format("rank %zu, expected 4 for shape [B, Seq, N, D]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "encoder_query", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "encoderQuery", err)) {
         return false;
     }
-    if (!BindDim(d.Seq, "Seq", shape, 1, "encoder_query", err)) {
+    if (!BindDim(d.Seq, "Seq", shape, 1, "encoderQuery", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "encoder_query", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "encoderQuery", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 3, "encoder_query", err)) {
+    if (!BindDim(d.D, "D", shape, 3, "encoderQuery", err)) {
         return false;
     }
     return true;
@@ -778,16 +779,16 @@ bool MatchEncoderKeyForm0(const std::vector<int64_t>& shape, Dims& d, std::strin
         err = Format("rank %zu, expected 4 for shape [B, Sek, N, D]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "encoder_key", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "encoderKey", err)) {
         return false;
     }
-    if (!BindDim(d.Sek, "Sek", shape, 1, "encoder_key", err)) {
+    if (!BindDim(d.Sek, "Sek", shape, 1, "encoderKey", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "encoder_key", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "encoderKey", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 3, "encoder_key", err)) {
+    if (!BindDim(d.D, "D", shape, 3, "encoderKey", err)) {
         return false;
     }
     return true;
@@ -801,16 +802,16 @@ bool MatchEncoderValueForm0(const std::vector<int64_t>& shape, Dims& d, std::str
         err = Format("rank %zu, expected 4 for shape [B, Sek, N, D]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "encoder_value", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "encoderValue", err)) {
         return false;
     }
-    if (!BindDim(d.Sek, "Sek", shape, 1, "encoder_value", err)) {
+    if (!BindDim(d.Sek, "Sek", shape, 1, "encoderValue", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "encoder_value", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "encoderValue", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 3, "encoder_value", err)) {
+    if (!BindDim(d.D, "D", shape, 3, "encoderValue", err)) {
         return false;
     }
     return true;
@@ -824,7 +825,7 @@ bool MatchNormQueryWeightForm0(const std::vector<int64_t>& shape, Dims& d, std::
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_query_weight", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normQueryWeight", err)) {
         return false;
     }
     return true;
@@ -838,7 +839,7 @@ bool MatchNormQueryBiasForm0(const std::vector<int64_t>& shape, Dims& d, std::st
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_query_bias", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normQueryBias", err)) {
         return false;
     }
     return true;
@@ -852,7 +853,7 @@ bool MatchNormKeyWeightForm0(const std::vector<int64_t>& shape, Dims& d, std::st
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_key_weight", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normKeyWeight", err)) {
         return false;
     }
     return true;
@@ -866,7 +867,7 @@ bool MatchNormKeyBiasForm0(const std::vector<int64_t>& shape, Dims& d, std::stri
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_key_bias", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normKeyBias", err)) {
         return false;
     }
     return true;
@@ -880,7 +881,7 @@ bool MatchNormAddedQueryWeightForm0(const std::vector<int64_t>& shape, Dims& d, 
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_added_query_weight", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normAddedQueryWeight", err)) {
         return false;
     }
     return true;
@@ -894,7 +895,7 @@ bool MatchNormAddedQueryBiasForm0(const std::vector<int64_t>& shape, Dims& d, st
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_added_query_bias", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normAddedQueryBias", err)) {
         return false;
     }
     return true;
@@ -908,7 +909,7 @@ bool MatchNormAddedKeyWeightForm0(const std::vector<int64_t>& shape, Dims& d, st
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_added_key_weight", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normAddedKeyWeight", err)) {
         return false;
     }
     return true;
@@ -922,7 +923,7 @@ bool MatchNormAddedKeyBiasForm0(const std::vector<int64_t>& shape, Dims& d, std:
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_added_key_bias", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normAddedKeyBias", err)) {
         return false;
     }
     return true;
@@ -936,10 +937,10 @@ bool MatchRopeSinForm0(const std::vector<int64_t>& shape, Dims& d, std::string& 
         err = Format("rank %zu, expected 2 for shape [R, D]", rank);
         return false;
     }
-    if (!BindDim(d.R, "R", shape, 0, "rope_sin", err)) {
+    if (!BindDim(d.R, "R", shape, 0, "ropeSin", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 1, "rope_sin", err)) {
+    if (!BindDim(d.D, "D", shape, 1, "ropeSin", err)) {
         return false;
     }
     return true;
@@ -953,10 +954,10 @@ bool MatchRopeCosForm0(const std::vector<int64_t>& shape, Dims& d, std::string& 
         err = Format("rank %zu, expected 2 for shape [R, D]", rank);
         return false;
     }
-    if (!BindDim(d.R, "R", shape, 0, "rope_cos", err)) {
+    if (!BindDim(d.R, "R", shape, 0, "ropeCos", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 1, "rope_cos", err)) {
+    if (!BindDim(d.D, "D", shape, 1, "ropeCos", err)) {
         return false;
     }
     return true;
@@ -1006,7 +1007,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_query: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderQuery: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1017,7 +1018,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_key: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderKey: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1028,7 +1029,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_value: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderValue: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1039,7 +1040,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryWeight: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1050,7 +1051,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_bias: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryBias: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1061,7 +1062,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyWeight: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1072,7 +1073,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_bias: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyBias: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1083,7 +1084,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_weight: shape %s: %s", ListText(shape).c_str(),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryWeight: shape %s: %s", ListText(shape).c_str(),
                     err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -1095,8 +1096,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_bias: shape %s: %s", ListText(shape).c_str(),
-                    err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryBias: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1107,8 +1107,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_weight: shape %s: %s", ListText(shape).c_str(),
-                    err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyWeight: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1119,7 +1118,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_bias: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyBias: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1130,7 +1129,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_sin: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "ropeSin: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1141,7 +1140,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_cos: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "ropeCos: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1211,7 +1210,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     if (d.R.from != nullptr && d.Seq.from != nullptr && d.Sq.from != nullptr &&
         !(d.R.value <= d.Seq.value + d.Sq.value)) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "rope_sin: rows R must not exceed the query sequence Sq + Seq (R <= Seq + Sq (%ld <= %ld))",
+                "ropeSin: rows R must not exceed the query sequence Sq + Seq (R <= Seq + Sq (%ld <= %ld))",
                 static_cast<long>(d.R.value), static_cast<long>(d.Seq.value + d.Sq.value));
         return ACLNN_ERR_PARAM_INVALID;
     }
@@ -1219,7 +1218,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     if (d.R.from != nullptr && d.Sek.from != nullptr && d.Sk.from != nullptr &&
         !(d.R.value <= d.Sek.value + d.Sk.value)) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "rope_sin: rows R must not exceed the key sequence Sk + Sek (R <= Sek + Sk (%ld <= %ld))",
+                "ropeSin: rows R must not exceed the key sequence Sk + Sek (R <= Sek + Sk (%ld <= %ld))",
                 static_cast<long>(d.R.value), static_cast<long>(d.Sek.value + d.Sk.value));
         return ACLNN_ERR_PARAM_INVALID;
     }
@@ -1243,7 +1242,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
             d.D.from != nullptr &&
             ShapeOf(p.queryOutput) !=
                 Splice({d.B.value, d.N.value, d.Seq.value + d.Sq.value, d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "query_output: shape %s must be %s ([B, N, Seq + Sq, D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "queryOutput: shape %s must be %s ([B, N, Seq + Sq, D])",
                     ListText(ShapeOf(p.queryOutput)).c_str(),
                     ListText(Splice({d.B.value, d.N.value, d.Seq.value + d.Sq.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1253,7 +1252,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
         if (d.B.from != nullptr && d.N.from != nullptr && d.Sek.from != nullptr && d.Sk.from != nullptr &&
             d.D.from != nullptr &&
             ShapeOf(p.keyOutput) != Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "key_output: shape %s must be %s ([B, N, Sek + Sk, D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "keyOutput: shape %s must be %s ([B, N, Sek + Sk, D])",
                     ListText(ShapeOf(p.keyOutput)).c_str(),
                     ListText(Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1264,7 +1263,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
             d.D.from != nullptr &&
             ShapeOf(p.valueOutput) !=
                 Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "value_output: shape %s must be %s ([B, N, Sek + Sk, D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "valueOutput: shape %s must be %s ([B, N, Sek + Sk, D])",
                     ListText(ShapeOf(p.valueOutput)).c_str(),
                     ListText(Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1273,7 +1272,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.normQueryMean != nullptr) {
         if (d.B.from != nullptr && d.Sq.from != nullptr && d.N.from != nullptr &&
             ShapeOf(p.normQueryMean) != Splice({d.B.value, d.Sq.value, d.N.value, 1}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_mean: shape %s must be %s ([B, Sq, N, 1])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryMean: shape %s must be %s ([B, Sq, N, 1])",
                     ListText(ShapeOf(p.normQueryMean)).c_str(),
                     ListText(Splice({d.B.value, d.Sq.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1282,7 +1281,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.normQueryRstd != nullptr) {
         if (d.B.from != nullptr && d.Sq.from != nullptr && d.N.from != nullptr &&
             ShapeOf(p.normQueryRstd) != Splice({d.B.value, d.Sq.value, d.N.value, 1}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_rstd: shape %s must be %s ([B, Sq, N, 1])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryRstd: shape %s must be %s ([B, Sq, N, 1])",
                     ListText(ShapeOf(p.normQueryRstd)).c_str(),
                     ListText(Splice({d.B.value, d.Sq.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1291,7 +1290,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.normKeyMean != nullptr) {
         if (d.B.from != nullptr && d.Sk.from != nullptr && d.N.from != nullptr &&
             ShapeOf(p.normKeyMean) != Splice({d.B.value, d.Sk.value, d.N.value, 1}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_mean: shape %s must be %s ([B, Sk, N, 1])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyMean: shape %s must be %s ([B, Sk, N, 1])",
                     ListText(ShapeOf(p.normKeyMean)).c_str(),
                     ListText(Splice({d.B.value, d.Sk.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1300,7 +1299,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.normKeyRstd != nullptr) {
         if (d.B.from != nullptr && d.Sk.from != nullptr && d.N.from != nullptr &&
             ShapeOf(p.normKeyRstd) != Splice({d.B.value, d.Sk.value, d.N.value, 1}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_rstd: shape %s must be %s ([B, Sk, N, 1])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyRstd: shape %s must be %s ([B, Sk, N, 1])",
                     ListText(ShapeOf(p.normKeyRstd)).c_str(),
                     ListText(Splice({d.B.value, d.Sk.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1309,7 +1308,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.normAddedQueryMean != nullptr) {
         if (d.B.from != nullptr && d.Seq.from != nullptr && d.N.from != nullptr && d.Seq.from != kAbsentInputs &&
             ShapeOf(p.normAddedQueryMean) != Splice({d.B.value, d.Seq.value, d.N.value, 1}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_mean: shape %s must be %s ([B, Seq, N, 1])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryMean: shape %s must be %s ([B, Seq, N, 1])",
                     ListText(ShapeOf(p.normAddedQueryMean)).c_str(),
                     ListText(Splice({d.B.value, d.Seq.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1318,7 +1317,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.normAddedQueryRstd != nullptr) {
         if (d.B.from != nullptr && d.Seq.from != nullptr && d.N.from != nullptr && d.Seq.from != kAbsentInputs &&
             ShapeOf(p.normAddedQueryRstd) != Splice({d.B.value, d.Seq.value, d.N.value, 1}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_rstd: shape %s must be %s ([B, Seq, N, 1])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryRstd: shape %s must be %s ([B, Seq, N, 1])",
                     ListText(ShapeOf(p.normAddedQueryRstd)).c_str(),
                     ListText(Splice({d.B.value, d.Seq.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1327,7 +1326,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.normAddedKeyMean != nullptr) {
         if (d.B.from != nullptr && d.Sek.from != nullptr && d.N.from != nullptr && d.Sek.from != kAbsentInputs &&
             ShapeOf(p.normAddedKeyMean) != Splice({d.B.value, d.Sek.value, d.N.value, 1}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_mean: shape %s must be %s ([B, Sek, N, 1])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyMean: shape %s must be %s ([B, Sek, N, 1])",
                     ListText(ShapeOf(p.normAddedKeyMean)).c_str(),
                     ListText(Splice({d.B.value, d.Sek.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1336,7 +1335,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.normAddedKeyRstd != nullptr) {
         if (d.B.from != nullptr && d.Sek.from != nullptr && d.N.from != nullptr && d.Sek.from != kAbsentInputs &&
             ShapeOf(p.normAddedKeyRstd) != Splice({d.B.value, d.Sek.value, d.N.value, 1}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_rstd: shape %s must be %s ([B, Sek, N, 1])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyRstd: shape %s must be %s ([B, Sek, N, 1])",
                     ListText(ShapeOf(p.normAddedKeyRstd)).c_str(),
                     ListText(Splice({d.B.value, d.Sek.value, d.N.value, 1}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1355,59 +1354,57 @@ aclnnStatus CheckEmptyCall(const Params& p)
     }
     if (p.queryOutput != nullptr && !p.queryOutput->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output query_output is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output queryOutput is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.keyOutput != nullptr && !p.keyOutput->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output key_output is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output keyOutput is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.valueOutput != nullptr && !p.valueOutput->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output value_output is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output valueOutput is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.normQueryMean != nullptr && !p.normQueryMean->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output norm_query_mean is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output normQueryMean is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.normQueryRstd != nullptr && !p.normQueryRstd->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output norm_query_rstd is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output normQueryRstd is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.normKeyMean != nullptr && !p.normKeyMean->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output norm_key_mean is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output normKeyMean is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.normKeyRstd != nullptr && !p.normKeyRstd->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output norm_key_rstd is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output normKeyRstd is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.normAddedQueryMean != nullptr && !p.normAddedQueryMean->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output norm_added_query_mean is not (an empty call needs every output empty)",
-                empty);
+                "%s: is empty, but output normAddedQueryMean is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.normAddedQueryRstd != nullptr && !p.normAddedQueryRstd->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output norm_added_query_rstd is not (an empty call needs every output empty)",
-                empty);
+                "%s: is empty, but output normAddedQueryRstd is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.normAddedKeyMean != nullptr && !p.normAddedKeyMean->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output norm_added_key_mean is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output normAddedKeyMean is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.normAddedKeyRstd != nullptr && !p.normAddedKeyRstd->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output norm_added_key_rstd is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output normAddedKeyRstd is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;

@@ -3,7 +3,8 @@
 //
 // aclnn two-phase API of NormRopeConcatGrad (section "aclnn适配" of ops-nn's AI Core operator development guide).
 // aclnnNormRopeConcatBackwardGetWorkspaceSize checks every rule of the spec in the order of opgen's
-// interpreter, with its messages ("<OpDef name>: <rule>"): null pointers (161001); attribute values,
+// interpreter, with its messages ("<public name>: <rule>", each parameter named as the caller passed it):
+// null pointers (161001); attribute values,
 // mode rules, dtypes, shapes and dims, host-array values, output shapes (161002). Then it builds the
 // executor: contiguous inputs, the kernel, ViewCopy into the outputs. Empty tensors never reach the
 // kernel: a call with an empty input whose outputs are all empty returns success with workspace 0 and
@@ -36,7 +37,7 @@ const char* const kAbsentInputs = "absent inputs";  // binder of a dim that take
 // A dim of the spec, bound by the first parameter that carries it.
 struct DimVar {
     int64_t value = 0;
-    const char* from = nullptr;  // OpDef name of the binding parameter; nullptr: not bound yet
+    const char* from = nullptr;  // public name of the binding parameter; nullptr: not bound yet
 };
 
 // A variadic group of dims (e.g. the leading batch dims).
@@ -275,19 +276,19 @@ aclnnStatus CheckSoc()
 }
 
 // 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
-// the spec names it, which the message prints).
-aclnnStatus CheckNotNull(const aclTensor* grad_query_output, const aclTensor* grad_key_output,
-                         const aclTensor* grad_value_output, const aclTensor* query, const aclTensor* key,
-                         const aclTensor* grad_query, const aclTensor* grad_key, const aclTensor* grad_value)
+// the public API names it, which the message prints).
+aclnnStatus CheckNotNull(const aclTensor* gradQueryOutput, const aclTensor* gradKeyOutput,
+                         const aclTensor* gradValueOutput, const aclTensor* query, const aclTensor* key,
+                         const aclTensor* gradQuery, const aclTensor* gradKey, const aclTensor* gradValue)
 {
-    OP_CHECK_NULL(grad_query_output, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(grad_key_output, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(grad_value_output, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradQueryOutput, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradKeyOutput, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradValueOutput, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(query, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(key, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(grad_query, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(grad_key, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(grad_value, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradQuery, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradKey, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(gradValue, return ACLNN_ERR_PARAM_NULLPTR);
     return ACLNN_SUCCESS;
 }
 
@@ -295,19 +296,19 @@ aclnnStatus CheckNotNull(const aclTensor* grad_query_output, const aclTensor* gr
 aclnnStatus CheckAttrs(const Params& p)
 {
     if (p.normType != 0 && p.normType != 1 && p.normType != 2) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_type: must be one of 0, 1, 2, got %ld", p.normType);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normType: must be one of 0, 1, 2, got %ld", p.normType);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.normAddedType != 0 && p.normAddedType != 1 && p.normAddedType != 2) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_type: must be one of 0, 1, 2, got %ld", p.normAddedType);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedType: must be one of 0, 1, 2, got %ld", p.normAddedType);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.ropeType != 0 && p.ropeType != 1 && p.ropeType != 2) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_type: must be one of 0, 1, 2, got %ld", p.ropeType);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "ropeType: must be one of 0, 1, 2, got %ld", p.ropeType);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.concatOrder != 0 && p.concatOrder != 1) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "concat_order: must be one of 0, 1, got %ld", p.concatOrder);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "concatOrder: must be one of 0, 1, got %ld", p.concatOrder);
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
@@ -319,81 +320,81 @@ aclnnStatus CheckModes(const Params& p)
     // mode rule of _nrc_common.py
     if (p.ropeSin == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "rope_sin: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
+                "ropeSin: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.ropeCos == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "rope_cos: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
+                "ropeCos: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normQueryMean == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_mean: required when norm_type >= 1");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryMean: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normQueryRstd == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_rstd: required when norm_type >= 1");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryRstd: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normQueryWeight == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryWeight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normKeyMean == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_mean: required when norm_type >= 1");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyMean: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normKeyRstd == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_rstd: required when norm_type >= 1");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyRstd: required when norm_type >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normKeyWeight == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyWeight: required when norm_type == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr &&
         p.normAddedQueryMean == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_query_mean: required when norm_added_type >= 1 and encoder_query is given");
+                "normAddedQueryMean: required when norm_added_type >= 1 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr &&
         p.normAddedQueryRstd == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_query_rstd: required when norm_added_type >= 1 and encoder_query is given");
+                "normAddedQueryRstd: required when norm_added_type >= 1 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderQuery != nullptr && p.normAddedQueryWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_query_weight: required when norm_added_type == 2 and encoder_query is given");
+                "normAddedQueryWeight: required when norm_added_type == 2 and encoder_query is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr && p.normAddedKeyMean == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_key_mean: required when norm_added_type >= 1 and encoder_key is given");
+                "normAddedKeyMean: required when norm_added_type >= 1 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr && p.normAddedKeyRstd == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_key_rstd: required when norm_added_type >= 1 and encoder_key is given");
+                "normAddedKeyRstd: required when norm_added_type >= 1 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderKey != nullptr && p.normAddedKeyWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "norm_added_key_weight: required when norm_added_type == 2 and encoder_key is given");
+                "normAddedKeyWeight: required when norm_added_type == 2 and encoder_key is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
@@ -404,10 +405,10 @@ const std::initializer_list<op::DataType> kDtypeSupport0 = {op::DataType::DT_BF1
                                                             op::DataType::DT_FLOAT};
 
 // grad_query_output's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
-bool DtypeSupported0(const aclTensor* grad_query_output)
+// the public API names it, which the message prints).
+bool DtypeSupported0(const aclTensor* gradQueryOutput)
 {
-    OP_CHECK_DTYPE_NOT_SUPPORT(grad_query_output, kDtypeSupport0, return false);
+    OP_CHECK_DTYPE_NOT_SUPPORT(gradQueryOutput, kDtypeSupport0, return false);
     return true;
 }
 
@@ -423,7 +424,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
                 return ACLNN_ERR_PARAM_INVALID;
             }
             t.T.dtype = dt;
-            t.T.from = "grad_query_output";
+            t.T.from = "gradQueryOutput";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
@@ -433,7 +434,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.gradKeyOutput->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_key_output: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradKeyOutput: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -442,7 +443,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.gradValueOutput->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_value_output: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradValueOutput: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -469,7 +470,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.encoderQuery != nullptr) {
         const op::DataType dt = p.encoderQuery->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_query: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderQuery: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -478,7 +479,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.encoderKey != nullptr) {
         const op::DataType dt = p.encoderKey->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_key: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderKey: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -487,7 +488,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normQueryWeight != nullptr) {
         const op::DataType dt = p.normQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryWeight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -496,7 +497,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normQueryMean != nullptr) {
         const op::DataType dt = p.normQueryMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_mean: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryMean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -504,7 +505,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normQueryRstd != nullptr) {
         const op::DataType dt = p.normQueryRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_rstd: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryRstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -512,7 +513,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normKeyWeight != nullptr) {
         const op::DataType dt = p.normKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyWeight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -521,7 +522,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normKeyMean != nullptr) {
         const op::DataType dt = p.normKeyMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_mean: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyMean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -529,7 +530,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normKeyRstd != nullptr) {
         const op::DataType dt = p.normKeyRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_rstd: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyRstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -537,7 +538,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedQueryWeight != nullptr) {
         const op::DataType dt = p.normAddedQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_weight: dtype %s conflicts with T=%s (from %s)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryWeight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -546,7 +547,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedQueryMean != nullptr) {
         const op::DataType dt = p.normAddedQueryMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_mean: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryMean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -554,7 +555,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedQueryRstd != nullptr) {
         const op::DataType dt = p.normAddedQueryRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_rstd: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryRstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -562,7 +563,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedKeyWeight != nullptr) {
         const op::DataType dt = p.normAddedKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_weight: dtype %s conflicts with T=%s (from %s)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyWeight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -571,7 +572,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedKeyMean != nullptr) {
         const op::DataType dt = p.normAddedKeyMean->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_mean: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyMean: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -579,7 +580,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.normAddedKeyRstd != nullptr) {
         const op::DataType dt = p.normAddedKeyRstd->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_rstd: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyRstd: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -587,7 +588,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.ropeSin != nullptr) {
         const op::DataType dt = p.ropeSin->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_sin: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "ropeSin: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -596,7 +597,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.ropeCos != nullptr) {
         const op::DataType dt = p.ropeCos->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_cos: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "ropeCos: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -605,7 +606,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.gradQuery->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_query: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradQuery: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -614,7 +615,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.gradKey->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_key: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradKey: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -623,7 +624,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.gradValue->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_value: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradValue: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -632,8 +633,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.gradEncoderQuery != nullptr) {
         const op::DataType dt = p.gradEncoderQuery->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_query: dtype %s conflicts with T=%s (from %s)",
-                    DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradEncoderQuery: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+                    DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -641,7 +642,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.gradEncoderKey != nullptr) {
         const op::DataType dt = p.gradEncoderKey->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_key: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradEncoderKey: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -650,8 +651,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.gradEncoderValue != nullptr) {
         const op::DataType dt = p.gradEncoderValue->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_value: dtype %s conflicts with T=%s (from %s)",
-                    DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradEncoderValue: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+                    DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -659,7 +660,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.gradNormQueryWeight != nullptr) {
         const op::DataType dt = p.gradNormQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_query_weight: dtype %s conflicts with T=%s (from %s)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormQueryWeight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -668,8 +669,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.gradNormQueryBias != nullptr) {
         const op::DataType dt = p.gradNormQueryBias->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_query_bias: dtype %s conflicts with T=%s (from %s)",
-                    DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormQueryBias: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+                    DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -677,8 +678,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.gradNormKeyWeight != nullptr) {
         const op::DataType dt = p.gradNormKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_key_weight: dtype %s conflicts with T=%s (from %s)",
-                    DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormKeyWeight: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+                    DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -686,8 +687,8 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.gradNormKeyBias != nullptr) {
         const op::DataType dt = p.gradNormKeyBias->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_key_bias: dtype %s conflicts with T=%s (from %s)",
-                    DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormKeyBias: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+                    DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -695,7 +696,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.gradNormAddedQueryWeight != nullptr) {
         const op::DataType dt = p.gradNormAddedQueryWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_query_weight: dtype %s conflicts with T=%s (from %s)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormAddedQueryWeight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -704,7 +705,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.gradNormAddedQueryBias != nullptr) {
         const op::DataType dt = p.gradNormAddedQueryBias->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_query_bias: dtype %s conflicts with T=%s (from %s)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormAddedQueryBias: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -713,7 +714,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.gradNormAddedKeyWeight != nullptr) {
         const op::DataType dt = p.gradNormAddedKeyWeight->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_key_weight: dtype %s conflicts with T=%s (from %s)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormAddedKeyWeight: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -722,7 +723,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.gradNormAddedKeyBias != nullptr) {
         const op::DataType dt = p.gradNormAddedKeyBias->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_key_bias: dtype %s conflicts with T=%s (from %s)",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormAddedKeyBias: dtype %s conflicts with T=%s (from %s)",
                     DtypeName(dt), DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -734,13 +735,13 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
 const char* FirstEmptyTensor(const Params& p)
 {
     if (p.gradQueryOutput != nullptr && p.gradQueryOutput->IsEmpty()) {
-        return "grad_query_output";
+        return "gradQueryOutput";
     }
     if (p.gradKeyOutput != nullptr && p.gradKeyOutput->IsEmpty()) {
-        return "grad_key_output";
+        return "gradKeyOutput";
     }
     if (p.gradValueOutput != nullptr && p.gradValueOutput->IsEmpty()) {
-        return "grad_value_output";
+        return "gradValueOutput";
     }
     if (p.query != nullptr && p.query->IsEmpty()) {
         return "query";
@@ -810,13 +811,13 @@ bool MatchGradQueryOutputForm0(const std::vector<int64_t>& shape, Dims& d, std::
         err = Format("rank %zu, expected 4 for shape [B, N, Seq + Sq, D]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "grad_query_output", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "gradQueryOutput", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 1, "grad_query_output", err)) {
+    if (!BindDim(d.N, "N", shape, 1, "gradQueryOutput", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 3, "grad_query_output", err)) {
+    if (!BindDim(d.D, "D", shape, 3, "gradQueryOutput", err)) {
         return false;
     }
     if (d.Seq.from != nullptr && d.Sq.from != nullptr && shape[2] != d.Seq.value + d.Sq.value) {
@@ -835,13 +836,13 @@ bool MatchGradKeyOutputForm0(const std::vector<int64_t>& shape, Dims& d, std::st
         err = Format("rank %zu, expected 4 for shape [B, N, Sek + Sk, D]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "grad_key_output", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "gradKeyOutput", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 1, "grad_key_output", err)) {
+    if (!BindDim(d.N, "N", shape, 1, "gradKeyOutput", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 3, "grad_key_output", err)) {
+    if (!BindDim(d.D, "D", shape, 3, "gradKeyOutput", err)) {
         return false;
     }
     if (d.Sek.from != nullptr && d.Sk.from != nullptr && shape[2] != d.Sek.value + d.Sk.value) {
@@ -860,13 +861,13 @@ bool MatchGradValueOutputForm0(const std::vector<int64_t>& shape, Dims& d, std::
         err = Format("rank %zu, expected 4 for shape [B, N, Sek + Sk, D]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "grad_value_output", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "gradValueOutput", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 1, "grad_value_output", err)) {
+    if (!BindDim(d.N, "N", shape, 1, "gradValueOutput", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 3, "grad_value_output", err)) {
+    if (!BindDim(d.D, "D", shape, 3, "gradValueOutput", err)) {
         return false;
     }
     if (d.Sek.from != nullptr && d.Sk.from != nullptr && shape[2] != d.Sek.value + d.Sk.value) {
@@ -931,16 +932,16 @@ bool MatchEncoderQueryForm0(const std::vector<int64_t>& shape, Dims& d, std::str
         err = Format("rank %zu, expected 4 for shape [B, Seq, N, D]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "encoder_query", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "encoderQuery", err)) {
         return false;
     }
-    if (!BindDim(d.Seq, "Seq", shape, 1, "encoder_query", err)) {
+    if (!BindDim(d.Seq, "Seq", shape, 1, "encoderQuery", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "encoder_query", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "encoderQuery", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 3, "encoder_query", err)) {
+    if (!BindDim(d.D, "D", shape, 3, "encoderQuery", err)) {
         return false;
     }
     return true;
@@ -954,16 +955,16 @@ bool MatchEncoderKeyForm0(const std::vector<int64_t>& shape, Dims& d, std::strin
         err = Format("rank %zu, expected 4 for shape [B, Sek, N, D]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "encoder_key", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "encoderKey", err)) {
         return false;
     }
-    if (!BindDim(d.Sek, "Sek", shape, 1, "encoder_key", err)) {
+    if (!BindDim(d.Sek, "Sek", shape, 1, "encoderKey", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "encoder_key", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "encoderKey", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 3, "encoder_key", err)) {
+    if (!BindDim(d.D, "D", shape, 3, "encoderKey", err)) {
         return false;
     }
     return true;
@@ -977,7 +978,7 @@ bool MatchNormQueryWeightForm0(const std::vector<int64_t>& shape, Dims& d, std::
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_query_weight", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normQueryWeight", err)) {
         return false;
     }
     return true;
@@ -991,13 +992,13 @@ bool MatchNormQueryMeanForm0(const std::vector<int64_t>& shape, Dims& d, std::st
         err = Format("rank %zu, expected 4 for shape [B, Sq, N, 1]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "norm_query_mean", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "normQueryMean", err)) {
         return false;
     }
-    if (!BindDim(d.Sq, "Sq", shape, 1, "norm_query_mean", err)) {
+    if (!BindDim(d.Sq, "Sq", shape, 1, "normQueryMean", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "norm_query_mean", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "normQueryMean", err)) {
         return false;
     }
     if (!ExpectDim(shape, 3, 1, "[B, Sq, N, 1]", err)) {
@@ -1014,13 +1015,13 @@ bool MatchNormQueryRstdForm0(const std::vector<int64_t>& shape, Dims& d, std::st
         err = Format("rank %zu, expected 4 for shape [B, Sq, N, 1]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "norm_query_rstd", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "normQueryRstd", err)) {
         return false;
     }
-    if (!BindDim(d.Sq, "Sq", shape, 1, "norm_query_rstd", err)) {
+    if (!BindDim(d.Sq, "Sq", shape, 1, "normQueryRstd", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "norm_query_rstd", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "normQueryRstd", err)) {
         return false;
     }
     if (!ExpectDim(shape, 3, 1, "[B, Sq, N, 1]", err)) {
@@ -1037,7 +1038,7 @@ bool MatchNormKeyWeightForm0(const std::vector<int64_t>& shape, Dims& d, std::st
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_key_weight", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normKeyWeight", err)) {
         return false;
     }
     return true;
@@ -1051,13 +1052,13 @@ bool MatchNormKeyMeanForm0(const std::vector<int64_t>& shape, Dims& d, std::stri
         err = Format("rank %zu, expected 4 for shape [B, Sk, N, 1]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "norm_key_mean", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "normKeyMean", err)) {
         return false;
     }
-    if (!BindDim(d.Sk, "Sk", shape, 1, "norm_key_mean", err)) {
+    if (!BindDim(d.Sk, "Sk", shape, 1, "normKeyMean", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "norm_key_mean", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "normKeyMean", err)) {
         return false;
     }
     if (!ExpectDim(shape, 3, 1, "[B, Sk, N, 1]", err)) {
@@ -1074,13 +1075,13 @@ bool MatchNormKeyRstdForm0(const std::vector<int64_t>& shape, Dims& d, std::stri
         err = Format("rank %zu, expected 4 for shape [B, Sk, N, 1]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "norm_key_rstd", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "normKeyRstd", err)) {
         return false;
     }
-    if (!BindDim(d.Sk, "Sk", shape, 1, "norm_key_rstd", err)) {
+    if (!BindDim(d.Sk, "Sk", shape, 1, "normKeyRstd", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "norm_key_rstd", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "normKeyRstd", err)) {
         return false;
     }
     if (!ExpectDim(shape, 3, 1, "[B, Sk, N, 1]", err)) {
@@ -1097,7 +1098,7 @@ bool MatchNormAddedQueryWeightForm0(const std::vector<int64_t>& shape, Dims& d, 
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_added_query_weight", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normAddedQueryWeight", err)) {
         return false;
     }
     return true;
@@ -1111,13 +1112,13 @@ bool MatchNormAddedQueryMeanForm0(const std::vector<int64_t>& shape, Dims& d, st
         err = Format("rank %zu, expected 4 for shape [B, Seq, N, 1]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "norm_added_query_mean", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "normAddedQueryMean", err)) {
         return false;
     }
-    if (!BindDim(d.Seq, "Seq", shape, 1, "norm_added_query_mean", err)) {
+    if (!BindDim(d.Seq, "Seq", shape, 1, "normAddedQueryMean", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "norm_added_query_mean", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "normAddedQueryMean", err)) {
         return false;
     }
     if (!ExpectDim(shape, 3, 1, "[B, Seq, N, 1]", err)) {
@@ -1134,13 +1135,13 @@ bool MatchNormAddedQueryRstdForm0(const std::vector<int64_t>& shape, Dims& d, st
         err = Format("rank %zu, expected 4 for shape [B, Seq, N, 1]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "norm_added_query_rstd", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "normAddedQueryRstd", err)) {
         return false;
     }
-    if (!BindDim(d.Seq, "Seq", shape, 1, "norm_added_query_rstd", err)) {
+    if (!BindDim(d.Seq, "Seq", shape, 1, "normAddedQueryRstd", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "norm_added_query_rstd", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "normAddedQueryRstd", err)) {
         return false;
     }
     if (!ExpectDim(shape, 3, 1, "[B, Seq, N, 1]", err)) {
@@ -1157,7 +1158,7 @@ bool MatchNormAddedKeyWeightForm0(const std::vector<int64_t>& shape, Dims& d, st
         err = Format("rank %zu, expected 1 for shape [D]", rank);
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 0, "norm_added_key_weight", err)) {
+    if (!BindDim(d.D, "D", shape, 0, "normAddedKeyWeight", err)) {
         return false;
     }
     return true;
@@ -1171,13 +1172,13 @@ bool MatchNormAddedKeyMeanForm0(const std::vector<int64_t>& shape, Dims& d, std:
         err = Format("rank %zu, expected 4 for shape [B, Sek, N, 1]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "norm_added_key_mean", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "normAddedKeyMean", err)) {
         return false;
     }
-    if (!BindDim(d.Sek, "Sek", shape, 1, "norm_added_key_mean", err)) {
+    if (!BindDim(d.Sek, "Sek", shape, 1, "normAddedKeyMean", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "norm_added_key_mean", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "normAddedKeyMean", err)) {
         return false;
     }
     if (!ExpectDim(shape, 3, 1, "[B, Sek, N, 1]", err)) {
@@ -1194,13 +1195,13 @@ bool MatchNormAddedKeyRstdForm0(const std::vector<int64_t>& shape, Dims& d, std:
         err = Format("rank %zu, expected 4 for shape [B, Sek, N, 1]", rank);
         return false;
     }
-    if (!BindDim(d.B, "B", shape, 0, "norm_added_key_rstd", err)) {
+    if (!BindDim(d.B, "B", shape, 0, "normAddedKeyRstd", err)) {
         return false;
     }
-    if (!BindDim(d.Sek, "Sek", shape, 1, "norm_added_key_rstd", err)) {
+    if (!BindDim(d.Sek, "Sek", shape, 1, "normAddedKeyRstd", err)) {
         return false;
     }
-    if (!BindDim(d.N, "N", shape, 2, "norm_added_key_rstd", err)) {
+    if (!BindDim(d.N, "N", shape, 2, "normAddedKeyRstd", err)) {
         return false;
     }
     if (!ExpectDim(shape, 3, 1, "[B, Sek, N, 1]", err)) {
@@ -1217,10 +1218,10 @@ bool MatchRopeSinForm0(const std::vector<int64_t>& shape, Dims& d, std::string& 
         err = Format("rank %zu, expected 2 for shape [R, D]", rank);
         return false;
     }
-    if (!BindDim(d.R, "R", shape, 0, "rope_sin", err)) {
+    if (!BindDim(d.R, "R", shape, 0, "ropeSin", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 1, "rope_sin", err)) {
+    if (!BindDim(d.D, "D", shape, 1, "ropeSin", err)) {
         return false;
     }
     return true;
@@ -1234,10 +1235,10 @@ bool MatchRopeCosForm0(const std::vector<int64_t>& shape, Dims& d, std::string& 
         err = Format("rank %zu, expected 2 for shape [R, D]", rank);
         return false;
     }
-    if (!BindDim(d.R, "R", shape, 0, "rope_cos", err)) {
+    if (!BindDim(d.R, "R", shape, 0, "ropeCos", err)) {
         return false;
     }
-    if (!BindDim(d.D, "D", shape, 1, "rope_cos", err)) {
+    if (!BindDim(d.D, "D", shape, 1, "ropeCos", err)) {
         return false;
     }
     return true;
@@ -1254,7 +1255,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_query_output: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradQueryOutput: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1265,7 +1266,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_key_output: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradKeyOutput: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1276,7 +1277,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_value_output: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradValueOutput: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1309,7 +1310,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_query: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderQuery: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1320,7 +1321,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoder_key: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderKey: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1331,7 +1332,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_weight: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryWeight: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1342,7 +1343,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_mean: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryMean: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1353,7 +1354,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_query_rstd: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryRstd: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1364,7 +1365,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_weight: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyWeight: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1375,7 +1376,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_mean: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyMean: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1386,7 +1387,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_key_rstd: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyRstd: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1397,7 +1398,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_weight: shape %s: %s", ListText(shape).c_str(),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryWeight: shape %s: %s", ListText(shape).c_str(),
                     err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -1409,8 +1410,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_mean: shape %s: %s", ListText(shape).c_str(),
-                    err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryMean: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1421,8 +1421,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_query_rstd: shape %s: %s", ListText(shape).c_str(),
-                    err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryRstd: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1433,8 +1432,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_weight: shape %s: %s", ListText(shape).c_str(),
-                    err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyWeight: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1445,7 +1443,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_mean: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyMean: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1456,7 +1454,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "norm_added_key_rstd: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyRstd: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1467,7 +1465,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_sin: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "ropeSin: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1478,7 +1476,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "rope_cos: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "ropeCos: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1548,7 +1546,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         d.D.from != nullptr &&
         ShapeOf(p.gradQueryOutput) !=
             Splice({d.B.value, d.N.value, d.Seq.value + d.Sq.value, d.D.value}, nullptr, {})) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_query_output: shape %s must be %s ([B, N, Seq + Sq, D])",
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradQueryOutput: shape %s must be %s ([B, N, Seq + Sq, D])",
                 ListText(ShapeOf(p.gradQueryOutput)).c_str(),
                 ListText(Splice({d.B.value, d.N.value, d.Seq.value + d.Sq.value, d.D.value}, nullptr, {})).c_str());
         return ACLNN_ERR_PARAM_INVALID;
@@ -1556,7 +1554,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     if (d.B.from != nullptr && d.N.from != nullptr && d.Sek.from != nullptr && d.Sk.from != nullptr &&
         d.D.from != nullptr &&
         ShapeOf(p.gradKeyOutput) != Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_key_output: shape %s must be %s ([B, N, Sek + Sk, D])",
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradKeyOutput: shape %s must be %s ([B, N, Sek + Sk, D])",
                 ListText(ShapeOf(p.gradKeyOutput)).c_str(),
                 ListText(Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})).c_str());
         return ACLNN_ERR_PARAM_INVALID;
@@ -1565,7 +1563,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         d.D.from != nullptr &&
         ShapeOf(p.gradValueOutput) !=
             Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_value_output: shape %s must be %s ([B, N, Sek + Sk, D])",
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradValueOutput: shape %s must be %s ([B, N, Sek + Sk, D])",
                 ListText(ShapeOf(p.gradValueOutput)).c_str(),
                 ListText(Splice({d.B.value, d.N.value, d.Sek.value + d.Sk.value, d.D.value}, nullptr, {})).c_str());
         return ACLNN_ERR_PARAM_INVALID;
@@ -1574,7 +1572,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     if (d.R.from != nullptr && d.Seq.from != nullptr && d.Sq.from != nullptr &&
         !(d.R.value <= d.Seq.value + d.Sq.value)) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "rope_sin: rows R must not exceed the query sequence Sq + Seq (R <= Seq + Sq (%ld <= %ld))",
+                "ropeSin: rows R must not exceed the query sequence Sq + Seq (R <= Seq + Sq (%ld <= %ld))",
                 static_cast<long>(d.R.value), static_cast<long>(d.Seq.value + d.Sq.value));
         return ACLNN_ERR_PARAM_INVALID;
     }
@@ -1582,7 +1580,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     if (d.R.from != nullptr && d.Sek.from != nullptr && d.Sk.from != nullptr &&
         !(d.R.value <= d.Sek.value + d.Sk.value)) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "rope_sin: rows R must not exceed the key sequence Sk + Sek (R <= Sek + Sk (%ld <= %ld))",
+                "ropeSin: rows R must not exceed the key sequence Sk + Sek (R <= Sek + Sk (%ld <= %ld))",
                 static_cast<long>(d.R.value), static_cast<long>(d.Sek.value + d.Sk.value));
         return ACLNN_ERR_PARAM_INVALID;
     }
@@ -1604,7 +1602,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.gradQuery != nullptr) {
         if (d.B.from != nullptr && d.Sq.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
             ShapeOf(p.gradQuery) != Splice({d.B.value, d.Sq.value, d.N.value, d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_query: shape %s must be %s ([B, Sq, N, D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradQuery: shape %s must be %s ([B, Sq, N, D])",
                     ListText(ShapeOf(p.gradQuery)).c_str(),
                     ListText(Splice({d.B.value, d.Sq.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1613,7 +1611,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.gradKey != nullptr) {
         if (d.B.from != nullptr && d.Sk.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
             ShapeOf(p.gradKey) != Splice({d.B.value, d.Sk.value, d.N.value, d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_key: shape %s must be %s ([B, Sk, N, D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradKey: shape %s must be %s ([B, Sk, N, D])",
                     ListText(ShapeOf(p.gradKey)).c_str(),
                     ListText(Splice({d.B.value, d.Sk.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1622,7 +1620,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.gradValue != nullptr) {
         if (d.B.from != nullptr && d.Sk.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
             ShapeOf(p.gradValue) != Splice({d.B.value, d.Sk.value, d.N.value, d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_value: shape %s must be %s ([B, Sk, N, D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradValue: shape %s must be %s ([B, Sk, N, D])",
                     ListText(ShapeOf(p.gradValue)).c_str(),
                     ListText(Splice({d.B.value, d.Sk.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1632,7 +1630,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
         if (d.B.from != nullptr && d.Seq.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
             d.Seq.from != kAbsentInputs &&
             ShapeOf(p.gradEncoderQuery) != Splice({d.B.value, d.Seq.value, d.N.value, d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_query: shape %s must be %s ([B, Seq, N, D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradEncoderQuery: shape %s must be %s ([B, Seq, N, D])",
                     ListText(ShapeOf(p.gradEncoderQuery)).c_str(),
                     ListText(Splice({d.B.value, d.Seq.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1642,7 +1640,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
         if (d.B.from != nullptr && d.Sek.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
             d.Sek.from != kAbsentInputs &&
             ShapeOf(p.gradEncoderKey) != Splice({d.B.value, d.Sek.value, d.N.value, d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_key: shape %s must be %s ([B, Sek, N, D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradEncoderKey: shape %s must be %s ([B, Sek, N, D])",
                     ListText(ShapeOf(p.gradEncoderKey)).c_str(),
                     ListText(Splice({d.B.value, d.Sek.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1652,7 +1650,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
         if (d.B.from != nullptr && d.Sek.from != nullptr && d.N.from != nullptr && d.D.from != nullptr &&
             d.Sek.from != kAbsentInputs &&
             ShapeOf(p.gradEncoderValue) != Splice({d.B.value, d.Sek.value, d.N.value, d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_encoder_value: shape %s must be %s ([B, Sek, N, D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradEncoderValue: shape %s must be %s ([B, Sek, N, D])",
                     ListText(ShapeOf(p.gradEncoderValue)).c_str(),
                     ListText(Splice({d.B.value, d.Sek.value, d.N.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1660,7 +1658,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     }
     if (p.gradNormQueryWeight != nullptr) {
         if (d.D.from != nullptr && ShapeOf(p.gradNormQueryWeight) != Splice({d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_query_weight: shape %s must be %s ([D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormQueryWeight: shape %s must be %s ([D])",
                     ListText(ShapeOf(p.gradNormQueryWeight)).c_str(),
                     ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1668,28 +1666,28 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     }
     if (p.gradNormQueryBias != nullptr) {
         if (d.D.from != nullptr && ShapeOf(p.gradNormQueryBias) != Splice({d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_query_bias: shape %s must be %s ([D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormQueryBias: shape %s must be %s ([D])",
                     ListText(ShapeOf(p.gradNormQueryBias)).c_str(), ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (p.gradNormKeyWeight != nullptr) {
         if (d.D.from != nullptr && ShapeOf(p.gradNormKeyWeight) != Splice({d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_key_weight: shape %s must be %s ([D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormKeyWeight: shape %s must be %s ([D])",
                     ListText(ShapeOf(p.gradNormKeyWeight)).c_str(), ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (p.gradNormKeyBias != nullptr) {
         if (d.D.from != nullptr && ShapeOf(p.gradNormKeyBias) != Splice({d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_key_bias: shape %s must be %s ([D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormKeyBias: shape %s must be %s ([D])",
                     ListText(ShapeOf(p.gradNormKeyBias)).c_str(), ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     if (p.gradNormAddedQueryWeight != nullptr) {
         if (d.D.from != nullptr && ShapeOf(p.gradNormAddedQueryWeight) != Splice({d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_query_weight: shape %s must be %s ([D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormAddedQueryWeight: shape %s must be %s ([D])",
                     ListText(ShapeOf(p.gradNormAddedQueryWeight)).c_str(),
                     ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1697,7 +1695,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     }
     if (p.gradNormAddedQueryBias != nullptr) {
         if (d.D.from != nullptr && ShapeOf(p.gradNormAddedQueryBias) != Splice({d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_query_bias: shape %s must be %s ([D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormAddedQueryBias: shape %s must be %s ([D])",
                     ListText(ShapeOf(p.gradNormAddedQueryBias)).c_str(),
                     ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1705,7 +1703,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     }
     if (p.gradNormAddedKeyWeight != nullptr) {
         if (d.D.from != nullptr && ShapeOf(p.gradNormAddedKeyWeight) != Splice({d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_key_weight: shape %s must be %s ([D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormAddedKeyWeight: shape %s must be %s ([D])",
                     ListText(ShapeOf(p.gradNormAddedKeyWeight)).c_str(),
                     ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1713,7 +1711,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     }
     if (p.gradNormAddedKeyBias != nullptr) {
         if (d.D.from != nullptr && ShapeOf(p.gradNormAddedKeyBias) != Splice({d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "grad_norm_added_key_bias: shape %s must be %s ([D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "gradNormAddedKeyBias: shape %s must be %s ([D])",
                     ListText(ShapeOf(p.gradNormAddedKeyBias)).c_str(),
                     ListText(Splice({d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1732,77 +1730,75 @@ aclnnStatus CheckEmptyCall(const Params& p)
     }
     if (p.gradQuery != nullptr && !p.gradQuery->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_query is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output gradQuery is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradKey != nullptr && !p.gradKey->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_key is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output gradKey is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradValue != nullptr && !p.gradValue->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_value is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output gradValue is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradEncoderQuery != nullptr && !p.gradEncoderQuery->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_encoder_query is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output gradEncoderQuery is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradEncoderKey != nullptr && !p.gradEncoderKey->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_encoder_key is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output gradEncoderKey is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradEncoderValue != nullptr && !p.gradEncoderValue->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_encoder_value is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output gradEncoderValue is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradNormQueryWeight != nullptr && !p.gradNormQueryWeight->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_norm_query_weight is not (an empty call needs every output empty)",
-                empty);
+                "%s: is empty, but output gradNormQueryWeight is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradNormQueryBias != nullptr && !p.gradNormQueryBias->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_norm_query_bias is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output gradNormQueryBias is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradNormKeyWeight != nullptr && !p.gradNormKeyWeight->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_norm_key_weight is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output gradNormKeyWeight is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradNormKeyBias != nullptr && !p.gradNormKeyBias->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_norm_key_bias is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output gradNormKeyBias is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradNormAddedQueryWeight != nullptr && !p.gradNormAddedQueryWeight->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_norm_added_query_weight is not (an empty call needs every output empty)",
+                "%s: is empty, but output gradNormAddedQueryWeight is not (an empty call needs every output empty)",
                 empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradNormAddedQueryBias != nullptr && !p.gradNormAddedQueryBias->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_norm_added_query_bias is not (an empty call needs every output empty)",
+                "%s: is empty, but output gradNormAddedQueryBias is not (an empty call needs every output empty)",
                 empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradNormAddedKeyWeight != nullptr && !p.gradNormAddedKeyWeight->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_norm_added_key_weight is not (an empty call needs every output empty)",
+                "%s: is empty, but output gradNormAddedKeyWeight is not (an empty call needs every output empty)",
                 empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.gradNormAddedKeyBias != nullptr && !p.gradNormAddedKeyBias->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output grad_norm_added_key_bias is not (an empty call needs every output empty)",
-                empty);
+                "%s: is empty, but output gradNormAddedKeyBias is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;

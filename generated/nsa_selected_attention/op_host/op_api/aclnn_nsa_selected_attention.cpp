@@ -3,7 +3,8 @@
 //
 // aclnn two-phase API of NsaSelectedAttention (section "aclnn适配" of ops-nn's AI Core operator development guide).
 // aclnnNsaSelectedAttentionGetWorkspaceSize checks every rule of the spec in the order of opgen's
-// interpreter, with its messages ("<OpDef name>: <rule>"): null pointers (161001); attribute values,
+// interpreter, with its messages ("<public name>: <rule>", each parameter named as the caller passed it):
+// null pointers (161001); attribute values,
 // mode rules, dtypes, shapes and dims, host-array values, output shapes (161002). Then it builds the
 // executor: contiguous inputs, the kernel, ViewCopy into the outputs. Empty tensors never reach the
 // kernel: a call with an empty input whose outputs are all empty returns success with workspace 0 and
@@ -42,7 +43,7 @@ const char* const kAbsentInputs = "absent inputs";  // binder of a dim that take
 // A dim of the spec, bound by the first parameter that carries it.
 struct DimVar {
     int64_t value = 0;
-    const char* from = nullptr;  // OpDef name of the binding parameter; nullptr: not bound yet
+    const char* from = nullptr;  // public name of the binding parameter; nullptr: not bound yet
 };
 
 // A variadic group of dims (e.g. the leading batch dims).
@@ -284,18 +285,18 @@ aclnnStatus CheckSoc()
 }
 
 // 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
-// the spec names it, which the message prints).
+// the public API names it, which the message prints).
 aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const aclTensor* value,
-                         const aclTensor* topk_indices, const aclTensor* softmax_max, const aclTensor* softmax_sum,
-                         const aclTensor* attention_out)
+                         const aclTensor* topkIndices, const aclTensor* softmaxMaxOut, const aclTensor* softmaxSumOut,
+                         const aclTensor* attentionOut)
 {
     OP_CHECK_NULL(query, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(key, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(value, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(topk_indices, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(softmax_max, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(softmax_sum, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(attention_out, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(topkIndices, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(softmaxMaxOut, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(softmaxSumOut, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(attentionOut, return ACLNN_ERR_PARAM_NULLPTR);
     return ACLNN_SUCCESS;
 }
 
@@ -303,7 +304,7 @@ aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const acl
 aclnnStatus CheckNullAttrs(const Params& p)
 {
     if (p.inputLayout == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "input_layout: required attribute is missing");
+        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "inputLayout: required attribute is missing");
         return ACLNN_ERR_PARAM_NULLPTR;
     }
     return ACLNN_SUCCESS;
@@ -313,11 +314,11 @@ aclnnStatus CheckNullAttrs(const Params& p)
 aclnnStatus CheckAttrs(const Params& p)
 {
     if (p.sparseMode != 0 && p.sparseMode != 2) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "sparse_mode: must be one of 0, 2, got %ld", p.sparseMode);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "sparseMode: must be one of 0, 2, got %ld", p.sparseMode);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (std::strcmp(p.inputLayout, "TND") != 0) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "input_layout: must be one of 'TND', got '%s'", p.inputLayout);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "inputLayout: must be one of 'TND', got '%s'", p.inputLayout);
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
@@ -328,12 +329,12 @@ aclnnStatus CheckModes(const Params& p)
 {
     // mode rule of _nsa_common.py
     if (p.actualSeqQLenOptional == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actual_seq_qlen: required for the TND layout");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqQLenOptional: required for the TND layout");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nsa_common.py
     if (p.actualSeqKvLenOptional == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actual_seq_kvlen: required for the TND layout");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqKvLenOptional: required for the TND layout");
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
@@ -345,7 +346,7 @@ const std::initializer_list<op::DataType> kDtypeSupport0 = {op::DataType::DT_BF1
 const std::initializer_list<op::DataType> kDtypeSupport1 = {op::DataType::DT_BOOL, op::DataType::DT_UINT8};
 
 // query's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
+// the public API names it, which the message prints).
 bool DtypeSupported0(const aclTensor* query)
 {
     OP_CHECK_DTYPE_NOT_SUPPORT(query, kDtypeSupport0, return false);
@@ -353,10 +354,10 @@ bool DtypeSupported0(const aclTensor* query)
 }
 
 // atten_mask's dtype is one M takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
-bool DtypeSupported4(const aclTensor* atten_mask)
+// the public API names it, which the message prints).
+bool DtypeSupported4(const aclTensor* attenMaskOptional)
 {
-    OP_CHECK_DTYPE_NOT_SUPPORT(atten_mask, kDtypeSupport1, return false);
+    OP_CHECK_DTYPE_NOT_SUPPORT(attenMaskOptional, kDtypeSupport1, return false);
     return true;
 }
 
@@ -400,7 +401,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.topkIndices->GetDataType();
         if (dt != op::DataType::DT_INT32) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "topk_indices: dtype %s must be int32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "topkIndices: dtype %s must be int32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -412,7 +413,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
                 return ACLNN_ERR_PARAM_INVALID;
             }
             t.M.dtype = dt;
-            t.M.from = "atten_mask";
+            t.M.from = "attenMaskOptional";
             if (!CheckDtypeRows(t)) {
                 return ACLNN_ERR_PARAM_INVALID;
             }
@@ -422,7 +423,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.softmaxMaxOut->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmax_max: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmaxMaxOut: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -430,7 +431,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.softmaxSumOut->GetDataType();
         if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmax_sum: dtype %s must be float32", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmaxSumOut: dtype %s must be float32", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -438,7 +439,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.attentionOut->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "attention_out: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "attentionOut: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -459,7 +460,7 @@ const char* FirstEmptyTensor(const Params& p)
         return "value";
     }
     if (p.topkIndices != nullptr && p.topkIndices->IsEmpty()) {
-        return "topk_indices";
+        return "topkIndices";
     }
     return nullptr;
 }
@@ -550,13 +551,13 @@ bool MatchTopkIndicesForm0(const std::vector<int64_t>& shape, Dims& d, std::stri
         err = Format("rank %zu, expected 3 for shape [T1, N2, CNT]", rank);
         return false;
     }
-    if (!BindDim(d.T1, "T1", shape, 0, "topk_indices", err)) {
+    if (!BindDim(d.T1, "T1", shape, 0, "topkIndices", err)) {
         return false;
     }
-    if (!BindDim(d.N2, "N2", shape, 1, "topk_indices", err)) {
+    if (!BindDim(d.N2, "N2", shape, 1, "topkIndices", err)) {
         return false;
     }
-    if (!BindDim(d.v_CNT_, "CNT", shape, 2, "topk_indices", err)) {
+    if (!BindDim(d.v_CNT_, "CNT", shape, 2, "topkIndices", err)) {
         return false;
     }
     return true;
@@ -570,10 +571,10 @@ bool MatchAttenMaskOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std
         err = Format("rank %zu, expected 2 for shape [MS1, MS2]", rank);
         return false;
     }
-    if (!BindDim(d.v_MS1_, "MS1", shape, 0, "atten_mask", err)) {
+    if (!BindDim(d.v_MS1_, "MS1", shape, 0, "attenMaskOptional", err)) {
         return false;
     }
-    if (!BindDim(d.v_MS2_, "MS2", shape, 1, "atten_mask", err)) {
+    if (!BindDim(d.v_MS2_, "MS2", shape, 1, "attenMaskOptional", err)) {
         return false;
     }
     return true;
@@ -587,7 +588,7 @@ bool MatchActualSeqQLenOptionalForm0(const std::vector<int64_t>& shape, Dims& d,
         err = Format("rank %zu, expected 1 for shape [Bn]", rank);
         return false;
     }
-    if (!BindDim(d.Bn, "Bn", shape, 0, "actual_seq_qlen", err)) {
+    if (!BindDim(d.Bn, "Bn", shape, 0, "actualSeqQLenOptional", err)) {
         return false;
     }
     return true;
@@ -601,7 +602,7 @@ bool MatchActualSeqKvLenOptionalForm0(const std::vector<int64_t>& shape, Dims& d
         err = Format("rank %zu, expected 1 for shape [Bn]", rank);
         return false;
     }
-    if (!BindDim(d.Bn, "Bn", shape, 0, "actual_seq_kvlen", err)) {
+    if (!BindDim(d.Bn, "Bn", shape, 0, "actualSeqKvLenOptional", err)) {
         return false;
     }
     return true;
@@ -651,7 +652,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "topk_indices: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "topkIndices: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -662,7 +663,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "atten_mask: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "attenMaskOptional: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -673,7 +674,8 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actual_seq_qlen: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqQLenOptional: shape %s: %s", ListText(shape).c_str(),
+                    err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -684,37 +686,38 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actual_seq_kvlen: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqKvLenOptional: shape %s: %s", ListText(shape).c_str(),
+                    err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    // head_num binds N1
+    // headNum binds N1
     if (d.N1.from == nullptr) {
         d.N1.value = p.headNum;
-        d.N1.from = "head_num";
+        d.N1.from = "headNum";
     }
     if (p.headNum != d.N1.value) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "head_num: is %ld, must equal N1=%ld (from %s)", p.headNum, d.N1.value,
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "headNum: is %ld, must equal N1=%ld (from %s)", p.headNum, d.N1.value,
                 d.N1.from);
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // selected_block_size binds v_BS_
+    // selectedBlockSize binds v_BS_
     if (d.v_BS_.from == nullptr) {
         d.v_BS_.value = p.selectedBlockSize;
-        d.v_BS_.from = "selected_block_size";
+        d.v_BS_.from = "selectedBlockSize";
     }
     if (p.selectedBlockSize != d.v_BS_.value) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "selected_block_size: is %ld, must equal BS=%ld (from %s)",
-                p.selectedBlockSize, d.v_BS_.value, d.v_BS_.from);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "selectedBlockSize: is %ld, must equal BS=%ld (from %s)", p.selectedBlockSize,
+                d.v_BS_.value, d.v_BS_.from);
         return ACLNN_ERR_PARAM_INVALID;
     }
-    // selected_block_count binds v_CNT_
+    // selectedBlockCount binds v_CNT_
     if (d.v_CNT_.from == nullptr) {
         d.v_CNT_.value = p.selectedBlockCount;
-        d.v_CNT_.from = "selected_block_count";
+        d.v_CNT_.from = "selectedBlockCount";
     }
     if (p.selectedBlockCount != d.v_CNT_.value) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "selected_block_count: is %ld, must equal CNT=%ld (from %s)",
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "selectedBlockCount: is %ld, must equal CNT=%ld (from %s)",
                 p.selectedBlockCount, d.v_CNT_.value, d.v_CNT_.from);
         return ACLNN_ERR_PARAM_INVALID;
     }
@@ -832,7 +835,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     // relation of _nsa_common.py
     if (d.v_BS_.from != nullptr && d.v_CNT_.from != nullptr && !(d.v_BS_.value * d.v_CNT_.value <= 8192)) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "topk_indices: selected keys CNT * BS must not exceed 8192 (BS * CNT <= 8192 (%ld <= %ld))",
+                "topkIndices: selected keys CNT * BS must not exceed 8192 (BS * CNT <= 8192 (%ld <= %ld))",
                 static_cast<long>(d.v_BS_.value * d.v_CNT_.value), static_cast<long>(8192));
         return ACLNN_ERR_PARAM_INVALID;
     }
@@ -842,40 +845,40 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
 // Values of host arrays.
 aclnnStatus CheckHostValues(const Params& p, const Dims& d)
 {
-    // actual_seq_qlen: cumulative sequence ends (host array)
+    // actualSeqQLenOptional: cumulative sequence ends (host array)
     if (p.actualSeqQLenOptional != nullptr) {
         if (p.actualSeqQLenOptional->Size() == 0) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "actual_seq_qlen: must be a non-empty 1-D array of cumulative sequence ends");
+                    "actualSeqQLenOptional: must be a non-empty 1-D array of cumulative sequence ends");
             return ACLNN_ERR_PARAM_INVALID;
         }
         if (!IsIncreasingPositive(p.actualSeqQLenOptional)) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "actual_seq_qlen: cumulative ends must be strictly increasing and positive, got %s",
+                    "actualSeqQLenOptional: cumulative ends must be strictly increasing and positive, got %s",
                     ListText(ValuesOf(p.actualSeqQLenOptional, 8)).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
         if (d.T1.from != nullptr && LastValue(p.actualSeqQLenOptional) != d.T1.value) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actual_seq_qlen: last cumulative end %ld must equal T1=%ld",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqQLenOptional: last cumulative end %ld must equal T1=%ld",
                     LastValue(p.actualSeqQLenOptional), d.T1.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    // actual_seq_kvlen: cumulative sequence ends (host array)
+    // actualSeqKvLenOptional: cumulative sequence ends (host array)
     if (p.actualSeqKvLenOptional != nullptr) {
         if (p.actualSeqKvLenOptional->Size() == 0) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "actual_seq_kvlen: must be a non-empty 1-D array of cumulative sequence ends");
+                    "actualSeqKvLenOptional: must be a non-empty 1-D array of cumulative sequence ends");
             return ACLNN_ERR_PARAM_INVALID;
         }
         if (!IsIncreasingPositive(p.actualSeqKvLenOptional)) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "actual_seq_kvlen: cumulative ends must be strictly increasing and positive, got %s",
+                    "actualSeqKvLenOptional: cumulative ends must be strictly increasing and positive, got %s",
                     ListText(ValuesOf(p.actualSeqKvLenOptional, 8)).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
         if (d.T2.from != nullptr && LastValue(p.actualSeqKvLenOptional) != d.T2.value) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actual_seq_kvlen: last cumulative end %ld must equal T2=%ld",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqKvLenOptional: last cumulative end %ld must equal T2=%ld",
                     LastValue(p.actualSeqKvLenOptional), d.T2.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -890,7 +893,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.softmaxMaxOut != nullptr) {
         if (d.T1.from != nullptr && d.N1.from != nullptr &&
             ShapeOf(p.softmaxMaxOut) != Splice({d.T1.value, d.N1.value, 8}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmax_max: shape %s must be %s ([T1, N1, 8])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmaxMaxOut: shape %s must be %s ([T1, N1, 8])",
                     ListText(ShapeOf(p.softmaxMaxOut)).c_str(),
                     ListText(Splice({d.T1.value, d.N1.value, 8}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -899,7 +902,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.softmaxSumOut != nullptr) {
         if (d.T1.from != nullptr && d.N1.from != nullptr &&
             ShapeOf(p.softmaxSumOut) != Splice({d.T1.value, d.N1.value, 8}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmax_sum: shape %s must be %s ([T1, N1, 8])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmaxSumOut: shape %s must be %s ([T1, N1, 8])",
                     ListText(ShapeOf(p.softmaxSumOut)).c_str(),
                     ListText(Splice({d.T1.value, d.N1.value, 8}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -908,7 +911,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.attentionOut != nullptr) {
         if (d.T1.from != nullptr && d.N1.from != nullptr && d.Dv.from != nullptr &&
             ShapeOf(p.attentionOut) != Splice({d.T1.value, d.N1.value, d.Dv.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "attention_out: shape %s must be %s ([T1, N1, Dv])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "attentionOut: shape %s must be %s ([T1, N1, Dv])",
                     ListText(ShapeOf(p.attentionOut)).c_str(),
                     ListText(Splice({d.T1.value, d.N1.value, d.Dv.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -927,17 +930,17 @@ aclnnStatus CheckEmptyCall(const Params& p)
     }
     if (p.softmaxMaxOut != nullptr && !p.softmaxMaxOut->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output softmax_max is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output softmaxMaxOut is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.softmaxSumOut != nullptr && !p.softmaxSumOut->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output softmax_sum is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output softmaxSumOut is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.attentionOut != nullptr && !p.attentionOut->IsEmpty()) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "%s: is empty, but output attention_out is not (an empty call needs every output empty)", empty);
+                "%s: is empty, but output attentionOut is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;

@@ -3,7 +3,8 @@
 //
 // aclnn two-phase API of NsaSelectedAttentionGrad (section "aclnn适配" of ops-nn's AI Core operator development guide).
 // aclnnNsaSelectedAttentionGradGetWorkspaceSize checks every rule of the spec in the order of opgen's
-// interpreter, with its messages ("<OpDef name>: <rule>"): null pointers (161001); attribute values,
+// interpreter, with its messages ("<public name>: <rule>", each parameter named as the caller passed it):
+// null pointers (161001); attribute values,
 // mode rules, dtypes, shapes and dims, host-array values, output shapes (161002). Then it builds the
 // executor: contiguous inputs, the kernel, ViewCopy into the outputs. Empty tensors never reach the
 // kernel: a call with an empty input whose outputs are all empty returns success with workspace 0 and
@@ -42,7 +43,7 @@ const char* const kAbsentInputs = "absent inputs";  // binder of a dim that take
 // A dim of the spec, bound by the first parameter that carries it.
 struct DimVar {
     int64_t value = 0;
-    const char* from = nullptr;  // OpDef name of the binding parameter; nullptr: not bound yet
+    const char* from = nullptr;  // public name of the binding parameter; nullptr: not bound yet
 };
 
 // A variadic group of dims (e.g. the leading batch dims).
@@ -295,11 +296,11 @@ aclnnStatus CheckSoc()
 }
 
 // 161001: null required tensors, host arrays and scalars (opbase's OP_CHECK_NULL; each parameter is named as
-// the spec names it, which the message prints).
+// the public API names it, which the message prints).
 aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const aclTensor* value,
                          const aclTensor* attentionOut, const aclTensor* attentionOutGrad, const aclTensor* softmaxMax,
-                         const aclTensor* softmaxSum, const aclTensor* topkIndices, const aclTensor* dq,
-                         const aclTensor* dk, const aclTensor* dv)
+                         const aclTensor* softmaxSum, const aclTensor* topkIndices, const aclTensor* dqOut,
+                         const aclTensor* dkOut, const aclTensor* dvOut)
 {
     OP_CHECK_NULL(query, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(key, return ACLNN_ERR_PARAM_NULLPTR);
@@ -309,9 +310,9 @@ aclnnStatus CheckNotNull(const aclTensor* query, const aclTensor* key, const acl
     OP_CHECK_NULL(softmaxMax, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(softmaxSum, return ACLNN_ERR_PARAM_NULLPTR);
     OP_CHECK_NULL(topkIndices, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(dq, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(dk, return ACLNN_ERR_PARAM_NULLPTR);
-    OP_CHECK_NULL(dv, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(dqOut, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(dkOut, return ACLNN_ERR_PARAM_NULLPTR);
+    OP_CHECK_NULL(dvOut, return ACLNN_ERR_PARAM_NULLPTR);
     return ACLNN_SUCCESS;
 }
 
@@ -334,12 +335,12 @@ aclnnStatus CheckModes(const Params& p)
 {
     // mode rule of _nsa_common.py
     if (p.actualSeqQLenOptional == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqQLen: required for the TND layout");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqQLenOptional: required for the TND layout");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nsa_common.py
     if (p.actualSeqKvLenOptional == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqKVLlen: required for the TND layout");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqKvLenOptional: required for the TND layout");
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
@@ -349,7 +350,7 @@ aclnnStatus CheckModes(const Params& p)
 const std::initializer_list<op::DataType> kDtypeSupport0 = {op::DataType::DT_BF16, op::DataType::DT_FLOAT16};
 
 // query's dtype is one T takes (opbase's OP_CHECK_DTYPE_NOT_SUPPORT; the parameter is named as
-// the spec names it, which the message prints).
+// the public API names it, which the message prints).
 bool DtypeSupported0(const aclTensor* query)
 {
     OP_CHECK_DTYPE_NOT_SUPPORT(query, kDtypeSupport0, return false);
@@ -438,7 +439,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     if (p.attenMaskOptional != nullptr) {
         const op::DataType dt = p.attenMaskOptional->GetDataType();
         if (dt != op::DataType::DT_BOOL) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "attenMsk: dtype %s must be bool", DtypeName(dt));
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "attenMaskOptional: dtype %s must be bool", DtypeName(dt));
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -446,7 +447,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.dqOut->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dq: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dqOut: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -455,7 +456,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.dkOut->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dk: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dkOut: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -464,7 +465,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     {
         const op::DataType dt = p.dvOut->GetDataType();
         if (dt != t.T.dtype) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dv: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dvOut: dtype %s conflicts with T=%s (from %s)", DtypeName(dt),
                     DtypeName(t.T.dtype), t.T.from);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -688,7 +689,7 @@ bool MatchActualSeqQLenOptionalForm0(const std::vector<int64_t>& shape, Dims& d,
         err = Format("rank %zu, expected 1 for shape [Bn]", rank);
         return false;
     }
-    if (!BindDim(d.Bn, "Bn", shape, 0, "actualSeqQLen", err)) {
+    if (!BindDim(d.Bn, "Bn", shape, 0, "actualSeqQLenOptional", err)) {
         return false;
     }
     return true;
@@ -702,7 +703,7 @@ bool MatchActualSeqKvLenOptionalForm0(const std::vector<int64_t>& shape, Dims& d
         err = Format("rank %zu, expected 1 for shape [Bn]", rank);
         return false;
     }
-    if (!BindDim(d.Bn, "Bn", shape, 0, "actualSeqKVLlen", err)) {
+    if (!BindDim(d.Bn, "Bn", shape, 0, "actualSeqKvLenOptional", err)) {
         return false;
     }
     return true;
@@ -716,10 +717,10 @@ bool MatchAttenMaskOptionalForm0(const std::vector<int64_t>& shape, Dims& d, std
         err = Format("rank %zu, expected 2 for shape [MS1, MS2]", rank);
         return false;
     }
-    if (!BindDim(d.v_MS1_, "MS1", shape, 0, "attenMsk", err)) {
+    if (!BindDim(d.v_MS1_, "MS1", shape, 0, "attenMaskOptional", err)) {
         return false;
     }
-    if (!BindDim(d.v_MS2_, "MS2", shape, 1, "attenMsk", err)) {
+    if (!BindDim(d.v_MS2_, "MS2", shape, 1, "attenMaskOptional", err)) {
         return false;
     }
     return true;
@@ -824,7 +825,8 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqQLen: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqQLenOptional: shape %s: %s", ListText(shape).c_str(),
+                    err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -835,7 +837,8 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqKVLlen: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqKvLenOptional: shape %s: %s", ListText(shape).c_str(),
+                    err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -846,7 +849,7 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         std::string err;
         const int form = MatchForms(shape, kForms, 1, d, err);
         if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "attenMsk: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "attenMaskOptional: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1000,40 +1003,40 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
 // Values of host arrays.
 aclnnStatus CheckHostValues(const Params& p, const Dims& d)
 {
-    // actualSeqQLen: cumulative sequence ends (host array)
+    // actualSeqQLenOptional: cumulative sequence ends (host array)
     if (p.actualSeqQLenOptional != nullptr) {
         if (p.actualSeqQLenOptional->Size() == 0) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "actualSeqQLen: must be a non-empty 1-D array of cumulative sequence ends");
+                    "actualSeqQLenOptional: must be a non-empty 1-D array of cumulative sequence ends");
             return ACLNN_ERR_PARAM_INVALID;
         }
         if (!IsIncreasingPositive(p.actualSeqQLenOptional)) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "actualSeqQLen: cumulative ends must be strictly increasing and positive, got %s",
+                    "actualSeqQLenOptional: cumulative ends must be strictly increasing and positive, got %s",
                     ListText(ValuesOf(p.actualSeqQLenOptional, 8)).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
         if (d.T1.from != nullptr && LastValue(p.actualSeqQLenOptional) != d.T1.value) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqQLen: last cumulative end %ld must equal T1=%ld",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqQLenOptional: last cumulative end %ld must equal T1=%ld",
                     LastValue(p.actualSeqQLenOptional), d.T1.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
-    // actualSeqKVLlen: cumulative sequence ends (host array)
+    // actualSeqKvLenOptional: cumulative sequence ends (host array)
     if (p.actualSeqKvLenOptional != nullptr) {
         if (p.actualSeqKvLenOptional->Size() == 0) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "actualSeqKVLlen: must be a non-empty 1-D array of cumulative sequence ends");
+                    "actualSeqKvLenOptional: must be a non-empty 1-D array of cumulative sequence ends");
             return ACLNN_ERR_PARAM_INVALID;
         }
         if (!IsIncreasingPositive(p.actualSeqKvLenOptional)) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                    "actualSeqKVLlen: cumulative ends must be strictly increasing and positive, got %s",
+                    "actualSeqKvLenOptional: cumulative ends must be strictly increasing and positive, got %s",
                     ListText(ValuesOf(p.actualSeqKvLenOptional, 8)).c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
         if (d.T2.from != nullptr && LastValue(p.actualSeqKvLenOptional) != d.T2.value) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqKVLlen: last cumulative end %ld must equal T2=%ld",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "actualSeqKvLenOptional: last cumulative end %ld must equal T2=%ld",
                     LastValue(p.actualSeqKvLenOptional), d.T2.value);
             return ACLNN_ERR_PARAM_INVALID;
         }
@@ -1048,7 +1051,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.dqOut != nullptr) {
         if (d.T1.from != nullptr && d.N1.from != nullptr && d.D.from != nullptr &&
             ShapeOf(p.dqOut) != Splice({d.T1.value, d.N1.value, d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dq: shape %s must be %s ([T1, N1, D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dqOut: shape %s must be %s ([T1, N1, D])",
                     ListText(ShapeOf(p.dqOut)).c_str(),
                     ListText(Splice({d.T1.value, d.N1.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1057,7 +1060,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.dkOut != nullptr) {
         if (d.T2.from != nullptr && d.N2.from != nullptr && d.D.from != nullptr &&
             ShapeOf(p.dkOut) != Splice({d.T2.value, d.N2.value, d.D.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dk: shape %s must be %s ([T2, N2, D])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dkOut: shape %s must be %s ([T2, N2, D])",
                     ListText(ShapeOf(p.dkOut)).c_str(),
                     ListText(Splice({d.T2.value, d.N2.value, d.D.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1066,7 +1069,7 @@ aclnnStatus CheckOutputShapes(const Params& p, const Dims& d)
     if (p.dvOut != nullptr) {
         if (d.T2.from != nullptr && d.N2.from != nullptr && d.Dv.from != nullptr &&
             ShapeOf(p.dvOut) != Splice({d.T2.value, d.N2.value, d.Dv.value}, nullptr, {})) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dv: shape %s must be %s ([T2, N2, Dv])",
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "dvOut: shape %s must be %s ([T2, N2, Dv])",
                     ListText(ShapeOf(p.dvOut)).c_str(),
                     ListText(Splice({d.T2.value, d.N2.value, d.Dv.value}, nullptr, {})).c_str());
             return ACLNN_ERR_PARAM_INVALID;
@@ -1084,18 +1087,18 @@ aclnnStatus CheckEmptyCall(const Params& p)
         return ACLNN_SUCCESS;
     }
     if (p.dqOut != nullptr && !p.dqOut->IsEmpty()) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: is empty, but output dq is not (an empty call needs every output empty)",
-                empty);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output dqOut is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.dkOut != nullptr && !p.dkOut->IsEmpty()) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: is empty, but output dk is not (an empty call needs every output empty)",
-                empty);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output dkOut is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     if (p.dvOut != nullptr && !p.dvOut->IsEmpty()) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "%s: is empty, but output dv is not (an empty call needs every output empty)",
-                empty);
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
+                "%s: is empty, but output dvOut is not (an empty call needs every output empty)", empty);
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
