@@ -32,11 +32,14 @@ SPEC = ROOT / "examples" / "specs" / "flash_attention_score.py"
 UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
 NP_T = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 U32 = 2.0**-24
+FLT_MAX = 3.4028234663852886e38
 
 
-def oracle(q, k, v, scale: float, causal: bool) -> dict:
+def oracle(q, k, v, scale: float, causal: bool, offset: int = 0) -> dict:
     """float64 forward of BNSD attention with GQA (module doc): {softmax_max, softmax_sum, attention_out, and the
-    bound helpers abs_scores [B, N1, S1] (max_j sum_d |q k| scale) and abs_out [B, N1, S1, D] (sum_j P |V|)}."""
+    bound helpers abs_scores [B, N1, S1] (max_j sum_d |q k| scale) and abs_out [B, N1, S1, D] (sum_j P |V|)}.
+    causal: key j of query row s is masked when j > s + offset (leftUpCausal offset 0, rightDownCausal S2 - S1),
+    filled with -FLT_MAX as the spec does (a row with no visible key then averages every value)."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     b, n1, s1, _d = q.shape
     n2, s2 = k.shape[1], k.shape[2]
@@ -44,7 +47,7 @@ def oracle(q, k, v, scale: float, causal: bool) -> dict:
     kk, vv = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)     # head h reads kv head h // g
     s = scale * q @ kk.transpose(0, 1, 3, 2)
     if causal:
-        s = np.where(np.arange(s2)[None, :] > np.arange(s1)[:, None], -np.inf, s)
+        s = np.where(np.arange(s2)[None, :] > np.arange(s1)[:, None] + offset, -FLT_MAX, s)
     m = s.max(-1, keepdims=True)
     e = np.exp(s - m)
     lsum = e.sum(-1, keepdims=True)
@@ -81,24 +84,25 @@ def test_oracle_is_softmax_attention():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("causal", [False, True])
-def test_interpreter_matches_the_oracle(dtype, causal):
+@pytest.mark.parametrize("mode, s1, s2", [(0, 7, 45), (2, 7, 45), (3, 7, 45), (3, 50, 20)])
+def test_interpreter_matches_the_oracle(dtype, mode, s1, s2):
     """The spec's interpretation (device mode) is within the bounds of the float64 oracle."""
     from opgen.check.run import make_inputs
     from opgen.interp import run_graph
     from opgen.registry import load_spec
 
     spec = load_spec(str(SPEC))
-    dims = {"B": 2, "N1": 4, "N2": 2, "S1": 7, "S2": 45, "D": 32, "MS1": 7, "MS2": 45}
-    attrs = {"sparse_mode": 2 if causal else 0, "input_layout": "BNSD", "scale_value": 0.25}
-    present = causal
+    dims = {"B": 2, "N1": 4, "N2": 2, "S1": s1, "S2": s2, "D": 32, "MS1": s1, "MS2": s2}
+    attrs = {"sparse_mode": mode, "input_layout": "BNSD", "scale_value": 0.25}
+    causal = present = mode in (2, 3)
     inputs, full = make_inputs(spec, dims, dict(attrs), {"T": dtype}, 3)
     if not present:
         inputs["atten_mask"] = None
     bound = spec.bind(inputs, full, {"T": dtype})
     got = run_graph(spec.graph(bound.key), bound)
     a = bound.arrays
-    assert_close(got, oracle(a["query"], a["key"], a["value"], 0.25, causal), dtype, 32, 45)
+    assert_close(got, oracle(a["query"], a["key"], a["value"], 0.25, causal, s2 - s1 if mode == 3 else 0), dtype, 32,
+                 s2)
 
 
 def _kernel_text(spec_path) -> tuple[str, str]:
@@ -134,7 +138,8 @@ def test_dense_layout_is_read_off_the_structure(tmp_path):
 
 @pytest.mark.parametrize("what, attrs, present, msg", [
     ("explicit mask", {"sparse_mode": 0}, True, "explicit mask"),
-    ("causal without mask", {"sparse_mode": 2}, False, "needs the atten_mask"),
+    ("causal without mask", {"sparse_mode": 2}, False, "need the atten_mask"),
+    ("rightDown without mask", {"sparse_mode": 3}, False, "need the atten_mask"),
 ])
 def test_unsupported_modes_are_refused_in_the_users_terms(what, attrs, present, msg):
     """An explicit mask and a causal mode without its mask tensor are refused by the spec's checks, one message."""
@@ -181,13 +186,15 @@ def _(b, q, k, v):
 
 
 # ------------------------------------------------------------------------------------------------ emulated kernels
-CASES = [   # (id, dims, dtype, causal, scale)
-    ("g2_causal_f16_s1odd_s2tail", dict(B=2, N1=4, N2=2, S1=5, S2=37, D=32), "float16", True, 0.3),
-    ("g2_dense_bf16_s2tail", dict(B=3, N1=6, N2=3, S1=9, S2=131, D=48), "bfloat16", False, 0.125),
-    ("g2_causal_bf16_core_tails", dict(B=1, N1=2, N2=1, S1=67, S2=300, D=64), "bfloat16", True, 0.125),
-    ("g1_dense_f16_aligned", dict(B=2, N1=2, N2=2, S1=3, S2=16, D=16), "float16", False, 1.5),
-    ("g2_causal_f16_s1_blocks", dict(B=1, N1=4, N2=2, S1=301, S2=250, D=32), "float16", True, 0.2),
-    ("g2_causal_bf16_128_rows", dict(B=1, N1=2, N2=1, S1=2600, S2=300, D=64), "bfloat16", True, 0.125),
+CASES = [   # (id, dims, dtype, sparse_mode, scale)
+    ("g2_causal_f16_s1odd_s2tail", dict(B=2, N1=4, N2=2, S1=5, S2=37, D=32), "float16", 2, 0.3),
+    ("g2_dense_bf16_s2tail", dict(B=3, N1=6, N2=3, S1=9, S2=131, D=48), "bfloat16", 0, 0.125),
+    ("g2_causal_bf16_core_tails", dict(B=1, N1=2, N2=1, S1=67, S2=300, D=64), "bfloat16", 2, 0.125),
+    ("g1_dense_f16_aligned", dict(B=2, N1=2, N2=2, S1=3, S2=16, D=16), "float16", 0, 1.5),
+    ("g2_causal_f16_s1_blocks", dict(B=1, N1=4, N2=2, S1=301, S2=250, D=32), "float16", 2, 0.2),
+    ("g2_causal_bf16_128_rows", dict(B=1, N1=2, N2=1, S1=2600, S2=300, D=64), "bfloat16", 2, 0.125),
+    ("g2_rightdown_f16", dict(B=2, N1=4, N2=2, S1=40, S2=101, D=32), "float16", 3, 0.25),
+    ("g2_rightdown_bf16_rows_without_keys", dict(B=1, N1=2, N2=1, S1=90, S2=37, D=16), "bfloat16", 3, 0.5),
 ]
 
 
@@ -208,15 +215,19 @@ def test_kernel_matches_the_float64_oracle(case, gen):
     """The emitted mixed kernel (emulated, zero faults, opgen's own CANN-rule comparison) within the float64
     oracle's bounds: odd S1, S2 not a multiple of the 16-key block, GQA G = 2, causal and not, fp16 and bf16, units
     that do not divide the AI Cores, S1 blocks of several query rows with a tail block, causal rows past S2, units
-    of 128 M rows (2 heads x 64 query rows) over 128-key chunks."""
-    _id, dims, dtype, causal, scale = case
-    attrs = {"sparse_mode": 2 if causal else 0, "input_layout": "BNSD", "scale_value": scale}
+    of 128 M rows (2 heads x 64 query rows) over 128-key chunks, rightDownCausal (sparse_mode 3) with S1 < S2 and
+    with S1 > S2 (the first rows see no key: every value averaged)."""
+    _id, dims, dtype, mode, scale = case
+    causal = mode in (2, 3)
+    attrs = {"sparse_mode": mode, "input_layout": "BNSD", "scale_value": scale}
     full = {**dims, "MS1": dims["S1"], "MS2": dims["S2"]}
     r = run_check(str(SPEC), dims=full, dtypes={"T": dtype}, attrs=attrs, gen_dir=gen, seed=sum(dims.values()),
                   present=["atten_mask"] if causal else [], progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     a = r.inputs
-    assert_close(r.arrays, oracle(a["query"], a["key"], a["value"], scale, causal), dtype, dims["D"], dims["S2"])
+    offset = dims["S2"] - dims["S1"] if mode == 3 else 0
+    assert_close(r.arrays, oracle(a["query"], a["key"], a["value"], scale, causal, offset), dtype, dims["D"],
+                 dims["S2"])
 
 
 MHA_SPEC = '''
@@ -352,13 +363,13 @@ def test_bsnd_kernel_matches_the_oracle(tmp_path):
                  want, "float16", 64, 70)
 
 
-FUTURE = "future = b.iota(S2).reshape([1, S2]) > b.iota(S1).reshape([S1, 1])"
+FUTURE = "future = b.iota(S2).reshape([1, S2]) > row.reshape([S1, 1])"
 WHERE = "scores = b.where(future.reshape([1, 1, 1, S1, S2]), -FLT_MAX, scores)"
 
 
 @pytest.mark.parametrize("what, edits", [
-    ("lt swapped", [(FUTURE, "future = b.iota(S1).reshape([S1, 1]) < b.iota(S2).reshape([1, S2])")]),
-    ("keep mask", [(FUTURE, "keep = b.iota(S2).reshape([1, S2]) <= b.iota(S1).reshape([S1, 1])"),
+    ("lt swapped", [(FUTURE, "future = row.reshape([S1, 1]) < b.iota(S2).reshape([1, S2])")]),
+    ("keep mask", [(FUTURE, "keep = b.iota(S2).reshape([1, S2]) <= row.reshape([S1, 1])"),
                    (WHERE, "scores = b.where(keep.reshape([1, 1, 1, S1, S2]), scores, -FLT_MAX)")]),
 ])
 def test_causal_mask_written_other_ways_lowers_the_same(what, edits, tmp_path):
@@ -377,7 +388,8 @@ def test_causal_mask_written_other_ways_lowers_the_same(what, edits, tmp_path):
 
 def test_a_shifted_position_is_not_taken_for_the_causal_mask(tmp_path):
     """A sliding-window-like mask (`iota(S2) > iota(S1) + 4`) is not the causal mask: refused, not lowered as one."""
-    src = SPEC.read_text().replace(FUTURE, "future = b.iota(S2).reshape([1, S2]) > b.iota(S1).reshape([S1, 1]) + 4")
+    assert FUTURE in SPEC.read_text()
+    src = SPEC.read_text().replace(FUTURE, "future = b.iota(S2).reshape([1, S2]) > row.reshape([S1, 1]) + 4")
     p = tmp_path / "fas_window.py"
     p.write_text(src)
     from inproc import cli

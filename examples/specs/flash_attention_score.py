@@ -4,12 +4,14 @@ every key of the sequence (a dense key set), BNSD layout, GQA (N1 = G * N2), opt
 Facts (CANN's aclnnFlashAttentionScore document): query [B, N1, S1, D], key / value [B, N2, S2, D] in the BNSD
 layout; the scale is applied before the mask; softmax_max and softmax_sum are fp32 [B, N1, S1, 8] (8 equal
 copies of the row's max of the scaled, masked scores and of its sum of exp(score - max)); sparse_mode 2 is
-leftUpCausal (query row s sees keys 0 .. s) and takes the atten_mask tensor only for its presence.
+leftUpCausal (query row s sees keys 0 .. s), sparse_mode 3 rightDownCausal (keys 0 .. s + S2 - S1); both take the
+atten_mask tensor only for its presence. A row that sees no key (S1 > S2 under sparse_mode 3) averages all the
+values, as this spec's math gives (every score is the fill).
 
 The subset this spec supports (everything else is refused with a message, or not declared):
   * input_layout "BNSD" only; fp16 and bf16; D a multiple of 16 (the cube's fractal);
-  * sparse_mode 0 without atten_mask (no masking) or sparse_mode 2 with atten_mask (causal: the mask's values are
-    never read); an explicit mask (sparse_mode 0 with a mask) is refused;
+  * sparse_mode 0 without atten_mask (no masking), 2 or 3 with atten_mask (causal: the mask's values are never
+    read); an explicit mask (sparse_mode 0 with a mask) is refused, other sparse modes are not among the choices;
   * no dropout (keep_prob is not declared: 1), no pse / drop mask / padding mask / prefix inputs (not
     declared); pre_tokens and next_tokens are not declared (sparse modes 0 and 2 do not read them);
   * softmax_out is not produced (CANN returns it empty as well);
@@ -48,7 +50,8 @@ spec.input("atten_mask", M, [MS1, MS2], optional=True,
 spec.attr("scale_value", float, 1.0)
 spec.attr("head_num", int, 1, dim=N1, doc="must equal query.shape[1]")
 spec.attr("input_layout", str, None, choices=("BNSD",), static=True, required=True)
-spec.attr("sparse_mode", int, 0, choices=(0, 2), static=True, doc="0: no mask; 2: leftUpCausal (needs atten_mask)")
+spec.attr("sparse_mode", int, 0, choices=(0, 2, 3), static=True,
+          doc="0: no mask; 2: leftUpCausal, 3: rightDownCausal (both need atten_mask)")
 
 spec.output("softmax_max", f32, [B, N1, S1, 8])
 spec.output("softmax_sum", f32, [B, N1, S1, 8])
@@ -59,8 +62,8 @@ spec.dtypes((T, M), [(f16, boolean), (f16, u8), (bf16, boolean), (bf16, u8)])
 spec.require((N1 % N2).eq(0), "query", "query heads N1 must be a multiple of the kv heads N2 (GQA)")
 spec.check("atten_mask", lambda a, pr: None if not (a["sparse_mode"] == 0 and pr["atten_mask"]) else
            "an explicit mask (sparse_mode 0 with atten_mask) is not supported; use sparse_mode 2 for causal masking")
-spec.check("atten_mask", lambda a, pr: None if not (a["sparse_mode"] == 2 and not pr["atten_mask"]) else
-           "sparse_mode 2 (leftUpCausal) needs the atten_mask tensor")
+spec.check("atten_mask", lambda a, pr: None if not (a["sparse_mode"] in (2, 3) and not pr["atten_mask"]) else
+           "sparse_mode 2 (leftUpCausal) and 3 (rightDownCausal) need the atten_mask tensor")
 
 spec.package("ops-transformer", "attention")
 spec.example_call({"B": 1, "N1": 2, "N2": 1, "S1": 5, "S2": 37, "D": 16})
@@ -73,8 +76,9 @@ def _(b, query, key, value, atten_mask, scale_value, head_num, input_layout, spa
     kg = key.reshape([B, N2, 1, S2, D]).broadcast_to([B, N2, G, S2, D])
     vg = value.reshape([B, N2, 1, S2, D]).broadcast_to([B, N2, G, S2, D])
     scores = b.matmul(qg, kg, transpose_b=True) * scale_value                    # [B, N2, G, S1, S2]
-    if sparse_mode == 2 and atten_mask is not None:
-        future = b.iota(S2).reshape([1, S2]) > b.iota(S1).reshape([S1, 1])     # key after the query row
+    if sparse_mode in (2, 3) and atten_mask is not None:
+        row = b.iota(S1) if sparse_mode == 2 else b.iota(S1) + (S2 - S1)       # rightDown: the last rows align
+        future = b.iota(S2).reshape([1, S2]) > row.reshape([S1, 1])             # key after the query row
         scores = b.where(future.reshape([1, 1, 1, S1, S2]), -FLT_MAX, scores)
     m = scores.max(-1)
     e = b.exp(scores - m)

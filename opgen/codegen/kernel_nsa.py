@@ -24,6 +24,7 @@ import re
 from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
+from opgen.ir.dimprint import dim_cpp
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import spec_comment
 from opgen.kernel.isa import INSTRS, Op
@@ -67,6 +68,10 @@ class _Printer:
         self.spec, self.p, self.counts, self.slots, self.tokens, self.data = spec, p, counts, slots, tokens, data
         self.row_cap = "L_" if p.full_rows else "Lc_"
         self.dense = p.keyset == "dense"
+        self.padded = False
+        if self.dense and not any(i.kind == "rmax" for i in p.vector):
+            raise SpecError(f"{spec.name}: a dense-key attention needs the softmax's max over the keys (the keys past "
+                            f"S2 that fill the last 16-key block are masked there)")
         self.pitch = "x.keys" if self.dense else "L_"   # the row pitch of a whole-row workspace tile
         self.tile_que = {}
         self.stat_que = {}
@@ -298,6 +303,7 @@ class _Printer:
 
     def _vec_item(self) -> tuple[list[str], list[str], list[str]]:
         p = self.p
+        self.padded = False
         pre = ["Fence<HardEvent::V_MTE2>();"]
         body, post = [], []
         used_unit = []
@@ -334,9 +340,6 @@ class _Printer:
             j = p.regs[i.dst][1]
             pre.append(INSTRS[Op.COPY_IN].stmt(dst=f"Reg({j})", src=f"{i.arg}[{self.slot_off(i.arg)} + p0 * keys]",
                                                count="static_cast<uint32_t>(k * keys)"))
-            if p.keyset == "dense":   # the pad keys after S2 (the row is whole 16-key blocks) never win the softmax
-                body.append(vstmt(f"MaskAfter({self.reg(i.dst)}, keys, S2_ - 1, -FLT_MAX_VALUE);",
-                                  writes=[self.reg(i.dst)]))
         elif k == "mask":
             if p.regs[i.dst] != p.regs[i.srcs[0]]:
                 body.append(self._vec(Op.ADDS, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), scalar="0.0f", count=n))
@@ -352,6 +355,10 @@ class _Printer:
             body.append(self._vec(KIND_OPS[k], dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
                                   src1=self.reg(i.srcs[1]), count=n))
         elif k == "rmax":
+            if self.dense and not self.padded:   # the pad keys after S2 (whole 16-key blocks) leave the softmax:
+                self.padded = True               # -inf before its max, so exp gives 0 even in a fully masked row
+                body.append(vstmt(f"MaskAfter({self.reg(i.srcs[0])}, keys, S2_ - 1, NEG_INF_VALUE);",
+                                  writes=[self.reg(i.srcs[0])]))
             body.append(vstmt(f"const float st_{i.dst} = RowMax({self.reg(i.srcs[0])}, keys);",
                               reads=[self.reg(i.srcs[0])], writes=["scratch_"], after="barrier"))
         elif k == "rsum":
@@ -456,7 +463,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
                 "l1": [(b.name, "A1" if b.role != "gather" else "B1",
                         _l1_elems(b, p)) for b in p.l1],
                 "cube1": cube1, "cube2": cube2, "causal": p.causal, "dense": p.keyset == "dense",
-                "bsnd": p.form == "BSND",
+                "bsnd": p.form == "BSND", "offset": _offset_cpp(p, lay.tokens),
                 "scatter": scatter, "cube_scatter": pr.cube(2, set(), scatter=True) if scatter else [],
                 "det": scatter and "deterministic" in tiling.inputs,
                 "nrow": max(p.nregs.get("row", 0), 1), "nhead": p.nregs.get("head", 0),
@@ -496,7 +503,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
         "entry": kernel_entry(spec.name),
         "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs], "keys": keys,
         "struct": f"optiling::{spec.name}TilingData", "flags": FLAGS, "consts": consts,
-        "det_strategy": tnsa.DETERMINISTIC,
+        "det_strategy": tnsa.DETERMINISTIC, "dense": any(c["dense"] for c in classes),
         "doc": tiling.doc,
     }
     return {
@@ -504,6 +511,19 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
         f"op_kernel/{snake}.cpp": env.get_template("op_kernel/nsa_kernel.cpp.j2").render(**ctx),
         **emit_tiling_keys(spec, declared),
     }
+
+
+def _offset_cpp(p: NsaProgram, tokens: dict) -> str:
+    """C++ of a dense program's causal offset (`key > query + offset`) over the kernel's S1_ / S2_ members, "0"
+    without one."""
+    if p.causal_offset is None:
+        return "0"
+    member = {"t": "S1_", "T": "S2_"}
+
+    def sym(name):
+        return member[tokens[name]]
+
+    return dim_cpp(p.causal_offset, sym, sym)
 
 
 def _never_read(spec, name: str) -> bool:

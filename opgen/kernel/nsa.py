@@ -52,6 +52,7 @@ from dataclasses import dataclass, field, replace
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph
+from opgen.ir.dims import as_dim
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import at_suffix, stamp
 from opgen.kernel.isa import FP32_MAX, Op
@@ -171,6 +172,7 @@ class NsaProgram:
     scalars: dict = field(default_factory=dict)   # float attribute name -> IR param
     keyset: str = "selected"   # "dense": every key of the unit's batch and kv head; "selected": gathered blocks
     form: str = "TND"          # how the head-row tensors are stored: TND (selected), BNSD or BSND (dense)
+    causal_offset: object = None   # dense: the mask `key > query + offset` (a dim expression; None: offset 0)
 
     def phase(self, k: int) -> list[CubeOp]:
         """The cube ops of phase k, in program order."""
@@ -372,16 +374,36 @@ class _Lowering:
         kp, qp = (ins[0], ins[1]) if op in ("gt", "le") else (ins[1], ins[0])
         if self.key(kp) != self.f["keypos"] or self.key(qp) != self.f["qpos"]:
             return ""
-        if self.p.keyset == "dense" and not (self._iota_of(kp, self.f["keypos"]) and self._iota_of(qp, self.f["qpos"])):
-            return ""
+        if self.p.keyset == "dense":
+            ok_k, off_k = self._iota_of(kp, self.f["keypos"])
+            ok_q, off_q = self._iota_of(qp, self.f["qpos"])
+            if not (ok_k and ok_q and off_k is None):
+                return ""
+            if off_q is not None:
+                if self.p.causal_offset is not None and str(self.p.causal_offset) != str(off_q):
+                    return ""
+                self.p.causal_offset = off_q
         return "keymask" if op in ("gt", "lt") else "keepmask"
 
-    def _iota_of(self, v: str, letter: str) -> bool:
-        """v is (a reshape / cast of) an iota over the dim whose shape_key letter is `letter`."""
+    def _iota_of(self, v: str, letter: str) -> tuple[bool, object]:
+        """(v is (a reshape / cast of) an iota over the dim whose shape_key letter is `letter`, plus at most one
+        added dimval: its dim expression or None). The offset's dims must be the two sequences (the kernel has
+        them) — else not an iota position."""
         n = self.prod.get(v)
         while n is not None and n.op in ("reshape", "cast"):
             n = self.prod.get(n.inputs[0])
-        return n is not None and n.op == "iota" and self.key(n.result.name) == letter
+        off = None
+        if n is not None and n.op == "add":
+            a, b = (self.prod.get(x) for x in n.inputs)
+            if a is not None and b is not None and b.op == "iota" and a.op == "dimval":
+                a, b = b, a
+            if a is None or b is None or b.op != "dimval" or len(b.result.type.shape) != 0:
+                return False, None
+            off = as_dim(b.attr("n"))
+            if not all(self.tokens.get(x) in (self.f["qpos"], self.f["keypos"]) for x in off.symbols()):
+                return False, None
+            n = a
+        return n is not None and n.op == "iota" and self.key(n.result.name) == letter, off
 
     def op_cast(self, n, r, ins, ks, key):
         k = ks[0]
@@ -802,7 +824,9 @@ def print_program(p: NsaProgram, locs: bool = False) -> str:
     (`  @ file.py:line`, `opgen graph --stage kernel`), the default text (what comparisons use) has none."""
     lines = [f"nsa_kernel {p.name} KERNEL_TYPE_MIX_AIC_1_2 {{",
              f"  item {'unit (whole key rows)' if p.full_rows else 'unit x key chunk'}"
-             f"{', causal' if p.causal else ''}{', dense keys ' + p.form if p.keyset == 'dense' else ''}",
+             f"{', causal' if p.causal else ''}"
+             f"{' (key > query + ' + str(p.causal_offset) + ')' if p.causal_offset is not None else ''}"
+             f"{', dense keys ' + p.form if p.keyset == 'dense' else ''}",
              "  gm " + ", ".join(f"{k}:{v}" for k, v in p.gm.items()),
              "  workspace tiles " + ", ".join(f"{k}:{v}" for k, v in p.tiles.items()),
              "  l1 " + ", ".join(f"{b.name}[{b.role} x {b.cols}]={'|'.join(b.operands)}" for b in p.l1)]
