@@ -244,7 +244,8 @@ GM += [
      "time_interp": True},
     # dense attention (a key set of every key): the S / P tiles go through the GM workspace (cube <-> vector), K / V
     # are read once per S1 block of a unit
-    {"op": str(EXAMPLES / "flash_attention_score.py"), "case": "FlashAttentionScore B 1, N 4, S 1024, D 128 bf16, causal",
+    {"op": str(EXAMPLES / "flash_attention_score.py"),
+     "case": "FlashAttentionScore B 1, N 4, S 1024, D 128 bf16, causal",
      "dims": {"B": 1, "N1": 4, "N2": 4, "S1": 1024, "S2": 1024, "D": 128, "MS1": 1024, "MS2": 1024},
      "quick_dims": {"B": 1, "N1": 4, "N2": 4, "S1": 128, "S2": 128, "D": 128, "MS1": 128, "MS2": 128},
      "attrs": {"sparse_mode": 2, "input_layout": "BNSD", "scale_value": 0.088}, "dtypes": {"T": "bfloat16"}},

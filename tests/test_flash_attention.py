@@ -67,7 +67,8 @@ def assert_close(got: dict, want: dict, dtype: str, d: int, s2: int):
         g, w = np.asarray(got[name], np.float64), want[name]
         assert g.shape == w.shape, (name, g.shape, w.shape)
         err = np.abs(g - w)
-        assert np.all(err <= bound), (name, float(err.max()), float(np.broadcast_to(bound, err.shape).flat[err.argmax()]))
+        worst = float(np.broadcast_to(bound, err.shape).flat[err.argmax()])
+        assert np.all(err <= bound), (name, float(err.max()), worst)
 
 
 def test_oracle_is_softmax_attention():
@@ -271,15 +272,18 @@ def test_plain_multi_head_attention_is_a_dense_key_set(tmp_path):
 
 
 @pytest.mark.parametrize("what, edits, msg", [
-    ("pse", [('spec.input("v", T, [B, N, S2, D])', 'spec.input("v", T, [B, N, S2, D])\nspec.input("pse", T, [B, N, S1, S2])'),
+    ("pse", [('spec.input("v", T, [B, N, S2, D])',
+              'spec.input("v", T, [B, N, S2, D])\nspec.input("pse", T, [B, N, S1, S2])'),
              ("def _(b, q, k, v, scale):", "def _(b, q, k, v, pse, scale):"),
              ("s = b.matmul(q, k, transpose_b=True) * scale",
               "s = (b.matmul(q, k, transpose_b=True) + pse.cast(f32)) * scale")], "position bias / pse"),
-    ("explicit mask", [('spec.input("v", T, [B, N, S2, D])', 'spec.input("v", T, [B, N, S2, D])\nspec.input("mask", boolean, [S1, S2])'),
+    ("explicit mask", [('spec.input("v", T, [B, N, S2, D])',
+                        'spec.input("v", T, [B, N, S2, D])\nspec.input("mask", boolean, [S1, S2])'),
                        ("def _(b, q, k, v, scale):", "def _(b, q, k, v, mask, scale):"),
                        ("bf16, f16, f32", "bf16, boolean, f16, f32"),
                        ("s = b.matmul(q, k, transpose_b=True) * scale",
-                        "s = b.where(mask, -3.0e38, b.matmul(q, k, transpose_b=True) * scale)")], "explicit mask tensor"),
+                        "s = b.where(mask, -3.0e38, b.matmul(q, k, transpose_b=True) * scale)")],
+     "explicit mask tensor"),
 ])
 def test_unsupported_attention_constructs_are_refused_naming_them(what, edits, msg, tmp_path):
     """A spec adding a tensor to the scores (pse) or masking them with a mask input gets one line naming the
@@ -330,7 +334,8 @@ def test_bsnd_inputs_are_read_as_stored(tmp_path):
 
 
 @pytest.mark.parametrize("what, edits, msg", [
-    ("a BNSD attention with a permuted output", [('spec.output("o", T, [B, N, S1, D])', 'spec.output("o", T, [B, S1, N, D])'),
+    ("a BNSD attention with a permuted output", [('spec.output("o", T, [B, N, S1, D])',
+                                                  'spec.output("o", T, [B, S1, N, D])'),
                                                  ('return {"o": b.matmul(p, v).cast(T, "rint")}',
                                                   'return {"o": b.matmul(p, v).permute(0, 2, 1, 3).cast(T, "rint")}')],
      "not stored BNSD like the inputs"),

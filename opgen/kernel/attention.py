@@ -82,8 +82,8 @@ class AttentionLayout:
         """One line (`--dump-after select_family`)."""
         roles = ", ".join(f"{r}={s}" for r, s in self.dims)
         if self.keyset == "dense":
-            return (f"layout attention: dense keys, {self.form}, query {self.query}, key {self.key}, value {self.value}; "
-                    f"{roles}")
+            return (f"layout attention: dense keys, {self.form}, query {self.query}, key {self.key}, "
+                    f"value {self.value}; {roles}")
         return (f"layout attention: query {self.query}, key {self.key}, value {self.value}, topk {self.topk}; {roles}")
 
 
