@@ -35,11 +35,12 @@ U32 = 2.0**-24
 FLT_MAX = 3.4028234663852886e38
 
 
-def oracle(q, k, v, scale: float, causal: bool, offset: int = 0) -> dict:
+def oracle(q, k, v, scale: float, causal: bool, offset: int = 0, mask=None) -> dict:
     """float64 forward of BNSD attention with GQA (module doc): {softmax_max, softmax_sum, attention_out, and the
     bound helpers abs_scores [B, N1, S1] (max_j sum_d |q k| scale) and abs_out [B, N1, S1, D] (sum_j P |V|)}.
     causal: key j of query row s is masked when j > s + offset (leftUpCausal offset 0, rightDownCausal S2 - S1),
-    filled with -FLT_MAX as the spec does (a row with no visible key then averages every value)."""
+    filled with -FLT_MAX as the spec does (a row with no visible key then averages every value); `mask` [S1, S2]
+    bool: True masks the key for that query row (the same fill)."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     b, n1, s1, _d = q.shape
     n2, s2 = k.shape[1], k.shape[2]
@@ -48,6 +49,8 @@ def oracle(q, k, v, scale: float, causal: bool, offset: int = 0) -> dict:
     s = scale * q @ kk.transpose(0, 1, 3, 2)
     if causal:
         s = np.where(np.arange(s2)[None, :] > np.arange(s1)[:, None] + offset, -FLT_MAX, s)
+    if mask is not None:
+        s = np.where(mask, -FLT_MAX, s)
     m = s.max(-1, keepdims=True)
     e = np.exp(s - m)
     lsum = e.sum(-1, keepdims=True)
@@ -277,17 +280,17 @@ def test_plain_multi_head_attention_is_a_dense_key_set(tmp_path):
              ("def _(b, q, k, v, scale):", "def _(b, q, k, v, pse, scale):"),
              ("s = b.matmul(q, k, transpose_b=True) * scale",
               "s = (b.matmul(q, k, transpose_b=True) + pse.cast(f32)) * scale")], "position bias / pse"),
-    ("explicit mask", [('spec.input("v", T, [B, N, S2, D])',
-                        'spec.input("v", T, [B, N, S2, D])\nspec.input("mask", boolean, [S1, S2])'),
-                       ("def _(b, q, k, v, scale):", "def _(b, q, k, v, mask, scale):"),
-                       ("bf16, f16, f32", "bf16, boolean, f16, f32"),
-                       ("s = b.matmul(q, k, transpose_b=True) * scale",
-                        "s = b.where(mask, -3.0e38, b.matmul(q, k, transpose_b=True) * scale)")],
-     "explicit mask tensor"),
+    ("a per-batch mask", [('spec.input("v", T, [B, N, S2, D])',
+                           'spec.input("v", T, [B, N, S2, D])\nspec.input("mask", boolean, [B, 1, S1, S2])'),
+                          ("def _(b, q, k, v, scale):", "def _(b, q, k, v, mask, scale):"),
+                          ("bf16, f16, f32", "bf16, boolean, f16, f32"),
+                          ("s = b.matmul(q, k, transpose_b=True) * scale",
+                           "s = b.where(mask, -3.0e38, b.matmul(q, k, transpose_b=True) * scale)")],
+     "another mask shape is not supported"),
 ])
 def test_unsupported_attention_constructs_are_refused_naming_them(what, edits, msg, tmp_path):
-    """A spec adding a tensor to the scores (pse) or masking them with a mask input gets one line naming the
-    construct (exit 2), not a traceback."""
+    """A spec adding a tensor to the scores (pse) or masking them with a mask input of another shape than [S1, S2]
+    gets one line naming the construct (exit 2), not a traceback."""
     src = MHA_SPEC
     for old, new in edits:
         assert old in src
@@ -349,20 +352,46 @@ def test_mixed_layouts_are_refused(what, edits, msg, tmp_path):
     assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+MASK_EDITS = (('spec.attr("scale", float, 1.0)',
+               'spec.input("mask", boolean, [S1, S2])\nspec.attr("scale", float, 1.0)'),
+              ("def _(b, q, k, v, scale):", "def _(b, q, k, v, mask, scale):"),
+              ("bf16, f16, f32", "bf16, boolean, f16, f32"),
+              ("s = b.matmul(q, k, transpose_b=True) * scale",
+               "s = b.where(mask.reshape([1, 1, S1, S2]), -3.4028234663852886e38,\n"
+               "                b.matmul(q, k, transpose_b=True) * scale)"))
+"""The MHA spec with an explicit bool mask input [S1, S2] (True: the key is masked for that query row)."""
+
+
+def test_explicit_mask_input_lowers_to_a_masked_row(tmp_path):
+    """where(mask input [S1, S2], fill, scores) lowers to one mask_in instruction reading the input."""
+    from inproc import cli
+
+    r = cli("graph", str(_edited(MASK_EDITS, tmp_path)), "--stage", "kernel")
+    assert r.returncode == 0, r.stderr
+    assert "= mask_in(" in r.stdout and "mask:in" in r.stdout, r.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_bsnd_kernel_matches_the_oracle(tmp_path):
-    """The BSND spec's emitted kernel (emulated) within the float64 oracle's bounds, the oracle fed the inputs
-    permuted to BNSD and its output permuted back."""
+def test_bsnd_kernel_with_an_explicit_mask_matches_the_oracle(tmp_path):
+    """A BSND spec with an explicit mask input: its emitted kernel (emulated) within the float64 oracle's bounds, the
+    oracle fed the inputs permuted to BNSD, the mask applied as the fill, its output permuted back. One build for
+    both (the BSND addressing and the mask rows); the mask masks about half of the keys, a whole row of it once."""
     from opgen.codegen import write_ops
 
-    p = _edited(BSND_EDITS, tmp_path)
+    p = _edited(BSND_EDITS + MASK_EDITS, tmp_path)
     write_ops([str(p)], tmp_path / "gen")
-    r = run_check(str(p), dims={"B": 2, "N": 3, "S1": 33, "S2": 70, "D": 64}, dtypes={"T": "float16"},
-                  attrs={"scale": 0.125}, gen_dir=tmp_path / "gen", seed=11, progress=False)
+    rng = np.random.default_rng(11)
+    b, n, s1, s2, d = 2, 3, 33, 70, 64
+    mk = rng.random((s1, s2)) < 0.5
+    mk[4] = True   # a row with no visible key averages every value
+    x = {k: rng.standard_normal(sh).astype(np.float16).astype(np.float32)
+         for k, sh in (("q", (b, s1, n, d)), ("k", (b, s2, n, d)), ("v", (b, s2, n, d)))}
+    r = run_check(str(p), {**x, "mask": mk}, {"scale": 0.125}, {"T": "float16"}, gen_dir=tmp_path / "gen",
+                  progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     a = {k: np.asarray(r.inputs[k], np.float64).transpose(0, 2, 1, 3) for k in ("q", "k", "v")}
-    want = oracle(a["q"], a["k"], a["v"], 0.125, False)
+    want = oracle(a["q"], a["k"], a["v"], 0.125, False, mask=mk)
     got = np.asarray(r.arrays["o"], np.float64).transpose(0, 2, 1, 3)
     assert_close({"attention_out": got, "softmax_max": want["softmax_max"], "softmax_sum": want["softmax_sum"]},
                  want, "float16", 64, 70)

@@ -11,7 +11,9 @@ values, as this spec's math gives (every score is the fill).
 The subset this spec supports (everything else is refused with a message, or not declared):
   * input_layout "BNSD" only; fp16 and bf16; D a multiple of 16 (the cube's fractal);
   * sparse_mode 0 without atten_mask (no masking), 2 or 3 with atten_mask (causal: the mask's values are never
-    read); an explicit mask (sparse_mode 0 with a mask) is refused, other sparse modes are not among the choices;
+    read); an explicit mask (sparse_mode 0 with a mask) is refused here (the attention family lowers a bool mask
+    input of exactly [S1, S2], but this spec's mask is CANN's [MS1, MS2] of bool or uint8), other sparse modes are
+    not among the choices;
   * no dropout (keep_prob is not declared: 1), no pse / drop mask / padding mask / prefix inputs (not
     declared); pre_tokens and next_tokens are not declared (sparse modes 0 and 2 do not read them);
   * softmax_out is not produced (CANN returns it empty as well);

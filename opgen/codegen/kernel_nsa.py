@@ -346,6 +346,11 @@ class _Printer:
             body.append(vstmt(f"MaskFuture({self.reg(i.dst)}, keys, x, {'row' if self.dense else 'c'}, "
                               f"{self.scalar(i.arg)});",
                               writes=[self.reg(i.dst)]))
+        elif k == "mask_in":
+            if p.regs[i.dst] != p.regs[i.srcs[0]]:
+                body.append(self._vec(Op.ADDS, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), scalar="0.0f", count=n))
+            body.append(vstmt(f"MaskIn({self.reg(i.dst)}, keys, x, row, {self.scalar(i.arg)});",
+                              writes=[self.reg(i.dst)]))
         elif k in ("muls", "adds"):
             body.append(self._vec(KIND_OPS[k], dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
                                   scalar=self.scalar(i.arg), count=n))
@@ -464,6 +469,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
                         _l1_elems(b, p)) for b in p.l1],
                 "cube1": cube1, "cube2": cube2, "causal": p.causal, "dense": p.keyset == "dense",
                 "bsnd": p.form == "BSND", "offset": _offset_cpp(p, lay.tokens),
+                "mask_in": next((i.op for i in p.vector if i.kind == "mask_in"), ""),
                 "scatter": scatter, "cube_scatter": pr.cube(2, set(), scatter=True) if scatter else [],
                 "det": scatter and "deterministic" in tiling.inputs,
                 "nrow": max(p.nregs.get("row", 0), 1), "nhead": p.nregs.get("head", 0),

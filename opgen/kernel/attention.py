@@ -244,6 +244,7 @@ def nsa_counts(programs, pipelined) -> object:
                     acc[j] = "D"
     top["post"] = bool(top.get("post"))
     top["dense"] = any(p.keyset == "dense" for p in programs)
+    top["mask_in"] = int(any(i.kind == "mask_in" for p in programs for i in p.vector))
     return NsaCounts(l1_heads=tuple(heads), l1_gathers=tuple(gathers),
                      **{k: top.get(k, 0) for k in NsaCounts.__dataclass_fields__ if k not in ("l1_heads", "l1_gathers")})
 

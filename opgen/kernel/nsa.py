@@ -60,8 +60,8 @@ from opgen.kernel.rowprog import ROUND_MODES
 
 FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
 """Matmul form by (transpose_a, transpose_b): the layouts the cube path loads (docs/reference/ascendc.md §1.10)."""
-VECTOR_KINDS = ("ld_tile", "ld_stat", "ld_head", "mask", "muls", "adds", "exp", "vmul", "vsub", "vadd", "rmax",
-                "rsum", "st_tile", "st_stat8")
+VECTOR_KINDS = ("ld_tile", "ld_stat", "ld_head", "mask", "mask_in", "muls", "adds", "exp", "vmul", "vsub", "vadd",
+                "rmax", "rsum", "st_tile", "st_stat8")
 """Vector instruction kinds (see `VInstr`)."""
 KIND_OPS = {"ld_tile": Op.COPY_IN, "muls": Op.MULS, "adds": Op.ADDS, "exp": Op.EXP, "vmul": Op.MUL, "vsub": Op.SUB,
             "vadd": Op.ADD, "st_tile": Op.CAST, "st_stat8": Op.DUPLICATE}
@@ -109,6 +109,8 @@ class VInstr:
     ld_stat   stat dst <- GM tensor `arg` [T1, N1, 8], column 0 of this row's head
     ld_head   head dst <- GM tensor `arg` [T1, N1, E], this row's head, cast to fp32
     mask      row dst <- srcs[0] with every key whose in-batch position exceeds s set to `arg` (§2.3)
+    mask_in   row dst <- srcs[0] with every key the bool mask input `op` [S1, S2] sets (at the row's query row) set
+              to `arg` (dense keys: an explicit mask)
     muls      dst <- srcs[0] * scalar C++ expression `arg`          (Muls)
     adds      dst <- srcs[0] + scalar C++ expression `arg`          (Adds)
     exp       dst <- exp(srcs[0])                                   (Exp)
@@ -557,13 +559,33 @@ class _Lowering:
         self.p.cube.append(op)
         self.kind[r] = ("cube", op)
 
+    def _mask_input(self, v: str) -> str:
+        """The bool input [S1, S2] that value v is a view (reshape) of, "" when it is not one (dense keys only)."""
+        while v in self.prod and self.prod[v].op == "reshape":
+            v = self.prod[v].inputs[0]
+        params = {p.value.name: p for p in self.g.params}
+        if (self.p.keyset == "dense" and v in params and params[v].kind == "input"
+                and dtype_name(self.vals[v].type.dtype) == "bool" and len(self.vals[v].type.shape) == 2
+                and self.key(v) == self.f["mask"]):   # exactly [S1, S2]: the kernel reads row s at s * S2
+            return v
+        return ""
+
     def op_select(self, n, r, ins, ks, key):
+        m = self._mask_input(ins[0])
+        if m and ks[1][0] == "scalar":   # where(mask input, fill, scores): an explicit mask
+            src = self.as_vec(ins[2])
+            if src[0] != "row":
+                raise self.err(n, "masking of a non-row value")
+            self.emit("mask_in", r, (ins[2],), arg=ks[1][1], op=m)
+            self.p.gm[m] = "in"
+            self.kind[r] = ("row",)
+            return
         if ks[0][0] == "keepmask" and ks[2][0] == "scalar":   # where(key <= query, scores, fill)
             ks, ins = [("keymask",), ks[2], ks[1]], [ins[0], ins[2], ins[1]]   # = where(key > query, fill, scores)
         if ks[0][0] != "keymask" or ks[1][0] != "scalar":
             raise self.err(n, "a mask other than the causal one (key position > query position, built from iotas) "
-                           "with a constant fill: an explicit mask tensor or a computed mask is not supported by the "
-                           "attention kernel yet")
+                           "or a bool input [S1, S2] of dense keys, with a constant fill: a computed mask or another "
+                           "mask shape is not supported by the attention kernel yet")
         src = self.as_vec(ins[2])
         if src[0] != "row":
             raise self.err(n, "masking of a non-row value")

@@ -235,6 +235,7 @@ class NsaCounts:
     l1_gathers: tuple
     l1_tiles: int
     dense: bool = False   # a dense key set (opgen.kernel.nsa.NsaProgram.keyset)
+    mask_in: int = 0      # 1: an explicit bool mask row is read per key row (u8 staging, half and two fp32 rows)
 
 
 def ub_plan(c: NsaCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
@@ -254,6 +255,10 @@ def ub_plan(c: NsaCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
                            "per-row scalars kept across the items of a unit"))
     plan.append(Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, reduce_tmp_elems(emax(row_cap, head_cap)) + 8, 4,
                        "ReduceSum result block and scratch"))
+    if c.mask_in:
+        plan.append(Buffer("maskQue", "TQue<VECIN>", 1, False, align_up(row_cap, 32), 1, "a mask row (bool bytes)"))
+        plan.append(Buffer("maskHalfBuf", "TBuf<VECCALC>", 1, False, row_cap, 2, "the mask row as half"))
+        plan.append(Buffer("maskBuf", "TBuf<VECCALC>", 2, False, row_cap, 4, "the mask row and 1 - mask as fp32"))
     if c.post:
         plan.append(Buffer("postInQue", "TQue<VECIN>", 1, False, POST_ELEMS, 4, "final pass: fp32 workspace slice"))
         plan.append(Buffer("postOutQue", "TQue<VECOUT>", 1, False, POST_ELEMS, t_bytes, "final pass: T slice / zeros"))
