@@ -199,6 +199,7 @@ CASES = [   # (id, dims, dtype, sparse_mode, scale)
     ("g2_causal_bf16_128_rows", dict(B=1, N1=2, N2=1, S1=2600, S2=300, D=64), "bfloat16", 2, 0.125),
     ("g2_rightdown_f16", dict(B=2, N1=4, N2=2, S1=40, S2=101, D=32), "float16", 3, 0.25),
     ("g2_rightdown_bf16_rows_without_keys", dict(B=1, N1=2, N2=1, S1=90, S2=37, D=16), "bfloat16", 3, 0.5),
+    ("g40_two_head_groups_f16_d512", dict(B=1, N1=40, N2=1, S1=3, S2=20, D=512), "float16", 2, 0.05),
 ]
 
 
@@ -220,7 +221,8 @@ def test_kernel_matches_the_float64_oracle(case, gen):
     oracle's bounds: odd S1, S2 not a multiple of the 16-key block, GQA G = 2, causal and not, fp16 and bf16, units
     that do not divide the AI Cores, S1 blocks of several query rows with a tail block, causal rows past S2, units
     of 128 M rows (2 heads x 64 query rows) over 128-key chunks, rightDownCausal (sparse_mode 3) with S1 < S2 and
-    with S1 > S2 (the first rows see no key: every value averaged)."""
+    with S1 > S2 (the first rows see no key: every value averaged), G = 40 > the 32 rows D = 512 allows (two head
+    groups per kv head)."""
     _id, dims, dtype, mode, scale = case
     causal = mode in (2, 3)
     attrs = {"sparse_mode": mode, "input_layout": "BNSD", "scale_value": scale}
