@@ -34,7 +34,8 @@ from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
 from opgen.kernel.isa import FP32_MAX, INSTRS, Op, Pipe, float_scalar
 from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
-                                  attr_names, gathered_stat, instr_op, per_row, row_passes)
+                                  PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
+                                  names_in, instr_op, per_row, row_passes)
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
@@ -528,7 +529,30 @@ class _Printer:
                 kir.SetValue(at, kir.FBin("+", kir.FBin("*", kir.FRef("sOld"), kir.FLoad(red)), kir.FRef(part)),
                              doc=doc)]
 
-    def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None) -> list:
+    def batch_segments(self, instrs: list) -> list:
+        """ROW_SPLIT of a `batchable` program (opgen.kernel.rowprog): the per-row instructions `instrs` as segments
+        ("all", nodes) issued once over the k rows of the pass (count k * rowStride_, the row temporaries
+        [rowsPerPass, rowStride_] read from their first row) and ("row", nodes) run in the per-row loop (`i`; a row
+        temporary read at row i, w_[j][i * rowStride_]): consecutive instructions that are `batched` form one
+        segment, the others another; each segment's barriers by dependency, ending with one while vector work is
+        pending (`with_barriers`). Rows are independent, so running one instruction over all rows before the next
+        keeps every row's order of operations."""
+        instrs = _stores_early(instrs)
+        scal = {i.dst: k for k, i in enumerate(instrs) if i.kind in PER_ROW_SCALAR_KINDS}
+        last = {x: k for k, i in enumerate(instrs) for x in names_in(i) if x in scal}
+        live = [(scal[x], last[x]) for x in last]   # a per-row scalar lives in one per-row loop
+        segs: list = []
+        for k, i in enumerate(instrs):
+            inside = any(a < k < b for a, b in live)
+            kind = "all" if batched(i, self.p) and not inside else "row"
+            if segs and segs[-1][0] == kind:
+                segs[-1][1].append(i)
+            else:
+                segs.append((kind, [i]))
+        return [(kind, self.nodes(group, None, batch=kind)) for kind, group in segs]
+
+    def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None,
+              batch: str = "") -> list:
         """Instructions `instrs` inside the per-row loop (`i`, `n_`) as Kernel-IR nodes (`instr_node`; a stat load
         a GetValue, a stat store a SetValue; a row reduction in ROW_SPLIT a Call of RowSum / RowMax with its result,
         in COL_SPLIT's phase of its level that Call with its partial stored to sums_ (slot * groupStride_ + i), in a
@@ -539,6 +563,10 @@ class _Printer:
         op = lambda x: _operand_ref(x, self.p)  # noqa: E731
         n = Sym("n_")
         row = _kmul(Sym("i"), Sym("rowStride_"))
+        if batch == "all":   # one instruction over the k rows of the pass (batch_segments)
+            n, row = _kmul(Sym("k"), Sym("rowStride_")), Lit(0)
+        elif batch == "row":   # a row temporary holds the pass's rows: row i of it
+            op = lambda x: _row_of(_operand_ref(x, self.p), row)  # noqa: E731
         gs, i_ = Sym("groupStride_"), Sym("i")
         src = "rowIn_" if self.mode == "row" else "res_"
         out = []
@@ -586,6 +614,24 @@ class _Printer:
                     raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
                 out.append(node)
         return with_barriers(out)
+
+
+def _stores_early(instrs: list) -> list:
+    """`instrs` with each per-row statistic store (sstore) moved to just after the instruction defining the value it
+    stores (it reads nothing else), so that value's per-row loop ends sooner (_Printer.batch_segments)."""
+    out: list = []
+    for i in instrs:
+        if i.kind == "sstore":
+            at = max((k for k, j in enumerate(out) if j.dst in i.srcs), default=len(out) - 1)
+            out.insert(at + 1, i)
+        else:
+            out.append(i)
+    return out
+
+
+def _row_of(r: kir.Ref, row) -> kir.Ref:
+    """Row temporary `r` (w_[j]) at element offset `row` (a batched pass's row i); other regions unchanged."""
+    return dataclasses.replace(r, offset=row) if r.tensor == "w_" else r
 
 
 def online_pair(p: RowProgram) -> tuple | None:
@@ -1114,6 +1160,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
         load_cols=bool(ctx["load_cols"]), load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
         zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
+        row_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["row_segments"]),
         acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
         float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
@@ -1187,6 +1234,8 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
         "flush_row": flush_row, "flush_col": flush_col,
         "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
+        "row_segments": (row_pr.batch_segments(passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)])
+                         if batchable(p) else []),
         "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
         "reload_batch": place_barriers(_reload_lines(p, cites)), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
         "levels": [(lv, col_pr.phase_nodes(lv),

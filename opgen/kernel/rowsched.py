@@ -112,6 +112,7 @@ class RowSchedule:
     zero_batch: bool = False
     batch_index: bool = False
     row_body: tuple = ()       # the per-row stream: Kernel-IR statements (barriers placed)
+    row_segments: tuple = ()   # ROW_SPLIT over the pass's rows at once: (("all" | "row", statements), ...); (): none
     acc_body: tuple = ()       # two passes over the rows: the first pass's stream (accumulates; row_body the second)
     reload_batch: tuple = ()   # the second pass: complete per-batch reductions read at a new batch b (C++ lines)
     float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init)
@@ -183,20 +184,22 @@ def _copy_rows_out(t: GmRows) -> tuple:
     ), doc="one copy per run of rows at a constant GM stride"),)
 
 
-def _fixed_buffers(s: RowSchedule, bufs: dict) -> tuple:
-    """A strategy's fixed UB buffers (`bufs`: only those it reads) and the views into them."""
+def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False) -> tuple:
+    """A strategy's fixed UB buffers (`bufs`: only those it reads) and the views into them; with `batch` (ROW_SPLIT's
+    `row_segments`) each row temporary holds the pass's rows (`pass` rows of rowStride_)."""
     out: list = []
     f4 = SizeOf("float")
     filled = False
     rows = (("workBuf", "w_", s.temps), ("browBuf", "brow_", s.nbrow), ("colBuf", "colv_", s.ncol))
     for buf, arr, n in rows:
         if bufs.get(buf):
-            out.append(InitBuffer(f"{buf}_", mul(n, Sym("rowStride_"), f4)))
+            per = mul(Sym("pass"), Sym("rowStride_")) if batch and buf == "workBuf" else Sym("rowStride_")
+            out.append(InitBuffer(f"{buf}_", mul(n, per, f4)))
             out.append(For("j", Lit(0), Lit(n), Lit(1), (
-                Get(arr, f"{buf}_", "float", mul(Sym("j"), Sym("rowStride_")), slot=Sym("j")),)))
+                Get(arr, f"{buf}_", "float", mul(Sym("j"), per), slot=Sym("j")),)))
             if s.zero_fill:   # lanes past the row are written once: a compare / select covers whole repeats
                 out.append(For("j", Lit(0), Lit(n), Lit(1), (
-                    vec(Op.DUPLICATE, dst=Ref(arr, slot=Sym("j")), scalar=FConst(0.0), count=Sym("rowStride_")),),
+                    vec(Op.DUPLICATE, dst=Ref(arr, slot=Sym("j")), scalar=FConst(0.0), count=per),),
                     doc="the lanes a compare or select reads past the row hold defined values"))
                 filled = True
     if filled:
@@ -234,7 +237,7 @@ def _row_split(s: RowSchedule) -> Func:
     body += [InitBuffer(f"statInQue_{t.op}", mul(_align8(ps), SizeOf(_qtype(t))), 2) for t in s.stat_in]
     for t in s.stat_out:
         body += [InitBuffer(f"statStageBuf_{t.op}", stat_bytes), InitBuffer(f"statOutQue_{t.op}", stat_bytes, 2)]
-    body += list(_fixed_buffers(s, s.bufs))
+    body += list(_fixed_buffers(s, s.bufs, bool(s.row_segments)))
     if s.ws_rows_per_core is not None:
         body.append(Assign("wsRowsPerCore_", Lit(s.ws_rows_per_core)))
     if s.load_cols:
@@ -326,8 +329,12 @@ def _compute(s: RowSchedule) -> Func:
     row: list = []
     if s.batch_index:   # a two-pass kernel flushes its batch sums in the first pass, reads them in the second
         row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row and not s.acc_body else None, bool(s.acc_body))
-    row += list(s.row_body)
-    body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
+    if s.row_segments and not s.batch_index:   # instructions over all k rows, the others in per-row loops
+        for kind, nodes in s.row_segments:
+            body += list(nodes) if kind == "all" else [For("i", Lit(0), _K, Lit(1), tuple(nodes))]
+    else:
+        row += list(s.row_body)
+        body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
     body += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}") for t in s.row_out]
     for t in s.stat_out:
         body.append(Scope((
