@@ -16,7 +16,7 @@ import pytest
 from opgen.check.kirengine import kernel_classes
 from opgen.ir.dims import Bin, Sym
 from opgen.kernel import kir
-from opgen.kernel.isa import Op
+from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.rowprog import Instr, RowProgram, batchable, batched
 from opgen.registry import load_spec
 
@@ -27,23 +27,36 @@ EX = ROOT / "examples" / "specs"
 def _vector_work(stmts) -> list:
     """The vector instructions and row-reduction calls among `stmts` (nested)."""
     return [s for s in kir.walk(stmts) if isinstance(s, kir.Vec)
-            or isinstance(s, kir.Call) and s.method in ("RowSum", "RowMax")]
+            or isinstance(s, kir.Call) and s.method in ("RowSum", "RowMax", "RowsSum", "RowsMax")]
 
 
-def test_rms_norm_issues_four_instructions_per_pass_and_three_per_row():
-    # by hand: x widened, x * x, y narrowed and rstd narrowed need no per-row value (4 per pass); the row sum, the
-    # product by rstd (a per-row scalar) and the product by gamma (a column row, one row long) run per row (3)
-    (k,) = kernel_classes(load_spec(str(EX / "rms_norm.py")))
-    body = k.method("Compute").body
-    loops = [s for s in body if isinstance(s, kir.For)]
+def _split(stmts):
+    """(work issued once a pass, work in the per-row loop) of a Compute branch."""
+    loops = [s for s in stmts if isinstance(s, kir.For)]
     assert len(loops) == 1
     per_row = _vector_work(loops[0].body)
-    per_pass = [s for s in _vector_work(body) if not any(s is x for x in per_row)]
-    assert len(per_pass) == 4 and len(per_row) == 3
-    assert [s.method for s in per_row if isinstance(s, kir.Call)] == ["RowSum"]
-    assert sorted(s.op.name for s in per_row if isinstance(s, kir.Vec)) == ["MUL", "MULS"]
-    over_pass = Bin("*", Sym("k"), Sym("rowStride_"))
-    assert [s.arg("count") for s in per_pass if s.op in (Op.CAST_FROM, Op.MUL)] == [over_pass, over_pass]
+    return [s for s in _vector_work(stmts) if not any(s is x for x in per_row)], per_row
+
+
+def test_rms_norm_issues_its_elementwise_work_and_row_sums_once_a_pass():
+    # by hand from the spec: x widened, x * x and y narrowed need no per-row value: once a pass; the product by rstd
+    # (a per-row scalar) and by gamma (a column row, one row long) run per row. The row sums: RowsSum over all rows
+    # when the rows fit its repeat strides (then one V->S wait a pass), else RowSum row by row.
+    (k,) = kernel_classes(load_spec(str(EX / "rms_norm.py")))
+    body = k.method("Compute").body
+    (branch,) = [s for s in body if isinstance(s, kir.If)]
+    assert "rowStride_" in repr(branch.cond) and "Sym(name='k')" in repr(branch.cond)
+    for stmts, per_pass_calls, per_row_calls in ((branch.then, ["RowsSum"], []), (branch.orelse, [], ["RowSum"])):
+        per_pass, per_row = _split(stmts)
+        assert [s.method for s in per_pass if isinstance(s, kir.Call)] == per_pass_calls
+        assert [s.method for s in per_row if isinstance(s, kir.Call)] == per_row_calls
+        assert sorted(s.op.name for s in per_pass if isinstance(s, kir.Vec)) == ["CAST_FROM", "CAST_TO", "MUL"]
+        assert sorted(s.op.name for s in per_row if isinstance(s, kir.Vec)) == ["MUL", "MULS"]
+        over_pass = Bin("*", Sym("k"), Sym("rowStride_"))
+        assert [s.arg("count") for s in per_pass if isinstance(s, kir.Vec) and s.op is not Op.CAST_TO] == [
+            over_pass, over_pass]
+    flags = [s for s in branch.then if isinstance(s, kir.WaitFlag)]
+    assert len(flags) == 1 and flags[0].src is Pipe.V and flags[0].dst is Pipe.S
     # the row temporaries hold the pass's rows: w_[j] starts j * pass * rowStride_ floats into workBuf_
     inits = [s for s in kir.walk(k.method("RowSplit").body) if isinstance(s, kir.InitBuffer) and s.buf == "workBuf_"]
     assert len(inits) == 1 and "Sym(name='pass')" in repr(inits[0].bytes)
@@ -86,9 +99,10 @@ def test_issued_instructions_of_rms_norm_match_the_hand_count(tmp_path):
     """RmsNorm fp32, 96 rows of 45 on the 48 AIV cores of ascend910b1: 2 rows per core in one pass (colAlign 48).
     Vector issues of a core, counted by the emulation (docs/reference/kernel_cost.md §1: one per instruction of at
     most 255 repeats; ReduceSum two, its pass over the per-repeat sums counted apart): gamma widened once (1); per
-    pass x widened (2 rows * 48 * 4 B = 1.5 repeats: 1), x * x (1), y narrowed (1), rstd narrowed (1); per row
-    ReduceSum (2), Muls by rstd (1), Mul by gamma (1). 1 + 4 + 2 * 4 = 13 (row by row it was 1 + 1 + 2 * 7 = 16).
-    The values against float64."""
+    pass x widened (2 rows * 48 * 4 B = 1.5 repeats: 1), x * x (1), the row sums (rows of 45 <= 64 lanes: one
+    WholeReduceSum with a repeat a row, 1), y narrowed (1), rstd narrowed (1); per row Muls by rstd (1), Mul by
+    gamma (1). 1 + 5 + 2 * 2 = 10 (row by row it was 1 + 1 + 2 * 7 = 16: ReduceSum and a V->S wait a row). Flag
+    waits: V -> S once for the row sums, S -> V once for the staged rstd (2). The values against float64."""
     from opgen.check import run_check
     from opgen.codegen import write_ops
 
@@ -96,9 +110,52 @@ def test_issued_instructions_of_rms_norm_match_the_hand_count(tmp_path):
     r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (96,), "H": 45}, dtypes={"T": "float32"}, gen_dir=tmp_path,
                   seed=3, progress=False)
     assert r.passed and not r.faults and r.tiling_key % 10 == 1
-    assert r.cost["vec_issues"] == 13
+    assert r.cost["vec_issues"] == 10 and r.cost["flag_waits"] == 2
     x, g = np.asarray(r.inputs["x"], np.float64), np.asarray(r.inputs["gamma"], np.float64)
     rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
     y = x * rstd * g
     assert np.allclose(np.asarray(r.arrays["y"], np.float64), y, rtol=2.0**-20, atol=2.0**-20 * np.abs(y).max())
     assert np.allclose(np.asarray(r.arrays["rstd"], np.float64), rstd, rtol=2.0**-20)
+
+
+_FAULTS = {   # name: (statement on a 1024-float UB tensor t, a fragment of the fault)
+    "mask past one repeat": ("Add(t, t, t, 65, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "mask 65 outside 1..64"),
+    "mask 0": ("Mul(t, t, t, 0, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "mask 0 outside"),
+    "repeat past 255": ("WholeReduceSum(t, t, 64, 256, 1, 1, 8);", "repeatTime 256 outside 0..255"),
+    "strides past the tensor": ("Add(t, t, t, 64, 200, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "past the end"),
+    "misaligned operand": ("Max(t, t[3], t, 64, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "not 32-byte aligned"),
+    "a WholeReduceMax index order": ("WholeReduceMax(t, t, 64, 1, 1, 1, 8);", "ORDER_ONLY_VALUE only"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_the_repeat_forms_fault_where_the_device_would_misbehave(tmp_path):
+    """The emulation's mask / repeat forms (opgen/emu/include/emu/vector.h) refuse a mask outside one repeat, a
+    repeatTime past 255, an element past the tensor, a misaligned operand and the index orders of WholeReduceMax it
+    does not model (docs/reference/ascendc.md §1.9); a valid call on the same data passes."""
+    import subprocess
+
+    inc = ROOT / "opgen" / "emu" / "include"
+    cases = list(_FAULTS.items()) + [("valid", ("Add(t[512], t, t[64], 64, 3, BinaryRepeatParams(1, 1, 1, 8, 16, 16));"
+                                                " PipeBarrier<PIPE_V>(); WholeReduceSum(t[900], t[512], 40, 3, 1, 1, 8);", None))]
+    lines = ['#include <cstdio>', '#include "kernel_operator.h"', '#include "emu/launch.h"', "using namespace AscendC;",
+             "int main() {"]
+    for n, (_name, (stmt, _want)) in enumerate(cases):
+        lines += [f"  {{ auto r = emu::Launch(1, 196608, [&] {{ TPipe pipe; TBuf<> b; pipe.InitBuffer(b, 4096);",
+                  "    LocalTensor<float> t = b.Get<float>(); Duplicate(t, 1.0f, 1024); PipeBarrier<PIPE_V>();",
+                  f"    {stmt} PipeBarrier<PIPE_ALL>(); }});",
+                  f'    printf("case {n} %d %s\\n", r.ok ? 1 : 0, r.firstFault.c_str()); }}']
+    lines.append("  return 0; }")
+    (tmp_path / "f.cpp").write_text("\n".join(lines))
+    b = subprocess.run(["g++", "-std=c++17", "-O0", "-pthread", f"-I{inc}", str(tmp_path / "f.cpp"), "-o",
+                        str(tmp_path / "f")], capture_output=True, text=True)
+    assert b.returncode == 0, b.stderr[-3000:]
+    out = subprocess.run([str(tmp_path / "f")], capture_output=True, text=True, timeout=60).stdout.splitlines()
+    got = {int(ln.split(" ")[1]): ln.split(" ", 3)[2:] for ln in out if ln.startswith("case ")}
+    for n, (name, (_stmt, want)) in enumerate(cases):
+        ok, why = got[n][0], (got[n][1] if len(got[n]) > 1 else "")
+        if want is None:
+            assert ok == "1", (name, why)
+        else:
+            assert ok == "0" and want in why, (name, why)

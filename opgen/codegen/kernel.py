@@ -529,7 +529,7 @@ class _Printer:
                 kir.SetValue(at, kir.FBin("+", kir.FBin("*", kir.FRef("sOld"), kir.FLoad(red)), kir.FRef(part)),
                              doc=doc)]
 
-    def batch_segments(self, instrs: list) -> list:
+    def batch_segments(self, instrs: list, reduce: bool = False) -> list:
         """ROW_SPLIT of a `batchable` program (opgen.kernel.rowprog): the per-row instructions `instrs` as segments
         ("all", nodes) issued once over the k rows of the pass (count k * rowStride_, the row temporaries
         [rowsPerPass, rowStride_] read from their first row) and ("row", nodes) run in the per-row loop (`i`; a row
@@ -538,18 +538,30 @@ class _Printer:
         pending (`with_barriers`). Rows are independent, so running one instruction over all rows before the next
         keeps every row's order of operations."""
         instrs = _stores_early(instrs)
-        scal = {i.dst: k for k, i in enumerate(instrs) if i.kind in PER_ROW_SCALAR_KINDS}
+        red = ("rsum", "rmax") if reduce else ()   # a row reduction over all rows keeps its values in UB (rv_)
+        scal = {i.dst: k for k, i in enumerate(instrs) if i.kind in PER_ROW_SCALAR_KINDS and i.kind not in red}
         last = {x: k for k, i in enumerate(instrs) for x in names_in(i) if x in scal}
         live = [(scal[x], last[x]) for x in last]   # a per-row scalar lives in one per-row loop
         segs: list = []
         for k, i in enumerate(instrs):
             inside = any(a < k < b for a, b in live)
-            kind = "all" if batched(i, self.p) and not inside else "row"
+            kind = "all" if (batched(i, self.p) or i.kind in red) and not inside else "row"
             if segs and segs[-1][0] == kind:
                 segs[-1][1].append(i)
             else:
                 segs.append((kind, [i]))
-        return [(kind, self.nodes(group, None, batch=kind)) for kind, group in segs]
+        out = []
+        for n, (kind, group) in enumerate(segs):
+            nodes = self.nodes(group, None, batch=kind)
+            if kind == "row" and red:   # the per-row values this loop reads, from UB (written before the V->S wait)
+                reads = {x for i in group for x in names_in(i)}
+                nodes = [kir.GetValue(i.dst, kir.Ref("rv_", Sym("i"), slot=Lit(self.rsum_index[i.dst])))
+                         for i in self.p.rsums() if i.dst in reads and not any(i is j for j in group)] + nodes
+            elif red and any(i.kind in red for i in group) and n + 1 < len(segs):
+                nodes = nodes + [kir.SetFlag(Pipe.V, Pipe.S, 0, doc="the per-row reductions are in UB"),
+                                 kir.WaitFlag(Pipe.V, Pipe.S, 0)]
+            out.append((kind, nodes))
+        return out
 
     def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None,
               batch: str = "") -> list:
@@ -581,6 +593,10 @@ class _Printer:
             elif k == "scheck":   # an index into the row: Trap() outside [0, hidden_), then its checked value
                 out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
                         kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
+            elif k in ("rsum", "rmax") and batch == "all":   # all k rows at once (rowsched._rows_reduce)
+                out.append(kir.Call("RowsSum" if k == "rsum" else "RowsMax",
+                                    (op(i.srcs[0]), kir.Ref("rv_", slot=Lit(self.rsum_index[i.dst])), Sym("k")),
+                                    doc=doc))
             elif k in ("rsum", "rmax") and self.mode == "row":
                 out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=i.dst,
                                     doc=doc))
@@ -614,6 +630,13 @@ class _Printer:
                     raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
                 out.append(node)
         return with_barriers(out)
+
+
+def _with_rows_reduce(segs: list) -> list:
+    """`segs` (_Printer.batch_segments with reduce) when a row reduction runs over all rows in them, else [] (every
+    one of them reads a per-row value another per-row loop holds: the plain segments serve)."""
+    calls = [s for _k, nodes in segs for s in kir.walk(nodes) if isinstance(s, kir.Call)]
+    return segs if any(c.method in ("RowsSum", "RowsMax") for c in calls) else []
 
 
 def _stores_early(instrs: list) -> list:
@@ -1161,6 +1184,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         load_cols=bool(ctx["load_cols"]), load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
         zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
         row_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["row_segments"]),
+        reduce_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["reduce_segments"]),
         acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
         float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
@@ -1236,6 +1260,9 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
         "row_segments": (row_pr.batch_segments(passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)])
                          if batchable(p) else []),
+        "reduce_segments": (_with_rows_reduce(row_pr.batch_segments(
+            passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)], reduce=True))
+            if batchable(p) and p.rsums() else []),
         "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
         "reload_batch": place_barriers(_reload_lines(p, cites)), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
         "levels": [(lv, col_pr.phase_nodes(lv),

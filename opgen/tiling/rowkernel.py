@@ -169,6 +169,14 @@ def row_plan(c: RowCounts, col_align, bytes_of) -> list[Buffer]:
     plan = _by_dtype(c.row_in, bytes_of, 2, "inQue", "TQue<VECIN>", True, col_align, "row inputs")
     plan += _by_dtype(c.row_out, bytes_of, 2, "outQue", "TQue<VECOUT>", True, col_align, "row outputs")
     plan += stat_plan(c)
+    if getattr(c, "batch", 0) and c.rsums:   # row reductions over all rows of a pass (rowsched._rows_reduce)
+        fits = col_align <= 8 * 255   # rowsched.ROWS_REDUCE_STRIDE: allocated only then
+        plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, True, select(fits, 64, 0), 4,
+                           "per row: 64 fp32 partial sums or maxima (rows of at most 2040 elements)"))
+        plan.append(Buffer("rowValBuf", "TBuf<VECCALC>", c.rsums, True, select(fits, 1, 0), 4,
+                           "per row: its row reductions (fp32)"))
+        plan.append(Buffer("rowValSlack", "TBuf<VECCALC>", c.rsums, False, select(fits, 8, 0), 4,
+                           "32-byte rounding of rowValBuf"))
     plan += _fixed_plan(c, col_align, ROW_SPLIT)
     return plan
 
