@@ -159,3 +159,39 @@ def test_the_repeat_forms_fault_where_the_device_would_misbehave(tmp_path):
             assert ok == "1", (name, why)
         else:
             assert ok == "0" and want in why, (name, why)
+
+
+def test_the_kir_interpreter_runs_the_repeat_forms_as_the_table_means():
+    """Kernel IR interpreter (opgen.kernel.kir_interp): 3 rows of 40 floats (rows 5 blocks apart, as a rows kernel
+    lays out rows of 37): the first 32 lanes of each row copied by Max(x, x) in mask / repeat form into a [3, 32]
+    block, then WholeReduceSum of each row's 37 lanes and WholeReduceMax of each copied row: against float64 sums
+    and maxima of the same rows (the fp32 halving-tree sum within 37 * 2^-24 relative)."""
+    from opgen.ir.dims import Lit
+    from opgen.kernel import kir_interp as ki
+    from opgen.kernel.kir import (Copy, Get, GmTensor, GmView, InitBuffer, KernelClass, Local, Ref, SetFlag, TensorVar,
+                                  WaitFlag, vec)
+
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-4, 4, 120).astype(np.float32)
+    t, f = Ref("t"), Lit
+    proc = (InitBuffer("b", f(4096)), Get("t", "b", "float"),
+            Copy(t, GmView("gmX"), f(1), f(480)), SetFlag(Pipe.MTE2, Pipe.V), WaitFlag(Pipe.MTE2, Pipe.V),
+            vec(Op.MAX_REP, dst=Ref("t", f(256)), src0=t, src1=t, mask=f(32), repeat=f(3),
+                params=(f(1), f(1), f(1), f(4), f(5), f(5))),
+            vec(Op.WHOLE_REDUCE_SUM, dst=Ref("t", f(512)), src=t, mask=f(37), repeat=f(3), dstRep=f(1), srcBlk=f(1),
+                srcRep=f(5)),
+            kir.Barrier(Pipe.V),
+            vec(Op.WHOLE_REDUCE_MAX, dst=Ref("t", f(515)), src=Ref("t", f(256)), mask=f(32), repeat=f(3),
+                dstRep=f(1), srcBlk=f(1), srcRep=f(4)),
+            SetFlag(Pipe.V, Pipe.MTE3), WaitFlag(Pipe.V, Pipe.MTE3),
+            Copy(GmView("gmY"), Ref("t", f(512)), f(1), f(24)))
+    k = KernelClass("Tiny", "TinyTiling", args=("x", "y"), gms=(GmTensor("gmX", "float", "x"),
+                                                               GmTensor("gmY", "float", "y")),
+                    locals=(Local("b"),), tensors=(TensorVar("t", "float"),), fields=(), process=proc)
+    gm = {"x": x.copy(), "y": np.zeros(8, np.float32)}
+    r = ki.run(k, {}, gm, 1, ub_bytes=196608, verify_first=True)
+    assert r.ok, r.first_fault
+    rows = x.reshape(3, 40).astype(np.float64)
+    y = np.asarray(gm["y"], np.float64)
+    assert np.allclose(y[:3], rows[:, :37].sum(1), rtol=0, atol=37 * 2.0**-24 * np.abs(rows[:, :37]).sum(1).max())
+    assert np.array_equal(y[3:6], rows[:, :32].max(1))

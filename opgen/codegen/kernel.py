@@ -536,14 +536,25 @@ class _Printer:
         temporary read at row i, w_[j][i * rowStride_]): consecutive instructions that are `batched` form one
         segment, the others another; each segment's barriers by dependency, ending with one while vector work is
         pending (`with_barriers`). Rows are independent, so running one instruction over all rows before the next
-        keeps every row's order of operations."""
+        keeps every row's order of operations. A per-row scalar that a loop can compute again from UB (a statistic
+        read from its input queue, a row reduction over all rows (`reduce`: RowsSum / RowsMax into rv_, read after
+        one V->S wait), a scalar expression of those) is computed in each loop that reads it; any other (a RowSum
+        row by row, an index check) keeps the instructions between its definition and its last use in one loop."""
         instrs = _stores_early(instrs)
         red = ("rsum", "rmax") if reduce else ()   # a row reduction over all rows keeps its values in UB (rv_)
-        scal = {i.dst: k for k, i in enumerate(instrs) if i.kind in PER_ROW_SCALAR_KINDS and i.kind not in red}
+        defs = {i.dst: i for i in instrs if i.kind in PER_ROW_SCALAR_KINDS}
+        remat: set = set()   # per-row scalars any per-row loop can compute again from UB: no loop has to hold them
+        for i in instrs:
+            if i.kind == "sload" or i.kind in red or (
+                    i.kind == "sexpr" and all(x in remat or x not in defs for x in names_in(i))):
+                remat.add(i.dst)
+        scal = {i.dst: k for k, i in enumerate(instrs) if i.dst in defs and i.dst not in remat}
         last = {x: k for k, i in enumerate(instrs) for x in names_in(i) if x in scal}
         live = [(scal[x], last[x]) for x in last]   # a per-row scalar lives in one per-row loop
         segs: list = []
         for k, i in enumerate(instrs):
+            if i.dst in remat and i.kind not in red:   # computed where a loop reads it (below)
+                continue
             inside = any(a < k < b for a, b in live)
             kind = "all" if (batched(i, self.p) or i.kind in red) and not inside else "row"
             if segs and segs[-1][0] == kind:
@@ -553,10 +564,19 @@ class _Printer:
         out = []
         for n, (kind, group) in enumerate(segs):
             nodes = self.nodes(group, None, batch=kind)
-            if kind == "row" and red:   # the per-row values this loop reads, from UB (written before the V->S wait)
-                reads = {x for i in group for x in names_in(i)}
-                nodes = [kir.GetValue(i.dst, kir.Ref("rv_", Sym("i"), slot=Lit(self.rsum_index[i.dst])))
-                         for i in self.p.rsums() if i.dst in reads and not any(i is j for j in group)] + nodes
+            if kind == "row":   # the per-row values this loop reads that it does not compute: again from UB
+                want = {x for i in group for x in names_in(i) if x in remat} - {i.dst for i in group}
+                for i in reversed(instrs):
+                    if i.dst in want:
+                        want |= {x for x in names_in(i) if x in remat}
+                again = [i for i in instrs if i.dst in want]
+                pre = []
+                for i in again:
+                    if i.kind in red:   # written before the V->S wait that ends the segment computing it
+                        pre.append(kir.GetValue(i.dst, kir.Ref("rv_", Sym("i"), slot=Lit(self.rsum_index[i.dst]))))
+                    else:
+                        pre += self.nodes([i], None, batch="row")
+                nodes = pre + nodes
             elif red and any(i.kind in red for i in group) and n + 1 < len(segs):
                 nodes = nodes + [kir.SetFlag(Pipe.V, Pipe.S, 0, doc="the per-row reductions are in UB"),
                                  kir.WaitFlag(Pipe.V, Pipe.S, 0)]
