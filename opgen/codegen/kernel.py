@@ -32,13 +32,14 @@ from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym, as_dim
 from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
-from opgen.kernel.isa import FP32_MAX, INSTRS, Op, Pipe, float_scalar
+from opgen.kernel.isa import FP32_MAX, INSTRS, REPEAT_FORMS, Op, Pipe, entry, float_scalar
 from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
                                   PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
                                   names_in, instr_op, per_row, row_passes)
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
+from opgen.kernel.rowsched import add as _ksum
 from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
@@ -557,13 +558,15 @@ class _Printer:
                 continue
             inside = any(a < k < b for a, b in live)
             kind = "all" if (batched(i, self.p) or i.kind in red) and not inside else "row"
+            if kind == "row" and red and not inside and self._column_op(i):
+                kind = "col"
             if segs and segs[-1][0] == kind:
                 segs[-1][1].append(i)
             else:
                 segs.append((kind, [i]))
         out = []
         for n, (kind, group) in enumerate(segs):
-            nodes = self.nodes(group, None, batch=kind)
+            nodes = self._column_nodes(group) if kind == "col" else self.nodes(group, None, batch=kind)
             if kind == "row":   # the per-row values this loop reads that it does not compute: again from UB
                 want = {x for i in group for x in names_in(i) if x in remat} - {i.dst for i in group}
                 for i in reversed(instrs):
@@ -581,6 +584,35 @@ class _Printer:
                 nodes = nodes + [kir.SetFlag(Pipe.V, Pipe.S, 0, doc="the per-row reductions are in UB"),
                                  kir.WaitFlag(Pipe.V, Pipe.S, 0)]
             out.append((kind, nodes))
+        return out
+
+    def _column_op(self, i: Instr) -> bool:
+        """Whether `i` is a binary row instruction of a row temporary and a column row (one UB row for every row,
+        `RowProgram.col`) into a row temporary: over all rows by its mask / repeat form (`_column_nodes`)."""
+        temp = lambda x: x.startswith("w") and x[1:].isdigit()  # noqa: E731
+        return (i.kind == "vbin" and i.space == "row" and temp(i.dst) and len(i.srcs) == 2
+                and sum(temp(x) for x in i.srcs) == 1 and sum(x in self.p.col for x in i.srcs) == 1
+                and entry(i.op).op in REPEAT_FORMS)
+
+    def _column_nodes(self, group: list) -> list:
+        """Column-row instructions (`_column_op`) over the k rows of a pass: for each 64-lane chunk c of the row, the
+        op's mask / repeat form with a repeat a row (repeat stride rowStride_ / 8 blocks; the column row's repeat
+        stride 0, so every row reads the same chunk; docs/reference/ascendc.md §1.9): ceil(rowStride_ / 64)
+        instructions instead of k. Chunks touch disjoint lanes; a barrier after each instruction's chunks."""
+        out: list = []
+        rs, c = Sym("rowStride_"), Sym("c")
+        at = _kmul(c, Lit(64))
+        R = Bin("//", rs, Lit(8))
+        for i in group:
+            doc = spec_comment(self.cites.instr(i)).strip().removeprefix("//").strip()
+            refs = [dataclasses.replace(_operand_ref(x, self.p), offset=at) for x in (i.dst, *i.srcs)]
+            reps = [R] + [Lit(0) if x in self.p.col else R for x in i.srcs]
+            out += [kir.For("c", Lit(0), Bin("//", _ksum(rs, Lit(63)), Lit(64)), Lit(1), (
+                kir.vec(REPEAT_FORMS[entry(i.op).op], dst=refs[0], src0=refs[1], src1=refs[2],
+                        mask=Fn("min", (Lit(64), _ksub(rs, at))), repeat=Sym("k"),
+                        params=(Lit(1), Lit(1), Lit(1), *reps), doc=doc),),
+                doc="a 64-lane chunk of every row at once; the column row's chunk for each"),
+                kir.Barrier(Pipe.V)]
         return out
 
     def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None,

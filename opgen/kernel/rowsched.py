@@ -374,11 +374,11 @@ cycles) a row, so batching pays when ceil(n_ / 64) < 2 k."""
 
 
 def _segments(segs) -> tuple:
-    """ROW_SPLIT's Compute statements of `segs` (RowSchedule.row_segments): an "all" segment as it is, a "row" one in
-    the per-row loop over i < k."""
+    """ROW_SPLIT's Compute statements of `segs` (RowSchedule.row_segments): an "all" or "col" (column-row instructions
+    chunk by chunk) segment as it is, a "row" one in the per-row loop over i < k."""
     out: list = []
     for kind, nodes in segs:
-        out += list(nodes) if kind == "all" else [For("i", Lit(0), _K, Lit(1), tuple(nodes))]
+        out += [For("i", Lit(0), _K, Lit(1), tuple(nodes))] if kind == "row" else list(nodes)
     return tuple(out)
 
 
