@@ -180,6 +180,25 @@ def build_cases(seed: int = 7) -> list[Case]:
         cases.append(Case(Op.BRCB, {"dst": _floats(rng, n=640), "src": _floats(rng, n=64)},
                           {"repeat": str(rep), "params": f"BrcbRepeatParams({blk}, {rstride})"},
                           {"repeat": rep, "params": (blk, rstride)}))
+    # mask / repeat forms: rows of 40 floats (5 blocks) as the rows family lays them out, a column row read with
+    # src1 repeat stride 0, a broadcast block (src1 block stride 0), a partial mask, in place, half
+    for k, op in enumerate([Op.ADD_REP, Op.SUB_REP, Op.MUL_REP, Op.DIV_REP, Op.MAX_REP, Op.MIN_REP]):
+        for j, (dt, mask, rep, prm) in enumerate([(np.float32, 40, 7, (1, 1, 1, 5, 5, 0)),
+                                                  (np.float32, 64, 3, (1, 1, 0, 8, 8, 1)),
+                                                  (np.float32, 13, 8, (1, 1, 1, 5, 5, 5)),
+                                                  (np.float16, 100, 2, (1, 1, 1, 8, 8, 8))]):
+            a, b = _floats(rng, n=640).astype(dt), _floats(rng, n=640, lo=0.5, hi=4.0).astype(dt)
+            vals = {"mask": str(mask), "repeat": str(rep), "params": f"BinaryRepeatParams{prm}"}
+            envv = {"mask": mask, "repeat": rep, "params": prm}
+            if j == 2:   # in place: dst is src0
+                cases.append(Case(op, {"dst": a, "src1": b}, vals, envv, {"src0": "dst"}))
+            else:
+                cases.append(Case(op, {"dst": _floats(rng, n=640).astype(dt), "src0": a, "src1": b}, vals, envv))
+    for op in (Op.WHOLE_REDUCE_SUM, Op.WHOLE_REDUCE_MAX):
+        for mask, rep, dr, sb, sr in ((45, 9, 1, 1, 6), (64, 4, 1, 1, 8), (1, 5, 2, 1, 1), (33, 3, 8, 2, 16)):
+            vals = dict(zip(("mask", "repeat", "dstRep", "srcBlk", "srcRep"), (mask, rep, dr, sb, sr)))
+            cases.append(Case(op, {"dst": _floats(rng, n=64), "src": _floats(rng, n=640, lo=-100, hi=100)},
+                              {n: str(v) for n, v in vals.items()}, vals))
     for j, (mode, dt, c) in enumerate([("LT", np.float32, 64), ("GT", np.float32, 192), ("EQ", np.float32, 128),
                                        ("LE", np.float16, 128), ("GE", np.float16, 256), ("NE", np.float32, 256),
                                        ("EQ", np.int32, 128)]):

@@ -35,15 +35,16 @@ def test_the_per_row_loops_of_every_example_rows_kernel_are_nodes(spec):
         compute = k.method("Compute").body
         col = k.method("ColSplit").body
         loops = _loops(compute) + _loops(col)
-        assert len(_loops(compute)) == 1 and len(_loops(col)) >= 1
+        # ROW_SPLIT: per-row loops only for what reads a per-row value; the rest one instruction over the pass
+        assert len(_loops(compute)) >= 1 and len(_loops(col)) >= 1
         for body in loops:
             stmts = list(kir.walk(body))
             assert not any(isinstance(s, kir.Verbatim) for s in stmts), k.name
-        row = list(kir.walk(_loops(compute)[0]))
-        vecs = [s for s in row if isinstance(s, kir.Vec)]
+        vecs = [s for s in kir.walk(compute) if isinstance(s, kir.Vec)]
         assert vecs and all(s.doc.startswith("spec: ") and f"{spec}.py:" in s.doc for s in vecs)
-        # the ROW_SPLIT stream ends with a barrier while vector work is pending (the next row reuses the rows)
-        assert isinstance(_loops(compute)[0][-1], kir.Barrier)
+        # each ROW_SPLIT loop ends with a barrier while vector work is pending (the next row reuses the rows)
+        for body in _loops(compute):
+            assert isinstance(body[-1], kir.Barrier)
 
 
 def _w(k):

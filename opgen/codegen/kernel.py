@@ -32,12 +32,14 @@ from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym, as_dim
 from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
-from opgen.kernel.isa import FP32_MAX, INSTRS, Op, Pipe, float_scalar
+from opgen.kernel.isa import FP32_MAX, INSTRS, REPEAT_FORMS, Op, Pipe, entry, float_scalar
 from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
-                                  attr_names, gathered_stat, instr_op, per_row, row_passes)
+                                  PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
+                                  names_in, instr_op, per_row, row_passes)
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
+from opgen.kernel.rowsched import add as _ksum
 from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
 from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
@@ -528,7 +530,93 @@ class _Printer:
                 kir.SetValue(at, kir.FBin("+", kir.FBin("*", kir.FRef("sOld"), kir.FLoad(red)), kir.FRef(part)),
                              doc=doc)]
 
-    def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None) -> list:
+    def batch_segments(self, instrs: list, reduce: bool = False) -> list:
+        """ROW_SPLIT of a `batchable` program (opgen.kernel.rowprog): the per-row instructions `instrs` as segments
+        ("all", nodes) issued once over the k rows of the pass (count k * rowStride_, the row temporaries
+        [rowsPerPass, rowStride_] read from their first row) and ("row", nodes) run in the per-row loop (`i`; a row
+        temporary read at row i, w_[j][i * rowStride_]): consecutive instructions that are `batched` form one
+        segment, the others another; each segment's barriers by dependency, ending with one while vector work is
+        pending (`with_barriers`). Rows are independent, so running one instruction over all rows before the next
+        keeps every row's order of operations. A per-row scalar that a loop can compute again from UB (a statistic
+        read from its input queue, a row reduction over all rows (`reduce`: RowsSum / RowsMax into rv_, read after
+        one V->S wait), a scalar expression of those) is computed in each loop that reads it; any other (a RowSum
+        row by row, an index check) keeps the instructions between its definition and its last use in one loop."""
+        instrs = _stores_early(instrs)
+        red = ("rsum", "rmax") if reduce else ()   # a row reduction over all rows keeps its values in UB (rv_)
+        defs = {i.dst: i for i in instrs if i.kind in PER_ROW_SCALAR_KINDS}
+        remat: set = set()   # per-row scalars any per-row loop can compute again from UB: no loop has to hold them
+        for i in instrs:
+            if i.kind == "sload" or i.kind in red or (
+                    i.kind == "sexpr" and all(x in remat or x not in defs for x in names_in(i))):
+                remat.add(i.dst)
+        scal = {i.dst: k for k, i in enumerate(instrs) if i.dst in defs and i.dst not in remat}
+        last = {x: k for k, i in enumerate(instrs) for x in names_in(i) if x in scal}
+        live = [(scal[x], last[x]) for x in last]   # a per-row scalar lives in one per-row loop
+        segs: list = []
+        for k, i in enumerate(instrs):
+            if i.dst in remat and i.kind not in red:   # computed where a loop reads it (below)
+                continue
+            inside = any(a < k < b for a, b in live)
+            kind = "all" if (batched(i, self.p) or i.kind in red) and not inside else "row"
+            if kind == "row" and red and not inside and self._column_op(i):
+                kind = "col"
+            if segs and segs[-1][0] == kind:
+                segs[-1][1].append(i)
+            else:
+                segs.append((kind, [i]))
+        out = []
+        for n, (kind, group) in enumerate(segs):
+            nodes = self._column_nodes(group) if kind == "col" else self.nodes(group, None, batch=kind)
+            if kind == "row":   # the per-row values this loop reads that it does not compute: again from UB
+                want = {x for i in group for x in names_in(i) if x in remat} - {i.dst for i in group}
+                for i in reversed(instrs):
+                    if i.dst in want:
+                        want |= {x for x in names_in(i) if x in remat}
+                again = [i for i in instrs if i.dst in want]
+                pre = []
+                for i in again:
+                    if i.kind in red:   # written before the V->S wait that ends the segment computing it
+                        pre.append(kir.GetValue(i.dst, kir.Ref("rv_", Sym("i"), slot=Lit(self.rsum_index[i.dst]))))
+                    else:
+                        pre += self.nodes([i], None, batch="row")
+                nodes = pre + nodes
+            elif red and any(i.kind in red for i in group) and n + 1 < len(segs):
+                nodes = nodes + [kir.SetFlag(Pipe.V, Pipe.S, 0, doc="the per-row reductions are in UB"),
+                                 kir.WaitFlag(Pipe.V, Pipe.S, 0)]
+            out.append((kind, nodes))
+        return out
+
+    def _column_op(self, i: Instr) -> bool:
+        """Whether `i` is a binary row instruction of a row temporary and a column row (one UB row for every row,
+        `RowProgram.col`) into a row temporary: over all rows by its mask / repeat form (`_column_nodes`)."""
+        temp = lambda x: x.startswith("w") and x[1:].isdigit()  # noqa: E731
+        return (i.kind == "vbin" and i.space == "row" and temp(i.dst) and len(i.srcs) == 2
+                and sum(temp(x) for x in i.srcs) == 1 and sum(x in self.p.col for x in i.srcs) == 1
+                and entry(i.op).op in REPEAT_FORMS)
+
+    def _column_nodes(self, group: list) -> list:
+        """Column-row instructions (`_column_op`) over the k rows of a pass: for each 64-lane chunk c of the row, the
+        op's mask / repeat form with a repeat a row (repeat stride rowStride_ / 8 blocks; the column row's repeat
+        stride 0, so every row reads the same chunk; docs/reference/ascendc.md §1.9): ceil(rowStride_ / 64)
+        instructions instead of k. Chunks touch disjoint lanes; a barrier after each instruction's chunks."""
+        out: list = []
+        rs, c = Sym("rowStride_"), Sym("c")
+        at = _kmul(c, Lit(64))
+        R = Bin("//", rs, Lit(8))
+        for i in group:
+            doc = spec_comment(self.cites.instr(i)).strip().removeprefix("//").strip()
+            refs = [dataclasses.replace(_operand_ref(x, self.p), offset=at) for x in (i.dst, *i.srcs)]
+            reps = [R] + [Lit(0) if x in self.p.col else R for x in i.srcs]
+            out += [kir.For("c", Lit(0), Bin("//", _ksum(rs, Lit(63)), Lit(64)), Lit(1), (
+                kir.vec(REPEAT_FORMS[entry(i.op).op], dst=refs[0], src0=refs[1], src1=refs[2],
+                        mask=Fn("min", (Lit(64), _ksub(rs, at))), repeat=Sym("k"),
+                        params=(Lit(1), Lit(1), Lit(1), *reps), doc=doc),),
+                doc="a 64-lane chunk of every row at once; the column row's chunk for each"),
+                kir.Barrier(Pipe.V)]
+        return out
+
+    def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None,
+              batch: str = "") -> list:
         """Instructions `instrs` inside the per-row loop (`i`, `n_`) as Kernel-IR nodes (`instr_node`; a stat load
         a GetValue, a stat store a SetValue; a row reduction in ROW_SPLIT a Call of RowSum / RowMax with its result,
         in COL_SPLIT's phase of its level that Call with its partial stored to sums_ (slot * groupStride_ + i), in a
@@ -539,6 +627,10 @@ class _Printer:
         op = lambda x: _operand_ref(x, self.p)  # noqa: E731
         n = Sym("n_")
         row = _kmul(Sym("i"), Sym("rowStride_"))
+        if batch == "all":   # one instruction over the k rows of the pass (batch_segments)
+            n, row = _kmul(Sym("k"), Sym("rowStride_")), Lit(0)
+        elif batch == "row":   # a row temporary holds the pass's rows: row i of it
+            op = lambda x: _row_of(_operand_ref(x, self.p), row)  # noqa: E731
         gs, i_ = Sym("groupStride_"), Sym("i")
         src = "rowIn_" if self.mode == "row" else "res_"
         out = []
@@ -553,6 +645,10 @@ class _Printer:
             elif k == "scheck":   # an index into the row: Trap() outside [0, hidden_), then its checked value
                 out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
                         kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
+            elif k in ("rsum", "rmax") and batch == "all":   # all k rows at once (rowsched._rows_reduce)
+                out.append(kir.Call("RowsSum" if k == "rsum" else "RowsMax",
+                                    (op(i.srcs[0]), kir.Ref("rv_", slot=Lit(self.rsum_index[i.dst])), Sym("k")),
+                                    doc=doc))
             elif k in ("rsum", "rmax") and self.mode == "row":
                 out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=i.dst,
                                     doc=doc))
@@ -586,6 +682,31 @@ class _Printer:
                     raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
                 out.append(node)
         return with_barriers(out)
+
+
+def _with_rows_reduce(segs: list) -> list:
+    """`segs` (_Printer.batch_segments with reduce) when a row reduction runs over all rows in them, else [] (every
+    one of them reads a per-row value another per-row loop holds: the plain segments serve)."""
+    calls = [s for _k, nodes in segs for s in kir.walk(nodes) if isinstance(s, kir.Call)]
+    return segs if any(c.method in ("RowsSum", "RowsMax") for c in calls) else []
+
+
+def _stores_early(instrs: list) -> list:
+    """`instrs` with each per-row statistic store (sstore) moved to just after the instruction defining the value it
+    stores (it reads nothing else), so that value's per-row loop ends sooner (_Printer.batch_segments)."""
+    out: list = []
+    for i in instrs:
+        if i.kind == "sstore":
+            at = max((k for k, j in enumerate(out) if j.dst in i.srcs), default=len(out) - 1)
+            out.insert(at + 1, i)
+        else:
+            out.append(i)
+    return out
+
+
+def _row_of(r: kir.Ref, row) -> kir.Ref:
+    """Row temporary `r` (w_[j]) at element offset `row` (a batched pass's row i); other regions unchanged."""
+    return dataclasses.replace(r, offset=row) if r.tensor == "w_" else r
 
 
 def online_pair(p: RowProgram) -> tuple | None:
@@ -1114,6 +1235,8 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
         load_cols=bool(ctx["load_cols"]), load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
         zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
+        row_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["row_segments"]),
+        reduce_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["reduce_segments"]),
         acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
         float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
@@ -1187,6 +1310,11 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
         "flush_row": flush_row, "flush_col": flush_col,
         "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
+        "row_segments": (row_pr.batch_segments(passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)])
+                         if batchable(p) else []),
+        "reduce_segments": (_with_rows_reduce(row_pr.batch_segments(
+            passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)], reduce=True))
+            if batchable(p) and p.rsums() else []),
         "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
         "reload_batch": place_barriers(_reload_lines(p, cites)), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
         "levels": [(lv, col_pr.phase_nodes(lv),

@@ -116,6 +116,14 @@ class Op(enum.Enum):
     COMPARE_SCALAR = "Compares"   # CANN's name (CompareScalar is its deprecated alias)
     SELECT = "Select"
     SELECT_SCALAR = "Select "   # same C++ name, the tensor-scalar form (distinct enum value)
+    ADD_REP = "Add "       # the mask / repeat forms: same C++ names (distinct enum values), BinaryRepeatParams
+    SUB_REP = "Sub "
+    MUL_REP = "Mul "
+    DIV_REP = "Div "
+    MAX_REP = "Max "
+    MIN_REP = "Min "
+    WHOLE_REDUCE_SUM = "WholeReduceSum"
+    WHOLE_REDUCE_MAX = "WholeReduceMax"
     COPY_IN = "DataCopy"
     COPY_OUT = "DataCopy "   # same C++ name, the UB -> GM direction (distinct enum value)
 
@@ -441,6 +449,81 @@ def _brcb(env):
     return {"dst": dst}
 
 
+def lane_at(r: int, lane: int, blk: int, rep: int, elem_bytes: int) -> int:
+    """Element index of lane `lane` of repeat `r` of a mask / repeat form: (r·rep + (lane // perBlock)·blk)·perBlock
+    + lane % perBlock, strides in 32-byte blocks (docs/reference/ascendc.md §1.9)."""
+    per = BLOCK_BYTES // elem_bytes
+    return (r * rep + (lane // per) * blk) * per + lane % per
+
+
+def _check_mask(mask: int, elem_bytes: int, what: str) -> None:
+    if not 1 <= mask <= REPEAT_BYTES // elem_bytes:
+        raise ValueError(f"{what}: mask {mask} outside 1..{REPEAT_BYTES // elem_bytes}")
+
+
+def _binary_repeat(f):
+    """Meaning of a binary mask / repeat form (BinaryRepeatParams: dst, src0, src1 block strides, then their repeat
+    strides): for repeat r < repeat and lane l < mask, dst at lane_at(r, l, dstBlk, dstRep) = f(src0 at its lane,
+    src1 at its lane) in fp32, rounded to dst's type; the other elements keep their values; a repeat reads its
+    sources before it writes (docs/reference/ascendc.md §1.9). Raises ValueError for a mask outside one repeat."""
+
+    def meaning(env):
+        dst = np.array(env["dst"], copy=True)
+        a, b = np.asarray(env["src0"]), np.asarray(env["src1"])
+        mask, rep = int(env["mask"]), int(env["repeat"])
+        db, ab, bb, dr, ar, br = (int(x) for x in env["params"])
+        sz = dst.dtype.itemsize
+        _check_mask(mask, sz, "binary repeat form")
+        for r in range(rep):
+            ia = [lane_at(r, k, ab, ar, sz) for k in range(mask)]
+            ib = [lane_at(r, k, bb, br, sz) for k in range(mask)]
+            with np.errstate(all="ignore"):
+                out = np.asarray(f(a[ia].astype(np.float32), b[ib].astype(np.float32)), dtype=np.float32)
+            dst[[lane_at(r, k, db, dr, sz) for k in range(mask)]] = out.astype(dst.dtype)
+        return {"dst": dst}
+
+    return meaning
+
+
+def _halving_sum(v) -> np.float32:
+    """fp32 sum of one repeat's lanes in the emulation's order (lane k += lane k + ceil(len / 2), every add rounded;
+    pairwise_sum's step inside a repeat)."""
+    w = [np.float32(x) for x in v]
+    while len(w) > 1:
+        h = (len(w) + 1) // 2
+        w = [np.float32(w[k] + w[k + h]) if k + h < len(w) else w[k] for k in range(h)]
+    return w[0]
+
+
+def _first_max(v) -> np.float32:
+    best = v[0]
+    for x in v[1:]:
+        if x > best:
+            best = x
+    return best
+
+
+def _whole_reduce(fn):
+    """Meaning of WholeReduceSum / WholeReduceMax (ORDER_ONLY_VALUE): for repeat r < repeat, dst[r·dstRep] = fn of
+    the lanes l < mask of src at lane_at(r, l, srcBlk, srcRep); dstRep counted in elements (docs/reference/ascendc.md
+    §1.9 table). Raises ValueError for a mask outside one repeat or a repeat outside 0..255."""
+
+    def meaning(env):
+        dst = np.array(env["dst"], copy=True)
+        src = np.asarray(env["src"])
+        mask, rep = int(env["mask"]), int(env["repeat"])
+        dr, sb, sr = int(env["dstRep"]), int(env["srcBlk"]), int(env["srcRep"])
+        _check_mask(mask, src.dtype.itemsize, "WholeReduce")
+        if not 0 <= rep <= 255:
+            raise ValueError(f"WholeReduce: repeatTime {rep} outside 0..255")
+        for r in range(rep):
+            v = src[[lane_at(r, k, sb, sr, src.dtype.itemsize) for k in range(mask)]].astype(np.float32)
+            dst[r * dr] = np.float32(fn(v)).astype(dst.dtype)
+        return {"dst": dst}
+
+    return meaning
+
+
 CMP_MODES = {"LT": np.less, "GT": np.greater, "EQ": np.equal, "LE": np.less_equal, "GE": np.greater_equal,
              "NE": np.not_equal}
 """AscendC's CMPMODE enumerators and their NumPy comparisons (docs/reference/ascendc.md §1.9)."""
@@ -516,6 +599,12 @@ _BIN_FORM = "{api}({dst}, {src0}, {src1}, {count})"
 _SCA_FORM = "{api}({dst}, {src0}, {scalar}, {count})"
 _UN_FORM = "{api}({dst}, {src0}, {count})"
 _F32 = np.float32
+_BIN_REP = (_DST, _S0, _S1, Operand("mask", "value", dtype="uint64_t"), Operand("repeat", "value", dtype="uint8_t"),
+            Operand("params", "value"))
+_BIN_REP_FORM = "{api}({dst}, {src0}, {src1}, {mask}, {repeat}, {params})"
+_WHOLE = (_DST, _SRC, *(Operand(n, "value", dtype="int32_t") for n in ("mask", "repeat", "dstRep", "srcBlk", "srcRep")))
+REPEAT_FORMS = {}
+"""{count-form Op: its mask / repeat form} (filled below)."""
 
 
 def _def(op, operands, form, meaning, pipe=Pipe.V, **kw) -> InstrDef:
@@ -595,6 +684,23 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
     _def(Op.BRCB, (_DST, _SRC, Operand("repeat", "value", dtype="uint8_t"), Operand("params", "value")),
          "Brcb({dst}, {src}, {repeat}, {params})", _brcb,
          doc=f"each repeat broadcasts 8 source elements to 8 blocks ({_SEC})"),
+    *[_def(op, _BIN_REP, _BIN_REP_FORM, _binary_repeat(f), lanes=lanes,
+           doc=f"{doc}, mask / repeat form: lanes < mask of each repeat, strides in 32-B blocks "
+               f"(BinaryRepeatParams; {_SEC})")
+      for op, f, lanes, doc in (
+          (Op.ADD_REP, np.add, {4: 64, 2: 128}, "dst = src0 + src1"),
+          (Op.SUB_REP, np.subtract, {4: 64, 2: 128}, "dst = src0 - src1"),
+          (Op.MUL_REP, np.multiply, {4: 64, 2: 128}, "dst = src0 * src1"),
+          (Op.DIV_REP, np.divide, {4: 32, 2: 32}, "dst = src0 / src1"),
+          (Op.MAX_REP, lambda a, b: np.where(a > b, a, b), {4: 64, 2: 128}, "dst = src0 > src1 ? src0 : src1"),
+          (Op.MIN_REP, lambda a, b: np.where(a < b, a, b), {4: 64, 2: 128}, "dst = src0 < src1 ? src0 : src1"))],
+    _def(Op.WHOLE_REDUCE_SUM, _WHOLE, "WholeReduceSum({dst}, {src}, {mask}, {repeat}, {dstRep}, {srcBlk}, {srcRep})",
+         _whole_reduce(_halving_sum),
+         doc=f"dst[r * dstRep] = sum of repeat r's lanes < mask (one value per repeat; {_SEC})"),
+    _def(Op.WHOLE_REDUCE_MAX, _WHOLE,
+         "WholeReduceMax({dst}, {src}, {mask}, {repeat}, {dstRep}, {srcBlk}, {srcRep}, ReduceOrder::ORDER_ONLY_VALUE)",
+         _whole_reduce(_first_max),
+         doc=f"dst[r * dstRep] = max of repeat r's lanes < mask, value only (ORDER_ONLY_VALUE; {_SEC})"),
     _def(Op.AND, _BIN, _BIN_FORM, _bitwise(np.bitwise_and, 2), doc=f"dst = src0 & src1, int16 / uint16 ({_SEC})"),
     _def(Op.OR, _BIN, _BIN_FORM, _bitwise(np.bitwise_or, 2), doc=f"dst = src0 | src1, int16 / uint16 ({_SEC})"),
     _def(Op.NOT, _UN, _UN_FORM, _bitwise(np.invert, 1), doc=f"dst = ~src0, int16 / uint16 ({_SEC})"),
@@ -623,7 +729,10 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
 ]}
 """The instruction table, keyed by Op (module docstring)."""
 
-BY_API = {d.api: d for d in INSTRS.values() if d.pipe is Pipe.V}
+REPEAT_FORMS.update({Op.ADD: Op.ADD_REP, Op.SUB: Op.SUB_REP, Op.MUL: Op.MUL_REP, Op.DIV: Op.DIV_REP,
+                     Op.MAX: Op.MAX_REP, Op.MIN: Op.MIN_REP})
+
+BY_API = {d.api: d for d in INSTRS.values() if d.pipe is Pipe.V and d.op not in REPEAT_FORMS.values()}
 """The vector entries by the C++ name printed ("Add", "Muls", ...)."""
 
 assert set(INSTRS) == set(Op), "every Op has an entry"

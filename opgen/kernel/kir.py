@@ -2161,10 +2161,16 @@ class CppPrinter:
             elif o.kind == "cmp":
                 exprs[o.name] = f"CMPMODE::{v}"
             elif isinstance(v, tuple):
-                exprs[o.name] = f"{_STRUCTS[(s.op, o.name)]}({', '.join(self.e(x) for x in v)})"
+                cast = "uint8_t" if _STRUCTS[(s.op, o.name)] == "BinaryRepeatParams" else None
+                exprs[o.name] = f"{_STRUCTS[(s.op, o.name)]}({', '.join(self._typed(x, cast) for x in v)})"
             else:
-                exprs[o.name] = self.e(v)
+                exprs[o.name] = self._typed(v, o.dtype if s.op in _TYPED_VALUES else None)
         return d.stmt(**exprs)
+
+    def _typed(self, v, ctype: str | None) -> str:
+        """A value operand's C++ text, a non-constant one cast to `ctype` (the real parameter's type) when given."""
+        t = self.e(v)
+        return t if ctype is None or const_value(v) is not None else f"static_cast<{ctype}>({t})"
 
     # -- the class
     def func(self, name, params, body, ret="void", const=False, doc="", depth=1, tparams=(),
@@ -2249,7 +2255,13 @@ class CppPrinter:
 _QUANT = {"float": "QuantMode_t::NoQuant", "half": "QuantMode_t::F322F16", "bfloat16_t": "QuantMode_t::F322BF16"}
 """Fixpipe's quantPre by destination element type (a template parameter prints CubeQuantOf<T>(), a helper the
 cube family's file skeleton defines)."""
-_STRUCTS = {(Op.BRCB, "params"): "BrcbRepeatParams"}
+_STRUCTS = {(Op.BRCB, "params"): "BrcbRepeatParams",
+            **{(op, "params"): "BinaryRepeatParams" for op in (Op.ADD_REP, Op.SUB_REP, Op.MUL_REP, Op.DIV_REP,
+                                                                 Op.MAX_REP, Op.MIN_REP)}}
+_TYPED_VALUES = frozenset({Op.ADD_REP, Op.SUB_REP, Op.MUL_REP, Op.DIV_REP, Op.MAX_REP, Op.MIN_REP,
+                           Op.WHOLE_REDUCE_SUM, Op.WHOLE_REDUCE_MAX})
+"""Instructions whose non-constant value operands are printed cast to the real parameter's type (the mask / repeat
+forms: uint64_t mask, uint8_t repeatTime and strides, int32_t WholeReduce arguments)."""
 _HELPERS = frozenset({Op.CAST_FROM, Op.CAST_TO})
 """opgen's device helpers (templates/op_kernel/_helpers.h.j2): their count parameter is int64_t, passed as is."""
 """C++ struct type of each struct-valued ("value" kind given as a tuple) operand."""

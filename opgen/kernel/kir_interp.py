@@ -44,7 +44,7 @@ import numpy as np
 from opgen.errors import OpgenError
 from opgen.ir.dims import Bin, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel import kir
-from opgen.kernel.isa import INSTRS, Op, Pipe
+from opgen.kernel.isa import INSTRS, REPEAT_FORMS, Op, Pipe, lane_at
 
 BLOCK = 32
 """Bytes of one UB block: the alignment of tensors and the unit of the race detector's shadow (§1.2)."""
@@ -799,6 +799,8 @@ class _Core:
             self.gather(s, frame, tens, count)
         elif s.op is Op.BRCB:
             self.brcb(s, frame, tens)
+        elif s.op in REPEAT_FORMS.values() or s.op in (Op.WHOLE_REDUCE_SUM, Op.WHOLE_REDUCE_MAX):
+            self.strided(s, frame, tens)
         elif s.op in (Op.COMPARE, Op.COMPARE_SCALAR, Op.SELECT, Op.SELECT_SCALAR):
             self.masked(s, frame, tens, count, args)
         else:
@@ -917,6 +919,55 @@ class _Core:
         out = INSTRS[Op.GATHER].meaning({"dst": d0, "src": srcv, "offset": offs, "base": base, "count": count})
         idx = (offs.astype(np.int64) + base) // sz
         self.write(dst, out["dst"][:count], ok_src[idx])
+
+    def strided(self, s, frame, tens):
+        """A mask / repeat form (binary ops with BinaryRepeatParams, WholeReduceSum / WholeReduceMax): the elements
+        each operand's repeats address (isa.lane_at), bounds and alignment checked, each element touched, then the
+        table's meaning; a written element is written when every source element the instruction read is."""
+        d, args = INSTRS[s.op], dict(s.args)
+        whole = s.op in (Op.WHOLE_REDUCE_SUM, Op.WHOLE_REDUCE_MAX)
+        vals = {o.name: self.ival(args[o.name], frame) for o in d.operands
+                if o.kind == "value" and o.name != "params"}
+        sz = NP_TYPES[self.dt(tens["dst"].dtype)].itemsize
+        mask, rep = vals["mask"], vals["repeat"]
+        if not 1 <= mask <= 256 // sz or not 0 <= rep <= 255:
+            raise KirFault(f"{d.api}: mask {mask} or repeatTime {rep} outside one repeat ({self.where})")
+        if whole:
+            idx = {"src": [lane_at(r, k, vals["srcBlk"], vals["srcRep"], sz) for r in range(rep) for k in range(mask)],
+                   "dst": [r * vals["dstRep"] for r in range(rep)]}
+        else:
+            p = tuple(self.ival(x, frame) for x in args["params"])
+            vals["params"] = p
+            idx = {n: [lane_at(r, k, p[j], p[3 + j], sz) for r in range(rep) for k in range(mask)]
+                   for j, n in enumerate(("dst", "src0", "src1"))}
+        for n, t in tens.items():
+            if not (whole and n == "dst"):   # a WholeReduce destination needs element alignment only
+                self.aligned(t, d.api)
+        if rep == 0:
+            return
+        tops = {n: max(ix) + 1 for n, ix in idx.items()}
+        for n, t in tens.items():
+            self.read(t, tops[n])
+        ins = self.issue(_V, s)
+        env, ok = dict(vals), True
+        for n, t in tens.items():
+            if n == "dst":
+                continue
+            for i in idx[n]:
+                self.touch(ins, t.off + i * sz, sz, False)
+            env[n], w = self.read(t, tops[n])
+            ok = ok and bool(w[idx[n]].all())
+        dst = tens["dst"]
+        for i in idx["dst"]:
+            self.touch(ins, dst.off + i * sz, sz, True)
+        env["dst"], dok = self.read(dst, tops["dst"])
+        try:
+            out = d.meaning(env)["dst"]
+        except ValueError as e:
+            raise KirFault(f"{self.where}: {e}") from None
+        dok = np.array(dok, copy=True)
+        dok[idx["dst"]] = ok
+        self.write(dst, out, dok)
 
     def brcb(self, s, frame, tens):
         args = dict(s.args)

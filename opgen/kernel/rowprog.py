@@ -327,6 +327,40 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vbin", r, pair, VECTOR_BINARY[op], space=sp))
 
 
+BATCH_KINDS = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "store")
+"""Kinds ROW_SPLIT may issue once over all rows of a pass (`batched`): elementwise over the rows' fp32 lanes."""
+NO_BATCH_KINDS = ("viota", "vgather", "vseg", "vwiden", "vnarrow", *MASK_KINDS, *SELECT_KINDS)
+"""Kinds whose lanes depend on the column or on a per-row layout of another element size (an index per column, a
+permutation, a per-segment value, halves and bit masks packed densely): a program holding one runs row by row."""
+PER_ROW_SCALAR_KINDS = ("sexpr", "sload", "scheck", "rsum", "rmax")
+"""Kinds whose result is a per-row scalar (one value for each row: read on the scalar unit row by row)."""
+
+
+def batchable(p: RowProgram) -> bool:
+    """Whether ROW_SPLIT runs row program `p` with its row temporaries [rowsPerPass, colAlign] (one fp32 UB row per
+    row of the pass, rows colAlign elements apart as the queues hold them) so that its elementwise row instructions
+    (`batched`) cover every row of the pass with one instruction of count k * colAlign (docs/design.md, the rows
+    family: many rows per instruction). Not for a program with a kind of NO_BATCH_KINDS, a byte row (halves packed
+    densely), or per-batch rows (the batch bookkeeping runs once per row)."""
+    if any(i.kind in NO_BATCH_KINDS or i.op == "half" for i in p.instrs):
+        return False
+    return not p.brow
+
+
+def batched(i: Instr, p: RowProgram) -> bool:
+    """Whether instruction `i` of a `batchable` program is issued once over all rows of a ROW_SPLIT pass: an
+    elementwise row instruction (BATCH_KINDS, space "row") whose vector operands are all row temporaries and whose
+    scalar reads no per-row value (PER_ROW_SCALAR_KINDS). The lanes between a row's end and colAlign are computed too
+    (from whatever they hold) and read by nothing else: row reductions count the row's own lanes, the output copy
+    moves the row's own bytes."""
+    if i.kind not in BATCH_KINDS or i.space != "row":
+        return False
+    if any(not (x.startswith("w") and x[1:].isdigit()) for x in i.srcs):
+        return False
+    per_row_values = {j.dst for j in p.instrs if j.kind in PER_ROW_SCALAR_KINDS}
+    return not (i.kind in SCALAR_ARG_KINDS and set(_names_in(i)) & per_row_values)
+
+
 def all_instrs(p: RowProgram) -> list[Instr]:
     """The program's instructions followed by its accumulators' finishing instructions (RowProgram.acc_post): every
     instruction whose scalar text the kernel evaluates (the attributes it reads)."""
@@ -419,6 +453,11 @@ def _schedule(instrs: list[Instr]) -> list[Instr]:
         done.add(best)
         out.append(instrs[best])
     return out
+
+
+def names_in(i: Instr) -> list[str]:
+    """The value names instruction `i` reads: its sources and the names in its scalar text (SCALAR_ARG_KINDS)."""
+    return _names_in(i)
 
 
 def _names_in(i: Instr) -> list[str]:

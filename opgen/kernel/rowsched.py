@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
-from opgen.kernel.isa import Op, Pipe
+from opgen.kernel.isa import REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
 from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local, Param, Ref, ScalarVar,
-                              Scope, SetFlag, SizeOf, TensorVar, TPos, Verbatim, View, WaitFlag, vec)
+                              Scope, SetFlag, SizeOf, TensorVar, TPos, Verbatim, View, WaitFlag, vec, walk)
 
 MEMBER_SCALARS = ("hidden_", "seqLen_", "rowNum_", "colAlign_", "rowStride_", "groupStride_", "rowStart_", "rowEnd_",
                   "c0_", "n_", "curBatch_", "valBatch_", "wsRowsPerCore_")
@@ -112,6 +112,9 @@ class RowSchedule:
     zero_batch: bool = False
     batch_index: bool = False
     row_body: tuple = ()       # the per-row stream: Kernel-IR statements (barriers placed)
+    row_segments: tuple = ()   # ROW_SPLIT over the pass's rows at once: (("all" | "row", statements), ...); (): none
+    reduce_segments: tuple = ()   # the same with the row reductions over all rows too (RowsSum / RowsMax), run when
+    #                               a row's repeat stride fits BinaryRepeatParams and k one instruction's repeats
     acc_body: tuple = ()       # two passes over the rows: the first pass's stream (accumulates; row_body the second)
     reload_batch: tuple = ()   # the second pass: complete per-batch reductions read at a new batch b (C++ lines)
     float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init)
@@ -183,20 +186,22 @@ def _copy_rows_out(t: GmRows) -> tuple:
     ), doc="one copy per run of rows at a constant GM stride"),)
 
 
-def _fixed_buffers(s: RowSchedule, bufs: dict) -> tuple:
-    """A strategy's fixed UB buffers (`bufs`: only those it reads) and the views into them."""
+def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False) -> tuple:
+    """A strategy's fixed UB buffers (`bufs`: only those it reads) and the views into them; with `batch` (ROW_SPLIT's
+    `row_segments`) each row temporary holds the pass's rows (`pass` rows of rowStride_)."""
     out: list = []
     f4 = SizeOf("float")
     filled = False
     rows = (("workBuf", "w_", s.temps), ("browBuf", "brow_", s.nbrow), ("colBuf", "colv_", s.ncol))
     for buf, arr, n in rows:
         if bufs.get(buf):
-            out.append(InitBuffer(f"{buf}_", mul(n, Sym("rowStride_"), f4)))
+            per = mul(Sym("pass"), Sym("rowStride_")) if batch and buf == "workBuf" else Sym("rowStride_")
+            out.append(InitBuffer(f"{buf}_", mul(n, per, f4)))
             out.append(For("j", Lit(0), Lit(n), Lit(1), (
-                Get(arr, f"{buf}_", "float", mul(Sym("j"), Sym("rowStride_")), slot=Sym("j")),)))
+                Get(arr, f"{buf}_", "float", mul(Sym("j"), per), slot=Sym("j")),)))
             if s.zero_fill:   # lanes past the row are written once: a compare / select covers whole repeats
                 out.append(For("j", Lit(0), Lit(n), Lit(1), (
-                    vec(Op.DUPLICATE, dst=Ref(arr, slot=Sym("j")), scalar=FConst(0.0), count=Sym("rowStride_")),),
+                    vec(Op.DUPLICATE, dst=Ref(arr, slot=Sym("j")), scalar=FConst(0.0), count=per),),
                     doc="the lanes a compare or select reads past the row hold defined values"))
                 filled = True
     if filled:
@@ -234,7 +239,14 @@ def _row_split(s: RowSchedule) -> Func:
     body += [InitBuffer(f"statInQue_{t.op}", mul(_align8(ps), SizeOf(_qtype(t))), 2) for t in s.stat_in]
     for t in s.stat_out:
         body += [InitBuffer(f"statStageBuf_{t.op}", stat_bytes), InitBuffer(f"statOutQue_{t.op}", stat_bytes, 2)]
-    body += list(_fixed_buffers(s, s.bufs))
+    body += list(_fixed_buffers(s, s.bufs, bool(s.row_segments)))
+    if s.reduce_segments:   # RowsSum / RowsMax: a [pass, 64] scratch and one value per row of each row reduction
+        body.append(If(ROWS_REDUCE_STRIDE, (
+            InitBuffer("rowsRedBuf_", mul(ps, 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float"),
+            InitBuffer("rowValBuf_", mul(s.nsums, _align8(ps), f4)),
+            For("j", Lit(0), Lit(s.nsums), Lit(1), (
+                Get("rv_", "rowValBuf_", "float", mul(Sym("j"), _align8(ps)), slot=Sym("j")),))),
+            doc="rows RowsSum / RowsMax can take (ROWS_REDUCE_FITS)"))
     if s.ws_rows_per_core is not None:
         body.append(Assign("wsRowsPerCore_", Lit(s.ws_rows_per_core)))
     if s.load_cols:
@@ -326,8 +338,16 @@ def _compute(s: RowSchedule) -> Func:
     row: list = []
     if s.batch_index:   # a two-pass kernel flushes its batch sums in the first pass, reads them in the second
         row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row and not s.acc_body else None, bool(s.acc_body))
-    row += list(s.row_body)
-    body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
+    if s.row_segments and not s.batch_index:   # instructions over all k rows, the others in per-row loops
+        plain = _segments(s.row_segments)
+        if s.reduce_segments:
+            body.append(If(ROWS_REDUCE_FITS, _segments(s.reduce_segments), plain,
+                           doc="rows of at most 255 blocks, at most 255 rows: the row reductions over all rows"))
+        else:
+            body += list(plain)
+    else:
+        row += list(s.row_body)
+        body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
     body += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}") for t in s.row_out]
     for t in s.stat_out:
         body.append(Scope((
@@ -339,6 +359,59 @@ def _compute(s: RowSchedule) -> Func:
     body += [Free(f"rowInQue_{t.op}", f"rowIn_{t.op}") for t in s.row_in]
     body += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
     return Func("Compute", (Param("r0"), Param("k")), tuple(body))
+
+
+ROWS_REDUCE_STRIDE = (Constraint("<=", Sym("rowStride_"), Lit(8 * 255)),)
+"""Rows whose repeat stride (rowStride_ / 8 blocks) fits BinaryRepeatParams' uint8: RowsSum's buffers are allocated
+(the tiling's UB plan counts them only then, opgen.tiling.rowkernel.row_plan)."""
+ROWS_REDUCE_FITS = ROWS_REDUCE_STRIDE + (Constraint("<=", _K, Lit(255)),
+                    Constraint("<", div(add(Sym("n_"), 63), 64), mul(2, _K)))
+"""When RowsSum / RowsMax apply: a row's repeat stride (rowStride_ / 8 blocks) fits BinaryRepeatParams' uint8 and
+the pass's rows fit one instruction's repeatTime (0..255; docs/reference/ascendc.md §1.9), and they cost less than
+the row-by-row reductions by the cost model (docs/reference/kernel_cost.md §2): RowsSum issues ceil(n_ / 64) + 1
+instructions, each with a barrier (8 + 16 cycles), row by row a reduction is two issues and a V->S wait (16 + 32
+cycles) a row, so batching pays when ceil(n_ / 64) < 2 k."""
+
+
+def _segments(segs) -> tuple:
+    """ROW_SPLIT's Compute statements of `segs` (RowSchedule.row_segments): an "all" or "col" (column-row instructions
+    chunk by chunk) segment as it is, a "row" one in the per-row loop over i < k."""
+    out: list = []
+    for kind, nodes in segs:
+        out += [For("i", Lit(0), _K, Lit(1), tuple(nodes))] if kind == "row" else list(nodes)
+    return tuple(out)
+
+
+def _rows_reduce(name: str, comb: Op, whole: Op) -> Func:
+    """RowsSum / RowsMax(src, dst, k): the sum (maximum) of each of the k rows of row temporary `src` (rows
+    rowStride_ apart, n_ lanes each) into dst[0 .. k), one value per row, no scalar read. A row of at most 64 lanes:
+    one WholeReduceSum / WholeReduceMax with a repeat a row (srcRepStride rowStride_ / 8 blocks). A longer one: its
+    first 64 lanes copied into the [k, 64] scratch rowsRed_ (Max of the chunk with itself), each further 64-lane
+    chunk combined into it (Add / Max, mask form with a repeat a row: the tail chunk's mask is its lanes, so pad
+    lanes are never read), then one WholeReduce over the scratch. docs/reference/ascendc.md §1.9 (the mask / repeat
+    forms, WholeReduceSum's dstRepStride in elements); the caller checks ROWS_REDUCE_FITS."""
+    n, rs, k = Sym("n_"), Sym("rowStride_"), Sym("k")
+    R = div(rs, 8)
+    acc = Ref("rowsRed_")
+    full, tail = div(n, 64), Bin("%", n, Lit(64))
+    return Func(name, (Param("src", "tensor", "float"), Param("dst", "tensor", "float"), Param("k")), (
+        If((Constraint("<=", n, Lit(64)),), (
+            vec(whole, dst=Ref("dst"), src=Ref("src"), mask=n, repeat=k, dstRep=Lit(1), srcBlk=Lit(1), srcRep=R),),
+           (vec(REPEAT_FORMS[Op.MAX], dst=acc, src0=Ref("src"), src1=Ref("src"), mask=Lit(64), repeat=k,
+                params=(Lit(1), Lit(1), Lit(1), Lit(8), R, R), doc="the first 64 lanes of each row"),
+            Barrier(Pipe.V),
+            For("c", Lit(1), full, Lit(1), (
+                vec(REPEAT_FORMS[comb], dst=acc, src0=acc, src1=Ref("src", mul(Sym("c"), 64)), mask=Lit(64),
+                    repeat=k, params=(Lit(1), Lit(1), Lit(1), Lit(8), Lit(8), R)),
+                Barrier(Pipe.V))),
+            If((Constraint(">", tail, Lit(0)),), (
+                vec(REPEAT_FORMS[comb], dst=acc, src0=acc, src1=Ref("src", mul(full, 64)), mask=tail, repeat=k,
+                    params=(Lit(1), Lit(1), Lit(1), Lit(8), Lit(8), R), doc="the tail chunk: its lanes only"),
+                Barrier(Pipe.V))),
+            vec(whole, dst=Ref("dst"), src=acc, mask=Lit(64), repeat=k, dstRep=Lit(1), srcBlk=Lit(1), srcRep=Lit(8)))),
+        Barrier(Pipe.V, doc="the per-row values are complete before a later instruction reuses src"),
+    ), doc=f"{'Sum' if comb is Op.ADD else 'Maximum'} of each of the k rows of src (n_ lanes, rowStride_ apart) into "
+           "dst[0 .. k).")
 
 
 def _copy_out(s: RowSchedule) -> Func:
@@ -757,7 +830,7 @@ HELPER_METHODS = ("SumPartials", "MaxPartials", "MinPartials", "CombineTotals", 
                   "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
-ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Accumulate", "Compute", "CopyOut")
+ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Accumulate", "Compute", "CopyOut", "RowsSum", "RowsMax")
 """The methods of the ROW_SPLIT schedule, in the order a class prints them."""
 COL_FIELDS = ("strategy", "rowsPerPass", "colsPerCore", "colsTail", "colsPerPass", "groupRows")
 """The tiling-data fields the schedule reads (opgen.tiling.rowkernel)."""
@@ -780,6 +853,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     for t in s.stat_out:
         locals_ += [Local(f"statStageBuf_{t.op}"), Local(f"statOutQue_{t.op}", TPos.VECOUT, True)]
     locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_")]
+    locals_ += [Local("rowsRedBuf_"), Local("rowValBuf_")] if s.reduce_segments else []
     locals_ += [Local("workBuf_"), Local("browBuf_"), Local("colBuf_"), Local("paramQue_", TPos.VECIN, True),
                 Local("accOutQue_", TPos.VECOUT, True), Local("reduceBuf_")]
     tensors = [TensorVar(f"rowIn_{t.op}", t.ctype) for t in s.row_in]
@@ -789,6 +863,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     tensors += [TensorVar(f"res_{t.op}", t.ctype) for t in s.row_in]
     tensors += [TensorVar("w_", "float", max(s.temps, 1)), TensorVar("red_", "float"), TensorVar("redTmp_", "float"),
                 TensorVar("sums_", "float"), TensorVar("tots_", "float")]
+    if s.reduce_segments:
+        tensors += [TensorVar("rowsRed_", "float"), TensorVar("rv_", "float", s.nsums)]
     if s.nbrow:
         tensors.append(TensorVar("brow_", "float", s.nbrow))
     if s.ncol:
@@ -804,6 +880,10 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
              "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX), "RowStartOf": _row_start_of,
              "RunRows": lambda: _run_rows(s.run_extent), "GapBlocks": _gap_blocks_func}
     methods += [build[h]() for h in HELPER_METHODS if h in s.helpers]
+    if s.reduce_segments:
+        used = {c.method for _k, nodes in s.reduce_segments for c in walk(nodes) if isinstance(c, Call)}
+        methods += [f for f in (_rows_reduce("RowsSum", Op.ADD, Op.WHOLE_REDUCE_SUM),
+                                _rows_reduce("RowsMax", Op.MAX, Op.WHOLE_REDUCE_MAX)) if f.name in used]
     if s.row_in or s.stat_in:
         methods.append(_copy_in(s))
     if s.acc_body:

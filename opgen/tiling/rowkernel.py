@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from opgen.errors import SpecError
-from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, MASK_LANES, SELECT_KINDS
+from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, MASK_LANES, SELECT_KINDS, batchable
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
@@ -68,7 +68,9 @@ class RowCounts:
     COL_SPLIT); levels: row-reduction levels (0: COL_SPLIT chunks the slice, nothing stays resident); loads: batch
     and column rows loaded from GM (staged through paramQue); masks: compares and selects (their counts cover whole
     256-B repeats, so row strides and column slices are multiples of 64 elements: opgen.kernel.rowprog.MASK_LANES);
-    selects: Selects (their tensor-scalar / tensor-tensor modes use UB above SELECT_SCRATCH_BYTES as scratch)."""
+    selects: Selects (their tensor-scalar / tensor-tensor modes use UB above SELECT_SCRATCH_BYTES as scratch); batch: 1
+    when a program runs ROW_SPLIT over the pass's rows at once (opgen.kernel.rowprog.batchable: its row temporaries
+    hold rowsPerPass rows each)."""
 
     row_in: tuple
     row_out: tuple
@@ -88,6 +90,7 @@ class RowCounts:
     total_acc: int = 0
     acc_reads: int = 0
     brow_reads: int = 0
+    batch: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out as {dtype: count})."""
@@ -123,6 +126,7 @@ def program_counts(p) -> dict:
         "total_acc": sum(1 for v in p.accs.values() if v[0] == "total"),
         "acc_reads": len(p.acc_reads),
         "brow_reads": sum(1 for a in p.acc_reads if a in p.brow),
+        "batch": int(batchable(p)),
     }
 
 
@@ -165,6 +169,14 @@ def row_plan(c: RowCounts, col_align, bytes_of) -> list[Buffer]:
     plan = _by_dtype(c.row_in, bytes_of, 2, "inQue", "TQue<VECIN>", True, col_align, "row inputs")
     plan += _by_dtype(c.row_out, bytes_of, 2, "outQue", "TQue<VECOUT>", True, col_align, "row outputs")
     plan += stat_plan(c)
+    if getattr(c, "batch", 0) and c.rsums:   # row reductions over all rows of a pass (rowsched._rows_reduce)
+        fits = col_align <= 8 * 255   # rowsched.ROWS_REDUCE_STRIDE: allocated only then
+        plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, True, select(fits, 64, 0), 4,
+                           "per row: 64 fp32 partial sums or maxima (rows of at most 2040 elements)"))
+        plan.append(Buffer("rowValBuf", "TBuf<VECCALC>", c.rsums, True, select(fits, 1, 0), 4,
+                           "per row: its row reductions (fp32)"))
+        plan.append(Buffer("rowValSlack", "TBuf<VECCALC>", c.rsums, False, select(fits, 8, 0), 4,
+                           "32-byte rounding of rowValBuf"))
     plan += _fixed_plan(c, col_align, ROW_SPLIT)
     return plan
 
@@ -239,7 +251,8 @@ def _fixed_plan(c: RowCounts, cols, strategy: int) -> list[Buffer]:
         if n:
             kind, doc = docs[name]
             length = row_reduce_elems(cols) if name == "reduceBuf" else cols
-            out.append(Buffer(name, kind, n, False, length, 4, doc))
+            per_row = name == "workBuf" and strategy == ROW_SPLIT and bool(getattr(c, "batch", 0))
+            out.append(Buffer(name, kind, n, per_row, length, 4, doc + (" per row of a pass" if per_row else "")))
     return out
 
 

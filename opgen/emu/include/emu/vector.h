@@ -637,4 +637,157 @@ void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint8_t repeatTi
         }
 }
 
+// ---- Mask / repeat forms (docs/reference/ascendc.md §1.9; the real headers' `(dst, src0, src1, uint64_t mask,
+// uint8_t repeatTime, const BinaryRepeatParams&)` and WholeReduceSum / WholeReduceMax, normal mask mode with a
+// continuous mask): repeat r, block b (0..7) and lane j of a block address element (r * repStride + b * blkStride) *
+// perBlock + j of each operand, strides in 32-byte blocks; the lanes b * perBlock + j < mask are active, the others
+// keep dst's contents. mask 1..256 / sizeof(T) (else a fault), repeatTime 0..255; tensor operands 32-byte aligned
+// (a WholeReduce destination: element-aligned, §1.9 table). Every touched element is bounds-checked and race-tracked.
+struct BinaryRepeatParams {
+    uint32_t blockNumber = 8;
+    uint8_t dstBlkStride = 1, src0BlkStride = 1, src1BlkStride = 1;
+    uint8_t dstRepStride = 8, src0RepStride = 8, src1RepStride = 8;
+    bool repeatStrideMode = false, strideSizeMode = false;
+    BinaryRepeatParams() = default;
+    BinaryRepeatParams(uint8_t dstBlk, uint8_t src0Blk, uint8_t src1Blk, uint8_t dstRep, uint8_t src0Rep, uint8_t src1Rep)
+        : dstBlkStride(dstBlk), src0BlkStride(src0Blk), src1BlkStride(src1Blk), dstRepStride(dstRep),
+          src0RepStride(src0Rep), src1RepStride(src1Rep) {}
+};
+enum class ReduceOrder : uint8_t { ORDER_VALUE_INDEX = 0, ORDER_INDEX_VALUE, ORDER_ONLY_VALUE, ORDER_ONLY_INDEX };
+
+namespace emu_detail {
+template <typename T>
+void CheckMask(uint64_t mask, const char* what)
+{
+    const uint64_t lanes = 256 / sizeof(T);
+    if (mask < 1 || mask > lanes)
+        emu::Fault(emu::Cat(what, ": mask ", mask, " outside 1..", lanes, " (a continuous mask of one repeat)"));
+}
+// Element index of lane `lane` of repeat r for a block stride and repeat stride (in 32-byte blocks).
+template <typename T>
+inline uint64_t LaneAt(uint64_t r, uint64_t lane, uint64_t blk, uint64_t rep)
+{
+    const uint64_t per = 32 / sizeof(T);
+    return (r * rep + (lane / per) * blk) * per + lane % per;
+}
+template <typename T, typename F>
+void BinaryRepeat(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b, uint64_t mask,
+                  uint8_t repeatTime, const BinaryRepeatParams& p, const char* what, F f, const emu::Site& site)
+{
+    CheckMask<T>(mask, what);
+    dst.CheckAligned(what); a.CheckAligned(what); b.CheckAligned(what);
+    if (repeatTime == 0) return;
+    emu::CountVector(uint64_t(repeatTime) * (256 / sizeof(T)), sizeof(T), what[0] == 'D' && what[1] == 'i');
+    const emu::Instr in = emu::Issue(emu::kPipeV, what, site);
+    std::vector<T> out(mask);
+    std::vector<char> good(mask);
+    for (uint64_t r = 0; r < repeatTime; ++r) {
+        for (uint64_t l = 0; l < mask; ++l) {   // a repeat reads its sources, then writes
+            const uint64_t ia = LaneAt<T>(r, l, p.src0BlkStride, p.src0RepStride);
+            const uint64_t ib = LaneAt<T>(r, l, p.src1BlkStride, p.src1RepStride);
+            a.Addr(ia, 1, what); b.Addr(ib, 1, what);
+            emu::Touch(in, a.Arena(), a.Offset() + ia * sizeof(T), sizeof(T), false);
+            emu::Touch(in, b.Arena(), b.Offset() + ib * sizeof(T), sizeof(T), false);
+            bool ok = true;
+            const T x = a.Ld(ia, ok), y = b.Ld(ib, ok);
+            out[l] = f(x, y);
+            good[l] = ok;
+        }
+        for (uint64_t l = 0; l < mask; ++l) {
+            const uint64_t id = LaneAt<T>(r, l, p.dstBlkStride, p.dstRepStride);
+            dst.Addr(id, 1, what);
+            emu::Touch(in, dst.Arena(), dst.Offset() + id * sizeof(T), sizeof(T), true);
+            dst.St(id, out[l], good[l] != 0);
+        }
+    }
+}
+template <typename T, typename F>
+void WholeReduce(const LocalTensor<T>& dst, const LocalTensor<T>& src, int32_t mask, int32_t repeatTime,
+                 int32_t dstRepStride, int32_t srcBlkStride, int32_t srcRepStride, const char* what, F combine,
+                 const emu::Site& site)
+{
+    static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "WholeReduce: half/float only");
+    CheckMask<T>(uint64_t(mask < 0 ? 0 : mask), what);
+    if (repeatTime < 0 || repeatTime > 255)
+        emu::Fault(emu::Cat(what, ": repeatTime ", repeatTime, " outside 0..255"));
+    if (dstRepStride < 0 || srcBlkStride < 0 || srcRepStride < 0)
+        emu::Fault(emu::Cat(what, ": a negative stride"));
+    src.CheckAligned(what);
+    if (dst.Offset() % sizeof(T)) emu::Fault(emu::Cat(what, ": dst not element-aligned"));
+    if (repeatTime == 0) return;
+    emu::CountVector(uint64_t(repeatTime) * (256 / sizeof(T)), sizeof(T));
+    const emu::Instr in = emu::Issue(emu::kPipeV, what, site);
+    for (uint64_t r = 0; r < uint64_t(repeatTime); ++r) {
+        std::vector<T> v;
+        bool ok = true;
+        for (uint64_t l = 0; l < uint64_t(mask); ++l) {
+            const uint64_t i = LaneAt<T>(r, l, uint64_t(srcBlkStride), uint64_t(srcRepStride));
+            src.Addr(i, 1, what);
+            emu::Touch(in, src.Arena(), src.Offset() + i * sizeof(T), sizeof(T), false);
+            v.push_back(src.Ld(i, ok));
+        }
+        const T res = combine(v);
+        const uint64_t id = r * uint64_t(dstRepStride);
+        dst.Addr(id, 1, what);
+        emu::Touch(in, dst.Arena(), dst.Offset() + id * sizeof(T), sizeof(T), true);
+        dst.St(id, res, ok);
+    }
+}
+}  // namespace emu_detail
+
+#define EMU_BINARY_REPEAT(NAME, EXPR)                                                                           \
+    template <typename T, bool isSetMask = true>                                                                \
+    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask,   \
+              const uint8_t repeatTime, const BinaryRepeatParams& repeatParams, emu::Site site = emu::Site::Here()) \
+    {                                                                                                           \
+        static_assert(isSetMask, #NAME ": the emulation implements isSetMask = true only");                    \
+        emu_detail::BinaryRepeat(dst, src0, src1, mask, repeatTime, repeatParams, #NAME,                      \
+                                 [](T a, T b) { return EXPR; }, site);                                          \
+    }
+EMU_BINARY_REPEAT(Add, T(float(a) + float(b)))
+EMU_BINARY_REPEAT(Sub, T(float(a) - float(b)))
+EMU_BINARY_REPEAT(Mul, T(float(a) * float(b)))
+EMU_BINARY_REPEAT(Div, T(float(a) / float(b)))
+EMU_BINARY_REPEAT(Max, (float(a) > float(b) ? a : b))
+EMU_BINARY_REPEAT(Min, (float(a) < float(b) ? a : b))
+#undef EMU_BINARY_REPEAT
+
+// WholeReduceSum: repeat r's active lanes summed (a halving tree over the lanes in order, as ReduceSum's per-repeat
+// step: an assumption about hardware order, §1.9) into dst[r * dstRepStride] (dstRepStride in elements).
+template <typename T, bool isSetMask = true>
+void WholeReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const int32_t mask, const int32_t repeatTime,
+                    const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride,
+                    emu::Site site = emu::Site::Here())
+{
+    static_assert(isSetMask, "WholeReduceSum: the emulation implements isSetMask = true only");
+    emu_detail::WholeReduce(dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride, "WholeReduceSum",
+                            [](std::vector<T> v) {
+                                while (v.size() > 1) {
+                                    const size_t h = (v.size() + 1) / 2;
+                                    for (size_t k = 0; k + h < v.size(); ++k) v[k] = T(float(v[k]) + float(v[k + h]));
+                                    v.resize(h);
+                                }
+                                return v[0];
+                            }, site);
+}
+
+// WholeReduceMax: repeat r's largest active lane (the first by `>`) into dst[r * dstRepStride]; the emulation
+// implements ReduceOrder::ORDER_ONLY_VALUE only (the value without its index; the other orders fault).
+template <typename T, bool isSetMask = true>
+void WholeReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const int32_t mask, const int32_t repeatTime,
+                    const int32_t dstRepStride, const int32_t srcBlkStride, const int32_t srcRepStride,
+                    ReduceOrder order = ReduceOrder::ORDER_VALUE_INDEX, emu::Site site = emu::Site::Here())
+{
+    static_assert(isSetMask, "WholeReduceMax: the emulation implements isSetMask = true only");
+    if (order != ReduceOrder::ORDER_ONLY_VALUE)
+        emu::Fault("WholeReduceMax: the emulation implements ReduceOrder::ORDER_ONLY_VALUE only");
+    emu_detail::WholeReduce(dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride, "WholeReduceMax",
+                            [](const std::vector<T>& v) {
+                                T best = v[0];
+                                for (size_t k = 1; k < v.size(); ++k)
+                                    if (float(v[k]) > float(best)) best = v[k];
+                                return best;
+                            }, site);
+}
+
 }  // namespace AscendC

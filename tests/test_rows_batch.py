@@ -1,0 +1,200 @@
+"""ROW_SPLIT over the rows of a pass at once (opgen.kernel.rowprog.batchable / batched, opgen.codegen.kernel
+`_Printer.batch_segments`, opgen.kernel.rowsched): the elementwise row instructions of a pass are issued once with
+count k * colAlign, only what reads a per-row value runs in a per-row loop; the row temporaries hold the pass's rows
+(the tiling's UB plan counts them per row). Counts below are worked out by hand from the RmsNorm spec
+(examples/specs/rms_norm.py: y = x * rsqrt(mean(x * x) + eps) * gamma, rstd a per-row output) and the schedule
+described in docs/design.md (the rows family), not read from the code's earlier output."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen.check.kirengine import kernel_classes
+from opgen.ir.dims import Bin, Sym
+from opgen.kernel import kir
+from opgen.kernel.isa import Op, Pipe
+from opgen.kernel.rowprog import Instr, RowProgram, batchable, batched
+from opgen.registry import load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+EX = ROOT / "examples" / "specs"
+
+
+def _vector_work(stmts) -> list:
+    """The vector instructions and row-reduction calls among `stmts` (nested)."""
+    return [s for s in kir.walk(stmts) if isinstance(s, kir.Vec)
+            or isinstance(s, kir.Call) and s.method in ("RowSum", "RowMax", "RowsSum", "RowsMax")]
+
+
+def _split(stmts):
+    """(work issued once a pass, work in the per-row loop) of a Compute branch."""
+    loops = [s for s in stmts if isinstance(s, kir.For) and s.var == "i"]
+    assert len(loops) == 1
+    per_row = _vector_work(loops[0].body)
+    return [s for s in _vector_work(stmts) if not any(s is x for x in per_row)], per_row
+
+
+def test_rms_norm_issues_its_elementwise_work_and_row_sums_once_a_pass():
+    # by hand from the spec: x widened, x * x and y narrowed need no per-row value: once a pass; the product by rstd
+    # (a per-row scalar) runs per row. When the rows fit the repeat strides: the row sums by RowsSum over all rows
+    # (then one V->S wait a pass) and the product by gamma (a column row, one row long) chunk by chunk over all rows
+    # (Mul's mask / repeat form, gamma's repeat stride 0); else RowSum and the product by gamma row by row.
+    (k,) = kernel_classes(load_spec(str(EX / "rms_norm.py")))
+    body = k.method("Compute").body
+    (branch,) = [s for s in body if isinstance(s, kir.If)]
+    assert "rowStride_" in repr(branch.cond) and "Sym(name='k')" in repr(branch.cond)
+    for stmts, calls, vecs in ((branch.then, (["RowsSum"], []), (["CAST_FROM", "CAST_TO", "MUL", "MUL_REP"], ["MULS"])),
+                               (branch.orelse, ([], ["RowSum"]), (["CAST_FROM", "CAST_TO", "MUL"], ["MUL", "MULS"]))):
+        per_pass, per_row = _split(stmts)
+        assert [s.method for s in per_pass if isinstance(s, kir.Call)] == calls[0]
+        assert [s.method for s in per_row if isinstance(s, kir.Call)] == calls[1]
+        assert sorted(s.op.name for s in per_pass if isinstance(s, kir.Vec)) == vecs[0]
+        assert sorted(s.op.name for s in per_row if isinstance(s, kir.Vec)) == vecs[1]
+        over_pass = Bin("*", Sym("k"), Sym("rowStride_"))
+        assert [s.arg("count") for s in per_pass if isinstance(s, kir.Vec) and s.op in (Op.CAST_FROM, Op.MUL)] == [
+            over_pass, over_pass]
+    flags = [s for s in branch.then if isinstance(s, kir.WaitFlag)]
+    assert len(flags) == 1 and flags[0].src is Pipe.V and flags[0].dst is Pipe.S
+    # the row temporaries hold the pass's rows: w_[j] starts j * pass * rowStride_ floats into workBuf_
+    inits = [s for s in kir.walk(k.method("RowSplit").body) if isinstance(s, kir.InitBuffer) and s.buf == "workBuf_"]
+    assert len(inits) == 1 and "Sym(name='pass')" in repr(inits[0].bytes)
+
+
+def _prog(instrs, brow=()) -> RowProgram:
+    return RowProgram("t", None, instrs=list(instrs), row_temps=3, brow=list(brow))
+
+
+def test_which_instructions_run_over_all_rows():
+    cast = Instr("cast_in", "w0", gm="x")
+    sq = Instr("vbin", "w1", ("w0", "w0"), "Mul")
+    rs = Instr("rsum", "s0", ("w1",), space="stat")
+    by_row = Instr("vscalar", "w0", ("w0",), "Muls", "s0")          # reads the per-row sum
+    by_attr = Instr("vscalar", "w0", ("w0",), "Muls", "attr_alpha")  # a runtime attribute: the same for every row
+    by_col = Instr("vbin", "w0", ("w0", "g"), "Mul")                  # g: a column row, one row long
+    out = Instr("store", srcs=("w0",), gm="y", arg="CAST_RINT")
+    p = _prog([cast, sq, rs, by_row, by_attr, by_col, out])
+    assert batchable(p)
+    assert [batched(i, p) for i in p.instrs] == [True, True, False, False, True, False, True]
+    # per-batch rows (the batch bookkeeping runs row by row), column-dependent lanes, masks: row by row throughout
+    assert not batchable(_prog([cast, out], brow=["b0"]))
+    assert not batchable(_prog([cast, Instr("viota", "w1", arg="0.0f"), out]))
+    assert not batchable(_prog([cast, Instr("vcmps", "w1", ("w0",), "GT", "0.0f"), out]))
+
+
+def test_the_ub_plan_counts_the_row_temporaries_per_row_of_a_pass():
+    from opgen.tiling.rowkernel import ROW_SPLIT, RowCounts, _fixed_plan
+
+    base = dict(row_in=(("f32", 1),), row_out=(("f32", 1),), stat_in=0, stat_out=0, temps=3, brow=0, col=0,
+                brow_acc=0, col_acc=0, rsums=1, rsums_per_level=1, levels=1)
+    for batch, per_row in ((1, True), (0, False)):
+        (work,) = [b for b in _fixed_plan(RowCounts(**base, batch=batch), 1000, ROW_SPLIT) if b.name == "workBuf"]
+        assert work.per_row is per_row and work.num == 3 and work.elem_bytes == 4
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_issued_instructions_of_rms_norm_match_the_hand_count(tmp_path):
+    """RmsNorm fp32, 96 rows of 45 on the 48 AIV cores of ascend910b1: 2 rows per core in one pass (colAlign 48).
+    Vector issues of a core, counted by the emulation (docs/reference/kernel_cost.md §1: one per instruction of at
+    most 255 repeats; ReduceSum two, its pass over the per-repeat sums counted apart): gamma widened once (1); per
+    pass x widened (2 rows * 48 * 4 B = 1.5 repeats: 1), x * x (1), the row sums (rows of 45 <= 64 lanes: one
+    WholeReduceSum with a repeat a row, 1), the product by gamma (colAlign 48: one 64-lane chunk, Mul's mask /
+    repeat form with a repeat a row, 1), y narrowed (1), rstd narrowed (1); per row Muls by rstd (1).
+    1 + 6 + 2 * 1 = 9 (row by row it was 1 + 1 + 2 * 7 = 16: ReduceSum and a V->S wait a row). Flag
+    waits: V -> S once for the row sums, S -> V once for the staged rstd (2). The values against float64."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    write_ops([str(EX / "rms_norm.py")], tmp_path)
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (96,), "H": 45}, dtypes={"T": "float32"}, gen_dir=tmp_path,
+                  seed=3, progress=False)
+    assert r.passed and not r.faults and r.tiling_key % 10 == 1
+    assert r.cost["vec_issues"] == 9 and r.cost["flag_waits"] == 2
+    x, g = np.asarray(r.inputs["x"], np.float64), np.asarray(r.inputs["gamma"], np.float64)
+    rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+    y = x * rstd * g
+    assert np.allclose(np.asarray(r.arrays["y"], np.float64), y, rtol=2.0**-20, atol=2.0**-20 * np.abs(y).max())
+    assert np.allclose(np.asarray(r.arrays["rstd"], np.float64), rstd, rtol=2.0**-20)
+
+
+_FAULTS = {   # name: (statement on a 1024-float UB tensor t, a fragment of the fault)
+    "mask past one repeat": ("Add(t, t, t, 65, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "mask 65 outside 1..64"),
+    "mask 0": ("Mul(t, t, t, 0, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "mask 0 outside"),
+    "repeat past 255": ("WholeReduceSum(t, t, 64, 256, 1, 1, 8);", "repeatTime 256 outside 0..255"),
+    "strides past the tensor": ("Add(t, t, t, 64, 200, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "past the end"),
+    "misaligned operand": ("Max(t, t[3], t, 64, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "not 32-byte aligned"),
+    "a WholeReduceMax index order": ("WholeReduceMax(t, t, 64, 1, 1, 1, 8);", "ORDER_ONLY_VALUE only"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_the_repeat_forms_fault_where_the_device_would_misbehave(tmp_path):
+    """The emulation's mask / repeat forms (opgen/emu/include/emu/vector.h) refuse a mask outside one repeat, a
+    repeatTime past 255, an element past the tensor, a misaligned operand and the index orders of WholeReduceMax it
+    does not model (docs/reference/ascendc.md §1.9); a valid call on the same data passes."""
+    import subprocess
+
+    inc = ROOT / "opgen" / "emu" / "include"
+    cases = list(_FAULTS.items()) + [("valid", ("Add(t[512], t, t[64], 64, 3, BinaryRepeatParams(1, 1, 1, 8, 16, 16));"
+                                                " PipeBarrier<PIPE_V>(); WholeReduceSum(t[900], t[512], 40, 3, 1, 1, 8);", None))]
+    lines = ['#include <cstdio>', '#include "kernel_operator.h"', '#include "emu/launch.h"', "using namespace AscendC;",
+             "int main() {"]
+    for n, (_name, (stmt, _want)) in enumerate(cases):
+        lines += [f"  {{ auto r = emu::Launch(1, 196608, [&] {{ TPipe pipe; TBuf<> b; pipe.InitBuffer(b, 4096);",
+                  "    LocalTensor<float> t = b.Get<float>(); Duplicate(t, 1.0f, 1024); PipeBarrier<PIPE_V>();",
+                  f"    {stmt} PipeBarrier<PIPE_ALL>(); }});",
+                  f'    printf("case {n} %d %s\\n", r.ok ? 1 : 0, r.firstFault.c_str()); }}']
+    lines.append("  return 0; }")
+    (tmp_path / "f.cpp").write_text("\n".join(lines))
+    b = subprocess.run(["g++", "-std=c++17", "-O0", "-pthread", f"-I{inc}", str(tmp_path / "f.cpp"), "-o",
+                        str(tmp_path / "f")], capture_output=True, text=True)
+    assert b.returncode == 0, b.stderr[-3000:]
+    out = subprocess.run([str(tmp_path / "f")], capture_output=True, text=True, timeout=60).stdout.splitlines()
+    got = {int(ln.split(" ")[1]): ln.split(" ", 3)[2:] for ln in out if ln.startswith("case ")}
+    for n, (name, (_stmt, want)) in enumerate(cases):
+        ok, why = got[n][0], (got[n][1] if len(got[n]) > 1 else "")
+        if want is None:
+            assert ok == "1", (name, why)
+        else:
+            assert ok == "0" and want in why, (name, why)
+
+
+def test_the_kir_interpreter_runs_the_repeat_forms_as_the_table_means():
+    """Kernel IR interpreter (opgen.kernel.kir_interp): 3 rows of 40 floats (rows 5 blocks apart, as a rows kernel
+    lays out rows of 37): the first 32 lanes of each row copied by Max(x, x) in mask / repeat form into a [3, 32]
+    block, then WholeReduceSum of each row's 37 lanes and WholeReduceMax of each copied row: against float64 sums
+    and maxima of the same rows (the fp32 halving-tree sum within 37 * 2^-24 relative)."""
+    from opgen.ir.dims import Lit
+    from opgen.kernel import kir_interp as ki
+    from opgen.kernel.kir import (Copy, Get, GmTensor, GmView, InitBuffer, KernelClass, Local, Ref, SetFlag, TensorVar,
+                                  WaitFlag, vec)
+
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-4, 4, 120).astype(np.float32)
+    t, f = Ref("t"), Lit
+    proc = (InitBuffer("b", f(4096)), Get("t", "b", "float"),
+            Copy(t, GmView("gmX"), f(1), f(480)), SetFlag(Pipe.MTE2, Pipe.V), WaitFlag(Pipe.MTE2, Pipe.V),
+            vec(Op.MAX_REP, dst=Ref("t", f(256)), src0=t, src1=t, mask=f(32), repeat=f(3),
+                params=(f(1), f(1), f(1), f(4), f(5), f(5))),
+            vec(Op.WHOLE_REDUCE_SUM, dst=Ref("t", f(512)), src=t, mask=f(37), repeat=f(3), dstRep=f(1), srcBlk=f(1),
+                srcRep=f(5)),
+            kir.Barrier(Pipe.V),
+            vec(Op.WHOLE_REDUCE_MAX, dst=Ref("t", f(515)), src=Ref("t", f(256)), mask=f(32), repeat=f(3),
+                dstRep=f(1), srcBlk=f(1), srcRep=f(4)),
+            SetFlag(Pipe.V, Pipe.MTE3), WaitFlag(Pipe.V, Pipe.MTE3),
+            Copy(GmView("gmY"), Ref("t", f(512)), f(1), f(24)))
+    k = KernelClass("Tiny", "TinyTiling", args=("x", "y"), gms=(GmTensor("gmX", "float", "x"),
+                                                               GmTensor("gmY", "float", "y")),
+                    locals=(Local("b"),), tensors=(TensorVar("t", "float"),), fields=(), process=proc)
+    gm = {"x": x.copy(), "y": np.zeros(8, np.float32)}
+    r = ki.run(k, {}, gm, 1, ub_bytes=196608, verify_first=True)
+    assert r.ok, r.first_fault
+    rows = x.reshape(3, 40).astype(np.float64)
+    y = np.asarray(gm["y"], np.float64)
+    assert np.allclose(y[:3], rows[:, :37].sum(1), rtol=0, atol=37 * 2.0**-24 * np.abs(rows[:, :37]).sum(1).max())
+    assert np.array_equal(y[3:6], rows[:, :32].max(1))
