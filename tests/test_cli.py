@@ -595,3 +595,32 @@ def test_float64_inputs_are_said_to_take_a_row(tmp_path, capsys):
     assert "opgen: note: self is float64, not a dtype of LeakyRelu: T taken as float32" in err, err
     assert main(["interpret", spec, "--inputs", str(path), "--dtype", "T=float16"]) == 0
     assert "note" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["interpret", "RmsNorm", "--seed", "abc"], "opgen interpret: error: argument --seed: invalid int value: 'abc'"),
+    (["frobnicate"], "opgen: error: argument COMMAND: invalid choice: 'frobnicate'"),
+    ([], "opgen: error: the following arguments are required: COMMAND"),
+])
+def test_a_usage_error_is_one_line(argv, words, capsys):
+    """A bad command-line value is one line naming the argument and the rule, pointing to -h — not argparse's usage
+    block before it (a new user's trial: `--seed abc`); exit 2, nothing on standard output."""
+    from opgen.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(words) and err.rstrip().endswith("-h shows the usage)"), err
+
+
+def test_a_dtype_against_an_explicit_binding_says_so(tmp_path, capsys):
+    """An array whose dtype conflicts with a --dtype binding is refused saying the binding was given explicitly,
+    not "(from T)" as if a tensor named T had bound it."""
+    from opgen.cli import main
+
+    path = tmp_path / "in.npz"
+    np.savez(path, x=np.ones((2, 8), np.float16), gamma=np.ones(8, np.float16))
+    spec = str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "rms_norm.py")
+    assert main(["interpret", spec, "--inputs", str(path), "--dtype", "T=float32"]) == 2
+    assert capsys.readouterr().err.strip() == "opgen: error: x: dtype float16 conflicts with T=float32 (given explicitly)"

@@ -433,3 +433,23 @@ def test_a_shifted_position_is_not_taken_for_the_causal_mask(tmp_path):
     r = cli("graph", str(p), "--stage", "kernel", "--attr", "sparse_mode=2", "--attr", "input_layout=BNSD",
             "--present", "atten_mask")
     assert r.returncode == 2 and "a mask other than the causal one" in r.stderr, r.stderr
+
+
+def test_the_attention_reason_leads_when_the_cube_family_refuses_the_whole_graph(tmp_path):
+    """Self-attention written with one sequence dim (S for query and key): the attention family gets to the score
+    matmul and says why it stops there; the cube family's "2 matmuls" is a rule about the whole graph and comes
+    after it (opgen.kernel.family.choose orders the reasons by how far each family got)."""
+    from opgen.kernel.family import NoKernel
+    from opgen.registry import load_spec
+    from opgen.codegen.generation import generate
+
+    src = MHA_SPEC.replace('B, N, S1 = spec.dims("B N S1")\nS2 = spec.dim("S2", max=8192)',
+                           'B, N = spec.dims("B N")\nS1 = S2 = spec.dim("S", max=8192)')
+    assert src != MHA_SPEC
+    p = tmp_path / "self_attn.py"
+    p.write_text(src)
+    with pytest.raises(NoKernel) as e:
+        generate(load_spec(str(p)))
+    msg = str(e.value)
+    assert msg.index("[attention family]") < msg.index("2 matmuls"), msg
+    assert msg.endswith("[cube family]") and "\n" not in msg, msg

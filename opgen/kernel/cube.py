@@ -99,7 +99,7 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     mms = [n for n in g.nodes if n.op == "matmul"]
     where = outs[0][1] if outs else g.name
     if len(mms) != 1:
-        raise Unsupported(where, "", f"{len(mms)} matmuls; the cube family lowers one matrix product")
+        raise Unsupported(where, "", f"{len(mms)} matmuls; the cube family lowers one matrix product", whole=True)
     mm = mms[0]
     ta, tb = bool(mm.attr("transpose_a")), bool(mm.attr("transpose_b"))
     seen = {mm.result.name}
@@ -181,7 +181,8 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
     vals, prod, uses, outs = g.values(), g.producers(), g.uses(), g.outputs
     r = mm.result.name
     if len(outs) != 1:
-        raise Unsupported(outs[-1][1] if outs else r, "", f"{len(outs)} outputs; the cube family writes one")
+        raise Unsupported(outs[-1][1] if outs else r, "", f"{len(outs)} outputs; the cube family writes one",
+                          whole=True)
     out, ov = outs[0]
     down, stack = set(), [r]
     while stack:

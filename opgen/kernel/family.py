@@ -149,8 +149,9 @@ def choose(spec, g, plan) -> tuple[Family, object]:
     """The first family that claims the launch plan `plan` of fused graph `g` (one specialisation of `spec`) and
     whose match returns a layout, and the layout. Raises NoKernel with the rule of every family that claims the
     plan on one line, the family that got furthest first: the one refused at the latest IR value of the graph
-    (its reason is about the construct that stops the spec, where the others stop at what they never take),
-    ties in the order of the list."""
+    (its reason is about the construct that stops the spec, where the others stop at what they never take); a
+    rule about the whole graph (Unsupported.whole: "2 matmuls") counts as getting nowhere; ties in the order of
+    the list."""
     fams = families()
     failures = []
     for fam in fams:
@@ -166,7 +167,7 @@ def choose(spec, g, plan) -> tuple[Family, object]:
         if lay is not None:
             return fam, lay
     claim = [(f, e) for f, e in failures if f.claims(plan)] or failures
-    claim.sort(key=lambda fe: -_progress(g, fe[1].value))   # stable: ties keep the order of the list
+    claim.sort(key=lambda fe: -_progress(g, fe[1]))   # stable: ties keep the order of the list
     if not claim:
         raise NoKernel(spec.name, g.outputs[0][1] if g.outputs else "?", "", "no family applies", "none")
     fam, e = claim[0]
@@ -178,11 +179,13 @@ def choose(spec, g, plan) -> tuple[Family, object]:
     raise NoKernel(spec.name, e.value, _rel(e.loc), why, fam.name)
 
 
-def _progress(g, value: str) -> int:
-    """How far a family got in graph `g` before refusing at IR value `value`: the position of the node defining
-    it (a parameter, or a value not in the graph: -1)."""
+def _progress(g, e) -> int:
+    """How far a family got in graph `g` before refusing with Unsupported `e`: the position of the node defining
+    its value (-1 for a parameter, a value not in the graph, or a rule about the graph as a whole, `e.whole`)."""
+    if getattr(e, "whole", False):
+        return -1
     for k, n in enumerate(g.nodes):
-        if n.result.name == value:
+        if n.result.name == e.value:
             return k
     return -1
 

@@ -38,10 +38,12 @@ from opgen.ir.dims import Bounds, DimExpr, Lit, Prod, Sym, Variadic, as_dim
 
 
 class Unsupported(IRError):
-    """A graph outside the rows family: `value` (IR value name), `loc` (spec file:line or "") and the rule."""
+    """A graph outside a family: `value` (IR value name), `loc` (spec file:line or "") and the rule. `whole`: the
+    rule is about the graph as a whole (how many matmuls or outputs it has), not a construct at `value`: the family
+    got nowhere in it (opgen.kernel.family.choose puts such a reason after the others)."""
 
-    def __init__(self, value: str, loc: str, why: str):
-        self.value, self.loc, self.why = value, loc, why
+    def __init__(self, value: str, loc: str, why: str, whole: bool = False):
+        self.value, self.loc, self.why, self.whole = value, loc, why, whole
         super().__init__(f"%{value}: {why}")
 
 
