@@ -13,8 +13,8 @@ a shape mismatch, 161001 for a null required input, a Python-invalid dtype; noth
 kernel (exit 1 naming the output), an out-of-range GM write (exit 1, the fault names the tensor), a compile
 error (one-line summary), ninja incrementality, the asan variant, and the comparison rules.
 
-One build directory serves the module (its tree's, in the session's build root); the tests are ordered so the kernel is rebuilt as little as
-possible (the correct kernel first, then the asan variant, then the broken variants).
+One build directory serves the module (its tree's, in the session's build root); the tests are ordered so the
+kernel is rebuilt as little as possible (the correct kernel first, then the asan variant, then the broken variants).
 """
 
 from __future__ import annotations
