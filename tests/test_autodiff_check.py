@@ -42,22 +42,29 @@ def test_derived_rms_norm_grad_kernel(tmp_path):
     assert r.gm_bytes <= 1.10 * r.gm_bytes_min, (r.gm_bytes, r.gm_bytes_min)
 
 
+@pytest.fixture(scope="module")
+def softmax_grad_tree(tmp_path_factory):
+    """(spec path, generated tree) of the derived SoftmaxGrad, generated once for the module's cases."""
+    from opgen.codegen import write_ops
+
+    derived = EX / "derived" / "softmax_grad.py"
+    out = tmp_path_factory.mktemp("derived")
+    write_ops([str(derived)], out)
+    return derived, out
+
+
 @pytest.mark.parametrize("dims, strategy", [
     ({"Bd": (5, 3), "H": 77}, 1),
     # two reductions in one exchange level: their workspace slots start on 32-byte blocks, else a total stored by
     # TotalOwnedRows and the next slot's partials share a block (an MTE3 -> MTE2 race for the emulation)
     ({"Bd": (2,), "H": 20000}, 2),
 ])
-def test_derived_softmax_grad_kernel(dims, strategy, tmp_path_factory):
+def test_derived_softmax_grad_kernel(dims, strategy, softmax_grad_tree):
     """The derived SoftmaxGrad (the max's adjoint is a compare and select: the row's maxima share it) against torch
     autograd of softmax in float64: rows per core pass (ROW_SPLIT) and rows split over the cores (COL_SPLIT, four
-    levels of row reductions exchanged through workspace)."""
+    levels of row reductions exchanged through workspace). Both cases check one generated package (one build)."""
     torch = pytest.importorskip("torch")
-    from opgen.codegen import write_ops
-
-    derived = EX / "derived" / "softmax_grad.py"
-    out = tmp_path_factory.mktemp("derived")
-    write_ops([str(derived)], out)
+    derived, out = softmax_grad_tree
     r = run_check(str(derived), dims=dims, dtypes={"T": "float32"}, gen_dir=out, seed=5, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items()
                                                       if not c.passed})

@@ -210,3 +210,19 @@ def test_a_host_file_precompiles_the_emulation_and_library_headers_its_leading_i
         assert shlex.split(flags) == shlex.split(pch.flags) + ["-Winvalid-pch", "-include",
                                                                  f"{shared}/{pch.dir}/{HOST_PCH_HEADER}"]
     assert "-include" not in st["aclnn/harness.o"][2] and "-include" not in st["quick/driver.o"][2]
+
+
+@pytest.mark.parametrize("gold", [True, False])
+def test_links_use_gold_only_where_it_is_installed(tmp_path, monkeypatch, gold):
+    """Every link statement runs the link rule, whose command passes $ldflags: `-fuse-ld=gold` when `ld.gold` is on
+    PATH, nothing otherwise (g++ then links with its default GNU ld; a -fuse-ld naming a missing linker fails)."""
+    import opgen.check.build as build
+
+    real = build.shutil.which
+    monkeypatch.setattr(build.shutil, "which", lambda n: ("/usr/bin/ld.gold" if gold else None) if n == "ld.gold"
+                        else real(n))
+    text = ninja_file(Sources("Op", "op", "aclnn_op", tmp_path / "op"), "/usr/bin/g++")
+    links = [o for o, (rule, _, _) in _statements(text).items() if rule == "link"]
+    assert sorted(links) == ["aclnn/runner", "asan/check", "debug/check", "quick/check"]
+    assert "  command = $cxx $std $flags $ldflags $in -o $out" in text.split("rule link\n", 1)[1].splitlines()[0:1]
+    assert ("ldflags = -fuse-ld=gold" if gold else "ldflags = ") in text.splitlines()

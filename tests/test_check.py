@@ -13,8 +13,8 @@ a shape mismatch, 161001 for a null required input, a Python-invalid dtype; noth
 kernel (exit 1 naming the output), an out-of-range GM write (exit 1, the fault names the tensor), a compile
 error (one-line summary), ninja incrementality, the asan variant, and the comparison rules.
 
-One build directory (tmp) serves the module; the tests are ordered so the kernel is rebuilt as little as
-possible (the correct kernel first, then the asan variant, then the broken variants).
+One build directory serves the module (its tree's, in the session's build root); the tests are ordered so the
+kernel is rebuilt as little as possible (the correct kernel first, then the asan variant, then the broken variants).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from precision import assert_cann_precision_floored  # noqa: E402
 
 from opgen.check import AclnnRejected, compare_output, run_check  # noqa: E402
 from opgen.check import run as run_mod  # noqa: E402
-from opgen.check.build import Builder, Sources, launch_variant, write_if_changed  # noqa: E402
+from opgen.check.build import (Builder, Sources, build_dir_for, default_build_root, launch_variant,  # noqa: E402
+                               write_if_changed)
 from opgen.check.caseio import parse_report  # noqa: E402
 from opgen.check.driver import driver_source  # noqa: E402
 from opgen.codegen.model import OpModel  # noqa: E402
@@ -192,17 +193,23 @@ def env(tmp_path_factory):
     kernel_dir = gen / SNAKE / "op_kernel"   # ... but the tiling-data struct both sides include (op_kernel/)
     kernel_dir.mkdir(parents=True)
     shutil.copy(HOST.parent / "op_kernel" / f"{SNAKE}_tiling_data.h", kernel_dir)
-    e = SimpleNamespace(dir=d, gen=gen, build=d / "build")
+    # The session's build root ($OPGEN_BUILD_DIR), for the CLI tests' processes (cli below) and this module's
+    # in-process checks alike: the op-independent objects and precompiled headers of its shared-<hash>/ (~20 s of
+    # compiler CPU) are the ones every other module uses, and the build file of this tree's op does not switch
+    # between two shared directories (which would recompile the objects made with a precompiled header). The tree
+    # (gen, a path of this module's own) has a build directory of its own there (build_dir_for hashes its path).
+    # Its aclnn runner is built here, so that no test's one-line stderr depends on whether it is the first to
+    # build it (a build running past 2 s echoes its progress).
+    e = SimpleNamespace(dir=d, gen=gen, build=default_build_root())
     _write_kernel(e)
-    # The CLI tests' processes build under OPGEN_BUILD_DIR=e.build (cli below), and so do this module's in-process
-    # checks: one shared directory, so the build file of e.build's op does not switch between two (which recompiles
-    # the objects made with a precompiled header). Its aclnn runner is built here, so that no test's one-line stderr
-    # depends on whether it is the first to build it (a build running past 2 s echoes its progress).
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OPGEN_BUILD_DIR", str(e.build))
     run_mod.aclnn_runner(OP, gen_dir=gen, build_root=e.build)
-    yield e
-    mp.undo()
+    return e
+
+
+def _build_dir(env) -> Path:
+    """The build directory of the module's tree (env.gen) under env.build."""
+    m = OpModel(load_spec(OP))
+    return build_dir_for(Sources(m.op, m.snake, m.api_snake, (env.gen / SNAKE).resolve()), env.build)
 
 
 def cli(env, *args):
@@ -408,9 +415,7 @@ def test_asan_variant_builds_and_runs(env):
     assert r.returncode == 0, r.stdout + r.stderr
     js = json.loads(r.stdout)
     assert js["passed"] and js["variant"] == "asan" and js["faults"] == []
-    # the op may have several build directories (one per package digest the module's tests made): the asan
-    # launcher is in one of them (iterdir's order is the file system's, so not "the first")
-    assert any((d / "asan" / "check").is_file() for d in env.build.iterdir() if d.name.startswith(SNAKE))
+    assert (_build_dir(env) / "asan" / "check").is_file()   # this tree's (the root holds other modules' builds)
 
 
 # ---- broken stand-ins ---------------------------------------------------------------------------------

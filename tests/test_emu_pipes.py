@@ -241,17 +241,35 @@ NRC_DIMS = dict(B=2, Sq=5, Sk=4, N=3, D=34, Seq=3, Sek=2, R=6)
 NRC_ATTRS = dict(norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, is_training=True)
 
 
+@pytest.fixture(scope="module")
+def bundled_copy(tmp_path_factory):
+    """copy(snake) -> the root of a copy of the bundled package generated/<snake>, made once per module: the tests
+    mutate its kernel header in place and restore it, as test_rms_norm_mutated_fails_with_a_race does, so its aclnn
+    runner, TilingFunc and driver are built once and each mutation recompiles the kernel object alone."""
+    root = tmp_path_factory.mktemp("bundled")
+
+    def copy(snake: str) -> Path:
+        if not (root / snake).is_dir():
+            shutil.copytree(ROOT / "generated" / snake, root / snake)
+        return root
+    return copy
+
+
 @pytest.mark.parametrize("what", ["barriers", "copyin"])
-def test_norm_rope_concat_mutated_fails_with_a_race(tmp_path, what, session_build_root):
+def test_norm_rope_concat_mutated_fails_with_a_race(bundled_copy, what, session_build_root):
     """The bundled head-rows kernel (unmutated it passes in tests/test_kernels_nrc.py)."""
-    shutil.copytree(ROOT / "generated" / "norm_rope_concat", tmp_path / "gen" / "norm_rope_concat")
-    h = mutate(tmp_path / "gen", "norm_rope_concat", **{what: True})
-    r = run_check("NormRopeConcat", dims=NRC_DIMS, attrs=NRC_ATTRS, dtypes={"T": "float16"}, gen_dir=tmp_path / "gen",
-                  build_root=session_build_root, progress=False)
-    assert not r.passed
-    m = assert_kernel_race(r.faults, h)
-    if what == "copyin":
-        assert m["tp"] == "PIPE_MTE2", m.group(0)
+    gen = bundled_copy("norm_rope_concat")
+    orig = (gen / "norm_rope_concat" / "op_kernel" / "norm_rope_concat.h").read_text()
+    h = mutate(gen, "norm_rope_concat", **{what: True})
+    try:
+        r = run_check("NormRopeConcat", dims=NRC_DIMS, attrs=NRC_ATTRS, dtypes={"T": "float16"}, gen_dir=gen,
+                      build_root=session_build_root, progress=False)
+        assert not r.passed
+        m = assert_kernel_race(r.faults, h)
+        if what == "copyin":
+            assert m["tp"] == "PIPE_MTE2", m.group(0)
+    finally:
+        h.write_text(orig)
 
 
 @pytest.mark.parametrize("call, compiles", [
@@ -273,7 +291,7 @@ def test_site_parameter_accepts_no_argument(tmp_path, call, compiles):
 
 
 @pytest.mark.parametrize("what", ["barriers", "copyin"])
-def test_nsa_selected_attention_mutated_fails_with_a_race(tmp_path, what, session_build_root):
+def test_nsa_selected_attention_mutated_fails_with_a_race(bundled_copy, what, session_build_root):
     """The bundled attention kernel (mixed AIC/AIV; unmutated it passes in tests/test_kernels_nsa.py): every
     PipeBarrier<PIPE_V> deleted, or its MTE2 -> V fences (the AIV's workspace tile loads) deleted."""
     import sys
@@ -281,19 +299,22 @@ def test_nsa_selected_attention_mutated_fails_with_a_race(tmp_path, what, sessio
     from test_kernels_nsa import FWD, SMALL, fwd_args, make
 
     snake = "nsa_selected_attention"
-    shutil.copytree(ROOT / "generated" / snake, tmp_path / "gen" / snake)
-    h = tmp_path / "gen" / snake / "op_kernel" / f"{snake}.h"
-    text = h.read_text()
+    gen = bundled_copy(snake)
+    h = gen / snake / "op_kernel" / f"{snake}.h"
+    orig = text = h.read_text()
     if what == "barriers":
         text, n = re.subn(r"[ \t]*PipeBarrier<PIPE_V>\(\);[^\n]*\n", "", text)
     else:
         text, n = re.subn(r"[ \t]*Fence<HardEvent::MTE2_V>\(\);[^\n]*\n", "", text)
     assert n > 0
     h.write_text(text)
-    inputs, attrs = fwd_args(make(SMALL))
-    r = run_check(FWD, inputs, attrs, {"T": SMALL.dtype}, gen_dir=tmp_path / "gen", build_root=session_build_root,
-                  progress=False, timeout=120)
-    assert not r.passed
-    m = assert_kernel_race(r.faults, h)
-    if what == "copyin":
-        assert m["tp"] == "PIPE_MTE2" and m["np"] == "PIPE_V", m.group(0)
+    try:
+        inputs, attrs = fwd_args(make(SMALL))
+        r = run_check(FWD, inputs, attrs, {"T": SMALL.dtype}, gen_dir=gen, build_root=session_build_root,
+                      progress=False, timeout=120)
+        assert not r.passed
+        m = assert_kernel_race(r.faults, h)
+        if what == "copyin":
+            assert m["tp"] == "PIPE_MTE2" and m["np"] == "PIPE_V", m.group(0)
+    finally:
+        h.write_text(orig)

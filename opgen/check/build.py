@@ -414,6 +414,14 @@ def compiler() -> str:
     return cxx
 
 
+def link_flags() -> str:
+    """The linker option of every link of opgen check's executables: `-fuse-ld=gold` when GNU gold (`ld.gold`) is on
+    PATH, else nothing (the compiler's default, GNU ld). gold links the same objects and libraries into an executable
+    with the same code in about a third of ld's CPU (a quick launch driver of AdaLayerNormV2: 0.11 s against 0.32 s;
+    docs/design.md "Build variants")."""
+    return "-fuse-ld=gold" if shutil.which("ld.gold") else ""
+
+
 def ninja_binary() -> str:
     """The ninja executable (the ninja PyPI package's, else one on PATH). Raises OpgenError."""
     try:
@@ -471,8 +479,9 @@ def ninja_file(src: Sources, cxx: str, shared: Path | None = None, host: dict | 
     ainc = _inc(*_aclnn_inc_dirs(src))
     lines = [
         *_ninja_head("rewritten when the tree or the flags change", cxx),
+        f"ldflags = {_ninja_value(link_flags())}",
         "rule link",
-        "  command = $cxx $std $flags $in -o $out",
+        "  command = $cxx $std $flags $ldflags $in -o $out",
         "  description = LINK $out",
         "",
     ]
