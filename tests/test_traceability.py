@@ -102,7 +102,10 @@ def test_rows_kernel_statements_cite_the_line_defining_their_value(trace_kernel)
     for pattern, stmt in want.items():
         got = cited(trace_kernel, pattern)
         assert set(got) == {f"{f}:{line_of(TRACE, stmt)}"}, (pattern, got)
-    assert len(cited(trace_kernel, r"^Mul\((w_\[\d\]), (w_\[\d\]), \2, static_cast<int32_t>\(n_\)\);")) == 2   # ROW_SPLIT and COL_SPLIT
+    # COL_SPLIT issues x * x for one row slice (n_), ROW_SPLIT once over the pass's rows (k * rowStride_)
+    assert len(cited(trace_kernel, r"^Mul\((w_\[\d\]), (w_\[\d\]), \2, static_cast<int32_t>\(n_\)\);")) == 1
+    batched = cited(trace_kernel, r"^Mul\((w_\[\d\]), (w_\[\d\]), \2, static_cast<int32_t>\(k \* rowStride_\)\);")
+    assert batched and set(batched) == {f"{f}:{line_of(TRACE, 'square = x * x')}"}, batched
 
 
 def test_rows_kernel_copies_cite_their_operands_loads_and_stores(trace_kernel):
