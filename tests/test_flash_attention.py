@@ -453,3 +453,29 @@ def test_the_attention_reason_leads_when_the_cube_family_refuses_the_whole_graph
     msg = str(e.value)
     assert msg.index("[attention family]") < msg.index("2 matmuls"), msg
     assert msg.endswith("[cube family]") and "\n" not in msg, msg
+
+
+def test_a_non_finite_mask_fill_is_refused_naming_it(tmp_path):
+    """where(mask, -inf, scores): the kernel blends the fill in arithmetically, which -inf would turn into NaN on the
+    unmasked lanes (and `-inf` has no C++ literal form there): refused in one line naming the constant, before any
+    C++ is emitted (review finding: the emitted `-inff` did not compile)."""
+    from inproc import cli
+
+    edits = [(a, b.replace("-3.4028234663852886e38", 'float("-inf")')) for a, b in MASK_EDITS]
+    r = cli("generate", str(_edited(edits, tmp_path)), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and "not finite" in r.stderr and "-inf" in r.stderr and "\n" not in r.stderr.strip()
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_value_head_dim_other_than_the_keys_is_refused(tmp_path):
+    """A value [B, N, S2, Dv] with its own head dim: the plans size a value row by D, so a Dv above D overflowed L1
+    in the emulation while the proof passed (review finding): refused in one line naming both dims."""
+    from inproc import cli
+
+    edits = [('D = spec.dim("D", max=256, multiple_of=16)',
+              'D = spec.dim("D", max=256, multiple_of=16)\nDv = spec.dim("Dv", max=512, multiple_of=16)'),
+             ('spec.input("v", T, [B, N, S2, D])', 'spec.input("v", T, [B, N, S2, Dv])'),
+             ('spec.output("o", T, [B, N, S1, D])', 'spec.output("o", T, [B, N, S1, Dv])')]
+    r = cli("generate", str(_edited(edits, tmp_path)), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and "value head dim Dv" in r.stderr and "\n" not in r.stderr.strip(), r.stderr
+    assert not (tmp_path / "out").exists()

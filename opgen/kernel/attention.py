@@ -212,6 +212,10 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
     if len(set(texts)) != len(texts) or not all(x.isidentifier() for x in roles.values()):
         raise Unsupported(s.result.name, s.loc, f"the attention roles need distinct plain dims, got "
                           f"{', '.join(f'{r}={d}' for r, d in roles.items())}")
+    if roles["Dv"] != roles["D"]:   # the L1 / L0C plans size a value row by the key's head dim (review finding)
+        raise Unsupported(s.result.name, s.loc, f"the value head dim {roles['Dv']} is another dim than the query / "
+                          f"key head dim {roles['D']}: dense attention takes one head dim for the three (declare "
+                          "the value [.., D] with the query's D)")
     return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", (), None, qdt.name, "dense", form)
 
 

@@ -48,6 +48,8 @@ kernel`). Reference facts: docs/reference/ascendc.md §1.10 (cube path, fractal 
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field, replace
 
 from opgen.errors import IRError
@@ -346,6 +348,9 @@ class _Lowering:
         if op == "const":
             if n.result.type.shape:
                 raise self.err(n, "only scalar constants are supported")
+            if not math.isfinite(float(n.attr("value"))):   # a -inf mask fill: the mask blend would make NaN
+                raise self.err(n, f"the constant {n.attr('value')!r} is not finite: the attention kernel takes a "
+                                  "finite fill (write the mask fill as a finite value such as -3.0e38)")
             self.kind[r] = ("scalar", _float_literal(n.attr("value")))
             return
         if dt == "bool":
