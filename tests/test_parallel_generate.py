@@ -241,3 +241,18 @@ def test_every_failing_op_is_reported_and_nothing_written(empty_cache, tmp_path,
     assert f"{bad1}:" in err and f"{bad2}:" in err and "undefined_name_xyz" in err and "'w'" in err
     assert err.rstrip().splitlines()[-1] == "opgen: error: 2 of 3 ops failed; nothing was written"
     assert not out.exists()
+
+
+def test_one_failing_op_among_several_says_the_others_were_not_written(empty_cache, tmp_path, capsys):
+    """One broken spec beside a good one: its error, then a line saying 1 of 2 ops failed and nothing was written
+    (a new user's trial: the good package was silently not written)."""
+    from opgen.cli import main
+
+    bad = tmp_path / "geglu.py"
+    bad.write_text((EX / "geglu.py").read_text().replace("return {", "return {'x': undefined_name_xyz, ", 1))
+    out = tmp_path / "out"
+    assert main(["generate", SPECS[0], str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "undefined_name_xyz" in err
+    assert err.rstrip().splitlines()[-1] == "opgen: error: 1 of 2 ops failed; nothing was written"
+    assert not out.exists()

@@ -282,8 +282,9 @@ def generate_all(specs, progress=None, jobs=1) -> list[tuple[str, dict[str, str]
     process renders them. Each op's clang-format process starts as soon as its rendering is back, beside the
     rendering of the ops after it; then the results are collected in order. An op a worker could not render is
     rendered again here, so its error is the one a single process gives. An op's OpgenError does not stop the
-    others: when every op is done, one failure is raised as it is and several as opgen.errors.ManyErrors (each
-    op's error, in order), and nothing is returned; any other exception stops the workers and the running
+    others: when every op is done, the error of a single op is raised as it is, and any failure among several ops
+    as opgen.errors.ManyErrors (each op's error, in order, and how many ops there were: the good ones are not
+    written either), and nothing is returned; any other exception stops the workers and the running
     formatters at once. progress: an opgen.progress.Progress told each
     step. Raises as generate_cached, and OpgenError for a bad `jobs`."""
     from opgen.codegen import cache
@@ -331,7 +332,7 @@ def generate_all(specs, progress=None, jobs=1) -> list[tuple[str, dict[str, str]
                 errors.append((k, e))
         if errors:
             errors.sort(key=lambda ke: ke[0])
-            if len(errors) == 1:
+            if len(specs) == 1:
                 raise errors[0][1]
             raise ManyErrors([e for _k, e in errors], len(specs))
         return out
