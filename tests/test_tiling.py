@@ -456,16 +456,30 @@ def test_a_dim_two_inputs_carry_must_agree_in_the_tiling_func(driver):
     assert "H: x has 8 but weight has 9; they must be equal" in out.stderr
 
 
+def _run_infer_shape(tmp_path, spec, main_src: str):
+    """Compile `spec`'s emitted InferShape against the host emulation with `main_src` (a main calling it through
+    gert::InferShapeRegistry, -Wall -Werror) and run it: the finished process (stdout: what main prints, stderr:
+    the InferShape's OP_LOGE lines)."""
+    from opgen.codegen.infershape import emit_infershape
+
+    (src,) = emit_infershape(spec).values()
+    (tmp_path / "infershape.cpp").write_text(src)
+    (tmp_path / "main.cpp").write_text(main_src)
+    exe = tmp_path / "infer"
+    r = subprocess.run(["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"),
+                        str(tmp_path / "infershape.cpp"), str(tmp_path / "main.cpp"), "-o", str(exe)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 def test_a_dim_two_inputs_carry_must_agree_in_infer_shape(tmp_path):
     """The emitted InferShape of MatMul (examples/specs/mat_mul.py: self [M, K], mat2 [K, N]) refuses a K that
     differs between the operands, naming both, and leaves an unknown extent (-1, a dynamic dim GE has not resolved)
     to later."""
-    from opgen.codegen.infershape import emit_infershape
-
-    spec = load_spec(str(ROOT / "examples/specs/mat_mul.py"))
-    (src,) = emit_infershape(spec).values()
-    (tmp_path / "infershape.cpp").write_text(src)
-    (tmp_path / "main.cpp").write_text('''#include <cstdio>
+    out = _run_infer_shape(tmp_path, load_spec(str(ROOT / "examples/specs/mat_mul.py")), '''#include <cstdio>
 #include "register/op_impl_registry.h"
 int main()
 {
@@ -481,13 +495,6 @@ int main()
     return 0;
 }
 ''')
-    exe = tmp_path / "infer"
-    r = subprocess.run(["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"),
-                        str(tmp_path / "infershape.cpp"), str(tmp_path / "main.cpp"), "-o", str(exe)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:3] == ["1 2", "0 0", "1 2"], out.stdout
     assert "K: self has 5 but mat2 has 7; they must be equal" in out.stderr, out.stderr
 
@@ -497,8 +504,6 @@ def test_a_dim_one_input_carries_twice_must_agree_in_infer_shape(tmp_path):
     naming its axes, as the aclnn layer's shape unification does; an unknown extent (-1) is left to later; x, which
     InferShape does not read, is the TilingFunc's to compare (review finding: only the first place of each input
     was compared)."""
-    from opgen.codegen.infershape import emit_infershape
-
     path = tmp_path / "square_mv.py"
     path.write_text('''from opgen.dsl import A2, OpSpec, f32
 spec = OpSpec("SquareMv", aclnn="aclnnSquareMv", socs=(A2,))
@@ -513,10 +518,7 @@ spec.dtypes((), [()])
 def _(b, a, x):
     return {"y": (a * x).sum(-1)}
 ''')
-    spec = load_spec(str(path))
-    (src,) = emit_infershape(spec).values()
-    (tmp_path / "infershape.cpp").write_text(src)
-    (tmp_path / "main.cpp").write_text('''#include <cstdio>
+    out = _run_infer_shape(tmp_path, load_spec(str(path)), '''#include <cstdio>
 #include "register/op_impl_registry.h"
 int main()
 {
@@ -532,12 +534,5 @@ int main()
     return 0;
 }
 ''')
-    exe = tmp_path / "infer"
-    r = subprocess.run(["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"),
-                        str(tmp_path / "infershape.cpp"), str(tmp_path / "main.cpp"), "-o", str(exe)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
     assert out.stdout.split()[:4] == ["1", "0", "1", "1"], out.stdout
     assert "N: a dim 0 has 4 but a dim 1 has 5; they must be equal" in out.stderr, out.stderr
