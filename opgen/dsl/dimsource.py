@@ -91,6 +91,13 @@ def _order(spec):
                   key=lambda i: (spec.inputs[i].optional, len(spec.inputs[i].shapes) > 1, i))
 
 
+def _place(shape, pos: int) -> tuple:
+    """(where, k) of entry `pos` of `shape`: ("front", pos) before its variadic group (or with none), else ("back",
+    its distance from the end), so the place holds whatever the group's rank."""
+    v = _variadic_pos(shape)
+    return ("front", pos) if v is None or pos < v else ("back", len(shape) - pos)
+
+
 def sym_locations(spec, name: str) -> list[DimLocation]:
     """Every input carrying dim symbol `name`, best first (module docstring); inputs that carry it only as
     scale * name + offset (an affine entry such as 2 * H) come after those that carry it plainly."""
@@ -110,8 +117,7 @@ def sym_locations(spec, name: str) -> list[DimLocation]:
                     if a is None or a[0] != name:
                         continue
                     aff = a[1:]
-                v = _variadic_pos(shape)
-                loc = (("front", pos) if v is None or pos < v else ("back", len(shape) - pos)) + aff
+                loc = _place(shape, pos) + aff
                 break
             found.add(loc)
             per_form.append(loc)
@@ -191,11 +197,10 @@ def _more_places(spec, i: int, name: str, first: DimLocation) -> list[DimLocatio
     if len(spec.inputs[i].shapes) != 1:
         return []
     shape = spec.inputs[i].shapes[0]
-    v = _variadic_pos(shape)
     out = []
     for pos, d in enumerate(shape):
         if isinstance(d, Sym) and d.name == name:
-            loc = DimLocation(i, *(("front", pos) if v is None or pos < v else ("back", len(shape) - pos)))
+            loc = DimLocation(i, *_place(shape, pos))
             if (loc.where, loc.k) != (first.where, first.k):
                 out.append(loc)
     return out
