@@ -40,7 +40,7 @@ from opgen.codegen.env import render
 from opgen.codegen.logic import cpp_condition, failing_cubes
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
 from opgen.dsl.aclnn import SCALAR_CTYPE, SCALAR_READ
-from opgen.names import c_ident, c_printf, c_string, cpp_name, upper_camel
+from opgen.names import c_ident, c_printf, c_string, upper_camel
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, shape_str
 from opgen.ir.dtypes import DTypeVar
@@ -233,8 +233,8 @@ class AclnnPlan:
     def _null_params(self) -> list[dict]:
         """The required tensors, host arrays and scalars (api.scalar) in API order, as the parameters of
         CheckNotNull, which GetWorkspaceSize calls with its own arguments before anything reads them: opbase's
-        OP_CHECK_NULL prints the argument as written, so each parameter is named after the spec's name
-        (opgen.names.cpp_name; opgen.dsl.validate prints the same name in the interpreter's message)."""
+        OP_CHECK_NULL prints the argument as written, so each parameter carries its public name, the one the
+        caller passed (the interpreter's message names the spec's)."""
         out = []
         for a in self.m.api_params:
             host = a.kind == "int_array" or (a.kind in ("input", "unused") and getattr(
