@@ -49,8 +49,8 @@ STREAMS = (("norm_query", "norm_type", "query"), ("norm_key", "norm_type", "key"
 def require_by_mode(spec, param, attr, value, part):
     """`param` is required when attribute `attr` >= `value` (types are 0..2, so 2 means == 2) and the
     stream's input `part` is given (§3.3 "weights present when type 2, stats when type >= 1")."""
-    cond = f"{attr} == 2" if value == 2 else f"{attr} >= {value}"
-    extra = "" if part in ("query", "key") else f" and {part} is given"
+    cond = f"{{{attr}}} == 2" if value == 2 else f"{{{attr}}} >= {value}"   # {name}: a parameter (dsl.rules)
+    extra = "" if part in ("query", "key") else f" and {{{part}}} is given"
 
     def fn(attrs, present):
         if attrs[attr] >= value and present[part] and not present[param]:
@@ -64,7 +64,7 @@ def require_rope_tables(spec):
     """rope_sin and rope_cos are always required (§7.1: CANN sizes every copy by rope_sin's D)."""
     for p in ("rope_sin", "rope_cos"):
         spec.check(p, lambda a, pr, p=p: None if pr[p] else
-                   "required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)")
+                   "required (CANN's kernels size every copy by {rope_sin}'s D, even for {rope_type} 0)")
 
 
 def declare_public_api(spec, names: str) -> None:

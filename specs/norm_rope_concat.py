@@ -60,7 +60,7 @@ for _prefix, _attr, _part in STREAMS:
     for _what in ("weight", "bias"):
         require_by_mode(spec, f"{_prefix}_{_what}", _attr, 2, _part)
 spec.check("encoder_value", lambda a, pr: None if pr["encoder_key"] == pr["encoder_value"] else
-           "must be given exactly when encoder_key is given")
+           "must be given exactly when {encoder_key} is given")
 
 
 # CANN's public parameters (docs/reference/norm_rope_concat.md §3.1), in order.

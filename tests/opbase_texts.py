@@ -38,4 +38,47 @@ def as_opbase_prints(verdict: str, spec) -> str:
         return (f"Tensor {pub} not implemented for {parse_dtype(m.group(1)).cann}, should be in dtype "
                 f"support list [{''.join(a.cann + ',' for a in allowed)}].")
     rule = _NAMED.sub(lambda mm: mm.group(1) + said.get(mm.group(2), mm.group(2)), rule)
+    # a rule text written in the spec names parameters in braces ({norm_type}); the interpreter prints the spec's
+    # name there and the aclnn layer the public one (docs/design.md "Rule texts"). The spec's raw texts say which
+    # words are placeholders: map those words only.
+    placeholders = _placeholders(spec)
+    for n in sorted(placeholders - set(spec.dims_), key=len, reverse=True):
+        rule = re.sub(rf"\b{re.escape(n)}\b", said.get(n, n), rule)
     return f"{pub}: {rule}" if rule or verdict.endswith(": ") else verdict
+
+
+_PLACEHOLDERS: dict = {}
+
+
+def _placeholders(spec) -> set:
+    """The names a spec's rule texts put in braces (computed once per spec)."""
+    key = (spec.file, spec.name)
+    if key not in _PLACEHOLDERS:
+        _PLACEHOLDERS[key] = {n for t in set(spec_rule_texts(spec)) for n in re.findall(r"(?<!\{)\{(\w+)\}", t)}
+    return _PLACEHOLDERS[key]
+
+
+def spec_rule_texts(spec) -> list[str]:
+    """The raw rule texts of a spec: its relations' and every text its static checks return over their inputs'
+    presence and static attributes' choices (at most a few hundred calls)."""
+    import itertools
+
+    texts = [r for _c, _p, r, _l in spec.constraints]
+    static = [a for a in spec.attrs if a.static]
+    opts = [i.name for i in spec.inputs if i.optional]
+    for vals in itertools.product(*(a.choices or (a.default,) for a in static)):
+        attrs = {a.name: v for a, v in zip(static, vals)}
+        cases = [dict(zip(opts, pres)) for pres in itertools.product((False, True), repeat=min(len(opts), 6))]
+        cases += [{n: k != j for k, n in enumerate(opts)} for j in range(len(opts))]     # one absent
+        cases += [{n: k == j for k, n in enumerate(opts)} for j in range(len(opts))]     # one present
+        for case in cases:
+            present = {i.name: True for i in spec.inputs} | case
+            for r in spec.requirements:
+                if r.kind == "static":
+                    try:
+                        t = r.fn(attrs, present)
+                    except (KeyError, TypeError):
+                        continue
+                    if isinstance(t, str):
+                        texts.append(t)
+    return texts

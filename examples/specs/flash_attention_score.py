@@ -63,9 +63,10 @@ spec.dtypes((T, M), [(f16, boolean), (f16, u8), (bf16, boolean), (bf16, u8)])
 
 spec.require((N1 % N2).eq(0), "query", "query heads N1 must be a multiple of the kv heads N2 (GQA)")
 spec.check("atten_mask", lambda a, pr: None if not (a["sparse_mode"] == 0 and pr["atten_mask"]) else
-           "an explicit mask (sparse_mode 0 with atten_mask) is not supported; use sparse_mode 2 for causal masking")
+           "an explicit mask ({sparse_mode} 0 with {atten_mask}) is not supported; "
+           "use {sparse_mode} 2 for causal masking")
 spec.check("atten_mask", lambda a, pr: None if not (a["sparse_mode"] in (2, 3) and not pr["atten_mask"]) else
-           "sparse_mode 2 (leftUpCausal) and 3 (rightDownCausal) need the atten_mask tensor")
+           "{sparse_mode} 2 (leftUpCausal) and 3 (rightDownCausal) need the {atten_mask} tensor")
 
 spec.package("ops-transformer", "attention")
 spec.example_call({"B": 1, "N1": 2, "N2": 1, "S1": 5, "S2": 37, "D": 16})

@@ -34,7 +34,7 @@ spec.attr("C", int, required=True, dim=C, doc="the channels (self's dim 1)")
 spec.attr("HxW", int, required=True, dim=HxW, doc="the spatial size (self's dim 2)")
 spec.attr("group", int, required=True, dim=G, doc="the number of groups")
 spec.attr("eps", float, 1e-5, doc="added to the variance")
-spec.require((C % G).eq(0), "group", "C must be a multiple of group")
+spec.require((C % G).eq(0), "group", "C must be a multiple of {group}")
 # one row of C / group * HxW elements is split over the cores, a core's slice streamed when it outgrows UB
 spec.require(C // G * HxW <= 1048576, "self", "C / group * HxW must be at most 1048576 (the longest row the kernel "
              "takes)")

@@ -289,7 +289,8 @@ class AclnnPlan:
             for rule, cubes in groups:
                 cond = cpp_condition(variables, cubes, lambda n: f"p.{self.m.param(n).cpp}",
                                      lambda n: f"p.{self.m.param(n).cpp}", types.get)
-                out.append(Check(r.param, "mode", cond, c_printf(f"{self._say(r.param)}: {rule}"),
+                said = self.spec.rule_text(rule, self._say, r.loc)
+                out.append(Check(r.param, "mode", cond, c_printf(f"{self._say(r.param)}: {said}"),
                                  comment=f"mode rule of {_file_of(r.loc)}"))
         return out
 
@@ -558,7 +559,8 @@ class AclnnPlan:
             lhs, rhs = self._expr(c.lhs), self._expr(c.rhs)
             cond = " && ".join(guards + [f"!({lhs} {ops[c.op]} {rhs})"])
             out.append(Check(param, "constraint", cond,
-                             c_printf(f"{self._say(param)}: {rule} ({c} (", "%ld", f" {c.op} ", "%ld", "))"),
+                             c_printf(f"{self._say(param)}: {self.spec.rule_text(rule, self._say, loc)} ({c} (",
+                                      "%ld", f" {c.op} ", "%ld", "))"),
                              [f"static_cast<long>({lhs})", f"static_cast<long>({rhs})"],
                              comment=f"relation of {_file_of(loc)}"))
         return out

@@ -70,15 +70,15 @@ def _constraints(spec) -> list[str]:
     for a in spec.attrs:
         if a.dim is not None:
             out.append(f"attribute {a.name} equals dim {a.dim.name}.")
-    for c, param, rule, _loc in spec.constraints:
-        out.append(f"{param}: {rule.rstrip('.')} ({c}).")
+    for c, param, rule, loc in spec.constraints:
+        out.append(f"{param}: {spec.rule_text(rule, loc=loc).rstrip('.')} ({c}).")
     for r in spec.requirements:
         if r.kind == "static":
             variables, groups = failing_cubes(spec, r.fn, f"check on {r.param}")
             for rule, cubes in groups:
                 when = py_condition(variables, cubes, lambda n: n, lambda n: n)
                 when = when.replace(" is not None", " given").replace(" is None", " absent")
-                out.append(f"{r.param}: {rule.rstrip('.')} (rejected when {when}).")
+                out.append(f"{r.param}: {spec.rule_text(rule, loc=r.loc).rstrip('.')} (rejected when {when}).")
         elif r.kernel:
             out.append(f"{r.param}: {_first_doc_line(r.fn).rstrip('.')} (device data: checked by the kernel, which "
                        "stops with AscendC::Trap()).")

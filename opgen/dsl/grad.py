@@ -19,6 +19,7 @@ import os
 from opgen.dsl.builder import Tensor
 from opgen.dsl.diagnostics import caller_loc, spec_error
 from opgen.dsl.keys import SpecKey
+from opgen.dsl.rules import keep_names
 from opgen.dsl.spec import InputDecl, OpSpec, OutputDecl, Requirement, _ident_problem, _suggest
 from opgen.errors import IRError
 from opgen.ir.autodiff import NoDerivative, differentiate
@@ -260,8 +261,9 @@ class _Derivation:
         spec.attrs = [copy.copy(a) for a in fwd.attrs if a.static or a.dim is not None or a.name in read]
         names = kept_names | {a.name for a in spec.attrs}
         blame = next(iter(self.grads.values()))   # a relation whose blamed input is gone blames the gradient
-        spec.constraints = [(c, p if p in names else blame, r, l) for c, p, r, l in fwd.constraints]
-        spec.requirements = [r for r in fwd.requirements if r.param in names and r.kind == "static"] + [
+        ruled = spec.rule_names()   # a copied rule text keeps {name} of this spec's names, spells out the rest
+        spec.constraints = [(c, p if p in names else blame, keep_names(r, ruled), l) for c, p, r, l in fwd.constraints]
+        spec.requirements = [_keeping(r, ruled) for r in fwd.requirements if r.param in names and r.kind == "static"] + [
             r for r in spec.requirements if r.param in self.saved]
         used_vars = []
         for p in spec.inputs + spec.outputs:
@@ -379,3 +381,12 @@ def _replay(b, dg, kw) -> dict:
             b.nodes[-1] = evolve(b.nodes[-1], loc=n.loc)
         vals[n.result.name] = t
     return {name: vals[v] for name, v in dg.outputs}
+
+
+def _keeping(r: Requirement, names) -> Requirement:
+    """A forward's static check copied into a derived spec: the same check, its rule text's placeholders of names
+    the derived spec lacks spelled out (opgen.dsl.rules.keep_names)."""
+    def fn(attrs, present, _f=r.fn):
+        rule = _f(attrs, present)
+        return keep_names(rule, names) if isinstance(rule, str) else rule
+    return Requirement(r.param, fn, r.kind, r.loc, r.kernel)

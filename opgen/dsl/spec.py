@@ -42,6 +42,7 @@ from opgen.dsl.diagnostics import (Loc, caller_loc, from_exception, function_loc
 from opgen.dsl.aclnn import check_signature, complete_signature
 from opgen.dsl.builder import Builder, Tensor
 from opgen.dsl.keys import Bound, SpecKey
+from opgen.dsl.rules import render_rule
 from opgen.dsl.validate import bind
 from opgen.errors import SpecError, ValidationError, display_path
 from opgen.ir.core import Graph, Param, TensorType, Value
@@ -693,7 +694,10 @@ class OpSpec:
         self._dtypes_loc = loc
 
     def require(self, constraint: Constraint, param: str, rule: str | None = None) -> None:
-        """A dim relation that every valid call satisfies; a violation blames `param`."""
+        """A dim relation that every valid call satisfies; a violation blames `param` with the sentence `rule`, which
+        may name other parameters in braces, `{x}`, printed in each layer's names (opgen.dsl.rules; docs/design.md
+        "Rule texts"). Raises SpecError for a bool or non-relation, an undeclared dim, a relation that cannot hold,
+        and (when the spec is finished) a rule text naming an undeclared parameter."""
         loc = _loc()
         if isinstance(constraint, bool):
             raise spec_error(loc, "require() got a bool: `==`/`!=` between dims compare the expressions, they do "
@@ -718,7 +722,8 @@ class OpSpec:
                              f"(false for every corner value tried: {vals})",
                              "fix the relation, or the dims' declared ranges (min=, max=, multiple_of=)",
                              arg=(0, "constraint"))
-        self.constraints.append((constraint, param, rule or f"must satisfy {constraint}", loc))
+        default = f"must satisfy {constraint}".replace("{", "{{").replace("}", "}}")   # a rule text (dsl.rules)
+        self.constraints.append((constraint, param, rule or default, loc))
 
     def _never_holds(self, c: Constraint):
         """Bounded satisfiability check of a relation (a heuristic, not a proof).
@@ -759,7 +764,8 @@ class OpSpec:
         return {n: [int(x) if not isinstance(x, tuple) else x for x in domains[n]] for n in names}
 
     def check(self, param: str, fn: Callable, *, on: str = "static") -> None:
-        """A custom check. on="static": fn(attrs, present) -> rule|None, run before shapes;
+        """A custom check. on="static": fn(attrs, present) -> rule|None, run before shapes (the rule may name other
+        parameters in braces, `{x}`, printed in each layer's names: opgen.dsl.rules, docs/design.md "Rule texts");
         on="values": fn(arrays, env, attrs) -> rule|None, run on converted inputs (index ranges...);
         on="device": a values check on tensor data that lives on the device, which the aclnn layer cannot read:
         the interpreter runs it like a values check and the emitted kernel checks it where it reads the data,
@@ -932,6 +938,18 @@ class OpSpec:
         return fn
 
     # -- helpers ----------------------------------------------------------------------------
+    def rule_names(self) -> set[str]:
+        """The names a rule text may put in braces (opgen.dsl.rules): inputs, attributes, outputs, dims and
+        variadic dims."""
+        return ({i.name for i in self.inputs} | {a.name for a in self.attrs} | {o.name for o in self.outputs}
+                | set(self.dims_) | set(self.variadics))
+
+    def rule_text(self, text: str, say: Callable[[str], str] | None = None, loc=None) -> str:
+        """A rule text of this spec rendered in one layer's names (opgen.dsl.rules.render_rule; docs/design.md
+        "Rule texts"): `{name}` becomes say(name), the spec's name by default. Raises SpecError at loc for a name the
+        spec does not declare or a malformed brace."""
+        return render_rule(text, self.rule_names(), say, loc)
+
     def _where(self, loc) -> str:
         """`line N` for a location in this spec's file, else `file:line`."""
 
@@ -1257,6 +1275,8 @@ class OpSpec:
             if param not in names:
                 raise spec_error(loc, f"{param!r} is not a declared input or attribute{_suggest(param, names)}",
                                  "blame one of: " + ", ".join(names), arg=arg, token=param)
+        for _c, _param, rule, loc in self.constraints:   # a static check's text is checked when it is produced
+            self.rule_text(rule, loc=loc)
         self.keys()
         return self
 

@@ -327,7 +327,7 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
         if r.kind == "static":
             rule = r.fn(static_vals, present)
             if rule:
-                raise ValidationError(r.param, rule)
+                raise ValidationError(r.param, spec.rule_text(rule, loc=r.loc))
     dt = _resolve_dtypes(spec, inputs, dtypes)
     arrays = {}
     for i in spec.inputs:
@@ -412,7 +412,7 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
         if not all(s in env for s in c.symbols()):
             continue
         if not c.holds(env):
-            raise ValidationError(param, f"{rule} ({c.explain(env)})")
+            raise ValidationError(param, f"{spec.rule_text(rule, loc=loc)} ({c.explain(env)})")
     for r in spec.requirements:
         if r.kind == "values" and not any(r is s for s in skip):
             rule = r.fn(arrays, env, attr_vals)

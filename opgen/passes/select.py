@@ -46,7 +46,7 @@ def select_key(spec, attrs: dict | None = None, present=()):
                 rule = r.fn(svals, pres)
                 if rule:
                     hint = " (name it in --present)" if r.param in optional and not pres[r.param] else ""
-                    raise ValidationError(r.param, rule + hint)
+                    raise ValidationError(r.param, spec.rule_text(rule, loc=r.loc) + hint)
     for key in spec.keys():
         if key.present == want_present and all(w is None or w == k for w, k in zip(want_static, key.static)):
             return key

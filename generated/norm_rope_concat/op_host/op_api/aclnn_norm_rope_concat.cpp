@@ -301,63 +301,62 @@ aclnnStatus CheckModes(const Params& p)
     // mode rule of _nrc_common.py
     if (p.ropeSin == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "ropeSin: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
+                "ropeSin: required (CANN's kernels size every copy by ropeSin's D, even for ropeType 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.ropeCos == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "ropeCos: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
+                "ropeCos: required (CANN's kernels size every copy by ropeSin's D, even for ropeType 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normQueryWeight == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryWeight: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryWeight: required when normType == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normQueryBias == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryBias: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryBias: required when normType == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normKeyWeight == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyWeight: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyWeight: required when normType == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normKeyBias == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyBias: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyBias: required when normType == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderQuery != nullptr && p.normAddedQueryWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "normAddedQueryWeight: required when norm_added_type == 2 and encoder_query is given");
+                "normAddedQueryWeight: required when normAddedType == 2 and encoderQuery is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderQuery != nullptr && p.normAddedQueryBias == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "normAddedQueryBias: required when norm_added_type == 2 and encoder_query is given");
+                "normAddedQueryBias: required when normAddedType == 2 and encoderQuery is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderKey != nullptr && p.normAddedKeyWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "normAddedKeyWeight: required when norm_added_type == 2 and encoder_key is given");
+                "normAddedKeyWeight: required when normAddedType == 2 and encoderKey is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderKey != nullptr && p.normAddedKeyBias == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "normAddedKeyBias: required when norm_added_type == 2 and encoder_key is given");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyBias: required when normAddedType == 2 and encoderKey is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of norm_rope_concat.py
     if ((p.encoderKey != nullptr && p.encoderValue == nullptr) ||
         (p.encoderKey == nullptr && p.encoderValue != nullptr)) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderValue: must be given exactly when encoder_key is given");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "encoderValue: must be given exactly when encoderKey is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;

@@ -320,81 +320,79 @@ aclnnStatus CheckModes(const Params& p)
     // mode rule of _nrc_common.py
     if (p.ropeSin == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "ropeSin: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
+                "ropeSin: required (CANN's kernels size every copy by ropeSin's D, even for ropeType 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.ropeCos == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "ropeCos: required (CANN's kernels size every copy by rope_sin's D, even for rope_type 0)");
+                "ropeCos: required (CANN's kernels size every copy by ropeSin's D, even for ropeType 0)");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normQueryMean == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryMean: required when norm_type >= 1");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryMean: required when normType >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normQueryRstd == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryRstd: required when norm_type >= 1");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryRstd: required when normType >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normQueryWeight == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryWeight: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryWeight: required when normType == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normKeyMean == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyMean: required when norm_type >= 1");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyMean: required when normType >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normType == 1 || p.normType == 2) && p.normKeyRstd == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyRstd: required when norm_type >= 1");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyRstd: required when normType >= 1");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normType == 2 && p.normKeyWeight == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyWeight: required when norm_type == 2");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyWeight: required when normType == 2");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr &&
         p.normAddedQueryMean == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "normAddedQueryMean: required when norm_added_type >= 1 and encoder_query is given");
+                "normAddedQueryMean: required when normAddedType >= 1 and encoderQuery is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr &&
         p.normAddedQueryRstd == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "normAddedQueryRstd: required when norm_added_type >= 1 and encoder_query is given");
+                "normAddedQueryRstd: required when normAddedType >= 1 and encoderQuery is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderQuery != nullptr && p.normAddedQueryWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "normAddedQueryWeight: required when norm_added_type == 2 and encoder_query is given");
+                "normAddedQueryWeight: required when normAddedType == 2 and encoderQuery is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr && p.normAddedKeyMean == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "normAddedKeyMean: required when norm_added_type >= 1 and encoder_key is given");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyMean: required when normAddedType >= 1 and encoderKey is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr && p.normAddedKeyRstd == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "normAddedKeyRstd: required when norm_added_type >= 1 and encoder_key is given");
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyRstd: required when normAddedType >= 1 and encoderKey is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     // mode rule of _nrc_common.py
     if (p.normAddedType == 2 && p.encoderKey != nullptr && p.normAddedKeyWeight == nullptr) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "normAddedKeyWeight: required when norm_added_type == 2 and encoder_key is given");
+                "normAddedKeyWeight: required when normAddedType == 2 and encoderKey is given");
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
