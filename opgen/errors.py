@@ -33,12 +33,14 @@ class ValidationError(OpgenError):
 class ManyErrors(OpgenError):
     """Several ops of one command failed (`opgen generate A B C`, `opgen diff`): `errors` holds each op's own
     OpgenError in the order of the ops, `total` the number of ops. The CLI prints each error as it prints a single
-    one, then one summary line; nothing is written."""
+    one, then one summary line; nothing is written. str() (for a library caller): the summary line, then each op's
+    error on its own line(s), indented by two spaces."""
 
     def __init__(self, errors: list, total: int):
         self.errors, self.total = list(errors), total
-        super().__init__(f"{len(self.errors)} of {total} ops failed (nothing was written): "
-                         + " | ".join(str(e) for e in self.errors))
+        lines = [f"{len(self.errors)} of {total} ops failed; nothing was written:"]
+        lines += ["  " + line for e in self.errors for line in str(e).splitlines()]
+        super().__init__("\n".join(lines))
 
 
 def display_path(path: str) -> str:

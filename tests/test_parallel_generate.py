@@ -235,6 +235,9 @@ def test_every_failing_op_is_reported_and_nothing_written(empty_cache, tmp_path,
         assert e.value.total == 3
     assert got[0] == got[1] and len(got[0]) == 2
     assert "undefined_name_xyz" in got[0][0] and "'w'" in got[0][1]
+    text = str(e.value).splitlines()   # a library caller's str(): the summary, then each error indented
+    assert text[0] == "2 of 3 ops failed; nothing was written:"
+    assert text[1:] == ["  " + line for x in got[1] for line in x.splitlines()]
     out = tmp_path / "out"
     assert main(["generate", *ops, "--out", str(out)]) == 2
     err = capsys.readouterr().err
