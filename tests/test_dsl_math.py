@@ -35,11 +35,14 @@ CASES = {
     # AscendC's Tanh on A2 / A3 (clip, exp(2x), (t - 1) / (t + 1) in fp32): t - 1 cancels near 0, an absolute error
     # of about ulp(1) / 2; exactly +-1 past |x| = 8.8 (docs/reference/ascendc.md §1.9)
     "tanh": ("b.tanh(x)", torch.tanh, (2e-7, 1.8e-7)),
-    "erf": ("b.erf(x)", torch.erf, (2e-7, 1e-30)),
+    # AscendC's Erf on A2 / A3 (clip to +-3.92, a rational P / Q in fp32): at most 4.3e-7 from erf, the largest
+    # just inside the clip (docs/reference/ascendc.md §1.9)
+    "erf": ("b.erf(x)", torch.erf, (4.5e-7, 1e-30)),
     "sigmoid": ("b.sigmoid(x)", torch.sigmoid, (4e-7, 1e-30)),
     "silu": ("b.silu(x)", F.silu, (4e-7, 1e-30)),
-    # 0.5 x (1 + erf(x / sqrt 2)) cancels for x < 0: an absolute error of about |x| ulp(1) in fp32
-    "gelu": ("b.gelu(x)", F.gelu, (4e-7, 2e-7)),
+    # 0.5 x (1 + erf(x / sqrt 2)) cancels for x < 0: an absolute error of up to 0.5 |x| times erf's 4.3e-7, largest
+    # just inside the clip (|x| = 3.92 sqrt 2: 1.2e-6 at most; seen 6.8e-7 on these inputs)
+    "gelu": ("b.gelu(x)", F.gelu, (4.5e-7, 1.2e-6)),
     # exp of an argument ~ -k (x + 0.044715 x^3): its fp32 error grows with the argument (1e-6 relative at x = -5);
     # torch's own 0.5 x (1 + tanh(.)) flushes the far negative tail to -0 where this form keeps a tiny value
     "gelu_tanh": ('b.gelu(x, approximate="tanh")', lambda t: F.gelu(t, approximate="tanh"), (4e-6, 1e-10)),

@@ -106,11 +106,28 @@ def gelu(i, a):
     return {"out": _gelu_tanh(_f(i["self"]))}
 
 
+def _gelu_erf(a):
+    """Exact GELU, 0.5 a (1 + erf(a / sqrt 2)), with math.erf in float64."""
+    return 0.5 * a * (1.0 + np.vectorize(math.erf, otypes=[np.float64])(a / math.sqrt(2.0)))
+
+
+def gelu_v2(i, a):
+    """Exact (approximate = 0) or tanh GELU. Exact: for x < 0 the value is a difference of terms of size |x| / 2, so
+    AscendC's Erf (4.3e-7 from erf, docs/reference/ascendc.md §1.9) is bounded against |x|."""
+    x = _f(i["x"])
+    if a.get("approximate", 0) == 0:
+        return {"y": (_gelu_erf(x), np.abs(x))}
+    return {"y": _gelu_tanh(x)}
+
+
 def geglu(i, a):
     x = _f(i["x"])
     h = x.shape[-1] // 2
     left, right = x[..., :h], x[..., h:]
     act, gate = (left, right) if a.get("activateLeft") in (True, "true") else (right, left)
+    if a.get("approximate", 1) == 0:
+        g = _gelu_erf(act)
+        return {"out": (g * gate, np.abs(act * gate)), "outGelu": (g, np.abs(act))}
     return {"out": _gelu_tanh(act) * gate, "outGelu": _gelu_tanh(act)}
 
 
@@ -322,7 +339,7 @@ def smooth_l1_loss(i, a):
 ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu,
                                    leaky_relu, hard_sigmoid, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul,
                                    batch_mat_mul, matmul_gelu, fused_mat_mul, rms_norm, rms_norm_grad, add_rms_norm,
-                                   layer_norm_grad, softmax, swiglu, gelu,
+                                   layer_norm_grad, softmax, swiglu, gelu, gelu_v2,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad, reduce_mean, reduce_max, mse_loss, batch_norm,
                                    instance_norm, layer_norm_v4, reduce_min, group_norm)}
@@ -412,6 +429,11 @@ CASES = [
     ("geglu", {"Bd": (4,), "H": 19}, F32, {"activateLeft": "true"}, 1),
     ("geglu", {"Bd": (4,), "H": 19}, F16, {"activateLeft": "false"}, 1),
     ("geglu", {"Bd": (2,), "H": 9001}, BF16, {"activateLeft": "true"}, 2),
+    ("geglu", {"Bd": (3,), "H": 40}, F32, {"activateLeft": "true", "approximate": 0}, 1),   # exact GELU (erf)
+    ("gelu_v2", {"Bd": (7, 33)}, F32, {"approximate": 0}, None),              # erf as AscendC's Erf steps
+    ("gelu_v2", {"Bd": (100003,)}, BF16, {"approximate": 0}, 2),              # one run split over the cores
+    ("gelu_v2", {"Bd": ()}, F16, {"approximate": 0}, None),                   # a 0-d tensor
+    ("gelu_v2", {"Bd": (5, 9)}, F16, {"approximate": 1}, None),               # the tanh form
     ("modulate", {"B": 2, "S": 9, "H": 40}, F32, {}, 1),
     ("modulate", {"B": 3, "S": 50, "H": 1}, BF16, {}, None),
     ("modulate", {"B": 2, "S": 3, "H": 40000}, F16, {}, 2),

@@ -1,9 +1,9 @@
 """GeGluV3 (aclnnGeGluV3): x's last axis holds two halves; one is passed through the tanh-approximated GELU and
-multiplies the other. activateLeft (static) selects which half is activated, so each value is its own kernel
-specialisation; outGelu is the activated half.
+multiplies the other. activateLeft and approximate (static) select which half is activated and which GELU, so each
+value is its own kernel specialisation; outGelu is the activated half.
 
-approximate = 1 is the tanh approximation; CANN's approximate = 0 (erf) needs an erf op the opgen IR does not
-have, so this spec declares only 1.
+approximate = 0 is the exact GELU, 0.5 x (1 + erf(x / sqrt 2)), with erf as AscendC's Erf computes it; 1 is the
+tanh approximation.
 """
 
 import math
@@ -18,7 +18,7 @@ H = spec.dim("H", max=32768)
 
 spec.input("x", T, [Bd, 2 * H])
 spec.attr("dim", int, -1, choices=(-1,), static=True, doc="the split axis: the last one")
-spec.attr("approximate", int, 1, choices=(1,), static=True, doc="1: tanh approximation")
+spec.attr("approximate", int, 1, choices=(0, 1), static=True, doc="0: exact (erf), 1: tanh approximation")
 spec.attr("activateLeft", bool, False, choices=(False, True), static=True,
           doc="True: GELU of the left half times the right half; False: the other way round")
 spec.output("out", T, [Bd, H])
@@ -35,5 +35,5 @@ spec.package("ops-nn", "activation")  # where the package goes: ops-nn activatio
 def _(b, x, dim, approximate, activateLeft):
     left, right = x.slice(-1, 0, H), x.slice(-1, H, 2 * H)
     a, g = (left, right) if activateLeft else (right, left)
-    ga = a / (1.0 + b.exp(-K * (a + 0.044715 * a * a * a)))
+    ga = b.gelu(a, approximate="none") if approximate == 0 else a / (1.0 + b.exp(-K * (a + 0.044715 * a * a * a)))
     return {"out": ga * g, "outGelu": ga}

@@ -32,6 +32,7 @@ from opgen.codegen.env import render
 from opgen.codegen.logic import py_condition, true_cubes
 from opgen.codegen.model import OpModel
 from opgen.errors import SpecError
+from opgen.interp.kernels import ERF_CLIP, ERF_P, ERF_Q
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
 
@@ -101,9 +102,8 @@ class _Printer:
         if op == "tanh":   # as opgen/interp/kernels.py: AscendC's Tanh on A2 / A3, clipped, exp(2x), in float32
             return (f"(lambda _t: (_t - np.float32(1.0)) / (_t + np.float32(1.0)))(np.exp(np.maximum(np.minimum("
                     f"{x[0]}, np.float32(8.8)), np.float32(-8.8)) * np.float32(2.0)))")
-        if op == "erf":   # as opgen/interp/kernels.py: math.erf in float64, rounded once to the operand's type
-            return (f"np.vectorize(__import__('math').erf, otypes=[np.float64])(np.asarray({x[0]}, "
-                    f"dtype=np.float64)).astype(np.asarray({x[0]}).dtype)")
+        if op == "erf":   # as opgen/interp/kernels.py: AscendC's Erf on A2 / A3, clipped, P(x) / Q(x), in float32
+            return _erf_expr(x[0])
         if op == "recip":
             return f"1.0 / {x[0]}"
         if op == "select":
@@ -529,3 +529,17 @@ def emit_golden(spec) -> dict[str, str]:
     """{"tests/assets/golden.py": text} for `spec`. Raises SpecError for parameter names the golden cannot take
     and IR ops the printer cannot print."""
     return {GOLDEN_PATH: render("tests/golden.py.j2", **golden_context(spec))}
+
+
+def _erf_expr(x: str) -> str:
+    """A Python expression of AscendC's Erf steps on `x` in float32 (opgen.kernel.rowmerge.erf_as_rational: the
+    clip, P and Q by Horner's rule in s = x², P / Q), for the emitted golden script."""
+    f = lambda v: f"np.float32({v!r})"   # noqa: E731
+    p = f"_s * {f(ERF_P[5])} + {f(ERF_P[4])}"
+    for k in (3, 2, 1, 0):
+        p = f"_s * ({p}) + {f(ERF_P[k])}"
+    q = f"_s + {f(ERF_Q[4])}"
+    for k in (3, 2, 1, 0):
+        q = f"_s * ({q}) + {f(ERF_Q[k])}"
+    return (f"(lambda _c: (lambda _s: (_c * ({p})) / ({q}))(_c * _c))(np.maximum(np.minimum({x}, {f(ERF_CLIP)}), "
+            f"{f(-ERF_CLIP)}))")

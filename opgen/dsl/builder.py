@@ -182,8 +182,9 @@ class Builder:
         return self.emit("tanh", (x,))
 
     def erf(self, x):
-        """Elementwise error function (float), an op of its own (`erf`): math.erf in float64, rounded once to the
-        operand's type. No kernel family lowers it yet."""
+        """Elementwise error function (float), an op of its own (`erf`). The interpreter's exact mode takes math.erf
+        in float64; its device mode (fp32) and the kernel families take AscendC's Erf steps (x clipped to ±3.92, a
+        rational P / Q in fp32: within 4.3e-7 of erf; docs/reference/ascendc.md §1.9)."""
         return self.emit("erf", (x,))
 
     def sigmoid(self, x):
@@ -199,7 +200,8 @@ class Builder:
     def gelu(self, x, approximate="none"):
         """GELU, elementwise (torch.nn.functional.gelu's two forms).
 
-        approximate="none": 0.5 * x * (1 + erf(x / sqrt(2))), with the `erf` op (not lowered by a kernel family yet);
+        approximate="none": 0.5 * x * (1 + erf(x / sqrt(2))), with the `erf` op (lowered as AscendC's Erf steps,
+        docs/reference/ascendc.md §1.9);
         approximate="tanh": 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), written as the equal
         x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) with mul, add, exp and div (lowered by the rows family).
         Raises SpecError for another `approximate`."""

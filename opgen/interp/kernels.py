@@ -130,11 +130,34 @@ def _matmul(ctx, x, y, a, ty):
     return np.matmul(x, y)
 
 
+ERF_CLIP = 3.92
+"""AscendC's Erf clips x to [-3.92, 3.92] before its rational approximation (docs/reference/ascendc.md §1.9)."""
+ERF_P = (0.29639384698e5, 0.50637915060e4, 0.13938061484e4, 0.10162808918e3, 0.75517016694e1, 0.053443748819)
+"""P(x) = x * sum_k ERF_P[k] x^(2k) of AscendC's Erf (p0 .. p5, docs/reference/ascendc.md §1.9); fp32 constants."""
+ERF_Q = (0.26267224157e5, 0.13243365831e5, 0.30231248150e4, 0.39856963806e3, 0.31212858877e2)
+"""Q(x) = x^10 + sum_k ERF_Q[k] x^(2k) of AscendC's Erf (q0 .. q4, docs/reference/ascendc.md §1.9); fp32 constants."""
+_ERF_CLIP = np.float32(ERF_CLIP)
+_ERF_P = tuple(np.float32(v) for v in ERF_P)
+_ERF_Q = tuple(np.float32(v) for v in ERF_Q)
+
+
 def _erf(ctx, x, a, ty):
-    """erf computed in float64 (math.erf, correctly rounded to float64), rounded once to x's float type."""
+    """erf. float32 (device mode): as AscendC's Erf on Atlas A2 / A3 computes it (docs/reference/ascendc.md §1.9): x
+    clipped to [-3.92, 3.92], s = x², P = x·(((((p5 s + p4) s + p3) s + p2) s + p1) s + p0), Q = ((((s + q4) s + q3)
+    s + q2) s + q1) s + q0, P / Q, each step rounded to float32 (within 4.3e-7 of erf, absolute and relative;
+    constant past the clip). float64 (exact mode): math.erf."""
     x = np.asarray(x)
-    r = np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
-    return r.astype(x.dtype) if x.dtype.kind == "f" else r
+    if x.dtype != np.float32:
+        return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+    c = np.maximum(np.minimum(x, _ERF_CLIP), -_ERF_CLIP)
+    s = c * c
+    p = s * _ERF_P[5] + _ERF_P[4]
+    for k in (3, 2, 1, 0):
+        p = s * p + _ERF_P[k]
+    q = s + _ERF_Q[4]
+    for k in (3, 2, 1, 0):
+        q = s * q + _ERF_Q[k]
+    return (c * p) / q
 
 
 def _tanh(ctx, x, a, ty):

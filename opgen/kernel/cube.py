@@ -42,7 +42,7 @@ from opgen.kernel import kir as K
 from opgen.kernel.family import Family, Lowered, register
 from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.rowlayout import Unsupported
-from opgen.kernel.rowmerge import tanh_as_exp
+from opgen.kernel.rowmerge import math_as_steps
 from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.rowprog import (ROUND_MODES, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram, _allocate,
                                   _float_literal, instr_op, lower_elementwise)
@@ -92,7 +92,7 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     """The GemmLayout of fused graph `g` (module docstring). With `spec`, every dtype row must bind the operands'
     dtype variable to f16 or bf16 (the cube reads no other type). Raises Unsupported naming the value (or the
     input, at its spec line) and the rule."""
-    g = tanh_as_exp(g)   # tanh as AscendC's Tanh computes it: vector steps the epilogue lowers
+    g = math_as_steps(g)   # tanh and erf as AscendC's Tanh and Erf compute them: vector steps the epilogue lowers
     vals, prod = g.values(), g.producers()
     params = {p.value.name: p for p in g.params if p.kind == "input"}
     outs = g.outputs
@@ -148,12 +148,13 @@ def gemm_layout(g, spec=None) -> GemmLayout:
 
 EPI_OPS = frozenset(set(VECTOR_BINARY) | set(VECTOR_UNARY) | {"neg"})
 """Elementwise ops of the vector epilogue: those the rows family's instruction lowering takes
-(opgen.kernel.rowprog.lower_elementwise); `tanh` is rewritten into them first (opgen.kernel.rowmerge.tanh_as_exp)."""
+(opgen.kernel.rowprog.lower_elementwise); `tanh` and `erf` are rewritten into them first
+(opgen.kernel.rowmerge.math_as_steps)."""
 EPI_STEPS = """The vector epilogue as steps (GemmLayout.steps), in graph order: ("acc", value) the matmul's fp32 result,
 ("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], "col": [N] or [1, N]),
 ("const", value, C++ float literal), ("attr", name) a runtime float attribute, ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
 the output written from `value` (round: the cast's round mode; "" for an fp32 output)."""
-_CONSTRUCTS = {"reduce": "a reduction", "matmul": "a second matmul", "erf": "`b.erf` (GELU's erf form)",
+_CONSTRUCTS = {"reduce": "a reduction", "matmul": "a second matmul",
                "select": "`b.where`", "gather": "a gather by index", "transpose": "a transpose",
                "broadcast": "a broadcast", "reshape": "a reshape", "concat": "a concat"}
 """The user's name of an op the epilogue refuses (else the op's own name)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from opgen.interp.kernels import ERF_CLIP, ERF_P, ERF_Q
 from opgen.ir.core import Graph, Node, Param, TensorType, Value
 from opgen.ir.dims import Lit, Variadic, as_dim
 
@@ -172,10 +173,57 @@ def tanh_as_exp(g: Graph) -> Graph:
     return Graph(g.name, g.params, tuple(nodes), g.outputs, g.constraints)
 
 
+def erf_as_rational(g: Graph) -> Graph:
+    """g with every `erf` written as AscendC's Erf computes it on Atlas A2 / A3 (docs/reference/ascendc.md §1.9):
+    c = max(min(x, 3.92), -3.92), s = c², P = c·(((((p5 s + p4) s + p3) s + p2) s + p1) s + p0),
+    Q = ((((s + q4) s + q3) s + q2) s + q1) s + q0, erf = P / Q, each step in fp32 — vector instructions the rows
+    family lowers (Mins, Maxs, Mul, Muls, Adds, Div), the same steps, in the same order, as the interpreter's device
+    mode (opgen.interp.kernels._erf). New values get fresh names (<result>_ef<k>); the last node keeps the result's
+    name, type and spec line."""
+    if not any(n.op == "erf" for n in g.nodes):
+        return g
+    fresh = _namer(g, "ef")
+    nodes = []
+    for n in g.nodes:
+        if n.op != "erf":
+            nodes.append(n)
+            continue
+        ty, loc = n.result.type, n.loc
+        scalar = TensorType(ty.dtype, ())
+
+        def const(v, base=n.result.name):
+            c = Value(fresh(base), scalar)
+            nodes.append(Node("const", (), c, (("dtype", ty.dtype), ("value", float(v))), loc))
+            return c.name
+
+        def step(op, a, b=None):
+            v = Value(fresh(n.result.name), ty)
+            nodes.append(Node(op, (a,) if b is None else (a, b), v, (), loc))
+            return v.name
+
+        c = step("maximum", step("minimum", n.inputs[0], const(ERF_CLIP)), const(-ERF_CLIP))
+        s = step("mul", c, c)
+        p = step("add", step("mul", s, const(ERF_P[5])), const(ERF_P[4]))
+        for k in (3, 2, 1, 0):
+            p = step("add", step("mul", s, p), const(ERF_P[k]))
+        p = step("mul", c, p)
+        q = step("add", s, const(ERF_Q[4]))
+        for k in (3, 2, 1, 0):
+            q = step("add", step("mul", s, q), const(ERF_Q[k]))
+        nodes.append(Node("div", (p, q), n.result, (), loc))
+    return Graph(g.name, g.params, tuple(nodes), g.outputs, g.constraints)
+
+
+def math_as_steps(g: Graph) -> Graph:
+    """g with the math functions AscendC computes by vector steps written as those steps: tanh (tanh_as_exp) and
+    erf (erf_as_rational)."""
+    return erf_as_rational(tanh_as_exp(g))
+
+
 def prepare(g: Graph) -> Graph:
-    """The graph the rows family analyses and lowers: tanh_as_exp, min_as_max, merge_trailing, then
+    """The graph the rows family analyses and lowers: math_as_steps, min_as_max, merge_trailing, then
     regroup_segments."""
-    return regroup_segments(merge_trailing(min_as_max(tanh_as_exp(g))))
+    return regroup_segments(merge_trailing(min_as_max(math_as_steps(g))))
 
 
 def merge_trailing(g: Graph) -> Graph:

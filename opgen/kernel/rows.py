@@ -26,8 +26,8 @@ from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import stamp
 from opgen.kernel import rowalg, rowprog
 from opgen.kernel.headlower import full_keys, lower_spec
-from opgen.kernel.rowmerge import (SEGMENT_OP, merge_blocker, merge_trailing, min_as_max, prepare, regroup_blocker,
-                                   tanh_as_exp)
+from opgen.kernel.rowmerge import (SEGMENT_OP, math_as_steps, merge_blocker, merge_trailing, min_as_max, prepare,
+                                   regroup_blocker)
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, SegView, Unsupported, analyse, keys_of,
                                     store_view, view_of)
 from opgen.names import cpp_name
@@ -36,7 +36,7 @@ from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower
 ELEMENTWISE = set(rowprog.VECTOR_BINARY) | set(rowprog.VECTOR_UNARY) | {"neg"}
 _CONSTRUCT = {"lt": "a comparison `<`", "le": "a comparison `<=`", "gt": "a comparison `>`", "ge": "a comparison `>=`",
               "eq": "a comparison `.eq`", "ne": "a comparison `.ne`", "and": "a mask `&`", "or": "a mask `|`",
-              "not": "a mask `~`", "select": "`b.where`", "iota": "`b.iota`", "erf": "`b.erf`",
+              "not": "a mask `~`", "select": "`b.where`", "iota": "`b.iota`",
               "gather": "a gather by index", "scatter_add": "a scatter-add by index", "matmul": "a matmul",
               "dimval": "a dim used as a number"}
 """The spec construct each op the rows family refuses comes from, named in its refusal."""
@@ -1053,7 +1053,7 @@ class RowsFamily(Family):
             lay = parts_layout(g)
             if lay is None:
                 _refuse_index_ops(g)
-                why = regroup_blocker(merge_trailing(min_as_max(tanh_as_exp(g))))
+                why = regroup_blocker(merge_trailing(min_as_max(math_as_steps(g))))
                 if why:   # say what kept a regrouping of the channels from the groups' rows
                     raise Unsupported(first.value, first.loc, f"{first.why} ({why})") from None
                 raise first from None
