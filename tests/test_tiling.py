@@ -536,3 +536,50 @@ int main()
 ''')
     assert out.stdout.split()[:4] == ["1", "0", "1", "1"], out.stdout
     assert "N: a dim 0 has 4 but a dim 1 has 5; they must be equal" in out.stderr, out.stderr
+
+
+def test_same_dim_with_back_places_and_an_unknown_first_extent_in_infer_shape(tmp_path):
+    """SameDim's remaining cases in graph mode's InferShape (review finding): a dim read from the back of an input
+    after a variadic group (labels "a dim -2" / "a dim -1"), and an unknown (-1) first extent skipped so the next two
+    places are the ones compared (v carries N and M, and InferShape reads it for z's M)."""
+    path = tmp_path / "square_scale.py"
+    path.write_text('''from opgen.dsl import A2, OpSpec, f32
+spec = OpSpec("SquareScale", aclnn="aclnnSquareScale", socs=(A2,))
+Bd = spec.variadic("Bd", max_rank=4)
+N = spec.dim("N")
+spec.input("a", f32, [Bd, N, N])
+M = spec.dim("M")
+spec.input("v", f32, [N, M])
+spec.output("y", f32, [Bd, N, N])
+spec.output("z", f32, [M])
+spec.dtypes((), [()])
+
+
+@spec.body
+def _(b, a, v):
+    return {"y": a * v.sum(-1), "z": v.sum(0)}
+''')
+    out = _run_infer_shape(tmp_path, load_spec(str(path)), '''#include <cstdio>
+#include "register/op_impl_registry.h"
+int main()
+{
+    // a = [2, c0, c1], v = [c2, 3]
+    const long long cases[][3] = {{4, 4, 4}, {4, 5, 4}, {-1, 4, 5}, {-1, -1, 4}, {-1, 4, 4}, {4, 4, 5}};
+    for (const auto& c : cases) {
+        gert::Shape a({2, c[0], c[1]}), v({c[2], 3}), y, z;
+        gert::InferShapeContext ctx;
+        ctx.inputShapes = {&a, &v};
+        ctx.outputShapes = {&y, &z};
+        const bool ok = gert::InferShapeRegistry().at("SquareScale")(&ctx) == ge::GRAPH_SUCCESS;
+        std::printf("%d\\n", ok ? 1 : 0);
+    }
+    return 0;
+}
+''')
+    # by hand: equal; a's own two places differ; -1 skipped, then a dim -1 (4) against v (5); every known extent
+    # 4; -1 skipped and the rest equal; a dim -2 (4) against v (5)
+    assert out.stdout.split() == ["1", "0", "0", "1", "1", "0"], (out.stdout, out.stderr)
+    err = out.stderr
+    assert "N: a dim -2 has 4 but a dim -1 has 5; they must be equal" in err, err
+    assert "N: a dim -1 has 4 but v has 5; they must be equal" in err, err
+    assert "N: a dim -2 has 4 but v has 5; they must be equal" in err, err
