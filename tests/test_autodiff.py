@@ -504,3 +504,118 @@ def test_rules_of_math_functions(op, torch_fn):
     want = _autograd(lambda x: torch_fn(x * 1.5) * x, {"x": x}, ["x"], dy)
     got = interpret(_derive(fwd, ["x"]), {"dy": dy, "x": x}, mode="exact")
     _close(got["d_x"], want["x"])
+
+
+# -- normalisations: softmax and log-softmax by one rule, the row max's shift without a gradient -----------------
+
+def test_derived_softmax_grad_has_no_adjoint_of_the_row_max():
+    """The max subtracted before the softmax carries no gradient (each row of the softmax's adjoint sums to zero):
+    the derived SoftmaxGrad is the hand-written form y (dy - sum(dy y)) — the forward's three row reductions (max,
+    sum, sum of dy y) and no compare against the max."""
+    spec = load_spec(str(DER / "softmax_grad.py"))
+    g = spec.graph(spec.keys()[0])
+    kinds = sorted(n.attr("kind") for n in g.nodes if n.op == "reduce")
+    assert kinds == ["max", "sum", "sum"], kinds
+    assert not any(n.op == "eq" for n in g.nodes)
+
+
+def _ce_case(n, c, seed):
+    rng = np.random.default_rng(seed)
+    x = _f32(rng.normal(size=(n, c)) * 2)
+    t = rng.integers(0, c, n).astype(np.int64)
+    t[1] = -100                                       # an ignored row
+    w = _f32(rng.uniform(0.5, 2.0, c))
+    g = _f32(rng.normal(size=n))
+    x64 = x.astype(np.float64)
+    lp = x64 - x64.max(-1, keepdims=True)
+    lp = lp - np.log(np.exp(lp).sum(-1, keepdims=True))
+    return x, t, w, g, lp
+
+
+@pytest.mark.parametrize("weighted, eps", [(False, 0.0), (True, 0.0), (True, 0.2)])
+def test_derived_cross_entropy_grad_reads_the_saved_log_prob(weighted, eps):
+    """derive_grad of CrossEntropyLoss with the saved logProb (examples/specs/derived/cross_entropy_loss_grad.py)
+    takes CANN's inputs (gradLoss, target, weight, logProb — not the logits) and equals torch autograd of
+    cross_entropy and the hand-written CrossEntropyLossGrad in float64 (weights, label smoothing, an ignored row)."""
+    spec = load_spec(str(DER / "cross_entropy_loss_grad.py"))
+    assert [i.name for i in spec.inputs] == ["gradLoss", "target", "weight", "logProb"]
+    x, t, w, g, lp = _ce_case(6, 9, 4)
+    inputs = {"gradLoss": g, "target": t, "logProb": lp, **({"weight": w} if weighted else {})}
+    attrs = {"labelSmoothing": eps}
+    got = interpret(spec, inputs, attrs, mode="exact")["xGrad"]
+    want = _autograd(lambda input, weight: torch.nn.functional.cross_entropy(
+        input, torch.tensor(t), weight=weight if weighted else None, reduction="none", ignore_index=-100,
+        label_smoothing=eps), {"input": x, "weight": w}, ["input"], g)["input"]
+    _close(got, want, saved=True)
+    hand = interpret(str(EX / "cross_entropy_loss_grad.py"), inputs, attrs, mode="exact")["xGrad"]
+    np.testing.assert_allclose(got, hand, rtol=1e-12, atol=1e-14)
+
+
+def test_derived_grad_of_a_saved_softmax_reads_only_dy_and_y(tmp_path):
+    """SoftmaxV2 differentiated with y saved: the derived operator is aclnnSoftmaxBackward's (gradOutput, output),
+    dx = y (dy - sum(dy y)), and equals torch autograd of softmax in float64 (y given as softmax(x) rounded to
+    fp32, so within fp32 rounding)."""
+    (tmp_path / "softmax.py").write_text((EX / "softmax.py").read_text())
+    p = tmp_path / "softmax_backward.py"
+    p.write_text('from opgen.dsl import derive_grad\n\nspec = derive_grad("softmax.py", "SoftmaxBackward", '
+                 'aclnn="aclnnSoftmaxBackward", wrt=["x"], saved=["y"], grads={"y": "dy"}, names={"x": "dx"})\n')
+    spec = load_spec(str(p))
+    assert [i.name for i in spec.inputs] == ["dy", "y"]
+    x, dy = _f32(RNG.normal(size=(5, 13)) * 3), _f32(RNG.normal(size=(5, 13)))
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    y = _f32(e / e.sum(-1, keepdims=True))
+    got = interpret(spec, {"dy": dy, "y": y}, mode="exact")["dx"]
+    want = _autograd(lambda x: torch.softmax(x, -1), {"x": x}, ["x"], dy)["x"]
+    _close(got, want, saved=True)
+
+
+SHIFTS = '''
+from opgen.dsl import A2, OpSpec, f32
+
+spec = OpSpec("ShiftProbe", aclnn="aclnnShiftProbe", socs=(A2,))
+N = spec.dim("N")
+C = spec.dim("C")
+spec.input("x", f32, [N, C])
+spec.output("y", f32, [N, C])
+spec.output("s", f32, [N, 1])
+
+
+@spec.body
+def _(b, x):
+    z = x - {shift}
+    e = b.exp(z)
+    s = e.sum(-1)
+    return {{"y": z - b.log(s){tail}, "s": s}}
+'''
+
+
+@pytest.mark.parametrize("shift, seed_s, tail, free", [
+    ("x.max(-1)", False, "", True),             # a per-row shift under a log-softmax only: no adjoint
+    ("x.max(0)", False, "", False),             # constant along the other axis: the shift's adjoint stays
+    ("x.max(-1)", True, "", False),             # the exp-sum is an output with its own gradient: stays
+    ("x.max(-1)", False, " + 0.5 * z", False),  # the shifted value read outside the normalisation: stays
+])
+def test_the_shift_rule_only_applies_where_it_is_exact(tmp_path, shift, seed_s, tail, free):
+    """The row shift loses its adjoint only when it is constant along the normalised axis and the shifted value is
+    read by nothing but the normalisation; otherwise the ordinary rules run. Each against torch autograd."""
+    (tmp_path / "shift_probe.py").write_text(SHIFTS.format(shift=shift, tail=tail))
+    grads = '{"y": "dy", "s": "ds"}' if seed_s else '{"y": "dy"}'
+    p = tmp_path / "shift_probe_grad.py"
+    p.write_text(f'from opgen.dsl import derive_grad\n\nspec = derive_grad("shift_probe.py", "ShiftProbeGrad", '
+                 f'aclnn="aclnnShiftProbeGrad", wrt=["x"], grads={grads}, names={{"x": "dx"}})\n')
+    spec = load_spec(str(p))
+    g = spec.graph(spec.keys()[0])
+    assert any(n.op == "eq" for n in g.nodes) == (not free)   # the max's adjoint: a compare against the max
+    x, dy, ds = _f32(RNG.normal(size=(4, 6))), _f32(RNG.normal(size=(4, 6))), _f32(RNG.normal(size=(4, 1)))
+    axis = -1 if shift == "x.max(-1)" else 0
+
+    def fwd(x):
+        z = x - x.amax(axis, keepdim=True)
+        s = torch.exp(z).sum(-1, keepdim=True)
+        return z - torch.log(s) + (0.5 * z if tail else 0), s
+
+    xt = _t(x, True)
+    y, s = fwd(xt)
+    ((y * _t(dy)).sum() + ((s * _t(ds)).sum() if seed_s else 0)).backward()
+    inputs = {"dy": dy, "x": x, **({"ds": ds} if seed_s else {})}
+    _close(interpret(spec, inputs, mode="exact")["dx"], xt.grad.numpy())

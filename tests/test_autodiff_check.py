@@ -55,14 +55,14 @@ def softmax_grad_tree(tmp_path_factory):
 
 @pytest.mark.parametrize("dims, strategy", [
     ({"Bd": (5, 3), "H": 77}, 1),
-    # two reductions in one exchange level: their workspace slots start on 32-byte blocks, else a total stored by
-    # TotalOwnedRows and the next slot's partials share a block (an MTE3 -> MTE2 race for the emulation)
+    # three levels of row reductions exchanged through workspace (max, sum of e, sum of dy y); two reductions in one
+    # level (workspace slots on 32-byte blocks) are checked by LayerNormGrad's COL_SPLIT case in test_examples.py
     ({"Bd": (2,), "H": 20000}, 2),
 ])
 def test_derived_softmax_grad_kernel(dims, strategy, softmax_grad_tree):
-    """The derived SoftmaxGrad (the max's adjoint is a compare and select: the row's maxima share it) against torch
-    autograd of softmax in float64: rows per core pass (ROW_SPLIT) and rows split over the cores (COL_SPLIT, four
-    levels of row reductions exchanged through workspace). Both cases check one generated package (one build)."""
+    """The derived SoftmaxGrad (the row max carries no gradient: dx = y (dy - sum(dy y)) with y recomputed from x)
+    against torch autograd of softmax in float64: rows per core pass (ROW_SPLIT) and rows split over the cores
+    (COL_SPLIT). Both cases check one generated package (one build)."""
     torch = pytest.importorskip("torch")
     derived, out = softmax_grad_tree
     r = run_check(str(derived), dims=dims, dtypes={"T": "float32"}, gen_dir=out, seed=5, progress=False)
@@ -78,3 +78,41 @@ def test_derived_softmax_grad_kernel(dims, strategy, softmax_grad_tree):
     scale = y * (np.abs(np.asarray(r.inputs["dy"], np.float64)) + np.abs(want).mean())   # dx = y (dy - <dy, y>)
     assert np.all(np.abs(got - want) <= 2.0**-24 * 16 * dims["H"] * (scale + scale.mean())), \
         float(np.abs(got - want).max())
+
+
+def test_derived_cross_entropy_grad_kernel_reads_log_prob(tmp_path):
+    """The derived CrossEntropyLossGrad (examples/specs/derived/, logProb saved) emulated against torch autograd of
+    cross_entropy in float64 (weights, label smoothing, an ignored row, a tail over the cores), and its GM traffic
+    within 5% of the hand-written CrossEntropyLossGrad's on the same case (the target for derived kernels)."""
+    torch = pytest.importorskip("torch")
+    from opgen.codegen import write_ops
+
+    derived, hand = EX / "derived" / "cross_entropy_loss_grad.py", EX / "cross_entropy_loss_grad.py"
+    write_ops([str(derived)], tmp_path / "derived")
+    write_ops([str(hand)], tmp_path / "hand")
+    n, c, eps = 97, 301, 0.1
+    rng = np.random.default_rng(8)
+    x = rng.normal(0.0, 2.0, (n, c))
+    t = rng.integers(0, c, n).astype(np.int64)
+    t[5] = -100
+    w = rng.uniform(0.5, 2.0, c).astype(np.float32)
+    g = rng.normal(0.0, 1.0, n).astype(np.float32)
+    z = x - x.max(-1, keepdims=True)
+    lp = (z - np.log(np.exp(z).sum(-1, keepdims=True))).astype(np.float32)
+    inputs = {"gradLoss": g, "target": t, "weight": w, "logProb": lp}
+    attrs = {"labelSmoothing": eps}
+    r = run_check(str(derived), inputs, attrs=attrs, dtypes={"T": "float32"}, gen_dir=tmp_path / "derived",
+                  progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items()})
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    torch.nn.functional.cross_entropy(xt, torch.tensor(t), weight=torch.tensor(w, dtype=torch.float64),
+                                      reduction="none", ignore_index=-100, label_smoothing=eps).backward(
+        torch.tensor(g, dtype=torch.float64))
+    want = xt.grad.numpy()
+    got = np.asarray(r.arrays["xGrad"], dtype=np.float64)
+    # the kernel reads logProb rounded to fp32 (exp of it: 2^-24 relative) and sums C terms in fp32
+    scale = np.abs(g)[:, None] * 2.0 * w.max()
+    assert np.all(np.abs(got - want) <= 2.0**-24 * 8 * c * scale), float(np.abs(got - want).max())
+    h = run_check(str(hand), inputs, attrs=attrs, dtypes={"T": "float32"}, gen_dir=tmp_path / "hand",
+                  progress=False)
+    assert h.passed and r.gm_bytes <= 1.05 * h.gm_bytes, (r.gm_bytes, h.gm_bytes)

@@ -25,7 +25,10 @@ ch. 3) with these conventions, documented in docs/design.md "Backward from forwa
   casts to or from integer/bool types carry no gradient; comparisons, iota, constants carry none;
 * slice: the adjoints of slices of one value that tile an axis are joined by one concat (zeros in the gaps);
   a strided slice scatters its adjoint back with scatter_add;
-* gather -> scatter_add, scatter_add -> gather; matmul -> two matmuls with the transposes swapped.
+* gather -> scatter_add, scatter_add -> gather; matmul -> two matmuls with the transposes swapped;
+* a softmax e / S or log-softmax d - log(S) (e = exp(d), S e's keepdims sum or its broadcast) differentiates by one
+  rule straight to d (_norm_rule), with the primal (or saved) y / lp; a shift of d constant along the normalised
+  axes, where d is read only by such normalisations, gets no adjoint (_shift_free: its row sums are zero).
 
 An op on the path from a differentiated input to a differentiated output without a rule raises `NoDerivative`,
 which carries the node (its `loc` is the forward spec line). To add an op: write `_rule(ad, node, g) -> {input
@@ -423,6 +426,106 @@ in fp32; a returned adjoint has its input's shape, a shape that broadcasts to it
 others by broadcasting adds) or is a _SlicePiece."""
 
 
+# -- normalisations by a row's exp-sum: softmax and log-softmax as one rule each --------------------------------
+
+class _Norm:
+    """A softmax y = e / S or a log-softmax lp = d - log(S) recognised in the forward graph: e = exp(d), s = the sum
+    of e over `axes` (keepdims), S = s or a broadcast of it (the log may also come before the broadcast). `inner`:
+    the values between d and the result (e, s, the broadcast and the log), which the rule differentiates through."""
+
+    __slots__ = ("kind", "result", "d", "axes", "inner")
+
+    def __init__(self, kind, result, d, axes, inner):
+        self.kind, self.result, self.d, self.axes, self.inner = kind, result, d, axes, inner
+
+
+def _exp_sum(prod, v):
+    """(d, e, s, axes, values passed) when value v is s or broadcast(s) with s = reduce(sum, axes, keepdims) of
+    e = exp(d); else None."""
+    passed = [v]
+    n = prod.get(v)
+    if n is not None and n.op == "broadcast":
+        v = n.inputs[0]
+        passed.append(v)
+        n = prod.get(v)
+    if n is None or n.op != "reduce" or n.attr("kind") != "sum" or not n.attr("keepdims"):
+        return None
+    e = n.inputs[0]
+    en = prod.get(e)
+    if en is None or en.op != "exp":
+        return None
+    shape = en.result.type.shape
+    return en.inputs[0], e, v, tuple(_axes_of(shape, n.attr("axes"))), passed + [e]
+
+
+def _norms(g: Graph) -> dict:
+    """{result value: _Norm} for every softmax (div(e, S)) and log-softmax (sub(d, log S) or sub(d, broadcast(log
+    s))) of g whose exp-sum runs over the same d (docs/design.md "Backward from forward": normalisations)."""
+    prod = g.producers()
+    out = {}
+    for n in g.nodes:
+        if n.op == "div":
+            hit = _exp_sum(prod, n.inputs[1])
+            if hit and hit[1] == n.inputs[0]:
+                out[n.result.name] = _Norm("softmax", n.result.name, hit[0], hit[3], tuple(hit[4]))
+        elif n.op == "sub":
+            v, passed = n.inputs[1], []
+            m = prod.get(v)
+            if m is not None and m.op == "broadcast":
+                passed.append(v)
+                v = m.inputs[0]
+                m = prod.get(v)
+            if m is None or m.op != "log":
+                continue
+            passed.append(v)
+            hit = _exp_sum(prod, m.inputs[0])
+            if hit and hit[0] == n.inputs[0]:
+                out[n.result.name] = _Norm("log_softmax", n.result.name, hit[0], hit[3], tuple(passed + hit[4]))
+    return out
+
+
+def _norm_rule(ad: _Emitter, nm: _Norm, g: str, p) -> str:
+    """The adjoint a normalisation gives its d: softmax y (g - sum(g y)), log-softmax g - exp(lp) sum(g), each
+    sum over the normalised axes (keepdims), with the primal y / lp (a saved output when the caller saved it)."""
+    axes = tuple(a - len(ad.type(g).shape) for a in nm.axes)
+    y = ad.f32(p(nm.result))
+    if nm.kind == "softmax":
+        t = ad.emit("reduce", (ad.emit("mul", (g, y)),), kind="sum", axes=axes, keepdims=True)
+        return ad.emit("mul", (y, ad.emit("sub", (g, t))))
+    t = ad.emit("reduce", (g,), kind="sum", axes=axes, keepdims=True)
+    return ad.emit("sub", (g, ad.emit("mul", (ad.emit("exp", (y,)), t))))
+
+
+def _shift_free(g: Graph, norms: dict, seeded: set) -> set:
+    """The values d = x - m (or x + m) whose shift m carries no adjoint: m is constant along the normalised axes
+    and d is read only by normalisations over those axes (each row of their adjoint of d sums to zero, so m's,
+    minus that row sum, is zero in exact arithmetic; a row max taken before a softmax costs no gradient)."""
+    users: dict = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            users.setdefault(i, set()).add(n.result.name)
+    prod, vals = g.producers(), g.values()
+    by_d: dict = {}
+    for nm in norms.values():
+        by_d.setdefault(nm.d, []).append(nm)
+    out = set()
+    for d, group in by_d.items():
+        n = prod.get(d)
+        if n is None or n.op not in ("sub", "add") or len({nm.axes for nm in group}) != 1:
+            continue
+        shape = n.result.type.shape
+        mshape = vals[n.inputs[1]].type.shape
+        if len(mshape) != len(shape) or any(mshape[a] != Lit(1) for a in group[0].axes):
+            continue
+        inner = {v for nm in group for v in nm.inner}
+        allowed = inner | {nm.result for nm in group}
+        if d in seeded or inner & seeded:
+            continue
+        if all(users.get(v, set()) <= allowed for v in inner | {d}):
+            out.add(d)
+    return out
+
+
 # -- saved outputs ---------------------------------------------------------------------------------------------
 
 _VIEWS = ("reshape", "permute", "cast", "recip", "neg")
@@ -545,17 +648,26 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
             out = ad.emit("broadcast", (out,), shape=shape)
         return out
 
+    norms = _norms(g)
+    shift_free = _shift_free(g, norms, {outs[o] for o in grads})
     for n in reversed(g.nodes):
         r = n.result.name
         if r not in active or r not in adj:
             continue
         ad.loc = n.loc
+        nm = norms.get(r)
+        if nm is not None:   # a softmax / log-softmax: one rule straight to its d (_norm_rule)
+            if nm.d in active:
+                adj.setdefault(nm.d, []).append(_norm_rule(ad, nm, total(r, fwd_types[r].shape), primal))
+            continue
         gsum = total(r, fwd_types[r].shape, exact=not _takes_lazy(n, fwd_types))
         rule = RULES.get(n.op)
         if rule is None:
             raise NoDerivative(n, f"{n.op} has no derivative rule (opgen.ir.autodiff.RULES)")
         for k, contrib in rule(ad, n, gsum, primal).items():
             i = n.inputs[k]
+            if k == 1 and r in shift_free:   # the shift of a normalised value: no adjoint (_shift_free)
+                continue
             if i in active and _is_float(fwd_types[i].dtype):
                 adj.setdefault(i, []).append(contrib)
 
