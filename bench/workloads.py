@@ -242,6 +242,24 @@ GM += [
     {"op": str(EXAMPLES / "cross_entropy_loss_grad.py"), "case": "CrossEntropyLossGrad [1024, 32000] bf16",
      "dims": {"N": 1024, "C": 32000}, "quick_dims": {"N": 64, "C": 32000}, "dtypes": {"T": "bfloat16"},
      "time_interp": True},
+    # backward operators derived from their forwards (examples/specs/derived/) next to the hand-written ones at the
+    # same sizes: goal <= 1.10 and within 5% of the hand-written kernel's bytes
+    {"op": str(EXAMPLES / "derived" / "cross_entropy_loss_grad.py"),
+     "case": "CrossEntropyLossGrad [1024, 32000] bf16, derived (saved logProb)", "dims": {"N": 1024, "C": 32000},
+     "quick_dims": {"N": 64, "C": 32000}, "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "derived" / "layer_norm_grad.py"), "case": "LayerNormGrad [4096, 1152] bf16, derived",
+     "dims": {"Bd": (4096,), "H": 1152}, "quick_dims": {"Bd": (256,), "H": 1152},
+     "dtypes": {"T": "bfloat16", "U": "bfloat16"}},
+    {"op": str(EXAMPLES / "rms_norm_grad.py"), "case": "RmsNormGrad [4096, 4096] bf16",
+     "dims": {"Bd": (4096,), "H": 4096}, "quick_dims": {"Bd": (256,), "H": 4096}, "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "derived" / "rms_norm_grad.py"), "case": "RmsNormGrad [4096, 4096] bf16, derived",
+     "dims": {"Bd": (4096,), "H": 4096}, "quick_dims": {"Bd": (256,), "H": 4096}, "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "swiglu_grad.py"), "case": "SwiGluGrad [1024, 2 x 11008] bf16",
+     "dims": {"Bd": (1024,), "H": 11008}, "quick_dims": {"Bd": (64,), "H": 11008}, "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "derived" / "swiglu_grad.py"), "case": "SwiGluGrad [1024, 2 x 11008] bf16, derived",
+     "dims": {"Bd": (1024,), "H": 11008}, "quick_dims": {"Bd": (64,), "H": 11008}, "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "derived" / "softmax_grad.py"), "case": "SoftmaxGrad [4096, 4096] fp16, derived",
+     "dims": {"Bd": (4096,), "H": 4096}, "quick_dims": {"Bd": (64,), "H": 4096}, "dtypes": {"T": "float16"}},
     # dense attention (a key set of every key): the S / P tiles go through the GM workspace (cube <-> vector), K / V
     # are read once per S1 block of a unit
     {"op": str(EXAMPLES / "flash_attention_score.py"),
