@@ -208,3 +208,96 @@ def test_the_ub_proof_probes_a_merged_row_at_both_maxima(tmp_path, monkeypatch):
     p.write_text(HEAD + MERGED_MAX.format(require=""))
     write_ops([str(p)], tmp_path / "streamed")
     assert "ColStream" in (tmp_path / "streamed" / "norm" / "op_kernel" / "norm.h").read_text()
+
+
+CHANNEL = '''
+spec = OpSpec("{op}", aclnn="aclnn{op}", socs=(A2, A3), round="rint")
+{a}, {b}, {c}, {d} = spec.dims("{a} {b} {c} {d}")
+spec.input("x", {t}, [{a}, {b}, {c}, {d}])
+spec.input("gamma", f32, {gshape})
+spec.output("y", {t}, [{a}, {b}, {c}, {d}])
+
+
+@spec.body
+def _(b, x, gamma):
+    xf = x.f32()
+    r = b.rsqrt((xf * xf).mean(1) + 1e-6)
+    return {{"y": (xf * r * gamma).cast(x.dtype, "rint")}}
+'''
+
+
+@pytest.mark.parametrize("names", [("B", "C", "H", "W"), ("Q", "P", "A", "Z")])
+def test_the_axes_after_a_middle_reduction_become_one_row(tmp_path, names):
+    """RmsNorm over the channels of [B, C, H, W] (a mean over axis 1): H and W, which no reduction touches, merge into
+    one row of H * W; the mean becomes one over the C rows of each batch; the [C, 1, 1] weight becomes [C, 1].
+    Renaming the dims changes nothing but the names."""
+    a, b, c, d = names
+    g = _graph(tmp_path, CHANNEL.format(op="RmsC", a=a, b=b, c=c, d=d, t="f32", gshape=f"[{b}, 1, 1]"), "RmsC")
+    m = merge_trailing(g)
+    lay = analyse(m)
+    assert lay.axes == (a, b) and sorted(lay.row.split(" * ")) == sorted([c, d]) and lay.split == 1, lay.text()
+    vals = m.values()
+    assert [str(x) for x in vals["gamma"].type.shape] == [b, "1"]
+    assert [n.attr("axes") for n in m.nodes if n.op == "reduce"] == [(1,)]
+
+
+def test_a_weight_over_one_of_the_axes_after_the_reduction_keeps_the_graph(tmp_path):
+    """A [W] weight broadcast onto H, W: they are not one block of every value; the graph is left as it is and the
+    family's refusal says which input kept them apart."""
+    from opgen.kernel.rowmerge import merge_blocker
+
+    g = _graph(tmp_path, CHANNEL.format(op="RmsC", a="B", b="C", c="H", d="W", t="f32", gshape="[W]"), "RmsC")
+    assert merge_trailing(g) is g
+    assert merge_blocker(g) == ("the axes [H, W] after the reduced ones are not merged into one row: input gamma of "
+                                "shape [W] carries part of them")
+
+
+def test_reductions_leaving_different_runs_keep_the_graph(tmp_path):
+    """A mean over axis 1 (leaving H, W) and one over axis 2 (leaving W): no run every reduction leaves whole."""
+    g = _graph(tmp_path, CHANNEL.format(op="RmsC", a="B", b="C", c="H", d="W", t="f32", gshape="[C, 1, 1]")
+               .replace('spec.output("y"', 'spec.output("z", f32, [B, C, 1, W])\nspec.output("y"')
+               .replace('return {"y"', 'return {"z": xf.mean(2), "y"'), "RmsC")
+    assert merge_trailing(g) is g
+
+
+@pytest.mark.slow
+def test_channel_rms_norm_kernel_against_float64(tmp_path):
+    """The emulated kernel of RmsNorm over the channels of [B, C, H, W] (bf16, fp32; a row of H * W elements, C rows
+    a batch, batches over the cores) against float64 NumPy on the inputs the kernel got."""
+    import numpy as np
+
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    p = tmp_path / "rms_channel.py"
+    p.write_text('''from opgen.dsl import A2, A3, OpSpec, bf16, f32
+
+spec = OpSpec("RmsNormChannel", aclnn="aclnnRmsNormChannel", socs=(A2, A3), round="rint")
+B = spec.dim("B")
+C = spec.dim("C", max=4096)
+H = spec.dim("H", max=64)
+W = spec.dim("W", max=64)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [B, C, H, W])
+spec.input("gamma", f32, [C, 1, 1])
+spec.output("y", T, [B, C, H, W])
+spec.dtypes((T,), [(f32,), (bf16,)])
+
+
+@spec.body
+def _(b, x, gamma):
+    xf = x.f32()
+    r = b.rsqrt((xf * xf).mean(1) + 1e-6)
+    return {"y": (xf * r * gamma).cast(T, "rint")}
+''')
+    write_ops([str(p)], tmp_path / "gen")
+    for dims, dt, unit in (({"B": 3, "C": 37, "H": 5, "W": 9}, "float32", 2.0**-24),
+                           ({"B": 50, "C": 16, "H": 17, "W": 33}, "bfloat16", 2.0**-8)):
+        r = run_check(str(p), dims=dims, dtypes={"T": dt}, gen_dir=tmp_path / "gen", seed=4, progress=False)
+        assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items()})
+        x = np.asarray(r.inputs["x"], dtype=np.float64)
+        gamma = np.asarray(r.inputs["gamma"], dtype=np.float64)
+        want = x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-6) * gamma
+        got = np.asarray(r.arrays["y"], dtype=np.float64)
+        assert np.all(np.abs(got - want) <= 4 * unit * np.abs(want) + 2.0**-24 * 8 * dims["C"] * np.abs(want)), \
+            float(np.abs(got - want).max())

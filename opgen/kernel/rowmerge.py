@@ -17,6 +17,9 @@ is kept as it is, unless an elementwise op broadcasts it onto the run: shapes al
 contiguous block of every tensor that carries it (tensors are row-major): the graph is rewritten with the run
 merged into a single axis (extent H * W, or 1) in every shape, every reduction's axes and every reshape /
 broadcast target. GM addressing is unchanged: a row of the merged axis is the same run of elements of the tensor.
+When no reduction spans several trailing axes, the run of two or more trailing axes after the last reduced axis
+is merged the same way if every reduction leaves that same run untouched (`_row_run`: RmsNorm over the channels of
+[B, C, H, W] reduces axis 1 and leaves H, W, which become one row; the mean is then one over the rows of a batch).
 
 `merge_trailing(g)` returns the rewritten graph, or `g` itself when there is nothing to merge or the graph does
 not keep the run together (a [W] weight, a permute, a slice ...): the rows analysis then refuses it with its own
@@ -69,8 +72,31 @@ def _group_of(g: Graph):
             return None
         found = run
     if found is None:
-        return None
+        return _row_run(g)
     return len(found), found
+
+
+def _row_run(g: Graph):
+    """(m, extents) of the run of two or more trailing axes after the last axis any reduction of g reduces, when
+    every reduction (at least one) leaves the same run untouched (RmsNorm over the channels of [B, C, H, W]: H, W);
+    None otherwise. Merged into one row axis, the reductions become ones over the rows of a batch."""
+    vals = g.values()
+    found = None
+    for n in g.nodes:
+        if n.op != "reduce":
+            continue
+        shape = vals[n.inputs[0]].type.shape
+        if any(isinstance(d, Variadic) for d in shape):
+            return None
+        rank = len(shape)
+        real = [a for a in _norm(n.attr("axes"), rank) if as_dim(shape[a]) != Lit(1)]
+        if not real:
+            continue
+        run = tuple(as_dim(d) for d in shape[max(real) + 1:])
+        if len(run) < 2 or (found is not None and found != run):
+            return None
+        found = run
+    return None if found is None else (len(found), found)
 
 
 def _merge_shape(shape, m: int, run):
@@ -245,16 +271,19 @@ def _merge(g: Graph) -> tuple[Graph, str]:
         return g, ""
     m, run = grp
     names = ", ".join(str(d) for d in run)
+    reduced = any(n.op == "reduce" and any(a >= len(g.values()[n.inputs[0]].type.shape) - m for a in _norm(
+        n.attr("axes"), len(g.values()[n.inputs[0]].type.shape))) for n in g.nodes)
+    what_axes = f"the reduced axes [{names}]" if reduced else f"the axes [{names}] after the reduced ones"
     odd = next((n for n in g.nodes if n.op in _AXIS_OPS), None)
     if odd is not None:
-        return g, (f"the reduced axes [{names}] are not merged into one row: the graph has a {odd.op} "
+        return g, (f"{what_axes} are not merged into one row: the graph has a {odd.op} "
                    f"(%{odd.result.name})")
 
     inputs = {p.value.name for p in g.params}
 
     def part(v: Value) -> str:
         what = f"input {v.name}" if v.name in inputs else f"%{v.name}"
-        return (f"the reduced axes [{names}] are not merged into one row: {what} of shape "
+        return (f"{what_axes} are not merged into one row: {what} of shape "
                 f"[{', '.join(str(d) for d in v.type.shape)}] carries part of them")
 
     def ty(v: Value):
@@ -299,7 +328,7 @@ def _merge(g: Graph) -> tuple[Graph, str]:
                 return g, part(n.result)
             attrs["shape"] = tuple(s)
         elif n.op not in _SHAPE_OPS and any(isinstance(v, (list, tuple)) for v in attrs.values()):
-            return g, f"the reduced axes [{names}] are not merged into one row: %{n.result.name} ({n.op})"
+            return g, f"{what_axes} are not merged into one row: %{n.result.name} ({n.op})"
         nodes.append(dataclasses.replace(n, result=r, attrs=tuple(sorted(attrs.items()))))
     return Graph(g.name, tuple(params), tuple(nodes), g.outputs, g.constraints), ""
 
