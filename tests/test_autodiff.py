@@ -461,6 +461,10 @@ def _stats(x):
 
 @pytest.mark.slow   # the derivation traces 432 forward specialisations (about 7 s) and the sweep interprets 108 calls
 def test_norm_rope_concat_grad_derived_equals_hand_written():
+    """The derived NormRopeConcatGrad over the 54 attribute combinations equals the hand-written spec and torch
+    autograd of the forward (tests/oracles.norm_rope_concat_grad) in float64."""
+    from oracles import norm_rope_concat_grad
+
     derived = load_spec(str(DER / "norm_rope_concat_grad.py"))
     hand = load_spec(str(ROOT / "specs" / "norm_rope_concat_grad.py"))
     B, Sq, Sk, N, D, R, Seq, Sek = 1, 3, 2, 2, 4, 2, 2, 1
@@ -491,6 +495,10 @@ def test_norm_rope_concat_grad_derived_equals_hand_written():
         assert set(got) == set(want), (attrs, sorted(got), sorted(want))
         for name in want:
             _close(got[name], np.asarray(want[name], dtype=np.float64), saved=True)
+        # and torch autograd of the forward at the given statistics (tests/oracles.py, independent of opgen)
+        auto = norm_rope_concat_grad(**h_in, **attrs)
+        for name in want:
+            _close(got[name], auto[name], saved=True)
 
 
 @pytest.mark.parametrize("op,torch_fn", [("tanh", torch.tanh), ("erf", torch.erf)])
