@@ -165,18 +165,17 @@ TANH_CLIP = 8.8
 docs/reference/ascendc.md §1.9)."""
 
 
-def tanh_as_exp(g: Graph) -> Graph:
-    """g with every `tanh` written as AscendC's Tanh computes it on Atlas A2 / A3 (docs/reference/ascendc.md §1.9):
-    c = max(min(x, 8.8), -8.8), t = exp(2 c), (t - 1) / (t + 1), in fp32 — vector instructions the rows family
-    lowers (Mins, Maxs, Muls, Exp, Adds, Div), the same steps the interpreter's device mode takes. New values get
-    fresh names (<result>_th<k>); the last node keeps the result's name, type and spec line."""
-    if not any(n.op == "tanh" for n in g.nodes):
+def _expand(g: Graph, op: str, tag: str, build) -> Graph:
+    """g with every node of `op` replaced by vector steps: `build(x, const, step)` emits them through
+    `const(value)` (an fp32-typed scalar of the node's dtype) and `step(op, a, b=None)` (a value of the node's type)
+    and returns the last one as (op, a, b), which keeps the node's result name, type and spec line; the others get
+    fresh names <result>_<tag><k> and the node's spec line. g itself when it has no `op` node."""
+    if not any(n.op == op for n in g.nodes):
         return g
-    fresh = _namer(g, "th")
-
+    fresh = _namer(g, tag)
     nodes = []
     for n in g.nodes:
-        if n.op != "tanh":
+        if n.op != op:
             nodes.append(n)
             continue
         ty, loc = n.result.type, n.loc
@@ -187,16 +186,41 @@ def tanh_as_exp(g: Graph) -> Graph:
             nodes.append(Node("const", (), c, (("dtype", ty.dtype), ("value", float(v))), loc))
             return c.name
 
-        def step(op, a, b=None):
-            v = Value(fresh(n.result.name), ty)
-            nodes.append(Node(op, (a,) if b is None else (a, b), v, (), loc))
+        def step(op_, a, b=None, base=n.result.name):
+            v = Value(fresh(base), ty)
+            nodes.append(Node(op_, (a,) if b is None else (a, b), v, (), loc))
             return v.name
 
-        lo = step("maximum", step("minimum", n.inputs[0], const(TANH_CLIP)), const(-TANH_CLIP))
-        t = step("exp", step("mul", lo, const(2.0)))
-        num, den = step("add", t, const(-1.0)), step("add", t, const(1.0))
-        nodes.append(Node("div", (num, den), n.result, (), loc))
+        last, a, b = build(n.inputs[0], const, step)
+        nodes.append(Node(last, (a, b), n.result, (), loc))
     return Graph(g.name, g.params, tuple(nodes), g.outputs, g.constraints)
+
+
+def _tanh_steps(x, const, step):
+    lo = step("maximum", step("minimum", x, const(TANH_CLIP)), const(-TANH_CLIP))
+    t = step("exp", step("mul", lo, const(2.0)))
+    return "div", step("add", t, const(-1.0)), step("add", t, const(1.0))
+
+
+def tanh_as_exp(g: Graph) -> Graph:
+    """g with every `tanh` written as AscendC's Tanh computes it on Atlas A2 / A3 (docs/reference/ascendc.md §1.9):
+    c = max(min(x, 8.8), -8.8), t = exp(2 c), (t - 1) / (t + 1), in fp32 — vector instructions the rows family
+    lowers (Mins, Maxs, Muls, Exp, Adds, Div), the same steps the interpreter's device mode takes. New values get
+    fresh names (<result>_th<k>); the last node keeps the result's name, type and spec line."""
+    return _expand(g, "tanh", "th", _tanh_steps)
+
+
+def _erf_steps(x, const, step):
+    c = step("maximum", step("minimum", x, const(ERF_CLIP)), const(-ERF_CLIP))
+    s = step("mul", c, c)
+    p = step("add", step("mul", s, const(ERF_P[5])), const(ERF_P[4]))
+    for k in (3, 2, 1, 0):
+        p = step("add", step("mul", s, p), const(ERF_P[k]))
+    p = step("mul", c, p)
+    q = step("add", s, const(ERF_Q[4]))
+    for k in (3, 2, 1, 0):
+        q = step("add", step("mul", s, q), const(ERF_Q[k]))
+    return "div", p, q
 
 
 def erf_as_rational(g: Graph) -> Graph:
@@ -206,38 +230,7 @@ def erf_as_rational(g: Graph) -> Graph:
     family lowers (Mins, Maxs, Mul, Muls, Adds, Div), the same steps, in the same order, as the interpreter's device
     mode (opgen.interp.kernels._erf). New values get fresh names (<result>_ef<k>); the last node keeps the result's
     name, type and spec line."""
-    if not any(n.op == "erf" for n in g.nodes):
-        return g
-    fresh = _namer(g, "ef")
-    nodes = []
-    for n in g.nodes:
-        if n.op != "erf":
-            nodes.append(n)
-            continue
-        ty, loc = n.result.type, n.loc
-        scalar = TensorType(ty.dtype, ())
-
-        def const(v, base=n.result.name):
-            c = Value(fresh(base), scalar)
-            nodes.append(Node("const", (), c, (("dtype", ty.dtype), ("value", float(v))), loc))
-            return c.name
-
-        def step(op, a, b=None):
-            v = Value(fresh(n.result.name), ty)
-            nodes.append(Node(op, (a,) if b is None else (a, b), v, (), loc))
-            return v.name
-
-        c = step("maximum", step("minimum", n.inputs[0], const(ERF_CLIP)), const(-ERF_CLIP))
-        s = step("mul", c, c)
-        p = step("add", step("mul", s, const(ERF_P[5])), const(ERF_P[4]))
-        for k in (3, 2, 1, 0):
-            p = step("add", step("mul", s, p), const(ERF_P[k]))
-        p = step("mul", c, p)
-        q = step("add", s, const(ERF_Q[4]))
-        for k in (3, 2, 1, 0):
-            q = step("add", step("mul", s, q), const(ERF_Q[k]))
-        nodes.append(Node("div", (p, q), n.result, (), loc))
-    return Graph(g.name, g.params, tuple(nodes), g.outputs, g.constraints)
+    return _expand(g, "erf", "ef", _erf_steps)
 
 
 def math_as_steps(g: Graph) -> Graph:
