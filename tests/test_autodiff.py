@@ -627,3 +627,53 @@ def test_the_shift_rule_only_applies_where_it_is_exact(tmp_path, shift, seed_s, 
     ((y * _t(dy)).sum() + ((s * _t(ds)).sum() if seed_s else 0)).backward()
     inputs = {"dy": dy, "x": x, **({"ds": ds} if seed_s else {})}
     _close(interpret(spec, inputs, mode="exact")["dx"], xt.grad.numpy())
+
+
+@pytest.mark.parametrize("sparse_mode", [0, 2])
+def test_derived_flash_attention_grad_is_the_flash_attention_backward(tmp_path, sparse_mode):
+    """FlashAttentionScore (examples/specs/flash_attention_score.py) differentiated with its softmax_max,
+    softmax_sum (the row max and sum broadcast to 8 lanes: one lane undoes the broadcast) and attention_out saved:
+    P is recomputed from the saved statistics (no row max, no exp-sum), dS = P (dP - rowsum(dP P)) with no adjoint
+    of the max (the statistics are outputs no gradient is asked of), dK / dV summed over each GQA group; dq, dk, dv
+    equal torch autograd of softmax(Q K^T scale + causal mask) V in float64."""
+    (tmp_path / "flash_attention_score.py").write_text((EX / "flash_attention_score.py").read_text())
+    p = tmp_path / "fa_grad.py"
+    p.write_text('from opgen.dsl import derive_grad\n\nspec = derive_grad("flash_attention_score.py", '
+                 '"FlashAttentionScoreGrad", aclnn="aclnnFlashAttentionScoreGrad", wrt=["query", "key", "value"], '
+                 'saved=["softmax_max", "softmax_sum", "attention_out"], grads={"attention_out": "dy"}, '
+                 'names={"query": "dq", "key": "dk", "value": "dv"})\n')
+    spec = load_spec(str(p))
+    B, N1, N2, S1, S2, D, scale = 2, 4, 2, 5, 7, 16, 0.3
+    attrs = {"scale_value": scale, "head_num": N1, "input_layout": "BNSD", "sparse_mode": sparse_mode}
+    key = next(k for k in spec.keys() if k.static == tuple(attrs[a.name] for a in spec.static_attrs))
+    g = spec.graph(key)
+    reds = [(n.attr("kind"), n.attr("axes")) for n in g.nodes if n.op == "reduce"]
+    assert ("max", (-1,)) not in reds and reds.count(("sum", (-1,))) == 1, reds
+    assert not any(n.op == "eq" for n in g.nodes)   # the max's adjoint would compare against the max
+    assert [i.name for i in spec.inputs] == ["dy", "query", "key", "value", "softmax_max", "softmax_sum",
+                                             "attention_out"]   # the mask only selects the forward's specialisation
+    rng = np.random.default_rng(21)
+    f16 = lambda a: _f32(np.asarray(a, np.float16))   # noqa: E731  (T = float16: values the binding keeps)
+    q, k, v = (f16(rng.normal(size=s)) for s in ((B, N1, S1, D), (B, N2, S2, D), (B, N2, S2, D)))
+    dy = f16(rng.normal(size=(B, N1, S1, D)))
+    kk, vv = (np.repeat(t.astype(np.float64), N1 // N2, axis=1) for t in (k, v))
+    s = q.astype(np.float64) @ kk.transpose(0, 1, 3, 2) * scale
+    if sparse_mode == 2:
+        s = np.where(np.arange(S2)[None, :] > np.arange(S1)[:, None], -np.finfo(np.float32).max, s)
+    m = s.max(-1, keepdims=True)
+    lsum = np.exp(s - m).sum(-1, keepdims=True)
+    out = (np.exp(s - m) / lsum) @ vv
+    inputs = {"dy": dy, "query": q, "key": k, "value": v, "softmax_max": np.repeat(m, 8, -1),
+              "softmax_sum": np.repeat(lsum, 8, -1), "attention_out": out.astype(np.float32)}
+    got = interpret(spec, inputs, attrs, {"T": "float16"}, mode="exact")
+    causal = torch.tensor(np.arange(S2)[None, :] > np.arange(S1)[:, None])
+
+    def fwd(query, key, value):
+        sc = query @ key.repeat_interleave(N1 // N2, 1).transpose(-1, -2) * scale
+        if sparse_mode == 2:
+            sc = sc.masked_fill(causal, -float(np.finfo(np.float32).max))
+        return torch.softmax(sc, -1) @ value.repeat_interleave(N1 // N2, 1)
+
+    want = _autograd(fwd, {"query": q, "key": k, "value": v}, ["query", "key", "value"], dy)
+    for name, w in (("dq", "query"), ("dk", "key"), ("dv", "value")):
+        _close(got[name], want[w], saved=True)

@@ -20,7 +20,7 @@ from opgen.dsl.builder import Tensor
 from opgen.dsl.diagnostics import caller_loc, spec_error
 from opgen.dsl.keys import SpecKey
 from opgen.dsl.rules import keep_names
-from opgen.dsl.spec import InputDecl, OpSpec, OutputDecl, Requirement, _ident_problem, _suggest
+from opgen.dsl.spec import InputDecl, OpSpec, OutputDecl, Requirement, _ident_problem, _short_loc, _suggest
 from opgen.errors import IRError
 from opgen.ir.autodiff import NoDerivative, differentiate
 from opgen.ir.core import TensorType, Value
@@ -363,22 +363,23 @@ class _Derivation:
                     p == q for i, p, q in zip(opts, k.present, present) if i.name in kept))
             absent = frozenset(o for o in self.saved if kw.get(o, 0) is None)
             dg = self.derived(key, absent)
-            return _replay(b, dg, kw)
+            return _replay(b, dg, kw, _short_loc(self.loc))
 
         spec.body_fn = body
         spec._body_loc = self.loc
 
 
-def _replay(b, dg, kw) -> dict:
-    """Emit the derived graph's nodes into the backward's builder; {gradient name: tensor}."""
+def _replay(b, dg, kw, loc: str) -> dict:
+    """Emit the derived graph's nodes into the backward's builder; {gradient name: tensor}. A node the forward gives
+    no line (a saved input brought back through its views) takes `loc`, the derive_grad call's."""
     vals = {}
     for p in dg.params:
         vals[p.value.name] = Tensor(b, p.value)
     for n in dg.nodes:
         before = len(b.nodes)
         t = b.emit(n.op, [vals[i] for i in n.inputs], **dict(n.attrs))
-        if len(b.nodes) > before and n.loc:
-            b.nodes[-1] = evolve(b.nodes[-1], loc=n.loc)
+        if len(b.nodes) > before:
+            b.nodes[-1] = evolve(b.nodes[-1], loc=n.loc or loc)
         vals[n.result.name] = t
     return {name: vals[v] for name, v in dg.outputs}
 

@@ -496,12 +496,16 @@ def _norm_rule(ad: _Emitter, nm: _Norm, g: str, p) -> str:
     return ad.emit("sub", (g, ad.emit("mul", (ad.emit("exp", (y,)), t))))
 
 
-def _shift_free(g: Graph, norms: dict, seeded: set) -> set:
+def _shift_free(g: Graph, norms: dict, seeded: set, live: set) -> set:
     """The values d = x - m (or x + m) whose shift m carries no adjoint: m is constant along the normalised axes
     and d is read only by normalisations over those axes (each row of their adjoint of d sums to zero, so m's,
-    minus that row sum, is zero in exact arithmetic; a row max taken before a softmax costs no gradient)."""
+    minus that row sum, is zero in exact arithmetic; a row max taken before a softmax costs no gradient). Only
+    readers in `live` (on a path to a differentiated output) count: an output no gradient is asked of, such as a
+    saved softmax sum, passes no adjoint back."""
     users: dict = {}
     for n in g.nodes:
+        if n.result.name not in live:
+            continue
         for i in n.inputs:
             users.setdefault(i, set()).add(n.result.name)
     prod, vals = g.producers(), g.values()
@@ -528,13 +532,14 @@ def _shift_free(g: Graph, norms: dict, seeded: set) -> set:
 
 # -- saved outputs ---------------------------------------------------------------------------------------------
 
-_VIEWS = ("reshape", "permute", "cast", "recip", "neg")
+_VIEWS = ("reshape", "permute", "cast", "recip", "neg", "broadcast")
 
 
 def saved_chain(g: Graph, out_value: str) -> list[Node]:
-    """The invertible nodes (reshape, permute, float-to-float cast, recip, neg) from a forward output back to the
-    value that defines it, outermost first: a saved output stands for every value of the chain (a saved rstd =
-    recip(std) gives std as recip(rstd), not sqrt(var + eps) again)."""
+    """The invertible nodes (reshape, permute, float-to-float cast, recip, neg, and a broadcast, which one element
+    of each broadcast axis undoes) from a forward output back to the value that defines it, outermost first: a saved
+    output stands for every value of the chain (a saved rstd = recip(std) gives std as recip(rstd), not
+    sqrt(var + eps) again; FlashAttention's softmax_max, the row max broadcast to 8 lanes, gives the row max)."""
     prod = g.producers()
     types = g.values()
     chain, v = [], out_value
@@ -544,9 +549,25 @@ def saved_chain(g: Graph, out_value: str) -> list[Node]:
             t = types[n.inputs[0]].type
             if not (_is_float(t.dtype) and _is_float(n.attr("to"))):
                 break
+        if n.op == "broadcast" and any(isinstance(d, Variadic) for d in n.result.type.shape):
+            break
         chain.append(n)
         v = n.inputs[0]
     return chain
+
+
+def _unbroadcast_view(ad: _Emitter, v: str, src) -> str:
+    """The value of shape `src` that broadcasts to `v` (opgen.ir.ops broadcast_shapes: aligned on the right): the
+    first element of every axis the broadcast added or widened from 1, then a reshape to `src`."""
+    shape = tuple(ad.type(v).shape)
+    lead = len(shape) - len(src)
+    for ax, d in enumerate(shape):
+        s = src[ax - lead] if ax >= lead else Lit(1)
+        if as_dim(d) != as_dim(s) and as_dim(s) == Lit(1):
+            v = ad.emit("slice", (v,), axis=ax, start=Lit(0), stop=Lit(1), step=1)
+    if tuple(ad.type(v).shape) != tuple(src):
+        v = ad.emit("reshape", (v,), shape=tuple(src))
+    return v
 
 
 def _replacements(ad: _Emitter, chain: list[Node], saved: str, types: dict, outv: str) -> dict:
@@ -563,6 +584,8 @@ def _replacements(ad: _Emitter, chain: list[Node], saved: str, types: dict, outv
             v = ad.emit("permute", (v,), perm=tuple(perm.index(k) for k in range(len(perm))))
         elif n.op in ("recip", "neg"):
             v = ad.emit(n.op, (ad.f32(v),))
+        elif n.op == "broadcast":
+            v = _unbroadcast_view(ad, v, tuple(src.shape))
         else:
             have = ad.type(v).dtype
             if have != src.dtype:
@@ -649,7 +672,7 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
         return out
 
     norms = _norms(g)
-    shift_free = _shift_free(g, norms, {outs[o] for o in grads})
+    shift_free = _shift_free(g, norms, {outs[o] for o in grads}, live)
     for n in reversed(g.nodes):
         r = n.result.name
         if r not in active or r not in adj:
