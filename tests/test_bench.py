@@ -110,3 +110,12 @@ def test_workloads_name_loadable_specs_and_the_goal_cases():
                  "LayerNormGradV3 [4096, 8192] bf16", "SwiGlu [4096, 2 x 11008] bf16"):
         assert cases[name]["time_interp"], name
     assert cases["SoftmaxV2 [8192, 32000] fp16"]["dims"] == {"Bd": (8192,), "H": 32000}
+
+
+def test_the_report_states_the_load_each_phase_ran_at():
+    """A phase's 1-minute load average at its start and end is printed under the header, so timed ratios measured
+    on a busy machine say so; a result without it prints no such line."""
+    res = {"machine": {"cpus": 2, "machine": "x86_64", "python": "3.11.7"}, "load": {"emu": [6.1, 7.25]}}
+    text = markdown(res)
+    assert "Load average (1 minute) at the start and end of each phase: emu 6.1 → 7.25. A load above the 2 CPUs" in text
+    assert "Load average" not in markdown({k: v for k, v in res.items() if k != "load"})

@@ -80,13 +80,25 @@ def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench", 
         title, fn = jobs[name]
         step(f"{i}/{len(phases)} {name}: {title} ...")
         t0 = time.monotonic()
+        load0 = _load()
         res.update(fn())
+        res.setdefault("load", {})[name] = [load0, _load()]
         res["phases_run"].append({"phase": name, "seconds": round(time.monotonic() - t0, 2)})
         measured_by[name] = command
         res["measured_by"] = measured_by
         step(f"{i}/{len(phases)} {name}: done in {time.monotonic() - t0:.1f} s")
         done(res)
     return res
+
+
+def _load():
+    """The machine's 1-minute load average (os.getloadavg), None where the platform has none: recorded at the start
+    and end of each phase, since the timed ratios of a run on a machine busier than its CPU count are pessimistic
+    (GM bytes and instruction counts do not depend on it)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 REMEDIES = {

@@ -29,6 +29,11 @@ def markdown(res: dict) -> str:
         out[2:] = [f"Measured on {m.get('cpus', '?')} CPUs ({m.get('machine', '?')}, Python {m.get('python', '?')}) "
                    "phase by phase: " + "; ".join(f"{p} by `{c}`" for p, c in by.items()) + ". The figures of one "
                    "phase are of one run, side by side; phases re-measured apart are not.", ""]
+    load = {p: v for p, v in (res.get("load") or {}).items() if isinstance(v, list) and None not in v}
+    if load:
+        out += ["Load average (1 minute) at the start and end of each phase: " + "; ".join(
+            f"{p} {a:g} → {b:g}" for p, (a, b) in load.items()) + f". A load above the {m.get('cpus', '?')} CPUs makes "
+            "the timed ratios pessimistic; GM bytes and counts do not depend on it.", ""]
     if res.get("startup"):
         st = res["startup"]
         out += ["## The command line as a whole process vs plain Python doing the same work", "",
