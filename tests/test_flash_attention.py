@@ -88,7 +88,7 @@ def test_oracle_is_softmax_attention():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("mode, s1, s2", [(0, 7, 45), (2, 7, 45), (3, 7, 45), (3, 50, 20)])
+@pytest.mark.parametrize("mode, s1, s2", [(0, 7, 45), (2, 7, 45), (3, 7, 45), (3, 20, 20), (0, 50, 20), (2, 50, 20)])
 def test_interpreter_matches_the_oracle(dtype, mode, s1, s2):
     """The spec's interpretation (device mode) is within the bounds of the float64 oracle."""
     from opgen.check.run import make_inputs
@@ -157,6 +157,39 @@ def test_unsupported_modes_are_refused_in_the_users_terms(what, attrs, present, 
         interpret(str(SPEC), inputs, {"input_layout": "BNSD", "head_num": 2, **attrs}, {"T": "float16"})
 
 
+def test_rightdown_causal_with_more_query_rows_than_keys_is_refused():
+    """sparse_mode 3 with S1 > S2 leaves query rows that see no key, which CANN zeroes (softmax_max -FLT_MAX,
+    softmax_sum FLT_MAX: its invalid-line mode) and this spec does not model: the interpreter refuses it naming
+    sparse_mode and the two lengths; sparse_mode 2 with the same shapes and sparse_mode 3 with S1 = S2 are
+    accepted."""
+    from opgen.errors import ValidationError
+    from opgen.interp import interpret
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 2, 5, 16)).astype(np.float32)
+    kv = rng.standard_normal((1, 2, 3, 16)).astype(np.float32)
+    attrs = {"input_layout": "BNSD", "head_num": 2}
+    mask = np.zeros((5, 3), np.bool_)
+    with pytest.raises(ValidationError, match=r"query: sparse_mode 3 \(rightDownCausal\) needs .*S1 <= S2.*5 <= 3"):
+        interpret(str(SPEC), {"query": q, "key": kv, "value": kv, "atten_mask": mask}, {**attrs, "sparse_mode": 3},
+                  {"T": "float16"})
+    interpret(str(SPEC), {"query": q, "key": kv, "value": kv, "atten_mask": mask}, {**attrs, "sparse_mode": 2},
+              {"T": "float16"})
+    interpret(str(SPEC), {"query": q[:, :, :3], "key": kv, "value": kv, "atten_mask": np.zeros((3, 3), np.bool_)},
+              {**attrs, "sparse_mode": 3}, {"T": "float16"})
+
+
+def test_the_aclnn_layer_checks_the_rightdown_relation_only_under_sparse_mode_3():
+    """The emitted aclnn relation check of S1 <= S2 is guarded by sparseMode == 3 and prints the public name."""
+    from opgen.codegen.aclnn import AclnnPlan
+    from opgen.registry import load_spec
+
+    checks = [c for c in AclnnPlan(load_spec(str(SPEC)))._constraints() if "S1 <= S2" in c.fmt]
+    assert len(checks) == 1, [c.fmt for c in AclnnPlan(load_spec(str(SPEC)))._constraints()]
+    assert "== 3" in checks[0].cond and "sparseMode 3 (rightDownCausal)" in checks[0].fmt, (checks[0].cond,
+                                                                                          checks[0].fmt)
+
+
 def test_bsh_layout_is_refused_naming_the_layout(tmp_path):
     """A dense attention written over [B, S, H] tensors (no head axis) is refused by the attention family naming the
     layout it supports."""
@@ -198,7 +231,7 @@ CASES = [   # (id, dims, dtype, sparse_mode, scale)
     ("g2_causal_f16_s1_blocks", dict(B=1, N1=4, N2=2, S1=301, S2=250, D=32), "float16", 2, 0.2),
     ("g2_causal_bf16_128_rows", dict(B=1, N1=2, N2=1, S1=2600, S2=300, D=64), "bfloat16", 2, 0.125),
     ("g2_rightdown_f16", dict(B=2, N1=4, N2=2, S1=40, S2=101, D=32), "float16", 3, 0.25),
-    ("g2_rightdown_bf16_rows_without_keys", dict(B=1, N1=2, N2=1, S1=90, S2=37, D=16), "bfloat16", 3, 0.5),
+    ("g2_rightdown_bf16_square", dict(B=1, N1=2, N2=1, S1=37, S2=37, D=16), "bfloat16", 3, 0.5),
     ("g40_two_head_groups_f16_d512", dict(B=1, N1=40, N2=1, S1=3, S2=20, D=512), "float16", 2, 0.05),
 ]
 
@@ -221,7 +254,7 @@ def test_kernel_matches_the_float64_oracle(case, gen):
     oracle's bounds: odd S1, S2 not a multiple of the 16-key block, GQA G = 2, causal and not, fp16 and bf16, units
     that do not divide the AI Cores, S1 blocks of several query rows with a tail block, causal rows past S2, units
     of 128 M rows (2 heads x 64 query rows) over 128-key chunks, rightDownCausal (sparse_mode 3) with S1 < S2 and
-    with S1 > S2 (the first rows see no key: every value averaged), G = 40 > the 32 rows D = 512 allows (two head
+    S1 = S2, G = 40 > the 32 rows D = 512 allows (two head
     groups per kv head)."""
     _id, dims, dtype, mode, scale = case
     causal = mode in (2, 3)
