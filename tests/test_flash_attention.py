@@ -488,16 +488,48 @@ def test_the_attention_reason_leads_when_the_cube_family_refuses_the_whole_graph
     assert msg.endswith("[cube family]") and "\n" not in msg, msg
 
 
-def test_a_non_finite_mask_fill_is_refused_naming_it(tmp_path):
-    """where(mask, -inf, scores): the kernel blends the fill in arithmetically, which -inf would turn into NaN on the
-    unmasked lanes (and `-inf` has no C++ literal form there): refused in one line naming the constant, before any
-    C++ is emitted (review finding: the emitted `-inff` did not compile)."""
+INF_MASK_EDITS = tuple((a, b.replace("-3.4028234663852886e38", 'float("-inf")')) for a, b in MASK_EDITS)
+"""The MHA spec with an explicit bool mask input whose fill is -inf."""
+
+
+def test_a_minus_inf_mask_fill_lowers_to_a_masked_row(tmp_path):
+    """where(mask, -inf, scores): the kernel applies the mask by compare + Select (no arithmetic blend, which made
+    NaN of -inf on the kept lanes), so a -inf fill lowers like a finite one (it was refused)."""
     from inproc import cli
 
-    edits = [(a, b.replace("-3.4028234663852886e38", 'float("-inf")')) for a, b in MASK_EDITS]
-    r = cli("generate", str(_edited(edits, tmp_path)), "--out", str(tmp_path / "out"))
-    assert r.returncode == 2 and "not finite" in r.stderr and "-inf" in r.stderr and "\n" not in r.stderr.strip()
-    assert not (tmp_path / "out").exists()
+    assert INF_MASK_EDITS != MASK_EDITS
+    r = cli("graph", str(_edited(INF_MASK_EDITS, tmp_path)), "--stage", "kernel")
+    assert r.returncode == 0, r.stderr
+    assert "= mask_in(" in r.stdout and "NEG_INF_VALUE mask" in r.stdout, r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_kernel_with_a_minus_inf_mask_fill_matches_the_oracle(tmp_path):
+    """BNSD, bf16, an explicit mask with a -inf fill, S2 = 83 (not a multiple of the 64 lanes of a float repeat nor
+    of the 128 of a half one: the compare / Select tails), every row keeping at least one key: the emulated kernel
+    (zero faults) within the float64 oracle's bounds, no NaN."""
+    from opgen.codegen import write_ops
+
+    p = _edited(INF_MASK_EDITS, tmp_path)
+    write_ops([str(p)], tmp_path / "gen")
+    rng = np.random.default_rng(12)
+    b, n, s1, s2, d = 1, 2, 21, 83, 32
+    mk = rng.random((s1, s2)) < 0.6
+    mk[:, 5] = False   # every row sees key 5
+    mk[3, :] = True
+    mk[3, 82] = False  # row 3 sees only the last key
+    x = {k: rng.standard_normal(sh).astype(ml_dtypes.bfloat16).astype(np.float32)
+         for k, sh in (("q", (b, n, s1, d)), ("k", (b, n, s2, d)), ("v", (b, n, s2, d)))}
+    r = run_check(str(p), {**x, "mask": mk}, {"scale": 0.2}, {"T": "bfloat16"}, gen_dir=tmp_path / "gen",
+                  progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    a = {k: np.asarray(r.inputs[k], np.float64) for k in ("q", "k", "v")}
+    want = oracle(a["q"], a["k"], a["v"], 0.2, False, mask=mk)
+    got = np.asarray(r.arrays["o"], np.float64)
+    assert np.isfinite(got).all()
+    assert_close({"attention_out": got, "softmax_max": want["softmax_max"], "softmax_sum": want["softmax_sum"]},
+                 want, "bfloat16", d, s2)
 
 
 def test_a_value_head_dim_other_than_the_keys_is_refused(tmp_path):
