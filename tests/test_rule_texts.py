@@ -126,3 +126,22 @@ def test_no_aclnn_rule_text_speaks_a_spec_name_the_caller_does_not_pass():
             text = c.fmt.partition(": ")[2]
             offenders += [f"{spec.name}: {c.fmt}" for _ in word.findall(text)[:1]]
     assert not offenders, "\n".join(offenders)
+
+
+def test_a_relation_of_some_modes_binds_only_there_and_is_kept_by_a_derived_grad(tmp_path):
+    """spec.require(relation, param, rule, when=...): checked only in the modes `when` selects (mode 1 here, by the
+    interpreter); a gradient derived from the spec keeps it, with its mode."""
+    from opgen.interp import interpret
+
+    p = _spec_file(tmp_path, 'spec.require(N <= H, "x", "{mode} 1 needs N <= H", when=lambda a, pr: a["mode"] == 1)')
+    x = np.ones((5, 3), np.float32)
+    interpret(str(p), {"x": x}, {"mode": 0})
+    with pytest.raises(ValidationError, match=r"x: mode 1 needs N <= H \(N <= H"):
+        interpret(str(p), {"x": x}, {"mode": 1})
+    interpret(str(p), {"x": x[:3]}, {"mode": 1})
+    (tmp_path / "rule_probe_grad.py").write_text(
+        'from opgen.dsl import derive_grad\n'
+        'spec = derive_grad("rule_probe.py", "RuleProbeGrad", aclnn="aclnnRuleProbeGrad", wrt=["x"], '
+        'grads={"y": "dy"}, names={"x": "dx"})\n')
+    g = load_spec(str(tmp_path / "rule_probe_grad.py"))
+    assert [(str(c), r) for c, _p, r, _l, _w in g.mode_constraints] == [("N <= H", "{mode} 1 needs N <= H")]

@@ -5,8 +5,12 @@ Facts (CANN's aclnnFlashAttentionScore document): query [B, N1, S1, D], key / va
 layout; the scale is applied before the mask; softmax_max and softmax_sum are fp32 [B, N1, S1, 8] (8 equal
 copies of the row's max of the scaled, masked scores and of its sum of exp(score - max)); sparse_mode 2 is
 leftUpCausal (query row s sees keys 0 .. s), sparse_mode 3 rightDownCausal (keys 0 .. s + S2 - S1); both take the
-atten_mask tensor only for its presence. A row that sees no key (S1 > S2 under sparse_mode 3) averages all the
-values, as this spec's math gives (every score is the fill).
+atten_mask tensor only for its presence. A query row that sees no key (S1 > S2 under sparse_mode 3) is an "invalid
+row" to CANN: its kernel then runs the invalid-line mode (op_host flash_attention_score_tiling_general.cpp
+EnableBandInvalidLineImplMode; op_kernel flash_attention_score_s1s2_bn2gs1.h InvalidLineSplitS2Process), which sets
+the row's P to 0 where its max is -FLT_MAX (AdjustSoftMaxRes), so attention_out is 0 there, softmax_max -FLT_MAX and
+softmax_sum FLT_MAX (0x7F7FFFFF). This spec refuses S1 > S2 under sparse_mode 3 rather than model it (the VarLen
+documents likewise require Sq <= Skv for sparse_mode 3).
 
 The subset this spec supports (everything else is refused with a message, or not declared):
   * input_layout "BNSD" only; fp16 and bf16; D a multiple of 16 (the cube's fractal);
@@ -62,6 +66,9 @@ spec.output("attention_out", T, [B, N1, S1, D])
 spec.dtypes((T, M), [(f16, boolean), (f16, u8), (bf16, boolean), (bf16, u8)])
 
 spec.require((N1 % N2).eq(0), "query", "query heads N1 must be a multiple of the kv heads N2 (GQA)")
+spec.require(S1 <= S2, "query", "{sparse_mode} 3 (rightDownCausal) needs at most as many query rows as keys (S1 <= "
+             "S2): CANN zeroes a query row that sees no key (its max -FLT_MAX, its sum FLT_MAX), which this "
+             "spec does not model", when=lambda a, pr: a["sparse_mode"] == 3)
 spec.check("atten_mask", lambda a, pr: None if not (a["sparse_mode"] == 0 and pr["atten_mask"]) else
            "an explicit mask ({sparse_mode} 0 with {atten_mask}) is not supported; "
            "use {sparse_mode} 2 for causal masking")

@@ -18,7 +18,7 @@ import json
 
 from opgen.codegen.env import render
 from opgen.escape import md_comment, md_text
-from opgen.codegen.logic import failing_cubes, py_condition
+from opgen.codegen.logic import failing_cubes, py_condition, true_cubes
 from opgen.codegen.model import KNOWN_SOCS, OpModel
 from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
@@ -72,6 +72,11 @@ def _constraints(spec) -> list[str]:
             out.append(f"attribute {a.name} equals dim {a.dim.name}.")
     for c, param, rule, loc in spec.constraints:
         out.append(f"{param}: {spec.rule_text(rule, loc=loc).rstrip('.')} ({c}).")
+    for c, param, rule, loc, when in spec.mode_constraints:
+        variables, cubes = true_cubes(spec, when, f"when= of the relation blaming {param}")
+        mode = py_condition(variables, cubes, lambda n: n, lambda n: n)
+        mode = mode.replace(" is not None", " given").replace(" is None", " absent")
+        out.append(f"{param}: {spec.rule_text(rule, loc=loc).rstrip('.')} ({c}, when {mode}).")
     for r in spec.requirements:
         if r.kind == "static":
             variables, groups = failing_cubes(spec, r.fn, f"check on {r.param}")

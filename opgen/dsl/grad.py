@@ -263,6 +263,8 @@ class _Derivation:
         blame = next(iter(self.grads.values()))   # a relation whose blamed input is gone blames the gradient
         ruled = spec.rule_names()   # a copied rule text keeps {name} of this spec's names, spells out the rest
         spec.constraints = [(c, p if p in names else blame, keep_names(r, ruled), l) for c, p, r, l in fwd.constraints]
+        spec.mode_constraints = [(c, p if p in names else blame, keep_names(r, ruled), l, w)   # require(when=)
+                                 for c, p, r, l, w in fwd.mode_constraints]
         spec.requirements = [_keeping(r, ruled) for r in fwd.requirements if r.param in names and r.kind == "static"] + [
             r for r in spec.requirements if r.param in self.saved]
         used_vars = []

@@ -368,6 +368,7 @@ class OpSpec:
         self.dtype_table: tuple = ()
         self.dtype_rows: list[dict] = []
         self.constraints: list[tuple[Constraint, str, str]] = []
+        self.mode_constraints: list[tuple[Constraint, str, str, object, Callable]] = []   # require(..., when=)
         self.requirements: list[Requirement] = []
         self.body_fn: Callable | None = None
         self.example_fn: Callable | None = None
@@ -693,11 +694,15 @@ class OpSpec:
         self.dtype_rows = out
         self._dtypes_loc = loc
 
-    def require(self, constraint: Constraint, param: str, rule: str | None = None) -> None:
+    def require(self, constraint: Constraint, param: str, rule: str | None = None, *,
+                when: Callable | None = None) -> None:
         """A dim relation that every valid call satisfies; a violation blames `param` with the sentence `rule`, which
         may name other parameters in braces, `{x}`, printed in each layer's names (opgen.dsl.rules; docs/design.md
-        "Rule texts"). Raises SpecError for a bool or non-relation, an undeclared dim, a relation that cannot hold,
-        and (when the spec is finished) a rule text naming an undeclared parameter."""
+        "Rule texts"). when: optional (static_attrs, present) -> bool; the relation is then required only of the
+        calls in those modes (e.g. `when=lambda a, pr: a["sparse_mode"] == 3`), checked by the interpreter and the
+        aclnn layer alike, and not assumed by the lowering of other modes. Raises SpecError for a bool or
+        non-relation, an undeclared dim, a relation that cannot hold, a `when` that is not a function, and (when the
+        spec is finished) a rule text naming an undeclared parameter."""
         loc = _loc()
         if isinstance(constraint, bool):
             raise spec_error(loc, "require() got a bool: `==`/`!=` between dims compare the expressions, they do "
@@ -723,6 +728,12 @@ class OpSpec:
                              "fix the relation, or the dims' declared ranges (min=, max=, multiple_of=)",
                              arg=(0, "constraint"))
         default = f"must satisfy {constraint}".replace("{", "{{").replace("}", "}}")   # a rule text (dsl.rules)
+        if when is not None:
+            if not callable(when):
+                raise spec_error(loc, f"require(when={when!r}): not a function",
+                                 'write e.g. when=lambda a, pr: a["sparse_mode"] == 3', arg="when")
+            self.mode_constraints.append((constraint, param, rule or default, loc, when))
+            return
         self.constraints.append((constraint, param, rule or default, loc))
 
     def _never_holds(self, c: Constraint):
@@ -1270,12 +1281,15 @@ class OpSpec:
                                  arg=(1, "dtype"), token=v.name)
         names = [i.name for i in self.inputs] + [a.name for a in self.attrs]
         blamed = [(loc, param, (1, "param")) for _, param, _, loc in self.constraints]
+        blamed += [(loc, param, (1, "param")) for _, param, _, loc, _w in self.mode_constraints]
         blamed += [(r.loc, r.param, (0, "param")) for r in self.requirements]
         for loc, param, arg in blamed:
             if param not in names:
                 raise spec_error(loc, f"{param!r} is not a declared input or attribute{_suggest(param, names)}",
                                  "blame one of: " + ", ".join(names), arg=arg, token=param)
         for _c, _param, rule, loc in self.constraints:   # a static check's text is checked when it is produced
+            self.rule_text(rule, loc=loc)
+        for _c, _param, rule, loc, when in self.mode_constraints:
             self.rule_text(rule, loc=loc)
         self.keys()
         return self

@@ -413,6 +413,11 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
             continue
         if not c.holds(env):
             raise ValidationError(param, f"{spec.rule_text(rule, loc=loc)} ({c.explain(env)})")
+    for c, param, rule, loc, when in spec.mode_constraints:   # relations of some modes (require(when=))
+        if not all(s in env for s in c.symbols()) or not when(static_vals, present):
+            continue
+        if not c.holds(env):
+            raise ValidationError(param, f"{spec.rule_text(rule, loc=loc)} ({c.explain(env)})")
     for r in spec.requirements:
         if r.kind == "values" and not any(r is s for s in skip):
             rule = r.fn(arrays, env, attr_vals)

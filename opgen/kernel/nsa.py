@@ -221,9 +221,13 @@ BSND_STORED = {"thd": "htd", "thv": "htv", "Tnd": "nTd", "Tnv": "nTv"}
 
 
 def _float_literal(v) -> str:
+    """C++ text of a float constant: -FLT_MAX_VALUE, NEG_INF_VALUE / -NEG_INF_VALUE (the kernel's constants: C++
+    has no -inf literal) or a float literal."""
     f = float(v)
     if f == -FP32_MAX:
         return "-FLT_MAX_VALUE"
+    if math.isinf(f):
+        return "NEG_INF_VALUE" if f < 0 else "(-NEG_INF_VALUE)"
     return repr(f) + "f"
 
 
@@ -348,9 +352,11 @@ class _Lowering:
         if op == "const":
             if n.result.type.shape:
                 raise self.err(n, "only scalar constants are supported")
-            if not math.isfinite(float(n.attr("value"))):   # a -inf mask fill: the mask blend would make NaN
-                raise self.err(n, f"the constant {n.attr('value')!r} is not finite: the attention kernel takes a "
-                                  "finite fill (write the mask fill as a finite value such as -3.0e38)")
+            if math.isnan(float(n.attr("value"))) or (math.isinf(float(n.attr("value")))
+                                                       and self.p.keyset != "dense"):
+                raise self.err(n, f"the constant {n.attr('value')!r} is not finite: the selected-key attention "
+                                  "kernel takes a finite fill (write the mask fill as a finite value such as -3.0e38; "
+                                  "a dense key set takes -inf)")
             self.kind[r] = ("scalar", _float_literal(n.attr("value")))
             return
         if dt == "bool":

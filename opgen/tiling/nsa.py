@@ -59,7 +59,7 @@ from opgen.kernel.nsa import DENSE_BLOCK
 from opgen.platforms import PLATFORMS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
-from opgen.tiling.rowkernel import reduce_tmp_elems
+from opgen.tiling.rowkernel import SELECT_SCRATCH_BYTES, reduce_tmp_elems
 
 
 def _a2() -> dict:
@@ -192,11 +192,16 @@ def _n_tile(p, name, total, rows, doc):
     return p.let(name, emax(16, emin(total, _align_down16(lit(L0C_TILE) // (rows * 4)))), doc, True)
 
 
-def _finish(p: TilingProgram, v: dict, ub_plan, l1_plan, l0a, l0b, l0c, ws_bytes, strategy=STRATEGY):
-    """vecRows from the UB plan; fits (UB, L1, L0A/B/C, block size a multiple of 16); key and workspace."""
+def _finish(p: TilingProgram, v: dict, ub_plan, l1_plan, l0a, l0b, l0c, ws_bytes, strategy=STRATEGY,
+            ub_reserve: int = 0):
+    """vecRows from the UB plan; fits (UB, L1, L0A/B/C, block size a multiple of 16); key and workspace.
+    ub_reserve: UB bytes kept free at the top (Select's scratch, SELECT_SCRATCH_BYTES)."""
     rb = p.let("vecRowBytes", row_bytes(ub_plan), "UB bytes per resident row (AIV)")
     fb = p.let("vecFixedBytes", fixed_bytes(ub_plan), "UB bytes held once (AIV)")
-    fit = p.let("vecRowsFit", select(v["ub"] > fb, (v["ub"] - fb) // rb, 0), "rows per UB pass that fit")
+    ub = v["ub"]
+    if ub_reserve:
+        ub = p.let("ubUsable", ub - ub_reserve, "UB bytes the plan may take (Select's scratch kept free)")
+    fit = p.let("vecRowsFit", select(ub > fb, (ub - fb) // rb, 0), "rows per UB pass that fit")
     p.let("vecRows", emax(1, emin(fit, ceil_div(v["gRows"], 2))), "rows per UB pass of an AIV", True)
     l1 = p.let("l1Bytes", fixed_bytes(l1_plan), "L1 bytes of the AIC plan")
     p.let("fits", (fit >= 1) & (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"])
@@ -235,7 +240,8 @@ class NsaCounts:
     l1_gathers: tuple
     l1_tiles: int
     dense: bool = False   # a dense key set (opgen.kernel.nsa.NsaProgram.keyset)
-    mask_in: int = 0      # 1: an explicit bool mask row is read per key row (u8 staging, half and two fp32 rows)
+    mask_in: int = 0      # 1: an explicit bool mask row is read per key row (u8 staging, half, bits, an fp32 row;
+    #                       Select keeps its scratch at 184 KB of UB: SELECT_SCRATCH_BYTES left free)
 
 
 def ub_plan(c: NsaCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
@@ -257,8 +263,12 @@ def ub_plan(c: NsaCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
                        "ReduceSum result block and scratch"))
     if c.mask_in:
         plan.append(Buffer("maskQue", "TQue<VECIN>", 1, False, align_up(row_cap, 32), 1, "a mask row (bool bytes)"))
-        plan.append(Buffer("maskHalfBuf", "TBuf<VECCALC>", 1, False, row_cap, 2, "the mask row as half"))
-        plan.append(Buffer("maskBuf", "TBuf<VECCALC>", 2, False, row_cap, 4, "the mask row and 1 - mask as fp32"))
+        plan.append(Buffer("maskHalfBuf", "TBuf<VECCALC>", 1, False, align_up(row_cap, 128), 2,
+                           "the mask row as half (whole 256-byte repeats)"))
+        plan.append(Buffer("maskBitsBuf", "TBuf<VECCALC>", 1, False, align_up(row_cap, 128) // 8, 1,
+                           "the kept-key bit mask (Compares)"))
+        plan.append(Buffer("maskBuf", "TBuf<VECCALC>", 1, False, align_up(row_cap, 64), 4,
+                           "the row as fp32 for Select (whole 256-byte repeats)"))
     if c.post:
         plan.append(Buffer("postInQue", "TQue<VECIN>", 1, False, POST_ELEMS, 4, "final pass: fp32 workspace slice"))
         plan.append(Buffer("postOutQue", "TQue<VECOUT>", 1, False, POST_ELEMS, t_bytes, "final pass: T slice / zeros"))
@@ -302,7 +312,8 @@ def fwd_program(name: str, c: NsaCounts):
     ub = ub_plan(c, L, D, ceil_div(v["gRows"], 2), tB)
     slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], L, tB), "one workspace slot: S (fp32) and P (T) of a unit",
                  True)
-    _finish(p, v, ub, l1, l0a, l0b, l0c, v["blockDim"] * c.slots * slot)
+    _finish(p, v, ub, l1, l0a, l0b, l0c, v["blockDim"] * c.slots * slot,
+            ub_reserve=SELECT_SCRATCH_BYTES if c.mask_in else 0)
     return p, {"ub": ub, "l1": l1}
 
 
