@@ -677,3 +677,36 @@ def test_derived_flash_attention_grad_is_the_flash_attention_backward(tmp_path, 
     want = _autograd(fwd, {"query": q, "key": k, "value": v}, ["query", "key", "value"], dy)
     for name, w in (("dq", "query"), ("dk", "key"), ("dv", "value")):
         _close(got[name], want[w], saved=True)
+
+
+WIDER = '''
+from opgen.dsl import A2, OpSpec, f32
+
+spec = OpSpec("WideNorm", aclnn="aclnnWideNorm", socs=(A2,))
+K, N, C = spec.dims("K N C")
+spec.input("x", f32, [N, C])
+spec.output("y", f32, [K, N, C])
+
+
+@spec.body
+def _(b, x):
+    e = b.exp(x)
+    return {{"y": {expr}}}
+'''
+
+
+@pytest.mark.parametrize("expr, torch_fn", [
+    ("e / e.sum(-1).broadcast_to([K, N, C])", lambda x: torch.softmax(x, -1).expand(2, *x.shape)),
+    ("x - b.log(e.sum(-1)).broadcast_to([K, N, C])", lambda x: torch.log_softmax(x, -1).expand(2, *x.shape)),
+])
+def test_an_exp_sum_broadcast_wider_takes_the_ordinary_rules(tmp_path, expr, torch_fn):
+    """A softmax / log-softmax whose exp-sum is broadcast to a larger rank than e is no normalisation of e in place:
+    the ordinary rules differentiate it (review finding: the fused rule gave the adjoint the wrong shape); against
+    torch autograd."""
+    (tmp_path / "wide_norm.py").write_text(WIDER.format(expr=expr))
+    p = tmp_path / "wide_norm_grad.py"
+    p.write_text('from opgen.dsl import derive_grad\n\nspec = derive_grad("wide_norm.py", "WideNormGrad", '
+                 'aclnn="aclnnWideNormGrad", wrt=["x"], grads={"y": "dy"}, names={"x": "dx"})\n')
+    x, dy = _f32(RNG.normal(size=(3, 4))), _f32(RNG.normal(size=(2, 3, 4)))
+    got = interpret(load_spec(str(p)), {"dy": dy, "x": x}, mode="exact")["dx"]
+    _close(got, _autograd(torch_fn, {"x": x}, ["x"], dy)["x"])

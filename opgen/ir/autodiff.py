@@ -440,11 +440,14 @@ class _Norm:
 
 
 def _exp_sum(prod, v):
-    """(d, e, s, axes, values passed) when value v is s or broadcast(s) with s = reduce(sum, axes, keepdims) of
-    e = exp(d); else None."""
+    """(d, e, s, axes, values passed) when value v is s or broadcast(s) to e's own shape, with s = reduce(sum, axes,
+    keepdims) of e = exp(d); else None (a broadcast to another shape, e.g. a larger rank, is no normalisation of e:
+    the ordinary rules take it)."""
     passed = [v]
     n = prod.get(v)
+    target = None
     if n is not None and n.op == "broadcast":
+        target = tuple(n.result.type.shape)
         v = n.inputs[0]
         passed.append(v)
         n = prod.get(v)
@@ -455,23 +458,30 @@ def _exp_sum(prod, v):
     if en is None or en.op != "exp":
         return None
     shape = en.result.type.shape
+    if target is not None and target != tuple(shape):
+        return None
     return en.inputs[0], e, v, tuple(_axes_of(shape, n.attr("axes"))), passed + [e]
 
 
 def _norms(g: Graph) -> dict:
     """{result value: _Norm} for every softmax (div(e, S)) and log-softmax (sub(d, log S) or sub(d, broadcast(log
     s))) of g whose exp-sum runs over the same d (docs/design.md "Backward from forward": normalisations)."""
-    prod = g.producers()
+    prod, vals = g.producers(), g.values()
     out = {}
     for n in g.nodes:
+        shape = tuple(n.result.type.shape)
         if n.op == "div":
             hit = _exp_sum(prod, n.inputs[1])
-            if hit and hit[1] == n.inputs[0]:
+            if hit and hit[1] == n.inputs[0] and shape == tuple(vals[hit[1]].type.shape):
                 out[n.result.name] = _Norm("softmax", n.result.name, hit[0], hit[3], tuple(hit[4]))
         elif n.op == "sub":
+            if shape != tuple(vals[n.inputs[0]].type.shape):
+                continue   # the normalised value d must keep its shape (a log-sum broadcast wider is no log-softmax)
             v, passed = n.inputs[1], []
             m = prod.get(v)
             if m is not None and m.op == "broadcast":
+                if tuple(m.result.type.shape) != shape:
+                    continue
                 passed.append(v)
                 v = m.inputs[0]
                 m = prod.get(v)
