@@ -104,6 +104,20 @@ def test_a_static_check_naming_an_undeclared_parameter_is_a_spec_error(tmp_path)
         AclnnPlan(spec)._mode_checks()
 
 
+@pytest.mark.parametrize("text, said", [
+    ('f"mode must be in {set([0, 2])}"', "mode must be in {0, 2}"),            # data in braces: text
+    ('"a lone } from data, and {mode}"', "a lone } from data, and {mode}"),   # unclosed: all as written
+])
+def test_a_static_check_text_with_braces_of_data_is_printed_as_written(tmp_path, text, said):
+    """A static check's text is produced on the caller's values and may carry braces of data (review finding: a
+    set printed by an f-string became a SpecError about the message): braces around what is not a name are text,
+    and an unclosed brace is printed as written, so the bad value gets its ValidationError."""
+    p = _spec_file(tmp_path, f'spec.check("mode", lambda a, pr: {text} if a["mode"] else None)')
+    with pytest.raises(ValidationError) as e:
+        interpret(load_spec(str(p)), {"x": np.ones((2, 3), np.float32)}, {"mode": 1})
+    assert str(e.value) == f"mode: {said}", str(e.value)
+
+
 def _example_specs():
     files = sorted((ROOT / "examples" / "specs").glob("*.py")) + sorted(
         (ROOT / "examples" / "specs" / "derived").glob("*.py"))

@@ -6,9 +6,14 @@ each layer that prints the rule writes the name as its caller knows it (docs/des
 - the interpreter, graph mode (OpDef) and the API document: the spec's name (`encoder_key`);
 - the emitted aclnn layer: the public C++ name the caller passed (`encoderKey`, opgen.codegen.aclnn).
 
-A literal brace is written doubled (`{{`, `}}`), as in Python's str.format. A name in braces that the spec does not
-declare (input, attribute, output, dim or variadic dim), an unclosed brace, a format spec (`{x:>4}`) or a conversion
-(`{x!r}`) is a SpecError at the rule's spec line: the rule text is data, never code or a format string.
+A placeholder is a name in braces; braces around anything that is not a Python identifier (`{0, 1}`, `{'BNSD'}`:
+data a check's f-string printed) are text, printed as written. A literal brace next to a name is written doubled
+(`{{`, `}}`), as in Python's str.format. A name in braces that the spec does not declare (input, attribute, output,
+dim or variadic dim), a format spec (`{x:>4}`) or a conversion (`{x!r}`) is a SpecError at the rule's spec line: the
+rule text is data, never code or a format string. An unclosed brace is a SpecError in a relation's rule
+(`OpSpec.require`, checked when the spec is finished); in a static check's text, which is only known when the check
+runs on the caller's values, it is printed as written (render_rule's strict=False), so a bad value still gets its
+ValidationError.
 """
 
 from __future__ import annotations
@@ -19,22 +24,30 @@ from typing import Callable, Collection
 from opgen.dsl.diagnostics import spec_error
 
 
-def render_rule(text: str, names: Collection[str], say: Callable[[str], str] | None = None, loc=None) -> str:
+def render_rule(text: str, names: Collection[str], say: Callable[[str], str] | None = None, loc=None,
+                strict: bool = True) -> str:
     """`text` with every `{name}` replaced by `say(name)` (the spec's name when say is None) and `{{` / `}}` by one
     brace. names: the spec names a placeholder may use; loc: the rule's spec line ("file:line" or a Loc) for errors.
-    Raises SpecError (located at loc) for an unknown name, a malformed brace, a format spec or a conversion."""
+    Raises SpecError (located at loc) for a text that is not a string, an unknown name, a format spec or a
+    conversion, and, when strict, an unclosed brace (not strict: the text is printed as written). Braces around
+    what is not an identifier are text (module docstring)."""
     if not isinstance(text, str):
         raise spec_error(loc, f"a rule text must be a string, got {text!r}",
                          "return None when the check holds, else the rule as a sentence")
     try:
         parts = list(string.Formatter().parse(text))
     except ValueError as e:
+        if not strict:
+            return text
         raise spec_error(loc, f"rule text {text!r}: {e}",
                          "name a parameter in braces, {x}; write a literal brace doubled, {{ or }}") from None
     out = []
     for literal, field, fmt, conv in parts:
         out.append(literal)
         if field is None:
+            continue
+        if not field.isidentifier():   # data in braces ({0, 1}), not a placeholder
+            out.append("{" + field + ("!" + conv if conv else "") + (":" + fmt if fmt else "") + "}")
             continue
         if field not in names or fmt or conv:
             what = (f"{{{field}}} is not a declared input, attribute, output or dim" if field not in names else

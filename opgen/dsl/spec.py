@@ -955,11 +955,12 @@ class OpSpec:
         return ({i.name for i in self.inputs} | {a.name for a in self.attrs} | {o.name for o in self.outputs}
                 | set(self.dims_) | set(self.variadics))
 
-    def rule_text(self, text: str, say: Callable[[str], str] | None = None, loc=None) -> str:
+    def rule_text(self, text: str, say: Callable[[str], str] | None = None, loc=None, strict: bool = False) -> str:
         """A rule text of this spec rendered in one layer's names (opgen.dsl.rules.render_rule; docs/design.md
-        "Rule texts"): `{name}` becomes say(name), the spec's name by default. Raises SpecError at loc for a name the
-        spec does not declare or a malformed brace."""
-        return render_rule(text, self.rule_names(), say, loc)
+        "Rule texts"): `{name}` becomes say(name), the spec's name by default; braces around what is not a name
+        are text. Raises SpecError at loc for a name the spec does not declare, and with strict (a relation's rule,
+        checked when the spec is finished) for an unclosed brace, which a static check's text prints as written."""
+        return render_rule(text, self.rule_names(), say, loc, strict)
 
     def _where(self, loc) -> str:
         """`line N` for a location in this spec's file, else `file:line`."""
@@ -1287,10 +1288,10 @@ class OpSpec:
             if param not in names:
                 raise spec_error(loc, f"{param!r} is not a declared input or attribute{_suggest(param, names)}",
                                  "blame one of: " + ", ".join(names), arg=arg, token=param)
-        for _c, _param, rule, loc in self.constraints:   # a static check's text is checked when it is produced
-            self.rule_text(rule, loc=loc)
+        for _c, _param, rule, loc in self.constraints:   # a static check's text is printed as it is produced
+            self.rule_text(rule, loc=loc, strict=True)
         for _c, _param, rule, loc, when in self.mode_constraints:
-            self.rule_text(rule, loc=loc)
+            self.rule_text(rule, loc=loc, strict=True)
         self.keys()
         return self
 
