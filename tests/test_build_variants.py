@@ -14,7 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from inproc import cli  # noqa: E402
 
-from opgen.check.build import OPT_ENV, Sources, launch_variant, ninja_file  # noqa: E402
+from opgen.check.build import (HARNESS_HEAD, ONLY_KEY_MACRO, OPT_ENV, VARIANTS, Sources, kernel_keys,  # noqa: E402
+                               key_kernel_source, launch_variant, ninja_file, pch_target)
 from opgen.errors import OpgenError  # noqa: E402
 
 
@@ -202,14 +203,16 @@ def test_a_host_file_precompiles_the_emulation_and_library_headers_its_leading_i
     src = Sources("Op", "op", "aclnn_op", op)
     shared = tmp_path / "shared"
     host = host_pchs(src, "/usr/bin/g++")
-    assert set(host) == {"debug/tiling.o", "quick/tiling.o", "asan/tiling.o"}   # no aclnn file, l0 has none
+    # no aclnn API file, l0 has none; the runner's main leads with HARNESS_HEAD, both found in the emulation
+    assert set(host) == {"debug/tiling.o", "quick/tiling.o", "asan/tiling.o", "aclnn/harness.o"}
+    assert host["aclnn/harness.o"].text.splitlines()[2:] == list(HARNESS_HEAD)
     st = _statements(ninja_file(src, "/usr/bin/g++", shared))
     for obj, pch in host.items():
         rule, ins, flags = st[obj]
         assert ins[-2:] == ["|", f"{shared}/{pch.gch}"], ins
         assert shlex.split(flags) == shlex.split(pch.flags) + ["-Winvalid-pch", "-include",
                                                                  f"{shared}/{pch.dir}/{HOST_PCH_HEADER}"]
-    assert "-include" not in st["aclnn/harness.o"][2] and "-include" not in st["quick/driver.o"][2]
+    assert "-include" not in st["quick/driver.o"][2]
 
 
 @pytest.mark.parametrize("gold", [True, False])
@@ -223,6 +226,41 @@ def test_links_use_gold_only_where_it_is_installed(tmp_path, monkeypatch, gold):
                         else real(n))
     text = ninja_file(Sources("Op", "op", "aclnn_op", tmp_path / "op"), "/usr/bin/g++")
     links = [o for o, (rule, _, _) in _statements(text).items() if rule == "link"]
-    assert sorted(links) == ["aclnn/runner", "asan/check", "debug/check", "quick/check"]
+    assert sorted(links) == ["aclnn/runner", "asan/check", "asan/probe", "debug/check", "quick/check"]
     assert "  command = $cxx $std $flags $ldflags $in -o $out" in text.split("rule link\n", 1)[1].splitlines()[0:1]
     assert ("ldflags = -fuse-ld=gold" if gold else "ldflags = ") in text.splitlines()
+
+
+def test_a_one_key_asan_driver_compiles_the_wrapper_with_its_key_and_the_asan_precompiled_header(tmp_path):
+    """asan/key-<K>/check (the ASan run of a case whose tiling probe picked K): the wrapper compiled with the asan
+    flags, -D<ONLY_KEY_MACRO>=<K>ULL and pch-asan's header as an input, linked with the asan TilingFunc and the debug
+    driver object like asan/check; the probe links the same objects with the kernel stub; no key, no statement."""
+    src = Sources("Op", "op", "aclnn_op", tmp_path / "op")
+    shared = tmp_path / "shared"
+    st = _statements(ninja_file(src, "/usr/bin/g++", shared, keys=(51, 12)))
+    for k in (12, 51):
+        rule, ins, flags = st[f"asan/key-{k}/kernel.o"]
+        assert ins[0] == "key_kernel.cpp" and ins[-2:] == ["|", f"{shared}/{pch_target('asan')}"], ins
+        assert shlex.split(flags) == shlex.split(VARIANTS["asan"]) + ["-Winvalid-pch", f"-D{ONLY_KEY_MACRO}={k}ULL"]
+        assert st[f"asan/key-{k}/check"][1] == ["debug/driver.o", f"{shared}/check_main.o", "asan/tiling.o",
+                                                f"asan/key-{k}/kernel.o"]
+    assert st["asan/probe"][1] == ["debug/driver.o", f"{shared}/check_main.o", "asan/tiling.o", "asan/nokernel.o"]
+    assert not any("key-" in o for o in _statements(ninja_file(src, "/usr/bin/g++", shared)))
+
+
+def test_the_keys_a_one_key_build_may_take_are_those_the_entry_tests(tmp_path):
+    """kernel_keys: the values of the key header's macros the entry passes to TILING_KEY_IS, and literal keys; a
+    macro of the header no branch tests is not one (a one-key build for it would test no key and fault nothing)."""
+    k = tmp_path / "op_kernel"
+    k.mkdir()
+    (k / "op_tiling_key.h").write_text("#define OP_TILING_KEY_A0_D1_S1 11\n#define OP_TILING_KEY_A0_D1_S2 12\n"
+                                       "#define OP_TILING_KEY_A0_D2_S1 21\n")
+    (k / "op.cpp").write_text("if (TILING_KEY_IS(OP_TILING_KEY_A0_D1_S1)) {}\nif (TILING_KEY_IS( 7 )) {}\n"
+                              "if (TILING_KEY_IS(OP_TILING_KEY_A0_D2_S1)) {}\n")
+    assert kernel_keys(k / "op.cpp") == {11, 21, 7}
+    assert kernel_keys(k / "missing.cpp") == set()
+    text = key_kernel_source(k / "op.cpp")
+    lines = text.splitlines()
+    # the emulation's header first (its precompiled header), the redefinition, then the entry by absolute path
+    assert lines[2:4] == ['#include "kernel_operator.h"', "#undef TILING_KEY_IS"] and lines[-1] == f'#include "{k / "op.cpp"}"'
+    assert key_kernel_source(tmp_path / 'a"b.cpp') is None

@@ -155,6 +155,20 @@ def test_asan_subset(op, h):
     r = run_check(op, dims=_dims((2,), 5, h), dtypes=DTYPES[4], asan=True, progress=False)
     _assert_ok(r, f"asan {op} H={h}")
     assert r.variant == "asan"
+    # the kernel was compiled for the probe's tiling key only (opgen/check/build.py key_kernel_source)
+    assert any(b.target == f"asan/key-{r.tiling_key}/check" for b in r.builds), [b.target for b in r.builds]
+
+
+def test_a_one_key_asan_build_launched_with_another_key_faults(monkeypatch):
+    """The one-key ASan build cannot pass a case of another key silently: AdaLayerNormGrad H=33 (ROW_SPLIT, key 51)
+    launched on the build of key 52 (COL_SPLIT, the one test_asan_subset's H=3441 case builds) faults naming the
+    key no branch matched."""
+    import opgen.check.run as run
+
+    monkeypatch.setattr(run, "_asan_target", lambda *a: "asan/key-52/check")
+    r = run_check("AdaLayerNormGrad", dims=_dims((2,), 5, 33), dtypes=DTYPES[4], asan=True, progress=False)
+    assert r.tiling_key == 51 and not r.passed
+    assert any("tiling key 51 matched no TILING_KEY_IS test" in f for f in r.faults), r.faults
 
 
 def test_gm_traffic_near_the_minimum_at_long_rows():

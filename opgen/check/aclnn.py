@@ -36,9 +36,13 @@ class AclnnRejected(OpgenError):
 
 def harness_source(m) -> str:
     """C++ main of the case runner for OpModel `m`: optional argv[1] = op::SocVersion name (ApplySocArgument),
-    then one aclnn call per stdin line (module doc), ReportResult per call. It includes only the API's header and
-    runtime.h (no C++ library header: a fraction of a second to compile)."""
-    lines = [f'#include "{m.api_snake}.h"', '#include "runtime.h"', "", "int main(int argc, char** argv)", "{",
+    then one aclnn call per stdin line (module doc), ReportResult per call. It includes the headers the API header
+    includes (build.HARNESS_HEAD: <cstdint> and the emulation's aclnn_base.h, precompiled by build.host_pchs), the
+    API's header and runtime.h: no other C++ library header, a fraction of a second to compile."""
+    from opgen.check.build import HARNESS_HEAD
+
+    lines = [*HARNESS_HEAD, f'#include "{m.api_snake}.h"', '#include "runtime.h"', "",
+             "int main(int argc, char** argv)", "{",
              "    if (!ApplySocArgument(argc, argv)) {", "        return 2;", "    }",
              "    while (CaseLine* line = NextCaseLine()) {", "        CaseLine& in = *line;"]
     args = []

@@ -9,6 +9,9 @@ aclnn_harness.cpp (rewritten only when their text changes, so a second build is 
     quick/check    the same at -O0 -g: about a third of the compiler's CPU, slower kernels (launch_variant():
                    OPGEN_CHECK_OPT=0, which the test suite sets; its cases are small)
     asan/check     the same with -fsanitize=address,undefined
+    asan/probe     the asan TilingFunc and driver with a kernel stub, run with OPGEN_CHECK_TILING_ONLY=1: the case's key
+    asan/key-<K>/check  asan/check with the kernel compiled for tiling key K only (key_kernel_source): what
+                   `--asan` launches when the probe picked a key the kernel entry tests (kernel_keys)
 
 What does not depend on the op is compiled once per user, whichever build root an op's build uses: in
 `<default root>/shared-<hash of the C++ directories and the compiler>/` (default_build_root(): $OPGEN_BUILD_DIR or
@@ -253,6 +256,17 @@ def host_pch(tu: Path, inc_dirs: tuple, flags: str, cxx: str) -> HostPch | None:
         lines = tu.read_text().splitlines()
     except (OSError, UnicodeDecodeError):
         return None
+    return _host_pch_of(lines, tu.parent, inc_dirs, flags, cxx)
+
+
+HARNESS_HEAD = ("#include <cstdint>", '#include "aclnn/aclnn_base.h"')
+"""The leading includes of every aclnn runner's main (opgen.check.aclnn.harness_source): the headers the API header
+includes, named first so that the harness, which is written into the build directory when it is built, has a known
+host precompiled header (host_pchs: 0.3 s of compiler CPU a package without it, ~0.1 s with it)."""
+
+
+def _host_pch_of(lines: list, tu_dir: Path, inc_dirs: tuple, flags: str, cxx: str) -> HostPch | None:
+    """host_pch of a unit in directory `tu_dir` whose text is `lines`."""
     emu = EMU_INCLUDE.resolve()
     keep = []
     for line in lines:
@@ -265,7 +279,7 @@ def host_pch(tu: Path, inc_dirs: tuple, flags: str, cxx: str) -> HostPch | None:
         quote, name = m.groups()
         if name == HOST_PCH_HEADER or any(c in name for c in '"\n\r\\'):
             continue
-        dirs = ((tu.parent,) if quote == '"' else ()) + tuple(inc_dirs)
+        dirs = ((tu_dir,) if quote == '"' else ()) + tuple(inc_dirs)
         found = _resolve(name, dirs)
         if found is None:
             if quote == "<":
@@ -450,8 +464,8 @@ def _aclnn_inc_dirs(src: Sources) -> tuple:
 
 def host_pchs(src: Sources, cxx: str) -> dict:
     """{object of build.ninja: HostPch} for the host translation units of `src` that get a precompiled header
-    (host_pch): every variant's TilingFunc, the aclnn API and its L0 wrapper. Empty for an object without an op
-    directory (a stand-in)."""
+    (host_pch): every variant's TilingFunc, the aclnn API and its L0 wrapper, the aclnn runner's main (HARNESS_HEAD).
+    Empty for an object without an op directory (a stand-in)."""
     if getattr(src, "op_dir", None) is None:
         return {}
     out = {}
@@ -459,6 +473,9 @@ def host_pchs(src: Sources, cxx: str) -> dict:
         out[f"{variant}/tiling.o"] = host_pch(src.tiling_cpp, _kernel_inc_dirs(src), flags, cxx)
     for name, path in (("api", src.aclnn_cpp), ("l0", src.l0_cpp)):
         out[f"aclnn/{name}.o"] = host_pch(path, _aclnn_inc_dirs(src), ACLNN_FLAGS, cxx)
+    # the runner's main, written beside build.ninja: its leading includes are HARNESS_HEAD (no file of the build
+    # directory shadows an emulation header)
+    out["aclnn/harness.o"] = _host_pch_of(list(HARNESS_HEAD), EMU_INCLUDE, _aclnn_inc_dirs(src), ACLNN_FLAGS, cxx)
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -469,10 +486,64 @@ def host_pchs_for(target: str, pchs: dict) -> list:
     return sorted({p for obj, p in pchs.items() if obj.split("/", 1)[0] in heads}, key=lambda p: p.dir)
 
 
-def ninja_file(src: Sources, cxx: str, shared: Path | None = None, host: dict | None = None) -> str:
+PROBE_ENV = "OPGEN_CHECK_TILING_ONLY"
+"""Environment variable that makes a launch driver stop after the TilingFunc ("1"): its report ends with the tiling
+lines and `launch 0` (opgen/check/cpp/check_driver.h). The asan tiling probe (asan/probe) runs with it."""
+ONLY_KEY_MACRO = "OPGEN_CHECK_ONLY_KEY"
+"""Macro (-D, a uint64 literal) of a one-key kernel build (key_kernel_source); never named in a precompiled header,
+so defining it keeps kernel_operator.h.gch valid."""
+KEY_KERNEL = "key_kernel.cpp"
+"""The build directory's wrapper source of the one-key kernel builds (key_kernel_source)."""
+
+
+def key_kernel_source(kernel_cpp) -> str | None:
+    """Text of the wrapper compiled for the one-key ASan builds (asan/key-<K>/kernel.o): kernel_operator.h first (its
+    precompiled header), then TILING_KEY_IS redefined so that every test of a key other than ONLY_KEY_MACRO is a
+    constant false (GCC then drops those branches and the template instantiations only they use: AdaLayerNormGrad's
+    ASan kernel object 7 s of compiler CPU for one of its 10 keys against 22 s for all), then the kernel entry by
+    absolute path. The launch's key is the probe's (the same TilingFunc on the same case); a kernel entry whose
+    branch for that key is missing is never built this way (kernel_keys). None when the path cannot be written in
+    `#include "..."`."""
+    path = str(kernel_cpp)
+    if any(c in path for c in '"\n\r'):
+        return None
+    return ("// Generated by opgen check (opgen/check/build.py, key_kernel_source): the kernel entry for one tiling\n"
+            f"// key ({ONLY_KEY_MACRO}); every other key's TILING_KEY_IS is a constant false.\n"
+            '#include "kernel_operator.h"\n#undef TILING_KEY_IS\n'
+            f"#define TILING_KEY_IS(k) (static_cast<uint64_t>(k) == ({ONLY_KEY_MACRO}) && "
+            "::emu::TilingKeyIs(static_cast<uint64_t>(k)))\n"
+            f'#include "{path}"\n')
+
+
+def kernel_keys(kernel_cpp) -> set:
+    """The tiling keys (ints) the kernel entry `kernel_cpp` tests with TILING_KEY_IS(<literal or macro of its
+    op_kernel/*_tiling_key.h>), each with its own branch: the keys a one-key build (key_kernel_source) may be made
+    for. Empty when the file is missing or tests no key."""
+    try:
+        text = Path(kernel_cpp).read_text()
+    except OSError:
+        return set()
+    macros = {}
+    for h in Path(kernel_cpp).parent.glob("*_tiling_key.h"):
+        macros.update({m.group(1): int(m.group(2)) for m in
+                       re.finditer(r"^#define\s+(\w+)\s+(\d+)[uUlL]*\s*$", h.read_text(), re.M)})
+    out = set()
+    for arg in re.findall(r"\bTILING_KEY_IS\(\s*(\w+)\s*\)", text):
+        if arg in macros:
+            out.add(macros[arg])
+        elif re.fullmatch(r"\d+[uUlL]*", arg):
+            out.add(int(arg.rstrip("uUlL")))
+    return out
+
+
+def ninja_file(src: Sources, cxx: str, shared: Path | None = None, host: dict | None = None,
+               keys: tuple = ()) -> str:
     """Text of build.ninja for `src` (module doc); paths relative to the build directory for outputs. `shared`: the
     shared directory whose objects it links (shared_dir; default: shared_dir_name(cxx) beside the build directory).
-    host: host_pchs(src, cxx) when already computed (default: computed here)."""
+    host: host_pchs(src, cxx) when already computed (default: computed here). keys: tiling keys (ints) given a
+    one-key ASan launch driver asan/key-<K>/check (the wrapper KEY_KERNEL, key_kernel_source, with
+    -D<ONLY_KEY_MACRO>=<K>ULL); every tree has the tiling probe asan/probe (the ASan TilingFunc and driver with a
+    kernel stub, nokernel.cpp, run with PROBE_ENV=1)."""
     host = host_pchs(src, cxx) if host is None else host
     kinc_dirs = _kernel_inc_dirs(src)
     kinc = _inc(*kinc_dirs)
@@ -523,6 +594,21 @@ def ninja_file(src: Sources, cxx: str, shared: Path | None = None, host: dict | 
                       f"  inc = {_ninja_value(_inc(Path(shared_inc) / pch_dir(variant), kinc_dirs))}"]
         objs += [f"{variant}/tiling.o", f"{variant}/kernel.o"]
         lines += [f"build {variant}/check: link {' '.join(objs)}", f"  flags = {flags}", ""]
+    # the asan tiling probe and the one-key asan drivers (key_kernel_source)
+    asan = VARIANTS["asan"]
+    head = ["debug/driver.o", f"{shared}/check_main.o", "asan/tiling.o"]
+    lines += ["build asan/nokernel.o: cxx nokernel.cpp", "  flags = -O0", "",
+              f"build asan/probe: link {' '.join(head + ['asan/nokernel.o'])}", f"  flags = {asan}", ""]
+    for k in sorted(set(keys)):
+        obj = f"asan/key-{int(k)}/kernel.o"
+        define = f"-D{ONLY_KEY_MACRO}={int(k)}ULL"
+        if pch_wrapper() is None:
+            lines += [f"build {obj}: cxx {KEY_KERNEL}", f"  flags = {asan} {define}", f"  inc = {_ninja_value(kinc)}"]
+        else:
+            lines += [f"build {obj}: cxx {KEY_KERNEL} | {shared}/{pch_target('asan')}",
+                      f"  flags = {asan} -Winvalid-pch {define}",
+                      f"  inc = {_ninja_value(_inc(Path(shared_inc) / pch_dir('asan'), kinc_dirs))}"]
+        lines += [f"build asan/key-{int(k)}/check: link {' '.join(head + [obj])}", f"  flags = {asan}", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -568,7 +654,8 @@ class Builder:
         self.dir.mkdir(parents=True, exist_ok=True)
         shared = shared_dir(cxx, self.dir.parent)
         src = _ninja_safe(self.src, self.dir)
-        text = ninja_file(src, cxx, shared)
+        keys = tuple(int(m) for m in re.findall(r"\basan/key-(\d+)/", target))
+        text = ninja_file(src, cxx, shared, keys=keys)
         needed = [t for t in shared_targets(target) if f"{_ninja_path(shared)}/{t}" in text]
         host = [p for p in host_pchs_for(target, host_pchs(src, cxx)) if f"{_ninja_path(shared)}/{p.gch}" in text]
         with contextlib.ExitStack() as locks:
@@ -582,6 +669,12 @@ class Builder:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another opgen check on the same tree waits here
             for name, body in self.files.items():
                 write_if_changed(self.dir / name, body)
+            if keys:
+                wrapper = key_kernel_source(src.kernel_cpp)
+                if wrapper is None:
+                    raise OpgenError(f"{src.kernel_cpp}: a one-key build cannot include this path (a quote or a line "
+                                     "break in it); build asan/check")
+                write_if_changed(self.dir / KEY_KERNEL, wrapper)
             write_if_changed(self.dir / "build.ninja", text)
             self._drop_unverified(target)
             run = self._run(ninja, target)

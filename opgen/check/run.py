@@ -33,7 +33,7 @@ from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_d
                                with_fixed_attrs)
 from opgen.check.build import Builder, BuildRun, Sources, launch_variant
 from opgen.check.compare import OutputComparison, compare_output, rounded_intermediate_outputs
-from opgen.check.driver import driver_source, kernel_type
+from opgen.check.driver import driver_source, kernel_type, nokernel_source
 from opgen.dsl.validate import check_input_names
 from opgen.errors import OpgenError, ValidationError
 from opgen.ir.dims import eval_shape
@@ -274,6 +274,36 @@ def _run_driver(exe: Path, case: Path, out_dir: Path, asan: bool, timeout: float
     return r, problem
 
 
+def _asan_target(builder, res: CheckResult, tmp: Path, timeout: float) -> str:
+    """The ASan launch driver for the case tmp/case.bin: asan/key-<K>/check, the kernel compiled for the tiling key K
+    only (build.key_kernel_source; a third of the compiler CPU for a kernel of ten keys), when the tiling probe
+    (asan/probe: the same ASan TilingFunc on the same case, stopping before the launch) ran cleanly and picked a key
+    K the kernel entry has a branch for (build.kernel_keys); else asan/check, every key. The launch runs the same
+    code either way (the other keys' branches are never taken); a TilingFunc fault or a key without a branch is
+    then reported by the full build's run, as without the probe. Appends the probe's build to res.builds."""
+    from opgen.check.build import PROBE_ENV, kernel_keys, key_kernel_source
+
+    keys = kernel_keys(builder.src.kernel_cpp)
+    if not keys or key_kernel_source(builder.src.kernel_cpp) is None:
+        return "asan/check"
+    res.builds.append(builder.build("asan/probe"))
+    out = tmp / "probe"
+    out.mkdir(exist_ok=True)
+    env = {**os.environ, PROBE_ENV: "1"}
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
+    try:
+        r = subprocess.run([str(builder.dir / "asan" / "probe"), str(tmp / "case.bin"), str(out)],
+                           capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "asan/check"
+    rep_path = out / "report.txt"
+    rep = caseio.parse_report(rep_path.read_text() if rep_path.exists() else "")
+    clean = r.returncode == 0 and "AddressSanitizer" not in r.stderr and "runtime error:" not in r.stderr
+    if clean and rep.tiling_ok and not rep.launched and rep.tiling_key in keys:
+        return f"asan/key-{rep.tiling_key}/check"
+    return "asan/check"
+
+
 def _empty_call_result(spec, res: CheckResult, bound, inputs: dict, attrs: dict, dtypes: dict) -> CheckResult:
     """The result of a call the aclnn layer accepted without launching the kernel (an empty call): passed when
     the interpreter agrees that every output is empty (its arrays, empty, are the outputs); otherwise a fault."""
@@ -406,7 +436,8 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     variant = launch_variant(asan)
     res = CheckResult(spec.name, plat.name, variant, inputs=inputs)
     builder = Builder(src, {"driver.cpp": driver_source(m, kernel_type(src.kernel_cpp)),
-                            "aclnn_harness.cpp": harness_source(m)}, build_root, progress)
+                            "aclnn_harness.cpp": harness_source(m), "nokernel.cpp": nokernel_source(m)},
+                      build_root, progress)
     res.build_dir = builder.dir
 
     step = phase or (lambda text: None)
@@ -463,10 +494,6 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
             res.seconds["exact"] = time.perf_counter() - t0
 
     # 3. build and launch
-    step(f"building the {variant} driver (TilingFunc + kernel)")
-    t0 = time.perf_counter()
-    res.builds.append(builder.build(f"{variant}/check"))
-    res.seconds["build"] = time.perf_counter() - t0
     slots = _output_slots(spec, bound)
     case_in = []
     from opgen.passes.pipeline import optimize
@@ -485,9 +512,14 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         tmp = Path(tmp)
         caseio.write_case(tmp / "case.bin", plat.aiv, plat.aic, plat.ub_bytes, SYS_WORKSPACE_BYTES, case_in,
                           case_attrs, case_out, deterministic)
+        step(f"building the {variant} driver (TilingFunc + kernel)")
+        t0 = time.perf_counter()
+        target = _asan_target(builder, res, tmp, timeout) if asan else f"{variant}/check"
+        res.builds.append(builder.build(target))
+        res.seconds["build"] = time.perf_counter() - t0
         step("launching on the emulated cores")
         t0 = time.perf_counter()
-        run, problem = _run_driver(builder.dir / variant / "check", tmp / "case.bin", tmp, asan, timeout,
+        run, problem = _run_driver(builder.dir / target, tmp / "case.bin", tmp, asan, timeout,
                                    during=interpret_both)
         res.seconds["launch"] = time.perf_counter() - t0   # overlaps "interpret" and "exact"
         rep_path = tmp / "report.txt"

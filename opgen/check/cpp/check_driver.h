@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -244,6 +245,13 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     say("tiling_key " + std::to_string(ctx.tilingKey));
     say("workspace_bytes " + std::to_string(wsBytes));
     say("tiling_bytes " + std::to_string(tilingBytes));
+    if (const char* only = std::getenv("OPGEN_CHECK_TILING_ONLY"); only != nullptr && only[0] == '1') {
+        // the tiling probe (opgen/check/build.py "asan/probe"): the key picks the kernel build; nothing launched
+        say("launch 0");
+        say("end");
+        std::fclose(rep);
+        return 0;
+    }
     if (wsBytes < static_cast<uint64_t>(c.sysWorkspaceBytes)) {
         say("launch 0");
         say("fault TilingFunc: workspace size " + std::to_string(wsBytes) + " bytes is smaller than the " +
