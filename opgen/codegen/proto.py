@@ -16,7 +16,7 @@ from opgen.codegen.model import OpModel, cpp_literal
 from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
 
-_GE_ATTR = {int: "Int", float: "Float", bool: "Bool", str: "String"}
+_GE_ATTR = {int: "Int", float: "Float", bool: "Bool", str: "String", list[int]: "ListInt"}
 
 
 def _comment(text: str) -> str:
