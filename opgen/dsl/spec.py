@@ -166,6 +166,8 @@ class VariadicDecl:
 
 def choice_text(value) -> str:
     """An attribute value as messages and emitted comments spell it (CANN's `true`/`false` for a bool)."""
+    if isinstance(value, tuple):   # a list[int] attribute's value as the CLI and the aclnn layer print it
+        return "[" + ", ".join(str(int(x)) for x in value) + "]"
     return ("true" if value else "false") if isinstance(value, bool) else repr(value)
 
 
