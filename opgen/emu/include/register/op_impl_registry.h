@@ -126,9 +126,9 @@ public:
         auto it = lists_.find(index);
         return it == lists_.end() ? nullptr : &it->second;
     }
-    const int64_t* GetInt(size_t index) const { return GetAttrPointer<int64_t>(index); }
-    const float* GetFloat(size_t index) const { return GetAttrPointer<float>(index); }
-    const bool* GetBool(size_t index) const { return GetAttrPointer<bool>(index); }
+    const int64_t* GetInt(size_t index) const;
+    const float* GetFloat(size_t index) const;
+    const bool* GetBool(size_t index) const;
     void Set(size_t index, double value)
     {
         if (ints_.size() <= index) {
@@ -165,6 +165,9 @@ inline const bool* RuntimeAttrs::GetAttrPointer<bool>(size_t index) const
 {
     return index < bools_.size() ? &bools_[index] : nullptr;
 }
+inline const int64_t* RuntimeAttrs::GetInt(size_t index) const { return GetAttrPointer<int64_t>(index); }
+inline const float* RuntimeAttrs::GetFloat(size_t index) const { return GetAttrPointer<float>(index); }
+inline const bool* RuntimeAttrs::GetBool(size_t index) const { return GetAttrPointer<bool>(index); }
 
 // The raw tiling-data buffer (64 KiB, like CANN's default capacity).
 class TilingData {
