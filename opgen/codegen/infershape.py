@@ -140,7 +140,7 @@ def _form_selector(m: OpModel, attr: str) -> dict:
     var = f"formOfAttr{p.index}"
     expr = " : ".join(f"*{var}Ptr == {v} ? {k}" for k, v in enumerate(lit)) + " : -1"
     choices = ", ".join(lit)
-    return {"var": var, "index": p.index, "ctype": ctype, "expr": expr,
+    return {"var": var, "index": p.index, "ctype": ctype, "expr": expr, "list": False,
             "msg": c_printf(f"{a.name}: ", "%ld", f" is not one of {choices}"),
             "value": f"static_cast<int64_t>(*{var}Ptr)"}
 
