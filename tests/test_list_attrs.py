@@ -226,3 +226,29 @@ def test_tiling_key_follows_the_list_value(tmp_path):
                       progress=False)
         assert r.passed and not r.faults, value
         assert r.tiling_key // 100 == attr_key and r.tiling_key // 10 % 10 == 1, (value, r.tiling_key)
+
+
+def test_a_static_rule_on_a_list_attribute_compares_the_array(tmp_path):
+    """A spec.check on="static" that reads the list: the emitted aclnn layer tests the array against the tuple
+    element by element (IntArrayChoice against that one choice), not as a C++ `==` of a pointer."""
+    text = SPEC.read_text().replace(
+        'spec.dtypes((T,), [(f32,), (f16,), (bf16,)])',
+        'spec.dtypes((T,), [(f32,), (f16,), (bf16,)])\nspec.attr("mode", int, 0, choices=(0, 1), static=True)\n'
+        'spec.check("mode", lambda a, pr: "mode 1 needs dim [-1]" if a["mode"] == 1 and a["dim"] != (-1,) else None)'
+    ).replace("def _(b, self, dim, keepDim):", "def _(b, self, dim, keepDim, mode):")
+    p = tmp_path / "reduce_sum.py"
+    p.write_text(text)
+    aclnn = _files(load_spec(str(p)))["op_host/op_api/aclnn_reduce_sum.cpp"]
+    assert 'if (p.mode == 1 && IntArrayChoice(p.dim, {{-2, -1}}) == 0) {' in aclnn
+    assert 'OP_LOGE(ACLNN_ERR_PARAM_INVALID, "mode: mode 1 needs dim [-1]");' in aclnn
+
+
+def test_api_fixed_refuses_a_list_attribute(tmp_path):
+    from opgen.errors import SpecError
+
+    text = SPEC.read_text() + ('\nfrom opgen.dsl import api\nspec.aclnn_signature(api.param("self"), api.fixed("dim", (-1,)), '
+                               'api.param("keepDim"), api.param("out"))\n')
+    p = tmp_path / "reduce_sum.py"
+    p.write_text(text)
+    with pytest.raises(SpecError, match="attribute 'dim' is a list\\[int\\] attribute, which cannot be fixed"):
+        load_spec(str(p))
