@@ -5,6 +5,8 @@ listed axes, accumulated in float32 and rounded to the output dtype.
 specialisation chosen by the tiling key: [-1] sums each row of H (out [Bd, M]); [-2, -1] sums each batch's M x H
 block to one value (out [Bd]). The attribute picks the output's shape (`form_by`). (A middle-axis sum [-2] is
 ReduceMean's kernel without the division; next to [-2, -1] the shared tiling plan does not fit UB at these maxima.)
+CANN's aclnnReduceSum also takes `aclDataType dtype` (the output dtype) between keepDim and out; the DSL has no
+such parameter kind yet, so this API is aclnnReduceSum(self, dim, keepDim, out) with out in self's dtype.
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
