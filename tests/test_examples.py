@@ -151,6 +151,12 @@ def reduce_mean(i, a):
     return {"out": _f(i["self"]).mean(-2, keepdims=bool(a.get("keepDim", False)))}
 
 
+def reduce_sum(i, a):
+    from opgen.dsl.validate import parse_int_list
+
+    return {"out": _f(i["self"]).sum(parse_int_list(a.get("dim", (-1,))))}
+
+
 def reduce_max(i, a):
     return {"out": _f(i["self"]).max(-2)}
 
@@ -341,7 +347,7 @@ ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill
                                    batch_mat_mul, matmul_gelu, fused_mat_mul, rms_norm, rms_norm_grad, add_rms_norm,
                                    layer_norm_grad, softmax, swiglu, gelu, gelu_v2,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
-                                   swiglu_grad, reduce_mean, reduce_max, mse_loss, batch_norm,
+                                   swiglu_grad, reduce_mean, reduce_sum, reduce_max, mse_loss, batch_norm,
                                    instance_norm, layer_norm_v4, reduce_min, group_norm)}
 
 TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
@@ -349,7 +355,7 @@ TERMS = {   # per output: which of its inputs' extents one element sums over (th
     "add_rms_norm": {"y": "row", "rstd": "row"}, "layer_norm_grad": {"pd_x": "row", "pd_gamma": "rows",
                                                                     "pd_beta": "rows"},
     "softmax": {"y": "row"}, "scaled_masked_softmax": {"y": "row"}, "log_softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "matmul_gelu": {"output": "K"}, "fused_mat_mul": {"y": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
-    "reduce_mean": {"out": "M"}, "mse_loss": {"out": "all"},
+    "reduce_mean": {"out": "M"}, "reduce_sum": {"out": ("M", "H")}, "mse_loss": {"out": "all"},
     "batch_norm": {"output": "N", "saveMean": "N", "saveInvstd": "N"},
     "instance_norm": {"y": ("H", "W"), "mean": ("H", "W"), "variance": ("H", "W")},
     "layer_norm_v4": {"y": ("S", "H"), "mean": ("S", "H"), "rstd": ("S", "H")},
@@ -446,6 +452,11 @@ CASES = [
     ("reduce_mean", {"Bd": (3,), "M": 37, "H": 33}, F16, {}, 1),                # batches split across cores
     ("reduce_mean", {"Bd": (2, 3), "M": 1, "H": 1}, F32, {"keepDim": True}, None),   # M = 1, H = 1, out [Bd, 1, H]
     ("reduce_mean", {"Bd": (), "M": 5, "H": 20000}, BF16, {}, 2),               # few rows: the row over cores
+    ("reduce_sum", {"Bd": (3,), "M": 37, "H": 33}, F16, {}, 1),                 # dim [-1]: each row of H
+    ("reduce_sum", {"Bd": (2,), "M": 3, "H": 30001}, BF16, {"dim": (-1,)}, None),   # long rows
+    ("reduce_sum", {"Bd": (2, 3), "M": 7, "H": 20}, F32, {"dim": (-2, -1)}, 1),  # dim [-2, -1]: a batch to one
+    ("reduce_sum", {"Bd": (), "M": 50, "H": 41}, BF16, {"dim": "-2,-1"}, None),  # CLI text; out is 0-d
+    ("reduce_sum", {"Bd": (4,), "M": 1, "H": 1}, F16, {"dim": [-2, -1]}, None),
     ("reduce_max", {"Bd": (5,), "M": 29, "H": 17}, BF16, {}, 1),
     ("reduce_max", {"Bd": (1,), "M": 3, "H": 9001}, F16, {}, 2),
     ("reduce_max", {"Bd": (97,), "M": 1, "H": 2}, F32, {}, 1),                  # a tail over 48 cores

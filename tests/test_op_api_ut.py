@@ -5,7 +5,7 @@ framework (tests/stubs/gtest, tests/stubs/op_api_ut): every case's expected stat
 The expected codes come from the rules (null tensor 161001, dtype outside the table or wrong output shape 161002,
 docs/design.md "Emission"), the returned ones from the emitted checks; a flipped expectation must fail (the
 last test), so the run can tell them apart. The packages: the bundled ops as committed in generated/ and examples
-with each kind of attribute (str, float, int, bool), a form picked by an attribute, integer and optional inputs,
+with each kind of attribute (str, float, int, bool, list[int]), a form picked by an attribute, integer and optional inputs,
 attributes that bind dims (GroupNorm: N, C, HxW, group, at distinct values so a swap is caught), scalar operands
 (HardtanhGrad's min / max as ScalarDesc, each also passed as null).
 """
@@ -24,7 +24,7 @@ from opgen.registry import all_specs, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples" / "specs"
-EXAMPLES = ["instance_norm", "reduce_mean", "cross_entropy_loss", "group_norm", "hardtanh_grad"]
+EXAMPLES = ["instance_norm", "reduce_mean", "cross_entropy_loss", "group_norm", "hardtanh_grad", "reduce_sum"]
 # one bundled op of each repository (ops-nn: AdaLayerNormV2; ops-transformer, host arrays: NsaSelectedAttention)
 BUNDLED = ["AdaLayerNormV2", "NsaSelectedAttention"]
 

@@ -108,6 +108,21 @@ def test_op_api_uts_compile_against_the_op_api_ut_framework(tmp_path):
     assert [(p.name, e) for p, e in _run(jobs) if e] == []
 
 
+def test_list_attribute_uts_compile_against_the_real_helpers(tmp_path):
+    """An example with a list[int] attribute (ReduceSum's dim): its tiling / InferShape UTs pass the list as
+    ops-nn's UTs do (AnyValue::CreateFrom<std::vector<int64_t>>), its op_api UT as an IntArrayDesc."""
+    from opgen.codegen import write_ops
+
+    write_ops([str(Path(__file__).resolve().parent.parent / "examples/specs/reduce_sum.py")], tmp_path)
+    d = tmp_path / "reduce_sum" / "tests" / "ut" / "op_host"
+    jobs = [(f, _host_flags()) for f in sorted(d.glob("test_*.cpp"))]
+    if (SRC / "nlohmann-json/include/nlohmann/json.hpp").is_file():
+        jobs.append((d / "op_api" / "test_aclnn_reduce_sum.cpp", _host_flags() + [
+            f"-I{SRC / 'ops-nn/tests/ut/op_api/op_api_ut_common/inc'}", f"-I{SRC / 'nlohmann-json/include'}"]))
+    assert len(jobs) >= 2
+    assert [(p.name, e) for p, e in _run(jobs) if e] == []
+
+
 def test_kernel_uts_compile_in_the_cpu_debug_mode():
     jobs = []
     for s, d in _dirs():

@@ -14,7 +14,8 @@ H = spec.dim("H", max=65536)
 (T,) = spec.dtype_vars("T")
 
 spec.input("self", T, [Bd, M, H])
-spec.attr("dim", int, -2, choices=(-2,), static=True, doc="the reduced axis: opgen's kernel takes the middle one")
+spec.attr("dim", list[int], (-2,), choices=((-2,),), static=True,
+          doc="the reduced axes (CANN's aclIntArray): opgen's kernel takes the middle one")
 spec.attr("keepDim", bool, False, choices=(False,), static=True, doc="the reduced axis is dropped")
 spec.output("out", T, [Bd, H])
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])

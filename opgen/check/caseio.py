@@ -8,10 +8,11 @@ Case file (little-endian, x86-64; read by opgen_check::ReadCase):
              deterministic (0/1: TilingContext::GetDeterministic(), the framework's deterministic flag)
     uint32   nInputs; per input (OpDef order):
              uint8 present, int32 ge::DataType, uint32 rank, int64 dims[rank], uint64 nbytes, byte data[nbytes]
-    uint32   nAttrs; double value[nAttrs] (OpDef order; bool 0/1, int, float; strings and absent values 0)
+    uint32   nAttrs; double value[nAttrs] (OpDef order; bool 0/1, int, float; strings, lists and absent values 0)
+    uint32   nLists; per list attribute: uint32 index (OpDef order), uint32 length, int64 values[length]
     uint32   nOutputs; per output: uint8 present, int32 ge::DataType, uint32 rank, int64 dims[rank]
 
-The magic names the version (OPGCASE1 lacked `deterministic`); the driver rejects any other magic.
+The magic names the version (OPGCASE1 lacked `deterministic`, OPGCASE2 the lists); the driver rejects any other magic.
 Absent tensors: present 0, DT_UNDEFINED (28), rank 0, no data. Report (one fact per line, see
 parse_report); outputs: `<out dir>/out<k>.bin`, k = output index in OpDef order, raw element bytes.
 """
@@ -28,7 +29,7 @@ from opgen.check.cost import parse_core_cost
 from opgen.errors import OpgenError
 from opgen.ir.dtypes import DType
 
-MAGIC = b"OPGCASE2"
+MAGIC = b"OPGCASE3"
 GE_DTYPE = {DType.f32: 0, DType.f16: 1, DType.i8: 2, DType.i32: 3, DType.u8: 4, DType.i16: 6, DType.i64: 9, DType.bool: 12,
             DType.bf16: 27}
 """ge::DataType numbering (opgen/emu/include/graph/types.h, CANN's values) per IR dtype."""
@@ -46,7 +47,7 @@ class CaseTensor:
 
 
 def write_case(path, aiv: int, aic: int, ub_bytes: int, sys_ws: int, inputs: list[CaseTensor],
-               attrs: list[float], outputs: list[CaseTensor], deterministic: bool = False) -> None:
+               attrs: list, outputs: list[CaseTensor], deterministic: bool = False) -> None:
     """Write a case file (format: module doc). aiv/aic: core counts; ub_bytes, sys_ws: bytes;
     deterministic: what the TilingFunc's GetDeterministic() returns (1 / 0).
 
@@ -64,8 +65,12 @@ def write_case(path, aiv: int, aic: int, ub_bytes: int, sys_ws: int, inputs: lis
                              f"{t.dtype.long_name}{list(t.shape)}")
         raw = a.tobytes()
         out += [struct.pack("<Q", len(raw)), raw]
+    lists = [(k, v) for k, v in enumerate(attrs) if isinstance(v, tuple)]
     out.append(struct.pack("<I", len(attrs)))
-    out.append(struct.pack(f"<{len(attrs)}d", *[float(v) for v in attrs]))
+    out.append(struct.pack(f"<{len(attrs)}d", *[0.0 if isinstance(v, tuple) else float(v) for v in attrs]))
+    out.append(struct.pack("<I", len(lists)))
+    for k, v in lists:
+        out.append(struct.pack(f"<II{len(v)}q", k, len(v), *[int(x) for x in v]))
     out.append(struct.pack("<I", len(outputs)))
     out += [_tensor_head(t) for t in outputs]
     Path(path).write_bytes(b"".join(out))
@@ -78,9 +83,12 @@ def _tensor_head(t: CaseTensor) -> bytes:
     return struct.pack("<BiI", 1, GE_DTYPE[t.dtype], len(dims)) + struct.pack(f"<{len(dims)}q", *dims)
 
 
-def attr_value(v) -> float:
+def attr_value(v) -> float | tuple:
     """An attribute value as the case file's double: bool 0/1, int, float; str and None as 0 (the host
-    emulation's RuntimeAttrs holds numbers only)."""
+    emulation's RuntimeAttrs holds numbers only); a list attribute's tuple of ints as it is (write_case puts it
+    in the lists section)."""
+    if isinstance(v, (tuple, list)):
+        return tuple(int(x) for x in v)
     if v is None or isinstance(v, str):
         return 0.0
     return float(v)

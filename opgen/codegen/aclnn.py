@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from opgen.ir.dimprint import dim_cpp
 from opgen.codegen.env import render
 from opgen.codegen.logic import cpp_condition, failing_cubes, true_cubes
+from opgen.dsl.spec import LIST_INT
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
 from opgen.dsl.aclnn import SCALAR_CTYPE, SCALAR_READ
 from opgen.names import c_ident, c_printf, c_string, upper_camel
@@ -51,6 +52,12 @@ NULLPTR = "ACLNN_ERR_PARAM_NULLPTR"
 INVALID = "ACLNN_ERR_PARAM_INVALID"
 RUNTIME = "ACLNN_ERR_RUNTIME_ERROR"
 ABSENT = "kAbsentInputs"
+
+
+def _list_text(values) -> str:
+    """A list attribute's value as messages print it: [-2, -1] (the emitted ListText's spelling)."""
+    return "[" + ", ".join(str(int(x)) for x in values) + "]"
+
 
 @dataclass
 class Check:
@@ -241,6 +248,8 @@ class AclnnPlan:
                 (a.like if a.kind == "unused" else a.param).decl, "host", False))
             if a.scalar:
                 ctype = SCALAR_CTYPE
+            elif a.kind == "attr" and a.param.decl.type is LIST_INT:   # CANN's aclnnReduceSum: dim null -> 161001
+                ctype = "const aclIntArray*"
             elif a.kind not in ("input", "output", "int_array", "unused") or a.optional:
                 continue
             else:
@@ -258,7 +267,12 @@ class AclnnPlan:
             allowed = ", ".join(map(repr, a.choices))
             v = f"p.{p.cpp}"
             said = self._say(a.name)
-            if a.type is str:
+            if a.type is LIST_INT:   # CheckNotNull has refused a null array before Params is built
+                allowed = ", ".join(_list_text(c) for c in a.choices)
+                cond = f"{self._list_choice(p)} < 0"
+                fmt = c_printf(f"{said}: must be one of {allowed}, got ", "%s")
+                args = [f"ListText(ValuesOf({v}, 64)).c_str()"]
+            elif a.type is str:
                 cond = " && ".join(f"std::strcmp({v}, {c_string(c)}) != 0" for c in a.choices)
                 fmt = c_printf(f"{said}: must be one of {allowed}, got '", "%s", "'")
                 args = [v]
@@ -401,11 +415,19 @@ class AclnnPlan:
         InputDecl.form_by); CheckAttrs has rejected any other value before the shapes are checked."""
         p = next(p for p in self.m.attrs if p.decl.name == attr)
         a = p.decl
+        if a.type is LIST_INT:
+            return self._list_choice(p)
         lit = [("true" if c else "false") if a.type is bool else str(c) for c in a.choices]
         out = "0"
         for k in range(len(lit) - 1, 0, -1):
             out = f"(p.{p.cpp} == {lit[k]} ? {k} : {out})"
         return out
+
+    @staticmethod
+    def _list_choice(p) -> str:
+        """C++ of the index of list attribute `p`'s values (an aclIntArray) among its choices, -1 when none."""
+        choices = ", ".join(cpp_literal(c, LIST_INT) for c in p.decl.choices)
+        return f"IntArrayChoice(p.{p.cpp}, {{{choices}}})"
 
     def _form_by(self, a):
         """The static attribute picking the shape form of checked tensor `a` (its `like` input's for an `unused`
@@ -427,6 +449,7 @@ class AclnnPlan:
                 pats = decl.shape_text()
                 attr = next(a for a in self.m.attrs if a.decl.name == by)
                 value = (f'(p.{attr.cpp} ? "true" : "false")' if attr.decl.type is bool else
+                         f"ListText(ValuesOf(p.{attr.cpp}, 64)).c_str()" if attr.decl.type is LIST_INT else
                          f"std::to_string(p.{attr.cpp}).c_str()")
                 fail = Check(p.name, "shape", "form < 0",
                              c_printf(f"{p.cpp}: shape ", "%s", f" (the shape for {self._say(by)}=", "%s", "): ", "%s"),
@@ -665,9 +688,10 @@ class AclnnPlan:
         """Names of the optional C++ helpers the emitted checks call (the others are not emitted)."""
         blob = [c.cond + " ".join(c.args) for c in self.all_checks()]
         blob += [s.get("expr", "") + s.get("text", "") for mt in self.matchers for s in mt["steps"]]
+        blob += [u.get("pick", "") for u in self.unify]
         text = "\n".join(blob)
         return {h for h in ("Prod", "AllPositive", "Splice", "BindDim", "BindAffine", "BindGroup", "ExpectDim",
-                            "ValuesOf", "LastValue", "IsIncreasingPositive") if f"{h}(" in text}
+                            "ValuesOf", "LastValue", "IsIncreasingPositive", "IntArrayChoice") if f"{h}(" in text}
 
     def context(self) -> dict:
         """Template data of the four files."""
@@ -763,12 +787,12 @@ class AclnnPlan:
         if a.kind == "attr":
             at = p.decl
             lit = (lambda v: ("true" if v else "false") if at.type is bool else c_string(v) if at.type is str
-                   else repr(v))   # C++ spellings: the doc is read beside a C++ signature
+                   else _list_text(v) if at.type is LIST_INT else repr(v))   # C++ spellings beside a C++ signature
             extra = f", one of {', '.join(map(lit, at.choices))}" if at.choices else ""
             dflt = f", default {lit(at.default)}" if at.default is not None else ", required"
             bind = f", equals dim {at.dim.name}" if at.dim is not None else ""
             held = f"scalar holding attribute \"{at.name}\" (read as {at.type.__name__}" if a.scalar else \
-                f"attribute \"{at.name}\" ({at.type.__name__}"
+                f"attribute \"{at.name}\" ({'list of int64 (aclIntArray)' if at.type is LIST_INT else at.type.__name__}"
             dflt = ", required" if a.scalar else dflt   # a null scalar is refused; no default applies
             return {"cpp": a.cpp, "dir": "in", "text": f"{held}{dflt}{extra}{bind})"}
         if a.kind == "output":

@@ -147,6 +147,8 @@ def example_context(spec) -> dict:
                          bool: ("bool", "ACL_BOOL")}[at.type]
             lit = cpp_literal(v, at.type) + ("f" if at.type is float else "")   # SpecError for a non-finite value
             scalars.append({"name": a.cpp, "host": host, "acl": acl, "value": lit})
+        elif a.kind == "attr" and a.param.decl.type == list[int]:   # aclCreateIntArray / aclDestroyIntArray
+            host_arrays.append({"name": a.cpp, "data": ", ".join(str(int(v)) for v in case["attrs"][a.param.decl.name])})
         elif a.kind == "attr":
             at = a.param.decl
             v = case["attrs"][at.name]

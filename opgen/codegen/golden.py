@@ -451,7 +451,7 @@ def golden_context(spec) -> dict:
             dflt = repr(a.choices[0])
         else:
             dflt = "None"
-        attrs.append({"name": a.name, "default": dflt})
+        attrs.append({"name": a.name, "default": dflt, "list": a.type == list[int]})
     inputs = [{"name": i.name, "optional": i.optional,
                "dtype": i.dtype.name if isinstance(i.dtype, DTypeVar) else None} for i in spec.inputs]
     outputs = [o.name for o in spec.outputs]

@@ -127,12 +127,20 @@ def _form_selector(m: OpModel, attr: str) -> dict:
     attribute's OpDef index, never by its spec name."""
     p = next(p for p in m.attrs if p.decl.name == attr)
     a = p.decl
+    if a.type == list[int]:   # RuntimeAttrs::GetListInt (CANN's ListInt): compared with each choice in full
+        var = f"formOfAttr{p.index}"
+        choices = ", ".join("{" + ", ".join(str(int(x)) for x in c) + "}" for c in a.choices)
+        shown = ", ".join("[" + ", ".join(str(int(x)) for x in c) + "]" for c in a.choices)
+        return {"var": var, "index": p.index, "ctype": "gert::TypedContinuousVector<int64_t>", "list": True,
+                "expr": f"ListIntChoice({var}Ptr, {{{choices}}})",
+                "msg": c_printf(f"{a.name}: a list of ", "%zu", f" values that is not one of {shown}"),
+                "value": f"{var}Ptr->GetSize()"}
     ctype = "bool" if a.type is bool else "int64_t"
     lit = [("true" if c else "false") if a.type is bool else str(c) for c in a.choices]
     var = f"formOfAttr{p.index}"
     expr = " : ".join(f"*{var}Ptr == {v} ? {k}" for k, v in enumerate(lit)) + " : -1"
     choices = ", ".join(lit)
-    return {"var": var, "index": p.index, "ctype": ctype, "expr": expr,
+    return {"var": var, "index": p.index, "ctype": ctype, "expr": expr, "list": False,
             "msg": c_printf(f"{a.name}: ", "%ld", f" is not one of {choices}"),
             "value": f"static_cast<int64_t>(*{var}Ptr)"}
 

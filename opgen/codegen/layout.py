@@ -71,7 +71,7 @@ REPOSITORIES = {
 # Ascend950PR_9599 (ascend950).
 KERNEL_UT_SOC = {"ascend910b": "ascend910B1", "ascend910_93": "ascend910B1", "ascend950": "ascend950pr_9599"}
 # Attribute dtypes of the binary config (the spellings most ops-nn binary jsons use).
-BINARY_ATTR_DTYPE = {int: "int", float: "float", bool: "bool", str: "string"}
+BINARY_ATTR_DTYPE = {int: "int", float: "float", bool: "bool", str: "string", list[int]: "list_int"}
 
 
 def repository(spec) -> Repository:

@@ -151,7 +151,7 @@ def cpp_condition(variables: list[Var], cubes: list[dict], attr_expr: Callable[[
     """C++ boolean expression true exactly on `cubes` ("true" for one empty cube, "false" for none).
 
     attr_expr(name) / input_expr(name): the C++ expressions of an attribute value / an input pointer;
-    attr_type(name): the attribute's Python type (int, bool or str)."""
+    attr_type(name): the attribute's Python type (int, bool, str or list[int])."""
     if not cubes:
         return "false"
     terms = []
@@ -170,6 +170,8 @@ def cpp_condition(variables: list[Var], cubes: list[dict], attr_expr: Callable[[
                     alts.append(attr_expr(v.name) if val else f"!{attr_expr(v.name)}")
                 elif t is str:
                     alts.append(f"std::strcmp({attr_expr(v.name)}, {_cstr(val)}) == 0")
+                elif t == list[int]:   # an aclIntArray equal to the tuple (the aclnn layer's IntArrayChoice)
+                    alts.append(f"IntArrayChoice({attr_expr(v.name)}, {{{{{', '.join(str(int(x)) for x in val)}}}}}) == 0")
                 else:
                     alts.append(f"{attr_expr(v.name)} == {val!r}")
             lits.append(alts[0] if len(alts) == 1 else "(" + " || ".join(alts) + ")")

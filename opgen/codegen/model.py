@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from opgen.dsl.spec import LIST_INT
 from opgen.dsl.aclnn import RESERVED, SCALAR_CTYPE
 from opgen.names import aclnn_param, api_snake, c_string, kernel_entry, op_snake
 from opgen.errors import OpgenError, SpecError
@@ -118,16 +119,22 @@ def derived_cpp(name: str, role: str) -> str:
 
 def attr_cpp_type(t: type) -> str:
     """C++ type of an attribute in the aclnn signature (§2.8: float -> double, int -> int64_t)."""
+    if t is LIST_INT:   # CANN's aclnnReduceSum / aclnnMean take their axes as `const aclIntArray *dim`
+        return "const aclIntArray*"
     return {float: "double", int: "int64_t", bool: "bool", str: "const char*"}[t]
 
 
 def attr_kernel_type(t: type) -> str:
     """C++ type of an attribute as the kernel op (L0) receives it."""
+    if t is LIST_INT:   # l0op::ReduceSum(self, dim, keepDim, executor) takes the aclIntArray on
+        return "const aclIntArray*"
     return {float: "float", int: "int64_t", bool: "bool", str: "const char*"}[t]
 
 
 def cpp_literal(v, t: type) -> str:
     """C++ literal of an attribute value of type `t`. Raises SpecError for non-finite floats."""
+    if t is LIST_INT:   # a braced list: OpDef's ListInt({...}), an int64_t array's initialiser
+        return "{" + ", ".join(str(int(x)) for x in v) + "}"
     if t is bool:
         return "true" if v else "false"
     if t is int:

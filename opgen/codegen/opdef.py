@@ -17,7 +17,7 @@ import textwrap
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel, cpp_literal
 
-_SETTER = {int: "Int", float: "Float", bool: "Bool", str: "String"}
+_SETTER = {int: "Int", float: "Float", bool: "Bool", str: "String", list[int]: "ListInt"}
 
 
 def def_context(m: OpModel) -> dict:

@@ -88,6 +88,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values())
         or any("AttrInt(" in e for _n, e in reads),
         "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
+        "attr_list": any(a.type == list[int] for a in spec.static_attrs),
         "dim_attrs": _dim_attrs(spec, reads),
     }
     return {

@@ -48,7 +48,7 @@ from opgen.names import c_string, cpp_name
 
 # Platform (opgen/platforms/platforms.json) of the SoC a kernel UT runs as (opgen.codegen.layout.KERNEL_UT_SOC).
 UT_PLATFORM = {"ascend910B1": "ascend910b1", "ascend950pr_9599": "ascend950"}
-_ATTR_CTYPE = {int: "int64_t", float: "float", bool: "bool", str: "std::string"}
+_ATTR_CTYPE = {int: "int64_t", float: "float", bool: "bool", str: "std::string", list[int]: "std::vector<int64_t>"}
 _HOST_CTYPE = {DType.f32: "float", DType.f16: "half", DType.bf16: "bfloat16_t", DType.i32: "int32_t",
                DType.i64: "int64_t", DType.u8: "uint8_t", DType.bool: "uint8_t", DType.i8: "int8_t",
                DType.i16: "int16_t"}
@@ -60,6 +60,8 @@ def _shape_init(shape) -> str:
 
 
 def _attr_literal(v, t) -> str:
+    if t == list[int]:   # ops-nn's UTs: AnyValue::CreateFrom<std::vector<int64_t>>(axis)
+        return "std::vector<int64_t>{" + ", ".join(str(int(x)) for x in v) + "}"
     if t is bool:
         return "true" if v else "false"
     if t is int:
@@ -312,6 +314,8 @@ def op_api_context(spec) -> dict:
                 lit = cpp_literal(v, at.type)   # SpecError for a non-finite value
                 expr = f"ScalarDesc({lit}f)" if at.type is float else \
                     f"ScalarDesc(static_cast<int64_t>({lit}))" if at.type is int else f"ScalarDesc({lit})"
+            elif a.kind == "attr" and a.param.decl.type == list[int]:   # an aclIntArray, as host arrays are
+                expr = f"IntArrayDesc({_int_vector(c.attrs[a.param.decl.name])})"
             elif a.kind == "attr":
                 at = a.param.decl
                 expr = cpp_literal(c.attrs[at.name], at.type)

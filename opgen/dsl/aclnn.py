@@ -209,6 +209,9 @@ def _check_fixed(spec, e: ApiEntry, params: dict, ofs: dict, suggest) -> None:
     if e.of in ofs:
         raise spec_error(e.loc, f"api.fixed: attribute {e.of!r} is already passed as {ofs[e.of].name!r}",
                          "list every OpDef parameter once", arg=0)
+    if a.type == list[int]:
+        raise spec_error(e.loc, f"api.fixed: attribute {e.of!r} is a list[int] attribute, which cannot be fixed "
+                         "yet", "pass it as a public aclIntArray parameter (api.param)", arg=0)
     try:
         v = coerce_attr(a, e.value)
     except ValidationError:

@@ -55,6 +55,10 @@ from opgen.names import cpp_name, kernel_entry, op_name_problem, op_snake
 F32 = DType.f32
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # always used with fullmatch: `$` would accept a final "\n"
 MAX_NAME_LEN = 64
+# The list-of-int attribute type (CANN's OpDef ListInt, the aclnn API's `const aclIntArray*`): spelt list[int] in
+# a spec; AttrDecl.type holds this one object, so `a.type is LIST_INT` tests for it.
+LIST_INT = list[int]
+_LIST_INT_SPELLINGS = (list[int], tuple[int, ...])
 """Longest name (characters) of an op, aclnn API, parameter, dim or dtype variable: names become file names
 (`<op_snake>_tiling.cpp`, `aclnn_<api_snake>.h`) and C++ identifiers; CANN's are far shorter."""
 
@@ -162,6 +166,8 @@ class VariadicDecl:
 
 def choice_text(value) -> str:
     """An attribute value as messages and emitted comments spell it (CANN's `true`/`false` for a bool)."""
+    if isinstance(value, tuple):   # a list[int] attribute's value as the CLI and the aclnn layer print it
+        return "[" + ", ".join(str(int(x)) for x in value) + "]"
     return ("true" if value else "false") if isinstance(value, bool) else repr(value)
 
 
@@ -586,9 +592,14 @@ class OpSpec:
             raise spec_error(loc, f"attribute {name}: an OPTIONAL attribute needs a default",
                              "give a default, or drop attr_type=", arg="attr_type")
         self._check_param_name(name, loc, "attribute")
-        if type_ not in (int, float, bool, str):
+        if type_ in _LIST_INT_SPELLINGS:
+            type_ = LIST_INT
+        if type_ not in (int, float, bool, str, LIST_INT):
             raise spec_error(loc, f"attribute {name}: type {type_!r} is not supported",
-                             "use int, float, bool or str (CANN's Int, Float, Bool, String)", arg=(1, "type_"))
+                             "use int, float, bool, str or list[int] (CANN's Int, Float, Bool, String, ListInt)",
+                             arg=(1, "type_"))
+        if type_ is LIST_INT:
+            choices, default = self._list_attr(name, choices, default, static, dim, loc)
         if static and not choices and type_ is not bool:
             raise spec_error(loc, f"static attribute {name} has no choices",
                              "list its allowed values, e.g. choices=(0, 1, 2): each value becomes a specialisation",
@@ -976,8 +987,48 @@ class OpSpec:
             return False
         return True
 
+    def _list_attr(self, name, choices, default, static, dim, loc):
+        """Validate a list[int] attribute's choices and default; returns them as tuples of ints. A list attribute
+        is static (each choice its own specialisation) and binds no dim; every choice is a tuple or list of ints
+        without a repeated element, and no choice is listed twice."""
+        if not static:
+            raise spec_error(loc, f"attribute {name}: a list[int] attribute must be static",
+                             "add static=True and list its allowed values, e.g. choices=((-1,), (-2, -1))",
+                             arg="static")
+        if dim is not None:
+            raise spec_error(loc, f"attribute {name}: a list[int] attribute cannot bind a dim",
+                             "drop dim= (only an int attribute binds a dim)", arg="dim")
+        if isinstance(choices, (str, bytes)) or not hasattr(choices, "__iter__"):
+            raise spec_error(loc, f"attribute {name}: choices={choices!r} is not a tuple of int tuples",
+                             "write choices=((-1,), (-2, -1)): one tuple of ints per allowed value", arg="choices")
+        out = []
+        for k, c in enumerate(choices):
+            if not isinstance(c, (list, tuple)) or not all(self._is_a(x, int) for x in c):
+                raise spec_error(loc, f"attribute {name}: choice {c!r} is not a tuple of ints",
+                                 "write each choice as a tuple of ints, e.g. (-1,) or (-2, -1)", arg="choices",
+                                 item=k)
+            c = tuple(int(x) for x in c)
+            if len(set(c)) != len(c):
+                raise spec_error(loc, f"attribute {name}: choice {c!r} repeats an element",
+                                 "list each element once", arg="choices", item=k)
+            if c in out:
+                raise spec_error(loc, f"attribute {name}: choice {c!r} is listed twice",
+                                 "list each allowed value once", arg="choices", item=k)
+            out.append(c)
+        if not out:
+            raise spec_error(loc, f"attribute {name}: a list[int] attribute has no choices",
+                             "list its allowed values, e.g. choices=((-1,), (-2, -1))", arg="choices")
+        if default is not None:
+            if not isinstance(default, (list, tuple)) or not all(self._is_a(x, int) for x in default):
+                raise spec_error(loc, f"attribute {name}: default {default!r} is not a tuple of ints",
+                                 "give a tuple of ints such as (-1,) (or None for no default)", arg=(2, "default"))
+            default = tuple(int(x) for x in default)
+        return tuple(out), default
+
     @staticmethod
     def _is_a(v, type_) -> bool:
+        if type_ is LIST_INT:
+            return isinstance(v, tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
         if type_ is float:
             return isinstance(v, (int, float)) and not isinstance(v, bool)
         if type_ is int:

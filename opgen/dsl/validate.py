@@ -37,9 +37,38 @@ def coerce_attr(a, v):
             if not isinstance(v, str):
                 raise ValueError
             return v
+        if a.type == list[int]:
+            return parse_int_list(v)
     except (ValueError, KeyError, TypeError, OverflowError):
         pass
+    if a.type == list[int]:
+        raise ValidationError(a.name, f"must be a list of ints (written -2,-1; one element -1; empty []), got {v!r}")
     raise ValidationError(a.name, f"must be of type {a.type.__name__}, got {v!r}")
+
+
+def parse_int_list(v) -> tuple:
+    """A list[int] attribute's value as a tuple of ints: a list/tuple of ints, or CLI text `-2,-1` (brackets
+    optional: `[-2,-1]`, `(-2,-1)`), `-1` for one element, `[]` or `()` for the empty list. ValueError otherwise
+    (a bool, a float, an empty item such as `-2,,-1`, a non-ASCII digit)."""
+    if isinstance(v, str):
+        t = v.strip()
+        if t[:1] + t[-1:] in ("[]", "()"):
+            t = t[1:-1].strip()
+        if not t:
+            return ()
+        items = [x.strip() for x in t.split(",")]
+        if not all(x and x.lstrip("+-").isascii() and x.lstrip("+-").isdigit() and len(x) - len(x.lstrip("+-")) <= 1
+                   for x in items):
+            raise ValueError(v)
+        return tuple(int(x) for x in items)
+    if isinstance(v, (list, tuple, np.ndarray)):
+        out = []
+        for x in (v.tolist() if isinstance(v, np.ndarray) else v):
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+                raise ValueError(v)
+            out.append(int(x))
+        return tuple(out)
+    raise ValueError(v)
 
 
 def _convert(name, arr, dt: DType) -> np.ndarray:
@@ -101,6 +130,9 @@ def _resolve_attrs(spec, attrs, require: bool = True):
         else:
             v = a.default
         if v is not None and a.choices is not None and v not in a.choices:
+            if a.type == list[int]:
+                show = lambda t: "[" + ",".join(map(str, t)) + "]"   # noqa: E731 - the CLI's own spelling
+                raise ValidationError(a.name, f"must be one of {' '.join(map(show, a.choices))}, got {show(v)}")
             raise ValidationError(a.name, f"must be one of {', '.join(map(repr, a.choices))}, got {v!r}")
         out[a.name] = v
     return out

@@ -46,9 +46,7 @@ def _pick_form(spec, attr: str, exprs: list[str]) -> str:
         return exprs[0]
     a = next(a for a in spec.attrs if a.name == attr)
     idx = next(k for k, x in enumerate(spec.attrs) if x.name == attr)
-    ctype = "bool" if a.type is bool else "int64_t"
-    vals = ", ".join(("true" if c else "false") if a.type is bool else str(c) for c in a.choices)
-    sel = f"AttrIndex<{ctype}>(context, {idx}, {{{vals}}})"
+    sel = _attr_index_cpp(a, idx)
     out = exprs[-1]
     for k in range(len(exprs) - 2, -1, -1):
         out = f"({sel} == {k} ? {exprs[k]} : {out})"
@@ -111,11 +109,21 @@ def _attr_key_cpp(spec) -> str:
             continue  # index 0 whatever the value: the aclnn layer and infershape reject any other string
         if a.type is str:
             raise SpecError(f"{a.loc}: string attribute {a.name} in a tiling key is not supported yet")
-        ctype = "bool" if a.type is bool else "int64_t"
-        vals = ", ".join(("true" if c else "false") if a.type is bool else str(c) for c in a.choices)
-        terms.append(f"AttrIndex<{ctype}>(context, {index[a.name]}, {{{vals}}}) * {radix}")
+        terms.append(f"{_attr_index_cpp(a, index[a.name])} * {radix}")
         radix *= len(a.choices)
     return " + ".join(terms) if terms else "0"
+
+
+def _attr_index_cpp(a, idx: int) -> str:
+    """C++ of the index of static attribute `a` (OpDef index `idx`) among its choices in the TilingContext,
+    a large negative value when absent or not allowed: AttrIndex for an int or bool attribute, AttrListIndex
+    (RuntimeAttrs::GetListInt) for a list[int] one."""
+    if a.type == list[int]:
+        vals = ", ".join("{" + ", ".join(str(int(x)) for x in c) + "}" for c in a.choices)
+        return f"AttrListIndex(context, {idx}, {{{vals}}})"
+    ctype = "bool" if a.type is bool else "int64_t"
+    vals = ", ".join(("true" if c else "false") if a.type is bool else str(c) for c in a.choices)
+    return f"AttrIndex<{ctype}>(context, {idx}, {{{vals}}})"
 
 
 def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs: dict | None = None,

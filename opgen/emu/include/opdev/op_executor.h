@@ -65,6 +65,18 @@ inline std::vector<std::string>& LaunchAttrs()
     return attrs;
 }
 inline std::string AttrText(const char* v) { return v == nullptr ? "null" : v; }
+// A list attribute (aclIntArray, CANN's ListInt) as its values separated by commas ("" when empty).
+inline std::string AttrText(const aclIntArray* v)
+{
+    if (v == nullptr) {
+        return "null";
+    }
+    std::string text;
+    for (uint64_t i = 0; i < v->Size(); ++i) {
+        text += (i == 0 ? "" : ",") + std::to_string((*v)[i]);
+    }
+    return text;
+}
 template <typename T>
 std::string AttrText(const T& v)
 {

@@ -96,9 +96,39 @@ private:
     ge::DataType dtype_;
 };
 
-// Attribute values by index (the OpDef order); each slot is readable as int64_t, float or bool.
+// A list attribute's values (CANN's exe_graph/runtime/continuous_vector.h): read-only access to size and data,
+// as the real class exposes to a TilingFunc / InferShape (GetSize, GetCapacity, GetData); the emulation owns
+// the values in a vector.
+template <typename T>
+class TypedContinuousVector {
+public:
+    TypedContinuousVector() = default;
+    explicit TypedContinuousVector(std::vector<T> values) : values_(std::move(values)) {}
+    size_t GetSize() const { return values_.size(); }
+    size_t GetCapacity() const { return values_.size(); }
+    const T* GetData() const { return values_.data(); }
+
+private:
+    std::vector<T> values_;
+};
+
+// Attribute values by index (the OpDef order); each slot is readable as int64_t, float or bool, and a slot
+// set with SetListInt as a list of int64_t only (GetListInt; CANN's ListInt attribute).
 class RuntimeAttrs {
 public:
+    void SetListInt(size_t index, std::vector<int64_t> values)
+    {
+        Set(index, 0.0);
+        lists_[index] = TypedContinuousVector<int64_t>(std::move(values));
+    }
+    const TypedContinuousVector<int64_t>* GetListInt(size_t index) const
+    {
+        auto it = lists_.find(index);
+        return it == lists_.end() ? nullptr : &it->second;
+    }
+    const int64_t* GetInt(size_t index) const;
+    const float* GetFloat(size_t index) const;
+    const bool* GetBool(size_t index) const;
     void Set(size_t index, double value)
     {
         if (ints_.size() <= index) {
@@ -118,6 +148,7 @@ private:
     std::vector<int64_t> ints_;
     std::vector<float> floats_;
     std::deque<bool> bools_;  // addressable, unlike std::vector<bool>
+    std::map<size_t, TypedContinuousVector<int64_t>> lists_;
 };
 template <>
 inline const int64_t* RuntimeAttrs::GetAttrPointer<int64_t>(size_t index) const
@@ -134,6 +165,9 @@ inline const bool* RuntimeAttrs::GetAttrPointer<bool>(size_t index) const
 {
     return index < bools_.size() ? &bools_[index] : nullptr;
 }
+inline const int64_t* RuntimeAttrs::GetInt(size_t index) const { return GetAttrPointer<int64_t>(index); }
+inline const float* RuntimeAttrs::GetFloat(size_t index) const { return GetAttrPointer<float>(index); }
+inline const bool* RuntimeAttrs::GetBool(size_t index) const { return GetAttrPointer<bool>(index); }
 
 // The raw tiling-data buffer (64 KiB, like CANN's default capacity).
 class TilingData {
