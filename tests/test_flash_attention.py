@@ -547,7 +547,7 @@ def test_a_value_head_dim_other_than_the_keys_is_refused(tmp_path):
 
 
 # ------------------------------------------------------------------ online softmax over key blocks (not built yet)
-ONLINE = pytest.mark.xfail(strict=True, reason="issue 21 item 2: the dense forward keeps whole score rows in UB "
+ONLINE = pytest.mark.xfail(strict=True, reason="no online softmax yet: the dense forward keeps whole score rows in UB "
                                                "(S2 <= 8192, GM workspace of whole-row score tiles); the online "
                                                "softmax over key blocks is not implemented yet")
 
