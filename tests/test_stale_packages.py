@@ -128,3 +128,22 @@ def test_bundled_package_names_the_opdef(tmp_path, monkeypatch, capsys):
     assert rc == 2 and "\n" not in line, line
     assert line.endswith(f"run `opgen generate AdaLayerNormV2 --out {gen}` to regenerate it"), line
     assert not (tmp_path / "build").exists() or not any((tmp_path / "build").iterdir())
+
+
+def test_a_missing_package_names_the_spec_as_the_stale_hint_does(tmp_path, monkeypatch, capsys):
+    """No package at --gen-dir: the `opgen generate` command in the message names the spec path relative to the
+    working directory when it lies below it, else absolute (trial finding: a path relative to the project root,
+    `../../../tmp/x.py`, that worked from nowhere else), the same form the stale-package hint uses."""
+    spec = tmp_path / "specs" / "my_norm.py"
+    spec.parent.mkdir()
+    shutil.copy(SPEC, spec)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    for cwd, arg, want in ((tmp_path, "specs/my_norm.py", "specs/my_norm.py"),
+                           (outside, str(spec), str(spec))):
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        assert main(["check", arg, "--dims", DIMS, "--gen-dir", str(tmp_path / "none")]) == 2
+        err = capsys.readouterr().err
+        cmd = re.search(r"run `([^`]*)`", err).group(1)
+        assert cmd == f"opgen generate {want} --out {tmp_path / 'none'}", err

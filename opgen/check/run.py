@@ -170,7 +170,9 @@ def _sources(m, gen_dir) -> Sources:
 
     root = Path(gen_dir) if gen_dir is not None else default_out_dir()
     bundled = any(Path(m.spec.file).resolve() == f.resolve() for f in spec_files())
-    arg = m.op if bundled else f"{os.path.relpath(m.spec.file)} --out {gen_dir if gen_dir is not None else 'DIR'}"
+    arg = generate_command(m.spec, gen_dir)[len("opgen generate "):]   # the path as the stale hint prints it
+    if not bundled and gen_dir is None:
+        arg += " --out DIR"
     return Sources(m.op, m.snake, m.api_snake, (root / m.snake).resolve(), arg)
 
 
