@@ -128,6 +128,23 @@ _FAULTS = {   # name: (statement on a 1024-float UB tensor t, a fragment of the 
     "strides past the tensor": ("Add(t, t, t, 64, 200, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "past the end"),
     "misaligned operand": ("Max(t, t[3], t, 64, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "not 32-byte aligned"),
     "a WholeReduceMax index order": ("WholeReduceMax(t, t, 64, 1, 1, 1, 8);", "ORDER_ONLY_VALUE only"),
+    # the general address-overlap rules (asc-devkit docs, SIMD-API/通用说明和约束.md, 通用地址重叠约束): within a
+    # repeat dst and a source overlap 100 % or not at all; no repeat reads what an earlier repeat wrote, except
+    # Add / Sub / Mul / Max / Min (half, float, int32) reading src1 where dst's or src1's repeat stride is 0
+    "a destination block stride 0": ("Add(t[256], t, t[64], 64, 1, BinaryRepeatParams(0, 1, 1, 8, 8, 8));",
+                                     "dstBlkStride 0"),
+    "dst partly over a source in a repeat": ("Add(t[8], t, t[256], 64, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));",
+                                             "partly overlaps src0"),
+    "a repeat reads an earlier repeat's dst": ("Add(t[64], t, t[512], 64, 2, BinaryRepeatParams(1, 1, 1, 8, 8, 8));",
+                                               "reads what repeat 0 of the same instruction wrote"),
+    "Div accumulating through src1": ("Div(t, t[256], t, 64, 2, BinaryRepeatParams(1, 1, 1, 0, 8, 0));",
+                                      "reads what repeat 0 of the same instruction wrote"),
+    "WholeReduceSum dst inside its repeat's lanes": ("WholeReduceSum(t[3], t, 64, 1, 1, 1, 8);",
+                                                     "overlaps the lanes of src"),
+    "WholeReduceSum reads an earlier repeat's dst": ("WholeReduceSum(t[64], t, 64, 2, 1, 1, 8);",
+                                                     "reads what repeat 0 of the same instruction wrote"),
+    "WholeReduce stride past 16 bits": ("WholeReduceSum(t[900], t, 64, 1, 1, 1, 65536);",
+                                        "srcRepStride 65536 outside 0..65535"),
 }
 
 
@@ -135,13 +152,19 @@ _FAULTS = {   # name: (statement on a 1024-float UB tensor t, a fragment of the 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_the_repeat_forms_fault_where_the_device_would_misbehave(tmp_path):
     """The emulation's mask / repeat forms (opgen/emu/include/emu/vector.h) refuse a mask outside one repeat, a
-    repeatTime past 255, an element past the tensor, a misaligned operand and the index orders of WholeReduceMax it
-    does not model (docs/reference/ascendc.md §1.9); a valid call on the same data passes."""
+    repeatTime past 255, an element past the tensor, a misaligned operand, the index orders of WholeReduceMax it
+    does not model, a destination block stride 0, operands that overlap against the device's address-overlap rules
+    and WholeReduce strides past 16 bits (docs/reference/ascendc.md §1.9); valid calls on the same data pass."""
     import subprocess
 
     inc = ROOT / "opgen" / "emu" / "include"
-    cases = list(_FAULTS.items()) + [("valid", ("Add(t[512], t, t[64], 64, 3, BinaryRepeatParams(1, 1, 1, 8, 16, 16));"
-                                                " PipeBarrier<PIPE_V>(); WholeReduceSum(t[900], t[512], 40, 3, 1, 1, 8);", None))]
+    cases = list(_FAULTS.items()) + [
+        ("valid", ("Add(t[512], t, t[64], 64, 3, BinaryRepeatParams(1, 1, 1, 8, 16, 16));"
+                   " PipeBarrier<PIPE_V>(); WholeReduceSum(t[900], t[512], 40, 3, 1, 1, 8);", None)),
+        # in place, 100 % overlap within each repeat (RowsSum's fold into its scratch)
+        ("valid in place", ("Add(t, t, t[512], 64, 3, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", None)),
+        # the documented exception: Add accumulating through src1 with dst's and src1's repeat stride 0
+        ("valid accumulation", ("Add(t, t[256], t, 64, 3, BinaryRepeatParams(1, 1, 1, 0, 8, 0));", None))]
     lines = ['#include <cstdio>', '#include "kernel_operator.h"', '#include "emu/launch.h"', "using namespace AscendC;",
              "int main() {"]
     for n, (_name, (stmt, _want)) in enumerate(cases):
