@@ -221,3 +221,37 @@ def test_the_kir_interpreter_runs_the_repeat_forms_as_the_table_means():
     y = np.asarray(gm["y"], np.float64)
     assert np.allclose(y[:3], rows[:, :37].sum(1), rtol=0, atol=37 * 2.0**-24 * np.abs(rows[:, :37]).sum(1).max())
     assert np.array_equal(y[3:6], rows[:, :32].max(1))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_rows_over_64_lanes_fold_tails_and_narrow_inputs_against_float64(tmp_path):
+    """The RowsSum / RowsMax fold (rows longer than one repeat: first chunk copied, full chunks and a tail chunk of
+    its own mask combined, one WholeReduce; opgen.kernel.rowsched._rows_reduce) and the column-row Mul chunk by chunk,
+    end to end in the emulation: RmsNorm bf16 97 rows of 150 (two full chunks and a 22-lane tail; 2 or 3 rows a core
+    on 48 cores, so k differs between cores) and SoftmaxV2 fp16 243 rows of 200 (RowsMax then RowsSum, 8-lane tail;
+    5 or 6 rows a core). Both take the batched branch by ROWS_REDUCE_FITS worked by hand: colAlign 160 / 208 <= 2040,
+    k <= 255, ceil(150 / 64) = 3 < 2k for k >= 2 and ceil(200 / 64) = 4 < 2k for k >= 5.
+    Values against float64 of the same inputs (bf16 / fp16 outputs: within 2 ulps of the output type plus the fp32
+    sums' error)."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    write_ops([str(EX / "rms_norm.py"), str(EX / "softmax.py")], tmp_path)
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (97,), "H": 150}, dtypes={"T": "bfloat16"}, gen_dir=tmp_path,
+                  seed=5, progress=False)
+    assert r.passed and not r.faults and r.tiling_key % 10 == 1
+    x, g = (np.asarray(r.inputs[n], np.float64) for n in ("x", "gamma"))
+    rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+    y = x * rstd * g
+    got = np.asarray(r.arrays["y"], np.float64)
+    assert np.all(np.abs(got - y) <= 2.0**-7 * np.abs(y) + 2.0**-20 * np.abs(y).max())
+    assert np.allclose(np.asarray(r.arrays["rstd"], np.float64).reshape(rstd.shape), rstd, rtol=2.0**-18)
+    r = run_check(str(EX / "softmax.py"), dims={"Bd": (243,), "H": 200}, dtypes={"T": "float16"}, gen_dir=tmp_path,
+                  seed=7, progress=False)
+    assert r.passed and not r.faults
+    x = np.asarray(r.inputs["x"], np.float64)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    y = e / e.sum(-1, keepdims=True)
+    got = np.asarray(r.arrays["y"], np.float64)
+    assert np.all(np.abs(got - y) <= 2.0**-10 * np.abs(y) + 2.0**-24)
