@@ -255,3 +255,22 @@ def test_rows_over_64_lanes_fold_tails_and_narrow_inputs_against_float64(tmp_pat
     y = e / e.sum(-1, keepdims=True)
     got = np.asarray(r.arrays["y"], np.float64)
     assert np.all(np.abs(got - y) <= 2.0**-10 * np.abs(y) + 2.0**-24)
+
+
+def test_a_pass_of_a_program_with_row_reductions_fits_one_repeat_form_instruction():
+    """RowsSum / RowsMax issue one instruction with a repeat a row, so they run only when the pass's k rows are at
+    most 255 (repeatTime 0..255; rowsched.ROWS_REDUCE_FITS). Short rows fit far more than 255 rows in UB: RmsNorm
+    fp32 H = 8 holds 8 * 4 = 32 B per row in each of its in / out / temporary buffers, so the UB fit is some hundreds
+    of rows, and with 48 * 1000 rows every core has 1000 rows. The tiling caps a pass at 255 rows (else every full
+    pass would fall back to the row-by-row reductions); SoftmaxV2 too."""
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.passes.pipeline import kernel_build
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import evaluate
+
+    for name, dims in (("rms_norm.py", {"Bd": (48000,), "H": 8}), ("softmax.py", {"Bd": (48000,), "H": 8})):
+        spec = load_spec(str(EX / name))
+        u = kernel_build(spec)
+        tl = evaluate(spec, u.tiling.program, u.tiling.inputs, dims, {"T": parse_dtype("float32")},
+                      PLATFORMS["ascend910b1"], {})
+        assert tl["strategy"] == 1 and tl["rowsFit"] > 255 and tl["rowsPerPass"] == 255, (name, tl)

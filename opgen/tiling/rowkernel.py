@@ -312,7 +312,9 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                    "UB bytes the buffers may take: Select's 8 KB scratch kept free")
     col_align = p.let("colAlign", align_up(H, lanes), "row stride in UB (elements; 32-byte aligned)", True)
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of)}
-    rows_fit, row_cores = row_split(p, R, cores, ub, plans[ROW_SPLIT])
+    # RowsSum / RowsMax take a pass's rows in one instruction of a repeat a row (rowsched.ROWS_REDUCE_FITS)
+    rows_fit, row_cores = row_split(p, R, cores, ub, plans[ROW_SPLIT],
+                                    max_pass=255 if getattr(c, "batch", 0) and c.rsums else 4095)
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
     if stream:
