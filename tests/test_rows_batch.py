@@ -274,3 +274,21 @@ def test_a_pass_of_a_program_with_row_reductions_fits_one_repeat_form_instructio
         tl = evaluate(spec, u.tiling.program, u.tiling.inputs, dims, {"T": parse_dtype("float32")},
                       PLATFORMS["ascend910b1"], {})
         assert tl["strategy"] == 1 and tl["rowsFit"] > 255 and tl["rowsPerPass"] == 255, (name, tl)
+
+
+def test_rowssum_scratch_is_counted_only_for_rows_longer_than_one_repeat():
+    """RowsSum / RowsMax fold into their [k, 64] fp32 scratch only rows longer than 64 lanes (a row of at most 64:
+    one WholeReduce straight from the row), so the UB plan counts the scratch's 64 * 4 = 256 B a row only when
+    colAlign > 64. RmsNorm fp32 by hand: per row and colAlign element x's queue 2 * 4 B, y's 2 * 4 B and two fp32
+    temporaries 2 * 4 B = 24 B; H 64 -> 80 (colAlign: a multiple of 16) adds 16 * 24 = 384 B a row, plus the
+    scratch's 256 B."""
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.passes.pipeline import kernel_build
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import evaluate
+
+    spec = load_spec(str(EX / "rms_norm.py"))
+    u = kernel_build(spec)
+    row = {H: evaluate(spec, u.tiling.program, u.tiling.inputs, {"Bd": (4800,), "H": H}, {"T": parse_dtype("float32")},
+                       PLATFORMS["ascend910b1"], {})["rowBytes"] for H in (64, 80)}
+    assert row[80] - row[64] == 16 * 24 + 256, row

@@ -242,7 +242,9 @@ def _row_split(s: RowSchedule) -> Func:
     body += list(_fixed_buffers(s, s.bufs, bool(s.row_segments)))
     if s.reduce_segments:   # RowsSum / RowsMax: a [pass, 64] scratch and one value per row of each row reduction
         body.append(If(ROWS_REDUCE_STRIDE, (
-            InitBuffer("rowsRedBuf_", mul(ps, 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float"),
+            If((Constraint(">", Sym("rowStride_"), Lit(64)),), (
+                InitBuffer("rowsRedBuf_", mul(ps, 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float")),
+               doc="rows longer than one repeat fold into the scratch (RowsSum / RowsMax)"),
             InitBuffer("rowValBuf_", mul(s.nsums, _align8(ps), f4)),
             For("j", Lit(0), Lit(s.nsums), Lit(1), (
                 Get("rv_", "rowValBuf_", "float", mul(Sym("j"), _align8(ps)), slot=Sym("j")),))),

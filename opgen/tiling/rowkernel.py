@@ -171,8 +171,9 @@ def row_plan(c: RowCounts, col_align, bytes_of) -> list[Buffer]:
     plan += stat_plan(c)
     if getattr(c, "batch", 0) and c.rsums:   # row reductions over all rows of a pass (rowsched._rows_reduce)
         fits = col_align <= 8 * 255   # rowsched.ROWS_REDUCE_STRIDE: allocated only then
-        plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, True, select(fits, 64, 0), 4,
-                           "per row: 64 fp32 partial sums or maxima (rows of at most 2040 elements)"))
+        fold = fits & (col_align > 64)   # a row of at most 64 lanes: one WholeReduce straight from the row
+        plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, True, select(fold, 64, 0), 4,
+                           "per row: 64 fp32 partial sums or maxima (rows of 65 to 2040 elements)"))
         plan.append(Buffer("rowValBuf", "TBuf<VECCALC>", c.rsums, True, select(fits, 1, 0), 4,
                            "per row: its row reductions (fp32)"))
         plan.append(Buffer("rowValSlack", "TBuf<VECCALC>", c.rsums, False, select(fits, 8, 0), 4,

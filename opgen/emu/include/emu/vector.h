@@ -713,6 +713,9 @@ void BinaryRepeat(const LocalTensor<T>& dst, const LocalTensor<T>& a, const Loca
                   uint8_t repeatTime, const BinaryRepeatParams& p, const char* what, F f, const emu::Site& site,
                   bool accumulates)
 {
+    // the device also takes int16 / int32 (not Div), which this float-computing loop would get wrong: refused
+    static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value,
+                  "binary mask / repeat forms: the emulation implements half / float only");
     CheckMask<T>(mask, what);
     dst.CheckAligned(what); a.CheckAligned(what); b.CheckAligned(what);
     if (p.dstBlkStride == 0)
