@@ -292,3 +292,26 @@ def test_rowssum_scratch_is_counted_only_for_rows_longer_than_one_repeat():
     row = {H: evaluate(spec, u.tiling.program, u.tiling.inputs, {"Bd": (4800,), "H": H}, {"T": parse_dtype("float32")},
                        PLATFORMS["ascend910b1"], {})["rowBytes"] for H in (64, 80)}
     assert row[80] - row[64] == 16 * 24 + 256, row
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_rows_sum_of_long_rows_starts_with_the_first_two_chunks(tmp_path):
+    """RowsSum of rows of at least 128 lanes starts with Add of the first two 64-lane chunks (no copy of the first
+    chunk first). RmsNorm fp32, 96 rows of 150 on 48 cores: 2 rows a core in one pass, colAlign 160. Vector issues
+    of a core by hand (as test_issued_instructions_of_rms_norm_match_the_hand_count): gamma widened once (1); per
+    pass x widened (1), x * x (1), RowsSum: Add of chunks 0 and 1 (1), the 22-lane tail chunk (1), WholeReduceSum
+    (1); the product by gamma in ceil(160 / 64) = 3 chunks (3), y narrowed (1), rstd narrowed (1); per row Muls by
+    rstd (2 * 1). 1 + 10 + 2 = 13. Values against float64."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    write_ops([str(EX / "rms_norm.py")], tmp_path)
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (96,), "H": 150}, dtypes={"T": "float32"}, gen_dir=tmp_path,
+                  seed=4, progress=False)
+    assert r.passed and not r.faults and r.tiling_key % 10 == 1
+    assert r.cost["vec_issues"] == 13
+    x, g = np.asarray(r.inputs["x"], np.float64), np.asarray(r.inputs["gamma"], np.float64)
+    rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+    y = x * rstd * g
+    assert np.allclose(np.asarray(r.arrays["y"], np.float64), y, rtol=2.0**-19, atol=2.0**-20 * np.abs(y).max())
