@@ -315,3 +315,17 @@ def test_rows_sum_of_long_rows_starts_with_the_first_two_chunks(tmp_path):
     rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
     y = x * rstd * g
     assert np.allclose(np.asarray(r.arrays["y"], np.float64), y, rtol=2.0**-19, atol=2.0**-20 * np.abs(y).max())
+
+
+def test_the_table_meaning_of_a_repeat_form_refuses_a_destination_block_stride_0():
+    """The KIR interpreter runs the instruction table's meanings (opgen.kernel.isa): a binary mask / repeat form
+    with dstBlkStride 0 is refused there as in the emulation (a destination block stride must not be 0,
+    docs/reference/ascendc.md §1.9); stride 1 computes 64 lanes of float64-exact sums."""
+    from opgen.kernel.isa import INSTRS
+
+    a = np.arange(128, dtype=np.float32)
+    env = {"dst": np.zeros(128, np.float32), "src0": a, "src1": a, "mask": 64, "repeat": 1}
+    with pytest.raises(ValueError, match="dstBlkStride 0"):
+        INSTRS[Op.ADD_REP].meaning({**env, "params": (0, 1, 1, 8, 8, 8)})
+    got = INSTRS[Op.ADD_REP].meaning({**env, "params": (1, 1, 1, 8, 8, 8)})["dst"]
+    assert np.array_equal(got[:64], 2 * np.arange(64.0)) and not got[64:].any()
