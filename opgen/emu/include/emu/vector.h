@@ -644,7 +644,8 @@ void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint8_t repeatTi
 // continuous mask): repeat r, block b (0..7) and lane j of a block address element (r * repStride + b * blkStride) *
 // perBlock + j of each operand, strides in 32-byte blocks; the lanes b * perBlock + j < mask are active, the others
 // keep dst's contents. mask 1..256 / sizeof(T) (else a fault), repeatTime 0..255; tensor operands 32-byte aligned
-// (a WholeReduce destination: element-aligned, §1.9 table); dstBlkStride not 0; the address-overlap rules (OverlapGuard).
+// (a WholeReduce destination: element-aligned, §1.9 table); dstBlkStride not 0; the address-overlap rules
+// (OverlapGuard).
 // Every touched element is bounds-checked and race-tracked.
 struct BinaryRepeatParams {
     uint32_t blockNumber = 8;
@@ -693,8 +694,9 @@ struct OverlapGuard {
         std::unordered_set<uint64_t> lanes(src.begin(), src.end());
         for (uint64_t d : dst)
             if (lanes.count(d))
-                emu::Fault(emu::Cat(what, ": in repeat ", r, " dst ", sameLanesOk ? "partly overlaps " : "overlaps the lanes of ",
-                                    name, " at byte ", d, " (only a 100 % overlap of a repeat's lanes is allowed)"));
+                emu::Fault(emu::Cat(what, ": in repeat ", r, " dst ",
+                                    sameLanesOk ? "partly overlaps " : "overlaps the lanes of ", name, " at byte ", d,
+                                    " (only a 100 % overlap of a repeat's lanes is allowed)"));
     }
     void Wrote(const std::vector<uint64_t>& dst, uint64_t r)
     {
