@@ -128,6 +128,23 @@ _FAULTS = {   # name: (statement on a 1024-float UB tensor t, a fragment of the 
     "strides past the tensor": ("Add(t, t, t, 64, 200, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "past the end"),
     "misaligned operand": ("Max(t, t[3], t, 64, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", "not 32-byte aligned"),
     "a WholeReduceMax index order": ("WholeReduceMax(t, t, 64, 1, 1, 1, 8);", "ORDER_ONLY_VALUE only"),
+    # the general address-overlap rules (asc-devkit docs, SIMD-API/通用说明和约束.md, 通用地址重叠约束): within a
+    # repeat dst and a source overlap 100 % or not at all; no repeat reads what an earlier repeat wrote, except
+    # Add / Sub / Mul / Max / Min (half, float, int32) reading src1 where dst's or src1's repeat stride is 0
+    "a destination block stride 0": ("Add(t[256], t, t[64], 64, 1, BinaryRepeatParams(0, 1, 1, 8, 8, 8));",
+                                     "dstBlkStride 0"),
+    "dst partly over a source in a repeat": ("Add(t[8], t, t[256], 64, 1, BinaryRepeatParams(1, 1, 1, 8, 8, 8));",
+                                             "partly overlaps src0"),
+    "a repeat reads an earlier repeat's dst": ("Add(t[64], t, t[512], 64, 2, BinaryRepeatParams(1, 1, 1, 8, 8, 8));",
+                                               "reads what repeat 0 of the same instruction wrote"),
+    "Div accumulating through src1": ("Div(t, t[256], t, 64, 2, BinaryRepeatParams(1, 1, 1, 0, 8, 0));",
+                                      "reads what repeat 0 of the same instruction wrote"),
+    "WholeReduceSum dst inside its repeat's lanes": ("WholeReduceSum(t[3], t, 64, 1, 1, 1, 8);",
+                                                     "overlaps the lanes of src"),
+    "WholeReduceSum reads an earlier repeat's dst": ("WholeReduceSum(t[64], t, 64, 2, 1, 1, 8);",
+                                                     "reads what repeat 0 of the same instruction wrote"),
+    "WholeReduce stride past 16 bits": ("WholeReduceSum(t[900], t, 64, 1, 1, 1, 65536);",
+                                        "srcRepStride 65536 outside 0..65535"),
 }
 
 
@@ -135,13 +152,19 @@ _FAULTS = {   # name: (statement on a 1024-float UB tensor t, a fragment of the 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_the_repeat_forms_fault_where_the_device_would_misbehave(tmp_path):
     """The emulation's mask / repeat forms (opgen/emu/include/emu/vector.h) refuse a mask outside one repeat, a
-    repeatTime past 255, an element past the tensor, a misaligned operand and the index orders of WholeReduceMax it
-    does not model (docs/reference/ascendc.md §1.9); a valid call on the same data passes."""
+    repeatTime past 255, an element past the tensor, a misaligned operand, the index orders of WholeReduceMax it
+    does not model, a destination block stride 0, operands that overlap against the device's address-overlap rules
+    and WholeReduce strides past 16 bits (docs/reference/ascendc.md §1.9); valid calls on the same data pass."""
     import subprocess
 
     inc = ROOT / "opgen" / "emu" / "include"
-    cases = list(_FAULTS.items()) + [("valid", ("Add(t[512], t, t[64], 64, 3, BinaryRepeatParams(1, 1, 1, 8, 16, 16));"
-                                                " PipeBarrier<PIPE_V>(); WholeReduceSum(t[900], t[512], 40, 3, 1, 1, 8);", None))]
+    cases = list(_FAULTS.items()) + [
+        ("valid", ("Add(t[512], t, t[64], 64, 3, BinaryRepeatParams(1, 1, 1, 8, 16, 16));"
+                   " PipeBarrier<PIPE_V>(); WholeReduceSum(t[900], t[512], 40, 3, 1, 1, 8);", None)),
+        # in place, 100 % overlap within each repeat (RowsSum's fold into its scratch)
+        ("valid in place", ("Add(t, t, t[512], 64, 3, BinaryRepeatParams(1, 1, 1, 8, 8, 8));", None)),
+        # the documented exception: Add accumulating through src1 with dst's and src1's repeat stride 0
+        ("valid accumulation", ("Add(t, t[256], t, 64, 3, BinaryRepeatParams(1, 1, 1, 0, 8, 0));", None))]
     lines = ['#include <cstdio>', '#include "kernel_operator.h"', '#include "emu/launch.h"', "using namespace AscendC;",
              "int main() {"]
     for n, (_name, (stmt, _want)) in enumerate(cases):
@@ -198,3 +221,111 @@ def test_the_kir_interpreter_runs_the_repeat_forms_as_the_table_means():
     y = np.asarray(gm["y"], np.float64)
     assert np.allclose(y[:3], rows[:, :37].sum(1), rtol=0, atol=37 * 2.0**-24 * np.abs(rows[:, :37]).sum(1).max())
     assert np.array_equal(y[3:6], rows[:, :32].max(1))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_rows_over_64_lanes_fold_tails_and_narrow_inputs_against_float64(tmp_path):
+    """The RowsSum / RowsMax fold (rows longer than one repeat: first chunk copied, full chunks and a tail chunk of
+    its own mask combined, one WholeReduce; opgen.kernel.rowsched._rows_reduce) and the column-row Mul chunk by chunk,
+    end to end in the emulation: RmsNorm bf16 97 rows of 150 (two full chunks and a 22-lane tail; 2 or 3 rows a core
+    on 48 cores, so k differs between cores) and SoftmaxV2 fp16 243 rows of 200 (RowsMax then RowsSum, 8-lane tail;
+    5 or 6 rows a core). Both take the batched branch by ROWS_REDUCE_FITS worked by hand: colAlign 160 / 208 <= 2040,
+    k <= 255, ceil(150 / 64) = 3 < 2k for k >= 2 and ceil(200 / 64) = 4 < 2k for k >= 5.
+    Values against float64 of the same inputs (bf16 / fp16 outputs: within 2 ulps of the output type plus the fp32
+    sums' error)."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    write_ops([str(EX / "rms_norm.py"), str(EX / "softmax.py")], tmp_path)
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (97,), "H": 150}, dtypes={"T": "bfloat16"}, gen_dir=tmp_path,
+                  seed=5, progress=False)
+    assert r.passed and not r.faults and r.tiling_key % 10 == 1
+    x, g = (np.asarray(r.inputs[n], np.float64) for n in ("x", "gamma"))
+    rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+    y = x * rstd * g
+    got = np.asarray(r.arrays["y"], np.float64)
+    assert np.all(np.abs(got - y) <= 2.0**-7 * np.abs(y) + 2.0**-20 * np.abs(y).max())
+    assert np.allclose(np.asarray(r.arrays["rstd"], np.float64).reshape(rstd.shape), rstd, rtol=2.0**-18)
+    r = run_check(str(EX / "softmax.py"), dims={"Bd": (243,), "H": 200}, dtypes={"T": "float16"}, gen_dir=tmp_path,
+                  seed=7, progress=False)
+    assert r.passed and not r.faults
+    x = np.asarray(r.inputs["x"], np.float64)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    y = e / e.sum(-1, keepdims=True)
+    got = np.asarray(r.arrays["y"], np.float64)
+    assert np.all(np.abs(got - y) <= 2.0**-10 * np.abs(y) + 2.0**-24)
+
+
+def test_a_pass_of_a_program_with_row_reductions_fits_one_repeat_form_instruction():
+    """RowsSum / RowsMax issue one instruction with a repeat a row, so they run only when the pass's k rows are at
+    most 255 (repeatTime 0..255; rowsched.ROWS_REDUCE_FITS). Short rows fit far more than 255 rows in UB: RmsNorm
+    fp32 H = 8 holds 8 * 4 = 32 B per row in each of its in / out / temporary buffers, so the UB fit is some hundreds
+    of rows, and with 48 * 1000 rows every core has 1000 rows. The tiling caps a pass at 255 rows (else every full
+    pass would fall back to the row-by-row reductions); SoftmaxV2 too."""
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.passes.pipeline import kernel_build
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import evaluate
+
+    for name, dims in (("rms_norm.py", {"Bd": (48000,), "H": 8}), ("softmax.py", {"Bd": (48000,), "H": 8})):
+        spec = load_spec(str(EX / name))
+        u = kernel_build(spec)
+        tl = evaluate(spec, u.tiling.program, u.tiling.inputs, dims, {"T": parse_dtype("float32")},
+                      PLATFORMS["ascend910b1"], {})
+        assert tl["strategy"] == 1 and tl["rowsFit"] > 255 and tl["rowsPerPass"] == 255, (name, tl)
+
+
+def test_rowssum_scratch_is_counted_only_for_rows_longer_than_one_repeat():
+    """RowsSum / RowsMax fold into their [k, 64] fp32 scratch only rows longer than 64 lanes (a row of at most 64:
+    one WholeReduce straight from the row), so the UB plan counts the scratch's 64 * 4 = 256 B a row only when
+    colAlign > 64. RmsNorm fp32 by hand: per row and colAlign element x's queue 2 * 4 B, y's 2 * 4 B and two fp32
+    temporaries 2 * 4 B = 24 B; H 64 -> 80 (colAlign: a multiple of 16) adds 16 * 24 = 384 B a row, plus the
+    scratch's 256 B."""
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.passes.pipeline import kernel_build
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import evaluate
+
+    spec = load_spec(str(EX / "rms_norm.py"))
+    u = kernel_build(spec)
+    row = {H: evaluate(spec, u.tiling.program, u.tiling.inputs, {"Bd": (4800,), "H": H}, {"T": parse_dtype("float32")},
+                       PLATFORMS["ascend910b1"], {})["rowBytes"] for H in (64, 80)}
+    assert row[80] - row[64] == 16 * 24 + 256, row
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_rows_sum_of_long_rows_starts_with_the_first_two_chunks(tmp_path):
+    """RowsSum of rows of at least 128 lanes starts with Add of the first two 64-lane chunks (no copy of the first
+    chunk first). RmsNorm fp32, 96 rows of 150 on 48 cores: 2 rows a core in one pass, colAlign 160. Vector issues
+    of a core by hand (as test_issued_instructions_of_rms_norm_match_the_hand_count): gamma widened once (1); per
+    pass x widened (1), x * x (1), RowsSum: Add of chunks 0 and 1 (1), the 22-lane tail chunk (1), WholeReduceSum
+    (1); the product by gamma in ceil(160 / 64) = 3 chunks (3), y narrowed (1), rstd narrowed (1); per row Muls by
+    rstd (2 * 1). 1 + 10 + 2 = 13. Values against float64."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    write_ops([str(EX / "rms_norm.py")], tmp_path)
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (96,), "H": 150}, dtypes={"T": "float32"}, gen_dir=tmp_path,
+                  seed=4, progress=False)
+    assert r.passed and not r.faults and r.tiling_key % 10 == 1
+    assert r.cost["vec_issues"] == 13
+    x, g = np.asarray(r.inputs["x"], np.float64), np.asarray(r.inputs["gamma"], np.float64)
+    rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+    y = x * rstd * g
+    assert np.allclose(np.asarray(r.arrays["y"], np.float64), y, rtol=2.0**-19, atol=2.0**-20 * np.abs(y).max())
+
+
+def test_the_table_meaning_of_a_repeat_form_refuses_a_destination_block_stride_0():
+    """The KIR interpreter runs the instruction table's meanings (opgen.kernel.isa): a binary mask / repeat form
+    with dstBlkStride 0 is refused there as in the emulation (a destination block stride must not be 0,
+    docs/reference/ascendc.md §1.9); stride 1 computes 64 lanes of float64-exact sums."""
+    from opgen.kernel.isa import INSTRS
+
+    a = np.arange(128, dtype=np.float32)
+    env = {"dst": np.zeros(128, np.float32), "src0": a, "src1": a, "mask": 64, "repeat": 1}
+    with pytest.raises(ValueError, match="dstBlkStride 0"):
+        INSTRS[Op.ADD_REP].meaning({**env, "params": (0, 1, 1, 8, 8, 8)})
+    got = INSTRS[Op.ADD_REP].meaning({**env, "params": (1, 1, 1, 8, 8, 8)})["dst"]
+    assert np.array_equal(got[:64], 2 * np.arange(64.0)) and not got[64:].any()

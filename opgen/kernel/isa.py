@@ -465,7 +465,8 @@ def _binary_repeat(f):
     """Meaning of a binary mask / repeat form (BinaryRepeatParams: dst, src0, src1 block strides, then their repeat
     strides): for repeat r < repeat and lane l < mask, dst at lane_at(r, l, dstBlk, dstRep) = f(src0 at its lane,
     src1 at its lane) in fp32, rounded to dst's type; the other elements keep their values; a repeat reads its
-    sources before it writes (docs/reference/ascendc.md §1.9). Raises ValueError for a mask outside one repeat."""
+    sources before it writes (docs/reference/ascendc.md §1.9). Raises ValueError for a mask outside one repeat or a
+    destination block stride 0."""
 
     def meaning(env):
         dst = np.array(env["dst"], copy=True)
@@ -474,6 +475,8 @@ def _binary_repeat(f):
         db, ab, bb, dr, ar, br = (int(x) for x in env["params"])
         sz = dst.dtype.itemsize
         _check_mask(mask, sz, "binary repeat form")
+        if db == 0:
+            raise ValueError("binary repeat form: dstBlkStride 0 (a destination block stride must not be 0)")
         for r in range(rep):
             ia = [lane_at(r, k, ab, ar, sz) for k in range(mask)]
             ib = [lane_at(r, k, bb, br, sz) for k in range(mask)]

@@ -242,7 +242,9 @@ def _row_split(s: RowSchedule) -> Func:
     body += list(_fixed_buffers(s, s.bufs, bool(s.row_segments)))
     if s.reduce_segments:   # RowsSum / RowsMax: a [pass, 64] scratch and one value per row of each row reduction
         body.append(If(ROWS_REDUCE_STRIDE, (
-            InitBuffer("rowsRedBuf_", mul(ps, 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float"),
+            If((Constraint(">", Sym("rowStride_"), Lit(64)),), (
+                InitBuffer("rowsRedBuf_", mul(ps, 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float")),
+               doc="rows longer than one repeat fold into the scratch (RowsSum / RowsMax)"),
             InitBuffer("rowValBuf_", mul(s.nsums, _align8(ps), f4)),
             For("j", Lit(0), Lit(s.nsums), Lit(1), (
                 Get("rv_", "rowValBuf_", "float", mul(Sym("j"), _align8(ps)), slot=Sym("j")),))),
@@ -368,9 +370,10 @@ ROWS_REDUCE_FITS = ROWS_REDUCE_STRIDE + (Constraint("<=", _K, Lit(255)),
                     Constraint("<", div(add(Sym("n_"), 63), 64), mul(2, _K)))
 """When RowsSum / RowsMax apply: a row's repeat stride (rowStride_ / 8 blocks) fits BinaryRepeatParams' uint8 and
 the pass's rows fit one instruction's repeatTime (0..255; docs/reference/ascendc.md §1.9), and they cost less than
-the row-by-row reductions by the cost model (docs/reference/kernel_cost.md §2): RowsSum issues ceil(n_ / 64) + 1
-instructions, each with a barrier (8 + 16 cycles), row by row a reduction is two issues and a V->S wait (16 + 32
-cycles) a row, so batching pays when ceil(n_ / 64) < 2 k."""
+the row-by-row reductions by the cost model (docs/reference/kernel_cost.md §2): RowsSum issues at most
+ceil(n_ / 64) + 1 instructions (ceil(n_ / 64) for rows of 128 lanes or more), each with a barrier (8 + 16 cycles),
+row by row a reduction is two issues and a V->S wait (16 + 32 cycles) a row, so batching pays when
+ceil(n_ / 64) < 2 k."""
 
 
 def _segments(segs) -> tuple:
@@ -386,7 +389,8 @@ def _rows_reduce(name: str, comb: Op, whole: Op) -> Func:
     """RowsSum / RowsMax(src, dst, k): the sum (maximum) of each of the k rows of row temporary `src` (rows
     rowStride_ apart, n_ lanes each) into dst[0 .. k), one value per row, no scalar read. A row of at most 64 lanes:
     one WholeReduceSum / WholeReduceMax with a repeat a row (srcRepStride rowStride_ / 8 blocks). A longer one: its
-    first 64 lanes copied into the [k, 64] scratch rowsRed_ (Max of the chunk with itself), each further 64-lane
+    first two 64-lane chunks combined into the [k, 64] scratch rowsRed_ (a row of 65 to 127 lanes: its first chunk
+    copied, Max of the chunk with itself), each further 64-lane
     chunk combined into it (Add / Max, mask form with a repeat a row: the tail chunk's mask is its lanes, so pad
     lanes are never read), then one WholeReduce over the scratch. docs/reference/ascendc.md §1.9 (the mask / repeat
     forms, WholeReduceSum's dstRepStride in elements); the caller checks ROWS_REDUCE_FITS."""
@@ -397,10 +401,13 @@ def _rows_reduce(name: str, comb: Op, whole: Op) -> Func:
     return Func(name, (Param("src", "tensor", "float"), Param("dst", "tensor", "float"), Param("k")), (
         If((Constraint("<=", n, Lit(64)),), (
             vec(whole, dst=Ref("dst"), src=Ref("src"), mask=n, repeat=k, dstRep=Lit(1), srcBlk=Lit(1), srcRep=R),),
-           (vec(REPEAT_FORMS[Op.MAX], dst=acc, src0=Ref("src"), src1=Ref("src"), mask=Lit(64), repeat=k,
-                params=(Lit(1), Lit(1), Lit(1), Lit(8), R, R), doc="the first 64 lanes of each row"),
+           (If((Constraint(">=", n, Lit(128)),), (
+                vec(REPEAT_FORMS[comb], dst=acc, src0=Ref("src"), src1=Ref("src", Lit(64)), mask=Lit(64), repeat=k,
+                    params=(Lit(1), Lit(1), Lit(1), Lit(8), R, R), doc="the first two 64-lane chunks of each row"),),
+                (vec(REPEAT_FORMS[Op.MAX], dst=acc, src0=Ref("src"), src1=Ref("src"), mask=Lit(64), repeat=k,
+                     params=(Lit(1), Lit(1), Lit(1), Lit(8), R, R), doc="the first 64 lanes of each row"),)),
             Barrier(Pipe.V),
-            For("c", Lit(1), full, Lit(1), (
+            For("c", Fn("min", (Lit(2), full)), full, Lit(1), (
                 vec(REPEAT_FORMS[comb], dst=acc, src0=acc, src1=Ref("src", mul(Sym("c"), 64)), mask=Lit(64),
                     repeat=k, params=(Lit(1), Lit(1), Lit(1), Lit(8), Lit(8), R)),
                 Barrier(Pipe.V))),

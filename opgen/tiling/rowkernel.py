@@ -171,8 +171,9 @@ def row_plan(c: RowCounts, col_align, bytes_of) -> list[Buffer]:
     plan += stat_plan(c)
     if getattr(c, "batch", 0) and c.rsums:   # row reductions over all rows of a pass (rowsched._rows_reduce)
         fits = col_align <= 8 * 255   # rowsched.ROWS_REDUCE_STRIDE: allocated only then
-        plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, True, select(fits, 64, 0), 4,
-                           "per row: 64 fp32 partial sums or maxima (rows of at most 2040 elements)"))
+        fold = fits & (col_align > 64)   # a row of at most 64 lanes: one WholeReduce straight from the row
+        plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, True, select(fold, 64, 0), 4,
+                           "per row: 64 fp32 partial sums or maxima (rows of 65 to 2040 elements)"))
         plan.append(Buffer("rowValBuf", "TBuf<VECCALC>", c.rsums, True, select(fits, 1, 0), 4,
                            "per row: its row reductions (fp32)"))
         plan.append(Buffer("rowValSlack", "TBuf<VECCALC>", c.rsums, False, select(fits, 8, 0), 4,
@@ -312,7 +313,9 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                    "UB bytes the buffers may take: Select's 8 KB scratch kept free")
     col_align = p.let("colAlign", align_up(H, lanes), "row stride in UB (elements; 32-byte aligned)", True)
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of)}
-    rows_fit, row_cores = row_split(p, R, cores, ub, plans[ROW_SPLIT])
+    # RowsSum / RowsMax take a pass's rows in one instruction of a repeat a row (rowsched.ROWS_REDUCE_FITS)
+    rows_fit, row_cores = row_split(p, R, cores, ub, plans[ROW_SPLIT],
+                                    max_pass=255 if getattr(c, "batch", 0) and c.rsums else 4095)
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
     if stream:

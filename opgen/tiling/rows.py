@@ -12,19 +12,22 @@ from opgen.tiling.buffers import row_bytes as buffer_row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, select
 
 
-def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = ""):
+def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pass: int = 4095):
     """Add the row split with UB buffer `plan` ([Buffer], opgen.tiling.buffers) to `p`; returns
     (rowsFit, usedCores). Variables: rowBytes, fixedBytes (from the plan), rowsFit (0 when not one row
     fits: the caller needs another plan), rowCores; fields rowsPerCore, rowsTail (the first rowsTail
-    cores take one more row), rowsPerPass. Names are prefixed by `prefix`."""
+    cores take one more row), rowsPerPass (at most `max_pass`, at most 4095). Names are prefixed by `prefix`."""
     row_bytes = p.let(f"{prefix}rowBytes", buffer_row_bytes(plan), "UB bytes per resident row")
     fixed = p.let(f"{prefix}fixedBytes", buffer_fixed_bytes(plan), "UB bytes held once")
     fit = p.let(f"{prefix}rowsFit", select(ub > fixed, (ub - fixed) // row_bytes, 0), "rows per UB pass that fit")
     used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
     p.let(f"{prefix}rowsPerCore", rows // used, "rows of every core", True)
     p.let(f"{prefix}rowsTail", rows % used, "the first rowsTail cores take one more row", True)
-    p.let(f"{prefix}rowsPerPass", emax(1, emin(emin(fit, 4095), ceil_div(rows, used))),
-          "rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)", True)
+    cap, why = min(max_pass, 4095), "one DataCopyPad moves them, blockCount is 12 bits"
+    if cap < 4095:
+        why = "one repeat-form instruction takes them, repeatTime is 0..255"
+    p.let(f"{prefix}rowsPerPass", emax(1, emin(emin(fit, cap), ceil_div(rows, used))),
+          f"rows per UB pass (at most {cap}: {why})", True)
     return fit, used
 
 

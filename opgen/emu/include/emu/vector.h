@@ -10,6 +10,8 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "emu/tensor.h"
@@ -642,7 +644,9 @@ void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint8_t repeatTi
 // continuous mask): repeat r, block b (0..7) and lane j of a block address element (r * repStride + b * blkStride) *
 // perBlock + j of each operand, strides in 32-byte blocks; the lanes b * perBlock + j < mask are active, the others
 // keep dst's contents. mask 1..256 / sizeof(T) (else a fault), repeatTime 0..255; tensor operands 32-byte aligned
-// (a WholeReduce destination: element-aligned, §1.9 table). Every touched element is bounds-checked and race-tracked.
+// (a WholeReduce destination: element-aligned, §1.9 table); dstBlkStride not 0; the address-overlap rules
+// (OverlapGuard).
+// Every touched element is bounds-checked and race-tracked.
 struct BinaryRepeatParams {
     uint32_t blockNumber = 8;
     uint8_t dstBlkStride = 1, src0BlkStride = 1, src1BlkStride = 1;
@@ -663,6 +667,42 @@ void CheckMask(uint64_t mask, const char* what)
     if (mask < 1 || mask > lanes)
         emu::Fault(emu::Cat(what, ": mask ", mask, " outside 1..", lanes, " (a continuous mask of one repeat)"));
 }
+// The device's address-overlap rules for one repeat-form instruction (asc-devkit docs, SIMD-API/通用说明和约束.md,
+// 通用地址重叠约束): within a repeat a source and dst overlap 100 % (lane l at the same address for every l) or not
+// at all; no repeat reads a byte an earlier repeat of the same instruction wrote, except the binary Add / Sub / Mul /
+// Max / Min on half / float / int32 reading src1 with dst's or src1's repeat stride 0 (accumulation). What the
+// device leaves undefined faults here. Addresses are (arena, byte offset) of the lane's element.
+struct OverlapGuard {
+    std::unordered_map<uint64_t, uint64_t> written;   // byte offset -> the repeat that wrote it (dst's arena)
+    const void* arena = nullptr;
+    const char* what = "";
+    // Source `name`'s lanes `src` (byte offsets in `srcArena`) of repeat r against dst's lanes `dst` of the same
+    // repeat and against what earlier repeats wrote; `accumulate`: the documented src1 exception applies.
+    void Reads(const void* srcArena, const std::vector<uint64_t>& src, const std::vector<uint64_t>& dst, uint64_t r,
+               const char* name, bool accumulate, bool sameLanesOk) const
+    {
+        if (srcArena != arena) return;
+        if (!accumulate)
+            for (uint64_t a : src) {
+                auto it = written.find(a);
+                if (it != written.end())
+                    emu::Fault(emu::Cat(what, ": repeat ", r, " of ", name, " (byte ", a, ") reads what repeat ",
+                                        it->second, " of the same instruction wrote (undefined on the device: "
+                                        "docs/reference/ascendc.md §1.9 operand rules)"));
+            }
+        if (sameLanesOk && src == dst) return;   // 100 % overlap within the repeat
+        std::unordered_set<uint64_t> lanes(src.begin(), src.end());
+        for (uint64_t d : dst)
+            if (lanes.count(d))
+                emu::Fault(emu::Cat(what, ": in repeat ", r, " dst ",
+                                    sameLanesOk ? "partly overlaps " : "overlaps the lanes of ", name, " at byte ", d,
+                                    " (only a 100 % overlap of a repeat's lanes is allowed)"));
+    }
+    void Wrote(const std::vector<uint64_t>& dst, uint64_t r)
+    {
+        for (uint64_t d : dst) written.emplace(d, r);
+    }
+};
 // Element index of lane `lane` of repeat r for a block stride and repeat stride (in 32-byte blocks).
 template <typename T>
 inline uint64_t LaneAt(uint64_t r, uint64_t lane, uint64_t blk, uint64_t rep)
@@ -672,16 +712,34 @@ inline uint64_t LaneAt(uint64_t r, uint64_t lane, uint64_t blk, uint64_t rep)
 }
 template <typename T, typename F>
 void BinaryRepeat(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b, uint64_t mask,
-                  uint8_t repeatTime, const BinaryRepeatParams& p, const char* what, F f, const emu::Site& site)
+                  uint8_t repeatTime, const BinaryRepeatParams& p, const char* what, F f, const emu::Site& site,
+                  bool accumulates)
 {
+    // the device also takes int16 / int32 (not Div), which this float-computing loop would get wrong: refused
+    static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value,
+                  "binary mask / repeat forms: the emulation implements half / float only");
     CheckMask<T>(mask, what);
     dst.CheckAligned(what); a.CheckAligned(what); b.CheckAligned(what);
+    if (p.dstBlkStride == 0)
+        emu::Fault(emu::Cat(what, ": dstBlkStride 0 (a destination block stride must not be 0; §1.9)"));
     if (repeatTime == 0) return;
     emu::CountVector(uint64_t(repeatTime) * (256 / sizeof(T)), sizeof(T), what[0] == 'D' && what[1] == 'i');
     const emu::Instr in = emu::Issue(emu::kPipeV, what, site);
     std::vector<T> out(mask);
     std::vector<char> good(mask);
+    OverlapGuard guard;
+    guard.arena = dst.Arena(); guard.what = what;
+    const bool acc1 = accumulates && (std::is_same<T, float>::value || std::is_same<T, half>::value ||
+                                      std::is_same<T, int32_t>::value) && (p.dstRepStride == 0 || p.src1RepStride == 0);
+    std::vector<uint64_t> la(mask), lb(mask), ld(mask);
     for (uint64_t r = 0; r < repeatTime; ++r) {
+        for (uint64_t l = 0; l < mask; ++l) {
+            la[l] = a.Offset() + LaneAt<T>(r, l, p.src0BlkStride, p.src0RepStride) * sizeof(T);
+            lb[l] = b.Offset() + LaneAt<T>(r, l, p.src1BlkStride, p.src1RepStride) * sizeof(T);
+            ld[l] = dst.Offset() + LaneAt<T>(r, l, p.dstBlkStride, p.dstRepStride) * sizeof(T);
+        }
+        guard.Reads(a.Arena(), la, ld, r, "src0", false, true);
+        guard.Reads(b.Arena(), lb, ld, r, "src1", acc1, true);
         for (uint64_t l = 0; l < mask; ++l) {   // a repeat reads its sources, then writes
             const uint64_t ia = LaneAt<T>(r, l, p.src0BlkStride, p.src0RepStride);
             const uint64_t ib = LaneAt<T>(r, l, p.src1BlkStride, p.src1RepStride);
@@ -699,6 +757,7 @@ void BinaryRepeat(const LocalTensor<T>& dst, const LocalTensor<T>& a, const Loca
             emu::Touch(in, dst.Arena(), dst.Offset() + id * sizeof(T), sizeof(T), true);
             dst.St(id, out[l], good[l] != 0);
         }
+        guard.Wrote(ld, r);
     }
 }
 template <typename T, typename F>
@@ -710,16 +769,26 @@ void WholeReduce(const LocalTensor<T>& dst, const LocalTensor<T>& src, int32_t m
     CheckMask<T>(uint64_t(mask < 0 ? 0 : mask), what);
     if (repeatTime < 0 || repeatTime > 255)
         emu::Fault(emu::Cat(what, ": repeatTime ", repeatTime, " outside 0..255"));
-    if (dstRepStride < 0 || srcBlkStride < 0 || srcRepStride < 0)
-        emu::Fault(emu::Cat(what, ": a negative stride"));
+    const int32_t strides[3] = {dstRepStride, srcBlkStride, srcRepStride};
+    const char* const names[3] = {"dstRepStride", "srcBlkStride", "srcRepStride"};
+    for (int s = 0; s < 3; ++s)   // the device's range (asc-devkit docs, ReduceRepeat: [0, 2^16 - 1])
+        if (strides[s] < 0 || strides[s] > 65535)
+            emu::Fault(emu::Cat(what, ": ", names[s], " ", strides[s], " outside 0..65535"));
     src.CheckAligned(what);
     if (dst.Offset() % sizeof(T)) emu::Fault(emu::Cat(what, ": dst not element-aligned"));
     if (repeatTime == 0) return;
     emu::CountVector(uint64_t(repeatTime) * (256 / sizeof(T)), sizeof(T));
     const emu::Instr in = emu::Issue(emu::kPipeV, what, site);
+    OverlapGuard guard;
+    guard.arena = dst.Arena(); guard.what = what;
+    std::vector<uint64_t> ls(static_cast<uint64_t>(mask));
     for (uint64_t r = 0; r < uint64_t(repeatTime); ++r) {
         std::vector<T> v;
         bool ok = true;
+        for (uint64_t l = 0; l < uint64_t(mask); ++l)
+            ls[l] = src.Offset() + LaneAt<T>(r, l, uint64_t(srcBlkStride), uint64_t(srcRepStride)) * sizeof(T);
+        const std::vector<uint64_t> ld{dst.Offset() + r * uint64_t(dstRepStride) * sizeof(T)};
+        guard.Reads(src.Arena(), ls, ld, r, "src", false, false);
         for (uint64_t l = 0; l < uint64_t(mask); ++l) {
             const uint64_t i = LaneAt<T>(r, l, uint64_t(srcBlkStride), uint64_t(srcRepStride));
             src.Addr(i, 1, what);
@@ -731,25 +800,26 @@ void WholeReduce(const LocalTensor<T>& dst, const LocalTensor<T>& src, int32_t m
         dst.Addr(id, 1, what);
         emu::Touch(in, dst.Arena(), dst.Offset() + id * sizeof(T), sizeof(T), true);
         dst.St(id, res, ok);
+        guard.Wrote(ld, r);
     }
 }
 }  // namespace emu_detail
 
-#define EMU_BINARY_REPEAT(NAME, EXPR)                                                                           \
+#define EMU_BINARY_REPEAT(NAME, ACC, EXPR)                                                                      \
     template <typename T, bool isSetMask = true>                                                                \
     void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask,   \
               const uint8_t repeatTime, const BinaryRepeatParams& repeatParams, emu::Site site = emu::Site::Here()) \
     {                                                                                                           \
         static_assert(isSetMask, #NAME ": the emulation implements isSetMask = true only");                    \
         emu_detail::BinaryRepeat(dst, src0, src1, mask, repeatTime, repeatParams, #NAME,                      \
-                                 [](T a, T b) { return EXPR; }, site);                                          \
+                                 [](T a, T b) { return EXPR; }, site, ACC);                                     \
     }
-EMU_BINARY_REPEAT(Add, T(float(a) + float(b)))
-EMU_BINARY_REPEAT(Sub, T(float(a) - float(b)))
-EMU_BINARY_REPEAT(Mul, T(float(a) * float(b)))
-EMU_BINARY_REPEAT(Div, T(float(a) / float(b)))
-EMU_BINARY_REPEAT(Max, (float(a) > float(b) ? a : b))
-EMU_BINARY_REPEAT(Min, (float(a) < float(b) ? a : b))
+EMU_BINARY_REPEAT(Add, true, T(float(a) + float(b)))
+EMU_BINARY_REPEAT(Sub, true, T(float(a) - float(b)))
+EMU_BINARY_REPEAT(Mul, true, T(float(a) * float(b)))
+EMU_BINARY_REPEAT(Div, false, T(float(a) / float(b)))
+EMU_BINARY_REPEAT(Max, true, (float(a) > float(b) ? a : b))
+EMU_BINARY_REPEAT(Min, true, (float(a) < float(b) ? a : b))
 #undef EMU_BINARY_REPEAT
 
 // WholeReduceSum: repeat r's active lanes summed (a halving tree over the lanes in order, as ReduceSum's per-repeat
