@@ -84,6 +84,33 @@ def test_replaced_directory_lists_what_it_loses():
     assert "GemmaRmsNorm" in steps[lost:] and "arch35" in steps[lost:]
 
 
+# ops-nn norm/rms_norm op_host/rms_norm_def.cpp (snapshot e5c3fa9), the ascend910b / ascend910_93 config: (x, gamma)
+# dtype rows, read by hand from its DataType lists; docs/aclnnRmsNorm.md's table for Atlas A2 / A3 has the same five
+OPS_NN_RMS_NORM_ROWS = {("float16", "float32"), ("bfloat16", "float32"), ("float16", "float16"),
+                        ("float32", "float32"), ("bfloat16", "bfloat16")}
+
+
+def test_replaced_directory_lists_the_dtype_rows_and_shapes_it_loses():
+    """What norm/rms_norm accepts on the SoCs this package builds for and the package refuses is lost too: every
+    (x, gamma) row of ops-nn's OpDef the spec's table lacks (x float16 / bfloat16 with gamma float32) is named in
+    the README's list, and so is gamma over more than the last axis (aclnnRmsNorm.md: gamma_shape = x_shape[n:],
+    rstd 1 on every normalised axis), since this spec's gamma is [H]."""
+    from opgen.codegen.docs import emit_docs
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(ROOT / "examples" / "specs" / "rms_norm.py"))
+    ins = {i.name: i for i in spec.inputs}
+    ours = {tuple(row.get(str(ins[n].dtype), ins[n].dtype).long_name for n in ("x", "gamma"))
+            for row in spec.dtype_rows}
+    missing = OPS_NN_RMS_NORM_ROWS - ours
+    assert missing, "the spec now covers every row: drop this test's row part"
+    readme = emit_docs(spec)["README.md"]
+    steps = readme[readme.index("removing it loses: "):readme.index("Copy this directory to")]
+    for x_dt, g_dt in sorted(missing):
+        assert f"x {x_dt} with gamma {g_dt}" in steps, (x_dt, g_dt)
+    assert "gamma of more than one axis" in steps
+
+
 def test_replaces_lost_errors():
     from opgen.dsl import A2, OpSpec
     from opgen.errors import SpecError
