@@ -232,3 +232,14 @@ def test_aclnn_dtype_names_cover_every_type(path):
     body = body[:body.index("\n}\n")]
     names = dict(re.findall(r"case op::DataType::(\w+):\s*return \"(\w+)\";", body))
     assert names == {k: np.dtype(t).name for k, t in _GE_TYPES.items()}
+
+
+@pytest.mark.parametrize("path", API_SOURCES, ids=[p.name for p in API_SOURCES])
+def test_aclnn_common_input_check_is_opbases(path):
+    """The null workspaceSize / executor test of the first phase is opbase's OP_CHECK_COMM_INPUT (as in ops-nn's
+    aclnn files, e.g. pooling/avg_pool3_d/op_api/aclnn_avgpool3d.cpp), not a hand-written condition and text."""
+    text = path.read_text()
+    phase1 = text[text.index("GetWorkspaceSize("):]
+    phase1 = phase1[:phase1.index("CREATE_EXECUTOR()")]
+    assert "OP_CHECK_COMM_INPUT(workspaceSize, executor);" in phase1
+    assert "workspaceSize == nullptr" not in text and "must not be null" not in text

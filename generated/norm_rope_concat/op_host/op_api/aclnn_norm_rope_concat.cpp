@@ -1463,10 +1463,7 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
                ropeCos, normType, normAddedType, ropeType, concatOrder, eps, isTraining),
         DFX_OUT(queryOutput, keyOutput, valueOutput, normQueryMean, normQueryRstd, normKeyMean, normKeyRstd,
                 normAddedQueryMean, normAddedQueryRstd, normAddedKeyMean, normAddedKeyRstd));
-    if (workspaceSize == nullptr || executor == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_COMM_INPUT(workspaceSize, executor);
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 

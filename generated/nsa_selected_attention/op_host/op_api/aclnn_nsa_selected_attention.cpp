@@ -996,10 +996,7 @@ aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
         DFX_IN(query, key, value, topkIndices, attenMaskOptional, actualSeqQLenOptional, actualSeqKvLenOptional,
                scaleValue, headNum, inputLayout, sparseMode, selectedBlockSize, selectedBlockCount),
         DFX_OUT(softmaxMaxOut, softmaxSumOut, attentionOut));
-    if (workspaceSize == nullptr || executor == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_COMM_INPUT(workspaceSize, executor);
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 

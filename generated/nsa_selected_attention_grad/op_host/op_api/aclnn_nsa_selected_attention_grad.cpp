@@ -1151,10 +1151,7 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
                           actualSeqQLenOptional, actualSeqKvLenOptional, attenMaskOptional, scaleValue,
                           selectedBlockSize, selectedBlockCount, headNum, inputLayout, sparseMode),
                    DFX_OUT(dqOut, dkOut, dvOut));
-    if (workspaceSize == nullptr || executor == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_COMM_INPUT(workspaceSize, executor);
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 
