@@ -243,3 +243,34 @@ def test_aclnn_common_input_check_is_opbases(path):
     phase1 = phase1[:phase1.index("CREATE_EXECUTOR()")]
     assert "OP_CHECK_COMM_INPUT(workspaceSize, executor);" in phase1
     assert "workspaceSize == nullptr" not in text and "must not be null" not in text
+
+
+@pytest.mark.parametrize("path", API_SOURCES, ids=[p.name for p in API_SOURCES])
+def test_aclnn_fixed_dtype_check_is_opbases(path):
+    """A tensor of a fixed dtype (rstd float32, an index int64) is checked with opbase's OP_CHECK_DTYPE_NOT_MATCH
+    (161002, "Tensor <name> expected dtype is DT_FLOAT but found DT_FLOAT16."), in a helper whose parameter is
+    named as the public API names it, as OP_CHECK_DTYPE_NOT_SUPPORT is for a dtype variable's column."""
+    text = path.read_text()
+    fixed = re.findall(r"// (\w+): fixed dtype\n\s*(?:if \(p\.\w+ != nullptr\) )?\{\n\s*if \(!DtypeIs(\d+)\(p\.(\w+)\)\)",
+                       text)
+    assert len(fixed) == text.count(": fixed dtype\n") > 0 or ": fixed dtype\n" not in text
+    for _param, idx, cpp in fixed:
+        helper = re.search(rf"bool DtypeIs{idx}\(const aclTensor\* (\w+)\)\n{{\n\s*OP_CHECK_DTYPE_NOT_MATCH\(\1, "
+                           rf"op::DataType::DT_\w+, return false\);", text)
+        assert helper and helper.group(1) == cpp, (idx, cpp)
+    assert not re.search(r"dtype %s must be \w+", text)
+
+
+def test_op_api_ut_tries_a_fixed_dtype_given_another():
+    """Where the aclnn layer checks a fixed dtype of a tensor the spec's example passes, the package's op_api UT
+    calls it with another dtype there and expects 161002 (tests/test_op_api_ut.py runs these UTs against the emitted layer)."""
+    seen = 0
+    for path in API_SOURCES:
+        pkg = path.parent.parent.parent
+        ut = next((pkg / "tests" / "ut" / "op_host" / "op_api").glob("test_aclnn_*.cpp")).read_text()
+        if ", fixed_dtype_given_another)" in ut:   # not when the example makes no tensor of a fixed dtype
+            assert ": fixed dtype\n" in path.read_text(), pkg.name
+            case = ut[ut.index(", fixed_dtype_given_another)"):]
+            assert "EXPECT_EQ(ret, ACLNN_ERR_PARAM_INVALID);" in case[:case.index("\n}\n")], pkg.name
+            seen += 1
+    assert seen >= 3   # NsaSelectedAttention(Grad): topk_indices int32, NormRopeConcatGrad
