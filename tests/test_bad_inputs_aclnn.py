@@ -47,8 +47,8 @@ def _mutated(case):
 
 def _named(msg: str) -> str:
     """The parameter a message of the aclnn layer names: "<name>: ..." of opgen's rules, or the argument of
-    opbase's OP_CHECK_NULL / OP_CHECK_DTYPE_NOT_SUPPORT texts."""
-    m = re.match(r"Expected a .* for argument (\w+)|Tensor (\w+) not implemented", msg)
+    opbase's OP_CHECK_NULL / OP_CHECK_DTYPE_NOT_SUPPORT / OP_CHECK_DTYPE_NOT_MATCH texts."""
+    m = re.match(r"Expected a .* for argument (\w+)|Tensor (\w+) (?:not implemented|expected dtype is)", msg)
     return (m.group(1) or m.group(2)) if m else msg.split(":")[0]
 
 

@@ -84,6 +84,33 @@ def test_replaced_directory_lists_what_it_loses():
     assert "GemmaRmsNorm" in steps[lost:] and "arch35" in steps[lost:]
 
 
+# ops-nn norm/rms_norm op_host/rms_norm_def.cpp (snapshot e5c3fa9), the ascend910b / ascend910_93 config: (x, gamma)
+# dtype rows, read by hand from its DataType lists; docs/aclnnRmsNorm.md's table for Atlas A2 / A3 has the same five
+OPS_NN_RMS_NORM_ROWS = {("float16", "float32"), ("bfloat16", "float32"), ("float16", "float16"),
+                        ("float32", "float32"), ("bfloat16", "bfloat16")}
+
+
+def test_replaced_directory_lists_the_dtype_rows_and_shapes_it_loses():
+    """What norm/rms_norm accepts on the SoCs this package builds for and the package refuses is lost too: every
+    (x, gamma) row of ops-nn's OpDef the spec's table lacks (x float16 / bfloat16 with gamma float32) is named in
+    the README's list, and so is gamma over more than the last axis (aclnnRmsNorm.md: gamma_shape = x_shape[n:],
+    rstd 1 on every normalised axis), since this spec's gamma is [H]."""
+    from opgen.codegen.docs import emit_docs
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(ROOT / "examples" / "specs" / "rms_norm.py"))
+    ins = {i.name: i for i in spec.inputs}
+    ours = {tuple(row.get(str(ins[n].dtype), ins[n].dtype).long_name for n in ("x", "gamma"))
+            for row in spec.dtype_rows}
+    missing = OPS_NN_RMS_NORM_ROWS - ours
+    assert missing, "the spec now covers every row: drop this test's row part"
+    readme = emit_docs(spec)["README.md"]
+    steps = readme[readme.index("removing it loses: "):readme.index("Copy this directory to")]
+    for x_dt, g_dt in sorted(missing):
+        assert f"x {x_dt} with gamma {g_dt}" in steps, (x_dt, g_dt)
+    assert "gamma of more than one axis" in steps
+
+
 def test_replaces_lost_errors():
     from opgen.dsl import A2, OpSpec
     from opgen.errors import SpecError
@@ -205,3 +232,45 @@ def test_aclnn_dtype_names_cover_every_type(path):
     body = body[:body.index("\n}\n")]
     names = dict(re.findall(r"case op::DataType::(\w+):\s*return \"(\w+)\";", body))
     assert names == {k: np.dtype(t).name for k, t in _GE_TYPES.items()}
+
+
+@pytest.mark.parametrize("path", API_SOURCES, ids=[p.name for p in API_SOURCES])
+def test_aclnn_common_input_check_is_opbases(path):
+    """The null workspaceSize / executor test of the first phase is opbase's OP_CHECK_COMM_INPUT (as in ops-nn's
+    aclnn files, e.g. pooling/avg_pool3_d/op_api/aclnn_avgpool3d.cpp), not a hand-written condition and text."""
+    text = path.read_text()
+    phase1 = text[text.index("GetWorkspaceSize("):]
+    phase1 = phase1[:phase1.index("CREATE_EXECUTOR()")]
+    assert "OP_CHECK_COMM_INPUT(workspaceSize, executor);" in phase1
+    assert "workspaceSize == nullptr" not in text and "must not be null" not in text
+
+
+@pytest.mark.parametrize("path", API_SOURCES, ids=[p.name for p in API_SOURCES])
+def test_aclnn_fixed_dtype_check_is_opbases(path):
+    """A tensor of a fixed dtype (rstd float32, an index int64) is checked with opbase's OP_CHECK_DTYPE_NOT_MATCH
+    (161002, "Tensor <name> expected dtype is DT_FLOAT but found DT_FLOAT16."), in a helper whose parameter is
+    named as the public API names it, as OP_CHECK_DTYPE_NOT_SUPPORT is for a dtype variable's column."""
+    text = path.read_text()
+    fixed = re.findall(r"// (\w+): fixed dtype\n\s*(?:if \(p\.\w+ != nullptr\) )?\{\n\s*if \(!DtypeIs(\d+)\(p\.(\w+)\)\)",
+                       text)
+    assert len(fixed) == text.count(": fixed dtype\n") > 0 or ": fixed dtype\n" not in text
+    for _param, idx, cpp in fixed:
+        helper = re.search(rf"bool DtypeIs{idx}\(const aclTensor\* (\w+)\)\n{{\n\s*OP_CHECK_DTYPE_NOT_MATCH\(\1, "
+                           rf"op::DataType::DT_\w+, return false\);", text)
+        assert helper and helper.group(1) == cpp, (idx, cpp)
+    assert not re.search(r"dtype %s must be \w+", text)
+
+
+def test_op_api_ut_tries_a_fixed_dtype_given_another():
+    """Where the aclnn layer checks a fixed dtype of a tensor the spec's example passes, the package's op_api UT
+    calls it with another dtype there and expects 161002 (tests/test_op_api_ut.py runs these UTs against the emitted layer)."""
+    seen = 0
+    for path in API_SOURCES:
+        pkg = path.parent.parent.parent
+        ut = next((pkg / "tests" / "ut" / "op_host" / "op_api").glob("test_aclnn_*.cpp")).read_text()
+        if ", fixed_dtype_given_another)" in ut:   # not when the example makes no tensor of a fixed dtype
+            assert ": fixed dtype\n" in path.read_text(), pkg.name
+            case = ut[ut.index(", fixed_dtype_given_another)"):]
+            assert "EXPECT_EQ(ret, ACLNN_ERR_PARAM_INVALID);" in case[:case.index("\n}\n")], pkg.name
+            seen += 1
+    assert seen >= 3   # NsaSelectedAttention(Grad): topk_indices int32, NormRopeConcatGrad

@@ -29,7 +29,11 @@ spec.replaces("norm/rms_norm", "CANN's own RmsNorm lives there; two registration
                     "the ascend950 (arch35, regbase) tiling and kernels (op_host/rms_norm_tiling_arch35.cpp, "
                     "op_kernel/arch35/)",
                     "the ascend310p, ascend910, kirinx90 and kirin9030 configs (float16 and float32 only)",
-                    "the ONNX plugin (framework/npu_rms_norm_onnx_plugin.cpp)"))
+                    "the ONNX plugin (framework/npu_rms_norm_onnx_plugin.cpp)",
+                    "on ascend910b and ascend910_93, the OpDef rows x float16 with gamma float32 and x bfloat16 with "
+                    "gamma float32 (this spec's x, gamma and y share one dtype)",
+                    "gamma of more than one axis (gamma_shape = x_shape[n:], rstd 1 on each normalised axis; "
+                    "this spec's gamma is [H])"))
 
 
 @spec.body

@@ -334,8 +334,8 @@ class AclnnPlan:
                     state[v] = "maybe"
             else:
                 steps.append({"param": p.name, "tensor": t, "optional": p.optional, "var": None,
-                              "fixed": f"op::DataType::{dt.cann}", "kind": kind,
-                              "mismatch": c_printf(f"{p.cpp}: dtype ", "%s", f" must be {dt.long_name}")})
+                              "fixed": f"op::DataType::{dt.cann}", "kind": kind, "index": len(steps),
+                              "local": p.cpp})
         return steps
 
     def dtype_table(self) -> dict:

@@ -13,8 +13,9 @@ AddOpTestCase):
                                                gtest cases of <api>GetWorkspaceSize through the repository's op_api UT
                                                framework (OP_API_UT, TensorDesc): the example in every dtype row
                                                returns ACLNN_SUCCESS; each required tensor passed as null
-                                               ACLNN_ERR_PARAM_NULLPTR; a dtype outside the table and an output of the
-                                               wrong shape ACLNN_ERR_PARAM_INVALID (docs/design.md "Emission":
+                                               ACLNN_ERR_PARAM_NULLPTR; a dtype outside the table, a tensor of a fixed
+                                               dtype given another and an output of the wrong shape
+                                               ACLNN_ERR_PARAM_INVALID (docs/design.md "Emission":
                                                the codes the emitted checks return)
     tests/ut/op_kernel/test_<op>.cpp           gtest case running the kernel entry in the CPU-debug build (tikicpulib:
                                                GmAlloc, ICPU_SET_TILING_KEY, ICPU_RUN_KF) on the example's inputs with
@@ -364,6 +365,24 @@ def op_api_context(spec) -> dict:
                       "doc": f"{a.name} as {foreign.long_name}, a dtype no row of the table gives "
                              f"{a.dtype.name}, is refused."})
         break
+    for k, a in enumerate(params):   # a tensor of a fixed dtype (rstd float32, an index int32) given another
+        if a.kind not in ("input", "optional", "output") or isinstance(a.dtype, DTypeVar) \
+                or getattr(a.param.decl, "host", False):
+            continue
+        if a.kind == "output":
+            shape, made = c0.outputs[a.param.decl.name]
+            if not made or shape is None:
+                continue
+        elif c0.inputs.get(a.param.decl.name) is None:
+            continue
+        else:
+            shape = np.shape(c0.inputs[a.param.decl.name])
+        foreign = next(d for d in _FOREIGN_DTYPES if d != a.dtype)
+        ins, outs = args(c0, {k: lambda e, a, dt: _tensor_desc(shape, foreign)})
+        cases.append({"name": "fixed_dtype_given_another", "inputs": ins, "outputs": outs, "code": bad,
+                      "doc": f"{a.name} as {foreign.long_name} where its dtype is fixed to {a.dtype.long_name} "
+                             f"is refused."})
+        break
     for k, a in enumerate(params):
         if a.kind != "output":
             continue
@@ -381,7 +400,7 @@ def op_api_context(spec) -> dict:
         f"op_api UT of {m.op}: {m.api}GetWorkspaceSize on the spec's example ({dims}) with the status codes its "
         f"checks return: ACLNN_SUCCESS in every dtype row; ACLNN_ERR_PARAM_NULLPTR (161001) for each required tensor "
         f"{'or scalar ' if any(a.scalar for a in params) else ''}passed as null; ACLNN_ERR_PARAM_INVALID (161002) "
-        f"for a dtype outside the table and for an output of the "
+        f"for a dtype outside the table, a tensor of a fixed dtype given another and an output of the "
         f"wrong shape. Built by the repository's op_api UT framework (OP_API_UT, TensorDesc).", width=110,
         break_on_hyphens=False)
     return {"banner": m.banner(), "op": m.op, "op_snake": m.snake, "api": m.api, "api_snake": m.api_snake,

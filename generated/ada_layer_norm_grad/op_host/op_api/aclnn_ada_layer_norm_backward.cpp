@@ -927,10 +927,7 @@ aclnnStatus aclnnAdaLayerNormBackwardGetWorkspaceSize(
     L2_DFX_PHASE_1(aclnnAdaLayerNormBackward,
                    DFX_IN(gradOut, input, normalizedShape, rstd, mean, scale, shift, weightOptional, biasOptional),
                    DFX_OUT(gradInputOut, gradScaleOut, gradShiftOut, gradWeightOut, gradBiasOut));
-    if (workspaceSize == nullptr || executor == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_COMM_INPUT(workspaceSize, executor);
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 

@@ -715,10 +715,7 @@ aclnnStatus aclnnAdaLayerNormV2GetWorkspaceSize(const aclTensor* x, const aclTen
 {
     L2_DFX_PHASE_1(aclnnAdaLayerNormV2, DFX_IN(x, scale, shift, weightOptional, biasOptional, epsilon),
                    DFX_OUT(out, meanOutOptional, rstdOutOptional));
-    if (workspaceSize == nullptr || executor == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_COMM_INPUT(workspaceSize, executor);
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 

@@ -374,6 +374,70 @@ bool DtypeSupported0(const aclTensor* query)
     return true;
 }
 
+// norm_query_mean's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs19(const aclTensor* normQueryMean)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normQueryMean, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_query_rstd's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs20(const aclTensor* normQueryRstd)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normQueryRstd, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_key_mean's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs21(const aclTensor* normKeyMean)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normKeyMean, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_key_rstd's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs22(const aclTensor* normKeyRstd)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normKeyRstd, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_added_query_mean's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs23(const aclTensor* normAddedQueryMean)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normAddedQueryMean, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_added_query_rstd's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs24(const aclTensor* normAddedQueryRstd)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normAddedQueryRstd, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_added_key_mean's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs25(const aclTensor* normAddedKeyMean)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normAddedKeyMean, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_added_key_rstd's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs26(const aclTensor* normAddedKeyRstd)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normAddedKeyRstd, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
 // Dtypes: each tensor's dtype variable (allowed values, one binding per variable, the combination table)
 // or its fixed dtype. Outputs after inputs.
 aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
@@ -556,65 +620,49 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // norm_query_mean: fixed dtype
     if (p.normQueryMean != nullptr) {
-        const op::DataType dt = p.normQueryMean->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryMean: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs19(p.normQueryMean)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_query_rstd: fixed dtype
     if (p.normQueryRstd != nullptr) {
-        const op::DataType dt = p.normQueryRstd->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryRstd: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs20(p.normQueryRstd)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_key_mean: fixed dtype
     if (p.normKeyMean != nullptr) {
-        const op::DataType dt = p.normKeyMean->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyMean: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs21(p.normKeyMean)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_key_rstd: fixed dtype
     if (p.normKeyRstd != nullptr) {
-        const op::DataType dt = p.normKeyRstd->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyRstd: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs22(p.normKeyRstd)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_query_mean: fixed dtype
     if (p.normAddedQueryMean != nullptr) {
-        const op::DataType dt = p.normAddedQueryMean->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryMean: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs23(p.normAddedQueryMean)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_query_rstd: fixed dtype
     if (p.normAddedQueryRstd != nullptr) {
-        const op::DataType dt = p.normAddedQueryRstd->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryRstd: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs24(p.normAddedQueryRstd)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_key_mean: fixed dtype
     if (p.normAddedKeyMean != nullptr) {
-        const op::DataType dt = p.normAddedKeyMean->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyMean: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs25(p.normAddedKeyMean)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_key_rstd: fixed dtype
     if (p.normAddedKeyRstd != nullptr) {
-        const op::DataType dt = p.normAddedKeyRstd->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyRstd: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs26(p.normAddedKeyRstd)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1463,10 +1511,7 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
                ropeCos, normType, normAddedType, ropeType, concatOrder, eps, isTraining),
         DFX_OUT(queryOutput, keyOutput, valueOutput, normQueryMean, normQueryRstd, normKeyMean, normKeyRstd,
                 normAddedQueryMean, normAddedQueryRstd, normAddedKeyMean, normAddedKeyRstd));
-    if (workspaceSize == nullptr || executor == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_COMM_INPUT(workspaceSize, executor);
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 

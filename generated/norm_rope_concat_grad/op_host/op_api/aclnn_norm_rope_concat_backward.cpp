@@ -410,6 +410,70 @@ bool DtypeSupported0(const aclTensor* gradQueryOutput)
     return true;
 }
 
+// norm_query_mean's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs8(const aclTensor* normQueryMean)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normQueryMean, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_query_rstd's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs9(const aclTensor* normQueryRstd)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normQueryRstd, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_key_mean's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs11(const aclTensor* normKeyMean)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normKeyMean, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_key_rstd's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs12(const aclTensor* normKeyRstd)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normKeyRstd, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_added_query_mean's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs14(const aclTensor* normAddedQueryMean)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normAddedQueryMean, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_added_query_rstd's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs15(const aclTensor* normAddedQueryRstd)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normAddedQueryRstd, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_added_key_mean's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs17(const aclTensor* normAddedKeyMean)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normAddedKeyMean, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// norm_added_key_rstd's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs18(const aclTensor* normAddedKeyRstd)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(normAddedKeyRstd, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
 // Dtypes: each tensor's dtype variable (allowed values, one binding per variable, the combination table)
 // or its fixed dtype. Outputs after inputs.
 aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
@@ -493,17 +557,13 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // norm_query_mean: fixed dtype
     if (p.normQueryMean != nullptr) {
-        const op::DataType dt = p.normQueryMean->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryMean: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs8(p.normQueryMean)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_query_rstd: fixed dtype
     if (p.normQueryRstd != nullptr) {
-        const op::DataType dt = p.normQueryRstd->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normQueryRstd: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs9(p.normQueryRstd)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -518,17 +578,13 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // norm_key_mean: fixed dtype
     if (p.normKeyMean != nullptr) {
-        const op::DataType dt = p.normKeyMean->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyMean: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs11(p.normKeyMean)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_key_rstd: fixed dtype
     if (p.normKeyRstd != nullptr) {
-        const op::DataType dt = p.normKeyRstd->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normKeyRstd: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs12(p.normKeyRstd)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -543,17 +599,13 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // norm_added_query_mean: fixed dtype
     if (p.normAddedQueryMean != nullptr) {
-        const op::DataType dt = p.normAddedQueryMean->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryMean: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs14(p.normAddedQueryMean)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_query_rstd: fixed dtype
     if (p.normAddedQueryRstd != nullptr) {
-        const op::DataType dt = p.normAddedQueryRstd->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedQueryRstd: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs15(p.normAddedQueryRstd)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -568,17 +620,13 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // norm_added_key_mean: fixed dtype
     if (p.normAddedKeyMean != nullptr) {
-        const op::DataType dt = p.normAddedKeyMean->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyMean: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs17(p.normAddedKeyMean)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // norm_added_key_rstd: fixed dtype
     if (p.normAddedKeyRstd != nullptr) {
-        const op::DataType dt = p.normAddedKeyRstd->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "normAddedKeyRstd: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs18(p.normAddedKeyRstd)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1860,10 +1908,7 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
         DFX_OUT(gradQuery, gradKey, gradValue, gradEncoderQuery, gradEncoderKey, gradEncoderValue, gradNormQueryWeight,
                 gradNormQueryBias, gradNormKeyWeight, gradNormKeyBias, gradNormAddedQueryWeight, gradNormAddedQueryBias,
                 gradNormAddedKeyWeight, gradNormAddedKeyBias));
-    if (workspaceSize == nullptr || executor == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_COMM_INPUT(workspaceSize, executor);
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 

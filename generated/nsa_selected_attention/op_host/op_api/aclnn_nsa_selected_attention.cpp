@@ -361,6 +361,30 @@ bool DtypeSupported4(const aclTensor* attenMaskOptional)
     return true;
 }
 
+// topk_indices's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs3(const aclTensor* topkIndices)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(topkIndices, op::DataType::DT_INT32, return false);
+    return true;
+}
+
+// softmax_max's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs5(const aclTensor* softmaxMaxOut)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(softmaxMaxOut, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// softmax_sum's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs6(const aclTensor* softmaxSumOut)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(softmaxSumOut, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
 // Dtypes: each tensor's dtype variable (allowed values, one binding per variable, the combination table)
 // or its fixed dtype. Outputs after inputs.
 aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
@@ -399,9 +423,7 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // topk_indices: fixed dtype
     {
-        const op::DataType dt = p.topkIndices->GetDataType();
-        if (dt != op::DataType::DT_INT32) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "topkIndices: dtype %s must be int32", DtypeName(dt));
+        if (!DtypeIs3(p.topkIndices)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -421,17 +443,13 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // softmax_max: fixed dtype
     {
-        const op::DataType dt = p.softmaxMaxOut->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmaxMaxOut: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs5(p.softmaxMaxOut)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // softmax_sum: fixed dtype
     {
-        const op::DataType dt = p.softmaxSumOut->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmaxSumOut: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs6(p.softmaxSumOut)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -996,10 +1014,7 @@ aclnnStatus aclnnNsaSelectedAttentionGetWorkspaceSize(
         DFX_IN(query, key, value, topkIndices, attenMaskOptional, actualSeqQLenOptional, actualSeqKvLenOptional,
                scaleValue, headNum, inputLayout, sparseMode, selectedBlockSize, selectedBlockCount),
         DFX_OUT(softmaxMaxOut, softmaxSumOut, attentionOut));
-    if (workspaceSize == nullptr || executor == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_COMM_INPUT(workspaceSize, executor);
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 

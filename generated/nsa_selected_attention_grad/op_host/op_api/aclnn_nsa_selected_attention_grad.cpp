@@ -357,6 +357,38 @@ bool DtypeSupported0(const aclTensor* query)
     return true;
 }
 
+// softmaxMax's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs5(const aclTensor* softmaxMax)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(softmaxMax, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// softmaxSum's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs6(const aclTensor* softmaxSum)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(softmaxSum, op::DataType::DT_FLOAT, return false);
+    return true;
+}
+
+// topkIndices's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs7(const aclTensor* topkIndices)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(topkIndices, op::DataType::DT_INT32, return false);
+    return true;
+}
+
+// attenMsk's dtype is fixed (opbase's OP_CHECK_DTYPE_NOT_MATCH; the parameter is named as the public API names
+// it, which the message prints).
+bool DtypeIs8(const aclTensor* attenMaskOptional)
+{
+    OP_CHECK_DTYPE_NOT_MATCH(attenMaskOptional, op::DataType::DT_BOOL, return false);
+    return true;
+}
+
 // Dtypes: each tensor's dtype variable (allowed values, one binding per variable, the combination table)
 // or its fixed dtype. Outputs after inputs.
 aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
@@ -413,33 +445,25 @@ aclnnStatus CheckDtypes(const Params& p, Dtypes& t)
     }
     // softmaxMax: fixed dtype
     {
-        const op::DataType dt = p.softmaxMax->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmaxMax: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs5(p.softmaxMax)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // softmaxSum: fixed dtype
     {
-        const op::DataType dt = p.softmaxSum->GetDataType();
-        if (dt != op::DataType::DT_FLOAT) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "softmaxSum: dtype %s must be float32", DtypeName(dt));
+        if (!DtypeIs6(p.softmaxSum)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // topkIndices: fixed dtype
     {
-        const op::DataType dt = p.topkIndices->GetDataType();
-        if (dt != op::DataType::DT_INT32) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "topkIndices: dtype %s must be int32", DtypeName(dt));
+        if (!DtypeIs7(p.topkIndices)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
     // attenMsk: fixed dtype
     if (p.attenMaskOptional != nullptr) {
-        const op::DataType dt = p.attenMaskOptional->GetDataType();
-        if (dt != op::DataType::DT_BOOL) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "attenMaskOptional: dtype %s must be bool", DtypeName(dt));
+        if (!DtypeIs8(p.attenMaskOptional)) {
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
@@ -1151,10 +1175,7 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
                           actualSeqQLenOptional, actualSeqKvLenOptional, attenMaskOptional, scaleValue,
                           selectedBlockSize, selectedBlockCount, headNum, inputLayout, sparseMode),
                    DFX_OUT(dqOut, dkOut, dvOut));
-    if (workspaceSize == nullptr || executor == nullptr) {
-        OP_LOGE(ACLNN_ERR_PARAM_NULLPTR, "workspaceSize and executor must not be null");
-        return ACLNN_ERR_PARAM_NULLPTR;
-    }
+    OP_CHECK_COMM_INPUT(workspaceSize, executor);
     auto uniqueExecutor = CREATE_EXECUTOR();
     CHECK_RET(uniqueExecutor.get() != nullptr, ACLNN_ERR_INNER_CREATE_EXECUTOR);
 

@@ -3,8 +3,9 @@
 //
 // op_api UT of AdaLayerNormV2: aclnnAdaLayerNormV2GetWorkspaceSize on the spec's example (Bd=[2], S=4, H=8) with
 // the status codes its checks return: ACLNN_SUCCESS in every dtype row; ACLNN_ERR_PARAM_NULLPTR (161001) for
-// each required tensor passed as null; ACLNN_ERR_PARAM_INVALID (161002) for a dtype outside the table and for an
-// output of the wrong shape. Built by the repository's op_api UT framework (OP_API_UT, TensorDesc).
+// each required tensor passed as null; ACLNN_ERR_PARAM_INVALID (161002) for a dtype outside the table, a tensor
+// of a fixed dtype given another and an output of the wrong shape. Built by the repository's op_api UT framework
+// (OP_API_UT, TensorDesc).
 #include <cstdint>
 #include <vector>
 

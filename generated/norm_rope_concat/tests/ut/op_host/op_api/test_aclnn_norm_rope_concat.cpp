@@ -4,8 +4,8 @@
 // op_api UT of NormRopeConcat: aclnnNormRopeConcatGetWorkspaceSize on the spec's example (B=1, Sq=4, N=2, D=8,
 // Sk=4, Seq=2, Sek=2, R=4) with the status codes its checks return: ACLNN_SUCCESS in every dtype row;
 // ACLNN_ERR_PARAM_NULLPTR (161001) for each required tensor passed as null; ACLNN_ERR_PARAM_INVALID (161002) for
-// a dtype outside the table and for an output of the wrong shape. Built by the repository's op_api UT framework
-// (OP_API_UT, TensorDesc).
+// a dtype outside the table, a tensor of a fixed dtype given another and an output of the wrong shape. Built by
+// the repository's op_api UT framework (OP_API_UT, TensorDesc).
 #include <cstdint>
 #include <vector>
 

@@ -4,8 +4,8 @@
 // op_api UT of NormRopeConcatGrad: aclnnNormRopeConcatBackwardGetWorkspaceSize on the spec's example (B=1, N=2,
 // D=8, Sq=4, Sk=4, Seq=2, Sek=2, R=4) with the status codes its checks return: ACLNN_SUCCESS in every dtype row;
 // ACLNN_ERR_PARAM_NULLPTR (161001) for each required tensor passed as null; ACLNN_ERR_PARAM_INVALID (161002) for
-// a dtype outside the table and for an output of the wrong shape. Built by the repository's op_api UT framework
-// (OP_API_UT, TensorDesc).
+// a dtype outside the table, a tensor of a fixed dtype given another and an output of the wrong shape. Built by
+// the repository's op_api UT framework (OP_API_UT, TensorDesc).
 #include <cstdint>
 #include <vector>
 
@@ -584,6 +584,56 @@ TEST_F(l2_norm_rope_concat_grad_test, dtype_outside_the_table)
                               TensorDesc({1, 2, 2, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // encoder_key
                               nullptr,                                               // norm_query_weight
                               TensorDesc({1, 4, 2, 1}, ACL_FLOAT, ACL_FORMAT_ND),    // norm_query_mean
+                              TensorDesc({1, 4, 2, 1}, ACL_FLOAT, ACL_FORMAT_ND),    // norm_query_rstd
+                              nullptr,                                               // norm_key_weight
+                              TensorDesc({1, 4, 2, 1}, ACL_FLOAT, ACL_FORMAT_ND),    // norm_key_mean
+                              TensorDesc({1, 4, 2, 1}, ACL_FLOAT, ACL_FORMAT_ND),    // norm_key_rstd
+                              nullptr,                                               // norm_added_query_weight
+                              nullptr,                                               // norm_added_query_mean
+                              nullptr,                                               // norm_added_query_rstd
+                              nullptr,                                               // norm_added_key_weight
+                              nullptr,                                               // norm_added_key_mean
+                              nullptr,                                               // norm_added_key_rstd
+                              TensorDesc({4, 8}, ACL_FLOAT16, ACL_FORMAT_ND),        // rope_sin
+                              TensorDesc({4, 8}, ACL_FLOAT16, ACL_FORMAT_ND),        // rope_cos
+                              static_cast<int64_t>(1),                               // norm_type
+                              static_cast<int64_t>(0),                               // norm_added_type
+                              static_cast<int64_t>(1),                               // rope_type
+                              static_cast<int64_t>(0)                                // concat_order
+                              ),
+                        OUTPUT(TensorDesc({1, 4, 2, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // grad_query
+                               TensorDesc({1, 4, 2, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // grad_key
+                               TensorDesc({1, 4, 2, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // grad_value
+                               TensorDesc({1, 2, 2, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // grad_encoder_query
+                               TensorDesc({1, 2, 2, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // grad_encoder_key
+                               TensorDesc({1, 2, 2, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // grad_encoder_value
+                               nullptr,                                               // grad_norm_query_weight
+                               nullptr,                                               // grad_norm_query_bias
+                               nullptr,                                               // grad_norm_key_weight
+                               nullptr,                                               // grad_norm_key_bias
+                               nullptr,                                               // grad_norm_added_query_weight
+                               nullptr,                                               // grad_norm_added_query_bias
+                               nullptr,                                               // grad_norm_added_key_weight
+                               nullptr                                                // grad_norm_added_key_bias
+                               ));
+    uint64_t workspaceSize = 0;
+    aclnnStatus ret = ut.TestGetWorkspaceSize(&workspaceSize);
+    EXPECT_EQ(ret, ACLNN_ERR_PARAM_INVALID);
+}
+
+// norm_query_mean as int16 where its dtype is fixed to float32 is refused.
+TEST_F(l2_norm_rope_concat_grad_test, fixed_dtype_given_another)
+{
+    auto ut = OP_API_UT(aclnnNormRopeConcatBackward,
+                        INPUT(TensorDesc({1, 2, 6, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // grad_query_output
+                              TensorDesc({1, 2, 6, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // grad_key_output
+                              TensorDesc({1, 2, 6, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // grad_value_output
+                              TensorDesc({1, 4, 2, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // query
+                              TensorDesc({1, 4, 2, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // key
+                              TensorDesc({1, 2, 2, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // encoder_query
+                              TensorDesc({1, 2, 2, 8}, ACL_FLOAT16, ACL_FORMAT_ND),  // encoder_key
+                              nullptr,                                               // norm_query_weight
+                              TensorDesc({1, 4, 2, 1}, ACL_INT16, ACL_FORMAT_ND),    // norm_query_mean
                               TensorDesc({1, 4, 2, 1}, ACL_FLOAT, ACL_FORMAT_ND),    // norm_query_rstd
                               nullptr,                                               // norm_key_weight
                               TensorDesc({1, 4, 2, 1}, ACL_FLOAT, ACL_FORMAT_ND),    // norm_key_mean

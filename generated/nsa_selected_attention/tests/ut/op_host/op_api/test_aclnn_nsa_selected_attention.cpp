@@ -4,8 +4,8 @@
 // op_api UT of NsaSelectedAttention: aclnnNsaSelectedAttentionGetWorkspaceSize on the spec's example (T1=4,
 // N1=2, D=16, T2=64, N2=1, Dv=16, CNT=2, Bn=2, BS=16) with the status codes its checks return: ACLNN_SUCCESS in
 // every dtype row; ACLNN_ERR_PARAM_NULLPTR (161001) for each required tensor passed as null;
-// ACLNN_ERR_PARAM_INVALID (161002) for a dtype outside the table and for an output of the wrong shape. Built by
-// the repository's op_api UT framework (OP_API_UT, TensorDesc).
+// ACLNN_ERR_PARAM_INVALID (161002) for a dtype outside the table, a tensor of a fixed dtype given another and an
+// output of the wrong shape. Built by the repository's op_api UT framework (OP_API_UT, TensorDesc).
 #include <cstdint>
 #include <vector>
 
@@ -326,6 +326,33 @@ TEST_F(l2_nsa_selected_attention_test, dtype_outside_the_table)
                               TensorDesc({64, 1, 16}, ACL_FLOAT16, ACL_FORMAT_ND),  // key
                               TensorDesc({64, 1, 16}, ACL_FLOAT16, ACL_FORMAT_ND),  // value
                               TensorDesc({4, 1, 2}, ACL_INT32, ACL_FORMAT_ND),      // topk_indices
+                              nullptr,                                              // atten_mask
+                              IntArrayDesc(vector<int64_t>{2, 4}),                  // actual_seq_qlen
+                              IntArrayDesc(vector<int64_t>{32, 64}),                // actual_seq_kvlen
+                              static_cast<double>(1.0),                             // scale_value
+                              static_cast<int64_t>(2),                              // head_num
+                              const_cast<char*>("TND"),                             // input_layout
+                              static_cast<int64_t>(0),                              // sparse_mode
+                              static_cast<int64_t>(16),                             // selected_block_size
+                              static_cast<int64_t>(2)                               // selected_block_count
+                              ),
+                        OUTPUT(TensorDesc({4, 2, 8}, ACL_FLOAT, ACL_FORMAT_ND),    // softmax_max
+                               TensorDesc({4, 2, 8}, ACL_FLOAT, ACL_FORMAT_ND),    // softmax_sum
+                               TensorDesc({4, 2, 16}, ACL_FLOAT16, ACL_FORMAT_ND)  // attention_out
+                               ));
+    uint64_t workspaceSize = 0;
+    aclnnStatus ret = ut.TestGetWorkspaceSize(&workspaceSize);
+    EXPECT_EQ(ret, ACLNN_ERR_PARAM_INVALID);
+}
+
+// topk_indices as int16 where its dtype is fixed to int32 is refused.
+TEST_F(l2_nsa_selected_attention_test, fixed_dtype_given_another)
+{
+    auto ut = OP_API_UT(aclnnNsaSelectedAttention,
+                        INPUT(TensorDesc({4, 2, 16}, ACL_FLOAT16, ACL_FORMAT_ND),   // query
+                              TensorDesc({64, 1, 16}, ACL_FLOAT16, ACL_FORMAT_ND),  // key
+                              TensorDesc({64, 1, 16}, ACL_FLOAT16, ACL_FORMAT_ND),  // value
+                              TensorDesc({4, 1, 2}, ACL_INT16, ACL_FORMAT_ND),      // topk_indices
                               nullptr,                                              // atten_mask
                               IntArrayDesc(vector<int64_t>{2, 4}),                  // actual_seq_qlen
                               IntArrayDesc(vector<int64_t>{32, 64}),                // actual_seq_kvlen

@@ -4,8 +4,8 @@
 // op_api UT of NsaSelectedAttentionGrad: aclnnNsaSelectedAttentionGradGetWorkspaceSize on the spec's example
 // (T1=4, N1=2, D=16, T2=64, N2=1, Dv=16, CNT=2, Bn=2, BS=16) with the status codes its checks return:
 // ACLNN_SUCCESS in every dtype row; ACLNN_ERR_PARAM_NULLPTR (161001) for each required tensor passed as null;
-// ACLNN_ERR_PARAM_INVALID (161002) for a dtype outside the table and for an output of the wrong shape. Built by
-// the repository's op_api UT framework (OP_API_UT, TensorDesc).
+// ACLNN_ERR_PARAM_INVALID (161002) for a dtype outside the table, a tensor of a fixed dtype given another and an
+// output of the wrong shape. Built by the repository's op_api UT framework (OP_API_UT, TensorDesc).
 #include <cstdint>
 #include <vector>
 
@@ -434,6 +434,37 @@ TEST_F(l2_nsa_selected_attention_grad_test, dtype_outside_the_table)
                               TensorDesc({4, 2, 16}, ACL_FLOAT16, ACL_FORMAT_ND),   // attentionOut
                               TensorDesc({4, 2, 16}, ACL_FLOAT16, ACL_FORMAT_ND),   // attentionOutGrad
                               TensorDesc({4, 2, 8}, ACL_FLOAT, ACL_FORMAT_ND),      // softmaxMax
+                              TensorDesc({4, 2, 8}, ACL_FLOAT, ACL_FORMAT_ND),      // softmaxSum
+                              TensorDesc({4, 1, 2}, ACL_INT32, ACL_FORMAT_ND),      // topkIndices
+                              IntArrayDesc(vector<int64_t>{2, 4}),                  // actualSeqQLen
+                              IntArrayDesc(vector<int64_t>{32, 64}),                // actualSeqKVLlen
+                              nullptr,                                              // attenMsk
+                              static_cast<double>(1.0),                             // scaleValue
+                              static_cast<int64_t>(16),                             // selectedBlockSize
+                              static_cast<int64_t>(2),                              // selectedBlockCount
+                              static_cast<int64_t>(2),                              // headNum
+                              const_cast<char*>("TND"),                             // inputLayout
+                              static_cast<int64_t>(0)                               // sparseMode
+                              ),
+                        OUTPUT(TensorDesc({4, 2, 16}, ACL_FLOAT16, ACL_FORMAT_ND),   // dq
+                               TensorDesc({64, 1, 16}, ACL_FLOAT16, ACL_FORMAT_ND),  // dk
+                               TensorDesc({64, 1, 16}, ACL_FLOAT16, ACL_FORMAT_ND)   // dv
+                               ));
+    uint64_t workspaceSize = 0;
+    aclnnStatus ret = ut.TestGetWorkspaceSize(&workspaceSize);
+    EXPECT_EQ(ret, ACLNN_ERR_PARAM_INVALID);
+}
+
+// softmaxMax as int16 where its dtype is fixed to float32 is refused.
+TEST_F(l2_nsa_selected_attention_grad_test, fixed_dtype_given_another)
+{
+    auto ut = OP_API_UT(aclnnNsaSelectedAttentionGrad,
+                        INPUT(TensorDesc({4, 2, 16}, ACL_FLOAT16, ACL_FORMAT_ND),   // query
+                              TensorDesc({64, 1, 16}, ACL_FLOAT16, ACL_FORMAT_ND),  // key
+                              TensorDesc({64, 1, 16}, ACL_FLOAT16, ACL_FORMAT_ND),  // value
+                              TensorDesc({4, 2, 16}, ACL_FLOAT16, ACL_FORMAT_ND),   // attentionOut
+                              TensorDesc({4, 2, 16}, ACL_FLOAT16, ACL_FORMAT_ND),   // attentionOutGrad
+                              TensorDesc({4, 2, 8}, ACL_INT16, ACL_FORMAT_ND),      // softmaxMax
                               TensorDesc({4, 2, 8}, ACL_FLOAT, ACL_FORMAT_ND),      // softmaxSum
                               TensorDesc({4, 1, 2}, ACL_INT32, ACL_FORMAT_ND),      // topkIndices
                               IntArrayDesc(vector<int64_t>{2, 4}),                  // actualSeqQLen
