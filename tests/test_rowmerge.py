@@ -301,3 +301,32 @@ def _(b, x, gamma):
         got = np.asarray(r.arrays["y"], dtype=np.float64)
         assert np.all(np.abs(got - want) <= 4 * unit * np.abs(want) + 2.0**-24 * 8 * dims["C"] * np.abs(want)), \
             float(np.abs(got - want).max())
+
+
+def test_a_size_one_axis_of_the_run_reduced_alone_leaves_the_merged_axis(tmp_path):
+    """x [B, C, 1, W] minus its sum over (C, 1): the run after C is (1, W); reducing its size-1 axis is a no-op, so
+    the merged reduction is over C alone (review finding: it also summed the merged W), and the merged graph on the
+    merged input equals the interpreter."""
+    import numpy as np
+
+    from opgen.interp import interpret, run_graph
+
+    g = _graph(tmp_path, '''
+spec = OpSpec("OneAxis", aclnn="aclnnOneAxis", socs=(A2, A3))
+B, C, W = spec.dims("B C W")
+spec.input("x", f32, [B, C, 1, W])
+spec.output("y", f32, [B, C, 1, W])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x - x.sum([1, 2])}
+''', "OneAxis")
+    m = merge_trailing(g)
+    assert [n.attr("axes") for n in m.nodes if n.op == "reduce"] == [(1,)]
+    spec = load_spec(str(tmp_path / "oneaxis.py"))
+    x = np.random.default_rng(0).normal(size=(2, 3, 1, 5)).astype(np.float32)
+    bound = spec.bind({"x": x})
+    bound.arrays["x"] = x.reshape(2, 3, 5)
+    got = run_graph(m, bound, mode="device")["y"]
+    assert np.array_equal(got.reshape(2, 3, 1, 5), interpret(spec, {"x": x}, mode="device")["y"])

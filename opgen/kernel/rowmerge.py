@@ -264,8 +264,13 @@ def _merge(g: Graph) -> tuple[Graph, str]:
         return g, ""
     m, run = grp
     names = ", ".join(str(d) for d in run)
-    reduced = any(n.op == "reduce" and any(a >= len(g.values()[n.inputs[0]].type.shape) - m for a in _norm(
-        n.attr("axes"), len(g.values()[n.inputs[0]].type.shape))) for n in g.nodes)
+    vals0 = g.values()
+
+    def takes_run(n) -> bool:   # a reduction over a non-1 axis of the run
+        shape = vals0[n.inputs[0]].type.shape
+        return any(a >= len(shape) - m and as_dim(shape[a]) != Lit(1) for a in _norm(n.attr("axes"), len(shape)))
+
+    reduced = any(n.op == "reduce" and takes_run(n) for n in g.nodes)
     what_axes = f"the reduced axes [{names}]" if reduced else f"the axes [{names}] after the reduced ones"
     odd = next((n for n in g.nodes if n.op in _AXIS_OPS), None)
     if odd is not None:
@@ -311,7 +316,9 @@ def _merge(g: Graph) -> tuple[Graph, str]:
             took = [a for a in big if a in axes]
             if took and took != big:
                 return g, part(n.result)   # part of the run reduced, part kept
-            new = inner + ([rank - m] if took or any(a >= rank - m for a in axes) else [])
+            # the merged axis is reduced when the run's axes are (a size-1 axis of the run reduced alone is a no-op:
+            # it must not reduce the merged axis); a run of 1s reduced stays a reduction over an extent of 1
+            new = inner + ([rank - m] if took or (not big and any(a >= rank - m for a in axes)) else [])
             if any(isinstance(d, Variadic) for d in shape):   # axes after a variadic group count from the end
                 new = [a - (rank - m + 1) for a in new]
             attrs["axes"] = tuple(new)
