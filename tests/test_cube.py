@@ -608,3 +608,26 @@ def test_deleting_any_cross_core_wait_of_the_epilogue_kernel_faults(tmp_path, mo
         if r.passed or not r.faults:
             survivors.append((k, sites[k]))
     assert not survivors, survivors
+
+
+@pytest.mark.slow
+def test_matmul_bias_exact_gelu_emulated_matches_float64(tmp_path):
+    """MatmulGelu with the exact GELU (erf) in the AIV epilogue: AscendC's Erf steps (clip, rational P / Q in fp32)
+    after the fp32 accumulation, against float64 GELU with math.erf (fp16, odd M / N / K, a tail block)."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    src = (EXAMPLES / "matmul_gelu.py").read_text().replace('approximate="tanh"', 'approximate="none"')
+    assert 'approximate="none"' in src
+    p = tmp_path / "matmul_gelu.py"
+    p.write_text(src)
+    write_ops([str(p)], tmp_path / "gen")
+    r = run_check(str(p), dims={"M": 37, "K": 64, "N": 45}, dtypes={"T": "float16"}, gen_dir=tmp_path / "gen",
+                  seed=3, progress=False)
+    assert not r.faults and r.passed
+    x, w, b = (np.asarray(r.inputs[n], dtype=np.float64) for n in ("x", "weight", "bias"))
+    y = x @ w + b
+    ref = 0.5 * y * (1.0 + np.vectorize(math.erf)(y / math.sqrt(2.0)))
+    got = np.asarray(r.arrays["output"], dtype=np.float64)
+    # one fp16 rounding of the output, plus Erf's 4.3e-7 on terms of size |y| / 2 (cancelling for y < 0)
+    assert np.all(np.abs(got - ref) <= 2.0**-11 * np.abs(ref) + 4.3e-7 * np.abs(y) + 1e-3 * np.abs(ref).mean())

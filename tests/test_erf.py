@@ -133,3 +133,14 @@ def test_gelu_v2_and_matmul_exact_gelu_lower(tmp_path):
     lay = gemm_layout(optimize(mm.graph(mm.keys()[0])))
     ops = [s[2] for s in lay.steps if s[0] == "op"]
     assert "erf" not in ops and ops.count("div") >= 1 and ops.count("minimum") + ops.count("maximum") >= 2, ops
+
+
+def test_a_half_operand_is_computed_in_fp32_and_rounded_back():
+    """A float16 operand (not one a kernel sees: GELU casts to fp32 first) takes the same fp32 steps and is rounded
+    to float16 once, as AscendC's Erf does for half; it never leaks float64 into device mode."""
+    from opgen.interp.kernels import _erf
+
+    x = _points()[:500].astype(np.float16)
+    got = _erf(None, x, None, None)
+    assert got.dtype == np.float16
+    assert np.array_equal(got, _ascendc_erf(x.astype(np.float32)).astype(np.float16))

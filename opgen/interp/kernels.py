@@ -144,11 +144,14 @@ _ERF_Q = tuple(np.float32(v) for v in ERF_Q)
 def _erf(ctx, x, a, ty):
     """erf. float32 (device mode): as AscendC's Erf on Atlas A2 / A3 computes it (docs/reference/ascendc.md §1.9): x
     clipped to [-3.92, 3.92], s = x², P = x·(((((p5 s + p4) s + p3) s + p2) s + p1) s + p0), Q = ((((s + q4) s + q3)
-    s + q2) s + q1) s + q0, P / Q, each step rounded to float32 (within 4.3e-7 of erf, absolute and relative;
-    constant past the clip). float64 (exact mode): math.erf."""
+    s + q2) s + q1) s + q0, P / Q, each step rounded to float32 (within 4.3e-7 of erf, absolute, and relative for
+    normal x; constant past the clip); a float16 / bfloat16 operand is computed in float32 and rounded back to its
+    dtype (the builder's GELU casts to float32 first, so kernels never see one). float64 (exact mode): math.erf."""
     x = np.asarray(x)
-    if x.dtype != np.float32:
-        return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+    if x.dtype == np.float64:
+        return np.vectorize(math.erf, otypes=[np.float64])(x)
+    if x.dtype != np.float32:   # a half operand: AscendC casts to fp32, computes, casts back
+        return _erf(ctx, x.astype(np.float32), a, ty).astype(x.dtype)
     c = np.maximum(np.minimum(x, _ERF_CLIP), -_ERF_CLIP)
     s = c * c
     p = s * _ERF_P[5] + _ERF_P[4]
