@@ -74,10 +74,14 @@ def test_rms_norm_grad_reuses_saved_rstd():
 
 @pytest.mark.parametrize("shape", [(4, 7), (2, 2, 3)])
 def test_softmax_grad_against_autograd(shape):
+    """The derived SoftmaxGrad (y saved: aclnnSoftmaxBackward's dy and y) against torch autograd of softmax, y given
+    as softmax(x) rounded to fp32 (so within fp32 rounding)."""
     x, dy = _f32(RNG.normal(size=shape) * 3), _f32(RNG.normal(size=shape))
     want = _autograd(lambda x: torch.softmax(x, -1), {"x": x}, ["x"], dy)
-    got = interpret(str(DER / "softmax_grad.py"), {"dy": dy, "x": x}, mode="exact")
-    _close(got["dx"], want["x"])
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    y = _f32(e / e.sum(-1, keepdims=True))
+    got = interpret(str(DER / "softmax_grad.py"), {"dy": dy, "y": y}, mode="exact")
+    _close(got["dx"], want["x"], saved=True)
 
 
 @pytest.mark.parametrize("shape", [(3, 6), (2, 2, 5)])
@@ -516,15 +520,23 @@ def test_rules_of_math_functions(op, torch_fn):
 
 # -- normalisations: softmax and log-softmax by one rule, the row max's shift without a gradient -----------------
 
-def test_derived_softmax_grad_has_no_adjoint_of_the_row_max():
+def test_derived_softmax_grad_has_no_adjoint_of_the_row_max(tmp_path):
     """The max subtracted before the softmax carries no gradient (each row of the softmax's adjoint sums to zero):
-    the derived SoftmaxGrad is the hand-written form y (dy - sum(dy y)) — the forward's three row reductions (max,
-    sum, sum of dy y) and no compare against the max."""
-    spec = load_spec(str(DER / "softmax_grad.py"))
-    g = spec.graph(spec.keys()[0])
-    kinds = sorted(n.attr("kind") for n in g.nodes if n.op == "reduce")
-    assert kinds == ["max", "sum", "sum"], kinds
-    assert not any(n.op == "eq" for n in g.nodes)
+    SoftmaxV2 differentiated without y saved recomputes y with the forward's two row reductions (max, sum) and adds
+    one (sum of dy y), with no compare against the max; with y saved (the example) only the sum of dy y is left."""
+    (tmp_path / "softmax.py").write_text((EX / "softmax.py").read_text())
+    p = tmp_path / "softmax_grad_x.py"
+    p.write_text('from opgen.dsl import derive_grad\n\nspec = derive_grad("softmax.py", "SoftmaxGrad", '
+                 'aclnn="aclnnSoftmaxGrad", wrt=["x"], grads={"y": "dy"}, names={"x": "dx"})\n')
+    for path, want in ((p, ["max", "sum", "sum"]), (DER / "softmax_grad.py", ["sum"])):
+        spec = load_spec(str(path))
+        g = spec.graph(spec.keys()[0])
+        kinds = sorted(n.attr("kind") for n in g.nodes if n.op == "reduce")
+        assert kinds == want, (path.name, kinds)
+        assert not any(n.op == "eq" for n in g.nodes)
+    x, dy = _f32(RNG.normal(size=(4, 9)) * 3), _f32(RNG.normal(size=(4, 9)))
+    got = interpret(load_spec(str(p)), {"dy": dy, "x": x}, mode="exact")["dx"]
+    _close(got, _autograd(lambda x: torch.softmax(x, -1), {"x": x}, ["x"], dy)["x"])
 
 
 def _ce_case(n, c, seed):
@@ -559,15 +571,11 @@ def test_derived_cross_entropy_grad_reads_the_saved_log_prob(weighted, eps):
     np.testing.assert_allclose(got, hand, rtol=1e-12, atol=1e-14)
 
 
-def test_derived_grad_of_a_saved_softmax_reads_only_dy_and_y(tmp_path):
-    """SoftmaxV2 differentiated with y saved: the derived operator is aclnnSoftmaxBackward's (gradOutput, output),
-    dx = y (dy - sum(dy y)), and equals torch autograd of softmax in float64 (y given as softmax(x) rounded to
-    fp32, so within fp32 rounding)."""
-    (tmp_path / "softmax.py").write_text((EX / "softmax.py").read_text())
-    p = tmp_path / "softmax_backward.py"
-    p.write_text('from opgen.dsl import derive_grad\n\nspec = derive_grad("softmax.py", "SoftmaxBackward", '
-                 'aclnn="aclnnSoftmaxBackward", wrt=["x"], saved=["y"], grads={"y": "dy"}, names={"x": "dx"})\n')
-    spec = load_spec(str(p))
+def test_derived_grad_of_a_saved_softmax_reads_only_dy_and_y():
+    """SoftmaxV2 differentiated with y saved (examples/specs/derived/softmax_grad.py): the derived operator is
+    aclnnSoftmaxBackward's (gradOutput, output), dx = y (dy - sum(dy y)), and equals torch autograd of softmax in
+    float64 (y given as softmax(x) rounded to fp32, so within fp32 rounding)."""
+    spec = load_spec(str(DER / "softmax_grad.py"))
     assert [i.name for i in spec.inputs] == ["dy", "y"]
     x, dy = _f32(RNG.normal(size=(5, 13)) * 3), _f32(RNG.normal(size=(5, 13)))
     e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
