@@ -385,8 +385,9 @@ def test_every_rule_has_its_check(packages):
                 if isinstance(public[i.name].dtype, DTypeVar):   # the dtype CANN's API takes
                     assert has(f"{public[i.name].cpp}: dtype %s conflicts with") or \
                         f"OP_CHECK_DTYPE_NOT_SUPPORT({public[i.name].cpp}, " in text, (spec.name, i.name)
-                else:
-                    assert has(f"{public[i.name].cpp}: dtype %s must be {i.dtype.long_name}"), (spec.name, i.name)
+                else:   # a fixed dtype: opbase's OP_CHECK_DTYPE_NOT_MATCH (or the layer's own text)
+                    assert has(f"{public[i.name].cpp}: dtype %s must be {i.dtype.long_name}") or \
+                        f"OP_CHECK_DTYPE_NOT_MATCH({public[i.name].cpp}, " in text, (spec.name, i.name)
             assert has(f"{public[i.name].cpp}: shape %s"), (spec.name, i.name)
             for s in i.shapes:  # every form has its rank check
                 assert f"for shape {shape_str(s)}\"" in text, (spec.name, i.name, shape_str(s))
@@ -394,7 +395,8 @@ def test_every_rule_has_its_check(packages):
             if not public[o.name].optional:
                 assert f"OP_CHECK_NULL({public[o.name].cpp}, return ACLNN_ERR_PARAM_NULLPTR);" in text, (spec.name, o.name)
             assert has(f"{public[o.name].cpp}: shape %s must be %s"), (spec.name, o.name)
-            assert has(f"{public[o.name].cpp}: dtype %s"), (spec.name, o.name)
+            assert has(f"{public[o.name].cpp}: dtype %s") or \
+                f"OP_CHECK_DTYPE_NOT_MATCH({public[o.name].cpp}, " in text, (spec.name, o.name)   # a fixed dtype
         for d in spec.dims_.values():
             if d.min is not None:
                 assert f"%s: {d.name}=%ld must be >= {d.min}" in inval
@@ -628,7 +630,10 @@ def test_emitted_checks_agree_with_the_interpreter(packages, tmp_path):
             r_shape, r_dtype, r_null = run.stdout.splitlines()
             pub = next(a for a in m.api_params if a.name == o.name)   # as CANN's API declares it
             assert r_shape.startswith(f"161002\t{pub.cpp}: shape ["), r_shape
-            assert r_dtype.startswith(f"161002\t{pub.cpp}: dtype int32 "), r_dtype
+            # a dtype variable's output: the layer's text; a fixed dtype: opbase's OP_CHECK_DTYPE_NOT_MATCH text
+            assert r_dtype.startswith(f"161002\t{pub.cpp}: dtype int32 ") or (
+                r_dtype.startswith(f"161002\tTensor {pub.cpp} expected dtype is DT_") and
+                "but found DT_INT32." in r_dtype), r_dtype
             want_null = "0\t" if pub.optional else \
                 f"161001\tExpected a proper Tensor but got null for argument {pub.cpp}."
             assert "\t".join(r_null.split("\t")[:2]) == want_null, r_null   # (then the kernel launches)

@@ -226,7 +226,7 @@ def test_corrupt_build_cache_binary_is_rebuilt(tmp_path):
     ninja = ("rule cp\n  command = cp $in $out && chmod +x $out\n"
              f"build debug/check: cp {tmp_path / 'prog.sh'}\n")
     orig = build.ninja_file
-    build.ninja_file = lambda src, cxx, shared=None: ninja
+    build.ninja_file = lambda src, cxx, shared=None, **kw: ninja
     try:
         first = b.build("debug/check")
         exe = tmp_path / "bd" / "debug" / "check"
