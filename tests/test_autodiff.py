@@ -718,3 +718,50 @@ def test_an_exp_sum_broadcast_wider_takes_the_ordinary_rules(tmp_path, expr, tor
     x, dy = _f32(RNG.normal(size=(3, 4))), _f32(RNG.normal(size=(2, 3, 4)))
     got = interpret(load_spec(str(p)), {"dy": dy, "x": x}, mode="exact")["dx"]
     _close(got, _autograd(torch_fn, {"x": x}, ["x"], dy)["x"])
+
+
+def test_a_derived_operator_keeps_the_forwards_device_check_of_an_input_it_takes():
+    """The derived CrossEntropyLossGrad takes the forward's target: the forward's device check (0 <= t < C or
+    ignoreIndex) comes with it, blaming target; the ignored index passes."""
+    from opgen.errors import ValidationError
+
+    spec = load_spec(str(DER / "cross_entropy_loss_grad.py"))
+    assert [(r.param, r.kind, r.kernel) for r in spec.requirements] == [("target", "values", True)]
+    _x, t, _w, g, lp = _ce_case(5, 7, 2)
+    t[0] = 7
+    with pytest.raises(ValidationError) as e:
+        interpret(spec, {"gradLoss": g, "target": t, "logProb": lp}, mode="exact")
+    assert str(e.value) == "target: target[0] = 7 is outside [0, 7) and is not ignoreIndex -100", str(e.value)
+    t[0] = -100
+    interpret(spec, {"gradLoss": g, "target": t, "logProb": lp}, mode="exact")
+
+
+def test_a_kept_check_that_reads_an_input_the_backward_lacks_is_a_spec_error(tmp_path):
+    """A forward values check that reads an input the derived operator does not take is a SpecError at the check's
+    line (saying to read a dim from env), not a KeyError and not a check silently dropped."""
+    (tmp_path / "fwd.py").write_text('''from opgen.dsl import A2, OpSpec, f32, i64
+
+spec = OpSpec("Pick", aclnn="aclnnPick", socs=(A2,))
+N, C = spec.dims("N C")
+spec.input("x", f32, [N, C])
+spec.input("t", i64, [N])
+spec.output("y", f32, [N])
+spec.check("t", lambda arrays, env, attrs: "out of range" if (arrays["t"] >= arrays["x"].shape[-1]).any() else None,
+           on="device")
+
+
+@spec.body
+def _(b, x, t):
+    return {"y": b.gather(b.exp(x), t, axis=1)}
+''')
+    p = tmp_path / "pick_grad.py"
+    p.write_text('from opgen.dsl import derive_grad\n\nspec = derive_grad("fwd.py", "PickGrad", aclnn="aclnnPickGrad", '
+                 'wrt=["x"], grads={"y": "dy"}, names={"x": "dx"})\n')
+    spec = load_spec(str(p))
+    assert "x" in [i.name for i in spec.inputs]   # exp's derivative reads x: the check keeps working
+    (tmp_path / "fwd.py").write_text((tmp_path / "fwd.py").read_text().replace("b.exp(x)", "x * 2.0"))
+    spec = load_spec(str(p))
+    assert "x" not in [i.name for i in spec.inputs]
+    with pytest.raises(SpecError) as e:
+        interpret(spec, {"dy": _f32(np.ones(2)), "t": np.zeros(2, np.int64)}, {}, {}, mode="exact")
+    assert "reads input 'x', which PickGrad does not take" in str(e.value) and e.value.line == 8, str(e.value)

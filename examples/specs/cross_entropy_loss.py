@@ -32,7 +32,7 @@ spec.package("ops-nn", "loss")
 
 def _targets_in_range(arrays, env, attrs):
     """Every target is a class index 0 <= t < C or the ignored index (device data: the kernel traps otherwise)."""
-    t, c, skip = arrays["target"], arrays["input"].shape[-1], attrs["ignoreIndex"]
+    t, c, skip = arrays["target"], env["C"], attrs["ignoreIndex"]
     bad = ((t < 0) | (t >= c)) & (t != skip)
     if bad.any():
         n = int(bad.nonzero()[0][0])

@@ -4,7 +4,8 @@
     spec = derive_grad("rms_norm.py", "RmsNormGrad", aclnn="aclnnRmsNormGrad", wrt=["x", "gamma"],
                        saved=["rstd"], grads={"y": "dy"}, names={"x": "dx", "gamma": "dgamma"})
 
-The result is an ordinary OpSpec: the forward's dims, dtype variables, attributes, relations and static checks;
+The result is an ordinary OpSpec: the forward's dims, dtype variables, attributes, relations, static checks and
+the values checks of the inputs it keeps;
 inputs: the incoming gradients (the differentiated outputs' dtypes and shapes), the forward inputs the derivative
 reads (plus optional inputs whose gradient is asked for, their presence selects the specialisation), the saved
 outputs; outputs: the gradients, each in the dtype of its input unless `dtypes=` says otherwise. Its body traces
@@ -14,6 +15,7 @@ the forward specialisation and differentiates it with `opgen.ir.autodiff.differe
 from __future__ import annotations
 
 import copy
+import functools
 import os
 
 from opgen.dsl.builder import Tensor
@@ -265,8 +267,9 @@ class _Derivation:
         spec.constraints = [(c, p if p in names else blame, keep_names(r, ruled), l) for c, p, r, l in fwd.constraints]
         spec.mode_constraints = [(c, p if p in names else blame, keep_names(r, ruled), l, w)   # require(when=)
                                  for c, p, r, l, w in fwd.mode_constraints]
-        spec.requirements = [_keeping(r, ruled) for r in fwd.requirements if r.param in names and r.kind == "static"] + [
-            r for r in spec.requirements if r.param in self.saved]
+        kept = [r for r in fwd.requirements if r.param in names]
+        spec.requirements = [_keeping(r, ruled) if r.kind == "static" else _keeping_values(r, ruled, fwd.name, spec.name)
+                             for r in kept] + [r for r in spec.requirements if r.param in self.saved]
         used_vars = []
         for p in spec.inputs + spec.outputs:
             if isinstance(p.dtype, DTypeVar) and p.dtype not in used_vars:
@@ -384,6 +387,33 @@ def _replay(b, dg, kw, loc: str) -> dict:
             b.nodes[-1] = evolve(b.nodes[-1], loc=n.loc or loc)
         vals[n.result.name] = t
     return {name: vals[v] for name, v in dg.outputs}
+
+
+class _KeptArrays(dict):
+    """The arrays of a derived call as a forward's values check sees them: reading an input the derived spec does not
+    take is a SpecError at the check's line, never a KeyError or a check silently skipped."""
+
+    def __init__(self, arrays, r: Requirement, fwd: str, name: str):
+        super().__init__(arrays)
+        self._why = (r.loc, fwd, name)
+
+    def __missing__(self, key):
+        loc, fwd, name = self._why
+        raise spec_error(loc, f"derive_grad: this check of {fwd} reads input {key!r}, which {name} does not take",
+                         "read what the check needs from env (a dim: env[\"C\"]) or from an input the backward "
+                         "takes, so that the derived operator keeps the check")
+
+
+def _keeping_values(r: Requirement, names, fwd: str, name: str) -> Requirement:
+    """A forward's values check (on="values" or on="device": an index range...) copied into a derived spec whose
+    inputs include the input it blames: run on the derived call's arrays (_KeptArrays), its rule text's placeholders
+    of missing names spelled out. A derived operator that reads the same index tensor keeps its bounds check and
+    the kernel's Trap()."""
+    @functools.wraps(r.fn)   # keeps __qualname__: the host-array checks are told apart by it (HOST_CHECKS)
+    def fn(arrays, env, attrs, _f=r.fn):
+        rule = _f(_KeptArrays(arrays, r, fwd, name), env, attrs)
+        return keep_names(rule, names) if isinstance(rule, str) else rule
+    return Requirement(r.param, fn, r.kind, r.loc, r.kernel)
 
 
 def _keeping(r: Requirement, names) -> Requirement:
