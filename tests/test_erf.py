@@ -11,8 +11,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from opgen.registry import load_spec
 from opgen.interp import interpret, run_graph
+from opgen.registry import load_spec
+
+from test_dsl_math import HEAD   # the one-input probe spec
 
 # The coefficients as docs/reference/ascendc.md §1.9 prints them (decimal text, rounded to fp32 here)
 P = [np.float32(v) for v in ("29639.384698", "5063.7915060", "1393.8061484", "101.62808918", "7.5517016694",
@@ -48,25 +50,10 @@ def _points() -> np.ndarray:
     return np.concatenate([rng.uniform(-5, 5, 3000), rng.standard_normal(1000) * 0.1, edges]).astype(np.float32)
 
 
-HEAD = '''
-from opgen.dsl import A2, A3, OpSpec, f32
-
-spec = OpSpec("ErfProbe", aclnn="aclnnErfProbe", socs=(A2, A3))
-N = spec.dim("N")
-spec.input("x", f32, [N])
-spec.output("y", f32, [N])
-
-
-@spec.body
-def _(b, x):
-    return {{"y": {expr}}}
-'''
-
-
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     p = tmp_path_factory.mktemp("erf") / "erf_probe.py"
-    p.write_text(textwrap.dedent(HEAD.format(expr="b.erf(x)")))
+    p.write_text(textwrap.dedent(HEAD.format(expr="b.erf(x)")))   # the one-input probe of tests/test_dsl_math
     return load_spec(str(p))
 
 
