@@ -45,20 +45,25 @@ def _norm(axes, rank: int) -> tuple[int, ...]:
     return tuple(sorted(a % rank for a in axes))
 
 
+def _reductions(g: Graph):
+    """(operand shape, reduced axes as non-negative indices, those of them not of extent 1) of every reduce of g, in
+    graph order (a variadic group is one shape entry; its axes are negative: opgen.ir.ops)."""
+    vals = g.values()
+    for n in g.nodes:
+        if n.op == "reduce":
+            shape = vals[n.inputs[0]].type.shape
+            axes = _norm(n.attr("axes"), len(shape))
+            yield shape, axes, [a for a in axes if isinstance(shape[a], Variadic) or as_dim(shape[a]) != Lit(1)]
+
+
 def _group_of(g: Graph):
     """(m, extents) of the run of trailing axes every multi-axis reduction of g spans, None when there is none or
     two reductions span different runs. m: the run's length in dims; extents: its dims (each not 1)."""
-    vals = g.values()
     found = None
-    for n in g.nodes:
-        if n.op != "reduce":
-            continue
-        shape = vals[n.inputs[0]].type.shape
-        rank = len(shape)   # entries: a variadic group is one (its axes are negative: opgen.ir.ops)
-        axes = _norm(n.attr("axes"), rank)
+    for shape, axes, real in _reductions(g):
+        rank = len(shape)
         if any(isinstance(shape[a], Variadic) for a in axes):
             return None
-        real = [a for a in axes if as_dim(shape[a]) != Lit(1)]
         if len(real) < 2:
             continue
         k = min(real)
@@ -80,16 +85,10 @@ def _row_run(g: Graph):
     """(m, extents) of the run of two or more trailing axes after the last axis any reduction of g reduces, when
     every reduction (at least one) leaves the same run untouched (RmsNorm over the channels of [B, C, H, W]: H, W);
     None otherwise. Merged into one row axis, the reductions become ones over the rows of a batch."""
-    vals = g.values()
     found = None
-    for n in g.nodes:
-        if n.op != "reduce":
-            continue
-        shape = vals[n.inputs[0]].type.shape
+    for shape, _axes, real in _reductions(g):
         if any(isinstance(d, Variadic) for d in shape):
             return None
-        rank = len(shape)
-        real = [a for a in _norm(n.attr("axes"), rank) if as_dim(shape[a]) != Lit(1)]
         if not real:
             continue
         run = tuple(as_dim(d) for d in shape[max(real) + 1:])
