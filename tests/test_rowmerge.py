@@ -330,3 +330,32 @@ def _(b, x):
     bound.arrays["x"] = x.reshape(2, 3, 5)
     got = run_graph(m, bound, mode="device")["y"]
     assert np.array_equal(got.reshape(2, 3, 1, 5), interpret(spec, {"x": x}, mode="device")["y"])
+
+
+@pytest.mark.slow
+def test_a_max_over_the_leading_axis_of_three_lowers_and_is_exact(tmp_path):
+    """x.max(0) of [R, S, H] (no reduction over the trailing S, H, which merge into one row): a column maximum over
+    the R rows, emulated; a maximum is exact, so the kernel equals NumPy's bit for bit (R = 1, a tail over the
+    cores, rows of S * H = 2107)."""
+    import numpy as np
+
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    p = tmp_path / "outer_max.py"
+    p.write_text(HEAD + '''
+spec = OpSpec("OuterMax", aclnn="aclnnOuterMax", socs=(A2, A3))
+R, S, H = spec.dims("R S H")
+spec.input("x", f32, [R, S, H])
+spec.output("y", f32, [S, H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x.max(0, keepdims=False)}
+''')
+    write_ops([str(p)], tmp_path / "gen")
+    for dims in ({"R": 50, "S": 7, "H": 301}, {"R": 1, "S": 100, "H": 70}, {"R": 3, "S": 2, "H": 4}):
+        r = run_check(str(p), dims=dims, gen_dir=tmp_path / "gen", seed=2, progress=False)
+        assert not r.faults and r.passed, r.faults[:3]
+        assert np.array_equal(r.arrays["y"], np.asarray(r.inputs["x"]).max(0))
