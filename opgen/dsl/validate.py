@@ -440,13 +440,9 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
         if tuple(a.shape) != want:
             raise ValidationError(i.name, f"shape {list(a.shape)} must be {list(want)} "
                                           f"({shape_str(i.shapes[forms.get(i.name, 0)])})")
-    for c, param, rule, loc in spec.constraints:
-        if not all(s in env for s in c.symbols()):
-            continue
-        if not c.holds(env):
-            raise ValidationError(param, f"{spec.rule_text(rule, loc=loc)} ({c.explain(env)})")
-    for c, param, rule, loc, when in spec.mode_constraints:   # relations of some modes (require(when=))
-        if not all(s in env for s in c.symbols()) or not when(static_vals, present):
+    # the relations, then those of some modes only (require(when=)) where the call is in that mode
+    for c, param, rule, loc, when in [(*k, None) for k in spec.constraints] + list(spec.mode_constraints):
+        if not all(s in env for s in c.symbols()) or (when is not None and not when(static_vals, present)):
             continue
         if not c.holds(env):
             raise ValidationError(param, f"{spec.rule_text(rule, loc=loc)} ({c.explain(env)})")
