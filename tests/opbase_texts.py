@@ -63,7 +63,7 @@ def spec_rule_texts(spec) -> list[str]:
     presence and static attributes' choices (at most a few hundred calls)."""
     import itertools
 
-    texts = [r for _c, _p, r, _l in spec.constraints]
+    texts = [r.rule for r in spec.relations if r.when is None]
     static = [a for a in spec.attrs if a.static]
     opts = [i.name for i in spec.inputs if i.optional]
     for vals in itertools.product(*(a.choices or (a.default,) for a in static)):

@@ -409,7 +409,7 @@ def test_every_rule_has_its_check(packages):
         if spec.empty_policy == "accept":   # an output left non-empty by an empty input (empty_call_rule)
             for o in spec.outputs:
                 assert has(f"%s: is empty, but output {public[o.name].cpp} is not (an empty call needs every output empty)"), (spec.name, o.name)
-        for c, param, rule, _ in spec.constraints:
+        for c, param, rule in ((r.constraint, r.param, r.rule) for r in spec.relations if r.when is None):
             assert has(f"{said(param)}: {rule} ({c} ("), (spec.name, rule)
         for a in spec.attrs:
             if a.choices and a.type is not bool:
@@ -547,7 +547,7 @@ def _cases(spec):
                 made = _make(spec, {**dims0, d.name: v}, static, row)
                 if made is not None:
                     cases.append((f"domain {d.name}={v}", *made))
-        for c, param, rule, _ in spec.constraints:  # relations: find dims that break each one
+        for c, param, rule in ((r.constraint, r.param, r.rule) for r in spec.relations if r.when is None):  # relations: find dims that break each one
             found = False
             for s in sorted(c.symbols()):
                 for v in (1, 2, 3, 5, 8, 16, 32, 48, 64, 128, 1024):

@@ -158,4 +158,4 @@ def test_a_relation_of_some_modes_binds_only_there_and_is_kept_by_a_derived_grad
         'spec = derive_grad("rule_probe.py", "RuleProbeGrad", aclnn="aclnnRuleProbeGrad", wrt=["x"], '
         'grads={"y": "dy"}, names={"x": "dx"})\n')
     g = load_spec(str(tmp_path / "rule_probe_grad.py"))
-    assert [(str(c), r) for c, _p, r, _l, _w in g.mode_constraints] == [("N <= H", "{mode} 1 needs N <= H")]
+    assert [(str(r.constraint), r.rule) for r in g.relations if r.when is not None] == [("N <= H", "{mode} 1 needs N <= H")]

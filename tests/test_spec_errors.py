@@ -397,7 +397,7 @@ def test_bounded_relation_check_accepts_satisfiable_relations(tmp_path):
                                 'spec.require(R <= S, "x")\nspec.require((N % 32).eq(0), "x")\n'
                                 'spec.require((E * 1).eq(0), "x")\nspec.require(S * H >= 65536, "x")')])
     s = load_spec(str(path))
-    assert len(s.constraints) == 4
+    assert len(s.relations) == 4
 
 
 def test_bundled_specs_pass_the_whole_spec_checks():

@@ -22,6 +22,7 @@ import numpy as np
 from opgen.errors import OpgenError, ValidationError
 from opgen.ir.dims import Sym, Variadic, as_dim, eval_shape
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
+from opgen.dsl.keys import LIST_INT
 
 
 class AclnnRejected(OpgenError):
@@ -49,7 +50,7 @@ def harness_source(m) -> str:
     for k, p in enumerate(m.api_params):
         if p.scalar:
             fn = "ReadScalar"
-        elif p.kind == "attr" and p.param.decl.type == list[int]:
+        elif p.kind == "attr" and p.param.decl.type is LIST_INT:
             fn = "ReadIntArray"   # a list attribute travels as CANN's aclIntArray
         elif p.kind == "attr":
             fn = {float: "ReadDouble", int: "ReadInt", bool: "ReadBool", str: "ReadString"}[p.param.decl.type]
@@ -122,7 +123,7 @@ def encode_call(m, inputs: dict, attrs: dict, outputs: dict | None, dtype_of: di
                     toks.append(f"{'bool' if t is bool else 'int64'}:{int(v)}")
             elif p.param.decl.type is str:
                 toks.append("null" if v is None else str(v))
-            elif p.param.decl.type == list[int]:   # an aclIntArray (ReadIntArray)
+            elif p.param.decl.type is LIST_INT:   # an aclIntArray (ReadIntArray)
                 toks.append("null" if v is None else "a:" + ",".join(str(int(x)) for x in v))
             else:
                 toks.append(float(v).hex() if p.param.decl.type is float else str(int(v)))
@@ -148,7 +149,7 @@ def launched_attr_mismatches(spec, attrs: dict, launched: list[str]) -> list[str
             same = got is not None and (got == want or (math.isnan(got) and math.isnan(want)))
         elif a.type in (int, bool):
             same, want = text == str(int(v)), int(v)
-        elif a.type == list[int]:   # the values separated by commas (the emulation's AttrText of an aclIntArray)
+        elif a.type is LIST_INT:   # the values separated by commas (the emulation's AttrText of an aclIntArray)
             same, want = text == ("null" if v is None else ",".join(str(int(x)) for x in v)), v
         else:
             same, want = text == ("null" if v is None else str(v)), v
@@ -303,7 +304,7 @@ def call_attrs(spec, inputs: dict, attrs: dict) -> dict:
         elif a.dim is not None:
             v = _dim_from_inputs(spec, a.dim.name, inputs) or 0
         else:
-            v = None if a.type in (str, list[int]) else a.type(0)
+            v = None if a.type in (str, LIST_INT) else a.type(0)
         out[a.name] = v
     return out
 

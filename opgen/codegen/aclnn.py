@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from opgen.ir.dimprint import dim_cpp
 from opgen.codegen.env import render
 from opgen.codegen.logic import cpp_condition, failing_cubes, true_cubes
-from opgen.dsl.spec import LIST_INT
+from opgen.dsl.keys import LIST_INT
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
 from opgen.dsl.aclnn import SCALAR_CTYPE, SCALAR_READ
 from opgen.names import c_ident, c_printf, c_string, upper_camel
@@ -577,28 +577,21 @@ class AclnnPlan:
     def _constraints(self) -> list[Check]:
         out = []
         ops = {"==": "==", "<=": "<=", "<": "<", ">=": ">=", ">": ">", "!=": "!="}
-        for c, param, rule, loc in self.spec.constraints:
+        types = {a.name: a.type for a in self.spec.attrs}
+        for r in sorted(self.spec.relations, key=lambda r: r.when is not None):   # every call's, then the modes'
+            c, param = r.constraint, r.param
             guards = [f"d.{self.dim_field(s)}.from != nullptr" for s in sorted(c.symbols())]
+            if r.when is not None:   # require(when=): the mode, then the relation
+                variables, cubes = true_cubes(self.spec, r.when, f"when= of the relation blaming {param} ({r.loc})")
+                guards.insert(0, "(" + cpp_condition(variables, cubes, lambda n: f"p.{self.m.param(n).cpp}",
+                                                     lambda n: f"p.{self.m.param(n).cpp}", types.get) + ")")
             lhs, rhs = self._expr(c.lhs), self._expr(c.rhs)
             cond = " && ".join(guards + [f"!({lhs} {ops[c.op]} {rhs})"])
             out.append(Check(param, "constraint", cond,
-                             c_printf(f"{self._say(param)}: {self.spec.rule_text(rule, self._say, loc)} ({c} (",
+                             c_printf(f"{self._say(param)}: {self.spec.rule_text(r.rule, self._say, r.loc)} ({c} (",
                                       "%ld", f" {c.op} ", "%ld", "))"),
                              [f"static_cast<long>({lhs})", f"static_cast<long>({rhs})"],
-                             comment=f"relation of {_file_of(loc)}"))
-        types = {a.name: a.type for a in self.spec.attrs}
-        for c, param, rule, loc, when in self.spec.mode_constraints:   # require(when=): the mode, then the relation
-            variables, cubes = true_cubes(self.spec, when, f"when= of the relation blaming {param} ({loc})")
-            mode = cpp_condition(variables, cubes, lambda n: f"p.{self.m.param(n).cpp}",
-                                 lambda n: f"p.{self.m.param(n).cpp}", types.get)
-            guards = [f"d.{self.dim_field(s)}.from != nullptr" for s in sorted(c.symbols())]
-            lhs, rhs = self._expr(c.lhs), self._expr(c.rhs)
-            cond = " && ".join([f"({mode})"] + guards + [f"!({lhs} {ops[c.op]} {rhs})"])
-            out.append(Check(param, "constraint", cond,
-                             c_printf(f"{self._say(param)}: {self.spec.rule_text(rule, self._say, loc)} ({c} (",
-                                      "%ld", f" {c.op} ", "%ld", "))"),
-                             [f"static_cast<long>({lhs})", f"static_cast<long>({rhs})"],
-                             comment=f"relation of {_file_of(loc)} in some modes"))
+                             comment=f"relation of {_file_of(r.loc)}" + (" in some modes" if r.when else "")))
         return out
 
     def _value_checks(self):

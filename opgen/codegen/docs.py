@@ -70,13 +70,15 @@ def _constraints(spec) -> list[str]:
     for a in spec.attrs:
         if a.dim is not None:
             out.append(f"attribute {a.name} equals dim {a.dim.name}.")
-    for c, param, rule, loc in spec.constraints:
-        out.append(f"{param}: {spec.rule_text(rule, loc=loc).rstrip('.')} ({c}).")
-    for c, param, rule, loc, when in spec.mode_constraints:
-        variables, cubes = true_cubes(spec, when, f"when= of the relation blaming {param}")
+    for r in sorted(spec.relations, key=lambda r: r.when is not None):   # every call's, then the modes'
+        text = f"{r.param}: {spec.rule_text(r.rule, loc=r.loc).rstrip('.')} ({r.constraint}"
+        if r.when is None:
+            out.append(text + ").")
+            continue
+        variables, cubes = true_cubes(spec, r.when, f"when= of the relation blaming {r.param}")
         mode = py_condition(variables, cubes, lambda n: n, lambda n: n)
         mode = mode.replace(" is not None", " given").replace(" is None", " absent")
-        out.append(f"{param}: {spec.rule_text(rule, loc=loc).rstrip('.')} ({c}, when {mode}).")
+        out.append(f"{text}, when {mode}).")
     for r in spec.requirements:
         if r.kind == "static":
             variables, groups = failing_cubes(spec, r.fn, f"check on {r.param}")

@@ -22,6 +22,7 @@ from opgen.names import c_string
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
+from opgen.dsl.keys import LIST_INT
 
 EMBED_LIMIT = 256  # float tensors up to this many elements are embedded value by value
 
@@ -147,7 +148,7 @@ def example_context(spec) -> dict:
                          bool: ("bool", "ACL_BOOL")}[at.type]
             lit = cpp_literal(v, at.type) + ("f" if at.type is float else "")   # SpecError for a non-finite value
             scalars.append({"name": a.cpp, "host": host, "acl": acl, "value": lit})
-        elif a.kind == "attr" and a.param.decl.type == list[int]:   # aclCreateIntArray / aclDestroyIntArray
+        elif a.kind == "attr" and a.param.decl.type is LIST_INT:   # aclCreateIntArray / aclDestroyIntArray
             host_arrays.append({"name": a.cpp, "data": ", ".join(str(int(v)) for v in case["attrs"][a.param.decl.name])})
         elif a.kind == "attr":
             at = a.param.decl

@@ -35,6 +35,7 @@ from opgen.errors import SpecError
 from opgen.interp.kernels import ERF_CLIP, ERF_P, ERF_Q
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
+from opgen.dsl.keys import LIST_INT
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
            "eq": "==", "ne": "!="}
@@ -451,7 +452,7 @@ def golden_context(spec) -> dict:
             dflt = repr(a.choices[0])
         else:
             dflt = "None"
-        attrs.append({"name": a.name, "default": dflt, "list": a.type == list[int]})
+        attrs.append({"name": a.name, "default": dflt, "list": a.type is LIST_INT})
     inputs = [{"name": i.name, "optional": i.optional,
                "dtype": i.dtype.name if isinstance(i.dtype, DTypeVar) else None} for i in spec.inputs]
     outputs = [o.name for o in spec.outputs]

@@ -25,6 +25,7 @@ from opgen.names import c_printf, upper_camel
 from opgen.errors import SpecError
 from opgen.ir.dims import Sym, Variadic, as_dim, shape_str
 from opgen.ir.dtypes import DType, DTypeVar
+from opgen.dsl.keys import LIST_INT
 
 
 @dataclass
@@ -127,7 +128,7 @@ def _form_selector(m: OpModel, attr: str) -> dict:
     attribute's OpDef index, never by its spec name."""
     p = next(p for p in m.attrs if p.decl.name == attr)
     a = p.decl
-    if a.type == list[int]:   # RuntimeAttrs::GetListInt (CANN's ListInt): compared with each choice in full
+    if a.type is LIST_INT:   # RuntimeAttrs::GetListInt (CANN's ListInt): compared with each choice in full
         var = f"formOfAttr{p.index}"
         choices = ", ".join("{" + ", ".join(str(int(x)) for x in c) + "}" for c in a.choices)
         shown = ", ".join("[" + ", ".join(str(int(x)) for x in c) + "]" for c in a.choices)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel
 from opgen.ir.dtypes import DTypeVar
+from opgen.dsl.keys import LIST_INT
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ REPOSITORIES = {
 # Ascend950PR_9599 (ascend950).
 KERNEL_UT_SOC = {"ascend910b": "ascend910B1", "ascend910_93": "ascend910B1", "ascend950": "ascend950pr_9599"}
 # Attribute dtypes of the binary config (the spellings most ops-nn binary jsons use).
-BINARY_ATTR_DTYPE = {int: "int", float: "float", bool: "bool", str: "string", list[int]: "list_int"}
+BINARY_ATTR_DTYPE = {int: "int", float: "float", bool: "bool", str: "string", LIST_INT: "list_int"}
 
 
 def repository(spec) -> Repository:

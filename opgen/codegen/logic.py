@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from opgen.errors import SpecError
+from opgen.dsl.keys import LIST_INT
 
 _MAX_VARS = 16
 
@@ -170,7 +171,7 @@ def cpp_condition(variables: list[Var], cubes: list[dict], attr_expr: Callable[[
                     alts.append(attr_expr(v.name) if val else f"!{attr_expr(v.name)}")
                 elif t is str:
                     alts.append(f"std::strcmp({attr_expr(v.name)}, {_cstr(val)}) == 0")
-                elif t == list[int]:   # an aclIntArray equal to the tuple (the aclnn layer's IntArrayChoice)
+                elif t is LIST_INT:   # an aclIntArray equal to the tuple (the aclnn layer's IntArrayChoice)
                     alts.append(f"IntArrayChoice({attr_expr(v.name)}, {{{{{', '.join(str(int(x)) for x in val)}}}}}) == 0")
                 else:
                     alts.append(f"{attr_expr(v.name)} == {val!r}")

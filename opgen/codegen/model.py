@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opgen.dsl.spec import LIST_INT
+from opgen.dsl.keys import LIST_INT
 from opgen.dsl.aclnn import RESERVED, SCALAR_CTYPE
 from opgen.names import aclnn_param, api_snake, c_string, kernel_entry, op_snake
 from opgen.errors import OpgenError, SpecError

@@ -16,8 +16,9 @@ import textwrap
 
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel, cpp_literal
+from opgen.dsl.keys import LIST_INT
 
-_SETTER = {int: "Int", float: "Float", bool: "Bool", str: "String", list[int]: "ListInt"}
+_SETTER = {int: "Int", float: "Float", bool: "Bool", str: "String", LIST_INT: "ListInt"}
 
 
 def def_context(m: OpModel) -> dict:

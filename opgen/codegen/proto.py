@@ -16,8 +16,9 @@ from opgen.codegen.model import OpModel, cpp_literal
 from opgen.dsl.spec import choice_text
 from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
+from opgen.dsl.keys import LIST_INT
 
-_GE_ATTR = {int: "Int", float: "Float", bool: "Bool", str: "String", list[int]: "ListInt"}
+_GE_ATTR = {int: "Int", float: "Float", bool: "Bool", str: "String", LIST_INT: "ListInt"}
 
 
 def _comment(text: str) -> str:
@@ -59,9 +60,9 @@ def proto_context(spec) -> dict:
             text = f".REQUIRED_ATTR({a.name}, {t})"
         else:
             text = f".ATTR({a.name}, {t}, {cpp_literal(a.default, a.type)})"
-        shown = choice_text if a.type == list[int] else repr
+        shown = choice_text if a.type is LIST_INT else repr
         extra = f", one of {', '.join(map(shown, a.choices))}" if a.choices else ""
-        attrs.append({"text": text, "doc": _comment(f"{a.name}: {'list of int' if a.type == list[int] else a.type.__name__}"
+        attrs.append({"text": text, "doc": _comment(f"{a.name}: {'list of int' if a.type is LIST_INT else a.type.__name__}"
                                                     f"{', required' if a.default is None or a.required else ''}"
                                                     f"{extra}{'. ' + a.doc if a.doc else ''}")})
     rows = [", ".join(f"{k}={v.long_name}" for k, v in r.items()) for r in spec.dtype_rows if r]

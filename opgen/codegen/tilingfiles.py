@@ -18,6 +18,7 @@ from opgen.names import op_snake, spec_path
 from opgen.passes.pipeline import kernel_build
 from opgen.names import c_printf, cpp_name
 from opgen.tiling.emit import _attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, float_bits
+from opgen.dsl.keys import LIST_INT
 
 
 def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> dict[str, str]:
@@ -88,7 +89,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values())
         or any("AttrInt(" in e for _n, e in reads),
         "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
-        "attr_list": any(a.type == list[int] for a in spec.static_attrs),
+        "attr_list": any(a.type is LIST_INT for a in spec.static_attrs),
         "dim_attrs": _dim_attrs(spec, reads),
     }
     return {

@@ -46,10 +46,11 @@ from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.codegen.example import int_array_values
 from opgen.names import c_string, cpp_name
+from opgen.dsl.keys import LIST_INT
 
 # Platform (opgen/platforms/platforms.json) of the SoC a kernel UT runs as (opgen.codegen.layout.KERNEL_UT_SOC).
 UT_PLATFORM = {"ascend910B1": "ascend910b1", "ascend950pr_9599": "ascend950"}
-_ATTR_CTYPE = {int: "int64_t", float: "float", bool: "bool", str: "std::string", list[int]: "std::vector<int64_t>"}
+_ATTR_CTYPE = {int: "int64_t", float: "float", bool: "bool", str: "std::string", LIST_INT: "std::vector<int64_t>"}
 _HOST_CTYPE = {DType.f32: "float", DType.f16: "half", DType.bf16: "bfloat16_t", DType.i32: "int32_t",
                DType.i64: "int64_t", DType.u8: "uint8_t", DType.bool: "uint8_t", DType.i8: "int8_t",
                DType.i16: "int16_t"}
@@ -61,7 +62,7 @@ def _shape_init(shape) -> str:
 
 
 def _attr_literal(v, t) -> str:
-    if t == list[int]:   # ops-nn's UTs: AnyValue::CreateFrom<std::vector<int64_t>>(axis)
+    if t is LIST_INT:   # ops-nn's UTs: AnyValue::CreateFrom<std::vector<int64_t>>(axis)
         return "std::vector<int64_t>{" + ", ".join(str(int(x)) for x in v) + "}"
     if t is bool:
         return "true" if v else "false"
@@ -315,7 +316,7 @@ def op_api_context(spec) -> dict:
                 lit = cpp_literal(v, at.type)   # SpecError for a non-finite value
                 expr = f"ScalarDesc({lit}f)" if at.type is float else \
                     f"ScalarDesc(static_cast<int64_t>({lit}))" if at.type is int else f"ScalarDesc({lit})"
-            elif a.kind == "attr" and a.param.decl.type == list[int]:   # an aclIntArray, as host arrays are
+            elif a.kind == "attr" and a.param.decl.type is LIST_INT:   # an aclIntArray, as host arrays are
                 expr = f"IntArrayDesc({_int_vector(c.attrs[a.param.decl.name])})"
             elif a.kind == "attr":
                 at = a.param.decl

@@ -25,6 +25,7 @@ from opgen.errors import ValidationError
 from opgen.ir.dims import Sym, Variadic, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.names import cpp_hazard
+from opgen.dsl.keys import LIST_INT
 
 # Identifiers the emitted aclnn implementation declares or calls inside <api>GetWorkspaceSize; a public
 # parameter of that name would shadow them (templates/op_api/aclnn.cpp.j2).
@@ -209,7 +210,7 @@ def _check_fixed(spec, e: ApiEntry, params: dict, ofs: dict, suggest) -> None:
     if e.of in ofs:
         raise spec_error(e.loc, f"api.fixed: attribute {e.of!r} is already passed as {ofs[e.of].name!r}",
                          "list every OpDef parameter once", arg=0)
-    if a.type == list[int]:
+    if a.type is LIST_INT:
         raise spec_error(e.loc, f"api.fixed: attribute {e.of!r} is a list[int] attribute, which cannot be fixed "
                          "yet", "pass it as a public aclIntArray parameter (api.param)", arg=0)
     try:

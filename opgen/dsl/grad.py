@@ -264,9 +264,8 @@ class _Derivation:
         names = kept_names | {a.name for a in spec.attrs}
         blame = next(iter(self.grads.values()))   # a relation whose blamed input is gone blames the gradient
         ruled = spec.rule_names()   # a copied rule text keeps {name} of this spec's names, spells out the rest
-        spec.constraints = [(c, p if p in names else blame, keep_names(r, ruled), l) for c, p, r, l in fwd.constraints]
-        spec.mode_constraints = [(c, p if p in names else blame, keep_names(r, ruled), l, w)   # require(when=)
-                                 for c, p, r, l, w in fwd.mode_constraints]
+        spec.relations = [evolve(r, param=r.param if r.param in names else blame, rule=keep_names(r.rule, ruled))
+                          for r in fwd.relations]   # a mode's relation (require(when=)) keeps its when
         kept = [r for r in fwd.requirements if r.param in names]
         spec.requirements = [_keeping(r, ruled) if r.kind == "static" else _keeping_values(r, ruled, fwd.name, spec.name)
                              for r in kept] + [r for r in spec.requirements if r.param in self.saved]

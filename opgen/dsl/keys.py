@@ -1,10 +1,33 @@
 """The key of a specialisation and the result of validating inputs against a spec (docs/design.md "Specs and
-the Tensor IR"); below both opgen.dsl.spec and opgen.dsl.validate, which share them; `attr_key`, the index of a
-combination of static attribute values (the attrKey of the tiling key)."""
+the Tensor IR"); below both opgen.dsl.spec and opgen.dsl.validate, which share them, as they share the list-of-int
+attribute type and the record of a `require` relation; `attr_key`, the index of a combination of static attribute
+values (the attrKey of the tiling key)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
+
+# The list-of-int attribute type (CANN's OpDef ListInt, the aclnn API's `const aclIntArray*`): spelt list[int] (or
+# tuple[int, ...]) in a spec; AttrDecl.type holds this one object, so `a.type is LIST_INT` tests for it everywhere.
+LIST_INT = list[int]
+LIST_INT_SPELLINGS = (list[int], tuple[int, ...])
+
+
+@dataclass(frozen=True)
+class Relation:
+    """One `spec.require(constraint, param, rule, when=)` (docs/design.md "Specs and the Tensor IR", checks).
+
+    constraint: the dim relation (opgen.ir.dims.Constraint); param: the input or attribute a violation blames;
+    rule: the violation's sentence, a rule text with `{name}` placeholders (opgen.dsl.rules); loc: where it was
+    declared (opgen.dsl.diagnostics.Loc); when: None for a relation of every call, else a function
+    (static_attrs, present) -> bool naming the modes whose calls must satisfy it (and whose lowering may assume it)."""
+
+    constraint: Any
+    param: str
+    rule: str
+    loc: Any
+    when: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from opgen.dsl.diagnostics import (Loc, caller_loc, from_exception, function_loc
                                    return_loc, spec_error, traceback_loc)
 from opgen.dsl.aclnn import check_signature, complete_signature
 from opgen.dsl.builder import Builder, Tensor
-from opgen.dsl.keys import Bound, SpecKey
+from opgen.dsl.keys import LIST_INT, LIST_INT_SPELLINGS, Bound, Relation, SpecKey
 from opgen.dsl.rules import render_rule
 from opgen.dsl.validate import bind
 from opgen.errors import SpecError, ValidationError, display_path
@@ -55,10 +55,6 @@ from opgen.names import cpp_name, kernel_entry, op_name_problem, op_snake
 F32 = DType.f32
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # always used with fullmatch: `$` would accept a final "\n"
 MAX_NAME_LEN = 64
-# The list-of-int attribute type (CANN's OpDef ListInt, the aclnn API's `const aclIntArray*`): spelt list[int] in
-# a spec; AttrDecl.type holds this one object, so `a.type is LIST_INT` tests for it.
-LIST_INT = list[int]
-_LIST_INT_SPELLINGS = (list[int], tuple[int, ...])
 """Longest name (characters) of an op, aclnn API, parameter, dim or dtype variable: names become file names
 (`<op_snake>_tiling.cpp`, `aclnn_<api_snake>.h`) and C++ identifiers; CANN's are far shorter."""
 
@@ -373,8 +369,7 @@ class OpSpec:
         self.attrs: list[AttrDecl] = []
         self.dtype_table: tuple = ()
         self.dtype_rows: list[dict] = []
-        self.constraints: list[tuple[Constraint, str, str]] = []
-        self.mode_constraints: list[tuple[Constraint, str, str, object, Callable]] = []   # require(..., when=)
+        self.relations: list[Relation] = []   # spec.require(...), in declaration order; `when` set for some modes only
         self.requirements: list[Requirement] = []
         self.body_fn: Callable | None = None
         self.example_fn: Callable | None = None
@@ -592,7 +587,7 @@ class OpSpec:
             raise spec_error(loc, f"attribute {name}: an OPTIONAL attribute needs a default",
                              "give a default, or drop attr_type=", arg="attr_type")
         self._check_param_name(name, loc, "attribute")
-        if type_ in _LIST_INT_SPELLINGS:
+        if type_ in LIST_INT_SPELLINGS:
             type_ = LIST_INT
         if type_ not in (int, float, bool, str, LIST_INT):
             raise spec_error(loc, f"attribute {name}: type {type_!r} is not supported",
@@ -743,9 +738,7 @@ class OpSpec:
             if not callable(when):
                 raise spec_error(loc, f"require(when={when!r}): not a function",
                                  'write e.g. when=lambda a, pr: a["sparse_mode"] == 3', arg="when")
-            self.mode_constraints.append((constraint, param, rule or default, loc, when))
-            return
-        self.constraints.append((constraint, param, rule or default, loc))
+        self.relations.append(Relation(constraint, param, rule or default, loc, when))
 
     def _never_holds(self, c: Constraint):
         """Bounded satisfiability check of a relation (a heuristic, not a proof).
@@ -1332,17 +1325,14 @@ class OpSpec:
                                  f"add a {v.name} column to spec.dtypes(...), or use one of its columns",
                                  arg=(1, "dtype"), token=v.name)
         names = [i.name for i in self.inputs] + [a.name for a in self.attrs]
-        blamed = [(loc, param, (1, "param")) for _, param, _, loc in self.constraints]
-        blamed += [(loc, param, (1, "param")) for _, param, _, loc, _w in self.mode_constraints]
+        blamed = [(r.loc, r.param, (1, "param")) for r in self.relations]
         blamed += [(r.loc, r.param, (0, "param")) for r in self.requirements]
         for loc, param, arg in blamed:
             if param not in names:
                 raise spec_error(loc, f"{param!r} is not a declared input or attribute{_suggest(param, names)}",
                                  "blame one of: " + ", ".join(names), arg=arg, token=param)
-        for _c, _param, rule, loc in self.constraints:   # a static check's text is printed as it is produced
-            self.rule_text(rule, loc=loc, strict=True)
-        for _c, _param, rule, loc, when in self.mode_constraints:
-            self.rule_text(rule, loc=loc, strict=True)
+        for r in self.relations:   # a static check's text is printed as it is produced
+            self.rule_text(r.rule, loc=r.loc, strict=True)
         self.keys()
         return self
 
@@ -1475,7 +1465,8 @@ class OpSpec:
         dom = {n: ((a.value, a.value) if (a := absent.get(n)) is not None else (d.min, d.max))
                for n, d in self.dims_.items()}
         dom.update({str(Rank(v.name)): (v.min_rank, v.max_rank) for v in self.variadics.values()})
-        rel = [Constraint(c.op, subst(c.lhs, absent), subst(c.rhs, absent)) for c, _p, _r, _l in self.constraints]
+        rel = [Constraint(r.constraint.op, subst(r.constraint.lhs, absent), subst(r.constraint.rhs, absent))
+               for r in self.relations if r.when is None]
         rel += [Constraint("==", Sym(n) % d.multiple_of, Lit(0)) for n, d in self.dims_.items()
                 if d.multiple_of and n not in absent]
         return Bounds.of(rel, dom)
@@ -1497,7 +1488,7 @@ class OpSpec:
             if v.name in used:
                 out.append(Constraint(">=", Rank(v.name), Lit(v.min_rank)))
                 out.append(Constraint("<=", Rank(v.name), Lit(v.max_rank)))
-        for c, _param, _rule, _loc in self.constraints:
+        for c in (r.constraint for r in self.relations if r.when is None):
             lhs, rhs = subst(c.lhs, absent), subst(c.rhs, absent)
             syms = lhs.symbols() | rhs.symbols()
             if not syms or not syms <= used:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opgen.dsl.keys import Bound, SpecKey
+from opgen.dsl.keys import LIST_INT, Bound, SpecKey
 from opgen.errors import SpecError, ValidationError
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, eval_shape, shape_str
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
@@ -37,11 +37,11 @@ def coerce_attr(a, v):
             if not isinstance(v, str):
                 raise ValueError
             return v
-        if a.type == list[int]:
+        if a.type is LIST_INT:
             return parse_int_list(v)
     except (ValueError, KeyError, TypeError, OverflowError):
         pass
-    if a.type == list[int]:
+    if a.type is LIST_INT:
         raise ValidationError(a.name, f"must be a list of ints (written -2,-1; one element -1; empty []), got {v!r}")
     raise ValidationError(a.name, f"must be of type {a.type.__name__}, got {v!r}")
 
@@ -130,7 +130,7 @@ def _resolve_attrs(spec, attrs, require: bool = True):
         else:
             v = a.default
         if v is not None and a.choices is not None and v not in a.choices:
-            if a.type == list[int]:
+            if a.type is LIST_INT:
                 show = lambda t: "[" + ",".join(map(str, t)) + "]"   # noqa: E731 - the CLI's own spelling
                 raise ValidationError(a.name, f"must be one of {' '.join(map(show, a.choices))}, got {show(v)}")
             raise ValidationError(a.name, f"must be one of {', '.join(map(repr, a.choices))}, got {v!r}")
@@ -441,11 +441,12 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
             raise ValidationError(i.name, f"shape {list(a.shape)} must be {list(want)} "
                                           f"({shape_str(i.shapes[forms.get(i.name, 0)])})")
     # the relations, then those of some modes only (require(when=)) where the call is in that mode
-    for c, param, rule, loc, when in [(*k, None) for k in spec.constraints] + list(spec.mode_constraints):
-        if not all(s in env for s in c.symbols()) or (when is not None and not when(static_vals, present)):
+    for r in sorted(spec.relations, key=lambda r: r.when is not None):
+        c = r.constraint
+        if not all(s in env for s in c.symbols()) or (r.when is not None and not r.when(static_vals, present)):
             continue
         if not c.holds(env):
-            raise ValidationError(param, f"{spec.rule_text(rule, loc=loc)} ({c.explain(env)})")
+            raise ValidationError(r.param, f"{spec.rule_text(r.rule, loc=r.loc)} ({c.explain(env)})")
     for r in spec.requirements:
         if r.kind == "values" and not any(r is s for s in skip):
             rule = r.fn(arrays, env, attr_vals)

@@ -16,6 +16,7 @@ from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
 from opgen.ir.dimprint import dim_cpp as print_cpp
 from opgen.ir.dtypes import DType
+from opgen.dsl.keys import LIST_INT
 
 SYS_WORKSPACE_BYTES = 16 * 1024 * 1024  # AscendC system workspace reserve (docs/reference/ada_layer_norm.md §3.1)
 
@@ -118,7 +119,7 @@ def _attr_index_cpp(a, idx: int) -> str:
     """C++ of the index of static attribute `a` (OpDef index `idx`) among its choices in the TilingContext,
     a large negative value when absent or not allowed: AttrIndex for an int or bool attribute, AttrListIndex
     (RuntimeAttrs::GetListInt) for a list[int] one."""
-    if a.type == list[int]:
+    if a.type is LIST_INT:
         vals = ", ".join("{" + ", ".join(str(int(x)) for x in c) + "}" for c in a.choices)
         return f"AttrListIndex(context, {idx}, {{{vals}}})"
     ctype = "bool" if a.type is bool else "int64_t"
