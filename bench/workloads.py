@@ -231,7 +231,9 @@ GM += [
     {"op": str(EXAMPLES / "mse_loss.py"), "case": "MseLoss [4096, 4096] bf16 to a scalar mean",
      "dims": {"Bd": (4096,), "H": 4096}, "quick_dims": {"Bd": (64,), "H": 4096}, "attrs": {"reduction": 1},
      "dtypes": {"T": "bfloat16"}},
-    {"op": str(EXAMPLES / "batch_norm.py"), "case": "BatchNorm training [65536, 512] fp32",
+    # a core's column slice of 65536 rows is longer than UB: the statistics pass and the normalising pass each read
+    # x (the examples/specs/batch_norm.py schedule), bound 1.5 (two reads and one write over one read and one write)
+    {"op": str(EXAMPLES / "batch_norm.py"), "case": "BatchNorm training [65536, 512] fp32, two passes (bound 1.5)",
      "dims": {"N": 65536, "C": 512}, "quick_dims": {"N": 512, "C": 512}, "dtypes": {"T": "float32"}},
     {"op": str(EXAMPLES / "group_norm.py"), "case": "GroupNorm [32, 320, 64 x 64] bf16, 32 groups",
      "dims": {"N": 32, "C": 320, "HxW": 4096, "G": 32}, "quick_dims": {"N": 2, "C": 320, "HxW": 4096, "G": 32},
