@@ -272,7 +272,7 @@ def _save_npz(path: str, arrays: dict, binding: dict | None = None) -> None:
 def _note_container_dtypes(spec, inputs: dict, given: dict, binding: dict) -> None:
     """One `opgen: note:` line on standard error per dtype variable that neither --dtype nor an array of a dtype
     opgen models bound, while an array typed by it came in another dtype (float64, NumPy's default): such arrays
-    are containers (opgen.dsl.validate._resolve_dtypes), so the variable took a row of the table (float32 where one
+    are containers (opgen.dsl.validate.resolve_dtypes), so the variable took a row of the table (float32 where one
     allows it, else the first) — said here, since the user may have expected their data's precision. `binding`:
     {VAR: DType or long name} as bound."""
     from opgen.ir.dtypes import DTypeVar, dtype_of_array   # lazy: start-up time

@@ -492,9 +492,9 @@ def test_saved_inputs_carry_their_dtype_binding(tmp_path, t):
 def test_dtype_entry_name_is_reserved_and_validated(tmp_path):
     """No spec input can be named like the binding entry, and a malformed entry is refused naming it (exit 2)."""
     from opgen.cli import DTYPES_ENTRY
-    from opgen.dsl.spec import _ident_problem
+    from opgen.dsl.spec import param_name_problem
 
-    assert _ident_problem(DTYPES_ENTRY) is not None
+    assert param_name_problem(DTYPES_ENTRY) is not None
     inputs = ada_grad_inputs()
     for bad in (np.array(["T"]), np.array(["T=float16", "T=float32"]), np.zeros(2, np.float32)):
         np.savez(tmp_path / "in.npz", **inputs, **{DTYPES_ENTRY: bad})

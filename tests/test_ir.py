@@ -31,7 +31,7 @@ from opgen.ir import (  # noqa: E402
     eval_shape, parse_graph, print_graph, shape_str, verify,
 )
 from opgen.ir.core import canonical_attrs  # noqa: E402
-from opgen.ir.dims import _bin, subst  # noqa: E402
+from opgen.ir.dims import dim_bin, subst  # noqa: E402
 from opgen.ir.ops import INT_ROUND_MODES, broadcast_shapes  # noqa: E402
 
 SPEC_OPS = ["AdaLayerNormGrad", "AdaLayerNormV2", "NormRopeConcat", "NormRopeConcatGrad", "NsaSelectedAttention",
@@ -70,7 +70,7 @@ dim_atoms = st.one_of(
 )
 dim_exprs = st.recursive(
     dim_atoms,
-    lambda sub: st.tuples(st.sampled_from(["+", "-", "*", "//", "%"]), sub, sub).map(lambda t: _bin(*t)),
+    lambda sub: st.tuples(st.sampled_from(["+", "-", "*", "//", "%"]), sub, sub).map(lambda t: dim_bin(*t)),
     max_leaves=6,
 )
 # mostly plain symbols so that ops find compatible operands; sometimes expressions
@@ -705,7 +705,7 @@ def test_dim_canonical_forms():
     assert Lit(7) // 2 == Lit(3) and Lit(-7) // 2 == Lit(-4) and Lit(-7) % 3 == Lit(2)
     assert isinstance(S // 2, Bin) and (S // 2) - (S // 2) == Lit(0)
     assert (S // 2) * 2 != S  # floor division is not cancelled
-    assert S % 2 == _bin("%", S, 2) and str(S % 2) == "S % 2"
+    assert S % 2 == dim_bin("%", S, 2) and str(S % 2) == "S % 2"
     assert str((S + 1) // 2) == "(S + 1) // 2"
     assert subst(Seq + Sq, {"Seq": Lit(0)}) == Sq
     assert hash(R + (S - R)) == hash(S)
@@ -785,7 +785,7 @@ def _build(e):
     if isinstance(e, str):
         return Sym(e)
     op, a, b = e
-    return _bin(op, _build(a), _build(b))
+    return dim_bin(op, _build(a), _build(b))
 
 
 def _parse_dim(d):
@@ -796,7 +796,7 @@ def _parse_dim(d):
 @settings(max_examples=400, deadline=None)
 @given(exprs, st.fixed_dictionaries({k: st.integers(-20, 20) for k in _LEAF_SYMS}))
 def test_canonical_form_preserves_value(e, env):
-    """_bin's canonical form evaluates to the same integer as plain Python arithmetic (division by
+    """dim_bin's canonical form evaluates to the same integer as plain Python arithmetic (division by
     zero excluded); its text parses back to the same structure."""
     try:
         want = _py_eval(e, env)

@@ -26,7 +26,10 @@ import tempfile
 import time
 
 
-def _wall(cmd: list[str], env: dict | None = None) -> float:
+def wall_seconds(cmd: list[str], env: dict | None = None) -> float:
+    """Wall-clock seconds of running `cmd` (argv) to completion as a whole process with environment `env` (None:
+    this process's), output captured. Raises subprocess.CalledProcessError when it exits non-zero (a benchmark of a
+    failing command measures nothing). How the figures use it: README "Benchmarks"."""
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True, env=env)
     return time.perf_counter() - t0
@@ -96,18 +99,18 @@ def run(repeat: int = 3, quick: bool = False, ops=()) -> dict:
     bare, gen, serial, regen = [], [], [], []
     py = sys.executable
     for _ in range(repeat):
-        bare.append(_wall([py, "-c", "import numpy, jinja2, networkx"]))
+        bare.append(wall_seconds([py, "-c", "import numpy, jinja2, networkx"]))
         with tempfile.TemporaryDirectory(prefix="opgen-bench-gen-") as out, \
                 tempfile.TemporaryDirectory(prefix="opgen-bench-cache-") as cache:
             env = {**os.environ, "OPGEN_CACHE_DIR": cache}   # an empty generation cache: a first generation
-            gen.append(_wall([py, "-m", "opgen.cli", "generate", *ops, "--out", out], env))
-            regen.append(_wall([py, "-m", "opgen.cli", "generate", *ops, "--out", out], env))
+            gen.append(wall_seconds([py, "-m", "opgen.cli", "generate", *ops, "--out", out], env))
+            regen.append(wall_seconds([py, "-m", "opgen.cli", "generate", *ops, "--out", out], env))
         if quick:
             continue
         with tempfile.TemporaryDirectory(prefix="opgen-bench-gen-") as out, \
                 tempfile.TemporaryDirectory(prefix="opgen-bench-cache-") as cache:
             env = {**os.environ, "OPGEN_CACHE_DIR": cache}
-            serial.append(_wall([py, "-m", "opgen.cli", "generate", *ops, "--jobs", "1", "--out", out], env))
+            serial.append(wall_seconds([py, "-m", "opgen.cli", "generate", *ops, "--jobs", "1", "--out", out], env))
     b, g, r = (statistics.median(x) for x in (bare, gen, regen))
     s1 = statistics.median(serial) if serial else None
     from opgen.codegen.generation import default_jobs

@@ -63,7 +63,7 @@ def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
     """{"interpret": {...}, "list": {...}}: per figure the medians of each side (seconds), the ratio, the goal
     and the command lines; interpret also "phases" (module docstring). quick: the STARTUP case's quick dims."""
     from opgen.bench.common import case_label, compile_bytecode, dims_label, load_workloads
-    from opgen.bench.generate import _wall
+    from opgen.bench.generate import wall_seconds
     from opgen.dsl.examples import random_inputs
     from opgen.registry import load_spec
 
@@ -91,8 +91,8 @@ def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
         numpy_cmd = [py, "-c", _NUMPY_SIDE, str(tmp), str(npz), c["numpy"], str(tmp / "n.npz")]
         a, b = [], []
         for _ in range(repeat):
-            a.append(_wall(opgen_cmd))
-            b.append(_wall(numpy_cmd))
+            a.append(wall_seconds(opgen_cmd))
+            b.append(wall_seconds(numpy_cmd))
         ta, tb = statistics.median(a), statistics.median(b)
         ph = subprocess.run([py, "-c", _PHASES, c["op"], str(npz), json.dumps(c["attrs"]), json.dumps(c["dtypes"]),
                              str(tmp / "p.npz")], check=True, capture_output=True, text=True)
@@ -104,8 +104,8 @@ def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
                             "phases": json.loads(ph.stdout)}
         a, b = [], []
         for _ in range(repeat):
-            a.append(_wall([py, "-m", "opgen.cli", "list"]))
-            b.append(_wall([py, "-c", "import numpy, jinja2, networkx, ml_dtypes"]))
+            a.append(wall_seconds([py, "-m", "opgen.cli", "list"]))
+            b.append(wall_seconds([py, "-c", "import numpy, jinja2, networkx, ml_dtypes"]))
         ta, tb = statistics.median(a), statistics.median(b)
         res["list"] = {"case": "opgen list (every bundled spec)", "opgen_s": ta, "baseline_s": tb, "ratio": ta / tb,
                        "goal": 2.0, "command": "opgen list", "baseline": "python -c 'import numpy, jinja2, networkx, "

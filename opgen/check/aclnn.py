@@ -23,6 +23,7 @@ from opgen.errors import OpgenError, ValidationError
 from opgen.ir.dims import Sym, Variadic, as_dim, eval_shape
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
 from opgen.dsl.keys import LIST_INT
+from opgen.dsl.validate import resolve_dtypes, unify_shape
 
 
 class AclnnRejected(OpgenError):
@@ -180,8 +181,6 @@ def _public_dtype(m, p, inputs: dict, dtype_of: dict) -> str:
 def _env_of(spec, inputs: dict) -> dict:
     """Dims (variadic groups as tuples) the present inputs carry: each input's first matching shape form unified
     in order, failures skipped (a best effort for inputs that may be invalid)."""
-    from opgen.dsl.validate import _unify
-
     env: dict = {}
     binder: dict = {}
     for i in spec.inputs:
@@ -190,7 +189,7 @@ def _env_of(spec, inputs: dict) -> dict:
             continue
         for shape in i.shapes:   # (a form an attribute picks: every form tried, best effort)
             trial, tb = dict(env), dict(binder)
-            if _unify(spec, i.name, shape, np.shape(a), trial, tb) is None:
+            if unify_shape(spec, i.name, shape, np.shape(a), trial, tb) is None:
                 env, binder = trial, tb
                 break
     return env
@@ -215,10 +214,8 @@ def device_dtypes(spec, inputs: dict, dtypes: dict) -> dict:
     each array keeps its own dtype and the aclnn layer refuses the combination, 161002, as CANN's does); a 16-bit
     float, integer or bool array keeps its own dtype, so a mismatch reaches the aclnn layer. A fixed-dtype input takes its dtype when the array's kind
     converts to it (float -> float, integer -> integer), else keeps its own. Never raises for bad arrays."""
-    from opgen.dsl.validate import _resolve_dtypes
-
     try:
-        row = _resolve_dtypes(spec, inputs, dtypes)
+        row = resolve_dtypes(spec, inputs, dtypes)
     except ValidationError:
         row = {}
         for k, v in dtypes.items():
@@ -333,8 +330,6 @@ def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound
     shapes from the inputs that unify) so that the aclnn layer reports the input's own fault. bound: the
     caller's spec.bind(inputs, attrs, dtypes) (None when it raised), so that large inputs are converted once;
     False (default): bind here."""
-    from opgen.dsl.validate import _unify
-
     if bound is False:
         try:
             bound = spec.bind(inputs, attrs, dtypes)
@@ -364,7 +359,7 @@ def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound
         picked = i.form_of(static)
         for shape in (i.shapes if picked is None else [i.shapes[picked]]):
             trial, tb = dict(env), dict(binder)
-            if _unify(spec, i.name, shape, np.shape(a), trial, tb) is None:
+            if unify_shape(spec, i.name, shape, np.shape(a), trial, tb) is None:
                 env, binder = trial, tb
                 break
     for d in spec.dims_.values():

@@ -392,7 +392,7 @@ class AclnnPlan:
         for j, d in deferred:
             ax = axis(j)
             aff = affine_in(d)
-            if aff is not None:   # binds the dim from scale * dim + offset, or checks it (validate._unify)
+            if aff is not None:   # binds the dim from scale * dim + offset, or checks it (validate.unify_shape)
                 sym, scale, off = aff
                 steps.append({"kind": "call", "expr": f"BindAffine(d.{self.dim_field(sym)}, {c_string(sym)}, shape, "
                                                       f"{ax}, {scale}, {off}, {c_string(str(d))}, {c_string(p.cpp)}, "

@@ -17,7 +17,7 @@ from opgen.ir.dtypes import DTypeVar
 from opgen.names import op_snake, spec_path
 from opgen.passes.pipeline import kernel_build
 from opgen.names import c_printf, cpp_name
-from opgen.tiling.emit import _attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, float_bits
+from opgen.tiling.emit import attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, float_bits
 from opgen.dsl.keys import LIST_INT
 
 
@@ -46,7 +46,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
                                  "aicNum": "static_cast<int64_t>(compileInfo->aicNum)",
                                  "ubBytes": "static_cast<int64_t>(compileInfo->ubSize)"}[how[1]]))
         elif isinstance(how, tuple) and how[0] == "attr_key":
-            reads.append((name, _attr_key_cpp(spec)))
+            reads.append((name, attr_key_cpp(spec)))
         elif isinstance(how, tuple) and how[0] == "attr_bits":
             index = [a.name for a in spec.attrs].index(how[1])
             default = spec.attrs[index].default

@@ -111,7 +111,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
     Raises ValidationError naming `--dims` when a required dim is missing or unknown, a dim's value is empty,
     a group or negative, and naming `--seed` when the seed is not a non-negative integer.
     """
-    from opgen.dsl.validate import _resolve_attrs, _resolve_dtypes
+    from opgen.dsl.validate import resolve_attrs, resolve_dtypes
 
     known = set(spec.dims_) | set(spec.variadics)
     for k in dims:
@@ -119,7 +119,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
             raise ValidationError("--dims", f"{k} is not a dim of {spec.name} (dims: {', '.join(sorted(known))})")
     _check_dim_values(spec, dims)
     seed = check_seed(seed)
-    attr_vals = _resolve_attrs(spec, implied_attrs(spec, dims, attrs))   # a required dim-bound one --dims fixes
+    attr_vals = resolve_attrs(spec, implied_attrs(spec, dims, attrs))   # a required dim-bound one --dims fixes
     env = {k: ((v,) if k in spec.variadics and isinstance(v, int) else v) for k, v in dims.items()}
     for a in spec.attrs:  # an attribute bound to a dim and a dim given in --dims must agree
         if a.dim is None:
@@ -129,7 +129,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
             attr_vals[a.name] = env[a.dim.name]
         elif a.dim.name not in env and attr_vals.get(a.name) is not None:
             env[a.dim.name] = attr_vals[a.name]
-    row = _resolve_dtypes(spec, {}, dtypes or {}, prefer_f32=False)  # generated weights follow T's first row
+    row = resolve_dtypes(spec, {}, dtypes or {}, prefer_f32=False)  # generated weights follow T's first row
     static = {a.name: attr_vals[a.name] for a in spec.static_attrs}
     rng = np.random.default_rng(seed)
     given = set(env)

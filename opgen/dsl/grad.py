@@ -22,7 +22,7 @@ from opgen.dsl.builder import Tensor
 from opgen.dsl.diagnostics import caller_loc, spec_error
 from opgen.dsl.keys import SpecKey
 from opgen.dsl.rules import keep_names
-from opgen.dsl.spec import InputDecl, OpSpec, OutputDecl, Requirement, _ident_problem, _short_loc, _suggest
+from opgen.dsl.spec import InputDecl, OpSpec, OutputDecl, Requirement, param_name_problem, short_loc, did_you_mean
 from opgen.errors import IRError
 from opgen.ir.autodiff import NoDerivative, differentiate
 from opgen.ir.core import TensorType, Value
@@ -96,7 +96,7 @@ def derive_grad(forward, name: str, *, aclnn: str, wrt, grads, names, saved=(), 
                          arg="wrt")
     for x in wrt:
         if x not in ins:
-            raise spec_error(loc, f"derive_grad: wrt entry {x!r} is not an input of {fwd.name}{_suggest(x, ins)}",
+            raise spec_error(loc, f"derive_grad: wrt entry {x!r} is not an input of {fwd.name}{did_you_mean(x, ins)}",
                              f"name forward inputs ({', '.join(ins)})", arg="wrt", token=x)
         dt = ins[x].dtype
         if isinstance(dt, DType) and not dt.is_float:
@@ -107,7 +107,7 @@ def derive_grad(forward, name: str, *, aclnn: str, wrt, grads, names, saved=(), 
                          arg="grads")
     for o in list(grads) + saved:
         if o not in outs:
-            raise spec_error(loc, f"derive_grad: {o!r} is not an output of {fwd.name}{_suggest(o, outs)}",
+            raise spec_error(loc, f"derive_grad: {o!r} is not an output of {fwd.name}{did_you_mean(o, outs)}",
                              f"name forward outputs in grads= and saved= ({', '.join(outs)})", arg="grads" if o in grads else "saved",
                              token=o)
     for o in grads:
@@ -124,8 +124,8 @@ def derive_grad(forward, name: str, *, aclnn: str, wrt, grads, names, saved=(), 
                          'map each wrt input to its gradient output: names={"x": "dx"}', arg="names")
     new = list(grads.values()) + list(names.values())
     for n in new:
-        if _ident_problem(n):
-            raise spec_error(loc, f"derive_grad: name {n!r} {_ident_problem(n)}", "use a C identifier",
+        if param_name_problem(n):
+            raise spec_error(loc, f"derive_grad: name {n!r} {param_name_problem(n)}", "use a C identifier",
                              arg="names" if n in names.values() else "grads", token=n)
     taken = set(ins) | {a.name for a in fwd.attrs} | set(saved)
     for n in new:
@@ -367,7 +367,7 @@ class _Derivation:
                     p == q for i, p, q in zip(opts, k.present, present) if i.name in kept))
             absent = frozenset(o for o in self.saved if kw.get(o, 0) is None)
             dg = self.derived(key, absent)
-            return _replay(b, dg, kw, _short_loc(self.loc))
+            return _replay(b, dg, kw, short_loc(self.loc))
 
         spec.body_fn = body
         spec._body_loc = self.loc

@@ -95,8 +95,10 @@ def ident_problem(name) -> str | None:
     return None
 
 
-def _ident_problem(name, param: bool = True) -> str | None:
-    """Why `name` cannot be an OpDef/C++ parameter name (param=False: an op name), or None when it can."""
+def param_name_problem(name, param: bool = True) -> str | None:
+    """Why `name` (a str from a spec or the CLI) cannot be an OpDef/C++ parameter name (param=False: an op name),
+    as one sentence, or None when it can (the naming rules: docs/design.md "Specs and the Tensor IR", names).
+    Never raises."""
     problem = ident_problem(name)
     if problem:
         return problem
@@ -114,8 +116,9 @@ def _ident_problem(name, param: bool = True) -> str | None:
     return None
 
 
-def _suggest(name, choices) -> str:
-    """` (did you mean 'x'?)` for a close match among `choices`, else ""."""
+def did_you_mean(name, choices) -> str:
+    """` (did you mean 'x'?)` for the closest of `choices` (names) to `name` by difflib's ratio (cutoff 0.6), else
+    "" — the suffix of an unknown-name error (docs/design.md "Specs and the Tensor IR", errors). Never raises."""
     close = difflib.get_close_matches(str(name), list(choices), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -259,8 +262,9 @@ class Requirement:
     kernel: bool = False   # a rule on device data the emitted kernel checks where it reads it (AscendC::Trap())
 
 
-def _short_loc(loc) -> str:
-    """A declaration's location in the form of a node's (`file.py:line`, opgen.dsl.builder)."""
+def short_loc(loc) -> str:
+    """A declaration's location `loc` (a Loc or its `path:line` text) in the form of a node's, `file.py:line` (the
+    base name: opgen.dsl.builder's node locations, docs/design.md "Specs and the Tensor IR"). Never raises."""
     path, _, line = str(loc).rpartition(":")
     return f"{os.path.basename(path)}:{line}" if path else str(loc)
 
@@ -343,8 +347,8 @@ class OpSpec:
             raise spec_error(loc, f"round must be 'rint' or 'round', got {round!r}",
                              'use round="rint" (ties to even, CAST_RINT) or round="round" (ties away, CAST_ROUND)',
                              arg="round")
-        if _ident_problem(name, param=False):
-            raise spec_error(loc, f"op name {name!r} {_ident_problem(name, param=False)}",
+        if param_name_problem(name, param=False):
+            raise spec_error(loc, f"op name {name!r} {param_name_problem(name, param=False)}",
                              "use CANN's OpDef name: letters, digits and '_', not starting with a digit "
                              "(e.g. AdaLayerNormGrad)", arg=(0, "name"))
         aclnn_problem = ident_problem(aclnn) or (None if re.fullmatch(r"aclnn[A-Z][A-Za-z0-9]*", aclnn) else
@@ -483,7 +487,7 @@ class OpSpec:
         if a is None or not a.static:
             statics = [a.name for a in self.attrs if a.static]
             raise spec_error(loc, f"{what} {name}: form_by={form_by!r} is not a static attribute declared above it"
-                             f"{_suggest(form_by, statics)}",
+                             f"{did_you_mean(form_by, statics)}",
                              "declare the attribute first, with static=True and its choices", arg="form_by")
         if a.type is str:
             raise spec_error(loc, f"{what} {name}: form_by={form_by!r} is a string attribute; the emitted host code "
@@ -561,7 +565,7 @@ class OpSpec:
                              arg=(2, "shape") if shape is not None else None)
         if like is not None and like not in {i.name for i in self.inputs}:
             names = [i.name for i in self.inputs]
-            raise spec_error(loc, f"output {name}: like={like!r} is not a declared input{_suggest(like, names)}",
+            raise spec_error(loc, f"output {name}: like={like!r} is not a declared input{did_you_mean(like, names)}",
                              ("use one of the inputs declared above it: " + ", ".join(names)) if names else
                              "declare the input before the output", arg="like")
         if shape is not None:
@@ -838,7 +842,7 @@ class OpSpec:
         if not isinstance(const_outputs, bool):
             raise spec_error(loc, f"aclnn_signature: const_outputs={const_outputs!r} is not a bool",
                              "pass const_outputs=True or False", arg="const_outputs")
-        self.aclnn_signature_ = check_signature(self, entries, _ident_problem, _suggest)
+        self.aclnn_signature_ = check_signature(self, entries, param_name_problem, did_you_mean)
         self.aclnn_const_outputs = const_outputs
         self._signature_loc = loc
 
@@ -1042,14 +1046,14 @@ class OpSpec:
                              "rename it (dtype names such as f16 or i32 are reserved)", arg=0, token=name)
 
     def _check_param_name(self, name, loc, kind="parameter"):
-        problem = _ident_problem(name)
+        problem = param_name_problem(name)
         if problem:
             fixed = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_")[:MAX_NAME_LEN] if isinstance(name, str) else ""
             if not fixed or fixed[0].isdigit():
                 fixed = "p" + fixed
-            if _ident_problem(fixed) is not None:
+            if param_name_problem(fixed) is not None:
                 fixed = fixed[:MAX_NAME_LEN - 5] + "Value"
-            if _ident_problem(fixed) is not None:
+            if param_name_problem(fixed) is not None:
                 fixed = "name"
             raise spec_error(loc, f"{kind} name {name!r} {problem}",
                              f"rename it to a valid C identifier such as {fixed!r} (letters, digits and '_', not "
@@ -1209,7 +1213,7 @@ class OpSpec:
             inputs = [i.name for i in self.inputs]
             site = traceback_loc(e.__traceback__, self._dir()) or loc
             raise spec_error(site, f"{what} looks up {key!r}, which is not a static attribute or an input"
-                             f"{_suggest(key, statics + inputs)}",
+                             f"{did_you_mean(key, statics + inputs)}",
                              f"use a declared name: static attributes {', '.join(statics) or '(none)'} (first "
                              f"argument) or inputs (second argument: present or not)", token=str(key)) from None
         except Exception as e:
@@ -1256,7 +1260,7 @@ class OpSpec:
                 if p.name not in passed and p.default is P.empty:
                     raise spec_error(param_loc(fn, p.name) or function_loc(fn),
                                      f"body parameter {p.name!r} is not an input or attribute of {self.name}"
-                                     f"{_suggest(p.name, passed)}",
+                                     f"{did_you_mean(p.name, passed)}",
                                      "rename it to a declared input or attribute (the body takes b and each of "
                                      "them by name), or give it a default")
         if not any(p.kind == P.VAR_KEYWORD for p in params):
@@ -1329,7 +1333,7 @@ class OpSpec:
         blamed += [(r.loc, r.param, (0, "param")) for r in self.requirements]
         for loc, param, arg in blamed:
             if param not in names:
-                raise spec_error(loc, f"{param!r} is not a declared input or attribute{_suggest(param, names)}",
+                raise spec_error(loc, f"{param!r} is not a declared input or attribute{did_you_mean(param, names)}",
                                  "blame one of: " + ", ".join(names), arg=arg, token=param)
         for r in self.relations:   # a static check's text is printed as it is produced
             self.rule_text(r.rule, loc=r.loc, strict=True)
@@ -1377,7 +1381,7 @@ class OpSpec:
             if isinstance(i.dtype, DTypeVar) or (i.dtype.is_float and i.dtype != F32):
                 t = b.cast(t, F32)
                 if b.nodes and b.nodes[-1].result is t.value and i.loc:   # the widening belongs to the declaration
-                    b.nodes[-1] = evolve(b.nodes[-1], loc=_short_loc(i.loc))
+                    b.nodes[-1] = evolve(b.nodes[-1], loc=short_loc(i.loc))
             kwargs[i.name] = t
         for a, v in zip(self.static_attrs, key.static):
             kwargs[a.name] = v
@@ -1417,7 +1421,7 @@ class OpSpec:
 
             if o is None:
                 raise spec_error(site(), f"the body returns {name!r}, which is not a declared output"
-                                 f"{_suggest(name, declared)}",
+                                 f"{did_you_mean(name, declared)}",
                                  f"return only declared outputs ({', '.join(declared)}), or declare it: "
                                  f"spec.output({name!r}, ...)")
             want = shapes[o.like] if o.like else o.shape_for(self.static_values(key))
@@ -1443,7 +1447,7 @@ class OpSpec:
                 else:
                     t = b.cast(t, o.dtype, self.round)
                 if len(b.nodes) > n_before and o.loc:   # the narrowing belongs to the declaration
-                    b.nodes[-1] = evolve(b.nodes[-1], loc=_short_loc(o.loc))
+                    b.nodes[-1] = evolve(b.nodes[-1], loc=short_loc(o.loc))
             outputs.append((name, t.value.name))
         for o in self.outputs:
             if not o.optional and o.name not in result:

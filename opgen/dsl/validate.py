@@ -112,7 +112,7 @@ def _convert(name, arr, dt: DType) -> np.ndarray:
     return a.astype(dt.np)
 
 
-def _resolve_attrs(spec, attrs, require: bool = True):
+def resolve_attrs(spec, attrs, require: bool = True):
     """Attribute values: given ones coerced to their type, defaults otherwise, checked against choices.
 
     require=False leaves a missing attribute without default as None (opgen graph picks any value).
@@ -138,7 +138,7 @@ def _resolve_attrs(spec, attrs, require: bool = True):
     return out
 
 
-def _resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
+def resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
     """Bind the dtype variables: explicit `dtypes` first, then the arrays of inputs typed by a variable.
 
     An array's dtype is the tensor's dtype, as CANN's aclnn layer sees it: all arrays of one variable must share
@@ -212,8 +212,12 @@ def _check_rows(spec, assign, source):
     return rows
 
 
-def _unify(spec, name, shape, got, env, binder):
-    """Bind the dims of symbolic `shape` to concrete `got`; returns a rule string on mismatch."""
+def unify_shape(spec, name, shape, got, env, binder):
+    """Bind the dims of the symbolic shape `shape` (dims, affine dims, variadic groups) of input `name` to the
+    concrete shape `got` (a tuple of ints, elements), extending `env` ({dim: int or tuple}) through `binder`; returns
+    None on success, else the rule the shape breaks as a sentence (the caller raises it as a ValidationError naming
+    `name`). The binding rules are docs/design.md "Specs and the Tensor IR" (shapes; an affine dim `a * D + b`
+    binds D when it divides). Never raises for a bad shape."""
     var = [k for k, d in enumerate(shape) if isinstance(d, Variadic)]
     fixed = len(shape) - len(var)
     if var:
@@ -349,7 +353,7 @@ def check_input_names(spec, inputs) -> None:
 def bind(spec, inputs, attrs, dtypes, skip=()):
     """See OpSpec.bind."""
     check_input_names(spec, inputs)
-    attr_vals = _resolve_attrs(spec, attrs)
+    attr_vals = resolve_attrs(spec, attrs)
     present = {i.name: inputs.get(i.name) is not None for i in spec.inputs}
     for i in spec.inputs:
         if not i.optional and not present[i.name]:
@@ -360,7 +364,7 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
             rule = r.fn(static_vals, present)
             if rule:
                 raise ValidationError(r.param, spec.rule_text(rule, loc=r.loc))
-    dt = _resolve_dtypes(spec, inputs, dtypes)
+    dt = resolve_dtypes(spec, inputs, dtypes)
     arrays = {}
     for i in spec.inputs:
         a = inputs.get(i.name)
@@ -381,7 +385,7 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
             if picked is not None and k != picked:
                 continue
             trial, tb = dict(env), dict(binder)
-            err = _unify(spec, i.name, shape, a.shape, trial, tb)
+            err = unify_shape(spec, i.name, shape, a.shape, trial, tb)
             if err is None:
                 env, binder = trial, tb
                 forms[i.name] = k

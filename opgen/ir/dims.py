@@ -24,28 +24,28 @@ class DimExpr:
     """Base of dim expressions; supports + - * // % with ints and other DimExprs."""
 
     def __add__(self, o):
-        return _bin("+", self, o)
+        return dim_bin("+", self, o)
 
     def __radd__(self, o):
-        return _bin("+", o, self)
+        return dim_bin("+", o, self)
 
     def __sub__(self, o):
-        return _bin("-", self, o)
+        return dim_bin("-", self, o)
 
     def __rsub__(self, o):
-        return _bin("-", o, self)
+        return dim_bin("-", o, self)
 
     def __mul__(self, o):
-        return _bin("*", self, o)
+        return dim_bin("*", self, o)
 
     def __rmul__(self, o):
-        return _bin("*", o, self)
+        return dim_bin("*", o, self)
 
     def __floordiv__(self, o):
-        return _bin("//", self, o)
+        return dim_bin("//", self, o)
 
     def __mod__(self, o):
-        return _bin("%", self, o)
+        return dim_bin("%", self, o)
 
     # comparisons build constraints (never use them in a boolean context)
     def __le__(self, o):
@@ -262,7 +262,7 @@ def as_dim(x) -> DimExpr:
     raise SpecError(f"not a dim: {x!r}")
 
 
-def _bin(op, a, b) -> DimExpr:
+def dim_bin(op, a, b) -> DimExpr:
     """Build `a op b` in canonical form: + - * are normalised as polynomials (so R + (S - R) is S),
     // and % fold constants and otherwise stay opaque atoms. Memoised (dims are immutable values): tracing a
     spec builds the same few expressions over and over, once per specialisation."""
@@ -365,7 +365,7 @@ def subst(e, mapping: dict):
     if isinstance(e, Sym):
         return mapping.get(e.name, e)
     if isinstance(e, Bin):
-        return _bin(e.op, subst(e.lhs, mapping), subst(e.rhs, mapping))
+        return dim_bin(e.op, subst(e.lhs, mapping), subst(e.rhs, mapping))
     if isinstance(e, Fn):
         return fn(e.fn, *(subst(a, mapping) for a in e.args))
     return e

@@ -8,7 +8,7 @@ import re
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph, Node, Param, TensorType, Value
-from opgen.ir.dims import Constraint, Lit, Prod, Rank, Sym, Variadic, _bin
+from opgen.ir.dims import Constraint, Lit, Prod, Rank, Sym, Variadic, dim_bin
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.ir.ops import OPS
 
@@ -82,7 +82,7 @@ def _dim_atom(t: _Tokens):
         t.expect(")")
         return e
     if v == "-":
-        return _bin("-", Lit(0), _dim_atom(t))
+        return dim_bin("-", Lit(0), _dim_atom(t))
     if k == "id":
         if v in ("prod", "rank") and t.peek()[1] == "(":
             t.next()
@@ -97,7 +97,7 @@ def _dim_term(t):
     e = _dim_atom(t)
     while t.peek()[1] in ("*", "//", "%") and t.peek()[0] == "op":
         op = t.next()[1]
-        e = _bin(op, e, _dim_atom(t))
+        e = dim_bin(op, e, _dim_atom(t))
     return e
 
 
@@ -105,7 +105,7 @@ def _dim_expr(t):
     e = _dim_term(t)
     while t.peek()[1] in ("+", "-") and t.peek()[0] == "op":
         op = t.next()[1]
-        e = _bin(op, e, _dim_term(t))
+        e = dim_bin(op, e, _dim_term(t))
     return e
 
 

@@ -3,7 +3,7 @@ default) and the set of present optional inputs select the first matching key of
 
 from __future__ import annotations
 
-from opgen.dsl.validate import _resolve_attrs
+from opgen.dsl.validate import resolve_attrs
 from opgen.errors import ValidationError
 
 
@@ -26,7 +26,7 @@ def select_key(spec, attrs: dict | None = None, present=()):
             a static check of the spec that fails for this choice (naming its parameter and rule), or
             no specialisation matching (e.g. an input that this mode never uses).
     """
-    values = _resolve_attrs(spec, dict(attrs or {}), require=False)
+    values = resolve_attrs(spec, dict(attrs or {}), require=False)
     optional = [i.name for i in spec.inputs if i.optional]
     present = list(present)
     for p in present:

@@ -101,8 +101,10 @@ def _attr_value(spec, name: str, attrs: dict | None):
     return (attrs or {}).get(name, a.default)
 
 
-def _attr_key_cpp(spec) -> str:
-    """C++ of attr_key over the TilingContext's attributes (OpDef order), -1 when a value is not a choice."""
+def attr_key_cpp(spec) -> str:
+    """The C++ expression (an int64_t) of attr_key over the TilingContext's attributes of `spec` (OpDef order,
+    mixed radix over the static attributes' choices: docs/design.md "Tiling", the tiling key), -1 when a value is not
+    one of its choices. Never raises."""
     terms, radix = [], 1
     index = {a.name: k for k, a in enumerate(spec.attrs)}
     for a in spec.static_attrs:
@@ -218,7 +220,7 @@ def by_attr_key_cpp(spec, picks) -> str:
     """C++ of a ("by_attr_key", ((attrKey, dim expression), ...)) tiling input: the expression of the
     specialisation whose attrKey the call has (the last one for any other key: the TilingFunc has refused a value
     outside the choices before)."""
-    key = _attr_key_cpp(spec)
+    key = attr_key_cpp(spec)
     out = dim_cpp(spec, picks[-1][1])
     for ak, e in reversed(picks[:-1]):
         out = f"(({key}) == {ak} ? {dim_cpp(spec, e)} : {out})"
