@@ -298,7 +298,8 @@ broadcast), the matmul result cast straight to the output."""
 
 def test_plain_multi_head_attention_is_a_dense_key_set(tmp_path):
     """softmax(Q Kᵀ scale) V over [B, N, S, D] tensors with one head dim lowers as a dense key set: Q's rows against
-    K's rows (no broadcast), O written by Fixpipe."""
+    K's rows (no broadcast), an online softmax over key chunks (each chunk's P V an fp32 workspace tile, O
+    accumulated and stored by the vector stage)."""
     p = tmp_path / "mha.py"
     p.write_text(MHA_SPEC)
     from inproc import cli
@@ -306,7 +307,8 @@ def test_plain_multi_head_attention_is_a_dense_key_set(tmp_path):
     r = cli("graph", str(p), "--stage", "kernel")
     assert r.returncode == 0, r.stderr
     assert "dense keys" in r.stdout and "N1=N" in r.stdout and "N2=N" in r.stdout
-    assert "mmad.NT(heads:q, gather:k)" in r.stdout and "mmad.NN(tile:" in r.stdout and "-> out:o" in r.stdout
+    assert "mmad.NT(heads:q, gather:k)" in r.stdout and "mmad.NN(tile:" in r.stdout and "-> pv:ws_" in r.stdout
+    assert "online softmax" in r.stdout and "= omax(" in r.stdout and "%o = st_out(%oacc" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("what, edits, msg", [
@@ -546,18 +548,12 @@ def test_a_value_head_dim_other_than_the_keys_is_refused(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-# ------------------------------------------------------------------ online softmax over key blocks (not built yet)
-ONLINE = pytest.mark.xfail(strict=True, reason="no online softmax yet: the dense forward keeps whole score rows in UB "
-                                               "(S2 <= 8192, GM workspace of whole-row score tiles); the online "
-                                               "softmax over key blocks is not implemented yet")
-
-
+# ------------------------------------------------------------------ online softmax over key blocks
 @pytest.mark.slow
-@ONLINE
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_kernel_with_16384_keys_matches_the_float64_oracle(gen):
-    """S2 = 16384 (refused today: a whole score row in UB): with an online softmax over key blocks the emulated
-    kernel is within the float64 oracle's bounds, softmax_max / softmax_sum as CANN defines them (the row's max of
+    """S2 = 16384 (refused while a whole score row was kept in UB): with the online softmax over key chunks the
+    emulated kernel is within the float64 oracle's bounds, softmax_max / softmax_sum as CANN defines them (the row's max of
     the scaled scores and its sum of exp(score - max) over every key)."""
     dims = dict(B=1, N1=2, N2=1, S1=20, S2=16384, D=16)
     full = {**dims, "MS1": dims["S1"], "MS2": dims["S2"]}
@@ -569,11 +565,11 @@ def test_kernel_with_16384_keys_matches_the_float64_oracle(gen):
 
 
 @pytest.mark.slow
-@ONLINE
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_workspace_does_not_grow_with_the_keys(gen):
-    """The GM workspace holds key-block tiles, not whole score rows: the same at S2 = 2048 as at S2 = 512 (today
-    it grows with S2: one fp32 score row and one T probability row per query row of a unit, per core and slot)."""
+    """The GM workspace holds key-chunk tiles, not whole score rows: the same at S2 = 2048 as at S2 = 512 (it grew
+    with S2 before the online softmax: one fp32 score row and one T probability row per query row of a unit, per
+    core and slot: 16973824 B at S2 = 512, 17563648 B at S2 = 2048)."""
     ws = []
     for s2 in (512, 2048):
         dims = dict(B=1, N1=2, N2=1, S1=16, S2=s2, D=16, MS1=16, MS2=s2)
