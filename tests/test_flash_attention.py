@@ -578,3 +578,37 @@ def test_workspace_does_not_grow_with_the_keys(gen):
         assert r.passed, r.faults[:3]
         ws.append(r.workspace_bytes)
     assert ws[0] == ws[1], ws
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_online_softmax_with_minus_inf_chunks_matches_the_oracle(tmp_path):
+    """The online softmax when whole key chunks of a row are -inf (an explicit -inf mask): a row whose first 600
+    keys are masked (its first chunks, at most 256 keys each, are all -inf: the running max stays -inf there and
+    must not turn exp(-inf - max) into NaN), a row that sees only key 0 (every later chunk -inf), a row that sees
+    only its last key; S2 = 1000 over several chunks. The emulated kernel (zero faults) within the float64
+    oracle's bounds, no NaN."""
+    from opgen.codegen import write_ops
+
+    p = _edited(INF_MASK_EDITS, tmp_path)
+    write_ops([str(p)], tmp_path / "gen")
+    rng = np.random.default_rng(13)
+    b, n, s1, s2, d = 1, 2, 9, 1000, 16
+    mk = rng.random((s1, s2)) < 0.3
+    mk[:, 700] = False   # every row sees key 700 ...
+    mk[2, :600] = True   # ... row 2 none of the first 600
+    mk[5, :] = True
+    mk[5, 0] = False     # row 5 sees key 0 alone
+    mk[7, :] = True
+    mk[7, s2 - 1] = False   # row 7 sees the last key alone
+    x = {k: rng.standard_normal(sh).astype(np.float16).astype(np.float32)
+         for k, sh in (("q", (b, n, s1, d)), ("k", (b, n, s2, d)), ("v", (b, n, s2, d)))}
+    r = run_check(str(p), {**x, "mask": mk}, {"scale": 0.25}, {"T": "float16"}, gen_dir=tmp_path / "gen",
+                  progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    a = {k: np.asarray(r.inputs[k], np.float64) for k in ("q", "k", "v")}
+    want = oracle(a["q"], a["k"], a["v"], 0.25, False, mask=mk)
+    got = np.asarray(r.arrays["o"], np.float64)
+    assert np.isfinite(got).all()
+    assert_close({"attention_out": got, "softmax_max": want["softmax_max"], "softmax_sum": want["softmax_sum"]},
+                 want, "float16", d, s2)

@@ -39,6 +39,8 @@ optimized graph is classified by its shape (T1, N2, G, L = CNT * BS keys, D, Dv)
               different phases sharing one buffer.
 `full_rows`: the vector stage reduces over the keys (the forward's softmax max / sum), so an item is a whole unit
 and S is kept for all L keys; otherwise (backward: P from the saved max / sum) an item is one key chunk of a unit.
+A dense forward is rewritten into an online softmax over its key chunks (`online_softmax`: `online`, item = one key
+chunk, the running max / sum per row, each chunk's P V an fp32 `pv` workspace tile the vector stage accumulates).
 
 `verify_program` checks def-before-use, phases (a phase-1 matmul reads no vector result, every vector-read matmul
 result is a tile), registers and the post list; `print_program` is the canonical text (`opgen graph --stage

@@ -29,6 +29,9 @@ Forward (no workspaced outputs; key attrKey*100 + dtypeKey*10 + 1): item = unit.
 chunk into a fp32 GM workspace tile [rows, L] (slot u % 2); flag; AIV: mask / scale / softmax over the full row,
 P -> T into the workspace, max and sum to the outputs; flag; AIC: O = P Vsel accumulated over the chunks in
 L0C, written as T by Fixpipe. The AIC computes S of unit u + 1 before O of unit u (two workspace slots).
+Dense forward (an online softmax, opgen.kernel.nsa.online_softmax): item = (unit, key chunk), one workspace slot of
+S (fp32), P (T) and P V (fp32 [rows, Dv]) of a chunk, the UB rows hold a chunk; the AIV keeps the fp32 output
+accumulator of its rows of the unit (subRows x Dv) and the running max / rescale / sum; nothing depends on S2.
 
 Backward (outputs finished from fp32 workspaces; same key form): item = (unit, key chunk) — no reduction over L, so the
 vector stage works chunk by chunk and K/V chunks are gathered once. AIC: S, dP chunks into the workspace;
