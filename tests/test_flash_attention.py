@@ -233,6 +233,7 @@ CASES = [   # (id, dims, dtype, sparse_mode, scale)
     ("g2_rightdown_f16", dict(B=2, N1=4, N2=2, S1=40, S2=101, D=32), "float16", 3, 0.25),
     ("g2_rightdown_bf16_square", dict(B=1, N1=2, N2=1, S1=37, S2=37, D=16), "bfloat16", 3, 0.5),
     ("g40_two_head_groups_f16_d512", dict(B=1, N1=40, N2=1, S1=3, S2=20, D=512), "float16", 2, 0.05),
+    ("g2_rightdown_f16_online_items", dict(B=1, N1=2, N2=1, S1=300, S2=1300, D=32), "float16", 3, 0.25),
 ]
 
 
@@ -255,7 +256,8 @@ def test_kernel_matches_the_float64_oracle(case, gen):
     that do not divide the AI Cores, S1 blocks of several query rows with a tail block, causal rows past S2, units
     of 128 M rows (2 heads x 64 query rows) over 128-key chunks, rightDownCausal (sparse_mode 3) with S1 < S2 and
     S1 = S2, G = 40 > the 32 rows D = 512 allows (two head
-    groups per kv head)."""
+    groups per kv head), rightDownCausal over several online softmax items (blocks of key chunks) per unit with a
+    partial last item and units whose visible keys end inside an item."""
     _id, dims, dtype, mode, scale = case
     causal = mode in (2, 3)
     attrs = {"sparse_mode": mode, "input_layout": "BNSD", "scale_value": scale}

@@ -66,13 +66,18 @@ class _Printer:
 
     def __init__(self, spec, p: NsaProgram, counts, slots: int, tokens: dict, data: str):
         self.spec, self.p, self.counts, self.slots, self.tokens, self.data = spec, p, counts, slots, tokens, data
-        self.row_cap = "L_" if p.full_rows else "Lc_"
+        self.row_cap = "L_" if p.full_rows else ("Li_" if p.online else "Lc_")
         self.dense = p.keyset == "dense"
         self.padded = False
         if self.dense and not any(i.kind == "rmax" for i in p.vector):
             raise SpecError(f"{spec.name}: a dense-key attention needs the softmax's max over the keys (the keys past "
                             f"S2 that fill the last 16-key block are masked there)")
         self.pitch = "x.keys" if self.dense else "L_"   # the row pitch of a whole-row workspace tile
+        # an online item is several cube chunks (a block of Li_ keys): the cube loops over them like a whole row
+        self.multi = p.full_rows or p.online
+        if p.online:
+            self.pitch = "bkeys"
+        self.col = " + (c - item * ic_) * Lc_" if p.online else " + c * Lc_"   # a chunk's column in the tile
         self.tile_que = {}
         self.stat_que = {}
         for i in p.vector:
@@ -99,7 +104,8 @@ class _Printer:
     def regions(self) -> list[tuple[str, str, str]]:
         """(GlobalTensor member, element type, byte offset in the user workspace) of every workspace region."""
         out, off = [], []
-        rows, keys = "td->gRows", ("td->selKeys" if self.p.full_rows else "td->chunkKeys")
+        rows, keys = "td->gRows", ("td->selKeys" if self.p.full_rows else
+                                   ("td->itemKeys" if self.p.online else "td->chunkKeys"))
         for tile, dt in self.p.tiles.items():
             ct = self.tile_ctype(tile)
             base = f"core_ * {self.slots} * td->wsSlotBytes"
@@ -138,8 +144,8 @@ class _Printer:
                 elif o.kind == "gather":
                     chunk.append(f"Gather({buf}, gm_{o.tensor}, {MEMBER[o.cols]}, x, c, keys);{at}")
                 else:
-                    src = f"{o.tensor}[{self.slot_off(o.tensor)}{' + c * Lc_' if self.p.full_rows else ''}]"
-                    chunk.append(f"TileIn({buf}, {src}, x, keys, {self.pitch if self.p.full_rows else 'keys'});{at}")
+                    src = f"{o.tensor}[{self.slot_off(o.tensor)}{self.col if self.multi else ''}]"
+                    chunk.append(f"TileIn({buf}, {src}, x, keys, {self.pitch if self.multi else 'keys'});{at}")
         return unit, chunk
 
     def _mmad(self, c) -> list[str]:
@@ -155,15 +161,14 @@ class _Printer:
         if c.form == "NT":
             k = MEMBER[c.k]
             lines = [f"MmadNT(tile_, {a}, {b}, x.mPad, gTile_, keys, {k}, {base}, true);"]
-            pitch = self.pitch if self.p.full_rows else "keys"
-            col = " + c * Lc_" if self.p.full_rows else ""
+            pitch = self.pitch if self.multi else "keys"
+            col = self.col if self.multi else ""
             lines.append(f"FixRows<float>({c.target}[{self.slot_off(c.target)}{col}], tile_, x.rows, keys, x.mPad, "
                          f"{pitch});")
             return lines
-        if c.form == "NN" and c.dest == "pv":   # online softmax: this chunk's P V alone, fp32 to the workspace
+        if c.form == "NN" and c.dest == "pv":   # online softmax: the item's P V over its chunks (fp32 out after them)
             n = MEMBER[c.n]
-            return [f"MmadNN(acc_, {a}, {b}, x.mPad, gTile_, {n}, keys, keys, {base}, true);",
-                    f"FixRows<float>({c.target}[{self.slot_off(c.target)}], acc_, x.rows, {n}, x.mPad, {n});"]
+            return [f"MmadNN(acc_, {a}, {b}, x.mPad, gTile_, {n}, keys, keys, {base}, c == item * ic_);"]
         if c.form == "NN":
             n = MEMBER[c.n]
             lines = [f"MmadNN(acc_, {a}, {b}, x.mPad, gTile_, {n}, keys, keys, {base}, c == 0);"]
@@ -220,6 +225,18 @@ class _Printer:
         body = []
         for c in ops:
             body += self._mmad(c)
+        if self.p.online:   # item c: the cube chunks item * ic_ .. of its block of keys (bkeys, the tiles' pitch)
+            lines = (["if (c == 0) {"] + unit + ["}"] if unit else [])
+            lines += ["const int64_t item = c;", "const int64_t bkeys = ItemKeys(x, item);",
+                      "for (c = item * ic_; c < Min64((item + 1) * ic_, x.chunks); ++c) {",
+                      "const int64_t keys = ChunkKeys(x, c);"]
+            lines += chunk + body + ["}"]
+            for c in ops:
+                if c.dest == "pv":
+                    n = MEMBER[c.n]
+                    lines.append(f"FixRows<float>({c.target}[{self.slot_off(c.target)}], acc_, x.rows, {n}, x.mPad, "
+                                 f"{n});{spec_comment(c.loc)}")
+            return lines
         if self.p.full_rows:
             lines = unit + (["for (c = 0; c < x.chunks; ++c) {", "const int64_t keys = ChunkKeys(x, c);"] if self.dense
                             else ["for (c = 0; c < chunks_; ++c) {", "const int64_t keys = ChunkKeys(c);"])
@@ -371,7 +388,7 @@ class _Printer:
         elif k == "rmax":
             if self.dense and not self.padded:   # the pad keys after S2 (whole 16-key blocks) leave the softmax:
                 self.padded = True               # -inf before its max, so exp gives 0 even in a fully masked row
-                body.append(vstmt(f"MaskAfter({self.reg(i.srcs[0])}, keys, S2_ - 1 - c * Lc_, NEG_INF_VALUE);",
+                body.append(vstmt(f"MaskAfter({self.reg(i.srcs[0])}, keys, S2_ - 1 - c * Li_, NEG_INF_VALUE);",
                                   writes=[self.reg(i.srcs[0])]))
             body.append(vstmt(f"const float st_{i.dst} = RowMax({self.reg(i.srcs[0])}, keys);",
                               reads=[self.reg(i.srcs[0])], writes=["scratch_"], after="barrier"))

@@ -29,8 +29,9 @@ Forward (no workspaced outputs; key attrKey*100 + dtypeKey*10 + 1): item = unit.
 chunk into a fp32 GM workspace tile [rows, L] (slot u % 2); flag; AIV: mask / scale / softmax over the full row,
 P -> T into the workspace, max and sum to the outputs; flag; AIC: O = P Vsel accumulated over the chunks in
 L0C, written as T by Fixpipe. The AIC computes S of unit u + 1 before O of unit u (two workspace slots).
-Dense forward (an online softmax, opgen.kernel.nsa.online_softmax): item = (unit, key chunk), one workspace slot of
-S (fp32), P (T) and P V (fp32 [rows, Dv]) of a chunk, the UB rows hold a chunk; the AIV keeps the fp32 output
+Dense forward (an online softmax, opgen.kernel.nsa.online_softmax): item = (unit, block of `itemChunks` key chunks,
+at most ONLINE_ITEM_KEYS keys), one workspace slot of S (fp32), P (T) and P V (fp32 [rows, Dv]) of an item, the UB
+rows hold an item; the AIV keeps the fp32 output
 accumulator of its rows of the unit (subRows x Dv) and the running max / rescale / sum; nothing depends on S2.
 
 Backward (outputs finished from fp32 workspaces; same key form): item = (unit, key chunk) — no reduction over L, so the
@@ -87,6 +88,9 @@ G_CAP_MAX = 64
 DENSE_ROWS_MAX = 128
 """Most M rows (heads x query rows) of a dense unit: 8 fractal rows; its S chunk then holds L0C_TILE / (128 * 4) =
 128 keys (`fwd_program`)."""
+ONLINE_ITEM_KEYS = 512
+"""Most keys of an online softmax item (a block of whole cube chunks): each item writes and reads one fp32 [rows, Dv]
+P V tile, 2 * Dv * 4 / keys workspace bytes per score (2 B at Dv = 128), beside the 12 of S (fp32) and P (T, 2 B)."""
 POST_ELEMS = 2048
 """Elements per UB pass of the backward's final scale-and-cast pass (fp32 in, T out)."""
 WS_ALIGN = 512
@@ -322,10 +326,13 @@ def fwd_program(name: str, c: NsaCounts):
     l0a = p.let("l0aBytes", emax(gTile * k1, gTile * k2) * tB, "L0A bytes (A tiles)")
     l0b = p.let("l0bBytes", emax(Lc * k1, k2 * Dv) * tB, "L0B bytes (B tiles)")
     l0c = p.let("l0cBytes", lit(L0C_ACC) + gTile * Lc * 4, "L0C bytes: O accumulator region + S tile")
-    if c.online:   # item = one key chunk: the UB rows and the workspace tiles hold a chunk, not the whole row
-        ub = ub_plan(c, Lc, D, ceil_div(v["gRows"], 2), tB)
-        slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], Lc, tB, Dv),
-                     "one workspace slot: S (fp32), P (T) and P V (fp32) of a key chunk", True)
+    if c.online:   # item = a block of key chunks: the UB rows and the workspace tiles hold it, not the whole row
+        ic = p.let("itemChunks", emax(1, emin(v["chunks"], lit(ONLINE_ITEM_KEYS) // Lc)),
+                   "cube chunks per online softmax item", True)
+        Li = p.let("itemKeys", ic * Lc, "keys per online softmax item", True)
+        ub = ub_plan(c, Li, D, ceil_div(v["gRows"], 2), tB)
+        slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], Li, tB, Dv),
+                     "one workspace slot: S (fp32), P (T) and P V (fp32) of an item", True)
     else:
         ub = ub_plan(c, L, D, ceil_div(v["gRows"], 2), tB)
         slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], L, tB), "one workspace slot: S (fp32) and P (T) of a "
