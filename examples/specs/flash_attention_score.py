@@ -40,7 +40,10 @@ error <= u_T on each term P_j V_j (on different values) and round the output onc
 bound the kernel against float64 math by 4 u_T sum_j P_j |V_j| (tests/test_flash_attention.py, independent of the
 spec's rounding and the kernel's), and `opgen check` judges attention_out by the rounded-intermediate rule
 (opgen/check/compare.py).
-Measured (`opgen check --json`, B 1, N 4, S 1024, D 128 bf16): see docs/design.md "Kernel families" (attention).
+Measured (`opgen check --json`, B 1, N 4, S 1024, D 128 bf16): GM 10.4x the minimum causal, 17.5x not (9.0x and
+15.6x with whole score rows: the online softmax adds each 512-key block's fp32 P V tile to the S / P tiles that
+cross the GM workspace between the cube and the vector cores; K / V are read once per S1 block of a unit); the
+workspace is 27.8 MB at any S2 (54.5 MB with whole rows at S2 = 1024, 115.9 MB at S2 = 8192 with S1 = 256).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, u8
