@@ -43,7 +43,8 @@ spec's rounding and the kernel's), and `opgen check` judges attention_out by the
 Measured (`opgen check --json`, B 1, N 4, S 1024, D 128 bf16): GM 10.4x the minimum causal, 17.5x not (9.0x and
 15.6x with whole score rows: the online softmax adds each 512-key block's fp32 P V tile to the S / P tiles that
 cross the GM workspace between the cube and the vector cores; K / V are read once per S1 block of a unit); the
-workspace is 27.8 MB at any S2 (54.5 MB with whole rows at S2 = 1024, 115.9 MB at S2 = 8192 with S1 = 256).
+workspace does not depend on S2: 27.8 MB here (54.5 MB with whole rows), 20.4 MB at S1 = 256, S2 = 8192 (115.9 MB
+with whole rows).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, u8
