@@ -833,9 +833,9 @@ def online_softmax(p: NsaProgram) -> None:
         l = l alpha + rowsum P_c, cube phase 2: PV_c = P_c V_c as an fp32 [rows, Dv] tile, O = O alpha + PV_c,
     and after the last chunk the output is O / l (cast with the spec's round mode) and the stats the final m and l:
     CANN's softmax_max / softmax_sum. A row whose scores so far are all -inf (an explicit -inf mask) subtracts 0
-    instead of its max (`Finite0`), so its P is 0, not NaN. The item becomes one key chunk (full_rows off), so the
-    vector stage and the workspace no longer hold a whole score row. Raises IRError naming what is not the
-    softmax."""
+    instead of its max (`Finite0`), so its P is 0, not NaN. The item becomes one block of keys (full_rows off;
+    the tiling's `itemKeys`, whole cube chunks), so the vector stage and the workspace no longer hold a whole score
+    row. Raises IRError naming what is not the softmax."""
     def fail(why):
         return IRError(f"attention kernel {p.name}: the dense forward's online softmax needs the softmax over the "
                        f"keys written as max, exp(x - max), sum, division: {why}")
