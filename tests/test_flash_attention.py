@@ -614,3 +614,15 @@ def test_online_softmax_with_minus_inf_chunks_matches_the_oracle(tmp_path):
     assert np.isfinite(got).all()
     assert_close({"attention_out": got, "softmax_max": want["softmax_max"], "softmax_sum": want["softmax_sum"]},
                  want, "float16", d, s2)
+
+
+def test_a_softmax_the_online_rewrite_does_not_know_is_refused_in_one_line(tmp_path):
+    """The dense forward's online softmax rewrites exactly max, exp(x - max), sum, division, P to T, P V: a
+    probability scaled after the division (another computation on P) is refused naming the online softmax, one
+    line, no traceback."""
+    from inproc import cli
+
+    edits = [('p = b.quantize(e / e.sum(-1), T, "round")', 'p = b.quantize(e / e.sum(-1) * 2.0, T, "round")')]
+    r = cli("graph", str(_edited(edits, tmp_path)), "--stage", "kernel")
+    assert r.returncode == 2 and "online softmax" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
