@@ -233,6 +233,7 @@ CASES = [   # (id, dims, dtype, sparse_mode, scale)
     ("g2_rightdown_f16", dict(B=2, N1=4, N2=2, S1=40, S2=101, D=32), "float16", 3, 0.25),
     ("g2_rightdown_bf16_square", dict(B=1, N1=2, N2=1, S1=37, S2=37, D=16), "bfloat16", 3, 0.5),
     ("g40_two_head_groups_f16_d512", dict(B=1, N1=40, N2=1, S1=3, S2=20, D=512), "float16", 2, 0.05),
+    ("g2_rightdown_f16_online_items", dict(B=1, N1=2, N2=1, S1=300, S2=1300, D=32), "float16", 3, 0.25),
 ]
 
 
@@ -255,7 +256,8 @@ def test_kernel_matches_the_float64_oracle(case, gen):
     that do not divide the AI Cores, S1 blocks of several query rows with a tail block, causal rows past S2, units
     of 128 M rows (2 heads x 64 query rows) over 128-key chunks, rightDownCausal (sparse_mode 3) with S1 < S2 and
     S1 = S2, G = 40 > the 32 rows D = 512 allows (two head
-    groups per kv head)."""
+    groups per kv head), rightDownCausal over several online softmax items (blocks of key chunks) per unit with a
+    partial last item and units whose visible keys end inside an item."""
     _id, dims, dtype, mode, scale = case
     causal = mode in (2, 3)
     attrs = {"sparse_mode": mode, "input_layout": "BNSD", "scale_value": scale}
@@ -298,7 +300,8 @@ broadcast), the matmul result cast straight to the output."""
 
 def test_plain_multi_head_attention_is_a_dense_key_set(tmp_path):
     """softmax(Q Kᵀ scale) V over [B, N, S, D] tensors with one head dim lowers as a dense key set: Q's rows against
-    K's rows (no broadcast), O written by Fixpipe."""
+    K's rows (no broadcast), an online softmax over key chunks (each chunk's P V an fp32 workspace tile, O
+    accumulated and stored by the vector stage)."""
     p = tmp_path / "mha.py"
     p.write_text(MHA_SPEC)
     from inproc import cli
@@ -306,7 +309,8 @@ def test_plain_multi_head_attention_is_a_dense_key_set(tmp_path):
     r = cli("graph", str(p), "--stage", "kernel")
     assert r.returncode == 0, r.stderr
     assert "dense keys" in r.stdout and "N1=N" in r.stdout and "N2=N" in r.stdout
-    assert "mmad.NT(heads:q, gather:k)" in r.stdout and "mmad.NN(tile:" in r.stdout and "-> out:o" in r.stdout
+    assert "mmad.NT(heads:q, gather:k)" in r.stdout and "mmad.NN(tile:" in r.stdout and "-> pv:ws_" in r.stdout
+    assert "online softmax" in r.stdout and "= omax(" in r.stdout and "%o = st_out(%oacc" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("what, edits, msg", [
@@ -546,18 +550,12 @@ def test_a_value_head_dim_other_than_the_keys_is_refused(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-# ------------------------------------------------------------------ online softmax over key blocks (not built yet)
-ONLINE = pytest.mark.xfail(strict=True, reason="no online softmax yet: the dense forward keeps whole score rows in UB "
-                                               "(S2 <= 8192, GM workspace of whole-row score tiles); the online "
-                                               "softmax over key blocks is not implemented yet")
-
-
+# ------------------------------------------------------------------ online softmax over key blocks
 @pytest.mark.slow
-@ONLINE
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_kernel_with_16384_keys_matches_the_float64_oracle(gen):
-    """S2 = 16384 (refused today: a whole score row in UB): with an online softmax over key blocks the emulated
-    kernel is within the float64 oracle's bounds, softmax_max / softmax_sum as CANN defines them (the row's max of
+    """S2 = 16384 (refused while a whole score row was kept in UB): with the online softmax over key chunks the
+    emulated kernel is within the float64 oracle's bounds, softmax_max / softmax_sum as CANN defines them (the row's max of
     the scaled scores and its sum of exp(score - max) over every key)."""
     dims = dict(B=1, N1=2, N2=1, S1=20, S2=16384, D=16)
     full = {**dims, "MS1": dims["S1"], "MS2": dims["S2"]}
@@ -569,11 +567,11 @@ def test_kernel_with_16384_keys_matches_the_float64_oracle(gen):
 
 
 @pytest.mark.slow
-@ONLINE
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_workspace_does_not_grow_with_the_keys(gen):
-    """The GM workspace holds key-block tiles, not whole score rows: the same at S2 = 2048 as at S2 = 512 (today
-    it grows with S2: one fp32 score row and one T probability row per query row of a unit, per core and slot)."""
+    """The GM workspace holds key-chunk tiles, not whole score rows: the same at S2 = 2048 as at S2 = 512 (it grew
+    with S2 before the online softmax: one fp32 score row and one T probability row per query row of a unit, per
+    core and slot: 16973824 B at S2 = 512, 17563648 B at S2 = 2048)."""
     ws = []
     for s2 in (512, 2048):
         dims = dict(B=1, N1=2, N2=1, S1=16, S2=s2, D=16, MS1=16, MS2=s2)
@@ -582,3 +580,49 @@ def test_workspace_does_not_grow_with_the_keys(gen):
         assert r.passed, r.faults[:3]
         ws.append(r.workspace_bytes)
     assert ws[0] == ws[1], ws
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_online_softmax_with_minus_inf_chunks_matches_the_oracle(tmp_path):
+    """The online softmax when whole key chunks of a row are -inf (an explicit -inf mask): a row whose first 600
+    keys are masked (its first chunks, at most 256 keys each, are all -inf: the running max stays -inf there and
+    must not turn exp(-inf - max) into NaN), a row that sees only key 0 (every later chunk -inf), a row that sees
+    only its last key; S2 = 1000 over several chunks. The emulated kernel (zero faults) within the float64
+    oracle's bounds, no NaN."""
+    from opgen.codegen import write_ops
+
+    p = _edited(INF_MASK_EDITS, tmp_path)
+    write_ops([str(p)], tmp_path / "gen")
+    rng = np.random.default_rng(13)
+    b, n, s1, s2, d = 1, 2, 9, 1000, 16
+    mk = rng.random((s1, s2)) < 0.3
+    mk[:, 700] = False   # every row sees key 700 ...
+    mk[2, :600] = True   # ... row 2 none of the first 600
+    mk[5, :] = True
+    mk[5, 0] = False     # row 5 sees key 0 alone
+    mk[7, :] = True
+    mk[7, s2 - 1] = False   # row 7 sees the last key alone
+    x = {k: rng.standard_normal(sh).astype(np.float16).astype(np.float32)
+         for k, sh in (("q", (b, n, s1, d)), ("k", (b, n, s2, d)), ("v", (b, n, s2, d)))}
+    r = run_check(str(p), {**x, "mask": mk}, {"scale": 0.25}, {"T": "float16"}, gen_dir=tmp_path / "gen",
+                  progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    a = {k: np.asarray(r.inputs[k], np.float64) for k in ("q", "k", "v")}
+    want = oracle(a["q"], a["k"], a["v"], 0.25, False, mask=mk)
+    got = np.asarray(r.arrays["o"], np.float64)
+    assert np.isfinite(got).all()
+    assert_close({"attention_out": got, "softmax_max": want["softmax_max"], "softmax_sum": want["softmax_sum"]},
+                 want, "float16", d, s2)
+
+
+def test_a_softmax_the_online_rewrite_does_not_know_is_refused_in_one_line(tmp_path):
+    """The dense forward's online softmax rewrites exactly max, exp(x - max), sum, division, P to T, P V: a
+    probability scaled after the division (another computation on P) is refused naming the online softmax, one
+    line, no traceback."""
+    from inproc import cli
+
+    edits = [('p = b.quantize(e / e.sum(-1), T, "round")', 'p = b.quantize(e / e.sum(-1) * 2.0, T, "round")')]
+    r = cli("graph", str(_edited(edits, tmp_path)), "--stage", "kernel")
+    assert r.returncode == 2 and "online softmax" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -66,13 +66,18 @@ class _Printer:
 
     def __init__(self, spec, p: NsaProgram, counts, slots: int, tokens: dict, data: str):
         self.spec, self.p, self.counts, self.slots, self.tokens, self.data = spec, p, counts, slots, tokens, data
-        self.row_cap = "L_" if p.full_rows else "Lc_"
+        self.row_cap = "L_" if p.full_rows else ("Li_" if p.online else "Lc_")
         self.dense = p.keyset == "dense"
         self.padded = False
         if self.dense and not any(i.kind == "rmax" for i in p.vector):
             raise SpecError(f"{spec.name}: a dense-key attention needs the softmax's max over the keys (the keys past "
                             f"S2 that fill the last 16-key block are masked there)")
         self.pitch = "x.keys" if self.dense else "L_"   # the row pitch of a whole-row workspace tile
+        # an online item is several cube chunks (a block of Li_ keys): the cube loops over them like a whole row
+        self.multi = p.full_rows or p.online
+        if p.online:
+            self.pitch = "bkeys"
+        self.col = " + (c - item * ic_) * Lc_" if p.online else " + c * Lc_"   # a chunk's column in the tile
         self.tile_que = {}
         self.stat_que = {}
         for i in p.vector:
@@ -80,7 +85,7 @@ class _Printer:
                 self.tile_que[i.arg] = f"tileQue{len(self.tile_que)}"
             elif i.kind == "st_stat8":
                 self.stat_que[i.arg] = f"statQue{len(self.stat_que)}"
-        self.unit_stats = [i.dst for i in p.vector if i.scope == "unit" and i.space == "stat"]
+        self.unit_stats = list(p.stats)   # unit-scope stats (and an online softmax's running max, rescale, sum)
         self.floats = {a: "scale_" for a in p.scalars}
         if len(p.scalars) > 1:
             raise SpecError(f"{spec.name}: the NSA kernel takes one float attribute (the scale), got "
@@ -99,12 +104,14 @@ class _Printer:
     def regions(self) -> list[tuple[str, str, str]]:
         """(GlobalTensor member, element type, byte offset in the user workspace) of every workspace region."""
         out, off = [], []
-        rows, keys = "td->gRows", ("td->selKeys" if self.p.full_rows else "td->chunkKeys")
+        rows, keys = "td->gRows", ("td->selKeys" if self.p.full_rows else
+                                   ("td->itemKeys" if self.p.online else "td->chunkKeys"))
         for tile, dt in self.p.tiles.items():
             ct = self.tile_ctype(tile)
             base = f"core_ * {self.slots} * td->wsSlotBytes"
             out.append((tile, ct, " + ".join([base] + off) if off else base))
-            off.append(f"AlignUp({rows} * {keys} * sizeof({ct}), {WS_ALIGN})")
+            cols = {"Dv": "td->valueDim"}.get(self.p.tile_cols.get(tile), keys)   # an online P V tile: [rows, Dv]
+            off.append(f"AlignUp({rows} * {cols} * sizeof({ct}), {WS_ALIGN})")
         from opgen.tiling.nsa import POST_OFFSETS
 
         for po in self.p.post:
@@ -137,8 +144,8 @@ class _Printer:
                 elif o.kind == "gather":
                     chunk.append(f"Gather({buf}, gm_{o.tensor}, {MEMBER[o.cols]}, x, c, keys);{at}")
                 else:
-                    src = f"{o.tensor}[{self.slot_off(o.tensor)}{' + c * Lc_' if self.p.full_rows else ''}]"
-                    chunk.append(f"TileIn({buf}, {src}, x, keys, {self.pitch if self.p.full_rows else 'keys'});{at}")
+                    src = f"{o.tensor}[{self.slot_off(o.tensor)}{self.col if self.multi else ''}]"
+                    chunk.append(f"TileIn({buf}, {src}, x, keys, {self.pitch if self.multi else 'keys'});{at}")
         return unit, chunk
 
     def _mmad(self, c) -> list[str]:
@@ -154,11 +161,14 @@ class _Printer:
         if c.form == "NT":
             k = MEMBER[c.k]
             lines = [f"MmadNT(tile_, {a}, {b}, x.mPad, gTile_, keys, {k}, {base}, true);"]
-            pitch = self.pitch if self.p.full_rows else "keys"
-            col = " + c * Lc_" if self.p.full_rows else ""
+            pitch = self.pitch if self.multi else "keys"
+            col = self.col if self.multi else ""
             lines.append(f"FixRows<float>({c.target}[{self.slot_off(c.target)}{col}], tile_, x.rows, keys, x.mPad, "
                          f"{pitch});")
             return lines
+        if c.form == "NN" and c.dest == "pv":   # online softmax: the item's P V over its chunks (fp32 out after them)
+            n = MEMBER[c.n]
+            return [f"MmadNN(acc_, {a}, {b}, x.mPad, gTile_, {n}, keys, keys, {base}, c == item * ic_);"]
         if c.form == "NN":
             n = MEMBER[c.n]
             lines = [f"MmadNN(acc_, {a}, {b}, x.mPad, gTile_, {n}, keys, keys, {base}, c == 0);"]
@@ -193,7 +203,7 @@ class _Printer:
         key = (c.form, c.k if c.form != "TN" else c.n)
         fields = {("NT", "D"): "baseKs", ("NT", "Dv"): "baseKp", ("TN", "D"): "baseNk", ("TN", "Dv"): "baseNv"}
         if c.form == "NN":
-            return "baseKo" if self.p.full_rows else "baseKq"
+            return "baseKo" if self.p.full_rows or self.p.online else "baseKq"
         if key not in fields:
             raise SpecError(f"{self.spec.name}: no cube tile for matmul %{c.value} ({c.form}, {key[1]})")
         return fields[key]
@@ -211,10 +221,22 @@ class _Printer:
             return lines
         unit, chunk = self._loads(phase, loaded)
         ops = [c for c in self.p.phase(phase) if c.dest != "scatter"]
-        accs = [c for c in ops if c.form == "NN"]
+        accs = [c for c in ops if c.form == "NN" and c.dest != "pv"]
         body = []
         for c in ops:
             body += self._mmad(c)
+        if self.p.online:   # item c: the cube chunks item * ic_ .. of its block of keys (bkeys, the tiles' pitch)
+            lines = (["if (c == 0) {"] + unit + ["}"] if unit else [])
+            lines += ["const int64_t item = c;", "const int64_t bkeys = ItemKeys(x, item);",
+                      "for (c = item * ic_; c < Min64((item + 1) * ic_, x.chunks); ++c) {",
+                      "const int64_t keys = ChunkKeys(x, c);"]
+            lines += chunk + body + ["}"]
+            for c in ops:
+                if c.dest == "pv":
+                    n = MEMBER[c.n]
+                    lines.append(f"FixRows<float>({c.target}[{self.slot_off(c.target)}], acc_, x.rows, {n}, x.mPad, "
+                                 f"{n});{spec_comment(c.loc)}")
+            return lines
         if self.p.full_rows:
             lines = unit + (["for (c = 0; c < x.chunks; ++c) {", "const int64_t keys = ChunkKeys(x, c);"] if self.dense
                             else ["for (c = 0; c < chunks_; ++c) {", "const int64_t keys = ChunkKeys(c);"])
@@ -222,7 +244,7 @@ class _Printer:
             for c in accs:
                 lines += self._acc_out(c)
             return lines
-        lines = ["const int64_t keys = ChunkKeys(c);"]
+        lines = ["const int64_t keys = ChunkKeys(x, c);" if self.dense else "const int64_t keys = ChunkKeys(c);"]
         if unit:
             lines += ["if (c == 0) {"] + unit + ["}"]
         lines += chunk + body
@@ -295,33 +317,37 @@ class _Printer:
         if i.space == "stat":
             out.append(f"unitStat_.SetValue({self.stat_slot(i.dst)}, st_{i.dst});")
 
-    def vec_item(self) -> tuple[list[str], list[str], list[str]]:
-        """(per-pass prologue, per-row body, per-pass epilogue) of VecItem; the body's barriers placed by dependency
-        (opgen.kernel.vsync.place_barriers; docs/reference/ascendc.md §1.6)."""
-        pre, body, post = self._vec_item()
+    def vec_item(self, scope: str = "item") -> tuple[list[str], list[str], list[str]]:
+        """(per-pass prologue, per-row body, per-pass epilogue) of VecItem (`scope` "item"; an online softmax's
+        VecPv: "pv", VecLast: "last"); the body's barriers placed by dependency (opgen.kernel.vsync.place_barriers;
+        docs/reference/ascendc.md §1.6)."""
+        pre, body, post = self._vec_item(scope)
         return pre, place_barriers(body), post
 
-    def _vec_item(self) -> tuple[list[str], list[str], list[str]]:
+    def _vec_item(self, scope: str = "item") -> tuple[list[str], list[str], list[str]]:
         p = self.p
         self.padded = False
         pre = ["Fence<HardEvent::V_MTE2>();"]
         body, post = [], []
         used_unit = []
+        here = {i.dst for i in p.vector if i.scope == scope} | {i.arg for i in p.vector
+                                                                   if i.scope == scope and i.kind == "omax"}
         for i in p.vector:
-            if i.scope != "item":
+            if i.scope != scope:
                 continue
             for s in i.srcs:
-                if s in self.unit_stats and s not in used_unit:
+                if s in self.unit_stats and s not in used_unit and s not in here:
                     used_unit.append(s)
             for m in re.findall(r"st_(v\d+)", i.arg):
-                if m in self.unit_stats and m not in used_unit:
+                if m in self.unit_stats and m not in used_unit and m not in here:
                     used_unit.append(m)
         defs = {i.dst: i for i in p.vector}
+        defs.update({i.arg: i for i in p.vector if i.kind == "omax"})
         for s in used_unit:
             body.append(f"const float st_{s} = unitStat_.GetValue({self.stat_slot(s)});{spec_comment(defs[s].loc)}")
         n = "static_cast<int32_t>(keys)"
         for i in p.vector:
-            if i.scope != "item":
+            if i.scope != scope:
                 continue
             marks = (len(pre), len(body), len(post))
             self._item_instr(i, n, pre, body, post)
@@ -343,13 +369,13 @@ class _Printer:
         elif k == "mask":
             if p.regs[i.dst] != p.regs[i.srcs[0]]:
                 body.append(self._vec(Op.ADDS, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), scalar="0.0f", count=n))
-            body.append(vstmt(f"MaskFuture({self.reg(i.dst)}, keys, x, {'row' if self.dense else 'c'}, "
+            body.append(vstmt(f"MaskFuture({self.reg(i.dst)}, keys, x, {'row, c' if self.dense else 'c'}, "
                               f"{self.scalar(i.arg)});",
                               writes=[self.reg(i.dst)]))
         elif k == "mask_in":
             if p.regs[i.dst] != p.regs[i.srcs[0]]:
                 body.append(self._vec(Op.ADDS, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), scalar="0.0f", count=n))
-            body.append(vstmt(f"MaskIn({self.reg(i.dst)}, keys, x, row, {self.scalar(i.arg)});",
+            body.append(vstmt(f"MaskIn({self.reg(i.dst)}, keys, x, row, c, {self.scalar(i.arg)});",
                               writes=[self.reg(i.dst)]))
         elif k in ("muls", "adds"):
             body.append(self._vec(KIND_OPS[k], dst=self.reg(i.dst), src0=self.reg(i.srcs[0]),
@@ -362,13 +388,50 @@ class _Printer:
         elif k == "rmax":
             if self.dense and not self.padded:   # the pad keys after S2 (whole 16-key blocks) leave the softmax:
                 self.padded = True               # -inf before its max, so exp gives 0 even in a fully masked row
-                body.append(vstmt(f"MaskAfter({self.reg(i.srcs[0])}, keys, S2_ - 1, NEG_INF_VALUE);",
+                body.append(vstmt(f"MaskAfter({self.reg(i.srcs[0])}, keys, S2_ - 1 - c * Li_, NEG_INF_VALUE);",
                                   writes=[self.reg(i.srcs[0])]))
             body.append(vstmt(f"const float st_{i.dst} = RowMax({self.reg(i.srcs[0])}, keys);",
                               reads=[self.reg(i.srcs[0])], writes=["scratch_"], after="barrier"))
         elif k == "rsum":
             body.append(vstmt(f"const float st_{i.dst} = RowSum({self.reg(i.srcs[0])}, keys);",
                               reads=[self.reg(i.srcs[0])], writes=["reduce_"], after="done"))
+        elif k == "omax":   # the running max (-inf before the first chunk) and the rescale of the earlier sums
+            old, m, a = f"old_{i.dst}", f"st_{i.dst}", f"st_{i.arg}"
+            body.append(f"const float {old} = c == 0 ? NEG_INF_VALUE : unitStat_.GetValue({self.stat_slot(i.dst)});")
+            body.append(f"const float {m} = st_{i.srcs[0]} > {old} ? st_{i.srcs[0]} : {old};")
+            body.append(vstmt(f"const float {a} = ExpOf({old} - Finite0({m}));", writes=["expBuf_"], after="done"))
+            body.append(f"unitStat_.SetValue({self.stat_slot(i.dst)}, {m});")
+            body.append(f"unitStat_.SetValue({self.stat_slot(i.arg)}, {a});")
+        elif k == "osum":   # l = l * alpha + the chunk's sum
+            l = f"st_{i.dst}"
+            body.append(f"const float {l} = (c == 0 ? 0.0f : unitStat_.GetValue({self.stat_slot(i.dst)}) * "
+                        f"st_{i.srcs[1]}) + st_{i.srcs[0]};")
+            body.append(f"unitStat_.SetValue({self.stat_slot(i.dst)}, {l});")
+        elif k == "oacc":   # O = O * alpha + P V (O = P V at the first chunk)
+            pre.append(INSTRS[Op.COPY_IN].stmt(dst="pvIn_", src=f"{i.arg}[{self.slot_off(i.arg)} + p0 * Dv_]",
+                                               count="static_cast<uint32_t>(k * Dv_)"))
+            o, pv, dv = "oAcc_[(row - rBegin) * Dv_]", "pvIn_[i * Dv_]", "static_cast<int32_t>(Dv_)"
+            body += ["if (c == 0) {", self._vec(Op.ADDS, dst=o, src0=pv, scalar="0.0f", count=dv), "} else {",
+                     self._vec(Op.MULS, dst=o, src0=o, scalar=f"st_{i.srcs[0]}", count=dv),
+                     self._vec(Op.ADD, dst=o, src0=o, src1=pv, count=dv), "}"]
+        elif k == "st_out":   # O / l cast to T, stored as the inputs are
+            o, dv = "oAcc_[(row - rBegin) * Dv_]", "static_cast<int32_t>(Dv_)"
+            pre.append("LocalTensor<T> outT = outQue_.template AllocTensor<T>();")
+            body += [self._vec(Op.MULS, dst=o, src0=o, scalar=f"1.0f / st_{i.srcs[1]}", count=dv),
+                     self._vec(Op.CAST, dst="outT[i * Dv_]", src=o, mode=f"RoundMode::{i.op}",
+                               count="static_cast<uint32_t>(Dv_)")]
+            if p.form == "BSND":   # row r of the unit: head h0 + r / qr, query row s + r % qr; heads N1 rows apart
+                at_row = "((x.b * S1_ + x.s + (p0 + i) % x.qr) * N1_ + x.h0 + (p0 + i) / x.qr) * Dv_"
+                copy = ["for (int64_t i = 0; i < k; ++i) {",
+                        INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[{at_row}]", src="outT[i * Dv_]",
+                                                 count="static_cast<uint32_t>(Dv_)"), "}"]
+            else:   # BNSD: the rows of one head are consecutive
+                at_row = "((x.b * N1_ + x.h0 + (p0 + i) / x.qr) * S1_ + x.s + (p0 + i) % x.qr) * Dv_"
+                copy = ["for (int64_t i = 0, n = 0; i < k; i += n) {",
+                        "n = Min64(k - i, x.qr - (p0 + i) % x.qr);",
+                        INSTRS[Op.COPY_OUT].stmt(dst=f"gm_{i.arg}[{at_row}]", src="outT[i * Dv_]",
+                                                 count="static_cast<uint32_t>(n * Dv_)"), "}"]
+            post += ["outQue_.EnQue(outT);", "outT = outQue_.template DeQue<T>();", *copy, "outQue_.FreeTensor(outT);"]
         elif k == "st_tile":
             q = self.tile_que[i.arg]
             pre.append(f"LocalTensor<T> {q}T = {q}.template AllocTensor<T>();")
@@ -454,6 +517,8 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
             if scatter and (pipe or any(c.dest == "scatter" for c in p.phase(1))):
                 raise SpecError(f"{spec.name}: scatter-adds need the serial schedule and phase 2")
             pre, body, post = pr.vec_item()
+            pv = pr.vec_item("pv") if p.online else ([], [], [])
+            last = pr.vec_item("last") if p.online else ([], [], [])
             zero, fin = pr.post_ranges()
             used = set(p.gm) | ({topk, cuq, cukv} if lay.keyset == "selected" else set())
             names = [i.name for i in spec.inputs] + [o.name for o in spec.outputs]
@@ -476,6 +541,7 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
                 "nstats": len(pr.unit_stats), "scratch": any(i.kind == "rmax" for i in p.vector),
                 "tile_ques": list(pr.tile_que.values()), "stat_ques": list(pr.stat_que.values()),
                 "vec_unit": pr.vec_unit(), "vec_pre": pre, "vec_body": body, "vec_post": post,
+                "online": p.online, "vec_pv": pv, "vec_last": last,
                 "post": bool(p.post), "zero": zero, "finish": fin,
             })
         present = dict(zip([i.name for i in opts], key.present))
@@ -555,9 +621,9 @@ def _l1_elems(b, p: NsaProgram) -> str:
 
 
 def _doc(p: NsaProgram) -> str:
-    parts = ["causal" if p.causal else "no masking",
-             "item = unit (whole key rows), AIC pipelines two units" if p.full_rows and pipelined(p)
-             else ("item = unit" if p.full_rows else "item = unit x key chunk")]
+    parts = ["causal" if p.causal else "no masking"] + (["online softmax over the key chunks"] if p.online else [])
+    parts.append("item = unit (whole key rows), AIC pipelines two units" if p.full_rows and pipelined(p)
+                 else ("item = unit" if p.full_rows else "item = unit x key chunk"))
     if p.post:
         parts.append("outputs " + ", ".join(po.output for po in p.post) + " through fp32 workspaces and a final pass")
     return "; ".join(parts)

@@ -227,14 +227,16 @@ def nsa_counts(programs, pipelined) -> object:
     top: dict = {}
     heads, gathers = [], []
     for p in programs:
-        f32 = sum(1 for t in p.tiles.values() if t == "f32")
+        pv = len(p.tile_cols)   # the [rows, Dv] fp32 P V tiles of an online softmax
+        f32 = sum(1 for t in p.tiles.values() if t == "f32") - pv
         need = {
             "row_regs": p.nregs.get("row", 0), "head_regs": p.nregs.get("head", 0),
             "tile_stores": sum(1 for i in p.vector if i.kind == "st_tile"),
             "stat8": sum(1 for i in p.vector if i.kind == "st_stat8"),
             "scratch": int(any(i.kind == "rmax" for i in p.vector)),
-            "unit_stats": sum(1 for i in p.vector if i.scope == "unit" and i.space == "stat"),
-            "f32_tiles": f32, "t_tiles": len(p.tiles) - f32, "l1_tiles": sum(1 for b in p.l1 if b.role == "tile"),
+            "unit_stats": len(p.stats),
+            "f32_tiles": f32, "t_tiles": len(p.tiles) - f32 - pv, "pv_tiles": pv, "online": int(p.online),
+            "l1_tiles": sum(1 for b in p.l1 if b.role == "tile"),
             "slots": 2 if pipelined(p) else 1, "post": int(bool(p.post)),
         }
         for k, v in need.items():

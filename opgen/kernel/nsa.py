@@ -39,6 +39,8 @@ optimized graph is classified by its shape (T1, N2, G, L = CNT * BS keys, D, Dv)
               different phases sharing one buffer.
 `full_rows`: the vector stage reduces over the keys (the forward's softmax max / sum), so an item is a whole unit
 and S is kept for all L keys; otherwise (backward: P from the saved max / sum) an item is one key chunk of a unit.
+A dense forward is rewritten into an online softmax over its key chunks (`online_softmax`: `online`, item = one key
+chunk, the running max / sum per row, each chunk's P V an fp32 `pv` workspace tile the vector stage accumulates).
 
 `verify_program` checks def-before-use, phases (a phase-1 matmul reads no vector result, every vector-read matmul
 result is a tile), registers and the post list; `print_program` is the canonical text (`opgen graph --stage
@@ -49,6 +51,7 @@ kernel`). Reference facts: docs/reference/ascendc.md §1.10 (cube path, fractal 
 from __future__ import annotations
 
 import math
+import re
 
 from dataclasses import dataclass, field, replace
 
@@ -63,7 +66,7 @@ from opgen.kernel.rowprog import ROUND_MODES
 FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
 """Matmul form by (transpose_a, transpose_b): the layouts the cube path loads (docs/reference/ascendc.md §1.10)."""
 VECTOR_KINDS = ("ld_tile", "ld_stat", "ld_head", "mask", "mask_in", "muls", "adds", "exp", "vmul", "vsub", "vadd",
-                "rmax", "rsum", "st_tile", "st_stat8")
+                "rmax", "rsum", "st_tile", "st_stat8", "omax", "osum", "oacc", "st_out")
 """Vector instruction kinds (see `VInstr`)."""
 KIND_OPS = {"ld_tile": Op.COPY_IN, "muls": Op.MULS, "adds": Op.ADDS, "exp": Op.EXP, "vmul": Op.MUL, "vsub": Op.SUB,
             "vadd": Op.ADD, "st_tile": Op.CAST, "st_stat8": Op.DUPLICATE}
@@ -120,8 +123,16 @@ class VInstr:
     rmax/rsum stat dst <- max / sum of srcs[0] over the row          (Max tree / ReduceSum)
     st_tile   workspace tile `arg` (T) <- srcs[0] cast with round mode `op` (CAST_ROUND ...)
     st_stat8  GM output `arg` [T1, N1, 8] <- stat srcs[0], 8 copies
-    `space`: row | head | stat; `scope`: "unit" (once per unit: depends on no key row) or "item"; `loc`: the spec
-    line of the value it computes (a load: of the cast / view / matmul that made the value it loads)."""
+    The online softmax of a dense forward (`online_softmax`; docs/design.md "Kernel families", attention):
+    omax      stat dst <- the running max m = max(m, srcs[0]) (srcs[0] the chunk's max; -inf before the first chunk),
+              and stat `arg` <- alpha = exp(m_before - m) (the rescale of what earlier chunks summed)
+    osum      stat dst <- the running sum l = l * srcs[1] + srcs[0] (srcs[0] the chunk's sum, srcs[1] alpha)
+    oacc      the fp32 output accumulator O [rows, Dv] (UB) <- O * srcs[0] + the fp32 workspace tile `arg` (the
+              chunk's P V; O = that tile at the first chunk)
+    st_out    GM output `arg` <- O / srcs[1] cast with round mode `op`, stored as the inputs are (BNSD / BSND)
+    `space`: row | head | stat | out (the O accumulator); `scope`: "unit" (once per unit: depends on no key row),
+    "item", "pv" (after the item's phase-2 matmul: the O update) or "last" (after the unit's last item); `loc`: the
+    spec line of the value it computes (a load: of the cast / view / matmul that made the value it loads)."""
 
     kind: str
     dst: str = ""
@@ -159,7 +170,9 @@ class NsaProgram:
     """A lowered NSA kernel (module doc). gm: {input/output name: role}; tiles: {tile: "f32" or the data's dtype
     variable} in slot order;
     regs: {value: register} for row / head values; nregs: {"row": n, "head": n} registers per row of a pass;
-    stats: per-row scalars kept across the items of a unit (unit-scope stats)."""
+    stats: per-row scalars kept across the items of a unit (unit-scope stats; online: the running max, sum and
+    rescale too); online: the dense forward's softmax runs over key chunks (`online_softmax`); tile_cols: {tile:
+    "Dv"} for the [rows, Dv] P V tiles of an online program (every other tile is [rows, keys])."""
 
     name: str
     causal: bool = False
@@ -177,6 +190,9 @@ class NsaProgram:
     keyset: str = "selected"   # "dense": every key of the unit's batch and kv head; "selected": gathered blocks
     form: str = "TND"          # how the head-row tensors are stored: TND (selected), BNSD or BSND (dense)
     causal_offset: object = None   # dense: the mask `key > query + offset` (a dim expression; None: offset 0)
+    online: bool = False
+    tile_cols: dict = field(default_factory=dict)
+    out_round: str = ""   # dense: the round mode of the output matmul's cast (Fixpipe rint; online: the vector Cast)
 
     def phase(self, k: int) -> list[CubeOp]:
         """The cube ops of phase k, in program order."""
@@ -711,6 +727,7 @@ class _Lowering:
                 raise IRError(f"NSA kernel {self.g.name}: output {out} is written by Fixpipe, which rounds to nearest "
                               f"even, but the spec rounds it with {rnd!r} (cast it with 'rint')")
             self.set_dest(op, "out", out)
+            self.p.out_round = ROUND_MODES["rint"]
         else:
             ws = f"ws_{out}"
             self.set_dest(op, "acc", out)
@@ -720,6 +737,8 @@ class _Lowering:
     def finish(self):
         """GM roles, instruction scopes, registers and the L1 plan."""
         p = self.p
+        if p.keyset == "dense":
+            online_softmax(p)
         for c in p.cube:
             for o in (c.a, c.b):
                 if o.kind in ("heads", "gather"):
@@ -737,8 +756,11 @@ class _Lowering:
             if is_unit:
                 unit.add(i.dst)
             out.append(replace(i, scope="unit" if is_unit else "item"))
-        p.vector = out
+        p.vector = [replace(i, scope=ONLINE_SCOPES.get(i.kind, i.scope)) if p.online else i for i in out]
         p.stats = [i.dst for i in p.vector if i.scope == "unit" and i.space == "stat"]
+        if p.online:   # the running max, its rescale and the running sum, kept across the items of a unit
+            p.stats += [x for i in p.vector if i.kind == "omax" for x in (i.dst, i.arg)]
+            p.stats += [i.dst for i in p.vector if i.kind == "osum"]
         self.assign_registers()
         self.assign_l1()
 
@@ -798,6 +820,85 @@ class _Lowering:
             p.l1.append(L1Buffer(f"tileL1_{k}", "tile", "keys", (t,)))
 
 
+ONLINE_SCOPES = {"oacc": "pv", "st_out": "last", "st_stat8": "last"}
+"""The scope of an online program's instructions that do not run in the item's vector stage (VInstr)."""
+
+
+def online_softmax(p: NsaProgram) -> None:
+    """Rewrite a dense forward program's whole-row softmax into an online softmax over its key chunks (in place;
+    docs/design.md "Kernel families", attention). The program must hold the spec's softmax exactly:
+    m = rmax(x), e = exp(x - m), l = rsum(e), P = e * (1 / l) stored as T for the matmul P V, whose result is the
+    output (Fixpipe, cast), and m / l at most stored as outputs. Per chunk c (an item) it becomes
+        m' = max(m, rowmax x_c), alpha = exp(m - m'), P_c = exp(x_c - m') (unnormalised, stored as T),
+        l = l alpha + rowsum P_c, cube phase 2: PV_c = P_c V_c as an fp32 [rows, Dv] tile, O = O alpha + PV_c,
+    and after the last chunk the output is O / l (cast with the spec's round mode) and the stats the final m and l:
+    CANN's softmax_max / softmax_sum. A row whose scores so far are all -inf (an explicit -inf mask) subtracts 0
+    instead of its max (`Finite0`), so its P is 0, not NaN. The item becomes one block of keys (full_rows off;
+    the tiling's `itemKeys`, whole cube chunks), so the vector stage and the workspace no longer hold a whole score
+    row. Raises IRError naming what is not the softmax."""
+    def fail(why):
+        return IRError(f"attention kernel {p.name}: the dense forward's online softmax needs the softmax over the "
+                       f"keys written as max, exp(x - max), sum, division: {why}")
+
+    vec = p.vector
+    rmax = [i for i in vec if i.kind == "rmax"]
+    if len(rmax) != 1:
+        raise fail(f"{len(rmax)} maxima over the keys")
+    R = rmax[0]
+    m, x = R.dst, R.srcs[0]
+
+    def one(pred, what):
+        got = [i for i in vec if pred(i)]
+        if len(got) != 1:
+            raise fail(f"no single {what}")
+        return got[0]
+
+    A = one(lambda i: i.kind == "adds" and i.srcs == (x,) and i.arg == f"-(st_{m})", "x - max")
+    E = one(lambda i: i.kind == "exp" and i.srcs == (A.dst,), "exp(x - max)")
+    U = one(lambda i: i.kind == "rsum" and i.srcs == (E.dst,), "sum of exp(x - max)")
+    lsum = U.dst
+    M = one(lambda i: i.kind == "muls" and i.srcs == (E.dst,) and i.arg == f"1.0f / (st_{lsum})", "division by the sum")
+    S = one(lambda i: i.kind == "st_tile" and i.srcs == (M.dst,), "probabilities stored for the cube")
+    C = [c for c in p.cube if c.phase == 2 and c.a.kind == "tile" and c.a.tensor == S.arg]
+    if len(C) != 1 or C[0].form != "NN" or C[0].dest != "out" or len(p.cube) != 2:
+        raise fail("the probabilities' matmul P V is not the output")
+    allowed = {m: {A, R}, lsum: {M, U}, E.dst: {U, M, E}, M.dst: {S, M}}
+    for i in vec:
+        used = set(i.srcs) | set(re.findall(r"st_(v\w+)", i.arg))
+        for v, ok in allowed.items():
+            if v in used and i not in ok and not (i.kind == "st_stat8" and v in (m, lsum)):
+                raise fail(f"%{v} is also read by {i.kind} %{i.dst}")
+    cm, alpha, cl, o = f"c{m}", f"a{m}", f"c{lsum}", "oacc"
+    out = []
+    for i in vec:
+        if i is R:
+            out += [replace(i, dst=cm), VInstr("omax", m, (cm,), arg=alpha, space="stat", loc=i.loc)]
+        elif i is A:
+            out.append(replace(i, arg=f"-(Finite0(st_{m}))"))
+        elif i is U:
+            out += [replace(i, dst=cl), VInstr("osum", lsum, (cl, alpha), space="stat", loc=i.loc)]
+        elif i is M:
+            continue
+        elif i is S:
+            out.append(replace(i, srcs=(E.dst,)))
+        else:
+            out.append(i)
+    c = C[0]
+    tile = f"ws_{c.value}"
+    k = p.cube.index(c)
+    p.cube[k] = replace(c, dest="pv", target=tile)
+    p.tiles[tile] = "f32"
+    p.tile_cols[tile] = c.n
+    stats = [i for i in out if i.kind == "st_stat8"]
+    out = [i for i in out if i.kind != "st_stat8"]
+    out.append(VInstr("oacc", o, (alpha,), arg=tile, space="out", loc=c.loc))
+    out.append(VInstr("st_out", c.target, (o, lsum), arg=c.target, op=p.out_round or ROUND_MODES["rint"],
+                      space="out", loc=c.loc))
+    p.vector = out + stats
+    p.full_rows = False
+    p.online = True
+
+
 def lower(g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str = "TND") -> NsaProgram:
     """Lower the optimized graph of a selected-attention specialisation to its NsaProgram (module doc); `tokens`
     names each dim's role (opgen.kernel.attention.AttentionLayout.tokens), `data` is the dtype variable of the data
@@ -818,7 +919,7 @@ def verify_program(p: NsaProgram) -> None:
     for c in p.cube:
         if c.phase == 1 and "tile" in (c.a.kind, c.b.kind):
             raise IRError(f"NSA program {p.name}: phase-1 matmul %{c.value} reads a vector result")
-        if c.dest not in ("tile", "out", "acc", "scatter"):
+        if c.dest not in ("tile", "out", "acc", "scatter", "pv"):
             raise IRError(f"NSA program {p.name}: matmul %{c.value} has no destination")
     for i in p.vector:
         if i.kind not in VECTOR_KINDS:
@@ -828,11 +929,15 @@ def verify_program(p: NsaProgram) -> None:
                 raise IRError(f"NSA program {p.name}: %{s} used before it is defined ({i.kind} %{i.dst})")
         if i.kind == "ld_tile" and i.arg not in {f"ws_{c.value}" for c in p.cube if c.dest == "tile"}:
             raise IRError(f"NSA program {p.name}: ld_tile of {i.arg}, which no matmul writes")
+        if i.kind == "oacc" and i.arg not in {c.target for c in p.cube if c.dest == "pv"}:
+            raise IRError(f"NSA program {p.name}: oacc of {i.arg}, which no matmul writes")
         if i.kind == "st_tile":
             tiles_written.add(i.arg)
         if i.scope == "unit" and any(s not in defined for s in i.srcs):
             raise IRError(f"NSA program {p.name}: unit-scope %{i.dst} reads an item value")
         defined.add(i.dst)
+        if i.kind == "omax":   # its second result, alpha
+            defined.add(i.arg)
     for c in p.phase(2):
         for o in (c.a, c.b):
             if o.kind == "tile" and o.tensor not in tiles_written:
@@ -842,7 +947,7 @@ def verify_program(p: NsaProgram) -> None:
         if c.dest in ("out", "acc", "scatter"):
             producers[c.target] = producers.get(c.target, 0) + 1
     for i in p.vector:
-        if i.kind == "st_stat8":
+        if i.kind in ("st_stat8", "st_out"):
             producers[i.arg] = producers.get(i.arg, 0) + 1
     for o, role in p.gm.items():
         if role == "out" and producers.get(o) != 1:
@@ -857,6 +962,7 @@ def print_program(p: NsaProgram, locs: bool = False) -> str:
     (`  @ file.py:line`, `opgen graph --stage kernel`), the default text (what comparisons use) has none."""
     lines = [f"nsa_kernel {p.name} KERNEL_TYPE_MIX_AIC_1_2 {{",
              f"  item {'unit (whole key rows)' if p.full_rows else 'unit x key chunk'}"
+             f"{', online softmax' if p.online else ''}"
              f"{', causal' if p.causal else ''}"
              f"{' (key > query + ' + str(p.causal_offset) + ')' if p.causal_offset is not None else ''}"
              f"{', dense keys ' + p.form if p.keyset == 'dense' else ''}",
@@ -872,20 +978,34 @@ def print_program(p: NsaProgram, locs: bool = False) -> str:
         if ph == 1:
             lines.append("  flag cube->vector")
             lines.append("  vector {")
-            for i in p.vector:
-                reg = p.regs.get(i.dst)
-                rtxt = f" @{reg[0]}{reg[1]}" if reg else ""
-                extra = " ".join(x for x in (i.arg, i.op) if x)
-                srcs = ", ".join(f"%{s}" for s in i.srcs)
-                lines.append(f"    [{i.scope}] %{i.dst}{rtxt} = {i.kind}({srcs}){' ' + extra if extra else ''}"
-                             f"{at_suffix(i.loc) if locs else ''}")
+            lines += _vector_lines(p, ("unit", "item"), locs)
             lines.append("  }")
             lines.append("  flag vector->cube")
+        elif p.online:
+            lines.append("  flag cube->vector")
+            lines.append("  vector {")
+            lines += _vector_lines(p, ("pv", "last"), locs)
+            lines.append("  }")
     for po in p.post:
         lines.append(f"  post {po.output} = cast_{po.round}({po.workspace}{' * ' + po.scale if po.scale else ''})")
     lines.append(f"  registers row {p.nregs.get('row', 0)}, head {p.nregs.get('head', 0)}")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _vector_lines(p: NsaProgram, scopes, locs: bool) -> list[str]:
+    """print_program's lines of the vector instructions of `scopes`."""
+    lines = []
+    for i in p.vector:
+        if i.scope not in scopes:
+            continue
+        reg = p.regs.get(i.dst)
+        rtxt = f" @{reg[0]}{reg[1]}" if reg else ""
+        extra = " ".join(x for x in (i.arg, i.op) if x)
+        srcs = ", ".join(f"%{s}" for s in i.srcs)
+        lines.append(f"    [{i.scope}] %{i.dst}{rtxt} = {i.kind}({srcs}){' ' + extra if extra else ''}"
+                     f"{at_suffix(i.loc) if locs else ''}")
+    return lines
 
 
 def pipelined(p: NsaProgram) -> bool:

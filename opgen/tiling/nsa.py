@@ -29,6 +29,10 @@ Forward (no workspaced outputs; key attrKey*100 + dtypeKey*10 + 1): item = unit.
 chunk into a fp32 GM workspace tile [rows, L] (slot u % 2); flag; AIV: mask / scale / softmax over the full row,
 P -> T into the workspace, max and sum to the outputs; flag; AIC: O = P Vsel accumulated over the chunks in
 L0C, written as T by Fixpipe. The AIC computes S of unit u + 1 before O of unit u (two workspace slots).
+Dense forward (an online softmax, opgen.kernel.nsa.online_softmax): item = (unit, block of `itemChunks` key chunks,
+at most ONLINE_ITEM_KEYS keys), one workspace slot of S (fp32), P (T) and P V (fp32 [rows, Dv]) of an item, the UB
+rows hold an item; the AIV keeps the fp32 output
+accumulator of its rows of the unit (subRows x Dv) and the running max / rescale / sum; nothing depends on S2.
 
 Backward (outputs finished from fp32 workspaces; same key form): item = (unit, key chunk) — no reduction over L, so the
 vector stage works chunk by chunk and K/V chunks are gathered once. AIC: S, dP chunks into the workspace;
@@ -84,6 +88,9 @@ G_CAP_MAX = 64
 DENSE_ROWS_MAX = 128
 """Most M rows (heads x query rows) of a dense unit: 8 fractal rows; its S chunk then holds L0C_TILE / (128 * 4) =
 128 keys (`fwd_program`)."""
+ONLINE_ITEM_KEYS = 512
+"""Most keys of an online softmax item (a block of whole cube chunks): each item writes and reads one fp32 [rows, Dv]
+P V tile, 2 * Dv * 4 / keys workspace bytes per score (2 B at Dv = 128), beside the 12 of S (fp32) and P (T, 2 B)."""
 POST_ELEMS = 2048
 """Elements per UB pass of the backward's final scale-and-cast pass (fp32 in, T out)."""
 WS_ALIGN = 512
@@ -240,6 +247,9 @@ class NsaCounts:
     l1_gathers: tuple
     l1_tiles: int
     dense: bool = False   # a dense key set (opgen.kernel.nsa.NsaProgram.keyset)
+    online: int = 0       # 1: the dense forward's online softmax (opgen.kernel.nsa.online_softmax): an fp32 O
+    #                       accumulator of the AIV's rows, a P V tile staging row, a T output staging row
+    pv_tiles: int = 0     # fp32 [rows, Dv] P V workspace tiles per slot (online)
     mask_in: int = 0      # 1: an explicit bool mask row is read per key row (u8 staging, half, bits, an fp32 row;
     #                       Select keeps its scratch at 184 KB of UB: SELECT_SCRATCH_BYTES left free)
 
@@ -259,6 +269,12 @@ def ub_plan(c: NsaCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
     if c.unit_stats:
         plan.append(Buffer("unitStatBuf", "TBuf<VECCALC>", c.unit_stats, False, align_up(sub_rows, 8), 4,
                            "per-row scalars kept across the items of a unit"))
+    if c.online:
+        plan.append(Buffer("oAccBuf", "TBuf<VECCALC>", 1, False, align_up(sub_rows, 8) * head_cap, 4,
+                           "the fp32 output accumulator O of the AIV's rows of a unit"))
+        plan.append(Buffer("pvBuf", "TBuf<VECCALC>", 1, True, head_cap, 4, "fp32 P V rows of a chunk"))
+        plan.append(Buffer("outQue", "TQue<VECOUT>", 1, True, head_cap, t_bytes, "T output rows"))
+        plan.append(Buffer("expBuf", "TBuf<VECCALC>", 1, False, 8, 4, "the rescale exp(m - m') (8 lanes)"))
     plan.append(Buffer("reduceBuf", "TBuf<VECCALC>", 1, False, reduce_tmp_elems(emax(row_cap, head_cap)) + 8, 4,
                        "ReduceSum result block and scratch"))
     if c.mask_in:
@@ -286,8 +302,9 @@ def l1_plan(c: NsaCounts, dims: dict, g_tile, keys, t_bytes) -> list[Buffer]:
     return plan
 
 
-def _slot_bytes(c: NsaCounts, rows, keys, t_bytes):
-    return c.f32_tiles * _ws(rows * keys * 4) + c.t_tiles * _ws(rows * keys * t_bytes)
+def _slot_bytes(c: NsaCounts, rows, keys, t_bytes, dv=None):
+    b = c.f32_tiles * _ws(rows * keys * 4) + c.t_tiles * _ws(rows * keys * t_bytes)
+    return b + c.pv_tiles * _ws(rows * dv * 4) if c.pv_tiles else b
 
 
 def fwd_program(name: str, c: NsaCounts):
@@ -309,9 +326,17 @@ def fwd_program(name: str, c: NsaCounts):
     l0a = p.let("l0aBytes", emax(gTile * k1, gTile * k2) * tB, "L0A bytes (A tiles)")
     l0b = p.let("l0bBytes", emax(Lc * k1, k2 * Dv) * tB, "L0B bytes (B tiles)")
     l0c = p.let("l0cBytes", lit(L0C_ACC) + gTile * Lc * 4, "L0C bytes: O accumulator region + S tile")
-    ub = ub_plan(c, L, D, ceil_div(v["gRows"], 2), tB)
-    slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], L, tB), "one workspace slot: S (fp32) and P (T) of a unit",
-                 True)
+    if c.online:   # item = a block of key chunks: the UB rows and the workspace tiles hold it, not the whole row
+        ic = p.let("itemChunks", emax(1, emin(v["chunks"], lit(ONLINE_ITEM_KEYS) // Lc)),
+                   "cube chunks per online softmax item", True)
+        Li = p.let("itemKeys", ic * Lc, "keys per online softmax item", True)
+        ub = ub_plan(c, Li, D, ceil_div(v["gRows"], 2), tB)
+        slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], Li, tB, Dv),
+                     "one workspace slot: S (fp32), P (T) and P V (fp32) of an item", True)
+    else:
+        ub = ub_plan(c, L, D, ceil_div(v["gRows"], 2), tB)
+        slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], L, tB), "one workspace slot: S (fp32) and P (T) of a "
+                     "unit", True)
     _finish(p, v, ub, l1, l0a, l0b, l0c, v["blockDim"] * c.slots * slot,
             ub_reserve=SELECT_SCRATCH_BYTES if c.mask_in else 0)
     return p, {"ub": ub, "l1": l1}
