@@ -199,7 +199,7 @@ def _load_npz(path: str, keep_binding: bool = False) -> dict:
 DTYPES_ENTRY = "_opgen_dtypes"
 """Reserved .npz entry where --save-inputs records the dtype binding the inputs were made for: a 1-D unicode
 array of `VAR=dtype` strings (`T=bfloat16`). No spec input can have this name (a parameter name may not start
-with '_', opgen.dsl.spec._ident_problem), and the loaders never treat it as an input (docs/design.md
+with '_', opgen.dsl.spec.param_name_problem), and the loaders never treat it as an input (docs/design.md
 "Command line")."""
 
 
