@@ -339,7 +339,7 @@ def test_template_scopes_helpers_are_hazards():
     import re
 
     texts = []
-    for t in ("row_kernel", "head_kernel", "nsa_kernel"):
+    for t in ("row_kernel", "head_kernel", "attention_kernel"):
         text = (ROOT / "templates/op_kernel" / f"{t}.h.j2").read_text()
         start = text.index("inline void Init(")
         texts.append(text[start:text.index("\n    }\n", start)])

@@ -169,7 +169,7 @@ def test_schedules_exercised():
     from opgen.platforms import get_platform
     from opgen.registry import load_spec
     from kbuild import tiling
-    from opgen.tiling import nsa
+    from opgen.tiling import attention as tattn
     from opgen.tiling.emit import evaluate
 
     seen = set()
@@ -294,7 +294,7 @@ def test_deterministic_backward_is_reproducible():
     from opgen.platforms import get_platform
     from opgen.registry import load_spec
     from kbuild import tiling
-    from opgen.tiling import nsa
+    from opgen.tiling import attention as tattn
     from opgen.tiling.emit import evaluate
 
     case = CASES[0]   # 27 units over 24 AI Cores (two rounds), blocks shared by many tokens
@@ -305,8 +305,8 @@ def test_deterministic_backward_is_reproducible():
                       progress=False, deterministic=True) for _ in range(2)]
     for r in runs:
         assert_ok(r, "deterministic backward")
-        assert r.tiling_key % 10 == nsa.DETERMINISTIC
-    assert plain.tiling_key % 10 == nsa.STRATEGY and plain.tiling_key // 10 == runs[0].tiling_key // 10
+        assert r.tiling_key % 10 == tattn.DETERMINISTIC
+    assert plain.tiling_key % 10 == tattn.STRATEGY and plain.tiling_key // 10 == runs[0].tiling_key // 10
     for name in ("dq", "dk", "dv"):
         a, b = (np.asarray(r.arrays[name]).view(np.uint16) for r in runs)
         assert np.array_equal(a, b), name
@@ -315,7 +315,7 @@ def test_deterministic_backward_is_reproducible():
     prog, inputs, _ = tiling(BWD)
     tl = evaluate(load_spec(BWD), prog, inputs, env, {"T": DType.f16}, get_platform(),
                   {"sparseMode": case.mode}, deterministic=True)
-    assert tl["strategy"] == nsa.DETERMINISTIC and tl["tilingKey"] == runs[0].tiling_key
+    assert tl["strategy"] == tattn.DETERMINISTIC and tl["tilingKey"] == runs[0].tiling_key
 
 
 # mutations of the emitted backward kernel: (pattern, replacement, a fragment of the faults / failed outputs)
@@ -536,14 +536,14 @@ def test_rounded_intermediate_rule_is_keyed_on_the_ops_rounding():
 
 # ------------------------------------------------------------------------------------------------ Kernel IR
 def test_nsa_program_lowering_and_verifier():
-    """The lowered backward (opgen/kernel/nsa.py): five matmuls (NT S and dP in phase 1; NN dQ, TN dK / dV in phase
+    """The lowered backward (opgen/kernel/attnprog.py): five matmuls (NT S and dP in phase 1; NN dQ, TN dK / dV in phase
     2 with acc / scatter destinations), P and dS stored as T tiles, Dr / max / sum per unit, two row and two head
     registers; the verifier rejects a phase-1 matmul reading a vector tile, a tile nobody stores and a vector value
     used before its load."""
     import dataclasses
 
     from opgen.errors import IRError
-    from opgen.kernel.nsa import lower, verify_program
+    from opgen.kernel.attnprog import lower, verify_program
     from opgen.passes.pipeline import optimize
     from opgen.registry import load_spec
 
@@ -574,7 +574,7 @@ def test_fixpipe_output_must_be_rounded_to_nearest_even(tmp_path):
     bundled spec casts O with 'rint'; a copy that leaves O to the op's CAST_ROUND (ties away) is refused by the
     lowering instead of being emitted with the wrong rounding."""
     from opgen.errors import IRError
-    from opgen.kernel.nsa import lower
+    from opgen.kernel.attnprog import lower
     from opgen.passes.pipeline import optimize
     from opgen.registry import load_spec, specs_dir
 
@@ -597,14 +597,14 @@ def test_fixpipe_output_must_be_rounded_to_nearest_even(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ CLI
 def test_graph_stage_kernel_prints_the_nsa_program():
-    """`opgen graph --stage kernel` prints the lowered NSA program: the cube phases, the flags, the vector stage
-    and the final pass (opgen/kernel/nsa.py)."""
+    """`opgen graph --stage kernel` prints the lowered attention program: the cube phases, the flags, the vector stage
+    and the final pass (opgen/kernel/attnprog.py)."""
     from inproc import cli
 
     p = cli("graph", BWD, "--stage", "kernel", "--present", "actualSeqQLen,actualSeqKVLlen", "--attr", "sparseMode=2")
     assert p.returncode == 0, p.stderr
     out = p.stdout
-    for frag in ("nsa_kernel NsaSelectedAttentionGrad KERNEL_TYPE_MIX_AIC_1_2", "mmad.NT(heads:query, gather:key)",
+    for frag in ("attention_kernel NsaSelectedAttentionGrad KERNEL_TYPE_MIX_AIC_1_2", "mmad.NT(heads:query, gather:key)",
                  "-> scatter:dk", "-> acc:dq", "mask(", "post dq = cast_CAST_ROUND(ws_dq * attr_scaleValue)",
                  "item unit x key chunk, causal"):
         assert frag in out, frag

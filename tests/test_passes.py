@@ -746,7 +746,7 @@ def test_cli_graph_dump_after():
         u = compile_unit(spec, key=key, until=name, only_key0=name in ("select_family", "lower"))
         assert p.stdout == print_unit(name, u), name
         head = {"select_family": "family attention: layout attention: query query, key key, value value",
-                "lower": "nsa_kernel NsaSelectedAttention", "count": "counts attention {", "tile": "tiling program NsaSelectedAttention {",
+                "lower": "attention_kernel NsaSelectedAttention", "count": "counts attention {", "tile": "tiling program NsaSelectedAttention {",
                 "plan_buffers": "buffers strategy 1 {"}[name]
         assert p.stdout.startswith(head), (name, p.stdout[:80])
     p = _cli(*args, "--dump-after", "fuse_all")

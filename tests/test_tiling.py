@@ -285,7 +285,7 @@ def _nsa_cases():
 
 def test_nsa_python_twin_equals_emitted_tiling(driver):
     """NsaSelectedAttention(Grad): every tiling field, blockDim, tilingKey and workspace of the emitted TilingFunc
-    equal the Python twin's (opgen/tiling/nsa.py), over G = 1 .. 128 (head groups when G exceeds the L0C cap),
+    equal the Python twin's (opgen/tiling/attention.py), over G = 1 .. 128 (head groups when G exceeds the L0C cap),
     D/Dv up to 768, CNT up to 32 / 128, block sizes 16 .. 128, both sparse modes, mask present or absent, every dtype
     row; block sizes 24 and 144 fail in both (not a multiple of 16 / above 128)."""
     lines, expected, block_sizes = [], [], []
@@ -309,7 +309,7 @@ def test_nsa_cube_and_ub_plans_fit_at_the_joint_worst_case():
     (D = Dv = 768, BS = 128, CNT at the direction's bound, G = 128) and the L1 / L0 / UB sums are below the A2
     sizes (docs/reference/ascendc.md §1.2)."""
     from opgen.ir.dtypes import DType
-    from opgen.tiling import nsa
+    from opgen.tiling import attention as tattn
 
     for op, cnt in (("NsaSelectedAttention", 32), ("NsaSelectedAttentionGrad", 64)):
         prog, inputs, _ = tiling(op)
@@ -322,7 +322,7 @@ def test_nsa_cube_and_ub_plans_fit_at_the_joint_worst_case():
             assert tl["l1Bytes"] <= 524288 and tl["l0aBytes"] <= 65536
             assert tl["l0bBytes"] <= 65536 and tl["l0cBytes"] <= 131072
             assert tl["vecFixedBytes"] + tl["vecRows"] * tl["vecRowBytes"] <= 196608   # UB 192 KiB
-            assert tl["gTile"] * d * 4 <= nsa.L0C_ACC   # the O / dQ accumulator of gTile rows
+            assert tl["gTile"] * d * 4 <= tattn.L0C_ACC   # the O / dQ accumulator of gTile rows
 
 
 def test_compiled_tiling_programs_equal_the_expression_trees():

@@ -184,7 +184,7 @@ def test_every_lowered_instruction_of_a_bundled_kernel_has_a_spec_line(op):
     spec = load_spec(op)
     instrs = []
     for p in kernel_build(spec).lowered.programs.values():
-        if hasattr(p, "vector"):                      # NsaProgram
+        if hasattr(p, "vector"):                      # AttentionProgram
             instrs += list(p.vector) + list(p.cube)
         elif hasattr(p, "parts"):                     # HeadProgram
             instrs += [i for part in p.parts for c in part.cases for i in c.prog.instrs]

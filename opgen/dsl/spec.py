@@ -66,7 +66,7 @@ RESERVED_PARAM_NAMES = frozenset("""workspace tiling tilingData td op pipe block
 AscendC optiling ge gert std np numpy""".split())
 MAX_DTYPE_ROWS = 9
 """Most rows of a dtype table: the tiling key is attrKey * 100 + dtypeKey * 10 + strategy, the 1-based dtype row in
-one decimal digit (opgen.tiling.rowkernel, headkernel, nsa; a wider radix is future work)."""
+one decimal digit (opgen.tiling.rowkernel, headkernel, attention; a wider radix is future work)."""
 
 
 DERIVED_PREFIXES = ("gm_", "res_", "resBuf_", "rowIn_", "rowInQue_", "s_", "st_", "ws_", "attr_", "sum_", "has_",

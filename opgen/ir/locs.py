@@ -1,5 +1,5 @@
 """Spec locations (`file.py:line`) as they travel from the tensor IR (`Node.loc`, set by opgen.dsl.builder) through
-the Kernel IR (`loc` of rowprog.Instr, nsa.VInstr, nsa.CubeOp) into the emitted C++ (`// spec: file.py:line`) and
+the Kernel IR (`loc` of rowprog.Instr, attnprog.VInstr, attnprog.CubeOp) into the emitted C++ (`// spec: file.py:line`) and
 the kernel-program texts (`  @ file.py:line`).
 
 A location is the spec file's basename and a line number, never a path, so output does not depend on where the

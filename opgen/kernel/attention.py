@@ -13,12 +13,12 @@ input is the value [T2, N2, Dv]; the integer input the gather rows are computed 
 [T1, N2, CNT]; the int64 inputs are the cumulative sequence arrays [Bn], the query ends being the one compared with
 the token positions (to find each token's batch), the kv ends the other; the keys per unit L = CNT * BS give the
 block size BS (the dim an integer attribute binds); the query's dtype variable is the kernel's data type. Each role's dim becomes a letter of the NSA lowering
-(`tokens`, opgen.kernel.nsa.shape_key) and an input of the tiling program (opgen.tiling.nsa). Facts:
+(`tokens`, opgen.kernel.attnprog.shape_key) and an input of the tiling program (opgen.tiling.attention). Facts:
 docs/reference/nsa_selected_attention.md §2.1-§2.5.
 
-The family's stages: lower every specialisation (opgen.kernel.nsa), count what the programs hold on chip
-(`nsa_counts`, the maximum over them), tile with the forward program (items are whole units) or the backward
-program (workspaced outputs finished by a final pass), emit with opgen.codegen.kernel_nsa.
+The family's stages: lower every specialisation (opgen.kernel.attnprog), count what the programs hold on chip
+(`attention_counts`, the maximum over them), tile with the forward program (items are whole units) or the backward
+program (workspaced outputs finished by a final pass), emit with opgen.codegen.kernel_attention.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class AttentionLayout:
 
     @property
     def tokens(self) -> dict:
-        """{dim text: role letter} for opgen.kernel.nsa.shape_key."""
+        """{dim text: role letter} for opgen.kernel.attnprog.shape_key."""
         d = {r: Sym(s) for r, s in self.dims}
         if self.keyset == "dense":   # the batch dim has no letter (dropped); D wins over Dv when they are one dim
             out = {str(d["B"]): "", str(d["S1"]): "t", str(d["S2"]): "T", str(d["N1"] // d["N2"]): "g",
@@ -219,10 +219,10 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
     return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", (), None, qdt.name, "dense", form)
 
 
-def nsa_counts(programs, pipelined) -> object:
-    """NsaCounts (opgen.tiling.nsa) of lowered programs: the maxima over them of registers, queues, workspace tiles
+def attention_counts(programs, pipelined) -> object:
+    """AttentionCounts (opgen.tiling.attention) of lowered programs: the maxima over them of registers, queues, workspace tiles
     and L1 buffers; slots = 2 when the AIC pipelines two units; post when an output is finished from a workspace."""
-    from opgen.tiling.nsa import NsaCounts
+    from opgen.tiling.attention import AttentionCounts
 
     top: dict = {}
     heads, gathers = [], []
@@ -251,8 +251,8 @@ def nsa_counts(programs, pipelined) -> object:
     top["post"] = bool(top.get("post"))
     top["dense"] = any(p.keyset == "dense" for p in programs)
     top["mask_in"] = int(any(i.kind == "mask_in" for p in programs for i in p.vector))
-    return NsaCounts(l1_heads=tuple(heads), l1_gathers=tuple(gathers),
-                     **{k: top.get(k, 0) for k in NsaCounts.__dataclass_fields__ if k not in ("l1_heads", "l1_gathers")})
+    return AttentionCounts(l1_heads=tuple(heads), l1_gathers=tuple(gathers),
+                     **{k: top.get(k, 0) for k in AttentionCounts.__dataclass_fields__ if k not in ("l1_heads", "l1_gathers")})
 
 
 @register
@@ -273,10 +273,10 @@ class AttentionFamily(Family):
         if lay.keyset == "selected":
             bs = [a.name for a in spec.attrs if a.dim is not None and a.dim.name == lay.dim("BS")]
             lay = dataclasses.replace(lay, block_attr=bs[0] if bs else None)
-        from opgen.kernel import nsa
+        from opgen.kernel import attnprog
 
         try:
-            nsa.lower(g, lay.tokens, lay.dtype, lay.keyset, lay.form)
+            attnprog.lower(g, lay.tokens, lay.dtype, lay.keyset, lay.form)
         except IRError as e:
             raise Unsupported(getattr(e, "value", g.outputs[0][1]), "", str(e)) from None
         return lay
@@ -286,14 +286,14 @@ class AttentionFamily(Family):
         return list(spec.keys())
 
     def lower(self, spec, layout, graphs: dict, only=None) -> Lowered:
-        """{key: NsaProgram} of every graph (opgen.kernel.nsa.lower with the layout's roles). Raises Unsupported
+        """{key: AttentionProgram} of every graph (opgen.kernel.attnprog.lower with the layout's roles). Raises Unsupported
         naming the value a lowering fails at."""
-        from opgen.kernel import nsa
+        from opgen.kernel import attnprog
 
         progs = {}
         for key, g in graphs.items():
             try:
-                progs[key] = nsa.lower(g, layout.tokens, layout.dtype, layout.keyset, layout.form)
+                progs[key] = attnprog.lower(g, layout.tokens, layout.dtype, layout.keyset, layout.form)
             except Unsupported:
                 raise
             except IRError as e:
@@ -301,32 +301,32 @@ class AttentionFamily(Family):
         return Lowered(self.name, layout, progs)
 
     def counts(self, lowered):
-        """NsaCounts: the maxima over the lowered programs (nsa_counts), with the AIC schedule of each."""
-        from opgen.kernel.nsa import pipelined
+        """AttentionCounts: the maxima over the lowered programs (attention_counts), with the AIC schedule of each."""
+        from opgen.kernel.attnprog import pipelined
 
-        return nsa_counts(lowered.programs.values(), pipelined)
+        return attention_counts(lowered.programs.values(), pipelined)
 
     def tile(self, spec, lowered, counts):
-        """The forward or backward tiling program of opgen.tiling.nsa (backward: outputs finished from a workspace
+        """The forward or backward tiling program of opgen.tiling.attention (backward: outputs finished from a workspace
         by a final pass), its inputs read by role from the layout, and the UB + L1 plan."""
         from opgen.kernel.family import Tiling
-        from opgen.tiling import nsa as tnsa
+        from opgen.tiling import attention as tattn
 
         backward = counts.post
-        prog, plans = (tnsa.bwd_program if backward else tnsa.fwd_program)(spec.name, counts)
-        inputs = tnsa.program_inputs(lowered.layout, spec, deterministic=backward)
+        prog, plans = (tattn.bwd_program if backward else tattn.fwd_program)(spec.name, counts)
+        inputs = tattn.program_inputs(lowered.layout, spec, deterministic=backward)
         doc = (f"Tiling of {spec.name}: attention family, {'backward' if backward else 'forward'} mixed AIC/AIV "
                f"kernel (1 AIC : 2 AIV), units of (token, kv head, head group).")
         return Tiling(prog, inputs, {1: plans["ub"] + plans["l1"]}, doc)
 
     def emit(self, spec, lowered, tiling) -> dict:
-        """op_kernel/<op>.h and .cpp (opgen.codegen.kernel_nsa)."""
-        from opgen.codegen.kernel_nsa import emit_nsa_kernel
+        """op_kernel/<op>.h and .cpp (opgen.codegen.kernel_attention)."""
+        from opgen.codegen.kernel_attention import emit_attention_kernel
 
-        return emit_nsa_kernel(spec, lowered, self.counts(lowered), tiling)
+        return emit_attention_kernel(spec, lowered, self.counts(lowered), tiling)
 
     def program_text(self, lowered, key) -> str:
-        """The NsaProgram of `key` as canonical text, each matmul and vector instruction with its spec location."""
-        from opgen.kernel.nsa import print_program
+        """The AttentionProgram of `key` as canonical text, each matmul and vector instruction with its spec location."""
+        from opgen.kernel.attnprog import print_program
 
         return print_program(lowered.programs[key], locs=True)

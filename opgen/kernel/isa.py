@@ -1,7 +1,7 @@
 """The instruction table: every vector instruction (and UB<->GM count copy) opgen's kernel printers emit, keyed by an
 enum, each with its operands and their roles, its pipe, its AscendC C++ form, its NumPy meaning and its cost.
 
-One table feeds the C++ printers (opgen.codegen.kernel, opgen.codegen.headkernel, opgen.codegen.kernel_nsa print
+One table feeds the C++ printers (opgen.codegen.kernel, opgen.codegen.headkernel, opgen.codegen.kernel_attention print
 `INSTRS[op].stmt(...)`), the dependency analysis of the vector pipe (`InstrDef.reads` / `InstrDef.writes`, the
 operand roles), the counts (`InstrDef.pipe`, `InstrDef.cost`) and tests/test_isa.py, which runs every entry's C++
 form in the emulation (opgen/emu/include) on random data, tails included, against its NumPy meaning.

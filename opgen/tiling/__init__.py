@@ -10,7 +10,7 @@ its lowered programs and its layout (opgen.passes.pipeline `tile` and `plan_buff
     rowkernel.py   the rows family's program and plans (ROW_SPLIT / COL_SPLIT) from RowCounts
     headkernel.py  the parts schedule's program and plan from HeadCounts
     cube.py        the cube family's GEMM program and L1 / L0 plan
-    nsa.py         the attention family's forward / backward programs and plans from NsaCounts
+    attention.py   the attention family's forward / backward programs and plans from AttentionCounts
     emit.py        the emitted TilingFunc and tiling data; the Python twin `evaluate`
     ub_proof.py    the proof that every plan fits for every shape the spec allows
 """

@@ -3,8 +3,8 @@
 // Mixed kernel (KERNEL_TYPE_MIX_AIC_1_2): the AIC of every AI Core runs the matmuls (GM -> L1 NZ -> L0A/L0B ->
 // Mmad -> L0C -> Fixpipe), its two AIVs the vector stage; they exchange tiles through the GM workspace and
 // hand over with CrossCoreSetFlag / CrossCoreWaitFlag (mode 2). One class per specialisation; the statements of
-// the cube phases, the vector stage and the final pass are printed by opgen/codegen/kernel_nsa.py from the
-// lowered NSA program (opgen/kernel/nsa.py).
+// the cube phases, the vector stage and the final pass are printed by opgen/codegen/kernel_attention.py from the
+// lowered attention program (opgen/kernel/attnprog.py).
 #pragma once
 #include <cstdint>
 

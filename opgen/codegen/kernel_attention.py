@@ -1,14 +1,14 @@
-"""Emission of op_kernel/<op>.h and op_kernel/<op>.cpp for the attention family's mixed kernels (opgen.kernel.nsa),
+"""Emission of op_kernel/<op>.h and op_kernel/<op>.cpp for the attention family's mixed kernels (opgen.kernel.attnprog),
 selected-block (NSA) or dense key sets (the template's `dense` class flag: BNSD addressing, units of an S1 block,
 pad keys masked by MaskAfter, per-unit key counts under causal masking).
 
 Python decides every statement: each specialisation of the spec (static attributes x presence of the optional
-inputs) is lowered to an NsaProgram by the attention family (opgen.kernel.attention: the tiling's plan is built from
+inputs) is lowered to an AttentionProgram by the attention family (opgen.kernel.attention: the tiling's plan is built from
 the counts of these programs: registers, queues, workspace tiles and slots, L1 buffers), and printed: the cube phases (operand loads into L1, the matmul form with
 its tiling-data tiles, the Fixpipe destination), the vector stage (per unit, per UB pass, per row), the zero-init and
 final pass of workspaced outputs. The schedule is decided here too: an AIC pipelines two units (S of unit u + 1
 before O of unit u, two workspace slots) when no L1 operand lives across its two phases, else it runs each item's
-two phases back to back. The templates (templates/op_kernel/nsa_kernel.*.j2) lay out the class, the helpers and
+two phases back to back. The templates (templates/op_kernel/attention_kernel.*.j2) lay out the class, the helpers and
 the loops.
 
 Reference facts: docs/reference/ascendc.md §1.3 (mix kernel indexing, KERNEL_TYPE_MIX_AIC_1_2), §1.6 (CrossCoreSetFlag /
@@ -28,14 +28,14 @@ from opgen.ir.dimprint import dim_cpp
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import spec_comment
 from opgen.kernel.isa import INSTRS, Op
-from opgen.kernel.nsa import KIND_OPS, NsaProgram, pipelined, print_program, shape_key
+from opgen.kernel.attnprog import KIND_OPS, AttentionProgram, pipelined, print_program, shape_key
 from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
-from opgen.tiling.nsa import WS_ALIGN
+from opgen.tiling.attention import WS_ALIGN
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "i64": "int64_t", "bool": "bool",
          "u8": "uint8_t"}
 FIELD = {"t": "tokens", "h": "qHeads", "d": "headDim", "T": "kvTokens", "n": "kvHeads", "v": "valueDim"}
-"""Tiling-data field of each role (opgen.kernel.nsa.shape_key letter) a workspace size uses (opgen.tiling.nsa)."""
+"""Tiling-data field of each role (opgen.kernel.attnprog.shape_key letter) a workspace size uses (opgen.tiling.attention)."""
 MEMBER = {"D": "D_", "Dv": "Dv_", "d": "D_", "v": "Dv_"}
 """Kernel member of the head dims, by role name or shape_key letter."""
 FLAGS = [("FLAG_C2V", 1, "AIC -> its AIVs: the item's cube results are in the workspace"),
@@ -62,9 +62,9 @@ def _ctype(spec, name: str, data: str) -> str:
 
 
 class _Printer:
-    """C++ statements of one NsaProgram (module doc)."""
+    """C++ statements of one AttentionProgram (module doc)."""
 
-    def __init__(self, spec, p: NsaProgram, counts, slots: int, tokens: dict, data: str):
+    def __init__(self, spec, p: AttentionProgram, counts, slots: int, tokens: dict, data: str):
         self.spec, self.p, self.counts, self.slots, self.tokens, self.data = spec, p, counts, slots, tokens, data
         self.row_cap = "L_" if p.full_rows else ("Li_" if p.online else "Lc_")
         self.dense = p.keyset == "dense"
@@ -112,7 +112,7 @@ class _Printer:
             out.append((tile, ct, " + ".join([base] + off) if off else base))
             cols = {"Dv": "td->valueDim"}.get(self.p.tile_cols.get(tile), keys)   # an online P V tile: [rows, Dv]
             off.append(f"AlignUp({rows} * {cols} * sizeof({ct}), {WS_ALIGN})")
-        from opgen.tiling.nsa import POST_OFFSETS
+        from opgen.tiling.attention import POST_OFFSETS
 
         for po in self.p.post:
             shape = next(o for o in self.spec.outputs if o.name == po.output).shape
@@ -490,13 +490,13 @@ def _with_comment(item, at: str):
     return dataclasses.replace(item, lines=tuple(ln + at for ln in item.lines))
 
 
-def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
+def emit_attention_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
     """{path: text} of op_kernel/<op>.h and op_kernel/<op>.cpp of an attention-family lowering (module doc):
-    `lowered` (opgen.kernel.family.Lowered: the AttentionLayout and {key: NsaProgram}), the NsaCounts the tiling
+    `lowered` (opgen.kernel.family.Lowered: the AttentionLayout and {key: AttentionProgram}), the AttentionCounts the tiling
     planned for and the Tiling. Raises SpecError for a schedule the kernel cannot run."""
     from opgen.codegen.env import template_env
     from opgen.names import spec_path
-    from opgen.tiling import nsa as tnsa
+    from opgen.tiling import attention as tattn
     from opgen.tiling.emit import attr_key
 
     lay = lowered.layout
@@ -551,9 +551,9 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
         variants.setdefault(attr_key(spec, attrs), []).append((cond, by_text[text]))
     keys, declared = [], []
     dvar = lay.dtype
-    strategies = [(tnsa.STRATEGY, "ATTENTION")]
+    strategies = [(tattn.STRATEGY, "ATTENTION")]
     if any(c["det"] for c in classes):
-        strategies.append((tnsa.DETERMINISTIC, "ATTENTION_DETERMINISTIC"))
+        strategies.append((tattn.DETERMINISTIC, "ATTENTION_DETERMINISTIC"))
     for r, row in enumerate(spec.dtype_rows, start=1):
         ctype = CTYPE[dtype_name(row[dvar])]
         for ak, vs in sorted(variants.items()):
@@ -562,10 +562,10 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
                 declared.append(tk)
                 keys.append((tk.macro(spec), ctype, _dedupe(vs)))
     env = template_env()
-    consts = [("L0A_BYTES", tnsa.CUBE["l0a"], "L0A bytes on Atlas A2/A3"),
-              ("L0B_BYTES", tnsa.CUBE["l0b"], "L0B bytes"),
-              ("L0C_BYTES", tnsa.CUBE["l0c"], "L0C bytes"),
-              ("L0C_ACC_BYTES", tnsa.L0C_ACC, "L0C bytes of the accumulator region (the tile region follows)"),
+    consts = [("L0A_BYTES", tattn.CUBE["l0a"], "L0A bytes on Atlas A2/A3"),
+              ("L0B_BYTES", tattn.CUBE["l0b"], "L0B bytes"),
+              ("L0C_BYTES", tattn.CUBE["l0c"], "L0C bytes"),
+              ("L0C_ACC_BYTES", tattn.L0C_ACC, "L0C bytes of the accumulator region (the tile region follows)"),
               ]
     if lay.keyset == "selected":
         consts.append(("MAX_BLOCKS", spec.dims_[lay.dim("CNT")].max, "most selected blocks per unit (the spec's CNT "
@@ -575,17 +575,17 @@ def emit_nsa_kernel(spec, lowered, counts, tiling) -> dict[str, str]:
         "entry": kernel_entry(spec.name),
         "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs], "keys": keys,
         "struct": f"optiling::{spec.name}TilingData", "flags": FLAGS, "consts": consts,
-        "det_strategy": tnsa.DETERMINISTIC, "dense": any(c["dense"] for c in classes),
+        "det_strategy": tattn.DETERMINISTIC, "dense": any(c["dense"] for c in classes),
         "doc": tiling.doc,
     }
     return {
-        f"op_kernel/{snake}.h": env.get_template("op_kernel/nsa_kernel.h.j2").render(**ctx),
-        f"op_kernel/{snake}.cpp": env.get_template("op_kernel/nsa_kernel.cpp.j2").render(**ctx),
+        f"op_kernel/{snake}.h": env.get_template("op_kernel/attention_kernel.h.j2").render(**ctx),
+        f"op_kernel/{snake}.cpp": env.get_template("op_kernel/attention_kernel.cpp.j2").render(**ctx),
         **emit_tiling_keys(spec, declared),
     }
 
 
-def _offset_cpp(p: NsaProgram, tokens: dict) -> str:
+def _offset_cpp(p: AttentionProgram, tokens: dict) -> str:
     """C++ of a dense program's causal offset (`key > query + offset`) over the kernel's S1_ / S2_ members, "0"
     without one."""
     if p.causal_offset is None:
@@ -614,13 +614,13 @@ def _dedupe(vs):
     return out
 
 
-def _l1_elems(b, p: NsaProgram) -> str:
+def _l1_elems(b, p: AttentionProgram) -> str:
     cols = {"D": "D_", "Dv": "Dv_", "keys": "Lc_"}[b.cols]
     rows = {"heads": "gTile_", "gather": "Lc_", "tile": "gTile_"}[b.role]
     return f"{rows} * {cols}"
 
 
-def _doc(p: NsaProgram) -> str:
+def _doc(p: AttentionProgram) -> str:
     parts = ["causal" if p.causal else "no masking"] + (["online softmax over the key chunks"] if p.online else [])
     parts.append("item = unit (whole key rows), AIC pipelines two units" if p.full_rows and pipelined(p)
                  else ("item = unit" if p.full_rows else "item = unit x key chunk"))

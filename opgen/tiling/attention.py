@@ -29,7 +29,7 @@ Forward (no workspaced outputs; key attrKey*100 + dtypeKey*10 + 1): item = unit.
 chunk into a fp32 GM workspace tile [rows, L] (slot u % 2); flag; AIV: mask / scale / softmax over the full row,
 P -> T into the workspace, max and sum to the outputs; flag; AIC: O = P Vsel accumulated over the chunks in
 L0C, written as T by Fixpipe. The AIC computes S of unit u + 1 before O of unit u (two workspace slots).
-Dense forward (an online softmax, opgen.kernel.nsa.online_softmax): item = (unit, block of `itemChunks` key chunks,
+Dense forward (an online softmax, opgen.kernel.attnprog.online_softmax): item = (unit, block of `itemChunks` key chunks,
 at most ONLINE_ITEM_KEYS keys), one workspace slot of S (fp32), P (T) and P V (fp32 [rows, Dv]) of an item, the UB
 rows hold an item; the AIV keeps the fp32 output
 accumulator of its rows of the unit (subRows x Dv) and the running max / rescale / sum; nothing depends on S2.
@@ -48,7 +48,7 @@ turns in core order for their dKsel / dVsel matmuls and atomic adds, separated b
 (CrossCoreSetFlag<0> + CrossCoreWaitFlag). No extra workspace; the turns serialise that part of the backward.
 dq is deterministic in both (each unit owns its rows, accumulated in L0C).
 
-The programs are built from the counts of the lowered programs (opgen.kernel.attention.nsa_counts) and read their
+The programs are built from the counts of the lowered programs (opgen.kernel.attention.attention_counts) and read their
 inputs by role (`program_inputs`: the attention layout's dims). GM traffic: opgen/check counts it (emulation byte
 counters); the reference's estimate of CANN's kernels is declared by the spec (OpSpec.gm_reference).
 """
@@ -59,7 +59,7 @@ from dataclasses import dataclass
 
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym
-from opgen.kernel.nsa import DENSE_BLOCK
+from opgen.kernel.attnprog import DENSE_BLOCK
 from opgen.platforms import PLATFORMS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
@@ -222,8 +222,8 @@ def _ws(x):
 
 
 @dataclass(frozen=True)
-class NsaCounts:
-    """What an NSA kernel holds (the maxima over its specialisations; opgen.codegen.kernel_nsa checks every lowered
+class AttentionCounts:
+    """What an NSA kernel holds (the maxima over its specialisations; opgen.codegen.kernel_attention checks every lowered
     program against them, so the buffers proven here are the ones the kernel allocates).
 
     AIV (per row of a UB pass): row_regs fp32 key rows, tile_stores T key rows (to workspace tiles), stat8 rows of 8
@@ -246,15 +246,15 @@ class NsaCounts:
     l1_heads: tuple
     l1_gathers: tuple
     l1_tiles: int
-    dense: bool = False   # a dense key set (opgen.kernel.nsa.NsaProgram.keyset)
-    online: int = 0       # 1: the dense forward's online softmax (opgen.kernel.nsa.online_softmax): an fp32 O
+    dense: bool = False   # a dense key set (opgen.kernel.attnprog.AttentionProgram.keyset)
+    online: int = 0       # 1: the dense forward's online softmax (opgen.kernel.attnprog.online_softmax): an fp32 O
     #                       accumulator of the AIV's rows, a P V tile staging row, a T output staging row
     pv_tiles: int = 0     # fp32 [rows, Dv] P V workspace tiles per slot (online)
     mask_in: int = 0      # 1: an explicit bool mask row is read per key row (u8 staging, half, bits, an fp32 row;
     #                       Select keeps its scratch at 184 KB of UB: SELECT_SCRATCH_BYTES left free)
 
 
-def ub_plan(c: NsaCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
+def ub_plan(c: AttentionCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
     """The AIV buffers, in the order the kernel allocates them (names are the kernel's members)."""
     plan = [Buffer("rowBuf", "TBuf<VECCALC>", c.row_regs, True, row_cap, 4, "fp32 key-row registers")]
     for k in range(c.tile_stores):
@@ -291,7 +291,7 @@ def ub_plan(c: NsaCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
     return plan
 
 
-def l1_plan(c: NsaCounts, dims: dict, g_tile, keys, t_bytes) -> list[Buffer]:
+def l1_plan(c: AttentionCounts, dims: dict, g_tile, keys, t_bytes) -> list[Buffer]:
     """The AIC's L1 buffers: head rows of a unit, gathered key chunks, vector tiles (all NZ, T)."""
     plan = [Buffer(f"headL1_{k}", "TBuf<A1>", 1, False, g_tile * dims[e], t_bytes, f"the unit's head rows (x {e})")
             for k, e in enumerate(c.l1_heads)]
@@ -302,12 +302,12 @@ def l1_plan(c: NsaCounts, dims: dict, g_tile, keys, t_bytes) -> list[Buffer]:
     return plan
 
 
-def _slot_bytes(c: NsaCounts, rows, keys, t_bytes, dv=None):
+def _slot_bytes(c: AttentionCounts, rows, keys, t_bytes, dv=None):
     b = c.f32_tiles * _ws(rows * keys * 4) + c.t_tiles * _ws(rows * keys * t_bytes)
     return b + c.pv_tiles * _ws(rows * dv * 4) if c.pv_tiles else b
 
 
-def fwd_program(name: str, c: NsaCounts):
+def fwd_program(name: str, c: AttentionCounts):
     """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the forward kernel `name` for counts `c` (module doc)."""
     p = TilingProgram(name)
     v = _common(p, c.dense)
@@ -342,7 +342,7 @@ def fwd_program(name: str, c: NsaCounts):
     return p, {"ub": ub, "l1": l1}
 
 
-def bwd_program(name: str, c: NsaCounts):
+def bwd_program(name: str, c: AttentionCounts):
     """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the backward kernel `name` for counts `c` (module doc)."""
     p = TilingProgram(name)
     v = _common(p)
@@ -409,5 +409,5 @@ def program_inputs(layout, spec, deterministic: bool = False) -> dict:
 
 
 POST_OFFSETS = {"thd": "wsDqOffset", "Tnd": "wsDkOffset", "Tnv": "wsDvOffset"}
-"""Tiling field holding the byte offset of each fp32 output workspace, by the output's role shape (opgen.kernel.nsa
+"""Tiling field holding the byte offset of each fp32 output workspace, by the output's role shape (opgen.kernel.attnprog
 shape_key): query-shaped [T1, N1, D] (dq), key-shaped [T2, N2, D] (dk), value-shaped [T2, N2, Dv] (dv)."""

@@ -1,13 +1,13 @@
 """Attention programs: the Kernel IR of the mixed (cube + vector) attention kernels, over a key set.
 
-The key set (`NsaProgram.keyset`, KEY_FORMS): "selected" — the key blocks an index table selects (NSA, TND) — or
+The key set (`AttentionProgram.keyset`, KEY_FORMS): "selected" — the key blocks an index table selects (NSA, TND) — or
 "dense" — every key of the unit's batch and kv head (FlashAttentionScore, BNSD; the batch dim has no letter, the
 key / value rows are the key tensor broadcast over the G heads instead of a gather). Both share every rule below;
 only the shape keys of each class differ.
 
 A selected-attention kernel works on *units*: one query token t, one kv head n2 and a group of the G query heads
 of n2 (the M rows of every matmul; docs/reference/nsa_selected_attention.md §2.1); a dense one on (batch, kv head,
-block of query rows, group of heads) (opgen.tiling.nsa). Every tensor-IR value of the
+block of query rows, group of heads) (opgen.tiling.attention). Every tensor-IR value of the
 optimized graph is classified by its shape (T1, N2, G, L = CNT * BS keys, D, Dv) and its producer:
 
   gm      an operator input (or a f32/reshaped/permuted view of one): Q / dO / O head rows [T1, N2, G, E], the
@@ -23,7 +23,7 @@ optimized graph is classified by its shape (T1, N2, G, L = CNT * BS keys, D, Dv)
   quant   a row rounded to T that a matmul reads: stored as T to a GM workspace tile (§2.4 P, §2.5 P and dS)
   scalar  a constant or a float attribute (scale)
 
-`lower(graph)` turns the graph into an `NsaProgram`:
+`lower(graph)` turns the graph into an `AttentionProgram`:
   cube ops    each matmul with its form (NT: C = A Bᵀ, NN: C = A B, TN: C = Aᵀ B, with A/B stored row-major), its
               operands (head rows of a GM tensor, gathered rows, or a workspace tile written by the vector stage),
               its phase (1: before the vector stage of an item, 2: after it, because it reads a vector result) and
@@ -166,7 +166,7 @@ class L1Buffer:
 
 
 @dataclass
-class NsaProgram:
+class AttentionProgram:
     """A lowered NSA kernel (module doc). gm: {input/output name: role}; tiles: {tile: "f32" or the data's dtype
     variable} in slot order;
     regs: {value: register} for row / head values; nregs: {"row": n, "head": n} registers per row of a pass;
@@ -262,7 +262,7 @@ class _Lowering:
 
             self.f = {k: (tuple(one(x) for x in v) if isinstance(v, tuple) else one(v)) for k, v in self.f.items()}
             self.bsnd = {one(k): one(v) for k, v in self.bsnd.items()}
-        self.p = NsaProgram(g.name, keyset=keyset, form=form)
+        self.p = AttentionProgram(g.name, keyset=keyset, form=form)
         self.kind: dict[str, tuple] = {}
         self.vals = g.values()
         self.uses = g.uses()
@@ -280,7 +280,7 @@ class _Lowering:
         return IRError(f"attention kernel {self.g.name}: %{n.result.name} = {n.op}(...): {why}")
 
     # ---------------------------------------------------------------- driver
-    def run(self) -> NsaProgram:
+    def run(self) -> AttentionProgram:
         """Classify the parameters, lower every node and output, finish and verify the program."""
         for pr in self.g.params:
             v = pr.value
@@ -824,7 +824,7 @@ ONLINE_SCOPES = {"oacc": "pv", "st_out": "last", "st_stat8": "last"}
 """The scope of an online program's instructions that do not run in the item's vector stage (VInstr)."""
 
 
-def online_softmax(p: NsaProgram) -> None:
+def online_softmax(p: AttentionProgram) -> None:
     """Rewrite a dense forward program's whole-row softmax into an online softmax over its key chunks (in place;
     docs/design.md "Kernel families", attention). The program must hold the spec's softmax exactly:
     m = rmax(x), e = exp(x - m), l = rsum(e), P = e * (1 / l) stored as T for the matmul P V, whose result is the
@@ -899,8 +899,8 @@ def online_softmax(p: NsaProgram) -> None:
     p.online = True
 
 
-def lower(g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str = "TND") -> NsaProgram:
-    """Lower the optimized graph of a selected-attention specialisation to its NsaProgram (module doc); `tokens`
+def lower(g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str = "TND") -> AttentionProgram:
+    """Lower the optimized graph of a selected-attention specialisation to its AttentionProgram (module doc); `tokens`
     names each dim's role (opgen.kernel.attention.AttentionLayout.tokens), `data` is the dtype variable of the data
     (AttentionLayout.dtype: what rounded key rows and outputs are cast to). Raises IRError naming the value when a
     node has no lowering (the kernel does not support that spec shape). `keyset`: "selected" (keys gathered by an
@@ -909,7 +909,7 @@ def lower(g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str
     return _Lowering(g, tokens, data, keyset, form).run()
 
 
-def verify_program(p: NsaProgram) -> None:
+def verify_program(p: AttentionProgram) -> None:
     """Check def-before-use of vector values (a matmul result reaches the vector stage only through ld_tile of its
     tile), the phase rules (phase-1 matmuls read no vector result; every phase-2 matmul reads a tile a vector
     instruction stores), that
@@ -957,10 +957,10 @@ def verify_program(p: NsaProgram) -> None:
             raise IRError(f"NSA program {p.name}: post op of {po.output} without a workspace producer")
 
 
-def print_program(p: NsaProgram, locs: bool = False) -> str:
+def print_program(p: AttentionProgram, locs: bool = False) -> str:
     """Canonical text of an NSA program; locs=True ends each matmul and vector instruction with its spec location
     (`  @ file.py:line`, `opgen graph --stage kernel`), the default text (what comparisons use) has none."""
-    lines = [f"nsa_kernel {p.name} KERNEL_TYPE_MIX_AIC_1_2 {{",
+    lines = [f"attention_kernel {p.name} KERNEL_TYPE_MIX_AIC_1_2 {{",
              f"  item {'unit (whole key rows)' if p.full_rows else 'unit x key chunk'}"
              f"{', online softmax' if p.online else ''}"
              f"{', causal' if p.causal else ''}"
@@ -993,7 +993,7 @@ def print_program(p: NsaProgram, locs: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _vector_lines(p: NsaProgram, scopes, locs: bool) -> list[str]:
+def _vector_lines(p: AttentionProgram, scopes, locs: bool) -> list[str]:
     """print_program's lines of the vector instructions of `scopes`."""
     lines = []
     for i in p.vector:
@@ -1008,7 +1008,7 @@ def _vector_lines(p: NsaProgram, scopes, locs: bool) -> list[str]:
     return lines
 
 
-def pipelined(p: NsaProgram) -> bool:
+def pipelined(p: AttentionProgram) -> bool:
     """True when the AIC may run phase 1 of the next unit before phase 2 of this one: a whole unit is one item and
     no operand is read by both phases (each phase loads its own; a buffer shared by operands of different phases
     is reloaded)."""
