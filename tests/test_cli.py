@@ -283,6 +283,11 @@ def _err_ada_unknown_dtype_var(d):
     return ["AdaLayerNormGrad", "--inputs", _save(d / "in.npz", ada_grad_inputs()), "--dtype", "Q=float16"]
 
 
+def _err_fixed_dtypes_dtype(d):
+    one_hot = str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "interpreted" / "one_hot.py")
+    return [one_hot, "--dims", "N=5", "--attr", "num_classes=4", "--dtype", "T=float16"]
+
+
 def _err_ada_unsupported_combo(d):
     return ["AdaLayerNormGrad", "--inputs", _save(d / "in.npz", ada_grad_inputs()), "--dtype", "T=bfloat16",
             "--dtype", "U=float16"]
@@ -355,6 +360,7 @@ ERRORS = {
     "overflow-fp16": (_err_ada_overflow_fp16, ["dy:", "overflow"]),
     "dtype-float64": (_err_ada_bad_dtype, ["T:", "float64"]),
     "unknown-dtype-var": (_err_ada_unknown_dtype_var, ["Q:", "unknown dtype variable"]),
+    "dtype-of-fixed-dtypes": (_err_fixed_dtypes_dtype, ["T:", "OneHot has no dtype variables (its dtypes are fixed)"]),
     "unsupported-dtype-combo": (_err_ada_unsupported_combo, ["not supported", "bfloat16", "float16"]),
     "topk-out-of-range": (_err_nsa_topk_out_of_range, ["topk_indices:", "outside its batch"]),
     "topk-fractional": (_err_nsa_fractional_topk, ["topk_indices:", "integer"]),

@@ -152,6 +152,9 @@ def resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
     assign, source = {}, {}
     for k, v in dtypes.items():
         if k not in spec.dtype_vars_:
+            if not spec.dtype_vars_:
+                raise ValidationError(k, f"{spec.name} has no dtype variables (its dtypes are fixed), so --dtype "
+                                         f"{k}=... has nothing to set")
             raise ValidationError(k, f"unknown dtype variable of {spec.name} (known: {', '.join(spec.dtype_vars_)})")
         try:
             assign[k] = parse_dtype(v) if isinstance(v, str) else v
