@@ -78,6 +78,7 @@ class _Lowering:
         self.whole: set[str] = set()             # per-row integer values (indices, their 0 / 1 comparisons)
         self.iota_col: str | None = None         # the one column row of lane indices a gather / scatter compares
         self.segs: dict[str, str] = {}           # per-channel operands of regrouped rows -> their GM operand (seg)
+        self.btext: set[str] = set()             # per-batch values: scalar texts over complete batch totals
         self.passes = None                       # kernel-level algebra run by `run` (lower)
 
     def err(self, v: str, why: str) -> Unsupported:
@@ -279,12 +280,14 @@ class _Lowering:
                     raise self.err(r, str(e)) from None
                 if keys_of(n.result.type.shape) != keys_of(self.vals[x].type.shape):
                     raise self.err(r, "a reshape that regroups the axes of a computed value")
-                if sp != self.space[x] and self.sums.get(x) not in self.totals:   # a total: any size-1 dims
-                    raise self.err(r, f"a reshape from a {self.space[x]} to a {sp} value")
+                if sp != self.space[x] and self.sums.get(x) not in self.totals and x not in self.btext:
+                    raise self.err(r, f"a reshape from a {self.space[x]} to a {sp} value")   # a total: any 1s
             self.space[r] = self.space[x]
             self.alias[r] = src
             if x in self.scalar_text:
                 self.scalar_text[r] = self.scalar_text[x]
+            if x in self.btext:
+                self.btext.add(r)
             if x in self.masks:
                 self.masks.add(r)
             if x in self.iotas:
@@ -331,6 +334,8 @@ class _Lowering:
             self.alias[r] = src
             if x in self.scalar_text:
                 self.scalar_text[r] = self.scalar_text[x]
+            if x in self.btext:
+                self.btext.add(r)
             if x in self.iotas:
                 self.iotas.add(r)
             return
@@ -356,11 +361,18 @@ class _Lowering:
                 sp = self.lay.space(n.result.type.shape)
             except IRError as e:
                 raise self.err(r, str(e)) from None
+            per_batch = any(x in self.btext for x in n.inputs) and all(
+                self.space.get(x) == "scalar" for x in n.inputs)
+            if per_batch:
+                sp = "scalar"   # arithmetic on per-batch totals alone: a per-batch value (RowProgram.btotals)
             self.space[r] = sp
             try:
                 lower_elementwise(self, r, sp, op, list(n.inputs))
             except IRError as e:
                 raise self.err(r, str(e).removeprefix("row kernel: ")) from None
+            if per_batch:
+                self.scalar_text[r] = self._batch_value(self.scalar_text[r], "expr")
+                self.btext.add(r)
             if sp == "col" and any(x in self.sums or x in self.p.late for x in n.inputs):
                 self.p.late.append(r)   # a column value of complete reductions: computed after the exchange
             if op in ("mul", "add", "sub", "neg") and sp == "stat" and all(x in self.whole or self._int_const(x)
@@ -695,6 +707,9 @@ class _Lowering:
                            f"x.sum((0, 1)) for x.sum(1).sum(0), lowers)")
         ks, res = keys_of(self.vals[x].type.shape), keys_of(n.result.type.shape)
         lay = self.lay
+        if res and res == lay.axes[:lay.split] and lay.split < len(lay.axes) and self.space[x] == "row":
+            self.batch_total(n, src, kind)
+            return
         if res == lay.axes:   # over the row axis
             self.space[r] = "stat"
             if kind == "max":
@@ -733,6 +748,42 @@ class _Lowering:
         elif kind != "sum":
             self.p.acc_kinds[r] = kind
         self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space=target))
+
+    def batch_total(self, n, src: str, kind: str) -> None:
+        """Reduction node n of the row value `src` over the row axis and the rows of each batch (the leading axes
+        after the batch axes), keeping the batch axes: BatchNorm's statistics of [C, N, L] per channel C (the rows
+        family's per-batch totals, docs/design.md "Kernel families"). Two levels: the batch's rows accumulated into
+        a per-batch fp32 row (`acc`, space brow: the columns summed over the rows in row order; partial batches
+        combined across cores in core order through workspace), which the second pass over the rows reads back
+        complete at each new batch and reduces over its columns (ReduceSum / ReduceMax) into a float member
+        (RowProgram.btotals). The value is that member's scalar text (a mean divides it by rows of a batch x row
+        length from tiling data); arithmetic on such values alone stays a scalar text (`_Lowering.btext`), and an
+        output of one is written once per batch by the core holding the batch's first row
+        (RowProgram.batch_stores). Raises Unsupported for a kind other than sum, mean or max (a minimum arrives as
+        -max(-x))."""
+        r = n.result.name
+        if kind not in ("sum", "mean", "max"):
+            raise self.err(r, f"a {kind} over the rows of a batch and the row axis; the rows family takes the sum, "
+                           f"mean or max")
+        acc = f"bacc_{r}"
+        self.p.instrs.append(Instr("acc", acc, (src,), op=rowprog.ACC_OPS[kind], space="brow"))
+        if kind == "max":
+            self.p.acc_kinds[acc] = "max"
+        self.p.acc_reads.append(acc)
+        name = self._batch_value(acc, "max" if kind == "max" else "sum")
+        if kind == "mean":
+            name = self._batch_value(f"({name} / (static_cast<float>(seqLen_) * static_cast<float>(hidden_)))",
+                                     "expr")
+        self.space[r] = "scalar"
+        self.scalar_text[r] = name
+        self.btext.add(r)
+
+    def _batch_value(self, src: str, kind: str) -> str:
+        """A new per-batch float member bt<k>_ (RowProgram.btotals): the total of accumulator `src` (kind "sum" or
+        "max"), or the C++ float text `src` over earlier ones, constants and attributes (kind "expr")."""
+        name = f"bt{len(self.p.btotals)}_"
+        self.p.btotals.append((name, src, kind))
+        return name
 
     def _second_pass(self, x: str, by: str) -> bool:
         """Whether value x, a reduction over rows (or a finishing step of one), can be read by the computation of
@@ -935,6 +986,13 @@ class _Lowering:
                     raise self.err(v, f"output {name}: a column sum written along a leading axis")
                 self.p.gm.append(GmTensor(gm, "out", sp, dtype, view, name))
                 self.p.accs[src] = (sp, gm, rnd)
+            elif s in self.btext:   # a per-batch value: written once per batch (RowProgram.batch_stores)
+                if ks != self.lay.axes[:self.lay.split] or not _batch_flat(view, self.lay):
+                    raise self.err(v, f"output {name}: a per-batch value written other than one element per batch "
+                                   f"in batch order")
+                self.p.gm.append(GmTensor(gm, "out", "bstat", dtype, view, name))
+                self.p.batch_stores.append(Instr("bstore", "", (), arg=self.scalar_text[s], gm=gm, op=rnd,
+                                                 space="bstat"))
             else:
                 raise self.err(v, f"output {name} is a scalar; the rows family writes rows, statistics and sums")
 
@@ -992,6 +1050,8 @@ def _canonical_names(p: RowProgram) -> None:
     p.acc_reads = [ren(k) for k in p.acc_reads]
     p.late = [ren(k) for k in p.late]
     p.late_stores = [(ren(k), g, r) for k, g, r in p.late_stores]
+    p.btotals = [(n, rowprog._rename(a, where) if k == "expr" else ren(a), k) for n, a, k in p.btotals]
+    p.batch_stores = [dataclasses.replace(i, arg=rowprog._rename(i.arg, where)) for i in p.batch_stores]
 
 
 def _subsequence(ks, full) -> bool:

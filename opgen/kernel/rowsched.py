@@ -117,7 +117,8 @@ class RowSchedule:
     #                               a row's repeat stride fits BinaryRepeatParams and k one instruction's repeats
     acc_body: tuple = ()       # two passes over the rows: the first pass's stream (accumulates; row_body the second)
     reload_batch: tuple = ()   # the second pass: complete per-batch reductions read at a new batch b (C++ lines)
-    float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init)
+    float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init; bt<k>_ per batch)
+    batch_stores: bool = False  # outputs written once per batch in the second pass (a pass even without row outputs)
     cross_core: tuple = ()
     strided: tuple = ()        # names of the Off_<name>(r) address methods
     fields: tuple = ()         # the tiling-data fields the addresses read (dim<k>)
@@ -262,7 +263,7 @@ def _row_split(s: RowSchedule) -> Func:
         if s.flush_row:
             body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
         body.append(Verbatim(tuple(s.cross_core)))
-        if not (s.row_out or s.stat_out):   # only column values read the reductions: no second pass is needed
+        if not (s.row_out or s.stat_out or s.batch_stores):   # only column values read them: no second pass
             return Func("RowSplit", (), tuple(body))
         body.append(Assign("valBatch_", Lit(-1)))
     loop: list = list(copy_in)
@@ -895,7 +896,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         methods.append(_copy_in(s))
     if s.acc_body:
         methods.append(_accumulate(s))
-    if not s.acc_body or s.row_out or s.stat_out:   # a two-pass kernel without row outputs has no second pass
+    if not s.acc_body or s.row_out or s.stat_out or s.batch_stores:   # else a two-pass kernel has no second pass
         methods.append(_compute(s))
     if s.row_out or s.stat_out:
         methods.append(_copy_out(s))
