@@ -79,6 +79,7 @@ class _Lowering:
         self.iota_col: str | None = None         # the one column row of lane indices a gather / scatter compares
         self.segs: dict[str, str] = {}           # per-channel operands of regrouped rows -> their GM operand (seg)
         self.btext: set[str] = set()             # per-batch values: scalar texts over complete batch totals
+        self.bnames: dict[str, tuple] = {}       # per-batch float member -> (the IR value, its spec line)
         self.passes = None                       # kernel-level algebra run by `run` (lower)
 
     def err(self, v: str, why: str) -> Unsupported:
@@ -133,7 +134,11 @@ class _Lowering:
         try:
             rowprog.assign_row_passes(p)
         except IRError as e:
-            raise Unsupported(getattr(e, "value", p.acc_reads[0]), getattr(e, "loc", ""), str(e)) from None
+            why = str(e)
+            for name, (v, loc) in self.bnames.items():   # a per-batch total: the spec's value and line
+                where = f" ({loc.rsplit('/', 1)[-1]})" if loc else ""
+                why = why.replace(f"%{name} ", f"%{v}{where} ")
+            raise Unsupported(getattr(e, "value", p.acc_reads[0]), getattr(e, "loc", ""), why) from None
         rowprog._allocate(p)
         _canonical_names(p)
         return p
@@ -373,6 +378,7 @@ class _Lowering:
             if per_batch:
                 self.scalar_text[r] = self._batch_value(self.scalar_text[r], "expr")
                 self.btext.add(r)
+                self.bnames[self.scalar_text[r]] = (r, n.loc)
             if sp == "col" and any(x in self.sums or x in self.p.late for x in n.inputs):
                 self.p.late.append(r)   # a column value of complete reductions: computed after the exchange
             if op in ("mul", "add", "sub", "neg") and sp == "stat" and all(x in self.whole or self._int_const(x)
@@ -777,6 +783,7 @@ class _Lowering:
         self.space[r] = "scalar"
         self.scalar_text[r] = name
         self.btext.add(r)
+        self.bnames[name] = (r, n.loc)
 
     def _batch_value(self, src: str, kind: str) -> str:
         """A new per-batch float member bt<k>_ (RowProgram.btotals): the total of accumulator `src` (kind "sum" or

@@ -263,7 +263,12 @@ def _row_split(s: RowSchedule) -> Func:
         if s.flush_row:
             body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
         body.append(Verbatim(tuple(s.cross_core)))
-        if not (s.row_out or s.stat_out or s.batch_stores):   # only column values read them: no second pass
+        if not (s.row_out or s.stat_out):   # only column values read them: no second pass over the rows
+            if s.batch_stores:   # per-batch outputs only: each batch whose first row is this core's, read back
+                first = div(add(Sym("rowStart_"), sub(Sym("seqLen_"), 1)), Sym("seqLen_"))
+                last = div(add(Sym("rowEnd_"), sub(Sym("seqLen_"), 1)), Sym("seqLen_"))
+                body.append(For("b", first, last, Lit(1), (Verbatim(tuple(s.reload_batch)),),
+                                doc="the per-batch values of the batches starting in this core's rows"))
             return Func("RowSplit", (), tuple(body))
         body.append(Assign("valBatch_", Lit(-1)))
     loop: list = list(copy_in)
@@ -896,7 +901,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         methods.append(_copy_in(s))
     if s.acc_body:
         methods.append(_accumulate(s))
-    if not s.acc_body or s.row_out or s.stat_out or s.batch_stores:   # else a two-pass kernel has no second pass
+    if not s.acc_body or s.row_out or s.stat_out:   # a two-pass kernel without row outputs has no second pass
         methods.append(_compute(s))
     if s.row_out or s.stat_out:
         methods.append(_copy_out(s))
