@@ -350,15 +350,14 @@ def _kept_perm(g: Graph):
         if rank - 1 not in axes:
             continue   # a reduction over leading axes only: its rows keep their order
         kept = [i for i in range(rank) if i not in axes]
-        if all(as_dim(shape[i]) == Lit(1) for i in kept):
-            continue   # a row reduction (nothing but the last axis) or one over every axis
+        if all(as_dim(shape[i]) == Lit(1) for i in kept) or all(as_dim(shape[i]) == Lit(1) for i in axes
+                                                                  if i != rank - 1):
+            continue   # one over every axis, or a row reduction (nothing but the last axis): any order
         perm = tuple(kept + sorted(axes))
-        if perm == tuple(range(rank)):
-            continue
         if found is not None and found != (rank, perm):
-            return None
+            return None   # two reductions keep different axes (the rows analysis names one)
         found = (rank, perm)
-    return found
+    return None if found is None or found[1] == tuple(range(found[0])) else found
 
 
 def kept_first(g: Graph) -> Graph:

@@ -740,6 +740,10 @@ class _Lowering:
         else:
             hint = (f" (permuting the input so that the reduced axes come right before {lay.row} makes them the rows "
                     f"of a batch)" if lay.row in res else "")
+            if lay.row not in res and lay.split < len(lay.axes):
+                hint = (f" (a reduction over {lay.row} and the rows of each batch keeps the leading axes "
+                        f"[{', '.join(lay.axes[:lay.split])}] here; reductions over {lay.row} and some leading axes "
+                        f"must all keep the same ones)")
             raise self.err(r, f"a {kind} of [{', '.join(ks)}] over the axes [{', '.join(k for k in ks if k not in res)}]"
                            f"; the rows family reduces over the row axis [{lay.row}], over all leading axes "
                            f"[{', '.join(lay.axes)}] or over the rows of a batch{hint}")
