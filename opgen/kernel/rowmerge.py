@@ -21,6 +21,11 @@ When no reduction spans several trailing axes, the run of two or more trailing a
 is merged the same way if every reduction leaves that same run untouched (`_row_run`: RmsNorm over the channels of
 [B, C, H, W] reduces axis 1 and leaves H, W, which become one row; the mean is then one over the rows of a batch).
 
+`kept_first(g)`: a reduction over the last axis and leading axes that are not next to it (BatchNorm's statistics
+of [N, C, L] over N and L) keeps some axes K; the graph is reordered so that K comes first (inputs read and outputs
+written through permutes, GM views), making the reduction one over the row axis and the rows of each batch
+(opgen.kernel.rows `batch_total`).
+
 `merge_trailing(g)` returns the rewritten graph, or `g` itself when there is nothing to merge or the graph does
 not keep the run together (a [W] weight, a permute, a slice ...): the rows analysis then refuses it with its own
 message, to which the family adds `merge_blocker(g)` (which value kept the axes apart). Facts: row-major
