@@ -99,6 +99,31 @@ def _(b, x, g):
     m = xf.max((1, 3))
     return {"y": ((xf - m) * g).cast(T, "rint"), "mx": m.reshape([A, Cc])}
 ''',
+    # BatchNorm2d's statistics: [N, C, H, W] over N, H, W (the trailing H, W merged into rows of H * W)
+    "Stats2d": '''
+spec = OpSpec("Stats2d", aclnn="aclnnStats2d", socs=(A2,))
+N = spec.dim("N", max=4096)
+C = spec.dim("C", max=2048)
+H = spec.dim("H", max=64)
+W = spec.dim("W", max=64)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [N, C, H, W])
+spec.input("weight", f32, [C])
+spec.input("bias", f32, [C])
+spec.output("y", T, [N, C, H, W])
+spec.output("mean", f32, [C])
+spec.output("invstd", f32, [C])
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x, weight, bias):
+    xf = x.f32()
+    m = xf.mean((0, 2, 3), keepdims=False)
+    r = b.rsqrt((xf * xf).mean((0, 2, 3), keepdims=False) - m * m + 1e-5)
+    y = (xf - m.reshape([C, 1, 1])) * (r * weight).reshape([C, 1, 1]) + bias.reshape([C, 1, 1])
+    return {"y": y.cast(T, "rint"), "mean": m, "invstd": r}
+''',
 }
 
 
@@ -153,6 +178,13 @@ def test_batch_norm_v3_lowers_as_per_batch_totals_of_its_channels():
     rows = [ln for ln in text.splitlines() if ln.lstrip().startswith("[row") or ln.lstrip().startswith("[brow")]
     assert sum("pass 1" in ln and "pass 1,2" not in ln for ln in rows) == 3     # 2 accumulates + x * x
     assert sum("pass 2" in ln and "pass 1,2" not in ln for ln in rows) == 4     # Adds, Muls, Adds, store
+
+
+def test_batch_norm_2d_statistics_run_on_rows_of_h_times_w(tmp_path):
+    # by hand: N, H, W reduced, C kept; H, W trailing and both reduced: one row of H * W; C first
+    text = _program(_spec(tmp_path, "Stats2d"))
+    assert "layout rows [C, N, H * W]: C * N rows of H * W, batch rows over [C]" in text
+    assert re.search(r"gm in x: T row at x\[a0 \* H \* W \+ a1 \* C \* H \* W\]", text)
 
 
 def test_renaming_dims_and_inputs_gives_the_same_program(tmp_path):
@@ -300,6 +332,26 @@ def test_a_maximum_keeping_two_axes(dims, dt, gen):
     m = x.max((1, 3), keepdims=True)
     assert np.array_equal(_f(r.arrays["mx"]), m.reshape(dims["A"], dims["Cc"]))
     _close(r.arrays["y"], (x - m) * g, dt, 1, (np.abs(x) + np.abs(m)) * np.abs(g))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("dims,dt", [({"N": 4, "C": 16, "H": 7, "W": 7}, "float16"),
+                                     ({"N": 3, "C": 5, "H": 1, "W": 9}, "float32"),
+                                     ({"N": 1, "C": 3, "H": 5, "W": 1}, "bfloat16")])
+def test_batch_norm_2d_statistics(dims, dt, gen):
+    out, src = gen
+    r = _check(src / "stats2d.py", dims, {"T": dt}, out)
+    x, w, bb = _f(r.inputs["x"]), _f(r.inputs["weight"])[:, None, None], _f(r.inputs["bias"])[:, None, None]
+    ax = (0, 2, 3)
+    m = x.mean(ax, keepdims=True)
+    inv = 1.0 / np.sqrt(((x - m) ** 2).mean(ax, keepdims=True) + 1e-5)
+    dr = 2.0 * inv**3 * (x * x).mean(ax, keepdims=True)   # invstd's sensitivity to mean(x * x) - mean ** 2
+    terms = dims["N"] * dims["H"] * dims["W"]
+    _close(r.arrays["mean"], m.reshape(-1), "float32", terms, np.abs(x).mean(ax))
+    _close(r.arrays["invstd"], inv.reshape(-1), "float32", terms, (inv + dr).reshape(-1))
+    _close(r.arrays["y"], (x - m) * inv * w + bb, dt, terms, (np.abs(x) + np.abs(m)) * (inv + dr) * np.abs(w)
+           + np.abs(bb))
 
 
 @pytest.mark.slow

@@ -266,7 +266,12 @@ def _merge(g: Graph) -> tuple[Graph, str]:
     grp = _group_of(g)
     if grp is None:
         return g, ""
-    m, run = grp
+    return _merge_run(g, *grp)
+
+
+def _merge_run(g: Graph, m: int, run: tuple) -> tuple[Graph, str]:
+    """g with the run of trailing axes `run` (m dims) merged into one axis in every shape, reduction, reshape and
+    broadcast (module docstring), and "" ; or g itself and why the run cannot be merged."""
     names = ", ".join(str(d) for d in run)
     vals0 = g.values()
 
@@ -339,9 +344,10 @@ def _merge(g: Graph) -> tuple[Graph, str]:
 
 # ------------------------------------------------------------------------------------------------ kept axes first
 def _kept_perm(g: Graph):
-    """(rank R, permutation) putting first the axes kept by the reductions of g over the last axis and some leading
-    ones (BatchNorm's mean of [N, C, L] over N and L keeps C: (1, 0, 2)); None when there is none, the kept axes
-    are already leading, a shape has a variadic group, or two such reductions keep different axes."""
+    """(rank R, permutation, the reduced operand's dims, the reduced axes) putting first the axes kept by the
+    reductions of g over the last axis and some leading ones (BatchNorm's mean of [N, C, L] over N and L keeps C:
+    (1, 0, 2)); None when there is none, the kept axes are already leading, a shape has a variadic group, or two
+    such reductions keep different axes."""
     vals = g.values()
     found = None
     for n in g.nodes:
@@ -359,9 +365,9 @@ def _kept_perm(g: Graph):
                                                                   if i != rank - 1):
             continue   # one over every axis, or a row reduction (nothing but the last axis): any order
         perm = tuple(kept + sorted(axes))
-        if found is not None and found != (rank, perm):
+        if found is not None and found[:2] != (rank, perm):
             return None   # two reductions keep different axes (the rows analysis names one)
-        found = (rank, perm)
+        found = (rank, perm, tuple(as_dim(d) for d in shape), frozenset(axes))
     return None if found is None or found[1] == tuple(range(found[0])) else found
 
 
@@ -376,13 +382,21 @@ def kept_first(g: Graph) -> Graph:
     reshape and broadcast targets follow. Only the order of the axes changes, so the values are the same. Returns g
     itself when there is no such reduction or the graph holds anything the rewrite does not remap (an op naming
     axes: permute, slice, concat, gather, matmul, iota; a reshape that would reorder axes); the rows analysis then
-    refuses it with its own message."""
+    refuses it with its own message. Two or more trailing axes the reduction reduces (BatchNorm2d's H, W of
+    [N, C, H, W]) are first merged into one (`merge_trailing`'s rewrite for that run, when every value carries it
+    whole or as 1s), so the rows are H * W long."""
     found = _kept_perm(g)
-    if found is None:
+    if found is None or any(n.op in _AXIS_OPS for n in g.nodes):
         return g
-    rank, perm = found
-    if any(n.op in _AXIS_OPS for n in g.nodes):
-        return g
+    rank, perm, shape, reduced = found
+    k = rank
+    while k - 1 in reduced:
+        k -= 1   # [k, rank): the trailing axes such a reduction reduces (BatchNorm2d's H, W of [N, C, H, W])
+    if rank - k >= 2:
+        merged, why = _merge_run(g, rank - k, shape[k:])
+        again = None if why else _kept_perm(merged)
+        if again is not None:   # one row of H * W: the same elements, longer rows
+            g, (rank, perm, shape, reduced) = merged, again
     inv = {p: j for j, p in enumerate(perm)}
     fresh = _namer(g, "kf")
     vals = g.values()
