@@ -360,21 +360,34 @@ class _Lowering:
             self.finish(n)
             return
         if op in ELEMENTWISE:
+            bins = {x: self._batch_input(x) for x in n.inputs if x not in self.btext and self.ch.is_load(x)}
+            bins = {x: t for x, t in bins.items() if t is not None}
+            per_batch = any(x in self.btext for x in n.inputs) and all(
+                x in bins or x in self.btext or self.space.get(x) == "scalar" for x in n.inputs)
             for x in n.inputs:   # loads the operands an input chain ends in (lower_elementwise reads their names)
-                self.use(x, r)
+                if not (per_batch and x in bins):
+                    self.use(x, r)
             try:
                 sp = self.lay.space(n.result.type.shape)
             except IRError as e:
                 raise self.err(r, str(e)) from None
-            per_batch = any(x in self.btext for x in n.inputs) and all(
-                self.space.get(x) == "scalar" for x in n.inputs)
             if per_batch:
                 sp = "scalar"   # arithmetic on per-batch totals alone: a per-batch value (RowProgram.btotals)
             self.space[r] = sp
+            saved = {x: (self.space.get(x), self.scalar_text.get(x)) for x in n.inputs if per_batch and x in bins}
+            for x in saved:   # a per-batch input read once per batch: its member, for this computation only
+                self.space[x], self.scalar_text[x] = "scalar", self._batch_input(x, load=True)
             try:
                 lower_elementwise(self, r, sp, op, list(n.inputs))
             except IRError as e:
                 raise self.err(r, str(e).removeprefix("row kernel: ")) from None
+            finally:
+                for x, (sp0, tx0) in saved.items():
+                    for d, v in ((self.space, sp0), (self.scalar_text, tx0)):
+                        if v is None:
+                            d.pop(x, None)
+                        else:
+                            d[x] = v
             if per_batch:
                 self.scalar_text[r] = self._batch_value(self.scalar_text[r], "expr")
                 self.btext.add(r)
@@ -788,6 +801,36 @@ class _Lowering:
         self.scalar_text[r] = name
         self.btext.add(r)
         self.bnames[name] = (r, n.loc)
+
+    def _batch_input(self, x: str, load: bool = False) -> str | None:
+        """For load-chain value x, an operator input over exactly the batch axes (BatchNorm's weight [C] of rows
+        [C, N]; f32 or f16, contiguous in batch order, no column offset) read by a per-batch computation: its
+        per-batch float member (with `load`, made on first use: the scalar unit reads the batch's element from GM
+        at each new batch of the second pass, RowProgram.btotals) -- "" when not made yet without `load`; None for
+        any other value (read per row instead)."""
+        lay = self.lay
+        if x in self.ch.pieces or not 0 < lay.split < len(lay.axes) \
+                or keys_of(self.vals[x].type.shape) != lay.axes[:lay.split]:
+            return None
+        root = self.ch.root[x]
+        dt = self.vals[root].type.dtype
+        if not isinstance(dt, DType) or dtype_name(dt) not in ("f32", "f16"):
+            return None
+        try:
+            view = view_of(self.ch, x, lay, self.vals)
+        except IRError:
+            return None
+        if not _batch_flat(view, lay) or as_dim(view.col) != Lit(0) or as_dim(view.pitch) != Lit(1):
+            return None
+        key = ("batch", root, view)
+        if key in self.by_view:
+            return self.by_view[key]
+        if not load:
+            return ""
+        name = self._gm_name(root)
+        self.p.gm.append(GmTensor(name, "in", "bstat", dtype_name(dt), view, root))
+        self.by_view[key] = self._batch_value(f"static_cast<float>(gm_{root}.GetValue(b))", "expr")
+        return self.by_view[key]
 
     def _batch_value(self, src: str, kind: str) -> str:
         """A new per-batch float member bt<k>_ (RowProgram.btotals): the total of accumulator `src` (kind "sum" or
