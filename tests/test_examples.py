@@ -182,6 +182,19 @@ def batch_norm(i, a):
     return {"output": ((x - m) * r * w + bb, scale), "saveMean": m, "saveInvstd": (r, r + dr)}
 
 
+def batch_norm_v3(i, a):
+    """torch.nn.functional.batch_norm's training-mode formula on [N, C, L] (torch BatchNorm1d: per channel C, over N
+    and L; biased variance around the mean), float64, with the conditioning of the kernel's mean(x * x) - mean ** 2
+    in the bounds' scale as in batch_norm."""
+    x, w, bb = _f(i["input"]), _f(i["weight"])[:, None], _f(i["bias"])[:, None]
+    m = x.mean((0, 2), keepdims=True)
+    r = 1.0 / np.sqrt(((x - m) ** 2).mean((0, 2), keepdims=True) + float(a.get("eps", 1e-5)))
+    dr = 2.0 * r**3 * (x * x).mean((0, 2), keepdims=True)
+    scale = (np.abs(x) + np.abs(m)) * (r + dr) * np.abs(w) + np.abs(bb)
+    return {"output": ((x - m) * r * w + bb, scale), "saveMean": m.reshape(-1),
+            "saveInvstd": (r.reshape(-1), (r + dr).reshape(-1))}
+
+
 def instance_norm(i, a):
     """torch.nn.functional.instance_norm's formula (biased variance around the mean over H, W per (n, c)) with
     per-channel gamma / beta, float64; mean and variance as aclnnInstanceNorm returns them ([N, C, 1, 1])."""
@@ -347,7 +360,7 @@ ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill
                                    batch_mat_mul, matmul_gelu, fused_mat_mul, rms_norm, rms_norm_grad, add_rms_norm,
                                    layer_norm_grad, softmax, swiglu, gelu, gelu_v2,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
-                                   swiglu_grad, reduce_mean, reduce_sum, reduce_max, mse_loss, batch_norm,
+                                   swiglu_grad, reduce_mean, reduce_sum, reduce_max, mse_loss, batch_norm, batch_norm_v3,
                                    instance_norm, layer_norm_v4, reduce_min, group_norm)}
 
 TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
@@ -357,6 +370,7 @@ TERMS = {   # per output: which of its inputs' extents one element sums over (th
     "softmax": {"y": "row"}, "scaled_masked_softmax": {"y": "row"}, "log_softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "matmul_gelu": {"output": "K"}, "fused_mat_mul": {"y": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
     "reduce_mean": {"out": "M"}, "reduce_sum": {"out": ("M", "H")}, "mse_loss": {"out": "all"},
     "batch_norm": {"output": "N", "saveMean": "N", "saveInvstd": "N"},
+    "batch_norm_v3": {"output": ("N", "L"), "saveMean": ("N", "L"), "saveInvstd": ("N", "L")},
     "instance_norm": {"y": ("H", "W"), "mean": ("H", "W"), "variance": ("H", "W")},
     "layer_norm_v4": {"y": ("S", "H"), "mean": ("S", "H"), "rstd": ("S", "H")},
     "group_norm": {"out": ("Cg", "HxW"), "meanOut": ("Cg", "HxW"), "rstdOut": ("Cg", "HxW")},
@@ -470,6 +484,12 @@ CASES = [
     ("batch_norm", {"N": 111, "C": 33}, F16, {}, 1),                            # two passes, rows over 48 cores
     ("batch_norm", {"N": 3, "C": 2000}, F32, {"eps": 0.01}, 1),                 # few long rows: still ROW_SPLIT
     ("batch_norm", {"N": 1, "C": 1}, BF16, {}, 1),
+    # [N, C, L] over N and L: rows (c, n) of L, each channel's rows one batch (split across cores: exchanged)
+    ("batch_norm_v3", {"N": 7, "C": 5, "L": 37}, F32, {}, 1),                    # 35 rows: channels split over cores
+    ("batch_norm_v3", {"N": 33, "C": 3, "L": 129}, F16, {"eps": 0.01}, 1),       # 99 rows over 48 cores: tails
+    ("batch_norm_v3", {"N": 1, "C": 130, "L": 1}, BF16, {}, 1),                  # L = 1, N = 1: one element a channel
+    ("batch_norm_v3", {"N": 50, "C": 1, "L": 3}, F16, {}, 1),                    # one channel over every core
+    ("batch_norm_v3", {"N": 2, "C": 9, "L": 1000}, BF16, {}, 1),
     ("instance_norm", {"N": 3, "C": 5, "H": 7, "W": 9}, F16, {}, 1),            # per-channel gamma: 15 rows
     ("instance_norm", {"N": 2, "C": 3, "H": 150, "W": 301}, F32, {"eps": 0.01}, 2),   # rows of H * W over cores
     ("instance_norm", {"N": 7, "C": 11, "H": 1, "W": 1}, F16, {}, 1),           # H = W = 1; 77 rows: a tail

@@ -131,8 +131,9 @@ def _(b, x, w, group):
                      "element of the other grouping, such as a per-channel weight); the rows family computes in one "
                      "axis order: reshape only operator inputs or outputs, or merge whole trailing axes (a reduction "
                      "(%v7 at groupstats.py:17) of the values regrouped as [N, C, L]"),
-    # a reduction over two trailing axes whose weight carries only one of them: the axes stay apart, and the
-    # refusal says which value keeps them apart
+    # a reduction over two trailing axes whose weight carries only one of them: the axes stay apart (the mean is a
+    # per-batch total over the H rows of W), a second reduction reads it (a third pass), and the refusal says which
+    # value keeps the axes apart
     "PartRun": ('''
 spec = OpSpec("PartRun", aclnn="aclnnPartRun", socs=(A2, A3))
 N, C, H, W = spec.dims("N C H W")
@@ -143,8 +144,9 @@ spec.output("y", f32, [N, C, H, W])
 
 @spec.body
 def _(b, x, w):
-    return {"y": (x - x.mean((2, 3))) * w}
-''', "return", "the reduced axes [H, W] are not merged into one row: input w of shape [W] carries part of them"),
+    d = (x - x.mean((2, 3))) * w
+    return {"y": d * (d * d).mean((2, 3))}
+''', "d = (x", "the reduced axes [H, W] are not merged into one row: input w of shape [W] carries part of them"),
     # a per-row statistic input of a 16-bit dtype
     "HalfStat": ('''
 spec = OpSpec("HalfStat", aclnn="aclnnHalfStat", socs=(A2, A3))

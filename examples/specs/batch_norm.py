@@ -5,8 +5,8 @@ outputs sum and square_sum); output = (x - mean) * invstd * weight + bias; saveM
 
 Two passes over the rows: the first accumulates both column sums, the cross-core exchange completes them (each
 core a column slice, in core order), every core reads them back and computes invstd once, the second pass
-normalises the rows. Not declared here: CANN's N-D input (channel axis 1: a reduction over the row axis and the
-leading axes at once), the running statistics updated in place (runningMean / runningVar, momentum) and
+normalises the rows. Not declared here: CANN's N-D input (channel axis 1: the 3-D form is batch_norm_v3.py), the
+running statistics updated in place (runningMean / runningVar, momentum) and
 training = false (which reads them).
 """
 

@@ -1138,10 +1138,33 @@ def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
     return out
 
 
-def _reload_lines(prog: RowProgram, cites: Cites) -> list:
-    """The second pass's reads of the complete per-batch reductions at a new batch `b` (RowSchedule.reload_batch)."""
-    return [_load_row(f"LoadRow<float>({_operand(a, prog)}, {_read_at(prog, a, 'b')}], hidden_);"
-                      f"{spec_comment(cites.acc(a))}", _operand(a, prog)) for a in prog.acc_reads if a in prog.brow]
+def _reload_lines(prog: RowProgram, cites: Cites, addr: "_Addr | None" = None) -> list:
+    """The second pass's reads of the complete per-batch reductions at a new batch `b` (RowSchedule.reload_batch),
+    then the per-batch values (RowProgram.btotals: each total a RowSum / RowMax of its read-back row, then the
+    scalar arithmetic on them, into float members) and, by the core holding the batch's first row, the per-batch
+    outputs (RowProgram.batch_stores: the value duplicated into lane 0 of red_, StoreRow of one element)."""
+    out = [_load_row(f"LoadRow<float>({_operand(a, prog)}, {_read_at(prog, a, 'b')}], hidden_);"
+                     f"{spec_comment(cites.acc(a))}", _operand(a, prog)) for a in prog.acc_reads if a in prog.brow]
+    for name, src, kind in prog.btotals:
+        if kind == "expr":
+            out.append(f"{name} = {src};")
+        else:
+            buf = _operand(src, prog)
+            red = "RowMax" if kind == "max" else "RowSum"
+            out.append(vstmt(f"{name} = {red}({buf}, hidden_);{spec_comment(cites.acc(src))}", reads=[buf],
+                             after="barrier"))
+    if prog.batch_stores and addr is not None:
+        d = INSTRS[Op.DUPLICATE]
+        out.append("if (b * seqLen_ >= rowStart_) {  // this core holds the batch's first row: it writes the batch's "
+                   "values")
+        for i in prog.batch_stores:
+            t = prog.tensor(i.gm)
+            ex = {"dst": "red_", "scalar": i.arg, "count": "1"}
+            out.append(instr_stmt(d, d.stmt(**ex) + spec_comment(i.loc), ex))
+            out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{addr.brow(i.gm, 'b')}], red_, "
+                                  f"RoundMode::{i.op}, 1);{spec_comment(i.loc)}", "red_"))
+        out.append("}")
+    return out
 
 
 def _col_total_lines(prog: RowProgram, cites: Cites) -> tuple[list, list]:
@@ -1238,7 +1261,8 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         row_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["row_segments"]),
         reduce_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["reduce_segments"]),
         acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
-        float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]),
+        float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]) + tuple(ctx["batch_vals"]),
+        batch_stores=bool(p.batch_stores),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
@@ -1300,6 +1324,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "temps": max(p.row_temps, 2), "nbrow": len(p.brow), "ncol": len(p.col),
         "bufs": bufs, "any_buf": {k: any(b[k] for b in bufs.values()) for k in bufs["row"]},
         "batch_index": bool(load_batch or flush_row or _reload_lines(p, cites)),
+        "batch_vals": [n for n, _s, _k in p.btotals],
         "brow_accs": any(v[0] == "brow" for _a, v in _acc_items(p)),
         "sum_accs": any(_partials(p, a) == "SumPartials" for a, _v in _acc_items(p)),
         "max_accs": any(_partials(p, a) == "MaxPartials" for a, _v in _acc_items(p)),
@@ -1316,7 +1341,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
             passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)], reduce=True))
             if batchable(p) and p.rsums() else []),
         "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
-        "reload_batch": place_barriers(_reload_lines(p, cites)), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
+        "reload_batch": place_barriers(_reload_lines(p, cites, addr)), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
         "levels": [(lv, col_pr.phase_nodes(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],
@@ -1331,8 +1356,10 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "col_total": (col_total[0], place_barriers(col_total[1])),
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
         "float_attrs": sorted({x for i in all_instrs(p) for x in attr_names(i.arg)}),
-        "uses_max": any(i.kind == "rmax" for i in p.instrs) or any(p.acc_kinds.get(a) == "max" for a, _v in tots),
-        "uses_sum": any(i.kind == "rsum" for i in p.instrs) or any(p.acc_kinds.get(a) != "max" for a, _v in tots),
+        "uses_max": any(i.kind == "rmax" for i in p.instrs) or any(p.acc_kinds.get(a) == "max" for a, _v in tots)
+        or any(k == "max" for _n, _s, k in p.btotals),
+        "uses_sum": any(i.kind == "rsum" for i in p.instrs) or any(p.acc_kinds.get(a) != "max" for a, _v in tots)
+        or any(k == "sum" for _n, _s, k in p.btotals),
         "strided": any(o for o in addr.off_funcs()),
     }
     k = row_split_ir(spec, v, dims, ctx)

@@ -474,6 +474,14 @@ def analyse(g: Graph) -> RowLayout:
                 raise Unsupported(v, _loc(g, v), f"batch rows over two different batch prefixes "
                                   f"[{', '.join(axes[:split])}] and [{', '.join(axes[:j])}]")
             split = j
+    for n in g.nodes:   # a total per batch: a reduction of the rows over the row axis and the rows of each batch
+        k = keys_of(n.result.type.shape)
+        if n.op == "reduce" and keys_of(vals[n.inputs[0]].type.shape) == keys and k and len(k) < len(axes) \
+                and k == axes[:len(k)]:
+            if split != len(axes) and split != len(k):
+                raise Unsupported(n.result.name, n.loc, f"batch rows over two different batch prefixes "
+                                  f"[{', '.join(axes[:split])}] and [{', '.join(k)}]")
+            split = len(k)
     lay = RowLayout(tuple(axes), tuple(ext[a] for a in axes), row, ext[row], split)
     if _is_flat(g, ch, lay):
         return RowLayout(lay.axes, lay.extents, lay.row, lay.row_extent, len(lay.axes), True)

@@ -21,6 +21,11 @@ When no reduction spans several trailing axes, the run of two or more trailing a
 is merged the same way if every reduction leaves that same run untouched (`_row_run`: RmsNorm over the channels of
 [B, C, H, W] reduces axis 1 and leaves H, W, which become one row; the mean is then one over the rows of a batch).
 
+`kept_first(g)`: a reduction over the last axis and leading axes that are not next to it (BatchNorm's statistics
+of [N, C, L] over N and L) keeps some axes K; the graph is reordered so that K comes first (inputs read and outputs
+written through permutes, GM views), making the reduction one over the row axis and the rows of each batch
+(opgen.kernel.rows `batch_total`).
+
 `merge_trailing(g)` returns the rewritten graph, or `g` itself when there is nothing to merge or the graph does
 not keep the run together (a [W] weight, a permute, a slice ...): the rows analysis then refuses it with its own
 message, to which the family adds `merge_blocker(g)` (which value kept the axes apart). Facts: row-major
@@ -239,9 +244,9 @@ def math_as_steps(g: Graph) -> Graph:
 
 
 def prepare(g: Graph) -> Graph:
-    """The graph the rows family analyses and lowers: math_as_steps, min_as_max, merge_trailing, then
+    """The graph the rows family analyses and lowers: math_as_steps, min_as_max, kept_first, merge_trailing, then
     regroup_segments."""
-    return regroup_segments(merge_trailing(min_as_max(math_as_steps(g))))
+    return regroup_segments(merge_trailing(kept_first(min_as_max(math_as_steps(g)))))
 
 
 def merge_trailing(g: Graph) -> Graph:
@@ -261,7 +266,12 @@ def _merge(g: Graph) -> tuple[Graph, str]:
     grp = _group_of(g)
     if grp is None:
         return g, ""
-    m, run = grp
+    return _merge_run(g, *grp)
+
+
+def _merge_run(g: Graph, m: int, run: tuple) -> tuple[Graph, str]:
+    """g with the run of trailing axes `run` (m dims) merged into one axis in every shape, reduction, reshape and
+    broadcast (module docstring), and "" ; or g itself and why the run cannot be merged."""
     names = ", ".join(str(d) for d in run)
     vals0 = g.values()
 
@@ -330,6 +340,147 @@ def _merge(g: Graph) -> tuple[Graph, str]:
             return g, f"{what_axes} are not merged into one row: %{n.result.name} ({n.op})"
         nodes.append(dataclasses.replace(n, result=r, attrs=tuple(sorted(attrs.items()))))
     return Graph(g.name, tuple(params), tuple(nodes), g.outputs, g.constraints), ""
+
+
+# ------------------------------------------------------------------------------------------------ kept axes first
+def _kept_perm(g: Graph):
+    """(rank R, permutation, the reduced operand's dims, the reduced axes) putting first the axes kept by the
+    reductions of g over the last axis and some leading ones (BatchNorm's mean of [N, C, L] over N and L keeps C:
+    (1, 0, 2)); None when there is none, the kept axes are already leading, a shape has a variadic group, or two
+    such reductions keep different axes."""
+    vals = g.values()
+    found = None
+    for n in g.nodes:
+        if n.op != "reduce":
+            continue
+        shape = vals[n.inputs[0]].type.shape
+        if any(isinstance(d, Variadic) for d in shape):
+            return None
+        rank = len(shape)
+        axes = set(_norm(n.attr("axes"), rank))
+        if rank - 1 not in axes:
+            continue   # a reduction over leading axes only: its rows keep their order
+        kept = [i for i in range(rank) if i not in axes]
+        if all(as_dim(shape[i]) == Lit(1) for i in kept) or all(as_dim(shape[i]) == Lit(1) for i in axes
+                                                                  if i != rank - 1):
+            continue   # one over every axis, or a row reduction (nothing but the last axis): any order
+        perm = tuple(kept + sorted(axes))
+        if found is not None and found[:2] != (rank, perm):
+            return None   # two reductions keep different axes (the rows analysis names one)
+        found = (rank, perm, tuple(as_dim(d) for d in shape), frozenset(axes))
+    return None if found is None or found[1] == tuple(range(found[0])) else found
+
+
+def kept_first(g: Graph) -> Graph:
+    """g with its axes reordered so that the axes a reduction over the last axis and some leading axes keeps come
+    first (docs/design.md "Kernel families", the rows family's per-batch totals): BatchNorm's statistics of
+    [N, C, L] over N and L are computed on [C, N, L], where the C rows-of-a-batch are contiguous in row order and
+    the reduction is one over the row axis and the rows of a batch. Every value of the largest rank R is permuted
+    (an operator input through a `permute` right after it -- a GM view --, each output through the inverse permute
+    before it -- a strided store); a lower-rank operand of a rank-R computation (a per-channel weight [C, 1]) is
+    first reshaped to its right-aligned rank-R shape in the new order (only size-1 dims move); reductions' axes,
+    reshape and broadcast targets follow. Only the order of the axes changes, so the values are the same. Returns g
+    itself when there is no such reduction or the graph holds anything the rewrite does not remap (an op naming
+    axes: permute, slice, concat, gather, matmul, iota; a reshape that would reorder axes); the rows analysis then
+    refuses it with its own message. Two or more trailing axes the reduction reduces (BatchNorm2d's H, W of
+    [N, C, H, W]) are first merged into one (`merge_trailing`'s rewrite for that run, when every value carries it
+    whole or as 1s), so the rows are H * W long."""
+    found = _kept_perm(g)
+    if found is None or any(n.op in _AXIS_OPS for n in g.nodes):
+        return g
+    rank, perm, shape, reduced = found
+    k = rank
+    while k - 1 in reduced:
+        k -= 1   # [k, rank): the trailing axes such a reduction reduces (BatchNorm2d's H, W of [N, C, H, W])
+    if rank - k >= 2:
+        merged, why = _merge_run(g, rank - k, shape[k:])
+        again = None if why else _kept_perm(merged)
+        if again is not None:   # one row of H * W: the same elements, longer rows
+            g, (rank, perm, shape, reduced) = merged, again
+    inv = {p: j for j, p in enumerate(perm)}
+    fresh = _namer(g, "kf")
+    vals = g.values()
+
+    def moved(shape) -> tuple:
+        return tuple(tuple(shape)[p] for p in perm)
+
+    def padded(shape) -> tuple:
+        return (Lit(1),) * (rank - len(shape)) + tuple(shape)
+
+    def full(v: Value) -> bool:
+        return len(v.type.shape) == rank
+
+    nodes: list[Node] = []
+    ren: dict[str, str] = {}
+    for prm in g.params:
+        v = prm.value
+        if prm.kind == "input" and full(v):
+            ren[v.name] = fresh(v.name)
+            nodes.append(Node("permute", (v.name,), Value(ren[v.name], TensorType(v.type.dtype, moved(v.type.shape))),
+                              (("perm", perm),), ""))
+    lifted: dict[str, str] = {}
+    for n in g.nodes:
+        ins = []
+        for x in n.inputs:
+            ins.append(ren.get(x, x))
+        attrs = dict(n.attrs)
+        if full(n.result):
+            if n.op not in _SHAPE_OPS and any(isinstance(a, (list, tuple)) for a in attrs.values()):
+                return g   # an attribute naming axes the rewrite does not know
+            if n.op != "reshape":   # operands of lower rank, broadcast right-aligned: reshaped to rank R first
+                for k, x in enumerate(n.inputs):
+                    xv = vals[x]
+                    if full(xv) or not keys_of_shape(xv.type.shape):
+                        continue
+                    target = moved(padded(xv.type.shape))
+                    if keys_of_shape(target) != keys_of_shape(xv.type.shape):
+                        return g
+                    if x not in lifted:
+                        lifted[x] = fresh(x)
+                        nodes.append(Node("reshape", (ren.get(x, x),), Value(lifted[x], TensorType(xv.type.dtype,
+                                                                                                     target)),
+                                          (("shape", target),), n.loc))
+                    ins[k] = lifted[x]
+            if n.op == "reduce":
+                attrs["axes"] = tuple(sorted(inv[a] for a in _norm(n.attr("axes"), rank)))
+            elif n.op in ("reshape", "broadcast"):
+                attrs["shape"] = moved(attrs["shape"])
+                src = vals[n.inputs[0]]
+                have = moved(src.type.shape) if full(src) else tuple(src.type.shape)
+                if n.op == "reshape" and keys_of_shape(attrs["shape"]) != keys_of_shape(have):
+                    return g
+            result = Value(n.result.name, TensorType(n.result.type.dtype, moved(n.result.type.shape)))
+        else:
+            result = n.result
+            if any(full(vals[x]) for x in n.inputs):
+                if n.op == "reduce":
+                    axes = _norm(n.attr("axes"), rank)
+                    attrs["axes"] = tuple(sorted(inv[a] for a in axes))
+                elif n.op == "reshape":
+                    if keys_of_shape(attrs["shape"]) != keys_of_shape(moved(vals[n.inputs[0]].type.shape)):
+                        return g
+                else:
+                    return g
+        nodes.append(dataclasses.replace(n, inputs=tuple(ins), result=result, attrs=tuple(sorted(attrs.items()))))
+    back = tuple(inv[j] for j in range(rank))
+    outputs = []
+    done: dict[str, str] = {}
+    for name, v in g.outputs:
+        if full(vals[v]):
+            if v not in done:
+                done[v] = fresh(v)
+                nodes.append(Node("permute", (ren.get(v, v),), Value(done[v], vals[v].type), (("perm", back),),
+                                  g.producers()[v].loc if v in g.producers() else ""))
+            outputs.append((name, done[v]))
+        else:
+            outputs.append((name, v))
+    return Graph(g.name, g.params, tuple(nodes), tuple(outputs), g.constraints)
+
+
+def keys_of_shape(shape) -> tuple:
+    """The dims of `shape` that are not 1, in order (a variadic group kept as it is)."""
+    return tuple(d if isinstance(d, Variadic) else as_dim(d) for d in shape
+                 if isinstance(d, Variadic) or as_dim(d) != Lit(1))
 
 
 # ------------------------------------------------------------------------------------------------ segments

@@ -231,7 +231,12 @@ class RowProgram:
     `x.sum(0) / M`): vector instructions over its row `x` and a scratch row `t`; acc_reads: the column
     accumulators per-row arithmetic reads (complete only after the last row: the kernel then runs two passes over
     the rows, `row_passes`); late: the column values computed from those once complete (after the exchange,
-    before the second pass); late_stores: [(late value, output operand, round mode)]; levels: number
+    before the second pass); late_stores: [(late value, output operand, round mode)]; btotals: [(float member, source, kind)] the
+    per-batch values, computed in order at each new batch of the second pass: kind "sum" / "max" a total (the
+    per-batch accumulator `source` read back complete and reduced over its columns, opgen.kernel.rows
+    `batch_total`), kind "expr" the C++ float text `source` over earlier ones; batch_stores: `bstore` instructions (arg: the C++ float
+    text of a per-batch value, op: round mode, gm: the output) run at each new batch by the core holding its first
+    row; levels: number
     of row-sum levels (cross-core exchanges per row group when H is split over cores)."""
 
     name: str
@@ -249,6 +254,8 @@ class RowProgram:
     late_stores: list = field(default_factory=list)
     levels: int = 0
     consts: list = field(default_factory=list)   # predefined UB operands (head-row kernels: slots, lane tables)
+    btotals: list = field(default_factory=list)   # [(float member, accumulator or C++ text, kind)]: per-batch values
+    batch_stores: list = field(default_factory=list)   # Instr("bstore"): per-batch values written once per batch
 
     def tensor(self, name: str) -> GmTensor:
         """The GM tensor `name`. Raises KeyError."""
@@ -362,9 +369,11 @@ def batched(i: Instr, p: RowProgram) -> bool:
 
 
 def all_instrs(p: RowProgram) -> list[Instr]:
-    """The program's instructions followed by its accumulators' finishing instructions (RowProgram.acc_post): every
-    instruction whose scalar text the kernel evaluates (the attributes it reads)."""
-    return list(p.instrs) + [i for steps in p.acc_post.values() for i in steps]
+    """The program's instructions followed by its accumulators' finishing instructions (RowProgram.acc_post), its
+    per-batch stores and per-batch values (RowProgram.batch_stores, btotals): every instruction whose scalar text
+    the kernel evaluates (the attributes it reads)."""
+    return (list(p.instrs) + [i for steps in p.acc_post.values() for i in steps] + list(p.batch_stores)
+            + [Instr("sexpr", n, arg=src, space="bstat") for n, src, k in p.btotals if k == "expr"])
 
 
 def assign_row_passes(p: RowProgram) -> None:
@@ -392,7 +401,7 @@ def assign_row_passes(p: RowProgram) -> None:
 
     first = closure([k for k, i in enumerate(instrs) if i.kind == "acc"])
     second = closure([k for k, i in enumerate(instrs) if i.kind in ("store", "sstore")])
-    reads = set(p.acc_reads) | set(p.late)
+    reads = set(p.acc_reads) | set(p.late) | {n for n, _a, _k in p.btotals}
     for k in first:
         bad = next((x for x in _names_in(instrs[k]) if x in reads), None)
         if bad is not None:
@@ -621,6 +630,11 @@ def print_program(p: RowProgram, locs: bool = False) -> str:
         lines.append(f"  after the exchange: {', '.join(p.late)}")
     for v, g, rm in p.late_stores:
         lines.append(f"  store {g} <- {v} ({rm}) after the exchange")
+    for name, a, k in p.btotals:
+        what = a if k == "expr" else f"{'ReduceMax' if k == 'max' else 'ReduceSum'}({a})"
+        lines.append(f"  at each batch of the second pass: {name} = {what}")
+    for i in p.batch_stores:
+        lines.append(f"  store {i.gm} <- {i.arg} ({i.op}) once per batch")
     for i in p.instrs:
         body = _instr_text(i)
         ph = ",".join("F" if x == -1 else f"P{x}" for x in i.phases)

@@ -78,6 +78,8 @@ class _Lowering:
         self.whole: set[str] = set()             # per-row integer values (indices, their 0 / 1 comparisons)
         self.iota_col: str | None = None         # the one column row of lane indices a gather / scatter compares
         self.segs: dict[str, str] = {}           # per-channel operands of regrouped rows -> their GM operand (seg)
+        self.btext: set[str] = set()             # per-batch values: scalar texts over complete batch totals
+        self.bnames: dict[str, tuple] = {}       # per-batch float member -> (the IR value, its spec line)
         self.passes = None                       # kernel-level algebra run by `run` (lower)
 
     def err(self, v: str, why: str) -> Unsupported:
@@ -132,7 +134,11 @@ class _Lowering:
         try:
             rowprog.assign_row_passes(p)
         except IRError as e:
-            raise Unsupported(getattr(e, "value", p.acc_reads[0]), getattr(e, "loc", ""), str(e)) from None
+            why = str(e)
+            for name, (v, loc) in self.bnames.items():   # a per-batch total: the spec's value and line
+                where = f" ({loc.rsplit('/', 1)[-1]})" if loc else ""
+                why = why.replace(f"%{name} ", f"%{v}{where} ")
+            raise Unsupported(getattr(e, "value", p.acc_reads[0]), getattr(e, "loc", ""), why) from None
         rowprog._allocate(p)
         _canonical_names(p)
         return p
@@ -279,12 +285,14 @@ class _Lowering:
                     raise self.err(r, str(e)) from None
                 if keys_of(n.result.type.shape) != keys_of(self.vals[x].type.shape):
                     raise self.err(r, "a reshape that regroups the axes of a computed value")
-                if sp != self.space[x] and self.sums.get(x) not in self.totals:   # a total: any size-1 dims
-                    raise self.err(r, f"a reshape from a {self.space[x]} to a {sp} value")
+                if sp != self.space[x] and self.sums.get(x) not in self.totals and x not in self.btext:
+                    raise self.err(r, f"a reshape from a {self.space[x]} to a {sp} value")   # a total: any 1s
             self.space[r] = self.space[x]
             self.alias[r] = src
             if x in self.scalar_text:
                 self.scalar_text[r] = self.scalar_text[x]
+            if x in self.btext:
+                self.btext.add(r)
             if x in self.masks:
                 self.masks.add(r)
             if x in self.iotas:
@@ -331,6 +339,8 @@ class _Lowering:
             self.alias[r] = src
             if x in self.scalar_text:
                 self.scalar_text[r] = self.scalar_text[x]
+            if x in self.btext:
+                self.btext.add(r)
             if x in self.iotas:
                 self.iotas.add(r)
             return
@@ -350,17 +360,38 @@ class _Lowering:
             self.finish(n)
             return
         if op in ELEMENTWISE:
+            bins = {x: self._batch_input(x) for x in n.inputs if x not in self.btext and self.ch.is_load(x)}
+            bins = {x: t for x, t in bins.items() if t is not None}
+            per_batch = any(x in self.btext for x in n.inputs) and all(
+                x in bins or x in self.btext or self.space.get(x) == "scalar" for x in n.inputs)
             for x in n.inputs:   # loads the operands an input chain ends in (lower_elementwise reads their names)
-                self.use(x, r)
+                if not (per_batch and x in bins):
+                    self.use(x, r)
             try:
                 sp = self.lay.space(n.result.type.shape)
             except IRError as e:
                 raise self.err(r, str(e)) from None
+            if per_batch:
+                sp = "scalar"   # arithmetic on per-batch totals alone: a per-batch value (RowProgram.btotals)
             self.space[r] = sp
+            saved = {x: (self.space.get(x), self.scalar_text.get(x)) for x in n.inputs if per_batch and x in bins}
+            for x in saved:   # a per-batch input read once per batch: its member, for this computation only
+                self.space[x], self.scalar_text[x] = "scalar", self._batch_input(x, load=True)
             try:
                 lower_elementwise(self, r, sp, op, list(n.inputs))
             except IRError as e:
                 raise self.err(r, str(e).removeprefix("row kernel: ")) from None
+            finally:
+                for x, (sp0, tx0) in saved.items():
+                    for d, v in ((self.space, sp0), (self.scalar_text, tx0)):
+                        if v is None:
+                            d.pop(x, None)
+                        else:
+                            d[x] = v
+            if per_batch:
+                self.scalar_text[r] = self._batch_value(self.scalar_text[r], "expr")
+                self.btext.add(r)
+                self.bnames[self.scalar_text[r]] = (r, n.loc)
             if sp == "col" and any(x in self.sums or x in self.p.late for x in n.inputs):
                 self.p.late.append(r)   # a column value of complete reductions: computed after the exchange
             if op in ("mul", "add", "sub", "neg") and sp == "stat" and all(x in self.whole or self._int_const(x)
@@ -695,6 +726,9 @@ class _Lowering:
                            f"x.sum((0, 1)) for x.sum(1).sum(0), lowers)")
         ks, res = keys_of(self.vals[x].type.shape), keys_of(n.result.type.shape)
         lay = self.lay
+        if res and res == lay.axes[:lay.split] and lay.split < len(lay.axes) and self.space[x] == "row":
+            self.batch_total(n, src, kind)
+            return
         if res == lay.axes:   # over the row axis
             self.space[r] = "stat"
             if kind == "max":
@@ -719,6 +753,10 @@ class _Lowering:
         else:
             hint = (f" (permuting the input so that the reduced axes come right before {lay.row} makes them the rows "
                     f"of a batch)" if lay.row in res else "")
+            if lay.row not in res and lay.split < len(lay.axes):
+                hint = (f" (a reduction over {lay.row} and the rows of each batch keeps the leading axes "
+                        f"[{', '.join(lay.axes[:lay.split])}] here; reductions over {lay.row} and some leading axes "
+                        f"must all keep the same ones)")
             raise self.err(r, f"a {kind} of [{', '.join(ks)}] over the axes [{', '.join(k for k in ks if k not in res)}]"
                            f"; the rows family reduces over the row axis [{lay.row}], over all leading axes "
                            f"[{', '.join(lay.axes)}] or over the rows of a batch{hint}")
@@ -733,6 +771,73 @@ class _Lowering:
         elif kind != "sum":
             self.p.acc_kinds[r] = kind
         self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space=target))
+
+    def batch_total(self, n, src: str, kind: str) -> None:
+        """Reduction node n of the row value `src` over the row axis and the rows of each batch (the leading axes
+        after the batch axes), keeping the batch axes: BatchNorm's statistics of [C, N, L] per channel C (the rows
+        family's per-batch totals, docs/design.md "Kernel families"). Two levels: the batch's rows accumulated into
+        a per-batch fp32 row (`acc`, space brow: the columns summed over the rows in row order; partial batches
+        combined across cores in core order through workspace), which the second pass over the rows reads back
+        complete at each new batch and reduces over its columns (ReduceSum / ReduceMax) into a float member
+        (RowProgram.btotals). The value is that member's scalar text (a mean divides it by rows of a batch x row
+        length from tiling data); arithmetic on such values alone stays a scalar text (`_Lowering.btext`), and an
+        output of one is written once per batch by the core holding the batch's first row
+        (RowProgram.batch_stores). Raises Unsupported for a kind other than sum, mean or max (a minimum arrives as
+        -max(-x))."""
+        r = n.result.name
+        if kind not in ("sum", "mean", "max"):
+            raise self.err(r, f"a {kind} over the rows of a batch and the row axis; the rows family takes the sum, "
+                           f"mean or max")
+        acc = f"bacc_{r}"
+        self.p.instrs.append(Instr("acc", acc, (src,), op=rowprog.ACC_OPS[kind], space="brow"))
+        if kind == "max":
+            self.p.acc_kinds[acc] = "max"
+        self.p.acc_reads.append(acc)
+        name = self._batch_value(acc, "max" if kind == "max" else "sum")
+        if kind == "mean":
+            name = self._batch_value(f"({name} / (static_cast<float>(seqLen_) * static_cast<float>(hidden_)))",
+                                     "expr")
+        self.space[r] = "scalar"
+        self.scalar_text[r] = name
+        self.btext.add(r)
+        self.bnames[name] = (r, n.loc)
+
+    def _batch_input(self, x: str, load: bool = False) -> str | None:
+        """For load-chain value x, an operator input over exactly the batch axes (BatchNorm's weight [C] of rows
+        [C, N]; f32 or f16, contiguous in batch order, no column offset) read by a per-batch computation: its
+        per-batch float member (with `load`, made on first use: the scalar unit reads the batch's element from GM
+        at each new batch of the second pass, RowProgram.btotals) -- "" when not made yet without `load`; None for
+        any other value (read per row instead)."""
+        lay = self.lay
+        if x in self.ch.pieces or not 0 < lay.split < len(lay.axes) \
+                or keys_of(self.vals[x].type.shape) != lay.axes[:lay.split]:
+            return None
+        root = self.ch.root[x]
+        dt = self.vals[root].type.dtype
+        if not isinstance(dt, DType) or dtype_name(dt) not in ("f32", "f16"):
+            return None
+        try:
+            view = view_of(self.ch, x, lay, self.vals)
+        except IRError:
+            return None
+        if not _batch_flat(view, lay) or as_dim(view.col) != Lit(0) or as_dim(view.pitch) != Lit(1):
+            return None
+        key = ("batch", root, view)
+        if key in self.by_view:
+            return self.by_view[key]
+        if not load:
+            return ""
+        name = self._gm_name(root)
+        self.p.gm.append(GmTensor(name, "in", "bstat", dtype_name(dt), view, root))
+        self.by_view[key] = self._batch_value(f"static_cast<float>(gm_{root}.GetValue(b))", "expr")
+        return self.by_view[key]
+
+    def _batch_value(self, src: str, kind: str) -> str:
+        """A new per-batch float member bt<k>_ (RowProgram.btotals): the total of accumulator `src` (kind "sum" or
+        "max"), or the C++ float text `src` over earlier ones, constants and attributes (kind "expr")."""
+        name = f"bt{len(self.p.btotals)}_"
+        self.p.btotals.append((name, src, kind))
+        return name
 
     def _second_pass(self, x: str, by: str) -> bool:
         """Whether value x, a reduction over rows (or a finishing step of one), can be read by the computation of
@@ -935,6 +1040,13 @@ class _Lowering:
                     raise self.err(v, f"output {name}: a column sum written along a leading axis")
                 self.p.gm.append(GmTensor(gm, "out", sp, dtype, view, name))
                 self.p.accs[src] = (sp, gm, rnd)
+            elif s in self.btext:   # a per-batch value: written once per batch (RowProgram.batch_stores)
+                if ks != self.lay.axes[:self.lay.split] or not _batch_flat(view, self.lay):
+                    raise self.err(v, f"output {name}: a per-batch value written other than one element per batch "
+                                   f"in batch order")
+                self.p.gm.append(GmTensor(gm, "out", "bstat", dtype, view, name))
+                self.p.batch_stores.append(Instr("bstore", "", (), arg=self.scalar_text[s], gm=gm, op=rnd,
+                                                 space="bstat"))
             else:
                 raise self.err(v, f"output {name} is a scalar; the rows family writes rows, statistics and sums")
 
@@ -992,6 +1104,8 @@ def _canonical_names(p: RowProgram) -> None:
     p.acc_reads = [ren(k) for k in p.acc_reads]
     p.late = [ren(k) for k in p.late]
     p.late_stores = [(ren(k), g, r) for k, g, r in p.late_stores]
+    p.btotals = [(n, rowprog._rename(a, where) if k == "expr" else ren(a), k) for n, a, k in p.btotals]
+    p.batch_stores = [dataclasses.replace(i, arg=rowprog._rename(i.arg, where)) for i in p.batch_stores]
 
 
 def _subsequence(ks, full) -> bool:

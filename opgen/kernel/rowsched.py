@@ -117,7 +117,8 @@ class RowSchedule:
     #                               a row's repeat stride fits BinaryRepeatParams and k one instruction's repeats
     acc_body: tuple = ()       # two passes over the rows: the first pass's stream (accumulates; row_body the second)
     reload_batch: tuple = ()   # the second pass: complete per-batch reductions read at a new batch b (C++ lines)
-    float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init)
+    float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init; bt<k>_ per batch)
+    batch_stores: bool = False  # outputs written once per batch in the second pass (a pass even without row outputs)
     cross_core: tuple = ()
     strided: tuple = ()        # names of the Off_<name>(r) address methods
     fields: tuple = ()         # the tiling-data fields the addresses read (dim<k>)
@@ -262,7 +263,12 @@ def _row_split(s: RowSchedule) -> Func:
         if s.flush_row:
             body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
         body.append(Verbatim(tuple(s.cross_core)))
-        if not (s.row_out or s.stat_out):   # only column values read the reductions: no second pass is needed
+        if not (s.row_out or s.stat_out):   # only column values read them: no second pass over the rows
+            if s.batch_stores:   # per-batch outputs only: each batch whose first row is this core's, read back
+                first = div(add(Sym("rowStart_"), sub(Sym("seqLen_"), 1)), Sym("seqLen_"))
+                last = div(add(Sym("rowEnd_"), sub(Sym("seqLen_"), 1)), Sym("seqLen_"))
+                body.append(For("b", first, last, Lit(1), (Verbatim(tuple(s.reload_batch)),),
+                                doc="the per-batch values of the batches starting in this core's rows"))
             return Func("RowSplit", (), tuple(body))
         body.append(Assign("valBatch_", Lit(-1)))
     loop: list = list(copy_in)

@@ -91,6 +91,7 @@ class RowCounts:
     acc_reads: int = 0
     brow_reads: int = 0
     batch: int = 0
+    btotals: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out as {dtype: count})."""
@@ -127,6 +128,7 @@ def program_counts(p) -> dict:
         "acc_reads": len(p.acc_reads),
         "brow_reads": sum(1 for a in p.acc_reads if a in p.brow),
         "batch": int(batchable(p)),
+        "btotals": sum(1 for _n, _s, k in p.btotals if k != "expr"),
     }
 
 
@@ -235,7 +237,7 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
     exchange = accs if strategy == ROW_SPLIT else get("levels") + tot
     return {"workBuf": max(get("temps"), 2), "browBuf": get("brow"), "colBuf": get("col"),
             "paramQue": int(bool(get("loads") or exchange)), "accOutQue": int(bool(accs or exchange)),
-            "reduceBuf": int(bool(get("rsums") or tot))}
+            "reduceBuf": int(bool(get("rsums") or tot or get("btotals")))}
 
 
 def _fixed_plan(c: RowCounts, cols, strategy: int) -> list[Buffer]:
