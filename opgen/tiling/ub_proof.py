@@ -38,8 +38,9 @@ def _env(spec, bounded: dict) -> dict:
 
 def _valid(spec, env) -> bool:
     """Whether the dims of `env` satisfy every relation the spec requires (spec.require): a probe that breaks one
-    is a call the aclnn layer refuses before any tiling."""
-    for c, *_rest in getattr(spec, "constraints", ()):
+    is a call the aclnn layer refuses before any tiling. A relation of some modes only (require(when=)) is not
+    assumed: the proof covers every mode."""
+    for c in (r.constraint for r in getattr(spec, "relations", ()) if r.when is None):
         try:
             if not c.holds(env):
                 return False
