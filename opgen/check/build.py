@@ -156,6 +156,28 @@ def build_dir_for(src: Sources, root: Path | None = None) -> Path:
 
 SHARED_TARGETS = ("runtime.o", "check_main.o")
 """The op-independent objects of the shared directory (module doc)."""
+SHARED_INSTANCES = ("quick", "asan")
+"""The launch-driver variants whose kernels share the emulation's template specializations (the -O0 ones: nothing is
+inlined there, so the machine code is the same): their kernel objects are compiled with INSTANCES_MACRO, which makes
+kernel_operator.h declare every specialization of opgen/emu/include/emu/instances.h `extern template`, and their
+executables link instances_target(variant), the shared directory's one object defining them all
+(opgen/check/cpp/emu_instances.cpp, compiled with the variant's flags). A kernel object then holds its own code only,
+not a copy of the emulation's instructions for half, float and bfloat16 and of the C++ library code they use: about
+half of a kernel object's compiler CPU at -O0 (docs/design.md "Build variants")."""
+INSTANCES_MACRO = "EMU_SHARED_INSTANCES"
+"""Macro (-D) of the kernels of SHARED_INSTANCES variants (and of their precompiled headers)."""
+
+
+def kernel_flags(variant: str) -> str:
+    """Compiler flags of `variant`'s kernel object and precompiled kernel_operator.h: VARIANTS[variant], plus
+    -D<INSTANCES_MACRO> for the SHARED_INSTANCES variants."""
+    return VARIANTS[variant] + (f" -D{INSTANCES_MACRO}" if variant in SHARED_INSTANCES else "")
+
+
+def instances_target(variant: str) -> str:
+    """Shared-directory path of `variant`'s object of shared emulation instances (SHARED_INSTANCES):
+    emu-<variant>.o."""
+    return f"emu-{variant}.o"
 PCH_HEADER = "kernel_operator.h"
 """The emulation header precompiled per launch-driver variant (pch_target): every emitted kernel includes it first."""
 
@@ -194,6 +216,8 @@ def shared_targets(target: str) -> list[str]:
         variant = t.split("/", 1)[0]
         if variant in VARIANTS and pch_wrapper() is not None and pch_target(variant) not in out:
             out.append(pch_target(variant))
+        if variant in SHARED_INSTANCES and instances_target(variant) not in out:
+            out.append(instances_target(variant))
     return out
 
 
@@ -351,9 +375,12 @@ def shared_ninja_file(cxx: str) -> str:
         f"  inc = {_ninja_value(inc)}",
     ]
     if pch_wrapper() is not None:
-        for variant, flags in VARIANTS.items():   # the kernel's flags exactly (ninja_file), so GCC accepts the .gch
-            lines += [f"build {pch_target(variant)}: pch {pch_dir(variant)}/{PCH_HEADER}", f"  flags = {flags}",
-                      f"  inc = {_ninja_value(_inc(EMU_INCLUDE))}"]
+        for variant in VARIANTS:   # the kernel's flags exactly (ninja_file), so GCC accepts the .gch
+            lines += [f"build {pch_target(variant)}: pch {pch_dir(variant)}/{PCH_HEADER}",
+                      f"  flags = {kernel_flags(variant)}", f"  inc = {_ninja_value(_inc(EMU_INCLUDE))}"]
+    for variant in SHARED_INSTANCES:
+        lines += [f"build {instances_target(variant)}: cxx {_ninja_path(CHECK_CPP / 'emu_instances.cpp')}",
+                  f"  flags = {VARIANTS[variant]}", f"  inc = {_ninja_value(inc)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -583,14 +610,16 @@ def ninja_file(src: Sources, cxx: str, shared: Path | None = None, host: dict | 
     for variant, flags in VARIANTS.items():
         driver = "quick/driver.o" if variant == "quick" else "debug/driver.o"
         objs = [driver, f"{shared}/check_main.o"]  # opgen's own harness: not instrumented (module doc)
+        if variant in SHARED_INSTANCES:
+            objs.append(f"{shared}/{instances_target(variant)}")
         lines += compile_host(f"{variant}/tiling.o", src.tiling_cpp, flags, kinc)
         if pch_wrapper() is None:
-            lines += [f"build {variant}/kernel.o: cxx {_ninja_path(src.kernel_cpp)}", f"  flags = {flags}",
+            lines += [f"build {variant}/kernel.o: cxx {_ninja_path(src.kernel_cpp)}", f"  flags = {kernel_flags(variant)}",
                       f"  inc = {_ninja_value(kinc)}"]
         else:   # the precompiled emulation header (module doc): its directory first, the .gch an implicit input
             gch = f"{shared}/{pch_target(variant)}"
             lines += [f"build {variant}/kernel.o: cxx {_ninja_path(src.kernel_cpp)} | {gch}",
-                      f"  flags = {flags} -Winvalid-pch",
+                      f"  flags = {kernel_flags(variant)} -Winvalid-pch",
                       f"  inc = {_ninja_value(_inc(Path(shared_inc) / pch_dir(variant), kinc_dirs))}"]
         objs += [f"{variant}/tiling.o", f"{variant}/kernel.o"]
         lines += [f"build {variant}/check: link {' '.join(objs)}", f"  flags = {flags}", ""]
@@ -603,12 +632,14 @@ def ninja_file(src: Sources, cxx: str, shared: Path | None = None, host: dict | 
         obj = f"asan/key-{int(k)}/kernel.o"
         define = f"-D{ONLY_KEY_MACRO}={int(k)}ULL"
         if pch_wrapper() is None:
-            lines += [f"build {obj}: cxx {KEY_KERNEL}", f"  flags = {asan} {define}", f"  inc = {_ninja_value(kinc)}"]
+            lines += [f"build {obj}: cxx {KEY_KERNEL}", f"  flags = {kernel_flags('asan')} {define}",
+                      f"  inc = {_ninja_value(kinc)}"]
         else:
             lines += [f"build {obj}: cxx {KEY_KERNEL} | {shared}/{pch_target('asan')}",
-                      f"  flags = {asan} -Winvalid-pch {define}",
+                      f"  flags = {kernel_flags('asan')} -Winvalid-pch {define}",
                       f"  inc = {_ninja_value(_inc(Path(shared_inc) / pch_dir('asan'), kinc_dirs))}"]
-        lines += [f"build asan/key-{int(k)}/check: link {' '.join(head + [obj])}", f"  flags = {asan}", ""]
+        key_objs = head + [f"{shared}/{instances_target('asan')}", obj]
+        lines += [f"build asan/key-{int(k)}/check: link {' '.join(key_objs)}", f"  flags = {asan}", ""]
     return "\n".join(lines) + "\n"
 
 
