@@ -614,8 +614,8 @@ def ninja_file(src: Sources, cxx: str, shared: Path | None = None, host: dict | 
             objs.append(f"{shared}/{instances_target(variant)}")
         lines += compile_host(f"{variant}/tiling.o", src.tiling_cpp, flags, kinc)
         if pch_wrapper() is None:
-            lines += [f"build {variant}/kernel.o: cxx {_ninja_path(src.kernel_cpp)}", f"  flags = {kernel_flags(variant)}",
-                      f"  inc = {_ninja_value(kinc)}"]
+            lines += [f"build {variant}/kernel.o: cxx {_ninja_path(src.kernel_cpp)}",
+                      f"  flags = {kernel_flags(variant)}", f"  inc = {_ninja_value(kinc)}"]
         else:   # the precompiled emulation header (module doc): its directory first, the .gch an implicit input
             gch = f"{shared}/{pch_target(variant)}"
             lines += [f"build {variant}/kernel.o: cxx {_ninja_path(src.kernel_cpp)} | {gch}",
