@@ -6,7 +6,7 @@ aclnn_harness.cpp (rewritten only when their text changes, so a second build is 
 
     aclnn/runner   aclnn case runner: op_host/op_api/aclnn_<api>.cpp + L0 <op>.cpp + runtime.cpp + harness (-O0 -g)
     debug/check    launch driver: driver.cpp + op_host/<op>_tiling.cpp + op_kernel/<op>.cpp (-O1 -g)
-    quick/check    the same at -O0 -g: about a third of the compiler's CPU, slower kernels (launch_variant():
+    quick/check    the same at -O0 without -g: about a quarter of the compiler's CPU, slower kernels (launch_variant():
                    OPGEN_CHECK_OPT=0, which the test suite sets; its cases are small)
     asan/check     the same with -fsanitize=address,undefined
     asan/probe     the asan TilingFunc and driver with a kernel stub, run with OPGEN_CHECK_TILING_ONLY=1: the case's key
@@ -60,13 +60,16 @@ EMU_INCLUDE = PKG / "emu" / "include"
 CHECK_CPP = Path(__file__).resolve().parent / "cpp"
 VARIANTS = {
     "debug": "-O1 -g",
-    "quick": "-O0 -g",
+    "quick": "-O0",
     "asan": "-O0 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all",
 }
 """Compiler flags of the launch-driver variants (besides -std=c++17 -pthread). The sanitizer build is -O0: it
-compiles in about 0.4x the time of -O1 and no access is optimised away from its checks. "quick" is "debug" at -O0:
-the kernel's object takes 0.3x the compiler CPU of -O1 -g (4.8 s against 16.3 s for AdaLayerNormV2's kernel), and
-the emulated kernel runs a few times slower (docs/design.md "Build variants")."""
+compiles in about 0.4x the time of -O1 and no access is optimised away from its checks. "quick" is "debug" at -O0
+without debug information (the test suite's variant; -g is a quarter of a quick kernel object's compiler CPU and
+nothing reads it there: faults name their statement from the emulation's call sites, and the sanitizer reports come
+from the asan variant, which keeps -g): the kernel's object takes 0.3x the compiler CPU of -O1 -g (4.8 s against 16.3 s
+for AdaLayerNormV2's kernel, at -O0 -g), and the emulated kernel runs a few times slower (docs/design.md "Build
+variants")."""
 OPT_ENV = "OPGEN_CHECK_OPT"
 """Environment variable choosing the launch driver of a check without --asan: "1" (default) the debug variant
 (-O1), "0" the quick variant (-O0)."""
