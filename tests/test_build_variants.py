@@ -139,6 +139,29 @@ def test_the_O0_variants_share_the_emulation_instances_and_debug_keeps_its_own(t
     assert f"{shared}/{instances_target('asan')}" not in st["asan/probe"][1]   # the stub kernel needs none
 
 
+@pytest.mark.parametrize("value, want", [("0", "-O0"), ("1", "-O0 -g"), (None, "-O0 -g")])
+def test_the_aclnn_runner_drops_debug_information_with_the_quick_builds(tmp_path, monkeypatch, value, want):
+    """aclnn_flags: the aclnn case runner's objects, their precompiled headers and its link are -O0 -g, -O0 when
+    $OPGEN_CHECK_OPT is 0 (the test suite's quick builds); the shared runtime.o keeps ACLNN_FLAGS either way."""
+    from opgen.check.build import ACLNN_FLAGS, aclnn_flags, host_pchs, shared_ninja_file
+
+    if value is None:
+        monkeypatch.delenv(OPT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(OPT_ENV, value)
+    assert aclnn_flags() == want and ACLNN_FLAGS == "-O0 -g"
+    op = tmp_path / "op"
+    (op / "op_host" / "op_api").mkdir(parents=True)
+    (op / "op_host" / "op_api" / "aclnn_op.cpp").write_text('#include <cstdint>\n#include "aclnn/aclnn_base.h"\n')
+    src = Sources("Op", "op", "aclnn_op", op)
+    st = _statements(ninja_file(src, "/usr/bin/g++", tmp_path / "shared"))
+    for obj in ("aclnn/api.o", "aclnn/l0.o", "aclnn/harness.o", "aclnn/runner"):
+        assert shlex.split(st[obj][2])[:len(want.split())] == want.split(), (obj, st[obj])
+    pchs = host_pchs(src, "/usr/bin/g++")
+    assert pchs["aclnn/api.o"].flags == want and pchs["aclnn/harness.o"].flags == want
+    assert _statements(shared_ninja_file("/usr/bin/g++"))["runtime.o"][2] == ACLNN_FLAGS
+
+
 @pytest.mark.slow
 def test_a_quick_kernel_object_leaves_the_listed_instances_to_the_shared_object(tmp_path, session_build_root):
     """A quick kernel built by opgen check emits none of the function template specializations emu/instances.h lists
