@@ -27,7 +27,9 @@ emitted kernel starts with it; ~0.3 of a kernel object's compiler CPU at -O0) an
 wrapper in any other case; the machine code is the same (tests/test_build_variants.py). The host files (each
 variant's TilingFunc, the aclnn API and L0 files) are compiled with a precompiled header of the emulation and
 library headers their own leading includes name (host_pch), forced first with -include: hostpch-<hash>/ of the shared
-directory, one per distinct header list and flag set, each with its own build.ninja and lock.
+directory, one per distinct header list and flag set, each with its own build.ninja and lock. For the -O0 variants
+(quick, asan) it also holds emu-<variant>.o, the emulation's common template specializations compiled once
+(SHARED_INSTANCES), which their kernels declare extern and their executables link.
 
 All with `g++ -std=c++17 -pthread -I opgen/emu/include -I generated/<op>/op_host -I generated/<op>/op_kernel ...`
 (the tiling-data struct is op_kernel/<op>_tiling_data.h: the TilingFunc includes it as ../op_kernel/...); header dependencies
