@@ -14,8 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from inproc import cli  # noqa: E402
 
-from opgen.check.build import (HARNESS_HEAD, ONLY_KEY_MACRO, OPT_ENV, VARIANTS, Sources, kernel_keys,  # noqa: E402
-                               key_kernel_source, launch_variant, ninja_file, pch_target)
+from opgen.check.build import (HARNESS_HEAD, INSTANCES_MACRO, ONLY_KEY_MACRO, OPT_ENV, VARIANTS, Sources,  # noqa: E402
+                               instances_target, kernel_flags, kernel_keys, key_kernel_source, launch_variant,
+                               ninja_file, pch_target)
 from opgen.errors import OpgenError  # noqa: E402
 
 
@@ -109,6 +110,92 @@ def test_each_variant_compiles_its_kernel_with_the_precompiled_header_of_its_own
         assert p_rule == "pch" and p_ins == [f"{pch_dir(variant)}/{PCH_HEADER}"]
         assert shlex.split(flags) == shlex.split(p_flags) + ["-Winvalid-pch"], (flags, p_flags)
         assert f"{shared}/{pch_target(variant)}" not in st[f"{variant}/tiling.o"][1]   # the TilingFunc: no
+
+
+def test_the_O0_variants_share_the_emulation_instances_and_debug_keeps_its_own(tmp_path):
+    """docs/design.md "Build variants": the quick and asan kernels (and their precompiled headers) are compiled with
+    -D<INSTANCES_MACRO>, and their executables link the shared directory's emu-<variant>.o, compiled from
+    emu_instances.cpp with the variant's own flags; the -O1 debug kernel, whose emulation calls GCC may inline, has
+    neither; no TilingFunc gets the macro."""
+    from opgen.check.build import SHARED_INSTANCES, shared_ninja_file, shared_targets
+
+    assert SHARED_INSTANCES == ("quick", "asan")
+    src = Sources("Op", "op", "aclnn_op", tmp_path / "op")
+    shared = tmp_path / "shared"
+    st = _statements(ninja_file(src, "/usr/bin/g++", shared))
+    sh = _statements(shared_ninja_file("/usr/bin/g++"))
+    for variant in ("quick", "asan", "debug"):
+        on = variant != "debug"
+        assert (f"-D{INSTANCES_MACRO}" in shlex.split(st[f"{variant}/kernel.o"][2])) == on
+        assert (f"-D{INSTANCES_MACRO}" in shlex.split(sh[pch_target(variant)][2])) == on
+        assert f"-D{INSTANCES_MACRO}" not in st[f"{variant}/tiling.o"][2]
+        assert (f"{shared}/{instances_target(variant)}" in st[f"{variant}/check"][1]) == on
+        assert (instances_target(variant) in shared_targets(f"{variant}/check")) == on
+        assert (instances_target(variant) in sh) == on
+        if on:
+            rule, ins, flags = sh[instances_target(variant)]
+            assert rule == "cxx" and ins[0].endswith("/emu_instances.cpp") and flags == VARIANTS[variant]
+            assert kernel_flags(variant) == f"{VARIANTS[variant]} -D{INSTANCES_MACRO}"
+    assert f"{shared}/{instances_target('asan')}" not in st["asan/probe"][1]   # the stub kernel needs none
+
+
+@pytest.mark.parametrize("value, want", [("0", "-O0"), ("1", "-O0 -g"), (None, "-O0 -g")])
+def test_the_aclnn_runner_drops_debug_information_with_the_quick_builds(tmp_path, monkeypatch, value, want):
+    """aclnn_flags: the aclnn case runner's objects, their precompiled headers and its link are -O0 -g, -O0 when
+    $OPGEN_CHECK_OPT is 0 (the test suite's quick builds); the shared runtime.o keeps ACLNN_FLAGS either way."""
+    from opgen.check.build import ACLNN_FLAGS, aclnn_flags, host_pchs, shared_ninja_file
+
+    if value is None:
+        monkeypatch.delenv(OPT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(OPT_ENV, value)
+    assert aclnn_flags() == want and ACLNN_FLAGS == "-O0 -g"
+    op = tmp_path / "op"
+    (op / "op_host" / "op_api").mkdir(parents=True)
+    (op / "op_host" / "op_api" / "aclnn_op.cpp").write_text('#include <cstdint>\n#include "aclnn/aclnn_base.h"\n')
+    src = Sources("Op", "op", "aclnn_op", op)
+    st = _statements(ninja_file(src, "/usr/bin/g++", tmp_path / "shared"))
+    for obj in ("aclnn/api.o", "aclnn/l0.o", "aclnn/harness.o", "aclnn/runner"):
+        assert shlex.split(st[obj][2])[:len(want.split())] == want.split(), (obj, st[obj])
+    pchs = host_pchs(src, "/usr/bin/g++")
+    assert pchs["aclnn/api.o"].flags == want and pchs["aclnn/harness.o"].flags == want
+    assert _statements(shared_ninja_file("/usr/bin/g++"))["runtime.o"][2] == ACLNN_FLAGS
+
+
+@pytest.mark.slow
+def test_a_quick_kernel_object_leaves_the_listed_instances_to_the_shared_object(tmp_path, session_build_root):
+    """A quick kernel built by opgen check emits none of the function template specializations emu/instances.h lists
+    (its calls are undefined references), and the shared emu-quick.o defines every one of them (nm -C, both)."""
+    import shutil
+    import subprocess
+
+    from opgen.check.build import Builder, compiler, shared_dir
+    from opgen.check.emu_instances import LIST, candidates
+    from opgen.codegen import generate_cached
+    from opgen.codegen.model import OpModel
+    from opgen.registry import load_spec
+
+    if shutil.which("g++") is None or shutil.which("nm") is None:
+        pytest.skip("g++ or nm not installed")
+    spec = load_spec(str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "leaky_relu.py"))
+    m = OpModel(spec)
+    for rel, body in generate_cached(spec)[1].items():
+        if rel.startswith(("op_host/", "op_kernel/")):
+            f = tmp_path / "gen" / m.snake / rel
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(body)
+    b = Builder(Sources(m.op, m.snake, m.api_snake, tmp_path / "gen" / m.snake), {}, session_build_root,
+                progress=False)
+    b.build("quick/kernel.o")   # and the shared objects it is linked with (shared_targets)
+    listed = {ln for ln in LIST.read_text().splitlines() if ln.startswith("EMU_SHARED_FN(")}
+    # (a listed class's implicit constructors and destructor are still the kernel's own: only the function lines)
+    own = {ln for ln in candidates([b.dir / "quick" / "kernel.o"]) if ln.startswith("EMU_SHARED_FN(")}
+    assert not own & listed, sorted(own & listed)[:5]
+    undefined = subprocess.run(["nm", "-C", "-u", str(b.dir / "quick" / "kernel.o")], capture_output=True, text=True,
+                               check=True).stdout
+    assert "AscendC::LeakyRelu<float>(" in undefined or "AscendC::Duplicate<float>(" in undefined, undefined[:2000]
+    shared = set(candidates([shared_dir(compiler(), session_build_root) / instances_target("quick")]))
+    assert listed <= shared, sorted(listed - shared)[:5]
 
 
 @pytest.mark.slow
@@ -241,9 +328,9 @@ def test_a_one_key_asan_driver_compiles_the_wrapper_with_its_key_and_the_asan_pr
     for k in (12, 51):
         rule, ins, flags = st[f"asan/key-{k}/kernel.o"]
         assert ins[0] == "key_kernel.cpp" and ins[-2:] == ["|", f"{shared}/{pch_target('asan')}"], ins
-        assert shlex.split(flags) == shlex.split(VARIANTS["asan"]) + ["-Winvalid-pch", f"-D{ONLY_KEY_MACRO}={k}ULL"]
+        assert shlex.split(flags) == shlex.split(kernel_flags("asan")) + ["-Winvalid-pch", f"-D{ONLY_KEY_MACRO}={k}ULL"]
         assert st[f"asan/key-{k}/check"][1] == ["debug/driver.o", f"{shared}/check_main.o", "asan/tiling.o",
-                                                f"asan/key-{k}/kernel.o"]
+                                                f"{shared}/{instances_target('asan')}", f"asan/key-{k}/kernel.o"]
     assert st["asan/probe"][1] == ["debug/driver.o", f"{shared}/check_main.o", "asan/tiling.o", "asan/nokernel.o"]
     assert not any("key-" in o for o in _statements(ninja_file(src, "/usr/bin/g++", shared)))
 

@@ -4,9 +4,10 @@ One build directory per (op, generated tree): `<root>/<op_snake>-<hash of the tr
 $OPGEN_BUILD_DIR or ~/.cache/opgen/build. It holds build.ninja, the generated driver.cpp and
 aclnn_harness.cpp (rewritten only when their text changes, so a second build is a no-op) and the targets:
 
-    aclnn/runner   aclnn case runner: op_host/op_api/aclnn_<api>.cpp + L0 <op>.cpp + runtime.cpp + harness (-O0 -g)
+    aclnn/runner   aclnn case runner: op_host/op_api/aclnn_<api>.cpp + L0 <op>.cpp + runtime.cpp + harness (-O0 -g;
+                   without -g when OPGEN_CHECK_OPT=0, aclnn_flags)
     debug/check    launch driver: driver.cpp + op_host/<op>_tiling.cpp + op_kernel/<op>.cpp (-O1 -g)
-    quick/check    the same at -O0 -g: about a third of the compiler's CPU, slower kernels (launch_variant():
+    quick/check    the same at -O0 without -g: about a quarter of the compiler's CPU, slower kernels (launch_variant():
                    OPGEN_CHECK_OPT=0, which the test suite sets; its cases are small)
     asan/check     the same with -fsanitize=address,undefined
     asan/probe     the asan TilingFunc and driver with a kernel stub, run with OPGEN_CHECK_TILING_ONLY=1: the case's key
@@ -26,7 +27,9 @@ emitted kernel starts with it; ~0.3 of a kernel object's compiler CPU at -O0) an
 wrapper in any other case; the machine code is the same (tests/test_build_variants.py). The host files (each
 variant's TilingFunc, the aclnn API and L0 files) are compiled with a precompiled header of the emulation and
 library headers their own leading includes name (host_pch), forced first with -include: hostpch-<hash>/ of the shared
-directory, one per distinct header list and flag set, each with its own build.ninja and lock.
+directory, one per distinct header list and flag set, each with its own build.ninja and lock. For the -O0 variants
+(quick, asan) it also holds emu-<variant>.o, the emulation's common template specializations compiled once
+(SHARED_INSTANCES), which their kernels declare extern and their executables link.
 
 All with `g++ -std=c++17 -pthread -I opgen/emu/include -I generated/<op>/op_host -I generated/<op>/op_kernel ...`
 (the tiling-data struct is op_kernel/<op>_tiling_data.h: the TilingFunc includes it as ../op_kernel/...); header dependencies
@@ -60,13 +63,16 @@ EMU_INCLUDE = PKG / "emu" / "include"
 CHECK_CPP = Path(__file__).resolve().parent / "cpp"
 VARIANTS = {
     "debug": "-O1 -g",
-    "quick": "-O0 -g",
+    "quick": "-O0",
     "asan": "-O0 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all",
 }
 """Compiler flags of the launch-driver variants (besides -std=c++17 -pthread). The sanitizer build is -O0: it
-compiles in about 0.4x the time of -O1 and no access is optimised away from its checks. "quick" is "debug" at -O0:
-the kernel's object takes 0.3x the compiler CPU of -O1 -g (4.8 s against 16.3 s for AdaLayerNormV2's kernel), and
-the emulated kernel runs a few times slower (docs/design.md "Build variants")."""
+compiles in about 0.4x the time of -O1 and no access is optimised away from its checks. "quick" is "debug" at -O0
+without debug information (the test suite's variant; -g is a quarter of a quick kernel object's compiler CPU and
+nothing reads it there: faults name their statement from the emulation's call sites, and the sanitizer reports come
+from the asan variant, which keeps -g): the kernel's object takes 0.3x the compiler CPU of -O1 -g (4.8 s against 16.3 s
+for AdaLayerNormV2's kernel, at -O0 -g), and the emulated kernel runs a few times slower (docs/design.md "Build
+variants")."""
 OPT_ENV = "OPGEN_CHECK_OPT"
 """Environment variable choosing the launch driver of a check without --asan: "1" (default) the debug variant
 (-O1), "0" the quick variant (-O0)."""
@@ -82,6 +88,16 @@ def launch_variant(asan: bool = False) -> str:
         raise OpgenError(f"{OPT_ENV}={opt!r}: must be 0 (build the check driver at -O0) or 1 (-O1, the default)")
     return "quick" if opt == "0" else "debug"
 ACLNN_FLAGS = "-O0 -g"
+"""Compiler flags of the aclnn case runner's shared object runtime.o, and of its own objects unless
+$OPGEN_CHECK_OPT is 0 (aclnn_flags)."""
+
+
+def aclnn_flags() -> str:
+    """Compiler flags of an op's aclnn case runner (its API, L0 and main objects, their precompiled headers and its
+    link): ACLNN_FLAGS, without -g when $OPGEN_CHECK_OPT is 0 (the quick builds of the test suite, where nothing reads
+    the debug information: 0.15 s of compiler CPU a package, RmsNorm's API object 0.36 s against 0.44). A change of the
+    variable rebuilds the runner (its build file's commands change)."""
+    return "-O0" if os.environ.get(OPT_ENV, "1").strip() == "0" else ACLNN_FLAGS
 PROGRESS_AFTER = 2.0
 """Seconds after which a running build echoes its progress to stderr."""
 
@@ -156,6 +172,28 @@ def build_dir_for(src: Sources, root: Path | None = None) -> Path:
 
 SHARED_TARGETS = ("runtime.o", "check_main.o")
 """The op-independent objects of the shared directory (module doc)."""
+SHARED_INSTANCES = ("quick", "asan")
+"""The launch-driver variants whose kernels share the emulation's template specializations (the -O0 ones: nothing is
+inlined there, so the machine code is the same): their kernel objects are compiled with INSTANCES_MACRO, which makes
+kernel_operator.h declare every specialization of opgen/emu/include/emu/instances.h `extern template`, and their
+executables link instances_target(variant), the shared directory's one object defining them all
+(opgen/check/cpp/emu_instances.cpp, compiled with the variant's flags). A kernel object then holds its own code only,
+not a copy of the emulation's instructions for half, float and bfloat16 and of the C++ library code they use: about
+half of a kernel object's compiler CPU at -O0 (docs/design.md "Build variants")."""
+INSTANCES_MACRO = "EMU_SHARED_INSTANCES"
+"""Macro (-D) of the kernels of SHARED_INSTANCES variants (and of their precompiled headers)."""
+
+
+def kernel_flags(variant: str) -> str:
+    """Compiler flags of `variant`'s kernel object and precompiled kernel_operator.h: VARIANTS[variant], plus
+    -D<INSTANCES_MACRO> for the SHARED_INSTANCES variants."""
+    return VARIANTS[variant] + (f" -D{INSTANCES_MACRO}" if variant in SHARED_INSTANCES else "")
+
+
+def instances_target(variant: str) -> str:
+    """Shared-directory path of `variant`'s object of shared emulation instances (SHARED_INSTANCES):
+    emu-<variant>.o."""
+    return f"emu-{variant}.o"
 PCH_HEADER = "kernel_operator.h"
 """The emulation header precompiled per launch-driver variant (pch_target): every emitted kernel includes it first."""
 
@@ -194,6 +232,8 @@ def shared_targets(target: str) -> list[str]:
         variant = t.split("/", 1)[0]
         if variant in VARIANTS and pch_wrapper() is not None and pch_target(variant) not in out:
             out.append(pch_target(variant))
+        if variant in SHARED_INSTANCES and instances_target(variant) not in out:
+            out.append(instances_target(variant))
     return out
 
 
@@ -351,9 +391,12 @@ def shared_ninja_file(cxx: str) -> str:
         f"  inc = {_ninja_value(inc)}",
     ]
     if pch_wrapper() is not None:
-        for variant, flags in VARIANTS.items():   # the kernel's flags exactly (ninja_file), so GCC accepts the .gch
-            lines += [f"build {pch_target(variant)}: pch {pch_dir(variant)}/{PCH_HEADER}", f"  flags = {flags}",
-                      f"  inc = {_ninja_value(_inc(EMU_INCLUDE))}"]
+        for variant in VARIANTS:   # the kernel's flags exactly (ninja_file), so GCC accepts the .gch
+            lines += [f"build {pch_target(variant)}: pch {pch_dir(variant)}/{PCH_HEADER}",
+                      f"  flags = {kernel_flags(variant)}", f"  inc = {_ninja_value(_inc(EMU_INCLUDE))}"]
+    for variant in SHARED_INSTANCES:
+        lines += [f"build {instances_target(variant)}: cxx {_ninja_path(CHECK_CPP / 'emu_instances.cpp')}",
+                  f"  flags = {VARIANTS[variant]}", f"  inc = {_ninja_value(inc)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -472,10 +515,10 @@ def host_pchs(src: Sources, cxx: str) -> dict:
     for variant, flags in VARIANTS.items():
         out[f"{variant}/tiling.o"] = host_pch(src.tiling_cpp, _kernel_inc_dirs(src), flags, cxx)
     for name, path in (("api", src.aclnn_cpp), ("l0", src.l0_cpp)):
-        out[f"aclnn/{name}.o"] = host_pch(path, _aclnn_inc_dirs(src), ACLNN_FLAGS, cxx)
+        out[f"aclnn/{name}.o"] = host_pch(path, _aclnn_inc_dirs(src), aclnn_flags(), cxx)
     # the runner's main, written beside build.ninja: its leading includes are HARNESS_HEAD (no file of the build
     # directory shadows an emulation header)
-    out["aclnn/harness.o"] = _host_pch_of(list(HARNESS_HEAD), EMU_INCLUDE, _aclnn_inc_dirs(src), ACLNN_FLAGS, cxx)
+    out["aclnn/harness.o"] = _host_pch_of(list(HARNESS_HEAD), EMU_INCLUDE, _aclnn_inc_dirs(src), aclnn_flags(), cxx)
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -574,23 +617,25 @@ def ninja_file(src: Sources, cxx: str, shared: Path | None = None, host: dict | 
 
     for name, path, inc in (("api", src.aclnn_cpp, ainc), ("l0", src.l0_cpp, ainc),
                             ("harness", "aclnn_harness.cpp", ainc)):
-        lines += compile_host(f"aclnn/{name}.o", path, ACLNN_FLAGS, inc)
+        lines += compile_host(f"aclnn/{name}.o", path, aclnn_flags(), inc)
         objs.append(f"aclnn/{name}.o")
-    lines += [f"build aclnn/runner: link {' '.join(objs)}", f"  flags = {ACLNN_FLAGS}", ""]
+    lines += [f"build aclnn/runner: link {' '.join(objs)}", f"  flags = {aclnn_flags()}", ""]
     for variant in ("debug", "quick"):   # the harness's driver.o: at -O1 for debug and asan, at -O0 for quick
         lines += [f"build {variant}/driver.o: cxx driver.cpp", f"  flags = {VARIANTS[variant]}",
                   f"  inc = {_ninja_value(kinc)}"]
     for variant, flags in VARIANTS.items():
         driver = "quick/driver.o" if variant == "quick" else "debug/driver.o"
         objs = [driver, f"{shared}/check_main.o"]  # opgen's own harness: not instrumented (module doc)
+        if variant in SHARED_INSTANCES:
+            objs.append(f"{shared}/{instances_target(variant)}")
         lines += compile_host(f"{variant}/tiling.o", src.tiling_cpp, flags, kinc)
         if pch_wrapper() is None:
-            lines += [f"build {variant}/kernel.o: cxx {_ninja_path(src.kernel_cpp)}", f"  flags = {flags}",
-                      f"  inc = {_ninja_value(kinc)}"]
+            lines += [f"build {variant}/kernel.o: cxx {_ninja_path(src.kernel_cpp)}",
+                      f"  flags = {kernel_flags(variant)}", f"  inc = {_ninja_value(kinc)}"]
         else:   # the precompiled emulation header (module doc): its directory first, the .gch an implicit input
             gch = f"{shared}/{pch_target(variant)}"
             lines += [f"build {variant}/kernel.o: cxx {_ninja_path(src.kernel_cpp)} | {gch}",
-                      f"  flags = {flags} -Winvalid-pch",
+                      f"  flags = {kernel_flags(variant)} -Winvalid-pch",
                       f"  inc = {_ninja_value(_inc(Path(shared_inc) / pch_dir(variant), kinc_dirs))}"]
         objs += [f"{variant}/tiling.o", f"{variant}/kernel.o"]
         lines += [f"build {variant}/check: link {' '.join(objs)}", f"  flags = {flags}", ""]
@@ -603,12 +648,14 @@ def ninja_file(src: Sources, cxx: str, shared: Path | None = None, host: dict | 
         obj = f"asan/key-{int(k)}/kernel.o"
         define = f"-D{ONLY_KEY_MACRO}={int(k)}ULL"
         if pch_wrapper() is None:
-            lines += [f"build {obj}: cxx {KEY_KERNEL}", f"  flags = {asan} {define}", f"  inc = {_ninja_value(kinc)}"]
+            lines += [f"build {obj}: cxx {KEY_KERNEL}", f"  flags = {kernel_flags('asan')} {define}",
+                      f"  inc = {_ninja_value(kinc)}"]
         else:
             lines += [f"build {obj}: cxx {KEY_KERNEL} | {shared}/{pch_target('asan')}",
-                      f"  flags = {asan} -Winvalid-pch {define}",
+                      f"  flags = {kernel_flags('asan')} -Winvalid-pch {define}",
                       f"  inc = {_ninja_value(_inc(Path(shared_inc) / pch_dir('asan'), kinc_dirs))}"]
-        lines += [f"build asan/key-{int(k)}/check: link {' '.join(head + [obj])}", f"  flags = {asan}", ""]
+        key_objs = head + [f"{shared}/{instances_target('asan')}", obj]
+        lines += [f"build asan/key-{int(k)}/check: link {' '.join(key_objs)}", f"  flags = {asan}", ""]
     return "\n".join(lines) + "\n"
 
 

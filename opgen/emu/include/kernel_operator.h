@@ -76,3 +76,14 @@ inline GM_ADDR GetUserWorkspace(GM_ADDR workspace)
     return workspace == nullptr ? nullptr : workspace + ::emu::SysWorkspaceBytes();
 }
 }  // namespace AscendC
+
+// The -O0 launch drivers of opgen check (opgen/check/build.py SHARED_INSTANCES) define EMU_SHARED_INSTANCES: the
+// emulation's common template specializations (emu/instances.h) are then declared `extern template` here and
+// defined once, in a shared object every such driver links, instead of in every kernel's object.
+#ifdef EMU_SHARED_INSTANCES
+#define EMU_SHARED_FN(...) extern template __VA_ARGS__;
+#define EMU_SHARED_CLASS(...) extern template class __VA_ARGS__;
+#include "emu/instances.h"
+#undef EMU_SHARED_FN
+#undef EMU_SHARED_CLASS
+#endif
