@@ -19,8 +19,13 @@ ch. 3) with these conventions, documented in docs/design.md "Backward from forwa
 
 * broadcasting operands: the adjoint is summed over the broadcast axes (leading axes dropped, size-1 axes kept);
 * reduce max / min: the adjoint is shared evenly among the elements equal to the maximum / minimum (PyTorch's
-  amax / amin, TensorFlow's Max / Min gradient); elementwise maximum/minimum follow CANN's MaximumGrad / MinimumGrad: ties go to the first operand
-  (dx1 = g * (x1 >= x2), dx2 = g * (x1 < x2); minimum with <= / >);
+  amax / amin, TensorFlow's Max / Min gradient); elementwise maximum/minimum follow PyTorch (derivatives.yaml): the larger (smaller) operand takes the adjoint, and
+  at a tie each operand takes half of it (dx1 = g * ((x1 > x2) + (x1 == x2) / 2)), so max(x, 0) + min(x, 0) = x
+  has derivative 1 at 0 and a relu written as maximum(x, 0) has 1/2 there (PyTorch's relu'(0) = 0 is a rule of
+  its op, which the DSL does not have);
+* a select's unselected operand takes a masked zero, and a masked zero stays zero through mul / div / neg / cast
+  (_Emitter.emit pushes the mask outward: select(c, g, 0) * f -> select(c, g * f, 0)), so an infinite or NaN local
+  derivative in the branch that was not taken (exp overflow, a 0/0) does not turn it into NaN;
 * casts between float dtypes pass the adjoint through unchanged (a rounding has derivative 1 almost everywhere);
   casts to or from integer/bool types carry no gradient; comparisons, iota, constants carry none;
 * slice: the adjoints of slices of one value that tile an axis are joined by one concat (zeros in the gaps);
@@ -73,12 +78,19 @@ class _Emitter:
         self._cse: dict = {}
         self._n = 0
         self.loc = ""
+        self.masked: dict = {}        # select(c, x, 0) / select(c, 0, x) result -> (c, x, zero is first)
+        self._copying = False
+        self._zero = None
+        self._zero = self.const(0.0)
 
     def emit(self, op: str, ins, **attrs) -> str:
         """Append `op(ins) {attrs}` (ins: value names) and return its result's name. Raises IRError if the type
         rule refuses it (a bug in a rule)."""
         ins = tuple(ins)
         cattrs = canonical_attrs(attrs)
+        pushed = self._push_mask(op, ins, cattrs)
+        if pushed is not None:
+            return pushed
         key = (op, ins, cattrs)
         hit = self._cse.get(key)
         if hit is not None:
@@ -89,12 +101,35 @@ class _Emitter:
         self.types[name] = ty
         self.nodes.append(Node(op, ins, Value(name, ty), cattrs, self.loc))
         self._cse[key] = name
+        if op == "select" and not self._copying and self._zero in (ins[1], ins[2]) and ins[1] != ins[2]:
+            self.masked[name] = (ins[0], ins[2] if ins[1] == self._zero else ins[1], ins[1] == self._zero)
         return name
+
+    def _push_mask(self, op, ins, cattrs):
+        """A masked zero is a strong zero: for mul / div (as numerator) / neg / cast of `m = select(c, x, 0)`
+        (or select(c, 0, x)) emit select(c, op(x, ...), 0) instead, so 0 * inf and 0 / 0 in the masked lanes
+        stay 0 (docs/design.md "Backward from forward"). None when `op(ins)` is no such case."""
+        if self._copying or op not in ("mul", "div", "neg", "cast") or not ins:
+            return None
+        k = 0 if ins[0] in self.masked else 1 if op == "mul" and ins[1] in self.masked else None
+        if k is None:
+            return None
+        c, x, zero_first = self.masked[ins[k]]
+        inner = self.emit(op, ins[:k] + (x,) + ins[k + 1:], **dict(cattrs))
+        if op == "cast":
+            z = self.emit("cast", (self._zero,), **dict(cattrs))
+        else:
+            z = self._zero
+        return self.emit("select", (c, z, inner) if zero_first else (c, inner, z))
 
     def copy(self, n: Node, ins) -> str:
         """Re-emit forward node `n` with operands renamed to `ins`."""
         self.loc = n.loc
-        return self.emit(n.op, ins, **dict(n.attrs))
+        self._copying = True          # the primal keeps its own arithmetic: no mask pushing, no masks recorded
+        try:
+            return self.emit(n.op, ins, **dict(n.attrs))
+        finally:
+            self._copying = False
 
     def type(self, v: str) -> TensorType:
         """The type of value `v`."""
@@ -197,12 +232,16 @@ def _div(ad, g, a, b, y):
     return {0: ga, 1: ad.emit("neg", (ad.emit("mul", (ga, ad.f32(y))),))}
 
 
-def _pick(cmp_first):
-    """maximum/minimum: the first operand takes the adjoint where `cmp_first(a, b)` holds (CANN's tie rule)."""
+def _pick(win):
+    """maximum/minimum: the first operand takes the adjoint where `win(a, b)` holds (a > b for maximum, a < b for
+    minimum), the second where `win(b, a)`, and each takes half of it at a tie a == b (PyTorch's rule for
+    torch.maximum / torch.minimum, derivatives.yaml; docs/design.md "Backward from forward": it keeps
+    max(x, 0) + min(x, 0) = x and softplus's max(x, 0) + log1p(exp(-|x|)) exact at x = 0)."""
     def fn(ad, g, a, b, y):
-        c = ad.emit(cmp_first, (a, b))
         z = ad.const(0.0)
-        return {0: ad.emit("select", (c, g, z)), 1: ad.emit("select", (c, z, g))}
+        half = ad.emit("select", (ad.emit("eq", (a, b)), ad.emit("mul", (g, ad.const(0.5))), z))
+        return {0: ad.emit("select", (ad.emit(win, (a, b)), g, half)),
+                1: ad.emit("select", (ad.emit(win, (b, a)), g, half))}
     return fn
 
 
@@ -413,7 +452,7 @@ RULES = {
     # (sigmoid is no op: the builder composes it from exp, add and recip, whose rules differentiate it)
     "tanh": _unary(_tanh), "erf": _unary(_erf),
     "add": _binary_rule(_add), "sub": _binary_rule(_sub), "mul": _binary_rule(_mul), "div": _binary_rule(_div),
-    "maximum": _binary_rule(_pick("ge")), "minimum": _binary_rule(_pick("le")),
+    "maximum": _binary_rule(_pick("gt")), "minimum": _binary_rule(_pick("lt")),
     "select": _select, "cast": _cast, "broadcast": _broadcast, "reduce": _reduce,
     "reshape": _reshape, "permute": _permute, "concat": _concat, "slice": _slice,
     "gather": _gather, "scatter_add": _scatter_add, "matmul": _matmul,
