@@ -545,6 +545,103 @@ def _norm_rule(ad: _Emitter, nm: _Norm, g: str, p) -> str:
     return ad.emit("sub", (g, ad.emit("mul", (ad.emit("exp", (y,)), t))))
 
 
+class _Composite:
+    """A function recognised in the forward graph and differentiated as a whole, not through its decomposition
+    (docs/design.md "Backward from forward": function-level rules), whose node-by-node derivative is 0 * inf, 0 / 0
+    or inf / inf on ordinary inputs:
+
+    * "sigmoid": y = a / (1 + exp(w)) or y = 1 / (1 + exp(w)) (`a` None; the builder's sigmoid, silu, gelu tanh
+      form): dy/da = 1 / (1 + exp(w)), dy/dw = -y / (1 + exp(-w)) -- each factor in [0, 1], finite for every
+      float w (exp overflow gives 0 or 1, never inf / inf);
+    * "log1p": the builder's compensated log1p(x) = where(v == 0, x, log(u) * x / v), u = 1 + x, v = u - 1:
+      d/dx = 1 / (1 + x) (1 / u), where the decomposition divides 0 / 0 in the unselected branch and cancels in
+      the other.
+
+    `leaves`: the values the rule gives adjoints to; `den`: the 1 + exp(w) (sigmoid) or u (log1p) value."""
+
+    __slots__ = ("kind", "result", "leaves", "den")
+
+    def __init__(self, kind, result, leaves, den):
+        self.kind, self.result, self.leaves, self.den = kind, result, leaves, den
+
+
+def _const_value(prod, v):
+    """The value of a scalar constant `v` (through broadcasts and float casts), else None."""
+    n = prod.get(v)
+    while n is not None and n.op in ("broadcast", "cast"):
+        n = prod.get(n.inputs[0])
+    if n is None or n.op != "const":
+        return None
+    return float(n.attr("value"))
+
+
+def _other(prod, n, value):
+    """The operand of binary node n that is not the scalar constant `value` (the other one is), else None."""
+    a, b = n.inputs
+    if _const_value(prod, a) == value:
+        return b
+    if _const_value(prod, b) == value:
+        return a
+    return None
+
+
+def _composites(g: Graph) -> dict:
+    """{result value: _Composite} for every sigmoid-form division and compensated log1p of g (_Composite)."""
+    prod = g.producers()
+    out = {}
+    for n in g.nodes:
+        r = n.result.name
+        if n.op in ("recip", "div"):
+            den = n.inputs[-1]
+            dn = prod.get(den)
+            if dn is None or dn.op != "add":
+                continue
+            e = _other(prod, dn, 1.0)
+            en = prod.get(e) if e is not None else None
+            if en is None or en.op != "exp":
+                continue
+            leaves = (en.inputs[0],) if n.op == "recip" else (en.inputs[0], n.inputs[0])
+            out[r] = _Composite("sigmoid", r, leaves, den)
+        elif n.op == "select":
+            c, x, q = n.inputs
+            cn, qn = prod.get(c), prod.get(q)
+            if cn is None or cn.op != "eq" or qn is None or qn.op != "div":
+                continue
+            v = cn.inputs[0] if _const_value(prod, cn.inputs[1]) == 0.0 else None
+            vn = prod.get(v) if v is not None else None
+            if vn is None or vn.op != "sub" or _const_value(prod, vn.inputs[1]) != 1.0 or qn.inputs[1] != v:
+                continue
+            u = vn.inputs[0]
+            un, mn = prod.get(u), prod.get(qn.inputs[0])
+            if un is None or un.op != "add" or _other(prod, un, 1.0) != x or mn is None or mn.op != "mul":
+                continue
+            lg = [i for i in mn.inputs if i != x]
+            if set(mn.inputs) != {x, lg[0] if lg else x} or not lg:
+                continue
+            ln = prod.get(lg[0])
+            if ln is None or ln.op != "log" or ln.inputs[0] != u:
+                continue
+            out[r] = _Composite("log1p", r, (x,), u)
+    return out
+
+
+def _composite_rule(ad: _Emitter, cp: _Composite, g: str, p) -> dict:
+    """{leaf value: adjoint} of a _Composite (its docstring has the formulas), each summed to the leaf's shape."""
+    den = ad.f32(p(cp.den))
+    out = {}
+    if cp.kind == "log1p":
+        out[cp.leaves[0]] = ad.emit("div", (g, den))
+        return out
+    w = ad.f32(p(cp.leaves[0]))
+    y = ad.f32(p(cp.result))
+    one = ad.const(1.0)
+    t = ad.emit("recip", (ad.emit("add", (one, ad.emit("exp", (ad.emit("neg", (w,)),)))),))   # 1 / (1 + exp(-w))
+    out[cp.leaves[0]] = ad.emit("neg", (ad.emit("mul", (ad.emit("mul", (g, y)), t)),))
+    if len(cp.leaves) == 2:
+        out[cp.leaves[1]] = ad.emit("div", (g, den))
+    return {k: _unbroadcast(ad, v, ad.type(p(k)).shape) for k, v in out.items()}
+
+
 def _shift_free(g: Graph, norms: dict, seeded: set, live: set) -> set:
     """The values d = x - m (or x + m) whose shift m carries no adjoint: m is constant along the normalised axes
     and d is read only by normalisations over those axes (each row of their adjoint of d sums to zero, so m's,
@@ -721,6 +818,7 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
         return out
 
     norms = _norms(g)
+    comps = _composites(g)
     shift_free = _shift_free(g, norms, {outs[o] for o in grads}, live)
     for n in reversed(g.nodes):
         r = n.result.name
@@ -731,6 +829,12 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
         if nm is not None:   # a softmax / log-softmax: one rule straight to its d (_norm_rule)
             if nm.d in active:
                 adj.setdefault(nm.d, []).append(_norm_rule(ad, nm, total(r, fwd_types[r].shape), primal))
+            continue
+        cp = comps.get(r)
+        if cp is not None:   # a sigmoid-form division or a log1p: one rule for the whole function (_Composite)
+            for leaf, contrib in _composite_rule(ad, cp, total(r, fwd_types[r].shape), primal).items():
+                if leaf in active and _is_float(fwd_types[leaf].dtype):
+                    adj.setdefault(leaf, []).append(contrib)
             continue
         gsum = total(r, fwd_types[r].shape, exact=not _takes_lazy(n, fwd_types))
         rule = RULES.get(n.op)
