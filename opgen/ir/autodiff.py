@@ -239,9 +239,11 @@ def _pick(win):
     max(x, 0) + min(x, 0) = x and softplus's max(x, 0) + log1p(exp(-|x|)) exact at x = 0)."""
     def fn(ad, g, a, b, y):
         z = ad.const(0.0)
-        half = ad.emit("select", (ad.emit("eq", (a, b)), ad.emit("mul", (g, ad.const(0.5))), z))
-        return {0: ad.emit("select", (ad.emit(win, (a, b)), g, half)),
-                1: ad.emit("select", (ad.emit(win, (b, a)), g, half))}
+        half = ad.emit("mul", (g, ad.const(0.5)))
+        wa, wb = ad.emit(win, (a, b)), ad.emit(win, (b, a))
+        # the loser's adjoint is a masked zero (select(other wins, 0, ...)): it stays 0 through an infinite factor
+        return {0: ad.emit("select", (wb, z, ad.emit("select", (wa, g, half)))),
+                1: ad.emit("select", (wa, z, ad.emit("select", (wb, g, half))))}
     return fn
 
 
