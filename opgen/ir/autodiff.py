@@ -35,6 +35,10 @@ ch. 3) with these conventions, documented in docs/design.md "Backward from forwa
   rule straight to d (_norm_rule), with the primal (or saved) y / lp; a shift of d constant along the normalised
   axes, where d is read only by such normalisations, gets no adjoint (_shift_free: its row sums are zero).
 
+* two compositions are differentiated as functions (_Composite, _composite_rule): a / (1 + exp(w)) and
+  1 / (1 + exp(w)) (sigmoid, silu, gelu's tanh form) and the builder's compensated log1p, whose node-by-node
+  derivatives are inf / inf or 0 / 0 on ordinary inputs.
+
 An op on the path from a differentiated input to a differentiated output without a rule raises `NoDerivative`,
 which carries the node (its `loc` is the forward spec line). To add an op: write `_rule(ad, node, g) -> {input
 index: adjoint}` and register it in `RULES` (an op with no gradient at all: `_none`).
