@@ -287,20 +287,21 @@ def test_elementwise_rules_against_autograd():
     _close(got["d_w"], want["w"])
 
 
-def test_maximum_minimum_ties_follow_cann():
-    """Ties of maximum/minimum go to the first operand (CANN MaximumGrad: dx1 = g (x1 >= x2), dx2 = g (x1 < x2))."""
+def test_maximum_minimum_ties_split_half_as_torch():
+    """Ties of maximum/minimum split the adjoint half-half between the operands (torch.maximum / torch.minimum's
+    rule), checked against torch autograd; the other elements go to the larger (smaller) operand."""
     def body(b, a, c):
         return {"y": b.maximum(a, c) + 3.0 * b.minimum(a, c)}
 
     fwd, _ = _forward("Mx", {"a": "N", "c": "N"}, body, "N")
     a = _f32([1.0, 2.0, 3.0, -1.0])
     c = _f32([1.0, 5.0, 3.0, -2.0])
-    dy = _f32([1.0, 1.0, 1.0, 1.0])
+    dy = _f32([1.0, 2.0, 1.0, 1.0])
     got = interpret(_derive(fwd, ["a", "c"]), {"dy": dy, "a": a, "c": c}, mode="exact")
-    want_a = dy * (a >= c) + 3 * dy * (a <= c)
-    want_c = dy * (a < c) + 3 * dy * (a > c)
-    _close(got["d_a"], want_a)
-    _close(got["d_c"], want_c)
+    want = _autograd(lambda a, c: torch.maximum(a, c) + 3.0 * torch.minimum(a, c), {"a": a, "c": c}, ["a", "c"], dy)
+    np.testing.assert_array_equal(want["a"], [2.0, 6.0, 2.0, 1.0])     # hand-counted: (1 + 3) / 2 at the ties
+    _close(got["d_a"], want["a"])
+    _close(got["d_c"], want["c"])
 
 
 def test_reduce_rules_max_ties_mean_sum_broadcast():

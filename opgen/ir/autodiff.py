@@ -19,8 +19,13 @@ ch. 3) with these conventions, documented in docs/design.md "Backward from forwa
 
 * broadcasting operands: the adjoint is summed over the broadcast axes (leading axes dropped, size-1 axes kept);
 * reduce max / min: the adjoint is shared evenly among the elements equal to the maximum / minimum (PyTorch's
-  amax / amin, TensorFlow's Max / Min gradient); elementwise maximum/minimum follow CANN's MaximumGrad / MinimumGrad: ties go to the first operand
-  (dx1 = g * (x1 >= x2), dx2 = g * (x1 < x2); minimum with <= / >);
+  amax / amin, TensorFlow's Max / Min gradient); elementwise maximum/minimum follow PyTorch (derivatives.yaml): the larger (smaller) operand takes the adjoint, and
+  at a tie each operand takes half of it (dx1 = g * ((x1 > x2) + (x1 == x2) / 2)), so max(x, 0) + min(x, 0) = x
+  has derivative 1 at 0 and a relu written as maximum(x, 0) has 1/2 there (PyTorch's relu'(0) = 0 is a rule of
+  its op, which the DSL does not have);
+* a select's unselected operand takes a masked zero, and a masked zero stays zero through mul / div / neg / cast
+  (_Emitter.emit pushes the mask outward: select(c, g, 0) * f -> select(c, g * f, 0)), so an infinite or NaN local
+  derivative in the branch that was not taken (exp overflow, a 0/0) does not turn it into NaN;
 * casts between float dtypes pass the adjoint through unchanged (a rounding has derivative 1 almost everywhere);
   casts to or from integer/bool types carry no gradient; comparisons, iota, constants carry none;
 * slice: the adjoints of slices of one value that tile an axis are joined by one concat (zeros in the gaps);
@@ -29,6 +34,10 @@ ch. 3) with these conventions, documented in docs/design.md "Backward from forwa
 * a softmax e / S or log-softmax d - log(S) (e = exp(d), S e's keepdims sum or its broadcast) differentiates by one
   rule straight to d (_norm_rule), with the primal (or saved) y / lp; a shift of d constant along the normalised
   axes, where d is read only by such normalisations, gets no adjoint (_shift_free: its row sums are zero).
+
+* two compositions are differentiated as functions (_Composite, _composite_rule): a / (1 + exp(w)) and
+  1 / (1 + exp(w)) (sigmoid, silu, gelu's tanh form) and the builder's compensated log1p, whose node-by-node
+  derivatives are inf / inf or 0 / 0 on ordinary inputs.
 
 An op on the path from a differentiated input to a differentiated output without a rule raises `NoDerivative`,
 which carries the node (its `loc` is the forward spec line). To add an op: write `_rule(ad, node, g) -> {input
@@ -73,12 +82,19 @@ class _Emitter:
         self._cse: dict = {}
         self._n = 0
         self.loc = ""
+        self.masked: dict = {}        # select(c, x, 0) / select(c, 0, x) result -> (c, x, zero is first)
+        self._copying = False
+        self._zero = None
+        self._zero = self.const(0.0)
 
     def emit(self, op: str, ins, **attrs) -> str:
         """Append `op(ins) {attrs}` (ins: value names) and return its result's name. Raises IRError if the type
         rule refuses it (a bug in a rule)."""
         ins = tuple(ins)
         cattrs = canonical_attrs(attrs)
+        pushed = self._push_mask(op, ins, cattrs)
+        if pushed is not None:
+            return pushed
         key = (op, ins, cattrs)
         hit = self._cse.get(key)
         if hit is not None:
@@ -89,12 +105,35 @@ class _Emitter:
         self.types[name] = ty
         self.nodes.append(Node(op, ins, Value(name, ty), cattrs, self.loc))
         self._cse[key] = name
+        if op == "select" and not self._copying and self._zero in (ins[1], ins[2]) and ins[1] != ins[2]:
+            self.masked[name] = (ins[0], ins[2] if ins[1] == self._zero else ins[1], ins[1] == self._zero)
         return name
+
+    def _push_mask(self, op, ins, cattrs):
+        """A masked zero is a strong zero: for mul / div (as numerator) / neg / cast of `m = select(c, x, 0)`
+        (or select(c, 0, x)) emit select(c, op(x, ...), 0) instead, so 0 * inf and 0 / 0 in the masked lanes
+        stay 0 (docs/design.md "Backward from forward"). None when `op(ins)` is no such case."""
+        if self._copying or op not in ("mul", "div", "neg", "cast") or not ins:
+            return None
+        k = 0 if ins[0] in self.masked else 1 if op == "mul" and ins[1] in self.masked else None
+        if k is None:
+            return None
+        c, x, zero_first = self.masked[ins[k]]
+        inner = self.emit(op, ins[:k] + (x,) + ins[k + 1:], **dict(cattrs))
+        if op == "cast":
+            z = self.emit("cast", (self._zero,), **dict(cattrs))
+        else:
+            z = self._zero
+        return self.emit("select", (c, z, inner) if zero_first else (c, inner, z))
 
     def copy(self, n: Node, ins) -> str:
         """Re-emit forward node `n` with operands renamed to `ins`."""
         self.loc = n.loc
-        return self.emit(n.op, ins, **dict(n.attrs))
+        self._copying = True          # the primal keeps its own arithmetic: no mask pushing, no masks recorded
+        try:
+            return self.emit(n.op, ins, **dict(n.attrs))
+        finally:
+            self._copying = False
 
     def type(self, v: str) -> TensorType:
         """The type of value `v`."""
@@ -197,12 +236,18 @@ def _div(ad, g, a, b, y):
     return {0: ga, 1: ad.emit("neg", (ad.emit("mul", (ga, ad.f32(y))),))}
 
 
-def _pick(cmp_first):
-    """maximum/minimum: the first operand takes the adjoint where `cmp_first(a, b)` holds (CANN's tie rule)."""
+def _pick(win):
+    """maximum/minimum: the first operand takes the adjoint where `win(a, b)` holds (a > b for maximum, a < b for
+    minimum), the second where `win(b, a)`, and each takes half of it at a tie a == b (PyTorch's rule for
+    torch.maximum / torch.minimum, derivatives.yaml; docs/design.md "Backward from forward": it keeps
+    max(x, 0) + min(x, 0) = x and softplus's max(x, 0) + log1p(exp(-|x|)) exact at x = 0)."""
     def fn(ad, g, a, b, y):
-        c = ad.emit(cmp_first, (a, b))
         z = ad.const(0.0)
-        return {0: ad.emit("select", (c, g, z)), 1: ad.emit("select", (c, z, g))}
+        half = ad.emit("mul", (g, ad.const(0.5)))
+        wa, wb = ad.emit(win, (a, b)), ad.emit(win, (b, a))
+        # the loser's adjoint is a masked zero (select(other wins, 0, ...)): it stays 0 through an infinite factor
+        return {0: ad.emit("select", (wb, z, ad.emit("select", (wa, g, half)))),
+                1: ad.emit("select", (wa, z, ad.emit("select", (wb, g, half))))}
     return fn
 
 
@@ -413,7 +458,7 @@ RULES = {
     # (sigmoid is no op: the builder composes it from exp, add and recip, whose rules differentiate it)
     "tanh": _unary(_tanh), "erf": _unary(_erf),
     "add": _binary_rule(_add), "sub": _binary_rule(_sub), "mul": _binary_rule(_mul), "div": _binary_rule(_div),
-    "maximum": _binary_rule(_pick("ge")), "minimum": _binary_rule(_pick("le")),
+    "maximum": _binary_rule(_pick("gt")), "minimum": _binary_rule(_pick("lt")),
     "select": _select, "cast": _cast, "broadcast": _broadcast, "reduce": _reduce,
     "reshape": _reshape, "permute": _permute, "concat": _concat, "slice": _slice,
     "gather": _gather, "scatter_add": _scatter_add, "matmul": _matmul,
@@ -504,6 +549,103 @@ def _norm_rule(ad: _Emitter, nm: _Norm, g: str, p) -> str:
         return ad.emit("mul", (y, ad.emit("sub", (g, t))))
     t = ad.emit("reduce", (g,), kind="sum", axes=axes, keepdims=True)
     return ad.emit("sub", (g, ad.emit("mul", (ad.emit("exp", (y,)), t))))
+
+
+class _Composite:
+    """A function recognised in the forward graph and differentiated as a whole, not through its decomposition
+    (docs/design.md "Backward from forward": function-level rules), whose node-by-node derivative is 0 * inf, 0 / 0
+    or inf / inf on ordinary inputs:
+
+    * "sigmoid": y = a / (1 + exp(w)) or y = 1 / (1 + exp(w)) (`a` None; the builder's sigmoid, silu, gelu tanh
+      form): dy/da = 1 / (1 + exp(w)), dy/dw = -y / (1 + exp(-w)) -- each factor in [0, 1], finite for every
+      float w (exp overflow gives 0 or 1, never inf / inf);
+    * "log1p": the builder's compensated log1p(x) = where(v == 0, x, log(u) * x / v), u = 1 + x, v = u - 1:
+      d/dx = 1 / (1 + x) (1 / u), where the decomposition divides 0 / 0 in the unselected branch and cancels in
+      the other.
+
+    `leaves`: the values the rule gives adjoints to; `den`: the 1 + exp(w) (sigmoid) or u (log1p) value."""
+
+    __slots__ = ("kind", "result", "leaves", "den")
+
+    def __init__(self, kind, result, leaves, den):
+        self.kind, self.result, self.leaves, self.den = kind, result, leaves, den
+
+
+def _const_value(prod, v):
+    """The value of a scalar constant `v` (through broadcasts and float casts), else None."""
+    n = prod.get(v)
+    while n is not None and n.op in ("broadcast", "cast"):
+        n = prod.get(n.inputs[0])
+    if n is None or n.op != "const":
+        return None
+    return float(n.attr("value"))
+
+
+def _other(prod, n, value):
+    """The operand of binary node n that is not the scalar constant `value` (the other one is), else None."""
+    a, b = n.inputs
+    if _const_value(prod, a) == value:
+        return b
+    if _const_value(prod, b) == value:
+        return a
+    return None
+
+
+def _composites(g: Graph) -> dict:
+    """{result value: _Composite} for every sigmoid-form division and compensated log1p of g (_Composite)."""
+    prod = g.producers()
+    out = {}
+    for n in g.nodes:
+        r = n.result.name
+        if n.op in ("recip", "div"):
+            den = n.inputs[-1]
+            dn = prod.get(den)
+            if dn is None or dn.op != "add":
+                continue
+            e = _other(prod, dn, 1.0)
+            en = prod.get(e) if e is not None else None
+            if en is None or en.op != "exp":
+                continue
+            leaves = (en.inputs[0],) if n.op == "recip" else (en.inputs[0], n.inputs[0])
+            out[r] = _Composite("sigmoid", r, leaves, den)
+        elif n.op == "select":
+            c, x, q = n.inputs
+            cn, qn = prod.get(c), prod.get(q)
+            if cn is None or cn.op != "eq" or qn is None or qn.op != "div":
+                continue
+            v = cn.inputs[0] if _const_value(prod, cn.inputs[1]) == 0.0 else None
+            vn = prod.get(v) if v is not None else None
+            if vn is None or vn.op != "sub" or _const_value(prod, vn.inputs[1]) != 1.0 or qn.inputs[1] != v:
+                continue
+            u = vn.inputs[0]
+            un, mn = prod.get(u), prod.get(qn.inputs[0])
+            if un is None or un.op != "add" or _other(prod, un, 1.0) != x or mn is None or mn.op != "mul":
+                continue
+            lg = [i for i in mn.inputs if i != x]
+            if set(mn.inputs) != {x, lg[0] if lg else x} or not lg:
+                continue
+            ln = prod.get(lg[0])
+            if ln is None or ln.op != "log" or ln.inputs[0] != u:
+                continue
+            out[r] = _Composite("log1p", r, (x,), u)
+    return out
+
+
+def _composite_rule(ad: _Emitter, cp: _Composite, g: str, p) -> dict:
+    """{leaf value: adjoint} of a _Composite (its docstring has the formulas), each summed to the leaf's shape."""
+    den = ad.f32(p(cp.den))
+    out = {}
+    if cp.kind == "log1p":
+        out[cp.leaves[0]] = ad.emit("div", (g, den))
+        return out
+    w = ad.f32(p(cp.leaves[0]))
+    y = ad.f32(p(cp.result))
+    one = ad.const(1.0)
+    t = ad.emit("recip", (ad.emit("add", (one, ad.emit("exp", (ad.emit("neg", (w,)),)))),))   # 1 / (1 + exp(-w))
+    out[cp.leaves[0]] = ad.emit("neg", (ad.emit("mul", (ad.emit("mul", (g, y)), t)),))
+    if len(cp.leaves) == 2:
+        out[cp.leaves[1]] = ad.emit("div", (g, den))
+    return {k: _unbroadcast(ad, v, ad.type(p(k)).shape) for k, v in out.items()}
 
 
 def _shift_free(g: Graph, norms: dict, seeded: set, live: set) -> set:
@@ -682,6 +824,7 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
         return out
 
     norms = _norms(g)
+    comps = _composites(g)
     shift_free = _shift_free(g, norms, {outs[o] for o in grads}, live)
     for n in reversed(g.nodes):
         r = n.result.name
@@ -692,6 +835,12 @@ def differentiate(g: Graph, wrt: dict, grads: dict, saved: dict | None = None) -
         if nm is not None:   # a softmax / log-softmax: one rule straight to its d (_norm_rule)
             if nm.d in active:
                 adj.setdefault(nm.d, []).append(_norm_rule(ad, nm, total(r, fwd_types[r].shape), primal))
+            continue
+        cp = comps.get(r)
+        if cp is not None:   # a sigmoid-form division or a log1p: one rule for the whole function (_Composite)
+            for leaf, contrib in _composite_rule(ad, cp, total(r, fwd_types[r].shape), primal).items():
+                if leaf in active and _is_float(fwd_types[leaf].dtype):
+                    adj.setdefault(leaf, []).append(contrib)
             continue
         gsum = total(r, fwd_types[r].shape, exact=not _takes_lazy(n, fwd_types))
         rule = RULES.get(n.op)
