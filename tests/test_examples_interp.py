@@ -1,6 +1,6 @@
-"""Example specs of real operators that use compare / select, iota and integer outputs (LeakyRelu in examples/specs/,
-whose kernel tests/test_examples.py emulates; examples/specs/interpreted/: DynamicQuant, MaskedFill, OneHot, which no
-kernel family lowers yet), interpreted in device mode for every dtype row and in exact mode, against float64 NumPy
+"""Example specs of real operators that use compare / select, iota and integer outputs (LeakyRelu, DynamicQuant,
+MaskedFill, OneHot in examples/specs/, whose kernels tests/test_examples.py emulates), interpreted in device mode
+for every dtype row and in exact mode, against float64 NumPy
 math written here: odd sizes, one-column rows, all-zero rows, ties of the quantiser."""
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import pytest
 from opgen.interp.run import interpret
 from opgen.registry import load_spec
 
-EX = Path(__file__).resolve().parent.parent / "examples" / "specs" / "interpreted"
+EX = Path(__file__).resolve().parent.parent / "examples" / "specs"
 DT = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 UNIT = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
 
 def _spec(name):
-    path = EX / f"{name}.py"
-    return load_spec(str(path if path.exists() else EX.parent / f"{name}.py"))
+    return load_spec(str(EX / f"{name}.py"))
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
@@ -132,7 +131,7 @@ def test_cli_saves_integer_outputs_in_their_dtype(tmp_path, capsys):
     from opgen.cli import main
 
     out = tmp_path / "q.npz"
-    assert main(["interpret", str(EX.parent / "dynamic_quant.py"), "--dims", "Bd=3,H=5", "--dtype", "T=float16",
+    assert main(["interpret", str(EX / "dynamic_quant.py"), "--dims", "Bd=3,H=5", "--dtype", "T=float16",
                  "--out", str(out)]) == 0
     d = np.load(out)
     assert d["y"].dtype == np.int8 and d["y"].shape == (3, 5) and d["scale"].dtype == np.float32
