@@ -894,3 +894,21 @@ def test_one_hot_kernel_gives_zero_rows_for_indices_outside_the_classes(tmp_path
         assert got.dtype == np.float32 and got.shape == (11, 10)
         np.testing.assert_array_equal(got, want)
         assert np.all(got[[2, 4, 6, 8, 9]] == off)
+
+
+def test_where_of_two_numbers_kernel_matches_numpy(tmp_path):
+    """b.where(cond, 1.0, 0.0) and b.where(cond, 2, -1) (tests/test_examples_interp.py WHERE_NUMBERS): the generated
+    kernel, emulated, gives NumPy's one-hot of the indices (exact), -1 and depth rows all the else value."""
+    from test_examples_interp import WHERE_NUMBERS
+
+    from opgen.codegen import write_ops
+
+    p = tmp_path / "one_hot_d.py"
+    p.write_text(WHERE_NUMBERS)
+    write_ops([str(p)], tmp_path / "gen")
+    idx = np.array([0, 4, -1, 2, 5, 1, 3, -1, 9], np.int32)
+    r = run_check(str(p), {"self": idx}, {"depth": 5}, gen_dir=tmp_path / "gen", progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items()})
+    hit = np.arange(5)[None, :] == idx[:, None]
+    np.testing.assert_array_equal(np.asarray(r.arrays["out"]), np.where(hit, 1.0, 0.0).astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(r.arrays["sign"]), np.where(hit, 2.0, -1.0).astype(np.float32))

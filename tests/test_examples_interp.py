@@ -205,3 +205,37 @@ def test_a_reshape_the_dims_do_not_keep_is_refused_at_its_line(tmp_path):
         interpret(load_spec(str(path)), {"x": np.zeros((2, 3, 4), np.float32)}, {}, mode="exact")
     msg = str(e.value)
     assert "bad_reshape.py:11" in msg and "24 elements" in msg and "26 elements" in msg and "\n" not in msg, msg
+
+
+WHERE_NUMBERS = '''
+from opgen.dsl import A2, A3, OpSpec, f32, i32
+
+spec = OpSpec("OneHotD", aclnn="aclnnOneHotD", socs=(A2, A3), round="rint")
+N = spec.dim("N")
+C = spec.dim("C", max=65536)
+spec.input("self", i32, [N])
+spec.attr("depth", int, required=True, dim=C)
+spec.output("out", f32, [N, C])
+spec.output("sign", f32, [N, C])
+
+
+@spec.body
+def _(b, self, depth):
+    hit = b.iota(C).f32().reshape([1, C]).eq(self.f32().reshape([N, 1]))
+    return {"out": b.where(hit, 1.0, 0.0), "sign": b.where(hit, 2, -1)}
+'''
+"""OneHot as trial 9 wrote it (finding 9): both branches of `where` Python numbers (floats, and ints)."""
+
+
+def test_where_of_two_numbers_is_a_select_of_f32_constants(tmp_path):
+    """b.where(cond, 1.0, 0.0) and b.where(cond, 2, -1): two numbers are f32 constants (as b.const makes them), not
+    an AttributeError; interpreted against NumPy, indices -1 and depth matching no class."""
+    p = tmp_path / "one_hot_d.py"
+    p.write_text(WHERE_NUMBERS)
+    idx = np.array([0, 4, -1, 2, 5, 1], np.int32)
+    got = interpret(load_spec(str(p)), {"self": idx}, {"depth": 5}, mode="device")
+    hit = np.arange(5)[None, :] == idx[:, None]
+    assert got["out"].dtype == np.float32 and got["sign"].dtype == np.float32
+    np.testing.assert_array_equal(got["out"], np.where(hit, 1.0, 0.0))
+    np.testing.assert_array_equal(got["sign"], np.where(hit, 2.0, -1.0))
+    assert not got["out"][[2, 4]].any()

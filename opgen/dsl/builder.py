@@ -133,11 +133,14 @@ class Builder:
             value = float(value)
         return self.emit("const", (), value=value, dtype=dtype)
 
-    def _lift(self, x, like: "Tensor") -> "Tensor":
+    def _lift(self, x, like: "Tensor | None") -> "Tensor":
+        """`x` as a tensor: a number becomes a constant of `like`'s dtype (f32 when `like` is None or its dtype is
+        a variable; an integer dtype takes only an int), a dim expression its value in that dtype. Raises
+        SpecError for anything else (a bool included)."""
         if isinstance(x, Tensor):
             return x
         if isinstance(x, (int, float)) and not isinstance(x, bool):
-            dt = like.dtype
+            dt = like.dtype if like is not None else F32
             if isinstance(dt, DType) and dt.is_int:
                 if not isinstance(x, int):
                     raise spec_error(caller_loc(), f"float constant {x} used with an integer tensor",
@@ -145,7 +148,7 @@ class Builder:
                 return self.const(int(x), dt)
             return self.const(float(x), dt if isinstance(dt, DType) else F32)
         if isinstance(x, DimExpr):
-            dt = like.dtype if isinstance(like.dtype, DType) else F32
+            dt = like.dtype if like is not None and isinstance(like.dtype, DType) else F32
             return self.emit("dimval", (), n=x, dtype=dt)
         raise spec_error(caller_loc(), f"cannot use {x!r} as a tensor",
                          "use a tensor, a number, or a dim expression")
@@ -301,10 +304,13 @@ class Builder:
         return self.emit("minimum", (a, c))
 
     def where(self, cond, a, c):
-        """select(cond, a, c) with NumPy broadcasting: a where cond, else c (a / c tensors or numbers). cond is bool,
-        or an integer mask (uint8 0/1 as torch's older masks) taken as cond != 0."""
+        """select(cond, a, c) with NumPy broadcasting: a where cond, else c (a / c tensors or numbers; a number takes
+        the other branch's dtype, and two numbers are f32 constants, as b.const makes them). cond is bool, or an
+        integer mask (uint8 0/1 as torch's older masks) taken as cond != 0."""
         if isinstance(cond, Tensor) and isinstance(cond.dtype, DType) and cond.dtype.is_int:
             cond = cond.ne(0)
+        if not isinstance(a, Tensor) and not isinstance(c, Tensor):
+            a = self._lift(a, None)   # two numbers: f32 constants, as b.const makes them
         if not isinstance(a, Tensor):
             a = self._lift(a, c)
         if not isinstance(c, Tensor):
