@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 
 from opgen.dsl.diagnostics import caller_loc, spec_error
@@ -49,6 +50,18 @@ _HINTS = (
 
 
 def _hint(message: str) -> str:
+    """What to change for a type rule's complaint `message` (opgen.ir.ops): _HINTS by the complaint's start; a
+    float dtype (a variable such as T, or f16 / bf16) meeting f32 gets the fp32-proxy rule (README, the spec example:
+    body values compute in fp32, the example body's "fp32 proxies", and x.cast(T) makes a T value, meant for an
+    output)."""
+    m = re.search(r"operand dtypes differ: \['(\w+)', '(\w+)'\]", message)
+    if m and "f32" in m.groups():
+        t = next(g for g in m.groups() if g != "f32")
+        if not re.fullmatch(r"(i|u)\d+|bool|boolean|f64", t):
+            return (f"body values are fp32 (the inputs are fp32 proxies) and x.cast({t}, ...) makes a {t} value, for "
+                    f"an output: to round an intermediate to {t} and compute on, write b.quantize(x, {t}, \"rint\") "
+                    f"(rounded to {t}, widened back to fp32, as examples/specs/flash_attention_score.py does), or "
+                    f"widen the {t} operand with .f32()")
     for key, hint in _HINTS:
         if key in message:
             return hint
