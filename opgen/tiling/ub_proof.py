@@ -8,10 +8,10 @@ neighbours), the other dims at 1. The plans' UB footprints grow monotonically wi
 probes guard that argument. A row can be a product of dims (merged trailing axes H * W, a group's C / G * L), so
 every pair of bounded dims is also probed at its maxima together (the others at their minimum); where the spec's
 relations (spec.require) refuse that corner, each of the two is lowered in turn to the largest value they accept,
-so a bound on the product is probed along its edge (the other at each of its probe values); a pair that does not fit is refused with the largest product
-bound N (spec.require(a * b <= N)) under which those corners fit. A failure is a SpecError at the dim's declaration line naming the platform,
-the dtype row, the bound and the largest value that fits on every platform and dtype row of the spec (binary
-search), so the suggested bound is accepted.
+with the other at each of its probe values, so a bound on the product is probed along its edge. A pair that does
+not fit is refused with the largest N for which spec.require(a * b <= N) makes those corners fit. A failure is a
+SpecError at the dim's declaration line naming the platform, the dtype row, the bound and the largest value that
+fits on every platform and dtype row of the spec (binary search), so the suggested bound is accepted.
 """
 
 from __future__ import annotations
@@ -144,8 +144,9 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                     combo = "".join(f" with {k}={t.long_name}" if not i else f", {k}={t.long_name}"
                                         for i, (k, t) in enumerate(row.items()))
                     n = _largest_product(spec, prog, inputs_map, plats, bounded, a, b)
-                    fix = (f"bound what they make together: spec.require({a} * {b} <= {n}, \"{_param_of(spec, a, b)}\", "
-                           f"\"{a} * {b} must be at most {n}\") (the largest that fits), or lower max= of {a} or {b}"
+                    rel = (f"spec.require({a} * {b} <= {n}, \"{_param_of(spec, a, b)}\", "
+                           f"\"{a} * {b} must be at most {n}\")")
+                    fix = (f"bound what they make together: {rel} (the largest that fits), or lower max= of {a} or {b}"
                            if n >= 1 else
                            f"lower max= of {a} or {b}")
                     raise spec_error(
