@@ -284,7 +284,7 @@ def _err_ada_unknown_dtype_var(d):
 
 
 def _err_fixed_dtypes_dtype(d):
-    one_hot = str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "interpreted" / "one_hot.py")
+    one_hot = str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "one_hot.py")
     return [one_hot, "--dims", "N=5", "--attr", "num_classes=4", "--dtype", "T=float16"]
 
 

@@ -134,3 +134,66 @@ def test_empty_call_through_the_emitted_aclnn_layer_and_check(tmp_path):
     res = run_check(spec, {"x": np.zeros((0, 3, 8), f), "gamma": np.ones(8, f)}, gen_dir=tmp_path, progress=False)
     assert res.passed and not res.launched and not res.faults
     assert res.arrays["y"].shape == (0, 3, 8) and res.arrays["rstd"].shape == (0, 3, 1)
+
+
+SOFT_MARGIN = '''
+from opgen.dsl import A2, A3, OpSpec, Prod, f16, f32
+
+spec = OpSpec("SoftMarginLoss", aclnn="aclnnSoftMarginLoss", socs=(A2, A3), round="rint")
+Bd = spec.variadic("Bd", max_rank=7)
+H = spec.dim("H")
+(T,) = spec.dtype_vars("T")
+spec.input("self", T, [Bd, H])
+spec.input("target", T, [Bd, H])
+spec.attr("reduction", int, 1, choices=(0, 1, 2), static=True, doc="0 none, 1 mean, 2 sum")
+spec.output("out", T, {0: [Bd, H], 1: [], 2: []}, form_by="reduction")
+spec.dtypes((T,), [(f32,), (f16,)])
+
+
+@spec.body
+def _(b, self, target, reduction):
+    l = b.softplus(-(self.f32() * target.f32()))
+    if reduction == 0:
+        out = l
+    elif reduction == 2:
+        out = l.reshape([Prod("Bd"), H]).sum((0, 1), keepdims=False)
+    else:
+        out = l.reshape([Prod("Bd"), H]).mean((0, 1), keepdims=False)
+    return {"out": out.cast(T, "rint")}
+'''
+"""SoftMarginLoss as trial 9 wrote it (finding 10): the output's shape picked by an int attribute (form_by)."""
+
+
+@pytest.mark.parametrize("text, shape", [("1", ()), ("2", ()), ("0", (0, 5))])
+def test_the_check_harness_picks_a_form_by_output_shape_by_the_parsed_attribute(tmp_path, text, shape):
+    """An empty call the interpreter refuses: the harness allocates the output by the attribute as --attr gives it
+    (text "1"), parsed to the int the form_by table is keyed by; before, "1" matched no form and out became [1],
+    so the aclnn layer blamed the output's shape instead of the empty input."""
+    from opgen.check.aclnn import call_outputs, device_dtypes
+
+    p = tmp_path / "soft_margin_loss.py"
+    p.write_text(SOFT_MARGIN)
+    spec = load_spec(str(p))
+    x = {"self": np.zeros((0, 5), np.float32), "target": np.zeros((0, 5), np.float32)}
+    got = call_outputs(spec, x, {"reduction": text}, {}, device_dtypes(spec, x, {}), None)
+    assert got == {"out": ("float32", shape)}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_check_of_an_empty_mean_loss_is_refused_for_the_empty_input(tmp_path):
+    """`opgen check ... --dims Bd=0,H=5 --attr reduction=1`: the emitted aclnn layer answers with its empty-input
+    rule (161002 naming self and out), as `opgen interpret` does, not with a wrong out shape."""
+    from inproc import cli
+
+    from opgen.codegen import write_ops
+
+    p = tmp_path / "soft_margin_loss.py"
+    p.write_text(SOFT_MARGIN)
+    write_ops([str(p)], tmp_path / "gen")
+    r = cli("check", str(p), "--dims", "Bd=0,H=5", "--attr", "reduction=1", "--gen-dir", str(tmp_path / "gen"))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.strip() == ("opgen: aclnnSoftMarginLoss: 161002 self: is empty, but output out is not (an empty "
+                                "call needs every output empty)"), r.stderr
+    r = cli("interpret", str(p), "--dims", "Bd=0,H=5", "--attr", "reduction=1")
+    assert r.returncode == 2 and "self: is empty, but output out is not" in r.stderr, r.stderr

@@ -875,3 +875,40 @@ def test_derived_cross_entropy_grad_scatters_along_the_row(tmp_path):
     got = _f(r.arrays["xGrad"])
     assert np.all(np.abs(got - want) <= _bound(want, "float32", 70, np.abs(g * 2.0)[:, None])), \
         float(np.abs(got - want).max())
+
+
+def test_one_hot_kernel_gives_zero_rows_for_indices_outside_the_classes(tmp_path):
+    """OneHot (examples/specs/one_hot.py) generated and its emulated kernel against NumPy: out[n, c] = on_value
+    where self[n] == c, else off_value; indices -1 and num_classes (and one far past it) match no class, so their
+    rows are all off_value (zero with the defaults). The values are exact (a select of two fp32 constants)."""
+    from opgen.codegen import write_ops
+
+    write_ops([str(EX / "one_hot.py")], tmp_path / "gen")
+    idx = np.array([0, 3, -1, 9, 10, 5, 10, 2, -1, 1000, 7], np.int64)
+    for attrs in ({"num_classes": 10}, {"num_classes": 10, "on_value": 2.5, "off_value": -0.75}):
+        r = run_check(str(EX / "one_hot.py"), {"self": idx}, attrs, gen_dir=tmp_path / "gen", progress=False)
+        assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items()})
+        on, off = attrs.get("on_value", 1.0), attrs.get("off_value", 0.0)
+        want = np.where(np.arange(10)[None, :] == idx[:, None], on, off).astype(np.float32)
+        got = np.asarray(r.arrays["out"])
+        assert got.dtype == np.float32 and got.shape == (11, 10)
+        np.testing.assert_array_equal(got, want)
+        assert np.all(got[[2, 4, 6, 8, 9]] == off)
+
+
+def test_where_of_two_numbers_kernel_matches_numpy(tmp_path):
+    """b.where(cond, 1.0, 0.0) and b.where(cond, 2, -1) (tests/test_examples_interp.py WHERE_NUMBERS): the generated
+    kernel, emulated, gives NumPy's one-hot of the indices (exact), -1 and depth rows all the else value."""
+    from test_examples_interp import WHERE_NUMBERS
+
+    from opgen.codegen import write_ops
+
+    p = tmp_path / "one_hot_d.py"
+    p.write_text(WHERE_NUMBERS)
+    write_ops([str(p)], tmp_path / "gen")
+    idx = np.array([0, 4, -1, 2, 5, 1, 3, -1, 9], np.int32)
+    r = run_check(str(p), {"self": idx}, {"depth": 5}, gen_dir=tmp_path / "gen", progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items()})
+    hit = np.arange(5)[None, :] == idx[:, None]
+    np.testing.assert_array_equal(np.asarray(r.arrays["out"]), np.where(hit, 1.0, 0.0).astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(r.arrays["sign"]), np.where(hit, 2.0, -1.0).astype(np.float32))

@@ -1,6 +1,6 @@
-"""Example specs of real operators that use compare / select, iota and integer outputs (LeakyRelu in examples/specs/,
-whose kernel tests/test_examples.py emulates; examples/specs/interpreted/: DynamicQuant, MaskedFill, OneHot, which no
-kernel family lowers yet), interpreted in device mode for every dtype row and in exact mode, against float64 NumPy
+"""Example specs of real operators that use compare / select, iota and integer outputs (LeakyRelu, DynamicQuant,
+MaskedFill, OneHot in examples/specs/, whose kernels tests/test_examples.py emulates), interpreted in device mode
+for every dtype row and in exact mode, against float64 NumPy
 math written here: odd sizes, one-column rows, all-zero rows, ties of the quantiser."""
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import pytest
 from opgen.interp.run import interpret
 from opgen.registry import load_spec
 
-EX = Path(__file__).resolve().parent.parent / "examples" / "specs" / "interpreted"
+EX = Path(__file__).resolve().parent.parent / "examples" / "specs"
 DT = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 UNIT = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
 
 def _spec(name):
-    path = EX / f"{name}.py"
-    return load_spec(str(path if path.exists() else EX.parent / f"{name}.py"))
+    return load_spec(str(EX / f"{name}.py"))
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
@@ -132,7 +131,7 @@ def test_cli_saves_integer_outputs_in_their_dtype(tmp_path, capsys):
     from opgen.cli import main
 
     out = tmp_path / "q.npz"
-    assert main(["interpret", str(EX.parent / "dynamic_quant.py"), "--dims", "Bd=3,H=5", "--dtype", "T=float16",
+    assert main(["interpret", str(EX / "dynamic_quant.py"), "--dims", "Bd=3,H=5", "--dtype", "T=float16",
                  "--out", str(out)]) == 0
     d = np.load(out)
     assert d["y"].dtype == np.int8 and d["y"].shape == (3, 5) and d["scale"].dtype == np.float32
@@ -206,3 +205,37 @@ def test_a_reshape_the_dims_do_not_keep_is_refused_at_its_line(tmp_path):
         interpret(load_spec(str(path)), {"x": np.zeros((2, 3, 4), np.float32)}, {}, mode="exact")
     msg = str(e.value)
     assert "bad_reshape.py:11" in msg and "24 elements" in msg and "26 elements" in msg and "\n" not in msg, msg
+
+
+WHERE_NUMBERS = '''
+from opgen.dsl import A2, A3, OpSpec, f32, i32
+
+spec = OpSpec("OneHotD", aclnn="aclnnOneHotD", socs=(A2, A3), round="rint")
+N = spec.dim("N")
+C = spec.dim("C", max=65536)
+spec.input("self", i32, [N])
+spec.attr("depth", int, required=True, dim=C)
+spec.output("out", f32, [N, C])
+spec.output("sign", f32, [N, C])
+
+
+@spec.body
+def _(b, self, depth):
+    hit = b.iota(C).f32().reshape([1, C]).eq(self.f32().reshape([N, 1]))
+    return {"out": b.where(hit, 1.0, 0.0), "sign": b.where(hit, 2, -1)}
+'''
+"""OneHot as trial 9 wrote it (finding 9): both branches of `where` Python numbers (floats, and ints)."""
+
+
+def test_where_of_two_numbers_is_a_select_of_f32_constants(tmp_path):
+    """b.where(cond, 1.0, 0.0) and b.where(cond, 2, -1): two numbers are f32 constants (as b.const makes them), not
+    an AttributeError; interpreted against NumPy, indices -1 and depth matching no class."""
+    p = tmp_path / "one_hot_d.py"
+    p.write_text(WHERE_NUMBERS)
+    idx = np.array([0, 4, -1, 2, 5, 1], np.int32)
+    got = interpret(load_spec(str(p)), {"self": idx}, {"depth": 5}, mode="device")
+    hit = np.arange(5)[None, :] == idx[:, None]
+    assert got["out"].dtype == np.float32 and got["sign"].dtype == np.float32
+    np.testing.assert_array_equal(got["out"], np.where(hit, 1.0, 0.0))
+    np.testing.assert_array_equal(got["sign"], np.where(hit, 2.0, -1.0))
+    assert not got["out"][[2, 4]].any()

@@ -626,3 +626,40 @@ def test_a_softmax_the_online_rewrite_does_not_know_is_refused_in_one_line(tmp_p
     r = cli("graph", str(_edited(edits, tmp_path)), "--stage", "kernel")
     assert r.returncode == 2 and "online softmax" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+ONE_S_EDITS = (("B, N, S1 = spec.dims(\"B N S1\")\nS2 = spec.dim(\"S2\", max=8192)",
+                "B, N = spec.dims(\"B N\")\nS = spec.dim(\"S\", max=8192)"),
+               ('spec.input("q", T, [B, N, S1, D])', 'spec.input("q", T, [B, N, S, D])'),
+               ('spec.input("k", T, [B, N, S2, D])', 'spec.input("k", T, [B, N, S, D])'),
+               ('spec.input("v", T, [B, N, S2, D])', 'spec.input("v", T, [B, N, S, D])'),
+               ('spec.output("o", T, [B, N, S1, D])', 'spec.output("o", T, [B, N, S, D])'))
+"""The MHA spec as self-attention is first written (trial 9, finding 8): one S for the query and the key rows."""
+
+
+def test_self_attention_with_one_s_is_refused_with_the_fix_that_works(tmp_path):
+    """One dim S for both sequences is refused on one line that names the shared roles and says what to declare;
+    the spec written so (S1, S2 and spec.require(S1 <= S2)) generates and its emulated kernel matches the float64
+    oracle on a self-attention call (S1 = S2)."""
+    from inproc import cli
+
+    from opgen.codegen import write_ops
+
+    r = cli("graph", str(_edited(ONE_S_EDITS, tmp_path, "self_attn.py")), "--stage", "kernel")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert ("the attention roles need distinct plain dims, got B=B, N1=N, S1=S, D=D, N2=N, S2=S, Dv=D (S1 and S2 "
+            'are both S): declare one dim per role (S1 = spec.dim("S1"), S2 = spec.dim("S2"); the query with S1; the '
+            "key and value with S2) and relate them with spec.require where the op needs it (e.g. "
+            'spec.require(S1 <= S2, "query", ...) for a causal mask), as examples/specs/flash_attention_score.py '
+            "does") in r.stderr, r.stderr
+    p = _edited([('spec.attr("scale", float, 1.0)',
+                  'spec.attr("scale", float, 1.0)\nspec.require(S1 <= S2, "q", "S1 <= S2")')], tmp_path, "fixed.py")
+    write_ops([str(p)], tmp_path / "gen")
+    rng = np.random.default_rng(5)
+    b, n, s, d = 1, 2, 40, 32
+    x = {k: rng.standard_normal((b, n, s, d)).astype(np.float16).astype(np.float32) for k in ("q", "k", "v")}
+    r = run_check(str(p), x, {"scale": 0.125}, {"T": "float16"}, gen_dir=tmp_path / "gen", progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    want = oracle(x["q"], x["k"], x["v"], 0.125, False)
+    assert_close({"attention_out": r.arrays["o"], "softmax_max": want["softmax_max"],
+                  "softmax_sum": want["softmax_sum"]}, want, "float16", d, s)

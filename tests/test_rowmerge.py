@@ -4,6 +4,8 @@ analysis' own refusal). No C++ is built here (the kernels are emulated in tests/
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from opgen.kernel.rowlayout import analyse
@@ -197,7 +199,11 @@ def test_the_ub_proof_probes_a_merged_row_at_both_maxima(tmp_path, monkeypatch):
     with pytest.raises(SpecError) as e:
         kernel_build(_load_file(p))   # in this process: the patch holds
     msg = str(e.value)
-    assert "H=8192 and W=8192 together" in msg and "spec.require(H * W <= N" in msg, msg
+    assert "H=8192 and W=8192 together" in msg and "with  the" not in msg, msg
+    fix = re.search(r'spec\.require\(H \* W <= (\d+), "x", "H \* W must be at most \1"\)', msg)
+    assert fix, msg
+    p.write_text(HEAD + MERGED_MAX.format(require=fix.group(0)))   # the printed relation is accepted
+    assert kernel_build(_load_file(p)).proven
     p.write_text(HEAD + MERGED_MAX.format(require='spec.require(H * W <= 65536, "x", "H * W at most 65536")'))
     assert kernel_build(_load_file(p)).proven
     # a bound above what fits is refused again: it allows both maxima, which are probed
@@ -359,3 +365,53 @@ def _(b, x):
         r = run_check(str(p), dims=dims, gen_dir=tmp_path / "gen", seed=2, progress=False)
         assert not r.faults and r.passed, r.faults[:3]
         assert np.array_equal(r.arrays["y"], np.asarray(r.inputs["x"]).max(0))
+
+
+RMS_C = '''
+spec = OpSpec("RmsNormC", aclnn="aclnnRmsNormC", socs=(A2, A3), round="rint")
+B = spec.dim("B", max=4096)
+C = spec.dim("C", max=4096)
+H = spec.dim("H", max=4096)
+W = spec.dim("W", max=4096)
+{require}
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [B, C, H, W])
+spec.input("gamma", T, [C])
+spec.attr("epsilon", float, 1e-6)
+spec.output("y", T, [B, C, H, W])
+spec.output("rstd", f32, [B, 1, H, W])
+spec.dtypes((T,), [(f32,), (f16,)])
+
+
+@spec.body
+def _(b, x, gamma, epsilon):
+    xf = x.f32()
+    rstd = b.rsqrt((xf * xf).mean(1) + epsilon)
+    return {{"y": (xf * rstd * gamma.f32().reshape([C, 1, 1])).cast(T, "rint"), "rstd": rstd}}
+'''
+
+
+def test_the_pair_overflow_names_the_largest_product_that_fits(tmp_path):
+    """RmsNorm over the channel axis of [B, C, H, W] (trial 9, finding 8): H and W each fit at 4096, together they
+    do not. The refusal prints the relation to write with its number, and that relation makes the spec generate.
+    The number by hand: with T=f32 the columns H * W, aligned up to 16, cost 36 B each in UB (16 per resident row,
+    20 fixed) plus 72 B, so 36 * c + 72 <= 196608 gives c <= 5459, and 5457..5459 align up to 5472: N = 5456.
+    A bound of 5457 allows H * W = 5457 (H=1819, W=3) and is refused; the probes run along the product's edge,
+    not only at H=max, W=1."""
+    from opgen.errors import SpecError
+    from opgen.passes.pipeline import kernel_build
+    from opgen.registry import _load_file
+
+    p = tmp_path / "rms_norm_c.py"
+    p.write_text(HEAD + RMS_C.format(require=""))
+    with pytest.raises(SpecError) as e:
+        kernel_build(_load_file(p))
+    msg = str(e.value)
+    fix = 'spec.require(H * W <= 5456, "x", "H * W must be at most 5456")'
+    assert "H=4096 and W=4096 together" in msg and fix in msg and "each fits alone" not in msg, msg
+    p.write_text(HEAD + RMS_C.format(require=fix))
+    assert kernel_build(_load_file(p)).proven
+    p.write_text(HEAD + RMS_C.format(require=fix.replace("5456", "5457")))
+    with pytest.raises(SpecError) as e:
+        kernel_build(_load_file(p))
+    assert "H * W <= 5456" in str(e.value), str(e.value)

@@ -519,3 +519,54 @@ def test_slice_bounds_follow_from_domains_and_relations(tmp_path):
         path.write_text(base.replace("SHAPE", shape).replace('"s": x}', f'"s": {expr}}}'))
         e = load_error(path, trace=True)
         assert msg in e.message and e.line == base.count("\n", 0, base.index('return {"y"')) + 1, (e.message, e.line)
+
+
+CAST_INTO_MATMUL = '''
+from opgen.dsl import A2, A3, OpSpec, f16
+
+spec = OpSpec("Attn", aclnn="aclnnAttn", socs=(A2, A3), round="rint")
+S1, S2, D = spec.dims("S1 S2 D")
+(T,) = spec.dtype_vars("T")
+spec.input("q", T, [S1, D])
+spec.input("k", T, [S2, D])
+spec.input("v", T, [S2, D])
+spec.output("o", T, [S1, D])
+spec.dtypes((T,), [(f16,)])
+
+
+@spec.body
+def _(b, q, k, v):
+    s = b.matmul(q, k, transpose_b=True)
+    e = b.exp(s - s.max(-1))
+    p = {p}
+    return {{"o": b.matmul(p, v).cast(T, "rint")}}
+'''
+"""Trial 9 (finding 9): the probabilities rounded to T before the second matmul, three ways."""
+
+
+def test_a_cast_to_t_meeting_an_fp32_operand_says_what_to_write(tmp_path):
+    """x.cast(T) makes a T value while body values (inputs included) are fp32: the matmul's refusal names both ways
+    that work, b.quantize(x, T, "rint") and .f32(), and each of them loads and interprets."""
+    import numpy as np
+
+    from opgen.interp import interpret
+
+    rng = np.random.default_rng(0)
+    x = {n: rng.standard_normal(sh).astype(np.float16) for n, sh in (("q", (3, 16)), ("k", (5, 16)), ("v", (5, 16)))}
+    path = tmp_path / "attn.py"
+    path.write_text(CAST_INTO_MATMUL.format(p='(e / e.sum(-1)).cast(T, "rint")'))
+    with pytest.raises(SpecError) as e:
+        interpret(load_spec(str(path)), x)
+    first = str(e.value).splitlines()[0]
+    assert first.endswith(
+        "error: matmul: operand dtypes differ: ['T', 'f32']; body values are fp32 (the inputs are fp32 proxies) and "
+        "x.cast(T, ...) makes a T value, for an output: to round an intermediate to T and compute on, write "
+        "b.quantize(x, T, \"rint\") (rounded to T, widened back to fp32, as examples/specs/flash_attention_score.py "
+        "does), or widen the T operand with .f32()"), first
+    for fix in ('b.quantize(e / e.sum(-1), T, "rint")', '(e / e.sum(-1)).cast(T, "rint").f32()'):
+        path.write_text(CAST_INTO_MATMUL.format(p=fix))
+        o = interpret(load_spec(str(path)), x)["o"]
+        s = x["q"].astype(np.float64) @ x["k"].astype(np.float64).T
+        w = np.exp(s - s.max(-1, keepdims=True))
+        want = (w / w.sum(-1, keepdims=True)) @ x["v"].astype(np.float64)
+        assert o.dtype == np.float16 and np.allclose(o.astype(np.float64), want, rtol=4e-3, atol=4e-3), fix

@@ -324,12 +324,24 @@ def with_fixed_attrs(spec, attrs: dict) -> dict:
     return out
 
 
+def _typed(a, v):
+    """Attribute `a`'s value `v` in its declared type (text from --attr parsed), or `v` as given when it does not
+    parse (the aclnn layer then reports it)."""
+    from opgen.dsl.validate import coerce_attr
+
+    try:
+        return v if v is None else coerce_attr(a, v)
+    except ValidationError:
+        return v
+
+
 def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound=False) -> dict:
     """{output name: (dtype long name, shape)} the caller allocates: from the interpreter's binding when the
     inputs validate (only the outputs the specialisation produces), else a best effort (dtypes of `dev`,
     shapes from the inputs that unify) so that the aclnn layer reports the input's own fault. bound: the
     caller's spec.bind(inputs, attrs, dtypes) (None when it raised), so that large inputs are converted once;
-    False (default): bind here."""
+    False (default): bind here. Attribute values may be CLI text (`reduction="1"`): a form_by output's shape is
+    picked by the parsed value, so an empty call's out is [] for reduction=1, not a fallback [1]."""
     if bound is False:
         try:
             bound = spec.bind(inputs, attrs, dtypes)
@@ -349,7 +361,7 @@ def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound
     env: dict = {}
     binder: dict = {}
     var_dt = {}
-    static = {a.name: attrs.get(a.name, a.default) for a in spec.static_attrs}
+    static = {a.name: _typed(a, attrs.get(a.name, a.default)) for a in spec.static_attrs}   # CLI text: "1" -> 1
     for i in spec.inputs:
         a = inputs.get(i.name)
         if a is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 
 from opgen.dsl.diagnostics import caller_loc, spec_error
@@ -49,6 +50,18 @@ _HINTS = (
 
 
 def _hint(message: str) -> str:
+    """What to change for a type rule's complaint `message` (opgen.ir.ops): _HINTS by the complaint's start; a
+    float dtype (a variable such as T, or f16 / bf16) meeting f32 gets the fp32-proxy rule (README, the spec example:
+    body values compute in fp32, the example body's "fp32 proxies", and x.cast(T) makes a T value, meant for an
+    output)."""
+    m = re.search(r"operand dtypes differ: \['(\w+)', '(\w+)'\]", message)
+    if m and "f32" in m.groups():
+        t = next(g for g in m.groups() if g != "f32")
+        if not re.fullmatch(r"(i|u)\d+|bool|boolean|f64", t):
+            return (f"body values are fp32 (the inputs are fp32 proxies) and x.cast({t}, ...) makes a {t} value, for "
+                    f"an output: to round an intermediate to {t} and compute on, write b.quantize(x, {t}, \"rint\") "
+                    f"(rounded to {t}, widened back to fp32, as examples/specs/flash_attention_score.py does), or "
+                    f"widen the {t} operand with .f32()")
     for key, hint in _HINTS:
         if key in message:
             return hint
@@ -133,11 +146,14 @@ class Builder:
             value = float(value)
         return self.emit("const", (), value=value, dtype=dtype)
 
-    def _lift(self, x, like: "Tensor") -> "Tensor":
+    def _lift(self, x, like: "Tensor | None") -> "Tensor":
+        """`x` as a tensor: a number becomes a constant of `like`'s dtype (f32 when `like` is None or its dtype is
+        a variable; an integer dtype takes only an int), a dim expression its value in that dtype. Raises
+        SpecError for anything else (a bool included)."""
         if isinstance(x, Tensor):
             return x
         if isinstance(x, (int, float)) and not isinstance(x, bool):
-            dt = like.dtype
+            dt = like.dtype if like is not None else F32
             if isinstance(dt, DType) and dt.is_int:
                 if not isinstance(x, int):
                     raise spec_error(caller_loc(), f"float constant {x} used with an integer tensor",
@@ -145,7 +161,7 @@ class Builder:
                 return self.const(int(x), dt)
             return self.const(float(x), dt if isinstance(dt, DType) else F32)
         if isinstance(x, DimExpr):
-            dt = like.dtype if isinstance(like.dtype, DType) else F32
+            dt = like.dtype if like is not None and isinstance(like.dtype, DType) else F32
             return self.emit("dimval", (), n=x, dtype=dt)
         raise spec_error(caller_loc(), f"cannot use {x!r} as a tensor",
                          "use a tensor, a number, or a dim expression")
@@ -301,10 +317,13 @@ class Builder:
         return self.emit("minimum", (a, c))
 
     def where(self, cond, a, c):
-        """select(cond, a, c) with NumPy broadcasting: a where cond, else c (a / c tensors or numbers). cond is bool,
-        or an integer mask (uint8 0/1 as torch's older masks) taken as cond != 0."""
+        """select(cond, a, c) with NumPy broadcasting: a where cond, else c (a / c tensors or numbers; a number takes
+        the other branch's dtype, and two numbers are f32 constants, as b.const makes them). cond is bool, or an
+        integer mask (uint8 0/1 as torch's older masks) taken as cond != 0."""
         if isinstance(cond, Tensor) and isinstance(cond.dtype, DType) and cond.dtype.is_int:
             cond = cond.ne(0)
+        if not isinstance(a, Tensor) and not isinstance(c, Tensor):
+            a = self._lift(a, None)   # two numbers: f32 constants, as b.const makes them
         if not isinstance(a, Tensor):
             a = self._lift(a, c)
         if not isinstance(c, Tensor):

@@ -170,9 +170,35 @@ def attention_layout(g) -> AttentionLayout:
     roles["BS"] = bs[0]
     texts = [str(Sym(roles[r])) for r in ROLES]
     if len(set(texts)) != len(texts) or not all(x.isidentifier() for x in roles.values()):
-        raise Unsupported(s.result.name, s.loc, f"the attention roles need distinct plain dims, got "
-                          f"{', '.join(f'{r}={d}' for r, d in roles.items())}")
+        raise Unsupported(s.result.name, s.loc, _distinct_roles_message(roles, ROLES))
     return AttentionLayout(tuple((r, roles[r]) for r in ROLES), q, k, v, topk[0], cumulative, None, qdt.name)
+
+
+_ROLE_IN = {"S1": "the query", "N1": "the query", "T1": "the query", "S2": "the key and value",
+            "N2": "the key and value", "T2": "the key and value", "Dv": "the value"}
+"""Which inputs' shapes a role's dim is written in (the distinct-roles refusal's fix)."""
+
+
+def _distinct_roles_message(roles: dict, distinct) -> str:
+    """The refusal of attention roles that share a dim or are not plain dims, with the fix: one dim per role,
+    related by spec.require (examples/specs/flash_attention_score.py declares S1 / S2 and N1 / N2 so). `roles`:
+    role -> dim text; `distinct`: the roles that must differ (the dense layout lets N2 be N1 and Dv be D)."""
+    got = ", ".join(f"{r}={d}" for r, d in roles.items())
+    by = {}
+    for r in distinct:
+        by.setdefault(str(Sym(roles[r])), []).append(r)
+    shared = [(d, rs) for d, rs in by.items() if len(rs) > 1]
+    plain = [f"{r}={d}" for r, d in roles.items() if not d.isidentifier()]
+    why = "; ".join([f"{' and '.join(rs)} are both {d}" for d, rs in shared]
+                    + ([f"{', '.join(plain)} not a declared dim" if len(plain) == 1 else
+                        f"{', '.join(plain)} are not declared dims"] if plain else []))
+    ex = shared[0][1] if shared else ["S1", "S2"]
+    decl = ", ".join(f'{r} = spec.dim("{r}")' for r in ex)
+    where = "; ".join(f"{_ROLE_IN[r]} with {r}" for r in ex if r in _ROLE_IN)
+    return (f"the attention roles need distinct plain dims, got {got} ({why}): declare one dim per role ({decl}"
+            f"{'; ' + where if where else ''}) and relate them with spec.require where the op needs it "
+            f"(e.g. spec.require(S1 <= S2, \"query\", ...) for a causal mask), as "
+            f"examples/specs/flash_attention_score.py does")
 
 
 def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
@@ -210,8 +236,9 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
     texts = [str(Sym(roles[r])) for r in DENSE_ROLES
              if not (r == "Dv" and roles["Dv"] == roles["D"]) and not (r == "N2" and roles["N2"] == roles["N1"])]
     if len(set(texts)) != len(texts) or not all(x.isidentifier() for x in roles.values()):
-        raise Unsupported(s.result.name, s.loc, f"the attention roles need distinct plain dims, got "
-                          f"{', '.join(f'{r}={d}' for r, d in roles.items())}")
+        raise Unsupported(s.result.name, s.loc, _distinct_roles_message(
+            roles, [r for r in DENSE_ROLES if not (r == "Dv" and roles["Dv"] == roles["D"])
+                    and not (r == "N2" and roles["N2"] == roles["N1"])]))
     if roles["Dv"] != roles["D"]:   # the L1 / L0C plans size a value row by the key's head dim (review finding)
         raise Unsupported(s.result.name, s.loc, f"the value head dim {roles['Dv']} is another dim than the query / "
                           f"key head dim {roles['D']}: dense attention takes one head dim for the three (declare "

@@ -8,9 +8,10 @@ neighbours), the other dims at 1. The plans' UB footprints grow monotonically wi
 probes guard that argument. A row can be a product of dims (merged trailing axes H * W, a group's C / G * L), so
 every pair of bounded dims is also probed at its maxima together (the others at their minimum); where the spec's
 relations (spec.require) refuse that corner, each of the two is lowered in turn to the largest value they accept,
-so a bound on the product is probed where it binds. A failure is a SpecError at the dim's declaration line naming the platform,
-the dtype row, the bound and the largest value that fits on every platform and dtype row of the spec (binary
-search), so the suggested bound is accepted.
+with the other at each of its probe values, so a bound on the product is probed along its edge. A pair that does
+not fit is refused with the largest N for which spec.require(a * b <= N) makes those corners fit. A failure is a
+SpecError at the dim's declaration line naming the platform, the dtype row, the bound and the largest value that
+fits on every platform and dtype row of the spec (binary search), so the suggested bound is accepted.
 """
 
 from __future__ import annotations
@@ -128,9 +129,10 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                     tl = _eval(spec, prog, inputs_map, _env(spec, {name: v}), dict(row), plat)
                     if not tl.get("fits", 1):
                         lo = _largest_fit(spec, prog, inputs_map, plats, name, v - 1, d.multiple_of)
-                        combo = ", ".join(f"{k}={t.long_name}" for k, t in row.items())
+                        combo = "".join(f" with {k}={t.long_name}" if not i else f", {k}={t.long_name}"
+                                        for i, (k, t) in enumerate(row.items()))
                         raise spec_error(
-                            d.loc, f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB) with {combo} the tiling "
+                            d.loc, f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB){combo} the tiling "
                                    f"plan does not fit for {name}={v} (declared max={d.max})",
                             f"lower max= of {name} to {lo} or give the tiling a plan for longer rows", arg="max")
                     checked.append(f"{plat.name} {row} {name}={v}")
@@ -139,13 +141,17 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
             for row in spec.dtype_rows:
                 tl = _eval(spec, prog, inputs_map, env, dict(row), plat)
                 if not tl.get("fits", 1):
-                    combo = ", ".join(f"{k}={t.long_name}" for k, t in row.items())
+                    combo = "".join(f" with {k}={t.long_name}" if not i else f", {k}={t.long_name}"
+                                        for i, (k, t) in enumerate(row.items()))
+                    n = _largest_product(spec, prog, inputs_map, plats, bounded, a, b)
+                    rel = (f"spec.require({a} * {b} <= {n}, \"{_param_of(spec, a, b)}\", "
+                           f"\"{a} * {b} must be at most {n}\")")
+                    fix = (f"bound what they make together: {rel} (the largest that fits), or lower max= of {a} or {b}"
+                           if n >= 1 else
+                           f"lower max= of {a} or {b}")
                     raise spec_error(
-                        bounded[b].loc, f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB) with {combo} the tiling "
-                                        f"plan does not fit for {a}={env[a]} and {b}={env[b]} together (each fits "
-                                        f"alone at its max)",
-                        f"bound what they make together, e.g. spec.require({a} * {b} <= N, ...) with the largest N "
-                        f"that fits, or lower max= of {a} or {b}")
+                        bounded[b].loc, f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB){combo} the tiling "
+                                        f"plan does not fit for {a}={env[a]} and {b}={env[b]} together", fix)
                 checked.append(f"{plat.name} {row} {a}={env[a]},{b}={env[b]}")
     return checked
 
@@ -153,25 +159,71 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
 def _pair_corners(spec, bounded: dict) -> list[tuple[str, str, dict]]:
     """(a, b, env) for every pair of bounded dims: both at their max, the others at their minimum; when the spec's
     relations refuse that, each of the two lowered in turn (binary search, relations assumed monotonic in it) to
-    the largest value they accept with the other at its max. Deduplicated."""
+    the largest value they accept with the other at each of its probe values (_corner_envs). Deduplicated."""
     out, seen = [], set()
     names = sorted(bounded)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            top = {a: bounded[a].max, b: bounded[b].max}
-            envs = [_env(spec, top)]
-            if not _valid(spec, envs[0]):
-                envs = []
-                for low, high in ((a, b), (b, a)):
-                    lo, hi = 0, bounded[low].max
-                    while lo < hi:
-                        mid = (lo + hi + 1) // 2
-                        lo, hi = (mid, hi) if _valid(spec, _env(spec, {**top, low: mid})) else (lo, mid - 1)
-                    if lo >= 1:
-                        envs.append(_env(spec, {**top, low: lo}))
-            for env in envs:
+            for env in _corner_envs(spec, bounded, a, b):
                 key = tuple(sorted(env.items(), key=str))
                 if key not in seen:
                     seen.add(key)
                     out.append((a, b, env))
     return out
+
+
+def _corner_envs(spec, bounded: dict, a: str, b: str, cap: int | None = None) -> list[dict]:
+    """The corners the proof probes for the pair (a, b) (see _pair_corners): both at their max, or, when the
+    relations refuse that, for each probe value of one (powers of two, their neighbours, its max) the other at the
+    largest value they accept, so a bound on a * b is probed near its edge (H=65, W=126 under H * W <= 8191), not
+    only at H=max, W=1. With `cap`, as if the spec also required a * b <= cap (the relation the pair's overflow
+    message suggests)."""
+    def valid(env):
+        return _valid(spec, env) and (cap is None or env[a] * env[b] <= cap)
+
+    top = {a: bounded[a].max, b: bounded[b].max}
+    if valid(_env(spec, top)):
+        return [_env(spec, top)]
+    envs = []
+    for low, high in ((a, b), (b, a)):
+        for v in _allowed(bounded[high], _probe_values(bounded[high].max)):   # a product bound binds inside
+            m = bounded[low].multiple_of or 1   # the low dim's values: multiples of m in [its min, its max]
+            lo, hi = (max(1, bounded[low].min) + m - 1) // m - 1, bounded[low].max // m
+            first = lo + 1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if valid(_env(spec, {**top, high: v, low: mid * m})) else (lo, mid - 1)
+            if lo >= first:
+                envs.append(_env(spec, {**top, high: v, low: lo * m}))
+    return envs
+
+
+def _allowed(d, values) -> list[int]:
+    """The values a dim declaration allows (at least its min, a multiple of its multiple_of)."""
+    return [v for v in values if v >= max(1, d.min) and not (d.multiple_of and v % d.multiple_of)]
+
+
+def _param_of(spec, a: str, b: str) -> str:
+    """The input a relation between dims a and b blames: the first whose shape holds both, else either, else the
+    first input ("x" for a spec without inputs)."""
+    names = [(i.name, {str(d) for s in i.shapes for d in s}) for i in spec.inputs]
+    for want in ({a, b}, {a}, {b}):
+        for n, ds in names:
+            if want <= ds:
+                return n
+    return names[0][0] if names else "x"
+
+
+def _largest_product(spec, prog, inputs_map, plats, bounded: dict, a: str, b: str) -> int:
+    """The largest N such that, were the spec to require a * b <= N, every corner the proof probes for the pair
+    fits on every platform and dtype row (binary search over N, footprints assumed monotonic in it): the bound the
+    pair's overflow message suggests, so writing it makes the proof pass for this pair. 0 when none does."""
+    def fits(cap):
+        return all(_eval(spec, prog, inputs_map, env, dict(row), plat).get("fits", 1)
+                   for env in _corner_envs(spec, bounded, a, b, cap) for plat in plats for row in spec.dtype_rows)
+
+    lo, hi = 0, bounded[a].max * bounded[b].max
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo

@@ -1,5 +1,6 @@
 """OneHot (aclnnOneHot): out[n, c] = on_value where self[n] == c, else off_value, for c in 0 .. num_classes - 1;
-written with `b.iota` and `.eq`. Interpreted (`opgen interpret`).
+written with `b.iota` and `.eq`. The rows family lowers it: the class count is a dim the attribute sets (dim=C), and
+an index outside 0 .. num_classes - 1 (-1, num_classes) matches no class and gives a row of off_value.
 """
 
 from opgen.dsl import A2, A3, OpSpec, f32, i64
