@@ -709,3 +709,31 @@ def test_a_softmax_the_online_rewrite_does_not_know_is_refused_in_one_line(tmp_p
     r = cli("graph", str(_edited(edits, tmp_path)), "--stage", "kernel")
     assert r.returncode == 2 and "online softmax" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_the_aclnn_layer_refuses_another_input_layout(gen):
+    """The emitted aclnnFlashAttentionScoreGetWorkspaceSize returns CANN's ACLNN_ERR_PARAM_INVALID (161002) with one
+    line naming inputLayout and its choices for "BSH"; the valid call with "BNSD" returns 0."""
+    from opgen.check.aclnn import call_attrs, call_outputs, device_dtypes, encode_call, run_runner
+    from opgen.check.run import aclnn_runner
+    from opgen.codegen.model import OpModel
+    from opgen.dsl.examples import random_inputs
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(SPEC))
+    dims = {"B": 1, "N1": 2, "N2": 2, "S1": 3, "S2": 3, "D": 16, "MS1": 3, "MS2": 3}
+    attrs, dt = {"input_layout": "BNSD", "sparse_mode": 0, "head_num": 2}, {"T": "float16", "M": "bool"}
+    inputs = {k: v for k, v in random_inputs(spec, dims, attrs, dt, seed=0).items() if v is not None}
+    inputs.pop("atten_mask", None)
+    dev = device_dtypes(spec, inputs, dict(dt))
+    names = {k: getattr(v, "long_name", v) for k, v in dev.items()}
+    m = OpModel(spec)
+    base = encode_call(m, inputs, call_attrs(spec, inputs, attrs), call_outputs(spec, inputs, attrs, dict(dt), dev),
+                       names).split(" ")
+    at = next(k for k, a in enumerate(m.api_params) if a.cpp == "inputLayout")
+    assert base[at] == "BNSD"
+    _, runner = aclnn_runner(spec, gen_dir=gen)
+    got = run_runner(runner, [" ".join(base[:at] + [v] + base[at + 1:]) for v in ("BNSD", "BSH")])
+    assert got[0][0] == 0, got[0]
+    assert got[1][0] == 161002 and "inputLayout: must be one of 'BNSD', 'BSND', got 'BSH'" in got[1][1], got[1]
