@@ -109,6 +109,60 @@ def test_interpreter_matches_the_oracle(dtype, mode, s1, s2):
                  s2)
 
 
+@pytest.mark.parametrize("mode", [0, 2])
+def test_interpreter_bsnd_matches_the_oracle(mode):
+    """input_layout BSND: the interpreter reads query [B, S1, N1, D], key / value [B, S2, N2, D] and writes
+    attention_out [B, S1, N1, D], within the float64 oracle's bounds on the transposed tensors."""
+    from opgen.check.run import make_inputs
+    from opgen.interp import run_graph
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(SPEC))
+    s1, s2 = 7, 45
+    dims = {"B": 2, "N1": 4, "N2": 2, "S1": s1, "S2": s2, "D": 32, "MS1": s1, "MS2": s2}
+    attrs = {"sparse_mode": mode, "input_layout": "BSND", "scale_value": 0.25}
+    inputs, full = make_inputs(spec, dims, dict(attrs), {"T": "float16"}, 3)
+    if mode == 0:
+        inputs["atten_mask"] = None
+    assert inputs["query"].shape == (2, s1, 4, 32) and inputs["key"].shape == (2, s2, 2, 32)
+    bound = spec.bind(inputs, full, {"T": "float16"})
+    got = dict(run_graph(spec.graph(bound.key), bound))
+    assert got["attention_out"].shape == (2, s1, 4, 32)
+    got["attention_out"] = np.asarray(got["attention_out"], np.float64).transpose(0, 2, 1, 3)
+    a = {k: np.asarray(bound.arrays[k], np.float64).transpose(0, 2, 1, 3) for k in ("query", "key", "value")}
+    assert_close(got, oracle(a["query"], a["key"], a["value"], 0.25, mode == 2), "float16", 32, s2)
+
+
+def test_each_input_layout_lowers_its_own_form():
+    """One package, one kernel program per specialisation: BNSD keys store BNSD, BSND keys BSND."""
+    from opgen.passes.pipeline import compile_unit
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(SPEC))
+    u = compile_unit(spec)
+    layout = {a.name: k for k, a in enumerate(spec.static_attrs)}["input_layout"]
+    forms = {k.static[layout]: p.form for k, p in u.lowered.programs.items()}
+    assert forms == {"BNSD": "BNSD", "BSND": "BSND"}
+
+
+def test_a_bad_input_layout_is_refused_in_one_line():
+    """input_layout outside {BNSD, BSND} (CANN also takes BSH, SBH, TND): one line naming the attribute and choices,
+    at the interpreter and the CLI (exit 2)."""
+    from inproc import cli
+
+    from opgen.errors import ValidationError
+    from opgen.interp import interpret
+
+    x = np.zeros((1, 2, 3, 16), np.float32)
+    with pytest.raises(ValidationError, match=r"input_layout: must be one of 'BNSD', 'BSND', got 'BSH'"):
+        interpret(str(SPEC), {"query": x, "key": x, "value": x, "atten_mask": None},
+                  {"input_layout": "BSH", "head_num": 2}, {"T": "float16"})
+    r = cli("interpret", str(SPEC), "--dims", "B=1,N1=2,N2=2,S1=3,S2=3,D=16,MS1=3,MS2=3", "--dtype", "T=float16",
+            "--attr", "input_layout=BSH")
+    assert r.returncode == 2 and "input_layout: must be one of 'BNSD', 'BSND', got 'BSH'" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
 def _kernel_text(spec_path) -> tuple[str, str]:
     """(layout line, program text without spec locations) of `opgen graph --stage kernel` for the causal
     specialisation."""
@@ -269,6 +323,35 @@ def test_kernel_matches_the_float64_oracle(case, gen):
     offset = dims["S2"] - dims["S1"] if mode == 3 else 0
     assert_close(r.arrays, oracle(a["query"], a["key"], a["value"], scale, causal, offset), dtype, dims["D"],
                  dims["S2"])
+
+
+BSND_CASES = [   # (id, dims, dtype, sparse_mode, scale): input_layout BSND, the same spec and package as BNSD
+    ("bsnd_g2_causal_f16_s1odd_s2tail", dict(B=2, N1=4, N2=2, S1=5, S2=37, D=32), "float16", 2, 0.3),
+    ("bsnd_g2_dense_bf16_s2tail", dict(B=3, N1=6, N2=3, S1=9, S2=131, D=48), "bfloat16", 0, 0.125),
+    ("bsnd_g2_rightdown_f16_online_items", dict(B=1, N1=2, N2=1, S1=300, S2=1300, D=32), "float16", 3, 0.25),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("case", BSND_CASES, ids=[c[0] for c in BSND_CASES])
+def test_bsnd_input_layout_matches_the_float64_oracle(case, gen):
+    """input_layout "BSND" (a string attribute picking the shapes, form_by): query [B, S1, N1, D], key / value
+    [B, S2, N2, D], attention_out [B, S1, N1, D], from the package that also serves BNSD; the emulated kernel within
+    the float64 oracle's bounds, the oracle fed the inputs transposed to BNSD and its output transposed back."""
+    _id, dims, dtype, mode, scale = case
+    causal = mode in (2, 3)
+    attrs = {"sparse_mode": mode, "input_layout": "BSND", "scale_value": scale}
+    full = {**dims, "MS1": dims["S1"], "MS2": dims["S2"]}
+    r = run_check(str(SPEC), dims=full, dtypes={"T": dtype}, attrs=attrs, gen_dir=gen, seed=sum(dims.values()),
+                  present=["atten_mask"] if causal else [], progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    assert r.inputs["query"].shape == (dims["B"], dims["S1"], dims["N1"], dims["D"])
+    a = {k: np.asarray(r.inputs[k], np.float64).transpose(0, 2, 1, 3) for k in ("query", "key", "value")}
+    offset = dims["S2"] - dims["S1"] if mode == 3 else 0
+    got = dict(r.arrays)
+    got["attention_out"] = np.asarray(got["attention_out"], np.float64).transpose(0, 2, 1, 3)
+    assert_close(got, oracle(a["query"], a["key"], a["value"], scale, causal, offset), dtype, dims["D"], dims["S2"])
 
 
 MHA_SPEC = '''
@@ -663,3 +746,31 @@ def test_self_attention_with_one_s_is_refused_with_the_fix_that_works(tmp_path):
     want = oracle(x["q"], x["k"], x["v"], 0.125, False)
     assert_close({"attention_out": r.arrays["o"], "softmax_max": want["softmax_max"],
                   "softmax_sum": want["softmax_sum"]}, want, "float16", d, s)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_the_aclnn_layer_refuses_another_input_layout(gen):
+    """The emitted aclnnFlashAttentionScoreGetWorkspaceSize returns CANN's ACLNN_ERR_PARAM_INVALID (161002) with one
+    line naming inputLayout and its choices for "BSH"; the valid call with "BNSD" returns 0."""
+    from opgen.check.aclnn import call_attrs, call_outputs, device_dtypes, encode_call, run_runner
+    from opgen.check.run import aclnn_runner
+    from opgen.codegen.model import OpModel
+    from opgen.dsl.examples import random_inputs
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(SPEC))
+    dims = {"B": 1, "N1": 2, "N2": 2, "S1": 3, "S2": 3, "D": 16, "MS1": 3, "MS2": 3}
+    attrs, dt = {"input_layout": "BNSD", "sparse_mode": 0, "head_num": 2}, {"T": "float16", "M": "bool"}
+    inputs = {k: v for k, v in random_inputs(spec, dims, attrs, dt, seed=0).items() if v is not None}
+    inputs.pop("atten_mask", None)
+    dev = device_dtypes(spec, inputs, dict(dt))
+    names = {k: getattr(v, "long_name", v) for k, v in dev.items()}
+    m = OpModel(spec)
+    base = encode_call(m, inputs, call_attrs(spec, inputs, attrs), call_outputs(spec, inputs, attrs, dict(dt), dev),
+                       names).split(" ")
+    at = next(k for k, a in enumerate(m.api_params) if a.cpp == "inputLayout")
+    assert base[at] == "BNSD"
+    _, runner = aclnn_runner(spec, gen_dir=gen)
+    got = run_runner(runner, [" ".join(base[:at] + [v] + base[at + 1:]) for v in ("BNSD", "BSH")])
+    assert got[0][0] == 0, got[0]
+    assert got[1][0] == 161002 and "inputLayout: must be one of 'BNSD', 'BSND', got 'BSH'" in got[1][1], got[1]

@@ -84,8 +84,8 @@ def test_keepdim_picks_the_output_shape_of_reduce_mean():
      "the shape is a dict from each value of dim"),
     ('spec.attr("dim", int, 0, choices=(0,), static=True)\nspec.input("x", f32, [S])\n'
      'spec.output("y", f32, {0: [S]}, like="x", form_by="dim")', "give form_by= with shapes, or like=, not both"),
-    ('spec.attr("layout", str, "BH", choices=("BH",), static=True)\nspec.input("x", f32, {"BH": [S]}, '
-     'form_by="layout")', "form_by='layout' is a string attribute"),
+    ('spec.attr("layout", str, "BH", choices=("BH", "HB"), static=True)\nspec.input("x", f32, {"BH": [S]}, '
+     'form_by="layout")', r"the shapes by layout have keys \['BH'\], its choices are \['BH', 'HB'\]"),
 ])
 def test_bad_declarations_name_the_rule(tmp_path, decl, rule):
     path = tmp_path / "bad.py"

@@ -3,16 +3,19 @@ reads, the text report and the raw output files it writes.
 
 Case file (little-endian, x86-64; read by opgen_check::ReadCase):
 
-    char[8]  "OPGCASE2"
+    char[8]  "OPGCASE4"
     int64    aivNum, aicNum, ubBytes (bytes of UB per core), sysWorkspaceBytes (bytes; GetUserWorkspace offset),
              deterministic (0/1: TilingContext::GetDeterministic(), the framework's deterministic flag)
     uint32   nInputs; per input (OpDef order):
              uint8 present, int32 ge::DataType, uint32 rank, int64 dims[rank], uint64 nbytes, byte data[nbytes]
     uint32   nAttrs; double value[nAttrs] (OpDef order; bool 0/1, int, float; strings, lists and absent values 0)
     uint32   nLists; per list attribute: uint32 index (OpDef order), uint32 length, int64 values[length]
+    uint32   nStrs; per string attribute: uint32 index (OpDef order), uint32 length, char text[length] (no NUL;
+             the driver puts it in RuntimeAttrs, read by the TilingFunc with GetStr as in CANN)
     uint32   nOutputs; per output: uint8 present, int32 ge::DataType, uint32 rank, int64 dims[rank]
 
-The magic names the version (OPGCASE1 lacked `deterministic`, OPGCASE2 the lists); the driver rejects any other magic.
+The magic names the version (OPGCASE1 lacked `deterministic`, OPGCASE2 the lists, OPGCASE3 the
+strings); the driver rejects any other magic.
 Absent tensors: present 0, DT_UNDEFINED (28), rank 0, no data. Report (one fact per line, see
 parse_report); outputs: `<out dir>/out<k>.bin`, k = output index in OpDef order, raw element bytes.
 """
@@ -29,7 +32,7 @@ from opgen.check.cost import parse_core_cost
 from opgen.errors import OpgenError
 from opgen.ir.dtypes import DType
 
-MAGIC = b"OPGCASE3"
+MAGIC = b"OPGCASE4"
 GE_DTYPE = {DType.f32: 0, DType.f16: 1, DType.i8: 2, DType.i32: 3, DType.u8: 4, DType.i16: 6, DType.i64: 9, DType.bool: 12,
             DType.bf16: 27}
 """ge::DataType numbering (opgen/emu/include/graph/types.h, CANN's values) per IR dtype."""
@@ -67,10 +70,14 @@ def write_case(path, aiv: int, aic: int, ub_bytes: int, sys_ws: int, inputs: lis
         out += [struct.pack("<Q", len(raw)), raw]
     lists = [(k, v) for k, v in enumerate(attrs) if isinstance(v, tuple)]
     out.append(struct.pack("<I", len(attrs)))
-    out.append(struct.pack(f"<{len(attrs)}d", *[0.0 if isinstance(v, tuple) else float(v) for v in attrs]))
+    out.append(struct.pack(f"<{len(attrs)}d", *[0.0 if isinstance(v, (tuple, str)) else float(v) for v in attrs]))
     out.append(struct.pack("<I", len(lists)))
     for k, v in lists:
         out.append(struct.pack(f"<II{len(v)}q", k, len(v), *[int(x) for x in v]))
+    strs = [(k, v.encode()) for k, v in enumerate(attrs) if isinstance(v, str)]
+    out.append(struct.pack("<I", len(strs)))
+    for k, b in strs:
+        out.append(struct.pack("<II", k, len(b)) + b)
     out.append(struct.pack("<I", len(outputs)))
     out += [_tensor_head(t) for t in outputs]
     Path(path).write_bytes(b"".join(out))
@@ -83,13 +90,15 @@ def _tensor_head(t: CaseTensor) -> bytes:
     return struct.pack("<BiI", 1, GE_DTYPE[t.dtype], len(dims)) + struct.pack(f"<{len(dims)}q", *dims)
 
 
-def attr_value(v) -> float | tuple:
-    """An attribute value as the case file's double: bool 0/1, int, float; str and None as 0 (the host
-    emulation's RuntimeAttrs holds numbers only); a list attribute's tuple of ints as it is (write_case puts it
-    in the lists section)."""
+def attr_value(v) -> float | tuple | str:
+    """An attribute value as the case file holds it: bool 0/1, int, float as a double; None as 0; a list
+    attribute's tuple of ints and a string attribute's str as they are (write_case puts them in the lists and
+    strings sections; their double is 0)."""
     if isinstance(v, (tuple, list)):
         return tuple(int(x) for x in v)
-    if v is None or isinstance(v, str):
+    if isinstance(v, str):
+        return v
+    if v is None:
         return 0.0
     return float(v)
 

@@ -401,7 +401,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
 
     The kernel gets the validated inputs in their declared dtypes (an optional input the specialisation does
     not use, InputDecl.when, is passed as nullptr, as the interpreter ignores it) and every attribute as a
-    number in the TilingContext (strings as 0, like the host emulation's RuntimeAttrs).
+    number in the TilingContext, a string one as its text too (RuntimeAttrs::GetStr, as in CANN).
 
     Returns a CheckResult (a mismatch or fault is a result, not an exception).
     Raises StalePackage (the package was generated from another version of the spec or by another opgen; nothing

@@ -417,6 +417,11 @@ class AclnnPlan:
         a = p.decl
         if a.type is LIST_INT:
             return self._list_choice(p)
+        if a.type is str:   # CheckAttrs has refused a null or unlisted string (ACLNN_ERR_PARAM_INVALID)
+            out = "0"
+            for k in range(len(a.choices) - 1, 0, -1):
+                out = f"(std::strcmp(p.{p.cpp}, {c_string(a.choices[k])}) == 0 ? {k} : {out})"
+            return out
         lit = [("true" if c else "false") if a.type is bool else str(c) for c in a.choices]
         out = "0"
         for k in range(len(lit) - 1, 0, -1):
@@ -450,6 +455,7 @@ class AclnnPlan:
                 attr = next(a for a in self.m.attrs if a.decl.name == by)
                 value = (f'(p.{attr.cpp} ? "true" : "false")' if attr.decl.type is bool else
                          f"ListText(ValuesOf(p.{attr.cpp}, 64)).c_str()" if attr.decl.type is LIST_INT else
+                         f"p.{attr.cpp}" if attr.decl.type is str else
                          f"std::to_string(p.{attr.cpp}).c_str()")
                 fail = Check(p.name, "shape", "form < 0",
                              c_printf(f"{p.cpp}: shape ", "%s", f" (the shape for {self._say(by)}=", "%s", "): ", "%s"),

@@ -21,7 +21,7 @@ from opgen.dsl.dimsource import attr_dim_min, group_location, shared_dims, sym_l
 from opgen.dsl.spec import choice_text
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel
-from opgen.names import c_printf, upper_camel
+from opgen.names import c_printf, c_string, upper_camel
 from opgen.errors import SpecError
 from opgen.ir.dims import Sym, Variadic, as_dim, shape_str
 from opgen.ir.dtypes import DType, DTypeVar
@@ -132,16 +132,22 @@ def _form_selector(m: OpModel, attr: str) -> dict:
         var = f"formOfAttr{p.index}"
         choices = ", ".join("{" + ", ".join(str(int(x)) for x in c) + "}" for c in a.choices)
         shown = ", ".join("[" + ", ".join(str(int(x)) for x in c) + "]" for c in a.choices)
-        return {"var": var, "index": p.index, "ctype": "gert::TypedContinuousVector<int64_t>", "list": True,
+        return {"var": var, "index": p.index, "ctype": "gert::TypedContinuousVector<int64_t>", "list": True, "str": False,
                 "expr": f"ListIntChoice({var}Ptr, {{{choices}}})",
                 "msg": c_printf(f"{a.name}: a list of ", "%zu", f" values that is not one of {shown}"),
                 "value": f"{var}Ptr->GetSize()"}
+    if a.type is str:   # RuntimeAttrs::GetStr (CANN's GetAttrPointer<char>): compared with each choice
+        var = f"formOfAttr{p.index}"
+        expr = " : ".join(f"std::strcmp({var}Ptr, {c_string(c)}) == 0 ? {k}" for k, c in enumerate(a.choices))
+        shown = ", ".join(repr(c) for c in a.choices)
+        return {"var": var, "index": p.index, "ctype": "char", "expr": expr + " : -1", "list": False, "str": True,
+                "msg": c_printf(f"{a.name}: '", "%s", f"' is not one of {shown}"), "value": f"{var}Ptr"}
     ctype = "bool" if a.type is bool else "int64_t"
     lit = [("true" if c else "false") if a.type is bool else str(c) for c in a.choices]
     var = f"formOfAttr{p.index}"
     expr = " : ".join(f"*{var}Ptr == {v} ? {k}" for k, v in enumerate(lit)) + " : -1"
     choices = ", ".join(lit)
-    return {"var": var, "index": p.index, "ctype": ctype, "expr": expr, "list": False,
+    return {"var": var, "index": p.index, "ctype": ctype, "expr": expr, "list": False, "str": False,
             "msg": c_printf(f"{a.name}: ", "%ld", f" is not one of {choices}"),
             "value": f"static_cast<int64_t>(*{var}Ptr)"}
 

@@ -90,6 +90,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         or any("AttrInt(" in e for _n, e in reads),
         "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
         "attr_list": any(a.type is LIST_INT for a in spec.static_attrs),
+        "attr_str": any(a.type is str and len(a.choices) > 1 for a in spec.static_attrs),
         "dim_attrs": _dim_attrs(spec, reads),
     }
     return {

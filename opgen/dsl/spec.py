@@ -489,10 +489,6 @@ class OpSpec:
             raise spec_error(loc, f"{what} {name}: form_by={form_by!r} is not a static attribute declared above it"
                              f"{did_you_mean(form_by, statics)}",
                              "declare the attribute first, with static=True and its choices", arg="form_by")
-        if a.type is str:
-            raise spec_error(loc, f"{what} {name}: form_by={form_by!r} is a string attribute; the emitted host code "
-                             "selects forms by int or bool attributes", "use an int or bool static attribute",
-                             arg="form_by")
         if not isinstance(shape, dict):
             raise spec_error(loc, f"{what} {name}: with form_by={form_by!r} the shape is a dict from each value of "
                              f"{form_by} to a shape", f"write {{{a.choices[0]!r}: [...], ...}} with a key per choice "

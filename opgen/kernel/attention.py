@@ -319,8 +319,15 @@ class AttentionFamily(Family):
 
         progs = {}
         for key, g in graphs.items():
+            form = layout.form
+            if layout.keyset == "dense":   # a static attribute may pick the storage (form_by): BNSD or BSND per key
+                lay = attention_layout(g)
+                if lay.dims != layout.dims:
+                    raise Unsupported(g.outputs[0][1], "", f"the attention roles differ between specialisations "
+                                      f"({lay.text()} / {layout.text()}): one kernel reads one set of dims")
+                form = lay.form
             try:
-                progs[key] = attnprog.lower(g, layout.tokens, layout.dtype, layout.keyset, layout.form)
+                progs[key] = attnprog.lower(g, layout.tokens, layout.dtype, layout.keyset, form)
             except Unsupported:
                 raise
             except IRError as e:

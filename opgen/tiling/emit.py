@@ -10,6 +10,8 @@ the program statements (TilingProgram.to_cpp), the fields. The templates only la
 
 from __future__ import annotations
 
+from opgen.names import c_string
+
 from opgen.dsl.dimsource import group_location, sym_locations
 from opgen.dsl.keys import attr_key  # noqa: F401  (the tiling key's attrKey; its users import it from here too)
 from opgen.errors import OpgenError, SpecError
@@ -110,8 +112,6 @@ def attr_key_cpp(spec) -> str:
     for a in spec.static_attrs:
         if a.type is str and len(a.choices) == 1:
             continue  # index 0 whatever the value: the aclnn layer and infershape reject any other string
-        if a.type is str:
-            raise SpecError(f"{a.loc}: string attribute {a.name} in a tiling key is not supported yet")
         terms.append(f"{_attr_index_cpp(a, index[a.name])} * {radix}")
         radix *= len(a.choices)
     return " + ".join(terms) if terms else "0"
@@ -124,6 +124,9 @@ def _attr_index_cpp(a, idx: int) -> str:
     if a.type is LIST_INT:
         vals = ", ".join("{" + ", ".join(str(int(x)) for x in c) + "}" for c in a.choices)
         return f"AttrListIndex(context, {idx}, {{{vals}}})"
+    if a.type is str:   # RuntimeAttrs::GetStr
+        vals = ", ".join(c_string(c) for c in a.choices)
+        return f"AttrStrIndex(context, {idx}, {{{vals}}})"
     ctype = "bool" if a.type is bool else "int64_t"
     vals = ", ".join(("true" if c else "false") if a.type is bool else str(c) for c in a.choices)
     return f"AttrIndex<{ctype}>(context, {idx}, {{{vals}}})"

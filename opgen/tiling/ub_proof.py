@@ -58,7 +58,8 @@ def _eval(spec, prog, inputs_map, env, dtypes, plat) -> dict:
     from opgen.tiling.emit import program_inputs
 
     combos = [None]
-    if any(isinstance(h, tuple) and h[0] == "by_attr_key" for h in inputs_map.values()):
+    if any(isinstance(h, tuple) and h[0] == "by_attr_key" for h in inputs_map.values()) or \
+            any(a.default is None and len(a.choices) > 1 for a in spec.static_attrs):   # required: no default key
         names = [a.name for a in spec.static_attrs]   # the combinations a specialisation has (checks pass)
         combos = [dict(zip(names, c)) for c in dict.fromkeys(k.static for k in spec.keys())]
     out = {}

@@ -48,6 +48,7 @@ struct Case {
     std::vector<CaseTensor> inputs;
     std::vector<double> attrs;
     std::vector<std::pair<uint32_t, std::vector<int64_t>>> lists;   // list attributes by OpDef index
+    std::vector<std::pair<uint32_t, std::string>> strs;   // string attributes by OpDef index (GetStr)
     std::vector<CaseTensor> outputs;
 };
 
@@ -100,7 +101,7 @@ inline bool ReadCase(const char* path, Case& c)
     Reader r(path);
     char magic[8] = {};
     r.Bytes(magic, 8);
-    if (!r.Ok() || std::memcmp(magic, "OPGCASE3", 8) != 0) return false;
+    if (!r.Ok() || std::memcmp(magic, "OPGCASE4", 8) != 0) return false;
     c.aivNum = r.Get<int64_t>();
     c.aicNum = r.Get<int64_t>();
     c.ubBytes = r.Get<int64_t>();
@@ -124,6 +125,15 @@ inline bool ReadCase(const char* path, Case& c)
         std::vector<int64_t> values;
         for (uint32_t k = 0; k < length && r.Ok(); ++k) values.push_back(r.Get<int64_t>());
         c.lists.emplace_back(index, std::move(values));
+    }
+    n = r.Get<uint32_t>();
+    for (uint32_t i = 0; i < n && r.Ok(); ++i) {   // string attributes: index, length, text (no NUL)
+        const uint32_t index = r.Get<uint32_t>();
+        const uint32_t length = r.Get<uint32_t>();
+        if (length > (1u << 20)) return false;
+        std::string text(length, '\0');
+        r.Bytes(&text[0], length);
+        c.strs.emplace_back(index, std::move(text));
     }
     n = r.Get<uint32_t>();
     for (uint32_t i = 0; i < n && r.Ok(); ++i) c.outputs.push_back(ReadTensorHead(r));
@@ -229,6 +239,7 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     }
     for (size_t i = 0; i < c.attrs.size(); ++i) ctx.attrs.Set(i, c.attrs[i]);
     for (auto& l : c.lists) ctx.attrs.SetListInt(l.first, l.second);
+    for (auto& t : c.strs) ctx.attrs.SetStr(t.first, t.second);
     for (auto& t : c.outputs) {
         descs.emplace_back(new gert::CompileTimeTensorDesc(static_cast<ge::DataType>(t.dtype)));
         ctx.outputDescs.push_back(descs.back().get());

@@ -126,6 +126,14 @@ public:
         auto it = lists_.find(index);
         return it == lists_.end() ? nullptr : &it->second;
     }
+    // A string attribute (CANN: const char* GetStr(const size_t index) const, GetAttrPointer<char>): the text,
+    // NUL-terminated, or nullptr when the attribute at `index` is not a string.
+    void SetStr(size_t index, std::string text)
+    {
+        Set(index, 0.0);
+        strs_[index] = std::move(text);
+    }
+    const char* GetStr(size_t index) const;
     const int64_t* GetInt(size_t index) const;
     const float* GetFloat(size_t index) const;
     const bool* GetBool(size_t index) const;
@@ -149,7 +157,15 @@ private:
     std::vector<float> floats_;
     std::deque<bool> bools_;  // addressable, unlike std::vector<bool>
     std::map<size_t, TypedContinuousVector<int64_t>> lists_;
+    std::map<size_t, std::string> strs_;
 };
+template <>
+inline const char* RuntimeAttrs::GetAttrPointer<char>(size_t index) const
+{
+    auto it = strs_.find(index);
+    return it == strs_.end() ? nullptr : it->second.c_str();
+}
+inline const char* RuntimeAttrs::GetStr(size_t index) const { return GetAttrPointer<char>(index); }
 template <>
 inline const int64_t* RuntimeAttrs::GetAttrPointer<int64_t>(size_t index) const
 {
