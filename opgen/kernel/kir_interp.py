@@ -834,11 +834,31 @@ class _Core:
             env[n], w = self.read(t, count)
             ok &= w
         dst = tens["dst"]
-        self.touch(ins, dst.off, count * NP_TYPES[self.dt(dst.dtype)].itemsize, True)
+        dsz = NP_TYPES[self.dt(dst.dtype)].itemsize
+        self.touch(ins, dst.off, count * dsz, True)
+        if any(not self.same_or_disjoint(dst, tens[n], count) for n in srcs):
+            # a partial overlap: lane by lane in order, as the emulation's per-lane loop (emu/vector.h: "overlapping
+            # operands keep their sequential semantics"), so a lane reads what an earlier lane of dst wrote
+            def lane(t: LT, i: int) -> LT:
+                return LT(t.off + i * NP_TYPES[self.dt(t.dtype)].itemsize, t.size - i, t.dtype, t.queue, t.tag)
+
+            for i in range(count):
+                e, good = {"count": 1}, True
+                for n in srcs:
+                    e[n], w = self.read(lane(tens[n], i), 1)
+                    good = good and bool(w[0])
+                e["dst"], _ = self.read(lane(dst, i), 1)
+                self.write(lane(dst, i), meaning(e)["dst"][:1], good)
+            return
         env["dst"], _ = self.read(dst, count)
         env["count"] = count
         out = meaning(env)["dst"]
         self.write(dst, out[:count], ok)
+
+    def same_or_disjoint(self, d: LT, s: LT, n: int) -> bool:
+        """Whether n lanes of s are dst's own lanes (same address, same element size) or share no byte with d's."""
+        dz, sz = NP_TYPES[self.dt(d.dtype)].itemsize, NP_TYPES[self.dt(s.dtype)].itemsize
+        return (d.off == s.off and dz == sz) or d.off + n * dz <= s.off or s.off + n * sz <= d.off
 
     def masked(self, s, frame, tens, count, args):
         """Compare / Compares (bit i of a uint8 mask = src0[i] op src1[i]) and Select (dst[i] = bit i ? src0[i]
