@@ -1,4 +1,4 @@
-"""Issue 19's inventory: which rows kernels `opgen check --engine kir` can read today. Every example spec and
+"""The --engine kir inventory: which rows kernels `opgen check --engine kir` can read today. Every example spec and
 bundled op of the rows family goes through `opgen.check.kirengine.require_kernel_ir`; each is refused in one line
 (no engine runs a case yet: the case binding is missing), and the refusal names either the first C++ text part
 (LoadColumns, FlushRow, LoadBatch, an Off_<input> helper, a Verbatim copy loop) or, for a kernel that is IR
