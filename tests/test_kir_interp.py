@@ -430,3 +430,121 @@ def test_trap_unless_stops_the_core_outside_its_bound():
     assert not r.ok and "Trap()" in r.first_fault and "index 5 outside [0, 5)" in r.first_fault, r.first_fault
     text = "\n".join(CppPrinter(k).body((body[-1],), 1, {}))
     assert "if (!(v >= 0.0f && v < static_cast<float>(td_->n))) {" in text and "Trap();" in text, text
+
+
+def _rep(op, dst, srcs, mask, repeat, params=None, **vals):
+    """A mask / repeat form Vec: operands Ref("t", <element offset>), values as ints."""
+    from opgen.kernel.kir import Vec
+
+    args = [("dst", Ref("t", Lit(dst)))] + [(n, Ref("t", Lit(o))) for n, o in srcs]
+    args += [("mask", Lit(mask)), ("repeat", Lit(repeat))] + [(k, Lit(v)) for k, v in vals.items()]
+    if params is not None:
+        args.append(("params", tuple(Lit(p) for p in params)))
+    return Vec(op, tuple(args))
+
+
+_FILL = (InitBuffer("b", Lit(1024)), Get("t", "b", "float"), vec(Op.DUPLICATE, dst="t", scalar=1.0, count=256),
+         Barrier(Pipe.V))
+_P = (1, 1, 1, 8, 8, 8)   # contiguous blocks, one 256-B repeat after the other
+
+
+_OVERLAP_FAULTS = [
+    # dst lanes [32, 288) bytes, src0 lanes [0, 256): 7 of 8 blocks shared, not 100 %
+    (_rep(Op.ADD_REP, 8, [("src0", 0), ("src1", 128)], 64, 1, _P), r"Add: in repeat 0 dst partly overlaps src0"),
+    # repeat 1 reads src1 at the bytes repeat 0 wrote (dst and src1 repeat stride 0): Div has no accumulation rule
+    (_rep(Op.DIV_REP, 0, [("src0", 64), ("src1", 0)], 64, 2, (1, 1, 1, 0, 8, 0)),
+     r"Div: repeat 1 of src1 \(byte 0\) reads what repeat 0 of the same instruction wrote"),
+    # a WholeReduce destination may not sit among its source's lanes, not even at lane 0
+    (_rep(Op.WHOLE_REDUCE_SUM, 0, [("src", 0)], 64, 1, dstRep=1, srcBlk=1, srcRep=8),
+     r"WholeReduceSum: in repeat 0 dst overlaps the lanes of src at byte 0"),
+    (_rep(Op.BRCB, 0, [("src", 0)], 0, 1, (1, 8)), r"Brcb: src must not alias dst"),
+]
+_OVERLAP_FAULTS = [pytest.param(*c, id=c[0].op.name) for c in _OVERLAP_FAULTS]
+
+
+def _strip_mask(instr):
+    """Brcb has no mask operand (_rep gives every instruction one)."""
+    return replace(instr, args=tuple(a for a in instr.args if a[0] != "mask")) if instr.op is Op.BRCB else instr
+
+
+@pytest.mark.parametrize("instr, message", _OVERLAP_FAULTS)
+def test_operands_overlapping_against_the_device_rules_fault(instr, message):
+    instr = _strip_mask(instr)
+    r = _run_tiny(_tiny(_FILL + (instr,)))
+    assert not r.ok and re.search(message, r.first_fault), r.first_fault
+
+
+_OVERLAP_OK = [
+    _rep(Op.ADD_REP, 0, [("src0", 0), ("src1", 64)], 64, 2, _P),            # dst is src0 lane for lane (100 %)
+    _rep(Op.ADD_REP, 0, [("src0", 64), ("src1", 0)], 64, 2, (1, 1, 1, 0, 8, 0)),  # accumulation into src1 = dst
+    _rep(Op.WHOLE_REDUCE_SUM, 128, [("src", 0)], 64, 2, dstRep=1, srcBlk=1, srcRep=8),  # disjoint
+]
+
+
+@pytest.mark.parametrize("instr", _OVERLAP_OK)
+def test_operands_the_device_rules_allow_run(instr):
+    r = _run_tiny(_tiny(_FILL + (instr,)))
+    assert r.ok, r.first_fault
+
+
+@pytest.mark.parametrize("src, fault", [(0, True), (64, False)])
+def test_an_in_place_gather_faults(src, fault):
+    """Gather reading bytes inside its own destination (dst t[0:8], every offset 0 from base src * 4): the
+    emulation's in-place fault; reading a disjoint source is fine."""
+    from opgen.kernel.kir import Vec
+
+    k = _tiny(_FILL + (Get("o", "b", "uint32_t", Lit(192)), vec(Op.DUPLICATE, dst="o", scalar=0, count=64),
+                       Barrier(Pipe.V),
+                       Vec(Op.GATHER, (("dst", Ref("t")), ("src", Ref("t")), ("offset", Ref("o")),
+                                       ("base", Lit(src * 4)), ("count", Lit(8))))),
+              tensors=(TensorVar("t", "float"), TensorVar("o", "uint32_t")))
+    r = _run_tiny(k)
+    if fault:
+        assert not r.ok and "in-place gather" in r.first_fault, r.first_fault
+    else:
+        assert r.ok, r.first_fault
+
+
+def test_a_count_form_with_a_partial_overlap_runs_lane_by_lane_as_the_emulation():
+    """Adds(t[8], t[0], 1, 16) over t = 0, 1, 2, ...: lanes 0..7 write t[8..15] = t[0..7] + 1, then lanes 8..15
+    read those new values: t[16..23] = t[0..7] + 2 (the emulation's per-lane loop, emu/vector.h), not the
+    snapshot's t[8..15] + 1 = 9..16."""
+    k = _shifted_adds()
+    gm = {"x": np.arange(16, dtype=np.float32), "y": np.zeros(24, np.float32)}
+    r = ki.run(k, {"n": 8}, gm, 1)
+    assert r.ok, r.first_fault
+    want = np.array([0, 1, 2, 3, 4, 5, 6, 7, 1, 2, 3, 4, 5, 6, 7, 8, 2, 3, 4, 5, 6, 7, 8, 9], np.float32)
+    assert np.array_equal(gm["y"], want)
+
+
+def _shifted_adds() -> KernelClass:
+    from opgen.kernel.kir import Vec
+
+    return _tiny((InitBuffer("b", Lit(256)), Get("t", "b", "float"),
+               Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(64)), SetFlag(Pipe.MTE2, Pipe.V), WaitFlag(Pipe.MTE2, Pipe.V),
+               Vec(Op.ADDS, (("dst", Ref("t", Lit(8))), ("src0", Ref("t")), ("scalar", FConst(1.0)),
+                             ("count", Lit(16)))),
+               SetFlag(Pipe.V, Pipe.MTE3), WaitFlag(Pipe.V, Pipe.MTE3),
+               Copy(GmView("gmY"), Ref("t"), Lit(1), Lit(96))))
+
+
+@pytest.mark.slow
+def test_the_gpp_emulation_agrees_on_operand_overlaps(tmp_path):
+    """The overlap cases above printed as C++ and run in the g++ emulation: the same verdict (fault or not) for each,
+    and for the shifted count-form Adds the same 24 outputs."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not available")
+    fault_cases = [p.values[0] for p in _OVERLAP_FAULTS]
+    cases = [("Shift", _shifted_adds(), True)]
+    cases += [(f"Bad{i}", _tiny(_FILL + (_strip_mask(v),)), False) for i, v in enumerate(fault_cases)]
+    cases += [(f"Good{i}", _tiny(_FILL + (v,)), True) for i, v in enumerate(_OVERLAP_OK)]
+    classes = [replace(k, name=n) for n, k, _ in cases]
+    gm = {"x": np.arange(16, dtype=np.float32), "y": np.zeros(24, np.float32)}
+    emu = run_emu(tmp_path, classes, "TinyTiling", ["n"], {"n": 8}, gm, 1, {})
+    for (n, _k, want_ok), k in zip(cases, classes):
+        g = {a: v.copy() for a, v in gm.items()}
+        r = ki.run(k, {"n": 8}, g, 1, verify_first=False)
+        ok, fault, outs = emu[n]
+        assert r.ok == ok == want_ok, (n, r.first_fault, fault)
+        if ok:
+            assert np.array_equal(g["y"], outs["y"]), n

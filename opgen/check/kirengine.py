@@ -32,14 +32,19 @@ def kernel_classes(spec) -> list:
 
 def require_kernel_ir(spec) -> list:
     """The kernel classes of `spec` when every one is Kernel IR throughout; else NotKernelIR (an OpgenError: one
-    line, exit 2 in the CLI) naming the operator, the class and the first part that is not Kernel IR."""
+    line, exit 2 in the CLI) naming the operator, the class and the first part that is not Kernel IR (or, for a
+    kernel with no rows Kernel IR classes, its family; a head-rows kernel by that name, not "the rows family")."""
     classes = kernel_classes(spec)
     if not classes:
         from opgen.passes.pipeline import kernel_build  # lazy: start-up time
 
-        family = kernel_build(spec).family.name
-        raise NotKernelIR(f"--engine kir: {spec.name}'s kernel is of the {family} family; the Kernel-IR engine "
-                          "reads the rows family's kernel classes only so far; use --engine emu")
+        unit = kernel_build(spec)
+        if "heads" in unit.lowered.extra:  # rows family, head-rows lowering (opgen.kernel.headrows)
+            raise NotKernelIR(f"--engine kir: {spec.name}'s kernel is a head-rows kernel (template C++ around Kernel "
+                              "IR bodies); the Kernel-IR engine reads the rows family's row-split and column-split "
+                              "kernel classes only so far; use --engine emu")
+        raise NotKernelIR(f"--engine kir: {spec.name}'s kernel is of the {unit.family.name} family; the Kernel-IR "
+                          "engine reads the rows family's kernel classes only so far; use --engine emu")
     for k in classes:
         kir.verify(k)
         why = opaque(k)

@@ -26,7 +26,9 @@ instructions):
 * Faults (KirFault, the message as the emulation words it): UB overflow, GM / UB out of bounds, unaligned UB
   operands, queue misuse (AllocTensor with every block in use, EnQue beyond depth, DeQue of an empty queue,
   FreeTensor of a free block, a tensor not from the queue), a WaitFlag with no SetFlag, a SetFlag still set, a flag
-  set at the end, races, SyncAll deadlock (a core returned while others wait).
+  set at the end, races, SyncAll deadlock (a core returned while others wait), operands overlapping against the
+  device's address-overlap rules (a repeat form's partial overlap or read of an earlier repeat's write, Brcb's
+  aliased src, an in-place Gather: as the emulation's OverlapGuard and checks, emu/vector.h).
 
 Cores run in lockstep only at SyncAll (each core is a generator that yields there); between SyncAlls a core runs
 alone, as the emulation's threads may. A fault in one core stops the launch (the emulation aborts the others too).
@@ -832,11 +834,31 @@ class _Core:
             env[n], w = self.read(t, count)
             ok &= w
         dst = tens["dst"]
-        self.touch(ins, dst.off, count * NP_TYPES[self.dt(dst.dtype)].itemsize, True)
+        dsz = NP_TYPES[self.dt(dst.dtype)].itemsize
+        self.touch(ins, dst.off, count * dsz, True)
+        if any(not self.same_or_disjoint(dst, tens[n], count) for n in srcs):
+            # a partial overlap: lane by lane in order, as the emulation's per-lane loop (emu/vector.h: "overlapping
+            # operands keep their sequential semantics"), so a lane reads what an earlier lane of dst wrote
+            def lane(t: LT, i: int) -> LT:
+                return LT(t.off + i * NP_TYPES[self.dt(t.dtype)].itemsize, t.size - i, t.dtype, t.queue, t.tag)
+
+            for i in range(count):
+                e, good = {"count": 1}, True
+                for n in srcs:
+                    e[n], w = self.read(lane(tens[n], i), 1)
+                    good = good and bool(w[0])
+                e["dst"], _ = self.read(lane(dst, i), 1)
+                self.write(lane(dst, i), meaning(e)["dst"][:1], good)
+            return
         env["dst"], _ = self.read(dst, count)
         env["count"] = count
         out = meaning(env)["dst"]
         self.write(dst, out[:count], ok)
+
+    def same_or_disjoint(self, d: LT, s: LT, n: int) -> bool:
+        """Whether n lanes of s are dst's own lanes (same address, same element size) or share no byte with d's."""
+        dz, sz = NP_TYPES[self.dt(d.dtype)].itemsize, NP_TYPES[self.dt(s.dtype)].itemsize
+        return (d.off == s.off and dz == sz) or d.off + n * dz <= s.off or s.off + n * sz <= d.off
 
     def masked(self, s, frame, tens, count, args):
         """Compare / Compares (bit i of a uint8 mask = src0[i] op src1[i]) and Select (dst[i] = bit i ? src0[i]
@@ -913,6 +935,10 @@ class _Core:
         for b in (offs.astype(np.int64) + base):
             if b % sz or b // sz >= src.size:
                 raise KirFault("Gather: a byte offset is misaligned or past the source")
+            at = src.off + int(b)
+            if at + sz > dst.off and at < dst.off + count * sz:
+                raise KirFault(f"Gather: a lane reads UB byte {at} inside the destination [{dst.off}, "
+                               f"{dst.off + count * sz}) (in-place gather)")
             self.touch(ins, src.off + int(b), sz, False)
         self.touch(ins, dst.off, count * sz, True)
         d0, _ = self.read(dst, count)
@@ -948,6 +974,7 @@ class _Core:
         tops = {n: max(ix) + 1 for n, ix in idx.items()}
         for n, t in tens.items():
             self.read(t, tops[n])
+        self.overlap(s.op, d.api, tens, idx, sz, mask, rep, whole, vals.get("params"))
         ins = self.issue(_V, s)
         env, ok = dict(vals), True
         for n, t in tens.items():
@@ -969,6 +996,39 @@ class _Core:
         dok[idx["dst"]] = ok
         self.write(dst, out, dok)
 
+    def overlap(self, op, what: str, tens: dict, idx: dict, sz: int, mask: int, rep: int, whole: bool, params):
+        """The device's address-overlap rules for one repeat-form instruction, as the emulation's OverlapGuard
+        (emu/vector.h; docs/reference/ascendc.md §1.9 operand rules): within a repeat a source and dst overlap
+        100 % (the same byte for every lane; never for a WholeReduce) or not at all; no repeat reads a byte an
+        earlier repeat of the same instruction wrote, except src1 of Add / Sub / Mul / Max / Min with dst's or
+        src1's repeat stride 0 (accumulation). KirFault otherwise, worded as the emulation's fault."""
+        dst = tens["dst"]
+        lane = lambda n, r: [tens[n].off + i * sz for i in idx[n][r * mask:(r + 1) * mask]]  # noqa: E731
+        dlane = (lambda r: [dst.off + idx["dst"][r] * sz]) if whole else (lambda r: lane("dst", r))  # noqa: E731
+        acc1 = (not whole and op in (Op.ADD_REP, Op.SUB_REP, Op.MUL_REP, Op.MAX_REP, Op.MIN_REP)
+                and (params[3] == 0 or params[5] == 0))
+        written: dict = {}
+        for r in range(rep):
+            ld = dlane(r)
+            for n in [x for x in tens if x != "dst"]:
+                ls = lane(n, r)
+                if not (n == "src1" and acc1):
+                    for a in ls:
+                        if a in written:
+                            raise KirFault(f"{what}: repeat {r} of {n} (byte {a}) reads what repeat {written[a]} of "
+                                           "the same instruction wrote (undefined on the device: "
+                                           "docs/reference/ascendc.md §1.9 operand rules)")
+                if not whole and ls == ld:
+                    continue
+                lanes = set(ls)
+                for a in ld:
+                    if a in lanes:
+                        raise KirFault(f"{what}: in repeat {r} dst "
+                                       f"{'overlaps the lanes of ' if whole else 'partly overlaps '}{n} at byte {a} "
+                                       "(only a 100 % overlap of a repeat's lanes is allowed)")
+            for a in ld:
+                written.setdefault(a, r)
+
     def brcb(self, s, frame, tens):
         args = dict(s.args)
         rep = self.ival(args["repeat"], frame)
@@ -978,6 +1038,8 @@ class _Core:
         per = BLOCK // sz
         top = max(((r * rst + j * blk) * per + per for r in range(rep) for j in range(8)), default=0)
         self.aligned(dst, "Brcb")
+        if dst.off == src.off:
+            raise KirFault("Brcb: src must not alias dst")
         self.read(src, rep * 8)
         self.read(dst, top)
         ins = self.issue(_V, s)

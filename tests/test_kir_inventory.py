@@ -1,0 +1,68 @@
+"""The --engine kir inventory: which rows kernels `opgen check --engine kir` can read today. Every example spec and
+bundled op of the rows family goes through `opgen.check.kirengine.require_kernel_ir`; each is refused in one line
+(no engine runs a case yet: the case binding is missing), and the refusal names either the first C++ text part
+(LoadColumns, FlushRow, LoadBatch, an Off_<input> helper, a Verbatim copy loop) or, for a kernel that is IR
+throughout, the missing case binding. The IR-throughout set below was read off `kir_interp.opaque` by hand
+(2026-12-03, main 450b920); when a C++ text part becomes Kernel IR, move its operators into IR_THROUGHOUT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from opgen.check.kirengine import kernel_classes, require_kernel_ir
+from opgen.kernel import kir_interp as ki
+from opgen.registry import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = sorted(p for p in [*ROOT.glob("examples/specs/*.py"), *ROOT.glob("specs/*.py")]
+               if not p.name.startswith("_"))
+
+# Rows kernels whose every class is Kernel IR throughout (no Verbatim, no extern method reachable).
+IR_THROUGHOUT = {"DynamicQuant", "GeGluV3", "Gelu", "GeluV2", "HardSigmoid", "HardtanhGrad", "LeakyRelu",
+                 "LogSoftmaxV2", "MaskedFill", "MaximumGrad", "ReduceSum", "ScaledMaskedSoftmax", "SmoothL1Loss",
+                 "SoftmaxV2", "SwiGluGrad", "Tanh", "ThresholdGradV2D"}
+# Rows kernels lowered as head programs (opgen.kernel.headrows): no rows Kernel IR classes yet.
+HEAD_ROWS = {"NormRopeConcat", "NormRopeConcatGrad"}
+# Operators of the other families (one matmul: cube; attention).
+OTHER_FAMILY = {"BatchMatMul": "cube", "FusedMatMul": "cube", "MatMul": "cube", "MatmulGelu": "cube",
+                "FlashAttentionScore": "attention", "NsaSelectedAttention": "attention",
+                "NsaSelectedAttentionGrad": "attention"}
+# The first C++ text part of each other rows kernel (what a converter has to replace next).
+FIRST_TEXT = {"LoadColumns": {"AddRmsNorm", "BatchNorm", "BiasAddGrad", "CrossEntropyLoss", "CrossEntropyLossGrad",
+                              "JointConcat", "LayerNormGradV3", "LayerNormV4", "MseLoss", "NLLLoss", "Prelu",
+                              "RmsNorm", "RmsNormGrad", "AdaLayerNormGrad", "AdaLayerNormV2"},
+              "FlushRow": {"ModulateGrad", "ReduceMax", "ReduceMean", "ReduceMin"},
+              "LoadBatch": {"Modulate"},
+              "Off_": {"GroupNorm", "ScaledTranspose", "SwiGlu"},
+              "C++ text (": {"InstanceNorm"}}
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_engine_kir_refuses_every_rows_kernel_in_one_line_naming_what_is_missing(path):
+    spec = load_spec(str(path))
+    classes = kernel_classes(spec)
+    with pytest.raises(ki.NotKernelIR) as e:
+        require_kernel_ir(spec)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("--engine kir: ") and msg.endswith("use --engine emu")
+    if not classes:  # another family (cube, attention) or a head-rows kernel: no rows Kernel IR classes
+        if spec.name in HEAD_ROWS:
+            assert "is a head-rows kernel" in msg and "of the rows family" not in msg, msg
+        else:
+            assert spec.name in OTHER_FAMILY and f"is of the {OTHER_FAMILY[spec.name]} family" in msg, msg
+        return
+    if spec.name in IR_THROUGHOUT:
+        assert all(ki.opaque(k) is None for k in classes)
+        assert "is Kernel IR throughout, but binding a check case" in msg
+        return
+    part = next(p for p, ops in FIRST_TEXT.items() if spec.name in ops)
+    assert "is not Kernel IR throughout" in msg and part in msg, msg
+
+
+def test_the_inventory_names_every_rows_operator_once():
+    named = [op for ops in FIRST_TEXT.values() for op in ops] + sorted(IR_THROUGHOUT) + sorted(HEAD_ROWS) \
+        + sorted(OTHER_FAMILY)
+    assert len(named) == len(set(named))
+    assert set(named) == {load_spec(str(p)).name for p in SPECS}
