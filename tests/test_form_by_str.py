@@ -1,5 +1,6 @@
 """A string static attribute picks the shapes (`form_by`, docs/design.md "Shapes an attribute picks"): a small op
-whose x and y are [B, S, H] or [B, H, S] by a `layout` string attribute (issue 21, more than one input_layout).
+whose x and y are [B, S, H] or [B, H, S] by a `layout` string attribute (more than one input_layout, as in
+FlashAttentionScore).
 The interpreter, the emitted aclnn layer (a strcmp over the choices; CANN's 161002 on another string), InferShape
 (RuntimeAttrs::GetStr), the tiling key and the TilingFunc's dim reads (AttrStrIndex), and the emulated kernel in
 both layouts against float64; renaming the attribute changes nothing but its name."""

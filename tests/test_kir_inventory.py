@@ -31,11 +31,11 @@ OTHER_FAMILY = {"BatchMatMul": "cube", "FusedMatMul": "cube", "MatMul": "cube", 
                 "NsaSelectedAttentionGrad": "attention"}
 # The first C++ text part of each other rows kernel (what a converter has to replace next).
 FIRST_TEXT = {"LoadColumns": {"AddRmsNorm", "BatchNorm", "BiasAddGrad", "CrossEntropyLoss", "CrossEntropyLossGrad",
-                              "JointConcat", "LayerNormGradV3", "LayerNormV4", "MseLoss", "NLLLoss", "Prelu",
+                              "JointConcat", "LayerNormGradV3", "LayerNormV4", "MseLoss", "NLLLoss", "OneHot", "Prelu",
                               "RmsNorm", "RmsNormGrad", "AdaLayerNormGrad", "AdaLayerNormV2"},
               "FlushRow": {"ModulateGrad", "ReduceMax", "ReduceMean", "ReduceMin"},
               "LoadBatch": {"Modulate"},
-              "Off_": {"GroupNorm", "ScaledTranspose", "SwiGlu"},
+              "Off_": {"BatchNormV3", "GroupNorm", "ScaledTranspose", "SwiGlu"},
               "C++ text (": {"InstanceNorm"}}
 
 
