@@ -6,9 +6,10 @@ the platform and compares every output with the interpreter (device and exact mo
 the interpreter itself is checked against float64 oracles in tests/test_norm_rope_concat.py). A case passes
 only with zero emulation faults (UB poison, bounds, alignment, queue misuse, GM bounds, Gather offsets).
 
-Coverage: every static attribute combination (108 forward, 54 backward) once, the dtype rotating; every
-dtype x a representative attribute set (each value of each attribute, the four rope_type x concat_order
-pairs, norm types 0/1/2 on both norm attributes, is_training both ways) x shapes with tails (D = 34, 66,
+Coverage: every static attribute combination (108 forward, 54 backward) once, the dtype rotating; a pairwise
+covering array (tests/covering.py: every pair of values met at least once) over dtype x a representative attribute
+set (each value of each attribute, the four rope_type x concat_order pairs, norm types 0/1/2 on both norm
+attributes, is_training both ways) x shapes with tails (D = 34, 66,
 128, 1024, S = 1, R = 1, R = Sq + Seq, null encoders and one encoder stream absent, N = 3, rows not
 divisible by the cores, several UB passes per core); a Flux-like case (B = 1, N = 24, S = 64 + 16, D = 128);
 GM traffic (every head-row tensor read or written exactly once); an AddressSanitizer case per op. The Kernel
@@ -25,6 +26,7 @@ import shutil
 import numpy as np
 import pytest
 
+from covering import pairwise, uncovered
 from opgen.check import run_check
 from opgen.errors import IRError, SpecError
 from opgen.ir.dims import Lit, Sym
@@ -225,13 +227,36 @@ def test_every_attribute_combination(op):
     assert len(keys) == len(combos)   # every combination is its own tiling key
 
 
+def _dtype_shape_attr_cases(op):
+    """(dtype, shape index, attribute set) rows covering every pair of the three factors (3 x 5 x 7 = 105 become
+    35: each shape meets each attribute set, and each dtype each shape and each attribute set)."""
+    factors = {"dt": DTYPES, "shape": list(range(len(SHAPES))),
+               "attrs": list(FWD_ATTRS if op == FWD else GRAD_ATTRS)}
+    rows = pairwise(factors)
+    assert not uncovered(rows, factors)
+    return rows
+
+
+def test_the_dtype_shape_attribute_array_is_pairwise_and_smaller_than_the_product():
+    """Independent of covering.py's own check: every pair of (dtype, shape, attribute set) values is in a row."""
+    for op in (FWD, GRAD):
+        rows = _dtype_shape_attr_cases(op)
+        attrs = FWD_ATTRS if op == FWD else GRAD_ATTRS
+        seen = {(r["dt"], r["shape"]) for r in rows}, {(r["dt"], r["attrs"]) for r in rows}, \
+            {(r["shape"], r["attrs"]) for r in rows}
+        assert seen[0] == set(itertools.product(DTYPES, range(len(SHAPES))))
+        assert seen[1] == set(itertools.product(DTYPES, attrs))
+        assert seen[2] == set(itertools.product(range(len(SHAPES)), attrs))
+        assert len(rows) < len(DTYPES) * len(SHAPES) * len(attrs)
+
+
 @needs_gxx
-@pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("op", [FWD, GRAD])
-def test_every_dtype_attribute_set_and_shape(op, dt):
-    for (k, shape), t in itertools.product(enumerate(SHAPES), FWD_ATTRS if op == FWD else GRAD_ATTRS):
-        r = run_check(op, dims=shape, attrs=_attrs(op, t), dtypes={"T": dt}, seed=k, progress=False)
-        _check(r, f"{op} {dt} {shape} {t}")
+def test_every_dtype_attribute_set_and_shape_pair(op):
+    for row in _dtype_shape_attr_cases(op):
+        k, dt, t = row["shape"], row["dt"], row["attrs"]
+        r = run_check(op, dims=SHAPES[k], attrs=_attrs(op, t), dtypes={"T": dt}, seed=k, progress=False)
+        _check(r, f"{op} {dt} {SHAPES[k]} {t}")
         assert r.tiling_key % 100 == DTYPE_KEY[dt] * 10 + 1
 
 
