@@ -104,8 +104,11 @@ def _check_dim_values(spec, dims: dict) -> None:
 
 
 def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | None = None, seed: int = 0) -> dict:
-    """Random inputs of `spec` for the given dims: floats ~ N(0, 1) in their dtype, then the spec's
-    `@spec.example` hook makes data-dependent inputs valid (statistics, indices, sequence arrays).
+    """Random inputs of `spec` for the given dims (docs/design.md "Random inputs"): floats ~ N(0, 1) in their dtype,
+    bools true or false with probability 1/2, integers uniform over the widest candidate range the spec's value
+    checks on that input accept (_integers); then the spec's `@spec.example` hook makes data-dependent inputs valid
+    (statistics, indices, sequence arrays). Floats and the hook draw from `seed`'s stream, bools and integers from a
+    second one, so adding a bool or integer input leaves the float data of a seed unchanged.
 
     Optional inputs are made when all their dims are known and the mode uses them.
     Raises ValidationError naming `--dims` when a required dim is missing or unknown, a dim's value is empty,
@@ -132,6 +135,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
     row = resolve_dtypes(spec, {}, dtypes or {}, prefer_f32=False)  # generated weights follow T's first row
     static = {a.name: attr_vals[a.name] for a in spec.static_attrs}
     rng = np.random.default_rng(seed)
+    side = np.random.default_rng([seed, 1])   # bools and integers: the float and hook draws stay those of `seed`
     given = set(env)
     for d in spec.dims_.values():  # dims of absent inputs (Seq without an encoder) take their absent value
         if d.name not in env and d.absent is not None:
@@ -161,12 +165,67 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
         if dtype.is_float:
             inputs[i.name] = rng.standard_normal(shape).astype(np.float32).astype(dtype.np)
         elif dtype == DType.bool:
-            inputs[i.name] = np.ones(shape, dtype=np.bool_)
+            inputs[i.name] = side.random(shape) < 0.5
         else:
             inputs[i.name] = np.zeros(shape, dtype=dtype.np)
+    for i in spec.inputs:
+        if i.name in inputs and inputs[i.name].dtype.kind in "iu":
+            inputs[i.name] = _integers(spec, i.name, inputs, env, attr_vals, side)
     if spec.example_fn is not None:
         spec.example_fn(rng, inputs, env, attr_vals)
     return inputs
+
+
+def _value_rules(spec, name: str) -> list:
+    """The spec's value checks (`spec.check(name, fn, on="values" | "device")`) that blame input `name`."""
+    return [r for r in spec.requirements if r.kind == "values" and r.param == name]
+
+
+def _integer_ranges(spec, name: str, np_dtype, env: dict, attrs: dict) -> list[tuple[int, int]]:
+    """Candidate half-open ranges [lo, hi) for random values of integer input `name`, widest first
+    (docs/design.md "Random inputs"): the dtype's whole range for 8- and 16-bit types (quantised data); for each
+    distinct positive size among the dims and integer attributes, largest first, [-size, size) for a signed type and
+    [0, size); last [0, 1) (zeros)."""
+    info = np.iinfo(np_dtype)
+    out = []
+    if info.bits <= 16:
+        out.append((int(info.min), int(info.max) + 1))
+    sizes = set()
+    for v in env.values():
+        for x in (v if isinstance(v, tuple) else (v,)):
+            if isinstance(x, int) and x > 1:
+                sizes.add(x)
+    for v in attrs.values():
+        if isinstance(v, int) and not isinstance(v, bool) and v > 1:
+            sizes.add(v)
+    for size in sorted(sizes, reverse=True):
+        hi = min(size, int(info.max) + 1)
+        if info.min < 0:
+            out.append((max(-size, int(info.min)), hi))
+        out.append((0, hi))
+    out.append((0, 1))
+    seen = set()
+    return [r for r in out if not (r in seen or seen.add(r))]
+
+
+def _integers(spec, name: str, inputs: dict, env: dict, attrs: dict, rng) -> np.ndarray:
+    """Random values of integer input `name` (shape and dtype of inputs[name]): uniform over the first range of
+    _integer_ranges that the spec's own value checks on `name` accept (a range whose check raises counts as refused);
+    with no such check, over the first range. The spec's `@spec.example` hook runs afterwards and may replace them."""
+    shape, np_dtype = inputs[name].shape, inputs[name].dtype
+    rules = _value_rules(spec, name)
+    ranges = _integer_ranges(spec, name, np_dtype, env, attrs)
+    for lo, hi in ranges:
+        vals = rng.integers(lo, hi, size=shape, dtype=np.int64).astype(np_dtype)
+        if not rules:
+            return vals
+        trial = {**inputs, name: vals}
+        try:
+            if all(r.fn(trial, env, attrs) is None for r in rules):
+                return vals
+        except Exception:   # a check that cannot judge this range (it reads other data) refuses it
+            continue
+    return np.zeros(shape, dtype=np_dtype)
 
 
 def implied_attrs(spec, dims: dict, attrs: dict | None) -> dict:

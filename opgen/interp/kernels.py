@@ -99,7 +99,9 @@ def _gather(ctx, x, idx, a, ty):
     p = int(np.prod(bshape, dtype=np.int64))
     n_ax = x.shape[nb]
     if idx.size and (idx.min() < 0 or idx.max() >= n_ax):
-        raise OpgenError(f"gather: index {int(idx.min() if idx.min() < 0 else idx.max())} outside [0, {n_ax})")
+        raise OpgenError(f"gather: index {int(idx.min() if idx.min() < 0 else idx.max())} outside [0, {n_ax}) (a "
+                         f"spec bounds its index input with spec.check(name, fn, on=\"device\"), which random "
+                         f"inputs then respect: docs/design.md \"Random inputs\")")
     rest = x.shape[nb + 1:]
     xb = x.reshape((p, n_ax) + rest)
     ib = idx.reshape(p, -1)
