@@ -90,7 +90,14 @@ def _compare(name, actual, exact, device, dtype, rounded_intermediate) -> Output
         return out(False, reason="; ".join(why))
     if not special_ok:
         k = int(poison[bad_g].sum())
-        return out(False, reason=f"differs from the golden's non-finite elements ({n_bad} of {g.size})" +
+        missed = bad_g & ~((a == g) | (np.isnan(a) & np.isnan(g) & ~poison))
+        n_gnan, n_ginf = int((missed & np.isnan(g)).sum()), int((missed & np.isinf(g)).sum())
+        what = ([f"{n_gnan} where the golden is NaN"] if n_gnan else []) + (
+            [f"{n_ginf} where it is ±inf"] if n_ginf else [])
+        first = np.flatnonzero(missed)[0]
+        return out(False, reason=f"misses {n_gnan + n_ginf} of the golden's {n_bad} non-finite elements "
+                                 f"(of {g.size}): {' and '.join(what)}; e.g. golden {g.flat[first]:g}, kernel "
+                                 f"{a.flat[first]:g}" +
                    (f"; {_n(k, 'element')} there unwritten (the driver's NaN poison)" if k else ""))
     notes = []
     if n_over:

@@ -229,7 +229,52 @@ def build_cases(seed: int = 7) -> list[Case]:
         for c in (8, 64, 312):
             cases.append(Case(op, {"dst": _floats(rng), "src": _floats(rng)},
                               {"count": f"static_cast<uint32_t>({c})"}, {"count": c}))
+    cases += _nan_and_zero_cases(np.random.default_rng(seed + 1))
     return cases
+
+
+NAN, INF = float("nan"), float("inf")
+SPECIAL_A = [NAN, 1.0, 0.0, -0.0, INF, NAN, -INF, 0.0, -0.0, 2.0]
+SPECIAL_B = [1.0, NAN, -0.0, 0.0, -INF, NAN, -INF, 0.0, -0.0, NAN]
+"""Lane pairs of the boundary-value tables (docs/reference/ascendc.md §1.13): NaN first and second, both zeros
+in both orders, infinities."""
+
+
+def _nan_and_zero_cases(rng) -> list[Case]:
+    """Max / Min / Maxs / Mins / their repeat forms and the max reductions on NaN, +-0 and +-inf lanes (fp32 and
+    half): the meaning (opgen.interp.minmax) and the emulation must agree bit for bit."""
+    out = []
+    for dt in (np.float32, np.float16):
+        a, b = _floats(rng).astype(dt), _floats(rng).astype(dt)
+        a[:10], b[:10] = np.array(SPECIAL_A, dt), np.array(SPECIAL_B, dt)
+        for op in (Op.MAX, Op.MIN):
+            out.append(Case(op, {"dst": _floats(rng).astype(dt), "src0": a, "src1": b}, {"count": "40"},
+                            {"count": 40}))
+        for op in (Op.MAX_REP, Op.MIN_REP):
+            prm = (1, 1, 1, 8, 8, 8)
+            out.append(Case(op, {"dst": _floats(rng, n=640).astype(dt), "src0": np.resize(a, 640).astype(dt),
+                                 "src1": np.resize(b, 640).astype(dt)},
+                            {"mask": "40", "repeat": "2", "params": f"BinaryRepeatParams{prm}"},
+                            {"mask": 40, "repeat": 2, "params": prm}))
+    for op, scalar in ((Op.MAXS, -0.0), (Op.MAXS, NAN), (Op.MINS, 0.0), (Op.MINS, NAN)):
+        src = _floats(rng)
+        src[:10] = np.array(SPECIAL_A, np.float32)
+        text = '__builtin_nanf("")' if scalar != scalar else _hexf(scalar)
+        out.append(Case(op, {"dst": _floats(rng), "src0": src}, {"count": "24", "scalar": text},
+                        {"count": 24, "scalar": scalar}))
+    for lanes in ([1.0, NAN, 3.0], [-0.0, 0.0, -0.0], [-0.0, -0.0], [-INF, 2.0, INF], [0.0, -0.0]):
+        src = _floats(rng, lo=-100, hi=-50)
+        src[:len(lanes)] = np.array(lanes, np.float32)
+        tmp = max(reduce_max_tmp_elems(N), 64)
+        out.append(Case(Op.REDUCE_MAX, {"dst": _floats(rng, n=8), "src": src, "tmp": _floats(rng, n=tmp)},
+                        {"count": "37"}, {"count": 37}))
+    src = _floats(rng, n=640, lo=-100, hi=-50)
+    src[[3, 64 + 5, 64 + 9]] = [NAN, 0.0, -0.0]      # repeat 0: a NaN lane; repeat 1: both zeros above the rest
+    src[128 + 7] = -0.0
+    vals = {"mask": 64, "repeat": 3, "dstRep": 1, "srcBlk": 1, "srcRep": 8}
+    out.append(Case(Op.WHOLE_REDUCE_MAX, {"dst": _floats(rng, n=64), "src": src},
+                    {n: str(v) for n, v in vals.items()}, vals))
+    return out
 
 
 def program(cases: list[Case]) -> tuple[str, dict]:

@@ -510,6 +510,7 @@ class _Masks:
             self.special_ok, self.over_pos, self.over_neg, self.n_poison = True, 0, 0, 0
             self.n_unwritten, self.n_poison_bad = 0, 0
             self.any_unwritten, self.n_nan, self.n_inf, self.n_lim = False, 0, 0, 0
+            self.special_nan, self.special_inf, self.special_ex = 0, 0, None
             self.s1 = None
             if fd or dtype not in THRESHOLD:
                 self.s2 = None
@@ -518,8 +519,11 @@ class _Masks:
             return
         poison = poison_mask(araw)
         bad_g = ~np.isfinite(g)
-        self.special_ok = bool(np.all((a[bad_g] == g[bad_g]) | (np.isnan(a[bad_g]) & np.isnan(g[bad_g])
-                                                                & ~poison[bad_g])))
+        missed = bad_g & ~((a == g) | (np.isnan(a) & np.isnan(g) & ~poison))
+        self.special_ok = not bool(missed.any())
+        self.special_nan = int(np.count_nonzero(missed & np.isnan(g)))   # golden NaN, kernel a number or poison
+        self.special_inf = int(np.count_nonzero(missed & np.isinf(g)))   # golden ±inf, kernel something else
+        self.special_ex = (float(g[missed][0]), float(a[missed][0])) if missed.any() else None
         self.mismatches = int(np.count_nonzero(~((a == d) | (np.isnan(a) & np.isnan(d)))))
         self.n_poison = int(np.count_nonzero(poison))
         self.n_poison_bad = int(np.count_nonzero(poison[bad_g]))
@@ -629,6 +633,8 @@ def _compare(name, actual, exact, device, dtype, rounded_intermediate, chunk=CHU
     max_abs = 0.0
     n_bad = mismatches = n_poison = n_poison_fin = n_poison_bad = over_pos = over_neg = n_nan = n_inf = n_lim = 0
     special_ok, any_unwritten = True, False
+    special_nan = special_inf = 0
+    special_ex = None
     for a, g, d, m in _chunks(actual, exact, device, dtype, chunk):
         n_bad += m.n_bad
         mismatches += m.mismatches
@@ -641,6 +647,9 @@ def _compare(name, actual, exact, device, dtype, rounded_intermediate, chunk=CHU
         n_inf += m.n_inf
         n_lim += m.n_lim
         special_ok = special_ok and m.special_ok
+        special_nan += m.special_nan
+        special_inf += m.special_inf
+        special_ex = special_ex or m.special_ex
         any_unwritten = any_unwritten or m.any_unwritten
         a_m, g_m, d_m = _sel(a, m.s1), _sel(g, m.s1), _sel(d, m.s1)
         gs = _GStats(g_m) if a_m.size else None
@@ -724,7 +733,14 @@ def _compare(name, actual, exact, device, dtype, rounded_intermediate, chunk=CHU
         return out(False, reason="; ".join(why))
     if not special_ok:
         k = n_poison_bad
-        return out(False, reason=f"differs from the golden's non-finite elements ({n_bad} of {size})" +
+        what = []
+        if special_nan:
+            what.append(f"{special_nan} where the golden is NaN")
+        if special_inf:
+            what.append(f"{special_inf} where it is ±inf")
+        g0, a0 = special_ex
+        return out(False, reason=f"misses {special_nan + special_inf} of the golden's {n_bad} non-finite elements "
+                                 f"(of {size}): {' and '.join(what)}; e.g. golden {g0:g}, kernel {a0:g}" +
                    (f"; {_n(k, 'element')} there unwritten (the driver's NaN poison)" if k else ""))
     notes = []
     if n_over:

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from opgen.errors import OpgenError, SpecError
+from opgen.interp.minmax import ieee_max, ieee_min, reduce_max, reduce_min
 from opgen.interp.rounding import float_to_int, int_to_float, int_to_int, round_float
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
@@ -78,9 +79,9 @@ def _reduce(ctx, x, a, ty):
     if k == "sum":
         return np.sum(x, axis=axes, keepdims=kd)
     if k == "max":
-        return np.max(x, axis=axes, keepdims=kd)
+        return reduce_max(x, axis=axes, keepdims=kd)
     if k == "min":
-        return np.min(x, axis=axes, keepdims=kd)
+        return reduce_min(x, axis=axes, keepdims=kd)
     return np.mean(x, axis=axes, keepdims=kd)
 
 
@@ -209,8 +210,8 @@ KERNELS = {
     "sub": lambda c, x, y, a, t: x - y,
     "mul": lambda c, x, y, a, t: x * y,
     "div": lambda c, x, y, a, t: x / y,
-    "maximum": lambda c, x, y, a, t: np.maximum(x, y),
-    "minimum": lambda c, x, y, a, t: np.minimum(x, y),
+    "maximum": lambda c, x, y, a, t: ieee_max(x, y),
+    "minimum": lambda c, x, y, a, t: ieee_min(x, y),
     "and": lambda c, x, y, a, t: np.logical_and(x, y),
     "or": lambda c, x, y, a, t: np.logical_or(x, y),
     "lt": lambda c, x, y, a, t: x < y,

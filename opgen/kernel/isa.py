@@ -32,6 +32,7 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
+from opgen.interp.minmax import ieee_max, ieee_min, reduce_max
 from opgen.interp.rounding import float_to_int, int_to_float
 from opgen.ir.dtypes import DType
 
@@ -498,12 +499,10 @@ def _halving_sum(v) -> np.float32:
     return w[0]
 
 
-def _first_max(v) -> np.float32:
-    best = v[0]
-    for x in v[1:]:
-        if x > best:
-            best = x
-    return best
+def _first_max(v):
+    """The largest of the lanes `v` (a non-empty 1-D array) as ReduceMax / WholeReduceMax give it (reduce_max: NaN if
+    any lane is NaN, +0.0 above -0.0)."""
+    return reduce_max(v)[()]
 
 
 def _whole_reduce(fn):
@@ -639,16 +638,16 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
     _def(Op.MUL, _BIN, _BIN_FORM, _lanewise(np.multiply, 2), doc=f"dst = src0 * src1 ({_SEC})"),
     _def(Op.DIV, _BIN, _BIN_FORM, _lanewise(np.divide, 2), lanes={4: 32, 2: 32},
          doc=f"dst = src0 / src1, 32 lanes per cycle ({_SEC})"),
-    _def(Op.MAX, _BIN, _BIN_FORM, _lanewise(lambda a, b: np.where(a > b, a, b), 2),
-         doc=f"dst = src0 > src1 ? src0 : src1 ({_SEC})"),
-    _def(Op.MIN, _BIN, _BIN_FORM, _lanewise(lambda a, b: np.where(a < b, a, b), 2),
-         doc=f"dst = src0 < src1 ? src0 : src1 ({_SEC})"),
+    _def(Op.MAX, _BIN, _BIN_FORM, _lanewise(ieee_max, 2),
+         doc=f"dst = max(src0, src1), NaN if either is, +0 above -0 ({_SEC})"),
+    _def(Op.MIN, _BIN, _BIN_FORM, _lanewise(ieee_min, 2),
+         doc=f"dst = min(src0, src1), NaN if either is, -0 below +0 ({_SEC})"),
     _def(Op.ADDS, _SCA, _SCA_FORM, _lanewise(np.add, 1, scalar=True), doc=f"dst = src0 + scalar ({_SEC})"),
     _def(Op.MULS, _SCA, _SCA_FORM, _lanewise(np.multiply, 1, scalar=True), doc=f"dst = src0 * scalar ({_SEC})"),
-    _def(Op.MAXS, _SCA, _SCA_FORM, _lanewise(lambda a, s: np.where(a > s, a, s), 1, scalar=True),
-         doc=f"dst = src0 > scalar ? src0 : scalar ({_SEC})"),
-    _def(Op.MINS, _SCA, _SCA_FORM, _lanewise(lambda a, s: np.where(a < s, a, s), 1, scalar=True),
-         doc=f"dst = src0 < scalar ? src0 : scalar ({_SEC})"),
+    _def(Op.MAXS, _SCA, _SCA_FORM, _lanewise(ieee_max, 1, scalar=True),
+         doc=f"dst = max(src0, scalar), as Max ({_SEC})"),
+    _def(Op.MINS, _SCA, _SCA_FORM, _lanewise(ieee_min, 1, scalar=True),
+         doc=f"dst = min(src0, scalar), as Min ({_SEC})"),
     _def(Op.EXP, _UN, _UN_FORM, _lanewise(_exp, 1), lanes={4: 32, 2: 32}, ulps=1,
          doc=f"dst = exp(src0), 32 lanes per cycle ({_SEC})"),
     _def(Op.LN, _UN, _UN_FORM, _lanewise(_ln, 1), lanes={4: 32, 2: 32}, ulps=1,
@@ -678,7 +677,7 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
     _def(Op.REDUCE_SUM, (_DST, _SRC, Operand("tmp", "ub", "w"), _CNT), "ReduceSum({dst}, {src}, {tmp}, {count})",
          _reduce(pairwise_sum), doc=f"dst[0] = sum of src[:count], tmp a work buffer ({_SEC})"),
     _def(Op.REDUCE_MAX, (_DST, _SRC, Operand("tmp", "ub", "w"), _CNT),
-         "ReduceMax({dst}, {src}, {tmp}, {count}, false)", _reduce(lambda v: np.max(v)),
+         "ReduceMax({dst}, {src}, {tmp}, {count}, false)", _reduce(_first_max),
          doc=f"dst[0] = max of src[:count], tmp a work buffer of reduce_max_tmp_elems ({_SEC})"),
     _def(Op.GATHER, (_DST, _SRC, Operand("offset", "ub", "r", "uint32_t"), Operand("base", "value", dtype="uint32_t"),
                      Operand("count", "count", dtype="uint32_t")),
@@ -695,8 +694,8 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
           (Op.SUB_REP, np.subtract, {4: 64, 2: 128}, "dst = src0 - src1"),
           (Op.MUL_REP, np.multiply, {4: 64, 2: 128}, "dst = src0 * src1"),
           (Op.DIV_REP, np.divide, {4: 32, 2: 32}, "dst = src0 / src1"),
-          (Op.MAX_REP, lambda a, b: np.where(a > b, a, b), {4: 64, 2: 128}, "dst = src0 > src1 ? src0 : src1"),
-          (Op.MIN_REP, lambda a, b: np.where(a < b, a, b), {4: 64, 2: 128}, "dst = src0 < src1 ? src0 : src1"))],
+          (Op.MAX_REP, ieee_max, {4: 64, 2: 128}, "dst = max(src0, src1) as Max"),
+          (Op.MIN_REP, ieee_min, {4: 64, 2: 128}, "dst = min(src0, src1) as Min"))],
     _def(Op.WHOLE_REDUCE_SUM, _WHOLE, "WholeReduceSum({dst}, {src}, {mask}, {repeat}, {dstRep}, {srcBlk}, {srcRep})",
          _whole_reduce(_halving_sum),
          doc=f"dst[r * dstRep] = sum of repeat r's lanes < mask (one value per repeat; {_SEC})"),

@@ -117,6 +117,33 @@ void Unary(const LocalTensor<T>& dst, const LocalTensor<T>& a, int32_t count, co
     Lanewise(dst, a, uint64_t(count), f);
 }
 template <typename T> inline T Fl(float v) { if constexpr (std::is_integral<T>::value) return static_cast<T>(v); else return T(v); }
+// The larger / smaller of two values as Max / Min / Maxs / Mins and the max / min reductions give them in the
+// INF/NAN mode (asc-devkit boundary-value tables of the Memory vector APIs, docs/reference/ascendc.md §1.13): a NaN
+// operand gives NaN, and +0.0 is above -0.0 (IEEE 754-2019 maximum / minimum).
+template <typename T> inline T MaxOf(T a, T b)
+{
+    if constexpr (std::is_integral<T>::value) {
+        return a > b ? a : b;
+    } else {
+        const float x = float(a), y = float(b);
+        if (std::isnan(x)) return a;
+        if (std::isnan(y)) return b;
+        if (x == y) return std::signbit(x) ? b : a;
+        return x > y ? a : b;
+    }
+}
+template <typename T> inline T MinOf(T a, T b)
+{
+    if constexpr (std::is_integral<T>::value) {
+        return a < b ? a : b;
+    } else {
+        const float x = float(a), y = float(b);
+        if (std::isnan(x)) return a;
+        if (std::isnan(y)) return b;
+        if (x == y) return std::signbit(x) ? a : b;
+        return x < y ? a : b;
+    }
+}
 }  // namespace emu_detail
 
 #define EMU_BINARY(NAME, EXPR)                                                                              \
@@ -133,8 +160,8 @@ EMU_BINARY(Add, a + b)
 EMU_BINARY(Sub, a - b)
 EMU_BINARY(Mul, a * b)
 EMU_BINARY(Div, a / b)
-EMU_BINARY(Max, a > b ? a : b)
-EMU_BINARY(Min, a < b ? a : b)
+EMU_BINARY(Max, emu_detail::MaxOf(a, b))
+EMU_BINARY(Min, emu_detail::MinOf(a, b))
 #undef EMU_BINARY
 
 #define EMU_SCALAR(NAME, EXPR)                                                                              \
@@ -150,8 +177,8 @@ EMU_BINARY(Min, a < b ? a : b)
     }
 EMU_SCALAR(Adds, a + b)
 EMU_SCALAR(Muls, a * b)
-EMU_SCALAR(Maxs, a > b ? a : b)
-EMU_SCALAR(Mins, a < b ? a : b)
+EMU_SCALAR(Maxs, emu_detail::MaxOf(a, b))
+EMU_SCALAR(Mins, emu_detail::MinOf(a, b))
 #undef EMU_SCALAR
 
 #define EMU_UNARY(NAME, EXPR)                                                                               \
@@ -527,8 +554,8 @@ void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
 
 // ---- ReduceMax count form: max of src[0..count) -> dst[0] (CANN API "ReduceMax", tensor-front-n form). The
 // sharedTmpBuffer must hold the first round's (value, index) pairs: align_up(ceil(count / per-repeat) * 2, per-block)
-// elements; a smaller one is a fault, as is calIndex (the index output is not emulated). NaN lanes: the first
-// maximum by `>` wins (hardware order unspecified).
+// elements; a smaller one is a fault, as is calIndex (the index output is not emulated). A NaN lane gives NaN,
+// +0.0 is above -0.0 (emu_detail::MaxOf).
 template <typename T>
 void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& sharedTmpBuffer,
                const int32_t count, bool calIndex = 0, emu::Site site = emu::Site::Here())
@@ -556,7 +583,7 @@ void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
     for (int32_t i = 0; i < count; ++i) {
         bool good = true;
         const T v = src.Ld(uint64_t(i), good);
-        if (first || float(v) > float(best)) best = v;
+        best = first ? v : emu_detail::MaxOf(best, v);
         first = false;
     }
     dst.St(0, best, ok);
@@ -818,8 +845,8 @@ EMU_BINARY_REPEAT(Add, true, T(float(a) + float(b)))
 EMU_BINARY_REPEAT(Sub, true, T(float(a) - float(b)))
 EMU_BINARY_REPEAT(Mul, true, T(float(a) * float(b)))
 EMU_BINARY_REPEAT(Div, false, T(float(a) / float(b)))
-EMU_BINARY_REPEAT(Max, true, (float(a) > float(b) ? a : b))
-EMU_BINARY_REPEAT(Min, true, (float(a) < float(b) ? a : b))
+EMU_BINARY_REPEAT(Max, true, emu_detail::MaxOf(a, b))
+EMU_BINARY_REPEAT(Min, true, emu_detail::MinOf(a, b))
 #undef EMU_BINARY_REPEAT
 
 // WholeReduceSum: repeat r's active lanes summed (a halving tree over the lanes in order, as ReduceSum's per-repeat
@@ -841,7 +868,7 @@ void WholeReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const 
                             }, site);
 }
 
-// WholeReduceMax: repeat r's largest active lane (the first by `>`) into dst[r * dstRepStride]; the emulation
+// WholeReduceMax: repeat r's largest active lane (emu_detail::MaxOf: NaN if any) into dst[r * dstRepStride]; the emulation
 // implements ReduceOrder::ORDER_ONLY_VALUE only (the value without its index; the other orders fault).
 template <typename T, bool isSetMask = true>
 void WholeReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const int32_t mask, const int32_t repeatTime,
@@ -854,8 +881,7 @@ void WholeReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const 
     emu_detail::WholeReduce(dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride, "WholeReduceMax",
                             [](const std::vector<T>& v) {
                                 T best = v[0];
-                                for (size_t k = 1; k < v.size(); ++k)
-                                    if (float(v[k]) > float(best)) best = v[k];
+                                for (size_t k = 1; k < v.size(); ++k) best = emu_detail::MaxOf(best, v[k]);
                                 return best;
                             }, site);
 }
