@@ -8,7 +8,7 @@ import numpy as np
 
 from opgen.dsl.keys import LIST_INT, Bound, SpecKey
 from opgen.errors import SpecError, ValidationError
-from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, eval_shape, shape_str
+from opgen.ir.dims import Bin, Lit, Sym, Variadic, affine_in, as_dim, eval_shape, shape_str, subst
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
 
 _BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
@@ -215,6 +215,14 @@ def _check_rows(spec, assign, source):
     return rows
 
 
+def _product(d) -> bool:
+    """True when dim expression `d` is a product of dims and integers only (N * D, 2 * N * D): the form whose
+    known factors complete it (unify_shape); a sum such as Sq + Seq is not, its parts bind otherwise."""
+    if isinstance(d, (Sym, Lit)):
+        return True
+    return isinstance(d, Bin) and d.op == "*" and _product(d.lhs) and _product(d.rhs)
+
+
 def unify_shape(spec, name, shape, got, env, binder):
     """Bind the dims of the symbolic shape `shape` (dims, affine dims, variadic groups) of input `name` to the
     concrete shape `got` (a tuple of ints, elements), extending `env` ({dim: int or tuple}) through `binder`; returns
@@ -256,14 +264,24 @@ def unify_shape(spec, name, shape, got, env, binder):
                 return f"dim {pos - 1} is {val}, expected {d.value} for shape {shape_str(shape)}"
         else:
             deferred.append((pos - 1, d, val))
-    for k, d, val in deferred:   # a dim seen only as scale * dim + offset is bound from it
-        aff = affine_in(d)
-        if aff is not None and aff[0] not in env:
+    todo = list(deferred)
+    while todo:   # a dim seen only as scale * dim + offset (the other factors known: N * D with N bound) is bound
+        left = []
+        for k, d, val in todo:
+            known = ({s: Lit(env[s]) for s in d.symbols() if isinstance(env.get(s), int)} if _product(d) else {})
+            aff = affine_in(subst(d, known))
+            if aff is None or aff[0] in env:
+                left.append((k, d, val))
+                continue
             s, scale, off = aff
             if val < off or (val - off) % scale:
-                return f"dim {k} is {val}, not {d} for any whole {s}"
+                given = ", ".join(f"{x}={env[x]} (from {binder.get(x, 'an attribute')})" for x in sorted(known))
+                return f"dim {k} is {val}, not {d} for any whole {s}" + (f" with {given}" if given else "")
             env[s] = (val - off) // scale
             binder[s] = name
+        if len(left) == len(todo):
+            break
+        todo = left
     for k, d, val in deferred:
         if all(s in env for s in d.symbols()):
             want = d.evaluate(env)
@@ -416,6 +434,14 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
         else:
             env[a.dim.name] = v
             binder[a.dim.name] = a.name
+    for i in spec.inputs:   # a product an attribute completes (query [B, S, N * D], N from head_num): D now
+        a = arrays[i.name]
+        shape = i.shapes[forms.get(i.name, 0)] if a is not None else ()
+        if a is not None and any(s not in env for d in shape if not isinstance(d, Variadic)
+                                 for s in as_dim(d).symbols()):
+            err = unify_shape(spec, i.name, shape, a.shape, env, binder)
+            if err is not None:
+                raise ValidationError(i.name, f"shape {list(a.shape)}: {err}")
     extents = extent_dims(spec)
     empty_ok = bool(extents) and _empty_call_ok(spec, arrays, env, static_vals)
     for d in spec.dims_.values():

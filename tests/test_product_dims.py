@@ -1,0 +1,65 @@
+"""A dim written only inside a product with dims an attribute or another input binds (CANN's BSH layout: query
+[B, S, H] with H = N * D and N = head_num) is bound once the others are known (docs/design.md "Specs and the Tensor
+IR": an affine dim binds when it divides). Values are checked against NumPy written here."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opgen.errors import ValidationError
+from opgen.interp import interpret
+
+SPEC = '''
+from opgen.dsl import A2, OpSpec, f32
+spec = OpSpec("HeadMix", aclnn="aclnnHeadMix", socs=(A2,))
+B, S1, S2, N1 = spec.dims("B S1 S2 N1")
+N2 = spec.dim("N2")
+D = spec.dim("D")
+spec.input("query", f32, [B, S1, N1 * D])
+spec.input("key", f32, [B, S2, N2 * D])
+spec.attr("head_num", int, 1, dim=N1)
+spec.output("y", f32, [B, N1, S1, N2 * S2])
+spec.dtypes((), [()])
+@spec.body
+def _(b, query, key, head_num):
+    q = query.reshape([B, S1, N1, D]).permute(0, 2, 1, 3)          # [B, N1, S1, D]
+    k = key.reshape([B, S2 * N2, D])                                # every (key, kv head) row
+    s = b.matmul(q.reshape([B, N1 * S1, D]), k, transpose_b=True)  # [B, N1 * S1, S2 * N2]
+    return {"y": s.reshape([B, N1, S1, N2 * S2])}
+'''
+
+
+@pytest.fixture
+def spec_path(tmp_path):
+    p = tmp_path / "head_mix.py"
+    p.write_text(SPEC)
+    return str(p)
+
+
+def test_head_dim_comes_from_the_hidden_size_and_head_num_then_binds_the_kv_heads(spec_path):
+    rng = np.random.default_rng(0)
+    B, S1, S2, N1, N2, D = 2, 3, 5, 4, 2, 6
+    q = rng.standard_normal((B, S1, N1 * D)).astype(np.float32)
+    k = rng.standard_normal((B, S2, N2 * D)).astype(np.float32)
+    y = interpret(spec_path, {"query": q, "key": k}, {"head_num": N1}, mode="exact")["y"]
+    qh = q.astype(np.float64).reshape(B, S1, N1, D).transpose(0, 2, 1, 3)
+    kh = k.astype(np.float64).reshape(B, S2 * N2, D)
+    want = np.einsum("bnsd,bkd->bnsk", qh, kh)
+    assert y.shape == (B, N1, S1, N2 * S2)
+    np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_hidden_size_the_heads_do_not_divide_names_the_attribute(spec_path):
+    q = np.zeros((1, 2, 12), np.float32)
+    k = np.zeros((1, 3, 12), np.float32)
+    with pytest.raises(ValidationError) as e:
+        interpret(spec_path, {"query": q, "key": k}, {"head_num": 5})
+    assert str(e.value) == "query: shape [1, 2, 12]: dim 2 is 12, not D * N1 for any whole D with N1=5 (from head_num)"
+
+
+def test_a_kv_hidden_size_the_head_dim_does_not_divide_is_refused(spec_path):
+    q = np.zeros((1, 2, 12), np.float32)     # D = 3 with head_num 4
+    k = np.zeros((1, 3, 10), np.float32)
+    with pytest.raises(ValidationError, match=r"^key: shape \[1, 3, 10\]: dim 2 is 10, not D \* N2 for any whole N2 "
+                                              r"with D=3 \(from query\)$"):
+        interpret(spec_path, {"query": q, "key": k}, {"head_num": 4})
