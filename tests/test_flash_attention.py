@@ -133,8 +133,51 @@ def test_interpreter_bsnd_matches_the_oracle(mode):
     assert_close(got, oracle(a["query"], a["key"], a["value"], 0.25, mode == 2), "float16", 32, s2)
 
 
+@pytest.mark.parametrize("mode", [0, 3])
+def test_interpreter_bsh_matches_the_oracle(mode):
+    """input_layout BSH: query [B, S1, N1 * D] and key / value [B, S2, N2 * D] with only head_num given; D = H1 /
+    head_num and N2 = H2 / D come from the shapes; attention_out [B, S1, N1 * D] within the float64 oracle's bounds
+    on the tensors viewed as [B, N, S, D]."""
+    from opgen.interp import interpret
+
+    B, N1, N2, S1, S2, D = 2, 4, 2, 7, 45, 32
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal(sh).astype(np.float16) for sh in
+               ((B, S1, N1 * D), (B, S2, N2 * D), (B, S2, N2 * D)))
+    mask = np.zeros((S1, S2), bool) if mode else None
+    got = dict(interpret(str(SPEC), {"query": q, "key": k, "value": v, "atten_mask": mask},
+                         {"sparse_mode": mode, "input_layout": "BSH", "scale_value": 0.25, "head_num": N1},
+                         {"T": "float16", "M": "bool"}))
+    assert got["attention_out"].shape == (B, S1, N1 * D) and got["softmax_max"].shape == (B, N1, S1, 8)
+
+    def heads(x, n):   # [B, S, n * D] -> [B, n, S, D]
+        return np.asarray(x, np.float64).reshape(x.shape[0], x.shape[1], n, D).transpose(0, 2, 1, 3)
+
+    got["attention_out"] = heads(got["attention_out"], N1)
+    assert_close(got, oracle(heads(q, N1), heads(k, N2), heads(v, N2), 0.25, mode == 3, S2 - S1 if mode else 0),
+                 "float16", D, S2)
+
+
+@pytest.mark.parametrize("head_num, key_h, msg", [
+    (5, 64, r"query: shape \[1, 3, 128\]: dim 2 is 128, not D \* N1 for any whole D with N1=5 \(from head_num\)"),
+    (4, 48, r"key: shape \[1, 9, 48\]: dim 2 is 48, not D \* N2 for any whole N2 with D=32 \(from query\)"),
+])
+def test_bsh_hidden_sizes_the_heads_do_not_divide_are_refused(head_num, key_h, msg):
+    """H1 = 128 with head_num 5, or a key H2 = 48 that D = 32 does not divide: one ValidationError naming the
+    tensor, the rule and where the known factor came from."""
+    from opgen.errors import ValidationError
+    from opgen.interp import interpret
+
+    q = np.zeros((1, 3, 128), np.float16)
+    kv = np.zeros((1, 9, key_h), np.float16)
+    with pytest.raises(ValidationError, match="^" + msg + "$"):
+        interpret(str(SPEC), {"query": q, "key": kv, "value": kv, "atten_mask": None},
+                  {"input_layout": "BSH", "head_num": head_num}, {"T": "float16"})
+
+
 def test_each_input_layout_lowers_its_own_form():
-    """One package, one kernel program per specialisation: BNSD keys store BNSD, BSND keys BSND."""
+    """One package, one kernel program per specialisation: BNSD keys store BNSD, BSND keys BSND, and BSH keys BSND
+    too (a [B, S, N * D] tensor has BSND's bytes)."""
     from opgen.passes.pipeline import compile_unit
     from opgen.registry import load_spec
 
@@ -142,11 +185,11 @@ def test_each_input_layout_lowers_its_own_form():
     u = compile_unit(spec)
     layout = {a.name: k for k, a in enumerate(spec.static_attrs)}["input_layout"]
     forms = {k.static[layout]: p.form for k, p in u.lowered.programs.items()}
-    assert forms == {"BNSD": "BNSD", "BSND": "BSND"}
+    assert forms == {"BNSD": "BNSD", "BSND": "BSND", "BSH": "BSND"}
 
 
 def test_a_bad_input_layout_is_refused_in_one_line():
-    """input_layout outside {BNSD, BSND} (CANN also takes BSH, SBH, TND): one line naming the attribute and choices,
+    """input_layout outside {BNSD, BSND, BSH} (CANN also takes SBH, TND): one line naming the attribute and choices,
     at the interpreter and the CLI (exit 2)."""
     from inproc import cli
 
@@ -154,12 +197,13 @@ def test_a_bad_input_layout_is_refused_in_one_line():
     from opgen.interp import interpret
 
     x = np.zeros((1, 2, 3, 16), np.float32)
-    with pytest.raises(ValidationError, match=r"input_layout: must be one of 'BNSD', 'BSND', got 'BSH'"):
+    with pytest.raises(ValidationError, match=r"input_layout: must be one of 'BNSD', 'BSND', 'BSH', got 'SBH'"):
         interpret(str(SPEC), {"query": x, "key": x, "value": x, "atten_mask": None},
-                  {"input_layout": "BSH", "head_num": 2}, {"T": "float16"})
+                  {"input_layout": "SBH", "head_num": 2}, {"T": "float16"})
     r = cli("interpret", str(SPEC), "--dims", "B=1,N1=2,N2=2,S1=3,S2=3,D=16,MS1=3,MS2=3", "--dtype", "T=float16",
-            "--attr", "input_layout=BSH")
-    assert r.returncode == 2 and "input_layout: must be one of 'BNSD', 'BSND', got 'BSH'" in r.stderr, r.stderr
+            "--attr", "input_layout=SBH")
+    assert r.returncode == 2 and "input_layout: must be one of 'BNSD', 'BSND', 'BSH', got 'SBH'" in r.stderr, \
+        r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
@@ -244,9 +288,9 @@ def test_the_aclnn_layer_checks_the_rightdown_relation_only_under_sparse_mode_3(
                                                                                           checks[0].fmt)
 
 
-def test_bsh_layout_is_refused_naming_the_layout(tmp_path):
-    """A dense attention written over [B, S, H] tensors (no head axis) is refused by the attention family naming the
-    layout it supports."""
+def test_attention_over_unsplit_hidden_rows_is_refused_naming_the_layouts(tmp_path):
+    """A dense attention written over [B, S, H] tensors with no head axis (no reshape into [B, S, N, D], as a BSH
+    spec makes) is refused by the attention family naming the layouts it supports."""
     from opgen.errors import OpgenError
     from opgen.kernel.attention import attention_layout
     from opgen.kernel.rowlayout import Unsupported
@@ -352,6 +396,76 @@ def test_bsnd_input_layout_matches_the_float64_oracle(case, gen):
     got = dict(r.arrays)
     got["attention_out"] = np.asarray(got["attention_out"], np.float64).transpose(0, 2, 1, 3)
     assert_close(got, oracle(a["query"], a["key"], a["value"], scale, causal, offset), dtype, dims["D"], dims["S2"])
+
+
+BSH_CASES = [   # (id, dims, dtype, sparse_mode, scale): input_layout BSH, the same spec and package
+    ("bsh_g2_causal_bf16_s1odd_s2tail", dict(B=2, N1=4, N2=2, S1=37, S2=70, D=32), "bfloat16", 3, 0.3),
+    ("bsh_g1_dense_f16_s2tail", dict(B=1, N1=3, N2=3, S1=9, S2=131, D=48), "float16", 0, 0.125),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("case", BSH_CASES, ids=[c[0] for c in BSH_CASES])
+def test_bsh_input_layout_matches_the_float64_oracle(case, gen):
+    """input_layout "BSH": query [B, S1, N1 * D], key / value [B, S2, N2 * D], attention_out [B, S1, N1 * D], the
+    TilingFunc reading D = H1 / head_num and N2 = H2 / D; the emulated kernel (zero faults) within the float64
+    oracle's bounds, the oracle fed the tensors viewed as [B, N, S, D]."""
+    _id, dims, dtype, mode, scale = case
+    causal = mode in (2, 3)
+    attrs = {"sparse_mode": mode, "input_layout": "BSH", "scale_value": scale, "head_num": dims["N1"]}
+    full = {**dims, "MS1": dims["S1"], "MS2": dims["S2"]}
+    r = run_check(str(SPEC), dims=full, dtypes={"T": dtype}, attrs=attrs, gen_dir=gen, seed=sum(dims.values()),
+                  present=["atten_mask"] if causal else [], progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    D = dims["D"]
+    assert r.inputs["query"].shape == (dims["B"], dims["S1"], dims["N1"] * D)
+
+    def heads(x):   # [B, S, N * D] -> [B, N, S, D]
+        x = np.asarray(x, np.float64)
+        return x.reshape(x.shape[0], x.shape[1], -1, D).transpose(0, 2, 1, 3)
+
+    a = {k: heads(r.inputs[k]) for k in ("query", "key", "value")}
+    offset = dims["S2"] - dims["S1"] if mode == 3 else 0
+    got = dict(r.arrays)
+    got["attention_out"] = heads(got["attention_out"])
+    assert_close(got, oracle(a["query"], a["key"], a["value"], scale, causal, offset), dtype, D, dims["S2"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_emitted_infershape_derives_the_bsh_head_dim(gen, tmp_path):
+    """The emitted InferShape, compiled against the emulation's registry and run (graph mode: no aclnn layer in
+    front): for BSH query [2, 37, 128] and key / value [2, 70, 64], head_num 4 gives D = 32, softmax_max
+    [2, 4, 37, 8] and attention_out [2, 37, 128]; head_num 8 gives D = 16 and 8 heads; BNSD reads N1 from the
+    query whatever head_num says."""
+    import subprocess
+
+    src = gen / "flash_attention_score" / "op_host" / "flash_attention_score_infershape.cpp"
+    main = tmp_path / "main.cpp"
+    main.write_text(
+        '#include <cstdio>\n#include "register/op_impl_registry.h"\n'
+        'static int Run(const char* layout, gert::Shape q, gert::Shape kv, long heads)\n{\n'
+        '    gert::Shape smax, ssum, out;\n    gert::InferShapeContext ctx;\n'
+        '    ctx.inputShapes = {&q, &kv, &kv, nullptr};\n    ctx.outputShapes = {&smax, &ssum, &out};\n'
+        '    ctx.attrs.SetStr(0, layout);\n    ctx.attrs.Set(1, 0.5);\n    ctx.attrs.Set(2, heads);\n'
+        '    ctx.attrs.Set(3, 0);\n'
+        '    if (gert::InferShapeRegistry().at("FlashAttentionScore")(&ctx) != ge::GRAPH_SUCCESS) return 1;\n'
+        '    for (gert::Shape* s : {&smax, &out}) {\n'
+        '        for (size_t i = 0; i < s->GetDimNum(); ++i) std::printf("%ld ", (long)s->GetDim(i));\n'
+        '        std::printf("| ");\n    }\n    std::printf("\\n");\n    return 0;\n}\n'
+        'int main()\n{\n'
+        '    return Run("BSH", gert::Shape({2, 37, 128}), gert::Shape({2, 70, 64}), 4) |\n'
+        '           Run("BSH", gert::Shape({2, 37, 128}), gert::Shape({2, 70, 64}), 8) |\n'
+        '           Run("BNSD", gert::Shape({2, 4, 37, 32}), gert::Shape({2, 2, 70, 32}), 7);\n}\n')
+    inc = ROOT / "opgen" / "emu" / "include"
+    exe = tmp_path / "infer"
+    r = subprocess.run([shutil.which("g++"), "-std=c++17", "-O0", f"-I{inc}", str(src), str(main), "-o", str(exe)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[:3000]
+    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.splitlines() == [
+        "2 4 37 8 | 2 37 128 | ", "2 8 37 8 | 2 37 128 | ", "2 4 37 8 | 2 4 37 32 | "], out.stdout
 
 
 MHA_SPEC = '''
@@ -771,6 +885,22 @@ def test_the_aclnn_layer_refuses_another_input_layout(gen):
     at = next(k for k, a in enumerate(m.api_params) if a.cpp == "inputLayout")
     assert base[at] == "BNSD"
     _, runner = aclnn_runner(spec, gen_dir=gen)
-    got = run_runner(runner, [" ".join(base[:at] + [v] + base[at + 1:]) for v in ("BNSD", "BSH")])
+    got = run_runner(runner, [" ".join(base[:at] + [v] + base[at + 1:]) for v in ("BNSD", "SBH")])
     assert got[0][0] == 0, got[0]
-    assert got[1][0] == 161002 and "inputLayout: must be one of 'BNSD', 'BSND', got 'BSH'" in got[1][1], got[1]
+    assert got[1][0] == 161002 and "inputLayout: must be one of 'BNSD', 'BSND', 'BSH', got 'SBH'" in got[1][1], got[1]
+
+    # BSH: D = H1 / headNum, N2 = H2 / D bound in the layer; a headNum that does not divide H1 is refused
+    attrs = {"input_layout": "BSH", "sparse_mode": 0, "head_num": 2}
+    inputs = {k: v for k, v in random_inputs(spec, dims, attrs, dt, seed=0).items() if v is not None}
+    inputs.pop("atten_mask", None)
+    assert inputs["query"].shape == (1, 3, 32)
+    base = encode_call(m, inputs, call_attrs(spec, inputs, attrs), call_outputs(spec, inputs, attrs, dict(dt), dev),
+                       names).split(" ")
+    hn = next(k for k, a in enumerate(m.api_params) if a.cpp == "headNum")
+    assert base[hn] == "2"
+    got = run_runner(runner, [" ".join(base[:hn] + [v] + base[hn + 1:]) for v in ("2", "3", "1")])
+    assert got[0][0] == 0, got[0]
+    assert got[1] == (161002, "query: shape [1, 3, 32]: dim 2 is 32, not D * N1 for any whole D with N1=3 "
+                              "(from headNum)"), got[1]
+    # headNum 1 reads D = 32 and N2 = 1: the outputs made for two heads no longer fit
+    assert got[2] == (161002, "softmaxMaxOut: shape [1, 2, 3, 8] must be [1, 1, 3, 8] ([B, N1, S1, 8])"), got[2]

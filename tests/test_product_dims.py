@@ -63,3 +63,50 @@ def test_a_kv_hidden_size_the_head_dim_does_not_divide_is_refused(spec_path):
     with pytest.raises(ValidationError, match=r"^key: shape \[1, 3, 10\]: dim 2 is 10, not D \* N2 for any whole N2 "
                                               r"with D=3 \(from query\)$"):
         interpret(spec_path, {"query": q, "key": k}, {"head_num": 4})
+
+
+def test_host_code_reads_a_product_dim_through_its_known_factors(spec_path):
+    """The TilingFunc reads D = H1 / head_num (N1 only from the attribute: the query holds it in the product
+    alone) and N2 = H2 / D, each guarded against a zero divisor (host code never divides by zero)."""
+    from opgen.ir.dims import Sym
+    from opgen.registry import load_spec
+    from opgen.tiling.emit import dim_cpp
+
+    spec = load_spec(spec_path)
+    n1 = "AttrInt(context, 0, 1)"
+    d = f"({n1} != 0 ? queryShape.GetDim(2) / {n1} : 0)"
+    assert dim_cpp(spec, Sym("N1")) == n1
+    assert dim_cpp(spec, Sym("D")) == d
+    assert dim_cpp(spec, Sym("N2")) == f"({d} != 0 ? keyShape.GetDim(2) / {d} : 0)"
+
+
+def test_infershape_reads_the_product_dims_from_declared_factors(spec_path):
+    """InferShape reads N1 from the attribute (null- and range-checked), then N2 from the key's product with D, D
+    printed from the query's product with the declared dimN1 (no output holds D alone, so it has no variable)."""
+    from opgen.codegen.infershape import emit_infershape
+    from opgen.registry import load_spec
+
+    text = next(iter(emit_infershape(load_spec(spec_path)).values()))
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("const int64_t dim")]
+    d = "(dimN1 != 0 ? queryShape->GetDim(2) / dimN1 : 0)"
+    assert lines == ["const int64_t dimB = queryShape->GetDim(0);",
+                     "const int64_t dimN1 = *attrValue0;",
+                     "const int64_t dimS1 = queryShape->GetDim(1);",
+                     f"const int64_t dimN2 = ({d} != 0 ? keyShape->GetDim(2) / {d} : 0);",
+                     "const int64_t dimS2 = keyShape->GetDim(1);"], lines
+    assert "OP_CHECK_NULL_WITH_CONTEXT(context, attrValue0);" in text and "if (*attrValue0 < 1) {" in text
+
+
+def test_factors_known_only_through_each_other_are_refused(tmp_path):
+    """query [B, S, N * D] with neither N nor D given elsewhere: no host code can split the product, and generation
+    says which dim it cannot read instead of dividing by a guess."""
+    from opgen.errors import SpecError
+    from opgen.ir.dims import Sym
+    from opgen.registry import load_spec
+    from opgen.tiling.emit import dim_cpp
+
+    p = tmp_path / "head_mix.py"
+    p.write_text(SPEC.replace('spec.attr("head_num", int, 1, dim=N1)\n', "").replace(", head_num):", "):"))
+    spec = load_spec(str(p))
+    with pytest.raises(SpecError, match=r"dim D is not carried by any input; the tiling cannot read it"):
+        dim_cpp(spec, Sym("D"))

@@ -1,5 +1,5 @@
 """FlashAttentionScore (aclnnFlashAttentionScore), forward: attention_out = softmax(mask(scale * Q Kᵀ)) V over
-every key of the sequence (a dense key set), BNSD or BSND layout, GQA (N1 = G * N2), optional causal masking.
+every key of the sequence (a dense key set), BNSD, BSND or BSH layout, GQA (N1 = G * N2), optional causal masking.
 
 Facts (CANN's aclnnFlashAttentionScore document): query [B, N1, S1, D], key / value [B, N2, S2, D] in the BNSD
 layout; the scale is applied before the mask; softmax_max and softmax_sum are fp32 [B, N1, S1, 8] (8 equal
@@ -13,8 +13,10 @@ softmax_sum FLT_MAX (0x7F7FFFFF). This spec refuses S1 > S2 under sparse_mode 3 
 documents likewise require Sq <= Skv for sparse_mode 3).
 
 The subset this spec supports (everything else is refused with a message, or not declared):
-  * input_layout "BNSD" or "BSND" (query [B, S1, N1, D], key / value [B, S2, N2, D], attention_out
-    [B, S1, N1, D]; softmax_max / softmax_sum stay [B, N1, S1, 8]); not BSH, SBH, TND; fp16 and bf16; D a multiple of 16 (the cube's fractal);
+  * input_layout "BNSD", "BSND" (query [B, S1, N1, D], key / value [B, S2, N2, D], attention_out
+    [B, S1, N1, D]) or "BSH" (query [B, S1, H1], key / value [B, S2, H2] with H1 = N1 * D, H2 = N2 * D: N1 is
+    head_num, D = H1 / N1, N2 = H2 / D; attention_out [B, S1, H1]; the bytes of BSND); softmax_max /
+    softmax_sum stay [B, N1, S1, 8]; not SBH, TND; fp16 and bf16; D a multiple of 16 (the cube's fractal);
   * sparse_mode 0 without atten_mask (no masking), 2 or 3 with atten_mask (causal: the mask's values are never
     read); an explicit mask (sparse_mode 0 with a mask) is refused here (the attention family lowers a bool mask
     input of exactly [S1, S2], but this spec's mask is CANN's [MS1, MS2] of bool or uint8), other sparse modes are
@@ -53,7 +55,7 @@ from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, u8
 FLT_MAX = 3.4028234663852886e38
 
 spec = OpSpec("FlashAttentionScore", aclnn="aclnnFlashAttentionScore", socs=(A2, A3), round="round",
-              doc="Dense attention forward (FlashAttention), BNSD or BSND, GQA, optional causal mask.",
+              doc="Dense attention forward (FlashAttention), BNSD, BSND or BSH, GQA, optional causal mask.",
               source="CANN's aclnnFlashAttentionScore document (ops-transformer attention/flash_attention_score)")
 B, N2, S1 = spec.dims("B N2 S1")
 S2 = spec.dim("S2")
@@ -62,22 +64,28 @@ D = spec.dim("D", max=512, multiple_of=16)
 MS1, MS2 = spec.dims("MS1 MS2")
 T, M = spec.dtype_vars("T M")
 
-spec.attr("input_layout", str, None, choices=("BNSD", "BSND"), static=True, required=True,
-          doc="how query, key, value and attention_out are stored: BNSD [B, N, S, D] or BSND [B, S, N, D]")
-spec.input("query", T, {"BNSD": [B, N1, S1, D], "BSND": [B, S1, N1, D]}, form_by="input_layout")
-spec.input("key", T, {"BNSD": [B, N2, S2, D], "BSND": [B, S2, N2, D]}, form_by="input_layout")
-spec.input("value", T, {"BNSD": [B, N2, S2, D], "BSND": [B, S2, N2, D]}, form_by="input_layout")
+spec.attr("input_layout", str, None, choices=("BNSD", "BSND", "BSH"), static=True, required=True,
+          doc="how query, key, value and attention_out are stored: BNSD [B, N, S, D], BSND [B, S, N, D] or BSH "
+               "[B, S, N * D] (H = N * D, N the head_num of the query)")
+spec.input("query", T, {"BNSD": [B, N1, S1, D], "BSND": [B, S1, N1, D], "BSH": [B, S1, N1 * D]},
+           form_by="input_layout")
+spec.input("key", T, {"BNSD": [B, N2, S2, D], "BSND": [B, S2, N2, D], "BSH": [B, S2, N2 * D]},
+           form_by="input_layout")
+spec.input("value", T, {"BNSD": [B, N2, S2, D], "BSND": [B, S2, N2, D], "BSH": [B, S2, N2 * D]},
+           form_by="input_layout")
 spec.input("atten_mask", M, [MS1, MS2], optional=True,
            doc="values never read: its presence with sparse_mode 2 selects causal masking")
 
 spec.attr("scale_value", float, 1.0)
-spec.attr("head_num", int, 1, dim=N1, doc="must equal the query's heads N1 (query.shape[1] BNSD, [2] BSND)")
+spec.attr("head_num", int, 1, dim=N1, doc="the query's heads N1: must equal query.shape[1] (BNSD), [2] (BSND); "
+          "divides query.shape[2] = N1 * D (BSH)")
 spec.attr("sparse_mode", int, 0, choices=(0, 2, 3), static=True,
           doc="0: no mask; 2: leftUpCausal, 3: rightDownCausal (both need atten_mask)")
 
 spec.output("softmax_max", f32, [B, N1, S1, 8])
 spec.output("softmax_sum", f32, [B, N1, S1, 8])
-spec.output("attention_out", T, {"BNSD": [B, N1, S1, D], "BSND": [B, S1, N1, D]}, form_by="input_layout")
+spec.output("attention_out", T, {"BNSD": [B, N1, S1, D], "BSND": [B, S1, N1, D], "BSH": [B, S1, N1 * D]},
+            form_by="input_layout")
 
 spec.dtypes((T, M), [(f16, boolean), (f16, u8), (bf16, boolean), (bf16, u8)])
 
@@ -98,7 +106,10 @@ spec.example_call({"B": 1, "N1": 2, "N2": 1, "S1": 5, "S2": 37, "D": 16})
 @spec.body
 def _(b, query, key, value, atten_mask, scale_value, head_num, input_layout, sparse_mode):
     G = N1 // N2
-    if input_layout == "BSND":   # stored [B, S, N, D]: the same attention on the BNSD view
+    if input_layout == "BSH":    # stored [B, S, N * D]: the bytes of BSND
+        query = query.reshape([B, S1, N1, D])
+        key, value = (x.reshape([B, S2, N2, D]) for x in (key, value))
+    if input_layout in ("BSND", "BSH"):   # stored [B, S, N, D]: the same attention on the BNSD view
         query, key, value = (x.permute(0, 2, 1, 3) for x in (query, key, value))
     qg = query.reshape([B, N2, G, S1, D])
     kg = key.reshape([B, N2, 1, S2, D]).broadcast_to([B, N2, G, S2, D])
@@ -113,8 +124,10 @@ def _(b, query, key, value, atten_mask, scale_value, head_num, input_layout, spa
     lsum = e.sum(-1)
     p = b.quantize(e / lsum, T, "round")                                       # P cast to T for the cube
     out = b.matmul(p, vg).reshape([B, N1, S1, D])
-    if input_layout == "BSND":
+    if input_layout in ("BSND", "BSH"):
         out = out.permute(0, 2, 1, 3)
+    if input_layout == "BSH":
+        out = out.reshape([B, S1, N1 * D])
     out = out.cast(T, "rint")                                                  # Fixpipe rounds to nearest even
     return {
         "softmax_max": m.reshape([B, N1, S1, 1]).broadcast_to([B, N1, S1, 8]),

@@ -43,7 +43,7 @@ from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_ty
 from opgen.dsl.aclnn import SCALAR_CTYPE, SCALAR_READ
 from opgen.names import c_ident, c_printf, c_string, upper_camel
 from opgen.errors import SpecError
-from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, shape_str
+from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, product_in, shape_str
 from opgen.ir.dtypes import DTypeVar
 from opgen.dsl.validate import extent_dims
 from opgen.dsl.spec import choice_text
@@ -151,6 +151,7 @@ class AclnnPlan:
         self.dtype_steps = self._dtype_steps()
         self.matchers, self.unify = self._unification()
         self.attr_dims = self._attr_dims()
+        self.product_binds = self._product_binds()
         self.dim_domains = self._dim_domains()
         self.group_checks = self._group_checks()
         self.composite_checks = self._composite_checks()
@@ -488,6 +489,91 @@ class AclnnPlan:
                 [f"p.{p.cpp}", f"d.{f}.value", f"d.{f}.from"])})
         return out
 
+    def _product_binds(self) -> list[dict]:
+        """Template data of the dims bound from a product entry once the entry's other dims are bound (a BSH
+        query [B, S, N1 * D] with headNum binding N1 gives D; then a key [B, S2, N2 * D] gives N2): after the
+        shapes and the attributes, as validate.unify_shape binds them. One step per (input, form, dim written only
+        in a product there), ordered so that a step's other dims are bound by the shapes, an attribute or an
+        earlier step; each step runs when its dim is still unbound and the others are bound. A size the other
+        factors do not divide is ACLNN_ERR_PARAM_INVALID naming them and where they came from."""
+        steps = []
+        for p in self._checked_inputs():
+            by = self._form_by(p)
+            for k, shape in enumerate(self._shapes(p)):
+                vpos = next((j for j, d in enumerate(shape) if isinstance(d, Variadic)), None)
+                for j, d in enumerate(shape):
+                    if isinstance(d, Variadic) or isinstance(as_dim(d), (Sym, Lit)) or affine_in(d) is not None:
+                        continue
+                    for name in sorted(as_dim(d).symbols()):
+                        q = product_in(d, name)
+                        if q is None:
+                            continue
+                        scale, others = q
+                        ax = str(j) if vpos is None or j < vpos else f"ShapeOf(p.{p.cpp}).size() - {len(shape) - j}"
+                        steps.append({"param": p, "by": by, "form": k, "axis": ax, "name": name, "scale": scale,
+                                      "others": others, "entry": str(as_dim(d))})
+        def plain(shape):   # dims a shape binds by itself (a dim or an affine entry of it)
+            out = set()
+            for d in shape:
+                if not isinstance(d, Variadic):
+                    a = affine_in(d)
+                    out |= {as_dim(d).name} if isinstance(as_dim(d), Sym) else {a[0]} if a is not None else set()
+            return out
+
+        base = {p.decl.dim.name for p in self.m.attrs if p.decl.dim is not None}
+        for p in self._checked_inputs():
+            if self._form_by(p) is None:   # an input matched by any of its forms: what every form binds
+                base |= set.intersection(*(plain(sh) for sh in self._shapes(p)))
+
+        def known(ctx):   # bound before the steps when form attribute ctx[0] picks its choice ctx[1]
+            got = set(base)
+            for p in self._checked_inputs():
+                if ctx[0] is not None and self._form_by(p) == ctx[0]:
+                    got |= plain(self._shapes(p)[ctx[1]])
+            return got
+
+        ordered, left, bound = [], steps, {}
+        while left:   # a step after those binding its other dims in the same form
+            ctx_of = [(st["by"], st["form"] if st["by"] is not None else None) for st in left]
+            ready = [st for st, c in zip(left, ctx_of)
+                     if set(st["others"]) <= known(c) | bound.get(c, set()) | bound.get((None, None), set())]
+            if not ready:
+                ordered += left
+                break
+            ordered += ready
+            for st in ready:
+                c = (st["by"], st["form"] if st["by"] is not None else None)
+                bound.setdefault(c, set()).add(st["name"])
+            left = [st for st in left if st not in ready]
+        out, done = [], {}
+        for st in ordered:
+            c = (st["by"], st["form"] if st["by"] is not None else None)
+            if st["name"] in known(c) | done.get(c, set()):
+                continue   # the shapes, an attribute or an earlier step bind it in this form
+            done.setdefault(c, set()).add(st["name"])
+            p, f = st["param"], self.dim_field(st["name"])
+            tensor = f"p.{p.cpp}"
+            others = [self.dim_field(o) for o in st["others"]]
+            known_cpp = " * ".join(([str(st["scale"])] if st["scale"] != 1 else []) + [f"d.{o}.value" for o in others])
+            guard = ([f"{tensor} != nullptr"] if p.optional else []) + \
+                ([f"{self._form_sel(st['by'])} == {st['form']}"] if st["by"] is not None else []) + \
+                [f"d.{f}.from == nullptr"] + [f"d.{o}.from != nullptr" for o in others]
+            given = [" with "]
+            for j, o in enumerate(st["others"]):
+                given[-1] += ("" if j == 0 else ", ") + f"{o}="
+                given += ["%ld", " (from ", "%s", ")"]
+            decl = (p.like if p.kind == "unused" else p.param).decl
+            when = (f" when {self._say(st['by'])}={choice_text(decl.choices[st['form']])}"
+                    if st["by"] is not None else "")
+            out.append({"comment": f"{p.name}{when}: {st['name']} from {st['entry']}", "guard": " && ".join(guard),
+                        "call": f"BindFactor(d.{f}, {c_string(st['name'])}, ShapeOf({tensor}), {st['axis']}, "
+                                f"{known_cpp}, {c_string(st['entry'])}, {c_string(p.cpp)}, err)",
+                        "fail": Check(p.name, "shape_expr", "!bound",
+                                      c_printf(f"{p.cpp}: shape ", "%s", ": ", "%s", *given),
+                                      [f"ListText(ShapeOf({tensor})).c_str()", "err.c_str()"] +
+                                      [x for o in others for x in (f"d.{o}.value", f"d.{o}.from")])})
+        return out
+
     def _dim_domains(self) -> list[dict]:
         out = []
         for d in self.spec.dims_.values():
@@ -674,6 +760,7 @@ class AclnnPlan:
             out += [s["check"] for s in m["steps"] if s["kind"] == "check"]
         out += [u["fail"] for u in self.unify]
         out += [a["check"] for a in self.attr_dims]
+        out += [b["fail"] for b in self.product_binds]
         for d in self.dim_domains:
             out += d["checks"]
         out += self.group_checks + [c["check"] for c in self.composite_checks] + self.constraint_checks
@@ -688,8 +775,10 @@ class AclnnPlan:
         blob = [c.cond + " ".join(c.args) for c in self.all_checks()]
         blob += [s.get("expr", "") + s.get("text", "") for mt in self.matchers for s in mt["steps"]]
         blob += [u.get("pick", "") for u in self.unify]
+        blob += [b["call"] for b in self.product_binds]
         text = "\n".join(blob)
-        return {h for h in ("Prod", "AllPositive", "Splice", "BindDim", "BindAffine", "BindGroup", "ExpectDim",
+        return {h for h in ("Prod", "AllPositive", "Splice", "BindDim", "BindAffine", "BindFactor", "BindGroup",
+                            "ExpectDim",
                             "ValuesOf", "LastValue", "IsIncreasingPositive", "IntArrayChoice") if f"{h}(" in text}
 
     def context(self) -> dict:
@@ -729,7 +818,7 @@ class AclnnPlan:
                                "dtypes": [f"op::DataType::{d.cann}" for d in self.m.allowed(v)]}
                               for k, v in enumerate(self.vars)], "attr_checks": self.attr_checks, "mode_checks": self.mode_checks,
             "dtype_steps": self.dtype_steps, "matchers": self.matchers, "unify": self.unify,
-            "attr_dims": self.attr_dims, "dim_domains": self.dim_domains, "group_checks": self.group_checks,
+            "attr_dims": self.attr_dims, "product_binds": self.product_binds, "dim_domains": self.dim_domains, "group_checks": self.group_checks,
             "composite_checks": self.composite_checks, "constraint_checks": self.constraint_checks,
             "host_blocks": self.host_blocks, "device_value_notes": self.device_value_notes,
             "kernel_traps": kernel_traps(self.spec),

@@ -33,7 +33,7 @@ from opgen.codegen.logic import py_condition, true_cubes
 from opgen.codegen.model import OpModel
 from opgen.errors import SpecError
 from opgen.interp.kernels import ERF_CLIP, ERF_P, ERF_Q
-from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim
+from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, product_in
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.dsl.keys import LIST_INT
 
@@ -408,6 +408,8 @@ def _pattern(shape, spec) -> list:
             out.append(("lit", d.value))
         elif affine_in(d) is not None:
             out.append(("affine", *affine_in(d)))
+        elif (q := next((product_in(d, n) + (n,) for n in sorted(d.symbols()) if product_in(d, n)), None)):
+            out.append(("prod", q[0], (q[2],) + q[1]))
         else:
             out.append(("expr", str(d)))
     return out

@@ -3,10 +3,12 @@
 Shapes are derived generically from the spec's symbolic output shapes:
 - an output declared `like=<input>` copies that input's shape (`*out = *in`);
 - otherwise each entry of the output shape is printed as C++ (opgen.ir.dimprint.dim_cpp) over dim
-  variables read from the input shapes. A dim symbol is read from the first input that carries it as a
-  plain entry (required inputs first; among them single-form ones first); from an optional input it falls
-  back to the next source, then to the dim's `absent` value (Seq = 0 without encoder_query), then to an
-  attribute bound to the dim (`dim=`). A variadic group is copied from an input holding it.
+  variables read from the input shapes (opgen.dsl.dimsource.read_dim). A dim symbol is read from the first
+  input that carries it as a plain entry (required inputs first; among them single-form ones first), else as
+  an affine entry (2 * H), else in a product whose other dims are read first (H = N1 * D gives D = H / N1); from
+  an optional input, or in a form of a form-picked input that lacks it, it falls back to the next source, then
+  to the dim's `absent` value (Seq = 0 without encoder_query), then to an attribute bound to the dim (`dim=`).
+  A variadic group is copied from an input holding it.
 Dtypes: an output typed by a dtype variable takes the dtype of the first input typed by the same variable
 (required before optional; an absent optional falls through to the next), else a fixed fallback
 (DT_FLOAT when the table allows float32 for the variable); a fixed output dtype is set as is.
@@ -14,10 +16,9 @@ Dtypes: an output typed by a dtype variable takes the dtype of the first input t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from opgen.ir.dimprint import dim_cpp
-from opgen.dsl.dimsource import attr_dim_min, group_location, shared_dims, sym_locations
+from opgen.dsl.dimsource import attr_dim_min, group_location, read_dim, shared_dims
 from opgen.dsl.spec import choice_text
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel
@@ -26,12 +27,6 @@ from opgen.errors import SpecError
 from opgen.ir.dims import Sym, Variadic, as_dim, shape_str
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.dsl.keys import LIST_INT
-
-
-@dataclass
-class _Src:
-    input: object  # ParamInfo
-    expr: str      # C++ reading the dim / group bounds from the input's shape variable
 
 
 def _shape_var(p) -> str:
@@ -77,16 +72,6 @@ def _axis_expr(shape, pos, shp: str) -> str | None:
         return str(pos)
     back = len(shape) - pos
     return f"{shp}->GetDimNum() - {back}"
-
-
-def _sym_sources(m: OpModel, name: str, pick) -> list[_Src]:
-    out = []
-    for loc in sym_locations(m.spec, name):
-        p = m.inputs[loc.index]
-        shp = _shape_var(p)
-        out.append(_Src(p, loc.read(lambda where, k: f"{shp}->GetDim({k})" if where == "front" else
-                                    f"{shp}->GetDim({shp}->GetDimNum() - {k})", pick)))
-    return out
 
 
 def _group_source(m: OpModel, name: str, pick):
@@ -161,35 +146,35 @@ def infershape_context(m: OpModel) -> dict:
     dim_var: dict[str, str] = {}
     groups: dict[str, dict] = {}
 
+    def tail(name):   # the dim's absent value, else the attribute bound to it (null- and range-checked first)
+        decl = spec.dims_.get(name)
+        if decl is not None and decl.absent is not None:
+            return str(decl.absent)
+        attr = next((a for a in m.attrs if a.decl.dim is not None and a.decl.dim.name == name), None)
+        if attr is None:
+            return None
+        if attr not in attrs_needed:
+            attrs_needed.append(attr)
+        lo = attr_dim_min(spec, attr.decl)
+        dim_attrs[attr.index] = {
+            "var": f"attrValue{attr.index}", "index": attr.index, "min": lo,
+            "msg": c_printf(f"{attr.decl.name}: ", "%lld", f" is not a valid {name} (at least {lo})")}
+        return f"*attrValue{attr.index}"
+
+    def entry(index, where, k):
+        p = m.inputs[index]
+        used_inputs[p.name] = p
+        shp = _shape_var(p)
+        return f"{shp}->GetDim({k})" if where == "front" else f"{shp}->GetDim({shp}->GetDimNum() - {k})"
+
     def need_sym(name: str) -> str:
         if name in dim_var:
             return dim_var[name]
-        srcs = _sym_sources(m, name, pick)
-        decl = spec.dims_.get(name)
-        fallback = None
-        if decl is not None and decl.absent is not None:
-            fallback = str(decl.absent)
-        attr = next((a for a in m.attrs if a.decl.dim is not None and a.decl.dim.name == name), None)
-        req = [s for s in srcs if not s.input.optional]
-        if req:
-            expr = req[0].expr
-            used_inputs[req[0].input.name] = req[0].input
-        else:
-            if fallback is None and attr is not None:
-                fallback = f"*attrValue{attr.index}"
-                attrs_needed.append(attr)
-                lo = attr_dim_min(spec, attr.decl)
-                dim_attrs[attr.index] = {
-                    "var": f"attrValue{attr.index}", "index": attr.index, "min": lo,
-                    "msg": c_printf(f"{attr.decl.name}: ", "%lld", f" is not a valid {name} (at least {lo})")}
-            if fallback is None:
-                raise SpecError(f"{spec.file}: output dim {name} is carried by no required input and has no "
-                                f"absent value or attribute; InferShape cannot derive it")
-            expr = fallback
-            for s in reversed(srcs):
-                used_inputs[s.input.name] = s.input
-                expr = f"{_shape_var(s.input)} != nullptr ? {s.expr} : ({expr})" if expr != fallback else \
-                    f"{_shape_var(s.input)} != nullptr ? {s.expr} : {expr}"
+        expr = read_dim(spec, name, entry, pick, lambda i: f"{_shape_var(m.inputs[i])} != nullptr", tail,
+                        dim_var.get, zero_ok=False)
+        if expr is None:
+            raise SpecError(f"{spec.file}: output dim {name} is carried by no required input and has no "
+                            f"absent value or attribute; InferShape cannot derive it")
         var = f"dim{name}"
         dim_var[name] = var
         dims.append({"var": var, "name": name, "expr": expr})

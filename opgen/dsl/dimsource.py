@@ -13,23 +13,47 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opgen.ir.dims import Sym, Variadic, affine_in
+from opgen.ir.dims import Sym, Variadic, affine_in, product_in
+
+
+def _atom(x: str) -> str:
+    """C++ text `x` as one operand: as is when it is a name, a call `F(...)` or already parenthesised whole, else
+    in parentheses."""
+    head = x.split("(", 1)[0]
+    if x.isidentifier() or (x.endswith(")") and (head == "" or head.isidentifier())):
+        depth = 0
+        for j, c in enumerate(x[len(head):]):
+            depth += (c == "(") - (c == ")")
+            if depth == 0:
+                return x if j == len(x) - len(head) - 1 else f"({x})"
+        return x
+    return f"({x})"
 
 
 @dataclass(frozen=True)
 class DimLocation:
     """Dim symbol at `k` from the front (where="front") or `k` from the back (where="back") of input
-    number `index` (OpDef order) of the spec; the entry there is scale * dim + offset (1 and 0 for the dim itself,
-    opgen.ir.dims.affine_in), so the dim is (entry - offset) / scale."""
+    number `index` (OpDef order) of the spec; the entry there is scale * dim * F1 * F2 ... + offset (scale 1, offset
+    0 and no factors for the dim itself; opgen.ir.dims.affine_in for 2 * H + 1, opgen.ir.dims.product_in for
+    N1 * D, `factors` the other dims of the product), so the dim is (entry - offset) / (scale * F1 * F2 ...)."""
 
     index: int
     where: str
     k: int
     scale: int = 1
     offset: int = 0
+    factors: tuple = ()
 
-    def cpp(self, entry: str) -> str:
-        """C++ of the dim from the C++ text of its shape entry."""
+    def cpp(self, entry: str, factors: list | None = None) -> str:
+        """C++ of the dim from the C++ text of its shape entry; `factors`: the C++ of the other dims of a product
+        place, in `self.factors` order. A product place reads 0 when its factors multiply to 0 (no division by
+        zero in host code)."""
+        if self.factors:
+            if factors is None or len(factors) != len(self.factors):
+                raise ValueError(f"the product place of input {self.index} needs its factors {self.factors}")
+            den = " * ".join(([str(self.scale)] if self.scale != 1 else []) + [_atom(f) for f in factors])
+            den = _atom(den)
+            return f"({den} != 0 ? {entry} / {den} : 0)"
         if (self.scale, self.offset) == (1, 0):
             return entry
         x = entry if self.offset == 0 else f"({entry} - {self.offset})" if self.offset > 0 else \
@@ -38,7 +62,7 @@ class DimLocation:
 
     def read(self, entry, pick=None) -> str:
         """C++ of the dim from `entry(where, k)`, the C++ of the shape entry at a place (`pick`: unused here,
-        see FormDimLocation.read)."""
+        see FormDimLocation.read). Not for a product place (read_dim reads those)."""
         return self.cpp(entry(self.where, self.k))
 
 
@@ -55,8 +79,13 @@ class FormDimLocation:
 
     def read(self, entry, pick) -> str:
         """C++ of the dim: `entry(where, k)` prints the shape entry at a place, `pick(attr, [expr per form])` the
-        selection of the picked form's expression (0 for a form without the dim: nothing reads it there)."""
+        selection of the picked form's expression (0 for a form without the dim: nothing reads it there). Not for
+        product places (read_dim reads those)."""
         return pick(self.attr, [p.read(entry, pick) if p is not None else "0" for p in self.places])
+
+    def place(self, choice: int):
+        """The DimLocation in the form of choice number `choice` (None when that form lacks the dim)."""
+        return self.places[choice]
 
 
 @dataclass(frozen=True)
@@ -100,42 +129,133 @@ def _place(shape, pos: int) -> tuple:
 
 def sym_locations(spec, name: str) -> list[DimLocation]:
     """Every input carrying dim symbol `name`, best first (module docstring); inputs that carry it only as
-    scale * name + offset (an affine entry such as 2 * H) come after those that carry it plainly."""
-    plain, affine = [], []
+    scale * name + offset (an affine entry such as 2 * H) come after those that carry it plainly, and those that
+    carry it only in a product with other dims (N1 * D: read once N1 is known) after those."""
+    plain, affine, quotient = [], [], []
     for i in _order(spec):
         found = set()
         per_form = []
         for shape in spec.inputs[i].shapes:
-            loc = None
+            cands = []   # (rank: 0 the dim, 1 affine, 2 a product, place)
             for pos, d in enumerate(shape):
                 if isinstance(d, Variadic):
                     continue
                 if isinstance(d, Sym) and d.name == name:
-                    aff = (1, 0)
-                else:
-                    a = affine_in(d)
-                    if a is None or a[0] != name:
-                        continue
-                    aff = a[1:]
+                    cands.append((0, pos, (1, 0, ())))
+                elif (a := affine_in(d)) is not None:
+                    if a[0] == name:
+                        cands.append((1, pos, a[1:] + ((),)))
+                elif (q := product_in(d, name)) is not None:
+                    cands.append((2, pos, (q[0], 0, q[1])))
+            loc = None
+            if cands:
+                _rank, pos, aff = min(cands, key=lambda c: c[:2])
                 loc = _place(shape, pos) + aff
-                break
             found.add(loc)
             per_form.append(loc)
         decl = spec.inputs[i]
         if decl.form_by is not None and len(found - {None}) > 1 or decl.form_by is not None and None in found \
                 and found != {None}:   # its place follows the attribute that picks the form (None: not in it)
             places = tuple(DimLocation(i, *loc) if loc is not None else None for loc in per_form)
-            scaled = any((p.scale, p.offset) != (1, 0) for p in places if p is not None)
-            (affine if scaled else plain).append(FormDimLocation(i, decl.form_by, decl.choices, places))
+            bucket = quotient if any(p.factors for p in places if p is not None) else \
+                affine if any((p.scale, p.offset) != (1, 0) for p in places if p is not None) else plain
+            bucket.append(FormDimLocation(i, decl.form_by, decl.choices, places))
             continue
         if None in found or len(found) != 1:
             continue
-        (where, k, scale, off), = found
-        (plain if (scale, off) == (1, 0) else affine).append(DimLocation(i, where, k, scale, off))
+        (where, k, scale, off, factors), = found
+        (quotient if factors else plain if (scale, off) == (1, 0) else affine).append(
+            DimLocation(i, where, k, scale, off, factors))
     def complete(loc):   # a place in every form before a form-picked one that lacks the dim in some form
         return not isinstance(loc, FormDimLocation) or None not in loc.places
 
-    return sorted(plain, key=complete, reverse=True) + sorted(affine, key=complete, reverse=True)
+    return sum((sorted(b, key=complete, reverse=True) for b in (plain, affine, quotient)), [])
+
+
+def _form_attrs(spec) -> list[tuple[str, int]]:
+    """(attribute, number of choices) of every static attribute that picks an input's shape form, in attribute
+    order."""
+    used = {i.form_by for i in spec.inputs if i.form_by is not None}
+    return [(a.name, len(a.choices)) for a in spec.attrs if a.name in used]
+
+
+def read_dim(spec, name: str, entry, pick, present, tail, var=lambda n: None, zero_ok: bool = True) -> str | None:
+    """C++ of dim `name` read at run time from the input shapes (InferShape, the TilingFunc: one rule for both),
+    decided per shape form (each choice of the attributes that pick input forms, joined by `pick(attr,
+    [expr per choice])`). In a form: the first required input holding the dim itself or an affine entry of it
+    (2 * H + 1) at a place; else a required input holding it in a product whose other dims this rule reads in
+    that form without it (H = N1 * D with N1 known gives D = H / N1); else the optional inputs holding it, each
+    when `present(index)` (C++ condition) holds, behind them `tail(name)` (the dim's absent value or an attribute
+    bound to it, None if neither; 0 in its place when `zero_ok`). A form where nothing gives the dim reads 0
+    there (nothing reads it in that form). `entry(index, where, k)` prints a shape entry of input number `index`;
+    `var(dim)` names a host variable already holding a factor's value (else the factor is printed inline).
+    Returns None when no form gives the dim (or an optional chain has no tail and not `zero_ok`)."""
+    forms = _form_attrs(spec)
+
+    def in_form(loc, A):
+        if isinstance(loc, FormDimLocation):
+            return loc.place(A[loc.attr])
+        return loc
+
+    def at(A, n, resolving) -> str | None:
+        places = []
+        for loc in sym_locations(spec, n):
+            p = in_form(loc, A)
+            if p is not None:
+                places.append((spec.inputs[loc.index].optional, bool(p.factors), loc.index, p))
+        places.sort(key=lambda x: x[:2])   # stable: sym_locations' order within a kind
+
+        def read(i, p):
+            ent = entry(i, p.where, p.k)
+            if not p.factors:
+                return p.cpp(ent)
+            fs = []
+            for f in p.factors:
+                e = None if f in resolving or f == n else at(A, f, resolving | {n})
+                if e is None:
+                    return None
+                fs.append(var(f) or e)
+            return p.cpp(ent, fs)
+
+        opts = []
+        for optional, _product, i, p in places:
+            e = read(i, p)
+            if e is None:
+                continue
+            if not optional:
+                return e
+            opts.append((i, e))
+        rest = tail(n)
+        if not opts:
+            return rest
+        if rest is None:
+            if not zero_ok:
+                return None
+            rest = "0"
+        for i, e in reversed(opts):
+            rest = f"{present(i)} ? {e} : " + (f"({rest})" if " ? " in rest else rest)
+        return rest
+
+    values = {}
+
+    def assign(k, A):
+        if k == len(forms):
+            values[tuple(sorted(A.items()))] = at(A, name, frozenset())
+            return
+        for j in range(forms[k][1]):
+            assign(k + 1, {**A, forms[k][0]: j})
+
+    assign(0, {})
+    if all(v is None for v in values.values()):
+        return None
+
+    def tree(k, A):
+        if k == len(forms):
+            v = values[tuple(sorted(A.items()))]
+            return v if v is not None else "0"
+        return pick(forms[k][0], [tree(k + 1, {**A, forms[k][0]: j}) for j in range(forms[k][1])])
+
+    return tree(0, {})
 
 
 def group_location(spec, name: str) -> GroupPlace | None:
@@ -183,7 +303,7 @@ def shared_dims(spec) -> list[tuple[str, list[DimLocation]]]:
     for name in spec.dims_:
         places = []
         for loc in sym_locations(spec, name):
-            if isinstance(loc, DimLocation) and (loc.scale, loc.offset) == (1, 0):
+            if isinstance(loc, DimLocation) and (loc.scale, loc.offset, loc.factors) == (1, 0, ()):
                 places.append(loc)
                 places += _more_places(spec, loc.index, name, loc)
         if len(places) >= 2:

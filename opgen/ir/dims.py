@@ -358,6 +358,22 @@ def affine_in(e) -> tuple[str, int, int] | None:
     return terms[0][0].name, scale, p.get((), 0)
 
 
+def product_in(e, name: str) -> tuple[int, tuple[str, ...]] | None:
+    """(scale, other factors) when dim expression `e` is scale * name * F1 * F2 ... for an integer scale >= 1 and
+    other dim symbols F (N1 * D for D: (1, ("N1",))), `name` appearing once; None otherwise (a sum, an offset,
+    `//`, `name` absent or squared). A dim written only this way is bound from a shape once its other factors are
+    known: value / (scale * F1 * F2 ...) (docs/design.md "Specs and the Tensor IR", product dims)."""
+    if not isinstance(e, DimExpr) or isinstance(e, (Sym, Lit)):
+        return None
+    p = _poly(as_dim(e))
+    if len(p) != 1:
+        return None
+    (m, scale), = p.items()
+    if scale < 1 or not all(isinstance(a, Sym) for a in m) or [a.name for a in m].count(name) != 1 or len(m) < 2:
+        return None
+    return scale, tuple(a.name for a in m if a.name != name)
+
+
 def subst(e, mapping: dict):
     """Replace symbols by dims (`{"Seq": Lit(0)}`) and re-canonicalise; Variadic entries pass through."""
     if isinstance(e, Variadic) or not mapping:

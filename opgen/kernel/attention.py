@@ -72,6 +72,9 @@ class AttentionLayout:
                    str(d["N1"]): "h", str(d["N2"]): "n", str(d["Dv"]): "v", str(d["D"]): "d", "8": "8"}
             if d["N1"] == d["N2"]:   # one head dim (no GQA): heads are kv heads, the group dim (N // N) is 1
                 out[str(d["N1"] // d["N2"])] = ""
+            # BSH: a [B, S, N * D] tensor has the shape key of its BSND view [B, S, N, D] (the same bytes)
+            out.update({str(d["N1"] * d["Dv"]): "hv", str(d["N1"] * d["D"]): "hd", str(d["N2"] * d["Dv"]): "nv",
+                        str(d["N2"] * d["D"]): "nd"})
             return out
         out = {str(d["T1"]): "t", str(d["T2"]): "T", str(d["N2"]): "n", str(d["N1"] // d["N2"]): "g",
                str(d["N1"]): "h", str(d["CNT"] * d["BS"]): "l", str(d["D"]): "d", str(d["Dv"]): "v", "8": "8",
@@ -204,7 +207,9 @@ def _distinct_roles_message(roles: dict, distinct) -> str:
 def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
     """The dense (BNSD) attention layout once the score matmul `s` reads input `q`'s rows against input `k`'s
     (no gather): the value is the input the other matmul reads as its B operand; query [B, N1, S1, D], key
-    [B, N2, S2, D], value [B, N2, S2, Dv], read off the inputs' shapes by position. Raises Unsupported."""
+    [B, N2, S2, D], value [B, N2, S2, Dv], read off the inputs' shapes by position (BSND: [B, S, N, D]). A BSH
+    input [B, S, N * D] is read through the reshape that splits its last dim into [B, S, N, D]: its bytes are
+    BSND's, so the kernel addresses it as BSND (form "BSND"). Raises Unsupported."""
     others = [n for n in g.nodes if n.op == "matmul" and n is not s]
     vs = [root(n.inputs[1]) for n in others]
     if len(others) != 1 or vs[0] is None or vs[0] in (q, k):
@@ -215,11 +220,31 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
     if not isinstance(qdt, DTypeVar):
         raise Unsupported(s.result.name, s.loc, f"the query has the fixed dtype {dtype_name(qdt)}; the attention kernel "
                           f"takes its data in a dtype variable")
-    qs, ks_, vs_ = ([str(d) for d in vals[x].type.shape] for x in (q, k, v))
+    uses = g.uses()
+
+    def view(x) -> list:
+        """The dims of input x as [batch, ., ., head dim]: its own when 4-D; for a 3-D [B, S, N * D] (BSH) those
+        of the reshape (of it or of a cast of it) that splits the product into [B, S, N, D] (BSND's bytes)."""
+        shape = vals[x].type.shape
+        if len(shape) == 3:
+            seen, todo = [], [x]
+            while todo:   # the input and its casts
+                y = todo.pop()
+                seen += [u for u in uses.get(y, []) if u.op in ("reshape", "cast")]
+                todo += [u.result.name for u in uses.get(y, []) if u.op == "cast"]
+            for u in seen:
+                t = u.result.type.shape if u.op == "reshape" else ()
+                if len(t) == 4 and [str(d) for d in t[:2]] == [str(d) for d in shape[:2]] \
+                        and str(as_dim(t[2]) * as_dim(t[3])) == str(as_dim(shape[2])):
+                    return [str(d) for d in t]
+        return [str(d) for d in shape]
+
+    qs, ks_, vs_ = (view(x) for x in (q, k, v))
     if len(qs) != 4 or len(ks_) != 4 or len(vs_) != 4:
-        raise Unsupported(s.result.name, s.loc, "dense attention reads query, key and value in the BNSD or BSND "
-                          "layout ([batch, heads, sequence, head dim] or [batch, sequence, heads, head dim]); other "
-                          "layouts are not supported yet")
+        raise Unsupported(s.result.name, s.loc, "dense attention reads query, key and value in the BNSD, BSND or "
+                          "BSH layout ([batch, heads, sequence, head dim], [batch, sequence, heads, head dim] or "
+                          "[batch, sequence, heads * head dim] reshaped to BSND); other layouts are not supported "
+                          "yet")
     if ks_[:3] != vs_[:3] or qs[0] != ks_[0] or qs[3] != ks_[3]:
         raise Unsupported(s.result.name, s.loc, f"query {qs}, key {ks_} and value {vs_} do not share the batch, the "
                           f"kv heads / kv sequence and the head dim of a BNSD / BSND attention")

@@ -462,7 +462,9 @@ class _Lowering:
 
     def op_reshape(self, n, r, ins, ks, key):
         k = ks[0]
-        if k[0] == "idx":
+        if k[0] in ("gm", "cubeout") and key == self.key(n.inputs[0]):   # the same roles in the same order: a view
+            self.kind[r] = k                                               # of the same bytes (BSH <-> BSND)
+        elif k[0] == "idx":
             self.kind[r] = k
         elif k[0] == "gm":
             if k[2] in self.f["major"] and key in self.f["heads"]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from opgen.names import c_string
 
-from opgen.dsl.dimsource import group_location, sym_locations
+from opgen.dsl.dimsource import group_location, read_dim, sym_locations
 from opgen.dsl.keys import attr_key  # noqa: F401  (the tiling key's attrKey; its users import it from here too)
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
@@ -57,29 +57,64 @@ def _pick_form(spec, attr: str, exprs: list[str]) -> str:
 
 
 def _dim_access(spec, sym: str) -> str:
-    """C++ expression reading dim `sym` (or the product of variadic group `sym`): from the best required
-    input carrying it (opgen.dsl.dimsource), else from the first optional one (the dim's `absent` value,
-    or 0, when that input is null). Raises SpecError when no input carries it."""
-    order = [k for k, i in enumerate(spec.inputs) if not i.optional] + [k for k, i in enumerate(spec.inputs)
-                                                                         if i.optional]
-    if sym not in spec.variadics:   # the inputs in sym_locations' order (a place in every form first)
-        ranked = list(dict.fromkeys(loc.index for loc in sym_locations(spec, sym)))
-        order = [k for k in order if not spec.inputs[k].optional and k in ranked]
-        order = sorted(order, key=ranked.index) + [k for k, i in enumerate(spec.inputs) if i.optional]
-    for k in order:
-        i = spec.inputs[k]
-        ref = f"{i.name}Shape" if not i.optional else f"{i.name}ShapeOpt->GetStorageShape()"
-        got = _dim_in(spec, k, sym, ref)
-        if got and not i.optional:
-            return got
-        if got:
-            absent = spec.dims_[sym].absent if sym in spec.dims_ else None
-            absent = 0 if absent is None else absent
-            return f"({i.name}ShapeOpt != nullptr ? {got} : {absent})"
-    for k, a in enumerate(spec.attrs):   # a dim an integer attribute binds (spec.attr(..., dim=G)): that attribute
-        if a.dim is not None and a.dim.name == sym:
-            return f"AttrInt(context, {k}, {int(a.default) if a.default is not None else 0})"
-    raise SpecError(f"{spec.file}: dim {sym} is not carried by any input; the tiling cannot read it")
+    """C++ expression reading dim `sym` (or the product of variadic group `sym`) in the TilingFunc: from the input
+    shapes by opgen.dsl.dimsource.read_dim (the rule InferShape follows: the best required input, a form-picked
+    input per form, a product entry N1 * D once its other dims are read, an optional input when present), behind
+    them the dim's `absent` value, else an integer attribute bound to the dim (dim=), else 0. A variadic group's
+    product comes from the input holding it (the absent value or 0 when that input is optional and null). Raises
+    SpecError when neither an input nor an attribute gives the dim."""
+    if sym in spec.variadics:
+        order = [k for k, i in enumerate(spec.inputs) if not i.optional] + \
+            [k for k, i in enumerate(spec.inputs) if i.optional]
+        for k in order:
+            i = spec.inputs[k]
+            got = _dim_in(spec, k, sym, _shape_ref(i))
+            if got and not i.optional:
+                return got
+            if got:
+                return f"({i.name}ShapeOpt != nullptr ? {got} : 0)"
+        raise SpecError(f"{spec.file}: dim {sym} is not carried by any input; the tiling cannot read it")
+
+    def entry(index, where, k):
+        ref = _shape_ref(spec.inputs[index])
+        return f"{ref}.GetDim({k})" if where == "front" else f"{ref}.GetDim({ref}.GetDimNum() - {k})"
+
+    def attr(name):
+        for k, a in enumerate(spec.attrs):   # a dim an integer attribute binds (spec.attr(..., dim=G))
+            if a.dim is not None and a.dim.name == name:
+                return f"AttrInt(context, {k}, {int(a.default) if a.default is not None else 0})"
+        return None
+
+    def tail(name):
+        absent = spec.dims_[name].absent if name in spec.dims_ else None
+        return str(absent) if absent is not None else attr(name)
+
+    got = read_dim(spec, sym, entry, lambda a, exprs: _pick_form(spec, a, exprs),
+                   lambda i: f"{spec.inputs[i].name}ShapeOpt != nullptr", tail)
+    if got is None:
+        raise SpecError(f"{spec.file}: dim {sym} is not carried by any input; the tiling cannot read it")
+    return _paren(got)
+
+
+def _paren(x: str) -> str:
+    """x in parentheses when it is a conditional expression (the printer composes dims with * and /)."""
+    return f"({x})" if " ? " in x and not (x.startswith("(") and _closes_at_end(x)) else x
+
+
+def _closes_at_end(x: str) -> bool:
+    depth = 0
+    for j, c in enumerate(x):
+        depth += c == "("
+        depth -= c == ")"
+        if depth == 0 and j < len(x) - 1:
+            return False
+    return True
+
+
+def _shape_ref(i) -> str:
+    """C++ of input declaration `i`'s shape in the TilingFunc (a gert::Shape; an optional input's through its
+    StorageShape pointer)."""
+    return f"{i.name}Shape" if not i.optional else f"{i.name}ShapeOpt->GetStorageShape()"
 
 
 def dim_cpp(spec, e: DimExpr) -> str:

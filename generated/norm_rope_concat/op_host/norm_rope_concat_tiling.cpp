@@ -338,9 +338,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     [[maybe_unused]] const int64_t DDim = queryShape.GetDim(3);  // dim D
     [[maybe_unused]] const int64_t NDim = queryShape.GetDim(2);  // dim N
     [[maybe_unused]] const int64_t RDim =
-        (rope_sinShapeOpt != nullptr ? rope_sinShapeOpt->GetStorageShape().GetDim(0) : 0);  // dim R
+        (rope_sinShapeOpt != nullptr
+             ? rope_sinShapeOpt->GetStorageShape().GetDim(0)
+             : (rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(0) : 0));  // dim R
     [[maybe_unused]] const int64_t SekDim =
-        (encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(1) : 0);  // dim Sek
+        (encoder_keyShapeOpt != nullptr
+             ? encoder_keyShapeOpt->GetStorageShape().GetDim(1)
+             : (encoder_valueShapeOpt != nullptr ? encoder_valueShapeOpt->GetStorageShape().GetDim(1) : 0));  // dim Sek
     [[maybe_unused]] const int64_t SeqDim =
         (encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(1) : 0);  // dim Seq
     [[maybe_unused]] const int64_t SkDim = keyShape.GetDim(1);                                        // dim Sk

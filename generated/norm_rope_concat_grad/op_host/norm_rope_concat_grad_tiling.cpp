@@ -422,13 +422,25 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     [[maybe_unused]] const int64_t DDim = grad_query_outputShape.GetDim(3);  // dim D
     [[maybe_unused]] const int64_t NDim = grad_query_outputShape.GetDim(1);  // dim N
     [[maybe_unused]] const int64_t RDim =
-        (rope_sinShapeOpt != nullptr ? rope_sinShapeOpt->GetStorageShape().GetDim(0) : 0);  // dim R
+        (rope_sinShapeOpt != nullptr
+             ? rope_sinShapeOpt->GetStorageShape().GetDim(0)
+             : (rope_cosShapeOpt != nullptr ? rope_cosShapeOpt->GetStorageShape().GetDim(0) : 0));  // dim R
     [[maybe_unused]] const int64_t SekDim =
-        (encoder_keyShapeOpt != nullptr ? encoder_keyShapeOpt->GetStorageShape().GetDim(1) : 0);  // dim Sek
+        (encoder_keyShapeOpt != nullptr
+             ? encoder_keyShapeOpt->GetStorageShape().GetDim(1)
+             : (norm_added_key_meanShapeOpt != nullptr
+                    ? norm_added_key_meanShapeOpt->GetStorageShape().GetDim(1)
+                    : (norm_added_key_rstdShapeOpt != nullptr ? norm_added_key_rstdShapeOpt->GetStorageShape().GetDim(1)
+                                                              : 0)));  // dim Sek
     [[maybe_unused]] const int64_t SeqDim =
-        (encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(1) : 0);  // dim Seq
-    [[maybe_unused]] const int64_t SkDim = keyShape.GetDim(1);                                        // dim Sk
-    [[maybe_unused]] const int64_t SqDim = queryShape.GetDim(1);                                      // dim Sq
+        (encoder_queryShapeOpt != nullptr ? encoder_queryShapeOpt->GetStorageShape().GetDim(1)
+                                          : (norm_added_query_meanShapeOpt != nullptr
+                                                 ? norm_added_query_meanShapeOpt->GetStorageShape().GetDim(1)
+                                                 : (norm_added_query_rstdShapeOpt != nullptr
+                                                        ? norm_added_query_rstdShapeOpt->GetStorageShape().GetDim(1)
+                                                        : 0)));   // dim Seq
+    [[maybe_unused]] const int64_t SkDim = keyShape.GetDim(1);    // dim Sk
+    [[maybe_unused]] const int64_t SqDim = queryShape.GetDim(1);  // dim Sq
     [[maybe_unused]] const int64_t TBytes =
         DTypeBytes(grad_query_outputDesc->GetDataType());  // bytes per element of dtype variable T
     [[maybe_unused]] const int64_t dtypeKey =

@@ -254,8 +254,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     [[maybe_unused]] const int64_t v_CNT_ =
         topk_indicesShape.GetDim(2);  // selected blocks per (token, kv head) (topk dim 2)
     [[maybe_unused]] const int64_t Bn =
-        (actual_seq_qlenShapeOpt != nullptr ? actual_seq_qlenShapeOpt->GetStorageShape().GetDim(0)
-                                            : 0);  // batches (length of the cumulative sequence arrays)
+        (actual_seq_qlenShapeOpt != nullptr
+             ? actual_seq_qlenShapeOpt->GetStorageShape().GetDim(0)
+             : (actual_seq_kvlenShapeOpt != nullptr ? actual_seq_kvlenShapeOpt->GetStorageShape().GetDim(0)
+                                                    : 0));  // batches (length of the cumulative sequence arrays)
     [[maybe_unused]] const int64_t v_BS_ = AttrInt(context, 4, 64);  // selected block size (keys; the attribute)
     [[maybe_unused]] const int64_t tBytes = DTypeBytes(queryDesc->GetDataType());  // bytes per element of T
     [[maybe_unused]] const int64_t dtypeKey =

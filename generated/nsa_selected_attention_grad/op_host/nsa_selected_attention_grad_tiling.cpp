@@ -310,8 +310,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     [[maybe_unused]] const int64_t v_CNT_ =
         topkIndicesShape.GetDim(2);  // selected blocks per (token, kv head) (topk dim 2)
     [[maybe_unused]] const int64_t Bn =
-        (actualSeqQLenShapeOpt != nullptr ? actualSeqQLenShapeOpt->GetStorageShape().GetDim(0)
-                                          : 0);  // batches (length of the cumulative sequence arrays)
+        (actualSeqQLenShapeOpt != nullptr
+             ? actualSeqQLenShapeOpt->GetStorageShape().GetDim(0)
+             : (actualSeqKVLlenShapeOpt != nullptr ? actualSeqKVLlenShapeOpt->GetStorageShape().GetDim(0)
+                                                   : 0));  // batches (length of the cumulative sequence arrays)
     [[maybe_unused]] const int64_t v_BS_ = AttrInt(context, 2, 1);  // selected block size (keys; the attribute)
     [[maybe_unused]] const int64_t tBytes = DTypeBytes(queryDesc->GetDataType());  // bytes per element of T
     [[maybe_unused]] const int64_t dtypeKey = DTypeKey(queryDesc->GetDataType());  // 1-based row of the dtype table

@@ -42,8 +42,9 @@ _STATIC_DEFAULTS = ()
 _OPTIONAL = ['gamma', 'beta']
 _MULTI_FORM = ['scale']
 # Symbolic shapes (forms) of the inputs: ("var", group, min rank, max rank), ("sym", dim), ("lit", n),
-# ("affine", dim, scale, offset): scale * dim + offset, binds dim when nothing else does; ("expr", text: not bound,
-# checked by the validation, not here).
+# ("affine", dim, scale, offset): scale * dim + offset, binds dim when nothing else does; ("prod", scale, dims):
+# scale * the product of dims, binds the one dim left unknown once the shapes and attributes bound the others;
+# ("expr", text: not bound, checked by the validation, not here).
 _SHAPES = {'dy': [[('var', 'Bd', 0, 6), ('sym', 'S'), ('sym', 'H')]],
  'x': [[('var', 'Bd', 0, 6), ('sym', 'S'), ('sym', 'H')]],
  'rstd': [[('var', 'Bd', 0, 6), ('sym', 'S'), ('lit', 1)]],
@@ -64,8 +65,9 @@ def _prod(dims):
     return out
 
 
-def _match(shape, pattern, env):
-    """Bind `pattern` to the concrete `shape`; a new env, or None when it does not match."""
+def _match(shape, pattern, env, products=None):
+    """Bind `pattern` to the concrete `shape`; a new env, or None when it does not match. A product entry's
+    (size, scale, dims) goes to `products` (bound after the attributes, _bind)."""
     env = dict(env)
     fixed = sum(1 for e in pattern if e[0] != "var")
     extra = len(shape) - fixed
@@ -91,6 +93,8 @@ def _match(shape, pattern, env):
             return None
         if e[0] == "affine":
             affine.append((e[1], e[2], e[3], val))
+        if e[0] == "prod" and products is not None:
+            products.append((val, e[1], e[2]))
     for sym, scale, offset, val in affine:  # scale * sym + offset: bound from the shape unless bound already
         if (val - offset) % scale or env.setdefault(sym, (val - offset) // scale) != (val - offset) // scale:
             return None
@@ -99,7 +103,7 @@ def _match(shape, pattern, env):
 
 def _bind(inputs, attrs):
     """Dims of the call and the shape form of each multi-form input (inputs assumed valid)."""
-    env, forms = {}, {}
+    env, forms, products = {}, {}, []
     for name in _INPUTS:
         a = inputs[name]
         if a is None:
@@ -108,14 +112,28 @@ def _bind(inputs, attrs):
         for k, pattern in enumerate(_SHAPES[name]):
             if picked is not None and k != picked:
                 continue
-            got = _match(np.shape(a), pattern, env)
+            found = []
+            got = _match(np.shape(a), pattern, env, found)
             if got is not None:
                 env, forms[name] = got, k
+                products += found
                 break
         else:
             raise ValueError(f"{name}: shape {list(np.shape(a))} matches no form of {_OP}")
     for attr, dim in _ATTR_DIMS.items():
         env.setdefault(dim, attrs[attr])
+    while products:  # a dim seen only in a product: its size over the other dims, once they are known
+        left = []
+        for val, scale, dims in products:
+            unknown = [d for d in dims if d not in env]
+            if len(unknown) != 1:
+                left += [(val, scale, dims)] if unknown else []
+                continue
+            known = scale * _prod(env[d] for d in dims if d != unknown[0])
+            env[unknown[0]] = val // known if known else 0
+        if len(left) == len(products):
+            break
+        products = left
     for dim, value in _ABSENT_DIMS.items():
         env.setdefault(dim, value)
     return env, tuple(forms.get(name, 0) for name in _MULTI_FORM)
