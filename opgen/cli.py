@@ -742,7 +742,7 @@ def cmd_check(args) -> int:
     try:
         res = run_check(spec, inputs, attrs, dtypes, dims=dims, seed=args.seed, present=args.present,
                         soc=args.soc, asan=args.asan, gen_dir=args.gen_dir, deterministic=args.deterministic,
-                        phase=progress.step)
+                        phase=progress.step, engine=args.engine)
     except (AclnnRejected, KernelTrapped) as e:
         print(f"opgen: {e}", file=sys.stderr)
         if args.json:

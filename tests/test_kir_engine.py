@@ -1,17 +1,23 @@
-"""`opgen check --engine kir` (opgen.check.kirengine): a kernel that is not Kernel IR throughout is refused with one
-line naming the operator, the class and the first part that is C++ text, exit 2, before anything is built; the
-default engine stays the g++ emulation; the interpreter and the dependency pass refuse opaque parts the same way."""
+"""`opgen check --engine kir` (opgen.check.kirengine): a kernel that is Kernel IR throughout (SoftmaxV2's rows kernel)
+runs on the NumPy interpreter of Kernel IR with the case bound as the driver binds it, against float64 math; one that
+is not is refused with one line naming the operator, the class and the first part that is C++ text, exit 2, before
+anything is built; the default engine stays the g++ emulation; the interpreter and the dependency pass refuse opaque
+parts the same way. The verdicts of both engines on the same cases: tests/test_kir_engine.py::
+test_both_engines_give_the_same_verdicts (slow)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import shutil
+
+import numpy as np
 import pytest
 
 from opgen.cli import build_parser
 from opgen.kernel import kir_interp as ki
 from opgen.kernel import kir_sync as ks
-from opgen.kernel.kir import IRError, Verbatim
+from opgen.kernel.kir import Barrier, IRError, Verbatim
 
 from pathlib import Path
 
@@ -33,17 +39,131 @@ def test_check_engine_kir_refuses_a_kernel_with_cpp_text_in_one_line(spec, op):
     assert "is not Kernel IR throughout: " in lines[0] and "C++ text" in lines[0] and "use --engine emu" in lines[0]
 
 
-def test_softmax_is_kernel_ir_throughout_and_only_the_case_binding_is_missing():
-    """SoftmaxV2's rows kernel: the per-row stream, RowStartOf and GapBlocks are IR; nothing opaque is left."""
-    from opgen.check.kirengine import kernel_classes
+def _softmax64(x, axis=-1):
+    x = np.asarray(x, np.float64)
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+# (dims, dtype, strategy digit of the tiling key): ROW_SPLIT with one and many rows a core, COL_SPLIT (a row over
+# the cores, partial maxima and sums through the workspace), fp32 / fp16 / bf16, a leading group of two dims
+KIR_CASES = [({"Bd": (5,), "H": 300}, "float16", 1), ({"Bd": (130,), "H": 64}, "float16", 1),
+             ({"Bd": (2, 3), "H": 33}, "float32", 1), ({"Bd": (3,), "H": 20000}, "bfloat16", 2),
+             ({"Bd": (2,), "H": 70000}, "float32", 2)]
+
+
+@pytest.mark.parametrize("dims, dtype, strategy", KIR_CASES, ids=[f"{c[1]}-{c[0]['H']}" for c in KIR_CASES])
+def test_softmax_runs_on_the_kernel_ir_interpreter(dims, dtype, strategy):
+    """SoftmaxV2's rows kernel is Kernel IR throughout, so `--engine kir` binds the case (the tiling program's
+    twin, the GM arguments, the dtype) and runs it on the NumPy interpreter of Kernel IR, no g++: no fault, the
+    expected strategy, and y within the dtype's rounding of float64 softmax (half an ulp of the output plus the
+    fp32 arithmetic: 2^-8 for bf16, 2^-11 for fp16, 2^-20 for fp32, relative to the row's largest value)."""
+    from opgen.check import run_check
+
+    r = run_check(str(ROOT / "examples/specs/softmax.py"), dims=dims, dtypes={"T": dtype}, seed=3, progress=False,
+                  engine="kir")
+    assert r.variant == "kir" and r.launched and not r.faults and r.passed, (r.faults[:3], r.failed_outputs())
+    assert r.tiling_key % 10 == strategy, r.tiling_key
+    want = _softmax64(np.asarray(r.inputs["x"], np.float64))
+    got = np.asarray(r.arrays["y"], np.float64)
+    tol = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-20}[dtype]
+    assert np.all(np.abs(got - want) <= tol * want.max(-1, keepdims=True)), np.abs(got - want).max()
+
+
+def _without_vector_barriers(stmts):
+    """`stmts` with every PipeBarrier<PIPE_V> removed, nested bodies included."""
+    from opgen.kernel import kir
+
+    out = []
+    for st in stmts:
+        if isinstance(st, Barrier) and st.pipe.value == "PIPE_V":
+            continue
+        if isinstance(st, (kir.For, kir.Scope)):
+            st = replace(st, body=_without_vector_barriers(st.body))
+        elif isinstance(st, kir.If):
+            st = replace(st, then=_without_vector_barriers(st.then), orelse=_without_vector_barriers(st.orelse))
+        out.append(st)
+    return tuple(out)
+
+
+def _ir_cases():
+    """The emulated-kernel cases of tests/test_examples.py whose operator's kernel is Kernel IR throughout
+    (tests/test_kir_inventory.py IR_THROUGHOUT); those of more than 2^18 elements in the slow tier."""
+    from test_examples import CASES, EX
+    from test_kir_inventory import IR_THROUGHOUT
+
     from opgen.registry import load_spec
 
-    classes = kernel_classes(load_spec("examples/specs/softmax.py"))
-    assert classes and all(ki.opaque(k) is None for k in classes)
-    r = cli("check", "examples/specs/softmax.py", "--dims", "Bd=2,H=32", "--engine", "kir")
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "SoftmaxV2's kernel is Kernel IR throughout" in lines[0], r.stderr
+    names, out = {}, []
+    for case in CASES:
+        op, dims = case[0], case[1]
+        names.setdefault(op, load_spec(str(EX / f"{op}.py")).name)
+        if names[op] not in IR_THROUGHOUT:
+            continue
+        size = int(np.prod([np.prod(v) if isinstance(v, tuple) else v for v in dims.values()]))
+        out.append(pytest.param(case, marks=[pytest.mark.slow] if size > 2**18 else [],
+                                id=f"{op}-{'x'.join(map(str, dims.values()))}-{case[2]['T']}"))
+    return out
+
+
+@pytest.mark.parametrize("case", _ir_cases())
+def test_every_example_case_of_an_ir_kernel_passes_on_the_interpreter(case):
+    """Each of those cases through `--engine kir`: no fault, the strategy the emulated test expects, and every
+    output within the same float64-oracle bound tests/test_examples.py holds the emulated kernel to (the same
+    verdict as `--engine emu` there)."""
+    from test_examples import EX, ORACLES, _bound, _f, _terms
+
+    from opgen.check import run_check
+
+    op, dims, dtypes, attrs, strategy = case
+    r = run_check(str(EX / f"{op}.py"), dims=dims, dtypes=dtypes, attrs=attrs, seed=sum(
+        x if isinstance(x, int) else sum(x) for x in dims.values()), progress=False, engine="kir")
+    assert r.variant == "kir" and not r.faults and r.passed, (r.faults[:3], r.failed_outputs())
+    if strategy is not None:
+        assert r.tiling_key % 10 == strategy, r.tiling_key
+    for name, ref in ORACLES[op](r.inputs, attrs).items():
+        ref, scale = ref if isinstance(ref, tuple) else (ref, None)
+        got = _f(r.arrays[name])
+        assert got.shape == ref.shape, (name, got.shape, ref.shape)
+        err = np.abs(got - ref)
+        bound = _bound(ref, str(r.arrays[name].dtype), _terms(op, name, dims), scale)
+        assert np.all(err <= bound), (name, float(err.max()))
+
+
+def test_deleted_vector_barriers_are_a_race_on_the_interpreter(monkeypatch):
+    """The engine is not more permissive than the device: SoftmaxV2's class runs clean on 130 rows of 300 (several
+    rows a pass: the many-row reductions), and with its PipeBarrier<PIPE_V>s removed the launch faults with a
+    read-after-write race naming the barrier it needs."""
+    from opgen.check import kirengine
+    from opgen.check.run import _output_slots
+    from opgen.platforms import get_platform
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(ROOT / "examples/specs/softmax.py"))
+    [k] = kirengine.kernel_classes(spec)
+    x = np.random.default_rng(0).standard_normal((130, 300)).astype(np.float16)
+    bound = spec.bind({"x": x}, {}, {"T": "float16"})
+    slots = _output_slots(spec, bound)
+    plat = get_platform("ascend910b1")
+    ok = kirengine.launch(spec, bound, slots, plat)
+    assert ok.launched and not ok.faults
+    cut = replace(k, methods=tuple(replace(m, body=_without_vector_barriers(m.body)) for m in k.methods))
+    assert cut != k
+    monkeypatch.setattr(kirengine, "kernel_classes", lambda s: [cut])
+    run = kirengine.launch(spec, bound, slots, plat)
+    assert run.faults and "race (read-after-write)" in run.faults[0] and "PipeBarrier<PIPE_V>" in run.faults[0], \
+        run.faults[:2]
+
+
+def test_a_kernel_with_cpp_text_is_still_refused_by_the_engine():
+    """A class that is not Kernel IR throughout is refused before anything runs (the check's result has no
+    launch)."""
+    from opgen.check import run_check
+    from opgen.kernel.kir_interp import NotKernelIR
+
+    with pytest.raises(NotKernelIR, match="RmsNorm's kernel class .* is not Kernel IR throughout"):
+        run_check(str(ROOT / "examples/specs/rms_norm.py"), dims={"Bd": (2,), "H": 32}, dtypes={"T": "float32"},
+                  progress=False, engine="kir")
 
 
 def test_the_default_engine_is_the_emulation():
@@ -74,3 +194,29 @@ def test_engine_kir_names_the_family_it_does_not_read():
     assert r.returncode == 2
     assert "MatMul's kernel is of the cube family" in r.stderr and "use --engine emu" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_both_engines_give_the_same_verdicts(tmp_path):
+    """SoftmaxV2 on the cases above through `--engine emu` (the emitted C++ on the g++ emulation) and `--engine kir`:
+    the same verdict, tiling key, blockDim and workspace, and the same output bits for fp16 / bf16 (one program,
+    two executions); fp32 outputs within 2 ulp, the instruction table's stated 1-ulp freedom of Exp between its
+    NumPy meaning and the emulation's std::exp (opgen/kernel/isa.py) carried through the division."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    spec = str(ROOT / "examples/specs/softmax.py")
+    write_ops([spec], str(tmp_path / "gen"))
+    for dims, dtype, _strategy in KIR_CASES:
+        got = {e: run_check(spec, dims=dims, dtypes={"T": dtype}, seed=3, progress=False, engine=e,
+                            gen_dir=tmp_path / "gen") for e in ("emu", "kir")}
+        emu, kir_ = got["emu"], got["kir"]
+        assert (emu.passed, emu.tiling_key, emu.block_dim, emu.workspace_bytes) == \
+            (kir_.passed, kir_.tiling_key, kir_.block_dim, kir_.workspace_bytes), (dims, dtype)
+        a, b = np.asarray(emu.arrays["y"]), np.asarray(kir_.arrays["y"])
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if dtype == "float32":
+            assert np.all(np.abs(a - b) <= 2.0**-22 * np.abs(a)), (dims, np.abs(a - b).max())
+        else:
+            assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (dims, dtype)

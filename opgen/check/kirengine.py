@@ -6,14 +6,26 @@ that is not Kernel IR yet, so the user falls back to `--engine emu` (the default
 Today the rows family's ROW_SPLIT and COL_SPLIT schedules and their per-row instruction streams are Kernel IR
 (opgen.kernel.rowsched), but the batch load / flush bodies, the cross-core epilogues and concat-piece copies are
 still C++ text (kir.Verbatim) or extern methods; the head-rows and attention families have no Kernel IR yet. So
-most operators are refused with the reason, and one that is IR throughout (SoftmaxV2's rows kernel) with the
-missing piece: binding a check case (the tiling data, the GM arguments) to the interpreter.
+most operators are refused with the reason; one that is IR throughout (SoftmaxV2's rows kernel) runs.
+
+A check case binds to the interpreter as the emitted driver binds it to the emulated launch (`launch`): the tiling
+data, blockDim, tiling key and workspace size come from the tiling program's Python twin (opgen.tiling.emit.evaluate,
+what the emitted TilingFunc computes); the kernel class is the one serving the case's attrKey; its GM arguments are
+the validated inputs in their declared dtypes and the outputs, made NaN (floats) before the launch so an element the
+kernel never writes cannot pass; its template parameters take the dtype binding. Nothing is compiled: the aclnn
+layer is C++, so the spec's own validation (the interpreter's, with the same rules) judges the call.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from opgen.errors import OpgenError
 from opgen.kernel import kir
-from opgen.kernel.kir_interp import NotKernelIR, opaque
+from opgen.kernel import kir_interp
+from opgen.kernel.kir_interp import NP_TYPES, NotKernelIR, opaque
 
 
 def kernel_classes(spec) -> list:
@@ -31,9 +43,10 @@ def kernel_classes(spec) -> list:
 
 
 def require_kernel_ir(spec) -> list:
-    """The kernel classes of `spec` when every one is Kernel IR throughout; else NotKernelIR (an OpgenError: one
-    line, exit 2 in the CLI) naming the operator, the class and the first part that is not Kernel IR (or, for a
-    kernel with no rows Kernel IR classes, its family; a head-rows kernel by that name, not "the rows family")."""
+    """The kernel classes of `spec` (verified) when every one is Kernel IR throughout; else NotKernelIR (an
+    OpgenError: one line, exit 2 in the CLI) naming the operator, the class and the first part that is not Kernel
+    IR (or, for a kernel with no rows Kernel IR classes, its family; a head-rows kernel by that name, not "the rows
+    family")."""
     classes = kernel_classes(spec)
     if not classes:
         from opgen.passes.pipeline import kernel_build  # lazy: start-up time
@@ -51,5 +64,78 @@ def require_kernel_ir(spec) -> list:
         if why:
             raise NotKernelIR(f"--engine kir: {spec.name}'s kernel class {k.name} is not Kernel IR throughout: "
                               f"{why}; use --engine emu")
-    raise NotKernelIR(f"--engine kir: {spec.name}'s kernel is Kernel IR throughout, but binding a check case to "
-                      "it (the host tiling data, the GM arguments) is not implemented yet; use --engine emu")
+    return classes
+
+
+@dataclass
+class KirLaunch:
+    """What `launch` gives `opgen check`: the tiling (ok, error), blockDim, tiling key, the whole workspace in bytes
+    (system part included, as the driver reports it), the outputs {name: array in its declared dtype} when
+    launched, the faults (`[core k] message`) and the UB bytes each core allocated (the maximum: ub_peak)."""
+
+    tiling_ok: bool = False
+    tiling_error: str = ""
+    block_dim: int = 0
+    tiling_key: int = 0
+    workspace_bytes: int = 0
+    launched: bool = False
+    arrays: dict = field(default_factory=dict)
+    faults: list = field(default_factory=list)
+    ub_peak: int = 0
+
+
+def _ctype(dt) -> str:
+    """The AscendC element type name of DType `dt` (kir_interp.NP_TYPES)."""
+    return next(c for c, t in NP_TYPES.items() if t == dt.np)
+
+
+def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> KirLaunch:
+    """Run `spec`'s kernel for the bound call `bound` (BoundCall: arrays, env, dtypes, attrs) on `platform` with the
+    Kernel IR interpreter. `slots`: (DType, shape) per output in spec order, None for one the specialisation does
+    not produce. Raises NotKernelIR (require_kernel_ir) when the kernel is not Kernel IR throughout, or when more
+    than one class serves the case's attrKey (their presence conditions are C++ text the engine does not read)."""
+    from opgen.passes.pipeline import kernel_build  # lazy: start-up time
+    from opgen.tiling.emit import SYS_WORKSPACE_BYTES, evaluate
+
+    classes = require_kernel_ir(spec)
+    unit = kernel_build(spec)
+    out = KirLaunch()
+    try:
+        tl = evaluate(spec, unit.tiling.program, unit.tiling.inputs, bound.env, bound.dtypes, platform, bound.attrs,
+                      deterministic)
+    except OpgenError as e:   # the emitted TilingFunc returns GRAPH_FAILED in the same cases
+        out.tiling_error = str(e)
+        return out
+    out.tiling_ok = True
+    out.block_dim, out.tiling_key = int(tl["blockDim"]), int(tl["tilingKey"])
+    user_ws = int(tl.get("workspaceBytes", 0))
+    out.workspace_bytes = user_ws + SYS_WORKSPACE_BYTES
+    variants = unit.lowered.extra["variants"]
+    serving = [k for v, k in zip(variants, classes) if any(ak == tl["attrKey"] for ak, _cond in v.serves)]
+    if len(serving) != 1:
+        raise NotKernelIR(f"--engine kir: {spec.name}: {len(serving)} kernel classes serve attrKey {tl['attrKey']} "
+                          "(the engine selects a class by attrKey only); use --engine emu")
+    k = serving[0]
+    gm = {}
+    for i in spec.inputs:
+        a = bound.arrays.get(i.name)
+        if a is not None and not i.host:
+            dt = bound.dtypes[i.dtype.name] if hasattr(i.dtype, "name") and i.dtype.name in bound.dtypes else i.dtype
+            gm[i.name] = np.ascontiguousarray(np.asarray(a).astype(dt.np))
+    outs = {}
+    for o, s in zip(spec.outputs, slots):
+        if s is not None:
+            dt, shape = s
+            outs[o.name] = np.full(shape, np.nan, dt.np) if dt.is_float else np.zeros(shape, dt.np)
+    gm.update(outs)
+    types = {t: _ctype(bound.dtypes[t]) for t in k.tparams if t in bound.dtypes}
+    for t in k.tparams:   # a variable whose tensors are all absent: float, as the TilingFunc's dtype key takes it
+        types.setdefault(t, "float")
+    ws = np.zeros(-(-user_ws // 4), np.float32)
+    r = kir_interp.run(k, {f: int(v) for f, v in tl.items()}, gm, out.block_dim, platform.ub_bytes, workspace=ws,
+                       types=types)
+    out.launched = True
+    out.faults = list(r.faults)
+    out.ub_peak = max(r.ub_peak) if r.ub_peak else 0
+    out.arrays = outs
+    return out

@@ -10,13 +10,15 @@ def _num(v) -> str:
 
 
 def format_text(res) -> str:
-    """Lines: header (op, SoC, variant, blockDim, tilingKey, workspace bytes), the dtype binding, one line per output (rel_l2,
+    """Lines: header (op, SoC, variant — the emulation's build or the Kernel IR interpreter —, blockDim, tilingKey,
+    workspace bytes), the dtype binding, one line per output (rel_l2,
     rel_linf, MERE, MARE against exact mode, max |diff| against device mode, PASS/FAIL and the rule or the
     reason, then the verdict's note: overflowed elements, a conditioning limit), GM bytes moved vs the minimum
     (and vs the reference's estimate for CANN's kernel where one exists), per-buffer GM traffic, the cost model's
     estimate, floor and bound (opgen.check.cost), faults, and the verdict PASS / FAIL. An empty call (nothing
     launched, every output empty) says so in place of the outputs."""
-    out = [f"{res.op} on {res.soc} ({res.variant} build): blockDim {res.block_dim}, tilingKey {res.tiling_key}, "
+    how = "Kernel IR interpreter" if res.variant == "kir" else f"{res.variant} build"
+    out = [f"{res.op} on {res.soc} ({how}): blockDim {res.block_dim}, tilingKey {res.tiling_key}, "
            f"workspace {res.workspace_bytes} B"]
     if getattr(res, "dtypes", None):
         out.append("  dtypes: " + ", ".join(f"{k}={v}" for k, v in res.dtypes.items()))

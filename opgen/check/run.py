@@ -379,7 +379,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
               dims: dict | None = None, seed: int = 0, present=None, soc: str | None = None, asan: bool = False,
               gen_dir=None, build_root=None, progress: bool = True,
               timeout: float = DRIVER_TIMEOUT, deterministic: bool = False, golden: bool = True,
-              phase=None) -> CheckResult:
+              phase=None, engine: str = "emu") -> CheckResult:
     """Run operator `op` (OpDef name, spec path or OpSpec) through its emitted C++ and compare with the
     interpreter.
 
@@ -397,7 +397,9 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     progress line); the seconds of every phase are in CheckResult.seconds. golden: compare with the interpreter
     (False: launch only, for GM and time figures at sizes whose float64
     interpretation would not fit the machine; `passed` then means launched, no fault, every output element written
-    and finite).
+    and finite); engine: "emu" (the emitted C++ on the g++ emulation) or "kir" (the kernel's Kernel IR on the
+    NumPy interpreter, opgen.check.kirengine: no build, no aclnn layer — the spec's validation judges the call — no
+    GM counts or cost; NotKernelIR for a kernel that is not Kernel IR throughout).
 
     The kernel gets the validated inputs in their declared dtypes (an optional input the specialisation does
     not use, InputDecl.when, is passed as nullptr, as the interpreter ignores it) and every attribute as a
@@ -427,6 +429,10 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     inputs = {k: v for k, v in inputs.items() if v is not None}
     if present is not None:
         inputs = select_present(spec, inputs, present)
+    if engine == "kir":
+        return _run_check_kir(spec, inputs, attrs, dtypes, plat, deterministic, golden, phase)
+    if engine != "emu":
+        raise ValidationError("engine", f"must be 'emu' or 'kir', got {engine!r}")
     m = OpModel(spec)
     src = _sources(m, gen_dir)
     require_current(spec, src, gen_dir)   # before anything is built (docs/design.md "Stale packages")
@@ -571,8 +577,14 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
                       and len(res.arrays) == sum(1 for s in slots if s is not None))
         return res
 
+    return _compare(spec, res, g, golden_out, slots, step)
+
+
+def _compare(spec, res: CheckResult, g, golden_out: dict, slots: list, step) -> CheckResult:
+    """Step 4 of run_check: each produced output against the interpreter's device and exact runs (`golden_out`;
+    an output computed from an intermediate the op rounds to T may pass the rounded-intermediate rule), then the
+    verdict."""
     device, exact = golden_out["device"], golden_out["exact"]
-    # 4. compare (outputs computed from an intermediate the op rounds to T may pass the rounded-intermediate rule)
     step("comparing")
     t0 = time.perf_counter()
     rounded = rounded_intermediate_outputs(g)
@@ -586,6 +598,58 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.passed = (res.tiling_ok and res.launched and not res.faults and not res.traps and not missing
                   and all(c.passed for c in res.outputs.values()))
     return res
+
+
+def _run_check_kir(spec, inputs: dict, attrs: dict, dtypes: dict, plat, deterministic: bool, golden: bool,
+                   phase) -> CheckResult:
+    """run_check with engine "kir": the spec validates the call (ValidationError as the interpreter raises it), the
+    kernel's Kernel IR runs on the interpreter (opgen.check.kirengine.launch), the outputs are compared as the
+    emulation's are. The result's variant is "kir"; gm, gm_bytes, cycles and cost stay empty (the interpreter
+    counts no bytes or cycles); gm_bytes_min is counted as for the emulation."""
+    from opgen.check.kirengine import launch
+    from opgen.interp import run_graph
+
+    step = phase or (lambda text: None)
+    res = CheckResult(spec.name, plat.name, "kir", inputs=inputs)
+    bound = spec.bind(inputs, attrs, dtypes)
+    res.attrs = dict(bound.attrs)
+    res.dtypes = {k: v.long_name for k, v in bound.dtypes.items()}
+    g = spec.graph(bound.key)
+    slots = _output_slots(spec, bound)
+    from opgen.passes.pipeline import optimize
+
+    consumed = {x for n in optimize(g).nodes for x in n.inputs}
+    for i in spec.inputs:
+        a = bound.arrays[i.name]
+        if a is not None and i.name in consumed and not i.host:
+            dt = bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
+            res.gm_bytes_min += int(np.prod(np.shape(a), dtype=np.int64)) * dt.itemsize
+    res.gm_bytes_min += sum(int(np.prod(s[1], dtype=np.int64)) * s[0].itemsize for s in slots if s)
+    step("running the Kernel IR on the interpreter")
+    t0 = time.perf_counter()
+    run = launch(spec, bound, slots, plat, deterministic)
+    res.seconds["launch"] = res.seconds["kernel"] = time.perf_counter() - t0
+    res.tiling_ok, res.tiling_error = run.tiling_ok, run.tiling_error
+    res.block_dim, res.tiling_key, res.workspace_bytes = run.block_dim, run.tiling_key, run.workspace_bytes
+    res.launched, res.ub_peak = run.launched, run.ub_peak
+    res.faults = list(run.faults)
+    if run.tiling_error:
+        res.faults.insert(0, f"TilingFunc: {run.tiling_error}")
+    if run.launched:
+        res.arrays = dict(run.arrays)
+    if not golden:
+        unwritten = [n for n, a in res.arrays.items() if not np.all(np.isfinite(np.asarray(a, np.float32)))]
+        res.passed = (res.tiling_ok and res.launched and not res.faults and not unwritten
+                      and len(res.arrays) == sum(1 for s in slots if s is not None))
+        return res
+    step("interpreting (device and exact mode)")
+    t0 = time.perf_counter()
+    golden_out = {"device": run_graph(g, bound, "device")}
+    res.seconds["interpret"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    golden_out["exact"] = run_graph(g, bound, "exact")
+    res.seconds["exact"] = time.perf_counter() - t0
+    return _compare(spec, res, g, golden_out, slots, step)
 
 
 __all__ = ["AclnnRejected", "KernelTrapped", "StalePackage", "generate_command", "require_current",

@@ -1366,6 +1366,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     ctx["row_split"] = kir.methods_cpp(k, [m for m in ROW_SPLIT_METHODS if any(f.name == m for f in k.methods)])
     ctx["col_split"] = kir.methods_cpp(k, ["ColSplit"] + (["ColStream"] if v.stream else []), verify_first=False)
     ctx["process"] = "\n".join(kir.CppPrinter(k).func("Process", (), k.process))
+    ctx["init"] = "\n".join(kir.CppPrinter(k).body(k.init, 2, {}))
     ctx["helpers"] = {m.name: kir.methods_cpp(k, [m.name], verify_first=False).rstrip("\n") for m in k.methods
                       if m.name in HELPER_METHODS}
     ctx["row_split_ir"] = k

@@ -232,6 +232,9 @@ class _Core:
 
     def env(self, frame) -> dict:
         out = dict(self.members)
+        for t, ct in self.tmaps[-1].items():   # a template method's own type parameters (sizeof(S) of LoadRow<S>)
+            if ct in NP_TYPES:
+                out[f"sizeof({t})"] = NP_TYPES[ct].itemsize
         out.update(_flat(frame["ints"]))
         return out
 
@@ -1187,7 +1190,7 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
         if arr is None and not g.workspace:
             raise OpgenError(f"kernel IR interpreter: GM argument {g.arg} not given")
         data = None if arr is None else np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-        if arr is not None and not np.shares_memory(data, arr):
+        if arr is not None and np.size(arr) and not np.shares_memory(data, arr):
             raise OpgenError(f"kernel IR interpreter: GM argument {g.arg or 'workspace'} must be a contiguous array")
         gms[g.name] = _Gm(g.name, data, g.dtype)
     cores = [_Core(k, i, block_dim, tiling, gms, ub_bytes, types) for i in range(block_dim)]

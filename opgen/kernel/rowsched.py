@@ -24,10 +24,13 @@ from dataclasses import dataclass, field
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel.isa import REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
-from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
+from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local, Param, Ref, ScalarVar,
                               Scope, SetFlag, SizeOf, TensorVar, TPos, Verbatim, View, WaitFlag, vec, walk)
 
+INIT_MEMBERS = (("hidden_", "hiddenDim"), ("seqLen_", "seqLen"), ("rowNum_", "rowNum"), ("colAlign_", "colAlign"))
+"""(member, tiling-data field) pairs every rows kernel class sets in Init; a float attribute's member attr_<a> is set
+there from its IEEE-754 bits, field <a>Bits (opgen.tiling.emit.float_bits)."""
 MEMBER_SCALARS = ("hidden_", "seqLen_", "rowNum_", "colAlign_", "rowStride_", "groupStride_", "rowStart_", "rowEnd_",
                   "c0_", "n_", "curBatch_", "valBatch_", "wsRowsPerCore_")
 """The int64 members of a rows kernel class (set in Init from the tiling data, or by the strategy's method)."""
@@ -909,7 +912,12 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         name, s.tiling_struct, args=tuple(cpp_name(g) for g in gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
         locals=tuple(locals_),
         tensors=tuple(tensors),
-        scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(n, "float") for n in s.float_scalars), fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + tuple(s.fields),
+        scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(n, "float") for n in s.float_scalars),
+        fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + tuple(s.fields)
+        + tuple(f for _m, f in INIT_MEMBERS if f not in s.fields)
+        + tuple(f"{a[len('attr_'):]}Bits" for a in s.float_scalars if a.startswith("attr_")),
+        init=tuple(Assign(m, Sym(f)) for m, f in INIT_MEMBERS)
+        + tuple(FAssign(a, FBits(Sym(f"{a[len('attr_'):]}Bits"))) for a in s.float_scalars if a.startswith("attr_")),
         process=(If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),),
                     (If((Constraint("==", Sym("strategy"), Lit(3)),), (Call("ColStream"),), (Call("ColSplit"),)),)
                     if s.stream_levels else (Call("ColSplit"),)),),

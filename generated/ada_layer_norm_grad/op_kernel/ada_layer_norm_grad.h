@@ -54,10 +54,6 @@ public:
                                 GM_ADDR pd_beta, GM_ADDR workspace, const optiling::AdaLayerNormGradTilingData* td)
     {
         td_ = td;
-        hidden_ = td->hiddenDim;
-        seqLen_ = td->seqLen;
-        rowNum_ = td->rowNum;
-        colAlign_ = td->colAlign;
         gm_dy.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(dy));
         gm_x.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(x));
         gm_rstd.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd));
@@ -73,6 +69,10 @@ public:
         if (td->workspaceBytes > 0) {
             ws_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
         }
+        hidden_ = td_->hiddenDim;
+        seqLen_ = td_->seqLen;
+        rowNum_ = td_->rowNum;
+        colAlign_ = td_->colAlign;
     }
 
     __aicore__ inline void Process()
@@ -682,10 +682,6 @@ public:
     {
         td_ = td;
         (void)beta;  // absent in this specialisation
-        hidden_ = td->hiddenDim;
-        seqLen_ = td->seqLen;
-        rowNum_ = td->rowNum;
-        colAlign_ = td->colAlign;
         gm_dy.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(dy));
         gm_x.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(x));
         gm_rstd.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd));
@@ -700,6 +696,10 @@ public:
         if (td->workspaceBytes > 0) {
             ws_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
         }
+        hidden_ = td_->hiddenDim;
+        seqLen_ = td_->seqLen;
+        rowNum_ = td_->rowNum;
+        colAlign_ = td_->colAlign;
     }
 
     __aicore__ inline void Process()
@@ -1303,10 +1303,6 @@ public:
     {
         td_ = td;
         (void)gamma;  // absent in this specialisation
-        hidden_ = td->hiddenDim;
-        seqLen_ = td->seqLen;
-        rowNum_ = td->rowNum;
-        colAlign_ = td->colAlign;
         gm_dy.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(dy));
         gm_x.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(x));
         gm_rstd.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd));
@@ -1321,6 +1317,10 @@ public:
         if (td->workspaceBytes > 0) {
             ws_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
         }
+        hidden_ = td_->hiddenDim;
+        seqLen_ = td_->seqLen;
+        rowNum_ = td_->rowNum;
+        colAlign_ = td_->colAlign;
     }
 
     __aicore__ inline void Process()
@@ -1917,10 +1917,6 @@ public:
         td_ = td;
         (void)gamma;  // absent in this specialisation
         (void)beta;   // absent in this specialisation
-        hidden_ = td->hiddenDim;
-        seqLen_ = td->seqLen;
-        rowNum_ = td->rowNum;
-        colAlign_ = td->colAlign;
         gm_dy.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(dy));
         gm_x.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(x));
         gm_rstd.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd));
@@ -1934,6 +1930,10 @@ public:
         if (td->workspaceBytes > 0) {
             ws_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
         }
+        hidden_ = td_->hiddenDim;
+        seqLen_ = td_->seqLen;
+        rowNum_ = td_->rowNum;
+        colAlign_ = td_->colAlign;
     }
 
     __aicore__ inline void Process()

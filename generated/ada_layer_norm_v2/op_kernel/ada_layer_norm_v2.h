@@ -54,10 +54,6 @@ public:
                                 const optiling::AdaLayerNormV2TilingData* td)
     {
         td_ = td;
-        hidden_ = td->hiddenDim;
-        seqLen_ = td->seqLen;
-        rowNum_ = td->rowNum;
-        colAlign_ = td->colAlign;
         gm_x.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(x));
         gm_scale.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(scale));
         gm_shift.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(shift));
@@ -69,7 +65,11 @@ public:
         if (td->workspaceBytes > 0) {
             ws_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
         }
-        attr_epsilon = BitsToFloat(td->epsilonBits);
+        hidden_ = td_->hiddenDim;
+        seqLen_ = td_->seqLen;
+        rowNum_ = td_->rowNum;
+        colAlign_ = td_->colAlign;
+        attr_epsilon = BitsToFloat(td_->epsilonBits);
     }
 
     __aicore__ inline void Process()
@@ -540,10 +540,6 @@ public:
     {
         td_ = td;
         (void)bias;  // absent in this specialisation
-        hidden_ = td->hiddenDim;
-        seqLen_ = td->seqLen;
-        rowNum_ = td->rowNum;
-        colAlign_ = td->colAlign;
         gm_x.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(x));
         gm_scale.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(scale));
         gm_shift.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(shift));
@@ -554,7 +550,11 @@ public:
         if (td->workspaceBytes > 0) {
             ws_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
         }
-        attr_epsilon = BitsToFloat(td->epsilonBits);
+        hidden_ = td_->hiddenDim;
+        seqLen_ = td_->seqLen;
+        rowNum_ = td_->rowNum;
+        colAlign_ = td_->colAlign;
+        attr_epsilon = BitsToFloat(td_->epsilonBits);
     }
 
     __aicore__ inline void Process()
@@ -1019,10 +1019,6 @@ public:
     {
         td_ = td;
         (void)weight;  // absent in this specialisation
-        hidden_ = td->hiddenDim;
-        seqLen_ = td->seqLen;
-        rowNum_ = td->rowNum;
-        colAlign_ = td->colAlign;
         gm_x.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(x));
         gm_scale.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(scale));
         gm_shift.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(shift));
@@ -1033,7 +1029,11 @@ public:
         if (td->workspaceBytes > 0) {
             ws_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
         }
-        attr_epsilon = BitsToFloat(td->epsilonBits);
+        hidden_ = td_->hiddenDim;
+        seqLen_ = td_->seqLen;
+        rowNum_ = td_->rowNum;
+        colAlign_ = td_->colAlign;
+        attr_epsilon = BitsToFloat(td_->epsilonBits);
     }
 
     __aicore__ inline void Process()
@@ -1499,10 +1499,6 @@ public:
         td_ = td;
         (void)weight;  // absent in this specialisation
         (void)bias;    // absent in this specialisation
-        hidden_ = td->hiddenDim;
-        seqLen_ = td->seqLen;
-        rowNum_ = td->rowNum;
-        colAlign_ = td->colAlign;
         gm_x.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(x));
         gm_scale.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(scale));
         gm_shift.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(shift));
@@ -1512,7 +1508,11 @@ public:
         if (td->workspaceBytes > 0) {
             ws_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
         }
-        attr_epsilon = BitsToFloat(td->epsilonBits);
+        hidden_ = td_->hiddenDim;
+        seqLen_ = td_->seqLen;
+        rowNum_ = td_->rowNum;
+        colAlign_ = td_->colAlign;
+        attr_epsilon = BitsToFloat(td_->epsilonBits);
     }
 
     __aicore__ inline void Process()
