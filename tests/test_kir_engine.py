@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 from test_kir import rows_kernel
 
 
-@pytest.mark.parametrize("spec, op", [("examples/specs/rms_norm.py", "RmsNorm"),
-                                      ("examples/specs/add_rms_norm.py", "AddRmsNorm"),
+@pytest.mark.parametrize("spec, op", [("examples/specs/rms_norm_grad.py", "RmsNormGrad"),
+                                      ("examples/specs/mse_loss.py", "MseLoss"),
                                       ("examples/specs/layer_norm_grad.py", "LayerNormGradV3")])
 def test_check_engine_kir_refuses_a_kernel_with_cpp_text_in_one_line(spec, op):
     r = cli("check", spec, "--dims", "B=2,H=32", "--engine", "kir")
@@ -161,8 +161,8 @@ def test_a_kernel_with_cpp_text_is_still_refused_by_the_engine():
     from opgen.check import run_check
     from opgen.kernel.kir_interp import NotKernelIR
 
-    with pytest.raises(NotKernelIR, match="RmsNorm's kernel class .* is not Kernel IR throughout"):
-        run_check(str(ROOT / "examples/specs/rms_norm.py"), dims={"Bd": (2,), "H": 32}, dtypes={"T": "float32"},
+    with pytest.raises(NotKernelIR, match="RmsNormGrad's kernel class .* is not Kernel IR throughout"):
+        run_check(str(ROOT / "examples/specs/rms_norm_grad.py"), dims={"Bd": (2,), "H": 32}, dtypes={"T": "float32"},
                   progress=False, engine="kir")
 
 

@@ -548,3 +548,28 @@ def test_the_gpp_emulation_agrees_on_operand_overlaps(tmp_path):
         assert r.ok == ok == want_ok, (n, r.first_fault, fault)
         if ok:
             assert np.array_equal(g["y"], outs["y"]), n
+
+
+@pytest.mark.parametrize("out_len, fault", [(6, False), (8, True)])
+def test_a_repeat_form_result_is_poisoned_lane_by_lane(out_len, fault):
+    """A row of 6 floats loaded into an 8-lane block (its 2 pad lanes unwritten) times a full row, repeat form (Mul
+    with mask 8): the 6 real lanes of the result are written, the 2 pad lanes not. Copying the 6 lanes out is fine;
+    copying all 8 copies unwritten bytes (a fault), as the device would copy garbage there."""
+    from opgen.kernel.isa import REPEAT_FORMS
+    from opgen.kernel.kir import vec
+
+    stmts = (InitBuffer("b", Lit(256)), Get("t", "b", "float"),
+             Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(24)),
+             vec(Op.DUPLICATE, dst=Ref("t", Lit(8)), scalar=2.0, count=Lit(8)),
+             *_flags(Pipe.MTE2, Pipe.V), Barrier(Pipe.V),
+             vec(REPEAT_FORMS[Op.MUL], dst=Ref("t", Lit(16)), src0=Ref("t"), src1=Ref("t", Lit(8)), mask=Lit(8),
+                 repeat=Lit(1), params=(Lit(1), Lit(1), Lit(1), Lit(8), Lit(8), Lit(8))),
+             *_flags(Pipe.V, Pipe.MTE3),
+             Copy(GmView("gmY"), Ref("t", Lit(16)), Lit(1), Lit(4 * out_len)))
+    gm = {"x": np.arange(16, dtype=np.float32), "y": np.zeros(16, np.float32)}
+    r = ki.run(_tiny(stmts), {"n": 8}, gm, 1, verify_first=False)
+    if fault:
+        assert not r.ok and "copies unwritten (poisoned) UB byte" in r.first_fault, r.first_fault
+    else:
+        assert r.ok, r.first_fault
+        assert np.array_equal(gm["y"][:6], 2.0 * np.arange(6, dtype=np.float32))

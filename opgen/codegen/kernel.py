@@ -217,6 +217,12 @@ def with_barriers(stream: list, tail: bool = True) -> list:
             d = INSTRS[s.op]
             rs = {_region_key(s.arg(x)) for x in d.reads() if _has(s, x)}
             ws = {_region_key(s.arg(x)) for x in d.writes() if _has(s, x)}
+        elif isinstance(s, kir.Call) and s.method == "LoadRow":   # writes its row, ends with its own barrier
+            if _region_key(s.args[0]) in reads | writes:
+                out.append(kir.Barrier(Pipe.V))
+            out.append(s)
+            reads, writes = set(), set()
+            continue
         elif isinstance(s, kir.Call) and s.args and isinstance(s.args[0], kir.Ref):
             rs, ws = {_region_key(s.args[0])}, set()
             if rs & writes:
@@ -949,6 +955,39 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> lis
     return out
 
 
+def _col_setup_nodes(prog: RowProgram, addr: "_Addr", cites: Cites) -> list:
+    """LoadColumns as Kernel-IR statements (the node form of `_setup_lines` for the column space): each column
+    operand loaded into its fp32 row by LoadRow<S> from GM at its column offset + c0_ (n_ elements), the column
+    space's instructions (instr_node), the column accumulators set to their kind's identity (rowprog.ACC_INIT);
+    vector barriers by dependency (with_barriers, LoadRow's write of its row counted). Raises SpecError for an
+    instruction with no Kernel-IR node."""
+    op = lambda x: _operand_ref(x, prog)  # noqa: E731
+    n = Sym("n_")
+    out: list = []
+    for i in prog.instrs:
+        if i.space != "col" or i.dst in prog.late:   # late: after the exchange (_cross_core_lines)
+            continue
+        doc = spec_comment(cites.instr(i)).strip().removeprefix("//").strip()
+        if i.kind == "load":
+            t = prog.tensor(i.gm)
+            col = addr.dims.sym(addr.view(i.gm).col)
+            at = Sym("c0_") if col == Lit(0) else Bin("+", col, Sym("c0_"))
+            out.append(kir.Call("LoadRow", (op(i.dst), kir.GmView(f"gm_{t.gm}", at), n), targs=(_ctype(t.dtype),),
+                                doc=doc))
+            continue
+        if i.kind == "acc":
+            continue
+        node = instr_node(i, op, n, doc=doc)
+        if node is None:
+            raise SpecError(f"row kernel {prog.name}: no Kernel IR for column instruction {i.kind}")
+        out.append(node)
+    for a, (sp, _n, _r) in _acc_items(prog):
+        if sp == "col" or sp == "total":
+            out.append(kir.vec(Op.DUPLICATE, dst=op(a), scalar=parse_scalar(ACC_INIT[prog.acc_kinds.get(a, "sum")], ()),
+                               count=n, doc=spec_comment(cites.acc(a)).strip().removeprefix("//").strip()))
+    return with_barriers(out)
+
+
 def _acc_items(prog: RowProgram) -> list:
     """[(accumulator, (space, output or None, round mode or None))]: the stored accumulators (RowProgram.accs), then
     the column accumulators only read by a second pass over the rows (RowProgram.acc_reads)."""
@@ -1256,7 +1295,9 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         stat_out=_gm_rows(p, addr, "out", "stat", ctx["stat_out"]),
         temps=ctx["temps"], nbrow=ctx["nbrow"], ncol=ctx["ncol"], bufs=dict(ctx["bufs"]["row"]),
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
-        load_cols=bool(ctx["load_cols"]), load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
+        load_cols=bool(ctx["load_cols"]), load_cols_body=tuple(ctx["load_cols_nodes"]) if ctx["load_cols"] else (),
+        gm_all=tuple(ctx["tensors"]),
+        load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
         zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
         row_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["row_segments"]),
         reduce_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["reduce_segments"]),
@@ -1333,6 +1374,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         + 2 * sum(1 for _a, x in _acc_items(p) if x[0] == "brow") + len(tots),
         "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
+        "load_cols_nodes": _col_setup_nodes(p, addr, cites),
         "flush_row": flush_row, "flush_col": flush_col,
         "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
         "row_segments": (row_pr.batch_segments(passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)])
@@ -1366,6 +1408,8 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     ctx["row_split"] = kir.methods_cpp(k, [m for m in ROW_SPLIT_METHODS if any(f.name == m for f in k.methods)])
     ctx["col_split"] = kir.methods_cpp(k, ["ColSplit"] + (["ColStream"] if v.stream else []), verify_first=False)
     ctx["process"] = "\n".join(kir.CppPrinter(k).func("Process", (), k.process))
+    ctx["load_cols_cpp"] = kir.methods_cpp(k, ["LoadColumns"], verify_first=False).rstrip("\n") \
+        if ctx["load_cols"] else ""
     ctx["init"] = "\n".join(kir.CppPrinter(k).body(k.init, 2, {}))
     ctx["helpers"] = {m.name: kir.methods_cpp(k, [m.name], verify_first=False).rstrip("\n") for m in k.methods
                       if m.name in HELPER_METHODS}

@@ -314,14 +314,15 @@ class FExpr:
 
 @dataclass(frozen=True)
 class FConst(FExpr):
-    """A finite float literal."""
+    """A float literal: finite, or ±infinity (printed as the compiler built-in `__builtin_inff()`, which g++ and the
+    device compiler provide; device code has no std::numeric_limits, docs/reference/ascendc.md §1.4); never NaN."""
 
     value: float
 
     def __post_init__(self):
         v = float(self.value)
-        if v != v or v in (float("inf"), float("-inf")):
-            raise IRError(f"float literal {self.value!r} is not finite")
+        if v != v:
+            raise IRError(f"float literal {self.value!r} is NaN")
 
 
 @dataclass(frozen=True)
@@ -1930,6 +1931,8 @@ class CppPrinter:
         """C++ text of a float expression."""
         if isinstance(x, FConst):
             v = float(x.value)
+            if v in (float("inf"), float("-inf")):
+                return "__builtin_inff()" if v > 0 else "-__builtin_inff()"
             r = repr(v)
             return (r if ("e" in r or "." in r) else r + ".0") + "f"
         if isinstance(x, FRef):

@@ -952,7 +952,9 @@ class _Core:
     def strided(self, s, frame, tens):
         """A mask / repeat form (binary ops with BinaryRepeatParams, WholeReduceSum / WholeReduceMax): the elements
         each operand's repeats address (isa.lane_at), bounds and alignment checked, each element touched, then the
-        table's meaning; a written element is written when every source element the instruction read is."""
+        table's meaning; a destination element is written when every source lane it is computed from is (lane by
+        lane; a WholeReduce's element when every lane of its repeat is), so a padded row's unwritten pad lanes poison
+        only the pad lanes of the result, as on the device they hold garbage only there."""
         d, args = INSTRS[s.op], dict(s.args)
         whole = s.op in (Op.WHOLE_REDUCE_SUM, Op.WHOLE_REDUCE_MAX)
         vals = {o.name: self.ival(args[o.name], frame) for o in d.operands
@@ -979,14 +981,16 @@ class _Core:
             self.read(t, tops[n])
         self.overlap(s.op, d.api, tens, idx, sz, mask, rep, whole, vals.get("params"))
         ins = self.issue(_V, s)
-        env, ok = dict(vals), True
+        env = dict(vals)
+        ok = np.ones(len(idx["dst"]), dtype=bool)   # per destination element: every source lane it reads written
         for n, t in tens.items():
             if n == "dst":
                 continue
             for i in idx[n]:
                 self.touch(ins, t.off + i * sz, sz, False)
             env[n], w = self.read(t, tops[n])
-            ok = ok and bool(w[idx[n]].all())
+            lanes = np.asarray(w, dtype=bool)[idx[n]]
+            ok &= lanes.reshape(rep, mask).all(axis=1) if whole else lanes
         dst = tens["dst"]
         for i in idx["dst"]:
             self.touch(ins, dst.off + i * sz, sz, True)

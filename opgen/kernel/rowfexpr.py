@@ -9,7 +9,8 @@ written (FBin.paren, FNeg.paren) so the C++ printer prints the text the row prog
     expr    := term (("+" | "-") term)*
     term    := unary (("*" | "/") unary)*
     unary   := "-" unary | atom
-    atom    := FLOAT "f" | NAME | "static_cast<float>(" expr ")" | ("Std::sqrt" | "Std::abs") "(" expr ")"
+    atom    := FLOAT "f" | "__builtin_inff()" | NAME | "static_cast<float>(" expr ")"
+             | ("Std::sqrt" | "Std::abs") "(" expr ")"
              | "(" expr ")" | "(" expr (">" | "<") expr "?" expr ":" expr ")"
 
 `static_cast<float>(n)` of an int64 name `n` (a member such as hidden_, `int_names`) is FInt(Sym(n)); of a float
@@ -109,6 +110,11 @@ class _Parser:
         if kind == "num":
             self.take()
             return FConst(float(v[:-1]))
+        if kind == "name" and v == "__builtin_inff":   # the compiler's +infinity (rowprog.ACC_INIT)
+            self.take()
+            self.take("(")
+            self.take(")")
+            return FConst(float("inf"))
         if kind == "name":
             self.take()
             return FRef(check_name(v, "scalar"))

@@ -110,6 +110,9 @@ class RowSchedule:
     bufs: dict = field(default_factory=dict)
     ws_rows_per_core: int | None = None
     load_cols: bool = False
+    gm_all: tuple = ()           # every GM tensor the class binds ((name, element type); the column operands too)
+    load_cols_body: tuple = ()   # LoadColumns as Kernel-IR statements (the column rows' loads, compute, zeroed
+    #                              accumulators); () with load_cols: its body is C++ text (an extern method)
     load_batch: bool = False
     flush_row: bool = False
     zero_batch: bool = False
@@ -863,6 +866,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     for t in ops.values():
         if t.layout != "pieces":
             gms.setdefault(t.gm, GmTensor(f"gm_{t.gm}", t.ctype, cpp_name(t.gm)))
+    for gm, ct in s.gm_all:   # the column operands LoadColumns reads
+        gms.setdefault(gm, GmTensor(f"gm_{gm}", ct, cpp_name(gm)))
     locals_ = [Local(f"rowInQue_{t.op}", TPos.VECIN, True) for t in s.row_in]
     locals_ += [Local(f"rowOutQue_{t.op}", TPos.VECOUT, True) for t in s.row_out]
     locals_ += [Local(f"statInQue_{t.op}", TPos.VECIN, True) for t in s.stat_in]
@@ -885,9 +890,14 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         tensors.append(TensorVar("brow_", "float", s.nbrow))
     if s.ncol:
         tensors.append(TensorVar("colv_", "float", s.ncol))
-    ext = [Func("FlushRow", extern=True), Func("FlushCol", extern=True), Func("LoadColumns", extern=True), Func("ZeroBatchSums", extern=True),
+    ext = [Func("FlushRow", extern=True), Func("FlushCol", extern=True), Func("ZeroBatchSums", extern=True),
            Func("LoadBatch", (Param("b"),), extern=True),
            ]
+    if s.load_cols_body:
+        ext.append(Func("LoadColumns", (), tuple(s.load_cols_body),
+                        doc="the column rows of the chunk [c0_, c0_ + n_): loaded, computed, accumulators zeroed"))
+    else:
+        ext.append(Func("LoadColumns", extern=True))
     ext += [Func(f"Off_{n}", (Param("r"),), ret="int64_t", const=True, extern=True) for n in s.strided]
     methods = [_row_split(s), _col_split(s)] + ([_col_stream(s)] if s.stream_levels else [])
     build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials,

@@ -566,12 +566,13 @@ private:
     }
 
     // ------------------------------------------------------------ shared
+    // the column rows of the chunk [c0_, c0_ + n_): loaded, computed, accumulators zeroed
     __aicore__ inline void LoadColumns()
     {
-        LoadRow<U>(colv_[0], gm_gamma[c0_], n_);  // spec: ada_layer_norm_grad.py:24
-        LoadRow<U>(colv_[1], gm_beta[c0_], n_);   // spec: ada_layer_norm_grad.py:25
-        Duplicate(colv_[3], 0.0f, n_);            // spec: ada_layer_norm_grad.py:77
-        Duplicate(colv_[2], 0.0f, n_);            // spec: ada_layer_norm_grad.py:78
+        LoadRow<U>(colv_[0], gm_gamma[c0_], n_);              // spec: ada_layer_norm_grad.py:24
+        LoadRow<U>(colv_[1], gm_beta[c0_], n_);               // spec: ada_layer_norm_grad.py:25
+        Duplicate(colv_[3], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+        Duplicate(colv_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
 
@@ -1189,11 +1190,12 @@ private:
     }
 
     // ------------------------------------------------------------ shared
+    // the column rows of the chunk [c0_, c0_ + n_): loaded, computed, accumulators zeroed
     __aicore__ inline void LoadColumns()
     {
-        LoadRow<U>(colv_[0], gm_gamma[c0_], n_);  // spec: ada_layer_norm_grad.py:24
-        Duplicate(colv_[2], 0.0f, n_);            // spec: ada_layer_norm_grad.py:77
-        Duplicate(colv_[1], 0.0f, n_);            // spec: ada_layer_norm_grad.py:78
+        LoadRow<U>(colv_[0], gm_gamma[c0_], n_);              // spec: ada_layer_norm_grad.py:24
+        Duplicate(colv_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+        Duplicate(colv_[1], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
 
@@ -1802,11 +1804,12 @@ private:
     }
 
     // ------------------------------------------------------------ shared
+    // the column rows of the chunk [c0_, c0_ + n_): loaded, computed, accumulators zeroed
     __aicore__ inline void LoadColumns()
     {
-        LoadRow<U>(colv_[0], gm_beta[c0_], n_);  // spec: ada_layer_norm_grad.py:25
-        Duplicate(colv_[2], 0.0f, n_);           // spec: ada_layer_norm_grad.py:77
-        Duplicate(colv_[1], 0.0f, n_);           // spec: ada_layer_norm_grad.py:78
+        LoadRow<U>(colv_[0], gm_beta[c0_], n_);               // spec: ada_layer_norm_grad.py:25
+        Duplicate(colv_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+        Duplicate(colv_[1], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
 
@@ -2411,10 +2414,11 @@ private:
     }
 
     // ------------------------------------------------------------ shared
+    // the column rows of the chunk [c0_, c0_ + n_): loaded, computed, accumulators zeroed
     __aicore__ inline void LoadColumns()
     {
-        Duplicate(colv_[1], 0.0f, n_);  // spec: ada_layer_norm_grad.py:77
-        Duplicate(colv_[0], 0.0f, n_);  // spec: ada_layer_norm_grad.py:78
+        Duplicate(colv_[1], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+        Duplicate(colv_[0], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
         PipeBarrier<PIPE_V>();
     }
 

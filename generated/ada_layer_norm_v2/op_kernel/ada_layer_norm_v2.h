@@ -438,6 +438,7 @@ private:
     }
 
     // ------------------------------------------------------------ shared
+    // the column rows of the chunk [c0_, c0_ + n_): loaded, computed, accumulators zeroed
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_weight[c0_], n_);  // spec: ada_layer_norm_v2.py:22
@@ -919,6 +920,7 @@ private:
     }
 
     // ------------------------------------------------------------ shared
+    // the column rows of the chunk [c0_, c0_ + n_): loaded, computed, accumulators zeroed
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_weight[c0_], n_);  // spec: ada_layer_norm_v2.py:22
@@ -1398,6 +1400,7 @@ private:
     }
 
     // ------------------------------------------------------------ shared
+    // the column rows of the chunk [c0_, c0_ + n_): loaded, computed, accumulators zeroed
     __aicore__ inline void LoadColumns()
     {
         LoadRow<U>(colv_[0], gm_bias[c0_], n_);  // spec: ada_layer_norm_v2.py:23
