@@ -438,7 +438,8 @@ def test_emitted_infershape_derives_the_bsh_head_dim(gen, tmp_path):
     """The emitted InferShape, compiled against the emulation's registry and run (graph mode: no aclnn layer in
     front): for BSH query [2, 37, 128] and key / value [2, 70, 64], head_num 4 gives D = 32, softmax_max
     [2, 4, 37, 8] and attention_out [2, 37, 128]; head_num 8 gives D = 16 and 8 heads; BNSD reads N1 from the
-    query whatever head_num says."""
+    query whatever head_num says; head_num 3, which does not divide 128, fails naming the rule (graph mode has no
+    aclnn layer in front to refuse it)."""
     import subprocess
 
     src = gen / "flash_attention_score" / "op_host" / "flash_attention_score_infershape.cpp"
@@ -450,14 +451,16 @@ def test_emitted_infershape_derives_the_bsh_head_dim(gen, tmp_path):
         '    ctx.inputShapes = {&q, &kv, &kv, nullptr};\n    ctx.outputShapes = {&smax, &ssum, &out};\n'
         '    ctx.attrs.SetStr(0, layout);\n    ctx.attrs.Set(1, 0.5);\n    ctx.attrs.Set(2, heads);\n'
         '    ctx.attrs.Set(3, 0);\n'
-        '    if (gert::InferShapeRegistry().at("FlashAttentionScore")(&ctx) != ge::GRAPH_SUCCESS) return 1;\n'
+        '    if (gert::InferShapeRegistry().at("FlashAttentionScore")(&ctx) != ge::GRAPH_SUCCESS) {\n'
+        '        std::printf("failed\\n");\n        return 0;\n    }\n'
         '    for (gert::Shape* s : {&smax, &out}) {\n'
         '        for (size_t i = 0; i < s->GetDimNum(); ++i) std::printf("%ld ", (long)s->GetDim(i));\n'
         '        std::printf("| ");\n    }\n    std::printf("\\n");\n    return 0;\n}\n'
         'int main()\n{\n'
         '    return Run("BSH", gert::Shape({2, 37, 128}), gert::Shape({2, 70, 64}), 4) |\n'
         '           Run("BSH", gert::Shape({2, 37, 128}), gert::Shape({2, 70, 64}), 8) |\n'
-        '           Run("BNSD", gert::Shape({2, 4, 37, 32}), gert::Shape({2, 2, 70, 32}), 7);\n}\n')
+        '           Run("BNSD", gert::Shape({2, 4, 37, 32}), gert::Shape({2, 2, 70, 32}), 7) |\n'
+        '           Run("BSH", gert::Shape({2, 37, 128}), gert::Shape({2, 70, 64}), 3);\n}\n')
     inc = ROOT / "opgen" / "emu" / "include"
     exe = tmp_path / "infer"
     r = subprocess.run([shutil.which("g++"), "-std=c++17", "-O0", f"-I{inc}", str(src), str(main), "-o", str(exe)],
@@ -465,7 +468,8 @@ def test_emitted_infershape_derives_the_bsh_head_dim(gen, tmp_path):
     assert r.returncode == 0, r.stderr[:3000]
     out = subprocess.run([str(exe)], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.splitlines() == [
-        "2 4 37 8 | 2 37 128 | ", "2 8 37 8 | 2 37 128 | ", "2 4 37 8 | 2 4 37 32 | "], out.stdout
+        "2 4 37 8 | 2 37 128 | ", "2 8 37 8 | 2 37 128 | ", "2 4 37 8 | 2 4 37 32 | ", "failed"], out.stdout
+    assert "query: dim 2 is 128, not D * N1 for any whole D with N1=3" in out.stdout + out.stderr, out.stderr
 
 
 MHA_SPEC = '''

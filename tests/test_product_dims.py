@@ -110,3 +110,30 @@ def test_factors_known_only_through_each_other_are_refused(tmp_path):
     spec = load_spec(str(p))
     with pytest.raises(SpecError, match=r"dim D is not carried by any input; the tiling cannot read it"):
         dim_cpp(spec, Sym("D"))
+
+
+def test_infershape_refuses_a_size_the_known_factors_do_not_divide(spec_path):
+    """Graph mode has no aclnn layer in front of InferShape: it checks each product it divides is exact, in the
+    interpreter's words (the query's H1 by head_num, the key's H2 by the D that gives)."""
+    from opgen.codegen.infershape import emit_infershape
+    from opgen.registry import load_spec
+
+    text = next(iter(emit_infershape(load_spec(spec_path)).values()))
+    assert "if (dimN1 != 0 && queryShape->GetDim(2) % dimN1 != 0) {" in text
+    assert '"query: dim 2 is %lld, not D * N1 for any whole D with N1=%lld"' in text
+    assert '"key: dim 2 is %lld, not D * N2 for any whole N2 with D=%lld"' in text
+
+
+def test_tiling_func_refuses_a_size_the_known_factors_do_not_divide(spec_path):
+    """The TilingFunc, which graph mode also reaches without the aclnn layer, checks the same exactness before it
+    tiles: the query's H1 by head_num (read from the attribute), the key's H2 by the D that gives."""
+    from opgen.registry import load_spec
+    from opgen.tiling.emit import exact_products
+
+    checks = exact_products(load_spec(spec_path))
+    n1 = "AttrInt(context, 0, 1)"
+    d = f"({n1} != 0 ? queryShape.GetDim(2) / {n1} : 0)"
+    assert [c["cond"] for c in checks] == [f"{n1} != 0 && queryShape.GetDim(2) % {n1} != 0",
+                                           f"{d} != 0 && keyShape.GetDim(2) % {d} != 0"]
+    assert [c["msg"] for c in checks] == ['"query: dim 2 is %lld, not D * N1 for any whole D with N1=%lld"',
+                                          '"key: dim 2 is %lld, not D * N2 for any whole N2 with D=%lld"']

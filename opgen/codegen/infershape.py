@@ -171,7 +171,7 @@ def infershape_context(m: OpModel) -> dict:
         if name in dim_var:
             return dim_var[name]
         expr = read_dim(spec, name, entry, pick, lambda i: f"{_shape_var(m.inputs[i])} != nullptr", tail,
-                        dim_var.get, zero_ok=False)
+                        dim_var.get, zero_ok=False, divides=divides)
         if expr is None:
             raise SpecError(f"{spec.file}: output dim {name} is carried by no required input and has no "
                             f"absent value or attribute; InferShape cannot derive it")
@@ -206,6 +206,7 @@ def infershape_context(m: OpModel) -> dict:
 
     attrs_needed: list = []
     dim_attrs: dict = {}   # integer attributes a dim is read from: null-checked and range-checked before use
+    divides: list = []     # product places a dim is read from (dimsource.Divides): the division must be exact
     outputs = []
     for p in m.outputs:
         o = p.decl
@@ -277,6 +278,22 @@ def infershape_context(m: OpModel) -> dict:
                                    "optional": p.optional,
                                    "msg": c_printf(f"{p.name}: rank ", "%zu", f", expected {rule} for {shape_str(shape)} "
                                                    f"when {p.decl.form_by}={choice_text(c)}")})
+    exact = []
+    for d in divides:   # graph mode meets no aclnn layer: a size the known factors do not divide fails here
+        p = m.inputs[d.index]
+        conds = []
+        for attr, k in d.form:
+            pick(attr, ["0", "1"])
+            conds.append(f"{selectors[attr]['var']} == {k}")
+        axis = str(d.k) if d.where == "front" else f"-{d.k}"
+        parts = [f"{p.name}: dim {axis} is ", "%lld", f", not {d.expr} for any whole {d.dim} with "]
+        for j, (f, _cpp) in enumerate(d.factors):
+            parts[-1] += ("" if j == 0 else ", ") + f"{f}="
+            parts += ["%lld", ""]
+        exact.append({"cond": " && ".join(conds + [f"{d.den} != 0", f"{d.entry} % {d.den} != 0"]),
+                      "msg": c_printf(*parts),
+                      "args": [f"static_cast<long long>({d.entry})"] +
+                              [f"static_cast<long long>({cpp})" for _f, cpp in d.factors]})
     dtypes = []
     for p in m.outputs:
         dt = p.decl.dtype
@@ -305,7 +322,7 @@ def infershape_context(m: OpModel) -> dict:
     return {"banner": m.banner(), "op": m.op, "inputs": inputs, "dims": dims, "outputs": outputs, "dtypes": dtypes,
             "attrs_needed": bool(attrs_needed), "fn_suffix": upper_camel(m.op), "needs_prod": needs_prod,
             "selectors": list(selectors.values()), "form_ranks": form_ranks, "equal_dims": equal_dims,
-            "dim_attrs": [dim_attrs[k] for k in sorted(dim_attrs)]}
+            "dim_attrs": [dim_attrs[k] for k in sorted(dim_attrs)], "exact_products": exact}
 
 
 def emit_infershape(spec) -> dict[str, str]:

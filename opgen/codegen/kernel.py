@@ -980,6 +980,9 @@ def _col_setup_nodes(prog: RowProgram, addr: "_Addr", cites: Cites) -> list:
         node = instr_node(i, op, n, doc=doc)
         if node is None:
             raise SpecError(f"row kernel {prog.name}: no Kernel IR for column instruction {i.kind}")
+        if i.kind == "viota":   # CreateVecIndex writes its first block on the scalar unit: earlier vector work first
+            out += [kir.SetFlag(Pipe.V, Pipe.S, doc="CreateVecIndex's first block is a scalar write"),
+                    kir.WaitFlag(Pipe.V, Pipe.S)]
         out.append(node)
     for a, (sp, _n, _r) in _acc_items(prog):
         if sp == "col" or sp == "total":

@@ -17,7 +17,7 @@ from opgen.ir.dtypes import DTypeVar
 from opgen.names import op_snake, spec_path
 from opgen.passes.pipeline import kernel_build
 from opgen.names import c_printf, cpp_name
-from opgen.tiling.emit import attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, float_bits
+from opgen.tiling.emit import attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, exact_products, float_bits
 from opgen.dsl.keys import LIST_INT
 
 
@@ -66,6 +66,8 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
     consts = {n: int(e) for n, e in reads if re.fullmatch(r"-?\d+", e.strip())}   # inputs the spec fixes
     equal = _equal_dims(spec)
     equal_reads = [("", p["extent"]) for e in equal for p in e["places"]]
+    exact = exact_products(spec)
+    equal_reads += [("", c["cond"]) for c in exact]   # the shapes the exactness checks read are declared too
     env = template_env()
     ctx = {
         "op": spec.name, "op_snake": op, "struct": f"{spec.name}TilingData", "spec_file": spec_path(spec),
@@ -92,6 +94,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         "attr_list": any(a.type is LIST_INT for a in spec.static_attrs),
         "attr_str": any(a.type is str and len(a.choices) > 1 for a in spec.static_attrs),
         "dim_attrs": _dim_attrs(spec, reads),
+        "exact_products": exact,
     }
     return {
         f"op_kernel/{op}_tiling_data.h": env.get_template("op_kernel/tiling_data.h.j2").render(**ctx),

@@ -51,14 +51,17 @@ class DimLocation:
         if self.factors:
             if factors is None or len(factors) != len(self.factors):
                 raise ValueError(f"the product place of input {self.index} needs its factors {self.factors}")
-            den = " * ".join(([str(self.scale)] if self.scale != 1 else []) + [_atom(f) for f in factors])
-            den = _atom(den)
+            den = self.divisor(factors)
             return f"({den} != 0 ? {entry} / {den} : 0)"
         if (self.scale, self.offset) == (1, 0):
             return entry
         x = entry if self.offset == 0 else f"({entry} - {self.offset})" if self.offset > 0 else \
             f"({entry} + {-self.offset})"
         return x if self.scale == 1 else f"{x} / {self.scale}"
+
+    def divisor(self, factors: list) -> str:
+        """C++ of a product place's divisor, scale * F1 * F2 ... from the factors' C++ (one operand)."""
+        return _atom(" * ".join(([str(self.scale)] if self.scale != 1 else []) + [_atom(f) for f in factors]))
 
     def read(self, entry, pick=None) -> str:
         """C++ of the dim from `entry(where, k)`, the C++ of the shape entry at a place (`pick`: unused here,
@@ -179,7 +182,33 @@ def _form_attrs(spec) -> list[tuple[str, int]]:
     return [(a.name, len(a.choices)) for a in spec.attrs if a.name in used]
 
 
-def read_dim(spec, name: str, entry, pick, present, tail, var=lambda n: None, zero_ok: bool = True) -> str | None:
+def _entry_dim(spec, index: int, A: dict, p: DimLocation):
+    """The spec's dim expression at place `p` of input number `index` in the shape form of assignment `A`."""
+    decl = spec.inputs[index]
+    shape = decl.shapes[A[decl.form_by]] if decl.form_by is not None else decl.shapes[0]
+    return shape[p.k] if p.where == "front" else shape[len(shape) - p.k]
+
+
+@dataclass(frozen=True)
+class Divides:
+    """A product place read_dim divides by (host code checks the division is exact, as the aclnn layer and the
+    interpreter do): in the shape form `form` ({form attribute: choice index}), the entry of input number `index`
+    at (where, k) is `expr` (its spec text) and must be a multiple of `den` (C++); `dim` is the dim read, `factors`
+    the other dims of the product with their C++."""
+
+    form: tuple
+    index: int
+    where: str
+    k: int
+    entry: str
+    den: str
+    dim: str
+    expr: str
+    factors: tuple
+
+
+def read_dim(spec, name: str, entry, pick, present, tail, var=lambda n: None, zero_ok: bool = True,
+             divides: list | None = None) -> str | None:
     """C++ of dim `name` read at run time from the input shapes (InferShape, the TilingFunc: one rule for both),
     decided per shape form (each choice of the attributes that pick input forms, joined by `pick(attr,
     [expr per choice])`). In a form: the first required input holding the dim itself or an affine entry of it
@@ -189,6 +218,7 @@ def read_dim(spec, name: str, entry, pick, present, tail, var=lambda n: None, ze
     bound to it, None if neither; 0 in its place when `zero_ok`). A form where nothing gives the dim reads 0
     there (nothing reads it in that form). `entry(index, where, k)` prints a shape entry of input number `index`;
     `var(dim)` names a host variable already holding a factor's value (else the factor is printed inline).
+    `divides`, when given, receives a Divides for each product place a required input's read uses (once each).
     Returns None when no form gives the dim (or an optional chain has no tail and not `zero_ok`)."""
     forms = _form_attrs(spec)
 
@@ -205,7 +235,7 @@ def read_dim(spec, name: str, entry, pick, present, tail, var=lambda n: None, ze
                 places.append((spec.inputs[loc.index].optional, bool(p.factors), loc.index, p))
         places.sort(key=lambda x: x[:2])   # stable: sym_locations' order within a kind
 
-        def read(i, p):
+        def read(i, p, optional=True):
             ent = entry(i, p.where, p.k)
             if not p.factors:
                 return p.cpp(ent)
@@ -215,11 +245,16 @@ def read_dim(spec, name: str, entry, pick, present, tail, var=lambda n: None, ze
                 if e is None:
                     return None
                 fs.append(var(f) or e)
+            if divides is not None and not optional:
+                d = Divides(tuple(sorted(A.items())), i, p.where, p.k, ent, p.divisor(fs), n,
+                            str(_entry_dim(spec, i, A, p)), tuple(zip(p.factors, fs)))
+                if d not in divides:
+                    divides.append(d)
             return p.cpp(ent, fs)
 
         opts = []
         for optional, _product, i, p in places:
-            e = read(i, p)
+            e = read(i, p, optional)
             if e is None:
                 continue
             if not optional:

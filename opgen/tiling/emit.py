@@ -75,25 +75,58 @@ def _dim_access(spec, sym: str) -> str:
                 return f"({i.name}ShapeOpt != nullptr ? {got} : 0)"
         raise SpecError(f"{spec.file}: dim {sym} is not carried by any input; the tiling cannot read it")
 
-    def entry(index, where, k):
-        ref = _shape_ref(spec.inputs[index])
-        return f"{ref}.GetDim({k})" if where == "front" else f"{ref}.GetDim({ref}.GetDimNum() - {k})"
-
-    def attr(name):
-        for k, a in enumerate(spec.attrs):   # a dim an integer attribute binds (spec.attr(..., dim=G))
-            if a.dim is not None and a.dim.name == name:
-                return f"AttrInt(context, {k}, {int(a.default) if a.default is not None else 0})"
-        return None
-
-    def tail(name):
-        absent = spec.dims_[name].absent if name in spec.dims_ else None
-        return str(absent) if absent is not None else attr(name)
-
-    got = read_dim(spec, sym, entry, lambda a, exprs: _pick_form(spec, a, exprs),
-                   lambda i: f"{spec.inputs[i].name}ShapeOpt != nullptr", tail)
+    got = read_dim(spec, sym, lambda i, w, k: _entry_cpp(spec, i, w, k), lambda a, exprs: _pick_form(spec, a, exprs),
+                   lambda i: f"{spec.inputs[i].name}ShapeOpt != nullptr", lambda n: _tail_cpp(spec, n))
     if got is None:
         raise SpecError(f"{spec.file}: dim {sym} is not carried by any input; the tiling cannot read it")
     return _paren(got)
+
+
+def exact_products(spec) -> list[dict]:
+    """The TilingFunc's checks that each product it divides a shape entry by is exact (opgen.dsl.dimsource.Divides:
+    BSH's H1 by head_num, H2 by D): [{"cond", "msg", "args"}], the failing condition (in the shape form the check
+    belongs to) and the interpreter's words ("query: dim 2 is 100, not D * N1 for any whole D with N1=3"). Graph
+    mode reaches the TilingFunc without the aclnn layer's BindFactor check."""
+    from opgen.names import c_printf
+
+    found: list = []
+    for sym in spec.dims_:
+        if not any(q for q in sym_locations(spec, sym)):
+            continue
+        read_dim(spec, sym, lambda i, w, k: _entry_cpp(spec, i, w, k), lambda a, exprs: _pick_form(spec, a, exprs),
+                 lambda i: f"{spec.inputs[i].name}ShapeOpt != nullptr", lambda n: _tail_cpp(spec, n), divides=found)
+    out = []
+    for d in found:
+        conds = [f"{_attr_index_cpp(a, [x.name for x in spec.attrs].index(attr))} == {k}"
+                 for attr, k in d.form for a in spec.attrs if a.name == attr]
+        axis = str(d.k) if d.where == "front" else f"-{d.k}"
+        parts = [f"{spec.inputs[d.index].name}: dim {axis} is ", "%lld", f", not {d.expr} for any whole {d.dim} with "]
+        for j, (f, _cpp) in enumerate(d.factors):
+            parts[-1] += ("" if j == 0 else ", ") + f"{f}="
+            parts += ["%lld", ""]
+        out.append({"cond": " && ".join(conds + [f"{d.den} != 0", f"{d.entry} % {d.den} != 0"]),
+                    "msg": c_printf(*parts),
+                    "args": [f"static_cast<long long>({d.entry})"] +
+                            [f"static_cast<long long>({cpp})" for _f, cpp in d.factors]})
+    return out
+
+
+def _entry_cpp(spec, index: int, where: str, k: int) -> str:
+    """C++ of shape entry (where, k) of input number `index` in the TilingFunc."""
+    ref = _shape_ref(spec.inputs[index])
+    return f"{ref}.GetDim({k})" if where == "front" else f"{ref}.GetDim({ref}.GetDimNum() - {k})"
+
+
+def _tail_cpp(spec, name: str) -> str | None:
+    """C++ of dim `name` when no input gives it in the TilingFunc: its absent value, else the integer attribute
+    bound to it (dim=), else None."""
+    absent = spec.dims_[name].absent if name in spec.dims_ else None
+    if absent is not None:
+        return str(absent)
+    for k, a in enumerate(spec.attrs):
+        if a.dim is not None and a.dim.name == name:
+            return f"AttrInt(context, {k}, {int(a.default) if a.default is not None else 0})"
+    return None
 
 
 def _paren(x: str) -> str:
