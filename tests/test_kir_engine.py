@@ -202,3 +202,26 @@ def test_both_engines_give_the_same_verdicts(tmp_path):
             assert np.all(np.abs(a - b) <= 2.0**-22 * np.abs(a)), (dims, np.abs(a - b).max())
         else:
             assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (dims, dtype)
+
+
+@pytest.mark.parametrize("present", [("weight", "bias"), ("weight",), ("bias",), ()],
+                         ids=["weight-bias", "weight", "bias", "neither"])
+def test_bundled_ada_layer_norm_v2_selects_its_class_by_presence(present):
+    """AdaLayerNormV2 (bundled) has one kernel class per presence of weight and bias, all serving attrKey 0: the
+    engine picks the one the kernel entry would (the call's presence condition) and every output is within the
+    float64 oracle's bound (tests/oracles.py: ((x - mean) * rstd * weight + bias) * (1 + scale) + shift), bf16 over
+    H = 1152 (ROW_SPLIT)."""
+    from oracles import ada_layer_norm_v2_fwd
+
+    from opgen.check import run_check
+
+    r = run_check("AdaLayerNormV2", dims={"Bd": (2,), "S": 37, "H": 1152}, dtypes={"T": "bfloat16"}, seed=5,
+                  present=list(present), progress=False, engine="kir")
+    assert r.variant == "kir" and not r.faults and r.passed, (r.faults[:3], r.failed_outputs())
+    a = r.inputs
+    want = ada_layer_norm_v2_fwd(a["x"], a["scale"], a["shift"], a.get("weight"), a.get("bias"))
+    for name, ref in want.items():
+        got = np.asarray(r.arrays[name], np.float64)
+        ref = np.asarray(ref, np.float64).reshape(got.shape)
+        tol = 2.0**-7 * np.abs(ref) + 2.0**-7 * (np.abs(ref).max() if name == "out" else 0) + 1e-6
+        assert np.all(np.abs(got - ref) <= tol), (name, float(np.abs(got - ref).max()))

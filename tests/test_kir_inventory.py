@@ -1,9 +1,9 @@
 """The --engine kir inventory: which rows kernels `opgen check --engine kir` can read today. Every example spec and
 bundled op of the rows family goes through `opgen.check.kirengine.require_kernel_ir`: a kernel that is IR throughout
 is accepted (its classes returned; tests/test_kir_engine.py runs their cases), every other is refused in one line
-naming the first C++ text part (FlushRow, LoadBatch, an Off_<input> helper, C++ text lines such as the cross-core
+naming the first C++ text part (FlushRow, an Off_<input> helper, C++ text lines such as the cross-core
 epilogue), its family or its head-rows lowering. The IR-throughout set below was read off `kir_interp.opaque` by hand (2026-12-04,
-after LoadColumns became Kernel IR); when a C++ text part becomes Kernel IR, move its operators into IR_THROUGHOUT."""
+after LoadColumns, LoadBatch and ZeroBatchSums became Kernel IR); when a C++ text part becomes Kernel IR, move its operators into IR_THROUGHOUT."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ SPECS = sorted(p for p in [*ROOT.glob("examples/specs/*.py"), *ROOT.glob("specs/
                if not p.name.startswith("_"))
 
 # Rows kernels whose every class is Kernel IR throughout (no Verbatim, no extern method reachable).
-IR_THROUGHOUT = {"AddRmsNorm", "CrossEntropyLoss", "CrossEntropyLossGrad", "DynamicQuant", "GeGluV3", "Gelu", "GeluV2",
-                 "HardSigmoid", "HardtanhGrad", "LayerNormV4", "LeakyRelu", "LogSoftmaxV2", "MaskedFill",
-                 "MaximumGrad", "OneHot", "Prelu", "ReduceSum", "RmsNorm", "ScaledMaskedSoftmax", "SmoothL1Loss",
-                 "SoftmaxV2", "SwiGluGrad", "Tanh", "ThresholdGradV2D"}
+IR_THROUGHOUT = {"AdaLayerNormV2", "AddRmsNorm", "CrossEntropyLoss", "CrossEntropyLossGrad", "DynamicQuant",
+                 "GeGluV3", "Gelu", "GeluV2", "HardSigmoid", "HardtanhGrad", "LayerNormV4", "LeakyRelu",
+                 "LogSoftmaxV2", "MaskedFill", "MaximumGrad", "Modulate", "OneHot", "Prelu", "ReduceSum", "RmsNorm",
+                 "ScaledMaskedSoftmax", "SmoothL1Loss", "SoftmaxV2", "SwiGluGrad", "Tanh", "ThresholdGradV2D"}
 # Rows kernels lowered as head programs (opgen.kernel.headrows): no rows Kernel IR classes yet.
 HEAD_ROWS = {"NormRopeConcat", "NormRopeConcatGrad"}
 # Operators of the other families (one matmul: cube; attention).
@@ -33,7 +33,6 @@ OTHER_FAMILY = {"BatchMatMul": "cube", "FusedMatMul": "cube", "MatMul": "cube", 
 # The first C++ text part of each other rows kernel (what a converter has to replace next): a method that is C++
 # text, or C++ text lines inside an IR method (the cross-core epilogue's StoreRow / RowSum lines, a copy loop).
 FIRST_TEXT = {"FlushRow": {"ModulateGrad", "ReduceMax", "ReduceMean", "ReduceMin", "AdaLayerNormGrad"},
-              "LoadBatch": {"Modulate", "AdaLayerNormV2"},
               "Off_": {"BatchNormV3", "GroupNorm", "ScaledTranspose", "SwiGlu"},
               "C++ text (": {"BatchNorm", "BiasAddGrad", "InstanceNorm", "JointConcat", "LayerNormGradV3", "MseLoss",
                              "NLLLoss", "RmsNormGrad"}}

@@ -10,9 +10,9 @@ most operators are refused with the reason; one that is IR throughout (SoftmaxV2
 
 A check case binds to the interpreter as the emitted driver binds it to the emulated launch (`launch`): the tiling
 data, blockDim, tiling key and workspace size come from the tiling program's Python twin (opgen.tiling.emit.evaluate,
-what the emitted TilingFunc computes); the kernel class is the one serving the case's attrKey; its GM arguments are
-the validated inputs in their declared dtypes and the outputs, made NaN (floats) before the launch so an element the
-kernel never writes cannot pass; its template parameters take the dtype binding. Nothing is compiled: the aclnn
+what the emitted TilingFunc computes); the kernel class is the one serving the call's attrKey and optional inputs; its
+GM arguments are the validated inputs in their declared dtypes and the outputs, made NaN (floats) before the launch
+so an element the kernel never writes cannot pass; its template parameters take the dtype binding. Nothing is compiled: the aclnn
 layer is C++, so the spec's own validation (the interpreter's, with the same rules) judges the call.
 """
 
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from opgen.errors import OpgenError
+from opgen.names import cpp_name
 from opgen.kernel import kir
 from opgen.kernel import kir_interp
 from opgen.kernel.kir_interp import NP_TYPES, NotKernelIR, opaque
@@ -90,10 +91,11 @@ def _ctype(dt) -> str:
 
 
 def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> KirLaunch:
-    """Run `spec`'s kernel for the bound call `bound` (BoundCall: arrays, env, dtypes, attrs) on `platform` with the
-    Kernel IR interpreter. `slots`: (DType, shape) per output in spec order, None for one the specialisation does
-    not produce. Raises NotKernelIR (require_kernel_ir) when the kernel is not Kernel IR throughout, or when more
-    than one class serves the case's attrKey (their presence conditions are C++ text the engine does not read)."""
+    """Run `spec`'s kernel for the bound call `bound` (BoundCall: arrays, env, dtypes, attrs, key) on `platform`
+    with the Kernel IR interpreter: the class is the one serving the call's attrKey and presence of the optional
+    inputs (opgen.kernel.rows.variants_of's condition, as the kernel entry tests it). `slots`: (DType, shape) per
+    output in spec order, None for one the specialisation does not produce. Raises NotKernelIR (require_kernel_ir)
+    when the kernel is not Kernel IR throughout, or when no single class serves the call."""
     from opgen.passes.pipeline import kernel_build  # lazy: start-up time
     from opgen.tiling.emit import SYS_WORKSPACE_BYTES, evaluate
 
@@ -111,10 +113,13 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     user_ws = int(tl.get("workspaceBytes", 0))
     out.workspace_bytes = user_ws + SYS_WORKSPACE_BYTES
     variants = unit.lowered.extra["variants"]
-    serving = [k for v, k in zip(variants, classes) if any(ak == tl["attrKey"] for ak, _cond in v.serves)]
+    opts = [i.name for i in spec.inputs if i.optional]   # the presence condition the kernel entry tests
+    cond = " && ".join(f"{cpp_name(n)} {'!=' if p else '=='} nullptr"
+                       for n, p in zip(opts, bound.key.present)) or "true"
+    serving = [k for v, k in zip(variants, classes) if (tl["attrKey"], cond) in v.serves]
     if len(serving) != 1:
         raise NotKernelIR(f"--engine kir: {spec.name}: {len(serving)} kernel classes serve attrKey {tl['attrKey']} "
-                          "(the engine selects a class by attrKey only); use --engine emu")
+                          f"with {cond}; use --engine emu")
     k = serving[0]
     gm = {}
     for i in spec.inputs:

@@ -955,23 +955,29 @@ def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> lis
     return out
 
 
-def _col_setup_nodes(prog: RowProgram, addr: "_Addr", cites: Cites) -> list:
-    """LoadColumns as Kernel-IR statements (the node form of `_setup_lines` for the column space): each column
-    operand loaded into its fp32 row by LoadRow<S> from GM at its column offset + c0_ (n_ elements), the column
-    space's instructions (instr_node), the column accumulators set to their kind's identity (rowprog.ACC_INIT);
-    vector barriers by dependency (with_barriers, LoadRow's write of its row counted). Raises SpecError for an
-    instruction with no Kernel-IR node."""
+def _setup_nodes(prog: RowProgram, space: str, addr: "_Addr", cites: Cites) -> list:
+    """LoadColumns (`space` "col") or LoadBatch(b) ("brow") as Kernel-IR statements, the node form of
+    `_setup_lines`: each operand of the space loaded into its fp32 row by LoadRow<S> from GM at its column offset
+    (a batch row: batch b's row) + c0_, n_ elements; the space's instructions (instr_node; CreateVecIndex after a
+    V->S wait: its first block is a scalar write); for the columns, the column accumulators set to their kind's
+    identity (rowprog.ACC_INIT); vector barriers by dependency (with_barriers, LoadRow's write of its row counted).
+    Raises SpecError for an instruction with no Kernel-IR node."""
     op = lambda x: _operand_ref(x, prog)  # noqa: E731
     n = Sym("n_")
     out: list = []
     for i in prog.instrs:
-        if i.space != "col" or i.dst in prog.late:   # late: after the exchange (_cross_core_lines)
+        if i.space != space or i.dst in prog.late:   # late: after the exchange (_cross_core_lines)
             continue
         doc = spec_comment(cites.instr(i)).strip().removeprefix("//").strip()
         if i.kind == "load":
             t = prog.tensor(i.gm)
-            col = addr.dims.sym(addr.view(i.gm).col)
-            at = Sym("c0_") if col == Lit(0) else Bin("+", col, Sym("c0_"))
+            v = addr.view(i.gm)
+            col = addr.dims.sym(v.col)
+            terms = ([] if space != "brow" else [_kmul(Sym("b"), addr.dims.sym(v.pitch))]) + \
+                ([] if col == Lit(0) else [col]) + [Sym("c0_")]
+            at = terms[0]
+            for x in terms[1:]:
+                at = Bin("+", at, x)
             out.append(kir.Call("LoadRow", (op(i.dst), kir.GmView(f"gm_{t.gm}", at), n), targs=(_ctype(t.dtype),),
                                 doc=doc))
             continue
@@ -979,16 +985,23 @@ def _col_setup_nodes(prog: RowProgram, addr: "_Addr", cites: Cites) -> list:
             continue
         node = instr_node(i, op, n, doc=doc)
         if node is None:
-            raise SpecError(f"row kernel {prog.name}: no Kernel IR for column instruction {i.kind}")
+            raise SpecError(f"row kernel {prog.name}: no Kernel IR for {space} instruction {i.kind}")
         if i.kind == "viota":   # CreateVecIndex writes its first block on the scalar unit: earlier vector work first
             out += [kir.SetFlag(Pipe.V, Pipe.S, doc="CreateVecIndex's first block is a scalar write"),
                     kir.WaitFlag(Pipe.V, Pipe.S)]
         out.append(node)
-    for a, (sp, _n, _r) in _acc_items(prog):
-        if sp == "col" or sp == "total":
-            out.append(kir.vec(Op.DUPLICATE, dst=op(a), scalar=parse_scalar(ACC_INIT[prog.acc_kinds.get(a, "sum")], ()),
-                               count=n, doc=spec_comment(cites.acc(a)).strip().removeprefix("//").strip()))
+    if space == "col":
+        out += _zero_nodes(prog, "col", cites)
     return with_barriers(out)
+
+
+def _zero_nodes(prog: RowProgram, space: str, cites: Cites) -> list:
+    """The node form of `_zero_lines`: the accumulators of `space` (brow: at each new batch; col, with the totals:
+    once per column chunk) set to the identity of their kind (rowprog.ACC_INIT), Duplicate over n_ lanes."""
+    return [kir.vec(Op.DUPLICATE, dst=_operand_ref(a, prog),
+                    scalar=parse_scalar(ACC_INIT[prog.acc_kinds.get(a, "sum")], ()), count=Sym("n_"),
+                    doc=spec_comment(cites.acc(a)).strip().removeprefix("//").strip())
+            for a, (sp, _n, _r) in _acc_items(prog) if sp == space or (sp, space) == ("total", "col")]
 
 
 def _acc_items(prog: RowProgram) -> list:
@@ -1301,7 +1314,9 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         load_cols=bool(ctx["load_cols"]), load_cols_body=tuple(ctx["load_cols_nodes"]) if ctx["load_cols"] else (),
         gm_all=tuple(ctx["tensors"]),
         load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
-        zero_batch=bool(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
+        load_batch_body=tuple(ctx["load_batch_nodes"]) if ctx["load_batch"] else (),
+        zero_batch=bool(ctx["zero_batch"]),
+        zero_batch_body=tuple(ctx["zero_batch_nodes"]) if ctx["zero_batch"] else (), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
         row_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["row_segments"]),
         reduce_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["reduce_segments"]),
         acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
@@ -1377,7 +1392,9 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         + 2 * sum(1 for _a, x in _acc_items(p) if x[0] == "brow") + len(tots),
         "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
         "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
-        "load_cols_nodes": _col_setup_nodes(p, addr, cites),
+        "load_cols_nodes": _setup_nodes(p, "col", addr, cites),
+        "load_batch_nodes": _setup_nodes(p, "brow", addr, cites),
+        "zero_batch_nodes": with_barriers(_zero_nodes(p, "brow", cites)),
         "flush_row": flush_row, "flush_col": flush_col,
         "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
         "row_segments": (row_pr.batch_segments(passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)])
@@ -1413,6 +1430,10 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     ctx["process"] = "\n".join(kir.CppPrinter(k).func("Process", (), k.process))
     ctx["load_cols_cpp"] = kir.methods_cpp(k, ["LoadColumns"], verify_first=False).rstrip("\n") \
         if ctx["load_cols"] else ""
+    ctx["load_batch_cpp"] = kir.methods_cpp(k, ["LoadBatch"], verify_first=False).rstrip("\n") \
+        if ctx["load_batch"] else ""
+    ctx["zero_batch_cpp"] = kir.methods_cpp(k, ["ZeroBatchSums"], verify_first=False).rstrip("\n") \
+        if ctx["zero_batch"] else ""
     ctx["init"] = "\n".join(kir.CppPrinter(k).body(k.init, 2, {}))
     ctx["helpers"] = {m.name: kir.methods_cpp(k, [m.name], verify_first=False).rstrip("\n") for m in k.methods
                       if m.name in HELPER_METHODS}

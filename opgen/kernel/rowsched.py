@@ -114,8 +114,10 @@ class RowSchedule:
     load_cols_body: tuple = ()   # LoadColumns as Kernel-IR statements (the column rows' loads, compute, zeroed
     #                              accumulators); () with load_cols: its body is C++ text (an extern method)
     load_batch: bool = False
+    load_batch_body: tuple = ()   # LoadBatch(b) as Kernel-IR statements; () with load_batch: C++ text (extern)
     flush_row: bool = False
     zero_batch: bool = False
+    zero_batch_body: tuple = ()   # ZeroBatchSums as Kernel-IR statements; () with zero_batch: C++ text (extern)
     batch_index: bool = False
     row_body: tuple = ()       # the per-row stream: Kernel-IR statements (barriers placed)
     row_segments: tuple = ()   # ROW_SPLIT over the pass's rows at once: (("all" | "row", statements), ...); (): none
@@ -890,9 +892,12 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         tensors.append(TensorVar("brow_", "float", s.nbrow))
     if s.ncol:
         tensors.append(TensorVar("colv_", "float", s.ncol))
-    ext = [Func("FlushRow", extern=True), Func("FlushCol", extern=True), Func("ZeroBatchSums", extern=True),
-           Func("LoadBatch", (Param("b"),), extern=True),
-           ]
+    ext = [Func("FlushRow", extern=True), Func("FlushCol", extern=True)]
+    ext.append(Func("ZeroBatchSums", (), tuple(s.zero_batch_body), doc="the batch accumulators at their identity")
+               if s.zero_batch_body else Func("ZeroBatchSums", extern=True))
+    ext.append(Func("LoadBatch", (Param("b"),), tuple(s.load_batch_body),
+                    doc="batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed")
+               if s.load_batch_body else Func("LoadBatch", (Param("b"),), extern=True))
     if s.load_cols_body:
         ext.append(Func("LoadColumns", (), tuple(s.load_cols_body),
                         doc="the column rows of the chunk [c0_, c0_ + n_): loaded, computed, accumulators zeroed"))

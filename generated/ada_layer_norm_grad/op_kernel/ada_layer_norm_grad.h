@@ -576,17 +576,19 @@ private:
         PipeBarrier<PIPE_V>();
     }
 
+    // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_grad.py:65
+        Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
     }
 
+    // the batch accumulators at their identity
     __aicore__ inline void ZeroBatchSums()
     {
-        Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
-        Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
+        Duplicate(brow_[3], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+        Duplicate(brow_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }
 
@@ -1199,17 +1201,19 @@ private:
         PipeBarrier<PIPE_V>();
     }
 
+    // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_grad.py:65
+        Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
     }
 
+    // the batch accumulators at their identity
     __aicore__ inline void ZeroBatchSums()
     {
-        Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
-        Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
+        Duplicate(brow_[3], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+        Duplicate(brow_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }
 
@@ -1813,17 +1817,19 @@ private:
         PipeBarrier<PIPE_V>();
     }
 
+    // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_grad.py:65
+        Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
     }
 
+    // the batch accumulators at their identity
     __aicore__ inline void ZeroBatchSums()
     {
-        Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
-        Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
+        Duplicate(brow_[3], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+        Duplicate(brow_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }
 
@@ -2422,17 +2428,19 @@ private:
         PipeBarrier<PIPE_V>();
     }
 
+    // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_grad.py:65
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_grad.py:65
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_grad.py:65
+        Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:65
         PipeBarrier<PIPE_V>();
     }
 
+    // the batch accumulators at their identity
     __aicore__ inline void ZeroBatchSums()
     {
-        Duplicate(brow_[3], 0.0f, n_);  // spec: ada_layer_norm_grad.py:71
-        Duplicate(brow_[2], 0.0f, n_);  // spec: ada_layer_norm_grad.py:72
+        Duplicate(brow_[3], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+        Duplicate(brow_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
         PipeBarrier<PIPE_V>();
     }
 

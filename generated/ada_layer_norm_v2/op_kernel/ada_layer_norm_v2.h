@@ -445,11 +445,12 @@ private:
         LoadRow<U>(colv_[1], gm_bias[c0_], n_);    // spec: ada_layer_norm_v2.py:23
     }
 
+    // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
+        Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
@@ -926,11 +927,12 @@ private:
         LoadRow<U>(colv_[0], gm_weight[c0_], n_);  // spec: ada_layer_norm_v2.py:22
     }
 
+    // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
+        Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
@@ -1406,11 +1408,12 @@ private:
         LoadRow<U>(colv_[0], gm_bias[c0_], n_);  // spec: ada_layer_norm_v2.py:23
     }
 
+    // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
+        Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
@@ -1866,11 +1869,12 @@ private:
     }
 
     // ------------------------------------------------------------ shared
+    // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
-        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
-        Adds(brow_[1], brow_[0], static_cast<float>(1.0f), n_);  // spec: ada_layer_norm_v2.py:60
-        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);   // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
+        Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+        LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
