@@ -225,3 +225,15 @@ def test_bundled_ada_layer_norm_v2_selects_its_class_by_presence(present):
         ref = np.asarray(ref, np.float64).reshape(got.shape)
         tol = 2.0**-7 * np.abs(ref) + 2.0**-7 * (np.abs(ref).max() if name == "out" else 0) + 1e-6
         assert np.all(np.abs(got - ref) <= tol), (name, float(np.abs(got - ref).max()))
+
+
+def test_an_empty_call_launches_nothing_on_the_interpreter_as_on_the_emulation():
+    """A call with an empty input (Bd = 0 rows) is an empty call under the spec's empty-tensor policy: no TilingFunc,
+    no launch, every output empty, passed — what the emitted aclnn layer does for `--engine emu` (a new user's trial
+    found `--engine kir` running the TilingFunc's twin and failing on rows = 0)."""
+    from opgen.check import run_check
+
+    r = run_check(str(ROOT / "examples/specs/rms_norm.py"), dims={"Bd": (0,), "H": 33}, dtypes={"T": "float16"},
+                  progress=False, engine="kir")
+    assert r.passed and not r.launched and not r.faults
+    assert r.arrays["y"].shape == (0, 33) and r.arrays["rstd"].shape == (0, 1)

@@ -1,9 +1,10 @@
 """The --engine kir inventory: which rows kernels `opgen check --engine kir` can read today. Every example spec and
 bundled op of the rows family goes through `opgen.check.kirengine.require_kernel_ir`: a kernel that is IR throughout
 is accepted (its classes returned; tests/test_kir_engine.py runs their cases), every other is refused in one line
-naming the first C++ text part (FlushRow, an Off_<input> helper, C++ text lines such as the cross-core
-epilogue), its family or its head-rows lowering. The IR-throughout set below was read off `kir_interp.opaque` by hand (2026-12-04,
-after LoadColumns, LoadBatch and ZeroBatchSums became Kernel IR); when a C++ text part becomes Kernel IR, move its operators into IR_THROUGHOUT."""
+naming the first C++ text part (an Off_<input> helper, C++ text lines such as the cross-core epilogue), its family
+or its head-rows lowering. The IR-throughout set below was read off `kir_interp.opaque` by hand (2026-12-04, after
+LoadColumns, LoadBatch, ZeroBatchSums, FlushRow and FlushCol became Kernel IR); when a C++ text part becomes Kernel
+IR, move its operators into IR_THROUGHOUT."""
 
 from __future__ import annotations
 
@@ -32,10 +33,10 @@ OTHER_FAMILY = {"BatchMatMul": "cube", "FusedMatMul": "cube", "MatMul": "cube", 
                 "NsaSelectedAttentionGrad": "attention"}
 # The first C++ text part of each other rows kernel (what a converter has to replace next): a method that is C++
 # text, or C++ text lines inside an IR method (the cross-core epilogue's StoreRow / RowSum lines, a copy loop).
-FIRST_TEXT = {"FlushRow": {"ModulateGrad", "ReduceMax", "ReduceMean", "ReduceMin", "AdaLayerNormGrad"},
-              "Off_": {"BatchNormV3", "GroupNorm", "ScaledTranspose", "SwiGlu"},
-              "C++ text (": {"BatchNorm", "BiasAddGrad", "InstanceNorm", "JointConcat", "LayerNormGradV3", "MseLoss",
-                             "NLLLoss", "RmsNormGrad"}}
+FIRST_TEXT = {"Off_": {"BatchNormV3", "GroupNorm", "ScaledTranspose", "SwiGlu"},
+              "C++ text (": {"AdaLayerNormGrad", "BatchNorm", "BiasAddGrad", "InstanceNorm", "JointConcat",
+                             "LayerNormGradV3", "ModulateGrad", "MseLoss", "NLLLoss", "ReduceMax", "ReduceMean",
+                             "ReduceMin", "RmsNormGrad"}}
 
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)

@@ -137,3 +137,16 @@ def test_tiling_func_refuses_a_size_the_known_factors_do_not_divide(spec_path):
                                            f"{d} != 0 && keyShape.GetDim(2) % {d} != 0"]
     assert [c["msg"] for c in checks] == ['"query: dim 2 is %lld, not D * N1 for any whole D with N1=%lld"',
                                           '"key: dim 2 is %lld, not D * N2 for any whole N2 with D=%lld"']
+
+
+def test_a_factor_of_one_leaves_the_dim_itself(spec_path):
+    """head_num 1: N1 * D with N1 = 1 is D itself, bound from the hidden size (a new user's trial found BSH with one
+    head refused with 'dim D is not bound')."""
+    rng = np.random.default_rng(1)
+    B, S1, S2, N2, D = 1, 3, 4, 2, 8
+    q = rng.standard_normal((B, S1, D)).astype(np.float32)
+    k = rng.standard_normal((B, S2, N2 * D)).astype(np.float32)
+    y = interpret(spec_path, {"query": q, "key": k}, {"head_num": 1}, mode="exact")["y"]
+    want = np.einsum("bsd,bkd->bsk", q.astype(np.float64), k.astype(np.float64).reshape(B, S2 * N2, D))
+    assert y.shape == (B, 1, S1, N2 * S2)
+    np.testing.assert_allclose(y.reshape(B, S1, S2 * N2), want, rtol=1e-12, atol=1e-12)

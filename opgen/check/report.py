@@ -25,7 +25,9 @@ def format_text(res) -> str:
     if res.tiling_ok and not res.launched and res.arrays and all(getattr(a, "size", 1) == 0
                                                                    for a in res.arrays.values()):
         out.append("  empty tensors: the aclnn layer returned success with workspace 0 and launched nothing; "
-                   "every output is empty")
+                   "every output is empty" if res.variant != "kir" else
+                   "  empty tensors: an empty call launches nothing (the aclnn layer returns success with workspace "
+                   "0); every output is empty")
     if not res.tiling_ok:
         out.append(f"  TilingFunc failed: {res.tiling_error or 'no report'}; nothing launched")
     width = max([len(k) for k in list(res.outputs) + list(res.gm)] + [4])

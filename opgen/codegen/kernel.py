@@ -208,7 +208,8 @@ def with_barriers(stream: list, tail: bool = True) -> list:
     """Kernel-IR statements `stream` with a Barrier(PIPE_V) before each vector instruction that reads or writes a
     region (tensor, slot) a vector instruction since the last barrier wrote, or writes one read (RAW / WAW / WAR;
     the rule of opgen.kernel.vsync.place_barriers, over nodes): a Call of a method ending in a V->S wait (RowSum /
-    RowMax) completes its accesses; with `tail`, a barrier ends the stream while vector work is pending."""
+    RowMax) completes its accesses, LoadRow (writes its row) and StoreRow (reads its row) likewise end with their own
+    barrier; with `tail`, a barrier ends the stream while vector work is pending."""
     out: list = []
     reads: set = set()
     writes: set = set()
@@ -219,6 +220,12 @@ def with_barriers(stream: list, tail: bool = True) -> list:
             ws = {_region_key(s.arg(x)) for x in d.writes() if _has(s, x)}
         elif isinstance(s, kir.Call) and s.method == "LoadRow":   # writes its row, ends with its own barrier
             if _region_key(s.args[0]) in reads | writes:
+                out.append(kir.Barrier(Pipe.V))
+            out.append(s)
+            reads, writes = set(), set()
+            continue
+        elif isinstance(s, kir.Call) and s.method == "StoreRow":  # reads its row (cast), ends with its own barrier
+            if _region_key(s.args[1]) in writes:
                 out.append(kir.Barrier(Pipe.V))
             out.append(s)
             reads, writes = set(), set()
@@ -995,6 +1002,73 @@ def _setup_nodes(prog: RowProgram, space: str, addr: "_Addr", cites: Cites) -> l
     return with_barriers(out)
 
 
+def _read_at_expr(prog: RowProgram, a: str, b) -> DimExpr:
+    """`_read_at` as a Kernel-IR offset into ws_ (elements): read accumulator `a`'s complete row for the second pass,
+    batch `b`'s row (a DimExpr) of a per-batch one."""
+    cols = [x for x in prog.acc_reads if x not in prog.brow]
+    brows = [x for x in prog.acc_reads if x in prog.brow]
+    row = _kmul(kir.BLOCK_NUM, Sym("wsRowsPerCore_"))
+    if a in cols:
+        return _kmul(_ksum(row, Lit(cols.index(a))), Sym("colAlign_"))
+    per = Bin("//", Sym("rowNum_"), Sym("seqLen_"))
+    return _kmul(_ksum(row, Lit(len(cols)), _kmul(Lit(brows.index(a)), per), b), Sym("colAlign_"))
+
+
+def _finish_nodes(prog: RowProgram, a: str, buf: kir.Ref, tmp: kir.Ref, n, cites: Cites) -> list:
+    """The node form of `_finish_lines`: accumulator `a`'s finishing instructions (RowProgram.acc_post) with the row
+    `x` as `buf` and the scratch row `t` as `tmp`, `n` lanes."""
+    doc = spec_comment(cites.acc(a)).strip().removeprefix("//").strip()
+    out = []
+    for i in prog.acc_post.get(a, ()):
+        node = instr_node(i, lambda name: buf if name == "x" else tmp, n, doc=doc)
+        if node is None:
+            raise SpecError(f"row kernel {prog.name}: no Kernel IR for the finishing instruction {i.kind} of {a}")
+        out.append(node)
+    return out
+
+
+def _flush_nodes(prog: RowProgram, mode: str, addr: "_Addr", cites: Cites) -> list:
+    """FlushRow (`mode` "row") / FlushCol ("col") as Kernel-IR statements, the node form of `_flush_lines`: each
+    batch accumulator of batch curBatch_ finished and stored to its output (and, when a second pass reads it, to its
+    workspace row) when this core saw the whole batch or owns its columns; in ROW_SPLIT a batch split across cores
+    stores this core's fp32 partial row to the workspace instead (slot 0: the core's first batch, 1: its last)."""
+    accs = [(a, v) for a, v in _acc_items(prog) if v[0] == "brow"]
+    if not accs:
+        return []
+    ncol = sum(1 for _a, v in _acc_items(prog) if v[0] == "col")
+    n, w0 = Sym("n_"), kir.Ref("w_", slot=Lit(0))
+    direct: list = []
+    for a, (_sp, name, rm) in accs:
+        ref = _operand_ref(a, prog)
+        doc = spec_comment(cites.acc(a)).strip().removeprefix("//").strip()
+        direct += _finish_nodes(prog, a, ref, w0, n, cites)
+        if name is not None:
+            t = prog.tensor(name)
+            v = addr.view(name)
+            at = _ksum(*[x for x in (_kmul(Sym("curBatch_"), addr.dims.sym(v.pitch)), addr.dims.sym(v.col))
+                         if x != Lit(0)], Sym("c0_"))
+            direct.append(kir.Call("StoreRow", (kir.GmView(f"gm_{t.gm}", at), ref, rm, n), targs=(_ctype(t.dtype),),
+                                   doc=doc))
+        if a in prog.acc_reads:   # the complete batch row, for the second pass over the rows
+            direct.append(kir.Call("StoreRow", (kir.GmView("ws_", _read_at_expr(prog, a, Sym("curBatch_"))), ref,
+                                                "CAST_NONE", n), targs=("float",), doc=doc))
+    if mode == "col":
+        return with_barriers(direct)
+    whole = (Constraint(">=", _kmul(Sym("curBatch_"), Sym("seqLen_")), Sym("rowStart_")),
+             Constraint("<=", _kmul(_ksum(Sym("curBatch_"), Lit(1)), Sym("seqLen_")), Sym("rowEnd_")))
+    partial: list = [kir.Let("slot", kir.Select((Constraint("==", Sym("curBatch_"),
+                                                           Bin("//", Sym("rowStart_"), Sym("seqLen_"))),),
+                                                Lit(0), Lit(1)))]
+    for j, (a, _v) in enumerate(accs):
+        at = _kmul(_ksum(_kmul(kir.BLOCK_IDX, Sym("wsRowsPerCore_")), Lit(ncol), _kmul(Sym("slot"), Lit(len(accs))),
+                         Lit(j)), Sym("colAlign_"))
+        partial.append(kir.Call("StoreRow", (kir.GmView("ws_", at), _operand_ref(a, prog), "CAST_NONE", n),
+                                targs=("float",), doc=spec_comment(cites.acc(a)).strip().removeprefix("//").strip()))
+    return [kir.Comment("the whole batch in this core's rows: finished and stored; else its partial row to the "
+                        "workspace"),
+            kir.If(whole, tuple(with_barriers(direct)), tuple(with_barriers(partial)))]
+
+
 def _zero_nodes(prog: RowProgram, space: str, cites: Cites) -> list:
     """The node form of `_zero_lines`: the accumulators of `space` (brow: at each new batch; col, with the totals:
     once per column chunk) set to the identity of their kind (rowprog.ACC_INIT), Duplicate over n_ lanes."""
@@ -1314,6 +1388,8 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         load_cols=bool(ctx["load_cols"]), load_cols_body=tuple(ctx["load_cols_nodes"]) if ctx["load_cols"] else (),
         gm_all=tuple(ctx["tensors"]),
         load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
+        flush_row_body=tuple(ctx["flush_row_nodes"]) if ctx["flush_row"] else (),
+        flush_col_body=tuple(ctx["flush_col_nodes"]) if ctx["flush_col"] else (),
         load_batch_body=tuple(ctx["load_batch_nodes"]) if ctx["load_batch"] else (),
         zero_batch=bool(ctx["zero_batch"]),
         zero_batch_body=tuple(ctx["zero_batch_nodes"]) if ctx["zero_batch"] else (), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
@@ -1396,6 +1472,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "load_batch_nodes": _setup_nodes(p, "brow", addr, cites),
         "zero_batch_nodes": with_barriers(_zero_nodes(p, "brow", cites)),
         "flush_row": flush_row, "flush_col": flush_col,
+        "flush_row_nodes": _flush_nodes(p, "row", addr, cites), "flush_col_nodes": _flush_nodes(p, "col", addr, cites),
         "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
         "row_segments": (row_pr.batch_segments(passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)])
                          if batchable(p) else []),
@@ -1432,6 +1509,10 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         if ctx["load_cols"] else ""
     ctx["load_batch_cpp"] = kir.methods_cpp(k, ["LoadBatch"], verify_first=False).rstrip("\n") \
         if ctx["load_batch"] else ""
+    ctx["flush_row_cpp"] = kir.methods_cpp(k, ["FlushRow"], verify_first=False).rstrip("\n") \
+        if ctx["flush_row"] else ""
+    ctx["flush_col_cpp"] = kir.methods_cpp(k, ["FlushCol"], verify_first=False).rstrip("\n") \
+        if ctx["flush_col"] else ""
     ctx["zero_batch_cpp"] = kir.methods_cpp(k, ["ZeroBatchSums"], verify_first=False).rstrip("\n") \
         if ctx["zero_batch"] else ""
     ctx["init"] = "\n".join(kir.CppPrinter(k).body(k.init, 2, {}))

@@ -269,7 +269,9 @@ def unify_shape(spec, name, shape, got, env, binder):
         left = []
         for k, d, val in todo:
             known = ({s: Lit(env[s]) for s in d.symbols() if isinstance(env.get(s), int)} if _product(d) else {})
-            aff = affine_in(subst(d, known))
+            rest = subst(d, known)
+            # the known factors may leave the dim itself (N1 * D with N1 = 1): scale 1, offset 0
+            aff = (rest.name, 1, 0) if isinstance(rest, Sym) and known else affine_in(rest)
             if aff is None or aff[0] in env:
                 left.append((k, d, val))
                 continue

@@ -114,6 +114,8 @@ class RowSchedule:
     load_cols_body: tuple = ()   # LoadColumns as Kernel-IR statements (the column rows' loads, compute, zeroed
     #                              accumulators); () with load_cols: its body is C++ text (an extern method)
     load_batch: bool = False
+    flush_row_body: tuple = ()   # FlushRow / FlushCol as Kernel-IR statements; () with flush_row / flush_col: C++
+    flush_col_body: tuple = ()   # text (extern methods)
     load_batch_body: tuple = ()   # LoadBatch(b) as Kernel-IR statements; () with load_batch: C++ text (extern)
     flush_row: bool = False
     zero_batch: bool = False
@@ -892,7 +894,9 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         tensors.append(TensorVar("brow_", "float", s.nbrow))
     if s.ncol:
         tensors.append(TensorVar("colv_", "float", s.ncol))
-    ext = [Func("FlushRow", extern=True), Func("FlushCol", extern=True)]
+    ext = [Func(name, (), tuple(body), doc="the batch accumulators of curBatch_ finished and stored")
+           if body else Func(name, extern=True)
+           for name, body in (("FlushRow", s.flush_row_body), ("FlushCol", s.flush_col_body))]
     ext.append(Func("ZeroBatchSums", (), tuple(s.zero_batch_body), doc="the batch accumulators at their identity")
                if s.zero_batch_body else Func("ZeroBatchSums", extern=True))
     ext.append(Func("LoadBatch", (Param("b"),), tuple(s.load_batch_body),

@@ -280,10 +280,11 @@ private:
         }
     }
 
+    // the batch accumulators of curBatch_ finished and stored
     __aicore__ inline void FlushRow()
     {
-        const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;
-        if (whole) {
+        // the whole batch in this core's rows: finished and stored; else its partial row to the workspace
+        if (curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_) {
             StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
@@ -557,6 +558,7 @@ private:
         }
     }
 
+    // the batch accumulators of curBatch_ finished and stored
     __aicore__ inline void FlushCol()
     {
         StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
@@ -908,10 +910,11 @@ private:
         }
     }
 
+    // the batch accumulators of curBatch_ finished and stored
     __aicore__ inline void FlushRow()
     {
-        const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;
-        if (whole) {
+        // the whole batch in this core's rows: finished and stored; else its partial row to the workspace
+        if (curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_) {
             StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
@@ -1183,6 +1186,7 @@ private:
         }
     }
 
+    // the batch accumulators of curBatch_ finished and stored
     __aicore__ inline void FlushCol()
     {
         StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
@@ -1528,10 +1532,11 @@ private:
         }
     }
 
+    // the batch accumulators of curBatch_ finished and stored
     __aicore__ inline void FlushRow()
     {
-        const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;
-        if (whole) {
+        // the whole batch in this core's rows: finished and stored; else its partial row to the workspace
+        if (curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_) {
             StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
@@ -1799,6 +1804,7 @@ private:
         }
     }
 
+    // the batch accumulators of curBatch_ finished and stored
     __aicore__ inline void FlushCol()
     {
         StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
@@ -2142,10 +2148,11 @@ private:
         }
     }
 
+    // the batch accumulators of curBatch_ finished and stored
     __aicore__ inline void FlushRow()
     {
-        const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;
-        if (whole) {
+        // the whole batch in this core's rows: finished and stored; else its partial row to the workspace
+        if (curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_) {
             StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
                         n_);  // spec: ada_layer_norm_grad.py:71
             StoreRow<T>(gm_pd_shift[curBatch_ * hidden_ + c0_], brow_[2], RoundMode::CAST_RINT,
@@ -2411,6 +2418,7 @@ private:
         }
     }
 
+    // the batch accumulators of curBatch_ finished and stored
     __aicore__ inline void FlushCol()
     {
         StoreRow<T>(gm_pd_scale[curBatch_ * hidden_ + c0_], brow_[3], RoundMode::CAST_RINT,
