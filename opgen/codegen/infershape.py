@@ -278,22 +278,12 @@ def infershape_context(m: OpModel) -> dict:
                                    "optional": p.optional,
                                    "msg": c_printf(f"{p.name}: rank ", "%zu", f", expected {rule} for {shape_str(shape)} "
                                                    f"when {p.decl.form_by}={choice_text(c)}")})
-    exact = []
-    for d in divides:   # graph mode meets no aclnn layer: a size the known factors do not divide fails here
-        p = m.inputs[d.index]
-        conds = []
-        for attr, k in d.form:
-            pick(attr, ["0", "1"])
-            conds.append(f"{selectors[attr]['var']} == {k}")
-        axis = str(d.k) if d.where == "front" else f"-{d.k}"
-        parts = [f"{p.name}: dim {axis} is ", "%lld", f", not {d.expr} for any whole {d.dim} with "]
-        for j, (f, _cpp) in enumerate(d.factors):
-            parts[-1] += ("" if j == 0 else ", ") + f"{f}="
-            parts += ["%lld", ""]
-        exact.append({"cond": " && ".join(conds + [f"{d.den} != 0", f"{d.entry} % {d.den} != 0"]),
-                      "msg": c_printf(*parts),
-                      "args": [f"static_cast<long long>({d.entry})"] +
-                              [f"static_cast<long long>({cpp})" for _f, cpp in d.factors]})
+    def form_cond(attr, k):
+        pick(attr, ["0", "1"])   # declares the selector
+        return f"{selectors[attr]['var']} == {k}"
+
+    # graph mode meets no aclnn layer: a size the known factors do not divide fails here
+    exact = [d.check(m.inputs[d.index].name, form_cond) for d in divides]
     dtypes = []
     for p in m.outputs:
         dt = p.decl.dtype

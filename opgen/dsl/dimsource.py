@@ -206,6 +206,24 @@ class Divides:
     expr: str
     factors: tuple
 
+    def check(self, param: str, form_cond) -> dict:
+        """Template data of the host check: {"cond": C++ failing condition, "msg": printf literal, "args": [C++]};
+        `param` names the input, `form_cond(attr, choice)` prints the test of a form attribute's choice. The words
+        are the interpreter's (opgen.dsl.validate.unify_shape): "query: dim 2 is 100, not D * N1 for any whole D
+        with N1=3"."""
+        from opgen.names import c_printf
+
+        axis = str(self.k) if self.where == "front" else f"-{self.k}"
+        parts = [f"{param}: dim {axis} is ", "%lld", f", not {self.expr} for any whole {self.dim} with "]
+        for j, (f, _cpp) in enumerate(self.factors):
+            parts[-1] += ("" if j == 0 else ", ") + f"{f}="
+            parts += ["%lld", ""]
+        conds = [form_cond(attr, k) for attr, k in self.form]
+        return {"cond": " && ".join(conds + [f"{self.den} != 0", f"{self.entry} % {self.den} != 0"]),
+                "msg": c_printf(*parts),
+                "args": [f"static_cast<long long>({self.entry})"] +
+                        [f"static_cast<long long>({cpp})" for _f, cpp in self.factors]}
+
 
 def read_dim(spec, name: str, entry, pick, present, tail, var=lambda n: None, zero_ok: bool = True,
              divides: list | None = None) -> str | None:

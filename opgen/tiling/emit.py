@@ -87,28 +87,16 @@ def exact_products(spec) -> list[dict]:
     BSH's H1 by head_num, H2 by D): [{"cond", "msg", "args"}], the failing condition (in the shape form the check
     belongs to) and the interpreter's words ("query: dim 2 is 100, not D * N1 for any whole D with N1=3"). Graph
     mode reaches the TilingFunc without the aclnn layer's BindFactor check."""
-    from opgen.names import c_printf
-
     found: list = []
     for sym in spec.dims_:
         if not any(q for q in sym_locations(spec, sym)):
             continue
         read_dim(spec, sym, lambda i, w, k: _entry_cpp(spec, i, w, k), lambda a, exprs: _pick_form(spec, a, exprs),
                  lambda i: f"{spec.inputs[i].name}ShapeOpt != nullptr", lambda n: _tail_cpp(spec, n), divides=found)
-    out = []
-    for d in found:
-        conds = [f"{_attr_index_cpp(a, [x.name for x in spec.attrs].index(attr))} == {k}"
-                 for attr, k in d.form for a in spec.attrs if a.name == attr]
-        axis = str(d.k) if d.where == "front" else f"-{d.k}"
-        parts = [f"{spec.inputs[d.index].name}: dim {axis} is ", "%lld", f", not {d.expr} for any whole {d.dim} with "]
-        for j, (f, _cpp) in enumerate(d.factors):
-            parts[-1] += ("" if j == 0 else ", ") + f"{f}="
-            parts += ["%lld", ""]
-        out.append({"cond": " && ".join(conds + [f"{d.den} != 0", f"{d.entry} % {d.den} != 0"]),
-                    "msg": c_printf(*parts),
-                    "args": [f"static_cast<long long>({d.entry})"] +
-                            [f"static_cast<long long>({cpp})" for _f, cpp in d.factors]})
-    return out
+    index = {a.name: k for k, a in enumerate(spec.attrs)}
+    return [d.check(spec.inputs[d.index].name,
+                    lambda attr, k: f"{_attr_index_cpp(spec.attrs[index[attr]], index[attr])} == {k}")
+            for d in found]
 
 
 def _entry_cpp(spec, index: int, where: str, k: int) -> str:
