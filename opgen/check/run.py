@@ -237,6 +237,22 @@ def _output_slots(spec, bound) -> list:
     return slots
 
 
+def _min_gm_bytes(spec, bound, g, slots: list) -> int:
+    """The GM bytes a call must move at least (CheckResult.gm_bytes_min): each present device input that the
+    specialisation's optimized graph `g` reads, once, in its declared dtype, plus each produced output (`slots`,
+    _output_slots) written once."""
+    from opgen.passes.pipeline import optimize
+
+    consumed = {x for n in optimize(g).nodes for x in n.inputs}   # inputs the specialisation needs (after DCE)
+    total = 0
+    for i in spec.inputs:
+        a = bound.arrays[i.name]
+        if a is not None and i.name in consumed and not i.host:
+            dt = bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
+            total += int(np.prod(np.shape(a), dtype=np.int64)) * dt.itemsize
+    return total + sum(int(np.prod(sl[1], dtype=np.int64)) * sl[0].itemsize for sl in slots if sl)
+
+
 def _run_driver(exe: Path, case: Path, out_dir: Path, asan: bool, timeout: float, during=None):
     """Run the launch driver on `case` (outputs into out_dir): (CompletedProcess or None on a timeout, problem
     line or ""). during: called while the driver runs (the interpretation overlaps the launch; the driver's
@@ -504,17 +520,12 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     # 3. build and launch
     slots = _output_slots(spec, bound)
     case_in = []
-    from opgen.passes.pipeline import optimize
-
-    consumed = {x for n in optimize(g).nodes for x in n.inputs}   # inputs the specialisation needs (after DCE)
     for i in spec.inputs:
         a = bound.arrays[i.name]
         dt = (bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype) if a is not None else None
         case_in.append(caseio.CaseTensor(dt, tuple(np.shape(a)) if a is not None else (), a))
-        if a is not None and i.name in consumed and not i.host:
-            res.gm_bytes_min += int(np.asarray(a).nbytes)   # only inputs the specialisation reads
     case_out = [caseio.CaseTensor(*s) if s else caseio.CaseTensor(None) for s in slots]
-    res.gm_bytes_min += sum(int(np.prod(s[1], dtype=np.int64)) * s[0].itemsize for s in slots if s)
+    res.gm_bytes_min = _min_gm_bytes(spec, bound, g, slots)
     case_attrs = [caseio.attr_value(bound.attrs[a.name]) for a in spec.attrs]
     with tempfile.TemporaryDirectory(prefix="opgen-check-") as tmp:
         tmp = Path(tmp)
@@ -621,15 +632,7 @@ def _run_check_kir(spec, inputs: dict, attrs: dict, dtypes: dict, plat, determin
                                                           if sl is not None and int(np.prod(sl[1])) == 0]
     if empty and spec.empty_policy == "accept":   # an empty call: the aclnn layer launches nothing (as emu)
         return _empty_call_result(spec, res, bound, inputs, attrs, dtypes)
-    from opgen.passes.pipeline import optimize
-
-    consumed = {x for n in optimize(g).nodes for x in n.inputs}
-    for i in spec.inputs:
-        a = bound.arrays[i.name]
-        if a is not None and i.name in consumed and not i.host:
-            dt = bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
-            res.gm_bytes_min += int(np.prod(np.shape(a), dtype=np.int64)) * dt.itemsize
-    res.gm_bytes_min += sum(int(np.prod(s[1], dtype=np.int64)) * s[0].itemsize for s in slots if s)
+    res.gm_bytes_min = _min_gm_bytes(spec, bound, g, slots)
     step("running the Kernel IR on the interpreter")
     t0 = time.perf_counter()
     run = launch(spec, bound, slots, plat, deterministic)

@@ -942,29 +942,8 @@ def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str, cites: Ci
 
 
 # ------------------------------------------------------------------------------------------------ setup / flush
-def _setup_lines(prog: RowProgram, space: str, addr: _Addr, cites: Cites) -> list[str]:
-    """LoadBatch / LoadColumns bodies: loads, brow/col compute, zeroed accumulators."""
-    out = []
-    for i in prog.instrs:
-        if i.space != space or i.dst in prog.late:   # late: after the exchange (_cross_core_lines)
-            continue
-        if i.kind == "load":
-            t = prog.tensor(i.gm)
-            off = addr.brow(i.gm, "b") if space == "brow" else addr.col(i.gm)
-            out.append(_load_row(f"LoadRow<{_ctype(t.dtype)}>({_operand(i.dst, prog)}, gm_{t.gm}[{_sum([off, 'c0_'])}], "
-                                 f"n_);" + spec_comment(cites.instr(i)), _operand(i.dst, prog)))
-        elif i.kind == "acc":
-            continue
-        else:
-            out += _Printer(prog, "row", cites).instr(i)
-    if space == "col":
-        out += _zero_lines(prog, "col", cites)
-    return out
-
-
 def _setup_nodes(prog: RowProgram, space: str, addr: "_Addr", cites: Cites) -> list:
-    """LoadColumns (`space` "col") or LoadBatch(b) ("brow") as Kernel-IR statements, the node form of
-    `_setup_lines`: each operand of the space loaded into its fp32 row by LoadRow<S> from GM at its column offset
+    """LoadColumns (`space` "col") or LoadBatch(b) ("brow") as Kernel-IR statements: each operand of the space loaded into its fp32 row by LoadRow<S> from GM at its column offset
     (a batch row: batch b's row) + c0_, n_ elements; the space's instructions (instr_node; CreateVecIndex after a
     V->S wait: its first block is a scalar write); for the columns, the column accumulators set to their kind's
     identity (rowprog.ACC_INIT); vector barriers by dependency (with_barriers, LoadRow's write of its row counted).
@@ -1015,7 +994,7 @@ def _read_at_expr(prog: RowProgram, a: str, b) -> DimExpr:
 
 
 def _finish_nodes(prog: RowProgram, a: str, buf: kir.Ref, tmp: kir.Ref, n, cites: Cites) -> list:
-    """The node form of `_finish_lines`: accumulator `a`'s finishing instructions (RowProgram.acc_post) with the row
+    """`_finish_lines` as nodes: accumulator `a`'s finishing instructions (RowProgram.acc_post) with the row
     `x` as `buf` and the scratch row `t` as `tmp`, `n` lanes."""
     doc = spec_comment(cites.acc(a)).strip().removeprefix("//").strip()
     out = []
@@ -1028,7 +1007,7 @@ def _finish_nodes(prog: RowProgram, a: str, buf: kir.Ref, tmp: kir.Ref, n, cites
 
 
 def _flush_nodes(prog: RowProgram, mode: str, addr: "_Addr", cites: Cites) -> list:
-    """FlushRow (`mode` "row") / FlushCol ("col") as Kernel-IR statements, the node form of `_flush_lines`: each
+    """FlushRow (`mode` "row") / FlushCol ("col") as Kernel-IR statements: each
     batch accumulator of batch curBatch_ finished and stored to its output (and, when a second pass reads it, to its
     workspace row) when this core saw the whole batch or owns its columns; in ROW_SPLIT a batch split across cores
     stores this core's fp32 partial row to the workspace instead (slot 0: the core's first batch, 1: its last)."""
@@ -1070,7 +1049,7 @@ def _flush_nodes(prog: RowProgram, mode: str, addr: "_Addr", cites: Cites) -> li
 
 
 def _zero_nodes(prog: RowProgram, space: str, cites: Cites) -> list:
-    """The node form of `_zero_lines`: the accumulators of `space` (brow: at each new batch; col, with the totals:
+    """The accumulators of `space` (brow: at each new batch; col, with the totals:
     once per column chunk) set to the identity of their kind (rowprog.ACC_INIT), Duplicate over n_ lanes."""
     return [kir.vec(Op.DUPLICATE, dst=_operand_ref(a, prog),
                     scalar=parse_scalar(ACC_INIT[prog.acc_kinds.get(a, "sum")], ()), count=Sym("n_"),
@@ -1095,15 +1074,6 @@ def _read_at(prog: RowProgram, a: str, b: str = "") -> str:
     if a in cols:
         return f"ws_[({row} + {cols.index(a)}) * colAlign_"
     return f"ws_[({row} + {len(cols)} + {brows.index(a)} * (rowNum_ / seqLen_) + {b}) * colAlign_"
-
-def _zero_lines(prog: RowProgram, space: str, cites: Cites) -> list[str]:
-    """Start the accumulators of `space` (brow: at each new batch, col: once per column chunk) from the identity
-    of their kind (rowprog.ACC_INIT: 0 for a sum or mean, -inf for a maximum)."""
-    d = INSTRS[Op.DUPLICATE]
-    return [instr_stmt(d, d.stmt(**ex) + spec_comment(cites.acc(a)), ex)
-            for a, (sp, _n, _r) in _acc_items(prog) if sp == space or (sp, space) == ("total", "col")
-            for ex in [{"dst": _operand(a, prog), "scalar": ACC_INIT[prog.acc_kinds.get(a, "sum")], "count": "n_"}]]
-
 
 def _finish_lines(prog: RowProgram, a: str, buf: str, tmp: str, n: str, cites: Cites) -> list:
     """What completes accumulator `a` (held in UB row `buf`, `n` lanes) before it is stored: its finishing
@@ -1144,39 +1114,6 @@ def _partials(prog: RowProgram, a: str) -> str:
     MaxPartials / MinPartials for a maximum / minimum): the exchange applies the accumulator's own operation, in
     core order."""
     return {"max": "MaxPartials", "min": "MinPartials"}.get(prog.acc_kinds.get(a), "SumPartials")
-
-
-def _flush_lines(prog: RowProgram, mode: str, addr: _Addr, cites: Cites) -> list[str]:
-    """FlushBatch body: write the batch sums (direct when this core saw the whole batch or owns its
-    columns; else fp32 partial rows to workspace, slot 0 = first batch of the core, 1 = last)."""
-    accs = [(a, v) for a, v in _acc_items(prog) if v[0] == "brow"]
-    if not accs:
-        return []
-    ncol = sum(1 for _a, v in _acc_items(prog) if v[0] == "col")
-    out = []
-    direct = []
-    for a, (_sp, name, rm) in accs:
-        direct += _finish_lines(prog, a, _operand(a, prog), "w_[0]", "n_", cites)
-        if name is not None:
-            direct.append(_store_row(f"StoreRow<{_ctype(prog.tensor(name).dtype)}>(gm_{prog.tensor(name).gm}"
-                                     f"[{_sum([addr.brow(name, 'curBatch_'), 'c0_'])}], {_operand(a, prog)}, "
-                                     f"RoundMode::{rm}, n_);" + spec_comment(cites.acc(a)), _operand(a, prog)))
-        if a in prog.acc_reads:   # the complete batch row, for the second pass over the rows
-            direct.append(_store_row(f"StoreRow<float>({_read_at(prog, a, 'curBatch_')}], {_operand(a, prog)}, "
-                                     f"RoundMode::CAST_NONE, n_);" + spec_comment(cites.acc(a)), _operand(a, prog)))
-    if mode == "col":
-        return direct
-    out.append("const bool whole = curBatch_ * seqLen_ >= rowStart_ && (curBatch_ + 1) * seqLen_ <= rowEnd_;")
-    out.append("if (whole) {")
-    out += direct
-    out.append("} else {")
-    out.append("const int64_t slot = curBatch_ == rowStart_ / seqLen_ ? 0 : 1;")
-    for j, (a, _v) in enumerate(accs):
-        out.append(_store_row(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {ncol} + slot * {len(accs)} + "
-                              f"{j}) * colAlign_], {_operand(a, prog)}, RoundMode::CAST_NONE, n_);"
-                              f"{spec_comment(cites.acc(a))}", _operand(a, prog)))
-    out.append("}")
-    return out
 
 
 def _exchanged_acc_lines(prog: RowProgram, a: str, name, rm: str, combine: str, out_at, read_at,
@@ -1385,14 +1322,13 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         stat_out=_gm_rows(p, addr, "out", "stat", ctx["stat_out"]),
         temps=ctx["temps"], nbrow=ctx["nbrow"], ncol=ctx["ncol"], bufs=dict(ctx["bufs"]["row"]),
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
-        load_cols=bool(ctx["load_cols"]), load_cols_body=tuple(ctx["load_cols_nodes"]) if ctx["load_cols"] else (),
+        load_cols=bool(ctx["load_cols"]), load_cols_body=tuple(ctx["load_cols"]),
         gm_all=tuple(ctx["tensors"]),
         load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
-        flush_row_body=tuple(ctx["flush_row_nodes"]) if ctx["flush_row"] else (),
-        flush_col_body=tuple(ctx["flush_col_nodes"]) if ctx["flush_col"] else (),
-        load_batch_body=tuple(ctx["load_batch_nodes"]) if ctx["load_batch"] else (),
+        flush_row_body=tuple(ctx["flush_row"]), flush_col_body=tuple(ctx["flush_col"]),
+        load_batch_body=tuple(ctx["load_batch"]),
         zero_batch=bool(ctx["zero_batch"]),
-        zero_batch_body=tuple(ctx["zero_batch_nodes"]) if ctx["zero_batch"] else (), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
+        zero_batch_body=tuple(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
         row_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["row_segments"]),
         reduce_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["reduce_segments"]),
         acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
@@ -1441,12 +1377,12 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
             combine[i.dst] = "Max" if kinds[i.dst] == "rmax" else "Add"
     counts = program_counts(p)
     bufs = {"row": fixed_needs(counts, ROW_SPLIT), "col": fixed_needs(counts, COL_SPLIT)}
-    load_batch = place_barriers(_setup_lines(p, "brow", addr, cites))
+    load_batch = _setup_nodes(p, "brow", addr, cites)
     tots = _totals(p)
     col_total = _col_total_lines(p, cites)
     passes = row_passes(p) if p.acc_reads else ([], [])
-    flush_row = place_barriers(_flush_lines(p, "row", addr, cites))
-    flush_col = place_barriers(_flush_lines(p, "col", addr, cites))
+    flush_row = _flush_nodes(p, "row", addr, cites)
+    flush_col = _flush_nodes(p, "col", addr, cites)
     ctx = {
         "name": v.cls, "doc": v.doc,
         "tensors": tensors,
@@ -1466,13 +1402,10 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "min_accs": any(_partials(p, a) == "MinPartials" for a, _v in _acc_items(p)),
         "ws_rows_per_core": sum(1 for _a, x in _acc_items(p) if x[0] == "col")
         + 2 * sum(1 for _a, x in _acc_items(p) if x[0] == "brow") + len(tots),
-        "load_batch": load_batch, "zero_batch": place_barriers(_zero_lines(p, "brow", cites)),
-        "load_cols": place_barriers(_setup_lines(p, "col", addr, cites)),
-        "load_cols_nodes": _setup_nodes(p, "col", addr, cites),
-        "load_batch_nodes": _setup_nodes(p, "brow", addr, cites),
-        "zero_batch_nodes": with_barriers(_zero_nodes(p, "brow", cites)),
+        # the bookkeeping methods as Kernel-IR statements ([]: the class has no such method)
+        "load_batch": load_batch, "zero_batch": with_barriers(_zero_nodes(p, "brow", cites)),
+        "load_cols": _setup_nodes(p, "col", addr, cites),
         "flush_row": flush_row, "flush_col": flush_col,
-        "flush_row_nodes": _flush_nodes(p, "row", addr, cites), "flush_col_nodes": _flush_nodes(p, "col", addr, cites),
         "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
         "row_segments": (row_pr.batch_segments(passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)])
                          if batchable(p) else []),

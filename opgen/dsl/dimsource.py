@@ -16,16 +16,21 @@ from dataclasses import dataclass
 from opgen.ir.dims import Sym, Variadic, affine_in, product_in
 
 
+def wrapped(x: str) -> bool:
+    """True when C++ text `x` is one parenthesised whole: it opens with "(" and that bracket closes at its end."""
+    depth = 0
+    for j, c in enumerate(x):
+        depth += (c == "(") - (c == ")")
+        if depth == 0:
+            return j == len(x) - 1 and x.startswith("(")
+    return False
+
+
 def _atom(x: str) -> str:
     """C++ text `x` as one operand: as is when it is a name, a call `F(...)` or already parenthesised whole, else
     in parentheses."""
     head = x.split("(", 1)[0]
-    if x.isidentifier() or (x.endswith(")") and (head == "" or head.isidentifier())):
-        depth = 0
-        for j, c in enumerate(x[len(head):]):
-            depth += (c == "(") - (c == ")")
-            if depth == 0:
-                return x if j == len(x) - len(head) - 1 else f"({x})"
+    if x.isidentifier() or (head == "" or head.isidentifier()) and wrapped(x[len(head):]):
         return x
     return f"({x})"
 

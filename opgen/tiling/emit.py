@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from opgen.names import c_string
 
-from opgen.dsl.dimsource import group_location, read_dim, sym_locations
+from opgen.dsl.dimsource import group_location, read_dim, sym_locations, wrapped
 from opgen.dsl.keys import attr_key  # noqa: F401  (the tiling key's attrKey; its users import it from here too)
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
@@ -119,17 +119,7 @@ def _tail_cpp(spec, name: str) -> str | None:
 
 def _paren(x: str) -> str:
     """x in parentheses when it is a conditional expression (the printer composes dims with * and /)."""
-    return f"({x})" if " ? " in x and not (x.startswith("(") and _closes_at_end(x)) else x
-
-
-def _closes_at_end(x: str) -> bool:
-    depth = 0
-    for j, c in enumerate(x):
-        depth += c == "("
-        depth -= c == ")"
-        if depth == 0 and j < len(x) - 1:
-            return False
-    return True
+    return f"({x})" if " ? " in x and not wrapped(x) else x
 
 
 def _shape_ref(i) -> str:
