@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 from test_kir import rows_kernel
 
 
-@pytest.mark.parametrize("spec, op", [("examples/specs/rms_norm_grad.py", "RmsNormGrad"),
-                                      ("examples/specs/mse_loss.py", "MseLoss"),
-                                      ("examples/specs/layer_norm_grad.py", "LayerNormGradV3")])
-def test_check_engine_kir_refuses_a_kernel_with_cpp_text_in_one_line(spec, op):
-    r = cli("check", spec, "--dims", "B=2,H=32", "--engine", "kir")
+@pytest.mark.parametrize("spec, op, dims", [("examples/specs/instance_norm.py", "InstanceNorm", "N=2,C=3,H=4,W=5"),
+                                            ("examples/specs/joint_concat.py", "JointConcat", "B=2,St=3,Si=4,H=32"),
+                                            ("examples/specs/batch_norm_v3.py", "BatchNormV3", "N=2,C=3,L=5")])
+def test_check_engine_kir_refuses_a_kernel_with_cpp_text_in_one_line(spec, op, dims):
+    r = cli("check", spec, "--dims", dims, "--engine", "kir")
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
@@ -47,20 +47,25 @@ KIR_CASES = [({"Bd": (5,), "H": 300}, "float16", 1), ({"Bd": (130,), "H": 64}, "
              ({"Bd": (2,), "H": 70000}, "float32", 2)]
 
 
-def _without_vector_barriers(stmts):
-    """`stmts` with every PipeBarrier<PIPE_V> removed, nested bodies included."""
+def _strip(stmts, pred):
+    """`stmts` without the statements `pred` holds for, nested bodies included."""
     from opgen.kernel import kir
 
     out = []
     for st in stmts:
-        if isinstance(st, Barrier) and st.pipe.value == "PIPE_V":
+        if pred(st):
             continue
         if isinstance(st, (kir.For, kir.Scope)):
-            st = replace(st, body=_without_vector_barriers(st.body))
+            st = replace(st, body=_strip(st.body, pred))
         elif isinstance(st, kir.If):
-            st = replace(st, then=_without_vector_barriers(st.then), orelse=_without_vector_barriers(st.orelse))
+            st = replace(st, then=_strip(st.then, pred), orelse=_strip(st.orelse, pred))
         out.append(st)
     return tuple(out)
+
+
+def _without_vector_barriers(stmts):
+    """`stmts` with every PipeBarrier<PIPE_V> removed, nested bodies included."""
+    return _strip(stmts, lambda st: isinstance(st, Barrier) and st.pipe.value == "PIPE_V")
 
 
 def _ir_cases():
@@ -143,9 +148,9 @@ def test_a_kernel_with_cpp_text_is_still_refused_by_the_engine():
     from opgen.check import run_check
     from opgen.kernel.kir_interp import NotKernelIR
 
-    with pytest.raises(NotKernelIR, match="RmsNormGrad's kernel class .* is not Kernel IR throughout"):
-        run_check(str(ROOT / "examples/specs/rms_norm_grad.py"), dims={"Bd": (2,), "H": 32}, dtypes={"T": "float32"},
-                  progress=False, engine="kir")
+    with pytest.raises(NotKernelIR, match="JointConcat's kernel class .* is not Kernel IR throughout"):
+        run_check(str(ROOT / "examples/specs/joint_concat.py"), dims={"B": 2, "St": 3, "Si": 4, "H": 32},
+                  dtypes={"T": "float32"}, progress=False, engine="kir")
 
 
 def test_the_default_engine_is_the_emulation():
@@ -237,3 +242,32 @@ def test_an_empty_call_launches_nothing_on_the_interpreter_as_on_the_emulation()
                   progress=False, engine="kir")
     assert r.passed and not r.launched and not r.faults
     assert r.arrays["y"].shape == (0, 33) and r.arrays["rstd"].shape == (0, 1)
+
+
+def test_the_cross_core_exchange_is_kernel_ir_and_needs_its_sync_all(monkeypatch):
+    """MseLoss (a mean over every element) in ROW_SPLIT on 48 cores: each core's partial sum goes through the
+    workspace, SyncAll, core 0 combines them in core order -- all Kernel IR, run by the interpreter against float64
+    math; without the exchange's SyncAll core 0 reads partials the other cores have not written and the total is
+    wrong."""
+    from opgen.check import kirengine
+    from opgen.check.run import _output_slots
+    from opgen.kernel import kir
+    from opgen.platforms import get_platform
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(ROOT / "examples/specs/mse_loss.py"))
+    classes = kirengine.kernel_classes(spec)
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal((300, 40)).astype(np.float32) for _ in range(2))
+    bound = spec.bind({"self": x, "target": y}, {}, {"T": "float32"})
+    slots = _output_slots(spec, bound)
+    plat = get_platform("ascend910b1")
+    want = ((x.astype(np.float64) - y) ** 2).mean()
+    ok = kirengine.launch(spec, bound, slots, plat)
+    assert ok.launched and not ok.faults and ok.block_dim > 1 and ok.tiling_key % 10 == 1
+    assert abs(float(ok.arrays["out"]) - want) <= 1e-5 * want
+    cut = [replace(c, methods=tuple(replace(m, body=_strip(m.body, lambda s: isinstance(s, kir.SyncAll)))
+                                    if m.name == "RowSplit" else m for m in c.methods)) for c in classes]
+    monkeypatch.setattr(kirengine, "kernel_classes", lambda s: cut)
+    run = kirengine.launch(spec, bound, slots, plat)
+    assert run.faults or abs(float(run.arrays["out"]) - want) > 0.1 * want

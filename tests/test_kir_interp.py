@@ -573,3 +573,36 @@ def test_a_repeat_form_result_is_poisoned_lane_by_lane(out_len, fault):
     else:
         assert r.ok, r.first_fault
         assert np.array_equal(gm["y"][:6], 2.0 * np.arange(6, dtype=np.float32))
+
+
+@pytest.mark.parametrize("dtype, ctype", [(np.float16, "half"), (np.float32, "float")])
+def test_a_scalar_read_of_gm_converts_the_element_exactly_and_stays_inside_the_tensor(dtype, ctype):
+    """FLoad of a GmView (GlobalTensor::GetValue by the scalar unit, a per-batch input element of the rows family):
+    the element converted to fp32 exactly (docs/reference/ascendc.md §1.4), written back through UB; a read past
+    the tensor's bytes is a fault naming the tensor; the C++ form reads the element through static_cast<float>."""
+    from opgen.kernel.kir import CppPrinter, FLoad, SetValue
+    from opgen.kernel.rowfexpr import parse
+
+    def kernel(at):
+        body = _INIT + (vec(Op.DUPLICATE, dst=Ref("t"), scalar=0.0, count=Lit(8)),
+                        SetFlag(Pipe.V, Pipe.S), WaitFlag(Pipe.V, Pipe.S),
+                        SetValue(Ref("t", Lit(1)), FLoad(GmView("gmX", Lit(at)))),
+                        SetFlag(Pipe.S, Pipe.MTE3), WaitFlag(Pipe.S, Pipe.MTE3),
+                        Copy(GmView("gmY"), Ref("t"), Lit(1), Lit(32)))
+        return KernelClass("Tiny", "TinyTiling", args=("x", "y"),
+                           gms=(GmTensor("gmX", ctype, "x"), GmTensor("gmY", "float", "y")),
+                           locals=(Local("b"),), tensors=(TensorVar("t", "float"),), fields=("n",),
+                           process=body)
+
+    x = np.random.default_rng(3).uniform(-5, 5, 16).astype(dtype)
+    y = np.full(16, -1, np.float32)
+    r = ki.run(kernel(13), {"n": 1}, {"x": x, "y": y}, 1)
+    assert r.ok, r.first_fault
+    assert y[1].view(np.uint32) == np.float32(x[13]).view(np.uint32) and y[0] == 0 and y[8] == -1
+    r = ki.run(kernel(16), {"n": 1}, {"x": x, "y": y}, 1)
+    assert not r.ok and "read of GM tensor 'x'" not in r.first_fault and "GM tensor 'gmX' at byte" in r.first_fault \
+        and "outside its" in r.first_fault, r.first_fault
+    k = kernel(13)
+    assert "static_cast<float>(gmX.GetValue(13))" in "\n".join(CppPrinter(k).body(k.process, 1, {}))
+    # the row programs' per-batch text reads back as the same node
+    assert parse("static_cast<float>(gm_w.GetValue(b))", ()) == FLoad(GmView("gm_w", E("b")))

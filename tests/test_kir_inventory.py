@@ -1,9 +1,9 @@
 """The --engine kir inventory: which rows kernels `opgen check --engine kir` can read today. Every example spec and
 bundled op of the rows family goes through `opgen.check.kirengine.require_kernel_ir`: a kernel that is IR throughout
 is accepted (its classes returned; tests/test_kir_engine.py runs their cases), every other is refused in one line
-naming the first C++ text part (an Off_<input> helper, C++ text lines such as the cross-core epilogue), its family
+naming the first C++ text part (C++ text lines such as a concat's piece copies), its family
 or its head-rows lowering. The IR-throughout set below was read off `kir_interp.opaque` by hand (2026-12-04, after
-LoadColumns, LoadBatch, ZeroBatchSums, FlushRow and FlushCol became Kernel IR); when a C++ text part becomes Kernel
+LoadColumns, LoadBatch, ZeroBatchSums, FlushRow, FlushCol, the cross-core epilogues and the Off_<operand> address methods became Kernel IR); when a C++ text part becomes Kernel
 IR, move its operators into IR_THROUGHOUT."""
 
 from __future__ import annotations
@@ -21,22 +21,21 @@ SPECS = sorted(p for p in [*ROOT.glob("examples/specs/*.py"), *ROOT.glob("specs/
                if not p.name.startswith("_"))
 
 # Rows kernels whose every class is Kernel IR throughout (no Verbatim, no extern method reachable).
-IR_THROUGHOUT = {"AdaLayerNormV2", "AddRmsNorm", "CrossEntropyLoss", "CrossEntropyLossGrad", "DynamicQuant",
-                 "GeGluV3", "Gelu", "GeluV2", "HardSigmoid", "HardtanhGrad", "LayerNormV4", "LeakyRelu",
-                 "LogSoftmaxV2", "MaskedFill", "MaximumGrad", "Modulate", "OneHot", "Prelu", "ReduceSum", "RmsNorm",
-                 "ScaledMaskedSoftmax", "SmoothL1Loss", "SoftmaxV2", "SwiGluGrad", "Tanh", "ThresholdGradV2D"}
+IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddRmsNorm", "BatchNorm", "BiasAddGrad", "CrossEntropyLoss",
+                 "CrossEntropyLossGrad", "DynamicQuant", "GeGluV3", "Gelu", "GeluV2", "HardSigmoid", "HardtanhGrad",
+                 "LayerNormGradV3", "LayerNormV4", "LeakyRelu", "LogSoftmaxV2", "MaskedFill", "MaximumGrad", "Modulate",
+                 "ModulateGrad", "MseLoss", "NLLLoss", "OneHot", "Prelu", "ReduceMax", "ReduceMean", "ReduceMin",
+                 "ReduceSum", "RmsNorm", "RmsNormGrad", "ScaledMaskedSoftmax", "ScaledTranspose", "SmoothL1Loss",
+                 "SoftmaxV2", "SwiGlu", "SwiGluGrad", "Tanh", "ThresholdGradV2D"}
 # Rows kernels lowered as head programs (opgen.kernel.headrows): no rows Kernel IR classes yet.
 HEAD_ROWS = {"NormRopeConcat", "NormRopeConcatGrad"}
 # Operators of the other families (one matmul: cube; attention).
 OTHER_FAMILY = {"BatchMatMul": "cube", "FusedMatMul": "cube", "MatMul": "cube", "MatmulGelu": "cube",
                 "FlashAttentionScore": "attention", "NsaSelectedAttention": "attention",
                 "NsaSelectedAttentionGrad": "attention"}
-# The first C++ text part of each other rows kernel (what a converter has to replace next): a method that is C++
-# text, or C++ text lines inside an IR method (the cross-core epilogue's StoreRow / RowSum lines, a copy loop).
-FIRST_TEXT = {"Off_": {"BatchNormV3", "GroupNorm", "ScaledTranspose", "SwiGlu"},
-              "C++ text (": {"AdaLayerNormGrad", "BatchNorm", "BiasAddGrad", "InstanceNorm", "JointConcat",
-                             "LayerNormGradV3", "ModulateGrad", "MseLoss", "NLLLoss", "ReduceMax", "ReduceMean",
-                             "ReduceMin", "RmsNormGrad"}}
+# The first C++ text part of each other rows kernel (what a converter has to replace next): C++ text lines inside an
+# IR method (a gathered statistic's or a concat's copy loop, a per-segment scalar operand's loop).
+FIRST_TEXT = {"C++ text (": {"BatchNormV3", "GroupNorm", "InstanceNorm", "JointConcat"}}
 
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)

@@ -41,7 +41,7 @@ from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.rowsched import add as _ksum
 from opgen.kernel.rowfexpr import parse as parse_scalar
-from opgen.kernel.vsync import instr_stmt, place_barriers, vstmt
+from opgen.kernel.vsync import instr_stmt, vstmt
 from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
 from opgen.codegen import kernel_cube  # noqa: F401,E402  installs the cube family's emission (opgen.kernel.cube)
 
@@ -760,25 +760,6 @@ def online_pair(p: RowProgram) -> tuple | None:
     return None
 
 
-def _load_row(line: str, dst: str):
-    """A LoadRow statement (templates/op_kernel/row_kernel.h.j2: staged copy-in, CastFrom into `dst`, then its own
-    PipeBarrier<PIPE_V>()) as a stream statement of the barrier pass (opgen.kernel.vsync)."""
-    return vstmt(line, writes=[dst], after="barrier")
-
-
-def _store_row(line: str, src: str):
-    """A StoreRow statement (templates/op_kernel/row_kernel.h.j2: CastTo from `src` into the output queue, its own
-    PipeBarrier<PIPE_V>(), then the queue hand-off to MTE3) as a stream statement: every earlier vector access is
-    complete after it (opgen.kernel.vsync)."""
-    return vstmt(line, reads=[src], after="barrier")
-
-
-def _sum_partials(line: str):
-    """A SumPartials statement (templates/op_kernel/row_kernel.h.j2: Duplicate and Add into w_[0] over LoadRow's of
-    w_[1], each followed by PipeBarrier<PIPE_V>()) as a stream statement."""
-    return vstmt(line, writes=["w_[0]", "w_[1]"], after="barrier")
-
-
 # ------------------------------------------------------------------------------------------------ addressing
 class _Addr:
     """GM offsets of one program's operands, printed over the kernel's tiling fields."""
@@ -812,51 +793,46 @@ class _Addr:
             e = Bin("+", e, t)
         return e
 
-    def brow(self, name: str, b: str) -> str:
-        """Element offset of batch row `b` of brow operand `name`."""
-        v = self.view(name)
-        return _sum([_mul(b, self.dims.cpp(v.pitch)), self.dims.cpp(v.col)])
-
-    def col(self, name: str) -> str:
-        """Element offset of column operand `name`."""
-        return self.dims.cpp(self.view(name).col)
-
     def inner_stride(self, name: str) -> str:
         """GM elements between consecutive rows of a run (the innermost leading axis' stride)."""
         v = self.view(name)
         return self.dims.cpp(v.pitch) if v.flat else self.dims.cpp(v.strides[-1])
 
-    def _decompose(self, v, shift: tuple | None = None) -> list[str]:
-        """Body of an offset function of strided view `v`: r decomposed into the leading coordinates (innermost
-        first), weighted by the strides; `shift` = (axis, start): that coordinate taken relative to start."""
-        lines = ["int64_t q = r;", f"int64_t off = {self.dims.cpp(v.col)};"]
+    def _decompose_nodes(self, name: str, v, shift: tuple | None = None) -> kir.Func:
+        """Off_<name>(r) of strided view `v` as a Kernel-IR method: r decomposed into the leading coordinates
+        (innermost first), each weighted by its stride, plus the view's column offset; `shift` = (axis, start): that
+        coordinate taken relative to start (a piece of a concat). int64 arithmetic, values >= 0."""
+        q, off = Sym("q"), Sym("off")
+        body: list = [kir.Let("q", Sym("r"), mutable=True), kir.Let("off", self.dims.sym(v.col), mutable=True)]
         k = len(v.strides)
         for i in range(k - 1, -1, -1):
-            s = self.dims.cpp(v.strides[i])
-            coord = "q" if i == 0 else f"(q % {self.dims.extent(i)})"
-            if shift is not None and shift[0] == i and self.dims.cpp(shift[1]) != "0":
-                coord = f"({coord} - {self.dims.cpp(shift[1])})"
-            if s != "0":
-                lines.append(f"off += {coord} * {s};")
+            st = self.dims.sym(v.strides[i])
+            ext = None if i == 0 else self.dims.sym(self.dims.layout.extents[i])   # (a field only where read)
+            coord = q if i == 0 else Bin("%", q, ext)
+            if shift is not None and shift[0] == i and self.dims.sym(shift[1]) != Lit(0):
+                coord = _ksub(coord, self.dims.sym(shift[1]))
+            if st != Lit(0):
+                body.append(kir.Assign("off", _ksum(off, _kmul(coord, st))))
             if i == 0:
                 break
-            lines.append(f"q /= {self.dims.extent(i)};")
-        lines.append("return off;")
-        return lines
+            body.append(kir.Assign("q", Bin("//", q, ext)))
+        body.append(kir.Return(off))
+        return kir.Func(f"Off_{name}", (kir.Param("r"),), tuple(body), ret="int64_t", const=True,
+                        doc=f"Element offset in GM of anchor row r of {name} (a strided view or a piece of a concat).")
 
-    def off_funcs(self) -> list[tuple[str, list[str]]]:
-        """[(function name, body lines)] of Off_<operand>(r) for every strided row/stat operand (module
-        docstring), and Off_<operand>_<k>(r) for each piece k of a concat of inputs."""
+    def off_nodes(self) -> list[kir.Func]:
+        """The Off_<operand>(r) methods of every strided row / statistic / segment operand, and Off_<operand>_<k>(r) for
+        each piece k of a concat of inputs (the pieces' copies call them), as Kernel-IR methods."""
         out = []
         for t in self.p.gm:
             v = t.view
             if isinstance(v, PiecewiseView):
-                for k, pc in enumerate(v.pieces):
-                    out.append((f"{t.name}_{k}", self._decompose(pc.view, (v.axis, pc.start))))
+                out += [self._decompose_nodes(f"{t.name}_{k}", pc.view, (v.axis, pc.start))
+                        for k, pc in enumerate(v.pieces)]
                 continue
             if v is None or v.flat or t.space not in ("row", "stat", "seg"):
                 continue
-            out.append((t.name, self._decompose(v)))
+            out.append(self._decompose_nodes(t.name, v))
         return out
 
     def coord(self, axis: int, r: str) -> str:
@@ -994,8 +970,10 @@ def _read_at_expr(prog: RowProgram, a: str, b) -> DimExpr:
 
 
 def _finish_nodes(prog: RowProgram, a: str, buf: kir.Ref, tmp: kir.Ref, n, cites: Cites) -> list:
-    """`_finish_lines` as nodes: accumulator `a`'s finishing instructions (RowProgram.acc_post) with the row
-    `x` as `buf` and the scratch row `t` as `tmp`, `n` lanes."""
+    """What completes accumulator `a` (held in UB row `buf`, `n` lanes) before it is stored: its finishing
+    instructions (RowProgram.acc_post: a mean's division by the count of rows it summed, read from tiling data -- a
+    true division, as the interpreter's sum / count --, or the scalar arithmetic of the spec after the reduction)
+    with the row `x` as `buf` and the scratch row `t` as `tmp`. Raises SpecError for one with no Kernel-IR node."""
     doc = spec_comment(cites.acc(a)).strip().removeprefix("//").strip()
     out = []
     for i in prog.acc_post.get(a, ()):
@@ -1064,28 +1042,9 @@ def _acc_items(prog: RowProgram) -> list:
                                       for a in prog.acc_reads if a not in prog.accs]
 
 
-def _read_at(prog: RowProgram, a: str, b: str = "") -> str:
-    """The workspace element where the complete (finished) value of read accumulator `a` lives for the second pass
-    over the rows (after every core's partial rows): a column reduction's row, or batch `b`'s row of a per-batch
-    one (one row per batch: rowNum_ / seqLen_ of them)."""
-    cols = [x for x in prog.acc_reads if x not in prog.brow]
-    brows = [x for x in prog.acc_reads if x in prog.brow]
-    row = "static_cast<int64_t>(GetBlockNum()) * wsRowsPerCore_"
-    if a in cols:
-        return f"ws_[({row} + {cols.index(a)}) * colAlign_"
-    return f"ws_[({row} + {len(cols)} + {brows.index(a)} * (rowNum_ / seqLen_) + {b}) * colAlign_"
-
-def _finish_lines(prog: RowProgram, a: str, buf: str, tmp: str, n: str, cites: Cites) -> list:
-    """What completes accumulator `a` (held in UB row `buf`, `n` lanes) before it is stored: its finishing
-    instructions (RowProgram.acc_post: a mean's division by the count of rows it summed, read from tiling data --
-    a true division, as the interpreter's sum / count --, or the scalar arithmetic of the spec after the
-    reduction) with the row `x` printed as `buf` and the scratch row `t` as `tmp` (a row free at that point)."""
-    out = []
-    operand = lambda name: buf if name == "x" else tmp  # noqa: E731
-    c = spec_comment(cites.acc(a))
-    for i in prog.acc_post.get(a, ()):
-        out += vector_stmt(i, [compute_line(i, operand, n) + c], operand, n)
-    return out
+def _doc(locs) -> str:
+    """The trace comment text of spec locations `locs` (a node's doc: "spec: a.py:3")."""
+    return spec_comment(locs).strip().removeprefix("//").strip()
 
 
 def _totals(prog: RowProgram) -> list:
@@ -1093,20 +1052,13 @@ def _totals(prog: RowProgram) -> list:
     return [(a, v) for a, v in prog.accs.items() if v[0] == "total"]
 
 
-def _total_part(prog: RowProgram, a: str, j: int) -> list:
-    """`part<j>`: accumulator `a`'s column row (this core's rows or columns) reduced over its n_ columns by its kind
-    (RowSum / RowMax: the vector work on it is complete when it returns, after its V->S wait)."""
-    red = "RowMax" if prog.acc_kinds.get(a) == "max" else "RowSum"
-    return [vstmt(f"const float part{j} = {red}({_operand(a, prog)}, n_);", reads=[_operand(a, prog)],
-                  after="barrier")]
-
-
-def _total_store(prog: RowProgram, a: str, name: str, rm: str, cites: Cites) -> list:
-    """The combined total in w_[0] (lane 0): finished (w_[1] scratch) and written as output `name`'s one element."""
-    t = prog.tensor(name)
-    return _finish_lines(prog, a, "w_[0]", "w_[1]", "1", cites) + [
-        _store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[0], w_[0], RoundMode::{rm}, 1);"
-                   f"{spec_comment(cites.acc(a))}", "w_[0]")]
+def _total_red(prog: RowProgram, a: str) -> str:
+    """The helper reducing total `a`'s column row to one value: RowMax for a maximum, RowSum for a sum or mean.
+    Raises SpecError for a minimum over every axis (no RowMin helper; the rows family does not lower one)."""
+    kind = prog.acc_kinds.get(a, "sum")
+    if kind == "min":
+        raise SpecError(f"row kernel {prog.name}: a minimum over every axis ({a}) has no row helper in the rows family")
+    return "RowMax" if kind == "max" else "RowSum"
 
 
 def _partials(prog: RowProgram, a: str) -> str:
@@ -1116,171 +1068,222 @@ def _partials(prog: RowProgram, a: str) -> str:
     return {"max": "MaxPartials", "min": "MinPartials"}.get(prog.acc_kinds.get(a), "SumPartials")
 
 
-def _exchanged_acc_lines(prog: RowProgram, a: str, name, rm: str, combine: str, out_at, read_at,
+def _gm_at(addr: "_Addr", name: str, *terms) -> kir.GmView:
+    """Output `name`'s GM tensor at its column offset plus `terms` (DimExprs; Lit(0) terms dropped)."""
+    t = addr.p.tensor(name)
+    return kir.GmView(f"gm_{t.gm}", _ksum(*[x for x in (addr.dims.sym(addr.view(name).col), *terms) if x != Lit(0)]
+                                          or [Lit(0)]))
+
+
+def _store(prog: RowProgram, dst: kir.GmView, name: str | None, src: kir.Ref, rm: str, n, doc: str) -> kir.Call:
+    """StoreRow<T>(dst, src, rm, n): fp32 row `src` cast to output `name`'s type (fp32 to workspace when `name` is
+    None) and written to GM."""
+    ct = "float" if name is None else _ctype(prog.tensor(name).dtype)
+    return kir.Call("StoreRow", (dst, src, rm if name is not None else "CAST_NONE", n), targs=(ct,), doc=doc)
+
+
+def _ws_row(j) -> DimExpr:
+    """The element offset of this core's workspace row j of the ROW_SPLIT exchange ((core * wsRowsPerCore_ + j)
+    rows of colAlign_)."""
+    return _kmul(_ksum(_kmul(kir.BLOCK_IDX, Sym("wsRowsPerCore_")), Lit(j)), Sym("colAlign_"))
+
+
+def _exchanged_acc_nodes(prog: RowProgram, a: str, name, rm: str, combine: kir.Call, out_at, read_at,
                          cites: Cites) -> list:
     """ROW_SPLIT's cross-core step for accumulator `a` over columns [r0, r0 + rn): the cores' partials combined into
-    w_[0] (the C++ call `combine`), finished (_finish_lines), stored to its output `name` (when it has one) at the
-    offset `out_at()` gives, and, when a second pass reads it, to its read-back region at `read_at()`."""
-    out = [_sum_partials(combine)] + _finish_lines(prog, a, "w_[0]", "w_[1]", "rn", cites)
+    w_[0] (the call `combine`), finished (_finish_nodes), stored to its output `name` (when it has one) at
+    `out_at` + r0, and, when a second pass reads it, to its read-back region at `read_at` + r0 (DimExprs)."""
+    w0, w1, rn, r0 = kir.Ref("w_", slot=Lit(0)), kir.Ref("w_", slot=Lit(1)), Sym("rn"), Sym("r0")
+    doc = _doc(cites.acc(a))
+    out = [combine] + _finish_nodes(prog, a, w0, w1, rn, cites)
     if name is not None:
         t = prog.tensor(name)
-        out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([out_at(), 'r0'])}], w_[0], "
-                              f"RoundMode::{rm}, rn);{spec_comment(cites.acc(a))}", "w_[0]"))
+        out.append(_store(prog, kir.GmView(f"gm_{t.gm}", _ksum(*[x for x in (out_at, r0) if x != Lit(0)])), name,
+                          w0, rm, rn, doc))
     if a in prog.acc_reads:   # the complete slice, for every core's second pass (after the exchange region)
-        out.append(_store_row(f"StoreRow<float>({read_at()} + r0], w_[0], RoundMode::CAST_NONE, rn);"
-                              f"{spec_comment(cites.acc(a))}", "w_[0]"))
-    return out
+        out.append(_store(prog, kir.GmView("ws_", _ksum(read_at, r0)), None, w0, rm, rn, doc))
+    return with_barriers(out)
 
 
-def _cross_core_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
-    """ROW_SPLIT epilogue: partial column sums to workspace, SyncAll, then each core sums its column
-    slice over the cores in core order (column outputs and the batches split across cores)."""
+def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
+    """ROW_SPLIT epilogue as Kernel-IR statements: this core's partial column rows, per-batch partial rows (FlushRow
+    wrote them) and partial totals to workspace, SyncAll; each core combines its column slice [r0, r0 + rn) over the
+    cores in core order (SumPartials / MaxPartials / MinPartials), finishes and stores it; per-batch ones for each
+    batch split across cores (its cores CoreOfRow(first row) .. CoreOfRow(last row)); core 0 combines the totals;
+    with a second pass, the complete rows read back by every core and the column values computed from them
+    (RowProgram.late, stored by core 0). The slices' sizes come from tiling field colsPerReduceCore."""
     cols = [(a, v) for a, v in _acc_items(prog) if v[0] == "col"]
     brows = [(a, v) for a, v in _acc_items(prog) if v[0] == "brow"]
     tots = _totals(prog)
     if not cols and not brows and not tots:
         return []
-    out = []
+    w0, n, hid = kir.Ref("w_", slot=Lit(0)), Sym("n_"), Sym("hidden_")
+    pre: list = []
     for j, (a, _v) in enumerate(cols):
-        out.append(_store_row(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {j}) * colAlign_], "
-                              f"{_operand(a, prog)}, RoundMode::CAST_NONE, n_);{spec_comment(cites.acc(a))}",
-                              _operand(a, prog)))
+        pre.append(_store(prog, kir.GmView("ws_", _ws_row(j)), None, _operand_ref(a, prog), "CAST_NONE", n,
+                          _doc(cites.acc(a))))
     base = len(cols) + 2 * len(brows)   # the workspace rows of the totals: after the column and batch partials
-    d = INSTRS[Op.DUPLICATE]
     for j, (a, _v) in enumerate(tots):   # this core's partial total: its column row reduced, one element
-        ex = {"dst": "w_[0]", "scalar": f"part{j}", "count": "1"}
-        out += _total_part(prog, a, j) + [instr_stmt(d, d.stmt(**ex), ex)]
-        out.append(_store_row(f"StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + {base + j}) * colAlign_], "
-                              f"w_[0], RoundMode::CAST_NONE, 1);{spec_comment(cites.acc(a))}", "w_[0]"))
-    out.append("PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them")
-    out.append("SyncAll();")
-    out.append("const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;")
-    out.append("const int64_t rn = r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : "
-               "td_->colsPerReduceCore) : 0;")
-    out.append("if (rn > 0) {")
+        pre += [kir.Call(_total_red(prog, a), (_operand_ref(a, prog), n), result=f"part{j}"),
+                kir.vec(Op.DUPLICATE, dst=w0, scalar=kir.FRef(f"part{j}"), count=Lit(1)),
+                _store(prog, kir.GmView("ws_", _ws_row(base + j)), None, w0, "CAST_NONE", Lit(1),
+                       _doc(cites.acc(a)))]
+    out = with_barriers(pre, tail=False) + [
+        kir.Barrier(Pipe.ALL, doc="the partial rows are in GM before any core reads them"), kir.SyncAll()]
+    per, r0, rn = Sym("colsPerReduceCore"), Sym("r0"), Sym("rn")
+    last_core = _ksub(kir.BLOCK_NUM, Lit(1))
+    body: list = []
     for j, (a, (_sp, name, rm)) in enumerate(cols):
-        out += _exchanged_acc_lines(
-            prog, a, name, rm, f"{_partials(prog, a)}({j}, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);",
-            lambda: addr.col(name), lambda: _read_at(prog, a), cites)
+        body += _exchanged_acc_nodes(
+            prog, a, name, rm, kir.Call(_partials(prog, a), (Lit(j), Lit(0), r0, rn, Lit(0), last_core, Lit(-1))),
+            addr.dims.sym(addr.view(name).col) if name is not None else Lit(0),
+            _read_at_expr(prog, a, None) if a in prog.acc_reads else Lit(0), cites)
     if brows:
-        out.append("int64_t lastBatch = -1;")
-        out.append("for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {")
-        out.append("const int64_t start = RowStartOf(c);")
-        out.append("if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) { continue; }")
-        out.append("const int64_t b = start / seqLen_;")
-        out.append("lastBatch = b;")
-        out.append("const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;")
+        b, seq, start, last = Sym("b"), Sym("seqLen_"), Sym("start"), Sym("last")
+        step: list = [kir.Let("b", Bin("//", start, seq)), kir.Assign("lastBatch", b),
+                      kir.Let("last", kir.Select(Constraint("<", _kmul(_ksum(b, Lit(1)), seq), Sym("rowNum_")),
+                                                 _ksub(_kmul(_ksum(b, Lit(1)), seq), Lit(1)),
+                                                 _ksub(Sym("rowNum_"), Lit(1))))]
         for j, (a, (_sp, name, rm)) in enumerate(brows):
-            out += _exchanged_acc_lines(
-                prog, a, name, rm, f"{_partials(prog, a)}({len(cols) + j}, {len(brows)}, r0, rn, "
-                f"CoreOfRow(b * seqLen_), CoreOfRow(last), b);", lambda: addr.brow(name, "b"),
-                lambda: _read_at(prog, a, "b"), cites)
-        out.append("}")
-    out.append("}")
+            v = addr.view(name) if name is not None else None
+            out_at = _ksum(*[x for x in (_kmul(b, addr.dims.sym(v.pitch)), addr.dims.sym(v.col))
+                             if x != Lit(0)] or [Lit(0)]) if v is not None else Lit(0)
+            step += _exchanged_acc_nodes(
+                prog, a, name, rm, kir.Call(_partials(prog, a), (
+                    Lit(len(cols) + j), Lit(len(brows)), r0, rn, kir.Invoke("CoreOfRow", (_kmul(b, seq),)),
+                    kir.Invoke("CoreOfRow", (last,)), b)),
+                out_at, _read_at_expr(prog, a, b) if a in prog.acc_reads else Lit(0), cites)
+        body += [kir.Comment("each batch split across cores (a core's first row inside it), combined once"),
+                 kir.Let("lastBatch", Lit(-1), mutable=True),
+                 kir.For("c", Lit(1), kir.BLOCK_NUM, Lit(1), (
+                     kir.Let("start", kir.Invoke("RowStartOf", (Sym("c"),))),
+                     kir.If((Constraint("!=", Bin("%", start, seq), Lit(0)),
+                             Constraint("!=", Bin("//", start, seq), Sym("lastBatch"))), tuple(step)),
+                 ))]
+    if body:   # this core's column slice [r0, r0 + rn) of the column and per-batch reductions
+        out += [kir.Let("r0", _kmul(kir.BLOCK_IDX, per)),
+                kir.Let("rn", kir.Select(Constraint("<", r0, hid), Fn("min", (_ksub(hid, r0), per)), Lit(0))),
+                kir.If((Constraint(">", rn, Lit(0)),), tuple(body))]
     if tots:   # core 0 combines the cores' partial totals in core order and writes each total
-        out.append("if (GetBlockIdx() == 0) {")
+        t_body: list = []
         for j, (a, (_sp, name, rm)) in enumerate(tots):
-            out.append(_sum_partials(f"{_partials(prog, a)}({base + j}, 0, 0, 1, 0, "
-                                     f"static_cast<int64_t>(GetBlockNum()) - 1, -1);"))
-            out += _total_store(prog, a, name, rm, cites)
-        out.append("}")
+            t_body += [kir.Call(_partials(prog, a), (Lit(base + j), Lit(0), Lit(0), Lit(1), Lit(0), last_core,
+                                                     Lit(-1)))]
+            t_body += _total_store_nodes(prog, a, name, rm, cites)
+        out.append(kir.If((Constraint("==", kir.BLOCK_IDX, Lit(0)),), tuple(with_barriers(t_body))))
     if prog.acc_reads:   # every core reads the complete column reductions back for the second pass over its rows
-        out += ["PipeBarrier<PIPE_ALL>();  // the complete slices are in GM before any core reads them", "SyncAll();"]
+        out += [kir.Barrier(Pipe.ALL, doc="the complete slices are in GM before any core reads them"), kir.SyncAll()]
+        late: list = []
         for a in prog.acc_reads:
-            if a not in prog.brow:   # per-batch ones: at each batch of the second pass (_reload_lines)
-                out.append(_load_row(f"LoadRow<float>({_operand(a, prog)}, {_read_at(prog, a)}], hidden_);"
-                                     f"{spec_comment(cites.acc(a))}", _operand(a, prog)))
-        pr = _Printer(prog, "row", cites)
+            if a not in prog.brow:   # per-batch ones: at each batch of the second pass (_reload_nodes)
+                late.append(kir.Call("LoadRow", (_operand_ref(a, prog), kir.GmView("ws_", _read_at_expr(prog, a, None)),
+                                                 hid), targs=("float",), doc=_doc(cites.acc(a))))
+        op = lambda x: _operand_ref(x, prog)  # noqa: E731
         for i in prog.instrs:   # the column values of complete reductions, every core the whole row
             if i.space == "col" and i.dst in prog.late:
-                out += pr.instr(i)
+                node = instr_node(i, op, n, doc=_doc(cites.instr(i)))
+                if node is None:
+                    raise SpecError(f"row kernel {prog.name}: no Kernel IR for late column instruction {i.kind}")
+                late.append(node)
+        out += with_barriers(late)
         if prog.late_stores:
-            out.append("if (GetBlockIdx() == 0) {")
-            for v, g, rm in prog.late_stores:
-                t = prog.tensor(g)
-                out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{addr.col(g)}], {_operand(v, prog)}, "
-                                      f"RoundMode::{rm}, hidden_);", _operand(v, prog)))
-            out.append("}")
-    return out
+            out.append(kir.If((Constraint("==", kir.BLOCK_IDX, Lit(0)),), tuple(with_barriers([
+                _store(prog, _gm_at(addr, g), g, _operand_ref(v, prog), rm, hid, "")
+                for v, g, rm in prog.late_stores]))))
+    return [kir.Scope((kir.Comment("the cross-core exchange: the reductions over rows completed through workspace"),
+                       *out))]
 
 
-def _reload_lines(prog: RowProgram, cites: Cites, addr: "_Addr | None" = None) -> list:
+def _total_store_nodes(prog: RowProgram, a: str, name: str, rm: str, cites: Cites) -> list:
+    """The combined total in w_[0] (lane 0): finished (w_[1] scratch) and written as output `name`'s one element."""
+    t = prog.tensor(name)
+    w0, w1 = kir.Ref("w_", slot=Lit(0)), kir.Ref("w_", slot=Lit(1))
+    return _finish_nodes(prog, a, w0, w1, Lit(1), cites) + [
+        _store(prog, kir.GmView(f"gm_{t.gm}", Lit(0)), name, w0, rm, Lit(1), _doc(cites.acc(a)))]
+
+
+def _reload_nodes(prog: RowProgram, cites: Cites, addr: "_Addr | None" = None) -> list:
     """The second pass's reads of the complete per-batch reductions at a new batch `b` (RowSchedule.reload_batch),
-    then the per-batch values (RowProgram.btotals: each total a RowSum / RowMax of its read-back row, then the
-    scalar arithmetic on them, into float members) and, by the core holding the batch's first row, the per-batch
-    outputs (RowProgram.batch_stores: the value duplicated into lane 0 of red_, StoreRow of one element)."""
-    out = [_load_row(f"LoadRow<float>({_operand(a, prog)}, {_read_at(prog, a, 'b')}], hidden_);"
-                     f"{spec_comment(cites.acc(a))}", _operand(a, prog)) for a in prog.acc_reads if a in prog.brow]
+    as Kernel-IR statements: the rows read back, then the per-batch values (RowProgram.btotals: each total a
+    RowSum / RowMax of its read-back row, then the scalar arithmetic on them, into float members) and, by the core
+    holding the batch's first row, the per-batch outputs (RowProgram.batch_stores: the value duplicated into lane 0
+    of red_, StoreRow of one element)."""
+    b, hid = Sym("b"), Sym("hidden_")
+    out: list = [kir.Call("LoadRow", (_operand_ref(a, prog), kir.GmView("ws_", _read_at_expr(prog, a, b)), hid),
+                          targs=("float",), doc=_doc(cites.acc(a))) for a in prog.acc_reads if a in prog.brow]
     for name, src, kind in prog.btotals:
         if kind == "expr":
-            out.append(f"{name} = {src};")
+            out.append(kir.FAssign(name, parse_scalar(src, INT_MEMBERS)))
         else:
-            buf = _operand(src, prog)
-            red = "RowMax" if kind == "max" else "RowSum"
-            out.append(vstmt(f"{name} = {red}({buf}, hidden_);{spec_comment(cites.acc(src))}", reads=[buf],
-                             after="barrier"))
+            out.append(kir.Call("RowMax" if kind == "max" else "RowSum", (_operand_ref(src, prog), hid),
+                                result=f"{name}v", doc=_doc(cites.acc(src))))
+            out.append(kir.FAssign(name, kir.FRef(f"{name}v")))
+    out = with_barriers(out, tail=False)
     if prog.batch_stores and addr is not None:
-        d = INSTRS[Op.DUPLICATE]
-        out.append("if (b * seqLen_ >= rowStart_) {  // this core holds the batch's first row: it writes the batch's "
-                   "values")
+        red = kir.Ref("red_")
+        stores: list = []
         for i in prog.batch_stores:
-            t = prog.tensor(i.gm)
-            ex = {"dst": "red_", "scalar": i.arg, "count": "1"}
-            out.append(instr_stmt(d, d.stmt(**ex) + spec_comment(i.loc), ex))
-            out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{addr.brow(i.gm, 'b')}], red_, "
-                                  f"RoundMode::{i.op}, 1);{spec_comment(i.loc)}", "red_"))
-        out.append("}")
+            v = addr.view(i.gm)
+            at = _ksum(*[x for x in (_kmul(b, addr.dims.sym(v.pitch)), addr.dims.sym(v.col)) if x != Lit(0)]
+                       or [Lit(0)])
+            stores += [kir.vec(Op.DUPLICATE, dst=red, scalar=parse_scalar(i.arg, INT_MEMBERS), count=Lit(1),
+                               doc=_doc(i.loc)),
+                       _store(prog, kir.GmView(f"gm_{prog.tensor(i.gm).gm}", at), i.gm, red, i.op, Lit(1),
+                              _doc(i.loc))]
+        out.append(kir.If((Constraint(">=", _kmul(b, Sym("seqLen_")), Sym("rowStart_")),), tuple(with_barriers(stores)),
+                          doc="this core holds the batch's first row: it writes the batch's values"))
     return out
 
 
-def _col_total_lines(prog: RowProgram, cites: Cites) -> tuple[list, list]:
-    """COL_SPLIT's totals (reductions over every axis): (the lines before the column chunks, declaring this core's
-    partial tot<j>_ from its kind's identity; the lines after them: each partial to its own 32-byte workspace slot
-    after the row-reduction exchange's region, SyncAll, core 0 combines the cores' partials in core order with the
-    accumulator's op (CombineTotals), finishes and writes each total). The per-chunk step is in _col_final_lines."""
+def _col_total_nodes(prog: RowProgram, cites: Cites) -> tuple[list, list]:
+    """COL_SPLIT's totals (reductions over every axis) as Kernel-IR statements: (before the column chunks, this
+    core's partial tot<j>_ declared at its kind's identity; after them, each partial to its own 32-byte workspace
+    slot after the row-reduction exchange's region, SyncAll, core 0 combines the cores' partials in core order with
+    the accumulator's op (CombineTotals), finishes and writes each total). The per-chunk step: _col_final_nodes."""
     tots = _totals(prog)
     if not tots:
         return [], []
-    init = [f"float tot{j}_ = {ACC_INIT[prog.acc_kinds.get(a, 'sum')]};" for j, (a, _v) in enumerate(tots)]
+    init = [kir.FLet(f"tot{j}_", parse_scalar(ACC_INIT[prog.acc_kinds.get(a, "sum")], ()), mutable=True)
+            for j, (a, _v) in enumerate(tots)]
     nsums, nlevel = len(prog.rsums()), max([len(prog.rsums(lv)) for lv in {i.level for i in prog.rsums()}],
                                            default=0)
-    at = f"(cores * {max(nlevel, 1)} + {max(nsums, 1)}) * groupStride_"   # after the level partials and totals
-    # (32-byte slots of groupStride_ = AlignUp(G, 8) floats; tiling: wsColBytes)
-    d = INSTRS[Op.DUPLICATE]
-    end = [f"const int64_t totAt = {at};"]
+    # after the level partials and totals: 32-byte slots of groupStride_ = AlignUp(G, 8) floats (tiling: wsColBytes)
+    at = _kmul(_ksum(_kmul(Sym("cores"), Lit(max(nlevel, 1))), Lit(max(nsums, 1))), Sym("groupStride_"))
+    w0 = kir.Ref("w_", slot=Lit(0))
+    end: list = [kir.Let("totAt", at)]
     for j, (a, _v) in enumerate(tots):
-        ex = {"dst": "w_[0]", "scalar": f"tot{j}_", "count": "1"}
-        end += [instr_stmt(d, d.stmt(**ex), ex),
-                _store_row(f"StoreRow<float>(ws_[totAt + (core * {len(tots)} + {j}) * 8], w_[0], RoundMode::CAST_NONE, "
-                           f"1);{spec_comment(cites.acc(a))}", "w_[0]")]
-    end += ["PipeBarrier<PIPE_ALL>();  // the partial totals are in GM before core 0 reads them", "SyncAll();",
-            "if (core == 0) {"]
+        end += [kir.vec(Op.DUPLICATE, dst=w0, scalar=kir.FRef(f"tot{j}_"), count=Lit(1)),
+                _store(prog, kir.GmView("ws_", _ksum(Sym("totAt"), _kmul(_ksum(_kmul(Sym("core"), Lit(len(tots))),
+                                                                                Lit(j)), Lit(8)))),
+                       None, w0, "CAST_NONE", Lit(1), _doc(cites.acc(a)))]
+    end = with_barriers(end, tail=False)
+    end += [kir.Barrier(Pipe.ALL, doc="the partial totals are in GM before core 0 reads them"), kir.SyncAll()]
+    body: list = []
     for j, (a, (_sp, name, rm)) in enumerate(tots):
-        is_max = "true" if prog.acc_kinds.get(a) == "max" else "false"
-        end.append(_sum_partials(f"CombineTotals(totAt, {j}, {len(tots)}, cores - 1, {is_max});"))
-        end += _total_store(prog, a, name, rm, cites)
-    end.append("}")
+        body.append(kir.Call("CombineTotals", (Sym("totAt"), Lit(j), Lit(len(tots)), _ksub(Sym("cores"), Lit(1)),
+                                               _total_red(prog, a) == "RowMax")))
+        body += _total_store_nodes(prog, a, name, rm, cites)
+    end.append(kir.If((Constraint("==", Sym("core"), Lit(0)),), tuple(with_barriers(body))))
     return init, end
 
 
-def _col_final_lines(prog: RowProgram, addr: _Addr, cites: Cites) -> list[str]:
-    """COL_SPLIT epilogue of a column chunk: the core owns its columns, so column sums are written directly; a
-    total's column row is reduced over the chunk's columns into this core's partial tot<j>_ (_col_total_lines)."""
-    out = []
+def _col_final_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
+    """COL_SPLIT epilogue of a column chunk as Kernel-IR statements: the core owns its columns, so column sums are
+    finished and written directly; a total's column row is reduced over the chunk's columns into this core's partial
+    tot<j>_ (_col_total_nodes)."""
+    out: list = []
     for j, (a, _v) in enumerate(_totals(prog)):
-        out += _total_part(prog, a, j)
-        if prog.acc_kinds.get(a) == "max":
-            out.append(f"tot{j}_ = part{j} > tot{j}_ ? part{j} : tot{j}_;{spec_comment(cites.acc(a))}")
-        else:
-            out.append(f"tot{j}_ = tot{j}_ + part{j};{spec_comment(cites.acc(a))}")
+        red = _total_red(prog, a)
+        part, tot = kir.FRef(f"part{j}"), kir.FRef(f"tot{j}_")
+        out += [kir.Call(red, (_operand_ref(a, prog), Sym("n_")), result=f"part{j}"),
+                kir.FAssign(f"tot{j}_", kir.FMinMax("max", part, tot) if red == "RowMax"
+                            else kir.FBin("+", tot, part, paren=False))]
     for a, (sp, name, rm) in prog.accs.items():
         if sp == "col":
-            t = prog.tensor(name)
-            out += _finish_lines(prog, a, _operand(a, prog), "w_[0]", "n_", cites)
-            out.append(_store_row(f"StoreRow<{_ctype(t.dtype)}>(gm_{t.gm}[{_sum([addr.col(name), 'c0_'])}], "
-                                  f"{_operand(a, prog)}, RoundMode::{rm}, n_);{spec_comment(cites.acc(a))}",
-                                  _operand(a, prog)))
-    return out
+            ref = _operand_ref(a, prog)
+            out += _finish_nodes(prog, a, ref, kir.Ref("w_", slot=Lit(0)), Sym("n_"), cites)
+            out.append(_store(prog, _gm_at(addr, name, Sym("c0_")), name, ref, rm, Sym("n_"), _doc(cites.acc(a))))
+    return with_barriers(out)
 
 
 def _gm_rows(prog: RowProgram, addr: _Addr, role: str, space: str, ctx: list[dict]) -> tuple:
@@ -1334,7 +1337,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
         float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]) + tuple(ctx["batch_vals"]),
         batch_stores=bool(p.batch_stores),
-        cross_core=tuple(ctx["cross_core"]), strided=tuple(n for n, _l in ctx["off_funcs"]),
+        cross_core=tuple(ctx["cross_core"]), strided=tuple(ctx["off_nodes"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
@@ -1349,6 +1352,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
                                       ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
                                       ("RowMax", ctx["uses_max"]), ("RowStartOf", True),
+                                      ("CoreOfRow", bool(ctx["cross_core"]) and ctx["brow_accs"]),
                                       ("RunRows", ctx["strided"]), ("GapBlocks", True)) if on),
         run_extent=dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1),
         zero_fill=any(i.kind in MASK_KINDS or i.kind in SELECT_KINDS for i in p.instrs),
@@ -1379,22 +1383,24 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     bufs = {"row": fixed_needs(counts, ROW_SPLIT), "col": fixed_needs(counts, COL_SPLIT)}
     load_batch = _setup_nodes(p, "brow", addr, cites)
     tots = _totals(p)
-    col_total = _col_total_lines(p, cites)
+    col_total = _col_total_nodes(p, cites)
     passes = row_passes(p) if p.acc_reads else ([], [])
     flush_row = _flush_nodes(p, "row", addr, cites)
     flush_col = _flush_nodes(p, "col", addr, cites)
+    # in this order: the tiling fields are numbered in first-use order (DimFields)
+    row_in, row_out = _operand_ctx(p, addr, "in", "row", cites), _operand_ctx(p, addr, "out", "row", cites)
+    stat_in = _operand_ctx(p, addr, "in", "stat", cites)
+    stat_out = [dict(o, rm=next(i.arg for i in p.instrs if i.kind == "sstore" and i.gm == o["op"]))
+                for o in _operand_ctx(p, addr, "out", "stat", cites)]
+    offs = addr.off_nodes()
     ctx = {
         "name": v.cls, "doc": v.doc,
         "tensors": tensors,
         "unused": [cpp_name(n) for n in [i.name for i in spec.inputs] + [o.name for o in spec.outputs] if n not in used],
-        "row_in": _operand_ctx(p, addr, "in", "row", cites), "row_out": _operand_ctx(p, addr, "out", "row", cites),
-        "stat_in": _operand_ctx(p, addr, "in", "stat", cites),
-        "stat_out": [dict(o, rm=next(i.arg for i in p.instrs if i.kind == "sstore" and i.gm == o["op"]))
-                     for o in _operand_ctx(p, addr, "out", "stat", cites)],
-        "off_funcs": addr.off_funcs(),
+        "row_in": row_in, "row_out": row_out, "stat_in": stat_in, "stat_out": stat_out, "off_nodes": offs,
         "temps": max(p.row_temps, 2), "nbrow": len(p.brow), "ncol": len(p.col),
         "bufs": bufs, "any_buf": {k: any(b[k] for b in bufs.values()) for k in bufs["row"]},
-        "batch_index": bool(load_batch or flush_row or _reload_lines(p, cites)),
+        "batch_index": bool(load_batch or flush_row or _reload_nodes(p, cites)),
         "batch_vals": [n for n, _s, _k in p.btotals],
         "brow_accs": any(v[0] == "brow" for _a, v in _acc_items(p)),
         "sum_accs": any(_partials(p, a) == "SumPartials" for a, _v in _acc_items(p)),
@@ -1413,7 +1419,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
             passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)], reduce=True))
             if batchable(p) and p.rsums() else []),
         "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
-        "reload_batch": place_barriers(_reload_lines(p, cites, addr)), "cross_core": place_barriers(_cross_core_lines(p, addr, cites)),
+        "reload_batch": _reload_nodes(p, cites, addr), "cross_core": _cross_core_nodes(p, addr, cites),
         "levels": [(lv, col_pr.phase_nodes(lv),
                     [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                    for lv in levels],
@@ -1424,15 +1430,15 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
         "stream_levels": [(lv, col_pr.phase_nodes(lv, stream=True),
                            [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
                           for lv in levels] if v.stream else [],
-        "final_nodes": col_pr.phase_nodes(None), "col_final": place_barriers(_col_final_lines(p, addr, cites)),
-        "col_total": (col_total[0], place_barriers(col_total[1])),
+        "final_nodes": col_pr.phase_nodes(None), "col_final": _col_final_nodes(p, addr, cites),
+        "col_total": col_total,
         "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
         "float_attrs": sorted({x for i in all_instrs(p) for x in attr_names(i.arg)}),
         "uses_max": any(i.kind == "rmax" for i in p.instrs) or any(p.acc_kinds.get(a) == "max" for a, _v in tots)
         or any(k == "max" for _n, _s, k in p.btotals),
         "uses_sum": any(i.kind == "rsum" for i in p.instrs) or any(p.acc_kinds.get(a) != "max" for a, _v in tots)
         or any(k == "sum" for _n, _s, k in p.btotals),
-        "strided": any(o for o in addr.off_funcs()),
+        "strided": bool(offs),
     }
     k = row_split_ir(spec, v, dims, ctx)
     ctx["row_split"] = kir.methods_cpp(k, [m for m in ROW_SPLIT_METHODS if any(f.name == m for f in k.methods)])
@@ -1449,6 +1455,7 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     ctx["zero_batch_cpp"] = kir.methods_cpp(k, ["ZeroBatchSums"], verify_first=False).rstrip("\n") \
         if ctx["zero_batch"] else ""
     ctx["init"] = "\n".join(kir.CppPrinter(k).body(k.init, 2, {}))
+    ctx["off_cpp"] = kir.methods_cpp(k, [f.name for f in offs], verify_first=False).rstrip("\n")
     ctx["helpers"] = {m.name: kir.methods_cpp(k, [m.name], verify_first=False).rstrip("\n") for m in k.methods
                       if m.name in HELPER_METHODS}
     ctx["row_split_ir"] = k

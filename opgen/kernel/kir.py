@@ -364,9 +364,11 @@ class FBin(FExpr):
 
 @dataclass(frozen=True)
 class FLoad(FExpr):
-    """The UB element src (a float tensor) read by the scalar unit (GetValue; PIPE_S reads UB)."""
+    """One element read by the scalar unit (PIPE_S): a UB element `src` of a float tensor (a Ref: LocalTensor::
+    GetValue), or a GM element (a GmView: GlobalTensor::GetValue, the element converted to fp32 exactly -- fp32,
+    fp16 or bf16 --, printed `static_cast<float>(gm.GetValue(i))`; docs/reference/ascendc.md §1.4)."""
 
-    src: "Ref"
+    src: "Ref | GmView"
 
 
 _FCALLS = {"sqrt": "Std::sqrt", "abs": "Std::abs"}
@@ -1165,7 +1167,10 @@ class _Verifier:
                 if n not in st.scalars:
                     raise IRError(f"scalar {n} used before it is defined", node)
             for ld in _floads(e):
-                self.region(ld.src, 1, st, node)
+                if isinstance(ld.src, GmView):
+                    self.gm(ld.src, st, node)
+                else:
+                    self.region(ld.src, 1, st, node)
             return
         if not isinstance(e, DimExpr):
             raise IRError(f"not an expression: {e!r}", node)
@@ -1951,6 +1956,8 @@ class CppPrinter:
             return f"({a} {'>' if x.fn == 'max' else '<'} {b} ? {a} : {b})"
         if isinstance(x, FCall):
             return f"{_FCALLS[x.fn]}({self.f(x.arg)})"
+        if isinstance(x, FLoad) and isinstance(x.src, GmView):
+            return f"static_cast<float>({x.src.tensor}.GetValue({self.e(x.src.offset)}))"
         if isinstance(x, FLoad):
             return f"{self.ref(Ref(x.src.tensor, Lit(0), x.src.slot))}.GetValue({self.e(x.src.offset)})"
         raise IRError(f"not a float expression: {x!r}")

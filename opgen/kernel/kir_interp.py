@@ -311,7 +311,9 @@ class _Core:
             a, b = self.fval(f.a, frame), self.fval(f.b, frame)
             with np.errstate(all="ignore"):
                 return np.float32({"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}[f.op](a, b))
-        if isinstance(f, getattr(kir, "FLoad", ())):
+        if isinstance(f, kir.FLoad) and isinstance(f.src, kir.GmView):
+            return self.load_gm(f.src, frame, self.cur)
+        if isinstance(f, kir.FLoad):
             return self.load(f.src, frame, self.cur)
         if isinstance(f, kir.FNeg):
             return np.float32(-self.fval(f.x, frame))
@@ -645,6 +647,19 @@ class _Core:
             raise KirFault(f"GetValue: read of unwritten (poisoned) UB at byte address {t.off + i * sz} "
                            f"(element {i}) ({self.where}: {kir.to_text_stmt(s).strip()})")
         return np.float32(v[0])
+
+    def load_gm(self, src: kir.GmView, frame, s) -> np.float32:
+        """A scalar read of one GM element on PIPE_S (GlobalTensor::GetValue in an FLoad), converted to fp32: inside
+        the tensor's bytes, checked against this core's GM shadow (an MTE3 write of it not yet waited for races)."""
+        g, off = self.gm(src, frame)
+        dt = NP_TYPES[self.dt(g.dtype)]
+        sz = dt.itemsize
+        if g.data is None or off < 0 or off + sz > g.data.size:
+            raise KirFault(f"GetValue: read of GM tensor '{g.name}' at byte {off} outside its "
+                           f"{0 if g.data is None else g.data.size} bytes ({self.where}: "
+                           f"{kir.to_text_stmt(s).strip()})")
+        self.touch_gm(self.issue(_S, s), g, off, sz, False)
+        return np.float32(g.data[off:off + sz].view(dt)[0])
 
     def call(self, s: kir.Call, frame):
         m = self.methods[s.method]

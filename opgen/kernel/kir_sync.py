@@ -510,7 +510,8 @@ def _floads_of(s) -> list:
 
     def f(x):
         if isinstance(x, fload):
-            out.append(x.src)
+            if isinstance(x.src, kir.Ref):   # a GM element read (GmView) is not a UB access
+                out.append(x.src)
         elif isinstance(x, kir.FExpr):
             for c in kir.fexpr_children(x):
                 f(c)

@@ -12,9 +12,11 @@ written (FBin.paren, FNeg.paren) so the C++ printer prints the text the row prog
     atom    := FLOAT "f" | "__builtin_inff()" | NAME | "static_cast<float>(" expr ")"
              | ("Std::sqrt" | "Std::abs") "(" expr ")"
              | "(" expr ")" | "(" expr (">" | "<") expr "?" expr ":" expr ")"
+             | "static_cast<float>(" NAME ".GetValue(" NAME "))"
 
 `static_cast<float>(n)` of an int64 name `n` (a member such as hidden_, `int_names`) is FInt(Sym(n)); of a float
-expression it is that expression (the cast is a no-op on an fp32 value). C++ semantics of the forms: docs/reference/
+expression it is that expression (the cast is a no-op on an fp32 value); of `g.GetValue(i)` (GM tensor member g,
+int64 index i: a per-batch input element) it is FLoad(GmView(g, i)), the scalar unit's read of GM. C++ semantics of the forms: docs/reference/
 ascendc.md §1.4 (scalar unit, Std::sqrt / Std::abs), §1.9 (a vector instruction's scalar operand is exactly T).
 """
 
@@ -24,10 +26,10 @@ import re
 
 from opgen.errors import OpgenError
 from opgen.ir.dims import Sym
-from opgen.kernel.kir import FBin, FCall, FConst, FExpr, FInt, FMinMax, FNeg, FRef, check_name
+from opgen.kernel.kir import FBin, FCall, FConst, FExpr, FInt, FLoad, FMinMax, FNeg, FRef, GmView, check_name
 
 _TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d*)?(?:e[+-]?\d+)?f)|(?P<cast>static_cast<float>)|"
-                    r"(?P<fn>Std::(?:sqrt|abs))|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>[-+*/()<>?:]))")
+                    r"(?P<fn>Std::(?:sqrt|abs))|(?P<gmget>[A-Za-z_][A-Za-z0-9_]*\.GetValue\()|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>[-+*/()<>?:]))")
 
 
 class FExprError(OpgenError):
@@ -126,6 +128,14 @@ class _Parser:
                 self.take()
                 self.take(")")
                 return FInt(Sym(t2[1]))
+            if t2 and t2[0] == "gmget":   # a GM element read by the scalar unit
+                self.take()
+                idx = self.take()
+                if idx[0] != "name":
+                    raise FExprError(f"row kernel scalar {self.text!r}: a GM read's index must be a name")
+                self.take(")")
+                self.take(")")
+                return FLoad(GmView(check_name(t2[1][:-len(".GetValue(")], "GM tensor"), Sym(check_name(idx[1], "index"))))
             e = self.expr()
             self.take(")")
             return e

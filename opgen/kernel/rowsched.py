@@ -10,8 +10,8 @@ bookkeeping, the statistics' S->V flag and cast into their output queue) and Cop
 addresses as dim expressions, the buffers the strategy reads, the per-row instruction stream) and nothing of a
 particular operator. The per-row instruction streams (ROW_SPLIT's, COL_SPLIT's levels and final phase) arrive as
 Kernel-IR statements (vector instructions, scalar reads / writes, row-reduction calls, float lets, barriers); the
-concat-piece copies and the cross-core epilogues still arrive as `kir.Verbatim` lines printed by the rows printer
-(opgen.codegen.kernel): they are not IR nodes yet.
+concat-piece copies and the per-row gathers of a statistic still arrive as `kir.Verbatim` lines printed by the rows
+printer (opgen.codegen.kernel): they are not IR nodes yet.
 
 Facts: docs/reference/ascendc.md §1.5 (TQue depth and buffer count, TBuf), §1.6 (HardEvent flags), §1.8
 (DataCopyPad: blockLen bytes; the UB gap in 32-B blocks and the GM gap in bytes, on the side each lies).
@@ -98,7 +98,7 @@ class RowSchedule:
     batch rows (`nbrow`) and column rows (`ncol`), `bufs` ({FIXED_BUFS name: allocated}), `ws_rows_per_core` (rows
     of workspace per core for the cross-core sums; None without them), which bookkeeping methods exist
     (load_cols, load_batch, flush_row, zero_batch; batch_index: the per-row loop computes the batch b), the
-    per-row stream, the cross-core epilogue (C++ lines), the template parameters and the tiling struct."""
+    per-row stream, the cross-core epilogue (Kernel-IR statements), the template parameters and the tiling struct."""
 
     row_in: tuple = ()
     row_out: tuple = ()
@@ -126,11 +126,11 @@ class RowSchedule:
     reduce_segments: tuple = ()   # the same with the row reductions over all rows too (RowsSum / RowsMax), run when
     #                               a row's repeat stride fits BinaryRepeatParams and k one instruction's repeats
     acc_body: tuple = ()       # two passes over the rows: the first pass's stream (accumulates; row_body the second)
-    reload_batch: tuple = ()   # the second pass: complete per-batch reductions read at a new batch b (C++ lines)
+    reload_batch: tuple = ()   # the second pass: complete per-batch reductions read at a new batch b (statements)
     float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init; bt<k>_ per batch)
     batch_stores: bool = False  # outputs written once per batch in the second pass (a pass even without row outputs)
     cross_core: tuple = ()
-    strided: tuple = ()        # names of the Off_<name>(r) address methods
+    strided: tuple = ()        # the Off_<name>(r) address methods (Kernel-IR Funcs)
     fields: tuple = ()         # the tiling-data fields the addresses read (dim<k>)
     bufs_col: dict = field(default_factory=dict)   # COL_SPLIT's fixed buffers ({FIXED_BUFS name: allocated})
     levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body statements, ((slot, j, "Add"/"Max"), ...)))
@@ -140,9 +140,9 @@ class RowSchedule:
     stream_levels: tuple = ()  # COL_STREAM's levels (as `levels`, partials combined over the chunks); (): none
     col_phases: tuple = ()     # COL_STREAM: the phases (levels, -1 the final one) that read column rows
     online: tuple = ()         # COL_STREAM: (level a, the fused stream of levels a and a + 1, the rescale loop)
-    col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (C++ lines)
-    col_total_init: tuple = ()   # COL_SPLIT: before the column chunks, the partial totals declared (C++ lines)
-    col_total_end: tuple = ()    # COL_SPLIT: after them, the totals exchanged, combined and written (C++ lines)
+    col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (statements)
+    col_total_init: tuple = ()   # COL_SPLIT: before the column chunks, the partial totals declared (statements)
+    col_total_end: tuple = ()    # COL_SPLIT: after them, the totals exchanged, combined and written (statements)
     flush_col: bool = False
     helpers: tuple = ()        # which of HELPER_METHODS the class has (the buffers they use are allocated)
     run_extent: DimExpr = Lit(1)   # RunRows: the rows of one run (the innermost leading extent)
@@ -272,12 +272,12 @@ def _row_split(s: RowSchedule) -> Func:
                         doc="first pass: the reductions over rows"))
         if s.flush_row:
             body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
-        body.append(Verbatim(tuple(s.cross_core)))
+        body += list(s.cross_core)
         if not (s.row_out or s.stat_out):   # only column values read them: no second pass over the rows
             if s.batch_stores:   # per-batch outputs only: each batch whose first row is this core's, read back
                 first = div(add(Sym("rowStart_"), sub(Sym("seqLen_"), 1)), Sym("seqLen_"))
                 last = div(add(Sym("rowEnd_"), sub(Sym("seqLen_"), 1)), Sym("seqLen_"))
-                body.append(For("b", first, last, Lit(1), (Verbatim(tuple(s.reload_batch)),),
+                body.append(For("b", first, last, Lit(1), tuple(s.reload_batch),
                                 doc="the per-batch values of the batches starting in this core's rows"))
             return Func("RowSplit", (), tuple(body))
         body.append(Assign("valBatch_", Lit(-1)))
@@ -291,8 +291,7 @@ def _row_split(s: RowSchedule) -> Func:
         return Func("RowSplit", (), tuple(body))
     if s.flush_row:
         body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
-    if s.cross_core:
-        body.append(Verbatim(tuple(s.cross_core)))
+    body += list(s.cross_core)
     return Func("RowSplit", (), tuple(body))
 
 
@@ -463,7 +462,7 @@ def _batch_steps(s: RowSchedule, row0, flush: str | None, reload: bool = False) 
         out.append(If((Constraint("!=", b, cur),), tuple(then)))
     if s.load_batch or (reload and s.reload_batch):
         then = [Assign("valBatch_", b)] + ([Call("LoadBatch", (b,))] if s.load_batch else [])
-        then += [Verbatim(tuple(s.reload_batch))] if reload and s.reload_batch else []
+        then += list(s.reload_batch) if reload else []
         out.append(If((Constraint("!=", b, val),), tuple(then)))
     return out
 
@@ -557,13 +556,10 @@ def _col_split(s: RowSchedule) -> Func:
     chunk.append(For("g0", Lit(0), Sym("rowNum_"), g, tuple(grp), tail="k"))
     if s.flush_col:
         chunk.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushCol"),)))
-    if s.col_final:
-        chunk.append(Verbatim(tuple(s.col_final)))
-    if s.col_total_init:
-        body.append(Verbatim(tuple(s.col_total_init)))
+    chunk += list(s.col_final)
+    body += list(s.col_total_init)
     body.append(For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of this core's slice"))
-    if s.col_total_end:
-        body.append(Verbatim(tuple(s.col_total_end)))
+    body += list(s.col_total_end)
     return Func("ColSplit", (), tuple(body))
 
 
@@ -830,6 +826,18 @@ def _row_start_of() -> Func:
     ), ret="int64_t", const=True)
 
 
+def _core_of_row() -> Func:
+    """The inverse of RowStartOf: the core whose ROW_SPLIT rows hold row `row` (the first rowsTail cores hold
+    rowsPerCore + 1 rows each, the others rowsPerCore; opgen.tiling.rowkernel)."""
+    row, per, tail = Sym("row"), Sym("rowsPerCore"), Sym("rowsTail")
+    return Func("CoreOfRow", (Param("row"),), (
+        Let("big", add(per, 1)),
+        Let("head", mul(tail, Sym("big"))),
+        Return(Select(Constraint("<", row, Sym("head")), div(row, Sym("big")),
+                      add(tail, div(sub(row, Sym("head")), per)))),
+    ), ret="int64_t", const=True, doc="The core whose ROW_SPLIT rows hold `row` (the inverse of RowStartOf).")
+
+
 def _run_rows(extent: DimExpr) -> Func:
     """Rows of [r, r + left) in r's run of the innermost leading axis (of `extent` rows, at one GM stride)."""
     return Func("RunRows", (Param("r"), Param("left")), (
@@ -849,8 +857,8 @@ def _gap_blocks_func() -> Func:
         doc="UB gap in 32-byte blocks between rows of `len` elements of `bytes` stored `stride` elements apart.")
 
 
-HELPER_METHODS = ("SumPartials", "MaxPartials", "MinPartials", "CombineTotals", "TotalOwnedRows", "LoadRow", "StoreRow", "RowSum", "RowMax", "RowStartOf",
-                  "RunRows", "GapBlocks")
+HELPER_METHODS = ("SumPartials", "MaxPartials", "MinPartials", "CombineTotals", "TotalOwnedRows", "LoadRow",
+                  "StoreRow", "RowSum", "RowMax", "RowStartOf", "CoreOfRow", "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
 ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Accumulate", "Compute", "CopyOut", "RowsSum", "RowsMax")
@@ -907,12 +915,13 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
                         doc="the column rows of the chunk [c0_, c0_ + n_): loaded, computed, accumulators zeroed"))
     else:
         ext.append(Func("LoadColumns", extern=True))
-    ext += [Func(f"Off_{n}", (Param("r"),), ret="int64_t", const=True, extern=True) for n in s.strided]
+    ext += list(s.strided)
     methods = [_row_split(s), _col_split(s)] + ([_col_stream(s)] if s.stream_levels else [])
     build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials,
              "MinPartials": lambda: _max_partials("MinPartials", Op.MIN, "Minimum"), "CombineTotals": _combine_totals, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
              "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
              "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX), "RowStartOf": _row_start_of,
+             "CoreOfRow": _core_of_row,
              "RunRows": lambda: _run_rows(s.run_extent), "GapBlocks": _gap_blocks_func}
     methods += [build[h]() for h in HELPER_METHODS if h in s.helpers]
     if s.reduce_segments:
@@ -932,7 +941,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         locals=tuple(locals_),
         tensors=tuple(tensors),
         scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(n, "float") for n in s.float_scalars),
-        fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + tuple(s.fields)
+        fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + (("colsPerReduceCore",) if s.cross_core else ())
+        + tuple(s.fields)
         + tuple(f for _m, f in INIT_MEMBERS if f not in s.fields)
         + tuple(f"{a[len('attr_'):]}Bits" for a in s.float_scalars if a.startswith("attr_")),
         init=tuple(Assign(m, Sym(f)) for m, f in INIT_MEMBERS)

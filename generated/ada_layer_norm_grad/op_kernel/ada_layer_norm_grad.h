@@ -129,35 +129,38 @@ private:
         if (curBatch_ >= 0) {
             FlushRow();
         }
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[3], RoundMode::CAST_NONE,
-                        n_);  // spec: ada_layer_norm_grad.py:77
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[2], RoundMode::CAST_NONE,
-                        n_);      // spec: ada_layer_norm_grad.py:78
-        PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
-        SyncAll();
-        const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
-        const int64_t rn =
-            r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
-        if (rn > 0) {
-            SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
-            SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
-            int64_t lastBatch = -1;
-            for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
-                const int64_t start = RowStartOf(c);
-                if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
-                    continue;
+        {
+            // the cross-core exchange: the reductions over rows completed through workspace
+            StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[3], RoundMode::CAST_NONE,
+                            n_);  // spec: ada_layer_norm_grad.py:77
+            StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[2], RoundMode::CAST_NONE,
+                            n_);      // spec: ada_layer_norm_grad.py:78
+            PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
+            SyncAll();
+            const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
+            const int64_t rn =
+                r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
+            if (rn > 0) {
+                SumPartials(0, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+                SumPartials(1, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
+                // each batch split across cores (a core's first row inside it), combined once
+                int64_t lastBatch = -1;
+                for (int64_t c = 1; c < GetBlockNum(); ++c) {
+                    const int64_t start = RowStartOf(c);
+                    if (start % seqLen_ != 0 && start / seqLen_ != lastBatch) {
+                        const int64_t b = start / seqLen_;
+                        lastBatch = b;
+                        const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
+                        SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                                    rn);  // spec: ada_layer_norm_grad.py:71
+                        SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                                    rn);  // spec: ada_layer_norm_grad.py:72
+                    }
                 }
-                const int64_t b = start / seqLen_;
-                lastBatch = b;
-                const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
-                SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                            rn);  // spec: ada_layer_norm_grad.py:71
-                SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                            rn);  // spec: ada_layer_norm_grad.py:72
             }
         }
     }
@@ -319,6 +322,7 @@ private:
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
     }
 
+    // The core whose ROW_SPLIT rows hold `row` (the inverse of RowStartOf).
     __aicore__ inline int64_t CoreOfRow(int64_t row) const
     {
         const int64_t big = td_->rowsPerCore + 1;
@@ -761,35 +765,38 @@ private:
         if (curBatch_ >= 0) {
             FlushRow();
         }
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[2], RoundMode::CAST_NONE,
-                        n_);  // spec: ada_layer_norm_grad.py:77
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[1], RoundMode::CAST_NONE,
-                        n_);      // spec: ada_layer_norm_grad.py:78
-        PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
-        SyncAll();
-        const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
-        const int64_t rn =
-            r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
-        if (rn > 0) {
-            SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
-            SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
-            int64_t lastBatch = -1;
-            for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
-                const int64_t start = RowStartOf(c);
-                if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
-                    continue;
+        {
+            // the cross-core exchange: the reductions over rows completed through workspace
+            StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[2], RoundMode::CAST_NONE,
+                            n_);  // spec: ada_layer_norm_grad.py:77
+            StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[1], RoundMode::CAST_NONE,
+                            n_);      // spec: ada_layer_norm_grad.py:78
+            PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
+            SyncAll();
+            const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
+            const int64_t rn =
+                r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
+            if (rn > 0) {
+                SumPartials(0, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+                SumPartials(1, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
+                // each batch split across cores (a core's first row inside it), combined once
+                int64_t lastBatch = -1;
+                for (int64_t c = 1; c < GetBlockNum(); ++c) {
+                    const int64_t start = RowStartOf(c);
+                    if (start % seqLen_ != 0 && start / seqLen_ != lastBatch) {
+                        const int64_t b = start / seqLen_;
+                        lastBatch = b;
+                        const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
+                        SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                                    rn);  // spec: ada_layer_norm_grad.py:71
+                        SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                                    rn);  // spec: ada_layer_norm_grad.py:72
+                    }
                 }
-                const int64_t b = start / seqLen_;
-                lastBatch = b;
-                const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
-                SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                            rn);  // spec: ada_layer_norm_grad.py:71
-                SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                            rn);  // spec: ada_layer_norm_grad.py:72
             }
         }
     }
@@ -949,6 +956,7 @@ private:
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
     }
 
+    // The core whose ROW_SPLIT rows hold `row` (the inverse of RowStartOf).
     __aicore__ inline int64_t CoreOfRow(int64_t row) const
     {
         const int64_t big = td_->rowsPerCore + 1;
@@ -1387,35 +1395,38 @@ private:
         if (curBatch_ >= 0) {
             FlushRow();
         }
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[2], RoundMode::CAST_NONE,
-                        n_);  // spec: ada_layer_norm_grad.py:77
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[1], RoundMode::CAST_NONE,
-                        n_);      // spec: ada_layer_norm_grad.py:78
-        PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
-        SyncAll();
-        const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
-        const int64_t rn =
-            r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
-        if (rn > 0) {
-            SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
-            SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
-            int64_t lastBatch = -1;
-            for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
-                const int64_t start = RowStartOf(c);
-                if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
-                    continue;
+        {
+            // the cross-core exchange: the reductions over rows completed through workspace
+            StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[2], RoundMode::CAST_NONE,
+                            n_);  // spec: ada_layer_norm_grad.py:77
+            StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[1], RoundMode::CAST_NONE,
+                            n_);      // spec: ada_layer_norm_grad.py:78
+            PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
+            SyncAll();
+            const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
+            const int64_t rn =
+                r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
+            if (rn > 0) {
+                SumPartials(0, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+                SumPartials(1, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
+                // each batch split across cores (a core's first row inside it), combined once
+                int64_t lastBatch = -1;
+                for (int64_t c = 1; c < GetBlockNum(); ++c) {
+                    const int64_t start = RowStartOf(c);
+                    if (start % seqLen_ != 0 && start / seqLen_ != lastBatch) {
+                        const int64_t b = start / seqLen_;
+                        lastBatch = b;
+                        const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
+                        SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                                    rn);  // spec: ada_layer_norm_grad.py:71
+                        SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                                    rn);  // spec: ada_layer_norm_grad.py:72
+                    }
                 }
-                const int64_t b = start / seqLen_;
-                lastBatch = b;
-                const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
-                SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                            rn);  // spec: ada_layer_norm_grad.py:71
-                SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                            rn);  // spec: ada_layer_norm_grad.py:72
             }
         }
     }
@@ -1571,6 +1582,7 @@ private:
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
     }
 
+    // The core whose ROW_SPLIT rows hold `row` (the inverse of RowStartOf).
     __aicore__ inline int64_t CoreOfRow(int64_t row) const
     {
         const int64_t big = td_->rowsPerCore + 1;
@@ -2005,35 +2017,38 @@ private:
         if (curBatch_ >= 0) {
             FlushRow();
         }
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[1], RoundMode::CAST_NONE,
-                        n_);  // spec: ada_layer_norm_grad.py:77
-        StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[0], RoundMode::CAST_NONE,
-                        n_);      // spec: ada_layer_norm_grad.py:78
-        PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
-        SyncAll();
-        const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
-        const int64_t rn =
-            r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
-        if (rn > 0) {
-            SumPartials(0, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
-            SumPartials(1, 0, r0, rn, 0, static_cast<int64_t>(GetBlockNum()) - 1, -1);
-            StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
-            int64_t lastBatch = -1;
-            for (int64_t c = 1; c < static_cast<int64_t>(GetBlockNum()); ++c) {
-                const int64_t start = RowStartOf(c);
-                if (start % seqLen_ == 0 || start / seqLen_ == lastBatch) {
-                    continue;
+        {
+            // the cross-core exchange: the reductions over rows completed through workspace
+            StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[1], RoundMode::CAST_NONE,
+                            n_);  // spec: ada_layer_norm_grad.py:77
+            StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[0], RoundMode::CAST_NONE,
+                            n_);      // spec: ada_layer_norm_grad.py:78
+            PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
+            SyncAll();
+            const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
+            const int64_t rn =
+                r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
+            if (rn > 0) {
+                SumPartials(0, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+                SumPartials(1, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
+                // each batch split across cores (a core's first row inside it), combined once
+                int64_t lastBatch = -1;
+                for (int64_t c = 1; c < GetBlockNum(); ++c) {
+                    const int64_t start = RowStartOf(c);
+                    if (start % seqLen_ != 0 && start / seqLen_ != lastBatch) {
+                        const int64_t b = start / seqLen_;
+                        lastBatch = b;
+                        const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
+                        SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                                    rn);  // spec: ada_layer_norm_grad.py:71
+                        SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                                    rn);  // spec: ada_layer_norm_grad.py:72
+                    }
                 }
-                const int64_t b = start / seqLen_;
-                lastBatch = b;
-                const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
-                SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                            rn);  // spec: ada_layer_norm_grad.py:71
-                SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                            rn);  // spec: ada_layer_norm_grad.py:72
             }
         }
     }
@@ -2187,6 +2202,7 @@ private:
         return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
     }
 
+    // The core whose ROW_SPLIT rows hold `row` (the inverse of RowStartOf).
     __aicore__ inline int64_t CoreOfRow(int64_t row) const
     {
         const int64_t big = td_->rowsPerCore + 1;
