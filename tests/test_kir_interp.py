@@ -9,6 +9,7 @@ import re
 import shutil
 from dataclasses import replace
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -575,11 +576,12 @@ def test_a_repeat_form_result_is_poisoned_lane_by_lane(out_len, fault):
         assert np.array_equal(gm["y"][:6], 2.0 * np.arange(6, dtype=np.float32))
 
 
-@pytest.mark.parametrize("dtype, ctype", [(np.float16, "half"), (np.float32, "float")])
+@pytest.mark.parametrize("dtype, ctype", [(np.float16, "half"), (np.float32, "float"), (ml_dtypes.bfloat16, "bfloat16_t")])
 def test_a_scalar_read_of_gm_converts_the_element_exactly_and_stays_inside_the_tensor(dtype, ctype):
     """FLoad of a GmView (GlobalTensor::GetValue by the scalar unit, a per-batch input element of the rows family):
     the element converted to fp32 exactly (docs/reference/ascendc.md §1.4), written back through UB; a read past
-    the tensor's bytes is a fault naming the tensor; the C++ form reads the element through static_cast<float>."""
+    the tensor's bytes is a fault naming the tensor; the C++ form reads the element through the skeleton's GmScalar
+    (bf16 by ToFloat)."""
     from opgen.kernel.kir import CppPrinter, FLoad, SetValue
     from opgen.kernel.rowfexpr import parse
 
@@ -603,6 +605,6 @@ def test_a_scalar_read_of_gm_converts_the_element_exactly_and_stays_inside_the_t
     assert not r.ok and "read of GM tensor 'x'" not in r.first_fault and "GM tensor 'gmX' at byte" in r.first_fault \
         and "outside its" in r.first_fault, r.first_fault
     k = kernel(13)
-    assert "static_cast<float>(gmX.GetValue(13))" in "\n".join(CppPrinter(k).body(k.process, 1, {}))
+    assert "SetValue(1, GmScalar(gmX, 13));" in "\n".join(CppPrinter(k).body(k.process, 1, {}))
     # the row programs' per-batch text reads back as the same node
     assert parse("static_cast<float>(gm_w.GetValue(b))", ()) == FLoad(GmView("gm_w", E("b")))

@@ -66,9 +66,18 @@ def test_strided_and_concat_operands_copy_per_run_and_per_piece():
     runs = [s for m in ("CopyIn", "CopyOut") for s in kir.walk(k.method(m).body)
             if isinstance(s, kir.For) and s.step is None]
     assert runs and all(any(isinstance(x, kir.Copy) for x in kir.walk(r.body)) for r in runs)
-    # joint_concat: the copy-in of the concatenated rows picks the piece each run lies in
+    # joint_concat: the copy-in of the concatenated rows picks the piece each run lies in (an If on the run's
+    # coordinate on the concat axis), each piece's Copy from its own GM tensor at its own Off_<operand>_<k>(r)
     k = _irs("joint_concat")[2][0]
-    assert any(isinstance(s, kir.Verbatim) for s in kir.walk(k.method("CopyIn").body))
+    loops = [s for s in kir.walk(k.method("CopyIn").body) if isinstance(s, kir.For) and s.step is None
+             and any(isinstance(x, kir.If) for x in s.body)]
+    assert loops
+    copies = [x for x in kir.walk(loops[0].body) if isinstance(x, kir.Copy)]
+    assert len({c.src.tensor for c in copies}) == len(copies) >= 2
+    offs = [kir.invokes(c.src.offset)[0].method for c in copies]
+    assert all(o.startswith("Off_") for o in offs) and [o.rsplit("_", 1)[1] for o in offs] == \
+        [str(j) for j in range(len(copies))]
+    assert not any(isinstance(s, kir.Verbatim) for m in k.methods for s in kir.walk(m.body))
 
 
 def test_the_header_prints_the_ir():

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
-from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym, as_dim
+from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
@@ -409,69 +409,55 @@ class _Printer:
             return [f"const float {i.dst} = tots_.GetValue({j} * groupStride_ + i);"]
         raise SpecError(f"row kernel {self.p.name}: no C++ for instruction {k}")
 
-    def seg_lines(self, i: Instr, doc: str) -> list[str]:
-        """C++ of a `vseg` (opgen.kernel.rowprog) in the per-row loop: for each segment of L columns that the row's
-        columns [c0_, c0_ + n_) cover, its value read by the scalar unit from GM (the operand's SegView: Off_<gm>
-        of the row, then one value per segment) and applied with Muls / Adds on the segment's 32-byte-aligned
-        interior (a vector instruction's UB operands start on 32-byte boundaries, docs/reference/ascendc.md §1.9),
-        then, after the vector work is done (V->S), on the at most 7 + 7 elements at the segment's ends by the
-        scalar unit (the same fp32 product or sum), and S->V before the next vector instruction. GM reads: the
-        C // G values of each row once (in COL_SPLIT those of the chunk's segments)."""
+    def seg_nodes(self, i: Instr, doc: str) -> kir.Scope:
+        """A `vseg` (opgen.kernel.rowprog) in the per-row loop as Kernel-IR statements: for each segment of L columns
+        that the row's columns [c0_, c0_ + n_) cover, its value read by the scalar unit from GM (the operand's
+        SegView: its row's offset, then one value per segment, GmScalar) and applied with Muls / Adds on the
+        segment's 32-byte-aligned interior (a vector instruction's UB operands start on 32-byte boundaries,
+        docs/reference/ascendc.md §1.9), then, after the vector work is done (V->S), on the at most 7 + 7 elements
+        at the segment's ends by the scalar unit (the same fp32 product or sum), and S->V before the next vector
+        instruction. GM reads: the C // G values of each row once (in COL_SPLIT those of the chunk's segments)."""
         if self.addr is None:
             raise SpecError(f"row kernel {self.p.name}: a per-segment operand needs the addressing")
-        t = self.p.tensor(i.gm)
-        v = t.view
-        dst, src = _operand(i.dst, self.p), _operand(i.srcs[0], self.p)
-        row = "r0 + i" if self.mode == "row" else "g0 + i"
-        seglen, step = self.addr.dims.cpp(v.seglen), self.addr.dims.cpp(v.step)
-        # a bfloat16 scalar goes through AscendC's ToFloat (the scalar unit of Atlas A2/A3 has no bf16 conversion);
-        # for a dtype variable (a class template parameter) the choice is made per instantiation
-        ct = _ctype(t.dtype)
-        read = f"gm_{t.gm}.GetValue({'segBase + j' if step == '1' else f'segBase + j * {step}'})"
-        if ct == "float":
-            value = [f"        const float v = {read};"]
-        elif ct in ("bfloat16_t", "half"):
-            value = [f"        const float v = {'ToFloat' if ct == 'bfloat16_t' else 'static_cast<float>'}({read});"]
-        else:
-            value = ["        float v = 0.0f;",
-                     f"        if constexpr (IsSameType<{ct}, bfloat16_t>::value) {{",
-                     f"            v = ToFloat({read});",
-                     "        } else {",
-                     f"            v = static_cast<float>({read});",
-                     "        }"]
-        vec = {"Muls": ("Muls", "v"), "Adds": ("Adds", "v"), "Subs": ("Adds", "-v")}[i.op]
+        v = self.p.tensor(i.gm).view
+        dst, src = _operand_ref(i.dst, self.p), _operand_ref(i.srcs[0], self.p)
+        row = _ksum(Sym("r0" if self.mode == "row" else "g0"), Sym("i"))
+        seglen, step = self.addr.dims.sym(v.seglen), self.addr.dims.sym(v.step)
+        j, seg, c0, n, e = Sym("j"), Sym("segLen"), Sym("c0_"), Sym("n_"), Sym("e")
+        lo, hi, a, b = Sym("lo"), Sym("hi"), Sym("a"), Sym("b")
+        at = lambda r, x: dataclasses.replace(r, offset=x)  # noqa: E731
+        start = _kmul(j, seg)
+        bounds = [
+            kir.FLet("v", kir.FLoad(kir.GmView(f"gm_{self.p.tensor(i.gm).gm}",
+                                                _ksum(Sym("segBase"), j if step == Lit(1) else _kmul(j, step))))),
+            kir.Let("lo", kir.Select(Constraint(">", start, c0), _ksub(start, c0), Lit(0))),
+            kir.Let("hi", kir.Select(Constraint("<", _kmul(_ksum(j, Lit(1)), seg), _ksum(c0, n)),
+                                     _ksub(_kmul(_ksum(j, Lit(1)), seg), c0), n)),
+            kir.Let("a", Fn("min", (_kmul(Bin("//", _ksum(lo, Lit(7)), Lit(8)), Lit(8)), hi))),
+            kir.Let("b", Fn("max", (_kmul(Bin("//", hi, Lit(8)), Lit(8)), a))),
+        ]
+        op = {"Muls": Op.MULS, "Adds": Op.ADDS, "Subs": Op.ADDS}[i.op]
+        scalar = kir.FNeg(kir.FRef("v")) if i.op == "Subs" else kir.FRef("v")
         sca = {"Muls": "*", "Adds": "+", "Subs": "-"}[i.op]
-        bounds = [*value,
-                  "        const int64_t lo = (j * segLen > c0_ ? j * segLen - c0_ : 0);",
-                  "        const int64_t hi = ((j + 1) * segLen < c0_ + n_ ? (j + 1) * segLen - c0_ : n_);",
-                  "        const int64_t a = ((lo + 7) / 8 * 8 < hi ? (lo + 7) / 8 * 8 : hi);",
-                  "        const int64_t b = (hi / 8 * 8 > a ? hi / 8 * 8 : a);"]
-        cite = f"  // {doc}" if doc else ""
-        return [f"{{  // {i.gm}: one value per segment of {seglen} columns{cite.replace('  //', ';')}",
-                "    PipeBarrier<PIPE_V>();",
-                f"    const int64_t segLen = {seglen};",
-                f"    const int64_t segBase = {self.addr.row(i.gm, f'({row})')};",
-                "    const int64_t jEnd = (c0_ + n_ - 1) / segLen;",
-                "    for (int64_t j = c0_ / segLen; j <= jEnd; ++j) {",
-                *bounds,
-                "        if (b > a) {",
-                f"            {vec[0]}({dst}[a], {src}[a], {vec[1]}, static_cast<int32_t>(b - a));",
-                "        }",
-                "    }",
-                "    SetFlag<HardEvent::V_S>(0);  // the segments' vector work is done before the scalar unit's ends",
-                "    WaitFlag<HardEvent::V_S>(0);",
-                "    for (int64_t j = c0_ / segLen; j <= jEnd; ++j) {",
-                *bounds,
-                "        for (int64_t e = lo; e < a; ++e) {",
-                f"            {dst}.SetValue(e, {src}.GetValue(e) {sca} v);",
-                "        }",
-                "        for (int64_t e = b; e < hi; ++e) {",
-                f"            {dst}.SetValue(e, {src}.GetValue(e) {sca} v);",
-                "        }",
-                "    }",
-                "    SetFlag<HardEvent::S_V>(0);  // the scalar unit's writes are done before the next vector instruction",
-                "    WaitFlag<HardEvent::S_V>(0);",
-                "}"]
+        ends = kir.SetValue(at(dst, e), kir.FBin(sca, kir.FLoad(at(src, e)), kir.FRef("v"), paren=False))
+        first = Bin("//", c0, seg)
+        return kir.Scope((
+            kir.Comment(f"{i.gm}: one value per segment of {self.addr.dims.cpp(v.seglen)} columns"
+                        + (f"; {doc}" if doc else "")),
+            kir.Barrier(Pipe.V),
+            kir.Let("segLen", seglen),
+            kir.Let("segBase", self.addr.row_expr(i.gm, row)),
+            kir.Let("jEnd", Bin("//", _ksub(_ksum(c0, n), Lit(1)), seg)),
+            kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
+                kir.If((Constraint(">", b, a),), (kir.vec(op, dst=at(dst, a), src0=at(src, a), scalar=scalar,
+                                                          count=_ksub(b, a)),)),), inclusive=True),
+            kir.SetFlag(Pipe.V, Pipe.S, doc="the segments' vector work is done before the scalar unit's ends"),
+            kir.WaitFlag(Pipe.V, Pipe.S),
+            kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
+                kir.For("e", lo, a, Lit(1), (ends,)), kir.For("e", b, hi, Lit(1), (ends,))), inclusive=True),
+            kir.SetFlag(Pipe.S, Pipe.V, doc="the scalar unit's writes are done before the next vector instruction"),
+            kir.WaitFlag(Pipe.S, Pipe.V),
+        ))
 
     def row_nodes(self) -> list:
         """ROW_SPLIT: every per-row instruction (stat/row space) in order as Kernel-IR nodes (`nodes`)."""
@@ -687,7 +673,7 @@ class _Printer:
                 out.append(kir.GetValue(i.dst, kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[i.dst], gs), i_)),
                                         doc=doc))
             elif k == "vseg":
-                out.append(kir.Verbatim(tuple(self.seg_lines(i, doc))))
+                out.append(self.seg_nodes(i, doc))
             else:
                 node = instr_node(i, op, n, kir.Ref(f"{src}{i.gm}", row) if k == "cast_in" else None,
                                   kir.Ref(f"rowOut_{i.gm}", row) if k == "store" else None, doc=doc)
@@ -777,13 +763,14 @@ class _Addr:
             return _sum([_mul(r, self.dims.cpp(v.pitch)), self.dims.cpp(v.col)])
         return f"Off_{name}({r})"
 
-    def row_expr(self, name: str, r: str):
-        """`row` as a Kernel-IR expression (the same terms, in the same order)."""
+    def row_expr(self, name: str, r):
+        """`row` as a Kernel-IR expression (the same terms, in the same order); r a name or a DimExpr."""
         v = self.view(name)
+        r = Sym(r) if isinstance(r, str) else r
         if not v.flat:
-            return kir.Invoke(f"Off_{name}", (Sym(r),))
+            return kir.Invoke(f"Off_{name}", (r,))
         pitch, col = self.dims.sym(v.pitch), self.dims.sym(v.col)
-        terms = [] if pitch == Lit(0) else [Sym(r) if pitch == Lit(1) else _kmul(Sym(r), pitch)]
+        terms = [] if pitch == Lit(0) else [r if pitch == Lit(1) else _kmul(r, pitch)]
         if col != Lit(0):
             terms.append(col)
         if not terms:
@@ -812,7 +799,7 @@ class _Addr:
             if shift is not None and shift[0] == i and self.dims.sym(shift[1]) != Lit(0):
                 coord = _ksub(coord, self.dims.sym(shift[1]))
             if st != Lit(0):
-                body.append(kir.Assign("off", _ksum(off, _kmul(coord, st))))
+                body.append(kir.Assign("off", _ksum(off, coord if st == Lit(1) else _kmul(coord, st))))
             if i == 0:
                 break
             body.append(kir.Assign("q", Bin("//", q, ext)))
@@ -835,43 +822,49 @@ class _Addr:
             out.append(self._decompose_nodes(t.name, v))
         return out
 
-    def coord(self, axis: int, r: str) -> str:
-        """C++ of anchor row r's coordinate on leading axis `axis`."""
+    def coord(self, axis: int, r) -> DimExpr:
+        """Anchor row r's (a DimExpr) coordinate on leading axis `axis`: r over the product of the inner extents,
+        modulo the axis' extent."""
         n = len(self.dims.layout.extents)
-        inner = [self.dims.extent(j) for j in range(axis + 1, n)]
-        q = f"{r} / ({' * '.join(inner)})" if inner else r
-        return q if axis == 0 else f"({q}) % {self.dims.extent(axis)}"
+        inner = [self.dims.sym(self.dims.layout.extents[j]) for j in range(axis + 1, n)]
+        q = Bin("//", r, _kmul(*inner)) if inner else r
+        return q if axis == 0 else Bin("%", q, self.dims.sym(self.dims.layout.extents[axis]))
 
-    def piece_copy(self, t, mode: str) -> list[str]:
-        """The copy-in of concat operand `t` (a PiecewiseView): each run of rows from the piece it lies in (a run
-        never crosses a piece when the concat axis is the innermost). mode "row": ROW_SPLIT, rows [r0, r0 + k)
-        of hidden_ elements into LocalTensor t; "col": COL_SPLIT, rows [g0, g0 + k) of the column chunk
-        [c0_, c0_ + n_) into res_<operand>."""
+    def piece_copy(self, t, mode: str, doc: str) -> tuple:
+        """The copy-in of concat operand `t` (a PiecewiseView) as Kernel-IR statements: each run of rows from the
+        piece it lies in (a run never crosses a piece when the concat axis is the innermost), read at that piece's
+        Off_<operand>_<k>(r). mode "row": ROW_SPLIT, rows [r0, r0 + k) of hidden_ elements into LocalTensor t;
+        "col": COL_SPLIT, rows [g0, g0 + k) of the column chunk [c0_, c0_ + n_) into res_<operand>. `doc`: the
+        copies' citation."""
         v, ct = t.view, _ctype(t.dtype)
         inner = v.axis == len(self.dims.layout.extents) - 1
-        dst, stride, n, base = ("t", "colAlign_", "hidden_", "r0") if mode == "row" else \
-            (f"res_{t.name}", "rowStride_", "n_", "g0")
-        lines = [f"for (int64_t j = 0; j < k;) {{  // one copy per run of rows at one GM stride, in one piece",
-                 f"const int64_t r = {base} + j;", f"const int64_t a = {self.coord(v.axis, 'r')};",
-                 "int64_t m = RunRows(r, k - j);"]
+        dst, stride, n, base = ("t", Sym("colAlign_"), Sym("hidden_"), Sym("r0")) if mode == "row" else \
+            (f"res_{t.name}", Sym("rowStride_"), Sym("n_"), Sym("g0"))
+        r, a, m, j, sz = Sym("r"), Sym("a"), Sym("m"), Sym("j"), kir.SizeOf(ct)
+        head = [kir.Let("r", _ksum(base, j)), kir.Let("a", self.coord(v.axis, r)),
+                kir.Let("m", kir.Invoke("RunRows", (r, _ksub(Sym("k"), j))), mutable=True)]
+        arms = []
         for k, pc in enumerate(v.pieces):
-            stop = self.dims.cpp(pc.stop)
-            head = "if" if k == 0 else "} else if"
-            lines.append(f"{head} (a < {stop}) {{" if k < len(v.pieces) - 1 else ("} else {" if k else "{"))
+            stop = self.dims.sym(pc.stop)
+            body: list = []
             if inner:
-                lines.append(f"m = m < {stop} - a ? m : {stop} - a;")
-            rs = self.dims.cpp(pc.view.strides[-1])
+                body.append(kir.Assign("m", Fn("min", (m, _ksub(stop, a)))))
+            rs = self.dims.sym(pc.view.strides[-1])
             if pc.view.runs:
-                gap = f"({rs} - {n}) * sizeof({ct})"
+                gap = _kmul(_ksub(rs, n), sz)
             else:
-                lines.append("m = 1;")
-                gap = "0"
-            col = "" if mode == "row" else " + c0_"
-            lines.append(f"DataCopyPad({dst}[j * {stride}], gm_{pc.view.tensor}[Off_{t.name}_{k}(r){col}], "
-                         f"DataCopyExtParams(static_cast<uint16_t>(m), {n} * sizeof({ct}), {gap}, "
-                         f"GapBlocks({stride}, {n}, sizeof({ct})), 0), DataCopyPadExtParams<{ct}>(false, 0, 0, {ct}{{}}));")
-        lines += ["}", "j += m;", "}"]
-        return lines
+                body.append(kir.Assign("m", Lit(1)))
+                gap = Lit(0)
+            off = kir.Invoke(f"Off_{t.name}_{k}", (r,))
+            body.append(kir.Copy(kir.Ref(dst, _kmul(j, stride)),
+                                 kir.GmView(f"gm_{pc.view.tensor}", off if mode == "row" else _ksum(off, Sym("c0_"))),
+                                 m, _kmul(n, sz), gap, kir.Invoke("GapBlocks", (stride, n, sz)), doc=doc))
+            arms.append((Constraint("<", a, stop), body))
+        chain = tuple(arms[-1][1])
+        for cond, body in reversed(arms[:-1]):
+            chain = (kir.If((cond,), tuple(body), chain),)
+        return (kir.For("j", Lit(0), Sym("k"), None, tuple(head) + chain + (kir.Assign("j", _ksum(j, m)),),
+                        doc="one copy per run of rows at one GM stride, in one piece"),)
 
 
 def _mul(a: str, b: str) -> str:
@@ -900,11 +893,9 @@ def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str, cites: Ci
         ct = _ctype(t.dtype)
         spec = spec_comment(cites.gm(t.name, kinds))
         if isinstance(v, PiecewiseView):
-            def copy(mode):
-                return [ln + spec if ln.startswith("DataCopyPad(") else ln for ln in addr.piece_copy(t, mode)]
-
+            doc = spec.strip().removeprefix("//").strip()
             out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": False, "pieces": True, "spec": spec,
-                        "copy_row": copy("row"), "copy_col": copy("col")})
+                        "copy_row": addr.piece_copy(t, "row", doc), "copy_col": addr.piece_copy(t, "col", doc)})
             continue
         stride = addr.inner_stride(t.name)
         runs = v.flat or v.runs
@@ -966,7 +957,9 @@ def _read_at_expr(prog: RowProgram, a: str, b) -> DimExpr:
     if a in cols:
         return _kmul(_ksum(row, Lit(cols.index(a))), Sym("colAlign_"))
     per = Bin("//", Sym("rowNum_"), Sym("seqLen_"))
-    return _kmul(_ksum(row, Lit(len(cols)), _kmul(Lit(brows.index(a)), per), b), Sym("colAlign_"))
+    j = brows.index(a)
+    terms = [row] + ([Lit(len(cols))] if cols else []) + ([per if j == 1 else _kmul(Lit(j), per)] if j else []) + [b]
+    return _kmul(_ksum(*terms), Sym("colAlign_"))
 
 
 def _finish_nodes(prog: RowProgram, a: str, buf: kir.Ref, tmp: kir.Ref, n, cites: Cites) -> list:
@@ -1301,7 +1294,8 @@ def _gm_rows(prog: RowProgram, addr: _Addr, role: str, space: str, ctx: list[dic
             continue
         if gathered_stat(t):   # read row by row by the scalar unit at each row's offset
             out.append(GmRows(t.name, t.gm, ct, "gather", spec=c["spec"],
-                              at=addr.row(t.name, "r0 + j"), at_g0=addr.row(t.name, "g0 + j")))
+                              at=addr.row_expr(t.name, _ksum(Sym("r0"), Sym("j"))),
+                              at_g0=addr.row_expr(t.name, _ksum(Sym("g0"), Sym("j")))))
             continue
         runs = v.flat or v.runs
         stride = addr.dims.sym(v.pitch if v.flat else v.strides[-1])
@@ -1485,6 +1479,7 @@ def render_kernel(spec, variants: list[Variant], dims: DimFields, doc: str, spec
         "entry": kernel_entry(spec.name),
         "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs], "keys": keys,
         "struct": f"optiling::{spec.name}TilingData", "doc": doc,
+        "gm_scalar": any(kir.reads_gm_scalar(c["row_split_ir"]) for c in classes),
     }
     env = template_env()
     return {

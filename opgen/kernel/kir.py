@@ -366,7 +366,8 @@ class FBin(FExpr):
 class FLoad(FExpr):
     """One element read by the scalar unit (PIPE_S): a UB element `src` of a float tensor (a Ref: LocalTensor::
     GetValue), or a GM element (a GmView: GlobalTensor::GetValue, the element converted to fp32 exactly -- fp32,
-    fp16 or bf16 --, printed `static_cast<float>(gm.GetValue(i))`; docs/reference/ascendc.md §1.4)."""
+    fp16 or bf16 (through ToFloat: the scalar unit has no bf16 conversion) --, printed `GmScalar(gm, i)`, a helper
+    of the file skeleton; docs/reference/ascendc.md §1.4)."""
 
     src: "Ref | GmView"
 
@@ -1015,6 +1016,23 @@ def _fsyms(f) -> set:
     for c in fexpr_children(f):
         out |= _fsyms(c)
     return out
+
+
+def reads_gm_scalar(k: "KernelClass") -> bool:
+    """Whether a statement of `k` reads a GM element by the scalar unit (an FLoad of a GmView, printed through the
+    file skeleton's GmScalar helper)."""
+    def fexprs(x):
+        if isinstance(x, FExpr):
+            yield x
+            for c in fexpr_children(x):
+                yield from fexprs(c)
+        elif isinstance(x, tuple):
+            for y in x:
+                yield from fexprs(y)
+
+    stmts = list(walk(k.init)) + list(walk(k.process)) + [s for m in k.methods for s in walk(m.body)]
+    return any(isinstance(f, FLoad) and isinstance(f.src, GmView)
+               for s in stmts for v in vars(s).values() for f in fexprs(v))
 
 
 def _floads(f) -> list:
@@ -1956,8 +1974,8 @@ class CppPrinter:
             return f"({a} {'>' if x.fn == 'max' else '<'} {b} ? {a} : {b})"
         if isinstance(x, FCall):
             return f"{_FCALLS[x.fn]}({self.f(x.arg)})"
-        if isinstance(x, FLoad) and isinstance(x.src, GmView):
-            return f"static_cast<float>({x.src.tensor}.GetValue({self.e(x.src.offset)}))"
+        if isinstance(x, FLoad) and isinstance(x.src, GmView):   # GmScalar: templates/op_kernel/_helpers.h.j2
+            return f"GmScalar({x.src.tensor}, {self.e(x.src.offset)})"
         if isinstance(x, FLoad):
             return f"{self.ref(Ref(x.src.tensor, Lit(0), x.src.slot))}.GetValue({self.e(x.src.offset)})"
         raise IRError(f"not a float expression: {x!r}")

@@ -10,8 +10,8 @@ bookkeeping, the statistics' S->V flag and cast into their output queue) and Cop
 addresses as dim expressions, the buffers the strategy reads, the per-row instruction stream) and nothing of a
 particular operator. The per-row instruction streams (ROW_SPLIT's, COL_SPLIT's levels and final phase) arrive as
 Kernel-IR statements (vector instructions, scalar reads / writes, row-reduction calls, float lets, barriers); the
-concat-piece copies and the per-row gathers of a statistic still arrive as `kir.Verbatim` lines printed by the rows
-printer (opgen.codegen.kernel): they are not IR nodes yet.
+per-segment scalar operands (a `vseg`, opgen.codegen.kernel) still arrive as `kir.Verbatim` lines printed by the
+rows printer: they are not IR nodes yet.
 
 Facts: docs/reference/ascendc.md §1.5 (TQue depth and buffer count, TBuf), §1.6 (HardEvent flags), §1.8
 (DataCopyPad: blockLen bytes; the UB gap in 32-B blocks and the GM gap in bytes, on the side each lies).
@@ -26,7 +26,7 @@ from opgen.kernel.isa import REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
 from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local, Param, Ref, ScalarVar,
-                              Scope, SetFlag, SizeOf, TensorVar, TPos, Verbatim, View, WaitFlag, vec, walk)
+                              Scope, SetFlag, SetValue, SizeOf, TensorVar, TPos, View, WaitFlag, vec, walk)
 
 INIT_MEMBERS = (("hidden_", "hiddenDim"), ("seqLen_", "seqLen"), ("rowNum_", "rowNum"), ("colAlign_", "colAlign"))
 """(member, tiling-data field) pairs every rows kernel class sets in Init; a float attribute's member attr_<a> is set
@@ -70,7 +70,7 @@ class GmRows:
     """One GM operand of the schedule: `op` names its queue and tensor members (rowInQue_<op>, rowIn_<op>, ...), `gm`
     its GM tensor (member gm_<gm>), ctype its element type (a C++ type or template parameter). layout "flat" (row
     r0 at off_r0, k rows one copy), "runs" (a run of up to RunRows(r, k - j) rows at GM distance `stride` from row r
-    at off_r), "single" (row by row), "pieces" (a concat: `pieces`, the copy's C++ lines from the rows printer),
+    at off_r), "single" (row by row), "pieces" (a concat: `pieces`, the copy's statements from the rows printer),
     "gather" (a per-row value read element by element by the scalar unit at offset `at`, converted to float).
     gap: the GM gap in bytes between the rows of a run (Lit(0) when they touch). spec: the citation comment text
     of the instructions that read or write it; rm: the round mode of a statistic output."""
@@ -87,9 +87,9 @@ class GmRows:
     rm: str = ""
     off_g0: DimExpr = Lit(0)     # COL_SPLIT: element offset of group row g0 (column 0)
     gap_col: DimExpr = Lit(0)    # COL_SPLIT: GM gap in bytes between the n_-element slices of a run
-    pieces_col: tuple = ()       # COL_SPLIT: a concat's copy lines
-    at: str = ""                 # layout "gather": C++ element offset of row r0 + j (ROW_SPLIT)
-    at_g0: str = ""              # layout "gather": C++ element offset of row g0 + j (COL_SPLIT)
+    pieces_col: tuple = ()       # COL_SPLIT: a concat's copy statements
+    at: DimExpr = Lit(0)         # layout "gather": element offset of row r0 + j (ROW_SPLIT)
+    at_g0: DimExpr = Lit(0)      # layout "gather": element offset of row g0 + j (COL_SPLIT)
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def _gap_blocks(stride, length, ctype) -> DimExpr:
 def _copy_rows_in(t: GmRows) -> tuple:
     """GM -> UB of k rows of row operand t into LocalTensor t (rows colAlign_ apart)."""
     if t.layout == "pieces":
-        return (Verbatim(t.pieces),)
+        return tuple(t.pieces)
     sz = SizeOf(t.ctype)
     if t.layout == "flat":
         return (Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), _K, mul(_HID, sz), t.gap,
@@ -295,15 +295,13 @@ def _row_split(s: RowSchedule) -> Func:
     return Func("RowSplit", (), tuple(body))
 
 
-def _gather_stat(t: GmRows, at: str) -> Verbatim:
+def _gather_stat(t: GmRows, at: DimExpr) -> For:
     """The per-row values of the k rows of a CopyIn (`j` the row within them, `at` its GM element offset) read by the
     scalar unit from GM tensor gm_<gm> and converted to float into the statistic buffer `t` (layout "gather": a
     weight over some leading axes, or a statistic of another dtype than fp32)."""
-    conv = "" if t.ctype == "float" else "static_cast<float>"
     cite = f" {_spec(t.spec)}" if t.spec else ""
-    return Verbatim((f"for (int64_t j = 0; j < k; ++j) {{  // {t.op}: one value per row at its coordinates{cite}",
-                     f"    t.SetValue(j, {conv}(gm_{t.gm}.GetValue({at})));",
-                     "}"))
+    return For("j", Lit(0), _K, Lit(1), (SetValue(Ref("t", Sym("j")), FLoad(GmView(f"gm_{t.gm}", at))),),
+               doc=f"{t.op}: one value per row at its coordinates{cite}")
 
 
 def _qtype(t) -> str:
@@ -470,7 +468,7 @@ def _batch_steps(s: RowSchedule, row0, flush: str | None, reload: bool = False) 
 def _col_copy_in(t: GmRows) -> tuple:
     """COL_SPLIT: GM -> UB of the column chunk [c0_, c0_ + n_) of rows [g0, g0 + k) of t into res_<op>."""
     if t.layout == "pieces":
-        return (Verbatim(t.pieces_col),)
+        return tuple(t.pieces_col)
     sz, rs, n = SizeOf(t.ctype), Sym("rowStride_"), Sym("n_")
     if t.layout == "flat":
         return (Copy(Ref(f"res_{t.op}"), GmView(f"gm_{t.gm}", add(t.off_g0, Sym("c0_"))), _K, mul(n, sz), t.gap_col,
