@@ -147,7 +147,7 @@ def test_renaming_changes_nothing(tmp_path, softmax):
 def test_online_max_and_sum_is_found_by_the_program_shape():
     """The online maximum and sum (one pass for the maximum and the sum of exponentials) is taken for softmax-like
     chains — SoftmaxV2, LogSoftmaxV2, and CrossEntropyLoss's row — and not for reductions of another shape."""
-    from opgen.codegen.kernel import online_pair
+    from opgen.kernel.rowprog import online_pair
     from opgen.passes.pipeline import kernel_build
     from opgen.registry import load_spec
 
@@ -222,3 +222,23 @@ def test_streamed_softmax_with_masked_stretches(tmp_path):
     assert np.all(np.isfinite(got[:2])) and np.all(got[0, : h // 2] == 0) and np.all(got[1, h // 2:] == 0)
     assert np.all(np.abs(got[:2] - want) <= 2.0**-16 * want + 1e-30)   # fp32 sums of 200000 terms
     assert np.all(np.isnan(got[2]))
+
+
+def test_the_planned_reads_of_the_row_inputs_follow_the_schedule():
+    """opgen.kernel.rowprog.row_input_reads, what `opgen check` states on its "GM plan" line: COL_STREAM reads a
+    row input once per row-reduction level plus the output pass (SoftmaxV2: the maximum and the sum of exponentials
+    share one online pass, 2; LayerNormV4: the mean, then the variance of x - mean, then the outputs, 3), ROW_SPLIT
+    twice when per-row arithmetic reads a reduction over rows (BatchNorm's batch mean), once otherwise, COL_SPLIT
+    once (resident slices). Values by hand from the schedules (opgen.kernel.rowsched)."""
+    from opgen.kernel.rowprog import row_input_reads
+    from opgen.passes.pipeline import kernel_build
+    from opgen.registry import load_spec
+
+    def prog(name):
+        return kernel_build(load_spec(str(EX / f"{name}.py"))).lowered.extra["variants"][0].prog
+
+    assert row_input_reads(prog("softmax"), 3)[0] == 2 and "online softmax" in row_input_reads(prog("softmax"), 3)[1]
+    assert row_input_reads(prog("layer_norm_v4"), 3)[0] == 3
+    assert [row_input_reads(prog("softmax"), s)[0] for s in (1, 2)] == [1, 1]
+    assert row_input_reads(prog("batch_norm"), 1)[0] == 2 and row_input_reads(prog("batch_norm"), 2)[0] == 1
+    assert row_input_reads(prog("rms_norm"), 1) == (1, "")

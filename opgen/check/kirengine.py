@@ -68,6 +68,14 @@ def require_kernel_ir(spec) -> list:
     return classes
 
 
+def presence_condition(spec, present) -> str:
+    """The C++ condition the kernel entry tests to pick a rows class for a call whose optional inputs are present as
+    `present` (one bool per optional input, in spec order; opgen.kernel.rows.Variant.serves holds it): "true" when the
+    spec has none."""
+    opts = [i.name for i in spec.inputs if i.optional]
+    return " && ".join(f"{cpp_name(n)} {'!=' if p else '=='} nullptr" for n, p in zip(opts, present)) or "true"
+
+
 @dataclass
 class KirLaunch:
     """What `launch` gives `opgen check`: the tiling (ok, error), blockDim, tiling key, the whole workspace in bytes
@@ -113,9 +121,7 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     user_ws = int(tl.get("workspaceBytes", 0))
     out.workspace_bytes = user_ws + SYS_WORKSPACE_BYTES
     variants = unit.lowered.extra["variants"]
-    opts = [i.name for i in spec.inputs if i.optional]   # the presence condition the kernel entry tests
-    cond = " && ".join(f"{cpp_name(n)} {'!=' if p else '=='} nullptr"
-                       for n, p in zip(opts, bound.key.present)) or "true"
+    cond = presence_condition(spec, bound.key.present)
     serving = [k for v, k in zip(variants, classes) if (tl["attrKey"], cond) in v.serves]
     if len(serving) != 1:
         raise NotKernelIR(f"--engine kir: {spec.name}: {len(serving)} kernel classes serve attrKey {tl['attrKey']} "

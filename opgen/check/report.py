@@ -14,7 +14,8 @@ def format_text(res) -> str:
     workspace bytes), the dtype binding, one line per output (rel_l2,
     rel_linf, MERE, MARE against exact mode, max |diff| against device mode, PASS/FAIL and the rule or the
     reason, then the verdict's note: overflowed elements, a conditioning limit), GM bytes moved vs the minimum
-    (and vs the reference's estimate for CANN's kernel where one exists), per-buffer GM traffic, the cost model's
+    (with the schedule's plan when it re-reads inputs: CheckResult.gm_plan; and vs the reference's estimate for
+    CANN's kernel where one exists), per-buffer GM traffic, the cost model's
     estimate, floor and bound (opgen.check.cost), faults, and the verdict PASS / FAIL. An empty call (nothing
     launched, every output empty) says so in place of the outputs."""
     how = "Kernel IR interpreter" if res.variant == "kir" else f"{res.variant} build"
@@ -44,6 +45,12 @@ def format_text(res) -> str:
         ratio = "n/a" if res.gm_ratio is None else f"{res.gm_ratio:.2f}x"
         out.append(f"GM bytes: {res.gm_bytes} moved, minimum {res.gm_bytes_min} (each input read once, each output "
                    f"written once): {ratio}")
+        plan = getattr(res, "gm_plan", None)
+        if plan:
+            each = ", ".join(f"{n}: {plan['reads']} x {b} = {plan['reads'] * b} bytes planned, "
+                             f"{res.gm[n].read if n in res.gm else 0} read" for n, b in plan["inputs"].items())
+            out.append(f"GM plan: {plan['why']}: each row input is read {plan['reads']} times ({each}); column "
+                       f"inputs are read by every core or chunk and the workspace exchange comes on top")
         if getattr(res, "gm_reference", None):
             out.append(f"GM bytes of CANN's kernel, the reference's estimate ({res.gm_reference_source}): "
                        f"{res.gm_reference} ({res.gm_bytes / res.gm_reference:.2f}x of it moved here)")

@@ -91,6 +91,7 @@ class CheckResult:
     cycles: dict = field(default_factory=dict)    # cost counters, max over cores: {"vector": n, "cube": n}
     ub_peak: int = 0   # UB bytes the kernel's InitBuffer calls held at once, max over the AIV cores
     cost: dict = field(default_factory=dict)   # the cost model's estimate (opgen.check.cost.estimate; {} if none)
+    gm_plan: dict = field(default_factory=dict)   # a schedule that re-reads inputs: {reads, why, inputs: {name: bytes}}
     gm_reference: int | None = None   # the reference's GM estimate for CANN's kernel on this call (OpSpec.gm_reference)
     gm_reference_source: str = ""     # which estimate (reference section / template)
 
@@ -108,7 +109,7 @@ class CheckResult:
         gm_bytes, gm_bytes_min, gm_ratio, gm{name: {bytes, read, written}}, block_dim, tiling_key,
         workspace_bytes, faults, plus op, soc, variant, tiling_ok, tiling_error, launched, gm_reference,
         gm_reference_source, cycles and cost (the cost model's estimate, floor and bound: opgen.check.cost), dtypes
-        ({variable: dtype name})."""
+        ({variable: dtype name}), gm_plan (above GM_PLAN_ABOVE: {reads, why, inputs: {name: bytes}}; {} otherwise)."""
         return {"op": self.op, "soc": self.soc, "variant": self.variant, "passed": self.passed,
                 "outputs": {k: c.to_json() for k, c in self.outputs.items()},
                 "gm_bytes": self.gm_bytes, "gm_bytes_min": self.gm_bytes_min, "gm_ratio": self.gm_ratio,
@@ -117,7 +118,7 @@ class CheckResult:
                 "faults": list(self.faults), "traps": list(self.traps), "tiling_ok": self.tiling_ok, "tiling_error": self.tiling_error,
                 "launched": self.launched, "seconds": dict(self.seconds), "gm_reference": self.gm_reference,
                 "gm_reference_source": self.gm_reference_source, "cycles": dict(self.cycles),
-                "cost": dict(self.cost), "dtypes": dict(self.dtypes)}
+                "cost": dict(self.cost), "dtypes": dict(self.dtypes), "gm_plan": dict(self.gm_plan)}
 
 
 class KernelTrapped(OpgenError):
@@ -251,6 +252,37 @@ def _min_gm_bytes(spec, bound, g, slots: list) -> int:
             dt = bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
             total += int(np.prod(np.shape(a), dtype=np.int64)) * dt.itemsize
     return total + sum(int(np.prod(sl[1], dtype=np.int64)) * sl[0].itemsize for sl in slots if sl)
+
+
+GM_PLAN_ABOVE = 1.10
+"""GM bytes moved over the minimum above which `opgen check` states what the schedule planned to re-read
+(CheckResult.gm_plan): the issue's bound for a kernel that reads each input once."""
+
+
+def _gm_plan(spec, bound, tiling_key: int) -> dict:
+    """What the launched rows kernel planned to read more than once (opgen.kernel.rowprog.row_input_reads for the
+    class serving the call's attrKey and optional inputs, strategy = tiling key % 10): {reads, why, inputs: {row
+    input: its bytes in its declared dtype}}: each is planned to be read `reads` times; {} for another family or a
+    schedule that reads each input once."""
+    from opgen.check.kirengine import presence_condition
+    from opgen.kernel.rowprog import row_input_reads
+    from opgen.passes.pipeline import kernel_build  # lazy: start-up time
+
+    ex = kernel_build(spec).lowered.extra
+    cond = presence_condition(spec, bound.key.present)
+    serving = [v for v in ex.get("variants", ()) if (tiling_key // 100, cond) in v.serves]
+    if len(serving) != 1:
+        return {}
+    p = serving[0].prog
+    reads, why = row_input_reads(p, tiling_key % 10)
+    if reads <= 1:
+        return {}
+    sizes = {}
+    for n in sorted({t.gm for t in p.gm if t.role == "in" and t.space == "row"}):
+        i = next(x for x in spec.inputs if x.name == n)
+        dt = bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
+        sizes[n] = int(np.prod(np.shape(bound.arrays[n]), dtype=np.int64)) * dt.itemsize
+    return {"reads": reads, "why": why, "inputs": sizes}
 
 
 def _run_driver(exe: Path, case: Path, out_dir: Path, asan: bool, timeout: float, during=None):
@@ -556,6 +588,8 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     if rep.launched and rep.core_costs:
         res.cost = cost.estimate([c or cost.CoreCost() for c in rep.core_costs], res.gm_bytes_min)
     res.gm_bytes = sum(x.read + x.written for x in rep.gm.values())
+    if res.gm_bytes_min and res.gm_bytes > GM_PLAN_ABOVE * res.gm_bytes_min:
+        res.gm_plan = _gm_plan(spec, bound, res.tiling_key)
     res.faults = list(rep.faults)
     res.traps = list(rep.traps)
     if rep.tiling_error:

@@ -22,7 +22,6 @@ data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.8 (DataCopyPad units: blockLen 
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 
 from opgen.names import cpp_name, kernel_entry, op_snake
@@ -37,6 +36,7 @@ from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS
                                   PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
                                   names_in, instr_op, per_row, row_passes)
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
+from opgen.kernel.rowprog import online_pair
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.rowsched import add as _ksum
@@ -706,44 +706,6 @@ def _stores_early(instrs: list) -> list:
 def _row_of(r: kir.Ref, row) -> kir.Ref:
     """Row temporary `r` (w_[j]) at element offset `row` (a batched pass's row i); other regions unchanged."""
     return dataclasses.replace(r, offset=row) if r.tensor == "w_" else r
-
-
-def online_pair(p: RowProgram) -> tuple | None:
-    """(m, s) when row program `p`'s reductions allow COL_STREAM's online maximum and sum: m the only row reduction
-    of its level a, a maximum; s the only one of level a + 1, a sum whose phase reads m only as s's operand
-    exp(v - m) — one `Adds(v, -(m))` read only by one Exp read only by s (a softmax's denominator). Then
-    sum(exp(v - M)) over chunks with running maxima m' is sum(exp(v - m')) * exp(m' - M), and the two levels share
-    one pass over the chunks. None otherwise."""
-    for m in p.rsums():
-        nxt = p.rsums(m.level + 1)
-        if m.kind != "rmax" or len(p.rsums(m.level)) != 1 or len(nxt) != 1 or nxt[0].kind != "rsum":
-            continue
-        s = nxt[0]
-        phase = [i for i in p.instrs if per_row(i) and m.level + 1 in i.phases]
-        uses: dict = {}   # instruction index -> the instructions reading the value it defines
-        last: dict = {}
-        for k, i in enumerate(phase):
-            for x in i.srcs:
-                if x in last:
-                    uses.setdefault(last[x], []).append(i)
-            if i.dst:
-                last[i.dst] = k
-        token = re.compile(rf"\b{re.escape(m.dst)}\b")
-        readers = [i for i in phase if m.dst in i.srcs or token.search(i.arg or "")]
-        if len(readers) != 1:
-            continue
-        r = readers[0]
-        if not (r.kind == "vscalar" and r.op == "Adds" and r.arg.replace(" ", "") == f"-({m.dst})"):
-            continue
-        ku = phase.index(r)
-        e = uses.get(ku, [])
-        if len(e) != 1 or not (e[0].kind == "vunary" and e[0].op == "Exp" and e[0].srcs == (r.dst,)):
-            continue
-        after = uses.get(phase.index(e[0]), [])
-        if len(after) != 1 or after[0] is not s or s.srcs != (e[0].dst,):
-            continue
-        return m, s
-    return None
 
 
 # ------------------------------------------------------------------------------------------------ addressing

@@ -23,6 +23,7 @@ are made with opgen.ir.records.evolve; opgen.ir.locs).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from opgen.errors import IRError
@@ -690,3 +691,62 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = {i.op}({i.dst}, {a})" if i.op else f"{i.dst} += {a}"
     via = " as half" if i.op == "half" else ""
     return f"{i.kind} {i.gm} <- {a}{via} ({i.arg})"
+
+
+def online_pair(p: RowProgram) -> tuple | None:
+    """(m, s) when row program `p`'s reductions allow COL_STREAM's online maximum and sum: m the only row reduction
+    of its level a, a maximum; s the only one of level a + 1, a sum whose phase reads m only as s's operand
+    exp(v - m) — one `Adds(v, -(m))` read only by one Exp read only by s (a softmax's denominator). Then
+    sum(exp(v - M)) over chunks with running maxima m' is sum(exp(v - m')) * exp(m' - M), and the two levels share
+    one pass over the chunks. None otherwise."""
+    for m in p.rsums():
+        nxt = p.rsums(m.level + 1)
+        if m.kind != "rmax" or len(p.rsums(m.level)) != 1 or len(nxt) != 1 or nxt[0].kind != "rsum":
+            continue
+        s = nxt[0]
+        phase = [i for i in p.instrs if per_row(i) and m.level + 1 in i.phases]
+        uses: dict = {}   # instruction index -> the instructions reading the value it defines
+        last: dict = {}
+        for k, i in enumerate(phase):
+            for x in i.srcs:
+                if x in last:
+                    uses.setdefault(last[x], []).append(i)
+            if i.dst:
+                last[i.dst] = k
+        token = re.compile(rf"\b{re.escape(m.dst)}\b")
+        readers = [i for i in phase if m.dst in i.srcs or token.search(i.arg or "")]
+        if len(readers) != 1:
+            continue
+        r = readers[0]
+        if not (r.kind == "vscalar" and r.op == "Adds" and r.arg.replace(" ", "") == f"-({m.dst})"):
+            continue
+        ku = phase.index(r)
+        e = uses.get(ku, [])
+        if len(e) != 1 or not (e[0].kind == "vunary" and e[0].op == "Exp" and e[0].srcs == (r.dst,)):
+            continue
+        after = uses.get(phase.index(e[0]), [])
+        if len(after) != 1 or after[0] is not s or s.srcs != (e[0].dst,):
+            continue
+        return m, s
+    return None
+
+
+def row_input_reads(p: RowProgram, strategy: int) -> tuple[int, str]:
+    """(reads, why): how many times a rows kernel running program `p` with tiling strategy `strategy` (1 ROW_SPLIT,
+    2 COL_SPLIT, 3 COL_STREAM; opgen.tiling.rowkernel) reads each of its row inputs (GM operands of space "row")
+    from GM, and the schedule's reason when more than once ("" for one read). COL_STREAM walks a core's column chunks
+    once per row-reduction level, a row maximum and the next level's sum of exponentials of the row minus it sharing
+    one pass (`online_pair`), then once more for the outputs (opgen.kernel.rowsched._col_stream); ROW_SPLIT with
+    reductions over rows that later per-row arithmetic reads (RowProgram.acc_reads) and row or per-row outputs runs
+    two passes over its rows (rowsched._row_split); COL_SPLIT keeps a group's slices resident: one read."""
+    if strategy == 3:
+        levels = len({i.level for i in p.rsums()})
+        online = online_pair(p) is not None
+        share = ", the row maximum and the sum of exponentials sharing one (an online softmax)" if online else ""
+        return levels + 1 - int(online), (f"COL_STREAM walks its column chunks once per row-reduction level "
+                                           f"({levels}{share}), then once for the outputs")
+    outs = any(t.role == "out" and t.space in ("row", "stat") for t in p.gm)
+    if strategy == 1 and p.acc_reads and outs:
+        return 2, ("ROW_SPLIT in two passes: the reductions over rows first (completed across the cores), then the "
+                   "per-row arithmetic that reads them")
+    return 1, ""

@@ -653,7 +653,7 @@ def _col_stream(s: RowSchedule) -> Func:
     walks the chunks again, reads the inputs once more and writes each output chunk. With RowSchedule.online (a
     row maximum and the next level's sum of exponentials of the row minus it) the two levels share one pass:
     the fused stream keeps a running maximum and sum, the core's sums are rescaled to the total maximum between the
-    two exchanges (opgen.codegen.kernel.online_pair). GM traffic: the row inputs are read (levels + 1) times (one
+    two exchanges (opgen.kernel.rowprog.online_pair). GM traffic: the row inputs are read (levels + 1) times (one
     less with the online pass), the outputs written once."""
     core, rs = Sym("core"), Sym("rowStride_")
     body = _col_buffers(s)
