@@ -608,3 +608,43 @@ def test_a_scalar_read_of_gm_converts_the_element_exactly_and_stays_inside_the_t
     assert "SetValue(1, GmScalar(gmX, 13));" in "\n".join(CppPrinter(k).body(k.process, 1, {}))
     # the row programs' per-batch text reads back as the same node
     assert parse("static_cast<float>(gm_w.GetValue(b))", ()) == FLoad(GmView("gm_w", E("b")))
+
+
+def test_constant_tables_and_struct_fields_set_by_a_method():
+    """A ConstTable read by TableAt and a struct filled field by field (StructSet) in a method taking it by
+    reference, then read through its GM tensor field and int field, as the head-rows kernels choose their parts:
+    the interpreter copies x[t[1][2] ..] to y, the C++ form indexes the constexpr table and assigns the fields, and
+    the verifier refuses a constant index outside the table and an integer stored in a GM tensor field."""
+    from opgen.ir.dims import Sym
+    from opgen.kernel import kir
+    from opgen.kernel.kir import Call, ConstTable, CppPrinter, Func, Param, StructDecl, StructLet, StructSet, TableAt
+
+    table = ConstTable("kSel", "int8_t", (2, 3), (0, 8, 16, 4, 12, 8))
+    decl = StructDecl("Pick", (("at", "int", "", None), ("src", "gm", "float", 2)))
+
+    def kernel(fill):
+        return KernelClass("Tiny", "TinyTiling", args=("x", "y"),
+                           gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "float", "y")),
+                           locals=(Local("b"),), tensors=(TensorVar("t", "float"),), fields=("n",),
+                           structs=(decl,), tables=(table,),
+                           methods=(Func("Fill", (Param("j"), Param("p", "struct", "Pick")), tuple(fill)),),
+                           process=_INIT + (StructLet("q", "Pick"), Call("Fill", (E("n"), Sym("q"))),
+                                            Copy(Ref("t"), GmView("q.src[1]", Sym("q.at")), Lit(1), Lit(32)),
+                                            SetFlag(Pipe.MTE2, Pipe.MTE3), WaitFlag(Pipe.MTE2, Pipe.MTE3),
+                                            Copy(GmView("gmY"), Ref("t"), Lit(1), Lit(32))))
+
+    k = kernel([StructSet("p.at", TableAt("kSel", (Sym("j"), Lit(2)))), StructSet("p.src[1]", GmView("gmX"))])
+    kir.verify(k)
+    x = np.arange(32, dtype=np.float32)
+    y = np.zeros(8, np.float32)
+    r = ki.run(k, {"n": 1}, {"x": x, "y": y}, 1)
+    assert r.ok, r.first_fault
+    assert np.array_equal(y, x[8:16])   # kSel[1][2] = 8
+    text = "\n".join(CppPrinter(k).func("Fill", k.method("Fill").params, k.method("Fill").body))
+    assert "p.at = kSel[j][2];" in text and "p.src[1] = gmX;" in text, text
+    with pytest.raises(kir.IRError, match="outside the table"):
+        kir.verify(kernel([StructSet("p.at", TableAt("kSel", (Lit(2), Lit(0))))]))
+    with pytest.raises(kir.IRError, match="takes a view of a declared GM tensor"):
+        kir.verify(kernel([StructSet("p.src[0]", Lit(3))]))
+    with pytest.raises(kir.IRError, match="values for shape"):
+        ConstTable("kBad", "int8_t", (2,), (1, 300))

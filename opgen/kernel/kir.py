@@ -250,6 +250,29 @@ class Invoke(DimExpr):
 
 
 @dataclass(frozen=True, eq=True)
+class TableAt(DimExpr):
+    """table[i0][i1]...: an element of a ConstTable of the class (KernelClass.tables) as an int64, e.g. the part a
+    slot holds for the call's attribute key; not evaluable statically (its value is the table's)."""
+
+    table: str
+    index: tuple = ()
+
+    def __str__(self):
+        return self.table + "".join(f"[{i}]" for i in self.index)
+
+    def symbols(self):
+        """The symbols of the indices."""
+        out: set = set()
+        for a in self.index:
+            out |= as_dim(a).symbols()
+        return out
+
+    def evaluate(self, env):
+        """Not evaluable from an env: raises IRError."""
+        raise IRError(f"{self} needs its table's values to evaluate")
+
+
+@dataclass(frozen=True, eq=True)
 class Select(DimExpr):
     """cond ? a : b with cond a Constraint or a tuple of them (their conjunction): an integer choice, e.g. the last
     core's share."""
@@ -278,11 +301,29 @@ class Select(DimExpr):
         return as_dim(self.a).evaluate(env) if all(c.holds(env) for c in self.conds) else as_dim(self.b).evaluate(env)
 
 
+def table_refs(e) -> list:
+    """Every TableAt inside integer expression `e`."""
+    e = as_dim(e) if not isinstance(e, DimExpr) else e
+    if isinstance(e, TableAt):
+        return [e] + [x for a in e.index for x in table_refs(a)]
+    if isinstance(e, Invoke):
+        return [x for a in e.args for x in table_refs(a)]
+    if isinstance(e, Bin):
+        return table_refs(e.lhs) + table_refs(e.rhs)
+    if isinstance(e, Fn):
+        return [x for a in e.args for x in table_refs(a)]
+    if isinstance(e, Select):
+        return [x for a in [y for c in e.conds for y in (c.lhs, c.rhs)] + [e.a, e.b] for x in table_refs(a)]
+    return []
+
+
 def invokes(e) -> list:
     """Every Invoke inside integer expression `e`."""
     e = as_dim(e) if not isinstance(e, DimExpr) else e
     if isinstance(e, Invoke):
         return [e] + [x for a in e.args for x in invokes(a)]
+    if isinstance(e, TableAt):
+        return [x for a in e.index for x in invokes(a)]
     if isinstance(e, Bin):
         return invokes(e.lhs) + invokes(e.rhs)
     if isinstance(e, Fn):
@@ -513,7 +554,53 @@ class StructDecl:
         return None
 
 
+_TABLE_RANGE = {"int8_t": (-2**7, 2**7 - 1), "uint8_t": (0, 2**8 - 1), "int16_t": (-2**15, 2**15 - 1),
+                "int32_t": (-2**31, 2**31 - 1), "uint32_t": (0, 2**32 - 1), "int64_t": (-2**63, 2**63 - 1)}
+
+
+@dataclass(frozen=True)
+class ConstTable:
+    """A constant integer table of the kernel's file (a constexpr array the skeleton prints at namespace scope, e.g.
+    the part each slot holds per attribute key): `ctype` one of int8_t, uint8_t, int16_t, int32_t, uint32_t,
+    int64_t; `shape` its dimensions; `values` row-major, every one inside ctype's range. Read by TableAt."""
+
+    name: str
+    ctype: str
+    shape: tuple
+    values: tuple
+
+    def __post_init__(self):
+        lo, hi = _TABLE_RANGE.get(self.ctype, (None, None))
+        if lo is None:
+            raise IRError(f"table {self.name}: element type {self.ctype!r} is not one of {', '.join(_TABLE_RANGE)}")
+        n = 1
+        for d in self.shape:
+            n *= d
+        if n != len(self.values) or not all(isinstance(v, int) and lo <= v <= hi for v in self.values):
+            raise IRError(f"table {self.name}: {len(self.values)} values for shape {list(self.shape)} of {self.ctype}")
+
+    def at(self, index) -> int:
+        """The element at `index` (ints). Raises IndexError outside the shape."""
+        flat = 0
+        for i, d in zip(index, self.shape):
+            if not 0 <= i < d:
+                raise IndexError(f"{self.name}{list(index)} outside its shape {list(self.shape)}")
+            flat = flat * d + i
+        return self.values[flat]
+
+
 # ------------------------------------------------------------------------------------------------ statements
+@dataclass(frozen=True)
+class StructSet:
+    """A field of a struct variable (a StructLet or a struct parameter) set: `target` `name.field` or
+    `name.field[N]` (STRUCT_FIELD); `value` an integer expression for an int / bool field, a GmView (a view of a
+    declared GM tensor) for a GM tensor field."""
+
+    target: str
+    value: Union[DimExpr, "GmView"]
+    doc: str = ""
+
+
 @dataclass(frozen=True)
 class Let:
     """int64 scalar `name` = value (const unless mutable)."""
@@ -934,7 +1021,7 @@ CUBE_STMTS = (Nd2Nz, LoadData, Mmad, Fixpipe)
 
 
 STMT_TYPES = (Let, Assign, FLet, FAssign, For, If, InitBuffer, Get, View, Alloc, EnQue, DeQue, Free, Copy, Vec,
-              GetValue, SetValue, TrapUnless, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim) + CUBE_STMTS + (CoreIf, StructLet, CrossCoreSetFlag, CrossCoreWaitFlag)
+              GetValue, SetValue, TrapUnless, Barrier, SetFlag, WaitFlag, SyncAll, Call, Return, Comment, Scope, Verbatim) + CUBE_STMTS + (CoreIf, StructLet, StructSet, CrossCoreSetFlag, CrossCoreWaitFlag)
 """Every statement node type."""
 
 
@@ -978,6 +1065,7 @@ class KernelClass:
     tparams: tuple = ()
     doc: str = ""
     structs: tuple = ()   # StructDecls of the struct parameters' types
+    tables: tuple = ()    # ConstTables the expressions read (TableAt)
 
     def method(self, name: str) -> Func:
         """The method `name`. Raises IRError."""
@@ -1076,6 +1164,7 @@ class _Verifier:
         self.methods = {m.name: m for m in k.methods}
         self.member_tensors = {t.name: t for t in k.tensors}
         self.structs = {d.name: d for d in k.structs}
+        self.tables = {t.name: t for t in getattr(k, "tables", ())}
         self.stack: list[str] = []
         self.reached: set = set()
 
@@ -1203,6 +1292,14 @@ class _Verifier:
             m = self.methods.get(inv.method)
             if m is None or m.ret not in ("int64_t", "uint32_t") or len(m.params) != len(inv.args):
                 raise IRError(f"{inv.method} is not an int64_t method of {len(inv.args)} argument(s)", node)
+        for t in table_refs(e):
+            d = self.tables.get(t.table)
+            if d is None or len(d.shape) != len(t.index):
+                raise IRError(f"{t} is not an element of a table of the class (KernelClass.tables)", node)
+            for i, n in zip(t.index, d.shape):
+                c = const_value(i)
+                if c is not None and not 0 <= c < n:
+                    raise IRError(f"{t}: index {c} outside the table's dimension of {n}", node)
 
     def cond(self, c, st, node):
         if not isinstance(c, tuple) or not c or not all(isinstance(x, (Constraint, Sym)) for x in c):
@@ -1567,6 +1664,18 @@ class _Verifier:
             if s.struct not in self.structs:
                 raise IRError(f"struct type {s.struct} is not declared (KernelClass.structs)", s)
             self.define(s.name, f"struct:{s.struct}", st, s)
+        elif isinstance(s, StructSet):
+            kind, dtype, _c = self.struct_field(s.target, ("int", "bool", "gm"), st, s)
+            if kind == "gm":
+                if not isinstance(s.value, GmView) or STRUCT_FIELD.match(s.value.tensor):
+                    raise IRError(f"{s.target} takes a view of a declared GM tensor", s)
+                g = self.gm(s.value, st, s)
+                if st.tmap.get(g.dtype, g.dtype) != st.tmap.get(dtype, dtype):
+                    raise IRError(f"{s.target} holds {dtype}, not {g.dtype} ({g.name})", s)
+            else:
+                if isinstance(s.value, GmView):
+                    raise IRError(f"{s.target} is an integer field", s)
+                self.expr(s.value, st, s)
         elif isinstance(s, Call):
             self.call(s, st)
         elif isinstance(s, Return):
@@ -1827,6 +1936,9 @@ def to_text_stmt(s, indent: str = "") -> str:
         return f"{i}cross_wait #{s.id}" + (f"  // {s.doc}" if s.doc else "")
     if isinstance(s, StructLet):
         return f"{i}struct {s.name}: {s.struct}"
+    if isinstance(s, StructSet):
+        v = _t_ref(s.value) if isinstance(s.value, GmView) else str(s.value)
+        return f"{i}{s.target} := {v}" + (f"  // {s.doc}" if s.doc else "")
     if isinstance(s, Call):
         res = f"{s.result} = " if s.result else ""
         return f"{i}{res}call {s.method}({', '.join(_t_ref(a) for a in s.args)})"
@@ -1924,6 +2036,8 @@ class CppPrinter:
             return f"sizeof({x.ctype})"
         if isinstance(x, Invoke):
             return f"{x.method}({', '.join(self.e(a) for a in x.args)})"
+        if isinstance(x, TableAt):
+            return x.table + "".join(f"[{self.e(i)}]" for i in x.index)
         if isinstance(x, Select):
             c = " && ".join(f"{self.e(y.lhs)} {y.op} {self.e(y.rhs)}" for y in x.conds)
             t = f"{c if len(x.conds) == 1 else '(' + c + ')'} ? {self.e(x.a, False)} : {self.e(x.b, False)}"
@@ -2108,6 +2222,9 @@ class CppPrinter:
         if isinstance(s, StructLet):
             scope[s.name] = ("struct", s.struct)
             return [f"{p}{s.struct} {s.name};"]
+        if isinstance(s, StructSet):
+            v = self.ref(s.value) if isinstance(s.value, GmView) else self.e(s.value)
+            return [f"{p}{s.target} = {v};" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, Call):
             ta = f"<{', '.join(s.targs)}>" if s.targs else ""
             call = f"{s.method}{ta}({', '.join(self.arg(a) for a in s.args)})"

@@ -204,6 +204,10 @@ class _Core:
         self.methods = {m.name: m for m in k.methods}
         self.locals = {b.name: b for b in k.locals}
         self.gms = gms
+        self.tables = {t.name: t for t in getattr(k, "tables", ())}
+        self.struct_keys = {d.name: [(f[0] if f[3] is None else f"{f[0]}[{j}]", f[1])
+                                     for f in d.fields for j in ([None] if f[3] is None else range(f[3]))]
+                            for d in k.structs}   # (field key, kind) per struct type
         self.members: dict = {f: int(tiling[f]) for f in k.fields}
         self.members.update({"blockIdx": idx, "blockNum": num})
         for t in k.tparams:
@@ -236,6 +240,10 @@ class _Core:
             if ct in NP_TYPES:
                 out[f"sizeof({t})"] = NP_TYPES[ct].itemsize
         out.update(_flat(frame["ints"]))
+        for var, st in _flat(frame.get("structs", {})).items():   # a struct's int fields, 0 until set
+            for key, kind in self.struct_keys[st["__struct__"]]:
+                if kind != "gm":
+                    out[f"{var}.{key}"] = st.get(key, 0)
         return out
 
     def ival(self, e, frame) -> int:
@@ -273,6 +281,12 @@ class _Core:
             return self.ev(as_dim(e.a), env) if all(self.holds(c, env) for c in conds) else self.ev(as_dim(e.b), env)
         if isinstance(e, kir.Invoke):
             return self.invoke(e.method, [self.ev(as_dim(a), env) for a in e.args])
+        if isinstance(e, kir.TableAt):
+            idx = [self.ev(as_dim(a), env) for a in e.index]
+            try:
+                return self.tables[e.table].at(idx)
+            except (KeyError, IndexError) as ex:
+                raise KirFault(f"{self.where}: {e} with index {idx}: {ex}") from None
         return int(e.evaluate(env))
 
     def holds(self, c, env) -> bool:
@@ -351,7 +365,14 @@ class _Core:
         """The GM tensor of a view and its start in bytes."""
         base = 0
         name = v.tensor
-        if name in frame["gms"]:
+        m = kir.STRUCT_FIELD.match(name)
+        if m and m.group(1) in _flat(frame.get("structs", {})):   # a GM tensor field of a struct
+            key = m.group(2) + (f"[{m.group(3)}]" if m.group(3) is not None else "")
+            got = frame["structs"][m.group(1)].get(key)
+            if got is None:
+                raise KirFault(f"{self.where}: GM tensor field {name} is read before it is set")
+            name, base = got
+        elif name in frame["gms"]:
             name, base = frame["gms"][name]
         g = self.gms[name]
         return g, (base + self.ival(v.offset, frame)) * NP_TYPES[self.dt(g.dtype)].itemsize
@@ -629,6 +650,17 @@ class _Core:
             raise _Return(s.value)
         elif isinstance(s, kir.Comment):
             pass
+        elif isinstance(s, kir.StructLet):   # value-initialised: int fields 0, GM fields unbound
+            _define(frame["structs"], s.name, {"__struct__": s.struct})
+        elif isinstance(s, kir.StructSet):
+            m = kir.STRUCT_FIELD.match(s.target)
+            st = frame["structs"][m.group(1)]
+            key = m.group(2) + (f"[{m.group(3)}]" if m.group(3) is not None else "")
+            if isinstance(s.value, kir.GmView):
+                g, off = self.gm(s.value, frame)
+                st[key] = (g.name, off // NP_TYPES[self.dt(g.dtype)].itemsize)
+            else:
+                st[key] = self.ival(s.value, frame)
         elif isinstance(s, kir.Scope):
             yield from self.block(s.body, _sub(frame))
         elif isinstance(s, kir.Verbatim):
@@ -665,7 +697,7 @@ class _Core:
         m = self.methods[s.method]
         if m.extern:
             raise NotKernelIR(f"{self.where}: calls {s.method}, a method that is C++ text, not Kernel IR")
-        inner = {"ints": {}, "floats": {}, "tensors": {}, "gms": {}, "modes": {}}
+        inner = {"ints": {}, "floats": {}, "tensors": {}, "gms": {}, "modes": {}, "structs": {}}
         tmap = {t: self.dt(a) for t, a in zip(getattr(m, "tparams", ()), getattr(s, "targs", ()))}
         for p, a in zip(m.params, s.args):
             if p.kind == "mode":
@@ -675,6 +707,8 @@ class _Core:
             elif p.kind == "gm":
                 g, off = self.gm(a, frame)
                 inner["gms"][p.name] = (g.name, off // NP_TYPES[self.dt(g.dtype)].itemsize)
+            elif p.kind == "struct":   # passed by reference (Part& p)
+                inner["structs"][p.name] = frame["structs"][a.name]
             elif p.kind == "float":
                 inner["floats"][p.name] = self.fval(a, frame)
             elif isinstance(a, bool):
@@ -1086,7 +1120,7 @@ class _Core:
 
     # -- the whole core
     def run(self):
-        frame = {"ints": {}, "floats": {}, "tensors": {}, "gms": {}, "modes": {}}
+        frame = {"ints": {}, "floats": {}, "tensors": {}, "gms": {}, "modes": {}, "structs": {}}
         self.where = "Init"
         yield from self.block(self.k.init, frame)
         self.where = "Process"
@@ -1101,7 +1135,8 @@ def _sub(frame) -> dict:
     """A nested scope: names defined inside do not leak out; assignments to outer names go to the outer scope's
     dict when the name lives there (the dicts are shared through ChainMap-like copying of references)."""
     return {"ints": _Scope(frame["ints"]), "floats": _Scope(frame["floats"]),
-            "tensors": _Scope(frame["tensors"]), "gms": frame["gms"], "modes": frame["modes"]}
+            "tensors": _Scope(frame["tensors"]), "gms": frame["gms"], "modes": frame["modes"],
+            "structs": _Scope(frame.get("structs", {}))}
 
 
 class _Scope(dict):
