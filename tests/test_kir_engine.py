@@ -286,3 +286,47 @@ def test_the_cross_core_exchange_is_kernel_ir_and_needs_its_sync_all(monkeypatch
     monkeypatch.setattr(kirengine, "kernel_classes", lambda s: cut)
     run = kirengine.launch(spec, bound, slots, plat)
     assert run.faults or abs(float(run.arrays["out"]) - want) > 0.1 * want
+
+
+# NormRopeConcat(Grad) (the bundled head-rows kernels): (op, dims, attrs, dtype) with the encoder streams present and
+# absent, training statistics, both concat orders, and the backward's column sums across the cores (SyncAll)
+HEAD_CASES = [
+    ("NormRopeConcat", dict(B=2, Sq=5, Sk=4, N=3, D=34, Seq=3, Sek=2, R=6),
+     dict(norm_type=2, norm_added_type=1, rope_type=2, concat_order=1, is_training=True), "bfloat16"),
+    ("NormRopeConcat", dict(B=2, Sq=2, Sk=3, N=2, D=64, Sek=3, R=2),
+     dict(norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, is_training=False), "float32"),
+    ("NormRopeConcatGrad", dict(B=2, Sq=5, Sk=4, N=3, D=34, Seq=3, Sek=2, R=6),
+     dict(norm_type=1, norm_added_type=2, rope_type=1, concat_order=0), "float16"),
+]
+
+
+@pytest.mark.parametrize("op, dims, attrs, dtype", HEAD_CASES, ids=lambda x: x if isinstance(x, str) else None)
+def test_head_rows_kernels_run_on_the_interpreter(op, dims, attrs, dtype):
+    """The head-rows class is Kernel IR throughout (the part of each slot chosen per attribute key from the constant
+    tables: SetupPart, Addr<k>; Init): `--engine kir` runs it and every output is within CANN's rule against the
+    exact (float64) interpretation, equal to the device-mode interpretation to 2 ulp of fp32 (the training
+    statistics' rstd: the scalar unit's square root)."""
+    from opgen.check import run_check
+
+    r = run_check(op, dims=dims, attrs=attrs, dtypes={"T": dtype}, seed=5, progress=False, engine="kir")
+    assert r.variant == "kir" and r.launched and not r.faults, r.faults[:3]
+    bad = {k: c.to_json() for k, c in r.outputs.items() if not c.passed}
+    assert not bad and r.passed, bad
+    for k, c in r.outputs.items():
+        assert c.device["max_abs"] <= 2 * np.finfo(np.float32).eps * max(1.0, float(np.abs(r.arrays[k]).max())), k
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_both_engines_run_the_head_rows_backward_alike(tmp_path):
+    """NormRopeConcatGrad (head rows, the column sums combined across the cores through workspace) through the g++
+    emulation and the Kernel-IR interpreter: the same verdict, tiling key and blockDim, and the same output bits."""
+    from opgen.check import run_check
+
+    op, dims, attrs, dtype = HEAD_CASES[2]
+    got = {e: run_check(op, dims=dims, attrs=attrs, dtypes={"T": dtype}, seed=5, progress=False, engine=e)
+           for e in ("emu", "kir")}
+    assert got["emu"].passed and got["kir"].passed
+    assert (got["emu"].tiling_key, got["emu"].block_dim) == (got["kir"].tiling_key, got["kir"].block_dim)
+    for name, a in got["emu"].arrays.items():
+        assert np.array_equal(a.view(np.uint8), got["kir"].arrays[name].view(np.uint8)), name

@@ -1,10 +1,10 @@
 """The --engine kir inventory: which kernels `opgen check --engine kir` can read today. Every example spec and bundled
-op goes through `opgen.check.kirengine.require_kernel_ir`: every rows kernel of row-split / column-split classes is
-Kernel IR throughout (2026-12-04: the last C++ text parts -- the cross-core exchange, the Off_<operand> address
-methods, a gathered statistic's and a concat's copy loops, a per-segment scalar operand -- became IR nodes) and is
-accepted (its classes returned, `kir_interp.opaque` None; tests/test_kir_engine.py runs their cases); a head-rows
-kernel and the cube and attention families are refused in one line naming them (a kernel with C++ text left in it:
-tests/test_kir_engine.py)."""
+op goes through `opgen.check.kirengine.require_kernel_ir`: every rows kernel -- the row-split / column-split classes
+and the head-rows classes -- is Kernel IR throughout (2026-12-04: the last C++ text parts -- the cross-core exchange,
+the Off_<operand> address methods, a gathered statistic's and a concat's copy loops, a per-segment scalar operand,
+a head-rows kernel's part selection -- became IR nodes) and is accepted (its classes returned, `kir_interp.opaque`
+None; tests/test_kir_engine.py runs their cases); the cube and attention families are refused in one line naming
+them (a kernel with C++ text left in it: tests/test_kir_engine.py)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,8 @@ IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddRmsNorm", "BatchNorm"
                  "LeakyRelu", "LogSoftmaxV2", "MaskedFill", "MaximumGrad", "Modulate", "ModulateGrad", "MseLoss",
                  "NLLLoss", "OneHot", "Prelu", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "RmsNorm",
                  "RmsNormGrad", "ScaledMaskedSoftmax", "ScaledTranspose", "SmoothL1Loss", "SoftmaxV2", "SwiGlu",
-                 "SwiGluGrad", "Tanh", "ThresholdGradV2D"}
-# Rows kernels lowered as head programs (opgen.kernel.headrows): no rows Kernel IR classes yet.
-HEAD_ROWS = {"NormRopeConcat", "NormRopeConcatGrad"}
+                 "SwiGluGrad", "Tanh", "ThresholdGradV2D",
+                 "NormRopeConcat", "NormRopeConcatGrad"}   # the last two: head-rows kernels (opgen.kernel.headsched)
 # Operators of the other families (one matmul: cube; attention).
 OTHER_FAMILY = {"BatchMatMul": "cube", "FusedMatMul": "cube", "MatMul": "cube", "MatmulGelu": "cube",
                 "FlashAttentionScore": "attention", "NsaSelectedAttention": "attention",
@@ -46,14 +45,11 @@ def test_engine_kir_takes_every_rows_kernel_and_names_the_families_it_refuses(pa
         require_kernel_ir(spec)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("--engine kir: ") and msg.endswith("use --engine emu")
-    assert not classes   # another family (cube, attention) or a head-rows kernel: no rows Kernel IR classes
-    if spec.name in HEAD_ROWS:
-        assert "is a head-rows kernel" in msg and "of the rows family" not in msg, msg
-    else:
-        assert spec.name in OTHER_FAMILY and f"is of the {OTHER_FAMILY[spec.name]} family" in msg, msg
+    assert not classes   # another family (cube, attention): no Kernel IR classes the engine reads
+    assert spec.name in OTHER_FAMILY and f"is of the {OTHER_FAMILY[spec.name]} family" in msg, msg
 
 
 def test_the_inventory_names_every_rows_operator_once():
-    named = sorted(IR_THROUGHOUT) + sorted(HEAD_ROWS) + sorted(OTHER_FAMILY)
+    named = sorted(IR_THROUGHOUT) + sorted(OTHER_FAMILY)
     assert len(named) == len(set(named))
     assert set(named) == {load_spec(str(p)).name for p in SPECS}

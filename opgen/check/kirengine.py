@@ -3,10 +3,9 @@ instead of the g++ emulation. Only a kernel whose every class is Kernel IR throu
 method: `kir_interp.opaque`) can run there; for any other the engine refuses with one line naming the first part
 that is not Kernel IR yet, so the user falls back to `--engine emu` (the default).
 
-Today the rows family's ROW_SPLIT and COL_SPLIT schedules and their per-row instruction streams are Kernel IR
-(opgen.kernel.rowsched), but the batch load / flush bodies, the cross-core epilogues and concat-piece copies are
-still C++ text (kir.Verbatim) or extern methods; the head-rows and attention families have no Kernel IR yet. So
-most operators are refused with the reason; one that is IR throughout (SoftmaxV2's rows kernel) runs.
+Today every rows kernel (the row-split, column-split and column-stream schedules, opgen.kernel.rowsched) and every
+head-rows kernel (opgen.kernel.headsched: the parts chosen per attribute key from constant tables, SetupPart) is
+Kernel IR throughout; the cube and attention families are refused with the reason.
 
 A check case binds to the interpreter as the emitted driver binds it to the emulated launch (`launch`): the tiling
 data, blockDim, tiling key and workspace size come from the tiling program's Python twin (opgen.tiling.emit.evaluate,
@@ -37,6 +36,10 @@ def kernel_classes(spec) -> list:
 
     unit = kernel_build(spec)
     ex = unit.lowered.extra
+    if "heads" in ex:   # one head-rows class, template parameter T the data dtype (opgen.codegen.headkernel)
+        from opgen.codegen.headkernel import head_context  # lazy: start-up time
+
+        return [head_context(spec, ex["heads"], ex["counts"], ex["fields"], "")["sched"]]
     if "variants" not in ex:
         return []
     return [row_split_ir(spec, v, v.dims or ex["dims"], class_context(spec, v, v.dims or ex["dims"]))
@@ -53,12 +56,9 @@ def require_kernel_ir(spec) -> list:
         from opgen.passes.pipeline import kernel_build  # lazy: start-up time
 
         unit = kernel_build(spec)
-        if "heads" in unit.lowered.extra:  # rows family, head-rows lowering (opgen.kernel.headrows)
-            raise NotKernelIR(f"--engine kir: {spec.name}'s kernel is a head-rows kernel (template C++ around Kernel "
-                              "IR bodies); the Kernel-IR engine reads the rows family's row-split and column-split "
-                              "kernel classes only so far; use --engine emu")
         raise NotKernelIR(f"--engine kir: {spec.name}'s kernel is of the {unit.family.name} family; the Kernel-IR "
-                          "engine reads the rows family's kernel classes only so far; use --engine emu")
+                          "engine reads the rows family's kernel classes (row and head-rows schedules) only so far; "
+                          "use --engine emu")
     for k in classes:
         kir.verify(k)
         why = opaque(k)
@@ -120,31 +120,41 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     out.block_dim, out.tiling_key = int(tl["blockDim"]), int(tl["tilingKey"])
     user_ws = int(tl.get("workspaceBytes", 0))
     out.workspace_bytes = user_ws + SYS_WORKSPACE_BYTES
-    variants = unit.lowered.extra["variants"]
-    cond = presence_condition(spec, bound.key.present)
-    serving = [k for v, k in zip(variants, classes) if (tl["attrKey"], cond) in v.serves]
-    if len(serving) != 1:
-        raise NotKernelIR(f"--engine kir: {spec.name}: {len(serving)} kernel classes serve attrKey {tl['attrKey']} "
-                          f"with {cond}; use --engine emu")
-    k = serving[0]
-    gm = {}
+    ex = unit.lowered.extra
+    members: dict = {}
+    if "heads" in ex:   # one class; the skeleton's Init sets has_<input> from the pointer (nullptr when absent)
+        from opgen.kernel.headlower import data_dtype  # lazy: start-up time
+
+        k = classes[0]
+        members = {s.name: bound.arrays.get(s.name[len("has_"):]) is not None for s in k.scalars
+                   if s.name.startswith("has_")}
+        types = {"T": _ctype(bound.dtypes[data_dtype(spec, ex["heads"])])}
+    else:
+        cond = presence_condition(spec, bound.key.present)
+        serving = [k for v, k in zip(ex["variants"], classes) if (tl["attrKey"], cond) in v.serves]
+        if len(serving) != 1:
+            raise NotKernelIR(f"--engine kir: {spec.name}: {len(serving)} kernel classes serve attrKey "
+                              f"{tl['attrKey']} with {cond}; use --engine emu")
+        k = serving[0]
+        types = {t: _ctype(bound.dtypes[t]) for t in k.tparams if t in bound.dtypes}
+    gm = {}   # by Init argument name (cpp_name of the spec's); an absent input is nullptr (None)
     for i in spec.inputs:
         a = bound.arrays.get(i.name)
-        if a is not None and not i.host:
+        if not i.host:
             dt = bound.dtypes[i.dtype.name] if hasattr(i.dtype, "name") and i.dtype.name in bound.dtypes else i.dtype
-            gm[i.name] = np.ascontiguousarray(np.asarray(a).astype(dt.np))
+            gm[cpp_name(i.name)] = None if a is None else np.ascontiguousarray(np.asarray(a).astype(dt.np))
     outs = {}
     for o, s in zip(spec.outputs, slots):
+        gm[cpp_name(o.name)] = None   # an output this specialisation does not produce: nullptr
         if s is not None:
             dt, shape = s
             outs[o.name] = np.full(shape, np.nan, dt.np) if dt.is_float else np.zeros(shape, dt.np)
-    gm.update(outs)
-    types = {t: _ctype(bound.dtypes[t]) for t in k.tparams if t in bound.dtypes}
+            gm[cpp_name(o.name)] = outs[o.name]
     for t in k.tparams:   # a variable whose tensors are all absent: float, as the TilingFunc's dtype key takes it
         types.setdefault(t, "float")
     ws = np.zeros(-(-user_ws // 4), np.float32)
     r = kir_interp.run(k, {f: int(v) for f, v in tl.items()}, gm, out.block_dim, platform.ub_bytes, workspace=ws,
-                       types=types)
+                       types=types, members=members)
     out.launched = True
     out.faults = list(r.faults)
     out.ub_peak = max(r.ub_peak) if r.ub_peak else 0

@@ -14,7 +14,10 @@ those tensors), which fixes the kernel's row space. The emitted code is one clas
   `bind_slots`), says where row (b, s, n) of each is (printed from the RowMaps' dim expressions over the
   tiling data) and which rows get RoPE; only the offsets differ between variants (concat_order);
 * tables indexed by attrKey (opgen.dsl.keys.attr_key) selecting each slot's body and addressing, the
-  lane families each body needs (Gather offsets, sign rows), and the column outputs summed across cores.
+  lane families each body needs (Gather offsets, sign rows), and the column outputs summed across cores: Kernel-IR
+  constant tables (kir.ConstTable, printed by the skeleton from the same lists) read by SetupPart, which with the
+  addressing functions (Addr<k>: StructSet of the Part's fields) and Init is Kernel IR too (`setup_part`,
+  `addr_nodes`), so the whole class runs on the Kernel-IR interpreter (`opgen check --engine kir`).
 
 So the static attributes are branched on at run time inside one class per dtype (compile time stays
 that of the distinct bodies, 15 forward and 9 backward, not of 108 attribute combinations x 3 dtypes), while the tiling key
@@ -36,7 +39,6 @@ import re
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.codegen.kernel import instr_node
-from opgen.ir.dimprint import dim_cpp
 from opgen.ir.dims import Bin, Constraint, Lit, Sym
 from opgen.ir.locs import spec_comment
 from opgen.kernel import headsched as hs
@@ -140,18 +142,6 @@ def body_doc(part: HeadPart) -> str:
             + (f"; lanes: {lanes}" if lanes else ""))
 
 
-def _dim(e, fields: dict) -> str:
-    def sym(n):
-        if n not in fields:
-            raise SpecError(f"head-row kernel: dim {n} has no tiling-data field (opgen.tiling.headkernel.dim_fields)")
-        return f"td_->{fields[n]}"
-
-    def prod(n):
-        raise SpecError(f"head-row kernel: variadic dims *{n} are not supported")
-
-    return dim_cpp(e, sym, prod)
-
-
 USE_MASKS = ("in", "out", "sin", "sout", "col", "acc")
 """The slot kinds whose use a body reports to the generic copy/load code (kBodyUse columns)."""
 
@@ -179,38 +169,80 @@ def addr_variant(bd: SlotBinding, offs: dict) -> int:
     return len(bd.variants) - 1
 
 
-def addr_lines(bd: SlotBinding, variant: dict, acc_index: dict, fields: dict) -> list[str]:
-    """The addressing function of one variant of a slot: its rows (0 when a free optional input it reads is
-    absent), the GM tensor of every union slot with where row (b, s, n) is, its row conditions and the
-    accumulator outputs of its acc slots. Offsets a variant leaves undefined are never used by the bodies
-    that run with it (written as 0)."""
-    lines = [f"p.seq = {_dim(bd.seq, fields)};"]
+def _dim_ir(e, fields: dict):
+    """Dim expression `e` over the spec's dims as a Kernel-IR expression over their tiling-data fields (`fields`:
+    {dim: field}). Raises SpecError for a dim without a field."""
+    from opgen.ir.dims import as_dim, subst
+
+    e = as_dim(e)
+    missing = sorted(n for n in e.symbols() if n not in fields)
+    if missing:
+        raise SpecError(f"head-row kernel: dim {missing[0]} has no tiling-data field "
+                        "(opgen.tiling.headkernel.dim_fields)")
+    return subst(e, {n: Sym(f) for n, f in fields.items()})
+
+
+def addr_nodes(bd: SlotBinding, variant: dict, acc_index: dict, fields: dict) -> tuple:
+    """The addressing of one variant of a slot as Kernel-IR statements on the struct parameter p (StructSet): its
+    rows (0 when a free optional input it reads is absent: has_<input> false), the GM tensor of every union slot
+    with where row (b, s, n) is, its row conditions and the accumulator outputs of its acc slots. Offsets a variant
+    leaves undefined are never used by the bodies that run with it (set to 0)."""
+    seq = _dim_ir(bd.seq, fields)
     if bd.presence:
-        cond = " || ".join(f"!has_{t}" for t in bd.presence)
-        lines += [f"if ({cond}) {{", "p.seq = 0;  // absent: no rows", "}"]
+        seq = kir.Select(tuple(Constraint("!=", Sym(f"has_{t}"), Lit(0)) for t in bd.presence), seq, Lit(0))
+    out: list = [kir.StructSet("p.seq", seq, doc="no rows when an optional input it reads is absent"
+                               if bd.presence else "")]
     for e in bd.entries:
         prefix, t = e
         j = _slot_index(bd.slot(e))
         if prefix == "acc":
-            lines.append(f"p.acc[{j}] = {acc_index[t]};  // {t}")
+            out.append(kir.StructSet(f"p.acc[{j}]", Lit(acc_index[t]), doc=t))
             continue
         role, space, _dt, layout, extent = bd.maps[e]
-        off = _dim(variant.get(e) or Lit(0), fields)
+        off = _dim_ir(variant.get(e) or Lit(0), fields)
+        gm = kir.GmView(f"gm_{t}")
         if prefix in ("in", "out"):
-            lines.append(f"p.{prefix}[{j}] = gm_{t};")
-            lines.append(f"p.{prefix}Extent[{j}] = {_dim(extent, fields)};")
-            lines.append(f"p.{prefix}Offset[{j}] = {off};")
-            lines.append(f"p.{prefix}Bnsd[{j}] = {1 if layout == 'bnsd' else 0};")
+            out += [kir.StructSet(f"p.{prefix}[{j}]", gm),
+                    kir.StructSet(f"p.{prefix}Extent[{j}]", _dim_ir(extent, fields)),
+                    kir.StructSet(f"p.{prefix}Offset[{j}]", off),
+                    kir.StructSet(f"p.{prefix}Bnsd[{j}]", Lit(1 if layout == "bnsd" else 0))]
         elif prefix in ("sin", "sout"):
-            lines.append(f"p.{'statIn' if prefix == 'sin' else 'statOut'}[{j}] = gm_{t};")
+            out.append(kir.StructSet(f"p.{'statIn' if prefix == 'sin' else 'statOut'}[{j}]", gm))
         elif prefix == "tab":
-            lines.append(f"p.tab[{j}] = gm_{t};")
-            lines.append(f"p.tabOff[{j}] = {off};")
+            out += [kir.StructSet(f"p.tab[{j}]", gm), kir.StructSet(f"p.tabOff[{j}]", off)]
         else:
-            lines.append(f"p.col[{j}] = gm_{t};")
+            out.append(kir.StructSet(f"p.col[{j}]", gm))
     for j in range(sum(1 for e in variant if e[0] == "cond")):
-        lines.append(f"p.cond[{j}] = {_dim(variant[('cond', j)], fields)};")
-    return lines
+        out.append(kir.StructSet(f"p.cond[{j}]", _dim_ir(variant[("cond", j)], fields)))
+    return tuple(out)
+
+
+def setup_part(n_addr: int, counts: dict) -> kir.Func:
+    """SetupPart(j, p): the part in slot j for this attribute key (table kAddr: its addressing variant, -1 for no
+    part: returns 0), its addressing (Addr<k>(p)), its body (kBody) and the slots the body uses (bit s of kBodyUse's
+    column: slot s of in, out, statIn, statOut, col, acc), the lane families it reads (kBodyPerm / kBodySign);
+    returns 1."""
+    key, j, body = Sym("attrKey_"), Sym("j"), Sym("p.body")
+    out: list = [kir.Let("addr", kir.TableAt("kAddr", (key, j))),
+                 kir.If((Constraint("<", Sym("addr"), Lit(0)),), (kir.Return(Lit(0)),))]
+    out += [kir.If((Constraint("==", Sym("addr"), Lit(k)),), (kir.Call(f"Addr{k}", (Sym("p"),)),))
+            for k in range(n_addr)]
+    out.append(kir.StructSet("p.body", kir.TableAt("kBody", (key, j))))
+    uses: list = []
+    for col, (field, count) in enumerate((("useIn", "kIn"), ("useOut", "kOut"), ("useStatIn", "kStatIn"),
+                                          ("useStatOut", "kStatOut"), ("useCol", "kCol"), ("useAcc", "kAcc"))):
+        mask = kir.TableAt("kBodyUse", (body, Lit(col)))
+        uses += [kir.StructSet(f"p.{field}[{b}]", Bin("%", mask if b == 0 else Bin("//", mask, Lit(1 << b)), Lit(2)))
+                 for b in range(counts.get(count, 0))]
+    if uses:
+        out.append(kir.If((Constraint(">=", body, Lit(0)),), tuple(uses), doc="the slots the body uses"))
+    for field, table, count in (("permWant", "kBodyPerm", "kPerm"), ("signWant", "kBodySign", "kSign")):
+        out += [kir.StructSet(f"p.{field}[{ln}]", kir.Select(Constraint("<", body, Lit(0)), Lit(-1),
+                                                             kir.TableAt(table, (body, Lit(ln)))))
+                for ln in range(counts.get(count, 0))]
+    return kir.Func("SetupPart", (kir.Param("j"), kir.Param("p", "struct", hs.PART)), tuple(out + [kir.Return(Lit(1))]),
+                    ret="int64_t", doc="The part in slot j for this attribute key (0: none); its rows, GM tensors "
+                                       "and body.")
 
 
 def addr_doc(bd: SlotBinding, variant: dict) -> str:
@@ -298,7 +330,7 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
     perm_fams, sign_fams = [], []
     nslots = len(low.slots)
     rows_key: list = []
-    masks = []
+    masks, mask_ints = [], []
     gm_used: dict[str, str] = {}
     dvar = data_dtype(spec, low)
     for attrs, key, hp in low.programs:
@@ -323,11 +355,12 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
                     fams.append(fam)
         rows_key.append((attrs, key, brow, arow))
         masks.append(f"0x{mask:X}U")
+        mask_ints.append(mask)
     addr_list = []
     for c, bd in enumerate(bindings):
         for v, variant in enumerate(bd.variants):
             addr_ids[(c, v)] = len(addr_list)
-            addr_list.append((addr_doc(bd, variant), addr_lines(bd, variant, acc_index, fields)))
+            addr_list.append((addr_doc(bd, variant), addr_nodes(bd, variant, acc_index, fields)))
         for e in bd.entries:
             if e[0] != "acc":
                 gm_used[e[1]] = "float" if bd.maps[e][2] == "f32" else "T"
@@ -369,6 +402,21 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
         dtype_keys.append((CTYPE[str(getattr(dt, "value", dt))], [tk.macro(spec) for tk in tks]))
     cls = f"{spec.name}Kernel"
     body_funcs = [body_func(k, p, body_members[k]) for k, p in enumerate(body_parts)]
+    # the attribute tables (printed by the skeleton from the same lists) and the part selection reading them
+    nk, nb = len(low.programs), len(body_parts)
+    tables = [kir.ConstTable("kBody", "int8_t", (nk, nslots), tuple(x for _c, r in body_rows for x in r)),
+              kir.ConstTable("kAddr", "int8_t", (nk, nslots), tuple(x for _c, r in addr_rows for x in r)),
+              kir.ConstTable("kBodyUse", "uint8_t", (nb, len(USE_MASKS)),
+                             tuple(x for p in body_parts for x in use_masks(p)))]
+    if acc_outs:
+        tables.append(kir.ConstTable("kAccMask", "uint32_t", (nk,), tuple(mask_ints)))
+    if nperm:
+        tables.append(kir.ConstTable("kBodyPerm", "int8_t", (nb, nperm), tuple(x for r in body_perms for x in r)))
+    if nsign:
+        tables.append(kir.ConstTable("kBodySign", "int8_t", (nb, nsign), tuple(x for r in body_signs for x in r)))
+    part_funcs = [setup_part(len(addr_list), cmap)] + [
+        kir.Func(f"Addr{k}", (kir.Param("p", "struct", hs.PART),), body, doc=doc)
+        for k, (doc, body) in enumerate(addr_list)]
     hsched = hs.HeadSchedule(
         counts={k: v for k, v in cmap.items() if k in hs.COUNTS}, bodies=tuple(body_funcs),
         body_uses_p=tuple(uses_seq(p) for p in body_parts), accs=tuple((o, acc_round[o]) for o in acc_outs),
@@ -376,7 +424,8 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
         float_attrs=tuple(sorted({a for _a, _k, hp in low.programs for a in hp.attrs})), gms=tuple(gm),
         has=tuple(has), args=tuple(order), nparts=nslots,
         body_lanes=tuple(tuple((kind, int(_slot_index(c)), (perm_fams if kind == "perm" else sign_fams).index(f), f)
-                               for c, (kind, f) in sorted(p.lanes.items())) for p in body_parts))
+                               for c, (kind, f) in sorted(p.lanes.items())) for p in body_parts),
+        part_funcs=tuple(part_funcs), tables=tuple(tables), dim_fields=tuple(sorted(set(fields.values()))))
     sched = kir.verify(hs.head_class(cls, hsched))
     names = {m.name for m in sched.methods if not m.extern}
     ctx = {
@@ -394,7 +443,8 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
         "acc_outputs": list(enumerate(acc_outs)), "acc_rounds": [acc_round[o] for o in acc_outs],
         "nbodies": len(body_parts), "body_uses": [use_masks(p) for p in body_parts], "nperm": nperm,
         "nsign": nsign, "body_perms": body_perms, "body_signs": body_signs,
-        "addr_funcs": [(k, doc, lines) for k, (doc, lines) in enumerate(addr_list)],
+        "setup_cpp": kir.methods_cpp(sched, [f.name for f in part_funcs], verify_first=False).rstrip("\n"),
+        "init_cpp": "\n".join(kir.CppPrinter(sched).body(sched.init, 2, {})),
         "schedule_cpp": kir.methods_cpp(sched, [n for n in hs.SCHEDULE_METHODS if n in names]
                                         + [f.name for f in body_funcs], verify_first=False).rstrip("\n"),
         "process_cpp": kir.process_cpp(sched, verify_first=False).rstrip("\n"),

@@ -21,8 +21,11 @@ them are placed by dependency (`place_vbarriers`). The flags are placed where th
 exchange data (MTE2->S before statistics are read, S->V after they or the lane tables are written, V->S in RowSum).
 
 The Part struct the methods read (its row count `p.seq`, its slots' use flags, GM tensors and addressing, its row
-conditions) is a struct parameter (kir.Param kind "struct", declared by `part_decl`); the file skeleton
-(templates/op_kernel/head_kernel.h.j2) declares it and fills it in SetupPart from the attribute tables (`extern`).
+conditions) is a struct parameter (kir.Param kind "struct", declared by `part_decl`; the file skeleton,
+templates/op_kernel/head_kernel.h.j2, declares the type). SetupPart fills it for a slot from the attribute tables
+(kir.ConstTable kBody, kAddr, kBodyUse, ...: the skeleton prints them from the same lists) and Addr<k> (StructSet
+of each field); Init sets the members from the tiling data: HeadSchedule.part_funcs / tables, built by
+opgen.codegen.headkernel. The skeleton keeps the GM bindings and has_<input> (pointer not nullptr).
 
 Facts: docs/reference/ascendc.md §1.5 (TQue / TBuf, the queue hand-offs), §1.6 (PipeBarrier, SetFlag / WaitFlag,
 SyncAll), §1.8 (DataCopyPad units), §1.9 (the count-form vector calls, Gather, Cast round modes, ReduceSum).
@@ -35,10 +38,10 @@ from dataclasses import dataclass, field
 from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym
 from opgen.kernel.headrows import PERMS, SIGNS
 from opgen.kernel.isa import INSTRS, Op, Pipe
-from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue, FConst, For,
-                              FInt, Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local,
+from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue, FAssign, FBits,
+                              FConst, For, FInt, Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local,
                               Param, Ref, ScalarVar, Scope, Select, SetFlag, SetValue, SizeOf, StructDecl, StructLet, SyncAll,
-                              TensorVar,
+                              TableAt, TensorVar,
                               TPos, Vec, View, WaitFlag, const_value, vec, walk)
 from opgen.kernel.rowsched import (_gap_blocks_func, _load_row, _row_reduce, _row_start_of, _store_row, add, div,
                                    mul, sub)
@@ -214,6 +217,9 @@ class HeadSchedule:
     args: tuple = ()
     nparts: int = 0
     body_lanes: tuple = ()
+    part_funcs: tuple = ()   # SetupPart and the Addr<k> methods (Funcs); (): SetupPart is the skeleton's (extern)
+    tables: tuple = ()       # the ConstTables SetupPart and Init read (kBody, kAddr, kBodyUse, ...)
+    dim_fields: tuple = ()   # the tiling-data fields of the dims the addressing reads (dim<Name>)
 
 
 def _n(c: dict, k: str) -> int:
@@ -508,8 +514,8 @@ def _prepare_lanes(s: HeadSchedule) -> Func:
 
 
 def _run_parts(s: HeadSchedule) -> Func:
-    """The part slots in row-space order: each slot's Part for this attribute key (SetupPart, the skeleton's: it reads
-    the constexpr attribute tables; 0 when the slot has no part), its rows after the previous parts' rows."""
+    """The part slots in row-space order: each slot's Part for this attribute key (SetupPart: it reads the constant
+    attribute tables; 0 when the slot has no part), its rows after the previous parts' rows."""
     rows = mul(Sym("batchNum"), Sym("heads_"), Sym("p.seq"))
     return Func("RunParts", (), (
         Let("start", Lit(0), mutable=True),
@@ -528,8 +534,9 @@ def head_class(name: str, s: HeadSchedule) -> KernelClass:
     """The Kernel IR of head kernel class `name` (template parameter T) from `s`: Process (this core's rows, the
     buffers, the parts, the column outputs' cross-core sums), InitBuffers, RunPart, CopyIn, Compute, CopyOut,
     CopyRowsIn / CopyRowsOut, ReduceAccs, RunParts, the bodies and the helpers LoadRow, StoreRow, RowSum,
-    RowStartOf and GapBlocks, PrepareLanes. SetupPart (a part slot's Part) is the skeleton's (`extern`): it reads
-    the constexpr attribute tables. Members are printed by kir.members_cpp."""
+    RowStartOf and GapBlocks, PrepareLanes, SetupPart and Addr<k> (a part slot's Part from the constant attribute
+    tables, s.part_funcs; without them SetupPart is declared `extern`), Init (the members from the tiling data).
+    Members are printed by kir.members_cpp."""
     c = s.counts
     locals_, tensors, scalars = _members(c, s)
     gms = tuple(GmTensor(f"gm_{n}", ct, cpp_name(n)) for n, ct in s.gms)
@@ -548,16 +555,25 @@ def head_class(name: str, s: HeadSchedule) -> KernelClass:
     helpers.append(_run_parts(s))
     if s.lanes:
         helpers.append(_prepare_lanes(s))
-    ext = [Func("SetupPart", (Param("j"), Param("p", "struct", PART)), ret="int64_t", extern=True)]
+    ext = list(s.part_funcs) or [Func("SetupPart", (Param("j"), Param("p", "struct", PART)), ret="int64_t",
+                                      extern=True)]
     process = (Assign("rowStart_", Invoke("RowStartOf", (BLOCK_IDX,))),
                Assign("rowEnd_", Invoke("RowStartOf", (add(BLOCK_IDX, 1),))),
                Call("InitBuffers"), Call("RunParts"))
     if s.accs:
         process += (Call("ReduceAccs"),)
     args = tuple(cpp_name(a) for a in s.args)
+    init = (Assign("attrKey_", div(Sym("tilingKey"), Lit(100))), Assign("heads_", Sym("headNum")),
+            Assign("headDim_", Sym("headDimLen")), Assign("dAlign_", Sym("dAlign")))
+    if any(t.name == "kAccMask" for t in s.tables):   # the column outputs summed for this attribute key
+        init += (Assign("accMask_", TableAt("kAccMask", (Sym("attrKey_"),))),)
+    init += tuple(FAssign(f"attr_{a}", FBits(Sym(f"{a}Bits"))) for a in s.float_attrs)
+    fields = tuple(f for f in FIELDS if f != "colsPerReduceCore" or s.accs)   # the exchange's field: with accs
+    fields += tuple(f for f in s.dim_fields if f not in FIELDS) + tuple(f"{a}Bits" for a in s.float_attrs)
     return KernelClass(name, "TilingData", args=args, gms=gms, locals=locals_, tensors=tensors, scalars=scalars,
-                       fields=FIELDS, process=process, methods=tuple(helpers) + tuple(s.bodies) + tuple(ext),
-                       tparams=("T",), doc="head-rows schedule", structs=(part_decl(c),))
+                       fields=fields, init=init, process=process,
+                       methods=tuple(helpers) + tuple(s.bodies) + tuple(ext), tparams=("T",),
+                       doc="head-rows schedule", structs=(part_decl(c),), tables=tuple(s.tables))
 
 
 SCHEDULE_METHODS = ("InitBuffers", "RunParts", "RunPart", "PrepareLanes", "CopyIn", "Compute", "CopyOut", "CopyRowsIn", "CopyRowsOut",

@@ -527,7 +527,8 @@ class Ref:
 @dataclass(frozen=True)
 class Param:
     """A method parameter: kind "int" (int64_t), "float", "bool", "tensor" (const LocalTensor<dtype>&), "gm"
-    (const GlobalTensor<dtype>&) or "struct" (const dtype&: a plain struct the file skeleton declares, e.g. the head
+    (const GlobalTensor<dtype>&) or "struct" (dtype&, const unless the method sets a field: a plain struct the file
+    skeleton declares, e.g. the head
     kernel's Part, described by a StructDecl of KernelClass.structs; its fields are read as symbols `name.field` or
     `name.field[N]` (STRUCT_FIELD), its GM tensor fields as GmView("name.field[N]"), and it is passed on as
     Sym(name))."""
@@ -2317,6 +2318,20 @@ class CppPrinter:
         t = self.e(v)
         return t if ctype is None or const_value(v) is not None else f"static_cast<{ctype}>({t})"
 
+    def _sets_struct(self, body, name: str, seen: frozenset = frozenset()) -> bool:
+        """Whether statements `body` set a field of struct `name` (StructSet), directly or through a method they
+        pass it to."""
+        for s in walk(body):
+            if isinstance(s, StructSet) and s.target.split(".")[0] == name:
+                return True
+            if isinstance(s, Call) and s.method not in seen:
+                m = next((f for f in self.k.methods if f.name == s.method), None)
+                for q, a in zip(m.params if m else (), s.args):
+                    if q.kind == "struct" and isinstance(a, Sym) and a.name == name and \
+                            self._sets_struct(m.body, q.name, seen | {s.method}):
+                        return True
+        return False
+
     # -- the class
     def func(self, name, params, body, ret="void", const=False, doc="", depth=1, tparams=(),
              static=False) -> list[str]:
@@ -2329,8 +2344,8 @@ class CppPrinter:
             if q.kind in ("tensor", "gm"):
                 ps.append(f"const {'LocalTensor' if q.kind == 'tensor' else 'GlobalTensor'}<{q.dtype}>& {q.name}")
                 scope[q.name] = q.dtype
-            elif q.kind == "struct":
-                ps.append(f"const {q.dtype}& {q.name}")
+            elif q.kind == "struct":   # by reference; const unless the method (or one it passes it to) sets a field
+                ps.append(f"{'' if self._sets_struct(body, q.name) else 'const '}{q.dtype}& {q.name}")
                 scope[q.name] = ("struct", q.dtype)
             else:
                 ctype = {'int': 'int64_t', 'float': 'float', 'bool': 'bool', 'mode': 'RoundMode'}[q.kind]

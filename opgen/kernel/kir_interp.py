@@ -1218,12 +1218,15 @@ def opaque(k: kir.KernelClass) -> str | None:
 
 
 def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: int = 196608,
-        workspace: np.ndarray | None = None, types: dict | None = None, verify_first: bool = True) -> RunResult:
+        workspace: np.ndarray | None = None, types: dict | None = None, verify_first: bool = True,
+        members: dict | None = None) -> RunResult:
     """Run kernel class `k` on `block_dim` cores (core i has GetBlockIdx() = i, GetBlockNum() = block_dim).
 
     tiling: {field name: int} for every k.fields entry; gm: {Init argument name (k.args): NumPy array} (modified in
     place by UB -> GM copies; its bytes are the GM tensor, any dtype); workspace: the user workspace array (for
-    GmTensors with workspace=True); types: {template parameter: element type} ("T" -> "half"); ub_bytes: the UB of
+    GmTensors with workspace=True; an argument given as None is a nullptr: its tensor is unbound, any access to it
+    faults); members: {scalar member: value} the file skeleton's Init sets from the arguments (a head-rows kernel's
+    has_<input>: the pointer is not nullptr); types: {template parameter: element type} ("T" -> "half"); ub_bytes: the UB of
     each core in bytes (the platform's, opgen.platforms). Returns a RunResult (faults as `[core k] message`, the
     first one stops the launch, as the emulation's launch does). Raises kir.IRError for a malformed program (the
     verifier), NotKernelIR for a class with C++ text left in it (`opaque`) and OpgenError for a missing tiling
@@ -1247,13 +1250,18 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
     gms = {}
     for g in k.gms:
         arr = workspace if g.workspace else gm.get(g.arg)
-        if arr is None and not g.workspace:
+        if arr is None and not g.workspace and g.arg not in gm:
             raise OpgenError(f"kernel IR interpreter: GM argument {g.arg} not given")
         data = None if arr is None else np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
         if arr is not None and np.size(arr) and not np.shares_memory(data, arr):
             raise OpgenError(f"kernel IR interpreter: GM argument {g.arg or 'workspace'} must be a contiguous array")
         gms[g.name] = _Gm(g.name, data, g.dtype)
     cores = [_Core(k, i, block_dim, tiling, gms, ub_bytes, types) for i in range(block_dim)]
+    for c in cores:
+        for name, v in (members or {}).items():
+            if name not in c.members:
+                raise OpgenError(f"kernel IR interpreter: {name} is not a scalar member of {k.name}")
+            c.members[name] = v
     gens = [c.run() for c in cores]
     live = set(range(block_dim))
     faults: list = []

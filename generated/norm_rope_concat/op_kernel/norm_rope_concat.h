@@ -295,14 +295,6 @@ __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
     return (a + b - 1) / b * b;
 }
 
-// use[j] = bit j of mask (the slots a body uses), j < n.
-__aicore__ inline void UseBits(int64_t* use, int64_t n, uint32_t mask)
-{
-    for (int64_t j = 0; j < n; ++j) {
-        use[j] = (mask >> j) & 1U;
-    }
-}
-
 template <typename T>
 class NormRopeConcatKernel {
 public:
@@ -336,10 +328,6 @@ public:
                                 const optiling::NormRopeConcatTilingData* td)
     {
         td_ = td;
-        attrKey_ = td->tilingKey / 100;
-        heads_ = td->headNum;
-        headDim_ = td->headDimLen;
-        dAlign_ = td->dAlign;
         gm_query.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(query));
         gm_key.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(key));
         gm_value.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(value));
@@ -375,7 +363,11 @@ public:
         } else {
             (void)workspace;
         }
-        attr_eps = BitsToFloat(td->epsBits);
+        attrKey_ = td_->tilingKey / 100;
+        heads_ = td_->headNum;
+        headDim_ = td_->headDimLen;
+        dAlign_ = td_->dAlign;
+        attr_eps = BitsToFloat(td_->epsBits);
     }
 
     __aicore__ inline void Process()
@@ -390,62 +382,57 @@ private:
     // The part in slot j for this attribute key (0: none); its rows, GM tensors and body.
     __aicore__ inline int64_t SetupPart(int64_t j, Part& p)
     {
-        switch (kAddr[attrKey_][j]) {
-            case 0:
-                Addr0(p);
-                break;
-            case 1:
-                Addr1(p);
-                break;
-            case 2:
-                Addr2(p);
-                break;
-            case 3:
-                Addr3(p);
-                break;
-            case 4:
-                Addr4(p);
-                break;
-            case 5:
-                Addr5(p);
-                break;
-            case 6:
-                Addr6(p);
-                break;
-            case 7:
-                Addr7(p);
-                break;
-            case 8:
-                Addr8(p);
-                break;
-            case 9:
-                Addr9(p);
-                break;
-            case 10:
-                Addr10(p);
-                break;
-            case 11:
-                Addr11(p);
-                break;
-            default:
-                return 0;
+        const int64_t addr = kAddr[attrKey_][j];
+        if (addr < 0) {
+            return 0;
+        }
+        if (addr == 0) {
+            Addr0(p);
+        }
+        if (addr == 1) {
+            Addr1(p);
+        }
+        if (addr == 2) {
+            Addr2(p);
+        }
+        if (addr == 3) {
+            Addr3(p);
+        }
+        if (addr == 4) {
+            Addr4(p);
+        }
+        if (addr == 5) {
+            Addr5(p);
+        }
+        if (addr == 6) {
+            Addr6(p);
+        }
+        if (addr == 7) {
+            Addr7(p);
+        }
+        if (addr == 8) {
+            Addr8(p);
+        }
+        if (addr == 9) {
+            Addr9(p);
+        }
+        if (addr == 10) {
+            Addr10(p);
+        }
+        if (addr == 11) {
+            Addr11(p);
         }
         p.body = kBody[attrKey_][j];
-        if (p.body >= 0) {
-            const uint8_t* u = kBodyUse[p.body];
-            UseBits(p.useIn, kIn, u[0]);
-            UseBits(p.useOut, kOut, u[1]);
-            UseBits(p.useStatIn, kStatIn, u[2]);
-            UseBits(p.useStatOut, kStatOut, u[3]);
-            UseBits(p.useCol, kCol, u[4]);
-            UseBits(p.useAcc, kAcc, u[5]);
+        if (p.body >= 0) {  // the slots the body uses
+            p.useIn[0] = kBodyUse[p.body][0] % 2;
+            p.useOut[0] = kBodyUse[p.body][1] % 2;
+            p.useStatOut[0] = kBodyUse[p.body][3] % 2;
+            p.useStatOut[1] = kBodyUse[p.body][3] / 2 % 2;
+            p.useCol[0] = kBodyUse[p.body][4] % 2;
+            p.useCol[1] = kBodyUse[p.body][4] / 2 % 2;
         }
-        for (int64_t l = 0; l < kPerm; ++l) {
-            p.permWant[l] = p.body < 0 ? -1 : kBodyPerm[p.body][l];
-        }
-        for (int64_t l = 0; l < kSign; ++l) {
-            p.signWant[l] = p.body < 0 ? -1 : kBodySign[p.body][l];
-        }
+        p.permWant[0] = p.body < 0 ? -1 : kBodyPerm[p.body][0];
+        p.signWant[0] = p.body < 0 ? -1 : kBodySign[p.body][0];
         return 1;
     }
 
@@ -572,10 +559,7 @@ private:
     // encoder_query: rows [B, Seq, N]; rope_sin row s + Sq, rope_cos row s + Sq, query_output at s + Sq; RoPE rows s < R - Sq
     __aicore__ inline void Addr6(Part& p)
     {
-        p.seq = td_->dimSeq;
-        if (!has_encoder_query) {
-            p.seq = 0;  // absent: no rows
-        }
+        p.seq = has_encoder_query != 0 ? td_->dimSeq : 0;  // no rows when an optional input it reads is absent
         p.in[0] = gm_encoder_query;
         p.inExtent[0] = td_->dimSeq;
         p.inOffset[0] = 0;
@@ -598,10 +582,7 @@ private:
     // encoder_query: rows [B, Seq, N]; RoPE rows s < R
     __aicore__ inline void Addr7(Part& p)
     {
-        p.seq = td_->dimSeq;
-        if (!has_encoder_query) {
-            p.seq = 0;  // absent: no rows
-        }
+        p.seq = has_encoder_query != 0 ? td_->dimSeq : 0;  // no rows when an optional input it reads is absent
         p.in[0] = gm_encoder_query;
         p.inExtent[0] = td_->dimSeq;
         p.inOffset[0] = 0;
@@ -624,10 +605,7 @@ private:
     // encoder_key: rows [B, Sek, N]; rope_sin row s + Sk, rope_cos row s + Sk, key_output at s + Sk; RoPE rows s < R - Sk
     __aicore__ inline void Addr8(Part& p)
     {
-        p.seq = td_->dimSek;
-        if (!has_encoder_key) {
-            p.seq = 0;  // absent: no rows
-        }
+        p.seq = has_encoder_key != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
         p.in[0] = gm_encoder_key;
         p.inExtent[0] = td_->dimSek;
         p.inOffset[0] = 0;
@@ -650,10 +628,7 @@ private:
     // encoder_key: rows [B, Sek, N]; RoPE rows s < R
     __aicore__ inline void Addr9(Part& p)
     {
-        p.seq = td_->dimSek;
-        if (!has_encoder_key) {
-            p.seq = 0;  // absent: no rows
-        }
+        p.seq = has_encoder_key != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
         p.in[0] = gm_encoder_key;
         p.inExtent[0] = td_->dimSek;
         p.inOffset[0] = 0;
@@ -676,10 +651,7 @@ private:
     // encoder_value: rows [B, Sek, N]; value_output at s + Sk
     __aicore__ inline void Addr10(Part& p)
     {
-        p.seq = td_->dimSek;
-        if (!has_encoder_value) {
-            p.seq = 0;  // absent: no rows
-        }
+        p.seq = has_encoder_value != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
         p.in[0] = gm_encoder_value;
         p.inExtent[0] = td_->dimSek;
         p.inOffset[0] = 0;
@@ -693,10 +665,7 @@ private:
     // encoder_value: rows [B, Sek, N]
     __aicore__ inline void Addr11(Part& p)
     {
-        p.seq = td_->dimSek;
-        if (!has_encoder_value) {
-            p.seq = 0;  // absent: no rows
-        }
+        p.seq = has_encoder_value != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
         p.in[0] = gm_encoder_value;
         p.inExtent[0] = td_->dimSek;
         p.inOffset[0] = 0;

@@ -190,14 +190,6 @@ __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
     return (a + b - 1) / b * b;
 }
 
-// use[j] = bit j of mask (the slots a body uses), j < n.
-__aicore__ inline void UseBits(int64_t* use, int64_t n, uint32_t mask)
-{
-    for (int64_t j = 0; j < n; ++j) {
-        use[j] = (mask >> j) & 1U;
-    }
-}
-
 template <typename T>
 class NormRopeConcatGradKernel {
 public:
@@ -232,10 +224,6 @@ public:
         GM_ADDR grad_norm_added_key_bias, GM_ADDR workspace, const optiling::NormRopeConcatGradTilingData* td)
     {
         td_ = td;
-        attrKey_ = td->tilingKey / 100;
-        heads_ = td->headNum;
-        headDim_ = td->headDimLen;
-        dAlign_ = td->dAlign;
         gm_grad_query_output.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_query_output));
         gm_grad_key_output.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_key_output));
         gm_grad_value_output.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_value_output));
@@ -273,12 +261,16 @@ public:
         accOut5_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_added_query_bias));
         accOut6_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_added_key_weight));
         accOut7_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(grad_norm_added_key_bias));
-        accMask_ = kAccMask[attrKey_];
         if (td->workspaceBytes > 0) {
             ws_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
         } else {
             (void)workspace;
         }
+        attrKey_ = td_->tilingKey / 100;
+        heads_ = td_->headNum;
+        headDim_ = td_->headDimLen;
+        dAlign_ = td_->dAlign;
+        accMask_ = kAccMask[attrKey_];
     }
 
     __aicore__ inline void Process()
@@ -294,62 +286,59 @@ private:
     // The part in slot j for this attribute key (0: none); its rows, GM tensors and body.
     __aicore__ inline int64_t SetupPart(int64_t j, Part& p)
     {
-        switch (kAddr[attrKey_][j]) {
-            case 0:
-                Addr0(p);
-                break;
-            case 1:
-                Addr1(p);
-                break;
-            case 2:
-                Addr2(p);
-                break;
-            case 3:
-                Addr3(p);
-                break;
-            case 4:
-                Addr4(p);
-                break;
-            case 5:
-                Addr5(p);
-                break;
-            case 6:
-                Addr6(p);
-                break;
-            case 7:
-                Addr7(p);
-                break;
-            case 8:
-                Addr8(p);
-                break;
-            case 9:
-                Addr9(p);
-                break;
-            case 10:
-                Addr10(p);
-                break;
-            case 11:
-                Addr11(p);
-                break;
-            default:
-                return 0;
+        const int64_t addr = kAddr[attrKey_][j];
+        if (addr < 0) {
+            return 0;
+        }
+        if (addr == 0) {
+            Addr0(p);
+        }
+        if (addr == 1) {
+            Addr1(p);
+        }
+        if (addr == 2) {
+            Addr2(p);
+        }
+        if (addr == 3) {
+            Addr3(p);
+        }
+        if (addr == 4) {
+            Addr4(p);
+        }
+        if (addr == 5) {
+            Addr5(p);
+        }
+        if (addr == 6) {
+            Addr6(p);
+        }
+        if (addr == 7) {
+            Addr7(p);
+        }
+        if (addr == 8) {
+            Addr8(p);
+        }
+        if (addr == 9) {
+            Addr9(p);
+        }
+        if (addr == 10) {
+            Addr10(p);
+        }
+        if (addr == 11) {
+            Addr11(p);
         }
         p.body = kBody[attrKey_][j];
-        if (p.body >= 0) {
-            const uint8_t* u = kBodyUse[p.body];
-            UseBits(p.useIn, kIn, u[0]);
-            UseBits(p.useOut, kOut, u[1]);
-            UseBits(p.useStatIn, kStatIn, u[2]);
-            UseBits(p.useStatOut, kStatOut, u[3]);
-            UseBits(p.useCol, kCol, u[4]);
-            UseBits(p.useAcc, kAcc, u[5]);
+        if (p.body >= 0) {  // the slots the body uses
+            p.useIn[0] = kBodyUse[p.body][0] % 2;
+            p.useIn[1] = kBodyUse[p.body][0] / 2 % 2;
+            p.useOut[0] = kBodyUse[p.body][1] % 2;
+            p.useStatIn[0] = kBodyUse[p.body][2] % 2;
+            p.useStatIn[1] = kBodyUse[p.body][2] / 2 % 2;
+            p.useCol[0] = kBodyUse[p.body][4] % 2;
+            p.useAcc[0] = kBodyUse[p.body][5] % 2;
+            p.useAcc[1] = kBodyUse[p.body][5] / 2 % 2;
         }
-        for (int64_t l = 0; l < kPerm; ++l) {
-            p.permWant[l] = p.body < 0 ? -1 : kBodyPerm[p.body][l];
-        }
-        for (int64_t l = 0; l < kSign; ++l) {
-            p.signWant[l] = p.body < 0 ? -1 : kBodySign[p.body][l];
-        }
+        p.permWant[0] = p.body < 0 ? -1 : kBodyPerm[p.body][0];
+        p.signWant[0] = p.body < 0 ? -1 : kBodySign[p.body][0];
         return 1;
     }
 
@@ -468,10 +457,7 @@ private:
     // encoder_query: rows [B, Seq, N]; grad_query_output at s + Sq, rope_sin row s + Sq, rope_cos row s + Sq; RoPE rows s < R - Sq
     __aicore__ inline void Addr4(Part& p)
     {
-        p.seq = td_->dimSeq;
-        if (!has_encoder_query) {
-            p.seq = 0;  // absent: no rows
-        }
+        p.seq = has_encoder_query != 0 ? td_->dimSeq : 0;  // no rows when an optional input it reads is absent
         p.in[0] = gm_grad_query_output;
         p.inExtent[0] = td_->dimSeq + td_->dimSq;
         p.inOffset[0] = td_->dimSq;
@@ -499,10 +485,7 @@ private:
     // encoder_query: rows [B, Seq, N]; RoPE rows s < R
     __aicore__ inline void Addr5(Part& p)
     {
-        p.seq = td_->dimSeq;
-        if (!has_encoder_query) {
-            p.seq = 0;  // absent: no rows
-        }
+        p.seq = has_encoder_query != 0 ? td_->dimSeq : 0;  // no rows when an optional input it reads is absent
         p.in[0] = gm_grad_query_output;
         p.inExtent[0] = td_->dimSeq + td_->dimSq;
         p.inOffset[0] = 0;
@@ -530,10 +513,7 @@ private:
     // encoder_key: rows [B, Sek, N]; grad_key_output at s + Sk, rope_sin row s + Sk, rope_cos row s + Sk; RoPE rows s < R - Sk
     __aicore__ inline void Addr6(Part& p)
     {
-        p.seq = td_->dimSek;
-        if (!has_encoder_key) {
-            p.seq = 0;  // absent: no rows
-        }
+        p.seq = has_encoder_key != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
         p.in[0] = gm_grad_key_output;
         p.inExtent[0] = td_->dimSek + td_->dimSk;
         p.inOffset[0] = td_->dimSk;
@@ -561,10 +541,7 @@ private:
     // encoder_key: rows [B, Sek, N]; RoPE rows s < R
     __aicore__ inline void Addr7(Part& p)
     {
-        p.seq = td_->dimSek;
-        if (!has_encoder_key) {
-            p.seq = 0;  // absent: no rows
-        }
+        p.seq = has_encoder_key != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
         p.in[0] = gm_grad_key_output;
         p.inExtent[0] = td_->dimSek + td_->dimSk;
         p.inOffset[0] = 0;
