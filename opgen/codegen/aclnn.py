@@ -679,10 +679,13 @@ class AclnnPlan:
                                                      lambda n: f"p.{self.m.param(n).cpp}", types.get) + ")")
             lhs, rhs = self._expr(c.lhs), self._expr(c.rhs)
             cond = " && ".join(guards + [f"!({lhs} {ops[c.op]} {rhs})"])
-            out.append(Check(param, "constraint", cond,
-                             c_printf(f"{self._say(param)}: {self.spec.rule_text(r.rule, self._say, r.loc)} ({c} (",
-                                      "%ld", f" {c.op} ", "%ld", "))"),
-                             [f"static_cast<long>({lhs})", f"static_cast<long>({rhs})"],
+            names = sorted(c.symbols())   # the dims' values in name order, as Constraint.explain gives them
+            parts, text = [], f"{self._say(param)}: {self.spec.rule_text(r.rule, self._say, r.loc)} ({c} with "
+            for k, n in enumerate(names):   # c_printf: verbatim text and conversions alternate
+                parts += [text + f"{', ' if k else ''}{n}=", "%ld"]
+                text = ""
+            out.append(Check(param, "constraint", cond, c_printf(*parts, ")"),
+                             [f"static_cast<long>({self._expr(Sym(n))})" for n in names],
                              comment=f"relation of {_file_of(r.loc)}" + (" in some modes" if r.when else "")))
         return out
 

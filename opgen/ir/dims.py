@@ -436,11 +436,12 @@ class Constraint:
         return self.lhs.symbols() | self.rhs.symbols()
 
     def explain(self, env: Env) -> str:
-        """`R <= Sq + Seq` with the values filled in: `R <= Sq + Seq (9 <= 8)`."""
-        try:
-            return f"{self} ({self.lhs.evaluate(env)} {self.op} {self.rhs.evaluate(env)})"
-        except SpecError:
+        """The relation with its dims' values, in name order: `R <= Sq + Seq with R=9, Seq=3, Sq=5`; the text alone
+        when a dim is unbound (or a variadic group)."""
+        vals = [(n, env.get(n)) for n in sorted(self.symbols())]
+        if any(not isinstance(v, int) for _n, v in vals):
             return str(self)
+        return f"{self} with " + ", ".join(f"{n}={v}" for n, v in vals)
 
 
 # ------------------------------------------------------------------------------------------------ bounds

@@ -1617,17 +1617,18 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     // relation of norm_rope_concat_grad.py
     if (d.R.from != nullptr && d.Seq.from != nullptr && d.Sq.from != nullptr &&
         !(d.R.value <= d.Seq.value + d.Sq.value)) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "ropeSin: rows R must not exceed the query sequence Sq + Seq (R <= Seq + Sq (%ld <= %ld))",
-                static_cast<long>(d.R.value), static_cast<long>(d.Seq.value + d.Sq.value));
+        OP_LOGE(
+            ACLNN_ERR_PARAM_INVALID,
+            "ropeSin: rows R must not exceed the query sequence Sq + Seq (R <= Seq + Sq with R=%ld, Seq=%ld, Sq=%ld)",
+            static_cast<long>(d.R.value), static_cast<long>(d.Seq.value), static_cast<long>(d.Sq.value));
         return ACLNN_ERR_PARAM_INVALID;
     }
     // relation of norm_rope_concat_grad.py
     if (d.R.from != nullptr && d.Sek.from != nullptr && d.Sk.from != nullptr &&
         !(d.R.value <= d.Sek.value + d.Sk.value)) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "ropeSin: rows R must not exceed the key sequence Sk + Sek (R <= Sek + Sk (%ld <= %ld))",
-                static_cast<long>(d.R.value), static_cast<long>(d.Sek.value + d.Sk.value));
+                "ropeSin: rows R must not exceed the key sequence Sk + Sek (R <= Sek + Sk with R=%ld, Sek=%ld, Sk=%ld)",
+                static_cast<long>(d.R.value), static_cast<long>(d.Sek.value), static_cast<long>(d.Sk.value));
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;

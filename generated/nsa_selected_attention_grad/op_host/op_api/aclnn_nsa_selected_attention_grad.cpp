@@ -1004,21 +1004,21 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
     // relation of _nsa_common.py
     if (d.N1.from != nullptr && d.N2.from != nullptr && !(d.N1.value % d.N2.value == 0)) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "query: query heads N1 must be a multiple of the kv heads N2 (N1 %% N2 == 0 (%ld == %ld))",
-                static_cast<long>(d.N1.value % d.N2.value), static_cast<long>(0));
+                "query: query heads N1 must be a multiple of the kv heads N2 (N1 %% N2 == 0 with N1=%ld, N2=%ld)",
+                static_cast<long>(d.N1.value), static_cast<long>(d.N2.value));
         return ACLNN_ERR_PARAM_INVALID;
     }
     // relation of _nsa_common.py
     if (d.D.from != nullptr && d.Dv.from != nullptr && !(d.Dv.value <= d.D.value)) {
-        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "value: value head dim Dv must not exceed D (Dv <= D (%ld <= %ld))",
-                static_cast<long>(d.Dv.value), static_cast<long>(d.D.value));
+        OP_LOGE(ACLNN_ERR_PARAM_INVALID, "value: value head dim Dv must not exceed D (Dv <= D with D=%ld, Dv=%ld)",
+                static_cast<long>(d.D.value), static_cast<long>(d.Dv.value));
         return ACLNN_ERR_PARAM_INVALID;
     }
     // relation of _nsa_common.py
     if (d.v_BS_.from != nullptr && d.v_CNT_.from != nullptr && !(d.v_BS_.value * d.v_CNT_.value <= 8192)) {
         OP_LOGE(ACLNN_ERR_PARAM_INVALID,
-                "topkIndices: selected keys CNT * BS must not exceed 8192 (BS * CNT <= 8192 (%ld <= %ld))",
-                static_cast<long>(d.v_BS_.value * d.v_CNT_.value), static_cast<long>(8192));
+                "topkIndices: selected keys CNT * BS must not exceed 8192 (BS * CNT <= 8192 with BS=%ld, CNT=%ld)",
+                static_cast<long>(d.v_BS_.value), static_cast<long>(d.v_CNT_.value));
         return ACLNN_ERR_PARAM_INVALID;
     }
     return ACLNN_SUCCESS;
