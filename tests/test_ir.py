@@ -579,10 +579,11 @@ def _bad_graphs():
         "no outputs": (_graph1([], outputs=[]), r"no outputs"),
         "reduce positive axis on variadic": (_graph1([_node("reduce", ["v"], "a", _f(Variadic("Bd"), S), kind="sum",
                                                             axes=[0], keepdims=False)], params=[bd]),
-                                             r"reduce: axis 0 must be negative and within the 2 dims after \*Bd"),
+                                             r"reduce: axis 0 must be -1..-2 \(the fixed dims after \*Bd\): an axis "
+                                             r"inside \*Bd cannot be named"),
         "reduce axis reaching into variadic": (_graph1([_node("reduce", ["v"], "a", _f(Variadic("Bd"), H), kind="sum",
                                                               axes=[-3], keepdims=False)], params=[bd]),
-                                               r"axis -3 must be negative"),
+                                               r"axis -3 must be -1..-2 \(the fixed dims after \*Bd\)"),
         "reduce repeated axis": (_graph1([_node("reduce", ["x"], "a", _f(H), kind="sum", axes=[0, -2],
                                                 keepdims=False)]), r"repeated axis"),
         "reduce bad kind": (_graph1([_node("reduce", ["x"], "a", _f(H), kind="prod", axes=[0], keepdims=False)]),
@@ -863,3 +864,17 @@ def test_bounds_prove_from_domains_relations_and_floors():
     assert not b.nonneg(H - (H + 1)) and not b.nonneg(1024 - D * N)  # N unbounded above
     assert b.nonneg(1024 - D) and not Bounds().nonneg(H)            # no box: nothing known
     assert Bounds(floor=0).nonneg(H * N) and not Bounds(floor=0).nonneg(H - 1)
+
+
+def test_an_axis_inside_a_variadic_group_is_refused_in_words_that_hold():
+    """_norm_axes: with [*Bd] nothing can be named (the message says so instead of "must be negative" for -1); with
+    [N, *Bd, H] the legal axes are listed by where they lie."""
+    from opgen.ir.dims import Variadic
+    from opgen.ir.ops import _norm_axes
+
+    with pytest.raises(IRError, match=r"reduce: axis -1 would name a dim of \*Bd, which is the whole shape"):
+        _norm_axes((-1,), [Variadic("Bd")], "reduce")
+    with pytest.raises(IRError, match=r"axis -2 must be 0\.\.0 \(the fixed dims before \*Bd\) or -1\.\.-1 \(the fixed "
+                                      r"dims after \*Bd\): an axis inside \*Bd cannot be named"):
+        _norm_axes((-2,), [Sym("N"), Variadic("Bd"), Sym("H")], "reduce")
+    assert _norm_axes((0, -1), [Sym("N"), Variadic("Bd"), Sym("H")], "reduce") == [0, 2]

@@ -189,7 +189,7 @@ spec.dtypes((T,), [(f16,), (i64,)])
 @spec.body
 def _(b, x):
     return {"y": x * 2.0}
-''', 'spec.input("x"', "input x has dtype i64 (dtype variable T); the rows family reads f32, f16, bf16, i32, bool, u8, i8 inputs"),
+''', 'spec.input("x"', "input x has dtype i64 (dtype variable T); the rows family reads f32, f16, bf16, i32 inputs"),
     # a mask input broadcast over the rows (masks of the rows' own shape are read): the refusal names the input
     "WhereColumnMask": ('''
 spec = OpSpec("WhereColumnMask", aclnn="aclnnWhereColumnMask", socs=(A2, A3))
@@ -328,6 +328,23 @@ def _(b, x, w, group):
     xg = x.reshape([N, G, C // G * L])
     return {"y": w.reshape([C, 1]) - (xg - xg.mean(-1)).reshape([N, C, L])}
 ''', "return", "multiplies, adds or subtracts a per-channel operand (x * w, x + b, x - b) only"),
+    # a dtype variable with an int8 row: the byte route through half is per tensor, not per template instance
+    "ByteVariable": ('''
+spec = OpSpec("ByteVariable", aclnn="aclnnByteVariable", socs=(A2, A3), round="rint")
+Bd = spec.variadic("Bd", max_rank=4)
+(T,) = spec.dtype_vars("T")
+spec.input("dy", T, [Bd])
+spec.input("x", T, [Bd])
+spec.output("dx", T, [Bd])
+spec.dtypes((T,), [(f32,), (f16,), (i8,)])
+
+
+@spec.body
+def _(b, dy, x):
+    s = b.sigmoid(x)
+    return {"dx": dy * s * (1.0 + x * (1.0 - s))}
+''', 'spec.input("dy"', "input dy has dtype i8 (dtype variable T); the rows family reads f32, f16, bf16, i32 "
+                         "inputs through a dtype variable (a byte dtype goes through half"),
 }
 
 

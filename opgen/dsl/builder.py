@@ -551,6 +551,13 @@ def _floordivs(e) -> list:
 
 
 def _axes(axes):
+    """The axes of a reduction as a list: an int or a sequence of ints. Raises a spec error at the caller's line
+    for anything else (None: every axis must be listed, there is no 'all axes' shorthand)."""
+    if isinstance(axes, bool) or not (isinstance(axes, int) or (isinstance(axes, (list, tuple)) and all(
+            isinstance(a, int) and not isinstance(a, bool) for a in axes))):
+        raise spec_error(caller_loc(), f"reduction axes must be an int or a tuple of ints, got {axes!r}",
+                         "list every axis, e.g. x.sum((0, 1, 2)); with a variadic group, reshape to fixed dims first: "
+                         "x.reshape([N, Prod(\"Bd\"), H]).sum((0, 1, 2))")
     return [axes] if isinstance(axes, int) else list(axes)
 
 

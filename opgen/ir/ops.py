@@ -244,9 +244,13 @@ def _norm_axes(axes, shape, opname):
                 out.append(a)
                 continue
             if not (-tail <= a < 0):
-                head = f"0..{var[0] - 1} or " if var[0] else ""
-                raise IRError(f"{opname}: axis {a} must be {head}negative and within the {tail} dims after "
-                              f"*{shape[var[0]].name}")
+                g = shape[var[0]].name
+                ok = ([f"0..{var[0] - 1} (the fixed dims before *{g})"] if var[0] else []) + \
+                    ([f"-1..-{tail} (the fixed dims after *{g})"] if tail else [])
+                if not ok:   # the group is the whole shape: no axis can be named
+                    raise IRError(f"{opname}: axis {a} would name a dim of *{g}, which is the whole shape; name fixed "
+                                  f"dims instead (reshape to [Prod(\"{g}\")] first)")
+                raise IRError(f"{opname}: axis {a} must be {' or '.join(ok)}: an axis inside *{g} cannot be named")
             out.append(len(shape) + a)
         else:
             if not (-len(shape) <= a < len(shape)):

@@ -1321,10 +1321,16 @@ def _check_dtype_rows(spec, p) -> None:
     """Every dtype a row program's GM operands take (each row of the dtype table for a variable) is one the rows
     kernel reads (inputs) or writes (outputs). Raises Unsupported naming the tensor and its declaration."""
     decl = {d.name: d for d in list(spec.inputs) + list(spec.outputs)}
+    dvars = {c.name for c in spec.dtype_table}
     for t in p.gm:
         ok = (READS + INDEX_DTYPES if t.space == "stat" else READS) if t.role == "in" else WRITES
         if rowprog.gathered_stat(t):
             ok = ("f32", "f16")   # read by the scalar unit, converted to float (no bf16 scalar conversion)
+        byte_note = ""
+        if t.dtype in dvars:   # one class templated on the variable: a byte dtype's route through half is per tensor
+            ok = tuple(d for d in ok if d not in rowprog.BYTE_DTYPES)
+            byte_note = (" through a dtype variable (a byte dtype goes through half, which one kernel class for every "
+                         "row of the variable cannot do: declare that tensor's dtype as the byte dtype itself)")
         got = sorted({dtype_name(r[t.dtype]) for r in spec.dtype_rows if t.dtype in r} or {t.dtype})
         bad = [d for d in got if d not in ok]
         if bad:
@@ -1333,7 +1339,8 @@ def _check_dtype_rows(spec, p) -> None:
             kind = " (read as a per-row value)" if rowprog.gathered_stat(t) else ""
             raise Unsupported(t.gm, getattr(decl.get(t.gm), "loc", ""), f"{what} {t.gm}{kind} has dtype {bad[0]}"
                               f"{via}; the rows family {'reads' if t.role == 'in' else 'writes'} {', '.join(ok)} "
-                              f"{what}s{' that way' if kind else ''}")
+                              f"{what}s{' that way' if kind else ''}"
+                              f"{byte_note if any(d in rowprog.BYTE_DTYPES for d in bad) else ''}")
 
 
 def variants_of(spec, lowered) -> list:
