@@ -410,7 +410,8 @@ def test_every_rule_has_its_check(packages):
             for o in spec.outputs:
                 assert has(f"%s: is empty, but output {public[o.name].cpp} is not (an empty call needs every output empty)"), (spec.name, o.name)
         for c, param, rule in ((r.constraint, r.param, r.rule) for r in spec.relations if r.when is None):
-            assert has(f"{said(param)}: {rule} ({c} ("), (spec.name, rule)
+            names = sorted(c.symbols())   # the dims' values in name order (Constraint.explain's words)
+            assert has(f"{said(param)}: {rule} ({c} with {names[0]}=%ld"), (spec.name, rule)
         for a in spec.attrs:
             if a.choices and a.type is not bool:
                 assert has(f"{said(a.name)}: must be one of {', '.join(map(repr, a.choices))}"), (spec.name, a.name)

@@ -589,7 +589,9 @@ def test_kernel_matches_the_float64_oracle(case, gen):
     if strategy is not None:
         assert r.tiling_key % 10 == strategy, r.tiling_key
     if strategy == 3:   # COL_STREAM re-reads its row inputs: check states the plan, and the emulation counts it
-        assert r.gm_plan and r.gm_plan["reads"] == STREAM_READS.get(op, r.gm_plan["reads"]) >= 2, r.gm_plan
+        assert r.gm_plan and r.gm_plan["reads"] >= 2, r.gm_plan
+        if op in STREAM_READS:
+            assert r.gm_plan["reads"] == STREAM_READS[op], r.gm_plan
         for name, size in r.gm_plan["inputs"].items():
             assert r.gm[name].read == r.gm_plan["reads"] * size, (name, r.gm[name].read, size)
     want = ORACLES[op](r.inputs, attrs)

@@ -620,7 +620,7 @@ def test_constant_tables_and_struct_fields_set_by_a_method():
     from opgen.kernel.kir import Call, ConstTable, CppPrinter, Func, Param, StructDecl, StructLet, StructSet, TableAt
 
     table = ConstTable("kSel", "int8_t", (2, 3), (0, 8, 16, 4, 12, 8))
-    decl = StructDecl("Pick", (("at", "int", "", None), ("src", "gm", "float", 2)))
+    decl = StructDecl("Pick", (("at", "int", "", None), ("src", "gm", "float", 2)), defaults=(("at", 4),))
 
     def kernel(fill):
         return KernelClass("Tiny", "TinyTiling", args=("x", "y"),
@@ -640,11 +640,16 @@ def test_constant_tables_and_struct_fields_set_by_a_method():
     r = ki.run(k, {"n": 1}, {"x": x, "y": y}, 1)
     assert r.ok, r.first_fault
     assert np.array_equal(y, x[8:16])   # kSel[1][2] = 8
+    r = ki.run(kernel([StructSet("p.src[1]", GmView("gmX"))]), {"n": 1}, {"x": x, "y": y}, 1)
+    assert r.ok and np.array_equal(y, x[4:12])   # q.at never set: its member initialiser, 4
     text = "\n".join(CppPrinter(k).func("Fill", k.method("Fill").params, k.method("Fill").body))
-    assert "p.at = kSel[j][2];" in text and "p.src[1] = gmX;" in text, text
+    assert "p.at = kSel[j][2];" in text and "p.src[1] = gmX;" in text and "Pick& p)" in text, text
+    assert "const Pick& p" not in text   # the method sets its fields: a non-const reference
     with pytest.raises(kir.IRError, match="outside the table"):
         kir.verify(kernel([StructSet("p.at", TableAt("kSel", (Lit(2), Lit(0))))]))
     with pytest.raises(kir.IRError, match="takes a view of a declared GM tensor"):
         kir.verify(kernel([StructSet("p.src[0]", Lit(3))]))
-    with pytest.raises(kir.IRError, match="values for shape"):
+    with pytest.raises(kir.IRError, match=r"value 300 is not an integer in \[-128, 127\] \(int8_t\)"):
         ConstTable("kBad", "int8_t", (2,), (1, 300))
+    with pytest.raises(kir.IRError, match="3 values for shape"):
+        ConstTable("kBad", "int8_t", (2,), (1, 2, 3))

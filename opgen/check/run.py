@@ -264,8 +264,8 @@ def _gm_plan(spec, bound, tiling_key: int) -> dict:
     class serving the call's attrKey and optional inputs, strategy = tiling key % 10): {reads, why, inputs: {row
     input: its bytes in its declared dtype}}: each is planned to be read `reads` times; {} for another family or a
     schedule that reads each input once."""
-    from opgen.check.kirengine import presence_condition
-    from opgen.kernel.rowprog import row_input_reads
+    from opgen.check.kirengine import presence_condition  # lazy: start-up time
+    from opgen.kernel.rowprog import row_input_reads  # lazy: start-up time
     from opgen.passes.pipeline import kernel_build  # lazy: start-up time
 
     ex = kernel_build(spec).lowered.extra
@@ -280,6 +280,8 @@ def _gm_plan(spec, bound, tiling_key: int) -> dict:
     sizes = {}
     for n in sorted({t.gm for t in p.gm if t.role == "in" and t.space == "row"}):
         i = next(x for x in spec.inputs if x.name == n)
+        if bound.arrays.get(n) is None:   # an absent optional input is not read
+            continue
         dt = bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
         sizes[n] = int(np.prod(np.shape(bound.arrays[n]), dtype=np.int64)) * dt.itemsize
     return {"reads": reads, "why": why, "inputs": sizes}

@@ -39,7 +39,7 @@ import re
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.codegen.kernel import instr_node
-from opgen.ir.dims import Bin, Constraint, Lit, Sym
+from opgen.ir.dims import Bin, Constraint, Lit, Sym, Variadic, as_dim, subst
 from opgen.ir.locs import spec_comment
 from opgen.kernel import headsched as hs
 from opgen.kernel import kir
@@ -172,8 +172,8 @@ def addr_variant(bd: SlotBinding, offs: dict) -> int:
 def _dim_ir(e, fields: dict):
     """Dim expression `e` over the spec's dims as a Kernel-IR expression over their tiling-data fields (`fields`:
     {dim: field}). Raises SpecError for a dim without a field."""
-    from opgen.ir.dims import as_dim, subst
-
+    if isinstance(e, Variadic):
+        raise SpecError(f"head-row kernel: variadic dims *{e.name} are not supported")
     e = as_dim(e)
     missing = sorted(n for n in e.symbols() if n not in fields)
     if missing:
@@ -445,6 +445,7 @@ def head_context(spec, low: Lowered, counts, fields: dict, doc: str) -> dict:
         "nsign": nsign, "body_perms": body_perms, "body_signs": body_signs,
         "setup_cpp": kir.methods_cpp(sched, [f.name for f in part_funcs], verify_first=False).rstrip("\n"),
         "init_cpp": "\n".join(kir.CppPrinter(sched).body(sched.init, 2, {})),
+        "gm_scalar": kir.reads_gm_scalar(sched),
         "schedule_cpp": kir.methods_cpp(sched, [n for n in hs.SCHEDULE_METHODS if n in names]
                                         + [f.name for f in body_funcs], verify_first=False).rstrip("\n"),
         "process_cpp": kir.process_cpp(sched, verify_first=False).rstrip("\n"),
@@ -473,4 +474,4 @@ def _check_dtypes(spec, part: HeadPart, dvar: str) -> None:
 
 
 __all__ = ["Lowered", "data_dtype", "full_keys", "lower_spec", "check_presence_variants", "emit_head_kernel", "head_context", "schedule_text", "instr_nodes",
-           "body_func", "addr_lines", "accumulated_outputs", "addressing_dims"]
+           "body_func", "addr_nodes", "setup_part", "accumulated_outputs", "addressing_dims"]

@@ -31,7 +31,7 @@ from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.ir.locs import spec_comment
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
-from opgen.kernel.isa import FP32_MAX, INSTRS, REPEAT_FORMS, Op, Pipe, entry, float_scalar
+from opgen.kernel.isa import FP32_MAX, INSTRS, REPEAT_FORMS, Op, Pipe, entry
 from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
                                   PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
                                   names_in, instr_op, per_row, row_passes)
@@ -41,7 +41,6 @@ from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.rowsched import add as _ksum
 from opgen.kernel.rowfexpr import parse as parse_scalar
-from opgen.kernel.vsync import instr_stmt, vstmt
 from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
 from opgen.codegen import kernel_cube  # noqa: F401,E402  installs the cube family's emission (opgen.kernel.cube)
 
@@ -114,16 +113,6 @@ class DimFields:
 
 def _ctype(dtype: str) -> str:
     return CTYPE.get(dtype, dtype)
-
-
-def _operand(name: str, prog: RowProgram) -> str:
-    if name.startswith("w") and name[1:].isdigit():
-        return f"w_[{name[1:]}]"
-    if name in prog.brow:
-        return f"brow_[{prog.brow.index(name)}]"
-    if name in prog.col:
-        return f"colv_[{prog.col.index(name)}]"
-    raise SpecError(f"row kernel {prog.name}: operand {name} has no buffer")
 
 
 INT_MEMBERS = ("hidden_", "headDim_", "rowNum_", "seqLen_", "c0_")
@@ -259,67 +248,6 @@ def _region_key(r) -> tuple:
     return (r.tensor, None if r.slot is None else str(r.slot))
 
 
-def table_form(i: Instr, operand, n: str, row_in: str = "", row_out: str = ""):
-    """(instruction-table entry, {operand name: C++ expression}) of row-program instruction `i` (opgen.kernel.isa,
-    opgen.kernel.rowprog.instr_op), or None for the kinds printed otherwise. `operand` names a UB buffer, `n` is the
-    lane count expression, `row_in` / `row_out` the UB rows a cast_in reads and a store writes; a scalar operand is
-    an fp32 expression (docs/reference/ascendc.md §1.9)."""
-    op = instr_op(i)
-    if op is None:
-        return None
-    if i.kind in (*MASK_KINDS, *SELECT_KINDS, "vwiden", "vnarrow") or (i.kind in ("cast_in", "store") and i.op):
-        raise SpecError(f"row kernel {i.dst}: a compare, select or byte row is printed through Kernel IR only "
-                        f"(instr_node)")
-    d, k = INSTRS[op], i.kind
-    if k == "acc":
-        return d, {"dst": operand(i.dst), "src0": operand(i.dst), "src1": operand(i.srcs[0]), "count": n}
-    if k == "cast_in":
-        return d, {"dst": operand(i.dst), "src": row_in, "count": n}
-    if k == "store":
-        return d, {"dst": row_out, "src": operand(i.srcs[0]), "mode": f"RoundMode::{i.arg}", "count": n}
-    if k == "vgather":
-        return d, {"dst": operand(i.dst), "src": operand(i.srcs[0]), "offset": operand(i.arg), "base": "0",
-                   "count": f"static_cast<uint32_t>({n})"}
-    ops = {"dst": operand(i.dst), "count": n}
-    for j, x in enumerate(i.srcs):
-        ops[f"src{j}"] = operand(x)
-    if k in ("vscalar", "vdup", "viota"):
-        ops["scalar"] = float_scalar(i.arg)
-    return d, ops
-
-
-def compute_line(i: Instr, operand, n: str) -> str | None:
-    """C++ of a row-program instruction that touches only UB operands and scalars (vbin, vscalar, vunary, vdup,
-    acc, sexpr), shared by the row and head kernel printers; `operand` names a buffer, `n` is the lane count
-    expression. The vector instructions are printed through their instruction-table entry (`table_form`). None for
-    the kinds whose addressing is the printer's own (loads, stores, row reductions)."""
-    if i.kind == "sexpr":
-        return f"const float {i.dst} = {i.arg};"
-    if i.kind not in ("vbin", "vscalar", "vunary", "vdup", "viota", "acc"):
-        return None
-    d, exprs = table_form(i, operand, n)
-    return d.stmt(**exprs)
-
-
-def vector_stmt(i: Instr, lines: list[str], operand, n: str, row_in: str = "", row_out: str = ""):
-    """The printed `lines` of instruction `i` as a stream statement of the barrier pass (opgen.kernel.vsync): a
-    VStmt with the regions its table entry's operands read and write (`table_form`) for a vector instruction, the
-    lines unchanged for the others."""
-    form = table_form(i, operand, n, row_in, row_out)
-    if form is None or form[0].pipe is not Pipe.V:
-        return lines
-    return [instr_stmt(form[0], lines, form[1])]
-
-
-def cite(lines: list[str], locs) -> list[str]:
-    """`lines` (the C++ of one statement, first line first) with the statement's first line ending in the spec
-    comment of `locs` (a location or an iterable of them; opgen.ir.locs.spec_comment); unchanged without one."""
-    c = spec_comment(locs)
-    if not c or not lines:
-        return lines
-    return [lines[0] + c] + lines[1:]
-
-
 class Cites:
     """The spec locations a kernel class cites: those of its program and of every other specialisation's program
     with the same text that the class serves (opgen.kernel.rows.variants_of), instruction by instruction."""
@@ -356,58 +284,6 @@ class _Printer:
         for i in prog.rsums():
             by_level.setdefault(i.level, []).append(i.dst)
         self.level_slot = {d: k for ds in by_level.values() for k, d in enumerate(ds)}
-
-    def row_ref(self, gm: str) -> str:
-        return f"rowIn_{gm}[i * rowStride_]" if self.mode == "row" else f"res_{gm}[i * rowStride_]"
-
-    def row_out(self, gm: str) -> str:
-        return f"rowOut_{gm}[i * rowStride_]"
-
-    def instr(self, i: Instr, phase: int | None = None) -> list:
-        """Stream statements of instruction `i` inside the per-row loop (`i`, `n_`): a vector instruction as a VStmt
-        with its operands' regions, a row reduction (RowSum / RowMax: the result read back after a V->S wait) as a
-        VStmt whose accesses are done after it, the others as lines (opgen.kernel.vsync places the barriers); the
-        statement ends with the instruction's spec location (`// spec: file.py:line`). For COL_SPLIT `phase` is the
-        row-reduction level being exchanged (None: the final phase)."""
-        lines = cite(self._instr(i, phase), self.cites.instr(i))
-        op = lambda x: _operand(x, self.p)  # noqa: E731
-        if i.kind == "viota":   # CreateVecIndex writes its first block on the scalar unit: earlier vector reads first
-            return (["SetFlag<HardEvent::V_S>(0);  // CreateVecIndex's first block is a scalar write",
-                     "WaitFlag<HardEvent::V_S>(0);"] + vector_stmt(i, lines, op, "n_"))
-        if i.kind in ("rsum", "rmax") and (self.mode == "row" or (phase is not None and i.level == phase)):
-            return [vstmt(lines, reads=[op(i.srcs[0])], writes=["red_", "redTmp_"], after="done")]
-        return vector_stmt(i, lines, op, "n_", self.row_ref(i.gm) if i.kind == "cast_in" else "",
-                           self.row_out(i.gm) if i.kind == "store" else "")
-
-    def _instr(self, i: Instr, phase: int | None) -> list[str]:
-        op = lambda x: _operand(x, self.p)  # noqa: E731
-        k = i.kind
-        if k == "cast_in":
-            d, ex = table_form(i, op, "n_", row_in=self.row_ref(i.gm))
-            return [d.stmt(**ex)]
-        common = compute_line(i, op, "n_")
-        if common is not None:
-            return [common]
-        if k == "sload":
-            return [f"const float {i.dst} = statIn_{i.gm}.GetValue(i);"]
-        if k == "scheck":
-            x = i.srcs[0]
-            return [f"if (!({x} >= 0.0f && {x} < static_cast<float>(hidden_))) {{", "    Trap();", "}",
-                    f"const float {i.dst} = {x};"]
-        if k == "store":
-            d, ex = table_form(i, op, "n_", row_out=self.row_out(i.gm))
-            return [d.stmt(**ex)]
-        if k == "sstore":
-            return [f"statStage_{i.gm}.SetValue(i, {i.srcs[0]});"]
-        if k in ("rsum", "rmax"):
-            fn = "RowSum" if k == "rsum" else "RowMax"
-            if self.mode == "row":
-                return [f"const float {i.dst} = {fn}({op(i.srcs[0])}, n_);"]
-            j = self.rsum_index[i.dst]
-            if phase is not None and i.level == phase:
-                return [f"sums_.SetValue({self.level_slot[i.dst]} * groupStride_ + i, {fn}({op(i.srcs[0])}, n_));"]
-            return [f"const float {i.dst} = tots_.GetValue({j} * groupStride_ + i);"]
-        raise SpecError(f"row kernel {self.p.name}: no C++ for instruction {k}")
 
     def seg_nodes(self, i: Instr, doc: str) -> kir.Scope:
         """A `vseg` (opgen.kernel.rowprog) in the per-row loop as Kernel-IR statements: for each segment of L columns

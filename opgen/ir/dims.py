@@ -10,6 +10,8 @@ Units: every dim is a count of elements, never bytes.
 
 from __future__ import annotations
 
+import numbers
+
 import functools
 import operator
 from dataclasses import dataclass
@@ -439,7 +441,7 @@ class Constraint:
         """The relation with its dims' values, in name order: `R <= Sq + Seq with R=9, Seq=3, Sq=5`; the text alone
         when a dim is unbound (or a variadic group)."""
         vals = [(n, env.get(n)) for n in sorted(self.symbols())]
-        if any(not isinstance(v, int) for _n, v in vals):
+        if any(not isinstance(v, numbers.Integral) for _n, v in vals):
             return str(self)
         return f"{self} with " + ", ".join(f"{n}={v}" for n, v in vals)
 

@@ -240,7 +240,7 @@ def part_decl(c: dict) -> StructDecl:
               (f"{side}Bnsd", "int", "", _n(c, k))]
     f += [("tabOff", "int", "", _n(c, "kTab")), ("cond", "int", "", _n(c, "kCond")), ("acc", "int", "", _n(c, "kAcc")),
           ("permWant", "int", "", _n(c, "kPerm")), ("signWant", "int", "", _n(c, "kSign"))]
-    return StructDecl(PART, tuple(f))
+    return StructDecl(PART, tuple(f), defaults=(("body", -1),))   # head_kernel.h.j2: `int64_t body = -1;`
 
 
 def _use(kind: str, j: int) -> tuple:

@@ -528,8 +528,7 @@ class Ref:
 class Param:
     """A method parameter: kind "int" (int64_t), "float", "bool", "tensor" (const LocalTensor<dtype>&), "gm"
     (const GlobalTensor<dtype>&) or "struct" (dtype&, const unless the method sets a field: a plain struct the file
-    skeleton declares, e.g. the head
-    kernel's Part, described by a StructDecl of KernelClass.structs; its fields are read as symbols `name.field` or
+    skeleton declares, e.g. the head kernel's Part, described by a StructDecl of KernelClass.structs; its fields are read as symbols `name.field` or
     `name.field[N]` (STRUCT_FIELD), its GM tensor fields as GmView("name.field[N]"), and it is passed on as
     Sym(name))."""
 
@@ -542,10 +541,13 @@ class Param:
 class StructDecl:
     """A plain struct type the file skeleton declares, as far as Kernel IR reads it through a struct parameter:
     `fields` ((name, kind, dtype, count), ...): kind "int" (int64_t) or "bool" (read as an int64 / bool symbol), or
-    "gm" (a GlobalTensor<dtype>, the tensor of a GmView); count None for a scalar field, else the array length."""
+    "gm" (a GlobalTensor<dtype>, the tensor of a GmView); count None for a scalar field, else the array length.
+    `defaults` ((field, value), ...): the int fields whose member initialiser is not 0 (the skeleton declares them
+    so; a StructLet starts every other int field at 0)."""
 
     name: str
     fields: tuple = ()
+    defaults: tuple = ()
 
     def field(self, name: str):
         """(kind, dtype, count) of field `name`, or None."""
@@ -577,8 +579,11 @@ class ConstTable:
         n = 1
         for d in self.shape:
             n *= d
-        if n != len(self.values) or not all(isinstance(v, int) and lo <= v <= hi for v in self.values):
-            raise IRError(f"table {self.name}: {len(self.values)} values for shape {list(self.shape)} of {self.ctype}")
+        if n != len(self.values):
+            raise IRError(f"table {self.name}: {len(self.values)} values for shape {list(self.shape)}")
+        bad = [v for v in self.values if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi]
+        if bad:
+            raise IRError(f"table {self.name}: value {bad[0]!r} is not an integer in [{lo}, {hi}] ({self.ctype})")
 
     def at(self, index) -> int:
         """The element at `index` (ints). Raises IndexError outside the shape."""

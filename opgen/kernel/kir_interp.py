@@ -205,9 +205,10 @@ class _Core:
         self.locals = {b.name: b for b in k.locals}
         self.gms = gms
         self.tables = {t.name: t for t in getattr(k, "tables", ())}
-        self.struct_keys = {d.name: [(f[0] if f[3] is None else f"{f[0]}[{j}]", f[1])
+        self.struct_keys = {d.name: [(f[0] if f[3] is None else f"{f[0]}[{j}]", f[1],
+                                      dict(getattr(d, "defaults", ())).get(f[0], 0))
                                      for f in d.fields for j in ([None] if f[3] is None else range(f[3]))]
-                            for d in k.structs}   # (field key, kind) per struct type
+                            for d in k.structs}   # (field key, kind, initial value) per struct type
         self.members: dict = {f: int(tiling[f]) for f in k.fields}
         self.members.update({"blockIdx": idx, "blockNum": num})
         for t in k.tparams:
@@ -240,10 +241,10 @@ class _Core:
             if ct in NP_TYPES:
                 out[f"sizeof({t})"] = NP_TYPES[ct].itemsize
         out.update(_flat(frame["ints"]))
-        for var, st in _flat(frame.get("structs", {})).items():   # a struct's int fields, 0 until set
-            for key, kind in self.struct_keys[st["__struct__"]]:
+        for var, st in _flat(frame.get("structs", {})).items():   # a struct's int fields: their initialiser until set
+            for key, kind, init in self.struct_keys[st["__struct__"]]:
                 if kind != "gm":
-                    out[f"{var}.{key}"] = st.get(key, 0)
+                    out[f"{var}.{key}"] = st.get(key, init)
         return out
 
     def ival(self, e, frame) -> int:
@@ -298,7 +299,7 @@ class _Core:
         """The int64 result of method(values...) inside an expression (runs its body; no SyncAll inside)."""
         m = self.methods[method]
         frame = {"ints": {p.name: v for p, v in zip(m.params, values)}, "floats": {}, "tensors": {}, "gms": {},
-                 "modes": {}}
+                 "modes": {}, "structs": {}}
         outer, self.where = self.where, method
         value = None
         try:
@@ -650,7 +651,7 @@ class _Core:
             raise _Return(s.value)
         elif isinstance(s, kir.Comment):
             pass
-        elif isinstance(s, kir.StructLet):   # value-initialised: int fields 0, GM fields unbound
+        elif isinstance(s, kir.StructLet):   # int fields at their initialisers (StructDecl.defaults, else 0), GM unbound
             _define(frame["structs"], s.name, {"__struct__": s.struct})
         elif isinstance(s, kir.StructSet):
             m = kir.STRUCT_FIELD.match(s.target)

@@ -299,7 +299,7 @@ def _gather_stat(t: GmRows, at: DimExpr) -> For:
     """The per-row values of the k rows of a CopyIn (`j` the row within them, `at` its GM element offset) read by the
     scalar unit from GM tensor gm_<gm> and converted to float into the statistic buffer `t` (layout "gather": a
     weight over some leading axes, or a statistic of another dtype than fp32)."""
-    cite = f" {_spec(t.spec)}" if t.spec else ""
+    cite = f"; {_spec(t.spec)}" if t.spec else ""
     return For("j", Lit(0), _K, Lit(1), (SetValue(Ref("t", Sym("j")), FLoad(GmView(f"gm_{t.gm}", at))),),
                doc=f"{t.op}: one value per row at its coordinates{cite}")
 
