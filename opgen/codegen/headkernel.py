@@ -40,7 +40,7 @@ from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.codegen.kernel import instr_node
 from opgen.ir.dims import Bin, Constraint, Lit, Sym, Variadic, as_dim, subst
-from opgen.ir.locs import spec_comment
+from opgen.ir.locs import spec_doc
 from opgen.kernel import headsched as hs
 from opgen.kernel import kir
 from opgen.kernel.headlower import (Lowered, SlotBinding, _entry, accumulated_outputs, addressing_dims, bind_slots,
@@ -66,11 +66,6 @@ def _node_operand(x: str) -> kir.Ref:
     return kir.Ref(_BUF[m.group(1)], slot=Lit(int(m.group(2))))
 
 
-def _cite(locs) -> str:
-    """The citation text of `locs` ("spec: a.py:3"), "" without a location."""
-    return spec_comment(locs).strip().removeprefix("//").strip()
-
-
 def instr_nodes(i, locs=None) -> list:
     """The Kernel-IR statements of one row-program instruction inside a body's row loop (`i`: row of the pass,
     headDim_ lanes; opgen.kernel.headsched): a vector instruction as a kir.Vec of its instruction-table entry
@@ -78,7 +73,7 @@ def instr_nodes(i, locs=None) -> list:
     per-row statistic read / write as GetValue / SetValue of statIn<slot>_ / statStage<slot>_ at row i, RowSum as a Call bound
     to a float, a scalar expression as a float let; each cites `locs` (default: the instruction's own location; a
     body shared by several parts cites the instructions of all of them). Raises SpecError for another kind."""
-    doc = _cite([i.loc] if locs is None else locs)
+    doc = spec_doc([i.loc] if locs is None else locs)
     k, row = i.kind, Bin("*", Sym("i"), Sym("dAlign_"))
     if k == "sload":
         return [kir.GetValue(i.dst, kir.Ref(f"statIn{_slot_index(i.gm)}_", Sym("i")), doc=doc)]

@@ -28,7 +28,7 @@ from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
-from opgen.ir.locs import spec_comment
+from opgen.ir.locs import spec_comment, spec_doc
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
 from opgen.kernel.isa import FP32_MAX, INSTRS, REPEAT_FORMS, Op, Pipe, entry
@@ -479,7 +479,7 @@ class _Printer:
         at = _kmul(c, Lit(64))
         R = Bin("//", rs, Lit(8))
         for i in group:
-            doc = spec_comment(self.cites.instr(i)).strip().removeprefix("//").strip()
+            doc = spec_doc(self.cites.instr(i))
             refs = [dataclasses.replace(_operand_ref(x, self.p), offset=at) for x in (i.dst, *i.srcs)]
             reps = [R] + [Lit(0) if x in self.p.col else R for x in i.srcs]
             out += [kir.For("c", Lit(0), Bin("//", _ksum(rs, Lit(63)), Lit(64)), Lit(1), (
@@ -510,7 +510,7 @@ class _Printer:
         src = "rowIn_" if self.mode == "row" else "res_"
         out = []
         for i in instrs:
-            doc = spec_comment(self.cites.instr(i)).strip().removeprefix("//").strip()
+            doc = spec_doc(self.cites.instr(i))
             k = i.kind
             if k == "sload":
                 out.append(kir.GetValue(i.dst, kir.Ref(f"statIn_{i.gm}", Sym("i")), doc=doc))
@@ -607,16 +607,15 @@ class _Addr:
         r = Sym(r) if isinstance(r, str) else r
         if not v.flat:
             return kir.Invoke(f"Off_{name}", (r,))
-        pitch, col = self.dims.sym(v.pitch), self.dims.sym(v.col)
-        terms = [] if pitch == Lit(0) else [r if pitch == Lit(1) else _kmul(r, pitch)]
-        if col != Lit(0):
-            terms.append(col)
-        if not terms:
-            return Lit(0)
-        e = terms[0]
-        for t in terms[1:]:
-            e = Bin("+", e, t)
-        return e
+        return self.at(name, r)
+
+    def at(self, name: str, b=None, *more) -> DimExpr:
+        """Element offset (a Kernel-IR expression) of operand `name`'s row `b` (a DimExpr: a batch or anchor row
+        of a flat view; None: its column operand's place) plus `more`: b * pitch + col + more..., written in that
+        order with zero terms dropped and a pitch of 1 not multiplied."""
+        v = self.view(name)
+        lead = () if b is None else (_scaled(b, self.dims.sym(v.pitch)),)
+        return _offset(*lead, self.dims.sym(v.col), *more)
 
     def inner_stride(self, name: str) -> str:
         """GM elements between consecutive rows of a run (the innermost leading axis' stride)."""
@@ -731,7 +730,7 @@ def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str, cites: Ci
         ct = _ctype(t.dtype)
         spec = spec_comment(cites.gm(t.name, kinds))
         if isinstance(v, PiecewiseView):
-            doc = spec.strip().removeprefix("//").strip()
+            doc = spec_doc(cites.gm(t.name, kinds))
             out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": False, "pieces": True, "spec": spec,
                         "copy_row": addr.piece_copy(t, "row", doc), "copy_col": addr.piece_copy(t, "col", doc)})
             continue
@@ -759,16 +758,10 @@ def _setup_nodes(prog: RowProgram, space: str, addr: "_Addr", cites: Cites) -> l
     for i in prog.instrs:
         if i.space != space or i.dst in prog.late:   # late: after the exchange (_cross_core_lines)
             continue
-        doc = spec_comment(cites.instr(i)).strip().removeprefix("//").strip()
+        doc = spec_doc(cites.instr(i))
         if i.kind == "load":
             t = prog.tensor(i.gm)
-            v = addr.view(i.gm)
-            col = addr.dims.sym(v.col)
-            terms = ([] if space != "brow" else [_kmul(Sym("b"), addr.dims.sym(v.pitch))]) + \
-                ([] if col == Lit(0) else [col]) + [Sym("c0_")]
-            at = terms[0]
-            for x in terms[1:]:
-                at = Bin("+", at, x)
+            at = addr.at(i.gm, Sym("b") if space == "brow" else None, Sym("c0_"))
             out.append(kir.Call("LoadRow", (op(i.dst), kir.GmView(f"gm_{t.gm}", at), n), targs=(_ctype(t.dtype),),
                                 doc=doc))
             continue
@@ -805,7 +798,7 @@ def _finish_nodes(prog: RowProgram, a: str, buf: kir.Ref, tmp: kir.Ref, n, cites
     instructions (RowProgram.acc_post: a mean's division by the count of rows it summed, read from tiling data -- a
     true division, as the interpreter's sum / count --, or the scalar arithmetic of the spec after the reduction)
     with the row `x` as `buf` and the scratch row `t` as `tmp`. Raises SpecError for one with no Kernel-IR node."""
-    doc = spec_comment(cites.acc(a)).strip().removeprefix("//").strip()
+    doc = spec_doc(cites.acc(a))
     out = []
     for i in prog.acc_post.get(a, ()):
         node = instr_node(i, lambda name: buf if name == "x" else tmp, n, doc=doc)
@@ -828,13 +821,11 @@ def _flush_nodes(prog: RowProgram, mode: str, addr: "_Addr", cites: Cites) -> li
     direct: list = []
     for a, (_sp, name, rm) in accs:
         ref = _operand_ref(a, prog)
-        doc = spec_comment(cites.acc(a)).strip().removeprefix("//").strip()
+        doc = spec_doc(cites.acc(a))
         direct += _finish_nodes(prog, a, ref, w0, n, cites)
         if name is not None:
             t = prog.tensor(name)
-            v = addr.view(name)
-            at = _ksum(*[x for x in (_kmul(Sym("curBatch_"), addr.dims.sym(v.pitch)), addr.dims.sym(v.col))
-                         if x != Lit(0)], Sym("c0_"))
+            at = addr.at(name, Sym("curBatch_"), Sym("c0_"))
             direct.append(kir.Call("StoreRow", (kir.GmView(f"gm_{t.gm}", at), ref, rm, n), targs=(_ctype(t.dtype),),
                                    doc=doc))
         if a in prog.acc_reads:   # the complete batch row, for the second pass over the rows
@@ -851,7 +842,7 @@ def _flush_nodes(prog: RowProgram, mode: str, addr: "_Addr", cites: Cites) -> li
         at = _kmul(_ksum(_kmul(kir.BLOCK_IDX, Sym("wsRowsPerCore_")), Lit(ncol), _kmul(Sym("slot"), Lit(len(accs))),
                          Lit(j)), Sym("colAlign_"))
         partial.append(kir.Call("StoreRow", (kir.GmView("ws_", at), _operand_ref(a, prog), "CAST_NONE", n),
-                                targs=("float",), doc=spec_comment(cites.acc(a)).strip().removeprefix("//").strip()))
+                                targs=("float",), doc=spec_doc(cites.acc(a))))
     return [kir.Comment("the whole batch in this core's rows: finished and stored; else its partial row to the "
                         "workspace"),
             kir.If(whole, tuple(with_barriers(direct)), tuple(with_barriers(partial)))]
@@ -862,7 +853,7 @@ def _zero_nodes(prog: RowProgram, space: str, cites: Cites) -> list:
     once per column chunk) set to the identity of their kind (rowprog.ACC_INIT), Duplicate over n_ lanes."""
     return [kir.vec(Op.DUPLICATE, dst=_operand_ref(a, prog),
                     scalar=parse_scalar(ACC_INIT[prog.acc_kinds.get(a, "sum")], ()), count=Sym("n_"),
-                    doc=spec_comment(cites.acc(a)).strip().removeprefix("//").strip())
+                    doc=spec_doc(cites.acc(a)))
             for a, (sp, _n, _r) in _acc_items(prog) if sp == space or (sp, space) == ("total", "col")]
 
 
@@ -871,11 +862,6 @@ def _acc_items(prog: RowProgram) -> list:
     the column accumulators only read by a second pass over the rows (RowProgram.acc_reads)."""
     return list(prog.accs.items()) + [(a, ("brow" if a in prog.brow else "col", None, None))
                                       for a in prog.acc_reads if a not in prog.accs]
-
-
-def _doc(locs) -> str:
-    """The trace comment text of spec locations `locs` (a node's doc: "spec: a.py:3")."""
-    return spec_comment(locs).strip().removeprefix("//").strip()
 
 
 def _totals(prog: RowProgram) -> list:
@@ -901,9 +887,19 @@ def _partials(prog: RowProgram, a: str) -> str:
 
 def _gm_at(addr: "_Addr", name: str, *terms) -> kir.GmView:
     """Output `name`'s GM tensor at its column offset plus `terms` (DimExprs; Lit(0) terms dropped)."""
-    t = addr.p.tensor(name)
-    return kir.GmView(f"gm_{t.gm}", _ksum(*[x for x in (addr.dims.sym(addr.view(name).col), *terms) if x != Lit(0)]
-                                          or [Lit(0)]))
+    return kir.GmView(f"gm_{addr.p.tensor(name).gm}", addr.at(name, None, *terms))
+
+
+def _offset(*terms) -> DimExpr:
+    """terms summed as written, Lit(0) ones dropped (Lit(0) when none is left)."""
+    ts = [as_dim(x) for x in terms if as_dim(x) != Lit(0)]
+    return _ksum(*ts) if ts else Lit(0)
+
+
+def _scaled(x, k) -> DimExpr:
+    """x * k as written; Lit(0) for k = 0, x itself for k = 1."""
+    k = as_dim(k)
+    return Lit(0) if k == Lit(0) else x if k == Lit(1) else _kmul(x, k)
 
 
 def _store(prog: RowProgram, dst: kir.GmView, name: str | None, src: kir.Ref, rm: str, n, doc: str) -> kir.Call:
@@ -925,11 +921,11 @@ def _exchanged_acc_nodes(prog: RowProgram, a: str, name, rm: str, combine: kir.C
     w_[0] (the call `combine`), finished (_finish_nodes), stored to its output `name` (when it has one) at
     `out_at` + r0, and, when a second pass reads it, to its read-back region at `read_at` + r0 (DimExprs)."""
     w0, w1, rn, r0 = kir.Ref("w_", slot=Lit(0)), kir.Ref("w_", slot=Lit(1)), Sym("rn"), Sym("r0")
-    doc = _doc(cites.acc(a))
+    doc = spec_doc(cites.acc(a))
     out = [combine] + _finish_nodes(prog, a, w0, w1, rn, cites)
     if name is not None:
         t = prog.tensor(name)
-        out.append(_store(prog, kir.GmView(f"gm_{t.gm}", _ksum(*[x for x in (out_at, r0) if x != Lit(0)])), name,
+        out.append(_store(prog, kir.GmView(f"gm_{t.gm}", _offset(out_at, r0)), name,
                           w0, rm, rn, doc))
     if a in prog.acc_reads:   # the complete slice, for every core's second pass (after the exchange region)
         out.append(_store(prog, kir.GmView("ws_", _ksum(read_at, r0)), None, w0, rm, rn, doc))
@@ -952,13 +948,13 @@ def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
     pre: list = []
     for j, (a, _v) in enumerate(cols):
         pre.append(_store(prog, kir.GmView("ws_", _ws_row(j)), None, _operand_ref(a, prog), "CAST_NONE", n,
-                          _doc(cites.acc(a))))
+                          spec_doc(cites.acc(a))))
     base = len(cols) + 2 * len(brows)   # the workspace rows of the totals: after the column and batch partials
     for j, (a, _v) in enumerate(tots):   # this core's partial total: its column row reduced, one element
         pre += [kir.Call(_total_red(prog, a), (_operand_ref(a, prog), n), result=f"part{j}"),
                 kir.vec(Op.DUPLICATE, dst=w0, scalar=kir.FRef(f"part{j}"), count=Lit(1)),
                 _store(prog, kir.GmView("ws_", _ws_row(base + j)), None, w0, "CAST_NONE", Lit(1),
-                       _doc(cites.acc(a)))]
+                       spec_doc(cites.acc(a)))]
     out = with_barriers(pre, tail=False) + [
         kir.Barrier(Pipe.ALL, doc="the partial rows are in GM before any core reads them"), kir.SyncAll()]
     per, r0, rn = Sym("colsPerReduceCore"), Sym("r0"), Sym("rn")
@@ -967,7 +963,7 @@ def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
     for j, (a, (_sp, name, rm)) in enumerate(cols):
         body += _exchanged_acc_nodes(
             prog, a, name, rm, kir.Call(_partials(prog, a), (Lit(j), Lit(0), r0, rn, Lit(0), last_core, Lit(-1))),
-            addr.dims.sym(addr.view(name).col) if name is not None else Lit(0),
+            addr.at(name) if name is not None else Lit(0),
             _read_at_expr(prog, a, None) if a in prog.acc_reads else Lit(0), cites)
     if brows:
         b, seq, start, last = Sym("b"), Sym("seqLen_"), Sym("start"), Sym("last")
@@ -976,9 +972,7 @@ def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
                                                  _ksub(_kmul(_ksum(b, Lit(1)), seq), Lit(1)),
                                                  _ksub(Sym("rowNum_"), Lit(1))))]
         for j, (a, (_sp, name, rm)) in enumerate(brows):
-            v = addr.view(name) if name is not None else None
-            out_at = _ksum(*[x for x in (_kmul(b, addr.dims.sym(v.pitch)), addr.dims.sym(v.col))
-                             if x != Lit(0)] or [Lit(0)]) if v is not None else Lit(0)
+            out_at = addr.at(name, b) if name is not None else Lit(0)
             step += _exchanged_acc_nodes(
                 prog, a, name, rm, kir.Call(_partials(prog, a), (
                     Lit(len(cols) + j), Lit(len(brows)), r0, rn, kir.Invoke("CoreOfRow", (_kmul(b, seq),)),
@@ -1008,11 +1002,11 @@ def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
         for a in prog.acc_reads:
             if a not in prog.brow:   # per-batch ones: at each batch of the second pass (_reload_nodes)
                 late.append(kir.Call("LoadRow", (_operand_ref(a, prog), kir.GmView("ws_", _read_at_expr(prog, a, None)),
-                                                 hid), targs=("float",), doc=_doc(cites.acc(a))))
+                                                 hid), targs=("float",), doc=spec_doc(cites.acc(a))))
         op = lambda x: _operand_ref(x, prog)  # noqa: E731
         for i in prog.instrs:   # the column values of complete reductions, every core the whole row
             if i.space == "col" and i.dst in prog.late:
-                node = instr_node(i, op, n, doc=_doc(cites.instr(i)))
+                node = instr_node(i, op, n, doc=spec_doc(cites.instr(i)))
                 if node is None:
                     raise SpecError(f"row kernel {prog.name}: no Kernel IR for late column instruction {i.kind}")
                 late.append(node)
@@ -1030,7 +1024,7 @@ def _total_store_nodes(prog: RowProgram, a: str, name: str, rm: str, cites: Cite
     t = prog.tensor(name)
     w0, w1 = kir.Ref("w_", slot=Lit(0)), kir.Ref("w_", slot=Lit(1))
     return _finish_nodes(prog, a, w0, w1, Lit(1), cites) + [
-        _store(prog, kir.GmView(f"gm_{t.gm}", Lit(0)), name, w0, rm, Lit(1), _doc(cites.acc(a)))]
+        _store(prog, kir.GmView(f"gm_{t.gm}", Lit(0)), name, w0, rm, Lit(1), spec_doc(cites.acc(a)))]
 
 
 def _reload_nodes(prog: RowProgram, cites: Cites, addr: "_Addr | None" = None) -> list:
@@ -1041,26 +1035,24 @@ def _reload_nodes(prog: RowProgram, cites: Cites, addr: "_Addr | None" = None) -
     of red_, StoreRow of one element)."""
     b, hid = Sym("b"), Sym("hidden_")
     out: list = [kir.Call("LoadRow", (_operand_ref(a, prog), kir.GmView("ws_", _read_at_expr(prog, a, b)), hid),
-                          targs=("float",), doc=_doc(cites.acc(a))) for a in prog.acc_reads if a in prog.brow]
+                          targs=("float",), doc=spec_doc(cites.acc(a))) for a in prog.acc_reads if a in prog.brow]
     for name, src, kind in prog.btotals:
         if kind == "expr":
             out.append(kir.FAssign(name, parse_scalar(src, INT_MEMBERS)))
         else:
             out.append(kir.Call("RowMax" if kind == "max" else "RowSum", (_operand_ref(src, prog), hid),
-                                result=f"{name}v", doc=_doc(cites.acc(src))))
+                                result=f"{name}v", doc=spec_doc(cites.acc(src))))
             out.append(kir.FAssign(name, kir.FRef(f"{name}v")))
     out = with_barriers(out, tail=False)
     if prog.batch_stores and addr is not None:
         red = kir.Ref("red_")
         stores: list = []
         for i in prog.batch_stores:
-            v = addr.view(i.gm)
-            at = _ksum(*[x for x in (_kmul(b, addr.dims.sym(v.pitch)), addr.dims.sym(v.col)) if x != Lit(0)]
-                       or [Lit(0)])
+            at = addr.at(i.gm, b)
             stores += [kir.vec(Op.DUPLICATE, dst=red, scalar=parse_scalar(i.arg, INT_MEMBERS), count=Lit(1),
-                               doc=_doc(i.loc)),
+                               doc=spec_doc(i.loc)),
                        _store(prog, kir.GmView(f"gm_{prog.tensor(i.gm).gm}", at), i.gm, red, i.op, Lit(1),
-                              _doc(i.loc))]
+                              spec_doc(i.loc))]
         out.append(kir.If((Constraint(">=", _kmul(b, Sym("seqLen_")), Sym("rowStart_")),), tuple(with_barriers(stores)),
                           doc="this core holds the batch's first row: it writes the batch's values"))
     return out
@@ -1086,7 +1078,7 @@ def _col_total_nodes(prog: RowProgram, cites: Cites) -> tuple[list, list]:
         end += [kir.vec(Op.DUPLICATE, dst=w0, scalar=kir.FRef(f"tot{j}_"), count=Lit(1)),
                 _store(prog, kir.GmView("ws_", _ksum(Sym("totAt"), _kmul(_ksum(_kmul(Sym("core"), Lit(len(tots))),
                                                                                 Lit(j)), Lit(8)))),
-                       None, w0, "CAST_NONE", Lit(1), _doc(cites.acc(a)))]
+                       None, w0, "CAST_NONE", Lit(1), spec_doc(cites.acc(a)))]
     end = with_barriers(end, tail=False)
     end += [kir.Barrier(Pipe.ALL, doc="the partial totals are in GM before core 0 reads them"), kir.SyncAll()]
     body: list = []
@@ -1113,7 +1105,7 @@ def _col_final_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
         if sp == "col":
             ref = _operand_ref(a, prog)
             out += _finish_nodes(prog, a, ref, kir.Ref("w_", slot=Lit(0)), Sym("n_"), cites)
-            out.append(_store(prog, _gm_at(addr, name, Sym("c0_")), name, ref, rm, Sym("n_"), _doc(cites.acc(a))))
+            out.append(_store(prog, _gm_at(addr, name, Sym("c0_")), name, ref, rm, Sym("n_"), spec_doc(cites.acc(a))))
     return with_barriers(out)
 
 

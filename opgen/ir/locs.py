@@ -57,6 +57,11 @@ def spec_comment(locs) -> str:
     return f"  // spec: {text}" if text else ""
 
 
+def spec_doc(locs) -> str:
+    """The citation of `locs` as a node's comment text, without the C++ comment marker: "spec: a.py:3", or ""."""
+    return spec_comment(locs).strip().removeprefix("//").strip()
+
+
 def at_suffix(loc: str) -> str:
     """The location suffix of one instruction in a kernel-program text: "  @ a.py:3", or "" without a location."""
     s = locs_text([loc])

@@ -301,36 +301,33 @@ class Select(DimExpr):
         return as_dim(self.a).evaluate(env) if all(c.holds(env) for c in self.conds) else as_dim(self.b).evaluate(env)
 
 
+def subexprs(e) -> list:
+    """Integer expression `e` and every expression inside it, pre-order: the operands of Bin / Fn, the arguments
+    of Invoke, the indices of TableAt, the conditions' sides and both values of Select."""
+    e = as_dim(e) if not isinstance(e, DimExpr) else e
+    if isinstance(e, Invoke):
+        kids = list(e.args)
+    elif isinstance(e, TableAt):
+        kids = list(e.index)
+    elif isinstance(e, Bin):
+        kids = [e.lhs, e.rhs]
+    elif isinstance(e, Fn):
+        kids = list(e.args)
+    elif isinstance(e, Select):
+        kids = [y for c in e.conds for y in (c.lhs, c.rhs)] + [e.a, e.b]
+    else:
+        kids = []
+    return [e] + [x for k in kids for x in subexprs(k)]
+
+
 def table_refs(e) -> list:
     """Every TableAt inside integer expression `e`."""
-    e = as_dim(e) if not isinstance(e, DimExpr) else e
-    if isinstance(e, TableAt):
-        return [e] + [x for a in e.index for x in table_refs(a)]
-    if isinstance(e, Invoke):
-        return [x for a in e.args for x in table_refs(a)]
-    if isinstance(e, Bin):
-        return table_refs(e.lhs) + table_refs(e.rhs)
-    if isinstance(e, Fn):
-        return [x for a in e.args for x in table_refs(a)]
-    if isinstance(e, Select):
-        return [x for a in [y for c in e.conds for y in (c.lhs, c.rhs)] + [e.a, e.b] for x in table_refs(a)]
-    return []
+    return [x for x in subexprs(e) if isinstance(x, TableAt)]
 
 
 def invokes(e) -> list:
     """Every Invoke inside integer expression `e`."""
-    e = as_dim(e) if not isinstance(e, DimExpr) else e
-    if isinstance(e, Invoke):
-        return [e] + [x for a in e.args for x in invokes(a)]
-    if isinstance(e, TableAt):
-        return [x for a in e.index for x in invokes(a)]
-    if isinstance(e, Bin):
-        return invokes(e.lhs) + invokes(e.rhs)
-    if isinstance(e, Fn):
-        return [x for a in e.args for x in invokes(a)]
-    if isinstance(e, Select):
-        return [x for a in [y for c in e.conds for y in (c.lhs, c.rhs)] + [e.a, e.b] for x in invokes(a)]
-    return []
+    return [x for x in subexprs(e) if isinstance(x, Invoke)]
 
 
 def E(x) -> DimExpr:
