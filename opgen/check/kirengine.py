@@ -26,6 +26,7 @@ from opgen.names import cpp_name
 from opgen.kernel import kir
 from opgen.kernel import kir_interp
 from opgen.kernel.kir_interp import NP_TYPES, NotKernelIR, opaque
+from opgen.kernel.rows import presence_condition
 
 
 def kernel_classes(spec) -> list:
@@ -66,14 +67,6 @@ def require_kernel_ir(spec) -> list:
             raise NotKernelIR(f"--engine kir: {spec.name}'s kernel class {k.name} is not Kernel IR throughout: "
                               f"{why}; use --engine emu")
     return classes
-
-
-def presence_condition(spec, present) -> str:
-    """The C++ condition the kernel entry tests to pick a rows class for a call whose optional inputs are present as
-    `present` (one bool per optional input, in spec order; opgen.kernel.rows.Variant.serves holds it): "true" when the
-    spec has none."""
-    opts = [i.name for i in spec.inputs if i.optional]
-    return " && ".join(f"{cpp_name(n)} {'!=' if p else '=='} nullptr" for n, p in zip(opts, present)) or "true"
 
 
 @dataclass

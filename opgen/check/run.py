@@ -264,7 +264,7 @@ def _gm_plan(spec, bound, tiling_key: int) -> dict:
     class serving the call's attrKey and optional inputs, strategy = tiling key % 10): {reads, why, inputs: {row
     input: its bytes in its declared dtype}}: each is planned to be read `reads` times; {} for another family or a
     schedule that reads each input once."""
-    from opgen.check.kirengine import presence_condition  # lazy: start-up time
+    from opgen.kernel.rows import presence_condition  # lazy: start-up time
     from opgen.kernel.rowprog import row_input_reads  # lazy: start-up time
     from opgen.passes.pipeline import kernel_build  # lazy: start-up time
 

@@ -1343,6 +1343,14 @@ def _check_dtype_rows(spec, p) -> None:
                               f"{byte_note if any(d in rowprog.BYTE_DTYPES for d in bad) else ''}")
 
 
+def presence_condition(spec, present) -> str:
+    """The C++ condition on the optional inputs' pointers under which a rows class serves a call whose optional
+    inputs are present as `present` (one bool per optional input, in spec order): what the kernel entry tests and
+    Variant.serves holds; "true" when the spec has none."""
+    opts = [i.name for i in spec.inputs if i.optional]
+    return " && ".join(f"{cpp_name(n)} {'!=' if p else '=='} nullptr" for n, p in zip(opts, present)) or "true"
+
+
 def variants_of(spec, lowered) -> list:
     """The kernel classes of a rows lowering: equal programs share a class; each serves the (attrKey, presence
     condition) pairs of its specialisations. Raises Unsupported when two shape forms of one specialisation lower
@@ -1358,7 +1366,7 @@ def variants_of(spec, lowered) -> list:
         attrs = dict(zip(names, key.static))
         ak = attr_key(spec, attrs)
         pres = dict(zip([i.name for i in opts], key.present))
-        cond = " && ".join(f"{cpp_name(n)} {'!=' if p else '=='} nullptr" for n, p in pres.items()) or "true"
+        cond = presence_condition(spec, key.present)
         text = rowprog.print_program(prog)
         if (ak, cond) in served:
             if served[(ak, cond)] != text:
