@@ -226,6 +226,14 @@ class SizeOf(DimExpr):
             raise IRError(f"{self} is not known here") from None
 
 
+def _symbols_of(exprs) -> set:
+    """The symbols of integer expressions `exprs`, together."""
+    out: set = set()
+    for a in exprs:
+        out |= as_dim(a).symbols()
+    return out
+
+
 @dataclass(frozen=True, eq=True)
 class Invoke(DimExpr):
     """method(args...): the int64 result of a method of the class (an address helper such as a strided view's
@@ -239,10 +247,7 @@ class Invoke(DimExpr):
 
     def symbols(self):
         """The symbols of the arguments."""
-        out: set = set()
-        for a in self.args:
-            out |= as_dim(a).symbols()
-        return out
+        return _symbols_of(self.args)
 
     def evaluate(self, env):
         """Not evaluable from an env: raises IRError."""
@@ -262,10 +267,7 @@ class TableAt(DimExpr):
 
     def symbols(self):
         """The symbols of the indices."""
-        out: set = set()
-        for a in self.index:
-            out |= as_dim(a).symbols()
-        return out
+        return _symbols_of(self.index)
 
     def evaluate(self, env):
         """Not evaluable from an env: raises IRError."""
