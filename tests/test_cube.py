@@ -6,6 +6,8 @@ L0C) for shapes the spec allows. The emulated kernel against float64 NumPy: test
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import math
 
 import numpy as np
@@ -317,14 +319,22 @@ def test_batched_layout_and_blocks_cross_matrices():
     assert lets["bi"] == Sym("blk") // Sym("mnBlocks") and lets["bb"] == Sym("blk") % Sym("mnBlocks")
 
 
+def _run_cube(cls, values: dict, arrays: dict):
+    """Run cube class `cls` (operands f16) on the interpreter with the tiling `values`; `arrays` by GM member name."""
+    from opgen.kernel import kir_interp
+
+    gm = {g.arg: arrays[g.name] for g in cls.gms if not g.workspace}
+    r = kir_interp.run(cls, {f: values[f] for f in cls.fields}, gm, values["blockDim"], types={"T": "half"})
+    assert kir_interp.kernel_type(cls) == "KERNEL_TYPE_AIC_ONLY" and r.ok, r.faults[:2]
+
+
 @pytest.mark.parametrize("trans, batch, m, k, n", [(False, 0, 37, 50, 45), (False, 0, 300, 130, 270),
                                                    (True, 0, 150, 70, 33), (False, 3, 20, 40, 140)])
 def test_cube_schedule_interpreted_in_numpy_equals_float64_matmul(tmp_path, trans, batch, m, k, n):
-    """The schedule's copies, fractal loads, Mmads and Fixpipes (opgen.kernel.cubesem: the nodes' NumPy meanings,
-    unwritten L1 / L0 elements NaN) compute A @ B on every core's blocks: the layout arithmetic without g++."""
+    """The schedule's copies, fractal loads, Mmads and Fixpipes run on the Kernel IR interpreter (opgen.kernel.
+    kir_interp with opgen.kernel.cubesem's layouts; an unwritten L1 / L0 element read is a fault, so is a race between
+    the AIC's pipes) compute A @ B on every core's blocks: the layout arithmetic without g++."""
     import numpy as np
-
-    from opgen.kernel.cubesem import run_cube
 
     if batch:
         spec = load_spec(str(Path(__file__).resolve().parents[1] / "examples" / "specs" / "batch_mat_mul.py"))
@@ -348,7 +358,7 @@ def test_cube_schedule_interpreted_in_numpy_equals_float64_matmul(tmp_path, tran
     ga = np.swapaxes(a, 1, 2).ravel().copy() if trans else a.ravel().copy()
     gb = np.swapaxes(b, 1, 2).ravel().copy() if trans else b.ravel().copy()
     out = np.full(nb * m * n, np.nan, dtype=np.float16)
-    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm_": ga, "bGm_": gb, "cGm_": out}, v["blockDim"])
+    _run_cube(cls, v, {"aGm_": ga, "bGm_": gb, "cGm_": out})
     ref = np.matmul(a.astype(np.float64), b.astype(np.float64)).ravel()
     assert not np.isnan(out).any()   # every output element written, no unwritten L1 / L0 element read
     assert np.all(np.abs(out.astype(np.float64) - ref) <= 2.0**-10 * np.abs(ref) + 2.0**-24 * 4 * k * np.abs(ref).max())
@@ -360,7 +370,6 @@ def test_fp32_output_keeps_the_accumulator(tmp_path):
     import numpy as np
 
     from opgen.ir.dtypes import parse_dtype
-    from opgen.kernel.cubesem import run_cube
     from opgen.platforms import PLATFORMS
     from opgen.tiling.emit import program_inputs
 
@@ -380,7 +389,7 @@ def test_fp32_output_keeps_the_accumulator(tmp_path):
     a = rng.uniform(-1, 1, (40, 300)).astype(np.float16)
     b = rng.uniform(-1, 1, (300, 20)).astype(np.float16)
     out = np.full(800, np.nan, dtype=np.float32)
-    run_cube(cls, {f: v[f] for f in cls.fields}, {"aGm_": a.ravel(), "bGm_": b.ravel(), "cGm_": out}, v["blockDim"])
+    _run_cube(cls, v, {"aGm_": a.ravel(), "bGm_": b.ravel(), "cGm_": out})
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.allclose(out.reshape(40, 20), ref, rtol=0, atol=2.0**-24 * 4 * 300 * np.abs(ref).max())
 
@@ -560,15 +569,72 @@ def test_relu_of_a_scaled_matmul_kept_fp32_emulated_matches_float64(tmp_path):
     assert np.all(np.abs(got - ref) <= 2.0**-20 * (np.abs(ref) + np.abs(x) @ np.abs(w)))
 
 
-def test_the_kernel_ir_engine_refuses_the_mixed_cube_kernel_in_one_line():
-    """`opgen check --engine kir` reads rows-family classes only: the mixed cube class is refused with the reason
-    (NotKernelIR, exit 2 in the CLI), not run half-way."""
-    from opgen.check.kirengine import require_kernel_ir
-    from opgen.kernel.kir_interp import NotKernelIR
+def _sync_paths(stmts, pre=()):
+    """(path, statement) of every SetFlag / WaitFlag / CrossCore flag under `stmts`, depth first."""
+    for i, s in enumerate(stmts):
+        if isinstance(s, (K.WaitFlag, K.CrossCoreSetFlag, K.CrossCoreWaitFlag)):
+            yield pre + (i,), s
+        for f in ("body", "then", "orelse"):
+            if isinstance(getattr(s, f, None), tuple):
+                yield from _sync_paths(getattr(s, f), pre + ((i, f),))
 
-    with pytest.raises(NotKernelIR) as e:
-        require_kernel_ir(load_spec(str(EXAMPLES / "matmul_gelu.py")))
-    assert "cube family" in str(e.value) and "--engine emu" in str(e.value) and "\n" not in str(e.value)
+
+def _without(stmts, path, count=1):
+    """`stmts` without `count` statements ending at `path` (a WaitFlag and the SetFlag just before it: count 2)."""
+    i = path[0]
+    if len(path) == 1:
+        return stmts[:i + 1 - count] + stmts[i + 1:]
+    j, f = i
+    return stmts[:j] + (replace(stmts[j], **{f: _without(getattr(stmts[j], f), path[1:], count)}),) + stmts[j + 1:]
+
+
+def test_the_mixed_cube_kernel_runs_on_the_interpreter_and_every_flag_it_needs_is_checked():
+    """MatmulGelu's mixed kernel on the Kernel IR interpreter (one AI Core: its AIC and two AIVs as generators that
+    wait at CrossCoreWaitFlag) equals float64 gelu(x @ w + bias) to fp16 accuracy; with any one of the AIC's flag
+    pairs (MTE2 -> MTE1 ... FIX -> M) or any cross-core set or wait (the slots' READY / FREE flags, the final
+    waits) deleted, the launch faults: a race naming both statements, a deadlock, or a flag set never waited for.
+    Five blocks on the core, so both slots are reused and every flag runs."""
+    import dataclasses
+
+    import numpy as np
+
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.kernel import kir_interp
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    spec = load_spec(str(EXAMPLES / "matmul_gelu.py"))
+    u = kernel_build(spec)
+    cls = next(iter(u.lowered.programs.values()))
+    plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=1,
+                               aiv=2)
+    m, k, n = 20, 16, 1100
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": m, "K": k, "N": n},
+                                                 {"T": parse_dtype("f16")}, plat, None))
+    assert v["blockDim"] == 1 and v["blocksPerCore"] == 5, v
+    rng = np.random.default_rng(7)
+    a, w = rng.uniform(-1, 1, (m, k)).astype(np.float16), rng.uniform(-1, 1, (k, n)).astype(np.float16)
+    bias = rng.uniform(-1, 1, n).astype(np.float16)
+    y = a.astype(np.float64) @ w.astype(np.float64) + bias
+    ref = y / (1 + np.exp(-1.5957691216057308 * (y + 0.044715 * y ** 3)))
+
+    def launch(c):
+        out = np.full(m * n, np.nan, np.float16)
+        r = kir_interp.run(c, {f: v[f] for f in c.fields}, {"x": a, "weight": w, "bias": bias, "output": out}, 1,
+                           workspace=np.zeros(v["workspaceBytes"] // 4, np.float32), types={"T": "half"},
+                           verify_first=False)
+        return r, out.reshape(m, n)
+
+    r, out = launch(cls)
+    assert r.ok and np.all(np.abs(out - ref) <= 2.0 ** -10 * np.abs(ref) + 2.0 ** -14), r.faults[:1]
+    sites = [(p, s) for p, s in _sync_paths(cls.process)
+             if not isinstance(s, K.WaitFlag) or s.src in (Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX)
+             and s.dst in (Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX)]
+    assert sum(isinstance(s, K.WaitFlag) for _, s in sites) == 6 and len(sites) == 6 + 10, sites
+    for p, s in sites:
+        r, _ = launch(replace(cls, process=_without(cls.process, p, 2 if isinstance(s, K.WaitFlag) else 1)))
+        assert not r.ok, K.to_text_stmt(s)
+        assert any(w in r.faults[0] for w in ("race (", "deadlock", "never consumed")), r.faults[0]
 
 
 @pytest.mark.slow

@@ -192,12 +192,13 @@ def test_opaque_names_verbatim_text_and_extern_calls():
 
 
 def test_engine_kir_names_the_family_it_does_not_read():
-    """A kernel of another family than rows (MatMul: the cube family, chosen by its one matmul) is refused in one
-    line naming that family, not called "template C++" (its schedule is Kernel IR, the engine reads rows only)."""
-    r = cli("check", ROOT / "examples/specs/mat_mul.py", "--dims", "M=4,K=4,N=4", "--engine", "kir")
-    assert r.returncode == 2
-    assert "MatMul's kernel is of the cube family" in r.stderr and "use --engine emu" in r.stderr
-    assert "Traceback" not in r.stderr
+    """A kernel of the family the engine does not read yet (FlashAttentionScore: attention, whose schedule is still
+    template C++) is refused in one line naming that family, exit 2."""
+    r = cli("check", ROOT / "examples/specs/flash_attention_score.py", "--dims", "B=1,N1=2,N2=1,S1=5,S2=37,D=16",
+            "--engine", "kir")
+    assert r.returncode == 2, r.stderr
+    assert "FlashAttentionScore's kernel is of the attention family" in r.stderr and "use --engine emu" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow

@@ -3,8 +3,9 @@ op goes through `opgen.check.kirengine.require_kernel_ir`: every rows kernel -- 
 and the head-rows classes -- is Kernel IR throughout (2026-12-04: the last C++ text parts -- the cross-core exchange,
 the Off_<operand> address methods, a gathered statistic's and a concat's copy loops, a per-segment scalar operand,
 a head-rows kernel's part selection -- became IR nodes) and is accepted (its classes returned, `kir_interp.opaque`
-None; tests/test_kir_engine.py runs their cases); the cube and attention families are refused in one line naming
-them (a kernel with C++ text left in it: tests/test_kir_engine.py)."""
+None; tests/test_kir_engine.py runs their cases), so is every cube kernel (AIC only or mixed: the interpreter runs
+the AIC's L1 / L0 pipes and the cross-core flags, 2026-12-04); the attention family is refused in one line naming it
+(a kernel with C++ text left in it: tests/test_kir_engine.py)."""
 
 from __future__ import annotations
 
@@ -28,14 +29,14 @@ IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddRmsNorm", "BatchNorm"
                  "NLLLoss", "OneHot", "Prelu", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "RmsNorm",
                  "RmsNormGrad", "ScaledMaskedSoftmax", "ScaledTranspose", "SmoothL1Loss", "SoftmaxV2", "SwiGlu",
                  "SwiGluGrad", "Tanh", "ThresholdGradV2D",
-                 "NormRopeConcat", "NormRopeConcatGrad"}   # the last two: head-rows kernels (opgen.kernel.headsched)
-# Operators of the other families (one matmul: cube; attention).
-OTHER_FAMILY = {"BatchMatMul": "cube", "FusedMatMul": "cube", "MatMul": "cube", "MatmulGelu": "cube",
-                "FlashAttentionScore": "attention", "NsaSelectedAttention": "attention",
+                 "NormRopeConcat", "NormRopeConcatGrad",   # head-rows kernels (opgen.kernel.headsched)
+                 "BatchMatMul", "FusedMatMul", "MatMul", "MatmulGelu"}   # cube kernels (opgen.kernel.cube)
+# Operators of the family the engine does not read yet.
+OTHER_FAMILY = {"FlashAttentionScore": "attention", "NsaSelectedAttention": "attention",
                 "NsaSelectedAttentionGrad": "attention"}
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
-def test_engine_kir_takes_every_rows_kernel_and_names_the_families_it_refuses(path):
+def test_engine_kir_takes_every_rows_and_cube_kernel_and_names_the_family_it_refuses(path):
     spec = load_spec(str(path))
     classes = kernel_classes(spec)
     if spec.name in IR_THROUGHOUT:   # the engine runs it (tests/test_kir_engine.py)
@@ -45,11 +46,11 @@ def test_engine_kir_takes_every_rows_kernel_and_names_the_families_it_refuses(pa
         require_kernel_ir(spec)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("--engine kir: ") and msg.endswith("use --engine emu")
-    assert not classes   # another family (cube, attention): no Kernel IR classes the engine reads
+    assert not classes   # the attention family: no Kernel IR classes the engine reads
     assert spec.name in OTHER_FAMILY and f"is of the {OTHER_FAMILY[spec.name]} family" in msg, msg
 
 
-def test_the_inventory_names_every_rows_operator_once():
+def test_the_inventory_names_every_operator_once():
     named = sorted(IR_THROUGHOUT) + sorted(OTHER_FAMILY)
     assert len(named) == len(set(named))
     assert set(named) == {load_spec(str(p)).name for p in SPECS}

@@ -3,9 +3,10 @@ instead of the g++ emulation. Only a kernel whose every class is Kernel IR throu
 method: `kir_interp.opaque`) can run there; for any other the engine refuses with one line naming the first part
 that is not Kernel IR yet, so the user falls back to `--engine emu` (the default).
 
-Today every rows kernel (the row-split, column-split and column-stream schedules, opgen.kernel.rowsched) and every
-head-rows kernel (opgen.kernel.headsched: the parts chosen per attribute key from constant tables, SetupPart) is
-Kernel IR throughout; the cube and attention families are refused with the reason.
+Today every rows kernel (the row-split, column-split and column-stream schedules, opgen.kernel.rowsched), every
+head-rows kernel (opgen.kernel.headsched: the parts chosen per attribute key from constant tables, SetupPart) and every
+cube kernel (opgen.kernel.cube: AIC only, or mixed with the epilogue on the AIVs and the workspace slots handed over by
+cross-core flags) is Kernel IR throughout; the attention family is refused with the reason.
 
 A check case binds to the interpreter as the emitted driver binds it to the emulated launch (`launch`): the tiling
 data, blockDim, tiling key and workspace size come from the tiling program's Python twin (opgen.tiling.emit.evaluate,
@@ -36,6 +37,8 @@ def kernel_classes(spec) -> list:
     from opgen.passes.pipeline import kernel_build  # lazy: start-up time
 
     unit = kernel_build(spec)
+    if unit.family.name == "cube":   # one class serves every specialisation (opgen.kernel.cube.CubeFamily.lower)
+        return [next(iter(unit.lowered.programs.values()))]
     ex = unit.lowered.extra
     if "heads" in ex:   # one head-rows class, template parameter T the data dtype (opgen.codegen.headkernel)
         from opgen.codegen.headkernel import head_context  # lazy: start-up time
@@ -58,8 +61,7 @@ def require_kernel_ir(spec) -> list:
 
         unit = kernel_build(spec)
         raise NotKernelIR(f"--engine kir: {spec.name}'s kernel is of the {unit.family.name} family; the Kernel-IR "
-                          "engine reads the rows family's kernel classes (row and head-rows schedules) only so far; "
-                          "use --engine emu")
+                          "engine reads the rows and cube families' kernel classes only so far; use --engine emu")
     for k in classes:
         kir.verify(k)
         why = opaque(k)
@@ -113,9 +115,17 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     out.block_dim, out.tiling_key = int(tl["blockDim"]), int(tl["tilingKey"])
     user_ws = int(tl.get("workspaceBytes", 0))
     out.workspace_bytes = user_ws + SYS_WORKSPACE_BYTES
-    ex = unit.lowered.extra
+    ex = getattr(unit.lowered, "extra", {})
     members: dict = {}
-    if "heads" in ex:   # one class; the skeleton's Init sets has_<input> from the pointer (nullptr when absent)
+    kind = None
+    if unit.family.name == "cube":   # one class, T the operands' type; the entry's kernel type (AIC only or mixed)
+        from opgen.kernel.cube import CTYPE  # lazy: start-up time
+
+        k = classes[0]
+        lay = unit.lowered.layout
+        types = {"T": CTYPE[lay.dtype] if lay.fixed else _ctype(bound.dtypes[lay.dtype])}
+        kind = unit.family.entry_kernel_type(unit.lowered)
+    elif "heads" in ex:   # one class; the skeleton's Init sets has_<input> from the pointer (nullptr when absent)
         from opgen.kernel.headlower import data_dtype  # lazy: start-up time
 
         k = classes[0]
@@ -146,8 +156,9 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     for t in k.tparams:   # a variable whose tensors are all absent: float, as the TilingFunc's dtype key takes it
         types.setdefault(t, "float")
     ws = np.zeros(-(-user_ws // 4), np.float32)
+    cube = {"L1": platform.l1_bytes, "L0A": platform.l0a_bytes, "L0B": platform.l0b_bytes, "L0C": platform.l0c_bytes}
     r = kir_interp.run(k, {f: int(v) for f, v in tl.items()}, gm, out.block_dim, platform.ub_bytes, workspace=ws,
-                       types=types, members=members)
+                       types=types, members=members, launch=kind, cube_bytes=cube)
     out.launched = True
     out.faults = list(r.faults)
     out.ub_peak = max(r.ub_peak) if r.ub_peak else 0

@@ -30,8 +30,18 @@ instructions):
   device's address-overlap rules (a repeat form's partial overlap or read of an earlier repeat's write, Brcb's
   aliased src, an in-place Gather: as the emulation's OverlapGuard and checks, emu/vector.h).
 
-Cores run in lockstep only at SyncAll (each core is a generator that yields there); between SyncAlls a core runs
-alone, as the emulation's threads may. A fault in one core stops the launch (the emulation aborts the others too).
+* Cube (an AIC core): L1 / L0A / L0B / L0C arenas of the platform's sizes, shadowed like the UB; Nd2Nz (MTE2),
+  LoadData (MTE1), Mmad (M) and Fixpipe (FIX) with opgen.kernel.cubesem's layouts and the emulation's operand checks
+  and poison rules (emu/cube.h). A CoreIf body runs on the cores of its unit only.
+* Launches: AIV only, AIC only, or mixed (1 AIC : 2 AIV per AI Core; GetBlockIdx / GetSubBlockIdx / GetTaskRatio as
+  the emulation's, emu/datacopy.h). Cross-core flags keep a counter per core and id; CrossCoreSetFlag modes 0 / 1 /
+  2 raise them as emu/mix.h does (ids 0..10, at most 15 pending, no PIPE_S / PIPE_ALL or pipe the core lacks); a
+  flag left set at the end is a fault. They order cores, not one core's pipes.
+
+Cores run as generators that yield where they wait (SyncAll; a CrossCoreWaitFlag whose counter is 0); the launch
+resumes each in turn, and when no core can go on the wait is a deadlock fault naming every blocked core. Between
+waits a core runs alone, as the emulation's threads may. A fault in one core stops the launch (the emulation aborts
+the others too).
 """
 
 from __future__ import annotations
@@ -45,7 +55,7 @@ import numpy as np
 
 from opgen.errors import OpgenError
 from opgen.ir.dims import Bin, DimExpr, Fn, Lit, Sym, as_dim
-from opgen.kernel import kir
+from opgen.kernel import cubesem, kir
 from opgen.kernel.isa import INSTRS, REPEAT_FORMS, Op, Pipe, lane_at
 
 BLOCK = 32
@@ -65,10 +75,18 @@ NP_TYPES = {"float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat
             "int64_t": np.dtype(np.int64)}
 """NumPy element type of each KIR element type (kir.ELEM_BYTES)."""
 
-_PROD = {kir.TPos.VECIN: PIDX[Pipe.MTE2], kir.TPos.VECOUT: PIDX[Pipe.V]}
-_CONS = {kir.TPos.VECIN: PIDX[Pipe.V], kir.TPos.VECOUT: PIDX[Pipe.MTE3]}
-"""Producer / consumer pipe of a UB queue's hand-off by position (§1.5; VECCALC carries none)."""
-_UB_POS = (kir.TPos.VECIN, kir.TPos.VECOUT, kir.TPos.VECCALC)
+_PROD = {kir.TPos.VECIN: PIDX[Pipe.MTE2], kir.TPos.VECOUT: PIDX[Pipe.V], kir.TPos.A1: PIDX[Pipe.MTE2],
+         kir.TPos.B1: PIDX[Pipe.MTE2], kir.TPos.A2: PIDX[Pipe.MTE1], kir.TPos.B2: PIDX[Pipe.MTE1],
+         kir.TPos.CO1: PIDX[Pipe.M]}
+_CONS = {kir.TPos.VECIN: PIDX[Pipe.V], kir.TPos.VECOUT: PIDX[Pipe.MTE3], kir.TPos.A1: PIDX[Pipe.MTE1],
+         kir.TPos.B1: PIDX[Pipe.MTE1], kir.TPos.A2: PIDX[Pipe.M], kir.TPos.B2: PIDX[Pipe.M],
+         kir.TPos.CO1: PIDX[Pipe.FIX]}
+"""Producer / consumer pipe of a queue's hand-off by position (§1.5, EMU.md "Queues"; VECCALC carries none)."""
+_MEM_OF = {kir.TPos.VECIN: "UB", kir.TPos.VECOUT: "UB", kir.TPos.VECCALC: "UB", kir.TPos.CO2: "UB",
+           kir.TPos.A1: "L1", kir.TPos.B1: "L1", kir.TPos.A2: "L0A", kir.TPos.B2: "L0B", kir.TPos.CO1: "L0C"}
+"""The on-chip memory of each TPosition (§1.2, §1.5): UB on an AIV, L1 / L0A / L0B / L0C on an AIC."""
+CUBE_MEM_910B = {"L1": 524288, "L0A": 65536, "L0B": 65536, "L0C": 131072}
+"""The AIC's buffer sizes of Atlas A2 / A3 in bytes (opgen/platforms/platforms.json, §1.2): `run`'s default."""
 
 
 _BINOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod}
@@ -143,20 +161,22 @@ class Arena(Shadow):
 
 @dataclass
 class LT:
-    """A LocalTensor: `size` elements of `dtype` from UB byte `off`; `queue` / `tag` name the queue block it was
-    allocated or dequeued as (tag -1: none)."""
+    """A LocalTensor: `size` elements of `dtype` from byte `off` of on-chip memory `mem` ("UB", or on an AIC "L1",
+    "L0A", "L0B", "L0C"); `queue` / `tag` name the queue block it was allocated or dequeued as (tag -1: none)."""
 
     off: int
     size: int
     dtype: str
     queue: str | None = None
     tag: int = -1
+    mem: str = "UB"
 
     def at(self, i: int) -> "LT":
         """tensor[i] (the view from element i to the end of the allocation); a fault past the end."""
         if i < 0 or i > self.size:
             raise KirFault(f"LocalTensor operator[{i}] past the end of a {self.size}-element tensor")
-        return LT(self.off + i * NP_TYPES[self.dtype].itemsize, self.size - i, self.dtype, self.queue, self.tag)
+        return LT(self.off + i * NP_TYPES[self.dtype].itemsize, self.size - i, self.dtype, self.queue, self.tag,
+                  self.mem)
 
 
 @dataclass
@@ -169,6 +189,7 @@ class _Queue:
     nxt: int = 0
     enq_tok: list = field(default_factory=list)
     free_tok: list = field(default_factory=list)
+    mem: str = "UB"
 
 
 @dataclass
@@ -193,13 +214,105 @@ class RunResult:
         return self.faults[0] if self.faults else ""
 
 
+# ------------------------------------------------------------------------------------------------ the launch
+class _Launch:
+    """The cross-core state of a launch (EMU.md "Cross-core synchronisation", opgen/emu/include/emu/mix.h): a counter
+    per core and flag id, the sets of mode 0 / 1 / 2 still waiting for their group. `mix`: a 1 AIC : 2 AIV launch,
+    AI Core c = AIC slot c and AIVs slots n + 2c, n + 2c + 1 (`n` AI Cores)."""
+
+    MAX_COUNT = 15
+
+    def __init__(self, cores: list, mix: bool):
+        self.cores = cores
+        self.mix = mix
+        self.count = np.zeros((0, len(kir.CROSS_FLAG_IDS)), dtype=np.int64)   # sized once the cores exist
+        self.pending: dict = {}    # (slot, mode, flag) -> sets not matched yet
+
+    def check_id(self, flag: int, what: str):
+        if flag not in kir.CROSS_FLAG_IDS:
+            raise KirFault(f"{what}: flag id {flag} outside 0..{kir.CROSS_FLAG_IDS[-1]} (SyncAll uses 11-14; "
+                           "docs/reference/ascendc.md §1.6)")
+
+    def raise_(self, slot: int, flag: int):
+        self.count[slot][flag] += 1
+        if self.count[slot][flag] > self.MAX_COUNT:
+            raise KirFault(f"CrossCoreSetFlag: the counter of flag {flag} of {self.cores[slot].label} would pass "
+                           f"{self.MAX_COUNT} sets without a CrossCoreWaitFlag (docs/reference/ascendc.md §1.6)")
+
+    def group_set(self, me, mode: int, flag: int, group: list, targets: list):
+        key = (me.slot, mode, flag)
+        self.pending[key] = self.pending.get(key, 0) + 1
+        if self.pending[key] > self.MAX_COUNT:
+            raise KirFault(f"CrossCoreSetFlag<{mode}>({flag}): more than {self.MAX_COUNT} sets not matched by the "
+                           "rest of the group")
+        while all(self.pending.get((g, mode, flag), 0) > 0 for g in group):
+            for g in group:
+                self.pending[(g, mode, flag)] -= 1
+            for t in targets:
+                self.raise_(t, flag)
+
+    def cross_set(self, me, s: kir.CrossCoreSetFlag):
+        what = f"CrossCoreSetFlag<{s.mode}, {s.pipe.value}>({s.id}) in {me.where}"
+        self.check_id(s.id, what)
+        if s.pipe in (Pipe.S, Pipe.ALL):
+            raise KirFault(f"{what}: PIPE_S and PIPE_ALL are not allowed")
+        if me.kind == "AIV" and s.pipe in (Pipe.M, Pipe.MTE1, Pipe.FIX) or me.kind == "AIC" and s.pipe is Pipe.V:
+            raise KirFault(f"{what}: an {me.kind} core has no {s.pipe.value}")
+        me.issue(PIDX[s.pipe], s)
+        n = len(self.cores) // 3 if self.mix else len(self.cores)
+        if s.mode == 0:
+            group = [c.slot for c in self.cores if c.kind == me.kind]
+            self.group_set(me, 0, s.id, group, group)
+        elif s.mode in (1, 2) and not self.mix:
+            raise KirFault(f"{what}: mode {s.mode} needs a mixed launch (KERNEL_TYPE_MIX_AIC_1_2)")
+        elif s.mode == 1:
+            if me.kind != "AIV":
+                raise KirFault(f"{what}: mode 1 synchronises the two AIVs of one AI Core (an AIV core only)")
+            core = (me.slot - n) // 2
+            pair = [n + 2 * core, n + 2 * core + 1]
+            self.group_set(me, 1, s.id, pair, pair)
+        elif s.mode == 2:
+            if me.kind == "AIC":
+                self.raise_(n + 2 * me.slot, s.id)
+                self.raise_(n + 2 * me.slot + 1, s.id)
+            else:
+                core = (me.slot - n) // 2
+                self.group_set(me, 2, s.id, [n + 2 * core, n + 2 * core + 1], [core])
+        else:
+            raise KirFault(f"{what}: mode {s.mode} (valid: 0, 1, 2; mode 4 is Ascend 950's)")
+
+    def leftovers(self) -> list:
+        """Faults for flags set but never waited for at the end of the launch (sets and waits pair, §1.6)."""
+        out = []
+        for slot, flag in zip(*np.nonzero(self.count)):
+            out.append(f"[{self.cores[slot].label}] CrossCore flag {flag}: {self.count[slot][flag]} set(s) never "
+                       "consumed by a CrossCoreWaitFlag when the kernel returns (every CrossCoreSetFlag needs its "
+                       "CrossCoreWaitFlag)")
+        for (slot, mode, flag), v in sorted(self.pending.items()):
+            if v:
+                out.append(f"[{self.cores[slot].label}] CrossCore flag {flag} (mode {mode}): {v} set(s) the rest of "
+                           "the group never matched")
+        return out
+
+
 # ------------------------------------------------------------------------------------------------ one core
 class _Core:
-    def __init__(self, k: kir.KernelClass, idx: int, num: int, tiling: dict, gms: dict, ub_bytes: int,
-                 types: dict):
+    """One core of the launch: an AIV (kind "AIV": UB, the vector unit, MTE2 / MTE3) or an AIC (kind "AIC": L1, L0A,
+    L0B, L0C, MTE1 / M / FIX, MTE2). `slot` is its index in the launch, `label` its name in faults, `idx` its
+    GetBlockIdx(), `sub` its GetSubBlockIdx(), `ratio` its GetTaskRatio() (§1.3)."""
+
+    def __init__(self, k: kir.KernelClass, idx: int, num: int, tiling: dict, gms: dict, mem: dict,
+                 types: dict, kind: str = "AIV", slot: int | None = None, label: str | None = None, sub: int = 0,
+                 ratio: int = 1, launch: "_Launch | None" = None):
         self.k = k
         self.idx = idx
-        self.ub = Arena(ub_bytes)
+        self.kind = kind
+        self.slot = idx if slot is None else slot
+        self.label = label or f"core {idx}"
+        self.launch = launch
+        names = ("UB",) if kind == "AIV" else ("L1", "L0A", "L0B", "L0C")
+        self.mem = {n: Arena(mem[n], n) for n in names}
+        self.ub = self.mem.get("UB")
         self.types = types
         self.methods = {m.name: m for m in k.methods}
         self.locals = {b.name: b for b in k.locals}
@@ -210,7 +323,7 @@ class _Core:
                                      for f in d.fields for j in ([None] if f[3] is None else range(f[3]))]
                             for d in k.structs}   # (field key, kind, initial value) per struct type
         self.members: dict = {f: int(tiling[f]) for f in k.fields}
-        self.members.update({"blockIdx": idx, "blockNum": num})
+        self.members.update({"blockIdx": idx, "blockNum": num, "subBlockIdx": sub, "taskRatio": ratio})
         for t in k.tparams:
             self.members[f"sizeof({t})"] = NP_TYPES[types[t]].itemsize
         for s in k.scalars:
@@ -353,7 +466,7 @@ class _Core:
         t = t.at(self.ival(r.offset, frame))
         if r.as_dtype is not None:   # ReinterpretCast: the same bytes as another element type
             nb = t.size * NP_TYPES[self.dt(t.dtype)].itemsize
-            t = LT(t.off, nb // NP_TYPES[self.dt(r.as_dtype)].itemsize, r.as_dtype, t.queue, t.tag)
+            t = LT(t.off, nb // NP_TYPES[self.dt(r.as_dtype)].itemsize, r.as_dtype, t.queue, t.tag, t.mem)
         return t
 
     def bind(self, var: str, t: LT, frame):
@@ -522,6 +635,9 @@ class _Core:
 
     def stmt(self, s, frame):  # noqa: C901 - one case per node type
         self.cur = s
+        if self.kind == "AIC" and isinstance(s, (kir.Copy, kir.Vec, kir.GetValue, kir.SetValue)):
+            raise KirFault(f"{self.where}: {kir.to_text_stmt(s).strip()} on an AIC: the cube core has no UB and no "
+                           "vector unit (docs/reference/ascendc.md §1.1)")
         if isinstance(s, kir.Let):
             _define(frame["ints"], s.name, self.ival(s.value, frame))
         elif isinstance(s, kir.Assign):
@@ -564,11 +680,11 @@ class _Core:
         elif isinstance(s, kir.InitBuffer):
             self.init_buffer(s, frame)
         elif isinstance(s, kir.Get):
-            base, length = self.tbufs.get(s.buf, (None, 0))
+            base, length, mem = self.tbufs.get(s.buf, (None, 0, None))
             if base is None:
                 raise KirFault(f"TBuf::Get on a buffer that was not InitBuffer'ed ({s.buf})")
             sz = NP_TYPES[self.dt(s.dtype)].itemsize
-            t = LT(base, length // sz, self.dt(s.dtype)).at(self.ival(s.offset, frame))
+            t = LT(base, length // sz, self.dt(s.dtype), mem=mem).at(self.ival(s.offset, frame))
             if s.slot is not None:
                 self.mtensors[s.var][self.ival(s.slot, frame)] = t
             else:
@@ -596,7 +712,7 @@ class _Core:
             if cons is not None:
                 self.join(cons, q.enq_tok[b])
             sz = NP_TYPES[self.dt(s.dtype)].itemsize
-            self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b), frame)
+            self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b, q.mem), frame)
         elif isinstance(s, kir.Free):
             q = self.queue(s.queue)
             t = self.tensor(kir.Ref(s.var), frame)
@@ -643,8 +759,29 @@ class _Core:
                                "on the device (docs/reference/ascendc.md §1.6)")
             self.join(PIDX[s.dst], self.flags.pop(key))
         elif isinstance(s, kir.SyncAll):
+            if self.kind == "AIC" and self.launch is not None and self.launch.mix:
+                raise KirFault(f"SyncAll() in {self.where} on an AIC of a mixed launch: SyncAll<true> meets the AIVs "
+                               "only (docs/reference/ascendc.md §1.6)")
             self.barrier(Pipe.ALL)
             yield "sync"
+        elif isinstance(s, kir.CoreIf):
+            if (s.unit == "cube") == (self.kind == "AIC"):
+                yield from self.block(s.body, _sub(frame))
+        elif isinstance(s, kir.Nd2Nz):
+            self.nd2nz(s, frame)
+        elif isinstance(s, kir.LoadData):
+            self.load_data(s, frame)
+        elif isinstance(s, kir.Mmad):
+            self.mmad(s, frame)
+        elif isinstance(s, kir.Fixpipe):
+            self.fixpipe(s, frame)
+        elif isinstance(s, kir.CrossCoreSetFlag):
+            self.launch.cross_set(self, s)
+        elif isinstance(s, kir.CrossCoreWaitFlag):
+            self.launch.check_id(s.id, "CrossCoreWaitFlag")
+            while self.launch.count[self.slot][s.id] == 0:
+                yield ("cross", s.id)
+            self.launch.count[self.slot][s.id] -= 1
         elif isinstance(s, kir.Call):
             yield from self.call(s, frame)
         elif isinstance(s, kir.Return):
@@ -732,23 +869,25 @@ class _Core:
     # -- buffers and queues
     def init_buffer(self, s: kir.InitBuffer, frame):
         b = self.locals[s.buf]
-        if b.pos not in _UB_POS:
-            raise KirFault(f"TPipe::InitBuffer({s.buf}<{b.pos.value}>): an AIV core has no {b.pos.value} buffer "
-                           "(docs/reference/ascendc.md §1.1, §1.2)")
+        name = _MEM_OF.get(b.pos)
+        a = self.mem.get(name)
+        if a is None:
+            raise KirFault(f"TPipe::InitBuffer({s.buf}<{b.pos.value}>): an {self.kind} core has no {name or b.pos.value}"
+                           " (docs/reference/ascendc.md §1.1, §1.2)")
         length = self.ival(s.bytes, frame)
         rounded = -(-length // BLOCK) * BLOCK
         need = rounded * s.num
-        if self.ub.used + need > self.ub.size:
-            raise KirFault(f"UB overflow: InitBuffer({s.buf}, num={s.num}, len={length}) needs {need} bytes at UB "
-                           f"offset {self.ub.used} but the core's UB is {self.ub.size} bytes")
-        offs = [self.ub.used + i * rounded for i in range(s.num)]
-        self.ub.written[self.ub.used:self.ub.used + need] = False
-        self.ub.used += need
+        if a.used + need > a.size:
+            raise KirFault(f"{name} overflow: InitBuffer({s.buf}, num={s.num}, len={length}) needs {need} bytes at "
+                           f"{name} offset {a.used} but the core's {name} is {a.size} bytes")
+        offs = [a.used + i * rounded for i in range(s.num)]
+        a.written[a.used:a.used + need] = False
+        a.used += need
         if b.queue:
             self.queues[s.buf] = _Queue(b, offs, rounded, [False] * s.num, deque(), 0, [None] * s.num,
-                                        [None] * s.num)
+                                        [None] * s.num, name)
         else:
-            self.tbufs[s.buf] = (offs[0], rounded)
+            self.tbufs[s.buf] = (offs[0], rounded, name)
 
     def queue(self, name: str) -> _Queue:
         q = self.queues.get(name)
@@ -771,9 +910,9 @@ class _Core:
                 prod = _PROD.get(q.local.pos)
                 if prod is not None:
                     self.join(prod, q.free_tok[b])
-                self.ub.written[q.offs[b]:q.offs[b] + q.length] = False
+                self.mem[q.mem].written[q.offs[b]:q.offs[b] + q.length] = False
                 sz = NP_TYPES[self.dt(s.dtype)].itemsize
-                self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b), frame)
+                self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b, q.mem), frame)
                 return
         raise KirFault(f"TQue::AllocTensor: all {n} buffers of {s.queue} are in use (missing FreeTensor; hardware "
                        "would hang)")
@@ -831,6 +970,180 @@ class _Core:
                 g.data[gm:gm + ln] = self.ub.data[a:a + ln]
                 gm += ln + dstr
                 ub += blk + sstr * BLOCK
+
+    # -- cube instructions (docs/reference/ascendc.md §1.10; opgen.kernel.cubesem the layouts)
+    def cube_operand(self, r: kir.Ref, frame, mems: tuple, align: int, what: str, role: str) -> tuple[LT, Arena]:
+        """The tensor of cube operand `r`, checked to lie in one of `mems` at an `align`-byte address."""
+        t = self.tensor(r, frame)
+        if t.mem not in mems:
+            raise KirFault(f"{what} in {self.where}: the {role} must be in {' or '.join(mems)}, not {t.mem}")
+        if t.off % align:
+            raise KirFault(f"{what} in {self.where}: the {role} address {t.off} in {t.mem} is not {align}-byte "
+                           "aligned (docs/reference/ascendc.md §1.10)")
+        return t, self.mem[t.mem]
+
+    def span(self, t: LT, nbytes: int, what: str, role: str):
+        sz = NP_TYPES[self.dt(t.dtype)].itemsize
+        if nbytes > t.size * sz:
+            raise KirFault(f"{what} in {self.where}: the {role} access of {nbytes} bytes passes the end of the "
+                           f"{t.size * sz}-byte tensor at {t.mem} address {t.off}")
+
+    def elems(self, a: Arena, t: LT, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first n elements of t (a view of arena a) and whether each is written."""
+        dt = NP_TYPES[self.dt(t.dtype)]
+        raw = a.data[t.off:t.off + n * dt.itemsize]
+        ok = a.written[t.off:t.off + n * dt.itemsize].reshape(n, dt.itemsize).all(axis=1)
+        return raw.view(dt), ok
+
+    def nd2nz(self, s: kir.Nd2Nz, frame):
+        """DataCopy(Nd2NzParams) GM -> L1 on MTE2: pieces of C0 elements, zero-filled to 32 B, written blocks."""
+        what = "DataCopy(Nd2NzParams)"
+        t, a = self.cube_operand(s.dst, frame, ("L1",), BLOCK, what, "destination")
+        g, gbyte = self.gm(s.src, frame)
+        rows, cols, pitch, pad = (self.ival(x, frame) for x in (s.rows, s.cols, s.src_pitch, s.pad_rows))
+        ins = self.issue(PIDX[Pipe.MTE2], s)
+        if rows == 0 or cols == 0:
+            return
+        if not 0 < rows <= 16384 or pitch < 1 or not 1 <= pad <= 16384:
+            raise KirFault(f"{what} in {self.where}: nValue {rows} / srcDValue {pitch} / dstNzC0Stride {pad} outside "
+                           "[1, 16384] / >= 1 / [1, 16384]")
+        if pad < rows:
+            raise KirFault(f"{what} in {self.where}: two pieces of the conversion write the same 32-B block: "
+                           f"dstNzC0Stride {pad} < nValue {rows} (it is normally the padded row count)")
+        dt = NP_TYPES[self.dt(t.dtype)]
+        sz, c0 = dt.itemsize, BLOCK // dt.itemsize
+        pieces = -(-cols // c0)
+        self.span(t, ((pieces - 1) * pad + rows) * BLOCK, what, "destination")
+        if g.data is None:
+            raise KirFault(f"{what}: GM tensor {g.name} has no registered buffer")
+        last = gbyte + ((rows - 1) * pitch + cols) * sz
+        if gbyte < 0 or last > g.data.size:
+            raise KirFault(f"{what}: GM out of range on tensor '{g.name}': bytes [{gbyte}, {last}) of {g.data.size}")
+        for b in range(pieces):
+            self.touch(ins, t.off + b * pad * BLOCK, rows * BLOCK, True, a)
+        for r in range(rows):
+            self.touch_gm(ins, g, gbyte + r * pitch * sz, cols * sz, False)
+        src = g.data.view(dt)[gbyte // sz + np.arange(rows)[:, None] * pitch + np.arange(cols)[None, :]]
+        tile = np.zeros((rows, pieces * c0), dt)
+        tile[:, :cols] = src
+        tile = tile.reshape(rows, pieces, c0).transpose(1, 0, 2)
+        for b in range(pieces):
+            o = t.off + b * pad * BLOCK
+            a.data[o:o + rows * BLOCK] = np.ascontiguousarray(tile[b]).view(np.uint8).reshape(-1)
+            a.written[o:o + rows * BLOCK] = True
+
+    def load_data(self, s: kir.LoadData, frame):
+        """LoadData L1 -> L0A / L0B on MTE1: whole 512-B fractals (transposed when asked), written map along."""
+        what = "LoadData"
+        d, da = self.cube_operand(s.dst, frame, ("L0A", "L0B"), 512, what, "destination")
+        t, sa = self.cube_operand(s.src, frame, ("L1",), BLOCK, what, "source")
+        start, rep, stride = (self.ival(x, frame) for x in (s.start, s.repeat, s.src_stride))
+        ins = self.issue(PIDX[Pipe.MTE1], s)
+        if not 0 <= rep <= 255:
+            raise KirFault(f"LoadData in {self.where}: repeatTimes {rep} outside [0, 255]")
+        sz = NP_TYPES[self.dt(t.dtype)].itemsize
+        if s.transpose and sz != 2:
+            raise KirFault(f"LoadData in {self.where}: ifTranspose needs a 2-byte type, got {self.dt(t.dtype)}")
+        if rep == 0:
+            return
+        self.span(d, rep * 512, what, "destination")
+        srcs = [(start + r * stride) * 512 for r in range(rep)]
+        if min(srcs) < 0:
+            raise KirFault(f"LoadData in {self.where}: source fractal {start} before the tensor")
+        self.span(t, max(srcs) + 512, what, "source")
+        for r, sb in enumerate(srcs):
+            self.touch(ins, t.off + sb, 512, False, sa)
+            self.touch(ins, d.off + r * 512, 512, True, da)
+        idx = (t.off + np.asarray(srcs)[:, None] + np.arange(512)[None, :]).reshape(-1)
+        raw, ok = sa.data[idx], sa.written[idx]
+        if s.transpose:
+            e = cubesem.transpose_fractals(np.arange(rep * 256))
+            raw = raw.reshape(-1, 2)[e].reshape(-1)
+            ok = ok.reshape(-1, 2)[e].reshape(-1)
+        da.data[d.off:d.off + rep * 512] = raw
+        da.written[d.off:d.off + rep * 512] = ok
+
+    def mmad(self, s: kir.Mmad, frame):
+        """Mmad on M: C (L0C NZ) = A (L0A ZZ) x B (L0B ZN) [+ C]; an element is written only from written rows and
+        columns (and a written C when accumulating)."""
+        what = "Mmad"
+        c, ca = self.cube_operand(s.dst, frame, ("L0C",), 1024, what, "dst (L0C)")
+        a, aa = self.cube_operand(s.a, frame, ("L0A",), 512, what, "fm (L0A)")
+        b, ba = self.cube_operand(s.b, frame, ("L0B",), 512, what, "filter (L0B)")
+        m, n, k = (self.ival(x, frame) for x in (s.m, s.n, s.k))
+        env = self.env(frame)
+        accumulate = not all(self.holds(x, env) for x in s.init)
+        ins = self.issue(PIDX[Pipe.M], s)
+        if not (0 <= m <= 4095 and 0 <= n <= 4095 and 0 <= k <= 4095):
+            raise KirFault(f"Mmad in {self.where}: m/n/k = {m}/{n}/{k} outside [0, 4095]")
+        if NP_TYPES[self.dt(a.dtype)].itemsize != 2 or self.dt(a.dtype) != self.dt(b.dtype):
+            raise KirFault(f"Mmad in {self.where}: operands {self.dt(a.dtype)} x {self.dt(b.dtype)}; the interpreter "
+                           "models 2-byte operands of one type (half, bfloat16_t), as the cube family emits")
+        if m == 0 or n == 0 or k == 0:
+            return
+        ae, be, ce = cubesem.l0a_elems(m, k), cubesem.l0b_elems(k, n), cubesem.l0c_elems(m, n)
+        self.span(a, ae * 2, what, "fm (L0A)")
+        self.span(b, be * 2, what, "filter (L0B)")
+        self.span(c, ce * 4, what, "dst (L0C)")
+        self.touch(ins, a.off, ae * 2, False, aa)
+        self.touch(ins, b.off, be * 2, False, ba)
+        if accumulate:
+            self.touch(ins, c.off, ce * 4, False, ca)
+        self.touch(ins, c.off, ce * 4, True, ca)
+        av, aok = self.elems(aa, a, ae)
+        bv, bok = self.elems(ba, b, be)
+        ia, ib = cubesem.zz_index(m, k), cubesem.zn_index(k, n)
+        ic = cubesem.l0c_index(m, n, 16 * -(-m // 16))
+        cv, cok = self.elems(ca, c, ce)
+        prev = cv[ic] if accumulate else None
+        ok = aok[ia].all(axis=1)[:, None] & bok[ib].all(axis=0)[None, :]
+        if accumulate:
+            ok = ok & cok[ic]
+        with np.errstate(all="ignore"):
+            res = cubesem.mmad_accumulate(av[ia], bv[ib], prev)
+        out = cv.copy()
+        out[ic] = res
+        ca.data[c.off:c.off + ce * 4] = out.view(np.uint8)
+        w = cok.copy()
+        w[ic] = ok
+        ca.written[c.off:c.off + ce * 4] = np.repeat(w, 4)
+
+    def fixpipe(self, s: kir.Fixpipe, frame):
+        """Fixpipe L0C -> GM on FIX (row-major): rows x cols floats converted to the GM type (round to nearest
+        even); reading an unwritten L0C element faults."""
+        what = "Fixpipe"
+        c, ca = self.cube_operand(s.src, frame, ("L0C",), 64, what, "source (L0C)")
+        g, gbyte = self.gm(s.dst, frame)
+        rows, cols, src_rows, pitch = (self.ival(x, frame) for x in (s.rows, s.cols, s.src_rows, s.dst_pitch))
+        ins = self.issue(PIDX[Pipe.FIX], s)
+        if not 1 <= cols <= 4095 or not 1 <= rows <= 8192:
+            raise KirFault(f"Fixpipe in {self.where}: nSize {cols} / mSize {rows} outside [1, 4095] / [1, 8192]")
+        if pitch < cols:
+            raise KirFault(f"Fixpipe in {self.where}: dstStride {pitch} (destination row pitch, elements) < nSize "
+                           f"{cols}")
+        if src_rows < rows or src_rows % 16:
+            raise KirFault(f"Fixpipe in {self.where}: the L0C result has {src_rows} rows (a multiple of 16 >= mSize "
+                           f"{rows} expected)")
+        ic = cubesem.l0c_index(rows, cols, src_rows)
+        n = int(ic.max()) + 1
+        self.span(c, n * 4, what, "source (L0C)")
+        self.touch(ins, c.off, n * 4, False, ca)
+        cv, cok = self.elems(ca, c, n)
+        if not cok[ic].all():
+            i, j = np.argwhere(~cok[ic])[0]
+            raise KirFault(f"Fixpipe in {self.where}: reads unwritten (poisoned) L0C element (row {i}, column {j}) at "
+                           f"L0C byte address {c.off + int(ic[i, j]) * 4}: no Mmad produced it from fully written "
+                           "operands")
+        dt = NP_TYPES[self.dt(g.dtype)]
+        if g.data is None:
+            raise KirFault(f"{what}: GM tensor {g.name} has no registered buffer")
+        last = gbyte + ((rows - 1) * pitch + cols) * dt.itemsize
+        if gbyte < 0 or last > g.data.size:
+            raise KirFault(f"{what}: GM out of range on tensor '{g.name}': bytes [{gbyte}, {last}) of {g.data.size}")
+        for r in range(rows):
+            self.touch_gm(ins, g, gbyte + r * pitch * dt.itemsize, cols * dt.itemsize, True)
+        view = g.data.view(dt)
+        view[gbyte // dt.itemsize + np.arange(rows)[:, None] * pitch + np.arange(cols)[None, :]] = cv[ic].astype(dt)
 
     # -- vector instructions
     def vec(self, s: kir.Vec, frame):
@@ -899,7 +1212,7 @@ class _Core:
             # a partial overlap: lane by lane in order, as the emulation's per-lane loop (emu/vector.h: "overlapping
             # operands keep their sequential semantics"), so a lane reads what an earlier lane of dst wrote
             def lane(t: LT, i: int) -> LT:
-                return LT(t.off + i * NP_TYPES[self.dt(t.dtype)].itemsize, t.size - i, t.dtype, t.queue, t.tag)
+                return LT(t.off + i * NP_TYPES[self.dt(t.dtype)].itemsize, t.size - i, t.dtype, t.queue, t.tag, t.mem)
 
             for i in range(count):
                 e, good = {"count": 1}, True
@@ -1218,20 +1531,40 @@ def opaque(k: kir.KernelClass) -> str | None:
     return body("Init", k.init) or body("Process", k.process)
 
 
+KERNEL_TYPES = ("KERNEL_TYPE_AIV_ONLY", "KERNEL_TYPE_AIC_ONLY", "KERNEL_TYPE_MIX_AIC_1_2")
+"""The launch kinds the interpreter runs (docs/reference/ascendc.md §1.3; the emulation's emu::Launch / LaunchCube /
+LaunchMix)."""
+
+
+def kernel_type(k: kir.KernelClass) -> str:
+    """The launch kind class `k` needs: a cube statement and a vector branch -> KERNEL_TYPE_MIX_AIC_1_2; cube
+    statements only -> KERNEL_TYPE_AIC_ONLY; else KERNEL_TYPE_AIV_ONLY."""
+    stmts = [s for m in (k.init, k.process, *(m.body for m in k.methods)) for s in kir.walk(m)]
+    cube = any(isinstance(s, kir.CUBE_STMTS) for s in stmts)
+    vector = any(isinstance(s, kir.CoreIf) and s.unit == "vector" for s in stmts)
+    return ("KERNEL_TYPE_MIX_AIC_1_2" if vector else "KERNEL_TYPE_AIC_ONLY") if cube else "KERNEL_TYPE_AIV_ONLY"
+
+
 def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: int = 196608,
         workspace: np.ndarray | None = None, types: dict | None = None, verify_first: bool = True,
-        members: dict | None = None) -> RunResult:
+        members: dict | None = None, launch: str | None = None, cube_bytes: dict | None = None) -> RunResult:
     """Run kernel class `k` on `block_dim` cores (core i has GetBlockIdx() = i, GetBlockNum() = block_dim).
 
     tiling: {field name: int} for every k.fields entry; gm: {Init argument name (k.args): NumPy array} (modified in
     place by UB -> GM copies; its bytes are the GM tensor, any dtype); workspace: the user workspace array (for
     GmTensors with workspace=True; an argument given as None is a nullptr: its tensor is unbound, any access to it
     faults); members: {scalar member: value} the file skeleton's Init sets from the arguments (a head-rows kernel's
-    has_<input>: the pointer is not nullptr); types: {template parameter: element type} ("T" -> "half"); ub_bytes: the UB of
-    each core in bytes (the platform's, opgen.platforms). Returns a RunResult (faults as `[core k] message`, the
-    first one stops the launch, as the emulation's launch does). Raises kir.IRError for a malformed program (the
-    verifier), NotKernelIR for a class with C++ text left in it (`opaque`) and OpgenError for a missing tiling
-    field or GM argument."""
+    has_<input>: the pointer is not nullptr); types: {template parameter: element type} ("T" -> "half"); ub_bytes: the
+    UB of each AIV in bytes (the platform's, opgen.platforms); launch: one of KERNEL_TYPES (default `kernel_type(k)`):
+    AIV_ONLY runs block_dim AIVs, AIC_ONLY block_dim AICs, MIX_AIC_1_2 block_dim AI Cores of one AIC (GetBlockIdx() =
+    c) and two AIVs (GetBlockIdx() = 2c + GetSubBlockIdx(), GetTaskRatio() = 2), as the emulation's launches do
+    (EMU.md "Launch"); cube_bytes: {"L1", "L0A", "L0B", "L0C": bytes} of each AIC (default CUBE_MEM_910B).
+
+    Cores run as generators in turn: one runs until it waits (SyncAll, a CrossCoreWaitFlag whose counter is 0) or
+    returns; a wait no core can satisfy any more is a deadlock fault. Returns a RunResult (faults as `[core k]
+    message` -- `[AIC c]` / `[AIV v]` in a mixed launch -- the first one stops the launch, as the emulation's launch
+    does). Raises kir.IRError for a malformed program (the verifier), NotKernelIR for a class with C++ text left in it
+    (`opaque`) and OpgenError for a missing tiling field or GM argument, or a bad block_dim / ub_bytes / launch."""
     if verify_first:
         kir.verify(k)
     why = opaque(k)
@@ -1241,6 +1574,9 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
         raise OpgenError(f"kernel IR interpreter: block_dim must be a positive integer, not {block_dim!r}")
     if not isinstance(ub_bytes, int) or ub_bytes < BLOCK:
         raise OpgenError(f"kernel IR interpreter: ub_bytes must be an integer of at least {BLOCK}, not {ub_bytes!r}")
+    launch = launch or kernel_type(k)
+    if launch not in KERNEL_TYPES:
+        raise OpgenError(f"kernel IR interpreter: launch must be one of {', '.join(KERNEL_TYPES)}, not {launch!r}")
     types = dict(types or {})
     for t in k.tparams:
         if types.get(t) not in NP_TYPES:
@@ -1257,30 +1593,68 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
         if arr is not None and np.size(arr) and not np.shares_memory(data, arr):
             raise OpgenError(f"kernel IR interpreter: GM argument {g.arg or 'workspace'} must be a contiguous array")
         gms[g.name] = _Gm(g.name, data, g.dtype)
-    cores = [_Core(k, i, block_dim, tiling, gms, ub_bytes, types) for i in range(block_dim)]
+    mem = {"UB": ub_bytes, **CUBE_MEM_910B, **(cube_bytes or {})}
+    n = block_dim
+    if launch == "KERNEL_TYPE_MIX_AIC_1_2":
+        specs = [dict(kind="AIC", idx=c, label=f"AIC {c}") for c in range(n)] + \
+                [dict(kind="AIV", idx=v, label=f"AIV {v}", sub=v % 2, ratio=2) for v in range(2 * n)]
+    else:
+        kind = "AIC" if launch == "KERNEL_TYPE_AIC_ONLY" else "AIV"
+        specs = [dict(kind=kind, idx=i) for i in range(n)]
+    cores: list = []
+    state = _Launch(cores, launch == "KERNEL_TYPE_MIX_AIC_1_2")
+    for slot, cs in enumerate(specs):
+        cores.append(_Core(k, cs.pop("idx"), n, tiling, gms, mem, types, slot=slot, launch=state, **cs))
     for c in cores:
         for name, v in (members or {}).items():
             if name not in c.members:
                 raise OpgenError(f"kernel IR interpreter: {name} is not a scalar member of {k.name}")
             c.members[name] = v
+    state.count = np.zeros((len(cores), len(kir.CROSS_FLAG_IDS)), dtype=np.int64)
+    faults = _schedule(cores, state)
+    if not faults:
+        faults = state.leftovers()
+    return RunResult(not faults, faults, [c.ub.used for c in cores if c.ub is not None])
+
+
+def _schedule(cores: list, state: _Launch) -> list:
+    """Run every core's generator in turn until all return (the faults: [] then), one faults, or a wait can never be
+    satisfied (a deadlock fault per blocked core, worded as the emulation's)."""
     gens = [c.run() for c in cores]
-    live = set(range(block_dim))
-    faults: list = []
-    while live and not faults:
-        waiting = set()
-        for i in sorted(live):
+    at = ["run"] * len(cores)          # "run", "sync", ("cross", id) or "done"
+    group = [c.slot for c in cores if c.kind == "AIV"] if state.mix else [c.slot for c in cores]
+    while True:
+        progress = False
+        for i, g in enumerate(gens):
+            w = at[i]
+            if w in ("done", "sync") or (w != "run" and state.count[i][w[1]] == 0):
+                continue
             try:
-                next(gens[i])
-                waiting.add(i)
+                at[i] = next(g)
             except StopIteration:
-                pass
+                at[i] = "done"
             except KirFault as f:
-                faults.append(f"[core {i}] {f.bare}")
-                break
-        if faults:
-            break
-        if waiting and waiting != live:
-            faults.append(f"[core {min(waiting)}] SyncAll deadlock: core(s) {sorted(live - waiting)} returned while "
-                          f"{sorted(waiting)} wait")
-        live = waiting
-    return RunResult(not faults, faults, [c.ub.used for c in cores])
+                return [f"[{cores[i].label}] {f.bare}"]
+            progress = True
+        if all(w == "done" for w in at):
+            return []
+        syncing = [i for i in group if at[i] == "sync"]
+        if syncing:
+            gone = [i for i in group if at[i] == "done"]
+            if gone:
+                def names(ids):   # [1, 2] in a single-kind launch, [AIV 1, AIV 2] in a mixed one
+                    return "[" + ", ".join(cores[i].label.removeprefix("core ") for i in ids) + "]"
+
+                return [f"[{cores[syncing[0]].label}] SyncAll deadlock: core(s) {names(gone)} returned while "
+                        f"{names(syncing)} wait"]
+            if len(syncing) == len(group):
+                for i in syncing:
+                    at[i] = "run"
+                progress = True
+        if not progress:
+            blocked = [(i, w) for i, w in enumerate(at) if w != "done"]
+            what = ", ".join(f"[{cores[i].label}] " + ("SyncAll" if w == "sync" else f"CrossCoreWaitFlag({w[1]})")
+                             for i, w in blocked)
+            i, w = blocked[0]
+            return [f"[{cores[i].label}] {'SyncAll' if w == 'sync' else f'CrossCoreWaitFlag({w[1]})'} deadlock: no "
+                    f"core can satisfy the wait any more; every live core is blocked: {what}"]
