@@ -569,49 +569,55 @@ def test_relu_of_a_scaled_matmul_kept_fp32_emulated_matches_float64(tmp_path):
     assert np.all(np.abs(got - ref) <= 2.0**-20 * (np.abs(ref) + np.abs(x) @ np.abs(w)))
 
 
-def _sync_paths(stmts, pre=()):
-    """(path, statement) of every SetFlag / WaitFlag / CrossCore flag under `stmts`, depth first."""
+def _cross_paths(stmts, pre=()):
+    """(path, statement) of every CrossCoreSetFlag / CrossCoreWaitFlag under `stmts`, depth first."""
     for i, s in enumerate(stmts):
-        if isinstance(s, (K.WaitFlag, K.CrossCoreSetFlag, K.CrossCoreWaitFlag)):
+        if isinstance(s, (K.CrossCoreSetFlag, K.CrossCoreWaitFlag)):
             yield pre + (i,), s
         for f in ("body", "then", "orelse"):
             if isinstance(getattr(s, f, None), tuple):
-                yield from _sync_paths(getattr(s, f), pre + ((i, f),))
+                yield from _cross_paths(getattr(s, f), pre + ((i, f),))
 
 
-def _without(stmts, path, count=1):
-    """`stmts` without `count` statements ending at `path` (a WaitFlag and the SetFlag just before it: count 2)."""
+def _without(stmts, path):
+    """`stmts` without the statement at `path`."""
     i = path[0]
     if len(path) == 1:
-        return stmts[:i + 1 - count] + stmts[i + 1:]
+        return stmts[:i] + stmts[i + 1:]
     j, f = i
-    return stmts[:j] + (replace(stmts[j], **{f: _without(getattr(stmts[j], f), path[1:], count)}),) + stmts[j + 1:]
+    return stmts[:j] + (replace(stmts[j], **{f: _without(getattr(stmts[j], f), path[1:])}),) + stmts[j + 1:]
 
 
 def test_the_mixed_cube_kernel_runs_on_the_interpreter_and_every_flag_it_needs_is_checked():
     """MatmulGelu's mixed kernel on the Kernel IR interpreter (one AI Core: its AIC and two AIVs as generators that
-    wait at CrossCoreWaitFlag) equals float64 gelu(x @ w + bias) to fp16 accuracy; with any one of the AIC's flag
-    pairs (MTE2 -> MTE1 ... FIX -> M) or any cross-core set or wait (the slots' READY / FREE flags, the final
-    waits) deleted, the launch faults: a race naming both statements, a deadlock, or a flag set never waited for.
-    Five blocks on the core, so both slots are reused and every flag runs."""
+    wait at CrossCoreWaitFlag) equals float64 gelu(x @ w + bias) to fp16 accuracy. Its flags and barriers are the
+    dependency pass's (opgen.kernel.kir_sync: the lowering places none); with any one of them deleted the launch
+    faults with a race naming both statements; with any one cross-core set or wait (the slots' READY / FREE flags,
+    the final waits) deleted it faults with a deadlock or a flag set never waited for. Four blocks on the core, so
+    both slots are reused and every flag runs; the last two are one row, so one AIV has no rows of them (its pass
+    loop runs no iteration, and the flags after the loop are the ones that order its next block)."""
     import dataclasses
 
     import numpy as np
 
     from opgen.ir.dtypes import parse_dtype
     from opgen.kernel import kir_interp
+    from opgen.kernel import kir_sync as ks
     from opgen.platforms import PLATFORMS
     from opgen.tiling.emit import program_inputs
 
     spec = load_spec(str(EXAMPLES / "matmul_gelu.py"))
     u = kernel_build(spec)
     cls = next(iter(u.lowered.programs.values()))
+    bare = ks.strip_syncs(cls)
+    again, ins = ks.place_syncs(bare)
+    assert again == cls   # the class the kernel is printed from is the pass's output
     plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=1,
                                aiv=2)
-    m, k, n = 20, 16, 1100
+    m, k, n = 129, 16, 300
     v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": m, "K": k, "N": n},
                                                  {"T": parse_dtype("f16")}, plat, None))
-    assert v["blockDim"] == 1 and v["blocksPerCore"] == 5, v
+    assert v["blockDim"] == 1 and v["blocksPerCore"] == 4 and v["baseM"] == 128, v
     rng = np.random.default_rng(7)
     a, w = rng.uniform(-1, 1, (m, k)).astype(np.float16), rng.uniform(-1, 1, (k, n)).astype(np.float16)
     bias = rng.uniform(-1, 1, n).astype(np.float16)
@@ -627,12 +633,17 @@ def test_the_mixed_cube_kernel_runs_on_the_interpreter_and_every_flag_it_needs_i
 
     r, out = launch(cls)
     assert r.ok and np.all(np.abs(out - ref) <= 2.0 ** -10 * np.abs(ref) + 2.0 ** -14), r.faults[:1]
-    sites = [(p, s) for p, s in _sync_paths(cls.process)
-             if not isinstance(s, K.WaitFlag) or s.src in (Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX)
-             and s.dst in (Pipe.MTE2, Pipe.MTE1, Pipe.M, Pipe.FIX)]
-    assert sum(isinstance(s, K.WaitFlag) for _, s in sites) == 6 and len(sites) == 6 + 10, sites
-    for p, s in sites:
-        r, _ = launch(replace(cls, process=_without(cls.process, p, 2 if isinstance(s, K.WaitFlag) else 1)))
+    syncs = ks.placed(ins)
+    pipes = {x.event if not isinstance(x, K.Barrier) else "V" for p, lst in ins.items() for x in lst}
+    assert {"MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1", "M_FIX", "FIX_M", "MTE2_V", "V_MTE2", "V_MTE3",
+            "MTE3_V", "V"} <= pipes, pipes
+    for which in syncs:
+        r, _ = launch(ks.without(bare, ins, which))
+        assert not r.ok and "race (" in r.faults[0], (which, r.faults[:1])
+    cross = list(_cross_paths(cls.process))
+    assert len(cross) == 10, cross
+    for p, s in cross:
+        r, _ = launch(replace(cls, process=_without(cls.process, p)))
         assert not r.ok, K.to_text_stmt(s)
         assert any(w in r.faults[0] for w in ("race (", "deadlock", "never consumed")), r.faults[0]
 

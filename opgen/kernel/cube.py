@@ -14,8 +14,11 @@ ranges (the first `blocksTail` cores take one more). Per block, K in chunks of b
 [mt, kt] and B's [kt, nt] tiles GM -> L1 NZ (Nd2Nz, MTE2), L1 -> L0A (ZZ: one LoadData per 16-row fractal row)
 and L0B (ZN: one transposing LoadData per 16-row fractal row of B), Mmad into the fp32 L0C block (init on the first
 chunk, accumulate after: fp32 accumulation over all of K), then Fixpipe L0C -> GM with the cast to the output
-type. Every hand-off between pipes is a flag (MTE2 -> MTE1 -> M -> FIX and back for the buffer reuse), set and
-waited in place: this first step does not overlap the pipes (one L1 / L0 buffer each). Without a vector epilogue the
+type. The lowering places no flag or barrier: the dependency pass (opgen.kernel.kir_sync, the kernel pass
+`synchronise`) places what the accesses need (MTE2 -> MTE1 -> M -> FIX and back for the buffer reuse, each
+hoisted out of the loops that do not hold its first access; the AIVs' MTE2 / V / MTE3 hand-offs and their PIPE_V
+barriers). The fractal-row LoadData loops and the epilogue's per-row loops are marked `disjoint` (each iteration its
+own rows). This first step does not overlap the pipes (one L1 / L0 buffer each). Without a vector epilogue the
 kernel is launched cube-only (KERNEL_TYPE_AIC_ONLY, blockDim AIC cores). With one it is mixed
 (KERNEL_TYPE_MIX_AIC_1_2): Fixpipe writes the fp32 block to one of two workspace slots of the AI Core, handed to its
 two AIVs and back by cross-core flags (FLAG_READY, FLAG_FREE), and each AIV runs the epilogue on half of the block's
@@ -39,6 +42,7 @@ from opgen.errors import OpgenError
 from opgen.ir.dims import Constraint, Fn, Lit, Sym
 from opgen.ir.dtypes import DTypeVar, dtype_name
 from opgen.kernel import kir as K
+from opgen.kernel.kir_sync import place_syncs
 from opgen.kernel.family import Family, Lowered, register
 from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.rowlayout import Unsupported
@@ -300,11 +304,6 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
     return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, ["vector"], tuple(steps)
 
 
-def _fence(src: Pipe, dst: Pipe, doc: str) -> tuple:
-    """SetFlag + WaitFlag of one event: the `dst` pipe waits for the `src` pipe's earlier work."""
-    return (K.SetFlag(src, dst, 0, doc), K.WaitFlag(src, dst, 0))
-
-
 def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
     """The Kernel IR class of the GEMM (module docstring's schedule) for `spec` with layout `lay`: template
     parameter T = the operands' C++ type; the output's type T or float. Raises IRError when it does not verify."""
@@ -340,7 +339,7 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
                         "A tile [mt, kt] -> L1 NZ"),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
             K.LoadData(K.Ref("a2", S("r") * S("kPad") * 16), K.Ref("a1"), S("r"), k1, m1, False,
-                       "A fractal row r: NZ -> ZZ"),)),)
+                       "A fractal row r: NZ -> ZZ"),), disjoint=True),)
     if lay.trans_b:   # B^T tile [nt, kt] in L1 is B's ZN layout already
         b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt"), Kd, S("nPad"),
                         "Bᵀ tile [nt, kt] -> L1 NZ"),)
@@ -350,17 +349,13 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
                         "B tile [kt, nt] -> L1 NZ"),)
         b_load = (K.For("r", Lit(0), k1, Lit(1), (
             K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), S("r"), n1, k1, True,
-                       "B fractal row r: NZ -> ZN (each fractal transposed)"),)),)
+                       "B fractal row r: NZ -> ZN (each fractal transposed)"),), disjoint=True),)
     kloop = (
         K.Let("kPad", fn("align_up", S("kt"), Lit(16))),
         *a_in, *b_in,
-        *_fence(Pipe.MTE2, Pipe.MTE1, "L1 tiles landed"),
         *a_load, *b_load,
-        *_fence(Pipe.MTE1, Pipe.MTE2, "L1 free for the next chunk"),
-        *_fence(Pipe.MTE1, Pipe.M, "L0A / L0B loaded"),
         K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"), (Constraint("==", S("k0"), Lit(0)),),
                "fp32 accumulate over K"),
-        *_fence(Pipe.M, Pipe.MTE1, "L0A / L0B free for the next chunk"),
     )
     lets = (
         *at,
@@ -391,10 +386,8 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         K.Let("mm", fn("max", S("mt"), Lit(2))),
         *slot,
         K.For("k0", Lit(0), Kd, bk, kloop, tail="kt", doc="K chunks (the last a tail)"),
-        *_fence(Pipe.M, Pipe.FIX, "L0C block complete"),
         *free,   # only the Fixpipe writes the slot: the loads and Mmads of this block overlap the AIVs' work
         fix,
-        *_fence(Pipe.FIX, Pipe.M, "L0C free for the next block"),
         *ready,
     )
     cube = (
@@ -547,8 +540,9 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     docstring): per block of this AI Core, wait for its slot, the column rows (a bias) in and finished, then passes
     of up to epiRows rows of this AIV's half
     (rows h * sub .. of h = ceil(mt / 2)): copy the fp32 rows and the inputs in, run each instruction over the
-    pass's rows (instruction-major, a PIPE_V barrier between instructions; one instruction over all rows of the pass
-    when they touch, nt = baseN, and it reads no column row), cast, copy out; free the slot."""
+    pass's rows (instruction-major, each per-row loop `disjoint`; one instruction over all rows of the pass when they
+    touch, nt = baseN, and it reads no column row), cast, copy out; free the slot. No sync: the dependency pass
+    places the flags and barriers."""
     S = Sym
     bn, N, R = S("baseN"), S("N"), S("epiRows")
     row = S("r") * bn    # element offset of row r of a pass in every row buffer (pitch baseN)
@@ -633,10 +627,10 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
             if i.kind in ("vscalar", "vdup"):
                 args["scalar"] = parse_scalar(i.arg)
             node = K.vec(instr_op(i), **args)
-        if is_row:
-            row_ops += [K.For("r", Lit(0), S("iters") if flat else S("rows"), Lit(1), (node,)), K.Barrier(Pipe.V)]
+        if is_row:   # each iteration its own row of every row operand: no dependence between iterations
+            row_ops.append(K.For("r", Lit(0), S("iters") if flat else S("rows"), Lit(1), (node,), disjoint=True))
         else:
-            col_ops += [node, K.Barrier(Pipe.V)]
+            col_ops.append(node)
     src_out = K.Ref("eo") if rnd else operand(sv, Lit(0))
     store = K.Copy(K.GmView("cGm_", off(2, (S("m0") + S("c0")) * N + S("n0"))), src_out, S("rows"), S("nt") * osz,
                    _gap(S("nt"), osz, bn), (N - S("nt")) * osz, "the pass's output rows")
@@ -645,16 +639,11 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         K.Let("iters", K.Select(whole, Lit(1), S("rows"))),
         K.Let("cnt", K.Select(whole, S("rows") * S("nt"), S("nt"))),
         *copies_in,
-        *_fence(Pipe.MTE2, Pipe.V, "rows landed"),
         *row_ops,
-        *_fence(Pipe.V, Pipe.MTE3, "output rows computed"),
         store,
-        *_fence(Pipe.MTE3, Pipe.V, "output staging free for the next pass"),
-        *_fence(Pipe.V, Pipe.MTE2, "input rows free for the next pass"),
     )
     # the column rows (a bias) once per block: loaded and finished before the passes, free after them
-    cols = (*col_in, *_fence(Pipe.MTE2, Pipe.V, "columns landed"), *col_ops) if col_in or col_ops else ()
-    cols_done = _fence(Pipe.V, Pipe.MTE2, "column rows free for the next block") if cols else ()
+    cols = (*col_in, *col_ops)
     block = (
         *lets,
         K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
@@ -665,7 +654,6 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_READY + i, "the AIC has written slot s")),
         *cols,
         K.For("c0", S("r0"), S("r1"), R, chunk, tail="rows", doc="passes over this AIV's rows of the block"),
-        *cols_done,
         _by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.MTE2, FLAG_FREE + i, "this AIV is done reading slot s")),
     )
     attrs = tuple(K.FLet(f"attr_{a}", K.FBits(S(f"{a}Bits")), doc=f"the attribute {a}") for a in epi_attrs(lay))
@@ -747,6 +735,17 @@ class CubeFamily(Family):
                                   f"layout ({lay.text()}) than the first ({layout.text()})")
             progs[key] = lower_gemm(spec, layout)
         return Lowered(self.name, layout, progs)
+
+    def synchronise(self, lowered) -> Lowered:
+        """Every key's class through the dependency pass (opgen.kernel.kir_sync.place_syncs): the lowering places
+        no flag or barrier; one class serves every key, so it is synchronised once."""
+        done: dict = {}
+        progs = {}
+        for key, c in lowered.programs.items():
+            if id(c) not in done:
+                done[id(c)] = place_syncs(c)[0]
+            progs[key] = done[id(c)]
+        return Lowered(lowered.family, lowered.layout, progs)
 
     def counts(self, lowered):
         """CubeCounts of the lowered class."""

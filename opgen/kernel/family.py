@@ -101,6 +101,12 @@ class Family:
         display). Raises Unsupported."""
         raise NotImplementedError
 
+    def synchronise(self, lowered: Lowered) -> Lowered:
+        """`lowered` with its kernel classes synchronised (the dependency pass, opgen.kernel.kir_sync.place_syncs:
+        the flags and barriers the accesses need, none by rule). Default: unchanged, for a family whose lowering
+        is not Kernel IR classes at this stage (the rows family builds and synchronises its classes at emission)."""
+        return lowered
+
     def counts(self, lowered: Lowered):
         """What the lowered programs hold on chip: the maximum over the specialisations."""
         raise NotImplementedError

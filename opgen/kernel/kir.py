@@ -655,6 +655,11 @@ class For:
     tail: str | None = None
     doc: str = ""
     inclusive: bool = False   # var <= hi (hi included)
+    disjoint: bool = False
+    """The lowering's claim that no two iterations touch overlapping on-chip bytes where either writes (rows of a
+    many-row pass, each iteration its own row): the dependency pass (opgen.kernel.kir_sync) then orders nothing of
+    one iteration after another's. The interpreter's race detector checks the claim at run time (a false one is a
+    race fault where a dependence goes unordered)."""
 
 
 @dataclass(frozen=True)
@@ -1891,6 +1896,7 @@ def to_text_stmt(s, indent: str = "") -> str:
         tail = f" tail {s.tail}" if s.tail else ""
         doc = f"  // {s.doc}" if s.doc else ""
         step = f"step {s.step}" if s.step is not None else "step in body"
+        tail += " disjoint" if s.disjoint else ""
         return "\n".join([f"{i}for {s.var} in [{s.lo}, {s.hi}{']' if s.inclusive else ')'} {step}{tail} {{{doc}"]
                          + [to_text_stmt(x, i + "  ") for x in s.body] + [f"{i}}}"])
     if isinstance(s, If):

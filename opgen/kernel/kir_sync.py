@@ -29,6 +29,13 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   otherwise the join with the loop's entry (zero iterations) too.
   The state is a set of disjuncts keyed by the queues' allocator states, so the blocks of a double-buffered
   queue stay apart across iterations.
+* A sync whose earlier access lies outside a loop holding the later one goes before the outermost such loop: issued
+  once, not per iteration. A loop marked `disjoint` (kir.For: the lowering's claim that iterations touch disjoint
+  bytes where one writes) is analysed for one iteration: no dependence is carried between its iterations.
+* A CoreIf body runs on one core kind: it is analysed like an If with an empty else, and its accesses never conflict
+  with those of a CoreIf of the other kind (other cores, ordered by cross-core flags, which order no pipe here).
+  Cube statements: Nd2Nz on MTE2 (GM -> L1), LoadData on MTE1 (L1 -> L0A / L0B), Mmad on M (reads C unless it
+  provably initialises it), Fixpipe on FIX (L0C -> GM); MTE1, M and FIX complete in order like MTE2.
 * After placement, each placed sync is removed in turn and kept removed when the analysis then finds no conflict.
 * Then each flag pair's SetFlag moves up its statement list, one statement at a time, while the analysis still
   finds no conflict (so it follows the last access it must cover), under an event id of its own: the waiting pipe
@@ -90,12 +97,15 @@ class Region:
 
 @dataclass(frozen=True)
 class Access:
-    """One access of the analysis: statement position `pos`, pipe, write (else read), region."""
+    """One access of the analysis: statement position `pos`, pipe, write (else read), region; `unit` the core kind
+    of the CoreIf it lies in ("cube" / "vector", None outside one): accesses of different kinds are on different
+    cores, ordered by cross-core flags, never by this pass."""
 
     pos: tuple
     pipe: Pipe
     write: bool
     region: Region
+    unit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,17 @@ class Conflict:
             "read-after-write"
         return (f"{kind} {self.earlier.pipe.name} {_pos_text(self.earlier.pos)} -> {self.later.pipe.name} "
                 f"{_pos_text(self.later.pos)} on {self.later.region.base}")
+
+
+def _why(earlier: Access, later: Access) -> str:
+    """The comment of the sync ordering `later` after `earlier`: what it protects, in the kernel's own names."""
+    b = later.region.base
+    what = {"b": lambda: b[1], "q": lambda: b[1], "gm": lambda: f"GM {b[1]}"}.get(b[0], lambda: "a buffer")()
+    if later.write and earlier.write:
+        return f"{what}: {later.pipe.name} writes after {earlier.pipe.name}'s write"
+    if later.write:
+        return f"{what}: {earlier.pipe.name} has read it before {later.pipe.name} overwrites it"
+    return f"{what}: {earlier.pipe.name} has written it before {later.pipe.name} reads it"
 
 
 def _pos_text(pos) -> str:
@@ -198,6 +219,7 @@ class _Analysis:
         self.methods = {m.name: m for m in k.methods}
         self.member_dtypes = {t.name: t.dtype for t in k.tensors}
         self.gm_bases = {g.name: ("gm", "<workspace>" if g.workspace else g.arg) for g in k.gms}
+        self.unit: str | None = None      # the CoreIf being analysed
 
     # -- helpers
     def size(self, dtype: str) -> int | None:
@@ -243,8 +265,8 @@ class _Analysis:
         """Checks then records the accesses of one statement in every disjunct (reads / writes: lists of
         (Ref, elements or None))."""
         for key, d in list(ds.items()):
-            acc = [Access(pos, pipe, False, self.region(d, r, scope, n)) for r, n in reads] + \
-                  [Access(pos, pipe, True, self.region(d, r, scope, n)) for r, n in writes]
+            acc = [Access(pos, pipe, False, self.region(d, r, scope, n), self.unit) for r, n in reads] + \
+                  [Access(pos, pipe, True, self.region(d, r, scope, n), self.unit) for r, n in writes]
             for a in acc:          # every access is checked before any is recorded: in place is no self-race
                 while True:
                     c = self.find(d, a)
@@ -253,7 +275,7 @@ class _Analysis:
                     if not self.place:
                         self.conflicts.append(c)
                         break
-                    self.put(pos, c.sync)
+                    self.put(_outside_loops(c.earlier.pos, pos, self.k), c.sync)
                     for x in c.sync:
                         self.effect(d, x)
             for a in acc:
@@ -267,21 +289,23 @@ class _Analysis:
         for rec, seen in d.records.items():
             if not (a.write or rec.write) or _ordered(rec, seen, a.pipe):
                 continue
+            if rec.unit is not None and a.unit is not None and rec.unit != a.unit:
+                continue          # another core's access (the other side of a mixed kernel)
             if not rec.region.overlaps(a.region):
                 continue
-            return Conflict(rec, a, self.sync_for(rec.pipe, a.pipe))
+            return Conflict(rec, a, self.sync_for(rec.pipe, a.pipe, _why(rec, a)))
         return None
 
-    def sync_for(self, q: Pipe, p: Pipe) -> tuple:
+    def sync_for(self, q: Pipe, p: Pipe, doc: str = "") -> tuple:
         if q is p:
-            return (kir.Barrier(p),)
+            return (kir.Barrier(p, doc),)
         ev = f"{q.name}_{p.name}"
         if ev not in kir.HARD_EVENTS:
-            return (kir.Barrier(Pipe.ALL),)
+            return (kir.Barrier(Pipe.ALL, doc),)
         i = 0
         while (ev, i) in self.used_flags:
             i += 1
-        return (kir.SetFlag(q, p, i), kir.WaitFlag(q, p, i))
+        return (kir.SetFlag(q, p, i, doc), kir.WaitFlag(q, p, i))
 
     def put(self, pos, sync: tuple):
         lst = self.inserted.setdefault(pos, [])
@@ -311,6 +335,12 @@ class _Analysis:
         return ds
 
     def stmt(self, ds: dict, s, pos, scope) -> dict:  # noqa: C901 - one case per node type
+        if isinstance(s, kir.For) and s.disjoint:   # no dependence between iterations: one pass over the body
+            out = self.block({k: d.copy() for k, d in ds.items()}, s.body, pos + ("b",), dict(scope))
+            lo, hi = kir.const_value(s.lo), kir.const_value(s.hi)
+            if lo is not None and hi is not None and (lo <= hi if s.inclusive else lo < hi):
+                return out
+            return _join(out, ds)
         if isinstance(s, kir.For):
             head = ds
             for _ in range(64):
@@ -327,6 +357,26 @@ class _Analysis:
             return head
         if isinstance(s, kir.Scope):
             return self.block(ds, s.body, pos + ("s",), dict(scope))
+        if isinstance(s, kir.CoreIf):   # runs on one core kind only: an If whose other branch is empty
+            outer, self.unit = self.unit, s.unit
+            body = self.block({k: d.copy() for k, d in ds.items()}, s.body, pos + ("c",), dict(scope))
+            self.unit = outer
+            return _join(body, ds)
+        if isinstance(s, kir.Nd2Nz):
+            self.access(ds, pos, Pipe.MTE2, [(s.src, None)], [(s.dst, None)], scope)
+            return ds
+        if isinstance(s, kir.LoadData):
+            self.access(ds, pos, Pipe.MTE1, [(s.src, None)], [(s.dst, None)], scope)
+            return ds
+        if isinstance(s, kir.Mmad):   # reads C too unless provably initialising it
+            acc = [] if not s.init else [(s.dst, None)]
+            self.access(ds, pos, Pipe.M, [(s.a, None), (s.b, None)] + acc, [(s.dst, None)], scope)
+            return ds
+        if isinstance(s, kir.Fixpipe):
+            self.access(ds, pos, Pipe.FIX, [(s.src, None)], [(s.dst, None)], scope)
+            return ds
+        if isinstance(s, (kir.CrossCoreSetFlag, kir.CrossCoreWaitFlag)):
+            return ds                   # they order cores, not this core's pipes (EMU.md)
         if isinstance(s, kir.Verbatim):
             raise kir.IRError("the dependency pass needs Kernel IR throughout; C++ text is opaque", s)
         if isinstance(s, kir.If):
@@ -501,6 +551,22 @@ class _Analysis:
         self.block(ds, self.k.process, ("Process",), {})
 
 
+def _outside_loops(earlier: tuple, later: tuple, k: kir.KernelClass) -> tuple:
+    """Where the sync ordering `earlier` before `later` goes: before the outermost loop that holds `later` but not
+    `earlier` (it is issued once, not every iteration; it still precedes every access of the loop in program
+    order), else right before `later`. Positions of different functions: right before `later`."""
+    if earlier[0] != later[0]:
+        return later
+    n = 0
+    while n < min(len(earlier), len(later)) and earlier[n] == later[n]:
+        n += 1
+    # later[:n] is the common prefix; later[n] the index, in the common list, of the statement holding `later`
+    if n >= len(later) - 1 or not isinstance(later[n], int):
+        return later
+    holder = _body_at(k, later[:n])[later[n]]
+    return later[:n + 1] if isinstance(holder, kir.For) else later
+
+
 def _floads_of(s) -> list:
     """The UB elements the float expressions of a simple statement read on the scalar unit (kir.FLoad)."""
     fload = getattr(kir, "FLoad", None)
@@ -559,6 +625,8 @@ def _map_bodies(k: kir.KernelClass, fn) -> kir.KernelClass:
                 s = replace(s, then=walk(s.then, p + ("t",)), orelse=walk(s.orelse, p + ("e",)))
             elif isinstance(s, kir.Scope) and p is not None:
                 s = replace(s, body=walk(s.body, p + ("s",)))
+            elif isinstance(s, kir.CoreIf) and p is not None:
+                s = replace(s, body=walk(s.body, p + ("c",)))
             res.append(s)
         return tuple(res)
 
@@ -611,7 +679,7 @@ def conflicts(k: kir.KernelClass, types: dict | None = None) -> list:
 def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = True, hoist: bool = True) -> tuple:
     """The pass: (k with syncs placed, {position: [sync statements placed before it]}). Existing syncs and queue
     hand-offs of k are honoured (give `strip_syncs(k)` to place all). A position is (function name, index, ...)
-    with "b" / "t" / "e" / "s" stepping into a loop body / then / else / scope. prune removes each placed sync the
+    with "b" / "t" / "e" / "s" / "c" stepping into a loop body / then / else / scope / core branch. prune removes each placed sync the
     analysis shows redundant; hoist moves each flag pair's SetFlag as early in its list as the analysis allows. Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point."""
     kir.verify(k)
     types = dict(types or {})
@@ -658,7 +726,8 @@ def _body_at(k: kir.KernelClass, base: tuple) -> tuple:
         if isinstance(x, int):
             s = body[x]
         else:
-            body = {"b": lambda: s.body, "t": lambda: s.then, "e": lambda: s.orelse, "s": lambda: s.body}[x]()
+            body = {"b": lambda: s.body, "t": lambda: s.then, "e": lambda: s.orelse, "s": lambda: s.body,
+                    "c": lambda: s.body}[x]()
     return body
 
 

@@ -9,6 +9,8 @@ on a `Unit` (the spec, its fused specialisations and what the stages produced):
                   the family and its layout; the family names the specialisations it is built from, which then
                   go through the tensor passes too
   lower           every specialisation to the family's Kernel IR (verified)
+  synchronise     the dependency pass (opgen.kernel.kir_sync) places the flags and barriers of the family's Kernel
+                  IR classes (the cube family's; the rows family still synchronises at emission)
   count           what the programs hold on chip, the maximum over the specialisations
   tile            the tiling program, derived from the counts and the layout, and how its inputs are read
   plan_buffers    the buffer plans, proven to fit UB (and L1/L0) for every shape the spec allows
@@ -251,6 +253,13 @@ def lower(unit: Unit) -> Unit:
     return unit
 
 
+def synchronise(unit: Unit) -> Unit:
+    """The lowered kernel classes with the synchronisation their accesses need, placed by the dependency pass
+    (opgen.kernel.kir_sync; the family's `synchronise`)."""
+    unit.lowered = unit.family.synchronise(unit.lowered)
+    return unit
+
+
 def count(unit: Unit) -> Unit:
     """What the lowered programs hold on chip (the family's counts, maxima over the specialisations)."""
     unit.counts = unit.family.counts(unit.lowered)
@@ -281,10 +290,10 @@ def plan_buffers(unit: Unit) -> Unit:
     return unit
 
 
-for _p in (select_family, lower, count, tile, plan_buffers):
+for _p in (select_family, lower, synchronise, count, tile, plan_buffers):
     _p.level = "kernel"
 
-KERNEL_PASSES: list[Pass] = [select_family, lower, count, tile, plan_buffers]
+KERNEL_PASSES: list[Pass] = [select_family, lower, synchronise, count, tile, plan_buffers]
 """The per-operator passes over a Unit."""
 
 PIPELINE: list[Pass] = TENSOR_PASSES + KERNEL_PASSES
@@ -296,7 +305,7 @@ def verify_unit(name: str, unit: Unit) -> None:
     rule; the buffer proof checked at least one case. Raises IRError."""
     if name == "select_family" and (unit.family is None or unit.layout is None):
         raise IRError("no family chosen")
-    if name == "lower" and (unit.lowered is None or not unit.lowered.programs):
+    if name in ("lower", "synchronise") and (unit.lowered is None or not unit.lowered.programs):
         raise IRError("no lowered program")
     if name == "count" and unit.counts is None:
         raise IRError("no counts")
@@ -313,7 +322,7 @@ def print_unit(name: str, unit: Unit) -> str:
     fam = unit.family
     if name == "select_family":
         return f"family {fam.name}: {fam.layout_text(unit.layout)}\n"
-    if name == "lower":
+    if name in ("lower", "synchronise"):
         return fam.program_text(unit.lowered, unit.key0)
     if name == "count":
         return fam.counts_text(unit.counts)
