@@ -170,6 +170,20 @@ def mse_loss(i, a):
     return {"out": np.asarray(sq.mean() if int(a.get("reduction", 1)) == 1 else sq.sum())}
 
 
+def kl_div(i, a):
+    """torch.nn.functional.kl_div's pointwise terms (log_target: exp(t) * (t - x), else xlogy(t, t) - t * x), summed
+    in float64 and divided by the element count (mean), 1 (sum) or dim 0 (batchmean); the bound's scale is the sum
+    of the terms' magnitudes (their signs differ: the total cancels)."""
+    x, t = _f(i["self"]), _f(i["target"])
+    with np.errstate(all="ignore"):
+        if str(a.get("logTarget", False)).lower() in ("true", "1"):
+            pw = np.exp(t) * (t - x)
+        else:
+            pw = np.where(t == 0, 0.0, t * np.log(t)) - t * x
+    div = {1: pw.size, 2: 1, 3: x.shape[0]}[int(a.get("reduction", 1))]
+    return {"out": (np.asarray(pw.sum() / div), np.asarray(np.abs(pw).sum() / div))}
+
+
 def batch_norm(i, a):
     """torch.nn.functional.batch_norm's training-mode formula (biased variance around the mean), float64. The
     kernel's variance is mean(x * x) - mean ** 2 (the spec's, as CANN's), which cancels: an fp32 error of a few
@@ -360,7 +374,8 @@ ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill
                                    batch_mat_mul, matmul_gelu, fused_mat_mul, rms_norm, rms_norm_grad, add_rms_norm,
                                    layer_norm_grad, softmax, swiglu, gelu, gelu_v2,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
-                                   swiglu_grad, reduce_mean, reduce_sum, reduce_max, mse_loss, batch_norm, batch_norm_v3,
+                                   swiglu_grad, reduce_mean, reduce_sum, reduce_max, mse_loss, kl_div, batch_norm,
+                                   batch_norm_v3,
                                    instance_norm, layer_norm_v4, reduce_min, group_norm)}
 
 TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
@@ -368,7 +383,7 @@ TERMS = {   # per output: which of its inputs' extents one element sums over (th
     "add_rms_norm": {"y": "row", "rstd": "row"}, "layer_norm_grad": {"pd_x": "row", "pd_gamma": "rows",
                                                                     "pd_beta": "rows"},
     "softmax": {"y": "row"}, "scaled_masked_softmax": {"y": "row"}, "log_softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "matmul_gelu": {"output": "K"}, "fused_mat_mul": {"y": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
-    "reduce_mean": {"out": "M"}, "reduce_sum": {"out": ("M", "H")}, "mse_loss": {"out": "all"},
+    "reduce_mean": {"out": "M"}, "reduce_sum": {"out": ("M", "H")}, "mse_loss": {"out": "all"}, "kl_div": {"out": "all"},
     "batch_norm": {"output": "N", "saveMean": "N", "saveInvstd": "N"},
     "batch_norm_v3": {"output": ("N", "L"), "saveMean": ("N", "L"), "saveInvstd": ("N", "L")},
     "instance_norm": {"y": ("H", "W"), "mean": ("H", "W"), "variance": ("H", "W")},
@@ -481,6 +496,12 @@ CASES = [
     ("mse_loss", {"Bd": (2,), "H": 20000}, F32, {}, 2),                         # partial totals per column slice
     ("mse_loss", {"Bd": (), "H": 1}, BF16, {"reduction": 2}, None),             # one element
     ("mse_loss", {"Bd": (97,), "H": 3}, BF16, {"reduction": 2}, 1),             # a sum, rows with a tail over cores
+    # batchmean's N is no extent of the kernel (its rows are N x Prod(Bd)): a tiling field of its own
+    ("kl_div", {"N": 3, "Bd": (5,), "H": 37}, F32, {"reduction": 3, "logTarget": True}, 1),
+    ("kl_div", {"N": 2, "Bd": (3, 2), "H": 20000}, F32, {"reduction": 3, "logTarget": True}, 2),
+    ("kl_div", {"N": 5, "Bd": (2,), "H": 301}, F16, {"reduction": 1, "logTarget": True}, 1),
+    ("kl_div", {"N": 7, "Bd": (), "H": 33}, BF16, {"reduction": 1, "logTarget": True}, 1),
+    ("kl_div", {"N": 97, "Bd": (1,), "H": 3}, F32, {"reduction": 2, "logTarget": True}, 1),
     ("batch_norm", {"N": 111, "C": 33}, F16, {}, 1),                            # two passes, rows over 48 cores
     ("batch_norm", {"N": 3, "C": 2000}, F32, {"eps": 0.01}, 1),                 # few long rows: still ROW_SPLIT
     ("batch_norm", {"N": 1, "C": 1}, BF16, {}, 1),

@@ -333,3 +333,30 @@ def test_both_engines_run_the_head_rows_backward_alike(tmp_path):
     assert (got["emu"].tiling_key, got["emu"].block_dim) == (got["kir"].tiling_key, got["kir"].block_dim)
     for name, a in got["emu"].arrays.items():
         assert np.array_equal(a.view(np.uint8), got["kir"].arrays[name].view(np.uint8)), name
+
+
+@pytest.mark.parametrize("reduction", [1, 3])
+def test_kl_div_reads_batchmean_n_from_a_tiling_field_of_its_own(reduction):
+    """KlDiv (examples/specs/kl_div.py) on [N, Bd, H]: the kernel's rows are N x Prod(Bd), so batchmean's N is no
+    extent of the layout; the row program reads it as the member dimValue0_, set in Init from a tiling field the
+    TilingFunc fills from the shapes (RowProgram.dim_values). Without log targets, on targets >= 0 with zeros
+    (xlogy(0, 0) = 0), the interpreted kernel equals float64 torch-style math."""
+    from opgen.check import run_check
+    from opgen.check.kirengine import kernel_classes
+    from opgen.kernel import kir
+    from opgen.registry import load_spec
+    from test_examples import kl_div
+
+    spec = load_spec(str(ROOT / "examples/specs/kl_div.py"))
+    inits = [s for k in kernel_classes(spec) for s in k.init if isinstance(s, kir.Assign) and s.name == "dimValue0_"]
+    assert inits and all(str(s.value).startswith("dim") for s in inits), inits
+    rng = np.random.default_rng(reduction)
+    x = rng.uniform(-3, 0, (4, 3, 50)).astype(np.float32)
+    t = rng.uniform(0, 1, (4, 3, 50)).astype(np.float32)
+    t[:, 1, ::7] = 0.0
+    attrs = {"reduction": reduction, "logTarget": False}
+    r = run_check(str(ROOT / "examples/specs/kl_div.py"), inputs={"self": x, "target": t}, attrs=attrs,
+                  dtypes={"T": "float32"}, progress=False, engine="kir")
+    assert r.passed and not r.faults, r.faults[:2]
+    ref, scale = kl_div({"self": x, "target": t}, attrs)["out"]
+    assert np.isfinite(ref) and abs(float(r.arrays["out"]) - ref) <= 2.0 ** -20 * scale, (r.arrays["out"], ref)

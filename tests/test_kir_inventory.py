@@ -28,7 +28,7 @@ IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddRmsNorm", "BatchNorm"
                  "LeakyRelu", "LogSoftmaxV2", "MaskedFill", "MaximumGrad", "Modulate", "ModulateGrad", "MseLoss",
                  "NLLLoss", "OneHot", "Prelu", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "RmsNorm",
                  "RmsNormGrad", "ScaledMaskedSoftmax", "ScaledTranspose", "SmoothL1Loss", "SoftmaxV2", "SwiGlu",
-                 "SwiGluGrad", "Tanh", "ThresholdGradV2D",
+                 "SwiGluGrad", "Tanh", "ThresholdGradV2D", "KlDiv",
                  "NormRopeConcat", "NormRopeConcatGrad",   # head-rows kernels (opgen.kernel.headsched)
                  "BatchMatMul", "FusedMatMul", "MatMul", "MatmulGelu"}   # cube kernels (opgen.kernel.cube)
 # Operators of the family the engine does not read yet.

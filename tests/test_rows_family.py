@@ -253,19 +253,6 @@ spec.output("y", f32, [B, S, H])
 def _(b, x, g):
     return {"y": x * (x.sum(1) * g)}
 ''', "return", "into per-row arithmetic only, not into a per-batch row value (apply it to the rows first"),
-    # a dim used as a number that is not an extent of the kernel's axes (the batch count)
-    "BatchCount": ('''
-spec = OpSpec("BatchCount", aclnn="aclnnBatchCount", socs=(A2, A3))
-A, M, H = spec.dims("A M H")
-spec.input("x", f32, [A, M, H])
-spec.output("y", f32, [A, H])
-
-
-@spec.body
-def _(b, x):
-    return {"y": x.sum(1, keepdims=False) / A}
-''', "return", "the value of dim A; the rows family reads as numbers the extents of the kernel's axes [H], [A, M], "
-                  "[M] (alone or times the row length H)"),
     # an iota of another length than the row axis
     "IotaLength": ('''
 spec = OpSpec("IotaLength", aclnn="aclnnIotaLength", socs=(A2, A3))
@@ -896,3 +883,35 @@ def test_iota_along_the_row_against_a_per_row_index(tmp_path):
     pick = np.where(lane == t[:, None], x, np.float32(0.0))
     np.testing.assert_array_equal(np.asarray(r.arrays["y"]), pick + lane.astype(np.float32))   # one fp32 add
     np.testing.assert_array_equal(np.asarray(r.arrays["z"]), np.where(lane < t[:, None], x, -1.0))
+
+
+def test_a_dim_that_is_no_extent_of_the_kernel_is_read_as_a_number_from_its_own_field(tmp_path):
+    """`x.sum(1) / A` over [A, M, H] rows: A (the batch count) is no extent the layout keeps (rows, a batch's rows,
+    the row length); it is a tiling field of its own, read into dimValue0_ in Init (RowProgram.dim_values), and
+    renaming the dim changes nothing but the spec. The interpreted kernel equals float64 math."""
+    import numpy as np
+
+    from opgen.check import run_check
+
+    text = '''
+from opgen.dsl import A2, A3, OpSpec, f32
+spec = OpSpec("BatchCount", aclnn="aclnnBatchCount", socs=(A2, A3))
+{a}, M, H = spec.dims("{a} M H")
+spec.input("x", f32, [{a}, M, H])
+spec.output("y", f32, [{a}, H])
+
+
+@spec.body
+def _(b, x):
+    return {{"y": x.sum(1, keepdims=False) / {a}}}
+'''
+    x = np.random.default_rng(3).uniform(-1, 1, (3, 7, 20)).astype(np.float32)
+    outs = []
+    for a in ("A", "Batches"):
+        p = tmp_path / f"bc_{a}.py"
+        p.write_text(text.format(a=a))
+        r = run_check(str(p), inputs={"x": x}, progress=False, engine="kir")
+        assert r.passed and not r.faults, r.faults[:2]
+        outs.append(np.asarray(r.arrays["y"]))
+    ref = x.astype(np.float64).sum(1) / 3
+    assert np.allclose(outs[0], ref, rtol=2.0 ** -20, atol=2.0 ** -22) and np.array_equal(outs[0], outs[1])

@@ -36,7 +36,7 @@ from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS
                                   PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
                                   names_in, instr_op, per_row, row_passes)
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS, GmRows, RowSchedule, row_split_class
-from opgen.kernel.rowprog import online_pair
+from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.rowsched import add as _ksum
@@ -115,7 +115,9 @@ def _ctype(dtype: str) -> str:
     return CTYPE.get(dtype, dtype)
 
 
-INT_MEMBERS = ("hidden_", "headDim_", "rowNum_", "seqLen_", "c0_")
+DIM_VALUE_MEMBERS = tuple(f"dimValue{k}_" for k in range(MAX_DIM_VALUES))
+"""The int64 members holding the dims a row program reads as numbers (RowProgram.dim_values), set in Init."""
+INT_MEMBERS = ("hidden_", "headDim_", "rowNum_", "seqLen_", "c0_") + DIM_VALUE_MEMBERS
 """The int64 members a row program's scalar text reads through static_cast<float> (opgen.kernel.rows)."""
 
 
@@ -1180,7 +1182,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
                                       ("RunRows", ctx["strided"]), ("GapBlocks", True)) if on),
         run_extent=dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1),
         zero_fill=any(i.kind in MASK_KINDS or i.kind in SELECT_KINDS for i in p.instrs),
-        tiling_struct=f"optiling::{spec.name}TilingData")
+        tiling_struct=f"optiling::{spec.name}TilingData", dim_values=tuple(ctx["dim_values"]))
     return row_split_class(v.cls, sched)
 
 
@@ -1217,8 +1219,9 @@ def class_context(spec, v: Variant, dims: DimFields) -> dict:
     stat_out = [dict(o, rm=next(i.arg for i in p.instrs if i.kind == "sstore" and i.gm == o["op"]))
                 for o in _operand_ctx(p, addr, "out", "stat", cites)]
     offs = addr.off_nodes()
+    dim_values = [(m, dims.sym(e)) for m, e in zip(DIM_VALUE_MEMBERS, p.dim_values)]   # fields after the addressing's
     ctx = {
-        "name": v.cls, "doc": v.doc,
+        "name": v.cls, "doc": v.doc, "dim_values": dim_values,
         "tensors": tensors,
         "unused": [cpp_name(n) for n in [i.name for i in spec.inputs] + [o.name for o in spec.outputs] if n not in used],
         "row_in": row_in, "row_out": row_out, "stat_in": stat_in, "stat_out": stat_out, "off_nodes": offs,

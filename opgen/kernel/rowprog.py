@@ -221,6 +221,11 @@ class Instr:
     loc: str = field(default="", compare=False)   # spec file:line of the tensor-IR value it was lowered from
 
 
+MAX_DIM_VALUES = 8
+"""Distinct dim expressions a rows kernel may read as numbers besides its layout's extents (RowProgram.dim_values;
+members dimValue0_ .., opgen.codegen.kernel.DIM_VALUE_MEMBERS)."""
+
+
 @dataclass
 class RowProgram:
     """A lowered row kernel: GM tensors, instructions in execution order, and the UB buffers they use.
@@ -238,7 +243,9 @@ class RowProgram:
     `batch_total`), kind "expr" the C++ float text `source` over earlier ones; batch_stores: `bstore` instructions (arg: the C++ float
     text of a per-batch value, op: round mode, gm: the output) run at each new batch by the core holding its first
     row; levels: number
-    of row-sum levels (cross-core exchanges per row group when H is split over cores)."""
+    of row-sum levels (cross-core exchanges per row group when H is split over cores); dim_values: the dim
+    expressions that are not an extent of the layout but are read as numbers (KL's batchmean `s / N`): k-th is the
+    int64 member `dimValue<k>_` of the kernel, set in Init from its tiling field (opgen.codegen.kernel.DimFields)."""
 
     name: str
     layout: object   # opgen.kernel.rowlayout.RowLayout (head-row programs: their HeadLayout)
@@ -257,6 +264,7 @@ class RowProgram:
     consts: list = field(default_factory=list)   # predefined UB operands (head-row kernels: slots, lane tables)
     btotals: list = field(default_factory=list)   # [(float member, accumulator or C++ text, kind)]: per-batch values
     batch_stores: list = field(default_factory=list)   # Instr("bstore"): per-batch values written once per batch
+    dim_values: list = field(default_factory=list)   # dim expressions read as numbers: member dimValue<k>_ each
 
     def tensor(self, name: str) -> GmTensor:
         """The GM tensor `name`. Raises KeyError."""

@@ -688,7 +688,9 @@ class _Lowering:
         """The C++ fp32 text of dim expression `e` used as a number (value r): a literal, or the extent it is of the
         layout read from tiling data -- the row length (hidden_), the rows (rowNum_), the rows of a batch (seqLen_),
         or one of these times the row length (a product of two fp32 values each exact below 2^24 is rounded once,
-        as the interpreter's fp32 of the exact product). Raises Unsupported for another dim or a non-f32 dtype."""
+        as the interpreter's fp32 of the exact product); any other dim expression is the member dimValue<k>_
+        (RowProgram.dim_values: a tiling field of its own, its value converted to fp32 once, as the interpreter's
+        fp32 of the dim). Raises Unsupported for a non-f32 dtype or more than rowprog.MAX_DIM_VALUES of them."""
         if dtype != DType.f32:
             raise self.err(r, f"the value of dim {e} as {dtype_name(dtype)}; the rows family reads dims as f32 "
                            f"scalars")
@@ -706,11 +708,16 @@ class _Lowering:
         for ext, text in known:
             if as_dim(ext) == e:
                 return text
-        names = [f"[{lay.row}]"] if lay.flat else [f"[{lay.row}]", f"[{', '.join(lay.axes)}]"]
-        if not lay.flat and 0 < lay.split < len(lay.axes):
-            names.append(f"[{', '.join(lay.axes[lay.split:])}]")
-        raise self.err(r, f"the value of dim {e}; the rows family reads as numbers the extents of the kernel's axes "
-                       f"{', '.join(names)} (alone or times the row length {lay.row})")
+        # another dim expression (a leading dim of the rows, a dim of no axis): a tiling field of its own, read into
+        # the member dimValue<k>_ (the value the TilingFunc computes from the shapes)
+        keys = [str(d) for d in self.p.dim_values]
+        if str(e) not in keys:
+            if len(keys) >= rowprog.MAX_DIM_VALUES:
+                raise self.err(r, f"the value of dim {e}: more than {rowprog.MAX_DIM_VALUES} distinct dim values read as "
+                               f"numbers in one kernel")
+            self.p.dim_values.append(e)
+            keys.append(str(e))
+        return f"static_cast<float>(dimValue{keys.index(str(e))}_)"
 
     def reduce(self, n) -> None:
         r, x = n.result.name, n.inputs[0]

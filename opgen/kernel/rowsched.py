@@ -149,6 +149,7 @@ class RowSchedule:
     tparams: tuple = ()
     tiling_struct: str = "TilingData"
     zero_fill: bool = False    # zero the row, batch and column rows once (a compare / select reads whole repeats)
+    dim_values: tuple = ()     # (int64 member, its tiling field's symbol): dims the row program reads as numbers
 
 
 def _spec(text: str) -> str:
@@ -938,12 +939,13 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         name, s.tiling_struct, args=tuple(cpp_name(g) for g in gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
         locals=tuple(locals_),
         tensors=tuple(tensors),
-        scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(n, "float") for n in s.float_scalars),
+        scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(m) for m, _f in s.dim_values)
+        + tuple(ScalarVar(n, "float") for n in s.float_scalars),
         fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + (("colsPerReduceCore",) if s.cross_core else ())
         + tuple(s.fields)
         + tuple(f for _m, f in INIT_MEMBERS if f not in s.fields)
         + tuple(f"{a[len('attr_'):]}Bits" for a in s.float_scalars if a.startswith("attr_")),
-        init=tuple(Assign(m, Sym(f)) for m, f in INIT_MEMBERS)
+        init=tuple(Assign(m, Sym(f)) for m, f in INIT_MEMBERS) + tuple(Assign(m, f) for m, f in s.dim_values)
         + tuple(FAssign(a, FBits(Sym(f"{a[len('attr_'):]}Bits"))) for a in s.float_scalars if a.startswith("attr_")),
         process=(If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),),
                     (If((Constraint("==", Sym("strategy"), Lit(3)),), (Call("ColStream"),), (Call("ColSplit"),)),)
