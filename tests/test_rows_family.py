@@ -915,3 +915,46 @@ def _(b, x):
         outs.append(np.asarray(r.arrays["y"]))
     ref = x.astype(np.float64).sum(1) / 3
     assert np.allclose(outs[0], ref, rtol=2.0 ** -20, atol=2.0 ** -22) and np.array_equal(outs[0], outs[1])
+
+
+def test_a_reshape_merging_leading_axes_before_a_reduction_is_the_same_rows(tmp_path):
+    """`x.reshape([N * Prod("Bd"), H])` of an [N, *Bd, H] value merges its leading axes; reduced over the merged
+    axis (a column sum kept as [1, H], a mean of every element) it is the reduction over N and Bd
+    (opgen.kernel.rowmerge.split_merged_leading): the kernel class equals the one of the spec written with
+    [N, Prod("Bd"), H], and the interpreted kernel equals float64 math."""
+    import numpy as np
+
+    from opgen.check import run_check
+    from opgen.check.kirengine import kernel_classes
+    from opgen.kernel import kir
+
+    text = '''
+from opgen.dsl import A2, A3, OpSpec, Prod, f32
+spec = OpSpec("MergedRows", aclnn="aclnnMergedRows", socs=(A2, A3))
+N, H = spec.dims("N H")
+Bd = spec.variadic("Bd", max_rank=4)
+spec.input("x", f32, [N, Bd, H])
+spec.output("colsum", f32, [1, H])
+spec.output("mean", f32, [])
+
+
+@spec.body
+def _(b, x):
+    m = (x * x).reshape({shape})
+    return {{"colsum": m.sum({col}, keepdims=True).reshape([1, H]), "mean": m.mean({every}, keepdims=False)}}
+'''
+    forms = {"merged": dict(shape='[N * Prod("Bd"), H]', col="0", every="(0, 1)"),
+             "split": dict(shape='[N, Prod("Bd"), H]', col="(0, 1)", every="(0, 1, 2)")}
+    texts = {}
+    x = np.random.default_rng(5).uniform(-1, 1, (3, 4, 2, 19)).astype(np.float32)
+    for name, f in forms.items():
+        p = tmp_path / f"{name}.py"
+        p.write_text(text.format(**f))
+        spec = load_spec(str(p))
+        texts[name] = [kir.to_text(k).replace(f"{name}.py:", "spec.py:") for k in kernel_classes(spec)]
+        r = run_check(str(p), inputs={"x": x}, progress=False, engine="kir")
+        assert r.passed and not r.faults, r.faults[:2]
+        sq = x.astype(np.float64) ** 2
+        assert np.allclose(np.asarray(r.arrays["colsum"]), sq.sum((0, 1, 2)).reshape(1, 19), rtol=2.0 ** -20)
+        assert np.allclose(float(r.arrays["mean"]), sq.mean(), rtol=2.0 ** -20)
+    assert texts["merged"] == texts["split"]

@@ -38,7 +38,7 @@ import dataclasses
 
 from opgen.interp.kernels import ERF_CLIP, ERF_P, ERF_Q
 from opgen.ir.core import Graph, Node, Param, TensorType, Value
-from opgen.ir.dims import Lit, Variadic, as_dim
+from opgen.ir.dims import Lit, Prod, Variadic, as_dim
 
 _SHAPE_OPS = {"reduce", "reshape", "broadcast", "cast", "const"}
 """Ops with shape-dependent attributes the rewrite understands (besides elementwise ops, which have none)."""
@@ -243,10 +243,74 @@ def math_as_steps(g: Graph) -> Graph:
     return erf_as_rational(tanh_as_exp(g))
 
 
+def _merged_lead(xs, rs) -> int | None:
+    """How many leading entries of shape xs (k >= 2) a reshape to rs merges into its first dim, the rest kept
+    (rs[0] is the product of their extents, a variadic group counting as its product); None otherwise."""
+    if not rs or len(xs) < 2 or isinstance(rs[0], Variadic):
+        return None
+    for k in range(2, len(xs) + 1):
+        ext = Lit(1)
+        for d in xs[:k]:
+            ext = ext * (Prod(d.name) if isinstance(d, Variadic) else as_dim(d))
+        if ext == as_dim(rs[0]) and keys_of_shape(xs[k:]) == keys_of_shape(rs[1:]):
+            return k
+    return None
+
+
+def split_merged_leading(g: Graph) -> Graph:
+    """g with every reshape that merges leading axes of a value into one (`x.reshape([N * Prod("Bd"), H])` of an
+    [N, *Bd, H] value: the same elements in the same order) and feeds only reductions over that merged axis
+    rewritten to keep the axes apart ([N, Prod("Bd"), H]), each reduction then over all of them: the rows family
+    takes the leading axes as its rows (opgen.kernel.rowlayout), and a sum, mean, max or min over their product is
+    the one over the axes. A keepdims reduction is reshaped back to its own shape (size-1 dims only). g itself when
+    there is no such reshape."""
+    vals = g.values()
+    users: dict = {}
+    for n in g.nodes:
+        for x in n.inputs:
+            users.setdefault(x, []).append(n)
+    outs = {v for _o, v in g.outputs}
+    split = {}
+    for n in g.nodes:
+        if n.op != "reshape":
+            continue
+        xs, rs = vals[n.inputs[0]].type.shape, n.result.type.shape
+        k = _merged_lead(xs, rs)
+        us = users.get(n.result.name, [])
+        if k is None or not us or n.result.name in outs or any(
+                u.op != "reduce" or 0 not in _norm(u.attr("axes"), len(rs)) for u in us):
+            continue
+        split[n.result.name] = (k, tuple(Prod(d.name) if isinstance(d, Variadic) else d for d in xs[:k]) + tuple(rs[1:]))
+    if not split:
+        return g
+    fresh = _namer(g, "kd")
+    nodes = []
+    for n in g.nodes:
+        r = n.result.name
+        if r in split:
+            shape = split[r][1]
+            nodes.append(Node("reshape", n.inputs, Value(r, TensorType(n.result.type.dtype, shape)),
+                              tuple(sorted(dict(n.attrs, shape=shape).items())), n.loc))
+        elif n.op == "reduce" and n.inputs[0] in split:
+            k, shape = split[n.inputs[0]]
+            axes = tuple(range(k)) + tuple(a + k - 1 for a in _norm(n.attr("axes"), len(shape) - k + 1) if a)
+            attrs = tuple(sorted(dict(n.attrs, axes=axes).items()))
+            if not n.attr("keepdims"):
+                nodes.append(Node("reduce", n.inputs, n.result, attrs, n.loc))
+                continue
+            kept = tuple(Lit(1) if i in axes else d for i, d in enumerate(shape))
+            t = fresh(r)
+            nodes += [Node("reduce", n.inputs, Value(t, TensorType(n.result.type.dtype, kept)), attrs, n.loc),
+                      Node("reshape", (t,), n.result, (("shape", tuple(n.result.type.shape)),), n.loc)]
+        else:
+            nodes.append(n)
+    return Graph(g.name, g.params, tuple(nodes), g.outputs, g.constraints)
+
+
 def prepare(g: Graph) -> Graph:
-    """The graph the rows family analyses and lowers: math_as_steps, min_as_max, kept_first, merge_trailing, then
-    regroup_segments."""
-    return regroup_segments(merge_trailing(kept_first(min_as_max(math_as_steps(g)))))
+    """The graph the rows family analyses and lowers: math_as_steps, min_as_max, split_merged_leading, kept_first,
+    merge_trailing, then regroup_segments."""
+    return regroup_segments(merge_trailing(kept_first(split_merged_leading(min_as_max(math_as_steps(g))))))
 
 
 def merge_trailing(g: Graph) -> Graph:
