@@ -96,6 +96,23 @@ def test_cores_meet_at_sync_all_and_exchange_through_the_workspace():
     assert abs(float(s[0]) - x.astype(np.float64).sum()) <= 40 * 3 * np.finfo(np.float32).eps * np.abs(x).sum()
 
 
+def test_reading_another_cores_workspace_without_sync_all_is_a_race_between_cores():
+    """The same exchange without its SyncAll: core 0 reads the partials cores 1 and 2 wrote with nothing ordering the
+    two -- a race between cores on the workspace (each core a vector clock, joined at SyncAll), not a wrong sum that
+    depends on the order the interpreter ran the cores in. With the SyncAll the neighbouring 4-byte partials of one
+    32-B block written by three cores are no conflict (GM writes are byte-exact)."""
+    from dataclasses import replace
+
+    k0 = sync_all_kernel()   # without the SyncAll, synchronised inside each core by the dependency pass
+    cut, _ = ks.place_syncs(replace(k0, process=tuple(s for s in k0.process if not isinstance(s, SyncAll))))
+    x = np.random.default_rng(0).uniform(-1, 1, 3 * 40).astype(np.float32)
+    r = ki.run(cut, {"per": 40}, {"x": x, "s": np.zeros(1, np.float32)}, 3, workspace=np.zeros(16, np.float32),
+               verify_first=False)
+    # the interpreter ran core 0 to its end first: core 1's write meets core 0's unordered read (either order faults)
+    assert not r.ok and "race (write-after-read) between cores on GM tensor 'gmW'" in r.first_fault, r.first_fault
+    assert "with no SyncAll or cross-core flag ordering them" in r.first_fault
+
+
 # ------------------------------------------------------------------------------------------------ fault rules
 def _tiny(process, locals_=(Local("b"),), tensors=(TensorVar("t", "float"),)) -> KernelClass:
     return KernelClass("Tiny", "TinyTiling", args=("x", "y"),

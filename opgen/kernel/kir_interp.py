@@ -22,7 +22,11 @@ instructions):
   instruction reading then writing the block); an access unordered with a conflicting earlier one (RAW, WAW, WAR;
   scalar reads never overtaken) is a race fault naming both statements and the synchronisation that would order
   them. The same shadow per 32-B block of each GM buffer a core's copies touch finds GM hazards inside one core
-  (an MTE2 reload of bytes MTE3 stored needs MTE3_MTE2); other cores' GM accesses are ordered by SyncAll.
+  (an MTE2 reload of bytes MTE3 stored needs MTE3_MTE2). Between cores, GM accesses (per byte: GM writes are
+  byte-exact) are ordered by SyncAll and cross-core flags only: each core has a vector clock, a SyncAll joins its
+  members', a CrossCoreSetFlag carries the setter's to the waiter (`_Launch.gm_access`); reading or writing a GM
+  byte another core wrote, or writing one it last read, with nothing ordering the two is a race fault between cores
+  (the emulation does not model this; the device would read stale or torn data).
 * Faults (KirFault, the message as the emulation words it): UB overflow, GM / UB out of bounds, unaligned UB
   operands, queue misuse (AllocTensor with every block in use, EnQue beyond depth, DeQue of an empty queue,
   FreeTensor of a free block, a tensor not from the queue), a WaitFlag with no SetFlag, a SetFlag still set, a flag
@@ -226,7 +230,77 @@ class _Launch:
         self.cores = cores
         self.mix = mix
         self.count = np.zeros((0, len(kir.CROSS_FLAG_IDS)), dtype=np.int64)   # sized once the cores exist
-        self.pending: dict = {}    # (slot, mode, flag) -> sets not matched yet
+        self.pending: dict = {}    # (slot, mode, flag) -> [clock snapshot of each set not matched yet]
+        self.snaps: dict = {}      # (slot, flag) -> deque of the clock snapshots its raised counter carries
+        self.vc = np.zeros((0, 0), dtype=np.int64)
+        self.gm: dict = {}         # GM buffer address -> (writer core, its clock, last reader core, its clock) per byte
+
+    def start(self):
+        """Sizes the counters and the cores' vector clocks once the cores exist: core i's own clock starts at 1
+        (vc[i][i]), what it knows of the others at 0."""
+        n = len(self.cores)
+        self.count = np.zeros((n, len(kir.CROSS_FLAG_IDS)), dtype=np.int64)
+        self.vc = np.eye(n, dtype=np.int64)
+
+    # -- cross-core happens-before (SyncAll, cross-core flags) and the GM race check it feeds
+    def snapshot(self, slot: int) -> np.ndarray:
+        """What core `slot` releases now (its vector clock), then its own clock advances: its later GM accesses are
+        not covered by this release."""
+        snap = self.vc[slot].copy()
+        self.vc[slot][slot] += 1
+        return snap
+
+    def acquire(self, slot: int, snap: np.ndarray):
+        np.maximum(self.vc[slot], snap, out=self.vc[slot])
+
+    def meet(self, group: list):
+        """SyncAll of `group`: every member knows what every member did before it."""
+        m = self.vc[group].max(axis=0)
+        for i in group:
+            np.maximum(self.vc[i], m, out=self.vc[i])
+            self.vc[i][i] += 1
+
+    def gm_access(self, me, g, off: int, n: int, write: bool, sid_text):
+        """Core `me` reads or writes bytes [off, off + n) of GM tensor g's buffer: a fault when another core wrote
+        them (read-after-write, write-after-write) or last read them (write-after-read) with no SyncAll or
+        cross-core flag ordering that access before this one -- a race between cores (per byte: GM writes are
+        byte-exact, so two cores writing neighbouring bytes of one 32-B block do not conflict)."""
+        key = g.data.__array_interface__["data"][0]
+        sh = self.gm.get(key)
+        if sh is None:
+            if not write:
+                return            # never written in this launch: an input
+            size = g.data.size
+            sh = self.gm[key] = (np.full(size, -1, np.int32), np.zeros(size, np.int64), np.full(size, -1, np.int32),
+                                 np.zeros(size, np.int64))
+        wc, wt, rc, rt = (a[off:off + n] for a in sh)
+        me_i = me.slot
+        known = self.vc[me_i]
+        bad = (wc >= 0) & (wc != me_i)
+        if bad.any():
+            bad &= known[np.where(bad, wc, 0)] < wt
+        kind = "read-after-write" if not write else "write-after-write"
+        if not bad.any() and write:
+            bad = (rc >= 0) & (rc != me_i)
+            if bad.any():
+                bad &= known[np.where(bad, rc, 0)] < rt
+            kind = "write-after-read"
+            other = rc
+        else:
+            other = wc
+        if bad.any():
+            j = int(np.argmax(bad))
+            who = self.cores[int(other[j])].label
+            raise KirFault(f"race ({kind}) between cores on GM tensor '{g.name}' byte {off + j}: {sid_text()} "
+                           f"{'writes' if write else 'reads'} what {who} {'read' if kind == 'write-after-read' else 'wrote'}"
+                           " with no SyncAll or cross-core flag ordering them (docs/reference/ascendc.md §1.6)")
+        if write:
+            wc[:] = me_i
+            wt[:] = known[me_i]
+            rc[:] = -1
+        else:
+            rc[:] = me_i
+            rt[:] = known[me_i]
 
     def check_id(self, flag: int, what: str):
         if flag not in kir.CROSS_FLAG_IDS:
@@ -239,17 +313,25 @@ class _Launch:
             raise KirFault(f"CrossCoreSetFlag: the counter of flag {flag} of {self.cores[slot].label} would pass "
                            f"{self.MAX_COUNT} sets without a CrossCoreWaitFlag (docs/reference/ascendc.md §1.6)")
 
+    def raise_with(self, slot: int, flag: int, snap: np.ndarray):
+        self.raise_(slot, flag)
+        self.snaps.setdefault((slot, flag), deque()).append(snap)
+
     def group_set(self, me, mode: int, flag: int, group: list, targets: list):
         key = (me.slot, mode, flag)
-        self.pending[key] = self.pending.get(key, 0) + 1
-        if self.pending[key] > self.MAX_COUNT:
+        self.pending.setdefault(key, []).append(self.snapshot(me.slot))
+        if len(self.pending[key]) > self.MAX_COUNT:
             raise KirFault(f"CrossCoreSetFlag<{mode}>({flag}): more than {self.MAX_COUNT} sets not matched by the "
                            "rest of the group")
-        while all(self.pending.get((g, mode, flag), 0) > 0 for g in group):
-            for g in group:
-                self.pending[(g, mode, flag)] -= 1
+        while all(self.pending.get((g, mode, flag)) for g in group):
+            snap = np.max([self.pending[(g, mode, flag)].pop(0) for g in group], axis=0)
             for t in targets:
-                self.raise_(t, flag)
+                self.raise_with(t, flag, snap)
+
+    def cross_wait(self, me, flag: int):
+        """The wait's counter was positive: consume one set and what its setters released."""
+        self.count[me.slot][flag] -= 1
+        self.acquire(me.slot, self.snaps[(me.slot, flag)].popleft())
 
     def cross_set(self, me, s: kir.CrossCoreSetFlag):
         what = f"CrossCoreSetFlag<{s.mode}, {s.pipe.value}>({s.id}) in {me.where}"
@@ -273,8 +355,9 @@ class _Launch:
             self.group_set(me, 1, s.id, pair, pair)
         elif s.mode == 2:
             if me.kind == "AIC":
-                self.raise_(n + 2 * me.slot, s.id)
-                self.raise_(n + 2 * me.slot + 1, s.id)
+                snap = self.snapshot(me.slot)
+                self.raise_with(n + 2 * me.slot, s.id, snap)
+                self.raise_with(n + 2 * me.slot + 1, s.id, snap)
             else:
                 core = (me.slot - n) // 2
                 self.group_set(me, 2, s.id, [n + 2 * core, n + 2 * core + 1], [core])
@@ -290,8 +373,8 @@ class _Launch:
                        "CrossCoreWaitFlag)")
         for (slot, mode, flag), v in sorted(self.pending.items()):
             if v:
-                out.append(f"[{self.cores[slot].label}] CrossCore flag {flag} (mode {mode}): {v} set(s) the rest of "
-                           "the group never matched")
+                out.append(f"[{self.cores[slot].label}] CrossCore flag {flag} (mode {mode}): {len(v)} set(s) the rest "
+                           "of the group never matched")
         return out
 
 
@@ -567,6 +650,8 @@ class _Core:
         TouchGm)."""
         if n <= 0:
             return
+        if self.launch is not None:   # other cores' accesses: ordered by SyncAll and cross-core flags only
+            self.launch.gm_access(self, g, off, n, write, lambda: self.stext(ins[2], ins[0]))
         key = g.data.__array_interface__["data"][0]
         end = off + n
         while off < end:
@@ -781,7 +866,7 @@ class _Core:
             self.launch.check_id(s.id, "CrossCoreWaitFlag")
             while self.launch.count[self.slot][s.id] == 0:
                 yield ("cross", s.id)
-            self.launch.count[self.slot][s.id] -= 1
+            self.launch.cross_wait(self, s.id)
         elif isinstance(s, kir.Call):
             yield from self.call(s, frame)
         elif isinstance(s, kir.Return):
@@ -1610,7 +1695,7 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
             if name not in c.members:
                 raise OpgenError(f"kernel IR interpreter: {name} is not a scalar member of {k.name}")
             c.members[name] = v
-    state.count = np.zeros((len(cores), len(kir.CROSS_FLAG_IDS)), dtype=np.int64)
+    state.start()
     faults = _schedule(cores, state)
     if not faults:
         faults = state.leftovers()
@@ -1648,6 +1733,7 @@ def _schedule(cores: list, state: _Launch) -> list:
                 return [f"[{cores[syncing[0]].label}] SyncAll deadlock: core(s) {names(gone)} returned while "
                         f"{names(syncing)} wait"]
             if len(syncing) == len(group):
+                state.meet(syncing)
                 for i in syncing:
                     at[i] = "run"
                 progress = True
