@@ -588,12 +588,23 @@ def _without(stmts, path):
     return stmts[:j] + (replace(stmts[j], **{f: _without(getattr(stmts[j], f), path[1:])}),) + stmts[j + 1:]
 
 
+def _insert(stmts, path, stmt):
+    """`stmts` with `stmt` inserted at `path`."""
+    i = path[0]
+    if len(path) == 1:
+        return stmts[:i] + (stmt,) + stmts[i:]
+    j, f = i
+    return stmts[:j] + (replace(stmts[j], **{f: _insert(getattr(stmts[j], f), path[1:], stmt)}),) + stmts[j + 1:]
+
+
 def test_the_mixed_cube_kernel_runs_on_the_interpreter_and_every_flag_it_needs_is_checked():
     """MatmulGelu's mixed kernel on the Kernel IR interpreter (one AI Core: its AIC and two AIVs as generators that
     wait at CrossCoreWaitFlag) equals float64 gelu(x @ w + bias) to fp16 accuracy. Its flags and barriers are the
     dependency pass's (opgen.kernel.kir_sync: the lowering places none); with any one of them deleted the launch
     faults with a race naming both statements; with any one cross-core set or wait (the slots' READY / FREE flags,
-    the final waits) deleted it faults with a deadlock or a flag set never waited for. Four blocks on the core, so
+    the final waits) deleted it faults with a deadlock, a flag set never waited for or a race between cores; with a
+    READY set issued on MTE2 instead of FIX (it does not wait for the Fixpipe's workspace write) the AIVs' read of
+    the slot is a race between cores. Four blocks on the core, so
     both slots are reused and every flag runs; the last two are one row, so one AIV has no rows of them (its pass
     loop runs no iteration, and the flags after the loop are the ones that order its next block)."""
     import dataclasses
@@ -642,6 +653,11 @@ def test_the_mixed_cube_kernel_runs_on_the_interpreter_and_every_flag_it_needs_i
         assert not r.ok and "race (" in r.faults[0], (which, r.faults[:1])
     cross = list(_cross_paths(cls.process))
     assert len(cross) == 10, cross
+    for p, s in cross:   # READY set on MTE2, which never waited for the Fixpipe's workspace write (review)
+        if isinstance(s, K.CrossCoreSetFlag) and s.pipe is Pipe.FIX:
+            bad = _without(cls.process, p)
+            r, _ = launch(replace(cls, process=_insert(bad, p, replace(s, pipe=Pipe.MTE2))))
+            assert not r.ok and "race (read-after-write) between cores on GM tensor 'wsGm_'" in r.faults[0], r.faults[:1]
     for p, s in cross:
         r, _ = launch(replace(cls, process=_without(cls.process, p)))
         assert not r.ok, K.to_text_stmt(s)

@@ -958,3 +958,32 @@ def _(b, x):
         assert np.allclose(np.asarray(r.arrays["colsum"]), sq.sum((0, 1, 2)).reshape(1, 19), rtol=2.0 ** -20)
         assert np.allclose(float(r.arrays["mean"]), sq.mean(), rtol=2.0 ** -20)
     assert texts["merged"] == texts["split"]
+
+
+def test_kernels_reading_different_dims_as_numbers_are_different_classes(tmp_path):
+    """Two specialisations whose math divides by different dims (A, B: neither an extent the layout keeps) are
+    different kernel classes -- the dims a program reads are part of its text (rowprog.print_program) -- so each
+    reads its own tiling field (review: they were one class reading the first one's field)."""
+    import numpy as np
+
+    from opgen.check import run_check
+
+    p = tmp_path / "by_dim.py"
+    p.write_text('''
+from opgen.dsl import A2, A3, OpSpec, f32
+spec = OpSpec("ByDim", aclnn="aclnnByDim", socs=(A2, A3))
+A, B, M, H = spec.dims("A B M H")
+spec.input("x", f32, [A, B, M, H])
+spec.attr("by", int, 0, choices=(0, 1), static=True)
+spec.output("y", f32, [A, B, H])
+
+
+@spec.body
+def _(b, x, by):
+    return {"y": x.sum(2, keepdims=False) / (A if by == 0 else B)}
+''')
+    x = np.random.default_rng(4).uniform(-1, 1, (3, 5, 2, 24)).astype(np.float32)
+    for by, div in ((0, 3), (1, 5)):
+        r = run_check(str(p), inputs={"x": x}, attrs={"by": by}, progress=False, engine="kir")
+        assert r.passed and not r.faults, r.faults[:2]
+        assert np.allclose(np.asarray(r.arrays["y"]), x.astype(np.float64).sum(2) / div, rtol=2.0 ** -20), by

@@ -232,75 +232,78 @@ class _Launch:
         self.count = np.zeros((0, len(kir.CROSS_FLAG_IDS)), dtype=np.int64)   # sized once the cores exist
         self.pending: dict = {}    # (slot, mode, flag) -> [clock snapshot of each set not matched yet]
         self.snaps: dict = {}      # (slot, flag) -> deque of the clock snapshots its raised counter carries
-        self.vc = np.zeros((0, 0), dtype=np.int64)
-        self.gm: dict = {}         # GM buffer address -> (writer core, its clock, last reader core, its clock) per byte
+        self.K = np.zeros((0, 0, _NP), dtype=np.int64)
+        self.gm: dict = {}         # GM buffer address -> per byte: writer core, pipe, clock; last reader core, pipe, clock
 
     def start(self):
-        """Sizes the counters and the cores' vector clocks once the cores exist: core i's own clock starts at 1
-        (vc[i][i]), what it knows of the others at 0."""
+        """Sizes the counters and the cross-core knowledge once the cores exist: K[j][i][q] is the clock of core i's
+        pipe q that core j knows complete (0: nothing)."""
         n = len(self.cores)
         self.count = np.zeros((n, len(kir.CROSS_FLAG_IDS)), dtype=np.int64)
-        self.vc = np.eye(n, dtype=np.int64)
+        self.K = np.zeros((n, n, _NP), dtype=np.int64)
 
     # -- cross-core happens-before (SyncAll, cross-core flags) and the GM race check it feeds
-    def snapshot(self, slot: int) -> np.ndarray:
-        """What core `slot` releases now (its vector clock), then its own clock advances: its later GM accesses are
-        not covered by this release."""
-        snap = self.vc[slot].copy()
-        self.vc[slot][slot] += 1
+    def snapshot(self, me, pipe: Pipe) -> np.ndarray:
+        """What core `me` releases by a CrossCoreSetFlag issued on `pipe`: what it knows of the others, and of its own
+        pipes what `pipe` is ordered after (the set runs on that pipe after its earlier work, §1.6)."""
+        snap = self.K[me.slot].copy()
+        snap[me.slot] = np.maximum(snap[me.slot], me.token(PIDX[pipe]))
         return snap
 
     def acquire(self, slot: int, snap: np.ndarray):
-        np.maximum(self.vc[slot], snap, out=self.vc[slot])
+        np.maximum(self.K[slot], snap, out=self.K[slot])
 
     def meet(self, group: list):
-        """SyncAll of `group`: every member knows what every member did before it."""
-        m = self.vc[group].max(axis=0)
+        """SyncAll of `group` (a PIPE_ALL barrier in each core first): every member knows every member's work."""
         for i in group:
-            np.maximum(self.vc[i], m, out=self.vc[i])
-            self.vc[i][i] += 1
+            self.K[i][i] = self.cores[i].clk
+        m = self.K[group].max(axis=0)
+        for i in group:
+            np.maximum(self.K[i], m, out=self.K[i])
 
-    def gm_access(self, me, g, off: int, n: int, write: bool, sid_text):
-        """Core `me` reads or writes bytes [off, off + n) of GM tensor g's buffer: a fault when another core wrote
-        them (read-after-write, write-after-write) or last read them (write-after-read) with no SyncAll or
-        cross-core flag ordering that access before this one -- a race between cores (per byte: GM writes are
-        byte-exact, so two cores writing neighbouring bytes of one 32-B block do not conflict)."""
+    def gm_access(self, me, ins, g, off: int, n: int, write: bool):
+        """Core `me`'s instruction `ins` (pipe index, clock, statement) reads or writes bytes [off, off + n) of GM
+        tensor g's buffer: a fault when another core wrote them (read-after-write, write-after-write) or last read
+        them (write-after-read) and no SyncAll or cross-core flag orders that access before this one -- a race
+        between cores. Per byte (GM writes are byte-exact: two cores writing neighbouring bytes of one 32-B block do
+        not conflict); the last writer and the last reader of each byte are kept (pipe and clock of the access)."""
         key = g.data.__array_interface__["data"][0]
         sh = self.gm.get(key)
         if sh is None:
             if not write:
                 return            # never written in this launch: an input
             size = g.data.size
-            sh = self.gm[key] = (np.full(size, -1, np.int32), np.zeros(size, np.int64), np.full(size, -1, np.int32),
-                                 np.zeros(size, np.int64))
-        wc, wt, rc, rt = (a[off:off + n] for a in sh)
+            sh = self.gm[key] = [np.full(size, -1, np.int32), np.zeros(size, np.int8), np.zeros(size, np.int32),
+                                 np.full(size, -1, np.int32), np.zeros(size, np.int8), np.zeros(size, np.int32)]
+        wc, wp, wt, rc, rp, rt = (a[off:off + n] for a in sh)
         me_i = me.slot
-        known = self.vc[me_i]
-        bad = (wc >= 0) & (wc != me_i)
-        if bad.any():
-            bad &= known[np.where(bad, wc, 0)] < wt
-        kind = "read-after-write" if not write else "write-after-write"
-        if not bad.any() and write:
-            bad = (rc >= 0) & (rc != me_i)
+        known = self.K[me_i]
+
+        def unordered(core, pipe, clock):
+            bad = (core >= 0) & (core != me_i)
             if bad.any():
-                bad &= known[np.where(bad, rc, 0)] < rt
-            kind = "write-after-read"
-            other = rc
-        else:
-            other = wc
+                c = np.where(bad, core, 0)
+                bad &= known[c, pipe.astype(np.int64)] < clock
+            return bad
+
+        kind, who = "read-after-write" if not write else "write-after-write", wc
+        bad = unordered(wc, wp, wt)
+        if not bad.any() and write:
+            kind, who = "write-after-read", rc
+            bad = unordered(rc, rp, rt)
         if bad.any():
             j = int(np.argmax(bad))
-            who = self.cores[int(other[j])].label
-            raise KirFault(f"race ({kind}) between cores on GM tensor '{g.name}' byte {off + j}: {sid_text()} "
-                           f"{'writes' if write else 'reads'} what {who} {'read' if kind == 'write-after-read' else 'wrote'}"
-                           " with no SyncAll or cross-core flag ordering them (docs/reference/ascendc.md §1.6)")
+            other = self.cores[int(who[j])].label
+            did = "read" if kind == "write-after-read" else "wrote"
+            raise KirFault(f"race ({kind}) between cores on GM tensor '{g.name}' byte {off + j}: "
+                           f"{me.stext(ins[2], ins[0])} {'writes' if write else 'reads'} what {other} {did} with no "
+                           "SyncAll or cross-core flag ordering them (a CrossCoreSetFlag orders what its pipe has "
+                           "completed; docs/reference/ascendc.md §1.6)")
         if write:
-            wc[:] = me_i
-            wt[:] = known[me_i]
+            wc[:], wp[:], wt[:] = me_i, ins[0], ins[1]
             rc[:] = -1
         else:
-            rc[:] = me_i
-            rt[:] = known[me_i]
+            rc[:], rp[:], rt[:] = me_i, ins[0], ins[1]
 
     def check_id(self, flag: int, what: str):
         if flag not in kir.CROSS_FLAG_IDS:
@@ -317,9 +320,9 @@ class _Launch:
         self.raise_(slot, flag)
         self.snaps.setdefault((slot, flag), deque()).append(snap)
 
-    def group_set(self, me, mode: int, flag: int, group: list, targets: list):
+    def group_set(self, me, pipe: Pipe, mode: int, flag: int, group: list, targets: list):
         key = (me.slot, mode, flag)
-        self.pending.setdefault(key, []).append(self.snapshot(me.slot))
+        self.pending.setdefault(key, []).append(self.snapshot(me, pipe))
         if len(self.pending[key]) > self.MAX_COUNT:
             raise KirFault(f"CrossCoreSetFlag<{mode}>({flag}): more than {self.MAX_COUNT} sets not matched by the "
                            "rest of the group")
@@ -344,7 +347,7 @@ class _Launch:
         n = len(self.cores) // 3 if self.mix else len(self.cores)
         if s.mode == 0:
             group = [c.slot for c in self.cores if c.kind == me.kind]
-            self.group_set(me, 0, s.id, group, group)
+            self.group_set(me, s.pipe, 0, s.id, group, group)
         elif s.mode in (1, 2) and not self.mix:
             raise KirFault(f"{what}: mode {s.mode} needs a mixed launch (KERNEL_TYPE_MIX_AIC_1_2)")
         elif s.mode == 1:
@@ -352,15 +355,15 @@ class _Launch:
                 raise KirFault(f"{what}: mode 1 synchronises the two AIVs of one AI Core (an AIV core only)")
             core = (me.slot - n) // 2
             pair = [n + 2 * core, n + 2 * core + 1]
-            self.group_set(me, 1, s.id, pair, pair)
+            self.group_set(me, s.pipe, 1, s.id, pair, pair)
         elif s.mode == 2:
             if me.kind == "AIC":
-                snap = self.snapshot(me.slot)
+                snap = self.snapshot(me, s.pipe)
                 self.raise_with(n + 2 * me.slot, s.id, snap)
                 self.raise_with(n + 2 * me.slot + 1, s.id, snap)
             else:
                 core = (me.slot - n) // 2
-                self.group_set(me, 2, s.id, [n + 2 * core, n + 2 * core + 1], [core])
+                self.group_set(me, s.pipe, 2, s.id, [n + 2 * core, n + 2 * core + 1], [core])
         else:
             raise KirFault(f"{what}: mode {s.mode} (valid: 0, 1, 2; mode 4 is Ascend 950's)")
 
@@ -651,7 +654,7 @@ class _Core:
         if n <= 0:
             return
         if self.launch is not None:   # other cores' accesses: ordered by SyncAll and cross-core flags only
-            self.launch.gm_access(self, g, off, n, write, lambda: self.stext(ins[2], ins[0]))
+            self.launch.gm_access(self, ins, g, off, n, write)
         key = g.data.__array_interface__["data"][0]
         end = off + n
         while off < end:
@@ -1089,15 +1092,16 @@ class _Core:
         ins = self.issue(PIDX[Pipe.MTE2], s)
         if rows == 0 or cols == 0:
             return
-        if not 0 < rows <= 16384 or pitch < 1 or not 1 <= pad <= 16384:
-            raise KirFault(f"{what} in {self.where}: nValue {rows} / srcDValue {pitch} / dstNzC0Stride {pad} outside "
-                           "[1, 16384] / >= 1 / [1, 16384]")
-        if pad < rows:
-            raise KirFault(f"{what} in {self.where}: two pieces of the conversion write the same 32-B block: "
-                           f"dstNzC0Stride {pad} < nValue {rows} (it is normally the padded row count)")
+        if not 0 < rows <= 16384 or not 1 <= pitch <= 65535 or not 1 <= pad <= 16384 or cols > 65535:
+            raise KirFault(f"{what} in {self.where}: nValue {rows} / dValue {cols} / srcDValue {pitch} / "
+                           f"dstNzC0Stride {pad} outside [1, 16384] / [1, 65535] / [1, 65535] / [1, 16384] (the "
+                           "device's uint16 fields)")
         dt = NP_TYPES[self.dt(t.dtype)]
         sz, c0 = dt.itemsize, BLOCK // dt.itemsize
         pieces = -(-cols // c0)
+        if pad < rows and pieces > 1:
+            raise KirFault(f"{what} in {self.where}: two pieces of the conversion write the same 32-B block: "
+                           f"dstNzC0Stride {pad} < nValue {rows} (it is normally the padded row count)")
         self.span(t, ((pieces - 1) * pad + rows) * BLOCK, what, "destination")
         if g.data is None:
             raise KirFault(f"{what}: GM tensor {g.name} has no registered buffer")
@@ -1124,8 +1128,9 @@ class _Core:
         t, sa = self.cube_operand(s.src, frame, ("L1",), BLOCK, what, "source")
         start, rep, stride = (self.ival(x, frame) for x in (s.start, s.repeat, s.src_stride))
         ins = self.issue(PIDX[Pipe.MTE1], s)
-        if not 0 <= rep <= 255:
-            raise KirFault(f"LoadData in {self.where}: repeatTimes {rep} outside [0, 255]")
+        if not 0 <= rep <= 255 or not 0 <= start <= 65535 or not 0 <= stride <= 65535:
+            raise KirFault(f"LoadData in {self.where}: repeatTimes {rep} / startIndex {start} / srcStride {stride} "
+                           "outside [0, 255] / [0, 65535] / [0, 65535] (the device's fields)")
         sz = NP_TYPES[self.dt(t.dtype)].itemsize
         if s.transpose and sz != 2:
             raise KirFault(f"LoadData in {self.where}: ifTranspose needs a 2-byte type, got {self.dt(t.dtype)}")

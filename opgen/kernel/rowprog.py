@@ -625,6 +625,8 @@ def print_program(p: RowProgram, locs: bool = False) -> str:
         lines.append(f"  col {', '.join(p.col)}")
     if p.consts:
         lines.append(f"  const {', '.join(p.consts)}")
+    for k, e in enumerate(p.dim_values):   # part of the program: two programs reading other dims are other kernels
+        lines.append(f"  dimValue{k}_ = {e}")
     for a, (sp, name, rm) in p.accs.items():
         kind = f", {p.acc_kinds[a]}" if a in p.acc_kinds else ""
         then = "".join(f"; {_instr_text(i)}" for i in p.acc_post.get(a, ()))
