@@ -261,6 +261,18 @@ class AclnnPlan:
     # -- attributes ----------------------------------------------------------------------------------
     def _attr_checks(self) -> list[Check]:
         out = []
+        for p in self.m.attrs:   # a declared range: the comparison negated, so NaN is refused too
+            a = p.decl
+            if not a.bounds:
+                continue
+            v = f"p.{p.cpp}"
+            fp32 = a.type is float and any(x.scalar for x in self.m.api_params if x.param is p)
+            lit = (lambda b: f"{cpp_literal(float(b), float)}{'f' if fp32 else ''}") if a.type is float else str
+            cond = "!(" + " && ".join(f"{v} {op} {lit(b)}" for op, b in a.bounds) + ")"
+            spec_fmt = "%g" if a.type is float else "%ld"
+            arg = f"static_cast<double>({v})" if a.type is float else v
+            out.append(Check(a.name, "attr_range", cond, c_printf(f"{self._say(a.name)}: must be {a.bound_text()}, got ",
+                                                                  spec_fmt), [arg]))
         for p in self.m.attrs:
             a = p.decl
             if a.choices is None or (a.type is bool and set(a.choices) == {False, True}):
@@ -880,6 +892,7 @@ class AclnnPlan:
             lit = (lambda v: ("true" if v else "false") if at.type is bool else c_string(v) if at.type is str
                    else _list_text(v) if at.type is LIST_INT else repr(v))   # C++ spellings beside a C++ signature
             extra = f", one of {', '.join(map(lit, at.choices))}" if at.choices else ""
+            extra += f", {at.bound_text()}" if at.bounds else ""
             dflt = f", default {lit(at.default)}" if at.default is not None else ", required"
             bind = f", equals dim {at.dim.name}" if at.dim is not None else ""
             held = f"scalar holding attribute \"{at.name}\" (read as {at.type.__name__}" if a.scalar else \

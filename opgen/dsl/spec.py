@@ -249,6 +249,18 @@ class AttrDecl:
     doc: str = ""
     loc: str = ""
     attr_type: str | None = None   # the OpDef AttrType when given (REQUIRED / OPTIONAL)
+    bounds: tuple = ()             # ((">" | ">=" | "<" | "<=", number), ...): the value's declared range
+
+    def bound_text(self) -> str:
+        """The declared range as a rule, "> 0 and <= 1" ("" without bounds)."""
+        return " and ".join(f"{op} {b!r}" for op, b in self.bounds)
+
+    def out_of_bounds(self, v) -> str | None:
+        """The first bound value `v` breaks ("> 0"), None when it holds them all (NaN breaks every bound)."""
+        for op, b in self.bounds:
+            if not {">": v > b, ">=": v >= b, "<": v < b, "<=": v <= b}[op]:
+                return f"{op} {b!r}"
+        return None
 
 
 @dataclass
@@ -574,12 +586,26 @@ class OpSpec:
         self.outputs.append(OutputDecl(name, dtype, shape, like, optional, doc, loc))
 
     def attr(self, name, type_, default=None, *, choices=None, static=False, dim=None, required=False, doc="",
-             attr_type=None):
+             attr_type=None, gt=None, ge=None, lt=None, le=None):
         """Declare an attribute. Static attributes (behaviour selectors) need `choices`. required: the interpreter
         rejects a call without it. attr_type: how the OpDef declares it, "REQUIRED" or "OPTIONAL" (default:
         REQUIRED without a default value or when required, else OPTIONAL); CANN declares some attributes REQUIRED
-        with a default (docs/reference/ops_package.md §4)."""
+        with a default (docs/reference/ops_package.md §4). gt / ge / lt / le: the range of an int or float
+        attribute (value > gt, >= ge, < lt, <= le; NaN is in no range), checked by the interpreter and by the
+        emitted aclnn layer (161002 ACLNN_ERR_PARAM_INVALID), e.g. `ge=0.0` for an epsilon. Raises SpecError."""
         loc = _loc()
+        bounds = tuple((op, b) for op, b in ((">", gt), (">=", ge), ("<", lt), ("<=", le)) if b is not None)
+        if bounds and type_ not in (int, float):
+            raise spec_error(loc, f"attribute {name}: a range (gt= / ge= / lt= / le=) needs an int or float attribute",
+                             "drop the range, or declare the attribute int or float", arg="ge")
+        for op, b in bounds:
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or b != b:
+                raise spec_error(loc, f"attribute {name}: bound {b!r} is not a number",
+                                 "give the range as numbers, e.g. ge=0.0", arg={">": "gt", ">=": "ge", "<": "lt",
+                                                                                  "<=": "le"}[op])
+        if gt is not None and ge is not None or lt is not None and le is not None:
+            raise spec_error(loc, f"attribute {name}: both {'gt= and ge=' if gt is not None and ge is not None else 'lt= and le='}",
+                             "give one lower and one upper bound at most", arg="ge" if ge is not None else "le")
         if attr_type not in (None, "REQUIRED", "OPTIONAL"):
             raise spec_error(loc, f"attribute {name}: attr_type={attr_type!r} is not an OpDef AttrType",
                              'use attr_type="REQUIRED" or attr_type="OPTIONAL"', arg="attr_type")
@@ -613,6 +639,13 @@ class OpSpec:
             raise spec_error(loc, f"attribute {name}: default {default!r} is not one of its choices {tuple(choices)}",
                              f"use one of {tuple(choices)} as the default, or add {default!r} to choices=",
                              arg=(2, "default"))
+        probe = AttrDecl(name, type_, bounds=bounds)
+        for v, what in [(default, "default")] + [(c, "choice") for c in (choices or ())]:
+            broken = probe.out_of_bounds(v) if v is not None and bounds else None
+            if broken:
+                raise spec_error(loc, f"attribute {name}: {what} {v!r} is outside its range ({probe.bound_text()})",
+                                 "make the default and every choice satisfy the range", arg=(2, "default")
+                                 if what == "default" else "choices")
         if dim is not None and not isinstance(dim, Sym):
             raise spec_error(loc, f"attribute {name}: dim={dim!r} is not a dim",
                              'pass a declared dim: dim=N1 where N1 = spec.dim("N1")', arg="dim")
@@ -620,7 +653,7 @@ class OpSpec:
             raise spec_error(loc, f"attribute {name}: dim {dim.name} is not declared",
                              f'declare it first: {dim.name} = spec.dim("{dim.name}")', arg="dim")
         self.attrs.append(AttrDecl(name, type_, default, tuple(choices) if choices else None, static, dim, required,
-                                   doc, loc, attr_type))
+                                   doc, loc, attr_type, bounds))
 
     def dtypes(self, columns, rows) -> None:
         """The dtype-combination table: one column per dtype variable, one row per supported binary."""

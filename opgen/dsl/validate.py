@@ -134,6 +134,8 @@ def resolve_attrs(spec, attrs, require: bool = True):
                 show = lambda t: "[" + ",".join(map(str, t)) + "]"   # noqa: E731 - the CLI's own spelling
                 raise ValidationError(a.name, f"must be one of {' '.join(map(show, a.choices))}, got {show(v)}")
             raise ValidationError(a.name, f"must be one of {', '.join(map(repr, a.choices))}, got {v!r}")
+        if v is not None and a.bounds and a.out_of_bounds(v):
+            raise ValidationError(a.name, f"must be {a.bound_text()}, got {v!r}")
         out[a.name] = v
     return out
 
