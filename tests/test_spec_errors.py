@@ -284,7 +284,7 @@ CASES = [
      1, True),
     ("body-returns-wrong-shape",
      [('return {"y": y, "s": x}', 'return {"y": y.sum(-1), "s": x}')],
-     "return {", '"y"', "output y: the body gives shape [S, 1], declared [S, H] (at line 14)",
+     "return {", '"y"', "output y: the body gives shape [S, 1] for mode=0, gamma present, declared [S, H] (at line 14)",
      "reshape or broadcast the result to [S, H]", 1, True),
     ("body-misses-required-output",
      [('return {"y": y, "s": x}', 'return {"y": y}')],
@@ -574,3 +574,42 @@ def test_a_cast_to_t_meeting_an_fp32_operand_says_what_to_write(tmp_path):
         w = np.exp(s - s.max(-1, keepdims=True))
         want = (w / w.sum(-1, keepdims=True)) @ x["v"].astype(np.float64)
         assert o.dtype == np.float16 and np.allclose(o.astype(np.float64), want, rtol=4e-3, atol=4e-3), fix
+
+
+BRANCHY = '''
+from opgen.dsl import A2, A3, OpSpec, Prod, f32
+spec = OpSpec("Branchy", aclnn="aclnnBranchy", socs=(A2, A3))
+Bd = spec.variadic("Bd", max_rank=4)
+H = spec.dim("H")
+spec.input("x", f32, [Bd, H])
+spec.attr("reduction", int, 1, choices=(0, 1, 2), static=True)
+spec.output("out", f32, {{0: [Bd, H], 1: [], 2: []}}, form_by="reduction")
+
+
+@spec.body
+def _(b, x, reduction):
+    if reduction == 0:
+        return {{"out": x}}
+    flat = x.reshape([Prod("Bd"), H])
+    if reduction == 1:
+        return {{"out": flat.mean({axes}, keepdims=False)}}
+{last}
+'''
+
+
+@pytest.mark.parametrize("axes, last, line, words", [
+    ("[1]", '    return {"out": flat.sum([0, 1], keepdims=False)}', 17,
+     "output out: the body gives shape [prod(Bd)] for reduction=1, declared []"),
+    ("[0, 1]", "    pass", 12, "the body of Branchy returns nothing for reduction=2"),
+])
+def test_a_body_error_points_at_the_return_that_ran_and_names_the_specialisation(tmp_path, axes, last, line, words):
+    """A body with several returns: the error is at the return the failing specialisation took (not the first
+    return of the function), a body falling off its end at its def, and the message names the specialisation
+    (new-user trial)."""
+    p = tmp_path / "branchy.py"
+    p.write_text(BRANCHY.format(axes=axes, last=last))
+    spec = load_spec(str(p))
+    key = next(k for k in spec.keys() if k.static == ((1,) if "reduction=1" in words else (2,)))
+    with pytest.raises(SpecError) as e:
+        spec.graph(key)
+    assert f"branchy.py:{line}:" in str(e.value) and words in str(e.value), str(e.value)

@@ -469,6 +469,23 @@ def return_loc(fn) -> Loc | None:
     return Loc(file, r.lineno, r.col_offset, r.end_lineno, r.end_col_offset)
 
 
+def return_loc_at(fn, line: int | None) -> Loc | None:
+    """The Loc of the `return` statement of a function (not of functions nested in it) that spans source line
+    `line` (the line the function returned from), or None."""
+    file, node = _function_node(fn)
+    if node is None or line is None:
+        return None
+    stack = list(node.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Return) and n.lineno <= line <= n.end_lineno:
+            return Loc(file, n.lineno, n.col_offset, n.end_lineno, n.end_col_offset)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return None
+
+
 def param_loc(fn, name: str) -> Loc | None:
     """The Loc of parameter `name` in a function's signature, or None."""
     file, node = _function_node(fn)

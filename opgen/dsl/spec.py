@@ -30,6 +30,7 @@ import itertools
 import keyword
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -38,7 +39,7 @@ import numpy as np
 from opgen.dsl.package import (DEFAULT_CATEGORY, DEFAULT_REPOSITORY, REPOSITORY_CATEGORIES, PackageNote,
                                 category_problem, license_lines, path_problem)
 from opgen.dsl.diagnostics import (Loc, caller_loc, from_exception, function_loc, locate_token, param_loc,
-                                   return_loc, spec_error, traceback_loc)
+                                   return_loc, return_loc_at, spec_error, traceback_loc)
 from opgen.dsl.aclnn import check_signature, complete_signature
 from opgen.dsl.builder import Builder, Tensor
 from opgen.dsl.keys import LIST_INT, LIST_INT_SPELLINGS, Bound, Relation, SpecKey
@@ -1429,6 +1430,14 @@ class OpSpec:
         except TypeError as e:
             raise spec_error(function_loc(fn), f"the body of {self.name} cannot take its arguments: {e}",
                              "the body takes b, then every input and attribute by name") from None
+        returned: dict = {}
+
+        def watch(frame, event, _arg):   # the line the body itself returns from (a body may have several returns)
+            if event == "return" and frame.f_code is getattr(fn, "__code__", None):
+                returned["line"] = frame.f_lineno
+
+        outer = sys.getprofile()
+        sys.setprofile(watch)
         try:
             result = fn(b, **kwargs)
         except SpecError as e:
@@ -1437,15 +1446,21 @@ class OpSpec:
             raise from_exception(e, self._dir()) from None
         except Exception as e:
             raise from_exception(e, self._dir()) from e
+        finally:
+            sys.setprofile(outer)
+        ret = return_loc_at(fn, returned.get("line"))
+        when = f" for {self.key_text(key)}" if self.static_attrs or any(i.optional for i in self.inputs) else ""
         if not isinstance(result, dict):
-            raise spec_error(return_loc(fn), f"the body of {self.name} returns {type(result).__name__}, not a dict "
-                             "of outputs", 'return {"<output name>": tensor, ...}')
+            what = "returns nothing" if result is None else f"returns {type(result).__name__}, not a dict of outputs"
+            raise spec_error(ret or (function_loc(fn) if result is None else return_loc(fn)),
+                             f"the body of {self.name} {what}{when}", 'return {"<output name>": tensor, ...}')
         declared = {o.name: o for o in self.outputs}
         outputs = []
         for name, t in result.items():
             o = declared.get(name)
             def site(name=name):
-                return (locate_token(function_loc(fn), name, loose=False) if isinstance(name, str) else None) \
+                at = ret or function_loc(fn)
+                return (locate_token(at, name, loose=False) if isinstance(name, str) else None) or ret \
                     or return_loc(fn)
 
             if o is None:
@@ -1460,7 +1475,7 @@ class OpSpec:
                                  f"return a tensor of shape {shape_str(want)} (b.const(v).broadcast_to([...]) "
                                  "for a constant)")
             if t.shape != want:
-                raise spec_error(site(), f"output {name}: the body gives shape {shape_str(t.shape)}, declared "
+                raise spec_error(site(), f"output {name}: the body gives shape {shape_str(t.shape)}{when}, declared "
                                  f"{shape_str(want)} (at {self._where(o.loc)})",
                                  f"reshape or broadcast the result to {shape_str(want)}, or fix the declaration")
             if o.dtype != t.dtype:
