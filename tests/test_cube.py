@@ -724,3 +724,16 @@ def test_matmul_bias_exact_gelu_emulated_matches_float64(tmp_path):
     got = np.asarray(r.arrays["output"], dtype=np.float64)
     # one fp16 rounding of the output, plus Erf's 4.3e-7 on terms of size |y| / 2 (cancelling for y < 0)
     assert np.all(np.abs(got - ref) <= 2.0**-11 * np.abs(ref) + 4.3e-7 * np.abs(y) + 1e-3 * np.abs(ref).mean())
+
+
+def test_a_bound_past_nd2nz_s_row_pitch_names_that_limit_not_the_ub(tmp_path):
+    """K with max=65536: the tiling's `fits` fails on Nd2Nz's 16-bit row pitch, and the proof's error says what the
+    plan requires (L1 / L0, Nd2Nz) with the largest K that fits -- not "UB overflow" (new-user trial)."""
+    from opgen.errors import SpecError
+
+    p = tmp_path / "mm.py"
+    p.write_text((EXAMPLES / "mat_mul.py").read_text().replace('spec.dim("K", max=65535)', 'spec.dim("K", max=65536)'))
+    with pytest.raises(SpecError) as e:
+        kernel_build(load_spec(str(p)))
+    msg = str(e.value)
+    assert "tiling limit" in msg and "Nd2Nz" in msg and "UB overflow" not in msg and "lower max= of K to 65535" in msg

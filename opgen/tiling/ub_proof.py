@@ -88,6 +88,17 @@ def _largest_fit(spec, prog, inputs_map, plats, name: str, hi: int, multiple_of)
     return best
 
 
+def _limit(prog, plat) -> str:
+    """How a failed proof names the limit: "UB overflow: on <soc> (<n> B UB)" for a plan that only has to fit the UB
+    (the rows families), else the plan's own statement of what `fits` checks (the cube family: L1 / L0 sizes and
+    Nd2Nz's 16-bit row pitch), so the message does not blame the UB for another limit."""
+    why = next((doc for name, _e, doc in prog.stmts if name == "fits"), "")
+    why = why.removeprefix("1 when ").strip()
+    if not why or ("UB" in why and "L1" not in why and "Nd2Nz" not in why):
+        return f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB)"
+    return f"tiling limit: on {plat.name}, where the plan requires that {why},"
+
+
 def prove_ub(spec, prog, inputs_map) -> list[str]:
     """Check the plan for every platform/dtype row/probe; returns the checked cases (for reports).
 
@@ -100,7 +111,7 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
         for row in spec.dtype_rows:
             tl = _eval(spec, prog, inputs_map, _env(spec, {}), dict(row), plat)
             if not tl.get("fits", 1):
-                raise spec_error(spec.loc, f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB) the tiling plan does "
+                raise spec_error(spec.loc, f"{_limit(prog, plat)} the tiling plan does "
                                  f"not fit even with every dim at its minimum",
                                  "the kernel holds more than UB for one row: fewer outputs or temporaries per kernel")
             checked.append(f"{plat.name} {row} smallest")
@@ -133,7 +144,7 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                         combo = "".join(f" with {k}={t.long_name}" if not i else f", {k}={t.long_name}"
                                         for i, (k, t) in enumerate(row.items()))
                         raise spec_error(
-                            d.loc, f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB){combo} the tiling "
+                            d.loc, f"{_limit(prog, plat)}{combo} the tiling "
                                    f"plan does not fit for {name}={v} (declared max={d.max})",
                             f"lower max= of {name} to {lo} or give the tiling a plan for longer rows", arg="max")
                     checked.append(f"{plat.name} {row} {name}={v}")
@@ -151,7 +162,7 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                            if n >= 1 else
                            f"lower max= of {a} or {b}")
                     raise spec_error(
-                        bounded[b].loc, f"UB overflow: on {plat.name} ({plat.ub_bytes} B UB){combo} the tiling "
+                        bounded[b].loc, f"{_limit(prog, plat)}{combo} the tiling "
                                         f"plan does not fit for {a}={env[a]} and {b}={env[b]} together", fix)
                 checked.append(f"{plat.name} {row} {a}={env[a]},{b}={env[b]}")
     return checked
