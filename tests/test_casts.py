@@ -159,6 +159,33 @@ def test_int_to_float_and_int_to_int():
     assert int_to_int(np.array([300, -3, 5]), DType.u8).tolist() == [255, 0, 5]
 
 
+def _int_rounded_to_f32(v: int, mode: str) -> float:
+    """int v rounded to float32 with `mode` by exact integer arithmetic (q * 2^sh, 24 significant bits)."""
+    a, neg = abs(v), v < 0
+    sh = max(a.bit_length() - 24, 0)
+    q, r = divmod(a, 1 << sh)
+    half = 1 << sh
+    up = {"rint": 2 * r > half or (2 * r == half and sh > 0 and q % 2 == 1), "round": sh > 0 and 2 * r >= half,
+          "trunc": False, "floor": neg and r > 0, "ceil": not neg and r > 0}[mode]
+    m = (q + up) << sh
+    return float(-m if neg else m)
+
+
+@pytest.mark.parametrize("mode", ["rint", "round", "trunc", "floor", "ceil"])
+def test_int64_to_f32_rounds_once_beyond_2_pow_53(mode):
+    """int64 -> f32 (A2 / A3 convert int64 with a rounding mode only): the value rounded once, also past 2^53 where
+    a detour through float64 would round twice (round to odd at 53 bits first: opgen.interp.rounding), against
+    exact integer arithmetic; ties at 2^24 + 1 units and the int64 extremes included."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.integers(-2 ** 63, 2 ** 63 - 1, 4000, dtype=np.int64),
+                        np.array([2 ** 63 - 1, -2 ** 63, 2 ** 53 + 1, -(2 ** 53 + 1), (2 ** 24 + 1) << 30,
+                                  ((2 ** 24 + 1) << 30) + 1, (2 ** 24 + 1) << 38, -((2 ** 24 + 3) << 35), 0, 1, -1],
+                                 np.int64)])
+    got = int_to_float(x, DType.f32, mode)
+    assert got.dtype == np.float32
+    assert got.tolist() == [_int_rounded_to_f32(int(v), mode) for v in x.tolist()]
+
+
 def test_cast_kernel_exact_mode_rounds_directly():
     """Exact mode: a cast to an integer still rounds and saturates (float64 input, no half step)."""
     x = np.array([20.907, -1.5, 2.5, 1e10, np.nan])

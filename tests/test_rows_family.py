@@ -163,33 +163,6 @@ def _(b, x, s):
     return {"y": (x.f32() * s.f32()).cast(T, "rint")}
 ''', 'return', "per-row statistic input s has dtype u8; the rows family reads per-row statistics as f32, "
                          "f16 or bf16 and per-row indices as i32 or i64"),
-    # an int64 row input
-    "LongRows": ('''
-spec = OpSpec("LongRows", aclnn="aclnnLongRows", socs=(A2, A3))
-R, H = spec.dims("R H")
-spec.input("x", f32, [R, H])
-spec.input("m", i64, [R, H])
-spec.output("y", f32, [R, H])
-
-
-@spec.body
-def _(b, x, m):
-    return {"y": x * m.cast(f32, "rint")}
-''', "return", "input m has dtype i64; the rows family reads f32, f16, bf16, i32, bool, u8, i8 inputs"),
-    # a dtype variable one of whose rows is a dtype the kernel cannot read
-    "VarRows": ('''
-spec = OpSpec("VarRows", aclnn="aclnnVarRows", socs=(A2, A3))
-R, H = spec.dims("R H")
-(T,) = spec.dtype_vars("T")
-spec.input("x", T, [R, H])
-spec.output("y", f32, [R, H])
-spec.dtypes((T,), [(f16,), (i64,)])
-
-
-@spec.body
-def _(b, x):
-    return {"y": x * 2.0}
-''', 'spec.input("x"', "input x has dtype i64 (dtype variable T); the rows family reads f32, f16, bf16, i32 inputs"),
     # a mask input broadcast over the rows (masks of the rows' own shape are read): the refusal names the input
     "WhereColumnMask": ('''
 spec = OpSpec("WhereColumnMask", aclnn="aclnnWhereColumnMask", socs=(A2, A3))
@@ -216,18 +189,6 @@ spec.output("y", f32, [R, H])
 def _(b, x):
     return {"y": b.where(x.sum(-1) > 0.0, x, 0.0)}
 ''', "x.sum(-1", "a comparison `>` of per-row statistics"),
-    # an int64 output (int32, int8 and uint8 outputs are written)
-    "LongOut": ('''
-spec = OpSpec("LongOut", aclnn="aclnnLongOut", socs=(A2, A3))
-R, H = spec.dims("R H")
-spec.input("x", f32, [R, H])
-spec.output("y", i64, [R, H])
-
-
-@spec.body
-def _(b, x):
-    return {"y": (x * 2.0).cast(i64, "rint")}
-''', "return", "output y has dtype i64; the rows family writes f32, f16, bf16, i32, i8, u8 outputs"),
     # a reduction over every axis combined with another: only column and per-batch ones are read back
     "TwoReductions": ('''
 spec = OpSpec("TwoReductions", aclnn="aclnnTwoReductions", socs=(A2, A3))
@@ -330,8 +291,8 @@ spec.dtypes((T,), [(f32,), (f16,), (i8,)])
 def _(b, dy, x):
     s = b.sigmoid(x)
     return {"dx": dy * s * (1.0 + x * (1.0 - s))}
-''', 'spec.input("dy"', "input dy has dtype i8 (dtype variable T); the rows family reads f32, f16, bf16, i32 "
-                         "inputs through a dtype variable (a byte dtype goes through half"),
+''', 'spec.input("dy"', "input dy has dtype i8 (dtype variable T); the rows family reads f32, f16, bf16, i32, "
+                         "i16, i64 inputs through a dtype variable (a byte dtype goes through half"),
 }
 
 
@@ -987,3 +948,62 @@ def _(b, x, by):
         r = run_check(str(p), inputs={"x": x}, attrs={"by": by}, progress=False, engine="kir")
         assert r.passed and not r.faults, r.faults[:2]
         assert np.allclose(np.asarray(r.arrays["y"]), x.astype(np.float64).sum(2) / div, rtol=2.0 ** -20), by
+
+
+I16_I64 = '''
+from opgen.dsl import A2, A3, OpSpec, f32, i16, i64
+spec = OpSpec("ScaleRound", aclnn="aclnnScaleRound", socs=(A2, A3), round="rint")
+N, H = spec.dims("N H")
+spec.input("x", i64, [N, H])
+spec.input("w", i16, [H])
+spec.attr("scale", float, 0.5)
+spec.output("y", i16, [N, H])
+spec.output("z", i64, [N, H])
+
+
+@spec.body
+def _(b, x, w, scale):
+    v = x.cast(f32) * scale + w.cast(f32)
+    return {"y": v.cast(i16, "floor"), "z": v.cast(i64, "round")}
+'''
+
+
+def _f32_of_int(v: int) -> float:
+    """The float32 nearest int v, ties to even, by exact integer arithmetic (independent of opgen)."""
+    a, neg = abs(v), v < 0
+    sh = max(a.bit_length() - 24, 0)
+    q, r = divmod(a, 1 << sh)
+    if 2 * r > (1 << sh) or (2 * r == (1 << sh) and sh and q % 2):
+        q += 1
+    return float(np.float32(-(q << sh) if neg else q << sh))
+
+
+@pytest.mark.parametrize("engine", ["kir", pytest.param("emu", marks=pytest.mark.slow)])
+def test_int16_and_int64_tensors_in_and_out(tmp_path, engine):
+    """i64 and i16 inputs and outputs of a rows kernel: int64 -> fp32 rounded once to nearest even (A2 / A3 convert
+    it with a rounding mode only: CastFrom with CAST_RINT), int16 -> fp32 exact, fp32 -> int16 with floor and
+    saturation, fp32 -> int64 with round (ties away); values past 2^24, 2^53 and int16's range, against integer
+    arithmetic written here."""
+    from opgen.check import run_check
+
+    p = tmp_path / "scale_round.py"
+    p.write_text(I16_I64)
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.integers(-2**62, 2**62, 40), rng.integers(-2**30, 2**30, 40),
+                        rng.integers(-70000, 70000, 40), [2**53 + 1, -(2**53 + 3), 2**24 + 1, 3, -3, 2**63 - 1,
+                                                          -2**63, 65535, -65536, 70001]]).astype(np.int64)[:130]
+    x = x.reshape(5, 26)
+    w = rng.integers(-2**15, 2**15, 26).astype(np.int16)
+    if engine == "emu":
+        from opgen.codegen import write_ops
+
+        write_ops([str(p)], str(tmp_path / "gen"))
+    r = run_check(str(p), inputs={"x": x, "w": w}, attrs={"scale": 0.5}, progress=False, engine=engine,
+                  gen_dir=tmp_path / "gen" if engine == "emu" else None)
+    assert r.passed and not r.faults, (r.faults[:2], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    v = np.array([[np.float32(np.float32(_f32_of_int(int(a))) * np.float32(0.5)) + np.float32(b)
+                   for a, b in zip(row, w)] for row in x], dtype=np.float32)
+    y = np.clip(np.floor(v.astype(np.float64)), -2**15, 2**15 - 1).astype(np.int16)
+    z = np.array([[int(np.sign(t) * np.floor(abs(float(t)) + 0.5)) for t in row] for row in v], dtype=np.int64)
+    assert np.array_equal(np.asarray(r.arrays["y"]), y) and np.asarray(r.arrays["y"]).dtype == np.int16
+    assert np.array_equal(np.asarray(r.arrays["z"]), z) and np.asarray(r.arrays["z"]).dtype == np.int64

@@ -45,7 +45,7 @@ from opgen.tiling.rowkernel import COL_SPLIT, ROW_SPLIT, fixed_needs, program_co
 from opgen.codegen import kernel_cube  # noqa: F401,E402  installs the cube family's emission (opgen.kernel.cube)
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "bool": "uint8_t", "u8": "uint8_t",
-         "i8": "int8_t", "i64": "int64_t"}
+         "i8": "int8_t", "i16": "int16_t", "i64": "int64_t"}
 """C++ element type of each dtype a rows kernel reads or writes (opgen.kernel.rows.READS, WRITES)."""
 
 

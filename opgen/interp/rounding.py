@@ -21,7 +21,8 @@ round-to-odd to half keeps enough bits that the second rounding equals a direct 
 result is the correctly rounded, saturated integer — `float_to_int` computes the two steps literally and the tests
 compare it with the direct rule.
 
-Integer -> float (`int_to_float`): exact in float64 for |x| <= 2^53, then rounded to the target with the mode.
+Integer -> float (`int_to_float`): exact in float64 for |x| <= 2^53 (beyond: rounded to odd at 53 bits, which a
+second rounding to the target cannot tell from the exact value), then rounded to the target with the mode.
 Integer -> integer (`int_to_int`): saturated to the target range (opgen's rule: the vector Cast saturates where it
 narrows; documented for float sources, taken for integer ones). Integers are held as int64 by the interpreter.
 """
@@ -168,10 +169,33 @@ def float_to_int(x, src: DType, to: DType, mode: str, device: bool = True) -> np
     return saturate(r, to)
 
 
+def _int_to_f64_odd(x: np.ndarray) -> np.ndarray:
+    """int64 values as float64, exact for |x| <= 2^53 and rounded to odd beyond (the dropped bits ORed into the last
+    kept one): a second rounding of that to 24 or fewer bits, in any mode, equals the direct rounding of x."""
+    x = x.astype(np.int64)
+    neg = x < 0
+    mag = np.where(neg, (~x).astype(np.uint64) + np.uint64(1), x.astype(np.uint64))
+    big = mag > np.uint64(2 ** 53)
+    out = mag.astype(np.float64)
+    if big.any():
+        m = mag[big]
+        e = np.frexp(m.astype(np.float64))[1].astype(np.int64)          # bit length, or one more when rounded up
+        e = np.where((m >> (e - 1).astype(np.uint64)) == 0, e - 1, e)
+        shift = (e - 53).astype(np.uint64)
+        q = m >> shift
+        sticky = (m & ((np.uint64(1) << shift) - np.uint64(1))) != 0
+        q = q | sticky.astype(np.uint64)
+        out[big] = np.ldexp(q.astype(np.float64), shift.astype(np.int64))
+    return np.where(neg, -out, out)
+
+
 def int_to_float(x, dtype: DType, mode: str) -> np.ndarray:
-    """Cast integer values `x` to float type `dtype` with `mode` ("none" as "rint"); exact through float64 for
-    |x| <= 2^53. Returns an array of dtype.np. Raises ValueError for a non-float target or an unknown mode."""
-    return round_float(np.asarray(x).astype(np.float64), dtype, mode)
+    """Cast integer values `x` to float type `dtype` with `mode` ("none" as "rint"), rounded once: exact in float64
+    for |x| <= 2^53, rounded to odd in float64 beyond (_int_to_f64_odd), then rounded to the target with the mode.
+    Returns an array of dtype.np. Raises ValueError for a non-float target or an unknown mode."""
+    x = np.asarray(x)
+    v = _int_to_f64_odd(x) if x.dtype.kind in "iu" and x.dtype.itemsize == 8 else x.astype(np.float64)
+    return round_float(v, dtype, mode)
 
 
 def int_to_int(x, to: DType) -> np.ndarray:

@@ -352,10 +352,11 @@ def _cast(env):
     c = _count(env, min(dst.size, src.size))
     mode = str(env["mode"]).split("::")[-1]
     ir_mode = mode.split("CAST_")[-1].lower()   # the interpreter's spelling (opgen.interp.rounding)
-    if src.dtype == np.int32 and dst.dtype == np.float32:
+    if src.dtype in (np.int32, np.int64) and dst.dtype == np.float32:
         dst[:c] = int_to_float(src[:c], DType.f32, ir_mode)
-    elif src.dtype == np.float32 and dst.dtype == np.int32:
-        dst[:c] = float_to_int(src[:c], DType.f32, DType.i32, ir_mode).astype(np.int32)
+    elif src.dtype == np.float32 and dst.dtype in (np.int32, np.int16, np.int64):
+        to = {np.dtype(np.int32): DType.i32, np.dtype(np.int16): DType.i16, np.dtype(np.int64): DType.i64}[dst.dtype]
+        dst[:c] = float_to_int(src[:c], DType.f32, to, ir_mode).astype(dst.dtype)
     elif src.dtype == np.float16 and dst.dtype in (np.int8, np.uint8):
         to = DType.i8 if dst.dtype == np.int8 else DType.u8
         dst[:c] = float_to_int(src[:c], DType.f16, to, ir_mode).astype(dst.dtype)
@@ -379,8 +380,10 @@ def _cast_to(env):
 
 
 def _cast_from(env):
-    """CastFrom (templates/op_kernel/_helpers.h.j2): src widened to fp32 (exact), CAST_NONE."""
-    return _cast({**env, "mode": "CAST_NONE"})
+    """CastFrom (templates/op_kernel/_helpers.h.j2): src to fp32, CAST_NONE (exact), or CAST_RINT for int64 (the
+    only source A2 / A3 convert with a rounding mode: no CAST_NONE there, docs/reference/ascendc.md §1.9)."""
+    wide = np.asarray(env["src"]).dtype == np.int64
+    return _cast({**env, "mode": "CAST_RINT" if wide else "CAST_NONE"})
 
 
 def pairwise_sum(v: np.ndarray) -> np.float32:

@@ -40,9 +40,10 @@ _CONSTRUCT = {"lt": "a comparison `<`", "le": "a comparison `<=`", "gt": "a comp
               "gather": "a gather by index", "scatter_add": "a scatter-add by index", "matmul": "a matmul",
               "dimval": "a dim used as a number"}
 """The spec construct each op the rows family refuses comes from, named in its refusal."""
-READS = ("f32", "f16", "bf16", "i32", "bool", "u8", "i8")
-"""Dtypes the rows kernel reads (Cast to fp32 in UB, the byte dtypes through half; opgen.codegen.kernel.CTYPE)."""
-WRITES = ("f32", "f16", "bf16", "i32", "i8", "u8")
+READS = ("f32", "f16", "bf16", "i32", "i16", "i64", "bool", "u8", "i8")
+"""Dtypes the rows kernel reads (Cast to fp32 in UB: exact, int32 / int64 rounded to nearest even; the byte dtypes
+through half; opgen.codegen.kernel.CTYPE)."""
+WRITES = ("f32", "f16", "bf16", "i32", "i16", "i64", "i8", "u8")
 """Dtypes the rows kernel writes (Cast from fp32 with the output's round mode; int8 / uint8 through half with CAST_ODD
 first, as the interpreter's device mode: docs/reference/ascendc.md §1.12)."""
 INDEX_DTYPES = ("i32", "i64")
@@ -216,6 +217,11 @@ class _Lowering:
                 and not index:
             raise self.err(x, f"per-row statistic input {root} has dtype {dt}; the rows family reads per-row "
                            f"statistics as f32, f16 or bf16 and per-row indices as {' or '.join(INDEX_DTYPES)}")
+        made = self.prod.get(x)
+        if made is not None and made.op == "cast" and dt in ("i32", "i64") \
+                and (made.attr("round") or "none") not in ("none", "rint"):
+            raise self.err(x, f"a cast of the {dt} input {root} to f32 with round mode {made.attr('round')!r}; the "
+                           f"rows kernel converts {dt} to fp32 rounding to nearest even (cast with 'rint')")
         same = self.by_view.get((root, view, sp))
         if same is not None:   # another chain to the same rows of the same tensor (a reshape of it): one load
             self.space[x] = sp

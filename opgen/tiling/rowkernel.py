@@ -305,7 +305,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
 
     def bytes_of(d: str):
         return sizes[d] if d in sizes else lit({"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "bool": 1, "u8": 1,
-                                                "i8": 1}.get(d, 4))
+                                                "i8": 1, "i16": 2, "i64": 8}.get(d, 4))
 
     if stream and not streamable(c):
         raise ValueError(f"rows kernel {name}: COL_STREAM needs row reductions and no sums over rows")

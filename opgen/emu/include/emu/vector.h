@@ -265,7 +265,9 @@ void CreateVecIndex(LocalTensor<T> dst, const T& firstValue, uint32_t count, emu
 // ---- Cast. Supported pairs (A2/A3 rules, docs/reference/ascendc.md §1.9): half/bf16->float (CAST_NONE only),
 // float->half (all modes; NONE = RINT), float->bf16 (no CAST_NONE), float<->int32 (float->int32 needs an
 // explicit mode; out-of-range saturates, NaN -> 0 [assumption]), int32->float (NONE = RINT), half->int8/uint8
-// (every mode but ODD, NONE = RINT, saturating: §1.12). Anything else is a fault.
+// (every mode but ODD, NONE = RINT, saturating: §1.12), int16->float (CAST_NONE only, exact), float->int16 and
+// float->int64 (RINT / FLOOR / CEIL / ROUND / TRUNC, saturating as float->int32), int64->float (RINT / FLOOR /
+// CEIL / ROUND / TRUNC, rounded once). Anything else is a fault.
 namespace emu_detail {
 inline emu::Round ToRound(RoundMode m)
 {
@@ -310,8 +312,15 @@ D CastOne(S v, RoundMode mode)
         return half::FromBits(uint16_t(emu::RoundFloat(v, 10, 5, ToRound(mode))));
     } else if constexpr (sF && std::is_same<D, bfloat16_t>::value) {
         return bfloat16_t::FromBits(uint16_t(emu::RoundFloat(v, 7, 8, ToRound(mode))));
-    } else if constexpr (sF && std::is_same<D, int32_t>::value) {
-        return FloatToInt<int32_t>(v, ToRound(mode));
+    } else if constexpr (sF && (std::is_same<D, int32_t>::value || std::is_same<D, int16_t>::value ||
+                                 std::is_same<D, int64_t>::value)) {
+        return FloatToInt<D>(v, ToRound(mode));
+    } else if constexpr (std::is_same<S, int16_t>::value && dF) {
+        return float(v);   // int16 -> float: exact (CAST_NONE)
+    } else if constexpr (std::is_same<S, int64_t>::value && dF) {
+        bool neg = v < 0;
+        uint64_t mag = neg ? uint64_t(0) - uint64_t(v) : uint64_t(v);
+        return emu::BitsFloat(emu::RoundBinary(neg, mag, 0, 23, 8, ToRound(mode)));
     } else if constexpr (std::is_same<S, half>::value && (std::is_same<D, int8_t>::value || std::is_same<D, uint8_t>::value)) {
         return FloatToInt<D>(float(v), ToRound(mode));   // half -> int8 / uint8: the mode, then saturation (§1.12)
     } else if constexpr ((std::is_same<S, uint8_t>::value || std::is_same<S, int8_t>::value) &&
@@ -334,9 +343,17 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode&
 {
     emu::CountVector(count, sizeof(D) > sizeof(S) ? sizeof(D) : sizeof(S));
     constexpr bool sF = std::is_same<S, float>::value, dF = std::is_same<D, float>::value;
-    if constexpr (!sF && dF) {
-        if (mode != RoundMode::CAST_NONE && !std::is_same<S, int32_t>::value)
-            emu::Fault("Cast half/bf16 -> float: only CAST_NONE is supported on A2/A3");
+    if constexpr (!sF && dF && !std::is_same<S, int32_t>::value && !std::is_same<S, int64_t>::value) {
+        if (mode != RoundMode::CAST_NONE)
+            emu::Fault("Cast half/bf16/int16 -> float: only CAST_NONE is supported on A2/A3");
+    }
+    if constexpr (std::is_same<S, int64_t>::value && dF) {
+        if (mode == RoundMode::CAST_NONE || mode == RoundMode::CAST_ODD)
+            emu::Fault("Cast int64 -> float: needs CAST_RINT/FLOOR/CEIL/ROUND/TRUNC");
+    }
+    if constexpr (sF && (std::is_same<D, int16_t>::value || std::is_same<D, int64_t>::value)) {
+        if (mode == RoundMode::CAST_NONE || mode == RoundMode::CAST_ODD)
+            emu::Fault("Cast float -> int16/int64: needs CAST_RINT/FLOOR/CEIL/ROUND/TRUNC");
     }
     if constexpr (sF && std::is_same<D, bfloat16_t>::value) {
         if (mode == RoundMode::CAST_NONE) emu::Fault("Cast float -> bfloat16_t: CAST_NONE is not supported on A2/A3 (use CAST_RINT)");
