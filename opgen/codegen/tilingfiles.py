@@ -17,7 +17,8 @@ from opgen.ir.dtypes import DTypeVar
 from opgen.names import op_snake, spec_path
 from opgen.passes.pipeline import kernel_build
 from opgen.names import c_printf, cpp_name
-from opgen.tiling.emit import attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, exact_products, float_bits
+from opgen.tiling.emit import (attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, exact_products, float_bits,
+                               input_label)
 from opgen.dsl.keys import LIST_INT
 
 
@@ -77,7 +78,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         "storages": [_storage(spec, n, i, o) for n, i, o in _shape_refs(spec, reads + equal_reads)],
         "equal_dims": equal,
         "descs": descs, "has_attrs": bool(spec.attrs),
-        "bounds": [_bound(n, lo, hi) for n, lo, hi in dim_bounds(spec, prog, inputs_map)
+        "bounds": [_bound(n, lo, hi, input_label(inputs_map, n)) for n, lo, hi in dim_bounds(spec, prog, inputs_map)
                    if not _holds(consts.get(n), lo, hi)],
         "attr_check": consts.get("attrKey") is None or consts["attrKey"] < 0,
         "dtype_fail": c_printf(f"the dtype combination of {spec.name}'s tensors is not one of its supported rows"),
@@ -136,10 +137,12 @@ def _holds(value, lo: int, hi) -> bool:
     return value is not None and value >= lo and (hi is None or value <= hi)
 
 
-def _bound(name: str, lo: int, hi) -> dict:
+def _bound(name: str, lo: int, hi, label: str | None = None) -> dict:
     """Template data of one domain check of a tiling input read from a shape or an attribute: the failing condition
-    and its message (`name` is a C++ identifier of the tiling program; lo/hi in elements, hi None: unbounded)."""
+    and its message (`name` is a C++ identifier of the tiling program, `label` how the message names it -- the dim
+    expression it is read from, opgen.tiling.emit.input_label; lo/hi in elements, hi None: unbounded)."""
     var = cpp_name(name)   # the local's C++ spelling (opgen.names.cpp_name); the message keeps the spec's
+    name = label or name
     if hi is not None and lo == hi:
         cond, rule = f"{var} != {lo}", f"must be {lo}"
     elif hi is None:

@@ -190,7 +190,7 @@ def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, at
     vals = program_inputs(spec, prog, inputs_map, env, dtypes, platform, attrs, deterministic)
     for name, lo, hi in dim_bounds(spec, prog, inputs_map):
         if vals[name] < lo or (hi is not None and vals[name] > hi):
-            raise OpgenError(f"tiling {prog.name}: {name}={vals[name]} outside [{lo}, {hi}]")
+            raise OpgenError(f"tiling {prog.name}: {input_label(inputs_map, name)}={vals[name]} outside [{lo}, {hi}]")
     out = prog.evaluate(vals)
     if not out.get("fits", 1):
         raise OpgenError(f"tiling {prog.name}: no UB plan fits")
@@ -263,6 +263,17 @@ def dim_bounds(spec, prog, inputs_map) -> list[tuple[str, int, int | None]]:
             his = [h for _l, h in rng]
             out.append((name, min(lo for lo, _h in rng), None if None in his else max(his)))
     return out
+
+
+def input_label(inputs_map: dict, name: str) -> str:
+    """How a message names tiling input `name`: the dim expression it is read from in the spec's words (`N`,
+    `N * prod(Bd)`), the dim an attribute equals, else the input's own name (`rows`)."""
+    how = inputs_map.get(name)
+    if isinstance(how, DimExpr):
+        return str(how)
+    if isinstance(how, tuple) and how and how[0] == "attr_dim":
+        return str(how[2])
+    return name
 
 
 def by_attr_key_cpp(spec, picks) -> str:

@@ -260,20 +260,20 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(),
                         "the dtype combination of AdaLayerNormGrad's tensors is not one of its supported rows"),
                 return ge::GRAPH_FAILED);
-    OP_CHECK_IF(
-        rows < 1,
-        OP_LOGE(context->GetNodeName(), "rows=%ld is outside the spec's domain: must be >= 1", static_cast<long>(rows)),
-        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(rows < 1,
+                OP_LOGE(context->GetNodeName(), "S * prod(Bd)=%ld is outside the spec's domain: must be >= 1",
+                        static_cast<long>(rows)),
+                return ge::GRAPH_FAILED);
     OP_CHECK_IF(
         seq < 1,
-        OP_LOGE(context->GetNodeName(), "seq=%ld is outside the spec's domain: must be >= 1", static_cast<long>(seq)),
+        OP_LOGE(context->GetNodeName(), "S=%ld is outside the spec's domain: must be >= 1", static_cast<long>(seq)),
         return ge::GRAPH_FAILED);
     OP_CHECK_IF(batch < 1,
-                OP_LOGE(context->GetNodeName(), "batch=%ld is outside the spec's domain: must be >= 1",
+                OP_LOGE(context->GetNodeName(), "prod(Bd)=%ld is outside the spec's domain: must be >= 1",
                         static_cast<long>(batch)),
                 return ge::GRAPH_FAILED);
     OP_CHECK_IF(hidden < 1 || hidden > 65536,
-                OP_LOGE(context->GetNodeName(), "hidden=%ld is outside the spec's domain: must be in [1, 65536]",
+                OP_LOGE(context->GetNodeName(), "H=%ld is outside the spec's domain: must be in [1, 65536]",
                         static_cast<long>(hidden)),
                 return ge::GRAPH_FAILED);
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)

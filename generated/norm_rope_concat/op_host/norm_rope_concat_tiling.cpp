@@ -371,36 +371,36 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 return ge::GRAPH_FAILED);
     OP_CHECK_IF(
         BDim < 1,
-        OP_LOGE(context->GetNodeName(), "BDim=%ld is outside the spec's domain: must be >= 1", static_cast<long>(BDim)),
+        OP_LOGE(context->GetNodeName(), "B=%ld is outside the spec's domain: must be >= 1", static_cast<long>(BDim)),
         return ge::GRAPH_FAILED);
     OP_CHECK_IF(DDim < 2 || DDim > 1024,
-                OP_LOGE(context->GetNodeName(), "DDim=%ld is outside the spec's domain: must be in [2, 1024]",
+                OP_LOGE(context->GetNodeName(), "D=%ld is outside the spec's domain: must be in [2, 1024]",
                         static_cast<long>(DDim)),
                 return ge::GRAPH_FAILED);
     OP_CHECK_IF(
         NDim < 1,
-        OP_LOGE(context->GetNodeName(), "NDim=%ld is outside the spec's domain: must be >= 1", static_cast<long>(NDim)),
+        OP_LOGE(context->GetNodeName(), "N=%ld is outside the spec's domain: must be >= 1", static_cast<long>(NDim)),
         return ge::GRAPH_FAILED);
     OP_CHECK_IF(
         RDim < 1,
-        OP_LOGE(context->GetNodeName(), "RDim=%ld is outside the spec's domain: must be >= 1", static_cast<long>(RDim)),
+        OP_LOGE(context->GetNodeName(), "R=%ld is outside the spec's domain: must be >= 1", static_cast<long>(RDim)),
         return ge::GRAPH_FAILED);
     OP_CHECK_IF(SekDim < 0,
-                OP_LOGE(context->GetNodeName(), "SekDim=%ld is outside the spec's domain: must be >= 0",
+                OP_LOGE(context->GetNodeName(), "Sek=%ld is outside the spec's domain: must be >= 0",
                         static_cast<long>(SekDim)),
                 return ge::GRAPH_FAILED);
     OP_CHECK_IF(SeqDim < 0,
-                OP_LOGE(context->GetNodeName(), "SeqDim=%ld is outside the spec's domain: must be >= 0",
+                OP_LOGE(context->GetNodeName(), "Seq=%ld is outside the spec's domain: must be >= 0",
                         static_cast<long>(SeqDim)),
                 return ge::GRAPH_FAILED);
-    OP_CHECK_IF(SkDim < 1,
-                OP_LOGE(context->GetNodeName(), "SkDim=%ld is outside the spec's domain: must be >= 1",
-                        static_cast<long>(SkDim)),
-                return ge::GRAPH_FAILED);
-    OP_CHECK_IF(SqDim < 1,
-                OP_LOGE(context->GetNodeName(), "SqDim=%ld is outside the spec's domain: must be >= 1",
-                        static_cast<long>(SqDim)),
-                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        SkDim < 1,
+        OP_LOGE(context->GetNodeName(), "Sk=%ld is outside the spec's domain: must be >= 1", static_cast<long>(SkDim)),
+        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        SqDim < 1,
+        OP_LOGE(context->GetNodeName(), "Sq=%ld is outside the spec's domain: must be >= 1", static_cast<long>(SqDim)),
+        return ge::GRAPH_FAILED);
     const int64_t dAlign = AlignUp(DDim, 16);  // head row stride in UB (elements)
     const int64_t rowNum =
         ((BDim * NDim) * (((((SqDim + SkDim) + SkDim) + SeqDim) + SekDim) +

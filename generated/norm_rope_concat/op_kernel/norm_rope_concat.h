@@ -273,13 +273,15 @@ __aicore__ inline void CastTo(const LocalTensor<D>& dst, const LocalTensor<float
     }
 }
 
-// S -> fp32 (exact).
+// S -> fp32 (exact; int64 rounded to nearest even: A2 / A3 convert it only with a rounding mode).
 template <typename S>
 __aicore__ inline void CastFrom(const LocalTensor<float>& dst, const LocalTensor<S>& src, int64_t n)
 {
     if constexpr (IsSameType<S, float>::value) {
         Muls(dst, src, 1.0f, static_cast<int32_t>(n));
         PipeBarrier<PIPE_V>();
+    } else if constexpr (IsSameType<S, int64_t>::value) {
+        Cast(dst, src, RoundMode::CAST_RINT, static_cast<int32_t>(n));
     } else {
         Cast(dst, src, RoundMode::CAST_NONE, static_cast<int32_t>(n));
     }
