@@ -42,6 +42,8 @@ def _spec(tmp_path, default="0.5", bounds="gt=0.0, le=1.0"):
                                          ({"alpha": 0.0}, "alpha: must be > 0.0 and <= 1.0, got 0.0"),
                                          ({"alpha": 1.5}, "alpha: must be > 0.0 and <= 1.0, got 1.5"),
                                          ({"alpha": math.nan}, "alpha: must be > 0.0 and <= 1.0, got nan"),
+                                         # compared in fp32, as the kernel gets it: 1e-50 is 0 there
+                                         ({"alpha": 1e-50}, "alpha: must be > 0.0 and <= 1.0, got 1e-50"),
                                          ({"k": 0}, "k: must be >= 1 and <= 8, got 0"),
                                          ({"k": 9}, "k: must be >= 1 and <= 8, got 9")])
 def test_the_interpreter_refuses_a_value_outside_the_range(tmp_path, attrs, rule):
@@ -51,12 +53,14 @@ def test_the_interpreter_refuses_a_value_outside_the_range(tmp_path, attrs, rule
     assert str(e.value) == rule
     y = interpret(_spec(tmp_path), {"x": x}, {"alpha": 1.0, "k": 8})["y"]   # the bounds themselves are inside
     assert np.array_equal(y, x)
+    interpret(_spec(tmp_path), {"x": x}, {"alpha": 1.00000001})   # 1.0 in fp32: inside
 
 
 @pytest.mark.parametrize("default, bounds, words", [
     ("0.0", "gt=0.0", "default 0.0 is outside its range (> 0.0)"),
     ("0.5", "gt=0.0, ge=0.0", "both gt= and ge="),
     ("0.5", "ge='0'", "bound '0' is not a number"),
+    ("0.5", "lt=3.4e39", "bound 3.4e+39 is outside the fp32 values the attribute can take"),
 ])
 def test_a_range_the_spec_breaks_itself_is_a_spec_error(tmp_path, default, bounds, words):
     with pytest.raises(SpecError) as e:
@@ -82,8 +86,9 @@ def test_the_emitted_aclnn_layer_refuses_it_with_161002_and_the_same_rule(tmp_pa
     path = _spec(tmp_path)
     write_ops([path], str(tmp_path / "gen"))
     x = np.ones(4, np.float32)
-    calls = [({"x": x}, {"alpha": a}, {}) for a in (0.5, 1.0, -1.0, 0.0, math.nan)] + [({"x": x}, {"k": 0}, {})]
+    calls = [({"x": x}, {"alpha": a}, {}) for a in (0.5, 1.0, -1.0, 0.0, math.nan, 1e-50, 1.00000001)] + \
+        [({"x": x}, {"k": 0}, {})]
     got = aclnn_verdicts(path, calls, gen_dir=tmp_path / "gen")
-    assert [c for c, _m in got] == [0, 0, 161002, 161002, 161002, 161002], got
-    assert got[2][1] == "alpha: must be > 0.0 and <= 1.0, got -1" and got[5][1] == "k: must be >= 1 and <= 8, got 0"
+    assert [c for c, _m in got] == [0, 0, 161002, 161002, 161002, 161002, 0, 161002], got   # as the interpreter
+    assert got[2][1] == "alpha: must be > 0.0 and <= 1.0, got -1" and got[7][1] == "k: must be >= 1 and <= 8, got 0"
     assert got[4][1] == "alpha: must be > 0.0 and <= 1.0, got nan", got[4]

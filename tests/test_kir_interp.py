@@ -113,6 +113,31 @@ def test_reading_another_cores_workspace_without_sync_all_is_a_race_between_core
     assert "with no SyncAll or cross-core flag ordering them" in r.first_fault
 
 
+@pytest.mark.parametrize("writer", [0, 1, 2])
+def test_a_write_after_other_cores_unordered_reads_is_a_race_whichever_core_writes(writer):
+    """After a SyncAll every core reads workspace[0]; then one core overwrites it with nothing ordering the others'
+    reads before its write: a write-after-read race between cores, whichever core writes -- also the last one the
+    interpreter ran, whose own read came after the others' (review: the kept reader was then itself)."""
+    from opgen.kernel.kir import Constraint
+
+    def kernel(w):
+        phase1 = (If((Constraint("==", BLOCK_IDX, Lit(0)),), (Copy(Ref("v"), GmView("gmX"), Lit(1), Lit(4)),
+                                                                Copy(GmView("gmW"), Ref("v"), Lit(1), Lit(4)))),)
+        phase2 = (Copy(Ref("v"), GmView("gmW"), Lit(1), Lit(4)),
+                  If((Constraint("==", BLOCK_IDX, Lit(w)),), (Copy(GmView("gmW"), Ref("v"), Lit(1), Lit(4)),)),
+                  Copy(GmView("gmS", BLOCK_IDX), Ref("v"), Lit(1), Lit(4)))
+        return KernelClass("WarLost", "T", args=("x", "s"), gms=(GmTensor("gmX", "float", "x"),
+                           GmTensor("gmS", "float", "s"), GmTensor("gmW", "float", workspace=True)),
+                           locals=(Local("vBuf"),), tensors=(TensorVar("v", "float"),), fields=("per",),
+                           process=(InitBuffer("vBuf", Lit(256)), Get("v", "vBuf", "float")) + phase1 + (SyncAll(),)
+                           + phase2)
+
+    k, _ = ks.place_syncs(kernel(writer))
+    r = ki.run(k, {"per": 1}, {"x": np.ones(8, np.float32), "s": np.zeros(8, np.float32)}, 3,
+               workspace=np.zeros(16, np.float32), verify_first=False)
+    assert not r.ok and "between cores on GM tensor 'gmW'" in r.first_fault, r.first_fault
+
+
 # ------------------------------------------------------------------------------------------------ fault rules
 def _tiny(process, locals_=(Local("b"),), tensors=(TensorVar("t", "float"),)) -> KernelClass:
     return KernelClass("Tiny", "TinyTiling", args=("x", "y"),

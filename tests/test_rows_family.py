@@ -163,6 +163,33 @@ def _(b, x, s):
     return {"y": (x.f32() * s.f32()).cast(T, "rint")}
 ''', 'return', "per-row statistic input s has dtype u8; the rows family reads per-row statistics as f32, "
                          "f16 or bf16 and per-row indices as i32 or i64"),
+    # an int64 input cast to f32 with floor, then reshaped: the kernel would round to nearest (review)
+    "ChainFloor": ('''
+spec = OpSpec("ChainFloor", aclnn="aclnnChainFloor", socs=(A2, A3), round="rint")
+N, H = spec.dims("N H")
+spec.input("x", i64, [N, H])
+spec.output("y", f32, [N * H])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x.cast(f32, "floor").reshape([N * H])}
+''', "return", "a cast of the i64 input x to f32 with round mode 'floor'; the rows kernel converts i64 to fp32 "
+                 "rounding to nearest even"),
+    # the same through a dtype variable one of whose rows is int64
+    "VarFloor": ('''
+spec = OpSpec("VarFloor", aclnn="aclnnVarFloor", socs=(A2, A3), round="rint")
+N, H = spec.dims("N H")
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [N, H])
+spec.output("y", f32, [N, H])
+spec.dtypes((T,), [(f32,), (i64,)])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x.cast(f32, "floor")}
+''', 'spec.input("x"', "input x (dtype variable T, bound to i64 by a row) is cast to f32 with round mode 'floor'"),
     # a mask input broadcast over the rows (masks of the rows' own shape are read): the refusal names the input
     "WhereColumnMask": ('''
 spec = OpSpec("WhereColumnMask", aclnn="aclnnWhereColumnMask", socs=(A2, A3))

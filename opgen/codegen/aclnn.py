@@ -265,9 +265,8 @@ class AclnnPlan:
             a = p.decl
             if not a.bounds:
                 continue
-            v = f"p.{p.cpp}"
-            fp32 = a.type is float and any(x.scalar for x in self.m.api_params if x.param is p)
-            lit = (lambda b: f"{cpp_literal(float(b), float)}{'f' if fp32 else ''}") if a.type is float else str
+            v = f"static_cast<float>(p.{p.cpp})" if a.type is float else f"p.{p.cpp}"   # as the kernel gets it
+            lit = (lambda b: f"{cpp_literal(float(b), float)}f") if a.type is float else str
             cond = "!(" + " && ".join(f"{v} {op} {lit(b)}" for op, b in a.bounds) + ")"
             spec_fmt = "%g" if a.type is float else "%ld"
             arg = f"static_cast<double>({v})" if a.type is float else v

@@ -257,8 +257,14 @@ class AttrDecl:
         return " and ".join(f"{op} {b!r}" for op, b in self.bounds)
 
     def out_of_bounds(self, v) -> str | None:
-        """The first bound value `v` breaks ("> 0"), None when it holds them all (NaN breaks every bound)."""
+        """The first bound value `v` breaks ("> 0"), None when it holds them all (NaN breaks every bound). A float
+        attribute is compared as the kernel receives it, in fp32 (value and bound rounded to float32, as the
+        emitted aclnn layer compares them)."""
+        if self.type is float:
+            v = np.float32(v)
         for op, b in self.bounds:
+            if self.type is float:
+                b = np.float32(b)
             if not {">": v > b, ">=": v >= b, "<": v < b, "<=": v <= b}[op]:
                 return f"{op} {b!r}"
         return None
@@ -600,10 +606,16 @@ class OpSpec:
             raise spec_error(loc, f"attribute {name}: a range (gt= / ge= / lt= / le=) needs an int or float attribute",
                              "drop the range, or declare the attribute int or float", arg="ge")
         for op, b in bounds:
+            kw = {">": "gt", ">=": "ge", "<": "lt", "<=": "le"}[op]
             if isinstance(b, bool) or not isinstance(b, (int, float)) or b != b:
                 raise spec_error(loc, f"attribute {name}: bound {b!r} is not a number",
-                                 "give the range as numbers, e.g. ge=0.0", arg={">": "gt", ">=": "ge", "<": "lt",
-                                                                                  "<=": "le"}[op])
+                                 "give the range as numbers, e.g. ge=0.0", arg=kw)
+            if type_ is int and not (isinstance(b, int) and -2 ** 63 < b < 2 ** 63 - 1) or \
+                    type_ is float and not abs(b) <= float(np.finfo(np.float32).max):
+                raise spec_error(loc, f"attribute {name}: bound {b!r} is outside the "
+                                 f"{'int64' if type_ is int else 'fp32'} values the attribute can take",
+                                 "give a bound inside the attribute's type (an int bound for an int attribute)",
+                                 arg=kw)
         if gt is not None and ge is not None or lt is not None and le is not None:
             raise spec_error(loc, f"attribute {name}: both {'gt= and ge=' if gt is not None and ge is not None else 'lt= and le='}",
                              "give one lower and one upper bound at most", arg="ge" if ge is not None else "le")
@@ -1436,8 +1448,9 @@ class OpSpec:
             if event == "return" and frame.f_code is getattr(fn, "__code__", None):
                 returned["line"] = frame.f_lineno
 
-        outer = sys.getprofile()
-        sys.setprofile(watch)
+        mine = sys.getprofile() is None   # a profiler of the caller's (cProfile) keeps its hook: no return line then
+        if mine:
+            sys.setprofile(watch)
         try:
             result = fn(b, **kwargs)
         except SpecError as e:
@@ -1447,7 +1460,8 @@ class OpSpec:
         except Exception as e:
             raise from_exception(e, self._dir()) from e
         finally:
-            sys.setprofile(outer)
+            if mine:
+                sys.setprofile(None)
         ret = return_loc_at(fn, returned.get("line"))
         when = f" for {self.key_text(key)}" if self.static_attrs or any(i.optional for i in self.inputs) else ""
         if not isinstance(result, dict):

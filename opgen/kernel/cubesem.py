@@ -11,7 +11,7 @@ fractal is 16 x 16 elements = 512 B, an L0C fractal 16 x 16 floats = 1 KB):
   L0B "ZN" — B(k, j) at ((k // C0) * N1 + j // 16) * 256 + (j % 16) * C0 + k % C0;
   L0C "NZ" — C(i, j) at ((j // 16) * M1 + i // 16) * 256 + (i % 16) * 16 + j % 16;
 with M1, K1, N1 = ceil(m / 16), ceil(k / C0), ceil(n / 16). m = 1 is GEMV mode: A(0, k) at k (the CANN Mmad page).
-Mmad: each C0-wide chunk of k is summed exactly (float64; fp16 / bf16 products are exact in it) and added to the
+Mmad: each C0-wide chunk of k is summed in float64 (fp16 / bf16 products are exact in it) and added to the
 float32 accumulator with one rounding — the emulation's rule (EMU.md "Accumulation order"; the device's internal
 order is not documented, so results agree with a float64 reference to fp32 accuracy, not bit for bit).
 Fixpipe converts float32 to the destination type rounding to nearest even (§1.10 step 6).

@@ -352,6 +352,12 @@ def _cast(env):
     c = _count(env, min(dst.size, src.size))
     mode = str(env["mode"]).split("::")[-1]
     ir_mode = mode.split("CAST_")[-1].lower()   # the interpreter's spelling (opgen.interp.rounding)
+    rounding = mode not in ("CAST_NONE", "CAST_ODD")
+    if (src.dtype == np.int64 and dst.dtype == np.float32 or src.dtype == np.float32
+            and dst.dtype in (np.int16, np.int64)) and not rounding:
+        raise ValueError(f"Cast {src.dtype} -> {dst.dtype} needs CAST_RINT / FLOOR / CEIL / ROUND / TRUNC, not {mode}")
+    if src.dtype == np.int16 and dst.dtype == np.float32 and mode != "CAST_NONE":
+        raise ValueError(f"Cast int16 -> float32 takes CAST_NONE only, not {mode}")
     if src.dtype in (np.int32, np.int64) and dst.dtype == np.float32:
         dst[:c] = int_to_float(src[:c], DType.f32, ir_mode)
     elif src.dtype == np.float32 and dst.dtype in (np.int32, np.int16, np.int64):

@@ -201,6 +201,7 @@ class _Gm:
     name: str
     data: np.ndarray | None    # uint8 view of the caller's array (None: unbound)
     dtype: str
+    workspace: bool = False
 
 
 @dataclass
@@ -266,12 +267,15 @@ class _Launch:
         tensor g's buffer: a fault when another core wrote them (read-after-write, write-after-write) or last read
         them (write-after-read) and no SyncAll or cross-core flag orders that access before this one -- a race
         between cores. Per byte (GM writes are byte-exact: two cores writing neighbouring bytes of one 32-B block do
-        not conflict); the last writer and the last reader of each byte are kept (pipe and clock of the access)."""
+        not conflict); the last writer and one reader of each byte are kept (pipe and clock of the access): the
+        latest, unless an earlier read by another core is not ordered before it (then that one, which a later write
+        must still be ordered after). One reader only: with three or more unordered readers a write-after-read can
+        go unseen (a full read vector per byte would cost a core count of clocks per byte)."""
         key = g.data.__array_interface__["data"][0]
         sh = self.gm.get(key)
         if sh is None:
-            if not write:
-                return            # never written in this launch: an input
+            if not write and not g.workspace:
+                return            # never written in this launch: an input (the workspace's reads are kept)
             size = g.data.size
             sh = self.gm[key] = [np.full(size, -1, np.int32), np.zeros(size, np.int8), np.zeros(size, np.int32),
                                  np.full(size, -1, np.int32), np.zeros(size, np.int8), np.zeros(size, np.int32)]
@@ -302,8 +306,10 @@ class _Launch:
         if write:
             wc[:], wp[:], wt[:] = me_i, ins[0], ins[1]
             rc[:] = -1
-        else:
-            rc[:], rp[:], rt[:] = me_i, ins[0], ins[1]
+        else:   # one reader kept per byte: another core's read this one is not ordered after stays (a later write
+            # by this core must be checked against it); a read ordered before this one gives way
+            keep = unordered(rc, rp, rt)
+            rc[:], rp[:], rt[:] = np.where(keep, rc, me_i), np.where(keep, rp, ins[0]), np.where(keep, rt, ins[1])
 
     def check_id(self, flag: int, what: str):
         if flag not in kir.CROSS_FLAG_IDS:
@@ -1682,7 +1688,7 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
         data = None if arr is None else np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
         if arr is not None and np.size(arr) and not np.shares_memory(data, arr):
             raise OpgenError(f"kernel IR interpreter: GM argument {g.arg or 'workspace'} must be a contiguous array")
-        gms[g.name] = _Gm(g.name, data, g.dtype)
+        gms[g.name] = _Gm(g.name, data, g.dtype, bool(g.workspace))
     mem = {"UB": ub_bytes, **CUBE_MEM_910B, **(cube_bytes or {})}
     n = block_dim
     if launch == "KERNEL_TYPE_MIX_AIC_1_2":

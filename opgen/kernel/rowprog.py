@@ -265,6 +265,7 @@ class RowProgram:
     btotals: list = field(default_factory=list)   # [(float member, accumulator or C++ text, kind)]: per-batch values
     batch_stores: list = field(default_factory=list)   # Instr("bstore"): per-batch values written once per batch
     dim_values: list = field(default_factory=list)   # dim expressions read as numbers: member dimValue<k>_ each
+    int_cast_modes: dict = field(default_factory=dict)   # input -> a non-rint mode its load chain casts it with
 
     def tensor(self, name: str) -> GmTensor:
         """The GM tensor `name`. Raises KeyError."""

@@ -217,11 +217,16 @@ class _Lowering:
                 and not index:
             raise self.err(x, f"per-row statistic input {root} has dtype {dt}; the rows family reads per-row "
                            f"statistics as f32, f16 or bf16 and per-row indices as {' or '.join(INDEX_DTYPES)}")
-        made = self.prod.get(x)
-        if made is not None and made.op == "cast" and dt in ("i32", "i64") \
-                and (made.attr("round") or "none") not in ("none", "rint"):
-            raise self.err(x, f"a cast of the {dt} input {root} to f32 with round mode {made.attr('round')!r}; the "
-                           f"rows kernel converts {dt} to fp32 rounding to nearest even (cast with 'rint')")
+        made, hops = self.prod.get(x), 0
+        while made is not None and hops < 64:   # the chain from the input: a cast with a mode other than rint
+            mode = made.attr("round") if made.op == "cast" else None
+            if mode not in (None, "none", "rint"):
+                if dt in ("i32", "i64"):
+                    raise self.err(x, f"a cast of the {dt} input {root} to f32 with round mode {mode!r}; the rows "
+                                   f"kernel converts {dt} to fp32 rounding to nearest even (cast with 'rint')")
+                self.p.int_cast_modes[root] = mode   # a dtype variable: _check_dtype_rows sees its rows
+            made = self.prod.get(made.inputs[0]) if made.inputs else None
+            hops += 1
         same = self.by_view.get((root, view, sp))
         if same is not None:   # another chain to the same rows of the same tensor (a reshape of it): one load
             self.space[x] = sp
@@ -1345,6 +1350,12 @@ def _check_dtype_rows(spec, p) -> None:
             byte_note = (" through a dtype variable (a byte dtype goes through half, which one kernel class for every "
                          "row of the variable cannot do: declare that tensor's dtype as the byte dtype itself)")
         got = sorted({dtype_name(r[t.dtype]) for r in spec.dtype_rows if t.dtype in r} or {t.dtype})
+        mode = p.int_cast_modes.get(t.gm)
+        if t.role == "in" and mode is not None and any(d in ("i32", "i64") for d in got):
+            raise Unsupported(t.gm, getattr(decl.get(t.gm), "loc", ""), f"input {t.gm} (dtype variable {t.dtype}, "
+                              f"bound to {', '.join(d for d in got if d in ('i32', 'i64'))} by a row) is cast to f32 "
+                              f"with round mode {mode!r}; the rows kernel converts it to fp32 rounding to nearest "
+                              f"even (cast with 'rint')")
         bad = [d for d in got if d not in ok]
         if bad:
             what = "input" if t.role == "in" else "output"
