@@ -995,16 +995,6 @@ def _(b, x, w, scale):
 '''
 
 
-def _f32_of_int(v: int) -> float:
-    """The float32 nearest int v, ties to even, by exact integer arithmetic (independent of opgen)."""
-    a, neg = abs(v), v < 0
-    sh = max(a.bit_length() - 24, 0)
-    q, r = divmod(a, 1 << sh)
-    if 2 * r > (1 << sh) or (2 * r == (1 << sh) and sh and q % 2):
-        q += 1
-    return float(np.float32(-(q << sh) if neg else q << sh))
-
-
 @pytest.mark.parametrize("engine", ["kir", pytest.param("emu", marks=pytest.mark.slow)])
 def test_int16_and_int64_tensors_in_and_out(tmp_path, engine):
     """i64 and i16 inputs and outputs of a rows kernel: int64 -> fp32 rounded once to nearest even (A2 / A3 convert
@@ -1028,7 +1018,9 @@ def test_int16_and_int64_tensors_in_and_out(tmp_path, engine):
     r = run_check(str(p), inputs={"x": x, "w": w}, attrs={"scale": 0.5}, progress=False, engine=engine,
                   gen_dir=tmp_path / "gen" if engine == "emu" else None)
     assert r.passed and not r.faults, (r.faults[:2], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
-    v = np.array([[np.float32(np.float32(_f32_of_int(int(a))) * np.float32(0.5)) + np.float32(b)
+    from test_casts import _int_rounded_to_f32   # int -> f32 by integer arithmetic (tests/test_casts.py)
+
+    v = np.array([[np.float32(np.float32(_int_rounded_to_f32(int(a), "rint")) * np.float32(0.5)) + np.float32(b)
                    for a, b in zip(row, w)] for row in x], dtype=np.float32)
     y = np.clip(np.floor(v.astype(np.float64)), -2**15, 2**15 - 1).astype(np.int16)
     z = np.array([[int(np.sign(t) * np.floor(abs(float(t)) + 0.5)) for t in row] for row in v], dtype=np.int64)

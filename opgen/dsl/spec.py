@@ -28,6 +28,7 @@ import difflib
 import inspect
 import itertools
 import keyword
+import operator
 import os
 import re
 import sys
@@ -236,6 +237,10 @@ class OutputDecl:
         return list(self.shapes) if self.form_by is not None else ([self.shape] if self.shape is not None else [])
 
 
+_COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+"""The comparisons of an attribute's declared range (AttrDecl.bounds)."""
+
+
 @dataclass
 class AttrDecl:
     """An attribute: type, default, allowed values, static (selects behaviour) and an optional dim it binds."""
@@ -263,9 +268,7 @@ class AttrDecl:
         if self.type is float:
             v = np.float32(v)
         for op, b in self.bounds:
-            if self.type is float:
-                b = np.float32(b)
-            if not {">": v > b, ">=": v >= b, "<": v < b, "<=": v <= b}[op]:
+            if not _COMPARE[op](v, np.float32(b) if self.type is float else b):
                 return f"{op} {b!r}"
         return None
 

@@ -1089,6 +1089,20 @@ class _Core:
         ok = a.written[t.off:t.off + n * dt.itemsize].reshape(n, dt.itemsize).all(axis=1)
         return raw.view(dt), ok
 
+    def gm_tile(self, ins, what: str, g: "_Gm", gbyte: int, rows: int, cols: int, pitch: int, dt, write: bool):
+        """The element indices [rows, cols] of a tile of GM tensor g from byte `gbyte`, row pitch `pitch` elements of
+        type dt (the GM side of Nd2Nz and Fixpipe): bounds checked, each row's bytes recorded as read or written by
+        instruction `ins` (touch_gm)."""
+        if g.data is None:
+            raise KirFault(f"{what}: GM tensor {g.name} has no registered buffer")
+        sz = dt.itemsize
+        last = gbyte + ((rows - 1) * pitch + cols) * sz
+        if gbyte < 0 or last > g.data.size:
+            raise KirFault(f"{what}: GM out of range on tensor '{g.name}': bytes [{gbyte}, {last}) of {g.data.size}")
+        for r in range(rows):
+            self.touch_gm(ins, g, gbyte + r * pitch * sz, cols * sz, write)
+        return gbyte // sz + np.arange(rows)[:, None] * pitch + np.arange(cols)[None, :]
+
     def nd2nz(self, s: kir.Nd2Nz, frame):
         """DataCopy(Nd2NzParams) GM -> L1 on MTE2: pieces of C0 elements, zero-filled to 32 B, written blocks."""
         what = "DataCopy(Nd2NzParams)"
@@ -1103,22 +1117,16 @@ class _Core:
                            f"dstNzC0Stride {pad} outside [1, 16384] / [1, 65535] / [1, 65535] / [1, 16384] (the "
                            "device's uint16 fields)")
         dt = NP_TYPES[self.dt(t.dtype)]
-        sz, c0 = dt.itemsize, BLOCK // dt.itemsize
+        c0 = BLOCK // dt.itemsize
         pieces = -(-cols // c0)
         if pad < rows and pieces > 1:
             raise KirFault(f"{what} in {self.where}: two pieces of the conversion write the same 32-B block: "
                            f"dstNzC0Stride {pad} < nValue {rows} (it is normally the padded row count)")
         self.span(t, ((pieces - 1) * pad + rows) * BLOCK, what, "destination")
-        if g.data is None:
-            raise KirFault(f"{what}: GM tensor {g.name} has no registered buffer")
-        last = gbyte + ((rows - 1) * pitch + cols) * sz
-        if gbyte < 0 or last > g.data.size:
-            raise KirFault(f"{what}: GM out of range on tensor '{g.name}': bytes [{gbyte}, {last}) of {g.data.size}")
+        at = self.gm_tile(ins, what, g, gbyte, rows, cols, pitch, dt, False)
         for b in range(pieces):
             self.touch(ins, t.off + b * pad * BLOCK, rows * BLOCK, True, a)
-        for r in range(rows):
-            self.touch_gm(ins, g, gbyte + r * pitch * sz, cols * sz, False)
-        src = g.data.view(dt)[gbyte // sz + np.arange(rows)[:, None] * pitch + np.arange(cols)[None, :]]
+        src = g.data.view(dt)[at]
         tile = np.zeros((rows, pieces * c0), dt)
         tile[:, :cols] = src
         tile = tile.reshape(rows, pieces, c0).transpose(1, 0, 2)
@@ -1231,15 +1239,7 @@ class _Core:
                            f"L0C byte address {c.off + int(ic[i, j]) * 4}: no Mmad produced it from fully written "
                            "operands")
         dt = NP_TYPES[self.dt(g.dtype)]
-        if g.data is None:
-            raise KirFault(f"{what}: GM tensor {g.name} has no registered buffer")
-        last = gbyte + ((rows - 1) * pitch + cols) * dt.itemsize
-        if gbyte < 0 or last > g.data.size:
-            raise KirFault(f"{what}: GM out of range on tensor '{g.name}': bytes [{gbyte}, {last}) of {g.data.size}")
-        for r in range(rows):
-            self.touch_gm(ins, g, gbyte + r * pitch * dt.itemsize, cols * dt.itemsize, True)
-        view = g.data.view(dt)
-        view[gbyte // dt.itemsize + np.arange(rows)[:, None] * pitch + np.arange(cols)[None, :]] = cv[ic].astype(dt)
+        g.data.view(dt)[self.gm_tile(ins, what, g, gbyte, rows, cols, pitch, dt, True)] = cv[ic].astype(dt)
 
     # -- vector instructions
     def vec(self, s: kir.Vec, frame):

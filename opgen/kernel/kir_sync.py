@@ -126,7 +126,7 @@ class Conflict:
 def _why(earlier: Access, later: Access) -> str:
     """The comment of the sync ordering `later` after `earlier`: what it protects, in the kernel's own names."""
     b = later.region.base
-    what = {"b": lambda: b[1], "q": lambda: b[1], "gm": lambda: f"GM {b[1]}"}.get(b[0], lambda: "a buffer")()
+    what = f"GM {b[1]}" if b[0] == "gm" else b[1] if b[0] in ("b", "q") else "a buffer"
     if later.write and earlier.write:
         return f"{what}: {later.pipe.name} writes after {earlier.pipe.name}'s write"
     if later.write:

@@ -217,8 +217,8 @@ class _Lowering:
                 and not index:
             raise self.err(x, f"per-row statistic input {root} has dtype {dt}; the rows family reads per-row "
                            f"statistics as f32, f16 or bf16 and per-row indices as {' or '.join(INDEX_DTYPES)}")
-        made, hops = self.prod.get(x), 0
-        while made is not None and hops < 64:   # the chain from the input: a cast with a mode other than rint
+        made = self.prod.get(x)
+        while made is not None:   # the chain back to the input: a cast with a mode other than rint
             mode = made.attr("round") if made.op == "cast" else None
             if mode not in (None, "none", "rint"):
                 if dt in ("i32", "i64"):
@@ -226,7 +226,6 @@ class _Lowering:
                                    f"kernel converts {dt} to fp32 rounding to nearest even (cast with 'rint')")
                 self.p.int_cast_modes[root] = mode   # a dtype variable: _check_dtype_rows sees its rows
             made = self.prod.get(made.inputs[0]) if made.inputs else None
-            hops += 1
         same = self.by_view.get((root, view, sp))
         if same is not None:   # another chain to the same rows of the same tensor (a reshape of it): one load
             self.space[x] = sp
