@@ -23,7 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from opgen.interp.kernels import KERNELS, Ctx  # noqa: E402
-from opgen.interp.rounding import round_to  # noqa: E402
+from opgen.interp.rounding import round_float, round_to  # noqa: E402
 from opgen.interp.run import run_graph  # noqa: E402
 from opgen.ir.core import Graph, Node, Param, TensorType, Value  # noqa: E402
 from opgen.ir.dims import Sym  # noqa: E402
@@ -57,13 +57,15 @@ def _table(dt: DType) -> np.ndarray:
 
 
 def ref_round(x, dt: DType, mode: str) -> np.ndarray:
-    """Independent rounding of float32 `x` to `dt` as float64 values.
+    """Independent rounding of float32 (or exactly taken float64) `x` to `dt` as float64 values.
 
     mode "rint": nearest, ties to the even code; "round": nearest, ties to the larger magnitude (inf on overflow);
     the directed modes on the magnitude: "trunc" the lower neighbour, "floor" / "ceil" the lower one for a
     positive / negative x and the upper one (inf beyond the largest finite value) otherwise; "odd" an inexact
     value takes the neighbour with the odd code, never the inf code."""
-    x = np.asarray(x, dtype=np.float32)
+    x = np.asarray(x)
+    if x.dtype != np.float64:
+        x = x.astype(np.float32)   # float64 values are taken exactly (the table's midpoints are exact in float64)
     vals = _table(dt)
     with np.errstate(invalid="ignore"):
         ax = np.abs(x.astype(np.float64))
@@ -425,6 +427,37 @@ def test_general_path_on_float64_input(dt, mode):
     got = round_float(x.astype(np.float64), dt, mode)
     assert got.dtype == dt.np
     _assert_same(got, ref_round(x, dt, "rint" if mode == "none" else mode), x)
+
+
+@pytest.mark.parametrize("mode", ["rint", "none"])
+@pytest.mark.parametrize("dt", NARROW + [DType.f32], ids=lambda d: d.value)
+def test_float64_values_round_once(dt, mode):
+    """Genuine float64 values (the interpreter's exact mode) round to nearest even once: the double-rounding traps
+    -- a midpoint of two neighbours of dt moved by a few float64 ulps, which a rounding through float32 would
+    carry onto the midpoint and then to the even neighbour -- subnormals, overflow, and random values."""
+    if dt == DType.f32:
+        m32 = np.random.default_rng(3).integers(1, 2 ** 31 - 2 ** 23, 20_000, dtype=np.int64).astype(np.uint32)
+        lo = m32.view(np.float32).astype(np.float64)
+        mids = (lo + np.nextafter(m32.view(np.float32), np.float32(np.inf)).astype(np.float64)) / 2
+    else:
+        t = _table(dt)
+        mids = (t[:-1] + t[1:]) / 2
+    ulp = np.spacing(mids)
+    x = np.concatenate([mids + k * ulp for k in (-3, -1, 0, 1, 3)])
+    rng = np.random.default_rng(5)
+    x = np.concatenate([x, -x, rng.standard_normal(20_000) * 10.0 ** rng.integers(-50, 39, 20_000),
+                        [np.inf, -np.inf, np.nan, 1e300, -1e300, 1e-300, -1e-300, 0.0, -0.0]])
+    got = round_float(x, dt, mode)
+    assert got.dtype == dt.np
+    if dt == DType.f32:    # the float32 table is too large for ref_round: Python's own correctly rounded struct pack
+        import struct
+        want = np.array([struct.unpack("f", struct.pack("f", v))[0] if abs(v) < 2.0 ** 128 - 2.0 ** 103 or not np.isfinite(v)
+                         else np.copysign(np.inf, v) for v in x.tolist()])
+    else:
+        want = ref_round(x, dt, "rint")
+    g = got.astype(np.float64)
+    bad = ~((g == want) & (np.signbit(g) == np.signbit(want)) | (np.isnan(g) & np.isnan(want)))
+    assert not bad.any(), [(float(v), float(a), float(b)) for v, a, b in zip(x[bad][:5], g[bad][:5], want[bad][:5])]
 
 
 def _ties_away_exact(v: float) -> float:

@@ -9,7 +9,8 @@ Round modes (the IR spelling; CAST_<MODE> in AscendC):
 - `none`  a conversion that needs no rounding (widening, bool, integer -> integer); where one is needed it acts as
   `rint` (CAST_NONE "means CAST_RINT when precision is lost").
 
-Float -> float (`round_float`): the two representable neighbours of |x| are found from a first guess and its bit
+Float -> float (`round_float`): to nearest even from float64 through float32 rounded to odd (`_to_odd_f32`), ties
+away from float32 by NumPy's cast with its ties fixed (`_round_away_f32`); otherwise the two representable neighbours of |x| are found from a first guess and its bit
 pattern predecessor / successor and compared in float64 (exact: both neighbours and x are float64 values). Beyond
 the largest finite value rint / round / ceil-of-a-positive go to infinity, floor / trunc / odd stay at the largest
 finite value; NaN stays NaN, ±inf stays ±inf.
@@ -61,6 +62,13 @@ def round_float(x, dtype: DType, mode: str) -> np.ndarray:
     if x.dtype == np.float32 and mode in ("none", "rint"):
         with np.errstate(over="ignore", invalid="ignore"):
             return x.astype(npd)   # NumPy's / ml_dtypes' float32 conversions round to nearest even (tested)
+    if x.dtype == np.float32 and mode == "round":
+        return _round_away_f32(x, npd)
+    if mode in ("none", "rint"):
+        with np.errstate(over="ignore", invalid="ignore"):
+            if dtype == DType.f32:
+                return x.astype(np.float32)      # IEEE's conversion: nearest even
+            return _to_odd_f32(x).astype(npd)   # round to odd at 24 bits, then once to nearest even (_to_odd_f32)
     x64 = x.astype(np.float64)
     neg = np.signbit(x64)
     a = np.abs(x64)
@@ -101,6 +109,43 @@ def round_float(x, dtype: DType, mode: str) -> np.ndarray:
     if nan.any():
         out = np.where(nan, npd(np.nan), out).astype(npd)
     return out.reshape(x.shape)
+
+
+def _round_away_f32(x32: np.ndarray, npd) -> np.ndarray:
+    """float32 `x32` rounded to the narrower float type `npd` (float16 / bfloat16) to nearest, ties away from zero:
+    NumPy's / ml_dtypes' cast (nearest, ties to even) differs only on a tie it rounded toward zero, so only the
+    values it rounded toward zero are looked at, each against its neighbour away from zero (the midpoint test is
+    exact in float64: both neighbours and x have at most 24 significant bits and close exponents)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = x32.astype(npd)
+        idx = np.flatnonzero(np.abs(r.astype(np.float32)) < np.abs(x32))
+        if idx.size:
+            rf = r.reshape(-1)
+            xs = x32.reshape(-1)[idx].astype(np.float64)
+            lo = rf[idx]
+            hi = np.nextafter(lo, np.where(xs > 0, np.inf, -np.inf).astype(npd))
+            hi64 = hi.astype(np.float64)
+            tie = (2 * xs == lo.astype(np.float64) + hi64) & np.isfinite(hi64)
+            rf[idx[tie]] = hi[tie]
+    return r
+
+
+def _to_odd_f32(x) -> np.ndarray:
+    """float32 values of float array `x` rounded to odd (an inexact value takes the neighbour whose last mantissa
+    bit is 1; beyond the largest finite float32 the largest finite one; ±inf and NaN kept). A second rounding of the
+    result to a float type of at most 22 significand bits (f16: 11, bf16: 8) to nearest even equals the direct
+    rounding of `x` (Boldo and Melquiond, "When double rounding is odd", 2005: 24 >= p + 2), so float64 values
+    reach f16 / bf16 in two NumPy casts and four array temporaries instead of the neighbour search's twenty."""
+    x64 = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = x64.astype(np.float32)                          # nearest even: one of x's two float32 neighbours
+        fix = (r != x64) & ~np.isnan(x64) & ((r.view(np.uint32) & 1) == 0)
+    idx = np.flatnonzero(fix)
+    if idx.size:                                            # the even neighbour: take the other one, on x's side
+        rf, xf = r.reshape(-1), x64.reshape(-1)
+        toward = np.where(rf[idx] > xf[idx], np.float32(-np.inf), np.float32(np.inf))
+        rf[idx] = np.nextafter(rf[idx], toward)
+    return r
 
 
 def round_to(x: np.ndarray, dtype: DType, mode: str) -> np.ndarray:
