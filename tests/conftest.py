@@ -1,11 +1,25 @@
 """Session settings of the test suite (read before any test module)."""
 
 import os
+import sys
+from pathlib import Path
 
 # The test suite's checks run small cases: their launch drivers are built at -O0 (the "quick" variant,
 # opgen/check/build.py launch_variant), a third of the compiler CPU of the default -O1. Subprocesses inherit it.
 # An explicit OPGEN_CHECK_OPT in the environment wins (OPGEN_CHECK_OPT=1 runs the suite on the -O1 drivers).
 os.environ.setdefault("OPGEN_CHECK_OPT", "0")
+
+# Bytecode: the suite starts a few hundred `opgen` processes (the CLI tests) and each imports ~150 opgen modules.
+# Where the environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE, set on some CI images), every one of them
+# compiled every module from source again (0.16 s of CPU a process). The suite writes it instead, beside the check
+# builds (a cache the suite uses anyway, empty on a fresh machine), never into the source tree: Python's pycache
+# prefix ($OPGEN_BUILD_DIR/pycache, else ~/.cache/opgen/build/pycache). Subprocesses inherit it; pytest's rewritten
+# test modules go there too. An explicit PYTHONPYCACHEPREFIX wins.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+_root = os.environ.get("OPGEN_BUILD_DIR") or str(Path.home() / ".cache" / "opgen" / "build")
+os.environ.setdefault("PYTHONPYCACHEPREFIX", str(Path(_root) / "pycache"))
+sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+sys.dont_write_bytecode = False
 
 
 import pytest  # noqa: E402
@@ -45,3 +59,27 @@ if CPU_LOG:
     pytest_runtest_setup = _logged("setup")
     pytest_runtest_call = _logged("call")
     pytest_runtest_teardown = _logged("teardown")
+
+
+@pytest.fixture(scope="session")
+def examples_gen(tmp_path_factory):
+    """Every spec of examples/specs/ generated once per run (as `opgen generate examples/specs/*.py --out DIR`) into
+    one tree the xdist workers share: the tests that check an example as it is check it there, so its emulated kernel
+    is built once per run (a check's build directory is keyed by the tree's path, and the builds of one directory
+    take its lock), not once per test that generated a tree of its own. A test that edits a spec or a generated
+    file generates its own tree. Returns the tree's path (one directory per op, opgen.codegen.write_ops)."""
+    import fcntl
+
+    from opgen.codegen import write_ops
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent          # the run's directory, above the workers' own popen-gw<N>
+    tree = base / "examples-gen"
+    with open(base / "examples-gen.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (tree / ".complete").exists():
+            specs = Path(__file__).resolve().parent.parent / "examples" / "specs"
+            write_ops(sorted(str(p) for p in specs.glob("*.py")), tree)
+            (tree / ".complete").write_text("")
+    return tree

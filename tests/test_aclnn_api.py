@@ -342,7 +342,7 @@ def test_golden_aclnn_entry_takes_canns_order(tmp_path):
 
 
 @pytestmark_gxx
-def test_signature_on_an_example_spec(tmp_path):
+def test_signature_on_an_example_spec(examples_gen):
     """The mechanism on a spec written for it (examples/specs/layer_norm_grad.py): mean before rstd although the
     OpDef takes rstd first, normalizedShape checked against H, an optional unused bias validated like gamma."""
     from pathlib import Path
@@ -353,11 +353,8 @@ def test_signature_on_an_example_spec(tmp_path):
     assert _header_params(spec) == (_seq(T_IN, "gradOut input") + _seq(ARR, "normalizedShape") +
                                     _seq(T_IN, "mean rstd weight biasOptional") +
                                     _seq(T_OUT, "gradInputOut gradWeightOut gradBiasOut"))
-    from opgen.codegen import write_ops
-
-    write_ops([spec], tmp_path)
     m, runner, base, _ = _call(path, {"Bd": (3,), "H": 32}, dtypes={"T": "float16", "U": "float32"},
-                               gen_dir=tmp_path)
+                               gen_dir=examples_gen)
     k = {n: _at(m, n) for n in ("normalizedShape", "mean", "rstd", "biasOptional")}
     assert base[k["biasOptional"]] == "float32:32"
 
@@ -405,7 +402,7 @@ def test_scalar_operands_follow_canns_signature():
 
 
 @pytestmark_gxx
-def test_scalar_operands_through_the_emitted_aclnn_layer(tmp_path):
+def test_scalar_operands_through_the_emitted_aclnn_layer(examples_gen):
     """A null scalar is 161001 with opbase's text for a scalar, before any other check; a scalar of any numeric
     dtype is read with the attribute's accessor (ToFloat, as CANN's op_api code reads these) and its value reaches
     the kernel launch as the OpDef attribute (the emulation records OP_ATTR), in the OpDef's order although the
@@ -413,12 +410,10 @@ def test_scalar_operands_through_the_emitted_aclnn_layer(tmp_path):
     from pathlib import Path
 
     from opgen.check.aclnn import launched_attr_mismatches, run_runner
-    from opgen.codegen import write_ops
 
     path = str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "hardtanh_grad.py")
     spec = load_spec(path)
-    write_ops([spec], tmp_path)
-    m, runner, base, _ = _call(path, {"Bd": (3, 5)}, attrs={"minVal": -0.5, "maxVal": 0.75}, gen_dir=tmp_path)
+    m, runner, base, _ = _call(path, {"Bd": (3, 5)}, attrs={"minVal": -0.5, "maxVal": 0.75}, gen_dir=examples_gen)
     k = {n: _at(m, n) for n in ("min", "max", "self")}
     assert base[k["min"]] == f"float32:{(-0.5).hex()}" and base[k["max"]] == f"float32:{0.75.hex()}"
 

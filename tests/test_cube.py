@@ -486,15 +486,13 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "specs"
 
 
 @pytest.mark.slow
-def test_matmul_bias_gelu_emulated_matches_float64(tmp_path):
+def test_matmul_bias_gelu_emulated_matches_float64(examples_gen):
     """MatmulGelu on the mixed launch against float64 NumPy: odd M / N / K, a tail block of one row (its second
     AIV has no rows) and of odd rows (halves of 23 / 22), fp16 and bf16; one build serves both runs."""
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
     spec = load_spec(str(EXAMPLES / "matmul_gelu.py"))
-    out = tmp_path / "gen"
-    write_ops([spec.file], out)
+    out = examples_gen
     for dims, dt, ulp in (({"M": 257, "K": 70, "N": 290}, "bfloat16", 2.0**-8),
                           ({"M": 301, "K": 33, "N": 45}, "float16", 2.0**-11)):
         r = run_check(spec.file, dims=dims, dtypes={"T": dt}, gen_dir=out, seed=5, progress=False)
@@ -507,17 +505,15 @@ def test_matmul_bias_gelu_emulated_matches_float64(tmp_path):
 
 
 @pytest.mark.slow
-def test_batched_matmul_bias_residual_emulated_matches_float64(tmp_path):
+def test_batched_matmul_bias_residual_emulated_matches_float64(examples_gen):
     """FusedMatMul ("add": + bias + x3) with 60 matrices over the AI Cores: cores taking three blocks reuse a
     workspace slot (the AIC waits for its AIVs' free flag), tails on every edge; against float64 NumPy."""
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
     from opgen.tiling.emit import SYS_WORKSPACE_BYTES
 
     spec = load_spec(str(EXAMPLES / "fused_mat_mul.py"))
-    out = tmp_path / "gen"
-    write_ops([spec.file], out)
+    out = examples_gen
     r = run_check(spec.file, dims={"B": 60, "M": 37, "K": 50, "N": 45}, dtypes={"T": "bfloat16"}, gen_dir=out,
                   seed=2, progress=False)
     assert not r.faults and r.passed

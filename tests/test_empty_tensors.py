@@ -98,18 +98,16 @@ def test_ada_layer_norm_specs_reject_empty_tensors():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_empty_call_through_the_emitted_aclnn_layer_and_check(tmp_path):
+def test_empty_call_through_the_emitted_aclnn_layer_and_check(examples_gen):
     """The emitted aclnnRmsNorm on the emulated runtime: an empty x returns 0 and launches nothing (workspace 0);
     a valid call launches the kernel once; an empty gamma is 161002 with the interpreter's message. `opgen check`
     on the empty call passes without a launch; its outputs are empty."""
     from opgen.check import run_check
     from opgen.check.aclnn import call_attrs, call_outputs, device_dtypes, encode_call, run_runner
     from opgen.check.run import aclnn_runner
-    from opgen.codegen import write_ops
 
     spec = load_spec(RMS)
-    write_ops([spec], tmp_path)
-    m, runner = aclnn_runner(spec, gen_dir=tmp_path)
+    m, runner = aclnn_runner(spec, gen_dir=examples_gen)
 
     def line(x, gamma):
         inputs = {"x": x, "gamma": gamma}
@@ -131,7 +129,7 @@ def test_empty_call_through_the_emitted_aclnn_layer_and_check(tmp_path):
     assert got[1][:3] == (0, "", 1)
     assert got[2] == (161002, "x: H=0 must be >= 1", 0, [])
 
-    res = run_check(spec, {"x": np.zeros((0, 3, 8), f), "gamma": np.ones(8, f)}, gen_dir=tmp_path, progress=False)
+    res = run_check(spec, {"x": np.zeros((0, 3, 8), f), "gamma": np.ones(8, f)}, gen_dir=examples_gen, progress=False)
     assert res.passed and not res.launched and not res.faults
     assert res.arrays["y"].shape == (0, 3, 8) and res.arrays["rstd"].shape == (0, 3, 1)
 

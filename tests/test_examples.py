@@ -579,13 +579,9 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def gen(tmp_path_factory):
-    """Every example spec generated into a fresh tree (as `opgen generate examples/specs/*.py --out DIR`)."""
-    from opgen.codegen import write_ops
-
-    out = tmp_path_factory.mktemp("examples")
-    write_ops(sorted(str(p) for p in EX.glob("*.py")), out)
-    return out
+def gen(examples_gen):
+    """Every example spec generated into the run's shared tree (tests/conftest.py examples_gen)."""
+    return examples_gen
 
 
 def _bound(ref, dtype, terms=1, scale=None):

@@ -350,17 +350,14 @@ def test_a_dim_only_in_an_affine_shape_is_bound_from_the_array(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_the_aclnn_layer_binds_and_checks_the_affine_dim(tmp_path):
+def test_the_aclnn_layer_binds_and_checks_the_affine_dim(examples_gen):
     """The emitted aclnn layer binds H from x's last dim (BindAffine) and rejects an odd one with 161002 and the
     interpreter's message; the kernel then runs on the bound H."""
     from opgen.check import AclnnRejected, run_check
-    from opgen.codegen import write_ops
-
-    write_ops([str(SWIGLU)], tmp_path)
-    r = run_check(str(SWIGLU), inputs={"x": np.ones((2, 6), np.float32)}, gen_dir=tmp_path, progress=False)
+    r = run_check(str(SWIGLU), inputs={"x": np.ones((2, 6), np.float32)}, gen_dir=examples_gen, progress=False)
     assert r.passed and r.arrays["y"].shape == (2, 3)
     with pytest.raises((AclnnRejected, ValidationError)) as e:
-        run_check(str(SWIGLU), inputs={"x": np.ones((2, 7), np.float32)}, gen_dir=tmp_path, progress=False)
+        run_check(str(SWIGLU), inputs={"x": np.ones((2, 7), np.float32)}, gen_dir=examples_gen, progress=False)
     assert "not 2 * H for any whole H" in str(e.value)
 
 

@@ -203,19 +203,17 @@ def test_engine_kir_names_the_family_it_does_not_read():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_both_engines_give_the_same_verdicts(tmp_path):
+def test_both_engines_give_the_same_verdicts(examples_gen):
     """SoftmaxV2 on the cases above through `--engine emu` (the emitted C++ on the g++ emulation) and `--engine kir`:
     the same verdict, tiling key, blockDim and workspace, and the same output bits for fp16 / bf16 (one program,
     two executions); fp32 outputs within 2 ulp, the instruction table's stated 1-ulp freedom of Exp between its
     NumPy meaning and the emulation's std::exp (opgen/kernel/isa.py) carried through the division."""
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
     spec = str(ROOT / "examples/specs/softmax.py")
-    write_ops([spec], str(tmp_path / "gen"))
     for dims, dtype, _strategy in KIR_CASES:
         got = {e: run_check(spec, dims=dims, dtypes={"T": dtype}, seed=3, progress=False, engine=e,
-                            gen_dir=tmp_path / "gen") for e in ("emu", "kir")}
+                            gen_dir=examples_gen) for e in ("emu", "kir")}
         emu, kir_ = got["emu"], got["kir"]
         assert (emu.passed, emu.tiling_key, emu.block_dim, emu.workspace_bytes) == \
             (kir_.passed, kir_.tiling_key, kir_.block_dim, kir_.workspace_bytes), (dims, dtype)

@@ -175,15 +175,13 @@ def _call(attrs, gen_dir):
 
 @pytest.mark.slow
 @pytestmark_gxx
-def test_aclnn_layer_null_and_values_outside_the_choices(tmp_path):
+def test_aclnn_layer_null_and_values_outside_the_choices(examples_gen):
     """A null dim is 161001 with opbase's text for a List[int] argument; a value outside the choices (another
     axis, the empty list, a longer list) is 161002 naming dim and the allowed values; an allowed value reaches the
     kernel launch as the OpDef attribute (the emulation records OP_ATTR's values)."""
     from opgen.check.aclnn import launched_attr_mismatches, run_runner
-    from opgen.codegen import write_ops
 
-    write_ops([load_spec(str(SPEC))], tmp_path)
-    spec, m, runner, base = _call({"dim": (-2, -1)}, tmp_path)
+    spec, m, runner, base = _call({"dim": (-2, -1)}, examples_gen)
     k = next(i for i, a in enumerate(m.api_params) if a.cpp == "dim")
     assert base[k] == "a:-2,-1"
 
@@ -205,7 +203,7 @@ def test_aclnn_layer_null_and_values_outside_the_choices(tmp_path):
             assert launched_attr_mismatches(spec, {"dim": (-2, -1), "keepDim": False}, launched) == []
             assert launched_attr_mismatches(spec, {"dim": (-1,), "keepDim": False}, launched)
     # dim [-1] with the output shape [Bd] of [-2, -1]: the form the attribute picks is checked
-    _, _, _, base1 = _call({"dim": (-1,)}, tmp_path)
+    _, _, _, base1 = _call({"dim": (-1,)}, examples_gen)
     (rc, text, _, _), = run_runner(runner, [with_dim("a:-1")], launches=True)
     assert rc == 161002 and text.startswith("out:"), text
     assert base1[k] == "a:-1"
@@ -213,16 +211,14 @@ def test_aclnn_layer_null_and_values_outside_the_choices(tmp_path):
 
 @pytest.mark.slow
 @pytestmark_gxx
-def test_tiling_key_follows_the_list_value(tmp_path):
+def test_tiling_key_follows_the_list_value(examples_gen):
     """The TilingFunc reads dim with GetListInt and puts its position among the choices in the key's attribute
     digit (key = attrKey * 100 + dtypeKey * 10 + strategy): [-1] is choice 0, [-2, -1] choice 1; each runs its own
     kernel branch, checked against the interpreter."""
     from opgen.check.run import run_check
-    from opgen.codegen import write_ops
 
-    write_ops([load_spec(str(SPEC))], tmp_path)
     for value, attr_key in (("-1", 0), ("-2,-1", 1)):
-        r = run_check(str(SPEC), dims={"Bd": (3,), "M": 4, "H": 9}, attrs={"dim": value}, gen_dir=tmp_path,
+        r = run_check(str(SPEC), dims={"Bd": (3,), "M": 4, "H": 9}, attrs={"dim": value}, gen_dir=examples_gen,
                       progress=False)
         assert r.passed and not r.faults, value
         assert r.tiling_key // 100 == attr_key and r.tiling_key // 10 % 10 == 1, (value, r.tiling_key)

@@ -97,7 +97,7 @@ def test_the_ub_plan_counts_the_row_temporaries_per_row_of_a_pass():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_issued_instructions_of_rms_norm_match_the_hand_count(tmp_path):
+def test_issued_instructions_of_rms_norm_match_the_hand_count(examples_gen):
     """RmsNorm fp32, 96 rows of 45 on the 48 AIV cores of ascend910b1: 2 rows per core in one pass (colAlign 48).
     Vector issues of a core, counted by the emulation (docs/reference/kernel_cost.md §1: one per instruction of at
     most 255 repeats; ReduceSum two, its pass over the per-repeat sums counted apart): gamma widened once (1); per
@@ -107,10 +107,8 @@ def test_issued_instructions_of_rms_norm_match_the_hand_count(tmp_path):
     1 + 6 + 2 * 1 = 9 (row by row it was 1 + 1 + 2 * 7 = 16: ReduceSum and a V->S wait a row). Flag
     waits: V -> S once for the row sums, S -> V once for the staged rstd (2). The values against float64."""
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
-    write_ops([str(EX / "rms_norm.py")], tmp_path)
-    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (96,), "H": 45}, dtypes={"T": "float32"}, gen_dir=tmp_path,
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (96,), "H": 45}, dtypes={"T": "float32"}, gen_dir=examples_gen,
                   seed=3, progress=False)
     assert r.passed and not r.faults and r.tiling_key % 10 == 1
     assert r.cost["vec_issues"] == 9 and r.cost["flag_waits"] == 2
@@ -225,7 +223,7 @@ def test_the_kir_interpreter_runs_the_repeat_forms_as_the_table_means():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_rows_over_64_lanes_fold_tails_and_narrow_inputs_against_float64(tmp_path):
+def test_rows_over_64_lanes_fold_tails_and_narrow_inputs_against_float64(examples_gen):
     """The RowsSum / RowsMax fold (rows longer than one repeat: first chunk copied, full chunks and a tail chunk of
     its own mask combined, one WholeReduce; opgen.kernel.rowsched._rows_reduce) and the column-row Mul chunk by chunk,
     end to end in the emulation: RmsNorm bf16 97 rows of 150 (two full chunks and a 22-lane tail; 2 or 3 rows a core
@@ -235,10 +233,8 @@ def test_rows_over_64_lanes_fold_tails_and_narrow_inputs_against_float64(tmp_pat
     Values against float64 of the same inputs (bf16 / fp16 outputs: within 2 ulps of the output type plus the fp32
     sums' error)."""
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
-    write_ops([str(EX / "rms_norm.py"), str(EX / "softmax.py")], tmp_path)
-    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (97,), "H": 150}, dtypes={"T": "bfloat16"}, gen_dir=tmp_path,
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (97,), "H": 150}, dtypes={"T": "bfloat16"}, gen_dir=examples_gen,
                   seed=5, progress=False)
     assert r.passed and not r.faults and r.tiling_key % 10 == 1
     x, g = (np.asarray(r.inputs[n], np.float64) for n in ("x", "gamma"))
@@ -247,7 +243,7 @@ def test_rows_over_64_lanes_fold_tails_and_narrow_inputs_against_float64(tmp_pat
     got = np.asarray(r.arrays["y"], np.float64)
     assert np.all(np.abs(got - y) <= 2.0**-7 * np.abs(y) + 2.0**-20 * np.abs(y).max())
     assert np.allclose(np.asarray(r.arrays["rstd"], np.float64).reshape(rstd.shape), rstd, rtol=2.0**-18)
-    r = run_check(str(EX / "softmax.py"), dims={"Bd": (243,), "H": 200}, dtypes={"T": "float16"}, gen_dir=tmp_path,
+    r = run_check(str(EX / "softmax.py"), dims={"Bd": (243,), "H": 200}, dtypes={"T": "float16"}, gen_dir=examples_gen,
                   seed=7, progress=False)
     assert r.passed and not r.faults
     x = np.asarray(r.inputs["x"], np.float64)
@@ -296,7 +292,7 @@ def test_rowssum_scratch_is_counted_only_for_rows_longer_than_one_repeat():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_rows_sum_of_long_rows_starts_with_the_first_two_chunks(tmp_path):
+def test_rows_sum_of_long_rows_starts_with_the_first_two_chunks(examples_gen):
     """RowsSum of rows of at least 128 lanes starts with Add of the first two 64-lane chunks (no copy of the first
     chunk first). RmsNorm fp32, 96 rows of 150 on 48 cores: 2 rows a core in one pass, colAlign 160. Vector issues
     of a core by hand (as test_issued_instructions_of_rms_norm_match_the_hand_count): gamma widened once (1); per
@@ -304,10 +300,8 @@ def test_rows_sum_of_long_rows_starts_with_the_first_two_chunks(tmp_path):
     (1); the product by gamma in ceil(160 / 64) = 3 chunks (3), y narrowed (1), rstd narrowed (1); per row Muls by
     rstd (2 * 1). 1 + 10 + 2 = 13. Values against float64."""
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
-    write_ops([str(EX / "rms_norm.py")], tmp_path)
-    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (96,), "H": 150}, dtypes={"T": "float32"}, gen_dir=tmp_path,
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (96,), "H": 150}, dtypes={"T": "float32"}, gen_dir=examples_gen,
                   seed=4, progress=False)
     assert r.passed and not r.faults and r.tiling_key % 10 == 1
     assert r.cost["vec_issues"] == 13

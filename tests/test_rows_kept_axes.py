@@ -359,7 +359,7 @@ def test_batch_norm_2d_statistics(dims, dt, gen):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_batch_norm_v3_gm_bytes_within_the_two_pass_bound(tmp_path):
+def test_batch_norm_v3_gm_bytes_within_the_two_pass_bound(examples_gen):
     """GM traffic of the two-pass kernel (docs/design.md, the rows family's per-batch totals): the input read twice
     (once a pass), the output written once, bias read once a row a pass (4 bytes a row; it is added to the rows),
     weight once per channel by each core reaching it (it only scales invstd, a per-channel value), and the
@@ -368,11 +368,9 @@ def test_batch_norm_v3_gm_bytes_within_the_two_pass_bound(tmp_path):
     whose rows it reaches. At N 32, C 64, L 512 fp16 that is under 1.9x the minimum (each input read once, each
     output written once)."""
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
-    write_ops([str(BN)], tmp_path)
     n, c, ln = 32, 64, 512
-    r = run_check(str(BN), dims={"N": n, "C": c, "L": ln}, dtypes={"T": "float16"}, gen_dir=tmp_path, golden=False,
+    r = run_check(str(BN), dims={"N": n, "C": c, "L": ln}, dtypes={"T": "float16"}, gen_dir=examples_gen, golden=False,
                   progress=False)
     assert r.passed and not r.faults
     x = n * c * ln * 2

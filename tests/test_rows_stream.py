@@ -165,7 +165,7 @@ def test_online_max_and_sum_is_found_by_the_program_shape():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype,h", [("float32", 400001), ("bfloat16", 500001)])
-def test_streamed_softmax_with_a_growing_maximum(tmp_path, dtype, h):
+def test_streamed_softmax_with_a_growing_maximum(examples_gen, dtype, h):
     """Rows whose maximum grows chunk after chunk and core after core (x ascending up to 200: exp(200) overflows
     fp32, so a sum not rescaled to the running maximum would be inf) and a row descending from 150: the streamed
     kernel (COL_STREAM, online maximum and sum: x read twice) equals float64 softmax within a few units of the
@@ -174,7 +174,6 @@ def test_streamed_softmax_with_a_growing_maximum(tmp_path, dtype, h):
     import numpy as np
 
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
     x = np.stack([np.linspace(-50.0, 200.0, h), np.linspace(150.0, -100.0, h),
                   np.random.default_rng(7).standard_normal(h) * 30.0])
@@ -182,8 +181,7 @@ def test_streamed_softmax_with_a_growing_maximum(tmp_path, dtype, h):
         x = x.astype(ml_dtypes.bfloat16).astype(np.float32)
     else:
         x = x.astype(np.float32)
-    write_ops([str(EX / "softmax.py")], tmp_path)
-    r = run_check(str(EX / "softmax.py"), inputs={"x": x}, dtypes={"T": dtype}, gen_dir=tmp_path, progress=False)
+    r = run_check(str(EX / "softmax.py"), inputs={"x": x}, dtypes={"T": dtype}, gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed and r.tiling_key % 10 == 3
     x64 = x.astype(np.float64)
     e = np.exp(x64 - x64.max(-1, keepdims=True))
@@ -196,7 +194,7 @@ def test_streamed_softmax_with_a_growing_maximum(tmp_path, dtype, h):
 
 
 @pytest.mark.slow
-def test_streamed_softmax_with_masked_stretches(tmp_path):
+def test_streamed_softmax_with_masked_stretches(examples_gen):
     """A causal / padding mask on a long row: -inf over the first half of one row and the second half of another
     (whole chunks and whole cores' slices of -inf). The online maximum must not compute -inf - -inf: the streamed
     kernel equals float64 softmax there (review: these rows came out NaN), and a row that is -inf throughout is NaN
@@ -204,7 +202,6 @@ def test_streamed_softmax_with_masked_stretches(tmp_path):
     import numpy as np
 
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
     h = 400001
     rng = np.random.default_rng(3)
@@ -212,8 +209,7 @@ def test_streamed_softmax_with_masked_stretches(tmp_path):
     x[0, : h // 2] = -np.inf
     x[1, h // 2:] = -np.inf
     x[2, :] = -np.inf
-    write_ops([str(EX / "softmax.py")], tmp_path)
-    r = run_check(str(EX / "softmax.py"), inputs={"x": x}, dtypes={"T": "float32"}, gen_dir=tmp_path, progress=False)
+    r = run_check(str(EX / "softmax.py"), inputs={"x": x}, dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed and r.tiling_key % 10 == 3
     x64 = x[:2].astype(np.float64)
     e = np.exp(x64 - x64.max(-1, keepdims=True))
