@@ -8,6 +8,7 @@ Every problem in a spec file (Python syntax, an exception at module level, a mal
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import importlib.util
 import os
 import re
@@ -93,7 +94,7 @@ def _helper_builtins(directory: Path) -> dict:
         _HELPERS[str(f)] = data
         mod = sys.modules.get(unique)
         if mod is None:
-            spec_ = importlib.util.spec_from_file_location(unique, f)
+            spec_ = importlib.util.spec_from_file_location(unique, f, loader=_SourceOnlyLoader(unique, str(f)))
             mod = importlib.util.module_from_spec(spec_)
             mod.__dict__["__builtins__"] = ns
             sys.modules[unique] = mod
@@ -115,6 +116,16 @@ def _helper_builtins(directory: Path) -> dict:
     return ns
 
 
+class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """The loader of spec files and their helpers: compiles the file's current source every time, never reading
+    or writing cached bytecode. CPython takes a .pyc as current when the source's modification time, in whole
+    seconds, and its size are unchanged: a spec or helper rewritten within the same second at the same length
+    (`FACTOR = 2.0` -> `FACTOR = 7.0`, a bound 5456 -> 5457) would run its previous bytecode."""
+
+    def get_code(self, fullname):
+        return self.source_to_code(self.get_data(self.path), self.path)
+
+
 def _exec_spec_module(spec_, mod, directory: Path) -> None:
     """Execute a spec module with its directory's helpers importable by their plain names (_helper_builtins)."""
     mod.__dict__["__builtins__"] = _helper_builtins(directory)
@@ -131,7 +142,8 @@ def _load_file(path: Path):
     from opgen.dsl.spec import OpSpec
 
     modname = "opgen_spec_" + path.stem
-    spec_ = importlib.util.spec_from_file_location(modname, key)  # absolute: diagnostics re-read the file
+    # absolute: diagnostics re-read the file
+    spec_ = importlib.util.spec_from_file_location(modname, key, loader=_SourceOnlyLoader(modname, key))
     if spec_ is None or spec_.loader is None:
         raise OpgenError(f"{path}: not a loadable Python file")
     mod = importlib.util.module_from_spec(spec_)

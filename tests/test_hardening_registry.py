@@ -76,3 +76,22 @@ def test_lazy_helper_import_in_body(tmp_path):
     x = np.ones(4, np.float32)
     assert interpret(sb, {"x": x}, {}, {})["y"].tolist() == [3.0] * 4
     assert interpret(sa, {"x": x}, {}, {})["y"].tolist() == [2.0] * 4
+
+
+def test_an_edit_keeping_size_and_mtime_is_reloaded_with_bytecode_on(tmp_path, monkeypatch):
+    """Where Python writes bytecode, a spec and a helper rewritten at the same length with the same modification
+    time (an edit within the same second) still load their new source: CPython would take the cached .pyc as
+    current (it compares the mtime in whole seconds and the size); the registry's loader never reads one."""
+    import os
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "pyc"))
+    a = _dir(tmp_path, "a", "OpA", 2.0)
+    helper = a.parent / "_common.py"
+    assert load_spec(str(a)).doc == "factor 2.0"
+    for f, old, new in ((helper, "2.0", "7.0"), (a, 'f"factor ', 'f"FACTOR ')):
+        st = f.stat()
+        f.write_text(f.read_text().replace(old, new))
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert f.stat().st_size == st.st_size
+    assert load_spec(str(a)).doc == "FACTOR 7.0"
