@@ -228,8 +228,9 @@ def guard_syncs(text: str) -> tuple[str, list]:
     """`text` (an emitted head kernel header) with each flag pair (SetFlag + WaitFlag) and each PipeBarrier<PIPE_V>
     between two vector instructions of one straight-line run of a body (the previous statement a call, not a scalar
     let; the next one not the end of a block) guarded by OpgenKeep(i); and [(i, line, statement)] of the sites.
-    The barriers at a block's start or end are left alone: they order work across a branch or loop edge or the
-    function's end, which one run of the kernel does not always exercise."""
+    The barriers at a block's start or end and the flag pairs at a block's start are left alone: they order work
+    across a branch or loop edge or the function's end, which one run of the kernel does not always exercise (the
+    V->S before a Gather table is refilled orders an earlier part's reads of it: none before the first fill)."""
     lines = text.split("\n")
     out, sites, body = [], [], False
     i = 0
@@ -239,8 +240,9 @@ def guard_syncs(text: str) -> tuple[str, list]:
             body = re.match(r"\s*__aicore__ inline \w+ Body\d+\(", ln) is not None
         m = _SYNC.match(ln)
         take = False
-        if m and m.group(2).startswith("SetFlag"):
-            take = "WaitFlag" in lines[i + 1]
+        if m and m.group(2).startswith("SetFlag"):   # not at a block's start (a branch's first work, as below)
+            prev = next(_code(x) for x in reversed(lines[:i]) if _code(x))
+            take = "WaitFlag" in lines[i + 1] and not prev.endswith("{")
         elif m and body:
             prev = next(_code(x) for x in reversed(lines[:i]) if _code(x))
             nxt = next(_code(x) for x in lines[i + 1:] if _code(x))

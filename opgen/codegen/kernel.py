@@ -328,7 +328,8 @@ class _Printer:
             kir.Let("jEnd", Bin("//", _ksub(_ksum(c0, n), Lit(1)), seg)),
             kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
                 kir.If((Constraint(">", b, a),), (kir.vec(op, dst=at(dst, a), src0=at(src, a), scalar=scalar,
-                                                          count=_ksub(b, a)),)),), inclusive=True),
+                                                          count=_ksub(b, a)),)),), inclusive=True,
+                     disjoint=True),   # each segment's whole blocks [a, b): no 32-B block of two segments
             kir.SetFlag(Pipe.V, Pipe.S, doc="the segments' vector work is done before the scalar unit's ends"),
             kir.WaitFlag(Pipe.V, Pipe.S),
             kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
@@ -488,7 +489,7 @@ class _Printer:
                 kir.vec(REPEAT_FORMS[entry(i.op).op], dst=refs[0], src0=refs[1], src1=refs[2],
                         mask=Fn("min", (Lit(64), _ksub(rs, at))), repeat=Sym("k"),
                         params=(Lit(1), Lit(1), Lit(1), *reps), doc=doc),),
-                doc="a 64-lane chunk of every row at once; the column row's chunk for each"),
+                doc="a 64-lane chunk of every row at once; the column row's chunk for each", disjoint=True),
                 kir.Barrier(Pipe.V)]
         return out
 

@@ -320,11 +320,9 @@ def _compute(c: dict, s: HeadSchedule) -> Func:
         body.append(If((Constraint("==", Sym("p.body"), Lit(k)),), (Call(f.name, (_P, _R0, _K) if uses_p else (_K,)),)))
     body += [EnQue(f"outQue{j}_", f"rowOut{j}_") for j in range(c.get("kOut", 0))]
     nso = c.get("kStatOut", 0)
-    if nso:
-        any_stat = add(*[Sym(f"p.useStatOut[{j}]") for j in range(nso)]) if nso > 1 else Sym("p.useStatOut[0]")
-        body.append(If((Constraint("!=", any_stat, Lit(0)),), (
-            SetFlag(Pipe.S, Pipe.V, 0, doc="the scalar unit wrote the staged statistics"),
-            WaitFlag(Pipe.S, Pipe.V, 0))))
+    if nso:   # one flag a pass, also when the part stages no statistic (cheaper than a test of every slot)
+        body += [SetFlag(Pipe.S, Pipe.V, 0, doc="the scalar unit wrote the staged statistics"),
+                 WaitFlag(Pipe.S, Pipe.V, 0)]
     for j in range(nso):
         body.append(Scope((
             Alloc("t", f"statOutQue{j}_", "float"),
@@ -487,8 +485,9 @@ def _prepare_lanes(s: HeadSchedule) -> Func:
     """PrepareLanes(p): the Gather byte-offset tables (perm_[j]: lane l reads source lane PERMS[f](l, D), 4 bytes a
     lane) and sign rows (sign_[j]: SIGNS[f](l, D)) the part's body reads (p.permWant[j] / p.signWant[j]: the family
     id, -1 for none; SetupPart takes them from the attribute tables), written by the scalar unit when slot j holds
-    another family (permFamily<j>_ / signFamily<j>_: the id it holds, -1 at first); then S->V, the vector unit
-    reads them (docs/reference/ascendc.md §1.6, §1.9 Gather)."""
+    another family (permFamily<j>_ / signFamily<j>_: the id it holds, -1 at first), after V->S (an earlier part's
+    Gather may still read the slot); then S->V, the vector unit reads them (docs/reference/ascendc.md §1.6, §1.9
+    Gather)."""
     l, d = Sym("l"), _HD
     fams: dict = {}   # (kind, slot) -> {(family id, family)}
     for tables in s.body_lanes:
@@ -506,7 +505,8 @@ def _prepare_lanes(s: HeadSchedule) -> Func:
                 put = SetValue(Ref("sign_", l, slot=Lit(j)), FInt(SIGNS[fam][0](l, d)), doc=f"{fam}: the lane's sign")
             fills.append(If((Constraint("==", want, Lit(fid)),), (For("l", Lit(0), d, Lit(1), (put,)),)))
         body.append(If((Constraint(">=", want, Lit(0)), Constraint("!=", want, held)),
-                       tuple(fills) + (Assign(held.name, want),)))
+                       (SetFlag(Pipe.V, Pipe.S, 0, doc="an earlier part's vector reads of the table are done"),
+                        WaitFlag(Pipe.V, Pipe.S, 0)) + tuple(fills) + (Assign(held.name, want),)))
     body += [SetFlag(Pipe.S, Pipe.V, 0, doc="the vector unit reads the tables"), WaitFlag(Pipe.S, Pipe.V, 0)]
     return Func("PrepareLanes", (Param("p", "struct", PART),), tuple(body),
                 doc="The Gather byte-offset tables and sign rows of the part's body, written by the scalar unit "

@@ -16,13 +16,23 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   (the detector's granularity): the base is a TBuf or one block of a queue (the queue allocator is simulated:
   round-robin over its InitBuffer blocks, so double buffering is exact), offsets are constants when the IR's
   expressions are, else the region runs from its start to the end of the base (or covers the whole base):
-  regions not proven disjoint overlap (sound). A copy's GM side is a region too: its whole GM buffer (so an MTE2
-  reload of a buffer MTE3 stored to on the core gets MTE3_MTE2, as the detector's per-core GM shadow requires).
+  regions not proven disjoint overlap (sound). A slot of a member tensor array got at a run-time offset (`w_[k]`,
+  `perm_[j]`: Get with a slot) is a base of its own, relative offsets inside it: the planner lays the slots of every
+  array of a TBuf out apart and every instruction on a slot covers at most its stride (opgen.kernel.vsync, the
+  planned buffers of opgen.tiling); it overlaps its TBuf seen whole, never another slot. A copy's GM side is a
+  region too: its whole GM buffer (so an MTE2 reload of a buffer MTE3 stored to on the core gets MTE3_MTE2, as the
+  detector's per-core GM shadow requires); a method's GM parameter is its argument's buffer, a struct's GM field
+  (the head kernel's Part: `p.in[j]`, `p.out[j]`) one buffer per field (inputs and outputs never alias); every
+  workspace tensor is one buffer, so the cross-core exchange's store of one slot and a later load of another are
+  a conflict to the analysis (an MTE3_MTE2 more than needed, never one less).
+* A loop with constant bounds and at most UNROLL iterations is analysed iteration by iteration with its variable
+  known (the slots of a per-slot Get loop, a zero fill per slot).
 * The state holds every access not yet ordered before every pipe, each with the set of pipes it is ordered
   before, plus the tokens of pending flags and queue blocks. A new access conflicting with an unordered one gets a
   sync placed immediately before it (Barrier(V) for V after V, else SetFlag(Q, P) + WaitFlag(Q, P); PIPE_ALL for a
   pair no HardEvent names), whose effect the analysis applies at once.
-* Branches are analysed separately and joined (an access ordered on one path only is unordered); a loop body is
+* Branches are analysed separately and joined (an access ordered on one path only is unordered; a flag or queue
+  token keeps an access the other path never made; a tensor bound on one path keeps that binding); a loop body is
   analysed until the state at its head is a fixed point of entry ⊔ end-of-body, so a dependency carried from one
   iteration to the next is found (and a sync placed only where one is), without a barrier at every loop edge.
   After a loop that provably runs (constant bounds, lo < hi) the state is the body's output at the fixed point;
@@ -50,15 +60,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from opgen.errors import OpgenError
+from opgen.ir.dims import as_dim
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe
 
 BLOCK = 32
 """Bytes of the race detector's block (EMU.md "Pipes and races")."""
+UNROLL = 32
+"""A loop with constant bounds and at most this many iterations is analysed iteration by iteration, its variable a
+known constant in each (the slots of a per-slot Get loop, a zero fill per slot): exact, where the fixed point of a
+loop body would take every iteration's regions as one."""
 
 PIPES = (Pipe.S, Pipe.V, Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.MTE3, Pipe.FIX)
 """The pipes the analysis orders (PIPE_ALL is no pipe of its own)."""
-_ALL = frozenset(PIPES)
+_BIT = {p: 1 << i for i, p in enumerate(PIPES)}
+"""A pipe's bit in the analysis's pipe sets (ints: set operations without hashing)."""
+_ALL = (1 << len(PIPES)) - 1
 _PROD = {kir.TPos.VECIN: Pipe.MTE2, kir.TPos.VECOUT: Pipe.V}
 _CONS = {kir.TPos.VECIN: Pipe.V, kir.TPos.VECOUT: Pipe.MTE3}
 _SYNC_TYPES = (kir.Barrier, kir.SetFlag, kir.WaitFlag)
@@ -86,7 +104,9 @@ class Region:
         if _GM_UNKNOWN in (self.base, o.base) and self.base[0] == o.base[0] == "gm":
             return True
         if self.base != o.base:
-            return False
+            # a slot of a TBuf (its own bytes, module docstring) overlaps its TBuf seen whole, never another slot
+            short, long_ = sorted((self.base, o.base), key=len)
+            return len(short) == 2 and long_[:2] == short
         if self.lo is None or o.lo is None:
             return True
         a0, b0 = self.lo // BLOCK, o.lo // BLOCK
@@ -95,17 +115,19 @@ class Region:
         return (a1 is None or b0 < a1) and (b1 is None or a0 < b1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Access:
     """One access of the analysis: statement position `pos`, pipe, write (else read), region; `unit` the core kind
     of the CoreIf it lies in ("cube" / "vector", None outside one): accesses of different kinds are on different
-    cores, ordered by cross-core flags, never by this pass."""
+    cores, ordered by cross-core flags, never by this pass. One analysis makes one object per distinct access
+    (_Analysis.intern), so identity is equality and the state's dictionaries hash no fields."""
 
     pos: tuple
     pipe: Pipe
     write: bool
     region: Region
     unit: str | None = None
+    bit: int = 0          # _BIT[pipe]
 
 
 @dataclass(frozen=True)
@@ -140,7 +162,7 @@ def _pos_text(pos) -> str:
 
 # ------------------------------------------------------------------------------------------------ abstract state
 class _D:
-    """One disjunct: records {Access: frozenset of pipes it is ordered before}; queues {name: (in_use, nxt,
+    """One disjunct: records {Access: bit set (_BIT) of the pipes it is ordered before}; queues {name: (in_use, nxt,
     queued)}; tokens {("enq"|"free", queue, block) or ("flag", event, id): frozenset of Accesses}; binds {tensor
     var: (base, byte start or None, dtype)}."""
 
@@ -164,28 +186,33 @@ class _D:
 
     def join(self, o: "_D") -> "_D":
         recs = {}
-        for a in set(self.records) | set(o.records):
+        for a in _union(self.records, o.records):   # in first-seen order: what a conflict search meets first is fixed
             s1, s2 = self.records.get(a), o.records.get(a)
             recs[a] = s1 & s2 if s1 is not None and s2 is not None else (s1 if s2 is None else s2)
         toks = {}
-        for t in set(self.tokens) | set(o.tokens):   # a token on one side only: the other never used that block
+        for t in _union(self.tokens, o.tokens):   # a token on one side only: the other never used that block
             t1, t2 = self.tokens.get(t), o.tokens.get(t)
-            toks[t] = t1 & t2 if t1 is not None and t2 is not None else (t1 if t2 is None else t2)
+            if t1 is None or t2 is None:
+                toks[t] = t1 if t2 is None else t2
+            else:   # an access the other path never made (or has ordered before every pipe) stays carried
+                toks[t] = (t1 & t2) | frozenset(a for a in t1 if a not in o.records) | \
+                    frozenset(a for a in t2 if a not in self.records)
         binds = {}
-        for v in set(self.binds) | set(o.binds):
+        for v in _union(self.binds, o.binds):   # bound on one path only: a use after lies on that path
             b1, b2 = self.binds.get(v), o.binds.get(v)
-            binds[v] = b1 if b1 == b2 else (_UNKNOWN, None, (b1 or b2)[2])
+            binds[v] = b1 if b1 == b2 or b2 is None else b2 if b1 is None else (_UNKNOWN, None, b1[2])
         return _D(recs, self.queues, toks, binds)
 
     # -- ordering
     def known(self, pipe: Pipe) -> frozenset:
         """The accesses pipe `pipe` issued or is ordered after (what a SetFlag / EnQue / FreeTensor from it
         carries)."""
-        return frozenset(a for a, s in self.records.items() if a.pipe is pipe or pipe in s)
+        b = _BIT[pipe]
+        return frozenset(a for a, s in self.records.items() if a.pipe is pipe or s & b)
 
     def grant(self, accesses, pipe: Pipe):
         """`pipe` (every pipe when it is S: the scalar unit stops) is now ordered after `accesses`."""
-        add = _ALL if pipe is Pipe.S else frozenset((pipe,))
+        add = _ALL if pipe is Pipe.S else _BIT[pipe]
         for a in accesses:
             if a in self.records:
                 s = self.records[a] | add
@@ -201,8 +228,14 @@ class _D:
             self.grant([a for a in self.records if a.pipe is pipe], pipe)
 
 
-def _ordered(rec: Access, seen: frozenset, pipe: Pipe) -> bool:
-    return pipe in seen or (rec.pipe is pipe and pipe is not Pipe.V)
+def _union(a: dict, b: dict) -> list:
+    """The keys of a, then those of b not in a: a join's order never depends on hashing (PYTHONHASHSEED), so the
+    pass places the same syncs in every process."""
+    return list(a) + [k for k in b if k not in a]
+
+
+def _ordered(rec: Access, seen: int, a: Access) -> bool:
+    return bool(seen & a.bit) or (rec.pipe is a.pipe and a.pipe is not Pipe.V)
 
 
 # ------------------------------------------------------------------------------------------------ the analysis
@@ -220,6 +253,27 @@ class _Analysis:
         self.member_dtypes = {t.name: t.dtype for t in k.tensors}
         self.gm_bases = {g.name: ("gm", "<workspace>" if g.workspace else g.arg) for g in k.gms}
         self.unit: str | None = None      # the CoreIf being analysed
+        self.env: dict = {}               # loop variables of unrolled loops (UNROLL) and their current values
+        self.gm_scope: dict = {}          # a called method's GM parameters: their arguments' GM bases
+        self.accesses: dict = {}          # intern's table
+        self.floads: dict = {}            # id of a statement of k -> its FLoads (_floads_of)
+
+    def intern(self, pos, pipe: Pipe, write: bool, region: Region) -> Access:
+        """The one Access object of these fields (and the current core kind) in this analysis."""
+        key = (pos, pipe, write, region, self.unit)
+        a = self.accesses.get(key)
+        if a is None:
+            a = self.accesses[key] = Access(pos, pipe, write, region, self.unit, _BIT[pipe])
+        return a
+
+    def cv(self, e) -> int | None:
+        """The value of integer expression e with the unrolled loops' variables known (None: not constant)."""
+        if e is None:
+            return None
+        try:
+            return as_dim(e).evaluate(self.env)
+        except (OpgenError, KeyError):
+            return None
 
     # -- helpers
     def size(self, dtype: str) -> int | None:
@@ -229,7 +283,7 @@ class _Analysis:
     def bind_of(self, d: _D, r: kir.Ref, scope: dict):
         name = scope.get(r.tensor, r.tensor)
         if r.slot is not None:
-            slot = kir.const_value(r.slot)
+            slot = self.cv(r.slot)
             name = f"{name}[{slot}]" if slot is not None else None
         b = d.binds.get(name) if name is not None else None
         dtype = b[2] if b else self.member_dtypes.get(r.tensor, "float")
@@ -237,9 +291,9 @@ class _Analysis:
             return (_UNKNOWN, None, r.as_dtype or dtype)
         base, start, dt = b
         if r.as_dtype is not None:   # a ReinterpretCast view: the offset counts the source's elements
-            off, sz = kir.const_value(r.offset), self.size(dt)
+            off, sz = self.cv(r.offset), self.size(dt)
             return (base, None if start is None or off is None or sz is None else start + off * sz, r.as_dtype)
-        off, sz = kir.const_value(r.offset), self.size(dt)
+        off, sz = self.cv(r.offset), self.size(dt)
         if start is None or off is None or sz is None:
             return (base, None, dt)
         return (base, start + off * sz, dt)
@@ -248,13 +302,16 @@ class _Analysis:
         """The GM a copy touches, as the whole GM buffer of its view (the GM arguments by name, every workspace
         tensor as one buffer, a method's GM parameter as any GM buffer): coarse, so sound. The detector checks GM
         per core (EMU.md "Pipes and races": an MTE2 reload of bytes MTE3 stored needs MTE3_MTE2)."""
-        return Region(self.gm_bases.get(v.tensor, _GM_UNKNOWN), None, None)
+        base = self.gm_scope.get(v.tensor) or self.gm_bases.get(v.tensor)
+        if base is None and "." in v.tensor:   # a struct's GM field (the head kernel's Part: p.in[j], p.out[j])
+            base = ("gm", "field " + v.tensor.split("[")[0])
+        return Region(base or _GM_UNKNOWN, None, None)
 
     def region(self, d: _D, r, scope: dict, elems) -> Region:
         if isinstance(r, kir.GmView):
             return self.gm_region(r)
         base, start, dt = self.bind_of(d, r, scope)
-        n = kir.const_value(elems) if elems is not None else None
+        n = self.cv(elems) if elems is not None else None
         sz = self.size(dt)
         if start is None:
             return Region(base, None, None)
@@ -265,8 +322,8 @@ class _Analysis:
         """Checks then records the accesses of one statement in every disjunct (reads / writes: lists of
         (Ref, elements or None))."""
         for key, d in list(ds.items()):
-            acc = [Access(pos, pipe, False, self.region(d, r, scope, n), self.unit) for r, n in reads] + \
-                  [Access(pos, pipe, True, self.region(d, r, scope, n), self.unit) for r, n in writes]
+            acc = [self.intern(pos, pipe, False, self.region(d, r, scope, n)) for r, n in reads] + \
+                  [self.intern(pos, pipe, True, self.region(d, r, scope, n)) for r, n in writes]
             for a in acc:          # every access is checked before any is recorded: in place is no self-race
                 while True:
                     c = self.find(d, a)
@@ -281,13 +338,13 @@ class _Analysis:
             for a in acc:
                 if a.pipe is Pipe.S and not a.write:
                     continue          # a scalar read is synchronous: nothing can overtake it
-                seen = frozenset() if pipe is Pipe.V else frozenset((pipe,))
+                seen = 0 if pipe is Pipe.V else _BIT[pipe]
                 old = d.records.get(a)
                 d.records[a] = seen if old is None else old & seen
 
     def find(self, d: _D, a: Access):
         for rec, seen in d.records.items():
-            if not (a.write or rec.write) or _ordered(rec, seen, a.pipe):
+            if not (a.write or rec.write) or _ordered(rec, seen, a):
                 continue
             if rec.unit is not None and a.unit is not None and rec.unit != a.unit:
                 continue          # another core's access (the other side of a mixed kernel)
@@ -328,16 +385,33 @@ class _Analysis:
             for sync in self.inserted.get(p, ()):
                 for d in ds.values():
                     self.effect(d, sync)
-            loads = _floads_of(s)
+            loads = self.floads.get(id(s))
+            if loads is None:
+                loads = self.floads[id(s)] = _floads_of(s)
             if loads:            # FLoad: scalar reads of UB inside the statement's float expressions
                 self.access(ds, p, Pipe.S, [(r, 1) for r in loads], [], scope)
             ds = self.stmt(ds, s, p, scope)
         return ds
 
     def stmt(self, ds: dict, s, pos, scope) -> dict:  # noqa: C901 - one case per node type
+        if type(s) is kir.Vec:       # the commonest statement first
+            self.vec(ds, s, pos, scope)
+            return ds
+        if isinstance(s, kir.For) and s.step is not None:
+            lo, hi, step = self.cv(s.lo), self.cv(s.hi), self.cv(s.step)
+            if None not in (lo, hi, step) and step > 0 and len(range(lo, hi + int(s.inclusive), step)) <= UNROLL:
+                old = self.env.get(s.var)
+                for v in range(lo, hi + int(s.inclusive), step):
+                    self.env[s.var] = v
+                    ds = self.block(ds, s.body, pos + ("b",), dict(scope))
+                if old is None:
+                    self.env.pop(s.var, None)
+                else:
+                    self.env[s.var] = old
+                return ds
         if isinstance(s, kir.For) and s.disjoint:   # no dependence between iterations: one pass over the body
             out = self.block({k: d.copy() for k, d in ds.items()}, s.body, pos + ("b",), dict(scope))
-            lo, hi = kir.const_value(s.lo), kir.const_value(s.hi)
+            lo, hi = self.cv(s.lo), self.cv(s.hi)
             if lo is not None and hi is not None and (lo <= hi if s.inclusive else lo < hi):
                 return out
             return _join(out, ds)
@@ -351,7 +425,7 @@ class _Analysis:
                 head = nxt
             else:
                 raise kir.IRError("the dependency analysis found no fixed point for a loop", s)
-            lo, hi = kir.const_value(s.lo), kir.const_value(s.hi)
+            lo, hi = self.cv(s.lo), self.cv(s.hi)
             if lo is not None and hi is not None and (lo <= hi if getattr(s, "inclusive", False) else lo < hi):
                 return out        # runs at least once: the state after an iteration from the fixed point
             return head
@@ -393,14 +467,17 @@ class _Analysis:
             return _merge(out)
         if isinstance(s, kir.Get):
             sz = self.size(s.dtype)
-            off = kir.const_value(s.offset)
+            off = self.cv(s.offset)
             name = scope.get(s.var, s.var)
             if s.slot is not None:
-                slot = kir.const_value(s.slot)
+                slot = self.cv(s.slot)
                 name = f"{name}[{slot if slot is not None else '?'}]"
+            slot = self.cv(s.slot) if s.slot is not None else None
             for d in ds.values():
-                d.binds[name] = (("b", s.buf), None if off is None or sz is None else off * sz,
-                                                    s.dtype)
+                if off is None and slot is not None:   # slot k at a run-time stride: bytes of its own (docstring)
+                    d.binds[name] = (("b", s.buf, "slot", s.var, slot), 0, s.dtype)
+                else:
+                    d.binds[name] = (("b", s.buf), None if off is None or sz is None else off * sz, s.dtype)
             return ds
         if isinstance(s, kir.View):
             for d in ds.values():
@@ -489,19 +566,25 @@ class _Analysis:
             m = self.methods[s.method]
             if m.extern:
                 raise kir.IRError(f"the dependency pass needs Kernel IR throughout; {s.method} is C++ text", s)
-            inner = {}
+            inner, gms = {}, {}
             for p, a in zip(m.params, s.args):
                 if p.kind == "tensor":
                     for d in ds.values():
                         d.binds[f"{s.method}.{p.name}"] = self.bind_of(d, a, scope)
                     inner[p.name] = f"{s.method}.{p.name}"
-            return self.block(ds, m.body, (s.method,), inner)
+                elif p.kind == "gm" and isinstance(a, kir.GmView):
+                    gms[p.name] = self.gm_region(a).base
+            outer_gm, self.gm_scope = self.gm_scope, gms
+            try:
+                return self.block(ds, m.body, (s.method,), inner)
+            finally:
+                self.gm_scope = outer_gm
         return ds
 
     def copy_elems(self, s: kir.Copy, ds, scope):
         """Elements of the UB side a copy touches when constant (padded bursts for GM -> UB), else None."""
-        n, ln = kir.const_value(s.block_count), kir.const_value(s.block_len)
-        gap = kir.const_value(s.dst_stride if isinstance(s.src, kir.GmView) else s.src_stride)
+        n, ln = self.cv(s.block_count), self.cv(s.block_len)
+        gap = self.cv(s.dst_stride if isinstance(s.src, kir.GmView) else s.src_stride)
         ub = s.dst if isinstance(s.src, kir.GmView) else s.src
         dt = None
         for d in ds.values():
@@ -530,7 +613,7 @@ class _Analysis:
                 reads.append((args[o.name], n))
             if "w" in o.access:
                 writes.append((args[o.name], n))
-        if kir.const_value(count) == 0 if count is not None else False:
+        if self.cv(count) == 0 if count is not None else False:
             return
         self.access(ds, pos, Pipe.V, reads, writes, scope)
         if s.op in (Op.CAST_TO, Op.CAST_FROM):   # the helper's own barrier when both sides are fp32

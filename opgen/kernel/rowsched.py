@@ -511,15 +511,14 @@ def _col_split(s: RowSchedule) -> Func:
     body = _col_buffers(s, bool(s.levels))
     chunk: list = [
         Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), rs))),
-        If((Constraint(">", Sym("c0_"), Sym("cBegin")),), (SetFlag(Pipe.V, Pipe.MTE2, 0), WaitFlag(Pipe.V, Pipe.MTE2, 0)),
-           doc="the previous chunk's vector work on the column rows is done"),
+        SetFlag(Pipe.V, Pipe.MTE2, 0, doc="the previous chunk's vector work on the column rows is done"),
+        WaitFlag(Pipe.V, Pipe.MTE2, 0),
     ]
     if s.load_cols:
         chunk.append(Call("LoadColumns"))
     chunk += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
-    grp: list = [If((Constraint(">", Sym("g0"), Lit(0)),), (SetFlag(Pipe.V, Pipe.MTE2, 0),
-                                                          WaitFlag(Pipe.V, Pipe.MTE2, 0)),
-                    doc="the previous group's vector reads of the resident slices are done")]
+    grp: list = [SetFlag(Pipe.V, Pipe.MTE2, 0, doc="the previous group's vector reads of the resident slices are done"),
+                 WaitFlag(Pipe.V, Pipe.MTE2, 0)]
     for t in s.row_in:
         grp += list(_col_copy_in(t))
     grp += _group_stat_loads(s)

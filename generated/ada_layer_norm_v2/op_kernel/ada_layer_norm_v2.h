@@ -263,19 +263,15 @@ private:
         const int64_t totBase = cores * 1 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            if (c0_ > cBegin) {  // the previous chunk's vector work on the column rows is done
-                SetFlag<HardEvent::V_MTE2>(0);
-                WaitFlag<HardEvent::V_MTE2>(0);
-            }
+            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
+            WaitFlag<HardEvent::V_MTE2>(0);
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
-                    SetFlag<HardEvent::V_MTE2>(0);
-                    WaitFlag<HardEvent::V_MTE2>(0);
-                }
+                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
@@ -748,19 +744,15 @@ private:
         const int64_t totBase = cores * 1 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            if (c0_ > cBegin) {  // the previous chunk's vector work on the column rows is done
-                SetFlag<HardEvent::V_MTE2>(0);
-                WaitFlag<HardEvent::V_MTE2>(0);
-            }
+            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
+            WaitFlag<HardEvent::V_MTE2>(0);
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
-                    SetFlag<HardEvent::V_MTE2>(0);
-                    WaitFlag<HardEvent::V_MTE2>(0);
-                }
+                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
@@ -1229,19 +1221,15 @@ private:
         const int64_t totBase = cores * 1 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            if (c0_ > cBegin) {  // the previous chunk's vector work on the column rows is done
-                SetFlag<HardEvent::V_MTE2>(0);
-                WaitFlag<HardEvent::V_MTE2>(0);
-            }
+            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
+            WaitFlag<HardEvent::V_MTE2>(0);
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
-                    SetFlag<HardEvent::V_MTE2>(0);
-                    WaitFlag<HardEvent::V_MTE2>(0);
-                }
+                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
@@ -1699,18 +1687,14 @@ private:
         const int64_t totBase = cores * 1 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            if (c0_ > cBegin) {  // the previous chunk's vector work on the column rows is done
-                SetFlag<HardEvent::V_MTE2>(0);
-                WaitFlag<HardEvent::V_MTE2>(0);
-            }
+            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
+            WaitFlag<HardEvent::V_MTE2>(0);
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                if (g0 > 0) {  // the previous group's vector reads of the resident slices are done
-                    SetFlag<HardEvent::V_MTE2>(0);
-                    WaitFlag<HardEvent::V_MTE2>(0);
-                }
+                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),

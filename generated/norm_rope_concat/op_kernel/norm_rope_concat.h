@@ -757,6 +757,8 @@ private:
     __aicore__ inline void PrepareLanes(const Part& p)
     {
         if (p.permWant[0] >= 0 && p.permWant[0] != permFamily0_) {
+            SetFlag<HardEvent::V_S>(0);  // an earlier part's vector reads of the table are done
+            WaitFlag<HardEvent::V_S>(0);
             if (p.permWant[0] == 0) {
                 for (int64_t l = 0; l < headDim_; ++l) {
                     perm_[0].SetValue(
@@ -774,6 +776,8 @@ private:
             permFamily0_ = p.permWant[0];
         }
         if (p.signWant[0] >= 0 && p.signWant[0] != signFamily0_) {
+            SetFlag<HardEvent::V_S>(0);  // an earlier part's vector reads of the table are done
+            WaitFlag<HardEvent::V_S>(0);
             if (p.signWant[0] == 0) {
                 for (int64_t l = 0; l < headDim_; ++l) {
                     sign_[0].SetValue(l, static_cast<float>(l % 2 == 0 ? -1 : 1));  // even: the lane's sign
@@ -855,10 +859,8 @@ private:
             Body14(p, r0, k);
         }
         outQue0_.EnQue(rowOut0_);
-        if (p.useStatOut[0] + p.useStatOut[1] != 0) {
-            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-            WaitFlag<HardEvent::S_V>(0);
-        }
+        SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
+        WaitFlag<HardEvent::S_V>(0);
         {
             LocalTensor<float> t = statOutQue0_.template AllocTensor<float>();
             if (p.useStatOut[0] != 0) {

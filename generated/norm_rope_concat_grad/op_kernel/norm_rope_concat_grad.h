@@ -718,6 +718,8 @@ private:
     __aicore__ inline void PrepareLanes(const Part& p)
     {
         if (p.permWant[0] >= 0 && p.permWant[0] != permFamily0_) {
+            SetFlag<HardEvent::V_S>(0);  // an earlier part's vector reads of the table are done
+            WaitFlag<HardEvent::V_S>(0);
             if (p.permWant[0] == 0) {
                 for (int64_t l = 0; l < headDim_; ++l) {
                     perm_[0].SetValue(
@@ -735,6 +737,8 @@ private:
             permFamily0_ = p.permWant[0];
         }
         if (p.signWant[0] >= 0 && p.signWant[0] != signFamily0_) {
+            SetFlag<HardEvent::V_S>(0);  // an earlier part's vector reads of the table are done
+            WaitFlag<HardEvent::V_S>(0);
             if (p.signWant[0] == 0) {
                 for (int64_t l = 0; l < headDim_; ++l) {
                     sign_[0].SetValue(l, static_cast<float>(l % 2 == 1 ? -1 : 1));  // odd: the lane's sign
