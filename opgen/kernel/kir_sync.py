@@ -257,6 +257,7 @@ class _Analysis:
         self.gm_scope: dict = {}          # a called method's GM parameters: their arguments' GM bases
         self.accesses: dict = {}          # intern's table
         self.floads: dict = {}            # id of a statement of k -> its FLoads (_floads_of)
+        self.first_only = False           # stop at the first conflict (_clean)
 
     def intern(self, pos, pipe: Pipe, write: bool, region: Region) -> Access:
         """The one Access object of these fields (and the current core kind) in this analysis."""
@@ -331,6 +332,8 @@ class _Analysis:
                         break
                     if not self.place:
                         self.conflicts.append(c)
+                        if self.first_only:
+                            raise _Found
                         break
                     self.put(_outside_loops(c.earlier.pos, pos, self.k), c.sync)
                     for x in c.sync:
@@ -795,10 +798,20 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
     return out, inserted
 
 
+class _Found(Exception):
+    """The first conflict of an analysis that needs only whether there is one (_clean)."""
+
+
 def _clean(k, inserted, types, used) -> bool:
+    """Whether k with `inserted` has no conflict: the analysis stops at the first one (a needed sync's trial
+    ends where its dependence is, not at the end of the kernel)."""
     t = _Analysis(k, inserted, False, types, used)
-    t.run()
-    return not t.conflicts
+    t.first_only = True
+    try:
+        t.run()
+    except _Found:
+        return False
+    return True
 
 
 def _body_at(k: kir.KernelClass, base: tuple) -> tuple:
