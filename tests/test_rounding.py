@@ -479,3 +479,18 @@ def test_round_integral_ties_away_is_exact():
     np.testing.assert_array_equal(got, want)
     assert np.array_equal(round_integral(np.array([np.inf, -np.inf]), "round"), [np.inf, -np.inf])
     assert np.isnan(round_integral(np.array([np.nan]), "round"))[0]
+
+
+@pytest.mark.parametrize("mode", ["rint", "round"])
+@pytest.mark.parametrize("dt", NARROW, ids=lambda d: d.value)
+def test_transposed_inputs_round_like_contiguous_ones(dt, mode):
+    """The fast paths fix ties / inexact values through a flat view: a transposed (non-contiguous) input, as the
+    interpreter's permute gives, rounds exactly as its contiguous copy (review: it lost the fixes)."""
+    t = _table(dt)
+    mids = ((t[:-1] + t[1:]) / 2)[1000:1012]
+    for x in (mids.astype(np.float32), mids + np.spacing(mids) * 3):
+        m = x.reshape(3, 4).T
+        got = round_float(m, dt, mode).astype(np.float64)
+        want = round_float(np.ascontiguousarray(m), dt, mode).astype(np.float64)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, ref_round(np.ascontiguousarray(m), dt, mode))

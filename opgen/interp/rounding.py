@@ -116,6 +116,7 @@ def _round_away_f32(x32: np.ndarray, npd) -> np.ndarray:
     NumPy's / ml_dtypes' cast (nearest, ties to even) differs only on a tie it rounded toward zero, so only the
     values it rounded toward zero are looked at, each against its neighbour away from zero (the midpoint test is
     exact in float64: both neighbours and x have at most 24 significant bits and close exponents)."""
+    x32 = np.ascontiguousarray(x32)   # r's flat view below must be r itself (a transposed input is not)
     with np.errstate(over="ignore", invalid="ignore"):
         r = x32.astype(npd)
         idx = np.flatnonzero(np.abs(r.astype(np.float32)) < np.abs(x32))
@@ -136,7 +137,7 @@ def _to_odd_f32(x) -> np.ndarray:
     result to a float type of at most 22 significand bits (f16: 11, bf16: 8) to nearest even equals the direct
     rounding of `x` (Boldo and Melquiond, "When double rounding is odd", 2005: 24 >= p + 2), so float64 values
     reach f16 / bf16 in two NumPy casts and four array temporaries instead of the neighbour search's twenty."""
-    x64 = np.asarray(x, dtype=np.float64)
+    x64 = np.ascontiguousarray(x, dtype=np.float64)   # r's flat view below must be r itself
     with np.errstate(over="ignore", invalid="ignore"):
         r = x64.astype(np.float32)                          # nearest even: one of x's two float32 neighbours
         fix = (r != x64) & ~np.isnan(x64) & ((r.view(np.uint32) & 1) == 0)
