@@ -341,6 +341,8 @@ class _Analysis:
             for a in acc:
                 if a.pipe is Pipe.S and not a.write:
                     continue          # a scalar read is synchronous: nothing can overtake it
+                if any(a in t for t in d.tokens.values()):   # a later run of the same access: no earlier set or
+                    d.tokens = {t: (v - {a}) if a in v else v for t, v in d.tokens.items()}   # hand-off covers it
                 seen = 0 if pipe is Pipe.V else _BIT[pipe]
                 old = d.records.get(a)
                 d.records[a] = seen if old is None else old & seen
@@ -400,38 +402,50 @@ class _Analysis:
         if type(s) is kir.Vec:       # the commonest statement first
             self.vec(ds, s, pos, scope)
             return ds
-        if isinstance(s, kir.For) and s.step is not None:
-            lo, hi, step = self.cv(s.lo), self.cv(s.hi), self.cv(s.step)
-            if None not in (lo, hi, step) and step > 0 and len(range(lo, hi + int(s.inclusive), step)) <= UNROLL:
-                old = self.env.get(s.var)
-                for v in range(lo, hi + int(s.inclusive), step):
-                    self.env[s.var] = v
-                    ds = self.block(ds, s.body, pos + ("b",), dict(scope))
-                if old is None:
-                    self.env.pop(s.var, None)
+        if isinstance(s, kir.For):   # its variable: a known constant per unrolled iteration, else unknown
+            hidden = self.env.pop(s.var, None)
+            try:
+                return self.loop(ds, s, pos, scope)
+            finally:
+                if hidden is not None:
+                    self.env[s.var] = hidden
                 else:
-                    self.env[s.var] = old
-                return ds
-        if isinstance(s, kir.For) and s.disjoint:   # no dependence between iterations: one pass over the body
+                    self.env.pop(s.var, None)
+        if isinstance(s, (kir.Let, kir.Assign)):   # a name (re)bound at run time is no unrolled loop's value here
+            self.env.pop(s.name, None)
+            return ds
+        return self.simple(ds, s, pos, scope)
+
+    def loop(self, ds: dict, s: kir.For, pos, scope) -> dict:
+        """A For statement: unrolled (UNROLL, its body never assigns its variable), one pass (disjoint) or to the
+        fixed point of its head state."""
+        lo, hi, step = self.cv(s.lo), self.cv(s.hi), self.cv(s.step)
+        if None not in (lo, hi, step) and step > 0 and len(range(lo, hi + int(s.inclusive), step)) <= UNROLL \
+                and not any(isinstance(x, kir.Assign) and x.name == s.var for x in kir.walk(s.body)):
+            for v in range(lo, hi + int(s.inclusive), step):
+                self.env[s.var] = v
+                ds = self.block(ds, s.body, pos + ("b",), dict(scope))
+            return ds
+        if s.disjoint:   # no dependence between iterations: one pass over the body
             out = self.block({k: d.copy() for k, d in ds.items()}, s.body, pos + ("b",), dict(scope))
-            lo, hi = self.cv(s.lo), self.cv(s.hi)
             if lo is not None and hi is not None and (lo <= hi if s.inclusive else lo < hi):
                 return out
             return _join(out, ds)
-        if isinstance(s, kir.For):
-            head = ds
-            for _ in range(64):
-                out = self.block({k: d.copy() for k, d in head.items()}, s.body, pos + ("b",), dict(scope))
-                nxt = _join(head, out)
-                if _frozen(nxt) == _frozen(head):
-                    break
-                head = nxt
-            else:
-                raise kir.IRError("the dependency analysis found no fixed point for a loop", s)
-            lo, hi = self.cv(s.lo), self.cv(s.hi)
-            if lo is not None and hi is not None and (lo <= hi if getattr(s, "inclusive", False) else lo < hi):
-                return out        # runs at least once: the state after an iteration from the fixed point
-            return head
+        head = ds
+        for _ in range(64):
+            out = self.block({k: d.copy() for k, d in head.items()}, s.body, pos + ("b",), dict(scope))
+            nxt = _join(head, out)
+            if _frozen(nxt) == _frozen(head):
+                break
+            head = nxt
+        else:
+            raise kir.IRError("the dependency analysis found no fixed point for a loop", s)
+        if lo is not None and hi is not None and (lo <= hi if s.inclusive else lo < hi):
+            return out        # runs at least once: the state after an iteration from the fixed point
+        return head
+
+    def simple(self, ds: dict, s, pos, scope) -> dict:  # noqa: C901 - one case per node type
+        """Every statement but a For, a Let and an Assign (stmt)."""
         if isinstance(s, kir.Scope):
             return self.block(ds, s.body, pos + ("s",), dict(scope))
         if isinstance(s, kir.CoreIf):   # runs on one core kind only: an If whose other branch is empty
@@ -577,11 +591,13 @@ class _Analysis:
                     inner[p.name] = f"{s.method}.{p.name}"
                 elif p.kind == "gm" and isinstance(a, kir.GmView):
                     gms[p.name] = self.gm_region(a).base
+            env = {p.name: self.cv(a) for p, a in zip(m.params, s.args) if p.kind == "int"}
             outer_gm, self.gm_scope = self.gm_scope, gms
+            outer_env, self.env = self.env, {k: v for k, v in env.items() if v is not None}   # the callee's names
             try:
                 return self.block(ds, m.body, (s.method,), inner)
             finally:
-                self.gm_scope = outer_gm
+                self.gm_scope, self.env = outer_gm, outer_env
         return ds
 
     def copy_elems(self, s: kir.Copy, ds, scope):
