@@ -174,8 +174,8 @@ spec.output("y", f32, [N * H])
 @spec.body
 def _(b, x):
     return {"y": x.cast(f32, "floor").reshape([N * H])}
-''', "return", "a cast of the i64 input x to f32 with round mode 'floor'; the rows kernel converts i64 to fp32 "
-                 "rounding to nearest even"),
+''', "return", "input x (i64) is cast to f32 with round mode 'floor'; the rows kernel converts integers to fp32 "
+                 "rounding to nearest even (cast with 'rint')"),
     # the same through a dtype variable one of whose rows is int64
     "VarFloor": ('''
 spec = OpSpec("VarFloor", aclnn="aclnnVarFloor", socs=(A2, A3), round="rint")
@@ -189,7 +189,8 @@ spec.dtypes((T,), [(f32,), (i64,)])
 @spec.body
 def _(b, x):
     return {"y": x.cast(f32, "floor")}
-''', 'spec.input("x"', "input x (dtype variable T, bound to i64 by a row) is cast to f32 with round mode 'floor'"),
+''', "return", "input x (dtype variable T, bound to i64 by a row) is cast to f32 with round mode 'floor'; the "
+                 "rows kernel converts integers to fp32 rounding to nearest even (cast with 'rint')"),
     # a mask input broadcast over the rows (masks of the rows' own shape are read): the refusal names the input
     "WhereColumnMask": ('''
 spec = OpSpec("WhereColumnMask", aclnn="aclnnWhereColumnMask", socs=(A2, A3))

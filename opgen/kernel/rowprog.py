@@ -27,7 +27,6 @@ import re
 from dataclasses import dataclass, field
 
 from opgen.errors import IRError
-from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import at_suffix
 from opgen.ir.records import evolve
 from opgen.kernel.isa import INSTRS, Cost, Op, Pipe, entry
@@ -265,7 +264,7 @@ class RowProgram:
     btotals: list = field(default_factory=list)   # [(float member, accumulator or C++ text, kind)]: per-batch values
     batch_stores: list = field(default_factory=list)   # Instr("bstore"): per-batch values written once per batch
     dim_values: list = field(default_factory=list)   # dim expressions read as numbers: member dimValue<k>_ each
-    int_cast_modes: dict = field(default_factory=dict)   # input -> a non-rint mode its load chain casts it with
+    int_cast_modes: dict = field(default_factory=dict)   # input -> (non-rint mode of a cast on its load chain, loc)
 
     def tensor(self, name: str) -> GmTensor:
         """The GM tensor `name`. Raises KeyError."""

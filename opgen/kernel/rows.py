@@ -220,11 +220,8 @@ class _Lowering:
         made = self.prod.get(x)
         while made is not None:   # the chain back to the input: a cast with a mode other than rint
             mode = made.attr("round") if made.op == "cast" else None
-            if mode not in (None, "none", "rint"):
-                if dt in ("i32", "i64"):
-                    raise self.err(x, f"a cast of the {dt} input {root} to f32 with round mode {mode!r}; the rows "
-                                   f"kernel converts {dt} to fp32 rounding to nearest even (cast with 'rint')")
-                self.p.int_cast_modes[root] = mode   # a dtype variable: _check_dtype_rows sees its rows
+            if mode not in (None, "none", "rint"):   # refused for integer rows by _check_dtype_rows
+                self.p.int_cast_modes[root] = (mode, made.loc)
             made = self.prod.get(made.inputs[0]) if made.inputs else None
         same = self.by_view.get((root, view, sp))
         if same is not None:   # another chain to the same rows of the same tensor (a reshape of it): one load
@@ -429,7 +426,7 @@ class _Lowering:
             raise self.err(r, f"per-channel input {root} has dtype {dt}; the rows family reads per-channel operands "
                            f"as f32, f16 or bf16")
         if x in self.ch.pieces:
-            raise self.err(r, f"a per-channel operand that is a concat of inputs; read it from one input")
+            raise self.err(r, "a per-channel operand that is a concat of inputs; read it from one input")
         axes = self.ch.load[x]
         by = {a.key: a for a in axes}
         ckey = keys_of([c])[0]
@@ -1349,12 +1346,12 @@ def _check_dtype_rows(spec, p) -> None:
             byte_note = (" through a dtype variable (a byte dtype goes through half, which one kernel class for every "
                          "row of the variable cannot do: declare that tensor's dtype as the byte dtype itself)")
         got = sorted({dtype_name(r[t.dtype]) for r in spec.dtype_rows if t.dtype in r} or {t.dtype})
-        mode = p.int_cast_modes.get(t.gm)
-        if t.role == "in" and mode is not None and any(d in ("i32", "i64") for d in got):
-            raise Unsupported(t.gm, getattr(decl.get(t.gm), "loc", ""), f"input {t.gm} (dtype variable {t.dtype}, "
-                              f"bound to {', '.join(d for d in got if d in ('i32', 'i64'))} by a row) is cast to f32 "
-                              f"with round mode {mode!r}; the rows kernel converts it to fp32 rounding to nearest "
-                              f"even (cast with 'rint')")
+        mode, at = p.int_cast_modes.get(t.gm, (None, ""))
+        ints = [d for d in got if d in ("i32", "i64")]
+        if t.role == "in" and mode is not None and ints:
+            via = f"dtype variable {t.dtype}, bound to {', '.join(ints)} by a row" if t.dtype in dvars else ints[0]
+            raise Unsupported(t.gm, at, f"input {t.gm} ({via}) is cast to f32 with round mode {mode!r}; the rows "
+                              f"kernel converts integers to fp32 rounding to nearest even (cast with 'rint')")
         bad = [d for d in got if d not in ok]
         if bad:
             what = "input" if t.role == "in" else "output"
