@@ -578,12 +578,6 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def gen(examples_gen):
-    """Every example spec generated into the run's shared tree (tests/conftest.py examples_gen)."""
-    return examples_gen
-
-
 def _bound(ref, dtype, terms=1, scale=None):
     """The error bound of the module docstring for an output summing `terms` values per element (_terms); `scale`:
     the magnitude of the terms an output is a difference of (default: the output itself)."""
@@ -598,9 +592,9 @@ STREAM_READS = {"softmax": 2, "log_softmax": 2, "rms_norm": 2}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{'x'.join(map(str, c[1].values()))}-{c[2]['T']}")
-def test_kernel_matches_the_float64_oracle(case, gen):
+def test_kernel_matches_the_float64_oracle(case, examples_gen):
     op, dims, dtypes, attrs, strategy = case
-    r = run_check(str(EX / f"{op}.py"), dims=dims, dtypes=dtypes, attrs=attrs, gen_dir=gen, seed=sum(
+    r = run_check(str(EX / f"{op}.py"), dims=dims, dtypes=dtypes, attrs=attrs, gen_dir=examples_gen, seed=sum(
         x if isinstance(x, int) else sum(x) for x in dims.values()), progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     if strategy is not None:
@@ -718,12 +712,12 @@ def test_every_reduction_length_names_a_summing_output():
     ({"Bd": (2,), "H": 40000}, BF16, 2),     # the row's maximum exchanged between cores
     ({"Bd": (97,), "H": 1}, F16, 1),
 ])
-def test_dynamic_quant_kernel_writes_int8_against_float64(dims, dtypes, strategy, gen):
+def test_dynamic_quant_kernel_writes_int8_against_float64(dims, dtypes, strategy, examples_gen):
     """DynamicQuant's emulated kernel (an int8 output written from fp32 through half with CAST_ODD, then int8 with
     the mode): against float64 math, scale = max|x| / 127 within one fp32 rounding and y = rint(x / scale) saturated
     to int8 off by one only where the quotient straddles a tie; against the same steps in NumPy fp32 (the fp32
     scale, the fp32 quotient, then rint: round-to-odd to half then rint is exact for |q| < 256, §1.12) exactly."""
-    r = run_check(str(EX / "dynamic_quant.py"), dims=dims, dtypes=dtypes, gen_dir=gen, seed=7, progress=False)
+    r = run_check(str(EX / "dynamic_quant.py"), dims=dims, dtypes=dtypes, gen_dir=examples_gen, seed=7, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     assert r.tiling_key % 10 == strategy, r.tiling_key
     x = _f(r.inputs["x"])
@@ -761,7 +755,7 @@ def _ce_inputs(n, c, seed):
     (3, 12001, "float16", 2, True, 0.1),      # COL_SPLIT: each target lane lies in one core's column slice
     (49, 1000, "bfloat16", 1, False, 0.05),
 ])
-def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weighted, eps, gen):
+def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weighted, eps, examples_gen):
     """CrossEntropyLoss (reduction none, label smoothing) against torch.nn.functional.cross_entropy / log_softmax in
     float64 on the kernel's own inputs; CrossEntropyLossGrad from the forward kernel's logProb against the closed form
     g * w[t] * (exp(logProb) - onehot(t)) (0 on ignored rows), which equals torch autograd of the forward (checked
@@ -772,7 +766,7 @@ def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weig
     if not weighted:
         w = np.ones_like(w)   # the oracle's weights; the kernels get none
     r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w if weighted else None},
-                  {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=gen, progress=False)
+                  {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items() if not v.passed})
     if strategy is not None:
         assert r.tiling_key % 10 == strategy, r.tiling_key
@@ -790,7 +784,7 @@ def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weig
     lp = np.asarray(r.arrays["logProb"], np.float32)
     rg = run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": g, "logProb": lp, "target": t,
                                                              "weight": w if weighted else None},
-                   {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=gen, progress=False)
+                   {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=examples_gen, progress=False)
     assert not rg.faults and rg.passed, (rg.faults[:3], {k: v.to_json() for k, v in rg.outputs.items()})
     keep = t != -100
     tk = np.where(keep, t, 0)
@@ -813,7 +807,7 @@ def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weig
     np.testing.assert_allclose(closed(g, lp64), xa.grad.numpy(), rtol=1e-10, atol=1e-13)
 
 
-def test_cross_entropy_targets_out_of_range_stop_the_kernel(gen):
+def test_cross_entropy_targets_out_of_range_stop_the_kernel(examples_gen):
     """A target outside [0, C) that is not ignoreIndex (device data, which the aclnn layer cannot read): both
     kernels stop themselves with AscendC::Trap() on the core holding that row (run_check raises KernelTrapped
     naming the rule); -100 and C - 1 are legal."""
@@ -825,23 +819,23 @@ def test_cross_entropy_targets_out_of_range_stop_the_kernel(gen):
         t2[7] = bad
         with pytest.raises(KernelTrapped) as e:
             run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w},
-                      dtypes={"T": "float32"}, gen_dir=gen, progress=False)
+                      dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
         assert e.value.traps and "target[7]" in str(e.value), e.value
     lp = x - np.log(np.exp(x).sum(-1, keepdims=True))
     t2 = t.copy()
     t2[3] = 40
     with pytest.raises(KernelTrapped):
         run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": x[:, 0].copy(), "logProb": lp, "target": t2,
-                                                            "weight": w}, dtypes={"T": "float32"}, gen_dir=gen,
+                                                            "weight": w}, dtypes={"T": "float32"}, gen_dir=examples_gen,
                   progress=False)
     t2[3] = 39
     r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w},
-                  dtypes={"T": "float32"}, gen_dir=gen, progress=False)
+                  dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
     assert r.passed and not r.faults
     # a non-integer ignoreIndex matches no target: every row counts (the per-row .ne is exact, not |t - 0.5|)
     t3 = np.where(t2 < 0, 0, t2)
     r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t3, "weight": w}, {"ignoreIndex": 0.5},
-                  dtypes={"T": "float32"}, gen_dir=gen, progress=False)
+                  dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
     assert r.passed and not r.faults and np.all(_f(r.arrays["lossOut"]) > 0)
 
 
@@ -850,7 +844,7 @@ def test_cross_entropy_targets_out_of_range_stop_the_kernel(gen):
     (3, 20000, "bfloat16", 2),   # COL_SPLIT: only the core owning column 0 counts each row's term
     (1, 1, "float16", None),
 ])
-def test_nll_loss_sums_match_torch(n, c, dtype, strategy, gen):
+def test_nll_loss_sums_match_torch(n, c, dtype, strategy, examples_gen):
     """NLLLoss (reduction sum): per-row gathers by the target summed over the rows to 0-d outputs, against
     torch.nn.functional.nll_loss (float64, the kernel's inputs) and sum of weight[target] over kept rows."""
     import torch
@@ -860,7 +854,7 @@ def test_nll_loss_sums_match_torch(n, c, dtype, strategy, gen):
     t = rng.integers(0, c, n).astype(np.int64)
     t[1::4] = -100
     w = rng.uniform(0.5, 2.0, c).astype(np.float32)
-    r = run_check(str(EX / "nll_loss.py"), {"self": x, "target": t, "weight": w}, dtypes={"T": dtype}, gen_dir=gen,
+    r = run_check(str(EX / "nll_loss.py"), {"self": x, "target": t, "weight": w}, dtypes={"T": dtype}, gen_dir=examples_gen,
                   progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items() if not v.passed})
     if strategy is not None:
@@ -905,16 +899,13 @@ def test_derived_cross_entropy_grad_scatters_along_the_row(tmp_path):
         float(np.abs(got - want).max())
 
 
-def test_one_hot_kernel_gives_zero_rows_for_indices_outside_the_classes(tmp_path):
+def test_one_hot_kernel_gives_zero_rows_for_indices_outside_the_classes(examples_gen):
     """OneHot (examples/specs/one_hot.py) generated and its emulated kernel against NumPy: out[n, c] = on_value
     where self[n] == c, else off_value; indices -1 and num_classes (and one far past it) match no class, so their
     rows are all off_value (zero with the defaults). The values are exact (a select of two fp32 constants)."""
-    from opgen.codegen import write_ops
-
-    write_ops([str(EX / "one_hot.py")], tmp_path / "gen")
     idx = np.array([0, 3, -1, 9, 10, 5, 10, 2, -1, 1000, 7], np.int64)
     for attrs in ({"num_classes": 10}, {"num_classes": 10, "on_value": 2.5, "off_value": -0.75}):
-        r = run_check(str(EX / "one_hot.py"), {"self": idx}, attrs, gen_dir=tmp_path / "gen", progress=False)
+        r = run_check(str(EX / "one_hot.py"), {"self": idx}, attrs, gen_dir=examples_gen, progress=False)
         assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items()})
         on, off = attrs.get("on_value", 1.0), attrs.get("off_value", 0.0)
         want = np.where(np.arange(10)[None, :] == idx[:, None], on, off).astype(np.float32)

@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from opgen.codegen import generate, generate_cached
+from opgen.codegen import generate
 from opgen.registry import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = sorted((ROOT / "examples" / "specs").glob("*.py"))
 
 # ------------------------------------------------------------------------------------------------ C++ text reading
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -213,13 +212,13 @@ def _committed() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def kernels() -> dict[str, str]:
-    """{path: text} of every op_kernel file: committed packages and the example specs generated now."""
+def kernels(examples_gen) -> dict[str, str]:
+    """{path: text} of every op_kernel file: committed packages and the example specs (the run's shared tree of
+    them, tests/conftest.py examples_gen)."""
     out = _committed()
-    for spec in EXAMPLES:   # through the generation cache: test_examples' tree generated the same specs
-        for rel, text in generate_cached(str(spec))[1].items():
-            if rel.startswith("op_kernel/") and rel.endswith((".h", ".cpp")):
-                out[f"examples:{spec.stem}/{rel}"] = text
+    for f in sorted(examples_gen.glob("*/op_kernel/*")):
+        if f.suffix in (".h", ".cpp"):
+            out[f"examples:{f.relative_to(examples_gen)}"] = f.read_text()
     assert sum(1 for k in out if k.startswith("generated/")) >= 12 and sum(1 for k in out if "examples:" in k) >= 28
     return out
 

@@ -301,8 +301,9 @@ class _Analysis:
 
     def gm_region(self, v: kir.GmView) -> Region:
         """The GM a copy touches, as the whole GM buffer of its view (the GM arguments by name, every workspace
-        tensor as one buffer, a method's GM parameter as any GM buffer): coarse, so sound. The detector checks GM
-        per core (EMU.md "Pipes and races": an MTE2 reload of bytes MTE3 stored needs MTE3_MTE2)."""
+        tensor as one buffer, a method's GM parameter as its argument's buffer, a struct's GM field as one buffer
+        per field, anything else as any GM buffer): coarse, so sound. The detector checks GM per core (EMU.md
+        "Pipes and races": an MTE2 reload of bytes MTE3 stored needs MTE3_MTE2)."""
         base = self.gm_scope.get(v.tensor) or self.gm_bases.get(v.tensor)
         if base is None and "." in v.tensor:   # a struct's GM field (the head kernel's Part: p.in[j], p.out[j])
             base = ("gm", "field " + v.tensor.split("[")[0])
@@ -486,10 +487,9 @@ class _Analysis:
             sz = self.size(s.dtype)
             off = self.cv(s.offset)
             name = scope.get(s.var, s.var)
-            if s.slot is not None:
-                slot = self.cv(s.slot)
-                name = f"{name}[{slot if slot is not None else '?'}]"
             slot = self.cv(s.slot) if s.slot is not None else None
+            if s.slot is not None:
+                name = f"{name}[{slot if slot is not None else '?'}]"
             for d in ds.values():
                 if off is None and slot is not None:   # slot k at a run-time stride: bytes of its own (docstring)
                     d.binds[name] = (("b", s.buf, "slot", s.var, slot), 0, s.dtype)
