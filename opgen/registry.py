@@ -94,7 +94,7 @@ def _helper_builtins(directory: Path) -> dict:
         _HELPERS[str(f)] = data
         mod = sys.modules.get(unique)
         if mod is None:
-            spec_ = importlib.util.spec_from_file_location(unique, f, loader=_SourceOnlyLoader(unique, str(f)))
+            spec_ = importlib.util.spec_from_file_location(unique, f, loader=SourceOnlyLoader(unique, str(f)))
             mod = importlib.util.module_from_spec(spec_)
             mod.__dict__["__builtins__"] = ns
             sys.modules[unique] = mod
@@ -116,8 +116,8 @@ def _helper_builtins(directory: Path) -> dict:
     return ns
 
 
-class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
-    """The loader of spec files and their helpers: compiles the file's current source every time, never reading
+class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """The loader of spec files, their helpers and the benchmark workloads: compiles the file's current source every time, never reading
     or writing cached bytecode. CPython takes a .pyc as current when the source's modification time, in whole
     seconds, and its size are unchanged: a spec or helper rewritten within the same second at the same length
     (`FACTOR = 2.0` -> `FACTOR = 7.0`, a bound 5456 -> 5457) would run its previous bytecode."""
@@ -143,7 +143,7 @@ def _load_file(path: Path):
 
     modname = "opgen_spec_" + path.stem
     # absolute: diagnostics re-read the file
-    spec_ = importlib.util.spec_from_file_location(modname, key, loader=_SourceOnlyLoader(modname, key))
+    spec_ = importlib.util.spec_from_file_location(modname, key, loader=SourceOnlyLoader(modname, key))
     if spec_ is None or spec_.loader is None:
         raise OpgenError(f"{path}: not a loadable Python file")
     mod = importlib.util.module_from_spec(spec_)

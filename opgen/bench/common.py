@@ -11,11 +11,13 @@ def load_workloads():
     from pathlib import Path
 
     from opgen.errors import OpgenError
+    from opgen.registry import SourceOnlyLoader
 
     path = Path(__file__).resolve().parent.parent.parent / "bench" / "workloads.py"
     if not path.is_file():
         raise OpgenError(f"no benchmark workloads at {path}: `opgen bench` runs from a checkout (pip install -e .)")
-    spec = importlib.util.spec_from_file_location("opgen_bench_workloads", path)
+    spec = importlib.util.spec_from_file_location("opgen_bench_workloads", path,   # never stale bytecode
+                                                  loader=SourceOnlyLoader("opgen_bench_workloads", str(path)))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
