@@ -117,8 +117,8 @@ def _helper_builtins(directory: Path) -> dict:
 
 
 class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
-    """The loader of spec files, their helpers and the benchmark workloads: compiles the file's current source every time, never reading
-    or writing cached bytecode. CPython takes a .pyc as current when the source's modification time, in whole
+    """The loader of spec files, their helpers and the benchmark workloads: compiles the file's current source
+    every time, never reading or writing cached bytecode. CPython takes a .pyc as current when the source's modification time, in whole
     seconds, and its size are unchanged: a spec or helper rewritten within the same second at the same length
     (`FACTOR = 2.0` -> `FACTOR = 7.0`, a bound 5456 -> 5457) would run its previous bytecode."""
 
