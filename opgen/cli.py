@@ -410,8 +410,8 @@ def cmd_graph(args) -> int:
     if kernel_dump or (args.dump_after is None and args.stage in ("kernel", "tiled")):
         if args.format != "text":
             raise OpgenError(f"--stage {args.stage}: only --format text shows the Kernel IR")
-        until = args.dump_after or {"kernel": "synchronise", "tiled": "plan_buffers"}[args.stage]
-        u = compile_unit(spec, key=key, until=until, only_key0=until in ("select_family", "lower", "synchronise"),
+        until = args.dump_after or {"kernel": "lower", "tiled": "plan_buffers"}[args.stage]   # kernel: + the schedule
+        u = compile_unit(spec, key=key, until=until, only_key0=until in ("select_family", "lower"),
                          instruments=timing)
         if args.dump_after is not None:
             sys.stdout.write(print_unit(until, u))

@@ -18,6 +18,8 @@ from opgen.ir.dims import Constraint, Lit, Sym
 from opgen.kernel import kir
 from opgen.codegen.headkernel import table_row
 from opgen.kernel.headsched import HeadSchedule, body_func, head_class, place_vbarriers, row_conditions
+
+from mutants import GUARD as _GUARD  # noqa: E402
 from opgen.kernel.isa import Op, Pipe
 
 N = Sym("headDim_")
@@ -193,30 +195,6 @@ def test_graph_stage_kernel_prints_the_head_bodies():
 
 
 # ------------------------------------------------------------------ the emitted kernel: every placed sync is needed
-_GUARD = """#include <cstdio>
-#include <cstdlib>
-#include <mutex>
-// Test harness only (tests/test_headsched.py): sync site i runs unless OPGEN_MUTANT = i; the sites reached are
-// appended to the file OPGEN_MUTANT_LOG names.
-static inline bool OpgenKeep(int i)
-{
-    static const int cut = [] { const char* e = std::getenv("OPGEN_MUTANT"); return e ? std::atoi(e) : -1; }();
-    static const char* log = std::getenv("OPGEN_MUTANT_LOG");
-    static bool seen[4096] = {};
-    static std::mutex mu;
-    if (log != nullptr) {
-        std::lock_guard<std::mutex> g(mu);
-        if (!seen[i]) {
-            seen[i] = true;
-            if (FILE* f = std::fopen(log, "a")) {
-                std::fprintf(f, "%d\\n", i);
-                std::fclose(f);
-            }
-        }
-    }
-    return i != cut;
-}
-"""
 _SYNC = re.compile(r"^(\s*)(PipeBarrier<PIPE_V>\(\);|SetFlag<HardEvent::\w+>\(\w+\);)(.*)$")
 
 

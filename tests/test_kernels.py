@@ -277,7 +277,7 @@ def test_emitted_kernels_synchronise_dependent_vector_instructions():
     """Manual sync by dependency (docs/reference/ascendc.md §1.6): in every emitted kernel, for every two vector
     instructions of one straight-line segment where the later reads or writes a buffer the earlier wrote, or writes
     one it read (the operand roles of the instruction table, opgen.kernel.isa), a PipeBarrier<PIPE_V>() (or
-    PIPE_ALL) lies between them; and every SyncAll of the vector kernels is preceded by PipeBarrier<PIPE_ALL>(). Checked
+    PIPE_ALL, or a V -> S wait: the scalar unit waits for V before it issues anything later) lies between them; and every SyncAll of the vector kernels is preceded by PipeBarrier<PIPE_ALL>(). Checked
     pair by pair, not by the pass's walk. A structural check of the emitted text beside the emulation's race detector
     (tests/test_emu_pipes.py), which catches a missing barrier only on the paths a case executes."""
     from opgen.codegen import default_out_dir
@@ -301,9 +301,10 @@ def test_emitted_kernels_synchronise_dependent_vector_instructions():
             if t.endswith("{") or t.startswith("}"):
                 segment, barriers = [], 0
                 continue
-            if t.startswith(("PipeBarrier<PIPE_V>", "PipeBarrier<PIPE_ALL>")):
-                barriers += 1
-                continue
+            if t.startswith(("PipeBarrier<PIPE_V>", "PipeBarrier<PIPE_ALL>", "WaitFlag<HardEvent::V_S>")) or \
+                    re.search(r"\bRow(?:Sum|Max)\(", t):
+                barriers += 1   # a wait of the scalar unit for V (RowSum / RowMax end in one) orders V's earlier
+                continue        # work before everything the scalar unit issues after it
             got = _vector_calls(line)
             if got is not None:
                 d, regions = got

@@ -7,6 +7,7 @@ test: deleting any one placed sync makes it fault with a race."""
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from opgen.ir.dims import Constraint, Lit, Sym
+from opgen.kernel import kir
 from opgen.kernel import kir_interp as ki
 from opgen.kernel import kir_sync as ks
 from opgen.kernel.isa import Op, Pipe
@@ -249,8 +251,10 @@ def test_the_pass_places_what_the_rows_kernel_needs_and_no_loop_edge_barrier():
     assert got == {("Compute", 2, "b", 1): ["Barrier V"],                      # Adds reads Muls' o
                    ("Compute", 2, "b", 2): ["Barrier V"],                      # ReduceSum reads Adds' o
                    ("Compute", 2, "b", 3): ["SetFlag V_S", "WaitFlag V_S"],     # GetValue reads ReduceSum's red
-                   ("Compute", 2, "b", 4): ["SetFlag MTE3_S", "WaitFlag MTE3_S"],  # SetValue over stage copied out
-                   ("CopyOut", 3): ["SetFlag S_MTE3", "WaitFlag S_MTE3"]}      # copy out of SetValue's stage
+                   # SetValue over stage copied out by the previous pass's CopyOut: before the call of Compute in
+                   # the pass loop, where the two paths part (once a pass, not per row)
+                   ("Process", 10, "b", 1): ["SetFlag MTE3_S", "WaitFlag MTE3_S"],
+                   ("Process", 10, "b", 2): ["SetFlag S_MTE3", "WaitFlag S_MTE3"]}  # copy out of SetValue's stage
     assert ks.conflicts(k) == []
 
 
@@ -258,12 +262,12 @@ def test_hoisting_moves_each_set_flag_to_just_after_what_it_must_cover():
     k, ins = ks.place_syncs(ks.strip_syncs(rows_kernel()))
     got = {p: [(type(s).__name__, s.event, s.id) for s in v if isinstance(s, (SetFlag, WaitFlag))]
            for p, v in ins.items()}
-    # MTE3 read stage in the previous pass's CopyOut (before this pass's row loop): its SetFlag opens the loop
-    # body, its WaitFlag stays before the SetValue; S wrote stage in Compute: CopyOut's SetFlag opens CopyOut.
-    assert got[("Compute", 2, "b", 0)] == [("SetFlag", "MTE3_S", 7)]
-    assert got[("Compute", 2, "b", 4)] == [("WaitFlag", "MTE3_S", 7)]
-    assert got[("CopyOut", 0)] == [("SetFlag", "S_MTE3", 7)]
-    assert got[("CopyOut", 3)] == [("WaitFlag", "S_MTE3", 7)]
+    # MTE3 read stage in the previous pass's CopyOut: its pair goes before this pass's call of Compute, its SetFlag
+    # moves up to open the pass (after the CopyOut it must cover, before CopyIn); S wrote stage in Compute: its pair
+    # before the call of CopyOut, nothing between to skip.
+    assert got[("Process", 10, "b", 0)] == [("SetFlag", "MTE3_S", 7)]
+    assert got[("Process", 10, "b", 1)] == [("WaitFlag", "MTE3_S", 7)]
+    assert got[("Process", 10, "b", 2)] == [("SetFlag", "S_MTE3", 0), ("WaitFlag", "S_MTE3", 0)]
     assert got[("Compute", 2, "b", 3)] == [("SetFlag", "V_S", 0), ("WaitFlag", "V_S", 0)]   # nothing to skip
     assert ks.conflicts(k) == []
     gm = {"x": np.ones((13, 37), np.float32), "y": np.zeros((13, 37), np.float32), "s": np.zeros(13, np.float32)}
@@ -499,3 +503,31 @@ def test_placed_syncs_on_random_programs_with_methods_slots_and_queues_run_race_
                 r = ki.run(k, {"n": n, "stride": stride},
                            {"x": np.arange(8 * NBLK, dtype=np.float32), "y": np.zeros(8 * NBLK, np.float32)}, 1)
                 assert r.ok or "race" not in r.first_fault, (s, n, stride, r.first_fault)
+
+
+# ------------------------------------------------------------------------------------------------ the memo
+def test_the_placement_memo_gives_the_same_program_and_recomputes_a_damaged_entry(tmp_path, monkeypatch):
+    """place_syncs_memo: a second placement of the same class reads its entry (place_syncs is not run again) and
+    gives the same program; an entry edited by hand (truncated, another key, a statement position that does not
+    exist, a sync dropped) is not trusted: the class is placed again and the entry rewritten."""
+    monkeypatch.setenv("OPGEN_CACHE_DIR", str(tmp_path))
+    k0 = ks.strip_syncs(rows_kernel())
+    want, ins = ks.place_syncs(k0)
+    got, got_ins = ks.place_syncs_memo(k0)
+    assert kir.to_text(got) == kir.to_text(want) and got_ins == ins
+    (entry,) = list((tmp_path / "syncs").glob("*.json"))
+    calls = []
+    real = ks.place_syncs
+    monkeypatch.setattr(ks, "place_syncs", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    assert kir.to_text(ks.place_syncs_memo(k0)[0]) == kir.to_text(want) and calls == []
+    text = entry.read_text()
+    entry_json = json.loads(text)
+    dropped = dict(entry_json, inserted=[[p, [] if v[0][:3] == ["SetFlag", "V", "S"] else v]   # the V -> S pair
+                                         for p, v in entry_json["inserted"]])
+    assert dropped != entry_json
+    for bad in (text[: len(text) // 2], text.replace('"key": "', '"key": "0'),
+                text.replace('"Compute"', '"NoSuchMethod"', 1), json.dumps(dropped)):
+        entry.write_text(bad)
+        assert kir.to_text(ks.place_syncs_memo(k0)[0]) == kir.to_text(want)
+        assert entry.read_text() == text
+    assert len(calls) == 4

@@ -100,14 +100,14 @@ def test_stream_only_where_rows_outgrow_ub(tmp_path, softmax):
     assert any(v.stream for v in unit.lowered.extra["variants"]) and unit.proven
     from opgen.codegen.kernel import render_kernel
 
-    files = render_kernel(spec, unit.lowered.extra["variants"], unit.lowered.extra["dims"], unit.tiling.doc, "sm.py")
+    files = render_kernel(spec, unit.lowered.extra["variants"], unit.tiling.doc, "sm.py")
     h = next(t for n, t in files.items() if n.endswith(".h") and "tiling" not in n)
     assert "void ColStream()" in h and "ColStream();" in h
     small, su = _build(tmp_path, SOFTMAX.replace("max=1048576", "max=262144"), "small.py")
     assert not any(v.stream for v in su.lowered.extra["variants"])
     tl = _tiling(small, su, 2, 262144, DType.f32, PLATFORMS["ascend910b3"])
     assert tl["strategy"] == 2 and "streamColsFit" not in tl and "COL_STREAM" not in su.tiling.doc
-    files = render_kernel(small, su.lowered.extra["variants"], su.lowered.extra["dims"], su.tiling.doc, "small.py")
+    files = render_kernel(small, su.lowered.extra["variants"], su.tiling.doc, "small.py")
     assert not any("ColStream" in t for t in files.values())
 
 

@@ -33,7 +33,6 @@ from opgen.kernel.rows import presence_condition
 def kernel_classes(spec) -> list:
     """The Kernel IR classes of `spec`'s kernel (one per kernel class of the rows family; [] for a family whose
     schedule is not Kernel IR). Raises as the kernel build (opgen.passes.pipeline.kernel_build)."""
-    from opgen.codegen.kernel import class_context, row_split_ir  # lazy: start-up time
     from opgen.passes.pipeline import kernel_build  # lazy: start-up time
 
     unit = kernel_build(spec)
@@ -46,8 +45,7 @@ def kernel_classes(spec) -> list:
         return [head_context(spec, ex["heads"], ex["counts"], ex["fields"], "")["sched"]]
     if "variants" not in ex:
         return []
-    return [row_split_ir(spec, v, v.dims or ex["dims"], class_context(spec, v, v.dims or ex["dims"]))
-            for v in ex["variants"]]
+    return [v.kclass for v in ex["variants"]]   # finished: synchronised by the dependency pass
 
 
 def require_kernel_ir(spec) -> list:

@@ -38,7 +38,7 @@ import re
 
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.errors import SpecError
-from opgen.codegen.kernel import instr_node
+from opgen.kernel.rowclass import instr_node
 from opgen.ir.dims import Bin, Constraint, Lit, Sym, Variadic, as_dim, subst
 from opgen.ir.locs import spec_doc
 from opgen.kernel import headsched as hs

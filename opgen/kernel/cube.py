@@ -42,7 +42,7 @@ from opgen.errors import OpgenError
 from opgen.ir.dims import Constraint, Fn, Lit, Sym
 from opgen.ir.dtypes import DTypeVar, dtype_name
 from opgen.kernel import kir as K
-from opgen.kernel.kir_sync import place_syncs
+from opgen.kernel.kir_sync import place_syncs_memo
 from opgen.kernel.family import Family, Lowered, register
 from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.rowlayout import Unsupported
@@ -743,7 +743,7 @@ class CubeFamily(Family):
         progs = {}
         for key, c in lowered.programs.items():
             if id(c) not in done:
-                done[id(c)] = place_syncs(c)[0]
+                done[id(c)] = place_syncs_memo(c)[0]
             progs[key] = done[id(c)]
         return Lowered(lowered.family, lowered.layout, progs)
 

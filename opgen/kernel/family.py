@@ -103,8 +103,9 @@ class Family:
 
     def synchronise(self, lowered: Lowered) -> Lowered:
         """`lowered` with its kernel classes synchronised (the dependency pass, opgen.kernel.kir_sync.place_syncs:
-        the flags and barriers the accesses need, none by rule). Default: unchanged, for a family whose lowering
-        is not Kernel IR classes at this stage (the rows family builds and synchronises its classes at emission)."""
+        the flags and barriers the accesses need, none by rule). It runs after `tile` (a family may build its
+        classes there, from the strategies the tiling decides). Default: unchanged, for a family whose lowering is
+        not Kernel IR classes (the attention family's kernel is printed by its emitter)."""
         return lowered
 
     def counts(self, lowered: Lowered):
@@ -123,6 +124,11 @@ class Family:
     def program_text(self, lowered: Lowered, key) -> str:
         """Canonical text of the Kernel IR of specialisation `key`."""
         raise NotImplementedError
+
+    def synchronised_text(self, lowered: Lowered, key) -> str:
+        """Canonical text of specialisation `key` right after `synchronise` (`--dump-after synchronise`): the
+        program_text unless the family's classes are built apart from its programs."""
+        return self.program_text(lowered, key)
 
     def layout_text(self, layout) -> str:
         """One line describing a layout (`--dump-after select_family`)."""

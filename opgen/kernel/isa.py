@@ -168,7 +168,9 @@ class InstrDef:
     (printed by `call` / `stmt`); meaning: the NumPy meaning (module docstring); lanes: elements per cycle by
     element bytes ({4: 64, 2: 128}; docs/reference/ascendc.md §1.9); ulps: the tolerance, in units in the last
     place of the destination type, of the meaning against the device / emulation (0 = exact); doc: one line with
-    the section the facts come from."""
+    the section the facts come from; scalar_head: the device writes dst's first 32-B block on the scalar unit
+    (SetValue) and hands S over to V itself before the vector part (CreateVecIndex): a vector access of that block
+    before it needs a V -> S wait (the emulation, the interpreter and the dependency pass follow this field)."""
 
     op: Op
     operands: tuple[Operand, ...]
@@ -178,6 +180,7 @@ class InstrDef:
     lanes: dict = field(default_factory=lambda: {4: 64, 2: 128})
     ulps: int = 0
     doc: str = ""
+    scalar_head: bool = False
 
     @property
     def api(self) -> str:
@@ -672,7 +675,8 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
          doc=f"dst[:count] = scalar ({_SEC})"),
     _def(Op.CREATE_VEC_INDEX, (_DST, _SC, Operand("count", "count", dtype="uint32_t")),
          "CreateVecIndex({dst}, {scalar}, {count})", _vec_index,
-         doc=f"dst[i] = scalar + i for i < count; half / int16 / float / int32 ({_SEC}, CreateVecIndex)"),
+         doc=f"dst[i] = scalar + i for i < count; half / int16 / float / int32 ({_SEC}, CreateVecIndex)",
+         scalar_head=True),
     _def(Op.CAST, (Operand("dst", "ub", "w", "D"), Operand("src", "ub", "r", "S"), Operand("mode", "mode"),
                    Operand("count", "count", dtype="uint32_t")),
          "Cast({dst}, {src}, {mode}, {count})", _cast,

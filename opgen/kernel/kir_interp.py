@@ -1278,8 +1278,8 @@ class _Core:
                     extra[o.name] = frame["modes"][v.name] if isinstance(v, Sym) else v
             if count is None or count <= 0:
                 return
-            if s.op is Op.CREATE_VEC_INDEX:   # the device writes the first 32-B block with SetValue on the scalar
-                dst = tens["dst"]             # unit, syncs S -> V itself, then fills the rest on PIPE_V (as emu)
+            if d.scalar_head:   # the device writes the first 32-B block with SetValue on the scalar unit, syncs
+                dst = tens["dst"]   # S -> V itself, then fills the rest on PIPE_V (as emu; CreateVecIndex)
                 first = min(count, BLOCK // NP_TYPES[self.dt(dst.dtype)].itemsize)
                 ins = self.issue(_S, s)
                 self.touch(ins, dst.off, first * NP_TYPES[self.dt(dst.dtype)].itemsize, True)

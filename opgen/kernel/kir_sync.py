@@ -58,7 +58,12 @@ program gained, by position).
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
+import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from opgen.errors import OpgenError
 from opgen.ir.dims import as_dim
@@ -248,6 +253,7 @@ class _Analysis:
         self.used_flags = used_flags
         self.conflicts: list = []
         self.new = 0
+        self.dup = 0                      # conflicts whose sync was already placed (put)
         self.locals = {b.name: b for b in k.locals}
         self.methods = {m.name: m for m in k.methods}
         self.member_dtypes = {t.name: t.dtype for t in k.tensors}
@@ -258,6 +264,8 @@ class _Analysis:
         self.accesses: dict = {}          # intern's table
         self.floads: dict = {}            # id of a statement of k -> its FLoads (_floads_of)
         self.first_only = False           # stop at the first conflict (_clean)
+        self.stack: tuple = ()            # the positions of the calls being analysed, outermost first
+        self.sites: dict = {}             # placing: Access -> the call positions it was last made under
 
     def intern(self, pos, pipe: Pipe, write: bool, region: Region) -> Access:
         """The one Access object of these fields (and the current core kind) in this analysis."""
@@ -336,10 +344,12 @@ class _Analysis:
                         if self.first_only:
                             raise _Found
                         break
-                    self.put(_outside_loops(c.earlier.pos, pos, self.k), c.sync)
+                    self.put(self.where(c.earlier, pos), c.sync)
                     for x in c.sync:
                         self.effect(d, x)
             for a in acc:
+                if self.place:
+                    self.sites[a] = self.stack
                 if a.pipe is Pipe.S and not a.write:
                     continue          # a scalar read is synchronous: nothing can overtake it
                 if any(a in t for t in d.tokens.values()):   # a later run of the same access: no earlier set or
@@ -347,6 +357,21 @@ class _Analysis:
                 seen = 0 if pipe is Pipe.V else _BIT[pipe]
                 old = d.records.get(a)
                 d.records[a] = seen if old is None else old & seen
+
+    def where(self, earlier: Access, pos: tuple) -> tuple:
+        """Where the sync ordering `earlier` before the access at `pos` (in the current call) goes: in the function
+        where the call paths that led to the two accesses part, before the later one's statement there (the access
+        itself, or the call leading to it: a method called from several places makes only this path pay), and
+        before the outermost loop there holding it but not the earlier one's (_outside_loops: issued once, not per
+        iteration)."""
+        e = self.sites.get(earlier, ()) + (earlier.pos,)
+        later = self.stack + (pos,)
+        n = 0
+        while n < min(len(e), len(later)) - 1 and e[n] == later[n]:
+            n += 1
+        if e[n][0] != later[n][0]:   # Init and Process: Init has run
+            return later[n]
+        return _outside_loops(e[n], later[n], self.k)
 
     def find(self, d: _D, a: Access):
         for rec, seen in d.records.items():
@@ -371,7 +396,13 @@ class _Analysis:
         return (kir.SetFlag(q, p, i, doc), kir.WaitFlag(q, p, i))
 
     def put(self, pos, sync: tuple):
+        """Place `sync` before position `pos`, unless the same sync ends the list there already: a loop's fixed-point
+        iteration meets a conflict again whose sync went before the loop in this run (its entry state predates the
+        sync), and the same sync twice in a row orders nothing more."""
         lst = self.inserted.setdefault(pos, [])
+        if len(lst) >= len(sync) and all(_same(x, y) for x, y in zip(lst[-len(sync):], sync)):
+            self.dup += 1
+            return
         for s in sync:
             lst.append(s)
         self.new += 1
@@ -594,10 +625,13 @@ class _Analysis:
             env = {p.name: self.cv(a) for p, a in zip(m.params, s.args) if p.kind == "int"}
             outer_gm, self.gm_scope = self.gm_scope, gms
             outer_env, self.env = self.env, {k: v for k, v in env.items() if v is not None}   # the callee's names
+            outer_stack, self.stack = self.stack, self.stack + (pos,)
+            outer_types = self.types   # a template method's type parameters: its call's arguments
+            self.types = {**self.types, **{p: self.types.get(a, a) for p, a in zip(m.tparams, s.targs)}}
             try:
                 return self.block(ds, m.body, (s.method,), inner)
             finally:
-                self.gm_scope, self.env = outer_gm, outer_env
+                self.gm_scope, self.env, self.stack, self.types = outer_gm, outer_env, outer_stack, outer_types
         return ds
 
     def copy_elems(self, s: kir.Copy, ds, scope):
@@ -634,6 +668,11 @@ class _Analysis:
                 writes.append((args[o.name], n))
         if self.cv(count) == 0 if count is not None else False:
             return
+        if d0.scalar_head:   # dst's first 32-B block written by the scalar unit, then the instruction's own S -> V
+            sz = self.size(self._dtypes(ds, args, scope, ("dst",))[0])
+            self.access(ds, pos, Pipe.S, [], [(args["dst"], BLOCK // sz if sz else None)], scope)
+            for d in ds.values():
+                d.grant(d.known(Pipe.S), Pipe.V)
         self.access(ds, pos, Pipe.V, reads, writes, scope)
         if s.op in (Op.CAST_TO, Op.CAST_FROM):   # the helper's own barrier when both sides are fp32
             both = all(self.types.get(t, t) == "float" for t in self._dtypes(ds, args, scope))
@@ -641,16 +680,23 @@ class _Analysis:
                 for d in ds.values():
                     d.barrier(Pipe.V)
 
-    def _dtypes(self, ds, args, scope):
+    def _dtypes(self, ds, args, scope, names=("dst", "src")):
         out = []
         for d in ds.values():
-            out += [self.bind_of(d, args["dst"], scope)[2], self.bind_of(d, args["src"], scope)[2]]
+            out += [self.bind_of(d, args[n], scope)[2] for n in names]
         return out
 
     def run(self):
         ds = {(): _D()}
         ds = self.block(ds, self.k.init, ("Init",), {})
         self.block(ds, self.k.process, ("Process",), {})
+
+
+def _same(a, b) -> bool:
+    """Whether sync statements a and b do the same: a barrier of one pipe, or a flag of one event and id."""
+    if isinstance(a, kir.Barrier) or isinstance(b, kir.Barrier):
+        return type(a) is type(b) and a.pipe is b.pipe
+    return type(a) is type(b) and (a.event, a.id) == (b.event, b.id)
 
 
 def _outside_loops(earlier: tuple, later: tuple, k: kir.KernelClass) -> tuple:
@@ -738,9 +784,15 @@ def _map_bodies(k: kir.KernelClass, fn) -> kir.KernelClass:
 
 
 def strip_syncs(k: kir.KernelClass) -> kir.KernelClass:
-    """k without any Barrier, SetFlag or WaitFlag (queue hand-offs and SyncAll stay): the input of the pass."""
+    """k without any Barrier, SetFlag or WaitFlag (queue hand-offs and SyncAll stay): the input of the pass. A
+    PipeBarrier<PIPE_ALL> right before a SyncAll stays too: it is the cross-core exchange's drain (this core's GM
+    writes complete before any other core passes the SyncAll), a dependency between cores this in-core analysis
+    does not see."""
     def fn(stmts, pos):
-        return [(i, s) for i, s in enumerate(x for x in stmts if not isinstance(x, _SYNC_TYPES))]
+        keep = [x for j, x in enumerate(stmts) if not isinstance(x, _SYNC_TYPES) or
+                (isinstance(x, kir.Barrier) and x.pipe is Pipe.ALL and j + 1 < len(stmts)
+                 and isinstance(stmts[j + 1], kir.SyncAll))]
+        return list(enumerate(keep))
     return _map_bodies(k, fn)
 
 
@@ -791,6 +843,8 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
         a = _Analysis(k, inserted, True, types, used)
         a.run()
         if a.new == 0:
+            if a.dup:   # every sync was there from the start of this run and a conflict remains
+                raise kir.IRError("the dependency pass placed a sync that does not order its conflict")
             break
     else:
         raise kir.IRError("the dependency pass did not converge")
@@ -811,6 +865,83 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
         inserted = _hoist(k, inserted, types, used)
     out = _with(k, inserted)
     kir.verify(out)
+    return out, inserted
+
+
+_SOURCES = ("kernel/kir_sync.py", "kernel/kir.py", "kernel/isa.py", "ir/dims.py")
+"""The modules the placement's result depends on (the analysis, the nodes and their text, the instruction table,
+the integer expressions): the memo's key covers their bytes."""
+
+
+@functools.lru_cache(maxsize=None)
+def _code_digest() -> str:
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for rel in _SOURCES:
+        h.update(rel.encode())
+        h.update((root / rel).read_bytes())
+    return h.hexdigest()
+
+
+def _nsyncs(k: kir.KernelClass) -> int:
+    return sum(isinstance(s, _SYNC_TYPES) for body in [k.init, k.process] + [m.body for m in k.methods]
+               for s in kir.walk(body))
+
+
+def memo_dir() -> Path:
+    """Where `place_syncs_memo` keeps its entries: $OPGEN_CACHE_DIR/syncs (default ~/.cache/opgen/syncs)."""
+    env = os.environ.get("OPGEN_CACHE_DIR")
+    return (Path(env) if env else Path.home() / ".cache" / "opgen") / "syncs"
+
+
+def _sync_json(x) -> list:
+    if isinstance(x, kir.Barrier):
+        return ["Barrier", x.pipe.name, x.doc]
+    return [type(x).__name__, x.src.name, x.dst.name, x.id, x.doc]
+
+
+def _sync_of(v: list):
+    if v[0] == "Barrier":
+        return kir.Barrier(Pipe[v[1]], v[2])
+    cls = {"SetFlag": kir.SetFlag, "WaitFlag": kir.WaitFlag}[v[0]]
+    return cls(Pipe[v[1]], Pipe[v[2]], int(v[3]), v[4])
+
+
+def _pos_of(v) -> tuple:
+    return tuple(x if isinstance(x, str) else int(x) for x in v)
+
+
+def place_syncs_memo(k: kir.KernelClass, types: dict | None = None, prune: bool | str = True,
+                     hoist: bool = True) -> tuple:
+    """`place_syncs` memoised on disk (memo_dir(), one JSON file per key): the key is the sha256 of the class's
+    canonical text (kir.to_text), the types, the options and the bytes of the modules the result depends on
+    (_SOURCES), so one kernel class is placed once however many processes build it (the test suite's workers, a
+    regeneration). An entry is used only when it parses, names its key, every sync lands on a statement, the
+    program verifies and the analysis finds no conflict in it (one analysis, not the placement's dozens); anything
+    else is recomputed and rewritten. Raises as place_syncs."""
+    key = hashlib.sha256(json.dumps([_code_digest(), kir.to_text(k), sorted((types or {}).items()), str(prune),
+                                     hoist]).encode()).hexdigest()
+    path = memo_dir() / f"{key}.json"
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        if entry.get("key") == key:
+            inserted = {_pos_of(p): [_sync_of(x) for x in v] for p, v in entry["inserted"]}
+            out = _with(k, inserted)
+            kir.verify(out)
+            if _nsyncs(out) == _nsyncs(k) + sum(len(v) for v in inserted.values()) and \
+                    _clean(k, inserted, dict(types or {}), _used_flags(k)):   # every position exists, no conflict
+                return out, inserted
+    except (OSError, ValueError, KeyError, IndexError, TypeError, kir.IRError):
+        pass
+    out, inserted = place_syncs(k, types, prune, hoist)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "inserted": [[list(p), [_sync_json(x) for x in v]]
+                                                           for p, v in inserted.items()]}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass   # a read-only cache is no error: the result stands
     return out, inserted
 
 

@@ -222,7 +222,7 @@ class Instr:
 
 MAX_DIM_VALUES = 8
 """Distinct dim expressions a rows kernel may read as numbers besides its layout's extents (RowProgram.dim_values;
-members dimValue0_ .., opgen.codegen.kernel.DIM_VALUE_MEMBERS)."""
+members dimValue0_ .., opgen.kernel.rowclass.DIM_VALUE_MEMBERS)."""
 
 
 @dataclass
@@ -244,7 +244,7 @@ class RowProgram:
     row; levels: number
     of row-sum levels (cross-core exchanges per row group when H is split over cores); dim_values: the dim
     expressions that are not an extent of the layout but are read as numbers (KL's batchmean `s / N`): k-th is the
-    int64 member `dimValue<k>_` of the kernel, set in Init from its tiling field (opgen.codegen.kernel.DimFields)."""
+    int64 member `dimValue<k>_` of the kernel, set in Init from its tiling field (opgen.kernel.rowclass.DimFields)."""
 
     name: str
     layout: object   # opgen.kernel.rowlayout.RowLayout (head-row programs: their HeadLayout)

@@ -24,7 +24,7 @@ from opgen.ir.core import Graph
 from opgen.ir.dims import Lit, as_dim
 from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import stamp
-from opgen.kernel import rowalg, rowprog
+from opgen.kernel import kir, rowalg, rowprog
 from opgen.kernel.headlower import full_keys, lower_spec
 from opgen.kernel.rowmerge import (SEGMENT_OP, math_as_steps, merge_blocker, merge_trailing, min_as_max, prepare,
                                    regroup_blocker)
@@ -42,7 +42,7 @@ _CONSTRUCT = {"lt": "a comparison `<`", "le": "a comparison `<=`", "gt": "a comp
 """The spec construct each op the rows family refuses comes from, named in its refusal."""
 READS = ("f32", "f16", "bf16", "i32", "i16", "i64", "bool", "u8", "i8")
 """Dtypes the rows kernel reads (Cast to fp32 in UB: exact, int32 / int64 rounded to nearest even; the byte dtypes
-through half; opgen.codegen.kernel.CTYPE)."""
+through half; opgen.kernel.rowclass.CTYPE)."""
 WRITES = ("f32", "f16", "bf16", "i32", "i16", "i64", "i8", "u8")
 """Dtypes the rows kernel writes (Cast from fp32 with the output's round mode; int8 / uint8 through half with CAST_ODD
 first, as the interpreter's device mode: docs/reference/ascendc.md §1.12)."""
@@ -1150,6 +1150,9 @@ def lower(g: Graph, layout: RowLayout, passes=None) -> RowProgram:
 
 # ------------------------------------------------------------------------------------------------ the family
 from opgen.kernel.family import Family, register  # noqa: E402
+from opgen.kernel.kir_sync import place_syncs_memo, strip_syncs  # noqa: E402
+from opgen.kernel.rowclass import DimFields, Variant, class_ir  # noqa: E402
+from opgen.kernel.rowcounts import counts_of  # noqa: E402
 
 
 @register
@@ -1234,8 +1237,6 @@ class RowsFamily(Family):
             from opgen.tiling.headkernel import spec_counts
 
             return spec_counts(lowered.extra["heads"])
-        from opgen.tiling.rowkernel import counts_of
-
         return counts_of(lowered.programs.values())
 
     def tile(self, spec, lowered, counts):
@@ -1256,7 +1257,26 @@ class RowsFamily(Family):
         from opgen.codegen.kernel import render_kernel
         from opgen.names import spec_path
 
-        return render_kernel(spec, lowered.extra["variants"], lowered.extra["dims"], tiling.doc, spec_path(spec))
+        return render_kernel(spec, lowered.extra["variants"], tiling.doc, spec_path(spec))
+
+    def synchronise(self, lowered):
+        """Each kernel class of a rows lowering with the syncs the dependency pass places (opgen.kernel.kir_sync:
+        the lowering's own flags and barriers stripped, then what the accesses need placed, redundant ones
+        pruned; SetFlags stay beside their WaitFlags). The classes exist once the tiling has decided their
+        strategies (rows_tiling); the head-rows lowering places its barriers by its own dependency rule
+        (opgen.kernel.headsched)."""
+        for v in lowered.extra.get("variants", ()):
+            if v.kclass is not None:
+                v.kclass = place_syncs_memo(strip_syncs(v.kclass), hoist=False)[0]
+        return lowered
+
+    def synchronised_text(self, lowered, key) -> str:
+        """The synchronised Kernel IR class serving `key` (rows; kir.to_text), else the program text."""
+        prog = lowered.programs.get(key)
+        for v in lowered.extra.get("variants", ()):
+            if v.kclass is not None and (v.prog is prog or any(p is prog for p in v.also)):
+                return kir.to_text(v.kclass)
+        return self.program_text(lowered, key)
 
     def program_text(self, lowered, key) -> str:
         """The lowered program of `key` as canonical text, each instruction with its spec location."""
@@ -1375,8 +1395,6 @@ def variants_of(spec, lowered) -> list:
     """The kernel classes of a rows lowering: equal programs share a class; each serves the (attrKey, presence
     condition) pairs of its specialisations. Raises Unsupported when two shape forms of one specialisation lower
     to different programs (the kernel cannot tell them apart at run time)."""
-    from opgen.codegen.kernel import Variant
-
     names = [a.name for a in spec.static_attrs]
     opts = [i for i in spec.inputs if i.optional]
     by_text: dict[str, Variant] = {}
@@ -1412,7 +1430,6 @@ def variants_of(spec, lowered) -> list:
 def rows_tiling(spec, lowered, counts):
     """The Tiling of a rows kernel: opgen.tiling.rowkernel's program for `counts`, its inputs read from the layout's
     extents, the dtype variables, the float attributes the programs use and the dim fields of the views."""
-    from opgen.codegen.kernel import DimFields, class_context
     from opgen.kernel.family import Tiling
     from opgen.tiling.rowkernel import program, streamable, with_streaming
 
@@ -1425,8 +1442,8 @@ def rows_tiling(spec, lowered, counts):
         for v in variants:
             key = next(k for k, p in lowered.programs.items() if p is v.prog)
             v.dims = per.setdefault(id(layouts[key]), DimFields(layouts[key], dims))
-    for v in variants:       # register every dim the addressing prints, in emission order
-        class_context(spec, v, v.dims or dims)
+    for v in variants:       # its Kernel IR class; registers every dim the addressing reads, in emission order
+        v.ctx = class_ir(spec, v, v.dims or dims)
     attrs = sorted({a for v in variants for i in rowprog.all_instrs(v.prog) for a in rowprog.attr_names(i.arg)})
     decl = {a.name: a for a in spec.attrs}
     for a in attrs:
@@ -1475,7 +1492,10 @@ def rows_tiling(spec, lowered, counts):
             doc = doc.removesuffix("; ROW_SPLIT / COL_SPLIT.") + "; ROW_SPLIT / COL_SPLIT / COL_STREAM."
             for v in variants:
                 v.stream = True
+                v.ctx = class_ir(spec, v, v.dims or dims)   # with its ColStream method
     else:
         proven = None
+    for v in variants:
+        v.kclass = v.ctx["row_split_ir"]
     lowered.extra.update(variants=variants, dims=dims)
     return Tiling(prog, inputs, plans, doc, proven=proven)

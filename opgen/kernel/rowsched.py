@@ -26,7 +26,8 @@ from opgen.kernel.isa import REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
 from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local, Param, Ref, ScalarVar,
-                              Scope, SetFlag, SetValue, SizeOf, TensorVar, TPos, View, WaitFlag, vec, walk)
+                              Scope, SetFlag, SetValue, SizeOf, TensorVar, TPos, Vec, View, WaitFlag, GetValue, FLet, vec,
+                              walk)
 
 INIT_MEMBERS = (("hidden_", "hiddenDim"), ("seqLen_", "seqLen"), ("rowNum_", "rowNum"), ("colAlign_", "colAlign"))
 """(member, tiling-data field) pairs every rows kernel class sets in Init; a float attribute's member attr_<a> is set
@@ -395,8 +396,28 @@ def _segments(segs) -> tuple:
     chunk by chunk) segment as it is, a "row" one in the per-row loop over i < k."""
     out: list = []
     for kind, nodes in segs:
-        out += [For("i", Lit(0), _K, Lit(1), tuple(nodes))] if kind == "row" else list(nodes)
+        out += [For("i", Lit(0), _K, Lit(1), tuple(nodes), disjoint=_rows_apart(nodes))] if kind == "row" \
+            else list(nodes)
     return tuple(out)
+
+
+def _rows_apart(nodes) -> bool:
+    """Whether the iterations of a per-row loop over `nodes` (row `i` of the pass) touch disjoint 32-B blocks where
+    one writes (kir.For.disjoint): every vector operand is row i of a row buffer (its offset a multiple of
+    rowStride_ in i; rows start on 32-byte blocks), scalar reads and writes are at i (the scalar unit runs in order),
+    and nothing else (a call: a row reduction's shared scratch) is in the loop."""
+    for x in walk(tuple(nodes)):
+        if isinstance(x, Vec):
+            for _name, r in x.args:
+                if isinstance(r, Ref) and (r.offset is None or not {"i", "rowStride_"} <= as_dim(r.offset).symbols()):
+                    return False
+        elif isinstance(x, (GetValue, SetValue)):
+            r = x.src if isinstance(x, GetValue) else x.dst
+            if r.offset is None or "i" not in as_dim(r.offset).symbols():
+                return False
+        elif not isinstance(x, (Let, FLet, Assign, FAssign, Comment, Barrier)):
+            return False
+    return True
 
 
 def _rows_reduce(name: str, comb: Op, whole: Op) -> Func:
@@ -571,8 +592,10 @@ def _exchange(s: RowSchedule, slots) -> list:
         out.append(Copy(GmView(ws, mul(add(mul(core, Lit(s.nlevel)), Lit(slot)), gs)),
                         Ref("sums_", mul(Lit(slot), gs)), Lit(1), mul(_K, f4)))
     out += [Barrier(Pipe.ALL), SyncAll()]
+    both = len(_combines(s)) > 1
     for slot, j, comb in slots:
-        out.append(Call("TotalOwnedRows", (Lit(slot), add(Sym("totBase"), mul(Lit(j), gs)), _K, comb == "Max")))
+        out.append(Call("TotalOwnedRows", (Lit(slot), add(Sym("totBase"), mul(Lit(j), gs)), _K)
+                        + ((comb == "Max",) if both else ())))
     out += [Barrier(Pipe.ALL), SyncAll()]
     for _slot, j, _c in slots:
         out.append(Copy(Ref("tots_", mul(Lit(j), gs)), GmView(ws, add(Sym("totBase"), mul(Lit(j), gs))), Lit(1),
@@ -791,11 +814,21 @@ def _combine_totals() -> Func:
            "core order (the maximum when isMax, else the sum) into w_[0] lane 0.")
 
 
-def _total_owned_rows(nlevel: int) -> Func:
-    """COL_SPLIT's exchange: each core totals the partial row reductions of the group rows it owns."""
+def _combines(s: RowSchedule) -> set:
+    """How the class's row-reduction levels combine the cores' partials: a subset of {"Add", "Max"}."""
+    return {comb for _lv, _b, sl in s.levels + s.stream_levels for _slot, _j, comb in sl}
+
+
+def _total_owned_rows(nlevel: int, combines: set) -> Func:
+    """COL_SPLIT's exchange: each core totals the partial row reductions of the group rows it owns, by the
+    combinations the class uses (`combines`: an isMax parameter picks one only when it has both)."""
     w0, w1, m, k, o0, o = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("m"), Sym("k"), Sym("o0"), Sym("o")
     per, gr = Sym("rowsPerOwner"), Sym("groupStride_")   # workspace slots start on 32-byte blocks
-    return Func("TotalOwnedRows", (Param("slot"), Param("dst"), Param("k"), Param("isMax", "bool")), (
+    ops = {"Max": vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=m), "Add": vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=m)}
+    both = len(combines) > 1
+    combine = (If((Sym("isMax"),), (ops["Max"], Barrier(Pipe.V)), (ops["Add"], Barrier(Pipe.V))) if both else
+               ops["Max" if "Max" in combines else "Add"])
+    return Func("TotalOwnedRows", (Param("slot"), Param("dst"), Param("k")) + ((Param("isMax", "bool"),) if both else ()), (
         Let("cores", BLOCK_NUM),
         Let("o0", mul(BLOCK_IDX, per)),
         Let("on", Select(Constraint("<", o0, k), Fn("min", (sub(k, o0), per)), Lit(0))),
@@ -804,8 +837,7 @@ def _total_owned_rows(nlevel: int) -> Func:
             For("c", Lit(1), Sym("cores"), Lit(1), (
                 Call("LoadRow", (w1, GmView("ws_", add(mul(add(mul(Sym("c"), Lit(nlevel)), Sym("slot")), gr), o0, o)),
                                  m), targs=("float",)),
-                If((Sym("isMax"),), (vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=m), Barrier(Pipe.V)),
-                   (vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=m), Barrier(Pipe.V))),
+                combine,
             )),
             Call("StoreRow", (GmView("ws_", add(Sym("dst"), o0, o)), w0, "CAST_NONE", m), targs=("float",)),
         ), tail="m"),
@@ -916,7 +948,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     ext += list(s.strided)
     methods = [_row_split(s), _col_split(s)] + ([_col_stream(s)] if s.stream_levels else [])
     build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials,
-             "MinPartials": lambda: _max_partials("MinPartials", Op.MIN, "Minimum"), "CombineTotals": _combine_totals, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel),
+             "MinPartials": lambda: _max_partials("MinPartials", Op.MIN, "Minimum"), "CombineTotals": _combine_totals, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel, _combines(s)),
              "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
              "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX), "RowStartOf": _row_start_of,
              "CoreOfRow": _core_of_row,

@@ -9,10 +9,11 @@ on a `Unit` (the spec, its fused specialisations and what the stages produced):
                   the family and its layout; the family names the specialisations it is built from, which then
                   go through the tensor passes too
   lower           every specialisation to the family's Kernel IR (verified)
-  synchronise     the dependency pass (opgen.kernel.kir_sync) places the flags and barriers of the family's Kernel
-                  IR classes (the cube family's; the rows family still synchronises at emission)
   count           what the programs hold on chip, the maximum over the specialisations
-  tile            the tiling program, derived from the counts and the layout, and how its inputs are read
+  tile            the tiling program, derived from the counts and the layout, and how its inputs are read (the
+                  rows family's kernel classes take their strategies, and so their methods, from it)
+  synchronise     the dependency pass (opgen.kernel.kir_sync) places the flags and barriers of the family's Kernel
+                  IR classes (the cube and rows families'; head rows place theirs by opgen.kernel.headsched)
   plan_buffers    the buffer plans, proven to fit UB (and L1/L0) for every shape the spec allows
 
 Instruments observe every pass (`Instrument`: before/after hooks): `VerifyInstrument` runs the level's verifier
@@ -290,10 +291,10 @@ def plan_buffers(unit: Unit) -> Unit:
     return unit
 
 
-for _p in (select_family, lower, synchronise, count, tile, plan_buffers):
+for _p in (select_family, lower, count, tile, synchronise, plan_buffers):
     _p.level = "kernel"
 
-KERNEL_PASSES: list[Pass] = [select_family, lower, synchronise, count, tile, plan_buffers]
+KERNEL_PASSES: list[Pass] = [select_family, lower, count, tile, synchronise, plan_buffers]
 """The per-operator passes over a Unit."""
 
 PIPELINE: list[Pass] = TENSOR_PASSES + KERNEL_PASSES
@@ -322,8 +323,12 @@ def print_unit(name: str, unit: Unit) -> str:
     fam = unit.family
     if name == "select_family":
         return f"family {fam.name}: {fam.layout_text(unit.layout)}\n"
-    if name in ("lower", "synchronise"):
+    if name == "lower":
         return fam.program_text(unit.lowered, unit.key0)
+    if name == "synchronise":   # the class serving key0 (a family may build its kernel from other keys: the one
+        progs = unit.lowered.programs   # of key0's static attributes then)
+        key = unit.key0 if unit.key0 in progs else next((k for k in progs if k.static == unit.key0.static), next(iter(progs)))
+        return fam.synchronised_text(unit.lowered, key)
     if name == "count":
         return fam.counts_text(unit.counts)
     if name == "tile":

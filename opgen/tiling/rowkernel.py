@@ -32,16 +32,14 @@ Units: elements unless a name ends in Bytes. Facts: docs/reference/ascendc.md §
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-
 from opgen.errors import SpecError
-from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, MASK_LANES, SELECT_KINDS, batchable
+from opgen.kernel.rowcounts import COL_SPLIT, COL_STREAM, ROW_SPLIT, RowCounts, fixed_needs  # noqa: F401 - re-exported
+from opgen.kernel.rowprog import MASK_LANES
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
 from opgen.tiling.ub_proof import prove_ub
 
-ROW_SPLIT, COL_SPLIT, COL_STREAM = 1, 2, 3
 STREAM_PROBE_COLS = 4096
 """Columns at which a streaming chunk's UB bytes per column are measured (a multiple of 256: the reduction scratch
 of `row_reduce_elems` is exact there, one pair per 64 columns)."""
@@ -55,97 +53,6 @@ SELECT_SCRATCH_BYTES = 8192
 a scratch block at 184 KB of the 192 KB UB (docs/reference/ascendc.md §1.9, Select's constraints: reserve 8 KB)."""
 PASS_SLACK_BYTES = 1024
 """UB bytes kept free when the column chunk of a COL_SPLIT pass is sized (rounding of the sum buffers)."""
-
-
-@dataclass(frozen=True)
-class RowCounts:
-    """What a rows kernel holds in UB (maxima over its specialisations).
-
-    row_in/row_out: ((IR dtype name, count), ...) of the row operands read/written, by dtype; stat_in: per-row
-    inputs in 4-byte words (an fp32 or int32 input is one, an int64 index two); stat_out: per-row outputs (staged in fp32); temps: fp32 row temporaries; brow/col: fp32 batch
-    rows / column rows (values and accumulators); brow_acc/col_acc: accumulators among them (cross-core partial
-    rows in ROW_SPLIT); rsums: row reductions; rsums_per_level: the most of one level (exchanged together in
-    COL_SPLIT); levels: row-reduction levels (0: COL_SPLIT chunks the slice, nothing stays resident); loads: batch
-    and column rows loaded from GM (staged through paramQue); masks: compares and selects (their counts cover whole
-    256-B repeats, so row strides and column slices are multiples of 64 elements: opgen.kernel.rowprog.MASK_LANES);
-    selects: Selects (their tensor-scalar / tensor-tensor modes use UB above SELECT_SCRATCH_BYTES as scratch); batch: 1
-    when a program runs ROW_SPLIT over the pass's rows at once (opgen.kernel.rowprog.batchable: its row temporaries
-    hold rowsPerPass rows each)."""
-
-    row_in: tuple
-    row_out: tuple
-    stat_in: int
-    stat_out: int
-    temps: int
-    brow: int
-    col: int
-    brow_acc: int
-    col_acc: int
-    rsums: int
-    rsums_per_level: int
-    levels: int
-    loads: int = 0
-    masks: int = 0
-    selects: int = 0
-    total_acc: int = 0
-    acc_reads: int = 0
-    brow_reads: int = 0
-    batch: int = 0
-    btotals: int = 0
-
-    def as_dict(self) -> dict:
-        """{field: value} (row_in/row_out as {dtype: count})."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {**out, "row_in": dict(self.row_in), "row_out": dict(self.row_out)}
-
-
-def program_counts(p) -> dict:
-    """What one lowered row program (opgen.kernel.rowprog.RowProgram) needs, keyed like RowCounts."""
-    per_level: dict[int, int] = {}
-    for i in p.rsums():
-        per_level[i.level] = per_level.get(i.level, 0) + 1
-    rin: dict[str, int] = {}
-    rout: dict[str, int] = {}
-    for t in p.gm:
-        if t.space == "row":
-            d = rin if t.role == "in" else rout
-            d[t.dtype] = d.get(t.dtype, 0) + 1
-    return {
-        "row_in": rin, "row_out": rout,
-        "stat_in": sum(2 if t.dtype == "i64" else 1 for t in p.gm if t.role == "in" and t.space == "stat"),
-        "stat_out": sum(1 for t in p.gm if t.role == "out" and t.space == "stat"),
-        "temps": p.row_temps, "brow": len(p.brow), "col": len(p.col),
-        "col_acc": sum(1 for v in p.accs.values() if v[0] == "col")
-        + sum(1 for a in p.acc_reads if a not in p.accs and a not in p.brow),
-        "brow_acc": sum(1 for v in p.accs.values() if v[0] == "brow")
-        + sum(1 for a in p.acc_reads if a not in p.accs and a in p.brow),
-        "rsums": len(p.rsums()), "rsums_per_level": max(per_level.values(), default=0), "levels": p.levels,
-        "loads": sum(1 for i in p.instrs if i.kind == "load"),
-        "masks": sum(1 for i in p.instrs if i.kind in MASK_KINDS or i.kind in SELECT_KINDS)
-        + sum(1 for t in p.gm if t.space == "row" and t.dtype in BYTE_DTYPES),   # byte rows: 32-B aligned UB rows
-        "selects": sum(1 for i in p.instrs if i.kind in SELECT_KINDS),
-        "total_acc": sum(1 for v in p.accs.values() if v[0] == "total"),
-        "acc_reads": len(p.acc_reads),
-        "brow_reads": sum(1 for a in p.acc_reads if a in p.brow),
-        "batch": int(batchable(p)),
-        "btotals": sum(1 for _n, _s, k in p.btotals if k != "expr"),
-    }
-
-
-def counts_of(progs) -> RowCounts:
-    """The maximum of every count over the lowered row programs `progs` (per dtype for rows in/out)."""
-    top: dict = {}
-    for p in progs:
-        for k, v in program_counts(p).items():
-            if isinstance(v, dict):
-                cur = top.setdefault(k, {})
-                for d, n in v.items():
-                    cur[d] = max(cur.get(d, 0), n)
-            else:
-                top[k] = max(top.get(k, 0), v)
-    for k in ("row_in", "row_out"):
-        top[k] = tuple(sorted(top.get(k, {}).items()))
-    return RowCounts(**{k: top.get(k, 0) for k in RowCounts.__dataclass_fields__})
 
 
 def reduce_tmp_elems(cols):
@@ -213,33 +120,6 @@ def stat_plan(c, out_doc: str = "per-row outputs (T, fp32 max)") -> list[Buffer]
     return plan
 
 
-def fixed_needs(c, strategy: int) -> dict[str, int]:
-    """{buffer: fp32 rows of the pass's columns} of the fixed UB buffers a rows kernel allocates under `strategy`
-    (ROW_SPLIT or COL_SPLIT) for counts `c` (a RowCounts, or the dict of `program_counts` for one kernel class);
-    0 = not allocated. A buffer is allocated only when that strategy's code reads it (docs/reference/ascendc.md
-    §1.5: every TBuf/TQue is carved out of UB by InitBuffer whether read or not):
-
-    workBuf   the fp32 row temporaries, at least two (the cross-core sums read w_[0] and w_[1]);
-    browBuf   the batch rows and per-batch sums, when the program has any;
-    colBuf    the column rows and column sums, when the program has any;
-    paramQue  staging of LoadRow: batch/column loads, and the partial rows read back from workspace (ROW_SPLIT
-              with sums over rows, COL_SPLIT with row reductions);
-    accOutQue staging of StoreRow: sums over rows written out (or to workspace), and COL_SPLIT's row-reduction
-              totals written to workspace;
-    reduceBuf ReduceSum / ReduceMax result and scratch, when the program reduces rows.
-
-    Raises ValueError for another strategy."""
-    if strategy not in (ROW_SPLIT, COL_SPLIT):
-        raise ValueError(f"rows kernel strategy {strategy}: 1 (ROW_SPLIT) or 2 (COL_SPLIT)")
-    get = c.get if isinstance(c, dict) else lambda k: getattr(c, k)
-    tot = c.get("total_acc", 0) if isinstance(c, dict) else getattr(c, "total_acc", 0)
-    accs = get("brow_acc") + get("col_acc") + tot
-    exchange = accs if strategy == ROW_SPLIT else get("levels") + tot
-    return {"workBuf": max(get("temps"), 2), "browBuf": get("brow"), "colBuf": get("col"),
-            "paramQue": int(bool(get("loads") or exchange)), "accOutQue": int(bool(accs or exchange)),
-            "reduceBuf": int(bool(get("rsums") or tot or get("btotals")))}
-
-
 def _fixed_plan(c: RowCounts, cols, strategy: int) -> list[Buffer]:
     """The fixed buffers of `fixed_needs(c, strategy)` for `cols` columns per pass (bytes: their fp32 rows)."""
     need = fixed_needs(c, strategy)
@@ -289,7 +169,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     Inputs: rows, seq, batch, hidden (from the layout), `<var>Bytes` per dtype variable in `dvars`, dtypeKey,
     attrKey, coreNum, ubBytes, one `<attr>Attr` per float attribute (its IEEE-754 bits, copied to the tiling field
     `<attr>Bits` the kernel decodes) and one `<name>Dim` input per `extra` (name, doc), copied to the field `name`
-    (view strides, pitches and offsets, leading extents: opgen.codegen.kernel)."""
+    (view strides, pitches and offsets, leading extents: opgen.kernel.rowclass)."""
     p = TilingProgram(name)
     R = p.input("rows", "rows of the anchor domain (product of its leading axes)")
     S = p.input("seq", "rows per batch (product of the leading axes after the batch axes)")
@@ -357,7 +237,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                     "ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums"
                     + ("; then the complete column (and per-batch) reductions the second pass reads" if c.acc_reads
                        else ""))
-    if c.total_acc:   # the partial totals of every core after the level region (opgen.codegen.kernel._col_total_lines)
+    if c.total_acc:   # the partial totals of every core after the level region (opgen.kernel.rowclass._col_total_nodes)
         ws_cols = p.let("wsColBytes", (block_dim * max(c.rsums_per_level, 1) + max(c.rsums, 1))
                         * align_up(group_rows, 8) * 4 + block_dim * (c.total_acc * 32),
                         "COL_SPLIT: partial row reductions of every core and their totals, then each core's partial "

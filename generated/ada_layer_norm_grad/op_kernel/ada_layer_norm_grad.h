@@ -125,6 +125,8 @@ private:
         for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
             const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
             CopyIn(r0, k);
+            SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+            WaitFlag<HardEvent::MTE2_S>(0);
             Compute(r0, k);
             CopyOut(r0, k);
         }
@@ -144,8 +146,11 @@ private:
                 r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
             if (rn > 0) {
                 SumPartials(0, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 SumPartials(1, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
                 // each batch split across cores (a core's first row inside it), combined once
                 int64_t lastBatch = -1;
@@ -155,10 +160,14 @@ private:
                         const int64_t b = start / seqLen_;
                         lastBatch = b;
                         const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                                    rn);  // spec: ada_layer_norm_grad.py:71
+                                    rn);        // spec: ada_layer_norm_grad.py:71
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                                     rn);  // spec: ada_layer_norm_grad.py:72
                     }
@@ -205,8 +214,6 @@ private:
         rowIn_x = rowInQue_x.template DeQue<T>();
         statIn_rstd = statInQue_rstd.template DeQue<float>();
         statIn_mean = statInQue_mean.template DeQue<float>();
-        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
-        WaitFlag<HardEvent::MTE2_S>(0);
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
         for (int64_t i = 0; i < k; ++i) {
             const int64_t b = (r0 + i) / seqLen_;
@@ -215,6 +222,7 @@ private:
                     FlushRow();
                 }
                 curBatch_ = b;
+                PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                 ZeroBatchSums();
             }
             if (b != valBatch_) {
@@ -224,47 +232,45 @@ private:
             const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
             const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
             Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                  static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
             Muls(w_[0], w_[0], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(n_));                            // spec: ada_layer_norm_grad.py:66
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);             // spec: ada_layer_norm_grad.py:60
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
             Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
             Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:68
-            PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has read it before V overwrites it
+            Mul(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:77
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(colv_[3], colv_[3], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
             const float s0 = RowSum(w_[3], n_);                        // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[2], n_);                     // spec: ada_layer_norm_grad.py:69
-            Mul(w_[2], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
-            PipeBarrier<PIPE_V>();
-            Add(w_[2], w_[2], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:71
-            const float s2 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[3], w_[0], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:69
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            const float s1 = RowSum(w_[2], n_);                        // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[0], colv_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:70
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            Add(w_[2], w_[2], colv_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:71
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:71
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+            const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
             Adds(w_[3], w_[3], static_cast<float>(-(s2)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             const float s3 = s1 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
             Muls(w_[0], w_[0], static_cast<float>(s3), static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Sub(w_[3], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Muls(w_[3], w_[3], static_cast<float>(s_rstd),
                  static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
             CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
-            PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
@@ -309,12 +315,11 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
+            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -372,14 +377,12 @@ private:
         const int64_t totBase = cores * 2 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
-            WaitFlag<HardEvent::V_MTE2>(0);
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);  // resBuf_dy: V has read it before MTE2 overwrites it
                 WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
@@ -403,11 +406,9 @@ private:
                     statInQue_mean.EnQue(t);
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
-                SetFlag<HardEvent::MTE2_V>(0);
-                WaitFlag<HardEvent::MTE2_V>(0);
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -417,26 +418,26 @@ private:
                     const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
                     CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
                     Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
                     const float part_s0 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
                     sums_.SetValue(0 * groupStride_ + i, part_s0);
                     Mul(w_[2], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
-                    const float part_s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                    const float part_s1 = RowSum(w_[2], n_);             // spec: ada_layer_norm_grad.py:69
                     sums_.SetValue(1 * groupStride_ + i, part_s1);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
@@ -444,8 +445,8 @@ private:
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
-                TotalOwnedRows(1, totBase + 1 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k);
+                TotalOwnedRows(1, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
@@ -454,9 +455,9 @@ private:
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != curBatch_) {
@@ -464,6 +465,7 @@ private:
                             FlushCol();
                         }
                         curBatch_ = b;
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                         ZeroBatchSums();
                     }
                     if (b != valBatch_) {
@@ -473,48 +475,47 @@ private:
                     const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
                     CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
                     Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
                     Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
                     Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:68
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                     Mul(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Add(colv_[3], colv_[3], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
                     const float s1 = tots_.GetValue(1 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                     Mul(w_[2], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(w_[2], w_[2], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
                     Adds(w_[3], w_[3], static_cast<float>(-(s2)),
                          static_cast<int32_t>(n_));                     // spec: ada_layer_norm_grad.py:69
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Muls(w_[0], w_[0], static_cast<float>(s3),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                         static_cast<int32_t>(n_));                      // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Sub(w_[3], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Muls(w_[3], w_[3], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT,
                            n_);  // spec: ada_layer_norm_grad.py:27
-                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_pd_x.EnQue(rowOut_pd_x);
                 {
@@ -531,6 +532,7 @@ private:
             if (curBatch_ >= 0) {
                 FlushCol();
             }
+            PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
             StoreRow<U>(gm_pd_gamma[c0_], colv_[3], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[2], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
         }
@@ -538,24 +540,22 @@ private:
 
     // This core's rows [core * rowsPerOwner, ...) of the group: combine the partial row reductions `slot` of every
     // core in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.
-    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k, bool isMax)
+    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k)
     {
         const int64_t cores = GetBlockNum();
         const int64_t o0 = GetBlockIdx() * td_->rowsPerOwner;
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
+            SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+            WaitFlag<HardEvent::MTE3_MTE2>(0);
             LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * groupStride_ + o0 + o], m);
-                if (isMax) {
-                    Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                } else {
-                    Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                }
+                Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
             }
+            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
     }
@@ -577,15 +577,14 @@ private:
         LoadRow<U>(colv_[1], gm_beta[c0_], n_);               // spec: ada_layer_norm_grad.py:25
         Duplicate(colv_[3], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
         Duplicate(colv_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
-        PipeBarrier<PIPE_V>();
     }
 
     // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_grad.py:65
+        PipeBarrier<PIPE_V>();                                     // browBuf_: V has written it before V reads it
         Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:65
-        PipeBarrier<PIPE_V>();
     }
 
     // the batch accumulators at their identity
@@ -593,7 +592,6 @@ private:
     {
         Duplicate(brow_[3], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
         Duplicate(brow_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
-        PipeBarrier<PIPE_V>();
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
@@ -605,7 +603,6 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
-        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -615,7 +612,6 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
-        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -625,7 +621,7 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
         WaitFlag<HardEvent::V_S>(0);
         return red_.GetValue(0);
     }
@@ -757,6 +753,8 @@ private:
         for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
             const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
             CopyIn(r0, k);
+            SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+            WaitFlag<HardEvent::MTE2_S>(0);
             Compute(r0, k);
             CopyOut(r0, k);
         }
@@ -776,8 +774,11 @@ private:
                 r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
             if (rn > 0) {
                 SumPartials(0, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 SumPartials(1, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
                 // each batch split across cores (a core's first row inside it), combined once
                 int64_t lastBatch = -1;
@@ -787,10 +788,14 @@ private:
                         const int64_t b = start / seqLen_;
                         lastBatch = b;
                         const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                                    rn);  // spec: ada_layer_norm_grad.py:71
+                                    rn);        // spec: ada_layer_norm_grad.py:71
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                                     rn);  // spec: ada_layer_norm_grad.py:72
                     }
@@ -837,8 +842,6 @@ private:
         rowIn_x = rowInQue_x.template DeQue<T>();
         statIn_rstd = statInQue_rstd.template DeQue<float>();
         statIn_mean = statInQue_mean.template DeQue<float>();
-        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
-        WaitFlag<HardEvent::MTE2_S>(0);
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
         for (int64_t i = 0; i < k; ++i) {
             const int64_t b = (r0 + i) / seqLen_;
@@ -847,6 +850,7 @@ private:
                     FlushRow();
                 }
                 curBatch_ = b;
+                PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                 ZeroBatchSums();
             }
             if (b != valBatch_) {
@@ -856,45 +860,43 @@ private:
             const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
             const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
             Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                  static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
             Muls(w_[0], w_[0], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(n_));                            // spec: ada_layer_norm_grad.py:66
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);             // spec: ada_layer_norm_grad.py:60
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
             Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(colv_[1], colv_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
             Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:68
-            PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has read it before V overwrites it
+            Mul(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:77
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
             const float s0 = RowSum(w_[3], n_);                        // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
-            Mul(w_[2], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[2], n_);                     // spec: ada_layer_norm_grad.py:69
-            Mul(w_[2], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
-            PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:71
-            const float s2 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[3], w_[0], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:69
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            const float s1 = RowSum(w_[2], n_);                        // spec: ada_layer_norm_grad.py:69
+            Mul(w_[2], w_[0], colv_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:70
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:71
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+            const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
             Adds(w_[3], w_[3], static_cast<float>(-(s2)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             const float s3 = s1 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
             Muls(w_[0], w_[0], static_cast<float>(s3), static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Sub(w_[3], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Muls(w_[3], w_[3], static_cast<float>(s_rstd),
                  static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
             CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
-            PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
@@ -939,12 +941,11 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
+            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1002,14 +1003,13 @@ private:
         const int64_t totBase = cores * 2 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
-            WaitFlag<HardEvent::V_MTE2>(0);
+            PipeBarrier<PIPE_V>();  // colBuf_: V has read it before V overwrites it
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);  // resBuf_dy: V has read it before MTE2 overwrites it
                 WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
@@ -1033,11 +1033,9 @@ private:
                     statInQue_mean.EnQue(t);
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
-                SetFlag<HardEvent::MTE2_V>(0);
-                WaitFlag<HardEvent::MTE2_V>(0);
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -1047,26 +1045,26 @@ private:
                     const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
                     CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
                     Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
                     const float part_s0 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
                     sums_.SetValue(0 * groupStride_ + i, part_s0);
                     Mul(w_[2], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
-                    const float part_s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                    const float part_s1 = RowSum(w_[2], n_);             // spec: ada_layer_norm_grad.py:69
                     sums_.SetValue(1 * groupStride_ + i, part_s1);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
@@ -1074,8 +1072,8 @@ private:
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
-                TotalOwnedRows(1, totBase + 1 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k);
+                TotalOwnedRows(1, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
@@ -1084,9 +1082,9 @@ private:
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != curBatch_) {
@@ -1094,6 +1092,7 @@ private:
                             FlushCol();
                         }
                         curBatch_ = b;
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                         ZeroBatchSums();
                     }
                     if (b != valBatch_) {
@@ -1103,46 +1102,45 @@ private:
                     const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
                     CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
                     Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
                     Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(colv_[1], colv_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
                     Mul(w_[3], w_[2], colv_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:68
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                     Mul(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
                     const float s1 = tots_.GetValue(1 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                     Mul(w_[2], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
                     Adds(w_[3], w_[3], static_cast<float>(-(s2)),
                          static_cast<int32_t>(n_));                     // spec: ada_layer_norm_grad.py:69
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Muls(w_[0], w_[0], static_cast<float>(s3),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                         static_cast<int32_t>(n_));                      // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Sub(w_[3], w_[3], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Muls(w_[3], w_[3], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     CastTo(rowOut_pd_x[i * rowStride_], w_[3], RoundMode::CAST_RINT,
                            n_);  // spec: ada_layer_norm_grad.py:27
-                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_pd_x.EnQue(rowOut_pd_x);
                 {
@@ -1159,6 +1157,7 @@ private:
             if (curBatch_ >= 0) {
                 FlushCol();
             }
+            PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
             StoreRow<U>(gm_pd_gamma[c0_], colv_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[1], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
         }
@@ -1166,24 +1165,22 @@ private:
 
     // This core's rows [core * rowsPerOwner, ...) of the group: combine the partial row reductions `slot` of every
     // core in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.
-    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k, bool isMax)
+    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k)
     {
         const int64_t cores = GetBlockNum();
         const int64_t o0 = GetBlockIdx() * td_->rowsPerOwner;
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
+            SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+            WaitFlag<HardEvent::MTE3_MTE2>(0);
             LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * groupStride_ + o0 + o], m);
-                if (isMax) {
-                    Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                } else {
-                    Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                }
+                Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
             }
+            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
     }
@@ -1204,15 +1201,14 @@ private:
         LoadRow<U>(colv_[0], gm_gamma[c0_], n_);              // spec: ada_layer_norm_grad.py:24
         Duplicate(colv_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
         Duplicate(colv_[1], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
-        PipeBarrier<PIPE_V>();
     }
 
     // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_grad.py:65
+        PipeBarrier<PIPE_V>();                                     // browBuf_: V has written it before V reads it
         Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:65
-        PipeBarrier<PIPE_V>();
     }
 
     // the batch accumulators at their identity
@@ -1220,7 +1216,6 @@ private:
     {
         Duplicate(brow_[3], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
         Duplicate(brow_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
-        PipeBarrier<PIPE_V>();
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
@@ -1232,7 +1227,6 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
-        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -1242,7 +1236,6 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
-        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -1252,7 +1245,7 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
         WaitFlag<HardEvent::V_S>(0);
         return red_.GetValue(0);
     }
@@ -1383,6 +1376,8 @@ private:
         for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
             const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
             CopyIn(r0, k);
+            SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+            WaitFlag<HardEvent::MTE2_S>(0);
             Compute(r0, k);
             CopyOut(r0, k);
         }
@@ -1402,8 +1397,11 @@ private:
                 r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
             if (rn > 0) {
                 SumPartials(0, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 SumPartials(1, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
                 // each batch split across cores (a core's first row inside it), combined once
                 int64_t lastBatch = -1;
@@ -1413,10 +1411,14 @@ private:
                         const int64_t b = start / seqLen_;
                         lastBatch = b;
                         const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                                    rn);  // spec: ada_layer_norm_grad.py:71
+                                    rn);        // spec: ada_layer_norm_grad.py:71
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                                     rn);  // spec: ada_layer_norm_grad.py:72
                     }
@@ -1463,8 +1465,6 @@ private:
         rowIn_x = rowInQue_x.template DeQue<T>();
         statIn_rstd = statInQue_rstd.template DeQue<float>();
         statIn_mean = statInQue_mean.template DeQue<float>();
-        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
-        WaitFlag<HardEvent::MTE2_S>(0);
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
         for (int64_t i = 0; i < k; ++i) {
             const int64_t b = (r0 + i) / seqLen_;
@@ -1473,6 +1473,7 @@ private:
                     FlushRow();
                 }
                 curBatch_ = b;
+                PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                 ZeroBatchSums();
             }
             if (b != valBatch_) {
@@ -1482,41 +1483,40 @@ private:
             const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
             const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
             Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                  static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
             Muls(w_[0], w_[0], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(n_));                            // spec: ada_layer_norm_grad.py:66
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);             // spec: ada_layer_norm_grad.py:60
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
             Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             const float s0 = RowSum(w_[2], n_);                        // spec: ada_layer_norm_grad.py:69
             Add(colv_[1], colv_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
             Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             const float s1 = RowSum(w_[3], n_);                        // spec: ada_layer_norm_grad.py:69
             Add(colv_[2], colv_[2], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-            PipeBarrier<PIPE_V>();
-            Add(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            PipeBarrier<PIPE_V>();
-            Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:71
-            const float s2 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has read it before V overwrites it
+            Add(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:71
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:71
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+            const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
             Adds(w_[2], w_[2], static_cast<float>(-(s2)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             const float s3 = s1 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
             Muls(w_[0], w_[0], static_cast<float>(s3), static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Muls(w_[2], w_[2], static_cast<float>(s_rstd),
                  static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
             CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
-            PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
@@ -1561,12 +1561,11 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
+            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -1624,14 +1623,13 @@ private:
         const int64_t totBase = cores * 2 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
-            WaitFlag<HardEvent::V_MTE2>(0);
+            PipeBarrier<PIPE_V>();  // colBuf_: V has read it before V overwrites it
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);  // resBuf_dy: V has read it before MTE2 overwrites it
                 WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
@@ -1655,11 +1653,9 @@ private:
                     statInQue_mean.EnQue(t);
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
-                SetFlag<HardEvent::MTE2_V>(0);
-                WaitFlag<HardEvent::MTE2_V>(0);
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -1669,24 +1665,24 @@ private:
                     const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
                     CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
                     Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
                     const float part_s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
                     sums_.SetValue(0 * groupStride_ + i, part_s0);
                     Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
-                    const float part_s1 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                    const float part_s1 = RowSum(w_[3], n_);             // spec: ada_layer_norm_grad.py:69
                     sums_.SetValue(1 * groupStride_ + i, part_s1);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
@@ -1694,8 +1690,8 @@ private:
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
-                TotalOwnedRows(1, totBase + 1 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k);
+                TotalOwnedRows(1, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
@@ -1704,9 +1700,9 @@ private:
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != curBatch_) {
@@ -1714,6 +1710,7 @@ private:
                             FlushCol();
                         }
                         curBatch_ = b;
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                         ZeroBatchSums();
                     }
                     if (b != valBatch_) {
@@ -1723,44 +1720,43 @@ private:
                     const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
                     CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
                     Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
                     Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(colv_[1], colv_[1], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
                     Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:69
                     const float s1 = tots_.GetValue(1 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(colv_[2], colv_[2], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                     Add(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
                     Adds(w_[2], w_[2], static_cast<float>(-(s2)),
                          static_cast<int32_t>(n_));                     // spec: ada_layer_norm_grad.py:69
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Muls(w_[0], w_[0], static_cast<float>(s3),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                         static_cast<int32_t>(n_));                      // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Muls(w_[2], w_[2], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
                            n_);  // spec: ada_layer_norm_grad.py:27
-                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_pd_x.EnQue(rowOut_pd_x);
                 {
@@ -1777,6 +1773,7 @@ private:
             if (curBatch_ >= 0) {
                 FlushCol();
             }
+            PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
             StoreRow<U>(gm_pd_gamma[c0_], colv_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[1], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
         }
@@ -1784,24 +1781,22 @@ private:
 
     // This core's rows [core * rowsPerOwner, ...) of the group: combine the partial row reductions `slot` of every
     // core in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.
-    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k, bool isMax)
+    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k)
     {
         const int64_t cores = GetBlockNum();
         const int64_t o0 = GetBlockIdx() * td_->rowsPerOwner;
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
+            SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+            WaitFlag<HardEvent::MTE3_MTE2>(0);
             LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * groupStride_ + o0 + o], m);
-                if (isMax) {
-                    Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                } else {
-                    Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                }
+                Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
             }
+            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
     }
@@ -1822,15 +1817,14 @@ private:
         LoadRow<U>(colv_[0], gm_beta[c0_], n_);               // spec: ada_layer_norm_grad.py:25
         Duplicate(colv_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
         Duplicate(colv_[1], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
-        PipeBarrier<PIPE_V>();
     }
 
     // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_grad.py:65
+        PipeBarrier<PIPE_V>();                                     // browBuf_: V has written it before V reads it
         Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:65
-        PipeBarrier<PIPE_V>();
     }
 
     // the batch accumulators at their identity
@@ -1838,7 +1832,6 @@ private:
     {
         Duplicate(brow_[3], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
         Duplicate(brow_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
-        PipeBarrier<PIPE_V>();
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
@@ -1850,7 +1843,6 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
-        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -1860,7 +1852,6 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
-        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -1870,7 +1861,7 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
         WaitFlag<HardEvent::V_S>(0);
         return red_.GetValue(0);
     }
@@ -2001,6 +1992,8 @@ private:
         for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
             const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
             CopyIn(r0, k);
+            SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+            WaitFlag<HardEvent::MTE2_S>(0);
             Compute(r0, k);
             CopyOut(r0, k);
         }
@@ -2020,8 +2013,11 @@ private:
                 r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
             if (rn > 0) {
                 SumPartials(0, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 SumPartials(1, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
                 // each batch split across cores (a core's first row inside it), combined once
                 int64_t lastBatch = -1;
@@ -2031,10 +2027,14 @@ private:
                         const int64_t b = start / seqLen_;
                         lastBatch = b;
                         const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                                    rn);  // spec: ada_layer_norm_grad.py:71
+                                    rn);        // spec: ada_layer_norm_grad.py:71
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
                                     rn);  // spec: ada_layer_norm_grad.py:72
                     }
@@ -2081,8 +2081,6 @@ private:
         rowIn_x = rowInQue_x.template DeQue<T>();
         statIn_rstd = statInQue_rstd.template DeQue<float>();
         statIn_mean = statInQue_mean.template DeQue<float>();
-        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
-        WaitFlag<HardEvent::MTE2_S>(0);
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
         for (int64_t i = 0; i < k; ++i) {
             const int64_t b = (r0 + i) / seqLen_;
@@ -2091,6 +2089,7 @@ private:
                     FlushRow();
                 }
                 curBatch_ = b;
+                PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                 ZeroBatchSums();
             }
             if (b != valBatch_) {
@@ -2100,39 +2099,37 @@ private:
             const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
             const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
             Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                  static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
             Muls(w_[0], w_[0], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(n_));                            // spec: ada_layer_norm_grad.py:66
+            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);             // spec: ada_layer_norm_grad.py:60
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
             Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-            PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has read it before V overwrites it
+            Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:71
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             const float s0 = RowSum(w_[2], n_);                        // spec: ada_layer_norm_grad.py:69
             Add(colv_[0], colv_[0], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
-            PipeBarrier<PIPE_V>();
-            Mul(w_[1], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
-            const float s1 = RowSum(w_[1], n_);                                       // spec: ada_layer_norm_grad.py:69
-            Add(colv_[1], colv_[1], w_[1], static_cast<int32_t>(n_));                 // spec: ada_layer_norm_grad.py:77
-            const float s2 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
+            Mul(w_[1], w_[2], w_[0], static_cast<int32_t>(n_));        // spec: ada_layer_norm_grad.py:69
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            const float s1 = RowSum(w_[1], n_);                        // spec: ada_layer_norm_grad.py:69
+            Add(colv_[1], colv_[1], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+            const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
             Adds(w_[2], w_[2], static_cast<float>(-(s2)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             const float s3 = s1 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_grad.py:69
             Muls(w_[0], w_[0], static_cast<float>(s3), static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Muls(w_[2], w_[2], static_cast<float>(s_rstd),
                  static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
             CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
-            PipeBarrier<PIPE_V>();
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
@@ -2177,12 +2174,11 @@ private:
                                        int64_t cLast, int64_t b)
     {
         Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        PipeBarrier<PIPE_V>();
         for (int64_t c = cFirst; c <= cLast; ++c) {
             const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
+            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
             LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
             Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
-            PipeBarrier<PIPE_V>();
         }
     }
 
@@ -2240,14 +2236,13 @@ private:
         const int64_t totBase = cores * 2 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
-            WaitFlag<HardEvent::V_MTE2>(0);
+            PipeBarrier<PIPE_V>();  // colBuf_: V has read it before V overwrites it
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);  // resBuf_dy: V has read it before MTE2 overwrites it
                 WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
@@ -2271,11 +2266,9 @@ private:
                     statInQue_mean.EnQue(t);
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
-                SetFlag<HardEvent::MTE2_V>(0);
-                WaitFlag<HardEvent::MTE2_V>(0);
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -2285,24 +2278,24 @@ private:
                     const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
                     CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
                     Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
                     const float part_s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
                     sums_.SetValue(0 * groupStride_ + i, part_s0);
                     Mul(w_[1], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
-                    const float part_s1 = RowSum(w_[1], n_);  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                    const float part_s1 = RowSum(w_[1], n_);             // spec: ada_layer_norm_grad.py:69
                     sums_.SetValue(1 * groupStride_ + i, part_s1);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
@@ -2310,8 +2303,8 @@ private:
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
-                TotalOwnedRows(1, totBase + 1 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k);
+                TotalOwnedRows(1, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
@@ -2320,9 +2313,9 @@ private:
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != curBatch_) {
@@ -2330,6 +2323,7 @@ private:
                             FlushCol();
                         }
                         curBatch_ = b;
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                         ZeroBatchSums();
                     }
                     if (b != valBatch_) {
@@ -2339,42 +2333,41 @@ private:
                     const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
                     CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
                     Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
                     Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                     Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);     // spec: ada_layer_norm_grad.py:69
                     Add(colv_[0], colv_[0], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                     Mul(w_[1], w_[2], w_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
                     const float s1 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(colv_[1], colv_[1], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
                     const float s2 = s0 / static_cast<float>(hidden_);         // spec: ada_layer_norm_grad.py:69
                     Adds(w_[2], w_[2], static_cast<float>(-(s2)),
                          static_cast<int32_t>(n_));                     // spec: ada_layer_norm_grad.py:69
                     const float s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                     Muls(w_[0], w_[0], static_cast<float>(s3),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                         static_cast<int32_t>(n_));                      // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Muls(w_[2], w_[2], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
                            n_);  // spec: ada_layer_norm_grad.py:27
-                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_pd_x.EnQue(rowOut_pd_x);
                 {
@@ -2391,6 +2384,7 @@ private:
             if (curBatch_ >= 0) {
                 FlushCol();
             }
+            PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
             StoreRow<U>(gm_pd_gamma[c0_], colv_[1], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<U>(gm_pd_beta[c0_], colv_[0], RoundMode::CAST_RINT, n_);   // spec: ada_layer_norm_grad.py:78
         }
@@ -2398,24 +2392,22 @@ private:
 
     // This core's rows [core * rowsPerOwner, ...) of the group: combine the partial row reductions `slot` of every
     // core in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.
-    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k, bool isMax)
+    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k)
     {
         const int64_t cores = GetBlockNum();
         const int64_t o0 = GetBlockIdx() * td_->rowsPerOwner;
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
+            SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+            WaitFlag<HardEvent::MTE3_MTE2>(0);
             LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 LoadRow<float>(w_[1], ws_[(c * 2 + slot) * groupStride_ + o0 + o], m);
-                if (isMax) {
-                    Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                } else {
-                    Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                }
+                Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
             }
+            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
     }
@@ -2435,15 +2427,14 @@ private:
     {
         Duplicate(colv_[1], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
         Duplicate(colv_[0], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
-        PipeBarrier<PIPE_V>();
     }
 
     // batch b's rows of the chunk [c0_, c0_ + n_): loaded and computed
     __aicore__ inline void LoadBatch(int64_t b)
     {
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_grad.py:65
+        PipeBarrier<PIPE_V>();                                     // browBuf_: V has written it before V reads it
         Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:65
-        PipeBarrier<PIPE_V>();
     }
 
     // the batch accumulators at their identity
@@ -2451,7 +2442,6 @@ private:
     {
         Duplicate(brow_[3], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
         Duplicate(brow_[2], 0.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
-        PipeBarrier<PIPE_V>();
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
@@ -2463,7 +2453,6 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
-        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -2473,7 +2462,6 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
-        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -2483,7 +2471,7 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
         WaitFlag<HardEvent::V_S>(0);
         return red_.GetValue(0);
     }

@@ -150,44 +150,42 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-            PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            PipeBarrier<PIPE_V>();                              // workBuf_: V has read it before V overwrites it
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);       // spec: ada_layer_norm_v2.py:50
+            PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
+            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
             statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+            const float s2 = RowSum(w_[1], n_);                  // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);               // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
-            PipeBarrier<PIPE_V>();
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
-            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
+            SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(0);
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.EnQue(t);
         }
         {
-            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
             CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.EnQue(t);
@@ -263,24 +261,20 @@ private:
         const int64_t totBase = cores * 1 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
-            WaitFlag<HardEvent::V_MTE2>(0);
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);  // resBuf_x: V has read it before MTE2 overwrites it
                 WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
                             DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
-                SetFlag<HardEvent::MTE2_V>(0);
-                WaitFlag<HardEvent::MTE2_V>(0);
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_V>(0);  // resBuf_x: MTE2 has written it before V reads it
+                WaitFlag<HardEvent::MTE2_V>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -288,25 +282,25 @@ private:
                         LoadBatch(b);
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
-                    const float part_s0 = RowSum(w_[0], n_);  // spec: ada_layer_norm_v2.py:51
+                    PipeBarrier<PIPE_V>();                       // workBuf_: V has written it before V reads it
+                    const float part_s0 = RowSum(w_[0], n_);     // spec: ada_layer_norm_v2.py:51
                     sums_.SetValue(0 * groupStride_ + i, part_s0);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -316,42 +310,43 @@ private:
                     CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s1)),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
-                    PipeBarrier<PIPE_V>();
+                         static_cast<int32_t>(n_));                      // spec: ada_layer_norm_v2.py:52
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-                    PipeBarrier<PIPE_V>();
-                    const float part_s2 = RowSum(w_[1], n_);  // spec: ada_layer_norm_v2.py:53
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                    const float part_s2 = RowSum(w_[1], n_);             // spec: ada_layer_norm_v2.py:53
                     sums_.SetValue(0 * groupStride_ + i, part_s2);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 1 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 rowOut_out = rowOutQue_out.template AllocTensor<T>();
                 statStage_mean = statStageBuf_mean.template Get<float>();
                 statStage_rstd = statStageBuf_rstd.template Get<float>();
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
+                    PipeBarrier<PIPE_V>();                       // workBuf_: V has read it before V overwrites it
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                          static_cast<int32_t>(n_));                         // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
@@ -359,22 +354,21 @@ private:
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s5),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
                            n_);                      // spec: ada_layer_norm_v2.py:26
                     statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
-                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -386,9 +380,9 @@ private:
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
-                    SetFlag<HardEvent::S_V>(0);
-                    WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
+                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(0);
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
@@ -397,9 +391,9 @@ private:
                     statOutQue_mean.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
-                    SetFlag<HardEvent::S_V>(0);
-                    WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
+                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_rstd: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(0);
                     CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
@@ -413,24 +407,22 @@ private:
 
     // This core's rows [core * rowsPerOwner, ...) of the group: combine the partial row reductions `slot` of every
     // core in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.
-    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k, bool isMax)
+    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k)
     {
         const int64_t cores = GetBlockNum();
         const int64_t o0 = GetBlockIdx() * td_->rowsPerOwner;
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
+            SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+            WaitFlag<HardEvent::MTE3_MTE2>(0);
             LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * groupStride_ + o0 + o], m);
-                if (isMax) {
-                    Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                } else {
-                    Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                }
+                Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
             }
+            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
     }
@@ -447,6 +439,7 @@ private:
     __aicore__ inline void LoadBatch(int64_t b)
     {
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
+        PipeBarrier<PIPE_V>();                                     // browBuf_: V has written it before V reads it
         Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
     }
@@ -460,7 +453,6 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
-        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -470,7 +462,6 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
-        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -480,7 +471,7 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
         WaitFlag<HardEvent::V_S>(0);
         return red_.GetValue(0);
     }
@@ -633,42 +624,40 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-            PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            PipeBarrier<PIPE_V>();                              // workBuf_: V has read it before V overwrites it
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);       // spec: ada_layer_norm_v2.py:50
+            PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
+            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
             statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+            const float s2 = RowSum(w_[1], n_);                  // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);               // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
-            PipeBarrier<PIPE_V>();
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
-            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
+            SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(0);
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.EnQue(t);
         }
         {
-            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
             CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.EnQue(t);
@@ -744,24 +733,20 @@ private:
         const int64_t totBase = cores * 1 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
-            WaitFlag<HardEvent::V_MTE2>(0);
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);  // resBuf_x: V has read it before MTE2 overwrites it
                 WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
                             DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
-                SetFlag<HardEvent::MTE2_V>(0);
-                WaitFlag<HardEvent::MTE2_V>(0);
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_V>(0);  // resBuf_x: MTE2 has written it before V reads it
+                WaitFlag<HardEvent::MTE2_V>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -769,25 +754,25 @@ private:
                         LoadBatch(b);
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
-                    const float part_s0 = RowSum(w_[0], n_);  // spec: ada_layer_norm_v2.py:51
+                    PipeBarrier<PIPE_V>();                       // workBuf_: V has written it before V reads it
+                    const float part_s0 = RowSum(w_[0], n_);     // spec: ada_layer_norm_v2.py:51
                     sums_.SetValue(0 * groupStride_ + i, part_s0);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -797,42 +782,43 @@ private:
                     CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s1)),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
-                    PipeBarrier<PIPE_V>();
+                         static_cast<int32_t>(n_));                      // spec: ada_layer_norm_v2.py:52
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-                    PipeBarrier<PIPE_V>();
-                    const float part_s2 = RowSum(w_[1], n_);  // spec: ada_layer_norm_v2.py:53
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                    const float part_s2 = RowSum(w_[1], n_);             // spec: ada_layer_norm_v2.py:53
                     sums_.SetValue(0 * groupStride_ + i, part_s2);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 1 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 rowOut_out = rowOutQue_out.template AllocTensor<T>();
                 statStage_mean = statStageBuf_mean.template Get<float>();
                 statStage_rstd = statStageBuf_rstd.template Get<float>();
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
+                    PipeBarrier<PIPE_V>();                       // workBuf_: V has read it before V overwrites it
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                          static_cast<int32_t>(n_));                         // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
@@ -840,20 +826,19 @@ private:
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s5),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
                            n_);                      // spec: ada_layer_norm_v2.py:26
                     statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
-                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -865,9 +850,9 @@ private:
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
-                    SetFlag<HardEvent::S_V>(0);
-                    WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
+                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(0);
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
@@ -876,9 +861,9 @@ private:
                     statOutQue_mean.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
-                    SetFlag<HardEvent::S_V>(0);
-                    WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
+                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_rstd: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(0);
                     CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
@@ -892,24 +877,22 @@ private:
 
     // This core's rows [core * rowsPerOwner, ...) of the group: combine the partial row reductions `slot` of every
     // core in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.
-    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k, bool isMax)
+    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k)
     {
         const int64_t cores = GetBlockNum();
         const int64_t o0 = GetBlockIdx() * td_->rowsPerOwner;
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
+            SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+            WaitFlag<HardEvent::MTE3_MTE2>(0);
             LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * groupStride_ + o0 + o], m);
-                if (isMax) {
-                    Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                } else {
-                    Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                }
+                Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
             }
+            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
     }
@@ -925,6 +908,7 @@ private:
     __aicore__ inline void LoadBatch(int64_t b)
     {
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
+        PipeBarrier<PIPE_V>();                                     // browBuf_: V has written it before V reads it
         Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
     }
@@ -938,7 +922,6 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
-        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -948,7 +931,6 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
-        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -958,7 +940,7 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
         WaitFlag<HardEvent::V_S>(0);
         return red_.GetValue(0);
     }
@@ -1110,42 +1092,40 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-            PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            PipeBarrier<PIPE_V>();                              // workBuf_: V has read it before V overwrites it
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);       // spec: ada_layer_norm_v2.py:50
+            PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
+            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
             statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+            const float s2 = RowSum(w_[1], n_);                  // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);               // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Add(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
-            PipeBarrier<PIPE_V>();
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
-            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
+            SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(0);
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.EnQue(t);
         }
         {
-            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
             CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.EnQue(t);
@@ -1221,24 +1201,20 @@ private:
         const int64_t totBase = cores * 1 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
-            WaitFlag<HardEvent::V_MTE2>(0);
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);  // resBuf_x: V has read it before MTE2 overwrites it
                 WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
                             DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
-                SetFlag<HardEvent::MTE2_V>(0);
-                WaitFlag<HardEvent::MTE2_V>(0);
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_V>(0);  // resBuf_x: MTE2 has written it before V reads it
+                WaitFlag<HardEvent::MTE2_V>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -1246,25 +1222,25 @@ private:
                         LoadBatch(b);
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
-                    const float part_s0 = RowSum(w_[0], n_);  // spec: ada_layer_norm_v2.py:51
+                    PipeBarrier<PIPE_V>();                       // workBuf_: V has written it before V reads it
+                    const float part_s0 = RowSum(w_[0], n_);     // spec: ada_layer_norm_v2.py:51
                     sums_.SetValue(0 * groupStride_ + i, part_s0);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -1274,42 +1250,43 @@ private:
                     CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s1)),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
-                    PipeBarrier<PIPE_V>();
+                         static_cast<int32_t>(n_));                      // spec: ada_layer_norm_v2.py:52
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-                    PipeBarrier<PIPE_V>();
-                    const float part_s2 = RowSum(w_[1], n_);  // spec: ada_layer_norm_v2.py:53
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                    const float part_s2 = RowSum(w_[1], n_);             // spec: ada_layer_norm_v2.py:53
                     sums_.SetValue(0 * groupStride_ + i, part_s2);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 1 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 rowOut_out = rowOutQue_out.template AllocTensor<T>();
                 statStage_mean = statStageBuf_mean.template Get<float>();
                 statStage_rstd = statStageBuf_rstd.template Get<float>();
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
+                    PipeBarrier<PIPE_V>();                       // workBuf_: V has read it before V overwrites it
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                          static_cast<int32_t>(n_));                         // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
@@ -1317,20 +1294,19 @@ private:
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s5),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Add(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
                            n_);                      // spec: ada_layer_norm_v2.py:26
                     statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
-                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -1342,9 +1318,9 @@ private:
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
-                    SetFlag<HardEvent::S_V>(0);
-                    WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
+                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(0);
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
@@ -1353,9 +1329,9 @@ private:
                     statOutQue_mean.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
-                    SetFlag<HardEvent::S_V>(0);
-                    WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
+                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_rstd: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(0);
                     CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
@@ -1369,24 +1345,22 @@ private:
 
     // This core's rows [core * rowsPerOwner, ...) of the group: combine the partial row reductions `slot` of every
     // core in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.
-    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k, bool isMax)
+    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k)
     {
         const int64_t cores = GetBlockNum();
         const int64_t o0 = GetBlockIdx() * td_->rowsPerOwner;
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
+            SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+            WaitFlag<HardEvent::MTE3_MTE2>(0);
             LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * groupStride_ + o0 + o], m);
-                if (isMax) {
-                    Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                } else {
-                    Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                }
+                Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
             }
+            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
     }
@@ -1402,6 +1376,7 @@ private:
     __aicore__ inline void LoadBatch(int64_t b)
     {
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
+        PipeBarrier<PIPE_V>();                                     // browBuf_: V has written it before V reads it
         Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
     }
@@ -1415,7 +1390,6 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
-        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -1425,7 +1399,6 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
-        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -1435,7 +1408,7 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
         WaitFlag<HardEvent::V_S>(0);
         return red_.GetValue(0);
     }
@@ -1582,40 +1555,38 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-            PipeBarrier<PIPE_V>();
-            const float s0 = RowSum(w_[0], n_);                                       // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);                        // spec: ada_layer_norm_v2.py:51
+            PipeBarrier<PIPE_V>();                              // workBuf_: V has read it before V overwrites it
+            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);       // spec: ada_layer_norm_v2.py:50
+            PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
+            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
+            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
             Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
             statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], n_);                                    // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);                     // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);                                  // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);                                 // spec: ada_layer_norm_v2.py:54
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+            const float s2 = RowSum(w_[1], n_);                  // spec: ada_layer_norm_v2.py:53
+            const float s3 = s2 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:53
+            const float s4 = (s3 + attr_epsilon);                // spec: ada_layer_norm_v2.py:54
+            const float s5 = 1.0f / Std::sqrt(s4);               // spec: ada_layer_norm_v2.py:54
             Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
-            PipeBarrier<PIPE_V>();
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
-            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
+            SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(0);
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.EnQue(t);
         }
         {
-            SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-            WaitFlag<HardEvent::S_V>(0);
             LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
             CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.EnQue(t);
@@ -1687,23 +1658,19 @@ private:
         const int64_t totBase = cores * 1 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            SetFlag<HardEvent::V_MTE2>(0);  // the previous chunk's vector work on the column rows is done
-            WaitFlag<HardEvent::V_MTE2>(0);
             curBatch_ = -1;
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                SetFlag<HardEvent::V_MTE2>(0);  // the previous group's vector reads of the resident slices are done
+                SetFlag<HardEvent::V_MTE2>(0);  // resBuf_x: V has read it before MTE2 overwrites it
                 WaitFlag<HardEvent::V_MTE2>(0);
                 DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                             DataCopyExtParams(static_cast<uint16_t>(k), n_ * sizeof(T), (hidden_ - n_) * sizeof(T),
                                               GapBlocks(rowStride_, n_, sizeof(T)), 0),
                             DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
-                SetFlag<HardEvent::MTE2_V>(0);
-                WaitFlag<HardEvent::MTE2_V>(0);
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_V>(0);  // resBuf_x: MTE2 has written it before V reads it
+                WaitFlag<HardEvent::MTE2_V>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -1711,25 +1678,25 @@ private:
                         LoadBatch(b);
                     }
                     CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();
-                    const float part_s0 = RowSum(w_[0], n_);  // spec: ada_layer_norm_v2.py:51
+                    PipeBarrier<PIPE_V>();                       // workBuf_: V has written it before V reads it
+                    const float part_s0 = RowSum(w_[0], n_);     // spec: ada_layer_norm_v2.py:51
                     sums_.SetValue(0 * groupStride_ + i, part_s0);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 0 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 0 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -1739,42 +1706,43 @@ private:
                     CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s1)),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
-                    PipeBarrier<PIPE_V>();
+                         static_cast<int32_t>(n_));                      // spec: ada_layer_norm_v2.py:52
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                     Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-                    PipeBarrier<PIPE_V>();
-                    const float part_s2 = RowSum(w_[1], n_);  // spec: ada_layer_norm_v2.py:53
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                    const float part_s2 = RowSum(w_[1], n_);             // spec: ada_layer_norm_v2.py:53
                     sums_.SetValue(0 * groupStride_ + i, part_s2);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);
+                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
-                TotalOwnedRows(0, totBase + 1 * groupStride_, k, false);
+                TotalOwnedRows(0, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(0);
-                WaitFlag<HardEvent::MTE2_S>(0);
                 rowOut_out = rowOutQue_out.template AllocTensor<T>();
                 statStage_mean = statStageBuf_mean.template Get<float>();
                 statStage_rstd = statStageBuf_rstd.template Get<float>();
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
                         valBatch_ = b;
                         LoadBatch(b);
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
+                    PipeBarrier<PIPE_V>();                       // workBuf_: V has read it before V overwrites it
+                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
                     const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
                     const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                          static_cast<int32_t>(n_));                         // spec: ada_layer_norm_v2.py:52
                     statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
@@ -1782,18 +1750,17 @@ private:
                     const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
                     const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
                     const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Muls(w_[0], w_[0], static_cast<float>(s5),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
                     Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                    PipeBarrier<PIPE_V>();
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
                            n_);                      // spec: ada_layer_norm_v2.py:26
                     statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
-                    PipeBarrier<PIPE_V>();
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -1805,9 +1772,9 @@ private:
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
-                    SetFlag<HardEvent::S_V>(0);
-                    WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
+                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(0);
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
@@ -1816,9 +1783,9 @@ private:
                     statOutQue_mean.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
-                    SetFlag<HardEvent::S_V>(0);
-                    WaitFlag<HardEvent::S_V>(0);
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
+                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_rstd: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(0);
                     CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
@@ -1832,24 +1799,22 @@ private:
 
     // This core's rows [core * rowsPerOwner, ...) of the group: combine the partial row reductions `slot` of every
     // core in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.
-    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k, bool isMax)
+    __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k)
     {
         const int64_t cores = GetBlockNum();
         const int64_t o0 = GetBlockIdx() * td_->rowsPerOwner;
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
+            SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+            WaitFlag<HardEvent::MTE3_MTE2>(0);
             LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 LoadRow<float>(w_[1], ws_[(c * 1 + slot) * groupStride_ + o0 + o], m);
-                if (isMax) {
-                    Max(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                } else {
-                    Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
-                    PipeBarrier<PIPE_V>();
-                }
+                Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
             }
+            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
             StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
         }
     }
@@ -1859,6 +1824,7 @@ private:
     __aicore__ inline void LoadBatch(int64_t b)
     {
         LoadRow<T>(brow_[0], gm_scale[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
+        PipeBarrier<PIPE_V>();                                     // browBuf_: V has written it before V reads it
         Adds(brow_[1], brow_[0], 1.0f, static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
         LoadRow<T>(brow_[2], gm_shift[b * hidden_ + c0_], n_);     // spec: ada_layer_norm_v2.py:60
     }
@@ -1872,7 +1838,6 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
-        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -1882,7 +1847,6 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
-        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -1892,7 +1856,7 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
         WaitFlag<HardEvent::V_S>(0);
         return red_.GetValue(0);
     }

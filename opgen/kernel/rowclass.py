@@ -1,0 +1,1275 @@
+"""The kernel classes of the rows family: each class of a rows kernel (`Variant`: the specialisations that lower to
+one row program) as Kernel IR, built from its lowered row program (opgen.kernel.rowprog) and the tiling fields its
+addressing reads (`DimFields`).
+
+Python decides every statement: the instructions become Kernel-IR vector nodes for the two strategies of
+opgen.tiling.rowkernel — ROW_SPLIT (rows over cores, `rowsPerPass` rows per CopyIn/Compute/CopyOut pass) and
+COL_SPLIT (the row axis over cores, column chunks, resident row groups and row reductions exchanged through
+workspace per level), and for a spec whose rows can outgrow a core's UB slice COL_STREAM (the slice in chunks
+re-read per level, `online_pair` for a softmax's maximum and sum) — and every GM access goes through its operand's
+view (opgen.kernel.rowlayout.View): contiguous rows as one DataCopyPad per pass, strided rows (a permuted tensor, a
+broadcast over leading axes) one DataCopyPad per run along the innermost leading axis, the row-axis slices of a
+tensor at a column offset. The dim values the addressing needs travel in the tiling data (`DimFields`). The
+schedules are assembled by opgen.kernel.rowsched; `class_ir` returns a class with the syncs the lowering writes,
+and the family's `synchronise` pass replaces them with those the dependency pass places (opgen.kernel.kir_sync).
+opgen.codegen.kernel prints the finished classes.
+
+Reference facts: docs/reference/ascendc.md §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.8 (DataCopyPad units: blockLen
+bytes, UB gaps in 32-byte blocks, GM gaps in bytes), §1.9 (count-form vector calls, Cast round modes, ReduceSum,
+ReduceMax), §1.6 (SyncAll), §1.3 (GetBlockIdx/GetBlockNum).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from opgen.names import cpp_name
+from opgen.errors import SpecError
+from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
+from opgen.ir.locs import spec_comment, spec_doc
+from opgen.kernel.rowlayout import PiecewiseView
+from opgen.kernel import kir
+from opgen.kernel.isa import FP32_MAX, INSTRS, REPEAT_FORMS, Op, Pipe, entry
+from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
+                                  PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
+                                  names_in, instr_op, per_row, row_passes)
+from opgen.kernel.rowsched import GmRows, RowSchedule, row_split_class
+from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair
+from opgen.kernel.rowsched import mul as _kmul
+from opgen.kernel.rowsched import sub as _ksub
+from opgen.kernel.rowsched import add as _ksum
+from opgen.kernel.rowfexpr import parse as parse_scalar
+from opgen.kernel.rowcounts import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
+
+CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "bool": "uint8_t", "u8": "uint8_t",
+         "i8": "int8_t", "i16": "int16_t", "i64": "int64_t"}
+"""C++ element type of each dtype a rows kernel reads or writes (opgen.kernel.rows.READS, WRITES)."""
+
+
+@dataclass
+class Variant:
+    """One class of the kernel: the lowered row program, the specialisations it serves ([(attrKey, presence
+    condition in C++)]), its class name and a one-line description; `also`: the programs of the other
+    specialisations it serves (the same text; the spec lines of their instructions are cited too)."""
+
+    cls: str
+    doc: str
+    prog: RowProgram
+    serves: list = field(default_factory=list)
+    also: list = field(default_factory=list)
+    dims: object = None   # its DimFields when the specialisations of one kernel lower on different row domains
+    stream: bool = False  # the class has COL_STREAM (opgen.tiling.rowkernel): the spec's rows can outgrow UB
+    ctx: dict | None = None   # the class's facts (class_ir), set once the tiling has decided `stream`
+    kclass: object = None     # its Kernel IR class (kir.KernelClass), synchronised by the family's synchronise
+
+
+class DimFields:
+    """The tiling-data fields carrying the dim values a rows kernel's addressing needs: one field `dim<k>` per
+    distinct dim expression that is neither a literal nor the row length, plus the leading extents a strided view
+    decomposes rows with (`extent<i>`). `cpp(e)` prints a dim expression as C++ over them."""
+
+    def __init__(self, layout, shared: "DimFields | None" = None):
+        """`shared`: the DimFields of another row domain of the same kernel, whose fields (one tiling struct) this
+        one extends (specialisations on different domains, opgen.kernel.rows.layout_groups)."""
+        self.layout = layout
+        self.fields: dict[str, tuple[str, object]] = shared.fields if shared is not None else {}
+        self.used: set[str] = set()   # the fields this domain's addressing reads
+
+    def cpp(self, e) -> str:
+        """C++ int64 expression of dim expression e inside the kernel class."""
+        e = as_dim(e)
+        if isinstance(e, Lit):
+            return str(e.value)
+        if e == as_dim(self.layout.hidden_extent()):
+            return "hidden_"
+        key = str(e)
+        if key not in self.fields:
+            self.fields[key] = (f"dim{len(self.fields)}", e)
+        self.used.add(self.fields[key][0])
+        return f"td_->{self.fields[key][0]}"
+
+    def sym(self, e):
+        """The Kernel-IR expression of dim expression e (opgen.kernel.kir): a literal, the member hidden_, or the
+        symbol of its tiling field (registered as `cpp` does)."""
+        e = as_dim(e)
+        if isinstance(e, Lit):
+            return e
+        text = self.cpp(e)
+        return Sym(text.removeprefix("td_->"))
+
+    def field_names(self) -> tuple:
+        """The field names registered so far."""
+        return tuple(n for n, _e in self.fields.values())
+
+    def extent(self, i: int) -> str:
+        """The tiling field of leading extent i."""
+        return self.cpp(self.layout.extents[i])
+
+    def items(self) -> list[tuple[str, object, str]]:
+        """[(field name, dim expression, doc)] in first-use order."""
+        return [(n, e, f"dim {k}") for k, (n, e) in self.fields.items()]
+
+
+def _ctype(dtype: str) -> str:
+    return CTYPE.get(dtype, dtype)
+
+
+DIM_VALUE_MEMBERS = tuple(f"dimValue{k}_" for k in range(MAX_DIM_VALUES))
+"""The int64 members holding the dims a row program reads as numbers (RowProgram.dim_values), set in Init."""
+INT_MEMBERS = ("hidden_", "headDim_", "rowNum_", "seqLen_", "c0_") + DIM_VALUE_MEMBERS
+"""The int64 members a row program's scalar text reads through static_cast<float> (opgen.kernel.rows)."""
+
+
+def _operand_ref(name: str, prog: RowProgram) -> kir.Ref:
+    """The Kernel-IR region of row-program operand `name` (the node form of `_operand`). Raises SpecError."""
+    if name.startswith("w") and name[1:].isdigit():
+        return kir.Ref("w_", slot=Lit(int(name[1:])))
+    if name in prog.brow:
+        return kir.Ref("brow_", slot=Lit(prog.brow.index(name)))
+    if name in prog.col:
+        return kir.Ref("colv_", slot=Lit(prog.col.index(name)))
+    raise SpecError(f"row kernel {prog.name}: operand {name} has no buffer")
+
+
+def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir.Ref | None = None,
+               doc: str = ""):
+    """The Kernel-IR node of row-program instruction `i` that the instruction table prints (opgen.kernel.isa,
+    opgen.kernel.rowprog.instr_op): a kir.Vec of its entry with `operand(name)` -> kir.Ref for UB operands, `n`
+    (a DimExpr) the lane count, `row_in` / `row_out` the UB rows a cast_in reads and a store writes, a scalar operand
+    as a kir.FExpr (opgen.kernel.rowfexpr); an `sexpr` as a kir.FLet. None for the kinds the printer addresses
+    itself (loads, stat loads and stores, row reductions). `doc` is the node's trace comment text."""
+    k = i.kind
+    if k == "sexpr":
+        return kir.FLet(i.dst, parse_scalar(i.arg, INT_MEMBERS), doc=doc)
+    op = instr_op(i)
+    if op is None:
+        return None
+    if k == "acc":
+        args = {"dst": operand(i.dst), "src0": operand(i.dst), "src1": operand(i.srcs[0]), "count": n}
+    elif k == "cast_in" and i.op == "half":   # a byte row cast to half into a row temp (rowprog.BYTE_DTYPES)
+        args = {"dst": dataclasses.replace(operand(i.dst), as_dtype="half"), "src": row_in, "mode": "CAST_NONE",
+                "count": n}
+    elif k == "vwiden":
+        args = {"dst": operand(i.dst), "src": dataclasses.replace(operand(i.srcs[0]), as_dtype="half"),
+                "mode": "CAST_NONE", "count": n}
+    elif k == "cast_in":
+        args = {"dst": operand(i.dst), "src": row_in, "count": n}
+    elif k == "store" and i.op == "half":   # halves to a byte output with its round mode (rowprog.BYTE_DTYPES)
+        args = {"dst": row_out, "src": dataclasses.replace(operand(i.srcs[0]), as_dtype="half"), "mode": i.arg,
+                "count": n}
+    elif k == "vnarrow":
+        args = {"dst": dataclasses.replace(operand(i.dst), as_dtype="half"), "src": operand(i.srcs[0]),
+                "mode": "CAST_ODD", "count": n}
+    elif k == "store":
+        args = {"dst": row_out, "src": operand(i.srcs[0]), "mode": i.arg, "count": n}
+    elif k == "vgather":
+        args = {"dst": operand(i.dst), "src": operand(i.srcs[0]), "offset": operand(i.arg), "base": Lit(0),
+                "count": n}
+    elif k == "vlogic":   # the masks' bits as uint16 words: 16 lanes a word
+        word = lambda x: dataclasses.replace(operand(x), as_dtype="uint16_t")  # noqa: E731
+        args = {"dst": word(i.dst), "count": Bin("//", Fn("align_up", (as_dim(n), Lit(MASK_LANES))), Lit(16))}
+        for j, x in enumerate(i.srcs):
+            args[f"src{j}"] = word(x)
+    elif k in MASK_KINDS or k in SELECT_KINDS:
+        whole = Fn("align_up", (as_dim(n), Lit(MASK_LANES)))   # whole 256-B repeats (rowprog.MASK_LANES)
+        mask = lambda x: dataclasses.replace(operand(x), as_dtype="uint8_t")  # noqa: E731 - the bit mask's bytes
+        if k in MASK_KINDS:
+            args = {"dst": mask(i.dst), "src0": operand(i.srcs[0]), "mode": i.op, "count": whole}
+            if k == "vcmp":
+                args["src1"] = operand(i.srcs[1])
+            else:
+                args["scalar"] = parse_scalar(i.arg, INT_MEMBERS)
+        else:
+            args = {"dst": operand(i.dst), "mask": mask(i.srcs[0]), "src0": operand(i.srcs[1]), "count": whole}
+            if k == "vsel":
+                args["src1"] = operand(i.srcs[2])
+            else:
+                args["scalar"] = parse_scalar(i.arg, INT_MEMBERS)
+    else:
+        args = {"dst": operand(i.dst), "count": n}
+        for j, x in enumerate(i.srcs):
+            args[f"src{j}"] = operand(x)
+        if k in ("vscalar", "vdup", "viota"):
+            args["scalar"] = parse_scalar(i.arg, INT_MEMBERS)
+    return kir.vec(op, doc=doc, **args)
+
+
+def with_barriers(stream: list, tail: bool = True) -> list:
+    """Kernel-IR statements `stream` with a Barrier(PIPE_V) before each vector instruction that reads or writes a
+    region (tensor, slot) a vector instruction since the last barrier wrote, or writes one read (RAW / WAW / WAR;
+    the rule of opgen.kernel.vsync.place_barriers, over nodes): a Call of a method ending in a V->S wait (RowSum /
+    RowMax) completes its accesses, LoadRow (writes its row) and StoreRow (reads its row) likewise end with their own
+    barrier; with `tail`, a barrier ends the stream while vector work is pending."""
+    out: list = []
+    reads: set = set()
+    writes: set = set()
+    for s in stream:
+        if isinstance(s, kir.Vec) and INSTRS[s.op].pipe is Pipe.V:
+            d = INSTRS[s.op]
+            rs = {_region_key(s.arg(x)) for x in d.reads() if _has(s, x)}
+            ws = {_region_key(s.arg(x)) for x in d.writes() if _has(s, x)}
+        elif isinstance(s, kir.Call) and s.method == "LoadRow":   # writes its row, ends with its own barrier
+            if _region_key(s.args[0]) in reads | writes:
+                out.append(kir.Barrier(Pipe.V))
+            out.append(s)
+            reads, writes = set(), set()
+            continue
+        elif isinstance(s, kir.Call) and s.method == "StoreRow":  # reads its row (cast), ends with its own barrier
+            if _region_key(s.args[1]) in writes:
+                out.append(kir.Barrier(Pipe.V))
+            out.append(s)
+            reads, writes = set(), set()
+            continue
+        elif isinstance(s, kir.Call) and s.args and isinstance(s.args[0], kir.Ref):
+            rs, ws = {_region_key(s.args[0])}, set()
+            if rs & writes:
+                out.append(kir.Barrier(Pipe.V))
+                reads, writes = set(), set()
+            out.append(s)
+            continue   # the reduction's result is read back after a V->S wait: nothing stays pending
+        else:
+            out.append(s)
+            continue
+        if rs & writes or ws & writes or ws & reads:
+            out.append(kir.Barrier(Pipe.V))
+            reads, writes = set(), set()
+        out.append(s)
+        reads |= rs
+        writes |= ws
+    if tail and (reads or writes):
+        out.append(kir.Barrier(Pipe.V))
+    return out
+
+
+def _has(v: kir.Vec, name: str) -> bool:
+    return any(n == name for n, _x in v.args)
+
+
+def _region_key(r) -> tuple:
+    return (r.tensor, None if r.slot is None else str(r.slot))
+
+
+class Cites:
+    """The spec locations a kernel class cites: those of its program and of every other specialisation's program
+    with the same text that the class serves (opgen.kernel.rows.variants_of), instruction by instruction."""
+
+    def __init__(self, progs: list):
+        self.progs = list(progs)
+        self.index = {id(i): k for k, i in enumerate(self.progs[0].instrs)}
+
+    def instr(self, i: Instr) -> list[str]:
+        """The locations of instruction `i` of the first program and of its counterparts in the others."""
+        k = self.index.get(id(i))
+        return [i.loc] if k is None else [p.instrs[k].loc for p in self.progs]
+
+    def gm(self, gm: str, kinds: tuple) -> list[str]:
+        """The locations of the instructions of kinds `kinds` reading or writing GM operand `gm`."""
+        return [i.loc for p in self.progs for i in p.instrs if i.kind in kinds and i.gm == gm]
+
+    def acc(self, acc: str) -> list[str]:
+        """The locations of the instructions accumulating into accumulator `acc`."""
+        return [i.loc for p in self.progs for i in p.instrs if i.kind == "acc" and i.dst == acc]
+
+
+class _Printer:
+    """Prints the instructions of one row program for one strategy.
+
+    mode "row": ROW_SPLIT (rows staged in queues, row reductions in UB);
+    mode "col": COL_SPLIT (resident slices; partial row reductions staged, totals read back)."""
+
+    def __init__(self, prog: RowProgram, mode: str, cites: Cites | None = None, addr: "_Addr | None" = None):
+        self.p, self.mode, self.addr = prog, mode, addr
+        self.cites = cites or Cites([prog])
+        self.rsum_index = {i.dst: k for k, i in enumerate(prog.rsums())}
+        by_level: dict[int, list[str]] = {}
+        for i in prog.rsums():
+            by_level.setdefault(i.level, []).append(i.dst)
+        self.level_slot = {d: k for ds in by_level.values() for k, d in enumerate(ds)}
+
+    def seg_nodes(self, i: Instr, doc: str) -> kir.Scope:
+        """A `vseg` (opgen.kernel.rowprog) in the per-row loop as Kernel-IR statements: for each segment of L columns
+        that the row's columns [c0_, c0_ + n_) cover, its value read by the scalar unit from GM (the operand's
+        SegView: its row's offset, then one value per segment, GmScalar) and applied with Muls / Adds on the
+        segment's 32-byte-aligned interior (a vector instruction's UB operands start on 32-byte boundaries,
+        docs/reference/ascendc.md §1.9), then, after the vector work is done (V->S), on the at most 7 + 7 elements
+        at the segment's ends by the scalar unit (the same fp32 product or sum), and S->V before the next vector
+        instruction. GM reads: the C // G values of each row once (in COL_SPLIT those of the chunk's segments)."""
+        if self.addr is None:
+            raise SpecError(f"row kernel {self.p.name}: a per-segment operand needs the addressing")
+        v = self.p.tensor(i.gm).view
+        dst, src = _operand_ref(i.dst, self.p), _operand_ref(i.srcs[0], self.p)
+        row = _ksum(Sym("r0" if self.mode == "row" else "g0"), Sym("i"))
+        seglen, step = self.addr.dims.sym(v.seglen), self.addr.dims.sym(v.step)
+        j, seg, c0, n, e = Sym("j"), Sym("segLen"), Sym("c0_"), Sym("n_"), Sym("e")
+        lo, hi, a, b = Sym("lo"), Sym("hi"), Sym("a"), Sym("b")
+        at = lambda r, x: dataclasses.replace(r, offset=x)  # noqa: E731
+        start = _kmul(j, seg)
+        bounds = [
+            kir.FLet("v", kir.FLoad(kir.GmView(f"gm_{self.p.tensor(i.gm).gm}",
+                                                _ksum(Sym("segBase"), j if step == Lit(1) else _kmul(j, step))))),
+            kir.Let("lo", kir.Select(Constraint(">", start, c0), _ksub(start, c0), Lit(0))),
+            kir.Let("hi", kir.Select(Constraint("<", _kmul(_ksum(j, Lit(1)), seg), _ksum(c0, n)),
+                                     _ksub(_kmul(_ksum(j, Lit(1)), seg), c0), n)),
+            kir.Let("a", Fn("min", (_kmul(Bin("//", _ksum(lo, Lit(7)), Lit(8)), Lit(8)), hi))),
+            kir.Let("b", Fn("max", (_kmul(Bin("//", hi, Lit(8)), Lit(8)), a))),
+        ]
+        op = {"Muls": Op.MULS, "Adds": Op.ADDS, "Subs": Op.ADDS}[i.op]
+        scalar = kir.FNeg(kir.FRef("v")) if i.op == "Subs" else kir.FRef("v")
+        sca = {"Muls": "*", "Adds": "+", "Subs": "-"}[i.op]
+        ends = kir.SetValue(at(dst, e), kir.FBin(sca, kir.FLoad(at(src, e)), kir.FRef("v"), paren=False))
+        first = Bin("//", c0, seg)
+        return kir.Scope((
+            kir.Comment(f"{i.gm}: one value per segment of {self.addr.dims.cpp(v.seglen)} columns"
+                        + (f"; {doc}" if doc else "")),
+            kir.Barrier(Pipe.V),
+            kir.Let("segLen", seglen),
+            kir.Let("segBase", self.addr.row_expr(i.gm, row)),
+            kir.Let("jEnd", Bin("//", _ksub(_ksum(c0, n), Lit(1)), seg)),
+            kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
+                kir.If((Constraint(">", b, a),), (kir.vec(op, dst=at(dst, a), src0=at(src, a), scalar=scalar,
+                                                          count=_ksub(b, a)),)),), inclusive=True,
+                     disjoint=True),   # each segment's whole blocks [a, b): no 32-B block of two segments
+            kir.SetFlag(Pipe.V, Pipe.S, doc="the segments' vector work is done before the scalar unit's ends"),
+            kir.WaitFlag(Pipe.V, Pipe.S),
+            kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
+                kir.For("e", lo, a, Lit(1), (ends,)), kir.For("e", b, hi, Lit(1), (ends,))), inclusive=True),
+            kir.SetFlag(Pipe.S, Pipe.V, doc="the scalar unit's writes are done before the next vector instruction"),
+            kir.WaitFlag(Pipe.S, Pipe.V),
+        ))
+
+    def row_nodes(self) -> list:
+        """ROW_SPLIT: every per-row instruction (stat/row space) in order as Kernel-IR nodes (`nodes`)."""
+        return self.nodes([i for i in self.p.instrs if per_row(i)], None)
+
+    def phase_nodes(self, level: int | None, stream: bool = False) -> list:
+        """COL_SPLIT: the instructions of one phase (opgen.kernel.rowprog._assign_phases) as Kernel-IR nodes: for
+        level L the ancestors of its row reductions, for the final phase (None) those of every store and
+        accumulate. With `stream` (COL_STREAM: the phase runs once per column chunk) a partial row reduction is
+        combined with the chunks before it (`nodes`)."""
+        want = -1 if level is None else level
+        return self.nodes([i for i in self.p.instrs if per_row(i) and want in i.phases], level, stream)
+
+    def online_nodes(self, pair: tuple) -> list:
+        """COL_STREAM with an online maximum and sum (`online_pair`: a level-a row maximum m, the level-(a+1) row
+        sum s of exp(v - m)): the instructions of phases a and a + 1 in program order (a valid stream: each phase
+        holds the ancestors of its reductions) run once per chunk. The chunk's maximum is combined with the running
+        one (sums_, slot of m) and the new running maximum stands for m in the sum's phase; the chunk's sum of
+        exp(v - running max) is added to the running sum (tots_, slot of s, until the exchange) after that is
+        rescaled by exp(old running max - new), computed by a vector Exp on 8 lanes of red_ (the scalar unit has
+        no exp). Exact in real arithmetic: exp(v - M) = exp(v - m') * exp(m' - M). The running maximum is kept at
+        least -FP32_MAX (-FLT_MAX): a chunk (or a core's slice) whose every value is -inf (a masked stretch of the
+        row) then adds exp(-inf) = 0 and rescales by exp(-inf) = 0, where -inf - -inf would make the whole row NaN; a row
+        that is -inf throughout still gives NaN, as exp(x - max x) does."""
+        m, s = pair
+        a = m.level
+        instrs = [i for i in self.p.instrs if per_row(i) and (a in i.phases or a + 1 in i.phases)]
+        return self.nodes(instrs, a, stream=True, online=pair)
+
+    def online_rescale(self, pair: tuple) -> list:
+        """After the exchange of the maximum m: for each of the group's rows, this core's running sum (tots_ slot
+        of s) times exp(core's maximum - total maximum) into sums_ (the slot the exchange of s sends)."""
+        m, s = pair
+        gs, i_ = Sym("groupStride_"), Sym("i")
+        at = lambda buf, k: kir.Ref(buf, Bin("+", _kmul(k, gs), i_))  # noqa: E731
+        red = kir.Ref("red_")
+        return [kir.For("i", Lit(0), Sym("k"), Lit(1), (
+            kir.FLet("dm", kir.FBin("-", kir.FLoad(at("sums_", self.level_slot[m.dst])),
+                                    kir.FLoad(at("tots_", self.rsum_index[m.dst])))),
+            kir.vec(Op.DUPLICATE, dst=red, scalar=kir.FRef("dm"), count=Lit(8)),
+            kir.Barrier(Pipe.V),
+            kir.vec(Op.EXP, dst=red, src0=red, count=Lit(8)),
+            kir.SetFlag(Pipe.V, Pipe.S, 0), kir.WaitFlag(Pipe.V, Pipe.S, 0),
+            kir.SetValue(at("sums_", self.level_slot[s.dst]),
+                         kir.FBin("*", kir.FLoad(at("tots_", self.rsum_index[s.dst])), kir.FLoad(red))),
+        ), doc="this core's sums rescaled to the total maximum")]
+
+    def _online_steps(self, i: Instr, pair: tuple, part: str, doc: str) -> list:
+        """The running maximum / sum update after the chunk's partial `part` of reduction `i` (online_nodes)."""
+        m, s = pair
+        gs, i_ = Sym("groupStride_"), Sym("i")
+        later = (Constraint(">", Sym("c0_"), Sym("cBegin")),)
+        if i is m:
+            at = kir.Ref("sums_", Bin("+", _kmul(self.level_slot[m.dst], gs), i_))
+            return [kir.FLet("mOld", kir.FRef(part), mutable=True),
+                    kir.If(later, (kir.FAssign("mOld", kir.FLoad(at)),),
+                           doc="the running maximum of the chunks before"),
+                    kir.FLet(m.dst, kir.FMinMax("max", kir.FMinMax("max", kir.FRef("mOld"), kir.FRef(part)),
+                                                kir.FConst(-FP32_MAX)), doc=doc),
+                    kir.SetValue(at, kir.FRef(m.dst))]
+        at = kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[s.dst], gs), i_))
+        red = kir.Ref("red_")
+        return [kir.vec(Op.DUPLICATE, dst=red, scalar=kir.FBin("-", kir.FRef("mOld"), kir.FRef(m.dst)),
+                        count=Lit(8), doc="exp(old running maximum - new) on the vector unit"),
+                kir.vec(Op.EXP, dst=red, src0=red, count=Lit(8)),
+                kir.SetFlag(Pipe.V, Pipe.S, 0), kir.WaitFlag(Pipe.V, Pipe.S, 0),
+                kir.FLet("sOld", kir.FConst(0.0), mutable=True),
+                kir.If(later, (kir.FAssign("sOld", kir.FLoad(at)),), doc="the running sum of the chunks before"),
+                kir.SetValue(at, kir.FBin("+", kir.FBin("*", kir.FRef("sOld"), kir.FLoad(red)), kir.FRef(part)),
+                             doc=doc)]
+
+    def batch_segments(self, instrs: list, reduce: bool = False) -> list:
+        """ROW_SPLIT of a `batchable` program (opgen.kernel.rowprog): the per-row instructions `instrs` as segments
+        ("all", nodes) issued once over the k rows of the pass (count k * rowStride_, the row temporaries
+        [rowsPerPass, rowStride_] read from their first row) and ("row", nodes) run in the per-row loop (`i`; a row
+        temporary read at row i, w_[j][i * rowStride_]): consecutive instructions that are `batched` form one
+        segment, the others another; each segment's barriers by dependency, ending with one while vector work is
+        pending (`with_barriers`). Rows are independent, so running one instruction over all rows before the next
+        keeps every row's order of operations. A per-row scalar that a loop can compute again from UB (a statistic
+        read from its input queue, a row reduction over all rows (`reduce`: RowsSum / RowsMax into rv_, read after
+        one V->S wait), a scalar expression of those) is computed in each loop that reads it; any other (a RowSum
+        row by row, an index check) keeps the instructions between its definition and its last use in one loop."""
+        instrs = _stores_early(instrs)
+        red = ("rsum", "rmax") if reduce else ()   # a row reduction over all rows keeps its values in UB (rv_)
+        defs = {i.dst: i for i in instrs if i.kind in PER_ROW_SCALAR_KINDS}
+        remat: set = set()   # per-row scalars any per-row loop can compute again from UB: no loop has to hold them
+        for i in instrs:
+            if i.kind == "sload" or i.kind in red or (
+                    i.kind == "sexpr" and all(x in remat or x not in defs for x in names_in(i))):
+                remat.add(i.dst)
+        scal = {i.dst: k for k, i in enumerate(instrs) if i.dst in defs and i.dst not in remat}
+        last = {x: k for k, i in enumerate(instrs) for x in names_in(i) if x in scal}
+        live = [(scal[x], last[x]) for x in last]   # a per-row scalar lives in one per-row loop
+        segs: list = []
+        for k, i in enumerate(instrs):
+            if i.dst in remat and i.kind not in red:   # computed where a loop reads it (below)
+                continue
+            inside = any(a < k < b for a, b in live)
+            kind = "all" if (batched(i, self.p) or i.kind in red) and not inside else "row"
+            if kind == "row" and red and not inside and self._column_op(i):
+                kind = "col"
+            if segs and segs[-1][0] == kind:
+                segs[-1][1].append(i)
+            else:
+                segs.append((kind, [i]))
+        out = []
+        for n, (kind, group) in enumerate(segs):
+            nodes = self._column_nodes(group) if kind == "col" else self.nodes(group, None, batch=kind)
+            if kind == "row":   # the per-row values this loop reads that it does not compute: again from UB
+                want = {x for i in group for x in names_in(i) if x in remat} - {i.dst for i in group}
+                for i in reversed(instrs):
+                    if i.dst in want:
+                        want |= {x for x in names_in(i) if x in remat}
+                again = [i for i in instrs if i.dst in want]
+                pre = []
+                for i in again:
+                    if i.kind in red:   # written before the V->S wait that ends the segment computing it
+                        pre.append(kir.GetValue(i.dst, kir.Ref("rv_", Sym("i"), slot=Lit(self.rsum_index[i.dst]))))
+                    else:
+                        pre += self.nodes([i], None, batch="row")
+                nodes = pre + nodes
+            elif red and any(i.kind in red for i in group) and n + 1 < len(segs):
+                nodes = nodes + [kir.SetFlag(Pipe.V, Pipe.S, 0, doc="the per-row reductions are in UB"),
+                                 kir.WaitFlag(Pipe.V, Pipe.S, 0)]
+            out.append((kind, nodes))
+        return out
+
+    def _column_op(self, i: Instr) -> bool:
+        """Whether `i` is a binary row instruction of a row temporary and a column row (one UB row for every row,
+        `RowProgram.col`) into a row temporary: over all rows by its mask / repeat form (`_column_nodes`)."""
+        temp = lambda x: x.startswith("w") and x[1:].isdigit()  # noqa: E731
+        return (i.kind == "vbin" and i.space == "row" and temp(i.dst) and len(i.srcs) == 2
+                and sum(temp(x) for x in i.srcs) == 1 and sum(x in self.p.col for x in i.srcs) == 1
+                and entry(i.op).op in REPEAT_FORMS)
+
+    def _column_nodes(self, group: list) -> list:
+        """Column-row instructions (`_column_op`) over the k rows of a pass: for each 64-lane chunk c of the row, the
+        op's mask / repeat form with a repeat a row (repeat stride rowStride_ / 8 blocks; the column row's repeat
+        stride 0, so every row reads the same chunk; docs/reference/ascendc.md §1.9): ceil(rowStride_ / 64)
+        instructions instead of k. Chunks touch disjoint lanes; a barrier after each instruction's chunks."""
+        out: list = []
+        rs, c = Sym("rowStride_"), Sym("c")
+        at = _kmul(c, Lit(64))
+        R = Bin("//", rs, Lit(8))
+        for i in group:
+            doc = spec_doc(self.cites.instr(i))
+            refs = [dataclasses.replace(_operand_ref(x, self.p), offset=at) for x in (i.dst, *i.srcs)]
+            reps = [R] + [Lit(0) if x in self.p.col else R for x in i.srcs]
+            out += [kir.For("c", Lit(0), Bin("//", _ksum(rs, Lit(63)), Lit(64)), Lit(1), (
+                kir.vec(REPEAT_FORMS[entry(i.op).op], dst=refs[0], src0=refs[1], src1=refs[2],
+                        mask=Fn("min", (Lit(64), _ksub(rs, at))), repeat=Sym("k"),
+                        params=(Lit(1), Lit(1), Lit(1), *reps), doc=doc),),
+                doc="a 64-lane chunk of every row at once; the column row's chunk for each", disjoint=True),
+                kir.Barrier(Pipe.V)]
+        return out
+
+    def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None,
+              batch: str = "") -> list:
+        """Instructions `instrs` inside the per-row loop (`i`, `n_`) as Kernel-IR nodes (`instr_node`; a stat load
+        a GetValue, a stat store a SetValue; a row reduction in ROW_SPLIT a Call of RowSum / RowMax with its result,
+        in COL_SPLIT's phase of its level that Call with its partial stored to sums_ (slot * groupStride_ + i), in a
+        later phase a GetValue of its total from tots_), barriers by dependency (`with_barriers`); each node's doc
+        is its spec citation. With `stream` the partial of the chunk [c0_, c0_ + n_) is stored at the slice's first
+        chunk (c0_ == cBegin) and combined into the stored one at the next (a sum adds, a maximum keeps the larger,
+        in chunk order: deterministic)."""
+        op = lambda x: _operand_ref(x, self.p)  # noqa: E731
+        n = Sym("n_")
+        row = _kmul(Sym("i"), Sym("rowStride_"))
+        if batch == "all":   # one instruction over the k rows of the pass (batch_segments)
+            n, row = _kmul(Sym("k"), Sym("rowStride_")), Lit(0)
+        elif batch == "row":   # a row temporary holds the pass's rows: row i of it
+            op = lambda x: _row_of(_operand_ref(x, self.p), row)  # noqa: E731
+        gs, i_ = Sym("groupStride_"), Sym("i")
+        src = "rowIn_" if self.mode == "row" else "res_"
+        out = []
+        for i in instrs:
+            doc = spec_doc(self.cites.instr(i))
+            k = i.kind
+            if k == "sload":
+                out.append(kir.GetValue(i.dst, kir.Ref(f"statIn_{i.gm}", Sym("i")), doc=doc))
+            elif k == "sstore":
+                out.append(kir.SetValue(kir.Ref(f"statStage_{i.gm}", Sym("i")),
+                                        parse_scalar(i.srcs[0], INT_MEMBERS), doc=doc))
+            elif k == "scheck":   # an index into the row: Trap() outside [0, hidden_), then its checked value
+                out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
+                        kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
+            elif k in ("rsum", "rmax") and batch == "all":   # all k rows at once (rowsched._rows_reduce)
+                out.append(kir.Call("RowsSum" if k == "rsum" else "RowsMax",
+                                    (op(i.srcs[0]), kir.Ref("rv_", slot=Lit(self.rsum_index[i.dst])), Sym("k")),
+                                    doc=doc))
+            elif k in ("rsum", "rmax") and self.mode == "row":
+                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=i.dst,
+                                    doc=doc))
+            elif online is not None and any(i is x for x in online):
+                part = f"part_{i.dst}"
+                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc))
+                out += self._online_steps(i, online, part, doc)
+            elif k in ("rsum", "rmax") and phase is not None and i.level == phase:
+                part = f"part_{i.dst}"
+                at = kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_))
+                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc))
+                if stream:
+                    prev = f"prev_{i.dst}"
+                    both = (kir.FBin("+", kir.FRef(prev), kir.FRef(part)) if k == "rsum"
+                            else kir.FMinMax("max", kir.FRef(prev), kir.FRef(part)))
+                    out.append(kir.If((Constraint("==", Sym("c0_"), Sym("cBegin")),),
+                                      (kir.SetValue(at, kir.FRef(part)),),
+                                      (kir.FLet(prev, kir.FLoad(at)), kir.SetValue(at, both)),
+                                      doc="the slice's first chunk; a later one combines with the chunks before"))
+                else:
+                    out.append(kir.SetValue(at, kir.FRef(part)))
+            elif k in ("rsum", "rmax"):
+                out.append(kir.GetValue(i.dst, kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[i.dst], gs), i_)),
+                                        doc=doc))
+            elif k == "vseg":
+                out.append(self.seg_nodes(i, doc))
+            else:
+                node = instr_node(i, op, n, kir.Ref(f"{src}{i.gm}", row) if k == "cast_in" else None,
+                                  kir.Ref(f"rowOut_{i.gm}", row) if k == "store" else None, doc=doc)
+                if node is None:
+                    raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
+                out.append(node)
+        return with_barriers(out)
+
+
+def _with_rows_reduce(segs: list) -> list:
+    """`segs` (_Printer.batch_segments with reduce) when a row reduction runs over all rows in them, else [] (every
+    one of them reads a per-row value another per-row loop holds: the plain segments serve)."""
+    calls = [s for _k, nodes in segs for s in kir.walk(nodes) if isinstance(s, kir.Call)]
+    return segs if any(c.method in ("RowsSum", "RowsMax") for c in calls) else []
+
+
+def _stores_early(instrs: list) -> list:
+    """`instrs` with each per-row statistic store (sstore) moved to just after the instruction defining the value it
+    stores (it reads nothing else), so that value's per-row loop ends sooner (_Printer.batch_segments)."""
+    out: list = []
+    for i in instrs:
+        if i.kind == "sstore":
+            at = max((k for k, j in enumerate(out) if j.dst in i.srcs), default=len(out) - 1)
+            out.insert(at + 1, i)
+        else:
+            out.append(i)
+    return out
+
+
+def _row_of(r: kir.Ref, row) -> kir.Ref:
+    """Row temporary `r` (w_[j]) at element offset `row` (a batched pass's row i); other regions unchanged."""
+    return dataclasses.replace(r, offset=row) if r.tensor == "w_" else r
+
+
+# ------------------------------------------------------------------------------------------------ addressing
+class _Addr:
+    """GM offsets of one program's operands, printed over the kernel's tiling fields."""
+
+    def __init__(self, prog: RowProgram, dims: DimFields):
+        self.p, self.dims = prog, dims
+
+    def view(self, name: str):
+        return self.p.tensor(name).view
+
+    def row(self, name: str, r: str) -> str:
+        """Element offset of anchor row `r` of row/stat operand `name` (column 0 of the row)."""
+        v = self.view(name)
+        if v.flat:
+            return _sum([_mul(r, self.dims.cpp(v.pitch)), self.dims.cpp(v.col)])
+        return f"Off_{name}({r})"
+
+    def row_expr(self, name: str, r):
+        """`row` as a Kernel-IR expression (the same terms, in the same order); r a name or a DimExpr."""
+        v = self.view(name)
+        r = Sym(r) if isinstance(r, str) else r
+        if not v.flat:
+            return kir.Invoke(f"Off_{name}", (r,))
+        return self.at(name, r)
+
+    def at(self, name: str, b=None, *more) -> DimExpr:
+        """Element offset (a Kernel-IR expression) of operand `name`'s row `b` (a DimExpr: a batch or anchor row
+        of a flat view; None: its column operand's place) plus `more`: b * pitch + col + more..., written in that
+        order with zero terms dropped and a pitch of 1 not multiplied."""
+        v = self.view(name)
+        lead = () if b is None else (_scaled(b, self.dims.sym(v.pitch)),)
+        return _offset(*lead, self.dims.sym(v.col), *more)
+
+    def inner_stride(self, name: str) -> str:
+        """GM elements between consecutive rows of a run (the innermost leading axis' stride)."""
+        v = self.view(name)
+        return self.dims.cpp(v.pitch) if v.flat else self.dims.cpp(v.strides[-1])
+
+    def _decompose_nodes(self, name: str, v, shift: tuple | None = None) -> kir.Func:
+        """Off_<name>(r) of strided view `v` as a Kernel-IR method: r decomposed into the leading coordinates
+        (innermost first), each weighted by its stride, plus the view's column offset; `shift` = (axis, start): that
+        coordinate taken relative to start (a piece of a concat). int64 arithmetic, values >= 0."""
+        q, off = Sym("q"), Sym("off")
+        body: list = [kir.Let("q", Sym("r"), mutable=True), kir.Let("off", self.dims.sym(v.col), mutable=True)]
+        k = len(v.strides)
+        for i in range(k - 1, -1, -1):
+            st = self.dims.sym(v.strides[i])
+            ext = None if i == 0 else self.dims.sym(self.dims.layout.extents[i])   # (a field only where read)
+            coord = q if i == 0 else Bin("%", q, ext)
+            if shift is not None and shift[0] == i and self.dims.sym(shift[1]) != Lit(0):
+                coord = _ksub(coord, self.dims.sym(shift[1]))
+            if st != Lit(0):
+                body.append(kir.Assign("off", _ksum(off, coord if st == Lit(1) else _kmul(coord, st))))
+            if i == 0:
+                break
+            body.append(kir.Assign("q", Bin("//", q, ext)))
+        body.append(kir.Return(off))
+        return kir.Func(f"Off_{name}", (kir.Param("r"),), tuple(body), ret="int64_t", const=True,
+                        doc=f"Element offset in GM of anchor row r of {name} (a strided view or a piece of a concat).")
+
+    def off_nodes(self) -> list[kir.Func]:
+        """The Off_<operand>(r) methods of every strided row / statistic / segment operand, and Off_<operand>_<k>(r) for
+        each piece k of a concat of inputs (the pieces' copies call them), as Kernel-IR methods."""
+        out = []
+        for t in self.p.gm:
+            v = t.view
+            if isinstance(v, PiecewiseView):
+                out += [self._decompose_nodes(f"{t.name}_{k}", pc.view, (v.axis, pc.start))
+                        for k, pc in enumerate(v.pieces)]
+                continue
+            if v is None or v.flat or t.space not in ("row", "stat", "seg"):
+                continue
+            out.append(self._decompose_nodes(t.name, v))
+        return out
+
+    def coord(self, axis: int, r) -> DimExpr:
+        """Anchor row r's (a DimExpr) coordinate on leading axis `axis`: r over the product of the inner extents,
+        modulo the axis' extent."""
+        n = len(self.dims.layout.extents)
+        inner = [self.dims.sym(self.dims.layout.extents[j]) for j in range(axis + 1, n)]
+        q = Bin("//", r, _kmul(*inner)) if inner else r
+        return q if axis == 0 else Bin("%", q, self.dims.sym(self.dims.layout.extents[axis]))
+
+    def piece_copy(self, t, mode: str, doc: str) -> tuple:
+        """The copy-in of concat operand `t` (a PiecewiseView) as Kernel-IR statements: each run of rows from the
+        piece it lies in (a run never crosses a piece when the concat axis is the innermost), read at that piece's
+        Off_<operand>_<k>(r). mode "row": ROW_SPLIT, rows [r0, r0 + k) of hidden_ elements into LocalTensor t;
+        "col": COL_SPLIT, rows [g0, g0 + k) of the column chunk [c0_, c0_ + n_) into res_<operand>. `doc`: the
+        copies' citation."""
+        v, ct = t.view, _ctype(t.dtype)
+        inner = v.axis == len(self.dims.layout.extents) - 1
+        dst, stride, n, base = ("t", Sym("colAlign_"), Sym("hidden_"), Sym("r0")) if mode == "row" else \
+            (f"res_{t.name}", Sym("rowStride_"), Sym("n_"), Sym("g0"))
+        r, a, m, j, sz = Sym("r"), Sym("a"), Sym("m"), Sym("j"), kir.SizeOf(ct)
+        head = [kir.Let("r", _ksum(base, j)), kir.Let("a", self.coord(v.axis, r)),
+                kir.Let("m", kir.Invoke("RunRows", (r, _ksub(Sym("k"), j))), mutable=True)]
+        arms = []
+        for k, pc in enumerate(v.pieces):
+            stop = self.dims.sym(pc.stop)
+            body: list = []
+            if inner:
+                body.append(kir.Assign("m", Fn("min", (m, _ksub(stop, a)))))
+            rs = self.dims.sym(pc.view.strides[-1])
+            if pc.view.runs:
+                gap = _kmul(_ksub(rs, n), sz)
+            else:
+                body.append(kir.Assign("m", Lit(1)))
+                gap = Lit(0)
+            off = kir.Invoke(f"Off_{t.name}_{k}", (r,))
+            body.append(kir.Copy(kir.Ref(dst, _kmul(j, stride)),
+                                 kir.GmView(f"gm_{pc.view.tensor}", off if mode == "row" else _ksum(off, Sym("c0_"))),
+                                 m, _kmul(n, sz), gap, kir.Invoke("GapBlocks", (stride, n, sz)), doc=doc))
+            arms.append((Constraint("<", a, stop), body))
+        chain = tuple(arms[-1][1])
+        for cond, body in reversed(arms[:-1]):
+            chain = (kir.If((cond,), tuple(body), chain),)
+        return (kir.For("j", Lit(0), Sym("k"), None, tuple(head) + chain + (kir.Assign("j", _ksum(j, m)),),
+                        doc="one copy per run of rows at one GM stride, in one piece"),)
+
+
+def _mul(a: str, b: str) -> str:
+    if b == "0" or a == "0":
+        return "0"
+    if b == "1":
+        return a
+    return f"{a} * {b}"
+
+
+def _sum(terms: list[str]) -> str:
+    ts = [t for t in terms if t != "0"]
+    return " + ".join(ts) if ts else "0"
+
+
+def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str, cites: Cites) -> list[dict]:
+    """The template context of the GM operands of `role` and `space` (their CopyIn / CopyOut statements); "spec" is
+    the trailing comment citing the spec lines of the instructions that load or store the operand."""
+    out = []
+    kinds = {("in", "row"): ("cast_in",), ("in", "stat"): ("sload",), ("out", "row"): ("store",),
+             ("out", "stat"): ("sstore",)}.get((role, space), ())
+    for t in prog.gm:
+        if t.role != role or t.space != space:
+            continue
+        v = t.view
+        ct = _ctype(t.dtype)
+        spec = spec_comment(cites.gm(t.name, kinds))
+        if isinstance(v, PiecewiseView):
+            doc = spec_doc(cites.gm(t.name, kinds))
+            out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": False, "pieces": True, "spec": spec,
+                        "copy_row": addr.piece_copy(t, "row", doc), "copy_col": addr.piece_copy(t, "col", doc)})
+            continue
+        stride = addr.inner_stride(t.name)
+        runs = v.flat or v.runs
+        out.append({"op": t.name, "gm": t.gm, "ct": ct, "flat": v.flat, "pieces": False, "spec": spec,
+                    "qt": "float" if gathered_stat(t) else ct,   # a gathered per-row value: converted
+                    "run": "k" if v.flat else ("RunRows(r, k - j)" if runs else "1"),
+                    "off_r0": addr.row(t.name, "r0"), "off_g0": addr.row(t.name, "g0"), "off_r": addr.row(t.name, "r"),
+                    "gap_row": "0" if stride == "hidden_" or not runs else f"({stride} - hidden_) * sizeof({ct})",
+                    "gap_col": f"({stride} - n_) * sizeof({ct})" if runs else "0"})
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ setup / flush
+def _setup_nodes(prog: RowProgram, space: str, addr: "_Addr", cites: Cites) -> list:
+    """LoadColumns (`space` "col") or LoadBatch(b) ("brow") as Kernel-IR statements: each operand of the space loaded into its fp32 row by LoadRow<S> from GM at its column offset
+    (a batch row: batch b's row) + c0_, n_ elements; the space's instructions (instr_node; CreateVecIndex after a
+    V->S wait: its first block is a scalar write); for the columns, the column accumulators set to their kind's
+    identity (rowprog.ACC_INIT); vector barriers by dependency (with_barriers, LoadRow's write of its row counted).
+    Raises SpecError for an instruction with no Kernel-IR node."""
+    op = lambda x: _operand_ref(x, prog)  # noqa: E731
+    n = Sym("n_")
+    out: list = []
+    for i in prog.instrs:
+        if i.space != space or i.dst in prog.late:   # late: after the exchange (_cross_core_lines)
+            continue
+        doc = spec_doc(cites.instr(i))
+        if i.kind == "load":
+            t = prog.tensor(i.gm)
+            at = addr.at(i.gm, Sym("b") if space == "brow" else None, Sym("c0_"))
+            out.append(kir.Call("LoadRow", (op(i.dst), kir.GmView(f"gm_{t.gm}", at), n), targs=(_ctype(t.dtype),),
+                                doc=doc))
+            continue
+        if i.kind == "acc":
+            continue
+        node = instr_node(i, op, n, doc=doc)
+        if node is None:
+            raise SpecError(f"row kernel {prog.name}: no Kernel IR for {space} instruction {i.kind}")
+        if i.kind == "viota":   # CreateVecIndex writes its first block on the scalar unit: earlier vector work first
+            out += [kir.SetFlag(Pipe.V, Pipe.S, doc="CreateVecIndex's first block is a scalar write"),
+                    kir.WaitFlag(Pipe.V, Pipe.S)]
+        out.append(node)
+    if space == "col":
+        out += _zero_nodes(prog, "col", cites)
+    return with_barriers(out)
+
+
+def _read_at_expr(prog: RowProgram, a: str, b) -> DimExpr:
+    """`_read_at` as a Kernel-IR offset into ws_ (elements): read accumulator `a`'s complete row for the second pass,
+    batch `b`'s row (a DimExpr) of a per-batch one."""
+    cols = [x for x in prog.acc_reads if x not in prog.brow]
+    brows = [x for x in prog.acc_reads if x in prog.brow]
+    row = _kmul(kir.BLOCK_NUM, Sym("wsRowsPerCore_"))
+    if a in cols:
+        return _kmul(_ksum(row, Lit(cols.index(a))), Sym("colAlign_"))
+    per = Bin("//", Sym("rowNum_"), Sym("seqLen_"))
+    j = brows.index(a)
+    terms = [row] + ([Lit(len(cols))] if cols else []) + ([per if j == 1 else _kmul(Lit(j), per)] if j else []) + [b]
+    return _kmul(_ksum(*terms), Sym("colAlign_"))
+
+
+def _finish_nodes(prog: RowProgram, a: str, buf: kir.Ref, tmp: kir.Ref, n, cites: Cites) -> list:
+    """What completes accumulator `a` (held in UB row `buf`, `n` lanes) before it is stored: its finishing
+    instructions (RowProgram.acc_post: a mean's division by the count of rows it summed, read from tiling data -- a
+    true division, as the interpreter's sum / count --, or the scalar arithmetic of the spec after the reduction)
+    with the row `x` as `buf` and the scratch row `t` as `tmp`. Raises SpecError for one with no Kernel-IR node."""
+    doc = spec_doc(cites.acc(a))
+    out = []
+    for i in prog.acc_post.get(a, ()):
+        node = instr_node(i, lambda name: buf if name == "x" else tmp, n, doc=doc)
+        if node is None:
+            raise SpecError(f"row kernel {prog.name}: no Kernel IR for the finishing instruction {i.kind} of {a}")
+        out.append(node)
+    return out
+
+
+def _flush_nodes(prog: RowProgram, mode: str, addr: "_Addr", cites: Cites) -> list:
+    """FlushRow (`mode` "row") / FlushCol ("col") as Kernel-IR statements: each
+    batch accumulator of batch curBatch_ finished and stored to its output (and, when a second pass reads it, to its
+    workspace row) when this core saw the whole batch or owns its columns; in ROW_SPLIT a batch split across cores
+    stores this core's fp32 partial row to the workspace instead (slot 0: the core's first batch, 1: its last)."""
+    accs = [(a, v) for a, v in _acc_items(prog) if v[0] == "brow"]
+    if not accs:
+        return []
+    ncol = sum(1 for _a, v in _acc_items(prog) if v[0] == "col")
+    n, w0 = Sym("n_"), kir.Ref("w_", slot=Lit(0))
+    direct: list = []
+    for a, (_sp, name, rm) in accs:
+        ref = _operand_ref(a, prog)
+        doc = spec_doc(cites.acc(a))
+        direct += _finish_nodes(prog, a, ref, w0, n, cites)
+        if name is not None:
+            t = prog.tensor(name)
+            at = addr.at(name, Sym("curBatch_"), Sym("c0_"))
+            direct.append(kir.Call("StoreRow", (kir.GmView(f"gm_{t.gm}", at), ref, rm, n), targs=(_ctype(t.dtype),),
+                                   doc=doc))
+        if a in prog.acc_reads:   # the complete batch row, for the second pass over the rows
+            direct.append(kir.Call("StoreRow", (kir.GmView("ws_", _read_at_expr(prog, a, Sym("curBatch_"))), ref,
+                                                "CAST_NONE", n), targs=("float",), doc=doc))
+    if mode == "col":
+        return with_barriers(direct)
+    whole = (Constraint(">=", _kmul(Sym("curBatch_"), Sym("seqLen_")), Sym("rowStart_")),
+             Constraint("<=", _kmul(_ksum(Sym("curBatch_"), Lit(1)), Sym("seqLen_")), Sym("rowEnd_")))
+    partial: list = [kir.Let("slot", kir.Select((Constraint("==", Sym("curBatch_"),
+                                                           Bin("//", Sym("rowStart_"), Sym("seqLen_"))),),
+                                                Lit(0), Lit(1)))]
+    for j, (a, _v) in enumerate(accs):
+        at = _kmul(_ksum(_kmul(kir.BLOCK_IDX, Sym("wsRowsPerCore_")), Lit(ncol), _kmul(Sym("slot"), Lit(len(accs))),
+                         Lit(j)), Sym("colAlign_"))
+        partial.append(kir.Call("StoreRow", (kir.GmView("ws_", at), _operand_ref(a, prog), "CAST_NONE", n),
+                                targs=("float",), doc=spec_doc(cites.acc(a))))
+    return [kir.Comment("the whole batch in this core's rows: finished and stored; else its partial row to the "
+                        "workspace"),
+            kir.If(whole, tuple(with_barriers(direct)), tuple(with_barriers(partial)))]
+
+
+def _zero_nodes(prog: RowProgram, space: str, cites: Cites) -> list:
+    """The accumulators of `space` (brow: at each new batch; col, with the totals:
+    once per column chunk) set to the identity of their kind (rowprog.ACC_INIT), Duplicate over n_ lanes."""
+    return [kir.vec(Op.DUPLICATE, dst=_operand_ref(a, prog),
+                    scalar=parse_scalar(ACC_INIT[prog.acc_kinds.get(a, "sum")], ()), count=Sym("n_"),
+                    doc=spec_doc(cites.acc(a)))
+            for a, (sp, _n, _r) in _acc_items(prog) if sp == space or (sp, space) == ("total", "col")]
+
+
+def _acc_items(prog: RowProgram) -> list:
+    """[(accumulator, (space, output or None, round mode or None))]: the stored accumulators (RowProgram.accs), then
+    the column accumulators only read by a second pass over the rows (RowProgram.acc_reads)."""
+    return list(prog.accs.items()) + [(a, ("brow" if a in prog.brow else "col", None, None))
+                                      for a in prog.acc_reads if a not in prog.accs]
+
+
+def _totals(prog: RowProgram) -> list:
+    """[(accumulator, (space, output, round mode))] of the reductions over every axis (space "total"), in order."""
+    return [(a, v) for a, v in prog.accs.items() if v[0] == "total"]
+
+
+def _total_red(prog: RowProgram, a: str) -> str:
+    """The helper reducing total `a`'s column row to one value: RowMax for a maximum, RowSum for a sum or mean.
+    Raises SpecError for a minimum over every axis (no RowMin helper; the rows family does not lower one)."""
+    kind = prog.acc_kinds.get(a, "sum")
+    if kind == "min":
+        raise SpecError(f"row kernel {prog.name}: a minimum over every axis ({a}) has no row helper in the rows family")
+    return "RowMax" if kind == "max" else "RowSum"
+
+
+def _partials(prog: RowProgram, a: str) -> str:
+    """The cross-core combining helper of accumulator `a` (opgen.kernel.rowsched: SumPartials for a sum or mean,
+    MaxPartials / MinPartials for a maximum / minimum): the exchange applies the accumulator's own operation, in
+    core order."""
+    return {"max": "MaxPartials", "min": "MinPartials"}.get(prog.acc_kinds.get(a), "SumPartials")
+
+
+def _gm_at(addr: "_Addr", name: str, *terms) -> kir.GmView:
+    """Output `name`'s GM tensor at its column offset plus `terms` (DimExprs; Lit(0) terms dropped)."""
+    return kir.GmView(f"gm_{addr.p.tensor(name).gm}", addr.at(name, None, *terms))
+
+
+def _offset(*terms) -> DimExpr:
+    """terms summed as written, Lit(0) ones dropped (Lit(0) when none is left)."""
+    ts = [as_dim(x) for x in terms if as_dim(x) != Lit(0)]
+    return _ksum(*ts) if ts else Lit(0)
+
+
+def _scaled(x, k) -> DimExpr:
+    """x * k as written; Lit(0) for k = 0, x itself for k = 1."""
+    k = as_dim(k)
+    return Lit(0) if k == Lit(0) else x if k == Lit(1) else _kmul(x, k)
+
+
+def _store(prog: RowProgram, dst: kir.GmView, name: str | None, src: kir.Ref, rm: str, n, doc: str) -> kir.Call:
+    """StoreRow<T>(dst, src, rm, n): fp32 row `src` cast to output `name`'s type (fp32 to workspace when `name` is
+    None) and written to GM."""
+    ct = "float" if name is None else _ctype(prog.tensor(name).dtype)
+    return kir.Call("StoreRow", (dst, src, rm if name is not None else "CAST_NONE", n), targs=(ct,), doc=doc)
+
+
+def _ws_row(j) -> DimExpr:
+    """The element offset of this core's workspace row j of the ROW_SPLIT exchange ((core * wsRowsPerCore_ + j)
+    rows of colAlign_)."""
+    return _kmul(_ksum(_kmul(kir.BLOCK_IDX, Sym("wsRowsPerCore_")), Lit(j)), Sym("colAlign_"))
+
+
+def _exchanged_acc_nodes(prog: RowProgram, a: str, name, rm: str, combine: kir.Call, out_at, read_at,
+                         cites: Cites) -> list:
+    """ROW_SPLIT's cross-core step for accumulator `a` over columns [r0, r0 + rn): the cores' partials combined into
+    w_[0] (the call `combine`), finished (_finish_nodes), stored to its output `name` (when it has one) at
+    `out_at` + r0, and, when a second pass reads it, to its read-back region at `read_at` + r0 (DimExprs)."""
+    w0, w1, rn, r0 = kir.Ref("w_", slot=Lit(0)), kir.Ref("w_", slot=Lit(1)), Sym("rn"), Sym("r0")
+    doc = spec_doc(cites.acc(a))
+    out = [combine] + _finish_nodes(prog, a, w0, w1, rn, cites)
+    if name is not None:
+        t = prog.tensor(name)
+        out.append(_store(prog, kir.GmView(f"gm_{t.gm}", _offset(out_at, r0)), name,
+                          w0, rm, rn, doc))
+    if a in prog.acc_reads:   # the complete slice, for every core's second pass (after the exchange region)
+        out.append(_store(prog, kir.GmView("ws_", _ksum(read_at, r0)), None, w0, rm, rn, doc))
+    return with_barriers(out)
+
+
+def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
+    """ROW_SPLIT epilogue as Kernel-IR statements: this core's partial column rows, per-batch partial rows (FlushRow
+    wrote them) and partial totals to workspace, SyncAll; each core combines its column slice [r0, r0 + rn) over the
+    cores in core order (SumPartials / MaxPartials / MinPartials), finishes and stores it; per-batch ones for each
+    batch split across cores (its cores CoreOfRow(first row) .. CoreOfRow(last row)); core 0 combines the totals;
+    with a second pass, the complete rows read back by every core and the column values computed from them
+    (RowProgram.late, stored by core 0). The slices' sizes come from tiling field colsPerReduceCore."""
+    cols = [(a, v) for a, v in _acc_items(prog) if v[0] == "col"]
+    brows = [(a, v) for a, v in _acc_items(prog) if v[0] == "brow"]
+    tots = _totals(prog)
+    if not cols and not brows and not tots:
+        return []
+    w0, n, hid = kir.Ref("w_", slot=Lit(0)), Sym("n_"), Sym("hidden_")
+    pre: list = []
+    for j, (a, _v) in enumerate(cols):
+        pre.append(_store(prog, kir.GmView("ws_", _ws_row(j)), None, _operand_ref(a, prog), "CAST_NONE", n,
+                          spec_doc(cites.acc(a))))
+    base = len(cols) + 2 * len(brows)   # the workspace rows of the totals: after the column and batch partials
+    for j, (a, _v) in enumerate(tots):   # this core's partial total: its column row reduced, one element
+        pre += [kir.Call(_total_red(prog, a), (_operand_ref(a, prog), n), result=f"part{j}"),
+                kir.vec(Op.DUPLICATE, dst=w0, scalar=kir.FRef(f"part{j}"), count=Lit(1)),
+                _store(prog, kir.GmView("ws_", _ws_row(base + j)), None, w0, "CAST_NONE", Lit(1),
+                       spec_doc(cites.acc(a)))]
+    out = with_barriers(pre, tail=False) + [
+        kir.Barrier(Pipe.ALL, doc="the partial rows are in GM before any core reads them"), kir.SyncAll()]
+    per, r0, rn = Sym("colsPerReduceCore"), Sym("r0"), Sym("rn")
+    last_core = _ksub(kir.BLOCK_NUM, Lit(1))
+    body: list = []
+    for j, (a, (_sp, name, rm)) in enumerate(cols):
+        body += _exchanged_acc_nodes(
+            prog, a, name, rm, kir.Call(_partials(prog, a), (Lit(j), Lit(0), r0, rn, Lit(0), last_core, Lit(-1))),
+            addr.at(name) if name is not None else Lit(0),
+            _read_at_expr(prog, a, None) if a in prog.acc_reads else Lit(0), cites)
+    if brows:
+        b, seq, start, last = Sym("b"), Sym("seqLen_"), Sym("start"), Sym("last")
+        step: list = [kir.Let("b", Bin("//", start, seq)), kir.Assign("lastBatch", b),
+                      kir.Let("last", kir.Select(Constraint("<", _kmul(_ksum(b, Lit(1)), seq), Sym("rowNum_")),
+                                                 _ksub(_kmul(_ksum(b, Lit(1)), seq), Lit(1)),
+                                                 _ksub(Sym("rowNum_"), Lit(1))))]
+        for j, (a, (_sp, name, rm)) in enumerate(brows):
+            out_at = addr.at(name, b) if name is not None else Lit(0)
+            step += _exchanged_acc_nodes(
+                prog, a, name, rm, kir.Call(_partials(prog, a), (
+                    Lit(len(cols) + j), Lit(len(brows)), r0, rn, kir.Invoke("CoreOfRow", (_kmul(b, seq),)),
+                    kir.Invoke("CoreOfRow", (last,)), b)),
+                out_at, _read_at_expr(prog, a, b) if a in prog.acc_reads else Lit(0), cites)
+        body += [kir.Comment("each batch split across cores (a core's first row inside it), combined once"),
+                 kir.Let("lastBatch", Lit(-1), mutable=True),
+                 kir.For("c", Lit(1), kir.BLOCK_NUM, Lit(1), (
+                     kir.Let("start", kir.Invoke("RowStartOf", (Sym("c"),))),
+                     kir.If((Constraint("!=", Bin("%", start, seq), Lit(0)),
+                             Constraint("!=", Bin("//", start, seq), Sym("lastBatch"))), tuple(step)),
+                 ))]
+    if body:   # this core's column slice [r0, r0 + rn) of the column and per-batch reductions
+        out += [kir.Let("r0", _kmul(kir.BLOCK_IDX, per)),
+                kir.Let("rn", kir.Select(Constraint("<", r0, hid), Fn("min", (_ksub(hid, r0), per)), Lit(0))),
+                kir.If((Constraint(">", rn, Lit(0)),), tuple(body))]
+    if tots:   # core 0 combines the cores' partial totals in core order and writes each total
+        t_body: list = []
+        for j, (a, (_sp, name, rm)) in enumerate(tots):
+            t_body += [kir.Call(_partials(prog, a), (Lit(base + j), Lit(0), Lit(0), Lit(1), Lit(0), last_core,
+                                                     Lit(-1)))]
+            t_body += _total_store_nodes(prog, a, name, rm, cites)
+        out.append(kir.If((Constraint("==", kir.BLOCK_IDX, Lit(0)),), tuple(with_barriers(t_body))))
+    if prog.acc_reads:   # every core reads the complete column reductions back for the second pass over its rows
+        out += [kir.Barrier(Pipe.ALL, doc="the complete slices are in GM before any core reads them"), kir.SyncAll()]
+        late: list = []
+        for a in prog.acc_reads:
+            if a not in prog.brow:   # per-batch ones: at each batch of the second pass (_reload_nodes)
+                late.append(kir.Call("LoadRow", (_operand_ref(a, prog), kir.GmView("ws_", _read_at_expr(prog, a, None)),
+                                                 hid), targs=("float",), doc=spec_doc(cites.acc(a))))
+        op = lambda x: _operand_ref(x, prog)  # noqa: E731
+        for i in prog.instrs:   # the column values of complete reductions, every core the whole row
+            if i.space == "col" and i.dst in prog.late:
+                node = instr_node(i, op, n, doc=spec_doc(cites.instr(i)))
+                if node is None:
+                    raise SpecError(f"row kernel {prog.name}: no Kernel IR for late column instruction {i.kind}")
+                late.append(node)
+        out += with_barriers(late)
+        if prog.late_stores:
+            out.append(kir.If((Constraint("==", kir.BLOCK_IDX, Lit(0)),), tuple(with_barriers([
+                _store(prog, _gm_at(addr, g), g, _operand_ref(v, prog), rm, hid, "")
+                for v, g, rm in prog.late_stores]))))
+    return [kir.Scope((kir.Comment("the cross-core exchange: the reductions over rows completed through workspace"),
+                       *out))]
+
+
+def _total_store_nodes(prog: RowProgram, a: str, name: str, rm: str, cites: Cites) -> list:
+    """The combined total in w_[0] (lane 0): finished (w_[1] scratch) and written as output `name`'s one element."""
+    t = prog.tensor(name)
+    w0, w1 = kir.Ref("w_", slot=Lit(0)), kir.Ref("w_", slot=Lit(1))
+    return _finish_nodes(prog, a, w0, w1, Lit(1), cites) + [
+        _store(prog, kir.GmView(f"gm_{t.gm}", Lit(0)), name, w0, rm, Lit(1), spec_doc(cites.acc(a)))]
+
+
+def _reload_nodes(prog: RowProgram, cites: Cites, addr: "_Addr | None" = None) -> list:
+    """The second pass's reads of the complete per-batch reductions at a new batch `b` (RowSchedule.reload_batch),
+    as Kernel-IR statements: the rows read back, then the per-batch values (RowProgram.btotals: each total a
+    RowSum / RowMax of its read-back row, then the scalar arithmetic on them, into float members) and, by the core
+    holding the batch's first row, the per-batch outputs (RowProgram.batch_stores: the value duplicated into lane 0
+    of red_, StoreRow of one element)."""
+    b, hid = Sym("b"), Sym("hidden_")
+    out: list = [kir.Call("LoadRow", (_operand_ref(a, prog), kir.GmView("ws_", _read_at_expr(prog, a, b)), hid),
+                          targs=("float",), doc=spec_doc(cites.acc(a))) for a in prog.acc_reads if a in prog.brow]
+    for name, src, kind in prog.btotals:
+        if kind == "expr":
+            out.append(kir.FAssign(name, parse_scalar(src, INT_MEMBERS)))
+        else:
+            out.append(kir.Call("RowMax" if kind == "max" else "RowSum", (_operand_ref(src, prog), hid),
+                                result=f"{name}v", doc=spec_doc(cites.acc(src))))
+            out.append(kir.FAssign(name, kir.FRef(f"{name}v")))
+    out = with_barriers(out, tail=False)
+    if prog.batch_stores and addr is not None:
+        red = kir.Ref("red_")
+        stores: list = []
+        for i in prog.batch_stores:
+            at = addr.at(i.gm, b)
+            stores += [kir.vec(Op.DUPLICATE, dst=red, scalar=parse_scalar(i.arg, INT_MEMBERS), count=Lit(1),
+                               doc=spec_doc(i.loc)),
+                       _store(prog, kir.GmView(f"gm_{prog.tensor(i.gm).gm}", at), i.gm, red, i.op, Lit(1),
+                              spec_doc(i.loc))]
+        out.append(kir.If((Constraint(">=", _kmul(b, Sym("seqLen_")), Sym("rowStart_")),), tuple(with_barriers(stores)),
+                          doc="this core holds the batch's first row: it writes the batch's values"))
+    return out
+
+
+def _col_total_nodes(prog: RowProgram, cites: Cites) -> tuple[list, list]:
+    """COL_SPLIT's totals (reductions over every axis) as Kernel-IR statements: (before the column chunks, this
+    core's partial tot<j>_ declared at its kind's identity; after them, each partial to its own 32-byte workspace
+    slot after the row-reduction exchange's region, SyncAll, core 0 combines the cores' partials in core order with
+    the accumulator's op (CombineTotals), finishes and writes each total). The per-chunk step: _col_final_nodes."""
+    tots = _totals(prog)
+    if not tots:
+        return [], []
+    init = [kir.FLet(f"tot{j}_", parse_scalar(ACC_INIT[prog.acc_kinds.get(a, "sum")], ()), mutable=True)
+            for j, (a, _v) in enumerate(tots)]
+    nsums, nlevel = len(prog.rsums()), max([len(prog.rsums(lv)) for lv in {i.level for i in prog.rsums()}],
+                                           default=0)
+    # after the level partials and totals: 32-byte slots of groupStride_ = AlignUp(G, 8) floats (tiling: wsColBytes)
+    at = _kmul(_ksum(_kmul(Sym("cores"), Lit(max(nlevel, 1))), Lit(max(nsums, 1))), Sym("groupStride_"))
+    w0 = kir.Ref("w_", slot=Lit(0))
+    end: list = [kir.Let("totAt", at)]
+    for j, (a, _v) in enumerate(tots):
+        end += [kir.vec(Op.DUPLICATE, dst=w0, scalar=kir.FRef(f"tot{j}_"), count=Lit(1)),
+                _store(prog, kir.GmView("ws_", _ksum(Sym("totAt"), _kmul(_ksum(_kmul(Sym("core"), Lit(len(tots))),
+                                                                                Lit(j)), Lit(8)))),
+                       None, w0, "CAST_NONE", Lit(1), spec_doc(cites.acc(a)))]
+    end = with_barriers(end, tail=False)
+    end += [kir.Barrier(Pipe.ALL, doc="the partial totals are in GM before core 0 reads them"), kir.SyncAll()]
+    body: list = []
+    for j, (a, (_sp, name, rm)) in enumerate(tots):
+        body.append(kir.Call("CombineTotals", (Sym("totAt"), Lit(j), Lit(len(tots)), _ksub(Sym("cores"), Lit(1)),
+                                               _total_red(prog, a) == "RowMax")))
+        body += _total_store_nodes(prog, a, name, rm, cites)
+    end.append(kir.If((Constraint("==", Sym("core"), Lit(0)),), tuple(with_barriers(body))))
+    return init, end
+
+
+def _col_final_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
+    """COL_SPLIT epilogue of a column chunk as Kernel-IR statements: the core owns its columns, so column sums are
+    finished and written directly; a total's column row is reduced over the chunk's columns into this core's partial
+    tot<j>_ (_col_total_nodes)."""
+    out: list = []
+    for j, (a, _v) in enumerate(_totals(prog)):
+        red = _total_red(prog, a)
+        part, tot = kir.FRef(f"part{j}"), kir.FRef(f"tot{j}_")
+        out += [kir.Call(red, (_operand_ref(a, prog), Sym("n_")), result=f"part{j}"),
+                kir.FAssign(f"tot{j}_", kir.FMinMax("max", part, tot) if red == "RowMax"
+                            else kir.FBin("+", tot, part, paren=False))]
+    for a, (sp, name, rm) in prog.accs.items():
+        if sp == "col":
+            ref = _operand_ref(a, prog)
+            out += _finish_nodes(prog, a, ref, kir.Ref("w_", slot=Lit(0)), Sym("n_"), cites)
+            out.append(_store(prog, _gm_at(addr, name, Sym("c0_")), name, ref, rm, Sym("n_"), spec_doc(cites.acc(a))))
+    return with_barriers(out)
+
+
+def _gm_rows(prog: RowProgram, addr: _Addr, role: str, space: str, ctx: list[dict]) -> tuple:
+    """The GM operands of `role` and `space` as the ROW_SPLIT schedule's GmRows (opgen.kernel.rowsched), from their
+    template context `ctx` (_operand_ctx: the same operands in the same order) for the citation and concat lines."""
+    out = []
+    by_op = {c["op"]: c for c in ctx}
+    for t in prog.gm:
+        if t.role != role or t.space != space:
+            continue
+        c, v, ct = by_op[t.name], t.view, _ctype(t.dtype)
+        if c["pieces"]:
+            out.append(GmRows(t.name, t.gm, ct, "pieces", spec=c["spec"], pieces=tuple(c["copy_row"]),
+                              pieces_col=tuple(c["copy_col"])))
+            continue
+        if gathered_stat(t):   # read row by row by the scalar unit at each row's offset
+            out.append(GmRows(t.name, t.gm, ct, "gather", spec=c["spec"],
+                              at=addr.row_expr(t.name, _ksum(Sym("r0"), Sym("j"))),
+                              at_g0=addr.row_expr(t.name, _ksum(Sym("g0"), Sym("j")))))
+            continue
+        runs = v.flat or v.runs
+        stride = addr.dims.sym(v.pitch if v.flat else v.strides[-1])
+        gap = Lit(0) if stride == Sym("hidden_") or not runs else _kmul(_ksub(stride, Sym("hidden_")),
+                                                                         kir.SizeOf(ct))
+        gap_col = _kmul(_ksub(stride, Sym("n_")), kir.SizeOf(ct)) if runs else Lit(0)
+        layout = "flat" if v.flat else ("runs" if runs else "single")
+        out.append(GmRows(t.name, t.gm, ct, layout, addr.row_expr(t.name, "r0"), addr.row_expr(t.name, "r"), gap,
+                          c["spec"], rm=c.get("rm", ""), off_g0=addr.row_expr(t.name, "g0"), gap_col=gap_col))
+    return tuple(out)
+
+
+def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClass:
+    """The Kernel IR of class `v`'s ROW_SPLIT schedule (opgen.kernel.rowsched) from its template context `ctx`
+    (class_context): the operands' addresses as dim expressions over the tiling fields of `dims`."""
+    p = v.prog
+    addr = _Addr(p, dims)
+    sched = RowSchedule(
+        row_in=_gm_rows(p, addr, "in", "row", ctx["row_in"]), row_out=_gm_rows(p, addr, "out", "row", ctx["row_out"]),
+        stat_in=_gm_rows(p, addr, "in", "stat", ctx["stat_in"]),
+        stat_out=_gm_rows(p, addr, "out", "stat", ctx["stat_out"]),
+        temps=ctx["temps"], nbrow=ctx["nbrow"], ncol=ctx["ncol"], bufs=dict(ctx["bufs"]["row"]),
+        ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
+        load_cols=bool(ctx["load_cols"]), load_cols_body=tuple(ctx["load_cols"]),
+        gm_all=tuple(ctx["tensors"]),
+        load_batch=bool(ctx["load_batch"]), flush_row=bool(ctx["flush_row"]),
+        flush_row_body=tuple(ctx["flush_row"]), flush_col_body=tuple(ctx["flush_col"]),
+        load_batch_body=tuple(ctx["load_batch"]),
+        zero_batch=bool(ctx["zero_batch"]),
+        zero_batch_body=tuple(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
+        row_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["row_segments"]),
+        reduce_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["reduce_segments"]),
+        acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
+        float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]) + tuple(ctx["batch_vals"]),
+        batch_stores=bool(p.batch_stores),
+        cross_core=tuple(ctx["cross_core"]), strided=tuple(ctx["off_nodes"]),
+        fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
+        bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
+        nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
+        stream_levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["stream_levels"]),
+        col_phases=tuple(ctx["col_phases"]), online=ctx["online"],
+        col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
+        col_total_init=tuple(ctx["col_total"][0]), col_total_end=tuple(ctx["col_total"][1]),
+        helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"] and ctx["sum_accs"]),
+                                      ("MaxPartials", ctx["cross_core"] and ctx["max_accs"]),
+                                      ("MinPartials", ctx["cross_core"] and ctx["min_accs"]),
+                                      ("CombineTotals", bool(ctx["col_total"][1])), ("TotalOwnedRows", ctx["levels"]),
+                                      ("LoadRow", ctx["any_buf"]["paramQue"]),
+                                      ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
+                                      ("RowMax", ctx["uses_max"]), ("RowStartOf", True),
+                                      ("CoreOfRow", bool(ctx["cross_core"]) and ctx["brow_accs"]),
+                                      ("RunRows", ctx["strided"]), ("GapBlocks", True)) if on),
+        run_extent=dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1),
+        zero_fill=any(i.kind in MASK_KINDS or i.kind in SELECT_KINDS for i in p.instrs),
+        tiling_struct=f"optiling::{spec.name}TilingData", dim_values=tuple(ctx["dim_values"]))
+    return row_split_class(v.cls, sched)
+
+
+def class_ir(spec, v: Variant, dims: DimFields) -> dict:
+    """The facts of kernel class `v` the printer and the template read (templates/op_kernel/row_kernel.h.j2: its
+    buffers, operands, methods present), with its Kernel IR under "row_split_ir" (kir.KernelClass: every method,
+    Init and Process; the syncs the lowering writes, which the family's synchronise pass replaces). Registers every
+    dim its addressing reads in `dims`. Raises SpecError for an operand without a buffer."""
+    p = v.prog
+    addr = _Addr(p, dims)
+    cites = Cites([p, *v.also])
+    row_pr, col_pr = _Printer(p, "row", cites, addr), _Printer(p, "col", cites, addr)
+    levels = sorted({i.level for i in p.rsums()})
+    tensors = []
+    for t in p.gm:
+        names = [pc.view.tensor for pc in t.view.pieces] if isinstance(t.view, PiecewiseView) else [t.gm]
+        for gm in names:
+            if gm not in [n for n, _c in tensors]:
+                tensors.append((gm, _ctype(t.dtype)))
+    used = {n for n, _c in tensors}
+    kinds = {i.dst: i.kind for i in p.rsums()}
+    combine = {}
+    for lv in levels:
+        for i in p.rsums(lv):
+            combine[i.dst] = "Max" if kinds[i.dst] == "rmax" else "Add"
+    counts = program_counts(p)
+    bufs = {"row": fixed_needs(counts, ROW_SPLIT), "col": fixed_needs(counts, COL_SPLIT)}
+    load_batch = _setup_nodes(p, "brow", addr, cites)
+    tots = _totals(p)
+    col_total = _col_total_nodes(p, cites)
+    passes = row_passes(p) if p.acc_reads else ([], [])
+    flush_row = _flush_nodes(p, "row", addr, cites)
+    flush_col = _flush_nodes(p, "col", addr, cites)
+    # in this order: the tiling fields are numbered in first-use order (DimFields)
+    row_in, row_out = _operand_ctx(p, addr, "in", "row", cites), _operand_ctx(p, addr, "out", "row", cites)
+    stat_in = _operand_ctx(p, addr, "in", "stat", cites)
+    stat_out = [dict(o, rm=next(i.arg for i in p.instrs if i.kind == "sstore" and i.gm == o["op"]))
+                for o in _operand_ctx(p, addr, "out", "stat", cites)]
+    offs = addr.off_nodes()
+    dim_values = [(m, dims.sym(e)) for m, e in zip(DIM_VALUE_MEMBERS, p.dim_values)]   # fields after the addressing's
+    ctx = {
+        "name": v.cls, "doc": v.doc, "dim_values": dim_values,
+        "tensors": tensors,
+        "unused": [cpp_name(n) for n in [i.name for i in spec.inputs] + [o.name for o in spec.outputs] if n not in used],
+        "row_in": row_in, "row_out": row_out, "stat_in": stat_in, "stat_out": stat_out, "off_nodes": offs,
+        "temps": max(p.row_temps, 2), "nbrow": len(p.brow), "ncol": len(p.col),
+        "bufs": bufs, "any_buf": {k: any(b[k] for b in bufs.values()) for k in bufs["row"]},
+        "batch_index": bool(load_batch or flush_row or _reload_nodes(p, cites)),
+        "batch_vals": [n for n, _s, _k in p.btotals],
+        "brow_accs": any(v[0] == "brow" for _a, v in _acc_items(p)),
+        "sum_accs": any(_partials(p, a) == "SumPartials" for a, _v in _acc_items(p)),
+        "max_accs": any(_partials(p, a) == "MaxPartials" for a, _v in _acc_items(p)),
+        "min_accs": any(_partials(p, a) == "MinPartials" for a, _v in _acc_items(p)),
+        "ws_rows_per_core": sum(1 for _a, x in _acc_items(p) if x[0] == "col")
+        + 2 * sum(1 for _a, x in _acc_items(p) if x[0] == "brow") + len(tots),
+        # the bookkeeping methods as Kernel-IR statements ([]: the class has no such method)
+        "load_batch": load_batch, "zero_batch": with_barriers(_zero_nodes(p, "brow", cites)),
+        "load_cols": _setup_nodes(p, "col", addr, cites),
+        "flush_row": flush_row, "flush_col": flush_col,
+        "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
+        "row_segments": (row_pr.batch_segments(passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)])
+                         if batchable(p) else []),
+        "reduce_segments": (_with_rows_reduce(row_pr.batch_segments(
+            passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)], reduce=True))
+            if batchable(p) and p.rsums() else []),
+        "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
+        "reload_batch": _reload_nodes(p, cites, addr), "cross_core": _cross_core_nodes(p, addr, cites),
+        "levels": [(lv, col_pr.phase_nodes(lv),
+                    [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
+                   for lv in levels],
+        "stream": v.stream,
+        "online": ((pair[0].level, col_pr.online_nodes(pair), col_pr.online_rescale(pair))
+                   if v.stream and (pair := online_pair(p)) else ()),
+        "col_phases": sorted({ph for i in p.instrs if per_row(i) and set(i.srcs) & set(p.col) for ph in i.phases}),
+        "stream_levels": [(lv, col_pr.phase_nodes(lv, stream=True),
+                           [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
+                          for lv in levels] if v.stream else [],
+        "final_nodes": col_pr.phase_nodes(None), "col_final": _col_final_nodes(p, addr, cites),
+        "col_total": col_total,
+        "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
+        "float_attrs": sorted({x for i in all_instrs(p) for x in attr_names(i.arg)}),
+        "uses_max": any(i.kind == "rmax" for i in p.instrs) or any(p.acc_kinds.get(a) == "max" for a, _v in tots)
+        or any(k == "max" for _n, _s, k in p.btotals),
+        "uses_sum": any(i.kind == "rsum" for i in p.instrs) or any(p.acc_kinds.get(a) != "max" for a, _v in tots)
+        or any(k == "sum" for _n, _s, k in p.btotals),
+        "strided": bool(offs),
+    }
+    ctx["row_split_ir"] = row_split_ir(spec, v, dims, ctx)
+    return ctx
