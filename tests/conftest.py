@@ -18,6 +18,9 @@ os.environ.setdefault("OPGEN_CHECK_OPT", "0")
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 _root = os.environ.get("OPGEN_BUILD_DIR") or str(Path.home() / ".cache" / "opgen" / "build")
 os.environ.setdefault("PYTHONPYCACHEPREFIX", str(Path(_root) / "pycache"))
+# The dependency pass's placements (opgen.kernel.kir_sync.place_syncs_memo) are shared the same way: a kernel class
+# placed by one worker or one `opgen` subprocess is read by the others, whatever generate cache a test isolates.
+os.environ.setdefault("OPGEN_SYNC_DIR", str(Path(_root) / "syncs"))
 sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 sys.dont_write_bytecode = False
 
@@ -80,6 +83,6 @@ def examples_gen(tmp_path_factory):
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (tree / ".complete").exists():
             specs = Path(__file__).resolve().parent.parent / "examples" / "specs"
-            write_ops(sorted(str(p) for p in specs.glob("*.py")), tree)
+            write_ops(sorted(str(p) for p in specs.glob("*.py")), tree, jobs=2)   # the other worker waits for it
             (tree / ".complete").write_text("")
     return tree

@@ -509,8 +509,8 @@ def test_placed_syncs_on_random_programs_with_methods_slots_and_queues_run_race_
 def test_the_placement_memo_gives_the_same_program_and_recomputes_a_damaged_entry(tmp_path, monkeypatch):
     """place_syncs_memo: a second placement of the same class reads its entry (place_syncs is not run again) and
     gives the same program; an entry edited by hand (truncated, another key, a statement position that does not
-    exist, a sync dropped) is not trusted: the class is placed again and the entry rewritten."""
-    monkeypatch.setenv("OPGEN_CACHE_DIR", str(tmp_path))
+    exist, a SetFlag without its WaitFlag) is not trusted: the class is placed again and the entry rewritten."""
+    monkeypatch.setenv("OPGEN_SYNC_DIR", str(tmp_path / "syncs"))
     k0 = ks.strip_syncs(rows_kernel())
     want, ins = ks.place_syncs(k0)
     got, got_ins = ks.place_syncs_memo(k0)
@@ -522,11 +522,11 @@ def test_the_placement_memo_gives_the_same_program_and_recomputes_a_damaged_entr
     assert kir.to_text(ks.place_syncs_memo(k0)[0]) == kir.to_text(want) and calls == []
     text = entry.read_text()
     entry_json = json.loads(text)
-    dropped = dict(entry_json, inserted=[[p, [] if v[0][:3] == ["SetFlag", "V", "S"] else v]   # the V -> S pair
-                                         for p, v in entry_json["inserted"]])
-    assert dropped != entry_json
+    lost = dict(entry_json, inserted=[[p, v[:1]] if v[0][:3] == ["SetFlag", "V", "S"] else [p, v]   # a WaitFlag
+                                      for p, v in entry_json["inserted"]])
+    assert lost != entry_json
     for bad in (text[: len(text) // 2], text.replace('"key": "', '"key": "0'),
-                text.replace('"Compute"', '"NoSuchMethod"', 1), json.dumps(dropped)):
+                text.replace('"Compute"', '"NoSuchMethod"', 1), json.dumps(lost)):
         entry.write_text(bad)
         assert kir.to_text(ks.place_syncs_memo(k0)[0]) == kir.to_text(want)
         assert entry.read_text() == text
