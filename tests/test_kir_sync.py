@@ -531,3 +531,31 @@ def test_the_placement_memo_gives_the_same_program_and_recomputes_a_damaged_entr
         assert kir.to_text(ks.place_syncs_memo(k0)[0]) == kir.to_text(want)
         assert entry.read_text() == text
     assert len(calls) == 4
+
+
+def test_the_memo_tells_classes_apart_by_a_call_s_template_arguments(tmp_path, monkeypatch):
+    """Review: two classes that differ only in `Widen<half>` / `Widen<float>` (a template method's type argument,
+    which the analysis reads: an fp32 CastFrom ends in its own barrier) got one memo entry, and the half class the
+    float class's placement, racy. Each now gets its own; the half one runs race-free. A damaged entry that is JSON
+    but no object is recomputed, not an error."""
+    monkeypatch.setenv("OPGEN_SYNC_DIR", str(tmp_path / "syncs"))
+
+    def cls(targ):
+        widen = Func("Widen", (Param("dst", "tensor", "float"), Param("n")), (
+            Get("t", "hb", "S"), vec(Op.DUPLICATE, dst=Ref("t"), scalar=FConst(1.0), count=Sym("n")),
+            vec(Op.CAST_FROM, dst=Ref("dst"), src=Ref("t"), count=Sym("n"))), tparams=("S",))
+        return KernelClass("K", "KT", args=("y",), gms=(GmTensor("gmY", "float", "y"),),
+                           locals=(Local("hb"), Local("b")), tensors=(TensorVar("w", "float"),), methods=(widen,),
+                           process=(InitBuffer("hb", Lit(64)), InitBuffer("b", Lit(64)), Get("w", "b", "float"),
+                                    Call("Widen", (Ref("w"), Lit(16)), targs=(targ,)),
+                                    vec(Op.ADDS, dst=Ref("w"), src0=Ref("w"), scalar=1.0, count=16),
+                                    Copy(GmView("gmY"), Ref("w"), Lit(1), Lit(64))))
+
+    ks.place_syncs_memo(cls("float"))
+    out, _ = ks.place_syncs_memo(cls("half"))
+    assert kir.to_text(out) == kir.to_text(ks.place_syncs(cls("half"))[0])
+    r = ki.run(out, {}, {"y": np.zeros(16, np.float32)}, 1)
+    assert r.ok, r.first_fault
+    for entry in (tmp_path / "syncs").glob("*.json"):
+        entry.write_text("[]")
+    assert kir.to_text(ks.place_syncs_memo(cls("half"))[0]) == kir.to_text(out)

@@ -745,7 +745,7 @@ class CubeFamily(Family):
             if id(c) not in done:
                 done[id(c)] = place_syncs_memo(c)[0]
             progs[key] = done[id(c)]
-        return Lowered(lowered.family, lowered.layout, progs)
+        return Lowered(lowered.family, lowered.layout, progs, lowered.extra)   # what the tiling stored stays
 
     def counts(self, lowered):
         """CubeCounts of the lowered class."""

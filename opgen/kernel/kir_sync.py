@@ -29,8 +29,9 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   known (the slots of a per-slot Get loop, a zero fill per slot).
 * The state holds every access not yet ordered before every pipe, each with the set of pipes it is ordered
   before, plus the tokens of pending flags and queue blocks. A new access conflicting with an unordered one gets a
-  sync placed immediately before it (Barrier(V) for V after V, else SetFlag(Q, P) + WaitFlag(Q, P); PIPE_ALL for a
-  pair no HardEvent names), whose effect the analysis applies at once.
+  sync placed before it (Barrier(V) for V after V, else SetFlag(Q, P) + WaitFlag(Q, P); PIPE_ALL for a pair no
+  HardEvent names), whose effect the analysis applies at once; not a second time when the same sync already ends
+  the list there.
 * Branches are analysed separately and joined (an access ordered on one path only is unordered; a flag or queue
   token keeps an access the other path never made; a tensor bound on one path keeps that binding); a loop body is
   analysed until the state at its head is a fixed point of entry ⊔ end-of-body, so a dependency carried from one
@@ -39,8 +40,9 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   otherwise the join with the loop's entry (zero iterations) too.
   The state is a set of disjuncts keyed by the queues' allocator states, so the blocks of a double-buffered
   queue stay apart across iterations.
-* A sync whose earlier access lies outside a loop holding the later one goes before the outermost such loop: issued
-  once, not per iteration. A loop marked `disjoint` (kir.For: the lowering's claim that iterations touch disjoint
+* Where a sync goes (_Analysis.where): in the function where the call paths of the two accesses part (the calls
+  that led to each), before the later one's statement there (the access, or the call leading to it), and before
+  the outermost loop there that holds the later access but not the earlier one: issued once, not per iteration. A loop marked `disjoint` (kir.For: the lowering's claim that iterations touch disjoint
   bytes where one writes) is analysed for one iteration: no dependence is carried between its iterations.
 * A CoreIf body runs on one core kind: it is analysed like an If with an empty else, and its accesses never conflict
   with those of a CoreIf of the other kind (other cores, ordered by cross-core flags, which order no pipe here).
@@ -52,8 +54,9 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   no longer waits for the producing pipe's later, unrelated work (a prefetch, another operand's copy).
 
 Public: `strip_syncs` (a program without Barrier / SetFlag / WaitFlag), `conflicts` (the unordered conflicting
-pairs of a program: empty when it is synchronised), `place_syncs` (the pass) and `placed` (the syncs a placed
-program gained, by position).
+pairs of a program: empty when it is synchronised), `place_syncs` (the pass), `place_syncs_memo` (the pass
+memoised on disk, `memo_dir`), `placed` (the syncs a placed program gained, by position) and `without` (a placed
+program less one of them: the mutation of a test).
 """
 
 from __future__ import annotations
@@ -369,8 +372,8 @@ class _Analysis:
         n = 0
         while n < min(len(e), len(later)) - 1 and e[n] == later[n]:
             n += 1
-        if e[n][0] != later[n][0]:   # Init and Process: Init has run
-            return later[n]
+        if e[n][0] != later[n][0]:   # Init and Process: Init has run, any loop of Process holding the later one
+            return _outside_loops((later[n][0], -1), later[n], self.k)
         return _outside_loops(e[n], later[n], self.k)
 
     def find(self, d: _D, a: Access):
@@ -879,7 +882,14 @@ def _code_digest() -> str:
     root = Path(__file__).resolve().parent.parent
     for rel in _SOURCES:
         h.update(rel.encode())
-        h.update((root / rel).read_bytes())
+        try:
+            h.update((root / rel).read_bytes())
+        except OSError:   # no source beside the module (a bytecode-only install): its name and opgen's version
+            from importlib.metadata import PackageNotFoundError, version
+            try:
+                h.update(version("opgen").encode())
+            except PackageNotFoundError:
+                h.update(b"?")
     return h.hexdigest()
 
 
@@ -918,25 +928,26 @@ def _pos_of(v) -> tuple:
 
 def place_syncs_memo(k: kir.KernelClass, types: dict | None = None, prune: bool | str = True,
                      hoist: bool = True) -> tuple:
-    """`place_syncs` memoised on disk (memo_dir(), one JSON file per key): the key is the sha256 of the class's
-    canonical text (kir.to_text), the types, the options and the bytes of the modules the result depends on
-    (_SOURCES), so one kernel class is placed once however many processes build it (the test suite's workers, a
-    regeneration). An entry is used only when it parses, names its key, every sync lands on a statement and the
-    program verifies; anything else is recomputed and rewritten. Like the generate cache (opgen.codegen.cache), it
-    guards against damage, not against someone who rewrites an entry on purpose (a placement is not re-proved on
-    reading: that costs an analysis in every process that builds the kernel). Raises as place_syncs."""
-    key = hashlib.sha256(json.dumps([_code_digest(), kir.to_text(k), sorted((types or {}).items()), str(prune),
-                                     hoist]).encode()).hexdigest()
+    """`place_syncs` memoised on disk (memo_dir(), one JSON file per key). The key is the sha256 of every field of
+    the class (its repr: kir.to_text omits a call's template arguments, which the analysis reads), the types, the
+    options and the bytes of the modules the result depends on (_SOURCES), so one kernel class is placed once
+    however many processes build it (the test suite's workers, a regeneration). An entry is used only when it is a
+    JSON object that names its key, every sync lands on a statement and the program verifies; anything else is
+    recomputed and rewritten. Like the generate cache (opgen.codegen.cache), it guards against damage, not against
+    someone who rewrites an entry on purpose (a placement is not re-proved on reading: that costs an analysis in
+    every process that builds the kernel). Raises as place_syncs."""
+    key = hashlib.sha256(json.dumps([_code_digest(), repr(k), sorted((types or {}).items()), str(prune),
+                                     hoist]).encode()).hexdigest()   # repr: every field (to_text omits targs)
     path = memo_dir() / f"{key}.json"
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
-        if entry.get("key") == key:
+        if isinstance(entry, dict) and entry.get("key") == key:
             inserted = {_pos_of(p): [_sync_of(x) for x in v] for p, v in entry["inserted"]}
             out = _with(k, inserted)
             kir.verify(out)
             if _nsyncs(out) == _nsyncs(k) + sum(len(v) for v in inserted.values()):   # every position exists
                 return out, inserted
-    except (OSError, ValueError, KeyError, IndexError, TypeError, kir.IRError):
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, kir.IRError):
         pass
     out, inserted = place_syncs(k, types, prune, hoist)
     try:

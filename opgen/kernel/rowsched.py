@@ -403,13 +403,18 @@ def _segments(segs) -> tuple:
 
 def _rows_apart(nodes) -> bool:
     """Whether the iterations of a per-row loop over `nodes` (row `i` of the pass) touch disjoint 32-B blocks where
-    one writes (kir.For.disjoint): every vector operand is row i of a row buffer (its offset a multiple of
-    rowStride_ in i; rows start on 32-byte blocks), scalar reads and writes are at i (the scalar unit runs in order),
-    and nothing else (a call: a row reduction's shared scratch) is in the loop."""
+    one writes (kir.For.disjoint): every vector instruction covers the row's n_ columns of row i of its buffers (the
+    offset exactly i * rowStride_: rows of a batched pass start on 32-byte blocks, opgen.kernel.rowprog.batchable
+    keeps byte rows out of batching) and reads no data-dependent source (Gather), scalar reads and writes are at i
+    (the scalar unit runs in order), and nothing else (a call: a row reduction's shared scratch) is in the loop."""
+    row = as_dim(Bin("*", Sym("i"), Sym("rowStride_")))
     for x in walk(tuple(nodes)):
         if isinstance(x, Vec):
+            count = dict(x.args).get("count")
+            if x.op.name.startswith("GATHER") or count is None or as_dim(count) != Sym("n_"):
+                return False   # a data-dependent source, or more than one row's columns
             for _name, r in x.args:
-                if isinstance(r, Ref) and (r.offset is None or not {"i", "rowStride_"} <= as_dim(r.offset).symbols()):
+                if isinstance(r, Ref) and (r.offset is None or as_dim(r.offset) != row):
                     return False
         elif isinstance(x, (GetValue, SetValue)):
             r = x.src if isinstance(x, GetValue) else x.dst
@@ -824,11 +829,13 @@ def _total_owned_rows(nlevel: int, combines: set) -> Func:
     combinations the class uses (`combines`: an isMax parameter picks one only when it has both)."""
     w0, w1, m, k, o0, o = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("m"), Sym("k"), Sym("o0"), Sym("o")
     per, gr = Sym("rowsPerOwner"), Sym("groupStride_")   # workspace slots start on 32-byte blocks
-    ops = {"Max": vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=m), "Add": vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=m)}
+    ops = {"Max": vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=m),
+           "Add": vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=m)}
     both = len(combines) > 1
     combine = (If((Sym("isMax"),), (ops["Max"], Barrier(Pipe.V)), (ops["Add"], Barrier(Pipe.V))) if both else
                ops["Max" if "Max" in combines else "Add"])
-    return Func("TotalOwnedRows", (Param("slot"), Param("dst"), Param("k")) + ((Param("isMax", "bool"),) if both else ()), (
+    params = (Param("slot"), Param("dst"), Param("k")) + ((Param("isMax", "bool"),) if both else ())
+    return Func("TotalOwnedRows", params, (
         Let("cores", BLOCK_NUM),
         Let("o0", mul(BLOCK_IDX, per)),
         Let("on", Select(Constraint("<", o0, k), Fn("min", (sub(k, o0), per)), Lit(0))),

@@ -327,7 +327,8 @@ def print_unit(name: str, unit: Unit) -> str:
         return fam.program_text(unit.lowered, unit.key0)
     if name == "synchronise":   # the class serving key0 (a family may build its kernel from other keys: the one
         progs = unit.lowered.programs   # of key0's static attributes then)
-        key = unit.key0 if unit.key0 in progs else next((k for k in progs if k.static == unit.key0.static), next(iter(progs)))
+        key = unit.key0 if unit.key0 in progs else \
+            next((k for k in progs if k.static == unit.key0.static), next(iter(progs)))
         return fam.synchronised_text(unit.lowered, key)
     if name == "count":
         return fam.counts_text(unit.counts)
