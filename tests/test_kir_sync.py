@@ -515,6 +515,9 @@ def test_the_placement_memo_gives_the_same_program_and_recomputes_a_damaged_entr
     want, ins = ks.place_syncs(k0)
     got, got_ins = ks.place_syncs_memo(k0)
     assert kir.to_text(got) == kir.to_text(want) and got_ins == ins
+    gm = {"x": np.ones((13, 37), np.float32), "y": np.zeros((13, 37), np.float32), "s": np.zeros(13, np.float32)}
+    r = ki.run(got, dict(rows=13, hidden=37, colAlign=40, rowsPerCore=5, **{"pass": 2}), gm, 3)
+    assert r.ok, r.first_fault   # the interpreter's race detector judges the memo's program, not the pass itself
     (entry,) = list((tmp_path / "syncs").glob("*.json"))
     calls = []
     real = ks.place_syncs
