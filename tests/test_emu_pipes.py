@@ -270,7 +270,7 @@ def guard_placed(text: str) -> tuple[str, list]:
 # the streamed column split over a row longer than a core's UB slice, each of the last two over several groups of
 # rows: between them every sync the pass placed in RmsNorm's kernel is reached
 RMS_CASES = (dict(Bd=(150,), H=100), dict(Bd=(150,), H=256), dict(Bd=(150,), H=4000), dict(Bd=(40,), H=65536),
-             dict(Bd=(9,), H=1 << 20))   # cheapest first: a site is deleted in the first case that reaches it
+             dict(Bd=(9,), H=1 << 19))   # cheapest first: a site is deleted in the first case that reaches it
 
 
 def test_deleting_any_one_sync_the_pass_placed_in_rms_norm_is_a_race(rms, tmp_path, monkeypatch,

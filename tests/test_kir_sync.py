@@ -505,6 +505,58 @@ def test_placed_syncs_on_random_programs_with_methods_slots_and_queues_run_race_
                 assert r.ok or "race" not in r.first_fault, (s, n, stride, r.first_fault)
 
 
+class _NoCalls(dict):
+    """A call memo that never keeps an entry: every trial analyses every call."""
+
+    def __setitem__(self, key, value):
+        pass
+
+
+@pytest.mark.parametrize("seed", range(0, 60, 20))
+def test_trials_reusing_calls_place_exactly_what_trials_analysing_every_call_place(seed, monkeypatch):
+    """The prune's and the hoist's trials reuse a method call's output state when its input state is the same and
+    no changed sync lies in a function it reaches (_Trials): on the review's random programs (methods called from
+    several sites, syncs placed inside methods and pruned there, hoisted flags), the placements are the same as
+    when no call is reused."""
+    for s in range(seed, seed + 8):
+        k = _fuzz_program(s)
+        fast = ks.place_syncs(k)[1]
+        with monkeypatch.context() as m:
+            m.setattr(ks._Trials, "accept", lambda self, changed: None)
+            orig = ks._Trials.__init__
+
+            def init(self, kc):
+                orig(self, kc)
+                self.calls = _NoCalls()
+            m.setattr(ks._Trials, "__init__", init)
+            slow = ks.place_syncs(k)[1]
+        assert repr(sorted(fast.items(), key=str)) == repr(sorted(slow.items(), key=str)), s
+
+
+def test_a_trial_does_not_reuse_a_call_analysed_before_a_sync_inside_it_was_removed():
+    """Two flag pairs each order ma's V write of block 0 before Process's MTE3 store of it: one inside ma, one in
+    Process. nb's needed MTE2 -> V pair is tried first (its trial analyses the call of ma and keeps that call's
+    output), ma's pair next (removed: Process's pair covers it), Process's last: it is needed now. Reusing the call
+    of ma analysed while ma still held its pair would have removed it too and left a race."""
+    def write(block):
+        return vec(Op.DUPLICATE, dst=Ref("t", Lit(8 * block)), scalar=1.0, count=8)
+
+    def store(block):
+        return Copy(GmView("gmY"), Ref("t", Lit(8 * block)), Lit(1), Lit(32))
+    load2 = Copy(Ref("t", Lit(16)), GmView("gmX"), Lit(1), Lit(32))
+    read2 = vec(Op.ADDS, dst=Ref("t", Lit(24)), src0=Ref("t", Lit(16)), scalar=1.0, count=8)
+    k = _small([Call("ma"), Call("nb"), store(0)],
+               [Func("ma", (), (write(0), write(1))), Func("nb", (), (load2, read2))])
+    pair = [SetFlag(Pipe.V, Pipe.MTE3, 0), WaitFlag(Pipe.V, Pipe.MTE3, 0)]
+    inserted = {("ma", 1): list(pair), ("nb", 1): [SetFlag(Pipe.MTE2, Pipe.V, 0), WaitFlag(Pipe.MTE2, Pipe.V, 0)],
+                ("Process", 4): list(pair)}
+    assert ks.conflicts(ks._with(k, inserted)) == []
+    kept = ks._prune(k, inserted, {}, set(), ks._Trials(k))
+    assert sorted(kept) == [("Process", 4), ("nb", 1)], kept
+    assert ks.conflicts(ks._with(k, kept)) == [] and not _races(ks._with(k, kept))
+    assert _races(ks._with(k, {p: v for p, v in kept.items() if p[0] != "Process"}))
+
+
 # ------------------------------------------------------------------------------------------------ the memo
 def test_the_placement_memo_gives_the_same_program_and_recomputes_a_damaged_entry(tmp_path, monkeypatch):
     """place_syncs_memo: a second placement of the same class reads its entry (place_syncs is not run again) and
