@@ -533,6 +533,24 @@ def test_trials_reusing_calls_place_exactly_what_trials_analysing_every_call_pla
         assert repr(sorted(fast.items(), key=str)) == repr(sorted(slow.items(), key=str)), s
 
 
+@pytest.mark.parametrize("seed", range(0, 40, 20))
+def test_a_trial_s_verdict_is_the_full_analysis_s_on_every_one_sync_deletion(seed):
+    """A trial (_clean) drops the records a later access of the same pipe covers and stops at the first conflict;
+    the full analysis (conflicts) keeps every record. On the review's random programs, placed, then less each placed
+    sync in turn: the trial finds a conflict exactly when the full analysis does."""
+    agree = 0
+    for s in range(seed, seed + 20):
+        k = _fuzz_program(s)
+        _, inserted = ks.place_syncs(k, hoist=False)
+        for which in ks.placed(inserted):
+            drop = set(which)
+            trial = {p: [x for j, x in enumerate(v) if (p, j) not in drop] for p, v in inserted.items()}
+            full = ks.conflicts(ks.without(k, inserted, which)) == []
+            assert ks._clean(k, trial, {}, ks._used_flags(k)) == full, (s, which)
+            agree += 1
+    assert agree > 20
+
+
 def test_a_trial_does_not_reuse_a_call_analysed_before_a_sync_inside_it_was_removed():
     """Two flag pairs each order ma's V write of block 0 before Process's MTE3 store of it: one inside ma, one in
     Process. nb's needed MTE2 -> V pair is tried first (its trial analyses the call of ma and keeps that call's

@@ -211,8 +211,7 @@ class _D:
             if t1 is None:
                 toks[t] = t2
             elif t1 != t2:   # an access the other path never made (or has ordered before every pipe) stays carried
-                toks[t] = (t1 & t2) | frozenset(a for a in t1 if a not in o.records) | \
-                    frozenset(a for a in t2 if a not in self.records)
+                toks[t] = (t1 & t2) | t1.difference(o.records) | t2.difference(self.records)
         binds = dict(self.binds)
         for v, b2 in o.binds.items():   # bound on one path only: a use after lies on that path
             b1 = binds.get(v)
@@ -249,14 +248,29 @@ class _D:
             self.grant([a for a in self.records if a.pipe is pipe], pipe)
 
 
+_CUBE_PIPES = {kir.Nd2Nz: Pipe.MTE2, kir.LoadData: Pipe.MTE1, kir.Mmad: Pipe.M, kir.Fixpipe: Pipe.FIX}
+
+
+def _absent_pipes(k: kir.KernelClass) -> int:
+    """The bits of the cube-side pipes (MTE1, M, FIX) no statement of k issues work on or syncs: an access need not
+    be ordered before them, so a record ordered before every other pipe leaves the state (a vector kernel's records
+    would otherwise stay until a PIPE_ALL barrier, and every search and join would walk them)."""
+    used = {Pipe.S, Pipe.V, Pipe.MTE2, Pipe.MTE3}
+    for body in [k.init, k.process] + [m.body for m in k.methods]:
+        for x in kir.walk(body):
+            if isinstance(x, kir.Barrier):
+                used.add(x.pipe)
+            elif isinstance(x, (kir.SetFlag, kir.WaitFlag)):
+                used |= {x.src, x.dst}
+            elif type(x) in _CUBE_PIPES:
+                used.add(_CUBE_PIPES[type(x)])
+    return sum(_BIT[p] for p in PIPES if p not in used)
+
+
 def _union(a: dict, b: dict) -> list:
     """The keys of a, then those of b not in a: a join's order never depends on hashing (PYTHONHASHSEED), so the
     pass places the same syncs in every process."""
     return list(a) + [k for k in b if k not in a]
-
-
-def _ordered(rec: Access, seen: int, a: Access) -> bool:
-    return bool(seen & a.bit) or (rec.pipe is a.pipe and a.pipe is not Pipe.V)
 
 
 # ------------------------------------------------------------------------------------------------ the analysis
@@ -271,6 +285,7 @@ class _Trials:
         self.accesses: dict = {}
         self.exprs: dict = {}
         self.floads: dict = {}
+        self.overlap: dict = {}
         self.calls: dict = {}
         calls = {f: {s.method for s in kir.walk(body) if isinstance(s, kir.Call)}
                  for f, body in [("Init", k.init), ("Process", k.process)] + [(m.name, m.body) for m in k.methods]}
@@ -307,14 +322,16 @@ class _Analysis:
         self.unit: str | None = None      # the CoreIf being analysed
         self.env: dict = {}               # loop variables of unrolled loops (UNROLL) and their current values
         self.gm_scope: dict = {}          # a called method's GM parameters: their arguments' GM bases
+        self.absent = _absent_pipes(k)    # the pipes no statement of k uses: every access is ordered before them
         self.trials = trials              # a trial of the prune or the hoist: the memo of method calls
         self.changed = changed            # the functions holding the syncs this trial changes
         shared = trials or _Trials.__new__(_Trials)
         if trials is None:
-            shared.accesses, shared.exprs, shared.floads = {}, {}, {}
+            shared.accesses, shared.exprs, shared.floads, shared.overlap = {}, {}, {}, {}
         self.accesses: dict = shared.accesses   # intern's table
         self.exprs: dict = shared.exprs         # id of an expression of k -> (its DimExpr, its symbols)
         self.floads: dict = shared.floads       # id of a statement of k -> its FLoads (_floads_of)
+        self.overlap: dict = shared.overlap     # (record, access) -> whether they can touch the same bytes (find)
         self.first_only = False           # stop at the first conflict (_clean)
         self.stack: tuple = ()            # the positions of the calls being analysed, outermost first
         self.sites: dict = {}             # placing: Access -> the call positions it was last made under
@@ -415,9 +432,9 @@ class _Analysis:
                     continue          # a scalar read is synchronous: nothing can overtake it
                 if any(a in t for t in d.tokens.values()):   # a later run of the same access: no earlier set or
                     d.tokens = {t: (v - {a}) if a in v else v for t, v in d.tokens.items()}   # hand-off covers it
-                seen = 0 if pipe is Pipe.V else _BIT[pipe]
+                seen = (0 if pipe is Pipe.V else _BIT[pipe]) | self.absent
                 old = d.records.get(a)
-                d.records[a] = seen if old is None else old & seen
+                d.records[a] = seen = seen if old is None else old & seen
 
     def where(self, earlier: Access, pos: tuple) -> tuple:
         """Where the sync ordering `earlier` before the access at `pos` (in the current call) goes: in the function
@@ -435,14 +452,20 @@ class _Analysis:
         return _outside_loops(e[n], later[n], self.k)
 
     def find(self, d: _D, a: Access):
+        """The first record of d that a conflicts with (unordered, one of them a write, the same core kind, their
+        regions overlapping), as a Conflict; None."""
+        aw, abit, ap, au = a.write, a.bit, a.pipe, a.unit
+        in_order = ap is not Pipe.V   # a pipe other than V completes in order: its own earlier work is done
+        ov = self.overlap
         for rec, seen in d.records.items():
-            if not (a.write or rec.write) or _ordered(rec, seen, a):
+            if seen & abit or not (aw or rec.write) or (in_order and rec.pipe is ap):
                 continue
-            if rec.unit is not None and a.unit is not None and rec.unit != a.unit:
-                continue          # another core's access (the other side of a mixed kernel)
-            if not rec.region.overlaps(a.region):
-                continue
-            return Conflict(rec, a, self.sync_for(rec.pipe, a.pipe, _why(rec, a)))
+            key = (rec, a)
+            o = ov.get(key)
+            if o is None:   # another core kind's access is the other side of a mixed kernel: no conflict here
+                o = ov[key] = (rec.unit is None or au is None or rec.unit == au) and rec.region.overlaps(a.region)
+            if o:
+                return Conflict(rec, a, self.sync_for(rec.pipe, ap, _why(rec, a)))
         return None
 
     def sync_for(self, q: Pipe, p: Pipe, doc: str = "") -> tuple:
